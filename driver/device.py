@@ -1,0 +1,319 @@
+"""The NDP device as the host sees it: capabilities, queue set-up, and numpy entry points."""
+import dataclasses
+
+import numpy as np
+
+from isa import (DescType, Descriptor, DeviceConfig, Dtype, Op, QueueView, Status,
+                 check_descriptor, dtype_bytes, payload_bytes, regs, result_bytes, slots)
+from isa.validate import lines
+
+from .errors import ArgumentError, DeviceNotFound, NdpError, ShapeError
+from .queue import Queue
+from .transport import REG_BITS
+
+FP16 = np.dtype("<f2")          # the device's FP16: IEEE binary16, little-endian
+ADDR_LIMIT = 1 << (2 * REG_BITS)  # addresses are programmed as 64-bit LO/HI register pairs
+
+
+@dataclasses.dataclass(frozen=True)
+class Capabilities:
+    """The read-only global registers."""
+    version: int
+    num_queues: int
+    lanes: int
+    rows: int
+    in_buf_bytes: int
+    out_buf_bytes: int
+    dram_buf_bytes: int
+
+    # The very properties of isa.DeviceConfig: they read only in_buf_bytes, out_buf_bytes
+    # and rows, so K and N limits are defined once, in isa.
+    k_max = DeviceConfig.k_max
+    n_max = DeviceConfig.n_max
+
+
+@dataclasses.dataclass(frozen=True)
+class DeviceTensor:
+    """A row-major matrix in HDM, placed by NdpDevice.upload."""
+    addr: int
+    rows: int
+    cols: int
+    dtype: Dtype = Dtype.FP16
+
+    @property
+    def nbytes(self):
+        return self.rows * self.cols * dtype_bytes(self.dtype)
+
+    @property
+    def size_lines(self):
+        """dev_size: the size in 64-byte units, rounded up."""
+        return lines(self.nbytes)
+
+
+def matmul_descriptor(op, tensor, m):
+    """GEMV/GEMM of an m x K input with `tensor` (K x N, not transposed)."""
+    k = tensor.rows
+    return Descriptor(type=DescType.READ_COMPUTE, op=op, dtype=tensor.dtype,
+                      dev_addr=tensor.addr, dev_size=tensor.size_lines,
+                      dev_rows=tensor.rows, dev_cols=tensor.cols,
+                      in_size=lines(m * k * dtype_bytes(tensor.dtype)), in_rows=m, in_cols=k)
+
+
+def load_descriptor(tensor):
+    return Descriptor(type=DescType.LOAD, op=0, dtype=tensor.dtype, dev_addr=tensor.addr,
+                      dev_size=tensor.size_lines, dev_rows=tensor.rows, dev_cols=tensor.cols)
+
+
+def store_descriptor(tensor):
+    return Descriptor(type=DescType.STORE, op=0, dtype=tensor.dtype, dev_addr=tensor.addr,
+                      dev_size=tensor.size_lines, dev_rows=tensor.rows, dev_cols=tensor.cols,
+                      in_size=tensor.size_lines, in_rows=tensor.rows, in_cols=tensor.cols)
+
+
+def _fp16_array(array, name, ndim):
+    if not isinstance(array, np.ndarray):
+        raise ArgumentError(f"{name} must be a numpy array, got {type(array).__name__!r}")
+    if array.dtype != np.float16:
+        raise ArgumentError(f"{name} must be float16, got dtype {str(array.dtype)!r}")
+    if array.ndim != ndim:
+        raise ShapeError(f"{name} must have {ndim} dimension(s), got shape {array.shape!r}")
+    if 0 in array.shape:
+        raise ShapeError(f"{name} has an empty dimension: shape {array.shape!r}")
+    return array
+
+
+def _padded_bytes(array, nbytes):
+    """The array row-major in little-endian FP16, zero-padded to `nbytes` (whole lines)."""
+    data = np.ascontiguousarray(array, dtype=FP16).tobytes()
+    return data + bytes(nbytes - len(data))
+
+
+def _overlaps(a_start, a_end, b_start, b_end):
+    return a_start < b_end and b_start < a_end
+
+
+class NdpDevice:
+    def __init__(self, transport, caps):
+        self.transport = transport
+        self.caps = caps
+        self.queues = {}                # index -> Queue, as configured by this driver
+        self.last_completion = None     # of the newest numpy entry-point call
+
+    @classmethod
+    async def open(cls, transport):
+        """Read the global registers; raises DeviceNotFound unless ID reads isa.regs.ID_VALUE."""
+        ident = await transport.reg_read(regs.ID, regs.HOST_PASID)
+        if ident != regs.ID_VALUE:
+            raise DeviceNotFound(f"ID register reads {ident:#010x}, expected {regs.ID_VALUE:#010x}")
+        values = {}
+        for name in ("VERSION", "NUM_QUEUES", "LANES", "ROWS", "IN_BUF_BYTES",
+                     "OUT_BUF_BYTES", "DRAM_BUF_BYTES"):
+            values[name.lower()] = await transport.reg_read(getattr(regs, name), regs.HOST_PASID)
+        caps = Capabilities(**values)
+        if caps.num_queues < 1 or caps.rows < 1:
+            raise DeviceNotFound(f"device reports NUM_QUEUES={caps.num_queues!r}, ROWS={caps.rows!r}")
+        return cls(transport, caps)
+
+    @property
+    def last_cycles(self):
+        """Device cycles of the newest numpy entry-point call (from its completion)."""
+        return None if self.last_completion is None else self.last_completion.cycles
+
+    # ---- queues ------------------------------------------------------------------------
+
+    async def configure_queue(self, q, sq_base, cq_base, data_base, data_limit,
+                              log2_depth, log2_slot, pasid=regs.HOST_PASID, irq=False):
+        """Program queue `q` and enable it; returns its Queue (next seq 1)."""
+        self._check_queue_args(q, sq_base, cq_base, data_base, data_limit,
+                               log2_depth, log2_slot, pasid)
+        # Disable first: enabling again resets the queue's counts (a 0 -> 1 edge), and a
+        # disabled queue's slots accept the host's writes below.
+        await self._write_reg(regs.queue_reg(q, regs.CTRL), 0)
+        self.queues.pop(q, None)
+
+        # Zero every slot header of both rings before enabling. Sequence numbers restart
+        # at 1, and the device takes a submission slot when its valid word equals the
+        # seq it expects, the driver a completion when its completion word equals the
+        # seq it waits for. A header left in this memory by an earlier use (an earlier
+        # configuration, another program) may hold exactly such a number: the device
+        # would run a stale descriptor, the driver accept a stale completion. Zero is
+        # never a sequence number.
+        zero_header = bytes(slots.HEADER_BYTES)
+        for i in range(1 << log2_depth):
+            await self.transport.mem_write(sq_base + (i << log2_slot), zero_header, regs.HOST_PASID)
+            await self.transport.mem_write(cq_base + (i << log2_slot), zero_header, regs.HOST_PASID)
+
+        for lo, hi, value in ((regs.SQ_BASE_LO, regs.SQ_BASE_HI, sq_base),
+                              (regs.CQ_BASE_LO, regs.CQ_BASE_HI, cq_base),
+                              (regs.DATA_BASE_LO, regs.DATA_BASE_HI, data_base),
+                              (regs.DATA_LIMIT_LO, regs.DATA_LIMIT_HI, data_limit)):
+            await self._write_reg(regs.queue_reg(q, lo), value & ((1 << REG_BITS) - 1))
+            await self._write_reg(regs.queue_reg(q, hi), value >> REG_BITS)
+        await self._write_reg(regs.queue_reg(q, regs.CFG), regs.cfg_value(log2_depth, log2_slot, pasid))
+        ctrl = regs.CTRL_ENABLE | (regs.CTRL_IRQ_ENABLE if irq else 0)
+        await self._write_reg(regs.queue_reg(q, regs.CTRL), ctrl)
+
+        queue = Queue(self.transport, q, sq_base, cq_base, data_base, data_limit,
+                      log2_depth, log2_slot, pasid, irq)
+        self.queues[q] = queue
+        return queue
+
+    async def disable_queue(self, q):
+        await self._write_reg(regs.queue_reg(q, regs.CTRL), 0)
+        self.queues.pop(q, None)
+
+    def queue(self, queue=None):
+        """The Queue for `queue` (a Queue, an index, or None: the lowest configured one)."""
+        if isinstance(queue, Queue):
+            return queue
+        if queue is None:
+            if not self.queues:
+                raise NdpError("no queue is configured; call configure_queue first")
+            return self.queues[min(self.queues)]
+        if queue not in self.queues:
+            raise NdpError(f"queue {queue!r} is not configured (configured: {sorted(self.queues)!r})")
+        return self.queues[queue]
+
+    def _check_queue_args(self, q, sq_base, cq_base, data_base, data_limit,
+                          log2_depth, log2_slot, pasid):
+        def need(cond, what):
+            if not cond:
+                raise ArgumentError(f"queue {q!r}: {what}")
+        need(isinstance(q, int) and 0 <= q < self.caps.num_queues,
+             f"index must be in range(NUM_QUEUES={self.caps.num_queues!r})")
+        for name, (_, width), value in (("log2_depth", regs.CFG_LOG2_DEPTH, log2_depth),
+                                        ("log2_slot", regs.CFG_LOG2_SLOT, log2_slot),
+                                        ("pasid", regs.CFG_PASID, pasid)):
+            need(isinstance(value, int) and 0 <= value < (1 << width),
+                 f"{name}={value!r} does not fit in {width} bits")
+        need(log2_slot >= slots.MIN_LOG2_SLOT,
+             f"log2_slot={log2_slot!r} is below MIN_LOG2_SLOT={slots.MIN_LOG2_SLOT!r}")
+        for name, value in (("sq_base", sq_base), ("cq_base", cq_base), ("data_base", data_base)):
+            need(isinstance(value, int) and value >= 0 and value % slots.LINE_BYTES == 0,
+                 f"{name}={value!r} must be a {slots.LINE_BYTES}-byte aligned address")
+        need(isinstance(data_limit, int) and data_base <= data_limit < ADDR_LIMIT,
+             f"data range [{data_base!r}, {data_limit!r}) must satisfy data_base <= data_limit < 2**64")
+        ring_bytes = 1 << (log2_depth + log2_slot)
+        sq, cq = (sq_base, sq_base + ring_bytes), (cq_base, cq_base + ring_bytes)
+        need(sq[1] <= ADDR_LIMIT and cq[1] <= ADDR_LIMIT, "rings run past the 64-bit address space")
+        need(not _overlaps(*sq, *cq),
+             f"SQ ring [{sq[0]:#x}, {sq[1]:#x}) overlaps CQ ring [{cq[0]:#x}, {cq[1]:#x})")
+        # Uploads are placed in the data range, so rings inside it would be overwritten.
+        for name, ring in (("SQ", sq), ("CQ", cq)):
+            need(not _overlaps(*ring, data_base, data_limit),
+                 f"{name} ring [{ring[0]:#x}, {ring[1]:#x}) overlaps the data range "
+                 f"[{data_base:#x}, {data_limit:#x})")
+            for other in self.queues.values():
+                if other.index == q:
+                    continue
+                other_bytes = other.depth * other.slot_bytes
+                for other_name, base in (("SQ", other.sq_base), ("CQ", other.cq_base)):
+                    need(not _overlaps(*ring, base, base + other_bytes),
+                         f"{name} ring [{ring[0]:#x}, {ring[1]:#x}) overlaps queue "
+                         f"{other.index!r}'s {other_name} ring at {base:#x}")
+
+    async def _write_reg(self, offset, value):
+        await self.transport.reg_write(offset, value, regs.HOST_PASID)
+
+    # ---- numpy entry points ------------------------------------------------------------
+
+    async def upload(self, array, queue=None):
+        """Place a 2-D float16 array in the queue's data range; returns its DeviceTensor."""
+        queue = self.queue(queue)
+        _fp16_array(array, "array", 2)
+        rows, cols = array.shape
+        try:    # the dims must fit the descriptor fields of later operations
+            probe = load_descriptor(DeviceTensor(0, rows, cols))
+        except ValueError as exc:
+            raise ShapeError(f"array of shape {array.shape!r} does not fit a descriptor: {exc}") from None
+        nbytes = probe.dev_size * slots.LINE_BYTES
+        addr = queue.allocate(nbytes)
+        await self.transport.mem_write(addr, _padded_bytes(array, nbytes), queue.pasid)
+        return DeviceTensor(addr, rows, cols, Dtype.FP16)
+
+    async def gemv(self, x, tensor, queue=None, timeout_cycles=None, return_completion=False):
+        """x (K,) float16 times tensor (K x N) -> (N,) float16, computed on the device."""
+        _fp16_array(x, "x", 1)
+        out = await self._matmul(Op.GEMV, x.reshape(1, -1), tensor, queue, timeout_cycles,
+                                 return_completion)
+        if return_completion:
+            return out[0].reshape(-1), out[1]
+        return out.reshape(-1)
+
+    async def gemm(self, x, tensor, queue=None, timeout_cycles=None, return_completion=False):
+        """X (M x K) float16 times tensor (K x N) -> (M x N) float16, computed on the device."""
+        _fp16_array(x, "X", 2)
+        return await self._matmul(Op.GEMM, x, tensor, queue, timeout_cycles, return_completion)
+
+    async def load(self, tensor, queue=None, timeout_cycles=None, return_completion=False):
+        """Read `tensor` through the device (descriptor type LOAD); returns its array."""
+        queue = self.queue(queue)
+        self._check_tensor(tensor)
+        desc = load_descriptor(tensor)
+        completion = await self._run(queue, desc, b"", timeout_cycles)
+        array = np.frombuffer(completion.result, FP16, tensor.rows * tensor.cols)
+        array = array.astype(np.float16).reshape(tensor.rows, tensor.cols)
+        return (array, completion) if return_completion else array
+
+    async def store(self, tensor, array, queue=None, timeout_cycles=None, return_completion=False):
+        """Write `array` into `tensor` through the device (descriptor type STORE)."""
+        queue = self.queue(queue)
+        self._check_tensor(tensor)
+        _fp16_array(array, "array", 2)
+        if array.shape != (tensor.rows, tensor.cols):
+            raise ShapeError(f"array of shape {array.shape!r} does not match the tensor's "
+                             f"{(tensor.rows, tensor.cols)!r}")
+        desc = store_descriptor(tensor)
+        completion = await self._run(queue, desc, _padded_bytes(array, payload_bytes(desc)),
+                                     timeout_cycles)
+        return completion if return_completion else None
+
+    async def _matmul(self, op, x, tensor, queue, timeout_cycles, return_completion):
+        queue = self.queue(queue)
+        self._check_tensor(tensor)
+        m, k = x.shape
+        if k != tensor.rows:
+            raise ShapeError(f"input has K={k!r} columns but the tensor has {tensor.rows!r} rows "
+                             f"(shapes {x.shape!r} and {(tensor.rows, tensor.cols)!r})")
+        if k > self.caps.k_max:
+            raise ShapeError(f"K={k!r} exceeds the device's k_max={self.caps.k_max!r} "
+                             f"(IN_BUF_BYTES={self.caps.in_buf_bytes!r}, ROWS={self.caps.rows!r})")
+        if tensor.cols > self.caps.n_max:
+            raise ShapeError(f"N={tensor.cols!r} exceeds the device's n_max={self.caps.n_max!r} "
+                             f"(OUT_BUF_BYTES={self.caps.out_buf_bytes!r}, ROWS={self.caps.rows!r})")
+        try:
+            desc = matmul_descriptor(op, tensor, m)
+        except ValueError as exc:
+            raise ShapeError(f"input of shape {x.shape!r} does not fit a descriptor: {exc}") from None
+        completion = await self._run(queue, desc, _padded_bytes(x, payload_bytes(desc)), timeout_cycles)
+        n = tensor.cols
+        out = np.frombuffer(completion.result, FP16, m * n).astype(np.float16).reshape(m, n)
+        return (out, completion) if return_completion else out
+
+    def _check_tensor(self, tensor):
+        if not isinstance(tensor, DeviceTensor):
+            raise ArgumentError(f"expected a DeviceTensor, got {tensor!r}")
+        if tensor.dtype != Dtype.FP16:
+            raise ArgumentError(f"only FP16 tensors are supported, got dtype {tensor.dtype!r}")
+
+    async def _run(self, queue, desc, payload, timeout_cycles):
+        self._check_fits(queue, desc)
+        completion = await queue.run(desc, payload, timeout_cycles)
+        self.last_completion = completion
+        return completion.check()
+
+    def _check_fits(self, queue, desc):
+        """Refuse, before touching the device, what the device would refuse."""
+        room = queue.payload_room
+        if payload_bytes(desc) > room:
+            raise ShapeError(f"input of {payload_bytes(desc)!r} bytes does not fit the "
+                             f"{room!r}-byte payload of queue {queue.index!r}'s "
+                             f"{queue.slot_bytes!r}-byte slots")
+        if result_bytes(desc) > room:
+            raise ShapeError(f"result of {result_bytes(desc)!r} bytes does not fit the "
+                             f"{room!r}-byte payload of queue {queue.index!r}'s "
+                             f"{queue.slot_bytes!r}-byte slots")
+        view = QueueView(queue.log2_slot, queue.data_base, queue.data_limit)
+        status = check_descriptor(desc, view, self.caps)
+        if status != Status.OK:
+            raise ArgumentError(f"queue {queue.index!r} would answer {status.name} for {desc!r}")

@@ -1,0 +1,74 @@
+"""Exceptions of the host driver. Every one derives from `NdpError`.
+
+Argument errors also derive from `ValueError`, so callers that validate their own input
+the ordinary Python way catch them too.
+"""
+from isa import Status
+
+
+class NdpError(Exception):
+    """Base of every error the driver raises."""
+
+
+class DeviceNotFound(NdpError):
+    """The ID register does not read isa.regs.ID_VALUE: no NDP device answers there."""
+
+
+class RegisterAccessError(NdpError):
+    """A CXL.io register access answered SLVERR (or another error response)."""
+
+    def __init__(self, offset, pasid, response, write=True):
+        self.offset, self.pasid, self.response = offset, pasid, response
+        kind = "write" if write else "read"
+        super().__init__(f"register {kind} at offset {offset:#05x} with PASID {pasid!r} "
+                         f"answered {response!r}")
+
+
+class MemAccessError(NdpError):
+    """A CXL.mem access answered SLVERR or DECERR."""
+
+    def __init__(self, addr, length, pasid, response, write=True):
+        self.addr, self.length, self.pasid, self.response = addr, length, pasid, response
+        kind = "write" if write else "read"
+        super().__init__(f"mem {kind} of {length!r} bytes at {addr:#x} with PASID {pasid!r} "
+                         f"answered {response!r}")
+
+
+class CompletionError(NdpError):
+    """The device completed a descriptor with a status other than OK."""
+
+    def __init__(self, status, queue, seq, descriptor):
+        self.status = Status(status)
+        self.queue, self.seq, self.descriptor = queue, seq, descriptor
+        super().__init__(f"queue {queue!r} seq {seq!r}: device answered {self.status.name} "
+                         f"(status {int(self.status)}) for {descriptor!r}")
+
+
+class DeviceTimeout(NdpError):
+    """No completion arrived within the allowed number of device cycles."""
+
+    def __init__(self, queue, seq, timeout_cycles):
+        self.queue, self.seq, self.timeout_cycles = queue, seq, timeout_cycles
+        super().__init__(f"queue {queue!r} seq {seq!r}: no completion after "
+                         f"{timeout_cycles!r} device cycles")
+
+
+class QueueFull(NdpError):
+    """The slot the next descriptor needs still holds a completion nobody has waited for."""
+
+    def __init__(self, queue, seq, blocking_seq):
+        self.queue, self.seq, self.blocking_seq = queue, seq, blocking_seq
+        super().__init__(f"queue {queue!r} is full: seq {seq!r} needs the slot of seq "
+                         f"{blocking_seq!r}, whose completion has not been waited for")
+
+
+class ArgumentError(NdpError, ValueError):
+    """A bad host-side argument, found before the device is touched."""
+
+
+class ShapeError(ArgumentError):
+    """Array shapes or sizes that disagree with each other or with the device's limits."""
+
+
+class OutOfDeviceMemory(NdpError):
+    """The queue's data range has no room left for an upload."""

@@ -1,0 +1,231 @@
+"""One submission/completion queue pair in HDM (spec section 2) as the host sees it."""
+import dataclasses
+import struct
+
+from isa import Descriptor, Status, regs, result_bytes, slots
+from isa.slots import LINE_BYTES
+from isa.validate import lines
+
+from .transport import REG_BITS
+from .errors import ArgumentError, CompletionError, DeviceTimeout, NdpError, OutOfDeviceMemory, QueueFull
+
+U64 = struct.Struct("<Q")       # the valid word and the completion word
+U32 = struct.Struct("<I")       # the completion status
+
+
+@dataclasses.dataclass(frozen=True)
+class Completion:
+    seq: int
+    status: Status
+    cycles: int
+    result: bytes               # empty unless status is OK
+    queue: int = None
+    descriptor: Descriptor = None
+
+    @property
+    def ok(self):
+        return self.status == Status.OK
+
+    def check(self):
+        """Return self if the status is OK, else raise CompletionError."""
+        if not self.ok:
+            raise CompletionError(self.status, self.queue, self.seq, self.descriptor)
+        return self
+
+
+class Queue:
+    """A configured queue: its geometry, its PASID, its sequence numbers and its data range.
+
+    Made by NdpDevice.configure_queue. Sequence numbers start at 1; seq s uses slot
+    (s - 1) mod depth of both rings. A slot is in use from submit until wait has read
+    its completion: only then may seq s + depth overwrite it.
+    """
+    POLL_CYCLES = 64                # cycles between two polls of the completion word
+    IRQ_POLL_CYCLES = 1024          # with interrupts, still re-read this often: a pulse
+                                    # may have been taken by another waiter of this queue
+    DEFAULT_TIMEOUT_CYCLES = 1_000_000
+
+    def __init__(self, transport, index, sq_base, cq_base, data_base, data_limit,
+                 log2_depth, log2_slot, pasid, irq):
+        self.transport = transport
+        self.index = index
+        self.sq_base, self.cq_base = sq_base, cq_base
+        self.data_base, self.data_limit = data_base, data_limit
+        self.log2_depth, self.log2_slot = log2_depth, log2_slot
+        self.pasid = pasid
+        self.irq = irq
+        self.next_seq = 1
+        self._tail = 0                  # newest seq whose valid word is written
+        self._in_use = {}               # seq -> descriptor, submitted and not yet waited for
+        self._next_free = data_base     # bump allocator over [data_base, data_limit)
+
+    @property
+    def depth(self):
+        return 1 << self.log2_depth
+
+    @property
+    def slot_bytes(self):
+        return 1 << self.log2_slot
+
+    @property
+    def payload_room(self):
+        """Bytes of input (submission) or result (completion) one slot holds."""
+        return self.slot_bytes - slots.HEADER_BYTES
+
+    @property
+    def outstanding(self):
+        """Sequence numbers submitted and not yet waited for."""
+        return sorted(self._in_use)
+
+    def sq_slot(self, seq):
+        return slots.slot_addr(self.sq_base, seq, self.log2_depth, self.log2_slot)
+
+    def cq_slot(self, seq):
+        return slots.slot_addr(self.cq_base, seq, self.log2_depth, self.log2_slot)
+
+    def __repr__(self):
+        return (f"Queue({self.index!r}, sq_base={self.sq_base:#x}, cq_base={self.cq_base:#x}, "
+                f"depth={self.depth!r}, slot_bytes={self.slot_bytes!r}, pasid={self.pasid!r}, "
+                f"next_seq={self.next_seq!r})")
+
+    # ---- submission --------------------------------------------------------------------
+
+    async def submit(self, desc, payload=b""):
+        """Write one descriptor and ring the doorbell; returns its sequence number.
+
+        Accepts any descriptor, also one the device will refuse: the device decides
+        its status. Only a payload that would spill out of the slot is refused here.
+        """
+        [seq] = await self.submit_many([(desc, payload)])
+        return seq
+
+    async def submit_many(self, items):
+        """Write several (descriptor, payload) pairs in order and ring the doorbell once."""
+        items = [(desc, bytes(payload)) for desc, payload in items]
+        for desc, payload in items:
+            if not isinstance(desc, Descriptor):
+                raise ArgumentError(f"expected an isa.Descriptor, got {desc!r}")
+            if len(payload) > self.payload_room:
+                raise ArgumentError(f"payload of {len(payload)!r} bytes does not fit the "
+                                    f"{self.payload_room!r} bytes of a {self.slot_bytes!r}-byte slot")
+        # Take every sequence number before the first await, so that coroutines
+        # submitting to the same queue concurrently never get the same one.
+        first = self.next_seq
+        seqs = list(range(first, first + len(items)))
+        for seq in seqs:
+            blocking = seq - self.depth
+            if blocking in self._in_use:
+                raise QueueFull(self.index, seq, blocking)
+        for seq, (desc, _) in zip(seqs, items):
+            self._in_use[seq] = desc
+        self.next_seq = first + len(items)
+
+        for seq, (desc, payload) in zip(seqs, items):
+            await self._write_slot(seq, desc, payload)
+        await self._ring_doorbell()
+        return seqs
+
+    async def _write_slot(self, seq, desc, payload):
+        slot = self.sq_slot(seq)
+        # Payload and descriptor first, each awaited to its write response; only then
+        # the valid word. The device takes the slot when the valid word equals seq, so
+        # it can never see a half-written descriptor or payload (spec section 2, step 1).
+        if payload:
+            await self.transport.mem_write(slot + slots.SQ_PAYLOAD, payload, self.pasid)
+        await self.transport.mem_write(slot + slots.SQ_DESC, desc.pack(), self.pasid)
+        await self.transport.mem_write(slot + slots.SQ_VALID, U64.pack(seq), self.pasid)
+        self._tail = max(self._tail, seq)
+
+    async def _ring_doorbell(self):
+        # The newest written seq, never a smaller one: a concurrent submitter may have
+        # written a later slot already, and the tail the device sees should not go back.
+        tail = self._tail % (1 << REG_BITS)
+        await self.transport.reg_write(regs.queue_reg(self.index, regs.DOORBELL), tail, self.pasid)
+
+    # ---- completion --------------------------------------------------------------------
+
+    async def wait(self, seq, timeout_cycles=None):
+        """Wait for the completion of `seq` and read its result; returns a Completion.
+
+        A non-OK status is returned, not raised (see Completion.check). Raises
+        DeviceTimeout after about `timeout_cycles` device cycles without it.
+        """
+        if seq not in self._in_use:
+            raise NdpError(f"queue {self.index!r}: seq {seq!r} is not outstanding "
+                           f"(outstanding: {self.outstanding!r})")
+        if timeout_cycles is None:
+            timeout_cycles = self.DEFAULT_TIMEOUT_CYCLES
+        desc = self._in_use[seq]
+        slot = self.cq_slot(seq)
+        waited = 0
+        while True:
+            header = await self.transport.mem_read(slot, slots.HEADER_BYTES, self.pasid)
+            if U64.unpack_from(header, slots.CQ_SEQ)[0] == seq:
+                break
+            if False:
+                raise DeviceTimeout(self.index, seq, timeout_cycles)
+            waited += await self._pause(timeout_cycles - waited)
+
+        status_value = U32.unpack_from(header, slots.CQ_STATUS)[0]
+        try:
+            status = Status(status_value)
+        except ValueError:
+            raise NdpError(f"queue {self.index!r} seq {seq!r}: completion has unknown "
+                           f"status {status_value!r}") from None
+        cycles = U64.unpack_from(header, slots.CQ_CYCLES)[0]
+        result = b""
+        size = result_bytes(desc)
+        if status == Status.OK and size:
+            result = await self.transport.mem_read(slot + slots.CQ_PAYLOAD, size, self.pasid)
+        # Only now may seq + depth reuse this slot.
+        del self._in_use[seq]
+        return Completion(seq, status, cycles, result, self.index, desc)
+
+    async def _pause(self, cycles_left):
+        """Let time pass before the next poll; returns the cycles to count against the timeout."""
+        if self.irq and self.transport.supports_irq:
+            step = min(self.IRQ_POLL_CYCLES, cycles_left)
+            if await self.transport.wait_irq(self.index, step):
+                return 1    # woken early: count at least one cycle so the loop always ends
+            return step
+        step = min(self.POLL_CYCLES, cycles_left)
+        await self.transport.wait_cycles(step)
+        return step
+
+    async def run(self, desc, payload=b"", timeout_cycles=None):
+        """Submit one descriptor and wait for it; returns the Completion (status unchecked)."""
+        seq = await self.submit(desc, payload)
+        return await self.wait(seq, timeout_cycles)
+
+    # ---- registers ---------------------------------------------------------------------
+
+    async def read_head(self):
+        """HEAD: the sequence number (mod 2^32) of the newest completion written."""
+        return await self.transport.reg_read(regs.queue_reg(self.index, regs.HEAD), regs.HOST_PASID)
+
+    async def read_status(self):
+        """STATUS as (last error status, sticky error bit)."""
+        value = await self.transport.reg_read(regs.queue_reg(self.index, regs.STATUS), regs.HOST_PASID)
+        lsb, width = regs.STATUS_LAST_ERROR
+        return (value >> lsb) & ((1 << width) - 1), bool(value & regs.STATUS_STICKY)
+
+    async def clear_error(self):
+        await self.transport.reg_write(regs.queue_reg(self.index, regs.STATUS),
+                                       regs.STATUS_STICKY, regs.HOST_PASID)
+
+    # ---- data range --------------------------------------------------------------------
+
+    def allocate(self, nbytes):
+        """A 64-byte aligned range of `nbytes` in the queue's data range (bump allocator)."""
+        addr = self._next_free
+        size = lines(nbytes) * LINE_BYTES
+        if addr + size > self.data_limit:
+            raise OutOfDeviceMemory(f"queue {self.index!r}: {nbytes!r} bytes do not fit; "
+                                    f"{self.data_limit - addr!r} of the data range "
+                                    f"[{self.data_base:#x}, {self.data_limit:#x}) are left")
+        self._next_free = addr + size
+        return addr
+
+    def free_all(self):
+        """Forget every allocation: later uploads reuse the data range from its start."""
+        self._next_free = self.data_base

@@ -1,0 +1,79 @@
+"""The decoder: the status a descriptor earns and the sizes the control unit needs.
+
+Combinational. The rules and their order are `isa/validate.py`'s, which the unit test
+checks this block against: BAD_OP, then BAD_DTYPE, then BOUNDS, then BAD_SHAPE.
+"""
+from amaranth import Module, Signal, Mux
+from amaranth.lib import wiring, data
+from amaranth.lib.wiring import In, Out
+
+from isa import Status, DescType, Op, Dtype, FIELDS
+from isa.slots import HEADER_BYTES, LINE_BYTES
+
+DescriptorLayout = data.StructLayout({name: width for name, _, width in FIELDS})
+
+
+class Decoder(wiring.Component):
+    def __init__(self, cfg):
+        self._cfg = cfg
+        super().__init__({
+            "desc": In(DescriptorLayout),
+            "log2_slot": In(8), "data_base": In(64), "data_limit": In(64),
+            "status": Out(8),
+            "is_load": Out(1), "is_store": Out(1), "is_compute": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        d, cfg = self.desc, self._cfg
+        line_log2 = (LINE_BYTES - 1).bit_length()
+
+        def lines(nbytes):
+            return (nbytes + LINE_BYTES - 1) >> line_log2
+
+        is_rw = (d.type == DescType.LOAD) | (d.type == DescType.STORE)
+        is_compute = d.type == DescType.READ_COMPUTE
+        m.d.comb += [self.is_load.eq(d.type == DescType.LOAD), self.is_store.eq(d.type == DescType.STORE),
+                     self.is_compute.eq(is_compute)]
+
+        implemented = (d.flags == 0) & (
+            (is_rw & (d.op == 0)) | (is_compute & ((d.op == Op.GEMV) | (d.op == Op.GEMM))))
+        dtype_ok = Mux(is_compute, d.dtype == Dtype.FP16,
+                       (d.dtype == Dtype.FP16) | (d.dtype == Dtype.BF16) | (d.dtype == Dtype.INT8))
+
+        dev_end = Signal(66)
+        m.d.comb += dev_end.eq(d.dev_addr + (d.dev_size << line_log2))
+        in_bounds = (d.dev_addr[:line_log2] == 0) & (
+            (d.dev_size == 0) | ((d.dev_addr >= self.data_base) & (dev_end <= self.data_limit)))
+
+        # element size 1 (INT8) or 2 bytes: a left shift by el_log2
+        el_log2 = Mux(d.dtype == Dtype.INT8, 0, 1)
+        in_elems, dev_elems, out_elems = Signal(40), Signal(40), Signal(40)
+        m.d.comb += [in_elems.eq(d.in_rows * d.in_cols), dev_elems.eq(d.dev_rows * d.dev_cols),
+                     out_elems.eq(d.in_rows * d.dev_cols)]
+        # payload room of a slot; served queues have log2_slot <= 48 (hw/queue_geometry.py)
+        room = Signal(50)
+        m.d.comb += room.eq((1 << self.log2_slot[:6]) - HEADER_BYTES)
+
+        sizes_ok = ((d.in_size == lines(in_elems << el_log2)) & (d.dev_size == lines(dev_elems << el_log2))
+                    & (d.dev_rows != 0) & (d.dev_cols != 0))
+        load_ok = (d.dev_size << line_log2) <= room
+        store_ok = ((d.in_rows != 0) & (d.in_cols != 0) & (d.in_size == d.dev_size)
+                    & ((d.in_size << line_log2) <= room))
+        compute_ok = ((d.in_rows != 0) & (d.in_cols == d.dev_rows) & ((d.op != Op.GEMV) | (d.in_rows == 1))
+                      & (d.dev_rows <= cfg.k_max) & (d.dev_cols <= cfg.n_max)
+                      & ((d.in_size << line_log2) <= room) & ((out_elems << 1) <= room))
+        shape_ok = sizes_ok & Mux(d.type == DescType.LOAD, load_ok,
+                                  Mux(d.type == DescType.STORE, store_ok, compute_ok))
+
+        with m.If(~implemented):
+            m.d.comb += self.status.eq(Status.BAD_OP)
+        with m.Elif(~dtype_ok):
+            m.d.comb += self.status.eq(Status.BAD_DTYPE)
+        with m.Elif(~in_bounds):
+            m.d.comb += self.status.eq(Status.BOUNDS)
+        with m.Elif(~shape_ok):
+            m.d.comb += self.status.eq(Status.BAD_SHAPE)
+        with m.Else():
+            m.d.comb += self.status.eq(Status.OK)
+        return m

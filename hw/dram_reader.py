@@ -1,0 +1,64 @@
+"""The DRAM reader: streams a run of 64-byte lines from DRAM into the DRAM buffer.
+
+A run is cut into INCR bursts that never cross a 4 KiB boundary and never exceed the
+buffer's free space, so the R channel is never back-pressured by a full buffer.
+"""
+from amaranth import Module, Signal, Mux
+from amaranth.lib import wiring, fifo
+from amaranth.lib.wiring import In, Out
+
+from .axi import device_bus, BURST_INCR
+from .stream import BeatStream
+
+RUN_BEATS_BITS = 32
+
+
+class DramReader(wiring.Component):
+    def __init__(self, cfg):
+        self._cfg = cfg
+        super().__init__({
+            "bus": Out(device_bus(cfg)),
+            "start": In(1), "addr": In(64), "beats": In(RUN_BEATS_BITS),
+            "busy": Out(1),
+            "out": Out(BeatStream(cfg.data_bits)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg, bus = self._cfg, self.bus
+        beat_log2 = (cfg.beat_bytes - 1).bit_length()
+        m.submodules.buffer = buffer = fifo.SyncFIFOBuffered(width=cfg.data_bits, depth=cfg.dram_buf_beats)
+        m.d.comb += [self.out.data.eq(buffer.r_data), self.out.valid.eq(buffer.r_rdy),
+                     buffer.r_en.eq(self.out.ready)]
+
+        addr, left, burst = Signal(64), Signal(RUN_BEATS_BITS), Signal(range(cfg.max_burst_beats + 1))
+        to_boundary = Signal(range(4096 // cfg.beat_bytes + 1))
+        m.d.comb += to_boundary.eq((4096 >> beat_log2) - addr[beat_log2:12])
+        limit = Signal.like(burst)
+        m.d.comb += limit.eq(Mux(to_boundary < cfg.max_burst_beats, to_boundary, cfg.max_burst_beats))
+        m.d.comb += burst.eq(Mux(left < limit, left, limit))
+
+        m.d.comb += [bus.arsize.eq(beat_log2), bus.arburst.eq(BURST_INCR), bus.arcache.eq(0b0011),
+                     bus.araddr.eq(addr), bus.arlen.eq(burst - 1)]
+        m.d.comb += [buffer.w_data.eq(bus.rdata), buffer.w_en.eq(bus.rvalid & bus.rready)]
+
+        with m.FSM():
+            with m.State("IDLE"):
+                with m.If(self.start):
+                    m.d.sync += [addr.eq(self.addr), left.eq(self.beats)]
+                    m.d.comb += self.busy.eq(1)
+                    m.next = "ISSUE"
+            with m.State("ISSUE"):
+                m.d.comb += self.busy.eq(1)
+                with m.If(left == 0):
+                    m.next = "IDLE"
+                with m.Elif(cfg.dram_buf_beats - buffer.level >= burst):
+                    m.d.comb += bus.arvalid.eq(1)
+                    with m.If(bus.arready):
+                        m.d.sync += [addr.eq(addr + (burst << beat_log2)), left.eq(left - burst)]
+                        m.next = "DATA"
+            with m.State("DATA"):
+                m.d.comb += [self.busy.eq(1), bus.rready.eq(1)]
+                with m.If(bus.rvalid & bus.rlast):
+                    m.next = "ISSUE"
+        return m

@@ -1,0 +1,78 @@
+"""The DRAM writer: writes either a run of lines taken from a beat stream (load/store
+copies) or one line held in a register with byte strobes (results, completions).
+
+Each burst waits for its write response before the next starts, so when `busy` falls
+every write of the run has been answered: what the completion ordering needs.
+"""
+from amaranth import Module, Signal, Mux
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from .axi import device_bus, BURST_INCR
+from .dram_reader import RUN_BEATS_BITS
+from .stream import BeatStream
+
+
+class DramWriter(wiring.Component):
+    def __init__(self, cfg):
+        self._cfg = cfg
+        super().__init__({
+            "bus": Out(device_bus(cfg)),
+            "start": In(1), "addr": In(64),
+            "from_stream": In(1),                      # 1: `beats` lines from `src`
+            "beats": In(RUN_BEATS_BITS),
+            "line": In(cfg.data_bits), "strb": In(cfg.beat_bytes),   # 0: this one line
+            "busy": Out(1),
+            "src": In(BeatStream(cfg.data_bits)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg, bus = self._cfg, self.bus
+        beat_log2 = (cfg.beat_bytes - 1).bit_length()
+        addr, left = Signal(64), Signal(RUN_BEATS_BITS)
+        from_stream, line, strb = Signal(), Signal(cfg.data_bits), Signal(cfg.beat_bytes)
+        burst, in_burst = Signal(range(cfg.max_burst_beats + 1)), Signal(range(cfg.max_burst_beats + 1))
+        to_boundary = Signal(range(4096 // cfg.beat_bytes + 1))
+        m.d.comb += to_boundary.eq((4096 >> beat_log2) - addr[beat_log2:12])
+        limit = Signal.like(burst)
+        m.d.comb += limit.eq(Mux(to_boundary < cfg.max_burst_beats, to_boundary, cfg.max_burst_beats))
+        m.d.comb += burst.eq(Mux(left < limit, left, limit))
+
+        m.d.comb += [bus.awsize.eq(beat_log2), bus.awburst.eq(BURST_INCR), bus.awcache.eq(0b0011),
+                     bus.awaddr.eq(addr), bus.awlen.eq(burst - 1),
+                     bus.wdata.eq(Mux(from_stream, self.src.data, line)),
+                     bus.wstrb.eq(Mux(from_stream, (1 << cfg.beat_bytes) - 1, strb)),
+                     bus.wlast.eq(in_burst == 1)]
+
+        with m.FSM():
+            with m.State("IDLE"):
+                with m.If(self.start):
+                    m.d.comb += self.busy.eq(1)
+                    m.d.sync += [addr.eq(self.addr), from_stream.eq(self.from_stream),
+                                 left.eq(Mux(self.from_stream, self.beats, 1)),
+                                 line.eq(self.line), strb.eq(self.strb)]
+                    m.next = "ISSUE"
+            with m.State("ISSUE"):
+                m.d.comb += self.busy.eq(1)
+                with m.If(left == 0):
+                    m.next = "IDLE"
+                with m.Else():
+                    m.d.comb += bus.awvalid.eq(1)
+                    with m.If(bus.awready):
+                        m.d.sync += [in_burst.eq(burst), addr.eq(addr + (burst << beat_log2)),
+                                     left.eq(left - burst)]
+                        m.next = "DATA"
+            with m.State("DATA"):
+                m.d.comb += self.busy.eq(1)
+                valid = Mux(from_stream, self.src.valid, 1)
+                m.d.comb += [bus.wvalid.eq(valid), self.src.ready.eq(from_stream & bus.wready)]
+                with m.If(valid & bus.wready):
+                    m.d.sync += in_burst.eq(in_burst - 1)
+                    with m.If(in_burst == 1):
+                        m.next = "RESPONSE"
+            with m.State("RESPONSE"):
+                m.d.comb += [self.busy.eq(1), bus.bready.eq(1)]
+                with m.If(bus.bvalid):
+                    m.next = "ISSUE"
+        return m

@@ -1,0 +1,37 @@
+"""Generate the Verilog of a device config: `python -m hw.gen [--config NAME] [-o FILE]`.
+
+`emit_src=False` keeps local paths out of the output, so the committed `rtl/` file is
+byte-identical wherever the checkout lives.
+"""
+import argparse
+import pathlib
+
+from amaranth.back import verilog
+
+import isa
+from .device import NdpDevice
+from .fp_cells import cell_verilog
+
+TOP = "ndp_device"
+
+
+def generate(cfg):
+    """The device's Verilog, followed by the shared FP cells it instantiates."""
+    return verilog.convert(NdpDevice(cfg), name=TOP, emit_src=False) + cell_verilog()
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--config", default="default", help="config name in isa/configs or a JSON path")
+    parser.add_argument("-o", "--output", type=pathlib.Path, help="output file (default: stdout)")
+    args = parser.parse_args(argv)
+    text = generate(isa.load_config(args.config))
+    if args.output:
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        args.output.write_text(text)
+    else:
+        print(text, end="")
+
+
+if __name__ == "__main__":
+    main()

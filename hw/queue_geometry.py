@@ -1,0 +1,26 @@
+"""Queue geometry shared by the blocks that address HDM queues: slot addresses, ring
+extents and whether a queue's configuration is servable."""
+from amaranth import Mux, Signal
+
+from isa.slots import MIN_LOG2_SLOT
+
+# log2_depth + log2_slot above this is refused: such a ring would not fit a 64-bit space
+MAX_LOG2_RING = 48
+
+
+def config_ok(regs):
+    """A queue is served only with 64-byte aligned rings that fit (the driver checks the same)."""
+    return ((regs.log2_slot >= MIN_LOG2_SLOT)
+            & (regs.log2_slot + regs.log2_depth <= MAX_LOG2_RING)
+            & (regs.sq_base[:6] == 0) & (regs.cq_base[:6] == 0))
+
+
+def slot_addr(base, seq, regs):
+    """Address of the slot of sequence number `seq` in the ring at `base`."""
+    index = (seq - 1)[:16] & ((1 << regs.log2_depth) - 1)
+    return (base + (index << regs.log2_slot[:6]))[:64]
+
+
+def ring_end(base, regs):
+    """First address past a ring (65 bits: a ring may end at 2^64)."""
+    return base + (1 << (regs.log2_depth + regs.log2_slot[:6]))[:MAX_LOG2_RING + 1]

@@ -1,0 +1,82 @@
+"""Device configurations as data: `configs/<name>.json` beside this file.
+
+A config names the few free parameters; the rest is derived here, once, for the RTL
+generator, the model and the driver alike.
+"""
+import dataclasses
+import json
+import pathlib
+
+CONFIG_DIR = pathlib.Path(__file__).parent / "configs"
+
+
+@dataclasses.dataclass(frozen=True)
+class DeviceConfig:
+    name: str
+    lanes: int             # FP16 elements taken from DRAM per cycle (= DRAM port width / 16)
+    rows: int              # input rows computed in parallel
+    num_queues: int
+    in_buf_bytes: int      # input buffer: rows banks of k_max FP16 elements
+    out_buf_bytes: int     # output buffer: rows x n_max FP32 accumulators
+    dram_buf_bytes: int    # DRAM buffer: FIFO of DRAM read beats
+    ibuf_depth: int = 4    # instruction buffer entries
+    clock_hz: float = 1e9
+    data_bits: int = 512   # mem and dram data width (spec section 5)
+    addr_bits: int = 64
+    id_bits: int = 8
+    user_bits: int = 20
+    io_addr_bits: int = 16
+    io_data_bits: int = 32
+
+    def __post_init__(self):
+        def need(cond, what):
+            if not cond:
+                raise ValueError(f"config {self.name!r}: {what}")
+        need(self.data_bits == 512, f"data_bits must be 512 (spec section 5), got {self.data_bits!r}")
+        need(self.lanes == self.data_bits // 16,
+             f"lanes must equal the DRAM port width in FP16 elements ({self.data_bits // 16}), got {self.lanes!r}")
+        need(self.rows >= 1, f"rows must be >= 1, got {self.rows!r}")
+        need(1 <= self.num_queues <= 16, f"num_queues must be 1..16, got {self.num_queues!r}")
+        need(self.k_max >= self.lanes and self.k_max % self.lanes == 0,
+             f"in_buf_bytes={self.in_buf_bytes!r} must hold rows x a multiple of lanes FP16 elements")
+        need(self.n_max >= self.lanes and self.n_max % self.lanes == 0,
+             f"out_buf_bytes={self.out_buf_bytes!r} must hold rows x a multiple of lanes FP32 accumulators")
+        need(self.dram_buf_beats >= 2 and self.dram_buf_beats & (self.dram_buf_beats - 1) == 0,
+             f"dram_buf_bytes={self.dram_buf_bytes!r} must be a power of two of at least 2 beats")
+        need(self.ibuf_depth >= 1 and self.ibuf_depth & (self.ibuf_depth - 1) == 0,
+             f"ibuf_depth must be a power of two, got {self.ibuf_depth!r}")
+
+    @property
+    def beat_bytes(self):
+        return self.data_bits // 8
+
+    @property
+    def k_max(self):
+        """Largest K (input columns) the input buffer holds."""
+        return self.in_buf_bytes // (2 * self.rows)
+
+    @property
+    def n_max(self):
+        """Largest N (output columns) the output buffer's accumulators hold."""
+        return self.out_buf_bytes // (4 * self.rows)
+
+    @property
+    def dram_buf_beats(self):
+        return self.dram_buf_bytes // self.beat_bytes
+
+    @property
+    def max_burst_beats(self):
+        """Longest burst the device issues: 4 KiB, the AXI4 boundary, and at most half the DRAM buffer."""
+        return min(4096 // self.beat_bytes, self.dram_buf_beats // 2)
+
+
+def load_config(name_or_path="default"):
+    path = pathlib.Path(name_or_path)
+    if not path.suffix:
+        path = CONFIG_DIR / f"{name_or_path}.json"
+    if not path.exists():
+        known = sorted(p.stem for p in CONFIG_DIR.glob("*.json"))
+        raise FileNotFoundError(f"no device config {str(name_or_path)!r}; known: {known}")
+    data = json.loads(path.read_text())
+    data.setdefault("name", path.stem)
+    return DeviceConfig(**data)

@@ -1,0 +1,108 @@
+"""The 204-bit read-compute descriptor (spec section 1, normative).
+
+`FIELDS` is the single bit layout: the RTL decoder slices the descriptor word with it,
+and `Descriptor.pack`/`unpack` encode and decode it here.
+"""
+import dataclasses
+import enum
+
+DESC_BITS = 204          # bits used by the descriptor
+DESC_WORD_BYTES = 32     # stored in the low 204 bits of a 256-bit word
+
+# (name, lsb, width), contiguous from bit 0 in this order.
+FIELDS = (
+    ("type", 0, 2),
+    ("op", 2, 4),
+    ("dtype", 6, 4),
+    ("flags", 10, 10),
+    ("dev_addr", 20, 64),
+    ("dev_size", 84, 20),
+    ("dev_rows", 104, 20),
+    ("dev_cols", 124, 20),
+    ("in_size", 144, 20),
+    ("in_rows", 164, 20),
+    ("in_cols", 184, 20),
+)
+
+_next = 0
+for _name, _lsb, _width in FIELDS:
+    assert _lsb == _next, f"descriptor field {_name!r} is not contiguous"
+    _next = _lsb + _width
+assert _next == DESC_BITS
+del _next, _name, _lsb, _width
+
+FIELD = {name: (lsb, width) for name, lsb, width in FIELDS}
+
+
+class DescType(enum.IntEnum):
+    LOAD = 0
+    STORE = 1
+    READ_COMPUTE = 2
+    RESERVED = 3
+
+
+class Op(enum.IntEnum):
+    GEMV = 0
+    GEMM = 1
+    SOFTMAX = 2
+
+
+class Dtype(enum.IntEnum):
+    FP16 = 0
+    BF16 = 1
+    INT8 = 2
+
+
+def dtype_bytes(dtype):
+    """Element size in bytes of a defined dtype, None for a reserved one."""
+    return {Dtype.FP16: 2, Dtype.BF16: 2, Dtype.INT8: 1}.get(dtype)
+
+
+class Flag(enum.IntFlag):
+    """Bits of the `flags` field, numbered as in the 204-bit word (bit 10 is flags bit 0).
+
+    Only TRANS_W is defined by the spec; bits 11..19 are the project's own and none is
+    implemented yet, so a descriptor that sets any of them completes with BAD_OP.
+    """
+    TRANS_W = 1 << 0
+
+
+@dataclasses.dataclass(frozen=True)
+class Descriptor:
+    type: int = DescType.READ_COMPUTE
+    op: int = Op.GEMV
+    dtype: int = Dtype.FP16
+    flags: int = 0
+    dev_addr: int = 0
+    dev_size: int = 0
+    dev_rows: int = 0
+    dev_cols: int = 0
+    in_size: int = 0
+    in_rows: int = 0
+    in_cols: int = 0
+
+    def __post_init__(self):
+        for name, _, width in FIELDS:
+            value = getattr(self, name)
+            if not isinstance(value, int) or not 0 <= value < (1 << width):
+                raise ValueError(f"descriptor field {name}={value!r} does not fit in {width} bits")
+
+    def to_int(self):
+        word = 0
+        for name, lsb, _ in FIELDS:
+            word |= int(getattr(self, name)) << lsb
+        return word
+
+    def pack(self):
+        """The 32-byte little-endian descriptor word."""
+        return self.to_int().to_bytes(DESC_WORD_BYTES, "little")
+
+    @classmethod
+    def from_int(cls, word):
+        return cls(**{name: (word >> lsb) & ((1 << width) - 1) for name, lsb, width in FIELDS})
+
+    @classmethod
+    def unpack(cls, data):
+        if len(data) != DESC_WORD_BYTES:
+            raise ValueError(f"a descriptor word is {DESC_WORD_BYTES} bytes, got {len(data)}")
+        return cls.from_int(int.from_bytes(data, "little"))

@@ -1,0 +1,1 @@
+"""The device model. `golden` is the bit-exact numerical reference of the compute unit."""

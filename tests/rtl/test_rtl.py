@@ -1,0 +1,11 @@
+"""pytest entry points of the Verilator benches: one pytest test per cocotb module."""
+import pytest
+
+from runner import run
+
+MODULES = ["cocotb_registers"]
+
+
+@pytest.mark.parametrize("module", MODULES)
+def test_rtl(module):
+    run(module)

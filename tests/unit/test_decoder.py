@@ -1,0 +1,107 @@
+"""hw/decoder.py against isa/validate.py, the reference of the decode rules."""
+from amaranth.sim import Simulator
+from hypothesis import given, settings, strategies as st, HealthCheck
+
+import isa
+from isa import Descriptor, Status, DescType, Op, Dtype, FIELDS
+from isa.validate import QueueView, lines
+from hw.decoder import Decoder
+
+CFG = isa.load_config("default")
+
+
+def decode_all(cases):
+    """Run (descriptor, queue) pairs through one simulation of the decoder."""
+    dut = Decoder(CFG)
+    out = []
+
+    async def bench(ctx):
+        for desc, queue in cases:
+            ctx.set(dut.desc.as_value(), desc.to_int())
+            ctx.set(dut.log2_slot, queue.log2_slot)
+            ctx.set(dut.data_base, queue.data_base)
+            ctx.set(dut.data_limit, queue.data_limit)
+            out.append(Status(ctx.get(dut.status)))
+
+    sim = Simulator(dut)
+    sim.add_testbench(bench)
+    sim.run()
+    return out
+
+
+QUEUE = QueueView(log2_slot=16, data_base=0x10000, data_limit=0x90000)
+
+
+def good_gemm(m=3, k=40, n=24, addr=0x10000, op=Op.GEMM):
+    return Descriptor(type=DescType.READ_COMPUTE, op=op, dtype=Dtype.FP16, dev_addr=addr,
+                      dev_size=lines(k * n * 2), dev_rows=k, dev_cols=n,
+                      in_size=lines(m * k * 2), in_rows=m, in_cols=k)
+
+
+def field_boundaries():
+    """Every field at 0, 1, its maximum and maximum - 1, on an otherwise good descriptor."""
+    base = good_gemm()
+    for name, _, width in FIELDS:
+        for value in {0, 1, (1 << width) - 1, (1 << width) - 2}:
+            yield Descriptor(**{**base.__dict__, name: value})
+
+
+def status_cases():
+    """At least one descriptor for each status, built from the rules' text, not the code."""
+    q = QUEUE
+    yield good_gemm(), Status.OK
+    yield good_gemm(m=1, op=Op.GEMV), Status.OK
+    yield Descriptor(type=DescType.RESERVED), Status.BAD_OP
+    yield Descriptor(**{**good_gemm().__dict__, "op": 7}), Status.BAD_OP
+    yield Descriptor(**{**good_gemm().__dict__, "flags": 1}), Status.BAD_OP
+    yield Descriptor(**{**good_gemm().__dict__, "dtype": Dtype.BF16}), Status.BAD_DTYPE
+    yield good_gemm(addr=0x10040 - 0x20), Status.BOUNDS
+    yield good_gemm(addr=q.data_limit - 64), Status.BOUNDS
+    yield good_gemm(addr=q.data_base - 64), Status.BOUNDS
+    yield good_gemm(m=2, op=Op.GEMV), Status.BAD_SHAPE
+    yield Descriptor(**{**good_gemm().__dict__, "in_cols": 41, "in_size": lines(3 * 41 * 2)}), Status.BAD_SHAPE
+    yield good_gemm(k=CFG.k_max + 1, n=1), Status.BAD_SHAPE
+    yield good_gemm(n=CFG.n_max + 32, k=1), Status.BAD_SHAPE
+    yield good_gemm(m=600, k=64, n=64), Status.BAD_SHAPE          # input larger than the slot
+    yield Descriptor(**{**good_gemm().__dict__, "dev_size": 1}), Status.BAD_SHAPE
+
+
+def test_decoder_status_cases():
+    cases = list(status_cases())
+    got = decode_all([(d, QUEUE) for d, _ in cases])
+    for (desc, expected), status in zip(cases, got):
+        assert isa.check_descriptor(desc, QUEUE, CFG) == expected, desc
+        assert status == expected, desc
+
+
+def test_decoder_field_boundaries():
+    cases = [(d, QUEUE) for d in field_boundaries()]
+    got = decode_all(cases)
+    for (desc, queue), status in zip(cases, got):
+        assert status == isa.check_descriptor(desc, queue, CFG), desc
+
+
+small = st.integers(0, 70)
+descriptors = st.builds(
+    Descriptor, type=st.integers(0, 3), op=st.sampled_from([0, 0, 1, 1, 2, 9]),
+    dtype=st.sampled_from([0, 0, 0, 1, 2, 5]), flags=st.sampled_from([0, 0, 0, 1, 0x200]),
+    dev_addr=st.integers(0, 0xA0000).map(lambda a: a & ~0x3F if a % 3 else a),
+    dev_size=small, dev_rows=small, dev_cols=small, in_size=small, in_rows=small, in_cols=small)
+queues = st.builds(QueueView, log2_slot=st.integers(6, 14), data_base=st.integers(0, 0x20000),
+                   data_limit=st.integers(0, 0xA0000))
+
+
+def consistent(d):
+    """Make the sizes agree with the dims, so the random cases reach the later checks too."""
+    el = isa.dtype_bytes(d.dtype) or 2
+    return Descriptor(**{**d.__dict__, "dev_size": lines(d.dev_rows * d.dev_cols * el),
+                         "in_size": lines(d.in_rows * d.in_cols * el)})
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(descriptors, queues, st.booleans()), min_size=20, max_size=40))
+def test_decoder_matches_rules(batch):
+    cases = [(consistent(d) if fix else d, q) for d, q, fix in batch]
+    got = decode_all(cases)
+    for (desc, queue), status in zip(cases, got):
+        assert status == isa.check_descriptor(desc, queue, CFG), (desc, queue)
