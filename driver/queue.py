@@ -162,7 +162,7 @@ class Queue:
             header = await self.transport.mem_read(slot, slots.HEADER_BYTES, self.pasid)
             if U64.unpack_from(header, slots.CQ_SEQ)[0] == seq:
                 break
-            if False:
+            if waited >= timeout_cycles:
                 raise DeviceTimeout(self.index, seq, timeout_cycles)
             waited += await self._pause(timeout_cycles - waited)
 

@@ -1,5 +1,6 @@
 """The cocotb environment around `ndp_device`: clock, reset, DRAM, and the driver's
 RTL transport. Only this module and the transport touch signals."""
+import logging
 import os
 
 import cocotb
@@ -11,7 +12,9 @@ import isa
 from driver import NdpDevice
 from driver.rtl_transport import CocotbAxiTransport
 
-DRAM_BYTES = 1 << 24          # the AxiRam behind the dram port
+DRAM_BYTES = 1 << 26          # the AxiRam behind the dram port
+QUEUE_SPAN = 1 << 24          # queue q owns [q * QUEUE_SPAN, (q + 1) * QUEUE_SPAN) of it:
+SQ_OFFSET, CQ_OFFSET, DATA_OFFSET = 0, 1 << 22, 1 << 23   # rings of up to 4 MiB, then data
 
 
 class DeviceEnv:
@@ -19,6 +22,8 @@ class DeviceEnv:
         self.dut = dut
         self.cfg = isa.load_config(os.environ.get("NDP_CONFIG", "default"))
         self.dram = AxiRam(AxiBus.from_prefix(dut, "dram_"), dut.clk, dut.rst, size=DRAM_BYTES)
+        self.dram.write_if.log.setLevel(logging.WARNING)
+        self.dram.read_if.log.setLevel(logging.WARNING)
         self.transport = None
 
     async def start(self):
@@ -29,7 +34,18 @@ class DeviceEnv:
         self.dut.rst.value = 0
         await ClockCycles(self.dut.clk, 2)
         self.transport = CocotbAxiTransport(self.dut)
-        return await NdpDevice.open(self.transport)
+        for bfm in (self.transport.mem.write_if, self.transport.mem.read_if,
+                    self.transport.io.write_if, self.transport.io.read_if):
+            bfm.log.setLevel(logging.WARNING)
+        self.dev = await NdpDevice.open(self.transport)
+        return self.dev
+
+    async def setup_queue(self, q, pasid=0, log2_depth=2, log2_slot=16, irq=False):
+        """Configure queue q in its own span of DRAM, as the host (PASID 0) does."""
+        base = q * QUEUE_SPAN
+        return await self.dev.configure_queue(
+            q, sq_base=base + SQ_OFFSET, cq_base=base + CQ_OFFSET, data_base=base + DATA_OFFSET,
+            data_limit=base + QUEUE_SPAN, log2_depth=log2_depth, log2_slot=log2_slot, pasid=pasid, irq=irq)
 
     async def cycles(self, n):
         await ClockCycles(self.dut.clk, n)

@@ -3,7 +3,7 @@ import pytest
 
 from runner import run
 
-MODULES = ["cocotb_registers"]
+MODULES = ["cocotb_registers", "cocotb_compute"]
 
 
 @pytest.mark.parametrize("module", MODULES)

@@ -42,7 +42,7 @@ class FakeDevice(Transport):
         self.supports_irq = True
         self.stalled = False          # the queue engine does nothing
         self.force_status = None      # complete everything with this status
-        self.cycles = 0               # host waits, to stop a driver that never gives up
+        self.cycles = self.waits = 0  # host waits, to stop a driver that never gives up
 
     # ---- transport ----
     async def mem_write(self, addr, data, pasid):
@@ -93,7 +93,8 @@ class FakeDevice(Transport):
 
     def _pass_time(self, n):
         self.cycles += n
-        if self.cycles > 10**7:
+        self.waits += 1
+        if self.cycles > 10**7 or self.waits > 10**5:
             raise RuntimeError("the driver waits forever")
         self._run_queues()
 
