@@ -95,6 +95,8 @@ class Queue:
 
         Accepts any descriptor, also one the device will refuse: the device decides
         its status. Only a payload that would spill out of the slot is refused here.
+        If a write fails (MemAccessError), the sequence number stays taken but never
+        becomes valid, and the device waits at it: configure the queue again.
         """
         [seq] = await self.submit_many([(desc, payload)])
         return seq

@@ -117,8 +117,8 @@ class RegisterFile(wiring.Component):
                         with m.If(aw_user == regs_q.pasid):
                             m.d.sync += regs_q.tail.eq(merged(regs_q.tail))
                     with case(R.STATUS):
-                        with m.If(host & (w_data & w_strb[3])[31]):
-                            m.d.sync += status[q].eq(0)
+                        with m.If(host & w_data[31] & w_strb[3]):
+                            m.d.sync += status[q][31].eq(0)      # write 1 clears the sticky bit
             with m.If(refuse):
                 m.d.sync += b_resp.eq(RESP_SLVERR)
 

@@ -12857,7 +12857,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
   wire [31:0] \$142 ;
   wire [31:0] \$143 ;
   wire \$144 ;
-  wire [31:0] \$145 ;
+  wire \$145 ;
   wire \$146 ;
   wire \$147 ;
   wire [31:0] \$148 ;
@@ -12933,7 +12933,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
   wire [31:0] \$210 ;
   wire [31:0] \$211 ;
   wire \$212 ;
-  wire [31:0] \$213 ;
+  wire \$213 ;
   wire \$214 ;
   wire \$215 ;
   wire [31:0] \$216 ;
@@ -13008,7 +13008,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
   wire [31:0] \$279 ;
   wire [31:0] \$28 ;
   wire \$280 ;
-  wire [31:0] \$281 ;
+  wire \$281 ;
   wire \$282 ;
   wire \$283 ;
   wire \$284 ;
@@ -13100,7 +13100,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
   wire [31:0] \$74 ;
   wire [31:0] \$75 ;
   wire \$76 ;
-  wire [31:0] \$77 ;
+  wire \$77 ;
   wire \$78 ;
   wire \$79 ;
   wire \$8 ;
@@ -13328,8 +13328,8 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
   assign \$74  = \$signal$27  & { \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3:2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2:1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1:0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0] };
   assign \$75  = \$73  | \$74 ;
   assign \$76  = ! \$signal$22 ;
-  assign \$77  = \$signal$27  & { 31'h00000000, \$signal$29 [3] };
-  assign \$78  = \$76  & \$77 [31];
+  assign \$77  = \$76  & \$signal$27 [31];
+  assign \$78  = \$77  & \$signal$29 [3];
   assign \$79  = ! \$signal$22 ;
   assign \$80  = ~ { \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3:2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2:1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1:0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0] };
   assign \$81  = queues__1[31:0] & \$80 ;
@@ -13396,8 +13396,8 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
   assign \$142  = \$signal$27  & { \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3:2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2:1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1:0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0] };
   assign \$143  = \$141  | \$142 ;
   assign \$144  = ! \$signal$22 ;
-  assign \$145  = \$signal$27  & { 31'h00000000, \$signal$29 [3] };
-  assign \$146  = \$144  & \$145 [31];
+  assign \$145  = \$144  & \$signal$27 [31];
+  assign \$146  = \$145  & \$signal$29 [3];
   assign \$147  = ! \$signal$22 ;
   assign \$148  = ~ { \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3:2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2:1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1:0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0] };
   assign \$149  = queues__2[31:0] & \$148 ;
@@ -13464,8 +13464,8 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
   assign \$210  = \$signal$27  & { \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3:2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2:1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1:0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0] };
   assign \$211  = \$209  | \$210 ;
   assign \$212  = ! \$signal$22 ;
-  assign \$213  = \$signal$27  & { 31'h00000000, \$signal$29 [3] };
-  assign \$214  = \$212  & \$213 [31];
+  assign \$213  = \$212  & \$signal$27 [31];
+  assign \$214  = \$213  & \$signal$29 [3];
   assign \$215  = ! \$signal$22 ;
   assign \$216  = ~ { \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3:2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2:1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1:0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0] };
   assign \$217  = queues__3[31:0] & \$216 ;
@@ -13532,8 +13532,8 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
   assign \$278  = \$signal$27  & { \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3:2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2:1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1:0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0] };
   assign \$279  = \$277  | \$278 ;
   assign \$280  = ! \$signal$22 ;
-  assign \$281  = \$signal$27  & { 31'h00000000, \$signal$29 [3] };
-  assign \$282  = \$280  & \$281 [31];
+  assign \$281  = \$280  & \$signal$27 [31];
+  assign \$282  = \$281  & \$signal$29 [3];
   assign \$283  = \$signal$41  & io__rready;
   assign \$284  = io__arvalid & io__arready;
   assign io__awready = ~ aw_full;
@@ -13962,7 +13962,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
             /* empty */;
         14'h004c:
             if (\$78 ) begin
-              \$299  = 32'd0;
+              \$299 [31] = 1'h0;
             end
       endcase
     end
@@ -14100,7 +14100,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
             /* empty */;
         14'h005c:
             if (\$146 ) begin
-              \$301  = 32'd0;
+              \$301 [31] = 1'h0;
             end
       endcase
     end
@@ -14290,7 +14290,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
             /* empty */;
         14'h006c:
             if (\$214 ) begin
-              \$303  = 32'd0;
+              \$303 [31] = 1'h0;
             end
       endcase
     end
@@ -14534,7 +14534,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
             /* empty */;
         14'h007c:
             if (\$282 ) begin
-              \$305  = 32'd0;
+              \$305 [31] = 1'h0;
             end
       endcase
     end

@@ -96,5 +96,6 @@ async def scoreboard_catches_a_corrupted_weight(dut):
     w = random_fp16(rng, (16, 8))
     x = random_fp16(rng, (1, 16))
     tensor = await dev.upload(w)
-    env.dram.write(tensor.addr + 2 * 37, bytes([env.dram.read(tensor.addr + 2 * 37, 1)[0] ^ 0x04]))
+    hi_byte = tensor.addr + 2 * 37 + 1           # exponent bits of weight (2, 5)
+    env.dram.write(hi_byte, bytes([env.dram.read(hi_byte, 1)[0] ^ 0x40]))
     assert_bits_equal(await dev.gemm(x, tensor), golden.gemm(x, w), "corrupted weight")

@@ -49,3 +49,25 @@ class DeviceEnv:
 
     async def cycles(self, n):
         await ClockCycles(self.dut.clk, n)
+
+
+class DramReadMonitor:
+    """Records every read burst the device issues on its dram port: (address, bytes)."""
+
+    def __init__(self, dut):
+        self.dut = dut
+        self.bursts = []
+        cocotb.start_soon(self._watch())
+
+    async def _watch(self):
+        from cocotb.triggers import RisingEdge
+        dut = self.dut
+        while True:
+            await RisingEdge(dut.clk)
+            if int(dut.dram__arvalid.value) and int(dut.dram__arready.value):
+                length = (int(dut.dram__arlen.value) + 1) << int(dut.dram__arsize.value)
+                self.bursts.append((int(dut.dram__araddr.value), length))
+
+    def touched(self, start, end):
+        """Whether any recorded burst read a byte of [start, end)."""
+        return any(addr < end and start < addr + length for addr, length in self.bursts)

@@ -3,7 +3,7 @@ import pytest
 
 from runner import run
 
-MODULES = ["cocotb_registers", "cocotb_compute"]
+MODULES = ["cocotb_registers", "cocotb_compute", "cocotb_protocol"]
 
 
 @pytest.mark.parametrize("module", MODULES)

@@ -1,0 +1,251 @@
+"""The queue protocol of spec sections 2 and 4 on the RTL: status codes, ordering,
+sequence wrap-around, PASID-bound queues, load/store, interrupts."""
+import struct
+
+import cocotb
+import numpy as np
+
+import isa
+from isa import Descriptor, DescType, Dtype, Op, Status, regs, slots
+from isa.validate import QueueView, lines
+from driver.errors import CompletionError, MemAccessError, RegisterAccessError
+from sim import golden
+from env import DeviceEnv, DramReadMonitor
+from cocotb_compute import random_fp16, assert_bits_equal
+
+U64 = struct.Struct("<Q")
+SEED = 7
+
+
+def gemm_desc(tensor, m, op=Op.GEMM):
+    k, n = tensor.rows, tensor.cols
+    return Descriptor(type=DescType.READ_COMPUTE, op=op, dtype=Dtype.FP16, dev_addr=tensor.addr,
+                      dev_size=lines(k * n * 2), dev_rows=k, dev_cols=n,
+                      in_size=lines(m * k * 2), in_rows=m, in_cols=k)
+
+
+def with_fields(desc, **fields):
+    return Descriptor(**{**desc.__dict__, **fields})
+
+
+@cocotb.test()
+async def every_status_code(dut):
+    """Each status with a descriptor that earns it; a failed descriptor reads no operand,
+    writes no result, sets the sticky error, and the queue goes on."""
+    env = DeviceEnv(dut)
+    dev = await env.start()
+    queue = await env.setup_queue(0, log2_depth=3, log2_slot=14)
+    monitor = DramReadMonitor(dut)
+    rng = np.random.default_rng(SEED)
+    w = random_fp16(rng, (40, 24))
+    tensor = await dev.upload(w)
+    good = gemm_desc(tensor, 3)
+    k_max, n_max = env.cfg.k_max, env.cfg.n_max
+    cases = [
+        (Status.BAD_OP, Descriptor(type=DescType.RESERVED)),
+        (Status.BAD_OP, with_fields(good, op=9)),
+        (Status.BAD_OP, with_fields(good, op=Op.SOFTMAX, dev_addr=0, dev_size=0, dev_rows=0, dev_cols=0)),
+        (Status.BAD_OP, with_fields(good, flags=isa.Flag.TRANS_W)),
+        (Status.BAD_OP, with_fields(good, type=DescType.LOAD, op=1)),
+        (Status.BAD_DTYPE, with_fields(good, dtype=Dtype.BF16)),
+        (Status.BAD_DTYPE, with_fields(good, type=DescType.LOAD, op=0, dtype=9)),
+        (Status.BOUNDS, with_fields(good, dev_addr=tensor.addr + 32)),                    # unaligned
+        (Status.BOUNDS, with_fields(good, dev_addr=queue.data_base - 64)),               # below the range
+        (Status.BOUNDS, with_fields(good, dev_addr=queue.data_limit - 64)),              # runs past it
+        (Status.BOUNDS, with_fields(good, dev_addr=(1 << 64) - 64)),                     # wraps 2^64
+        (Status.BOUNDS, with_fields(good, dev_addr=queue.sq_base)),                      # another range
+        (Status.BAD_SHAPE, with_fields(good, dev_size=good.dev_size + 1)),
+        (Status.BAD_SHAPE, with_fields(good, in_size=good.in_size - 1)),
+        (Status.BAD_SHAPE, with_fields(good, op=Op.GEMV)),                               # in_rows != 1
+        (Status.BAD_SHAPE, with_fields(good, in_cols=39, in_size=lines(3 * 39 * 2))),    # in_cols != K
+        (Status.BAD_SHAPE, with_fields(good, in_rows=0, in_size=0)),
+        (Status.BAD_SHAPE, with_fields(good, dev_rows=k_max + 1, dev_size=lines((k_max + 1) * 24 * 2),
+                                       in_cols=k_max + 1, in_size=lines(3 * (k_max + 1) * 2))),
+        (Status.BAD_SHAPE, with_fields(good, dev_rows=1, dev_cols=n_max + 1, dev_size=lines((n_max + 1) * 2),
+                                       in_cols=1, in_size=lines(3 * 2))),
+        (Status.BAD_SHAPE, with_fields(good, in_rows=300, in_size=lines(300 * 40 * 2))),  # input > slot
+        (Status.BAD_SHAPE, with_fields(good, dev_rows=1, dev_cols=100, dev_size=lines(200),
+                                       in_rows=100, in_cols=1, in_size=lines(200))),       # result > slot
+        (Status.BAD_SHAPE, with_fields(good, type=DescType.STORE, op=0, in_rows=0, in_cols=0, in_size=0)),
+        (Status.BAD_SHAPE, with_fields(good, type=DescType.STORE, op=0, in_rows=40, in_cols=23,
+                                       in_size=lines(40 * 23 * 2))),                       # in_size != dev_size
+        (Status.OK, good),
+    ]
+    view = QueueView(queue.log2_slot, queue.data_base, queue.data_limit)
+    x = random_fp16(rng, (3, 40))
+    for expected, desc in cases:
+        assert isa.check_descriptor(desc, view, env.cfg) == expected, (expected, desc)
+        seq = queue.next_seq
+        poison = bytes([0xA5]) * 256               # the result area must stay as it is
+        await env.transport.mem_write(queue.cq_slot(seq) + slots.CQ_PAYLOAD, poison, 0)
+        monitor.bursts.clear()
+        payload = x.tobytes() if desc.in_size * 64 <= queue.payload_room else b""
+        completion = await queue.run(desc, payload[:desc.in_size * 64])
+        assert completion.status == expected, (completion, expected, desc)
+        if expected != Status.OK:
+            after = await env.transport.mem_read(queue.cq_slot(seq) + slots.CQ_PAYLOAD, 256, 0)
+            assert after == poison, f"{expected.name}: result area written"
+            if desc.dev_size:
+                assert not monitor.touched(desc.dev_addr, desc.dev_addr + desc.dev_size * 64), \
+                    f"{expected.name}: device operand read"
+            assert await queue.read_status() == (expected, True)
+            await queue.clear_error()
+            assert await queue.read_status() == (expected, False)
+        else:
+            out = np.frombuffer(completion.result, np.float16).reshape(3, 24)
+            assert_bits_equal(out, golden.gemm(x, w), "after the errors")
+        assert await queue.read_head() == seq
+
+
+@cocotb.test()
+async def doorbell_before_valid_word(dut):
+    """CXL.io may overtake CXL.mem: the doorbell arrives before the valid word. The device
+    must wait for the valid word, and must not run the slot's stale content meanwhile."""
+    env = DeviceEnv(dut)
+    dev = await env.start()
+    queue = await env.setup_queue(0, log2_depth=1, log2_slot=14)
+    t = env.transport
+    rng = np.random.default_rng(SEED + 1)
+    w = random_fp16(rng, (32, 16))
+    tensor = await dev.upload(w)
+    x = random_fp16(rng, (1, 32))
+    # stale content in slot 0: a valid-looking store descriptor that would overwrite the
+    # weights, with a valid word that is not the expected sequence number 1
+    stale = Descriptor(type=DescType.STORE, dtype=Dtype.FP16, dev_addr=tensor.addr,
+                       dev_size=tensor.size_lines, dev_rows=32, dev_cols=16,
+                       in_size=tensor.size_lines, in_rows=32, in_cols=16)
+    slot = queue.sq_slot(1)
+    await t.mem_write(slot + slots.SQ_PAYLOAD, bytes(tensor.size_lines * 64), 0)
+    await t.mem_write(slot + slots.SQ_DESC, stale.pack(), 0)
+    await t.mem_write(slot + slots.SQ_VALID, U64.pack(3), 0)      # an old sequence number
+    # now the real submission, with the doorbell first
+    desc = gemm_desc(tensor, 1, Op.GEMV)
+    await t.mem_write(slot + slots.SQ_PAYLOAD, x.tobytes(), 0)
+    await t.reg_write(regs.queue_reg(0, regs.DOORBELL), 1, 0)
+    await env.cycles(2000)
+    assert await queue.read_head() == 0, "completed before its valid word was written"
+    header = await t.mem_read(queue.cq_slot(1), 64, 0)
+    assert U64.unpack_from(header, 0)[0] == 0
+    await t.mem_write(slot + slots.SQ_DESC, desc.pack(), 0)
+    await env.cycles(500)
+    assert await queue.read_head() == 0, "took the descriptor without its valid word"
+    await t.mem_write(slot + slots.SQ_VALID, U64.pack(1), 0)
+    # hand the slot to the driver's bookkeeping, as if it had submitted seq 1
+    queue._in_use[1] = desc
+    queue.next_seq = 2
+    completion = await queue.wait(1)
+    assert completion.status == Status.OK
+    assert_bits_equal(np.frombuffer(completion.result, np.float16), golden.gemv(x[0], w), "gemv")
+    weights = await t.mem_read(tensor.addr, 32 * 16 * 2, 0)
+    assert weights == w.tobytes(), "the stale store ran"
+
+
+@cocotb.test()
+async def sequence_numbers_wrap(dut):
+    """Sequence numbers run over 3x the queue depth and more; several in flight."""
+    env = DeviceEnv(dut)
+    dev = await env.start()
+    depth_log2 = 2
+    queue = await env.setup_queue(0, log2_depth=depth_log2, log2_slot=12)
+    rng = np.random.default_rng(SEED + 2)
+    w = random_fp16(rng, (24, 20))
+    tensor = await dev.upload(w)
+    depth = 1 << depth_log2
+    done = 0
+    while done < 4 * depth + 1:
+        batch = min(depth, 4 * depth + 1 - done)
+        xs = [random_fp16(rng, (2, 24)) for _ in range(batch)]
+        seqs = await queue.submit_many([(gemm_desc(tensor, 2), x.tobytes()) for x in xs])
+        for seq, x in zip(reversed(seqs), reversed(xs)):       # consume out of order
+            completion = (await queue.wait(seq)).check()
+            assert_bits_equal(np.frombuffer(completion.result, np.float16).reshape(2, 20),
+                              golden.gemm(x, w), f"seq {seq}")
+        done += batch
+    assert queue.next_seq == 4 * depth + 2
+    assert await queue.read_head() == 4 * depth + 1
+
+
+@cocotb.test()
+async def pasid_bound_queues_interleaved(dut):
+    """Two queues bound to different PASIDs run interleaved; neither PASID may touch the
+    other's rings over CXL.mem, nor ring the other's doorbell."""
+    env = DeviceEnv(dut)
+    dev = await env.start()
+    t = env.transport
+    qa = await env.setup_queue(0, pasid=0x11, log2_depth=2, log2_slot=13)
+    qb = await env.setup_queue(1, pasid=0x22, log2_depth=2, log2_slot=13, irq=True)
+    rng = np.random.default_rng(SEED + 3)
+    wa, wb = random_fp16(rng, (48, 40)), random_fp16(rng, (20, 70))
+    ta, tb = await dev.upload(wa, queue=0), await dev.upload(wb, queue=1)
+    pending = []
+    for i in range(6):
+        xa, xb = random_fp16(rng, (1 + i % 3, 48)), random_fp16(rng, (1 + i % 2, 20))
+        sa = await qa.submit(gemm_desc(ta, len(xa)), xa.tobytes())
+        sb = await qb.submit(gemm_desc(tb, len(xb)), xb.tobytes())
+        pending += [(qb, sb, xb, wb), (qa, sa, xa, wa)]
+        if len(pending) >= 6:
+            for queue, seq, x, w in pending:
+                completion = (await queue.wait(seq)).check()
+                got = np.frombuffer(completion.result, np.float16).reshape(len(x), w.shape[1])
+                assert_bits_equal(got, golden.gemm(x, w), f"queue {queue.index} seq {seq}")
+            pending = []
+    # cross-PASID ring accesses answer SLVERR, read zeros, change nothing
+    for pasid, ring in ((0x22, qa.sq_base), (0x11, qb.cq_base + 64), (0, qa.cq_base)):
+        before = await t.mem_read(ring, 64, 0x11 if ring < qb.sq_base else 0x22)
+        try:
+            await t.mem_write(ring, bytes(64), pasid)
+        except MemAccessError:
+            pass
+        else:
+            raise AssertionError(f"PASID {pasid:#x} wrote another queue's ring at {ring:#x}")
+        try:
+            await t.mem_read(ring, 64, pasid)
+        except MemAccessError:
+            pass
+        else:
+            raise AssertionError(f"PASID {pasid:#x} read another queue's ring at {ring:#x}")
+        after = await t.mem_read(ring, 64, 0x11 if ring < qb.sq_base else 0x22)
+        assert after == before
+    try:
+        await t.reg_write(regs.queue_reg(0, regs.DOORBELL), 1, 0x22)
+    except RegisterAccessError:
+        pass
+    else:
+        raise AssertionError("PASID 0x22 rang queue 0's doorbell")
+    # ordinary HDM outside every ring is open to any PASID
+    await t.mem_write(qa.data_limit - 128, b"\x5a" * 100, 0x33)
+    assert await t.mem_read(qa.data_limit - 128, 100, 0x44) == b"\x5a" * 100
+
+
+@cocotb.test()
+async def load_and_store(dut):
+    """type STORE writes the slot's input into the device operand; type LOAD reads it back."""
+    env = DeviceEnv(dut)
+    dev = await env.start()
+    await env.setup_queue(0, log2_depth=1, log2_slot=16)
+    rng = np.random.default_rng(SEED + 4)
+    for rows, cols in [(1, 1), (3, 37), (64, 200), (130, 97)]:
+        array = random_fp16(rng, (rows, cols), special=True)
+        tensor = await dev.upload(np.zeros((rows, cols), np.float16))
+        await dev.store(tensor, array)
+        stored = await env.transport.mem_read(tensor.addr, rows * cols * 2, 0)
+        assert stored == array.tobytes(), f"store {rows}x{cols}"
+        loaded = await dev.load(tensor)
+        assert loaded.tobytes() == array.tobytes(), f"load {rows}x{cols}"
+        dev.queue().free_all()
+
+
+@cocotb.test()
+async def queue_reset_restarts_sequence(dut):
+    """Turning a queue off and on restarts its sequence numbers at 1."""
+    env = DeviceEnv(dut)
+    dev = await env.start()
+    rng = np.random.default_rng(SEED + 5)
+    w = random_fp16(rng, (8, 8))
+    for round_ in range(2):
+        queue = await env.setup_queue(2, log2_depth=1, log2_slot=12)
+        tensor = await dev.upload(w, queue=2)
+        for _ in range(3):
+            x = random_fp16(rng, (1, 8))
+            assert_bits_equal(await dev.gemv(x[0], tensor, queue=2), golden.gemv(x[0], w), f"round {round_}")
+        assert await queue.read_head() == 3
