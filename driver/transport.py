@@ -8,9 +8,8 @@ scheduler and under asyncio.
 """
 import abc
 
-# Register width (spec section 3: "An AXI4-Lite register file with 32-bit data"). isa
-# has no constant for it; the 64-bit registers are written as LO/HI halves of this size.
-REG_BITS = 32
+from isa.regs import REG_BITS
+
 REG_BYTES = REG_BITS // 8
 
 

@@ -1,4 +1,6 @@
-"""The CXL.io register map (spec section 3, normative). All registers are 32 bits."""
+"""The CXL.io register map (spec section 3, normative)."""
+
+REG_BITS = 32                # every register; 64-bit values are LO/HI pairs
 
 ID_VALUE = 0x4E445031        # "NDP1"
 VERSION_VALUE = 0x00010000

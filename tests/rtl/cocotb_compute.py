@@ -69,6 +69,18 @@ async def gemm_random_shapes(dut):
 
 
 @cocotb.test()
+async def gemm_under_backpressure(dut):
+    """Random stalls on every DRAM channel and on the host's read data and write responses."""
+    env = DeviceEnv(dut)
+    dev = await env.start()
+    env.add_backpressure()
+    await env.setup_queue(0)
+    rng = np.random.default_rng(SEED + 4)
+    for m, k, n in [(1, 300, 70), (6, 65, 33), (2, 8, 200)]:
+        await check_gemm(dev, rng, m, k, n)
+
+
+@cocotb.test()
 async def special_values(dut):
     """Zeros of both signs, subnormals, infinities and NaN in both operands."""
     env = DeviceEnv(dut)

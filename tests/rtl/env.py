@@ -2,6 +2,7 @@
 RTL transport. Only this module and the transport touch signals."""
 import logging
 import os
+import random
 
 import cocotb
 from cocotb.clock import Clock
@@ -46,6 +47,19 @@ class DeviceEnv:
         return await self.dev.configure_queue(
             q, sq_base=base + SQ_OFFSET, cq_base=base + CQ_OFFSET, data_base=base + DATA_OFFSET,
             data_limit=base + QUEUE_SPAN, log2_depth=log2_depth, log2_slot=log2_slot, pasid=pasid, irq=irq)
+
+    def add_backpressure(self, seed=1):
+        """Random stalls on every channel of the DRAM and of the host's CXL.mem master."""
+        rng = random.Random(seed)
+
+        def stalls(p):
+            while True:
+                yield int(rng.random() < p)
+        ram, host = self.dram, self.transport.mem
+        for channel in (ram.write_if.aw_channel, ram.write_if.w_channel, ram.write_if.b_channel,
+                        ram.read_if.ar_channel, ram.read_if.r_channel,
+                        host.write_if.b_channel, host.read_if.r_channel):
+            channel.set_pause_generator(stalls(0.3))
 
     async def cycles(self, n):
         await ClockCycles(self.dut.clk, n)
