@@ -8,6 +8,8 @@ import pathlib
 import sys
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
+if str(REPO) not in sys.path:       # the project's packages, also when run as a script
+    sys.path.insert(0, str(REPO))
 BUILD = REPO / "build"
 RTL = REPO / "rtl" / "ndp_device.v"
 TOP = "ndp_device"
