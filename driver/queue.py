@@ -101,8 +101,11 @@ class Queue:
         [seq] = await self.submit_many([(desc, payload)])
         return seq
 
-    async def submit_many(self, items):
-        """Write several (descriptor, payload) pairs in order and ring the doorbell once."""
+    async def submit_many(self, items, ring=True):
+        """Write several (descriptor, payload) pairs in order and ring the doorbell once.
+
+        With ring=False the doorbell is left for `ring()`: a host that fills several
+        queues first and then rings them all lets the device start on all at once."""
         items = [(desc, bytes(payload)) for desc, payload in items]
         for desc, payload in items:
             if not isinstance(desc, Descriptor):
@@ -124,7 +127,8 @@ class Queue:
 
         for seq, (desc, payload) in zip(seqs, items):
             await self._write_slot(seq, desc, payload)
-        await self._ring_doorbell()
+        if ring:
+            await self.ring()
         return seqs
 
     async def _write_slot(self, seq, desc, payload):
@@ -138,7 +142,7 @@ class Queue:
         await self.transport.mem_write(slot + slots.SQ_VALID, U64.pack(seq), self.pasid)
         self._tail = max(self._tail, seq)
 
-    async def _ring_doorbell(self):
+    async def ring(self):
         # The newest written seq, never a smaller one: a concurrent submitter may have
         # written a later slot already, and the tail the device sees should not go back.
         tail = self._tail % (1 << REG_BITS)

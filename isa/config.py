@@ -21,6 +21,9 @@ class DeviceConfig:
     dram_buf_bytes: int    # DRAM buffer: FIFO of DRAM read beats
     ibuf_depth: int = 4    # instruction buffer entries
     clock_hz: float = 1e9
+    # the memory behind the dram port, as the cycle model sees it (cycles):
+    dram_read_latency: int = 2      # AR handshake -> first R beat
+    dram_write_latency: int = 2     # last W beat -> B response
     data_bits: int = 512   # mem and dram data width (spec section 5)
     addr_bits: int = 64
     id_bits: int = 8

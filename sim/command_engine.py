@@ -1,0 +1,60 @@
+"""Model of hw/command_engine.py: doorbell -> valid word -> instruction buffer.
+
+From IDLE with an eligible queue (round-robin after the last one served): LATCH, then
+the read of the slot's first line: its address handshake three cycles after IDLE (or
+once the control unit's reader lets go of the read channel), the line
+`dram_read_latency` cycles later. A matching valid word is taken at that cycle and
+pushed the next (waiting while the instruction buffer is full); otherwise the queue
+backs off BACKOFF cycles.
+"""
+from isa.descriptor import Descriptor, DESC_WORD_BYTES
+from isa.slots import SQ_VALID
+from .instruction_buffer import Entry
+
+ADDR_DELAY = 3           # IDLE -> address handshake: LATCH, ADDR, the arbiter's grant
+BACKOFF = 32             # as hw/command_engine.py
+
+
+class CommandEngine:
+    def __init__(self, cfg, memory):
+        self.cfg, self.memory = cfg, memory
+        n = cfg.num_queues
+        self.next_seq = [1] * n
+        self.backoff_until = [0] * n
+        self.last = n - 1
+        self.idle_at = 0                 # next cycle the engine is in IDLE
+
+    def reset_queue(self, q):
+        self.next_seq[q] = 1
+        self.backoff_until[q] = 0
+
+    def eligible(self, regs, q, cycle):
+        ahead = (regs.tail - (self.next_seq[q] - 1)) & 0xFFFFFFFF
+        return (regs.enable and regs.config_ok() and 0 < ahead < (1 << 31)
+                and cycle >= self.backoff_until[q])
+
+    def pick(self, queues, cycle):
+        """The queue IDLE picks at `cycle`, or None."""
+        n = len(queues)
+        for k in range(1, n + 1):
+            q = (self.last + k) % n
+            if self.eligible(queues[q], q, cycle):
+                return q
+        return None
+
+    def fetch(self, queues, q, cycle, read_free_at):
+        """Read the expected slot of queue q from IDLE at `cycle`; returns the entry taken
+        (or None) and the cycle its line arrived."""
+        self.last = q
+        regs = queues[q]
+        handshake = max(cycle + ADDR_DELAY, read_free_at(cycle + ADDR_DELAY))
+        arrival = handshake + self.cfg.dram_read_latency
+        seq = self.next_seq[q]
+        line = self.memory.read(regs.slot_addr(regs.sq_base, seq), 64)
+        if int.from_bytes(line[SQ_VALID:SQ_VALID + 8], "little") != seq:
+            self.backoff_until[q] = arrival + 1 + BACKOFF
+            self.idle_at = arrival + 1
+            return None, arrival
+        self.next_seq[q] = seq + 1
+        desc = Descriptor.unpack(line[:DESC_WORD_BYTES])
+        return Entry(desc, q, seq, taken=arrival), arrival

@@ -1,0 +1,111 @@
+"""Model of hw/control_unit.py: one descriptor's schedule, results and completion.
+
+Cycle by cycle as the RTL's FSM: IDLE pops, DECODE takes one cycle; an error goes
+straight to COMPLETE. LOAD/STORE start the reader and writer together and complete the
+cycle after both are idle. GEMM runs per group of ROWS input rows: the input phase
+(reader + unpacker into the input buffer), the weight phase (reader + unpacker through
+the PE array), then one result piece per LANES columns of each row, each one or two
+single-line writes. COMPLETE issues the completion line; the unit is back in IDLE
+COMPLETION_BUSY cycles later, when that write has been answered.
+"""
+import dataclasses
+
+import numpy as np
+
+from isa import Status
+from isa.slots import HEADER_BYTES
+from . import compute_unit, dram_reader, dram_writer, unpacker
+from .decoder import decode
+
+DECODE_CYCLES = 2        # pop -> first cycle of the next state (DECODE in between)
+
+
+@dataclasses.dataclass
+class Schedule:
+    complete: int                       # cycle of COMPLETE: the completion's `cycles` end here
+    status: Status
+    writes: list                        # (addr, bytes) the descriptor writes, results first
+    read_busy: list                     # (first, last) cycles of each of the reader's bursts
+
+    free: int                           # first cycle the control unit is back in IDLE
+
+
+class ControlUnit:
+    def __init__(self, cfg, memory):
+        self.cfg = cfg
+        self.memory = memory
+
+    def execute(self, entry, regs, pop, grant=None):
+        """The schedule of `entry` popped at cycle `pop` on a queue with registers `regs`;
+        `grant` delays a run's first read while another engine holds the read channel."""
+        self._grant = grant
+        cfg, desc = self.cfg, entry.desc
+        status, kind = decode(desc, regs, cfg)
+        start = pop + DECODE_CYCLES
+        sq_slot, cq_slot = regs.slot_addr(regs.sq_base, entry.seq), regs.slot_addr(regs.cq_base, entry.seq)
+        busy = []
+        writes = []
+        if status != Status.OK:
+            complete = start
+        elif kind in ("load", "store"):
+            lines = desc.dev_size
+            src, dst = ((desc.dev_addr, cq_slot + HEADER_BYTES) if kind == "load"
+                        else (sq_slot + HEADER_BYTES, desc.dev_addr))
+            available = self._read(start, src, lines, busy)
+            complete = dram_writer.run_write_done(start, dst, available, cfg) + 1
+            writes.append((dst, self.memory.read(src, lines * 64)))
+        else:
+            complete, result = self._gemm(start, desc, sq_slot, busy)
+            writes.append((cq_slot + HEADER_BYTES, result))
+        header = (entry.seq.to_bytes(8, "little") + int(status).to_bytes(4, "little") + bytes(4)
+                  + (complete - entry.taken).to_bytes(8, "little") + bytes(40))
+        writes.append((cq_slot, header))
+        # COMPLETE starts the completion line's write; COMPLETE_WAIT sees it done, then IDLE
+        free = dram_writer.line_write_done(complete, cfg) + 1
+        return Schedule(complete, status, writes, busy, free)
+
+    def _read(self, start, addr, beats, busy):
+        arrivals = dram_reader.beat_arrivals(start, addr, beats, self.cfg, self._grant)
+        # each burst holds the read channel from its address handshake to its last beat
+        ends = np.cumsum(dram_reader.burst_lengths(addr, beats, self.cfg)) - 1
+        firsts = np.concatenate([[0], ends[:-1] + 1]) if len(ends) else ends
+        latency = self.cfg.dram_read_latency
+        busy.extend(zip((arrivals[firsts] - latency).tolist(), arrivals[ends].tolist()))
+        return arrivals + dram_reader.BUFFER_LATENCY
+
+    def _phase(self, start, addr, offset, rows, cols, busy):
+        """A reader + unpacker run; returns the cycle after its last chunk."""
+        lanes = self.cfg.lanes
+        available = self._read(start, addr, unpacker.run_beats(offset, rows, cols, lanes), busy)
+        times = unpacker.chunk_times(available, unpacker.chunk_last_beats(offset, rows, cols, lanes))
+        return int(times[-1]) + 1
+
+    def _gemm(self, start, desc, sq_slot, busy):
+        cfg, lanes = self.cfg, self.cfg.lanes
+        m, k, n = desc.in_rows, desc.dev_rows, desc.dev_cols
+        x = self.memory.read(sq_slot + HEADER_BYTES, m * k * 2)
+        w = self.memory.read(desc.dev_addr, k * n * 2)
+        result = compute_unit.gemm_result(x, w, m, k, n)
+
+        # result pieces: LANES columns of one row, spanning two lines when misaligned
+        cols = np.arange(0, n, lanes, dtype=np.int64)
+        counts = np.minimum(n - cols, lanes)
+        t = start
+        for m0 in range(0, m, cfg.rows):
+            rows = min(cfg.rows, m - m0)
+            in_elem = m0 * k
+            in_addr = sq_slot + HEADER_BYTES + (in_elem // lanes) * cfg.beat_bytes
+            t = self._phase(t, in_addr, in_elem % lanes, rows, k, busy)              # input
+            t = self._phase(t, desc.dev_addr, 0, k, n, busy)                          # weights
+            shifts = ((np.arange(m0, m0 + rows, dtype=np.int64)[:, None] * n + cols[None, :]) % lanes)
+            two_lines = int(np.count_nonzero(shifts + counts[None, :] > lanes))
+            t = self._results(t, rows * len(cols), two_lines)
+        return t, result
+
+    def _results(self, t, pieces, two_lines):
+        """RESULT, RESULT_LINE0 (write), RESULT_WAIT0, RESULT_LINE1 (second write or not),
+        RESULT_NEXT: per piece, from RESULT to the next state."""
+        line = dram_writer.line_write_done(0, self.cfg)   # start (RESULT_LINE0) -> busy low
+        one_line = line + 4          # RESULT, LINE0, write, LINE1, NEXT
+        second_line = line - 1       # LINE1 starts a write; NEXT waits for it
+        return t + pieces * one_line + two_lines * second_line

@@ -1,0 +1,158 @@
+"""The cycle-approximate model of `ndp_device`: the blocks of hw/device.py, driven by
+events instead of clock cycles.
+
+Time only moves when the host lets it (`advance`). Each step is the earliest of: the
+command engine fetching a slot, the control unit popping a descriptor (its whole
+schedule is computed then, from sim/control_unit.py), or a completion taking effect.
+A descriptor's result and completion reach DRAM at its COMPLETE cycle; HEAD, STATUS and
+the interrupt follow when the completion write is answered, as in the RTL.
+"""
+import bisect
+import heapq
+
+from .command_engine import CommandEngine
+from .control_unit import ControlUnit
+from .instruction_buffer import InstructionBuffer
+from .memory import SparseMemory
+from .regfile import RegisterFile
+from . import dram_writer
+
+NEVER = float("inf")
+
+
+class NdpModel:
+    def __init__(self, cfg, dram_bytes=1 << 26):
+        self.cfg = cfg
+        self.now = 0
+        self.memory = SparseMemory(dram_bytes)
+        self.regfile = RegisterFile(cfg)
+        self.engine = CommandEngine(cfg, self.memory)
+        self.ibuf = InstructionBuffer(cfg.ibuf_depth)
+        self.control = ControlUnit(cfg, self.memory)
+        self.control_free = 0
+        self._pending = []               # (cycle, order, action) completions taking effect
+        self._order = 0
+        self._read_busy = []             # (first, last) cycles the control unit's reader holds reads
+        self._fetch_reads = []           # (handshake, beat) cycles of the command engine's reads
+        self.irq_count = [0] * cfg.num_queues
+        self.irq_times = []              # (cycle, queue) of every interrupt pulse
+        self.log = []                    # (queue, seq, status, cycles) per completion
+
+    # ---- host side ----------------------------------------------------------------------
+
+    def reg_write(self, offset, value, pasid):
+        restarted = self.regfile.write(offset, value, pasid)
+        if restarted is not None:
+            self.engine.reset_queue(restarted)
+
+    def reg_read(self, offset, pasid):
+        return self.regfile.read(offset, pasid)
+
+    # ---- time -----------------------------------------------------------------------------
+
+    def advance(self, until):
+        """Run every event up to cycle `until`."""
+        while True:
+            step = self._next_event()
+            if step is None or step[0] > until:
+                break
+            step[1]()
+        self.now = max(self.now, until)
+
+    def next_event_cycle(self):
+        step = self._next_event()
+        return NEVER if step is None else step[0]
+
+    def _next_event(self):
+        candidates = []
+        if self._pending:
+            cycle, _, action = self._pending[0]
+            candidates.append((cycle, self._apply_pending))
+        fetch_at = max(self.engine.idle_at, self.now)
+        if self.engine.pick(self.regfile.queues, fetch_at) is not None:
+            candidates.append((fetch_at, lambda: self._fetch(fetch_at)))
+        else:
+            # a queue in back-off becomes eligible again later
+            waits = [b for q, b in enumerate(self.engine.backoff_until) if b > fetch_at
+                     and self._pending_work(q)]
+            if waits:
+                candidates.append((min(waits), lambda: self._wake(min(waits))))
+        head = self.ibuf.head()
+        if head is not None:
+            pop_at = max(self.control_free, head.ready)
+            candidates.append((pop_at, lambda: self._pop(pop_at)))
+        return min(candidates, key=lambda c: c[0]) if candidates else None
+
+    def _pending_work(self, q):
+        regs = self.regfile.queues[q]
+        ahead = (regs.tail - (self.engine.next_seq[q] - 1)) & 0xFFFFFFFF
+        return regs.enable and 0 < ahead < (1 << 31)
+
+    def _wake(self, cycle):
+        self.engine.idle_at = max(self.engine.idle_at, cycle)
+
+    def _read_free_at(self, cycle):
+        """First cycle from `cycle` on that the arbiter can grant a fetch its read: after
+        the burst of the control unit's reader that holds the channel then, if any."""
+        i = bisect.bisect_right(self._read_busy, (cycle, NEVER)) - 1
+        if i >= 0 and self._read_busy[i][0] <= cycle <= self._read_busy[i][1]:
+            return self._read_busy[i][1] + 2
+        return cycle
+
+    def _grant_after_fetches(self, cycle):
+        """When the arbiter grants the reader a read it asks for at `cycle`: after a
+        command-engine read in flight then (the arbiter is back in IDLE the cycle after its
+        beat, and grants the cycle after that)."""
+        for handshake, beat in self._fetch_reads:
+            if handshake - 1 <= cycle <= beat:
+                cycle = beat + 2
+        return cycle
+
+    def _fetch(self, cycle):
+        q = self.engine.pick(self.regfile.queues, cycle)
+        entry, arrival = self.engine.fetch(self.regfile.queues, q, cycle, self._read_free_at)
+        self._fetch_reads = [r for r in self._fetch_reads if r[1] >= cycle - 64]
+        self._fetch_reads.append((arrival - self.cfg.dram_read_latency, arrival))
+        if entry is None:
+            return
+        push = arrival + 1
+        if self.ibuf.full():
+            # PUSH waits for the control unit to pop the oldest entry
+            head = self.ibuf.head()
+            self._pop(max(self.control_free, head.ready))
+            push = max(push, self.control_pop_cycle)
+        self.ibuf.push(entry, push)
+        self.engine.idle_at = push + 1
+
+    def _pop(self, cycle):
+        while self._pending and self._pending[0][0] <= cycle:     # earlier results land first
+            self._apply_pending()
+        entry = self.ibuf.pop()
+        self.control_pop_cycle = cycle
+        regs = self.regfile.queues[entry.queue]
+        schedule = self.control.execute(entry, regs, cycle, self._grant_after_fetches)
+        self.control_free = schedule.free
+        self._read_busy = schedule.read_busy
+        done = schedule.free - 1            # the completion write answered: HEAD, STATUS, irq
+        self._push(schedule.complete + dram_writer.ISSUE_DELAY + dram_writer.DATA_DELAY,
+                   lambda: self._write(schedule.writes))
+        self._push(done, lambda: self._complete(entry, schedule, done))
+
+    def _push(self, cycle, action):
+        heapq.heappush(self._pending, (cycle, self._order, action))
+        self._order += 1
+
+    def _apply_pending(self):
+        _, _, action = heapq.heappop(self._pending)
+        action()
+
+    def _write(self, writes):
+        for addr, data in writes:
+            self.memory.write(addr, data)
+
+    def _complete(self, entry, schedule, cycle):
+        self.regfile.complete(entry.queue, entry.seq, int(schedule.status))
+        self.log.append((entry.queue, entry.seq, schedule.status, schedule.complete - entry.taken))
+        if self.regfile.queues[entry.queue].irq_en:
+            self.irq_count[entry.queue] += 1
+            self.irq_times.append((cycle, entry.queue))

@@ -1,0 +1,33 @@
+"""Model of hw/dram_writer.py: how long its writes take.
+
+A burst's address handshake comes two cycles after `start` (or after the previous
+burst's response), its data beats from the next cycle on, one per cycle when the
+source has them; the response comes `dram_write_latency` cycles after the last beat,
+and `busy` falls two cycles after the last response.
+"""
+import numpy as np
+
+from .dram_reader import burst_lengths
+
+ISSUE_DELAY = 2          # start, or the previous response -> address handshake
+DATA_DELAY = 1           # address handshake -> first data beat
+IDLE_DELAY = 2           # last response -> busy low
+
+
+def line_write_done(start, cfg):
+    """First cycle `busy` is low after a single-line write started at `start`."""
+    return start + ISSUE_DELAY + DATA_DELAY + cfg.dram_write_latency + IDLE_DELAY
+
+
+def run_write_done(start, addr, available, cfg):
+    """First cycle `busy` is low after writing a run whose beats are available at `available`."""
+    t = start
+    first = 0
+    for length in burst_lengths(addr, len(available), cfg):
+        data_from = t + ISSUE_DELAY + DATA_DELAY
+        part = available[first:first + length]
+        index = np.arange(length, dtype=np.int64)
+        beats = index + np.maximum.accumulate(np.maximum(part, data_from) - index)
+        t = int(beats[-1]) + cfg.dram_write_latency        # the response
+        first += length
+    return t + IDLE_DELAY

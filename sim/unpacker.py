@@ -1,0 +1,32 @@
+"""Model of hw/unpacker.py: when each chunk of a row-major matrix is emitted.
+
+Chunk c of the run needs beats up to `last_beat[c]`; it is emitted one cycle after that
+beat was pulled into the window, and one cycle after the previous chunk at the earliest.
+Beats are pulled at most one per cycle, as soon as the DRAM buffer shows them. (The
+window's two-beat limit never delays a chunk: the pull it holds back is for a beat the
+next chunk cannot need yet.) Both recurrences are max-plus scans, computed with
+cumulative maxima instead of a loop.
+"""
+import numpy as np
+
+
+def chunk_last_beats(offset, rows, cols, lanes):
+    """For each chunk, in emission order, the index of the last beat it touches."""
+    per_row = -(-cols // lanes)
+    starts = np.arange(per_row, dtype=np.int64) * lanes
+    ends = np.minimum(starts + lanes, cols)                      # exclusive, within the row
+    row_base = offset + np.arange(rows, dtype=np.int64)[:, None] * cols
+    return ((row_base + ends[None, :] - 1) // lanes).reshape(-1)
+
+
+def run_beats(offset, rows, cols, lanes):
+    return -(-(offset + rows * cols) // lanes)
+
+
+def chunk_times(available, last_beats):
+    """Emission cycle of each chunk, given when each beat can be pulled."""
+    index = np.arange(len(available), dtype=np.int64)
+    pulled = index + np.maximum.accumulate(available - index)    # one pull per cycle
+    ready = pulled[last_beats] + 1
+    order = np.arange(len(last_beats), dtype=np.int64)
+    return order + np.maximum.accumulate(ready - order)          # one chunk per cycle

@@ -1,0 +1,173 @@
+"""Random descriptor streams, and one runner for them on any backend.
+
+A stream is a list of batches. A batch's slots are written on all its queues first, then
+the doorbells are rung back to back; the host then watches the HEAD registers over
+CXL.io and reads the completions, in a random order, once all are done. The same seed
+gives the same stream, and the runner only talks to `driver.NdpDevice`, so the model and
+the RTL run exactly the same host program.
+
+The host keeps off the DRAM port while the device works: the model does not model the
+host's share of the DRAM arbiter, so host reads during a descriptor would show up as
+cycle error that is not the model's.
+"""
+import dataclasses
+import random
+
+import numpy as np
+
+from isa import Descriptor, DescType, Dtype, Flag, Op
+from isa.validate import lines
+
+QUEUE_SPAN = 1 << 24
+LOG2_DEPTH, LOG2_SLOT = 2, 18
+KINDS = ["gemv", "gemm", "load", "store", "bad"]
+BAD = ["reserved_type", "reserved_op", "softmax", "trans_w", "bf16", "unaligned", "below_range",
+       "past_range", "size_mismatch", "gemv_rows", "k_mismatch", "zero_dim"]
+
+
+@dataclasses.dataclass
+class Item:
+    queue: int
+    kind: str
+    m: int = 0
+    k: int = 0
+    n: int = 0
+    bad: str = ""
+    seed: int = 0
+
+    def label(self):
+        if self.kind in ("load", "store"):
+            return f"{self.kind} {self.k}x{self.n}"
+        if self.kind == "bad":
+            return f"bad:{self.bad}"
+        return f"{self.kind} {self.m}x{self.k}x{self.n}"
+
+
+def _dim(rng, top):
+    """Small dims often (fixed overheads dominate), up to `top` sometimes."""
+    return rng.choice([rng.randint(1, 8), rng.randint(1, 40), rng.randint(1, top)])
+
+
+def generate(seed, count, cfg):
+    rng = random.Random(seed)
+    batches, made = [], 0
+    while made < count:
+        pattern = rng.choice(["single", "burst", "queues"])
+        if pattern == "single":
+            queues = [rng.randrange(cfg.num_queues)]
+        elif pattern == "burst":
+            queues = [rng.randrange(cfg.num_queues)] * rng.randint(2, 1 << LOG2_DEPTH)
+        else:
+            queues = [rng.randrange(cfg.num_queues) for _ in range(rng.randint(2, 2 * cfg.num_queues))]
+            queues = [q for i, q in enumerate(queues) if queues[:i].count(q) < (1 << LOG2_DEPTH)]
+        batch = []
+        for q in queues[:count - made]:
+            kind = rng.choices(KINDS, weights=[3, 3, 1, 1, 1])[0]
+            item = Item(q, kind, seed=rng.randrange(1 << 30))
+            if kind == "gemv":
+                item.m, item.k, item.n = 1, _dim(rng, 512), _dim(rng, 256)
+            elif kind == "gemm":
+                item.m, item.k, item.n = rng.randint(1, 3 * cfg.rows), _dim(rng, 256), _dim(rng, 200)
+            elif kind in ("load", "store"):
+                item.k, item.n = _dim(rng, 100), _dim(rng, 160)
+            else:
+                item.bad, item.m, item.k, item.n = rng.choice(BAD), rng.randint(1, 4), _dim(rng, 64), _dim(rng, 64)
+            while item.k * item.n > 1 << 16:
+                item.k = max(1, item.k // 2)
+            batch.append(item)
+        made += len(batch)
+        batches.append(batch)
+    return batches
+
+
+def pasid_of(q):
+    return 0x100 + q
+
+
+async def configure(dev, cfg):
+    queues = []
+    for q in range(cfg.num_queues):
+        base = q * QUEUE_SPAN
+        queue = await dev.configure_queue(q, sq_base=base, cq_base=base + (1 << 22), data_base=base + (1 << 23),
+                                          data_limit=base + QUEUE_SPAN, log2_depth=LOG2_DEPTH,
+                                          log2_slot=LOG2_SLOT, pasid=pasid_of(q))
+        queues.append(queue)
+    return queues
+
+
+def _fp16(rng, shape):
+    return (rng.standard_normal(shape) * np.exp2(rng.integers(-3, 3, shape))).astype(np.float16)
+
+
+async def _prepare(dev, queue, item):
+    """Upload what the item needs; returns (descriptor, payload)."""
+    rng = np.random.default_rng(item.seed)
+    m, k, n = item.m, item.k, item.n
+    if item.kind in ("load", "store"):
+        array = _fp16(rng, (k, n))
+        tensor = await dev.upload(array if item.kind == "load" else np.zeros_like(array), queue=queue)
+        desc = Descriptor(type=DescType.LOAD if item.kind == "load" else DescType.STORE, dtype=Dtype.FP16,
+                          dev_addr=tensor.addr, dev_size=tensor.size_lines, dev_rows=k, dev_cols=n)
+        if item.kind == "load":
+            return desc, b""
+        desc = dataclasses.replace(desc, in_size=tensor.size_lines, in_rows=k, in_cols=n)
+        return desc, array.tobytes()
+    w, x = _fp16(rng, (k, n)), _fp16(rng, (m, k))
+    tensor = await dev.upload(w, queue=queue)
+    desc = Descriptor(type=DescType.READ_COMPUTE, op=Op.GEMV if item.kind == "gemv" else Op.GEMM,
+                      dtype=Dtype.FP16, dev_addr=tensor.addr, dev_size=lines(k * n * 2), dev_rows=k,
+                      dev_cols=n, in_size=lines(m * k * 2), in_rows=m, in_cols=k)
+    if item.kind == "bad":
+        desc = _break(desc, item.bad, queue)
+    return desc, x.tobytes()
+
+
+def _break(desc, how, queue):
+    r = dataclasses.replace
+    return {
+        "reserved_type": lambda: r(desc, type=DescType.RESERVED),
+        "reserved_op": lambda: r(desc, op=11),
+        "softmax": lambda: r(desc, op=Op.SOFTMAX),
+        "trans_w": lambda: r(desc, flags=Flag.TRANS_W),
+        "bf16": lambda: r(desc, dtype=Dtype.BF16),
+        "unaligned": lambda: r(desc, dev_addr=desc.dev_addr + 2),
+        "below_range": lambda: r(desc, dev_addr=queue.data_base - 4096),
+        "past_range": lambda: r(desc, dev_addr=queue.data_limit - 64),
+        "size_mismatch": lambda: r(desc, dev_size=desc.dev_size + 1),
+        "gemv_rows": lambda: r(desc, op=Op.GEMV, in_rows=2, in_size=lines(2 * desc.in_cols * 2)),
+        "k_mismatch": lambda: r(desc, in_cols=desc.in_cols + 1, in_size=lines(desc.in_rows * (desc.in_cols + 1) * 2)),
+        "zero_dim": lambda: r(desc, in_rows=0, in_size=0),
+    }[how]()
+
+
+async def run(dev, queues, batches, seed=0):
+    """Run the stream; returns one record per descriptor, in stream order."""
+    rng = random.Random(seed)
+    records = []
+    for batch in batches:
+        prepared = [await _prepare(dev, queues[item.queue], item) for item in batch]
+        by_queue = {}
+        for i, item in enumerate(batch):
+            by_queue.setdefault(item.queue, []).append(i)
+        seqs = {}
+        for q, indices in by_queue.items():
+            got = await queues[q].submit_many([prepared[i] for i in indices], ring=False)
+            seqs.update(zip(indices, got))
+        for q in by_queue:
+            await queues[q].ring()
+        for q, indices in by_queue.items():
+            last = max(seqs[i] for i in indices) & 0xFFFFFFFF
+            while await queues[q].read_head() != last:
+                await dev.transport.wait_cycles(32)
+        order = list(range(len(batch)))
+        rng.shuffle(order)
+        done = {}
+        for i in order:
+            done[i] = await queues[batch[i].queue].wait(seqs[i])
+        for i, item in enumerate(batch):
+            c = done[i]
+            records.append({"label": item.label(), "queue": item.queue, "seq": c.seq,
+                            "status": c.status.name, "cycles": c.cycles, "result": c.result.hex()})
+        for queue in queues:
+            queue.free_all()
+    return records
