@@ -11,7 +11,7 @@ from isa.descriptor import Descriptor, DESC_WORD_BYTES
 from isa.slots import SQ_VALID
 from .instruction_buffer import Entry
 
-ADDR_DELAY = 3           # IDLE -> address handshake: LATCH, ADDR, the arbiter's grant
+ADDR_DELAY = 3           # IDLE -> address handshake: LATCH, ADDR (the request), the grant
 BACKOFF = 32             # as hw/command_engine.py
 
 
@@ -42,12 +42,13 @@ class CommandEngine:
                 return q
         return None
 
-    def fetch(self, queues, q, cycle, read_free_at):
+    def fetch(self, queues, q, cycle, grant):
         """Read the expected slot of queue q from IDLE at `cycle`; returns the entry taken
-        (or None) and the cycle its line arrived."""
+        (or None) and the cycle its line arrived. `grant(request)` is the arbiter's
+        address handshake for a read asked for at cycle `request`."""
         self.last = q
         regs = queues[q]
-        handshake = max(cycle + ADDR_DELAY, read_free_at(cycle + ADDR_DELAY))
+        handshake = grant(cycle + ADDR_DELAY - 1)
         arrival = handshake + self.cfg.dram_read_latency
         seq = self.next_seq[q]
         line = self.memory.read(regs.slot_addr(regs.sq_base, seq), 64)

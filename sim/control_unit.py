@@ -25,7 +25,7 @@ class Schedule:
     complete: int                       # cycle of COMPLETE: the completion's `cycles` end here
     status: Status
     writes: list                        # (addr, bytes) the descriptor writes, results first
-    read_busy: list                     # (first, last) cycles of each of the reader's bursts
+    read_busy: list                     # (handshake, last beat) of each of the reader's bursts
 
     free: int                           # first cycle the control unit is back in IDLE
 
@@ -35,10 +35,10 @@ class ControlUnit:
         self.cfg = cfg
         self.memory = memory
 
-    def execute(self, entry, regs, pop, grant=None):
+    def execute(self, entry, regs, pop, steals=()):
         """The schedule of `entry` popped at cycle `pop` on a queue with registers `regs`;
-        `grant` delays a run's first read while another engine holds the read channel."""
-        self._grant = grant
+        `steals` are the command engine's reads that the reader's bursts wait for."""
+        self._steals = steals
         cfg, desc = self.cfg, entry.desc
         status, kind = decode(desc, regs, cfg)
         start = pop + DECODE_CYCLES
@@ -65,12 +65,10 @@ class ControlUnit:
         return Schedule(complete, status, writes, busy, free)
 
     def _read(self, start, addr, beats, busy):
-        arrivals = dram_reader.beat_arrivals(start, addr, beats, self.cfg, self._grant)
+        handshakes, lengths = dram_reader.burst_schedule(start, addr, beats, self.cfg, self._steals)
+        arrivals = dram_reader.arrivals(handshakes, lengths, self.cfg)
         # each burst holds the read channel from its address handshake to its last beat
-        ends = np.cumsum(dram_reader.burst_lengths(addr, beats, self.cfg)) - 1
-        firsts = np.concatenate([[0], ends[:-1] + 1]) if len(ends) else ends
-        latency = self.cfg.dram_read_latency
-        busy.extend(zip((arrivals[firsts] - latency).tolist(), arrivals[ends].tolist()))
+        busy.extend(zip(handshakes.tolist(), (handshakes + self.cfg.dram_read_latency + lengths - 1).tolist()))
         return arrivals + dram_reader.BUFFER_LATENCY
 
     def _phase(self, start, addr, offset, rows, cols, busy):

@@ -34,6 +34,8 @@ class NdpModel:
         self._order = 0
         self._read_busy = []             # (first, last) cycles the control unit's reader holds reads
         self._fetch_reads = []           # (handshake, beat) cycles of the command engine's reads
+        self._running = None             # (entry, regs, pop, schedule) of the newest popped descriptor
+        self._generation = 0             # of its schedule: superseded effects are dropped
         self.irq_count = [0] * cfg.num_queues
         self.irq_times = []              # (cycle, queue) of every interrupt pulse
         self.log = []                    # (queue, seq, status, cycles) per completion
@@ -91,28 +93,18 @@ class NdpModel:
     def _wake(self, cycle):
         self.engine.idle_at = max(self.engine.idle_at, cycle)
 
-    def _read_free_at(self, cycle):
-        """First cycle from `cycle` on that the arbiter can grant a fetch its read: after
-        the burst of the control unit's reader that holds the channel then, if any."""
-        i = bisect.bisect_right(self._read_busy, (cycle, NEVER)) - 1
-        if i >= 0 and self._read_busy[i][0] <= cycle <= self._read_busy[i][1]:
-            return self._read_busy[i][1] + 2
-        return cycle
-
-    def _grant_after_fetches(self, cycle):
-        """When the arbiter grants the reader a read it asks for at `cycle`: after a
-        command-engine read in flight then (the arbiter is back in IDLE the cycle after its
-        beat, and grants the cycle after that)."""
-        for handshake, beat in self._fetch_reads:
-            if handshake - 1 <= cycle <= beat:
-                cycle = beat + 2
-        return cycle
+    def _fetch_handshake(self, request):
+        """The arbiter grants a fetch asking at `request` at once, or after the burst of
+        the control unit's reader that holds the read channel then."""
+        for handshake, last in self._read_busy:
+            if handshake - 1 <= request <= last:
+                return last + 2
+        return request + 1
 
     def _fetch(self, cycle):
         q = self.engine.pick(self.regfile.queues, cycle)
-        entry, arrival = self.engine.fetch(self.regfile.queues, q, cycle, self._read_free_at)
-        self._fetch_reads = [r for r in self._fetch_reads if r[1] >= cycle - 64]
-        self._fetch_reads.append((arrival - self.cfg.dram_read_latency, arrival))
+        entry, arrival = self.engine.fetch(self.regfile.queues, q, cycle, self._fetch_handshake)
+        self._steal((arrival - self.cfg.dram_read_latency, arrival))
         if entry is None:
             return
         push = arrival + 1
@@ -124,19 +116,41 @@ class NdpModel:
         self.ibuf.push(entry, push)
         self.engine.idle_at = push + 1
 
+    def _steal(self, read):
+        """A command-engine read holds the read channel: the running descriptor's later
+        bursts wait for it, so its schedule is computed again."""
+        self._fetch_reads = [r for r in self._fetch_reads if r[1] >= read[0] - 1024] + [read]
+        if self._running is None:
+            return
+        entry, regs, pop, schedule = self._running
+        if read[1] + 1 < pop or read[0] > schedule.complete:
+            return
+        if not any(handshake >= read[0] - 1 for handshake, _ in schedule.read_busy):
+            return
+        self._schedule(entry, regs, pop)
+
     def _pop(self, cycle):
         while self._pending and self._pending[0][0] <= cycle:     # earlier results land first
             self._apply_pending()
         entry = self.ibuf.pop()
         self.control_pop_cycle = cycle
-        regs = self.regfile.queues[entry.queue]
-        schedule = self.control.execute(entry, regs, cycle, self._grant_after_fetches)
+        self._schedule(entry, self.regfile.queues[entry.queue], cycle)
+
+    def _schedule(self, entry, regs, pop):
+        """(Re)compute the schedule of the descriptor popped at `pop`, and its effects."""
+        schedule = self.control.execute(entry, regs, pop, self._fetch_reads)
+        self._running = (entry, regs, pop, schedule)
+        self._generation += 1
+        generation = self._generation
         self.control_free = schedule.free
         self._read_busy = schedule.read_busy
         done = schedule.free - 1            # the completion write answered: HEAD, STATUS, irq
+
+        def current(action):
+            return lambda: action() if generation == self._generation else None
         self._push(schedule.complete + dram_writer.ISSUE_DELAY + dram_writer.DATA_DELAY,
-                   lambda: self._write(schedule.writes))
-        self._push(done, lambda: self._complete(entry, schedule, done))
+                   current(lambda: self._write(schedule.writes)))
+        self._push(done, current(lambda: self._complete(entry, schedule, done)))
 
     def _push(self, cycle, action):
         heapq.heappush(self._pending, (cycle, self._order, action))

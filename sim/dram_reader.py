@@ -30,26 +30,37 @@ def burst_lengths(addr, beats, cfg):
     return lengths
 
 
-def beat_arrivals(start, addr, beats, cfg, grant=None):
-    """Cycle each beat of the run is on the R channel (numpy int64 array).
+def burst_schedule(start, addr, beats, cfg, steals=()):
+    """(address handshake of each burst, burst lengths) of a run.
 
-    `grant(cycle)` gives the first cycle from `cycle` on that the arbiter can grant the
-    first burst (another engine may hold the read channel); by default `cycle` itself."""
-    lengths = burst_lengths(addr, beats, cfg)
-    if not lengths:
-        return np.zeros(0, np.int64)
-    lengths = np.asarray(lengths, np.int64)
-    handshake = start + ISSUE_DELAY
-    if grant is not None:
-        handshake = grant(handshake)
-    # burst j's first beat: after all earlier beats and a fixed gap per earlier burst
-    gap = NEXT_BURST_DELAY + cfg.dram_read_latency - 1
-    first = (handshake + cfg.dram_read_latency
-             + np.concatenate([[0], np.cumsum(lengths[:-1] + gap)]))
-    offsets = np.arange(beats, dtype=np.int64) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-    return np.repeat(first, lengths) + offsets
+    `steals` are (handshake, beat) cycles of single-line reads by another engine (the
+    command engine) that the arbiter grants between bursts: a burst that would ask for
+    the channel while such a read holds it is granted two cycles after its beat, and the
+    bursts after it move with it."""
+    lengths = np.asarray(burst_lengths(addr, beats, cfg), np.int64)
+    if not len(lengths):
+        return lengths, lengths
+    # the next burst's handshake comes NEXT_BURST_DELAY cycles after the last beat
+    step = lengths + cfg.dram_read_latency + NEXT_BURST_DELAY - 1
+    handshakes = start + ISSUE_DELAY + np.concatenate([[0], np.cumsum(step[:-1])])
+    for handshake, beat in sorted(steals):
+        j = int(np.searchsorted(handshakes, handshake - 1))
+        if j < len(handshakes) and handshakes[j] <= beat + 1:
+            handshakes[j:] += beat + NEXT_BURST_DELAY - handshakes[j]
+    return handshakes, lengths
 
 
-def beat_available(start, addr, beats, cfg):
+def arrivals(handshakes, lengths, cfg):
+    """Cycle each beat of a burst schedule is on the R channel (numpy int64 array)."""
+    offsets = np.arange(int(lengths.sum()), dtype=np.int64) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    return np.repeat(handshakes + cfg.dram_read_latency, lengths) + offsets
+
+
+def beat_arrivals(start, addr, beats, cfg, steals=()):
+    """Cycle each beat of the run is on the R channel."""
+    return arrivals(*burst_schedule(start, addr, beats, cfg, steals), cfg)
+
+
+def beat_available(start, addr, beats, cfg, steals=()):
     """Cycle each beat of the run can be taken from the DRAM buffer."""
-    return beat_arrivals(start, addr, beats, cfg) + BUFFER_LATENCY
+    return beat_arrivals(start, addr, beats, cfg, steals) + BUFFER_LATENCY
