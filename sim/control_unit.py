@@ -34,6 +34,7 @@ class ControlUnit:
     def __init__(self, cfg, memory):
         self.cfg = cfg
         self.memory = memory
+        self.reads = []                 # (address, bytes) of every run the reader made
 
     def execute(self, entry, regs, pop, steals=()):
         """The schedule of `entry` popped at cycle `pop` on a queue with registers `regs`;
@@ -65,6 +66,7 @@ class ControlUnit:
         return Schedule(complete, status, writes, busy, free)
 
     def _read(self, start, addr, beats, busy):
+        self.reads.append((addr, beats * self.cfg.beat_bytes))
         handshakes, lengths = dram_reader.burst_schedule(start, addr, beats, self.cfg, self._steals)
         arrivals = dram_reader.arrivals(handshakes, lengths, self.cfg)
         # each burst holds the read channel from its address handshake to its last beat

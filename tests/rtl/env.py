@@ -1,5 +1,6 @@
 """The cocotb environment around `ndp_device`: clock, reset, DRAM, and the driver's
-RTL transport. Only this module and the transport touch signals."""
+RTL transport; the RTL backend of the scenarios. Only this module and the transport
+touch signals."""
 import logging
 import os
 import random
@@ -12,20 +13,19 @@ from cocotbext.axi import AxiBus, AxiRam
 import isa
 from driver import NdpDevice
 from driver.rtl_transport import CocotbAxiTransport
-
-DRAM_BYTES = 1 << 26          # the AxiRam behind the dram port
-QUEUE_SPAN = 1 << 24          # queue q owns [q * QUEUE_SPAN, (q + 1) * QUEUE_SPAN) of it:
-SQ_OFFSET, CQ_OFFSET, DATA_OFFSET = 0, 1 << 22, 1 << 23   # rings of up to 4 MiB, then data
+from backend import Backend, DRAM_BYTES
 
 
-class DeviceEnv:
+class DeviceEnv(Backend):
+    name = "rtl"
+
     def __init__(self, dut):
         self.dut = dut
         self.cfg = isa.load_config(os.environ.get("NDP_CONFIG", "default"))
         self.dram = AxiRam(AxiBus.from_prefix(dut, "dram_"), dut.clk, dut.rst, size=DRAM_BYTES)
         self.dram.write_if.log.setLevel(logging.WARNING)
         self.dram.read_if.log.setLevel(logging.WARNING)
-        self.transport = None
+        self._reads = None
 
     async def start(self):
         """Clock, reset, then open the device through the driver."""
@@ -34,19 +34,22 @@ class DeviceEnv:
         await ClockCycles(self.dut.clk, 4)
         self.dut.rst.value = 0
         await ClockCycles(self.dut.clk, 2)
-        self.transport = CocotbAxiTransport(self.dut)
-        for bfm in (self.transport.mem.write_if, self.transport.mem.read_if,
-                    self.transport.io.write_if, self.transport.io.read_if):
+        transport = CocotbAxiTransport(self.dut)
+        for bfm in (transport.mem.write_if, transport.mem.read_if, transport.io.write_if, transport.io.read_if):
             bfm.log.setLevel(logging.WARNING)
-        self.dev = await NdpDevice.open(self.transport)
+        self.dev = await NdpDevice.open(transport)
+        self._reads = DramReadMonitor(self.dut)
         return self.dev
 
-    async def setup_queue(self, q, pasid=0, log2_depth=2, log2_slot=16, irq=False):
-        """Configure queue q in its own span of DRAM, as the host (PASID 0) does."""
-        base = q * QUEUE_SPAN
-        return await self.dev.configure_queue(
-            q, sq_base=base + SQ_OFFSET, cq_base=base + CQ_OFFSET, data_base=base + DATA_OFFSET,
-            data_limit=base + QUEUE_SPAN, log2_depth=log2_depth, log2_slot=log2_slot, pasid=pasid, irq=irq)
+    def backdoor_read(self, addr, length):
+        return self.dram.read(addr, length)
+
+    def backdoor_write(self, addr, data):
+        self.dram.write(addr, data)
+
+    def device_reads(self):
+        reads, self._reads.bursts = self._reads.bursts, []
+        return reads
 
     def add_backpressure(self, seed=1):
         """Random stalls on every channel of the DRAM and of the host's CXL.mem master."""
@@ -61,8 +64,6 @@ class DeviceEnv:
                         host.write_if.b_channel, host.read_if.r_channel):
             channel.set_pause_generator(stalls(0.3))
 
-    async def cycles(self, n):
-        await ClockCycles(self.dut.clk, n)
 
 
 class DramReadMonitor:
@@ -82,6 +83,3 @@ class DramReadMonitor:
                 length = (int(dut.dram__arlen.value) + 1) << int(dut.dram__arsize.value)
                 self.bursts.append((int(dut.dram__araddr.value), length))
 
-    def touched(self, start, end):
-        """Whether any recorded burst read a byte of [start, end)."""
-        return any(addr < end and start < addr + length for addr, length in self.bursts)

@@ -72,5 +72,54 @@ def run(module, testcase=None, config="default", env=None):
     return tests
 
 
+# ---- the fast co-simulation top (tests/rtl/fast, driver/fast_rtl_transport.py) ----------
+
+FAST_DIR = BENCH_DIR / "fast"
+FAST_TOP = "ndp_fast_top"
+FAST_BUILD_ARGS = [
+    "--timing", "-CFLAGS", "-fcoroutines",      # the clock is a `#` delay in ndp_fast_top
+    # cocotb's runner always passes --public-flat-rw, which makes the model ~16x slower;
+    # the wrapper marks the few variables Python touches public itself
+    "--no-public-flat-rw",
+    "-LDFLAGS", "-rdynamic",                    # ctypes finds the DRAM backdoor symbols
+    "--x-assign", "0", "--x-initial", "0", "-Wno-fatal", "-Wno-lint", "-Wno-style",
+]
+
+
+def get_fast_runner(config="default"):
+    """Build ndp_fast_top (device + behavioural DRAM + register sequencer, clock inside)
+    for `config` in build/verilator-fast-<config>; returns the cocotb runner."""
+    import isa
+    verilator_env()
+    from cocotb_tools.runner import get_runner as cocotb_runner
+    cfg = isa.load_config(config)
+    runner = cocotb_runner("verilator")
+    runner.build(sources=[rtl_source(config), FAST_DIR / "ndp_axi_dram.sv", FAST_DIR / "ndp_fast_top.sv"],
+                 hdl_toplevel=FAST_TOP, build_dir=BUILD / f"verilator-fast-{config}",
+                 parameters={"NUM_QUEUES": cfg.num_queues}, timescale=("1ns", "1ps"),
+                 build_args=FAST_BUILD_ARGS + [str(FAST_DIR / "ndp_fast_dram.cpp")], always=False)
+    return runner
+
+
+def run_fast(module, testcase=None, config="default", env=None):
+    """Run cocotb `module` (a file in tests/rtl) on ndp_fast_top; raise unless all pass."""
+    from cocotb_tools.check_results import get_results
+    runner = get_fast_runner(config)
+    for path in (str(REPO), str(BENCH_DIR)):
+        if path not in sys.path:
+            sys.path.insert(0, path)
+    name = module + (f"-{testcase}" if testcase else "")
+    run_dir = BUILD / f"run-fast-{config}"
+    results = runner.test(
+        test_module=module, hdl_toplevel=FAST_TOP, testcase=testcase,
+        build_dir=BUILD / f"verilator-fast-{config}", test_dir=run_dir,
+        results_xml=str(run_dir / f"{name}.xml"),
+        extra_env={"NDP_CONFIG": config, **(env or {})})
+    tests, failed = get_results(pathlib.Path(results))
+    if tests == 0 or failed:
+        raise AssertionError(f"cocotb {name}: {failed} of {tests} failed (log above)")
+    return tests
+
+
 if __name__ == "__main__":
     run(sys.argv[1], *(sys.argv[2:3] or [None]))

@@ -1,20 +1,190 @@
-"""The queue protocol of spec sections 2 and 4 on the RTL: status codes, ordering,
-sequence wrap-around, PASID-bound queues, load/store, interrupts."""
+"""The device scenarios, written once against the backend interface (backend.py) and the
+driver, run on the RTL (cocotb_scenarios.py) and on the cycle model
+(tests/unit/test_model_scenarios.py). Results are checked bit for bit against
+sim/golden.py; protocol behaviour against the spec's rules."""
 import struct
 
-import cocotb
 import numpy as np
 
 import isa
 from isa import Descriptor, DescType, Dtype, Op, Status, regs, slots
+from isa import regs as R
 from isa.validate import QueueView, lines
-from driver.errors import CompletionError, MemAccessError, RegisterAccessError
+from driver.errors import MemAccessError, RegisterAccessError
 from sim import golden
-from env import DeviceEnv, DramReadMonitor
-from cocotb_compute import random_fp16, assert_bits_equal
 
 U64 = struct.Struct("<Q")
-SEED = 7
+COMPUTE_SEED, PROTOCOL_SEED = 20261129, 7
+
+ALL = {}                                    # name -> scenario, in definition order
+RTL_ONLY = {"gemm_under_backpressure"}     # the model has no bus stalls to inject
+EXPECT_FAIL = {"scoreboard_catches_a_corrupted_weight"}   # proof the checks can fail
+
+
+def scenario(fn):
+    ALL[fn.__name__] = fn
+    return fn
+
+@scenario
+async def capability_registers(env):
+    dev = env.dev
+    cfg, t = env.cfg, env.transport
+    expected = {R.ID: R.ID_VALUE, R.VERSION: R.VERSION_VALUE, R.NUM_QUEUES: cfg.num_queues,
+                R.LANES: cfg.lanes, R.ROWS: cfg.rows, R.IN_BUF_BYTES: cfg.in_buf_bytes,
+                R.OUT_BUF_BYTES: cfg.out_buf_bytes, R.DRAM_BUF_BYTES: cfg.dram_buf_bytes}
+    for off, value in expected.items():
+        assert await t.reg_read(off) == value, hex(off)
+    # unmapped reads are zero
+    for off in (0x020, 0x0FC, R.queue_reg(cfg.num_queues, 0), 0xFFFC):
+        assert await t.reg_read(off) == 0, hex(off)
+    # a global register is read-only: a host write is ignored
+    await t.reg_write(R.ID, 0x1234, 0)
+    assert await t.reg_read(R.ID) == R.ID_VALUE
+    assert dev.caps.lanes == cfg.lanes
+
+
+@scenario
+async def queue_registers_and_pasid_rules(env):
+    t, q = env.transport, 1
+    values = {R.SQ_BASE_LO: 0x1000, R.SQ_BASE_HI: 0x2, R.CQ_BASE_LO: 0x3000, R.CQ_BASE_HI: 0x4,
+              R.DATA_BASE_LO: 0x5040, R.DATA_BASE_HI: 0x6, R.DATA_LIMIT_LO: 0x7080, R.DATA_LIMIT_HI: 0x8,
+              R.CFG: R.cfg_value(3, 12, 0x5A5A5), R.CTRL: 0}
+    for off, value in values.items():
+        await t.reg_write(R.queue_reg(q, off), value, 0)
+    for off, value in values.items():
+        assert await t.reg_read(R.queue_reg(q, off)) == value, hex(off)
+    # another queue's block is untouched
+    assert await t.reg_read(R.queue_reg(0, R.SQ_BASE_LO)) == 0
+    # a non-host PASID may not write configuration: SLVERR, nothing changes
+    for pasid in (1, 0x5A5A5):
+        try:
+            await t.reg_write(R.queue_reg(q, R.SQ_BASE_LO), 0xDEAD00, pasid)
+        except RegisterAccessError:
+            pass
+        else:
+            raise AssertionError(f"PASID {pasid:#x} wrote SQ_BASE")
+        assert await t.reg_read(R.queue_reg(q, R.SQ_BASE_LO)) == 0x1000
+    # nor write an unmapped address
+    try:
+        await t.reg_write(0x0F0, 1, 7)
+    except RegisterAccessError:
+        pass
+    else:
+        raise AssertionError("PASID 7 wrote an unmapped address without SLVERR")
+    # a doorbell only from the queue's own PASID
+    for pasid in (0, 1, 0x5A5A4):
+        try:
+            await t.reg_write(R.queue_reg(q, R.DOORBELL), 5, pasid)
+        except RegisterAccessError:
+            pass
+        else:
+            raise AssertionError(f"doorbell accepted from PASID {pasid:#x}")
+    await t.reg_write(R.queue_reg(q, R.DOORBELL), 5, 0x5A5A5)
+    assert await t.reg_read(R.queue_reg(q, R.DOORBELL)) == 0     # write-only
+    assert await t.reg_read(R.queue_reg(q, R.HEAD)) == 0
+    assert await t.reg_read(R.queue_reg(q, R.STATUS)) == 0
+
+
+def random_fp16(rng, shape, special=False):
+    """Normal values of mixed scale; with `special`, also subnormals, zeros, infinities, NaN."""
+    values = (rng.standard_normal(shape) * np.exp2(rng.integers(-6, 4, shape))).astype(np.float16)
+    if special:
+        pick = rng.random(shape)
+        values[pick < 0.05] = np.float16(0.0)
+        values[(pick >= 0.05) & (pick < 0.08)] = np.float16(-0.0)
+        sub = (pick >= 0.08) & (pick < 0.12)
+        values[sub] = (rng.integers(1, 1024, int(sub.sum())).astype(np.uint16)).view(np.float16)
+        values[(pick >= 0.12) & (pick < 0.125)] = np.float16(np.inf)
+        values[(pick >= 0.125) & (pick < 0.13)] = np.float16(np.nan)
+    return values
+
+
+def assert_bits_equal(got, expected, what):
+    got_bits, exp_bits = got.view(np.uint16), expected.view(np.uint16)
+    bad = np.argwhere(got_bits != exp_bits)
+    assert bad.size == 0, (f"{what}: {len(bad)} of {got.size} results differ; first at {tuple(bad[0])}: "
+                           f"got {got_bits[tuple(bad[0])]:#06x}, expected {exp_bits[tuple(bad[0])]:#06x}")
+
+
+async def check_gemm(dev, rng, m, k, n, special=False, gemv=False):
+    w = random_fp16(rng, (k, n), special)
+    x = random_fp16(rng, (m, k), special)
+    tensor = await dev.upload(w)
+    if gemv:
+        got = await dev.gemv(x[0], tensor)
+        assert_bits_equal(got, golden.gemv(x[0], w), f"gemv {k}x{n}")
+    else:
+        got = await dev.gemm(x, tensor)
+        assert_bits_equal(got, golden.gemm(x, w), f"gemm {m}x{k}x{n}")
+    dev.queue().free_all()
+
+
+@scenario
+async def gemv_random_shapes(env):
+    dev = env.dev
+    await env.setup_queue(0)
+    rng = np.random.default_rng(COMPUTE_SEED)
+    shapes = [(1, 1), (1, 32), (32, 1), (7, 5), (33, 17), (64, 64), (100, 33), (31, 97), (65, 200)]
+    shapes += [tuple(int(v) for v in rng.integers(1, 160, 2)) for _ in range(6)]
+    for k, n in shapes:
+        await check_gemm(dev, rng, 1, k, n, gemv=True)
+
+
+@scenario
+async def gemm_random_shapes(env):
+    dev = env.dev
+    await env.setup_queue(0)
+    rng = np.random.default_rng(COMPUTE_SEED + 1)
+    cfg = env.cfg
+    shapes = [(2, 3, 5), (cfg.rows, 32, 32), (cfg.rows + 1, 17, 40), (3 * cfg.rows, 40, 9), (9, 31, 100),
+              (13, 1, 70), (5, 70, 1)]
+    shapes += [tuple(int(v) for v in rng.integers(1, 80, 3)) for _ in range(5)]
+    for m, k, n in shapes:
+        await check_gemm(dev, rng, m, k, n)
+
+
+@scenario
+async def gemm_under_backpressure(env):
+    """Random stalls on every DRAM channel and on the host's read data and write responses."""
+    dev = env.dev
+    env.add_backpressure()
+    await env.setup_queue(0)
+    rng = np.random.default_rng(COMPUTE_SEED + 4)
+    for m, k, n in [(1, 300, 70), (6, 65, 33), (2, 8, 200)]:
+        await check_gemm(dev, rng, m, k, n)
+
+
+@scenario
+async def special_values(env):
+    """Zeros of both signs, subnormals, infinities and NaN in both operands."""
+    dev = env.dev
+    await env.setup_queue(0)
+    rng = np.random.default_rng(COMPUTE_SEED + 2)
+    for m, k, n in [(1, 64, 48), (5, 33, 70), (3, 200, 20)]:
+        await check_gemm(dev, rng, m, k, n, special=True)
+    # overflow to infinity, and cancellation to exact zero
+    w = np.full((4, 8), 60000, np.float16)
+    x = np.array([[2, 2, -2, -2]], np.float16)
+    tensor = await dev.upload(w)
+    assert_bits_equal(await dev.gemm(x, tensor), golden.gemm(x, w), "cancellation")
+    x = np.array([[1, 1, 1, 1]], np.float16)
+    assert_bits_equal(await dev.gemm(x, tensor), golden.gemm(x, w), "overflow")
+
+
+@scenario
+async def scoreboard_catches_a_corrupted_weight(env):
+    """Flip one bit of a weight in DRAM behind the driver's back: the comparison must fail."""
+    dev = env.dev
+    await env.setup_queue(0)
+    rng = np.random.default_rng(COMPUTE_SEED + 3)
+    w = random_fp16(rng, (16, 8))
+    x = random_fp16(rng, (1, 16))
+    tensor = await dev.upload(w)
+    hi_byte = tensor.addr + 2 * 37 + 1           # exponent bits of weight (2, 5)
+    env.backdoor_write(hi_byte, bytes([env.backdoor_read(hi_byte, 1)[0] ^ 0x40]))
+    assert_bits_equal(await dev.gemm(x, tensor), golden.gemm(x, w), "corrupted weight")
+
+
 
 
 def gemm_desc(tensor, m, op=Op.GEMM):
@@ -28,15 +198,13 @@ def with_fields(desc, **fields):
     return Descriptor(**{**desc.__dict__, **fields})
 
 
-@cocotb.test()
-async def every_status_code(dut):
+@scenario
+async def every_status_code(env):
     """Each status with a descriptor that earns it; a failed descriptor reads no operand,
     writes no result, sets the sticky error, and the queue goes on."""
-    env = DeviceEnv(dut)
-    dev = await env.start()
+    dev = env.dev
     queue = await env.setup_queue(0, log2_depth=3, log2_slot=14)
-    monitor = DramReadMonitor(dut)
-    rng = np.random.default_rng(SEED)
+    rng = np.random.default_rng(PROTOCOL_SEED)
     w = random_fp16(rng, (40, 24))
     tensor = await dev.upload(w)
     good = gemm_desc(tensor, 3)
@@ -78,7 +246,7 @@ async def every_status_code(dut):
         seq = queue.next_seq
         poison = bytes([0xA5]) * 256               # the result area must stay as it is
         await env.transport.mem_write(queue.cq_slot(seq) + slots.CQ_PAYLOAD, poison, 0)
-        monitor.bursts.clear()
+        env.device_reads()
         payload = x.tobytes() if desc.in_size * 64 <= queue.payload_room else b""
         completion = await queue.run(desc, payload[:desc.in_size * 64])
         assert completion.status == expected, (completion, expected, desc)
@@ -86,7 +254,7 @@ async def every_status_code(dut):
             after = await env.transport.mem_read(queue.cq_slot(seq) + slots.CQ_PAYLOAD, 256, 0)
             assert after == poison, f"{expected.name}: result area written"
             if desc.dev_size:
-                assert not monitor.touched(desc.dev_addr, desc.dev_addr + desc.dev_size * 64), \
+                assert not env.device_read(desc.dev_addr, desc.dev_addr + desc.dev_size * 64), \
                     f"{expected.name}: device operand read"
             assert await queue.read_status() == (expected, True)
             await queue.clear_error()
@@ -97,15 +265,14 @@ async def every_status_code(dut):
         assert await queue.read_head() == seq
 
 
-@cocotb.test()
-async def doorbell_before_valid_word(dut):
+@scenario
+async def doorbell_before_valid_word(env):
     """CXL.io may overtake CXL.mem: the doorbell arrives before the valid word. The device
     must wait for the valid word, and must not run the slot's stale content meanwhile."""
-    env = DeviceEnv(dut)
-    dev = await env.start()
+    dev = env.dev
     queue = await env.setup_queue(0, log2_depth=1, log2_slot=14)
     t = env.transport
-    rng = np.random.default_rng(SEED + 1)
+    rng = np.random.default_rng(PROTOCOL_SEED + 1)
     w = random_fp16(rng, (32, 16))
     tensor = await dev.upload(w)
     x = random_fp16(rng, (1, 32))
@@ -140,14 +307,13 @@ async def doorbell_before_valid_word(dut):
     assert weights == w.tobytes(), "the stale store ran"
 
 
-@cocotb.test()
-async def sequence_numbers_wrap(dut):
+@scenario
+async def sequence_numbers_wrap(env):
     """Sequence numbers run over 3x the queue depth and more; several in flight."""
-    env = DeviceEnv(dut)
-    dev = await env.start()
+    dev = env.dev
     depth_log2 = 2
     queue = await env.setup_queue(0, log2_depth=depth_log2, log2_slot=12)
-    rng = np.random.default_rng(SEED + 2)
+    rng = np.random.default_rng(PROTOCOL_SEED + 2)
     w = random_fp16(rng, (24, 20))
     tensor = await dev.upload(w)
     depth = 1 << depth_log2
@@ -165,16 +331,15 @@ async def sequence_numbers_wrap(dut):
     assert await queue.read_head() == 4 * depth + 1
 
 
-@cocotb.test()
-async def pasid_bound_queues_interleaved(dut):
+@scenario
+async def pasid_bound_queues_interleaved(env):
     """Two queues bound to different PASIDs run interleaved; neither PASID may touch the
     other's rings over CXL.mem, nor ring the other's doorbell."""
-    env = DeviceEnv(dut)
-    dev = await env.start()
+    dev = env.dev
     t = env.transport
     qa = await env.setup_queue(0, pasid=0x11, log2_depth=2, log2_slot=13)
     qb = await env.setup_queue(1, pasid=0x22, log2_depth=2, log2_slot=13, irq=True)
-    rng = np.random.default_rng(SEED + 3)
+    rng = np.random.default_rng(PROTOCOL_SEED + 3)
     wa, wb = random_fp16(rng, (48, 40)), random_fp16(rng, (20, 70))
     ta, tb = await dev.upload(wa, queue=0), await dev.upload(wb, queue=1)
     pending = []
@@ -217,13 +382,12 @@ async def pasid_bound_queues_interleaved(dut):
     assert await t.mem_read(qa.data_limit - 128, 100, 0x44) == b"\x5a" * 100
 
 
-@cocotb.test()
-async def load_and_store(dut):
+@scenario
+async def load_and_store(env):
     """type STORE writes the slot's input into the device operand; type LOAD reads it back."""
-    env = DeviceEnv(dut)
-    dev = await env.start()
+    dev = env.dev
     await env.setup_queue(0, log2_depth=1, log2_slot=16)
-    rng = np.random.default_rng(SEED + 4)
+    rng = np.random.default_rng(PROTOCOL_SEED + 4)
     for rows, cols in [(1, 1), (3, 37), (64, 200), (130, 97)]:
         array = random_fp16(rng, (rows, cols), special=True)
         tensor = await dev.upload(np.zeros((rows, cols), np.float16))
@@ -235,17 +399,18 @@ async def load_and_store(dut):
         dev.queue().free_all()
 
 
-@cocotb.test()
-async def queue_reset_restarts_sequence(dut):
+@scenario
+async def queue_reset_restarts_sequence(env):
     """Turning a queue off and on restarts its sequence numbers at 1."""
-    env = DeviceEnv(dut)
-    dev = await env.start()
-    rng = np.random.default_rng(SEED + 5)
+    dev = env.dev
+    rng = np.random.default_rng(PROTOCOL_SEED + 5)
     w = random_fp16(rng, (8, 8))
     for round_ in range(2):
-        queue = await env.setup_queue(2, log2_depth=1, log2_slot=12)
-        tensor = await dev.upload(w, queue=2)
+        q = env.cfg.num_queues - 1
+        queue = await env.setup_queue(q, log2_depth=1, log2_slot=12)
+        tensor = await dev.upload(w, queue=q)
         for _ in range(3):
             x = random_fp16(rng, (1, 8))
-            assert_bits_equal(await dev.gemv(x[0], tensor, queue=2), golden.gemv(x[0], w), f"round {round_}")
+            assert_bits_equal(await dev.gemv(x[0], tensor, queue=q), golden.gemv(x[0], w), f"round {round_}")
         assert await queue.read_head() == 3
+

@@ -1,0 +1,144 @@
+"""Transport over `ndp_fast_top` (tests/rtl/fast): the RTL with everything but the host inside
+the Verilator build, for long runs.
+
+Why: CocotbAxiTransport drives every bus beat and samples irq every clock from Python,
+about 8,000 beats per second. Here the clock, the DRAM (ndp_axi_dram.sv) and an AXI4-Lite
+sequencer are Verilog, so Python only sets a few variables and waits on one Timer or one
+value change; the simulation runs at Verilator speed in between.
+
+- mem_write / mem_read go through the DRAM BACKDOOR, not the CXL.mem port (which
+  ndp_fast_top ties idle): they take no simulated time, and the CXL.mem PASID filter and
+  its SLVERR answers are bypassed, so `pasid` is ignored. Use CocotbAxiTransport to test
+  the CXL.mem path. The backdoor is a numpy view of the model's bytes (`self.dram`).
+- reg_write / reg_read are real AXI4-Lite accesses on io, with `pasid` on awuser/aruser.
+- wait_cycles(n) and wait_irq cost O(1) Python wake-ups, whatever n is.
+
+Construct it inside a running cocotb test on ndp_fast_top. Only this module and
+rtl_transport.py import cocotb.
+"""
+import ctypes
+
+import numpy as np
+from cocotb.simtime import get_sim_time
+from cocotb.triggers import First, Lock, Timer
+
+from isa.regs import HOST_PASID
+
+from .errors import MemAccessError, RegisterAccessError
+from .transport import Transport
+
+OKAY = 0
+RESP_NAMES = {0: "OKAY", 1: "EXOKAY", 2: "SLVERR", 3: "DECERR"}
+COUNT_BITS = 32                     # width of each queue's irq counter in ndp_fast_top
+
+
+class FastRtlTransport(Transport):
+    supports_irq = True
+
+    def __init__(self, dut):
+        self.dut = dut
+        self.period_ps = int(dut.clk_period_ps.value)
+        self.num_queues = len(dut.irq_count) // COUNT_BITS
+        self.dram = None                # numpy uint8 view of the DRAM, once the model made it
+        self._ready = False
+        self._lock = Lock()             # one register access at a time on the sequencer
+        self._req = int(dut.reg_req.value)
+        self._irq_taken = [0] * self.num_queues   # pulses returned by wait_irq so far
+
+    # ---- time ----------------------------------------------------------------------------
+
+    @property
+    def cycle(self):
+        """Clock edges since the end of reset (ndp_fast_top.cycle)."""
+        return int(self.dut.cycle.value)
+
+    async def wait_cycles(self, n):
+        if n > 0:
+            await Timer(n * self.period_ps, "ps")
+
+    async def _wait_ready(self):
+        # Before time advances, the model's initial blocks (reset, DRAM allocation) have not
+        # run yet; wait until reset is over, a few wake-ups once per transport.
+        while not self._ready:
+            if int(self.dut.cycle.value) > 0:
+                self._ready = True
+                self._map_dram()
+            else:
+                await Timer(self.period_ps, "ps")
+
+    # ---- DRAM backdoor --------------------------------------------------------------------
+
+    def _map_dram(self):
+        lib = ctypes.CDLL(None)         # the simulator executable, linked with -rdynamic
+        lib.ndp_fast_dram_base.restype = ctypes.c_void_p
+        lib.ndp_fast_dram_bytes.restype = ctypes.c_ulonglong
+        base, size = lib.ndp_fast_dram_base(), lib.ndp_fast_dram_bytes()
+        if not base:
+            raise RuntimeError("ndp_fast_top's DRAM is not allocated (ndp_dram_init did not run)")
+        self.dram = np.ctypeslib.as_array(ctypes.cast(base, ctypes.POINTER(ctypes.c_uint8)), shape=(size,))
+
+    def _range(self, addr, length, pasid, write):
+        if addr < 0 or addr + length > len(self.dram):
+            raise MemAccessError(addr, length, pasid, "DECERR", write=write)
+        return slice(addr, addr + length)
+
+    async def mem_write(self, addr, data, pasid):
+        """Backdoor store: no simulated time, no PASID filter (see the module doc)."""
+        await self._wait_ready()
+        data = np.frombuffer(bytes(data), np.uint8)
+        self.dram[self._range(addr, len(data), pasid, True)] = data
+
+    async def mem_read(self, addr, length, pasid):
+        """Backdoor load: no simulated time, no PASID filter (see the module doc)."""
+        await self._wait_ready()
+        return self.dram[self._range(addr, length, pasid, False)].tobytes()
+
+    # ---- registers ------------------------------------------------------------------------
+
+    async def _reg_access(self, write, offset, value, pasid):
+        await self._wait_ready()
+        async with self._lock:
+            dut = self.dut
+            dut.reg_we.value = int(write)
+            dut.reg_addr.value = offset
+            dut.reg_wdata.value = value
+            dut.reg_pasid.value = pasid
+            self._req ^= 1
+            dut.reg_req.value = self._req
+            while int(dut.reg_ack.value) != self._req:
+                await dut.reg_ack.value_change
+            return int(dut.reg_resp.value), int(dut.reg_rdata.value)
+
+    async def reg_write(self, offset, value, pasid):
+        resp, _ = await self._reg_access(True, offset, int(value) & 0xFFFF_FFFF, pasid)
+        if resp != OKAY:
+            raise RegisterAccessError(offset, pasid, RESP_NAMES[resp], write=True)
+
+    async def reg_read(self, offset, pasid=HOST_PASID):
+        resp, data = await self._reg_access(False, offset, 0, pasid)
+        if resp != OKAY:
+            raise RegisterAccessError(offset, pasid, RESP_NAMES[resp], write=False)
+        return data
+
+    # ---- interrupts -----------------------------------------------------------------------
+
+    def _take_irq(self, queue):
+        """Consume one counted pulse of `queue` if the hardware counted more than we took."""
+        counts = int(self.dut.irq_count.value)
+        seen = (counts >> (COUNT_BITS * queue)) & ((1 << COUNT_BITS) - 1)
+        if (seen - self._irq_taken[queue]) % (1 << COUNT_BITS):
+            self._irq_taken[queue] = (self._irq_taken[queue] + 1) % (1 << COUNT_BITS)
+            return True
+        return False
+
+    async def wait_irq(self, queue, timeout_cycles):
+        # The counters in ndp_fast_top count every pulse, also while nobody waits, so a
+        # pulse is never lost; Python wakes only when some counter changes or at the timeout.
+        await self._wait_ready()
+        deadline = get_sim_time("ps") + timeout_cycles * self.period_ps
+        while not self._take_irq(queue):
+            left = deadline - get_sim_time("ps")
+            if left <= 0:
+                return False
+            await First(self.dut.irq_count.value_change, Timer(left, "ps"))
+        return True

@@ -1,0 +1,71 @@
+"""The two backends a scenario runs on, with one interface: the RTL (a cocotb bench of
+the Verilator build) and the cycle model (sim/, plain asyncio).
+
+Scenarios (scenarios.py) only use this interface and the driver, so every one of them
+runs on both. What differs is below the driver: the transport, and the test's backdoor
+into device DRAM and view of the device's own DRAM reads.
+"""
+import isa
+from driver import NdpDevice
+from driver.model_transport import ModelTransport
+
+QUEUE_SPAN = 1 << 24          # queue q owns [q * QUEUE_SPAN, (q + 1) * QUEUE_SPAN) of DRAM:
+SQ_OFFSET, CQ_OFFSET, DATA_OFFSET = 0, 1 << 22, 1 << 23   # rings of up to 4 MiB, then data
+DRAM_BYTES = 1 << 26
+
+
+class Backend:
+    name = None
+    cfg = None
+    dev = None
+
+    @property
+    def transport(self):
+        return self.dev.transport
+
+    async def setup_queue(self, q, pasid=0, log2_depth=2, log2_slot=16, irq=False):
+        """Configure queue q in its own span of DRAM, as the host (PASID 0) does."""
+        base = q * QUEUE_SPAN
+        return await self.dev.configure_queue(
+            q, sq_base=base + SQ_OFFSET, cq_base=base + CQ_OFFSET, data_base=base + DATA_OFFSET,
+            data_limit=base + QUEUE_SPAN, log2_depth=log2_depth, log2_slot=log2_slot, pasid=pasid, irq=irq)
+
+    async def cycles(self, n):
+        await self.transport.wait_cycles(n)
+
+    def backdoor_read(self, addr, length):
+        raise NotImplementedError
+
+    def backdoor_write(self, addr, data):
+        raise NotImplementedError
+
+    def device_reads(self):
+        """(address, bytes) of every DRAM read since the last call."""
+        raise NotImplementedError
+
+    def device_read(self, start, end):
+        """Whether any DRAM read since the last device_reads() touched [start, end)."""
+        return any(addr < end and start < addr + length for addr, length in self.device_reads())
+
+
+class ModelBackend(Backend):
+    name = "model"
+
+    @classmethod
+    async def start(cls, config="default"):
+        self = cls()
+        self.cfg = isa.load_config(config)
+        self.model_transport = ModelTransport(self.cfg)
+        self.model = self.model_transport.model
+        self.dev = await NdpDevice.open(self.model_transport)
+        return self
+
+    def backdoor_read(self, addr, length):
+        return self.model.memory.read(addr, length)
+
+    def backdoor_write(self, addr, data):
+        self.model.memory.write(addr, data)
+
+    def device_reads(self):
+        reads, self.model.control.reads = self.model.control.reads, []
+        return reads

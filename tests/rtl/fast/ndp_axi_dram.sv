@@ -1,0 +1,170 @@
+// Behavioural AXI4 DRAM for the fast co-simulation (simulation only, not synthesizable).
+//
+// Why not cocotbext-axi's AxiRam: a Python BFM costs a Python round trip per bus beat;
+// this model runs inside the Verilator build, so long runs need Python only to wait.
+//
+// - One read burst and one write burst in flight at a time (the device's DRAM arbiter
+//   issues one transaction per direction at a time, so this loses nothing).
+// - INCR bursts up to 256 beats (FIXED: the address stays); 64-byte beats, byte strobes.
+//   Narrow beats are served from the 64-byte line holding the beat's address, so the
+//   lanes AXI defines for them are right. WRAP is not supported (the device never issues it).
+// - Latencies count clock edges: an AR taken at edge t gives the first R beat at edge
+//   t + read_latency (>= 1); the W beat with wlast taken at edge t gives B at edge
+//   t + write_latency (>= 1). The parameters set the initial values of two public
+//   variables, which a test may overwrite before traffic starts (no rebuild).
+// - The bytes live in C++ (ndp_fast_dram.cpp), reached through DPI-C per beat, and are
+//   shared with Python through ctypes for the backdoor (FastRtlTransport).
+module ndp_axi_dram #(
+    parameter longint BYTES = 64'd1 << 28,      // allocated lazily by the OS: untouched pages cost nothing
+    parameter int READ_LATENCY = 8,
+    parameter int WRITE_LATENCY = 4
+) (
+    input  logic         clk,
+    input  logic         rst,
+    input  logic [63:0]  awaddr,
+    input  logic [7:0]   awlen,
+    input  logic [2:0]   awsize,
+    input  logic [1:0]   awburst,
+    input  logic [7:0]   awid,
+    input  logic         awvalid,
+    output logic         awready,
+    input  logic [511:0] wdata,
+    input  logic [63:0]  wstrb,
+    input  logic         wlast,
+    input  logic         wvalid,
+    output logic         wready,
+    output logic [7:0]   bid,
+    output logic [1:0]   bresp,
+    output logic         bvalid,
+    input  logic         bready,
+    input  logic [63:0]  araddr,
+    input  logic [7:0]   arlen,
+    input  logic [2:0]   arsize,
+    input  logic [1:0]   arburst,
+    input  logic [7:0]   arid,
+    input  logic         arvalid,
+    output logic         arready,
+    output logic [511:0] rdata,
+    output logic [7:0]   rid,
+    output logic [1:0]   rresp,
+    output logic         rlast,
+    output logic         rvalid,
+    input  logic         rready
+);
+    import "DPI-C" function void ndp_dram_init(input longint bytes);
+    import "DPI-C" function void ndp_dram_read(input longint addr, output bit [511:0] data);
+    import "DPI-C" function void ndp_dram_write(input longint addr, input bit [511:0] data,
+                                                input longint strb);
+
+    int unsigned read_latency  /*verilator public_flat_rw*/ = READ_LATENCY;
+    int unsigned write_latency /*verilator public_flat_rw*/ = WRITE_LATENCY;
+
+    initial ndp_dram_init(BYTES);
+
+    localparam logic [1:0] FIXED = 2'd0, OKAY = 2'd0;
+
+    // The address of the beat after `addr` in a burst of beat size 2^size.
+    function automatic logic [63:0] next_addr(logic [63:0] addr, logic [2:0] size, logic [1:0] burst);
+        logic [63:0] step = 64'd1 << size;
+        return burst == FIXED ? addr : (addr & ~(step - 1)) + step;
+    endfunction
+
+    // ---- read channel --------------------------------------------------------------
+    typedef enum logic [1:0] {R_IDLE, R_WAIT, R_DATA} rstate_t;
+    rstate_t     rstate = R_IDLE;
+    logic [63:0] raddr;
+    logic [7:0]  rleft;         // beats after the one on the bus
+    logic [2:0]  rsize;
+    logic [1:0]  rburst;
+    int unsigned rwait;
+    bit   [511:0] line;
+
+    assign arready = rstate == R_IDLE && !rst;
+    assign rresp = OKAY;
+
+    always_ff @(posedge clk) begin
+        if (rst) begin
+            rstate <= R_IDLE;
+            rvalid <= 1'b0;
+        end else case (rstate)
+            R_IDLE: if (arvalid) begin
+                rid <= arid; rsize <= arsize; rburst <= arburst;
+                if (read_latency <= 1) begin    // first beat on the bus at the next edge
+                    ndp_dram_read(araddr, line);
+                    rdata <= line; rvalid <= 1'b1; rlast <= arlen == 0;
+                    raddr <= next_addr(araddr, arsize, arburst); rleft <= arlen;
+                    rstate <= R_DATA;
+                end else begin
+                    raddr <= araddr; rleft <= arlen;
+                    rwait <= read_latency - 2;
+                    rstate <= R_WAIT;
+                end
+            end
+            R_WAIT: if (rwait == 0) begin
+                ndp_dram_read(raddr, line);
+                rdata <= line; rvalid <= 1'b1; rlast <= rleft == 0;
+                raddr <= next_addr(raddr, rsize, rburst);
+                rstate <= R_DATA;
+            end else
+                rwait <= rwait - 1;
+            R_DATA: if (rready) begin
+                if (rleft == 0) begin
+                    rvalid <= 1'b0;
+                    rstate <= R_IDLE;
+                end else begin
+                    ndp_dram_read(raddr, line);
+                    rdata <= line; rlast <= rleft == 1;
+                    raddr <= next_addr(raddr, rsize, rburst);
+                    rleft <= rleft - 1;
+                end
+            end
+            default: rstate <= R_IDLE;
+        endcase
+    end
+
+    // ---- write channel -------------------------------------------------------------
+    typedef enum logic [1:0] {W_IDLE, W_DATA, W_WAIT, W_RESP} wstate_t;
+    wstate_t     wstate = W_IDLE;
+    logic [63:0] waddr;
+    logic [2:0]  wsize;
+    logic [1:0]  wburst;
+    int unsigned wwait;
+
+    assign awready = wstate == W_IDLE && !rst;
+    assign wready = wstate == W_DATA;
+    assign bresp = OKAY;
+
+    always_ff @(posedge clk) begin
+        if (rst) begin
+            wstate <= W_IDLE;
+            bvalid <= 1'b0;
+        end else case (wstate)
+            W_IDLE: if (awvalid) begin
+                waddr <= awaddr; wsize <= awsize; wburst <= awburst; bid <= awid;
+                wstate <= W_DATA;
+            end
+            W_DATA: if (wvalid) begin
+                ndp_dram_write(waddr, wdata, wstrb);
+                waddr <= next_addr(waddr, wsize, wburst);
+                if (wlast) begin
+                    if (write_latency <= 1) begin
+                        bvalid <= 1'b1;
+                        wstate <= W_RESP;
+                    end else begin
+                        wwait <= write_latency - 2;
+                        wstate <= W_WAIT;
+                    end
+                end
+            end
+            W_WAIT: if (wwait == 0) begin
+                bvalid <= 1'b1;
+                wstate <= W_RESP;
+            end else
+                wwait <= wwait - 1;
+            W_RESP: if (bready) begin
+                bvalid <= 1'b0;
+                wstate <= W_IDLE;
+            end
+        endcase
+    end
+endmodule

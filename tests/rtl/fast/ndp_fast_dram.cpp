@@ -1,0 +1,79 @@
+// The bytes of the behavioural DRAM (ndp_axi_dram.sv).
+//
+// They live here, not in a Verilog array, so that Python can reach them directly: the
+// simulation is linked with -rdynamic, and FastRtlTransport finds ndp_fast_dram_base /
+// ndp_fast_dram_bytes with ctypes and maps the whole array as one numpy buffer. Loading
+// or dumping megabytes is then a memcpy, with no VPI call per word.
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <sys/mman.h>
+
+#include "svdpi.h"
+#if __has_include("Vtop__Dpi.h")
+#include "Vtop__Dpi.h"  // the prototypes Verilator expects, checked against the definitions below
+#endif
+
+namespace {
+uint8_t* g_mem = nullptr;
+uint64_t g_bytes = 0;
+bool g_warned = false;
+constexpr uint64_t LINE = 64;
+
+// Whether the 64-byte line holding `addr` is inside the array; warns once otherwise.
+bool in_range(uint64_t line) {
+    if (g_mem && line + LINE <= g_bytes) return true;
+    if (!g_warned) {
+        fprintf(stderr, "ndp_axi_dram: access at %#llx outside the %llu-byte DRAM (reads 0, "
+                "writes dropped; warned once)\n", (unsigned long long)line, (unsigned long long)g_bytes);
+        g_warned = true;
+    }
+    return false;
+}
+}  // namespace
+
+extern "C" {
+
+void ndp_dram_init(long long bytes) {
+    if (g_mem) return;
+    g_bytes = (uint64_t)bytes & ~(LINE - 1);
+    // Anonymous mapping: zero pages the OS provides on first touch, so a large DRAM
+    // costs only what a run writes.
+    void* p = mmap(nullptr, g_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) {
+        fprintf(stderr, "ndp_axi_dram: cannot map %llu bytes\n", (unsigned long long)g_bytes);
+        abort();
+    }
+    g_mem = static_cast<uint8_t*>(p);
+}
+
+void ndp_dram_read(long long addr, svBitVecVal* data) {
+    uint64_t line = (uint64_t)addr & ~(LINE - 1);
+    if (in_range(line))
+        memcpy(data, g_mem + line, LINE);  // svBitVecVal words are little-endian: byte i = bits 8i..8i+7
+    else
+        memset(data, 0, LINE);
+}
+
+void ndp_dram_write(long long addr, const svBitVecVal* data, long long strb) {
+    uint64_t line = (uint64_t)addr & ~(LINE - 1);
+    if (!in_range(line)) return;
+    const uint8_t* src = reinterpret_cast<const uint8_t*>(data);
+    uint8_t* dst = g_mem + line;
+    uint64_t mask = (uint64_t)strb;
+    if (mask == ~0ull) {
+        memcpy(dst, src, LINE);
+        return;
+    }
+    for (; mask; mask &= mask - 1) {
+        int i = __builtin_ctzll(mask);
+        dst[i] = src[i];
+    }
+}
+
+// For Python (ctypes). Null and 0 until the Verilog initial block has run.
+__attribute__((visibility("default"))) uint8_t* ndp_fast_dram_base() { return g_mem; }
+__attribute__((visibility("default"))) unsigned long long ndp_fast_dram_bytes() { return g_bytes; }
+
+}  // extern "C"
