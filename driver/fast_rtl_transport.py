@@ -37,7 +37,7 @@ class FastRtlTransport(Transport):
 
     def __init__(self, dut):
         self.dut = dut
-        self.period_ps = int(dut.clk_period_ps.value)
+        self.period_ps = None           # read once the model's initializers have run
         self.num_queues = len(dut.irq_count) // COUNT_BITS
         self.dram = None                # numpy uint8 view of the DRAM, once the model made it
         self._ready = False
@@ -53,18 +53,22 @@ class FastRtlTransport(Transport):
         return int(self.dut.cycle.value)
 
     async def wait_cycles(self, n):
+        await self._wait_ready()
         if n > 0:
             await Timer(n * self.period_ps, "ps")
 
     async def _wait_ready(self):
-        # Before time advances, the model's initial blocks (reset, DRAM allocation) have not
-        # run yet; wait until reset is over, a few wake-ups once per transport.
-        while not self._ready:
-            if int(self.dut.cycle.value) > 0:
-                self._ready = True
-                self._map_dram()
-            else:
-                await Timer(self.period_ps, "ps")
+        # At time 0 the model's initializers and initial blocks (clock period, reset, DRAM
+        # allocation) have not run yet: wait for the end of reset, once per transport.
+        if self._ready:
+            return
+        while int(self.dut.clk_period_ps.value) == 0:
+            await Timer(1, "ps")
+        self.period_ps = int(self.dut.clk_period_ps.value)
+        while int(self.dut.cycle.value) == 0:
+            await Timer(self.period_ps, "ps")
+        self._map_dram()
+        self._ready = True
 
     # ---- DRAM backdoor --------------------------------------------------------------------
 
@@ -135,9 +139,9 @@ class FastRtlTransport(Transport):
         # The counters in ndp_fast_top count every pulse, also while nobody waits, so a
         # pulse is never lost; Python wakes only when some counter changes or at the timeout.
         await self._wait_ready()
-        deadline = get_sim_time("ps") + timeout_cycles * self.period_ps
+        deadline = int(get_sim_time("ps")) + timeout_cycles * self.period_ps
         while not self._take_irq(queue):
-            left = deadline - get_sim_time("ps")
+            left = deadline - int(get_sim_time("ps"))
             if left <= 0:
                 return False
             await First(self.dut.irq_count.value_change, Timer(left, "ps"))

@@ -24,6 +24,10 @@ class DeviceConfig:
     # the memory behind the dram port, as the cycle model sees it (cycles):
     dram_read_latency: int = 2      # AR handshake -> first R beat
     dram_write_latency: int = 2     # last W beat -> B response
+    dram_bytes: int = 1 << 26       # device DRAM (HDM) capacity
+    # the CXL link between host/GPU and device, for end-to-end estimates
+    link_bytes_per_s: float = 128e9
+    link_latency_s: float = 200e-9
     data_bits: int = 512   # mem and dram data width (spec section 5)
     addr_bits: int = 64
     id_bits: int = 8
@@ -35,7 +39,8 @@ class DeviceConfig:
         def need(cond, what):
             if not cond:
                 raise ValueError(f"config {self.name!r}: {what}")
-        need(self.data_bits == 512, f"data_bits must be 512 (spec section 5), got {self.data_bits!r}")
+        need(self.data_bits >= 512 and self.data_bits & (self.data_bits - 1) == 0,
+             f"data_bits must be a power of two >= 512 (512 in the spec's default), got {self.data_bits!r}")
         need(self.lanes == self.data_bits // 16,
              f"lanes must equal the DRAM port width in FP16 elements ({self.data_bits // 16}), got {self.lanes!r}")
         need(self.rows >= 1, f"rows must be >= 1, got {self.rows!r}")
@@ -48,6 +53,18 @@ class DeviceConfig:
              f"dram_buf_bytes={self.dram_buf_bytes!r} must be a power of two of at least 2 beats")
         need(self.ibuf_depth >= 1 and self.ibuf_depth & (self.ibuf_depth - 1) == 0,
              f"ibuf_depth must be a power of two, got {self.ibuf_depth!r}")
+
+    @property
+    def macs(self):
+        return self.lanes * self.rows
+
+    @property
+    def peak_flops(self):
+        return 2 * self.macs * self.clock_hz
+
+    @property
+    def dram_bytes_per_s(self):
+        return self.beat_bytes * self.clock_hz
 
     @property
     def beat_bytes(self):
@@ -80,6 +97,6 @@ def load_config(name_or_path="default"):
     if not path.exists():
         known = sorted(p.stem for p in CONFIG_DIR.glob("*.json"))
         raise FileNotFoundError(f"no device config {str(name_or_path)!r}; known: {known}")
-    data = json.loads(path.read_text())
+    data = {k: v for k, v in json.loads(path.read_text()).items() if not k.startswith("_")}
     data.setdefault("name", path.stem)
     return DeviceConfig(**data)

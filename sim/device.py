@@ -21,10 +21,10 @@ NEVER = float("inf")
 
 
 class NdpModel:
-    def __init__(self, cfg, dram_bytes=1 << 26):
+    def __init__(self, cfg):
         self.cfg = cfg
         self.now = 0
-        self.memory = SparseMemory(dram_bytes)
+        self.memory = SparseMemory(cfg.dram_bytes)
         self.regfile = RegisterFile(cfg)
         self.engine = CommandEngine(cfg, self.memory)
         self.ibuf = InstructionBuffer(cfg.ibuf_depth)

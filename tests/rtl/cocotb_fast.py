@@ -1,0 +1,127 @@
+"""Benches on ndp_fast_top (tests/rtl/fast) through the unchanged driver on FastRtlTransport.
+
+- `correctness`: GEMV 4096x16, GEMM 32x4096x16 and random shapes bit-exact against
+  sim.golden, LOAD/STORE round trips, a polled (no-irq) queue, the PASID on io.
+- `speed`: a stream of long GEMVs; reports simulated device cycles per wall-clock second
+  and writes them as JSON to $NDP_FAST_RESULT (bench_fast.py reads it).
+"""
+import json
+import os
+import time
+
+import cocotb
+import numpy as np
+
+import isa
+from driver import NdpDevice, RegisterAccessError
+from driver.fast_rtl_transport import FastRtlTransport
+from isa import regs
+from sim import golden
+
+RING = 1 << 20                      # per queue: SQ ring, CQ ring (depth 2 x 512 KiB slots)
+LOG2_DEPTH, LOG2_SLOT = 1, 19       # a slot holds a 32 x 4096 input or a 32 x 4096 result
+QUEUE_SPAN = 1 << 26                # queue q owns [q * 64 MiB, (q + 1) * 64 MiB): rings, then data
+
+
+async def open_device(dut):
+    transport = FastRtlTransport(dut)
+    dev = await NdpDevice.open(transport)
+    return transport, dev
+
+
+async def setup_queue(dev, q, irq=True, span=QUEUE_SPAN, pasid=0):
+    base = q * span
+    return await dev.configure_queue(q, sq_base=base, cq_base=base + RING, data_base=base + 2 * RING,
+                                     data_limit=base + span, log2_depth=LOG2_DEPTH,
+                                     log2_slot=LOG2_SLOT, pasid=pasid, irq=irq)
+
+
+def bits(a):
+    return a.view(np.uint16)
+
+
+async def check_matmul(dev, rng, m, k, n, queue=None):
+    w = (rng.standard_normal((k, n)) / np.sqrt(k)).astype(np.float16)
+    x = rng.standard_normal((m, k)).astype(np.float16)
+    tensor = await dev.upload(w, queue)
+    if m == 1:
+        out, completion = await dev.gemv(x[0], tensor, queue, return_completion=True)
+        out = out[None, :]
+    else:
+        out, completion = await dev.gemm(x, tensor, queue, return_completion=True)
+    assert np.array_equal(bits(out), bits(golden.gemm(x, w))), f"{m}x{k}x{n} differs from golden"
+    dev.queue(queue).free_all()
+    return completion.cycles
+
+
+@cocotb.test()
+async def correctness(dut):
+    transport, dev = await open_device(dut)
+    cfg = isa.load_config(os.environ.get("NDP_CONFIG", "default"))
+    assert dev.caps.num_queues == cfg.num_queues
+    await setup_queue(dev, 0, irq=True)
+    rng = np.random.default_rng(7)
+
+    for m, k, n in [(1, 4096, 16), (32, 4096, 16)]:
+        cycles = await check_matmul(dev, rng, m, k, n)
+        dut._log.info(f"GEMM {m}x{k}x{n}: bit-exact, {cycles} device cycles")
+    for _ in range(6):
+        m, k, n = int(rng.integers(1, 10)), int(rng.integers(1, 300)), int(rng.integers(1, 100))
+        await check_matmul(dev, rng, m, k, n)
+        dut._log.info(f"GEMM {m}x{k}x{n}: bit-exact")
+
+    # LOAD / STORE through the device, checked against the backdoor
+    a = rng.standard_normal((37, 130)).astype(np.float16)
+    t = await dev.upload(a)
+    assert np.array_equal(bits(await dev.load(t)), bits(a)), "LOAD differs"
+    b = rng.standard_normal(a.shape).astype(np.float16)
+    await dev.store(t, b)
+    raw = await transport.mem_read(t.addr, t.nbytes, 0)
+    assert np.array_equal(np.frombuffer(raw, np.uint16), bits(b).ravel()), "STORE differs"
+    assert np.array_equal(bits(await dev.load(t)), bits(b)), "LOAD after STORE differs"
+
+    # a queue without interrupts: the driver polls the completion word every 64 cycles
+    await setup_queue(dev, 1, irq=False)
+    await check_matmul(dev, rng, 3, 200, 40, queue=1)
+
+    # the PASID travels on awuser: only PASID 0 may write CFG (spec section 3)
+    try:
+        await transport.reg_write(regs.queue_reg(1, regs.CFG), 0, 5)
+    except RegisterAccessError:
+        pass
+    else:
+        raise AssertionError("a CFG write from PASID 5 was accepted")
+
+
+@cocotb.test()
+async def speed(dut):
+    reps = int(os.environ.get("NDP_FAST_REPS", "4"))
+    k = n = int(os.environ.get("NDP_FAST_DIM", "4096"))
+    transport, dev = await open_device(dut)
+    await setup_queue(dev, 0, irq=True)
+    rng = np.random.default_rng(3)
+    w = (rng.standard_normal((k, n)) / np.sqrt(k)).astype(np.float16)
+    xs = rng.standard_normal((reps, k)).astype(np.float16)
+    t0 = time.perf_counter()
+    tensor = await dev.upload(w)
+    upload_s = time.perf_counter() - t0
+
+    start_cycle, device_cycles, outs = transport.cycle, 0, []
+    t0 = time.perf_counter()
+    for x in xs:
+        out, completion = await dev.gemv(x, tensor, return_completion=True)
+        device_cycles += completion.cycles
+        outs.append(out)
+    wall = time.perf_counter() - t0
+    sim_cycles = transport.cycle - start_cycle
+
+    assert np.array_equal(bits(outs[0]), bits(golden.gemv(xs[0], w))), "GEMV differs from golden"
+    result = {"cycles_per_s": sim_cycles / wall, "sim_cycles": sim_cycles,
+              "device_cycles": device_cycles, "wall_s": wall, "reps": reps, "k": k, "n": n,
+              "upload_mib_per_s": w.nbytes / 2**20 / upload_s}
+    print(f"\nrtl_fast: {reps} GEMV {k}x{n}, {sim_cycles} cycles ({device_cycles} in completions) "
+          f"in {wall:.2f} s; upload {result['upload_mib_per_s']:.0f} MiB/s\n"
+          f"rtl_fast cycles_per_s={sim_cycles / wall:.0f}", flush=True)
+    if os.environ.get("NDP_FAST_RESULT"):
+        with open(os.environ["NDP_FAST_RESULT"], "w") as f:
+            json.dump(result, f)
