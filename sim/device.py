@@ -32,12 +32,13 @@ class NdpModel:
         self.control_free = 0
         self._pending = []               # (cycle, order, action) completions taking effect
         self._order = 0
-        self._read_busy = []             # (first, last) cycles the control unit's reader holds reads
+        self._read_busy = []             # (handshake, last beat) of the running descriptor's bursts
         self._fetch_reads = []           # (handshake, beat) cycles of the command engine's reads
         self._running = None             # (entry, regs, pop, schedule) of the newest popped descriptor
-        self._generation = 0             # of its schedule: superseded effects are dropped
+        # bumped at every (re)schedule; an effect of an older schedule is dropped. Only the
+        # running descriptor can have effects pending: a pop first applies all earlier ones.
+        self._generation = 0
         self.irq_count = [0] * cfg.num_queues
-        self.irq_times = []              # (cycle, queue) of every interrupt pulse
         self.log = []                    # (queue, seq, status, cycles) per completion
 
     # ---- host side ----------------------------------------------------------------------
@@ -150,7 +151,7 @@ class NdpModel:
             return lambda: action() if generation == self._generation else None
         self._push(schedule.complete + dram_writer.ISSUE_DELAY + dram_writer.DATA_DELAY,
                    current(lambda: self._write(schedule.writes)))
-        self._push(done, current(lambda: self._complete(entry, schedule, done)))
+        self._push(done, current(lambda: self._complete(entry, schedule)))
 
     def _push(self, cycle, action):
         heapq.heappush(self._pending, (cycle, self._order, action))
@@ -164,9 +165,8 @@ class NdpModel:
         for addr, data in writes:
             self.memory.write(addr, data)
 
-    def _complete(self, entry, schedule, cycle):
+    def _complete(self, entry, schedule):
         self.regfile.complete(entry.queue, entry.seq, int(schedule.status))
         self.log.append((entry.queue, entry.seq, schedule.status, schedule.complete - entry.taken))
         if self.regfile.queues[entry.queue].irq_en:
             self.irq_count[entry.queue] += 1
-            self.irq_times.append((cycle, entry.queue))
