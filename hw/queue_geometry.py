@@ -22,5 +22,8 @@ def slot_addr(base, seq, regs):
 
 
 def ring_end(base, regs):
-    """First address past a ring (65 bits: a ring may end at 2^64)."""
-    return base + (1 << (regs.log2_depth + regs.log2_slot[:6]))[:MAX_LOG2_RING + 1]
+    """First address past a ring, 65 bits wide. A ring of 2^64 bytes or more (a queue the
+    device will not serve, but whose slots the CXL.mem filter still guards) ends past
+    every address."""
+    log2_ring = regs.log2_depth + regs.log2_slot
+    return Mux(log2_ring >= 64, 1 << 64, base + (1 << log2_ring[:6]))

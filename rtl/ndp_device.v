@@ -3166,7 +3166,7 @@ module \ndp_device.control_unit (rst, pop, bus__arlen, bus__awlen, bus__wdata, b
     .is_compute(is_compute),
     .is_load(is_load),
     .log2_slot(regs[267:260]),
-    .\port$2206$128 (regs[255:128]),
+    .\port$2254$128 (regs[255:128]),
     .status(\status$151 )
   );
   \ndp_device.control_unit.reader  reader (
@@ -8030,7 +8030,7 @@ module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, m
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.decoder (is_compute, \port$2206$128 , log2_slot, desc, status, is_load);
+module \ndp_device.control_unit.decoder (is_compute, \port$2254$128 , log2_slot, desc, status, is_load);
   reg \$auto$verilog_backend.cc:2355:dump_module$5  = 0;
   wire [26:0] \$1 ;
   wire \$10 ;
@@ -8145,8 +8145,8 @@ module \ndp_device.control_unit.decoder (is_compute, \port$2206$128 , log2_slot,
   input [7:0] log2_slot;
   wire [7:0] log2_slot;
   wire [39:0] out_elems;
-  input [127:0] \port$2206$128 ;
-  wire [127:0] \port$2206$128 ;
+  input [127:0] \port$2254$128 ;
+  wire [127:0] \port$2254$128 ;
   wire [49:0] room;
   output [7:0] status;
   reg [7:0] status;
@@ -8173,8 +8173,8 @@ module \ndp_device.control_unit.decoder (is_compute, \port$2206$128 , log2_slot,
   assign \$27  = ~ \$26 ;
   assign \$28  = ! desc[25:20];
   assign \$29  = ! desc[103:84];
-  assign \$30  = desc[83:20] >= \port$2206$128 [63:0];
-  assign \$31  = \$2  <= \port$2206$128 [127:64];
+  assign \$30  = desc[83:20] >= \port$2254$128 [63:0];
+  assign \$31  = \$2  <= \port$2254$128 [127:64];
   assign \$32  = \$30  & \$31 ;
   assign \$33  = \$29  | \$32 ;
   assign \$34  = \$28  & \$33 ;
@@ -8253,8 +8253,8 @@ module \ndp_device.control_unit.decoder (is_compute, \port$2206$128 , log2_slot,
   end
   assign dev_end = { 1'h0, \$2  };
   assign room = \$4 [49:0];
-  assign data_base = \port$2206$128 [63:0];
-  assign data_limit = \port$2206$128 [127:64];
+  assign data_base = \port$2254$128 [63:0];
+  assign data_limit = \port$2254$128 [127:64];
   assign \desc.type  = desc[1:0];
   assign \desc.op  = desc[5:2];
   assign \desc.dtype  = desc[9:6];
@@ -11250,72 +11250,72 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
 , mem__bresp, mem__bvalid, down__bready, down__arready, down__rid, down__rdata, down__rresp, down__rlast, down__rvalid, down__awready, down__wready, down__bid, down__bresp, down__bvalid, mem__awid);
   reg \$auto$verilog_backend.cc:2355:dump_module$12  = 0;
   wire [8:0] \$1 ;
-  wire [6:0] \$10 ;
-  wire [63:0] \$100 ;
-  wire [63:0] \$101 ;
+  wire [8:0] \$10 ;
+  wire \$100 ;
+  wire [65:0] \$101 ;
   wire \$102 ;
   wire \$103 ;
-  wire [6:0] \$104 ;
-  wire [127:0] \$105 ;
-  wire [64:0] \$106 ;
-  wire \$107 ;
+  wire \$104 ;
+  wire \$105 ;
+  wire \$106 ;
+  wire [8:0] \$107 ;
   wire \$108 ;
-  wire [65:0] \$109 ;
-  wire [127:0] \$11 ;
-  wire \$110 ;
-  wire \$111 ;
-  wire \$112 ;
+  wire [8:0] \$109 ;
+  wire \$11 ;
+  wire [63:0] \$110 ;
+  wire [64:0] \$111 ;
+  wire [64:0] \$112 ;
   wire \$113 ;
-  wire [6:0] \$114 ;
-  wire [127:0] \$115 ;
-  wire [64:0] \$116 ;
+  wire \$114 ;
+  wire [65:0] \$115 ;
+  wire \$116 ;
   wire \$117 ;
   wire \$118 ;
-  wire [65:0] \$119 ;
-  wire [64:0] \$12 ;
-  wire \$120 ;
+  wire [8:0] \$119 ;
+  wire [8:0] \$12 ;
+  wire [15:0] \$120 ;
   wire \$121 ;
-  wire \$122 ;
-  wire \$123 ;
-  wire \$124 ;
-  wire [6:0] \$125 ;
-  wire [127:0] \$126 ;
-  wire [64:0] \$127 ;
-  wire \$128 ;
+  wire [65:0] \$122 ;
+  wire [63:0] \$123 ;
+  wire [63:0] \$124 ;
+  wire [63:0] \$125 ;
+  wire \$126 ;
+  wire \$127 ;
+  wire [8:0] \$128 ;
   wire \$129 ;
-  wire \$13 ;
-  wire [65:0] \$130 ;
-  wire \$131 ;
-  wire \$132 ;
-  wire \$133 ;
+  wire [63:0] \$13 ;
+  wire [8:0] \$130 ;
+  wire [63:0] \$131 ;
+  wire [64:0] \$132 ;
+  wire [64:0] \$133 ;
   wire \$134 ;
   wire \$135 ;
-  wire [6:0] \$136 ;
-  wire [127:0] \$137 ;
-  wire [64:0] \$138 ;
+  wire [65:0] \$136 ;
+  wire \$137 ;
+  wire \$138 ;
   wire \$139 ;
-  wire \$14 ;
+  wire [64:0] \$14 ;
   wire \$140 ;
-  wire [65:0] \$141 ;
+  wire [8:0] \$141 ;
   wire \$142 ;
-  wire \$143 ;
-  wire \$144 ;
-  wire \$145 ;
-  wire \$146 ;
-  wire [6:0] \$147 ;
-  wire [127:0] \$148 ;
-  wire [64:0] \$149 ;
-  wire [65:0] \$15 ;
+  wire [8:0] \$143 ;
+  wire [63:0] \$144 ;
+  wire [64:0] \$145 ;
+  wire [64:0] \$146 ;
+  wire \$147 ;
+  wire \$148 ;
+  wire [65:0] \$149 ;
+  wire [64:0] \$15 ;
   wire \$150 ;
   wire \$151 ;
-  wire [65:0] \$152 ;
+  wire \$152 ;
   wire \$153 ;
   wire \$154 ;
-  wire \$155 ;
+  wire [8:0] \$155 ;
   wire \$156 ;
-  wire \$157 ;
-  wire [6:0] \$158 ;
-  wire [127:0] \$159 ;
+  wire [8:0] \$157 ;
+  wire [63:0] \$158 ;
+  wire [64:0] \$159 ;
   wire \$16 ;
   wire [64:0] \$160 ;
   wire \$161 ;
@@ -11326,157 +11326,205 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
   wire \$166 ;
   wire \$167 ;
   wire \$168 ;
-  wire [6:0] \$169 ;
+  wire [8:0] \$169 ;
   wire \$17 ;
-  wire [127:0] \$170 ;
-  wire [64:0] \$171 ;
-  wire \$172 ;
-  wire \$173 ;
-  wire [65:0] \$174 ;
+  wire \$170 ;
+  wire [8:0] \$171 ;
+  wire [63:0] \$172 ;
+  wire [64:0] \$173 ;
+  wire [64:0] \$174 ;
   wire \$175 ;
   wire \$176 ;
-  wire \$177 ;
+  wire [65:0] \$177 ;
   wire \$178 ;
   wire \$179 ;
-  wire \$18 ;
-  wire [6:0] \$180 ;
-  wire [127:0] \$181 ;
-  wire [64:0] \$182 ;
-  wire \$183 ;
+  wire [65:0] \$18 ;
+  wire \$180 ;
+  wire \$181 ;
+  wire \$182 ;
+  wire [8:0] \$183 ;
   wire \$184 ;
-  wire [65:0] \$185 ;
-  wire \$186 ;
-  wire \$187 ;
-  wire \$188 ;
+  wire [8:0] \$185 ;
+  wire [63:0] \$186 ;
+  wire [64:0] \$187 ;
+  wire [64:0] \$188 ;
   wire \$189 ;
   wire \$19 ;
   wire \$190 ;
-  wire \$191 ;
+  wire [65:0] \$191 ;
   wire \$192 ;
   wire \$193 ;
   wire \$194 ;
   wire \$195 ;
   wire \$196 ;
-  wire \$197 ;
+  wire [8:0] \$197 ;
   wire \$198 ;
-  wire \$199 ;
+  wire [8:0] \$199 ;
   wire [15:0] \$2 ;
-  wire [6:0] \$20 ;
-  wire \$200 ;
-  wire \$201 ;
-  wire [8:0] \$202 ;
+  wire \$20 ;
+  wire [63:0] \$200 ;
+  wire [64:0] \$201 ;
+  wire [64:0] \$202 ;
   wire \$203 ;
   wire \$204 ;
-  wire \$205 ;
+  wire [65:0] \$205 ;
   wire \$206 ;
   wire \$207 ;
-  reg [7:0] \$208 ;
-  reg [63:0] \$209 ;
-  wire [127:0] \$21 ;
-  reg [7:0] \$210 ;
-  reg [2:0] \$211 ;
-  reg [1:0] \$212 ;
-  reg \$213 ;
-  reg [3:0] \$214 ;
-  reg [2:0] \$215 ;
-  reg [19:0] \$216 ;
-  reg [2:0] \$217 ;
-  reg [7:0] \$218 ;
-  reg [7:0] \$219 ;
-  wire [64:0] \$22 ;
-  reg [63:0] \$220 ;
-  reg [7:0] \$221 ;
-  reg [2:0] \$222 ;
-  reg [1:0] \$223 ;
-  reg \$224 ;
-  reg [3:0] \$225 ;
-  reg [2:0] \$226 ;
-  reg [19:0] \$227 ;
-  reg [2:0] \$228 ;
-  wire \$23 ;
+  wire \$208 ;
+  wire \$209 ;
+  wire \$21 ;
+  wire \$210 ;
+  wire [8:0] \$211 ;
+  wire \$212 ;
+  wire [8:0] \$213 ;
+  wire [63:0] \$214 ;
+  wire [64:0] \$215 ;
+  wire [64:0] \$216 ;
+  wire \$217 ;
+  wire \$218 ;
+  wire [65:0] \$219 ;
+  wire \$22 ;
+  wire \$220 ;
+  wire \$221 ;
+  wire \$222 ;
+  wire \$223 ;
+  wire \$224 ;
+  wire [8:0] \$225 ;
+  wire \$226 ;
+  wire [8:0] \$227 ;
+  wire [63:0] \$228 ;
+  wire [64:0] \$229 ;
+  wire [8:0] \$23 ;
+  wire [64:0] \$230 ;
+  wire \$231 ;
+  wire \$232 ;
+  wire [65:0] \$233 ;
+  wire \$234 ;
+  wire \$235 ;
+  wire \$236 ;
+  wire \$237 ;
+  wire \$238 ;
+  wire \$239 ;
   wire \$24 ;
-  wire [65:0] \$25 ;
-  wire \$26 ;
-  wire \$27 ;
-  wire \$28 ;
+  wire \$240 ;
+  wire \$241 ;
+  wire \$242 ;
+  wire \$243 ;
+  wire \$244 ;
+  wire \$245 ;
+  wire \$246 ;
+  wire \$247 ;
+  wire \$248 ;
+  wire \$249 ;
+  wire [8:0] \$25 ;
+  wire [8:0] \$250 ;
+  wire \$251 ;
+  wire \$252 ;
+  wire \$253 ;
+  wire \$254 ;
+  wire \$255 ;
+  reg [7:0] \$256 ;
+  reg [63:0] \$257 ;
+  reg [7:0] \$258 ;
+  reg [2:0] \$259 ;
+  wire [63:0] \$26 ;
+  reg [1:0] \$260 ;
+  reg \$261 ;
+  reg [3:0] \$262 ;
+  reg [2:0] \$263 ;
+  reg [19:0] \$264 ;
+  reg [2:0] \$265 ;
+  reg [7:0] \$266 ;
+  reg [7:0] \$267 ;
+  reg [63:0] \$268 ;
+  reg [7:0] \$269 ;
+  wire [64:0] \$27 ;
+  reg [2:0] \$270 ;
+  reg [1:0] \$271 ;
+  reg \$272 ;
+  reg [3:0] \$273 ;
+  reg [2:0] \$274 ;
+  reg [19:0] \$275 ;
+  reg [2:0] \$276 ;
+  wire [64:0] \$28 ;
   wire \$29 ;
   wire \$3 ;
   wire \$30 ;
-  wire [6:0] \$31 ;
-  wire [127:0] \$32 ;
-  wire [64:0] \$33 ;
+  wire [65:0] \$31 ;
+  wire \$32 ;
+  wire \$33 ;
   wire \$34 ;
   wire \$35 ;
-  wire [65:0] \$36 ;
-  wire \$37 ;
+  wire \$36 ;
+  wire [8:0] \$37 ;
   wire \$38 ;
-  wire \$39 ;
+  wire [8:0] \$39 ;
   wire [65:0] \$4 ;
-  wire \$40 ;
-  wire \$41 ;
-  wire [6:0] \$42 ;
-  wire [127:0] \$43 ;
-  wire [64:0] \$44 ;
-  wire \$45 ;
+  wire [63:0] \$40 ;
+  wire [64:0] \$41 ;
+  wire [64:0] \$42 ;
+  wire \$43 ;
+  wire \$44 ;
+  wire [65:0] \$45 ;
   wire \$46 ;
-  wire [65:0] \$47 ;
+  wire \$47 ;
   wire \$48 ;
   wire \$49 ;
   wire [63:0] \$5 ;
   wire \$50 ;
-  wire \$51 ;
+  wire [8:0] \$51 ;
   wire \$52 ;
-  wire [6:0] \$53 ;
-  wire [127:0] \$54 ;
+  wire [8:0] \$53 ;
+  wire [63:0] \$54 ;
   wire [64:0] \$55 ;
-  wire \$56 ;
+  wire [64:0] \$56 ;
   wire \$57 ;
-  wire [65:0] \$58 ;
-  wire \$59 ;
+  wire \$58 ;
+  wire [65:0] \$59 ;
   wire [63:0] \$6 ;
   wire \$60 ;
   wire \$61 ;
   wire \$62 ;
   wire \$63 ;
-  wire [6:0] \$64 ;
-  wire [127:0] \$65 ;
-  wire [64:0] \$66 ;
-  wire \$67 ;
-  wire \$68 ;
-  wire [65:0] \$69 ;
+  wire \$64 ;
+  wire [8:0] \$65 ;
+  wire \$66 ;
+  wire [8:0] \$67 ;
+  wire [63:0] \$68 ;
+  wire [64:0] \$69 ;
   wire [63:0] \$7 ;
-  wire \$70 ;
+  wire [64:0] \$70 ;
   wire \$71 ;
   wire \$72 ;
-  wire \$73 ;
+  wire [65:0] \$73 ;
   wire \$74 ;
-  wire [6:0] \$75 ;
-  wire [127:0] \$76 ;
-  wire [64:0] \$77 ;
+  wire \$75 ;
+  wire \$76 ;
+  wire \$77 ;
   wire \$78 ;
-  wire \$79 ;
+  wire [8:0] \$79 ;
   wire \$8 ;
-  wire [65:0] \$80 ;
-  wire \$81 ;
-  wire \$82 ;
-  wire \$83 ;
-  wire \$84 ;
+  wire \$80 ;
+  wire [8:0] \$81 ;
+  wire [63:0] \$82 ;
+  wire [64:0] \$83 ;
+  wire [64:0] \$84 ;
   wire \$85 ;
-  wire [6:0] \$86 ;
-  wire [127:0] \$87 ;
-  wire [64:0] \$88 ;
+  wire \$86 ;
+  wire [65:0] \$87 ;
+  wire \$88 ;
   wire \$89 ;
   wire \$9 ;
   wire \$90 ;
-  wire [65:0] \$91 ;
+  wire \$91 ;
   wire \$92 ;
-  wire \$93 ;
+  wire [8:0] \$93 ;
   wire \$94 ;
   wire [8:0] \$95 ;
-  wire [15:0] \$96 ;
-  wire \$97 ;
-  wire [65:0] \$98 ;
-  wire [63:0] \$99 ;
+  wire [63:0] \$96 ;
+  wire [64:0] \$97 ;
+  wire [64:0] \$98 ;
+  wire \$99 ;
   reg [19:0] ar_user = 20'h00000;
   reg [19:0] aw_user = 20'h00000;
   input clk;
@@ -11709,248 +11757,296 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
   assign \$7  = \$3  ? \$6  : hold_araddr;
   assign \$8  = ar_user != queues__0[287:268];
   assign \$9  = queues__0[288] & \$8 ;
-  assign \$10  = queues__0[259:256] + queues__0[265:260];
-  assign \$11  = 1'h1 << \$10 ;
-  assign \$12  = queues__0[63:0] + \$11 [48:0];
-  assign \$13  = \$7  < \$12 ;
-  assign \$14  = \$9  & \$13 ;
-  assign \$15  = \$7  + \$2 ;
-  assign \$16  = queues__0[63:0] < \$15 ;
-  assign \$17  = \$14  & \$16 ;
-  assign \$18  = ar_user != queues__0[287:268];
-  assign \$19  = queues__0[288] & \$18 ;
-  assign \$20  = queues__0[259:256] + queues__0[265:260];
-  assign \$21  = 1'h1 << \$20 ;
-  assign \$22  = queues__0[127:64] + \$21 [48:0];
-  assign \$23  = \$7  < \$22 ;
-  assign \$24  = \$19  & \$23 ;
-  assign \$25  = \$7  + \$2 ;
-  assign \$26  = queues__0[127:64] < \$25 ;
-  assign \$27  = \$24  & \$26 ;
-  assign \$28  = \$17  | \$27 ;
-  assign \$29  = ar_user != queues__1[287:268];
-  assign \$30  = queues__1[288] & \$29 ;
-  assign \$31  = queues__1[259:256] + queues__1[265:260];
-  assign \$32  = 1'h1 << \$31 ;
-  assign \$33  = queues__1[63:0] + \$32 [48:0];
-  assign \$34  = \$7  < \$33 ;
-  assign \$35  = \$30  & \$34 ;
-  assign \$36  = \$7  + \$2 ;
-  assign \$37  = queues__1[63:0] < \$36 ;
-  assign \$38  = \$35  & \$37 ;
-  assign \$39  = \$28  | \$38 ;
-  assign \$40  = ar_user != queues__1[287:268];
-  assign \$41  = queues__1[288] & \$40 ;
-  assign \$42  = queues__1[259:256] + queues__1[265:260];
-  assign \$43  = 1'h1 << \$42 ;
-  assign \$44  = queues__1[127:64] + \$43 [48:0];
-  assign \$45  = \$7  < \$44 ;
-  assign \$46  = \$41  & \$45 ;
-  assign \$47  = \$7  + \$2 ;
-  assign \$48  = queues__1[127:64] < \$47 ;
-  assign \$49  = \$46  & \$48 ;
-  assign \$50  = \$39  | \$49 ;
-  assign \$51  = ar_user != queues__2[287:268];
-  assign \$52  = queues__2[288] & \$51 ;
-  assign \$53  = queues__2[259:256] + queues__2[265:260];
-  assign \$54  = 1'h1 << \$53 ;
-  assign \$55  = queues__2[63:0] + \$54 [48:0];
-  assign \$56  = \$7  < \$55 ;
-  assign \$57  = \$52  & \$56 ;
-  assign \$58  = \$7  + \$2 ;
-  assign \$59  = queues__2[63:0] < \$58 ;
-  assign \$60  = \$57  & \$59 ;
-  assign \$61  = \$50  | \$60 ;
-  assign \$62  = ar_user != queues__2[287:268];
-  assign \$63  = queues__2[288] & \$62 ;
-  assign \$64  = queues__2[259:256] + queues__2[265:260];
-  assign \$65  = 1'h1 << \$64 ;
-  assign \$66  = queues__2[127:64] + \$65 [48:0];
-  assign \$67  = \$7  < \$66 ;
-  assign \$68  = \$63  & \$67 ;
-  assign \$69  = \$7  + \$2 ;
-  assign \$70  = queues__2[127:64] < \$69 ;
-  assign \$71  = \$68  & \$70 ;
-  assign \$72  = \$61  | \$71 ;
-  assign \$73  = ar_user != queues__3[287:268];
-  assign \$74  = queues__3[288] & \$73 ;
-  assign \$75  = queues__3[259:256] + queues__3[265:260];
-  assign \$76  = 1'h1 << \$75 ;
-  assign \$77  = queues__3[63:0] + \$76 [48:0];
-  assign \$78  = \$7  < \$77 ;
-  assign \$79  = \$74  & \$78 ;
-  assign \$80  = \$7  + \$2 ;
-  assign \$81  = queues__3[63:0] < \$80 ;
-  assign \$82  = \$79  & \$81 ;
-  assign \$83  = \$72  | \$82 ;
-  assign \$84  = ar_user != queues__3[287:268];
-  assign \$85  = queues__3[288] & \$84 ;
-  assign \$86  = queues__3[259:256] + queues__3[265:260];
-  assign \$87  = 1'h1 << \$86 ;
-  assign \$88  = queues__3[127:64] + \$87 [48:0];
-  assign \$89  = \$7  < \$88 ;
-  assign \$90  = \$85  & \$89 ;
-  assign \$91  = \$7  + \$2 ;
-  assign \$92  = queues__3[127:64] < \$91 ;
-  assign \$93  = \$90  & \$92 ;
-  assign refused = \$83  | \$93 ;
-  assign \$94  = ! r_left;
-  assign \$95  = hold_awlen + 1'h1;
-  assign \$96  = \$95  << hold_awsize;
-  assign \$97  = hold_awburst == 2'h2;
-  assign \$98  = \$96  - 1'h1;
-  assign \$99  = ~ \$98 [63:0];
-  assign \$100  = hold_awaddr & \$99 ;
-  assign \$101  = \$97  ? \$100  : hold_awaddr;
-  assign \$102  = aw_user != queues__0[287:268];
-  assign \$103  = queues__0[288] & \$102 ;
-  assign \$104  = queues__0[259:256] + queues__0[265:260];
-  assign \$105  = 1'h1 << \$104 ;
-  assign \$106  = queues__0[63:0] + \$105 [48:0];
-  assign \$107  = \$101  < \$106 ;
-  assign \$108  = \$103  & \$107 ;
-  assign \$109  = \$101  + \$96 ;
-  assign \$110  = queues__0[63:0] < \$109 ;
-  assign \$111  = \$108  & \$110 ;
-  assign \$112  = aw_user != queues__0[287:268];
-  assign \$113  = queues__0[288] & \$112 ;
-  assign \$114  = queues__0[259:256] + queues__0[265:260];
-  assign \$115  = 1'h1 << \$114 ;
-  assign \$116  = queues__0[127:64] + \$115 [48:0];
-  assign \$117  = \$101  < \$116 ;
-  assign \$118  = \$113  & \$117 ;
-  assign \$119  = \$101  + \$96 ;
-  assign \$120  = queues__0[127:64] < \$119 ;
-  assign \$121  = \$118  & \$120 ;
-  assign \$122  = \$111  | \$121 ;
-  assign \$123  = aw_user != queues__1[287:268];
-  assign \$124  = queues__1[288] & \$123 ;
-  assign \$125  = queues__1[259:256] + queues__1[265:260];
-  assign \$126  = 1'h1 << \$125 ;
-  assign \$127  = queues__1[63:0] + \$126 [48:0];
-  assign \$128  = \$101  < \$127 ;
-  assign \$129  = \$124  & \$128 ;
-  assign \$130  = \$101  + \$96 ;
-  assign \$131  = queues__1[63:0] < \$130 ;
-  assign \$132  = \$129  & \$131 ;
-  assign \$133  = \$122  | \$132 ;
-  assign \$134  = aw_user != queues__1[287:268];
-  assign \$135  = queues__1[288] & \$134 ;
-  assign \$136  = queues__1[259:256] + queues__1[265:260];
-  assign \$137  = 1'h1 << \$136 ;
-  assign \$138  = queues__1[127:64] + \$137 [48:0];
-  assign \$139  = \$101  < \$138 ;
-  assign \$140  = \$135  & \$139 ;
-  assign \$141  = \$101  + \$96 ;
-  assign \$142  = queues__1[127:64] < \$141 ;
-  assign \$143  = \$140  & \$142 ;
-  assign \$144  = \$133  | \$143 ;
-  assign \$145  = aw_user != queues__2[287:268];
-  assign \$146  = queues__2[288] & \$145 ;
-  assign \$147  = queues__2[259:256] + queues__2[265:260];
-  assign \$148  = 1'h1 << \$147 ;
-  assign \$149  = queues__2[63:0] + \$148 [48:0];
-  assign \$150  = \$101  < \$149 ;
-  assign \$151  = \$146  & \$150 ;
-  assign \$152  = \$101  + \$96 ;
-  assign \$153  = queues__2[63:0] < \$152 ;
-  assign \$154  = \$151  & \$153 ;
-  assign \$155  = \$144  | \$154 ;
-  assign \$156  = aw_user != queues__2[287:268];
-  assign \$157  = queues__2[288] & \$156 ;
-  assign \$158  = queues__2[259:256] + queues__2[265:260];
-  assign \$159  = 1'h1 << \$158 ;
-  assign \$160  = queues__2[127:64] + \$159 [48:0];
-  assign \$161  = \$101  < \$160 ;
-  assign \$162  = \$157  & \$161 ;
-  assign \$163  = \$101  + \$96 ;
-  assign \$164  = queues__2[127:64] < \$163 ;
+  assign \$10  = queues__0[259:256] + queues__0[267:260];
+  assign \$11  = \$10  >= 7'h40;
+  assign \$12  = queues__0[259:256] + queues__0[267:260];
+  assign \$13  = 1'h1 << \$12 [5:0];
+  assign \$14  = queues__0[63:0] + \$13 ;
+  assign \$15  = \$11  ? 65'h10000000000000000 : \$14 ;
+  assign \$16  = \$7  < \$15 ;
+  assign \$17  = \$9  & \$16 ;
+  assign \$18  = \$7  + \$2 ;
+  assign \$19  = queues__0[63:0] < \$18 ;
+  assign \$20  = \$17  & \$19 ;
+  assign \$21  = ar_user != queues__0[287:268];
+  assign \$22  = queues__0[288] & \$21 ;
+  assign \$23  = queues__0[259:256] + queues__0[267:260];
+  assign \$24  = \$23  >= 7'h40;
+  assign \$25  = queues__0[259:256] + queues__0[267:260];
+  assign \$26  = 1'h1 << \$25 [5:0];
+  assign \$27  = queues__0[127:64] + \$26 ;
+  assign \$28  = \$24  ? 65'h10000000000000000 : \$27 ;
+  assign \$29  = \$7  < \$28 ;
+  assign \$30  = \$22  & \$29 ;
+  assign \$31  = \$7  + \$2 ;
+  assign \$32  = queues__0[127:64] < \$31 ;
+  assign \$33  = \$30  & \$32 ;
+  assign \$34  = \$20  | \$33 ;
+  assign \$35  = ar_user != queues__1[287:268];
+  assign \$36  = queues__1[288] & \$35 ;
+  assign \$37  = queues__1[259:256] + queues__1[267:260];
+  assign \$38  = \$37  >= 7'h40;
+  assign \$39  = queues__1[259:256] + queues__1[267:260];
+  assign \$40  = 1'h1 << \$39 [5:0];
+  assign \$41  = queues__1[63:0] + \$40 ;
+  assign \$42  = \$38  ? 65'h10000000000000000 : \$41 ;
+  assign \$43  = \$7  < \$42 ;
+  assign \$44  = \$36  & \$43 ;
+  assign \$45  = \$7  + \$2 ;
+  assign \$46  = queues__1[63:0] < \$45 ;
+  assign \$47  = \$44  & \$46 ;
+  assign \$48  = \$34  | \$47 ;
+  assign \$49  = ar_user != queues__1[287:268];
+  assign \$50  = queues__1[288] & \$49 ;
+  assign \$51  = queues__1[259:256] + queues__1[267:260];
+  assign \$52  = \$51  >= 7'h40;
+  assign \$53  = queues__1[259:256] + queues__1[267:260];
+  assign \$54  = 1'h1 << \$53 [5:0];
+  assign \$55  = queues__1[127:64] + \$54 ;
+  assign \$56  = \$52  ? 65'h10000000000000000 : \$55 ;
+  assign \$57  = \$7  < \$56 ;
+  assign \$58  = \$50  & \$57 ;
+  assign \$59  = \$7  + \$2 ;
+  assign \$60  = queues__1[127:64] < \$59 ;
+  assign \$61  = \$58  & \$60 ;
+  assign \$62  = \$48  | \$61 ;
+  assign \$63  = ar_user != queues__2[287:268];
+  assign \$64  = queues__2[288] & \$63 ;
+  assign \$65  = queues__2[259:256] + queues__2[267:260];
+  assign \$66  = \$65  >= 7'h40;
+  assign \$67  = queues__2[259:256] + queues__2[267:260];
+  assign \$68  = 1'h1 << \$67 [5:0];
+  assign \$69  = queues__2[63:0] + \$68 ;
+  assign \$70  = \$66  ? 65'h10000000000000000 : \$69 ;
+  assign \$71  = \$7  < \$70 ;
+  assign \$72  = \$64  & \$71 ;
+  assign \$73  = \$7  + \$2 ;
+  assign \$74  = queues__2[63:0] < \$73 ;
+  assign \$75  = \$72  & \$74 ;
+  assign \$76  = \$62  | \$75 ;
+  assign \$77  = ar_user != queues__2[287:268];
+  assign \$78  = queues__2[288] & \$77 ;
+  assign \$79  = queues__2[259:256] + queues__2[267:260];
+  assign \$80  = \$79  >= 7'h40;
+  assign \$81  = queues__2[259:256] + queues__2[267:260];
+  assign \$82  = 1'h1 << \$81 [5:0];
+  assign \$83  = queues__2[127:64] + \$82 ;
+  assign \$84  = \$80  ? 65'h10000000000000000 : \$83 ;
+  assign \$85  = \$7  < \$84 ;
+  assign \$86  = \$78  & \$85 ;
+  assign \$87  = \$7  + \$2 ;
+  assign \$88  = queues__2[127:64] < \$87 ;
+  assign \$89  = \$86  & \$88 ;
+  assign \$90  = \$76  | \$89 ;
+  assign \$91  = ar_user != queues__3[287:268];
+  assign \$92  = queues__3[288] & \$91 ;
+  assign \$93  = queues__3[259:256] + queues__3[267:260];
+  assign \$94  = \$93  >= 7'h40;
+  assign \$95  = queues__3[259:256] + queues__3[267:260];
+  assign \$96  = 1'h1 << \$95 [5:0];
+  assign \$97  = queues__3[63:0] + \$96 ;
+  assign \$98  = \$94  ? 65'h10000000000000000 : \$97 ;
+  assign \$99  = \$7  < \$98 ;
+  assign \$100  = \$92  & \$99 ;
+  assign \$101  = \$7  + \$2 ;
+  assign \$102  = queues__3[63:0] < \$101 ;
+  assign \$103  = \$100  & \$102 ;
+  assign \$104  = \$90  | \$103 ;
+  assign \$105  = ar_user != queues__3[287:268];
+  assign \$106  = queues__3[288] & \$105 ;
+  assign \$107  = queues__3[259:256] + queues__3[267:260];
+  assign \$108  = \$107  >= 7'h40;
+  assign \$109  = queues__3[259:256] + queues__3[267:260];
+  assign \$110  = 1'h1 << \$109 [5:0];
+  assign \$111  = queues__3[127:64] + \$110 ;
+  assign \$112  = \$108  ? 65'h10000000000000000 : \$111 ;
+  assign \$113  = \$7  < \$112 ;
+  assign \$114  = \$106  & \$113 ;
+  assign \$115  = \$7  + \$2 ;
+  assign \$116  = queues__3[127:64] < \$115 ;
+  assign \$117  = \$114  & \$116 ;
+  assign refused = \$104  | \$117 ;
+  assign \$118  = ! r_left;
+  assign \$119  = hold_awlen + 1'h1;
+  assign \$120  = \$119  << hold_awsize;
+  assign \$121  = hold_awburst == 2'h2;
+  assign \$122  = \$120  - 1'h1;
+  assign \$123  = ~ \$122 [63:0];
+  assign \$124  = hold_awaddr & \$123 ;
+  assign \$125  = \$121  ? \$124  : hold_awaddr;
+  assign \$126  = aw_user != queues__0[287:268];
+  assign \$127  = queues__0[288] & \$126 ;
+  assign \$128  = queues__0[259:256] + queues__0[267:260];
+  assign \$129  = \$128  >= 7'h40;
+  assign \$130  = queues__0[259:256] + queues__0[267:260];
+  assign \$131  = 1'h1 << \$130 [5:0];
+  assign \$132  = queues__0[63:0] + \$131 ;
+  assign \$133  = \$129  ? 65'h10000000000000000 : \$132 ;
+  assign \$134  = \$125  < \$133 ;
+  assign \$135  = \$127  & \$134 ;
+  assign \$136  = \$125  + \$120 ;
+  assign \$137  = queues__0[63:0] < \$136 ;
+  assign \$138  = \$135  & \$137 ;
+  assign \$139  = aw_user != queues__0[287:268];
+  assign \$140  = queues__0[288] & \$139 ;
+  assign \$141  = queues__0[259:256] + queues__0[267:260];
+  assign \$142  = \$141  >= 7'h40;
+  assign \$143  = queues__0[259:256] + queues__0[267:260];
+  assign \$144  = 1'h1 << \$143 [5:0];
+  assign \$145  = queues__0[127:64] + \$144 ;
+  assign \$146  = \$142  ? 65'h10000000000000000 : \$145 ;
+  assign \$147  = \$125  < \$146 ;
+  assign \$148  = \$140  & \$147 ;
+  assign \$149  = \$125  + \$120 ;
+  assign \$150  = queues__0[127:64] < \$149 ;
+  assign \$151  = \$148  & \$150 ;
+  assign \$152  = \$138  | \$151 ;
+  assign \$153  = aw_user != queues__1[287:268];
+  assign \$154  = queues__1[288] & \$153 ;
+  assign \$155  = queues__1[259:256] + queues__1[267:260];
+  assign \$156  = \$155  >= 7'h40;
+  assign \$157  = queues__1[259:256] + queues__1[267:260];
+  assign \$158  = 1'h1 << \$157 [5:0];
+  assign \$159  = queues__1[63:0] + \$158 ;
+  assign \$160  = \$156  ? 65'h10000000000000000 : \$159 ;
+  assign \$161  = \$125  < \$160 ;
+  assign \$162  = \$154  & \$161 ;
+  assign \$163  = \$125  + \$120 ;
+  assign \$164  = queues__1[63:0] < \$163 ;
   assign \$165  = \$162  & \$164 ;
-  assign \$166  = \$155  | \$165 ;
-  assign \$167  = aw_user != queues__3[287:268];
-  assign \$168  = queues__3[288] & \$167 ;
-  assign \$169  = queues__3[259:256] + queues__3[265:260];
-  assign \$170  = 1'h1 << \$169 ;
-  assign \$171  = queues__3[63:0] + \$170 [48:0];
-  assign \$172  = \$101  < \$171 ;
-  assign \$173  = \$168  & \$172 ;
-  assign \$174  = \$101  + \$96 ;
-  assign \$175  = queues__3[63:0] < \$174 ;
-  assign \$176  = \$173  & \$175 ;
-  assign \$177  = \$166  | \$176 ;
-  assign \$178  = aw_user != queues__3[287:268];
-  assign \$179  = queues__3[288] & \$178 ;
-  assign \$180  = queues__3[259:256] + queues__3[265:260];
-  assign \$181  = 1'h1 << \$180 ;
-  assign \$182  = queues__3[127:64] + \$181 [48:0];
-  assign \$183  = \$101  < \$182 ;
-  assign \$184  = \$179  & \$183 ;
-  assign \$185  = \$101  + \$96 ;
-  assign \$186  = queues__3[127:64] < \$185 ;
-  assign \$187  = \$184  & \$186 ;
-  assign \refused$46  = \$177  | \$187 ;
-  assign \$188  = ! read_state;
-  assign \$189  = read_state == 1'h1;
-  assign \$190  = read_state == 2'h2;
-  assign \$191  = read_state == 2'h3;
-  assign \$192  = read_state == 3'h4;
-  assign \$193  = ! write_state;
-  assign \$194  = write_state == 1'h1;
-  assign \$195  = write_state == 2'h2;
-  assign \$196  = write_state == 2'h3;
-  assign \$197  = write_state == 3'h4;
-  assign \$198  = write_state == 3'h5;
-  assign \$199  = write_state == 3'h6;
-  assign \$200  = down__rvalid & mem__rready;
-  assign \$201  = \$200  & down__rlast;
-  assign \$202  = r_left - 1'h1;
-  assign \$203  = ! r_left;
-  assign \$204  = mem__wvalid & down__wready;
-  assign \$205  = \$204  & mem__wlast;
-  assign \$206  = down__bvalid & mem__bready;
-  assign \$207  = mem__wvalid & mem__wlast;
+  assign \$166  = \$152  | \$165 ;
+  assign \$167  = aw_user != queues__1[287:268];
+  assign \$168  = queues__1[288] & \$167 ;
+  assign \$169  = queues__1[259:256] + queues__1[267:260];
+  assign \$170  = \$169  >= 7'h40;
+  assign \$171  = queues__1[259:256] + queues__1[267:260];
+  assign \$172  = 1'h1 << \$171 [5:0];
+  assign \$173  = queues__1[127:64] + \$172 ;
+  assign \$174  = \$170  ? 65'h10000000000000000 : \$173 ;
+  assign \$175  = \$125  < \$174 ;
+  assign \$176  = \$168  & \$175 ;
+  assign \$177  = \$125  + \$120 ;
+  assign \$178  = queues__1[127:64] < \$177 ;
+  assign \$179  = \$176  & \$178 ;
+  assign \$180  = \$166  | \$179 ;
+  assign \$181  = aw_user != queues__2[287:268];
+  assign \$182  = queues__2[288] & \$181 ;
+  assign \$183  = queues__2[259:256] + queues__2[267:260];
+  assign \$184  = \$183  >= 7'h40;
+  assign \$185  = queues__2[259:256] + queues__2[267:260];
+  assign \$186  = 1'h1 << \$185 [5:0];
+  assign \$187  = queues__2[63:0] + \$186 ;
+  assign \$188  = \$184  ? 65'h10000000000000000 : \$187 ;
+  assign \$189  = \$125  < \$188 ;
+  assign \$190  = \$182  & \$189 ;
+  assign \$191  = \$125  + \$120 ;
+  assign \$192  = queues__2[63:0] < \$191 ;
+  assign \$193  = \$190  & \$192 ;
+  assign \$194  = \$180  | \$193 ;
+  assign \$195  = aw_user != queues__2[287:268];
+  assign \$196  = queues__2[288] & \$195 ;
+  assign \$197  = queues__2[259:256] + queues__2[267:260];
+  assign \$198  = \$197  >= 7'h40;
+  assign \$199  = queues__2[259:256] + queues__2[267:260];
+  assign \$200  = 1'h1 << \$199 [5:0];
+  assign \$201  = queues__2[127:64] + \$200 ;
+  assign \$202  = \$198  ? 65'h10000000000000000 : \$201 ;
+  assign \$203  = \$125  < \$202 ;
+  assign \$204  = \$196  & \$203 ;
+  assign \$205  = \$125  + \$120 ;
+  assign \$206  = queues__2[127:64] < \$205 ;
+  assign \$207  = \$204  & \$206 ;
+  assign \$208  = \$194  | \$207 ;
+  assign \$209  = aw_user != queues__3[287:268];
+  assign \$210  = queues__3[288] & \$209 ;
+  assign \$211  = queues__3[259:256] + queues__3[267:260];
+  assign \$212  = \$211  >= 7'h40;
+  assign \$213  = queues__3[259:256] + queues__3[267:260];
+  assign \$214  = 1'h1 << \$213 [5:0];
+  assign \$215  = queues__3[63:0] + \$214 ;
+  assign \$216  = \$212  ? 65'h10000000000000000 : \$215 ;
+  assign \$217  = \$125  < \$216 ;
+  assign \$218  = \$210  & \$217 ;
+  assign \$219  = \$125  + \$120 ;
+  assign \$220  = queues__3[63:0] < \$219 ;
+  assign \$221  = \$218  & \$220 ;
+  assign \$222  = \$208  | \$221 ;
+  assign \$223  = aw_user != queues__3[287:268];
+  assign \$224  = queues__3[288] & \$223 ;
+  assign \$225  = queues__3[259:256] + queues__3[267:260];
+  assign \$226  = \$225  >= 7'h40;
+  assign \$227  = queues__3[259:256] + queues__3[267:260];
+  assign \$228  = 1'h1 << \$227 [5:0];
+  assign \$229  = queues__3[127:64] + \$228 ;
+  assign \$230  = \$226  ? 65'h10000000000000000 : \$229 ;
+  assign \$231  = \$125  < \$230 ;
+  assign \$232  = \$224  & \$231 ;
+  assign \$233  = \$125  + \$120 ;
+  assign \$234  = queues__3[127:64] < \$233 ;
+  assign \$235  = \$232  & \$234 ;
+  assign \refused$46  = \$222  | \$235 ;
+  assign \$236  = ! read_state;
+  assign \$237  = read_state == 1'h1;
+  assign \$238  = read_state == 2'h2;
+  assign \$239  = read_state == 2'h3;
+  assign \$240  = read_state == 3'h4;
+  assign \$241  = ! write_state;
+  assign \$242  = write_state == 1'h1;
+  assign \$243  = write_state == 2'h2;
+  assign \$244  = write_state == 2'h3;
+  assign \$245  = write_state == 3'h4;
+  assign \$246  = write_state == 3'h5;
+  assign \$247  = write_state == 3'h6;
+  assign \$248  = down__rvalid & mem__rready;
+  assign \$249  = \$248  & down__rlast;
+  assign \$250  = r_left - 1'h1;
+  assign \$251  = ! r_left;
+  assign \$252  = mem__wvalid & down__wready;
+  assign \$253  = \$252  & mem__wlast;
+  assign \$254  = down__bvalid & mem__bready;
+  assign \$255  = mem__wvalid & mem__wlast;
   always @(posedge clk)
-    hold_arid <= \$208 ;
+    hold_arid <= \$256 ;
   always @(posedge clk)
-    hold_araddr <= \$209 ;
+    hold_araddr <= \$257 ;
   always @(posedge clk)
-    hold_arlen <= \$210 ;
+    hold_arlen <= \$258 ;
   always @(posedge clk)
-    hold_arsize <= \$211 ;
+    hold_arsize <= \$259 ;
   always @(posedge clk)
-    hold_arburst <= \$212 ;
+    hold_arburst <= \$260 ;
   always @(posedge clk)
-    hold_arlock <= \$213 ;
+    hold_arlock <= \$261 ;
   always @(posedge clk)
-    hold_arcache <= \$214 ;
+    hold_arcache <= \$262 ;
   always @(posedge clk)
-    hold_arprot <= \$215 ;
+    hold_arprot <= \$263 ;
   always @(posedge clk)
-    ar_user <= \$216 ;
+    ar_user <= \$264 ;
   always @(posedge clk)
-    read_state <= \$217 ;
+    read_state <= \$265 ;
   always @(posedge clk)
-    r_left <= \$218 ;
+    r_left <= \$266 ;
   always @(posedge clk)
-    hold_awid <= \$219 ;
+    hold_awid <= \$267 ;
   always @(posedge clk)
-    hold_awaddr <= \$220 ;
+    hold_awaddr <= \$268 ;
   always @(posedge clk)
-    hold_awlen <= \$221 ;
+    hold_awlen <= \$269 ;
   always @(posedge clk)
-    hold_awsize <= \$222 ;
+    hold_awsize <= \$270 ;
   always @(posedge clk)
-    hold_awburst <= \$223 ;
+    hold_awburst <= \$271 ;
   always @(posedge clk)
-    hold_awlock <= \$224 ;
+    hold_awlock <= \$272 ;
   always @(posedge clk)
-    hold_awcache <= \$225 ;
+    hold_awcache <= \$273 ;
   always @(posedge clk)
-    hold_awprot <= \$226 ;
+    hold_awprot <= \$274 ;
   always @(posedge clk)
-    aw_user <= \$227 ;
+    aw_user <= \$275 ;
   always @(posedge clk)
-    write_state <= \$228 ;
+    write_state <= \$276 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     mem__arready = 1'h0;
@@ -12128,7 +12224,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
       3'h4:
           mem__rlast = down__rlast;
       3'h2:
-          mem__rlast = \$94 ;
+          mem__rlast = \$118 ;
     endcase
   end
   always @* begin
@@ -12429,337 +12525,337 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$208  = hold_arid;
+    \$256  = hold_arid;
     casez (read_state)
       3'h0:
           if (mem__arvalid) begin
-            \$208  = mem__arid;
+            \$256  = mem__arid;
           end
     endcase
     if (rst) begin
-      \$208  = 8'h00;
+      \$256  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$209  = hold_araddr;
+    \$257  = hold_araddr;
     casez (read_state)
       3'h0:
           if (mem__arvalid) begin
-            \$209  = mem__araddr;
+            \$257  = mem__araddr;
           end
     endcase
     if (rst) begin
-      \$209  = 64'h0000000000000000;
+      \$257  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$210  = hold_arlen;
+    \$258  = hold_arlen;
     casez (read_state)
       3'h0:
           if (mem__arvalid) begin
-            \$210  = mem__arlen;
+            \$258  = mem__arlen;
           end
     endcase
     if (rst) begin
-      \$210  = 8'h00;
+      \$258  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$211  = hold_arsize;
+    \$259  = hold_arsize;
     casez (read_state)
       3'h0:
           if (mem__arvalid) begin
-            \$211  = mem__arsize;
+            \$259  = mem__arsize;
           end
     endcase
     if (rst) begin
-      \$211  = 3'h0;
+      \$259  = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$212  = hold_arburst;
+    \$260  = hold_arburst;
     casez (read_state)
       3'h0:
           if (mem__arvalid) begin
-            \$212  = mem__arburst;
+            \$260  = mem__arburst;
           end
     endcase
     if (rst) begin
-      \$212  = 2'h0;
+      \$260  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$213  = hold_arlock;
+    \$261  = hold_arlock;
     casez (read_state)
       3'h0:
           if (mem__arvalid) begin
-            \$213  = mem__arlock;
+            \$261  = mem__arlock;
           end
     endcase
     if (rst) begin
-      \$213  = 1'h0;
+      \$261  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$214  = hold_arcache;
+    \$262  = hold_arcache;
     casez (read_state)
       3'h0:
           if (mem__arvalid) begin
-            \$214  = mem__arcache;
+            \$262  = mem__arcache;
           end
     endcase
     if (rst) begin
-      \$214  = 4'h0;
+      \$262  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$215  = hold_arprot;
+    \$263  = hold_arprot;
     casez (read_state)
       3'h0:
           if (mem__arvalid) begin
-            \$215  = mem__arprot;
+            \$263  = mem__arprot;
           end
     endcase
     if (rst) begin
-      \$215  = 3'h0;
+      \$263  = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$216  = ar_user;
+    \$264  = ar_user;
     casez (read_state)
       3'h0:
           if (mem__arvalid) begin
-            \$216  = mem__aruser;
+            \$264  = mem__aruser;
           end
     endcase
     if (rst) begin
-      \$216  = 20'h00000;
+      \$264  = 20'h00000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$217  = read_state;
+    \$265  = read_state;
     casez (read_state)
       3'h0:
           if (mem__arvalid) begin
-            \$217  = 3'h1;
+            \$265  = 3'h1;
           end
       3'h1:
           (* full_case = 32'd1 *)
           if (refused) begin
-            \$217  = 3'h2;
+            \$265  = 3'h2;
           end else begin
-            \$217  = 3'h3;
+            \$265  = 3'h3;
           end
       3'h3:
           if (down__arready) begin
-            \$217  = 3'h4;
+            \$265  = 3'h4;
           end
       3'h4:
-          if (\$201 ) begin
-            \$217  = 3'h0;
+          if (\$249 ) begin
+            \$265  = 3'h0;
           end
       3'h2:
           if (mem__rready) begin
-            if (\$203 ) begin
-              \$217  = 3'h0;
+            if (\$251 ) begin
+              \$265  = 3'h0;
             end
           end
     endcase
     if (rst) begin
-      \$217  = 3'h0;
+      \$265  = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$218  = r_left;
+    \$266  = r_left;
     casez (read_state)
       3'h0:
           /* empty */;
       3'h1:
-          \$218  = hold_arlen;
+          \$266  = hold_arlen;
       3'h3:
           /* empty */;
       3'h4:
           /* empty */;
       3'h2:
           if (mem__rready) begin
-            \$218  = \$202 [7:0];
+            \$266  = \$250 [7:0];
           end
     endcase
     if (rst) begin
-      \$218  = 8'h00;
+      \$266  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$219  = hold_awid;
+    \$267  = hold_awid;
     casez (write_state)
       3'h0:
           if (mem__awvalid) begin
-            \$219  = mem__awid;
+            \$267  = mem__awid;
           end
     endcase
     if (rst) begin
-      \$219  = 8'h00;
+      \$267  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$220  = hold_awaddr;
+    \$268  = hold_awaddr;
     casez (write_state)
       3'h0:
           if (mem__awvalid) begin
-            \$220  = mem__awaddr;
+            \$268  = mem__awaddr;
           end
     endcase
     if (rst) begin
-      \$220  = 64'h0000000000000000;
+      \$268  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$221  = hold_awlen;
+    \$269  = hold_awlen;
     casez (write_state)
       3'h0:
           if (mem__awvalid) begin
-            \$221  = mem__awlen;
+            \$269  = mem__awlen;
           end
     endcase
     if (rst) begin
-      \$221  = 8'h00;
+      \$269  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$222  = hold_awsize;
+    \$270  = hold_awsize;
     casez (write_state)
       3'h0:
           if (mem__awvalid) begin
-            \$222  = mem__awsize;
+            \$270  = mem__awsize;
           end
     endcase
     if (rst) begin
-      \$222  = 3'h0;
+      \$270  = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$223  = hold_awburst;
+    \$271  = hold_awburst;
     casez (write_state)
       3'h0:
           if (mem__awvalid) begin
-            \$223  = mem__awburst;
+            \$271  = mem__awburst;
           end
     endcase
     if (rst) begin
-      \$223  = 2'h0;
+      \$271  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$224  = hold_awlock;
+    \$272  = hold_awlock;
     casez (write_state)
       3'h0:
           if (mem__awvalid) begin
-            \$224  = mem__awlock;
+            \$272  = mem__awlock;
           end
     endcase
     if (rst) begin
-      \$224  = 1'h0;
+      \$272  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$225  = hold_awcache;
+    \$273  = hold_awcache;
     casez (write_state)
       3'h0:
           if (mem__awvalid) begin
-            \$225  = mem__awcache;
+            \$273  = mem__awcache;
           end
     endcase
     if (rst) begin
-      \$225  = 4'h0;
+      \$273  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$226  = hold_awprot;
+    \$274  = hold_awprot;
     casez (write_state)
       3'h0:
           if (mem__awvalid) begin
-            \$226  = mem__awprot;
+            \$274  = mem__awprot;
           end
     endcase
     if (rst) begin
-      \$226  = 3'h0;
+      \$274  = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$227  = aw_user;
+    \$275  = aw_user;
     casez (write_state)
       3'h0:
           if (mem__awvalid) begin
-            \$227  = mem__awuser;
+            \$275  = mem__awuser;
           end
     endcase
     if (rst) begin
-      \$227  = 20'h00000;
+      \$275  = 20'h00000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$228  = write_state;
+    \$276  = write_state;
     casez (write_state)
       3'h0:
           if (mem__awvalid) begin
-            \$228  = 3'h1;
+            \$276  = 3'h1;
           end
       3'h1:
           (* full_case = 32'd1 *)
           if (\refused$46 ) begin
-            \$228  = 3'h2;
+            \$276  = 3'h2;
           end else begin
-            \$228  = 3'h3;
+            \$276  = 3'h3;
           end
       3'h3:
           if (down__awready) begin
-            \$228  = 3'h4;
+            \$276  = 3'h4;
           end
       3'h4:
-          if (\$205 ) begin
-            \$228  = 3'h5;
+          if (\$253 ) begin
+            \$276  = 3'h5;
           end
       3'h5:
-          if (\$206 ) begin
-            \$228  = 3'h0;
+          if (\$254 ) begin
+            \$276  = 3'h0;
           end
       3'h2:
-          if (\$207 ) begin
-            \$228  = 3'h6;
+          if (\$255 ) begin
+            \$276  = 3'h6;
           end
       3'h6:
           if (mem__bready) begin
-            \$228  = 3'h0;
+            \$276  = 3'h0;
           end
     endcase
     if (rst) begin
-      \$228  = 3'h0;
+      \$276  = 3'h0;
     end
   end
   assign total = { 49'h0000000000000, \$2  };
   assign start = { 1'h0, \$7  };
-  assign \total$40  = { 49'h0000000000000, \$96  };
-  assign \start$43  = { 1'h0, \$101  };
+  assign \total$40  = { 49'h0000000000000, \$120  };
+  assign \start$43  = { 1'h0, \$125  };
   assign \queues__0.sq_base  = queues__0[63:0];
   assign \queues__0.cq_base  = queues__0[127:64];
   assign \queues__0.data_base  = queues__0[191:128];
