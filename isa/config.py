@@ -4,6 +4,7 @@ A config names the few free parameters; the rest is derived here, once, for the 
 generator, the model and the driver alike.
 """
 import dataclasses
+import functools
 import json
 import pathlib
 
@@ -66,25 +67,25 @@ class DeviceConfig:
     def dram_bytes_per_s(self):
         return self.beat_bytes * self.clock_hz
 
-    @property
+    @functools.cached_property
     def beat_bytes(self):
         return self.data_bits // 8
 
-    @property
+    @functools.cached_property
     def k_max(self):
         """Largest K (input columns) the input buffer holds."""
         return self.in_buf_bytes // (2 * self.rows)
 
-    @property
+    @functools.cached_property
     def n_max(self):
         """Largest N (output columns) the output buffer's accumulators hold."""
         return self.out_buf_bytes // (4 * self.rows)
 
-    @property
+    @functools.cached_property
     def dram_buf_beats(self):
         return self.dram_buf_bytes // self.beat_bytes
 
-    @property
+    @functools.cached_property
     def max_burst_beats(self):
         """Longest burst the device issues: 4 KiB, the AXI4 boundary, and at most half the DRAM buffer."""
         return min(4096 // self.beat_bytes, self.dram_buf_beats // 2)

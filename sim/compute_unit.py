@@ -1,11 +1,46 @@
-"""Model of hw/compute_unit.py: the results, from the golden model (no copy of it)."""
+"""Model of hw/compute_unit.py: the results, from the golden model (no copy of it).
+
+The device operand, widened to float32, is kept between descriptors while the DRAM
+pages under it are unwritten: LoRA adapters and KV caches are read by descriptor after
+descriptor, and widening and copying them would otherwise cost the model more than the
+arithmetic.
+"""
+import collections
+
 import numpy as np
 
 from . import golden
 
+CACHE_BYTES = 512 << 20
 
-def gemm_result(x_bytes, w_bytes, m, k, n):
-    """The FP16 result bytes of in[m x k] * W[k x n], both given as packed FP16 bytes."""
-    x = np.frombuffer(x_bytes, np.float16, m * k).reshape(m, k)
-    w = np.frombuffer(w_bytes, np.float16, k * n).reshape(k, n)
-    return golden.gemm(x, w).tobytes()
+
+class ComputeUnit:
+    def __init__(self, memory):
+        self.memory = memory
+        self._operands = collections.OrderedDict()   # (addr, k, n) -> (versions, float32 array)
+        self._cached_bytes = 0
+
+    def _operand(self, addr, k, n):
+        key, versions = (addr, k, n), self.memory.versions(addr, k * n * 2)
+        hit = self._operands.get(key)
+        if hit is not None and hit[0] == versions:
+            self._operands.move_to_end(key)
+            return hit[1]
+        w32 = self._widen(self.memory.array(addr, k * n * 2), k, n)
+        if hit is not None:
+            self._cached_bytes -= hit[1].nbytes
+        self._operands[key] = (versions, w32)
+        self._cached_bytes += w32.nbytes
+        while self._cached_bytes > CACHE_BYTES and len(self._operands) > 1:
+            _, (_, old) = self._operands.popitem(last=False)
+            self._cached_bytes -= old.nbytes
+        return w32
+
+    @staticmethod
+    def _widen(raw, rows, cols):
+        return np.frombuffer(raw, np.float16, rows * cols).reshape(rows, cols).astype(np.float32)
+
+    def gemm(self, x_addr, w_addr, m, k, n):
+        """The FP16 result bytes of in[m x k] (at x_addr) * W[k x n] (at w_addr)."""
+        x32 = self._widen(self.memory.array(x_addr, m * k * 2), m, k)
+        return golden.gemm_fp32(x32, self._operand(w_addr, k, n)).tobytes()

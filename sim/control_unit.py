@@ -14,7 +14,8 @@ import numpy as np
 
 from isa import Status
 from isa.slots import HEADER_BYTES
-from . import compute_unit, dram_reader, dram_writer, unpacker
+from . import dram_reader, dram_writer, unpacker
+from .compute_unit import ComputeUnit
 from .decoder import decode
 
 DECODE_CYCLES = 2        # pop -> first cycle of the next state (DECODE in between)
@@ -35,6 +36,7 @@ class ControlUnit:
         self.cfg = cfg
         self.memory = memory
         self.reads = []                 # (address, bytes) of every run the reader made
+        self.compute = ComputeUnit(memory)
 
     def execute(self, entry, regs, pop, steals=()):
         """The schedule of `entry` popped at cycle `pop` on a queue with registers `regs`;
@@ -83,9 +85,7 @@ class ControlUnit:
     def _gemm(self, start, desc, sq_slot, busy):
         cfg, lanes = self.cfg, self.cfg.lanes
         m, k, n = desc.in_rows, desc.dev_rows, desc.dev_cols
-        x = self.memory.read(sq_slot + HEADER_BYTES, m * k * 2)
-        w = self.memory.read(desc.dev_addr, k * n * 2)
-        result = compute_unit.gemm_result(x, w, m, k, n)
+        result = self.compute.gemm(sq_slot + HEADER_BYTES, desc.dev_addr, m, k, n)
 
         # result pieces: LANES columns of one row, spanning two lines when misaligned
         cols = np.arange(0, n, lanes, dtype=np.int64)

@@ -18,15 +18,21 @@ BUFFER_LATENCY = 2       # beat on the R channel -> visible at the buffer's outp
 
 
 def burst_lengths(addr, beats, cfg):
-    """The burst lengths of a run of `beats` lines from `addr`, as the RTL cuts it."""
-    lengths = []
-    boundary_beats = 4096 // cfg.beat_bytes
-    while beats > 0:
-        to_boundary = boundary_beats - (addr // cfg.beat_bytes) % boundary_beats
-        n = min(beats, to_boundary, cfg.max_burst_beats)
-        lengths.append(n)
-        addr += n * cfg.beat_bytes
-        beats -= n
+    """The burst lengths of a run of `beats` lines from `addr`, as the RTL cuts it: at
+    every 4 KiB boundary, and into `max_burst_beats` pieces between boundaries."""
+    if beats <= 0:
+        return np.zeros(0, np.int64)
+    page = 4096 // cfg.beat_bytes
+    first_line = addr // cfg.beat_bytes
+    # the run cut at page boundaries, then each piece cut at max_burst_beats
+    cuts = np.arange((first_line // page + 1) * page, first_line + beats, page, dtype=np.int64)
+    edges = np.concatenate([[first_line], cuts, [first_line + beats]])
+    pieces = np.diff(edges)
+    full, rest = np.divmod(pieces, cfg.max_burst_beats)
+    counts = full + (rest > 0)
+    lengths = np.full(int(counts.sum()), cfg.max_burst_beats, np.int64)
+    last = np.cumsum(counts) - 1
+    lengths[last[rest > 0]] = rest[rest > 0]
     return lengths
 
 
@@ -37,7 +43,7 @@ def burst_schedule(start, addr, beats, cfg, steals=()):
     command engine) that the arbiter grants between bursts: a burst that would ask for
     the channel while such a read holds it is granted two cycles after its beat, and the
     bursts after it move with it."""
-    lengths = np.asarray(burst_lengths(addr, beats, cfg), np.int64)
+    lengths = burst_lengths(addr, beats, cfg)
     if not len(lengths):
         return lengths, lengths
     # the next burst's handshake comes NEXT_BURST_DELAY cycles after the last beat

@@ -23,7 +23,7 @@ def run_write_done(start, addr, available, cfg):
     """First cycle `busy` is low after writing a run whose beats are available at `available`."""
     t = start
     first = 0
-    for length in burst_lengths(addr, len(available), cfg):
+    for length in burst_lengths(addr, len(available), cfg).tolist():
         data_from = t + ISSUE_DELAY + DATA_DELAY
         part = available[first:first + length]
         index = np.arange(length, dtype=np.int64)

@@ -30,11 +30,17 @@ def gemm(x, w):
         raise TypeError(f"gemm takes float16 arrays, got {x.dtype!r} and {w.dtype!r}")
     if x.ndim != 2 or w.ndim != 2 or x.shape[1] != w.shape[0]:
         raise ValueError(f"gemm shapes do not chain: {x.shape!r} x {w.shape!r}")
-    x32, w32 = x.astype(np.float32), w.astype(np.float32)
-    acc = np.zeros((x.shape[0], w.shape[1]), dtype=np.float32)
+    return gemm_fp32(x.astype(np.float32), w.astype(np.float32))
+
+
+def gemm_fp32(x32, w32):
+    """The same, from the FP16 operands already widened to float32 (exactly)."""
+    acc = np.zeros((x32.shape[0], w32.shape[1]), dtype=np.float32)
+    product = np.empty_like(acc)
     with np.errstate(over="ignore", invalid="ignore"):
-        for k in range(x.shape[1]):
-            acc = acc + x32[:, k:k + 1] * w32[k:k + 1, :]
+        for k in range(x32.shape[1]):
+            np.multiply(x32[:, k:k + 1], w32[k:k + 1, :], out=product)     # exact
+            np.add(acc, product, out=acc)                                  # one RNE add per k
         out = acc.astype(np.float16)
     return canonical_nan(out)
 

@@ -9,6 +9,12 @@ class SparseMemory:
     def __init__(self, size):
         self.size = size
         self._pages = {}
+        self._versions = {}             # page -> number of writes to it
+
+    def versions(self, addr, length):
+        """A token that changes whenever [addr, addr + length) may have been written."""
+        first, last = addr // PAGE, (addr + max(length, 1) - 1) // PAGE
+        return tuple(self._versions.get(page, 0) for page in range(first, last + 1))
 
     def _check(self, addr, length):
         if addr < 0 or length < 0 or addr + length > self.size:
@@ -24,9 +30,14 @@ class SparseMemory:
             if page not in self._pages:
                 self._pages[page] = np.zeros(PAGE, np.uint8)
             self._pages[page][offset:offset + n] = data[done:done + n]
+            self._versions[page] = self._versions.get(page, 0) + 1
             done += n
 
     def read(self, addr, length):
+        return self.array(addr, length).tobytes()
+
+    def array(self, addr, length):
+        """The bytes at [addr, addr + length) as a numpy uint8 array (a copy)."""
         self._check(addr, length)
         out = np.zeros(length, np.uint8)
         done = 0
@@ -36,4 +47,4 @@ class SparseMemory:
             if page in self._pages:
                 out[done:done + n] = self._pages[page][offset:offset + n]
             done += n
-        return out.tobytes()
+        return out

@@ -414,3 +414,23 @@ async def queue_reset_restarts_sequence(env):
             assert_bits_equal(await dev.gemv(x[0], tensor, queue=q), golden.gemv(x[0], w), f"round {round_}")
         assert await queue.read_head() == 3
 
+
+
+@scenario
+async def operand_rewritten_between_descriptors(env):
+    """The same device operand, rewritten by a STORE and then by the host between GEMVs:
+    each GEMV sees the operand as it is then (the model keeps operands between
+    descriptors; this would catch a stale one)."""
+    dev = env.dev
+    await env.setup_queue(0, log2_slot=14)
+    rng = np.random.default_rng(PROTOCOL_SEED + 6)
+    x = random_fp16(rng, (1, 40))
+    w = random_fp16(rng, (40, 24))
+    tensor = await dev.upload(w)
+    assert_bits_equal(await dev.gemv(x[0], tensor), golden.gemv(x[0], w), "first")
+    w2 = random_fp16(rng, (40, 24))
+    await dev.store(tensor, w2)
+    assert_bits_equal(await dev.gemv(x[0], tensor), golden.gemv(x[0], w2), "after a STORE")
+    w3 = random_fp16(rng, (40, 24))
+    await env.transport.mem_write(tensor.addr, w3.tobytes(), 0)
+    assert_bits_equal(await dev.gemv(x[0], tensor), golden.gemv(x[0], w3), "after a host write")

@@ -364,7 +364,7 @@ def test_dram_writer_run(run):
     cfg, addr, kind, beats = run
     available = write_availability(cfg, kind, beats, np.random.default_rng(beats))
     done, aw = writer_run(cfg, addr, available)
-    assert [n for _, _, n in aw] == model_reader.burst_lengths(addr, beats, cfg)
+    assert [n for _, _, n in aw] == model_reader.burst_lengths(addr, beats, cfg).tolist()
     assert done == model_writer.run_write_done(0, addr, np.asarray(available, np.int64), cfg)
 
 
