@@ -43,7 +43,8 @@ class FastRtlTransport(Transport):
         self._ready = False
         self._lock = Lock()             # one register access at a time on the sequencer
         self._req = int(dut.reg_req.value)
-        self._irq_taken = [0] * self.num_queues   # pulses returned by wait_irq so far
+        # pulses already counted belong to an earlier user of the simulation (an earlier test)
+        self._irq_taken = [self._irq_seen(q) for q in range(self.num_queues)]
 
     # ---- time ----------------------------------------------------------------------------
 
@@ -71,6 +72,20 @@ class FastRtlTransport(Transport):
         self._ready = True
 
     # ---- DRAM backdoor --------------------------------------------------------------------
+
+    @property
+    def dram_latency(self):
+        """(read, write) latency of the DRAM model in cycles (see set_dram_latency)."""
+        return int(self.dut.dram.read_latency.value), int(self.dut.dram.write_latency.value)
+
+    def set_dram_latency(self, read=None, write=None):
+        """Cycles from AR to the first R beat and from the last W beat to B (each >= 1) of
+        the DRAM model; takes effect for the next burst. None keeps the current value."""
+        for name, value in (("read_latency", read), ("write_latency", write)):
+            if value is not None:
+                if value < 1:
+                    raise ValueError(f"{name} must be >= 1, got {value!r}")
+                getattr(self.dut.dram, name).value = value
 
     def _map_dram(self):
         lib = ctypes.CDLL(None)         # the simulator executable, linked with -rdynamic
@@ -126,11 +141,13 @@ class FastRtlTransport(Transport):
 
     # ---- interrupts -----------------------------------------------------------------------
 
+    def _irq_seen(self, queue):
+        """The pulses of `queue` ndp_fast_top has counted (mod 2^32)."""
+        return (int(self.dut.irq_count.value) >> (COUNT_BITS * queue)) & ((1 << COUNT_BITS) - 1)
+
     def _take_irq(self, queue):
         """Consume one counted pulse of `queue` if the hardware counted more than we took."""
-        counts = int(self.dut.irq_count.value)
-        seen = (counts >> (COUNT_BITS * queue)) & ((1 << COUNT_BITS) - 1)
-        if (seen - self._irq_taken[queue]) % (1 << COUNT_BITS):
+        if (self._irq_seen(queue) - self._irq_taken[queue]) % (1 << COUNT_BITS):
             self._irq_taken[queue] = (self._irq_taken[queue] + 1) % (1 << COUNT_BITS)
             return True
         return False

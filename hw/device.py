@@ -21,6 +21,10 @@ from .regfile import RegisterFile, io_signature
 
 class NdpDevice(wiring.Component):
     def __init__(self, cfg, shared_cells=True):
+        if cfg.data_bits != 512:
+            # the datapath takes one 64-byte slot header and line per beat, and AXI4's
+            # size field ends at 128-byte beats; wider configs exist for the model only
+            raise ValueError(f"config {cfg.name!r}: the RTL supports data_bits=512 only, got {cfg.data_bits!r}")
         self._cfg, self._shared = cfg, shared_cells
         super().__init__({
             "mem": In(mem_signature(cfg)),

@@ -1,7 +1,8 @@
 """Benches on ndp_fast_top (tests/rtl/fast) through the unchanged driver on FastRtlTransport.
 
 - `correctness`: GEMV 4096x16, GEMM 32x4096x16 and random shapes bit-exact against
-  sim.golden, LOAD/STORE round trips, a polled (no-irq) queue, the PASID on io.
+  sim.golden (K capped at the config's k_max), LOAD/STORE round trips, a slower DRAM
+  (same bits, more cycles), a polled (no-irq) queue, the PASID on io.
 - `speed`: a stream of long GEMVs; reports simulated device cycles per wall-clock second
   and writes them as JSON to $NDP_FAST_RESULT (bench_fast.py reads it).
 """
@@ -62,7 +63,8 @@ async def correctness(dut):
     await setup_queue(dev, 0, irq=True)
     rng = np.random.default_rng(7)
 
-    for m, k, n in [(1, 4096, 16), (32, 4096, 16)]:
+    k_big = min(4096, dev.caps.k_max)     # the small config's buffers hold K <= 2048
+    for m, k, n in [(1, k_big, 16), (32, k_big, 16)]:
         cycles = await check_matmul(dev, rng, m, k, n)
         dut._log.info(f"GEMM {m}x{k}x{n}: bit-exact, {cycles} device cycles")
     for _ in range(6):
@@ -80,6 +82,16 @@ async def correctness(dut):
     assert np.array_equal(np.frombuffer(raw, np.uint16), bits(b).ravel()), "STORE differs"
     assert np.array_equal(bits(await dev.load(t)), bits(b)), "LOAD after STORE differs"
 
+    # a slower DRAM: same bits, more cycles
+    latency = transport.dram_latency          # the config's, as the cycle model assumes
+    assert latency == (cfg.dram_read_latency, cfg.dram_write_latency)
+    base = await check_matmul(dev, rng, 4, 256, 64)
+    transport.set_dram_latency(read=latency[0] + 40, write=latency[1] + 20)
+    slow = await check_matmul(dev, rng, 4, 256, 64)
+    transport.set_dram_latency(*latency)
+    assert slow > base, f"a slower DRAM took {slow} cycles, the config's {base}"
+    dut._log.info(f"GEMM 4x256x64: {base} cycles at DRAM latency {latency}, {slow} at +40/+20")
+
     # a queue without interrupts: the driver polls the completion word every 64 cycles
     await setup_queue(dev, 1, irq=False)
     await check_matmul(dev, rng, 3, 200, 40, queue=1)
@@ -96,8 +108,9 @@ async def correctness(dut):
 @cocotb.test()
 async def speed(dut):
     reps = int(os.environ.get("NDP_FAST_REPS", "4"))
-    k = n = int(os.environ.get("NDP_FAST_DIM", "4096"))
+    dim = int(os.environ.get("NDP_FAST_DIM", "4096"))
     transport, dev = await open_device(dut)
+    k, n = min(dim, dev.caps.k_max), min(dim, dev.caps.n_max)
     await setup_queue(dev, 0, irq=True)
     rng = np.random.default_rng(3)
     w = (rng.standard_normal((k, n)) / np.sqrt(k)).astype(np.float16)

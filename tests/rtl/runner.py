@@ -88,7 +88,9 @@ FAST_BUILD_ARGS = [
 
 def get_fast_runner(config="default"):
     """Build ndp_fast_top (device + behavioural DRAM + register sequencer, clock inside)
-    for `config` in build/verilator-fast-<config>; returns the cocotb runner."""
+    for `config` in build/verilator-fast-<config>; returns the cocotb runner. The DRAM model
+    takes the config's data width and its dram_read_latency / dram_write_latency (the
+    cycle model's), so both backends assume the same memory."""
     import isa
     verilator_env()
     from cocotb_tools.runner import get_runner as cocotb_runner
@@ -96,13 +98,17 @@ def get_fast_runner(config="default"):
     runner = cocotb_runner("verilator")
     runner.build(sources=[rtl_source(config), FAST_DIR / "ndp_axi_dram.sv", FAST_DIR / "ndp_fast_top.sv"],
                  hdl_toplevel=FAST_TOP, build_dir=BUILD / f"verilator-fast-{config}",
-                 parameters={"NUM_QUEUES": cfg.num_queues}, timescale=("1ns", "1ps"),
+                 parameters={"NUM_QUEUES": cfg.num_queues, "DATA_BITS": cfg.data_bits,
+                             "READ_LATENCY": cfg.dram_read_latency,
+                             "WRITE_LATENCY": cfg.dram_write_latency},
+                 timescale=("1ns", "1ps"),
                  build_args=FAST_BUILD_ARGS + [str(FAST_DIR / "ndp_fast_dram.cpp")], always=False)
     return runner
 
 
-def run_fast(module, testcase=None, config="default", env=None):
-    """Run cocotb `module` (a file in tests/rtl) on ndp_fast_top; raise unless all pass."""
+def run_fast(module, testcase=None, config="default", env=None, plusargs=()):
+    """Run cocotb `module` (a file in tests/rtl) on ndp_fast_top; raise unless all pass.
+    `plusargs` reach the simulation, e.g. "+dram_bytes=<n>" (default 256 MiB)."""
     from cocotb_tools.check_results import get_results
     runner = get_fast_runner(config)
     for path in (str(REPO), str(BENCH_DIR)):
@@ -112,7 +118,7 @@ def run_fast(module, testcase=None, config="default", env=None):
     run_dir = BUILD / f"run-fast-{config}"
     results = runner.test(
         test_module=module, hdl_toplevel=FAST_TOP, testcase=testcase,
-        build_dir=BUILD / f"verilator-fast-{config}", test_dir=run_dir,
+        build_dir=BUILD / f"verilator-fast-{config}", test_dir=run_dir, plusargs=list(plusargs),
         results_xml=str(run_dir / f"{name}.xml"),
         extra_env={"NDP_CONFIG": config, **(env or {})})
     tests, failed = get_results(pathlib.Path(results))

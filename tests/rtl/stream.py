@@ -140,7 +140,18 @@ def _break(desc, how, queue):
     }[how]()
 
 
-async def run(dev, queues, batches, seed=0):
+def bench_batches():
+    """The speed benchmark's stream: medium GEMVs and GEMMs, a load and a store, one
+    descriptor at a time, about 110k device cycles on the default config."""
+    items = [Item(0, "gemv", 1, 1024, 512), Item(1, "gemm", 8, 1024, 256), Item(2, "gemv", 1, 2048, 256),
+             Item(3, "load", 0, 256, 256), Item(0, "gemm", 4, 512, 512), Item(1, "store", 0, 128, 256),
+             Item(2, "gemv", 1, 4096, 64), Item(3, "gemm", 16, 256, 64)]
+    for i, item in enumerate(items):
+        item.seed = i
+    return [[item] for item in items]
+
+
+async def run(dev, queues, batches, seed=0, poll_cycles=32):
     """Run the stream; returns one record per descriptor, in stream order."""
     rng = random.Random(seed)
     records = []
@@ -158,7 +169,7 @@ async def run(dev, queues, batches, seed=0):
         for q, indices in by_queue.items():
             last = max(seqs[i] for i in indices) & 0xFFFFFFFF
             while await queues[q].read_head() != last:
-                await dev.transport.wait_cycles(32)
+                await dev.transport.wait_cycles(poll_cycles)
         order = list(range(len(batch)))
         rng.shuffle(order)
         done = {}

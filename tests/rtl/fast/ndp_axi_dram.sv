@@ -5,16 +5,20 @@
 //
 // - One read burst and one write burst in flight at a time (the device's DRAM arbiter
 //   issues one transaction per direction at a time, so this loses nothing).
-// - INCR bursts up to 256 beats (FIXED: the address stays); 64-byte beats, byte strobes.
-//   Narrow beats are served from the 64-byte line holding the beat's address, so the
-//   lanes AXI defines for them are right. WRAP is not supported (the device never issues it).
+// - INCR bursts up to 256 beats (FIXED: the address stays); beats of DATA_BITS (512 in the
+//   spec's default: 64 bytes), byte strobes. Narrow beats are served from the line holding
+//   the beat's address, so the lanes AXI defines for them are right. WRAP is not
+//   supported (the device never issues it). Buses wider than 1024 bits: see next_addr.
 // - Latencies count clock edges: an AR taken at edge t gives the first R beat at edge
 //   t + read_latency (>= 1); the W beat with wlast taken at edge t gives B at edge
-//   t + write_latency (>= 1). The parameters set the initial values of two public
-//   variables, which a test may overwrite before traffic starts (no rebuild).
+//   t + write_latency (>= 1), as isa's dram_read_latency / dram_write_latency define them
+//   for the cycle model. The parameters set the initial values of two public variables,
+//   which a test may overwrite between bursts (no rebuild).
+// - The size is BYTES, or the plusarg +dram_bytes=<n> (no rebuild).
 // - The bytes live in C++ (ndp_fast_dram.cpp), reached through DPI-C per beat, and are
 //   shared with Python through ctypes for the backdoor (FastRtlTransport).
 module ndp_axi_dram #(
+    parameter int DATA_BITS = 512,
     parameter longint BYTES = 64'd1 << 28,      // allocated lazily by the OS: untouched pages cost nothing
     parameter int READ_LATENCY = 8,
     parameter int WRITE_LATENCY = 4
@@ -28,8 +32,8 @@ module ndp_axi_dram #(
     input  logic [7:0]   awid,
     input  logic         awvalid,
     output logic         awready,
-    input  logic [511:0] wdata,
-    input  logic [63:0]  wstrb,
+    input  logic [DATA_BITS-1:0]   wdata,
+    input  logic [DATA_BITS/8-1:0] wstrb,
     input  logic         wlast,
     input  logic         wvalid,
     output logic         wready,
@@ -44,28 +48,34 @@ module ndp_axi_dram #(
     input  logic [7:0]   arid,
     input  logic         arvalid,
     output logic         arready,
-    output logic [511:0] rdata,
+    output logic [DATA_BITS-1:0] rdata,
     output logic [7:0]   rid,
     output logic [1:0]   rresp,
     output logic         rlast,
     output logic         rvalid,
     input  logic         rready
 );
-    import "DPI-C" function void ndp_dram_init(input longint bytes);
-    import "DPI-C" function void ndp_dram_read(input longint addr, output bit [511:0] data);
-    import "DPI-C" function void ndp_dram_write(input longint addr, input bit [511:0] data,
-                                                input longint strb);
+    import "DPI-C" function void ndp_dram_init(input longint bytes, input int line_bytes);
+    import "DPI-C" function void ndp_dram_read(input longint addr, output bit [DATA_BITS-1:0] data);
+    import "DPI-C" function void ndp_dram_write(input longint addr, input bit [DATA_BITS-1:0] data,
+                                                input bit [DATA_BITS/8-1:0] strb);
 
     int unsigned read_latency  /*verilator public_flat_rw*/ = READ_LATENCY;
     int unsigned write_latency /*verilator public_flat_rw*/ = WRITE_LATENCY;
 
-    initial ndp_dram_init(BYTES);
+    initial begin
+        longint bytes;
+        if (!$value$plusargs("dram_bytes=%d", bytes)) bytes = BYTES;
+        ndp_dram_init(bytes, DATA_BITS / 8);
+    end
 
     localparam logic [1:0] FIXED = 2'd0, OKAY = 2'd0;
 
-    // The address of the beat after `addr` in a burst of beat size 2^size.
+    // The address of the beat after `addr` in a burst of beat size 2^size. AXI's 3-bit size
+    // ends at 128-byte beats: on a wider bus (the paper config's 8192 bits) the device's
+    // size field cannot say its beat, so every beat is taken as full width there.
     function automatic logic [63:0] next_addr(logic [63:0] addr, logic [2:0] size, logic [1:0] burst);
-        logic [63:0] step = 64'd1 << size;
+        logic [63:0] step = DATA_BITS > 1024 ? 64'(DATA_BITS / 8) : 64'd1 << size;
         return burst == FIXED ? addr : (addr & ~(step - 1)) + step;
     endfunction
 
@@ -77,7 +87,7 @@ module ndp_axi_dram #(
     logic [2:0]  rsize;
     logic [1:0]  rburst;
     int unsigned rwait;
-    bit   [511:0] line;
+    bit   [DATA_BITS-1:0] line;
 
     assign arready = rstate == R_IDLE && !rst;
     assign rresp = OKAY;

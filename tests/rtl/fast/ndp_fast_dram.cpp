@@ -18,12 +18,12 @@
 namespace {
 uint8_t* g_mem = nullptr;
 uint64_t g_bytes = 0;
+uint64_t g_line = 64;  // bytes per beat: DATA_BITS / 8, a power of two
 bool g_warned = false;
-constexpr uint64_t LINE = 64;
 
-// Whether the 64-byte line holding `addr` is inside the array; warns once otherwise.
+// Whether the line starting at `line` is inside the array; warns once otherwise.
 bool in_range(uint64_t line) {
-    if (g_mem && line + LINE <= g_bytes) return true;
+    if (g_mem && line + g_line <= g_bytes) return true;
     if (!g_warned) {
         fprintf(stderr, "ndp_axi_dram: access at %#llx outside the %llu-byte DRAM (reads 0, "
                 "writes dropped; warned once)\n", (unsigned long long)line, (unsigned long long)g_bytes);
@@ -35,9 +35,10 @@ bool in_range(uint64_t line) {
 
 extern "C" {
 
-void ndp_dram_init(long long bytes) {
+void ndp_dram_init(long long bytes, int line_bytes) {
     if (g_mem) return;
-    g_bytes = (uint64_t)bytes & ~(LINE - 1);
+    g_line = (uint64_t)line_bytes;
+    g_bytes = (uint64_t)bytes & ~(g_line - 1);
     // Anonymous mapping: zero pages the OS provides on first touch, so a large DRAM
     // costs only what a run writes.
     void* p = mmap(nullptr, g_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -48,27 +49,31 @@ void ndp_dram_init(long long bytes) {
     g_mem = static_cast<uint8_t*>(p);
 }
 
+// svBitVecVal is 32-bit words, least significant first; on this little-endian host byte i
+// of the array is bits 8i..8i+7 of the vector, as AXI lays bytes on the data bus.
 void ndp_dram_read(long long addr, svBitVecVal* data) {
-    uint64_t line = (uint64_t)addr & ~(LINE - 1);
+    uint64_t line = (uint64_t)addr & ~(g_line - 1);
     if (in_range(line))
-        memcpy(data, g_mem + line, LINE);  // svBitVecVal words are little-endian: byte i = bits 8i..8i+7
+        memcpy(data, g_mem + line, g_line);
     else
-        memset(data, 0, LINE);
+        memset(data, 0, g_line);
 }
 
-void ndp_dram_write(long long addr, const svBitVecVal* data, long long strb) {
-    uint64_t line = (uint64_t)addr & ~(LINE - 1);
+void ndp_dram_write(long long addr, const svBitVecVal* data, const svBitVecVal* strb) {
+    uint64_t line = (uint64_t)addr & ~(g_line - 1);
     if (!in_range(line)) return;
     const uint8_t* src = reinterpret_cast<const uint8_t*>(data);
     uint8_t* dst = g_mem + line;
-    uint64_t mask = (uint64_t)strb;
-    if (mask == ~0ull) {
-        memcpy(dst, src, LINE);
-        return;
-    }
-    for (; mask; mask &= mask - 1) {
-        int i = __builtin_ctzll(mask);
-        dst[i] = src[i];
+    for (uint64_t w = 0; w < g_line / 32; w++, src += 32, dst += 32) {  // 32 strobe bits a word
+        uint32_t mask = strb[w];
+        if (mask == 0xFFFFFFFFu) {
+            memcpy(dst, src, 32);
+            continue;
+        }
+        for (; mask; mask &= mask - 1) {
+            int i = __builtin_ctz(mask);
+            dst[i] = src[i];
+        }
     }
 }
 

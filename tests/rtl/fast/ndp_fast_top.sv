@@ -16,13 +16,21 @@
 //   dram.*_latency   the DRAM model's latencies (ndp_axi_dram.sv)
 //
 // The CXL.mem port (mem__*) is tied idle: host data goes through the DRAM backdoor.
+//
+// Keep Python off the clock. With the clock inside Verilator, a coroutine woken by
+// RisingEdge(clk) already sees the values after that edge (measured with this Verilator
+// and cocotb 2.1), not the values before it as with a cocotb-driven clock, so clocked
+// Python BFMs (cocotbext-axi) miss handshakes here. The reg_req/reg_ack toggle and the
+// irq counters work whenever Python samples them. Before time first advances, the
+// initializers below have not been applied yet (FastRtlTransport waits for reset).
 module ndp_fast_top #(
-    parameter int NUM_QUEUES = 4,               // must match the config the RTL was generated for
+    parameter int NUM_QUEUES = 4,               // these two must match the config the RTL
+    parameter int DATA_BITS = 512,              // was generated for (runner.py passes them)
     parameter int CLK_PERIOD_PS = 10000,        // even; 1 GHz device time would be 1000
     parameter int RESET_CYCLES = 8,
-    parameter longint DRAM_BYTES = 64'd1 << 28,
-    parameter int READ_LATENCY = 8,
-    parameter int WRITE_LATENCY = 4
+    parameter longint DRAM_BYTES = 64'd1 << 28, // or the plusarg +dram_bytes=<n>
+    parameter int READ_LATENCY = 2,             // runner.py passes isa's dram_*_latency
+    parameter int WRITE_LATENCY = 2
 ) ();
     logic clk = 1'b0;
     logic rst /*verilator public_flat_rd*/ = 1'b1;
@@ -51,11 +59,12 @@ module ndp_fast_top #(
     logic io_awvalid, io_awready, io_wvalid, io_wready, io_bvalid, io_bready;
     logic io_arvalid, io_arready, io_rvalid, io_rready;
 
-    logic [63:0]  d_awaddr, d_araddr, d_wstrb;
+    logic [63:0]  d_awaddr, d_araddr;
+    logic [DATA_BITS/8-1:0] d_wstrb;
     logic [7:0]   d_awlen, d_arlen, d_awid, d_arid, d_bid, d_rid;
     logic [2:0]   d_awsize, d_arsize;
     logic [1:0]   d_awburst, d_arburst, d_bresp, d_rresp;
-    logic [511:0] d_wdata, d_rdata;
+    logic [DATA_BITS-1:0] d_wdata, d_rdata;
     logic d_awvalid, d_awready, d_wlast, d_wvalid, d_wready, d_bvalid, d_bready;
     logic d_arvalid, d_arready, d_rlast, d_rvalid, d_rready;
 
@@ -91,7 +100,8 @@ module ndp_fast_top #(
         .dram__rvalid(d_rvalid), .dram__rready(d_rready)
     );
 
-    ndp_axi_dram #(.BYTES(DRAM_BYTES), .READ_LATENCY(READ_LATENCY), .WRITE_LATENCY(WRITE_LATENCY)) dram (
+    ndp_axi_dram #(.DATA_BITS(DATA_BITS), .BYTES(DRAM_BYTES), .READ_LATENCY(READ_LATENCY),
+                   .WRITE_LATENCY(WRITE_LATENCY)) dram (
         .clk(clk), .rst(rst),
         .awaddr(d_awaddr), .awlen(d_awlen), .awsize(d_awsize), .awburst(d_awburst), .awid(d_awid),
         .awvalid(d_awvalid), .awready(d_awready),
