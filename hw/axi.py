@@ -3,6 +3,7 @@
 Member names are the AXI signal names, so Amaranth's `prefix__member` port names are
 what `cocotbext.axi.AxiBus.from_prefix(dut, "prefix_")` looks for.
 """
+from amaranth import Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -68,3 +69,17 @@ def connect_channel(m, src, dst, names, valid, ready):
         m.d.comb += getattr(dst, name).eq(getattr(src, name))
     m.d.comb += [getattr(dst, valid).eq(getattr(src, valid)),
                  getattr(src, ready).eq(getattr(dst, ready))]
+
+
+def burst_length(m, addr, left, cfg):
+    """The next INCR burst of a run at `addr` with `left` beats to go: up to the next 4 KiB
+    boundary and at most `cfg.max_burst_beats` (sim/dram_reader.py's burst_lengths)."""
+    beat_log2 = (cfg.beat_bytes - 1).bit_length()
+    page_beats = 4096 // cfg.beat_bytes
+    to_boundary = Signal(range(page_beats + 1), name="to_boundary")
+    limit = Signal(range(cfg.max_burst_beats + 1), name="limit")
+    burst = Signal(range(cfg.max_burst_beats + 1), name="burst")
+    m.d.comb += [to_boundary.eq(page_beats - addr[beat_log2:12]),
+                 limit.eq(Mux(to_boundary < cfg.max_burst_beats, to_boundary, cfg.max_burst_beats)),
+                 burst.eq(Mux(left < limit, left, limit))]
+    return burst

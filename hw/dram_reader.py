@@ -3,11 +3,11 @@
 A run is cut into INCR bursts that never cross a 4 KiB boundary and never exceed the
 buffer's free space, so the R channel is never back-pressured by a full buffer.
 """
-from amaranth import Module, Signal, Mux
+from amaranth import Module, Signal
 from amaranth.lib import wiring, fifo
 from amaranth.lib.wiring import In, Out
 
-from .axi import device_bus, BURST_INCR
+from .axi import device_bus, burst_length, BURST_INCR
 from .stream import BeatStream
 
 RUN_BEATS_BITS = 32
@@ -31,12 +31,8 @@ class DramReader(wiring.Component):
         m.d.comb += [self.out.data.eq(buffer.r_data), self.out.valid.eq(buffer.r_rdy),
                      buffer.r_en.eq(self.out.ready)]
 
-        addr, left, burst = Signal(64), Signal(RUN_BEATS_BITS), Signal(range(cfg.max_burst_beats + 1))
-        to_boundary = Signal(range(4096 // cfg.beat_bytes + 1))
-        m.d.comb += to_boundary.eq((4096 >> beat_log2) - addr[beat_log2:12])
-        limit = Signal.like(burst)
-        m.d.comb += limit.eq(Mux(to_boundary < cfg.max_burst_beats, to_boundary, cfg.max_burst_beats))
-        m.d.comb += burst.eq(Mux(left < limit, left, limit))
+        addr, left = Signal(64, name="addr"), Signal(RUN_BEATS_BITS, name="left")
+        burst = burst_length(m, addr, left, cfg)
 
         m.d.comb += [bus.arsize.eq(beat_log2), bus.arburst.eq(BURST_INCR), bus.arcache.eq(0b0011),
                      bus.araddr.eq(addr), bus.arlen.eq(burst - 1)]

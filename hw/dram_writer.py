@@ -8,7 +8,7 @@ from amaranth import Module, Signal, Mux
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from .axi import device_bus, BURST_INCR
+from .axi import device_bus, burst_length, BURST_INCR
 from .dram_reader import RUN_BEATS_BITS
 from .stream import BeatStream
 
@@ -30,14 +30,10 @@ class DramWriter(wiring.Component):
         m = Module()
         cfg, bus = self._cfg, self.bus
         beat_log2 = (cfg.beat_bytes - 1).bit_length()
-        addr, left = Signal(64), Signal(RUN_BEATS_BITS)
+        addr, left = Signal(64, name="addr"), Signal(RUN_BEATS_BITS, name="left")
         from_stream, line, strb = Signal(), Signal(cfg.data_bits), Signal(cfg.beat_bytes)
-        burst, in_burst = Signal(range(cfg.max_burst_beats + 1)), Signal(range(cfg.max_burst_beats + 1))
-        to_boundary = Signal(range(4096 // cfg.beat_bytes + 1))
-        m.d.comb += to_boundary.eq((4096 >> beat_log2) - addr[beat_log2:12])
-        limit = Signal.like(burst)
-        m.d.comb += limit.eq(Mux(to_boundary < cfg.max_burst_beats, to_boundary, cfg.max_burst_beats))
-        m.d.comb += burst.eq(Mux(left < limit, left, limit))
+        burst = burst_length(m, addr, left, cfg)
+        in_burst = Signal(range(cfg.max_burst_beats + 1))
 
         m.d.comb += [bus.awsize.eq(beat_log2), bus.awburst.eq(BURST_INCR), bus.awcache.eq(0b0011),
                      bus.awaddr.eq(addr), bus.awlen.eq(burst - 1),

@@ -3170,9 +3170,9 @@ module \ndp_device.control_unit (rst, pop, bus__arlen, bus__awlen, bus__wdata, b
     .status(\status$151 )
   );
   \ndp_device.control_unit.reader  reader (
-    .addr(addr),
+    .addr(bus__araddr),
+    .\addr$28 (addr),
     .beats(beats),
-    .bus__araddr(bus__araddr),
     .bus__arlen(bus__arlen),
     .bus__arready(bus__arready),
     .bus__arvalid(bus__arvalid),
@@ -3206,9 +3206,9 @@ module \ndp_device.control_unit (rst, pop, bus__arlen, bus__awlen, bus__wdata, b
     .valid(valid)
   );
   \ndp_device.control_unit.writer  writer (
-    .addr(\addr$99 ),
+    .addr(bus__awaddr),
+    .\addr$29 (\addr$99 ),
     .beats(\beats$96 ),
-    .bus__awaddr(bus__awaddr),
     .bus__awlen(bus__awlen),
     .bus__awready(bus__awready),
     .bus__awvalid(bus__awvalid),
@@ -8276,7 +8276,7 @@ module \ndp_device.control_unit.decoder (is_compute, \port$2254$128 , log2_slot,
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.reader (rst, r_en, bus__arlen, out__data, start, beats, addr, busy, bus__arvalid, bus__rready, bus__araddr, out__valid, bus__arready, w_data, bus__rlast, bus__rvalid, clk);
+module \ndp_device.control_unit.reader (rst, r_en, bus__arlen, out__data, start, beats, \addr$28 , busy, bus__arvalid, bus__rready, addr, out__valid, bus__arready, w_data, bus__rlast, bus__rvalid, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$6  = 0;
   wire [7:0] \$1 ;
   wire \$10 ;
@@ -8298,15 +8298,14 @@ module \ndp_device.control_unit.reader (rst, r_en, bus__arlen, out__data, start,
   wire \$7 ;
   wire \$8 ;
   wire \$9 ;
-  reg [63:0] \$signal  = 64'h0000000000000000;
-  reg [31:0] \$signal$10  = 32'd0;
-  input [63:0] addr;
-  wire [63:0] addr;
+  output [63:0] addr;
+  reg [63:0] addr = 64'h0000000000000000;
+  input [63:0] \addr$28 ;
+  wire [63:0] \addr$28 ;
   input [31:0] beats;
   wire [31:0] beats;
   wire [6:0] burst;
   (* init = 64'h0000000000000000 *)
-  output [63:0] bus__araddr;
   wire [63:0] bus__araddr;
   wire [1:0] bus__arburst;
   wire [3:0] bus__arcache;
@@ -8329,6 +8328,7 @@ module \ndp_device.control_unit.reader (rst, r_en, bus__arlen, out__data, start,
   input clk;
   wire clk;
   reg [1:0] fsm_state = 2'h0;
+  reg [31:0] left = 32'd0;
   wire [7:0] level;
   wire [6:0] limit;
   output [511:0] out__data;
@@ -8348,29 +8348,29 @@ module \ndp_device.control_unit.reader (rst, r_en, bus__arlen, out__data, start,
   input [511:0] w_data;
   wire [511:0] w_data;
   wire w_en;
-  assign \$1  = 7'h40 - \$signal [11:6];
+  assign \$1  = 7'h40 - addr[11:6];
   assign \$2  = \$1 [6:0] < 7'h40;
   assign limit = \$2  ? \$1 [6:0] : 7'h40;
-  assign \$3  = \$signal$10  < limit;
-  assign \$4  = \$3  ? \$signal$10  : { 25'h0000000, limit };
+  assign \$3  = left < limit;
+  assign \$4  = \$3  ? left : { 25'h0000000, limit };
   assign bus__arlen = \$4 [6:0] - 1'h1;
   assign w_en = bus__rvalid & bus__rready;
-  assign \$5  = ! \$signal$10 ;
+  assign \$5  = ! left;
   assign \$6  = 8'h80 - level;
   assign \$7  = $signed(\$6 ) >= $signed({ 1'h0, \$4 [6:0] });
   assign \$8  = ! fsm_state;
   assign \$9  = fsm_state == 1'h1;
   assign \$10  = fsm_state == 2'h2;
-  assign \$11  = ! \$signal$10 ;
+  assign \$11  = ! left;
   assign \$12  = 8'h80 - level;
   assign \$13  = $signed(\$12 ) >= $signed({ 1'h0, \$4 [6:0] });
-  assign \$15  = \$signal  + \$14 ;
-  assign \$16  = \$signal$10  - \$4 [6:0];
+  assign \$15  = addr + \$14 ;
+  assign \$16  = left - \$4 [6:0];
   assign \$17  = bus__rvalid & bus__rlast;
   always @(posedge clk)
-    \$signal  <= \$18 ;
+    addr <= \$18 ;
   always @(posedge clk)
-    \$signal$10  <= \$19 ;
+    left <= \$19 ;
   always @(posedge clk)
     fsm_state <= \$20 ;
   \ndp_device.control_unit.reader.buffer  buffer (
@@ -8424,11 +8424,11 @@ module \ndp_device.control_unit.reader (rst, r_en, bus__arlen, out__data, start,
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$18  = \$signal ;
+    \$18  = addr;
     casez (fsm_state)
       2'h0:
           if (start) begin
-            \$18  = addr;
+            \$18  = \addr$28 ;
           end
       2'h1:
           if (\$11 ) begin
@@ -8444,7 +8444,7 @@ module \ndp_device.control_unit.reader (rst, r_en, bus__arlen, out__data, start,
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$19  = \$signal$10 ;
+    \$19  = left;
     casez (fsm_state)
       2'h0:
           if (start) begin
@@ -8495,8 +8495,8 @@ module \ndp_device.control_unit.reader (rst, r_en, bus__arlen, out__data, start,
   assign bus__arsize = 3'h6;
   assign bus__arburst = 2'h1;
   assign bus__arcache = 4'h3;
+  assign bus__araddr = addr;
   assign bus__rdata = w_data;
-  assign bus__araddr = \$signal ;
   assign \$14  = { 1'h0, \$4 [6:0], 6'h00 };
 endmodule
 
@@ -9109,7 +9109,7 @@ module \ndp_device.control_unit.unpacker (rst, src__valid, src__data, data, vali
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.writer (rst, src__valid, src__data, bus__awlen, bus__wdata, bus__wstrb, bus__wlast, start, from_stream, beats, addr, line, \strb$33 , busy, bus__awvalid, bus__wvalid, src__ready, bus__bready, bus__awaddr, bus__awready, bus__wready
+module \ndp_device.control_unit.writer (rst, src__valid, src__data, bus__awlen, bus__wdata, bus__wstrb, bus__wlast, start, from_stream, beats, \addr$29 , line, \strb$33 , busy, bus__awvalid, bus__wvalid, src__ready, bus__bready, addr, bus__awready, bus__wready
 , bus__bvalid, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$9  = 0;
   wire [7:0] \$1 ;
@@ -9139,16 +9139,16 @@ module \ndp_device.control_unit.writer (rst, src__valid, src__data, bus__awlen, 
   wire \$7 ;
   wire \$8 ;
   wire \$9 ;
-  reg [63:0] \$signal  = 64'h0000000000000000;
-  reg \$signal$11  = 1'h0;
+  reg \$signal  = 1'h0;
   reg [511:0] \$signal$12  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-  wire [6:0] \$signal$3 ;
-  input [63:0] addr;
-  wire [63:0] addr;
+  output [63:0] addr;
+  reg [63:0] addr = 64'h0000000000000000;
+  input [63:0] \addr$29 ;
+  wire [63:0] \addr$29 ;
   input [31:0] beats;
   wire [31:0] beats;
+  wire [6:0] burst;
   (* init = 64'h0000000000000000 *)
-  output [63:0] bus__awaddr;
   wire [63:0] bus__awaddr;
   wire [1:0] bus__awburst;
   wire [3:0] bus__awcache;
@@ -9199,34 +9199,34 @@ module \ndp_device.control_unit.writer (rst, src__valid, src__data, bus__awlen, 
   input [63:0] \strb$33 ;
   wire [63:0] \strb$33 ;
   wire [6:0] to_boundary;
-  assign \$1  = 7'h40 - \$signal [11:6];
+  assign \$1  = 7'h40 - addr[11:6];
   assign \$2  = \$1 [6:0] < 7'h40;
   assign limit = \$2  ? \$1 [6:0] : 7'h40;
   assign \$3  = left < limit;
   assign \$4  = \$3  ? left : { 25'h0000000, limit };
   assign bus__awlen = \$4 [6:0] - 1'h1;
-  assign bus__wdata = \$signal$11  ? src__data : \$signal$12 ;
-  assign bus__wstrb = \$signal$11  ? 64'hffffffffffffffff : strb;
+  assign bus__wdata = \$signal  ? src__data : \$signal$12 ;
+  assign bus__wstrb = \$signal  ? 64'hffffffffffffffff : strb;
   assign bus__wlast = in_burst == 1'h1;
   assign \$5  = ! left;
-  assign \$6  = \$signal$11  ? src__valid : 1'h1;
-  assign \$7  = \$signal$11  & bus__wready;
+  assign \$6  = \$signal  ? src__valid : 1'h1;
+  assign \$7  = \$signal  & bus__wready;
   assign \$8  = ! fsm_state;
   assign \$9  = fsm_state == 1'h1;
   assign \$10  = fsm_state == 2'h2;
   assign \$11  = fsm_state == 2'h3;
   assign \$12  = from_stream ? beats : 32'd1;
   assign \$13  = ! left;
-  assign \$15  = \$signal  + \$14 ;
+  assign \$15  = addr + \$14 ;
   assign \$16  = left - \$4 [6:0];
-  assign \$17  = \$signal$11  ? src__valid : 1'h1;
+  assign \$17  = \$signal  ? src__valid : 1'h1;
   assign \$18  = \$17  & bus__wready;
   assign \$19  = in_burst - 1'h1;
   assign \$20  = in_burst == 1'h1;
   always @(posedge clk)
-    \$signal  <= \$21 ;
+    addr <= \$21 ;
   always @(posedge clk)
-    \$signal$11  <= \$22 ;
+    \$signal  <= \$22 ;
   always @(posedge clk)
     left <= \$23 ;
   always @(posedge clk)
@@ -9309,11 +9309,11 @@ module \ndp_device.control_unit.writer (rst, src__valid, src__data, bus__awlen, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$21  = \$signal ;
+    \$21  = addr;
     casez (fsm_state)
       2'h0:
           if (start) begin
-            \$21  = addr;
+            \$21  = \addr$29 ;
           end
       2'h1:
           (* full_case = 32'd1 *)
@@ -9330,7 +9330,7 @@ module \ndp_device.control_unit.writer (rst, src__valid, src__data, bus__awlen, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$22  = \$signal$11 ;
+    \$22  = \$signal ;
     casez (fsm_state)
       2'h0:
           if (start) begin
@@ -9445,11 +9445,11 @@ module \ndp_device.control_unit.writer (rst, src__valid, src__data, bus__awlen, 
     end
   end
   assign to_boundary = \$1 [6:0];
-  assign \$signal$3  = \$4 [6:0];
+  assign burst = \$4 [6:0];
   assign bus__awsize = 3'h6;
   assign bus__awburst = 2'h1;
   assign bus__awcache = 4'h3;
-  assign bus__awaddr = \$signal ;
+  assign bus__awaddr = addr;
   assign \$14  = { 1'h0, \$4 [6:0], 6'h00 };
 endmodule
 
