@@ -54,17 +54,21 @@ def get_runner(config="default"):
 
 def run(module, testcase=None, config="default", env=None):
     """Run cocotb `module` (a file in tests/rtl) on the config's build; raise unless all pass."""
+    return _run_tests(get_runner(config), TOP, f"verilator-{config}", f"run-{config}",
+                      module, testcase, config, env)
+
+
+def _run_tests(runner, top, build_dir, run_dir, module, testcase, config, env, plusargs=()):
     from cocotb_tools.check_results import get_results
-    runner = get_runner(config)
     # cocotb hands the simulator this process's sys.path as PYTHONPATH
     for path in (str(REPO), str(BENCH_DIR)):
         if path not in sys.path:
             sys.path.insert(0, path)
     name = module + (f"-{testcase}" if testcase else "")
     results = runner.test(
-        test_module=module, hdl_toplevel=TOP, testcase=testcase,
-        build_dir=BUILD / f"verilator-{config}", test_dir=BUILD / f"run-{config}",
-        results_xml=str(BUILD / f"run-{config}" / f"{name}.xml"),
+        test_module=module, hdl_toplevel=top, testcase=testcase,
+        build_dir=BUILD / build_dir, test_dir=BUILD / run_dir, plusargs=list(plusargs),
+        results_xml=str(BUILD / run_dir / f"{name}.xml"),
         extra_env={"NDP_CONFIG": config, **(env or {})})
     tests, failed = get_results(pathlib.Path(results))
     if tests == 0 or failed:
@@ -109,22 +113,8 @@ def get_fast_runner(config="default"):
 def run_fast(module, testcase=None, config="default", env=None, plusargs=()):
     """Run cocotb `module` (a file in tests/rtl) on ndp_fast_top; raise unless all pass.
     `plusargs` reach the simulation, e.g. "+dram_bytes=<n>" (default 256 MiB)."""
-    from cocotb_tools.check_results import get_results
-    runner = get_fast_runner(config)
-    for path in (str(REPO), str(BENCH_DIR)):
-        if path not in sys.path:
-            sys.path.insert(0, path)
-    name = module + (f"-{testcase}" if testcase else "")
-    run_dir = BUILD / f"run-fast-{config}"
-    results = runner.test(
-        test_module=module, hdl_toplevel=FAST_TOP, testcase=testcase,
-        build_dir=BUILD / f"verilator-fast-{config}", test_dir=run_dir, plusargs=list(plusargs),
-        results_xml=str(run_dir / f"{name}.xml"),
-        extra_env={"NDP_CONFIG": config, **(env or {})})
-    tests, failed = get_results(pathlib.Path(results))
-    if tests == 0 or failed:
-        raise AssertionError(f"cocotb {name}: {failed} of {tests} failed (log above)")
-    return tests
+    return _run_tests(get_fast_runner(config), FAST_TOP, f"verilator-fast-{config}", f"run-fast-{config}",
+                      module, testcase, config, env, plusargs)
 
 
 if __name__ == "__main__":
