@@ -15,10 +15,13 @@ def test_sums_in_order_of_k_in_fp32():
     x = f16([[2048, 1, 1, -2048]])
     w = f16([[1], [1], [1], [1]])
     assert golden.gemm(x, w)[0, 0] == 2
-    # order matters in FP32: 2^24 + 1 + 1 rounds at each step (ties to even)
-    x = f16([[4096, 1, 1]])
-    w = f16([[4096], [1], [1]])
-    assert golden.gemm(x, w)[0, 0] == np.float16(2.0 ** 24)
+    # 1 + 2^-24 is a tie in FP32 and rounds back to 1 (even): added one by one, 2^14 such
+    # products leave 1.0, while their exact sum, 1 + 2^-10, is an FP16 value of its own
+    tiny = np.float16(2.0 ** -12)
+    x = f16([[1] + [tiny] * (1 << 14)])
+    w = x.T.copy()
+    assert golden.gemm(x, w)[0, 0] == 1.0
+    assert np.float16(1 + 2.0 ** -10) != 1.0
 
 
 def test_starts_from_positive_zero():
