@@ -5,15 +5,15 @@ straight to COMPLETE. LOAD/STORE start the reader and writer together and comple
 cycle after both are idle. GEMM runs per group of ROWS input rows: the input phase
 (reader + unpacker into the input buffer), the weight phase (reader + unpacker through
 the PE array), then one result piece per LANES columns of each row, each one or two
-single-line writes. COMPLETE issues the completion line; the unit is back in IDLE
-COMPLETION_BUSY cycles later, when that write has been answered.
+single-line writes. COMPLETE issues the completion line; the unit is back in IDLE the
+cycle after that write has been answered.
 """
 import dataclasses
 
 import numpy as np
 
 from isa import Status
-from isa.slots import HEADER_BYTES
+from isa.slots import CQ_CYCLES, CQ_SEQ, CQ_STATUS, HEADER_BYTES, LINE_BYTES
 from . import dram_reader, dram_writer, unpacker
 from .compute_unit import ComputeUnit
 from .decoder import decode
@@ -27,7 +27,6 @@ class Schedule:
     status: Status
     writes: list                        # (addr, bytes) the descriptor writes, results first
     read_busy: list                     # (handshake, last beat) of each of the reader's bursts
-
     free: int                           # first cycle the control unit is back in IDLE
 
 
@@ -56,13 +55,15 @@ class ControlUnit:
                         else (sq_slot + HEADER_BYTES, desc.dev_addr))
             available = self._read(start, src, lines, busy)
             complete = dram_writer.run_write_done(start, dst, available, cfg) + 1
-            writes.append((dst, self.memory.read(src, lines * 64)))
+            writes.append((dst, self.memory.read(src, lines * LINE_BYTES)))
         else:
             complete, result = self._gemm(start, desc, sq_slot, busy)
             writes.append((cq_slot + HEADER_BYTES, result))
-        header = (entry.seq.to_bytes(8, "little") + int(status).to_bytes(4, "little") + bytes(4)
-                  + (complete - entry.taken).to_bytes(8, "little") + bytes(40))
-        writes.append((cq_slot, header))
+        header = bytearray(HEADER_BYTES)       # the whole first line, zeros but for these
+        header[CQ_SEQ:CQ_SEQ + 8] = entry.seq.to_bytes(8, "little")
+        header[CQ_STATUS:CQ_STATUS + 4] = int(status).to_bytes(4, "little")
+        header[CQ_CYCLES:CQ_CYCLES + 8] = (complete - entry.taken).to_bytes(8, "little")
+        writes.append((cq_slot, bytes(header)))
         # COMPLETE starts the completion line's write; COMPLETE_WAIT sees it done, then IDLE
         free = dram_writer.line_write_done(complete, cfg) + 1
         return Schedule(complete, status, writes, busy, free)
