@@ -188,6 +188,9 @@ class NdpDevice:
                  f"{name}={value!r} does not fit in {width} bits")
         need(log2_slot >= slots.MIN_LOG2_SLOT,
              f"log2_slot={log2_slot!r} is below MIN_LOG2_SLOT={slots.MIN_LOG2_SLOT!r}")
+        need(log2_depth + log2_slot <= slots.MAX_LOG2_RING,
+             f"log2_depth + log2_slot = {log2_depth + log2_slot!r} exceeds MAX_LOG2_RING="
+             f"{slots.MAX_LOG2_RING!r}: the device does not serve such a queue")
         for name, value in (("sq_base", sq_base), ("cq_base", cq_base), ("data_base", data_base)):
             need(isinstance(value, int) and value >= 0 and value % slots.LINE_BYTES == 0,
                  f"{name}={value!r} must be a {slots.LINE_BYTES}-byte aligned address")

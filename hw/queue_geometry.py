@@ -2,10 +2,7 @@
 extents and whether a queue's configuration is servable."""
 from amaranth import Mux, Signal
 
-from isa.slots import MIN_LOG2_SLOT
-
-# log2_depth + log2_slot above this is refused: such a ring would not fit a 64-bit space
-MAX_LOG2_RING = 48
+from isa.slots import MAX_LOG2_RING, MIN_LOG2_SLOT
 
 
 def config_ok(regs):

@@ -15,6 +15,7 @@ CQ_CYCLES = 16           # u64 device cycles from taking the descriptor to the c
 CQ_PAYLOAD = 64          # the result, row-major
 
 MIN_LOG2_SLOT = 6        # a slot must at least hold its 64-byte header
+MAX_LOG2_RING = 48       # log2_depth + log2_slot above this: the device does not serve the queue
 
 
 def slot_index(seq, log2_depth):

@@ -2,10 +2,9 @@
 import dataclasses
 
 from isa import regs as R
-from isa.slots import MIN_LOG2_SLOT
+from isa.slots import MAX_LOG2_RING, MIN_LOG2_SLOT
 
 MASK32 = (1 << 32) - 1
-MAX_LOG2_RING = 48       # as hw/queue_geometry.py
 
 
 class RefusedAccess(Exception):

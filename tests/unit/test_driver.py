@@ -294,6 +294,7 @@ def test_reconfigure_disables_first_and_never_takes_a_stale_completion():
     (dict(cq_base=CQ_BASE + 32), "cq_base"),
     (dict(data_base=DATA_BASE + 1), "data_base"),
     (dict(log2_slot=slots.MIN_LOG2_SLOT - 1), "MIN_LOG2_SLOT"),
+    (dict(log2_depth=15, log2_slot=34), "MAX_LOG2_RING"),
     (dict(log2_depth=16), "log2_depth"),
     (dict(pasid=1 << regs.PASID_BITS), "pasid"),
     (dict(cq_base=SQ_BASE + (1 << LOG2_SLOT)), "overlaps CQ"),
