@@ -33,14 +33,33 @@ def gemm(x, w):
     return gemm_fp32(x.astype(np.float32), w.astype(np.float32))
 
 
+BLOCK_ELEMS = 1 << 16       # products held at once when M x N is small
+SMALL_OUTPUT = 128          # below this many outputs, one numpy call per k would cost most
+
+
 def gemm_fp32(x32, w32):
-    """The same, from the FP16 operands already widened to float32 (exactly)."""
-    acc = np.zeros((x32.shape[0], w32.shape[1]), dtype=np.float32)
-    product = np.empty_like(acc)
+    """The same, from the FP16 operands already widened to float32 (exactly).
+
+    Large outputs: one in-place multiply and add per k. Small outputs: the products of a
+    block of k's at once, summed with `np.add.accumulate`, which adds in order by
+    definition (out[i] = out[i-1] + in[i], no pairwise regrouping) after the running sum;
+    a leading +0 keeps the start of the sum at +0 (the first product may be -0)."""
+    m, k = x32.shape
+    n = w32.shape[1]
     with np.errstate(over="ignore", invalid="ignore"):
-        for k in range(x32.shape[1]):
-            np.multiply(x32[:, k:k + 1], w32[k:k + 1, :], out=product)     # exact
-            np.add(acc, product, out=acc)                                  # one RNE add per k
+        if m * n >= SMALL_OUTPUT:
+            acc = np.zeros((m, n), dtype=np.float32)
+            product = np.empty_like(acc)
+            for i in range(k):
+                np.multiply(x32[:, i:i + 1], w32[i:i + 1, :], out=product)   # exact
+                np.add(acc, product, out=acc)                               # one RNE add per k
+        else:
+            block = BLOCK_ELEMS // (m * n)
+            running = np.zeros((m, 1, n), dtype=np.float32)
+            for k0 in range(0, k, block):
+                products = x32[:, k0:k0 + block, None] * w32[None, k0:k0 + block, :]
+                running = np.add.accumulate(np.concatenate([running, products], axis=1), axis=1)[:, -1:, :]
+            acc = running[:, 0, :]
         out = acc.astype(np.float16)
     return canonical_nan(out)
 

@@ -55,3 +55,28 @@ def test_bad_arguments():
         golden.gemm(np.ones((2, 2), np.float32), f16([[1, 1], [1, 1]]))
     with pytest.raises(ValueError, match="chain"):
         golden.gemm(f16([[1, 2]]), f16([[1, 2]]))
+
+
+def sequential_reference(x, w):
+    """The documented order written as plainly as possible: one add per k, from +0."""
+    acc = np.zeros((x.shape[0], w.shape[1]), np.float32)
+    with np.errstate(over="ignore", invalid="ignore"):
+        for k in range(x.shape[1]):
+            acc = acc + x[:, k:k + 1].astype(np.float32) * w[k:k + 1, :].astype(np.float32)
+        return golden.canonical_nan(acc.astype(np.float16))
+
+
+@pytest.mark.parametrize("m,k,n", [(1, 1, 1), (1, 4096, 8), (3, 700, 5), (7, 33, 300), (2, 5, 2000),
+                                   (1, 20000, 1), (40, 64, 64)])
+def test_blocked_accumulation_is_the_sequential_order(m, k, n):
+    rng = np.random.default_rng(m * k * n)
+    x = (rng.standard_normal((m, k)) * np.exp2(rng.integers(-8, 8, (m, k)))).astype(np.float16)
+    w = (rng.standard_normal((k, n)) * np.exp2(rng.integers(-8, 8, (k, n)))).astype(np.float16)
+    x.reshape(-1)[::97] = -0.0
+    w.reshape(-1)[::89] = np.inf
+    assert np.array_equal(golden.gemm(x, w).view(np.uint16), sequential_reference(x, w).view(np.uint16))
+
+
+def test_negative_zero_products_sum_to_positive_zero():
+    x, w = f16([[-0.0, 0.0, -0.0]]), f16([[1.0], [-1.0], [2.0]])
+    assert golden.gemm(x, w).view(np.uint16)[0, 0] == 0x0000
