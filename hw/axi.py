@@ -63,14 +63,6 @@ def device_bus(cfg):
     return AXI4Signature(addr_width=cfg.addr_bits, data_width=cfg.data_bits, id_width=cfg.id_bits)
 
 
-def connect_channel(m, src, dst, names, valid, ready):
-    """Drive `dst`'s channel from `src`'s (both manager-side views): payload, valid, ready."""
-    for name in names:
-        m.d.comb += getattr(dst, name).eq(getattr(src, name))
-    m.d.comb += [getattr(dst, valid).eq(getattr(src, valid)),
-                 getattr(src, ready).eq(getattr(dst, ready))]
-
-
 def burst_length(m, addr, left, cfg):
     """The next INCR burst of a run at `addr` with `left` beats to go: up to the next 4 KiB
     boundary and at most `cfg.max_burst_beats` (sim/dram_reader.py's burst_lengths)."""

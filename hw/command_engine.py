@@ -7,7 +7,7 @@ equals the expected sequence number; otherwise the queue backs off for BACKOFF c
 and the word is read again later. Stale slot content is never taken. Queues are
 served round-robin, one fetch at a time.
 """
-from amaranth import Module, Signal, Mux
+from amaranth import Module, Signal
 from amaranth.lib import wiring, data
 from amaranth.lib.wiring import In, Out
 

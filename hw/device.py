@@ -8,7 +8,7 @@
 """
 from amaranth import Module, Signal
 from amaranth.lib import wiring
-from amaranth.lib.wiring import In, Out, connect
+from amaranth.lib.wiring import In, Out
 
 from .axi import device_bus
 from .command_engine import CommandEngine

@@ -1,6 +1,6 @@
 """Queue geometry shared by the blocks that address HDM queues: slot addresses, ring
 extents and whether a queue's configuration is servable."""
-from amaranth import Mux, Signal
+from amaranth import Mux
 
 from isa.slots import MAX_LOG2_RING, MIN_LOG2_SLOT
 

@@ -8,7 +8,6 @@ from amaranth import Module, Signal, Cat, Const
 from amaranth.lib import wiring, data
 from amaranth.lib.wiring import In, Out
 
-import isa
 from isa import regs as R
 from .axi import AXI4LiteSignature, RESP_OKAY, RESP_SLVERR
 

@@ -7,7 +7,6 @@ schedule is computed then, from sim/control_unit.py), or a completion taking eff
 A descriptor's result and completion reach DRAM at its COMPLETE cycle; HEAD, STATUS and
 the interrupt follow when the completion write is answered, as in the RTL.
 """
-import bisect
 import heapq
 
 from .command_engine import CommandEngine
@@ -39,7 +38,6 @@ class NdpModel:
         # running descriptor can have effects pending: a pop first applies all earlier ones.
         self._generation = 0
         self.irq_count = [0] * cfg.num_queues
-        self.log = []                    # (queue, seq, status, cycles) per completion
 
     # ---- host side ----------------------------------------------------------------------
 
@@ -167,6 +165,5 @@ class NdpModel:
 
     def _complete(self, entry, schedule):
         self.regfile.complete(entry.queue, entry.seq, int(schedule.status))
-        self.log.append((entry.queue, entry.seq, schedule.status, schedule.complete - entry.taken))
         if self.regfile.queues[entry.queue].irq_en:
             self.irq_count[entry.queue] += 1

@@ -14,6 +14,14 @@ SQ_OFFSET, CQ_OFFSET, DATA_OFFSET = 0, 1 << 22, 1 << 23   # rings of up to 4 MiB
 DRAM_BYTES = 1 << 26
 
 
+async def setup_queue(dev, q, pasid=0, log2_depth=2, log2_slot=16, irq=False):
+    """Configure queue q in its own span of DRAM, as the host (PASID 0) does."""
+    base = q * QUEUE_SPAN
+    return await dev.configure_queue(
+        q, sq_base=base + SQ_OFFSET, cq_base=base + CQ_OFFSET, data_base=base + DATA_OFFSET,
+        data_limit=base + QUEUE_SPAN, log2_depth=log2_depth, log2_slot=log2_slot, pasid=pasid, irq=irq)
+
+
 class Backend:
     name = None
     cfg = None
@@ -24,11 +32,7 @@ class Backend:
         return self.dev.transport
 
     async def setup_queue(self, q, pasid=0, log2_depth=2, log2_slot=16, irq=False):
-        """Configure queue q in its own span of DRAM, as the host (PASID 0) does."""
-        base = q * QUEUE_SPAN
-        return await self.dev.configure_queue(
-            q, sq_base=base + SQ_OFFSET, cq_base=base + CQ_OFFSET, data_base=base + DATA_OFFSET,
-            data_limit=base + QUEUE_SPAN, log2_depth=log2_depth, log2_slot=log2_slot, pasid=pasid, irq=irq)
+        return await setup_queue(self.dev, q, pasid, log2_depth, log2_slot, irq)
 
     async def cycles(self, n):
         await self.transport.wait_cycles(n)

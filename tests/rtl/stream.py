@@ -15,10 +15,11 @@ import random
 
 import numpy as np
 
+from backend import setup_queue
+
 from isa import Descriptor, DescType, Dtype, Flag, Op
 from isa.validate import lines
 
-QUEUE_SPAN = 1 << 24
 LOG2_DEPTH, LOG2_SLOT = 2, 18
 KINDS = ["gemv", "gemm", "load", "store", "bad"]
 BAD = ["reserved_type", "reserved_op", "softmax", "trans_w", "bf16", "unaligned", "below_range",
@@ -92,14 +93,8 @@ def pasid_of(q):
 
 
 async def configure(dev, cfg):
-    queues = []
-    for q in range(cfg.num_queues):
-        base = q * QUEUE_SPAN
-        queue = await dev.configure_queue(q, sq_base=base, cq_base=base + (1 << 22), data_base=base + (1 << 23),
-                                          data_limit=base + QUEUE_SPAN, log2_depth=LOG2_DEPTH,
-                                          log2_slot=LOG2_SLOT, pasid=pasid_of(q))
-        queues.append(queue)
-    return queues
+    return [await setup_queue(dev, q, pasid=pasid_of(q), log2_depth=LOG2_DEPTH, log2_slot=LOG2_SLOT)
+            for q in range(cfg.num_queues)]
 
 
 def _fp16(rng, shape):

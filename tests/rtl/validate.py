@@ -12,7 +12,6 @@ import argparse
 import asyncio
 import json
 import os
-import pathlib
 import statistics
 import sys
 
