@@ -26,6 +26,8 @@ class Backend:
     name = None
     cfg = None
     dev = None
+    # scenarios this backend cannot run, and why
+    unsupported = {}
 
     @property
     def transport(self):
@@ -54,6 +56,7 @@ class Backend:
 
 class ModelBackend(Backend):
     name = "model"
+    unsupported = {"gemm_under_backpressure": "the model has no bus stalls to inject"}
 
     @classmethod
     async def start(cls, config="default"):

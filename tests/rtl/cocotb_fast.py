@@ -1,8 +1,8 @@
 """Benches on ndp_fast_top (tests/rtl/fast) through the unchanged driver on FastRtlTransport.
 
-- `correctness`: GEMV 4096x16, GEMM 32x4096x16 and random shapes bit-exact against
-  sim.golden (K capped at the config's k_max), LOAD/STORE round trips, a slower DRAM
-  (same bits, more cycles), a polled (no-irq) queue, the PASID on io.
+- `correctness`: what the scenarios (run here by cocotb_scenarios.py through FastBackend)
+  do not cover: GEMV 4096x16 and GEMM 32x4096x16 bit-exact against sim.golden (K capped at
+  the config's k_max), a slower DRAM (same bits, more cycles), a polled (no-irq) queue.
 - `speed`: a stream of long GEMVs; reports simulated device cycles per wall-clock second
   and writes them as JSON to $NDP_FAST_RESULT (bench_fast.py reads it).
 """
@@ -14,10 +14,10 @@ import cocotb
 import numpy as np
 
 import isa
-from driver import NdpDevice, RegisterAccessError
+from driver import NdpDevice
 from driver.fast_rtl_transport import FastRtlTransport
-from isa import regs
 from sim import golden
+from backend import Backend
 
 RING = 1 << 20                      # per queue: SQ ring, CQ ring (depth 2 x 512 KiB slots)
 LOG2_DEPTH, LOG2_SLOT = 1, 19       # a slot holds a 32 x 4096 input or a 32 x 4096 result
@@ -28,6 +28,29 @@ async def open_device(dut):
     transport = FastRtlTransport(dut)
     dev = await NdpDevice.open(transport)
     return transport, dev
+
+
+class FastBackend(Backend):
+    """The scenarios' backend on ndp_fast_top (cocotb_scenarios.py runs them)."""
+    name = "rtl_fast"
+    unsupported = {
+        "pasid_bound_queues_interleaved": "host data bypasses the CXL.mem port and its PASID filter",
+        "every_status_code": "no per-cycle monitor of the device's DRAM reads",
+        "gemm_under_backpressure": "the DRAM model has no stalls to inject",
+    }
+
+    @classmethod
+    async def open(cls, dut):
+        self = cls()
+        self.cfg = isa.load_config(os.environ.get("NDP_CONFIG", "default"))
+        self.fast, self.dev = await open_device(dut)
+        return self
+
+    def backdoor_read(self, addr, length):
+        return self.fast.dram[addr:addr + length].tobytes()
+
+    def backdoor_write(self, addr, data):
+        self.fast.dram[addr:addr + len(data)] = np.frombuffer(bytes(data), np.uint8)
 
 
 async def setup_queue(dev, q, irq=True, span=QUEUE_SPAN, pasid=0):
@@ -67,20 +90,6 @@ async def correctness(dut):
     for m, k, n in [(1, k_big, 16), (32, k_big, 16)]:
         cycles = await check_matmul(dev, rng, m, k, n)
         dut._log.info(f"GEMM {m}x{k}x{n}: bit-exact, {cycles} device cycles")
-    for _ in range(6):
-        m, k, n = int(rng.integers(1, 10)), int(rng.integers(1, 300)), int(rng.integers(1, 100))
-        await check_matmul(dev, rng, m, k, n)
-        dut._log.info(f"GEMM {m}x{k}x{n}: bit-exact")
-
-    # LOAD / STORE through the device, checked against the backdoor
-    a = rng.standard_normal((37, 130)).astype(np.float16)
-    t = await dev.upload(a)
-    assert np.array_equal(bits(await dev.load(t)), bits(a)), "LOAD differs"
-    b = rng.standard_normal(a.shape).astype(np.float16)
-    await dev.store(t, b)
-    raw = await transport.mem_read(t.addr, t.nbytes, 0)
-    assert np.array_equal(np.frombuffer(raw, np.uint16), bits(b).ravel()), "STORE differs"
-    assert np.array_equal(bits(await dev.load(t)), bits(b)), "LOAD after STORE differs"
 
     # a slower DRAM: same bits, more cycles
     latency = transport.dram_latency          # the config's, as the cycle model assumes
@@ -95,14 +104,6 @@ async def correctness(dut):
     # a queue without interrupts: the driver polls the completion word every 64 cycles
     await setup_queue(dev, 1, irq=False)
     await check_matmul(dev, rng, 3, 200, 40, queue=1)
-
-    # the PASID travels on awuser: only PASID 0 may write CFG (spec section 3)
-    try:
-        await transport.reg_write(regs.queue_reg(1, regs.CFG), 0, 5)
-    except RegisterAccessError:
-        pass
-    else:
-        raise AssertionError("a CFG write from PASID 5 was accepted")
 
 
 @cocotb.test()

@@ -1,19 +1,26 @@
-"""Every scenario of scenarios.py as a cocotb test on the RTL."""
+"""Every scenario of scenarios.py as a cocotb test on the RTL: on `ndp_device` with the
+cocotbext-axi bench, or on `ndp_fast_top` (the fast path) when this simulation was built
+with it; each scenario that backend supports (a backend names the others, and why)."""
+import os
+
 import cocotb
 
 import scenarios
-from env import DeviceEnv
+
+if os.environ.get("COCOTB_TOPLEVEL") == "ndp_fast_top":
+    from cocotb_fast import FastBackend as Backend
+else:
+    from env import DeviceEnv as Backend
 
 
 def _rtl_test(name, scenario):
     async def test(dut):
-        env = DeviceEnv(dut)
-        await env.start()
-        await scenario(env)
+        await scenario(await Backend.open(dut))
     test.__name__ = test.__qualname__ = name
     test.__doc__ = scenario.__doc__
     return cocotb.test(expect_fail=name in scenarios.EXPECT_FAIL)(test)
 
 
 for _name, _scenario in scenarios.ALL.items():
-    globals()[_name] = _rtl_test(_name, _scenario)
+    if _name not in Backend.unsupported:
+        globals()[_name] = _rtl_test(_name, _scenario)

@@ -27,6 +27,13 @@ class DeviceEnv(Backend):
         self.dram.read_if.log.setLevel(logging.WARNING)
         self._reads = None
 
+    @classmethod
+    async def open(cls, dut):
+        """A started environment: the RTL backend of the scenarios."""
+        env = cls(dut)
+        await env.start()
+        return env
+
     async def start(self):
         """Clock, reset, then open the device through the driver."""
         cocotb.start_soon(Clock(self.dut.clk, 10, unit="ns").start())

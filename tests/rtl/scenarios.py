@@ -17,7 +17,6 @@ U64 = struct.Struct("<Q")
 COMPUTE_SEED, PROTOCOL_SEED = 20261129, 7
 
 ALL = {}                                    # name -> scenario, in definition order
-RTL_ONLY = {"gemm_under_backpressure"}     # the model has no bus stalls to inject
 EXPECT_FAIL = {"scoreboard_catches_a_corrupted_weight"}   # proof the checks can fail
 
 

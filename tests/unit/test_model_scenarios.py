@@ -10,7 +10,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "rtl"))
 import scenarios  # noqa: E402
 from backend import ModelBackend  # noqa: E402
 
-MODEL_SCENARIOS = [name for name in scenarios.ALL if name not in scenarios.RTL_ONLY]
+MODEL_SCENARIOS = [name for name in scenarios.ALL if name not in ModelBackend.unsupported]
 
 
 @pytest.mark.parametrize("config", ["default", "small"])
