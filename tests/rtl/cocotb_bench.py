@@ -6,34 +6,20 @@ import os
 import time
 
 import cocotb
-from cocotb.simtime import get_sim_time
 
-import isa
 import stream
 from bench import POLL_CYCLES
-
-
-async def open_device(dut):
-    """(device, function giving the simulated device cycles so far)."""
-    if hasattr(dut, "reg_req"):                     # ndp_fast_top
-        from cocotb_fast import open_device as open_fast
-        transport, dev = await open_fast(dut)
-        return dev, lambda: transport.cycle
-    from env import DeviceEnv
-    env = DeviceEnv(dut)
-    dev = await env.start()
-    return dev, lambda: get_sim_time("ns") // 10    # the bench's 10 ns clock
+from env import backend_class
 
 
 @cocotb.test()
 async def bench(dut):
-    cfg = isa.load_config(os.environ.get("NDP_CONFIG", "default"))
-    dev, cycles = await open_device(dut)
-    queues = await stream.configure(dev, cfg)
+    backend = await backend_class().open(dut)
+    queues = await stream.configure(backend.dev, backend.cfg)
     batches = stream.bench_batches()
     data = stream.draw(batches)
-    start_cycles, start = cycles(), time.perf_counter()
-    records = await stream.run(dev, queues, batches, poll_cycles=POLL_CYCLES, data=data)
+    start_cycles, start = backend.cycle, time.perf_counter()
+    records = await stream.run(backend.dev, queues, batches, poll_cycles=POLL_CYCLES, data=data)
     wall = time.perf_counter() - start
     with open(os.environ["BENCH_OUT"], "w") as f:
-        json.dump({"cycles": cycles() - start_cycles, "wall_s": wall, "records": records}, f)
+        json.dump({"cycles": backend.cycle - start_cycles, "wall_s": wall, "records": records}, f)

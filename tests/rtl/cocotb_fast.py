@@ -46,6 +46,10 @@ class FastBackend(Backend):
         self.fast, self.dev = await open_device(dut)
         return self
 
+    @property
+    def cycle(self):
+        return self.fast.cycle
+
     def backdoor_read(self, addr, length):
         return self.fast.dram[addr:addr + length].tobytes()
 

@@ -1,16 +1,12 @@
 """Every scenario of scenarios.py as a cocotb test on the RTL: on `ndp_device` with the
 cocotbext-axi bench, or on `ndp_fast_top` (the fast path) when this simulation was built
 with it; each scenario that backend supports (a backend names the others, and why)."""
-import os
-
 import cocotb
 
 import scenarios
+from env import backend_class
 
-if os.environ.get("COCOTB_TOPLEVEL") == "ndp_fast_top":
-    from cocotb_fast import FastBackend as Backend
-else:
-    from env import DeviceEnv as Backend
+Backend = backend_class()
 
 
 def _rtl_test(name, scenario):

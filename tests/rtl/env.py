@@ -7,6 +7,7 @@ import random
 
 import cocotb
 from cocotb.clock import Clock
+from cocotb.simtime import get_sim_time
 from cocotb.triggers import ClockCycles
 from cocotbext.axi import AxiBus, AxiRam
 
@@ -14,6 +15,18 @@ import isa
 from driver import NdpDevice
 from driver.rtl_transport import CocotbAxiTransport
 from backend import Backend, DRAM_BYTES
+
+
+CLOCK_NS = 10
+
+
+def backend_class():
+    """The RTL backend of the top this simulation was built with: the cocotbext-axi bench
+    on `ndp_device`, FastBackend (cocotb_fast.py) on `ndp_fast_top`."""
+    if os.environ.get("COCOTB_TOPLEVEL") == "ndp_fast_top":
+        from cocotb_fast import FastBackend
+        return FastBackend
+    return DeviceEnv
 
 
 class DeviceEnv(Backend):
@@ -36,7 +49,7 @@ class DeviceEnv(Backend):
 
     async def start(self):
         """Clock, reset, then open the device through the driver."""
-        cocotb.start_soon(Clock(self.dut.clk, 10, unit="ns").start())
+        cocotb.start_soon(Clock(self.dut.clk, CLOCK_NS, unit="ns").start())
         self.dut.rst.value = 1
         await ClockCycles(self.dut.clk, 4)
         self.dut.rst.value = 0
@@ -47,6 +60,11 @@ class DeviceEnv(Backend):
         self.dev = await NdpDevice.open(transport)
         self._reads = DramReadMonitor(self.dut)
         return self.dev
+
+    @property
+    def cycle(self):
+        """Clock cycles simulated so far."""
+        return get_sim_time("ns") // CLOCK_NS
 
     def backdoor_read(self, addr, length):
         return self.dram.read(addr, length)
