@@ -1,77 +1,189 @@
-"""The compute unit: input buffer, output buffer of FP32 accumulators, and the PE array.
+"""The compute unit: input buffer, output buffer of FP32 partial sums, the PE array and the
+fold unit that reads results out. The arithmetic order is `isa/pe_array.py`'s.
 
 Input buffer: one bank per row, `k_max` FP16 elements each, written a chunk at a time.
-Output buffer: one bank per row, `n_max` FP32 accumulators each.
-PE array: ROWS x LANES MACs. A weight chunk W[k, n0 : n0 + LANES] updates, for every
-row r, acc[r][n0 + j] += x[r][k] * W[k, n0 + j] (exact FP16 product, FP32 add, RNE);
-`first` (k == 0) starts the sum from +0. So every output is accumulated in order of k,
-the order `sim/golden.py` reproduces.
-Readout converts one accumulator word of one row to FP16 (RNE) for write-back.
+Output buffer: one bank per row, `n_max / LANES` words of LANES FP32 partial sums.
+
+PE array: ROWS x LANES pipelined MACs. A weight chunk (one k-group: `pack` packed rows of
+W, or one LANES-column word of one row) enters per cycle with its accumulator address
+(set * n_words + word), `first` (the group is its set's first: add to +0), the element
+index `k_base` of its first packed row and its active lane count. Lane j takes the input
+x[row][k_base + j // N] (j // N is the packed row; 0 without packing), so one chunk
+updates, for every row, LANES partial sums:
+
+    cycle 0  operand fetch: input word, x per lane, registered with the chunk
+    cycle 1  multiplier stage 1          (FP16 x FP16 -> exact FP32, 2 stages)
+    cycle 2  multiplier stage 2, product registered
+    cycle 3  accumulator read; adder stage 1   (FP32 + FP32 RNE, 3 stages)
+    cycle 4  adder stage 2
+    cycle 5  adder stage 3, accumulator written
+
+so an accumulator word is read again at the earliest ACC_INTERLEAVE = 3 cycles after its
+last read: the control unit interleaves the sets so no chunk reads a word in flight.
+
+Fold unit (one, shared by the rows): for one row and word, adds the word's sets in order,
+then folds packed rows pairwise (lane j += lane j + h * N), one LANES-wide pipelined add per
+step, and presents the sum as FP32 and rounded to FP16.
 """
-from amaranth import Module, Signal, Cat, Mux, unsigned
+from amaranth import Array, Const, Module, Mux, Signal, Cat, unsigned
 from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
+from isa.pe_array import ACC_INTERLEAVE
+from .fp import ADD_STAGES, MUL_STAGES
 from .fp_cells import add_cell
 from .unpacker import DIM_BITS
+
+FETCH_STAGES = 1                                 # operand fetch, before the multiplier
+READ_STAGE = FETCH_STAGES + MUL_STAGES           # cycles from a chunk to its accumulator read
+PIPE_DEPTH = READ_STAGE + ADD_STAGES             # cycles from a chunk to its accumulator visible
+FOLD_STEP_CYCLES = 1 + ADD_STAGES                # one fold add: operands registered, the adder's stages
+assert ADD_STAGES == ACC_INTERLEAVE, "the interleave of isa/pe_array.py is the adder's depth"
 
 
 class ComputeUnit(wiring.Component):
     def __init__(self, cfg, shared_cells=True):
         self._cfg, self._shared = cfg, shared_cells
         lanes, rows = cfg.lanes, cfg.rows
-        self.k_words, self.n_words = cfg.k_max // lanes, cfg.n_max // lanes
+        self.k_words, self.acc_depth = cfg.k_max // lanes, cfg.n_max // lanes
         super().__init__({
             # input buffer fill
             "in_we": In(1), "in_row": In(range(rows)), "in_word": In(range(self.k_words)),
             "in_data": In(16 * lanes),
-            # one MAC step
-            "mac": In(1), "first": In(1), "k": In(DIM_BITS), "n_word": In(range(self.n_words)),
-            "w_data": In(16 * lanes),
-            # readout
-            "rd_row": In(range(rows)), "rd_word": In(range(self.n_words)), "rd_fp16": Out(16 * lanes),
+            # the descriptor's N (for the packed-row of each lane)
+            "n_cols": In(DIM_BITS),
+            # one chunk
+            "mac": In(1), "first": In(1), "acc_addr": In(range(self.acc_depth)), "k_base": In(DIM_BITS),
+            "active": In(range(lanes + 1)), "w_data": In(16 * lanes),
+            # fold one word of one row: start, then `fold_done` pulses with the sum
+            "fold_start": In(1), "fold_row": In(range(rows)), "fold_word": In(range(self.acc_depth)),
+            "fold_n_words": In(range(self.acc_depth + 1)), "fold_sets": In(range(ACC_INTERLEAVE + 1)),
+            "fold_pack": In(range(lanes + 1)),
+            "fold_done": Out(1), "sum_fp32": Out(32 * lanes), "sum_fp16": Out(16 * lanes),
         })
 
     def elaborate(self, platform):
         m = Module()
-        lanes, rows = self._cfg.lanes, self._cfg.rows
-        readouts = []
+        cfg = self._cfg
+        lanes, rows = cfg.lanes, cfg.rows
+        lane_bits = (lanes - 1).bit_length()
+
+        # the packed row of each lane, j // N (0 when N > j), registered: N is constant
+        # through a descriptor
+        lane_row = [Signal(range(lanes), name=f"lane_row{j}") for j in range(lanes)]
+        for j in range(lanes):
+            table = Array(Const(j // n if n else 0, range(lanes)) for n in range(lanes + 1))
+            m.d.sync += lane_row[j].eq(Mux(self.n_cols > lanes, 0, table[self.n_cols[:lane_bits + 1]]))
+
+        # ---- cycle 0: operand fetch
+        def delayed(value, cycles, name):
+            for i in range(cycles):
+                reg = Signal.like(value, name=f"{name}_d{i + 1}")
+                m.d.sync += reg.eq(value)
+                value = reg
+            return value
+
+        mac_f, first_f = delayed(self.mac, 1, "mac"), delayed(self.first, 1, "first")
+        addr_f, active_f = delayed(self.acc_addr, 1, "acc_addr"), delayed(self.active, 1, "active")
+        w_f = delayed(self.w_data, 1, "w")
+        # after the multiplier: what the adder stage needs
+        mac_r, first_r = delayed(mac_f, MUL_STAGES, "mac"), delayed(first_f, MUL_STAGES, "first")
+        addr_r = delayed(addr_f, MUL_STAGES, "acc_addr")
+        active_r = delayed(active_f, MUL_STAGES, "active")
+        # at the write-back
+        mac_w = delayed(mac_r, ADD_STAGES - 1, "mac")
+        addr_w = delayed(addr_r, ADD_STAGES - 1, "acc_addr")
+
+        word_sel = self.k_base[:lane_bits]
+        fold_reads = []
         for r in range(rows):
             bank = Memory(shape=unsigned(16 * lanes), depth=self.k_words, init=[])
-            acc = Memory(shape=unsigned(32 * lanes), depth=self.n_words, init=[])
+            acc = Memory(shape=unsigned(32 * lanes), depth=self.acc_depth, init=[])
             m.submodules[f"in_bank{r}"], m.submodules[f"acc_bank{r}"] = bank, acc
             bank_w, bank_r = bank.write_port(), bank.read_port(domain="comb")
-            acc_w, acc_r, acc_out = acc.write_port(), acc.read_port(domain="comb"), acc.read_port(domain="comb")
+            acc_w, acc_r, acc_fold = acc.write_port(), acc.read_port(domain="comb"), acc.read_port(domain="comb")
             m.d.comb += [bank_w.addr.eq(self.in_word), bank_w.data.eq(self.in_data),
-                         bank_w.en.eq(self.in_we & (self.in_row == r))]
-
-            lane_bits = (lanes - 1).bit_length()
-            m.d.comb += bank_r.addr.eq(self.k[lane_bits:])
-            x = Signal(16, name=f"x{r}")
-            m.d.comb += x.eq(bank_r.data.word_select(self.k[:lane_bits], 16))
-
-            m.d.comb += [acc_r.addr.eq(self.n_word), acc_w.addr.eq(self.n_word), acc_w.en.eq(self.mac)]
+                         bank_w.en.eq(self.in_we & (self.in_row == r)),
+                         bank_r.addr.eq(self.k_base[lane_bits:])]
+            m.d.comb += [acc_r.addr.eq(addr_r), acc_w.addr.eq(addr_w), acc_w.en.eq(mac_w)]
             sums = []
             for j in range(lanes):
-                product, total = Signal(32, name=f"product_{r}_{j}"), Signal(32, name=f"sum_{r}_{j}")
-                add_cell(m, f"mul_{r}_{j}", "ndp_fp16_mul", self._shared,
-                         a=x, b=self.w_data.word_select(j, 16), p=product)
-                add_cell(m, f"add_{r}_{j}", "ndp_fp32_add", self._shared,
-                         a=Mux(self.first, 0, acc_r.data.word_select(j, 32)), b=product, s=total)
+                x = Signal(16, name=f"x_{r}_{j}")
+                m.d.sync += x.eq(bank_r.data.word_select((word_sel + lane_row[j])[:lane_bits], 16))
+                product = Signal(32, name=f"product_{r}_{j}")
+                product_r = Signal(32, name=f"product_r_{r}_{j}")
+                add_cell(m, f"mul_{r}_{j}", "ndp_fp16_mul_pipe", self._shared,
+                         a=x, b=w_f.word_select(j, 16), p=product)
+                m.d.sync += product_r.eq(product)
+                # inactive lanes add +0, which leaves a partial sum as it is (never -0)
+                total = Signal(32, name=f"sum_{r}_{j}")
+                add_cell(m, f"add_{r}_{j}", "ndp_fp32_add_pipe", self._shared,
+                         a=Mux(first_r, 0, acc_r.data.word_select(j, 32)),
+                         b=Mux(j < active_r, product_r, 0), s=total)
                 sums.append(total)
             m.d.comb += acc_w.data.eq(Cat(*sums))
+            fold_reads.append(acc_fold)
 
-            m.d.comb += acc_out.addr.eq(self.rd_word)
-            readouts.append(acc_out.data)
+        self._fold(m, fold_reads)
+        return m
 
-        selected = Signal(32 * lanes)
-        with m.Switch(self.rd_row):
-            for r in range(rows):
+    def _fold(self, m, reads):
+        """The fold unit: the sets of one word in order, then the packed rows pairwise."""
+        lanes = self._cfg.lanes
+        total, operand = Signal(32 * lanes), Signal(32 * lanes)
+        read_data = Signal(32 * lanes)
+        read_addr = Signal(range(self.acc_depth))
+        for r, port in enumerate(reads):
+            m.d.comb += port.addr.eq(read_addr)
+        with m.Switch(self.fold_row):
+            for r, port in enumerate(reads):
                 with m.Case(r):
-                    m.d.comb += selected.eq(readouts[r])
+                    m.d.comb += read_data.eq(port.data)
+
+        # the adder array, fed from `total` and `operand`; its output is taken
+        # ADD_STAGES - 1 cycles after an issue
+        sums = []
         for j in range(lanes):
+            s = Signal(32, name=f"fold_sum_{j}")
+            add_cell(m, f"fold_add_{j}", "ndp_fp32_add_pipe", self._shared,
+                     a=total.word_select(j, 32), b=operand.word_select(j, 32), s=s)
+            sums.append(s)
             half = Signal(16, name=f"half_{j}")
-            add_cell(m, f"cvt_{j}", "ndp_fp32_to_fp16", self._shared, a=selected.word_select(j, 32), h=half)
-            m.d.comb += self.rd_fp16.word_select(j, 16).eq(half)
+            add_cell(m, f"cvt_{j}", "ndp_fp32_to_fp16", self._shared, a=total.word_select(j, 32), h=half)
+            m.d.comb += self.sum_fp16.word_select(j, 16).eq(half)
+        m.d.comb += self.sum_fp32.eq(total)
+
+        set_left = Signal(range(ACC_INTERLEAVE + 1))     # sets still to add
+        shift = Signal(range(lanes + 1))                 # lanes between the packed rows to fold, h * N
+        addr = Signal(range(self.acc_depth))
+        wait = Signal(range(ADD_STAGES + 1))
+        with m.FSM(name="fold"):
+            with m.State("IDLE"):
+                m.d.comb += read_addr.eq(self.fold_word)
+                with m.If(self.fold_start):
+                    m.d.sync += [total.eq(read_data), addr.eq(self.fold_word + self.fold_n_words),
+                                 set_left.eq(self.fold_sets - 1),
+                                 shift.eq((self.fold_pack * self.n_cols) >> 1)]
+                    m.next = "NEXT"
+            with m.State("NEXT"):
+                m.d.comb += read_addr.eq(addr)
+                with m.If(set_left != 0):
+                    m.d.sync += [operand.eq(read_data), addr.eq(addr + self.fold_n_words),
+                                 set_left.eq(set_left - 1), wait.eq(ADD_STAGES)]
+                    m.next = "ADD"
+                with m.Elif(shift >= self.n_cols):
+                    m.d.sync += [operand.eq(total >> (shift * 32)), shift.eq(shift >> 1),
+                                 wait.eq(ADD_STAGES)]
+                    m.next = "ADD"
+                with m.Else():
+                    m.d.comb += self.fold_done.eq(1)
+                    m.next = "IDLE"
+            with m.State("ADD"):
+                # the operands were registered on entry; the sum leaves the adder's last
+                # stage ADD_STAGES - 1 cycles later
+                with m.If(wait == 1):
+                    m.d.sync += total.eq(Cat(*sums))
+                    m.next = "NEXT"
+                m.d.sync += wait.eq(wait - 1)
         return m

@@ -1,9 +1,13 @@
 """The DRAM arbiter: several AXI4 managers share the one `dram` port.
 
-Reads and writes are arbitrated independently, round-robin, one transaction per
-direction at a time, so responses route back by the grant alone (IDs pass through).
+Reads and writes are arbitrated independently, round-robin. Writes: one transaction at a
+time, so the B response routes back by the grant. Reads: the port that owns the read
+channel may keep up to `dram_max_reads` bursts in flight (the DRAM returns one ID's bursts
+in order, and every port uses one ID); it keeps the channel while no other port asks,
+otherwise its bursts drain and the next port in round-robin order gets it. R beats route
+to the owner.
 """
-from amaranth import Module, Signal
+from amaranth import Cat, Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -12,7 +16,7 @@ from .axi import AXI4Signature, device_bus
 
 class DramArbiter(wiring.Component):
     def __init__(self, cfg, n):
-        self._n = n
+        self._n, self._cfg = n, cfg
         super().__init__({
             "ports": In(device_bus(cfg)).array(n),
             "dram": Out(device_bus(cfg)),
@@ -37,21 +41,35 @@ class DramArbiter(wiring.Component):
         ports, dram, n = self.ports, self.dram, self._n
 
         # ---- reads
-        r_grant, r_last = Signal(range(n)), Signal(range(n))
-        pick, any_ = self._pick(m, [p.arvalid for p in ports], r_last, "ar")
-        with m.FSM(name="read"):
-            with m.State("IDLE"):
+        owner, in_flight = Signal(range(n)), Signal(range(self._cfg.dram_max_reads + 1))
+        addr_phase = Signal()               # the owner's AR is presented to the DRAM
+        requests = [p.arvalid for p in ports]
+        others = Signal()                   # a port other than the owner asks
+        with m.Switch(owner):
+            for i in range(n):
+                with m.Case(i):
+                    m.d.comb += others.eq(Cat(*(r for j, r in enumerate(requests) if j != i)).any())
+        owner_request = Signal()
+        with m.Switch(owner):
+            for i in range(n):
+                with m.Case(i):
+                    m.d.comb += owner_request.eq(requests[i])
+        pick, any_ = self._pick(m, requests, owner, "ar")
+        beat_done = dram.rvalid & dram.rready & dram.rlast
+        issued = dram.arvalid & dram.arready
+        m.d.sync += in_flight.eq(in_flight + issued - beat_done)
+        with m.If(~addr_phase):
+            with m.If(in_flight == 0):
+                # the channel is free: the next requester in round-robin order takes it
                 with m.If(any_):
-                    m.d.sync += [r_grant.eq(pick), r_last.eq(pick)]
-                    m.next = "ADDR"
-            with m.State("ADDR"):
-                self._route_request(m, r_grant, AXI4Signature.AR, "arvalid", "arready")
-                with m.If(dram.arready):
-                    m.next = "DATA"
-            with m.State("DATA"):
-                self._route_response(m, r_grant, AXI4Signature.R, "rvalid", "rready")
-                with m.If(dram.rvalid & dram.rlast & dram.rready):
-                    m.next = "IDLE"
+                    m.d.sync += [owner.eq(pick), addr_phase.eq(1)]
+            with m.Elif(owner_request & ~others & (in_flight < self._cfg.dram_max_reads)):
+                m.d.sync += addr_phase.eq(1)
+        with m.Else():
+            self._route_request(m, owner, AXI4Signature.AR, "arvalid", "arready")
+            with m.If(dram.arready):
+                m.d.sync += addr_phase.eq(0)
+        self._route_response(m, owner, AXI4Signature.R, "rvalid", "rready")
 
         # ---- writes
         w_grant, w_last = Signal(range(n)), Signal(range(n))

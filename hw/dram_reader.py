@@ -1,7 +1,9 @@
 """The DRAM reader: streams a run of 64-byte lines from DRAM into the DRAM buffer.
 
-A run is cut into INCR bursts that never cross a 4 KiB boundary and never exceed the
-buffer's free space, so the R channel is never back-pressured by a full buffer.
+A run is cut into INCR bursts that never cross a 4 KiB boundary. Up to `dram_max_reads`
+bursts are in flight at once, so the next burst's latency hides behind the current one's
+beats; a burst is issued only when the buffer has room for it after every beat already
+asked for, so the R channel is never back-pressured by a full buffer.
 """
 from amaranth import Module, Signal
 from amaranth.lib import wiring, fifo
@@ -32,29 +34,24 @@ class DramReader(wiring.Component):
                      buffer.r_en.eq(self.out.ready)]
 
         addr, left = Signal(64, name="addr"), Signal(RUN_BEATS_BITS, name="left")
+        # beats asked for and not yet arrived, and bursts in flight
+        pending = Signal(range(cfg.dram_buf_beats + 1))
+        in_flight = Signal(range(cfg.dram_max_reads + 1))
         burst = burst_length(m, addr, left, cfg)
 
         m.d.comb += [bus.arsize.eq(beat_log2), bus.arburst.eq(BURST_INCR), bus.arcache.eq(0b0011),
-                     bus.araddr.eq(addr), bus.arlen.eq(burst - 1)]
-        m.d.comb += [buffer.w_data.eq(bus.rdata), buffer.w_en.eq(bus.rvalid & bus.rready)]
+                     bus.araddr.eq(addr), bus.arlen.eq(burst - 1), bus.rready.eq(1)]
+        beat_in = bus.rvalid & bus.rready
+        m.d.comb += [buffer.w_data.eq(bus.rdata), buffer.w_en.eq(beat_in)]
 
-        with m.FSM():
-            with m.State("IDLE"):
-                with m.If(self.start):
-                    m.d.sync += [addr.eq(self.addr), left.eq(self.beats)]
-                    m.d.comb += self.busy.eq(1)
-                    m.next = "ISSUE"
-            with m.State("ISSUE"):
-                m.d.comb += self.busy.eq(1)
-                with m.If(left == 0):
-                    m.next = "IDLE"
-                with m.Elif(cfg.dram_buf_beats - buffer.level >= burst):
-                    m.d.comb += bus.arvalid.eq(1)
-                    with m.If(bus.arready):
-                        m.d.sync += [addr.eq(addr + (burst << beat_log2)), left.eq(left - burst)]
-                        m.next = "DATA"
-            with m.State("DATA"):
-                m.d.comb += [self.busy.eq(1), bus.rready.eq(1)]
-                with m.If(bus.rvalid & bus.rlast):
-                    m.next = "ISSUE"
+        room = (cfg.dram_buf_beats - buffer.level - pending)
+        m.d.comb += bus.arvalid.eq((left != 0) & (in_flight < cfg.dram_max_reads) & (room >= burst))
+        issued = bus.arvalid & bus.arready
+        with m.If(issued):
+            m.d.sync += [addr.eq(addr + (burst << beat_log2)), left.eq(left - burst)]
+        m.d.sync += [pending.eq(pending + (issued * burst)[:len(pending)] - beat_in),
+                     in_flight.eq(in_flight + issued - (beat_in & bus.rlast))]
+        with m.If(self.start):
+            m.d.sync += [addr.eq(self.addr), left.eq(self.beats)]
+        m.d.comb += self.busy.eq(self.start | (left != 0) | (in_flight != 0))
         return m

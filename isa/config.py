@@ -21,6 +21,7 @@ class DeviceConfig:
     out_buf_bytes: int     # output buffer: rows x n_max FP32 accumulators
     dram_buf_bytes: int    # DRAM buffer: FIFO of DRAM read beats
     ibuf_depth: int = 4    # instruction buffer entries
+    dram_max_reads: int = 2  # read bursts the control unit keeps in flight
     clock_hz: float = 1e9
     # the memory behind the dram port, as the cycle model sees it (cycles):
     dram_read_latency: int = 2      # AR handshake -> first R beat
@@ -52,6 +53,10 @@ class DeviceConfig:
              f"out_buf_bytes={self.out_buf_bytes!r} must hold rows x a multiple of lanes FP32 accumulators")
         need(self.dram_buf_beats >= 2 and self.dram_buf_beats & (self.dram_buf_beats - 1) == 0,
              f"dram_buf_bytes={self.dram_buf_bytes!r} must be a power of two of at least 2 beats")
+        need(self.n_max >= 4 * self.lanes,
+             f"out_buf_bytes={self.out_buf_bytes!r} must hold rows x 4 words of lanes accumulators "
+             "(the interleaved partial sums of isa/pe_array.py)")
+        need(self.dram_max_reads >= 1, f"dram_max_reads must be >= 1, got {self.dram_max_reads!r}")
         need(self.ibuf_depth >= 1 and self.ibuf_depth & (self.ibuf_depth - 1) == 0,
              f"ibuf_depth must be a power of two, got {self.ibuf_depth!r}")
 

@@ -782,9 +782,9 @@ module ndp_device(mem__awaddr, mem__awlen, mem__awsize, mem__awburst, mem__awloc
     .bus__araddr(ports__1__araddr),
     .bus__arready(bus__arready),
     .bus__arvalid(ports__1__arvalid),
-    .bus__rdata(bus__rdata),
+    .bus__rdata(dram__rdata),
     .bus__rready(ports__1__rready),
-    .bus__rresp(bus__rresp),
+    .bus__rresp(dram__rresp),
     .bus__rvalid(bus__rvalid),
     .clk(clk),
     .cycle(cycle),
@@ -814,11 +814,10 @@ module ndp_device(mem__awaddr, mem__awlen, mem__awsize, mem__awburst, mem__awloc
     .bus__bready(ports__2__bready),
     .bus__bresp(\bus__bresp$374 ),
     .bus__bvalid(\bus__bvalid$376 ),
-    .bus__rdata(\bus__rdata$378 ),
-    .bus__rid(\bus__rid$380 ),
-    .bus__rlast(\bus__rlast$382 ),
-    .bus__rready(ports__2__rready),
-    .bus__rresp(\bus__rresp$386 ),
+    .bus__rdata(dram__rdata),
+    .bus__rid(dram__rid),
+    .bus__rlast(dram__rlast),
+    .bus__rresp(dram__rresp),
     .bus__rvalid(\bus__rvalid$388 ),
     .bus__wdata(ports__2__wdata),
     .bus__wlast(ports__2__wlast),
@@ -867,11 +866,7 @@ module ndp_device(mem__awaddr, mem__awlen, mem__awsize, mem__awburst, mem__awloc
     .dram__bready(dram__bready),
     .dram__bresp(dram__bresp),
     .dram__bvalid(dram__bvalid),
-    .dram__rdata(dram__rdata),
-    .dram__rid(dram__rid),
-    .dram__rlast(dram__rlast),
     .dram__rready(dram__rready),
-    .dram__rresp(dram__rresp),
     .dram__rvalid(dram__rvalid),
     .dram__wdata(dram__wdata),
     .dram__wlast(dram__wlast),
@@ -902,11 +897,11 @@ module ndp_device(mem__awaddr, mem__awlen, mem__awsize, mem__awburst, mem__awloc
     .ports__0__bready(ports__0__bready),
     .ports__0__bresp(down__bresp),
     .ports__0__bvalid(down__bvalid),
-    .ports__0__rdata(down__rdata),
-    .ports__0__rid(down__rid),
-    .ports__0__rlast(down__rlast),
+    .ports__0__rdata(dram__rdata),
+    .ports__0__rid(dram__rid),
+    .ports__0__rlast(dram__rlast),
     .ports__0__rready(ports__0__rready),
-    .ports__0__rresp(down__rresp),
+    .ports__0__rresp(dram__rresp),
     .ports__0__rvalid(down__rvalid),
     .ports__0__wdata(ports__0__wdata),
     .ports__0__wlast(ports__0__wlast),
@@ -920,11 +915,7 @@ module ndp_device(mem__awaddr, mem__awlen, mem__awsize, mem__awburst, mem__awloc
     .ports__1__bid(bus__bid),
     .ports__1__bresp(bus__bresp),
     .ports__1__bvalid(bus__bvalid),
-    .ports__1__rdata(bus__rdata),
-    .ports__1__rid(bus__rid),
-    .ports__1__rlast(bus__rlast),
     .ports__1__rready(ports__1__rready),
-    .ports__1__rresp(bus__rresp),
     .ports__1__rvalid(bus__rvalid),
     .ports__1__wready(bus__wready),
     .ports__2__araddr(ports__2__araddr),
@@ -939,11 +930,6 @@ module ndp_device(mem__awaddr, mem__awlen, mem__awsize, mem__awburst, mem__awloc
     .ports__2__bready(ports__2__bready),
     .ports__2__bresp(\bus__bresp$374 ),
     .ports__2__bvalid(\bus__bvalid$376 ),
-    .ports__2__rdata(\bus__rdata$378 ),
-    .ports__2__rid(\bus__rid$380 ),
-    .ports__2__rlast(\bus__rlast$382 ),
-    .ports__2__rready(ports__2__rready),
-    .ports__2__rresp(\bus__rresp$386 ),
     .ports__2__rvalid(\bus__rvalid$388 ),
     .ports__2__wdata(ports__2__wdata),
     .ports__2__wlast(ports__2__wlast),
@@ -988,11 +974,11 @@ module ndp_device(mem__awaddr, mem__awlen, mem__awsize, mem__awburst, mem__awloc
     .down__bready(ports__0__bready),
     .down__bresp(down__bresp),
     .down__bvalid(down__bvalid),
-    .down__rdata(down__rdata),
-    .down__rid(down__rid),
-    .down__rlast(down__rlast),
+    .down__rdata(dram__rdata),
+    .down__rid(dram__rid),
+    .down__rlast(dram__rlast),
     .down__rready(ports__0__rready),
-    .down__rresp(down__rresp),
+    .down__rresp(dram__rresp),
     .down__rvalid(down__rvalid),
     .down__wdata(ports__0__wdata),
     .down__wlast(ports__0__wlast),
@@ -1199,11 +1185,15 @@ module ndp_device(mem__awaddr, mem__awlen, mem__awsize, mem__awburst, mem__awloc
   assign down__bready = ports__0__bready;
   assign ports__0__bresp = down__bresp;
   assign ports__0__bvalid = down__bvalid;
-  assign ports__0__rdata = down__rdata;
-  assign ports__0__rid = down__rid;
-  assign ports__0__rlast = down__rlast;
+  assign down__rdata = dram__rdata;
+  assign ports__0__rdata = dram__rdata;
+  assign down__rid = dram__rid;
+  assign ports__0__rid = dram__rid;
+  assign down__rlast = dram__rlast;
+  assign ports__0__rlast = dram__rlast;
   assign down__rready = ports__0__rready;
-  assign ports__0__rresp = down__rresp;
+  assign down__rresp = dram__rresp;
+  assign ports__0__rresp = dram__rresp;
   assign ports__0__rvalid = down__rvalid;
   assign down__wdata = ports__0__wdata;
   assign down__wlast = ports__0__wlast;
@@ -1251,11 +1241,15 @@ module ndp_device(mem__awaddr, mem__awlen, mem__awsize, mem__awburst, mem__awloc
   assign bus__bready = 1'h0;
   assign ports__1__bresp = bus__bresp;
   assign ports__1__bvalid = bus__bvalid;
-  assign ports__1__rdata = bus__rdata;
-  assign ports__1__rid = bus__rid;
-  assign ports__1__rlast = bus__rlast;
+  assign bus__rdata = dram__rdata;
+  assign ports__1__rdata = dram__rdata;
+  assign bus__rid = dram__rid;
+  assign ports__1__rid = dram__rid;
+  assign bus__rlast = dram__rlast;
+  assign ports__1__rlast = dram__rlast;
   assign bus__rready = ports__1__rready;
-  assign ports__1__rresp = bus__rresp;
+  assign bus__rresp = dram__rresp;
+  assign ports__1__rresp = dram__rresp;
   assign ports__1__rvalid = bus__rvalid;
   assign ports__1__wdata = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   assign bus__wdata = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
@@ -1302,11 +1296,16 @@ module ndp_device(mem__awaddr, mem__awlen, mem__awsize, mem__awburst, mem__awloc
   assign \bus__bready$373  = ports__2__bready;
   assign ports__2__bresp = \bus__bresp$374 ;
   assign ports__2__bvalid = \bus__bvalid$376 ;
-  assign ports__2__rdata = \bus__rdata$378 ;
-  assign ports__2__rid = \bus__rid$380 ;
-  assign ports__2__rlast = \bus__rlast$382 ;
-  assign \bus__rready$385  = ports__2__rready;
-  assign ports__2__rresp = \bus__rresp$386 ;
+  assign \bus__rdata$378  = dram__rdata;
+  assign ports__2__rdata = dram__rdata;
+  assign \bus__rid$380  = dram__rid;
+  assign ports__2__rid = dram__rid;
+  assign \bus__rlast$382  = dram__rlast;
+  assign ports__2__rlast = dram__rlast;
+  assign ports__2__rready = 1'h1;
+  assign \bus__rready$385  = 1'h1;
+  assign \bus__rresp$386  = dram__rresp;
+  assign ports__2__rresp = dram__rresp;
   assign ports__2__rvalid = \bus__rvalid$388 ;
   assign \bus__wdata$391  = ports__2__wdata;
   assign \bus__wlast$393  = ports__2__wlast;
@@ -1566,7 +1565,7 @@ module ndp_device(mem__awaddr, mem__awlen, mem__awsize, mem__awburst, mem__awloc
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.command_engine (rst, push_ready, cycle, reset__0, reset__1, reset__2, reset__3, queues__0, queues__1, queues__2, queues__3, bus__araddr, bus__arvalid, bus__rready, push_valid, push, bus__arready, bus__rdata, bus__rresp, bus__rvalid, clk
+module \ndp_device.command_engine (bus__rresp, clk, rst, push_ready, cycle, reset__0, reset__1, reset__2, reset__3, queues__0, queues__1, queues__2, queues__3, bus__araddr, bus__arvalid, bus__rready, push_valid, push, bus__arready, bus__rvalid, bus__rdata
 );
   reg \$auto$verilog_backend.cc:2355:dump_module$2  = 0;
   wire [32:0] \$1 ;
@@ -2633,132 +2632,248 @@ module \ndp_device.command_engine (rst, push_ready, cycle, reset__0, reset__1, r
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit (rst, pop, bus__arlen, bus__awlen, bus__wdata, bus__wstrb, bus__wlast, cycle, queues__0, queues__1, queues__2, queues__3, pop_valid, pop_ready, done_valid, done_queue, done_seq, done_status, irq, bus__arvalid, bus__rready
-, bus__araddr, bus__awvalid, bus__wvalid, bus__bready, bus__awaddr, bus__arready, bus__rid, bus__rdata, bus__rresp, bus__rlast, bus__rvalid, bus__awready, bus__wready, bus__bid, bus__bresp, bus__bvalid, clk);
+module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, pop, bus__arlen, bus__arvalid, bus__awlen, bus__wdata, bus__wstrb, bus__wlast, cycle, queues__0, queues__1, queues__2, queues__3, pop_valid, pop_ready, done_valid, done_queue
+, done_seq, done_status, irq, bus__araddr, bus__awvalid, bus__wvalid, bus__bready, bus__awaddr, bus__arready, bus__rvalid, bus__awready, bus__wready, bus__bid, bus__bresp, bus__bvalid, bus__rid);
   reg \$auto$verilog_backend.cc:2355:dump_module$3  = 0;
   wire \$1 ;
-  wire [24:0] \$10 ;
-  reg [2:0] \$100 ;
-  reg [1:0] \$101 ;
-  reg [19:0] \$102 ;
-  reg [1023:0] \$103 ;
-  reg [127:0] \$104 ;
-  reg \$105 ;
-  reg [63:0] \$106 ;
-  wire [25:0] \$11 ;
-  wire [25:0] \$12 ;
-  wire [64:0] \$13 ;
-  wire [45:0] \$14 ;
-  wire [65:0] \$15 ;
-  wire \$16 ;
-  wire [26:0] \$17 ;
-  wire [20:0] \$18 ;
-  wire \$19 ;
-  wire [64:0] \$2 ;
-  wire [26:0] \$20 ;
-  wire [20:0] \$21 ;
+  wire [26:0] \$10 ;
+  wire [80:0] \$100 ;
+  wire [64:0] \$101 ;
+  wire [15:0] \$102 ;
+  wire [16:0] \$103 ;
+  wire [16:0] \$104 ;
+  wire [79:0] \$105 ;
+  wire [80:0] \$106 ;
+  wire [19:0] \$107 ;
+  wire [7:0] \$108 ;
+  wire [8:0] \$109 ;
+  wire \$11 ;
+  wire [20:0] \$110 ;
+  wire \$111 ;
+  wire [19:0] \$112 ;
+  wire [19:0] \$113 ;
+  wire [26:0] \$114 ;
+  wire [46:0] \$115 ;
+  wire \$116 ;
+  wire \$117 ;
+  wire \$118 ;
+  wire \$119 ;
+  wire [26:0] \$12 ;
+  wire \$120 ;
+  wire \$121 ;
+  wire [26:0] \$122 ;
+  wire [24:0] \$123 ;
+  wire [20:0] \$124 ;
+  wire \$125 ;
+  wire \$126 ;
+  wire [7:0] \$127 ;
+  wire [20:0] \$128 ;
+  wire \$129 ;
+  wire \$13 ;
+  wire [2:0] \$130 ;
+  wire [2:0] \$131 ;
+  wire \$132 ;
+  wire [2:0] \$133 ;
+  wire [20:0] \$134 ;
+  wire \$135 ;
+  wire \$136 ;
+  wire [20:0] \$137 ;
+  wire \$138 ;
+  wire \$139 ;
+  wire [20:0] \$14 ;
+  wire [7:0] \$140 ;
+  wire [20:0] \$141 ;
+  wire \$142 ;
+  wire [2:0] \$143 ;
+  wire [2:0] \$144 ;
+  wire \$145 ;
+  wire [2:0] \$146 ;
+  wire [20:0] \$147 ;
+  wire \$148 ;
+  wire [3:0] \$149 ;
+  wire [21:0] \$15 ;
+  wire \$150 ;
+  wire [9:0] \$151 ;
+  wire [1534:0] \$152 ;
+  wire [7:0] \$153 ;
+  wire [255:0] \$154 ;
+  wire [256:0] \$155 ;
+  wire [6:0] \$156 ;
+  wire [383:0] \$157 ;
+  wire [6:0] \$158 ;
+  wire \$159 ;
+  wire [21:0] \$16 ;
+  wire [64:0] \$160 ;
+  wire [45:0] \$161 ;
+  wire [65:0] \$162 ;
+  wire \$163 ;
+  wire \$164 ;
+  wire [20:0] \$165 ;
+  wire [27:0] \$166 ;
+  wire \$167 ;
+  wire \$168 ;
+  wire [2:0] \$169 ;
+  wire [21:0] \$17 ;
+  wire \$170 ;
+  wire [20:0] \$171 ;
+  wire [2:0] \$172 ;
+  wire [44:0] \$173 ;
+  wire [44:0] \$174 ;
+  wire [20:0] \$175 ;
+  wire [22:0] \$176 ;
+  wire [44:0] \$177 ;
+  wire [20:0] \$178 ;
+  wire \$179 ;
+  wire \$18 ;
+  wire \$180 ;
+  reg [333:0] \$181 ;
+  reg [4:0] \$182 ;
+  reg [7:0] \$183 ;
+  reg [63:0] \$184 ;
+  reg [63:0] \$185 ;
+  reg [2:0] \$186 ;
+  reg [19:0] \$187 ;
+  reg [1:0] \$188 ;
+  reg [19:0] \$189 ;
+  wire [20:0] \$19 ;
+  reg [4:0] \$190 ;
+  reg [1:0] \$191 ;
+  reg [43:0] \$192 ;
+  reg [19:0] \$193 ;
+  reg [43:0] \$194 ;
+  reg [43:0] \$195 ;
+  reg [2:0] \$196 ;
+  reg [19:0] \$197 ;
+  reg [1:0] \$198 ;
+  reg [1:0] \$199 ;
+  wire [20:0] \$2 ;
+  wire \$20 ;
+  reg [19:0] \$200 ;
+  reg [19:0] \$201 ;
+  reg [2:0] \$202 ;
+  reg [1:0] \$203 ;
+  reg [19:0] \$204 ;
+  reg [1023:0] \$205 ;
+  reg [127:0] \$206 ;
+  reg \$207 ;
+  reg [63:0] \$208 ;
+  wire [7:0] \$21 ;
   wire [20:0] \$22 ;
-  wire [26:0] \$23 ;
-  wire [44:0] \$24 ;
+  wire [21:0] \$23 ;
+  wire [21:0] \$24 ;
   wire [64:0] \$25 ;
   wire [64:0] \$26 ;
-  wire \$27 ;
-  wire [3:0] \$28 ;
-  wire \$29 ;
-  wire [64:0] \$3 ;
-  wire \$30 ;
-  wire \$31 ;
-  wire \$32 ;
-  wire \$33 ;
-  wire \$34 ;
-  wire \$35 ;
-  wire \$36 ;
-  wire \$37 ;
-  wire \$38 ;
-  wire \$39 ;
+  wire [20:0] \$27 ;
+  wire \$28 ;
+  wire [20:0] \$29 ;
+  wire \$3 ;
+  wire [20:0] \$30 ;
+  wire [22:0] \$31 ;
+  wire [23:0] \$32 ;
+  wire [24:0] \$33 ;
+  wire [25:0] \$34 ;
+  wire [25:0] \$35 ;
+  wire [64:0] \$36 ;
+  wire [45:0] \$37 ;
+  wire [65:0] \$38 ;
+  wire [44:0] \$39 ;
   wire [20:0] \$4 ;
-  wire \$40 ;
-  wire \$41 ;
-  wire \$42 ;
-  wire \$43 ;
-  wire [64:0] \$44 ;
-  wire [15:0] \$45 ;
-  wire [16:0] \$46 ;
-  wire [16:0] \$47 ;
-  wire [79:0] \$48 ;
-  wire [80:0] \$49 ;
+  wire [45:0] \$40 ;
+  wire [45:0] \$41 ;
+  wire [26:0] \$42 ;
+  wire [44:0] \$43 ;
+  wire [45:0] \$44 ;
+  wire [45:0] \$45 ;
+  wire [45:0] \$46 ;
+  wire [64:0] \$47 ;
+  wire [24:0] \$48 ;
+  wire [20:0] \$49 ;
   wire \$5 ;
-  wire [64:0] \$50 ;
-  wire [15:0] \$51 ;
-  wire [16:0] \$52 ;
-  wire [16:0] \$53 ;
-  wire [79:0] \$54 ;
-  wire [80:0] \$55 ;
-  wire \$56 ;
-  wire \$57 ;
-  wire \$58 ;
+  wire [21:0] \$50 ;
+  wire [22:0] \$51 ;
+  wire [22:0] \$52 ;
+  wire [24:0] \$53 ;
+  wire [24:0] \$54 ;
+  wire [20:0] \$55 ;
+  wire [21:0] \$56 ;
+  wire [22:0] \$57 ;
+  wire [22:0] \$58 ;
   wire \$59 ;
-  wire [20:0] \$6 ;
-  wire \$60 ;
+  wire [22:0] \$6 ;
+  wire [20:0] \$60 ;
   wire \$61 ;
-  wire [9:0] \$62 ;
-  wire [1534:0] \$63 ;
-  wire [7:0] \$64 ;
-  wire [255:0] \$65 ;
-  wire [256:0] \$66 ;
-  wire [6:0] \$67 ;
-  wire [383:0] \$68 ;
-  wire [6:0] \$69 ;
-  wire [20:0] \$7 ;
-  wire \$70 ;
-  wire [64:0] \$71 ;
-  wire [45:0] \$72 ;
-  wire [65:0] \$73 ;
+  wire [20:0] \$62 ;
+  wire [7:0] \$63 ;
+  wire [26:0] \$64 ;
+  wire [20:0] \$65 ;
+  wire \$66 ;
+  wire [26:0] \$67 ;
+  wire [20:0] \$68 ;
+  wire [20:0] \$69 ;
+  wire \$7 ;
+  wire [26:0] \$70 ;
+  wire [44:0] \$71 ;
+  wire [64:0] \$72 ;
+  wire [64:0] \$73 ;
   wire \$74 ;
-  wire \$75 ;
-  wire [20:0] \$76 ;
-  wire [27:0] \$77 ;
+  wire [3:0] \$75 ;
+  wire \$76 ;
+  wire \$77 ;
   wire \$78 ;
   wire \$79 ;
   wire [22:0] \$8 ;
-  wire [2:0] \$80 ;
+  wire \$80 ;
   wire \$81 ;
-  wire [20:0] \$82 ;
-  wire [2:0] \$83 ;
-  wire [44:0] \$84 ;
-  wire [44:0] \$85 ;
-  wire [20:0] \$86 ;
-  wire [22:0] \$87 ;
-  wire [44:0] \$88 ;
-  wire [20:0] \$89 ;
-  wire [23:0] \$9 ;
+  wire \$82 ;
+  wire \$83 ;
+  wire \$84 ;
+  wire \$85 ;
+  wire \$86 ;
+  wire \$87 ;
+  wire \$88 ;
+  wire \$89 ;
+  wire \$9 ;
   wire \$90 ;
   wire \$91 ;
-  reg [333:0] \$92 ;
-  reg [3:0] \$93 ;
-  reg [7:0] \$94 ;
-  reg [63:0] \$95 ;
-  reg [63:0] \$96 ;
-  reg [19:0] \$97 ;
-  reg [43:0] \$98 ;
-  reg [43:0] \$99 ;
+  wire \$92 ;
+  wire \$93 ;
+  wire \$94 ;
+  wire [64:0] \$95 ;
+  wire [15:0] \$96 ;
+  wire [16:0] \$97 ;
+  wire [16:0] \$98 ;
+  wire [79:0] \$99 ;
+  reg [2:0] \$like ;
+  wire [19:0] \$like$92 ;
   reg [63:0] \$signal  = 64'h0000000000000000;
-  reg [2:0] \$signal$102 ;
-  reg [19:0] \$signal$103  = 20'h00000;
-  reg [5:0] \$signal$124 ;
+  reg [2:0] \$signal$107 ;
+  reg [19:0] \$signal$108  = 20'h00000;
   reg [19:0] \$signal$125  = 20'h00000;
-  reg [1:0] \$signal$129  = 2'h0;
-  reg [63:0] \$signal$131  = 64'h0000000000000000;
-  reg [1023:0] \$signal$133  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-  reg [127:0] \$signal$135  = 128'h00000000000000000000000000000000;
-  reg \$signal$136  = 1'h0;
-  reg [511:0] \$signal$139 ;
-  reg [2:0] \$signal$154  = 3'h0;
+  reg [2:0] \$signal$126  = 3'h0;
+  reg [4:0] \$signal$127  = 5'h00;
+  reg [1:0] \$signal$130  = 2'h0;
+  reg [1:0] \$signal$131  = 2'h0;
+  reg [19:0] \$signal$133  = 20'h00000;
+  reg [19:0] \$signal$135  = 20'h00000;
+  reg [1:0] \$signal$141  = 2'h0;
+  reg [19:0] \$signal$143  = 20'h00000;
+  reg [19:0] \$signal$145  = 20'h00000;
+  reg [5:0] \$signal$149 ;
+  reg [63:0] \$signal$152  = 64'h0000000000000000;
+  reg [1023:0] \$signal$154  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  reg [127:0] \$signal$156  = 128'h00000000000000000000000000000000;
+  reg \$signal$157  = 1'h0;
+  reg [511:0] \$signal$160 ;
+  reg [2:0] \$signal$175  = 3'h0;
+  reg [1:0] \$signal$177  = 2'h0;
+  reg [19:0] \$signal$178  = 20'h00000;
+  reg [6:0] acc_addr;
+  reg [5:0] active;
   reg [63:0] addr;
-  reg [63:0] \addr$99 ;
+  reg [63:0] \addr$104 ;
   reg [31:0] beats;
-  reg [31:0] \beats$110 ;
-  reg [31:0] \beats$96 ;
+  reg [31:0] \beats$101 ;
+  reg [31:0] \beats$115 ;
   output [63:0] bus__araddr;
   wire [63:0] bus__araddr;
   wire [63:0] \bus__araddr$3 ;
@@ -2828,7 +2943,6 @@ module \ndp_device.control_unit (rst, pop, bus__arlen, bus__awlen, bus__wdata, b
   input bus__rlast;
   wire bus__rlast;
   wire \bus__rlast$55 ;
-  output bus__rready;
   wire bus__rready;
   wire \bus__rready$19 ;
   input [1:0] bus__rresp;
@@ -2853,12 +2967,13 @@ module \ndp_device.control_unit (rst, pop, bus__arlen, bus__awlen, bus__wdata, b
   wire bus__wvalid;
   wire \bus__wvalid$45 ;
   wire busy;
-  wire \busy$153 ;
+  wire \busy$174 ;
   input clk;
   wire clk;
   wire [19:0] col;
   reg [19:0] cols;
   reg copying;
+  wire [5:0] count;
   reg [63:0] cq_slot = 64'h0000000000000000;
   input [63:0] cycle;
   wire [63:0] cycle;
@@ -2885,6 +3000,7 @@ module \ndp_device.control_unit (rst, pop, bus__arlen, bus__awlen, bus__wdata, b
   reg [7:0] done_status;
   output done_valid;
   reg done_valid;
+  reg [2:0] drain = 3'h0;
   reg [43:0] elem;
   reg [333:0] entry = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   wire [203:0] \entry.desc ;
@@ -2903,8 +3019,15 @@ module \ndp_device.control_unit (rst, pop, bus__arlen, bus__awlen, bus__wdata, b
   wire [63:0] \entry.seq ;
   wire [63:0] \entry.taken ;
   reg first;
+  wire fold_done;
+  reg [7:0] fold_n_words;
+  reg [5:0] fold_pack;
+  reg [1:0] fold_row;
+  reg [1:0] fold_sets;
+  reg fold_start;
+  reg [6:0] fold_word;
   reg from_stream;
-  reg [3:0] fsm_state = 4'h0;
+  reg [4:0] fsm_state = 5'h00;
   reg [511:0] in_data;
   reg [43:0] in_elem = 44'h00000000000;
   reg [1:0] in_row;
@@ -2914,17 +3037,20 @@ module \ndp_device.control_unit (rst, pop, bus__arlen, bus__awlen, bus__wdata, b
   reg [3:0] irq;
   wire is_compute;
   wire is_load;
-  reg [19:0] k;
+  reg [19:0] k_base;
   wire last;
   reg [511:0] line;
   wire [7:0] log2_slot;
   reg mac;
-  reg [6:0] n_word;
+  reg [43:0] main_elems = 44'h00000000000;
+  wire [19:0] n_cols;
   reg [4:0] offset;
   wire [511:0] out__data;
   wire out__ready;
   wire out__valid;
   reg [43:0] out_elem = 44'h00000000000;
+  wire [19:0] plan_groups;
+  reg [1:0] plan_sets;
   input [333:0] pop;
   wire [333:0] pop;
   wire [203:0] \pop.desc ;
@@ -2994,9 +3120,6 @@ module \ndp_device.control_unit (rst, pop, bus__arlen, bus__awlen, bus__wdata, b
   wire [19:0] \queues__3.pasid ;
   wire [63:0] \queues__3.sq_base ;
   wire [31:0] \queues__3.tail ;
-  wire [511:0] rd_fp16;
-  reg [1:0] rd_row;
-  reg [6:0] rd_word;
   reg [321:0] regs;
   wire [63:0] \regs.cq_base ;
   wire [63:0] \regs.data_base ;
@@ -3013,6 +3136,7 @@ module \ndp_device.control_unit (rst, pop, bus__arlen, bus__awlen, bus__wdata, b
   input rst;
   wire rst;
   reg [31:0] run_beats;
+  reg [1:0] sets_used = 2'h0;
   wire [511:0] src__data;
   wire [511:0] \src__data$72 ;
   wire src__ready;
@@ -3020,145 +3144,256 @@ module \ndp_device.control_unit (rst, pop, bus__arlen, bus__awlen, bus__wdata, b
   wire src__valid;
   wire \src__valid$76 ;
   reg start;
-  reg \start$106 ;
-  reg \start$93 ;
+  reg \start$111 ;
+  reg \start$98 ;
   reg [7:0] status = 8'h00;
-  wire [7:0] \status$151 ;
+  wire [7:0] \status$172 ;
   reg [31:0] status_word;
   reg [63:0] strb;
+  wire [511:0] sum_fp16;
   wire valid;
   reg [511:0] w_data;
   assign \$1  = ~ copying;
   assign src__valid = out__valid & \$1 ;
   assign \src__valid$76  = out__valid & copying;
   assign out__ready = copying ? \src__ready$79  : src__ready;
-  assign \$2  = cq_slot + 7'h40;
-  assign \$3  = \$signal  + 7'h40;
-  assign \$4  = entry[183:164] - \$signal$103 ;
-  assign \$5  = $signed(\$4 ) < $signed(4'h4);
-  assign \$6  = entry[183:164] - \$signal$103 ;
-  assign \$7  = \$5  ? \$6  : 21'h000004;
-  assign \$8  = \$signal$102  * entry[123:104];
-  assign \$9  = in_elem[4:0] + \$8 ;
-  assign \$10  = \$9  + 6'h20;
-  assign \$11  = \$10  - 1'h1;
-  assign \$13  = \$signal  + 7'h40;
-  assign \$15  = \$13  + \$14 ;
-  assign \$16  = ! row;
-  assign \$18  = entry[143:124] - \$17 [19:0];
-  assign \$19  = $signed(\$18 ) < $signed(7'h20);
-  assign \$21  = entry[143:124] - \$20 [19:0];
-  assign \$22  = \$19  ? \$21  : 21'h000020;
-  assign \$24  = out_elem + \$23 [19:0];
-  assign \$25  = \$signal$131  + 7'h40;
-  assign \$26  = cycle - entry[333:270];
-  assign \$27  = ~ busy;
-  assign \$28  = regs[289] << entry[205:204];
-  assign \$29  = ! fsm_state;
-  assign \$30  = fsm_state == 1'h1;
-  assign \$31  = fsm_state == 2'h2;
-  assign \$32  = fsm_state == 2'h3;
-  assign \$33  = fsm_state == 3'h4;
-  assign \$34  = fsm_state == 3'h5;
-  assign \$35  = fsm_state == 3'h6;
-  assign \$36  = fsm_state == 3'h7;
-  assign \$37  = fsm_state == 4'h8;
-  assign \$38  = fsm_state == 4'h9;
-  assign \$39  = fsm_state == 4'ha;
-  assign \$40  = fsm_state == 4'hb;
-  assign \$41  = fsm_state == 4'hc;
-  assign \$42  = fsm_state == 4'hd;
-  assign \$43  = fsm_state == 4'he;
-  assign \$44  = entry[269:206] - 1'h1;
-  assign \$45  = 1'h1 << regs[259:256];
-  assign \$46  = \$45  - 1'h1;
-  assign \$47  = { 1'h0, \$44 [15:0] } & \$46 ;
-  assign \$48  = $signed(\$47 ) << regs[265:260];
-  assign \$49  = $signed({ 1'h0, regs[63:0] }) + $signed(\$48 );
-  assign \$50  = entry[269:206] - 1'h1;
-  assign \$51  = 1'h1 << regs[259:256];
-  assign \$52  = \$51  - 1'h1;
-  assign \$53  = { 1'h0, \$50 [15:0] } & \$52 ;
-  assign \$54  = $signed(\$53 ) << regs[265:260];
-  assign \$55  = $signed({ 1'h0, regs[127:64] }) + $signed(\$54 );
-  assign \$56  = | \status$151 ;
-  assign \$57  = ~ \busy$153 ;
-  assign \$58  = ~ busy;
-  assign \$59  = \$57  & \$58 ;
-  assign \$60  = valid & last;
-  assign \$61  = valid & last;
-  assign \$62  = elem[4:0] * 5'h10;
-  assign \$63  = rd_fp16 << \$62 ;
-  assign \$64  = \$signal$124  * 2'h2;
-  assign \$65  = 1'h1 << \$64 ;
-  assign \$66  = \$65  - 1'h1;
-  assign \$67  = elem[4:0] * 2'h2;
-  assign \$68  = $signed(\$66 ) << \$67 ;
-  assign \$69  = elem[4:0] + \$signal$124 ;
-  assign \$70  = \$69  > 6'h20;
-  assign \$71  = cq_slot + 7'h40;
-  assign \$73  = \$71  + \$72 ;
+  assign \$3  = \$2  <= 6'h20;
+  assign \$5  = \$4  <= 6'h20;
+  assign \$7  = \$6  <= 6'h20;
+  assign \$9  = \$8  <= 6'h20;
+  assign \$11  = \$10  <= 6'h20;
+  assign \$13  = \$12  <= 6'h20;
+  assign \$14  = entry[143:124] + 6'h20;
+  assign \$15  = \$14  - 1'h1;
+  assign \$17  = \$16 [19:0] * 2'h2;
+  assign \$18  = \$17  >= 2'h3;
+  assign \$19  = \$16 [19:0] * 1'h1;
+  assign \$20  = \$19  >= 2'h3;
+  assign \$21  = 1'h1 << \$like ;
+  assign \$22  = entry[123:104] + \$21 ;
+  assign \$23  = \$22  - 1'h1;
+  assign \$24  = $signed(\$23 ) >>> \$like ;
+  assign \$25  = cq_slot + 7'h40;
+  assign \$26  = \$signal  + 7'h40;
+  assign \$27  = entry[183:164] - \$signal$108 ;
+  assign \$28  = $signed(\$27 ) < $signed(4'h4);
+  assign \$29  = entry[183:164] - \$signal$108 ;
+  assign \$30  = \$28  ? \$29  : 21'h000004;
+  assign \$31  = \$signal$107  * entry[123:104];
+  assign \$32  = in_elem[4:0] + \$31 ;
+  assign \$33  = \$32  + 6'h20;
+  assign \$34  = \$33  - 1'h1;
+  assign \$36  = \$signal  + 7'h40;
+  assign \$38  = \$36  + \$37 ;
+  assign \$39  = main_elems + 6'h20;
+  assign \$40  = \$39  - 1'h1;
+  assign \$42  = entry[143:124] << \$signal$126 ;
+  assign \$43  = main_elems + 6'h20;
+  assign \$44  = \$43  - 1'h1;
+  assign \$47  = entry[83:20] + \$46 ;
+  assign \$48  = \$signal$127  * entry[143:124];
+  assign \$49  = main_elems[4:0] + \$48 [19:0];
+  assign \$50  = \$49  + 6'h20;
+  assign \$51  = \$50  - 1'h1;
+  assign \$53  = \$signal$127  * entry[143:124];
+  assign \$54  = \$signal$127  * entry[143:124];
+  assign \$55  = main_elems[4:0] + \$54 [19:0];
+  assign \$56  = \$55  + 6'h20;
+  assign \$57  = \$56  - 1'h1;
+  assign \$59  = \$signal$130  < \$signal$131 ;
+  assign \$60  = \$signal$135  + col[19:5];
+  assign \$61  = \$signal$130  < \$signal$131 ;
+  assign \$62  = \$signal$135  + col[19:5];
+  assign \$63  = 1'h1 << \$signal$126 ;
+  assign \$65  = entry[143:124] - \$64 [19:0];
+  assign \$66  = $signed(\$65 ) < $signed(7'h20);
+  assign \$68  = entry[143:124] - \$67 [19:0];
+  assign \$69  = \$66  ? \$68  : 21'h000020;
+  assign \$71  = out_elem + \$70 [19:0];
+  assign \$72  = \$signal$152  + 7'h40;
+  assign \$73  = cycle - entry[333:270];
   assign \$74  = ~ busy;
-  assign \$75  = ~ busy;
-  assign \$76  = \$signal$125  + 1'h1;
-  assign \$78  = \$77  >= entry[143:124];
-  assign \$79  = ~ \$78 ;
-  assign \$80  = \$signal$129  + 1'h1;
-  assign \$81  = \$80  < \$signal$154 ;
-  assign \$82  = \$signal$125  + 1'h1;
-  assign \$83  = \$signal$129  + 1'h1;
-  assign \$84  = out_elem + entry[143:124];
-  assign \$85  = out_elem + entry[143:124];
-  assign \$86  = \$signal$103  + 3'h4;
-  assign \$87  = 3'h4 * entry[123:104];
-  assign \$88  = in_elem + \$87 ;
-  assign \$89  = \$signal$103  + 3'h4;
-  assign \$90  = \$89  < entry[183:164];
-  assign \$91  = ~ busy;
+  assign \$75  = regs[289] << entry[205:204];
+  assign \$76  = ! fsm_state;
+  assign \$77  = fsm_state == 1'h1;
+  assign \$78  = fsm_state == 2'h2;
+  assign \$79  = fsm_state == 2'h3;
+  assign \$80  = fsm_state == 3'h4;
+  assign \$81  = fsm_state == 3'h5;
+  assign \$82  = fsm_state == 3'h6;
+  assign \$83  = fsm_state == 3'h7;
+  assign \$84  = fsm_state == 4'h8;
+  assign \$85  = fsm_state == 4'h9;
+  assign \$86  = fsm_state == 4'ha;
+  assign \$87  = fsm_state == 4'hb;
+  assign \$88  = fsm_state == 4'hc;
+  assign \$89  = fsm_state == 4'hd;
+  assign \$90  = fsm_state == 4'he;
+  assign \$91  = fsm_state == 4'hf;
+  assign \$92  = fsm_state == 5'h10;
+  assign \$93  = fsm_state == 5'h11;
+  assign \$94  = fsm_state == 5'h12;
+  assign \$95  = entry[269:206] - 1'h1;
+  assign \$96  = 1'h1 << regs[259:256];
+  assign \$97  = \$96  - 1'h1;
+  assign \$98  = { 1'h0, \$95 [15:0] } & \$97 ;
+  assign \$99  = $signed(\$98 ) << regs[265:260];
+  assign \$100  = $signed({ 1'h0, regs[63:0] }) + $signed(\$99 );
+  assign \$101  = entry[269:206] - 1'h1;
+  assign \$102  = 1'h1 << regs[259:256];
+  assign \$103  = \$102  - 1'h1;
+  assign \$104  = { 1'h0, \$101 [15:0] } & \$103 ;
+  assign \$105  = $signed(\$104 ) << regs[265:260];
+  assign \$106  = $signed({ 1'h0, regs[127:64] }) + $signed(\$105 );
+  assign \$107  = entry[123:104] >> \$like ;
+  assign \$108  = 1'h1 << \$like ;
+  assign \$109  = \$108  - 1'h1;
+  assign \$110  = { 1'h0, entry[123:104] } & { \$109 [8], \$109 [8], \$109 [8], \$109 [8], \$109 [8], \$109 [8], \$109 [8], \$109 [8], \$109 [8], \$109 [8], \$109 [8], \$109 [8], \$109  };
+  assign \$111  = \$24 [19:0] < plan_sets;
+  assign \$112  = \$111  ? \$24 [19:0] : { 18'h00000, plan_sets };
+  assign \$113  = entry[123:104] >> \$like ;
+  assign \$114  = \$113  << \$like ;
+  assign \$115  = \$114  * entry[143:124];
+  assign \$116  = | \status$172 ;
+  assign \$117  = ~ \busy$174 ;
+  assign \$118  = ~ busy;
+  assign \$119  = \$117  & \$118 ;
+  assign \$120  = valid & last;
+  assign \$121  = | \$signal$125 ;
+  assign \$122  = entry[143:124] << \$signal$126 ;
+  assign \$123  = \$signal$127  * entry[143:124];
+  assign \$124  = col + count;
+  assign \$125  = \$124  == \$signal$178 ;
+  assign \$126  = valid & \$125 ;
+  assign \$127  = 1'h1 << \$signal$126 ;
+  assign \$128  = \$signal$133  + \$127 ;
+  assign \$129  = \$signal$130  < \$signal$131 ;
+  assign \$130  = \$signal$130  + 1'h1;
+  assign \$131  = \$signal$177  + 1'h1;
+  assign \$132  = \$131  == \$signal$131 ;
+  assign \$133  = \$signal$177  + 1'h1;
+  assign \$134  = \$signal$135  + \$signal$145 ;
+  assign \$135  = valid & last;
+  assign \$136  = | \$signal$127 ;
+  assign \$137  = col + count;
+  assign \$138  = \$137  == \$signal$178 ;
+  assign \$139  = valid & \$138 ;
+  assign \$140  = 1'h1 << \$signal$126 ;
+  assign \$141  = \$signal$133  + \$140 ;
+  assign \$142  = \$signal$130  < \$signal$131 ;
+  assign \$143  = \$signal$130  + 1'h1;
+  assign \$144  = \$signal$177  + 1'h1;
+  assign \$145  = \$144  == \$signal$131 ;
+  assign \$146  = \$signal$177  + 1'h1;
+  assign \$147  = \$signal$135  + \$signal$145 ;
+  assign \$148  = valid & last;
+  assign \$149  = drain - 1'h1;
+  assign \$150  = drain == 1'h1;
+  assign \$151  = elem[4:0] * 5'h10;
+  assign \$152  = sum_fp16 << \$151 ;
+  assign \$153  = \$signal$149  * 2'h2;
+  assign \$154  = 1'h1 << \$153 ;
+  assign \$155  = \$154  - 1'h1;
+  assign \$156  = elem[4:0] * 2'h2;
+  assign \$157  = $signed(\$155 ) << \$156 ;
+  assign \$158  = elem[4:0] + \$signal$149 ;
+  assign \$159  = \$158  > 6'h20;
+  assign \$160  = cq_slot + 7'h40;
+  assign \$162  = \$160  + \$161 ;
+  assign \$163  = ~ busy;
+  assign \$164  = ~ busy;
+  assign \$165  = \$signal$143  + 1'h1;
+  assign \$167  = \$166  >= entry[143:124];
+  assign \$168  = ~ \$167 ;
+  assign \$169  = \$signal$141  + 1'h1;
+  assign \$170  = \$169  < \$signal$175 ;
+  assign \$171  = \$signal$143  + 1'h1;
+  assign \$172  = \$signal$141  + 1'h1;
+  assign \$173  = out_elem + entry[143:124];
+  assign \$174  = out_elem + entry[143:124];
+  assign \$175  = \$signal$108  + 3'h4;
+  assign \$176  = 3'h4 * entry[123:104];
+  assign \$177  = in_elem + \$176 ;
+  assign \$178  = \$signal$108  + 3'h4;
+  assign \$179  = \$178  < entry[183:164];
+  assign \$180  = ~ busy;
   always @(posedge clk)
-    entry <= \$92 ;
+    entry <= \$181 ;
   always @(posedge clk)
-    fsm_state <= \$93 ;
+    fsm_state <= \$182 ;
   always @(posedge clk)
-    status <= \$94 ;
+    status <= \$183 ;
   always @(posedge clk)
-    \$signal  <= \$95 ;
+    \$signal  <= \$184 ;
   always @(posedge clk)
-    cq_slot <= \$96 ;
+    cq_slot <= \$185 ;
   always @(posedge clk)
-    \$signal$103  <= \$97 ;
+    \$signal$126  <= \$186 ;
   always @(posedge clk)
-    in_elem <= \$98 ;
+    \$signal$145  <= \$187 ;
   always @(posedge clk)
-    out_elem <= \$99 ;
+    \$signal$131  <= \$188 ;
   always @(posedge clk)
-    \$signal$154  <= \$100 ;
+    \$signal$125  <= \$189 ;
   always @(posedge clk)
-    \$signal$129  <= \$101 ;
+    \$signal$127  <= \$190 ;
   always @(posedge clk)
-    \$signal$125  <= \$102 ;
+    sets_used <= \$191 ;
   always @(posedge clk)
-    \$signal$133  <= \$103 ;
+    main_elems <= \$192 ;
   always @(posedge clk)
-    \$signal$135  <= \$104 ;
+    \$signal$108  <= \$193 ;
   always @(posedge clk)
-    \$signal$136  <= \$105 ;
+    in_elem <= \$194 ;
   always @(posedge clk)
-    \$signal$131  <= \$106 ;
+    out_elem <= \$195 ;
+  always @(posedge clk)
+    \$signal$175  <= \$196 ;
+  always @(posedge clk)
+    \$signal$133  <= \$197 ;
+  always @(posedge clk)
+    \$signal$130  <= \$198 ;
+  always @(posedge clk)
+    \$signal$177  <= \$199 ;
+  always @(posedge clk)
+    \$signal$135  <= \$200 ;
+  always @(posedge clk)
+    \$signal$178  <= \$201 ;
+  always @(posedge clk)
+    drain <= \$202 ;
+  always @(posedge clk)
+    \$signal$141  <= \$203 ;
+  always @(posedge clk)
+    \$signal$143  <= \$204 ;
+  always @(posedge clk)
+    \$signal$154  <= \$205 ;
+  always @(posedge clk)
+    \$signal$156  <= \$206 ;
+  always @(posedge clk)
+    \$signal$157  <= \$207 ;
+  always @(posedge clk)
+    \$signal$152  <= \$208 ;
   \ndp_device.control_unit.compute  compute (
-    .acc_out__addr(rd_word),
+    .acc_addr(acc_addr),
+    .active(active),
     .clk(clk),
     .first(first),
+    .fold_done(fold_done),
+    .fold_n_words(fold_n_words),
+    .fold_pack(fold_pack),
+    .fold_row(fold_row),
+    .fold_sets(fold_sets),
+    .fold_start(fold_start),
+    .fold_word(fold_word),
     .in_data(in_data),
     .in_row(in_row),
     .in_we(in_we),
     .in_word(in_word),
-    .k(k),
+    .k_base(k_base),
     .mac(mac),
-    .n_word(n_word),
-    .rd_fp16(rd_fp16),
-    .rd_row(rd_row),
+    .n_cols(entry[143:124]),
     .rst(rst),
+    .sum_fp16(sum_fp16),
     .w_data(w_data)
   );
   \ndp_device.control_unit.decoder  decoder (
@@ -3166,20 +3401,19 @@ module \ndp_device.control_unit (rst, pop, bus__arlen, bus__awlen, bus__wdata, b
     .is_compute(is_compute),
     .is_load(is_load),
     .log2_slot(regs[267:260]),
-    .\port$2254$128 (regs[255:128]),
-    .status(\status$151 )
+    .\port$3106$128 (regs[255:128]),
+    .status(\status$172 )
   );
   \ndp_device.control_unit.reader  reader (
     .addr(bus__araddr),
-    .\addr$28 (addr),
+    .\addr$31 (addr),
     .beats(beats),
     .bus__arlen(bus__arlen),
     .bus__arready(bus__arready),
     .bus__arvalid(bus__arvalid),
     .bus__rlast(bus__rlast),
-    .bus__rready(bus__rready),
     .bus__rvalid(bus__rvalid),
-    .busy(\busy$153 ),
+    .busy(\busy$174 ),
     .clk(clk),
     .out__data(src__data),
     .out__valid(out__valid),
@@ -3189,10 +3423,11 @@ module \ndp_device.control_unit (rst, pop, bus__arlen, bus__awlen, bus__wdata, b
     .w_data(bus__rdata)
   );
   \ndp_device.control_unit.unpacker  unpacker (
-    .\beats$29 (\beats$110 ),
+    .\beats$29 (\beats$115 ),
     .clk(clk),
     .col(col),
     .cols(cols),
+    .count(count),
     .data(data),
     .last(last),
     .offset(offset),
@@ -3202,13 +3437,13 @@ module \ndp_device.control_unit (rst, pop, bus__arlen, bus__awlen, bus__wdata, b
     .rst(rst),
     .src__data(src__data),
     .src__valid(src__valid),
-    .start(\start$106 ),
+    .start(\start$111 ),
     .valid(valid)
   );
   \ndp_device.control_unit.writer  writer (
     .addr(bus__awaddr),
-    .\addr$29 (\addr$99 ),
-    .beats(\beats$96 ),
+    .\addr$29 (\addr$104 ),
+    .beats(\beats$101 ),
     .bus__awlen(bus__awlen),
     .bus__awready(bus__awready),
     .bus__awvalid(bus__awvalid),
@@ -3227,7 +3462,7 @@ module \ndp_device.control_unit (rst, pop, bus__arlen, bus__awlen, bus__wdata, b
     .src__data(src__data),
     .src__ready(\src__ready$79 ),
     .src__valid(\src__valid$76 ),
-    .start(\start$93 ),
+    .start(\start$98 ),
     .\strb$33 (strb)
   );
   always @* begin
@@ -3246,9 +3481,41 @@ module \ndp_device.control_unit (rst, pop, bus__arlen, bus__awlen, bus__wdata, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$like  = 3'h0;
+    if (\$3 ) begin
+      \$like  = 3'h0;
+    end
+    if (\$5 ) begin
+      \$like  = 3'h1;
+    end
+    if (\$7 ) begin
+      \$like  = 3'h2;
+    end
+    if (\$9 ) begin
+      \$like  = 3'h3;
+    end
+    if (\$11 ) begin
+      \$like  = 3'h4;
+    end
+    if (\$13 ) begin
+      \$like  = 3'h5;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    plan_sets = 2'h3;
+    if (\$18 ) begin
+      plan_sets = 2'h2;
+    end
+    if (\$20 ) begin
+      plan_sets = 2'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     pop_ready = 1'h0;
     casez (fsm_state)
-      4'h0:
+      5'h00:
           pop_ready = 1'h1;
     endcase
   end
@@ -3256,13 +3523,13 @@ module \ndp_device.control_unit (rst, pop, bus__arlen, bus__awlen, bus__wdata, b
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     copying = 1'h0;
     casez (fsm_state)
-      4'h0:
+      5'h00:
           /* empty */;
-      4'h1:
+      5'h01:
           /* empty */;
-      4'h4:
+      5'h04:
           copying = 1'h1;
-      4'h5:
+      5'h05:
           copying = 1'h1;
     endcase
   end
@@ -3270,67 +3537,77 @@ module \ndp_device.control_unit (rst, pop, bus__arlen, bus__awlen, bus__wdata, b
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     start = 1'h0;
     casez (fsm_state)
-      4'h0:
+      5'h00:
           /* empty */;
-      4'h1:
+      5'h01:
           /* empty */;
-      4'h4:
+      5'h04:
           start = 1'h1;
-      4'h5:
+      5'h05:
           /* empty */;
-      4'h3:
+      5'h03:
           start = 1'h1;
-      4'h6:
+      5'h06:
           /* empty */;
-      4'h7:
+      5'h07:
+          start = 1'h1;
+      5'h08:
           start = 1'h1;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \start$93  = 1'h0;
+    \start$98  = 1'h0;
     casez (fsm_state)
-      4'h0:
+      5'h00:
           /* empty */;
-      4'h1:
+      5'h01:
           /* empty */;
-      4'h4:
-          \start$93  = 1'h1;
-      4'h5:
+      5'h04:
+          \start$98  = 1'h1;
+      5'h05:
           /* empty */;
-      4'h3:
+      5'h03:
           /* empty */;
-      4'h6:
+      5'h06:
           /* empty */;
-      4'h7:
+      5'h07:
           /* empty */;
-      4'h8:
+      5'h08:
           /* empty */;
-      4'h9:
+      5'h09:
           /* empty */;
-      4'ha:
-          \start$93  = 1'h1;
-      4'hb:
+      5'h0a:
           /* empty */;
-      4'hc:
-          if (\$signal$136 ) begin
-            \start$93  = 1'h1;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          \start$98  = 1'h1;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          if (\$signal$157 ) begin
+            \start$98  = 1'h1;
           end
-      4'hd:
+      5'h11:
           /* empty */;
-      4'h2:
-          \start$93  = 1'h1;
+      5'h02:
+          \start$98  = 1'h1;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     from_stream = 1'h0;
     casez (fsm_state)
-      4'h0:
+      5'h00:
           /* empty */;
-      4'h1:
+      5'h01:
           /* empty */;
-      4'h4:
+      5'h04:
           from_stream = 1'h1;
     endcase
   end
@@ -3338,247 +3615,269 @@ module \ndp_device.control_unit (rst, pop, bus__arlen, bus__awlen, bus__wdata, b
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     beats = 32'd0;
     casez (fsm_state)
-      4'h0:
+      5'h00:
           /* empty */;
-      4'h1:
+      5'h01:
           /* empty */;
-      4'h4:
+      5'h04:
           beats = { 12'h000, entry[103:84] };
-      4'h5:
+      5'h05:
           /* empty */;
-      4'h3:
+      5'h03:
           beats = run_beats;
-      4'h6:
+      5'h06:
           /* empty */;
-      4'h7:
-          beats = { 12'h000, entry[103:84] };
+      5'h07:
+          beats = \$41 [31:0];
+      5'h08:
+          beats = { \$52 [22], \$52 [22], \$52 [22], \$52 [22], \$52 [22], \$52 [22], \$52 [22], \$52 [22], \$52 [22], \$52  };
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \beats$96  = 32'd0;
+    \beats$101  = 32'd0;
     casez (fsm_state)
-      4'h0:
+      5'h00:
           /* empty */;
-      4'h1:
+      5'h01:
           /* empty */;
-      4'h4:
-          \beats$96  = { 12'h000, entry[103:84] };
+      5'h04:
+          \beats$101  = { 12'h000, entry[103:84] };
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     addr = 64'h0000000000000000;
     casez (fsm_state)
-      4'h0:
+      5'h00:
           /* empty */;
-      4'h1:
+      5'h01:
           /* empty */;
-      4'h4:
+      5'h04:
           (* full_case = 32'd1 *)
           if (is_load) begin
             addr = entry[83:20];
           end else begin
-            addr = \$3 [63:0];
+            addr = \$26 [63:0];
           end
-      4'h5:
+      5'h05:
           /* empty */;
-      4'h3:
-          addr = \$15 [63:0];
-      4'h6:
+      5'h03:
+          addr = \$38 [63:0];
+      5'h06:
           /* empty */;
-      4'h7:
+      5'h07:
           addr = entry[83:20];
+      5'h08:
+          addr = \$47 [63:0];
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \addr$99  = 64'h0000000000000000;
+    \addr$104  = 64'h0000000000000000;
     casez (fsm_state)
-      4'h0:
+      5'h00:
           /* empty */;
-      4'h1:
+      5'h01:
           /* empty */;
-      4'h4:
+      5'h04:
           (* full_case = 32'd1 *)
           if (is_load) begin
-            \addr$99  = \$2 [63:0];
+            \addr$104  = \$25 [63:0];
           end else begin
-            \addr$99  = entry[83:20];
+            \addr$104  = entry[83:20];
           end
-      4'h5:
+      5'h05:
           /* empty */;
-      4'h3:
+      5'h03:
           /* empty */;
-      4'h6:
+      5'h06:
           /* empty */;
-      4'h7:
+      5'h07:
           /* empty */;
-      4'h8:
+      5'h08:
           /* empty */;
-      4'h9:
+      5'h09:
           /* empty */;
-      4'ha:
-          \addr$99  = \$signal$131 ;
-      4'hb:
+      5'h0a:
           /* empty */;
-      4'hc:
-          if (\$signal$136 ) begin
-            \addr$99  = \$25 [63:0];
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          \addr$104  = \$signal$152 ;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          if (\$signal$157 ) begin
+            \addr$104  = \$72 [63:0];
           end
-      4'hd:
+      5'h11:
           /* empty */;
-      4'h2:
-          \addr$99  = cq_slot;
+      5'h02:
+          \addr$104  = cq_slot;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$signal$102  = 3'h0;
+    \$signal$107  = 3'h0;
     casez (fsm_state)
-      4'h0:
+      5'h00:
           /* empty */;
-      4'h1:
+      5'h01:
           /* empty */;
-      4'h4:
+      5'h04:
           /* empty */;
-      4'h5:
+      5'h05:
           /* empty */;
-      4'h3:
-          \$signal$102  = \$7 [2:0];
+      5'h03:
+          \$signal$107  = \$30 [2:0];
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     run_beats = 32'd0;
     casez (fsm_state)
-      4'h0:
+      5'h00:
           /* empty */;
-      4'h1:
+      5'h01:
           /* empty */;
-      4'h4:
+      5'h04:
           /* empty */;
-      4'h5:
+      5'h05:
           /* empty */;
-      4'h3:
-          run_beats = { \$12 [25], \$12 [25], \$12 [25], \$12 [25], \$12 [25], \$12 [25], \$12  };
+      5'h03:
+          run_beats = { \$35 [25], \$35 [25], \$35 [25], \$35 [25], \$35 [25], \$35 [25], \$35  };
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \start$106  = 1'h0;
+    \start$111  = 1'h0;
     casez (fsm_state)
-      4'h0:
+      5'h00:
           /* empty */;
-      4'h1:
+      5'h01:
           /* empty */;
-      4'h4:
+      5'h04:
           /* empty */;
-      4'h5:
+      5'h05:
           /* empty */;
-      4'h3:
-          \start$106  = 1'h1;
-      4'h6:
+      5'h03:
+          \start$111  = 1'h1;
+      5'h06:
           /* empty */;
-      4'h7:
-          \start$106  = 1'h1;
+      5'h07:
+          \start$111  = 1'h1;
+      5'h08:
+          \start$111  = 1'h1;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     offset = 5'h00;
     casez (fsm_state)
-      4'h0:
+      5'h00:
           /* empty */;
-      4'h1:
+      5'h01:
           /* empty */;
-      4'h4:
+      5'h04:
           /* empty */;
-      4'h5:
+      5'h05:
           /* empty */;
-      4'h3:
+      5'h03:
           offset = in_elem[4:0];
-      4'h6:
+      5'h06:
           /* empty */;
-      4'h7:
+      5'h07:
           offset = 5'h00;
+      5'h08:
+          offset = main_elems[4:0];
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     rows = 20'h00000;
     casez (fsm_state)
-      4'h0:
+      5'h00:
           /* empty */;
-      4'h1:
+      5'h01:
           /* empty */;
-      4'h4:
+      5'h04:
           /* empty */;
-      4'h5:
+      5'h05:
           /* empty */;
-      4'h3:
-          rows = { 17'h00000, \$signal$102  };
-      4'h6:
+      5'h03:
+          rows = { 17'h00000, \$signal$107  };
+      5'h06:
           /* empty */;
-      4'h7:
-          rows = entry[123:104];
+      5'h07:
+          rows = \$signal$125 ;
+      5'h08:
+          rows = 20'h00001;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     cols = 20'h00000;
     casez (fsm_state)
-      4'h0:
+      5'h00:
           /* empty */;
-      4'h1:
+      5'h01:
           /* empty */;
-      4'h4:
+      5'h04:
           /* empty */;
-      4'h5:
+      5'h05:
           /* empty */;
-      4'h3:
+      5'h03:
           cols = entry[123:104];
-      4'h6:
+      5'h06:
           /* empty */;
-      4'h7:
-          cols = entry[143:124];
+      5'h07:
+          cols = \$42 [19:0];
+      5'h08:
+          cols = \$53 [19:0];
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \beats$110  = 32'd0;
+    \beats$115  = 32'd0;
     casez (fsm_state)
-      4'h0:
+      5'h00:
           /* empty */;
-      4'h1:
+      5'h01:
           /* empty */;
-      4'h4:
+      5'h04:
           /* empty */;
-      4'h5:
+      5'h05:
           /* empty */;
-      4'h3:
-          \beats$110  = run_beats;
-      4'h6:
+      5'h03:
+          \beats$115  = run_beats;
+      5'h06:
           /* empty */;
-      4'h7:
-          \beats$110  = { 12'h000, entry[103:84] };
+      5'h07:
+          \beats$115  = \$45 [31:0];
+      5'h08:
+          \beats$115  = { \$58 [22], \$58 [22], \$58 [22], \$58 [22], \$58 [22], \$58 [22], \$58 [22], \$58 [22], \$58 [22], \$58  };
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     in_we = 1'h0;
     casez (fsm_state)
-      4'h0:
+      5'h00:
           /* empty */;
-      4'h1:
+      5'h01:
           /* empty */;
-      4'h4:
+      5'h04:
           /* empty */;
-      4'h5:
+      5'h05:
           /* empty */;
-      4'h3:
+      5'h03:
           /* empty */;
-      4'h6:
+      5'h06:
           in_we = valid;
     endcase
   end
@@ -3586,17 +3885,17 @@ module \ndp_device.control_unit (rst, pop, bus__arlen, bus__awlen, bus__wdata, b
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     in_row = 2'h0;
     casez (fsm_state)
-      4'h0:
+      5'h00:
           /* empty */;
-      4'h1:
+      5'h01:
           /* empty */;
-      4'h4:
+      5'h04:
           /* empty */;
-      4'h5:
+      5'h05:
           /* empty */;
-      4'h3:
+      5'h03:
           /* empty */;
-      4'h6:
+      5'h06:
           in_row = row[1:0];
     endcase
   end
@@ -3604,17 +3903,17 @@ module \ndp_device.control_unit (rst, pop, bus__arlen, bus__awlen, bus__wdata, b
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     in_word = 7'h00;
     casez (fsm_state)
-      4'h0:
+      5'h00:
           /* empty */;
-      4'h1:
+      5'h01:
           /* empty */;
-      4'h4:
+      5'h04:
           /* empty */;
-      4'h5:
+      5'h05:
           /* empty */;
-      4'h3:
+      5'h03:
           /* empty */;
-      4'h6:
+      5'h06:
           in_word = col[11:5];
     endcase
   end
@@ -3622,17 +3921,17 @@ module \ndp_device.control_unit (rst, pop, bus__arlen, bus__awlen, bus__wdata, b
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     in_data = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     casez (fsm_state)
-      4'h0:
+      5'h00:
           /* empty */;
-      4'h1:
+      5'h01:
           /* empty */;
-      4'h4:
+      5'h04:
           /* empty */;
-      4'h5:
+      5'h05:
           /* empty */;
-      4'h3:
+      5'h03:
           /* empty */;
-      4'h6:
+      5'h06:
           in_data = data;
     endcase
   end
@@ -3640,21 +3939,25 @@ module \ndp_device.control_unit (rst, pop, bus__arlen, bus__awlen, bus__wdata, b
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     mac = 1'h0;
     casez (fsm_state)
-      4'h0:
+      5'h00:
           /* empty */;
-      4'h1:
+      5'h01:
           /* empty */;
-      4'h4:
+      5'h04:
           /* empty */;
-      4'h5:
+      5'h05:
           /* empty */;
-      4'h3:
+      5'h03:
           /* empty */;
-      4'h6:
+      5'h06:
           /* empty */;
-      4'h7:
+      5'h07:
           /* empty */;
-      4'h8:
+      5'h08:
+          /* empty */;
+      5'h09:
+          mac = valid;
+      5'h0a:
           mac = valid;
     endcase
   end
@@ -3662,255 +3965,465 @@ module \ndp_device.control_unit (rst, pop, bus__arlen, bus__awlen, bus__wdata, b
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     first = 1'h0;
     casez (fsm_state)
-      4'h0:
+      5'h00:
           /* empty */;
-      4'h1:
+      5'h01:
           /* empty */;
-      4'h4:
+      5'h04:
           /* empty */;
-      4'h5:
+      5'h05:
           /* empty */;
-      4'h3:
+      5'h03:
           /* empty */;
-      4'h6:
+      5'h06:
           /* empty */;
-      4'h7:
+      5'h07:
           /* empty */;
-      4'h8:
-          first = \$16 ;
+      5'h08:
+          /* empty */;
+      5'h09:
+          first = \$59 ;
+      5'h0a:
+          first = \$61 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    k = 20'h00000;
+    k_base = 20'h00000;
     casez (fsm_state)
-      4'h0:
+      5'h00:
           /* empty */;
-      4'h1:
+      5'h01:
           /* empty */;
-      4'h4:
+      5'h04:
           /* empty */;
-      4'h5:
+      5'h05:
           /* empty */;
-      4'h3:
+      5'h03:
           /* empty */;
-      4'h6:
+      5'h06:
           /* empty */;
-      4'h7:
+      5'h07:
           /* empty */;
-      4'h8:
-          k = row;
+      5'h08:
+          /* empty */;
+      5'h09:
+          k_base = \$signal$133 ;
+      5'h0a:
+          k_base = \$signal$133 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    n_word = 7'h00;
+    acc_addr = 7'h00;
     casez (fsm_state)
-      4'h0:
+      5'h00:
           /* empty */;
-      4'h1:
+      5'h01:
           /* empty */;
-      4'h4:
+      5'h04:
           /* empty */;
-      4'h5:
+      5'h05:
           /* empty */;
-      4'h3:
+      5'h03:
           /* empty */;
-      4'h6:
+      5'h06:
           /* empty */;
-      4'h7:
+      5'h07:
           /* empty */;
-      4'h8:
-          n_word = col[11:5];
+      5'h08:
+          /* empty */;
+      5'h09:
+          acc_addr = \$60 [6:0];
+      5'h0a:
+          acc_addr = \$62 [6:0];
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    active = 6'h00;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          active = count;
+      5'h0a:
+          active = count;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     w_data = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     casez (fsm_state)
-      4'h0:
+      5'h00:
           /* empty */;
-      4'h1:
+      5'h01:
           /* empty */;
-      4'h4:
+      5'h04:
           /* empty */;
-      4'h5:
+      5'h05:
           /* empty */;
-      4'h3:
+      5'h03:
           /* empty */;
-      4'h6:
+      5'h06:
           /* empty */;
-      4'h7:
+      5'h07:
           /* empty */;
-      4'h8:
+      5'h08:
+          /* empty */;
+      5'h09:
+          w_data = data;
+      5'h0a:
           w_data = data;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$signal$124  = 6'h00;
+    fold_start = 1'h0;
     casez (fsm_state)
-      4'h0:
+      5'h00:
           /* empty */;
-      4'h1:
+      5'h01:
           /* empty */;
-      4'h4:
+      5'h04:
           /* empty */;
-      4'h5:
+      5'h05:
           /* empty */;
-      4'h3:
+      5'h03:
           /* empty */;
-      4'h6:
+      5'h06:
           /* empty */;
-      4'h7:
+      5'h07:
           /* empty */;
-      4'h8:
+      5'h08:
           /* empty */;
-      4'h9:
-          \$signal$124  = \$22 [5:0];
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          fold_start = 1'h1;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    fold_row = 2'h0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          fold_row = \$signal$141 ;
+      5'h0d:
+          fold_row = \$signal$141 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    fold_word = 7'h00;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          fold_word = \$signal$143 [6:0];
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    fold_n_words = 8'h00;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          fold_n_words = \$signal$145 [7:0];
+      5'h0d:
+          fold_n_words = \$signal$145 [7:0];
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    fold_sets = 2'h0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          fold_sets = sets_used;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    fold_pack = 6'h00;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          fold_pack = \$63 [5:0];
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$signal$149  = 6'h00;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          \$signal$149  = \$69 [5:0];
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     elem = 44'h00000000000;
     casez (fsm_state)
-      4'h0:
+      5'h00:
           /* empty */;
-      4'h1:
+      5'h01:
           /* empty */;
-      4'h4:
+      5'h04:
           /* empty */;
-      4'h5:
+      5'h05:
           /* empty */;
-      4'h3:
+      5'h03:
           /* empty */;
-      4'h6:
+      5'h06:
           /* empty */;
-      4'h7:
+      5'h07:
           /* empty */;
-      4'h8:
+      5'h08:
           /* empty */;
-      4'h9:
-          elem = \$24 [43:0];
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    rd_row = 2'h0;
-    casez (fsm_state)
-      4'h0:
+      5'h09:
           /* empty */;
-      4'h1:
+      5'h0a:
           /* empty */;
-      4'h4:
+      5'h0b:
           /* empty */;
-      4'h5:
+      5'h0c:
           /* empty */;
-      4'h3:
-          /* empty */;
-      4'h6:
-          /* empty */;
-      4'h7:
-          /* empty */;
-      4'h8:
-          /* empty */;
-      4'h9:
-          rd_row = \$signal$129 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    rd_word = 7'h00;
-    casez (fsm_state)
-      4'h0:
-          /* empty */;
-      4'h1:
-          /* empty */;
-      4'h4:
-          /* empty */;
-      4'h5:
-          /* empty */;
-      4'h3:
-          /* empty */;
-      4'h6:
-          /* empty */;
-      4'h7:
-          /* empty */;
-      4'h8:
-          /* empty */;
-      4'h9:
-          rd_word = \$signal$125 [6:0];
+      5'h0d:
+          elem = \$71 [43:0];
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     line = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     casez (fsm_state)
-      4'h0:
+      5'h00:
           /* empty */;
-      4'h1:
+      5'h01:
           /* empty */;
-      4'h4:
+      5'h04:
           /* empty */;
-      4'h5:
+      5'h05:
           /* empty */;
-      4'h3:
+      5'h03:
           /* empty */;
-      4'h6:
+      5'h06:
           /* empty */;
-      4'h7:
+      5'h07:
           /* empty */;
-      4'h8:
+      5'h08:
           /* empty */;
-      4'h9:
+      5'h09:
           /* empty */;
-      4'ha:
-          line = \$signal$133 [511:0];
-      4'hb:
+      5'h0a:
           /* empty */;
-      4'hc:
-          if (\$signal$136 ) begin
-            line = \$signal$133 [1023:512];
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          line = \$signal$154 [511:0];
+      5'h0f:
+          /* empty */;
+      5'h10:
+          if (\$signal$157 ) begin
+            line = \$signal$154 [1023:512];
           end
-      4'hd:
+      5'h11:
           /* empty */;
-      4'h2:
-          line = \$signal$139 ;
+      5'h02:
+          line = \$signal$160 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     strb = 64'h0000000000000000;
     casez (fsm_state)
-      4'h0:
+      5'h00:
           /* empty */;
-      4'h1:
+      5'h01:
           /* empty */;
-      4'h4:
+      5'h04:
           /* empty */;
-      4'h5:
+      5'h05:
           /* empty */;
-      4'h3:
+      5'h03:
           /* empty */;
-      4'h6:
+      5'h06:
           /* empty */;
-      4'h7:
+      5'h07:
           /* empty */;
-      4'h8:
+      5'h08:
           /* empty */;
-      4'h9:
+      5'h09:
           /* empty */;
-      4'ha:
-          strb = \$signal$135 [63:0];
-      4'hb:
+      5'h0a:
           /* empty */;
-      4'hc:
-          if (\$signal$136 ) begin
-            strb = \$signal$135 [127:64];
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          strb = \$signal$156 [63:0];
+      5'h0f:
+          /* empty */;
+      5'h10:
+          if (\$signal$157 ) begin
+            strb = \$signal$156 [127:64];
           end
-      4'hd:
+      5'h11:
           /* empty */;
-      4'h2:
+      5'h02:
           strb = 64'hffffffffffffffff;
     endcase
   end
@@ -3918,104 +4431,128 @@ module \ndp_device.control_unit (rst, pop, bus__arlen, bus__awlen, bus__wdata, b
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     status_word = 32'd0;
     casez (fsm_state)
-      4'h0:
+      5'h00:
           /* empty */;
-      4'h1:
+      5'h01:
           /* empty */;
-      4'h4:
+      5'h04:
           /* empty */;
-      4'h5:
+      5'h05:
           /* empty */;
-      4'h3:
+      5'h03:
           /* empty */;
-      4'h6:
+      5'h06:
           /* empty */;
-      4'h7:
+      5'h07:
           /* empty */;
-      4'h8:
+      5'h08:
           /* empty */;
-      4'h9:
+      5'h09:
           /* empty */;
-      4'ha:
+      5'h0a:
           /* empty */;
-      4'hb:
+      5'h0b:
           /* empty */;
-      4'hc:
+      5'h0c:
           /* empty */;
-      4'hd:
+      5'h0d:
           /* empty */;
-      4'h2:
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h11:
+          /* empty */;
+      5'h02:
           status_word = { 24'h000000, status };
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$signal$139  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    \$signal$160  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     casez (fsm_state)
-      4'h0:
+      5'h00:
           /* empty */;
-      4'h1:
+      5'h01:
           /* empty */;
-      4'h4:
+      5'h04:
           /* empty */;
-      4'h5:
+      5'h05:
           /* empty */;
-      4'h3:
+      5'h03:
           /* empty */;
-      4'h6:
+      5'h06:
           /* empty */;
-      4'h7:
+      5'h07:
           /* empty */;
-      4'h8:
+      5'h08:
           /* empty */;
-      4'h9:
+      5'h09:
           /* empty */;
-      4'ha:
+      5'h0a:
           /* empty */;
-      4'hb:
+      5'h0b:
           /* empty */;
-      4'hc:
+      5'h0c:
           /* empty */;
-      4'hd:
+      5'h0d:
           /* empty */;
-      4'h2:
-          \$signal$139  = { 320'h00000000000000000000000000000000000000000000000000000000000000000000000000000000, \$26 [63:0], 32'h00000000, status_word, entry[269:206] };
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h11:
+          /* empty */;
+      5'h02:
+          \$signal$160  = { 320'h00000000000000000000000000000000000000000000000000000000000000000000000000000000, \$73 [63:0], 32'h00000000, status_word, entry[269:206] };
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     done_valid = 1'h0;
     casez (fsm_state)
-      4'h0:
+      5'h00:
           /* empty */;
-      4'h1:
+      5'h01:
           /* empty */;
-      4'h4:
+      5'h04:
           /* empty */;
-      4'h5:
+      5'h05:
           /* empty */;
-      4'h3:
+      5'h03:
           /* empty */;
-      4'h6:
+      5'h06:
           /* empty */;
-      4'h7:
+      5'h07:
           /* empty */;
-      4'h8:
+      5'h08:
           /* empty */;
-      4'h9:
+      5'h09:
           /* empty */;
-      4'ha:
+      5'h0a:
           /* empty */;
-      4'hb:
+      5'h0b:
           /* empty */;
-      4'hc:
+      5'h0c:
           /* empty */;
-      4'hd:
+      5'h0d:
           /* empty */;
-      4'h2:
+      5'h0e:
           /* empty */;
-      4'he:
-          if (\$27 ) begin
+      5'h0f:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h11:
+          /* empty */;
+      5'h02:
+          /* empty */;
+      5'h12:
+          if (\$74 ) begin
             done_valid = 1'h1;
           end
     endcase
@@ -4024,36 +4561,44 @@ module \ndp_device.control_unit (rst, pop, bus__arlen, bus__awlen, bus__wdata, b
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     done_queue = 2'h0;
     casez (fsm_state)
-      4'h0:
+      5'h00:
           /* empty */;
-      4'h1:
+      5'h01:
           /* empty */;
-      4'h4:
+      5'h04:
           /* empty */;
-      4'h5:
+      5'h05:
           /* empty */;
-      4'h3:
+      5'h03:
           /* empty */;
-      4'h6:
+      5'h06:
           /* empty */;
-      4'h7:
+      5'h07:
           /* empty */;
-      4'h8:
+      5'h08:
           /* empty */;
-      4'h9:
+      5'h09:
           /* empty */;
-      4'ha:
+      5'h0a:
           /* empty */;
-      4'hb:
+      5'h0b:
           /* empty */;
-      4'hc:
+      5'h0c:
           /* empty */;
-      4'hd:
+      5'h0d:
           /* empty */;
-      4'h2:
+      5'h0e:
           /* empty */;
-      4'he:
-          if (\$27 ) begin
+      5'h0f:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h11:
+          /* empty */;
+      5'h02:
+          /* empty */;
+      5'h12:
+          if (\$74 ) begin
             done_queue = entry[205:204];
           end
     endcase
@@ -4062,36 +4607,44 @@ module \ndp_device.control_unit (rst, pop, bus__arlen, bus__awlen, bus__wdata, b
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     done_seq = 32'd0;
     casez (fsm_state)
-      4'h0:
+      5'h00:
           /* empty */;
-      4'h1:
+      5'h01:
           /* empty */;
-      4'h4:
+      5'h04:
           /* empty */;
-      4'h5:
+      5'h05:
           /* empty */;
-      4'h3:
+      5'h03:
           /* empty */;
-      4'h6:
+      5'h06:
           /* empty */;
-      4'h7:
+      5'h07:
           /* empty */;
-      4'h8:
+      5'h08:
           /* empty */;
-      4'h9:
+      5'h09:
           /* empty */;
-      4'ha:
+      5'h0a:
           /* empty */;
-      4'hb:
+      5'h0b:
           /* empty */;
-      4'hc:
+      5'h0c:
           /* empty */;
-      4'hd:
+      5'h0d:
           /* empty */;
-      4'h2:
+      5'h0e:
           /* empty */;
-      4'he:
-          if (\$27 ) begin
+      5'h0f:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h11:
+          /* empty */;
+      5'h02:
+          /* empty */;
+      5'h12:
+          if (\$74 ) begin
             done_seq = entry[237:206];
           end
     endcase
@@ -4100,36 +4653,44 @@ module \ndp_device.control_unit (rst, pop, bus__arlen, bus__awlen, bus__wdata, b
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     done_status = 8'h00;
     casez (fsm_state)
-      4'h0:
+      5'h00:
           /* empty */;
-      4'h1:
+      5'h01:
           /* empty */;
-      4'h4:
+      5'h04:
           /* empty */;
-      4'h5:
+      5'h05:
           /* empty */;
-      4'h3:
+      5'h03:
           /* empty */;
-      4'h6:
+      5'h06:
           /* empty */;
-      4'h7:
+      5'h07:
           /* empty */;
-      4'h8:
+      5'h08:
           /* empty */;
-      4'h9:
+      5'h09:
           /* empty */;
-      4'ha:
+      5'h0a:
           /* empty */;
-      4'hb:
+      5'h0b:
           /* empty */;
-      4'hc:
+      5'h0c:
           /* empty */;
-      4'hd:
+      5'h0d:
           /* empty */;
-      4'h2:
+      5'h0e:
           /* empty */;
-      4'he:
-          if (\$27 ) begin
+      5'h0f:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h11:
+          /* empty */;
+      5'h02:
+          /* empty */;
+      5'h12:
+          if (\$74 ) begin
             done_status = status;
           end
     endcase
@@ -4138,510 +4699,933 @@ module \ndp_device.control_unit (rst, pop, bus__arlen, bus__awlen, bus__wdata, b
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     irq = 4'h0;
     casez (fsm_state)
-      4'h0:
+      5'h00:
           /* empty */;
-      4'h1:
+      5'h01:
           /* empty */;
-      4'h4:
+      5'h04:
           /* empty */;
-      4'h5:
+      5'h05:
           /* empty */;
-      4'h3:
+      5'h03:
           /* empty */;
-      4'h6:
+      5'h06:
           /* empty */;
-      4'h7:
+      5'h07:
           /* empty */;
-      4'h8:
+      5'h08:
           /* empty */;
-      4'h9:
+      5'h09:
           /* empty */;
-      4'ha:
+      5'h0a:
           /* empty */;
-      4'hb:
+      5'h0b:
           /* empty */;
-      4'hc:
+      5'h0c:
           /* empty */;
-      4'hd:
+      5'h0d:
           /* empty */;
-      4'h2:
+      5'h0e:
           /* empty */;
-      4'he:
-          if (\$27 ) begin
-            irq = \$28 ;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h11:
+          /* empty */;
+      5'h02:
+          /* empty */;
+      5'h12:
+          if (\$74 ) begin
+            irq = \$75 ;
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$92  = entry;
+    \$181  = entry;
     casez (fsm_state)
-      4'h0:
+      5'h00:
           if (pop_valid) begin
-            \$92  = pop;
+            \$181  = pop;
           end
     endcase
     if (rst) begin
-      \$92  = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$181  = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$93  = fsm_state;
+    \$182  = fsm_state;
     casez (fsm_state)
-      4'h0:
+      5'h00:
           if (pop_valid) begin
-            \$93  = 4'h1;
+            \$182  = 5'h01;
           end
-      4'h1:
+      5'h01:
           (* full_case = 32'd1 *)
-          if (\$56 ) begin
-            \$93  = 4'h2;
+          if (\$116 ) begin
+            \$182  = 5'h02;
           end else if (is_compute) begin
-            \$93  = 4'h3;
+            \$182  = 5'h03;
           end else begin
-            \$93  = 4'h4;
+            \$182  = 5'h04;
           end
-      4'h4:
-          \$93  = 4'h5;
-      4'h5:
-          if (\$59 ) begin
-            \$93  = 4'h2;
+      5'h04:
+          \$182  = 5'h05;
+      5'h05:
+          if (\$119 ) begin
+            \$182  = 5'h02;
           end
-      4'h3:
-          \$93  = 4'h6;
-      4'h6:
-          if (\$60 ) begin
-            \$93  = 4'h7;
-          end
-      4'h7:
-          \$93  = 4'h8;
-      4'h8:
-          if (\$61 ) begin
-            \$93  = 4'h9;
-          end
-      4'h9:
-          \$93  = 4'ha;
-      4'ha:
-          \$93  = 4'hb;
-      4'hb:
-          if (\$74 ) begin
-            \$93  = 4'hc;
-          end
-      4'hc:
-          \$93  = 4'hd;
-      4'hd:
-          if (\$75 ) begin
+      5'h03:
+          \$182  = 5'h06;
+      5'h06:
+          if (\$120 ) begin
             (* full_case = 32'd1 *)
-            if (\$79 ) begin
-              \$93  = 4'h9;
-            end else if (\$81 ) begin
-              \$93  = 4'h9;
+            if (\$121 ) begin
+              \$182  = 5'h07;
+            end else begin
+              \$182  = 5'h08;
+            end
+          end
+      5'h07:
+          \$182  = 5'h09;
+      5'h08:
+          \$182  = 5'h0a;
+      5'h09:
+          if (\$135 ) begin
+            (* full_case = 32'd1 *)
+            if (\$136 ) begin
+              \$182  = 5'h08;
+            end else begin
+              \$182  = 5'h0b;
+            end
+          end
+      5'h0a:
+          if (\$148 ) begin
+            \$182  = 5'h0b;
+          end
+      5'h0b:
+          if (\$150 ) begin
+            \$182  = 5'h0c;
+          end
+      5'h0c:
+          \$182  = 5'h0d;
+      5'h0d:
+          if (fold_done) begin
+            \$182  = 5'h0e;
+          end
+      5'h0e:
+          \$182  = 5'h0f;
+      5'h0f:
+          if (\$163 ) begin
+            \$182  = 5'h10;
+          end
+      5'h10:
+          \$182  = 5'h11;
+      5'h11:
+          if (\$164 ) begin
+            (* full_case = 32'd1 *)
+            if (\$168 ) begin
+              \$182  = 5'h0c;
+            end else if (\$170 ) begin
+              \$182  = 5'h0c;
             end else begin
               (* full_case = 32'd1 *)
-              if (\$90 ) begin
-                \$93  = 4'h3;
+              if (\$179 ) begin
+                \$182  = 5'h03;
               end else begin
-                \$93  = 4'h2;
+                \$182  = 5'h02;
               end
             end
           end
-      4'h2:
-          \$93  = 4'he;
-      4'he:
-          if (\$91 ) begin
-            \$93  = 4'h0;
+      5'h02:
+          \$182  = 5'h12;
+      5'h12:
+          if (\$180 ) begin
+            \$182  = 5'h00;
           end
     endcase
     if (rst) begin
-      \$93  = 4'h0;
+      \$182  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$94  = status;
+    \$183  = status;
     casez (fsm_state)
-      4'h0:
+      5'h00:
           /* empty */;
-      4'h1:
-          \$94  = \status$151 ;
+      5'h01:
+          \$183  = \status$172 ;
     endcase
     if (rst) begin
-      \$94  = 8'h00;
+      \$183  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$95  = \$signal ;
+    \$184  = \$signal ;
     casez (fsm_state)
-      4'h0:
+      5'h00:
           /* empty */;
-      4'h1:
-          \$95  = \$49 [63:0];
+      5'h01:
+          \$184  = \$100 [63:0];
     endcase
     if (rst) begin
-      \$95  = 64'h0000000000000000;
+      \$184  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$96  = cq_slot;
+    \$185  = cq_slot;
     casez (fsm_state)
-      4'h0:
+      5'h00:
           /* empty */;
-      4'h1:
-          \$96  = \$55 [63:0];
+      5'h01:
+          \$185  = \$106 [63:0];
     endcase
     if (rst) begin
-      \$96  = 64'h0000000000000000;
+      \$185  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$97  = \$signal$103 ;
+    \$186  = \$signal$126 ;
     casez (fsm_state)
-      4'h0:
+      5'h00:
           /* empty */;
-      4'h1:
-          if (\$56 ) begin
+      5'h01:
+          \$186  = \$like ;
+    endcase
+    if (rst) begin
+      \$186  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$187  = \$signal$145 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          \$187  = \$16 [19:0];
+    endcase
+    if (rst) begin
+      \$187  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$188  = \$signal$131 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          \$188  = plan_sets;
+    endcase
+    if (rst) begin
+      \$188  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$189  = \$signal$125 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          \$189  = \$107 ;
+    endcase
+    if (rst) begin
+      \$189  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$190  = \$signal$127 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          \$190  = \$110 [4:0];
+    endcase
+    if (rst) begin
+      \$190  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$191  = sets_used;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          \$191  = \$112 [1:0];
+    endcase
+    if (rst) begin
+      \$191  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$192  = main_elems;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          \$192  = \$115 [43:0];
+    endcase
+    if (rst) begin
+      \$192  = 44'h00000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$193  = \$signal$108 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          if (\$116 ) begin
           end else if (is_compute) begin
-            \$97  = 20'h00000;
+            \$193  = 20'h00000;
           end
-      4'h4:
+      5'h04:
           /* empty */;
-      4'h5:
+      5'h05:
           /* empty */;
-      4'h3:
+      5'h03:
           /* empty */;
-      4'h6:
+      5'h06:
           /* empty */;
-      4'h7:
+      5'h07:
           /* empty */;
-      4'h8:
+      5'h08:
           /* empty */;
-      4'h9:
+      5'h09:
           /* empty */;
-      4'ha:
+      5'h0a:
           /* empty */;
-      4'hb:
+      5'h0b:
           /* empty */;
-      4'hc:
+      5'h0c:
           /* empty */;
-      4'hd:
-          if (\$75 ) begin
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h11:
+          if (\$164 ) begin
             (* full_case = 32'd1 *)
-            if (\$79 ) begin
-            end else if (\$81 ) begin
+            if (\$168 ) begin
+            end else if (\$170 ) begin
             end else begin
-              \$97  = \$86 [19:0];
+              \$193  = \$175 [19:0];
             end
           end
     endcase
     if (rst) begin
-      \$97  = 20'h00000;
+      \$193  = 20'h00000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$98  = in_elem;
+    \$194  = in_elem;
     casez (fsm_state)
-      4'h0:
+      5'h00:
           /* empty */;
-      4'h1:
-          if (\$56 ) begin
+      5'h01:
+          if (\$116 ) begin
           end else if (is_compute) begin
-            \$98  = 44'h00000000000;
+            \$194  = 44'h00000000000;
           end
-      4'h4:
+      5'h04:
           /* empty */;
-      4'h5:
+      5'h05:
           /* empty */;
-      4'h3:
+      5'h03:
           /* empty */;
-      4'h6:
+      5'h06:
           /* empty */;
-      4'h7:
+      5'h07:
           /* empty */;
-      4'h8:
+      5'h08:
           /* empty */;
-      4'h9:
+      5'h09:
           /* empty */;
-      4'ha:
+      5'h0a:
           /* empty */;
-      4'hb:
+      5'h0b:
           /* empty */;
-      4'hc:
+      5'h0c:
           /* empty */;
-      4'hd:
-          if (\$75 ) begin
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h11:
+          if (\$164 ) begin
             (* full_case = 32'd1 *)
-            if (\$79 ) begin
-            end else if (\$81 ) begin
+            if (\$168 ) begin
+            end else if (\$170 ) begin
             end else begin
-              \$98  = \$88 [43:0];
+              \$194  = \$177 [43:0];
             end
           end
     endcase
     if (rst) begin
-      \$98  = 44'h00000000000;
+      \$194  = 44'h00000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$99  = out_elem;
+    \$195  = out_elem;
     casez (fsm_state)
-      4'h0:
+      5'h00:
           /* empty */;
-      4'h1:
-          if (\$56 ) begin
+      5'h01:
+          if (\$116 ) begin
           end else if (is_compute) begin
-            \$99  = 44'h00000000000;
+            \$195  = 44'h00000000000;
           end
-      4'h4:
+      5'h04:
           /* empty */;
-      4'h5:
+      5'h05:
           /* empty */;
-      4'h3:
+      5'h03:
           /* empty */;
-      4'h6:
+      5'h06:
           /* empty */;
-      4'h7:
+      5'h07:
           /* empty */;
-      4'h8:
+      5'h08:
           /* empty */;
-      4'h9:
+      5'h09:
           /* empty */;
-      4'ha:
+      5'h0a:
           /* empty */;
-      4'hb:
+      5'h0b:
           /* empty */;
-      4'hc:
+      5'h0c:
           /* empty */;
-      4'hd:
-          if (\$75 ) begin
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h11:
+          if (\$164 ) begin
             (* full_case = 32'd1 *)
-            if (\$79 ) begin
-            end else if (\$81 ) begin
-              \$99  = \$84 [43:0];
+            if (\$168 ) begin
+            end else if (\$170 ) begin
+              \$195  = \$173 [43:0];
             end else begin
-              \$99  = \$85 [43:0];
+              \$195  = \$174 [43:0];
             end
           end
     endcase
     if (rst) begin
-      \$99  = 44'h00000000000;
+      \$195  = 44'h00000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$100  = \$signal$154 ;
+    \$196  = \$signal$175 ;
     casez (fsm_state)
-      4'h0:
+      5'h00:
           /* empty */;
-      4'h1:
+      5'h01:
           /* empty */;
-      4'h4:
+      5'h04:
           /* empty */;
-      4'h5:
+      5'h05:
           /* empty */;
-      4'h3:
-          \$100  = \$signal$102 ;
+      5'h03:
+          \$196  = \$signal$107 ;
     endcase
     if (rst) begin
-      \$100  = 3'h0;
+      \$196  = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$101  = \$signal$129 ;
+    \$197  = \$signal$133 ;
     casez (fsm_state)
-      4'h0:
+      5'h00:
           /* empty */;
-      4'h1:
+      5'h01:
           /* empty */;
-      4'h4:
+      5'h04:
           /* empty */;
-      4'h5:
+      5'h05:
           /* empty */;
-      4'h3:
+      5'h03:
           /* empty */;
-      4'h6:
-          /* empty */;
-      4'h7:
-          /* empty */;
-      4'h8:
-          if (\$61 ) begin
-            \$101  = 2'h0;
+      5'h06:
+          if (\$120 ) begin
+            \$197  = 20'h00000;
           end
-      4'h9:
+      5'h07:
           /* empty */;
-      4'ha:
+      5'h08:
           /* empty */;
-      4'hb:
+      5'h09:
+          if (\$126 ) begin
+            \$197  = \$128 [19:0];
+          end
+      5'h0a:
+          if (\$139 ) begin
+            \$197  = \$141 [19:0];
+          end
+    endcase
+    if (rst) begin
+      \$197  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$198  = \$signal$130 ;
+    casez (fsm_state)
+      5'h00:
           /* empty */;
-      4'hc:
+      5'h01:
           /* empty */;
-      4'hd:
-          if (\$75 ) begin
-            if (\$79 ) begin
-            end else if (\$81 ) begin
-              \$101  = \$83 [1:0];
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          if (\$120 ) begin
+            \$198  = 2'h0;
+          end
+      5'h07:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          if (\$126 ) begin
+            if (\$129 ) begin
+              \$198  = \$130 [1:0];
+            end
+          end
+      5'h0a:
+          if (\$139 ) begin
+            if (\$142 ) begin
+              \$198  = \$143 [1:0];
             end
           end
     endcase
     if (rst) begin
-      \$101  = 2'h0;
+      \$198  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$102  = \$signal$125 ;
+    \$199  = \$signal$177 ;
     casez (fsm_state)
-      4'h0:
+      5'h00:
           /* empty */;
-      4'h1:
+      5'h01:
           /* empty */;
-      4'h4:
+      5'h04:
           /* empty */;
-      4'h5:
+      5'h05:
           /* empty */;
-      4'h3:
+      5'h03:
           /* empty */;
-      4'h6:
-          /* empty */;
-      4'h7:
-          /* empty */;
-      4'h8:
-          if (\$61 ) begin
-            \$102  = 20'h00000;
+      5'h06:
+          if (\$120 ) begin
+            \$199  = 2'h0;
           end
-      4'h9:
+      5'h07:
           /* empty */;
-      4'ha:
+      5'h08:
           /* empty */;
-      4'hb:
-          /* empty */;
-      4'hc:
-          /* empty */;
-      4'hd:
-          if (\$75 ) begin
-            if (\$79 ) begin
-              \$102  = \$82 [19:0];
-            end else if (\$81 ) begin
-              \$102  = 20'h00000;
+      5'h09:
+          if (\$126 ) begin
+            (* full_case = 32'd1 *)
+            if (\$132 ) begin
+              \$199  = 2'h0;
+            end else begin
+              \$199  = \$133 [1:0];
+            end
+          end
+      5'h0a:
+          if (\$139 ) begin
+            (* full_case = 32'd1 *)
+            if (\$145 ) begin
+              \$199  = 2'h0;
+            end else begin
+              \$199  = \$146 [1:0];
             end
           end
     endcase
     if (rst) begin
-      \$102  = 20'h00000;
+      \$199  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$103  = \$signal$133 ;
+    \$200  = \$signal$135 ;
     casez (fsm_state)
-      4'h0:
+      5'h00:
           /* empty */;
-      4'h1:
+      5'h01:
           /* empty */;
-      4'h4:
+      5'h04:
           /* empty */;
-      4'h5:
+      5'h05:
           /* empty */;
-      4'h3:
+      5'h03:
           /* empty */;
-      4'h6:
+      5'h06:
+          if (\$120 ) begin
+            \$200  = 20'h00000;
+          end
+      5'h07:
           /* empty */;
-      4'h7:
+      5'h08:
           /* empty */;
-      4'h8:
-          /* empty */;
-      4'h9:
-          \$103  = \$63 [1023:0];
+      5'h09:
+          if (\$126 ) begin
+            (* full_case = 32'd1 *)
+            if (\$132 ) begin
+              \$200  = 20'h00000;
+            end else begin
+              \$200  = \$134 [19:0];
+            end
+          end
+      5'h0a:
+          if (\$139 ) begin
+            (* full_case = 32'd1 *)
+            if (\$145 ) begin
+              \$200  = 20'h00000;
+            end else begin
+              \$200  = \$147 [19:0];
+            end
+          end
     endcase
     if (rst) begin
-      \$103  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$200  = 20'h00000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$104  = \$signal$135 ;
+    \$201  = \$signal$178 ;
     casez (fsm_state)
-      4'h0:
+      5'h00:
           /* empty */;
-      4'h1:
+      5'h01:
           /* empty */;
-      4'h4:
+      5'h04:
           /* empty */;
-      4'h5:
+      5'h05:
           /* empty */;
-      4'h3:
+      5'h03:
           /* empty */;
-      4'h6:
+      5'h06:
           /* empty */;
-      4'h7:
-          /* empty */;
-      4'h8:
-          /* empty */;
-      4'h9:
-          \$104  = \$68 [127:0];
+      5'h07:
+          \$201  = \$122 [19:0];
+      5'h08:
+          \$201  = \$123 [19:0];
     endcase
     if (rst) begin
-      \$104  = 128'h00000000000000000000000000000000;
+      \$201  = 20'h00000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$105  = \$signal$136 ;
+    \$202  = drain;
     casez (fsm_state)
-      4'h0:
+      5'h00:
           /* empty */;
-      4'h1:
+      5'h01:
           /* empty */;
-      4'h4:
+      5'h04:
           /* empty */;
-      4'h5:
+      5'h05:
           /* empty */;
-      4'h3:
+      5'h03:
           /* empty */;
-      4'h6:
+      5'h06:
           /* empty */;
-      4'h7:
+      5'h07:
           /* empty */;
-      4'h8:
+      5'h08:
           /* empty */;
-      4'h9:
-          \$105  = \$70 ;
+      5'h09:
+          \$202  = 3'h5;
+      5'h0a:
+          \$202  = 3'h5;
+      5'h0b:
+          \$202  = \$149 [2:0];
     endcase
     if (rst) begin
-      \$105  = 1'h0;
+      \$202  = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$106  = \$signal$131 ;
+    \$203  = \$signal$141 ;
     casez (fsm_state)
-      4'h0:
+      5'h00:
           /* empty */;
-      4'h1:
+      5'h01:
           /* empty */;
-      4'h4:
+      5'h04:
           /* empty */;
-      4'h5:
+      5'h05:
           /* empty */;
-      4'h3:
+      5'h03:
           /* empty */;
-      4'h6:
+      5'h06:
           /* empty */;
-      4'h7:
+      5'h07:
           /* empty */;
-      4'h8:
+      5'h08:
           /* empty */;
-      4'h9:
-          \$106  = \$73 [63:0];
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          if (\$150 ) begin
+            \$203  = 2'h0;
+          end
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h11:
+          if (\$164 ) begin
+            if (\$168 ) begin
+            end else if (\$170 ) begin
+              \$203  = \$172 [1:0];
+            end
+          end
     endcase
     if (rst) begin
-      \$106  = 64'h0000000000000000;
+      \$203  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$204  = \$signal$143 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          if (\$150 ) begin
+            \$204  = 20'h00000;
+          end
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h11:
+          if (\$164 ) begin
+            if (\$168 ) begin
+              \$204  = \$171 [19:0];
+            end else if (\$170 ) begin
+              \$204  = 20'h00000;
+            end
+          end
+    endcase
+    if (rst) begin
+      \$204  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$205  = \$signal$154 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          if (fold_done) begin
+            \$205  = \$152 [1023:0];
+          end
+    endcase
+    if (rst) begin
+      \$205  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$206  = \$signal$156 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          if (fold_done) begin
+            \$206  = \$157 [127:0];
+          end
+    endcase
+    if (rst) begin
+      \$206  = 128'h00000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$207  = \$signal$157 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          if (fold_done) begin
+            \$207  = \$159 ;
+          end
+    endcase
+    if (rst) begin
+      \$207  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$208  = \$signal$152 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          if (fold_done) begin
+            \$208  = \$162 [63:0];
+          end
+    endcase
+    if (rst) begin
+      \$208  = 64'h0000000000000000;
     end
   end
   assign bus__arid = 8'h00;
@@ -4659,7 +5643,8 @@ module \ndp_device.control_unit (rst, pop, bus__arlen, bus__awlen, bus__wdata, b
   assign bus__arprot = 3'h0;
   assign \bus__arprot$15  = 3'h0;
   assign \bus__arvalid$17  = bus__arvalid;
-  assign \bus__rready$19  = bus__rready;
+  assign bus__rready = 1'h1;
+  assign \bus__rready$19  = 1'h1;
   assign bus__awid = 8'h00;
   assign \bus__awid$21  = 8'h00;
   assign \bus__awaddr$23  = bus__awaddr;
@@ -4697,6 +5682,9 @@ module \ndp_device.control_unit (rst, pop, bus__arlen, bus__awlen, bus__wdata, b
   assign log2_slot = regs[267:260];
   assign data_base = regs[191:128];
   assign data_limit = regs[255:192];
+  assign n_cols = entry[143:124];
+  assign \$like$92  = \$16 [19:0];
+  assign plan_groups = \$24 [19:0];
   assign \entry.desc  = entry[203:0];
   assign \entry.desc.type  = entry[1:0];
   assign \entry.desc.op  = entry[5:2];
@@ -4788,207 +5776,1357 @@ module \ndp_device.control_unit (rst, pop, bus__arlen, bus__awlen, bus__wdata, b
   assign \pop.queue  = pop[205:204];
   assign \pop.seq  = pop[269:206];
   assign \pop.taken  = pop[333:270];
-  assign \$12  = { \$11 [25], \$11 [25], \$11 [25], \$11 [25], \$11 [25], \$11 [25:5] };
-  assign \$14  = { 1'h0, in_elem[43:5], 6'h00 };
-  assign \$17  = { 2'h0, \$signal$125 , 5'h00 };
-  assign \$20  = { 2'h0, \$signal$125 , 5'h00 };
-  assign \$23  = { 2'h0, \$signal$125 , 5'h00 };
-  assign \$72  = { 1'h0, elem[43:5], 6'h00 };
-  assign \$77  = { 2'h0, \$76 , 5'h00 };
+  assign \$2  = { 1'h0, entry[143:124] };
+  assign \$4  = { entry[143:124], 1'h0 };
+  assign \$6  = { 1'h0, entry[143:124], 2'h0 };
+  assign \$8  = { entry[143:124], 3'h0 };
+  assign \$10  = { 3'h0, entry[143:124], 4'h0 };
+  assign \$12  = { 2'h0, entry[143:124], 5'h00 };
+  assign \$16  = { \$15 [21], \$15 [21], \$15 [21], \$15 [21], \$15 [21], \$15 [21:5] };
+  assign \$35  = { \$34 [25], \$34 [25], \$34 [25], \$34 [25], \$34 [25], \$34 [25:5] };
+  assign \$37  = { 1'h0, in_elem[43:5], 6'h00 };
+  assign \$41  = { \$40 [45], \$40 [45], \$40 [45], \$40 [45], \$40 [45], \$40 [45:5] };
+  assign \$45  = { \$44 [45], \$44 [45], \$44 [45], \$44 [45], \$44 [45], \$44 [45:5] };
+  assign \$46  = { 1'h0, main_elems[43:5], 6'h00 };
+  assign \$52  = { \$51 [22], \$51 [22], \$51 [22], \$51 [22], \$51 [22], \$51 [22:5] };
+  assign \$58  = { \$57 [22], \$57 [22], \$57 [22], \$57 [22], \$57 [22], \$57 [22:5] };
+  assign \$64  = { 2'h0, \$signal$143 , 5'h00 };
+  assign \$67  = { 2'h0, \$signal$143 , 5'h00 };
+  assign \$70  = { 2'h0, \$signal$143 , 5'h00 };
+  assign \$161  = { 1'h0, elem[43:5], 6'h00 };
+  assign \$166  = { 2'h0, \$165 , 5'h00 };
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, mac, first, k, n_word, w_data, rd_row, acc_out__addr, rd_fp16, clk);
+module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, mac, first, k_base, acc_addr, active, w_data, fold_start, fold_row, fold_word, fold_n_words, fold_sets, fold_pack, n_cols, sum_fp16, fold_done, clk
+);
   reg \$auto$verilog_backend.cc:2355:dump_module$4  = 0;
   wire \$1 ;
-  wire [31:0] \$10 ;
-  wire [31:0] \$100 ;
-  wire [31:0] \$101 ;
-  wire [31:0] \$102 ;
-  wire [31:0] \$103 ;
-  wire [31:0] \$104 ;
-  wire [31:0] \$105 ;
-  wire [31:0] \$106 ;
-  wire [31:0] \$107 ;
-  wire [31:0] \$108 ;
-  wire [31:0] \$109 ;
-  wire [31:0] \$11 ;
-  wire [31:0] \$110 ;
-  wire [31:0] \$111 ;
-  wire [31:0] \$112 ;
-  wire [31:0] \$113 ;
-  wire [31:0] \$114 ;
-  wire [31:0] \$115 ;
-  wire [31:0] \$116 ;
-  wire [31:0] \$117 ;
-  wire [31:0] \$118 ;
-  wire [31:0] \$119 ;
-  wire [31:0] \$12 ;
-  wire [31:0] \$120 ;
-  wire [31:0] \$121 ;
-  wire [31:0] \$122 ;
-  wire [31:0] \$123 ;
-  wire [31:0] \$124 ;
-  wire [31:0] \$125 ;
-  wire [31:0] \$126 ;
-  wire [31:0] \$127 ;
-  wire [31:0] \$128 ;
-  wire [31:0] \$129 ;
-  wire [31:0] \$13 ;
-  wire [31:0] \$130 ;
-  wire [31:0] \$131 ;
-  wire [31:0] \$132 ;
-  wire [9:0] \$135 ;
-  wire [31:0] \$14 ;
-  wire [9:0] \$140 ;
-  wire [9:0] \$145 ;
-  wire [31:0] \$15 ;
-  wire [9:0] \$150 ;
-  wire [31:0] \$16 ;
-  wire [31:0] \$17 ;
-  wire [31:0] \$18 ;
-  wire [31:0] \$19 ;
-  wire \$2 ;
-  wire [31:0] \$20 ;
-  wire [31:0] \$21 ;
-  wire [31:0] \$22 ;
-  wire [31:0] \$23 ;
-  wire [31:0] \$24 ;
-  wire [31:0] \$25 ;
-  wire [31:0] \$26 ;
-  wire [31:0] \$27 ;
-  wire [31:0] \$28 ;
-  wire [31:0] \$29 ;
-  wire \$3 ;
-  wire [31:0] \$30 ;
-  wire [31:0] \$31 ;
-  wire [31:0] \$32 ;
-  wire [31:0] \$33 ;
-  wire [31:0] \$34 ;
-  wire [31:0] \$35 ;
-  wire [31:0] \$36 ;
-  wire [31:0] \$37 ;
-  wire [31:0] \$38 ;
-  wire [31:0] \$39 ;
+  wire \$10 ;
+  wire [15:0] \$100 ;
+  reg [15:0] \$1000 ;
+  reg [31:0] \$1001 ;
+  reg [15:0] \$1002 ;
+  reg [31:0] \$1003 ;
+  reg [15:0] \$1004 ;
+  reg [31:0] \$1005 ;
+  reg [15:0] \$1006 ;
+  reg [31:0] \$1007 ;
+  reg [15:0] \$1008 ;
+  reg [31:0] \$1009 ;
+  wire [5:0] \$101 ;
+  reg [15:0] \$1010 ;
+  reg [31:0] \$1011 ;
+  reg [15:0] \$1012 ;
+  reg [31:0] \$1013 ;
+  reg [15:0] \$1014 ;
+  reg [31:0] \$1015 ;
+  reg [15:0] \$1016 ;
+  reg [31:0] \$1017 ;
+  reg [15:0] \$1018 ;
+  reg [31:0] \$1019 ;
+  wire [15:0] \$102 ;
+  reg [15:0] \$1020 ;
+  reg [31:0] \$1021 ;
+  reg [15:0] \$1022 ;
+  reg [31:0] \$1023 ;
+  reg [15:0] \$1024 ;
+  reg [31:0] \$1025 ;
+  reg [15:0] \$1026 ;
+  reg [31:0] \$1027 ;
+  reg [15:0] \$1028 ;
+  reg [31:0] \$1029 ;
+  wire [5:0] \$103 ;
+  reg [15:0] \$1030 ;
+  reg [31:0] \$1031 ;
+  reg [15:0] \$1032 ;
+  reg [31:0] \$1033 ;
+  reg [15:0] \$1034 ;
+  reg [31:0] \$1035 ;
+  reg [15:0] \$1036 ;
+  reg [31:0] \$1037 ;
+  reg [15:0] \$1038 ;
+  reg [31:0] \$1039 ;
+  wire [15:0] \$104 ;
+  reg [15:0] \$1040 ;
+  reg [31:0] \$1041 ;
+  reg [15:0] \$1042 ;
+  reg [31:0] \$1043 ;
+  reg [15:0] \$1044 ;
+  reg [31:0] \$1045 ;
+  reg [15:0] \$1046 ;
+  reg [31:0] \$1047 ;
+  reg [15:0] \$1048 ;
+  reg [31:0] \$1049 ;
+  wire [5:0] \$105 ;
+  reg [15:0] \$1050 ;
+  reg [31:0] \$1051 ;
+  reg [15:0] \$1052 ;
+  reg [31:0] \$1053 ;
+  reg [15:0] \$1054 ;
+  reg [31:0] \$1055 ;
+  reg [15:0] \$1056 ;
+  reg [31:0] \$1057 ;
+  reg [15:0] \$1058 ;
+  reg [31:0] \$1059 ;
+  wire [15:0] \$106 ;
+  reg [15:0] \$1060 ;
+  reg [31:0] \$1061 ;
+  reg [15:0] \$1062 ;
+  reg [31:0] \$1063 ;
+  reg [1023:0] \$1064 ;
+  reg [6:0] \$1065 ;
+  reg [1:0] \$1066 ;
+  reg [5:0] \$1067 ;
+  reg [1:0] \$1068 ;
+  reg [1023:0] \$1069 ;
+  wire [5:0] \$107 ;
+  reg [1:0] \$1070 ;
+  wire [15:0] \$108 ;
+  wire [5:0] \$109 ;
+  reg [4:0] \$11 ;
+  wire [15:0] \$110 ;
+  wire [5:0] \$111 ;
+  wire [15:0] \$112 ;
+  wire [5:0] \$113 ;
+  wire [15:0] \$114 ;
+  wire [5:0] \$115 ;
+  wire [15:0] \$116 ;
+  wire [9:0] \$1168 ;
+  wire [5:0] \$117 ;
+  wire [9:0] \$1172 ;
+  wire [9:0] \$1176 ;
+  wire [15:0] \$118 ;
+  wire [9:0] \$1180 ;
+  wire [9:0] \$1184 ;
+  wire [9:0] \$1188 ;
+  wire [5:0] \$119 ;
+  wire [9:0] \$1192 ;
+  wire [9:0] \$1196 ;
+  wire [4:0] \$12 ;
+  wire [15:0] \$120 ;
+  wire [9:0] \$1200 ;
+  wire [9:0] \$1204 ;
+  wire [9:0] \$1208 ;
+  wire [5:0] \$121 ;
+  wire [9:0] \$1212 ;
+  wire [9:0] \$1216 ;
+  wire [15:0] \$122 ;
+  wire [9:0] \$1220 ;
+  wire [9:0] \$1224 ;
+  wire [9:0] \$1228 ;
+  wire [5:0] \$123 ;
+  wire [9:0] \$1232 ;
+  wire [9:0] \$1236 ;
+  wire [15:0] \$124 ;
+  wire [9:0] \$1240 ;
+  wire [9:0] \$1244 ;
+  wire [9:0] \$1248 ;
+  wire [5:0] \$125 ;
+  wire [9:0] \$1252 ;
+  wire [9:0] \$1256 ;
+  wire [15:0] \$126 ;
+  wire [9:0] \$1260 ;
+  wire [9:0] \$1264 ;
+  wire [9:0] \$1268 ;
+  wire [5:0] \$127 ;
+  wire [9:0] \$1272 ;
+  wire [9:0] \$1276 ;
+  wire [15:0] \$128 ;
+  wire [9:0] \$1280 ;
+  wire [9:0] \$1284 ;
+  wire [9:0] \$1288 ;
+  wire [5:0] \$129 ;
+  wire [9:0] \$1292 ;
+  wire [9:0] \$1296 ;
+  wire \$13 ;
+  wire [15:0] \$130 ;
+  wire [9:0] \$1300 ;
+  wire [9:0] \$1304 ;
+  wire [9:0] \$1308 ;
+  wire [5:0] \$131 ;
+  wire [9:0] \$1312 ;
+  wire [9:0] \$1316 ;
+  wire [15:0] \$132 ;
+  wire [9:0] \$1320 ;
+  wire [9:0] \$1324 ;
+  wire [9:0] \$1328 ;
+  wire [5:0] \$133 ;
+  wire [9:0] \$1332 ;
+  wire [9:0] \$1336 ;
+  wire [15:0] \$134 ;
+  wire [9:0] \$1340 ;
+  wire [9:0] \$1344 ;
+  wire [9:0] \$1348 ;
+  wire [5:0] \$135 ;
+  wire [9:0] \$1352 ;
+  wire [9:0] \$1356 ;
+  wire [15:0] \$136 ;
+  wire [9:0] \$1360 ;
+  wire [9:0] \$1364 ;
+  wire [9:0] \$1368 ;
+  wire [5:0] \$137 ;
+  wire [9:0] \$1372 ;
+  wire [9:0] \$1376 ;
+  wire [15:0] \$138 ;
+  wire [9:0] \$1380 ;
+  wire [9:0] \$1384 ;
+  wire [9:0] \$1388 ;
+  wire [5:0] \$139 ;
+  wire [9:0] \$1392 ;
+  wire [9:0] \$1396 ;
+  reg [4:0] \$14 ;
+  wire [15:0] \$140 ;
+  wire [9:0] \$1400 ;
+  wire [9:0] \$1404 ;
+  wire [9:0] \$1408 ;
+  wire [5:0] \$141 ;
+  wire [9:0] \$1412 ;
+  wire [9:0] \$1416 ;
+  wire [15:0] \$142 ;
+  wire [9:0] \$1420 ;
+  wire [9:0] \$1424 ;
+  wire [9:0] \$1428 ;
+  wire [5:0] \$143 ;
+  wire [9:0] \$1432 ;
+  wire [9:0] \$1436 ;
+  wire [15:0] \$144 ;
+  wire [9:0] \$1440 ;
+  wire [9:0] \$1444 ;
+  wire [9:0] \$1448 ;
+  wire [5:0] \$145 ;
+  wire [9:0] \$1452 ;
+  wire [9:0] \$1456 ;
+  wire [15:0] \$146 ;
+  wire [9:0] \$1460 ;
+  wire [9:0] \$1464 ;
+  wire [9:0] \$1468 ;
+  wire [5:0] \$147 ;
+  wire [9:0] \$1472 ;
+  wire [9:0] \$1476 ;
+  wire [15:0] \$148 ;
+  wire [9:0] \$1480 ;
+  wire [9:0] \$1484 ;
+  wire [9:0] \$1488 ;
+  wire [5:0] \$149 ;
+  wire [9:0] \$1492 ;
+  wire [9:0] \$1496 ;
+  wire [4:0] \$15 ;
+  wire [15:0] \$150 ;
+  wire [9:0] \$1500 ;
+  wire [9:0] \$1504 ;
+  wire [9:0] \$1508 ;
+  wire [5:0] \$151 ;
+  wire [9:0] \$1512 ;
+  wire [9:0] \$1516 ;
+  wire [15:0] \$152 ;
+  wire [9:0] \$1520 ;
+  wire [9:0] \$1524 ;
+  wire [9:0] \$1528 ;
+  wire [5:0] \$153 ;
+  wire [9:0] \$1532 ;
+  wire [9:0] \$1536 ;
+  wire [15:0] \$154 ;
+  wire [9:0] \$1540 ;
+  wire [9:0] \$1544 ;
+  wire [9:0] \$1548 ;
+  wire [5:0] \$155 ;
+  wire [9:0] \$1552 ;
+  wire [9:0] \$1556 ;
+  wire [15:0] \$156 ;
+  wire [9:0] \$1560 ;
+  wire [9:0] \$1564 ;
+  wire [9:0] \$1568 ;
+  wire [5:0] \$157 ;
+  wire [9:0] \$1572 ;
+  wire [9:0] \$1576 ;
+  wire [15:0] \$158 ;
+  wire [9:0] \$1580 ;
+  wire [9:0] \$1584 ;
+  wire [9:0] \$1588 ;
+  wire [5:0] \$159 ;
+  wire [9:0] \$1592 ;
+  wire [9:0] \$1596 ;
+  wire \$16 ;
+  wire [15:0] \$160 ;
+  wire [9:0] \$1600 ;
+  wire [9:0] \$1604 ;
+  wire [9:0] \$1608 ;
+  wire [5:0] \$161 ;
+  wire [9:0] \$1612 ;
+  wire [9:0] \$1616 ;
+  wire [15:0] \$162 ;
+  wire [9:0] \$1620 ;
+  wire [9:0] \$1624 ;
+  wire [9:0] \$1628 ;
+  wire [5:0] \$163 ;
+  wire [9:0] \$1632 ;
+  wire [9:0] \$1636 ;
+  wire [15:0] \$164 ;
+  wire [9:0] \$1640 ;
+  wire [9:0] \$1644 ;
+  wire [9:0] \$1648 ;
+  wire [5:0] \$165 ;
+  wire [9:0] \$1652 ;
+  wire [9:0] \$1656 ;
+  wire [15:0] \$166 ;
+  wire [9:0] \$1660 ;
+  wire [9:0] \$1664 ;
+  wire [9:0] \$1668 ;
+  wire [5:0] \$167 ;
+  wire [9:0] \$1672 ;
+  wire [9:0] \$1676 ;
+  wire [15:0] \$168 ;
+  wire [5:0] \$169 ;
+  reg [4:0] \$17 ;
+  wire [15:0] \$170 ;
+  wire [5:0] \$171 ;
+  wire [15:0] \$172 ;
+  wire [5:0] \$173 ;
+  wire [15:0] \$174 ;
+  wire [5:0] \$175 ;
+  wire [15:0] \$176 ;
+  wire [5:0] \$177 ;
+  wire [15:0] \$178 ;
+  wire [5:0] \$179 ;
+  wire [4:0] \$18 ;
+  wire [15:0] \$180 ;
+  wire [5:0] \$181 ;
+  wire [15:0] \$182 ;
+  wire [5:0] \$183 ;
+  wire [15:0] \$184 ;
+  wire [5:0] \$185 ;
+  wire [15:0] \$186 ;
+  wire [5:0] \$187 ;
+  wire [15:0] \$188 ;
+  wire [5:0] \$189 ;
+  wire \$19 ;
+  wire [15:0] \$190 ;
+  wire [5:0] \$191 ;
+  wire [15:0] \$192 ;
+  wire [5:0] \$193 ;
+  wire [15:0] \$194 ;
+  wire [5:0] \$195 ;
+  wire [15:0] \$196 ;
+  wire [5:0] \$197 ;
+  wire [15:0] \$198 ;
+  wire [5:0] \$199 ;
+  reg [4:0] \$2 ;
+  reg [4:0] \$20 ;
+  wire [15:0] \$200 ;
+  wire [5:0] \$201 ;
+  wire [15:0] \$202 ;
+  wire [5:0] \$203 ;
+  wire [15:0] \$204 ;
+  wire [5:0] \$205 ;
+  wire [15:0] \$206 ;
+  wire [5:0] \$207 ;
+  wire [15:0] \$208 ;
+  wire [5:0] \$209 ;
+  wire [4:0] \$21 ;
+  wire [15:0] \$210 ;
+  wire [5:0] \$211 ;
+  wire [15:0] \$212 ;
+  wire [5:0] \$213 ;
+  wire [15:0] \$214 ;
+  wire [5:0] \$215 ;
+  wire [15:0] \$216 ;
+  wire [5:0] \$217 ;
+  wire [15:0] \$218 ;
+  wire [5:0] \$219 ;
+  wire \$22 ;
+  wire [15:0] \$220 ;
+  wire [5:0] \$221 ;
+  wire [15:0] \$222 ;
+  wire [5:0] \$223 ;
+  wire [15:0] \$224 ;
+  wire [5:0] \$225 ;
+  wire [15:0] \$226 ;
+  wire [5:0] \$227 ;
+  wire [15:0] \$228 ;
+  wire [5:0] \$229 ;
+  reg [4:0] \$23 ;
+  wire [15:0] \$230 ;
+  wire [5:0] \$231 ;
+  wire [15:0] \$232 ;
+  wire [5:0] \$233 ;
+  wire [15:0] \$234 ;
+  wire [5:0] \$235 ;
+  wire [15:0] \$236 ;
+  wire [5:0] \$237 ;
+  wire [15:0] \$238 ;
+  wire [5:0] \$239 ;
+  wire [4:0] \$24 ;
+  wire [15:0] \$240 ;
+  wire [5:0] \$241 ;
+  wire [15:0] \$242 ;
+  wire [5:0] \$243 ;
+  wire [15:0] \$244 ;
+  wire [5:0] \$245 ;
+  wire [15:0] \$246 ;
+  wire [5:0] \$247 ;
+  wire [15:0] \$248 ;
+  wire [5:0] \$249 ;
+  wire \$25 ;
+  wire [15:0] \$250 ;
+  wire [5:0] \$251 ;
+  wire [15:0] \$252 ;
+  wire [5:0] \$253 ;
+  wire [15:0] \$254 ;
+  wire [5:0] \$255 ;
+  wire [15:0] \$256 ;
+  wire [5:0] \$257 ;
+  wire [15:0] \$258 ;
+  wire [5:0] \$259 ;
+  reg [4:0] \$26 ;
+  wire [15:0] \$260 ;
+  wire [5:0] \$261 ;
+  wire [15:0] \$262 ;
+  wire [5:0] \$263 ;
+  wire [15:0] \$264 ;
+  wire [5:0] \$265 ;
+  wire [15:0] \$266 ;
+  wire [5:0] \$267 ;
+  wire [15:0] \$268 ;
+  wire [5:0] \$269 ;
+  wire [4:0] \$27 ;
+  wire [15:0] \$270 ;
+  wire [5:0] \$271 ;
+  wire [15:0] \$272 ;
+  wire [5:0] \$273 ;
+  wire [15:0] \$274 ;
+  wire [5:0] \$275 ;
+  wire [15:0] \$276 ;
+  wire [5:0] \$277 ;
+  wire [15:0] \$278 ;
+  wire [5:0] \$279 ;
+  wire \$28 ;
+  wire [15:0] \$280 ;
+  wire [5:0] \$281 ;
+  wire [15:0] \$282 ;
+  wire [5:0] \$283 ;
+  wire [15:0] \$284 ;
+  wire [5:0] \$285 ;
+  wire [15:0] \$286 ;
+  wire [5:0] \$287 ;
+  wire [15:0] \$288 ;
+  wire [5:0] \$289 ;
+  reg [4:0] \$29 ;
+  wire [15:0] \$290 ;
+  wire [5:0] \$291 ;
+  wire [15:0] \$292 ;
+  wire [5:0] \$293 ;
+  wire [15:0] \$294 ;
+  wire [5:0] \$295 ;
+  wire [15:0] \$296 ;
+  wire [5:0] \$297 ;
+  wire [15:0] \$298 ;
+  wire [5:0] \$299 ;
+  wire [4:0] \$3 ;
+  wire [4:0] \$30 ;
+  wire [15:0] \$300 ;
+  wire [5:0] \$301 ;
+  wire [15:0] \$302 ;
+  wire [5:0] \$303 ;
+  wire [15:0] \$304 ;
+  wire [5:0] \$305 ;
+  wire [15:0] \$306 ;
+  wire [5:0] \$307 ;
+  wire [15:0] \$308 ;
+  wire [5:0] \$309 ;
+  wire \$31 ;
+  wire [15:0] \$310 ;
+  wire [5:0] \$311 ;
+  wire [15:0] \$312 ;
+  wire [5:0] \$313 ;
+  wire [15:0] \$314 ;
+  wire [5:0] \$315 ;
+  wire [15:0] \$316 ;
+  wire [5:0] \$317 ;
+  wire [15:0] \$318 ;
+  wire [5:0] \$319 ;
+  reg [4:0] \$32 ;
+  wire [15:0] \$320 ;
+  wire [5:0] \$321 ;
+  wire [15:0] \$322 ;
+  wire [5:0] \$323 ;
+  wire [15:0] \$324 ;
+  wire [5:0] \$325 ;
+  wire [15:0] \$326 ;
+  wire [5:0] \$327 ;
+  wire [15:0] \$328 ;
+  wire [5:0] \$329 ;
+  wire [4:0] \$33 ;
+  wire [15:0] \$330 ;
+  wire [5:0] \$331 ;
+  wire [15:0] \$332 ;
+  wire [5:0] \$333 ;
+  wire [15:0] \$334 ;
+  wire [5:0] \$335 ;
+  wire [15:0] \$336 ;
+  wire [5:0] \$337 ;
+  wire [15:0] \$338 ;
+  wire [5:0] \$339 ;
+  wire \$34 ;
+  wire [15:0] \$340 ;
+  wire [5:0] \$341 ;
+  wire [15:0] \$342 ;
+  wire [5:0] \$343 ;
+  wire [15:0] \$344 ;
+  wire [5:0] \$345 ;
+  wire [15:0] \$346 ;
+  wire [5:0] \$347 ;
+  wire [15:0] \$348 ;
+  wire [5:0] \$349 ;
+  reg [4:0] \$35 ;
+  wire [15:0] \$350 ;
+  wire [5:0] \$351 ;
+  wire [15:0] \$352 ;
+  wire [8:0] \$353 ;
+  wire [2:0] \$354 ;
+  wire [25:0] \$355 ;
+  wire [25:0] \$356 ;
+  wire \$357 ;
+  wire \$358 ;
+  wire [8:0] \$359 ;
+  wire [4:0] \$36 ;
+  wire [2:0] \$360 ;
+  wire [11:0] \$361 ;
+  wire [1023:0] \$362 ;
+  wire [5:0] \$363 ;
+  wire \$364 ;
+  wire [2:0] \$365 ;
+  wire \$366 ;
+  wire \$367 ;
+  wire \$368 ;
+  wire \$369 ;
+  wire \$37 ;
+  wire \$370 ;
+  wire \$371 ;
+  wire \$372 ;
+  wire \$373 ;
+  wire \$374 ;
+  wire [31:0] \$375 ;
+  wire \$376 ;
+  wire [31:0] \$377 ;
+  wire [31:0] \$378 ;
+  wire \$379 ;
+  reg [4:0] \$38 ;
+  wire [31:0] \$380 ;
+  wire [31:0] \$381 ;
+  wire \$382 ;
+  wire [31:0] \$383 ;
+  wire [31:0] \$384 ;
+  wire \$385 ;
+  wire [31:0] \$386 ;
+  wire [31:0] \$387 ;
+  wire \$388 ;
+  wire [31:0] \$389 ;
+  wire [4:0] \$39 ;
+  wire [31:0] \$390 ;
+  wire \$391 ;
+  wire [31:0] \$392 ;
+  wire [31:0] \$393 ;
+  wire \$394 ;
+  wire [31:0] \$395 ;
+  wire [31:0] \$396 ;
+  wire \$397 ;
+  wire [31:0] \$398 ;
+  wire [31:0] \$399 ;
   wire \$4 ;
-  wire [31:0] \$40 ;
-  wire [31:0] \$41 ;
-  wire [31:0] \$42 ;
-  wire [31:0] \$43 ;
-  wire [31:0] \$44 ;
-  wire [31:0] \$45 ;
-  wire [31:0] \$46 ;
-  wire [31:0] \$47 ;
-  wire [31:0] \$48 ;
-  wire [31:0] \$49 ;
-  wire [31:0] \$5 ;
-  wire [31:0] \$50 ;
-  wire [31:0] \$51 ;
-  wire [31:0] \$52 ;
-  wire [31:0] \$53 ;
-  wire [31:0] \$54 ;
-  wire [31:0] \$55 ;
-  wire [31:0] \$56 ;
-  wire [31:0] \$57 ;
-  wire [31:0] \$58 ;
-  wire [31:0] \$59 ;
-  wire [31:0] \$6 ;
-  wire [31:0] \$60 ;
-  wire [31:0] \$61 ;
-  wire [31:0] \$62 ;
-  wire [31:0] \$63 ;
-  wire [31:0] \$64 ;
-  wire [31:0] \$65 ;
-  wire [31:0] \$66 ;
-  wire [31:0] \$67 ;
-  wire [31:0] \$68 ;
-  wire [31:0] \$69 ;
-  wire [31:0] \$7 ;
-  wire [31:0] \$70 ;
-  wire [31:0] \$71 ;
-  wire [31:0] \$72 ;
-  wire [31:0] \$73 ;
-  wire [31:0] \$74 ;
-  wire [31:0] \$75 ;
-  wire [31:0] \$76 ;
-  wire [31:0] \$77 ;
-  wire [31:0] \$78 ;
-  wire [31:0] \$79 ;
-  wire [31:0] \$8 ;
-  wire [31:0] \$80 ;
-  wire [31:0] \$81 ;
-  wire [31:0] \$82 ;
-  wire [31:0] \$83 ;
-  wire [31:0] \$84 ;
-  wire [31:0] \$85 ;
-  wire [31:0] \$86 ;
-  wire [31:0] \$87 ;
-  wire [31:0] \$88 ;
-  wire [31:0] \$89 ;
-  wire [31:0] \$9 ;
-  wire [31:0] \$90 ;
-  wire [31:0] \$91 ;
-  wire [31:0] \$92 ;
-  wire [31:0] \$93 ;
-  wire [31:0] \$94 ;
-  wire [31:0] \$95 ;
-  wire [31:0] \$96 ;
-  wire [31:0] \$97 ;
-  wire [31:0] \$98 ;
-  wire [31:0] \$99 ;
+  wire \$40 ;
+  wire \$400 ;
+  wire [31:0] \$401 ;
+  wire [31:0] \$402 ;
+  wire \$403 ;
+  wire [31:0] \$404 ;
+  wire [31:0] \$405 ;
+  wire \$406 ;
+  wire [31:0] \$407 ;
+  wire [31:0] \$408 ;
+  wire \$409 ;
+  reg [4:0] \$41 ;
+  wire [31:0] \$410 ;
+  wire [31:0] \$411 ;
+  wire \$412 ;
+  wire [31:0] \$413 ;
+  wire [31:0] \$414 ;
+  wire \$415 ;
+  wire [31:0] \$416 ;
+  wire [31:0] \$417 ;
+  wire \$418 ;
+  wire [31:0] \$419 ;
+  wire [4:0] \$42 ;
+  wire [31:0] \$420 ;
+  wire \$421 ;
+  wire [31:0] \$422 ;
+  wire [31:0] \$423 ;
+  wire \$424 ;
+  wire [31:0] \$425 ;
+  wire [31:0] \$426 ;
+  wire \$427 ;
+  wire [31:0] \$428 ;
+  wire [31:0] \$429 ;
+  wire \$43 ;
+  wire \$430 ;
+  wire [31:0] \$431 ;
+  wire [31:0] \$432 ;
+  wire \$433 ;
+  wire [31:0] \$434 ;
+  wire [31:0] \$435 ;
+  wire \$436 ;
+  wire [31:0] \$437 ;
+  wire [31:0] \$438 ;
+  wire \$439 ;
+  reg [4:0] \$44 ;
+  wire [31:0] \$440 ;
+  wire [31:0] \$441 ;
+  wire \$442 ;
+  wire [31:0] \$443 ;
+  wire [31:0] \$444 ;
+  wire \$445 ;
+  wire [31:0] \$446 ;
+  wire [31:0] \$447 ;
+  wire \$448 ;
+  wire [31:0] \$449 ;
+  wire [4:0] \$45 ;
+  wire [31:0] \$450 ;
+  wire \$451 ;
+  wire [31:0] \$452 ;
+  wire [31:0] \$453 ;
+  wire \$454 ;
+  wire [31:0] \$455 ;
+  wire [31:0] \$456 ;
+  wire \$457 ;
+  wire [31:0] \$458 ;
+  wire [31:0] \$459 ;
+  wire \$46 ;
+  wire \$460 ;
+  wire [31:0] \$461 ;
+  wire [31:0] \$462 ;
+  wire \$463 ;
+  wire [31:0] \$464 ;
+  wire [31:0] \$465 ;
+  wire \$466 ;
+  wire [31:0] \$467 ;
+  wire [31:0] \$468 ;
+  wire \$469 ;
+  reg [4:0] \$47 ;
+  wire [31:0] \$470 ;
+  wire [31:0] \$471 ;
+  wire \$472 ;
+  wire [31:0] \$473 ;
+  wire [31:0] \$474 ;
+  wire \$475 ;
+  wire [31:0] \$476 ;
+  wire [31:0] \$477 ;
+  wire \$478 ;
+  wire [31:0] \$479 ;
+  wire [4:0] \$48 ;
+  wire [31:0] \$480 ;
+  wire \$481 ;
+  wire [31:0] \$482 ;
+  wire [31:0] \$483 ;
+  wire \$484 ;
+  wire [31:0] \$485 ;
+  wire [31:0] \$486 ;
+  wire \$487 ;
+  wire [31:0] \$488 ;
+  wire [31:0] \$489 ;
+  wire \$49 ;
+  wire \$490 ;
+  wire [31:0] \$491 ;
+  wire [31:0] \$492 ;
+  wire \$493 ;
+  wire [31:0] \$494 ;
+  wire [31:0] \$495 ;
+  wire \$496 ;
+  wire [31:0] \$497 ;
+  wire [31:0] \$498 ;
+  wire \$499 ;
+  reg [4:0] \$5 ;
+  reg [4:0] \$50 ;
+  wire [31:0] \$500 ;
+  wire [31:0] \$501 ;
+  wire \$502 ;
+  wire [31:0] \$503 ;
+  wire [31:0] \$504 ;
+  wire \$505 ;
+  wire [31:0] \$506 ;
+  wire [31:0] \$507 ;
+  wire \$508 ;
+  wire [31:0] \$509 ;
+  wire [4:0] \$51 ;
+  wire [31:0] \$510 ;
+  wire \$511 ;
+  wire [31:0] \$512 ;
+  wire [31:0] \$513 ;
+  wire \$514 ;
+  wire [31:0] \$515 ;
+  wire [31:0] \$516 ;
+  wire \$517 ;
+  wire [31:0] \$518 ;
+  wire [31:0] \$519 ;
+  wire \$52 ;
+  wire \$520 ;
+  wire [31:0] \$521 ;
+  wire [31:0] \$522 ;
+  wire \$523 ;
+  wire [31:0] \$524 ;
+  wire [31:0] \$525 ;
+  wire \$526 ;
+  wire [31:0] \$527 ;
+  wire [31:0] \$528 ;
+  wire \$529 ;
+  reg [4:0] \$53 ;
+  wire [31:0] \$530 ;
+  wire [31:0] \$531 ;
+  wire \$532 ;
+  wire [31:0] \$533 ;
+  wire [31:0] \$534 ;
+  wire \$535 ;
+  wire [31:0] \$536 ;
+  wire [31:0] \$537 ;
+  wire \$538 ;
+  wire [31:0] \$539 ;
+  wire [4:0] \$54 ;
+  wire [31:0] \$540 ;
+  wire \$541 ;
+  wire [31:0] \$542 ;
+  wire [31:0] \$543 ;
+  wire \$544 ;
+  wire [31:0] \$545 ;
+  wire [31:0] \$546 ;
+  wire \$547 ;
+  wire [31:0] \$548 ;
+  wire [31:0] \$549 ;
+  wire \$55 ;
+  wire \$550 ;
+  wire [31:0] \$551 ;
+  wire [31:0] \$552 ;
+  wire \$553 ;
+  wire [31:0] \$554 ;
+  wire [31:0] \$555 ;
+  wire \$556 ;
+  wire [31:0] \$557 ;
+  wire [31:0] \$558 ;
+  wire \$559 ;
+  reg [4:0] \$56 ;
+  wire [31:0] \$560 ;
+  wire [31:0] \$561 ;
+  wire \$562 ;
+  wire [31:0] \$563 ;
+  wire [31:0] \$564 ;
+  wire \$565 ;
+  wire [31:0] \$566 ;
+  wire [31:0] \$567 ;
+  wire \$568 ;
+  wire [31:0] \$569 ;
+  wire [4:0] \$57 ;
+  wire [31:0] \$570 ;
+  wire \$571 ;
+  wire [31:0] \$572 ;
+  wire [31:0] \$573 ;
+  wire \$574 ;
+  wire [31:0] \$575 ;
+  wire [31:0] \$576 ;
+  wire \$577 ;
+  wire [31:0] \$578 ;
+  wire [31:0] \$579 ;
+  wire \$58 ;
+  wire \$580 ;
+  wire [31:0] \$581 ;
+  wire [31:0] \$582 ;
+  wire \$583 ;
+  wire [31:0] \$584 ;
+  wire [31:0] \$585 ;
+  wire \$586 ;
+  wire [31:0] \$587 ;
+  wire [31:0] \$588 ;
+  wire \$589 ;
+  reg [4:0] \$59 ;
+  wire [31:0] \$590 ;
+  wire [31:0] \$591 ;
+  wire \$592 ;
+  wire [31:0] \$593 ;
+  wire [31:0] \$594 ;
+  wire \$595 ;
+  wire [31:0] \$596 ;
+  wire [31:0] \$597 ;
+  wire \$598 ;
+  wire [31:0] \$599 ;
+  wire [4:0] \$6 ;
+  wire [4:0] \$60 ;
+  wire [31:0] \$600 ;
+  wire \$601 ;
+  wire [31:0] \$602 ;
+  wire [31:0] \$603 ;
+  wire \$604 ;
+  wire [31:0] \$605 ;
+  wire [31:0] \$606 ;
+  wire \$607 ;
+  wire [31:0] \$608 ;
+  wire [31:0] \$609 ;
+  wire \$61 ;
+  wire \$610 ;
+  wire [31:0] \$611 ;
+  wire [31:0] \$612 ;
+  wire \$613 ;
+  wire [31:0] \$614 ;
+  wire [31:0] \$615 ;
+  wire \$616 ;
+  wire [31:0] \$617 ;
+  wire [31:0] \$618 ;
+  wire \$619 ;
+  reg [4:0] \$62 ;
+  wire [31:0] \$620 ;
+  wire [31:0] \$621 ;
+  wire \$622 ;
+  wire [31:0] \$623 ;
+  wire [31:0] \$624 ;
+  wire \$625 ;
+  wire [31:0] \$626 ;
+  wire [31:0] \$627 ;
+  wire \$628 ;
+  wire [31:0] \$629 ;
+  wire [4:0] \$63 ;
+  wire [31:0] \$630 ;
+  wire \$631 ;
+  wire [31:0] \$632 ;
+  wire [31:0] \$633 ;
+  wire \$634 ;
+  wire [31:0] \$635 ;
+  wire [31:0] \$636 ;
+  wire \$637 ;
+  wire [31:0] \$638 ;
+  wire [31:0] \$639 ;
+  wire \$64 ;
+  wire \$640 ;
+  wire [31:0] \$641 ;
+  wire [31:0] \$642 ;
+  wire \$643 ;
+  wire [31:0] \$644 ;
+  wire [31:0] \$645 ;
+  wire \$646 ;
+  wire [31:0] \$647 ;
+  wire [31:0] \$648 ;
+  wire \$649 ;
+  reg [4:0] \$65 ;
+  wire [31:0] \$650 ;
+  wire [31:0] \$651 ;
+  wire \$652 ;
+  wire [31:0] \$653 ;
+  wire [31:0] \$654 ;
+  wire \$655 ;
+  wire [31:0] \$656 ;
+  wire [31:0] \$657 ;
+  wire \$658 ;
+  wire [31:0] \$659 ;
+  wire [4:0] \$66 ;
+  wire [31:0] \$660 ;
+  wire \$661 ;
+  wire [31:0] \$662 ;
+  wire [31:0] \$663 ;
+  wire \$664 ;
+  wire [31:0] \$665 ;
+  wire [31:0] \$666 ;
+  wire \$667 ;
+  wire [31:0] \$668 ;
+  wire [31:0] \$669 ;
+  wire \$67 ;
+  wire \$670 ;
+  wire [31:0] \$671 ;
+  wire [31:0] \$672 ;
+  wire \$673 ;
+  wire [31:0] \$674 ;
+  wire [31:0] \$675 ;
+  wire \$676 ;
+  wire [31:0] \$677 ;
+  wire [31:0] \$678 ;
+  wire \$679 ;
+  reg [4:0] \$68 ;
+  wire [31:0] \$680 ;
+  wire [31:0] \$681 ;
+  wire \$682 ;
+  wire [31:0] \$683 ;
+  wire [31:0] \$684 ;
+  wire \$685 ;
+  wire [31:0] \$686 ;
+  wire [31:0] \$687 ;
+  wire \$688 ;
+  wire [31:0] \$689 ;
+  wire [4:0] \$69 ;
+  wire [31:0] \$690 ;
+  wire \$691 ;
+  wire [31:0] \$692 ;
+  wire [31:0] \$693 ;
+  wire \$694 ;
+  wire [31:0] \$695 ;
+  wire [31:0] \$696 ;
+  wire \$697 ;
+  wire [31:0] \$698 ;
+  wire [31:0] \$699 ;
+  wire \$7 ;
+  wire \$70 ;
+  wire \$700 ;
+  wire [31:0] \$701 ;
+  wire [31:0] \$702 ;
+  wire \$703 ;
+  wire [31:0] \$704 ;
+  wire [31:0] \$705 ;
+  wire \$706 ;
+  wire [31:0] \$707 ;
+  wire [31:0] \$708 ;
+  wire \$709 ;
+  reg [4:0] \$71 ;
+  wire [31:0] \$710 ;
+  wire [31:0] \$711 ;
+  wire \$712 ;
+  wire [31:0] \$713 ;
+  wire [31:0] \$714 ;
+  wire \$715 ;
+  wire [31:0] \$716 ;
+  wire [31:0] \$717 ;
+  wire \$718 ;
+  wire [31:0] \$719 ;
+  wire [4:0] \$72 ;
+  wire [31:0] \$720 ;
+  wire \$721 ;
+  wire [31:0] \$722 ;
+  wire [31:0] \$723 ;
+  wire \$724 ;
+  wire [31:0] \$725 ;
+  wire [31:0] \$726 ;
+  wire \$727 ;
+  wire [31:0] \$728 ;
+  wire [31:0] \$729 ;
+  wire \$73 ;
+  wire \$730 ;
+  wire [31:0] \$731 ;
+  wire [31:0] \$732 ;
+  wire \$733 ;
+  wire [31:0] \$734 ;
+  wire [31:0] \$735 ;
+  wire \$736 ;
+  wire [31:0] \$737 ;
+  wire [31:0] \$738 ;
+  wire \$739 ;
+  reg [4:0] \$74 ;
+  wire [31:0] \$740 ;
+  wire [31:0] \$741 ;
+  wire \$742 ;
+  wire [31:0] \$743 ;
+  wire [31:0] \$744 ;
+  wire \$745 ;
+  wire [31:0] \$746 ;
+  wire [31:0] \$747 ;
+  wire \$748 ;
+  wire [31:0] \$749 ;
+  wire [4:0] \$75 ;
+  wire [31:0] \$750 ;
+  wire \$751 ;
+  wire [31:0] \$752 ;
+  wire [31:0] \$753 ;
+  wire \$754 ;
+  wire [31:0] \$755 ;
+  wire [31:0] \$756 ;
+  wire \$757 ;
+  wire [31:0] \$758 ;
+  reg [4:0] \$759 ;
+  wire \$76 ;
+  reg [4:0] \$760 ;
+  reg [4:0] \$761 ;
+  reg [4:0] \$762 ;
+  reg [4:0] \$763 ;
+  reg [4:0] \$764 ;
+  reg [4:0] \$765 ;
+  reg [4:0] \$766 ;
+  reg [4:0] \$767 ;
+  reg [4:0] \$768 ;
+  reg [4:0] \$769 ;
+  reg [4:0] \$77 ;
+  reg [4:0] \$770 ;
+  reg [4:0] \$771 ;
+  reg [4:0] \$772 ;
+  reg [4:0] \$773 ;
+  reg [4:0] \$774 ;
+  reg [4:0] \$775 ;
+  reg [4:0] \$776 ;
+  reg [4:0] \$777 ;
+  reg [4:0] \$778 ;
+  reg [4:0] \$779 ;
+  wire [4:0] \$78 ;
+  reg [4:0] \$780 ;
+  reg [4:0] \$781 ;
+  reg [4:0] \$782 ;
+  reg [4:0] \$783 ;
+  reg [4:0] \$784 ;
+  reg [4:0] \$785 ;
+  reg [4:0] \$786 ;
+  reg [4:0] \$787 ;
+  reg [4:0] \$788 ;
+  reg [4:0] \$789 ;
+  wire \$79 ;
+  reg [4:0] \$790 ;
+  reg \$791 ;
+  reg \$792 ;
+  reg [6:0] \$793 ;
+  reg [5:0] \$794 ;
+  reg [511:0] \$795 ;
+  reg \$796 ;
+  reg \$797 ;
+  reg \$798 ;
+  reg \$799 ;
+  reg [4:0] \$8 ;
+  reg [4:0] \$80 ;
+  reg [6:0] \$800 ;
+  reg [6:0] \$801 ;
+  reg [5:0] \$802 ;
+  reg [5:0] \$803 ;
+  reg \$804 ;
+  reg \$805 ;
+  reg [6:0] \$806 ;
+  reg [6:0] \$807 ;
+  reg [15:0] \$808 ;
+  reg [31:0] \$809 ;
+  wire [4:0] \$81 ;
+  reg [15:0] \$810 ;
+  reg [31:0] \$811 ;
+  reg [15:0] \$812 ;
+  reg [31:0] \$813 ;
+  reg [15:0] \$814 ;
+  reg [31:0] \$815 ;
+  reg [15:0] \$816 ;
+  reg [31:0] \$817 ;
+  reg [15:0] \$818 ;
+  reg [31:0] \$819 ;
+  wire \$82 ;
+  reg [15:0] \$820 ;
+  reg [31:0] \$821 ;
+  reg [15:0] \$822 ;
+  reg [31:0] \$823 ;
+  reg [15:0] \$824 ;
+  reg [31:0] \$825 ;
+  reg [15:0] \$826 ;
+  reg [31:0] \$827 ;
+  reg [15:0] \$828 ;
+  reg [31:0] \$829 ;
+  reg [4:0] \$83 ;
+  reg [15:0] \$830 ;
+  reg [31:0] \$831 ;
+  reg [15:0] \$832 ;
+  reg [31:0] \$833 ;
+  reg [15:0] \$834 ;
+  reg [31:0] \$835 ;
+  reg [15:0] \$836 ;
+  reg [31:0] \$837 ;
+  reg [15:0] \$838 ;
+  reg [31:0] \$839 ;
+  wire [4:0] \$84 ;
+  reg [15:0] \$840 ;
+  reg [31:0] \$841 ;
+  reg [15:0] \$842 ;
+  reg [31:0] \$843 ;
+  reg [15:0] \$844 ;
+  reg [31:0] \$845 ;
+  reg [15:0] \$846 ;
+  reg [31:0] \$847 ;
+  reg [15:0] \$848 ;
+  reg [31:0] \$849 ;
+  wire \$85 ;
+  reg [15:0] \$850 ;
+  reg [31:0] \$851 ;
+  reg [15:0] \$852 ;
+  reg [31:0] \$853 ;
+  reg [15:0] \$854 ;
+  reg [31:0] \$855 ;
+  reg [15:0] \$856 ;
+  reg [31:0] \$857 ;
+  reg [15:0] \$858 ;
+  reg [31:0] \$859 ;
+  reg [4:0] \$86 ;
+  reg [15:0] \$860 ;
+  reg [31:0] \$861 ;
+  reg [15:0] \$862 ;
+  reg [31:0] \$863 ;
+  reg [15:0] \$864 ;
+  reg [31:0] \$865 ;
+  reg [15:0] \$866 ;
+  reg [31:0] \$867 ;
+  reg [15:0] \$868 ;
+  reg [31:0] \$869 ;
+  wire [4:0] \$87 ;
+  reg [15:0] \$870 ;
+  reg [31:0] \$871 ;
+  reg [15:0] \$872 ;
+  reg [31:0] \$873 ;
+  reg [15:0] \$874 ;
+  reg [31:0] \$875 ;
+  reg [15:0] \$876 ;
+  reg [31:0] \$877 ;
+  reg [15:0] \$878 ;
+  reg [31:0] \$879 ;
+  wire \$88 ;
+  reg [15:0] \$880 ;
+  reg [31:0] \$881 ;
+  reg [15:0] \$882 ;
+  reg [31:0] \$883 ;
+  reg [15:0] \$884 ;
+  reg [31:0] \$885 ;
+  reg [15:0] \$886 ;
+  reg [31:0] \$887 ;
+  reg [15:0] \$888 ;
+  reg [31:0] \$889 ;
+  reg [4:0] \$89 ;
+  reg [15:0] \$890 ;
+  reg [31:0] \$891 ;
+  reg [15:0] \$892 ;
+  reg [31:0] \$893 ;
+  reg [15:0] \$894 ;
+  reg [31:0] \$895 ;
+  reg [15:0] \$896 ;
+  reg [31:0] \$897 ;
+  reg [15:0] \$898 ;
+  reg [31:0] \$899 ;
+  wire [4:0] \$9 ;
+  wire [4:0] \$90 ;
+  reg [15:0] \$900 ;
+  reg [31:0] \$901 ;
+  reg [15:0] \$902 ;
+  reg [31:0] \$903 ;
+  reg [15:0] \$904 ;
+  reg [31:0] \$905 ;
+  reg [15:0] \$906 ;
+  reg [31:0] \$907 ;
+  reg [15:0] \$908 ;
+  reg [31:0] \$909 ;
+  wire \$91 ;
+  reg [15:0] \$910 ;
+  reg [31:0] \$911 ;
+  reg [15:0] \$912 ;
+  reg [31:0] \$913 ;
+  reg [15:0] \$914 ;
+  reg [31:0] \$915 ;
+  reg [15:0] \$916 ;
+  reg [31:0] \$917 ;
+  reg [15:0] \$918 ;
+  reg [31:0] \$919 ;
+  reg [4:0] \$92 ;
+  reg [15:0] \$920 ;
+  reg [31:0] \$921 ;
+  reg [15:0] \$922 ;
+  reg [31:0] \$923 ;
+  reg [15:0] \$924 ;
+  reg [31:0] \$925 ;
+  reg [15:0] \$926 ;
+  reg [31:0] \$927 ;
+  reg [15:0] \$928 ;
+  reg [31:0] \$929 ;
+  wire [4:0] \$93 ;
+  reg [15:0] \$930 ;
+  reg [31:0] \$931 ;
+  reg [15:0] \$932 ;
+  reg [31:0] \$933 ;
+  reg [15:0] \$934 ;
+  reg [31:0] \$935 ;
+  reg [15:0] \$936 ;
+  reg [31:0] \$937 ;
+  reg [15:0] \$938 ;
+  reg [31:0] \$939 ;
+  wire \$94 ;
+  reg [15:0] \$940 ;
+  reg [31:0] \$941 ;
+  reg [15:0] \$942 ;
+  reg [31:0] \$943 ;
+  reg [15:0] \$944 ;
+  reg [31:0] \$945 ;
+  reg [15:0] \$946 ;
+  reg [31:0] \$947 ;
+  reg [15:0] \$948 ;
+  reg [31:0] \$949 ;
+  reg [4:0] \$95 ;
+  reg [15:0] \$950 ;
+  reg [31:0] \$951 ;
+  reg [15:0] \$952 ;
+  reg [31:0] \$953 ;
+  reg [15:0] \$954 ;
+  reg [31:0] \$955 ;
+  reg [15:0] \$956 ;
+  reg [31:0] \$957 ;
+  reg [15:0] \$958 ;
+  reg [31:0] \$959 ;
+  wire [4:0] \$96 ;
+  reg [15:0] \$960 ;
+  reg [31:0] \$961 ;
+  reg [15:0] \$962 ;
+  reg [31:0] \$963 ;
+  reg [15:0] \$964 ;
+  reg [31:0] \$965 ;
+  reg [15:0] \$966 ;
+  reg [31:0] \$967 ;
+  reg [15:0] \$968 ;
+  reg [31:0] \$969 ;
+  wire [5:0] \$97 ;
+  reg [15:0] \$970 ;
+  reg [31:0] \$971 ;
+  reg [15:0] \$972 ;
+  reg [31:0] \$973 ;
+  reg [15:0] \$974 ;
+  reg [31:0] \$975 ;
+  reg [15:0] \$976 ;
+  reg [31:0] \$977 ;
+  reg [15:0] \$978 ;
+  reg [31:0] \$979 ;
+  wire [15:0] \$98 ;
+  reg [15:0] \$980 ;
+  reg [31:0] \$981 ;
+  reg [15:0] \$982 ;
+  reg [31:0] \$983 ;
+  reg [15:0] \$984 ;
+  reg [31:0] \$985 ;
+  reg [15:0] \$986 ;
+  reg [31:0] \$987 ;
+  reg [15:0] \$988 ;
+  reg [31:0] \$989 ;
+  wire [5:0] \$99 ;
+  reg [15:0] \$990 ;
+  reg [31:0] \$991 ;
+  reg [15:0] \$992 ;
+  reg [31:0] \$993 ;
+  reg [15:0] \$994 ;
+  reg [31:0] \$995 ;
+  reg [15:0] \$996 ;
+  reg [31:0] \$997 ;
+  reg [15:0] \$998 ;
+  reg [31:0] \$999 ;
+  reg [1023:0] \$signal  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   wire [6:0] \$signature__addr ;
-  wire [6:0] \$signature__addr$100 ;
-  wire [6:0] \$signature__addr$101 ;
-  wire [6:0] \$signature__addr$11 ;
-  wire [6:0] \$signature__addr$13 ;
-  wire [6:0] \$signature__addr$137 ;
-  wire [6:0] \$signature__addr$143 ;
-  wire [6:0] \$signature__addr$144 ;
-  wire [6:0] \$signature__addr$51 ;
-  wire [6:0] \$signature__addr$57 ;
-  wire [6:0] \$signature__addr$58 ;
-  wire [6:0] \$signature__addr$94 ;
+  (* init = 7'h00 *)
+  wire [6:0] \$signature__addr$499 ;
+  (* init = 7'h00 *)
+  wire [6:0] \$signature__addr$500 ;
+  wire [6:0] \$signature__addr$535 ;
+  (* init = 7'h00 *)
+  wire [6:0] \$signature__addr$539 ;
+  (* init = 7'h00 *)
+  wire [6:0] \$signature__addr$540 ;
+  wire [6:0] \$signature__addr$575 ;
+  (* init = 7'h00 *)
+  wire [6:0] \$signature__addr$579 ;
+  (* init = 7'h00 *)
+  wire [6:0] \$signature__addr$580 ;
+  wire [6:0] \$signature__addr$615 ;
+  (* init = 7'h00 *)
+  wire [6:0] \$signature__addr$619 ;
+  (* init = 7'h00 *)
+  wire [6:0] \$signature__addr$620 ;
   wire [511:0] \$signature__data ;
-  wire [1023:0] \$signature__data$103 ;
-  wire [511:0] \$signature__data$138 ;
-  wire [1023:0] \$signature__data$146 ;
-  wire [1023:0] \$signature__data$16 ;
-  wire [1023:0] \$signature__data$223 ;
-  wire [1023:0] \$signature__data$256 ;
-  wire [1023:0] \$signature__data$289 ;
-  wire [1023:0] \$signature__data$322 ;
-  wire [511:0] \$signature__data$52 ;
-  wire [1023:0] \$signature__data$60 ;
-  wire [511:0] \$signature__data$95 ;
+  wire [1023:0] \$signature__data$502 ;
+  wire [511:0] \$signature__data$536 ;
+  wire [1023:0] \$signature__data$542 ;
+  wire [511:0] \$signature__data$576 ;
+  wire [1023:0] \$signature__data$582 ;
+  wire [511:0] \$signature__data$616 ;
+  wire [1023:0] \$signature__data$622 ;
+  wire [1023:0] \$signature__data$700 ;
+  wire [1023:0] \$signature__data$701 ;
+  wire [1023:0] \$signature__data$702 ;
+  wire [1023:0] \$signature__data$703 ;
   wire \$signature__en ;
-  wire \$signature__en$102 ;
-  wire \$signature__en$139 ;
-  wire \$signature__en$14 ;
-  wire \$signature__en$145 ;
-  wire \$signature__en$53 ;
-  wire \$signature__en$59 ;
-  wire \$signature__en$96 ;
-  input [6:0] acc_out__addr;
-  wire [6:0] acc_out__addr;
-  wire [6:0] \acc_out__addr$136 ;
-  wire [6:0] \acc_out__addr$179 ;
-  wire [6:0] \acc_out__addr$93 ;
-  wire [1023:0] acc_out__data;
-  wire [1023:0] \acc_out__data$183 ;
-  wire [1023:0] \acc_out__data$184 ;
-  wire [1023:0] \acc_out__data$185 ;
+  (* init = 1'h0 *)
+  wire \$signature__en$501 ;
+  wire \$signature__en$537 ;
+  (* init = 1'h0 *)
+  wire \$signature__en$541 ;
+  wire \$signature__en$577 ;
+  (* init = 1'h0 *)
+  wire \$signature__en$581 ;
+  wire \$signature__en$617 ;
+  (* init = 1'h0 *)
+  wire \$signature__en$621 ;
+  input [6:0] acc_addr;
+  wire [6:0] acc_addr;
+  reg [6:0] acc_addr_d1 = 7'h00;
+  reg [6:0] \acc_addr_d1$49  = 7'h00;
+  reg [6:0] \acc_addr_d1$55  = 7'h00;
+  reg [6:0] acc_addr_d2 = 7'h00;
+  reg [6:0] \acc_addr_d2$56  = 7'h00;
+  reg [6:0] acc_fold__addr;
+  wire [6:0] \acc_fold__addr$657 ;
+  wire [6:0] \acc_fold__addr$658 ;
+  wire [6:0] \acc_fold__addr$659 ;
+  wire [1023:0] acc_fold__data;
+  wire [1023:0] \acc_fold__data$662 ;
+  wire [1023:0] \acc_fold__data$663 ;
+  wire [1023:0] \acc_fold__data$664 ;
+  input [5:0] active;
+  wire [5:0] active;
+  reg [5:0] active_d1 = 6'h00;
+  reg [5:0] \active_d1$51  = 6'h00;
+  reg [5:0] active_d2 = 6'h00;
+  reg [6:0] addr = 7'h00;
   wire [6:0] bank_r__addr;
-  wire [6:0] \bank_r__addr$140 ;
-  wire [6:0] \bank_r__addr$54 ;
-  wire [6:0] \bank_r__addr$97 ;
+  wire [6:0] \bank_r__addr$538 ;
+  wire [6:0] \bank_r__addr$578 ;
+  wire [6:0] \bank_r__addr$618 ;
   wire [511:0] bank_r__data;
-  wire [511:0] \bank_r__data$142 ;
-  wire [511:0] \bank_r__data$56 ;
-  wire [511:0] \bank_r__data$99 ;
+  wire [511:0] \bank_r__data$156 ;
+  wire [511:0] \bank_r__data$253 ;
+  wire [511:0] \bank_r__data$350 ;
   input clk;
   wire clk;
   input first;
   wire first;
+  reg first_d1 = 1'h0;
+  reg \first_d1$47  = 1'h0;
+  reg first_d2 = 1'h0;
+  output fold_done;
+  reg fold_done;
+  input [7:0] fold_n_words;
+  wire [7:0] fold_n_words;
+  input [5:0] fold_pack;
+  wire [5:0] fold_pack;
+  input [1:0] fold_row;
+  wire [1:0] fold_row;
+  input [1:0] fold_sets;
+  wire [1:0] fold_sets;
+  input fold_start;
+  wire fold_start;
+  reg [1:0] fold_state = 2'h0;
+  wire [31:0] fold_sum_0;
+  wire [31:0] fold_sum_1;
+  wire [31:0] fold_sum_10;
+  wire [31:0] fold_sum_11;
+  wire [31:0] fold_sum_12;
+  wire [31:0] fold_sum_13;
+  wire [31:0] fold_sum_14;
+  wire [31:0] fold_sum_15;
+  wire [31:0] fold_sum_16;
+  wire [31:0] fold_sum_17;
+  wire [31:0] fold_sum_18;
+  wire [31:0] fold_sum_19;
+  wire [31:0] fold_sum_2;
+  wire [31:0] fold_sum_20;
+  wire [31:0] fold_sum_21;
+  wire [31:0] fold_sum_22;
+  wire [31:0] fold_sum_23;
+  wire [31:0] fold_sum_24;
+  wire [31:0] fold_sum_25;
+  wire [31:0] fold_sum_26;
+  wire [31:0] fold_sum_27;
+  wire [31:0] fold_sum_28;
+  wire [31:0] fold_sum_29;
+  wire [31:0] fold_sum_3;
+  wire [31:0] fold_sum_30;
+  wire [31:0] fold_sum_31;
+  wire [31:0] fold_sum_4;
+  wire [31:0] fold_sum_5;
+  wire [31:0] fold_sum_6;
+  wire [31:0] fold_sum_7;
+  wire [31:0] fold_sum_8;
+  wire [31:0] fold_sum_9;
+  input [6:0] fold_word;
+  wire [6:0] fold_word;
   wire [15:0] half_0;
   wire [15:0] half_1;
   wire [15:0] half_10;
@@ -5029,12 +7167,50 @@ module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, m
   wire in_we;
   input [6:0] in_word;
   wire [6:0] in_word;
-  input [19:0] k;
-  wire [19:0] k;
+  input [19:0] k_base;
+  wire [19:0] k_base;
+  reg [4:0] lane_row0 = 5'h00;
+  reg [4:0] lane_row1 = 5'h00;
+  reg [4:0] lane_row10 = 5'h00;
+  reg [4:0] lane_row11 = 5'h00;
+  reg [4:0] lane_row12 = 5'h00;
+  reg [4:0] lane_row13 = 5'h00;
+  reg [4:0] lane_row14 = 5'h00;
+  reg [4:0] lane_row15 = 5'h00;
+  reg [4:0] lane_row16 = 5'h00;
+  reg [4:0] lane_row17 = 5'h00;
+  reg [4:0] lane_row18 = 5'h00;
+  reg [4:0] lane_row19 = 5'h00;
+  reg [4:0] lane_row2 = 5'h00;
+  reg [4:0] lane_row20 = 5'h00;
+  reg [4:0] lane_row21 = 5'h00;
+  reg [4:0] lane_row22 = 5'h00;
+  reg [4:0] lane_row23 = 5'h00;
+  reg [4:0] lane_row24 = 5'h00;
+  reg [4:0] lane_row25 = 5'h00;
+  reg [4:0] lane_row26 = 5'h00;
+  reg [4:0] lane_row27 = 5'h00;
+  reg [4:0] lane_row28 = 5'h00;
+  reg [4:0] lane_row29 = 5'h00;
+  reg [4:0] lane_row3 = 5'h00;
+  reg [4:0] lane_row30 = 5'h00;
+  reg [4:0] lane_row31 = 5'h00;
+  reg [4:0] lane_row4 = 5'h00;
+  reg [4:0] lane_row5 = 5'h00;
+  reg [4:0] lane_row6 = 5'h00;
+  reg [4:0] lane_row7 = 5'h00;
+  reg [4:0] lane_row8 = 5'h00;
+  reg [4:0] lane_row9 = 5'h00;
   input mac;
   wire mac;
-  input [6:0] n_word;
-  wire [6:0] n_word;
+  reg mac_d1 = 1'h0;
+  reg \mac_d1$45  = 1'h0;
+  reg \mac_d1$53  = 1'h0;
+  reg mac_d2 = 1'h0;
+  reg \mac_d2$54  = 1'h0;
+  input [19:0] n_cols;
+  wire [19:0] n_cols;
+  reg [1023:0] operand = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   wire [31:0] product_0_0;
   wire [31:0] product_0_1;
   wire [31:0] product_0_10;
@@ -5163,14 +7339,140 @@ module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, m
   wire [31:0] product_3_7;
   wire [31:0] product_3_8;
   wire [31:0] product_3_9;
-  output [511:0] rd_fp16;
-  wire [511:0] rd_fp16;
-  input [1:0] rd_row;
-  wire [1:0] rd_row;
-  wire [6:0] rd_word;
+  reg [31:0] product_r_0_0 = 32'd0;
+  reg [31:0] product_r_0_1 = 32'd0;
+  reg [31:0] product_r_0_10 = 32'd0;
+  reg [31:0] product_r_0_11 = 32'd0;
+  reg [31:0] product_r_0_12 = 32'd0;
+  reg [31:0] product_r_0_13 = 32'd0;
+  reg [31:0] product_r_0_14 = 32'd0;
+  reg [31:0] product_r_0_15 = 32'd0;
+  reg [31:0] product_r_0_16 = 32'd0;
+  reg [31:0] product_r_0_17 = 32'd0;
+  reg [31:0] product_r_0_18 = 32'd0;
+  reg [31:0] product_r_0_19 = 32'd0;
+  reg [31:0] product_r_0_2 = 32'd0;
+  reg [31:0] product_r_0_20 = 32'd0;
+  reg [31:0] product_r_0_21 = 32'd0;
+  reg [31:0] product_r_0_22 = 32'd0;
+  reg [31:0] product_r_0_23 = 32'd0;
+  reg [31:0] product_r_0_24 = 32'd0;
+  reg [31:0] product_r_0_25 = 32'd0;
+  reg [31:0] product_r_0_26 = 32'd0;
+  reg [31:0] product_r_0_27 = 32'd0;
+  reg [31:0] product_r_0_28 = 32'd0;
+  reg [31:0] product_r_0_29 = 32'd0;
+  reg [31:0] product_r_0_3 = 32'd0;
+  reg [31:0] product_r_0_30 = 32'd0;
+  reg [31:0] product_r_0_31 = 32'd0;
+  reg [31:0] product_r_0_4 = 32'd0;
+  reg [31:0] product_r_0_5 = 32'd0;
+  reg [31:0] product_r_0_6 = 32'd0;
+  reg [31:0] product_r_0_7 = 32'd0;
+  reg [31:0] product_r_0_8 = 32'd0;
+  reg [31:0] product_r_0_9 = 32'd0;
+  reg [31:0] product_r_1_0 = 32'd0;
+  reg [31:0] product_r_1_1 = 32'd0;
+  reg [31:0] product_r_1_10 = 32'd0;
+  reg [31:0] product_r_1_11 = 32'd0;
+  reg [31:0] product_r_1_12 = 32'd0;
+  reg [31:0] product_r_1_13 = 32'd0;
+  reg [31:0] product_r_1_14 = 32'd0;
+  reg [31:0] product_r_1_15 = 32'd0;
+  reg [31:0] product_r_1_16 = 32'd0;
+  reg [31:0] product_r_1_17 = 32'd0;
+  reg [31:0] product_r_1_18 = 32'd0;
+  reg [31:0] product_r_1_19 = 32'd0;
+  reg [31:0] product_r_1_2 = 32'd0;
+  reg [31:0] product_r_1_20 = 32'd0;
+  reg [31:0] product_r_1_21 = 32'd0;
+  reg [31:0] product_r_1_22 = 32'd0;
+  reg [31:0] product_r_1_23 = 32'd0;
+  reg [31:0] product_r_1_24 = 32'd0;
+  reg [31:0] product_r_1_25 = 32'd0;
+  reg [31:0] product_r_1_26 = 32'd0;
+  reg [31:0] product_r_1_27 = 32'd0;
+  reg [31:0] product_r_1_28 = 32'd0;
+  reg [31:0] product_r_1_29 = 32'd0;
+  reg [31:0] product_r_1_3 = 32'd0;
+  reg [31:0] product_r_1_30 = 32'd0;
+  reg [31:0] product_r_1_31 = 32'd0;
+  reg [31:0] product_r_1_4 = 32'd0;
+  reg [31:0] product_r_1_5 = 32'd0;
+  reg [31:0] product_r_1_6 = 32'd0;
+  reg [31:0] product_r_1_7 = 32'd0;
+  reg [31:0] product_r_1_8 = 32'd0;
+  reg [31:0] product_r_1_9 = 32'd0;
+  reg [31:0] product_r_2_0 = 32'd0;
+  reg [31:0] product_r_2_1 = 32'd0;
+  reg [31:0] product_r_2_10 = 32'd0;
+  reg [31:0] product_r_2_11 = 32'd0;
+  reg [31:0] product_r_2_12 = 32'd0;
+  reg [31:0] product_r_2_13 = 32'd0;
+  reg [31:0] product_r_2_14 = 32'd0;
+  reg [31:0] product_r_2_15 = 32'd0;
+  reg [31:0] product_r_2_16 = 32'd0;
+  reg [31:0] product_r_2_17 = 32'd0;
+  reg [31:0] product_r_2_18 = 32'd0;
+  reg [31:0] product_r_2_19 = 32'd0;
+  reg [31:0] product_r_2_2 = 32'd0;
+  reg [31:0] product_r_2_20 = 32'd0;
+  reg [31:0] product_r_2_21 = 32'd0;
+  reg [31:0] product_r_2_22 = 32'd0;
+  reg [31:0] product_r_2_23 = 32'd0;
+  reg [31:0] product_r_2_24 = 32'd0;
+  reg [31:0] product_r_2_25 = 32'd0;
+  reg [31:0] product_r_2_26 = 32'd0;
+  reg [31:0] product_r_2_27 = 32'd0;
+  reg [31:0] product_r_2_28 = 32'd0;
+  reg [31:0] product_r_2_29 = 32'd0;
+  reg [31:0] product_r_2_3 = 32'd0;
+  reg [31:0] product_r_2_30 = 32'd0;
+  reg [31:0] product_r_2_31 = 32'd0;
+  reg [31:0] product_r_2_4 = 32'd0;
+  reg [31:0] product_r_2_5 = 32'd0;
+  reg [31:0] product_r_2_6 = 32'd0;
+  reg [31:0] product_r_2_7 = 32'd0;
+  reg [31:0] product_r_2_8 = 32'd0;
+  reg [31:0] product_r_2_9 = 32'd0;
+  reg [31:0] product_r_3_0 = 32'd0;
+  reg [31:0] product_r_3_1 = 32'd0;
+  reg [31:0] product_r_3_10 = 32'd0;
+  reg [31:0] product_r_3_11 = 32'd0;
+  reg [31:0] product_r_3_12 = 32'd0;
+  reg [31:0] product_r_3_13 = 32'd0;
+  reg [31:0] product_r_3_14 = 32'd0;
+  reg [31:0] product_r_3_15 = 32'd0;
+  reg [31:0] product_r_3_16 = 32'd0;
+  reg [31:0] product_r_3_17 = 32'd0;
+  reg [31:0] product_r_3_18 = 32'd0;
+  reg [31:0] product_r_3_19 = 32'd0;
+  reg [31:0] product_r_3_2 = 32'd0;
+  reg [31:0] product_r_3_20 = 32'd0;
+  reg [31:0] product_r_3_21 = 32'd0;
+  reg [31:0] product_r_3_22 = 32'd0;
+  reg [31:0] product_r_3_23 = 32'd0;
+  reg [31:0] product_r_3_24 = 32'd0;
+  reg [31:0] product_r_3_25 = 32'd0;
+  reg [31:0] product_r_3_26 = 32'd0;
+  reg [31:0] product_r_3_27 = 32'd0;
+  reg [31:0] product_r_3_28 = 32'd0;
+  reg [31:0] product_r_3_29 = 32'd0;
+  reg [31:0] product_r_3_3 = 32'd0;
+  reg [31:0] product_r_3_30 = 32'd0;
+  reg [31:0] product_r_3_31 = 32'd0;
+  reg [31:0] product_r_3_4 = 32'd0;
+  reg [31:0] product_r_3_5 = 32'd0;
+  reg [31:0] product_r_3_6 = 32'd0;
+  reg [31:0] product_r_3_7 = 32'd0;
+  reg [31:0] product_r_3_8 = 32'd0;
+  reg [31:0] product_r_3_9 = 32'd0;
+  wire [6:0] read_addr;
+  reg [1023:0] read_data;
   input rst;
   wire rst;
-  reg [1023:0] selected;
+  reg [1:0] set_left = 2'h0;
+  reg [5:0] shift = 6'h00;
   wire [31:0] sum_0_0;
   wire [31:0] sum_0_1;
   wire [31:0] sum_0_10;
@@ -5299,12 +7601,142 @@ module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, m
   wire [31:0] sum_3_7;
   wire [31:0] sum_3_8;
   wire [31:0] sum_3_9;
+  output [511:0] sum_fp16;
+  wire [511:0] sum_fp16;
+  (* init = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000 *)
+  wire [1023:0] sum_fp32;
+  reg [511:0] w_d1 = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   input [511:0] w_data;
   wire [511:0] w_data;
-  wire [15:0] x0;
-  wire [15:0] x1;
-  wire [15:0] x2;
-  wire [15:0] x3;
+  reg [1:0] \wait  = 2'h0;
+  reg [15:0] x_0_0 = 16'h0000;
+  reg [15:0] x_0_1 = 16'h0000;
+  reg [15:0] x_0_10 = 16'h0000;
+  reg [15:0] x_0_11 = 16'h0000;
+  reg [15:0] x_0_12 = 16'h0000;
+  reg [15:0] x_0_13 = 16'h0000;
+  reg [15:0] x_0_14 = 16'h0000;
+  reg [15:0] x_0_15 = 16'h0000;
+  reg [15:0] x_0_16 = 16'h0000;
+  reg [15:0] x_0_17 = 16'h0000;
+  reg [15:0] x_0_18 = 16'h0000;
+  reg [15:0] x_0_19 = 16'h0000;
+  reg [15:0] x_0_2 = 16'h0000;
+  reg [15:0] x_0_20 = 16'h0000;
+  reg [15:0] x_0_21 = 16'h0000;
+  reg [15:0] x_0_22 = 16'h0000;
+  reg [15:0] x_0_23 = 16'h0000;
+  reg [15:0] x_0_24 = 16'h0000;
+  reg [15:0] x_0_25 = 16'h0000;
+  reg [15:0] x_0_26 = 16'h0000;
+  reg [15:0] x_0_27 = 16'h0000;
+  reg [15:0] x_0_28 = 16'h0000;
+  reg [15:0] x_0_29 = 16'h0000;
+  reg [15:0] x_0_3 = 16'h0000;
+  reg [15:0] x_0_30 = 16'h0000;
+  reg [15:0] x_0_31 = 16'h0000;
+  reg [15:0] x_0_4 = 16'h0000;
+  reg [15:0] x_0_5 = 16'h0000;
+  reg [15:0] x_0_6 = 16'h0000;
+  reg [15:0] x_0_7 = 16'h0000;
+  reg [15:0] x_0_8 = 16'h0000;
+  reg [15:0] x_0_9 = 16'h0000;
+  reg [15:0] x_1_0 = 16'h0000;
+  reg [15:0] x_1_1 = 16'h0000;
+  reg [15:0] x_1_10 = 16'h0000;
+  reg [15:0] x_1_11 = 16'h0000;
+  reg [15:0] x_1_12 = 16'h0000;
+  reg [15:0] x_1_13 = 16'h0000;
+  reg [15:0] x_1_14 = 16'h0000;
+  reg [15:0] x_1_15 = 16'h0000;
+  reg [15:0] x_1_16 = 16'h0000;
+  reg [15:0] x_1_17 = 16'h0000;
+  reg [15:0] x_1_18 = 16'h0000;
+  reg [15:0] x_1_19 = 16'h0000;
+  reg [15:0] x_1_2 = 16'h0000;
+  reg [15:0] x_1_20 = 16'h0000;
+  reg [15:0] x_1_21 = 16'h0000;
+  reg [15:0] x_1_22 = 16'h0000;
+  reg [15:0] x_1_23 = 16'h0000;
+  reg [15:0] x_1_24 = 16'h0000;
+  reg [15:0] x_1_25 = 16'h0000;
+  reg [15:0] x_1_26 = 16'h0000;
+  reg [15:0] x_1_27 = 16'h0000;
+  reg [15:0] x_1_28 = 16'h0000;
+  reg [15:0] x_1_29 = 16'h0000;
+  reg [15:0] x_1_3 = 16'h0000;
+  reg [15:0] x_1_30 = 16'h0000;
+  reg [15:0] x_1_31 = 16'h0000;
+  reg [15:0] x_1_4 = 16'h0000;
+  reg [15:0] x_1_5 = 16'h0000;
+  reg [15:0] x_1_6 = 16'h0000;
+  reg [15:0] x_1_7 = 16'h0000;
+  reg [15:0] x_1_8 = 16'h0000;
+  reg [15:0] x_1_9 = 16'h0000;
+  reg [15:0] x_2_0 = 16'h0000;
+  reg [15:0] x_2_1 = 16'h0000;
+  reg [15:0] x_2_10 = 16'h0000;
+  reg [15:0] x_2_11 = 16'h0000;
+  reg [15:0] x_2_12 = 16'h0000;
+  reg [15:0] x_2_13 = 16'h0000;
+  reg [15:0] x_2_14 = 16'h0000;
+  reg [15:0] x_2_15 = 16'h0000;
+  reg [15:0] x_2_16 = 16'h0000;
+  reg [15:0] x_2_17 = 16'h0000;
+  reg [15:0] x_2_18 = 16'h0000;
+  reg [15:0] x_2_19 = 16'h0000;
+  reg [15:0] x_2_2 = 16'h0000;
+  reg [15:0] x_2_20 = 16'h0000;
+  reg [15:0] x_2_21 = 16'h0000;
+  reg [15:0] x_2_22 = 16'h0000;
+  reg [15:0] x_2_23 = 16'h0000;
+  reg [15:0] x_2_24 = 16'h0000;
+  reg [15:0] x_2_25 = 16'h0000;
+  reg [15:0] x_2_26 = 16'h0000;
+  reg [15:0] x_2_27 = 16'h0000;
+  reg [15:0] x_2_28 = 16'h0000;
+  reg [15:0] x_2_29 = 16'h0000;
+  reg [15:0] x_2_3 = 16'h0000;
+  reg [15:0] x_2_30 = 16'h0000;
+  reg [15:0] x_2_31 = 16'h0000;
+  reg [15:0] x_2_4 = 16'h0000;
+  reg [15:0] x_2_5 = 16'h0000;
+  reg [15:0] x_2_6 = 16'h0000;
+  reg [15:0] x_2_7 = 16'h0000;
+  reg [15:0] x_2_8 = 16'h0000;
+  reg [15:0] x_2_9 = 16'h0000;
+  reg [15:0] x_3_0 = 16'h0000;
+  reg [15:0] x_3_1 = 16'h0000;
+  reg [15:0] x_3_10 = 16'h0000;
+  reg [15:0] x_3_11 = 16'h0000;
+  reg [15:0] x_3_12 = 16'h0000;
+  reg [15:0] x_3_13 = 16'h0000;
+  reg [15:0] x_3_14 = 16'h0000;
+  reg [15:0] x_3_15 = 16'h0000;
+  reg [15:0] x_3_16 = 16'h0000;
+  reg [15:0] x_3_17 = 16'h0000;
+  reg [15:0] x_3_18 = 16'h0000;
+  reg [15:0] x_3_19 = 16'h0000;
+  reg [15:0] x_3_2 = 16'h0000;
+  reg [15:0] x_3_20 = 16'h0000;
+  reg [15:0] x_3_21 = 16'h0000;
+  reg [15:0] x_3_22 = 16'h0000;
+  reg [15:0] x_3_23 = 16'h0000;
+  reg [15:0] x_3_24 = 16'h0000;
+  reg [15:0] x_3_25 = 16'h0000;
+  reg [15:0] x_3_26 = 16'h0000;
+  reg [15:0] x_3_27 = 16'h0000;
+  reg [15:0] x_3_28 = 16'h0000;
+  reg [15:0] x_3_29 = 16'h0000;
+  reg [15:0] x_3_3 = 16'h0000;
+  reg [15:0] x_3_30 = 16'h0000;
+  reg [15:0] x_3_31 = 16'h0000;
+  reg [15:0] x_3_4 = 16'h0000;
+  reg [15:0] x_3_5 = 16'h0000;
+  reg [15:0] x_3_6 = 16'h0000;
+  reg [15:0] x_3_7 = 16'h0000;
+  reg [15:0] x_3_8 = 16'h0000;
+  reg [15:0] x_3_9 = 16'h0000;
   reg [1023:0] acc_bank0 [127:0];
   initial begin
     acc_bank0[0] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
@@ -5437,11 +7869,11 @@ module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, m
     acc_bank0[127] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   end
   always @(posedge clk) begin
-    if (mac)
-      acc_bank0[n_word] <= { sum_0_31, sum_0_30, sum_0_29, sum_0_28, sum_0_27, sum_0_26, sum_0_25, sum_0_24, sum_0_23, sum_0_22, sum_0_21, sum_0_20, sum_0_19, sum_0_18, sum_0_17, sum_0_16, sum_0_15, sum_0_14, sum_0_13, sum_0_12, sum_0_11, sum_0_10, sum_0_9, sum_0_8, sum_0_7, sum_0_6, sum_0_5, sum_0_4, sum_0_3, sum_0_2, sum_0_1, sum_0_0 };
+    if (\mac_d2$54 )
+      acc_bank0[\acc_addr_d2$56 ] <= { sum_0_31, sum_0_30, sum_0_29, sum_0_28, sum_0_27, sum_0_26, sum_0_25, sum_0_24, sum_0_23, sum_0_22, sum_0_21, sum_0_20, sum_0_19, sum_0_18, sum_0_17, sum_0_16, sum_0_15, sum_0_14, sum_0_13, sum_0_12, sum_0_11, sum_0_10, sum_0_9, sum_0_8, sum_0_7, sum_0_6, sum_0_5, sum_0_4, sum_0_3, sum_0_2, sum_0_1, sum_0_0 };
   end
-  assign acc_out__data = acc_bank0[acc_out__addr];
-  assign \$signature__data$223  = acc_bank0[n_word];
+  assign acc_fold__data = acc_bank0[acc_fold__addr];
+  assign \$signature__data$700  = acc_bank0[acc_addr_d2];
   reg [1023:0] acc_bank1 [127:0];
   initial begin
     acc_bank1[0] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
@@ -5574,11 +8006,11 @@ module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, m
     acc_bank1[127] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   end
   always @(posedge clk) begin
-    if (mac)
-      acc_bank1[n_word] <= { sum_1_31, sum_1_30, sum_1_29, sum_1_28, sum_1_27, sum_1_26, sum_1_25, sum_1_24, sum_1_23, sum_1_22, sum_1_21, sum_1_20, sum_1_19, sum_1_18, sum_1_17, sum_1_16, sum_1_15, sum_1_14, sum_1_13, sum_1_12, sum_1_11, sum_1_10, sum_1_9, sum_1_8, sum_1_7, sum_1_6, sum_1_5, sum_1_4, sum_1_3, sum_1_2, sum_1_1, sum_1_0 };
+    if (\mac_d2$54 )
+      acc_bank1[\acc_addr_d2$56 ] <= { sum_1_31, sum_1_30, sum_1_29, sum_1_28, sum_1_27, sum_1_26, sum_1_25, sum_1_24, sum_1_23, sum_1_22, sum_1_21, sum_1_20, sum_1_19, sum_1_18, sum_1_17, sum_1_16, sum_1_15, sum_1_14, sum_1_13, sum_1_12, sum_1_11, sum_1_10, sum_1_9, sum_1_8, sum_1_7, sum_1_6, sum_1_5, sum_1_4, sum_1_3, sum_1_2, sum_1_1, sum_1_0 };
   end
-  assign \acc_out__data$183  = acc_bank1[acc_out__addr];
-  assign \$signature__data$256  = acc_bank1[n_word];
+  assign \acc_fold__data$662  = acc_bank1[acc_fold__addr];
+  assign \$signature__data$701  = acc_bank1[acc_addr_d2];
   reg [1023:0] acc_bank2 [127:0];
   initial begin
     acc_bank2[0] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
@@ -5711,11 +8143,11 @@ module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, m
     acc_bank2[127] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   end
   always @(posedge clk) begin
-    if (mac)
-      acc_bank2[n_word] <= { sum_2_31, sum_2_30, sum_2_29, sum_2_28, sum_2_27, sum_2_26, sum_2_25, sum_2_24, sum_2_23, sum_2_22, sum_2_21, sum_2_20, sum_2_19, sum_2_18, sum_2_17, sum_2_16, sum_2_15, sum_2_14, sum_2_13, sum_2_12, sum_2_11, sum_2_10, sum_2_9, sum_2_8, sum_2_7, sum_2_6, sum_2_5, sum_2_4, sum_2_3, sum_2_2, sum_2_1, sum_2_0 };
+    if (\mac_d2$54 )
+      acc_bank2[\acc_addr_d2$56 ] <= { sum_2_31, sum_2_30, sum_2_29, sum_2_28, sum_2_27, sum_2_26, sum_2_25, sum_2_24, sum_2_23, sum_2_22, sum_2_21, sum_2_20, sum_2_19, sum_2_18, sum_2_17, sum_2_16, sum_2_15, sum_2_14, sum_2_13, sum_2_12, sum_2_11, sum_2_10, sum_2_9, sum_2_8, sum_2_7, sum_2_6, sum_2_5, sum_2_4, sum_2_3, sum_2_2, sum_2_1, sum_2_0 };
   end
-  assign \acc_out__data$184  = acc_bank2[acc_out__addr];
-  assign \$signature__data$289  = acc_bank2[n_word];
+  assign \acc_fold__data$663  = acc_bank2[acc_fold__addr];
+  assign \$signature__data$702  = acc_bank2[acc_addr_d2];
   reg [1023:0] acc_bank3 [127:0];
   initial begin
     acc_bank3[0] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
@@ -5848,11 +8280,11 @@ module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, m
     acc_bank3[127] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   end
   always @(posedge clk) begin
-    if (mac)
-      acc_bank3[n_word] <= { sum_3_31, sum_3_30, sum_3_29, sum_3_28, sum_3_27, sum_3_26, sum_3_25, sum_3_24, sum_3_23, sum_3_22, sum_3_21, sum_3_20, sum_3_19, sum_3_18, sum_3_17, sum_3_16, sum_3_15, sum_3_14, sum_3_13, sum_3_12, sum_3_11, sum_3_10, sum_3_9, sum_3_8, sum_3_7, sum_3_6, sum_3_5, sum_3_4, sum_3_3, sum_3_2, sum_3_1, sum_3_0 };
+    if (\mac_d2$54 )
+      acc_bank3[\acc_addr_d2$56 ] <= { sum_3_31, sum_3_30, sum_3_29, sum_3_28, sum_3_27, sum_3_26, sum_3_25, sum_3_24, sum_3_23, sum_3_22, sum_3_21, sum_3_20, sum_3_19, sum_3_18, sum_3_17, sum_3_16, sum_3_15, sum_3_14, sum_3_13, sum_3_12, sum_3_11, sum_3_10, sum_3_9, sum_3_8, sum_3_7, sum_3_6, sum_3_5, sum_3_4, sum_3_3, sum_3_2, sum_3_1, sum_3_0 };
   end
-  assign \acc_out__data$185  = acc_bank3[acc_out__addr];
-  assign \$signature__data$322  = acc_bank3[n_word];
+  assign \acc_fold__data$664  = acc_bank3[acc_fold__addr];
+  assign \$signature__data$703  = acc_bank3[acc_addr_d2];
   reg [511:0] in_bank0 [127:0];
   initial begin
     in_bank0[0] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
@@ -5988,7 +8420,7 @@ module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, m
     if (\$signature__en )
       in_bank0[in_word] <= in_data;
   end
-  assign bank_r__data = in_bank0[k[11:5]];
+  assign bank_r__data = in_bank0[k_base[11:5]];
   reg [511:0] in_bank1 [127:0];
   initial begin
     in_bank1[0] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
@@ -6121,10 +8553,10 @@ module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, m
     in_bank1[127] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   end
   always @(posedge clk) begin
-    if (\$signature__en$53 )
+    if (\$signature__en$537 )
       in_bank1[in_word] <= in_data;
   end
-  assign \bank_r__data$56  = in_bank1[k[11:5]];
+  assign \bank_r__data$156  = in_bank1[k_base[11:5]];
   reg [511:0] in_bank2 [127:0];
   initial begin
     in_bank2[0] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
@@ -6257,10 +8689,10 @@ module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, m
     in_bank2[127] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   end
   always @(posedge clk) begin
-    if (\$signature__en$96 )
+    if (\$signature__en$577 )
       in_bank2[in_word] <= in_data;
   end
-  assign \bank_r__data$99  = in_bank2[k[11:5]];
+  assign \bank_r__data$253  = in_bank2[k_base[11:5]];
   reg [511:0] in_bank3 [127:0];
   initial begin
     in_bank3[0] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
@@ -6393,1644 +8825,8316 @@ module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, m
     in_bank3[127] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   end
   always @(posedge clk) begin
-    if (\$signature__en$139 )
+    if (\$signature__en$617 )
       in_bank3[in_word] <= in_data;
   end
-  assign \bank_r__data$142  = in_bank3[k[11:5]];
-  assign \$1  = ! in_row;
-  assign \$signature__en  = in_we & \$1 ;
-  assign \$135  = k[4:0] * 5'h10;
-  assign x0 = bank_r__data >> \$135 ;
-  assign \$2  = in_row == 1'h1;
-  assign \$signature__en$53  = in_we & \$2 ;
-  assign \$140  = k[4:0] * 5'h10;
-  assign x1 = \bank_r__data$56  >> \$140 ;
-  assign \$3  = in_row == 2'h2;
-  assign \$signature__en$96  = in_we & \$3 ;
-  assign \$145  = k[4:0] * 5'h10;
-  assign x2 = \bank_r__data$99  >> \$145 ;
-  assign \$4  = in_row == 2'h3;
-  assign \$signature__en$139  = in_we & \$4 ;
-  assign \$150  = k[4:0] * 5'h10;
-  assign x3 = \bank_r__data$142  >> \$150 ;
-  assign \$5  = first ? 32'd0 : \$signature__data$223 [31:0];
-  assign \$6  = first ? 32'd0 : \$signature__data$223 [63:32];
-  assign \$7  = first ? 32'd0 : \$signature__data$223 [95:64];
-  assign \$8  = first ? 32'd0 : \$signature__data$223 [127:96];
-  assign \$9  = first ? 32'd0 : \$signature__data$223 [159:128];
-  assign \$10  = first ? 32'd0 : \$signature__data$223 [191:160];
-  assign \$11  = first ? 32'd0 : \$signature__data$223 [223:192];
-  assign \$12  = first ? 32'd0 : \$signature__data$223 [255:224];
-  assign \$13  = first ? 32'd0 : \$signature__data$223 [287:256];
-  assign \$14  = first ? 32'd0 : \$signature__data$223 [319:288];
-  assign \$15  = first ? 32'd0 : \$signature__data$223 [351:320];
-  assign \$16  = first ? 32'd0 : \$signature__data$223 [383:352];
-  assign \$17  = first ? 32'd0 : \$signature__data$223 [415:384];
-  assign \$18  = first ? 32'd0 : \$signature__data$223 [447:416];
-  assign \$19  = first ? 32'd0 : \$signature__data$223 [479:448];
-  assign \$20  = first ? 32'd0 : \$signature__data$223 [511:480];
-  assign \$21  = first ? 32'd0 : \$signature__data$223 [543:512];
-  assign \$22  = first ? 32'd0 : \$signature__data$223 [575:544];
-  assign \$23  = first ? 32'd0 : \$signature__data$223 [607:576];
-  assign \$24  = first ? 32'd0 : \$signature__data$223 [639:608];
-  assign \$25  = first ? 32'd0 : \$signature__data$223 [671:640];
-  assign \$26  = first ? 32'd0 : \$signature__data$223 [703:672];
-  assign \$27  = first ? 32'd0 : \$signature__data$223 [735:704];
-  assign \$28  = first ? 32'd0 : \$signature__data$223 [767:736];
-  assign \$29  = first ? 32'd0 : \$signature__data$223 [799:768];
-  assign \$30  = first ? 32'd0 : \$signature__data$223 [831:800];
-  assign \$31  = first ? 32'd0 : \$signature__data$223 [863:832];
-  assign \$32  = first ? 32'd0 : \$signature__data$223 [895:864];
-  assign \$33  = first ? 32'd0 : \$signature__data$223 [927:896];
-  assign \$34  = first ? 32'd0 : \$signature__data$223 [959:928];
-  assign \$35  = first ? 32'd0 : \$signature__data$223 [991:960];
-  assign \$36  = first ? 32'd0 : \$signature__data$223 [1023:992];
-  assign \$37  = first ? 32'd0 : \$signature__data$256 [31:0];
-  assign \$38  = first ? 32'd0 : \$signature__data$256 [63:32];
-  assign \$39  = first ? 32'd0 : \$signature__data$256 [95:64];
-  assign \$40  = first ? 32'd0 : \$signature__data$256 [127:96];
-  assign \$41  = first ? 32'd0 : \$signature__data$256 [159:128];
-  assign \$42  = first ? 32'd0 : \$signature__data$256 [191:160];
-  assign \$43  = first ? 32'd0 : \$signature__data$256 [223:192];
-  assign \$44  = first ? 32'd0 : \$signature__data$256 [255:224];
-  assign \$45  = first ? 32'd0 : \$signature__data$256 [287:256];
-  assign \$46  = first ? 32'd0 : \$signature__data$256 [319:288];
-  assign \$47  = first ? 32'd0 : \$signature__data$256 [351:320];
-  assign \$48  = first ? 32'd0 : \$signature__data$256 [383:352];
-  assign \$49  = first ? 32'd0 : \$signature__data$256 [415:384];
-  assign \$50  = first ? 32'd0 : \$signature__data$256 [447:416];
-  assign \$51  = first ? 32'd0 : \$signature__data$256 [479:448];
-  assign \$52  = first ? 32'd0 : \$signature__data$256 [511:480];
-  assign \$53  = first ? 32'd0 : \$signature__data$256 [543:512];
-  assign \$54  = first ? 32'd0 : \$signature__data$256 [575:544];
-  assign \$55  = first ? 32'd0 : \$signature__data$256 [607:576];
-  assign \$56  = first ? 32'd0 : \$signature__data$256 [639:608];
-  assign \$57  = first ? 32'd0 : \$signature__data$256 [671:640];
-  assign \$58  = first ? 32'd0 : \$signature__data$256 [703:672];
-  assign \$59  = first ? 32'd0 : \$signature__data$256 [735:704];
-  assign \$60  = first ? 32'd0 : \$signature__data$256 [767:736];
-  assign \$61  = first ? 32'd0 : \$signature__data$256 [799:768];
-  assign \$62  = first ? 32'd0 : \$signature__data$256 [831:800];
-  assign \$63  = first ? 32'd0 : \$signature__data$256 [863:832];
-  assign \$64  = first ? 32'd0 : \$signature__data$256 [895:864];
-  assign \$65  = first ? 32'd0 : \$signature__data$256 [927:896];
-  assign \$66  = first ? 32'd0 : \$signature__data$256 [959:928];
-  assign \$67  = first ? 32'd0 : \$signature__data$256 [991:960];
-  assign \$68  = first ? 32'd0 : \$signature__data$256 [1023:992];
-  assign \$69  = first ? 32'd0 : \$signature__data$289 [31:0];
-  assign \$70  = first ? 32'd0 : \$signature__data$289 [63:32];
-  assign \$71  = first ? 32'd0 : \$signature__data$289 [95:64];
-  assign \$72  = first ? 32'd0 : \$signature__data$289 [127:96];
-  assign \$73  = first ? 32'd0 : \$signature__data$289 [159:128];
-  assign \$74  = first ? 32'd0 : \$signature__data$289 [191:160];
-  assign \$75  = first ? 32'd0 : \$signature__data$289 [223:192];
-  assign \$76  = first ? 32'd0 : \$signature__data$289 [255:224];
-  assign \$77  = first ? 32'd0 : \$signature__data$289 [287:256];
-  assign \$78  = first ? 32'd0 : \$signature__data$289 [319:288];
-  assign \$79  = first ? 32'd0 : \$signature__data$289 [351:320];
-  assign \$80  = first ? 32'd0 : \$signature__data$289 [383:352];
-  assign \$81  = first ? 32'd0 : \$signature__data$289 [415:384];
-  assign \$82  = first ? 32'd0 : \$signature__data$289 [447:416];
-  assign \$83  = first ? 32'd0 : \$signature__data$289 [479:448];
-  assign \$84  = first ? 32'd0 : \$signature__data$289 [511:480];
-  assign \$85  = first ? 32'd0 : \$signature__data$289 [543:512];
-  assign \$86  = first ? 32'd0 : \$signature__data$289 [575:544];
-  assign \$87  = first ? 32'd0 : \$signature__data$289 [607:576];
-  assign \$88  = first ? 32'd0 : \$signature__data$289 [639:608];
-  assign \$89  = first ? 32'd0 : \$signature__data$289 [671:640];
-  assign \$90  = first ? 32'd0 : \$signature__data$289 [703:672];
-  assign \$91  = first ? 32'd0 : \$signature__data$289 [735:704];
-  assign \$92  = first ? 32'd0 : \$signature__data$289 [767:736];
-  assign \$93  = first ? 32'd0 : \$signature__data$289 [799:768];
-  assign \$94  = first ? 32'd0 : \$signature__data$289 [831:800];
-  assign \$95  = first ? 32'd0 : \$signature__data$289 [863:832];
-  assign \$96  = first ? 32'd0 : \$signature__data$289 [895:864];
-  assign \$97  = first ? 32'd0 : \$signature__data$289 [927:896];
-  assign \$98  = first ? 32'd0 : \$signature__data$289 [959:928];
-  assign \$99  = first ? 32'd0 : \$signature__data$289 [991:960];
-  assign \$100  = first ? 32'd0 : \$signature__data$289 [1023:992];
-  assign \$101  = first ? 32'd0 : \$signature__data$322 [31:0];
-  assign \$102  = first ? 32'd0 : \$signature__data$322 [63:32];
-  assign \$103  = first ? 32'd0 : \$signature__data$322 [95:64];
-  assign \$104  = first ? 32'd0 : \$signature__data$322 [127:96];
-  assign \$105  = first ? 32'd0 : \$signature__data$322 [159:128];
-  assign \$106  = first ? 32'd0 : \$signature__data$322 [191:160];
-  assign \$107  = first ? 32'd0 : \$signature__data$322 [223:192];
-  assign \$108  = first ? 32'd0 : \$signature__data$322 [255:224];
-  assign \$109  = first ? 32'd0 : \$signature__data$322 [287:256];
-  assign \$110  = first ? 32'd0 : \$signature__data$322 [319:288];
-  assign \$111  = first ? 32'd0 : \$signature__data$322 [351:320];
-  assign \$112  = first ? 32'd0 : \$signature__data$322 [383:352];
-  assign \$113  = first ? 32'd0 : \$signature__data$322 [415:384];
-  assign \$114  = first ? 32'd0 : \$signature__data$322 [447:416];
-  assign \$115  = first ? 32'd0 : \$signature__data$322 [479:448];
-  assign \$116  = first ? 32'd0 : \$signature__data$322 [511:480];
-  assign \$117  = first ? 32'd0 : \$signature__data$322 [543:512];
-  assign \$118  = first ? 32'd0 : \$signature__data$322 [575:544];
-  assign \$119  = first ? 32'd0 : \$signature__data$322 [607:576];
-  assign \$120  = first ? 32'd0 : \$signature__data$322 [639:608];
-  assign \$121  = first ? 32'd0 : \$signature__data$322 [671:640];
-  assign \$122  = first ? 32'd0 : \$signature__data$322 [703:672];
-  assign \$123  = first ? 32'd0 : \$signature__data$322 [735:704];
-  assign \$124  = first ? 32'd0 : \$signature__data$322 [767:736];
-  assign \$125  = first ? 32'd0 : \$signature__data$322 [799:768];
-  assign \$126  = first ? 32'd0 : \$signature__data$322 [831:800];
-  assign \$127  = first ? 32'd0 : \$signature__data$322 [863:832];
-  assign \$128  = first ? 32'd0 : \$signature__data$322 [895:864];
-  assign \$129  = first ? 32'd0 : \$signature__data$322 [927:896];
-  assign \$130  = first ? 32'd0 : \$signature__data$322 [959:928];
-  assign \$131  = first ? 32'd0 : \$signature__data$322 [991:960];
-  assign \$132  = first ? 32'd0 : \$signature__data$322 [1023:992];
-  ndp_fp32_add add_0_0 (
-    .a(\$5 ),
-    .b(product_0_0),
+  assign \bank_r__data$350  = in_bank3[k_base[11:5]];
+  assign \$1  = n_cols > 6'h20;
+  assign \$3  = \$1  ? 5'h00 : \$2 ;
+  assign \$4  = n_cols > 6'h20;
+  assign \$6  = \$4  ? 5'h00 : \$5 ;
+  assign \$7  = n_cols > 6'h20;
+  assign \$9  = \$7  ? 5'h00 : \$8 ;
+  assign \$10  = n_cols > 6'h20;
+  assign \$12  = \$10  ? 5'h00 : \$11 ;
+  assign \$13  = n_cols > 6'h20;
+  assign \$15  = \$13  ? 5'h00 : \$14 ;
+  assign \$16  = n_cols > 6'h20;
+  assign \$18  = \$16  ? 5'h00 : \$17 ;
+  assign \$19  = n_cols > 6'h20;
+  assign \$21  = \$19  ? 5'h00 : \$20 ;
+  assign \$22  = n_cols > 6'h20;
+  assign \$24  = \$22  ? 5'h00 : \$23 ;
+  assign \$25  = n_cols > 6'h20;
+  assign \$27  = \$25  ? 5'h00 : \$26 ;
+  assign \$28  = n_cols > 6'h20;
+  assign \$30  = \$28  ? 5'h00 : \$29 ;
+  assign \$31  = n_cols > 6'h20;
+  assign \$33  = \$31  ? 5'h00 : \$32 ;
+  assign \$34  = n_cols > 6'h20;
+  assign \$36  = \$34  ? 5'h00 : \$35 ;
+  assign \$37  = n_cols > 6'h20;
+  assign \$39  = \$37  ? 5'h00 : \$38 ;
+  assign \$40  = n_cols > 6'h20;
+  assign \$42  = \$40  ? 5'h00 : \$41 ;
+  assign \$43  = n_cols > 6'h20;
+  assign \$45  = \$43  ? 5'h00 : \$44 ;
+  assign \$46  = n_cols > 6'h20;
+  assign \$48  = \$46  ? 5'h00 : \$47 ;
+  assign \$49  = n_cols > 6'h20;
+  assign \$51  = \$49  ? 5'h00 : \$50 ;
+  assign \$52  = n_cols > 6'h20;
+  assign \$54  = \$52  ? 5'h00 : \$53 ;
+  assign \$55  = n_cols > 6'h20;
+  assign \$57  = \$55  ? 5'h00 : \$56 ;
+  assign \$58  = n_cols > 6'h20;
+  assign \$60  = \$58  ? 5'h00 : \$59 ;
+  assign \$61  = n_cols > 6'h20;
+  assign \$63  = \$61  ? 5'h00 : \$62 ;
+  assign \$64  = n_cols > 6'h20;
+  assign \$66  = \$64  ? 5'h00 : \$65 ;
+  assign \$67  = n_cols > 6'h20;
+  assign \$69  = \$67  ? 5'h00 : \$68 ;
+  assign \$70  = n_cols > 6'h20;
+  assign \$72  = \$70  ? 5'h00 : \$71 ;
+  assign \$73  = n_cols > 6'h20;
+  assign \$75  = \$73  ? 5'h00 : \$74 ;
+  assign \$76  = n_cols > 6'h20;
+  assign \$78  = \$76  ? 5'h00 : \$77 ;
+  assign \$79  = n_cols > 6'h20;
+  assign \$81  = \$79  ? 5'h00 : \$80 ;
+  assign \$82  = n_cols > 6'h20;
+  assign \$84  = \$82  ? 5'h00 : \$83 ;
+  assign \$85  = n_cols > 6'h20;
+  assign \$87  = \$85  ? 5'h00 : \$86 ;
+  assign \$88  = n_cols > 6'h20;
+  assign \$90  = \$88  ? 5'h00 : \$89 ;
+  assign \$91  = n_cols > 6'h20;
+  assign \$93  = \$91  ? 5'h00 : \$92 ;
+  assign \$94  = n_cols > 6'h20;
+  assign \$96  = \$94  ? 5'h00 : \$95 ;
+  assign \$97  = k_base[4:0] + lane_row0;
+  assign \$1168  = \$97 [4:0] * 5'h10;
+  assign \$98  = bank_r__data >> \$1168 ;
+  assign \$99  = k_base[4:0] + lane_row1;
+  assign \$1172  = \$99 [4:0] * 5'h10;
+  assign \$100  = bank_r__data >> \$1172 ;
+  assign \$101  = k_base[4:0] + lane_row2;
+  assign \$1176  = \$101 [4:0] * 5'h10;
+  assign \$102  = bank_r__data >> \$1176 ;
+  assign \$103  = k_base[4:0] + lane_row3;
+  assign \$1180  = \$103 [4:0] * 5'h10;
+  assign \$104  = bank_r__data >> \$1180 ;
+  assign \$105  = k_base[4:0] + lane_row4;
+  assign \$1184  = \$105 [4:0] * 5'h10;
+  assign \$106  = bank_r__data >> \$1184 ;
+  assign \$107  = k_base[4:0] + lane_row5;
+  assign \$1188  = \$107 [4:0] * 5'h10;
+  assign \$108  = bank_r__data >> \$1188 ;
+  assign \$109  = k_base[4:0] + lane_row6;
+  assign \$1192  = \$109 [4:0] * 5'h10;
+  assign \$110  = bank_r__data >> \$1192 ;
+  assign \$111  = k_base[4:0] + lane_row7;
+  assign \$1196  = \$111 [4:0] * 5'h10;
+  assign \$112  = bank_r__data >> \$1196 ;
+  assign \$113  = k_base[4:0] + lane_row8;
+  assign \$1200  = \$113 [4:0] * 5'h10;
+  assign \$114  = bank_r__data >> \$1200 ;
+  assign \$115  = k_base[4:0] + lane_row9;
+  assign \$1204  = \$115 [4:0] * 5'h10;
+  assign \$116  = bank_r__data >> \$1204 ;
+  assign \$117  = k_base[4:0] + lane_row10;
+  assign \$1208  = \$117 [4:0] * 5'h10;
+  assign \$118  = bank_r__data >> \$1208 ;
+  assign \$119  = k_base[4:0] + lane_row11;
+  assign \$1212  = \$119 [4:0] * 5'h10;
+  assign \$120  = bank_r__data >> \$1212 ;
+  assign \$121  = k_base[4:0] + lane_row12;
+  assign \$1216  = \$121 [4:0] * 5'h10;
+  assign \$122  = bank_r__data >> \$1216 ;
+  assign \$123  = k_base[4:0] + lane_row13;
+  assign \$1220  = \$123 [4:0] * 5'h10;
+  assign \$124  = bank_r__data >> \$1220 ;
+  assign \$125  = k_base[4:0] + lane_row14;
+  assign \$1224  = \$125 [4:0] * 5'h10;
+  assign \$126  = bank_r__data >> \$1224 ;
+  assign \$127  = k_base[4:0] + lane_row15;
+  assign \$1228  = \$127 [4:0] * 5'h10;
+  assign \$128  = bank_r__data >> \$1228 ;
+  assign \$129  = k_base[4:0] + lane_row16;
+  assign \$1232  = \$129 [4:0] * 5'h10;
+  assign \$130  = bank_r__data >> \$1232 ;
+  assign \$131  = k_base[4:0] + lane_row17;
+  assign \$1236  = \$131 [4:0] * 5'h10;
+  assign \$132  = bank_r__data >> \$1236 ;
+  assign \$133  = k_base[4:0] + lane_row18;
+  assign \$1240  = \$133 [4:0] * 5'h10;
+  assign \$134  = bank_r__data >> \$1240 ;
+  assign \$135  = k_base[4:0] + lane_row19;
+  assign \$1244  = \$135 [4:0] * 5'h10;
+  assign \$136  = bank_r__data >> \$1244 ;
+  assign \$137  = k_base[4:0] + lane_row20;
+  assign \$1248  = \$137 [4:0] * 5'h10;
+  assign \$138  = bank_r__data >> \$1248 ;
+  assign \$139  = k_base[4:0] + lane_row21;
+  assign \$1252  = \$139 [4:0] * 5'h10;
+  assign \$140  = bank_r__data >> \$1252 ;
+  assign \$141  = k_base[4:0] + lane_row22;
+  assign \$1256  = \$141 [4:0] * 5'h10;
+  assign \$142  = bank_r__data >> \$1256 ;
+  assign \$143  = k_base[4:0] + lane_row23;
+  assign \$1260  = \$143 [4:0] * 5'h10;
+  assign \$144  = bank_r__data >> \$1260 ;
+  assign \$145  = k_base[4:0] + lane_row24;
+  assign \$1264  = \$145 [4:0] * 5'h10;
+  assign \$146  = bank_r__data >> \$1264 ;
+  assign \$147  = k_base[4:0] + lane_row25;
+  assign \$1268  = \$147 [4:0] * 5'h10;
+  assign \$148  = bank_r__data >> \$1268 ;
+  assign \$149  = k_base[4:0] + lane_row26;
+  assign \$1272  = \$149 [4:0] * 5'h10;
+  assign \$150  = bank_r__data >> \$1272 ;
+  assign \$151  = k_base[4:0] + lane_row27;
+  assign \$1276  = \$151 [4:0] * 5'h10;
+  assign \$152  = bank_r__data >> \$1276 ;
+  assign \$153  = k_base[4:0] + lane_row28;
+  assign \$1280  = \$153 [4:0] * 5'h10;
+  assign \$154  = bank_r__data >> \$1280 ;
+  assign \$155  = k_base[4:0] + lane_row29;
+  assign \$1284  = \$155 [4:0] * 5'h10;
+  assign \$156  = bank_r__data >> \$1284 ;
+  assign \$157  = k_base[4:0] + lane_row30;
+  assign \$1288  = \$157 [4:0] * 5'h10;
+  assign \$158  = bank_r__data >> \$1288 ;
+  assign \$159  = k_base[4:0] + lane_row31;
+  assign \$1292  = \$159 [4:0] * 5'h10;
+  assign \$160  = bank_r__data >> \$1292 ;
+  assign \$161  = k_base[4:0] + lane_row0;
+  assign \$1296  = \$161 [4:0] * 5'h10;
+  assign \$162  = \bank_r__data$156  >> \$1296 ;
+  assign \$163  = k_base[4:0] + lane_row1;
+  assign \$1300  = \$163 [4:0] * 5'h10;
+  assign \$164  = \bank_r__data$156  >> \$1300 ;
+  assign \$165  = k_base[4:0] + lane_row2;
+  assign \$1304  = \$165 [4:0] * 5'h10;
+  assign \$166  = \bank_r__data$156  >> \$1304 ;
+  assign \$167  = k_base[4:0] + lane_row3;
+  assign \$1308  = \$167 [4:0] * 5'h10;
+  assign \$168  = \bank_r__data$156  >> \$1308 ;
+  assign \$169  = k_base[4:0] + lane_row4;
+  assign \$1312  = \$169 [4:0] * 5'h10;
+  assign \$170  = \bank_r__data$156  >> \$1312 ;
+  assign \$171  = k_base[4:0] + lane_row5;
+  assign \$1316  = \$171 [4:0] * 5'h10;
+  assign \$172  = \bank_r__data$156  >> \$1316 ;
+  assign \$173  = k_base[4:0] + lane_row6;
+  assign \$1320  = \$173 [4:0] * 5'h10;
+  assign \$174  = \bank_r__data$156  >> \$1320 ;
+  assign \$175  = k_base[4:0] + lane_row7;
+  assign \$1324  = \$175 [4:0] * 5'h10;
+  assign \$176  = \bank_r__data$156  >> \$1324 ;
+  assign \$177  = k_base[4:0] + lane_row8;
+  assign \$1328  = \$177 [4:0] * 5'h10;
+  assign \$178  = \bank_r__data$156  >> \$1328 ;
+  assign \$179  = k_base[4:0] + lane_row9;
+  assign \$1332  = \$179 [4:0] * 5'h10;
+  assign \$180  = \bank_r__data$156  >> \$1332 ;
+  assign \$181  = k_base[4:0] + lane_row10;
+  assign \$1336  = \$181 [4:0] * 5'h10;
+  assign \$182  = \bank_r__data$156  >> \$1336 ;
+  assign \$183  = k_base[4:0] + lane_row11;
+  assign \$1340  = \$183 [4:0] * 5'h10;
+  assign \$184  = \bank_r__data$156  >> \$1340 ;
+  assign \$185  = k_base[4:0] + lane_row12;
+  assign \$1344  = \$185 [4:0] * 5'h10;
+  assign \$186  = \bank_r__data$156  >> \$1344 ;
+  assign \$187  = k_base[4:0] + lane_row13;
+  assign \$1348  = \$187 [4:0] * 5'h10;
+  assign \$188  = \bank_r__data$156  >> \$1348 ;
+  assign \$189  = k_base[4:0] + lane_row14;
+  assign \$1352  = \$189 [4:0] * 5'h10;
+  assign \$190  = \bank_r__data$156  >> \$1352 ;
+  assign \$191  = k_base[4:0] + lane_row15;
+  assign \$1356  = \$191 [4:0] * 5'h10;
+  assign \$192  = \bank_r__data$156  >> \$1356 ;
+  assign \$193  = k_base[4:0] + lane_row16;
+  assign \$1360  = \$193 [4:0] * 5'h10;
+  assign \$194  = \bank_r__data$156  >> \$1360 ;
+  assign \$195  = k_base[4:0] + lane_row17;
+  assign \$1364  = \$195 [4:0] * 5'h10;
+  assign \$196  = \bank_r__data$156  >> \$1364 ;
+  assign \$197  = k_base[4:0] + lane_row18;
+  assign \$1368  = \$197 [4:0] * 5'h10;
+  assign \$198  = \bank_r__data$156  >> \$1368 ;
+  assign \$199  = k_base[4:0] + lane_row19;
+  assign \$1372  = \$199 [4:0] * 5'h10;
+  assign \$200  = \bank_r__data$156  >> \$1372 ;
+  assign \$201  = k_base[4:0] + lane_row20;
+  assign \$1376  = \$201 [4:0] * 5'h10;
+  assign \$202  = \bank_r__data$156  >> \$1376 ;
+  assign \$203  = k_base[4:0] + lane_row21;
+  assign \$1380  = \$203 [4:0] * 5'h10;
+  assign \$204  = \bank_r__data$156  >> \$1380 ;
+  assign \$205  = k_base[4:0] + lane_row22;
+  assign \$1384  = \$205 [4:0] * 5'h10;
+  assign \$206  = \bank_r__data$156  >> \$1384 ;
+  assign \$207  = k_base[4:0] + lane_row23;
+  assign \$1388  = \$207 [4:0] * 5'h10;
+  assign \$208  = \bank_r__data$156  >> \$1388 ;
+  assign \$209  = k_base[4:0] + lane_row24;
+  assign \$1392  = \$209 [4:0] * 5'h10;
+  assign \$210  = \bank_r__data$156  >> \$1392 ;
+  assign \$211  = k_base[4:0] + lane_row25;
+  assign \$1396  = \$211 [4:0] * 5'h10;
+  assign \$212  = \bank_r__data$156  >> \$1396 ;
+  assign \$213  = k_base[4:0] + lane_row26;
+  assign \$1400  = \$213 [4:0] * 5'h10;
+  assign \$214  = \bank_r__data$156  >> \$1400 ;
+  assign \$215  = k_base[4:0] + lane_row27;
+  assign \$1404  = \$215 [4:0] * 5'h10;
+  assign \$216  = \bank_r__data$156  >> \$1404 ;
+  assign \$217  = k_base[4:0] + lane_row28;
+  assign \$1408  = \$217 [4:0] * 5'h10;
+  assign \$218  = \bank_r__data$156  >> \$1408 ;
+  assign \$219  = k_base[4:0] + lane_row29;
+  assign \$1412  = \$219 [4:0] * 5'h10;
+  assign \$220  = \bank_r__data$156  >> \$1412 ;
+  assign \$221  = k_base[4:0] + lane_row30;
+  assign \$1416  = \$221 [4:0] * 5'h10;
+  assign \$222  = \bank_r__data$156  >> \$1416 ;
+  assign \$223  = k_base[4:0] + lane_row31;
+  assign \$1420  = \$223 [4:0] * 5'h10;
+  assign \$224  = \bank_r__data$156  >> \$1420 ;
+  assign \$225  = k_base[4:0] + lane_row0;
+  assign \$1424  = \$225 [4:0] * 5'h10;
+  assign \$226  = \bank_r__data$253  >> \$1424 ;
+  assign \$227  = k_base[4:0] + lane_row1;
+  assign \$1428  = \$227 [4:0] * 5'h10;
+  assign \$228  = \bank_r__data$253  >> \$1428 ;
+  assign \$229  = k_base[4:0] + lane_row2;
+  assign \$1432  = \$229 [4:0] * 5'h10;
+  assign \$230  = \bank_r__data$253  >> \$1432 ;
+  assign \$231  = k_base[4:0] + lane_row3;
+  assign \$1436  = \$231 [4:0] * 5'h10;
+  assign \$232  = \bank_r__data$253  >> \$1436 ;
+  assign \$233  = k_base[4:0] + lane_row4;
+  assign \$1440  = \$233 [4:0] * 5'h10;
+  assign \$234  = \bank_r__data$253  >> \$1440 ;
+  assign \$235  = k_base[4:0] + lane_row5;
+  assign \$1444  = \$235 [4:0] * 5'h10;
+  assign \$236  = \bank_r__data$253  >> \$1444 ;
+  assign \$237  = k_base[4:0] + lane_row6;
+  assign \$1448  = \$237 [4:0] * 5'h10;
+  assign \$238  = \bank_r__data$253  >> \$1448 ;
+  assign \$239  = k_base[4:0] + lane_row7;
+  assign \$1452  = \$239 [4:0] * 5'h10;
+  assign \$240  = \bank_r__data$253  >> \$1452 ;
+  assign \$241  = k_base[4:0] + lane_row8;
+  assign \$1456  = \$241 [4:0] * 5'h10;
+  assign \$242  = \bank_r__data$253  >> \$1456 ;
+  assign \$243  = k_base[4:0] + lane_row9;
+  assign \$1460  = \$243 [4:0] * 5'h10;
+  assign \$244  = \bank_r__data$253  >> \$1460 ;
+  assign \$245  = k_base[4:0] + lane_row10;
+  assign \$1464  = \$245 [4:0] * 5'h10;
+  assign \$246  = \bank_r__data$253  >> \$1464 ;
+  assign \$247  = k_base[4:0] + lane_row11;
+  assign \$1468  = \$247 [4:0] * 5'h10;
+  assign \$248  = \bank_r__data$253  >> \$1468 ;
+  assign \$249  = k_base[4:0] + lane_row12;
+  assign \$1472  = \$249 [4:0] * 5'h10;
+  assign \$250  = \bank_r__data$253  >> \$1472 ;
+  assign \$251  = k_base[4:0] + lane_row13;
+  assign \$1476  = \$251 [4:0] * 5'h10;
+  assign \$252  = \bank_r__data$253  >> \$1476 ;
+  assign \$253  = k_base[4:0] + lane_row14;
+  assign \$1480  = \$253 [4:0] * 5'h10;
+  assign \$254  = \bank_r__data$253  >> \$1480 ;
+  assign \$255  = k_base[4:0] + lane_row15;
+  assign \$1484  = \$255 [4:0] * 5'h10;
+  assign \$256  = \bank_r__data$253  >> \$1484 ;
+  assign \$257  = k_base[4:0] + lane_row16;
+  assign \$1488  = \$257 [4:0] * 5'h10;
+  assign \$258  = \bank_r__data$253  >> \$1488 ;
+  assign \$259  = k_base[4:0] + lane_row17;
+  assign \$1492  = \$259 [4:0] * 5'h10;
+  assign \$260  = \bank_r__data$253  >> \$1492 ;
+  assign \$261  = k_base[4:0] + lane_row18;
+  assign \$1496  = \$261 [4:0] * 5'h10;
+  assign \$262  = \bank_r__data$253  >> \$1496 ;
+  assign \$263  = k_base[4:0] + lane_row19;
+  assign \$1500  = \$263 [4:0] * 5'h10;
+  assign \$264  = \bank_r__data$253  >> \$1500 ;
+  assign \$265  = k_base[4:0] + lane_row20;
+  assign \$1504  = \$265 [4:0] * 5'h10;
+  assign \$266  = \bank_r__data$253  >> \$1504 ;
+  assign \$267  = k_base[4:0] + lane_row21;
+  assign \$1508  = \$267 [4:0] * 5'h10;
+  assign \$268  = \bank_r__data$253  >> \$1508 ;
+  assign \$269  = k_base[4:0] + lane_row22;
+  assign \$1512  = \$269 [4:0] * 5'h10;
+  assign \$270  = \bank_r__data$253  >> \$1512 ;
+  assign \$271  = k_base[4:0] + lane_row23;
+  assign \$1516  = \$271 [4:0] * 5'h10;
+  assign \$272  = \bank_r__data$253  >> \$1516 ;
+  assign \$273  = k_base[4:0] + lane_row24;
+  assign \$1520  = \$273 [4:0] * 5'h10;
+  assign \$274  = \bank_r__data$253  >> \$1520 ;
+  assign \$275  = k_base[4:0] + lane_row25;
+  assign \$1524  = \$275 [4:0] * 5'h10;
+  assign \$276  = \bank_r__data$253  >> \$1524 ;
+  assign \$277  = k_base[4:0] + lane_row26;
+  assign \$1528  = \$277 [4:0] * 5'h10;
+  assign \$278  = \bank_r__data$253  >> \$1528 ;
+  assign \$279  = k_base[4:0] + lane_row27;
+  assign \$1532  = \$279 [4:0] * 5'h10;
+  assign \$280  = \bank_r__data$253  >> \$1532 ;
+  assign \$281  = k_base[4:0] + lane_row28;
+  assign \$1536  = \$281 [4:0] * 5'h10;
+  assign \$282  = \bank_r__data$253  >> \$1536 ;
+  assign \$283  = k_base[4:0] + lane_row29;
+  assign \$1540  = \$283 [4:0] * 5'h10;
+  assign \$284  = \bank_r__data$253  >> \$1540 ;
+  assign \$285  = k_base[4:0] + lane_row30;
+  assign \$1544  = \$285 [4:0] * 5'h10;
+  assign \$286  = \bank_r__data$253  >> \$1544 ;
+  assign \$287  = k_base[4:0] + lane_row31;
+  assign \$1548  = \$287 [4:0] * 5'h10;
+  assign \$288  = \bank_r__data$253  >> \$1548 ;
+  assign \$289  = k_base[4:0] + lane_row0;
+  assign \$1552  = \$289 [4:0] * 5'h10;
+  assign \$290  = \bank_r__data$350  >> \$1552 ;
+  assign \$291  = k_base[4:0] + lane_row1;
+  assign \$1556  = \$291 [4:0] * 5'h10;
+  assign \$292  = \bank_r__data$350  >> \$1556 ;
+  assign \$293  = k_base[4:0] + lane_row2;
+  assign \$1560  = \$293 [4:0] * 5'h10;
+  assign \$294  = \bank_r__data$350  >> \$1560 ;
+  assign \$295  = k_base[4:0] + lane_row3;
+  assign \$1564  = \$295 [4:0] * 5'h10;
+  assign \$296  = \bank_r__data$350  >> \$1564 ;
+  assign \$297  = k_base[4:0] + lane_row4;
+  assign \$1568  = \$297 [4:0] * 5'h10;
+  assign \$298  = \bank_r__data$350  >> \$1568 ;
+  assign \$299  = k_base[4:0] + lane_row5;
+  assign \$1572  = \$299 [4:0] * 5'h10;
+  assign \$300  = \bank_r__data$350  >> \$1572 ;
+  assign \$301  = k_base[4:0] + lane_row6;
+  assign \$1576  = \$301 [4:0] * 5'h10;
+  assign \$302  = \bank_r__data$350  >> \$1576 ;
+  assign \$303  = k_base[4:0] + lane_row7;
+  assign \$1580  = \$303 [4:0] * 5'h10;
+  assign \$304  = \bank_r__data$350  >> \$1580 ;
+  assign \$305  = k_base[4:0] + lane_row8;
+  assign \$1584  = \$305 [4:0] * 5'h10;
+  assign \$306  = \bank_r__data$350  >> \$1584 ;
+  assign \$307  = k_base[4:0] + lane_row9;
+  assign \$1588  = \$307 [4:0] * 5'h10;
+  assign \$308  = \bank_r__data$350  >> \$1588 ;
+  assign \$309  = k_base[4:0] + lane_row10;
+  assign \$1592  = \$309 [4:0] * 5'h10;
+  assign \$310  = \bank_r__data$350  >> \$1592 ;
+  assign \$311  = k_base[4:0] + lane_row11;
+  assign \$1596  = \$311 [4:0] * 5'h10;
+  assign \$312  = \bank_r__data$350  >> \$1596 ;
+  assign \$313  = k_base[4:0] + lane_row12;
+  assign \$1600  = \$313 [4:0] * 5'h10;
+  assign \$314  = \bank_r__data$350  >> \$1600 ;
+  assign \$315  = k_base[4:0] + lane_row13;
+  assign \$1604  = \$315 [4:0] * 5'h10;
+  assign \$316  = \bank_r__data$350  >> \$1604 ;
+  assign \$317  = k_base[4:0] + lane_row14;
+  assign \$1608  = \$317 [4:0] * 5'h10;
+  assign \$318  = \bank_r__data$350  >> \$1608 ;
+  assign \$319  = k_base[4:0] + lane_row15;
+  assign \$1612  = \$319 [4:0] * 5'h10;
+  assign \$320  = \bank_r__data$350  >> \$1612 ;
+  assign \$321  = k_base[4:0] + lane_row16;
+  assign \$1616  = \$321 [4:0] * 5'h10;
+  assign \$322  = \bank_r__data$350  >> \$1616 ;
+  assign \$323  = k_base[4:0] + lane_row17;
+  assign \$1620  = \$323 [4:0] * 5'h10;
+  assign \$324  = \bank_r__data$350  >> \$1620 ;
+  assign \$325  = k_base[4:0] + lane_row18;
+  assign \$1624  = \$325 [4:0] * 5'h10;
+  assign \$326  = \bank_r__data$350  >> \$1624 ;
+  assign \$327  = k_base[4:0] + lane_row19;
+  assign \$1628  = \$327 [4:0] * 5'h10;
+  assign \$328  = \bank_r__data$350  >> \$1628 ;
+  assign \$329  = k_base[4:0] + lane_row20;
+  assign \$1632  = \$329 [4:0] * 5'h10;
+  assign \$330  = \bank_r__data$350  >> \$1632 ;
+  assign \$331  = k_base[4:0] + lane_row21;
+  assign \$1636  = \$331 [4:0] * 5'h10;
+  assign \$332  = \bank_r__data$350  >> \$1636 ;
+  assign \$333  = k_base[4:0] + lane_row22;
+  assign \$1640  = \$333 [4:0] * 5'h10;
+  assign \$334  = \bank_r__data$350  >> \$1640 ;
+  assign \$335  = k_base[4:0] + lane_row23;
+  assign \$1644  = \$335 [4:0] * 5'h10;
+  assign \$336  = \bank_r__data$350  >> \$1644 ;
+  assign \$337  = k_base[4:0] + lane_row24;
+  assign \$1648  = \$337 [4:0] * 5'h10;
+  assign \$338  = \bank_r__data$350  >> \$1648 ;
+  assign \$339  = k_base[4:0] + lane_row25;
+  assign \$1652  = \$339 [4:0] * 5'h10;
+  assign \$340  = \bank_r__data$350  >> \$1652 ;
+  assign \$341  = k_base[4:0] + lane_row26;
+  assign \$1656  = \$341 [4:0] * 5'h10;
+  assign \$342  = \bank_r__data$350  >> \$1656 ;
+  assign \$343  = k_base[4:0] + lane_row27;
+  assign \$1660  = \$343 [4:0] * 5'h10;
+  assign \$344  = \bank_r__data$350  >> \$1660 ;
+  assign \$345  = k_base[4:0] + lane_row28;
+  assign \$1664  = \$345 [4:0] * 5'h10;
+  assign \$346  = \bank_r__data$350  >> \$1664 ;
+  assign \$347  = k_base[4:0] + lane_row29;
+  assign \$1668  = \$347 [4:0] * 5'h10;
+  assign \$348  = \bank_r__data$350  >> \$1668 ;
+  assign \$349  = k_base[4:0] + lane_row30;
+  assign \$1672  = \$349 [4:0] * 5'h10;
+  assign \$350  = \bank_r__data$350  >> \$1672 ;
+  assign \$351  = k_base[4:0] + lane_row31;
+  assign \$1676  = \$351 [4:0] * 5'h10;
+  assign \$352  = \bank_r__data$350  >> \$1676 ;
+  assign \$353  = fold_word + fold_n_words;
+  assign \$354  = fold_sets - 1'h1;
+  assign \$355  = fold_pack * n_cols;
+  assign \$357  = | set_left;
+  assign \$358  = shift >= n_cols;
+  assign \$359  = addr + fold_n_words;
+  assign \$360  = set_left - 1'h1;
+  assign \$361  = shift * 6'h20;
+  assign \$362  = \$signal  >> \$361 ;
+  assign \$364  = \wait  == 1'h1;
+  assign \$365  = \wait  - 1'h1;
+  assign \$366  = ! in_row;
+  assign \$signature__en  = in_we & \$366 ;
+  assign \$367  = in_row == 1'h1;
+  assign \$signature__en$537  = in_we & \$367 ;
+  assign \$368  = in_row == 2'h2;
+  assign \$signature__en$577  = in_we & \$368 ;
+  assign \$369  = in_row == 2'h3;
+  assign \$signature__en$617  = in_we & \$369 ;
+  assign \$370  = | set_left;
+  assign \$371  = shift >= n_cols;
+  assign \$372  = ! fold_state;
+  assign \$373  = fold_state == 1'h1;
+  assign \$374  = fold_state == 2'h2;
+  assign \$375  = first_d2 ? 32'd0 : \$signature__data$700 [31:0];
+  assign \$376  = active_d2 > 1'h0;
+  assign \$377  = \$376  ? product_r_0_0 : 32'd0;
+  assign \$378  = first_d2 ? 32'd0 : \$signature__data$700 [63:32];
+  assign \$379  = active_d2 > 1'h1;
+  assign \$380  = \$379  ? product_r_0_1 : 32'd0;
+  assign \$381  = first_d2 ? 32'd0 : \$signature__data$700 [95:64];
+  assign \$382  = active_d2 > 2'h2;
+  assign \$383  = \$382  ? product_r_0_2 : 32'd0;
+  assign \$384  = first_d2 ? 32'd0 : \$signature__data$700 [127:96];
+  assign \$385  = active_d2 > 2'h3;
+  assign \$386  = \$385  ? product_r_0_3 : 32'd0;
+  assign \$387  = first_d2 ? 32'd0 : \$signature__data$700 [159:128];
+  assign \$388  = active_d2 > 3'h4;
+  assign \$389  = \$388  ? product_r_0_4 : 32'd0;
+  assign \$390  = first_d2 ? 32'd0 : \$signature__data$700 [191:160];
+  assign \$391  = active_d2 > 3'h5;
+  assign \$392  = \$391  ? product_r_0_5 : 32'd0;
+  assign \$393  = first_d2 ? 32'd0 : \$signature__data$700 [223:192];
+  assign \$394  = active_d2 > 3'h6;
+  assign \$395  = \$394  ? product_r_0_6 : 32'd0;
+  assign \$396  = first_d2 ? 32'd0 : \$signature__data$700 [255:224];
+  assign \$397  = active_d2 > 3'h7;
+  assign \$398  = \$397  ? product_r_0_7 : 32'd0;
+  assign \$399  = first_d2 ? 32'd0 : \$signature__data$700 [287:256];
+  assign \$400  = active_d2 > 4'h8;
+  assign \$401  = \$400  ? product_r_0_8 : 32'd0;
+  assign \$402  = first_d2 ? 32'd0 : \$signature__data$700 [319:288];
+  assign \$403  = active_d2 > 4'h9;
+  assign \$404  = \$403  ? product_r_0_9 : 32'd0;
+  assign \$405  = first_d2 ? 32'd0 : \$signature__data$700 [351:320];
+  assign \$406  = active_d2 > 4'ha;
+  assign \$407  = \$406  ? product_r_0_10 : 32'd0;
+  assign \$408  = first_d2 ? 32'd0 : \$signature__data$700 [383:352];
+  assign \$409  = active_d2 > 4'hb;
+  assign \$410  = \$409  ? product_r_0_11 : 32'd0;
+  assign \$411  = first_d2 ? 32'd0 : \$signature__data$700 [415:384];
+  assign \$412  = active_d2 > 4'hc;
+  assign \$413  = \$412  ? product_r_0_12 : 32'd0;
+  assign \$414  = first_d2 ? 32'd0 : \$signature__data$700 [447:416];
+  assign \$415  = active_d2 > 4'hd;
+  assign \$416  = \$415  ? product_r_0_13 : 32'd0;
+  assign \$417  = first_d2 ? 32'd0 : \$signature__data$700 [479:448];
+  assign \$418  = active_d2 > 4'he;
+  assign \$419  = \$418  ? product_r_0_14 : 32'd0;
+  assign \$420  = first_d2 ? 32'd0 : \$signature__data$700 [511:480];
+  assign \$421  = active_d2 > 4'hf;
+  assign \$422  = \$421  ? product_r_0_15 : 32'd0;
+  assign \$423  = first_d2 ? 32'd0 : \$signature__data$700 [543:512];
+  assign \$424  = active_d2 > 5'h10;
+  assign \$425  = \$424  ? product_r_0_16 : 32'd0;
+  assign \$426  = first_d2 ? 32'd0 : \$signature__data$700 [575:544];
+  assign \$427  = active_d2 > 5'h11;
+  assign \$428  = \$427  ? product_r_0_17 : 32'd0;
+  assign \$429  = first_d2 ? 32'd0 : \$signature__data$700 [607:576];
+  assign \$430  = active_d2 > 5'h12;
+  assign \$431  = \$430  ? product_r_0_18 : 32'd0;
+  assign \$432  = first_d2 ? 32'd0 : \$signature__data$700 [639:608];
+  assign \$433  = active_d2 > 5'h13;
+  assign \$434  = \$433  ? product_r_0_19 : 32'd0;
+  assign \$435  = first_d2 ? 32'd0 : \$signature__data$700 [671:640];
+  assign \$436  = active_d2 > 5'h14;
+  assign \$437  = \$436  ? product_r_0_20 : 32'd0;
+  assign \$438  = first_d2 ? 32'd0 : \$signature__data$700 [703:672];
+  assign \$439  = active_d2 > 5'h15;
+  assign \$440  = \$439  ? product_r_0_21 : 32'd0;
+  assign \$441  = first_d2 ? 32'd0 : \$signature__data$700 [735:704];
+  assign \$442  = active_d2 > 5'h16;
+  assign \$443  = \$442  ? product_r_0_22 : 32'd0;
+  assign \$444  = first_d2 ? 32'd0 : \$signature__data$700 [767:736];
+  assign \$445  = active_d2 > 5'h17;
+  assign \$446  = \$445  ? product_r_0_23 : 32'd0;
+  assign \$447  = first_d2 ? 32'd0 : \$signature__data$700 [799:768];
+  assign \$448  = active_d2 > 5'h18;
+  assign \$449  = \$448  ? product_r_0_24 : 32'd0;
+  assign \$450  = first_d2 ? 32'd0 : \$signature__data$700 [831:800];
+  assign \$451  = active_d2 > 5'h19;
+  assign \$452  = \$451  ? product_r_0_25 : 32'd0;
+  assign \$453  = first_d2 ? 32'd0 : \$signature__data$700 [863:832];
+  assign \$454  = active_d2 > 5'h1a;
+  assign \$455  = \$454  ? product_r_0_26 : 32'd0;
+  assign \$456  = first_d2 ? 32'd0 : \$signature__data$700 [895:864];
+  assign \$457  = active_d2 > 5'h1b;
+  assign \$458  = \$457  ? product_r_0_27 : 32'd0;
+  assign \$459  = first_d2 ? 32'd0 : \$signature__data$700 [927:896];
+  assign \$460  = active_d2 > 5'h1c;
+  assign \$461  = \$460  ? product_r_0_28 : 32'd0;
+  assign \$462  = first_d2 ? 32'd0 : \$signature__data$700 [959:928];
+  assign \$463  = active_d2 > 5'h1d;
+  assign \$464  = \$463  ? product_r_0_29 : 32'd0;
+  assign \$465  = first_d2 ? 32'd0 : \$signature__data$700 [991:960];
+  assign \$466  = active_d2 > 5'h1e;
+  assign \$467  = \$466  ? product_r_0_30 : 32'd0;
+  assign \$468  = first_d2 ? 32'd0 : \$signature__data$700 [1023:992];
+  assign \$469  = active_d2 > 5'h1f;
+  assign \$470  = \$469  ? product_r_0_31 : 32'd0;
+  assign \$471  = first_d2 ? 32'd0 : \$signature__data$701 [31:0];
+  assign \$472  = active_d2 > 1'h0;
+  assign \$473  = \$472  ? product_r_1_0 : 32'd0;
+  assign \$474  = first_d2 ? 32'd0 : \$signature__data$701 [63:32];
+  assign \$475  = active_d2 > 1'h1;
+  assign \$476  = \$475  ? product_r_1_1 : 32'd0;
+  assign \$477  = first_d2 ? 32'd0 : \$signature__data$701 [95:64];
+  assign \$478  = active_d2 > 2'h2;
+  assign \$479  = \$478  ? product_r_1_2 : 32'd0;
+  assign \$480  = first_d2 ? 32'd0 : \$signature__data$701 [127:96];
+  assign \$481  = active_d2 > 2'h3;
+  assign \$482  = \$481  ? product_r_1_3 : 32'd0;
+  assign \$483  = first_d2 ? 32'd0 : \$signature__data$701 [159:128];
+  assign \$484  = active_d2 > 3'h4;
+  assign \$485  = \$484  ? product_r_1_4 : 32'd0;
+  assign \$486  = first_d2 ? 32'd0 : \$signature__data$701 [191:160];
+  assign \$487  = active_d2 > 3'h5;
+  assign \$488  = \$487  ? product_r_1_5 : 32'd0;
+  assign \$489  = first_d2 ? 32'd0 : \$signature__data$701 [223:192];
+  assign \$490  = active_d2 > 3'h6;
+  assign \$491  = \$490  ? product_r_1_6 : 32'd0;
+  assign \$492  = first_d2 ? 32'd0 : \$signature__data$701 [255:224];
+  assign \$493  = active_d2 > 3'h7;
+  assign \$494  = \$493  ? product_r_1_7 : 32'd0;
+  assign \$495  = first_d2 ? 32'd0 : \$signature__data$701 [287:256];
+  assign \$496  = active_d2 > 4'h8;
+  assign \$497  = \$496  ? product_r_1_8 : 32'd0;
+  assign \$498  = first_d2 ? 32'd0 : \$signature__data$701 [319:288];
+  assign \$499  = active_d2 > 4'h9;
+  assign \$500  = \$499  ? product_r_1_9 : 32'd0;
+  assign \$501  = first_d2 ? 32'd0 : \$signature__data$701 [351:320];
+  assign \$502  = active_d2 > 4'ha;
+  assign \$503  = \$502  ? product_r_1_10 : 32'd0;
+  assign \$504  = first_d2 ? 32'd0 : \$signature__data$701 [383:352];
+  assign \$505  = active_d2 > 4'hb;
+  assign \$506  = \$505  ? product_r_1_11 : 32'd0;
+  assign \$507  = first_d2 ? 32'd0 : \$signature__data$701 [415:384];
+  assign \$508  = active_d2 > 4'hc;
+  assign \$509  = \$508  ? product_r_1_12 : 32'd0;
+  assign \$510  = first_d2 ? 32'd0 : \$signature__data$701 [447:416];
+  assign \$511  = active_d2 > 4'hd;
+  assign \$512  = \$511  ? product_r_1_13 : 32'd0;
+  assign \$513  = first_d2 ? 32'd0 : \$signature__data$701 [479:448];
+  assign \$514  = active_d2 > 4'he;
+  assign \$515  = \$514  ? product_r_1_14 : 32'd0;
+  assign \$516  = first_d2 ? 32'd0 : \$signature__data$701 [511:480];
+  assign \$517  = active_d2 > 4'hf;
+  assign \$518  = \$517  ? product_r_1_15 : 32'd0;
+  assign \$519  = first_d2 ? 32'd0 : \$signature__data$701 [543:512];
+  assign \$520  = active_d2 > 5'h10;
+  assign \$521  = \$520  ? product_r_1_16 : 32'd0;
+  assign \$522  = first_d2 ? 32'd0 : \$signature__data$701 [575:544];
+  assign \$523  = active_d2 > 5'h11;
+  assign \$524  = \$523  ? product_r_1_17 : 32'd0;
+  assign \$525  = first_d2 ? 32'd0 : \$signature__data$701 [607:576];
+  assign \$526  = active_d2 > 5'h12;
+  assign \$527  = \$526  ? product_r_1_18 : 32'd0;
+  assign \$528  = first_d2 ? 32'd0 : \$signature__data$701 [639:608];
+  assign \$529  = active_d2 > 5'h13;
+  assign \$530  = \$529  ? product_r_1_19 : 32'd0;
+  assign \$531  = first_d2 ? 32'd0 : \$signature__data$701 [671:640];
+  assign \$532  = active_d2 > 5'h14;
+  assign \$533  = \$532  ? product_r_1_20 : 32'd0;
+  assign \$534  = first_d2 ? 32'd0 : \$signature__data$701 [703:672];
+  assign \$535  = active_d2 > 5'h15;
+  assign \$536  = \$535  ? product_r_1_21 : 32'd0;
+  assign \$537  = first_d2 ? 32'd0 : \$signature__data$701 [735:704];
+  assign \$538  = active_d2 > 5'h16;
+  assign \$539  = \$538  ? product_r_1_22 : 32'd0;
+  assign \$540  = first_d2 ? 32'd0 : \$signature__data$701 [767:736];
+  assign \$541  = active_d2 > 5'h17;
+  assign \$542  = \$541  ? product_r_1_23 : 32'd0;
+  assign \$543  = first_d2 ? 32'd0 : \$signature__data$701 [799:768];
+  assign \$544  = active_d2 > 5'h18;
+  assign \$545  = \$544  ? product_r_1_24 : 32'd0;
+  assign \$546  = first_d2 ? 32'd0 : \$signature__data$701 [831:800];
+  assign \$547  = active_d2 > 5'h19;
+  assign \$548  = \$547  ? product_r_1_25 : 32'd0;
+  assign \$549  = first_d2 ? 32'd0 : \$signature__data$701 [863:832];
+  assign \$550  = active_d2 > 5'h1a;
+  assign \$551  = \$550  ? product_r_1_26 : 32'd0;
+  assign \$552  = first_d2 ? 32'd0 : \$signature__data$701 [895:864];
+  assign \$553  = active_d2 > 5'h1b;
+  assign \$554  = \$553  ? product_r_1_27 : 32'd0;
+  assign \$555  = first_d2 ? 32'd0 : \$signature__data$701 [927:896];
+  assign \$556  = active_d2 > 5'h1c;
+  assign \$557  = \$556  ? product_r_1_28 : 32'd0;
+  assign \$558  = first_d2 ? 32'd0 : \$signature__data$701 [959:928];
+  assign \$559  = active_d2 > 5'h1d;
+  assign \$560  = \$559  ? product_r_1_29 : 32'd0;
+  assign \$561  = first_d2 ? 32'd0 : \$signature__data$701 [991:960];
+  assign \$562  = active_d2 > 5'h1e;
+  assign \$563  = \$562  ? product_r_1_30 : 32'd0;
+  assign \$564  = first_d2 ? 32'd0 : \$signature__data$701 [1023:992];
+  assign \$565  = active_d2 > 5'h1f;
+  assign \$566  = \$565  ? product_r_1_31 : 32'd0;
+  assign \$567  = first_d2 ? 32'd0 : \$signature__data$702 [31:0];
+  assign \$568  = active_d2 > 1'h0;
+  assign \$569  = \$568  ? product_r_2_0 : 32'd0;
+  assign \$570  = first_d2 ? 32'd0 : \$signature__data$702 [63:32];
+  assign \$571  = active_d2 > 1'h1;
+  assign \$572  = \$571  ? product_r_2_1 : 32'd0;
+  assign \$573  = first_d2 ? 32'd0 : \$signature__data$702 [95:64];
+  assign \$574  = active_d2 > 2'h2;
+  assign \$575  = \$574  ? product_r_2_2 : 32'd0;
+  assign \$576  = first_d2 ? 32'd0 : \$signature__data$702 [127:96];
+  assign \$577  = active_d2 > 2'h3;
+  assign \$578  = \$577  ? product_r_2_3 : 32'd0;
+  assign \$579  = first_d2 ? 32'd0 : \$signature__data$702 [159:128];
+  assign \$580  = active_d2 > 3'h4;
+  assign \$581  = \$580  ? product_r_2_4 : 32'd0;
+  assign \$582  = first_d2 ? 32'd0 : \$signature__data$702 [191:160];
+  assign \$583  = active_d2 > 3'h5;
+  assign \$584  = \$583  ? product_r_2_5 : 32'd0;
+  assign \$585  = first_d2 ? 32'd0 : \$signature__data$702 [223:192];
+  assign \$586  = active_d2 > 3'h6;
+  assign \$587  = \$586  ? product_r_2_6 : 32'd0;
+  assign \$588  = first_d2 ? 32'd0 : \$signature__data$702 [255:224];
+  assign \$589  = active_d2 > 3'h7;
+  assign \$590  = \$589  ? product_r_2_7 : 32'd0;
+  assign \$591  = first_d2 ? 32'd0 : \$signature__data$702 [287:256];
+  assign \$592  = active_d2 > 4'h8;
+  assign \$593  = \$592  ? product_r_2_8 : 32'd0;
+  assign \$594  = first_d2 ? 32'd0 : \$signature__data$702 [319:288];
+  assign \$595  = active_d2 > 4'h9;
+  assign \$596  = \$595  ? product_r_2_9 : 32'd0;
+  assign \$597  = first_d2 ? 32'd0 : \$signature__data$702 [351:320];
+  assign \$598  = active_d2 > 4'ha;
+  assign \$599  = \$598  ? product_r_2_10 : 32'd0;
+  assign \$600  = first_d2 ? 32'd0 : \$signature__data$702 [383:352];
+  assign \$601  = active_d2 > 4'hb;
+  assign \$602  = \$601  ? product_r_2_11 : 32'd0;
+  assign \$603  = first_d2 ? 32'd0 : \$signature__data$702 [415:384];
+  assign \$604  = active_d2 > 4'hc;
+  assign \$605  = \$604  ? product_r_2_12 : 32'd0;
+  assign \$606  = first_d2 ? 32'd0 : \$signature__data$702 [447:416];
+  assign \$607  = active_d2 > 4'hd;
+  assign \$608  = \$607  ? product_r_2_13 : 32'd0;
+  assign \$609  = first_d2 ? 32'd0 : \$signature__data$702 [479:448];
+  assign \$610  = active_d2 > 4'he;
+  assign \$611  = \$610  ? product_r_2_14 : 32'd0;
+  assign \$612  = first_d2 ? 32'd0 : \$signature__data$702 [511:480];
+  assign \$613  = active_d2 > 4'hf;
+  assign \$614  = \$613  ? product_r_2_15 : 32'd0;
+  assign \$615  = first_d2 ? 32'd0 : \$signature__data$702 [543:512];
+  assign \$616  = active_d2 > 5'h10;
+  assign \$617  = \$616  ? product_r_2_16 : 32'd0;
+  assign \$618  = first_d2 ? 32'd0 : \$signature__data$702 [575:544];
+  assign \$619  = active_d2 > 5'h11;
+  assign \$620  = \$619  ? product_r_2_17 : 32'd0;
+  assign \$621  = first_d2 ? 32'd0 : \$signature__data$702 [607:576];
+  assign \$622  = active_d2 > 5'h12;
+  assign \$623  = \$622  ? product_r_2_18 : 32'd0;
+  assign \$624  = first_d2 ? 32'd0 : \$signature__data$702 [639:608];
+  assign \$625  = active_d2 > 5'h13;
+  assign \$626  = \$625  ? product_r_2_19 : 32'd0;
+  assign \$627  = first_d2 ? 32'd0 : \$signature__data$702 [671:640];
+  assign \$628  = active_d2 > 5'h14;
+  assign \$629  = \$628  ? product_r_2_20 : 32'd0;
+  assign \$630  = first_d2 ? 32'd0 : \$signature__data$702 [703:672];
+  assign \$631  = active_d2 > 5'h15;
+  assign \$632  = \$631  ? product_r_2_21 : 32'd0;
+  assign \$633  = first_d2 ? 32'd0 : \$signature__data$702 [735:704];
+  assign \$634  = active_d2 > 5'h16;
+  assign \$635  = \$634  ? product_r_2_22 : 32'd0;
+  assign \$636  = first_d2 ? 32'd0 : \$signature__data$702 [767:736];
+  assign \$637  = active_d2 > 5'h17;
+  assign \$638  = \$637  ? product_r_2_23 : 32'd0;
+  assign \$639  = first_d2 ? 32'd0 : \$signature__data$702 [799:768];
+  assign \$640  = active_d2 > 5'h18;
+  assign \$641  = \$640  ? product_r_2_24 : 32'd0;
+  assign \$642  = first_d2 ? 32'd0 : \$signature__data$702 [831:800];
+  assign \$643  = active_d2 > 5'h19;
+  assign \$644  = \$643  ? product_r_2_25 : 32'd0;
+  assign \$645  = first_d2 ? 32'd0 : \$signature__data$702 [863:832];
+  assign \$646  = active_d2 > 5'h1a;
+  assign \$647  = \$646  ? product_r_2_26 : 32'd0;
+  assign \$648  = first_d2 ? 32'd0 : \$signature__data$702 [895:864];
+  assign \$649  = active_d2 > 5'h1b;
+  assign \$650  = \$649  ? product_r_2_27 : 32'd0;
+  assign \$651  = first_d2 ? 32'd0 : \$signature__data$702 [927:896];
+  assign \$652  = active_d2 > 5'h1c;
+  assign \$653  = \$652  ? product_r_2_28 : 32'd0;
+  assign \$654  = first_d2 ? 32'd0 : \$signature__data$702 [959:928];
+  assign \$655  = active_d2 > 5'h1d;
+  assign \$656  = \$655  ? product_r_2_29 : 32'd0;
+  assign \$657  = first_d2 ? 32'd0 : \$signature__data$702 [991:960];
+  assign \$658  = active_d2 > 5'h1e;
+  assign \$659  = \$658  ? product_r_2_30 : 32'd0;
+  assign \$660  = first_d2 ? 32'd0 : \$signature__data$702 [1023:992];
+  assign \$661  = active_d2 > 5'h1f;
+  assign \$662  = \$661  ? product_r_2_31 : 32'd0;
+  assign \$663  = first_d2 ? 32'd0 : \$signature__data$703 [31:0];
+  assign \$664  = active_d2 > 1'h0;
+  assign \$665  = \$664  ? product_r_3_0 : 32'd0;
+  assign \$666  = first_d2 ? 32'd0 : \$signature__data$703 [63:32];
+  assign \$667  = active_d2 > 1'h1;
+  assign \$668  = \$667  ? product_r_3_1 : 32'd0;
+  assign \$669  = first_d2 ? 32'd0 : \$signature__data$703 [95:64];
+  assign \$670  = active_d2 > 2'h2;
+  assign \$671  = \$670  ? product_r_3_2 : 32'd0;
+  assign \$672  = first_d2 ? 32'd0 : \$signature__data$703 [127:96];
+  assign \$673  = active_d2 > 2'h3;
+  assign \$674  = \$673  ? product_r_3_3 : 32'd0;
+  assign \$675  = first_d2 ? 32'd0 : \$signature__data$703 [159:128];
+  assign \$676  = active_d2 > 3'h4;
+  assign \$677  = \$676  ? product_r_3_4 : 32'd0;
+  assign \$678  = first_d2 ? 32'd0 : \$signature__data$703 [191:160];
+  assign \$679  = active_d2 > 3'h5;
+  assign \$680  = \$679  ? product_r_3_5 : 32'd0;
+  assign \$681  = first_d2 ? 32'd0 : \$signature__data$703 [223:192];
+  assign \$682  = active_d2 > 3'h6;
+  assign \$683  = \$682  ? product_r_3_6 : 32'd0;
+  assign \$684  = first_d2 ? 32'd0 : \$signature__data$703 [255:224];
+  assign \$685  = active_d2 > 3'h7;
+  assign \$686  = \$685  ? product_r_3_7 : 32'd0;
+  assign \$687  = first_d2 ? 32'd0 : \$signature__data$703 [287:256];
+  assign \$688  = active_d2 > 4'h8;
+  assign \$689  = \$688  ? product_r_3_8 : 32'd0;
+  assign \$690  = first_d2 ? 32'd0 : \$signature__data$703 [319:288];
+  assign \$691  = active_d2 > 4'h9;
+  assign \$692  = \$691  ? product_r_3_9 : 32'd0;
+  assign \$693  = first_d2 ? 32'd0 : \$signature__data$703 [351:320];
+  assign \$694  = active_d2 > 4'ha;
+  assign \$695  = \$694  ? product_r_3_10 : 32'd0;
+  assign \$696  = first_d2 ? 32'd0 : \$signature__data$703 [383:352];
+  assign \$697  = active_d2 > 4'hb;
+  assign \$698  = \$697  ? product_r_3_11 : 32'd0;
+  assign \$699  = first_d2 ? 32'd0 : \$signature__data$703 [415:384];
+  assign \$700  = active_d2 > 4'hc;
+  assign \$701  = \$700  ? product_r_3_12 : 32'd0;
+  assign \$702  = first_d2 ? 32'd0 : \$signature__data$703 [447:416];
+  assign \$703  = active_d2 > 4'hd;
+  assign \$704  = \$703  ? product_r_3_13 : 32'd0;
+  assign \$705  = first_d2 ? 32'd0 : \$signature__data$703 [479:448];
+  assign \$706  = active_d2 > 4'he;
+  assign \$707  = \$706  ? product_r_3_14 : 32'd0;
+  assign \$708  = first_d2 ? 32'd0 : \$signature__data$703 [511:480];
+  assign \$709  = active_d2 > 4'hf;
+  assign \$710  = \$709  ? product_r_3_15 : 32'd0;
+  assign \$711  = first_d2 ? 32'd0 : \$signature__data$703 [543:512];
+  assign \$712  = active_d2 > 5'h10;
+  assign \$713  = \$712  ? product_r_3_16 : 32'd0;
+  assign \$714  = first_d2 ? 32'd0 : \$signature__data$703 [575:544];
+  assign \$715  = active_d2 > 5'h11;
+  assign \$716  = \$715  ? product_r_3_17 : 32'd0;
+  assign \$717  = first_d2 ? 32'd0 : \$signature__data$703 [607:576];
+  assign \$718  = active_d2 > 5'h12;
+  assign \$719  = \$718  ? product_r_3_18 : 32'd0;
+  assign \$720  = first_d2 ? 32'd0 : \$signature__data$703 [639:608];
+  assign \$721  = active_d2 > 5'h13;
+  assign \$722  = \$721  ? product_r_3_19 : 32'd0;
+  assign \$723  = first_d2 ? 32'd0 : \$signature__data$703 [671:640];
+  assign \$724  = active_d2 > 5'h14;
+  assign \$725  = \$724  ? product_r_3_20 : 32'd0;
+  assign \$726  = first_d2 ? 32'd0 : \$signature__data$703 [703:672];
+  assign \$727  = active_d2 > 5'h15;
+  assign \$728  = \$727  ? product_r_3_21 : 32'd0;
+  assign \$729  = first_d2 ? 32'd0 : \$signature__data$703 [735:704];
+  assign \$730  = active_d2 > 5'h16;
+  assign \$731  = \$730  ? product_r_3_22 : 32'd0;
+  assign \$732  = first_d2 ? 32'd0 : \$signature__data$703 [767:736];
+  assign \$733  = active_d2 > 5'h17;
+  assign \$734  = \$733  ? product_r_3_23 : 32'd0;
+  assign \$735  = first_d2 ? 32'd0 : \$signature__data$703 [799:768];
+  assign \$736  = active_d2 > 5'h18;
+  assign \$737  = \$736  ? product_r_3_24 : 32'd0;
+  assign \$738  = first_d2 ? 32'd0 : \$signature__data$703 [831:800];
+  assign \$739  = active_d2 > 5'h19;
+  assign \$740  = \$739  ? product_r_3_25 : 32'd0;
+  assign \$741  = first_d2 ? 32'd0 : \$signature__data$703 [863:832];
+  assign \$742  = active_d2 > 5'h1a;
+  assign \$743  = \$742  ? product_r_3_26 : 32'd0;
+  assign \$744  = first_d2 ? 32'd0 : \$signature__data$703 [895:864];
+  assign \$745  = active_d2 > 5'h1b;
+  assign \$746  = \$745  ? product_r_3_27 : 32'd0;
+  assign \$747  = first_d2 ? 32'd0 : \$signature__data$703 [927:896];
+  assign \$748  = active_d2 > 5'h1c;
+  assign \$749  = \$748  ? product_r_3_28 : 32'd0;
+  assign \$750  = first_d2 ? 32'd0 : \$signature__data$703 [959:928];
+  assign \$751  = active_d2 > 5'h1d;
+  assign \$752  = \$751  ? product_r_3_29 : 32'd0;
+  assign \$753  = first_d2 ? 32'd0 : \$signature__data$703 [991:960];
+  assign \$754  = active_d2 > 5'h1e;
+  assign \$755  = \$754  ? product_r_3_30 : 32'd0;
+  assign \$756  = first_d2 ? 32'd0 : \$signature__data$703 [1023:992];
+  assign \$757  = active_d2 > 5'h1f;
+  assign \$758  = \$757  ? product_r_3_31 : 32'd0;
+  always @(posedge clk)
+    lane_row0 <= \$759 ;
+  always @(posedge clk)
+    lane_row1 <= \$760 ;
+  always @(posedge clk)
+    lane_row2 <= \$761 ;
+  always @(posedge clk)
+    lane_row3 <= \$762 ;
+  always @(posedge clk)
+    lane_row4 <= \$763 ;
+  always @(posedge clk)
+    lane_row5 <= \$764 ;
+  always @(posedge clk)
+    lane_row6 <= \$765 ;
+  always @(posedge clk)
+    lane_row7 <= \$766 ;
+  always @(posedge clk)
+    lane_row8 <= \$767 ;
+  always @(posedge clk)
+    lane_row9 <= \$768 ;
+  always @(posedge clk)
+    lane_row10 <= \$769 ;
+  always @(posedge clk)
+    lane_row11 <= \$770 ;
+  always @(posedge clk)
+    lane_row12 <= \$771 ;
+  always @(posedge clk)
+    lane_row13 <= \$772 ;
+  always @(posedge clk)
+    lane_row14 <= \$773 ;
+  always @(posedge clk)
+    lane_row15 <= \$774 ;
+  always @(posedge clk)
+    lane_row16 <= \$775 ;
+  always @(posedge clk)
+    lane_row17 <= \$776 ;
+  always @(posedge clk)
+    lane_row18 <= \$777 ;
+  always @(posedge clk)
+    lane_row19 <= \$778 ;
+  always @(posedge clk)
+    lane_row20 <= \$779 ;
+  always @(posedge clk)
+    lane_row21 <= \$780 ;
+  always @(posedge clk)
+    lane_row22 <= \$781 ;
+  always @(posedge clk)
+    lane_row23 <= \$782 ;
+  always @(posedge clk)
+    lane_row24 <= \$783 ;
+  always @(posedge clk)
+    lane_row25 <= \$784 ;
+  always @(posedge clk)
+    lane_row26 <= \$785 ;
+  always @(posedge clk)
+    lane_row27 <= \$786 ;
+  always @(posedge clk)
+    lane_row28 <= \$787 ;
+  always @(posedge clk)
+    lane_row29 <= \$788 ;
+  always @(posedge clk)
+    lane_row30 <= \$789 ;
+  always @(posedge clk)
+    lane_row31 <= \$790 ;
+  always @(posedge clk)
+    mac_d1 <= \$791 ;
+  always @(posedge clk)
+    first_d1 <= \$792 ;
+  always @(posedge clk)
+    acc_addr_d1 <= \$793 ;
+  always @(posedge clk)
+    active_d1 <= \$794 ;
+  always @(posedge clk)
+    w_d1 <= \$795 ;
+  always @(posedge clk)
+    \mac_d1$45  <= \$796 ;
+  always @(posedge clk)
+    mac_d2 <= \$797 ;
+  always @(posedge clk)
+    \first_d1$47  <= \$798 ;
+  always @(posedge clk)
+    first_d2 <= \$799 ;
+  always @(posedge clk)
+    \acc_addr_d1$49  <= \$800 ;
+  always @(posedge clk)
+    acc_addr_d2 <= \$801 ;
+  always @(posedge clk)
+    \active_d1$51  <= \$802 ;
+  always @(posedge clk)
+    active_d2 <= \$803 ;
+  always @(posedge clk)
+    \mac_d1$53  <= \$804 ;
+  always @(posedge clk)
+    \mac_d2$54  <= \$805 ;
+  always @(posedge clk)
+    \acc_addr_d1$55  <= \$806 ;
+  always @(posedge clk)
+    \acc_addr_d2$56  <= \$807 ;
+  always @(posedge clk)
+    x_0_0 <= \$808 ;
+  always @(posedge clk)
+    product_r_0_0 <= \$809 ;
+  always @(posedge clk)
+    x_0_1 <= \$810 ;
+  always @(posedge clk)
+    product_r_0_1 <= \$811 ;
+  always @(posedge clk)
+    x_0_2 <= \$812 ;
+  always @(posedge clk)
+    product_r_0_2 <= \$813 ;
+  always @(posedge clk)
+    x_0_3 <= \$814 ;
+  always @(posedge clk)
+    product_r_0_3 <= \$815 ;
+  always @(posedge clk)
+    x_0_4 <= \$816 ;
+  always @(posedge clk)
+    product_r_0_4 <= \$817 ;
+  always @(posedge clk)
+    x_0_5 <= \$818 ;
+  always @(posedge clk)
+    product_r_0_5 <= \$819 ;
+  always @(posedge clk)
+    x_0_6 <= \$820 ;
+  always @(posedge clk)
+    product_r_0_6 <= \$821 ;
+  always @(posedge clk)
+    x_0_7 <= \$822 ;
+  always @(posedge clk)
+    product_r_0_7 <= \$823 ;
+  always @(posedge clk)
+    x_0_8 <= \$824 ;
+  always @(posedge clk)
+    product_r_0_8 <= \$825 ;
+  always @(posedge clk)
+    x_0_9 <= \$826 ;
+  always @(posedge clk)
+    product_r_0_9 <= \$827 ;
+  always @(posedge clk)
+    x_0_10 <= \$828 ;
+  always @(posedge clk)
+    product_r_0_10 <= \$829 ;
+  always @(posedge clk)
+    x_0_11 <= \$830 ;
+  always @(posedge clk)
+    product_r_0_11 <= \$831 ;
+  always @(posedge clk)
+    x_0_12 <= \$832 ;
+  always @(posedge clk)
+    product_r_0_12 <= \$833 ;
+  always @(posedge clk)
+    x_0_13 <= \$834 ;
+  always @(posedge clk)
+    product_r_0_13 <= \$835 ;
+  always @(posedge clk)
+    x_0_14 <= \$836 ;
+  always @(posedge clk)
+    product_r_0_14 <= \$837 ;
+  always @(posedge clk)
+    x_0_15 <= \$838 ;
+  always @(posedge clk)
+    product_r_0_15 <= \$839 ;
+  always @(posedge clk)
+    x_0_16 <= \$840 ;
+  always @(posedge clk)
+    product_r_0_16 <= \$841 ;
+  always @(posedge clk)
+    x_0_17 <= \$842 ;
+  always @(posedge clk)
+    product_r_0_17 <= \$843 ;
+  always @(posedge clk)
+    x_0_18 <= \$844 ;
+  always @(posedge clk)
+    product_r_0_18 <= \$845 ;
+  always @(posedge clk)
+    x_0_19 <= \$846 ;
+  always @(posedge clk)
+    product_r_0_19 <= \$847 ;
+  always @(posedge clk)
+    x_0_20 <= \$848 ;
+  always @(posedge clk)
+    product_r_0_20 <= \$849 ;
+  always @(posedge clk)
+    x_0_21 <= \$850 ;
+  always @(posedge clk)
+    product_r_0_21 <= \$851 ;
+  always @(posedge clk)
+    x_0_22 <= \$852 ;
+  always @(posedge clk)
+    product_r_0_22 <= \$853 ;
+  always @(posedge clk)
+    x_0_23 <= \$854 ;
+  always @(posedge clk)
+    product_r_0_23 <= \$855 ;
+  always @(posedge clk)
+    x_0_24 <= \$856 ;
+  always @(posedge clk)
+    product_r_0_24 <= \$857 ;
+  always @(posedge clk)
+    x_0_25 <= \$858 ;
+  always @(posedge clk)
+    product_r_0_25 <= \$859 ;
+  always @(posedge clk)
+    x_0_26 <= \$860 ;
+  always @(posedge clk)
+    product_r_0_26 <= \$861 ;
+  always @(posedge clk)
+    x_0_27 <= \$862 ;
+  always @(posedge clk)
+    product_r_0_27 <= \$863 ;
+  always @(posedge clk)
+    x_0_28 <= \$864 ;
+  always @(posedge clk)
+    product_r_0_28 <= \$865 ;
+  always @(posedge clk)
+    x_0_29 <= \$866 ;
+  always @(posedge clk)
+    product_r_0_29 <= \$867 ;
+  always @(posedge clk)
+    x_0_30 <= \$868 ;
+  always @(posedge clk)
+    product_r_0_30 <= \$869 ;
+  always @(posedge clk)
+    x_0_31 <= \$870 ;
+  always @(posedge clk)
+    product_r_0_31 <= \$871 ;
+  always @(posedge clk)
+    x_1_0 <= \$872 ;
+  always @(posedge clk)
+    product_r_1_0 <= \$873 ;
+  always @(posedge clk)
+    x_1_1 <= \$874 ;
+  always @(posedge clk)
+    product_r_1_1 <= \$875 ;
+  always @(posedge clk)
+    x_1_2 <= \$876 ;
+  always @(posedge clk)
+    product_r_1_2 <= \$877 ;
+  always @(posedge clk)
+    x_1_3 <= \$878 ;
+  always @(posedge clk)
+    product_r_1_3 <= \$879 ;
+  always @(posedge clk)
+    x_1_4 <= \$880 ;
+  always @(posedge clk)
+    product_r_1_4 <= \$881 ;
+  always @(posedge clk)
+    x_1_5 <= \$882 ;
+  always @(posedge clk)
+    product_r_1_5 <= \$883 ;
+  always @(posedge clk)
+    x_1_6 <= \$884 ;
+  always @(posedge clk)
+    product_r_1_6 <= \$885 ;
+  always @(posedge clk)
+    x_1_7 <= \$886 ;
+  always @(posedge clk)
+    product_r_1_7 <= \$887 ;
+  always @(posedge clk)
+    x_1_8 <= \$888 ;
+  always @(posedge clk)
+    product_r_1_8 <= \$889 ;
+  always @(posedge clk)
+    x_1_9 <= \$890 ;
+  always @(posedge clk)
+    product_r_1_9 <= \$891 ;
+  always @(posedge clk)
+    x_1_10 <= \$892 ;
+  always @(posedge clk)
+    product_r_1_10 <= \$893 ;
+  always @(posedge clk)
+    x_1_11 <= \$894 ;
+  always @(posedge clk)
+    product_r_1_11 <= \$895 ;
+  always @(posedge clk)
+    x_1_12 <= \$896 ;
+  always @(posedge clk)
+    product_r_1_12 <= \$897 ;
+  always @(posedge clk)
+    x_1_13 <= \$898 ;
+  always @(posedge clk)
+    product_r_1_13 <= \$899 ;
+  always @(posedge clk)
+    x_1_14 <= \$900 ;
+  always @(posedge clk)
+    product_r_1_14 <= \$901 ;
+  always @(posedge clk)
+    x_1_15 <= \$902 ;
+  always @(posedge clk)
+    product_r_1_15 <= \$903 ;
+  always @(posedge clk)
+    x_1_16 <= \$904 ;
+  always @(posedge clk)
+    product_r_1_16 <= \$905 ;
+  always @(posedge clk)
+    x_1_17 <= \$906 ;
+  always @(posedge clk)
+    product_r_1_17 <= \$907 ;
+  always @(posedge clk)
+    x_1_18 <= \$908 ;
+  always @(posedge clk)
+    product_r_1_18 <= \$909 ;
+  always @(posedge clk)
+    x_1_19 <= \$910 ;
+  always @(posedge clk)
+    product_r_1_19 <= \$911 ;
+  always @(posedge clk)
+    x_1_20 <= \$912 ;
+  always @(posedge clk)
+    product_r_1_20 <= \$913 ;
+  always @(posedge clk)
+    x_1_21 <= \$914 ;
+  always @(posedge clk)
+    product_r_1_21 <= \$915 ;
+  always @(posedge clk)
+    x_1_22 <= \$916 ;
+  always @(posedge clk)
+    product_r_1_22 <= \$917 ;
+  always @(posedge clk)
+    x_1_23 <= \$918 ;
+  always @(posedge clk)
+    product_r_1_23 <= \$919 ;
+  always @(posedge clk)
+    x_1_24 <= \$920 ;
+  always @(posedge clk)
+    product_r_1_24 <= \$921 ;
+  always @(posedge clk)
+    x_1_25 <= \$922 ;
+  always @(posedge clk)
+    product_r_1_25 <= \$923 ;
+  always @(posedge clk)
+    x_1_26 <= \$924 ;
+  always @(posedge clk)
+    product_r_1_26 <= \$925 ;
+  always @(posedge clk)
+    x_1_27 <= \$926 ;
+  always @(posedge clk)
+    product_r_1_27 <= \$927 ;
+  always @(posedge clk)
+    x_1_28 <= \$928 ;
+  always @(posedge clk)
+    product_r_1_28 <= \$929 ;
+  always @(posedge clk)
+    x_1_29 <= \$930 ;
+  always @(posedge clk)
+    product_r_1_29 <= \$931 ;
+  always @(posedge clk)
+    x_1_30 <= \$932 ;
+  always @(posedge clk)
+    product_r_1_30 <= \$933 ;
+  always @(posedge clk)
+    x_1_31 <= \$934 ;
+  always @(posedge clk)
+    product_r_1_31 <= \$935 ;
+  always @(posedge clk)
+    x_2_0 <= \$936 ;
+  always @(posedge clk)
+    product_r_2_0 <= \$937 ;
+  always @(posedge clk)
+    x_2_1 <= \$938 ;
+  always @(posedge clk)
+    product_r_2_1 <= \$939 ;
+  always @(posedge clk)
+    x_2_2 <= \$940 ;
+  always @(posedge clk)
+    product_r_2_2 <= \$941 ;
+  always @(posedge clk)
+    x_2_3 <= \$942 ;
+  always @(posedge clk)
+    product_r_2_3 <= \$943 ;
+  always @(posedge clk)
+    x_2_4 <= \$944 ;
+  always @(posedge clk)
+    product_r_2_4 <= \$945 ;
+  always @(posedge clk)
+    x_2_5 <= \$946 ;
+  always @(posedge clk)
+    product_r_2_5 <= \$947 ;
+  always @(posedge clk)
+    x_2_6 <= \$948 ;
+  always @(posedge clk)
+    product_r_2_6 <= \$949 ;
+  always @(posedge clk)
+    x_2_7 <= \$950 ;
+  always @(posedge clk)
+    product_r_2_7 <= \$951 ;
+  always @(posedge clk)
+    x_2_8 <= \$952 ;
+  always @(posedge clk)
+    product_r_2_8 <= \$953 ;
+  always @(posedge clk)
+    x_2_9 <= \$954 ;
+  always @(posedge clk)
+    product_r_2_9 <= \$955 ;
+  always @(posedge clk)
+    x_2_10 <= \$956 ;
+  always @(posedge clk)
+    product_r_2_10 <= \$957 ;
+  always @(posedge clk)
+    x_2_11 <= \$958 ;
+  always @(posedge clk)
+    product_r_2_11 <= \$959 ;
+  always @(posedge clk)
+    x_2_12 <= \$960 ;
+  always @(posedge clk)
+    product_r_2_12 <= \$961 ;
+  always @(posedge clk)
+    x_2_13 <= \$962 ;
+  always @(posedge clk)
+    product_r_2_13 <= \$963 ;
+  always @(posedge clk)
+    x_2_14 <= \$964 ;
+  always @(posedge clk)
+    product_r_2_14 <= \$965 ;
+  always @(posedge clk)
+    x_2_15 <= \$966 ;
+  always @(posedge clk)
+    product_r_2_15 <= \$967 ;
+  always @(posedge clk)
+    x_2_16 <= \$968 ;
+  always @(posedge clk)
+    product_r_2_16 <= \$969 ;
+  always @(posedge clk)
+    x_2_17 <= \$970 ;
+  always @(posedge clk)
+    product_r_2_17 <= \$971 ;
+  always @(posedge clk)
+    x_2_18 <= \$972 ;
+  always @(posedge clk)
+    product_r_2_18 <= \$973 ;
+  always @(posedge clk)
+    x_2_19 <= \$974 ;
+  always @(posedge clk)
+    product_r_2_19 <= \$975 ;
+  always @(posedge clk)
+    x_2_20 <= \$976 ;
+  always @(posedge clk)
+    product_r_2_20 <= \$977 ;
+  always @(posedge clk)
+    x_2_21 <= \$978 ;
+  always @(posedge clk)
+    product_r_2_21 <= \$979 ;
+  always @(posedge clk)
+    x_2_22 <= \$980 ;
+  always @(posedge clk)
+    product_r_2_22 <= \$981 ;
+  always @(posedge clk)
+    x_2_23 <= \$982 ;
+  always @(posedge clk)
+    product_r_2_23 <= \$983 ;
+  always @(posedge clk)
+    x_2_24 <= \$984 ;
+  always @(posedge clk)
+    product_r_2_24 <= \$985 ;
+  always @(posedge clk)
+    x_2_25 <= \$986 ;
+  always @(posedge clk)
+    product_r_2_25 <= \$987 ;
+  always @(posedge clk)
+    x_2_26 <= \$988 ;
+  always @(posedge clk)
+    product_r_2_26 <= \$989 ;
+  always @(posedge clk)
+    x_2_27 <= \$990 ;
+  always @(posedge clk)
+    product_r_2_27 <= \$991 ;
+  always @(posedge clk)
+    x_2_28 <= \$992 ;
+  always @(posedge clk)
+    product_r_2_28 <= \$993 ;
+  always @(posedge clk)
+    x_2_29 <= \$994 ;
+  always @(posedge clk)
+    product_r_2_29 <= \$995 ;
+  always @(posedge clk)
+    x_2_30 <= \$996 ;
+  always @(posedge clk)
+    product_r_2_30 <= \$997 ;
+  always @(posedge clk)
+    x_2_31 <= \$998 ;
+  always @(posedge clk)
+    product_r_2_31 <= \$999 ;
+  always @(posedge clk)
+    x_3_0 <= \$1000 ;
+  always @(posedge clk)
+    product_r_3_0 <= \$1001 ;
+  always @(posedge clk)
+    x_3_1 <= \$1002 ;
+  always @(posedge clk)
+    product_r_3_1 <= \$1003 ;
+  always @(posedge clk)
+    x_3_2 <= \$1004 ;
+  always @(posedge clk)
+    product_r_3_2 <= \$1005 ;
+  always @(posedge clk)
+    x_3_3 <= \$1006 ;
+  always @(posedge clk)
+    product_r_3_3 <= \$1007 ;
+  always @(posedge clk)
+    x_3_4 <= \$1008 ;
+  always @(posedge clk)
+    product_r_3_4 <= \$1009 ;
+  always @(posedge clk)
+    x_3_5 <= \$1010 ;
+  always @(posedge clk)
+    product_r_3_5 <= \$1011 ;
+  always @(posedge clk)
+    x_3_6 <= \$1012 ;
+  always @(posedge clk)
+    product_r_3_6 <= \$1013 ;
+  always @(posedge clk)
+    x_3_7 <= \$1014 ;
+  always @(posedge clk)
+    product_r_3_7 <= \$1015 ;
+  always @(posedge clk)
+    x_3_8 <= \$1016 ;
+  always @(posedge clk)
+    product_r_3_8 <= \$1017 ;
+  always @(posedge clk)
+    x_3_9 <= \$1018 ;
+  always @(posedge clk)
+    product_r_3_9 <= \$1019 ;
+  always @(posedge clk)
+    x_3_10 <= \$1020 ;
+  always @(posedge clk)
+    product_r_3_10 <= \$1021 ;
+  always @(posedge clk)
+    x_3_11 <= \$1022 ;
+  always @(posedge clk)
+    product_r_3_11 <= \$1023 ;
+  always @(posedge clk)
+    x_3_12 <= \$1024 ;
+  always @(posedge clk)
+    product_r_3_12 <= \$1025 ;
+  always @(posedge clk)
+    x_3_13 <= \$1026 ;
+  always @(posedge clk)
+    product_r_3_13 <= \$1027 ;
+  always @(posedge clk)
+    x_3_14 <= \$1028 ;
+  always @(posedge clk)
+    product_r_3_14 <= \$1029 ;
+  always @(posedge clk)
+    x_3_15 <= \$1030 ;
+  always @(posedge clk)
+    product_r_3_15 <= \$1031 ;
+  always @(posedge clk)
+    x_3_16 <= \$1032 ;
+  always @(posedge clk)
+    product_r_3_16 <= \$1033 ;
+  always @(posedge clk)
+    x_3_17 <= \$1034 ;
+  always @(posedge clk)
+    product_r_3_17 <= \$1035 ;
+  always @(posedge clk)
+    x_3_18 <= \$1036 ;
+  always @(posedge clk)
+    product_r_3_18 <= \$1037 ;
+  always @(posedge clk)
+    x_3_19 <= \$1038 ;
+  always @(posedge clk)
+    product_r_3_19 <= \$1039 ;
+  always @(posedge clk)
+    x_3_20 <= \$1040 ;
+  always @(posedge clk)
+    product_r_3_20 <= \$1041 ;
+  always @(posedge clk)
+    x_3_21 <= \$1042 ;
+  always @(posedge clk)
+    product_r_3_21 <= \$1043 ;
+  always @(posedge clk)
+    x_3_22 <= \$1044 ;
+  always @(posedge clk)
+    product_r_3_22 <= \$1045 ;
+  always @(posedge clk)
+    x_3_23 <= \$1046 ;
+  always @(posedge clk)
+    product_r_3_23 <= \$1047 ;
+  always @(posedge clk)
+    x_3_24 <= \$1048 ;
+  always @(posedge clk)
+    product_r_3_24 <= \$1049 ;
+  always @(posedge clk)
+    x_3_25 <= \$1050 ;
+  always @(posedge clk)
+    product_r_3_25 <= \$1051 ;
+  always @(posedge clk)
+    x_3_26 <= \$1052 ;
+  always @(posedge clk)
+    product_r_3_26 <= \$1053 ;
+  always @(posedge clk)
+    x_3_27 <= \$1054 ;
+  always @(posedge clk)
+    product_r_3_27 <= \$1055 ;
+  always @(posedge clk)
+    x_3_28 <= \$1056 ;
+  always @(posedge clk)
+    product_r_3_28 <= \$1057 ;
+  always @(posedge clk)
+    x_3_29 <= \$1058 ;
+  always @(posedge clk)
+    product_r_3_29 <= \$1059 ;
+  always @(posedge clk)
+    x_3_30 <= \$1060 ;
+  always @(posedge clk)
+    product_r_3_30 <= \$1061 ;
+  always @(posedge clk)
+    x_3_31 <= \$1062 ;
+  always @(posedge clk)
+    product_r_3_31 <= \$1063 ;
+  always @(posedge clk)
+    \$signal  <= \$1064 ;
+  always @(posedge clk)
+    addr <= \$1065 ;
+  always @(posedge clk)
+    set_left <= \$1066 ;
+  always @(posedge clk)
+    shift <= \$1067 ;
+  always @(posedge clk)
+    fold_state <= \$1068 ;
+  always @(posedge clk)
+    operand <= \$1069 ;
+  always @(posedge clk)
+    \wait  <= \$1070 ;
+  ndp_fp32_add_pipe add_0_0 (
+    .a(\$375 ),
+    .b(\$377 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_0_0)
   );
-  ndp_fp32_add add_0_1 (
-    .a(\$6 ),
-    .b(product_0_1),
+  ndp_fp32_add_pipe add_0_1 (
+    .a(\$378 ),
+    .b(\$380 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_0_1)
   );
-  ndp_fp32_add add_0_10 (
-    .a(\$15 ),
-    .b(product_0_10),
+  ndp_fp32_add_pipe add_0_10 (
+    .a(\$405 ),
+    .b(\$407 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_0_10)
   );
-  ndp_fp32_add add_0_11 (
-    .a(\$16 ),
-    .b(product_0_11),
+  ndp_fp32_add_pipe add_0_11 (
+    .a(\$408 ),
+    .b(\$410 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_0_11)
   );
-  ndp_fp32_add add_0_12 (
-    .a(\$17 ),
-    .b(product_0_12),
+  ndp_fp32_add_pipe add_0_12 (
+    .a(\$411 ),
+    .b(\$413 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_0_12)
   );
-  ndp_fp32_add add_0_13 (
-    .a(\$18 ),
-    .b(product_0_13),
+  ndp_fp32_add_pipe add_0_13 (
+    .a(\$414 ),
+    .b(\$416 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_0_13)
   );
-  ndp_fp32_add add_0_14 (
-    .a(\$19 ),
-    .b(product_0_14),
+  ndp_fp32_add_pipe add_0_14 (
+    .a(\$417 ),
+    .b(\$419 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_0_14)
   );
-  ndp_fp32_add add_0_15 (
-    .a(\$20 ),
-    .b(product_0_15),
+  ndp_fp32_add_pipe add_0_15 (
+    .a(\$420 ),
+    .b(\$422 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_0_15)
   );
-  ndp_fp32_add add_0_16 (
-    .a(\$21 ),
-    .b(product_0_16),
+  ndp_fp32_add_pipe add_0_16 (
+    .a(\$423 ),
+    .b(\$425 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_0_16)
   );
-  ndp_fp32_add add_0_17 (
-    .a(\$22 ),
-    .b(product_0_17),
+  ndp_fp32_add_pipe add_0_17 (
+    .a(\$426 ),
+    .b(\$428 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_0_17)
   );
-  ndp_fp32_add add_0_18 (
-    .a(\$23 ),
-    .b(product_0_18),
+  ndp_fp32_add_pipe add_0_18 (
+    .a(\$429 ),
+    .b(\$431 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_0_18)
   );
-  ndp_fp32_add add_0_19 (
-    .a(\$24 ),
-    .b(product_0_19),
+  ndp_fp32_add_pipe add_0_19 (
+    .a(\$432 ),
+    .b(\$434 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_0_19)
   );
-  ndp_fp32_add add_0_2 (
-    .a(\$7 ),
-    .b(product_0_2),
+  ndp_fp32_add_pipe add_0_2 (
+    .a(\$381 ),
+    .b(\$383 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_0_2)
   );
-  ndp_fp32_add add_0_20 (
-    .a(\$25 ),
-    .b(product_0_20),
+  ndp_fp32_add_pipe add_0_20 (
+    .a(\$435 ),
+    .b(\$437 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_0_20)
   );
-  ndp_fp32_add add_0_21 (
-    .a(\$26 ),
-    .b(product_0_21),
+  ndp_fp32_add_pipe add_0_21 (
+    .a(\$438 ),
+    .b(\$440 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_0_21)
   );
-  ndp_fp32_add add_0_22 (
-    .a(\$27 ),
-    .b(product_0_22),
+  ndp_fp32_add_pipe add_0_22 (
+    .a(\$441 ),
+    .b(\$443 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_0_22)
   );
-  ndp_fp32_add add_0_23 (
-    .a(\$28 ),
-    .b(product_0_23),
+  ndp_fp32_add_pipe add_0_23 (
+    .a(\$444 ),
+    .b(\$446 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_0_23)
   );
-  ndp_fp32_add add_0_24 (
-    .a(\$29 ),
-    .b(product_0_24),
+  ndp_fp32_add_pipe add_0_24 (
+    .a(\$447 ),
+    .b(\$449 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_0_24)
   );
-  ndp_fp32_add add_0_25 (
-    .a(\$30 ),
-    .b(product_0_25),
+  ndp_fp32_add_pipe add_0_25 (
+    .a(\$450 ),
+    .b(\$452 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_0_25)
   );
-  ndp_fp32_add add_0_26 (
-    .a(\$31 ),
-    .b(product_0_26),
+  ndp_fp32_add_pipe add_0_26 (
+    .a(\$453 ),
+    .b(\$455 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_0_26)
   );
-  ndp_fp32_add add_0_27 (
-    .a(\$32 ),
-    .b(product_0_27),
+  ndp_fp32_add_pipe add_0_27 (
+    .a(\$456 ),
+    .b(\$458 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_0_27)
   );
-  ndp_fp32_add add_0_28 (
-    .a(\$33 ),
-    .b(product_0_28),
+  ndp_fp32_add_pipe add_0_28 (
+    .a(\$459 ),
+    .b(\$461 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_0_28)
   );
-  ndp_fp32_add add_0_29 (
-    .a(\$34 ),
-    .b(product_0_29),
+  ndp_fp32_add_pipe add_0_29 (
+    .a(\$462 ),
+    .b(\$464 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_0_29)
   );
-  ndp_fp32_add add_0_3 (
-    .a(\$8 ),
-    .b(product_0_3),
+  ndp_fp32_add_pipe add_0_3 (
+    .a(\$384 ),
+    .b(\$386 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_0_3)
   );
-  ndp_fp32_add add_0_30 (
-    .a(\$35 ),
-    .b(product_0_30),
+  ndp_fp32_add_pipe add_0_30 (
+    .a(\$465 ),
+    .b(\$467 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_0_30)
   );
-  ndp_fp32_add add_0_31 (
-    .a(\$36 ),
-    .b(product_0_31),
+  ndp_fp32_add_pipe add_0_31 (
+    .a(\$468 ),
+    .b(\$470 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_0_31)
   );
-  ndp_fp32_add add_0_4 (
-    .a(\$9 ),
-    .b(product_0_4),
+  ndp_fp32_add_pipe add_0_4 (
+    .a(\$387 ),
+    .b(\$389 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_0_4)
   );
-  ndp_fp32_add add_0_5 (
-    .a(\$10 ),
-    .b(product_0_5),
+  ndp_fp32_add_pipe add_0_5 (
+    .a(\$390 ),
+    .b(\$392 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_0_5)
   );
-  ndp_fp32_add add_0_6 (
-    .a(\$11 ),
-    .b(product_0_6),
+  ndp_fp32_add_pipe add_0_6 (
+    .a(\$393 ),
+    .b(\$395 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_0_6)
   );
-  ndp_fp32_add add_0_7 (
-    .a(\$12 ),
-    .b(product_0_7),
+  ndp_fp32_add_pipe add_0_7 (
+    .a(\$396 ),
+    .b(\$398 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_0_7)
   );
-  ndp_fp32_add add_0_8 (
-    .a(\$13 ),
-    .b(product_0_8),
+  ndp_fp32_add_pipe add_0_8 (
+    .a(\$399 ),
+    .b(\$401 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_0_8)
   );
-  ndp_fp32_add add_0_9 (
-    .a(\$14 ),
-    .b(product_0_9),
+  ndp_fp32_add_pipe add_0_9 (
+    .a(\$402 ),
+    .b(\$404 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_0_9)
   );
-  ndp_fp32_add add_1_0 (
-    .a(\$37 ),
-    .b(product_1_0),
+  ndp_fp32_add_pipe add_1_0 (
+    .a(\$471 ),
+    .b(\$473 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_1_0)
   );
-  ndp_fp32_add add_1_1 (
-    .a(\$38 ),
-    .b(product_1_1),
+  ndp_fp32_add_pipe add_1_1 (
+    .a(\$474 ),
+    .b(\$476 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_1_1)
   );
-  ndp_fp32_add add_1_10 (
-    .a(\$47 ),
-    .b(product_1_10),
+  ndp_fp32_add_pipe add_1_10 (
+    .a(\$501 ),
+    .b(\$503 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_1_10)
   );
-  ndp_fp32_add add_1_11 (
-    .a(\$48 ),
-    .b(product_1_11),
+  ndp_fp32_add_pipe add_1_11 (
+    .a(\$504 ),
+    .b(\$506 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_1_11)
   );
-  ndp_fp32_add add_1_12 (
-    .a(\$49 ),
-    .b(product_1_12),
+  ndp_fp32_add_pipe add_1_12 (
+    .a(\$507 ),
+    .b(\$509 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_1_12)
   );
-  ndp_fp32_add add_1_13 (
-    .a(\$50 ),
-    .b(product_1_13),
+  ndp_fp32_add_pipe add_1_13 (
+    .a(\$510 ),
+    .b(\$512 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_1_13)
   );
-  ndp_fp32_add add_1_14 (
-    .a(\$51 ),
-    .b(product_1_14),
+  ndp_fp32_add_pipe add_1_14 (
+    .a(\$513 ),
+    .b(\$515 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_1_14)
   );
-  ndp_fp32_add add_1_15 (
-    .a(\$52 ),
-    .b(product_1_15),
+  ndp_fp32_add_pipe add_1_15 (
+    .a(\$516 ),
+    .b(\$518 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_1_15)
   );
-  ndp_fp32_add add_1_16 (
-    .a(\$53 ),
-    .b(product_1_16),
+  ndp_fp32_add_pipe add_1_16 (
+    .a(\$519 ),
+    .b(\$521 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_1_16)
   );
-  ndp_fp32_add add_1_17 (
-    .a(\$54 ),
-    .b(product_1_17),
+  ndp_fp32_add_pipe add_1_17 (
+    .a(\$522 ),
+    .b(\$524 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_1_17)
   );
-  ndp_fp32_add add_1_18 (
-    .a(\$55 ),
-    .b(product_1_18),
+  ndp_fp32_add_pipe add_1_18 (
+    .a(\$525 ),
+    .b(\$527 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_1_18)
   );
-  ndp_fp32_add add_1_19 (
-    .a(\$56 ),
-    .b(product_1_19),
+  ndp_fp32_add_pipe add_1_19 (
+    .a(\$528 ),
+    .b(\$530 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_1_19)
   );
-  ndp_fp32_add add_1_2 (
-    .a(\$39 ),
-    .b(product_1_2),
+  ndp_fp32_add_pipe add_1_2 (
+    .a(\$477 ),
+    .b(\$479 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_1_2)
   );
-  ndp_fp32_add add_1_20 (
-    .a(\$57 ),
-    .b(product_1_20),
+  ndp_fp32_add_pipe add_1_20 (
+    .a(\$531 ),
+    .b(\$533 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_1_20)
   );
-  ndp_fp32_add add_1_21 (
-    .a(\$58 ),
-    .b(product_1_21),
+  ndp_fp32_add_pipe add_1_21 (
+    .a(\$534 ),
+    .b(\$536 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_1_21)
   );
-  ndp_fp32_add add_1_22 (
-    .a(\$59 ),
-    .b(product_1_22),
+  ndp_fp32_add_pipe add_1_22 (
+    .a(\$537 ),
+    .b(\$539 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_1_22)
   );
-  ndp_fp32_add add_1_23 (
-    .a(\$60 ),
-    .b(product_1_23),
+  ndp_fp32_add_pipe add_1_23 (
+    .a(\$540 ),
+    .b(\$542 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_1_23)
   );
-  ndp_fp32_add add_1_24 (
-    .a(\$61 ),
-    .b(product_1_24),
+  ndp_fp32_add_pipe add_1_24 (
+    .a(\$543 ),
+    .b(\$545 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_1_24)
   );
-  ndp_fp32_add add_1_25 (
-    .a(\$62 ),
-    .b(product_1_25),
+  ndp_fp32_add_pipe add_1_25 (
+    .a(\$546 ),
+    .b(\$548 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_1_25)
   );
-  ndp_fp32_add add_1_26 (
-    .a(\$63 ),
-    .b(product_1_26),
+  ndp_fp32_add_pipe add_1_26 (
+    .a(\$549 ),
+    .b(\$551 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_1_26)
   );
-  ndp_fp32_add add_1_27 (
-    .a(\$64 ),
-    .b(product_1_27),
+  ndp_fp32_add_pipe add_1_27 (
+    .a(\$552 ),
+    .b(\$554 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_1_27)
   );
-  ndp_fp32_add add_1_28 (
-    .a(\$65 ),
-    .b(product_1_28),
+  ndp_fp32_add_pipe add_1_28 (
+    .a(\$555 ),
+    .b(\$557 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_1_28)
   );
-  ndp_fp32_add add_1_29 (
-    .a(\$66 ),
-    .b(product_1_29),
+  ndp_fp32_add_pipe add_1_29 (
+    .a(\$558 ),
+    .b(\$560 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_1_29)
   );
-  ndp_fp32_add add_1_3 (
-    .a(\$40 ),
-    .b(product_1_3),
+  ndp_fp32_add_pipe add_1_3 (
+    .a(\$480 ),
+    .b(\$482 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_1_3)
   );
-  ndp_fp32_add add_1_30 (
-    .a(\$67 ),
-    .b(product_1_30),
+  ndp_fp32_add_pipe add_1_30 (
+    .a(\$561 ),
+    .b(\$563 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_1_30)
   );
-  ndp_fp32_add add_1_31 (
-    .a(\$68 ),
-    .b(product_1_31),
+  ndp_fp32_add_pipe add_1_31 (
+    .a(\$564 ),
+    .b(\$566 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_1_31)
   );
-  ndp_fp32_add add_1_4 (
-    .a(\$41 ),
-    .b(product_1_4),
+  ndp_fp32_add_pipe add_1_4 (
+    .a(\$483 ),
+    .b(\$485 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_1_4)
   );
-  ndp_fp32_add add_1_5 (
-    .a(\$42 ),
-    .b(product_1_5),
+  ndp_fp32_add_pipe add_1_5 (
+    .a(\$486 ),
+    .b(\$488 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_1_5)
   );
-  ndp_fp32_add add_1_6 (
-    .a(\$43 ),
-    .b(product_1_6),
+  ndp_fp32_add_pipe add_1_6 (
+    .a(\$489 ),
+    .b(\$491 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_1_6)
   );
-  ndp_fp32_add add_1_7 (
-    .a(\$44 ),
-    .b(product_1_7),
+  ndp_fp32_add_pipe add_1_7 (
+    .a(\$492 ),
+    .b(\$494 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_1_7)
   );
-  ndp_fp32_add add_1_8 (
-    .a(\$45 ),
-    .b(product_1_8),
+  ndp_fp32_add_pipe add_1_8 (
+    .a(\$495 ),
+    .b(\$497 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_1_8)
   );
-  ndp_fp32_add add_1_9 (
-    .a(\$46 ),
-    .b(product_1_9),
+  ndp_fp32_add_pipe add_1_9 (
+    .a(\$498 ),
+    .b(\$500 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_1_9)
   );
-  ndp_fp32_add add_2_0 (
-    .a(\$69 ),
-    .b(product_2_0),
+  ndp_fp32_add_pipe add_2_0 (
+    .a(\$567 ),
+    .b(\$569 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_2_0)
   );
-  ndp_fp32_add add_2_1 (
-    .a(\$70 ),
-    .b(product_2_1),
+  ndp_fp32_add_pipe add_2_1 (
+    .a(\$570 ),
+    .b(\$572 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_2_1)
   );
-  ndp_fp32_add add_2_10 (
-    .a(\$79 ),
-    .b(product_2_10),
+  ndp_fp32_add_pipe add_2_10 (
+    .a(\$597 ),
+    .b(\$599 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_2_10)
   );
-  ndp_fp32_add add_2_11 (
-    .a(\$80 ),
-    .b(product_2_11),
+  ndp_fp32_add_pipe add_2_11 (
+    .a(\$600 ),
+    .b(\$602 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_2_11)
   );
-  ndp_fp32_add add_2_12 (
-    .a(\$81 ),
-    .b(product_2_12),
+  ndp_fp32_add_pipe add_2_12 (
+    .a(\$603 ),
+    .b(\$605 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_2_12)
   );
-  ndp_fp32_add add_2_13 (
-    .a(\$82 ),
-    .b(product_2_13),
+  ndp_fp32_add_pipe add_2_13 (
+    .a(\$606 ),
+    .b(\$608 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_2_13)
   );
-  ndp_fp32_add add_2_14 (
-    .a(\$83 ),
-    .b(product_2_14),
+  ndp_fp32_add_pipe add_2_14 (
+    .a(\$609 ),
+    .b(\$611 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_2_14)
   );
-  ndp_fp32_add add_2_15 (
-    .a(\$84 ),
-    .b(product_2_15),
+  ndp_fp32_add_pipe add_2_15 (
+    .a(\$612 ),
+    .b(\$614 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_2_15)
   );
-  ndp_fp32_add add_2_16 (
-    .a(\$85 ),
-    .b(product_2_16),
+  ndp_fp32_add_pipe add_2_16 (
+    .a(\$615 ),
+    .b(\$617 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_2_16)
   );
-  ndp_fp32_add add_2_17 (
-    .a(\$86 ),
-    .b(product_2_17),
+  ndp_fp32_add_pipe add_2_17 (
+    .a(\$618 ),
+    .b(\$620 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_2_17)
   );
-  ndp_fp32_add add_2_18 (
-    .a(\$87 ),
-    .b(product_2_18),
+  ndp_fp32_add_pipe add_2_18 (
+    .a(\$621 ),
+    .b(\$623 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_2_18)
   );
-  ndp_fp32_add add_2_19 (
-    .a(\$88 ),
-    .b(product_2_19),
+  ndp_fp32_add_pipe add_2_19 (
+    .a(\$624 ),
+    .b(\$626 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_2_19)
   );
-  ndp_fp32_add add_2_2 (
-    .a(\$71 ),
-    .b(product_2_2),
+  ndp_fp32_add_pipe add_2_2 (
+    .a(\$573 ),
+    .b(\$575 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_2_2)
   );
-  ndp_fp32_add add_2_20 (
-    .a(\$89 ),
-    .b(product_2_20),
+  ndp_fp32_add_pipe add_2_20 (
+    .a(\$627 ),
+    .b(\$629 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_2_20)
   );
-  ndp_fp32_add add_2_21 (
-    .a(\$90 ),
-    .b(product_2_21),
+  ndp_fp32_add_pipe add_2_21 (
+    .a(\$630 ),
+    .b(\$632 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_2_21)
   );
-  ndp_fp32_add add_2_22 (
-    .a(\$91 ),
-    .b(product_2_22),
+  ndp_fp32_add_pipe add_2_22 (
+    .a(\$633 ),
+    .b(\$635 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_2_22)
   );
-  ndp_fp32_add add_2_23 (
-    .a(\$92 ),
-    .b(product_2_23),
+  ndp_fp32_add_pipe add_2_23 (
+    .a(\$636 ),
+    .b(\$638 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_2_23)
   );
-  ndp_fp32_add add_2_24 (
-    .a(\$93 ),
-    .b(product_2_24),
+  ndp_fp32_add_pipe add_2_24 (
+    .a(\$639 ),
+    .b(\$641 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_2_24)
   );
-  ndp_fp32_add add_2_25 (
-    .a(\$94 ),
-    .b(product_2_25),
+  ndp_fp32_add_pipe add_2_25 (
+    .a(\$642 ),
+    .b(\$644 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_2_25)
   );
-  ndp_fp32_add add_2_26 (
-    .a(\$95 ),
-    .b(product_2_26),
+  ndp_fp32_add_pipe add_2_26 (
+    .a(\$645 ),
+    .b(\$647 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_2_26)
   );
-  ndp_fp32_add add_2_27 (
-    .a(\$96 ),
-    .b(product_2_27),
+  ndp_fp32_add_pipe add_2_27 (
+    .a(\$648 ),
+    .b(\$650 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_2_27)
   );
-  ndp_fp32_add add_2_28 (
-    .a(\$97 ),
-    .b(product_2_28),
+  ndp_fp32_add_pipe add_2_28 (
+    .a(\$651 ),
+    .b(\$653 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_2_28)
   );
-  ndp_fp32_add add_2_29 (
-    .a(\$98 ),
-    .b(product_2_29),
+  ndp_fp32_add_pipe add_2_29 (
+    .a(\$654 ),
+    .b(\$656 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_2_29)
   );
-  ndp_fp32_add add_2_3 (
-    .a(\$72 ),
-    .b(product_2_3),
+  ndp_fp32_add_pipe add_2_3 (
+    .a(\$576 ),
+    .b(\$578 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_2_3)
   );
-  ndp_fp32_add add_2_30 (
-    .a(\$99 ),
-    .b(product_2_30),
+  ndp_fp32_add_pipe add_2_30 (
+    .a(\$657 ),
+    .b(\$659 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_2_30)
   );
-  ndp_fp32_add add_2_31 (
-    .a(\$100 ),
-    .b(product_2_31),
+  ndp_fp32_add_pipe add_2_31 (
+    .a(\$660 ),
+    .b(\$662 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_2_31)
   );
-  ndp_fp32_add add_2_4 (
-    .a(\$73 ),
-    .b(product_2_4),
+  ndp_fp32_add_pipe add_2_4 (
+    .a(\$579 ),
+    .b(\$581 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_2_4)
   );
-  ndp_fp32_add add_2_5 (
-    .a(\$74 ),
-    .b(product_2_5),
+  ndp_fp32_add_pipe add_2_5 (
+    .a(\$582 ),
+    .b(\$584 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_2_5)
   );
-  ndp_fp32_add add_2_6 (
-    .a(\$75 ),
-    .b(product_2_6),
+  ndp_fp32_add_pipe add_2_6 (
+    .a(\$585 ),
+    .b(\$587 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_2_6)
   );
-  ndp_fp32_add add_2_7 (
-    .a(\$76 ),
-    .b(product_2_7),
+  ndp_fp32_add_pipe add_2_7 (
+    .a(\$588 ),
+    .b(\$590 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_2_7)
   );
-  ndp_fp32_add add_2_8 (
-    .a(\$77 ),
-    .b(product_2_8),
+  ndp_fp32_add_pipe add_2_8 (
+    .a(\$591 ),
+    .b(\$593 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_2_8)
   );
-  ndp_fp32_add add_2_9 (
-    .a(\$78 ),
-    .b(product_2_9),
+  ndp_fp32_add_pipe add_2_9 (
+    .a(\$594 ),
+    .b(\$596 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_2_9)
   );
-  ndp_fp32_add add_3_0 (
-    .a(\$101 ),
-    .b(product_3_0),
+  ndp_fp32_add_pipe add_3_0 (
+    .a(\$663 ),
+    .b(\$665 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_3_0)
   );
-  ndp_fp32_add add_3_1 (
-    .a(\$102 ),
-    .b(product_3_1),
+  ndp_fp32_add_pipe add_3_1 (
+    .a(\$666 ),
+    .b(\$668 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_3_1)
   );
-  ndp_fp32_add add_3_10 (
-    .a(\$111 ),
-    .b(product_3_10),
+  ndp_fp32_add_pipe add_3_10 (
+    .a(\$693 ),
+    .b(\$695 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_3_10)
   );
-  ndp_fp32_add add_3_11 (
-    .a(\$112 ),
-    .b(product_3_11),
+  ndp_fp32_add_pipe add_3_11 (
+    .a(\$696 ),
+    .b(\$698 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_3_11)
   );
-  ndp_fp32_add add_3_12 (
-    .a(\$113 ),
-    .b(product_3_12),
+  ndp_fp32_add_pipe add_3_12 (
+    .a(\$699 ),
+    .b(\$701 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_3_12)
   );
-  ndp_fp32_add add_3_13 (
-    .a(\$114 ),
-    .b(product_3_13),
+  ndp_fp32_add_pipe add_3_13 (
+    .a(\$702 ),
+    .b(\$704 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_3_13)
   );
-  ndp_fp32_add add_3_14 (
-    .a(\$115 ),
-    .b(product_3_14),
+  ndp_fp32_add_pipe add_3_14 (
+    .a(\$705 ),
+    .b(\$707 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_3_14)
   );
-  ndp_fp32_add add_3_15 (
-    .a(\$116 ),
-    .b(product_3_15),
+  ndp_fp32_add_pipe add_3_15 (
+    .a(\$708 ),
+    .b(\$710 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_3_15)
   );
-  ndp_fp32_add add_3_16 (
-    .a(\$117 ),
-    .b(product_3_16),
+  ndp_fp32_add_pipe add_3_16 (
+    .a(\$711 ),
+    .b(\$713 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_3_16)
   );
-  ndp_fp32_add add_3_17 (
-    .a(\$118 ),
-    .b(product_3_17),
+  ndp_fp32_add_pipe add_3_17 (
+    .a(\$714 ),
+    .b(\$716 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_3_17)
   );
-  ndp_fp32_add add_3_18 (
-    .a(\$119 ),
-    .b(product_3_18),
+  ndp_fp32_add_pipe add_3_18 (
+    .a(\$717 ),
+    .b(\$719 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_3_18)
   );
-  ndp_fp32_add add_3_19 (
-    .a(\$120 ),
-    .b(product_3_19),
+  ndp_fp32_add_pipe add_3_19 (
+    .a(\$720 ),
+    .b(\$722 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_3_19)
   );
-  ndp_fp32_add add_3_2 (
-    .a(\$103 ),
-    .b(product_3_2),
+  ndp_fp32_add_pipe add_3_2 (
+    .a(\$669 ),
+    .b(\$671 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_3_2)
   );
-  ndp_fp32_add add_3_20 (
-    .a(\$121 ),
-    .b(product_3_20),
+  ndp_fp32_add_pipe add_3_20 (
+    .a(\$723 ),
+    .b(\$725 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_3_20)
   );
-  ndp_fp32_add add_3_21 (
-    .a(\$122 ),
-    .b(product_3_21),
+  ndp_fp32_add_pipe add_3_21 (
+    .a(\$726 ),
+    .b(\$728 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_3_21)
   );
-  ndp_fp32_add add_3_22 (
-    .a(\$123 ),
-    .b(product_3_22),
+  ndp_fp32_add_pipe add_3_22 (
+    .a(\$729 ),
+    .b(\$731 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_3_22)
   );
-  ndp_fp32_add add_3_23 (
-    .a(\$124 ),
-    .b(product_3_23),
+  ndp_fp32_add_pipe add_3_23 (
+    .a(\$732 ),
+    .b(\$734 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_3_23)
   );
-  ndp_fp32_add add_3_24 (
-    .a(\$125 ),
-    .b(product_3_24),
+  ndp_fp32_add_pipe add_3_24 (
+    .a(\$735 ),
+    .b(\$737 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_3_24)
   );
-  ndp_fp32_add add_3_25 (
-    .a(\$126 ),
-    .b(product_3_25),
+  ndp_fp32_add_pipe add_3_25 (
+    .a(\$738 ),
+    .b(\$740 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_3_25)
   );
-  ndp_fp32_add add_3_26 (
-    .a(\$127 ),
-    .b(product_3_26),
+  ndp_fp32_add_pipe add_3_26 (
+    .a(\$741 ),
+    .b(\$743 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_3_26)
   );
-  ndp_fp32_add add_3_27 (
-    .a(\$128 ),
-    .b(product_3_27),
+  ndp_fp32_add_pipe add_3_27 (
+    .a(\$744 ),
+    .b(\$746 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_3_27)
   );
-  ndp_fp32_add add_3_28 (
-    .a(\$129 ),
-    .b(product_3_28),
+  ndp_fp32_add_pipe add_3_28 (
+    .a(\$747 ),
+    .b(\$749 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_3_28)
   );
-  ndp_fp32_add add_3_29 (
-    .a(\$130 ),
-    .b(product_3_29),
+  ndp_fp32_add_pipe add_3_29 (
+    .a(\$750 ),
+    .b(\$752 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_3_29)
   );
-  ndp_fp32_add add_3_3 (
-    .a(\$104 ),
-    .b(product_3_3),
+  ndp_fp32_add_pipe add_3_3 (
+    .a(\$672 ),
+    .b(\$674 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_3_3)
   );
-  ndp_fp32_add add_3_30 (
-    .a(\$131 ),
-    .b(product_3_30),
+  ndp_fp32_add_pipe add_3_30 (
+    .a(\$753 ),
+    .b(\$755 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_3_30)
   );
-  ndp_fp32_add add_3_31 (
-    .a(\$132 ),
-    .b(product_3_31),
+  ndp_fp32_add_pipe add_3_31 (
+    .a(\$756 ),
+    .b(\$758 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_3_31)
   );
-  ndp_fp32_add add_3_4 (
-    .a(\$105 ),
-    .b(product_3_4),
+  ndp_fp32_add_pipe add_3_4 (
+    .a(\$675 ),
+    .b(\$677 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_3_4)
   );
-  ndp_fp32_add add_3_5 (
-    .a(\$106 ),
-    .b(product_3_5),
+  ndp_fp32_add_pipe add_3_5 (
+    .a(\$678 ),
+    .b(\$680 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_3_5)
   );
-  ndp_fp32_add add_3_6 (
-    .a(\$107 ),
-    .b(product_3_6),
+  ndp_fp32_add_pipe add_3_6 (
+    .a(\$681 ),
+    .b(\$683 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_3_6)
   );
-  ndp_fp32_add add_3_7 (
-    .a(\$108 ),
-    .b(product_3_7),
+  ndp_fp32_add_pipe add_3_7 (
+    .a(\$684 ),
+    .b(\$686 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_3_7)
   );
-  ndp_fp32_add add_3_8 (
-    .a(\$109 ),
-    .b(product_3_8),
+  ndp_fp32_add_pipe add_3_8 (
+    .a(\$687 ),
+    .b(\$689 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_3_8)
   );
-  ndp_fp32_add add_3_9 (
-    .a(\$110 ),
-    .b(product_3_9),
+  ndp_fp32_add_pipe add_3_9 (
+    .a(\$690 ),
+    .b(\$692 ),
+    .clk(clk),
+    .rst(rst),
     .s(sum_3_9)
   );
   ndp_fp32_to_fp16 cvt_0 (
-    .a(selected[31:0]),
+    .a(\$signal [31:0]),
     .h(half_0)
   );
   ndp_fp32_to_fp16 cvt_1 (
-    .a(selected[63:32]),
+    .a(\$signal [63:32]),
     .h(half_1)
   );
   ndp_fp32_to_fp16 cvt_10 (
-    .a(selected[351:320]),
+    .a(\$signal [351:320]),
     .h(half_10)
   );
   ndp_fp32_to_fp16 cvt_11 (
-    .a(selected[383:352]),
+    .a(\$signal [383:352]),
     .h(half_11)
   );
   ndp_fp32_to_fp16 cvt_12 (
-    .a(selected[415:384]),
+    .a(\$signal [415:384]),
     .h(half_12)
   );
   ndp_fp32_to_fp16 cvt_13 (
-    .a(selected[447:416]),
+    .a(\$signal [447:416]),
     .h(half_13)
   );
   ndp_fp32_to_fp16 cvt_14 (
-    .a(selected[479:448]),
+    .a(\$signal [479:448]),
     .h(half_14)
   );
   ndp_fp32_to_fp16 cvt_15 (
-    .a(selected[511:480]),
+    .a(\$signal [511:480]),
     .h(half_15)
   );
   ndp_fp32_to_fp16 cvt_16 (
-    .a(selected[543:512]),
+    .a(\$signal [543:512]),
     .h(half_16)
   );
   ndp_fp32_to_fp16 cvt_17 (
-    .a(selected[575:544]),
+    .a(\$signal [575:544]),
     .h(half_17)
   );
   ndp_fp32_to_fp16 cvt_18 (
-    .a(selected[607:576]),
+    .a(\$signal [607:576]),
     .h(half_18)
   );
   ndp_fp32_to_fp16 cvt_19 (
-    .a(selected[639:608]),
+    .a(\$signal [639:608]),
     .h(half_19)
   );
   ndp_fp32_to_fp16 cvt_2 (
-    .a(selected[95:64]),
+    .a(\$signal [95:64]),
     .h(half_2)
   );
   ndp_fp32_to_fp16 cvt_20 (
-    .a(selected[671:640]),
+    .a(\$signal [671:640]),
     .h(half_20)
   );
   ndp_fp32_to_fp16 cvt_21 (
-    .a(selected[703:672]),
+    .a(\$signal [703:672]),
     .h(half_21)
   );
   ndp_fp32_to_fp16 cvt_22 (
-    .a(selected[735:704]),
+    .a(\$signal [735:704]),
     .h(half_22)
   );
   ndp_fp32_to_fp16 cvt_23 (
-    .a(selected[767:736]),
+    .a(\$signal [767:736]),
     .h(half_23)
   );
   ndp_fp32_to_fp16 cvt_24 (
-    .a(selected[799:768]),
+    .a(\$signal [799:768]),
     .h(half_24)
   );
   ndp_fp32_to_fp16 cvt_25 (
-    .a(selected[831:800]),
+    .a(\$signal [831:800]),
     .h(half_25)
   );
   ndp_fp32_to_fp16 cvt_26 (
-    .a(selected[863:832]),
+    .a(\$signal [863:832]),
     .h(half_26)
   );
   ndp_fp32_to_fp16 cvt_27 (
-    .a(selected[895:864]),
+    .a(\$signal [895:864]),
     .h(half_27)
   );
   ndp_fp32_to_fp16 cvt_28 (
-    .a(selected[927:896]),
+    .a(\$signal [927:896]),
     .h(half_28)
   );
   ndp_fp32_to_fp16 cvt_29 (
-    .a(selected[959:928]),
+    .a(\$signal [959:928]),
     .h(half_29)
   );
   ndp_fp32_to_fp16 cvt_3 (
-    .a(selected[127:96]),
+    .a(\$signal [127:96]),
     .h(half_3)
   );
   ndp_fp32_to_fp16 cvt_30 (
-    .a(selected[991:960]),
+    .a(\$signal [991:960]),
     .h(half_30)
   );
   ndp_fp32_to_fp16 cvt_31 (
-    .a(selected[1023:992]),
+    .a(\$signal [1023:992]),
     .h(half_31)
   );
   ndp_fp32_to_fp16 cvt_4 (
-    .a(selected[159:128]),
+    .a(\$signal [159:128]),
     .h(half_4)
   );
   ndp_fp32_to_fp16 cvt_5 (
-    .a(selected[191:160]),
+    .a(\$signal [191:160]),
     .h(half_5)
   );
   ndp_fp32_to_fp16 cvt_6 (
-    .a(selected[223:192]),
+    .a(\$signal [223:192]),
     .h(half_6)
   );
   ndp_fp32_to_fp16 cvt_7 (
-    .a(selected[255:224]),
+    .a(\$signal [255:224]),
     .h(half_7)
   );
   ndp_fp32_to_fp16 cvt_8 (
-    .a(selected[287:256]),
+    .a(\$signal [287:256]),
     .h(half_8)
   );
   ndp_fp32_to_fp16 cvt_9 (
-    .a(selected[319:288]),
+    .a(\$signal [319:288]),
     .h(half_9)
   );
-  ndp_fp16_mul mul_0_0 (
-    .a(x0),
-    .b(w_data[15:0]),
-    .p(product_0_0)
-  );
-  ndp_fp16_mul mul_0_1 (
-    .a(x0),
-    .b(w_data[31:16]),
-    .p(product_0_1)
-  );
-  ndp_fp16_mul mul_0_10 (
-    .a(x0),
-    .b(w_data[175:160]),
-    .p(product_0_10)
-  );
-  ndp_fp16_mul mul_0_11 (
-    .a(x0),
-    .b(w_data[191:176]),
-    .p(product_0_11)
-  );
-  ndp_fp16_mul mul_0_12 (
-    .a(x0),
-    .b(w_data[207:192]),
-    .p(product_0_12)
-  );
-  ndp_fp16_mul mul_0_13 (
-    .a(x0),
-    .b(w_data[223:208]),
-    .p(product_0_13)
-  );
-  ndp_fp16_mul mul_0_14 (
-    .a(x0),
-    .b(w_data[239:224]),
-    .p(product_0_14)
-  );
-  ndp_fp16_mul mul_0_15 (
-    .a(x0),
-    .b(w_data[255:240]),
-    .p(product_0_15)
-  );
-  ndp_fp16_mul mul_0_16 (
-    .a(x0),
-    .b(w_data[271:256]),
-    .p(product_0_16)
-  );
-  ndp_fp16_mul mul_0_17 (
-    .a(x0),
-    .b(w_data[287:272]),
-    .p(product_0_17)
-  );
-  ndp_fp16_mul mul_0_18 (
-    .a(x0),
-    .b(w_data[303:288]),
-    .p(product_0_18)
-  );
-  ndp_fp16_mul mul_0_19 (
-    .a(x0),
-    .b(w_data[319:304]),
-    .p(product_0_19)
-  );
-  ndp_fp16_mul mul_0_2 (
-    .a(x0),
-    .b(w_data[47:32]),
-    .p(product_0_2)
-  );
-  ndp_fp16_mul mul_0_20 (
-    .a(x0),
-    .b(w_data[335:320]),
-    .p(product_0_20)
-  );
-  ndp_fp16_mul mul_0_21 (
-    .a(x0),
-    .b(w_data[351:336]),
-    .p(product_0_21)
-  );
-  ndp_fp16_mul mul_0_22 (
-    .a(x0),
-    .b(w_data[367:352]),
-    .p(product_0_22)
-  );
-  ndp_fp16_mul mul_0_23 (
-    .a(x0),
-    .b(w_data[383:368]),
-    .p(product_0_23)
-  );
-  ndp_fp16_mul mul_0_24 (
-    .a(x0),
-    .b(w_data[399:384]),
-    .p(product_0_24)
-  );
-  ndp_fp16_mul mul_0_25 (
-    .a(x0),
-    .b(w_data[415:400]),
-    .p(product_0_25)
-  );
-  ndp_fp16_mul mul_0_26 (
-    .a(x0),
-    .b(w_data[431:416]),
-    .p(product_0_26)
-  );
-  ndp_fp16_mul mul_0_27 (
-    .a(x0),
-    .b(w_data[447:432]),
-    .p(product_0_27)
-  );
-  ndp_fp16_mul mul_0_28 (
-    .a(x0),
-    .b(w_data[463:448]),
-    .p(product_0_28)
-  );
-  ndp_fp16_mul mul_0_29 (
-    .a(x0),
-    .b(w_data[479:464]),
-    .p(product_0_29)
-  );
-  ndp_fp16_mul mul_0_3 (
-    .a(x0),
-    .b(w_data[63:48]),
-    .p(product_0_3)
-  );
-  ndp_fp16_mul mul_0_30 (
-    .a(x0),
-    .b(w_data[495:480]),
-    .p(product_0_30)
-  );
-  ndp_fp16_mul mul_0_31 (
-    .a(x0),
-    .b(w_data[511:496]),
-    .p(product_0_31)
-  );
-  ndp_fp16_mul mul_0_4 (
-    .a(x0),
-    .b(w_data[79:64]),
-    .p(product_0_4)
-  );
-  ndp_fp16_mul mul_0_5 (
-    .a(x0),
-    .b(w_data[95:80]),
-    .p(product_0_5)
-  );
-  ndp_fp16_mul mul_0_6 (
-    .a(x0),
-    .b(w_data[111:96]),
-    .p(product_0_6)
-  );
-  ndp_fp16_mul mul_0_7 (
-    .a(x0),
-    .b(w_data[127:112]),
-    .p(product_0_7)
-  );
-  ndp_fp16_mul mul_0_8 (
-    .a(x0),
-    .b(w_data[143:128]),
-    .p(product_0_8)
-  );
-  ndp_fp16_mul mul_0_9 (
-    .a(x0),
-    .b(w_data[159:144]),
-    .p(product_0_9)
-  );
-  ndp_fp16_mul mul_1_0 (
-    .a(x1),
-    .b(w_data[15:0]),
-    .p(product_1_0)
-  );
-  ndp_fp16_mul mul_1_1 (
-    .a(x1),
-    .b(w_data[31:16]),
-    .p(product_1_1)
-  );
-  ndp_fp16_mul mul_1_10 (
-    .a(x1),
-    .b(w_data[175:160]),
-    .p(product_1_10)
-  );
-  ndp_fp16_mul mul_1_11 (
-    .a(x1),
-    .b(w_data[191:176]),
-    .p(product_1_11)
-  );
-  ndp_fp16_mul mul_1_12 (
-    .a(x1),
-    .b(w_data[207:192]),
-    .p(product_1_12)
-  );
-  ndp_fp16_mul mul_1_13 (
-    .a(x1),
-    .b(w_data[223:208]),
-    .p(product_1_13)
-  );
-  ndp_fp16_mul mul_1_14 (
-    .a(x1),
-    .b(w_data[239:224]),
-    .p(product_1_14)
-  );
-  ndp_fp16_mul mul_1_15 (
-    .a(x1),
-    .b(w_data[255:240]),
-    .p(product_1_15)
-  );
-  ndp_fp16_mul mul_1_16 (
-    .a(x1),
-    .b(w_data[271:256]),
-    .p(product_1_16)
-  );
-  ndp_fp16_mul mul_1_17 (
-    .a(x1),
-    .b(w_data[287:272]),
-    .p(product_1_17)
-  );
-  ndp_fp16_mul mul_1_18 (
-    .a(x1),
-    .b(w_data[303:288]),
-    .p(product_1_18)
-  );
-  ndp_fp16_mul mul_1_19 (
-    .a(x1),
-    .b(w_data[319:304]),
-    .p(product_1_19)
-  );
-  ndp_fp16_mul mul_1_2 (
-    .a(x1),
-    .b(w_data[47:32]),
-    .p(product_1_2)
-  );
-  ndp_fp16_mul mul_1_20 (
-    .a(x1),
-    .b(w_data[335:320]),
-    .p(product_1_20)
-  );
-  ndp_fp16_mul mul_1_21 (
-    .a(x1),
-    .b(w_data[351:336]),
-    .p(product_1_21)
-  );
-  ndp_fp16_mul mul_1_22 (
-    .a(x1),
-    .b(w_data[367:352]),
-    .p(product_1_22)
-  );
-  ndp_fp16_mul mul_1_23 (
-    .a(x1),
-    .b(w_data[383:368]),
-    .p(product_1_23)
-  );
-  ndp_fp16_mul mul_1_24 (
-    .a(x1),
-    .b(w_data[399:384]),
-    .p(product_1_24)
-  );
-  ndp_fp16_mul mul_1_25 (
-    .a(x1),
-    .b(w_data[415:400]),
-    .p(product_1_25)
-  );
-  ndp_fp16_mul mul_1_26 (
-    .a(x1),
-    .b(w_data[431:416]),
-    .p(product_1_26)
-  );
-  ndp_fp16_mul mul_1_27 (
-    .a(x1),
-    .b(w_data[447:432]),
-    .p(product_1_27)
-  );
-  ndp_fp16_mul mul_1_28 (
-    .a(x1),
-    .b(w_data[463:448]),
-    .p(product_1_28)
-  );
-  ndp_fp16_mul mul_1_29 (
-    .a(x1),
-    .b(w_data[479:464]),
-    .p(product_1_29)
-  );
-  ndp_fp16_mul mul_1_3 (
-    .a(x1),
-    .b(w_data[63:48]),
-    .p(product_1_3)
-  );
-  ndp_fp16_mul mul_1_30 (
-    .a(x1),
-    .b(w_data[495:480]),
-    .p(product_1_30)
-  );
-  ndp_fp16_mul mul_1_31 (
-    .a(x1),
-    .b(w_data[511:496]),
-    .p(product_1_31)
-  );
-  ndp_fp16_mul mul_1_4 (
-    .a(x1),
-    .b(w_data[79:64]),
-    .p(product_1_4)
-  );
-  ndp_fp16_mul mul_1_5 (
-    .a(x1),
-    .b(w_data[95:80]),
-    .p(product_1_5)
-  );
-  ndp_fp16_mul mul_1_6 (
-    .a(x1),
-    .b(w_data[111:96]),
-    .p(product_1_6)
-  );
-  ndp_fp16_mul mul_1_7 (
-    .a(x1),
-    .b(w_data[127:112]),
-    .p(product_1_7)
-  );
-  ndp_fp16_mul mul_1_8 (
-    .a(x1),
-    .b(w_data[143:128]),
-    .p(product_1_8)
-  );
-  ndp_fp16_mul mul_1_9 (
-    .a(x1),
-    .b(w_data[159:144]),
-    .p(product_1_9)
-  );
-  ndp_fp16_mul mul_2_0 (
-    .a(x2),
-    .b(w_data[15:0]),
-    .p(product_2_0)
-  );
-  ndp_fp16_mul mul_2_1 (
-    .a(x2),
-    .b(w_data[31:16]),
-    .p(product_2_1)
-  );
-  ndp_fp16_mul mul_2_10 (
-    .a(x2),
-    .b(w_data[175:160]),
-    .p(product_2_10)
-  );
-  ndp_fp16_mul mul_2_11 (
-    .a(x2),
-    .b(w_data[191:176]),
-    .p(product_2_11)
-  );
-  ndp_fp16_mul mul_2_12 (
-    .a(x2),
-    .b(w_data[207:192]),
-    .p(product_2_12)
-  );
-  ndp_fp16_mul mul_2_13 (
-    .a(x2),
-    .b(w_data[223:208]),
-    .p(product_2_13)
-  );
-  ndp_fp16_mul mul_2_14 (
-    .a(x2),
-    .b(w_data[239:224]),
-    .p(product_2_14)
-  );
-  ndp_fp16_mul mul_2_15 (
-    .a(x2),
-    .b(w_data[255:240]),
-    .p(product_2_15)
-  );
-  ndp_fp16_mul mul_2_16 (
-    .a(x2),
-    .b(w_data[271:256]),
-    .p(product_2_16)
-  );
-  ndp_fp16_mul mul_2_17 (
-    .a(x2),
-    .b(w_data[287:272]),
-    .p(product_2_17)
-  );
-  ndp_fp16_mul mul_2_18 (
-    .a(x2),
-    .b(w_data[303:288]),
-    .p(product_2_18)
-  );
-  ndp_fp16_mul mul_2_19 (
-    .a(x2),
-    .b(w_data[319:304]),
-    .p(product_2_19)
-  );
-  ndp_fp16_mul mul_2_2 (
-    .a(x2),
-    .b(w_data[47:32]),
-    .p(product_2_2)
-  );
-  ndp_fp16_mul mul_2_20 (
-    .a(x2),
-    .b(w_data[335:320]),
-    .p(product_2_20)
-  );
-  ndp_fp16_mul mul_2_21 (
-    .a(x2),
-    .b(w_data[351:336]),
-    .p(product_2_21)
-  );
-  ndp_fp16_mul mul_2_22 (
-    .a(x2),
-    .b(w_data[367:352]),
-    .p(product_2_22)
-  );
-  ndp_fp16_mul mul_2_23 (
-    .a(x2),
-    .b(w_data[383:368]),
-    .p(product_2_23)
-  );
-  ndp_fp16_mul mul_2_24 (
-    .a(x2),
-    .b(w_data[399:384]),
-    .p(product_2_24)
-  );
-  ndp_fp16_mul mul_2_25 (
-    .a(x2),
-    .b(w_data[415:400]),
-    .p(product_2_25)
-  );
-  ndp_fp16_mul mul_2_26 (
-    .a(x2),
-    .b(w_data[431:416]),
-    .p(product_2_26)
-  );
-  ndp_fp16_mul mul_2_27 (
-    .a(x2),
-    .b(w_data[447:432]),
-    .p(product_2_27)
-  );
-  ndp_fp16_mul mul_2_28 (
-    .a(x2),
-    .b(w_data[463:448]),
-    .p(product_2_28)
-  );
-  ndp_fp16_mul mul_2_29 (
-    .a(x2),
-    .b(w_data[479:464]),
-    .p(product_2_29)
-  );
-  ndp_fp16_mul mul_2_3 (
-    .a(x2),
-    .b(w_data[63:48]),
-    .p(product_2_3)
-  );
-  ndp_fp16_mul mul_2_30 (
-    .a(x2),
-    .b(w_data[495:480]),
-    .p(product_2_30)
-  );
-  ndp_fp16_mul mul_2_31 (
-    .a(x2),
-    .b(w_data[511:496]),
-    .p(product_2_31)
-  );
-  ndp_fp16_mul mul_2_4 (
-    .a(x2),
-    .b(w_data[79:64]),
-    .p(product_2_4)
-  );
-  ndp_fp16_mul mul_2_5 (
-    .a(x2),
-    .b(w_data[95:80]),
-    .p(product_2_5)
-  );
-  ndp_fp16_mul mul_2_6 (
-    .a(x2),
-    .b(w_data[111:96]),
-    .p(product_2_6)
-  );
-  ndp_fp16_mul mul_2_7 (
-    .a(x2),
-    .b(w_data[127:112]),
-    .p(product_2_7)
-  );
-  ndp_fp16_mul mul_2_8 (
-    .a(x2),
-    .b(w_data[143:128]),
-    .p(product_2_8)
-  );
-  ndp_fp16_mul mul_2_9 (
-    .a(x2),
-    .b(w_data[159:144]),
-    .p(product_2_9)
-  );
-  ndp_fp16_mul mul_3_0 (
-    .a(x3),
-    .b(w_data[15:0]),
-    .p(product_3_0)
-  );
-  ndp_fp16_mul mul_3_1 (
-    .a(x3),
-    .b(w_data[31:16]),
-    .p(product_3_1)
-  );
-  ndp_fp16_mul mul_3_10 (
-    .a(x3),
-    .b(w_data[175:160]),
-    .p(product_3_10)
-  );
-  ndp_fp16_mul mul_3_11 (
-    .a(x3),
-    .b(w_data[191:176]),
-    .p(product_3_11)
-  );
-  ndp_fp16_mul mul_3_12 (
-    .a(x3),
-    .b(w_data[207:192]),
-    .p(product_3_12)
-  );
-  ndp_fp16_mul mul_3_13 (
-    .a(x3),
-    .b(w_data[223:208]),
-    .p(product_3_13)
-  );
-  ndp_fp16_mul mul_3_14 (
-    .a(x3),
-    .b(w_data[239:224]),
-    .p(product_3_14)
-  );
-  ndp_fp16_mul mul_3_15 (
-    .a(x3),
-    .b(w_data[255:240]),
-    .p(product_3_15)
-  );
-  ndp_fp16_mul mul_3_16 (
-    .a(x3),
-    .b(w_data[271:256]),
-    .p(product_3_16)
-  );
-  ndp_fp16_mul mul_3_17 (
-    .a(x3),
-    .b(w_data[287:272]),
-    .p(product_3_17)
-  );
-  ndp_fp16_mul mul_3_18 (
-    .a(x3),
-    .b(w_data[303:288]),
-    .p(product_3_18)
-  );
-  ndp_fp16_mul mul_3_19 (
-    .a(x3),
-    .b(w_data[319:304]),
-    .p(product_3_19)
-  );
-  ndp_fp16_mul mul_3_2 (
-    .a(x3),
-    .b(w_data[47:32]),
-    .p(product_3_2)
-  );
-  ndp_fp16_mul mul_3_20 (
-    .a(x3),
-    .b(w_data[335:320]),
-    .p(product_3_20)
-  );
-  ndp_fp16_mul mul_3_21 (
-    .a(x3),
-    .b(w_data[351:336]),
-    .p(product_3_21)
-  );
-  ndp_fp16_mul mul_3_22 (
-    .a(x3),
-    .b(w_data[367:352]),
-    .p(product_3_22)
-  );
-  ndp_fp16_mul mul_3_23 (
-    .a(x3),
-    .b(w_data[383:368]),
-    .p(product_3_23)
-  );
-  ndp_fp16_mul mul_3_24 (
-    .a(x3),
-    .b(w_data[399:384]),
-    .p(product_3_24)
-  );
-  ndp_fp16_mul mul_3_25 (
-    .a(x3),
-    .b(w_data[415:400]),
-    .p(product_3_25)
-  );
-  ndp_fp16_mul mul_3_26 (
-    .a(x3),
-    .b(w_data[431:416]),
-    .p(product_3_26)
-  );
-  ndp_fp16_mul mul_3_27 (
-    .a(x3),
-    .b(w_data[447:432]),
-    .p(product_3_27)
-  );
-  ndp_fp16_mul mul_3_28 (
-    .a(x3),
-    .b(w_data[463:448]),
-    .p(product_3_28)
-  );
-  ndp_fp16_mul mul_3_29 (
-    .a(x3),
-    .b(w_data[479:464]),
-    .p(product_3_29)
-  );
-  ndp_fp16_mul mul_3_3 (
-    .a(x3),
-    .b(w_data[63:48]),
-    .p(product_3_3)
-  );
-  ndp_fp16_mul mul_3_30 (
-    .a(x3),
-    .b(w_data[495:480]),
-    .p(product_3_30)
-  );
-  ndp_fp16_mul mul_3_31 (
-    .a(x3),
-    .b(w_data[511:496]),
-    .p(product_3_31)
-  );
-  ndp_fp16_mul mul_3_4 (
-    .a(x3),
-    .b(w_data[79:64]),
-    .p(product_3_4)
-  );
-  ndp_fp16_mul mul_3_5 (
-    .a(x3),
-    .b(w_data[95:80]),
-    .p(product_3_5)
-  );
-  ndp_fp16_mul mul_3_6 (
-    .a(x3),
-    .b(w_data[111:96]),
-    .p(product_3_6)
-  );
-  ndp_fp16_mul mul_3_7 (
-    .a(x3),
-    .b(w_data[127:112]),
-    .p(product_3_7)
-  );
-  ndp_fp16_mul mul_3_8 (
-    .a(x3),
-    .b(w_data[143:128]),
-    .p(product_3_8)
-  );
-  ndp_fp16_mul mul_3_9 (
-    .a(x3),
-    .b(w_data[159:144]),
-    .p(product_3_9)
+  ndp_fp32_add_pipe fold_add_0 (
+    .a(\$signal [31:0]),
+    .b(operand[31:0]),
+    .clk(clk),
+    .rst(rst),
+    .s(fold_sum_0)
+  );
+  ndp_fp32_add_pipe fold_add_1 (
+    .a(\$signal [63:32]),
+    .b(operand[63:32]),
+    .clk(clk),
+    .rst(rst),
+    .s(fold_sum_1)
+  );
+  ndp_fp32_add_pipe fold_add_10 (
+    .a(\$signal [351:320]),
+    .b(operand[351:320]),
+    .clk(clk),
+    .rst(rst),
+    .s(fold_sum_10)
+  );
+  ndp_fp32_add_pipe fold_add_11 (
+    .a(\$signal [383:352]),
+    .b(operand[383:352]),
+    .clk(clk),
+    .rst(rst),
+    .s(fold_sum_11)
+  );
+  ndp_fp32_add_pipe fold_add_12 (
+    .a(\$signal [415:384]),
+    .b(operand[415:384]),
+    .clk(clk),
+    .rst(rst),
+    .s(fold_sum_12)
+  );
+  ndp_fp32_add_pipe fold_add_13 (
+    .a(\$signal [447:416]),
+    .b(operand[447:416]),
+    .clk(clk),
+    .rst(rst),
+    .s(fold_sum_13)
+  );
+  ndp_fp32_add_pipe fold_add_14 (
+    .a(\$signal [479:448]),
+    .b(operand[479:448]),
+    .clk(clk),
+    .rst(rst),
+    .s(fold_sum_14)
+  );
+  ndp_fp32_add_pipe fold_add_15 (
+    .a(\$signal [511:480]),
+    .b(operand[511:480]),
+    .clk(clk),
+    .rst(rst),
+    .s(fold_sum_15)
+  );
+  ndp_fp32_add_pipe fold_add_16 (
+    .a(\$signal [543:512]),
+    .b(operand[543:512]),
+    .clk(clk),
+    .rst(rst),
+    .s(fold_sum_16)
+  );
+  ndp_fp32_add_pipe fold_add_17 (
+    .a(\$signal [575:544]),
+    .b(operand[575:544]),
+    .clk(clk),
+    .rst(rst),
+    .s(fold_sum_17)
+  );
+  ndp_fp32_add_pipe fold_add_18 (
+    .a(\$signal [607:576]),
+    .b(operand[607:576]),
+    .clk(clk),
+    .rst(rst),
+    .s(fold_sum_18)
+  );
+  ndp_fp32_add_pipe fold_add_19 (
+    .a(\$signal [639:608]),
+    .b(operand[639:608]),
+    .clk(clk),
+    .rst(rst),
+    .s(fold_sum_19)
+  );
+  ndp_fp32_add_pipe fold_add_2 (
+    .a(\$signal [95:64]),
+    .b(operand[95:64]),
+    .clk(clk),
+    .rst(rst),
+    .s(fold_sum_2)
+  );
+  ndp_fp32_add_pipe fold_add_20 (
+    .a(\$signal [671:640]),
+    .b(operand[671:640]),
+    .clk(clk),
+    .rst(rst),
+    .s(fold_sum_20)
+  );
+  ndp_fp32_add_pipe fold_add_21 (
+    .a(\$signal [703:672]),
+    .b(operand[703:672]),
+    .clk(clk),
+    .rst(rst),
+    .s(fold_sum_21)
+  );
+  ndp_fp32_add_pipe fold_add_22 (
+    .a(\$signal [735:704]),
+    .b(operand[735:704]),
+    .clk(clk),
+    .rst(rst),
+    .s(fold_sum_22)
+  );
+  ndp_fp32_add_pipe fold_add_23 (
+    .a(\$signal [767:736]),
+    .b(operand[767:736]),
+    .clk(clk),
+    .rst(rst),
+    .s(fold_sum_23)
+  );
+  ndp_fp32_add_pipe fold_add_24 (
+    .a(\$signal [799:768]),
+    .b(operand[799:768]),
+    .clk(clk),
+    .rst(rst),
+    .s(fold_sum_24)
+  );
+  ndp_fp32_add_pipe fold_add_25 (
+    .a(\$signal [831:800]),
+    .b(operand[831:800]),
+    .clk(clk),
+    .rst(rst),
+    .s(fold_sum_25)
+  );
+  ndp_fp32_add_pipe fold_add_26 (
+    .a(\$signal [863:832]),
+    .b(operand[863:832]),
+    .clk(clk),
+    .rst(rst),
+    .s(fold_sum_26)
+  );
+  ndp_fp32_add_pipe fold_add_27 (
+    .a(\$signal [895:864]),
+    .b(operand[895:864]),
+    .clk(clk),
+    .rst(rst),
+    .s(fold_sum_27)
+  );
+  ndp_fp32_add_pipe fold_add_28 (
+    .a(\$signal [927:896]),
+    .b(operand[927:896]),
+    .clk(clk),
+    .rst(rst),
+    .s(fold_sum_28)
+  );
+  ndp_fp32_add_pipe fold_add_29 (
+    .a(\$signal [959:928]),
+    .b(operand[959:928]),
+    .clk(clk),
+    .rst(rst),
+    .s(fold_sum_29)
+  );
+  ndp_fp32_add_pipe fold_add_3 (
+    .a(\$signal [127:96]),
+    .b(operand[127:96]),
+    .clk(clk),
+    .rst(rst),
+    .s(fold_sum_3)
+  );
+  ndp_fp32_add_pipe fold_add_30 (
+    .a(\$signal [991:960]),
+    .b(operand[991:960]),
+    .clk(clk),
+    .rst(rst),
+    .s(fold_sum_30)
+  );
+  ndp_fp32_add_pipe fold_add_31 (
+    .a(\$signal [1023:992]),
+    .b(operand[1023:992]),
+    .clk(clk),
+    .rst(rst),
+    .s(fold_sum_31)
+  );
+  ndp_fp32_add_pipe fold_add_4 (
+    .a(\$signal [159:128]),
+    .b(operand[159:128]),
+    .clk(clk),
+    .rst(rst),
+    .s(fold_sum_4)
+  );
+  ndp_fp32_add_pipe fold_add_5 (
+    .a(\$signal [191:160]),
+    .b(operand[191:160]),
+    .clk(clk),
+    .rst(rst),
+    .s(fold_sum_5)
+  );
+  ndp_fp32_add_pipe fold_add_6 (
+    .a(\$signal [223:192]),
+    .b(operand[223:192]),
+    .clk(clk),
+    .rst(rst),
+    .s(fold_sum_6)
+  );
+  ndp_fp32_add_pipe fold_add_7 (
+    .a(\$signal [255:224]),
+    .b(operand[255:224]),
+    .clk(clk),
+    .rst(rst),
+    .s(fold_sum_7)
+  );
+  ndp_fp32_add_pipe fold_add_8 (
+    .a(\$signal [287:256]),
+    .b(operand[287:256]),
+    .clk(clk),
+    .rst(rst),
+    .s(fold_sum_8)
+  );
+  ndp_fp32_add_pipe fold_add_9 (
+    .a(\$signal [319:288]),
+    .b(operand[319:288]),
+    .clk(clk),
+    .rst(rst),
+    .s(fold_sum_9)
+  );
+  ndp_fp16_mul_pipe mul_0_0 (
+    .a(x_0_0),
+    .b(w_d1[15:0]),
+    .clk(clk),
+    .p(product_0_0),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_0_1 (
+    .a(x_0_1),
+    .b(w_d1[31:16]),
+    .clk(clk),
+    .p(product_0_1),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_0_10 (
+    .a(x_0_10),
+    .b(w_d1[175:160]),
+    .clk(clk),
+    .p(product_0_10),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_0_11 (
+    .a(x_0_11),
+    .b(w_d1[191:176]),
+    .clk(clk),
+    .p(product_0_11),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_0_12 (
+    .a(x_0_12),
+    .b(w_d1[207:192]),
+    .clk(clk),
+    .p(product_0_12),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_0_13 (
+    .a(x_0_13),
+    .b(w_d1[223:208]),
+    .clk(clk),
+    .p(product_0_13),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_0_14 (
+    .a(x_0_14),
+    .b(w_d1[239:224]),
+    .clk(clk),
+    .p(product_0_14),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_0_15 (
+    .a(x_0_15),
+    .b(w_d1[255:240]),
+    .clk(clk),
+    .p(product_0_15),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_0_16 (
+    .a(x_0_16),
+    .b(w_d1[271:256]),
+    .clk(clk),
+    .p(product_0_16),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_0_17 (
+    .a(x_0_17),
+    .b(w_d1[287:272]),
+    .clk(clk),
+    .p(product_0_17),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_0_18 (
+    .a(x_0_18),
+    .b(w_d1[303:288]),
+    .clk(clk),
+    .p(product_0_18),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_0_19 (
+    .a(x_0_19),
+    .b(w_d1[319:304]),
+    .clk(clk),
+    .p(product_0_19),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_0_2 (
+    .a(x_0_2),
+    .b(w_d1[47:32]),
+    .clk(clk),
+    .p(product_0_2),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_0_20 (
+    .a(x_0_20),
+    .b(w_d1[335:320]),
+    .clk(clk),
+    .p(product_0_20),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_0_21 (
+    .a(x_0_21),
+    .b(w_d1[351:336]),
+    .clk(clk),
+    .p(product_0_21),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_0_22 (
+    .a(x_0_22),
+    .b(w_d1[367:352]),
+    .clk(clk),
+    .p(product_0_22),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_0_23 (
+    .a(x_0_23),
+    .b(w_d1[383:368]),
+    .clk(clk),
+    .p(product_0_23),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_0_24 (
+    .a(x_0_24),
+    .b(w_d1[399:384]),
+    .clk(clk),
+    .p(product_0_24),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_0_25 (
+    .a(x_0_25),
+    .b(w_d1[415:400]),
+    .clk(clk),
+    .p(product_0_25),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_0_26 (
+    .a(x_0_26),
+    .b(w_d1[431:416]),
+    .clk(clk),
+    .p(product_0_26),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_0_27 (
+    .a(x_0_27),
+    .b(w_d1[447:432]),
+    .clk(clk),
+    .p(product_0_27),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_0_28 (
+    .a(x_0_28),
+    .b(w_d1[463:448]),
+    .clk(clk),
+    .p(product_0_28),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_0_29 (
+    .a(x_0_29),
+    .b(w_d1[479:464]),
+    .clk(clk),
+    .p(product_0_29),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_0_3 (
+    .a(x_0_3),
+    .b(w_d1[63:48]),
+    .clk(clk),
+    .p(product_0_3),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_0_30 (
+    .a(x_0_30),
+    .b(w_d1[495:480]),
+    .clk(clk),
+    .p(product_0_30),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_0_31 (
+    .a(x_0_31),
+    .b(w_d1[511:496]),
+    .clk(clk),
+    .p(product_0_31),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_0_4 (
+    .a(x_0_4),
+    .b(w_d1[79:64]),
+    .clk(clk),
+    .p(product_0_4),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_0_5 (
+    .a(x_0_5),
+    .b(w_d1[95:80]),
+    .clk(clk),
+    .p(product_0_5),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_0_6 (
+    .a(x_0_6),
+    .b(w_d1[111:96]),
+    .clk(clk),
+    .p(product_0_6),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_0_7 (
+    .a(x_0_7),
+    .b(w_d1[127:112]),
+    .clk(clk),
+    .p(product_0_7),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_0_8 (
+    .a(x_0_8),
+    .b(w_d1[143:128]),
+    .clk(clk),
+    .p(product_0_8),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_0_9 (
+    .a(x_0_9),
+    .b(w_d1[159:144]),
+    .clk(clk),
+    .p(product_0_9),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_1_0 (
+    .a(x_1_0),
+    .b(w_d1[15:0]),
+    .clk(clk),
+    .p(product_1_0),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_1_1 (
+    .a(x_1_1),
+    .b(w_d1[31:16]),
+    .clk(clk),
+    .p(product_1_1),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_1_10 (
+    .a(x_1_10),
+    .b(w_d1[175:160]),
+    .clk(clk),
+    .p(product_1_10),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_1_11 (
+    .a(x_1_11),
+    .b(w_d1[191:176]),
+    .clk(clk),
+    .p(product_1_11),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_1_12 (
+    .a(x_1_12),
+    .b(w_d1[207:192]),
+    .clk(clk),
+    .p(product_1_12),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_1_13 (
+    .a(x_1_13),
+    .b(w_d1[223:208]),
+    .clk(clk),
+    .p(product_1_13),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_1_14 (
+    .a(x_1_14),
+    .b(w_d1[239:224]),
+    .clk(clk),
+    .p(product_1_14),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_1_15 (
+    .a(x_1_15),
+    .b(w_d1[255:240]),
+    .clk(clk),
+    .p(product_1_15),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_1_16 (
+    .a(x_1_16),
+    .b(w_d1[271:256]),
+    .clk(clk),
+    .p(product_1_16),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_1_17 (
+    .a(x_1_17),
+    .b(w_d1[287:272]),
+    .clk(clk),
+    .p(product_1_17),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_1_18 (
+    .a(x_1_18),
+    .b(w_d1[303:288]),
+    .clk(clk),
+    .p(product_1_18),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_1_19 (
+    .a(x_1_19),
+    .b(w_d1[319:304]),
+    .clk(clk),
+    .p(product_1_19),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_1_2 (
+    .a(x_1_2),
+    .b(w_d1[47:32]),
+    .clk(clk),
+    .p(product_1_2),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_1_20 (
+    .a(x_1_20),
+    .b(w_d1[335:320]),
+    .clk(clk),
+    .p(product_1_20),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_1_21 (
+    .a(x_1_21),
+    .b(w_d1[351:336]),
+    .clk(clk),
+    .p(product_1_21),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_1_22 (
+    .a(x_1_22),
+    .b(w_d1[367:352]),
+    .clk(clk),
+    .p(product_1_22),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_1_23 (
+    .a(x_1_23),
+    .b(w_d1[383:368]),
+    .clk(clk),
+    .p(product_1_23),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_1_24 (
+    .a(x_1_24),
+    .b(w_d1[399:384]),
+    .clk(clk),
+    .p(product_1_24),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_1_25 (
+    .a(x_1_25),
+    .b(w_d1[415:400]),
+    .clk(clk),
+    .p(product_1_25),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_1_26 (
+    .a(x_1_26),
+    .b(w_d1[431:416]),
+    .clk(clk),
+    .p(product_1_26),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_1_27 (
+    .a(x_1_27),
+    .b(w_d1[447:432]),
+    .clk(clk),
+    .p(product_1_27),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_1_28 (
+    .a(x_1_28),
+    .b(w_d1[463:448]),
+    .clk(clk),
+    .p(product_1_28),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_1_29 (
+    .a(x_1_29),
+    .b(w_d1[479:464]),
+    .clk(clk),
+    .p(product_1_29),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_1_3 (
+    .a(x_1_3),
+    .b(w_d1[63:48]),
+    .clk(clk),
+    .p(product_1_3),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_1_30 (
+    .a(x_1_30),
+    .b(w_d1[495:480]),
+    .clk(clk),
+    .p(product_1_30),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_1_31 (
+    .a(x_1_31),
+    .b(w_d1[511:496]),
+    .clk(clk),
+    .p(product_1_31),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_1_4 (
+    .a(x_1_4),
+    .b(w_d1[79:64]),
+    .clk(clk),
+    .p(product_1_4),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_1_5 (
+    .a(x_1_5),
+    .b(w_d1[95:80]),
+    .clk(clk),
+    .p(product_1_5),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_1_6 (
+    .a(x_1_6),
+    .b(w_d1[111:96]),
+    .clk(clk),
+    .p(product_1_6),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_1_7 (
+    .a(x_1_7),
+    .b(w_d1[127:112]),
+    .clk(clk),
+    .p(product_1_7),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_1_8 (
+    .a(x_1_8),
+    .b(w_d1[143:128]),
+    .clk(clk),
+    .p(product_1_8),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_1_9 (
+    .a(x_1_9),
+    .b(w_d1[159:144]),
+    .clk(clk),
+    .p(product_1_9),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_2_0 (
+    .a(x_2_0),
+    .b(w_d1[15:0]),
+    .clk(clk),
+    .p(product_2_0),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_2_1 (
+    .a(x_2_1),
+    .b(w_d1[31:16]),
+    .clk(clk),
+    .p(product_2_1),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_2_10 (
+    .a(x_2_10),
+    .b(w_d1[175:160]),
+    .clk(clk),
+    .p(product_2_10),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_2_11 (
+    .a(x_2_11),
+    .b(w_d1[191:176]),
+    .clk(clk),
+    .p(product_2_11),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_2_12 (
+    .a(x_2_12),
+    .b(w_d1[207:192]),
+    .clk(clk),
+    .p(product_2_12),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_2_13 (
+    .a(x_2_13),
+    .b(w_d1[223:208]),
+    .clk(clk),
+    .p(product_2_13),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_2_14 (
+    .a(x_2_14),
+    .b(w_d1[239:224]),
+    .clk(clk),
+    .p(product_2_14),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_2_15 (
+    .a(x_2_15),
+    .b(w_d1[255:240]),
+    .clk(clk),
+    .p(product_2_15),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_2_16 (
+    .a(x_2_16),
+    .b(w_d1[271:256]),
+    .clk(clk),
+    .p(product_2_16),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_2_17 (
+    .a(x_2_17),
+    .b(w_d1[287:272]),
+    .clk(clk),
+    .p(product_2_17),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_2_18 (
+    .a(x_2_18),
+    .b(w_d1[303:288]),
+    .clk(clk),
+    .p(product_2_18),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_2_19 (
+    .a(x_2_19),
+    .b(w_d1[319:304]),
+    .clk(clk),
+    .p(product_2_19),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_2_2 (
+    .a(x_2_2),
+    .b(w_d1[47:32]),
+    .clk(clk),
+    .p(product_2_2),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_2_20 (
+    .a(x_2_20),
+    .b(w_d1[335:320]),
+    .clk(clk),
+    .p(product_2_20),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_2_21 (
+    .a(x_2_21),
+    .b(w_d1[351:336]),
+    .clk(clk),
+    .p(product_2_21),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_2_22 (
+    .a(x_2_22),
+    .b(w_d1[367:352]),
+    .clk(clk),
+    .p(product_2_22),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_2_23 (
+    .a(x_2_23),
+    .b(w_d1[383:368]),
+    .clk(clk),
+    .p(product_2_23),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_2_24 (
+    .a(x_2_24),
+    .b(w_d1[399:384]),
+    .clk(clk),
+    .p(product_2_24),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_2_25 (
+    .a(x_2_25),
+    .b(w_d1[415:400]),
+    .clk(clk),
+    .p(product_2_25),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_2_26 (
+    .a(x_2_26),
+    .b(w_d1[431:416]),
+    .clk(clk),
+    .p(product_2_26),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_2_27 (
+    .a(x_2_27),
+    .b(w_d1[447:432]),
+    .clk(clk),
+    .p(product_2_27),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_2_28 (
+    .a(x_2_28),
+    .b(w_d1[463:448]),
+    .clk(clk),
+    .p(product_2_28),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_2_29 (
+    .a(x_2_29),
+    .b(w_d1[479:464]),
+    .clk(clk),
+    .p(product_2_29),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_2_3 (
+    .a(x_2_3),
+    .b(w_d1[63:48]),
+    .clk(clk),
+    .p(product_2_3),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_2_30 (
+    .a(x_2_30),
+    .b(w_d1[495:480]),
+    .clk(clk),
+    .p(product_2_30),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_2_31 (
+    .a(x_2_31),
+    .b(w_d1[511:496]),
+    .clk(clk),
+    .p(product_2_31),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_2_4 (
+    .a(x_2_4),
+    .b(w_d1[79:64]),
+    .clk(clk),
+    .p(product_2_4),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_2_5 (
+    .a(x_2_5),
+    .b(w_d1[95:80]),
+    .clk(clk),
+    .p(product_2_5),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_2_6 (
+    .a(x_2_6),
+    .b(w_d1[111:96]),
+    .clk(clk),
+    .p(product_2_6),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_2_7 (
+    .a(x_2_7),
+    .b(w_d1[127:112]),
+    .clk(clk),
+    .p(product_2_7),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_2_8 (
+    .a(x_2_8),
+    .b(w_d1[143:128]),
+    .clk(clk),
+    .p(product_2_8),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_2_9 (
+    .a(x_2_9),
+    .b(w_d1[159:144]),
+    .clk(clk),
+    .p(product_2_9),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_3_0 (
+    .a(x_3_0),
+    .b(w_d1[15:0]),
+    .clk(clk),
+    .p(product_3_0),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_3_1 (
+    .a(x_3_1),
+    .b(w_d1[31:16]),
+    .clk(clk),
+    .p(product_3_1),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_3_10 (
+    .a(x_3_10),
+    .b(w_d1[175:160]),
+    .clk(clk),
+    .p(product_3_10),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_3_11 (
+    .a(x_3_11),
+    .b(w_d1[191:176]),
+    .clk(clk),
+    .p(product_3_11),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_3_12 (
+    .a(x_3_12),
+    .b(w_d1[207:192]),
+    .clk(clk),
+    .p(product_3_12),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_3_13 (
+    .a(x_3_13),
+    .b(w_d1[223:208]),
+    .clk(clk),
+    .p(product_3_13),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_3_14 (
+    .a(x_3_14),
+    .b(w_d1[239:224]),
+    .clk(clk),
+    .p(product_3_14),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_3_15 (
+    .a(x_3_15),
+    .b(w_d1[255:240]),
+    .clk(clk),
+    .p(product_3_15),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_3_16 (
+    .a(x_3_16),
+    .b(w_d1[271:256]),
+    .clk(clk),
+    .p(product_3_16),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_3_17 (
+    .a(x_3_17),
+    .b(w_d1[287:272]),
+    .clk(clk),
+    .p(product_3_17),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_3_18 (
+    .a(x_3_18),
+    .b(w_d1[303:288]),
+    .clk(clk),
+    .p(product_3_18),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_3_19 (
+    .a(x_3_19),
+    .b(w_d1[319:304]),
+    .clk(clk),
+    .p(product_3_19),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_3_2 (
+    .a(x_3_2),
+    .b(w_d1[47:32]),
+    .clk(clk),
+    .p(product_3_2),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_3_20 (
+    .a(x_3_20),
+    .b(w_d1[335:320]),
+    .clk(clk),
+    .p(product_3_20),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_3_21 (
+    .a(x_3_21),
+    .b(w_d1[351:336]),
+    .clk(clk),
+    .p(product_3_21),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_3_22 (
+    .a(x_3_22),
+    .b(w_d1[367:352]),
+    .clk(clk),
+    .p(product_3_22),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_3_23 (
+    .a(x_3_23),
+    .b(w_d1[383:368]),
+    .clk(clk),
+    .p(product_3_23),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_3_24 (
+    .a(x_3_24),
+    .b(w_d1[399:384]),
+    .clk(clk),
+    .p(product_3_24),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_3_25 (
+    .a(x_3_25),
+    .b(w_d1[415:400]),
+    .clk(clk),
+    .p(product_3_25),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_3_26 (
+    .a(x_3_26),
+    .b(w_d1[431:416]),
+    .clk(clk),
+    .p(product_3_26),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_3_27 (
+    .a(x_3_27),
+    .b(w_d1[447:432]),
+    .clk(clk),
+    .p(product_3_27),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_3_28 (
+    .a(x_3_28),
+    .b(w_d1[463:448]),
+    .clk(clk),
+    .p(product_3_28),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_3_29 (
+    .a(x_3_29),
+    .b(w_d1[479:464]),
+    .clk(clk),
+    .p(product_3_29),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_3_3 (
+    .a(x_3_3),
+    .b(w_d1[63:48]),
+    .clk(clk),
+    .p(product_3_3),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_3_30 (
+    .a(x_3_30),
+    .b(w_d1[495:480]),
+    .clk(clk),
+    .p(product_3_30),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_3_31 (
+    .a(x_3_31),
+    .b(w_d1[511:496]),
+    .clk(clk),
+    .p(product_3_31),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_3_4 (
+    .a(x_3_4),
+    .b(w_d1[79:64]),
+    .clk(clk),
+    .p(product_3_4),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_3_5 (
+    .a(x_3_5),
+    .b(w_d1[95:80]),
+    .clk(clk),
+    .p(product_3_5),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_3_6 (
+    .a(x_3_6),
+    .b(w_d1[111:96]),
+    .clk(clk),
+    .p(product_3_6),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_3_7 (
+    .a(x_3_7),
+    .b(w_d1[127:112]),
+    .clk(clk),
+    .p(product_3_7),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_3_8 (
+    .a(x_3_8),
+    .b(w_d1[143:128]),
+    .clk(clk),
+    .p(product_3_8),
+    .rst(rst)
+  );
+  ndp_fp16_mul_pipe mul_3_9 (
+    .a(x_3_9),
+    .b(w_d1[159:144]),
+    .clk(clk),
+    .p(product_3_9),
+    .rst(rst)
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    (* full_case = 32'd1 *)
-    casez (rd_row)
+    \$2  = 5'h00;
+    casez (n_cols[5:0])
+      6'h00:
+          \$2  = 5'h00;
+      6'h01:
+          \$2  = 5'h00;
+      6'h02:
+          \$2  = 5'h00;
+      6'h03:
+          \$2  = 5'h00;
+      6'h04:
+          \$2  = 5'h00;
+      6'h05:
+          \$2  = 5'h00;
+      6'h06:
+          \$2  = 5'h00;
+      6'h07:
+          \$2  = 5'h00;
+      6'h08:
+          \$2  = 5'h00;
+      6'h09:
+          \$2  = 5'h00;
+      6'h0a:
+          \$2  = 5'h00;
+      6'h0b:
+          \$2  = 5'h00;
+      6'h0c:
+          \$2  = 5'h00;
+      6'h0d:
+          \$2  = 5'h00;
+      6'h0e:
+          \$2  = 5'h00;
+      6'h0f:
+          \$2  = 5'h00;
+      6'h10:
+          \$2  = 5'h00;
+      6'h11:
+          \$2  = 5'h00;
+      6'h12:
+          \$2  = 5'h00;
+      6'h13:
+          \$2  = 5'h00;
+      6'h14:
+          \$2  = 5'h00;
+      6'h15:
+          \$2  = 5'h00;
+      6'h16:
+          \$2  = 5'h00;
+      6'h17:
+          \$2  = 5'h00;
+      6'h18:
+          \$2  = 5'h00;
+      6'h19:
+          \$2  = 5'h00;
+      6'h1a:
+          \$2  = 5'h00;
+      6'h1b:
+          \$2  = 5'h00;
+      6'h1c:
+          \$2  = 5'h00;
+      6'h1d:
+          \$2  = 5'h00;
+      6'h1e:
+          \$2  = 5'h00;
+      6'h1f:
+          \$2  = 5'h00;
+      6'h20:
+          \$2  = 5'h00;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$5  = 5'h00;
+    casez (n_cols[5:0])
+      6'h00:
+          \$5  = 5'h00;
+      6'h01:
+          \$5  = 5'h01;
+      6'h02:
+          \$5  = 5'h00;
+      6'h03:
+          \$5  = 5'h00;
+      6'h04:
+          \$5  = 5'h00;
+      6'h05:
+          \$5  = 5'h00;
+      6'h06:
+          \$5  = 5'h00;
+      6'h07:
+          \$5  = 5'h00;
+      6'h08:
+          \$5  = 5'h00;
+      6'h09:
+          \$5  = 5'h00;
+      6'h0a:
+          \$5  = 5'h00;
+      6'h0b:
+          \$5  = 5'h00;
+      6'h0c:
+          \$5  = 5'h00;
+      6'h0d:
+          \$5  = 5'h00;
+      6'h0e:
+          \$5  = 5'h00;
+      6'h0f:
+          \$5  = 5'h00;
+      6'h10:
+          \$5  = 5'h00;
+      6'h11:
+          \$5  = 5'h00;
+      6'h12:
+          \$5  = 5'h00;
+      6'h13:
+          \$5  = 5'h00;
+      6'h14:
+          \$5  = 5'h00;
+      6'h15:
+          \$5  = 5'h00;
+      6'h16:
+          \$5  = 5'h00;
+      6'h17:
+          \$5  = 5'h00;
+      6'h18:
+          \$5  = 5'h00;
+      6'h19:
+          \$5  = 5'h00;
+      6'h1a:
+          \$5  = 5'h00;
+      6'h1b:
+          \$5  = 5'h00;
+      6'h1c:
+          \$5  = 5'h00;
+      6'h1d:
+          \$5  = 5'h00;
+      6'h1e:
+          \$5  = 5'h00;
+      6'h1f:
+          \$5  = 5'h00;
+      6'h20:
+          \$5  = 5'h00;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$8  = 5'h00;
+    casez (n_cols[5:0])
+      6'h00:
+          \$8  = 5'h00;
+      6'h01:
+          \$8  = 5'h02;
+      6'h02:
+          \$8  = 5'h01;
+      6'h03:
+          \$8  = 5'h00;
+      6'h04:
+          \$8  = 5'h00;
+      6'h05:
+          \$8  = 5'h00;
+      6'h06:
+          \$8  = 5'h00;
+      6'h07:
+          \$8  = 5'h00;
+      6'h08:
+          \$8  = 5'h00;
+      6'h09:
+          \$8  = 5'h00;
+      6'h0a:
+          \$8  = 5'h00;
+      6'h0b:
+          \$8  = 5'h00;
+      6'h0c:
+          \$8  = 5'h00;
+      6'h0d:
+          \$8  = 5'h00;
+      6'h0e:
+          \$8  = 5'h00;
+      6'h0f:
+          \$8  = 5'h00;
+      6'h10:
+          \$8  = 5'h00;
+      6'h11:
+          \$8  = 5'h00;
+      6'h12:
+          \$8  = 5'h00;
+      6'h13:
+          \$8  = 5'h00;
+      6'h14:
+          \$8  = 5'h00;
+      6'h15:
+          \$8  = 5'h00;
+      6'h16:
+          \$8  = 5'h00;
+      6'h17:
+          \$8  = 5'h00;
+      6'h18:
+          \$8  = 5'h00;
+      6'h19:
+          \$8  = 5'h00;
+      6'h1a:
+          \$8  = 5'h00;
+      6'h1b:
+          \$8  = 5'h00;
+      6'h1c:
+          \$8  = 5'h00;
+      6'h1d:
+          \$8  = 5'h00;
+      6'h1e:
+          \$8  = 5'h00;
+      6'h1f:
+          \$8  = 5'h00;
+      6'h20:
+          \$8  = 5'h00;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$11  = 5'h00;
+    casez (n_cols[5:0])
+      6'h00:
+          \$11  = 5'h00;
+      6'h01:
+          \$11  = 5'h03;
+      6'h02:
+          \$11  = 5'h01;
+      6'h03:
+          \$11  = 5'h01;
+      6'h04:
+          \$11  = 5'h00;
+      6'h05:
+          \$11  = 5'h00;
+      6'h06:
+          \$11  = 5'h00;
+      6'h07:
+          \$11  = 5'h00;
+      6'h08:
+          \$11  = 5'h00;
+      6'h09:
+          \$11  = 5'h00;
+      6'h0a:
+          \$11  = 5'h00;
+      6'h0b:
+          \$11  = 5'h00;
+      6'h0c:
+          \$11  = 5'h00;
+      6'h0d:
+          \$11  = 5'h00;
+      6'h0e:
+          \$11  = 5'h00;
+      6'h0f:
+          \$11  = 5'h00;
+      6'h10:
+          \$11  = 5'h00;
+      6'h11:
+          \$11  = 5'h00;
+      6'h12:
+          \$11  = 5'h00;
+      6'h13:
+          \$11  = 5'h00;
+      6'h14:
+          \$11  = 5'h00;
+      6'h15:
+          \$11  = 5'h00;
+      6'h16:
+          \$11  = 5'h00;
+      6'h17:
+          \$11  = 5'h00;
+      6'h18:
+          \$11  = 5'h00;
+      6'h19:
+          \$11  = 5'h00;
+      6'h1a:
+          \$11  = 5'h00;
+      6'h1b:
+          \$11  = 5'h00;
+      6'h1c:
+          \$11  = 5'h00;
+      6'h1d:
+          \$11  = 5'h00;
+      6'h1e:
+          \$11  = 5'h00;
+      6'h1f:
+          \$11  = 5'h00;
+      6'h20:
+          \$11  = 5'h00;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$14  = 5'h00;
+    casez (n_cols[5:0])
+      6'h00:
+          \$14  = 5'h00;
+      6'h01:
+          \$14  = 5'h04;
+      6'h02:
+          \$14  = 5'h02;
+      6'h03:
+          \$14  = 5'h01;
+      6'h04:
+          \$14  = 5'h01;
+      6'h05:
+          \$14  = 5'h00;
+      6'h06:
+          \$14  = 5'h00;
+      6'h07:
+          \$14  = 5'h00;
+      6'h08:
+          \$14  = 5'h00;
+      6'h09:
+          \$14  = 5'h00;
+      6'h0a:
+          \$14  = 5'h00;
+      6'h0b:
+          \$14  = 5'h00;
+      6'h0c:
+          \$14  = 5'h00;
+      6'h0d:
+          \$14  = 5'h00;
+      6'h0e:
+          \$14  = 5'h00;
+      6'h0f:
+          \$14  = 5'h00;
+      6'h10:
+          \$14  = 5'h00;
+      6'h11:
+          \$14  = 5'h00;
+      6'h12:
+          \$14  = 5'h00;
+      6'h13:
+          \$14  = 5'h00;
+      6'h14:
+          \$14  = 5'h00;
+      6'h15:
+          \$14  = 5'h00;
+      6'h16:
+          \$14  = 5'h00;
+      6'h17:
+          \$14  = 5'h00;
+      6'h18:
+          \$14  = 5'h00;
+      6'h19:
+          \$14  = 5'h00;
+      6'h1a:
+          \$14  = 5'h00;
+      6'h1b:
+          \$14  = 5'h00;
+      6'h1c:
+          \$14  = 5'h00;
+      6'h1d:
+          \$14  = 5'h00;
+      6'h1e:
+          \$14  = 5'h00;
+      6'h1f:
+          \$14  = 5'h00;
+      6'h20:
+          \$14  = 5'h00;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$17  = 5'h00;
+    casez (n_cols[5:0])
+      6'h00:
+          \$17  = 5'h00;
+      6'h01:
+          \$17  = 5'h05;
+      6'h02:
+          \$17  = 5'h02;
+      6'h03:
+          \$17  = 5'h01;
+      6'h04:
+          \$17  = 5'h01;
+      6'h05:
+          \$17  = 5'h01;
+      6'h06:
+          \$17  = 5'h00;
+      6'h07:
+          \$17  = 5'h00;
+      6'h08:
+          \$17  = 5'h00;
+      6'h09:
+          \$17  = 5'h00;
+      6'h0a:
+          \$17  = 5'h00;
+      6'h0b:
+          \$17  = 5'h00;
+      6'h0c:
+          \$17  = 5'h00;
+      6'h0d:
+          \$17  = 5'h00;
+      6'h0e:
+          \$17  = 5'h00;
+      6'h0f:
+          \$17  = 5'h00;
+      6'h10:
+          \$17  = 5'h00;
+      6'h11:
+          \$17  = 5'h00;
+      6'h12:
+          \$17  = 5'h00;
+      6'h13:
+          \$17  = 5'h00;
+      6'h14:
+          \$17  = 5'h00;
+      6'h15:
+          \$17  = 5'h00;
+      6'h16:
+          \$17  = 5'h00;
+      6'h17:
+          \$17  = 5'h00;
+      6'h18:
+          \$17  = 5'h00;
+      6'h19:
+          \$17  = 5'h00;
+      6'h1a:
+          \$17  = 5'h00;
+      6'h1b:
+          \$17  = 5'h00;
+      6'h1c:
+          \$17  = 5'h00;
+      6'h1d:
+          \$17  = 5'h00;
+      6'h1e:
+          \$17  = 5'h00;
+      6'h1f:
+          \$17  = 5'h00;
+      6'h20:
+          \$17  = 5'h00;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$20  = 5'h00;
+    casez (n_cols[5:0])
+      6'h00:
+          \$20  = 5'h00;
+      6'h01:
+          \$20  = 5'h06;
+      6'h02:
+          \$20  = 5'h03;
+      6'h03:
+          \$20  = 5'h02;
+      6'h04:
+          \$20  = 5'h01;
+      6'h05:
+          \$20  = 5'h01;
+      6'h06:
+          \$20  = 5'h01;
+      6'h07:
+          \$20  = 5'h00;
+      6'h08:
+          \$20  = 5'h00;
+      6'h09:
+          \$20  = 5'h00;
+      6'h0a:
+          \$20  = 5'h00;
+      6'h0b:
+          \$20  = 5'h00;
+      6'h0c:
+          \$20  = 5'h00;
+      6'h0d:
+          \$20  = 5'h00;
+      6'h0e:
+          \$20  = 5'h00;
+      6'h0f:
+          \$20  = 5'h00;
+      6'h10:
+          \$20  = 5'h00;
+      6'h11:
+          \$20  = 5'h00;
+      6'h12:
+          \$20  = 5'h00;
+      6'h13:
+          \$20  = 5'h00;
+      6'h14:
+          \$20  = 5'h00;
+      6'h15:
+          \$20  = 5'h00;
+      6'h16:
+          \$20  = 5'h00;
+      6'h17:
+          \$20  = 5'h00;
+      6'h18:
+          \$20  = 5'h00;
+      6'h19:
+          \$20  = 5'h00;
+      6'h1a:
+          \$20  = 5'h00;
+      6'h1b:
+          \$20  = 5'h00;
+      6'h1c:
+          \$20  = 5'h00;
+      6'h1d:
+          \$20  = 5'h00;
+      6'h1e:
+          \$20  = 5'h00;
+      6'h1f:
+          \$20  = 5'h00;
+      6'h20:
+          \$20  = 5'h00;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$23  = 5'h00;
+    casez (n_cols[5:0])
+      6'h00:
+          \$23  = 5'h00;
+      6'h01:
+          \$23  = 5'h07;
+      6'h02:
+          \$23  = 5'h03;
+      6'h03:
+          \$23  = 5'h02;
+      6'h04:
+          \$23  = 5'h01;
+      6'h05:
+          \$23  = 5'h01;
+      6'h06:
+          \$23  = 5'h01;
+      6'h07:
+          \$23  = 5'h01;
+      6'h08:
+          \$23  = 5'h00;
+      6'h09:
+          \$23  = 5'h00;
+      6'h0a:
+          \$23  = 5'h00;
+      6'h0b:
+          \$23  = 5'h00;
+      6'h0c:
+          \$23  = 5'h00;
+      6'h0d:
+          \$23  = 5'h00;
+      6'h0e:
+          \$23  = 5'h00;
+      6'h0f:
+          \$23  = 5'h00;
+      6'h10:
+          \$23  = 5'h00;
+      6'h11:
+          \$23  = 5'h00;
+      6'h12:
+          \$23  = 5'h00;
+      6'h13:
+          \$23  = 5'h00;
+      6'h14:
+          \$23  = 5'h00;
+      6'h15:
+          \$23  = 5'h00;
+      6'h16:
+          \$23  = 5'h00;
+      6'h17:
+          \$23  = 5'h00;
+      6'h18:
+          \$23  = 5'h00;
+      6'h19:
+          \$23  = 5'h00;
+      6'h1a:
+          \$23  = 5'h00;
+      6'h1b:
+          \$23  = 5'h00;
+      6'h1c:
+          \$23  = 5'h00;
+      6'h1d:
+          \$23  = 5'h00;
+      6'h1e:
+          \$23  = 5'h00;
+      6'h1f:
+          \$23  = 5'h00;
+      6'h20:
+          \$23  = 5'h00;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$26  = 5'h00;
+    casez (n_cols[5:0])
+      6'h00:
+          \$26  = 5'h00;
+      6'h01:
+          \$26  = 5'h08;
+      6'h02:
+          \$26  = 5'h04;
+      6'h03:
+          \$26  = 5'h02;
+      6'h04:
+          \$26  = 5'h02;
+      6'h05:
+          \$26  = 5'h01;
+      6'h06:
+          \$26  = 5'h01;
+      6'h07:
+          \$26  = 5'h01;
+      6'h08:
+          \$26  = 5'h01;
+      6'h09:
+          \$26  = 5'h00;
+      6'h0a:
+          \$26  = 5'h00;
+      6'h0b:
+          \$26  = 5'h00;
+      6'h0c:
+          \$26  = 5'h00;
+      6'h0d:
+          \$26  = 5'h00;
+      6'h0e:
+          \$26  = 5'h00;
+      6'h0f:
+          \$26  = 5'h00;
+      6'h10:
+          \$26  = 5'h00;
+      6'h11:
+          \$26  = 5'h00;
+      6'h12:
+          \$26  = 5'h00;
+      6'h13:
+          \$26  = 5'h00;
+      6'h14:
+          \$26  = 5'h00;
+      6'h15:
+          \$26  = 5'h00;
+      6'h16:
+          \$26  = 5'h00;
+      6'h17:
+          \$26  = 5'h00;
+      6'h18:
+          \$26  = 5'h00;
+      6'h19:
+          \$26  = 5'h00;
+      6'h1a:
+          \$26  = 5'h00;
+      6'h1b:
+          \$26  = 5'h00;
+      6'h1c:
+          \$26  = 5'h00;
+      6'h1d:
+          \$26  = 5'h00;
+      6'h1e:
+          \$26  = 5'h00;
+      6'h1f:
+          \$26  = 5'h00;
+      6'h20:
+          \$26  = 5'h00;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$29  = 5'h00;
+    casez (n_cols[5:0])
+      6'h00:
+          \$29  = 5'h00;
+      6'h01:
+          \$29  = 5'h09;
+      6'h02:
+          \$29  = 5'h04;
+      6'h03:
+          \$29  = 5'h03;
+      6'h04:
+          \$29  = 5'h02;
+      6'h05:
+          \$29  = 5'h01;
+      6'h06:
+          \$29  = 5'h01;
+      6'h07:
+          \$29  = 5'h01;
+      6'h08:
+          \$29  = 5'h01;
+      6'h09:
+          \$29  = 5'h01;
+      6'h0a:
+          \$29  = 5'h00;
+      6'h0b:
+          \$29  = 5'h00;
+      6'h0c:
+          \$29  = 5'h00;
+      6'h0d:
+          \$29  = 5'h00;
+      6'h0e:
+          \$29  = 5'h00;
+      6'h0f:
+          \$29  = 5'h00;
+      6'h10:
+          \$29  = 5'h00;
+      6'h11:
+          \$29  = 5'h00;
+      6'h12:
+          \$29  = 5'h00;
+      6'h13:
+          \$29  = 5'h00;
+      6'h14:
+          \$29  = 5'h00;
+      6'h15:
+          \$29  = 5'h00;
+      6'h16:
+          \$29  = 5'h00;
+      6'h17:
+          \$29  = 5'h00;
+      6'h18:
+          \$29  = 5'h00;
+      6'h19:
+          \$29  = 5'h00;
+      6'h1a:
+          \$29  = 5'h00;
+      6'h1b:
+          \$29  = 5'h00;
+      6'h1c:
+          \$29  = 5'h00;
+      6'h1d:
+          \$29  = 5'h00;
+      6'h1e:
+          \$29  = 5'h00;
+      6'h1f:
+          \$29  = 5'h00;
+      6'h20:
+          \$29  = 5'h00;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$32  = 5'h00;
+    casez (n_cols[5:0])
+      6'h00:
+          \$32  = 5'h00;
+      6'h01:
+          \$32  = 5'h0a;
+      6'h02:
+          \$32  = 5'h05;
+      6'h03:
+          \$32  = 5'h03;
+      6'h04:
+          \$32  = 5'h02;
+      6'h05:
+          \$32  = 5'h02;
+      6'h06:
+          \$32  = 5'h01;
+      6'h07:
+          \$32  = 5'h01;
+      6'h08:
+          \$32  = 5'h01;
+      6'h09:
+          \$32  = 5'h01;
+      6'h0a:
+          \$32  = 5'h01;
+      6'h0b:
+          \$32  = 5'h00;
+      6'h0c:
+          \$32  = 5'h00;
+      6'h0d:
+          \$32  = 5'h00;
+      6'h0e:
+          \$32  = 5'h00;
+      6'h0f:
+          \$32  = 5'h00;
+      6'h10:
+          \$32  = 5'h00;
+      6'h11:
+          \$32  = 5'h00;
+      6'h12:
+          \$32  = 5'h00;
+      6'h13:
+          \$32  = 5'h00;
+      6'h14:
+          \$32  = 5'h00;
+      6'h15:
+          \$32  = 5'h00;
+      6'h16:
+          \$32  = 5'h00;
+      6'h17:
+          \$32  = 5'h00;
+      6'h18:
+          \$32  = 5'h00;
+      6'h19:
+          \$32  = 5'h00;
+      6'h1a:
+          \$32  = 5'h00;
+      6'h1b:
+          \$32  = 5'h00;
+      6'h1c:
+          \$32  = 5'h00;
+      6'h1d:
+          \$32  = 5'h00;
+      6'h1e:
+          \$32  = 5'h00;
+      6'h1f:
+          \$32  = 5'h00;
+      6'h20:
+          \$32  = 5'h00;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$35  = 5'h00;
+    casez (n_cols[5:0])
+      6'h00:
+          \$35  = 5'h00;
+      6'h01:
+          \$35  = 5'h0b;
+      6'h02:
+          \$35  = 5'h05;
+      6'h03:
+          \$35  = 5'h03;
+      6'h04:
+          \$35  = 5'h02;
+      6'h05:
+          \$35  = 5'h02;
+      6'h06:
+          \$35  = 5'h01;
+      6'h07:
+          \$35  = 5'h01;
+      6'h08:
+          \$35  = 5'h01;
+      6'h09:
+          \$35  = 5'h01;
+      6'h0a:
+          \$35  = 5'h01;
+      6'h0b:
+          \$35  = 5'h01;
+      6'h0c:
+          \$35  = 5'h00;
+      6'h0d:
+          \$35  = 5'h00;
+      6'h0e:
+          \$35  = 5'h00;
+      6'h0f:
+          \$35  = 5'h00;
+      6'h10:
+          \$35  = 5'h00;
+      6'h11:
+          \$35  = 5'h00;
+      6'h12:
+          \$35  = 5'h00;
+      6'h13:
+          \$35  = 5'h00;
+      6'h14:
+          \$35  = 5'h00;
+      6'h15:
+          \$35  = 5'h00;
+      6'h16:
+          \$35  = 5'h00;
+      6'h17:
+          \$35  = 5'h00;
+      6'h18:
+          \$35  = 5'h00;
+      6'h19:
+          \$35  = 5'h00;
+      6'h1a:
+          \$35  = 5'h00;
+      6'h1b:
+          \$35  = 5'h00;
+      6'h1c:
+          \$35  = 5'h00;
+      6'h1d:
+          \$35  = 5'h00;
+      6'h1e:
+          \$35  = 5'h00;
+      6'h1f:
+          \$35  = 5'h00;
+      6'h20:
+          \$35  = 5'h00;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$38  = 5'h00;
+    casez (n_cols[5:0])
+      6'h00:
+          \$38  = 5'h00;
+      6'h01:
+          \$38  = 5'h0c;
+      6'h02:
+          \$38  = 5'h06;
+      6'h03:
+          \$38  = 5'h04;
+      6'h04:
+          \$38  = 5'h03;
+      6'h05:
+          \$38  = 5'h02;
+      6'h06:
+          \$38  = 5'h02;
+      6'h07:
+          \$38  = 5'h01;
+      6'h08:
+          \$38  = 5'h01;
+      6'h09:
+          \$38  = 5'h01;
+      6'h0a:
+          \$38  = 5'h01;
+      6'h0b:
+          \$38  = 5'h01;
+      6'h0c:
+          \$38  = 5'h01;
+      6'h0d:
+          \$38  = 5'h00;
+      6'h0e:
+          \$38  = 5'h00;
+      6'h0f:
+          \$38  = 5'h00;
+      6'h10:
+          \$38  = 5'h00;
+      6'h11:
+          \$38  = 5'h00;
+      6'h12:
+          \$38  = 5'h00;
+      6'h13:
+          \$38  = 5'h00;
+      6'h14:
+          \$38  = 5'h00;
+      6'h15:
+          \$38  = 5'h00;
+      6'h16:
+          \$38  = 5'h00;
+      6'h17:
+          \$38  = 5'h00;
+      6'h18:
+          \$38  = 5'h00;
+      6'h19:
+          \$38  = 5'h00;
+      6'h1a:
+          \$38  = 5'h00;
+      6'h1b:
+          \$38  = 5'h00;
+      6'h1c:
+          \$38  = 5'h00;
+      6'h1d:
+          \$38  = 5'h00;
+      6'h1e:
+          \$38  = 5'h00;
+      6'h1f:
+          \$38  = 5'h00;
+      6'h20:
+          \$38  = 5'h00;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$41  = 5'h00;
+    casez (n_cols[5:0])
+      6'h00:
+          \$41  = 5'h00;
+      6'h01:
+          \$41  = 5'h0d;
+      6'h02:
+          \$41  = 5'h06;
+      6'h03:
+          \$41  = 5'h04;
+      6'h04:
+          \$41  = 5'h03;
+      6'h05:
+          \$41  = 5'h02;
+      6'h06:
+          \$41  = 5'h02;
+      6'h07:
+          \$41  = 5'h01;
+      6'h08:
+          \$41  = 5'h01;
+      6'h09:
+          \$41  = 5'h01;
+      6'h0a:
+          \$41  = 5'h01;
+      6'h0b:
+          \$41  = 5'h01;
+      6'h0c:
+          \$41  = 5'h01;
+      6'h0d:
+          \$41  = 5'h01;
+      6'h0e:
+          \$41  = 5'h00;
+      6'h0f:
+          \$41  = 5'h00;
+      6'h10:
+          \$41  = 5'h00;
+      6'h11:
+          \$41  = 5'h00;
+      6'h12:
+          \$41  = 5'h00;
+      6'h13:
+          \$41  = 5'h00;
+      6'h14:
+          \$41  = 5'h00;
+      6'h15:
+          \$41  = 5'h00;
+      6'h16:
+          \$41  = 5'h00;
+      6'h17:
+          \$41  = 5'h00;
+      6'h18:
+          \$41  = 5'h00;
+      6'h19:
+          \$41  = 5'h00;
+      6'h1a:
+          \$41  = 5'h00;
+      6'h1b:
+          \$41  = 5'h00;
+      6'h1c:
+          \$41  = 5'h00;
+      6'h1d:
+          \$41  = 5'h00;
+      6'h1e:
+          \$41  = 5'h00;
+      6'h1f:
+          \$41  = 5'h00;
+      6'h20:
+          \$41  = 5'h00;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$44  = 5'h00;
+    casez (n_cols[5:0])
+      6'h00:
+          \$44  = 5'h00;
+      6'h01:
+          \$44  = 5'h0e;
+      6'h02:
+          \$44  = 5'h07;
+      6'h03:
+          \$44  = 5'h04;
+      6'h04:
+          \$44  = 5'h03;
+      6'h05:
+          \$44  = 5'h02;
+      6'h06:
+          \$44  = 5'h02;
+      6'h07:
+          \$44  = 5'h02;
+      6'h08:
+          \$44  = 5'h01;
+      6'h09:
+          \$44  = 5'h01;
+      6'h0a:
+          \$44  = 5'h01;
+      6'h0b:
+          \$44  = 5'h01;
+      6'h0c:
+          \$44  = 5'h01;
+      6'h0d:
+          \$44  = 5'h01;
+      6'h0e:
+          \$44  = 5'h01;
+      6'h0f:
+          \$44  = 5'h00;
+      6'h10:
+          \$44  = 5'h00;
+      6'h11:
+          \$44  = 5'h00;
+      6'h12:
+          \$44  = 5'h00;
+      6'h13:
+          \$44  = 5'h00;
+      6'h14:
+          \$44  = 5'h00;
+      6'h15:
+          \$44  = 5'h00;
+      6'h16:
+          \$44  = 5'h00;
+      6'h17:
+          \$44  = 5'h00;
+      6'h18:
+          \$44  = 5'h00;
+      6'h19:
+          \$44  = 5'h00;
+      6'h1a:
+          \$44  = 5'h00;
+      6'h1b:
+          \$44  = 5'h00;
+      6'h1c:
+          \$44  = 5'h00;
+      6'h1d:
+          \$44  = 5'h00;
+      6'h1e:
+          \$44  = 5'h00;
+      6'h1f:
+          \$44  = 5'h00;
+      6'h20:
+          \$44  = 5'h00;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$47  = 5'h00;
+    casez (n_cols[5:0])
+      6'h00:
+          \$47  = 5'h00;
+      6'h01:
+          \$47  = 5'h0f;
+      6'h02:
+          \$47  = 5'h07;
+      6'h03:
+          \$47  = 5'h05;
+      6'h04:
+          \$47  = 5'h03;
+      6'h05:
+          \$47  = 5'h03;
+      6'h06:
+          \$47  = 5'h02;
+      6'h07:
+          \$47  = 5'h02;
+      6'h08:
+          \$47  = 5'h01;
+      6'h09:
+          \$47  = 5'h01;
+      6'h0a:
+          \$47  = 5'h01;
+      6'h0b:
+          \$47  = 5'h01;
+      6'h0c:
+          \$47  = 5'h01;
+      6'h0d:
+          \$47  = 5'h01;
+      6'h0e:
+          \$47  = 5'h01;
+      6'h0f:
+          \$47  = 5'h01;
+      6'h10:
+          \$47  = 5'h00;
+      6'h11:
+          \$47  = 5'h00;
+      6'h12:
+          \$47  = 5'h00;
+      6'h13:
+          \$47  = 5'h00;
+      6'h14:
+          \$47  = 5'h00;
+      6'h15:
+          \$47  = 5'h00;
+      6'h16:
+          \$47  = 5'h00;
+      6'h17:
+          \$47  = 5'h00;
+      6'h18:
+          \$47  = 5'h00;
+      6'h19:
+          \$47  = 5'h00;
+      6'h1a:
+          \$47  = 5'h00;
+      6'h1b:
+          \$47  = 5'h00;
+      6'h1c:
+          \$47  = 5'h00;
+      6'h1d:
+          \$47  = 5'h00;
+      6'h1e:
+          \$47  = 5'h00;
+      6'h1f:
+          \$47  = 5'h00;
+      6'h20:
+          \$47  = 5'h00;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$50  = 5'h00;
+    casez (n_cols[5:0])
+      6'h00:
+          \$50  = 5'h00;
+      6'h01:
+          \$50  = 5'h10;
+      6'h02:
+          \$50  = 5'h08;
+      6'h03:
+          \$50  = 5'h05;
+      6'h04:
+          \$50  = 5'h04;
+      6'h05:
+          \$50  = 5'h03;
+      6'h06:
+          \$50  = 5'h02;
+      6'h07:
+          \$50  = 5'h02;
+      6'h08:
+          \$50  = 5'h02;
+      6'h09:
+          \$50  = 5'h01;
+      6'h0a:
+          \$50  = 5'h01;
+      6'h0b:
+          \$50  = 5'h01;
+      6'h0c:
+          \$50  = 5'h01;
+      6'h0d:
+          \$50  = 5'h01;
+      6'h0e:
+          \$50  = 5'h01;
+      6'h0f:
+          \$50  = 5'h01;
+      6'h10:
+          \$50  = 5'h01;
+      6'h11:
+          \$50  = 5'h00;
+      6'h12:
+          \$50  = 5'h00;
+      6'h13:
+          \$50  = 5'h00;
+      6'h14:
+          \$50  = 5'h00;
+      6'h15:
+          \$50  = 5'h00;
+      6'h16:
+          \$50  = 5'h00;
+      6'h17:
+          \$50  = 5'h00;
+      6'h18:
+          \$50  = 5'h00;
+      6'h19:
+          \$50  = 5'h00;
+      6'h1a:
+          \$50  = 5'h00;
+      6'h1b:
+          \$50  = 5'h00;
+      6'h1c:
+          \$50  = 5'h00;
+      6'h1d:
+          \$50  = 5'h00;
+      6'h1e:
+          \$50  = 5'h00;
+      6'h1f:
+          \$50  = 5'h00;
+      6'h20:
+          \$50  = 5'h00;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$53  = 5'h00;
+    casez (n_cols[5:0])
+      6'h00:
+          \$53  = 5'h00;
+      6'h01:
+          \$53  = 5'h11;
+      6'h02:
+          \$53  = 5'h08;
+      6'h03:
+          \$53  = 5'h05;
+      6'h04:
+          \$53  = 5'h04;
+      6'h05:
+          \$53  = 5'h03;
+      6'h06:
+          \$53  = 5'h02;
+      6'h07:
+          \$53  = 5'h02;
+      6'h08:
+          \$53  = 5'h02;
+      6'h09:
+          \$53  = 5'h01;
+      6'h0a:
+          \$53  = 5'h01;
+      6'h0b:
+          \$53  = 5'h01;
+      6'h0c:
+          \$53  = 5'h01;
+      6'h0d:
+          \$53  = 5'h01;
+      6'h0e:
+          \$53  = 5'h01;
+      6'h0f:
+          \$53  = 5'h01;
+      6'h10:
+          \$53  = 5'h01;
+      6'h11:
+          \$53  = 5'h01;
+      6'h12:
+          \$53  = 5'h00;
+      6'h13:
+          \$53  = 5'h00;
+      6'h14:
+          \$53  = 5'h00;
+      6'h15:
+          \$53  = 5'h00;
+      6'h16:
+          \$53  = 5'h00;
+      6'h17:
+          \$53  = 5'h00;
+      6'h18:
+          \$53  = 5'h00;
+      6'h19:
+          \$53  = 5'h00;
+      6'h1a:
+          \$53  = 5'h00;
+      6'h1b:
+          \$53  = 5'h00;
+      6'h1c:
+          \$53  = 5'h00;
+      6'h1d:
+          \$53  = 5'h00;
+      6'h1e:
+          \$53  = 5'h00;
+      6'h1f:
+          \$53  = 5'h00;
+      6'h20:
+          \$53  = 5'h00;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$56  = 5'h00;
+    casez (n_cols[5:0])
+      6'h00:
+          \$56  = 5'h00;
+      6'h01:
+          \$56  = 5'h12;
+      6'h02:
+          \$56  = 5'h09;
+      6'h03:
+          \$56  = 5'h06;
+      6'h04:
+          \$56  = 5'h04;
+      6'h05:
+          \$56  = 5'h03;
+      6'h06:
+          \$56  = 5'h03;
+      6'h07:
+          \$56  = 5'h02;
+      6'h08:
+          \$56  = 5'h02;
+      6'h09:
+          \$56  = 5'h02;
+      6'h0a:
+          \$56  = 5'h01;
+      6'h0b:
+          \$56  = 5'h01;
+      6'h0c:
+          \$56  = 5'h01;
+      6'h0d:
+          \$56  = 5'h01;
+      6'h0e:
+          \$56  = 5'h01;
+      6'h0f:
+          \$56  = 5'h01;
+      6'h10:
+          \$56  = 5'h01;
+      6'h11:
+          \$56  = 5'h01;
+      6'h12:
+          \$56  = 5'h01;
+      6'h13:
+          \$56  = 5'h00;
+      6'h14:
+          \$56  = 5'h00;
+      6'h15:
+          \$56  = 5'h00;
+      6'h16:
+          \$56  = 5'h00;
+      6'h17:
+          \$56  = 5'h00;
+      6'h18:
+          \$56  = 5'h00;
+      6'h19:
+          \$56  = 5'h00;
+      6'h1a:
+          \$56  = 5'h00;
+      6'h1b:
+          \$56  = 5'h00;
+      6'h1c:
+          \$56  = 5'h00;
+      6'h1d:
+          \$56  = 5'h00;
+      6'h1e:
+          \$56  = 5'h00;
+      6'h1f:
+          \$56  = 5'h00;
+      6'h20:
+          \$56  = 5'h00;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$59  = 5'h00;
+    casez (n_cols[5:0])
+      6'h00:
+          \$59  = 5'h00;
+      6'h01:
+          \$59  = 5'h13;
+      6'h02:
+          \$59  = 5'h09;
+      6'h03:
+          \$59  = 5'h06;
+      6'h04:
+          \$59  = 5'h04;
+      6'h05:
+          \$59  = 5'h03;
+      6'h06:
+          \$59  = 5'h03;
+      6'h07:
+          \$59  = 5'h02;
+      6'h08:
+          \$59  = 5'h02;
+      6'h09:
+          \$59  = 5'h02;
+      6'h0a:
+          \$59  = 5'h01;
+      6'h0b:
+          \$59  = 5'h01;
+      6'h0c:
+          \$59  = 5'h01;
+      6'h0d:
+          \$59  = 5'h01;
+      6'h0e:
+          \$59  = 5'h01;
+      6'h0f:
+          \$59  = 5'h01;
+      6'h10:
+          \$59  = 5'h01;
+      6'h11:
+          \$59  = 5'h01;
+      6'h12:
+          \$59  = 5'h01;
+      6'h13:
+          \$59  = 5'h01;
+      6'h14:
+          \$59  = 5'h00;
+      6'h15:
+          \$59  = 5'h00;
+      6'h16:
+          \$59  = 5'h00;
+      6'h17:
+          \$59  = 5'h00;
+      6'h18:
+          \$59  = 5'h00;
+      6'h19:
+          \$59  = 5'h00;
+      6'h1a:
+          \$59  = 5'h00;
+      6'h1b:
+          \$59  = 5'h00;
+      6'h1c:
+          \$59  = 5'h00;
+      6'h1d:
+          \$59  = 5'h00;
+      6'h1e:
+          \$59  = 5'h00;
+      6'h1f:
+          \$59  = 5'h00;
+      6'h20:
+          \$59  = 5'h00;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$62  = 5'h00;
+    casez (n_cols[5:0])
+      6'h00:
+          \$62  = 5'h00;
+      6'h01:
+          \$62  = 5'h14;
+      6'h02:
+          \$62  = 5'h0a;
+      6'h03:
+          \$62  = 5'h06;
+      6'h04:
+          \$62  = 5'h05;
+      6'h05:
+          \$62  = 5'h04;
+      6'h06:
+          \$62  = 5'h03;
+      6'h07:
+          \$62  = 5'h02;
+      6'h08:
+          \$62  = 5'h02;
+      6'h09:
+          \$62  = 5'h02;
+      6'h0a:
+          \$62  = 5'h02;
+      6'h0b:
+          \$62  = 5'h01;
+      6'h0c:
+          \$62  = 5'h01;
+      6'h0d:
+          \$62  = 5'h01;
+      6'h0e:
+          \$62  = 5'h01;
+      6'h0f:
+          \$62  = 5'h01;
+      6'h10:
+          \$62  = 5'h01;
+      6'h11:
+          \$62  = 5'h01;
+      6'h12:
+          \$62  = 5'h01;
+      6'h13:
+          \$62  = 5'h01;
+      6'h14:
+          \$62  = 5'h01;
+      6'h15:
+          \$62  = 5'h00;
+      6'h16:
+          \$62  = 5'h00;
+      6'h17:
+          \$62  = 5'h00;
+      6'h18:
+          \$62  = 5'h00;
+      6'h19:
+          \$62  = 5'h00;
+      6'h1a:
+          \$62  = 5'h00;
+      6'h1b:
+          \$62  = 5'h00;
+      6'h1c:
+          \$62  = 5'h00;
+      6'h1d:
+          \$62  = 5'h00;
+      6'h1e:
+          \$62  = 5'h00;
+      6'h1f:
+          \$62  = 5'h00;
+      6'h20:
+          \$62  = 5'h00;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$65  = 5'h00;
+    casez (n_cols[5:0])
+      6'h00:
+          \$65  = 5'h00;
+      6'h01:
+          \$65  = 5'h15;
+      6'h02:
+          \$65  = 5'h0a;
+      6'h03:
+          \$65  = 5'h07;
+      6'h04:
+          \$65  = 5'h05;
+      6'h05:
+          \$65  = 5'h04;
+      6'h06:
+          \$65  = 5'h03;
+      6'h07:
+          \$65  = 5'h03;
+      6'h08:
+          \$65  = 5'h02;
+      6'h09:
+          \$65  = 5'h02;
+      6'h0a:
+          \$65  = 5'h02;
+      6'h0b:
+          \$65  = 5'h01;
+      6'h0c:
+          \$65  = 5'h01;
+      6'h0d:
+          \$65  = 5'h01;
+      6'h0e:
+          \$65  = 5'h01;
+      6'h0f:
+          \$65  = 5'h01;
+      6'h10:
+          \$65  = 5'h01;
+      6'h11:
+          \$65  = 5'h01;
+      6'h12:
+          \$65  = 5'h01;
+      6'h13:
+          \$65  = 5'h01;
+      6'h14:
+          \$65  = 5'h01;
+      6'h15:
+          \$65  = 5'h01;
+      6'h16:
+          \$65  = 5'h00;
+      6'h17:
+          \$65  = 5'h00;
+      6'h18:
+          \$65  = 5'h00;
+      6'h19:
+          \$65  = 5'h00;
+      6'h1a:
+          \$65  = 5'h00;
+      6'h1b:
+          \$65  = 5'h00;
+      6'h1c:
+          \$65  = 5'h00;
+      6'h1d:
+          \$65  = 5'h00;
+      6'h1e:
+          \$65  = 5'h00;
+      6'h1f:
+          \$65  = 5'h00;
+      6'h20:
+          \$65  = 5'h00;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$68  = 5'h00;
+    casez (n_cols[5:0])
+      6'h00:
+          \$68  = 5'h00;
+      6'h01:
+          \$68  = 5'h16;
+      6'h02:
+          \$68  = 5'h0b;
+      6'h03:
+          \$68  = 5'h07;
+      6'h04:
+          \$68  = 5'h05;
+      6'h05:
+          \$68  = 5'h04;
+      6'h06:
+          \$68  = 5'h03;
+      6'h07:
+          \$68  = 5'h03;
+      6'h08:
+          \$68  = 5'h02;
+      6'h09:
+          \$68  = 5'h02;
+      6'h0a:
+          \$68  = 5'h02;
+      6'h0b:
+          \$68  = 5'h02;
+      6'h0c:
+          \$68  = 5'h01;
+      6'h0d:
+          \$68  = 5'h01;
+      6'h0e:
+          \$68  = 5'h01;
+      6'h0f:
+          \$68  = 5'h01;
+      6'h10:
+          \$68  = 5'h01;
+      6'h11:
+          \$68  = 5'h01;
+      6'h12:
+          \$68  = 5'h01;
+      6'h13:
+          \$68  = 5'h01;
+      6'h14:
+          \$68  = 5'h01;
+      6'h15:
+          \$68  = 5'h01;
+      6'h16:
+          \$68  = 5'h01;
+      6'h17:
+          \$68  = 5'h00;
+      6'h18:
+          \$68  = 5'h00;
+      6'h19:
+          \$68  = 5'h00;
+      6'h1a:
+          \$68  = 5'h00;
+      6'h1b:
+          \$68  = 5'h00;
+      6'h1c:
+          \$68  = 5'h00;
+      6'h1d:
+          \$68  = 5'h00;
+      6'h1e:
+          \$68  = 5'h00;
+      6'h1f:
+          \$68  = 5'h00;
+      6'h20:
+          \$68  = 5'h00;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$71  = 5'h00;
+    casez (n_cols[5:0])
+      6'h00:
+          \$71  = 5'h00;
+      6'h01:
+          \$71  = 5'h17;
+      6'h02:
+          \$71  = 5'h0b;
+      6'h03:
+          \$71  = 5'h07;
+      6'h04:
+          \$71  = 5'h05;
+      6'h05:
+          \$71  = 5'h04;
+      6'h06:
+          \$71  = 5'h03;
+      6'h07:
+          \$71  = 5'h03;
+      6'h08:
+          \$71  = 5'h02;
+      6'h09:
+          \$71  = 5'h02;
+      6'h0a:
+          \$71  = 5'h02;
+      6'h0b:
+          \$71  = 5'h02;
+      6'h0c:
+          \$71  = 5'h01;
+      6'h0d:
+          \$71  = 5'h01;
+      6'h0e:
+          \$71  = 5'h01;
+      6'h0f:
+          \$71  = 5'h01;
+      6'h10:
+          \$71  = 5'h01;
+      6'h11:
+          \$71  = 5'h01;
+      6'h12:
+          \$71  = 5'h01;
+      6'h13:
+          \$71  = 5'h01;
+      6'h14:
+          \$71  = 5'h01;
+      6'h15:
+          \$71  = 5'h01;
+      6'h16:
+          \$71  = 5'h01;
+      6'h17:
+          \$71  = 5'h01;
+      6'h18:
+          \$71  = 5'h00;
+      6'h19:
+          \$71  = 5'h00;
+      6'h1a:
+          \$71  = 5'h00;
+      6'h1b:
+          \$71  = 5'h00;
+      6'h1c:
+          \$71  = 5'h00;
+      6'h1d:
+          \$71  = 5'h00;
+      6'h1e:
+          \$71  = 5'h00;
+      6'h1f:
+          \$71  = 5'h00;
+      6'h20:
+          \$71  = 5'h00;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$74  = 5'h00;
+    casez (n_cols[5:0])
+      6'h00:
+          \$74  = 5'h00;
+      6'h01:
+          \$74  = 5'h18;
+      6'h02:
+          \$74  = 5'h0c;
+      6'h03:
+          \$74  = 5'h08;
+      6'h04:
+          \$74  = 5'h06;
+      6'h05:
+          \$74  = 5'h04;
+      6'h06:
+          \$74  = 5'h04;
+      6'h07:
+          \$74  = 5'h03;
+      6'h08:
+          \$74  = 5'h03;
+      6'h09:
+          \$74  = 5'h02;
+      6'h0a:
+          \$74  = 5'h02;
+      6'h0b:
+          \$74  = 5'h02;
+      6'h0c:
+          \$74  = 5'h02;
+      6'h0d:
+          \$74  = 5'h01;
+      6'h0e:
+          \$74  = 5'h01;
+      6'h0f:
+          \$74  = 5'h01;
+      6'h10:
+          \$74  = 5'h01;
+      6'h11:
+          \$74  = 5'h01;
+      6'h12:
+          \$74  = 5'h01;
+      6'h13:
+          \$74  = 5'h01;
+      6'h14:
+          \$74  = 5'h01;
+      6'h15:
+          \$74  = 5'h01;
+      6'h16:
+          \$74  = 5'h01;
+      6'h17:
+          \$74  = 5'h01;
+      6'h18:
+          \$74  = 5'h01;
+      6'h19:
+          \$74  = 5'h00;
+      6'h1a:
+          \$74  = 5'h00;
+      6'h1b:
+          \$74  = 5'h00;
+      6'h1c:
+          \$74  = 5'h00;
+      6'h1d:
+          \$74  = 5'h00;
+      6'h1e:
+          \$74  = 5'h00;
+      6'h1f:
+          \$74  = 5'h00;
+      6'h20:
+          \$74  = 5'h00;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$77  = 5'h00;
+    casez (n_cols[5:0])
+      6'h00:
+          \$77  = 5'h00;
+      6'h01:
+          \$77  = 5'h19;
+      6'h02:
+          \$77  = 5'h0c;
+      6'h03:
+          \$77  = 5'h08;
+      6'h04:
+          \$77  = 5'h06;
+      6'h05:
+          \$77  = 5'h05;
+      6'h06:
+          \$77  = 5'h04;
+      6'h07:
+          \$77  = 5'h03;
+      6'h08:
+          \$77  = 5'h03;
+      6'h09:
+          \$77  = 5'h02;
+      6'h0a:
+          \$77  = 5'h02;
+      6'h0b:
+          \$77  = 5'h02;
+      6'h0c:
+          \$77  = 5'h02;
+      6'h0d:
+          \$77  = 5'h01;
+      6'h0e:
+          \$77  = 5'h01;
+      6'h0f:
+          \$77  = 5'h01;
+      6'h10:
+          \$77  = 5'h01;
+      6'h11:
+          \$77  = 5'h01;
+      6'h12:
+          \$77  = 5'h01;
+      6'h13:
+          \$77  = 5'h01;
+      6'h14:
+          \$77  = 5'h01;
+      6'h15:
+          \$77  = 5'h01;
+      6'h16:
+          \$77  = 5'h01;
+      6'h17:
+          \$77  = 5'h01;
+      6'h18:
+          \$77  = 5'h01;
+      6'h19:
+          \$77  = 5'h01;
+      6'h1a:
+          \$77  = 5'h00;
+      6'h1b:
+          \$77  = 5'h00;
+      6'h1c:
+          \$77  = 5'h00;
+      6'h1d:
+          \$77  = 5'h00;
+      6'h1e:
+          \$77  = 5'h00;
+      6'h1f:
+          \$77  = 5'h00;
+      6'h20:
+          \$77  = 5'h00;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$80  = 5'h00;
+    casez (n_cols[5:0])
+      6'h00:
+          \$80  = 5'h00;
+      6'h01:
+          \$80  = 5'h1a;
+      6'h02:
+          \$80  = 5'h0d;
+      6'h03:
+          \$80  = 5'h08;
+      6'h04:
+          \$80  = 5'h06;
+      6'h05:
+          \$80  = 5'h05;
+      6'h06:
+          \$80  = 5'h04;
+      6'h07:
+          \$80  = 5'h03;
+      6'h08:
+          \$80  = 5'h03;
+      6'h09:
+          \$80  = 5'h02;
+      6'h0a:
+          \$80  = 5'h02;
+      6'h0b:
+          \$80  = 5'h02;
+      6'h0c:
+          \$80  = 5'h02;
+      6'h0d:
+          \$80  = 5'h02;
+      6'h0e:
+          \$80  = 5'h01;
+      6'h0f:
+          \$80  = 5'h01;
+      6'h10:
+          \$80  = 5'h01;
+      6'h11:
+          \$80  = 5'h01;
+      6'h12:
+          \$80  = 5'h01;
+      6'h13:
+          \$80  = 5'h01;
+      6'h14:
+          \$80  = 5'h01;
+      6'h15:
+          \$80  = 5'h01;
+      6'h16:
+          \$80  = 5'h01;
+      6'h17:
+          \$80  = 5'h01;
+      6'h18:
+          \$80  = 5'h01;
+      6'h19:
+          \$80  = 5'h01;
+      6'h1a:
+          \$80  = 5'h01;
+      6'h1b:
+          \$80  = 5'h00;
+      6'h1c:
+          \$80  = 5'h00;
+      6'h1d:
+          \$80  = 5'h00;
+      6'h1e:
+          \$80  = 5'h00;
+      6'h1f:
+          \$80  = 5'h00;
+      6'h20:
+          \$80  = 5'h00;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$83  = 5'h00;
+    casez (n_cols[5:0])
+      6'h00:
+          \$83  = 5'h00;
+      6'h01:
+          \$83  = 5'h1b;
+      6'h02:
+          \$83  = 5'h0d;
+      6'h03:
+          \$83  = 5'h09;
+      6'h04:
+          \$83  = 5'h06;
+      6'h05:
+          \$83  = 5'h05;
+      6'h06:
+          \$83  = 5'h04;
+      6'h07:
+          \$83  = 5'h03;
+      6'h08:
+          \$83  = 5'h03;
+      6'h09:
+          \$83  = 5'h03;
+      6'h0a:
+          \$83  = 5'h02;
+      6'h0b:
+          \$83  = 5'h02;
+      6'h0c:
+          \$83  = 5'h02;
+      6'h0d:
+          \$83  = 5'h02;
+      6'h0e:
+          \$83  = 5'h01;
+      6'h0f:
+          \$83  = 5'h01;
+      6'h10:
+          \$83  = 5'h01;
+      6'h11:
+          \$83  = 5'h01;
+      6'h12:
+          \$83  = 5'h01;
+      6'h13:
+          \$83  = 5'h01;
+      6'h14:
+          \$83  = 5'h01;
+      6'h15:
+          \$83  = 5'h01;
+      6'h16:
+          \$83  = 5'h01;
+      6'h17:
+          \$83  = 5'h01;
+      6'h18:
+          \$83  = 5'h01;
+      6'h19:
+          \$83  = 5'h01;
+      6'h1a:
+          \$83  = 5'h01;
+      6'h1b:
+          \$83  = 5'h01;
+      6'h1c:
+          \$83  = 5'h00;
+      6'h1d:
+          \$83  = 5'h00;
+      6'h1e:
+          \$83  = 5'h00;
+      6'h1f:
+          \$83  = 5'h00;
+      6'h20:
+          \$83  = 5'h00;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$86  = 5'h00;
+    casez (n_cols[5:0])
+      6'h00:
+          \$86  = 5'h00;
+      6'h01:
+          \$86  = 5'h1c;
+      6'h02:
+          \$86  = 5'h0e;
+      6'h03:
+          \$86  = 5'h09;
+      6'h04:
+          \$86  = 5'h07;
+      6'h05:
+          \$86  = 5'h05;
+      6'h06:
+          \$86  = 5'h04;
+      6'h07:
+          \$86  = 5'h04;
+      6'h08:
+          \$86  = 5'h03;
+      6'h09:
+          \$86  = 5'h03;
+      6'h0a:
+          \$86  = 5'h02;
+      6'h0b:
+          \$86  = 5'h02;
+      6'h0c:
+          \$86  = 5'h02;
+      6'h0d:
+          \$86  = 5'h02;
+      6'h0e:
+          \$86  = 5'h02;
+      6'h0f:
+          \$86  = 5'h01;
+      6'h10:
+          \$86  = 5'h01;
+      6'h11:
+          \$86  = 5'h01;
+      6'h12:
+          \$86  = 5'h01;
+      6'h13:
+          \$86  = 5'h01;
+      6'h14:
+          \$86  = 5'h01;
+      6'h15:
+          \$86  = 5'h01;
+      6'h16:
+          \$86  = 5'h01;
+      6'h17:
+          \$86  = 5'h01;
+      6'h18:
+          \$86  = 5'h01;
+      6'h19:
+          \$86  = 5'h01;
+      6'h1a:
+          \$86  = 5'h01;
+      6'h1b:
+          \$86  = 5'h01;
+      6'h1c:
+          \$86  = 5'h01;
+      6'h1d:
+          \$86  = 5'h00;
+      6'h1e:
+          \$86  = 5'h00;
+      6'h1f:
+          \$86  = 5'h00;
+      6'h20:
+          \$86  = 5'h00;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$89  = 5'h00;
+    casez (n_cols[5:0])
+      6'h00:
+          \$89  = 5'h00;
+      6'h01:
+          \$89  = 5'h1d;
+      6'h02:
+          \$89  = 5'h0e;
+      6'h03:
+          \$89  = 5'h09;
+      6'h04:
+          \$89  = 5'h07;
+      6'h05:
+          \$89  = 5'h05;
+      6'h06:
+          \$89  = 5'h04;
+      6'h07:
+          \$89  = 5'h04;
+      6'h08:
+          \$89  = 5'h03;
+      6'h09:
+          \$89  = 5'h03;
+      6'h0a:
+          \$89  = 5'h02;
+      6'h0b:
+          \$89  = 5'h02;
+      6'h0c:
+          \$89  = 5'h02;
+      6'h0d:
+          \$89  = 5'h02;
+      6'h0e:
+          \$89  = 5'h02;
+      6'h0f:
+          \$89  = 5'h01;
+      6'h10:
+          \$89  = 5'h01;
+      6'h11:
+          \$89  = 5'h01;
+      6'h12:
+          \$89  = 5'h01;
+      6'h13:
+          \$89  = 5'h01;
+      6'h14:
+          \$89  = 5'h01;
+      6'h15:
+          \$89  = 5'h01;
+      6'h16:
+          \$89  = 5'h01;
+      6'h17:
+          \$89  = 5'h01;
+      6'h18:
+          \$89  = 5'h01;
+      6'h19:
+          \$89  = 5'h01;
+      6'h1a:
+          \$89  = 5'h01;
+      6'h1b:
+          \$89  = 5'h01;
+      6'h1c:
+          \$89  = 5'h01;
+      6'h1d:
+          \$89  = 5'h01;
+      6'h1e:
+          \$89  = 5'h00;
+      6'h1f:
+          \$89  = 5'h00;
+      6'h20:
+          \$89  = 5'h00;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$92  = 5'h00;
+    casez (n_cols[5:0])
+      6'h00:
+          \$92  = 5'h00;
+      6'h01:
+          \$92  = 5'h1e;
+      6'h02:
+          \$92  = 5'h0f;
+      6'h03:
+          \$92  = 5'h0a;
+      6'h04:
+          \$92  = 5'h07;
+      6'h05:
+          \$92  = 5'h06;
+      6'h06:
+          \$92  = 5'h05;
+      6'h07:
+          \$92  = 5'h04;
+      6'h08:
+          \$92  = 5'h03;
+      6'h09:
+          \$92  = 5'h03;
+      6'h0a:
+          \$92  = 5'h03;
+      6'h0b:
+          \$92  = 5'h02;
+      6'h0c:
+          \$92  = 5'h02;
+      6'h0d:
+          \$92  = 5'h02;
+      6'h0e:
+          \$92  = 5'h02;
+      6'h0f:
+          \$92  = 5'h02;
+      6'h10:
+          \$92  = 5'h01;
+      6'h11:
+          \$92  = 5'h01;
+      6'h12:
+          \$92  = 5'h01;
+      6'h13:
+          \$92  = 5'h01;
+      6'h14:
+          \$92  = 5'h01;
+      6'h15:
+          \$92  = 5'h01;
+      6'h16:
+          \$92  = 5'h01;
+      6'h17:
+          \$92  = 5'h01;
+      6'h18:
+          \$92  = 5'h01;
+      6'h19:
+          \$92  = 5'h01;
+      6'h1a:
+          \$92  = 5'h01;
+      6'h1b:
+          \$92  = 5'h01;
+      6'h1c:
+          \$92  = 5'h01;
+      6'h1d:
+          \$92  = 5'h01;
+      6'h1e:
+          \$92  = 5'h01;
+      6'h1f:
+          \$92  = 5'h00;
+      6'h20:
+          \$92  = 5'h00;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$95  = 5'h00;
+    casez (n_cols[5:0])
+      6'h00:
+          \$95  = 5'h00;
+      6'h01:
+          \$95  = 5'h1f;
+      6'h02:
+          \$95  = 5'h0f;
+      6'h03:
+          \$95  = 5'h0a;
+      6'h04:
+          \$95  = 5'h07;
+      6'h05:
+          \$95  = 5'h06;
+      6'h06:
+          \$95  = 5'h05;
+      6'h07:
+          \$95  = 5'h04;
+      6'h08:
+          \$95  = 5'h03;
+      6'h09:
+          \$95  = 5'h03;
+      6'h0a:
+          \$95  = 5'h03;
+      6'h0b:
+          \$95  = 5'h02;
+      6'h0c:
+          \$95  = 5'h02;
+      6'h0d:
+          \$95  = 5'h02;
+      6'h0e:
+          \$95  = 5'h02;
+      6'h0f:
+          \$95  = 5'h02;
+      6'h10:
+          \$95  = 5'h01;
+      6'h11:
+          \$95  = 5'h01;
+      6'h12:
+          \$95  = 5'h01;
+      6'h13:
+          \$95  = 5'h01;
+      6'h14:
+          \$95  = 5'h01;
+      6'h15:
+          \$95  = 5'h01;
+      6'h16:
+          \$95  = 5'h01;
+      6'h17:
+          \$95  = 5'h01;
+      6'h18:
+          \$95  = 5'h01;
+      6'h19:
+          \$95  = 5'h01;
+      6'h1a:
+          \$95  = 5'h01;
+      6'h1b:
+          \$95  = 5'h01;
+      6'h1c:
+          \$95  = 5'h01;
+      6'h1d:
+          \$95  = 5'h01;
+      6'h1e:
+          \$95  = 5'h01;
+      6'h1f:
+          \$95  = 5'h01;
+      6'h20:
+          \$95  = 5'h00;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$759  = \$3 ;
+    if (rst) begin
+      \$759  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$760  = \$6 ;
+    if (rst) begin
+      \$760  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$761  = \$9 ;
+    if (rst) begin
+      \$761  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$762  = \$12 ;
+    if (rst) begin
+      \$762  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$763  = \$15 ;
+    if (rst) begin
+      \$763  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$764  = \$18 ;
+    if (rst) begin
+      \$764  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$765  = \$21 ;
+    if (rst) begin
+      \$765  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$766  = \$24 ;
+    if (rst) begin
+      \$766  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$767  = \$27 ;
+    if (rst) begin
+      \$767  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$768  = \$30 ;
+    if (rst) begin
+      \$768  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$769  = \$33 ;
+    if (rst) begin
+      \$769  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$770  = \$36 ;
+    if (rst) begin
+      \$770  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$771  = \$39 ;
+    if (rst) begin
+      \$771  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$772  = \$42 ;
+    if (rst) begin
+      \$772  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$773  = \$45 ;
+    if (rst) begin
+      \$773  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$774  = \$48 ;
+    if (rst) begin
+      \$774  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$775  = \$51 ;
+    if (rst) begin
+      \$775  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$776  = \$54 ;
+    if (rst) begin
+      \$776  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$777  = \$57 ;
+    if (rst) begin
+      \$777  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$778  = \$60 ;
+    if (rst) begin
+      \$778  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$779  = \$63 ;
+    if (rst) begin
+      \$779  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$780  = \$66 ;
+    if (rst) begin
+      \$780  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$781  = \$69 ;
+    if (rst) begin
+      \$781  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$782  = \$72 ;
+    if (rst) begin
+      \$782  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$783  = \$75 ;
+    if (rst) begin
+      \$783  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$784  = \$78 ;
+    if (rst) begin
+      \$784  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$785  = \$81 ;
+    if (rst) begin
+      \$785  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$786  = \$84 ;
+    if (rst) begin
+      \$786  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$787  = \$87 ;
+    if (rst) begin
+      \$787  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$788  = \$90 ;
+    if (rst) begin
+      \$788  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$789  = \$93 ;
+    if (rst) begin
+      \$789  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$790  = \$96 ;
+    if (rst) begin
+      \$790  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$791  = mac;
+    if (rst) begin
+      \$791  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$792  = first;
+    if (rst) begin
+      \$792  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$793  = acc_addr;
+    if (rst) begin
+      \$793  = 7'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$794  = active;
+    if (rst) begin
+      \$794  = 6'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$795  = w_data;
+    if (rst) begin
+      \$795  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$796  = mac_d1;
+    if (rst) begin
+      \$796  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$797  = \mac_d1$45 ;
+    if (rst) begin
+      \$797  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$798  = first_d1;
+    if (rst) begin
+      \$798  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$799  = \first_d1$47 ;
+    if (rst) begin
+      \$799  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$800  = acc_addr_d1;
+    if (rst) begin
+      \$800  = 7'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$801  = \acc_addr_d1$49 ;
+    if (rst) begin
+      \$801  = 7'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$802  = active_d1;
+    if (rst) begin
+      \$802  = 6'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$803  = \active_d1$51 ;
+    if (rst) begin
+      \$803  = 6'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$804  = mac_d2;
+    if (rst) begin
+      \$804  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$805  = \mac_d1$53 ;
+    if (rst) begin
+      \$805  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$806  = acc_addr_d2;
+    if (rst) begin
+      \$806  = 7'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$807  = \acc_addr_d1$55 ;
+    if (rst) begin
+      \$807  = 7'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$808  = \$98 ;
+    if (rst) begin
+      \$808  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$809  = product_0_0;
+    if (rst) begin
+      \$809  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$810  = \$100 ;
+    if (rst) begin
+      \$810  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$811  = product_0_1;
+    if (rst) begin
+      \$811  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$812  = \$102 ;
+    if (rst) begin
+      \$812  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$813  = product_0_2;
+    if (rst) begin
+      \$813  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$814  = \$104 ;
+    if (rst) begin
+      \$814  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$815  = product_0_3;
+    if (rst) begin
+      \$815  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$816  = \$106 ;
+    if (rst) begin
+      \$816  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$817  = product_0_4;
+    if (rst) begin
+      \$817  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$818  = \$108 ;
+    if (rst) begin
+      \$818  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$819  = product_0_5;
+    if (rst) begin
+      \$819  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$820  = \$110 ;
+    if (rst) begin
+      \$820  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$821  = product_0_6;
+    if (rst) begin
+      \$821  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$822  = \$112 ;
+    if (rst) begin
+      \$822  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$823  = product_0_7;
+    if (rst) begin
+      \$823  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$824  = \$114 ;
+    if (rst) begin
+      \$824  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$825  = product_0_8;
+    if (rst) begin
+      \$825  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$826  = \$116 ;
+    if (rst) begin
+      \$826  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$827  = product_0_9;
+    if (rst) begin
+      \$827  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$828  = \$118 ;
+    if (rst) begin
+      \$828  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$829  = product_0_10;
+    if (rst) begin
+      \$829  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$830  = \$120 ;
+    if (rst) begin
+      \$830  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$831  = product_0_11;
+    if (rst) begin
+      \$831  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$832  = \$122 ;
+    if (rst) begin
+      \$832  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$833  = product_0_12;
+    if (rst) begin
+      \$833  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$834  = \$124 ;
+    if (rst) begin
+      \$834  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$835  = product_0_13;
+    if (rst) begin
+      \$835  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$836  = \$126 ;
+    if (rst) begin
+      \$836  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$837  = product_0_14;
+    if (rst) begin
+      \$837  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$838  = \$128 ;
+    if (rst) begin
+      \$838  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$839  = product_0_15;
+    if (rst) begin
+      \$839  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$840  = \$130 ;
+    if (rst) begin
+      \$840  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$841  = product_0_16;
+    if (rst) begin
+      \$841  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$842  = \$132 ;
+    if (rst) begin
+      \$842  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$843  = product_0_17;
+    if (rst) begin
+      \$843  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$844  = \$134 ;
+    if (rst) begin
+      \$844  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$845  = product_0_18;
+    if (rst) begin
+      \$845  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$846  = \$136 ;
+    if (rst) begin
+      \$846  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$847  = product_0_19;
+    if (rst) begin
+      \$847  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$848  = \$138 ;
+    if (rst) begin
+      \$848  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$849  = product_0_20;
+    if (rst) begin
+      \$849  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$850  = \$140 ;
+    if (rst) begin
+      \$850  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$851  = product_0_21;
+    if (rst) begin
+      \$851  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$852  = \$142 ;
+    if (rst) begin
+      \$852  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$853  = product_0_22;
+    if (rst) begin
+      \$853  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$854  = \$144 ;
+    if (rst) begin
+      \$854  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$855  = product_0_23;
+    if (rst) begin
+      \$855  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$856  = \$146 ;
+    if (rst) begin
+      \$856  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$857  = product_0_24;
+    if (rst) begin
+      \$857  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$858  = \$148 ;
+    if (rst) begin
+      \$858  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$859  = product_0_25;
+    if (rst) begin
+      \$859  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$860  = \$150 ;
+    if (rst) begin
+      \$860  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$861  = product_0_26;
+    if (rst) begin
+      \$861  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$862  = \$152 ;
+    if (rst) begin
+      \$862  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$863  = product_0_27;
+    if (rst) begin
+      \$863  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$864  = \$154 ;
+    if (rst) begin
+      \$864  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$865  = product_0_28;
+    if (rst) begin
+      \$865  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$866  = \$156 ;
+    if (rst) begin
+      \$866  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$867  = product_0_29;
+    if (rst) begin
+      \$867  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$868  = \$158 ;
+    if (rst) begin
+      \$868  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$869  = product_0_30;
+    if (rst) begin
+      \$869  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$870  = \$160 ;
+    if (rst) begin
+      \$870  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$871  = product_0_31;
+    if (rst) begin
+      \$871  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$872  = \$162 ;
+    if (rst) begin
+      \$872  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$873  = product_1_0;
+    if (rst) begin
+      \$873  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$874  = \$164 ;
+    if (rst) begin
+      \$874  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$875  = product_1_1;
+    if (rst) begin
+      \$875  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$876  = \$166 ;
+    if (rst) begin
+      \$876  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$877  = product_1_2;
+    if (rst) begin
+      \$877  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$878  = \$168 ;
+    if (rst) begin
+      \$878  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$879  = product_1_3;
+    if (rst) begin
+      \$879  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$880  = \$170 ;
+    if (rst) begin
+      \$880  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$881  = product_1_4;
+    if (rst) begin
+      \$881  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$882  = \$172 ;
+    if (rst) begin
+      \$882  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$883  = product_1_5;
+    if (rst) begin
+      \$883  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$884  = \$174 ;
+    if (rst) begin
+      \$884  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$885  = product_1_6;
+    if (rst) begin
+      \$885  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$886  = \$176 ;
+    if (rst) begin
+      \$886  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$887  = product_1_7;
+    if (rst) begin
+      \$887  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$888  = \$178 ;
+    if (rst) begin
+      \$888  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$889  = product_1_8;
+    if (rst) begin
+      \$889  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$890  = \$180 ;
+    if (rst) begin
+      \$890  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$891  = product_1_9;
+    if (rst) begin
+      \$891  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$892  = \$182 ;
+    if (rst) begin
+      \$892  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$893  = product_1_10;
+    if (rst) begin
+      \$893  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$894  = \$184 ;
+    if (rst) begin
+      \$894  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$895  = product_1_11;
+    if (rst) begin
+      \$895  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$896  = \$186 ;
+    if (rst) begin
+      \$896  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$897  = product_1_12;
+    if (rst) begin
+      \$897  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$898  = \$188 ;
+    if (rst) begin
+      \$898  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$899  = product_1_13;
+    if (rst) begin
+      \$899  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$900  = \$190 ;
+    if (rst) begin
+      \$900  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$901  = product_1_14;
+    if (rst) begin
+      \$901  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$902  = \$192 ;
+    if (rst) begin
+      \$902  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$903  = product_1_15;
+    if (rst) begin
+      \$903  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$904  = \$194 ;
+    if (rst) begin
+      \$904  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$905  = product_1_16;
+    if (rst) begin
+      \$905  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$906  = \$196 ;
+    if (rst) begin
+      \$906  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$907  = product_1_17;
+    if (rst) begin
+      \$907  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$908  = \$198 ;
+    if (rst) begin
+      \$908  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$909  = product_1_18;
+    if (rst) begin
+      \$909  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$910  = \$200 ;
+    if (rst) begin
+      \$910  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$911  = product_1_19;
+    if (rst) begin
+      \$911  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$912  = \$202 ;
+    if (rst) begin
+      \$912  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$913  = product_1_20;
+    if (rst) begin
+      \$913  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$914  = \$204 ;
+    if (rst) begin
+      \$914  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$915  = product_1_21;
+    if (rst) begin
+      \$915  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$916  = \$206 ;
+    if (rst) begin
+      \$916  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$917  = product_1_22;
+    if (rst) begin
+      \$917  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$918  = \$208 ;
+    if (rst) begin
+      \$918  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$919  = product_1_23;
+    if (rst) begin
+      \$919  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$920  = \$210 ;
+    if (rst) begin
+      \$920  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$921  = product_1_24;
+    if (rst) begin
+      \$921  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$922  = \$212 ;
+    if (rst) begin
+      \$922  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$923  = product_1_25;
+    if (rst) begin
+      \$923  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$924  = \$214 ;
+    if (rst) begin
+      \$924  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$925  = product_1_26;
+    if (rst) begin
+      \$925  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$926  = \$216 ;
+    if (rst) begin
+      \$926  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$927  = product_1_27;
+    if (rst) begin
+      \$927  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$928  = \$218 ;
+    if (rst) begin
+      \$928  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$929  = product_1_28;
+    if (rst) begin
+      \$929  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$930  = \$220 ;
+    if (rst) begin
+      \$930  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$931  = product_1_29;
+    if (rst) begin
+      \$931  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$932  = \$222 ;
+    if (rst) begin
+      \$932  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$933  = product_1_30;
+    if (rst) begin
+      \$933  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$934  = \$224 ;
+    if (rst) begin
+      \$934  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$935  = product_1_31;
+    if (rst) begin
+      \$935  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$936  = \$226 ;
+    if (rst) begin
+      \$936  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$937  = product_2_0;
+    if (rst) begin
+      \$937  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$938  = \$228 ;
+    if (rst) begin
+      \$938  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$939  = product_2_1;
+    if (rst) begin
+      \$939  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$940  = \$230 ;
+    if (rst) begin
+      \$940  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$941  = product_2_2;
+    if (rst) begin
+      \$941  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$942  = \$232 ;
+    if (rst) begin
+      \$942  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$943  = product_2_3;
+    if (rst) begin
+      \$943  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$944  = \$234 ;
+    if (rst) begin
+      \$944  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$945  = product_2_4;
+    if (rst) begin
+      \$945  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$946  = \$236 ;
+    if (rst) begin
+      \$946  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$947  = product_2_5;
+    if (rst) begin
+      \$947  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$948  = \$238 ;
+    if (rst) begin
+      \$948  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$949  = product_2_6;
+    if (rst) begin
+      \$949  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$950  = \$240 ;
+    if (rst) begin
+      \$950  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$951  = product_2_7;
+    if (rst) begin
+      \$951  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$952  = \$242 ;
+    if (rst) begin
+      \$952  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$953  = product_2_8;
+    if (rst) begin
+      \$953  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$954  = \$244 ;
+    if (rst) begin
+      \$954  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$955  = product_2_9;
+    if (rst) begin
+      \$955  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$956  = \$246 ;
+    if (rst) begin
+      \$956  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$957  = product_2_10;
+    if (rst) begin
+      \$957  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$958  = \$248 ;
+    if (rst) begin
+      \$958  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$959  = product_2_11;
+    if (rst) begin
+      \$959  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$960  = \$250 ;
+    if (rst) begin
+      \$960  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$961  = product_2_12;
+    if (rst) begin
+      \$961  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$962  = \$252 ;
+    if (rst) begin
+      \$962  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$963  = product_2_13;
+    if (rst) begin
+      \$963  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$964  = \$254 ;
+    if (rst) begin
+      \$964  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$965  = product_2_14;
+    if (rst) begin
+      \$965  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$966  = \$256 ;
+    if (rst) begin
+      \$966  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$967  = product_2_15;
+    if (rst) begin
+      \$967  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$968  = \$258 ;
+    if (rst) begin
+      \$968  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$969  = product_2_16;
+    if (rst) begin
+      \$969  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$970  = \$260 ;
+    if (rst) begin
+      \$970  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$971  = product_2_17;
+    if (rst) begin
+      \$971  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$972  = \$262 ;
+    if (rst) begin
+      \$972  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$973  = product_2_18;
+    if (rst) begin
+      \$973  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$974  = \$264 ;
+    if (rst) begin
+      \$974  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$975  = product_2_19;
+    if (rst) begin
+      \$975  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$976  = \$266 ;
+    if (rst) begin
+      \$976  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$977  = product_2_20;
+    if (rst) begin
+      \$977  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$978  = \$268 ;
+    if (rst) begin
+      \$978  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$979  = product_2_21;
+    if (rst) begin
+      \$979  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$980  = \$270 ;
+    if (rst) begin
+      \$980  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$981  = product_2_22;
+    if (rst) begin
+      \$981  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$982  = \$272 ;
+    if (rst) begin
+      \$982  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$983  = product_2_23;
+    if (rst) begin
+      \$983  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$984  = \$274 ;
+    if (rst) begin
+      \$984  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$985  = product_2_24;
+    if (rst) begin
+      \$985  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$986  = \$276 ;
+    if (rst) begin
+      \$986  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$987  = product_2_25;
+    if (rst) begin
+      \$987  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$988  = \$278 ;
+    if (rst) begin
+      \$988  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$989  = product_2_26;
+    if (rst) begin
+      \$989  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$990  = \$280 ;
+    if (rst) begin
+      \$990  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$991  = product_2_27;
+    if (rst) begin
+      \$991  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$992  = \$282 ;
+    if (rst) begin
+      \$992  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$993  = product_2_28;
+    if (rst) begin
+      \$993  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$994  = \$284 ;
+    if (rst) begin
+      \$994  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$995  = product_2_29;
+    if (rst) begin
+      \$995  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$996  = \$286 ;
+    if (rst) begin
+      \$996  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$997  = product_2_30;
+    if (rst) begin
+      \$997  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$998  = \$288 ;
+    if (rst) begin
+      \$998  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$999  = product_2_31;
+    if (rst) begin
+      \$999  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$1000  = \$290 ;
+    if (rst) begin
+      \$1000  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$1001  = product_3_0;
+    if (rst) begin
+      \$1001  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$1002  = \$292 ;
+    if (rst) begin
+      \$1002  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$1003  = product_3_1;
+    if (rst) begin
+      \$1003  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$1004  = \$294 ;
+    if (rst) begin
+      \$1004  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$1005  = product_3_2;
+    if (rst) begin
+      \$1005  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$1006  = \$296 ;
+    if (rst) begin
+      \$1006  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$1007  = product_3_3;
+    if (rst) begin
+      \$1007  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$1008  = \$298 ;
+    if (rst) begin
+      \$1008  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$1009  = product_3_4;
+    if (rst) begin
+      \$1009  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$1010  = \$300 ;
+    if (rst) begin
+      \$1010  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$1011  = product_3_5;
+    if (rst) begin
+      \$1011  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$1012  = \$302 ;
+    if (rst) begin
+      \$1012  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$1013  = product_3_6;
+    if (rst) begin
+      \$1013  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$1014  = \$304 ;
+    if (rst) begin
+      \$1014  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$1015  = product_3_7;
+    if (rst) begin
+      \$1015  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$1016  = \$306 ;
+    if (rst) begin
+      \$1016  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$1017  = product_3_8;
+    if (rst) begin
+      \$1017  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$1018  = \$308 ;
+    if (rst) begin
+      \$1018  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$1019  = product_3_9;
+    if (rst) begin
+      \$1019  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$1020  = \$310 ;
+    if (rst) begin
+      \$1020  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$1021  = product_3_10;
+    if (rst) begin
+      \$1021  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$1022  = \$312 ;
+    if (rst) begin
+      \$1022  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$1023  = product_3_11;
+    if (rst) begin
+      \$1023  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$1024  = \$314 ;
+    if (rst) begin
+      \$1024  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$1025  = product_3_12;
+    if (rst) begin
+      \$1025  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$1026  = \$316 ;
+    if (rst) begin
+      \$1026  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$1027  = product_3_13;
+    if (rst) begin
+      \$1027  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$1028  = \$318 ;
+    if (rst) begin
+      \$1028  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$1029  = product_3_14;
+    if (rst) begin
+      \$1029  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$1030  = \$320 ;
+    if (rst) begin
+      \$1030  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$1031  = product_3_15;
+    if (rst) begin
+      \$1031  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$1032  = \$322 ;
+    if (rst) begin
+      \$1032  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$1033  = product_3_16;
+    if (rst) begin
+      \$1033  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$1034  = \$324 ;
+    if (rst) begin
+      \$1034  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$1035  = product_3_17;
+    if (rst) begin
+      \$1035  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$1036  = \$326 ;
+    if (rst) begin
+      \$1036  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$1037  = product_3_18;
+    if (rst) begin
+      \$1037  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$1038  = \$328 ;
+    if (rst) begin
+      \$1038  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$1039  = product_3_19;
+    if (rst) begin
+      \$1039  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$1040  = \$330 ;
+    if (rst) begin
+      \$1040  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$1041  = product_3_20;
+    if (rst) begin
+      \$1041  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$1042  = \$332 ;
+    if (rst) begin
+      \$1042  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$1043  = product_3_21;
+    if (rst) begin
+      \$1043  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$1044  = \$334 ;
+    if (rst) begin
+      \$1044  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$1045  = product_3_22;
+    if (rst) begin
+      \$1045  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$1046  = \$336 ;
+    if (rst) begin
+      \$1046  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$1047  = product_3_23;
+    if (rst) begin
+      \$1047  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$1048  = \$338 ;
+    if (rst) begin
+      \$1048  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$1049  = product_3_24;
+    if (rst) begin
+      \$1049  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$1050  = \$340 ;
+    if (rst) begin
+      \$1050  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$1051  = product_3_25;
+    if (rst) begin
+      \$1051  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$1052  = \$342 ;
+    if (rst) begin
+      \$1052  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$1053  = product_3_26;
+    if (rst) begin
+      \$1053  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$1054  = \$344 ;
+    if (rst) begin
+      \$1054  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$1055  = product_3_27;
+    if (rst) begin
+      \$1055  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$1056  = \$346 ;
+    if (rst) begin
+      \$1056  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$1057  = product_3_28;
+    if (rst) begin
+      \$1057  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$1058  = \$348 ;
+    if (rst) begin
+      \$1058  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$1059  = product_3_29;
+    if (rst) begin
+      \$1059  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$1060  = \$350 ;
+    if (rst) begin
+      \$1060  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$1061  = product_3_30;
+    if (rst) begin
+      \$1061  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$1062  = \$352 ;
+    if (rst) begin
+      \$1062  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$1063  = product_3_31;
+    if (rst) begin
+      \$1063  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$1064  = \$signal ;
+    casez (fold_state)
       2'h0:
-          selected = acc_out__data;
+          if (fold_start) begin
+            \$1064  = read_data;
+          end
       2'h1:
-          selected = \acc_out__data$183 ;
+          /* empty */;
       2'h2:
-          selected = \acc_out__data$184 ;
+          if (\$364 ) begin
+            \$1064  = { fold_sum_31, fold_sum_30, fold_sum_29, fold_sum_28, fold_sum_27, fold_sum_26, fold_sum_25, fold_sum_24, fold_sum_23, fold_sum_22, fold_sum_21, fold_sum_20, fold_sum_19, fold_sum_18, fold_sum_17, fold_sum_16, fold_sum_15, fold_sum_14, fold_sum_13, fold_sum_12, fold_sum_11, fold_sum_10, fold_sum_9, fold_sum_8, fold_sum_7, fold_sum_6, fold_sum_5, fold_sum_4, fold_sum_3, fold_sum_2, fold_sum_1, fold_sum_0 };
+          end
+    endcase
+    if (rst) begin
+      \$1064  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$1065  = addr;
+    casez (fold_state)
+      2'h0:
+          if (fold_start) begin
+            \$1065  = \$353 [6:0];
+          end
+      2'h1:
+          if (\$357 ) begin
+            \$1065  = \$359 [6:0];
+          end
+    endcase
+    if (rst) begin
+      \$1065  = 7'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$1066  = set_left;
+    casez (fold_state)
+      2'h0:
+          if (fold_start) begin
+            \$1066  = \$354 [1:0];
+          end
+      2'h1:
+          if (\$357 ) begin
+            \$1066  = \$360 [1:0];
+          end
+    endcase
+    if (rst) begin
+      \$1066  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$1067  = shift;
+    casez (fold_state)
+      2'h0:
+          if (fold_start) begin
+            \$1067  = \$356 [5:0];
+          end
+      2'h1:
+          if (\$357 ) begin
+          end else if (\$358 ) begin
+            \$1067  = \$363 ;
+          end
+    endcase
+    if (rst) begin
+      \$1067  = 6'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$1068  = fold_state;
+    casez (fold_state)
+      2'h0:
+          if (fold_start) begin
+            \$1068  = 2'h1;
+          end
+      2'h1:
+          (* full_case = 32'd1 *)
+          if (\$357 ) begin
+            \$1068  = 2'h2;
+          end else if (\$358 ) begin
+            \$1068  = 2'h2;
+          end else begin
+            \$1068  = 2'h0;
+          end
+      2'h2:
+          if (\$364 ) begin
+            \$1068  = 2'h1;
+          end
+    endcase
+    if (rst) begin
+      \$1068  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$1069  = operand;
+    casez (fold_state)
+      2'h0:
+          /* empty */;
+      2'h1:
+          if (\$357 ) begin
+            \$1069  = read_data;
+          end else if (\$358 ) begin
+            \$1069  = \$362 ;
+          end
+    endcase
+    if (rst) begin
+      \$1069  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$1070  = \wait ;
+    casez (fold_state)
+      2'h0:
+          /* empty */;
+      2'h1:
+          if (\$357 ) begin
+            \$1070  = 2'h3;
+          end else if (\$358 ) begin
+            \$1070  = 2'h3;
+          end
+      2'h2:
+          \$1070  = \$365 [1:0];
+    endcase
+    if (rst) begin
+      \$1070  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    (* full_case = 32'd1 *)
+    casez (fold_row)
+      2'h0:
+          read_data = acc_fold__data;
+      2'h1:
+          read_data = \acc_fold__data$662 ;
+      2'h2:
+          read_data = \acc_fold__data$663 ;
       2'h3:
-          selected = \acc_out__data$185 ;
+          read_data = \acc_fold__data$664 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    acc_fold__addr = 7'h00;
+    casez (fold_state)
+      2'h0:
+          acc_fold__addr = fold_word;
+      2'h1:
+          acc_fold__addr = addr;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    fold_done = 1'h0;
+    casez (fold_state)
+      2'h0:
+          /* empty */;
+      2'h1:
+          (* full_case = 32'd1 *)
+          if (\$370 ) begin
+          end else if (\$371 ) begin
+          end else begin
+            fold_done = 1'h1;
+          end
     endcase
   end
   assign \$signature__addr  = in_word;
   assign \$signature__data  = in_data;
-  assign bank_r__addr = k[11:5];
-  assign \$signature__addr$11  = n_word;
-  assign \$signature__addr$13  = n_word;
-  assign \$signature__en$14  = mac;
-  assign \$signature__data$16  = { sum_0_31, sum_0_30, sum_0_29, sum_0_28, sum_0_27, sum_0_26, sum_0_25, sum_0_24, sum_0_23, sum_0_22, sum_0_21, sum_0_20, sum_0_19, sum_0_18, sum_0_17, sum_0_16, sum_0_15, sum_0_14, sum_0_13, sum_0_12, sum_0_11, sum_0_10, sum_0_9, sum_0_8, sum_0_7, sum_0_6, sum_0_5, sum_0_4, sum_0_3, sum_0_2, sum_0_1, sum_0_0 };
-  assign rd_word = acc_out__addr;
-  assign \$signature__addr$51  = in_word;
-  assign \$signature__data$52  = in_data;
-  assign \bank_r__addr$54  = k[11:5];
-  assign \$signature__addr$57  = n_word;
-  assign \$signature__addr$58  = n_word;
-  assign \$signature__en$59  = mac;
-  assign \$signature__data$60  = { sum_1_31, sum_1_30, sum_1_29, sum_1_28, sum_1_27, sum_1_26, sum_1_25, sum_1_24, sum_1_23, sum_1_22, sum_1_21, sum_1_20, sum_1_19, sum_1_18, sum_1_17, sum_1_16, sum_1_15, sum_1_14, sum_1_13, sum_1_12, sum_1_11, sum_1_10, sum_1_9, sum_1_8, sum_1_7, sum_1_6, sum_1_5, sum_1_4, sum_1_3, sum_1_2, sum_1_1, sum_1_0 };
-  assign \acc_out__addr$93  = acc_out__addr;
-  assign \$signature__addr$94  = in_word;
-  assign \$signature__data$95  = in_data;
-  assign \bank_r__addr$97  = k[11:5];
-  assign \$signature__addr$100  = n_word;
-  assign \$signature__addr$101  = n_word;
-  assign \$signature__en$102  = mac;
-  assign \$signature__data$103  = { sum_2_31, sum_2_30, sum_2_29, sum_2_28, sum_2_27, sum_2_26, sum_2_25, sum_2_24, sum_2_23, sum_2_22, sum_2_21, sum_2_20, sum_2_19, sum_2_18, sum_2_17, sum_2_16, sum_2_15, sum_2_14, sum_2_13, sum_2_12, sum_2_11, sum_2_10, sum_2_9, sum_2_8, sum_2_7, sum_2_6, sum_2_5, sum_2_4, sum_2_3, sum_2_2, sum_2_1, sum_2_0 };
-  assign \acc_out__addr$136  = acc_out__addr;
-  assign \$signature__addr$137  = in_word;
-  assign \$signature__data$138  = in_data;
-  assign \bank_r__addr$140  = k[11:5];
-  assign \$signature__addr$143  = n_word;
-  assign \$signature__addr$144  = n_word;
-  assign \$signature__en$145  = mac;
-  assign \$signature__data$146  = { sum_3_31, sum_3_30, sum_3_29, sum_3_28, sum_3_27, sum_3_26, sum_3_25, sum_3_24, sum_3_23, sum_3_22, sum_3_21, sum_3_20, sum_3_19, sum_3_18, sum_3_17, sum_3_16, sum_3_15, sum_3_14, sum_3_13, sum_3_12, sum_3_11, sum_3_10, sum_3_9, sum_3_8, sum_3_7, sum_3_6, sum_3_5, sum_3_4, sum_3_3, sum_3_2, sum_3_1, sum_3_0 };
-  assign \acc_out__addr$179  = acc_out__addr;
-  assign rd_fp16[511:496] = half_31;
-  assign rd_fp16[495:480] = half_30;
-  assign rd_fp16[479:464] = half_29;
-  assign rd_fp16[463:448] = half_28;
-  assign rd_fp16[447:432] = half_27;
-  assign rd_fp16[431:416] = half_26;
-  assign rd_fp16[415:400] = half_25;
-  assign rd_fp16[399:384] = half_24;
-  assign rd_fp16[383:368] = half_23;
-  assign rd_fp16[367:352] = half_22;
-  assign rd_fp16[351:336] = half_21;
-  assign rd_fp16[335:320] = half_20;
-  assign rd_fp16[319:304] = half_19;
-  assign rd_fp16[303:288] = half_18;
-  assign rd_fp16[287:272] = half_17;
-  assign rd_fp16[271:256] = half_16;
-  assign rd_fp16[255:240] = half_15;
-  assign rd_fp16[239:224] = half_14;
-  assign rd_fp16[223:208] = half_13;
-  assign rd_fp16[207:192] = half_12;
-  assign rd_fp16[191:176] = half_11;
-  assign rd_fp16[175:160] = half_10;
-  assign rd_fp16[159:144] = half_9;
-  assign rd_fp16[143:128] = half_8;
-  assign rd_fp16[127:112] = half_7;
-  assign rd_fp16[111:96] = half_6;
-  assign rd_fp16[95:80] = half_5;
-  assign rd_fp16[79:64] = half_4;
-  assign rd_fp16[63:48] = half_3;
-  assign rd_fp16[47:32] = half_2;
-  assign rd_fp16[31:16] = half_1;
-  assign rd_fp16[15:0] = half_0;
+  assign bank_r__addr = k_base[11:5];
+  assign \$signature__addr$499  = acc_addr_d2;
+  assign \$signature__addr$500  = \acc_addr_d2$56 ;
+  assign \$signature__en$501  = \mac_d2$54 ;
+  assign \$signature__data$502  = { sum_0_31, sum_0_30, sum_0_29, sum_0_28, sum_0_27, sum_0_26, sum_0_25, sum_0_24, sum_0_23, sum_0_22, sum_0_21, sum_0_20, sum_0_19, sum_0_18, sum_0_17, sum_0_16, sum_0_15, sum_0_14, sum_0_13, sum_0_12, sum_0_11, sum_0_10, sum_0_9, sum_0_8, sum_0_7, sum_0_6, sum_0_5, sum_0_4, sum_0_3, sum_0_2, sum_0_1, sum_0_0 };
+  assign \$signature__addr$535  = in_word;
+  assign \$signature__data$536  = in_data;
+  assign \bank_r__addr$538  = k_base[11:5];
+  assign \$signature__addr$539  = acc_addr_d2;
+  assign \$signature__addr$540  = \acc_addr_d2$56 ;
+  assign \$signature__en$541  = \mac_d2$54 ;
+  assign \$signature__data$542  = { sum_1_31, sum_1_30, sum_1_29, sum_1_28, sum_1_27, sum_1_26, sum_1_25, sum_1_24, sum_1_23, sum_1_22, sum_1_21, sum_1_20, sum_1_19, sum_1_18, sum_1_17, sum_1_16, sum_1_15, sum_1_14, sum_1_13, sum_1_12, sum_1_11, sum_1_10, sum_1_9, sum_1_8, sum_1_7, sum_1_6, sum_1_5, sum_1_4, sum_1_3, sum_1_2, sum_1_1, sum_1_0 };
+  assign \$signature__addr$575  = in_word;
+  assign \$signature__data$576  = in_data;
+  assign \bank_r__addr$578  = k_base[11:5];
+  assign \$signature__addr$579  = acc_addr_d2;
+  assign \$signature__addr$580  = \acc_addr_d2$56 ;
+  assign \$signature__en$581  = \mac_d2$54 ;
+  assign \$signature__data$582  = { sum_2_31, sum_2_30, sum_2_29, sum_2_28, sum_2_27, sum_2_26, sum_2_25, sum_2_24, sum_2_23, sum_2_22, sum_2_21, sum_2_20, sum_2_19, sum_2_18, sum_2_17, sum_2_16, sum_2_15, sum_2_14, sum_2_13, sum_2_12, sum_2_11, sum_2_10, sum_2_9, sum_2_8, sum_2_7, sum_2_6, sum_2_5, sum_2_4, sum_2_3, sum_2_2, sum_2_1, sum_2_0 };
+  assign \$signature__addr$615  = in_word;
+  assign \$signature__data$616  = in_data;
+  assign \bank_r__addr$618  = k_base[11:5];
+  assign \$signature__addr$619  = acc_addr_d2;
+  assign \$signature__addr$620  = \acc_addr_d2$56 ;
+  assign \$signature__en$621  = \mac_d2$54 ;
+  assign \$signature__data$622  = { sum_3_31, sum_3_30, sum_3_29, sum_3_28, sum_3_27, sum_3_26, sum_3_25, sum_3_24, sum_3_23, sum_3_22, sum_3_21, sum_3_20, sum_3_19, sum_3_18, sum_3_17, sum_3_16, sum_3_15, sum_3_14, sum_3_13, sum_3_12, sum_3_11, sum_3_10, sum_3_9, sum_3_8, sum_3_7, sum_3_6, sum_3_5, sum_3_4, sum_3_3, sum_3_2, sum_3_1, sum_3_0 };
+  assign read_addr = acc_fold__addr;
+  assign \acc_fold__addr$657  = acc_fold__addr;
+  assign \acc_fold__addr$658  = acc_fold__addr;
+  assign \acc_fold__addr$659  = acc_fold__addr;
+  assign sum_fp32 = \$signal ;
+  assign sum_fp16[511:496] = half_31;
+  assign sum_fp16[495:480] = half_30;
+  assign sum_fp16[479:464] = half_29;
+  assign sum_fp16[463:448] = half_28;
+  assign sum_fp16[447:432] = half_27;
+  assign sum_fp16[431:416] = half_26;
+  assign sum_fp16[415:400] = half_25;
+  assign sum_fp16[399:384] = half_24;
+  assign sum_fp16[383:368] = half_23;
+  assign sum_fp16[367:352] = half_22;
+  assign sum_fp16[351:336] = half_21;
+  assign sum_fp16[335:320] = half_20;
+  assign sum_fp16[319:304] = half_19;
+  assign sum_fp16[303:288] = half_18;
+  assign sum_fp16[287:272] = half_17;
+  assign sum_fp16[271:256] = half_16;
+  assign sum_fp16[255:240] = half_15;
+  assign sum_fp16[239:224] = half_14;
+  assign sum_fp16[223:208] = half_13;
+  assign sum_fp16[207:192] = half_12;
+  assign sum_fp16[191:176] = half_11;
+  assign sum_fp16[175:160] = half_10;
+  assign sum_fp16[159:144] = half_9;
+  assign sum_fp16[143:128] = half_8;
+  assign sum_fp16[127:112] = half_7;
+  assign sum_fp16[111:96] = half_6;
+  assign sum_fp16[95:80] = half_5;
+  assign sum_fp16[79:64] = half_4;
+  assign sum_fp16[63:48] = half_3;
+  assign sum_fp16[47:32] = half_2;
+  assign sum_fp16[31:16] = half_1;
+  assign sum_fp16[15:0] = half_0;
+  assign \$356  = { 1'h0, \$355 [25:1] };
+  assign \$363  = { 1'h0, shift[5:1] };
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.decoder (is_compute, \port$2254$128 , log2_slot, desc, status, is_load);
+module \ndp_device.control_unit.decoder (is_compute, \port$3106$128 , log2_slot, desc, status, is_load);
   reg \$auto$verilog_backend.cc:2355:dump_module$5  = 0;
   wire [26:0] \$1 ;
   wire \$10 ;
@@ -8145,8 +17249,8 @@ module \ndp_device.control_unit.decoder (is_compute, \port$2254$128 , log2_slot,
   input [7:0] log2_slot;
   wire [7:0] log2_slot;
   wire [39:0] out_elems;
-  input [127:0] \port$2254$128 ;
-  wire [127:0] \port$2254$128 ;
+  input [127:0] \port$3106$128 ;
+  wire [127:0] \port$3106$128 ;
   wire [49:0] room;
   output [7:0] status;
   reg [7:0] status;
@@ -8173,8 +17277,8 @@ module \ndp_device.control_unit.decoder (is_compute, \port$2254$128 , log2_slot,
   assign \$27  = ~ \$26 ;
   assign \$28  = ! desc[25:20];
   assign \$29  = ! desc[103:84];
-  assign \$30  = desc[83:20] >= \port$2254$128 [63:0];
-  assign \$31  = \$2  <= \port$2254$128 [127:64];
+  assign \$30  = desc[83:20] >= \port$3106$128 [63:0];
+  assign \$31  = \$2  <= \port$3106$128 [127:64];
   assign \$32  = \$30  & \$31 ;
   assign \$33  = \$29  | \$32 ;
   assign \$34  = \$28  & \$33 ;
@@ -8253,8 +17357,8 @@ module \ndp_device.control_unit.decoder (is_compute, \port$2254$128 , log2_slot,
   end
   assign dev_end = { 1'h0, \$2  };
   assign room = \$4 [49:0];
-  assign data_base = \port$2254$128 [63:0];
-  assign data_limit = \port$2254$128 [127:64];
+  assign data_base = \port$3106$128 [63:0];
+  assign data_limit = \port$3106$128 [127:64];
   assign \desc.type  = desc[1:0];
   assign \desc.op  = desc[5:2];
   assign \desc.dtype  = desc[9:6];
@@ -8276,32 +17380,43 @@ module \ndp_device.control_unit.decoder (is_compute, \port$2254$128 , log2_slot,
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.reader (rst, r_en, bus__arlen, out__data, start, beats, \addr$28 , busy, bus__arvalid, bus__rready, addr, out__valid, bus__arready, w_data, bus__rlast, bus__rvalid, clk);
+module \ndp_device.control_unit.reader (bus__rlast, clk, rst, r_en, bus__arlen, bus__arvalid, busy, out__data, start, beats, \addr$31 , addr, out__valid, bus__arready, bus__rvalid, w_data);
   reg \$auto$verilog_backend.cc:2355:dump_module$6  = 0;
   wire [7:0] \$1 ;
   wire \$10 ;
   wire \$11 ;
-  wire [8:0] \$12 ;
+  wire \$12 ;
   wire \$13 ;
-  wire [13:0] \$14 ;
-  wire [64:0] \$15 ;
-  wire [32:0] \$16 ;
-  wire \$17 ;
-  reg [63:0] \$18 ;
-  reg [31:0] \$19 ;
+  wire \$14 ;
+  wire [13:0] \$15 ;
+  wire [64:0] \$16 ;
+  wire [32:0] \$17 ;
+  wire \$18 ;
+  wire [7:0] \$19 ;
   wire \$2 ;
-  reg [1:0] \$20 ;
+  wire [8:0] \$20 ;
+  wire \$21 ;
+  wire [9:0] \$22 ;
+  wire \$23 ;
+  wire [2:0] \$24 ;
+  wire \$25 ;
+  wire \$26 ;
+  wire [3:0] \$27 ;
+  reg [63:0] \$28 ;
+  reg [31:0] \$29 ;
   wire \$3 ;
+  reg [7:0] \$30 ;
+  reg [1:0] \$31 ;
   wire [31:0] \$4 ;
   wire \$5 ;
-  wire [8:0] \$6 ;
+  wire \$6 ;
   wire \$7 ;
-  wire \$8 ;
-  wire \$9 ;
+  wire [8:0] \$8 ;
+  wire [9:0] \$9 ;
   output [63:0] addr;
   reg [63:0] addr = 64'h0000000000000000;
-  input [63:0] \addr$28 ;
-  wire [63:0] \addr$28 ;
+  input [63:0] \addr$31 ;
+  wire [63:0] \addr$31 ;
   input [31:0] beats;
   wire [31:0] beats;
   wire [6:0] burst;
@@ -8315,19 +17430,18 @@ module \ndp_device.control_unit.reader (rst, r_en, bus__arlen, out__data, start,
   wire bus__arready;
   wire [2:0] bus__arsize;
   output bus__arvalid;
-  reg bus__arvalid;
+  wire bus__arvalid;
   wire [511:0] bus__rdata;
   input bus__rlast;
   wire bus__rlast;
-  output bus__rready;
-  reg bus__rready;
+  wire bus__rready;
   input bus__rvalid;
   wire bus__rvalid;
   output busy;
-  reg busy;
+  wire busy;
   input clk;
   wire clk;
-  reg [1:0] fsm_state = 2'h0;
+  reg [1:0] in_flight = 2'h0;
   reg [31:0] left = 32'd0;
   wire [7:0] level;
   wire [6:0] limit;
@@ -8336,6 +17450,7 @@ module \ndp_device.control_unit.reader (rst, r_en, bus__arlen, out__data, start,
   wire out__ready;
   output out__valid;
   wire out__valid;
+  reg [7:0] pending = 8'h00;
   wire [511:0] r_data;
   input r_en;
   wire r_en;
@@ -8354,25 +17469,36 @@ module \ndp_device.control_unit.reader (rst, r_en, bus__arlen, out__data, start,
   assign \$3  = left < limit;
   assign \$4  = \$3  ? left : { 25'h0000000, limit };
   assign bus__arlen = \$4 [6:0] - 1'h1;
-  assign w_en = bus__rvalid & bus__rready;
-  assign \$5  = ! left;
-  assign \$6  = 8'h80 - level;
-  assign \$7  = $signed(\$6 ) >= $signed({ 1'h0, \$4 [6:0] });
-  assign \$8  = ! fsm_state;
-  assign \$9  = fsm_state == 1'h1;
-  assign \$10  = fsm_state == 2'h2;
-  assign \$11  = ! left;
-  assign \$12  = 8'h80 - level;
-  assign \$13  = $signed(\$12 ) >= $signed({ 1'h0, \$4 [6:0] });
-  assign \$15  = addr + \$14 ;
-  assign \$16  = left - \$4 [6:0];
-  assign \$17  = bus__rvalid & bus__rlast;
+  assign \$5  = | left;
+  assign \$6  = in_flight < 2'h2;
+  assign \$7  = \$5  & \$6 ;
+  assign \$8  = 8'h80 - level;
+  assign \$9  = $signed(\$8 ) - $signed({ 1'h0, pending });
+  assign \$10  = $signed(\$9 ) >= $signed({ 1'h0, \$4 [6:0] });
+  assign bus__arvalid = \$7  & \$10 ;
+  assign \$11  = | left;
+  assign \$12  = start | \$11 ;
+  assign \$13  = | in_flight;
+  assign busy = \$12  | \$13 ;
+  assign \$14  = bus__arvalid & bus__arready;
+  assign \$16  = addr + \$15 ;
+  assign \$17  = left - \$4 [6:0];
+  assign \$18  = bus__arvalid & bus__arready;
+  assign \$19  = \$18  * \$4 [6:0];
+  assign \$20  = pending + \$19 ;
+  assign \$22  = \$20  - \$21 ;
+  assign \$23  = bus__arvalid & bus__arready;
+  assign \$24  = in_flight + \$23 ;
+  assign \$26  = \$25  & bus__rlast;
+  assign \$27  = \$24  - \$26 ;
   always @(posedge clk)
-    addr <= \$18 ;
+    addr <= \$28 ;
   always @(posedge clk)
-    left <= \$19 ;
+    left <= \$29 ;
   always @(posedge clk)
-    fsm_state <= \$20 ;
+    pending <= \$30 ;
+  always @(posedge clk)
+    in_flight <= \$31 ;
   \ndp_device.control_unit.reader.buffer  buffer (
     .clk(clk),
     .r_data(out__data),
@@ -8385,106 +17511,42 @@ module \ndp_device.control_unit.reader (rst, r_en, bus__arlen, out__data, start,
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    busy = 1'h0;
-    casez (fsm_state)
-      2'h0:
-          if (start) begin
-            busy = 1'h1;
-          end
-      2'h1:
-          busy = 1'h1;
-      2'h2:
-          busy = 1'h1;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    bus__arvalid = 1'h0;
-    casez (fsm_state)
-      2'h0:
-          /* empty */;
-      2'h1:
-          if (\$5 ) begin
-          end else if (\$7 ) begin
-            bus__arvalid = 1'h1;
-          end
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    bus__rready = 1'h0;
-    casez (fsm_state)
-      2'h0:
-          /* empty */;
-      2'h1:
-          /* empty */;
-      2'h2:
-          bus__rready = 1'h1;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$18  = addr;
-    casez (fsm_state)
-      2'h0:
-          if (start) begin
-            \$18  = \addr$28 ;
-          end
-      2'h1:
-          if (\$11 ) begin
-          end else if (\$13 ) begin
-            if (bus__arready) begin
-              \$18  = \$15 [63:0];
-            end
-          end
-    endcase
+    \$28  = addr;
+    if (\$14 ) begin
+      \$28  = \$16 [63:0];
+    end
+    if (start) begin
+      \$28  = \addr$31 ;
+    end
     if (rst) begin
-      \$18  = 64'h0000000000000000;
+      \$28  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$19  = left;
-    casez (fsm_state)
-      2'h0:
-          if (start) begin
-            \$19  = beats;
-          end
-      2'h1:
-          if (\$11 ) begin
-          end else if (\$13 ) begin
-            if (bus__arready) begin
-              \$19  = \$16 [31:0];
-            end
-          end
-    endcase
+    \$29  = left;
+    if (\$14 ) begin
+      \$29  = \$17 [31:0];
+    end
+    if (start) begin
+      \$29  = beats;
+    end
     if (rst) begin
-      \$19  = 32'd0;
+      \$29  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$20  = fsm_state;
-    casez (fsm_state)
-      2'h0:
-          if (start) begin
-            \$20  = 2'h1;
-          end
-      2'h1:
-          if (\$11 ) begin
-            \$20  = 2'h0;
-          end else if (\$13 ) begin
-            if (bus__arready) begin
-              \$20  = 2'h2;
-            end
-          end
-      2'h2:
-          if (\$17 ) begin
-            \$20  = 2'h1;
-          end
-    endcase
+    \$30  = \$22 [7:0];
     if (rst) begin
-      \$20  = 2'h0;
+      \$30  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
+    \$31  = \$27 [1:0];
+    if (rst) begin
+      \$31  = 2'h0;
     end
   end
   assign r_data = out__data;
@@ -8496,12 +17558,16 @@ module \ndp_device.control_unit.reader (rst, r_en, bus__arlen, out__data, start,
   assign bus__arburst = 2'h1;
   assign bus__arcache = 4'h3;
   assign bus__araddr = addr;
+  assign bus__rready = 1'h1;
   assign bus__rdata = w_data;
-  assign \$14  = { 1'h0, \$4 [6:0], 6'h00 };
+  assign w_en = bus__rvalid;
+  assign \$15  = { 1'h0, \$4 [6:0], 6'h00 };
+  assign \$21  = bus__rvalid;
+  assign \$25  = bus__rvalid;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.reader.buffer (rst, r_en, w_en, w_level, r_data, r_rdy, w_port__data, clk);
+module \ndp_device.control_unit.reader.buffer (clk, rst, r_en, w_en, w_level, r_data, r_rdy, w_port__data);
   reg \$auto$verilog_backend.cc:2355:dump_module$7  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -8804,7 +17870,7 @@ module \ndp_device.control_unit.reader.buffer (rst, r_en, w_en, w_level, r_data,
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.unpacker (rst, src__valid, src__data, data, valid, last, pull, start, offset, rows, cols, \beats$29 , row, col, clk);
+module \ndp_device.control_unit.unpacker (rst, src__valid, src__data, count, data, valid, last, pull, start, offset, rows, cols, \beats$29 , row, col, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$8  = 0;
   wire [20:0] \$1 ;
   wire \$10 ;
@@ -8866,6 +17932,7 @@ module \ndp_device.control_unit.unpacker (rst, src__valid, src__data, data, vali
   wire [19:0] \col$5 ;
   input [19:0] cols;
   wire [19:0] cols;
+  output [5:0] count;
   wire [5:0] count;
   wire [5:0] \count$8 ;
   output [511:0] data;
@@ -9103,9 +18170,9 @@ module \ndp_device.control_unit.unpacker (rst, src__valid, src__data, data, vali
   assign active = busy;
   assign \$signal  = row;
   assign \col$5  = col;
-  assign count = \$4 [5:0];
   assign \count$8  = \$4 [5:0];
   assign src__ready = pull;
+  assign count = \$4 [5:0];
 endmodule
 
 (* generator = "Amaranth" *)
@@ -9454,24 +18521,33 @@ module \ndp_device.control_unit.writer (rst, src__valid, src__data, bus__awlen, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bvalid, dram__arready, dram__rid, dram__rdata, dram__rresp, dram__rlast, dram__rvalid, clk, rst, ports__2__arlen, ports__2__awlen, ports__2__wdata, ports__2__wstrb, ports__2__wlast, ports__0__arid, ports__0__araddr, ports__0__arlen, ports__0__arsize
-, ports__0__arburst, ports__0__arlock, ports__0__arcache, ports__0__arprot, ports__0__arvalid, ports__0__rready, ports__0__awid, ports__0__awaddr, ports__0__awlen, ports__0__awsize, ports__0__awburst, ports__0__awlock, ports__0__awcache, ports__0__awprot, ports__0__awvalid, ports__0__wdata, ports__0__wstrb, ports__0__wlast, ports__0__wvalid, ports__0__bready, ports__1__araddr
-, ports__1__arvalid, ports__1__rready, ports__2__arvalid, ports__2__rready, ports__2__araddr, ports__2__awvalid, ports__2__wvalid, ports__2__bready, ports__2__awaddr, dram__arid, dram__araddr, dram__arlen, dram__arsize, dram__arburst, dram__arlock, dram__arcache, dram__arprot, dram__arvalid, ports__0__arready, ports__1__arready, ports__2__arready
-, ports__0__rid, ports__0__rdata, ports__0__rresp, ports__0__rlast, ports__1__rid, ports__1__rdata, ports__1__rresp, ports__1__rlast, ports__2__rid, ports__2__rdata, ports__2__rresp, ports__2__rlast, ports__0__rvalid, dram__rready, ports__1__rvalid, ports__2__rvalid, dram__awid, dram__awaddr, dram__awlen, dram__awsize, dram__awburst
-, dram__awlock, dram__awcache, dram__awprot, dram__awvalid, ports__0__awready, ports__1__awready, ports__2__awready, dram__wdata, dram__wstrb, dram__wlast, dram__wvalid, ports__0__wready, ports__1__wready, ports__2__wready, ports__0__bid, ports__0__bresp, ports__1__bid, ports__1__bresp, ports__2__bid, ports__2__bresp, ports__0__bvalid
-, dram__bready, ports__1__bvalid, ports__2__bvalid, dram__awready);
+module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bvalid, dram__arready, ports__0__rid, ports__0__rdata, ports__0__rresp, ports__0__rlast, dram__rvalid, clk, rst, ports__2__arlen, ports__2__arvalid, ports__2__awlen, ports__2__wdata, ports__2__wstrb, ports__2__wlast, ports__0__arid, ports__0__araddr, ports__0__arlen
+, ports__0__arsize, ports__0__arburst, ports__0__arlock, ports__0__arcache, ports__0__arprot, ports__0__arvalid, ports__0__rready, ports__0__awid, ports__0__awaddr, ports__0__awlen, ports__0__awsize, ports__0__awburst, ports__0__awlock, ports__0__awcache, ports__0__awprot, ports__0__awvalid, ports__0__wdata, ports__0__wstrb, ports__0__wlast, ports__0__wvalid, ports__0__bready
+, ports__1__araddr, ports__1__arvalid, ports__1__rready, ports__2__araddr, ports__2__awvalid, ports__2__wvalid, ports__2__bready, ports__2__awaddr, dram__arid, dram__araddr, dram__arlen, dram__arsize, dram__arburst, dram__arlock, dram__arcache, dram__arprot, dram__arvalid, ports__0__arready, ports__1__arready, ports__2__arready, ports__0__rvalid
+, dram__rready, ports__1__rvalid, ports__2__rvalid, dram__awid, dram__awaddr, dram__awlen, dram__awsize, dram__awburst, dram__awlock, dram__awcache, dram__awprot, dram__awvalid, ports__0__awready, ports__1__awready, ports__2__awready, dram__wdata, dram__wstrb, dram__wlast, dram__wvalid, ports__0__wready, ports__1__wready
+, ports__2__wready, ports__0__bid, ports__0__bresp, ports__1__bid, ports__1__bresp, ports__2__bid, ports__2__bresp, ports__0__bvalid, dram__bready, ports__1__bvalid, ports__2__bvalid, dram__awready);
   reg \$auto$verilog_backend.cc:2355:dump_module$10  = 0;
   wire \$1 ;
-  wire \$10 ;
+  wire [2:0] \$10 ;
   wire \$11 ;
   wire \$12 ;
-  reg [1:0] \$13 ;
-  reg [1:0] \$14 ;
-  reg [1:0] \$15 ;
-  reg [1:0] \$16 ;
-  reg [1:0] \$17 ;
-  reg [1:0] \$18 ;
+  wire [3:0] \$13 ;
+  wire \$14 ;
+  wire \$15 ;
+  wire \$16 ;
+  wire \$17 ;
+  wire \$18 ;
+  wire \$19 ;
   wire \$2 ;
+  wire \$20 ;
+  wire \$21 ;
+  wire \$22 ;
+  reg [1:0] \$23 ;
+  reg [1:0] \$24 ;
+  reg \$25 ;
+  reg [1:0] \$26 ;
+  reg [1:0] \$27 ;
+  reg [1:0] \$28 ;
   wire \$3 ;
   wire \$4 ;
   wire \$5 ;
@@ -9480,7 +18556,8 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
   wire \$8 ;
   wire \$9 ;
   reg [1:0] \$signal  = 2'h0;
-  reg [1:0] \$signal$76  = 2'h0;
+  reg [1:0] \$signal$77  = 2'h0;
+  reg addr_phase = 1'h0;
   reg ar_any;
   reg [1:0] ar_pick;
   reg aw_any;
@@ -9535,15 +18612,11 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
   wire [1:0] dram__bresp;
   input dram__bvalid;
   wire dram__bvalid;
-  input [511:0] dram__rdata;
   wire [511:0] dram__rdata;
-  input [7:0] dram__rid;
   wire [7:0] dram__rid;
-  input dram__rlast;
   wire dram__rlast;
   output dram__rready;
   reg dram__rready;
-  input [1:0] dram__rresp;
   wire [1:0] dram__rresp;
   input dram__rvalid;
   wire dram__rvalid;
@@ -9557,6 +18630,9 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
   reg [63:0] dram__wstrb;
   output dram__wvalid;
   reg dram__wvalid;
+  reg [1:0] in_flight = 2'h0;
+  reg others;
+  reg owner_request;
   input [63:0] ports__0__araddr;
   wire [63:0] ports__0__araddr;
   input [1:0] ports__0__arburst;
@@ -9605,16 +18681,16 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
   reg [1:0] ports__0__bresp;
   output ports__0__bvalid;
   reg ports__0__bvalid;
-  output [511:0] ports__0__rdata;
-  reg [511:0] ports__0__rdata;
-  output [7:0] ports__0__rid;
-  reg [7:0] ports__0__rid;
-  output ports__0__rlast;
-  reg ports__0__rlast;
+  input [511:0] ports__0__rdata;
+  wire [511:0] ports__0__rdata;
+  input [7:0] ports__0__rid;
+  wire [7:0] ports__0__rid;
+  input ports__0__rlast;
+  wire ports__0__rlast;
   input ports__0__rready;
   wire ports__0__rready;
-  output [1:0] ports__0__rresp;
-  reg [1:0] ports__0__rresp;
+  input [1:0] ports__0__rresp;
+  wire [1:0] ports__0__rresp;
   output ports__0__rvalid;
   reg ports__0__rvalid;
   input [511:0] ports__0__wdata;
@@ -9658,16 +18734,12 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
   reg [1:0] ports__1__bresp;
   output ports__1__bvalid;
   reg ports__1__bvalid;
-  output [511:0] ports__1__rdata;
-  reg [511:0] ports__1__rdata;
-  output [7:0] ports__1__rid;
-  reg [7:0] ports__1__rid;
-  output ports__1__rlast;
-  reg ports__1__rlast;
+  wire [511:0] ports__1__rdata;
+  wire [7:0] ports__1__rid;
+  wire ports__1__rlast;
   input ports__1__rready;
   wire ports__1__rready;
-  output [1:0] ports__1__rresp;
-  reg [1:0] ports__1__rresp;
+  wire [1:0] ports__1__rresp;
   output ports__1__rvalid;
   reg ports__1__rvalid;
   wire [511:0] ports__1__wdata;
@@ -9712,16 +18784,11 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
   reg [1:0] ports__2__bresp;
   output ports__2__bvalid;
   reg ports__2__bvalid;
-  output [511:0] ports__2__rdata;
-  reg [511:0] ports__2__rdata;
-  output [7:0] ports__2__rid;
-  reg [7:0] ports__2__rid;
-  output ports__2__rlast;
-  reg ports__2__rlast;
-  input ports__2__rready;
+  wire [511:0] ports__2__rdata;
+  wire [7:0] ports__2__rid;
+  wire ports__2__rlast;
   wire ports__2__rready;
-  output [1:0] ports__2__rresp;
-  reg [1:0] ports__2__rresp;
+  wire [1:0] ports__2__rresp;
   output ports__2__rvalid;
   reg ports__2__rvalid;
   input [511:0] ports__2__wdata;
@@ -9734,79 +18801,208 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
   wire [63:0] ports__2__wstrb;
   input ports__2__wvalid;
   wire ports__2__wvalid;
-  reg [1:0] r_last = 2'h0;
-  reg [1:0] read_state = 2'h0;
   input rst;
   wire rst;
   reg [1:0] w_last = 2'h0;
   reg [1:0] write_state = 2'h0;
   always @(posedge clk)
-    w_last <= \$17 ;
+    in_flight <= \$23 ;
   always @(posedge clk)
-    write_state <= \$18 ;
-  assign \$1  = ! read_state;
-  assign \$2  = read_state == 1'h1;
-  assign \$3  = read_state == 2'h2;
-  assign \$4  = ! write_state;
-  assign \$5  = write_state == 1'h1;
-  assign \$6  = write_state == 2'h2;
-  assign \$7  = write_state == 2'h3;
-  assign \$8  = dram__rvalid & dram__rlast;
-  assign \$9  = \$8  & dram__rready;
-  assign \$10  = dram__wvalid & dram__wready;
-  assign \$11  = \$10  & dram__wlast;
-  assign \$12  = dram__bvalid & dram__bready;
+    \$signal  <= \$24 ;
   always @(posedge clk)
-    \$signal  <= \$13 ;
+    addr_phase <= \$25 ;
   always @(posedge clk)
-    r_last <= \$14 ;
+    \$signal$77  <= \$26 ;
   always @(posedge clk)
-    read_state <= \$15 ;
+    w_last <= \$27 ;
   always @(posedge clk)
-    \$signal$76  <= \$16 ;
+    write_state <= \$28 ;
+  assign \$1  = | { ports__2__arvalid, ports__1__arvalid };
+  assign \$2  = | { ports__2__arvalid, ports__0__arvalid };
+  assign \$3  = | { ports__1__arvalid, ports__0__arvalid };
+  assign \$4  = ~ addr_phase;
+  assign \$5  = ! write_state;
+  assign \$6  = write_state == 1'h1;
+  assign \$7  = write_state == 2'h2;
+  assign \$8  = write_state == 2'h3;
+  assign \$9  = dram__arvalid & dram__arready;
+  assign \$10  = in_flight + \$9 ;
+  assign \$11  = dram__rvalid & dram__rready;
+  assign \$12  = \$11  & ports__0__rlast;
+  assign \$13  = \$10  - \$12 ;
+  assign \$14  = ~ addr_phase;
+  assign \$15  = ! in_flight;
+  assign \$16  = ~ others;
+  assign \$17  = owner_request & \$16 ;
+  assign \$18  = in_flight < 2'h2;
+  assign \$19  = \$17  & \$18 ;
+  assign \$20  = dram__wvalid & dram__wready;
+  assign \$21  = \$20  & dram__wlast;
+  assign \$22  = dram__bvalid & dram__bready;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$17  = w_last;
+    ports__1__bvalid = 1'h0;
+    (* full_case = 32'd1 *)
     casez (write_state)
       2'h0:
-          if (aw_any) begin
-            \$17  = aw_pick;
-          end
+          /* empty */;
+      2'h1:
+          /* empty */;
+      2'h2:
+          /* empty */;
+      2'h3:
+          casez (\$signal$77 )
+            2'h0:
+                /* empty */;
+            2'h1:
+                ports__1__bvalid = dram__bvalid;
+          endcase
     endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    ports__2__bvalid = 1'h0;
+    (* full_case = 32'd1 *)
+    casez (write_state)
+      2'h0:
+          /* empty */;
+      2'h1:
+          /* empty */;
+      2'h2:
+          /* empty */;
+      2'h3:
+          casez (\$signal$77 )
+            2'h0:
+                /* empty */;
+            2'h1:
+                /* empty */;
+            2'h2:
+                ports__2__bvalid = dram__bvalid;
+          endcase
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$23  = \$13 [1:0];
     if (rst) begin
-      \$17  = 2'h0;
+      \$23  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$18  = write_state;
+    \$24  = \$signal ;
+    if (\$14 ) begin
+      if (\$15 ) begin
+        if (ar_any) begin
+          \$24  = ar_pick;
+        end
+      end
+    end
+    if (rst) begin
+      \$24  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$25  = addr_phase;
+    (* full_case = 32'd1 *)
+    if (\$14 ) begin
+      if (\$15 ) begin
+        if (ar_any) begin
+          \$25  = 1'h1;
+        end
+      end else if (\$19 ) begin
+        \$25  = 1'h1;
+      end
+    end else begin
+      if (dram__arready) begin
+        \$25  = 1'h0;
+      end
+    end
+    if (rst) begin
+      \$25  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$26  = \$signal$77 ;
+    casez (write_state)
+      2'h0:
+          if (aw_any) begin
+            \$26  = aw_pick;
+          end
+    endcase
+    if (rst) begin
+      \$26  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$27  = w_last;
+    casez (write_state)
+      2'h0:
+          if (aw_any) begin
+            \$27  = aw_pick;
+          end
+    endcase
+    if (rst) begin
+      \$27  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$28  = write_state;
     (* full_case = 32'd1 *)
     casez (write_state)
       2'h0:
           if (aw_any) begin
-            \$18  = 2'h1;
+            \$28  = 2'h1;
           end
       2'h1:
           if (dram__awready) begin
-            \$18  = 2'h2;
+            \$28  = 2'h2;
           end
       2'h2:
-          if (\$11 ) begin
-            \$18  = 2'h3;
+          if (\$21 ) begin
+            \$28  = 2'h3;
           end
       2'h3:
-          if (\$12 ) begin
-            \$18  = 2'h0;
+          if (\$22 ) begin
+            \$28  = 2'h0;
           end
     endcase
     if (rst) begin
-      \$18  = 2'h0;
+      \$28  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    others = 1'h0;
+    casez (\$signal )
+      2'h0:
+          others = \$1 ;
+      2'h1:
+          others = \$2 ;
+      2'h2:
+          others = \$3 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    owner_request = 1'h0;
+    casez (\$signal )
+      2'h0:
+          owner_request = ports__0__arvalid;
+      2'h1:
+          owner_request = ports__1__arvalid;
+      2'h2:
+          owner_request = ports__2__arvalid;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
     ar_pick = 2'h0;
-    casez (r_last)
+    casez (\$signal )
       2'h0:
         begin
           if (ports__0__arvalid) begin
@@ -9848,7 +19044,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
     ar_any = 1'h0;
-    casez (r_last)
+    casez (\$signal )
       2'h0:
         begin
           if (ports__0__arvalid) begin
@@ -9890,413 +19086,229 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
     dram__arid = 8'h00;
-    casez (read_state)
-      2'h0:
-          /* empty */;
-      2'h1:
-          casez (\$signal )
-            2'h0:
-                dram__arid = ports__0__arid;
-            2'h1:
-                dram__arid = 8'h00;
-            2'h2:
-                dram__arid = 8'h00;
-          endcase
-    endcase
+    (* full_case = 32'd1 *)
+    if (\$4 ) begin
+    end else begin
+      casez (\$signal )
+        2'h0:
+            dram__arid = ports__0__arid;
+        2'h1:
+            dram__arid = 8'h00;
+        2'h2:
+            dram__arid = 8'h00;
+      endcase
+    end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
     dram__araddr = 64'h0000000000000000;
-    casez (read_state)
-      2'h0:
-          /* empty */;
-      2'h1:
-          casez (\$signal )
-            2'h0:
-                dram__araddr = ports__0__araddr;
-            2'h1:
-                dram__araddr = ports__1__araddr;
-            2'h2:
-                dram__araddr = ports__2__araddr;
-          endcase
-    endcase
+    (* full_case = 32'd1 *)
+    if (\$4 ) begin
+    end else begin
+      casez (\$signal )
+        2'h0:
+            dram__araddr = ports__0__araddr;
+        2'h1:
+            dram__araddr = ports__1__araddr;
+        2'h2:
+            dram__araddr = ports__2__araddr;
+      endcase
+    end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
     dram__arlen = 8'h00;
-    casez (read_state)
-      2'h0:
-          /* empty */;
-      2'h1:
-          casez (\$signal )
-            2'h0:
-                dram__arlen = ports__0__arlen;
-            2'h1:
-                dram__arlen = 8'h00;
-            2'h2:
-                dram__arlen = ports__2__arlen;
-          endcase
-    endcase
+    (* full_case = 32'd1 *)
+    if (\$4 ) begin
+    end else begin
+      casez (\$signal )
+        2'h0:
+            dram__arlen = ports__0__arlen;
+        2'h1:
+            dram__arlen = 8'h00;
+        2'h2:
+            dram__arlen = ports__2__arlen;
+      endcase
+    end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
     dram__arsize = 3'h0;
-    casez (read_state)
-      2'h0:
-          /* empty */;
-      2'h1:
-          casez (\$signal )
-            2'h0:
-                dram__arsize = ports__0__arsize;
-            2'h1:
-                dram__arsize = 3'h6;
-            2'h2:
-                dram__arsize = 3'h6;
-          endcase
-    endcase
+    (* full_case = 32'd1 *)
+    if (\$4 ) begin
+    end else begin
+      casez (\$signal )
+        2'h0:
+            dram__arsize = ports__0__arsize;
+        2'h1:
+            dram__arsize = 3'h6;
+        2'h2:
+            dram__arsize = 3'h6;
+      endcase
+    end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
     dram__arburst = 2'h0;
-    casez (read_state)
-      2'h0:
-          /* empty */;
-      2'h1:
-          casez (\$signal )
-            2'h0:
-                dram__arburst = ports__0__arburst;
-            2'h1:
-                dram__arburst = 2'h1;
-            2'h2:
-                dram__arburst = 2'h1;
-          endcase
-    endcase
+    (* full_case = 32'd1 *)
+    if (\$4 ) begin
+    end else begin
+      casez (\$signal )
+        2'h0:
+            dram__arburst = ports__0__arburst;
+        2'h1:
+            dram__arburst = 2'h1;
+        2'h2:
+            dram__arburst = 2'h1;
+      endcase
+    end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
     dram__arlock = 1'h0;
-    casez (read_state)
-      2'h0:
-          /* empty */;
-      2'h1:
-          casez (\$signal )
-            2'h0:
-                dram__arlock = ports__0__arlock;
-            2'h1:
-                dram__arlock = 1'h0;
-            2'h2:
-                dram__arlock = 1'h0;
-          endcase
-    endcase
+    (* full_case = 32'd1 *)
+    if (\$4 ) begin
+    end else begin
+      casez (\$signal )
+        2'h0:
+            dram__arlock = ports__0__arlock;
+        2'h1:
+            dram__arlock = 1'h0;
+        2'h2:
+            dram__arlock = 1'h0;
+      endcase
+    end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
     dram__arcache = 4'h0;
-    casez (read_state)
-      2'h0:
-          /* empty */;
-      2'h1:
-          casez (\$signal )
-            2'h0:
-                dram__arcache = ports__0__arcache;
-            2'h1:
-                dram__arcache = 4'h3;
-            2'h2:
-                dram__arcache = 4'h3;
-          endcase
-    endcase
+    (* full_case = 32'd1 *)
+    if (\$4 ) begin
+    end else begin
+      casez (\$signal )
+        2'h0:
+            dram__arcache = ports__0__arcache;
+        2'h1:
+            dram__arcache = 4'h3;
+        2'h2:
+            dram__arcache = 4'h3;
+      endcase
+    end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
     dram__arprot = 3'h0;
-    casez (read_state)
-      2'h0:
-          /* empty */;
-      2'h1:
-          casez (\$signal )
-            2'h0:
-                dram__arprot = ports__0__arprot;
-            2'h1:
-                dram__arprot = 3'h0;
-            2'h2:
-                dram__arprot = 3'h0;
-          endcase
-    endcase
+    (* full_case = 32'd1 *)
+    if (\$4 ) begin
+    end else begin
+      casez (\$signal )
+        2'h0:
+            dram__arprot = ports__0__arprot;
+        2'h1:
+            dram__arprot = 3'h0;
+        2'h2:
+            dram__arprot = 3'h0;
+      endcase
+    end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
     dram__arvalid = 1'h0;
-    casez (read_state)
-      2'h0:
-          /* empty */;
-      2'h1:
-          casez (\$signal )
-            2'h0:
-                dram__arvalid = ports__0__arvalid;
-            2'h1:
-                dram__arvalid = ports__1__arvalid;
-            2'h2:
-                dram__arvalid = ports__2__arvalid;
-          endcase
-    endcase
+    (* full_case = 32'd1 *)
+    if (\$4 ) begin
+    end else begin
+      casez (\$signal )
+        2'h0:
+            dram__arvalid = ports__0__arvalid;
+        2'h1:
+            dram__arvalid = ports__1__arvalid;
+        2'h2:
+            dram__arvalid = ports__2__arvalid;
+      endcase
+    end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
     ports__0__arready = 1'h0;
-    casez (read_state)
-      2'h0:
-          /* empty */;
-      2'h1:
-          casez (\$signal )
-            2'h0:
-                ports__0__arready = dram__arready;
-          endcase
-    endcase
+    (* full_case = 32'd1 *)
+    if (\$4 ) begin
+    end else begin
+      casez (\$signal )
+        2'h0:
+            ports__0__arready = dram__arready;
+      endcase
+    end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
     ports__1__arready = 1'h0;
-    casez (read_state)
-      2'h0:
-          /* empty */;
-      2'h1:
-          casez (\$signal )
-            2'h0:
-                /* empty */;
-            2'h1:
-                ports__1__arready = dram__arready;
-          endcase
-    endcase
+    (* full_case = 32'd1 *)
+    if (\$4 ) begin
+    end else begin
+      casez (\$signal )
+        2'h0:
+            /* empty */;
+        2'h1:
+            ports__1__arready = dram__arready;
+      endcase
+    end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
     ports__2__arready = 1'h0;
-    casez (read_state)
-      2'h0:
-          /* empty */;
-      2'h1:
-          casez (\$signal )
-            2'h0:
-                /* empty */;
-            2'h1:
-                /* empty */;
-            2'h2:
-                ports__2__arready = dram__arready;
-          endcase
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    ports__0__rid = 8'h00;
-    casez (read_state)
-      2'h0:
-          /* empty */;
-      2'h1:
-          /* empty */;
-      2'h2:
-          ports__0__rid = dram__rid;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    ports__0__rdata = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    casez (read_state)
-      2'h0:
-          /* empty */;
-      2'h1:
-          /* empty */;
-      2'h2:
-          ports__0__rdata = dram__rdata;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    ports__0__rresp = 2'h0;
-    casez (read_state)
-      2'h0:
-          /* empty */;
-      2'h1:
-          /* empty */;
-      2'h2:
-          ports__0__rresp = dram__rresp;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    ports__0__rlast = 1'h0;
-    casez (read_state)
-      2'h0:
-          /* empty */;
-      2'h1:
-          /* empty */;
-      2'h2:
-          ports__0__rlast = dram__rlast;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    ports__1__rid = 8'h00;
-    casez (read_state)
-      2'h0:
-          /* empty */;
-      2'h1:
-          /* empty */;
-      2'h2:
-          ports__1__rid = dram__rid;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    ports__1__rdata = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    casez (read_state)
-      2'h0:
-          /* empty */;
-      2'h1:
-          /* empty */;
-      2'h2:
-          ports__1__rdata = dram__rdata;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    ports__1__rresp = 2'h0;
-    casez (read_state)
-      2'h0:
-          /* empty */;
-      2'h1:
-          /* empty */;
-      2'h2:
-          ports__1__rresp = dram__rresp;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    ports__1__rlast = 1'h0;
-    casez (read_state)
-      2'h0:
-          /* empty */;
-      2'h1:
-          /* empty */;
-      2'h2:
-          ports__1__rlast = dram__rlast;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    ports__2__rid = 8'h00;
-    casez (read_state)
-      2'h0:
-          /* empty */;
-      2'h1:
-          /* empty */;
-      2'h2:
-          ports__2__rid = dram__rid;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    ports__2__rdata = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    casez (read_state)
-      2'h0:
-          /* empty */;
-      2'h1:
-          /* empty */;
-      2'h2:
-          ports__2__rdata = dram__rdata;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    ports__2__rresp = 2'h0;
-    casez (read_state)
-      2'h0:
-          /* empty */;
-      2'h1:
-          /* empty */;
-      2'h2:
-          ports__2__rresp = dram__rresp;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    ports__2__rlast = 1'h0;
-    casez (read_state)
-      2'h0:
-          /* empty */;
-      2'h1:
-          /* empty */;
-      2'h2:
-          ports__2__rlast = dram__rlast;
-    endcase
+    (* full_case = 32'd1 *)
+    if (\$4 ) begin
+    end else begin
+      casez (\$signal )
+        2'h0:
+            /* empty */;
+        2'h1:
+            /* empty */;
+        2'h2:
+            ports__2__arready = dram__arready;
+      endcase
+    end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
     ports__0__rvalid = 1'h0;
-    casez (read_state)
+    casez (\$signal )
       2'h0:
-          /* empty */;
-      2'h1:
-          /* empty */;
-      2'h2:
-          casez (\$signal )
-            2'h0:
-                ports__0__rvalid = dram__rvalid;
-          endcase
+          ports__0__rvalid = dram__rvalid;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
     dram__rready = 1'h0;
-    casez (read_state)
+    casez (\$signal )
       2'h0:
-          /* empty */;
+          dram__rready = ports__0__rready;
       2'h1:
-          /* empty */;
+          dram__rready = ports__1__rready;
       2'h2:
-          casez (\$signal )
-            2'h0:
-                dram__rready = ports__0__rready;
-            2'h1:
-                dram__rready = ports__1__rready;
-            2'h2:
-                dram__rready = ports__2__rready;
-          endcase
+          dram__rready = 1'h1;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
     ports__1__rvalid = 1'h0;
-    casez (read_state)
+    casez (\$signal )
       2'h0:
           /* empty */;
       2'h1:
-          /* empty */;
-      2'h2:
-          casez (\$signal )
-            2'h0:
-                /* empty */;
-            2'h1:
-                ports__1__rvalid = dram__rvalid;
-          endcase
+          ports__1__rvalid = dram__rvalid;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
     ports__2__rvalid = 1'h0;
-    casez (read_state)
+    casez (\$signal )
       2'h0:
           /* empty */;
       2'h1:
           /* empty */;
       2'h2:
-          casez (\$signal )
-            2'h0:
-                /* empty */;
-            2'h1:
-                /* empty */;
-            2'h2:
-                ports__2__rvalid = dram__rvalid;
-          endcase
+          ports__2__rvalid = dram__rvalid;
     endcase
   end
   always @* begin
@@ -10372,7 +19384,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
       2'h0:
           /* empty */;
       2'h1:
-          casez (\$signal$76 )
+          casez (\$signal$77 )
             2'h0:
                 dram__awid = ports__0__awid;
             2'h1:
@@ -10389,7 +19401,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
       2'h0:
           /* empty */;
       2'h1:
-          casez (\$signal$76 )
+          casez (\$signal$77 )
             2'h0:
                 dram__awaddr = ports__0__awaddr;
             2'h1:
@@ -10406,7 +19418,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
       2'h0:
           /* empty */;
       2'h1:
-          casez (\$signal$76 )
+          casez (\$signal$77 )
             2'h0:
                 dram__awlen = ports__0__awlen;
             2'h1:
@@ -10423,7 +19435,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
       2'h0:
           /* empty */;
       2'h1:
-          casez (\$signal$76 )
+          casez (\$signal$77 )
             2'h0:
                 dram__awsize = ports__0__awsize;
             2'h1:
@@ -10440,7 +19452,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
       2'h0:
           /* empty */;
       2'h1:
-          casez (\$signal$76 )
+          casez (\$signal$77 )
             2'h0:
                 dram__awburst = ports__0__awburst;
             2'h1:
@@ -10457,7 +19469,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
       2'h0:
           /* empty */;
       2'h1:
-          casez (\$signal$76 )
+          casez (\$signal$77 )
             2'h0:
                 dram__awlock = ports__0__awlock;
             2'h1:
@@ -10474,7 +19486,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
       2'h0:
           /* empty */;
       2'h1:
-          casez (\$signal$76 )
+          casez (\$signal$77 )
             2'h0:
                 dram__awcache = ports__0__awcache;
             2'h1:
@@ -10491,7 +19503,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
       2'h0:
           /* empty */;
       2'h1:
-          casez (\$signal$76 )
+          casez (\$signal$77 )
             2'h0:
                 dram__awprot = ports__0__awprot;
             2'h1:
@@ -10508,7 +19520,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
       2'h0:
           /* empty */;
       2'h1:
-          casez (\$signal$76 )
+          casez (\$signal$77 )
             2'h0:
                 dram__awvalid = ports__0__awvalid;
             2'h1:
@@ -10525,7 +19537,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
       2'h0:
           /* empty */;
       2'h1:
-          casez (\$signal$76 )
+          casez (\$signal$77 )
             2'h0:
                 ports__0__awready = dram__awready;
           endcase
@@ -10538,7 +19550,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
       2'h0:
           /* empty */;
       2'h1:
-          casez (\$signal$76 )
+          casez (\$signal$77 )
             2'h0:
                 /* empty */;
             2'h1:
@@ -10553,7 +19565,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
       2'h0:
           /* empty */;
       2'h1:
-          casez (\$signal$76 )
+          casez (\$signal$77 )
             2'h0:
                 /* empty */;
             2'h1:
@@ -10572,7 +19584,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
       2'h1:
           /* empty */;
       2'h2:
-          casez (\$signal$76 )
+          casez (\$signal$77 )
             2'h0:
                 dram__wdata = ports__0__wdata;
             2'h1:
@@ -10591,7 +19603,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
       2'h1:
           /* empty */;
       2'h2:
-          casez (\$signal$76 )
+          casez (\$signal$77 )
             2'h0:
                 dram__wstrb = ports__0__wstrb;
             2'h1:
@@ -10610,7 +19622,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
       2'h1:
           /* empty */;
       2'h2:
-          casez (\$signal$76 )
+          casez (\$signal$77 )
             2'h0:
                 dram__wlast = ports__0__wlast;
             2'h1:
@@ -10629,7 +19641,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
       2'h1:
           /* empty */;
       2'h2:
-          casez (\$signal$76 )
+          casez (\$signal$77 )
             2'h0:
                 dram__wvalid = ports__0__wvalid;
             2'h1:
@@ -10648,7 +19660,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
       2'h1:
           /* empty */;
       2'h2:
-          casez (\$signal$76 )
+          casez (\$signal$77 )
             2'h0:
                 ports__0__wready = dram__wready;
           endcase
@@ -10663,7 +19675,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
       2'h1:
           /* empty */;
       2'h2:
-          casez (\$signal$76 )
+          casez (\$signal$77 )
             2'h0:
                 /* empty */;
             2'h1:
@@ -10680,7 +19692,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
       2'h1:
           /* empty */;
       2'h2:
-          casez (\$signal$76 )
+          casez (\$signal$77 )
             2'h0:
                 /* empty */;
             2'h1:
@@ -10792,7 +19804,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
       2'h2:
           /* empty */;
       2'h3:
-          casez (\$signal$76 )
+          casez (\$signal$77 )
             2'h0:
                 ports__0__bvalid = dram__bvalid;
           endcase
@@ -10810,7 +19822,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
       2'h2:
           /* empty */;
       2'h3:
-          casez (\$signal$76 )
+          casez (\$signal$77 )
             2'h0:
                 dram__bready = ports__0__bready;
             2'h1:
@@ -10819,108 +19831,6 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
                 dram__bready = ports__2__bready;
           endcase
     endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    ports__1__bvalid = 1'h0;
-    (* full_case = 32'd1 *)
-    casez (write_state)
-      2'h0:
-          /* empty */;
-      2'h1:
-          /* empty */;
-      2'h2:
-          /* empty */;
-      2'h3:
-          casez (\$signal$76 )
-            2'h0:
-                /* empty */;
-            2'h1:
-                ports__1__bvalid = dram__bvalid;
-          endcase
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    ports__2__bvalid = 1'h0;
-    (* full_case = 32'd1 *)
-    casez (write_state)
-      2'h0:
-          /* empty */;
-      2'h1:
-          /* empty */;
-      2'h2:
-          /* empty */;
-      2'h3:
-          casez (\$signal$76 )
-            2'h0:
-                /* empty */;
-            2'h1:
-                /* empty */;
-            2'h2:
-                ports__2__bvalid = dram__bvalid;
-          endcase
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$13  = \$signal ;
-    casez (read_state)
-      2'h0:
-          if (ar_any) begin
-            \$13  = ar_pick;
-          end
-    endcase
-    if (rst) begin
-      \$13  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$14  = r_last;
-    casez (read_state)
-      2'h0:
-          if (ar_any) begin
-            \$14  = ar_pick;
-          end
-    endcase
-    if (rst) begin
-      \$14  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$15  = read_state;
-    casez (read_state)
-      2'h0:
-          if (ar_any) begin
-            \$15  = 2'h1;
-          end
-      2'h1:
-          if (dram__arready) begin
-            \$15  = 2'h2;
-          end
-      2'h2:
-          if (\$9 ) begin
-            \$15  = 2'h0;
-          end
-    endcase
-    if (rst) begin
-      \$15  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$16  = \$signal$76 ;
-    casez (write_state)
-      2'h0:
-          if (aw_any) begin
-            \$16  = aw_pick;
-          end
-    endcase
-    if (rst) begin
-      \$16  = 2'h0;
-    end
   end
   assign ports__1__arid = 8'h00;
   assign ports__1__arlen = 8'h00;
@@ -10935,6 +19845,19 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
   assign ports__2__arlock = 1'h0;
   assign ports__2__arcache = 4'h3;
   assign ports__2__arprot = 3'h0;
+  assign dram__rid = ports__0__rid;
+  assign dram__rdata = ports__0__rdata;
+  assign dram__rresp = ports__0__rresp;
+  assign dram__rlast = ports__0__rlast;
+  assign ports__1__rid = ports__0__rid;
+  assign ports__1__rdata = ports__0__rdata;
+  assign ports__1__rresp = ports__0__rresp;
+  assign ports__1__rlast = ports__0__rlast;
+  assign ports__2__rid = ports__0__rid;
+  assign ports__2__rdata = ports__0__rdata;
+  assign ports__2__rresp = ports__0__rresp;
+  assign ports__2__rlast = ports__0__rlast;
+  assign ports__2__rready = 1'h1;
   assign ports__1__awvalid = 1'h0;
   assign ports__1__awid = 8'h00;
   assign ports__1__awaddr = 64'h0000000000000000;
@@ -11245,9 +20168,9 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awburst, mem__awlock, mem__awcache, mem__awprot, mem__awvalid, mem__wdata, mem__wstrb, mem__wlast, mem__wvalid, mem__bready, mem__arid, mem__araddr, mem__arlen, mem__arsize, mem__arburst, mem__arlock, mem__arcache, mem__arprot
-, mem__arvalid, mem__rready, mem__awuser, mem__aruser, clk, rst, queues__0, queues__1, queues__2, queues__3, mem__arready, down__arid, down__araddr, down__arlen, down__arsize, down__arburst, down__arlock, down__arcache, down__arprot, down__arvalid, mem__rid
-, mem__rdata, mem__rresp, mem__rlast, mem__rvalid, down__rready, mem__awready, down__awid, down__awaddr, down__awlen, down__awsize, down__awburst, down__awlock, down__awcache, down__awprot, down__awvalid, down__wdata, down__wstrb, down__wlast, down__wvalid, mem__wready, mem__bid
-, mem__bresp, mem__bvalid, down__bready, down__arready, down__rid, down__rdata, down__rresp, down__rlast, down__rvalid, down__awready, down__wready, down__bid, down__bresp, down__bvalid, mem__awid);
+, mem__arvalid, mem__rready, mem__awuser, mem__aruser, down__rid, down__rdata, down__rresp, down__rlast, clk, rst, queues__0, queues__1, queues__2, queues__3, mem__arready, down__arid, down__araddr, down__arlen, down__arsize, down__arburst, down__arlock
+, down__arcache, down__arprot, down__arvalid, mem__rid, mem__rdata, mem__rresp, mem__rlast, mem__rvalid, down__rready, mem__awready, down__awid, down__awaddr, down__awlen, down__awsize, down__awburst, down__awlock, down__awcache, down__awprot, down__awvalid, down__wdata, down__wstrb
+, down__wlast, down__wvalid, mem__wready, mem__bid, mem__bresp, mem__bvalid, down__bready, down__arready, down__rvalid, down__awready, down__wready, down__bid, down__bresp, down__bvalid, mem__awid);
   reg \$auto$verilog_backend.cc:2355:dump_module$12  = 0;
   wire [8:0] \$1 ;
   wire [8:0] \$10 ;
@@ -15415,9 +24338,9 @@ module ndp_fp16_mul(b, p, a);
   wire \$10 ;
   wire \$11 ;
   wire \$12 ;
-  wire \$13 ;
-  wire \$14 ;
-  wire \$15 ;
+  wire [4:0] \$13 ;
+  wire [4:0] \$14 ;
+  wire [5:0] \$15 ;
   wire \$16 ;
   wire \$17 ;
   wire \$18 ;
@@ -15459,23 +24382,19 @@ module ndp_fp16_mul(b, p, a);
   wire \$50 ;
   wire \$51 ;
   wire \$52 ;
-  wire [52:0] \$53 ;
-  wire [4:0] \$54 ;
-  wire [4:0] \$55 ;
-  wire [5:0] \$56 ;
-  wire [7:0] \$57 ;
-  wire [8:0] \$58 ;
+  wire \$53 ;
+  wire \$54 ;
+  wire \$55 ;
+  wire \$56 ;
+  wire \$57 ;
+  wire \$58 ;
   wire \$59 ;
   wire \$6 ;
-  wire \$60 ;
-  wire \$61 ;
+  wire [52:0] \$60 ;
+  wire [8:0] \$61 ;
   wire \$62 ;
   wire \$63 ;
   wire \$64 ;
-  wire \$65 ;
-  wire \$66 ;
-  wire \$67 ;
-  wire \$68 ;
   wire \$7 ;
   wire \$8 ;
   wire \$9 ;
@@ -15492,6 +24411,8 @@ module ndp_fp16_mul(b, p, a);
   wire b_nan;
   wire b_zero;
   wire [7:0] exp;
+  wire [7:0] exp_base;
+  wire inf;
   wire [4:0] lz;
   wire [4:0] lzc_c;
   wire [3:0] lzc_ch;
@@ -15524,73 +24445,65 @@ module ndp_fp16_mul(b, p, a);
   wire lzc_vll;
   wire lzc_vllh;
   wire lzc_vlll;
+  wire nan;
   wire [21:0] norm;
   output [31:0] p;
   reg [31:0] p;
+  wire [31:0] \p$50 ;
   wire [21:0] prod;
-  assign \$23  = | prod[1:0];
-  assign \$25  = | prod[1:0];
-  assign \$26  = ~ prod[1];
-  assign lzc_clhl = \$25  ? { 1'h0, \$26  } : 2'h2;
-  assign \$28  = | prod[5:4];
-  assign \$29  = | prod[3:2];
-  assign lzc_vlhh = \$28  | \$29 ;
-  assign \$30  = | prod[5:4];
-  assign \$31  = ~ prod[5];
-  assign \$32  = ~ prod[3];
-  assign lzc_clhh = \$30  ? { 1'h0, \$31  } : { 1'h1, \$32  };
+  wire zero;
+  assign \$30  = | prod[1:0];
+  assign \$32  = | prod[1:0];
+  assign \$33  = ~ prod[1];
+  assign lzc_clhl = \$32  ? { 1'h0, \$33  } : 2'h2;
+  assign \$35  = | prod[5:4];
+  assign \$36  = | prod[3:2];
+  assign lzc_vlhh = \$35  | \$36 ;
+  assign \$37  = | prod[5:4];
+  assign \$38  = ~ prod[5];
+  assign \$39  = ~ prod[3];
+  assign lzc_clhh = \$37  ? { 1'h0, \$38  } : { 1'h1, \$39  };
   assign lzc_clh = lzc_vlhh ? { 1'h0, lzc_clhh } : { 1'h1, lzc_clhl };
-  assign \$33  = | prod[9:8];
-  assign \$34  = | prod[7:6];
-  assign lzc_vhll = \$33  | \$34 ;
-  assign \$35  = | prod[9:8];
-  assign \$36  = ~ prod[9];
-  assign \$37  = ~ prod[7];
-  assign lzc_chll = \$35  ? { 1'h0, \$36  } : { 1'h1, \$37  };
-  assign \$38  = | prod[13:12];
-  assign \$39  = | prod[11:10];
-  assign lzc_vhlh = \$38  | \$39 ;
-  assign \$40  = | prod[13:12];
-  assign \$41  = ~ prod[13];
-  assign \$42  = ~ prod[11];
-  assign lzc_chlh = \$40  ? { 1'h0, \$41  } : { 1'h1, \$42  };
+  assign \$40  = | prod[9:8];
+  assign \$41  = | prod[7:6];
+  assign lzc_vhll = \$40  | \$41 ;
+  assign \$42  = | prod[9:8];
+  assign \$43  = ~ prod[9];
+  assign \$44  = ~ prod[7];
+  assign lzc_chll = \$42  ? { 1'h0, \$43  } : { 1'h1, \$44  };
+  assign \$45  = | prod[13:12];
+  assign \$46  = | prod[11:10];
+  assign lzc_vhlh = \$45  | \$46 ;
+  assign \$47  = | prod[13:12];
+  assign \$48  = ~ prod[13];
+  assign \$49  = ~ prod[11];
+  assign lzc_chlh = \$47  ? { 1'h0, \$48  } : { 1'h1, \$49  };
   assign lzc_vhl = lzc_vhlh | lzc_vhll;
   assign lzc_chl = lzc_vhlh ? { 1'h0, lzc_chlh } : { 1'h1, lzc_chll };
-  assign \$43  = | prod[17:16];
-  assign \$44  = | prod[15:14];
-  assign lzc_vhhl = \$43  | \$44 ;
-  assign \$45  = | prod[17:16];
-  assign \$46  = ~ prod[17];
-  assign \$47  = ~ prod[15];
-  assign lzc_chhl = \$45  ? { 1'h0, \$46  } : { 1'h1, \$47  };
-  assign \$48  = | prod[21:20];
-  assign \$49  = | prod[19:18];
-  assign lzc_vhhh = \$48  | \$49 ;
-  assign \$50  = | prod[21:20];
-  assign \$51  = ~ prod[21];
-  assign \$52  = ~ prod[19];
-  assign lzc_chhh = \$50  ? { 1'h0, \$51  } : { 1'h1, \$52  };
+  assign \$50  = | prod[17:16];
+  assign \$51  = | prod[15:14];
+  assign lzc_vhhl = \$50  | \$51 ;
+  assign \$52  = | prod[17:16];
+  assign \$53  = ~ prod[17];
+  assign \$54  = ~ prod[15];
+  assign lzc_chhl = \$52  ? { 1'h0, \$53  } : { 1'h1, \$54  };
+  assign \$55  = | prod[21:20];
+  assign \$56  = | prod[19:18];
+  assign lzc_vhhh = \$55  | \$56 ;
+  assign \$57  = | prod[21:20];
+  assign \$58  = ~ prod[21];
+  assign \$59  = ~ prod[19];
+  assign lzc_chhh = \$57  ? { 1'h0, \$58  } : { 1'h1, \$59  };
   assign lzc_vhh = lzc_vhhh | lzc_vhhl;
   assign lzc_chh = lzc_vhhh ? { 1'h0, lzc_chhh } : { 1'h1, lzc_chhl };
   assign lzc_vh = lzc_vhh | lzc_vhl;
   assign lzc_ch = lzc_vhh ? { 1'h0, lzc_chh } : { 1'h1, lzc_chl };
   assign lzc_c = lzc_vh ? { 1'h0, lzc_ch } : { 1'h1, lzc_cl };
-  assign \$53  = prod << lzc_c;
-  assign \$54  = a_hidden ? a[14:10] : 5'h01;
-  assign \$55  = b_hidden ? b[14:10] : 5'h01;
-  assign \$56  = \$54  + \$55 ;
-  assign \$57  = \$56  + 7'h62;
-  assign \$58  = \$57  - lzc_c;
-  assign \$59  = a_nan | b_nan;
-  assign \$60  = a_inf & b_zero;
-  assign \$61  = \$59  | \$60 ;
-  assign \$62  = b_inf & a_zero;
-  assign \$63  = \$61  | \$62 ;
-  assign \$64  = a_inf | b_inf;
-  assign \$65  = a_zero | b_zero;
-  assign \$66  = a[15] ^ b[15];
-  assign \$67  = a[15] ^ b[15];
-  assign \$68  = a[15] ^ b[15];
+  assign \$60  = prod << lzc_c;
+  assign \$61  = exp_base - lzc_c;
+  assign \$62  = a[15] ^ b[15];
+  assign \$63  = a[15] ^ b[15];
+  assign \$64  = a[15] ^ b[15];
   assign a_hidden = | a[14:10];
   assign \$1  = a[14:10] == 5'h1f;
   assign \$2  = | a[9:0];
@@ -15612,42 +24525,54 @@ module ndp_fp16_mul(b, p, a);
   assign \$12  = | b[14:0];
   assign b_zero = ~ \$12 ;
   assign prod = { a_hidden, a[9:0] } * { b_hidden, b[9:0] };
+  assign \$13  = a_hidden ? a[14:10] : 5'h01;
+  assign \$14  = b_hidden ? b[14:10] : 5'h01;
+  assign \$15  = \$13  + \$14 ;
+  assign exp_base = \$15  + 7'h62;
+  assign \$16  = a_nan | b_nan;
+  assign \$17  = a_inf & b_zero;
+  assign \$18  = \$16  | \$17 ;
+  assign \$19  = b_inf & a_zero;
+  assign nan = \$18  | \$19 ;
+  assign inf = a_inf | b_inf;
+  assign zero = a_zero | b_zero;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
-    if (\$63 ) begin
+    if (nan) begin
       p = 32'd2143289344;
-    end else if (\$64 ) begin
-      p = { \$66 , 31'h7f800000 };
-    end else if (\$65 ) begin
-      p = { \$67 , 31'h00000000 };
+    end else if (inf) begin
+      p = { \$62 , 31'h7f800000 };
+    end else if (zero) begin
+      p = { \$63 , 31'h00000000 };
     end else begin
-      p = { \$68 , \$58 [7:0], \$53 [20:0], 2'h0 };
+      p = { \$64 , \$61 [7:0], \$60 [20:0], 2'h0 };
     end
   end
   assign lzc_in = { prod, 10'h3ff };
   assign lz = lzc_c;
-  assign norm = \$53 [21:0];
-  assign exp = \$58 [7:0];
-  assign \$13  = 1'h1;
-  assign \$14  = 1'h1;
-  assign lzc_vlll = 1'h1;
-  assign \$15  = 1'h1;
-  assign \$16  = 1'h0;
-  assign \$17  = 1'h0;
-  assign lzc_clll = 2'h0;
-  assign \$18  = 1'h1;
-  assign \$19  = 1'h1;
-  assign lzc_vllh = 1'h1;
+  assign norm = \$60 [21:0];
+  assign exp = \$61 [7:0];
+  assign \p$50  = p;
   assign \$20  = 1'h1;
-  assign \$21  = 1'h0;
-  assign \$22  = 1'h0;
+  assign \$21  = 1'h1;
+  assign lzc_vlll = 1'h1;
+  assign \$22  = 1'h1;
+  assign \$23  = 1'h0;
+  assign \$24  = 1'h0;
+  assign lzc_clll = 2'h0;
+  assign \$25  = 1'h1;
+  assign \$26  = 1'h1;
+  assign lzc_vllh = 1'h1;
+  assign \$27  = 1'h1;
+  assign \$28  = 1'h0;
+  assign \$29  = 1'h0;
   assign lzc_cllh = 2'h0;
   assign lzc_vll = 1'h1;
   assign lzc_cll = 3'h0;
-  assign \$24  = 1'h1;
+  assign \$31  = 1'h1;
   assign lzc_vlhl = 1'h1;
-  assign \$27  = 1'h0;
+  assign \$34  = 1'h0;
   assign lzc_vlh = 1'h1;
   assign lzc_vl = 1'h1;
   assign lzc_cl = { 1'h0, lzc_clh };
@@ -15661,25 +24586,26 @@ module ndp_fp32_add(b, s, a);
   reg \$auto$verilog_backend.cc:2355:dump_module$1  = 0;
   wire \$1 ;
   wire \$10 ;
-  wire [57:0] \$100 ;
-  wire [8:0] \$101 ;
-  wire [8:0] \$102 ;
+  wire \$100 ;
+  wire \$101 ;
+  wire \$102 ;
   wire \$103 ;
   wire \$104 ;
   wire \$105 ;
-  wire [32:0] \$106 ;
-  wire \$107 ;
-  wire \$108 ;
-  wire \$109 ;
+  wire \$106 ;
+  wire [8:0] \$107 ;
+  wire [57:0] \$108 ;
+  wire [8:0] \$109 ;
   wire [8:0] \$11 ;
-  wire \$110 ;
+  wire [8:0] \$110 ;
   wire \$111 ;
   wire \$112 ;
   wire \$113 ;
-  wire \$114 ;
+  wire [32:0] \$114 ;
   wire \$115 ;
+  wire \$116 ;
   wire \$12 ;
-  wire \$13 ;
+  wire [8:0] \$13 ;
   wire \$14 ;
   wire \$15 ;
   wire \$16 ;
@@ -15694,15 +24620,15 @@ module ndp_fp32_add(b, s, a);
   wire \$24 ;
   wire \$25 ;
   wire \$26 ;
-  wire [27:0] \$27 ;
-  wire [27:0] \$28 ;
-  wire [28:0] \$29 ;
+  wire \$27 ;
+  wire \$28 ;
+  wire \$29 ;
   wire \$3 ;
   wire \$30 ;
   wire \$31 ;
-  wire \$32 ;
-  wire \$33 ;
-  wire \$34 ;
+  wire [27:0] \$32 ;
+  wire [27:0] \$33 ;
+  wire [28:0] \$34 ;
   wire \$35 ;
   wire \$36 ;
   wire \$37 ;
@@ -15727,13 +24653,13 @@ module ndp_fp32_add(b, s, a);
   wire \$54 ;
   wire \$55 ;
   wire \$56 ;
-  wire [26:0] \$57 ;
+  wire \$57 ;
   wire \$58 ;
   wire \$59 ;
   wire \$6 ;
   wire \$60 ;
   wire \$61 ;
-  wire \$62 ;
+  wire [26:0] \$62 ;
   wire \$63 ;
   wire \$64 ;
   wire \$65 ;
@@ -15773,11 +24699,15 @@ module ndp_fp32_add(b, s, a);
   wire \$96 ;
   wire \$97 ;
   wire \$98 ;
-  wire [8:0] \$99 ;
+  wire \$99 ;
   input [31:0] a;
   wire [31:0] a;
+  wire [7:0] a_exp;
+  wire a_hidden;
   wire a_inf;
   wire a_nan;
+  wire [7:0] ab_diff;
+  wire [4:0] ab_dist;
   wire [26:0] align_s0;
   wire [26:0] align_s1;
   wire [26:0] align_s2;
@@ -15786,16 +24716,16 @@ module ndp_fp32_add(b, s, a);
   wire align_sticky;
   input [31:0] b;
   wire [31:0] b;
+  wire [7:0] b_exp;
+  wire b_hidden;
   wire b_inf;
   wire b_nan;
-  wire [31:0] big;
-  wire [7:0] diff;
+  wire [7:0] ba_diff;
+  wire [4:0] ba_dist;
   wire [4:0] \dist ;
   wire [7:0] e_big;
-  wire [7:0] e_small;
   reg [8:0] exp;
-  wire h_big;
-  wire h_small;
+  wire inf;
   wire [4:0] lz;
   wire [4:0] lzc_c;
   wire [3:0] lzc_ch;
@@ -15828,13 +24758,16 @@ module ndp_fp32_add(b, s, a);
   wire lzc_vll;
   wire lzc_vllh;
   wire lzc_vlll;
+  wire nan;
   reg [26:0] norm;
   wire [31:0] \packed ;
   wire [27:0] raw;
   output [31:0] s;
   reg [31:0] s;
+  wire [31:0] \s$67 ;
+  wire [23:0] sig_big;
+  wire [23:0] sig_small;
   wire sign;
-  wire [31:0] \small ;
   wire [26:0] small_ext;
   wire subtract;
   wire swap;
@@ -15852,189 +24785,197 @@ module ndp_fp32_add(b, s, a);
   assign \$9  = b[30:23] == 8'hff;
   assign \$10  = | b[22:0];
   assign b_nan = \$9  & \$10 ;
+  assign a_hidden = | a[30:23];
+  assign a_exp = a_hidden ? a[30:23] : 8'h01;
+  assign b_hidden = | b[30:23];
+  assign b_exp = b_hidden ? b[30:23] : 8'h01;
   assign swap = b[30:0] > a[30:0];
-  assign big = swap ? b : a;
-  assign \small  = swap ? a : b;
-  assign h_big = | big[30:23];
-  assign h_small = | \small [30:23];
-  assign e_big = h_big ? big[30:23] : 8'h01;
-  assign e_small = h_small ? \small [30:23] : 8'h01;
+  assign sig_big = swap ? { b_hidden, b[22:0] } : { a_hidden, a[22:0] };
+  assign sig_small = swap ? { a_hidden, a[22:0] } : { b_hidden, b[22:0] };
+  assign e_big = swap ? b_exp : a_exp;
   assign subtract = a[31] ^ b[31];
-  assign \$11  = e_big - e_small;
+  assign \$11  = b_exp - a_exp;
   assign \$12  = | \$11 [7:5];
-  assign \dist  = \$12  ? 5'h1f : \$11 [4:0];
-  assign align_s0 = \dist [0] ? { 1'h0, h_small, \small [22:0], 2'h0 } : { h_small, \small [22:0], 3'h0 };
+  assign ba_dist = \$12  ? 5'h1f : \$11 [4:0];
+  assign \$13  = a_exp - b_exp;
+  assign \$14  = | \$13 [7:5];
+  assign ab_dist = \$14  ? 5'h1f : \$13 [4:0];
+  assign \dist  = swap ? ba_dist : ab_dist;
+  assign align_s0 = \dist [0] ? { 1'h0, sig_small, 2'h0 } : { sig_small, 3'h0 };
   assign align_s1 = \dist [1] ? { 2'h0, align_s0[26:2] } : align_s0;
   assign align_s2 = \dist [2] ? { 4'h0, align_s1[26:4] } : align_s1;
   assign align_s3 = \dist [3] ? { 8'h00, align_s2[26:8] } : align_s2;
   assign align_s4 = \dist [4] ? { 16'h0000, align_s3[26:16] } : align_s3;
-  assign \$16  = | align_s0[1:0];
-  assign \$17  = \dist [1] & \$16 ;
-  assign \$19  = | align_s1[3:0];
-  assign \$20  = \dist [2] & \$19 ;
-  assign \$21  = \$18  | \$20 ;
-  assign \$22  = | align_s2[7:0];
-  assign \$23  = \dist [3] & \$22 ;
-  assign \$24  = \$21  | \$23 ;
-  assign \$25  = | align_s3[15:0];
-  assign \$26  = \dist [4] & \$25 ;
-  assign align_sticky = \$24  | \$26 ;
+  assign \$18  = | align_s0[1:0];
+  assign \$19  = \dist [1] & \$18 ;
+  assign \$21  = | align_s1[3:0];
+  assign \$22  = \dist [2] & \$21 ;
+  assign \$23  = \$20  | \$22 ;
+  assign \$24  = | align_s2[7:0];
+  assign \$25  = \dist [3] & \$24 ;
+  assign \$26  = \$23  | \$25 ;
+  assign \$27  = | align_s3[15:0];
+  assign \$28  = \dist [4] & \$27 ;
+  assign align_sticky = \$26  | \$28 ;
   assign small_ext = align_s4 | { 26'h0000000, align_sticky };
-  assign \$27  = { h_big, big[22:0], 3'h0 } - small_ext;
-  assign \$28  = { h_big, big[22:0], 3'h0 } + small_ext;
-  assign \$29  = subtract ? { \$27 [27], \$27  } : { 1'h0, \$28  };
-  assign \$30  = e_big == 5'h1b;
-  assign \$31  = e_big == 5'h1a;
-  assign \$32  = e_big == 5'h19;
-  assign \$33  = e_big == 5'h18;
-  assign \$34  = e_big == 5'h17;
-  assign \$35  = e_big == 5'h16;
-  assign \$36  = e_big == 5'h15;
-  assign \$37  = e_big == 5'h14;
-  assign \$38  = e_big == 5'h13;
-  assign \$39  = e_big == 5'h12;
-  assign \$40  = e_big == 5'h11;
-  assign \$41  = e_big == 5'h10;
-  assign \$42  = e_big == 4'hf;
-  assign \$43  = e_big == 4'he;
-  assign \$44  = e_big == 4'hd;
-  assign \$45  = e_big == 4'hc;
-  assign \$46  = e_big == 4'hb;
-  assign \$47  = e_big == 4'ha;
-  assign \$48  = e_big == 4'h9;
-  assign \$49  = e_big == 4'h8;
-  assign \$50  = e_big == 3'h7;
-  assign \$51  = e_big == 3'h6;
-  assign \$52  = e_big == 3'h5;
-  assign \$53  = e_big == 3'h4;
-  assign \$54  = e_big == 2'h3;
-  assign \$55  = e_big == 2'h2;
-  assign \$56  = e_big == 1'h1;
-  assign \$57  = \$29 [26:0] | { \$56 , \$55 , \$54 , \$53 , \$52 , \$51 , \$50 , \$49 , \$48 , \$47 , \$46 , \$45 , \$44 , \$43 , \$42 , \$41 , \$40 , \$39 , \$38 , \$37 , \$36 , \$35 , \$34 , \$33 , \$32 , \$31 , \$30  };
-  assign \$63  = | \$57 [2:1];
-  assign \$65  = | \$57 [2:1];
-  assign \$66  = ~ \$57 [2];
-  assign \$67  = ~ \$57 [0];
-  assign lzc_cllh = \$65  ? { 1'h0, \$66  } : { 1'h1, \$67  };
-  assign \$68  = | \$57 [6:5];
-  assign \$69  = | \$57 [4:3];
-  assign lzc_vlhl = \$68  | \$69 ;
-  assign \$70  = | \$57 [6:5];
-  assign \$71  = ~ \$57 [6];
-  assign \$72  = ~ \$57 [4];
-  assign lzc_clhl = \$70  ? { 1'h0, \$71  } : { 1'h1, \$72  };
-  assign \$73  = | \$57 [10:9];
-  assign \$74  = | \$57 [8:7];
-  assign lzc_vlhh = \$73  | \$74 ;
-  assign \$75  = | \$57 [10:9];
-  assign \$76  = ~ \$57 [10];
-  assign \$77  = ~ \$57 [8];
-  assign lzc_clhh = \$75  ? { 1'h0, \$76  } : { 1'h1, \$77  };
+  assign \$29  = a_nan | b_nan;
+  assign \$30  = a_inf & b_inf;
+  assign \$31  = \$30  & subtract;
+  assign nan = \$29  | \$31 ;
+  assign inf = a_inf | b_inf;
+  assign \$32  = { sig_big, 3'h0 } - small_ext;
+  assign \$33  = { sig_big, 3'h0 } + small_ext;
+  assign \$34  = subtract ? { \$32 [27], \$32  } : { 1'h0, \$33  };
+  assign \$35  = e_big == 5'h1b;
+  assign \$36  = e_big == 5'h1a;
+  assign \$37  = e_big == 5'h19;
+  assign \$38  = e_big == 5'h18;
+  assign \$39  = e_big == 5'h17;
+  assign \$40  = e_big == 5'h16;
+  assign \$41  = e_big == 5'h15;
+  assign \$42  = e_big == 5'h14;
+  assign \$43  = e_big == 5'h13;
+  assign \$44  = e_big == 5'h12;
+  assign \$45  = e_big == 5'h11;
+  assign \$46  = e_big == 5'h10;
+  assign \$47  = e_big == 4'hf;
+  assign \$48  = e_big == 4'he;
+  assign \$49  = e_big == 4'hd;
+  assign \$50  = e_big == 4'hc;
+  assign \$51  = e_big == 4'hb;
+  assign \$52  = e_big == 4'ha;
+  assign \$53  = e_big == 4'h9;
+  assign \$54  = e_big == 4'h8;
+  assign \$55  = e_big == 3'h7;
+  assign \$56  = e_big == 3'h6;
+  assign \$57  = e_big == 3'h5;
+  assign \$58  = e_big == 3'h4;
+  assign \$59  = e_big == 2'h3;
+  assign \$60  = e_big == 2'h2;
+  assign \$61  = e_big == 1'h1;
+  assign \$62  = \$34 [26:0] | { \$61 , \$60 , \$59 , \$58 , \$57 , \$56 , \$55 , \$54 , \$53 , \$52 , \$51 , \$50 , \$49 , \$48 , \$47 , \$46 , \$45 , \$44 , \$43 , \$42 , \$41 , \$40 , \$39 , \$38 , \$37 , \$36 , \$35  };
+  assign \$68  = | \$62 [2:1];
+  assign \$70  = | \$62 [2:1];
+  assign \$71  = ~ \$62 [2];
+  assign \$72  = ~ \$62 [0];
+  assign lzc_cllh = \$70  ? { 1'h0, \$71  } : { 1'h1, \$72  };
+  assign \$73  = | \$62 [6:5];
+  assign \$74  = | \$62 [4:3];
+  assign lzc_vlhl = \$73  | \$74 ;
+  assign \$75  = | \$62 [6:5];
+  assign \$76  = ~ \$62 [6];
+  assign \$77  = ~ \$62 [4];
+  assign lzc_clhl = \$75  ? { 1'h0, \$76  } : { 1'h1, \$77  };
+  assign \$78  = | \$62 [10:9];
+  assign \$79  = | \$62 [8:7];
+  assign lzc_vlhh = \$78  | \$79 ;
+  assign \$80  = | \$62 [10:9];
+  assign \$81  = ~ \$62 [10];
+  assign \$82  = ~ \$62 [8];
+  assign lzc_clhh = \$80  ? { 1'h0, \$81  } : { 1'h1, \$82  };
   assign lzc_vlh = lzc_vlhh | lzc_vlhl;
   assign lzc_clh = lzc_vlhh ? { 1'h0, lzc_clhh } : { 1'h1, lzc_clhl };
   assign lzc_cl = lzc_vlh ? { 1'h0, lzc_clh } : { 1'h1, lzc_cll };
-  assign \$78  = | \$57 [14:13];
-  assign \$79  = | \$57 [12:11];
-  assign lzc_vhll = \$78  | \$79 ;
-  assign \$80  = | \$57 [14:13];
-  assign \$81  = ~ \$57 [14];
-  assign \$82  = ~ \$57 [12];
-  assign lzc_chll = \$80  ? { 1'h0, \$81  } : { 1'h1, \$82  };
-  assign \$83  = | \$57 [18:17];
-  assign \$84  = | \$57 [16:15];
-  assign lzc_vhlh = \$83  | \$84 ;
-  assign \$85  = | \$57 [18:17];
-  assign \$86  = ~ \$57 [18];
-  assign \$87  = ~ \$57 [16];
-  assign lzc_chlh = \$85  ? { 1'h0, \$86  } : { 1'h1, \$87  };
+  assign \$83  = | \$62 [14:13];
+  assign \$84  = | \$62 [12:11];
+  assign lzc_vhll = \$83  | \$84 ;
+  assign \$85  = | \$62 [14:13];
+  assign \$86  = ~ \$62 [14];
+  assign \$87  = ~ \$62 [12];
+  assign lzc_chll = \$85  ? { 1'h0, \$86  } : { 1'h1, \$87  };
+  assign \$88  = | \$62 [18:17];
+  assign \$89  = | \$62 [16:15];
+  assign lzc_vhlh = \$88  | \$89 ;
+  assign \$90  = | \$62 [18:17];
+  assign \$91  = ~ \$62 [18];
+  assign \$92  = ~ \$62 [16];
+  assign lzc_chlh = \$90  ? { 1'h0, \$91  } : { 1'h1, \$92  };
   assign lzc_vhl = lzc_vhlh | lzc_vhll;
   assign lzc_chl = lzc_vhlh ? { 1'h0, lzc_chlh } : { 1'h1, lzc_chll };
-  assign \$88  = | \$57 [22:21];
-  assign \$89  = | \$57 [20:19];
-  assign lzc_vhhl = \$88  | \$89 ;
-  assign \$90  = | \$57 [22:21];
-  assign \$91  = ~ \$57 [22];
-  assign \$92  = ~ \$57 [20];
-  assign lzc_chhl = \$90  ? { 1'h0, \$91  } : { 1'h1, \$92  };
-  assign \$93  = | \$57 [26:25];
-  assign \$94  = | \$57 [24:23];
-  assign lzc_vhhh = \$93  | \$94 ;
-  assign \$95  = | \$57 [26:25];
-  assign \$96  = ~ \$57 [26];
-  assign \$97  = ~ \$57 [24];
-  assign lzc_chhh = \$95  ? { 1'h0, \$96  } : { 1'h1, \$97  };
+  assign \$93  = | \$62 [22:21];
+  assign \$94  = | \$62 [20:19];
+  assign lzc_vhhl = \$93  | \$94 ;
+  assign \$95  = | \$62 [22:21];
+  assign \$96  = ~ \$62 [22];
+  assign \$97  = ~ \$62 [20];
+  assign lzc_chhl = \$95  ? { 1'h0, \$96  } : { 1'h1, \$97  };
+  assign \$98  = | \$62 [26:25];
+  assign \$99  = | \$62 [24:23];
+  assign lzc_vhhh = \$98  | \$99 ;
+  assign \$100  = | \$62 [26:25];
+  assign \$101  = ~ \$62 [26];
+  assign \$102  = ~ \$62 [24];
+  assign lzc_chhh = \$100  ? { 1'h0, \$101  } : { 1'h1, \$102  };
   assign lzc_vhh = lzc_vhhh | lzc_vhhl;
   assign lzc_chh = lzc_vhhh ? { 1'h0, lzc_chhh } : { 1'h1, lzc_chhl };
   assign lzc_vh = lzc_vhh | lzc_vhl;
   assign lzc_ch = lzc_vhh ? { 1'h0, lzc_chh } : { 1'h1, lzc_chl };
   assign lzc_c = lzc_vh ? { 1'h0, lzc_ch } : { 1'h1, lzc_cl };
-  assign \$98  = \$29 [1] | \$29 [0];
-  assign \$99  = e_big + 1'h1;
-  assign \$100  = \$29 [26:0] << lzc_c;
-  assign \$101  = e_big - lzc_c;
-  assign \$102  = norm[26] ? \$101  : 9'h000;
-  assign \$103  = norm[1] | norm[0];
-  assign \$104  = \$103  | norm[3];
-  assign \$105  = norm[2] & \$104 ;
-  assign \$106  = { exp, norm[25:3] } + \$105 ;
-  assign \$107  = ! \$29 [27:0];
-  assign \$108  = a[31] & b[31];
-  assign sign = \$107  ? \$108  : big[31];
-  assign \$109  = a_nan | b_nan;
-  assign \$110  = a_inf & b_inf;
-  assign \$111  = \$110  & subtract;
-  assign \$112  = \$109  | \$111 ;
-  assign \$113  = a_inf | b_inf;
-  assign \$114  = \$106 [31:23] >= 8'hff;
-  assign \$115  = a_inf ? a[31] : b[31];
+  assign \$103  = ! \$34 [27:0];
+  assign \$104  = a[31] & b[31];
+  assign \$105  = swap ? b[31] : a[31];
+  assign sign = \$103  ? \$104  : \$105 ;
+  assign \$106  = \$34 [1] | \$34 [0];
+  assign \$107  = e_big + 1'h1;
+  assign \$108  = \$34 [26:0] << lzc_c;
+  assign \$109  = e_big - lzc_c;
+  assign \$110  = norm[26] ? \$109  : 9'h000;
+  assign \$111  = norm[1] | norm[0];
+  assign \$112  = \$111  | norm[3];
+  assign \$113  = norm[2] & \$112 ;
+  assign \$114  = { exp, norm[25:3] } + \$113 ;
+  assign \$115  = \$114 [31:23] >= 8'hff;
+  assign \$116  = a_inf ? a[31] : b[31];
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
-    if (\$29 [27]) begin
-      norm = { \$29 [27:2], \$98  };
+    if (\$34 [27]) begin
+      norm = { \$34 [27:2], \$106  };
     end else begin
-      norm = \$100 [26:0];
+      norm = \$108 [26:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
-    if (\$29 [27]) begin
-      exp = \$99 ;
+    if (\$34 [27]) begin
+      exp = \$107 ;
     end else begin
-      exp = \$102 ;
+      exp = \$110 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
-    if (\$112 ) begin
+    if (nan) begin
       s = 32'd2143289344;
-    end else if (\$113 ) begin
-      s = { \$115 , 31'h7f800000 };
-    end else if (\$114 ) begin
+    end else if (inf) begin
+      s = { \$116 , 31'h7f800000 };
+    end else if (\$115 ) begin
       s = { sign, 31'h7f800000 };
     end else begin
-      s = { sign, \$106 [30:0] };
+      s = { sign, \$114 [30:0] };
     end
   end
-  assign diff = \$11 [7:0];
-  assign raw = \$29 [27:0];
-  assign lzc_in = { \$57 , 5'h1f };
+  assign ba_diff = \$11 [7:0];
+  assign ab_diff = \$13 [7:0];
+  assign raw = \$34 [27:0];
+  assign lzc_in = { \$62 , 5'h1f };
   assign lz = lzc_c;
-  assign \packed  = \$106 [31:0];
-  assign \$13  = 1'h0;
-  assign \$14  = 1'h0;
+  assign \packed  = \$114 [31:0];
+  assign \s$67  = s;
   assign \$15  = 1'h0;
-  assign \$18  = \$17 ;
-  assign \$58  = 1'h1;
-  assign \$59  = 1'h1;
-  assign lzc_vlll = 1'h1;
-  assign \$60  = 1'h1;
-  assign \$61  = 1'h0;
-  assign \$62  = 1'h0;
-  assign lzc_clll = 2'h0;
+  assign \$16  = 1'h0;
+  assign \$17  = 1'h0;
+  assign \$20  = \$19 ;
+  assign \$63  = 1'h1;
   assign \$64  = 1'h1;
+  assign lzc_vlll = 1'h1;
+  assign \$65  = 1'h1;
+  assign \$66  = 1'h0;
+  assign \$67  = 1'h0;
+  assign lzc_clll = 2'h0;
+  assign \$69  = 1'h1;
   assign lzc_vllh = 1'h1;
   assign lzc_vll = 1'h1;
   assign lzc_cll = { 1'h0, lzc_cllh };
@@ -16150,4 +25091,904 @@ module ndp_fp32_to_fp16(h, a);
   assign \packed  = \$27 [14:0];
   assign \$9  = a[0];
   assign \$11  = \$10 ;
+endmodule
+/* Generated by Amaranth Yosys 0.50 (PyPI ver 0.50.0.0.post130, git sha1 b5170e139) */
+
+(* top =  1  *)
+(* generator = "Amaranth" *)
+module ndp_fp16_mul_pipe(b, clk, rst, p, a);
+  reg \$auto$verilog_backend.cc:2355:dump_module$1  = 0;
+  wire \$1 ;
+  wire \$10 ;
+  wire \$11 ;
+  wire \$12 ;
+  wire [4:0] \$13 ;
+  wire [4:0] \$14 ;
+  wire [5:0] \$15 ;
+  wire \$16 ;
+  wire \$17 ;
+  wire \$18 ;
+  wire \$19 ;
+  wire \$2 ;
+  wire \$20 ;
+  wire \$21 ;
+  wire \$22 ;
+  wire \$23 ;
+  wire \$24 ;
+  wire \$25 ;
+  wire \$26 ;
+  wire \$27 ;
+  wire \$28 ;
+  wire \$29 ;
+  wire \$3 ;
+  wire \$30 ;
+  wire \$31 ;
+  wire \$32 ;
+  wire \$33 ;
+  wire \$34 ;
+  wire \$35 ;
+  wire \$36 ;
+  wire \$37 ;
+  wire \$38 ;
+  wire \$39 ;
+  wire \$4 ;
+  wire \$40 ;
+  wire \$41 ;
+  wire \$42 ;
+  wire \$43 ;
+  wire \$44 ;
+  wire \$45 ;
+  wire \$46 ;
+  wire \$47 ;
+  wire \$48 ;
+  wire \$49 ;
+  wire \$5 ;
+  wire \$50 ;
+  wire \$51 ;
+  wire \$52 ;
+  wire \$53 ;
+  wire \$54 ;
+  wire \$55 ;
+  wire \$56 ;
+  wire \$57 ;
+  wire \$58 ;
+  wire \$59 ;
+  wire \$6 ;
+  wire [52:0] \$60 ;
+  wire [8:0] \$61 ;
+  wire \$62 ;
+  reg [21:0] \$63 ;
+  reg [7:0] \$64 ;
+  reg \$65 ;
+  reg \$66 ;
+  reg \$67 ;
+  reg \$68 ;
+  wire \$7 ;
+  wire \$8 ;
+  wire \$9 ;
+  input [15:0] a;
+  wire [15:0] a;
+  wire a_hidden;
+  wire a_inf;
+  wire a_nan;
+  wire a_zero;
+  input [15:0] b;
+  wire [15:0] b;
+  wire b_hidden;
+  wire b_inf;
+  wire b_nan;
+  wire b_zero;
+  input clk;
+  wire clk;
+  wire [7:0] exp;
+  wire [7:0] exp_base;
+  wire inf;
+  wire [4:0] lz;
+  wire [4:0] lzc_c;
+  wire [3:0] lzc_ch;
+  wire [2:0] lzc_chh;
+  wire [1:0] lzc_chhh;
+  wire [1:0] lzc_chhl;
+  wire [2:0] lzc_chl;
+  wire [1:0] lzc_chlh;
+  wire [1:0] lzc_chll;
+  wire [3:0] lzc_cl;
+  wire [2:0] lzc_clh;
+  wire [1:0] lzc_clhh;
+  wire [1:0] lzc_clhl;
+  wire [2:0] lzc_cll;
+  wire [1:0] lzc_cllh;
+  wire [1:0] lzc_clll;
+  wire [31:0] lzc_in;
+  wire lzc_v;
+  wire lzc_vh;
+  wire lzc_vhh;
+  wire lzc_vhhh;
+  wire lzc_vhhl;
+  wire lzc_vhl;
+  wire lzc_vhlh;
+  wire lzc_vhll;
+  wire lzc_vl;
+  wire lzc_vlh;
+  wire lzc_vlhh;
+  wire lzc_vlhl;
+  wire lzc_vll;
+  wire lzc_vllh;
+  wire lzc_vlll;
+  reg [7:0] mul_s1_exp_base = 8'h00;
+  reg mul_s1_inf = 1'h0;
+  reg mul_s1_nan = 1'h0;
+  reg [21:0] mul_s1_prod = 22'h000000;
+  reg mul_s1_sign = 1'h0;
+  reg mul_s1_zero = 1'h0;
+  wire nan;
+  wire [21:0] norm;
+  output [31:0] p;
+  reg [31:0] p;
+  wire [31:0] \p$57 ;
+  wire [21:0] prod;
+  input rst;
+  wire rst;
+  wire zero;
+  assign zero = a_zero | b_zero;
+  assign \$30  = | mul_s1_prod[1:0];
+  assign \$32  = | mul_s1_prod[1:0];
+  assign \$33  = ~ mul_s1_prod[1];
+  assign lzc_clhl = \$32  ? { 1'h0, \$33  } : 2'h2;
+  assign \$35  = | mul_s1_prod[5:4];
+  assign \$36  = | mul_s1_prod[3:2];
+  assign lzc_vlhh = \$35  | \$36 ;
+  assign \$37  = | mul_s1_prod[5:4];
+  assign \$38  = ~ mul_s1_prod[5];
+  assign \$39  = ~ mul_s1_prod[3];
+  assign lzc_clhh = \$37  ? { 1'h0, \$38  } : { 1'h1, \$39  };
+  assign lzc_clh = lzc_vlhh ? { 1'h0, lzc_clhh } : { 1'h1, lzc_clhl };
+  assign \$40  = | mul_s1_prod[9:8];
+  assign \$41  = | mul_s1_prod[7:6];
+  assign lzc_vhll = \$40  | \$41 ;
+  assign \$42  = | mul_s1_prod[9:8];
+  assign \$43  = ~ mul_s1_prod[9];
+  assign \$44  = ~ mul_s1_prod[7];
+  assign lzc_chll = \$42  ? { 1'h0, \$43  } : { 1'h1, \$44  };
+  assign \$45  = | mul_s1_prod[13:12];
+  assign \$46  = | mul_s1_prod[11:10];
+  assign lzc_vhlh = \$45  | \$46 ;
+  assign \$47  = | mul_s1_prod[13:12];
+  assign \$48  = ~ mul_s1_prod[13];
+  assign \$49  = ~ mul_s1_prod[11];
+  assign lzc_chlh = \$47  ? { 1'h0, \$48  } : { 1'h1, \$49  };
+  assign lzc_vhl = lzc_vhlh | lzc_vhll;
+  assign lzc_chl = lzc_vhlh ? { 1'h0, lzc_chlh } : { 1'h1, lzc_chll };
+  assign \$50  = | mul_s1_prod[17:16];
+  assign \$51  = | mul_s1_prod[15:14];
+  assign lzc_vhhl = \$50  | \$51 ;
+  assign \$52  = | mul_s1_prod[17:16];
+  assign \$53  = ~ mul_s1_prod[17];
+  assign \$54  = ~ mul_s1_prod[15];
+  assign lzc_chhl = \$52  ? { 1'h0, \$53  } : { 1'h1, \$54  };
+  assign \$55  = | mul_s1_prod[21:20];
+  assign \$56  = | mul_s1_prod[19:18];
+  assign lzc_vhhh = \$55  | \$56 ;
+  assign \$57  = | mul_s1_prod[21:20];
+  assign \$58  = ~ mul_s1_prod[21];
+  assign \$59  = ~ mul_s1_prod[19];
+  assign lzc_chhh = \$57  ? { 1'h0, \$58  } : { 1'h1, \$59  };
+  assign lzc_vhh = lzc_vhhh | lzc_vhhl;
+  assign lzc_chh = lzc_vhhh ? { 1'h0, lzc_chhh } : { 1'h1, lzc_chhl };
+  assign lzc_vh = lzc_vhh | lzc_vhl;
+  assign lzc_ch = lzc_vhh ? { 1'h0, lzc_chh } : { 1'h1, lzc_chl };
+  assign lzc_c = lzc_vh ? { 1'h0, lzc_ch } : { 1'h1, lzc_cl };
+  assign \$60  = mul_s1_prod << lzc_c;
+  assign \$61  = mul_s1_exp_base - lzc_c;
+  assign \$62  = a[15] ^ b[15];
+  always @(posedge clk)
+    mul_s1_prod <= \$63 ;
+  always @(posedge clk)
+    mul_s1_exp_base <= \$64 ;
+  always @(posedge clk)
+    mul_s1_sign <= \$65 ;
+  always @(posedge clk)
+    mul_s1_nan <= \$66 ;
+  always @(posedge clk)
+    mul_s1_inf <= \$67 ;
+  always @(posedge clk)
+    mul_s1_zero <= \$68 ;
+  assign a_hidden = | a[14:10];
+  assign \$1  = a[14:10] == 5'h1f;
+  assign \$2  = | a[9:0];
+  assign \$3  = ~ \$2 ;
+  assign a_inf = \$1  & \$3 ;
+  assign \$4  = a[14:10] == 5'h1f;
+  assign \$5  = | a[9:0];
+  assign a_nan = \$4  & \$5 ;
+  assign \$6  = | a[14:0];
+  assign a_zero = ~ \$6 ;
+  assign b_hidden = | b[14:10];
+  assign \$7  = b[14:10] == 5'h1f;
+  assign \$8  = | b[9:0];
+  assign \$9  = ~ \$8 ;
+  assign b_inf = \$7  & \$9 ;
+  assign \$10  = b[14:10] == 5'h1f;
+  assign \$11  = | b[9:0];
+  assign b_nan = \$10  & \$11 ;
+  assign \$12  = | b[14:0];
+  assign b_zero = ~ \$12 ;
+  assign prod = { a_hidden, a[9:0] } * { b_hidden, b[9:0] };
+  assign \$13  = a_hidden ? a[14:10] : 5'h01;
+  assign \$14  = b_hidden ? b[14:10] : 5'h01;
+  assign \$15  = \$13  + \$14 ;
+  assign exp_base = \$15  + 7'h62;
+  assign \$16  = a_nan | b_nan;
+  assign \$17  = a_inf & b_zero;
+  assign \$18  = \$16  | \$17 ;
+  assign \$19  = b_inf & a_zero;
+  assign nan = \$18  | \$19 ;
+  assign inf = a_inf | b_inf;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    (* full_case = 32'd1 *)
+    if (mul_s1_nan) begin
+      p = 32'd2143289344;
+    end else if (mul_s1_inf) begin
+      p = { mul_s1_sign, 31'h7f800000 };
+    end else if (mul_s1_zero) begin
+      p = { mul_s1_sign, 31'h00000000 };
+    end else begin
+      p = { mul_s1_sign, \$61 [7:0], \$60 [20:0], 2'h0 };
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$63  = prod;
+    if (rst) begin
+      \$63  = 22'h000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$64  = exp_base;
+    if (rst) begin
+      \$64  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$65  = \$62 ;
+    if (rst) begin
+      \$65  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$66  = nan;
+    if (rst) begin
+      \$66  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$67  = inf;
+    if (rst) begin
+      \$67  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$68  = zero;
+    if (rst) begin
+      \$68  = 1'h0;
+    end
+  end
+  assign lzc_in = { mul_s1_prod, 10'h3ff };
+  assign lz = lzc_c;
+  assign norm = \$60 [21:0];
+  assign exp = \$61 [7:0];
+  assign \p$57  = p;
+  assign \$20  = 1'h1;
+  assign \$21  = 1'h1;
+  assign lzc_vlll = 1'h1;
+  assign \$22  = 1'h1;
+  assign \$23  = 1'h0;
+  assign \$24  = 1'h0;
+  assign lzc_clll = 2'h0;
+  assign \$25  = 1'h1;
+  assign \$26  = 1'h1;
+  assign lzc_vllh = 1'h1;
+  assign \$27  = 1'h1;
+  assign \$28  = 1'h0;
+  assign \$29  = 1'h0;
+  assign lzc_cllh = 2'h0;
+  assign lzc_vll = 1'h1;
+  assign lzc_cll = 3'h0;
+  assign \$31  = 1'h1;
+  assign lzc_vlhl = 1'h1;
+  assign \$34  = 1'h0;
+  assign lzc_vlh = 1'h1;
+  assign lzc_vl = 1'h1;
+  assign lzc_cl = { 1'h0, lzc_clh };
+  assign lzc_v = 1'h1;
+endmodule
+/* Generated by Amaranth Yosys 0.50 (PyPI ver 0.50.0.0.post130, git sha1 b5170e139) */
+
+(* top =  1  *)
+(* generator = "Amaranth" *)
+module ndp_fp32_add_pipe(b, clk, rst, s, a);
+  reg \$auto$verilog_backend.cc:2355:dump_module$1  = 0;
+  wire \$1 ;
+  wire \$10 ;
+  wire \$100 ;
+  wire \$101 ;
+  wire \$102 ;
+  wire \$103 ;
+  wire \$104 ;
+  wire [8:0] \$105 ;
+  wire [57:0] \$106 ;
+  wire [8:0] \$107 ;
+  wire [8:0] \$108 ;
+  wire \$109 ;
+  wire [8:0] \$11 ;
+  wire \$110 ;
+  wire \$111 ;
+  wire [32:0] \$112 ;
+  wire \$113 ;
+  wire \$114 ;
+  wire \$115 ;
+  wire \$116 ;
+  reg [23:0] \$117 ;
+  reg [26:0] \$118 ;
+  reg \$119 ;
+  wire \$12 ;
+  reg [7:0] \$120 ;
+  reg \$121 ;
+  reg \$122 ;
+  reg \$123 ;
+  reg \$124 ;
+  reg \$125 ;
+  reg [27:0] \$126 ;
+  reg [4:0] \$127 ;
+  reg [7:0] \$128 ;
+  reg \$129 ;
+  wire [8:0] \$13 ;
+  reg \$130 ;
+  reg \$131 ;
+  reg \$132 ;
+  wire \$14 ;
+  wire \$15 ;
+  wire \$16 ;
+  wire \$17 ;
+  wire \$18 ;
+  wire \$19 ;
+  wire \$2 ;
+  wire \$20 ;
+  wire \$21 ;
+  wire \$22 ;
+  wire \$23 ;
+  wire \$24 ;
+  wire \$25 ;
+  wire \$26 ;
+  wire \$27 ;
+  wire \$28 ;
+  wire \$29 ;
+  wire \$3 ;
+  wire \$30 ;
+  wire \$31 ;
+  wire [27:0] \$32 ;
+  wire [27:0] \$33 ;
+  wire [28:0] \$34 ;
+  wire \$35 ;
+  wire \$36 ;
+  wire \$37 ;
+  wire \$38 ;
+  wire \$39 ;
+  wire \$4 ;
+  wire \$40 ;
+  wire \$41 ;
+  wire \$42 ;
+  wire \$43 ;
+  wire \$44 ;
+  wire \$45 ;
+  wire \$46 ;
+  wire \$47 ;
+  wire \$48 ;
+  wire \$49 ;
+  wire \$5 ;
+  wire \$50 ;
+  wire \$51 ;
+  wire \$52 ;
+  wire \$53 ;
+  wire \$54 ;
+  wire \$55 ;
+  wire \$56 ;
+  wire \$57 ;
+  wire \$58 ;
+  wire \$59 ;
+  wire \$6 ;
+  wire \$60 ;
+  wire \$61 ;
+  wire [26:0] \$62 ;
+  wire \$63 ;
+  wire \$64 ;
+  wire \$65 ;
+  wire \$66 ;
+  wire \$67 ;
+  wire \$68 ;
+  wire \$69 ;
+  wire \$7 ;
+  wire \$70 ;
+  wire \$71 ;
+  wire \$72 ;
+  wire \$73 ;
+  wire \$74 ;
+  wire \$75 ;
+  wire \$76 ;
+  wire \$77 ;
+  wire \$78 ;
+  wire \$79 ;
+  wire \$8 ;
+  wire \$80 ;
+  wire \$81 ;
+  wire \$82 ;
+  wire \$83 ;
+  wire \$84 ;
+  wire \$85 ;
+  wire \$86 ;
+  wire \$87 ;
+  wire \$88 ;
+  wire \$89 ;
+  wire \$9 ;
+  wire \$90 ;
+  wire \$91 ;
+  wire \$92 ;
+  wire \$93 ;
+  wire \$94 ;
+  wire \$95 ;
+  wire \$96 ;
+  wire \$97 ;
+  wire \$98 ;
+  wire \$99 ;
+  input [31:0] a;
+  wire [31:0] a;
+  wire [7:0] a_exp;
+  wire a_hidden;
+  wire a_inf;
+  wire a_nan;
+  wire [7:0] ab_diff;
+  wire [4:0] ab_dist;
+  reg add_s1_both_neg = 1'h0;
+  reg [7:0] add_s1_e_big = 8'h00;
+  reg add_s1_inf = 1'h0;
+  reg add_s1_inf_sign = 1'h0;
+  reg add_s1_nan = 1'h0;
+  reg [23:0] add_s1_sig_big = 24'h000000;
+  reg add_s1_sign_big = 1'h0;
+  reg [26:0] add_s1_small_ext = 27'h0000000;
+  reg add_s1_subtract = 1'h0;
+  reg [7:0] add_s2_e_big = 8'h00;
+  reg add_s2_inf = 1'h0;
+  reg add_s2_inf_sign = 1'h0;
+  reg [4:0] add_s2_lz = 5'h00;
+  reg add_s2_nan = 1'h0;
+  reg [27:0] add_s2_raw = 28'h0000000;
+  reg add_s2_sign = 1'h0;
+  wire [26:0] align_s0;
+  wire [26:0] align_s1;
+  wire [26:0] align_s2;
+  wire [26:0] align_s3;
+  wire [26:0] align_s4;
+  wire align_sticky;
+  input [31:0] b;
+  wire [31:0] b;
+  wire [7:0] b_exp;
+  wire b_hidden;
+  wire b_inf;
+  wire b_nan;
+  wire [7:0] ba_diff;
+  wire [4:0] ba_dist;
+  input clk;
+  wire clk;
+  wire [4:0] \dist ;
+  wire [7:0] e_big;
+  reg [8:0] exp;
+  wire inf;
+  wire [4:0] lz;
+  wire [4:0] lzc_c;
+  wire [3:0] lzc_ch;
+  wire [2:0] lzc_chh;
+  wire [1:0] lzc_chhh;
+  wire [1:0] lzc_chhl;
+  wire [2:0] lzc_chl;
+  wire [1:0] lzc_chlh;
+  wire [1:0] lzc_chll;
+  wire [3:0] lzc_cl;
+  wire [2:0] lzc_clh;
+  wire [1:0] lzc_clhh;
+  wire [1:0] lzc_clhl;
+  wire [2:0] lzc_cll;
+  wire [1:0] lzc_cllh;
+  wire [1:0] lzc_clll;
+  wire [31:0] lzc_in;
+  wire lzc_v;
+  wire lzc_vh;
+  wire lzc_vhh;
+  wire lzc_vhhh;
+  wire lzc_vhhl;
+  wire lzc_vhl;
+  wire lzc_vhlh;
+  wire lzc_vhll;
+  wire lzc_vl;
+  wire lzc_vlh;
+  wire lzc_vlhh;
+  wire lzc_vlhl;
+  wire lzc_vll;
+  wire lzc_vllh;
+  wire lzc_vlll;
+  wire nan;
+  reg [26:0] norm;
+  wire [31:0] \packed ;
+  wire [27:0] raw;
+  input rst;
+  wire rst;
+  output [31:0] s;
+  reg [31:0] s;
+  wire [31:0] \s$80 ;
+  wire [23:0] sig_big;
+  wire [23:0] sig_small;
+  wire sign;
+  wire [26:0] small_ext;
+  wire subtract;
+  wire swap;
+  assign \$1  = a[30:23] == 8'hff;
+  assign \$2  = | a[22:0];
+  assign \$3  = ~ \$2 ;
+  assign a_inf = \$1  & \$3 ;
+  assign \$4  = a[30:23] == 8'hff;
+  assign \$5  = | a[22:0];
+  assign a_nan = \$4  & \$5 ;
+  assign \$6  = b[30:23] == 8'hff;
+  assign \$7  = | b[22:0];
+  assign \$8  = ~ \$7 ;
+  assign b_inf = \$6  & \$8 ;
+  assign \$9  = b[30:23] == 8'hff;
+  assign \$10  = | b[22:0];
+  assign b_nan = \$9  & \$10 ;
+  assign a_hidden = | a[30:23];
+  assign a_exp = a_hidden ? a[30:23] : 8'h01;
+  assign b_hidden = | b[30:23];
+  assign b_exp = b_hidden ? b[30:23] : 8'h01;
+  assign swap = b[30:0] > a[30:0];
+  assign sig_big = swap ? { b_hidden, b[22:0] } : { a_hidden, a[22:0] };
+  assign sig_small = swap ? { a_hidden, a[22:0] } : { b_hidden, b[22:0] };
+  assign e_big = swap ? b_exp : a_exp;
+  assign subtract = a[31] ^ b[31];
+  assign \$11  = b_exp - a_exp;
+  assign \$12  = | \$11 [7:5];
+  assign ba_dist = \$12  ? 5'h1f : \$11 [4:0];
+  assign \$13  = a_exp - b_exp;
+  assign \$14  = | \$13 [7:5];
+  assign ab_dist = \$14  ? 5'h1f : \$13 [4:0];
+  assign \dist  = swap ? ba_dist : ab_dist;
+  assign align_s0 = \dist [0] ? { 1'h0, sig_small, 2'h0 } : { sig_small, 3'h0 };
+  assign align_s1 = \dist [1] ? { 2'h0, align_s0[26:2] } : align_s0;
+  assign align_s2 = \dist [2] ? { 4'h0, align_s1[26:4] } : align_s1;
+  assign align_s3 = \dist [3] ? { 8'h00, align_s2[26:8] } : align_s2;
+  assign align_s4 = \dist [4] ? { 16'h0000, align_s3[26:16] } : align_s3;
+  assign \$18  = | align_s0[1:0];
+  assign \$19  = \dist [1] & \$18 ;
+  assign \$21  = | align_s1[3:0];
+  assign \$22  = \dist [2] & \$21 ;
+  assign \$23  = \$20  | \$22 ;
+  assign \$24  = | align_s2[7:0];
+  assign \$25  = \dist [3] & \$24 ;
+  assign \$26  = \$23  | \$25 ;
+  assign \$27  = | align_s3[15:0];
+  assign \$28  = \dist [4] & \$27 ;
+  assign align_sticky = \$26  | \$28 ;
+  assign small_ext = align_s4 | { 26'h0000000, align_sticky };
+  assign \$29  = a_nan | b_nan;
+  assign \$30  = a_inf & b_inf;
+  assign \$31  = \$30  & subtract;
+  assign nan = \$29  | \$31 ;
+  assign inf = a_inf | b_inf;
+  assign \$32  = { add_s1_sig_big, 3'h0 } - add_s1_small_ext;
+  assign \$33  = { add_s1_sig_big, 3'h0 } + add_s1_small_ext;
+  assign \$34  = add_s1_subtract ? { \$32 [27], \$32  } : { 1'h0, \$33  };
+  assign \$35  = add_s1_e_big == 5'h1b;
+  assign \$36  = add_s1_e_big == 5'h1a;
+  assign \$37  = add_s1_e_big == 5'h19;
+  assign \$38  = add_s1_e_big == 5'h18;
+  assign \$39  = add_s1_e_big == 5'h17;
+  assign \$40  = add_s1_e_big == 5'h16;
+  assign \$41  = add_s1_e_big == 5'h15;
+  assign \$42  = add_s1_e_big == 5'h14;
+  assign \$43  = add_s1_e_big == 5'h13;
+  assign \$44  = add_s1_e_big == 5'h12;
+  assign \$45  = add_s1_e_big == 5'h11;
+  assign \$46  = add_s1_e_big == 5'h10;
+  assign \$47  = add_s1_e_big == 4'hf;
+  assign \$48  = add_s1_e_big == 4'he;
+  assign \$49  = add_s1_e_big == 4'hd;
+  assign \$50  = add_s1_e_big == 4'hc;
+  assign \$51  = add_s1_e_big == 4'hb;
+  assign \$52  = add_s1_e_big == 4'ha;
+  assign \$53  = add_s1_e_big == 4'h9;
+  assign \$54  = add_s1_e_big == 4'h8;
+  assign \$55  = add_s1_e_big == 3'h7;
+  assign \$56  = add_s1_e_big == 3'h6;
+  assign \$57  = add_s1_e_big == 3'h5;
+  assign \$58  = add_s1_e_big == 3'h4;
+  assign \$59  = add_s1_e_big == 2'h3;
+  assign \$60  = add_s1_e_big == 2'h2;
+  assign \$61  = add_s1_e_big == 1'h1;
+  assign \$62  = \$34 [26:0] | { \$61 , \$60 , \$59 , \$58 , \$57 , \$56 , \$55 , \$54 , \$53 , \$52 , \$51 , \$50 , \$49 , \$48 , \$47 , \$46 , \$45 , \$44 , \$43 , \$42 , \$41 , \$40 , \$39 , \$38 , \$37 , \$36 , \$35  };
+  assign \$68  = | \$62 [2:1];
+  assign \$70  = | \$62 [2:1];
+  assign \$71  = ~ \$62 [2];
+  assign \$72  = ~ \$62 [0];
+  assign lzc_cllh = \$70  ? { 1'h0, \$71  } : { 1'h1, \$72  };
+  assign \$73  = | \$62 [6:5];
+  assign \$74  = | \$62 [4:3];
+  assign lzc_vlhl = \$73  | \$74 ;
+  assign \$75  = | \$62 [6:5];
+  assign \$76  = ~ \$62 [6];
+  assign \$77  = ~ \$62 [4];
+  assign lzc_clhl = \$75  ? { 1'h0, \$76  } : { 1'h1, \$77  };
+  assign \$78  = | \$62 [10:9];
+  assign \$79  = | \$62 [8:7];
+  assign lzc_vlhh = \$78  | \$79 ;
+  assign \$80  = | \$62 [10:9];
+  assign \$81  = ~ \$62 [10];
+  assign \$82  = ~ \$62 [8];
+  assign lzc_clhh = \$80  ? { 1'h0, \$81  } : { 1'h1, \$82  };
+  assign lzc_vlh = lzc_vlhh | lzc_vlhl;
+  assign lzc_clh = lzc_vlhh ? { 1'h0, lzc_clhh } : { 1'h1, lzc_clhl };
+  assign lzc_cl = lzc_vlh ? { 1'h0, lzc_clh } : { 1'h1, lzc_cll };
+  assign \$83  = | \$62 [14:13];
+  assign \$84  = | \$62 [12:11];
+  assign lzc_vhll = \$83  | \$84 ;
+  assign \$85  = | \$62 [14:13];
+  assign \$86  = ~ \$62 [14];
+  assign \$87  = ~ \$62 [12];
+  assign lzc_chll = \$85  ? { 1'h0, \$86  } : { 1'h1, \$87  };
+  assign \$88  = | \$62 [18:17];
+  assign \$89  = | \$62 [16:15];
+  assign lzc_vhlh = \$88  | \$89 ;
+  assign \$90  = | \$62 [18:17];
+  assign \$91  = ~ \$62 [18];
+  assign \$92  = ~ \$62 [16];
+  assign lzc_chlh = \$90  ? { 1'h0, \$91  } : { 1'h1, \$92  };
+  assign lzc_vhl = lzc_vhlh | lzc_vhll;
+  assign lzc_chl = lzc_vhlh ? { 1'h0, lzc_chlh } : { 1'h1, lzc_chll };
+  assign \$93  = | \$62 [22:21];
+  assign \$94  = | \$62 [20:19];
+  assign lzc_vhhl = \$93  | \$94 ;
+  assign \$95  = | \$62 [22:21];
+  assign \$96  = ~ \$62 [22];
+  assign \$97  = ~ \$62 [20];
+  assign lzc_chhl = \$95  ? { 1'h0, \$96  } : { 1'h1, \$97  };
+  assign \$98  = | \$62 [26:25];
+  assign \$99  = | \$62 [24:23];
+  assign lzc_vhhh = \$98  | \$99 ;
+  assign \$100  = | \$62 [26:25];
+  assign \$101  = ~ \$62 [26];
+  assign \$102  = ~ \$62 [24];
+  assign lzc_chhh = \$100  ? { 1'h0, \$101  } : { 1'h1, \$102  };
+  assign lzc_vhh = lzc_vhhh | lzc_vhhl;
+  assign lzc_chh = lzc_vhhh ? { 1'h0, lzc_chhh } : { 1'h1, lzc_chhl };
+  assign lzc_vh = lzc_vhh | lzc_vhl;
+  assign lzc_ch = lzc_vhh ? { 1'h0, lzc_chh } : { 1'h1, lzc_chl };
+  assign lzc_c = lzc_vh ? { 1'h0, lzc_ch } : { 1'h1, lzc_cl };
+  assign \$103  = ! \$34 [27:0];
+  assign sign = \$103  ? add_s1_both_neg : add_s1_sign_big;
+  assign \$104  = add_s2_raw[1] | add_s2_raw[0];
+  assign \$105  = add_s2_e_big + 1'h1;
+  assign \$106  = add_s2_raw[26:0] << add_s2_lz;
+  assign \$107  = add_s2_e_big - add_s2_lz;
+  assign \$108  = norm[26] ? \$107  : 9'h000;
+  assign \$109  = norm[1] | norm[0];
+  assign \$110  = \$109  | norm[3];
+  assign \$111  = norm[2] & \$110 ;
+  assign \$112  = { exp, norm[25:3] } + \$111 ;
+  assign \$113  = \$112 [31:23] >= 8'hff;
+  assign \$114  = swap ? b[31] : a[31];
+  assign \$115  = a[31] & b[31];
+  assign \$116  = a_inf ? a[31] : b[31];
+  always @(posedge clk)
+    add_s1_sig_big <= \$117 ;
+  always @(posedge clk)
+    add_s1_small_ext <= \$118 ;
+  always @(posedge clk)
+    add_s1_subtract <= \$119 ;
+  always @(posedge clk)
+    add_s1_e_big <= \$120 ;
+  always @(posedge clk)
+    add_s1_sign_big <= \$121 ;
+  always @(posedge clk)
+    add_s1_both_neg <= \$122 ;
+  always @(posedge clk)
+    add_s1_nan <= \$123 ;
+  always @(posedge clk)
+    add_s1_inf <= \$124 ;
+  always @(posedge clk)
+    add_s1_inf_sign <= \$125 ;
+  always @(posedge clk)
+    add_s2_raw <= \$126 ;
+  always @(posedge clk)
+    add_s2_lz <= \$127 ;
+  always @(posedge clk)
+    add_s2_e_big <= \$128 ;
+  always @(posedge clk)
+    add_s2_sign <= \$129 ;
+  always @(posedge clk)
+    add_s2_nan <= \$130 ;
+  always @(posedge clk)
+    add_s2_inf <= \$131 ;
+  always @(posedge clk)
+    add_s2_inf_sign <= \$132 ;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    (* full_case = 32'd1 *)
+    if (add_s2_raw[27]) begin
+      norm = { add_s2_raw[27:2], \$104  };
+    end else begin
+      norm = \$106 [26:0];
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    (* full_case = 32'd1 *)
+    if (add_s2_raw[27]) begin
+      exp = \$105 ;
+    end else begin
+      exp = \$108 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    (* full_case = 32'd1 *)
+    if (add_s2_nan) begin
+      s = 32'd2143289344;
+    end else if (add_s2_inf) begin
+      s = { add_s2_inf_sign, 31'h7f800000 };
+    end else if (\$113 ) begin
+      s = { add_s2_sign, 31'h7f800000 };
+    end else begin
+      s = { add_s2_sign, \$112 [30:0] };
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$117  = sig_big;
+    if (rst) begin
+      \$117  = 24'h000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$118  = small_ext;
+    if (rst) begin
+      \$118  = 27'h0000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$119  = subtract;
+    if (rst) begin
+      \$119  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$120  = e_big;
+    if (rst) begin
+      \$120  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$121  = \$114 ;
+    if (rst) begin
+      \$121  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$122  = \$115 ;
+    if (rst) begin
+      \$122  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$123  = nan;
+    if (rst) begin
+      \$123  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$124  = inf;
+    if (rst) begin
+      \$124  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$125  = \$116 ;
+    if (rst) begin
+      \$125  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$126  = \$34 [27:0];
+    if (rst) begin
+      \$126  = 28'h0000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$127  = lzc_c;
+    if (rst) begin
+      \$127  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$128  = add_s1_e_big;
+    if (rst) begin
+      \$128  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$129  = sign;
+    if (rst) begin
+      \$129  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$130  = add_s1_nan;
+    if (rst) begin
+      \$130  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$131  = add_s1_inf;
+    if (rst) begin
+      \$131  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$132  = add_s1_inf_sign;
+    if (rst) begin
+      \$132  = 1'h0;
+    end
+  end
+  assign ba_diff = \$11 [7:0];
+  assign ab_diff = \$13 [7:0];
+  assign raw = \$34 [27:0];
+  assign lzc_in = { \$62 , 5'h1f };
+  assign lz = lzc_c;
+  assign \packed  = \$112 [31:0];
+  assign \s$80  = s;
+  assign \$15  = 1'h0;
+  assign \$16  = 1'h0;
+  assign \$17  = 1'h0;
+  assign \$20  = \$19 ;
+  assign \$63  = 1'h1;
+  assign \$64  = 1'h1;
+  assign lzc_vlll = 1'h1;
+  assign \$65  = 1'h1;
+  assign \$66  = 1'h0;
+  assign \$67  = 1'h0;
+  assign lzc_clll = 2'h0;
+  assign \$69  = 1'h1;
+  assign lzc_vllh = 1'h1;
+  assign lzc_vll = 1'h1;
+  assign lzc_cll = { 1'h0, lzc_cllh };
+  assign lzc_vl = 1'h1;
+  assign lzc_v = 1'h1;
 endmodule

@@ -15,8 +15,8 @@ CACHE_BYTES = 512 << 20
 
 
 class ComputeUnit:
-    def __init__(self, memory):
-        self.memory = memory
+    def __init__(self, memory, lanes):
+        self.memory, self.lanes = memory, lanes
         self._operands = collections.OrderedDict()   # (addr, k, n) -> (versions, float32 array)
         self._cached_bytes = 0
 
@@ -43,4 +43,5 @@ class ComputeUnit:
     def gemm(self, x_addr, w_addr, m, k, n):
         """The FP16 result bytes of in[m x k] (at x_addr) * W[k x n] (at w_addr)."""
         x32 = self._widen(self.memory.array(x_addr, m * k * 2), m, k)
-        return golden.gemm_fp32(x32, self._operand(w_addr, k, n)).tobytes()
+        sums = golden.gemm_fp32(x32, self._operand(w_addr, k, n), self.lanes)
+        return golden.canonical_nan(sums.astype(np.float16)).tobytes()

@@ -35,7 +35,7 @@ class ControlUnit:
         self.cfg = cfg
         self.memory = memory
         self.reads = []                 # (address, bytes) of every run the reader made
-        self.compute = ComputeUnit(memory)
+        self.compute = ComputeUnit(memory, cfg.lanes)
 
     def execute(self, entry, regs, pop, steals=()):
         """The schedule of `entry` popped at cycle `pop` on a queue with registers `regs`;

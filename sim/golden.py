@@ -1,11 +1,15 @@
 """Bit-exact numpy golden model of the compute unit's GEMV/GEMM (hw/compute_unit.py).
 
-Accumulation order, as the PE array computes it:
+Accumulation order: `isa/pe_array.py` defines it (row packing, interleaved partial sums,
+fold at readout); in short, for out[m, n]:
 
-    acc[m, n] = +0.0                                  (FP32)
-    for k in 0 .. K-1:                                in order of k, one add per k
-        acc[m, n] = fp32_add_rne(acc[m, n], fp32(X[m, k]) * fp32(W[k, n]))
-    out[m, n] = fp16_rne(acc[m, n])
+    partial[s, r] = +0.0                                (FP32; s < sets, r < pack)
+    for g in 0 .. ceil(K / pack) - 1:                   k-groups, in order
+        s = g mod sets;  for r < pack with k = g * pack + r < K:
+            partial[s, r] = fp32_add_rne(partial[s, r], fp32(X[m, k]) * fp32(W[k, n]))
+    t[r] = ((partial[0, r] + partial[1, r]) + ...)      the sets, in order
+    for h = pack/2, pack/4, .., 1:  t[r] = t[r] + t[r + h]  for r < h
+    out[m, n] = fp16_rne(t[0])
 
 - The product of two FP16 values is exact in FP32 (11 x 11 significand bits, and the
   exponent range of FP16 products, subnormals included, lies inside FP32's normal range),
@@ -13,63 +17,94 @@ Accumulation order, as the PE array computes it:
 - FP16 subnormal inputs and outputs are kept (no flush to zero). The accumulator never
   holds an FP32 subnormal: every partial sum is a multiple of 2^-48.
 - Overflow to FP16 gives +-inf. Every NaN result is the canonical FP16 NaN 0x7E00.
+- A partial sum started from +0 is never -0, so zero padding (products +0 * +0) adds
+  exactly; the code below pads K freely.
 
 numpy's float32 multiply and add are IEEE binary32 with RNE, and its float32 -> float16
-conversion rounds to nearest even, so this loop is the hardware's arithmetic exactly.
+conversion rounds to nearest even, so this is the hardware's arithmetic exactly.
 """
 import numpy as np
+
+from isa.pe_array import plan as pe_plan
 
 CANONICAL_NAN_FP16 = 0x7E00
 
 
-def gemm(x, w):
-    """out[M x N] = x[M x K] * w[K x N], all float16, accumulated as documented above."""
+def gemm(x, w, lanes):
+    """out[M x N] = x[M x K] * w[K x N], all float16, accumulated as documented above
+    for a PE array of `lanes` lanes."""
     x = np.asarray(x)
     w = np.asarray(w)
     if x.dtype != np.float16 or w.dtype != np.float16:
         raise TypeError(f"gemm takes float16 arrays, got {x.dtype!r} and {w.dtype!r}")
     if x.ndim != 2 or w.ndim != 2 or x.shape[1] != w.shape[0]:
         raise ValueError(f"gemm shapes do not chain: {x.shape!r} x {w.shape!r}")
-    return gemm_fp32(x.astype(np.float32), w.astype(np.float32))
+    return canonical_nan(gemm_fp32(x.astype(np.float32), w.astype(np.float32), lanes).astype(np.float16))
 
 
-BLOCK_ELEMS = 1 << 16       # products held at once when M x N is small
-SMALL_OUTPUT = 128          # below this many outputs, one numpy call per k would cost most
+BLOCK_ELEMS = 1 << 16       # products held at once when the partial sums are few
+SMALL_OUTPUT = 128          # below this many partial sums, one numpy call per step would cost most
 
 
-def gemm_fp32(x32, w32):
-    """The same, from the FP16 operands already widened to float32 (exactly).
-
-    Large outputs: one in-place multiply and add per k. Small outputs: the products of a
-    block of k's at once, summed with `np.add.accumulate`, which adds in order by
-    definition (out[i] = out[i-1] + in[i], no pairwise regrouping) after the running sum;
-    a leading +0 keeps the start of the sum at +0 (the first product may be -0)."""
+def gemm_fp32(x32, w32, lanes):
+    """The FP32 sums (before the FP16 rounding), from the FP16 operands already widened to
+    float32 (exactly). Returns float32 [M x N]."""
     m, k = x32.shape
     n = w32.shape[1]
+    p = pe_plan(n, lanes)
+    depth = p.sets * p.pack                    # partial sums per output
+    steps = -(-k // depth)
+    pad = steps * depth - k
+    if pad:
+        x32 = np.concatenate([x32, np.zeros((m, pad), np.float32)], axis=1)
+        w32 = np.concatenate([w32, np.zeros((pad, n), np.float32)], axis=0)
+    # k = (c * sets + s) * pack + r  ->  step c, partial (s, r)
+    xs = x32.reshape(m, steps, depth)
+    ws = w32.reshape(steps, depth, n)
     with np.errstate(over="ignore", invalid="ignore"):
-        if m * n >= SMALL_OUTPUT:
-            acc = np.zeros((m, n), dtype=np.float32)
-            product = np.empty_like(acc)
-            for i in range(k):
-                np.multiply(x32[:, i:i + 1], w32[i:i + 1, :], out=product)   # exact
-                np.add(acc, product, out=acc)                               # one RNE add per k
-        else:
-            block = BLOCK_ELEMS // (m * n)
-            running = np.zeros((m, 1, n), dtype=np.float32)
-            for k0 in range(0, k, block):
-                products = x32[:, k0:k0 + block, None] * w32[None, k0:k0 + block, :]
-                running = np.add.accumulate(np.concatenate([running, products], axis=1), axis=1)[:, -1:, :]
-            acc = running[:, 0, :]
-        out = acc.astype(np.float16)
-    return canonical_nan(out)
+        partial = _sequential_sums(xs, ws)                          # [m, depth, n]
+        partial = partial.reshape(m, p.sets, p.pack, n)
+        t = partial[:, 0]
+        for s in range(1, p.sets):
+            t = t + partial[:, s]
+        h = p.pack // 2
+        while h:
+            t = t[:, :h] + t[:, h:2 * h]
+            h //= 2
+    return t[:, 0]
 
 
-def gemv(x, w):
+def _sequential_sums(xs, ws):
+    """acc[m, j, n] = sum over c, in order of c, of xs[m, c, j] * ws[c, j, n], starting from +0,
+    one RNE add per c.
+
+    Many sums: one in-place multiply and add per c. Few: the products of a block of c's at
+    once, summed with `np.add.accumulate`, which adds in order by definition
+    (out[i] = out[i-1] + in[i], no pairwise regrouping) after the running sum; a leading
+    +0 keeps the start of the sum at +0 (the first product may be -0)."""
+    m, steps, depth = xs.shape
+    n = ws.shape[2]
+    if m * depth * n >= SMALL_OUTPUT:
+        acc = np.zeros((m, depth, n), dtype=np.float32)
+        product = np.empty_like(acc)
+        for c in range(steps):
+            np.multiply(xs[:, c, :, None], ws[None, c], out=product)   # exact
+            np.add(acc, product, out=acc)                               # one RNE add per step
+        return acc
+    block = max(1, BLOCK_ELEMS // (m * depth * n))
+    running = np.zeros((m, 1, depth, n), dtype=np.float32)
+    for c0 in range(0, steps, block):
+        products = xs[:, c0:c0 + block, :, None] * ws[None, c0:c0 + block]
+        running = np.add.accumulate(np.concatenate([running, products], axis=1), axis=1)[:, -1:]
+    return running[:, 0]
+
+
+def gemv(x, w, lanes):
     """out[N] = x[K] * w[K x N]."""
     x = np.asarray(x)
     if x.ndim != 1:
         raise ValueError(f"gemv takes a 1-D input, got shape {x.shape!r}")
-    return gemm(x[None, :], w)[0]
+    return gemm(x[None, :], w, lanes)[0]
 
 
 def canonical_nan(a):
@@ -77,3 +112,119 @@ def canonical_nan(a):
     bits = a.view(np.uint16).copy()
     bits[np.isnan(a)] = CANONICAL_NAN_FP16
     return bits.view(np.float16)
+
+
+# ==== softmax (hw/softmax_unit.py) ========================================================
+"""Bit-exact model of the softmax special-function unit, one row per array row.
+
+For a row x[0 .. n-1] (FP32), with L = lanes (the device's LANES):
+
+1. m = max(x) in the total order with -0 < +0; any NaN makes m the canonical NaN.
+2. d = fp32_add_rne(x, -m)   (inf - inf = NaN, and so on)
+3. e = exp_approx(d)         (fixed point, below; d <= 0 always, as x <= m)
+4. l = the FP32 RNE sum of e in this order: lane j = k mod L of word w = k div L keeps
+   three partial sums p[j][0..2], each from +0; element k is added to p[j][w mod 3],
+   in order of w. Then t_j = (p[j][0] + p[j][1]) + p[j][2], then for h = L/2, L/4 .. 1:
+   t_j = t_j + t_{j+h} for j < h; l = t_0. (Lanes and sets with no element hold +0.)
+5. normalized: r = fp32_rne(1 / l); out = fp16_rne(e * r), the 48-bit product exact and
+   rounded once. partial: out = fp16_rne(e).
+Every NaN is canonical (FP32 0x7FC00000, FP16 0x7E00). An empty row gives m = -inf,
+l = +0 and no output.
+
+numpy's float32 add and divide are IEEE RNE; the float32 x float32 product is exact in
+float64 and numpy rounds float64 -> float16 once (tests/unit/test_softmax.py checks this on
+ties); `np.add.accumulate` adds in order, so this is the unit's arithmetic exactly.
+"""
+
+SOFTMAX_LANES = 32                       # LANES of the default config
+F32_QNAN = 0x7FC00000
+EXP_LOG2E_Q = round(np.log2(np.e) * 2**30)                 # round(log2(e) * 2^30)
+EXP_TAB = np.array([round(2 ** (k / 64) * 2**23) for k in range(65)], dtype=np.int64)
+EXP_MIN = np.float32(-104.0)
+
+
+def exp_approx(d):
+    """e = exp(d) for FP32 d <= 0 (or NaN), the unit's fixed-point approximation:
+
+        D = trunc(d * 2^24)             (|D| < 2^31)
+        T = (D * EXP_LOG2E_Q) >> 30     (floor)
+        i = T >> 24, f = T mod 2^24, idx = f >> 18, frac = f mod 2^18
+        y = TAB[idx] + (((TAB[idx+1] - TAB[idx]) * frac) >> 18),  TAB[k] = round(2^(k/64) 2^23)
+        e = FP32(exponent field 127 + i, fraction y - 2^23), +0 when 127 + i <= 0
+    NaN -> canonical NaN; d < -104 (-inf included) -> +0. d = +-0 gives exactly 1.0.
+    Error: the linear interpolation of 2^x on steps of 1/64 is within
+    (1/64)^2 / 8 * ln(2)^2 = 1.47e-5 relative, the truncations add about 2e-7; measured
+    over d in [-87, 0] (normal results): see tests/unit/test_softmax.py (max 1.5e-5)."""
+    d = np.asarray(d, dtype=np.float32)
+    nan = np.isnan(d)
+    if np.any(d > 0):
+        raise ValueError("exp_approx takes d <= 0 (the unit computes x - max(x))")
+    small = d < EXP_MIN
+    dd = np.where(nan | small, np.float32(0), d).astype(np.float64)
+    big_d = np.trunc(dd * 2.0**24).astype(np.int64)
+    t = (big_d * EXP_LOG2E_Q) >> 30
+    f = t & ((1 << 24) - 1)
+    idx, frac = f >> 18, f & ((1 << 18) - 1)
+    y = EXP_TAB[idx] + (((EXP_TAB[idx + 1] - EXP_TAB[idx]) * frac) >> 18)
+    biased = (t >> 24) + 127
+    bits = np.where(biased <= 0, 0, (biased << 23) | (y - (1 << 23)))
+    bits = np.where(small, 0, np.where(nan, F32_QNAN, bits))
+    return bits.astype(np.uint32).view(np.float32)
+
+
+def _fp32_canonical(a):
+    bits = np.asarray(a, dtype=np.float32).view(np.uint32).copy()
+    bits[np.isnan(a)] = F32_QNAN
+    return bits.view(np.float32)
+
+
+def softmax_row_max(x32):
+    """m per row: total order -0 < +0, canonical NaN if the row has one; -inf if empty."""
+    bits = x32.view(np.uint32)
+    nan = np.isnan(x32)
+    keys = np.where(bits >> 31 == 1, ~bits, bits | np.uint32(0x80000000)).astype(np.uint32)
+    keys[nan] = 0
+    if x32.shape[1] == 0:
+        return np.full(x32.shape[0], -np.inf, dtype=np.float32)
+    k = keys.max(axis=1)
+    m = np.where(k >> 31 == 1, k & np.uint32(0x7FFFFFFF), ~k).astype(np.uint32)
+    m[nan.any(axis=1)] = F32_QNAN
+    return m.view(np.float32)
+
+
+def softmax_row_sum(e, lanes=SOFTMAX_LANES):
+    """l per row: the FP32 sum of e [rows x n] in the unit's order (see above)."""
+    rows, n = e.shape
+    words = -(-n // lanes)
+    groups = -(-words // 3)
+    # +0 padding adds exactly (every e is +0, positive or NaN), so it stands for "not added"
+    padded = np.zeros((rows, groups * 3 * lanes), dtype=np.float32)
+    padded[:, :n] = e
+    parts = padded.reshape(rows, groups, 3, lanes)
+    with np.errstate(over="ignore", invalid="ignore"):
+        p = np.add.accumulate(parts, axis=1)[:, -1] if groups else np.zeros((rows, 3, lanes), np.float32)
+        t = (p[:, 0] + p[:, 1]) + p[:, 2]
+        h = lanes // 2
+        while h >= 1:
+            t[:, :h] = t[:, :h] + t[:, h:2 * h]
+            h //= 2
+    return _fp32_canonical(t[:, 0])
+
+
+def softmax_rows(x32, partial=False, lanes=SOFTMAX_LANES):
+    """(out float16 [rows x n], m float32 [rows], l float32 [rows]) of x32 [rows x n], as
+    the unit with `lanes` lanes computes them (see above)."""
+    x32 = np.asarray(x32, dtype=np.float32)
+    if x32.ndim != 2:
+        raise ValueError(f"softmax_rows takes a 2-D array, got shape {x32.shape!r}")
+    m = softmax_row_max(x32)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        d = x32 + (-m)[:, None]
+        e = exp_approx(d)
+        l = softmax_row_sum(e, lanes)
+        if partial:
+            out = e.astype(np.float16)
+        else:
+            r = np.float32(1) / l
+            out = (e.astype(np.float64) * r.astype(np.float64)[:, None]).astype(np.float16)
+    return canonical_nan(out), m, l

@@ -38,7 +38,7 @@ async def demo(dut):
             out = out[None, :]
         else:
             out, completion = await dev.gemm(x, tensor, return_completion=True)
-        exact = np.array_equal(out.view(np.uint16), golden.gemm(x, w).view(np.uint16))
+        exact = np.array_equal(out.view(np.uint16), golden.gemm(x, w, dev.caps.lanes).view(np.uint16))
         reference = x.astype(np.float64) @ w.astype(np.float64)
         err = np.max(np.abs(out.astype(np.float64) - reference))
         util = moved_bytes(cfg, m, k, n) / completion.cycles / cfg.beat_bytes

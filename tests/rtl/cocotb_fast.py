@@ -77,7 +77,7 @@ async def check_matmul(dev, rng, m, k, n, queue=None):
         out = out[None, :]
     else:
         out, completion = await dev.gemm(x, tensor, queue, return_completion=True)
-    assert np.array_equal(bits(out), bits(golden.gemm(x, w))), f"{m}x{k}x{n} differs from golden"
+    assert np.array_equal(bits(out), bits(golden.gemm(x, w, dev.caps.lanes))), f"{m}x{k}x{n} differs from golden"
     dev.queue(queue).free_all()
     return completion.cycles
 
@@ -133,7 +133,7 @@ async def speed(dut):
     wall = time.perf_counter() - t0
     sim_cycles = transport.cycle - start_cycle
 
-    assert np.array_equal(bits(outs[0]), bits(golden.gemv(xs[0], w))), "GEMV differs from golden"
+    assert np.array_equal(bits(outs[0]), bits(golden.gemv(xs[0], w, dev.caps.lanes))), "GEMV differs from golden"
     result = {"cycles_per_s": sim_cycles / wall, "sim_cycles": sim_cycles,
               "device_cycles": device_cycles, "wall_s": wall, "reps": reps, "k": k, "n": n,
               "upload_mib_per_s": w.nbytes / 2**20 / upload_s}

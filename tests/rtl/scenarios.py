@@ -107,10 +107,10 @@ async def check_gemm(dev, rng, m, k, n, special=False, gemv=False):
     tensor = await dev.upload(w)
     if gemv:
         got = await dev.gemv(x[0], tensor)
-        assert_bits_equal(got, golden.gemv(x[0], w), f"gemv {k}x{n}")
+        assert_bits_equal(got, golden.gemv(x[0], w, dev.caps.lanes), f"gemv {k}x{n}")
     else:
         got = await dev.gemm(x, tensor)
-        assert_bits_equal(got, golden.gemm(x, w), f"gemm {m}x{k}x{n}")
+        assert_bits_equal(got, golden.gemm(x, w, dev.caps.lanes), f"gemm {m}x{k}x{n}")
     dev.queue().free_all()
 
 
@@ -161,9 +161,9 @@ async def special_values(env):
     w = np.full((4, 8), 60000, np.float16)
     x = np.array([[2, 2, -2, -2]], np.float16)
     tensor = await dev.upload(w)
-    assert_bits_equal(await dev.gemm(x, tensor), golden.gemm(x, w), "cancellation")
+    assert_bits_equal(await dev.gemm(x, tensor), golden.gemm(x, w, dev.caps.lanes), "cancellation")
     x = np.array([[1, 1, 1, 1]], np.float16)
-    assert_bits_equal(await dev.gemm(x, tensor), golden.gemm(x, w), "overflow")
+    assert_bits_equal(await dev.gemm(x, tensor), golden.gemm(x, w, dev.caps.lanes), "overflow")
 
 
 @scenario
@@ -177,7 +177,7 @@ async def scoreboard_catches_a_corrupted_weight(env):
     tensor = await dev.upload(w)
     hi_byte = tensor.addr + 2 * 37 + 1           # exponent bits of weight (2, 5)
     env.backdoor_write(hi_byte, bytes([env.backdoor_read(hi_byte, 1)[0] ^ 0x40]))
-    assert_bits_equal(await dev.gemm(x, tensor), golden.gemm(x, w), "corrupted weight")
+    assert_bits_equal(await dev.gemm(x, tensor), golden.gemm(x, w, dev.caps.lanes), "corrupted weight")
 
 
 
@@ -256,7 +256,7 @@ async def every_status_code(env):
             assert await queue.read_status() == (expected, False)
         else:
             out = np.frombuffer(completion.result, np.float16).reshape(3, 24)
-            assert_bits_equal(out, golden.gemm(x, w), "after the errors")
+            assert_bits_equal(out, golden.gemm(x, w, dev.caps.lanes), "after the errors")
         assert await queue.read_head() == seq
 
 
@@ -297,7 +297,7 @@ async def doorbell_before_valid_word(env):
     queue.next_seq = 2
     completion = await queue.wait(1)
     assert completion.status == Status.OK
-    assert_bits_equal(np.frombuffer(completion.result, np.float16), golden.gemv(x[0], w), "gemv")
+    assert_bits_equal(np.frombuffer(completion.result, np.float16), golden.gemv(x[0], w, dev.caps.lanes), "gemv")
     weights = await t.mem_read(tensor.addr, 32 * 16 * 2, 0)
     assert weights == w.tobytes(), "the stale store ran"
 
@@ -320,7 +320,7 @@ async def sequence_numbers_wrap(env):
         for seq, x in zip(reversed(seqs), reversed(xs)):       # consume out of order
             completion = (await queue.wait(seq)).check()
             assert_bits_equal(np.frombuffer(completion.result, np.float16).reshape(2, 20),
-                              golden.gemm(x, w), f"seq {seq}")
+                              golden.gemm(x, w, dev.caps.lanes), f"seq {seq}")
         done += batch
     assert queue.next_seq == 4 * depth + 2
     assert await queue.read_head() == 4 * depth + 1
@@ -347,7 +347,7 @@ async def pasid_bound_queues_interleaved(env):
             for queue, seq, x, w in pending:
                 completion = (await queue.wait(seq)).check()
                 got = np.frombuffer(completion.result, np.float16).reshape(len(x), w.shape[1])
-                assert_bits_equal(got, golden.gemm(x, w), f"queue {queue.index} seq {seq}")
+                assert_bits_equal(got, golden.gemm(x, w, dev.caps.lanes), f"queue {queue.index} seq {seq}")
             pending = []
     # cross-PASID ring accesses answer SLVERR, read zeros, change nothing
     for pasid, ring in ((0x22, qa.sq_base), (0x11, qb.cq_base + 64), (0, qa.cq_base)):
@@ -392,7 +392,7 @@ async def queue_reset_restarts_sequence(env):
         tensor = await dev.upload(w, queue=q)
         for _ in range(3):
             x = random_fp16(rng, (1, 8))
-            assert_bits_equal(await dev.gemv(x[0], tensor, queue=q), golden.gemv(x[0], w), f"round {round_}")
+            assert_bits_equal(await dev.gemv(x[0], tensor, queue=q), golden.gemv(x[0], w, dev.caps.lanes), f"round {round_}")
         assert await queue.read_head() == 3
 
 
@@ -408,10 +408,10 @@ async def operand_rewritten_between_descriptors(env):
     x = random_fp16(rng, (1, 40))
     w = random_fp16(rng, (40, 24))
     tensor = await dev.upload(w)
-    assert_bits_equal(await dev.gemv(x[0], tensor), golden.gemv(x[0], w), "first")
+    assert_bits_equal(await dev.gemv(x[0], tensor), golden.gemv(x[0], w, dev.caps.lanes), "first")
     w2 = random_fp16(rng, (40, 24))
     await dev.store(tensor, w2)
-    assert_bits_equal(await dev.gemv(x[0], tensor), golden.gemv(x[0], w2), "after a STORE")
+    assert_bits_equal(await dev.gemv(x[0], tensor), golden.gemv(x[0], w2, dev.caps.lanes), "after a STORE")
     w3 = random_fp16(rng, (40, 24))
     await env.transport.mem_write(tensor.addr, w3.tobytes(), 0)
-    assert_bits_equal(await dev.gemv(x[0], tensor), golden.gemv(x[0], w3), "after a host write")
+    assert_bits_equal(await dev.gemv(x[0], tensor), golden.gemv(x[0], w3, dev.caps.lanes), "after a host write")

@@ -1,44 +1,76 @@
-"""The golden model's documented arithmetic, checked on cases worked out by hand."""
+"""The golden model's documented arithmetic, checked on cases worked out by hand and against
+the accumulation order of isa/pe_array.py written out as plainly as possible."""
 import numpy as np
 import pytest
 
+from isa.pe_array import ACC_INTERLEAVE, plan
 from sim import golden
+
+LANES = 32
 
 
 def f16(values):
     return np.array(values, dtype=np.float16)
 
 
-def test_sums_in_order_of_k_in_fp32():
-    # 2048 + 1 + 1 - 2048: in FP32 every partial sum is exact, so the result is 2,
-    # which a pairwise or FP16 accumulation would not give (2048 + 1 rounds in FP16)
+def test_plan():
+    assert plan(1, 32) == plan(1, 32).__class__(pack=32, n_words=1, sets=3)
+    assert (plan(16, 32).pack, plan(16, 32).sets) == (2, 3)
+    assert (plan(17, 32).pack, plan(17, 32).n_words, plan(17, 32).sets) == (1, 1, 3)
+    assert (plan(33, 32).pack, plan(33, 32).n_words, plan(33, 32).sets) == (1, 2, 2)
+    assert (plan(96, 32).n_words, plan(96, 32).sets) == (3, 1)
+    assert plan(16, 32).fold_steps == 2 + 1
+    with pytest.raises(ValueError):
+        plan(0, 32)
+
+
+def test_sums_in_fp32_not_fp16():
+    # 2048 + 1 + 1 - 2048 with N = 96 (no packing, one set: plain order of k): every
+    # partial sum is exact in FP32, so the result is 2; an FP16 accumulation would lose
+    # the ones (2048 + 1 rounds to 2048 in FP16)
     x = f16([[2048, 1, 1, -2048]])
-    w = f16([[1], [1], [1], [1]])
-    assert golden.gemm(x, w)[0, 0] == 2
+    w = np.zeros((4, 96), np.float16)
+    w[:, 0] = 1
+    assert golden.gemm(x, w, LANES)[0, 0] == 2
     # 1 + 2^-24 is a tie in FP32 and rounds back to 1 (even): added one by one, 2^14 such
     # products leave 1.0, while their exact sum, 1 + 2^-10, is an FP16 value of its own
     tiny = np.float16(2.0 ** -12)
     x = f16([[1] + [tiny] * (1 << 14)])
-    w = x.T.copy()
-    assert golden.gemm(x, w)[0, 0] == 1.0
+    w = np.zeros((x.shape[1], 96), np.float16)
+    w[:, 0] = x[0]
+    assert golden.gemm(x, w, LANES)[0, 0] == 1.0
     assert np.float16(1 + 2.0 ** -10) != 1.0
 
 
+def test_interleaved_sets_change_the_rounding():
+    # The same sum, 1 + 4095 x 2^-24, in FP32: with N = 96 (one set, order of k) every tiny
+    # product ties and rounds back to 1; with N = 1 the column spreads over 3 sets x 32
+    # packed rows, the tiny products meet each other first and survive the fold
+    tiny = np.float16(2.0 ** -12)
+    x = f16([[1] + [tiny] * 4095]).astype(np.float32)
+    wide = np.zeros((4096, 96), np.float32)
+    wide[:, 0] = x[0]
+    assert golden.gemm_fp32(x, wide, LANES)[0, 0] == 1.0
+    folded = golden.gemm_fp32(x, x.T.copy(), LANES)[0, 0]
+    # only the ~43 products that share the 1's partial sum (k = 96 g) are lost
+    assert 1 + 4000 * 2.0 ** -24 < float(folded) < 1 + 4095 * 2.0 ** -24
+
+
 def test_starts_from_positive_zero():
-    assert golden.gemm(f16([[-0.0]]), f16([[1.0]])).view(np.uint16)[0, 0] == 0x0000
+    assert golden.gemm(f16([[-0.0]]), f16([[1.0]]), LANES).view(np.uint16)[0, 0] == 0x0000
 
 
 def test_overflow_and_nan():
-    assert golden.gemm(f16([[300, 300]]), f16([[300], [0]]))[0, 0] == np.inf    # 90000 > 65504
-    out = golden.gemm(f16([[0, 300]]), f16([[np.inf, 1], [300, 1]]))
+    assert golden.gemm(f16([[300, 300]]), f16([[300], [0]]), LANES)[0, 0] == np.inf    # 90000 > 65504
+    out = golden.gemm(f16([[0, 300]]), f16([[np.inf, 1], [300, 1]]), LANES)
     assert out.view(np.uint16)[0, 0] == golden.CANONICAL_NAN_FP16   # 0 * inf
     assert out[0, 1] == 300
-    assert golden.gemv(f16([np.nan, 1]), f16([[1], [1]])).view(np.uint16)[0] == 0x7E00
+    assert golden.gemv(f16([np.nan, 1]), f16([[1], [1]]), LANES).view(np.uint16)[0] == 0x7E00
 
 
 def test_subnormal_result_kept():
     tiny = np.float16(2.0 ** -20)
-    out = golden.gemm(f16([[tiny]]), f16([[2.0 ** -3]]))
+    out = golden.gemm(f16([[tiny]]), f16([[2.0 ** -3]]), LANES)
     assert out[0, 0] == np.float16(2.0 ** -23)   # an FP16 subnormal, not flushed
 
 
@@ -47,36 +79,71 @@ def test_close_to_float64():
     x = rng.standard_normal((5, 300)).astype(np.float16)
     w = (rng.standard_normal((300, 40)) / 17).astype(np.float16)
     ref = x.astype(np.float64) @ w.astype(np.float64)
-    assert np.max(np.abs(golden.gemm(x, w) - ref)) < 4e-3
+    assert np.max(np.abs(golden.gemm(x, w, LANES) - ref)) < 4e-3
 
 
 def test_bad_arguments():
     with pytest.raises(TypeError, match="float16"):
-        golden.gemm(np.ones((2, 2), np.float32), f16([[1, 1], [1, 1]]))
+        golden.gemm(np.ones((2, 2), np.float32), f16([[1, 1], [1, 1]]), LANES)
     with pytest.raises(ValueError, match="chain"):
-        golden.gemm(f16([[1, 2]]), f16([[1, 2]]))
+        golden.gemm(f16([[1, 2]]), f16([[1, 2]]), LANES)
 
 
-def sequential_reference(x, w):
-    """The documented order written as plainly as possible: one add per k, from +0."""
-    acc = np.zeros((x.shape[0], w.shape[1]), np.float32)
+def plain_reference(x, w, lanes):
+    """isa/pe_array.py's order, one scalar add at a time, no padding."""
+    m_rows, k_dim = x.shape
+    n_dim = w.shape[1]
+    p = plan(n_dim, lanes)
+    out = np.zeros((m_rows, n_dim), np.float16)
     with np.errstate(over="ignore", invalid="ignore"):
-        for k in range(x.shape[1]):
-            acc = acc + x[:, k:k + 1].astype(np.float32) * w[k:k + 1, :].astype(np.float32)
-        return golden.canonical_nan(acc.astype(np.float16))
+        for m in range(m_rows):
+            for n in range(n_dim):
+                partial = np.zeros((p.sets, p.pack), np.float32)
+                groups = -(-k_dim // p.pack)
+                for g in range(groups):
+                    for r in range(p.pack):
+                        k = g * p.pack + r
+                        if k < k_dim:
+                            product = np.float32(x[m, k]) * np.float32(w[k, n])
+                            partial[g % p.sets, r] = partial[g % p.sets, r] + product
+                t = partial[0].copy()
+                for s in range(1, p.sets):
+                    t = t + partial[s]
+                h = p.pack // 2
+                while h:
+                    t[:h] = t[:h] + t[h:2 * h]
+                    h //= 2
+                out[m, n] = np.float16(t[0])
+    return golden.canonical_nan(out)
 
 
-@pytest.mark.parametrize("m,k,n", [(1, 1, 1), (1, 4096, 8), (3, 700, 5), (7, 33, 300), (2, 5, 2000),
-                                   (1, 20000, 1), (40, 64, 64)])
-def test_blocked_accumulation_is_the_sequential_order(m, k, n):
-    rng = np.random.default_rng(m * k * n)
+@pytest.mark.parametrize("m,k,n,lanes", [(1, 1, 1, 32), (1, 200, 8, 32), (3, 70, 5, 32), (2, 33, 40, 32),
+                                         (2, 5, 70, 32), (1, 300, 1, 32), (4, 64, 16, 32), (2, 37, 3, 8),
+                                         (1, 2, 1, 32), (2, 9, 100, 32)])
+def test_vectorized_is_the_documented_order(m, k, n, lanes):
+    rng = np.random.default_rng(m * k * n + lanes)
     x = (rng.standard_normal((m, k)) * np.exp2(rng.integers(-8, 8, (m, k)))).astype(np.float16)
     w = (rng.standard_normal((k, n)) * np.exp2(rng.integers(-8, 8, (k, n)))).astype(np.float16)
     x.reshape(-1)[::97] = -0.0
-    w.reshape(-1)[::89] = np.inf
-    assert np.array_equal(golden.gemm(x, w).view(np.uint16), sequential_reference(x, w).view(np.uint16))
+    if k * n > 200:
+        w.reshape(-1)[::389] = np.inf
+    assert np.array_equal(golden.gemm(x, w, lanes).view(np.uint16), plain_reference(x, w, lanes).view(np.uint16))
+
+
+@pytest.mark.parametrize("m,k,n", [(1, 4096, 8), (3, 700, 5), (7, 33, 300), (2, 5, 2000), (1, 20000, 1)])
+def test_blocked_and_looped_paths_agree(m, k, n):
+    """The two numpy paths of `_sequential_sums` (per-step loop, blocked accumulate)."""
+    rng = np.random.default_rng(k)
+    xs = rng.standard_normal((m, k // 4 + 1, 3)).astype(np.float16).astype(np.float32)
+    ws = rng.standard_normal((k // 4 + 1, 3, n)).astype(np.float16).astype(np.float32)
+    blocked = golden._sequential_sums(xs, ws)
+    looped = np.zeros_like(blocked)
+    for c in range(xs.shape[1]):
+        looped = looped + xs[:, c, :, None] * ws[None, c]
+    assert np.array_equal(blocked.view(np.uint32), looped.view(np.uint32))
 
 
 def test_negative_zero_products_sum_to_positive_zero():
     x, w = f16([[-0.0, 0.0, -0.0]]), f16([[1.0], [-1.0], [2.0]])
-    assert golden.gemm(x, w).view(np.uint16)[0, 0] == 0x0000
+    assert golden.gemm(x, w, LANES).view(np.uint16)[0, 0] == 0x0000
+    assert ACC_INTERLEAVE == 3
