@@ -44,4 +44,4 @@ class ComputeUnit:
         """The FP16 result bytes of in[m x k] (at x_addr) * W[k x n] (at w_addr)."""
         x32 = self._widen(self.memory.array(x_addr, m * k * 2), m, k)
         sums = golden.gemm_fp32(x32, self._operand(w_addr, k, n), self.lanes)
-        return golden.canonical_nan(sums.astype(np.float16)).tobytes()
+        return golden.to_fp16(sums).tobytes()

@@ -9,6 +9,7 @@ the interrupt follow when the completion write is answered, as in the RTL.
 """
 import heapq
 
+from . import command_engine, dram_reader
 from .command_engine import CommandEngine
 from .control_unit import ControlUnit
 from .instruction_buffer import InstructionBuffer
@@ -32,7 +33,8 @@ class NdpModel:
         self._pending = []               # (cycle, order, action) completions taking effect
         self._order = 0
         self._read_busy = []             # (handshake, last beat) of the running descriptor's bursts
-        self._fetch_reads = []           # (handshake, beat) cycles of the command engine's reads
+        self._fetch_reads = []           # (request, handshake, beat, control_first) of the command engine's reads
+        self._control_first = False
         self._running = None             # (entry, regs, pop, schedule) of the newest popped descriptor
         # bumped at every (re)schedule; an effect of an older schedule is dropped. Only the
         # running descriptor can have effects pending: a pop first applies all earlier ones.
@@ -93,17 +95,26 @@ class NdpModel:
         self.engine.idle_at = max(self.engine.idle_at, cycle)
 
     def _fetch_handshake(self, request):
-        """The arbiter grants a fetch asking at `request` at once, or after the burst of
-        the control unit's reader that holds the read channel then."""
-        for handshake, last in self._read_busy:
-            if handshake - 1 <= request <= last:
-                return last + 2
-        return request + 1
+        """The arbiter grants a fetch asking at `request` at once; or, while the control
+        unit's reader has bursts in flight, two cycles after the last of them; or, when
+        the reader asks in the same cycle and the fetch engine had the channel last
+        (round-robin), after the reader's burst."""
+        ends = [last for handshake, last in self._read_busy if handshake <= request <= last]
+        if not ends and self._last_grant_was_fetch(request):
+            ends = [last for handshake, last in self._read_busy if handshake == request + 1]
+        self._control_first = bool(ends)
+        return max(ends) + dram_reader.GRANT_DELAY if ends else request + 1
+
+    def _last_grant_was_fetch(self, request):
+        fetches = [handshake for _, handshake, _, _ in self._fetch_reads if handshake <= request]
+        bursts = [handshake for handshake, _ in self._read_busy if handshake <= request]
+        return bool(fetches) and (not bursts or max(fetches) > max(bursts))
 
     def _fetch(self, cycle):
         q = self.engine.pick(self.regfile.queues, cycle)
         entry, arrival = self.engine.fetch(self.regfile.queues, q, cycle, self._fetch_handshake)
-        self._steal((arrival - self.cfg.dram_read_latency, arrival))
+        self._steal((cycle + command_engine.ADDR_DELAY - 1, arrival - self.cfg.dram_read_latency, arrival,
+                     self._control_first))
         if entry is None:
             return
         push = arrival + 1
@@ -118,13 +129,13 @@ class NdpModel:
     def _steal(self, read):
         """A command-engine read holds the read channel: the running descriptor's later
         bursts wait for it, so its schedule is computed again."""
-        self._fetch_reads = [r for r in self._fetch_reads if r[1] >= read[0] - 1024] + [read]
+        self._fetch_reads = [r for r in self._fetch_reads if r[2] >= read[0] - 1024] + [read]
         if self._running is None:
             return
         entry, regs, pop, schedule = self._running
-        if read[1] + 1 < pop or read[0] > schedule.complete:
+        if read[2] + 1 < pop or read[0] > schedule.complete:
             return
-        if not any(handshake >= read[0] - 1 for handshake, _ in schedule.read_busy):
+        if not any(handshake - 1 >= read[0] for handshake, _ in schedule.read_busy):
             return
         self._schedule(entry, regs, pop)
 

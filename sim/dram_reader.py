@@ -1,19 +1,28 @@
 """Model of hw/dram_reader.py: when each line of a run becomes available to its consumer.
 
 The RTL cuts a run into INCR bursts at 4 KiB boundaries and at `max_burst_beats`, and
-issues one burst at a time: the address handshake two cycles after `start` (one to
-enter ISSUE, one for the arbiter's grant), the beats `dram_read_latency` cycles later,
-one per cycle, the next burst's address handshake two cycles after the previous
-burst's last beat. The DRAM buffer (a buffered FIFO) shows a beat to its reader
-BUFFER_LATENCY cycles after it arrived.
+keeps up to `dram_max_reads` of them in flight. Burst i's address handshake comes at the
+earliest of:
+- two cycles after `start` (one to register the run, one for the arbiter's grant), and
+  two cycles after the previous burst's handshake (the arbiter grants one AR per two cycles);
+- two cycles after the last beat of burst i - dram_max_reads (the in-flight count);
+- two cycles after the consumer took the beat that makes room in the DRAM buffer for
+  every beat asked for so far (the buffer never back-pressures the R channel);
+- and, if the command engine asked for the channel while the burst was due, two cycles
+  after that read's beat (the arbiter lets the owner's bursts drain, grants the other
+  port, then the owner again).
+The DRAM returns a burst's beats one per cycle, the first `dram_read_latency` cycles
+after its handshake and after the previous burst's last beat. The DRAM buffer (a
+buffered FIFO) shows a beat to its reader BUFFER_LATENCY cycles after it arrived.
 
-The buffer's free-space check never delays a beat its consumer is waiting for (the
-reader only waits when the buffer holds at least a burst), so it is not modelled.
+The buffer's room depends on when the consumer (the unpacker, or the writer of a copy)
+takes each beat, which depends on when the beats arrive: `run` finds the fixed point,
+starting from a consumer that takes each beat as soon as it shows.
 """
 import numpy as np
 
 ISSUE_DELAY = 2          # start -> first address handshake
-NEXT_BURST_DELAY = 2     # last beat of a burst -> next address handshake
+GRANT_DELAY = 2          # a handshake, or the cycle an obstacle clears -> the next handshake
 BUFFER_LATENCY = 2       # beat on the R channel -> visible at the buffer's output
 
 
@@ -36,30 +45,76 @@ def burst_lengths(addr, beats, cfg):
     return lengths
 
 
-def burst_schedule(start, addr, beats, cfg, steals=()):
+def burst_schedule(start, addr, beats, cfg, steals=(), pulls=None):
     """(address handshake of each burst, burst lengths) of a run.
 
-    `steals` are (handshake, beat) cycles of single-line reads by another engine (the
-    command engine) that the arbiter grants between bursts: a burst that would ask for
-    the channel while such a read holds it is granted two cycles after its beat, and the
-    bursts after it move with it."""
+    `steals` are (request, handshake, beat, control_first) of single-line reads by another
+    engine (the command engine): a burst whose grant would be decided from `request` on
+    waits until two cycles after that read's beat, unless it was decided in the cycle of
+    the request and won it (`control_first`, round-robin). `pulls` are the cycles the consumer takes
+    each beat from the buffer; by default, as soon as each shows."""
     lengths = burst_lengths(addr, beats, cfg)
-    if not len(lengths):
-        return lengths, lengths
-    # the next burst's handshake comes NEXT_BURST_DELAY cycles after the last beat
-    step = lengths + cfg.dram_read_latency + NEXT_BURST_DELAY - 1
-    handshakes = start + ISSUE_DELAY + np.concatenate([[0], np.cumsum(step[:-1])])
-    for handshake, beat in sorted(steals):
-        j = int(np.searchsorted(handshakes, handshake - 1))
-        if j < len(handshakes) and handshakes[j] <= beat + 1:
-            handshakes[j:] += beat + NEXT_BURST_DELAY - handshakes[j]
+    count = len(lengths)
+    handshakes = np.empty(count, np.int64)
+    if not count:
+        return handshakes, lengths
+    steals = sorted(steals)
+    requested = np.cumsum(lengths)
+    first_beat = requested - lengths                   # run index of each burst's first beat
+    last = np.empty(count, np.int64)                   # cycle of each burst's last beat
+    first_pull = np.empty(count, np.int64)             # cycle its first beat is pulled
+    latency, room, max_reads = cfg.dram_read_latency, cfg.dram_buf_beats, cfg.dram_max_reads
+    for i in range(count):
+        h = start + ISSUE_DELAY if i == 0 else handshakes[i - 1] + GRANT_DELAY
+        if i >= max_reads:
+            h = max(h, last[i - max_reads] + GRANT_DELAY)
+        freeing = requested[i] - room - 1              # the pull that makes room for burst i
+        if freeing >= 0:
+            if pulls is not None:
+                h = max(h, int(pulls[freeing]) + GRANT_DELAY)
+            else:
+                j = int(np.searchsorted(first_beat, freeing, side="right")) - 1
+                h = max(h, first_pull[j] + (freeing - first_beat[j]) + GRANT_DELAY)
+        for request, _, beat, control_first in steals:
+            if request <= h - 1 <= beat and not (control_first and h - 1 == request):
+                h = beat + GRANT_DELAY
+        handshakes[i] = h
+        arrive = h + latency if i == 0 else max(h + latency, last[i - 1] + 1)
+        last[i] = arrive + lengths[i] - 1
+        pull = arrive + BUFFER_LATENCY
+        first_pull[i] = pull if i == 0 else max(pull, first_pull[i - 1] + lengths[i - 1])
     return handshakes, lengths
 
 
 def arrivals(handshakes, lengths, cfg):
-    """Cycle each beat of a burst schedule is on the R channel (numpy int64 array)."""
-    offsets = np.arange(int(lengths.sum()), dtype=np.int64) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-    return np.repeat(handshakes + cfg.dram_read_latency, lengths) + offsets
+    """Cycle each beat of a burst schedule is on the R channel (numpy int64 array): a
+    burst's beats follow each other, from `dram_read_latency` after its handshake or right
+    after the previous burst."""
+    starts = handshakes + cfg.dram_read_latency
+    if len(starts) > 1:
+        # first[i] = max(starts[i], first[i-1] + lengths[i-1]): a max-plus scan
+        offsets = np.concatenate([[0], np.cumsum(lengths[:-1])])
+        starts = offsets + np.maximum.accumulate(starts - offsets)
+    index = np.arange(int(lengths.sum()), dtype=np.int64) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    return np.repeat(starts, lengths) + index
+
+
+MAX_ROUNDS = 8
+
+
+def run(start, addr, beats, cfg, consumer, steals=()):
+    """A run read for `consumer`, a function from the cycles each beat shows at the
+    buffer's output to the cycles it takes them. Returns (handshakes, lengths, arrivals,
+    pulls): the schedule, and when each beat arrives and is taken."""
+    pulls = None
+    for _ in range(MAX_ROUNDS):
+        handshakes, lengths = burst_schedule(start, addr, beats, cfg, steals, pulls)
+        beat_times = arrivals(handshakes, lengths, cfg)
+        taken = consumer(beat_times + BUFFER_LATENCY)
+        if pulls is not None and np.array_equal(taken, pulls):
+            break
+        pulls = taken
+    return handshakes, lengths, beat_times, pulls
 
 
 def beat_arrivals(start, addr, beats, cfg, steals=()):

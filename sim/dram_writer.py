@@ -19,15 +19,23 @@ def line_write_done(start, cfg):
     return start + ISSUE_DELAY + DATA_DELAY + cfg.dram_write_latency + IDLE_DELAY
 
 
-def run_write_done(start, addr, available, cfg):
-    """First cycle `busy` is low after writing a run whose beats are available at `available`."""
+def run_write(start, addr, available, cfg):
+    """(the cycle each beat is taken from the source, the first cycle `busy` is low after
+    writing a run whose beats are available at `available`)."""
     t = start
     first = 0
+    taken = np.empty(len(available), np.int64)
     for length in burst_lengths(addr, len(available), cfg).tolist():
         data_from = t + ISSUE_DELAY + DATA_DELAY
         part = available[first:first + length]
         index = np.arange(length, dtype=np.int64)
         beats = index + np.maximum.accumulate(np.maximum(part, data_from) - index)
+        taken[first:first + length] = beats
         t = int(beats[-1]) + cfg.dram_write_latency        # the response
         first += length
-    return t + IDLE_DELAY
+    return taken, t + IDLE_DELAY
+
+
+def run_write_done(start, addr, available, cfg):
+    """First cycle `busy` is low after writing a run whose beats are available at `available`."""
+    return run_write(start, addr, available, cfg)[1]

@@ -39,7 +39,13 @@ def gemm(x, w, lanes):
         raise TypeError(f"gemm takes float16 arrays, got {x.dtype!r} and {w.dtype!r}")
     if x.ndim != 2 or w.ndim != 2 or x.shape[1] != w.shape[0]:
         raise ValueError(f"gemm shapes do not chain: {x.shape!r} x {w.shape!r}")
-    return canonical_nan(gemm_fp32(x.astype(np.float32), w.astype(np.float32), lanes).astype(np.float16))
+    return to_fp16(gemm_fp32(x.astype(np.float32), w.astype(np.float32), lanes))
+
+
+def to_fp16(sums):
+    """The FP32 sums rounded once to FP16 (RNE, overflow to infinity), canonical NaNs."""
+    with np.errstate(over="ignore"):
+        return canonical_nan(sums.astype(np.float16))
 
 
 BLOCK_ELEMS = 1 << 16       # products held at once when the partial sums are few

@@ -143,3 +143,17 @@ async def speed(dut):
     if os.environ.get("NDP_FAST_RESULT"):
         with open(os.environ["NDP_FAST_RESULT"], "w") as f:
             json.dump(result, f)
+
+
+@cocotb.test()
+async def roofline(dut):
+    """GEMV/GEMM shapes from $NDP_ROOFLINE_SHAPES (JSON [[m, k, n], ...]): device cycles of
+    each, bit-exact against the golden model; written as JSON to $NDP_FAST_RESULT."""
+    transport, dev = await open_device(dut)
+    await setup_queue(dev, 0, irq=True)
+    rng = np.random.default_rng(11)
+    cycles = []
+    for m, k, n in json.loads(os.environ["NDP_ROOFLINE_SHAPES"]):
+        cycles.append(await check_matmul(dev, rng, m, k, n))
+    with open(os.environ["NDP_FAST_RESULT"], "w") as f:
+        json.dump(cycles, f)

@@ -282,19 +282,6 @@ def test_dram_reader_schedule(run):
     assert shown == model_reader.beat_available(0, addr, beats, cfg).tolist()
 
 
-@pytest.mark.parametrize("run", [READER_RUNS[i] for i in (1, 3, 5, 8)], ids=run_id)
-def test_dram_reader_bare(run):
-    """The bare reader on an always-ready responder: burst k's handshake and every event
-    after it come (k + 1) * GRANT cycles before the model's."""
-    cfg, addr, beats = run
-    ar, r, shown = reader_run(cfg, addr, beats, via_arbiter=False)
-    handshakes, lengths = model_reader.burst_schedule(0, addr, beats, cfg)
-    early = GRANT * np.arange(1, len(lengths) + 1)
-    assert [t for t, _, _ in ar] == (handshakes - early).tolist()
-    assert r == (model_reader.beat_arrivals(0, addr, beats, cfg) - np.repeat(early, lengths)).tolist()
-    assert shown == (model_reader.beat_available(0, addr, beats, cfg) - np.repeat(early, lengths)).tolist()
-
-
 # ---- 3. DRAM writer ---------------------------------------------------------------------
 
 def writer_run(cfg, addr, available=None, via_arbiter=True):

@@ -3,8 +3,8 @@
 // Why not cocotbext-axi's AxiRam: a Python BFM costs a Python round trip per bus beat;
 // this model runs inside the Verilator build, so long runs need Python only to wait.
 //
-// - One read burst and one write burst in flight at a time (the device's DRAM arbiter
-//   issues one transaction per direction at a time, so this loses nothing).
+// - Reads: up to 4 bursts accepted ahead, served in order, back to back. Writes: one
+//   burst at a time (the device's DRAM arbiter issues one write at a time).
 // - INCR bursts up to 256 beats (FIXED: the address stays); beats of DATA_BITS (512 in the
 //   spec's default: 64 bytes), byte strobes. Narrow beats are served from the line holding
 //   the beat's address, so the lanes AXI defines for them are right. WRAP is not
@@ -80,56 +80,58 @@ module ndp_axi_dram #(
     endfunction
 
     // ---- read channel --------------------------------------------------------------
-    typedef enum logic [1:0] {R_IDLE, R_WAIT, R_DATA} rstate_t;
-    rstate_t     rstate = R_IDLE;
+    // Up to AR_DEPTH read bursts are accepted ahead; each one's beats follow the previous
+    // burst's, from `read_latency` edges after its AR (as cocotbext-axi's AxiRam does).
+    localparam int AR_DEPTH = 4;
+    logic [63:0] q_addr [AR_DEPTH];
+    logic [7:0]  q_len [AR_DEPTH], q_id [AR_DEPTH];
+    logic [2:0]  q_size [AR_DEPTH];
+    logic [1:0]  q_burst [AR_DEPTH];
+    longint unsigned q_due [AR_DEPTH];      // edge at which its first beat may be put on the bus
+    int unsigned q_head = 0, q_count = 0;
+    longint unsigned now = 0;               // edges since reset
     logic [63:0] raddr;
     logic [7:0]  rleft;         // beats after the one on the bus
     logic [2:0]  rsize;
     logic [1:0]  rburst;
-    int unsigned rwait;
     bit   [DATA_BITS-1:0] line;
 
-    assign arready = rstate == R_IDLE && !rst;
+    assign arready = q_count < AR_DEPTH && !rst;
     assign rresp = OKAY;
 
     always_ff @(posedge clk) begin
+        int unsigned count, slot;
         if (rst) begin
-            rstate <= R_IDLE;
             rvalid <= 1'b0;
-        end else case (rstate)
-            R_IDLE: if (arvalid) begin
-                rid <= arid; rsize <= arsize; rburst <= arburst;
-                if (read_latency <= 1) begin    // first beat on the bus at the next edge
-                    ndp_dram_read(araddr, line);
-                    rdata <= line; rvalid <= 1'b1; rlast <= arlen == 0;
-                    raddr <= next_addr(araddr, arsize, arburst); rleft <= arlen;
-                    rstate <= R_DATA;
-                end else begin
-                    raddr <= araddr; rleft <= arlen;
-                    rwait <= read_latency - 2;
-                    rstate <= R_WAIT;
-                end
+            q_head <= 0; q_count <= 0; now <= 0;
+        end else begin
+            count = q_count;
+            if (arvalid && arready) begin
+                slot = (q_head + count) % AR_DEPTH;
+                q_addr[slot] <= araddr; q_len[slot] <= arlen; q_id[slot] <= arid;
+                q_size[slot] <= arsize; q_burst[slot] <= arburst;
+                q_due[slot] <= now + (read_latency > 0 ? read_latency - 1 : 0);
+                count = count + 1;
             end
-            R_WAIT: if (rwait == 0) begin
-                ndp_dram_read(raddr, line);
-                rdata <= line; rvalid <= 1'b1; rlast <= rleft == 0;
-                raddr <= next_addr(raddr, rsize, rburst);
-                rstate <= R_DATA;
-            end else
-                rwait <= rwait - 1;
-            R_DATA: if (rready) begin
-                if (rleft == 0) begin
-                    rvalid <= 1'b0;
-                    rstate <= R_IDLE;
-                end else begin
+            if (!rvalid || rready) begin
+                if (rvalid && !rlast) begin                 // the burst's next beat
                     ndp_dram_read(raddr, line);
                     rdata <= line; rlast <= rleft == 1;
                     raddr <= next_addr(raddr, rsize, rburst);
                     rleft <= rleft - 1;
-                end
+                end else if (q_count != 0 && q_due[q_head] <= now) begin   // the next burst
+                    ndp_dram_read(q_addr[q_head], line);
+                    rdata <= line; rvalid <= 1'b1; rlast <= q_len[q_head] == 0; rid <= q_id[q_head];
+                    raddr <= next_addr(q_addr[q_head], q_size[q_head], q_burst[q_head]);
+                    rleft <= q_len[q_head]; rsize <= q_size[q_head]; rburst <= q_burst[q_head];
+                    q_head <= (q_head + 1) % AR_DEPTH;
+                    count = count - 1;
+                end else
+                    rvalid <= 1'b0;
             end
-            default: rstate <= R_IDLE;
-        endcase
+            q_count <= count;
+            now <= now + 1;
+        end
     end
 
     // ---- write channel -------------------------------------------------------------
