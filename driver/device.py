@@ -5,7 +5,8 @@ import numpy as np
 
 from isa import (DescType, Descriptor, DeviceConfig, Dtype, Op, QueueView, Status,
                  check_descriptor, dtype_bytes, payload_bytes, regs, result_bytes, slots)
-from isa.validate import lines
+from isa.descriptor import Flag
+from isa.validate import lines, stats_offset
 
 from .errors import ArgumentError, DeviceNotFound, NdpError, ShapeError
 from .queue import Queue
@@ -59,6 +60,60 @@ def matmul_descriptor(op, tensor, m):
                       in_size=lines(m * k * dtype_bytes(tensor.dtype)), in_rows=m, in_cols=k)
 
 
+@dataclasses.dataclass(frozen=True)
+class LoraAdapter:
+    """A LoRA adapter in HDM, placed by NdpDevice.upload_lora: A (D x R), then B (R x D)
+    from the next 64-byte line (the LORA_XAB operand; A alone is a plain GEMM operand)."""
+    addr: int
+    d: int
+    r: int
+
+    @property
+    def a(self):
+        return DeviceTensor(self.addr, self.d, self.r)
+
+    @property
+    def b(self):
+        return DeviceTensor(self.addr + lines(self.d * self.r * 2) * slots.LINE_BYTES, self.r, self.d)
+
+    @property
+    def size_lines(self):
+        return 2 * lines(self.d * self.r * 2)
+
+
+@dataclasses.dataclass(frozen=True)
+class KvBlock:
+    """One KV head's keys and values for a device's share of T tokens, placed by
+    NdpDevice.upload_kv: K^T (d x T), then V (T x d) from the next 64-byte line
+    (driver.attention.kv_operand_bytes; the ATTENTION operand)."""
+    addr: int
+    d: int
+    t: int
+
+    @property
+    def size_lines(self):
+        return 2 * lines(self.d * self.t * 2)
+
+
+def softmax_descriptor(m, n, partial=False):
+    return Descriptor(type=DescType.READ_COMPUTE, op=Op.SOFTMAX, dtype=Dtype.FP16,
+                      flags=Flag.PARTIAL if partial else 0,
+                      in_size=lines(m * n * 2), in_rows=m, in_cols=n)
+
+
+def attention_descriptor(kv, m):
+    """Integral attention of m query rows (one KV head's group) over `kv`."""
+    return Descriptor(type=DescType.READ_COMPUTE, op=Op.ATTENTION, dtype=Dtype.FP16,
+                      dev_addr=kv.addr, dev_size=kv.size_lines, dev_rows=kv.d, dev_cols=kv.t,
+                      in_size=lines(m * kv.d * 2), in_rows=m, in_cols=kv.d)
+
+
+def lora_xab_descriptor(adapter, m):
+    return Descriptor(type=DescType.READ_COMPUTE, op=Op.LORA_XAB, dtype=Dtype.FP16,
+                      dev_addr=adapter.addr, dev_size=adapter.size_lines, dev_rows=adapter.d,
+                      dev_cols=adapter.r, in_size=lines(m * adapter.d * 2), in_rows=m, in_cols=adapter.d)
+
+
 def load_descriptor(tensor):
     return Descriptor(type=DescType.LOAD, op=0, dtype=tensor.dtype, dev_addr=tensor.addr,
                       dev_size=tensor.size_lines, dev_rows=tensor.rows, dev_cols=tensor.cols)
@@ -86,6 +141,12 @@ def _padded_bytes(array, nbytes):
     """The array row-major in little-endian FP16, zero-padded to `nbytes` (whole lines)."""
     data = np.ascontiguousarray(array, dtype=FP16).tobytes()
     return data + bytes(nbytes - len(data))
+
+
+def _anchors(result, offset, m):
+    """(m float32 (M,), l float32 (M,)) from the result's anchor lines."""
+    lines_ = np.frombuffer(result[offset:offset + m * slots.LINE_BYTES], "<f4").reshape(m, -1)
+    return lines_[:, 0].astype(np.float32), lines_[:, 1].astype(np.float32)
 
 
 def _overlaps(a_start, a_end, b_start, b_end):
@@ -270,6 +331,90 @@ class NdpDevice:
         completion = await self._run(queue, desc, _padded_bytes(array, payload_bytes(desc)),
                                      timeout_cycles)
         return completion if return_completion else None
+
+    # ---- the project's ops: softmax, LoRA E3/E4, integral attention ------------------------
+
+    async def upload_lora(self, a, b, queue=None):
+        """Place LoRA factors A (D x R) and B (R x D) for `lora_xa` / `lora_xab`."""
+        queue = self.queue(queue)
+        _fp16_array(a, "A", 2)
+        _fp16_array(b, "B", 2)
+        d, r = a.shape
+        if b.shape != (r, d):
+            raise ShapeError(f"B must be R x D = {(r, d)!r} for A of shape {a.shape!r}, got {b.shape!r}")
+        adapter = LoraAdapter(0, d, r)
+        half = lines(d * r * 2) * slots.LINE_BYTES
+        addr = queue.allocate(adapter.size_lines * slots.LINE_BYTES)
+        await self.transport.mem_write(addr, _padded_bytes(a, half) + _padded_bytes(b, half), queue.pasid)
+        return LoraAdapter(addr, d, r)
+
+    async def upload_kv(self, k, v, queue=None):
+        """Place one KV head's keys and values, each T x d float16 (a token per row), as the
+        ATTENTION operand: K^T then V."""
+        from .attention import kv_operand_bytes     # driver.attention imports this module
+        queue = self.queue(queue)
+        _fp16_array(k, "K", 2)
+        _fp16_array(v, "V", 2)
+        data = kv_operand_bytes(k, v)
+        addr = queue.allocate(len(data))
+        await self.transport.mem_write(addr, data, queue.pasid)
+        return KvBlock(addr, k.shape[1], k.shape[0])
+
+    async def lora_xa(self, x, adapter, queue=None, timeout_cycles=None, return_completion=False):
+        """LoRA E4: m = X A (M x R) float16, one GEMM on the device."""
+        self._check_adapter(adapter)
+        return await self.gemm(x, adapter.a, queue, timeout_cycles, return_completion)
+
+    async def lora_xab(self, x, adapter, queue=None, timeout_cycles=None, return_completion=False):
+        """LoRA E3: y = (X A) B (M x D) float16 in one descriptor; X A stays on the device."""
+        queue = self.queue(queue)
+        self._check_adapter(adapter)
+        _fp16_array(x, "X", 2)
+        m = x.shape[0]
+        if x.shape[1] != adapter.d:
+            raise ShapeError(f"X has {x.shape[1]!r} columns, the adapter's D is {adapter.d!r}")
+        desc = lora_xab_descriptor(adapter, m)
+        completion = await self._run(queue, desc, _padded_bytes(x, payload_bytes(desc)), timeout_cycles)
+        out = np.frombuffer(completion.result, FP16, m * adapter.d).astype(np.float16).reshape(m, adapter.d)
+        return (out, completion) if return_completion else out
+
+    async def softmax(self, x, partial=False, queue=None, timeout_cycles=None, return_completion=False):
+        """Row softmax of X (M x N) float16 on the device -> (M x N) float16; with
+        `partial`, (exp(X - m) float16, m float32 (M,), l float32 (M,))."""
+        queue = self.queue(queue)
+        _fp16_array(x, "X", 2)
+        m, n = x.shape
+        desc = softmax_descriptor(m, n, partial)
+        completion = await self._run(queue, desc, _padded_bytes(x, payload_bytes(desc)), timeout_cycles)
+        out = np.frombuffer(completion.result, FP16, m * n).astype(np.float16).reshape(m, n)
+        if partial:
+            out = (out, *_anchors(completion.result, stats_offset(desc), m))
+        return (out, completion) if return_completion else out
+
+    async def attention_partial(self, q, kv, queue=None, scaled=False, timeout_cycles=None,
+                                return_completion=False):
+        """Integral attention of query rows q (M x d) float16 over one KV head's tokens on
+        this device: (O float32 (M x d) = sum_t exp(P_t - m) V_t, m, l), P = q K^T / sqrt(d);
+        merge devices' results with driver.attention.merge_attention. q is scaled by
+        1/sqrt(d) here (float16, one rounding) unless `scaled`."""
+        from .attention import scale_query
+        queue = self.queue(queue)
+        if not isinstance(kv, KvBlock):
+            raise ArgumentError(f"expected a KvBlock, got {kv!r}")
+        _fp16_array(q, "q", 2)
+        m, d = q.shape
+        if d != kv.d:
+            raise ShapeError(f"q has d={d!r}, the KV block's d is {kv.d!r}")
+        desc = attention_descriptor(kv, m)
+        payload = _padded_bytes(q if scaled else scale_query(q), payload_bytes(desc))
+        completion = await self._run(queue, desc, payload, timeout_cycles)
+        o = np.frombuffer(completion.result, "<f4", m * d).astype(np.float32).reshape(m, d)
+        out = (o, *_anchors(completion.result, stats_offset(desc), m))
+        return (out, completion) if return_completion else out
+
+    def _check_adapter(self, adapter):
+        if not isinstance(adapter, LoraAdapter):
+            raise ArgumentError(f"expected a LoraAdapter, got {adapter!r}")
 
     async def _matmul(self, op, x, tensor, queue, timeout_cycles, return_completion):
         queue = self.queue(queue)

@@ -61,6 +61,14 @@ class ComputeUnit(wiring.Component):
             "fold_n_words": In(range(self.acc_depth + 1)), "fold_sets": In(range(ACC_INTERLEAVE + 1)),
             "fold_pack": In(range(lanes + 1)),
             "fold_done": Out(1), "sum_fp32": Out(32 * lanes), "sum_fp16": Out(16 * lanes),
+            # a word written into the output buffer from outside the PE array (attention's
+            # folded scores, for the softmax unit)
+            "acc_we": In(1), "acc_row": In(range(rows)), "acc_word": In(range(self.acc_depth)),
+            "acc_data": In(32 * lanes),
+            # synchronous reads of one row's buffers (the softmax unit's source, result
+            # pieces read back from the input buffer): data the cycle after the address
+            "rd_row": In(range(rows)), "rd_addr": In(range(max(self.k_words, self.acc_depth))),
+            "rd_in_data": Out(16 * lanes), "rd_acc_data": Out(32 * lanes),
         })
 
     def elaborate(self, platform):
@@ -96,17 +104,24 @@ class ComputeUnit(wiring.Component):
         addr_w = delayed(addr_r, ADD_STAGES - 1, "acc_addr")
 
         word_sel = self.k_base[:lane_bits]
-        fold_reads = []
+        fold_reads, in_reads, acc_reads = [], [], []
         for r in range(rows):
             bank = Memory(shape=unsigned(16 * lanes), depth=self.k_words, init=[])
             acc = Memory(shape=unsigned(32 * lanes), depth=self.acc_depth, init=[])
             m.submodules[f"in_bank{r}"], m.submodules[f"acc_bank{r}"] = bank, acc
             bank_w, bank_r = bank.write_port(), bank.read_port(domain="comb")
             acc_w, acc_r, acc_fold = acc.write_port(), acc.read_port(domain="comb"), acc.read_port(domain="comb")
+            bank_s, acc_s = bank.read_port(), acc.read_port()
             m.d.comb += [bank_w.addr.eq(self.in_word), bank_w.data.eq(self.in_data),
                          bank_w.en.eq(self.in_we & (self.in_row == r)),
-                         bank_r.addr.eq(self.k_base[lane_bits:])]
-            m.d.comb += [acc_r.addr.eq(addr_r), acc_w.addr.eq(addr_w), acc_w.en.eq(mac_w)]
+                         bank_r.addr.eq(self.k_base[lane_bits:]),
+                         bank_s.addr.eq(self.rd_addr[:len(bank_s.addr)]), acc_s.addr.eq(self.rd_addr[:len(acc_s.addr)])]
+            in_reads.append(bank_s.data)
+            acc_reads.append(acc_s.data)
+            m.d.comb += acc_r.addr.eq(addr_r)
+            # the PE array's write-back, or a word from outside (never in the same cycle)
+            m.d.comb += [acc_w.addr.eq(Mux(mac_w, addr_w, self.acc_word)),
+                         acc_w.en.eq(mac_w | (self.acc_we & (self.acc_row == r)))]
             sums = []
             for j in range(lanes):
                 x = Signal(16, name=f"x_{r}_{j}")
@@ -122,8 +137,15 @@ class ComputeUnit(wiring.Component):
                          a=Mux(first_r, 0, acc_r.data.word_select(j, 32)),
                          b=Mux(j < active_r, product_r, 0), s=total)
                 sums.append(total)
-            m.d.comb += acc_w.data.eq(Cat(*sums))
+            m.d.comb += acc_w.data.eq(Mux(mac_w, Cat(*sums), self.acc_data))
             fold_reads.append(acc_fold)
+
+        rd_row = Signal.like(self.rd_row)
+        m.d.sync += rd_row.eq(self.rd_row)              # the row of the data now out
+        with m.Switch(rd_row):
+            for r in range(rows):
+                with m.Case(r):
+                    m.d.comb += [self.rd_in_data.eq(in_reads[r]), self.rd_acc_data.eq(acc_reads[r])]
 
         self._fold(m, fold_reads)
         return m

@@ -1,25 +1,37 @@
 """The control unit: executes one decoded descriptor at a time.
 
 It owns the datapath: the decoder, the DRAM reader (with the DRAM buffer), the
-unpacker, the compute unit and the DRAM writer, and sequences them:
+unpacker, the compute unit, the softmax unit and the DRAM writer, and sequences them:
 
 - LOAD / STORE: the reader streams the source lines through the DRAM buffer into
   the writer.
-- GEMV / GEMM, per group of up to ROWS input rows: the group's rows are read from the
-  submission slot into the input buffer; the weight matrix streams from DRAM through
-  the PE array as k-groups (`isa/pe_array.py`: packed rows when N <= LANES / 2, the last
-  k-group, when K is not a multiple of the packing, as a run of its own); after the
-  pipeline drains, the fold unit sums each word's partial sums, and the group's results
-  are rounded to FP16 and written into the completion slot, each LANES-column piece as
-  one or two lines with byte strobes.
+- Read-compute, per group of up to ROWS input rows: the group's rows are read from the
+  submission slot into the input buffer, then one or two *stages*, each a weight matrix
+  streamed from DRAM through the PE array as k-groups (`isa/pe_array.py`: packed rows when
+  N <= LANES / 2; the last k-group, when K is not a multiple of the packing, as a run of
+  its own). After a stage's pipeline drains, the fold unit sums each word's partial sums
+  and the word goes where the op sends it:
+      GEMV / GEMM        stage 0 -> FP16 result pieces
+      LORA_XAB (E3)      stage 0 (x A) -> FP16 into the input buffer (the next input);
+                         stage 1 (. B) -> FP16 result pieces
+      ATTENTION          stage 0 (q K^T) -> FP32 scores into the output buffer; the softmax
+                         unit turns each row into FP16 exp(P - m) in the input buffer and
+                         keeps m, l; stage 1 (S V) -> FP32 result pieces (O); then one
+                         line of anchors (m, l) per row
+      SOFTMAX            no stage: the softmax unit runs on each input row in place, the
+                         rows go out as FP16 pieces (and, PARTIAL, the anchor lines)
+  A result piece is one word (LANES values) of one row, placed at its byte offset and
+  written as one to three lines with byte strobes.
 - then, after every result write has been answered, status, cycles and completion
   word go out in one line-sized write, and the queue's HEAD, STATUS and irq follow.
+Nothing is carried from one descriptor to the next: a chain lives inside one descriptor,
+so a failed descriptor leaves nothing a later one could compute on.
 """
-from amaranth import Module, Signal, Mux, Cat, Const
+from amaranth import Module, Signal, Mux, Cat, Const, Array
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from isa import Status
+from isa import Status, Op
 from isa.pe_array import ACC_INTERLEAVE
 from isa.slots import CQ_SEQ, CQ_STATUS, CQ_CYCLES, HEADER_BYTES
 from .axi import device_bus, AXI4Signature
@@ -28,9 +40,17 @@ from .compute_unit import ComputeUnit, PIPE_DEPTH
 from .decoder import Decoder
 from .dram_reader import DramReader
 from .dram_writer import DramWriter
+from .fp_cells import add_cell
 from .queue_geometry import slot_addr
 from .regfile import QueueRegs
+from .softmax_unit import SoftmaxUnit
 from .unpacker import Unpacker, DIM_BITS
+
+FP16_ONE = 0x3C00
+PIECE_LINES = 3          # an FP32 word of LANES values (two lines) at any byte offset
+
+# where a stage's folded words go
+TO_RESULT16, TO_RESULT32, TO_INPUT, TO_SCORES = range(4)
 
 
 class ControlUnit(wiring.Component):
@@ -57,6 +77,7 @@ class ControlUnit(wiring.Component):
         m.submodules.writer = writer = DramWriter(cfg)
         m.submodules.unpacker = unpack = Unpacker(cfg)
         m.submodules.compute = cu = ComputeUnit(cfg, self._shared)
+        m.submodules.softmax = sfu = SoftmaxUnit(cfg, self._shared)
 
         # the reader owns the read channels of the bus, the writer the write channels
         read_names = AXI4Signature.AR + ("arvalid", "rready")
@@ -86,36 +107,77 @@ class ControlUnit(wiring.Component):
 
         status = Signal(8)
         sq_slot, cq_slot = Signal(64), Signal(64)
-        m_rows, k_cols, n_cols = d.in_rows, d.dev_rows, d.dev_cols
-        m.d.comb += cu.n_cols.eq(n_cols)
+        m_rows = d.in_rows
+        is_softmax, is_attention, is_xab = (d.op == Op.SOFTMAX), (d.op == Op.ATTENTION), (d.op == Op.LORA_XAB)
+        partial = d.flags[1]
 
-        # the descriptor's plan (isa/pe_array.py), fixed at DECODE: packing, words, sets,
-        # the k-groups of whole packs, the rows left for a last group, the elements before it
+        # ---- the current stage: weights, K, N, where its words go, and its plan
+        stage, st_addr, st_k, st_n = Signal(), Signal(64), Signal(DIM_BITS), Signal(DIM_BITS)
+        dest = Signal(range(4))
+        m.d.comb += cu.n_cols.eq(st_n)
         pack_log2, n_words, sets = Signal(range(lane_bits + 1)), Signal(DIM_BITS), Signal(range(ACC_INTERLEAVE + 1))
         full_groups, rest_rows, sets_used = Signal(DIM_BITS), Signal(range(lanes)), Signal(range(ACC_INTERLEAVE + 1))
         main_elems = Signal(44)
         plan_pack_log2, plan_n_words, plan_sets = Signal.like(pack_log2), Signal.like(n_words), Signal.like(sets)
         for p in range(lane_bits + 1):
-            with m.If((n_cols << p) <= lanes):
+            with m.If((st_n << p) <= lanes):
                 m.d.comb += plan_pack_log2.eq(p)
-        m.d.comb += [plan_n_words.eq((n_cols + lanes - 1) >> lane_bits), plan_sets.eq(ACC_INTERLEAVE)]
+        m.d.comb += [plan_n_words.eq((st_n + lanes - 1) >> lane_bits), plan_sets.eq(ACC_INTERLEAVE)]
         for s_ in reversed(range(1, ACC_INTERLEAVE)):
             with m.If(plan_n_words * s_ >= ACC_INTERLEAVE):
                 m.d.comb += plan_sets.eq(s_)
         plan_groups = Signal(DIM_BITS)
-        m.d.comb += plan_groups.eq((k_cols + (1 << plan_pack_log2) - 1) >> plan_pack_log2)
+        m.d.comb += plan_groups.eq((st_k + (1 << plan_pack_log2) - 1) >> plan_pack_log2)
+        # the second stage's operand starts at the line after the first's
+        second_addr = Signal(64)
+        m.d.comb += second_addr.eq(d.dev_addr + (((d.dev_rows * d.dev_cols << 1) + cfg.beat_bytes - 1)
+                                                 >> line_bits << line_bits))
 
-        # GEMM progress: first row of the group, rows in it, flat offset of its input
+        # ---- progress: group (first row, rows, input offset), readout (row, word), results
         m0, group_rows, in_elem = Signal(DIM_BITS), Signal(range(cfg.rows + 1)), Signal(44)
-        row, word, out_elem = Signal(range(cfg.rows)), Signal(DIM_BITS), Signal(44)
+        row, word = Signal(range(cfg.rows)), Signal(DIM_BITS)
+        # result rows: bytes per row and the byte offset of the current row in the payload
+        esize_log2, row_bytes, out_byte, out_n = Signal(2), Signal(24), Signal(48), Signal(DIM_BITS)
+        stats_off = Signal(48)
+        anchors_m = Array(Signal(32, name=f"anchor_m{r}") for r in range(cfg.rows))
+        anchors_l = Array(Signal(32, name=f"anchor_l{r}") for r in range(cfg.rows))
         # weight stream progress: columns of the run's k-groups, first element of the
         # k-group, k-groups seen (up to the sets), the set's first accumulator word
         run_cols, k_base = Signal(DIM_BITS), Signal(DIM_BITS)
         groups_seen, set_index, set_base = Signal(range(ACC_INTERLEAVE + 1)), Signal(range(ACC_INTERLEAVE)), Signal(DIM_BITS)
         drain = Signal(range(PIPE_DEPTH))
-        # a result piece: two lines' worth of data and strobes, whether it spans both, and where
-        piece, piece_strb, two_lines, piece_addr = (Signal(2 * cfg.data_bits), Signal(2 * cfg.beat_bytes),
-                                                    Signal(), Signal(64))
+        # a result piece: PIECE_LINES lines' worth of data and strobes, where, and the line
+        piece, piece_strb, piece_addr = (Signal(PIECE_LINES * cfg.data_bits), Signal(PIECE_LINES * cfg.beat_bytes),
+                                         Signal(64))
+        piece_line = Signal(range(PIECE_LINES + 1))
+
+        def set_piece(values, count):
+            """Register one word of `count` values (bytes of 2 << esize_log2 - 1 each) of the
+            current row at its byte offset."""
+            col = (word << lane_bits)[:DIM_BITS]
+            byte, nbytes = Signal(48), Signal(range(4 * lanes + 1))
+            m.d.comb += [byte.eq(out_byte + (col << esize_log2)), nbytes.eq(count << esize_log2)]
+            shift = byte[:line_bits]
+            m.d.sync += [piece.eq(values << (shift * 8)),
+                         piece_strb.eq(((Const(1, 1) << nbytes) - 1) << shift),
+                         piece_addr.eq(cq_slot + HEADER_BYTES + (byte[line_bits:] << line_bits)),
+                         piece_line.eq(0)]
+
+        # the softmax unit reads one row of the input buffer (widened to FP32: times 1.0 is
+        # exact) or of the output buffer, and writes FP16 words into the input buffer
+        sfu_from_acc = Signal()
+        widened = []
+        for j in range(lanes):
+            w = Signal(32, name=f"widened_{j}")
+            add_cell(m, f"widen_{j}", "ndp_fp16_mul", self._shared, a=cu.rd_in_data.word_select(j, 16),
+                     b=Const(FP16_ONE, 16), p=w)
+            widened.append(w)
+        m.d.comb += sfu.src_data.eq(Mux(sfu_from_acc, cu.rd_acc_data, Cat(*widened)))
+
+        count_now = Signal(range(lanes + 1))
+        col_now = (word << lane_bits)[:DIM_BITS]
+        m.d.comb += count_now.eq(Mux(out_n - col_now < lanes, out_n - col_now, lanes))
+        last_word = ((word + 1) << lane_bits) >= out_n
 
         with m.FSM():
             with m.State("IDLE"):
@@ -126,15 +188,23 @@ class ControlUnit(wiring.Component):
             with m.State("DECODE"):
                 m.d.sync += [status.eq(dec.status), sq_slot.eq(slot_addr(regs.sq_base, entry.seq, regs)),
                              cq_slot.eq(slot_addr(regs.cq_base, entry.seq, regs)),
-                             pack_log2.eq(plan_pack_log2), n_words.eq(plan_n_words), sets.eq(plan_sets),
-                             full_groups.eq(k_cols >> plan_pack_log2),
-                             rest_rows.eq(k_cols & ((1 << plan_pack_log2) - 1)),
-                             sets_used.eq(Mux(plan_groups < plan_sets, plan_groups, plan_sets)),
-                             main_elems.eq((k_cols >> plan_pack_log2 << plan_pack_log2) * n_cols)]
+                             m0.eq(0), in_elem.eq(0), out_byte.eq(0)]
+                # result rows: FP32 O for attention, else FP16; N of the rows written
+                with m.If(is_attention):
+                    m.d.sync += [esize_log2.eq(2), out_n.eq(d.dev_rows), row_bytes.eq(d.dev_rows << 2),
+                                 stats_off.eq(((d.in_rows * d.dev_rows << 2) + cfg.beat_bytes - 1)
+                                              >> line_bits << line_bits)]
+                with m.Elif(is_softmax):
+                    m.d.sync += [esize_log2.eq(1), out_n.eq(d.in_cols), row_bytes.eq(d.in_cols << 1),
+                                 stats_off.eq(((d.in_rows * d.in_cols << 1) + cfg.beat_bytes - 1)
+                                              >> line_bits << line_bits)]
+                with m.Elif(is_xab):
+                    m.d.sync += [esize_log2.eq(1), out_n.eq(d.dev_rows), row_bytes.eq(d.dev_rows << 1)]
+                with m.Else():
+                    m.d.sync += [esize_log2.eq(1), out_n.eq(d.dev_cols), row_bytes.eq(d.dev_cols << 1)]
                 with m.If(dec.status != Status.OK):
                     m.next = "COMPLETE"
                 with m.Elif(dec.is_compute):
-                    m.d.sync += [m0.eq(0), in_elem.eq(0), out_elem.eq(0)]
                     m.next = "GROUP"
                 with m.Else():
                     m.next = "COPY_START"
@@ -152,47 +222,70 @@ class ControlUnit(wiring.Component):
                 with m.If(~reader.busy & ~writer.busy):
                     m.next = "COMPLETE"
 
+            # ---- a group of up to ROWS input rows
             with m.State("GROUP"):
                 rows_now, run_beats = Signal(range(cfg.rows + 1)), Signal(32)
                 m.d.comb += rows_now.eq(Mux(m_rows - m0 < cfg.rows, m_rows - m0, cfg.rows))
                 offset = in_elem[:lane_bits]
-                m.d.comb += run_beats.eq((offset + rows_now * k_cols + lanes - 1) >> lane_bits)
-                m.d.sync += group_rows.eq(rows_now)
+                m.d.comb += run_beats.eq((offset + rows_now * d.in_cols + lanes - 1) >> lane_bits)
+                m.d.sync += [group_rows.eq(rows_now), stage.eq(0)]
                 m.d.comb += [reader.start.eq(1),
                              reader.addr.eq(sq_slot + HEADER_BYTES + (in_elem[lane_bits:] << line_bits)),
                              reader.beats.eq(run_beats),
                              unpack.start.eq(1), unpack.offset.eq(offset), unpack.rows.eq(rows_now),
-                             unpack.cols.eq(k_cols),
+                             unpack.cols.eq(d.in_cols),
                              unpack.beats.eq(run_beats)]
                 m.next = "INPUT"
             with m.State("INPUT"):
                 m.d.comb += [cu.in_we.eq(unpack.valid), cu.in_row.eq(unpack.row),
                              cu.in_word.eq(unpack.col[lane_bits:]), cu.in_data.eq(unpack.data)]
                 with m.If(unpack.valid & unpack.last):
-                    m.d.sync += [k_base.eq(0), groups_seen.eq(0), set_index.eq(0), set_base.eq(0)]
-                    with m.If(full_groups != 0):
-                        m.next = "WEIGHTS_START"
+                    m.d.sync += [row.eq(0), word.eq(0)]
+                    with m.If(is_softmax):
+                        m.next = "SFU_START"
                     with m.Else():
-                        m.next = "REST_START"
+                        m.next = "STAGE"
+
+            # ---- a stage: one weight matrix through the PE array
+            with m.State("STAGE"):
+                with m.If(stage == 0):
+                    m.d.sync += [st_addr.eq(d.dev_addr), st_k.eq(d.dev_rows), st_n.eq(d.dev_cols),
+                                 dest.eq(Mux(is_attention, TO_SCORES, Mux(is_xab, TO_INPUT, TO_RESULT16)))]
+                with m.Else():
+                    m.d.sync += [st_addr.eq(second_addr), st_k.eq(d.dev_cols), st_n.eq(d.dev_rows),
+                                 dest.eq(Mux(is_attention, TO_RESULT32, TO_RESULT16))]
+                m.next = "PLAN"
+            with m.State("PLAN"):
+                m.d.sync += [pack_log2.eq(plan_pack_log2), n_words.eq(plan_n_words), sets.eq(plan_sets),
+                             full_groups.eq(st_k >> plan_pack_log2),
+                             rest_rows.eq(st_k & ((1 << plan_pack_log2) - 1)),
+                             sets_used.eq(Mux(plan_groups < plan_sets, plan_groups, plan_sets)),
+                             main_elems.eq((st_k >> plan_pack_log2 << plan_pack_log2) * st_n),
+                             k_base.eq(0), groups_seen.eq(0), set_index.eq(0), set_base.eq(0)]
+                with m.If((st_k >> plan_pack_log2) != 0):
+                    m.next = "WEIGHTS_START"
+                with m.Else():
+                    m.next = "REST_START"
             with m.State("WEIGHTS_START"):
                 # the k-groups of whole packs: (K // pack) rows of pack * N elements
-                cols = (n_cols << pack_log2)[:DIM_BITS]
+                cols = (st_n << pack_log2)[:DIM_BITS]
                 m.d.sync += run_cols.eq(cols)
-                m.d.comb += [reader.start.eq(1), reader.addr.eq(d.dev_addr),
+                m.d.comb += [reader.start.eq(1), reader.addr.eq(st_addr),
                              reader.beats.eq((main_elems + lanes - 1) >> lane_bits),
                              unpack.start.eq(1), unpack.offset.eq(0), unpack.rows.eq(full_groups),
                              unpack.cols.eq(cols), unpack.beats.eq((main_elems + lanes - 1) >> lane_bits)]
                 m.next = "WEIGHTS"
             with m.State("REST_START"):
                 # the last k-group, K % pack rows, from where the whole packs end
-                cols = (rest_rows * n_cols)[:DIM_BITS]
+                cols = (rest_rows * st_n)[:DIM_BITS]
                 offset = main_elems[:lane_bits]
                 m.d.sync += run_cols.eq(cols)
-                m.d.comb += [reader.start.eq(1), reader.addr.eq(d.dev_addr + (main_elems[lane_bits:] << line_bits)),
+                m.d.comb += [reader.start.eq(1), reader.addr.eq(st_addr + (main_elems[lane_bits:] << line_bits)),
                              reader.beats.eq((offset + cols + lanes - 1) >> lane_bits),
                              unpack.start.eq(1), unpack.offset.eq(offset), unpack.rows.eq(1),
                              unpack.cols.eq(cols), unpack.beats.eq((offset + cols + lanes - 1) >> lane_bits)]
                 m.next = "REST"
+
             def k_group_chunks():
                 m.d.comb += [cu.mac.eq(unpack.valid), cu.first.eq(groups_seen < sets), cu.k_base.eq(k_base),
                              cu.acc_addr.eq(set_base + unpack.col[lane_bits:]), cu.active.eq(unpack.count),
@@ -223,54 +316,138 @@ class ControlUnit(wiring.Component):
                 m.d.sync += drain.eq(drain - 1)
                 with m.If(drain == 1):
                     m.d.sync += [row.eq(0), word.eq(0)]
-                    m.next = "RESULT"
+                    m.next = "FOLD"
 
-            with m.State("RESULT"):
+            # ---- readout: fold each word of each row, send it where the stage says
+            with m.State("FOLD"):
                 m.d.comb += [cu.fold_start.eq(1), cu.fold_row.eq(row), cu.fold_word.eq(word),
                              cu.fold_n_words.eq(n_words), cu.fold_sets.eq(sets_used),
                              cu.fold_pack.eq(1 << pack_log2)]
-                m.next = "RESULT_FOLD"
-            with m.State("RESULT_FOLD"):
-                # one LANES-column piece of one result row, placed at its byte offset
-                col = (word << lane_bits)[:DIM_BITS]
-                count, elem = Signal(range(lanes + 1)), Signal(44)
-                m.d.comb += [count.eq(Mux(n_cols - col < lanes, n_cols - col, lanes)), elem.eq(out_elem + col)]
-                shift = elem[:lane_bits]
+                m.next = "FOLD_WAIT"
+            with m.State("FOLD_WAIT"):
                 m.d.comb += [cu.fold_row.eq(row), cu.fold_n_words.eq(n_words)]
                 with m.If(cu.fold_done):
-                    m.d.sync += [piece.eq(cu.sum_fp16 << (shift * 16)),
-                                 piece_strb.eq(((Const(1, 1) << (count * 2)) - 1) << (shift * 2)),
-                                 two_lines.eq(shift + count > lanes),
-                                 piece_addr.eq(cq_slot + HEADER_BYTES + (elem[lane_bits:] << line_bits))]
-                    m.next = "RESULT_LINE0"
-            with m.State("RESULT_LINE0"):
-                m.d.comb += [writer.start.eq(1), writer.addr.eq(piece_addr),
-                             writer.line.eq(piece[:cfg.data_bits]), writer.strb.eq(piece_strb[:cfg.beat_bytes])]
-                m.next = "RESULT_WAIT0"
-            with m.State("RESULT_WAIT0"):
-                with m.If(~writer.busy):
-                    m.next = "RESULT_LINE1"
-            with m.State("RESULT_LINE1"):
-                with m.If(two_lines):
-                    m.d.comb += [writer.start.eq(1), writer.addr.eq(piece_addr + cfg.beat_bytes),
-                                 writer.line.eq(piece[cfg.data_bits:]), writer.strb.eq(piece_strb[cfg.beat_bytes:])]
-                m.next = "RESULT_NEXT"
-            with m.State("RESULT_NEXT"):
-                with m.If(~writer.busy):
-                    last_word = ((word + 1) << lane_bits) >= n_cols
-                    with m.If(~last_word):
-                        m.d.sync += word.eq(word + 1)
-                        m.next = "RESULT"
-                    with m.Elif(row + 1 < group_rows):
-                        m.d.sync += [word.eq(0), row.eq(row + 1), out_elem.eq(out_elem + n_cols)]
-                        m.next = "RESULT"
+                    with m.Switch(dest):
+                        with m.Case(TO_RESULT16):
+                            set_piece(cu.sum_fp16, count_now)
+                            m.next = "PIECE_LINE"
+                        with m.Case(TO_RESULT32):
+                            set_piece(cu.sum_fp32, count_now)
+                            m.next = "PIECE_LINE"
+                        with m.Case(TO_INPUT):
+                            m.d.comb += [cu.in_we.eq(1), cu.in_row.eq(row), cu.in_word.eq(word),
+                                         cu.in_data.eq(cu.sum_fp16)]
+                            m.next = "FOLD_NEXT"
+                        with m.Case(TO_SCORES):
+                            m.d.comb += [cu.acc_we.eq(1), cu.acc_row.eq(row), cu.acc_word.eq(word),
+                                         cu.acc_data.eq(cu.sum_fp32)]
+                            m.next = "FOLD_NEXT"
+            with m.State("FOLD_NEXT"):
+                # the stage's words are this stage's N (out_n is the result rows' N)
+                stage_last_word = ((word + 1) << lane_bits) >= st_n
+                with m.If(~stage_last_word):
+                    m.d.sync += word.eq(word + 1)
+                    m.next = "FOLD"
+                with m.Elif(row + 1 < group_rows):
+                    m.d.sync += [word.eq(0), row.eq(row + 1)]
+                    m.next = "FOLD"
+                with m.Else():
+                    m.d.sync += [word.eq(0), row.eq(0), stage.eq(1)]
+                    with m.If(dest == TO_SCORES):
+                        m.next = "SFU_START"
                     with m.Else():
-                        m.d.sync += [out_elem.eq(out_elem + n_cols), m0.eq(m0 + cfg.rows),
-                                     in_elem.eq(in_elem + cfg.rows * k_cols)]
-                        with m.If(m0 + cfg.rows < m_rows):
-                            m.next = "GROUP"
+                        m.next = "STAGE"
+
+            # ---- the softmax unit, row by row: attention's scores, or SOFTMAX's input rows
+            def sfu_ports():
+                """The unit reads the row's buffer and writes FP16 words into its input bank."""
+                m.d.comb += [cu.rd_row.eq(row), cu.rd_addr.eq(sfu.src_addr),
+                             cu.in_we.eq(sfu.dst_en), cu.in_row.eq(row), cu.in_word.eq(sfu.dst_addr),
+                             cu.in_data.eq(sfu.dst_data)]
+
+            with m.State("SFU_START"):
+                sfu_ports()
+                m.d.sync += sfu_from_acc.eq(is_attention)
+                m.d.comb += [sfu.start.eq(1), sfu.length.eq(Mux(is_attention, d.dev_cols, d.in_cols)),
+                             sfu.partial.eq(is_attention | partial)]
+                m.next = "SFU_RUN"
+            with m.State("SFU_RUN"):
+                sfu_ports()
+                with m.If(sfu.done):
+                    m.d.sync += [anchors_m[row].eq(sfu.m), anchors_l[row].eq(sfu.l)]
+                    with m.If(row + 1 < group_rows):
+                        m.d.sync += row.eq(row + 1)
+                        m.next = "SFU_START"
+                    with m.Else():
+                        m.d.sync += row.eq(0)
+                        with m.If(is_attention):
+                            m.next = "STAGE"
                         with m.Else():
-                            m.next = "COMPLETE"
+                            m.next = "BANK_READ"
+
+            # ---- SOFTMAX's rows, read back from the input buffer
+            with m.State("BANK_READ"):
+                m.d.comb += [cu.rd_row.eq(row), cu.rd_addr.eq(word)]
+                m.next = "BANK_PIECE"
+            with m.State("BANK_PIECE"):
+                set_piece(cu.rd_in_data, count_now)
+                m.next = "PIECE_LINE"
+
+            # ---- one result piece, line by line; then the next word, row, or the anchors
+            with m.State("PIECE_LINE"):
+                line_strb = piece_strb.word_select(piece_line, cfg.beat_bytes)
+                with m.If((piece_line < PIECE_LINES) & line_strb.any()):
+                    m.d.comb += [writer.start.eq(1),
+                                 writer.addr.eq(piece_addr + (piece_line << line_bits)),
+                                 writer.line.eq(piece.word_select(piece_line, cfg.data_bits)),
+                                 writer.strb.eq(line_strb)]
+                    m.next = "PIECE_WAIT"
+                with m.Else():
+                    m.next = "PIECE_NEXT"
+            with m.State("PIECE_WAIT"):
+                with m.If(~writer.busy):
+                    m.d.sync += piece_line.eq(piece_line + 1)
+                    m.next = "PIECE_LINE"
+            with m.State("PIECE_NEXT"):
+                more = Signal()
+                with m.If(~last_word):
+                    m.d.comb += more.eq(1)
+                    m.d.sync += word.eq(word + 1)
+                with m.Elif(row + 1 < group_rows):
+                    m.d.comb += more.eq(1)
+                    m.d.sync += [word.eq(0), row.eq(row + 1), out_byte.eq(out_byte + row_bytes)]
+                with m.If(more & is_softmax):
+                    m.next = "BANK_READ"
+                with m.Elif(more):
+                    m.next = "FOLD"
+                with m.Else():
+                    m.d.sync += [word.eq(0), row.eq(0), out_byte.eq(out_byte + row_bytes)]
+                    with m.If(is_attention | (is_softmax & partial)):
+                        m.next = "ANCHORS"
+                    with m.Else():
+                        m.next = "GROUP_END"
+
+            # ---- one line of anchors per row: m, l
+            with m.State("ANCHORS"):
+                line = Signal(cfg.data_bits)
+                m.d.comb += line.eq(Cat(anchors_m[row], anchors_l[row]))
+                m.d.comb += [writer.start.eq(1),
+                             writer.addr.eq(cq_slot + HEADER_BYTES + stats_off + ((m0 + row) << line_bits)),
+                             writer.line.eq(line), writer.strb.eq((1 << cfg.beat_bytes) - 1)]
+                m.next = "ANCHORS_WAIT"
+            with m.State("ANCHORS_WAIT"):
+                with m.If(~writer.busy):
+                    with m.If(row + 1 < group_rows):
+                        m.d.sync += row.eq(row + 1)
+                        m.next = "ANCHORS"
+                    with m.Else():
+                        m.next = "GROUP_END"
+            with m.State("GROUP_END"):
+                m.d.sync += [m0.eq(m0 + cfg.rows), in_elem.eq(in_elem + cfg.rows * d.in_cols)]
+                with m.If(m0 + cfg.rows < m_rows):
+                    m.next = "GROUP"
+                with m.Else():
+                    m.next = "COMPLETE"
 
             with m.State("COMPLETE"):
                 cycles = (self.cycle - entry.taken)[:64]

@@ -8,6 +8,7 @@ from amaranth.lib import wiring, data
 from amaranth.lib.wiring import In, Out
 
 from isa import Status, DescType, Op, Dtype, FIELDS
+from isa.descriptor import Flag
 from isa.slots import HEADER_BYTES, LINE_BYTES
 
 DescriptorLayout = data.StructLayout({name: width for name, _, width in FIELDS})
@@ -36,8 +37,11 @@ class Decoder(wiring.Component):
         m.d.comb += [self.is_load.eq(d.type == DescType.LOAD), self.is_store.eq(d.type == DescType.STORE),
                      self.is_compute.eq(is_compute)]
 
-        implemented = (d.flags == 0) & (
-            (is_rw & (d.op == 0)) | (is_compute & ((d.op == Op.GEMV) | (d.op == Op.GEMM))))
+        is_softmax = is_compute & (d.op == Op.SOFTMAX)
+        chained = is_compute & ((d.op == Op.ATTENTION) | (d.op == Op.LORA_XAB))
+        implemented = (((d.flags == 0) & (
+            (is_rw & (d.op == 0)) | (is_compute & ((d.op == Op.GEMV) | (d.op == Op.GEMM))) | chained))
+            | (is_softmax & ((d.flags & ~int(Flag.PARTIAL)) == 0)))
         dtype_ok = Mux(is_compute, d.dtype == Dtype.FP16,
                        (d.dtype == Dtype.FP16) | (d.dtype == Dtype.BF16) | (d.dtype == Dtype.INT8))
 
@@ -51,20 +55,39 @@ class Decoder(wiring.Component):
         in_elems, dev_elems, out_elems = Signal(40), Signal(40), Signal(40)
         m.d.comb += [in_elems.eq(d.in_rows * d.in_cols), dev_elems.eq(d.dev_rows * d.dev_cols),
                      out_elems.eq(d.in_rows * d.dev_cols)]
+        # result bytes (isa/validate.py result_bytes): values, then one line of anchors per row
+        in_lines, dev_lines, o_lines = Signal(40), Signal(40), Signal(44)
+        m.d.comb += [in_lines.eq(lines(in_elems << el_log2)), dev_lines.eq(lines(dev_elems << el_log2)),
+                     o_lines.eq(lines((d.in_rows * d.dev_rows) << 2))]
+        result = Signal(50)
+        with m.If(is_softmax):
+            m.d.comb += result.eq(Mux(d.flags[1], (in_lines + d.in_rows) << line_log2, in_elems << 1))
+        with m.Elif(d.op == Op.ATTENTION):
+            m.d.comb += result.eq((o_lines + d.in_rows) << line_log2)
+        with m.Elif(d.op == Op.LORA_XAB):
+            m.d.comb += result.eq((d.in_rows * d.dev_rows) << 1)
+        with m.Else():
+            m.d.comb += result.eq(out_elems << 1)
         # payload room of a slot; served queues have log2_slot <= 48 (hw/queue_geometry.py)
         room = Signal(50)
         m.d.comb += room.eq((1 << self.log2_slot[:6]) - HEADER_BYTES)
 
-        sizes_ok = ((d.in_size == lines(in_elems << el_log2)) & (d.dev_size == lines(dev_elems << el_log2))
+        sizes_ok = ((d.in_size == in_lines) & (d.dev_size == Mux(chained, dev_lines << 1, dev_lines))
                     & (d.dev_rows != 0) & (d.dev_cols != 0))
         load_ok = (d.dev_size << line_log2) <= room
         store_ok = ((d.in_rows != 0) & (d.in_cols != 0) & (d.in_size == d.dev_size)
                     & ((d.in_size << line_log2) <= room))
+        # the second product of a chain: K = dev_cols from the input buffer, N = dev_rows
+        second_ok = ~chained | ((d.dev_cols <= cfg.k_max) & (d.dev_rows <= cfg.n_max))
         compute_ok = ((d.in_rows != 0) & (d.in_cols == d.dev_rows) & ((d.op != Op.GEMV) | (d.in_rows == 1))
-                      & (d.dev_rows <= cfg.k_max) & (d.dev_cols <= cfg.n_max)
-                      & ((d.in_size << line_log2) <= room) & ((out_elems << 1) <= room))
-        shape_ok = sizes_ok & Mux(d.type == DescType.LOAD, load_ok,
-                                  Mux(d.type == DescType.STORE, store_ok, compute_ok))
+                      & (d.dev_rows <= cfg.k_max) & (d.dev_cols <= cfg.n_max) & second_ok
+                      & ((d.in_size << line_log2) <= room) & (result <= room))
+        softmax_ok = ((d.dev_addr == 0) & (d.dev_size == 0) & (d.dev_rows == 0) & (d.dev_cols == 0)
+                      & (d.in_rows != 0) & (d.in_cols != 0) & (d.in_cols <= cfg.k_max)
+                      & (d.in_size == in_lines) & ((d.in_size << line_log2) <= room) & (result <= room))
+        shape_ok = Mux(is_softmax, softmax_ok,
+                       sizes_ok & Mux(d.type == DescType.LOAD, load_ok,
+                                      Mux(d.type == DescType.STORE, store_ok, compute_ok)))
 
         with m.If(~implemented):
             m.d.comb += self.status.eq(Status.BAD_OP)

@@ -16,6 +16,7 @@ from amaranth.back import verilog
 from amaranth.lib.wiring import Flow
 
 from .fp import FP16MulToFP32, FP16MulToFP32Pipe, FP32Add, FP32AddPipe, FP32ToFP16
+from .fp_sfu import ExpApproxPipe, FP32MulToFP16Pipe
 
 CELLS = {
     "ndp_fp16_mul": FP16MulToFP32,
@@ -23,9 +24,11 @@ CELLS = {
     "ndp_fp32_to_fp16": FP32ToFP16,
     "ndp_fp16_mul_pipe": FP16MulToFP32Pipe,
     "ndp_fp32_add_pipe": FP32AddPipe,
+    "ndp_exp_approx_pipe": ExpApproxPipe,
+    "ndp_fp32_mul_to_fp16_pipe": FP32MulToFP16Pipe,
 }
 # Cells with a `sync` domain; Amaranth names its ports `clk` and `rst` in the Verilog.
-CLOCKED = {"ndp_fp16_mul_pipe", "ndp_fp32_add_pipe"}
+CLOCKED = {"ndp_fp16_mul_pipe", "ndp_fp32_add_pipe", "ndp_exp_approx_pipe", "ndp_fp32_mul_to_fp16_pipe"}
 
 
 def _port_flows(cls):

@@ -44,7 +44,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from .fp_cells import add_cell
-from .fp_sfu import ExpApproxPipe, FP32MulToFP16Pipe, FP32Recip
+from .fp_sfu import FP32Recip
 
 LENGTH_BITS = 20
 F32_QNAN = 0x7FC00000
@@ -222,18 +222,17 @@ class SoftmaxUnit(wiring.Component):
             add_cell(m, f"sub_{j}", "ndp_fp32_add", shared, a=lane(self.src_data, j, 32), b=neg_m, s=d)
             m.d.sync += d_reg.eq(d)
 
-            exp = m.submodules[f"exp_{j}"] = ExpApproxPipe()
-            e_reg = Signal(32, name=f"e_reg{j}")
-            m.d.comb += exp.d.eq(d_reg)
-            m.d.sync += e_reg.eq(exp.e)
+            e, e_reg = Signal(32, name=f"e{j}"), Signal(32, name=f"e_reg{j}")
+            add_cell(m, f"exp_{j}", "ndp_exp_approx_pipe", shared, d=d_reg, e=e)
+            m.d.sync += e_reg.eq(e)
 
             half = Signal(16, name=f"half{j}")
             add_cell(m, f"cvt_{j}", "ndp_fp32_to_fp16", shared, a=e_reg, h=half)
-            mul = m.submodules[f"mul_{j}"] = FP32MulToFP16Pipe()
-            m.d.comb += [mul.a.eq(e_reg), mul.b.eq(recip.r)]
+            product = Signal(16, name=f"product{j}")
+            add_cell(m, f"mul_{j}", "ndp_fp32_mul_to_fp16_pipe", shared, a=e_reg, b=recip.r, h=product)
             stage_w = Mux(out_pass, w[5], w[4])
             m.d.comb += lane(dst_data, j, 16).eq(
-                Mux(lane_ok(stage_w, j), Mux(out_pass, mul.h, half), 0))
+                Mux(lane_ok(stage_w, j), Mux(out_pass, product, half), 0))
 
             # the lane adder: accumulate, combine the three partials, one tree level
             acc_a, acc_b, acc_s = (Signal(32, name=f"acc_{n}{j}") for n in "abs")

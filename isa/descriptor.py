@@ -45,6 +45,9 @@ class Op(enum.IntEnum):
     GEMV = 0
     GEMM = 1
     SOFTMAX = 2
+    # the project's own (docs/read-compute-project.md)
+    ATTENTION = 3           # integral attention for one KV head: P = q K^T, partial softmax, O = S V
+    LORA_XAB = 4            # LoRA E3: y = (x A) B, x A kept on the device
 
 
 class Dtype(enum.IntEnum):
@@ -61,10 +64,13 @@ def dtype_bytes(dtype):
 class Flag(enum.IntFlag):
     """Bits of the `flags` field, numbered as in the 204-bit word (bit 10 is flags bit 0).
 
-    Only TRANS_W is defined by the spec; bits 11..19 are the project's own and none is
-    implemented yet, so a descriptor that sets any of them completes with BAD_OP.
+    TRANS_W is defined by the spec and not implemented (BAD_OP: the device operand of
+    attention is stored K^T, d x T, see docs/read-compute-project.md). Bits 11..19 are the
+    project's own: PARTIAL (bit 11) asks SOFTMAX for FlashAttention's partial form. Any
+    other bit, or PARTIAL on another op, completes with BAD_OP.
     """
     TRANS_W = 1 << 0
+    PARTIAL = 1 << 1
 
 
 @dataclasses.dataclass(frozen=True)

@@ -6,7 +6,7 @@ BAD_OP, then BAD_DTYPE, then BOUNDS, then BAD_SHAPE.
 """
 import dataclasses
 
-from .descriptor import DescType, Op, Dtype, dtype_bytes
+from .descriptor import DescType, Op, Dtype, Flag, dtype_bytes
 from .slots import HEADER_BYTES, LINE_BYTES
 from .status import Status
 
@@ -30,12 +30,12 @@ def lines(nbytes):
 
 def implemented(desc):
     """Whether the device implements this (type, op, flags) combination."""
-    if desc.flags != 0:
-        return False        # TRANS_W and the project flags are not implemented yet
     if desc.type in (DescType.LOAD, DescType.STORE):
-        return desc.op == 0
+        return desc.op == 0 and desc.flags == 0
     if desc.type == DescType.READ_COMPUTE:
-        return desc.op in (Op.GEMV, Op.GEMM)
+        if desc.op == Op.SOFTMAX:
+            return (int(desc.flags) & ~int(Flag.PARTIAL)) == 0
+        return desc.op in (Op.GEMV, Op.GEMM, Op.ATTENTION, Op.LORA_XAB) and desc.flags == 0
     return False
 
 
@@ -53,25 +53,44 @@ def in_bounds(desc, queue):
     return queue.data_base <= desc.dev_addr and desc.dev_addr + desc.dev_size * LINE_BYTES <= queue.data_limit
 
 
+def operand_lines(desc):
+    """64-byte lines of the device operand its dims imply: attention's K^T (d x T) and V
+    (T x d), and E3's A (D x R) and B (R x D), each from a line boundary."""
+    el = dtype_bytes(desc.dtype)
+    one = lines(desc.dev_rows * desc.dev_cols * el)
+    if desc.type == DescType.READ_COMPUTE and desc.op in (Op.ATTENTION, Op.LORA_XAB):
+        return 2 * one
+    return one
+
+
 def shape_ok(desc, queue, cfg):
     el = dtype_bytes(desc.dtype)
     payload_room = queue.slot_bytes - HEADER_BYTES
     if desc.in_size != lines(desc.in_rows * desc.in_cols * el):
         return False
-    if desc.dev_size != lines(desc.dev_rows * desc.dev_cols * el):
+    m = desc.in_rows
+    if desc.type == DescType.READ_COMPUTE and desc.op == Op.SOFTMAX:
+        return (desc.dev_addr == 0 and desc.dev_size == 0 and desc.dev_rows == 0 and desc.dev_cols == 0
+                and m != 0 and desc.in_cols != 0 and desc.in_cols <= cfg.k_max
+                and desc.in_size * LINE_BYTES <= payload_room
+                and result_bytes(desc) <= payload_room)
+    if desc.dev_size != operand_lines(desc):
         return False
     if desc.dev_rows == 0 or desc.dev_cols == 0:
-        return False        # every implemented type uses the device operand
+        return False        # every other implemented type uses the device operand
     if desc.type == DescType.LOAD:
         return desc.dev_size * LINE_BYTES <= payload_room
     if desc.type == DescType.STORE:
         return (desc.in_rows != 0 and desc.in_cols != 0 and desc.in_size == desc.dev_size
                 and desc.in_size * LINE_BYTES <= payload_room)
-    m, k, n = desc.in_rows, desc.dev_rows, desc.dev_cols
-    return (m != 0 and desc.in_cols == k and (desc.op != Op.GEMV or m == 1)
-            and k <= cfg.k_max and n <= cfg.n_max
+    k, n = desc.dev_rows, desc.dev_cols
+    fits = k <= cfg.k_max and n <= cfg.n_max
+    if desc.op in (Op.ATTENTION, Op.LORA_XAB):
+        # the second product: K = n (S, or x A, in the input buffer), N = k
+        fits = fits and n <= cfg.k_max and k <= cfg.n_max
+    return (m != 0 and desc.in_cols == k and (desc.op != Op.GEMV or m == 1) and fits
             and desc.in_size * LINE_BYTES <= payload_room
-            and m * n * 2 <= payload_room)
+            and result_bytes(desc) <= payload_room)
 
 
 def check_descriptor(desc, queue, cfg):
@@ -93,9 +112,26 @@ def payload_bytes(desc):
 
 
 def result_bytes(desc):
-    """Bytes of result the device writes into the completion slot on success."""
+    """Bytes of result the device writes into the completion slot on success (the span
+    from the payload's start to the end of its last byte)."""
     if desc.type == DescType.LOAD:
         return desc.dev_size * LINE_BYTES
-    if desc.type == DescType.READ_COMPUTE:
-        return desc.in_rows * desc.dev_cols * 2
-    return 0
+    if desc.type != DescType.READ_COMPUTE:
+        return 0
+    if desc.op == Op.SOFTMAX:
+        values = desc.in_rows * desc.in_cols * 2
+        return stats_offset(desc) + desc.in_rows * LINE_BYTES if desc.flags & Flag.PARTIAL else values
+    if desc.op == Op.ATTENTION:
+        return stats_offset(desc) + desc.in_rows * LINE_BYTES
+    if desc.op == Op.LORA_XAB:
+        return desc.in_rows * desc.dev_rows * 2
+    return desc.in_rows * desc.dev_cols * 2
+
+
+def stats_offset(desc):
+    """Where the per-row anchors start in the result payload (SOFTMAX with PARTIAL, and
+    ATTENTION): the line after the values. Row r's line holds m (FP32) at byte 0 and l
+    (FP32) at byte 4, zeros after."""
+    if desc.op == Op.ATTENTION:
+        return lines(desc.in_rows * desc.dev_rows * 4) * LINE_BYTES
+    return lines(desc.in_rows * desc.in_cols * 2) * LINE_BYTES

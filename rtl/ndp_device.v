@@ -7,7 +7,7 @@ module ndp_device(mem__awaddr, mem__awlen, mem__awsize, mem__awburst, mem__awloc
 , dram__bvalid, dram__arready, dram__rid, dram__rdata, dram__rresp, dram__rlast, dram__rvalid, clk, rst, mem__awready, mem__wready, mem__bid, mem__bresp, mem__bvalid, mem__arready, mem__rid, mem__rdata, mem__rresp, mem__rlast, mem__rvalid, io__awready
 , io__wready, io__bresp, io__bvalid, io__arready, io__rdata, io__rresp, io__rvalid, dram__awid, dram__awaddr, dram__awlen, dram__awsize, dram__awburst, dram__awlock, dram__awcache, dram__awprot, dram__awvalid, dram__wdata, dram__wstrb, dram__wlast, dram__wvalid, dram__bready
 , dram__arid, dram__araddr, dram__arlen, dram__arsize, dram__arburst, dram__arlock, dram__arcache, dram__arprot, dram__arvalid, dram__rready, irq, mem__awid);
-  reg \$auto$verilog_backend.cc:2355:dump_module$1  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$65  = 0;
   wire [64:0] \$1 ;
   reg [63:0] \$2 ;
   wire [63:0] bus__araddr;
@@ -1062,7 +1062,7 @@ module ndp_device(mem__awaddr, mem__awlen, mem__awsize, mem__awburst, mem__awloc
     .rst(rst)
   );
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$65 ) begin end
     \$2  = \$1 [63:0];
     if (rst) begin
       \$2  = 64'h0000000000000000;
@@ -1567,7 +1567,7 @@ endmodule
 (* generator = "Amaranth" *)
 module \ndp_device.command_engine (bus__rresp, clk, rst, push_ready, cycle, reset__0, reset__1, reset__2, reset__3, queues__0, queues__1, queues__2, queues__3, bus__araddr, bus__arvalid, bus__rready, push_valid, push, bus__arready, bus__rvalid, bus__rdata
 );
-  reg \$auto$verilog_backend.cc:2355:dump_module$2  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$66  = 0;
   wire [32:0] \$1 ;
   wire \$10 ;
   wire [2:0] \$100 ;
@@ -2024,7 +2024,7 @@ module \ndp_device.command_engine (bus__rresp, clk, rst, push_ready, cycle, rese
   always @(posedge clk)
     push <= \$155 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$2 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     (* full_case = 32'd1 *)
     casez (\$signal )
       2'h0:
@@ -2038,7 +2038,7 @@ module \ndp_device.command_engine (bus__rresp, clk, rst, push_ready, cycle, rese
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$2 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     cand4 = 2'h0;
     casez (fsm_state)
       3'h0:
@@ -2048,7 +2048,7 @@ module \ndp_device.command_engine (bus__rresp, clk, rst, push_ready, cycle, rese
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$2 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     cand3 = 2'h0;
     casez (fsm_state)
       3'h0:
@@ -2058,7 +2058,7 @@ module \ndp_device.command_engine (bus__rresp, clk, rst, push_ready, cycle, rese
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$2 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     cand2 = 2'h0;
     casez (fsm_state)
       3'h0:
@@ -2068,7 +2068,7 @@ module \ndp_device.command_engine (bus__rresp, clk, rst, push_ready, cycle, rese
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$2 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     cand1 = 2'h0;
     casez (fsm_state)
       3'h0:
@@ -2078,7 +2078,7 @@ module \ndp_device.command_engine (bus__rresp, clk, rst, push_ready, cycle, rese
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$2 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     bus__arvalid = 1'h0;
     casez (fsm_state)
       3'h0:
@@ -2090,7 +2090,7 @@ module \ndp_device.command_engine (bus__rresp, clk, rst, push_ready, cycle, rese
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$2 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     bus__rready = 1'h0;
     casez (fsm_state)
       3'h0:
@@ -2104,7 +2104,7 @@ module \ndp_device.command_engine (bus__rresp, clk, rst, push_ready, cycle, rese
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$2 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     push_valid = 1'h0;
     casez (fsm_state)
       3'h0:
@@ -2120,7 +2120,7 @@ module \ndp_device.command_engine (bus__rresp, clk, rst, push_ready, cycle, rese
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$2 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     \$142  = backoff0;
     if (\$108 ) begin
       \$142  = \$109 [5:0];
@@ -2152,7 +2152,7 @@ module \ndp_device.command_engine (bus__rresp, clk, rst, push_ready, cycle, rese
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$2 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     \$143  = backoff1;
     if (\$110 ) begin
       \$143  = \$111 [5:0];
@@ -2186,7 +2186,7 @@ module \ndp_device.command_engine (bus__rresp, clk, rst, push_ready, cycle, rese
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$2 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     \$144  = backoff2;
     if (\$112 ) begin
       \$144  = \$113 [5:0];
@@ -2222,7 +2222,7 @@ module \ndp_device.command_engine (bus__rresp, clk, rst, push_ready, cycle, rese
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$2 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     \$145  = backoff3;
     if (\$114 ) begin
       \$145  = \$115 [5:0];
@@ -2261,7 +2261,7 @@ module \ndp_device.command_engine (bus__rresp, clk, rst, push_ready, cycle, rese
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$2 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     \$146  = dropped;
     (* full_case = 32'd1 *)
     casez (\$signal )
@@ -2293,7 +2293,7 @@ module \ndp_device.command_engine (bus__rresp, clk, rst, push_ready, cycle, rese
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$2 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     \$147  = next_seq0;
     if (reset__0) begin
       \$147  = 64'h0000000000000001;
@@ -2323,7 +2323,7 @@ module \ndp_device.command_engine (bus__rresp, clk, rst, push_ready, cycle, rese
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$2 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     \$148  = next_seq1;
     if (reset__1) begin
       \$148  = 64'h0000000000000001;
@@ -2355,7 +2355,7 @@ module \ndp_device.command_engine (bus__rresp, clk, rst, push_ready, cycle, rese
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$2 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     \$149  = next_seq2;
     if (reset__2) begin
       \$149  = 64'h0000000000000001;
@@ -2389,7 +2389,7 @@ module \ndp_device.command_engine (bus__rresp, clk, rst, push_ready, cycle, rese
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$2 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     \$150  = next_seq3;
     if (reset__3) begin
       \$150  = 64'h0000000000000001;
@@ -2426,7 +2426,7 @@ module \ndp_device.command_engine (bus__rresp, clk, rst, push_ready, cycle, rese
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$2 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     \$151  = \$signal ;
     casez (fsm_state)
       3'h0:
@@ -2450,7 +2450,7 @@ module \ndp_device.command_engine (bus__rresp, clk, rst, push_ready, cycle, rese
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$2 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     \$152  = last;
     casez (fsm_state)
       3'h0:
@@ -2474,7 +2474,7 @@ module \ndp_device.command_engine (bus__rresp, clk, rst, push_ready, cycle, rese
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$2 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     \$153  = fsm_state;
     casez (fsm_state)
       3'h0:
@@ -2508,7 +2508,7 @@ module \ndp_device.command_engine (bus__rresp, clk, rst, push_ready, cycle, rese
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$2 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     \$154  = sel_seq;
     casez (fsm_state)
       3'h0:
@@ -2531,7 +2531,7 @@ module \ndp_device.command_engine (bus__rresp, clk, rst, push_ready, cycle, rese
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$2 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     \$155  = push;
     casez (fsm_state)
       3'h0:
@@ -2634,246 +2634,409 @@ endmodule
 (* generator = "Amaranth" *)
 module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, pop, bus__arlen, bus__arvalid, bus__awlen, bus__wdata, bus__wstrb, bus__wlast, cycle, queues__0, queues__1, queues__2, queues__3, pop_valid, pop_ready, done_valid, done_queue
 , done_seq, done_status, irq, bus__araddr, bus__awvalid, bus__wvalid, bus__bready, bus__awaddr, bus__arready, bus__rvalid, bus__awready, bus__wready, bus__bid, bus__bresp, bus__bvalid, bus__rid);
-  reg \$auto$verilog_backend.cc:2355:dump_module$3  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$67  = 0;
   wire \$1 ;
   wire [26:0] \$10 ;
-  wire [80:0] \$100 ;
-  wire [64:0] \$101 ;
-  wire [15:0] \$102 ;
-  wire [16:0] \$103 ;
-  wire [16:0] \$104 ;
-  wire [79:0] \$105 ;
-  wire [80:0] \$106 ;
-  wire [19:0] \$107 ;
-  wire [7:0] \$108 ;
-  wire [8:0] \$109 ;
+  wire [63:0] \$100 ;
+  wire [20:0] \$101 ;
+  wire [27:0] \$102 ;
+  wire \$103 ;
+  wire \$104 ;
+  wire [2:0] \$105 ;
+  wire \$106 ;
+  reg [31:0] \$107 ;
+  reg [31:0] \$108 ;
+  wire [64:0] \$109 ;
   wire \$11 ;
-  wire [20:0] \$110 ;
-  wire \$111 ;
-  wire [19:0] \$112 ;
-  wire [19:0] \$113 ;
-  wire [26:0] \$114 ;
-  wire [46:0] \$115 ;
-  wire \$116 ;
+  wire [65:0] \$110 ;
+  wire [20:0] \$111 ;
+  wire [27:0] \$112 ;
+  wire [66:0] \$113 ;
+  wire [64:0] \$114 ;
+  wire \$115 ;
+  wire [3:0] \$116 ;
   wire \$117 ;
   wire \$118 ;
   wire \$119 ;
   wire [26:0] \$12 ;
   wire \$120 ;
   wire \$121 ;
-  wire [26:0] \$122 ;
-  wire [24:0] \$123 ;
-  wire [20:0] \$124 ;
+  wire \$122 ;
+  wire \$123 ;
+  wire \$124 ;
   wire \$125 ;
   wire \$126 ;
-  wire [7:0] \$127 ;
-  wire [20:0] \$128 ;
+  wire \$127 ;
+  wire \$128 ;
   wire \$129 ;
   wire \$13 ;
-  wire [2:0] \$130 ;
-  wire [2:0] \$131 ;
+  wire \$130 ;
+  wire \$131 ;
   wire \$132 ;
-  wire [2:0] \$133 ;
-  wire [20:0] \$134 ;
+  wire \$133 ;
+  wire \$134 ;
   wire \$135 ;
   wire \$136 ;
-  wire [20:0] \$137 ;
+  wire \$137 ;
   wire \$138 ;
   wire \$139 ;
   wire [20:0] \$14 ;
-  wire [7:0] \$140 ;
-  wire [20:0] \$141 ;
+  wire \$140 ;
+  wire \$141 ;
   wire \$142 ;
-  wire [2:0] \$143 ;
-  wire [2:0] \$144 ;
-  wire \$145 ;
-  wire [2:0] \$146 ;
-  wire [20:0] \$147 ;
-  wire \$148 ;
-  wire [3:0] \$149 ;
+  wire \$143 ;
+  wire \$144 ;
+  wire [64:0] \$145 ;
+  wire [15:0] \$146 ;
+  wire [16:0] \$147 ;
+  wire [16:0] \$148 ;
+  wire [79:0] \$149 ;
   wire [21:0] \$15 ;
-  wire \$150 ;
-  wire [9:0] \$151 ;
-  wire [1534:0] \$152 ;
-  wire [7:0] \$153 ;
-  wire [255:0] \$154 ;
-  wire [256:0] \$155 ;
-  wire [6:0] \$156 ;
-  wire [383:0] \$157 ;
-  wire [6:0] \$158 ;
+  wire [80:0] \$150 ;
+  wire [64:0] \$151 ;
+  wire [15:0] \$152 ;
+  wire [16:0] \$153 ;
+  wire [16:0] \$154 ;
+  wire [79:0] \$155 ;
+  wire [80:0] \$156 ;
+  wire \$157 ;
+  wire \$158 ;
   wire \$159 ;
   wire [21:0] \$16 ;
-  wire [64:0] \$160 ;
-  wire [45:0] \$161 ;
-  wire [65:0] \$162 ;
-  wire \$163 ;
-  wire \$164 ;
-  wire [20:0] \$165 ;
-  wire [27:0] \$166 ;
-  wire \$167 ;
-  wire \$168 ;
-  wire [2:0] \$169 ;
+  wire [22:0] \$160 ;
+  wire [39:0] \$161 ;
+  wire [42:0] \$162 ;
+  wire [43:0] \$163 ;
+  wire [44:0] \$164 ;
+  wire [44:0] \$165 ;
+  wire [51:0] \$166 ;
+  wire [20:0] \$167 ;
+  wire [39:0] \$168 ;
+  wire [40:0] \$169 ;
   wire [21:0] \$17 ;
-  wire \$170 ;
-  wire [20:0] \$171 ;
-  wire [2:0] \$172 ;
-  wire [44:0] \$173 ;
-  wire [44:0] \$174 ;
+  wire [41:0] \$170 ;
+  wire [42:0] \$171 ;
+  wire [42:0] \$172 ;
+  wire [49:0] \$173 ;
+  wire [20:0] \$174 ;
   wire [20:0] \$175 ;
-  wire [22:0] \$176 ;
-  wire [44:0] \$177 ;
-  wire [20:0] \$178 ;
+  wire \$176 ;
+  wire \$177 ;
+  wire \$178 ;
   wire \$179 ;
   wire \$18 ;
   wire \$180 ;
-  reg [333:0] \$181 ;
-  reg [4:0] \$182 ;
-  reg [7:0] \$183 ;
-  reg [63:0] \$184 ;
-  reg [63:0] \$185 ;
-  reg [2:0] \$186 ;
-  reg [19:0] \$187 ;
-  reg [1:0] \$188 ;
-  reg [19:0] \$189 ;
+  wire \$181 ;
+  wire \$182 ;
+  wire \$183 ;
+  wire \$184 ;
+  wire [1:0] \$185 ;
+  wire [1:0] \$186 ;
+  wire \$187 ;
+  wire \$188 ;
+  wire [19:0] \$189 ;
   wire [20:0] \$19 ;
-  reg [4:0] \$190 ;
-  reg [1:0] \$191 ;
-  reg [43:0] \$192 ;
-  reg [19:0] \$193 ;
-  reg [43:0] \$194 ;
-  reg [43:0] \$195 ;
-  reg [2:0] \$196 ;
-  reg [19:0] \$197 ;
-  reg [1:0] \$198 ;
-  reg [1:0] \$199 ;
+  wire [7:0] \$190 ;
+  wire [8:0] \$191 ;
+  wire [20:0] \$192 ;
+  wire \$193 ;
+  wire [19:0] \$194 ;
+  wire [19:0] \$195 ;
+  wire [26:0] \$196 ;
+  wire [46:0] \$197 ;
+  wire [19:0] \$198 ;
+  wire \$199 ;
   wire [20:0] \$2 ;
   wire \$20 ;
-  reg [19:0] \$200 ;
-  reg [19:0] \$201 ;
-  reg [2:0] \$202 ;
-  reg [1:0] \$203 ;
-  reg [19:0] \$204 ;
-  reg [1023:0] \$205 ;
-  reg [127:0] \$206 ;
-  reg \$207 ;
-  reg [63:0] \$208 ;
+  wire [26:0] \$200 ;
+  wire [24:0] \$201 ;
+  wire [20:0] \$202 ;
+  wire \$203 ;
+  wire \$204 ;
+  wire [7:0] \$205 ;
+  wire [20:0] \$206 ;
+  wire \$207 ;
+  wire [2:0] \$208 ;
+  wire [2:0] \$209 ;
   wire [7:0] \$21 ;
+  wire \$210 ;
+  wire [2:0] \$211 ;
+  wire [20:0] \$212 ;
+  wire \$213 ;
+  wire \$214 ;
+  wire [20:0] \$215 ;
+  wire \$216 ;
+  wire \$217 ;
+  wire [7:0] \$218 ;
+  wire [20:0] \$219 ;
   wire [20:0] \$22 ;
+  wire \$220 ;
+  wire [2:0] \$221 ;
+  wire [2:0] \$222 ;
+  wire \$223 ;
+  wire [2:0] \$224 ;
+  wire [20:0] \$225 ;
+  wire \$226 ;
+  wire [3:0] \$227 ;
+  wire \$228 ;
+  wire [9:0] \$229 ;
   wire [21:0] \$23 ;
+  wire [1534:0] \$230 ;
+  wire [255:0] \$231 ;
+  wire [256:0] \$232 ;
+  wire [319:0] \$233 ;
+  wire [64:0] \$234 ;
+  wire [48:0] \$235 ;
+  wire [65:0] \$236 ;
+  wire [9:0] \$237 ;
+  wire [2046:0] \$238 ;
+  wire [255:0] \$239 ;
   wire [21:0] \$24 ;
-  wire [64:0] \$25 ;
-  wire [64:0] \$26 ;
-  wire [20:0] \$27 ;
-  wire \$28 ;
-  wire [20:0] \$29 ;
+  wire [256:0] \$240 ;
+  wire [319:0] \$241 ;
+  wire [64:0] \$242 ;
+  wire [48:0] \$243 ;
+  wire [65:0] \$244 ;
+  wire [20:0] \$245 ;
+  wire [27:0] \$246 ;
+  wire \$247 ;
+  wire \$248 ;
+  wire [2:0] \$249 ;
+  wire [39:0] \$25 ;
+  wire \$250 ;
+  wire [20:0] \$251 ;
+  wire [2:0] \$252 ;
+  wire \$253 ;
+  wire \$254 ;
+  wire [2:0] \$255 ;
+  wire \$256 ;
+  wire [2:0] \$257 ;
+  wire \$258 ;
+  wire [9:0] \$259 ;
+  wire [40:0] \$26 ;
+  wire [1534:0] \$260 ;
+  wire [255:0] \$261 ;
+  wire [256:0] \$262 ;
+  wire [319:0] \$263 ;
+  wire [64:0] \$264 ;
+  wire [48:0] \$265 ;
+  wire [65:0] \$266 ;
+  wire \$267 ;
+  wire [63:0] \$268 ;
+  wire \$269 ;
+  wire [41:0] \$27 ;
+  wire \$270 ;
+  wire \$271 ;
+  wire [2:0] \$272 ;
+  wire [20:0] \$273 ;
+  wire [27:0] \$274 ;
+  wire \$275 ;
+  wire \$276 ;
+  wire [2:0] \$277 ;
+  wire \$278 ;
+  wire [20:0] \$279 ;
+  wire [42:0] \$28 ;
+  wire [2:0] \$280 ;
+  wire [48:0] \$281 ;
+  wire \$282 ;
+  wire \$283 ;
+  wire [48:0] \$284 ;
+  wire \$285 ;
+  wire \$286 ;
+  wire \$287 ;
+  wire \$288 ;
+  wire \$289 ;
+  wire [42:0] \$29 ;
+  wire [2:0] \$290 ;
+  wire \$291 ;
+  wire [2:0] \$292 ;
+  wire [20:0] \$293 ;
+  wire [22:0] \$294 ;
+  wire [44:0] \$295 ;
+  wire [20:0] \$296 ;
+  wire \$297 ;
+  wire \$298 ;
+  reg [333:0] \$299 ;
   wire \$3 ;
-  wire [20:0] \$30 ;
-  wire [22:0] \$31 ;
-  wire [23:0] \$32 ;
-  wire [24:0] \$33 ;
-  wire [25:0] \$34 ;
-  wire [25:0] \$35 ;
-  wire [64:0] \$36 ;
-  wire [45:0] \$37 ;
-  wire [65:0] \$38 ;
-  wire [44:0] \$39 ;
+  wire [49:0] \$30 ;
+  reg [4:0] \$300 ;
+  reg [7:0] \$301 ;
+  reg [63:0] \$302 ;
+  reg [63:0] \$303 ;
+  reg [19:0] \$304 ;
+  reg [43:0] \$305 ;
+  reg [47:0] \$306 ;
+  reg [1:0] \$307 ;
+  reg [19:0] \$308 ;
+  reg [23:0] \$309 ;
+  wire [65:0] \$31 ;
+  reg [47:0] \$310 ;
+  reg [2:0] \$311 ;
+  reg \$312 ;
+  reg [1:0] \$313 ;
+  reg [19:0] \$314 ;
+  reg [63:0] \$315 ;
+  reg [19:0] \$316 ;
+  reg [19:0] \$317 ;
+  reg [1:0] \$318 ;
+  reg [2:0] \$319 ;
+  wire [26:0] \$32 ;
+  reg [19:0] \$320 ;
+  reg [1:0] \$321 ;
+  reg [19:0] \$322 ;
+  reg [4:0] \$323 ;
+  reg [1:0] \$324 ;
+  reg [43:0] \$325 ;
+  reg [19:0] \$326 ;
+  reg [1:0] \$327 ;
+  reg [1:0] \$328 ;
+  reg [19:0] \$329 ;
+  wire [20:0] \$33 ;
+  reg [19:0] \$330 ;
+  reg [2:0] \$331 ;
+  reg [1535:0] \$332 ;
+  reg [191:0] \$333 ;
+  reg [63:0] \$334 ;
+  reg [1:0] \$335 ;
+  reg \$336 ;
+  reg [31:0] \$337 ;
+  reg [31:0] \$338 ;
+  reg [31:0] \$339 ;
+  wire \$34 ;
+  reg [31:0] \$340 ;
+  reg [31:0] \$341 ;
+  reg [31:0] \$342 ;
+  reg [31:0] \$343 ;
+  reg [31:0] \$344 ;
+  wire [26:0] \$35 ;
+  wire [20:0] \$36 ;
+  wire [20:0] \$37 ;
+  wire [64:0] \$38 ;
+  wire [64:0] \$39 ;
   wire [20:0] \$4 ;
-  wire [45:0] \$40 ;
-  wire [45:0] \$41 ;
-  wire [26:0] \$42 ;
-  wire [44:0] \$43 ;
-  wire [45:0] \$44 ;
-  wire [45:0] \$45 ;
-  wire [45:0] \$46 ;
-  wire [64:0] \$47 ;
-  wire [24:0] \$48 ;
-  wire [20:0] \$49 ;
+  wire [20:0] \$40 ;
+  wire \$41 ;
+  wire [20:0] \$42 ;
+  wire [20:0] \$43 ;
+  wire [22:0] \$44 ;
+  wire [8:0] \$442 ;
+  wire [11:0] \$449 ;
+  wire [23:0] \$45 ;
+  wire [8:0] \$452 ;
+  wire [24:0] \$46 ;
+  wire [25:0] \$47 ;
+  wire [25:0] \$48 ;
+  wire [64:0] \$49 ;
   wire \$5 ;
-  wire [21:0] \$50 ;
-  wire [22:0] \$51 ;
-  wire [22:0] \$52 ;
-  wire [24:0] \$53 ;
-  wire [24:0] \$54 ;
-  wire [20:0] \$55 ;
-  wire [21:0] \$56 ;
-  wire [22:0] \$57 ;
-  wire [22:0] \$58 ;
-  wire \$59 ;
+  wire [45:0] \$50 ;
+  wire [65:0] \$51 ;
+  wire [44:0] \$52 ;
+  wire [45:0] \$53 ;
+  wire [45:0] \$54 ;
+  wire [26:0] \$55 ;
+  wire [44:0] \$56 ;
+  wire [45:0] \$57 ;
+  wire [45:0] \$58 ;
+  wire [45:0] \$59 ;
   wire [22:0] \$6 ;
-  wire [20:0] \$60 ;
-  wire \$61 ;
+  wire [64:0] \$60 ;
+  wire [24:0] \$61 ;
   wire [20:0] \$62 ;
-  wire [7:0] \$63 ;
-  wire [26:0] \$64 ;
-  wire [20:0] \$65 ;
-  wire \$66 ;
-  wire [26:0] \$67 ;
+  wire [8:0] \$622 ;
+  wire [21:0] \$63 ;
+  wire [22:0] \$64 ;
+  wire [22:0] \$65 ;
+  wire [24:0] \$66 ;
+  wire [24:0] \$67 ;
   wire [20:0] \$68 ;
-  wire [20:0] \$69 ;
+  wire [21:0] \$69 ;
   wire \$7 ;
-  wire [26:0] \$70 ;
-  wire [44:0] \$71 ;
-  wire [64:0] \$72 ;
-  wire [64:0] \$73 ;
+  wire [22:0] \$70 ;
+  wire [22:0] \$71 ;
+  wire \$72 ;
+  wire [20:0] \$73 ;
   wire \$74 ;
-  wire [3:0] \$75 ;
-  wire \$76 ;
-  wire \$77 ;
-  wire \$78 ;
-  wire \$79 ;
+  wire [20:0] \$75 ;
+  wire [7:0] \$76 ;
+  wire [26:0] \$77 ;
+  wire [22:0] \$78 ;
+  wire [48:0] \$79 ;
   wire [22:0] \$8 ;
-  wire \$80 ;
-  wire \$81 ;
-  wire \$82 ;
-  wire \$83 ;
-  wire \$84 ;
+  wire [8:0] \$80 ;
+  wire [26:0] \$81 ;
+  wire [22:0] \$82 ;
+  wire [48:0] \$83 ;
+  wire [8:0] \$84 ;
   wire \$85 ;
-  wire \$86 ;
+  wire [19:0] \$86 ;
   wire \$87 ;
   wire \$88 ;
-  wire \$89 ;
+  wire [26:0] \$89 ;
   wire \$9 ;
-  wire \$90 ;
-  wire \$91 ;
-  wire \$92 ;
+  wire [22:0] \$90 ;
+  wire [48:0] \$91 ;
+  wire [8:0] \$92 ;
   wire \$93 ;
-  wire \$94 ;
-  wire [64:0] \$95 ;
-  wire [15:0] \$96 ;
-  wire [16:0] \$97 ;
-  wire [16:0] \$98 ;
-  wire [79:0] \$99 ;
+  wire [63:0] \$94 ;
+  wire \$95 ;
+  wire \$96 ;
+  wire [8:0] \$97 ;
+  wire [64:0] \$98 ;
+  wire [511:0] \$99 ;
   reg [2:0] \$like ;
-  wire [19:0] \$like$92 ;
-  reg [63:0] \$signal  = 64'h0000000000000000;
-  reg [2:0] \$signal$107 ;
-  reg [19:0] \$signal$108  = 20'h00000;
-  reg [19:0] \$signal$125  = 20'h00000;
-  reg [2:0] \$signal$126  = 3'h0;
-  reg [4:0] \$signal$127  = 5'h00;
-  reg [1:0] \$signal$130  = 2'h0;
-  reg [1:0] \$signal$131  = 2'h0;
-  reg [19:0] \$signal$133  = 20'h00000;
+  wire [19:0] \$like$93 ;
+  (* init = 20'h00000 *)
+  wire [19:0] \$signal ;
+  reg [19:0] \$signal$134  = 20'h00000;
   reg [19:0] \$signal$135  = 20'h00000;
-  reg [1:0] \$signal$141  = 2'h0;
-  reg [19:0] \$signal$143  = 20'h00000;
-  reg [19:0] \$signal$145  = 20'h00000;
-  reg [5:0] \$signal$149 ;
-  reg [63:0] \$signal$152  = 64'h0000000000000000;
-  reg [1023:0] \$signal$154  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-  reg [127:0] \$signal$156  = 128'h00000000000000000000000000000000;
-  reg \$signal$157  = 1'h0;
-  reg [511:0] \$signal$160 ;
-  reg [2:0] \$signal$175  = 3'h0;
-  reg [1:0] \$signal$177  = 2'h0;
-  reg [19:0] \$signal$178  = 20'h00000;
+  reg [63:0] \$signal$146  = 64'h0000000000000000;
+  reg [63:0] \$signal$147  = 64'h0000000000000000;
+  reg [2:0] \$signal$148 ;
+  reg [19:0] \$signal$149  = 20'h00000;
+  reg [63:0] \$signal$165  = 64'h0000000000000000;
+  reg [19:0] \$signal$167  = 20'h00000;
+  reg [2:0] \$signal$168  = 3'h0;
+  reg [4:0] \$signal$169  = 5'h00;
+  reg [1:0] \$signal$172  = 2'h0;
+  reg [1:0] \$signal$173  = 2'h0;
+  reg [19:0] \$signal$175  = 20'h00000;
+  reg [19:0] \$signal$177  = 20'h00000;
+  reg [1:0] \$signal$183  = 2'h0;
+  reg [19:0] \$signal$186  = 20'h00000;
+  reg [47:0] \$signal$192 ;
+  reg [47:0] \$signal$193  = 48'h000000000000;
+  reg [1:0] \$signal$194  = 2'h0;
+  reg [47:0] \$signal$196 ;
+  reg [47:0] \$signal$213 ;
+  reg [191:0] \$signal$216  = 192'h000000000000000000000000000000000000000000000000;
+  reg [63:0] \$signal$217  = 64'h0000000000000000;
+  reg [1535:0] \$signal$219  = 1536'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  reg [2:0] \$signal$221  = 3'h0;
+  reg [511:0] \$signal$235 ;
+  reg [23:0] \$signal$248  = 24'h000000;
+  reg \$signal$251  = 1'h0;
+  reg [1:0] \$signal$253  = 2'h0;
+  reg [19:0] \$signal$254  = 20'h00000;
+  reg [19:0] \$signal$96  = 20'h00000;
   reg [6:0] acc_addr;
+  reg [1023:0] acc_data;
+  reg [1:0] acc_row;
+  reg acc_we;
+  reg [6:0] acc_word;
   reg [5:0] active;
   reg [63:0] addr;
-  reg [63:0] \addr$104 ;
+  reg [63:0] \addr$145 ;
+  reg [31:0] anchor_l0 = 32'd0;
+  reg [31:0] anchor_l1 = 32'd0;
+  reg [31:0] anchor_l2 = 32'd0;
+  reg [31:0] anchor_l3 = 32'd0;
+  reg [31:0] anchor_m0 = 32'd0;
+  reg [31:0] anchor_m1 = 32'd0;
+  reg [31:0] anchor_m2 = 32'd0;
+  reg [31:0] anchor_m3 = 32'd0;
   reg [31:0] beats;
-  reg [31:0] \beats$101 ;
-  reg [31:0] \beats$115 ;
+  reg [31:0] \beats$142 ;
+  reg [31:0] \beats$156 ;
   output [63:0] bus__araddr;
   wire [63:0] bus__araddr;
   wire [63:0] \bus__araddr$3 ;
@@ -2967,14 +3130,14 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   wire bus__wvalid;
   wire \bus__wvalid$45 ;
   wire busy;
-  wire \busy$174 ;
+  wire \busy$250 ;
   input clk;
   wire clk;
   wire [19:0] col;
   reg [19:0] cols;
   reg copying;
   wire [5:0] count;
-  reg [63:0] cq_slot = 64'h0000000000000000;
+  wire [5:0] count_now;
   input [63:0] cycle;
   wire [63:0] cycle;
   wire [511:0] data;
@@ -2992,6 +3155,8 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   wire [19:0] \desc.in_size ;
   wire [3:0] \desc.op ;
   wire [1:0] \desc.type ;
+  reg [1:0] dest = 2'h0;
+  wire done;
   output [1:0] done_queue;
   reg [1:0] done_queue;
   output [31:0] done_seq;
@@ -3001,7 +3166,9 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   output done_valid;
   reg done_valid;
   reg [2:0] drain = 3'h0;
-  reg [43:0] elem;
+  wire [14:0] dst_addr;
+  wire [511:0] dst_data;
+  wire dst_en;
   reg [333:0] entry = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   wire [203:0] \entry.desc ;
   wire [63:0] \entry.desc.dev_addr ;
@@ -3038,17 +3205,26 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   wire is_compute;
   wire is_load;
   reg [19:0] k_base;
+  wire [31:0] l;
   wire last;
+  reg [19:0] length;
   reg [511:0] line;
+  reg [511:0] \line$223 ;
   wire [7:0] log2_slot;
+  wire [31:0] m;
   reg mac;
   reg [43:0] main_elems = 44'h00000000000;
-  wire [19:0] n_cols;
+  reg more;
+  reg [19:0] n_cols = 20'h00000;
+  reg [7:0] nbytes;
+  reg [7:0] \nbytes$197 ;
+  reg [7:0] \nbytes$214 ;
   reg [4:0] offset;
   wire [511:0] out__data;
   wire out__ready;
   wire out__valid;
-  reg [43:0] out_elem = 44'h00000000000;
+  reg partial;
+  reg [1:0] piece_line = 2'h0;
   wire [19:0] plan_groups;
   reg [1:0] plan_sets;
   input [333:0] pop;
@@ -3120,6 +3296,10 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   wire [19:0] \queues__3.pasid ;
   wire [63:0] \queues__3.sq_base ;
   wire [31:0] \queues__3.tail ;
+  wire [1023:0] rd_acc_data;
+  reg [6:0] rd_addr;
+  wire [511:0] rd_in_data;
+  reg [1:0] rd_row;
   reg [321:0] regs;
   wire [63:0] \regs.cq_base ;
   wire [63:0] \regs.data_base ;
@@ -3136,23 +3316,62 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   input rst;
   wire rst;
   reg [31:0] run_beats;
+  wire [63:0] second_addr;
   reg [1:0] sets_used = 2'h0;
+  reg sfu_from_acc = 1'h0;
   wire [511:0] src__data;
   wire [511:0] \src__data$72 ;
   wire src__ready;
   wire \src__ready$79 ;
   wire src__valid;
   wire \src__valid$76 ;
+  wire [14:0] src_addr;
+  wire [1023:0] src_data;
   reg start;
-  reg \start$111 ;
-  reg \start$98 ;
+  reg \start$139 ;
+  reg \start$152 ;
+  reg \start$210 ;
+  reg [47:0] stats_off = 48'h000000000000;
   reg [7:0] status = 8'h00;
-  wire [7:0] \status$172 ;
+  wire [7:0] \status$247 ;
   reg [31:0] status_word;
   reg [63:0] strb;
   wire [511:0] sum_fp16;
+  wire [1023:0] sum_fp32;
   wire valid;
   reg [511:0] w_data;
+  wire [31:0] widened_0;
+  wire [31:0] widened_1;
+  wire [31:0] widened_10;
+  wire [31:0] widened_11;
+  wire [31:0] widened_12;
+  wire [31:0] widened_13;
+  wire [31:0] widened_14;
+  wire [31:0] widened_15;
+  wire [31:0] widened_16;
+  wire [31:0] widened_17;
+  wire [31:0] widened_18;
+  wire [31:0] widened_19;
+  wire [31:0] widened_2;
+  wire [31:0] widened_20;
+  wire [31:0] widened_21;
+  wire [31:0] widened_22;
+  wire [31:0] widened_23;
+  wire [31:0] widened_24;
+  wire [31:0] widened_25;
+  wire [31:0] widened_26;
+  wire [31:0] widened_27;
+  wire [31:0] widened_28;
+  wire [31:0] widened_29;
+  wire [31:0] widened_3;
+  wire [31:0] widened_30;
+  wire [31:0] widened_31;
+  wire [31:0] widened_4;
+  wire [31:0] widened_5;
+  wire [31:0] widened_6;
+  wire [31:0] widened_7;
+  wire [31:0] widened_8;
+  wire [31:0] widened_9;
   assign \$1  = ~ copying;
   assign src__valid = out__valid & \$1 ;
   assign \src__valid$76  = out__valid & copying;
@@ -3163,218 +3382,358 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   assign \$9  = \$8  <= 6'h20;
   assign \$11  = \$10  <= 6'h20;
   assign \$13  = \$12  <= 6'h20;
-  assign \$14  = entry[143:124] + 6'h20;
+  assign \$14  = n_cols + 6'h20;
   assign \$15  = \$14  - 1'h1;
   assign \$17  = \$16 [19:0] * 2'h2;
   assign \$18  = \$17  >= 2'h3;
   assign \$19  = \$16 [19:0] * 1'h1;
   assign \$20  = \$19  >= 2'h3;
   assign \$21  = 1'h1 << \$like ;
-  assign \$22  = entry[123:104] + \$21 ;
+  assign \$22  = \$signal$96  + \$21 ;
   assign \$23  = \$22  - 1'h1;
   assign \$24  = $signed(\$23 ) >>> \$like ;
-  assign \$25  = cq_slot + 7'h40;
-  assign \$26  = \$signal  + 7'h40;
-  assign \$27  = entry[183:164] - \$signal$108 ;
-  assign \$28  = $signed(\$27 ) < $signed(4'h4);
-  assign \$29  = entry[183:164] - \$signal$108 ;
-  assign \$30  = \$28  ? \$29  : 21'h000004;
-  assign \$31  = \$signal$107  * entry[123:104];
-  assign \$32  = in_elem[4:0] + \$31 ;
-  assign \$33  = \$32  + 6'h20;
-  assign \$34  = \$33  - 1'h1;
-  assign \$36  = \$signal  + 7'h40;
-  assign \$38  = \$36  + \$37 ;
-  assign \$39  = main_elems + 6'h20;
-  assign \$40  = \$39  - 1'h1;
-  assign \$42  = entry[143:124] << \$signal$126 ;
-  assign \$43  = main_elems + 6'h20;
-  assign \$44  = \$43  - 1'h1;
-  assign \$47  = entry[83:20] + \$46 ;
-  assign \$48  = \$signal$127  * entry[143:124];
-  assign \$49  = main_elems[4:0] + \$48 [19:0];
-  assign \$50  = \$49  + 6'h20;
-  assign \$51  = \$50  - 1'h1;
-  assign \$53  = \$signal$127  * entry[143:124];
-  assign \$54  = \$signal$127  * entry[143:124];
-  assign \$55  = main_elems[4:0] + \$54 [19:0];
-  assign \$56  = \$55  + 6'h20;
+  assign \$25  = entry[123:104] * entry[143:124];
+  assign \$27  = \$26  + 7'h40;
+  assign \$28  = \$27  - 1'h1;
+  assign \$31  = $signed({ 1'h0, entry[83:20] }) + $signed(\$30 );
+  assign src_data = sfu_from_acc ? rd_acc_data : { widened_31, widened_30, widened_29, widened_28, widened_27, widened_26, widened_25, widened_24, widened_23, widened_22, widened_21, widened_20, widened_19, widened_18, widened_17, widened_16, widened_15, widened_14, widened_13, widened_12, widened_11, widened_10, widened_9, widened_8, widened_7, widened_6, widened_5, widened_4, widened_3, widened_2, widened_1, widened_0 };
+  assign \$33  = \$signal$134  - \$32 [19:0];
+  assign \$34  = $signed(\$33 ) < $signed(7'h20);
+  assign \$36  = \$signal$134  - \$35 [19:0];
+  assign \$37  = \$34  ? \$36  : 21'h000020;
+  assign \$38  = \$signal$146  + 7'h40;
+  assign \$39  = \$signal$147  + 7'h40;
+  assign \$40  = entry[183:164] - \$signal$149 ;
+  assign \$41  = $signed(\$40 ) < $signed(4'h4);
+  assign \$42  = entry[183:164] - \$signal$149 ;
+  assign \$43  = \$41  ? \$42  : 21'h000004;
+  assign \$44  = \$signal$148  * entry[203:184];
+  assign \$45  = in_elem[4:0] + \$44 ;
+  assign \$46  = \$45  + 6'h20;
+  assign \$47  = \$46  - 1'h1;
+  assign \$49  = \$signal$147  + 7'h40;
+  assign \$51  = \$49  + \$50 ;
+  assign \$52  = main_elems + 6'h20;
+  assign \$53  = \$52  - 1'h1;
+  assign \$55  = n_cols << \$signal$168 ;
+  assign \$56  = main_elems + 6'h20;
   assign \$57  = \$56  - 1'h1;
-  assign \$59  = \$signal$130  < \$signal$131 ;
-  assign \$60  = \$signal$135  + col[19:5];
-  assign \$61  = \$signal$130  < \$signal$131 ;
-  assign \$62  = \$signal$135  + col[19:5];
-  assign \$63  = 1'h1 << \$signal$126 ;
-  assign \$65  = entry[143:124] - \$64 [19:0];
-  assign \$66  = $signed(\$65 ) < $signed(7'h20);
-  assign \$68  = entry[143:124] - \$67 [19:0];
-  assign \$69  = \$66  ? \$68  : 21'h000020;
-  assign \$71  = out_elem + \$70 [19:0];
-  assign \$72  = \$signal$152  + 7'h40;
-  assign \$73  = cycle - entry[333:270];
-  assign \$74  = ~ busy;
-  assign \$75  = regs[289] << entry[205:204];
-  assign \$76  = ! fsm_state;
-  assign \$77  = fsm_state == 1'h1;
-  assign \$78  = fsm_state == 2'h2;
-  assign \$79  = fsm_state == 2'h3;
-  assign \$80  = fsm_state == 3'h4;
-  assign \$81  = fsm_state == 3'h5;
-  assign \$82  = fsm_state == 3'h6;
-  assign \$83  = fsm_state == 3'h7;
-  assign \$84  = fsm_state == 4'h8;
-  assign \$85  = fsm_state == 4'h9;
-  assign \$86  = fsm_state == 4'ha;
-  assign \$87  = fsm_state == 4'hb;
-  assign \$88  = fsm_state == 4'hc;
-  assign \$89  = fsm_state == 4'hd;
-  assign \$90  = fsm_state == 4'he;
-  assign \$91  = fsm_state == 4'hf;
-  assign \$92  = fsm_state == 5'h10;
-  assign \$93  = fsm_state == 5'h11;
-  assign \$94  = fsm_state == 5'h12;
-  assign \$95  = entry[269:206] - 1'h1;
-  assign \$96  = 1'h1 << regs[259:256];
-  assign \$97  = \$96  - 1'h1;
-  assign \$98  = { 1'h0, \$95 [15:0] } & \$97 ;
-  assign \$99  = $signed(\$98 ) << regs[265:260];
-  assign \$100  = $signed({ 1'h0, regs[63:0] }) + $signed(\$99 );
-  assign \$101  = entry[269:206] - 1'h1;
-  assign \$102  = 1'h1 << regs[259:256];
-  assign \$103  = \$102  - 1'h1;
-  assign \$104  = { 1'h0, \$101 [15:0] } & \$103 ;
-  assign \$105  = $signed(\$104 ) << regs[265:260];
-  assign \$106  = $signed({ 1'h0, regs[127:64] }) + $signed(\$105 );
-  assign \$107  = entry[123:104] >> \$like ;
-  assign \$108  = 1'h1 << \$like ;
-  assign \$109  = \$108  - 1'h1;
-  assign \$110  = { 1'h0, entry[123:104] } & { \$109 [8], \$109 [8], \$109 [8], \$109 [8], \$109 [8], \$109 [8], \$109 [8], \$109 [8], \$109 [8], \$109 [8], \$109 [8], \$109 [8], \$109  };
-  assign \$111  = \$24 [19:0] < plan_sets;
-  assign \$112  = \$111  ? \$24 [19:0] : { 18'h00000, plan_sets };
-  assign \$113  = entry[123:104] >> \$like ;
-  assign \$114  = \$113  << \$like ;
-  assign \$115  = \$114  * entry[143:124];
-  assign \$116  = | \status$172 ;
-  assign \$117  = ~ \busy$174 ;
-  assign \$118  = ~ busy;
-  assign \$119  = \$117  & \$118 ;
-  assign \$120  = valid & last;
-  assign \$121  = | \$signal$125 ;
-  assign \$122  = entry[143:124] << \$signal$126 ;
-  assign \$123  = \$signal$127  * entry[143:124];
-  assign \$124  = col + count;
-  assign \$125  = \$124  == \$signal$178 ;
-  assign \$126  = valid & \$125 ;
-  assign \$127  = 1'h1 << \$signal$126 ;
-  assign \$128  = \$signal$133  + \$127 ;
-  assign \$129  = \$signal$130  < \$signal$131 ;
-  assign \$130  = \$signal$130  + 1'h1;
-  assign \$131  = \$signal$177  + 1'h1;
-  assign \$132  = \$131  == \$signal$131 ;
-  assign \$133  = \$signal$177  + 1'h1;
-  assign \$134  = \$signal$135  + \$signal$145 ;
-  assign \$135  = valid & last;
-  assign \$136  = | \$signal$127 ;
-  assign \$137  = col + count;
-  assign \$138  = \$137  == \$signal$178 ;
-  assign \$139  = valid & \$138 ;
-  assign \$140  = 1'h1 << \$signal$126 ;
-  assign \$141  = \$signal$133  + \$140 ;
-  assign \$142  = \$signal$130  < \$signal$131 ;
-  assign \$143  = \$signal$130  + 1'h1;
-  assign \$144  = \$signal$177  + 1'h1;
-  assign \$145  = \$144  == \$signal$131 ;
-  assign \$146  = \$signal$177  + 1'h1;
-  assign \$147  = \$signal$135  + \$signal$145 ;
-  assign \$148  = valid & last;
-  assign \$149  = drain - 1'h1;
-  assign \$150  = drain == 1'h1;
-  assign \$151  = elem[4:0] * 5'h10;
-  assign \$152  = sum_fp16 << \$151 ;
-  assign \$153  = \$signal$149  * 2'h2;
-  assign \$154  = 1'h1 << \$153 ;
-  assign \$155  = \$154  - 1'h1;
-  assign \$156  = elem[4:0] * 2'h2;
-  assign \$157  = $signed(\$155 ) << \$156 ;
-  assign \$158  = elem[4:0] + \$signal$149 ;
-  assign \$159  = \$158  > 6'h20;
-  assign \$160  = cq_slot + 7'h40;
-  assign \$162  = \$160  + \$161 ;
-  assign \$163  = ~ busy;
-  assign \$164  = ~ busy;
-  assign \$165  = \$signal$143  + 1'h1;
-  assign \$167  = \$166  >= entry[143:124];
-  assign \$168  = ~ \$167 ;
-  assign \$169  = \$signal$141  + 1'h1;
-  assign \$170  = \$169  < \$signal$175 ;
-  assign \$171  = \$signal$143  + 1'h1;
-  assign \$172  = \$signal$141  + 1'h1;
-  assign \$173  = out_elem + entry[143:124];
-  assign \$174  = out_elem + entry[143:124];
-  assign \$175  = \$signal$108  + 3'h4;
-  assign \$176  = 3'h4 * entry[123:104];
-  assign \$177  = in_elem + \$176 ;
-  assign \$178  = \$signal$108  + 3'h4;
-  assign \$179  = \$178  < entry[183:164];
-  assign \$180  = ~ busy;
+  assign \$60  = \$signal$165  + \$59 ;
+  assign \$61  = \$signal$169  * n_cols;
+  assign \$62  = main_elems[4:0] + \$61 [19:0];
+  assign \$63  = \$62  + 6'h20;
+  assign \$64  = \$63  - 1'h1;
+  assign \$66  = \$signal$169  * n_cols;
+  assign \$67  = \$signal$169  * n_cols;
+  assign \$68  = main_elems[4:0] + \$67 [19:0];
+  assign \$69  = \$68  + 6'h20;
+  assign \$70  = \$69  - 1'h1;
+  assign \$72  = \$signal$172  < \$signal$173 ;
+  assign \$73  = \$signal$177  + col[19:5];
+  assign \$74  = \$signal$172  < \$signal$173 ;
+  assign \$75  = \$signal$177  + col[19:5];
+  assign \$76  = 1'h1 << \$signal$168 ;
+  assign \$78  = \$77 [19:0] << \$signal$194 ;
+  assign \$79  = \$signal$193  + \$78 ;
+  assign \$80  = \$37 [5:0] << \$signal$194 ;
+  assign \$82  = \$81 [19:0] << \$signal$194 ;
+  assign \$83  = \$signal$193  + \$82 ;
+  assign \$84  = \$37 [5:0] << \$signal$194 ;
+  assign \$85  = entry[5:2] == 2'h3;
+  assign \$86  = \$85  ? entry[143:124] : entry[203:184];
+  assign \$87  = entry[5:2] == 2'h3;
+  assign \$88  = \$87  | entry[11];
+  assign \$90  = \$89 [19:0] << \$signal$194 ;
+  assign \$91  = \$signal$193  + \$90 ;
+  assign \$92  = \$37 [5:0] << \$signal$194 ;
+  assign \$93  = piece_line < 2'h3;
+  assign \$442  = piece_line * 7'h40;
+  assign \$94  = \$signal$216  >> \$442 ;
+  assign \$95  = | \$94 ;
+  assign \$96  = \$93  & \$95 ;
+  assign \$98  = \$signal$217  + \$97 ;
+  assign \$449  = piece_line * 10'h200;
+  assign \$99  = \$signal$219  >> \$449 ;
+  assign \$452  = piece_line * 7'h40;
+  assign \$100  = \$signal$216  >> \$452 ;
+  assign \$101  = \$signal$135  + 1'h1;
+  assign \$103  = \$102  >= \$signal$134 ;
+  assign \$104  = ~ \$103 ;
+  assign \$105  = \$signal$183  + 1'h1;
+  assign \$106  = \$105  < \$signal$221 ;
+  assign \$109  = \$signal$146  + 7'h40;
+  assign \$110  = \$109  + stats_off;
+  assign \$111  = \$signal$149  + \$signal$183 ;
+  assign \$113  = \$110  + \$112 ;
+  assign \$114  = cycle - entry[333:270];
+  assign \$115  = ~ busy;
+  assign \$116  = regs[289] << entry[205:204];
+  assign \$117  = ! fsm_state;
+  assign \$118  = fsm_state == 1'h1;
+  assign \$119  = fsm_state == 2'h2;
+  assign \$120  = fsm_state == 2'h3;
+  assign \$121  = fsm_state == 3'h4;
+  assign \$122  = fsm_state == 3'h5;
+  assign \$123  = fsm_state == 3'h6;
+  assign \$124  = fsm_state == 3'h7;
+  assign \$125  = fsm_state == 4'h8;
+  assign \$126  = fsm_state == 4'h9;
+  assign \$127  = fsm_state == 4'ha;
+  assign \$128  = fsm_state == 4'hb;
+  assign \$129  = fsm_state == 4'hc;
+  assign \$130  = fsm_state == 4'hd;
+  assign \$131  = fsm_state == 4'he;
+  assign \$132  = fsm_state == 4'hf;
+  assign \$133  = fsm_state == 5'h10;
+  assign \$134  = fsm_state == 5'h11;
+  assign \$135  = fsm_state == 5'h12;
+  assign \$136  = fsm_state == 5'h13;
+  assign \$137  = fsm_state == 5'h14;
+  assign \$138  = fsm_state == 5'h15;
+  assign \$139  = fsm_state == 5'h16;
+  assign \$140  = fsm_state == 5'h17;
+  assign \$141  = fsm_state == 5'h18;
+  assign \$142  = fsm_state == 5'h19;
+  assign \$143  = fsm_state == 5'h1a;
+  assign \$144  = fsm_state == 5'h1b;
+  assign \$145  = entry[269:206] - 1'h1;
+  assign \$146  = 1'h1 << regs[259:256];
+  assign \$147  = \$146  - 1'h1;
+  assign \$148  = { 1'h0, \$145 [15:0] } & \$147 ;
+  assign \$149  = $signed(\$148 ) << regs[265:260];
+  assign \$150  = $signed({ 1'h0, regs[63:0] }) + $signed(\$149 );
+  assign \$151  = entry[269:206] - 1'h1;
+  assign \$152  = 1'h1 << regs[259:256];
+  assign \$153  = \$152  - 1'h1;
+  assign \$154  = { 1'h0, \$151 [15:0] } & \$153 ;
+  assign \$155  = $signed(\$154 ) << regs[265:260];
+  assign \$156  = $signed({ 1'h0, regs[127:64] }) + $signed(\$155 );
+  assign \$157  = entry[5:2] == 2'h3;
+  assign \$158  = entry[5:2] == 2'h2;
+  assign \$159  = entry[5:2] == 3'h4;
+  assign \$161  = entry[183:164] * entry[123:104];
+  assign \$163  = \$162  + 7'h40;
+  assign \$164  = \$163  - 1'h1;
+  assign \$168  = entry[183:164] * entry[203:184];
+  assign \$170  = \$169  + 7'h40;
+  assign \$171  = \$170  - 1'h1;
+  assign \$176  = | \status$247 ;
+  assign \$177  = ~ \busy$250 ;
+  assign \$178  = ~ busy;
+  assign \$179  = \$177  & \$178 ;
+  assign \$180  = valid & last;
+  assign \$181  = entry[5:2] == 2'h2;
+  assign \$182  = ! \$signal$251 ;
+  assign \$183  = entry[5:2] == 2'h3;
+  assign \$184  = entry[5:2] == 3'h4;
+  assign \$185  = \$184  ? 2'h2 : 2'h0;
+  assign \$186  = \$183  ? 2'h3 : \$185 ;
+  assign \$187  = entry[5:2] == 2'h3;
+  assign \$188  = \$187  ? 1'h1 : 1'h0;
+  assign \$189  = \$signal$96  >> \$like ;
+  assign \$190  = 1'h1 << \$like ;
+  assign \$191  = \$190  - 1'h1;
+  assign \$192  = { 1'h0, \$signal$96  } & { \$191 [8], \$191 [8], \$191 [8], \$191 [8], \$191 [8], \$191 [8], \$191 [8], \$191 [8], \$191 [8], \$191 [8], \$191 [8], \$191 [8], \$191  };
+  assign \$193  = \$24 [19:0] < plan_sets;
+  assign \$194  = \$193  ? \$24 [19:0] : { 18'h00000, plan_sets };
+  assign \$195  = \$signal$96  >> \$like ;
+  assign \$196  = \$195  << \$like ;
+  assign \$197  = \$196  * n_cols;
+  assign \$198  = \$signal$96  >> \$like ;
+  assign \$199  = | \$198 ;
+  assign \$200  = n_cols << \$signal$168 ;
+  assign \$201  = \$signal$169  * n_cols;
+  assign \$202  = col + count;
+  assign \$203  = \$202  == \$signal$254 ;
+  assign \$204  = valid & \$203 ;
+  assign \$205  = 1'h1 << \$signal$168 ;
+  assign \$206  = \$signal$175  + \$205 ;
+  assign \$207  = \$signal$172  < \$signal$173 ;
+  assign \$208  = \$signal$172  + 1'h1;
+  assign \$209  = \$signal$253  + 1'h1;
+  assign \$210  = \$209  == \$signal$173 ;
+  assign \$211  = \$signal$253  + 1'h1;
+  assign \$212  = \$signal$177  + \$signal$186 ;
+  assign \$213  = valid & last;
+  assign \$214  = | \$signal$169 ;
+  assign \$215  = col + count;
+  assign \$216  = \$215  == \$signal$254 ;
+  assign \$217  = valid & \$216 ;
+  assign \$218  = 1'h1 << \$signal$168 ;
+  assign \$219  = \$signal$175  + \$218 ;
+  assign \$220  = \$signal$172  < \$signal$173 ;
+  assign \$221  = \$signal$172  + 1'h1;
+  assign \$222  = \$signal$253  + 1'h1;
+  assign \$223  = \$222  == \$signal$173 ;
+  assign \$224  = \$signal$253  + 1'h1;
+  assign \$225  = \$signal$177  + \$signal$186 ;
+  assign \$226  = valid & last;
+  assign \$227  = drain - 1'h1;
+  assign \$228  = drain == 1'h1;
+  assign \$229  = \$signal$192 [5:0] * 4'h8;
+  assign \$230  = sum_fp16 << \$229 ;
+  assign \$231  = 1'h1 << nbytes;
+  assign \$232  = \$231  - 1'h1;
+  assign \$233  = $signed(\$232 ) << \$signal$192 [5:0];
+  assign \$234  = \$signal$146  + 7'h40;
+  assign \$236  = \$234  + \$235 ;
+  assign \$237  = \$signal$196 [5:0] * 4'h8;
+  assign \$238  = sum_fp32 << \$237 ;
+  assign \$239  = 1'h1 << \nbytes$197 ;
+  assign \$240  = \$239  - 1'h1;
+  assign \$241  = $signed(\$240 ) << \$signal$196 [5:0];
+  assign \$242  = \$signal$146  + 7'h40;
+  assign \$244  = \$242  + \$243 ;
+  assign \$245  = \$signal$135  + 1'h1;
+  assign \$247  = \$246  >= n_cols;
+  assign \$248  = ~ \$247 ;
+  assign \$249  = \$signal$183  + 1'h1;
+  assign \$250  = \$249  < \$signal$221 ;
+  assign \$251  = \$signal$135  + 1'h1;
+  assign \$252  = \$signal$183  + 1'h1;
+  assign \$253  = dest == 2'h3;
+  assign \$254  = entry[5:2] == 2'h3;
+  assign \$255  = \$signal$183  + 1'h1;
+  assign \$256  = \$255  < \$signal$221 ;
+  assign \$257  = \$signal$183  + 1'h1;
+  assign \$258  = entry[5:2] == 2'h3;
+  assign \$259  = \$signal$213 [5:0] * 4'h8;
+  assign \$260  = rd_in_data << \$259 ;
+  assign \$261  = 1'h1 << \nbytes$214 ;
+  assign \$262  = \$261  - 1'h1;
+  assign \$263  = $signed(\$262 ) << \$signal$213 [5:0];
+  assign \$264  = \$signal$146  + 7'h40;
+  assign \$266  = \$264  + \$265 ;
+  assign \$267  = piece_line < 2'h3;
+  assign \$622  = piece_line * 7'h40;
+  assign \$268  = \$signal$216  >> \$622 ;
+  assign \$269  = | \$268 ;
+  assign \$270  = \$267  & \$269 ;
+  assign \$271  = ~ busy;
+  assign \$272  = piece_line + 1'h1;
+  assign \$273  = \$signal$135  + 1'h1;
+  assign \$275  = \$274  >= \$signal$134 ;
+  assign \$276  = ~ \$275 ;
+  assign \$277  = \$signal$183  + 1'h1;
+  assign \$278  = \$277  < \$signal$221 ;
+  assign \$279  = \$signal$135  + 1'h1;
+  assign \$280  = \$signal$183  + 1'h1;
+  assign \$281  = \$signal$193  + \$signal$248 ;
+  assign \$282  = entry[5:2] == 2'h2;
+  assign \$283  = more & \$282 ;
+  assign \$284  = \$signal$193  + \$signal$248 ;
+  assign \$285  = entry[5:2] == 2'h3;
+  assign \$286  = entry[5:2] == 2'h2;
+  assign \$287  = \$286  & entry[11];
+  assign \$288  = \$285  | \$287 ;
+  assign \$289  = ~ busy;
+  assign \$290  = \$signal$183  + 1'h1;
+  assign \$291  = \$290  < \$signal$221 ;
+  assign \$292  = \$signal$183  + 1'h1;
+  assign \$293  = \$signal$149  + 3'h4;
+  assign \$294  = 3'h4 * entry[203:184];
+  assign \$295  = in_elem + \$294 ;
+  assign \$296  = \$signal$149  + 3'h4;
+  assign \$297  = \$296  < entry[183:164];
+  assign \$298  = ~ busy;
   always @(posedge clk)
-    entry <= \$181 ;
+    entry <= \$299 ;
   always @(posedge clk)
-    fsm_state <= \$182 ;
+    fsm_state <= \$300 ;
   always @(posedge clk)
-    status <= \$183 ;
+    status <= \$301 ;
   always @(posedge clk)
-    \$signal  <= \$184 ;
+    \$signal$147  <= \$302 ;
   always @(posedge clk)
-    cq_slot <= \$185 ;
+    \$signal$146  <= \$303 ;
   always @(posedge clk)
-    \$signal$126  <= \$186 ;
+    \$signal$149  <= \$304 ;
   always @(posedge clk)
-    \$signal$145  <= \$187 ;
+    in_elem <= \$305 ;
   always @(posedge clk)
-    \$signal$131  <= \$188 ;
+    \$signal$193  <= \$306 ;
   always @(posedge clk)
-    \$signal$125  <= \$189 ;
+    \$signal$194  <= \$307 ;
   always @(posedge clk)
-    \$signal$127  <= \$190 ;
+    \$signal$134  <= \$308 ;
   always @(posedge clk)
-    sets_used <= \$191 ;
+    \$signal$248  <= \$309 ;
   always @(posedge clk)
-    main_elems <= \$192 ;
+    stats_off <= \$310 ;
   always @(posedge clk)
-    \$signal$108  <= \$193 ;
+    \$signal$221  <= \$311 ;
   always @(posedge clk)
-    in_elem <= \$194 ;
+    \$signal$251  <= \$312 ;
   always @(posedge clk)
-    out_elem <= \$195 ;
+    \$signal$183  <= \$313 ;
   always @(posedge clk)
-    \$signal$175  <= \$196 ;
+    \$signal$135  <= \$314 ;
   always @(posedge clk)
-    \$signal$133  <= \$197 ;
+    \$signal$165  <= \$315 ;
   always @(posedge clk)
-    \$signal$130  <= \$198 ;
+    \$signal$96  <= \$316 ;
   always @(posedge clk)
-    \$signal$177  <= \$199 ;
+    n_cols <= \$317 ;
   always @(posedge clk)
-    \$signal$135  <= \$200 ;
+    dest <= \$318 ;
   always @(posedge clk)
-    \$signal$178  <= \$201 ;
+    \$signal$168  <= \$319 ;
   always @(posedge clk)
-    drain <= \$202 ;
+    \$signal$186  <= \$320 ;
   always @(posedge clk)
-    \$signal$141  <= \$203 ;
+    \$signal$173  <= \$321 ;
   always @(posedge clk)
-    \$signal$143  <= \$204 ;
+    \$signal$167  <= \$322 ;
   always @(posedge clk)
-    \$signal$154  <= \$205 ;
+    \$signal$169  <= \$323 ;
   always @(posedge clk)
-    \$signal$156  <= \$206 ;
+    sets_used <= \$324 ;
   always @(posedge clk)
-    \$signal$157  <= \$207 ;
+    main_elems <= \$325 ;
   always @(posedge clk)
-    \$signal$152  <= \$208 ;
+    \$signal$175  <= \$326 ;
+  always @(posedge clk)
+    \$signal$172  <= \$327 ;
+  always @(posedge clk)
+    \$signal$253  <= \$328 ;
+  always @(posedge clk)
+    \$signal$177  <= \$329 ;
+  always @(posedge clk)
+    \$signal$254  <= \$330 ;
+  always @(posedge clk)
+    drain <= \$331 ;
+  always @(posedge clk)
+    \$signal$219  <= \$332 ;
+  always @(posedge clk)
+    \$signal$216  <= \$333 ;
+  always @(posedge clk)
+    \$signal$217  <= \$334 ;
+  always @(posedge clk)
+    piece_line <= \$335 ;
+  always @(posedge clk)
+    sfu_from_acc <= \$336 ;
+  always @(posedge clk)
+    anchor_m0 <= \$337 ;
+  always @(posedge clk)
+    anchor_m1 <= \$338 ;
+  always @(posedge clk)
+    anchor_m2 <= \$339 ;
+  always @(posedge clk)
+    anchor_m3 <= \$340 ;
+  always @(posedge clk)
+    anchor_l0 <= \$341 ;
+  always @(posedge clk)
+    anchor_l1 <= \$342 ;
+  always @(posedge clk)
+    anchor_l2 <= \$343 ;
+  always @(posedge clk)
+    anchor_l3 <= \$344 ;
   \ndp_device.control_unit.compute  compute (
     .acc_addr(acc_addr),
+    .acc_data(acc_data),
+    .acc_row(acc_row),
+    .acc_we(acc_we),
+    .acc_word(acc_word),
     .active(active),
     .clk(clk),
     .first(first),
@@ -3391,9 +3750,14 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
     .in_word(in_word),
     .k_base(k_base),
     .mac(mac),
-    .n_cols(entry[143:124]),
+    .n_cols(n_cols),
+    .rd_acc_data(rd_acc_data),
+    .rd_addr(rd_addr),
+    .rd_in_data(rd_in_data),
+    .\rd_row$447 (rd_row),
     .rst(rst),
     .sum_fp16(sum_fp16),
+    .sum_fp32(sum_fp32),
     .w_data(w_data)
   );
   \ndp_device.control_unit.decoder  decoder (
@@ -3401,8 +3765,8 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
     .is_compute(is_compute),
     .is_load(is_load),
     .log2_slot(regs[267:260]),
-    .\port$3106$128 (regs[255:128]),
-    .status(\status$172 )
+    .\port$5343$128 (regs[255:128]),
+    .status(\status$247 )
   );
   \ndp_device.control_unit.reader  reader (
     .addr(bus__araddr),
@@ -3413,7 +3777,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
     .bus__arvalid(bus__arvalid),
     .bus__rlast(bus__rlast),
     .bus__rvalid(bus__rvalid),
-    .busy(\busy$174 ),
+    .busy(\busy$250 ),
     .clk(clk),
     .out__data(src__data),
     .out__valid(out__valid),
@@ -3422,8 +3786,23 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
     .start(start),
     .w_data(bus__rdata)
   );
+  \ndp_device.control_unit.softmax  softmax (
+    .clk(clk),
+    .done(done),
+    .dst_addr(dst_addr),
+    .\dst_data$425 (dst_data),
+    .dst_en(dst_en),
+    .l(l),
+    .length(length),
+    .m(m),
+    .\partial$388 (partial),
+    .rst(rst),
+    .src_addr(src_addr),
+    .src_data(src_data),
+    .start(\start$210 )
+  );
   \ndp_device.control_unit.unpacker  unpacker (
-    .\beats$29 (\beats$115 ),
+    .\beats$29 (\beats$156 ),
     .clk(clk),
     .col(col),
     .cols(cols),
@@ -3437,13 +3816,173 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
     .rst(rst),
     .src__data(src__data),
     .src__valid(src__valid),
-    .start(\start$111 ),
+    .start(\start$152 ),
     .valid(valid)
+  );
+  ndp_fp16_mul widen_0 (
+    .a(rd_in_data[15:0]),
+    .b(16'h3c00),
+    .p(widened_0)
+  );
+  ndp_fp16_mul widen_1 (
+    .a(rd_in_data[31:16]),
+    .b(16'h3c00),
+    .p(widened_1)
+  );
+  ndp_fp16_mul widen_10 (
+    .a(rd_in_data[175:160]),
+    .b(16'h3c00),
+    .p(widened_10)
+  );
+  ndp_fp16_mul widen_11 (
+    .a(rd_in_data[191:176]),
+    .b(16'h3c00),
+    .p(widened_11)
+  );
+  ndp_fp16_mul widen_12 (
+    .a(rd_in_data[207:192]),
+    .b(16'h3c00),
+    .p(widened_12)
+  );
+  ndp_fp16_mul widen_13 (
+    .a(rd_in_data[223:208]),
+    .b(16'h3c00),
+    .p(widened_13)
+  );
+  ndp_fp16_mul widen_14 (
+    .a(rd_in_data[239:224]),
+    .b(16'h3c00),
+    .p(widened_14)
+  );
+  ndp_fp16_mul widen_15 (
+    .a(rd_in_data[255:240]),
+    .b(16'h3c00),
+    .p(widened_15)
+  );
+  ndp_fp16_mul widen_16 (
+    .a(rd_in_data[271:256]),
+    .b(16'h3c00),
+    .p(widened_16)
+  );
+  ndp_fp16_mul widen_17 (
+    .a(rd_in_data[287:272]),
+    .b(16'h3c00),
+    .p(widened_17)
+  );
+  ndp_fp16_mul widen_18 (
+    .a(rd_in_data[303:288]),
+    .b(16'h3c00),
+    .p(widened_18)
+  );
+  ndp_fp16_mul widen_19 (
+    .a(rd_in_data[319:304]),
+    .b(16'h3c00),
+    .p(widened_19)
+  );
+  ndp_fp16_mul widen_2 (
+    .a(rd_in_data[47:32]),
+    .b(16'h3c00),
+    .p(widened_2)
+  );
+  ndp_fp16_mul widen_20 (
+    .a(rd_in_data[335:320]),
+    .b(16'h3c00),
+    .p(widened_20)
+  );
+  ndp_fp16_mul widen_21 (
+    .a(rd_in_data[351:336]),
+    .b(16'h3c00),
+    .p(widened_21)
+  );
+  ndp_fp16_mul widen_22 (
+    .a(rd_in_data[367:352]),
+    .b(16'h3c00),
+    .p(widened_22)
+  );
+  ndp_fp16_mul widen_23 (
+    .a(rd_in_data[383:368]),
+    .b(16'h3c00),
+    .p(widened_23)
+  );
+  ndp_fp16_mul widen_24 (
+    .a(rd_in_data[399:384]),
+    .b(16'h3c00),
+    .p(widened_24)
+  );
+  ndp_fp16_mul widen_25 (
+    .a(rd_in_data[415:400]),
+    .b(16'h3c00),
+    .p(widened_25)
+  );
+  ndp_fp16_mul widen_26 (
+    .a(rd_in_data[431:416]),
+    .b(16'h3c00),
+    .p(widened_26)
+  );
+  ndp_fp16_mul widen_27 (
+    .a(rd_in_data[447:432]),
+    .b(16'h3c00),
+    .p(widened_27)
+  );
+  ndp_fp16_mul widen_28 (
+    .a(rd_in_data[463:448]),
+    .b(16'h3c00),
+    .p(widened_28)
+  );
+  ndp_fp16_mul widen_29 (
+    .a(rd_in_data[479:464]),
+    .b(16'h3c00),
+    .p(widened_29)
+  );
+  ndp_fp16_mul widen_3 (
+    .a(rd_in_data[63:48]),
+    .b(16'h3c00),
+    .p(widened_3)
+  );
+  ndp_fp16_mul widen_30 (
+    .a(rd_in_data[495:480]),
+    .b(16'h3c00),
+    .p(widened_30)
+  );
+  ndp_fp16_mul widen_31 (
+    .a(rd_in_data[511:496]),
+    .b(16'h3c00),
+    .p(widened_31)
+  );
+  ndp_fp16_mul widen_4 (
+    .a(rd_in_data[79:64]),
+    .b(16'h3c00),
+    .p(widened_4)
+  );
+  ndp_fp16_mul widen_5 (
+    .a(rd_in_data[95:80]),
+    .b(16'h3c00),
+    .p(widened_5)
+  );
+  ndp_fp16_mul widen_6 (
+    .a(rd_in_data[111:96]),
+    .b(16'h3c00),
+    .p(widened_6)
+  );
+  ndp_fp16_mul widen_7 (
+    .a(rd_in_data[127:112]),
+    .b(16'h3c00),
+    .p(widened_7)
+  );
+  ndp_fp16_mul widen_8 (
+    .a(rd_in_data[143:128]),
+    .b(16'h3c00),
+    .p(widened_8)
+  );
+  ndp_fp16_mul widen_9 (
+    .a(rd_in_data[159:144]),
+    .b(16'h3c00),
+    .p(widened_9)
   );
   \ndp_device.control_unit.writer  writer (
     .addr(bus__awaddr),
-    .\addr$29 (\addr$104 ),
-    .beats(\beats$101 ),
+    .\addr$29 (\addr$145 ),
+    .beats(\beats$142 ),
     .bus__awlen(bus__awlen),
     .bus__awready(bus__awready),
     .bus__awvalid(bus__awvalid),
@@ -3462,11 +4001,39 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
     .src__data(src__data),
     .src__ready(\src__ready$79 ),
     .src__valid(\src__valid$76 ),
-    .start(\start$98 ),
+    .start(\start$139 ),
     .\strb$33 (strb)
   );
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    (* full_case = 32'd1 *)
+    casez (\$signal$183 )
+      2'h0:
+          \$107  = anchor_m0;
+      2'h1:
+          \$107  = anchor_m1;
+      2'h2:
+          \$107  = anchor_m2;
+      2'h3:
+          \$107  = anchor_m3;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    (* full_case = 32'd1 *)
+    casez (\$signal$183 )
+      2'h0:
+          \$108  = anchor_l0;
+      2'h1:
+          \$108  = anchor_l1;
+      2'h2:
+          \$108  = anchor_l2;
+      2'h3:
+          \$108  = anchor_l3;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     (* full_case = 32'd1 *)
     casez (entry[205:204])
       2'h0:
@@ -3480,7 +4047,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     \$like  = 3'h0;
     if (\$3 ) begin
       \$like  = 3'h0;
@@ -3502,7 +4069,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     plan_sets = 2'h3;
     if (\$18 ) begin
       plan_sets = 2'h2;
@@ -3512,7 +4079,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     pop_ready = 1'h0;
     casez (fsm_state)
       5'h00:
@@ -3520,7 +4087,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     copying = 1'h0;
     casez (fsm_state)
       5'h00:
@@ -3534,7 +4101,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     start = 1'h0;
     casez (fsm_state)
       5'h00:
@@ -3549,29 +4116,31 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
           start = 1'h1;
       5'h06:
           /* empty */;
-      5'h07:
-          start = 1'h1;
       5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          start = 1'h1;
+      5'h0b:
           start = 1'h1;
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \start$98  = 1'h0;
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \start$139  = 1'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
           /* empty */;
       5'h04:
-          \start$98  = 1'h1;
+          \start$139  = 1'h1;
       5'h05:
           /* empty */;
       5'h03:
           /* empty */;
       5'h06:
-          /* empty */;
-      5'h07:
           /* empty */;
       5'h08:
           /* empty */;
@@ -3586,21 +4155,41 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0d:
           /* empty */;
       5'h0e:
-          \start$98  = 1'h1;
+          /* empty */;
       5'h0f:
           /* empty */;
       5'h10:
-          if (\$signal$157 ) begin
-            \start$98  = 1'h1;
-          end
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          /* empty */;
+      5'h15:
+          /* empty */;
       5'h11:
+          if (\$96 ) begin
+            \start$139  = 1'h1;
+          end
+      5'h16:
+          /* empty */;
+      5'h17:
+          /* empty */;
+      5'h18:
+          \start$139  = 1'h1;
+      5'h1a:
+          /* empty */;
+      5'h19:
           /* empty */;
       5'h02:
-          \start$98  = 1'h1;
+          \start$139  = 1'h1;
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     from_stream = 1'h0;
     casez (fsm_state)
       5'h00:
@@ -3612,7 +4201,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     beats = 32'd0;
     casez (fsm_state)
       5'h00:
@@ -3627,26 +4216,30 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
           beats = run_beats;
       5'h06:
           /* empty */;
-      5'h07:
-          beats = \$41 [31:0];
       5'h08:
-          beats = { \$52 [22], \$52 [22], \$52 [22], \$52 [22], \$52 [22], \$52 [22], \$52 [22], \$52 [22], \$52 [22], \$52  };
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          beats = \$54 [31:0];
+      5'h0b:
+          beats = { \$65 [22], \$65 [22], \$65 [22], \$65 [22], \$65 [22], \$65 [22], \$65 [22], \$65 [22], \$65 [22], \$65  };
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \beats$101  = 32'd0;
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \beats$142  = 32'd0;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
           /* empty */;
       5'h04:
-          \beats$101  = { 12'h000, entry[103:84] };
+          \beats$142  = { 12'h000, entry[103:84] };
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     addr = 64'h0000000000000000;
     casez (fsm_state)
       5'h00:
@@ -3658,23 +4251,27 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
           if (is_load) begin
             addr = entry[83:20];
           end else begin
-            addr = \$26 [63:0];
+            addr = \$39 [63:0];
           end
       5'h05:
           /* empty */;
       5'h03:
-          addr = \$38 [63:0];
+          addr = \$51 [63:0];
       5'h06:
           /* empty */;
-      5'h07:
-          addr = entry[83:20];
       5'h08:
-          addr = \$47 [63:0];
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          addr = \$signal$165 ;
+      5'h0b:
+          addr = \$60 [63:0];
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \addr$104  = 64'h0000000000000000;
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \addr$145  = 64'h0000000000000000;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -3683,17 +4280,15 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h04:
           (* full_case = 32'd1 *)
           if (is_load) begin
-            \addr$104  = \$25 [63:0];
+            \addr$145  = \$38 [63:0];
           end else begin
-            \addr$104  = entry[83:20];
+            \addr$145  = entry[83:20];
           end
       5'h05:
           /* empty */;
       5'h03:
           /* empty */;
       5'h06:
-          /* empty */;
-      5'h07:
           /* empty */;
       5'h08:
           /* empty */;
@@ -3708,22 +4303,42 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0d:
           /* empty */;
       5'h0e:
-          \addr$104  = \$signal$152 ;
+          /* empty */;
       5'h0f:
           /* empty */;
       5'h10:
-          if (\$signal$157 ) begin
-            \addr$104  = \$72 [63:0];
-          end
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          /* empty */;
+      5'h15:
+          /* empty */;
       5'h11:
+          if (\$96 ) begin
+            \addr$145  = \$98 [63:0];
+          end
+      5'h16:
+          /* empty */;
+      5'h17:
+          /* empty */;
+      5'h18:
+          \addr$145  = \$113 [63:0];
+      5'h1a:
+          /* empty */;
+      5'h19:
           /* empty */;
       5'h02:
-          \addr$104  = cq_slot;
+          \addr$145  = \$signal$146 ;
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$signal$107  = 3'h0;
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$signal$148  = 3'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -3734,11 +4349,11 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h05:
           /* empty */;
       5'h03:
-          \$signal$107  = \$30 [2:0];
+          \$signal$148  = \$43 [2:0];
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     run_beats = 32'd0;
     casez (fsm_state)
       5'h00:
@@ -3750,12 +4365,12 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h05:
           /* empty */;
       5'h03:
-          run_beats = { \$35 [25], \$35 [25], \$35 [25], \$35 [25], \$35 [25], \$35 [25], \$35  };
+          run_beats = { \$48 [25], \$48 [25], \$48 [25], \$48 [25], \$48 [25], \$48 [25], \$48  };
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \start$111  = 1'h0;
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \start$152  = 1'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -3766,17 +4381,21 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h05:
           /* empty */;
       5'h03:
-          \start$111  = 1'h1;
+          \start$152  = 1'h1;
       5'h06:
           /* empty */;
-      5'h07:
-          \start$111  = 1'h1;
       5'h08:
-          \start$111  = 1'h1;
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          \start$152  = 1'h1;
+      5'h0b:
+          \start$152  = 1'h1;
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     offset = 5'h00;
     casez (fsm_state)
       5'h00:
@@ -3791,14 +4410,18 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
           offset = in_elem[4:0];
       5'h06:
           /* empty */;
-      5'h07:
-          offset = 5'h00;
       5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          offset = 5'h00;
+      5'h0b:
           offset = main_elems[4:0];
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     rows = 20'h00000;
     casez (fsm_state)
       5'h00:
@@ -3810,17 +4433,21 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h05:
           /* empty */;
       5'h03:
-          rows = { 17'h00000, \$signal$107  };
+          rows = { 17'h00000, \$signal$148  };
       5'h06:
           /* empty */;
-      5'h07:
-          rows = \$signal$125 ;
       5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          rows = \$signal$167 ;
+      5'h0b:
           rows = 20'h00001;
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     cols = 20'h00000;
     casez (fsm_state)
       5'h00:
@@ -3832,18 +4459,22 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h05:
           /* empty */;
       5'h03:
-          cols = entry[123:104];
+          cols = entry[203:184];
       5'h06:
           /* empty */;
-      5'h07:
-          cols = \$42 [19:0];
       5'h08:
-          cols = \$53 [19:0];
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          cols = \$55 [19:0];
+      5'h0b:
+          cols = \$66 [19:0];
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \beats$115  = 32'd0;
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \beats$156  = 32'd0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -3854,17 +4485,21 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h05:
           /* empty */;
       5'h03:
-          \beats$115  = run_beats;
+          \beats$156  = run_beats;
       5'h06:
           /* empty */;
-      5'h07:
-          \beats$115  = \$45 [31:0];
       5'h08:
-          \beats$115  = { \$58 [22], \$58 [22], \$58 [22], \$58 [22], \$58 [22], \$58 [22], \$58 [22], \$58 [22], \$58 [22], \$58  };
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          \beats$156  = \$58 [31:0];
+      5'h0b:
+          \beats$156  = { \$71 [22], \$71 [22], \$71 [22], \$71 [22], \$71 [22], \$71 [22], \$71 [22], \$71 [22], \$71 [22], \$71  };
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     in_we = 1'h0;
     casez (fsm_state)
       5'h00:
@@ -3879,10 +4514,43 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
           /* empty */;
       5'h06:
           in_we = valid;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          if (fold_done) begin
+            casez (dest)
+              2'h0:
+                  /* empty */;
+              2'h1:
+                  /* empty */;
+              2'h2:
+                  in_we = 1'h1;
+            endcase
+          end
+      5'h12:
+          /* empty */;
+      5'h07:
+          in_we = dst_en;
+      5'h13:
+          in_we = dst_en;
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     in_row = 2'h0;
     casez (fsm_state)
       5'h00:
@@ -3897,10 +4565,43 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
           /* empty */;
       5'h06:
           in_row = row[1:0];
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          if (fold_done) begin
+            casez (dest)
+              2'h0:
+                  /* empty */;
+              2'h1:
+                  /* empty */;
+              2'h2:
+                  in_row = \$signal$183 ;
+            endcase
+          end
+      5'h12:
+          /* empty */;
+      5'h07:
+          in_row = \$signal$183 ;
+      5'h13:
+          in_row = \$signal$183 ;
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     in_word = 7'h00;
     casez (fsm_state)
       5'h00:
@@ -3915,10 +4616,43 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
           /* empty */;
       5'h06:
           in_word = col[11:5];
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          if (fold_done) begin
+            casez (dest)
+              2'h0:
+                  /* empty */;
+              2'h1:
+                  /* empty */;
+              2'h2:
+                  in_word = \$signal$135 [6:0];
+            endcase
+          end
+      5'h12:
+          /* empty */;
+      5'h07:
+          in_word = dst_addr[6:0];
+      5'h13:
+          in_word = dst_addr[6:0];
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     in_data = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     casez (fsm_state)
       5'h00:
@@ -3933,10 +4667,43 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
           /* empty */;
       5'h06:
           in_data = data;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          if (fold_done) begin
+            casez (dest)
+              2'h0:
+                  /* empty */;
+              2'h1:
+                  /* empty */;
+              2'h2:
+                  in_data = sum_fp16;
+            endcase
+          end
+      5'h12:
+          /* empty */;
+      5'h07:
+          in_data = dst_data;
+      5'h13:
+          in_data = dst_data;
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     mac = 1'h0;
     casez (fsm_state)
       5'h00:
@@ -3951,18 +4718,22 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
           /* empty */;
       5'h06:
           /* empty */;
-      5'h07:
-          /* empty */;
       5'h08:
           /* empty */;
       5'h09:
-          mac = valid;
+          /* empty */;
       5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          mac = valid;
+      5'h0d:
           mac = valid;
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     first = 1'h0;
     casez (fsm_state)
       5'h00:
@@ -3977,18 +4748,22 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
           /* empty */;
       5'h06:
           /* empty */;
-      5'h07:
-          /* empty */;
       5'h08:
           /* empty */;
       5'h09:
-          first = \$59 ;
+          /* empty */;
       5'h0a:
-          first = \$61 ;
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          first = \$72 ;
+      5'h0d:
+          first = \$74 ;
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     k_base = 20'h00000;
     casez (fsm_state)
       5'h00:
@@ -4003,18 +4778,22 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
           /* empty */;
       5'h06:
           /* empty */;
-      5'h07:
-          /* empty */;
       5'h08:
           /* empty */;
       5'h09:
-          k_base = \$signal$133 ;
+          /* empty */;
       5'h0a:
-          k_base = \$signal$133 ;
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          k_base = \$signal$175 ;
+      5'h0d:
+          k_base = \$signal$175 ;
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     acc_addr = 7'h00;
     casez (fsm_state)
       5'h00:
@@ -4029,18 +4808,22 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
           /* empty */;
       5'h06:
           /* empty */;
-      5'h07:
-          /* empty */;
       5'h08:
           /* empty */;
       5'h09:
-          acc_addr = \$60 [6:0];
+          /* empty */;
       5'h0a:
-          acc_addr = \$62 [6:0];
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          acc_addr = \$73 [6:0];
+      5'h0d:
+          acc_addr = \$75 [6:0];
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     active = 6'h00;
     casez (fsm_state)
       5'h00:
@@ -4055,18 +4838,22 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
           /* empty */;
       5'h06:
           /* empty */;
-      5'h07:
-          /* empty */;
       5'h08:
           /* empty */;
       5'h09:
-          active = count;
+          /* empty */;
       5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          active = count;
+      5'h0d:
           active = count;
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     w_data = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     casez (fsm_state)
       5'h00:
@@ -4081,18 +4868,22 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
           /* empty */;
       5'h06:
           /* empty */;
-      5'h07:
-          /* empty */;
       5'h08:
           /* empty */;
       5'h09:
-          w_data = data;
+          /* empty */;
       5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          w_data = data;
+      5'h0d:
           w_data = data;
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     fold_start = 1'h0;
     casez (fsm_state)
       5'h00:
@@ -4107,8 +4898,6 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
           /* empty */;
       5'h06:
           /* empty */;
-      5'h07:
-          /* empty */;
       5'h08:
           /* empty */;
       5'h09:
@@ -4118,11 +4907,17 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0b:
           /* empty */;
       5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
           fold_start = 1'h1;
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     fold_row = 2'h0;
     casez (fsm_state)
       5'h00:
@@ -4137,8 +4932,6 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
           /* empty */;
       5'h06:
           /* empty */;
-      5'h07:
-          /* empty */;
       5'h08:
           /* empty */;
       5'h09:
@@ -4148,13 +4941,19 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0b:
           /* empty */;
       5'h0c:
-          fold_row = \$signal$141 ;
+          /* empty */;
       5'h0d:
-          fold_row = \$signal$141 ;
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          fold_row = \$signal$183 ;
+      5'h10:
+          fold_row = \$signal$183 ;
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     fold_word = 7'h00;
     casez (fsm_state)
       5'h00:
@@ -4169,8 +4968,6 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
           /* empty */;
       5'h06:
           /* empty */;
-      5'h07:
-          /* empty */;
       5'h08:
           /* empty */;
       5'h09:
@@ -4180,11 +4977,17 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0b:
           /* empty */;
       5'h0c:
-          fold_word = \$signal$143 [6:0];
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          fold_word = \$signal$135 [6:0];
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     fold_n_words = 8'h00;
     casez (fsm_state)
       5'h00:
@@ -4199,8 +5002,6 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
           /* empty */;
       5'h06:
           /* empty */;
-      5'h07:
-          /* empty */;
       5'h08:
           /* empty */;
       5'h09:
@@ -4210,13 +5011,19 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0b:
           /* empty */;
       5'h0c:
-          fold_n_words = \$signal$145 [7:0];
+          /* empty */;
       5'h0d:
-          fold_n_words = \$signal$145 [7:0];
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          fold_n_words = \$signal$186 [7:0];
+      5'h10:
+          fold_n_words = \$signal$186 [7:0];
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     fold_sets = 2'h0;
     casez (fsm_state)
       5'h00:
@@ -4231,8 +5038,6 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
           /* empty */;
       5'h06:
           /* empty */;
-      5'h07:
-          /* empty */;
       5'h08:
           /* empty */;
       5'h09:
@@ -4242,11 +5047,17 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0b:
           /* empty */;
       5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
           fold_sets = sets_used;
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     fold_pack = 6'h00;
     casez (fsm_state)
       5'h00:
@@ -4261,8 +5072,6 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
           /* empty */;
       5'h06:
           /* empty */;
-      5'h07:
-          /* empty */;
       5'h08:
           /* empty */;
       5'h09:
@@ -4272,12 +5081,18 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0b:
           /* empty */;
       5'h0c:
-          fold_pack = \$63 [5:0];
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          fold_pack = \$76 [5:0];
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$signal$149  = 6'h00;
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$signal$192  = 48'h000000000000;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -4291,8 +5106,6 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
           /* empty */;
       5'h06:
           /* empty */;
-      5'h07:
-          /* empty */;
       5'h08:
           /* empty */;
       5'h09:
@@ -4304,12 +5117,23 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0c:
           /* empty */;
       5'h0d:
-          \$signal$149  = \$69 [5:0];
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          if (fold_done) begin
+            casez (dest)
+              2'h0:
+                  \$signal$192  = \$79 [47:0];
+            endcase
+          end
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    elem = 44'h00000000000;
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    nbytes = 8'h00;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -4323,7 +5147,46 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
           /* empty */;
       5'h06:
           /* empty */;
-      5'h07:
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          if (fold_done) begin
+            casez (dest)
+              2'h0:
+                  nbytes = \$80 [7:0];
+            endcase
+          end
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$signal$196  = 48'h000000000000;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
           /* empty */;
       5'h08:
           /* empty */;
@@ -4336,11 +5199,559 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0c:
           /* empty */;
       5'h0d:
-          elem = \$71 [43:0];
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          if (fold_done) begin
+            casez (dest)
+              2'h0:
+                  /* empty */;
+              2'h1:
+                  \$signal$196  = \$83 [47:0];
+            endcase
+          end
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \nbytes$197  = 8'h00;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          if (fold_done) begin
+            casez (dest)
+              2'h0:
+                  /* empty */;
+              2'h1:
+                  \nbytes$197  = \$84 [7:0];
+            endcase
+          end
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    acc_we = 1'h0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          if (fold_done) begin
+            (* full_case = 32'd1 *)
+            casez (dest)
+              2'h0:
+                  /* empty */;
+              2'h1:
+                  /* empty */;
+              2'h2:
+                  /* empty */;
+              2'h3:
+                  acc_we = 1'h1;
+            endcase
+          end
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    acc_row = 2'h0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          if (fold_done) begin
+            (* full_case = 32'd1 *)
+            casez (dest)
+              2'h0:
+                  /* empty */;
+              2'h1:
+                  /* empty */;
+              2'h2:
+                  /* empty */;
+              2'h3:
+                  acc_row = \$signal$183 ;
+            endcase
+          end
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    acc_word = 7'h00;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          if (fold_done) begin
+            (* full_case = 32'd1 *)
+            casez (dest)
+              2'h0:
+                  /* empty */;
+              2'h1:
+                  /* empty */;
+              2'h2:
+                  /* empty */;
+              2'h3:
+                  acc_word = \$signal$135 [6:0];
+            endcase
+          end
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    acc_data = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          if (fold_done) begin
+            (* full_case = 32'd1 *)
+            casez (dest)
+              2'h0:
+                  /* empty */;
+              2'h1:
+                  /* empty */;
+              2'h2:
+                  /* empty */;
+              2'h3:
+                  acc_data = sum_fp32;
+            endcase
+          end
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    rd_row = 2'h0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h07:
+          rd_row = \$signal$183 ;
+      5'h13:
+          rd_row = \$signal$183 ;
+      5'h14:
+          rd_row = \$signal$183 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    rd_addr = 7'h00;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h07:
+          rd_addr = src_addr[6:0];
+      5'h13:
+          rd_addr = src_addr[6:0];
+      5'h14:
+          rd_addr = \$signal$135 [6:0];
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \start$210  = 1'h0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h07:
+          \start$210  = 1'h1;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    length = 20'h00000;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h07:
+          length = \$86 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    partial = 1'h0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h07:
+          partial = \$88 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$signal$213  = 48'h000000000000;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          /* empty */;
+      5'h15:
+          \$signal$213  = \$91 [47:0];
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \nbytes$214  = 8'h00;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          /* empty */;
+      5'h15:
+          \nbytes$214  = \$92 [7:0];
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     line = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     casez (fsm_state)
       5'h00:
@@ -4355,8 +5766,6 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
           /* empty */;
       5'h06:
           /* empty */;
-      5'h07:
-          /* empty */;
       5'h08:
           /* empty */;
       5'h09:
@@ -4370,21 +5779,41 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0d:
           /* empty */;
       5'h0e:
-          line = \$signal$154 [511:0];
+          /* empty */;
       5'h0f:
           /* empty */;
       5'h10:
-          if (\$signal$157 ) begin
-            line = \$signal$154 [1023:512];
-          end
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          /* empty */;
+      5'h15:
+          /* empty */;
       5'h11:
+          if (\$96 ) begin
+            line = \$99 ;
+          end
+      5'h16:
+          /* empty */;
+      5'h17:
+          /* empty */;
+      5'h18:
+          line = \line$223 ;
+      5'h1a:
+          /* empty */;
+      5'h19:
           /* empty */;
       5'h02:
-          line = \$signal$160 ;
+          line = \$signal$235 ;
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     strb = 64'h0000000000000000;
     casez (fsm_state)
       5'h00:
@@ -4399,7 +5828,67 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
           /* empty */;
       5'h06:
           /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h12:
+          /* empty */;
       5'h07:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          /* empty */;
+      5'h15:
+          /* empty */;
+      5'h11:
+          if (\$96 ) begin
+            strb = \$100 ;
+          end
+      5'h16:
+          /* empty */;
+      5'h17:
+          /* empty */;
+      5'h18:
+          strb = 64'hffffffffffffffff;
+      5'h1a:
+          /* empty */;
+      5'h19:
+          /* empty */;
+      5'h02:
+          strb = 64'hffffffffffffffff;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    more = 1'h0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
           /* empty */;
       5'h08:
           /* empty */;
@@ -4414,21 +5903,89 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0d:
           /* empty */;
       5'h0e:
-          strb = \$signal$156 [63:0];
+          /* empty */;
       5'h0f:
           /* empty */;
       5'h10:
-          if (\$signal$157 ) begin
-            strb = \$signal$156 [127:64];
-          end
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          /* empty */;
+      5'h15:
+          /* empty */;
       5'h11:
           /* empty */;
-      5'h02:
-          strb = 64'hffffffffffffffff;
+      5'h16:
+          /* empty */;
+      5'h17:
+          if (\$104 ) begin
+            more = 1'h1;
+          end else if (\$106 ) begin
+            more = 1'h1;
+          end
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \line$223  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          /* empty */;
+      5'h15:
+          /* empty */;
+      5'h11:
+          /* empty */;
+      5'h16:
+          /* empty */;
+      5'h17:
+          /* empty */;
+      5'h18:
+          \line$223  = { 448'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, \$108 , \$107  };
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     status_word = 32'd0;
     casez (fsm_state)
       5'h00:
@@ -4443,8 +6000,6 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
           /* empty */;
       5'h06:
           /* empty */;
-      5'h07:
-          /* empty */;
       5'h08:
           /* empty */;
       5'h09:
@@ -4463,15 +6018,35 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
           /* empty */;
       5'h10:
           /* empty */;
+      5'h12:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          /* empty */;
+      5'h15:
+          /* empty */;
       5'h11:
+          /* empty */;
+      5'h16:
+          /* empty */;
+      5'h17:
+          /* empty */;
+      5'h18:
+          /* empty */;
+      5'h1a:
+          /* empty */;
+      5'h19:
           /* empty */;
       5'h02:
           status_word = { 24'h000000, status };
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$signal$160  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$signal$235  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -4485,8 +6060,6 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
           /* empty */;
       5'h06:
           /* empty */;
-      5'h07:
-          /* empty */;
       5'h08:
           /* empty */;
       5'h09:
@@ -4505,14 +6078,34 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
           /* empty */;
       5'h10:
           /* empty */;
+      5'h12:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          /* empty */;
+      5'h15:
+          /* empty */;
       5'h11:
           /* empty */;
+      5'h16:
+          /* empty */;
+      5'h17:
+          /* empty */;
+      5'h18:
+          /* empty */;
+      5'h1a:
+          /* empty */;
+      5'h19:
+          /* empty */;
       5'h02:
-          \$signal$160  = { 320'h00000000000000000000000000000000000000000000000000000000000000000000000000000000, \$73 [63:0], 32'h00000000, status_word, entry[269:206] };
+          \$signal$235  = { 320'h00000000000000000000000000000000000000000000000000000000000000000000000000000000, \$114 [63:0], 32'h00000000, status_word, entry[269:206] };
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     done_valid = 1'h0;
     casez (fsm_state)
       5'h00:
@@ -4527,8 +6120,6 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
           /* empty */;
       5'h06:
           /* empty */;
-      5'h07:
-          /* empty */;
       5'h08:
           /* empty */;
       5'h09:
@@ -4547,18 +6138,38 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
           /* empty */;
       5'h10:
           /* empty */;
+      5'h12:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          /* empty */;
+      5'h15:
+          /* empty */;
       5'h11:
+          /* empty */;
+      5'h16:
+          /* empty */;
+      5'h17:
+          /* empty */;
+      5'h18:
+          /* empty */;
+      5'h1a:
+          /* empty */;
+      5'h19:
           /* empty */;
       5'h02:
           /* empty */;
-      5'h12:
-          if (\$74 ) begin
+      5'h1b:
+          if (\$115 ) begin
             done_valid = 1'h1;
           end
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     done_queue = 2'h0;
     casez (fsm_state)
       5'h00:
@@ -4573,8 +6184,6 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
           /* empty */;
       5'h06:
           /* empty */;
-      5'h07:
-          /* empty */;
       5'h08:
           /* empty */;
       5'h09:
@@ -4593,18 +6202,38 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
           /* empty */;
       5'h10:
           /* empty */;
+      5'h12:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          /* empty */;
+      5'h15:
+          /* empty */;
       5'h11:
+          /* empty */;
+      5'h16:
+          /* empty */;
+      5'h17:
+          /* empty */;
+      5'h18:
+          /* empty */;
+      5'h1a:
+          /* empty */;
+      5'h19:
           /* empty */;
       5'h02:
           /* empty */;
-      5'h12:
-          if (\$74 ) begin
+      5'h1b:
+          if (\$115 ) begin
             done_queue = entry[205:204];
           end
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     done_seq = 32'd0;
     casez (fsm_state)
       5'h00:
@@ -4619,8 +6248,6 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
           /* empty */;
       5'h06:
           /* empty */;
-      5'h07:
-          /* empty */;
       5'h08:
           /* empty */;
       5'h09:
@@ -4639,18 +6266,38 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
           /* empty */;
       5'h10:
           /* empty */;
+      5'h12:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          /* empty */;
+      5'h15:
+          /* empty */;
       5'h11:
+          /* empty */;
+      5'h16:
+          /* empty */;
+      5'h17:
+          /* empty */;
+      5'h18:
+          /* empty */;
+      5'h1a:
+          /* empty */;
+      5'h19:
           /* empty */;
       5'h02:
           /* empty */;
-      5'h12:
-          if (\$74 ) begin
+      5'h1b:
+          if (\$115 ) begin
             done_seq = entry[237:206];
           end
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     done_status = 8'h00;
     casez (fsm_state)
       5'h00:
@@ -4665,8 +6312,6 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
           /* empty */;
       5'h06:
           /* empty */;
-      5'h07:
-          /* empty */;
       5'h08:
           /* empty */;
       5'h09:
@@ -4685,18 +6330,38 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
           /* empty */;
       5'h10:
           /* empty */;
+      5'h12:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          /* empty */;
+      5'h15:
+          /* empty */;
       5'h11:
+          /* empty */;
+      5'h16:
+          /* empty */;
+      5'h17:
+          /* empty */;
+      5'h18:
+          /* empty */;
+      5'h1a:
+          /* empty */;
+      5'h19:
           /* empty */;
       5'h02:
           /* empty */;
-      5'h12:
-          if (\$74 ) begin
+      5'h1b:
+          if (\$115 ) begin
             done_status = status;
           end
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     irq = 4'h0;
     casez (fsm_state)
       5'h00:
@@ -4711,8 +6376,6 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
           /* empty */;
       5'h06:
           /* empty */;
-      5'h07:
-          /* empty */;
       5'h08:
           /* empty */;
       5'h09:
@@ -4731,266 +6394,769 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
           /* empty */;
       5'h10:
           /* empty */;
+      5'h12:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          /* empty */;
+      5'h15:
+          /* empty */;
       5'h11:
+          /* empty */;
+      5'h16:
+          /* empty */;
+      5'h17:
+          /* empty */;
+      5'h18:
+          /* empty */;
+      5'h1a:
+          /* empty */;
+      5'h19:
           /* empty */;
       5'h02:
           /* empty */;
-      5'h12:
-          if (\$74 ) begin
-            irq = \$75 ;
+      5'h1b:
+          if (\$115 ) begin
+            irq = \$116 ;
           end
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$181  = entry;
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$299  = entry;
     casez (fsm_state)
       5'h00:
           if (pop_valid) begin
-            \$181  = pop;
+            \$299  = pop;
           end
     endcase
     if (rst) begin
-      \$181  = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$299  = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$182  = fsm_state;
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$300  = fsm_state;
     casez (fsm_state)
       5'h00:
           if (pop_valid) begin
-            \$182  = 5'h01;
+            \$300  = 5'h01;
           end
       5'h01:
           (* full_case = 32'd1 *)
-          if (\$116 ) begin
-            \$182  = 5'h02;
+          if (\$176 ) begin
+            \$300  = 5'h02;
           end else if (is_compute) begin
-            \$182  = 5'h03;
+            \$300  = 5'h03;
           end else begin
-            \$182  = 5'h04;
+            \$300  = 5'h04;
           end
       5'h04:
-          \$182  = 5'h05;
+          \$300  = 5'h05;
       5'h05:
-          if (\$119 ) begin
-            \$182  = 5'h02;
+          if (\$179 ) begin
+            \$300  = 5'h02;
           end
       5'h03:
-          \$182  = 5'h06;
+          \$300  = 5'h06;
       5'h06:
-          if (\$120 ) begin
+          if (\$180 ) begin
             (* full_case = 32'd1 *)
-            if (\$121 ) begin
-              \$182  = 5'h07;
+            if (\$181 ) begin
+              \$300  = 5'h07;
             end else begin
-              \$182  = 5'h08;
+              \$300  = 5'h08;
+            end
+          end
+      5'h08:
+          \$300  = 5'h09;
+      5'h09:
+          (* full_case = 32'd1 *)
+          if (\$199 ) begin
+            \$300  = 5'h0a;
+          end else begin
+            \$300  = 5'h0b;
+          end
+      5'h0a:
+          \$300  = 5'h0c;
+      5'h0b:
+          \$300  = 5'h0d;
+      5'h0c:
+          if (\$213 ) begin
+            (* full_case = 32'd1 *)
+            if (\$214 ) begin
+              \$300  = 5'h0b;
+            end else begin
+              \$300  = 5'h0e;
+            end
+          end
+      5'h0d:
+          if (\$226 ) begin
+            \$300  = 5'h0e;
+          end
+      5'h0e:
+          if (\$228 ) begin
+            \$300  = 5'h0f;
+          end
+      5'h0f:
+          \$300  = 5'h10;
+      5'h10:
+          if (fold_done) begin
+            (* full_case = 32'd1 *)
+            casez (dest)
+              2'h0:
+                  \$300  = 5'h11;
+              2'h1:
+                  \$300  = 5'h11;
+              2'h2:
+                  \$300  = 5'h12;
+              2'h3:
+                  \$300  = 5'h12;
+            endcase
+          end
+      5'h12:
+          (* full_case = 32'd1 *)
+          if (\$248 ) begin
+            \$300  = 5'h0f;
+          end else if (\$250 ) begin
+            \$300  = 5'h0f;
+          end else begin
+            (* full_case = 32'd1 *)
+            if (\$253 ) begin
+              \$300  = 5'h07;
+            end else begin
+              \$300  = 5'h08;
             end
           end
       5'h07:
-          \$182  = 5'h09;
-      5'h08:
-          \$182  = 5'h0a;
-      5'h09:
-          if (\$135 ) begin
+          \$300  = 5'h13;
+      5'h13:
+          if (done) begin
             (* full_case = 32'd1 *)
-            if (\$136 ) begin
-              \$182  = 5'h08;
-            end else begin
-              \$182  = 5'h0b;
-            end
-          end
-      5'h0a:
-          if (\$148 ) begin
-            \$182  = 5'h0b;
-          end
-      5'h0b:
-          if (\$150 ) begin
-            \$182  = 5'h0c;
-          end
-      5'h0c:
-          \$182  = 5'h0d;
-      5'h0d:
-          if (fold_done) begin
-            \$182  = 5'h0e;
-          end
-      5'h0e:
-          \$182  = 5'h0f;
-      5'h0f:
-          if (\$163 ) begin
-            \$182  = 5'h10;
-          end
-      5'h10:
-          \$182  = 5'h11;
-      5'h11:
-          if (\$164 ) begin
-            (* full_case = 32'd1 *)
-            if (\$168 ) begin
-              \$182  = 5'h0c;
-            end else if (\$170 ) begin
-              \$182  = 5'h0c;
+            if (\$256 ) begin
+              \$300  = 5'h07;
             end else begin
               (* full_case = 32'd1 *)
-              if (\$179 ) begin
-                \$182  = 5'h03;
+              if (\$258 ) begin
+                \$300  = 5'h08;
               end else begin
-                \$182  = 5'h02;
+                \$300  = 5'h14;
               end
             end
           end
+      5'h14:
+          \$300  = 5'h15;
+      5'h15:
+          \$300  = 5'h11;
+      5'h11:
+          (* full_case = 32'd1 *)
+          if (\$270 ) begin
+            \$300  = 5'h16;
+          end else begin
+            \$300  = 5'h17;
+          end
+      5'h16:
+          if (\$271 ) begin
+            \$300  = 5'h11;
+          end
+      5'h17:
+          (* full_case = 32'd1 *)
+          if (\$283 ) begin
+            \$300  = 5'h14;
+          end else if (more) begin
+            \$300  = 5'h0f;
+          end else begin
+            (* full_case = 32'd1 *)
+            if (\$288 ) begin
+              \$300  = 5'h18;
+            end else begin
+              \$300  = 5'h19;
+            end
+          end
+      5'h18:
+          \$300  = 5'h1a;
+      5'h1a:
+          if (\$289 ) begin
+            (* full_case = 32'd1 *)
+            if (\$291 ) begin
+              \$300  = 5'h18;
+            end else begin
+              \$300  = 5'h19;
+            end
+          end
+      5'h19:
+          (* full_case = 32'd1 *)
+          if (\$297 ) begin
+            \$300  = 5'h03;
+          end else begin
+            \$300  = 5'h02;
+          end
       5'h02:
-          \$182  = 5'h12;
+          \$300  = 5'h1b;
+      5'h1b:
+          if (\$298 ) begin
+            \$300  = 5'h00;
+          end
+    endcase
+    if (rst) begin
+      \$300  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$301  = status;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          \$301  = \status$247 ;
+    endcase
+    if (rst) begin
+      \$301  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$302  = \$signal$147 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          \$302  = \$150 [63:0];
+    endcase
+    if (rst) begin
+      \$302  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$303  = \$signal$146 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          \$303  = \$156 [63:0];
+    endcase
+    if (rst) begin
+      \$303  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$304  = \$signal$149 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          \$304  = 20'h00000;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          /* empty */;
       5'h12:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          /* empty */;
+      5'h15:
+          /* empty */;
+      5'h11:
+          /* empty */;
+      5'h16:
+          /* empty */;
+      5'h17:
+          /* empty */;
+      5'h18:
+          /* empty */;
+      5'h1a:
+          /* empty */;
+      5'h19:
+          \$304  = \$293 [19:0];
+    endcase
+    if (rst) begin
+      \$304  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$305  = in_elem;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          \$305  = 44'h00000000000;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          /* empty */;
+      5'h15:
+          /* empty */;
+      5'h11:
+          /* empty */;
+      5'h16:
+          /* empty */;
+      5'h17:
+          /* empty */;
+      5'h18:
+          /* empty */;
+      5'h1a:
+          /* empty */;
+      5'h19:
+          \$305  = \$295 [43:0];
+    endcase
+    if (rst) begin
+      \$305  = 44'h00000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$306  = \$signal$193 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          \$306  = 48'h000000000000;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          /* empty */;
+      5'h15:
+          /* empty */;
+      5'h11:
+          /* empty */;
+      5'h16:
+          /* empty */;
+      5'h17:
+        begin
+          if (\$276 ) begin
+          end else if (\$278 ) begin
+            \$306  = \$281 [47:0];
+          end
+          (* full_case = 32'd1 *)
+          if (\$283 ) begin
+          end else if (more) begin
+          end else begin
+            \$306  = \$284 [47:0];
+          end
+        end
+    endcase
+    if (rst) begin
+      \$306  = 48'h000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$307  = \$signal$194 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          (* full_case = 32'd1 *)
+          if (\$157 ) begin
+            \$307  = 2'h2;
+          end else if (\$158 ) begin
+            \$307  = 2'h1;
+          end else if (\$159 ) begin
+            \$307  = 2'h1;
+          end else begin
+            \$307  = 2'h1;
+          end
+    endcase
+    if (rst) begin
+      \$307  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$308  = \$signal$134 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          (* full_case = 32'd1 *)
+          if (\$157 ) begin
+            \$308  = entry[123:104];
+          end else if (\$158 ) begin
+            \$308  = entry[203:184];
+          end else if (\$159 ) begin
+            \$308  = entry[123:104];
+          end else begin
+            \$308  = entry[143:124];
+          end
+    endcase
+    if (rst) begin
+      \$308  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$309  = \$signal$248 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          (* full_case = 32'd1 *)
+          if (\$157 ) begin
+            \$309  = { 1'h0, \$160  };
+          end else if (\$158 ) begin
+            \$309  = { 3'h0, \$167  };
+          end else if (\$159 ) begin
+            \$309  = { 3'h0, \$174  };
+          end else begin
+            \$309  = { 3'h0, \$175  };
+          end
+    endcase
+    if (rst) begin
+      \$309  = 24'h000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$310  = stats_off;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          if (\$157 ) begin
+            \$310  = \$166 [47:0];
+          end else if (\$158 ) begin
+            \$310  = \$173 [47:0];
+          end
+    endcase
+    if (rst) begin
+      \$310  = 48'h000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$311  = \$signal$221 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          \$311  = \$signal$148 ;
+    endcase
+    if (rst) begin
+      \$311  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$312  = \$signal$251 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          \$312  = 1'h0;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h12:
+          (* full_case = 32'd1 *)
+          if (\$248 ) begin
+          end else if (\$250 ) begin
+          end else begin
+            \$312  = 1'h1;
+          end
+    endcase
+    if (rst) begin
+      \$312  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$313  = \$signal$183 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
           if (\$180 ) begin
-            \$182  = 5'h00;
+            \$313  = 2'h0;
+          end
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          if (\$228 ) begin
+            \$313  = 2'h0;
+          end
+      5'h0f:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h12:
+          (* full_case = 32'd1 *)
+          if (\$248 ) begin
+          end else if (\$250 ) begin
+            \$313  = \$252 [1:0];
+          end else begin
+            \$313  = 2'h0;
+          end
+      5'h07:
+          /* empty */;
+      5'h13:
+          if (done) begin
+            (* full_case = 32'd1 *)
+            if (\$256 ) begin
+              \$313  = \$257 [1:0];
+            end else begin
+              \$313  = 2'h0;
+            end
+          end
+      5'h14:
+          /* empty */;
+      5'h15:
+          /* empty */;
+      5'h11:
+          /* empty */;
+      5'h16:
+          /* empty */;
+      5'h17:
+        begin
+          if (\$276 ) begin
+          end else if (\$278 ) begin
+            \$313  = \$280 [1:0];
+          end
+          (* full_case = 32'd1 *)
+          if (\$283 ) begin
+          end else if (more) begin
+          end else begin
+            \$313  = 2'h0;
+          end
+        end
+      5'h18:
+          /* empty */;
+      5'h1a:
+          if (\$289 ) begin
+            if (\$291 ) begin
+              \$313  = \$292 [1:0];
+            end
           end
     endcase
     if (rst) begin
-      \$182  = 5'h00;
+      \$313  = 2'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$183  = status;
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$314  = \$signal$135 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          \$183  = \status$172 ;
-    endcase
-    if (rst) begin
-      \$183  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$184  = \$signal ;
-    casez (fsm_state)
-      5'h00:
           /* empty */;
-      5'h01:
-          \$184  = \$100 [63:0];
-    endcase
-    if (rst) begin
-      \$184  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$185  = cq_slot;
-    casez (fsm_state)
-      5'h00:
+      5'h04:
           /* empty */;
-      5'h01:
-          \$185  = \$106 [63:0];
-    endcase
-    if (rst) begin
-      \$185  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$186  = \$signal$126 ;
-    casez (fsm_state)
-      5'h00:
+      5'h05:
           /* empty */;
-      5'h01:
-          \$186  = \$like ;
-    endcase
-    if (rst) begin
-      \$186  = 3'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$187  = \$signal$145 ;
-    casez (fsm_state)
-      5'h00:
+      5'h03:
           /* empty */;
-      5'h01:
-          \$187  = \$16 [19:0];
-    endcase
-    if (rst) begin
-      \$187  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$188  = \$signal$131 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          \$188  = plan_sets;
-    endcase
-    if (rst) begin
-      \$188  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$189  = \$signal$125 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          \$189  = \$107 ;
-    endcase
-    if (rst) begin
-      \$189  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$190  = \$signal$127 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          \$190  = \$110 [4:0];
-    endcase
-    if (rst) begin
-      \$190  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$191  = sets_used;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          \$191  = \$112 [1:0];
-    endcase
-    if (rst) begin
-      \$191  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$192  = main_elems;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          \$192  = \$115 [43:0];
-    endcase
-    if (rst) begin
-      \$192  = 44'h00000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$193  = \$signal$108 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          if (\$116 ) begin
-          end else if (is_compute) begin
-            \$193  = 20'h00000;
+      5'h06:
+          if (\$180 ) begin
+            \$314  = 20'h00000;
           end
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          if (\$228 ) begin
+            \$314  = 20'h00000;
+          end
+      5'h0f:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h12:
+          (* full_case = 32'd1 *)
+          if (\$248 ) begin
+            \$314  = \$251 [19:0];
+          end else if (\$250 ) begin
+            \$314  = 20'h00000;
+          end else begin
+            \$314  = 20'h00000;
+          end
+      5'h07:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          /* empty */;
+      5'h15:
+          /* empty */;
+      5'h11:
+          /* empty */;
+      5'h16:
+          /* empty */;
+      5'h17:
+        begin
+          if (\$276 ) begin
+            \$314  = \$279 [19:0];
+          end else if (\$278 ) begin
+            \$314  = 20'h00000;
+          end
+          (* full_case = 32'd1 *)
+          if (\$283 ) begin
+          end else if (more) begin
+          end else begin
+            \$314  = 20'h00000;
+          end
+        end
+    endcase
+    if (rst) begin
+      \$314  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$315  = \$signal$165 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
       5'h04:
           /* empty */;
       5'h05:
@@ -4999,7 +7165,528 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
           /* empty */;
       5'h06:
           /* empty */;
-      5'h07:
+      5'h08:
+          (* full_case = 32'd1 *)
+          if (\$182 ) begin
+            \$315  = entry[83:20];
+          end else begin
+            \$315  = \$31 [63:0];
+          end
+    endcase
+    if (rst) begin
+      \$315  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$316  = \$signal$96 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          (* full_case = 32'd1 *)
+          if (\$182 ) begin
+            \$316  = entry[123:104];
+          end else begin
+            \$316  = entry[143:124];
+          end
+    endcase
+    if (rst) begin
+      \$316  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$317  = n_cols;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          (* full_case = 32'd1 *)
+          if (\$182 ) begin
+            \$317  = entry[143:124];
+          end else begin
+            \$317  = entry[123:104];
+          end
+    endcase
+    if (rst) begin
+      \$317  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$318  = dest;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          (* full_case = 32'd1 *)
+          if (\$182 ) begin
+            \$318  = \$186 ;
+          end else begin
+            \$318  = { 1'h0, \$188  };
+          end
+    endcase
+    if (rst) begin
+      \$318  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$319  = \$signal$168 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$319  = \$like ;
+    endcase
+    if (rst) begin
+      \$319  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$320  = \$signal$186 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$320  = \$16 [19:0];
+    endcase
+    if (rst) begin
+      \$320  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$321  = \$signal$173 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$321  = plan_sets;
+    endcase
+    if (rst) begin
+      \$321  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$322  = \$signal$167 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$322  = \$189 ;
+    endcase
+    if (rst) begin
+      \$322  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$323  = \$signal$169 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$323  = \$192 [4:0];
+    endcase
+    if (rst) begin
+      \$323  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$324  = sets_used;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$324  = \$194 [1:0];
+    endcase
+    if (rst) begin
+      \$324  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$325  = main_elems;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$325  = \$197 [43:0];
+    endcase
+    if (rst) begin
+      \$325  = 44'h00000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$326  = \$signal$175 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$326  = 20'h00000;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          if (\$204 ) begin
+            \$326  = \$206 [19:0];
+          end
+      5'h0d:
+          if (\$217 ) begin
+            \$326  = \$219 [19:0];
+          end
+    endcase
+    if (rst) begin
+      \$326  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$327  = \$signal$172 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$327  = 2'h0;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          if (\$204 ) begin
+            if (\$207 ) begin
+              \$327  = \$208 [1:0];
+            end
+          end
+      5'h0d:
+          if (\$217 ) begin
+            if (\$220 ) begin
+              \$327  = \$221 [1:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \$327  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$328  = \$signal$253 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$328  = 2'h0;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          if (\$204 ) begin
+            (* full_case = 32'd1 *)
+            if (\$210 ) begin
+              \$328  = 2'h0;
+            end else begin
+              \$328  = \$211 [1:0];
+            end
+          end
+      5'h0d:
+          if (\$217 ) begin
+            (* full_case = 32'd1 *)
+            if (\$223 ) begin
+              \$328  = 2'h0;
+            end else begin
+              \$328  = \$224 [1:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \$328  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$329  = \$signal$177 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$329  = 20'h00000;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          if (\$204 ) begin
+            (* full_case = 32'd1 *)
+            if (\$210 ) begin
+              \$329  = 20'h00000;
+            end else begin
+              \$329  = \$212 [19:0];
+            end
+          end
+      5'h0d:
+          if (\$217 ) begin
+            (* full_case = 32'd1 *)
+            if (\$223 ) begin
+              \$329  = 20'h00000;
+            end else begin
+              \$329  = \$225 [19:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \$329  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$330  = \$signal$254 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          \$330  = \$200 [19:0];
+      5'h0b:
+          \$330  = \$201 [19:0];
+    endcase
+    if (rst) begin
+      \$330  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$331  = drain;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          \$331  = 3'h5;
+      5'h0d:
+          \$331  = 3'h5;
+      5'h0e:
+          \$331  = \$227 [2:0];
+    endcase
+    if (rst) begin
+      \$331  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$332  = \$signal$219 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
           /* empty */;
       5'h08:
           /* empty */;
@@ -5018,508 +7705,32 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0f:
           /* empty */;
       5'h10:
-          /* empty */;
-      5'h11:
-          if (\$164 ) begin
-            (* full_case = 32'd1 *)
-            if (\$168 ) begin
-            end else if (\$170 ) begin
-            end else begin
-              \$193  = \$175 [19:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$193  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$194  = in_elem;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          if (\$116 ) begin
-          end else if (is_compute) begin
-            \$194  = 44'h00000000000;
-          end
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h10:
-          /* empty */;
-      5'h11:
-          if (\$164 ) begin
-            (* full_case = 32'd1 *)
-            if (\$168 ) begin
-            end else if (\$170 ) begin
-            end else begin
-              \$194  = \$177 [43:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$194  = 44'h00000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$195  = out_elem;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          if (\$116 ) begin
-          end else if (is_compute) begin
-            \$195  = 44'h00000000000;
-          end
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h10:
-          /* empty */;
-      5'h11:
-          if (\$164 ) begin
-            (* full_case = 32'd1 *)
-            if (\$168 ) begin
-            end else if (\$170 ) begin
-              \$195  = \$173 [43:0];
-            end else begin
-              \$195  = \$174 [43:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$195  = 44'h00000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$196  = \$signal$175 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          \$196  = \$signal$107 ;
-    endcase
-    if (rst) begin
-      \$196  = 3'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$197  = \$signal$133 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          if (\$120 ) begin
-            \$197  = 20'h00000;
-          end
-      5'h07:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          if (\$126 ) begin
-            \$197  = \$128 [19:0];
-          end
-      5'h0a:
-          if (\$139 ) begin
-            \$197  = \$141 [19:0];
-          end
-    endcase
-    if (rst) begin
-      \$197  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$198  = \$signal$130 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          if (\$120 ) begin
-            \$198  = 2'h0;
-          end
-      5'h07:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          if (\$126 ) begin
-            if (\$129 ) begin
-              \$198  = \$130 [1:0];
-            end
-          end
-      5'h0a:
-          if (\$139 ) begin
-            if (\$142 ) begin
-              \$198  = \$143 [1:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$198  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$199  = \$signal$177 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          if (\$120 ) begin
-            \$199  = 2'h0;
-          end
-      5'h07:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          if (\$126 ) begin
-            (* full_case = 32'd1 *)
-            if (\$132 ) begin
-              \$199  = 2'h0;
-            end else begin
-              \$199  = \$133 [1:0];
-            end
-          end
-      5'h0a:
-          if (\$139 ) begin
-            (* full_case = 32'd1 *)
-            if (\$145 ) begin
-              \$199  = 2'h0;
-            end else begin
-              \$199  = \$146 [1:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$199  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$200  = \$signal$135 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          if (\$120 ) begin
-            \$200  = 20'h00000;
-          end
-      5'h07:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          if (\$126 ) begin
-            (* full_case = 32'd1 *)
-            if (\$132 ) begin
-              \$200  = 20'h00000;
-            end else begin
-              \$200  = \$134 [19:0];
-            end
-          end
-      5'h0a:
-          if (\$139 ) begin
-            (* full_case = 32'd1 *)
-            if (\$145 ) begin
-              \$200  = 20'h00000;
-            end else begin
-              \$200  = \$147 [19:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$200  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$201  = \$signal$178 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h07:
-          \$201  = \$122 [19:0];
-      5'h08:
-          \$201  = \$123 [19:0];
-    endcase
-    if (rst) begin
-      \$201  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$202  = drain;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$202  = 3'h5;
-      5'h0a:
-          \$202  = 3'h5;
-      5'h0b:
-          \$202  = \$149 [2:0];
-    endcase
-    if (rst) begin
-      \$202  = 3'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$203  = \$signal$141 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          if (\$150 ) begin
-            \$203  = 2'h0;
-          end
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h10:
-          /* empty */;
-      5'h11:
-          if (\$164 ) begin
-            if (\$168 ) begin
-            end else if (\$170 ) begin
-              \$203  = \$172 [1:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$203  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$204  = \$signal$143 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          if (\$150 ) begin
-            \$204  = 20'h00000;
-          end
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h10:
-          /* empty */;
-      5'h11:
-          if (\$164 ) begin
-            if (\$168 ) begin
-              \$204  = \$171 [19:0];
-            end else if (\$170 ) begin
-              \$204  = 20'h00000;
-            end
-          end
-    endcase
-    if (rst) begin
-      \$204  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$205  = \$signal$154 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
           if (fold_done) begin
-            \$205  = \$152 [1023:0];
+            casez (dest)
+              2'h0:
+                  \$332  = { 1'h0, \$230  };
+              2'h1:
+                  \$332  = \$238 [1535:0];
+            endcase
           end
+      5'h12:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          /* empty */;
+      5'h15:
+          \$332  = { 1'h0, \$260  };
     endcase
     if (rst) begin
-      \$205  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$332  = 1536'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$206  = \$signal$156 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$333  = \$signal$216 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -5533,8 +7744,6 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
           /* empty */;
       5'h06:
           /* empty */;
-      5'h07:
-          /* empty */;
       5'h08:
           /* empty */;
       5'h09:
@@ -5546,17 +7755,38 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0c:
           /* empty */;
       5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
           if (fold_done) begin
-            \$206  = \$157 [127:0];
+            casez (dest)
+              2'h0:
+                  \$333  = \$233 [191:0];
+              2'h1:
+                  \$333  = \$241 [191:0];
+            endcase
           end
+      5'h12:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          /* empty */;
+      5'h15:
+          \$333  = \$263 [191:0];
     endcase
     if (rst) begin
-      \$206  = 128'h00000000000000000000000000000000;
+      \$333  = 192'h000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$207  = \$signal$157 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$334  = \$signal$217 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -5570,8 +7800,6 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
           /* empty */;
       5'h06:
           /* empty */;
-      5'h07:
-          /* empty */;
       5'h08:
           /* empty */;
       5'h09:
@@ -5583,17 +7811,38 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0c:
           /* empty */;
       5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
           if (fold_done) begin
-            \$207  = \$159 ;
+            casez (dest)
+              2'h0:
+                  \$334  = \$236 [63:0];
+              2'h1:
+                  \$334  = \$244 [63:0];
+            endcase
           end
+      5'h12:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          /* empty */;
+      5'h15:
+          \$334  = \$266 [63:0];
     endcase
     if (rst) begin
-      \$207  = 1'h0;
+      \$334  = 64'h0000000000000000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$208  = \$signal$152 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$335  = piece_line;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -5607,7 +7856,67 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
           /* empty */;
       5'h06:
           /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          if (fold_done) begin
+            casez (dest)
+              2'h0:
+                  \$335  = 2'h0;
+              2'h1:
+                  \$335  = 2'h0;
+            endcase
+          end
+      5'h12:
+          /* empty */;
       5'h07:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          /* empty */;
+      5'h15:
+          \$335  = 2'h0;
+      5'h11:
+          /* empty */;
+      5'h16:
+          if (\$271 ) begin
+            \$335  = \$272 [1:0];
+          end
+    endcase
+    if (rst) begin
+      \$335  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$336  = sfu_from_acc;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
           /* empty */;
       5'h08:
           /* empty */;
@@ -5620,12 +7929,446 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0c:
           /* empty */;
       5'h0d:
-          if (fold_done) begin
-            \$208  = \$162 [63:0];
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h07:
+          \$336  = \$254 ;
+    endcase
+    if (rst) begin
+      \$336  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$337  = anchor_m0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h13:
+          if (done) begin
+            casez (\$signal$183 )
+              2'h0:
+                  \$337  = m;
+            endcase
           end
     endcase
     if (rst) begin
-      \$208  = 64'h0000000000000000;
+      \$337  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$338  = anchor_m1;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h13:
+          if (done) begin
+            casez (\$signal$183 )
+              2'h0:
+                  /* empty */;
+              2'h1:
+                  \$338  = m;
+            endcase
+          end
+    endcase
+    if (rst) begin
+      \$338  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$339  = anchor_m2;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h13:
+          if (done) begin
+            casez (\$signal$183 )
+              2'h0:
+                  /* empty */;
+              2'h1:
+                  /* empty */;
+              2'h2:
+                  \$339  = m;
+            endcase
+          end
+    endcase
+    if (rst) begin
+      \$339  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$340  = anchor_m3;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h13:
+          if (done) begin
+            (* full_case = 32'd1 *)
+            casez (\$signal$183 )
+              2'h0:
+                  /* empty */;
+              2'h1:
+                  /* empty */;
+              2'h2:
+                  /* empty */;
+              2'h3:
+                  \$340  = m;
+            endcase
+          end
+    endcase
+    if (rst) begin
+      \$340  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$341  = anchor_l0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h13:
+          if (done) begin
+            casez (\$signal$183 )
+              2'h0:
+                  \$341  = l;
+            endcase
+          end
+    endcase
+    if (rst) begin
+      \$341  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$342  = anchor_l1;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h13:
+          if (done) begin
+            casez (\$signal$183 )
+              2'h0:
+                  /* empty */;
+              2'h1:
+                  \$342  = l;
+            endcase
+          end
+    endcase
+    if (rst) begin
+      \$342  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$343  = anchor_l2;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h13:
+          if (done) begin
+            casez (\$signal$183 )
+              2'h0:
+                  /* empty */;
+              2'h1:
+                  /* empty */;
+              2'h2:
+                  \$343  = l;
+            endcase
+          end
+    endcase
+    if (rst) begin
+      \$343  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$344  = anchor_l3;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h13:
+          if (done) begin
+            (* full_case = 32'd1 *)
+            casez (\$signal$183 )
+              2'h0:
+                  /* empty */;
+              2'h1:
+                  /* empty */;
+              2'h2:
+                  /* empty */;
+              2'h3:
+                  \$344  = l;
+            endcase
+          end
+    endcase
+    if (rst) begin
+      \$344  = 32'd0;
     end
   end
   assign bus__arid = 8'h00;
@@ -5682,9 +8425,11 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   assign log2_slot = regs[267:260];
   assign data_base = regs[191:128];
   assign data_limit = regs[255:192];
-  assign n_cols = entry[143:124];
-  assign \$like$92  = \$16 [19:0];
+  assign \$signal  = n_cols;
+  assign \$like$93  = \$16 [19:0];
   assign plan_groups = \$24 [19:0];
+  assign second_addr = \$31 [63:0];
+  assign count_now = \$37 [5:0];
   assign \entry.desc  = entry[203:0];
   assign \entry.desc.type  = entry[1:0];
   assign \entry.desc.op  = entry[5:2];
@@ -5776,31 +8521,52 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   assign \pop.queue  = pop[205:204];
   assign \pop.seq  = pop[269:206];
   assign \pop.taken  = pop[333:270];
-  assign \$2  = { 1'h0, entry[143:124] };
-  assign \$4  = { entry[143:124], 1'h0 };
-  assign \$6  = { 1'h0, entry[143:124], 2'h0 };
-  assign \$8  = { entry[143:124], 3'h0 };
-  assign \$10  = { 3'h0, entry[143:124], 4'h0 };
-  assign \$12  = { 2'h0, entry[143:124], 5'h00 };
+  assign \$2  = { 1'h0, n_cols };
+  assign \$4  = { n_cols, 1'h0 };
+  assign \$6  = { 1'h0, n_cols, 2'h0 };
+  assign \$8  = { n_cols, 3'h0 };
+  assign \$10  = { 3'h0, n_cols, 4'h0 };
+  assign \$12  = { 2'h0, n_cols, 5'h00 };
   assign \$16  = { \$15 [21], \$15 [21], \$15 [21], \$15 [21], \$15 [21], \$15 [21:5] };
-  assign \$35  = { \$34 [25], \$34 [25], \$34 [25], \$34 [25], \$34 [25], \$34 [25:5] };
-  assign \$37  = { 1'h0, in_elem[43:5], 6'h00 };
-  assign \$41  = { \$40 [45], \$40 [45], \$40 [45], \$40 [45], \$40 [45], \$40 [45:5] };
-  assign \$45  = { \$44 [45], \$44 [45], \$44 [45], \$44 [45], \$44 [45], \$44 [45:5] };
-  assign \$46  = { 1'h0, main_elems[43:5], 6'h00 };
-  assign \$52  = { \$51 [22], \$51 [22], \$51 [22], \$51 [22], \$51 [22], \$51 [22:5] };
-  assign \$58  = { \$57 [22], \$57 [22], \$57 [22], \$57 [22], \$57 [22], \$57 [22:5] };
-  assign \$64  = { 2'h0, \$signal$143 , 5'h00 };
-  assign \$67  = { 2'h0, \$signal$143 , 5'h00 };
-  assign \$70  = { 2'h0, \$signal$143 , 5'h00 };
-  assign \$161  = { 1'h0, elem[43:5], 6'h00 };
-  assign \$166  = { 2'h0, \$165 , 5'h00 };
+  assign \$26  = { \$25 , 1'h0 };
+  assign \$29  = { \$28 [42], \$28 [42], \$28 [42], \$28 [42], \$28 [42], \$28 [42], \$28 [42:6] };
+  assign \$30  = { \$29 [42], \$29 , 6'h00 };
+  assign \$32  = { 2'h0, \$signal$135 , 5'h00 };
+  assign \$35  = { 2'h0, \$signal$135 , 5'h00 };
+  assign \$48  = { \$47 [25], \$47 [25], \$47 [25], \$47 [25], \$47 [25], \$47 [25:5] };
+  assign \$50  = { 1'h0, in_elem[43:5], 6'h00 };
+  assign \$54  = { \$53 [45], \$53 [45], \$53 [45], \$53 [45], \$53 [45], \$53 [45:5] };
+  assign \$58  = { \$57 [45], \$57 [45], \$57 [45], \$57 [45], \$57 [45], \$57 [45:5] };
+  assign \$59  = { 1'h0, main_elems[43:5], 6'h00 };
+  assign \$65  = { \$64 [22], \$64 [22], \$64 [22], \$64 [22], \$64 [22], \$64 [22:5] };
+  assign \$71  = { \$70 [22], \$70 [22], \$70 [22], \$70 [22], \$70 [22], \$70 [22:5] };
+  assign \$77  = { 2'h0, \$signal$135 , 5'h00 };
+  assign \$81  = { 2'h0, \$signal$135 , 5'h00 };
+  assign \$89  = { 2'h0, \$signal$135 , 5'h00 };
+  assign \$97  = { 1'h0, piece_line, 6'h00 };
+  assign \$102  = { 2'h0, \$101 , 5'h00 };
+  assign \$112  = { 1'h0, \$111 , 6'h00 };
+  assign \$160  = { 1'h0, entry[123:104], 2'h0 };
+  assign \$162  = { 1'h0, \$161 , 2'h0 };
+  assign \$165  = { \$164 [44], \$164 [44], \$164 [44], \$164 [44], \$164 [44], \$164 [44], \$164 [44:6] };
+  assign \$166  = { \$165 [44], \$165 , 6'h00 };
+  assign \$167  = { entry[203:184], 1'h0 };
+  assign \$169  = { \$168 , 1'h0 };
+  assign \$172  = { \$171 [42], \$171 [42], \$171 [42], \$171 [42], \$171 [42], \$171 [42], \$171 [42:6] };
+  assign \$173  = { \$172 [42], \$172 , 6'h00 };
+  assign \$174  = { entry[123:104], 1'h0 };
+  assign \$175  = { entry[143:124], 1'h0 };
+  assign \$235  = { 1'h0, \$signal$192 [47:6], 6'h00 };
+  assign \$243  = { 1'h0, \$signal$196 [47:6], 6'h00 };
+  assign \$246  = { 2'h0, \$245 , 5'h00 };
+  assign \$265  = { 1'h0, \$signal$213 [47:6], 6'h00 };
+  assign \$274  = { 2'h0, \$273 , 5'h00 };
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, mac, first, k_base, acc_addr, active, w_data, fold_start, fold_row, fold_word, fold_n_words, fold_sets, fold_pack, n_cols, sum_fp16, fold_done, clk
-);
-  reg \$auto$verilog_backend.cc:2355:dump_module$4  = 0;
+module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, mac, first, k_base, acc_addr, active, w_data, fold_start, fold_row, fold_word, fold_n_words, fold_sets, fold_pack, acc_we, acc_row, acc_word, acc_data
+, \rd_row$447 , rd_addr, n_cols, sum_fp32, rd_in_data, rd_acc_data, sum_fp16, fold_done, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$68  = 0;
   wire \$1 ;
   wire \$10 ;
   wire [15:0] \$100 ;
@@ -5874,14 +8640,23 @@ module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, m
   reg [31:0] \$1061 ;
   reg [15:0] \$1062 ;
   reg [31:0] \$1063 ;
-  reg [1023:0] \$1064 ;
-  reg [6:0] \$1065 ;
-  reg [1:0] \$1066 ;
-  reg [5:0] \$1067 ;
-  reg [1:0] \$1068 ;
-  reg [1023:0] \$1069 ;
+  reg [15:0] \$1064 ;
+  reg [31:0] \$1065 ;
+  reg [15:0] \$1066 ;
+  reg [31:0] \$1067 ;
+  reg [15:0] \$1068 ;
+  reg [31:0] \$1069 ;
   wire [5:0] \$107 ;
-  reg [1:0] \$1070 ;
+  reg [15:0] \$1070 ;
+  reg [31:0] \$1071 ;
+  reg [1:0] \$1072 ;
+  reg [1023:0] \$1073 ;
+  reg [6:0] \$1074 ;
+  reg [1:0] \$1075 ;
+  reg [5:0] \$1076 ;
+  reg [1:0] \$1077 ;
+  reg [1023:0] \$1078 ;
+  reg [1:0] \$1079 ;
   wire [15:0] \$108 ;
   wire [5:0] \$109 ;
   reg [4:0] \$11 ;
@@ -5892,191 +8667,191 @@ module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, m
   wire [15:0] \$114 ;
   wire [5:0] \$115 ;
   wire [15:0] \$116 ;
-  wire [9:0] \$1168 ;
   wire [5:0] \$117 ;
-  wire [9:0] \$1172 ;
-  wire [9:0] \$1176 ;
+  wire [9:0] \$1177 ;
   wire [15:0] \$118 ;
-  wire [9:0] \$1180 ;
-  wire [9:0] \$1184 ;
-  wire [9:0] \$1188 ;
+  wire [9:0] \$1181 ;
+  wire [9:0] \$1185 ;
+  wire [9:0] \$1189 ;
   wire [5:0] \$119 ;
-  wire [9:0] \$1192 ;
-  wire [9:0] \$1196 ;
+  wire [9:0] \$1193 ;
+  wire [9:0] \$1197 ;
   wire [4:0] \$12 ;
   wire [15:0] \$120 ;
-  wire [9:0] \$1200 ;
-  wire [9:0] \$1204 ;
-  wire [9:0] \$1208 ;
+  wire [9:0] \$1201 ;
+  wire [9:0] \$1205 ;
+  wire [9:0] \$1209 ;
   wire [5:0] \$121 ;
-  wire [9:0] \$1212 ;
-  wire [9:0] \$1216 ;
+  wire [9:0] \$1213 ;
+  wire [9:0] \$1217 ;
   wire [15:0] \$122 ;
-  wire [9:0] \$1220 ;
-  wire [9:0] \$1224 ;
-  wire [9:0] \$1228 ;
+  wire [9:0] \$1221 ;
+  wire [9:0] \$1225 ;
+  wire [9:0] \$1229 ;
   wire [5:0] \$123 ;
-  wire [9:0] \$1232 ;
-  wire [9:0] \$1236 ;
+  wire [9:0] \$1233 ;
+  wire [9:0] \$1237 ;
   wire [15:0] \$124 ;
-  wire [9:0] \$1240 ;
-  wire [9:0] \$1244 ;
-  wire [9:0] \$1248 ;
+  wire [9:0] \$1241 ;
+  wire [9:0] \$1245 ;
+  wire [9:0] \$1249 ;
   wire [5:0] \$125 ;
-  wire [9:0] \$1252 ;
-  wire [9:0] \$1256 ;
+  wire [9:0] \$1253 ;
+  wire [9:0] \$1257 ;
   wire [15:0] \$126 ;
-  wire [9:0] \$1260 ;
-  wire [9:0] \$1264 ;
-  wire [9:0] \$1268 ;
+  wire [9:0] \$1261 ;
+  wire [9:0] \$1265 ;
+  wire [9:0] \$1269 ;
   wire [5:0] \$127 ;
-  wire [9:0] \$1272 ;
-  wire [9:0] \$1276 ;
+  wire [9:0] \$1273 ;
+  wire [9:0] \$1277 ;
   wire [15:0] \$128 ;
-  wire [9:0] \$1280 ;
-  wire [9:0] \$1284 ;
-  wire [9:0] \$1288 ;
+  wire [9:0] \$1281 ;
+  wire [9:0] \$1285 ;
+  wire [9:0] \$1289 ;
   wire [5:0] \$129 ;
-  wire [9:0] \$1292 ;
-  wire [9:0] \$1296 ;
+  wire [9:0] \$1293 ;
+  wire [9:0] \$1297 ;
   wire \$13 ;
   wire [15:0] \$130 ;
-  wire [9:0] \$1300 ;
-  wire [9:0] \$1304 ;
-  wire [9:0] \$1308 ;
+  wire [9:0] \$1301 ;
+  wire [9:0] \$1305 ;
+  wire [9:0] \$1309 ;
   wire [5:0] \$131 ;
-  wire [9:0] \$1312 ;
-  wire [9:0] \$1316 ;
+  wire [9:0] \$1313 ;
+  wire [9:0] \$1317 ;
   wire [15:0] \$132 ;
-  wire [9:0] \$1320 ;
-  wire [9:0] \$1324 ;
-  wire [9:0] \$1328 ;
+  wire [9:0] \$1321 ;
+  wire [9:0] \$1325 ;
+  wire [9:0] \$1329 ;
   wire [5:0] \$133 ;
-  wire [9:0] \$1332 ;
-  wire [9:0] \$1336 ;
+  wire [9:0] \$1333 ;
+  wire [9:0] \$1337 ;
   wire [15:0] \$134 ;
-  wire [9:0] \$1340 ;
-  wire [9:0] \$1344 ;
-  wire [9:0] \$1348 ;
+  wire [9:0] \$1341 ;
+  wire [9:0] \$1345 ;
+  wire [9:0] \$1349 ;
   wire [5:0] \$135 ;
-  wire [9:0] \$1352 ;
-  wire [9:0] \$1356 ;
+  wire [9:0] \$1353 ;
+  wire [9:0] \$1357 ;
   wire [15:0] \$136 ;
-  wire [9:0] \$1360 ;
-  wire [9:0] \$1364 ;
-  wire [9:0] \$1368 ;
+  wire [9:0] \$1361 ;
+  wire [9:0] \$1365 ;
+  wire [9:0] \$1369 ;
   wire [5:0] \$137 ;
-  wire [9:0] \$1372 ;
-  wire [9:0] \$1376 ;
+  wire [9:0] \$1373 ;
+  wire [9:0] \$1377 ;
   wire [15:0] \$138 ;
-  wire [9:0] \$1380 ;
-  wire [9:0] \$1384 ;
-  wire [9:0] \$1388 ;
+  wire [9:0] \$1381 ;
+  wire [9:0] \$1385 ;
+  wire [9:0] \$1389 ;
   wire [5:0] \$139 ;
-  wire [9:0] \$1392 ;
-  wire [9:0] \$1396 ;
+  wire [9:0] \$1393 ;
+  wire [9:0] \$1397 ;
   reg [4:0] \$14 ;
   wire [15:0] \$140 ;
-  wire [9:0] \$1400 ;
-  wire [9:0] \$1404 ;
-  wire [9:0] \$1408 ;
+  wire [9:0] \$1401 ;
+  wire [9:0] \$1405 ;
+  wire [9:0] \$1409 ;
   wire [5:0] \$141 ;
-  wire [9:0] \$1412 ;
-  wire [9:0] \$1416 ;
+  wire [9:0] \$1413 ;
+  wire [9:0] \$1417 ;
   wire [15:0] \$142 ;
-  wire [9:0] \$1420 ;
-  wire [9:0] \$1424 ;
-  wire [9:0] \$1428 ;
+  wire [9:0] \$1421 ;
+  wire [9:0] \$1425 ;
+  wire [9:0] \$1429 ;
   wire [5:0] \$143 ;
-  wire [9:0] \$1432 ;
-  wire [9:0] \$1436 ;
+  wire [9:0] \$1433 ;
+  wire [9:0] \$1437 ;
   wire [15:0] \$144 ;
-  wire [9:0] \$1440 ;
-  wire [9:0] \$1444 ;
-  wire [9:0] \$1448 ;
+  wire [9:0] \$1441 ;
+  wire [9:0] \$1445 ;
+  wire [9:0] \$1449 ;
   wire [5:0] \$145 ;
-  wire [9:0] \$1452 ;
-  wire [9:0] \$1456 ;
+  wire [9:0] \$1453 ;
+  wire [9:0] \$1457 ;
   wire [15:0] \$146 ;
-  wire [9:0] \$1460 ;
-  wire [9:0] \$1464 ;
-  wire [9:0] \$1468 ;
+  wire [9:0] \$1461 ;
+  wire [9:0] \$1465 ;
+  wire [9:0] \$1469 ;
   wire [5:0] \$147 ;
-  wire [9:0] \$1472 ;
-  wire [9:0] \$1476 ;
+  wire [9:0] \$1473 ;
+  wire [9:0] \$1477 ;
   wire [15:0] \$148 ;
-  wire [9:0] \$1480 ;
-  wire [9:0] \$1484 ;
-  wire [9:0] \$1488 ;
+  wire [9:0] \$1481 ;
+  wire [9:0] \$1485 ;
+  wire [9:0] \$1489 ;
   wire [5:0] \$149 ;
-  wire [9:0] \$1492 ;
-  wire [9:0] \$1496 ;
+  wire [9:0] \$1493 ;
+  wire [9:0] \$1497 ;
   wire [4:0] \$15 ;
   wire [15:0] \$150 ;
-  wire [9:0] \$1500 ;
-  wire [9:0] \$1504 ;
-  wire [9:0] \$1508 ;
+  wire [9:0] \$1501 ;
+  wire [9:0] \$1505 ;
+  wire [9:0] \$1509 ;
   wire [5:0] \$151 ;
-  wire [9:0] \$1512 ;
-  wire [9:0] \$1516 ;
+  wire [9:0] \$1513 ;
+  wire [9:0] \$1517 ;
   wire [15:0] \$152 ;
-  wire [9:0] \$1520 ;
-  wire [9:0] \$1524 ;
-  wire [9:0] \$1528 ;
+  wire [9:0] \$1521 ;
+  wire [9:0] \$1525 ;
+  wire [9:0] \$1529 ;
   wire [5:0] \$153 ;
-  wire [9:0] \$1532 ;
-  wire [9:0] \$1536 ;
+  wire [9:0] \$1533 ;
+  wire [9:0] \$1537 ;
   wire [15:0] \$154 ;
-  wire [9:0] \$1540 ;
-  wire [9:0] \$1544 ;
-  wire [9:0] \$1548 ;
+  wire [9:0] \$1541 ;
+  wire [9:0] \$1545 ;
+  wire [9:0] \$1549 ;
   wire [5:0] \$155 ;
-  wire [9:0] \$1552 ;
-  wire [9:0] \$1556 ;
+  wire [9:0] \$1553 ;
+  wire [9:0] \$1557 ;
   wire [15:0] \$156 ;
-  wire [9:0] \$1560 ;
-  wire [9:0] \$1564 ;
-  wire [9:0] \$1568 ;
+  wire [9:0] \$1561 ;
+  wire [9:0] \$1565 ;
+  wire [9:0] \$1569 ;
   wire [5:0] \$157 ;
-  wire [9:0] \$1572 ;
-  wire [9:0] \$1576 ;
+  wire [9:0] \$1573 ;
+  wire [9:0] \$1577 ;
   wire [15:0] \$158 ;
-  wire [9:0] \$1580 ;
-  wire [9:0] \$1584 ;
-  wire [9:0] \$1588 ;
+  wire [9:0] \$1581 ;
+  wire [9:0] \$1585 ;
+  wire [9:0] \$1589 ;
   wire [5:0] \$159 ;
-  wire [9:0] \$1592 ;
-  wire [9:0] \$1596 ;
+  wire [9:0] \$1593 ;
+  wire [9:0] \$1597 ;
   wire \$16 ;
   wire [15:0] \$160 ;
-  wire [9:0] \$1600 ;
-  wire [9:0] \$1604 ;
-  wire [9:0] \$1608 ;
+  wire [9:0] \$1601 ;
+  wire [9:0] \$1605 ;
+  wire [9:0] \$1609 ;
   wire [5:0] \$161 ;
-  wire [9:0] \$1612 ;
-  wire [9:0] \$1616 ;
+  wire [9:0] \$1613 ;
+  wire [9:0] \$1617 ;
   wire [15:0] \$162 ;
-  wire [9:0] \$1620 ;
-  wire [9:0] \$1624 ;
-  wire [9:0] \$1628 ;
+  wire [9:0] \$1621 ;
+  wire [9:0] \$1625 ;
+  wire [9:0] \$1629 ;
   wire [5:0] \$163 ;
-  wire [9:0] \$1632 ;
-  wire [9:0] \$1636 ;
+  wire [9:0] \$1633 ;
+  wire [9:0] \$1637 ;
   wire [15:0] \$164 ;
-  wire [9:0] \$1640 ;
-  wire [9:0] \$1644 ;
-  wire [9:0] \$1648 ;
+  wire [9:0] \$1641 ;
+  wire [9:0] \$1645 ;
+  wire [9:0] \$1649 ;
   wire [5:0] \$165 ;
-  wire [9:0] \$1652 ;
-  wire [9:0] \$1656 ;
+  wire [9:0] \$1653 ;
+  wire [9:0] \$1657 ;
   wire [15:0] \$166 ;
-  wire [9:0] \$1660 ;
-  wire [9:0] \$1664 ;
-  wire [9:0] \$1668 ;
+  wire [9:0] \$1661 ;
+  wire [9:0] \$1665 ;
+  wire [9:0] \$1669 ;
   wire [5:0] \$167 ;
-  wire [9:0] \$1672 ;
-  wire [9:0] \$1676 ;
+  wire [9:0] \$1673 ;
+  wire [9:0] \$1677 ;
   wire [15:0] \$168 ;
+  wire [9:0] \$1681 ;
+  wire [9:0] \$1685 ;
   wire [5:0] \$169 ;
   reg [4:0] \$17 ;
   wire [15:0] \$170 ;
@@ -6306,441 +9081,441 @@ module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, m
   wire \$372 ;
   wire \$373 ;
   wire \$374 ;
-  wire [31:0] \$375 ;
+  wire \$375 ;
   wire \$376 ;
-  wire [31:0] \$377 ;
-  wire [31:0] \$378 ;
+  wire \$377 ;
+  wire \$378 ;
   wire \$379 ;
   reg [4:0] \$38 ;
-  wire [31:0] \$380 ;
-  wire [31:0] \$381 ;
+  wire \$380 ;
+  wire \$381 ;
   wire \$382 ;
   wire [31:0] \$383 ;
-  wire [31:0] \$384 ;
-  wire \$385 ;
+  wire \$384 ;
+  wire [31:0] \$385 ;
   wire [31:0] \$386 ;
-  wire [31:0] \$387 ;
-  wire \$388 ;
+  wire \$387 ;
+  wire [31:0] \$388 ;
   wire [31:0] \$389 ;
   wire [4:0] \$39 ;
-  wire [31:0] \$390 ;
-  wire \$391 ;
+  wire \$390 ;
+  wire [31:0] \$391 ;
   wire [31:0] \$392 ;
-  wire [31:0] \$393 ;
-  wire \$394 ;
+  wire \$393 ;
+  wire [31:0] \$394 ;
   wire [31:0] \$395 ;
-  wire [31:0] \$396 ;
-  wire \$397 ;
+  wire \$396 ;
+  wire [31:0] \$397 ;
   wire [31:0] \$398 ;
-  wire [31:0] \$399 ;
+  wire \$399 ;
   wire \$4 ;
   wire \$40 ;
-  wire \$400 ;
+  wire [31:0] \$400 ;
   wire [31:0] \$401 ;
-  wire [31:0] \$402 ;
-  wire \$403 ;
+  wire \$402 ;
+  wire [31:0] \$403 ;
   wire [31:0] \$404 ;
-  wire [31:0] \$405 ;
-  wire \$406 ;
+  wire \$405 ;
+  wire [31:0] \$406 ;
   wire [31:0] \$407 ;
-  wire [31:0] \$408 ;
-  wire \$409 ;
+  wire \$408 ;
+  wire [31:0] \$409 ;
   reg [4:0] \$41 ;
   wire [31:0] \$410 ;
-  wire [31:0] \$411 ;
-  wire \$412 ;
+  wire \$411 ;
+  wire [31:0] \$412 ;
   wire [31:0] \$413 ;
-  wire [31:0] \$414 ;
-  wire \$415 ;
+  wire \$414 ;
+  wire [31:0] \$415 ;
   wire [31:0] \$416 ;
-  wire [31:0] \$417 ;
-  wire \$418 ;
+  wire \$417 ;
+  wire [31:0] \$418 ;
   wire [31:0] \$419 ;
   wire [4:0] \$42 ;
-  wire [31:0] \$420 ;
-  wire \$421 ;
+  wire \$420 ;
+  wire [31:0] \$421 ;
   wire [31:0] \$422 ;
-  wire [31:0] \$423 ;
-  wire \$424 ;
+  wire \$423 ;
+  wire [31:0] \$424 ;
   wire [31:0] \$425 ;
-  wire [31:0] \$426 ;
-  wire \$427 ;
+  wire \$426 ;
+  wire [31:0] \$427 ;
   wire [31:0] \$428 ;
-  wire [31:0] \$429 ;
+  wire \$429 ;
   wire \$43 ;
-  wire \$430 ;
+  wire [31:0] \$430 ;
   wire [31:0] \$431 ;
-  wire [31:0] \$432 ;
-  wire \$433 ;
+  wire \$432 ;
+  wire [31:0] \$433 ;
   wire [31:0] \$434 ;
-  wire [31:0] \$435 ;
-  wire \$436 ;
+  wire \$435 ;
+  wire [31:0] \$436 ;
   wire [31:0] \$437 ;
-  wire [31:0] \$438 ;
-  wire \$439 ;
+  wire \$438 ;
+  wire [31:0] \$439 ;
   reg [4:0] \$44 ;
   wire [31:0] \$440 ;
-  wire [31:0] \$441 ;
-  wire \$442 ;
+  wire \$441 ;
+  wire [31:0] \$442 ;
   wire [31:0] \$443 ;
-  wire [31:0] \$444 ;
-  wire \$445 ;
+  wire \$444 ;
+  wire [31:0] \$445 ;
   wire [31:0] \$446 ;
-  wire [31:0] \$447 ;
-  wire \$448 ;
+  wire \$447 ;
+  wire [31:0] \$448 ;
   wire [31:0] \$449 ;
   wire [4:0] \$45 ;
-  wire [31:0] \$450 ;
-  wire \$451 ;
+  wire \$450 ;
+  wire [31:0] \$451 ;
   wire [31:0] \$452 ;
-  wire [31:0] \$453 ;
-  wire \$454 ;
+  wire \$453 ;
+  wire [31:0] \$454 ;
   wire [31:0] \$455 ;
-  wire [31:0] \$456 ;
-  wire \$457 ;
+  wire \$456 ;
+  wire [31:0] \$457 ;
   wire [31:0] \$458 ;
-  wire [31:0] \$459 ;
+  wire \$459 ;
   wire \$46 ;
-  wire \$460 ;
+  wire [31:0] \$460 ;
   wire [31:0] \$461 ;
-  wire [31:0] \$462 ;
-  wire \$463 ;
+  wire \$462 ;
+  wire [31:0] \$463 ;
   wire [31:0] \$464 ;
-  wire [31:0] \$465 ;
-  wire \$466 ;
+  wire \$465 ;
+  wire [31:0] \$466 ;
   wire [31:0] \$467 ;
-  wire [31:0] \$468 ;
-  wire \$469 ;
+  wire \$468 ;
+  wire [31:0] \$469 ;
   reg [4:0] \$47 ;
   wire [31:0] \$470 ;
-  wire [31:0] \$471 ;
-  wire \$472 ;
+  wire \$471 ;
+  wire [31:0] \$472 ;
   wire [31:0] \$473 ;
-  wire [31:0] \$474 ;
-  wire \$475 ;
+  wire \$474 ;
+  wire [31:0] \$475 ;
   wire [31:0] \$476 ;
-  wire [31:0] \$477 ;
-  wire \$478 ;
+  wire \$477 ;
+  wire [31:0] \$478 ;
   wire [31:0] \$479 ;
   wire [4:0] \$48 ;
-  wire [31:0] \$480 ;
-  wire \$481 ;
+  wire \$480 ;
+  wire [31:0] \$481 ;
   wire [31:0] \$482 ;
-  wire [31:0] \$483 ;
-  wire \$484 ;
+  wire \$483 ;
+  wire [31:0] \$484 ;
   wire [31:0] \$485 ;
-  wire [31:0] \$486 ;
-  wire \$487 ;
+  wire \$486 ;
+  wire [31:0] \$487 ;
   wire [31:0] \$488 ;
-  wire [31:0] \$489 ;
+  wire \$489 ;
   wire \$49 ;
-  wire \$490 ;
+  wire [31:0] \$490 ;
   wire [31:0] \$491 ;
-  wire [31:0] \$492 ;
-  wire \$493 ;
+  wire \$492 ;
+  wire [31:0] \$493 ;
   wire [31:0] \$494 ;
-  wire [31:0] \$495 ;
-  wire \$496 ;
+  wire \$495 ;
+  wire [31:0] \$496 ;
   wire [31:0] \$497 ;
-  wire [31:0] \$498 ;
-  wire \$499 ;
+  wire \$498 ;
+  wire [31:0] \$499 ;
   reg [4:0] \$5 ;
   reg [4:0] \$50 ;
   wire [31:0] \$500 ;
-  wire [31:0] \$501 ;
-  wire \$502 ;
+  wire \$501 ;
+  wire [31:0] \$502 ;
   wire [31:0] \$503 ;
-  wire [31:0] \$504 ;
-  wire \$505 ;
+  wire \$504 ;
+  wire [31:0] \$505 ;
   wire [31:0] \$506 ;
-  wire [31:0] \$507 ;
-  wire \$508 ;
+  wire \$507 ;
+  wire [31:0] \$508 ;
   wire [31:0] \$509 ;
   wire [4:0] \$51 ;
-  wire [31:0] \$510 ;
-  wire \$511 ;
+  wire \$510 ;
+  wire [31:0] \$511 ;
   wire [31:0] \$512 ;
-  wire [31:0] \$513 ;
-  wire \$514 ;
+  wire \$513 ;
+  wire [31:0] \$514 ;
   wire [31:0] \$515 ;
-  wire [31:0] \$516 ;
-  wire \$517 ;
+  wire \$516 ;
+  wire [31:0] \$517 ;
   wire [31:0] \$518 ;
-  wire [31:0] \$519 ;
+  wire \$519 ;
   wire \$52 ;
-  wire \$520 ;
+  wire [31:0] \$520 ;
   wire [31:0] \$521 ;
-  wire [31:0] \$522 ;
-  wire \$523 ;
+  wire \$522 ;
+  wire [31:0] \$523 ;
   wire [31:0] \$524 ;
-  wire [31:0] \$525 ;
-  wire \$526 ;
+  wire \$525 ;
+  wire [31:0] \$526 ;
   wire [31:0] \$527 ;
-  wire [31:0] \$528 ;
-  wire \$529 ;
+  wire \$528 ;
+  wire [31:0] \$529 ;
   reg [4:0] \$53 ;
   wire [31:0] \$530 ;
-  wire [31:0] \$531 ;
-  wire \$532 ;
+  wire \$531 ;
+  wire [31:0] \$532 ;
   wire [31:0] \$533 ;
-  wire [31:0] \$534 ;
-  wire \$535 ;
+  wire \$534 ;
+  wire [31:0] \$535 ;
   wire [31:0] \$536 ;
-  wire [31:0] \$537 ;
-  wire \$538 ;
+  wire \$537 ;
+  wire [31:0] \$538 ;
   wire [31:0] \$539 ;
   wire [4:0] \$54 ;
-  wire [31:0] \$540 ;
-  wire \$541 ;
+  wire \$540 ;
+  wire [31:0] \$541 ;
   wire [31:0] \$542 ;
-  wire [31:0] \$543 ;
-  wire \$544 ;
+  wire \$543 ;
+  wire [31:0] \$544 ;
   wire [31:0] \$545 ;
-  wire [31:0] \$546 ;
-  wire \$547 ;
+  wire \$546 ;
+  wire [31:0] \$547 ;
   wire [31:0] \$548 ;
-  wire [31:0] \$549 ;
+  wire \$549 ;
   wire \$55 ;
-  wire \$550 ;
+  wire [31:0] \$550 ;
   wire [31:0] \$551 ;
-  wire [31:0] \$552 ;
-  wire \$553 ;
+  wire \$552 ;
+  wire [31:0] \$553 ;
   wire [31:0] \$554 ;
-  wire [31:0] \$555 ;
-  wire \$556 ;
+  wire \$555 ;
+  wire [31:0] \$556 ;
   wire [31:0] \$557 ;
-  wire [31:0] \$558 ;
-  wire \$559 ;
+  wire \$558 ;
+  wire [31:0] \$559 ;
   reg [4:0] \$56 ;
   wire [31:0] \$560 ;
-  wire [31:0] \$561 ;
-  wire \$562 ;
+  wire \$561 ;
+  wire [31:0] \$562 ;
   wire [31:0] \$563 ;
-  wire [31:0] \$564 ;
-  wire \$565 ;
+  wire \$564 ;
+  wire [31:0] \$565 ;
   wire [31:0] \$566 ;
-  wire [31:0] \$567 ;
-  wire \$568 ;
+  wire \$567 ;
+  wire [31:0] \$568 ;
   wire [31:0] \$569 ;
   wire [4:0] \$57 ;
-  wire [31:0] \$570 ;
-  wire \$571 ;
+  wire \$570 ;
+  wire [31:0] \$571 ;
   wire [31:0] \$572 ;
-  wire [31:0] \$573 ;
-  wire \$574 ;
+  wire \$573 ;
+  wire [31:0] \$574 ;
   wire [31:0] \$575 ;
-  wire [31:0] \$576 ;
-  wire \$577 ;
+  wire \$576 ;
+  wire [31:0] \$577 ;
   wire [31:0] \$578 ;
-  wire [31:0] \$579 ;
+  wire \$579 ;
   wire \$58 ;
-  wire \$580 ;
+  wire [31:0] \$580 ;
   wire [31:0] \$581 ;
-  wire [31:0] \$582 ;
-  wire \$583 ;
+  wire \$582 ;
+  wire [31:0] \$583 ;
   wire [31:0] \$584 ;
-  wire [31:0] \$585 ;
-  wire \$586 ;
+  wire \$585 ;
+  wire [31:0] \$586 ;
   wire [31:0] \$587 ;
-  wire [31:0] \$588 ;
-  wire \$589 ;
+  wire \$588 ;
+  wire [31:0] \$589 ;
   reg [4:0] \$59 ;
   wire [31:0] \$590 ;
-  wire [31:0] \$591 ;
-  wire \$592 ;
+  wire \$591 ;
+  wire [31:0] \$592 ;
   wire [31:0] \$593 ;
-  wire [31:0] \$594 ;
-  wire \$595 ;
+  wire \$594 ;
+  wire [31:0] \$595 ;
   wire [31:0] \$596 ;
-  wire [31:0] \$597 ;
-  wire \$598 ;
+  wire \$597 ;
+  wire [31:0] \$598 ;
   wire [31:0] \$599 ;
   wire [4:0] \$6 ;
   wire [4:0] \$60 ;
-  wire [31:0] \$600 ;
-  wire \$601 ;
+  wire \$600 ;
+  wire [31:0] \$601 ;
   wire [31:0] \$602 ;
-  wire [31:0] \$603 ;
-  wire \$604 ;
+  wire \$603 ;
+  wire [31:0] \$604 ;
   wire [31:0] \$605 ;
-  wire [31:0] \$606 ;
-  wire \$607 ;
+  wire \$606 ;
+  wire [31:0] \$607 ;
   wire [31:0] \$608 ;
-  wire [31:0] \$609 ;
+  wire \$609 ;
   wire \$61 ;
-  wire \$610 ;
+  wire [31:0] \$610 ;
   wire [31:0] \$611 ;
-  wire [31:0] \$612 ;
-  wire \$613 ;
+  wire \$612 ;
+  wire [31:0] \$613 ;
   wire [31:0] \$614 ;
-  wire [31:0] \$615 ;
-  wire \$616 ;
+  wire \$615 ;
+  wire [31:0] \$616 ;
   wire [31:0] \$617 ;
-  wire [31:0] \$618 ;
-  wire \$619 ;
+  wire \$618 ;
+  wire [31:0] \$619 ;
   reg [4:0] \$62 ;
   wire [31:0] \$620 ;
-  wire [31:0] \$621 ;
-  wire \$622 ;
+  wire \$621 ;
+  wire [31:0] \$622 ;
   wire [31:0] \$623 ;
-  wire [31:0] \$624 ;
-  wire \$625 ;
+  wire \$624 ;
+  wire [31:0] \$625 ;
   wire [31:0] \$626 ;
-  wire [31:0] \$627 ;
-  wire \$628 ;
+  wire \$627 ;
+  wire [31:0] \$628 ;
   wire [31:0] \$629 ;
   wire [4:0] \$63 ;
-  wire [31:0] \$630 ;
-  wire \$631 ;
+  wire \$630 ;
+  wire [31:0] \$631 ;
   wire [31:0] \$632 ;
-  wire [31:0] \$633 ;
-  wire \$634 ;
+  wire \$633 ;
+  wire [31:0] \$634 ;
   wire [31:0] \$635 ;
-  wire [31:0] \$636 ;
-  wire \$637 ;
+  wire \$636 ;
+  wire [31:0] \$637 ;
   wire [31:0] \$638 ;
-  wire [31:0] \$639 ;
+  wire \$639 ;
   wire \$64 ;
-  wire \$640 ;
+  wire [31:0] \$640 ;
   wire [31:0] \$641 ;
-  wire [31:0] \$642 ;
-  wire \$643 ;
+  wire \$642 ;
+  wire [31:0] \$643 ;
   wire [31:0] \$644 ;
-  wire [31:0] \$645 ;
-  wire \$646 ;
+  wire \$645 ;
+  wire [31:0] \$646 ;
   wire [31:0] \$647 ;
-  wire [31:0] \$648 ;
-  wire \$649 ;
+  wire \$648 ;
+  wire [31:0] \$649 ;
   reg [4:0] \$65 ;
   wire [31:0] \$650 ;
-  wire [31:0] \$651 ;
-  wire \$652 ;
+  wire \$651 ;
+  wire [31:0] \$652 ;
   wire [31:0] \$653 ;
-  wire [31:0] \$654 ;
-  wire \$655 ;
+  wire \$654 ;
+  wire [31:0] \$655 ;
   wire [31:0] \$656 ;
-  wire [31:0] \$657 ;
-  wire \$658 ;
+  wire \$657 ;
+  wire [31:0] \$658 ;
   wire [31:0] \$659 ;
   wire [4:0] \$66 ;
-  wire [31:0] \$660 ;
-  wire \$661 ;
+  wire \$660 ;
+  wire [31:0] \$661 ;
   wire [31:0] \$662 ;
-  wire [31:0] \$663 ;
-  wire \$664 ;
+  wire \$663 ;
+  wire [31:0] \$664 ;
   wire [31:0] \$665 ;
-  wire [31:0] \$666 ;
-  wire \$667 ;
+  wire \$666 ;
+  wire [31:0] \$667 ;
   wire [31:0] \$668 ;
-  wire [31:0] \$669 ;
+  wire \$669 ;
   wire \$67 ;
-  wire \$670 ;
+  wire [31:0] \$670 ;
   wire [31:0] \$671 ;
-  wire [31:0] \$672 ;
-  wire \$673 ;
+  wire \$672 ;
+  wire [31:0] \$673 ;
   wire [31:0] \$674 ;
-  wire [31:0] \$675 ;
-  wire \$676 ;
+  wire \$675 ;
+  wire [31:0] \$676 ;
   wire [31:0] \$677 ;
-  wire [31:0] \$678 ;
-  wire \$679 ;
+  wire \$678 ;
+  wire [31:0] \$679 ;
   reg [4:0] \$68 ;
   wire [31:0] \$680 ;
-  wire [31:0] \$681 ;
-  wire \$682 ;
+  wire \$681 ;
+  wire [31:0] \$682 ;
   wire [31:0] \$683 ;
-  wire [31:0] \$684 ;
-  wire \$685 ;
+  wire \$684 ;
+  wire [31:0] \$685 ;
   wire [31:0] \$686 ;
-  wire [31:0] \$687 ;
-  wire \$688 ;
+  wire \$687 ;
+  wire [31:0] \$688 ;
   wire [31:0] \$689 ;
   wire [4:0] \$69 ;
-  wire [31:0] \$690 ;
-  wire \$691 ;
+  wire \$690 ;
+  wire [31:0] \$691 ;
   wire [31:0] \$692 ;
-  wire [31:0] \$693 ;
-  wire \$694 ;
+  wire \$693 ;
+  wire [31:0] \$694 ;
   wire [31:0] \$695 ;
-  wire [31:0] \$696 ;
-  wire \$697 ;
+  wire \$696 ;
+  wire [31:0] \$697 ;
   wire [31:0] \$698 ;
-  wire [31:0] \$699 ;
+  wire \$699 ;
   wire \$7 ;
   wire \$70 ;
-  wire \$700 ;
+  wire [31:0] \$700 ;
   wire [31:0] \$701 ;
-  wire [31:0] \$702 ;
-  wire \$703 ;
+  wire \$702 ;
+  wire [31:0] \$703 ;
   wire [31:0] \$704 ;
-  wire [31:0] \$705 ;
-  wire \$706 ;
+  wire \$705 ;
+  wire [31:0] \$706 ;
   wire [31:0] \$707 ;
-  wire [31:0] \$708 ;
-  wire \$709 ;
+  wire \$708 ;
+  wire [31:0] \$709 ;
   reg [4:0] \$71 ;
   wire [31:0] \$710 ;
-  wire [31:0] \$711 ;
-  wire \$712 ;
+  wire \$711 ;
+  wire [31:0] \$712 ;
   wire [31:0] \$713 ;
-  wire [31:0] \$714 ;
-  wire \$715 ;
+  wire \$714 ;
+  wire [31:0] \$715 ;
   wire [31:0] \$716 ;
-  wire [31:0] \$717 ;
-  wire \$718 ;
+  wire \$717 ;
+  wire [31:0] \$718 ;
   wire [31:0] \$719 ;
   wire [4:0] \$72 ;
-  wire [31:0] \$720 ;
-  wire \$721 ;
+  wire \$720 ;
+  wire [31:0] \$721 ;
   wire [31:0] \$722 ;
-  wire [31:0] \$723 ;
-  wire \$724 ;
+  wire \$723 ;
+  wire [31:0] \$724 ;
   wire [31:0] \$725 ;
-  wire [31:0] \$726 ;
-  wire \$727 ;
+  wire \$726 ;
+  wire [31:0] \$727 ;
   wire [31:0] \$728 ;
-  wire [31:0] \$729 ;
+  wire \$729 ;
   wire \$73 ;
-  wire \$730 ;
+  wire [31:0] \$730 ;
   wire [31:0] \$731 ;
-  wire [31:0] \$732 ;
-  wire \$733 ;
+  wire \$732 ;
+  wire [31:0] \$733 ;
   wire [31:0] \$734 ;
-  wire [31:0] \$735 ;
-  wire \$736 ;
+  wire \$735 ;
+  wire [31:0] \$736 ;
   wire [31:0] \$737 ;
-  wire [31:0] \$738 ;
-  wire \$739 ;
+  wire \$738 ;
+  wire [31:0] \$739 ;
   reg [4:0] \$74 ;
   wire [31:0] \$740 ;
-  wire [31:0] \$741 ;
-  wire \$742 ;
+  wire \$741 ;
+  wire [31:0] \$742 ;
   wire [31:0] \$743 ;
-  wire [31:0] \$744 ;
-  wire \$745 ;
+  wire \$744 ;
+  wire [31:0] \$745 ;
   wire [31:0] \$746 ;
-  wire [31:0] \$747 ;
-  wire \$748 ;
+  wire \$747 ;
+  wire [31:0] \$748 ;
   wire [31:0] \$749 ;
   wire [4:0] \$75 ;
-  wire [31:0] \$750 ;
-  wire \$751 ;
+  wire \$750 ;
+  wire [31:0] \$751 ;
   wire [31:0] \$752 ;
-  wire [31:0] \$753 ;
-  wire \$754 ;
+  wire \$753 ;
+  wire [31:0] \$754 ;
   wire [31:0] \$755 ;
-  wire [31:0] \$756 ;
-  wire \$757 ;
+  wire \$756 ;
+  wire [31:0] \$757 ;
   wire [31:0] \$758 ;
-  reg [4:0] \$759 ;
+  wire \$759 ;
   wire \$76 ;
-  reg [4:0] \$760 ;
-  reg [4:0] \$761 ;
-  reg [4:0] \$762 ;
-  reg [4:0] \$763 ;
-  reg [4:0] \$764 ;
-  reg [4:0] \$765 ;
-  reg [4:0] \$766 ;
+  wire [31:0] \$760 ;
+  wire [31:0] \$761 ;
+  wire \$762 ;
+  wire [31:0] \$763 ;
+  wire [31:0] \$764 ;
+  wire \$765 ;
+  wire [31:0] \$766 ;
   reg [4:0] \$767 ;
   reg [4:0] \$768 ;
   reg [4:0] \$769 ;
@@ -6768,34 +9543,34 @@ module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, m
   reg [4:0] \$789 ;
   wire \$79 ;
   reg [4:0] \$790 ;
-  reg \$791 ;
-  reg \$792 ;
-  reg [6:0] \$793 ;
-  reg [5:0] \$794 ;
-  reg [511:0] \$795 ;
-  reg \$796 ;
-  reg \$797 ;
-  reg \$798 ;
+  reg [4:0] \$791 ;
+  reg [4:0] \$792 ;
+  reg [4:0] \$793 ;
+  reg [4:0] \$794 ;
+  reg [4:0] \$795 ;
+  reg [4:0] \$796 ;
+  reg [4:0] \$797 ;
+  reg [4:0] \$798 ;
   reg \$799 ;
   reg [4:0] \$8 ;
   reg [4:0] \$80 ;
-  reg [6:0] \$800 ;
+  reg \$800 ;
   reg [6:0] \$801 ;
   reg [5:0] \$802 ;
-  reg [5:0] \$803 ;
+  reg [511:0] \$803 ;
   reg \$804 ;
   reg \$805 ;
-  reg [6:0] \$806 ;
-  reg [6:0] \$807 ;
-  reg [15:0] \$808 ;
-  reg [31:0] \$809 ;
+  reg \$806 ;
+  reg \$807 ;
+  reg [6:0] \$808 ;
+  reg [6:0] \$809 ;
   wire [4:0] \$81 ;
-  reg [15:0] \$810 ;
-  reg [31:0] \$811 ;
-  reg [15:0] \$812 ;
-  reg [31:0] \$813 ;
-  reg [15:0] \$814 ;
-  reg [31:0] \$815 ;
+  reg [5:0] \$810 ;
+  reg [5:0] \$811 ;
+  reg \$812 ;
+  reg \$813 ;
+  reg [6:0] \$814 ;
+  reg [6:0] \$815 ;
   reg [15:0] \$816 ;
   reg [31:0] \$817 ;
   reg [15:0] \$818 ;
@@ -7001,49 +9776,49 @@ module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, m
   reg [31:0] \$999 ;
   reg [1023:0] \$signal  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   wire [6:0] \$signature__addr ;
+  wire [6:0] \$signature__addr$501 ;
   (* init = 7'h00 *)
-  wire [6:0] \$signature__addr$499 ;
+  wire [6:0] \$signature__addr$504 ;
+  wire [6:0] \$signature__addr$505 ;
+  wire [6:0] \$signature__addr$544 ;
+  wire [6:0] \$signature__addr$548 ;
   (* init = 7'h00 *)
-  wire [6:0] \$signature__addr$500 ;
-  wire [6:0] \$signature__addr$535 ;
+  wire [6:0] \$signature__addr$550 ;
+  wire [6:0] \$signature__addr$551 ;
+  wire [6:0] \$signature__addr$586 ;
+  wire [6:0] \$signature__addr$590 ;
   (* init = 7'h00 *)
-  wire [6:0] \$signature__addr$539 ;
+  wire [6:0] \$signature__addr$592 ;
+  wire [6:0] \$signature__addr$593 ;
+  wire [6:0] \$signature__addr$628 ;
+  wire [6:0] \$signature__addr$632 ;
   (* init = 7'h00 *)
-  wire [6:0] \$signature__addr$540 ;
-  wire [6:0] \$signature__addr$575 ;
-  (* init = 7'h00 *)
-  wire [6:0] \$signature__addr$579 ;
-  (* init = 7'h00 *)
-  wire [6:0] \$signature__addr$580 ;
-  wire [6:0] \$signature__addr$615 ;
-  (* init = 7'h00 *)
-  wire [6:0] \$signature__addr$619 ;
-  (* init = 7'h00 *)
-  wire [6:0] \$signature__addr$620 ;
+  wire [6:0] \$signature__addr$634 ;
+  wire [6:0] \$signature__addr$635 ;
   wire [511:0] \$signature__data ;
-  wire [1023:0] \$signature__data$502 ;
-  wire [511:0] \$signature__data$536 ;
-  wire [1023:0] \$signature__data$542 ;
-  wire [511:0] \$signature__data$576 ;
-  wire [1023:0] \$signature__data$582 ;
-  wire [511:0] \$signature__data$616 ;
-  wire [1023:0] \$signature__data$622 ;
-  wire [1023:0] \$signature__data$700 ;
-  wire [1023:0] \$signature__data$701 ;
-  wire [1023:0] \$signature__data$702 ;
-  wire [1023:0] \$signature__data$703 ;
+  wire [1023:0] \$signature__data$510 ;
+  wire [511:0] \$signature__data$545 ;
+  wire [1023:0] \$signature__data$553 ;
+  wire [511:0] \$signature__data$587 ;
+  wire [1023:0] \$signature__data$595 ;
+  wire [511:0] \$signature__data$629 ;
+  wire [1023:0] \$signature__data$637 ;
+  wire [511:0] \$signature__data$671 ;
+  wire [511:0] \$signature__data$674 ;
+  wire [511:0] \$signature__data$676 ;
+  wire [511:0] \$signature__data$678 ;
+  wire [1023:0] \$signature__data$725 ;
+  wire [1023:0] \$signature__data$726 ;
+  wire [1023:0] \$signature__data$727 ;
+  wire [1023:0] \$signature__data$728 ;
   wire \$signature__en ;
-  (* init = 1'h0 *)
-  wire \$signature__en$501 ;
-  wire \$signature__en$537 ;
-  (* init = 1'h0 *)
-  wire \$signature__en$541 ;
-  wire \$signature__en$577 ;
-  (* init = 1'h0 *)
-  wire \$signature__en$581 ;
-  wire \$signature__en$617 ;
-  (* init = 1'h0 *)
-  wire \$signature__en$621 ;
+  wire \$signature__en$507 ;
+  wire \$signature__en$546 ;
+  wire \$signature__en$552 ;
+  wire \$signature__en$588 ;
+  wire \$signature__en$594 ;
+  wire \$signature__en$630 ;
+  wire \$signature__en$636 ;
   input [6:0] acc_addr;
   wire [6:0] acc_addr;
   reg [6:0] acc_addr_d1 = 7'h00;
@@ -7051,14 +9826,30 @@ module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, m
   reg [6:0] \acc_addr_d1$55  = 7'h00;
   reg [6:0] acc_addr_d2 = 7'h00;
   reg [6:0] \acc_addr_d2$56  = 7'h00;
+  input [1023:0] acc_data;
+  wire [1023:0] acc_data;
   reg [6:0] acc_fold__addr;
-  wire [6:0] \acc_fold__addr$657 ;
-  wire [6:0] \acc_fold__addr$658 ;
-  wire [6:0] \acc_fold__addr$659 ;
+  wire [6:0] \acc_fold__addr$682 ;
+  wire [6:0] \acc_fold__addr$683 ;
+  wire [6:0] \acc_fold__addr$684 ;
   wire [1023:0] acc_fold__data;
-  wire [1023:0] \acc_fold__data$662 ;
-  wire [1023:0] \acc_fold__data$663 ;
-  wire [1023:0] \acc_fold__data$664 ;
+  wire [1023:0] \acc_fold__data$687 ;
+  wire [1023:0] \acc_fold__data$688 ;
+  wire [1023:0] \acc_fold__data$689 ;
+  input [1:0] acc_row;
+  wire [1:0] acc_row;
+  wire [6:0] acc_s__addr;
+  wire [6:0] \acc_s__addr$549 ;
+  wire [6:0] \acc_s__addr$591 ;
+  wire [6:0] \acc_s__addr$633 ;
+  wire [1023:0] acc_s__data;
+  wire [1023:0] \acc_s__data$675 ;
+  wire [1023:0] \acc_s__data$677 ;
+  wire [1023:0] \acc_s__data$679 ;
+  input acc_we;
+  wire acc_we;
+  input [6:0] acc_word;
+  wire [6:0] acc_word;
   input [5:0] active;
   wire [5:0] active;
   reg [5:0] active_d1 = 6'h00;
@@ -7066,9 +9857,9 @@ module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, m
   reg [5:0] active_d2 = 6'h00;
   reg [6:0] addr = 7'h00;
   wire [6:0] bank_r__addr;
-  wire [6:0] \bank_r__addr$538 ;
-  wire [6:0] \bank_r__addr$578 ;
-  wire [6:0] \bank_r__addr$618 ;
+  wire [6:0] \bank_r__addr$547 ;
+  wire [6:0] \bank_r__addr$589 ;
+  wire [6:0] \bank_r__addr$631 ;
   wire [511:0] bank_r__data;
   wire [511:0] \bank_r__data$156 ;
   wire [511:0] \bank_r__data$253 ;
@@ -7467,6 +10258,15 @@ module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, m
   reg [31:0] product_r_3_7 = 32'd0;
   reg [31:0] product_r_3_8 = 32'd0;
   reg [31:0] product_r_3_9 = 32'd0;
+  output [1023:0] rd_acc_data;
+  reg [1023:0] rd_acc_data;
+  input [6:0] rd_addr;
+  wire [6:0] rd_addr;
+  output [511:0] rd_in_data;
+  reg [511:0] rd_in_data;
+  reg [1:0] rd_row = 2'h0;
+  input [1:0] \rd_row$447 ;
+  wire [1:0] \rd_row$447 ;
   wire [6:0] read_addr;
   reg [1023:0] read_data;
   input rst;
@@ -7604,6 +10404,7 @@ module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, m
   output [511:0] sum_fp16;
   wire [511:0] sum_fp16;
   (* init = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000 *)
+  output [1023:0] sum_fp32;
   wire [1023:0] sum_fp32;
   reg [511:0] w_d1 = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   input [511:0] w_data;
@@ -7869,11 +10670,16 @@ module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, m
     acc_bank0[127] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   end
   always @(posedge clk) begin
-    if (\mac_d2$54 )
-      acc_bank0[\acc_addr_d2$56 ] <= { sum_0_31, sum_0_30, sum_0_29, sum_0_28, sum_0_27, sum_0_26, sum_0_25, sum_0_24, sum_0_23, sum_0_22, sum_0_21, sum_0_20, sum_0_19, sum_0_18, sum_0_17, sum_0_16, sum_0_15, sum_0_14, sum_0_13, sum_0_12, sum_0_11, sum_0_10, sum_0_9, sum_0_8, sum_0_7, sum_0_6, sum_0_5, sum_0_4, sum_0_3, sum_0_2, sum_0_1, sum_0_0 };
+    if (\$signature__en$507 )
+      acc_bank0[\$signature__addr$505 ] <= \$signature__data$510 ;
   end
+  reg [1023:0] _0_;
+  always @(posedge clk) begin
+    _0_ <= acc_bank0[rd_addr];
+  end
+  assign acc_s__data = _0_;
   assign acc_fold__data = acc_bank0[acc_fold__addr];
-  assign \$signature__data$700  = acc_bank0[acc_addr_d2];
+  assign \$signature__data$725  = acc_bank0[acc_addr_d2];
   reg [1023:0] acc_bank1 [127:0];
   initial begin
     acc_bank1[0] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
@@ -8006,11 +10812,16 @@ module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, m
     acc_bank1[127] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   end
   always @(posedge clk) begin
-    if (\mac_d2$54 )
-      acc_bank1[\acc_addr_d2$56 ] <= { sum_1_31, sum_1_30, sum_1_29, sum_1_28, sum_1_27, sum_1_26, sum_1_25, sum_1_24, sum_1_23, sum_1_22, sum_1_21, sum_1_20, sum_1_19, sum_1_18, sum_1_17, sum_1_16, sum_1_15, sum_1_14, sum_1_13, sum_1_12, sum_1_11, sum_1_10, sum_1_9, sum_1_8, sum_1_7, sum_1_6, sum_1_5, sum_1_4, sum_1_3, sum_1_2, sum_1_1, sum_1_0 };
+    if (\$signature__en$552 )
+      acc_bank1[\$signature__addr$551 ] <= \$signature__data$553 ;
   end
-  assign \acc_fold__data$662  = acc_bank1[acc_fold__addr];
-  assign \$signature__data$701  = acc_bank1[acc_addr_d2];
+  reg [1023:0] _1_;
+  always @(posedge clk) begin
+    _1_ <= acc_bank1[rd_addr];
+  end
+  assign \acc_s__data$675  = _1_;
+  assign \acc_fold__data$687  = acc_bank1[acc_fold__addr];
+  assign \$signature__data$726  = acc_bank1[acc_addr_d2];
   reg [1023:0] acc_bank2 [127:0];
   initial begin
     acc_bank2[0] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
@@ -8143,11 +10954,16 @@ module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, m
     acc_bank2[127] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   end
   always @(posedge clk) begin
-    if (\mac_d2$54 )
-      acc_bank2[\acc_addr_d2$56 ] <= { sum_2_31, sum_2_30, sum_2_29, sum_2_28, sum_2_27, sum_2_26, sum_2_25, sum_2_24, sum_2_23, sum_2_22, sum_2_21, sum_2_20, sum_2_19, sum_2_18, sum_2_17, sum_2_16, sum_2_15, sum_2_14, sum_2_13, sum_2_12, sum_2_11, sum_2_10, sum_2_9, sum_2_8, sum_2_7, sum_2_6, sum_2_5, sum_2_4, sum_2_3, sum_2_2, sum_2_1, sum_2_0 };
+    if (\$signature__en$594 )
+      acc_bank2[\$signature__addr$593 ] <= \$signature__data$595 ;
   end
-  assign \acc_fold__data$663  = acc_bank2[acc_fold__addr];
-  assign \$signature__data$702  = acc_bank2[acc_addr_d2];
+  reg [1023:0] _2_;
+  always @(posedge clk) begin
+    _2_ <= acc_bank2[rd_addr];
+  end
+  assign \acc_s__data$677  = _2_;
+  assign \acc_fold__data$688  = acc_bank2[acc_fold__addr];
+  assign \$signature__data$727  = acc_bank2[acc_addr_d2];
   reg [1023:0] acc_bank3 [127:0];
   initial begin
     acc_bank3[0] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
@@ -8280,11 +11096,16 @@ module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, m
     acc_bank3[127] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   end
   always @(posedge clk) begin
-    if (\mac_d2$54 )
-      acc_bank3[\acc_addr_d2$56 ] <= { sum_3_31, sum_3_30, sum_3_29, sum_3_28, sum_3_27, sum_3_26, sum_3_25, sum_3_24, sum_3_23, sum_3_22, sum_3_21, sum_3_20, sum_3_19, sum_3_18, sum_3_17, sum_3_16, sum_3_15, sum_3_14, sum_3_13, sum_3_12, sum_3_11, sum_3_10, sum_3_9, sum_3_8, sum_3_7, sum_3_6, sum_3_5, sum_3_4, sum_3_3, sum_3_2, sum_3_1, sum_3_0 };
+    if (\$signature__en$636 )
+      acc_bank3[\$signature__addr$635 ] <= \$signature__data$637 ;
   end
-  assign \acc_fold__data$664  = acc_bank3[acc_fold__addr];
-  assign \$signature__data$703  = acc_bank3[acc_addr_d2];
+  reg [1023:0] _3_;
+  always @(posedge clk) begin
+    _3_ <= acc_bank3[rd_addr];
+  end
+  assign \acc_s__data$679  = _3_;
+  assign \acc_fold__data$689  = acc_bank3[acc_fold__addr];
+  assign \$signature__data$728  = acc_bank3[acc_addr_d2];
   reg [511:0] in_bank0 [127:0];
   initial begin
     in_bank0[0] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
@@ -8420,6 +11241,11 @@ module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, m
     if (\$signature__en )
       in_bank0[in_word] <= in_data;
   end
+  reg [511:0] _4_;
+  always @(posedge clk) begin
+    _4_ <= in_bank0[rd_addr];
+  end
+  assign \$signature__data$671  = _4_;
   assign bank_r__data = in_bank0[k_base[11:5]];
   reg [511:0] in_bank1 [127:0];
   initial begin
@@ -8553,9 +11379,14 @@ module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, m
     in_bank1[127] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   end
   always @(posedge clk) begin
-    if (\$signature__en$537 )
+    if (\$signature__en$546 )
       in_bank1[in_word] <= in_data;
   end
+  reg [511:0] _5_;
+  always @(posedge clk) begin
+    _5_ <= in_bank1[rd_addr];
+  end
+  assign \$signature__data$674  = _5_;
   assign \bank_r__data$156  = in_bank1[k_base[11:5]];
   reg [511:0] in_bank2 [127:0];
   initial begin
@@ -8689,9 +11520,14 @@ module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, m
     in_bank2[127] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   end
   always @(posedge clk) begin
-    if (\$signature__en$577 )
+    if (\$signature__en$588 )
       in_bank2[in_word] <= in_data;
   end
+  reg [511:0] _6_;
+  always @(posedge clk) begin
+    _6_ <= in_bank2[rd_addr];
+  end
+  assign \$signature__data$676  = _6_;
   assign \bank_r__data$253  = in_bank2[k_base[11:5]];
   reg [511:0] in_bank3 [127:0];
   initial begin
@@ -8825,9 +11661,14 @@ module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, m
     in_bank3[127] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   end
   always @(posedge clk) begin
-    if (\$signature__en$617 )
+    if (\$signature__en$630 )
       in_bank3[in_word] <= in_data;
   end
+  reg [511:0] _7_;
+  always @(posedge clk) begin
+    _7_ <= in_bank3[rd_addr];
+  end
+  assign \$signature__data$678  = _7_;
   assign \bank_r__data$350  = in_bank3[k_base[11:5]];
   assign \$1  = n_cols > 6'h20;
   assign \$3  = \$1  ? 5'h00 : \$2 ;
@@ -8894,389 +11735,389 @@ module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, m
   assign \$94  = n_cols > 6'h20;
   assign \$96  = \$94  ? 5'h00 : \$95 ;
   assign \$97  = k_base[4:0] + lane_row0;
-  assign \$1168  = \$97 [4:0] * 5'h10;
-  assign \$98  = bank_r__data >> \$1168 ;
+  assign \$1177  = \$97 [4:0] * 5'h10;
+  assign \$98  = bank_r__data >> \$1177 ;
   assign \$99  = k_base[4:0] + lane_row1;
-  assign \$1172  = \$99 [4:0] * 5'h10;
-  assign \$100  = bank_r__data >> \$1172 ;
+  assign \$1181  = \$99 [4:0] * 5'h10;
+  assign \$100  = bank_r__data >> \$1181 ;
   assign \$101  = k_base[4:0] + lane_row2;
-  assign \$1176  = \$101 [4:0] * 5'h10;
-  assign \$102  = bank_r__data >> \$1176 ;
+  assign \$1185  = \$101 [4:0] * 5'h10;
+  assign \$102  = bank_r__data >> \$1185 ;
   assign \$103  = k_base[4:0] + lane_row3;
-  assign \$1180  = \$103 [4:0] * 5'h10;
-  assign \$104  = bank_r__data >> \$1180 ;
+  assign \$1189  = \$103 [4:0] * 5'h10;
+  assign \$104  = bank_r__data >> \$1189 ;
   assign \$105  = k_base[4:0] + lane_row4;
-  assign \$1184  = \$105 [4:0] * 5'h10;
-  assign \$106  = bank_r__data >> \$1184 ;
+  assign \$1193  = \$105 [4:0] * 5'h10;
+  assign \$106  = bank_r__data >> \$1193 ;
   assign \$107  = k_base[4:0] + lane_row5;
-  assign \$1188  = \$107 [4:0] * 5'h10;
-  assign \$108  = bank_r__data >> \$1188 ;
+  assign \$1197  = \$107 [4:0] * 5'h10;
+  assign \$108  = bank_r__data >> \$1197 ;
   assign \$109  = k_base[4:0] + lane_row6;
-  assign \$1192  = \$109 [4:0] * 5'h10;
-  assign \$110  = bank_r__data >> \$1192 ;
+  assign \$1201  = \$109 [4:0] * 5'h10;
+  assign \$110  = bank_r__data >> \$1201 ;
   assign \$111  = k_base[4:0] + lane_row7;
-  assign \$1196  = \$111 [4:0] * 5'h10;
-  assign \$112  = bank_r__data >> \$1196 ;
+  assign \$1205  = \$111 [4:0] * 5'h10;
+  assign \$112  = bank_r__data >> \$1205 ;
   assign \$113  = k_base[4:0] + lane_row8;
-  assign \$1200  = \$113 [4:0] * 5'h10;
-  assign \$114  = bank_r__data >> \$1200 ;
+  assign \$1209  = \$113 [4:0] * 5'h10;
+  assign \$114  = bank_r__data >> \$1209 ;
   assign \$115  = k_base[4:0] + lane_row9;
-  assign \$1204  = \$115 [4:0] * 5'h10;
-  assign \$116  = bank_r__data >> \$1204 ;
+  assign \$1213  = \$115 [4:0] * 5'h10;
+  assign \$116  = bank_r__data >> \$1213 ;
   assign \$117  = k_base[4:0] + lane_row10;
-  assign \$1208  = \$117 [4:0] * 5'h10;
-  assign \$118  = bank_r__data >> \$1208 ;
+  assign \$1217  = \$117 [4:0] * 5'h10;
+  assign \$118  = bank_r__data >> \$1217 ;
   assign \$119  = k_base[4:0] + lane_row11;
-  assign \$1212  = \$119 [4:0] * 5'h10;
-  assign \$120  = bank_r__data >> \$1212 ;
+  assign \$1221  = \$119 [4:0] * 5'h10;
+  assign \$120  = bank_r__data >> \$1221 ;
   assign \$121  = k_base[4:0] + lane_row12;
-  assign \$1216  = \$121 [4:0] * 5'h10;
-  assign \$122  = bank_r__data >> \$1216 ;
+  assign \$1225  = \$121 [4:0] * 5'h10;
+  assign \$122  = bank_r__data >> \$1225 ;
   assign \$123  = k_base[4:0] + lane_row13;
-  assign \$1220  = \$123 [4:0] * 5'h10;
-  assign \$124  = bank_r__data >> \$1220 ;
+  assign \$1229  = \$123 [4:0] * 5'h10;
+  assign \$124  = bank_r__data >> \$1229 ;
   assign \$125  = k_base[4:0] + lane_row14;
-  assign \$1224  = \$125 [4:0] * 5'h10;
-  assign \$126  = bank_r__data >> \$1224 ;
+  assign \$1233  = \$125 [4:0] * 5'h10;
+  assign \$126  = bank_r__data >> \$1233 ;
   assign \$127  = k_base[4:0] + lane_row15;
-  assign \$1228  = \$127 [4:0] * 5'h10;
-  assign \$128  = bank_r__data >> \$1228 ;
+  assign \$1237  = \$127 [4:0] * 5'h10;
+  assign \$128  = bank_r__data >> \$1237 ;
   assign \$129  = k_base[4:0] + lane_row16;
-  assign \$1232  = \$129 [4:0] * 5'h10;
-  assign \$130  = bank_r__data >> \$1232 ;
+  assign \$1241  = \$129 [4:0] * 5'h10;
+  assign \$130  = bank_r__data >> \$1241 ;
   assign \$131  = k_base[4:0] + lane_row17;
-  assign \$1236  = \$131 [4:0] * 5'h10;
-  assign \$132  = bank_r__data >> \$1236 ;
+  assign \$1245  = \$131 [4:0] * 5'h10;
+  assign \$132  = bank_r__data >> \$1245 ;
   assign \$133  = k_base[4:0] + lane_row18;
-  assign \$1240  = \$133 [4:0] * 5'h10;
-  assign \$134  = bank_r__data >> \$1240 ;
+  assign \$1249  = \$133 [4:0] * 5'h10;
+  assign \$134  = bank_r__data >> \$1249 ;
   assign \$135  = k_base[4:0] + lane_row19;
-  assign \$1244  = \$135 [4:0] * 5'h10;
-  assign \$136  = bank_r__data >> \$1244 ;
+  assign \$1253  = \$135 [4:0] * 5'h10;
+  assign \$136  = bank_r__data >> \$1253 ;
   assign \$137  = k_base[4:0] + lane_row20;
-  assign \$1248  = \$137 [4:0] * 5'h10;
-  assign \$138  = bank_r__data >> \$1248 ;
+  assign \$1257  = \$137 [4:0] * 5'h10;
+  assign \$138  = bank_r__data >> \$1257 ;
   assign \$139  = k_base[4:0] + lane_row21;
-  assign \$1252  = \$139 [4:0] * 5'h10;
-  assign \$140  = bank_r__data >> \$1252 ;
+  assign \$1261  = \$139 [4:0] * 5'h10;
+  assign \$140  = bank_r__data >> \$1261 ;
   assign \$141  = k_base[4:0] + lane_row22;
-  assign \$1256  = \$141 [4:0] * 5'h10;
-  assign \$142  = bank_r__data >> \$1256 ;
+  assign \$1265  = \$141 [4:0] * 5'h10;
+  assign \$142  = bank_r__data >> \$1265 ;
   assign \$143  = k_base[4:0] + lane_row23;
-  assign \$1260  = \$143 [4:0] * 5'h10;
-  assign \$144  = bank_r__data >> \$1260 ;
+  assign \$1269  = \$143 [4:0] * 5'h10;
+  assign \$144  = bank_r__data >> \$1269 ;
   assign \$145  = k_base[4:0] + lane_row24;
-  assign \$1264  = \$145 [4:0] * 5'h10;
-  assign \$146  = bank_r__data >> \$1264 ;
+  assign \$1273  = \$145 [4:0] * 5'h10;
+  assign \$146  = bank_r__data >> \$1273 ;
   assign \$147  = k_base[4:0] + lane_row25;
-  assign \$1268  = \$147 [4:0] * 5'h10;
-  assign \$148  = bank_r__data >> \$1268 ;
+  assign \$1277  = \$147 [4:0] * 5'h10;
+  assign \$148  = bank_r__data >> \$1277 ;
   assign \$149  = k_base[4:0] + lane_row26;
-  assign \$1272  = \$149 [4:0] * 5'h10;
-  assign \$150  = bank_r__data >> \$1272 ;
+  assign \$1281  = \$149 [4:0] * 5'h10;
+  assign \$150  = bank_r__data >> \$1281 ;
   assign \$151  = k_base[4:0] + lane_row27;
-  assign \$1276  = \$151 [4:0] * 5'h10;
-  assign \$152  = bank_r__data >> \$1276 ;
+  assign \$1285  = \$151 [4:0] * 5'h10;
+  assign \$152  = bank_r__data >> \$1285 ;
   assign \$153  = k_base[4:0] + lane_row28;
-  assign \$1280  = \$153 [4:0] * 5'h10;
-  assign \$154  = bank_r__data >> \$1280 ;
+  assign \$1289  = \$153 [4:0] * 5'h10;
+  assign \$154  = bank_r__data >> \$1289 ;
   assign \$155  = k_base[4:0] + lane_row29;
-  assign \$1284  = \$155 [4:0] * 5'h10;
-  assign \$156  = bank_r__data >> \$1284 ;
+  assign \$1293  = \$155 [4:0] * 5'h10;
+  assign \$156  = bank_r__data >> \$1293 ;
   assign \$157  = k_base[4:0] + lane_row30;
-  assign \$1288  = \$157 [4:0] * 5'h10;
-  assign \$158  = bank_r__data >> \$1288 ;
+  assign \$1297  = \$157 [4:0] * 5'h10;
+  assign \$158  = bank_r__data >> \$1297 ;
   assign \$159  = k_base[4:0] + lane_row31;
-  assign \$1292  = \$159 [4:0] * 5'h10;
-  assign \$160  = bank_r__data >> \$1292 ;
+  assign \$1301  = \$159 [4:0] * 5'h10;
+  assign \$160  = bank_r__data >> \$1301 ;
   assign \$161  = k_base[4:0] + lane_row0;
-  assign \$1296  = \$161 [4:0] * 5'h10;
-  assign \$162  = \bank_r__data$156  >> \$1296 ;
+  assign \$1305  = \$161 [4:0] * 5'h10;
+  assign \$162  = \bank_r__data$156  >> \$1305 ;
   assign \$163  = k_base[4:0] + lane_row1;
-  assign \$1300  = \$163 [4:0] * 5'h10;
-  assign \$164  = \bank_r__data$156  >> \$1300 ;
+  assign \$1309  = \$163 [4:0] * 5'h10;
+  assign \$164  = \bank_r__data$156  >> \$1309 ;
   assign \$165  = k_base[4:0] + lane_row2;
-  assign \$1304  = \$165 [4:0] * 5'h10;
-  assign \$166  = \bank_r__data$156  >> \$1304 ;
+  assign \$1313  = \$165 [4:0] * 5'h10;
+  assign \$166  = \bank_r__data$156  >> \$1313 ;
   assign \$167  = k_base[4:0] + lane_row3;
-  assign \$1308  = \$167 [4:0] * 5'h10;
-  assign \$168  = \bank_r__data$156  >> \$1308 ;
+  assign \$1317  = \$167 [4:0] * 5'h10;
+  assign \$168  = \bank_r__data$156  >> \$1317 ;
   assign \$169  = k_base[4:0] + lane_row4;
-  assign \$1312  = \$169 [4:0] * 5'h10;
-  assign \$170  = \bank_r__data$156  >> \$1312 ;
+  assign \$1321  = \$169 [4:0] * 5'h10;
+  assign \$170  = \bank_r__data$156  >> \$1321 ;
   assign \$171  = k_base[4:0] + lane_row5;
-  assign \$1316  = \$171 [4:0] * 5'h10;
-  assign \$172  = \bank_r__data$156  >> \$1316 ;
+  assign \$1325  = \$171 [4:0] * 5'h10;
+  assign \$172  = \bank_r__data$156  >> \$1325 ;
   assign \$173  = k_base[4:0] + lane_row6;
-  assign \$1320  = \$173 [4:0] * 5'h10;
-  assign \$174  = \bank_r__data$156  >> \$1320 ;
+  assign \$1329  = \$173 [4:0] * 5'h10;
+  assign \$174  = \bank_r__data$156  >> \$1329 ;
   assign \$175  = k_base[4:0] + lane_row7;
-  assign \$1324  = \$175 [4:0] * 5'h10;
-  assign \$176  = \bank_r__data$156  >> \$1324 ;
+  assign \$1333  = \$175 [4:0] * 5'h10;
+  assign \$176  = \bank_r__data$156  >> \$1333 ;
   assign \$177  = k_base[4:0] + lane_row8;
-  assign \$1328  = \$177 [4:0] * 5'h10;
-  assign \$178  = \bank_r__data$156  >> \$1328 ;
+  assign \$1337  = \$177 [4:0] * 5'h10;
+  assign \$178  = \bank_r__data$156  >> \$1337 ;
   assign \$179  = k_base[4:0] + lane_row9;
-  assign \$1332  = \$179 [4:0] * 5'h10;
-  assign \$180  = \bank_r__data$156  >> \$1332 ;
+  assign \$1341  = \$179 [4:0] * 5'h10;
+  assign \$180  = \bank_r__data$156  >> \$1341 ;
   assign \$181  = k_base[4:0] + lane_row10;
-  assign \$1336  = \$181 [4:0] * 5'h10;
-  assign \$182  = \bank_r__data$156  >> \$1336 ;
+  assign \$1345  = \$181 [4:0] * 5'h10;
+  assign \$182  = \bank_r__data$156  >> \$1345 ;
   assign \$183  = k_base[4:0] + lane_row11;
-  assign \$1340  = \$183 [4:0] * 5'h10;
-  assign \$184  = \bank_r__data$156  >> \$1340 ;
+  assign \$1349  = \$183 [4:0] * 5'h10;
+  assign \$184  = \bank_r__data$156  >> \$1349 ;
   assign \$185  = k_base[4:0] + lane_row12;
-  assign \$1344  = \$185 [4:0] * 5'h10;
-  assign \$186  = \bank_r__data$156  >> \$1344 ;
+  assign \$1353  = \$185 [4:0] * 5'h10;
+  assign \$186  = \bank_r__data$156  >> \$1353 ;
   assign \$187  = k_base[4:0] + lane_row13;
-  assign \$1348  = \$187 [4:0] * 5'h10;
-  assign \$188  = \bank_r__data$156  >> \$1348 ;
+  assign \$1357  = \$187 [4:0] * 5'h10;
+  assign \$188  = \bank_r__data$156  >> \$1357 ;
   assign \$189  = k_base[4:0] + lane_row14;
-  assign \$1352  = \$189 [4:0] * 5'h10;
-  assign \$190  = \bank_r__data$156  >> \$1352 ;
+  assign \$1361  = \$189 [4:0] * 5'h10;
+  assign \$190  = \bank_r__data$156  >> \$1361 ;
   assign \$191  = k_base[4:0] + lane_row15;
-  assign \$1356  = \$191 [4:0] * 5'h10;
-  assign \$192  = \bank_r__data$156  >> \$1356 ;
+  assign \$1365  = \$191 [4:0] * 5'h10;
+  assign \$192  = \bank_r__data$156  >> \$1365 ;
   assign \$193  = k_base[4:0] + lane_row16;
-  assign \$1360  = \$193 [4:0] * 5'h10;
-  assign \$194  = \bank_r__data$156  >> \$1360 ;
+  assign \$1369  = \$193 [4:0] * 5'h10;
+  assign \$194  = \bank_r__data$156  >> \$1369 ;
   assign \$195  = k_base[4:0] + lane_row17;
-  assign \$1364  = \$195 [4:0] * 5'h10;
-  assign \$196  = \bank_r__data$156  >> \$1364 ;
+  assign \$1373  = \$195 [4:0] * 5'h10;
+  assign \$196  = \bank_r__data$156  >> \$1373 ;
   assign \$197  = k_base[4:0] + lane_row18;
-  assign \$1368  = \$197 [4:0] * 5'h10;
-  assign \$198  = \bank_r__data$156  >> \$1368 ;
+  assign \$1377  = \$197 [4:0] * 5'h10;
+  assign \$198  = \bank_r__data$156  >> \$1377 ;
   assign \$199  = k_base[4:0] + lane_row19;
-  assign \$1372  = \$199 [4:0] * 5'h10;
-  assign \$200  = \bank_r__data$156  >> \$1372 ;
+  assign \$1381  = \$199 [4:0] * 5'h10;
+  assign \$200  = \bank_r__data$156  >> \$1381 ;
   assign \$201  = k_base[4:0] + lane_row20;
-  assign \$1376  = \$201 [4:0] * 5'h10;
-  assign \$202  = \bank_r__data$156  >> \$1376 ;
+  assign \$1385  = \$201 [4:0] * 5'h10;
+  assign \$202  = \bank_r__data$156  >> \$1385 ;
   assign \$203  = k_base[4:0] + lane_row21;
-  assign \$1380  = \$203 [4:0] * 5'h10;
-  assign \$204  = \bank_r__data$156  >> \$1380 ;
+  assign \$1389  = \$203 [4:0] * 5'h10;
+  assign \$204  = \bank_r__data$156  >> \$1389 ;
   assign \$205  = k_base[4:0] + lane_row22;
-  assign \$1384  = \$205 [4:0] * 5'h10;
-  assign \$206  = \bank_r__data$156  >> \$1384 ;
+  assign \$1393  = \$205 [4:0] * 5'h10;
+  assign \$206  = \bank_r__data$156  >> \$1393 ;
   assign \$207  = k_base[4:0] + lane_row23;
-  assign \$1388  = \$207 [4:0] * 5'h10;
-  assign \$208  = \bank_r__data$156  >> \$1388 ;
+  assign \$1397  = \$207 [4:0] * 5'h10;
+  assign \$208  = \bank_r__data$156  >> \$1397 ;
   assign \$209  = k_base[4:0] + lane_row24;
-  assign \$1392  = \$209 [4:0] * 5'h10;
-  assign \$210  = \bank_r__data$156  >> \$1392 ;
+  assign \$1401  = \$209 [4:0] * 5'h10;
+  assign \$210  = \bank_r__data$156  >> \$1401 ;
   assign \$211  = k_base[4:0] + lane_row25;
-  assign \$1396  = \$211 [4:0] * 5'h10;
-  assign \$212  = \bank_r__data$156  >> \$1396 ;
+  assign \$1405  = \$211 [4:0] * 5'h10;
+  assign \$212  = \bank_r__data$156  >> \$1405 ;
   assign \$213  = k_base[4:0] + lane_row26;
-  assign \$1400  = \$213 [4:0] * 5'h10;
-  assign \$214  = \bank_r__data$156  >> \$1400 ;
+  assign \$1409  = \$213 [4:0] * 5'h10;
+  assign \$214  = \bank_r__data$156  >> \$1409 ;
   assign \$215  = k_base[4:0] + lane_row27;
-  assign \$1404  = \$215 [4:0] * 5'h10;
-  assign \$216  = \bank_r__data$156  >> \$1404 ;
+  assign \$1413  = \$215 [4:0] * 5'h10;
+  assign \$216  = \bank_r__data$156  >> \$1413 ;
   assign \$217  = k_base[4:0] + lane_row28;
-  assign \$1408  = \$217 [4:0] * 5'h10;
-  assign \$218  = \bank_r__data$156  >> \$1408 ;
+  assign \$1417  = \$217 [4:0] * 5'h10;
+  assign \$218  = \bank_r__data$156  >> \$1417 ;
   assign \$219  = k_base[4:0] + lane_row29;
-  assign \$1412  = \$219 [4:0] * 5'h10;
-  assign \$220  = \bank_r__data$156  >> \$1412 ;
+  assign \$1421  = \$219 [4:0] * 5'h10;
+  assign \$220  = \bank_r__data$156  >> \$1421 ;
   assign \$221  = k_base[4:0] + lane_row30;
-  assign \$1416  = \$221 [4:0] * 5'h10;
-  assign \$222  = \bank_r__data$156  >> \$1416 ;
+  assign \$1425  = \$221 [4:0] * 5'h10;
+  assign \$222  = \bank_r__data$156  >> \$1425 ;
   assign \$223  = k_base[4:0] + lane_row31;
-  assign \$1420  = \$223 [4:0] * 5'h10;
-  assign \$224  = \bank_r__data$156  >> \$1420 ;
+  assign \$1429  = \$223 [4:0] * 5'h10;
+  assign \$224  = \bank_r__data$156  >> \$1429 ;
   assign \$225  = k_base[4:0] + lane_row0;
-  assign \$1424  = \$225 [4:0] * 5'h10;
-  assign \$226  = \bank_r__data$253  >> \$1424 ;
+  assign \$1433  = \$225 [4:0] * 5'h10;
+  assign \$226  = \bank_r__data$253  >> \$1433 ;
   assign \$227  = k_base[4:0] + lane_row1;
-  assign \$1428  = \$227 [4:0] * 5'h10;
-  assign \$228  = \bank_r__data$253  >> \$1428 ;
+  assign \$1437  = \$227 [4:0] * 5'h10;
+  assign \$228  = \bank_r__data$253  >> \$1437 ;
   assign \$229  = k_base[4:0] + lane_row2;
-  assign \$1432  = \$229 [4:0] * 5'h10;
-  assign \$230  = \bank_r__data$253  >> \$1432 ;
+  assign \$1441  = \$229 [4:0] * 5'h10;
+  assign \$230  = \bank_r__data$253  >> \$1441 ;
   assign \$231  = k_base[4:0] + lane_row3;
-  assign \$1436  = \$231 [4:0] * 5'h10;
-  assign \$232  = \bank_r__data$253  >> \$1436 ;
+  assign \$1445  = \$231 [4:0] * 5'h10;
+  assign \$232  = \bank_r__data$253  >> \$1445 ;
   assign \$233  = k_base[4:0] + lane_row4;
-  assign \$1440  = \$233 [4:0] * 5'h10;
-  assign \$234  = \bank_r__data$253  >> \$1440 ;
+  assign \$1449  = \$233 [4:0] * 5'h10;
+  assign \$234  = \bank_r__data$253  >> \$1449 ;
   assign \$235  = k_base[4:0] + lane_row5;
-  assign \$1444  = \$235 [4:0] * 5'h10;
-  assign \$236  = \bank_r__data$253  >> \$1444 ;
+  assign \$1453  = \$235 [4:0] * 5'h10;
+  assign \$236  = \bank_r__data$253  >> \$1453 ;
   assign \$237  = k_base[4:0] + lane_row6;
-  assign \$1448  = \$237 [4:0] * 5'h10;
-  assign \$238  = \bank_r__data$253  >> \$1448 ;
+  assign \$1457  = \$237 [4:0] * 5'h10;
+  assign \$238  = \bank_r__data$253  >> \$1457 ;
   assign \$239  = k_base[4:0] + lane_row7;
-  assign \$1452  = \$239 [4:0] * 5'h10;
-  assign \$240  = \bank_r__data$253  >> \$1452 ;
+  assign \$1461  = \$239 [4:0] * 5'h10;
+  assign \$240  = \bank_r__data$253  >> \$1461 ;
   assign \$241  = k_base[4:0] + lane_row8;
-  assign \$1456  = \$241 [4:0] * 5'h10;
-  assign \$242  = \bank_r__data$253  >> \$1456 ;
+  assign \$1465  = \$241 [4:0] * 5'h10;
+  assign \$242  = \bank_r__data$253  >> \$1465 ;
   assign \$243  = k_base[4:0] + lane_row9;
-  assign \$1460  = \$243 [4:0] * 5'h10;
-  assign \$244  = \bank_r__data$253  >> \$1460 ;
+  assign \$1469  = \$243 [4:0] * 5'h10;
+  assign \$244  = \bank_r__data$253  >> \$1469 ;
   assign \$245  = k_base[4:0] + lane_row10;
-  assign \$1464  = \$245 [4:0] * 5'h10;
-  assign \$246  = \bank_r__data$253  >> \$1464 ;
+  assign \$1473  = \$245 [4:0] * 5'h10;
+  assign \$246  = \bank_r__data$253  >> \$1473 ;
   assign \$247  = k_base[4:0] + lane_row11;
-  assign \$1468  = \$247 [4:0] * 5'h10;
-  assign \$248  = \bank_r__data$253  >> \$1468 ;
+  assign \$1477  = \$247 [4:0] * 5'h10;
+  assign \$248  = \bank_r__data$253  >> \$1477 ;
   assign \$249  = k_base[4:0] + lane_row12;
-  assign \$1472  = \$249 [4:0] * 5'h10;
-  assign \$250  = \bank_r__data$253  >> \$1472 ;
+  assign \$1481  = \$249 [4:0] * 5'h10;
+  assign \$250  = \bank_r__data$253  >> \$1481 ;
   assign \$251  = k_base[4:0] + lane_row13;
-  assign \$1476  = \$251 [4:0] * 5'h10;
-  assign \$252  = \bank_r__data$253  >> \$1476 ;
+  assign \$1485  = \$251 [4:0] * 5'h10;
+  assign \$252  = \bank_r__data$253  >> \$1485 ;
   assign \$253  = k_base[4:0] + lane_row14;
-  assign \$1480  = \$253 [4:0] * 5'h10;
-  assign \$254  = \bank_r__data$253  >> \$1480 ;
+  assign \$1489  = \$253 [4:0] * 5'h10;
+  assign \$254  = \bank_r__data$253  >> \$1489 ;
   assign \$255  = k_base[4:0] + lane_row15;
-  assign \$1484  = \$255 [4:0] * 5'h10;
-  assign \$256  = \bank_r__data$253  >> \$1484 ;
+  assign \$1493  = \$255 [4:0] * 5'h10;
+  assign \$256  = \bank_r__data$253  >> \$1493 ;
   assign \$257  = k_base[4:0] + lane_row16;
-  assign \$1488  = \$257 [4:0] * 5'h10;
-  assign \$258  = \bank_r__data$253  >> \$1488 ;
+  assign \$1497  = \$257 [4:0] * 5'h10;
+  assign \$258  = \bank_r__data$253  >> \$1497 ;
   assign \$259  = k_base[4:0] + lane_row17;
-  assign \$1492  = \$259 [4:0] * 5'h10;
-  assign \$260  = \bank_r__data$253  >> \$1492 ;
+  assign \$1501  = \$259 [4:0] * 5'h10;
+  assign \$260  = \bank_r__data$253  >> \$1501 ;
   assign \$261  = k_base[4:0] + lane_row18;
-  assign \$1496  = \$261 [4:0] * 5'h10;
-  assign \$262  = \bank_r__data$253  >> \$1496 ;
+  assign \$1505  = \$261 [4:0] * 5'h10;
+  assign \$262  = \bank_r__data$253  >> \$1505 ;
   assign \$263  = k_base[4:0] + lane_row19;
-  assign \$1500  = \$263 [4:0] * 5'h10;
-  assign \$264  = \bank_r__data$253  >> \$1500 ;
+  assign \$1509  = \$263 [4:0] * 5'h10;
+  assign \$264  = \bank_r__data$253  >> \$1509 ;
   assign \$265  = k_base[4:0] + lane_row20;
-  assign \$1504  = \$265 [4:0] * 5'h10;
-  assign \$266  = \bank_r__data$253  >> \$1504 ;
+  assign \$1513  = \$265 [4:0] * 5'h10;
+  assign \$266  = \bank_r__data$253  >> \$1513 ;
   assign \$267  = k_base[4:0] + lane_row21;
-  assign \$1508  = \$267 [4:0] * 5'h10;
-  assign \$268  = \bank_r__data$253  >> \$1508 ;
+  assign \$1517  = \$267 [4:0] * 5'h10;
+  assign \$268  = \bank_r__data$253  >> \$1517 ;
   assign \$269  = k_base[4:0] + lane_row22;
-  assign \$1512  = \$269 [4:0] * 5'h10;
-  assign \$270  = \bank_r__data$253  >> \$1512 ;
+  assign \$1521  = \$269 [4:0] * 5'h10;
+  assign \$270  = \bank_r__data$253  >> \$1521 ;
   assign \$271  = k_base[4:0] + lane_row23;
-  assign \$1516  = \$271 [4:0] * 5'h10;
-  assign \$272  = \bank_r__data$253  >> \$1516 ;
+  assign \$1525  = \$271 [4:0] * 5'h10;
+  assign \$272  = \bank_r__data$253  >> \$1525 ;
   assign \$273  = k_base[4:0] + lane_row24;
-  assign \$1520  = \$273 [4:0] * 5'h10;
-  assign \$274  = \bank_r__data$253  >> \$1520 ;
+  assign \$1529  = \$273 [4:0] * 5'h10;
+  assign \$274  = \bank_r__data$253  >> \$1529 ;
   assign \$275  = k_base[4:0] + lane_row25;
-  assign \$1524  = \$275 [4:0] * 5'h10;
-  assign \$276  = \bank_r__data$253  >> \$1524 ;
+  assign \$1533  = \$275 [4:0] * 5'h10;
+  assign \$276  = \bank_r__data$253  >> \$1533 ;
   assign \$277  = k_base[4:0] + lane_row26;
-  assign \$1528  = \$277 [4:0] * 5'h10;
-  assign \$278  = \bank_r__data$253  >> \$1528 ;
+  assign \$1537  = \$277 [4:0] * 5'h10;
+  assign \$278  = \bank_r__data$253  >> \$1537 ;
   assign \$279  = k_base[4:0] + lane_row27;
-  assign \$1532  = \$279 [4:0] * 5'h10;
-  assign \$280  = \bank_r__data$253  >> \$1532 ;
+  assign \$1541  = \$279 [4:0] * 5'h10;
+  assign \$280  = \bank_r__data$253  >> \$1541 ;
   assign \$281  = k_base[4:0] + lane_row28;
-  assign \$1536  = \$281 [4:0] * 5'h10;
-  assign \$282  = \bank_r__data$253  >> \$1536 ;
+  assign \$1545  = \$281 [4:0] * 5'h10;
+  assign \$282  = \bank_r__data$253  >> \$1545 ;
   assign \$283  = k_base[4:0] + lane_row29;
-  assign \$1540  = \$283 [4:0] * 5'h10;
-  assign \$284  = \bank_r__data$253  >> \$1540 ;
+  assign \$1549  = \$283 [4:0] * 5'h10;
+  assign \$284  = \bank_r__data$253  >> \$1549 ;
   assign \$285  = k_base[4:0] + lane_row30;
-  assign \$1544  = \$285 [4:0] * 5'h10;
-  assign \$286  = \bank_r__data$253  >> \$1544 ;
+  assign \$1553  = \$285 [4:0] * 5'h10;
+  assign \$286  = \bank_r__data$253  >> \$1553 ;
   assign \$287  = k_base[4:0] + lane_row31;
-  assign \$1548  = \$287 [4:0] * 5'h10;
-  assign \$288  = \bank_r__data$253  >> \$1548 ;
+  assign \$1557  = \$287 [4:0] * 5'h10;
+  assign \$288  = \bank_r__data$253  >> \$1557 ;
   assign \$289  = k_base[4:0] + lane_row0;
-  assign \$1552  = \$289 [4:0] * 5'h10;
-  assign \$290  = \bank_r__data$350  >> \$1552 ;
+  assign \$1561  = \$289 [4:0] * 5'h10;
+  assign \$290  = \bank_r__data$350  >> \$1561 ;
   assign \$291  = k_base[4:0] + lane_row1;
-  assign \$1556  = \$291 [4:0] * 5'h10;
-  assign \$292  = \bank_r__data$350  >> \$1556 ;
+  assign \$1565  = \$291 [4:0] * 5'h10;
+  assign \$292  = \bank_r__data$350  >> \$1565 ;
   assign \$293  = k_base[4:0] + lane_row2;
-  assign \$1560  = \$293 [4:0] * 5'h10;
-  assign \$294  = \bank_r__data$350  >> \$1560 ;
+  assign \$1569  = \$293 [4:0] * 5'h10;
+  assign \$294  = \bank_r__data$350  >> \$1569 ;
   assign \$295  = k_base[4:0] + lane_row3;
-  assign \$1564  = \$295 [4:0] * 5'h10;
-  assign \$296  = \bank_r__data$350  >> \$1564 ;
+  assign \$1573  = \$295 [4:0] * 5'h10;
+  assign \$296  = \bank_r__data$350  >> \$1573 ;
   assign \$297  = k_base[4:0] + lane_row4;
-  assign \$1568  = \$297 [4:0] * 5'h10;
-  assign \$298  = \bank_r__data$350  >> \$1568 ;
+  assign \$1577  = \$297 [4:0] * 5'h10;
+  assign \$298  = \bank_r__data$350  >> \$1577 ;
   assign \$299  = k_base[4:0] + lane_row5;
-  assign \$1572  = \$299 [4:0] * 5'h10;
-  assign \$300  = \bank_r__data$350  >> \$1572 ;
+  assign \$1581  = \$299 [4:0] * 5'h10;
+  assign \$300  = \bank_r__data$350  >> \$1581 ;
   assign \$301  = k_base[4:0] + lane_row6;
-  assign \$1576  = \$301 [4:0] * 5'h10;
-  assign \$302  = \bank_r__data$350  >> \$1576 ;
+  assign \$1585  = \$301 [4:0] * 5'h10;
+  assign \$302  = \bank_r__data$350  >> \$1585 ;
   assign \$303  = k_base[4:0] + lane_row7;
-  assign \$1580  = \$303 [4:0] * 5'h10;
-  assign \$304  = \bank_r__data$350  >> \$1580 ;
+  assign \$1589  = \$303 [4:0] * 5'h10;
+  assign \$304  = \bank_r__data$350  >> \$1589 ;
   assign \$305  = k_base[4:0] + lane_row8;
-  assign \$1584  = \$305 [4:0] * 5'h10;
-  assign \$306  = \bank_r__data$350  >> \$1584 ;
+  assign \$1593  = \$305 [4:0] * 5'h10;
+  assign \$306  = \bank_r__data$350  >> \$1593 ;
   assign \$307  = k_base[4:0] + lane_row9;
-  assign \$1588  = \$307 [4:0] * 5'h10;
-  assign \$308  = \bank_r__data$350  >> \$1588 ;
+  assign \$1597  = \$307 [4:0] * 5'h10;
+  assign \$308  = \bank_r__data$350  >> \$1597 ;
   assign \$309  = k_base[4:0] + lane_row10;
-  assign \$1592  = \$309 [4:0] * 5'h10;
-  assign \$310  = \bank_r__data$350  >> \$1592 ;
+  assign \$1601  = \$309 [4:0] * 5'h10;
+  assign \$310  = \bank_r__data$350  >> \$1601 ;
   assign \$311  = k_base[4:0] + lane_row11;
-  assign \$1596  = \$311 [4:0] * 5'h10;
-  assign \$312  = \bank_r__data$350  >> \$1596 ;
+  assign \$1605  = \$311 [4:0] * 5'h10;
+  assign \$312  = \bank_r__data$350  >> \$1605 ;
   assign \$313  = k_base[4:0] + lane_row12;
-  assign \$1600  = \$313 [4:0] * 5'h10;
-  assign \$314  = \bank_r__data$350  >> \$1600 ;
+  assign \$1609  = \$313 [4:0] * 5'h10;
+  assign \$314  = \bank_r__data$350  >> \$1609 ;
   assign \$315  = k_base[4:0] + lane_row13;
-  assign \$1604  = \$315 [4:0] * 5'h10;
-  assign \$316  = \bank_r__data$350  >> \$1604 ;
+  assign \$1613  = \$315 [4:0] * 5'h10;
+  assign \$316  = \bank_r__data$350  >> \$1613 ;
   assign \$317  = k_base[4:0] + lane_row14;
-  assign \$1608  = \$317 [4:0] * 5'h10;
-  assign \$318  = \bank_r__data$350  >> \$1608 ;
+  assign \$1617  = \$317 [4:0] * 5'h10;
+  assign \$318  = \bank_r__data$350  >> \$1617 ;
   assign \$319  = k_base[4:0] + lane_row15;
-  assign \$1612  = \$319 [4:0] * 5'h10;
-  assign \$320  = \bank_r__data$350  >> \$1612 ;
+  assign \$1621  = \$319 [4:0] * 5'h10;
+  assign \$320  = \bank_r__data$350  >> \$1621 ;
   assign \$321  = k_base[4:0] + lane_row16;
-  assign \$1616  = \$321 [4:0] * 5'h10;
-  assign \$322  = \bank_r__data$350  >> \$1616 ;
+  assign \$1625  = \$321 [4:0] * 5'h10;
+  assign \$322  = \bank_r__data$350  >> \$1625 ;
   assign \$323  = k_base[4:0] + lane_row17;
-  assign \$1620  = \$323 [4:0] * 5'h10;
-  assign \$324  = \bank_r__data$350  >> \$1620 ;
+  assign \$1629  = \$323 [4:0] * 5'h10;
+  assign \$324  = \bank_r__data$350  >> \$1629 ;
   assign \$325  = k_base[4:0] + lane_row18;
-  assign \$1624  = \$325 [4:0] * 5'h10;
-  assign \$326  = \bank_r__data$350  >> \$1624 ;
+  assign \$1633  = \$325 [4:0] * 5'h10;
+  assign \$326  = \bank_r__data$350  >> \$1633 ;
   assign \$327  = k_base[4:0] + lane_row19;
-  assign \$1628  = \$327 [4:0] * 5'h10;
-  assign \$328  = \bank_r__data$350  >> \$1628 ;
+  assign \$1637  = \$327 [4:0] * 5'h10;
+  assign \$328  = \bank_r__data$350  >> \$1637 ;
   assign \$329  = k_base[4:0] + lane_row20;
-  assign \$1632  = \$329 [4:0] * 5'h10;
-  assign \$330  = \bank_r__data$350  >> \$1632 ;
+  assign \$1641  = \$329 [4:0] * 5'h10;
+  assign \$330  = \bank_r__data$350  >> \$1641 ;
   assign \$331  = k_base[4:0] + lane_row21;
-  assign \$1636  = \$331 [4:0] * 5'h10;
-  assign \$332  = \bank_r__data$350  >> \$1636 ;
+  assign \$1645  = \$331 [4:0] * 5'h10;
+  assign \$332  = \bank_r__data$350  >> \$1645 ;
   assign \$333  = k_base[4:0] + lane_row22;
-  assign \$1640  = \$333 [4:0] * 5'h10;
-  assign \$334  = \bank_r__data$350  >> \$1640 ;
+  assign \$1649  = \$333 [4:0] * 5'h10;
+  assign \$334  = \bank_r__data$350  >> \$1649 ;
   assign \$335  = k_base[4:0] + lane_row23;
-  assign \$1644  = \$335 [4:0] * 5'h10;
-  assign \$336  = \bank_r__data$350  >> \$1644 ;
+  assign \$1653  = \$335 [4:0] * 5'h10;
+  assign \$336  = \bank_r__data$350  >> \$1653 ;
   assign \$337  = k_base[4:0] + lane_row24;
-  assign \$1648  = \$337 [4:0] * 5'h10;
-  assign \$338  = \bank_r__data$350  >> \$1648 ;
+  assign \$1657  = \$337 [4:0] * 5'h10;
+  assign \$338  = \bank_r__data$350  >> \$1657 ;
   assign \$339  = k_base[4:0] + lane_row25;
-  assign \$1652  = \$339 [4:0] * 5'h10;
-  assign \$340  = \bank_r__data$350  >> \$1652 ;
+  assign \$1661  = \$339 [4:0] * 5'h10;
+  assign \$340  = \bank_r__data$350  >> \$1661 ;
   assign \$341  = k_base[4:0] + lane_row26;
-  assign \$1656  = \$341 [4:0] * 5'h10;
-  assign \$342  = \bank_r__data$350  >> \$1656 ;
+  assign \$1665  = \$341 [4:0] * 5'h10;
+  assign \$342  = \bank_r__data$350  >> \$1665 ;
   assign \$343  = k_base[4:0] + lane_row27;
-  assign \$1660  = \$343 [4:0] * 5'h10;
-  assign \$344  = \bank_r__data$350  >> \$1660 ;
+  assign \$1669  = \$343 [4:0] * 5'h10;
+  assign \$344  = \bank_r__data$350  >> \$1669 ;
   assign \$345  = k_base[4:0] + lane_row28;
-  assign \$1664  = \$345 [4:0] * 5'h10;
-  assign \$346  = \bank_r__data$350  >> \$1664 ;
+  assign \$1673  = \$345 [4:0] * 5'h10;
+  assign \$346  = \bank_r__data$350  >> \$1673 ;
   assign \$347  = k_base[4:0] + lane_row29;
-  assign \$1668  = \$347 [4:0] * 5'h10;
-  assign \$348  = \bank_r__data$350  >> \$1668 ;
+  assign \$1677  = \$347 [4:0] * 5'h10;
+  assign \$348  = \bank_r__data$350  >> \$1677 ;
   assign \$349  = k_base[4:0] + lane_row30;
-  assign \$1672  = \$349 [4:0] * 5'h10;
-  assign \$350  = \bank_r__data$350  >> \$1672 ;
+  assign \$1681  = \$349 [4:0] * 5'h10;
+  assign \$350  = \bank_r__data$350  >> \$1681 ;
   assign \$351  = k_base[4:0] + lane_row31;
-  assign \$1676  = \$351 [4:0] * 5'h10;
-  assign \$352  = \bank_r__data$350  >> \$1676 ;
+  assign \$1685  = \$351 [4:0] * 5'h10;
+  assign \$352  = \bank_r__data$350  >> \$1685 ;
   assign \$353  = fold_word + fold_n_words;
   assign \$354  = fold_sets - 1'h1;
   assign \$355  = fold_pack * n_cols;
@@ -9290,1917 +12131,1939 @@ module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, m
   assign \$365  = \wait  - 1'h1;
   assign \$366  = ! in_row;
   assign \$signature__en  = in_we & \$366 ;
-  assign \$367  = in_row == 1'h1;
-  assign \$signature__en$537  = in_we & \$367 ;
-  assign \$368  = in_row == 2'h2;
-  assign \$signature__en$577  = in_we & \$368 ;
-  assign \$369  = in_row == 2'h3;
-  assign \$signature__en$617  = in_we & \$369 ;
-  assign \$370  = | set_left;
-  assign \$371  = shift >= n_cols;
-  assign \$372  = ! fold_state;
-  assign \$373  = fold_state == 1'h1;
-  assign \$374  = fold_state == 2'h2;
-  assign \$375  = first_d2 ? 32'd0 : \$signature__data$700 [31:0];
-  assign \$376  = active_d2 > 1'h0;
-  assign \$377  = \$376  ? product_r_0_0 : 32'd0;
-  assign \$378  = first_d2 ? 32'd0 : \$signature__data$700 [63:32];
-  assign \$379  = active_d2 > 1'h1;
-  assign \$380  = \$379  ? product_r_0_1 : 32'd0;
-  assign \$381  = first_d2 ? 32'd0 : \$signature__data$700 [95:64];
-  assign \$382  = active_d2 > 2'h2;
-  assign \$383  = \$382  ? product_r_0_2 : 32'd0;
-  assign \$384  = first_d2 ? 32'd0 : \$signature__data$700 [127:96];
-  assign \$385  = active_d2 > 2'h3;
-  assign \$386  = \$385  ? product_r_0_3 : 32'd0;
-  assign \$387  = first_d2 ? 32'd0 : \$signature__data$700 [159:128];
-  assign \$388  = active_d2 > 3'h4;
-  assign \$389  = \$388  ? product_r_0_4 : 32'd0;
-  assign \$390  = first_d2 ? 32'd0 : \$signature__data$700 [191:160];
-  assign \$391  = active_d2 > 3'h5;
-  assign \$392  = \$391  ? product_r_0_5 : 32'd0;
-  assign \$393  = first_d2 ? 32'd0 : \$signature__data$700 [223:192];
-  assign \$394  = active_d2 > 3'h6;
-  assign \$395  = \$394  ? product_r_0_6 : 32'd0;
-  assign \$396  = first_d2 ? 32'd0 : \$signature__data$700 [255:224];
-  assign \$397  = active_d2 > 3'h7;
-  assign \$398  = \$397  ? product_r_0_7 : 32'd0;
-  assign \$399  = first_d2 ? 32'd0 : \$signature__data$700 [287:256];
-  assign \$400  = active_d2 > 4'h8;
-  assign \$401  = \$400  ? product_r_0_8 : 32'd0;
-  assign \$402  = first_d2 ? 32'd0 : \$signature__data$700 [319:288];
-  assign \$403  = active_d2 > 4'h9;
-  assign \$404  = \$403  ? product_r_0_9 : 32'd0;
-  assign \$405  = first_d2 ? 32'd0 : \$signature__data$700 [351:320];
-  assign \$406  = active_d2 > 4'ha;
-  assign \$407  = \$406  ? product_r_0_10 : 32'd0;
-  assign \$408  = first_d2 ? 32'd0 : \$signature__data$700 [383:352];
-  assign \$409  = active_d2 > 4'hb;
-  assign \$410  = \$409  ? product_r_0_11 : 32'd0;
-  assign \$411  = first_d2 ? 32'd0 : \$signature__data$700 [415:384];
-  assign \$412  = active_d2 > 4'hc;
-  assign \$413  = \$412  ? product_r_0_12 : 32'd0;
-  assign \$414  = first_d2 ? 32'd0 : \$signature__data$700 [447:416];
-  assign \$415  = active_d2 > 4'hd;
-  assign \$416  = \$415  ? product_r_0_13 : 32'd0;
-  assign \$417  = first_d2 ? 32'd0 : \$signature__data$700 [479:448];
-  assign \$418  = active_d2 > 4'he;
-  assign \$419  = \$418  ? product_r_0_14 : 32'd0;
-  assign \$420  = first_d2 ? 32'd0 : \$signature__data$700 [511:480];
-  assign \$421  = active_d2 > 4'hf;
-  assign \$422  = \$421  ? product_r_0_15 : 32'd0;
-  assign \$423  = first_d2 ? 32'd0 : \$signature__data$700 [543:512];
-  assign \$424  = active_d2 > 5'h10;
-  assign \$425  = \$424  ? product_r_0_16 : 32'd0;
-  assign \$426  = first_d2 ? 32'd0 : \$signature__data$700 [575:544];
-  assign \$427  = active_d2 > 5'h11;
-  assign \$428  = \$427  ? product_r_0_17 : 32'd0;
-  assign \$429  = first_d2 ? 32'd0 : \$signature__data$700 [607:576];
-  assign \$430  = active_d2 > 5'h12;
-  assign \$431  = \$430  ? product_r_0_18 : 32'd0;
-  assign \$432  = first_d2 ? 32'd0 : \$signature__data$700 [639:608];
-  assign \$433  = active_d2 > 5'h13;
-  assign \$434  = \$433  ? product_r_0_19 : 32'd0;
-  assign \$435  = first_d2 ? 32'd0 : \$signature__data$700 [671:640];
-  assign \$436  = active_d2 > 5'h14;
-  assign \$437  = \$436  ? product_r_0_20 : 32'd0;
-  assign \$438  = first_d2 ? 32'd0 : \$signature__data$700 [703:672];
-  assign \$439  = active_d2 > 5'h15;
-  assign \$440  = \$439  ? product_r_0_21 : 32'd0;
-  assign \$441  = first_d2 ? 32'd0 : \$signature__data$700 [735:704];
-  assign \$442  = active_d2 > 5'h16;
-  assign \$443  = \$442  ? product_r_0_22 : 32'd0;
-  assign \$444  = first_d2 ? 32'd0 : \$signature__data$700 [767:736];
-  assign \$445  = active_d2 > 5'h17;
-  assign \$446  = \$445  ? product_r_0_23 : 32'd0;
-  assign \$447  = first_d2 ? 32'd0 : \$signature__data$700 [799:768];
-  assign \$448  = active_d2 > 5'h18;
-  assign \$449  = \$448  ? product_r_0_24 : 32'd0;
-  assign \$450  = first_d2 ? 32'd0 : \$signature__data$700 [831:800];
-  assign \$451  = active_d2 > 5'h19;
-  assign \$452  = \$451  ? product_r_0_25 : 32'd0;
-  assign \$453  = first_d2 ? 32'd0 : \$signature__data$700 [863:832];
-  assign \$454  = active_d2 > 5'h1a;
-  assign \$455  = \$454  ? product_r_0_26 : 32'd0;
-  assign \$456  = first_d2 ? 32'd0 : \$signature__data$700 [895:864];
-  assign \$457  = active_d2 > 5'h1b;
-  assign \$458  = \$457  ? product_r_0_27 : 32'd0;
-  assign \$459  = first_d2 ? 32'd0 : \$signature__data$700 [927:896];
-  assign \$460  = active_d2 > 5'h1c;
-  assign \$461  = \$460  ? product_r_0_28 : 32'd0;
-  assign \$462  = first_d2 ? 32'd0 : \$signature__data$700 [959:928];
-  assign \$463  = active_d2 > 5'h1d;
-  assign \$464  = \$463  ? product_r_0_29 : 32'd0;
-  assign \$465  = first_d2 ? 32'd0 : \$signature__data$700 [991:960];
-  assign \$466  = active_d2 > 5'h1e;
-  assign \$467  = \$466  ? product_r_0_30 : 32'd0;
-  assign \$468  = first_d2 ? 32'd0 : \$signature__data$700 [1023:992];
-  assign \$469  = active_d2 > 5'h1f;
-  assign \$470  = \$469  ? product_r_0_31 : 32'd0;
-  assign \$471  = first_d2 ? 32'd0 : \$signature__data$701 [31:0];
-  assign \$472  = active_d2 > 1'h0;
-  assign \$473  = \$472  ? product_r_1_0 : 32'd0;
-  assign \$474  = first_d2 ? 32'd0 : \$signature__data$701 [63:32];
-  assign \$475  = active_d2 > 1'h1;
-  assign \$476  = \$475  ? product_r_1_1 : 32'd0;
-  assign \$477  = first_d2 ? 32'd0 : \$signature__data$701 [95:64];
-  assign \$478  = active_d2 > 2'h2;
-  assign \$479  = \$478  ? product_r_1_2 : 32'd0;
-  assign \$480  = first_d2 ? 32'd0 : \$signature__data$701 [127:96];
-  assign \$481  = active_d2 > 2'h3;
-  assign \$482  = \$481  ? product_r_1_3 : 32'd0;
-  assign \$483  = first_d2 ? 32'd0 : \$signature__data$701 [159:128];
-  assign \$484  = active_d2 > 3'h4;
-  assign \$485  = \$484  ? product_r_1_4 : 32'd0;
-  assign \$486  = first_d2 ? 32'd0 : \$signature__data$701 [191:160];
-  assign \$487  = active_d2 > 3'h5;
-  assign \$488  = \$487  ? product_r_1_5 : 32'd0;
-  assign \$489  = first_d2 ? 32'd0 : \$signature__data$701 [223:192];
-  assign \$490  = active_d2 > 3'h6;
-  assign \$491  = \$490  ? product_r_1_6 : 32'd0;
-  assign \$492  = first_d2 ? 32'd0 : \$signature__data$701 [255:224];
-  assign \$493  = active_d2 > 3'h7;
-  assign \$494  = \$493  ? product_r_1_7 : 32'd0;
-  assign \$495  = first_d2 ? 32'd0 : \$signature__data$701 [287:256];
-  assign \$496  = active_d2 > 4'h8;
-  assign \$497  = \$496  ? product_r_1_8 : 32'd0;
-  assign \$498  = first_d2 ? 32'd0 : \$signature__data$701 [319:288];
-  assign \$499  = active_d2 > 4'h9;
-  assign \$500  = \$499  ? product_r_1_9 : 32'd0;
-  assign \$501  = first_d2 ? 32'd0 : \$signature__data$701 [351:320];
-  assign \$502  = active_d2 > 4'ha;
-  assign \$503  = \$502  ? product_r_1_10 : 32'd0;
-  assign \$504  = first_d2 ? 32'd0 : \$signature__data$701 [383:352];
-  assign \$505  = active_d2 > 4'hb;
-  assign \$506  = \$505  ? product_r_1_11 : 32'd0;
-  assign \$507  = first_d2 ? 32'd0 : \$signature__data$701 [415:384];
-  assign \$508  = active_d2 > 4'hc;
-  assign \$509  = \$508  ? product_r_1_12 : 32'd0;
-  assign \$510  = first_d2 ? 32'd0 : \$signature__data$701 [447:416];
-  assign \$511  = active_d2 > 4'hd;
-  assign \$512  = \$511  ? product_r_1_13 : 32'd0;
-  assign \$513  = first_d2 ? 32'd0 : \$signature__data$701 [479:448];
-  assign \$514  = active_d2 > 4'he;
-  assign \$515  = \$514  ? product_r_1_14 : 32'd0;
-  assign \$516  = first_d2 ? 32'd0 : \$signature__data$701 [511:480];
-  assign \$517  = active_d2 > 4'hf;
-  assign \$518  = \$517  ? product_r_1_15 : 32'd0;
-  assign \$519  = first_d2 ? 32'd0 : \$signature__data$701 [543:512];
-  assign \$520  = active_d2 > 5'h10;
-  assign \$521  = \$520  ? product_r_1_16 : 32'd0;
-  assign \$522  = first_d2 ? 32'd0 : \$signature__data$701 [575:544];
-  assign \$523  = active_d2 > 5'h11;
-  assign \$524  = \$523  ? product_r_1_17 : 32'd0;
-  assign \$525  = first_d2 ? 32'd0 : \$signature__data$701 [607:576];
-  assign \$526  = active_d2 > 5'h12;
-  assign \$527  = \$526  ? product_r_1_18 : 32'd0;
-  assign \$528  = first_d2 ? 32'd0 : \$signature__data$701 [639:608];
-  assign \$529  = active_d2 > 5'h13;
-  assign \$530  = \$529  ? product_r_1_19 : 32'd0;
-  assign \$531  = first_d2 ? 32'd0 : \$signature__data$701 [671:640];
-  assign \$532  = active_d2 > 5'h14;
-  assign \$533  = \$532  ? product_r_1_20 : 32'd0;
-  assign \$534  = first_d2 ? 32'd0 : \$signature__data$701 [703:672];
-  assign \$535  = active_d2 > 5'h15;
-  assign \$536  = \$535  ? product_r_1_21 : 32'd0;
-  assign \$537  = first_d2 ? 32'd0 : \$signature__data$701 [735:704];
-  assign \$538  = active_d2 > 5'h16;
-  assign \$539  = \$538  ? product_r_1_22 : 32'd0;
-  assign \$540  = first_d2 ? 32'd0 : \$signature__data$701 [767:736];
-  assign \$541  = active_d2 > 5'h17;
-  assign \$542  = \$541  ? product_r_1_23 : 32'd0;
-  assign \$543  = first_d2 ? 32'd0 : \$signature__data$701 [799:768];
-  assign \$544  = active_d2 > 5'h18;
-  assign \$545  = \$544  ? product_r_1_24 : 32'd0;
-  assign \$546  = first_d2 ? 32'd0 : \$signature__data$701 [831:800];
-  assign \$547  = active_d2 > 5'h19;
-  assign \$548  = \$547  ? product_r_1_25 : 32'd0;
-  assign \$549  = first_d2 ? 32'd0 : \$signature__data$701 [863:832];
-  assign \$550  = active_d2 > 5'h1a;
-  assign \$551  = \$550  ? product_r_1_26 : 32'd0;
-  assign \$552  = first_d2 ? 32'd0 : \$signature__data$701 [895:864];
-  assign \$553  = active_d2 > 5'h1b;
-  assign \$554  = \$553  ? product_r_1_27 : 32'd0;
-  assign \$555  = first_d2 ? 32'd0 : \$signature__data$701 [927:896];
-  assign \$556  = active_d2 > 5'h1c;
-  assign \$557  = \$556  ? product_r_1_28 : 32'd0;
-  assign \$558  = first_d2 ? 32'd0 : \$signature__data$701 [959:928];
-  assign \$559  = active_d2 > 5'h1d;
-  assign \$560  = \$559  ? product_r_1_29 : 32'd0;
-  assign \$561  = first_d2 ? 32'd0 : \$signature__data$701 [991:960];
-  assign \$562  = active_d2 > 5'h1e;
-  assign \$563  = \$562  ? product_r_1_30 : 32'd0;
-  assign \$564  = first_d2 ? 32'd0 : \$signature__data$701 [1023:992];
-  assign \$565  = active_d2 > 5'h1f;
-  assign \$566  = \$565  ? product_r_1_31 : 32'd0;
-  assign \$567  = first_d2 ? 32'd0 : \$signature__data$702 [31:0];
-  assign \$568  = active_d2 > 1'h0;
-  assign \$569  = \$568  ? product_r_2_0 : 32'd0;
-  assign \$570  = first_d2 ? 32'd0 : \$signature__data$702 [63:32];
-  assign \$571  = active_d2 > 1'h1;
-  assign \$572  = \$571  ? product_r_2_1 : 32'd0;
-  assign \$573  = first_d2 ? 32'd0 : \$signature__data$702 [95:64];
-  assign \$574  = active_d2 > 2'h2;
-  assign \$575  = \$574  ? product_r_2_2 : 32'd0;
-  assign \$576  = first_d2 ? 32'd0 : \$signature__data$702 [127:96];
-  assign \$577  = active_d2 > 2'h3;
-  assign \$578  = \$577  ? product_r_2_3 : 32'd0;
-  assign \$579  = first_d2 ? 32'd0 : \$signature__data$702 [159:128];
-  assign \$580  = active_d2 > 3'h4;
-  assign \$581  = \$580  ? product_r_2_4 : 32'd0;
-  assign \$582  = first_d2 ? 32'd0 : \$signature__data$702 [191:160];
-  assign \$583  = active_d2 > 3'h5;
-  assign \$584  = \$583  ? product_r_2_5 : 32'd0;
-  assign \$585  = first_d2 ? 32'd0 : \$signature__data$702 [223:192];
-  assign \$586  = active_d2 > 3'h6;
-  assign \$587  = \$586  ? product_r_2_6 : 32'd0;
-  assign \$588  = first_d2 ? 32'd0 : \$signature__data$702 [255:224];
-  assign \$589  = active_d2 > 3'h7;
-  assign \$590  = \$589  ? product_r_2_7 : 32'd0;
-  assign \$591  = first_d2 ? 32'd0 : \$signature__data$702 [287:256];
-  assign \$592  = active_d2 > 4'h8;
-  assign \$593  = \$592  ? product_r_2_8 : 32'd0;
-  assign \$594  = first_d2 ? 32'd0 : \$signature__data$702 [319:288];
-  assign \$595  = active_d2 > 4'h9;
-  assign \$596  = \$595  ? product_r_2_9 : 32'd0;
-  assign \$597  = first_d2 ? 32'd0 : \$signature__data$702 [351:320];
-  assign \$598  = active_d2 > 4'ha;
-  assign \$599  = \$598  ? product_r_2_10 : 32'd0;
-  assign \$600  = first_d2 ? 32'd0 : \$signature__data$702 [383:352];
-  assign \$601  = active_d2 > 4'hb;
-  assign \$602  = \$601  ? product_r_2_11 : 32'd0;
-  assign \$603  = first_d2 ? 32'd0 : \$signature__data$702 [415:384];
-  assign \$604  = active_d2 > 4'hc;
-  assign \$605  = \$604  ? product_r_2_12 : 32'd0;
-  assign \$606  = first_d2 ? 32'd0 : \$signature__data$702 [447:416];
-  assign \$607  = active_d2 > 4'hd;
-  assign \$608  = \$607  ? product_r_2_13 : 32'd0;
-  assign \$609  = first_d2 ? 32'd0 : \$signature__data$702 [479:448];
-  assign \$610  = active_d2 > 4'he;
-  assign \$611  = \$610  ? product_r_2_14 : 32'd0;
-  assign \$612  = first_d2 ? 32'd0 : \$signature__data$702 [511:480];
-  assign \$613  = active_d2 > 4'hf;
-  assign \$614  = \$613  ? product_r_2_15 : 32'd0;
-  assign \$615  = first_d2 ? 32'd0 : \$signature__data$702 [543:512];
-  assign \$616  = active_d2 > 5'h10;
-  assign \$617  = \$616  ? product_r_2_16 : 32'd0;
-  assign \$618  = first_d2 ? 32'd0 : \$signature__data$702 [575:544];
-  assign \$619  = active_d2 > 5'h11;
-  assign \$620  = \$619  ? product_r_2_17 : 32'd0;
-  assign \$621  = first_d2 ? 32'd0 : \$signature__data$702 [607:576];
-  assign \$622  = active_d2 > 5'h12;
-  assign \$623  = \$622  ? product_r_2_18 : 32'd0;
-  assign \$624  = first_d2 ? 32'd0 : \$signature__data$702 [639:608];
-  assign \$625  = active_d2 > 5'h13;
-  assign \$626  = \$625  ? product_r_2_19 : 32'd0;
-  assign \$627  = first_d2 ? 32'd0 : \$signature__data$702 [671:640];
-  assign \$628  = active_d2 > 5'h14;
-  assign \$629  = \$628  ? product_r_2_20 : 32'd0;
-  assign \$630  = first_d2 ? 32'd0 : \$signature__data$702 [703:672];
-  assign \$631  = active_d2 > 5'h15;
-  assign \$632  = \$631  ? product_r_2_21 : 32'd0;
-  assign \$633  = first_d2 ? 32'd0 : \$signature__data$702 [735:704];
-  assign \$634  = active_d2 > 5'h16;
-  assign \$635  = \$634  ? product_r_2_22 : 32'd0;
-  assign \$636  = first_d2 ? 32'd0 : \$signature__data$702 [767:736];
-  assign \$637  = active_d2 > 5'h17;
-  assign \$638  = \$637  ? product_r_2_23 : 32'd0;
-  assign \$639  = first_d2 ? 32'd0 : \$signature__data$702 [799:768];
-  assign \$640  = active_d2 > 5'h18;
-  assign \$641  = \$640  ? product_r_2_24 : 32'd0;
-  assign \$642  = first_d2 ? 32'd0 : \$signature__data$702 [831:800];
-  assign \$643  = active_d2 > 5'h19;
-  assign \$644  = \$643  ? product_r_2_25 : 32'd0;
-  assign \$645  = first_d2 ? 32'd0 : \$signature__data$702 [863:832];
-  assign \$646  = active_d2 > 5'h1a;
-  assign \$647  = \$646  ? product_r_2_26 : 32'd0;
-  assign \$648  = first_d2 ? 32'd0 : \$signature__data$702 [895:864];
-  assign \$649  = active_d2 > 5'h1b;
-  assign \$650  = \$649  ? product_r_2_27 : 32'd0;
-  assign \$651  = first_d2 ? 32'd0 : \$signature__data$702 [927:896];
-  assign \$652  = active_d2 > 5'h1c;
-  assign \$653  = \$652  ? product_r_2_28 : 32'd0;
-  assign \$654  = first_d2 ? 32'd0 : \$signature__data$702 [959:928];
-  assign \$655  = active_d2 > 5'h1d;
-  assign \$656  = \$655  ? product_r_2_29 : 32'd0;
-  assign \$657  = first_d2 ? 32'd0 : \$signature__data$702 [991:960];
-  assign \$658  = active_d2 > 5'h1e;
-  assign \$659  = \$658  ? product_r_2_30 : 32'd0;
-  assign \$660  = first_d2 ? 32'd0 : \$signature__data$702 [1023:992];
-  assign \$661  = active_d2 > 5'h1f;
-  assign \$662  = \$661  ? product_r_2_31 : 32'd0;
-  assign \$663  = first_d2 ? 32'd0 : \$signature__data$703 [31:0];
-  assign \$664  = active_d2 > 1'h0;
-  assign \$665  = \$664  ? product_r_3_0 : 32'd0;
-  assign \$666  = first_d2 ? 32'd0 : \$signature__data$703 [63:32];
-  assign \$667  = active_d2 > 1'h1;
-  assign \$668  = \$667  ? product_r_3_1 : 32'd0;
-  assign \$669  = first_d2 ? 32'd0 : \$signature__data$703 [95:64];
-  assign \$670  = active_d2 > 2'h2;
-  assign \$671  = \$670  ? product_r_3_2 : 32'd0;
-  assign \$672  = first_d2 ? 32'd0 : \$signature__data$703 [127:96];
-  assign \$673  = active_d2 > 2'h3;
-  assign \$674  = \$673  ? product_r_3_3 : 32'd0;
-  assign \$675  = first_d2 ? 32'd0 : \$signature__data$703 [159:128];
-  assign \$676  = active_d2 > 3'h4;
-  assign \$677  = \$676  ? product_r_3_4 : 32'd0;
-  assign \$678  = first_d2 ? 32'd0 : \$signature__data$703 [191:160];
-  assign \$679  = active_d2 > 3'h5;
-  assign \$680  = \$679  ? product_r_3_5 : 32'd0;
-  assign \$681  = first_d2 ? 32'd0 : \$signature__data$703 [223:192];
-  assign \$682  = active_d2 > 3'h6;
-  assign \$683  = \$682  ? product_r_3_6 : 32'd0;
-  assign \$684  = first_d2 ? 32'd0 : \$signature__data$703 [255:224];
-  assign \$685  = active_d2 > 3'h7;
-  assign \$686  = \$685  ? product_r_3_7 : 32'd0;
-  assign \$687  = first_d2 ? 32'd0 : \$signature__data$703 [287:256];
-  assign \$688  = active_d2 > 4'h8;
-  assign \$689  = \$688  ? product_r_3_8 : 32'd0;
-  assign \$690  = first_d2 ? 32'd0 : \$signature__data$703 [319:288];
-  assign \$691  = active_d2 > 4'h9;
-  assign \$692  = \$691  ? product_r_3_9 : 32'd0;
-  assign \$693  = first_d2 ? 32'd0 : \$signature__data$703 [351:320];
-  assign \$694  = active_d2 > 4'ha;
-  assign \$695  = \$694  ? product_r_3_10 : 32'd0;
-  assign \$696  = first_d2 ? 32'd0 : \$signature__data$703 [383:352];
-  assign \$697  = active_d2 > 4'hb;
-  assign \$698  = \$697  ? product_r_3_11 : 32'd0;
-  assign \$699  = first_d2 ? 32'd0 : \$signature__data$703 [415:384];
-  assign \$700  = active_d2 > 4'hc;
-  assign \$701  = \$700  ? product_r_3_12 : 32'd0;
-  assign \$702  = first_d2 ? 32'd0 : \$signature__data$703 [447:416];
-  assign \$703  = active_d2 > 4'hd;
-  assign \$704  = \$703  ? product_r_3_13 : 32'd0;
-  assign \$705  = first_d2 ? 32'd0 : \$signature__data$703 [479:448];
-  assign \$706  = active_d2 > 4'he;
-  assign \$707  = \$706  ? product_r_3_14 : 32'd0;
-  assign \$708  = first_d2 ? 32'd0 : \$signature__data$703 [511:480];
-  assign \$709  = active_d2 > 4'hf;
-  assign \$710  = \$709  ? product_r_3_15 : 32'd0;
-  assign \$711  = first_d2 ? 32'd0 : \$signature__data$703 [543:512];
-  assign \$712  = active_d2 > 5'h10;
-  assign \$713  = \$712  ? product_r_3_16 : 32'd0;
-  assign \$714  = first_d2 ? 32'd0 : \$signature__data$703 [575:544];
-  assign \$715  = active_d2 > 5'h11;
-  assign \$716  = \$715  ? product_r_3_17 : 32'd0;
-  assign \$717  = first_d2 ? 32'd0 : \$signature__data$703 [607:576];
-  assign \$718  = active_d2 > 5'h12;
-  assign \$719  = \$718  ? product_r_3_18 : 32'd0;
-  assign \$720  = first_d2 ? 32'd0 : \$signature__data$703 [639:608];
-  assign \$721  = active_d2 > 5'h13;
-  assign \$722  = \$721  ? product_r_3_19 : 32'd0;
-  assign \$723  = first_d2 ? 32'd0 : \$signature__data$703 [671:640];
-  assign \$724  = active_d2 > 5'h14;
-  assign \$725  = \$724  ? product_r_3_20 : 32'd0;
-  assign \$726  = first_d2 ? 32'd0 : \$signature__data$703 [703:672];
-  assign \$727  = active_d2 > 5'h15;
-  assign \$728  = \$727  ? product_r_3_21 : 32'd0;
-  assign \$729  = first_d2 ? 32'd0 : \$signature__data$703 [735:704];
-  assign \$730  = active_d2 > 5'h16;
-  assign \$731  = \$730  ? product_r_3_22 : 32'd0;
-  assign \$732  = first_d2 ? 32'd0 : \$signature__data$703 [767:736];
-  assign \$733  = active_d2 > 5'h17;
-  assign \$734  = \$733  ? product_r_3_23 : 32'd0;
-  assign \$735  = first_d2 ? 32'd0 : \$signature__data$703 [799:768];
-  assign \$736  = active_d2 > 5'h18;
-  assign \$737  = \$736  ? product_r_3_24 : 32'd0;
-  assign \$738  = first_d2 ? 32'd0 : \$signature__data$703 [831:800];
-  assign \$739  = active_d2 > 5'h19;
-  assign \$740  = \$739  ? product_r_3_25 : 32'd0;
-  assign \$741  = first_d2 ? 32'd0 : \$signature__data$703 [863:832];
-  assign \$742  = active_d2 > 5'h1a;
-  assign \$743  = \$742  ? product_r_3_26 : 32'd0;
-  assign \$744  = first_d2 ? 32'd0 : \$signature__data$703 [895:864];
-  assign \$745  = active_d2 > 5'h1b;
-  assign \$746  = \$745  ? product_r_3_27 : 32'd0;
-  assign \$747  = first_d2 ? 32'd0 : \$signature__data$703 [927:896];
-  assign \$748  = active_d2 > 5'h1c;
-  assign \$749  = \$748  ? product_r_3_28 : 32'd0;
-  assign \$750  = first_d2 ? 32'd0 : \$signature__data$703 [959:928];
-  assign \$751  = active_d2 > 5'h1d;
-  assign \$752  = \$751  ? product_r_3_29 : 32'd0;
-  assign \$753  = first_d2 ? 32'd0 : \$signature__data$703 [991:960];
-  assign \$754  = active_d2 > 5'h1e;
-  assign \$755  = \$754  ? product_r_3_30 : 32'd0;
-  assign \$756  = first_d2 ? 32'd0 : \$signature__data$703 [1023:992];
-  assign \$757  = active_d2 > 5'h1f;
-  assign \$758  = \$757  ? product_r_3_31 : 32'd0;
-  always @(posedge clk)
-    lane_row0 <= \$759 ;
-  always @(posedge clk)
-    lane_row1 <= \$760 ;
-  always @(posedge clk)
-    lane_row2 <= \$761 ;
-  always @(posedge clk)
-    lane_row3 <= \$762 ;
-  always @(posedge clk)
-    lane_row4 <= \$763 ;
-  always @(posedge clk)
-    lane_row5 <= \$764 ;
-  always @(posedge clk)
-    lane_row6 <= \$765 ;
-  always @(posedge clk)
-    lane_row7 <= \$766 ;
-  always @(posedge clk)
-    lane_row8 <= \$767 ;
-  always @(posedge clk)
-    lane_row9 <= \$768 ;
-  always @(posedge clk)
-    lane_row10 <= \$769 ;
-  always @(posedge clk)
-    lane_row11 <= \$770 ;
-  always @(posedge clk)
-    lane_row12 <= \$771 ;
-  always @(posedge clk)
-    lane_row13 <= \$772 ;
-  always @(posedge clk)
-    lane_row14 <= \$773 ;
-  always @(posedge clk)
-    lane_row15 <= \$774 ;
-  always @(posedge clk)
-    lane_row16 <= \$775 ;
-  always @(posedge clk)
-    lane_row17 <= \$776 ;
-  always @(posedge clk)
-    lane_row18 <= \$777 ;
-  always @(posedge clk)
-    lane_row19 <= \$778 ;
-  always @(posedge clk)
-    lane_row20 <= \$779 ;
-  always @(posedge clk)
-    lane_row21 <= \$780 ;
-  always @(posedge clk)
-    lane_row22 <= \$781 ;
-  always @(posedge clk)
-    lane_row23 <= \$782 ;
-  always @(posedge clk)
-    lane_row24 <= \$783 ;
-  always @(posedge clk)
-    lane_row25 <= \$784 ;
-  always @(posedge clk)
-    lane_row26 <= \$785 ;
-  always @(posedge clk)
-    lane_row27 <= \$786 ;
-  always @(posedge clk)
-    lane_row28 <= \$787 ;
-  always @(posedge clk)
-    lane_row29 <= \$788 ;
-  always @(posedge clk)
-    lane_row30 <= \$789 ;
-  always @(posedge clk)
-    lane_row31 <= \$790 ;
-  always @(posedge clk)
-    mac_d1 <= \$791 ;
-  always @(posedge clk)
-    first_d1 <= \$792 ;
-  always @(posedge clk)
-    acc_addr_d1 <= \$793 ;
-  always @(posedge clk)
-    active_d1 <= \$794 ;
-  always @(posedge clk)
-    w_d1 <= \$795 ;
-  always @(posedge clk)
-    \mac_d1$45  <= \$796 ;
-  always @(posedge clk)
-    mac_d2 <= \$797 ;
-  always @(posedge clk)
-    \first_d1$47  <= \$798 ;
-  always @(posedge clk)
-    first_d2 <= \$799 ;
-  always @(posedge clk)
-    \acc_addr_d1$49  <= \$800 ;
-  always @(posedge clk)
-    acc_addr_d2 <= \$801 ;
-  always @(posedge clk)
-    \active_d1$51  <= \$802 ;
-  always @(posedge clk)
-    active_d2 <= \$803 ;
-  always @(posedge clk)
-    \mac_d1$53  <= \$804 ;
-  always @(posedge clk)
-    \mac_d2$54  <= \$805 ;
-  always @(posedge clk)
-    \acc_addr_d1$55  <= \$806 ;
-  always @(posedge clk)
-    \acc_addr_d2$56  <= \$807 ;
-  always @(posedge clk)
-    x_0_0 <= \$808 ;
-  always @(posedge clk)
-    product_r_0_0 <= \$809 ;
-  always @(posedge clk)
-    x_0_1 <= \$810 ;
-  always @(posedge clk)
-    product_r_0_1 <= \$811 ;
-  always @(posedge clk)
-    x_0_2 <= \$812 ;
-  always @(posedge clk)
-    product_r_0_2 <= \$813 ;
-  always @(posedge clk)
-    x_0_3 <= \$814 ;
-  always @(posedge clk)
-    product_r_0_3 <= \$815 ;
-  always @(posedge clk)
-    x_0_4 <= \$816 ;
-  always @(posedge clk)
-    product_r_0_4 <= \$817 ;
-  always @(posedge clk)
-    x_0_5 <= \$818 ;
-  always @(posedge clk)
-    product_r_0_5 <= \$819 ;
-  always @(posedge clk)
-    x_0_6 <= \$820 ;
-  always @(posedge clk)
-    product_r_0_6 <= \$821 ;
-  always @(posedge clk)
-    x_0_7 <= \$822 ;
-  always @(posedge clk)
-    product_r_0_7 <= \$823 ;
-  always @(posedge clk)
-    x_0_8 <= \$824 ;
-  always @(posedge clk)
-    product_r_0_8 <= \$825 ;
-  always @(posedge clk)
-    x_0_9 <= \$826 ;
-  always @(posedge clk)
-    product_r_0_9 <= \$827 ;
-  always @(posedge clk)
-    x_0_10 <= \$828 ;
-  always @(posedge clk)
-    product_r_0_10 <= \$829 ;
-  always @(posedge clk)
-    x_0_11 <= \$830 ;
-  always @(posedge clk)
-    product_r_0_11 <= \$831 ;
-  always @(posedge clk)
-    x_0_12 <= \$832 ;
-  always @(posedge clk)
-    product_r_0_12 <= \$833 ;
-  always @(posedge clk)
-    x_0_13 <= \$834 ;
-  always @(posedge clk)
-    product_r_0_13 <= \$835 ;
-  always @(posedge clk)
-    x_0_14 <= \$836 ;
-  always @(posedge clk)
-    product_r_0_14 <= \$837 ;
-  always @(posedge clk)
-    x_0_15 <= \$838 ;
-  always @(posedge clk)
-    product_r_0_15 <= \$839 ;
-  always @(posedge clk)
-    x_0_16 <= \$840 ;
-  always @(posedge clk)
-    product_r_0_16 <= \$841 ;
-  always @(posedge clk)
-    x_0_17 <= \$842 ;
-  always @(posedge clk)
-    product_r_0_17 <= \$843 ;
-  always @(posedge clk)
-    x_0_18 <= \$844 ;
-  always @(posedge clk)
-    product_r_0_18 <= \$845 ;
-  always @(posedge clk)
-    x_0_19 <= \$846 ;
-  always @(posedge clk)
-    product_r_0_19 <= \$847 ;
-  always @(posedge clk)
-    x_0_20 <= \$848 ;
-  always @(posedge clk)
-    product_r_0_20 <= \$849 ;
-  always @(posedge clk)
-    x_0_21 <= \$850 ;
-  always @(posedge clk)
-    product_r_0_21 <= \$851 ;
-  always @(posedge clk)
-    x_0_22 <= \$852 ;
-  always @(posedge clk)
-    product_r_0_22 <= \$853 ;
-  always @(posedge clk)
-    x_0_23 <= \$854 ;
-  always @(posedge clk)
-    product_r_0_23 <= \$855 ;
-  always @(posedge clk)
-    x_0_24 <= \$856 ;
+  assign \$signature__addr$505  = \mac_d2$54  ? \acc_addr_d2$56  : acc_word;
+  assign \$367  = ! acc_row;
+  assign \$368  = acc_we & \$367 ;
+  assign \$signature__en$507  = \mac_d2$54  | \$368 ;
+  assign \$signature__data$510  = \mac_d2$54  ? { sum_0_31, sum_0_30, sum_0_29, sum_0_28, sum_0_27, sum_0_26, sum_0_25, sum_0_24, sum_0_23, sum_0_22, sum_0_21, sum_0_20, sum_0_19, sum_0_18, sum_0_17, sum_0_16, sum_0_15, sum_0_14, sum_0_13, sum_0_12, sum_0_11, sum_0_10, sum_0_9, sum_0_8, sum_0_7, sum_0_6, sum_0_5, sum_0_4, sum_0_3, sum_0_2, sum_0_1, sum_0_0 } : acc_data;
+  assign \$369  = in_row == 1'h1;
+  assign \$signature__en$546  = in_we & \$369 ;
+  assign \$signature__addr$551  = \mac_d2$54  ? \acc_addr_d2$56  : acc_word;
+  assign \$370  = acc_row == 1'h1;
+  assign \$371  = acc_we & \$370 ;
+  assign \$signature__en$552  = \mac_d2$54  | \$371 ;
+  assign \$signature__data$553  = \mac_d2$54  ? { sum_1_31, sum_1_30, sum_1_29, sum_1_28, sum_1_27, sum_1_26, sum_1_25, sum_1_24, sum_1_23, sum_1_22, sum_1_21, sum_1_20, sum_1_19, sum_1_18, sum_1_17, sum_1_16, sum_1_15, sum_1_14, sum_1_13, sum_1_12, sum_1_11, sum_1_10, sum_1_9, sum_1_8, sum_1_7, sum_1_6, sum_1_5, sum_1_4, sum_1_3, sum_1_2, sum_1_1, sum_1_0 } : acc_data;
+  assign \$372  = in_row == 2'h2;
+  assign \$signature__en$588  = in_we & \$372 ;
+  assign \$signature__addr$593  = \mac_d2$54  ? \acc_addr_d2$56  : acc_word;
+  assign \$373  = acc_row == 2'h2;
+  assign \$374  = acc_we & \$373 ;
+  assign \$signature__en$594  = \mac_d2$54  | \$374 ;
+  assign \$signature__data$595  = \mac_d2$54  ? { sum_2_31, sum_2_30, sum_2_29, sum_2_28, sum_2_27, sum_2_26, sum_2_25, sum_2_24, sum_2_23, sum_2_22, sum_2_21, sum_2_20, sum_2_19, sum_2_18, sum_2_17, sum_2_16, sum_2_15, sum_2_14, sum_2_13, sum_2_12, sum_2_11, sum_2_10, sum_2_9, sum_2_8, sum_2_7, sum_2_6, sum_2_5, sum_2_4, sum_2_3, sum_2_2, sum_2_1, sum_2_0 } : acc_data;
+  assign \$375  = in_row == 2'h3;
+  assign \$signature__en$630  = in_we & \$375 ;
+  assign \$signature__addr$635  = \mac_d2$54  ? \acc_addr_d2$56  : acc_word;
+  assign \$376  = acc_row == 2'h3;
+  assign \$377  = acc_we & \$376 ;
+  assign \$signature__en$636  = \mac_d2$54  | \$377 ;
+  assign \$signature__data$637  = \mac_d2$54  ? { sum_3_31, sum_3_30, sum_3_29, sum_3_28, sum_3_27, sum_3_26, sum_3_25, sum_3_24, sum_3_23, sum_3_22, sum_3_21, sum_3_20, sum_3_19, sum_3_18, sum_3_17, sum_3_16, sum_3_15, sum_3_14, sum_3_13, sum_3_12, sum_3_11, sum_3_10, sum_3_9, sum_3_8, sum_3_7, sum_3_6, sum_3_5, sum_3_4, sum_3_3, sum_3_2, sum_3_1, sum_3_0 } : acc_data;
+  assign \$378  = | set_left;
+  assign \$379  = shift >= n_cols;
+  assign \$380  = ! fold_state;
+  assign \$381  = fold_state == 1'h1;
+  assign \$382  = fold_state == 2'h2;
+  assign \$383  = first_d2 ? 32'd0 : \$signature__data$725 [31:0];
+  assign \$384  = active_d2 > 1'h0;
+  assign \$385  = \$384  ? product_r_0_0 : 32'd0;
+  assign \$386  = first_d2 ? 32'd0 : \$signature__data$725 [63:32];
+  assign \$387  = active_d2 > 1'h1;
+  assign \$388  = \$387  ? product_r_0_1 : 32'd0;
+  assign \$389  = first_d2 ? 32'd0 : \$signature__data$725 [95:64];
+  assign \$390  = active_d2 > 2'h2;
+  assign \$391  = \$390  ? product_r_0_2 : 32'd0;
+  assign \$392  = first_d2 ? 32'd0 : \$signature__data$725 [127:96];
+  assign \$393  = active_d2 > 2'h3;
+  assign \$394  = \$393  ? product_r_0_3 : 32'd0;
+  assign \$395  = first_d2 ? 32'd0 : \$signature__data$725 [159:128];
+  assign \$396  = active_d2 > 3'h4;
+  assign \$397  = \$396  ? product_r_0_4 : 32'd0;
+  assign \$398  = first_d2 ? 32'd0 : \$signature__data$725 [191:160];
+  assign \$399  = active_d2 > 3'h5;
+  assign \$400  = \$399  ? product_r_0_5 : 32'd0;
+  assign \$401  = first_d2 ? 32'd0 : \$signature__data$725 [223:192];
+  assign \$402  = active_d2 > 3'h6;
+  assign \$403  = \$402  ? product_r_0_6 : 32'd0;
+  assign \$404  = first_d2 ? 32'd0 : \$signature__data$725 [255:224];
+  assign \$405  = active_d2 > 3'h7;
+  assign \$406  = \$405  ? product_r_0_7 : 32'd0;
+  assign \$407  = first_d2 ? 32'd0 : \$signature__data$725 [287:256];
+  assign \$408  = active_d2 > 4'h8;
+  assign \$409  = \$408  ? product_r_0_8 : 32'd0;
+  assign \$410  = first_d2 ? 32'd0 : \$signature__data$725 [319:288];
+  assign \$411  = active_d2 > 4'h9;
+  assign \$412  = \$411  ? product_r_0_9 : 32'd0;
+  assign \$413  = first_d2 ? 32'd0 : \$signature__data$725 [351:320];
+  assign \$414  = active_d2 > 4'ha;
+  assign \$415  = \$414  ? product_r_0_10 : 32'd0;
+  assign \$416  = first_d2 ? 32'd0 : \$signature__data$725 [383:352];
+  assign \$417  = active_d2 > 4'hb;
+  assign \$418  = \$417  ? product_r_0_11 : 32'd0;
+  assign \$419  = first_d2 ? 32'd0 : \$signature__data$725 [415:384];
+  assign \$420  = active_d2 > 4'hc;
+  assign \$421  = \$420  ? product_r_0_12 : 32'd0;
+  assign \$422  = first_d2 ? 32'd0 : \$signature__data$725 [447:416];
+  assign \$423  = active_d2 > 4'hd;
+  assign \$424  = \$423  ? product_r_0_13 : 32'd0;
+  assign \$425  = first_d2 ? 32'd0 : \$signature__data$725 [479:448];
+  assign \$426  = active_d2 > 4'he;
+  assign \$427  = \$426  ? product_r_0_14 : 32'd0;
+  assign \$428  = first_d2 ? 32'd0 : \$signature__data$725 [511:480];
+  assign \$429  = active_d2 > 4'hf;
+  assign \$430  = \$429  ? product_r_0_15 : 32'd0;
+  assign \$431  = first_d2 ? 32'd0 : \$signature__data$725 [543:512];
+  assign \$432  = active_d2 > 5'h10;
+  assign \$433  = \$432  ? product_r_0_16 : 32'd0;
+  assign \$434  = first_d2 ? 32'd0 : \$signature__data$725 [575:544];
+  assign \$435  = active_d2 > 5'h11;
+  assign \$436  = \$435  ? product_r_0_17 : 32'd0;
+  assign \$437  = first_d2 ? 32'd0 : \$signature__data$725 [607:576];
+  assign \$438  = active_d2 > 5'h12;
+  assign \$439  = \$438  ? product_r_0_18 : 32'd0;
+  assign \$440  = first_d2 ? 32'd0 : \$signature__data$725 [639:608];
+  assign \$441  = active_d2 > 5'h13;
+  assign \$442  = \$441  ? product_r_0_19 : 32'd0;
+  assign \$443  = first_d2 ? 32'd0 : \$signature__data$725 [671:640];
+  assign \$444  = active_d2 > 5'h14;
+  assign \$445  = \$444  ? product_r_0_20 : 32'd0;
+  assign \$446  = first_d2 ? 32'd0 : \$signature__data$725 [703:672];
+  assign \$447  = active_d2 > 5'h15;
+  assign \$448  = \$447  ? product_r_0_21 : 32'd0;
+  assign \$449  = first_d2 ? 32'd0 : \$signature__data$725 [735:704];
+  assign \$450  = active_d2 > 5'h16;
+  assign \$451  = \$450  ? product_r_0_22 : 32'd0;
+  assign \$452  = first_d2 ? 32'd0 : \$signature__data$725 [767:736];
+  assign \$453  = active_d2 > 5'h17;
+  assign \$454  = \$453  ? product_r_0_23 : 32'd0;
+  assign \$455  = first_d2 ? 32'd0 : \$signature__data$725 [799:768];
+  assign \$456  = active_d2 > 5'h18;
+  assign \$457  = \$456  ? product_r_0_24 : 32'd0;
+  assign \$458  = first_d2 ? 32'd0 : \$signature__data$725 [831:800];
+  assign \$459  = active_d2 > 5'h19;
+  assign \$460  = \$459  ? product_r_0_25 : 32'd0;
+  assign \$461  = first_d2 ? 32'd0 : \$signature__data$725 [863:832];
+  assign \$462  = active_d2 > 5'h1a;
+  assign \$463  = \$462  ? product_r_0_26 : 32'd0;
+  assign \$464  = first_d2 ? 32'd0 : \$signature__data$725 [895:864];
+  assign \$465  = active_d2 > 5'h1b;
+  assign \$466  = \$465  ? product_r_0_27 : 32'd0;
+  assign \$467  = first_d2 ? 32'd0 : \$signature__data$725 [927:896];
+  assign \$468  = active_d2 > 5'h1c;
+  assign \$469  = \$468  ? product_r_0_28 : 32'd0;
+  assign \$470  = first_d2 ? 32'd0 : \$signature__data$725 [959:928];
+  assign \$471  = active_d2 > 5'h1d;
+  assign \$472  = \$471  ? product_r_0_29 : 32'd0;
+  assign \$473  = first_d2 ? 32'd0 : \$signature__data$725 [991:960];
+  assign \$474  = active_d2 > 5'h1e;
+  assign \$475  = \$474  ? product_r_0_30 : 32'd0;
+  assign \$476  = first_d2 ? 32'd0 : \$signature__data$725 [1023:992];
+  assign \$477  = active_d2 > 5'h1f;
+  assign \$478  = \$477  ? product_r_0_31 : 32'd0;
+  assign \$479  = first_d2 ? 32'd0 : \$signature__data$726 [31:0];
+  assign \$480  = active_d2 > 1'h0;
+  assign \$481  = \$480  ? product_r_1_0 : 32'd0;
+  assign \$482  = first_d2 ? 32'd0 : \$signature__data$726 [63:32];
+  assign \$483  = active_d2 > 1'h1;
+  assign \$484  = \$483  ? product_r_1_1 : 32'd0;
+  assign \$485  = first_d2 ? 32'd0 : \$signature__data$726 [95:64];
+  assign \$486  = active_d2 > 2'h2;
+  assign \$487  = \$486  ? product_r_1_2 : 32'd0;
+  assign \$488  = first_d2 ? 32'd0 : \$signature__data$726 [127:96];
+  assign \$489  = active_d2 > 2'h3;
+  assign \$490  = \$489  ? product_r_1_3 : 32'd0;
+  assign \$491  = first_d2 ? 32'd0 : \$signature__data$726 [159:128];
+  assign \$492  = active_d2 > 3'h4;
+  assign \$493  = \$492  ? product_r_1_4 : 32'd0;
+  assign \$494  = first_d2 ? 32'd0 : \$signature__data$726 [191:160];
+  assign \$495  = active_d2 > 3'h5;
+  assign \$496  = \$495  ? product_r_1_5 : 32'd0;
+  assign \$497  = first_d2 ? 32'd0 : \$signature__data$726 [223:192];
+  assign \$498  = active_d2 > 3'h6;
+  assign \$499  = \$498  ? product_r_1_6 : 32'd0;
+  assign \$500  = first_d2 ? 32'd0 : \$signature__data$726 [255:224];
+  assign \$501  = active_d2 > 3'h7;
+  assign \$502  = \$501  ? product_r_1_7 : 32'd0;
+  assign \$503  = first_d2 ? 32'd0 : \$signature__data$726 [287:256];
+  assign \$504  = active_d2 > 4'h8;
+  assign \$505  = \$504  ? product_r_1_8 : 32'd0;
+  assign \$506  = first_d2 ? 32'd0 : \$signature__data$726 [319:288];
+  assign \$507  = active_d2 > 4'h9;
+  assign \$508  = \$507  ? product_r_1_9 : 32'd0;
+  assign \$509  = first_d2 ? 32'd0 : \$signature__data$726 [351:320];
+  assign \$510  = active_d2 > 4'ha;
+  assign \$511  = \$510  ? product_r_1_10 : 32'd0;
+  assign \$512  = first_d2 ? 32'd0 : \$signature__data$726 [383:352];
+  assign \$513  = active_d2 > 4'hb;
+  assign \$514  = \$513  ? product_r_1_11 : 32'd0;
+  assign \$515  = first_d2 ? 32'd0 : \$signature__data$726 [415:384];
+  assign \$516  = active_d2 > 4'hc;
+  assign \$517  = \$516  ? product_r_1_12 : 32'd0;
+  assign \$518  = first_d2 ? 32'd0 : \$signature__data$726 [447:416];
+  assign \$519  = active_d2 > 4'hd;
+  assign \$520  = \$519  ? product_r_1_13 : 32'd0;
+  assign \$521  = first_d2 ? 32'd0 : \$signature__data$726 [479:448];
+  assign \$522  = active_d2 > 4'he;
+  assign \$523  = \$522  ? product_r_1_14 : 32'd0;
+  assign \$524  = first_d2 ? 32'd0 : \$signature__data$726 [511:480];
+  assign \$525  = active_d2 > 4'hf;
+  assign \$526  = \$525  ? product_r_1_15 : 32'd0;
+  assign \$527  = first_d2 ? 32'd0 : \$signature__data$726 [543:512];
+  assign \$528  = active_d2 > 5'h10;
+  assign \$529  = \$528  ? product_r_1_16 : 32'd0;
+  assign \$530  = first_d2 ? 32'd0 : \$signature__data$726 [575:544];
+  assign \$531  = active_d2 > 5'h11;
+  assign \$532  = \$531  ? product_r_1_17 : 32'd0;
+  assign \$533  = first_d2 ? 32'd0 : \$signature__data$726 [607:576];
+  assign \$534  = active_d2 > 5'h12;
+  assign \$535  = \$534  ? product_r_1_18 : 32'd0;
+  assign \$536  = first_d2 ? 32'd0 : \$signature__data$726 [639:608];
+  assign \$537  = active_d2 > 5'h13;
+  assign \$538  = \$537  ? product_r_1_19 : 32'd0;
+  assign \$539  = first_d2 ? 32'd0 : \$signature__data$726 [671:640];
+  assign \$540  = active_d2 > 5'h14;
+  assign \$541  = \$540  ? product_r_1_20 : 32'd0;
+  assign \$542  = first_d2 ? 32'd0 : \$signature__data$726 [703:672];
+  assign \$543  = active_d2 > 5'h15;
+  assign \$544  = \$543  ? product_r_1_21 : 32'd0;
+  assign \$545  = first_d2 ? 32'd0 : \$signature__data$726 [735:704];
+  assign \$546  = active_d2 > 5'h16;
+  assign \$547  = \$546  ? product_r_1_22 : 32'd0;
+  assign \$548  = first_d2 ? 32'd0 : \$signature__data$726 [767:736];
+  assign \$549  = active_d2 > 5'h17;
+  assign \$550  = \$549  ? product_r_1_23 : 32'd0;
+  assign \$551  = first_d2 ? 32'd0 : \$signature__data$726 [799:768];
+  assign \$552  = active_d2 > 5'h18;
+  assign \$553  = \$552  ? product_r_1_24 : 32'd0;
+  assign \$554  = first_d2 ? 32'd0 : \$signature__data$726 [831:800];
+  assign \$555  = active_d2 > 5'h19;
+  assign \$556  = \$555  ? product_r_1_25 : 32'd0;
+  assign \$557  = first_d2 ? 32'd0 : \$signature__data$726 [863:832];
+  assign \$558  = active_d2 > 5'h1a;
+  assign \$559  = \$558  ? product_r_1_26 : 32'd0;
+  assign \$560  = first_d2 ? 32'd0 : \$signature__data$726 [895:864];
+  assign \$561  = active_d2 > 5'h1b;
+  assign \$562  = \$561  ? product_r_1_27 : 32'd0;
+  assign \$563  = first_d2 ? 32'd0 : \$signature__data$726 [927:896];
+  assign \$564  = active_d2 > 5'h1c;
+  assign \$565  = \$564  ? product_r_1_28 : 32'd0;
+  assign \$566  = first_d2 ? 32'd0 : \$signature__data$726 [959:928];
+  assign \$567  = active_d2 > 5'h1d;
+  assign \$568  = \$567  ? product_r_1_29 : 32'd0;
+  assign \$569  = first_d2 ? 32'd0 : \$signature__data$726 [991:960];
+  assign \$570  = active_d2 > 5'h1e;
+  assign \$571  = \$570  ? product_r_1_30 : 32'd0;
+  assign \$572  = first_d2 ? 32'd0 : \$signature__data$726 [1023:992];
+  assign \$573  = active_d2 > 5'h1f;
+  assign \$574  = \$573  ? product_r_1_31 : 32'd0;
+  assign \$575  = first_d2 ? 32'd0 : \$signature__data$727 [31:0];
+  assign \$576  = active_d2 > 1'h0;
+  assign \$577  = \$576  ? product_r_2_0 : 32'd0;
+  assign \$578  = first_d2 ? 32'd0 : \$signature__data$727 [63:32];
+  assign \$579  = active_d2 > 1'h1;
+  assign \$580  = \$579  ? product_r_2_1 : 32'd0;
+  assign \$581  = first_d2 ? 32'd0 : \$signature__data$727 [95:64];
+  assign \$582  = active_d2 > 2'h2;
+  assign \$583  = \$582  ? product_r_2_2 : 32'd0;
+  assign \$584  = first_d2 ? 32'd0 : \$signature__data$727 [127:96];
+  assign \$585  = active_d2 > 2'h3;
+  assign \$586  = \$585  ? product_r_2_3 : 32'd0;
+  assign \$587  = first_d2 ? 32'd0 : \$signature__data$727 [159:128];
+  assign \$588  = active_d2 > 3'h4;
+  assign \$589  = \$588  ? product_r_2_4 : 32'd0;
+  assign \$590  = first_d2 ? 32'd0 : \$signature__data$727 [191:160];
+  assign \$591  = active_d2 > 3'h5;
+  assign \$592  = \$591  ? product_r_2_5 : 32'd0;
+  assign \$593  = first_d2 ? 32'd0 : \$signature__data$727 [223:192];
+  assign \$594  = active_d2 > 3'h6;
+  assign \$595  = \$594  ? product_r_2_6 : 32'd0;
+  assign \$596  = first_d2 ? 32'd0 : \$signature__data$727 [255:224];
+  assign \$597  = active_d2 > 3'h7;
+  assign \$598  = \$597  ? product_r_2_7 : 32'd0;
+  assign \$599  = first_d2 ? 32'd0 : \$signature__data$727 [287:256];
+  assign \$600  = active_d2 > 4'h8;
+  assign \$601  = \$600  ? product_r_2_8 : 32'd0;
+  assign \$602  = first_d2 ? 32'd0 : \$signature__data$727 [319:288];
+  assign \$603  = active_d2 > 4'h9;
+  assign \$604  = \$603  ? product_r_2_9 : 32'd0;
+  assign \$605  = first_d2 ? 32'd0 : \$signature__data$727 [351:320];
+  assign \$606  = active_d2 > 4'ha;
+  assign \$607  = \$606  ? product_r_2_10 : 32'd0;
+  assign \$608  = first_d2 ? 32'd0 : \$signature__data$727 [383:352];
+  assign \$609  = active_d2 > 4'hb;
+  assign \$610  = \$609  ? product_r_2_11 : 32'd0;
+  assign \$611  = first_d2 ? 32'd0 : \$signature__data$727 [415:384];
+  assign \$612  = active_d2 > 4'hc;
+  assign \$613  = \$612  ? product_r_2_12 : 32'd0;
+  assign \$614  = first_d2 ? 32'd0 : \$signature__data$727 [447:416];
+  assign \$615  = active_d2 > 4'hd;
+  assign \$616  = \$615  ? product_r_2_13 : 32'd0;
+  assign \$617  = first_d2 ? 32'd0 : \$signature__data$727 [479:448];
+  assign \$618  = active_d2 > 4'he;
+  assign \$619  = \$618  ? product_r_2_14 : 32'd0;
+  assign \$620  = first_d2 ? 32'd0 : \$signature__data$727 [511:480];
+  assign \$621  = active_d2 > 4'hf;
+  assign \$622  = \$621  ? product_r_2_15 : 32'd0;
+  assign \$623  = first_d2 ? 32'd0 : \$signature__data$727 [543:512];
+  assign \$624  = active_d2 > 5'h10;
+  assign \$625  = \$624  ? product_r_2_16 : 32'd0;
+  assign \$626  = first_d2 ? 32'd0 : \$signature__data$727 [575:544];
+  assign \$627  = active_d2 > 5'h11;
+  assign \$628  = \$627  ? product_r_2_17 : 32'd0;
+  assign \$629  = first_d2 ? 32'd0 : \$signature__data$727 [607:576];
+  assign \$630  = active_d2 > 5'h12;
+  assign \$631  = \$630  ? product_r_2_18 : 32'd0;
+  assign \$632  = first_d2 ? 32'd0 : \$signature__data$727 [639:608];
+  assign \$633  = active_d2 > 5'h13;
+  assign \$634  = \$633  ? product_r_2_19 : 32'd0;
+  assign \$635  = first_d2 ? 32'd0 : \$signature__data$727 [671:640];
+  assign \$636  = active_d2 > 5'h14;
+  assign \$637  = \$636  ? product_r_2_20 : 32'd0;
+  assign \$638  = first_d2 ? 32'd0 : \$signature__data$727 [703:672];
+  assign \$639  = active_d2 > 5'h15;
+  assign \$640  = \$639  ? product_r_2_21 : 32'd0;
+  assign \$641  = first_d2 ? 32'd0 : \$signature__data$727 [735:704];
+  assign \$642  = active_d2 > 5'h16;
+  assign \$643  = \$642  ? product_r_2_22 : 32'd0;
+  assign \$644  = first_d2 ? 32'd0 : \$signature__data$727 [767:736];
+  assign \$645  = active_d2 > 5'h17;
+  assign \$646  = \$645  ? product_r_2_23 : 32'd0;
+  assign \$647  = first_d2 ? 32'd0 : \$signature__data$727 [799:768];
+  assign \$648  = active_d2 > 5'h18;
+  assign \$649  = \$648  ? product_r_2_24 : 32'd0;
+  assign \$650  = first_d2 ? 32'd0 : \$signature__data$727 [831:800];
+  assign \$651  = active_d2 > 5'h19;
+  assign \$652  = \$651  ? product_r_2_25 : 32'd0;
+  assign \$653  = first_d2 ? 32'd0 : \$signature__data$727 [863:832];
+  assign \$654  = active_d2 > 5'h1a;
+  assign \$655  = \$654  ? product_r_2_26 : 32'd0;
+  assign \$656  = first_d2 ? 32'd0 : \$signature__data$727 [895:864];
+  assign \$657  = active_d2 > 5'h1b;
+  assign \$658  = \$657  ? product_r_2_27 : 32'd0;
+  assign \$659  = first_d2 ? 32'd0 : \$signature__data$727 [927:896];
+  assign \$660  = active_d2 > 5'h1c;
+  assign \$661  = \$660  ? product_r_2_28 : 32'd0;
+  assign \$662  = first_d2 ? 32'd0 : \$signature__data$727 [959:928];
+  assign \$663  = active_d2 > 5'h1d;
+  assign \$664  = \$663  ? product_r_2_29 : 32'd0;
+  assign \$665  = first_d2 ? 32'd0 : \$signature__data$727 [991:960];
+  assign \$666  = active_d2 > 5'h1e;
+  assign \$667  = \$666  ? product_r_2_30 : 32'd0;
+  assign \$668  = first_d2 ? 32'd0 : \$signature__data$727 [1023:992];
+  assign \$669  = active_d2 > 5'h1f;
+  assign \$670  = \$669  ? product_r_2_31 : 32'd0;
+  assign \$671  = first_d2 ? 32'd0 : \$signature__data$728 [31:0];
+  assign \$672  = active_d2 > 1'h0;
+  assign \$673  = \$672  ? product_r_3_0 : 32'd0;
+  assign \$674  = first_d2 ? 32'd0 : \$signature__data$728 [63:32];
+  assign \$675  = active_d2 > 1'h1;
+  assign \$676  = \$675  ? product_r_3_1 : 32'd0;
+  assign \$677  = first_d2 ? 32'd0 : \$signature__data$728 [95:64];
+  assign \$678  = active_d2 > 2'h2;
+  assign \$679  = \$678  ? product_r_3_2 : 32'd0;
+  assign \$680  = first_d2 ? 32'd0 : \$signature__data$728 [127:96];
+  assign \$681  = active_d2 > 2'h3;
+  assign \$682  = \$681  ? product_r_3_3 : 32'd0;
+  assign \$683  = first_d2 ? 32'd0 : \$signature__data$728 [159:128];
+  assign \$684  = active_d2 > 3'h4;
+  assign \$685  = \$684  ? product_r_3_4 : 32'd0;
+  assign \$686  = first_d2 ? 32'd0 : \$signature__data$728 [191:160];
+  assign \$687  = active_d2 > 3'h5;
+  assign \$688  = \$687  ? product_r_3_5 : 32'd0;
+  assign \$689  = first_d2 ? 32'd0 : \$signature__data$728 [223:192];
+  assign \$690  = active_d2 > 3'h6;
+  assign \$691  = \$690  ? product_r_3_6 : 32'd0;
+  assign \$692  = first_d2 ? 32'd0 : \$signature__data$728 [255:224];
+  assign \$693  = active_d2 > 3'h7;
+  assign \$694  = \$693  ? product_r_3_7 : 32'd0;
+  assign \$695  = first_d2 ? 32'd0 : \$signature__data$728 [287:256];
+  assign \$696  = active_d2 > 4'h8;
+  assign \$697  = \$696  ? product_r_3_8 : 32'd0;
+  assign \$698  = first_d2 ? 32'd0 : \$signature__data$728 [319:288];
+  assign \$699  = active_d2 > 4'h9;
+  assign \$700  = \$699  ? product_r_3_9 : 32'd0;
+  assign \$701  = first_d2 ? 32'd0 : \$signature__data$728 [351:320];
+  assign \$702  = active_d2 > 4'ha;
+  assign \$703  = \$702  ? product_r_3_10 : 32'd0;
+  assign \$704  = first_d2 ? 32'd0 : \$signature__data$728 [383:352];
+  assign \$705  = active_d2 > 4'hb;
+  assign \$706  = \$705  ? product_r_3_11 : 32'd0;
+  assign \$707  = first_d2 ? 32'd0 : \$signature__data$728 [415:384];
+  assign \$708  = active_d2 > 4'hc;
+  assign \$709  = \$708  ? product_r_3_12 : 32'd0;
+  assign \$710  = first_d2 ? 32'd0 : \$signature__data$728 [447:416];
+  assign \$711  = active_d2 > 4'hd;
+  assign \$712  = \$711  ? product_r_3_13 : 32'd0;
+  assign \$713  = first_d2 ? 32'd0 : \$signature__data$728 [479:448];
+  assign \$714  = active_d2 > 4'he;
+  assign \$715  = \$714  ? product_r_3_14 : 32'd0;
+  assign \$716  = first_d2 ? 32'd0 : \$signature__data$728 [511:480];
+  assign \$717  = active_d2 > 4'hf;
+  assign \$718  = \$717  ? product_r_3_15 : 32'd0;
+  assign \$719  = first_d2 ? 32'd0 : \$signature__data$728 [543:512];
+  assign \$720  = active_d2 > 5'h10;
+  assign \$721  = \$720  ? product_r_3_16 : 32'd0;
+  assign \$722  = first_d2 ? 32'd0 : \$signature__data$728 [575:544];
+  assign \$723  = active_d2 > 5'h11;
+  assign \$724  = \$723  ? product_r_3_17 : 32'd0;
+  assign \$725  = first_d2 ? 32'd0 : \$signature__data$728 [607:576];
+  assign \$726  = active_d2 > 5'h12;
+  assign \$727  = \$726  ? product_r_3_18 : 32'd0;
+  assign \$728  = first_d2 ? 32'd0 : \$signature__data$728 [639:608];
+  assign \$729  = active_d2 > 5'h13;
+  assign \$730  = \$729  ? product_r_3_19 : 32'd0;
+  assign \$731  = first_d2 ? 32'd0 : \$signature__data$728 [671:640];
+  assign \$732  = active_d2 > 5'h14;
+  assign \$733  = \$732  ? product_r_3_20 : 32'd0;
+  assign \$734  = first_d2 ? 32'd0 : \$signature__data$728 [703:672];
+  assign \$735  = active_d2 > 5'h15;
+  assign \$736  = \$735  ? product_r_3_21 : 32'd0;
+  assign \$737  = first_d2 ? 32'd0 : \$signature__data$728 [735:704];
+  assign \$738  = active_d2 > 5'h16;
+  assign \$739  = \$738  ? product_r_3_22 : 32'd0;
+  assign \$740  = first_d2 ? 32'd0 : \$signature__data$728 [767:736];
+  assign \$741  = active_d2 > 5'h17;
+  assign \$742  = \$741  ? product_r_3_23 : 32'd0;
+  assign \$743  = first_d2 ? 32'd0 : \$signature__data$728 [799:768];
+  assign \$744  = active_d2 > 5'h18;
+  assign \$745  = \$744  ? product_r_3_24 : 32'd0;
+  assign \$746  = first_d2 ? 32'd0 : \$signature__data$728 [831:800];
+  assign \$747  = active_d2 > 5'h19;
+  assign \$748  = \$747  ? product_r_3_25 : 32'd0;
+  assign \$749  = first_d2 ? 32'd0 : \$signature__data$728 [863:832];
+  assign \$750  = active_d2 > 5'h1a;
+  assign \$751  = \$750  ? product_r_3_26 : 32'd0;
+  assign \$752  = first_d2 ? 32'd0 : \$signature__data$728 [895:864];
+  assign \$753  = active_d2 > 5'h1b;
+  assign \$754  = \$753  ? product_r_3_27 : 32'd0;
+  assign \$755  = first_d2 ? 32'd0 : \$signature__data$728 [927:896];
+  assign \$756  = active_d2 > 5'h1c;
+  assign \$757  = \$756  ? product_r_3_28 : 32'd0;
+  assign \$758  = first_d2 ? 32'd0 : \$signature__data$728 [959:928];
+  assign \$759  = active_d2 > 5'h1d;
+  assign \$760  = \$759  ? product_r_3_29 : 32'd0;
+  assign \$761  = first_d2 ? 32'd0 : \$signature__data$728 [991:960];
+  assign \$762  = active_d2 > 5'h1e;
+  assign \$763  = \$762  ? product_r_3_30 : 32'd0;
+  assign \$764  = first_d2 ? 32'd0 : \$signature__data$728 [1023:992];
+  assign \$765  = active_d2 > 5'h1f;
+  assign \$766  = \$765  ? product_r_3_31 : 32'd0;
+  always @(posedge clk)
+    lane_row0 <= \$767 ;
+  always @(posedge clk)
+    lane_row1 <= \$768 ;
+  always @(posedge clk)
+    lane_row2 <= \$769 ;
+  always @(posedge clk)
+    lane_row3 <= \$770 ;
+  always @(posedge clk)
+    lane_row4 <= \$771 ;
+  always @(posedge clk)
+    lane_row5 <= \$772 ;
+  always @(posedge clk)
+    lane_row6 <= \$773 ;
+  always @(posedge clk)
+    lane_row7 <= \$774 ;
+  always @(posedge clk)
+    lane_row8 <= \$775 ;
+  always @(posedge clk)
+    lane_row9 <= \$776 ;
+  always @(posedge clk)
+    lane_row10 <= \$777 ;
+  always @(posedge clk)
+    lane_row11 <= \$778 ;
+  always @(posedge clk)
+    lane_row12 <= \$779 ;
+  always @(posedge clk)
+    lane_row13 <= \$780 ;
+  always @(posedge clk)
+    lane_row14 <= \$781 ;
+  always @(posedge clk)
+    lane_row15 <= \$782 ;
+  always @(posedge clk)
+    lane_row16 <= \$783 ;
+  always @(posedge clk)
+    lane_row17 <= \$784 ;
+  always @(posedge clk)
+    lane_row18 <= \$785 ;
+  always @(posedge clk)
+    lane_row19 <= \$786 ;
+  always @(posedge clk)
+    lane_row20 <= \$787 ;
+  always @(posedge clk)
+    lane_row21 <= \$788 ;
+  always @(posedge clk)
+    lane_row22 <= \$789 ;
+  always @(posedge clk)
+    lane_row23 <= \$790 ;
+  always @(posedge clk)
+    lane_row24 <= \$791 ;
+  always @(posedge clk)
+    lane_row25 <= \$792 ;
+  always @(posedge clk)
+    lane_row26 <= \$793 ;
+  always @(posedge clk)
+    lane_row27 <= \$794 ;
+  always @(posedge clk)
+    lane_row28 <= \$795 ;
+  always @(posedge clk)
+    lane_row29 <= \$796 ;
+  always @(posedge clk)
+    lane_row30 <= \$797 ;
+  always @(posedge clk)
+    lane_row31 <= \$798 ;
+  always @(posedge clk)
+    mac_d1 <= \$799 ;
+  always @(posedge clk)
+    first_d1 <= \$800 ;
+  always @(posedge clk)
+    acc_addr_d1 <= \$801 ;
+  always @(posedge clk)
+    active_d1 <= \$802 ;
+  always @(posedge clk)
+    w_d1 <= \$803 ;
+  always @(posedge clk)
+    \mac_d1$45  <= \$804 ;
+  always @(posedge clk)
+    mac_d2 <= \$805 ;
+  always @(posedge clk)
+    \first_d1$47  <= \$806 ;
+  always @(posedge clk)
+    first_d2 <= \$807 ;
+  always @(posedge clk)
+    \acc_addr_d1$49  <= \$808 ;
+  always @(posedge clk)
+    acc_addr_d2 <= \$809 ;
+  always @(posedge clk)
+    \active_d1$51  <= \$810 ;
+  always @(posedge clk)
+    active_d2 <= \$811 ;
+  always @(posedge clk)
+    \mac_d1$53  <= \$812 ;
+  always @(posedge clk)
+    \mac_d2$54  <= \$813 ;
+  always @(posedge clk)
+    \acc_addr_d1$55  <= \$814 ;
+  always @(posedge clk)
+    \acc_addr_d2$56  <= \$815 ;
+  always @(posedge clk)
+    x_0_0 <= \$816 ;
+  always @(posedge clk)
+    product_r_0_0 <= \$817 ;
+  always @(posedge clk)
+    x_0_1 <= \$818 ;
+  always @(posedge clk)
+    product_r_0_1 <= \$819 ;
+  always @(posedge clk)
+    x_0_2 <= \$820 ;
+  always @(posedge clk)
+    product_r_0_2 <= \$821 ;
+  always @(posedge clk)
+    x_0_3 <= \$822 ;
+  always @(posedge clk)
+    product_r_0_3 <= \$823 ;
+  always @(posedge clk)
+    x_0_4 <= \$824 ;
+  always @(posedge clk)
+    product_r_0_4 <= \$825 ;
+  always @(posedge clk)
+    x_0_5 <= \$826 ;
+  always @(posedge clk)
+    product_r_0_5 <= \$827 ;
+  always @(posedge clk)
+    x_0_6 <= \$828 ;
+  always @(posedge clk)
+    product_r_0_6 <= \$829 ;
+  always @(posedge clk)
+    x_0_7 <= \$830 ;
+  always @(posedge clk)
+    product_r_0_7 <= \$831 ;
+  always @(posedge clk)
+    x_0_8 <= \$832 ;
+  always @(posedge clk)
+    product_r_0_8 <= \$833 ;
+  always @(posedge clk)
+    x_0_9 <= \$834 ;
+  always @(posedge clk)
+    product_r_0_9 <= \$835 ;
+  always @(posedge clk)
+    x_0_10 <= \$836 ;
+  always @(posedge clk)
+    product_r_0_10 <= \$837 ;
+  always @(posedge clk)
+    x_0_11 <= \$838 ;
+  always @(posedge clk)
+    product_r_0_11 <= \$839 ;
+  always @(posedge clk)
+    x_0_12 <= \$840 ;
+  always @(posedge clk)
+    product_r_0_12 <= \$841 ;
+  always @(posedge clk)
+    x_0_13 <= \$842 ;
+  always @(posedge clk)
+    product_r_0_13 <= \$843 ;
+  always @(posedge clk)
+    x_0_14 <= \$844 ;
+  always @(posedge clk)
+    product_r_0_14 <= \$845 ;
+  always @(posedge clk)
+    x_0_15 <= \$846 ;
+  always @(posedge clk)
+    product_r_0_15 <= \$847 ;
+  always @(posedge clk)
+    x_0_16 <= \$848 ;
+  always @(posedge clk)
+    product_r_0_16 <= \$849 ;
+  always @(posedge clk)
+    x_0_17 <= \$850 ;
+  always @(posedge clk)
+    product_r_0_17 <= \$851 ;
+  always @(posedge clk)
+    x_0_18 <= \$852 ;
+  always @(posedge clk)
+    product_r_0_18 <= \$853 ;
+  always @(posedge clk)
+    x_0_19 <= \$854 ;
+  always @(posedge clk)
+    product_r_0_19 <= \$855 ;
+  always @(posedge clk)
+    x_0_20 <= \$856 ;
+  always @(posedge clk)
+    product_r_0_20 <= \$857 ;
+  always @(posedge clk)
+    x_0_21 <= \$858 ;
+  always @(posedge clk)
+    product_r_0_21 <= \$859 ;
+  always @(posedge clk)
+    x_0_22 <= \$860 ;
+  always @(posedge clk)
+    product_r_0_22 <= \$861 ;
+  always @(posedge clk)
+    x_0_23 <= \$862 ;
+  always @(posedge clk)
+    product_r_0_23 <= \$863 ;
+  always @(posedge clk)
+    x_0_24 <= \$864 ;
+  always @(posedge clk)
+    product_r_0_24 <= \$865 ;
+  always @(posedge clk)
+    x_0_25 <= \$866 ;
+  always @(posedge clk)
+    product_r_0_25 <= \$867 ;
+  always @(posedge clk)
+    x_0_26 <= \$868 ;
+  always @(posedge clk)
+    product_r_0_26 <= \$869 ;
+  always @(posedge clk)
+    x_0_27 <= \$870 ;
+  always @(posedge clk)
+    product_r_0_27 <= \$871 ;
+  always @(posedge clk)
+    x_0_28 <= \$872 ;
+  always @(posedge clk)
+    product_r_0_28 <= \$873 ;
+  always @(posedge clk)
+    x_0_29 <= \$874 ;
   always @(posedge clk)
-    product_r_0_24 <= \$857 ;
+    product_r_0_29 <= \$875 ;
   always @(posedge clk)
-    x_0_25 <= \$858 ;
+    x_0_30 <= \$876 ;
   always @(posedge clk)
-    product_r_0_25 <= \$859 ;
+    product_r_0_30 <= \$877 ;
   always @(posedge clk)
-    x_0_26 <= \$860 ;
+    x_0_31 <= \$878 ;
   always @(posedge clk)
-    product_r_0_26 <= \$861 ;
+    product_r_0_31 <= \$879 ;
   always @(posedge clk)
-    x_0_27 <= \$862 ;
+    x_1_0 <= \$880 ;
   always @(posedge clk)
-    product_r_0_27 <= \$863 ;
+    product_r_1_0 <= \$881 ;
   always @(posedge clk)
-    x_0_28 <= \$864 ;
+    x_1_1 <= \$882 ;
   always @(posedge clk)
-    product_r_0_28 <= \$865 ;
+    product_r_1_1 <= \$883 ;
   always @(posedge clk)
-    x_0_29 <= \$866 ;
+    x_1_2 <= \$884 ;
   always @(posedge clk)
-    product_r_0_29 <= \$867 ;
+    product_r_1_2 <= \$885 ;
   always @(posedge clk)
-    x_0_30 <= \$868 ;
+    x_1_3 <= \$886 ;
   always @(posedge clk)
-    product_r_0_30 <= \$869 ;
+    product_r_1_3 <= \$887 ;
   always @(posedge clk)
-    x_0_31 <= \$870 ;
+    x_1_4 <= \$888 ;
   always @(posedge clk)
-    product_r_0_31 <= \$871 ;
+    product_r_1_4 <= \$889 ;
   always @(posedge clk)
-    x_1_0 <= \$872 ;
+    x_1_5 <= \$890 ;
   always @(posedge clk)
-    product_r_1_0 <= \$873 ;
+    product_r_1_5 <= \$891 ;
   always @(posedge clk)
-    x_1_1 <= \$874 ;
+    x_1_6 <= \$892 ;
   always @(posedge clk)
-    product_r_1_1 <= \$875 ;
+    product_r_1_6 <= \$893 ;
   always @(posedge clk)
-    x_1_2 <= \$876 ;
+    x_1_7 <= \$894 ;
   always @(posedge clk)
-    product_r_1_2 <= \$877 ;
+    product_r_1_7 <= \$895 ;
   always @(posedge clk)
-    x_1_3 <= \$878 ;
+    x_1_8 <= \$896 ;
   always @(posedge clk)
-    product_r_1_3 <= \$879 ;
+    product_r_1_8 <= \$897 ;
   always @(posedge clk)
-    x_1_4 <= \$880 ;
+    x_1_9 <= \$898 ;
   always @(posedge clk)
-    product_r_1_4 <= \$881 ;
+    product_r_1_9 <= \$899 ;
   always @(posedge clk)
-    x_1_5 <= \$882 ;
+    x_1_10 <= \$900 ;
   always @(posedge clk)
-    product_r_1_5 <= \$883 ;
+    product_r_1_10 <= \$901 ;
   always @(posedge clk)
-    x_1_6 <= \$884 ;
+    x_1_11 <= \$902 ;
   always @(posedge clk)
-    product_r_1_6 <= \$885 ;
+    product_r_1_11 <= \$903 ;
   always @(posedge clk)
-    x_1_7 <= \$886 ;
+    x_1_12 <= \$904 ;
   always @(posedge clk)
-    product_r_1_7 <= \$887 ;
+    product_r_1_12 <= \$905 ;
   always @(posedge clk)
-    x_1_8 <= \$888 ;
+    x_1_13 <= \$906 ;
   always @(posedge clk)
-    product_r_1_8 <= \$889 ;
+    product_r_1_13 <= \$907 ;
   always @(posedge clk)
-    x_1_9 <= \$890 ;
+    x_1_14 <= \$908 ;
   always @(posedge clk)
-    product_r_1_9 <= \$891 ;
+    product_r_1_14 <= \$909 ;
   always @(posedge clk)
-    x_1_10 <= \$892 ;
+    x_1_15 <= \$910 ;
   always @(posedge clk)
-    product_r_1_10 <= \$893 ;
+    product_r_1_15 <= \$911 ;
   always @(posedge clk)
-    x_1_11 <= \$894 ;
+    x_1_16 <= \$912 ;
   always @(posedge clk)
-    product_r_1_11 <= \$895 ;
+    product_r_1_16 <= \$913 ;
   always @(posedge clk)
-    x_1_12 <= \$896 ;
+    x_1_17 <= \$914 ;
   always @(posedge clk)
-    product_r_1_12 <= \$897 ;
+    product_r_1_17 <= \$915 ;
   always @(posedge clk)
-    x_1_13 <= \$898 ;
+    x_1_18 <= \$916 ;
   always @(posedge clk)
-    product_r_1_13 <= \$899 ;
+    product_r_1_18 <= \$917 ;
   always @(posedge clk)
-    x_1_14 <= \$900 ;
+    x_1_19 <= \$918 ;
   always @(posedge clk)
-    product_r_1_14 <= \$901 ;
+    product_r_1_19 <= \$919 ;
   always @(posedge clk)
-    x_1_15 <= \$902 ;
+    x_1_20 <= \$920 ;
   always @(posedge clk)
-    product_r_1_15 <= \$903 ;
+    product_r_1_20 <= \$921 ;
   always @(posedge clk)
-    x_1_16 <= \$904 ;
+    x_1_21 <= \$922 ;
   always @(posedge clk)
-    product_r_1_16 <= \$905 ;
+    product_r_1_21 <= \$923 ;
   always @(posedge clk)
-    x_1_17 <= \$906 ;
+    x_1_22 <= \$924 ;
   always @(posedge clk)
-    product_r_1_17 <= \$907 ;
+    product_r_1_22 <= \$925 ;
   always @(posedge clk)
-    x_1_18 <= \$908 ;
+    x_1_23 <= \$926 ;
   always @(posedge clk)
-    product_r_1_18 <= \$909 ;
+    product_r_1_23 <= \$927 ;
   always @(posedge clk)
-    x_1_19 <= \$910 ;
+    x_1_24 <= \$928 ;
   always @(posedge clk)
-    product_r_1_19 <= \$911 ;
+    product_r_1_24 <= \$929 ;
   always @(posedge clk)
-    x_1_20 <= \$912 ;
+    x_1_25 <= \$930 ;
   always @(posedge clk)
-    product_r_1_20 <= \$913 ;
+    product_r_1_25 <= \$931 ;
   always @(posedge clk)
-    x_1_21 <= \$914 ;
+    x_1_26 <= \$932 ;
   always @(posedge clk)
-    product_r_1_21 <= \$915 ;
+    product_r_1_26 <= \$933 ;
   always @(posedge clk)
-    x_1_22 <= \$916 ;
+    x_1_27 <= \$934 ;
   always @(posedge clk)
-    product_r_1_22 <= \$917 ;
+    product_r_1_27 <= \$935 ;
   always @(posedge clk)
-    x_1_23 <= \$918 ;
+    x_1_28 <= \$936 ;
   always @(posedge clk)
-    product_r_1_23 <= \$919 ;
+    product_r_1_28 <= \$937 ;
   always @(posedge clk)
-    x_1_24 <= \$920 ;
+    x_1_29 <= \$938 ;
   always @(posedge clk)
-    product_r_1_24 <= \$921 ;
+    product_r_1_29 <= \$939 ;
   always @(posedge clk)
-    x_1_25 <= \$922 ;
+    x_1_30 <= \$940 ;
   always @(posedge clk)
-    product_r_1_25 <= \$923 ;
+    product_r_1_30 <= \$941 ;
   always @(posedge clk)
-    x_1_26 <= \$924 ;
+    x_1_31 <= \$942 ;
   always @(posedge clk)
-    product_r_1_26 <= \$925 ;
+    product_r_1_31 <= \$943 ;
   always @(posedge clk)
-    x_1_27 <= \$926 ;
+    x_2_0 <= \$944 ;
   always @(posedge clk)
-    product_r_1_27 <= \$927 ;
+    product_r_2_0 <= \$945 ;
   always @(posedge clk)
-    x_1_28 <= \$928 ;
+    x_2_1 <= \$946 ;
   always @(posedge clk)
-    product_r_1_28 <= \$929 ;
+    product_r_2_1 <= \$947 ;
   always @(posedge clk)
-    x_1_29 <= \$930 ;
+    x_2_2 <= \$948 ;
   always @(posedge clk)
-    product_r_1_29 <= \$931 ;
+    product_r_2_2 <= \$949 ;
   always @(posedge clk)
-    x_1_30 <= \$932 ;
+    x_2_3 <= \$950 ;
   always @(posedge clk)
-    product_r_1_30 <= \$933 ;
+    product_r_2_3 <= \$951 ;
   always @(posedge clk)
-    x_1_31 <= \$934 ;
+    x_2_4 <= \$952 ;
   always @(posedge clk)
-    product_r_1_31 <= \$935 ;
+    product_r_2_4 <= \$953 ;
   always @(posedge clk)
-    x_2_0 <= \$936 ;
+    x_2_5 <= \$954 ;
   always @(posedge clk)
-    product_r_2_0 <= \$937 ;
+    product_r_2_5 <= \$955 ;
   always @(posedge clk)
-    x_2_1 <= \$938 ;
+    x_2_6 <= \$956 ;
   always @(posedge clk)
-    product_r_2_1 <= \$939 ;
+    product_r_2_6 <= \$957 ;
   always @(posedge clk)
-    x_2_2 <= \$940 ;
+    x_2_7 <= \$958 ;
   always @(posedge clk)
-    product_r_2_2 <= \$941 ;
+    product_r_2_7 <= \$959 ;
   always @(posedge clk)
-    x_2_3 <= \$942 ;
+    x_2_8 <= \$960 ;
   always @(posedge clk)
-    product_r_2_3 <= \$943 ;
+    product_r_2_8 <= \$961 ;
   always @(posedge clk)
-    x_2_4 <= \$944 ;
+    x_2_9 <= \$962 ;
   always @(posedge clk)
-    product_r_2_4 <= \$945 ;
+    product_r_2_9 <= \$963 ;
   always @(posedge clk)
-    x_2_5 <= \$946 ;
+    x_2_10 <= \$964 ;
   always @(posedge clk)
-    product_r_2_5 <= \$947 ;
+    product_r_2_10 <= \$965 ;
   always @(posedge clk)
-    x_2_6 <= \$948 ;
+    x_2_11 <= \$966 ;
   always @(posedge clk)
-    product_r_2_6 <= \$949 ;
+    product_r_2_11 <= \$967 ;
   always @(posedge clk)
-    x_2_7 <= \$950 ;
+    x_2_12 <= \$968 ;
   always @(posedge clk)
-    product_r_2_7 <= \$951 ;
+    product_r_2_12 <= \$969 ;
   always @(posedge clk)
-    x_2_8 <= \$952 ;
+    x_2_13 <= \$970 ;
   always @(posedge clk)
-    product_r_2_8 <= \$953 ;
+    product_r_2_13 <= \$971 ;
   always @(posedge clk)
-    x_2_9 <= \$954 ;
+    x_2_14 <= \$972 ;
   always @(posedge clk)
-    product_r_2_9 <= \$955 ;
+    product_r_2_14 <= \$973 ;
   always @(posedge clk)
-    x_2_10 <= \$956 ;
+    x_2_15 <= \$974 ;
   always @(posedge clk)
-    product_r_2_10 <= \$957 ;
+    product_r_2_15 <= \$975 ;
   always @(posedge clk)
-    x_2_11 <= \$958 ;
+    x_2_16 <= \$976 ;
   always @(posedge clk)
-    product_r_2_11 <= \$959 ;
+    product_r_2_16 <= \$977 ;
   always @(posedge clk)
-    x_2_12 <= \$960 ;
+    x_2_17 <= \$978 ;
   always @(posedge clk)
-    product_r_2_12 <= \$961 ;
+    product_r_2_17 <= \$979 ;
   always @(posedge clk)
-    x_2_13 <= \$962 ;
+    x_2_18 <= \$980 ;
   always @(posedge clk)
-    product_r_2_13 <= \$963 ;
+    product_r_2_18 <= \$981 ;
   always @(posedge clk)
-    x_2_14 <= \$964 ;
+    x_2_19 <= \$982 ;
   always @(posedge clk)
-    product_r_2_14 <= \$965 ;
+    product_r_2_19 <= \$983 ;
   always @(posedge clk)
-    x_2_15 <= \$966 ;
+    x_2_20 <= \$984 ;
   always @(posedge clk)
-    product_r_2_15 <= \$967 ;
+    product_r_2_20 <= \$985 ;
   always @(posedge clk)
-    x_2_16 <= \$968 ;
+    x_2_21 <= \$986 ;
   always @(posedge clk)
-    product_r_2_16 <= \$969 ;
+    product_r_2_21 <= \$987 ;
   always @(posedge clk)
-    x_2_17 <= \$970 ;
+    x_2_22 <= \$988 ;
   always @(posedge clk)
-    product_r_2_17 <= \$971 ;
+    product_r_2_22 <= \$989 ;
   always @(posedge clk)
-    x_2_18 <= \$972 ;
+    x_2_23 <= \$990 ;
   always @(posedge clk)
-    product_r_2_18 <= \$973 ;
+    product_r_2_23 <= \$991 ;
   always @(posedge clk)
-    x_2_19 <= \$974 ;
+    x_2_24 <= \$992 ;
   always @(posedge clk)
-    product_r_2_19 <= \$975 ;
+    product_r_2_24 <= \$993 ;
   always @(posedge clk)
-    x_2_20 <= \$976 ;
+    x_2_25 <= \$994 ;
   always @(posedge clk)
-    product_r_2_20 <= \$977 ;
+    product_r_2_25 <= \$995 ;
   always @(posedge clk)
-    x_2_21 <= \$978 ;
+    x_2_26 <= \$996 ;
   always @(posedge clk)
-    product_r_2_21 <= \$979 ;
+    product_r_2_26 <= \$997 ;
   always @(posedge clk)
-    x_2_22 <= \$980 ;
+    x_2_27 <= \$998 ;
   always @(posedge clk)
-    product_r_2_22 <= \$981 ;
+    product_r_2_27 <= \$999 ;
   always @(posedge clk)
-    x_2_23 <= \$982 ;
+    x_2_28 <= \$1000 ;
   always @(posedge clk)
-    product_r_2_23 <= \$983 ;
+    product_r_2_28 <= \$1001 ;
   always @(posedge clk)
-    x_2_24 <= \$984 ;
+    x_2_29 <= \$1002 ;
   always @(posedge clk)
-    product_r_2_24 <= \$985 ;
+    product_r_2_29 <= \$1003 ;
   always @(posedge clk)
-    x_2_25 <= \$986 ;
+    x_2_30 <= \$1004 ;
   always @(posedge clk)
-    product_r_2_25 <= \$987 ;
+    product_r_2_30 <= \$1005 ;
   always @(posedge clk)
-    x_2_26 <= \$988 ;
+    x_2_31 <= \$1006 ;
   always @(posedge clk)
-    product_r_2_26 <= \$989 ;
+    product_r_2_31 <= \$1007 ;
   always @(posedge clk)
-    x_2_27 <= \$990 ;
+    x_3_0 <= \$1008 ;
   always @(posedge clk)
-    product_r_2_27 <= \$991 ;
+    product_r_3_0 <= \$1009 ;
   always @(posedge clk)
-    x_2_28 <= \$992 ;
+    x_3_1 <= \$1010 ;
   always @(posedge clk)
-    product_r_2_28 <= \$993 ;
+    product_r_3_1 <= \$1011 ;
   always @(posedge clk)
-    x_2_29 <= \$994 ;
+    x_3_2 <= \$1012 ;
   always @(posedge clk)
-    product_r_2_29 <= \$995 ;
+    product_r_3_2 <= \$1013 ;
   always @(posedge clk)
-    x_2_30 <= \$996 ;
+    x_3_3 <= \$1014 ;
   always @(posedge clk)
-    product_r_2_30 <= \$997 ;
+    product_r_3_3 <= \$1015 ;
   always @(posedge clk)
-    x_2_31 <= \$998 ;
+    x_3_4 <= \$1016 ;
   always @(posedge clk)
-    product_r_2_31 <= \$999 ;
+    product_r_3_4 <= \$1017 ;
   always @(posedge clk)
-    x_3_0 <= \$1000 ;
+    x_3_5 <= \$1018 ;
   always @(posedge clk)
-    product_r_3_0 <= \$1001 ;
+    product_r_3_5 <= \$1019 ;
   always @(posedge clk)
-    x_3_1 <= \$1002 ;
+    x_3_6 <= \$1020 ;
   always @(posedge clk)
-    product_r_3_1 <= \$1003 ;
+    product_r_3_6 <= \$1021 ;
   always @(posedge clk)
-    x_3_2 <= \$1004 ;
+    x_3_7 <= \$1022 ;
   always @(posedge clk)
-    product_r_3_2 <= \$1005 ;
+    product_r_3_7 <= \$1023 ;
   always @(posedge clk)
-    x_3_3 <= \$1006 ;
+    x_3_8 <= \$1024 ;
   always @(posedge clk)
-    product_r_3_3 <= \$1007 ;
+    product_r_3_8 <= \$1025 ;
   always @(posedge clk)
-    x_3_4 <= \$1008 ;
+    x_3_9 <= \$1026 ;
   always @(posedge clk)
-    product_r_3_4 <= \$1009 ;
+    product_r_3_9 <= \$1027 ;
   always @(posedge clk)
-    x_3_5 <= \$1010 ;
+    x_3_10 <= \$1028 ;
   always @(posedge clk)
-    product_r_3_5 <= \$1011 ;
+    product_r_3_10 <= \$1029 ;
   always @(posedge clk)
-    x_3_6 <= \$1012 ;
+    x_3_11 <= \$1030 ;
   always @(posedge clk)
-    product_r_3_6 <= \$1013 ;
+    product_r_3_11 <= \$1031 ;
   always @(posedge clk)
-    x_3_7 <= \$1014 ;
+    x_3_12 <= \$1032 ;
   always @(posedge clk)
-    product_r_3_7 <= \$1015 ;
+    product_r_3_12 <= \$1033 ;
   always @(posedge clk)
-    x_3_8 <= \$1016 ;
+    x_3_13 <= \$1034 ;
   always @(posedge clk)
-    product_r_3_8 <= \$1017 ;
+    product_r_3_13 <= \$1035 ;
   always @(posedge clk)
-    x_3_9 <= \$1018 ;
+    x_3_14 <= \$1036 ;
   always @(posedge clk)
-    product_r_3_9 <= \$1019 ;
+    product_r_3_14 <= \$1037 ;
   always @(posedge clk)
-    x_3_10 <= \$1020 ;
+    x_3_15 <= \$1038 ;
   always @(posedge clk)
-    product_r_3_10 <= \$1021 ;
+    product_r_3_15 <= \$1039 ;
   always @(posedge clk)
-    x_3_11 <= \$1022 ;
+    x_3_16 <= \$1040 ;
   always @(posedge clk)
-    product_r_3_11 <= \$1023 ;
+    product_r_3_16 <= \$1041 ;
   always @(posedge clk)
-    x_3_12 <= \$1024 ;
+    x_3_17 <= \$1042 ;
   always @(posedge clk)
-    product_r_3_12 <= \$1025 ;
+    product_r_3_17 <= \$1043 ;
   always @(posedge clk)
-    x_3_13 <= \$1026 ;
+    x_3_18 <= \$1044 ;
   always @(posedge clk)
-    product_r_3_13 <= \$1027 ;
+    product_r_3_18 <= \$1045 ;
   always @(posedge clk)
-    x_3_14 <= \$1028 ;
+    x_3_19 <= \$1046 ;
   always @(posedge clk)
-    product_r_3_14 <= \$1029 ;
+    product_r_3_19 <= \$1047 ;
   always @(posedge clk)
-    x_3_15 <= \$1030 ;
+    x_3_20 <= \$1048 ;
   always @(posedge clk)
-    product_r_3_15 <= \$1031 ;
+    product_r_3_20 <= \$1049 ;
   always @(posedge clk)
-    x_3_16 <= \$1032 ;
+    x_3_21 <= \$1050 ;
   always @(posedge clk)
-    product_r_3_16 <= \$1033 ;
+    product_r_3_21 <= \$1051 ;
   always @(posedge clk)
-    x_3_17 <= \$1034 ;
+    x_3_22 <= \$1052 ;
   always @(posedge clk)
-    product_r_3_17 <= \$1035 ;
+    product_r_3_22 <= \$1053 ;
   always @(posedge clk)
-    x_3_18 <= \$1036 ;
+    x_3_23 <= \$1054 ;
   always @(posedge clk)
-    product_r_3_18 <= \$1037 ;
+    product_r_3_23 <= \$1055 ;
   always @(posedge clk)
-    x_3_19 <= \$1038 ;
+    x_3_24 <= \$1056 ;
   always @(posedge clk)
-    product_r_3_19 <= \$1039 ;
+    product_r_3_24 <= \$1057 ;
   always @(posedge clk)
-    x_3_20 <= \$1040 ;
+    x_3_25 <= \$1058 ;
   always @(posedge clk)
-    product_r_3_20 <= \$1041 ;
+    product_r_3_25 <= \$1059 ;
   always @(posedge clk)
-    x_3_21 <= \$1042 ;
+    x_3_26 <= \$1060 ;
   always @(posedge clk)
-    product_r_3_21 <= \$1043 ;
+    product_r_3_26 <= \$1061 ;
   always @(posedge clk)
-    x_3_22 <= \$1044 ;
+    x_3_27 <= \$1062 ;
   always @(posedge clk)
-    product_r_3_22 <= \$1045 ;
+    product_r_3_27 <= \$1063 ;
   always @(posedge clk)
-    x_3_23 <= \$1046 ;
+    x_3_28 <= \$1064 ;
   always @(posedge clk)
-    product_r_3_23 <= \$1047 ;
+    product_r_3_28 <= \$1065 ;
   always @(posedge clk)
-    x_3_24 <= \$1048 ;
+    x_3_29 <= \$1066 ;
   always @(posedge clk)
-    product_r_3_24 <= \$1049 ;
+    product_r_3_29 <= \$1067 ;
   always @(posedge clk)
-    x_3_25 <= \$1050 ;
+    x_3_30 <= \$1068 ;
   always @(posedge clk)
-    product_r_3_25 <= \$1051 ;
+    product_r_3_30 <= \$1069 ;
   always @(posedge clk)
-    x_3_26 <= \$1052 ;
+    x_3_31 <= \$1070 ;
   always @(posedge clk)
-    product_r_3_26 <= \$1053 ;
+    product_r_3_31 <= \$1071 ;
   always @(posedge clk)
-    x_3_27 <= \$1054 ;
+    rd_row <= \$1072 ;
   always @(posedge clk)
-    product_r_3_27 <= \$1055 ;
+    \$signal  <= \$1073 ;
   always @(posedge clk)
-    x_3_28 <= \$1056 ;
+    addr <= \$1074 ;
   always @(posedge clk)
-    product_r_3_28 <= \$1057 ;
+    set_left <= \$1075 ;
   always @(posedge clk)
-    x_3_29 <= \$1058 ;
+    shift <= \$1076 ;
   always @(posedge clk)
-    product_r_3_29 <= \$1059 ;
+    fold_state <= \$1077 ;
   always @(posedge clk)
-    x_3_30 <= \$1060 ;
+    operand <= \$1078 ;
   always @(posedge clk)
-    product_r_3_30 <= \$1061 ;
-  always @(posedge clk)
-    x_3_31 <= \$1062 ;
-  always @(posedge clk)
-    product_r_3_31 <= \$1063 ;
-  always @(posedge clk)
-    \$signal  <= \$1064 ;
-  always @(posedge clk)
-    addr <= \$1065 ;
-  always @(posedge clk)
-    set_left <= \$1066 ;
-  always @(posedge clk)
-    shift <= \$1067 ;
-  always @(posedge clk)
-    fold_state <= \$1068 ;
-  always @(posedge clk)
-    operand <= \$1069 ;
-  always @(posedge clk)
-    \wait  <= \$1070 ;
+    \wait  <= \$1079 ;
   ndp_fp32_add_pipe add_0_0 (
-    .a(\$375 ),
-    .b(\$377 ),
+    .a(\$383 ),
+    .b(\$385 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_0)
   );
   ndp_fp32_add_pipe add_0_1 (
-    .a(\$378 ),
-    .b(\$380 ),
+    .a(\$386 ),
+    .b(\$388 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_1)
   );
   ndp_fp32_add_pipe add_0_10 (
-    .a(\$405 ),
-    .b(\$407 ),
+    .a(\$413 ),
+    .b(\$415 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_10)
   );
   ndp_fp32_add_pipe add_0_11 (
-    .a(\$408 ),
-    .b(\$410 ),
+    .a(\$416 ),
+    .b(\$418 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_11)
   );
   ndp_fp32_add_pipe add_0_12 (
-    .a(\$411 ),
-    .b(\$413 ),
+    .a(\$419 ),
+    .b(\$421 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_12)
   );
   ndp_fp32_add_pipe add_0_13 (
-    .a(\$414 ),
-    .b(\$416 ),
+    .a(\$422 ),
+    .b(\$424 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_13)
   );
   ndp_fp32_add_pipe add_0_14 (
-    .a(\$417 ),
-    .b(\$419 ),
+    .a(\$425 ),
+    .b(\$427 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_14)
   );
   ndp_fp32_add_pipe add_0_15 (
-    .a(\$420 ),
-    .b(\$422 ),
+    .a(\$428 ),
+    .b(\$430 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_15)
   );
   ndp_fp32_add_pipe add_0_16 (
-    .a(\$423 ),
-    .b(\$425 ),
+    .a(\$431 ),
+    .b(\$433 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_16)
   );
   ndp_fp32_add_pipe add_0_17 (
-    .a(\$426 ),
-    .b(\$428 ),
+    .a(\$434 ),
+    .b(\$436 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_17)
   );
   ndp_fp32_add_pipe add_0_18 (
-    .a(\$429 ),
-    .b(\$431 ),
+    .a(\$437 ),
+    .b(\$439 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_18)
   );
   ndp_fp32_add_pipe add_0_19 (
-    .a(\$432 ),
-    .b(\$434 ),
+    .a(\$440 ),
+    .b(\$442 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_19)
   );
   ndp_fp32_add_pipe add_0_2 (
-    .a(\$381 ),
-    .b(\$383 ),
+    .a(\$389 ),
+    .b(\$391 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_2)
   );
   ndp_fp32_add_pipe add_0_20 (
-    .a(\$435 ),
-    .b(\$437 ),
+    .a(\$443 ),
+    .b(\$445 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_20)
   );
   ndp_fp32_add_pipe add_0_21 (
-    .a(\$438 ),
-    .b(\$440 ),
+    .a(\$446 ),
+    .b(\$448 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_21)
   );
   ndp_fp32_add_pipe add_0_22 (
-    .a(\$441 ),
-    .b(\$443 ),
+    .a(\$449 ),
+    .b(\$451 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_22)
   );
   ndp_fp32_add_pipe add_0_23 (
-    .a(\$444 ),
-    .b(\$446 ),
+    .a(\$452 ),
+    .b(\$454 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_23)
   );
   ndp_fp32_add_pipe add_0_24 (
-    .a(\$447 ),
-    .b(\$449 ),
+    .a(\$455 ),
+    .b(\$457 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_24)
   );
   ndp_fp32_add_pipe add_0_25 (
-    .a(\$450 ),
-    .b(\$452 ),
+    .a(\$458 ),
+    .b(\$460 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_25)
   );
   ndp_fp32_add_pipe add_0_26 (
-    .a(\$453 ),
-    .b(\$455 ),
+    .a(\$461 ),
+    .b(\$463 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_26)
   );
   ndp_fp32_add_pipe add_0_27 (
-    .a(\$456 ),
-    .b(\$458 ),
+    .a(\$464 ),
+    .b(\$466 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_27)
   );
   ndp_fp32_add_pipe add_0_28 (
-    .a(\$459 ),
-    .b(\$461 ),
+    .a(\$467 ),
+    .b(\$469 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_28)
   );
   ndp_fp32_add_pipe add_0_29 (
-    .a(\$462 ),
-    .b(\$464 ),
+    .a(\$470 ),
+    .b(\$472 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_29)
   );
   ndp_fp32_add_pipe add_0_3 (
-    .a(\$384 ),
-    .b(\$386 ),
+    .a(\$392 ),
+    .b(\$394 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_3)
   );
   ndp_fp32_add_pipe add_0_30 (
-    .a(\$465 ),
-    .b(\$467 ),
+    .a(\$473 ),
+    .b(\$475 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_30)
   );
   ndp_fp32_add_pipe add_0_31 (
-    .a(\$468 ),
-    .b(\$470 ),
+    .a(\$476 ),
+    .b(\$478 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_31)
   );
   ndp_fp32_add_pipe add_0_4 (
-    .a(\$387 ),
-    .b(\$389 ),
+    .a(\$395 ),
+    .b(\$397 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_4)
   );
   ndp_fp32_add_pipe add_0_5 (
-    .a(\$390 ),
-    .b(\$392 ),
+    .a(\$398 ),
+    .b(\$400 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_5)
   );
   ndp_fp32_add_pipe add_0_6 (
-    .a(\$393 ),
-    .b(\$395 ),
+    .a(\$401 ),
+    .b(\$403 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_6)
   );
   ndp_fp32_add_pipe add_0_7 (
-    .a(\$396 ),
-    .b(\$398 ),
+    .a(\$404 ),
+    .b(\$406 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_7)
   );
   ndp_fp32_add_pipe add_0_8 (
-    .a(\$399 ),
-    .b(\$401 ),
+    .a(\$407 ),
+    .b(\$409 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_8)
   );
   ndp_fp32_add_pipe add_0_9 (
-    .a(\$402 ),
-    .b(\$404 ),
+    .a(\$410 ),
+    .b(\$412 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_9)
   );
   ndp_fp32_add_pipe add_1_0 (
-    .a(\$471 ),
-    .b(\$473 ),
+    .a(\$479 ),
+    .b(\$481 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_0)
   );
   ndp_fp32_add_pipe add_1_1 (
-    .a(\$474 ),
-    .b(\$476 ),
+    .a(\$482 ),
+    .b(\$484 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_1)
   );
   ndp_fp32_add_pipe add_1_10 (
-    .a(\$501 ),
-    .b(\$503 ),
+    .a(\$509 ),
+    .b(\$511 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_10)
   );
   ndp_fp32_add_pipe add_1_11 (
-    .a(\$504 ),
-    .b(\$506 ),
+    .a(\$512 ),
+    .b(\$514 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_11)
   );
   ndp_fp32_add_pipe add_1_12 (
-    .a(\$507 ),
-    .b(\$509 ),
+    .a(\$515 ),
+    .b(\$517 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_12)
   );
   ndp_fp32_add_pipe add_1_13 (
-    .a(\$510 ),
-    .b(\$512 ),
+    .a(\$518 ),
+    .b(\$520 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_13)
   );
   ndp_fp32_add_pipe add_1_14 (
-    .a(\$513 ),
-    .b(\$515 ),
+    .a(\$521 ),
+    .b(\$523 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_14)
   );
   ndp_fp32_add_pipe add_1_15 (
-    .a(\$516 ),
-    .b(\$518 ),
+    .a(\$524 ),
+    .b(\$526 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_15)
   );
   ndp_fp32_add_pipe add_1_16 (
-    .a(\$519 ),
-    .b(\$521 ),
+    .a(\$527 ),
+    .b(\$529 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_16)
   );
   ndp_fp32_add_pipe add_1_17 (
-    .a(\$522 ),
-    .b(\$524 ),
+    .a(\$530 ),
+    .b(\$532 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_17)
   );
   ndp_fp32_add_pipe add_1_18 (
-    .a(\$525 ),
-    .b(\$527 ),
+    .a(\$533 ),
+    .b(\$535 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_18)
   );
   ndp_fp32_add_pipe add_1_19 (
-    .a(\$528 ),
-    .b(\$530 ),
+    .a(\$536 ),
+    .b(\$538 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_19)
   );
   ndp_fp32_add_pipe add_1_2 (
-    .a(\$477 ),
-    .b(\$479 ),
+    .a(\$485 ),
+    .b(\$487 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_2)
   );
   ndp_fp32_add_pipe add_1_20 (
-    .a(\$531 ),
-    .b(\$533 ),
+    .a(\$539 ),
+    .b(\$541 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_20)
   );
   ndp_fp32_add_pipe add_1_21 (
-    .a(\$534 ),
-    .b(\$536 ),
+    .a(\$542 ),
+    .b(\$544 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_21)
   );
   ndp_fp32_add_pipe add_1_22 (
-    .a(\$537 ),
-    .b(\$539 ),
+    .a(\$545 ),
+    .b(\$547 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_22)
   );
   ndp_fp32_add_pipe add_1_23 (
-    .a(\$540 ),
-    .b(\$542 ),
+    .a(\$548 ),
+    .b(\$550 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_23)
   );
   ndp_fp32_add_pipe add_1_24 (
-    .a(\$543 ),
-    .b(\$545 ),
+    .a(\$551 ),
+    .b(\$553 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_24)
   );
   ndp_fp32_add_pipe add_1_25 (
-    .a(\$546 ),
-    .b(\$548 ),
+    .a(\$554 ),
+    .b(\$556 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_25)
   );
   ndp_fp32_add_pipe add_1_26 (
-    .a(\$549 ),
-    .b(\$551 ),
+    .a(\$557 ),
+    .b(\$559 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_26)
   );
   ndp_fp32_add_pipe add_1_27 (
-    .a(\$552 ),
-    .b(\$554 ),
+    .a(\$560 ),
+    .b(\$562 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_27)
   );
   ndp_fp32_add_pipe add_1_28 (
-    .a(\$555 ),
-    .b(\$557 ),
+    .a(\$563 ),
+    .b(\$565 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_28)
   );
   ndp_fp32_add_pipe add_1_29 (
-    .a(\$558 ),
-    .b(\$560 ),
+    .a(\$566 ),
+    .b(\$568 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_29)
   );
   ndp_fp32_add_pipe add_1_3 (
-    .a(\$480 ),
-    .b(\$482 ),
+    .a(\$488 ),
+    .b(\$490 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_3)
   );
   ndp_fp32_add_pipe add_1_30 (
-    .a(\$561 ),
-    .b(\$563 ),
+    .a(\$569 ),
+    .b(\$571 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_30)
   );
   ndp_fp32_add_pipe add_1_31 (
-    .a(\$564 ),
-    .b(\$566 ),
+    .a(\$572 ),
+    .b(\$574 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_31)
   );
   ndp_fp32_add_pipe add_1_4 (
-    .a(\$483 ),
-    .b(\$485 ),
+    .a(\$491 ),
+    .b(\$493 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_4)
   );
   ndp_fp32_add_pipe add_1_5 (
-    .a(\$486 ),
-    .b(\$488 ),
+    .a(\$494 ),
+    .b(\$496 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_5)
   );
   ndp_fp32_add_pipe add_1_6 (
-    .a(\$489 ),
-    .b(\$491 ),
+    .a(\$497 ),
+    .b(\$499 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_6)
   );
   ndp_fp32_add_pipe add_1_7 (
-    .a(\$492 ),
-    .b(\$494 ),
+    .a(\$500 ),
+    .b(\$502 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_7)
   );
   ndp_fp32_add_pipe add_1_8 (
-    .a(\$495 ),
-    .b(\$497 ),
+    .a(\$503 ),
+    .b(\$505 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_8)
   );
   ndp_fp32_add_pipe add_1_9 (
-    .a(\$498 ),
-    .b(\$500 ),
+    .a(\$506 ),
+    .b(\$508 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_9)
   );
   ndp_fp32_add_pipe add_2_0 (
-    .a(\$567 ),
-    .b(\$569 ),
+    .a(\$575 ),
+    .b(\$577 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_0)
   );
   ndp_fp32_add_pipe add_2_1 (
-    .a(\$570 ),
-    .b(\$572 ),
+    .a(\$578 ),
+    .b(\$580 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_1)
   );
   ndp_fp32_add_pipe add_2_10 (
-    .a(\$597 ),
-    .b(\$599 ),
+    .a(\$605 ),
+    .b(\$607 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_10)
   );
   ndp_fp32_add_pipe add_2_11 (
-    .a(\$600 ),
-    .b(\$602 ),
+    .a(\$608 ),
+    .b(\$610 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_11)
   );
   ndp_fp32_add_pipe add_2_12 (
-    .a(\$603 ),
-    .b(\$605 ),
+    .a(\$611 ),
+    .b(\$613 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_12)
   );
   ndp_fp32_add_pipe add_2_13 (
-    .a(\$606 ),
-    .b(\$608 ),
+    .a(\$614 ),
+    .b(\$616 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_13)
   );
   ndp_fp32_add_pipe add_2_14 (
-    .a(\$609 ),
-    .b(\$611 ),
+    .a(\$617 ),
+    .b(\$619 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_14)
   );
   ndp_fp32_add_pipe add_2_15 (
-    .a(\$612 ),
-    .b(\$614 ),
+    .a(\$620 ),
+    .b(\$622 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_15)
   );
   ndp_fp32_add_pipe add_2_16 (
-    .a(\$615 ),
-    .b(\$617 ),
+    .a(\$623 ),
+    .b(\$625 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_16)
   );
   ndp_fp32_add_pipe add_2_17 (
-    .a(\$618 ),
-    .b(\$620 ),
+    .a(\$626 ),
+    .b(\$628 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_17)
   );
   ndp_fp32_add_pipe add_2_18 (
-    .a(\$621 ),
-    .b(\$623 ),
+    .a(\$629 ),
+    .b(\$631 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_18)
   );
   ndp_fp32_add_pipe add_2_19 (
-    .a(\$624 ),
-    .b(\$626 ),
+    .a(\$632 ),
+    .b(\$634 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_19)
   );
   ndp_fp32_add_pipe add_2_2 (
-    .a(\$573 ),
-    .b(\$575 ),
+    .a(\$581 ),
+    .b(\$583 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_2)
   );
   ndp_fp32_add_pipe add_2_20 (
-    .a(\$627 ),
-    .b(\$629 ),
+    .a(\$635 ),
+    .b(\$637 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_20)
   );
   ndp_fp32_add_pipe add_2_21 (
-    .a(\$630 ),
-    .b(\$632 ),
+    .a(\$638 ),
+    .b(\$640 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_21)
   );
   ndp_fp32_add_pipe add_2_22 (
-    .a(\$633 ),
-    .b(\$635 ),
+    .a(\$641 ),
+    .b(\$643 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_22)
   );
   ndp_fp32_add_pipe add_2_23 (
-    .a(\$636 ),
-    .b(\$638 ),
+    .a(\$644 ),
+    .b(\$646 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_23)
   );
   ndp_fp32_add_pipe add_2_24 (
-    .a(\$639 ),
-    .b(\$641 ),
+    .a(\$647 ),
+    .b(\$649 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_24)
   );
   ndp_fp32_add_pipe add_2_25 (
-    .a(\$642 ),
-    .b(\$644 ),
+    .a(\$650 ),
+    .b(\$652 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_25)
   );
   ndp_fp32_add_pipe add_2_26 (
-    .a(\$645 ),
-    .b(\$647 ),
+    .a(\$653 ),
+    .b(\$655 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_26)
   );
   ndp_fp32_add_pipe add_2_27 (
-    .a(\$648 ),
-    .b(\$650 ),
+    .a(\$656 ),
+    .b(\$658 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_27)
   );
   ndp_fp32_add_pipe add_2_28 (
-    .a(\$651 ),
-    .b(\$653 ),
+    .a(\$659 ),
+    .b(\$661 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_28)
   );
   ndp_fp32_add_pipe add_2_29 (
-    .a(\$654 ),
-    .b(\$656 ),
+    .a(\$662 ),
+    .b(\$664 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_29)
   );
   ndp_fp32_add_pipe add_2_3 (
-    .a(\$576 ),
-    .b(\$578 ),
+    .a(\$584 ),
+    .b(\$586 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_3)
   );
   ndp_fp32_add_pipe add_2_30 (
-    .a(\$657 ),
-    .b(\$659 ),
+    .a(\$665 ),
+    .b(\$667 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_30)
   );
   ndp_fp32_add_pipe add_2_31 (
-    .a(\$660 ),
-    .b(\$662 ),
+    .a(\$668 ),
+    .b(\$670 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_31)
   );
   ndp_fp32_add_pipe add_2_4 (
-    .a(\$579 ),
-    .b(\$581 ),
+    .a(\$587 ),
+    .b(\$589 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_4)
   );
   ndp_fp32_add_pipe add_2_5 (
-    .a(\$582 ),
-    .b(\$584 ),
+    .a(\$590 ),
+    .b(\$592 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_5)
   );
   ndp_fp32_add_pipe add_2_6 (
-    .a(\$585 ),
-    .b(\$587 ),
+    .a(\$593 ),
+    .b(\$595 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_6)
   );
   ndp_fp32_add_pipe add_2_7 (
-    .a(\$588 ),
-    .b(\$590 ),
+    .a(\$596 ),
+    .b(\$598 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_7)
   );
   ndp_fp32_add_pipe add_2_8 (
-    .a(\$591 ),
-    .b(\$593 ),
+    .a(\$599 ),
+    .b(\$601 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_8)
   );
   ndp_fp32_add_pipe add_2_9 (
-    .a(\$594 ),
-    .b(\$596 ),
+    .a(\$602 ),
+    .b(\$604 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_9)
   );
   ndp_fp32_add_pipe add_3_0 (
-    .a(\$663 ),
-    .b(\$665 ),
+    .a(\$671 ),
+    .b(\$673 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_0)
   );
   ndp_fp32_add_pipe add_3_1 (
-    .a(\$666 ),
-    .b(\$668 ),
+    .a(\$674 ),
+    .b(\$676 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_1)
   );
   ndp_fp32_add_pipe add_3_10 (
-    .a(\$693 ),
-    .b(\$695 ),
+    .a(\$701 ),
+    .b(\$703 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_10)
   );
   ndp_fp32_add_pipe add_3_11 (
-    .a(\$696 ),
-    .b(\$698 ),
+    .a(\$704 ),
+    .b(\$706 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_11)
   );
   ndp_fp32_add_pipe add_3_12 (
-    .a(\$699 ),
-    .b(\$701 ),
+    .a(\$707 ),
+    .b(\$709 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_12)
   );
   ndp_fp32_add_pipe add_3_13 (
-    .a(\$702 ),
-    .b(\$704 ),
+    .a(\$710 ),
+    .b(\$712 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_13)
   );
   ndp_fp32_add_pipe add_3_14 (
-    .a(\$705 ),
-    .b(\$707 ),
+    .a(\$713 ),
+    .b(\$715 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_14)
   );
   ndp_fp32_add_pipe add_3_15 (
-    .a(\$708 ),
-    .b(\$710 ),
+    .a(\$716 ),
+    .b(\$718 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_15)
   );
   ndp_fp32_add_pipe add_3_16 (
-    .a(\$711 ),
-    .b(\$713 ),
+    .a(\$719 ),
+    .b(\$721 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_16)
   );
   ndp_fp32_add_pipe add_3_17 (
-    .a(\$714 ),
-    .b(\$716 ),
+    .a(\$722 ),
+    .b(\$724 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_17)
   );
   ndp_fp32_add_pipe add_3_18 (
-    .a(\$717 ),
-    .b(\$719 ),
+    .a(\$725 ),
+    .b(\$727 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_18)
   );
   ndp_fp32_add_pipe add_3_19 (
-    .a(\$720 ),
-    .b(\$722 ),
+    .a(\$728 ),
+    .b(\$730 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_19)
   );
   ndp_fp32_add_pipe add_3_2 (
-    .a(\$669 ),
-    .b(\$671 ),
+    .a(\$677 ),
+    .b(\$679 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_2)
   );
   ndp_fp32_add_pipe add_3_20 (
-    .a(\$723 ),
-    .b(\$725 ),
+    .a(\$731 ),
+    .b(\$733 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_20)
   );
   ndp_fp32_add_pipe add_3_21 (
-    .a(\$726 ),
-    .b(\$728 ),
+    .a(\$734 ),
+    .b(\$736 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_21)
   );
   ndp_fp32_add_pipe add_3_22 (
-    .a(\$729 ),
-    .b(\$731 ),
+    .a(\$737 ),
+    .b(\$739 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_22)
   );
   ndp_fp32_add_pipe add_3_23 (
-    .a(\$732 ),
-    .b(\$734 ),
+    .a(\$740 ),
+    .b(\$742 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_23)
   );
   ndp_fp32_add_pipe add_3_24 (
-    .a(\$735 ),
-    .b(\$737 ),
+    .a(\$743 ),
+    .b(\$745 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_24)
   );
   ndp_fp32_add_pipe add_3_25 (
-    .a(\$738 ),
-    .b(\$740 ),
+    .a(\$746 ),
+    .b(\$748 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_25)
   );
   ndp_fp32_add_pipe add_3_26 (
-    .a(\$741 ),
-    .b(\$743 ),
+    .a(\$749 ),
+    .b(\$751 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_26)
   );
   ndp_fp32_add_pipe add_3_27 (
-    .a(\$744 ),
-    .b(\$746 ),
+    .a(\$752 ),
+    .b(\$754 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_27)
   );
   ndp_fp32_add_pipe add_3_28 (
-    .a(\$747 ),
-    .b(\$749 ),
+    .a(\$755 ),
+    .b(\$757 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_28)
   );
   ndp_fp32_add_pipe add_3_29 (
-    .a(\$750 ),
-    .b(\$752 ),
+    .a(\$758 ),
+    .b(\$760 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_29)
   );
   ndp_fp32_add_pipe add_3_3 (
-    .a(\$672 ),
-    .b(\$674 ),
+    .a(\$680 ),
+    .b(\$682 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_3)
   );
   ndp_fp32_add_pipe add_3_30 (
-    .a(\$753 ),
-    .b(\$755 ),
+    .a(\$761 ),
+    .b(\$763 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_30)
   );
   ndp_fp32_add_pipe add_3_31 (
-    .a(\$756 ),
-    .b(\$758 ),
+    .a(\$764 ),
+    .b(\$766 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_31)
   );
   ndp_fp32_add_pipe add_3_4 (
-    .a(\$675 ),
-    .b(\$677 ),
+    .a(\$683 ),
+    .b(\$685 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_4)
   );
   ndp_fp32_add_pipe add_3_5 (
-    .a(\$678 ),
-    .b(\$680 ),
+    .a(\$686 ),
+    .b(\$688 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_5)
   );
   ndp_fp32_add_pipe add_3_6 (
-    .a(\$681 ),
-    .b(\$683 ),
+    .a(\$689 ),
+    .b(\$691 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_6)
   );
   ndp_fp32_add_pipe add_3_7 (
-    .a(\$684 ),
-    .b(\$686 ),
+    .a(\$692 ),
+    .b(\$694 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_7)
   );
   ndp_fp32_add_pipe add_3_8 (
-    .a(\$687 ),
-    .b(\$689 ),
+    .a(\$695 ),
+    .b(\$697 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_8)
   );
   ndp_fp32_add_pipe add_3_9 (
-    .a(\$690 ),
-    .b(\$692 ),
+    .a(\$698 ),
+    .b(\$700 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_9)
@@ -12454,7 +15317,7 @@ module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, m
     .rst(rst)
   );
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     \$2  = 5'h00;
     casez (n_cols[5:0])
       6'h00:
@@ -12526,7 +15389,7 @@ module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, m
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     \$5  = 5'h00;
     casez (n_cols[5:0])
       6'h00:
@@ -12598,7 +15461,7 @@ module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, m
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     \$8  = 5'h00;
     casez (n_cols[5:0])
       6'h00:
@@ -12670,7 +15533,7 @@ module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, m
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     \$11  = 5'h00;
     casez (n_cols[5:0])
       6'h00:
@@ -12742,7 +15605,7 @@ module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, m
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     \$14  = 5'h00;
     casez (n_cols[5:0])
       6'h00:
@@ -12814,7 +15677,7 @@ module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, m
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     \$17  = 5'h00;
     casez (n_cols[5:0])
       6'h00:
@@ -12886,7 +15749,7 @@ module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, m
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     \$20  = 5'h00;
     casez (n_cols[5:0])
       6'h00:
@@ -12958,7 +15821,7 @@ module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, m
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     \$23  = 5'h00;
     casez (n_cols[5:0])
       6'h00:
@@ -13030,7 +15893,7 @@ module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, m
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     \$26  = 5'h00;
     casez (n_cols[5:0])
       6'h00:
@@ -13102,7 +15965,7 @@ module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, m
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     \$29  = 5'h00;
     casez (n_cols[5:0])
       6'h00:
@@ -13174,7 +16037,7 @@ module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, m
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     \$32  = 5'h00;
     casez (n_cols[5:0])
       6'h00:
@@ -13246,7 +16109,7 @@ module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, m
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     \$35  = 5'h00;
     casez (n_cols[5:0])
       6'h00:
@@ -13318,7 +16181,7 @@ module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, m
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     \$38  = 5'h00;
     casez (n_cols[5:0])
       6'h00:
@@ -13390,7 +16253,7 @@ module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, m
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     \$41  = 5'h00;
     casez (n_cols[5:0])
       6'h00:
@@ -13462,7 +16325,7 @@ module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, m
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     \$44  = 5'h00;
     casez (n_cols[5:0])
       6'h00:
@@ -13534,7 +16397,7 @@ module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, m
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     \$47  = 5'h00;
     casez (n_cols[5:0])
       6'h00:
@@ -13606,7 +16469,7 @@ module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, m
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     \$50  = 5'h00;
     casez (n_cols[5:0])
       6'h00:
@@ -13678,7 +16541,7 @@ module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, m
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     \$53  = 5'h00;
     casez (n_cols[5:0])
       6'h00:
@@ -13750,7 +16613,7 @@ module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, m
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     \$56  = 5'h00;
     casez (n_cols[5:0])
       6'h00:
@@ -13822,7 +16685,7 @@ module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, m
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     \$59  = 5'h00;
     casez (n_cols[5:0])
       6'h00:
@@ -13894,7 +16757,7 @@ module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, m
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     \$62  = 5'h00;
     casez (n_cols[5:0])
       6'h00:
@@ -13966,7 +16829,7 @@ module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, m
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     \$65  = 5'h00;
     casez (n_cols[5:0])
       6'h00:
@@ -14038,7 +16901,7 @@ module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, m
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     \$68  = 5'h00;
     casez (n_cols[5:0])
       6'h00:
@@ -14110,7 +16973,7 @@ module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, m
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     \$71  = 5'h00;
     casez (n_cols[5:0])
       6'h00:
@@ -14182,7 +17045,7 @@ module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, m
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     \$74  = 5'h00;
     casez (n_cols[5:0])
       6'h00:
@@ -14254,7 +17117,7 @@ module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, m
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     \$77  = 5'h00;
     casez (n_cols[5:0])
       6'h00:
@@ -14326,7 +17189,7 @@ module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, m
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     \$80  = 5'h00;
     casez (n_cols[5:0])
       6'h00:
@@ -14398,7 +17261,7 @@ module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, m
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     \$83  = 5'h00;
     casez (n_cols[5:0])
       6'h00:
@@ -14470,7 +17333,7 @@ module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, m
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     \$86  = 5'h00;
     casez (n_cols[5:0])
       6'h00:
@@ -14542,7 +17405,7 @@ module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, m
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     \$89  = 5'h00;
     casez (n_cols[5:0])
       6'h00:
@@ -14614,7 +17477,7 @@ module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, m
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     \$92  = 5'h00;
     casez (n_cols[5:0])
       6'h00:
@@ -14686,7 +17549,7 @@ module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, m
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     \$95  = 5'h00;
     casez (n_cols[5:0])
       6'h00:
@@ -14758,2289 +17621,2324 @@ module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, m
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$759  = \$3 ;
-    if (rst) begin
-      \$759  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$760  = \$6 ;
-    if (rst) begin
-      \$760  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$761  = \$9 ;
-    if (rst) begin
-      \$761  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$762  = \$12 ;
-    if (rst) begin
-      \$762  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$763  = \$15 ;
-    if (rst) begin
-      \$763  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$764  = \$18 ;
-    if (rst) begin
-      \$764  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$765  = \$21 ;
-    if (rst) begin
-      \$765  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$766  = \$24 ;
-    if (rst) begin
-      \$766  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$767  = \$27 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$767  = \$3 ;
     if (rst) begin
       \$767  = 5'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$768  = \$30 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$768  = \$6 ;
     if (rst) begin
       \$768  = 5'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$769  = \$33 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$769  = \$9 ;
     if (rst) begin
       \$769  = 5'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$770  = \$36 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$770  = \$12 ;
     if (rst) begin
       \$770  = 5'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$771  = \$39 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$771  = \$15 ;
     if (rst) begin
       \$771  = 5'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$772  = \$42 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$772  = \$18 ;
     if (rst) begin
       \$772  = 5'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$773  = \$45 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$773  = \$21 ;
     if (rst) begin
       \$773  = 5'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$774  = \$48 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$774  = \$24 ;
     if (rst) begin
       \$774  = 5'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$775  = \$51 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$775  = \$27 ;
     if (rst) begin
       \$775  = 5'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$776  = \$54 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$776  = \$30 ;
     if (rst) begin
       \$776  = 5'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$777  = \$57 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$777  = \$33 ;
     if (rst) begin
       \$777  = 5'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$778  = \$60 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$778  = \$36 ;
     if (rst) begin
       \$778  = 5'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$779  = \$63 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$779  = \$39 ;
     if (rst) begin
       \$779  = 5'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$780  = \$66 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$780  = \$42 ;
     if (rst) begin
       \$780  = 5'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$781  = \$69 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$781  = \$45 ;
     if (rst) begin
       \$781  = 5'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$782  = \$72 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$782  = \$48 ;
     if (rst) begin
       \$782  = 5'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$783  = \$75 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$783  = \$51 ;
     if (rst) begin
       \$783  = 5'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$784  = \$78 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$784  = \$54 ;
     if (rst) begin
       \$784  = 5'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$785  = \$81 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$785  = \$57 ;
     if (rst) begin
       \$785  = 5'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$786  = \$84 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$786  = \$60 ;
     if (rst) begin
       \$786  = 5'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$787  = \$87 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$787  = \$63 ;
     if (rst) begin
       \$787  = 5'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$788  = \$90 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$788  = \$66 ;
     if (rst) begin
       \$788  = 5'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$789  = \$93 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$789  = \$69 ;
     if (rst) begin
       \$789  = 5'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$790  = \$96 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$790  = \$72 ;
     if (rst) begin
       \$790  = 5'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$791  = mac;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$791  = \$75 ;
     if (rst) begin
-      \$791  = 1'h0;
+      \$791  = 5'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$792  = first;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$792  = \$78 ;
     if (rst) begin
-      \$792  = 1'h0;
+      \$792  = 5'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$793  = acc_addr;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$793  = \$81 ;
     if (rst) begin
-      \$793  = 7'h00;
+      \$793  = 5'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$794  = active;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$794  = \$84 ;
     if (rst) begin
-      \$794  = 6'h00;
+      \$794  = 5'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$795  = w_data;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$795  = \$87 ;
     if (rst) begin
-      \$795  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$795  = 5'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$796  = mac_d1;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$796  = \$90 ;
     if (rst) begin
-      \$796  = 1'h0;
+      \$796  = 5'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$797  = \mac_d1$45 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$797  = \$93 ;
     if (rst) begin
-      \$797  = 1'h0;
+      \$797  = 5'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$798  = first_d1;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$798  = \$96 ;
     if (rst) begin
-      \$798  = 1'h0;
+      \$798  = 5'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$799  = \first_d1$47 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$799  = mac;
     if (rst) begin
       \$799  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$800  = acc_addr_d1;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$800  = first;
     if (rst) begin
-      \$800  = 7'h00;
+      \$800  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$801  = \acc_addr_d1$49 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$801  = acc_addr;
     if (rst) begin
       \$801  = 7'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$802  = active_d1;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$802  = active;
     if (rst) begin
       \$802  = 6'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$803  = \active_d1$51 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$803  = w_data;
     if (rst) begin
-      \$803  = 6'h00;
+      \$803  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$804  = mac_d2;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$804  = mac_d1;
     if (rst) begin
       \$804  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$805  = \mac_d1$53 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$805  = \mac_d1$45 ;
     if (rst) begin
       \$805  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$806  = acc_addr_d2;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$806  = first_d1;
     if (rst) begin
-      \$806  = 7'h00;
+      \$806  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$807  = \acc_addr_d1$55 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$807  = \first_d1$47 ;
     if (rst) begin
-      \$807  = 7'h00;
+      \$807  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$808  = \$98 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$808  = acc_addr_d1;
     if (rst) begin
-      \$808  = 16'h0000;
+      \$808  = 7'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$809  = product_0_0;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$809  = \acc_addr_d1$49 ;
     if (rst) begin
-      \$809  = 32'd0;
+      \$809  = 7'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$810  = \$100 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$810  = active_d1;
     if (rst) begin
-      \$810  = 16'h0000;
+      \$810  = 6'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$811  = product_0_1;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$811  = \active_d1$51 ;
     if (rst) begin
-      \$811  = 32'd0;
+      \$811  = 6'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$812  = \$102 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$812  = mac_d2;
     if (rst) begin
-      \$812  = 16'h0000;
+      \$812  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$813  = product_0_2;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$813  = \mac_d1$53 ;
     if (rst) begin
-      \$813  = 32'd0;
+      \$813  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$814  = \$104 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$814  = acc_addr_d2;
     if (rst) begin
-      \$814  = 16'h0000;
+      \$814  = 7'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$815  = product_0_3;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$815  = \acc_addr_d1$55 ;
     if (rst) begin
-      \$815  = 32'd0;
+      \$815  = 7'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$816  = \$106 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$816  = \$98 ;
     if (rst) begin
       \$816  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$817  = product_0_4;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$817  = product_0_0;
     if (rst) begin
       \$817  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$818  = \$108 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$818  = \$100 ;
     if (rst) begin
       \$818  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$819  = product_0_5;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$819  = product_0_1;
     if (rst) begin
       \$819  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$820  = \$110 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$820  = \$102 ;
     if (rst) begin
       \$820  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$821  = product_0_6;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$821  = product_0_2;
     if (rst) begin
       \$821  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$822  = \$112 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$822  = \$104 ;
     if (rst) begin
       \$822  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$823  = product_0_7;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$823  = product_0_3;
     if (rst) begin
       \$823  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$824  = \$114 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$824  = \$106 ;
     if (rst) begin
       \$824  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$825  = product_0_8;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$825  = product_0_4;
     if (rst) begin
       \$825  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$826  = \$116 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$826  = \$108 ;
     if (rst) begin
       \$826  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$827  = product_0_9;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$827  = product_0_5;
     if (rst) begin
       \$827  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$828  = \$118 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$828  = \$110 ;
     if (rst) begin
       \$828  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$829  = product_0_10;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$829  = product_0_6;
     if (rst) begin
       \$829  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$830  = \$120 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$830  = \$112 ;
     if (rst) begin
       \$830  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$831  = product_0_11;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$831  = product_0_7;
     if (rst) begin
       \$831  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$832  = \$122 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$832  = \$114 ;
     if (rst) begin
       \$832  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$833  = product_0_12;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$833  = product_0_8;
     if (rst) begin
       \$833  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$834  = \$124 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$834  = \$116 ;
     if (rst) begin
       \$834  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$835  = product_0_13;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$835  = product_0_9;
     if (rst) begin
       \$835  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$836  = \$126 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$836  = \$118 ;
     if (rst) begin
       \$836  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$837  = product_0_14;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$837  = product_0_10;
     if (rst) begin
       \$837  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$838  = \$128 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$838  = \$120 ;
     if (rst) begin
       \$838  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$839  = product_0_15;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$839  = product_0_11;
     if (rst) begin
       \$839  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$840  = \$130 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$840  = \$122 ;
     if (rst) begin
       \$840  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$841  = product_0_16;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$841  = product_0_12;
     if (rst) begin
       \$841  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$842  = \$132 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$842  = \$124 ;
     if (rst) begin
       \$842  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$843  = product_0_17;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$843  = product_0_13;
     if (rst) begin
       \$843  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$844  = \$134 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$844  = \$126 ;
     if (rst) begin
       \$844  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$845  = product_0_18;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$845  = product_0_14;
     if (rst) begin
       \$845  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$846  = \$136 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$846  = \$128 ;
     if (rst) begin
       \$846  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$847  = product_0_19;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$847  = product_0_15;
     if (rst) begin
       \$847  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$848  = \$138 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$848  = \$130 ;
     if (rst) begin
       \$848  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$849  = product_0_20;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$849  = product_0_16;
     if (rst) begin
       \$849  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$850  = \$140 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$850  = \$132 ;
     if (rst) begin
       \$850  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$851  = product_0_21;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$851  = product_0_17;
     if (rst) begin
       \$851  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$852  = \$142 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$852  = \$134 ;
     if (rst) begin
       \$852  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$853  = product_0_22;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$853  = product_0_18;
     if (rst) begin
       \$853  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$854  = \$144 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$854  = \$136 ;
     if (rst) begin
       \$854  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$855  = product_0_23;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$855  = product_0_19;
     if (rst) begin
       \$855  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$856  = \$146 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$856  = \$138 ;
     if (rst) begin
       \$856  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$857  = product_0_24;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$857  = product_0_20;
     if (rst) begin
       \$857  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$858  = \$148 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$858  = \$140 ;
     if (rst) begin
       \$858  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$859  = product_0_25;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$859  = product_0_21;
     if (rst) begin
       \$859  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$860  = \$150 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$860  = \$142 ;
     if (rst) begin
       \$860  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$861  = product_0_26;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$861  = product_0_22;
     if (rst) begin
       \$861  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$862  = \$152 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$862  = \$144 ;
     if (rst) begin
       \$862  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$863  = product_0_27;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$863  = product_0_23;
     if (rst) begin
       \$863  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$864  = \$154 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$864  = \$146 ;
     if (rst) begin
       \$864  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$865  = product_0_28;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$865  = product_0_24;
     if (rst) begin
       \$865  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$866  = \$156 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$866  = \$148 ;
     if (rst) begin
       \$866  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$867  = product_0_29;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$867  = product_0_25;
     if (rst) begin
       \$867  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$868  = \$158 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$868  = \$150 ;
     if (rst) begin
       \$868  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$869  = product_0_30;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$869  = product_0_26;
     if (rst) begin
       \$869  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$870  = \$160 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$870  = \$152 ;
     if (rst) begin
       \$870  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$871  = product_0_31;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$871  = product_0_27;
     if (rst) begin
       \$871  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$872  = \$162 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$872  = \$154 ;
     if (rst) begin
       \$872  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$873  = product_1_0;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$873  = product_0_28;
     if (rst) begin
       \$873  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$874  = \$164 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$874  = \$156 ;
     if (rst) begin
       \$874  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$875  = product_1_1;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$875  = product_0_29;
     if (rst) begin
       \$875  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$876  = \$166 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$876  = \$158 ;
     if (rst) begin
       \$876  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$877  = product_1_2;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$877  = product_0_30;
     if (rst) begin
       \$877  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$878  = \$168 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$878  = \$160 ;
     if (rst) begin
       \$878  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$879  = product_1_3;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$879  = product_0_31;
     if (rst) begin
       \$879  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$880  = \$170 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$880  = \$162 ;
     if (rst) begin
       \$880  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$881  = product_1_4;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$881  = product_1_0;
     if (rst) begin
       \$881  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$882  = \$172 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$882  = \$164 ;
     if (rst) begin
       \$882  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$883  = product_1_5;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$883  = product_1_1;
     if (rst) begin
       \$883  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$884  = \$174 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$884  = \$166 ;
     if (rst) begin
       \$884  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$885  = product_1_6;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$885  = product_1_2;
     if (rst) begin
       \$885  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$886  = \$176 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$886  = \$168 ;
     if (rst) begin
       \$886  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$887  = product_1_7;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$887  = product_1_3;
     if (rst) begin
       \$887  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$888  = \$178 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$888  = \$170 ;
     if (rst) begin
       \$888  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$889  = product_1_8;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$889  = product_1_4;
     if (rst) begin
       \$889  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$890  = \$180 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$890  = \$172 ;
     if (rst) begin
       \$890  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$891  = product_1_9;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$891  = product_1_5;
     if (rst) begin
       \$891  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$892  = \$182 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$892  = \$174 ;
     if (rst) begin
       \$892  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$893  = product_1_10;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$893  = product_1_6;
     if (rst) begin
       \$893  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$894  = \$184 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$894  = \$176 ;
     if (rst) begin
       \$894  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$895  = product_1_11;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$895  = product_1_7;
     if (rst) begin
       \$895  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$896  = \$186 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$896  = \$178 ;
     if (rst) begin
       \$896  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$897  = product_1_12;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$897  = product_1_8;
     if (rst) begin
       \$897  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$898  = \$188 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$898  = \$180 ;
     if (rst) begin
       \$898  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$899  = product_1_13;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$899  = product_1_9;
     if (rst) begin
       \$899  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$900  = \$190 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$900  = \$182 ;
     if (rst) begin
       \$900  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$901  = product_1_14;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$901  = product_1_10;
     if (rst) begin
       \$901  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$902  = \$192 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$902  = \$184 ;
     if (rst) begin
       \$902  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$903  = product_1_15;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$903  = product_1_11;
     if (rst) begin
       \$903  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$904  = \$194 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$904  = \$186 ;
     if (rst) begin
       \$904  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$905  = product_1_16;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$905  = product_1_12;
     if (rst) begin
       \$905  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$906  = \$196 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$906  = \$188 ;
     if (rst) begin
       \$906  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$907  = product_1_17;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$907  = product_1_13;
     if (rst) begin
       \$907  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$908  = \$198 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$908  = \$190 ;
     if (rst) begin
       \$908  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$909  = product_1_18;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$909  = product_1_14;
     if (rst) begin
       \$909  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$910  = \$200 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$910  = \$192 ;
     if (rst) begin
       \$910  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$911  = product_1_19;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$911  = product_1_15;
     if (rst) begin
       \$911  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$912  = \$202 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$912  = \$194 ;
     if (rst) begin
       \$912  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$913  = product_1_20;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$913  = product_1_16;
     if (rst) begin
       \$913  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$914  = \$204 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$914  = \$196 ;
     if (rst) begin
       \$914  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$915  = product_1_21;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$915  = product_1_17;
     if (rst) begin
       \$915  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$916  = \$206 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$916  = \$198 ;
     if (rst) begin
       \$916  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$917  = product_1_22;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$917  = product_1_18;
     if (rst) begin
       \$917  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$918  = \$208 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$918  = \$200 ;
     if (rst) begin
       \$918  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$919  = product_1_23;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$919  = product_1_19;
     if (rst) begin
       \$919  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$920  = \$210 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$920  = \$202 ;
     if (rst) begin
       \$920  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$921  = product_1_24;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$921  = product_1_20;
     if (rst) begin
       \$921  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$922  = \$212 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$922  = \$204 ;
     if (rst) begin
       \$922  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$923  = product_1_25;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$923  = product_1_21;
     if (rst) begin
       \$923  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$924  = \$214 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$924  = \$206 ;
     if (rst) begin
       \$924  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$925  = product_1_26;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$925  = product_1_22;
     if (rst) begin
       \$925  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$926  = \$216 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$926  = \$208 ;
     if (rst) begin
       \$926  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$927  = product_1_27;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$927  = product_1_23;
     if (rst) begin
       \$927  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$928  = \$218 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$928  = \$210 ;
     if (rst) begin
       \$928  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$929  = product_1_28;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$929  = product_1_24;
     if (rst) begin
       \$929  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$930  = \$220 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$930  = \$212 ;
     if (rst) begin
       \$930  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$931  = product_1_29;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$931  = product_1_25;
     if (rst) begin
       \$931  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$932  = \$222 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$932  = \$214 ;
     if (rst) begin
       \$932  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$933  = product_1_30;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$933  = product_1_26;
     if (rst) begin
       \$933  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$934  = \$224 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$934  = \$216 ;
     if (rst) begin
       \$934  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$935  = product_1_31;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$935  = product_1_27;
     if (rst) begin
       \$935  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$936  = \$226 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$936  = \$218 ;
     if (rst) begin
       \$936  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$937  = product_2_0;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$937  = product_1_28;
     if (rst) begin
       \$937  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$938  = \$228 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$938  = \$220 ;
     if (rst) begin
       \$938  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$939  = product_2_1;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$939  = product_1_29;
     if (rst) begin
       \$939  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$940  = \$230 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$940  = \$222 ;
     if (rst) begin
       \$940  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$941  = product_2_2;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$941  = product_1_30;
     if (rst) begin
       \$941  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$942  = \$232 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$942  = \$224 ;
     if (rst) begin
       \$942  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$943  = product_2_3;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$943  = product_1_31;
     if (rst) begin
       \$943  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$944  = \$234 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$944  = \$226 ;
     if (rst) begin
       \$944  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$945  = product_2_4;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$945  = product_2_0;
     if (rst) begin
       \$945  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$946  = \$236 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$946  = \$228 ;
     if (rst) begin
       \$946  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$947  = product_2_5;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$947  = product_2_1;
     if (rst) begin
       \$947  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$948  = \$238 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$948  = \$230 ;
     if (rst) begin
       \$948  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$949  = product_2_6;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$949  = product_2_2;
     if (rst) begin
       \$949  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$950  = \$240 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$950  = \$232 ;
     if (rst) begin
       \$950  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$951  = product_2_7;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$951  = product_2_3;
     if (rst) begin
       \$951  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$952  = \$242 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$952  = \$234 ;
     if (rst) begin
       \$952  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$953  = product_2_8;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$953  = product_2_4;
     if (rst) begin
       \$953  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$954  = \$244 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$954  = \$236 ;
     if (rst) begin
       \$954  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$955  = product_2_9;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$955  = product_2_5;
     if (rst) begin
       \$955  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$956  = \$246 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$956  = \$238 ;
     if (rst) begin
       \$956  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$957  = product_2_10;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$957  = product_2_6;
     if (rst) begin
       \$957  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$958  = \$248 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$958  = \$240 ;
     if (rst) begin
       \$958  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$959  = product_2_11;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$959  = product_2_7;
     if (rst) begin
       \$959  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$960  = \$250 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$960  = \$242 ;
     if (rst) begin
       \$960  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$961  = product_2_12;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$961  = product_2_8;
     if (rst) begin
       \$961  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$962  = \$252 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$962  = \$244 ;
     if (rst) begin
       \$962  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$963  = product_2_13;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$963  = product_2_9;
     if (rst) begin
       \$963  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$964  = \$254 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$964  = \$246 ;
     if (rst) begin
       \$964  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$965  = product_2_14;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$965  = product_2_10;
     if (rst) begin
       \$965  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$966  = \$256 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$966  = \$248 ;
     if (rst) begin
       \$966  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$967  = product_2_15;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$967  = product_2_11;
     if (rst) begin
       \$967  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$968  = \$258 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$968  = \$250 ;
     if (rst) begin
       \$968  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$969  = product_2_16;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$969  = product_2_12;
     if (rst) begin
       \$969  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$970  = \$260 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$970  = \$252 ;
     if (rst) begin
       \$970  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$971  = product_2_17;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$971  = product_2_13;
     if (rst) begin
       \$971  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$972  = \$262 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$972  = \$254 ;
     if (rst) begin
       \$972  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$973  = product_2_18;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$973  = product_2_14;
     if (rst) begin
       \$973  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$974  = \$264 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$974  = \$256 ;
     if (rst) begin
       \$974  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$975  = product_2_19;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$975  = product_2_15;
     if (rst) begin
       \$975  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$976  = \$266 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$976  = \$258 ;
     if (rst) begin
       \$976  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$977  = product_2_20;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$977  = product_2_16;
     if (rst) begin
       \$977  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$978  = \$268 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$978  = \$260 ;
     if (rst) begin
       \$978  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$979  = product_2_21;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$979  = product_2_17;
     if (rst) begin
       \$979  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$980  = \$270 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$980  = \$262 ;
     if (rst) begin
       \$980  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$981  = product_2_22;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$981  = product_2_18;
     if (rst) begin
       \$981  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$982  = \$272 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$982  = \$264 ;
     if (rst) begin
       \$982  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$983  = product_2_23;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$983  = product_2_19;
     if (rst) begin
       \$983  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$984  = \$274 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$984  = \$266 ;
     if (rst) begin
       \$984  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$985  = product_2_24;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$985  = product_2_20;
     if (rst) begin
       \$985  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$986  = \$276 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$986  = \$268 ;
     if (rst) begin
       \$986  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$987  = product_2_25;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$987  = product_2_21;
     if (rst) begin
       \$987  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$988  = \$278 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$988  = \$270 ;
     if (rst) begin
       \$988  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$989  = product_2_26;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$989  = product_2_22;
     if (rst) begin
       \$989  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$990  = \$280 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$990  = \$272 ;
     if (rst) begin
       \$990  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$991  = product_2_27;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$991  = product_2_23;
     if (rst) begin
       \$991  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$992  = \$282 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$992  = \$274 ;
     if (rst) begin
       \$992  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$993  = product_2_28;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$993  = product_2_24;
     if (rst) begin
       \$993  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$994  = \$284 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$994  = \$276 ;
     if (rst) begin
       \$994  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$995  = product_2_29;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$995  = product_2_25;
     if (rst) begin
       \$995  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$996  = \$286 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$996  = \$278 ;
     if (rst) begin
       \$996  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$997  = product_2_30;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$997  = product_2_26;
     if (rst) begin
       \$997  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$998  = \$288 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$998  = \$280 ;
     if (rst) begin
       \$998  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$999  = product_2_31;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$999  = product_2_27;
     if (rst) begin
       \$999  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$1000  = \$290 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1000  = \$282 ;
     if (rst) begin
       \$1000  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$1001  = product_3_0;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1001  = product_2_28;
     if (rst) begin
       \$1001  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$1002  = \$292 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1002  = \$284 ;
     if (rst) begin
       \$1002  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$1003  = product_3_1;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1003  = product_2_29;
     if (rst) begin
       \$1003  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$1004  = \$294 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1004  = \$286 ;
     if (rst) begin
       \$1004  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$1005  = product_3_2;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1005  = product_2_30;
     if (rst) begin
       \$1005  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$1006  = \$296 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1006  = \$288 ;
     if (rst) begin
       \$1006  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$1007  = product_3_3;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1007  = product_2_31;
     if (rst) begin
       \$1007  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$1008  = \$298 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1008  = \$290 ;
     if (rst) begin
       \$1008  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$1009  = product_3_4;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1009  = product_3_0;
     if (rst) begin
       \$1009  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$1010  = \$300 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1010  = \$292 ;
     if (rst) begin
       \$1010  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$1011  = product_3_5;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1011  = product_3_1;
     if (rst) begin
       \$1011  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$1012  = \$302 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1012  = \$294 ;
     if (rst) begin
       \$1012  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$1013  = product_3_6;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1013  = product_3_2;
     if (rst) begin
       \$1013  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$1014  = \$304 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1014  = \$296 ;
     if (rst) begin
       \$1014  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$1015  = product_3_7;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1015  = product_3_3;
     if (rst) begin
       \$1015  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$1016  = \$306 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1016  = \$298 ;
     if (rst) begin
       \$1016  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$1017  = product_3_8;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1017  = product_3_4;
     if (rst) begin
       \$1017  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$1018  = \$308 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1018  = \$300 ;
     if (rst) begin
       \$1018  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$1019  = product_3_9;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1019  = product_3_5;
     if (rst) begin
       \$1019  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$1020  = \$310 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1020  = \$302 ;
     if (rst) begin
       \$1020  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$1021  = product_3_10;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1021  = product_3_6;
     if (rst) begin
       \$1021  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$1022  = \$312 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1022  = \$304 ;
     if (rst) begin
       \$1022  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$1023  = product_3_11;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1023  = product_3_7;
     if (rst) begin
       \$1023  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$1024  = \$314 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1024  = \$306 ;
     if (rst) begin
       \$1024  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$1025  = product_3_12;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1025  = product_3_8;
     if (rst) begin
       \$1025  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$1026  = \$316 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1026  = \$308 ;
     if (rst) begin
       \$1026  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$1027  = product_3_13;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1027  = product_3_9;
     if (rst) begin
       \$1027  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$1028  = \$318 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1028  = \$310 ;
     if (rst) begin
       \$1028  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$1029  = product_3_14;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1029  = product_3_10;
     if (rst) begin
       \$1029  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$1030  = \$320 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1030  = \$312 ;
     if (rst) begin
       \$1030  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$1031  = product_3_15;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1031  = product_3_11;
     if (rst) begin
       \$1031  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$1032  = \$322 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1032  = \$314 ;
     if (rst) begin
       \$1032  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$1033  = product_3_16;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1033  = product_3_12;
     if (rst) begin
       \$1033  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$1034  = \$324 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1034  = \$316 ;
     if (rst) begin
       \$1034  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$1035  = product_3_17;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1035  = product_3_13;
     if (rst) begin
       \$1035  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$1036  = \$326 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1036  = \$318 ;
     if (rst) begin
       \$1036  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$1037  = product_3_18;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1037  = product_3_14;
     if (rst) begin
       \$1037  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$1038  = \$328 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1038  = \$320 ;
     if (rst) begin
       \$1038  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$1039  = product_3_19;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1039  = product_3_15;
     if (rst) begin
       \$1039  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$1040  = \$330 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1040  = \$322 ;
     if (rst) begin
       \$1040  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$1041  = product_3_20;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1041  = product_3_16;
     if (rst) begin
       \$1041  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$1042  = \$332 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1042  = \$324 ;
     if (rst) begin
       \$1042  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$1043  = product_3_21;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1043  = product_3_17;
     if (rst) begin
       \$1043  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$1044  = \$334 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1044  = \$326 ;
     if (rst) begin
       \$1044  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$1045  = product_3_22;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1045  = product_3_18;
     if (rst) begin
       \$1045  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$1046  = \$336 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1046  = \$328 ;
     if (rst) begin
       \$1046  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$1047  = product_3_23;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1047  = product_3_19;
     if (rst) begin
       \$1047  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$1048  = \$338 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1048  = \$330 ;
     if (rst) begin
       \$1048  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$1049  = product_3_24;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1049  = product_3_20;
     if (rst) begin
       \$1049  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$1050  = \$340 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1050  = \$332 ;
     if (rst) begin
       \$1050  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$1051  = product_3_25;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1051  = product_3_21;
     if (rst) begin
       \$1051  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$1052  = \$342 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1052  = \$334 ;
     if (rst) begin
       \$1052  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$1053  = product_3_26;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1053  = product_3_22;
     if (rst) begin
       \$1053  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$1054  = \$344 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1054  = \$336 ;
     if (rst) begin
       \$1054  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$1055  = product_3_27;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1055  = product_3_23;
     if (rst) begin
       \$1055  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$1056  = \$346 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1056  = \$338 ;
     if (rst) begin
       \$1056  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$1057  = product_3_28;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1057  = product_3_24;
     if (rst) begin
       \$1057  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$1058  = \$348 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1058  = \$340 ;
     if (rst) begin
       \$1058  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$1059  = product_3_29;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1059  = product_3_25;
     if (rst) begin
       \$1059  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$1060  = \$350 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1060  = \$342 ;
     if (rst) begin
       \$1060  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$1061  = product_3_30;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1061  = product_3_26;
     if (rst) begin
       \$1061  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$1062  = \$352 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1062  = \$344 ;
     if (rst) begin
       \$1062  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$1063  = product_3_31;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1063  = product_3_27;
     if (rst) begin
       \$1063  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$1064  = \$signal ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1064  = \$346 ;
+    if (rst) begin
+      \$1064  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1065  = product_3_28;
+    if (rst) begin
+      \$1065  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1066  = \$348 ;
+    if (rst) begin
+      \$1066  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1067  = product_3_29;
+    if (rst) begin
+      \$1067  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1068  = \$350 ;
+    if (rst) begin
+      \$1068  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1069  = product_3_30;
+    if (rst) begin
+      \$1069  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1070  = \$352 ;
+    if (rst) begin
+      \$1070  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1071  = product_3_31;
+    if (rst) begin
+      \$1071  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1072  = \rd_row$447 ;
+    if (rst) begin
+      \$1072  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1073  = \$signal ;
     casez (fold_state)
       2'h0:
           if (fold_start) begin
-            \$1064  = read_data;
+            \$1073  = read_data;
           end
       2'h1:
           /* empty */;
       2'h2:
           if (\$364 ) begin
-            \$1064  = { fold_sum_31, fold_sum_30, fold_sum_29, fold_sum_28, fold_sum_27, fold_sum_26, fold_sum_25, fold_sum_24, fold_sum_23, fold_sum_22, fold_sum_21, fold_sum_20, fold_sum_19, fold_sum_18, fold_sum_17, fold_sum_16, fold_sum_15, fold_sum_14, fold_sum_13, fold_sum_12, fold_sum_11, fold_sum_10, fold_sum_9, fold_sum_8, fold_sum_7, fold_sum_6, fold_sum_5, fold_sum_4, fold_sum_3, fold_sum_2, fold_sum_1, fold_sum_0 };
+            \$1073  = { fold_sum_31, fold_sum_30, fold_sum_29, fold_sum_28, fold_sum_27, fold_sum_26, fold_sum_25, fold_sum_24, fold_sum_23, fold_sum_22, fold_sum_21, fold_sum_20, fold_sum_19, fold_sum_18, fold_sum_17, fold_sum_16, fold_sum_15, fold_sum_14, fold_sum_13, fold_sum_12, fold_sum_11, fold_sum_10, fold_sum_9, fold_sum_8, fold_sum_7, fold_sum_6, fold_sum_5, fold_sum_4, fold_sum_3, fold_sum_2, fold_sum_1, fold_sum_0 };
           end
     endcase
     if (rst) begin
-      \$1064  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$1073  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$1065  = addr;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1074  = addr;
     casez (fold_state)
       2'h0:
           if (fold_start) begin
-            \$1065  = \$353 [6:0];
+            \$1074  = \$353 [6:0];
           end
       2'h1:
           if (\$357 ) begin
-            \$1065  = \$359 [6:0];
+            \$1074  = \$359 [6:0];
           end
     endcase
     if (rst) begin
-      \$1065  = 7'h00;
+      \$1074  = 7'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$1066  = set_left;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1075  = set_left;
     casez (fold_state)
       2'h0:
           if (fold_start) begin
-            \$1066  = \$354 [1:0];
+            \$1075  = \$354 [1:0];
           end
       2'h1:
           if (\$357 ) begin
-            \$1066  = \$360 [1:0];
+            \$1075  = \$360 [1:0];
           end
     endcase
     if (rst) begin
-      \$1066  = 2'h0;
+      \$1075  = 2'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$1067  = shift;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1076  = shift;
     casez (fold_state)
       2'h0:
           if (fold_start) begin
-            \$1067  = \$356 [5:0];
+            \$1076  = \$356 [5:0];
           end
       2'h1:
           if (\$357 ) begin
           end else if (\$358 ) begin
-            \$1067  = \$363 ;
+            \$1076  = \$363 ;
           end
     endcase
     if (rst) begin
-      \$1067  = 6'h00;
+      \$1076  = 6'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$1068  = fold_state;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1077  = fold_state;
     casez (fold_state)
       2'h0:
           if (fold_start) begin
-            \$1068  = 2'h1;
+            \$1077  = 2'h1;
           end
       2'h1:
           (* full_case = 32'd1 *)
           if (\$357 ) begin
-            \$1068  = 2'h2;
+            \$1077  = 2'h2;
           end else if (\$358 ) begin
-            \$1068  = 2'h2;
+            \$1077  = 2'h2;
           end else begin
-            \$1068  = 2'h0;
+            \$1077  = 2'h0;
           end
       2'h2:
           if (\$364 ) begin
-            \$1068  = 2'h1;
+            \$1077  = 2'h1;
           end
     endcase
     if (rst) begin
-      \$1068  = 2'h0;
+      \$1077  = 2'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$1069  = operand;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1078  = operand;
     casez (fold_state)
       2'h0:
           /* empty */;
       2'h1:
           if (\$357 ) begin
-            \$1069  = read_data;
+            \$1078  = read_data;
           end else if (\$358 ) begin
-            \$1069  = \$362 ;
+            \$1078  = \$362 ;
           end
     endcase
     if (rst) begin
-      \$1069  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$1078  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$1070  = \wait ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1079  = \wait ;
     casez (fold_state)
       2'h0:
           /* empty */;
       2'h1:
           if (\$357 ) begin
-            \$1070  = 2'h3;
+            \$1079  = 2'h3;
           end else if (\$358 ) begin
-            \$1070  = 2'h3;
+            \$1079  = 2'h3;
           end
       2'h2:
-          \$1070  = \$365 [1:0];
+          \$1079  = \$365 [1:0];
     endcase
     if (rst) begin
-      \$1070  = 2'h0;
+      \$1079  = 2'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    (* full_case = 32'd1 *)
+    casez (rd_row)
+      2'h0:
+          rd_in_data = \$signature__data$671 ;
+      2'h1:
+          rd_in_data = \$signature__data$674 ;
+      2'h2:
+          rd_in_data = \$signature__data$676 ;
+      2'h3:
+          rd_in_data = \$signature__data$678 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    (* full_case = 32'd1 *)
+    casez (rd_row)
+      2'h0:
+          rd_acc_data = acc_s__data;
+      2'h1:
+          rd_acc_data = \acc_s__data$675 ;
+      2'h2:
+          rd_acc_data = \acc_s__data$677 ;
+      2'h3:
+          rd_acc_data = \acc_s__data$679 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     (* full_case = 32'd1 *)
     casez (fold_row)
       2'h0:
           read_data = acc_fold__data;
       2'h1:
-          read_data = \acc_fold__data$662 ;
+          read_data = \acc_fold__data$687 ;
       2'h2:
-          read_data = \acc_fold__data$663 ;
+          read_data = \acc_fold__data$688 ;
       2'h3:
-          read_data = \acc_fold__data$664 ;
+          read_data = \acc_fold__data$689 ;
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     acc_fold__addr = 7'h00;
     casez (fold_state)
       2'h0:
@@ -17050,15 +19948,15 @@ module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, m
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     fold_done = 1'h0;
     casez (fold_state)
       2'h0:
           /* empty */;
       2'h1:
           (* full_case = 32'd1 *)
-          if (\$370 ) begin
-          end else if (\$371 ) begin
+          if (\$378 ) begin
+          end else if (\$379 ) begin
           end else begin
             fold_done = 1'h1;
           end
@@ -17067,35 +19965,31 @@ module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, m
   assign \$signature__addr  = in_word;
   assign \$signature__data  = in_data;
   assign bank_r__addr = k_base[11:5];
-  assign \$signature__addr$499  = acc_addr_d2;
-  assign \$signature__addr$500  = \acc_addr_d2$56 ;
-  assign \$signature__en$501  = \mac_d2$54 ;
-  assign \$signature__data$502  = { sum_0_31, sum_0_30, sum_0_29, sum_0_28, sum_0_27, sum_0_26, sum_0_25, sum_0_24, sum_0_23, sum_0_22, sum_0_21, sum_0_20, sum_0_19, sum_0_18, sum_0_17, sum_0_16, sum_0_15, sum_0_14, sum_0_13, sum_0_12, sum_0_11, sum_0_10, sum_0_9, sum_0_8, sum_0_7, sum_0_6, sum_0_5, sum_0_4, sum_0_3, sum_0_2, sum_0_1, sum_0_0 };
-  assign \$signature__addr$535  = in_word;
-  assign \$signature__data$536  = in_data;
-  assign \bank_r__addr$538  = k_base[11:5];
-  assign \$signature__addr$539  = acc_addr_d2;
-  assign \$signature__addr$540  = \acc_addr_d2$56 ;
-  assign \$signature__en$541  = \mac_d2$54 ;
-  assign \$signature__data$542  = { sum_1_31, sum_1_30, sum_1_29, sum_1_28, sum_1_27, sum_1_26, sum_1_25, sum_1_24, sum_1_23, sum_1_22, sum_1_21, sum_1_20, sum_1_19, sum_1_18, sum_1_17, sum_1_16, sum_1_15, sum_1_14, sum_1_13, sum_1_12, sum_1_11, sum_1_10, sum_1_9, sum_1_8, sum_1_7, sum_1_6, sum_1_5, sum_1_4, sum_1_3, sum_1_2, sum_1_1, sum_1_0 };
-  assign \$signature__addr$575  = in_word;
-  assign \$signature__data$576  = in_data;
-  assign \bank_r__addr$578  = k_base[11:5];
-  assign \$signature__addr$579  = acc_addr_d2;
-  assign \$signature__addr$580  = \acc_addr_d2$56 ;
-  assign \$signature__en$581  = \mac_d2$54 ;
-  assign \$signature__data$582  = { sum_2_31, sum_2_30, sum_2_29, sum_2_28, sum_2_27, sum_2_26, sum_2_25, sum_2_24, sum_2_23, sum_2_22, sum_2_21, sum_2_20, sum_2_19, sum_2_18, sum_2_17, sum_2_16, sum_2_15, sum_2_14, sum_2_13, sum_2_12, sum_2_11, sum_2_10, sum_2_9, sum_2_8, sum_2_7, sum_2_6, sum_2_5, sum_2_4, sum_2_3, sum_2_2, sum_2_1, sum_2_0 };
-  assign \$signature__addr$615  = in_word;
-  assign \$signature__data$616  = in_data;
-  assign \bank_r__addr$618  = k_base[11:5];
-  assign \$signature__addr$619  = acc_addr_d2;
-  assign \$signature__addr$620  = \acc_addr_d2$56 ;
-  assign \$signature__en$621  = \mac_d2$54 ;
-  assign \$signature__data$622  = { sum_3_31, sum_3_30, sum_3_29, sum_3_28, sum_3_27, sum_3_26, sum_3_25, sum_3_24, sum_3_23, sum_3_22, sum_3_21, sum_3_20, sum_3_19, sum_3_18, sum_3_17, sum_3_16, sum_3_15, sum_3_14, sum_3_13, sum_3_12, sum_3_11, sum_3_10, sum_3_9, sum_3_8, sum_3_7, sum_3_6, sum_3_5, sum_3_4, sum_3_3, sum_3_2, sum_3_1, sum_3_0 };
+  assign \$signature__addr$501  = rd_addr;
+  assign acc_s__addr = rd_addr;
+  assign \$signature__addr$504  = acc_addr_d2;
+  assign \$signature__addr$544  = in_word;
+  assign \$signature__data$545  = in_data;
+  assign \bank_r__addr$547  = k_base[11:5];
+  assign \$signature__addr$548  = rd_addr;
+  assign \acc_s__addr$549  = rd_addr;
+  assign \$signature__addr$550  = acc_addr_d2;
+  assign \$signature__addr$586  = in_word;
+  assign \$signature__data$587  = in_data;
+  assign \bank_r__addr$589  = k_base[11:5];
+  assign \$signature__addr$590  = rd_addr;
+  assign \acc_s__addr$591  = rd_addr;
+  assign \$signature__addr$592  = acc_addr_d2;
+  assign \$signature__addr$628  = in_word;
+  assign \$signature__data$629  = in_data;
+  assign \bank_r__addr$631  = k_base[11:5];
+  assign \$signature__addr$632  = rd_addr;
+  assign \acc_s__addr$633  = rd_addr;
+  assign \$signature__addr$634  = acc_addr_d2;
   assign read_addr = acc_fold__addr;
-  assign \acc_fold__addr$657  = acc_fold__addr;
-  assign \acc_fold__addr$658  = acc_fold__addr;
-  assign \acc_fold__addr$659  = acc_fold__addr;
+  assign \acc_fold__addr$682  = acc_fold__addr;
+  assign \acc_fold__addr$683  = acc_fold__addr;
+  assign \acc_fold__addr$684  = acc_fold__addr;
   assign sum_fp32 = \$signal ;
   assign sum_fp16[511:496] = half_31;
   assign sum_fp16[495:480] = half_30;
@@ -17134,75 +20028,136 @@ module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, m
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.decoder (is_compute, \port$3106$128 , log2_slot, desc, status, is_load);
-  reg \$auto$verilog_backend.cc:2355:dump_module$5  = 0;
+module \ndp_device.control_unit.decoder (is_compute, \port$5343$128 , log2_slot, desc, status, is_load);
+  reg \$auto$verilog_backend.cc:2355:dump_module$69  = 0;
   wire [26:0] \$1 ;
   wire \$10 ;
-  wire \$11 ;
-  wire \$12 ;
-  wire \$13 ;
-  wire \$14 ;
-  wire \$15 ;
-  wire \$16 ;
-  wire \$17 ;
-  wire \$18 ;
-  wire \$19 ;
+  wire \$100 ;
+  wire \$101 ;
+  wire \$102 ;
+  wire \$103 ;
+  wire \$104 ;
+  wire \$105 ;
+  wire \$106 ;
+  wire \$107 ;
+  wire \$108 ;
+  wire [40:0] \$109 ;
+  wire [40:0] \$11 ;
+  wire [40:0] \$110 ;
+  wire \$111 ;
+  wire \$112 ;
+  wire \$113 ;
+  wire \$114 ;
+  wire \$115 ;
+  wire \$116 ;
+  wire \$117 ;
+  wire [26:0] \$118 ;
+  wire \$119 ;
+  wire [41:0] \$12 ;
+  wire \$120 ;
+  wire \$121 ;
+  wire \$122 ;
+  wire \$123 ;
+  wire \$124 ;
+  wire \$125 ;
+  wire [26:0] \$126 ;
+  wire \$127 ;
+  wire \$128 ;
+  wire \$129 ;
+  wire [42:0] \$13 ;
+  wire \$130 ;
+  wire \$131 ;
+  wire \$132 ;
+  wire \$133 ;
+  wire \$134 ;
+  wire \$135 ;
+  wire \$136 ;
+  wire \$137 ;
+  wire \$138 ;
+  wire \$139 ;
+  wire [42:0] \$14 ;
+  wire \$140 ;
+  wire \$141 ;
+  wire \$142 ;
+  wire \$143 ;
+  wire \$144 ;
+  wire \$145 ;
+  wire \$146 ;
+  wire \$147 ;
+  wire \$148 ;
+  wire \$149 ;
+  wire [39:0] \$15 ;
+  wire \$150 ;
+  wire [26:0] \$151 ;
+  wire \$152 ;
+  wire \$153 ;
+  wire \$154 ;
+  wire \$155 ;
+  wire \$156 ;
+  wire \$157 ;
+  wire \$158 ;
+  wire \$159 ;
+  wire [42:0] \$16 ;
+  wire \$160 ;
+  wire [43:0] \$17 ;
+  wire [44:0] \$18 ;
+  wire [44:0] \$19 ;
   wire [64:0] \$2 ;
   wire \$20 ;
   wire \$21 ;
   wire \$22 ;
   wire \$23 ;
   wire \$24 ;
-  wire \$25 ;
-  wire \$26 ;
-  wire \$27 ;
-  wire \$28 ;
-  wire \$29 ;
-  wire [63:0] \$3 ;
-  wire \$30 ;
-  wire \$31 ;
-  wire \$32 ;
-  wire \$33 ;
-  wire \$34 ;
-  wire \$35 ;
+  wire [40:0] \$25 ;
+  wire [47:0] \$26 ;
+  wire [40:0] \$27 ;
+  wire [47:0] \$28 ;
+  wire [44:0] \$29 ;
+  wire \$3 ;
+  wire [51:0] \$30 ;
+  wire [39:0] \$31 ;
+  wire [40:0] \$32 ;
+  wire [40:0] \$33 ;
+  wire [63:0] \$34 ;
+  wire [64:0] \$35 ;
   wire \$36 ;
   wire \$37 ;
-  wire [40:0] \$38 ;
-  wire [41:0] \$39 ;
-  wire [64:0] \$4 ;
-  wire [42:0] \$40 ;
-  wire [42:0] \$41 ;
+  wire \$38 ;
+  wire \$39 ;
+  wire \$4 ;
+  wire \$40 ;
+  wire \$41 ;
   wire \$42 ;
   wire \$43 ;
   wire \$44 ;
-  wire [40:0] \$45 ;
-  wire [41:0] \$46 ;
-  wire [42:0] \$47 ;
-  wire [42:0] \$48 ;
+  wire \$45 ;
+  wire \$46 ;
+  wire \$47 ;
+  wire \$48 ;
   wire \$49 ;
-  wire \$5 ;
+  wire [40:0] \$5 ;
   wire \$50 ;
   wire \$51 ;
   wire \$52 ;
   wire \$53 ;
   wire \$54 ;
   wire \$55 ;
-  wire [26:0] \$56 ;
+  wire \$56 ;
   wire \$57 ;
-  wire \$58 ;
+  wire [10:0] \$58 ;
   wire \$59 ;
-  wire \$6 ;
+  wire [41:0] \$6 ;
   wire \$60 ;
   wire \$61 ;
   wire \$62 ;
   wire \$63 ;
-  wire [26:0] \$64 ;
+  wire \$64 ;
   wire \$65 ;
   wire \$66 ;
   wire \$67 ;
   wire \$68 ;
   wire \$69 ;
-  wire \$7 ;
+  wire [42:0] \$7 ;
   wire \$70 ;
   wire \$71 ;
   wire \$72 ;
@@ -17211,20 +20166,34 @@ module \ndp_device.control_unit.decoder (is_compute, \port$3106$128 , log2_slot,
   wire \$75 ;
   wire \$76 ;
   wire \$77 ;
-  wire [26:0] \$78 ;
+  wire \$78 ;
   wire \$79 ;
-  wire \$8 ;
+  wire [42:0] \$8 ;
   wire \$80 ;
-  wire [40:0] \$81 ;
+  wire \$81 ;
   wire \$82 ;
   wire \$83 ;
   wire \$84 ;
   wire \$85 ;
   wire \$86 ;
   wire \$87 ;
+  wire \$88 ;
+  wire \$89 ;
   wire \$9 ;
+  wire \$90 ;
+  wire \$91 ;
+  wire \$92 ;
+  wire \$93 ;
+  wire \$94 ;
+  wire \$95 ;
+  wire \$96 ;
+  wire \$97 ;
+  wire [26:0] \$98 ;
+  wire \$99 ;
   wire [39:0] \$signal ;
   wire [39:0] \$signal$6 ;
+  wire [39:0] \$signal$8 ;
+  wire [39:0] \$signal$9 ;
   wire [63:0] data_base;
   wire [63:0] data_limit;
   input [203:0] desc;
@@ -17248,87 +20217,14 @@ module \ndp_device.control_unit.decoder (is_compute, \port$3106$128 , log2_slot,
   wire is_store;
   input [7:0] log2_slot;
   wire [7:0] log2_slot;
+  wire [43:0] o_lines;
   wire [39:0] out_elems;
-  input [127:0] \port$3106$128 ;
-  wire [127:0] \port$3106$128 ;
+  input [127:0] \port$5343$128 ;
+  wire [127:0] \port$5343$128 ;
+  reg [49:0] result;
   wire [49:0] room;
   output [7:0] status;
   reg [7:0] status;
-  assign \$7  = desc[1:0] == 1'h1;
-  assign \$8  = \$6  | \$7 ;
-  assign \$9  = ! desc[5:2];
-  assign \$10  = \$8  & \$9 ;
-  assign \$11  = desc[1:0] == 2'h2;
-  assign \$12  = ! desc[5:2];
-  assign \$13  = desc[5:2] == 1'h1;
-  assign \$14  = \$12  | \$13 ;
-  assign \$15  = \$11  & \$14 ;
-  assign \$16  = \$10  | \$15 ;
-  assign \$17  = \$5  & \$16 ;
-  assign \$18  = ~ \$17 ;
-  assign \$19  = desc[1:0] == 2'h2;
-  assign \$20  = ! desc[9:6];
-  assign \$21  = ! desc[9:6];
-  assign \$22  = desc[9:6] == 1'h1;
-  assign \$23  = \$21  | \$22 ;
-  assign \$24  = desc[9:6] == 2'h2;
-  assign \$25  = \$23  | \$24 ;
-  assign \$26  = \$19  ? \$20  : \$25 ;
-  assign \$27  = ~ \$26 ;
-  assign \$28  = ! desc[25:20];
-  assign \$29  = ! desc[103:84];
-  assign \$30  = desc[83:20] >= \port$3106$128 [63:0];
-  assign \$31  = \$2  <= \port$3106$128 [127:64];
-  assign \$32  = \$30  & \$31 ;
-  assign \$33  = \$29  | \$32 ;
-  assign \$34  = \$28  & \$33 ;
-  assign \$35  = ~ \$34 ;
-  assign \$36  = desc[9:6] == 2'h2;
-  assign \$37  = \$36  ? 1'h0 : 1'h1;
-  assign \$38  = \$signal  << \$37 ;
-  assign \$39  = \$38  + 7'h40;
-  assign \$40  = \$39  - 1'h1;
-  assign \$42  = desc[163:144] == \$41 ;
-  assign \$43  = desc[9:6] == 2'h2;
-  assign \$44  = \$43  ? 1'h0 : 1'h1;
-  assign \$45  = \$signal$6  << \$44 ;
-  assign \$46  = \$45  + 7'h40;
-  assign \$47  = \$46  - 1'h1;
-  assign \$49  = desc[103:84] == \$48 ;
-  assign \$50  = \$42  & \$49 ;
-  assign \$51  = | desc[123:104];
-  assign \$52  = \$50  & \$51 ;
-  assign \$53  = | desc[143:124];
-  assign \$54  = \$52  & \$53 ;
-  assign \$55  = ! desc[1:0];
-  assign \$57  = \$56  <= \$4 [49:0];
-  assign \$58  = desc[1:0] == 1'h1;
-  assign \$59  = | desc[183:164];
-  assign \$60  = | desc[203:184];
-  assign \$61  = \$59  & \$60 ;
-  assign \$62  = desc[163:144] == desc[103:84];
-  assign \$63  = \$61  & \$62 ;
-  assign \$65  = \$64  <= \$4 [49:0];
-  assign \$66  = \$63  & \$65 ;
-  assign \$67  = | desc[183:164];
-  assign \$68  = desc[203:184] == desc[123:104];
-  assign \$69  = \$67  & \$68 ;
-  assign \$70  = | desc[5:2];
-  assign \$71  = desc[183:164] == 1'h1;
-  assign \$72  = \$70  | \$71 ;
-  assign \$73  = \$69  & \$72 ;
-  assign \$74  = desc[123:104] <= 13'h1000;
-  assign \$75  = \$73  & \$74 ;
-  assign \$76  = desc[143:124] <= 13'h1000;
-  assign \$77  = \$75  & \$76 ;
-  assign \$79  = \$78  <= \$4 [49:0];
-  assign \$80  = \$77  & \$79 ;
-  assign \$82  = \$81  <= \$4 [49:0];
-  assign \$83  = \$80  & \$82 ;
-  assign \$84  = \$58  ? \$66  : \$83 ;
-  assign \$85  = \$55  ? \$57  : \$84 ;
-  assign \$86  = \$54  & \$85 ;
-  assign \$87  = ~ \$86 ;
   assign is_load = ! desc[1:0];
   assign is_store = desc[1:0] == 1'h1;
   assign is_compute = desc[1:0] == 2'h2;
@@ -17336,29 +20232,184 @@ module \ndp_device.control_unit.decoder (is_compute, \port$3106$128 , log2_slot,
   assign \$signal  = desc[183:164] * desc[203:184];
   assign \$signal$6  = desc[123:104] * desc[143:124];
   assign out_elems = desc[183:164] * desc[143:124];
-  assign \$3  = 1'h1 << log2_slot[5:0];
-  assign \$4  = \$3  - 7'h40;
-  assign \$5  = ! desc[19:10];
-  assign \$6  = ! desc[1:0];
+  assign \$3  = desc[9:6] == 2'h2;
+  assign \$4  = \$3  ? 1'h0 : 1'h1;
+  assign \$5  = \$signal  << \$4 ;
+  assign \$6  = \$5  + 7'h40;
+  assign \$7  = \$6  - 1'h1;
+  assign \$9  = desc[9:6] == 2'h2;
+  assign \$10  = \$9  ? 1'h0 : 1'h1;
+  assign \$11  = \$signal$6  << \$10 ;
+  assign \$12  = \$11  + 7'h40;
+  assign \$13  = \$12  - 1'h1;
+  assign \$15  = desc[183:164] * desc[123:104];
+  assign \$17  = \$16  + 7'h40;
+  assign \$18  = \$17  - 1'h1;
+  assign \$20  = desc[1:0] == 2'h2;
+  assign \$21  = desc[5:2] == 2'h2;
+  assign \$22  = \$20  & \$21 ;
+  assign \$23  = desc[5:2] == 2'h3;
+  assign \$24  = desc[5:2] == 3'h4;
+  assign \$25  = \$8 [39:0] + desc[183:164];
+  assign \$28  = desc[11] ? \$26  : { 7'h00, \$27  };
+  assign \$29  = \$19 [43:0] + desc[183:164];
+  assign \$31  = desc[183:164] * desc[123:104];
+  assign \$34  = 1'h1 << log2_slot[5:0];
+  assign \$35  = \$34  - 7'h40;
+  assign \$36  = ! desc[19:10];
+  assign \$37  = ! desc[1:0];
+  assign \$38  = desc[1:0] == 1'h1;
+  assign \$39  = \$37  | \$38 ;
+  assign \$40  = ! desc[5:2];
+  assign \$41  = \$39  & \$40 ;
+  assign \$42  = desc[1:0] == 2'h2;
+  assign \$43  = ! desc[5:2];
+  assign \$44  = desc[5:2] == 1'h1;
+  assign \$45  = \$43  | \$44 ;
+  assign \$46  = \$42  & \$45 ;
+  assign \$47  = \$41  | \$46 ;
+  assign \$48  = desc[1:0] == 2'h2;
+  assign \$49  = desc[5:2] == 2'h3;
+  assign \$50  = desc[5:2] == 3'h4;
+  assign \$51  = \$49  | \$50 ;
+  assign \$52  = \$48  & \$51 ;
+  assign \$53  = \$47  | \$52 ;
+  assign \$54  = \$36  & \$53 ;
+  assign \$55  = desc[1:0] == 2'h2;
+  assign \$56  = desc[5:2] == 2'h2;
+  assign \$57  = \$55  & \$56 ;
+  assign \$59  = ! \$58 ;
+  assign \$60  = \$57  & \$59 ;
+  assign \$61  = \$54  | \$60 ;
+  assign \$62  = ~ \$61 ;
+  assign \$63  = desc[1:0] == 2'h2;
+  assign \$64  = ! desc[9:6];
+  assign \$65  = ! desc[9:6];
+  assign \$66  = desc[9:6] == 1'h1;
+  assign \$67  = \$65  | \$66 ;
+  assign \$68  = desc[9:6] == 2'h2;
+  assign \$69  = \$67  | \$68 ;
+  assign \$70  = \$63  ? \$64  : \$69 ;
+  assign \$71  = ~ \$70 ;
+  assign \$72  = ! desc[25:20];
+  assign \$73  = ! desc[103:84];
+  assign \$74  = desc[83:20] >= \port$5343$128 [63:0];
+  assign \$75  = \$2  <= \port$5343$128 [127:64];
+  assign \$76  = \$74  & \$75 ;
+  assign \$77  = \$73  | \$76 ;
+  assign \$78  = \$72  & \$77 ;
+  assign \$79  = ~ \$78 ;
+  assign \$80  = desc[1:0] == 2'h2;
+  assign \$81  = desc[5:2] == 2'h2;
+  assign \$82  = \$80  & \$81 ;
+  assign \$83  = ! desc[83:20];
+  assign \$84  = ! desc[103:84];
+  assign \$85  = \$83  & \$84 ;
+  assign \$86  = ! desc[123:104];
+  assign \$87  = \$85  & \$86 ;
+  assign \$88  = ! desc[143:124];
+  assign \$89  = \$87  & \$88 ;
+  assign \$90  = | desc[183:164];
+  assign \$91  = \$89  & \$90 ;
+  assign \$92  = | desc[203:184];
+  assign \$93  = \$91  & \$92 ;
+  assign \$94  = desc[203:184] <= 13'h1000;
+  assign \$95  = \$93  & \$94 ;
+  assign \$96  = desc[163:144] == \$8 [39:0];
+  assign \$97  = \$95  & \$96 ;
+  assign \$99  = \$98  <= \$35 [49:0];
+  assign \$100  = \$97  & \$99 ;
+  assign \$101  = result <= \$35 [49:0];
+  assign \$102  = \$100  & \$101 ;
+  assign \$103  = desc[163:144] == \$8 [39:0];
+  assign \$104  = desc[1:0] == 2'h2;
+  assign \$105  = desc[5:2] == 2'h3;
+  assign \$106  = desc[5:2] == 3'h4;
+  assign \$107  = \$105  | \$106 ;
+  assign \$108  = \$104  & \$107 ;
+  assign \$110  = \$108  ? \$109  : { 1'h0, \$14 [39:0] };
+  assign \$111  = desc[103:84] == \$110 ;
+  assign \$112  = \$103  & \$111 ;
+  assign \$113  = | desc[123:104];
+  assign \$114  = \$112  & \$113 ;
+  assign \$115  = | desc[143:124];
+  assign \$116  = \$114  & \$115 ;
+  assign \$117  = ! desc[1:0];
+  assign \$119  = \$118  <= \$35 [49:0];
+  assign \$120  = desc[1:0] == 1'h1;
+  assign \$121  = | desc[183:164];
+  assign \$122  = | desc[203:184];
+  assign \$123  = \$121  & \$122 ;
+  assign \$124  = desc[163:144] == desc[103:84];
+  assign \$125  = \$123  & \$124 ;
+  assign \$127  = \$126  <= \$35 [49:0];
+  assign \$128  = \$125  & \$127 ;
+  assign \$129  = | desc[183:164];
+  assign \$130  = desc[203:184] == desc[123:104];
+  assign \$131  = \$129  & \$130 ;
+  assign \$132  = | desc[5:2];
+  assign \$133  = desc[183:164] == 1'h1;
+  assign \$134  = \$132  | \$133 ;
+  assign \$135  = \$131  & \$134 ;
+  assign \$136  = desc[123:104] <= 13'h1000;
+  assign \$137  = \$135  & \$136 ;
+  assign \$138  = desc[143:124] <= 13'h1000;
+  assign \$139  = \$137  & \$138 ;
+  assign \$140  = desc[1:0] == 2'h2;
+  assign \$141  = desc[5:2] == 2'h3;
+  assign \$142  = desc[5:2] == 3'h4;
+  assign \$143  = \$141  | \$142 ;
+  assign \$144  = \$140  & \$143 ;
+  assign \$145  = ~ \$144 ;
+  assign \$146  = desc[143:124] <= 13'h1000;
+  assign \$147  = desc[123:104] <= 13'h1000;
+  assign \$148  = \$146  & \$147 ;
+  assign \$149  = \$145  | \$148 ;
+  assign \$150  = \$139  & \$149 ;
+  assign \$152  = \$151  <= \$35 [49:0];
+  assign \$153  = \$150  & \$152 ;
+  assign \$154  = result <= \$35 [49:0];
+  assign \$155  = \$153  & \$154 ;
+  assign \$156  = \$120  ? \$128  : \$155 ;
+  assign \$157  = \$117  ? \$119  : \$156 ;
+  assign \$158  = \$116  & \$157 ;
+  assign \$159  = \$82  ? \$102  : \$158 ;
+  assign \$160  = ~ \$159 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
     (* full_case = 32'd1 *)
-    if (\$18 ) begin
+    if (\$22 ) begin
+      result = { 2'h0, \$28  };
+    end else if (\$23 ) begin
+      result = \$30 [49:0];
+    end else if (\$24 ) begin
+      result = { 9'h000, \$32  };
+    end else begin
+      result = { 9'h000, \$33  };
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
+    (* full_case = 32'd1 *)
+    if (\$62 ) begin
       status = 8'h01;
-    end else if (\$27 ) begin
+    end else if (\$71 ) begin
       status = 8'h02;
-    end else if (\$35 ) begin
+    end else if (\$79 ) begin
       status = 8'h03;
-    end else if (\$87 ) begin
+    end else if (\$160 ) begin
       status = 8'h04;
     end else begin
       status = 8'h00;
     end
   end
   assign dev_end = { 1'h0, \$2  };
-  assign room = \$4 [49:0];
-  assign data_base = \port$3106$128 [63:0];
-  assign data_limit = \port$3106$128 [127:64];
+  assign \$signal$8  = \$8 [39:0];
+  assign \$signal$9  = \$14 [39:0];
+  assign o_lines = \$19 [43:0];
+  assign room = \$35 [49:0];
+  assign data_base = \port$5343$128 [63:0];
+  assign data_limit = \port$5343$128 [127:64];
   assign \desc.type  = desc[1:0];
   assign \desc.op  = desc[5:2];
   assign \desc.dtype  = desc[9:6];
@@ -17371,17 +20422,27 @@ module \ndp_device.control_unit.decoder (is_compute, \port$3106$128 , log2_slot,
   assign \desc.in_rows  = desc[183:164];
   assign \desc.in_cols  = desc[203:184];
   assign \$1  = { 1'h0, desc[103:84], 6'h00 };
-  assign \$41  = { \$40 [42], \$40 [42], \$40 [42], \$40 [42], \$40 [42], \$40 [42], \$40 [42:6] };
-  assign \$48  = { \$47 [42], \$47 [42], \$47 [42], \$47 [42], \$47 [42], \$47 [42], \$47 [42:6] };
-  assign \$56  = { 1'h0, desc[103:84], 6'h00 };
-  assign \$64  = { 1'h0, desc[163:144], 6'h00 };
-  assign \$78  = { 1'h0, desc[163:144], 6'h00 };
-  assign \$81  = { out_elems, 1'h0 };
+  assign \$8  = { \$7 [42], \$7 [42], \$7 [42], \$7 [42], \$7 [42], \$7 [42], \$7 [42:6] };
+  assign \$14  = { \$13 [42], \$13 [42], \$13 [42], \$13 [42], \$13 [42], \$13 [42], \$13 [42:6] };
+  assign \$16  = { 1'h0, \$15 , 2'h0 };
+  assign \$19  = { \$18 [44], \$18 [44], \$18 [44], \$18 [44], \$18 [44], \$18 [44], \$18 [44:6] };
+  assign \$26  = { 1'h0, \$25 , 6'h00 };
+  assign \$27  = { \$signal , 1'h0 };
+  assign \$30  = { 1'h0, \$29 , 6'h00 };
+  assign \$32  = { \$31 , 1'h0 };
+  assign \$33  = { out_elems, 1'h0 };
+  assign \$58 [1] = 1'h0;
+  assign { \$58 [10:2], \$58 [0] } = { 1'h0, desc[19:12], desc[10] };
+  assign \$98  = { 1'h0, desc[163:144], 6'h00 };
+  assign \$109  = { \$14 [39:0], 1'h0 };
+  assign \$118  = { 1'h0, desc[103:84], 6'h00 };
+  assign \$126  = { 1'h0, desc[163:144], 6'h00 };
+  assign \$151  = { 1'h0, desc[163:144], 6'h00 };
 endmodule
 
 (* generator = "Amaranth" *)
 module \ndp_device.control_unit.reader (bus__rlast, clk, rst, r_en, bus__arlen, bus__arvalid, busy, out__data, start, beats, \addr$31 , addr, out__valid, bus__arready, bus__rvalid, w_data);
-  reg \$auto$verilog_backend.cc:2355:dump_module$6  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$70  = 0;
   wire [7:0] \$1 ;
   wire \$10 ;
   wire \$11 ;
@@ -17510,7 +20571,7 @@ module \ndp_device.control_unit.reader (bus__rlast, clk, rst, r_en, bus__arlen, 
     .w_port__data(w_data)
   );
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$70 ) begin end
     \$28  = addr;
     if (\$14 ) begin
       \$28  = \$16 [63:0];
@@ -17523,7 +20584,7 @@ module \ndp_device.control_unit.reader (bus__rlast, clk, rst, r_en, bus__arlen, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$70 ) begin end
     \$29  = left;
     if (\$14 ) begin
       \$29  = \$17 [31:0];
@@ -17536,14 +20597,14 @@ module \ndp_device.control_unit.reader (bus__rlast, clk, rst, r_en, bus__arlen, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$70 ) begin end
     \$30  = \$22 [7:0];
     if (rst) begin
       \$30  = 8'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$70 ) begin end
     \$31  = \$27 [1:0];
     if (rst) begin
       \$31  = 2'h0;
@@ -17568,7 +20629,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \ndp_device.control_unit.reader.buffer (clk, rst, r_en, w_en, w_level, r_data, r_rdy, w_port__data);
-  reg \$auto$verilog_backend.cc:2355:dump_module$7  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$71  = 0;
   wire \$1 ;
   wire \$10 ;
   wire [7:0] \$11 ;
@@ -17817,7 +20878,7 @@ module \ndp_device.control_unit.reader.buffer (clk, rst, r_en, w_en, w_level, r_
   always @(posedge clk)
     r_rdy <= \$33 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$30  = w_port__addr;
     if (\$3 ) begin
       \$30  = \$6 [6:0];
@@ -17827,7 +20888,7 @@ module \ndp_device.control_unit.reader.buffer (clk, rst, r_en, w_en, w_level, r_
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$31  = r_port__addr;
     if (\$9 ) begin
       \$31  = \$12 [6:0];
@@ -17837,7 +20898,7 @@ module \ndp_device.control_unit.reader.buffer (clk, rst, r_en, w_en, w_level, r_
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$32  = inner_level;
     if (\$18 ) begin
       \$32  = \$19 [6:0];
@@ -17850,7 +20911,7 @@ module \ndp_device.control_unit.reader.buffer (clk, rst, r_en, w_en, w_level, r_
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$33  = r_rdy;
     if (\$29 ) begin
       \$33  = 1'h1;
@@ -17870,8 +20931,10467 @@ module \ndp_device.control_unit.reader.buffer (clk, rst, r_en, w_en, w_level, r_
 endmodule
 
 (* generator = "Amaranth" *)
+module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \partial$388 , src_addr, l, m, dst_en, dst_addr, \dst_data$425 , clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$72  = 0;
+  wire [20:0] \$1 ;
+  wire [31:0] \$10 ;
+  wire \$100 ;
+  wire [31:0] \$1000 ;
+  wire [31:0] \$1001 ;
+  wire [31:0] \$1002 ;
+  reg \$1003 ;
+  reg [14:0] \$1004 ;
+  reg \$1005 ;
+  reg [14:0] \$1006 ;
+  reg \$1007 ;
+  reg [14:0] \$1008 ;
+  reg \$1009 ;
+  wire \$101 ;
+  reg [14:0] \$1010 ;
+  reg \$1011 ;
+  reg [14:0] \$1012 ;
+  reg \$1013 ;
+  reg [14:0] \$1014 ;
+  reg [15:0] \$1015 ;
+  reg [5:0] \$1016 ;
+  reg \$1017 ;
+  reg [14:0] \$1018 ;
+  reg \$1019 ;
+  wire [15:0] \$102 ;
+  reg [31:0] \$1020 ;
+  reg [31:0] \$1021 ;
+  reg [31:0] \$1022 ;
+  reg [31:0] \$1023 ;
+  reg [31:0] \$1024 ;
+  reg [31:0] \$1025 ;
+  reg [31:0] \$1026 ;
+  reg [31:0] \$1027 ;
+  reg [31:0] \$1028 ;
+  reg [31:0] \$1029 ;
+  wire [15:0] \$103 ;
+  reg [31:0] \$1030 ;
+  reg [31:0] \$1031 ;
+  reg [31:0] \$1032 ;
+  reg [31:0] \$1033 ;
+  reg [31:0] \$1034 ;
+  reg [31:0] \$1035 ;
+  reg [31:0] \$1036 ;
+  reg [31:0] \$1037 ;
+  reg [31:0] \$1038 ;
+  reg [31:0] \$1039 ;
+  wire \$104 ;
+  reg [31:0] \$1040 ;
+  reg [31:0] \$1041 ;
+  reg [31:0] \$1042 ;
+  reg [31:0] \$1043 ;
+  reg [31:0] \$1044 ;
+  reg [31:0] \$1045 ;
+  reg [31:0] \$1046 ;
+  reg [31:0] \$1047 ;
+  reg [31:0] \$1048 ;
+  reg [31:0] \$1049 ;
+  wire \$105 ;
+  reg [31:0] \$1050 ;
+  reg [31:0] \$1051 ;
+  reg \$1052 ;
+  reg \$1053 ;
+  reg \$1054 ;
+  reg \$1055 ;
+  reg \$1056 ;
+  reg \$1057 ;
+  reg \$1058 ;
+  reg \$1059 ;
+  reg [31:0] \$106 ;
+  reg \$1060 ;
+  reg \$1061 ;
+  reg \$1062 ;
+  reg \$1063 ;
+  reg \$1064 ;
+  reg \$1065 ;
+  reg \$1066 ;
+  reg \$1067 ;
+  reg \$1068 ;
+  reg \$1069 ;
+  wire [14:0] \$107 ;
+  reg \$1070 ;
+  reg \$1071 ;
+  reg \$1072 ;
+  reg \$1073 ;
+  reg \$1074 ;
+  reg \$1075 ;
+  reg \$1076 ;
+  reg \$1077 ;
+  reg \$1078 ;
+  reg \$1079 ;
+  wire [16:0] \$108 ;
+  reg \$1080 ;
+  reg \$1081 ;
+  reg \$1082 ;
+  reg \$1083 ;
+  reg [31:0] \$1084 ;
+  reg [31:0] \$1085 ;
+  reg [31:0] \$1086 ;
+  reg [31:0] \$1087 ;
+  reg [31:0] \$1088 ;
+  reg [31:0] \$1089 ;
+  wire \$109 ;
+  reg [31:0] \$1090 ;
+  reg [31:0] \$1091 ;
+  reg [31:0] \$1092 ;
+  reg [31:0] \$1093 ;
+  reg [31:0] \$1094 ;
+  reg [31:0] \$1095 ;
+  reg [31:0] \$1096 ;
+  reg [31:0] \$1097 ;
+  reg [31:0] \$1098 ;
+  reg [31:0] \$1099 ;
+  wire [31:0] \$11 ;
+  wire \$110 ;
+  reg [31:0] \$1100 ;
+  reg [31:0] \$1101 ;
+  reg [31:0] \$1102 ;
+  reg [31:0] \$1103 ;
+  reg [31:0] \$1104 ;
+  reg [31:0] \$1105 ;
+  reg [31:0] \$1106 ;
+  reg [31:0] \$1107 ;
+  reg [31:0] \$1108 ;
+  reg [31:0] \$1109 ;
+  wire \$111 ;
+  reg [31:0] \$1110 ;
+  reg [31:0] \$1111 ;
+  reg [31:0] \$1112 ;
+  reg [31:0] \$1113 ;
+  reg [31:0] \$1114 ;
+  reg [31:0] \$1115 ;
+  reg [31:0] \$1116 ;
+  reg [31:0] \$1117 ;
+  reg [31:0] \$1118 ;
+  reg [31:0] \$1119 ;
+  wire [15:0] \$112 ;
+  reg [31:0] \$1120 ;
+  reg [31:0] \$1121 ;
+  reg [31:0] \$1122 ;
+  reg [31:0] \$1123 ;
+  reg [31:0] \$1124 ;
+  reg [31:0] \$1125 ;
+  reg [31:0] \$1126 ;
+  reg [31:0] \$1127 ;
+  reg [31:0] \$1128 ;
+  reg [31:0] \$1129 ;
+  wire [15:0] \$113 ;
+  reg [31:0] \$1130 ;
+  reg [31:0] \$1131 ;
+  reg [31:0] \$1132 ;
+  reg [31:0] \$1133 ;
+  reg [31:0] \$1134 ;
+  reg [31:0] \$1135 ;
+  reg [31:0] \$1136 ;
+  reg [31:0] \$1137 ;
+  reg [31:0] \$1138 ;
+  reg [31:0] \$1139 ;
+  wire \$114 ;
+  reg [31:0] \$1140 ;
+  reg [31:0] \$1141 ;
+  reg [31:0] \$1142 ;
+  reg [31:0] \$1143 ;
+  reg [31:0] \$1144 ;
+  reg [31:0] \$1145 ;
+  reg [31:0] \$1146 ;
+  reg [31:0] \$1147 ;
+  reg [31:0] \$1148 ;
+  reg [31:0] \$1149 ;
+  wire \$115 ;
+  reg [31:0] \$1150 ;
+  reg [31:0] \$1151 ;
+  reg [31:0] \$1152 ;
+  reg [31:0] \$1153 ;
+  reg [31:0] \$1154 ;
+  reg [31:0] \$1155 ;
+  reg [31:0] \$1156 ;
+  reg [31:0] \$1157 ;
+  reg [31:0] \$1158 ;
+  reg [31:0] \$1159 ;
+  reg [31:0] \$116 ;
+  reg [31:0] \$1160 ;
+  reg [31:0] \$1161 ;
+  reg [31:0] \$1162 ;
+  reg [31:0] \$1163 ;
+  reg [31:0] \$1164 ;
+  reg [31:0] \$1165 ;
+  reg [31:0] \$1166 ;
+  reg [31:0] \$1167 ;
+  reg [31:0] \$1168 ;
+  reg [31:0] \$1169 ;
+  wire [14:0] \$117 ;
+  reg [31:0] \$1170 ;
+  reg [31:0] \$1171 ;
+  reg [31:0] \$1172 ;
+  reg [31:0] \$1173 ;
+  reg [31:0] \$1174 ;
+  reg [31:0] \$1175 ;
+  reg [31:0] \$1176 ;
+  reg [31:0] \$1177 ;
+  reg [31:0] \$1178 ;
+  reg [31:0] \$1179 ;
+  wire [16:0] \$118 ;
+  reg [31:0] \$1180 ;
+  reg [3:0] \$1181 ;
+  reg [1:0] \$1182 ;
+  reg [2:0] \$1183 ;
+  reg [2:0] \$1184 ;
+  reg \$1185 ;
+  reg [14:0] \$1186 ;
+  reg [511:0] \$1187 ;
+  reg [31:0] \$1188 ;
+  reg [31:0] \$1189 ;
+  wire \$119 ;
+  reg [31:0] \$1190 ;
+  reg [31:0] \$1191 ;
+  reg [31:0] \$1192 ;
+  reg [31:0] \$1193 ;
+  reg [31:0] \$1194 ;
+  reg [31:0] \$1195 ;
+  reg [31:0] \$1196 ;
+  reg [31:0] \$1197 ;
+  reg [31:0] \$1198 ;
+  reg [31:0] \$1199 ;
+  wire [31:0] \$12 ;
+  wire \$120 ;
+  reg [31:0] \$1200 ;
+  reg [31:0] \$1201 ;
+  reg [31:0] \$1202 ;
+  reg [31:0] \$1203 ;
+  reg [31:0] \$1204 ;
+  reg [31:0] \$1205 ;
+  reg [31:0] \$1206 ;
+  reg [31:0] \$1207 ;
+  reg [31:0] \$1208 ;
+  reg [31:0] \$1209 ;
+  wire \$121 ;
+  reg [31:0] \$1210 ;
+  reg [31:0] \$1211 ;
+  reg [31:0] \$1212 ;
+  reg [31:0] \$1213 ;
+  reg [31:0] \$1214 ;
+  reg [31:0] \$1215 ;
+  reg [31:0] \$1216 ;
+  reg [31:0] \$1217 ;
+  reg [31:0] \$1218 ;
+  reg [31:0] \$1219 ;
+  wire [15:0] \$122 ;
+  reg [31:0] \$1220 ;
+  reg [31:0] \$1221 ;
+  reg [31:0] \$1222 ;
+  reg [31:0] \$1223 ;
+  reg [31:0] \$1224 ;
+  reg [31:0] \$1225 ;
+  reg [31:0] \$1226 ;
+  reg [31:0] \$1227 ;
+  reg [31:0] \$1228 ;
+  reg [31:0] \$1229 ;
+  wire [15:0] \$123 ;
+  reg [31:0] \$1230 ;
+  reg [31:0] \$1231 ;
+  reg [31:0] \$1232 ;
+  reg [31:0] \$1233 ;
+  reg [31:0] \$1234 ;
+  reg [31:0] \$1235 ;
+  reg [31:0] \$1236 ;
+  reg [31:0] \$1237 ;
+  reg [31:0] \$1238 ;
+  reg [31:0] \$1239 ;
+  wire \$124 ;
+  reg [31:0] \$1240 ;
+  reg [31:0] \$1241 ;
+  reg [31:0] \$1242 ;
+  reg [31:0] \$1243 ;
+  reg [31:0] \$1244 ;
+  reg [31:0] \$1245 ;
+  reg [31:0] \$1246 ;
+  reg [31:0] \$1247 ;
+  reg [31:0] \$1248 ;
+  reg [31:0] \$1249 ;
+  wire \$125 ;
+  reg [31:0] \$1250 ;
+  reg [31:0] \$1251 ;
+  reg [31:0] \$126 ;
+  wire [14:0] \$127 ;
+  wire [16:0] \$128 ;
+  wire \$129 ;
+  wire [31:0] \$13 ;
+  wire \$130 ;
+  wire \$131 ;
+  wire [15:0] \$132 ;
+  wire [15:0] \$133 ;
+  wire \$134 ;
+  wire \$135 ;
+  reg [31:0] \$136 ;
+  wire [14:0] \$137 ;
+  wire [16:0] \$138 ;
+  wire \$139 ;
+  wire [31:0] \$14 ;
+  wire \$140 ;
+  wire \$141 ;
+  wire [15:0] \$142 ;
+  wire [15:0] \$143 ;
+  wire \$144 ;
+  wire \$145 ;
+  reg [31:0] \$146 ;
+  wire [14:0] \$147 ;
+  wire [16:0] \$148 ;
+  wire \$149 ;
+  wire [31:0] \$15 ;
+  wire \$150 ;
+  wire \$151 ;
+  wire [15:0] \$152 ;
+  wire [15:0] \$153 ;
+  wire \$154 ;
+  wire \$155 ;
+  reg [31:0] \$156 ;
+  wire [14:0] \$157 ;
+  wire [16:0] \$158 ;
+  wire \$159 ;
+  wire [31:0] \$16 ;
+  wire \$160 ;
+  wire \$161 ;
+  wire [15:0] \$162 ;
+  wire [15:0] \$163 ;
+  wire \$164 ;
+  wire \$165 ;
+  reg [31:0] \$166 ;
+  wire [14:0] \$167 ;
+  wire [16:0] \$168 ;
+  wire \$169 ;
+  wire [31:0] \$17 ;
+  wire \$170 ;
+  wire \$171 ;
+  wire [15:0] \$172 ;
+  wire [15:0] \$173 ;
+  wire \$174 ;
+  wire \$175 ;
+  reg [31:0] \$176 ;
+  wire [14:0] \$177 ;
+  wire [16:0] \$178 ;
+  wire \$179 ;
+  wire [31:0] \$18 ;
+  wire \$180 ;
+  wire \$181 ;
+  wire [15:0] \$182 ;
+  wire [15:0] \$183 ;
+  wire \$184 ;
+  wire \$185 ;
+  reg [31:0] \$186 ;
+  wire [14:0] \$187 ;
+  wire [16:0] \$188 ;
+  wire \$189 ;
+  wire [31:0] \$19 ;
+  wire \$190 ;
+  wire \$191 ;
+  wire [15:0] \$192 ;
+  wire [15:0] \$193 ;
+  wire \$194 ;
+  wire \$195 ;
+  reg [31:0] \$196 ;
+  wire [14:0] \$197 ;
+  wire [16:0] \$198 ;
+  wire \$199 ;
+  wire [31:0] \$2 ;
+  wire [31:0] \$20 ;
+  wire \$200 ;
+  wire \$201 ;
+  wire [15:0] \$202 ;
+  wire [15:0] \$203 ;
+  wire \$204 ;
+  wire \$205 ;
+  reg [31:0] \$206 ;
+  wire [14:0] \$207 ;
+  wire [16:0] \$208 ;
+  wire \$209 ;
+  wire [31:0] \$21 ;
+  wire \$210 ;
+  wire \$211 ;
+  wire [15:0] \$212 ;
+  wire [15:0] \$213 ;
+  wire \$214 ;
+  wire \$215 ;
+  reg [31:0] \$216 ;
+  wire [14:0] \$217 ;
+  wire [16:0] \$218 ;
+  wire \$219 ;
+  wire [31:0] \$22 ;
+  wire \$220 ;
+  wire \$221 ;
+  wire [15:0] \$222 ;
+  wire [15:0] \$223 ;
+  wire \$224 ;
+  wire \$225 ;
+  reg [31:0] \$226 ;
+  wire [14:0] \$227 ;
+  wire [16:0] \$228 ;
+  wire \$229 ;
+  wire [31:0] \$23 ;
+  wire \$230 ;
+  wire \$231 ;
+  wire [15:0] \$232 ;
+  wire [15:0] \$233 ;
+  wire \$234 ;
+  wire \$235 ;
+  reg [31:0] \$236 ;
+  wire [14:0] \$237 ;
+  wire [16:0] \$238 ;
+  wire \$239 ;
+  wire [31:0] \$24 ;
+  wire \$240 ;
+  wire \$241 ;
+  wire [15:0] \$242 ;
+  wire [15:0] \$243 ;
+  wire \$244 ;
+  wire \$245 ;
+  reg [31:0] \$246 ;
+  wire [14:0] \$247 ;
+  wire [16:0] \$248 ;
+  wire \$249 ;
+  wire [31:0] \$25 ;
+  wire \$250 ;
+  wire \$251 ;
+  wire [15:0] \$252 ;
+  wire [15:0] \$253 ;
+  wire \$254 ;
+  wire \$255 ;
+  reg [31:0] \$256 ;
+  wire [14:0] \$257 ;
+  wire [16:0] \$258 ;
+  wire \$259 ;
+  wire [31:0] \$26 ;
+  wire \$260 ;
+  wire \$261 ;
+  wire [15:0] \$262 ;
+  wire [15:0] \$263 ;
+  wire \$264 ;
+  wire \$265 ;
+  reg [31:0] \$266 ;
+  wire [14:0] \$267 ;
+  wire [16:0] \$268 ;
+  wire \$269 ;
+  wire [31:0] \$27 ;
+  wire \$270 ;
+  wire \$271 ;
+  wire [15:0] \$272 ;
+  wire [15:0] \$273 ;
+  wire \$274 ;
+  wire \$275 ;
+  reg [31:0] \$276 ;
+  wire [14:0] \$277 ;
+  wire [16:0] \$278 ;
+  wire \$279 ;
+  wire [31:0] \$28 ;
+  wire \$280 ;
+  wire \$281 ;
+  wire [15:0] \$282 ;
+  wire [15:0] \$283 ;
+  wire \$284 ;
+  wire \$285 ;
+  reg [31:0] \$286 ;
+  wire [14:0] \$287 ;
+  wire [16:0] \$288 ;
+  wire \$289 ;
+  wire [31:0] \$29 ;
+  wire \$290 ;
+  wire \$291 ;
+  wire [15:0] \$292 ;
+  wire [15:0] \$293 ;
+  wire \$294 ;
+  wire \$295 ;
+  reg [31:0] \$296 ;
+  wire [14:0] \$297 ;
+  wire [16:0] \$298 ;
+  wire \$299 ;
+  wire [31:0] \$3 ;
+  wire [31:0] \$30 ;
+  wire \$300 ;
+  wire \$301 ;
+  wire [15:0] \$302 ;
+  wire [15:0] \$303 ;
+  wire \$304 ;
+  wire \$305 ;
+  reg [31:0] \$306 ;
+  wire [14:0] \$307 ;
+  wire [16:0] \$308 ;
+  wire \$309 ;
+  wire [31:0] \$31 ;
+  wire \$310 ;
+  wire \$311 ;
+  wire [15:0] \$312 ;
+  wire [15:0] \$313 ;
+  wire \$314 ;
+  wire \$315 ;
+  reg [31:0] \$316 ;
+  wire [14:0] \$317 ;
+  wire [16:0] \$318 ;
+  wire \$319 ;
+  wire [31:0] \$32 ;
+  wire \$320 ;
+  wire \$321 ;
+  wire [15:0] \$322 ;
+  wire [15:0] \$323 ;
+  wire \$324 ;
+  wire \$325 ;
+  reg [31:0] \$326 ;
+  wire [14:0] \$327 ;
+  wire [16:0] \$328 ;
+  wire \$329 ;
+  wire [31:0] \$33 ;
+  wire \$330 ;
+  wire \$331 ;
+  wire [15:0] \$332 ;
+  wire [15:0] \$333 ;
+  wire \$334 ;
+  wire \$335 ;
+  reg [31:0] \$336 ;
+  wire [14:0] \$337 ;
+  wire [16:0] \$338 ;
+  wire \$339 ;
+  wire [31:0] \$34 ;
+  wire \$340 ;
+  wire \$341 ;
+  wire [15:0] \$342 ;
+  wire [15:0] \$343 ;
+  wire \$344 ;
+  wire \$345 ;
+  reg [31:0] \$346 ;
+  wire [14:0] \$347 ;
+  wire [16:0] \$348 ;
+  wire \$349 ;
+  wire [31:0] \$35 ;
+  wire \$350 ;
+  wire \$351 ;
+  wire [15:0] \$352 ;
+  wire [15:0] \$353 ;
+  wire \$354 ;
+  wire \$355 ;
+  reg [31:0] \$356 ;
+  wire [14:0] \$357 ;
+  wire [16:0] \$358 ;
+  wire \$359 ;
+  wire [31:0] \$36 ;
+  wire \$360 ;
+  wire \$361 ;
+  wire [15:0] \$362 ;
+  wire [15:0] \$363 ;
+  wire \$364 ;
+  wire \$365 ;
+  reg [31:0] \$366 ;
+  wire [14:0] \$367 ;
+  wire [16:0] \$368 ;
+  wire \$369 ;
+  wire [31:0] \$37 ;
+  wire \$370 ;
+  wire \$371 ;
+  wire [15:0] \$372 ;
+  wire [15:0] \$373 ;
+  wire \$374 ;
+  wire \$375 ;
+  reg [31:0] \$376 ;
+  wire [14:0] \$377 ;
+  wire [16:0] \$378 ;
+  wire \$379 ;
+  wire [31:0] \$38 ;
+  wire \$380 ;
+  wire \$381 ;
+  wire [15:0] \$382 ;
+  wire [15:0] \$383 ;
+  wire \$384 ;
+  wire \$385 ;
+  reg [31:0] \$386 ;
+  wire [14:0] \$387 ;
+  wire [16:0] \$388 ;
+  wire \$389 ;
+  wire [31:0] \$39 ;
+  wire \$390 ;
+  wire \$391 ;
+  wire [15:0] \$392 ;
+  wire [15:0] \$393 ;
+  wire \$394 ;
+  wire \$395 ;
+  reg [31:0] \$396 ;
+  wire [14:0] \$397 ;
+  wire [16:0] \$398 ;
+  wire \$399 ;
+  wire [31:0] \$4 ;
+  wire [31:0] \$40 ;
+  wire \$400 ;
+  wire \$401 ;
+  wire [15:0] \$402 ;
+  wire [15:0] \$403 ;
+  wire \$404 ;
+  wire \$405 ;
+  reg [31:0] \$406 ;
+  wire [14:0] \$407 ;
+  wire [16:0] \$408 ;
+  wire \$409 ;
+  wire [31:0] \$41 ;
+  wire \$410 ;
+  wire \$411 ;
+  wire [15:0] \$412 ;
+  wire [15:0] \$413 ;
+  wire \$414 ;
+  wire \$415 ;
+  reg [31:0] \$416 ;
+  wire \$417 ;
+  wire \$418 ;
+  wire \$419 ;
+  wire [31:0] \$42 ;
+  wire \$420 ;
+  wire \$421 ;
+  wire \$422 ;
+  wire \$423 ;
+  wire \$424 ;
+  wire \$425 ;
+  wire \$426 ;
+  wire \$427 ;
+  wire \$428 ;
+  wire \$429 ;
+  wire [31:0] \$43 ;
+  wire \$430 ;
+  wire [5:0] \$431 ;
+  wire \$432 ;
+  wire [15:0] \$433 ;
+  wire [16:0] \$434 ;
+  wire \$435 ;
+  wire [15:0] \$436 ;
+  wire [16:0] \$437 ;
+  wire \$438 ;
+  wire [3:0] \$439 ;
+  wire [31:0] \$44 ;
+  wire \$440 ;
+  wire [3:0] \$441 ;
+  wire \$442 ;
+  wire \$443 ;
+  wire \$444 ;
+  wire [15:0] \$445 ;
+  wire [16:0] \$446 ;
+  wire \$447 ;
+  wire [3:0] \$448 ;
+  wire \$449 ;
+  wire [31:0] \$45 ;
+  wire [16:0] \$450 ;
+  wire \$451 ;
+  wire \$452 ;
+  wire \$453 ;
+  wire \$454 ;
+  wire \$455 ;
+  wire \$456 ;
+  wire \$457 ;
+  wire \$458 ;
+  wire [16:0] \$459 ;
+  wire [31:0] \$46 ;
+  wire \$460 ;
+  wire \$461 ;
+  wire \$462 ;
+  wire \$463 ;
+  wire \$464 ;
+  wire \$465 ;
+  wire \$466 ;
+  wire \$467 ;
+  wire [16:0] \$468 ;
+  wire \$469 ;
+  wire [31:0] \$47 ;
+  wire \$470 ;
+  wire \$471 ;
+  wire \$472 ;
+  wire \$473 ;
+  wire \$474 ;
+  wire \$475 ;
+  wire \$476 ;
+  wire [16:0] \$477 ;
+  wire \$478 ;
+  wire \$479 ;
+  wire [31:0] \$48 ;
+  wire \$480 ;
+  wire \$481 ;
+  wire \$482 ;
+  wire \$483 ;
+  wire \$484 ;
+  wire \$485 ;
+  wire [16:0] \$486 ;
+  wire \$487 ;
+  wire \$488 ;
+  wire \$489 ;
+  wire [31:0] \$49 ;
+  wire \$490 ;
+  wire \$491 ;
+  wire \$492 ;
+  wire \$493 ;
+  wire \$494 ;
+  wire [16:0] \$495 ;
+  wire \$496 ;
+  wire \$497 ;
+  wire \$498 ;
+  wire \$499 ;
+  wire [31:0] \$5 ;
+  wire [31:0] \$50 ;
+  wire \$500 ;
+  wire \$501 ;
+  wire \$502 ;
+  wire \$503 ;
+  wire [16:0] \$504 ;
+  wire \$505 ;
+  wire \$506 ;
+  wire \$507 ;
+  wire \$508 ;
+  wire \$509 ;
+  wire [31:0] \$51 ;
+  wire \$510 ;
+  wire \$511 ;
+  wire \$512 ;
+  wire [16:0] \$513 ;
+  wire \$514 ;
+  wire \$515 ;
+  wire \$516 ;
+  wire \$517 ;
+  wire \$518 ;
+  wire \$519 ;
+  wire [31:0] \$52 ;
+  wire \$520 ;
+  wire \$521 ;
+  wire [16:0] \$522 ;
+  wire \$523 ;
+  wire \$524 ;
+  wire \$525 ;
+  wire \$526 ;
+  wire \$527 ;
+  wire \$528 ;
+  wire \$529 ;
+  wire [31:0] \$53 ;
+  wire \$530 ;
+  wire [16:0] \$531 ;
+  wire \$532 ;
+  wire \$533 ;
+  wire \$534 ;
+  wire \$535 ;
+  wire \$536 ;
+  wire \$537 ;
+  wire \$538 ;
+  wire \$539 ;
+  wire [31:0] \$54 ;
+  wire [16:0] \$540 ;
+  wire \$541 ;
+  wire \$542 ;
+  wire \$543 ;
+  wire \$544 ;
+  wire \$545 ;
+  wire \$546 ;
+  wire \$547 ;
+  wire \$548 ;
+  wire [16:0] \$549 ;
+  wire [31:0] \$55 ;
+  wire \$550 ;
+  wire \$551 ;
+  wire \$552 ;
+  wire \$553 ;
+  wire \$554 ;
+  wire \$555 ;
+  wire \$556 ;
+  wire \$557 ;
+  wire [16:0] \$558 ;
+  wire \$559 ;
+  wire [31:0] \$56 ;
+  wire \$560 ;
+  wire \$561 ;
+  wire \$562 ;
+  wire \$563 ;
+  wire \$564 ;
+  wire \$565 ;
+  wire \$566 ;
+  wire [16:0] \$567 ;
+  wire \$568 ;
+  wire \$569 ;
+  wire [31:0] \$57 ;
+  wire \$570 ;
+  wire \$571 ;
+  wire \$572 ;
+  wire \$573 ;
+  wire \$574 ;
+  wire \$575 ;
+  wire [16:0] \$576 ;
+  wire \$577 ;
+  wire \$578 ;
+  wire \$579 ;
+  wire [31:0] \$58 ;
+  wire \$580 ;
+  wire \$581 ;
+  wire \$582 ;
+  wire \$583 ;
+  wire \$584 ;
+  wire [16:0] \$585 ;
+  wire \$586 ;
+  wire \$587 ;
+  wire \$588 ;
+  wire \$589 ;
+  wire [31:0] \$59 ;
+  wire \$590 ;
+  wire \$591 ;
+  wire \$592 ;
+  wire \$593 ;
+  wire [16:0] \$594 ;
+  wire \$595 ;
+  wire \$596 ;
+  wire \$597 ;
+  wire \$598 ;
+  wire \$599 ;
+  wire [31:0] \$6 ;
+  wire [31:0] \$60 ;
+  wire \$600 ;
+  wire \$601 ;
+  wire \$602 ;
+  wire [16:0] \$603 ;
+  wire \$604 ;
+  wire \$605 ;
+  wire \$606 ;
+  wire \$607 ;
+  wire \$608 ;
+  wire \$609 ;
+  wire [31:0] \$61 ;
+  wire \$610 ;
+  wire \$611 ;
+  wire [16:0] \$612 ;
+  wire \$613 ;
+  wire \$614 ;
+  wire \$615 ;
+  wire \$616 ;
+  wire \$617 ;
+  wire \$618 ;
+  wire \$619 ;
+  wire [31:0] \$62 ;
+  wire \$620 ;
+  wire [16:0] \$621 ;
+  wire \$622 ;
+  wire \$623 ;
+  wire \$624 ;
+  wire \$625 ;
+  wire \$626 ;
+  wire \$627 ;
+  wire \$628 ;
+  wire \$629 ;
+  wire [31:0] \$63 ;
+  wire [16:0] \$630 ;
+  wire \$631 ;
+  wire \$632 ;
+  wire \$633 ;
+  wire \$634 ;
+  wire \$635 ;
+  wire \$636 ;
+  wire \$637 ;
+  wire \$638 ;
+  wire [16:0] \$639 ;
+  wire [31:0] \$64 ;
+  wire \$640 ;
+  wire \$641 ;
+  wire \$642 ;
+  wire \$643 ;
+  wire \$644 ;
+  wire \$645 ;
+  wire \$646 ;
+  wire \$647 ;
+  wire [16:0] \$648 ;
+  wire \$649 ;
+  wire [31:0] \$65 ;
+  wire \$650 ;
+  wire \$651 ;
+  wire \$652 ;
+  wire \$653 ;
+  wire \$654 ;
+  wire \$655 ;
+  wire \$656 ;
+  wire [16:0] \$657 ;
+  wire \$658 ;
+  wire \$659 ;
+  wire \$66 ;
+  wire \$660 ;
+  wire \$661 ;
+  wire \$662 ;
+  wire \$663 ;
+  wire \$664 ;
+  wire \$665 ;
+  wire [16:0] \$666 ;
+  wire \$667 ;
+  wire \$668 ;
+  wire \$669 ;
+  wire \$67 ;
+  wire \$670 ;
+  wire \$671 ;
+  wire \$672 ;
+  wire \$673 ;
+  wire \$674 ;
+  wire [16:0] \$675 ;
+  wire \$676 ;
+  wire \$677 ;
+  wire \$678 ;
+  wire \$679 ;
+  wire \$68 ;
+  wire \$680 ;
+  wire \$681 ;
+  wire \$682 ;
+  wire \$683 ;
+  wire [16:0] \$684 ;
+  wire \$685 ;
+  wire \$686 ;
+  wire \$687 ;
+  wire \$688 ;
+  wire \$689 ;
+  wire \$69 ;
+  wire \$690 ;
+  wire \$691 ;
+  wire \$692 ;
+  wire [16:0] \$693 ;
+  wire \$694 ;
+  wire \$695 ;
+  wire \$696 ;
+  wire \$697 ;
+  wire \$698 ;
+  wire \$699 ;
+  wire [31:0] \$7 ;
+  wire \$70 ;
+  wire \$700 ;
+  wire \$701 ;
+  wire [16:0] \$702 ;
+  wire \$703 ;
+  wire \$704 ;
+  wire \$705 ;
+  wire \$706 ;
+  wire \$707 ;
+  wire \$708 ;
+  wire \$709 ;
+  wire \$71 ;
+  wire \$710 ;
+  wire [16:0] \$711 ;
+  wire \$712 ;
+  wire \$713 ;
+  wire \$714 ;
+  wire \$715 ;
+  wire \$716 ;
+  wire \$717 ;
+  wire \$718 ;
+  wire \$719 ;
+  wire \$72 ;
+  wire [16:0] \$720 ;
+  wire \$721 ;
+  wire \$722 ;
+  wire \$723 ;
+  wire \$724 ;
+  wire \$725 ;
+  wire \$726 ;
+  wire \$727 ;
+  wire \$728 ;
+  wire [16:0] \$729 ;
+  wire \$73 ;
+  wire \$730 ;
+  wire \$731 ;
+  wire \$732 ;
+  wire \$733 ;
+  wire \$734 ;
+  wire \$735 ;
+  wire \$736 ;
+  wire \$737 ;
+  wire \$738 ;
+  wire \$739 ;
+  wire \$74 ;
+  wire \$740 ;
+  wire \$741 ;
+  wire \$742 ;
+  wire \$743 ;
+  wire \$744 ;
+  wire \$745 ;
+  wire \$746 ;
+  wire \$747 ;
+  wire \$748 ;
+  wire \$749 ;
+  wire \$75 ;
+  wire \$750 ;
+  wire \$751 ;
+  wire \$752 ;
+  wire \$753 ;
+  wire \$754 ;
+  wire \$755 ;
+  wire \$756 ;
+  wire \$757 ;
+  wire \$758 ;
+  wire \$759 ;
+  wire \$76 ;
+  wire \$760 ;
+  wire \$761 ;
+  wire \$762 ;
+  wire \$763 ;
+  wire \$764 ;
+  wire \$765 ;
+  wire \$766 ;
+  wire \$767 ;
+  wire \$768 ;
+  wire [31:0] \$769 ;
+  wire \$77 ;
+  wire [31:0] \$770 ;
+  wire [31:0] \$771 ;
+  wire [31:0] \$772 ;
+  wire \$773 ;
+  wire \$774 ;
+  wire \$775 ;
+  wire [2:0] \$776 ;
+  wire [2:0] \$777 ;
+  wire \$778 ;
+  wire \$779 ;
+  wire \$78 ;
+  wire \$780 ;
+  wire [16:0] \$781 ;
+  wire \$782 ;
+  wire \$783 ;
+  wire \$784 ;
+  wire \$785 ;
+  wire \$786 ;
+  wire [16:0] \$787 ;
+  wire \$788 ;
+  wire \$789 ;
+  wire \$79 ;
+  wire \$790 ;
+  wire \$791 ;
+  wire \$792 ;
+  wire [16:0] \$793 ;
+  wire \$794 ;
+  wire \$795 ;
+  wire \$796 ;
+  wire \$797 ;
+  wire \$798 ;
+  wire [16:0] \$799 ;
+  wire [31:0] \$8 ;
+  wire \$80 ;
+  wire \$800 ;
+  wire \$801 ;
+  wire \$802 ;
+  wire \$803 ;
+  wire \$804 ;
+  wire [16:0] \$805 ;
+  wire \$806 ;
+  wire \$807 ;
+  wire \$808 ;
+  wire \$809 ;
+  wire \$81 ;
+  wire \$810 ;
+  wire [16:0] \$811 ;
+  wire \$812 ;
+  wire \$813 ;
+  wire \$814 ;
+  wire \$815 ;
+  wire \$816 ;
+  wire [16:0] \$817 ;
+  wire \$818 ;
+  wire \$819 ;
+  wire \$82 ;
+  wire \$820 ;
+  wire \$821 ;
+  wire \$822 ;
+  wire [16:0] \$823 ;
+  wire \$824 ;
+  wire \$825 ;
+  wire \$826 ;
+  wire \$827 ;
+  wire \$828 ;
+  wire [16:0] \$829 ;
+  wire \$83 ;
+  wire \$830 ;
+  wire \$831 ;
+  wire \$832 ;
+  wire \$833 ;
+  wire \$834 ;
+  wire [16:0] \$835 ;
+  wire \$836 ;
+  wire \$837 ;
+  wire \$838 ;
+  wire \$839 ;
+  wire \$84 ;
+  wire \$840 ;
+  wire [16:0] \$841 ;
+  wire \$842 ;
+  wire \$843 ;
+  wire \$844 ;
+  wire \$845 ;
+  wire \$846 ;
+  wire [16:0] \$847 ;
+  wire \$848 ;
+  wire \$849 ;
+  wire \$85 ;
+  wire \$850 ;
+  wire \$851 ;
+  wire \$852 ;
+  wire [16:0] \$853 ;
+  wire \$854 ;
+  wire \$855 ;
+  wire \$856 ;
+  wire \$857 ;
+  wire \$858 ;
+  wire [16:0] \$859 ;
+  wire \$86 ;
+  wire \$860 ;
+  wire \$861 ;
+  wire \$862 ;
+  wire \$863 ;
+  wire \$864 ;
+  wire [16:0] \$865 ;
+  wire \$866 ;
+  wire \$867 ;
+  wire \$868 ;
+  wire \$869 ;
+  wire \$87 ;
+  wire \$870 ;
+  wire [16:0] \$871 ;
+  wire \$872 ;
+  wire \$873 ;
+  wire \$874 ;
+  wire \$875 ;
+  wire \$876 ;
+  wire [16:0] \$877 ;
+  wire \$878 ;
+  wire \$879 ;
+  wire \$88 ;
+  wire \$880 ;
+  wire \$881 ;
+  wire \$882 ;
+  wire [16:0] \$883 ;
+  wire \$884 ;
+  wire \$885 ;
+  wire \$886 ;
+  wire \$887 ;
+  wire \$888 ;
+  wire [16:0] \$889 ;
+  wire \$89 ;
+  wire \$890 ;
+  wire \$891 ;
+  wire \$892 ;
+  wire \$893 ;
+  wire \$894 ;
+  wire [16:0] \$895 ;
+  wire \$896 ;
+  wire \$897 ;
+  wire \$898 ;
+  wire \$899 ;
+  wire [31:0] \$9 ;
+  wire \$90 ;
+  wire \$900 ;
+  wire [16:0] \$901 ;
+  wire \$902 ;
+  wire \$903 ;
+  wire \$904 ;
+  wire \$905 ;
+  wire \$906 ;
+  wire [16:0] \$907 ;
+  wire \$908 ;
+  wire \$909 ;
+  wire \$91 ;
+  wire \$910 ;
+  wire \$911 ;
+  wire \$912 ;
+  wire [16:0] \$913 ;
+  wire \$914 ;
+  wire \$915 ;
+  wire \$916 ;
+  wire \$917 ;
+  wire \$918 ;
+  wire [16:0] \$919 ;
+  wire \$92 ;
+  wire \$920 ;
+  wire \$921 ;
+  wire \$922 ;
+  wire \$923 ;
+  wire \$924 ;
+  wire [16:0] \$925 ;
+  wire \$926 ;
+  wire \$927 ;
+  wire \$928 ;
+  wire \$929 ;
+  wire \$93 ;
+  wire \$930 ;
+  wire [16:0] \$931 ;
+  wire \$932 ;
+  wire \$933 ;
+  wire \$934 ;
+  wire \$935 ;
+  wire \$936 ;
+  wire [16:0] \$937 ;
+  wire \$938 ;
+  wire \$939 ;
+  wire \$94 ;
+  wire \$940 ;
+  wire \$941 ;
+  wire \$942 ;
+  wire [16:0] \$943 ;
+  wire \$944 ;
+  wire \$945 ;
+  wire \$946 ;
+  wire \$947 ;
+  wire \$948 ;
+  wire [16:0] \$949 ;
+  wire \$95 ;
+  wire \$950 ;
+  wire \$951 ;
+  wire \$952 ;
+  wire \$953 ;
+  wire \$954 ;
+  wire [16:0] \$955 ;
+  wire \$956 ;
+  wire \$957 ;
+  wire \$958 ;
+  wire \$959 ;
+  wire \$96 ;
+  wire \$960 ;
+  wire [16:0] \$961 ;
+  wire \$962 ;
+  wire \$963 ;
+  wire \$964 ;
+  wire \$965 ;
+  wire \$966 ;
+  wire [16:0] \$967 ;
+  wire \$968 ;
+  wire \$969 ;
+  wire [14:0] \$97 ;
+  wire \$970 ;
+  wire [31:0] \$971 ;
+  wire [31:0] \$972 ;
+  wire [31:0] \$973 ;
+  wire [31:0] \$974 ;
+  wire [31:0] \$975 ;
+  wire [31:0] \$976 ;
+  wire [31:0] \$977 ;
+  wire [31:0] \$978 ;
+  wire [31:0] \$979 ;
+  wire [16:0] \$98 ;
+  wire [31:0] \$980 ;
+  wire [31:0] \$981 ;
+  wire [31:0] \$982 ;
+  wire [31:0] \$983 ;
+  wire [31:0] \$984 ;
+  wire [31:0] \$985 ;
+  wire [31:0] \$986 ;
+  wire [31:0] \$987 ;
+  wire [31:0] \$988 ;
+  wire [31:0] \$989 ;
+  wire \$99 ;
+  wire [31:0] \$990 ;
+  wire [31:0] \$991 ;
+  wire [31:0] \$992 ;
+  wire [31:0] \$993 ;
+  wire [31:0] \$994 ;
+  wire [31:0] \$995 ;
+  wire [31:0] \$996 ;
+  wire [31:0] \$997 ;
+  wire [31:0] \$998 ;
+  wire [31:0] \$999 ;
+  wire \$auto$rtlil.cc:2739:Not$10 ;
+  wire \$auto$rtlil.cc:2739:Not$12 ;
+  wire \$auto$rtlil.cc:2739:Not$14 ;
+  wire \$auto$rtlil.cc:2739:Not$16 ;
+  wire \$auto$rtlil.cc:2739:Not$18 ;
+  wire \$auto$rtlil.cc:2739:Not$2 ;
+  wire \$auto$rtlil.cc:2739:Not$20 ;
+  wire \$auto$rtlil.cc:2739:Not$22 ;
+  wire \$auto$rtlil.cc:2739:Not$24 ;
+  wire \$auto$rtlil.cc:2739:Not$26 ;
+  wire \$auto$rtlil.cc:2739:Not$28 ;
+  wire \$auto$rtlil.cc:2739:Not$30 ;
+  wire \$auto$rtlil.cc:2739:Not$32 ;
+  wire \$auto$rtlil.cc:2739:Not$34 ;
+  wire \$auto$rtlil.cc:2739:Not$36 ;
+  wire \$auto$rtlil.cc:2739:Not$38 ;
+  wire \$auto$rtlil.cc:2739:Not$4 ;
+  wire \$auto$rtlil.cc:2739:Not$40 ;
+  wire \$auto$rtlil.cc:2739:Not$42 ;
+  wire \$auto$rtlil.cc:2739:Not$44 ;
+  wire \$auto$rtlil.cc:2739:Not$46 ;
+  wire \$auto$rtlil.cc:2739:Not$48 ;
+  wire \$auto$rtlil.cc:2739:Not$50 ;
+  wire \$auto$rtlil.cc:2739:Not$52 ;
+  wire \$auto$rtlil.cc:2739:Not$54 ;
+  wire \$auto$rtlil.cc:2739:Not$56 ;
+  wire \$auto$rtlil.cc:2739:Not$58 ;
+  wire \$auto$rtlil.cc:2739:Not$6 ;
+  wire \$auto$rtlil.cc:2739:Not$60 ;
+  wire \$auto$rtlil.cc:2739:Not$62 ;
+  wire \$auto$rtlil.cc:2739:Not$64 ;
+  wire \$auto$rtlil.cc:2739:Not$8 ;
+  reg \$signal ;
+  reg \$signal$378  = 1'h0;
+  reg [31:0] acc_a0;
+  reg [31:0] acc_a1;
+  reg [31:0] acc_a10;
+  reg [31:0] acc_a11;
+  reg [31:0] acc_a12;
+  reg [31:0] acc_a13;
+  reg [31:0] acc_a14;
+  reg [31:0] acc_a15;
+  reg [31:0] acc_a16;
+  reg [31:0] acc_a17;
+  reg [31:0] acc_a18;
+  reg [31:0] acc_a19;
+  reg [31:0] acc_a2;
+  reg [31:0] acc_a20;
+  reg [31:0] acc_a21;
+  reg [31:0] acc_a22;
+  reg [31:0] acc_a23;
+  reg [31:0] acc_a24;
+  reg [31:0] acc_a25;
+  reg [31:0] acc_a26;
+  reg [31:0] acc_a27;
+  reg [31:0] acc_a28;
+  reg [31:0] acc_a29;
+  reg [31:0] acc_a3;
+  reg [31:0] acc_a30;
+  reg [31:0] acc_a31;
+  reg [31:0] acc_a4;
+  reg [31:0] acc_a5;
+  reg [31:0] acc_a6;
+  reg [31:0] acc_a7;
+  reg [31:0] acc_a8;
+  reg [31:0] acc_a9;
+  reg [31:0] acc_b0;
+  reg [31:0] acc_b1;
+  reg [31:0] acc_b10;
+  reg [31:0] acc_b11;
+  reg [31:0] acc_b12;
+  reg [31:0] acc_b13;
+  reg [31:0] acc_b14;
+  reg [31:0] acc_b15;
+  reg [31:0] acc_b16;
+  reg [31:0] acc_b17;
+  reg [31:0] acc_b18;
+  reg [31:0] acc_b19;
+  reg [31:0] acc_b2;
+  reg [31:0] acc_b20;
+  reg [31:0] acc_b21;
+  reg [31:0] acc_b22;
+  reg [31:0] acc_b23;
+  reg [31:0] acc_b24;
+  reg [31:0] acc_b25;
+  reg [31:0] acc_b26;
+  reg [31:0] acc_b27;
+  reg [31:0] acc_b28;
+  reg [31:0] acc_b29;
+  reg [31:0] acc_b3;
+  reg [31:0] acc_b30;
+  reg [31:0] acc_b31;
+  reg [31:0] acc_b4;
+  reg [31:0] acc_b5;
+  reg [31:0] acc_b6;
+  reg [31:0] acc_b7;
+  reg [31:0] acc_b8;
+  reg [31:0] acc_b9;
+  wire [31:0] acc_s0;
+  wire [31:0] acc_s1;
+  wire [31:0] acc_s10;
+  wire [31:0] acc_s11;
+  wire [31:0] acc_s12;
+  wire [31:0] acc_s13;
+  wire [31:0] acc_s14;
+  wire [31:0] acc_s15;
+  wire [31:0] acc_s16;
+  wire [31:0] acc_s17;
+  wire [31:0] acc_s18;
+  wire [31:0] acc_s19;
+  wire [31:0] acc_s2;
+  wire [31:0] acc_s20;
+  wire [31:0] acc_s21;
+  wire [31:0] acc_s22;
+  wire [31:0] acc_s23;
+  wire [31:0] acc_s24;
+  wire [31:0] acc_s25;
+  wire [31:0] acc_s26;
+  wire [31:0] acc_s27;
+  wire [31:0] acc_s28;
+  wire [31:0] acc_s29;
+  wire [31:0] acc_s3;
+  wire [31:0] acc_s30;
+  wire [31:0] acc_s31;
+  wire [31:0] acc_s4;
+  wire [31:0] acc_s5;
+  wire [31:0] acc_s6;
+  wire [31:0] acc_s7;
+  wire [31:0] acc_s8;
+  wire [31:0] acc_s9;
+  reg [1:0] acc_set = 2'h0;
+  wire busy;
+  input clk;
+  wire clk;
+  reg [20:0] count;
+  wire [31:0] d0;
+  wire [31:0] d1;
+  wire [31:0] d10;
+  wire [31:0] d11;
+  wire [31:0] d12;
+  wire [31:0] d13;
+  wire [31:0] d14;
+  wire [31:0] d15;
+  wire [31:0] d16;
+  wire [31:0] d17;
+  wire [31:0] d18;
+  wire [31:0] d19;
+  wire [31:0] d2;
+  wire [31:0] d20;
+  wire [31:0] d21;
+  wire [31:0] d22;
+  wire [31:0] d23;
+  wire [31:0] d24;
+  wire [31:0] d25;
+  wire [31:0] d26;
+  wire [31:0] d27;
+  wire [31:0] d28;
+  wire [31:0] d29;
+  wire [31:0] d3;
+  wire [31:0] d30;
+  wire [31:0] d31;
+  wire [31:0] d4;
+  wire [31:0] d5;
+  wire [31:0] d6;
+  wire [31:0] d7;
+  wire [31:0] d8;
+  wire [31:0] d9;
+  reg [31:0] d_reg0 = 32'd0;
+  reg [31:0] d_reg1 = 32'd0;
+  reg [31:0] d_reg10 = 32'd0;
+  reg [31:0] d_reg11 = 32'd0;
+  reg [31:0] d_reg12 = 32'd0;
+  reg [31:0] d_reg13 = 32'd0;
+  reg [31:0] d_reg14 = 32'd0;
+  reg [31:0] d_reg15 = 32'd0;
+  reg [31:0] d_reg16 = 32'd0;
+  reg [31:0] d_reg17 = 32'd0;
+  reg [31:0] d_reg18 = 32'd0;
+  reg [31:0] d_reg19 = 32'd0;
+  reg [31:0] d_reg2 = 32'd0;
+  reg [31:0] d_reg20 = 32'd0;
+  reg [31:0] d_reg21 = 32'd0;
+  reg [31:0] d_reg22 = 32'd0;
+  reg [31:0] d_reg23 = 32'd0;
+  reg [31:0] d_reg24 = 32'd0;
+  reg [31:0] d_reg25 = 32'd0;
+  reg [31:0] d_reg26 = 32'd0;
+  reg [31:0] d_reg27 = 32'd0;
+  reg [31:0] d_reg28 = 32'd0;
+  reg [31:0] d_reg29 = 32'd0;
+  reg [31:0] d_reg3 = 32'd0;
+  reg [31:0] d_reg30 = 32'd0;
+  reg [31:0] d_reg31 = 32'd0;
+  reg [31:0] d_reg4 = 32'd0;
+  reg [31:0] d_reg5 = 32'd0;
+  reg [31:0] d_reg6 = 32'd0;
+  reg [31:0] d_reg7 = 32'd0;
+  reg [31:0] d_reg8 = 32'd0;
+  reg [31:0] d_reg9 = 32'd0;
+  output done;
+  wire done;
+  wire \done$422 ;
+  output [14:0] dst_addr;
+  reg [14:0] dst_addr = 15'h0000;
+  wire [511:0] dst_data;
+  output [511:0] \dst_data$425 ;
+  reg [511:0] \dst_data$425  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  output dst_en;
+  reg dst_en = 1'h0;
+  wire [31:0] e0;
+  wire [31:0] e1;
+  wire [31:0] e10;
+  wire [31:0] e11;
+  wire [31:0] e12;
+  wire [31:0] e13;
+  wire [31:0] e14;
+  wire [31:0] e15;
+  wire [31:0] e16;
+  wire [31:0] e17;
+  wire [31:0] e18;
+  wire [31:0] e19;
+  wire [31:0] e2;
+  wire [31:0] e20;
+  wire [31:0] e21;
+  wire [31:0] e22;
+  wire [31:0] e23;
+  wire [31:0] e24;
+  wire [31:0] e25;
+  wire [31:0] e26;
+  wire [31:0] e27;
+  wire [31:0] e28;
+  wire [31:0] e29;
+  wire [31:0] e3;
+  wire [31:0] e30;
+  wire [31:0] e31;
+  wire [31:0] e4;
+  wire [31:0] e5;
+  wire [31:0] e6;
+  wire [31:0] e7;
+  wire [31:0] e8;
+  wire [31:0] e9;
+  reg [31:0] e_reg0 = 32'd0;
+  reg [31:0] e_reg1 = 32'd0;
+  reg [31:0] e_reg10 = 32'd0;
+  reg [31:0] e_reg11 = 32'd0;
+  reg [31:0] e_reg12 = 32'd0;
+  reg [31:0] e_reg13 = 32'd0;
+  reg [31:0] e_reg14 = 32'd0;
+  reg [31:0] e_reg15 = 32'd0;
+  reg [31:0] e_reg16 = 32'd0;
+  reg [31:0] e_reg17 = 32'd0;
+  reg [31:0] e_reg18 = 32'd0;
+  reg [31:0] e_reg19 = 32'd0;
+  reg [31:0] e_reg2 = 32'd0;
+  reg [31:0] e_reg20 = 32'd0;
+  reg [31:0] e_reg21 = 32'd0;
+  reg [31:0] e_reg22 = 32'd0;
+  reg [31:0] e_reg23 = 32'd0;
+  reg [31:0] e_reg24 = 32'd0;
+  reg [31:0] e_reg25 = 32'd0;
+  reg [31:0] e_reg26 = 32'd0;
+  reg [31:0] e_reg27 = 32'd0;
+  reg [31:0] e_reg28 = 32'd0;
+  reg [31:0] e_reg29 = 32'd0;
+  reg [31:0] e_reg3 = 32'd0;
+  reg [31:0] e_reg30 = 32'd0;
+  reg [31:0] e_reg31 = 32'd0;
+  reg [31:0] e_reg4 = 32'd0;
+  reg [31:0] e_reg5 = 32'd0;
+  reg [31:0] e_reg6 = 32'd0;
+  reg [31:0] e_reg7 = 32'd0;
+  reg [31:0] e_reg8 = 32'd0;
+  reg [31:0] e_reg9 = 32'd0;
+  reg [3:0] fsm_state = 4'h0;
+  wire [15:0] half0;
+  wire [15:0] half1;
+  wire [15:0] half10;
+  wire [15:0] half11;
+  wire [15:0] half12;
+  wire [15:0] half13;
+  wire [15:0] half14;
+  wire [15:0] half15;
+  wire [15:0] half16;
+  wire [15:0] half17;
+  wire [15:0] half18;
+  wire [15:0] half19;
+  wire [15:0] half2;
+  wire [15:0] half20;
+  wire [15:0] half21;
+  wire [15:0] half22;
+  wire [15:0] half23;
+  wire [15:0] half24;
+  wire [15:0] half25;
+  wire [15:0] half26;
+  wire [15:0] half27;
+  wire [15:0] half28;
+  wire [15:0] half29;
+  wire [15:0] half3;
+  wire [15:0] half30;
+  wire [15:0] half31;
+  wire [15:0] half4;
+  wire [15:0] half5;
+  wire [15:0] half6;
+  wire [15:0] half7;
+  wire [15:0] half8;
+  wire [15:0] half9;
+  reg issue_exp;
+  reg [31:0] key0 = 32'd0;
+  reg [31:0] key1 = 32'd0;
+  reg [31:0] key10 = 32'd0;
+  reg [31:0] key11 = 32'd0;
+  reg [31:0] key12 = 32'd0;
+  reg [31:0] key13 = 32'd0;
+  reg [31:0] key14 = 32'd0;
+  reg [31:0] key15 = 32'd0;
+  reg [31:0] key16 = 32'd0;
+  reg [31:0] key17 = 32'd0;
+  reg [31:0] key18 = 32'd0;
+  reg [31:0] key19 = 32'd0;
+  reg [31:0] key2 = 32'd0;
+  reg [31:0] key20 = 32'd0;
+  reg [31:0] key21 = 32'd0;
+  reg [31:0] key22 = 32'd0;
+  reg [31:0] key23 = 32'd0;
+  reg [31:0] key24 = 32'd0;
+  reg [31:0] key25 = 32'd0;
+  reg [31:0] key26 = 32'd0;
+  reg [31:0] key27 = 32'd0;
+  reg [31:0] key28 = 32'd0;
+  reg [31:0] key29 = 32'd0;
+  reg [31:0] key3 = 32'd0;
+  reg [31:0] key30 = 32'd0;
+  reg [31:0] key31 = 32'd0;
+  reg [31:0] key4 = 32'd0;
+  reg [31:0] key5 = 32'd0;
+  reg [31:0] key6 = 32'd0;
+  reg [31:0] key7 = 32'd0;
+  reg [31:0] key8 = 32'd0;
+  reg [31:0] key9 = 32'd0;
+  wire [31:0] kred16_0;
+  wire [31:0] kred16_1;
+  wire [31:0] kred16_10;
+  wire [31:0] kred16_11;
+  wire [31:0] kred16_12;
+  wire [31:0] kred16_13;
+  wire [31:0] kred16_14;
+  wire [31:0] kred16_15;
+  wire [31:0] kred16_2;
+  wire [31:0] kred16_3;
+  wire [31:0] kred16_4;
+  wire [31:0] kred16_5;
+  wire [31:0] kred16_6;
+  wire [31:0] kred16_7;
+  wire [31:0] kred16_8;
+  wire [31:0] kred16_9;
+  wire [31:0] kred1_0;
+  wire [31:0] kred2_0;
+  wire [31:0] kred2_1;
+  wire [31:0] kred4_0;
+  wire [31:0] kred4_1;
+  wire [31:0] kred4_2;
+  wire [31:0] kred4_3;
+  wire [31:0] kred8_0;
+  wire [31:0] kred8_1;
+  wire [31:0] kred8_2;
+  wire [31:0] kred8_3;
+  wire [31:0] kred8_4;
+  wire [31:0] kred8_5;
+  wire [31:0] kred8_6;
+  wire [31:0] kred8_7;
+  output [31:0] l;
+  reg [31:0] l = 32'd0;
+  reg [5:0] last_count = 6'h00;
+  input [19:0] length;
+  wire [19:0] length;
+  reg [2:0] level = 3'h0;
+  output [31:0] m;
+  reg [31:0] m = 32'd0;
+  (* init = 32'd0 *)
+  wire [31:0] m_reg;
+  reg [14:0] mx_w = 15'h0000;
+  reg [15:0] n_words = 16'h0000;
+  reg nan0 = 1'h0;
+  reg nan1 = 1'h0;
+  reg nan10 = 1'h0;
+  reg nan11 = 1'h0;
+  reg nan12 = 1'h0;
+  reg nan13 = 1'h0;
+  reg nan14 = 1'h0;
+  reg nan15 = 1'h0;
+  reg nan16 = 1'h0;
+  reg nan17 = 1'h0;
+  reg nan18 = 1'h0;
+  reg nan19 = 1'h0;
+  reg nan2 = 1'h0;
+  reg nan20 = 1'h0;
+  reg nan21 = 1'h0;
+  reg nan22 = 1'h0;
+  reg nan23 = 1'h0;
+  reg nan24 = 1'h0;
+  reg nan25 = 1'h0;
+  reg nan26 = 1'h0;
+  reg nan27 = 1'h0;
+  reg nan28 = 1'h0;
+  reg nan29 = 1'h0;
+  reg nan3 = 1'h0;
+  reg nan30 = 1'h0;
+  reg nan31 = 1'h0;
+  reg nan4 = 1'h0;
+  reg nan5 = 1'h0;
+  reg nan6 = 1'h0;
+  reg nan7 = 1'h0;
+  reg nan8 = 1'h0;
+  reg nan9 = 1'h0;
+  reg out_pass = 1'h0;
+  (* init = 32'd0 *)
+  wire [31:0] p0_0;
+  reg [31:0] p0_1 = 32'd0;
+  reg [31:0] p0_2 = 32'd0;
+  reg [31:0] p10_0 = 32'd0;
+  reg [31:0] p10_1 = 32'd0;
+  reg [31:0] p10_2 = 32'd0;
+  reg [31:0] p11_0 = 32'd0;
+  reg [31:0] p11_1 = 32'd0;
+  reg [31:0] p11_2 = 32'd0;
+  reg [31:0] p12_0 = 32'd0;
+  reg [31:0] p12_1 = 32'd0;
+  reg [31:0] p12_2 = 32'd0;
+  reg [31:0] p13_0 = 32'd0;
+  reg [31:0] p13_1 = 32'd0;
+  reg [31:0] p13_2 = 32'd0;
+  reg [31:0] p14_0 = 32'd0;
+  reg [31:0] p14_1 = 32'd0;
+  reg [31:0] p14_2 = 32'd0;
+  reg [31:0] p15_0 = 32'd0;
+  reg [31:0] p15_1 = 32'd0;
+  reg [31:0] p15_2 = 32'd0;
+  reg [31:0] p16_0 = 32'd0;
+  reg [31:0] p16_1 = 32'd0;
+  reg [31:0] p16_2 = 32'd0;
+  reg [31:0] p17_0 = 32'd0;
+  reg [31:0] p17_1 = 32'd0;
+  reg [31:0] p17_2 = 32'd0;
+  reg [31:0] p18_0 = 32'd0;
+  reg [31:0] p18_1 = 32'd0;
+  reg [31:0] p18_2 = 32'd0;
+  reg [31:0] p19_0 = 32'd0;
+  reg [31:0] p19_1 = 32'd0;
+  reg [31:0] p19_2 = 32'd0;
+  reg [31:0] p1_0 = 32'd0;
+  reg [31:0] p1_1 = 32'd0;
+  reg [31:0] p1_2 = 32'd0;
+  reg [31:0] p20_0 = 32'd0;
+  reg [31:0] p20_1 = 32'd0;
+  reg [31:0] p20_2 = 32'd0;
+  reg [31:0] p21_0 = 32'd0;
+  reg [31:0] p21_1 = 32'd0;
+  reg [31:0] p21_2 = 32'd0;
+  reg [31:0] p22_0 = 32'd0;
+  reg [31:0] p22_1 = 32'd0;
+  reg [31:0] p22_2 = 32'd0;
+  reg [31:0] p23_0 = 32'd0;
+  reg [31:0] p23_1 = 32'd0;
+  reg [31:0] p23_2 = 32'd0;
+  reg [31:0] p24_0 = 32'd0;
+  reg [31:0] p24_1 = 32'd0;
+  reg [31:0] p24_2 = 32'd0;
+  reg [31:0] p25_0 = 32'd0;
+  reg [31:0] p25_1 = 32'd0;
+  reg [31:0] p25_2 = 32'd0;
+  reg [31:0] p26_0 = 32'd0;
+  reg [31:0] p26_1 = 32'd0;
+  reg [31:0] p26_2 = 32'd0;
+  reg [31:0] p27_0 = 32'd0;
+  reg [31:0] p27_1 = 32'd0;
+  reg [31:0] p27_2 = 32'd0;
+  reg [31:0] p28_0 = 32'd0;
+  reg [31:0] p28_1 = 32'd0;
+  reg [31:0] p28_2 = 32'd0;
+  reg [31:0] p29_0 = 32'd0;
+  reg [31:0] p29_1 = 32'd0;
+  reg [31:0] p29_2 = 32'd0;
+  reg [31:0] p2_0 = 32'd0;
+  reg [31:0] p2_1 = 32'd0;
+  reg [31:0] p2_2 = 32'd0;
+  reg [31:0] p30_0 = 32'd0;
+  reg [31:0] p30_1 = 32'd0;
+  reg [31:0] p30_2 = 32'd0;
+  reg [31:0] p31_0 = 32'd0;
+  reg [31:0] p31_1 = 32'd0;
+  reg [31:0] p31_2 = 32'd0;
+  reg [31:0] p3_0 = 32'd0;
+  reg [31:0] p3_1 = 32'd0;
+  reg [31:0] p3_2 = 32'd0;
+  reg [31:0] p4_0 = 32'd0;
+  reg [31:0] p4_1 = 32'd0;
+  reg [31:0] p4_2 = 32'd0;
+  reg [31:0] p5_0 = 32'd0;
+  reg [31:0] p5_1 = 32'd0;
+  reg [31:0] p5_2 = 32'd0;
+  reg [31:0] p6_0 = 32'd0;
+  reg [31:0] p6_1 = 32'd0;
+  reg [31:0] p6_2 = 32'd0;
+  reg [31:0] p7_0 = 32'd0;
+  reg [31:0] p7_1 = 32'd0;
+  reg [31:0] p7_2 = 32'd0;
+  reg [31:0] p8_0 = 32'd0;
+  reg [31:0] p8_1 = 32'd0;
+  reg [31:0] p8_2 = 32'd0;
+  reg [31:0] p9_0 = 32'd0;
+  reg [31:0] p9_1 = 32'd0;
+  reg [31:0] p9_2 = 32'd0;
+  reg partial = 1'h0;
+  input \partial$388 ;
+  wire \partial$388 ;
+  wire [15:0] product0;
+  wire [15:0] product1;
+  wire [15:0] product10;
+  wire [15:0] product11;
+  wire [15:0] product12;
+  wire [15:0] product13;
+  wire [15:0] product14;
+  wire [15:0] product15;
+  wire [15:0] product16;
+  wire [15:0] product17;
+  wire [15:0] product18;
+  wire [15:0] product19;
+  wire [15:0] product2;
+  wire [15:0] product20;
+  wire [15:0] product21;
+  wire [15:0] product22;
+  wire [15:0] product23;
+  wire [15:0] product24;
+  wire [15:0] product25;
+  wire [15:0] product26;
+  wire [15:0] product27;
+  wire [15:0] product28;
+  wire [15:0] product29;
+  wire [15:0] product3;
+  wire [15:0] product30;
+  wire [15:0] product31;
+  wire [15:0] product4;
+  wire [15:0] product5;
+  wire [15:0] product6;
+  wire [15:0] product7;
+  wire [15:0] product8;
+  wire [15:0] product9;
+  wire [31:0] r;
+  (* init = 15'h0000 *)
+  wire [14:0] rd;
+  input rst;
+  wire rst;
+  output [14:0] src_addr;
+  reg [14:0] src_addr = 15'h0000;
+  input [1023:0] src_data;
+  wire [1023:0] src_data;
+  input start;
+  wire start;
+  reg \start$13 ;
+  reg v1 = 1'h0;
+  reg v2 = 1'h0;
+  reg v3 = 1'h0;
+  reg v4 = 1'h0;
+  reg v5 = 1'h0;
+  reg [14:0] w1 = 15'h0000;
+  reg [14:0] w2 = 15'h0000;
+  reg [14:0] w3 = 15'h0000;
+  reg [14:0] w4 = 15'h0000;
+  reg [14:0] w5 = 15'h0000;
+  reg [2:0] \wait  = 3'h0;
+  (* init = 32'd0 *)
+  wire [31:0] x;
+  wire [31:0] xkey0;
+  wire [31:0] xkey1;
+  wire [31:0] xkey10;
+  wire [31:0] xkey11;
+  wire [31:0] xkey12;
+  wire [31:0] xkey13;
+  wire [31:0] xkey14;
+  wire [31:0] xkey15;
+  wire [31:0] xkey16;
+  wire [31:0] xkey17;
+  wire [31:0] xkey18;
+  wire [31:0] xkey19;
+  wire [31:0] xkey2;
+  wire [31:0] xkey20;
+  wire [31:0] xkey21;
+  wire [31:0] xkey22;
+  wire [31:0] xkey23;
+  wire [31:0] xkey24;
+  wire [31:0] xkey25;
+  wire [31:0] xkey26;
+  wire [31:0] xkey27;
+  wire [31:0] xkey28;
+  wire [31:0] xkey29;
+  wire [31:0] xkey3;
+  wire [31:0] xkey30;
+  wire [31:0] xkey31;
+  wire [31:0] xkey4;
+  wire [31:0] xkey5;
+  wire [31:0] xkey6;
+  wire [31:0] xkey7;
+  wire [31:0] xkey8;
+  wire [31:0] xkey9;
+  assign \$1  = length + 5'h1f;
+  assign busy = ~ \$417 ;
+  assign \$2  = ~ src_data[31:0];
+  assign xkey0 = src_data[31] ? \$2  : \$3 ;
+  assign \$4  = ~ src_data[63:32];
+  assign xkey1 = src_data[63] ? \$4  : \$5 ;
+  assign \$6  = ~ src_data[95:64];
+  assign xkey2 = src_data[95] ? \$6  : \$7 ;
+  assign \$8  = ~ src_data[127:96];
+  assign xkey3 = src_data[127] ? \$8  : \$9 ;
+  assign \$10  = ~ src_data[159:128];
+  assign xkey4 = src_data[159] ? \$10  : \$11 ;
+  assign \$12  = ~ src_data[191:160];
+  assign xkey5 = src_data[191] ? \$12  : \$13 ;
+  assign \$14  = ~ src_data[223:192];
+  assign xkey6 = src_data[223] ? \$14  : \$15 ;
+  assign \$16  = ~ src_data[255:224];
+  assign xkey7 = src_data[255] ? \$16  : \$17 ;
+  assign \$18  = ~ src_data[287:256];
+  assign xkey8 = src_data[287] ? \$18  : \$19 ;
+  assign \$20  = ~ src_data[319:288];
+  assign xkey9 = src_data[319] ? \$20  : \$21 ;
+  assign \$22  = ~ src_data[351:320];
+  assign xkey10 = src_data[351] ? \$22  : \$23 ;
+  assign \$24  = ~ src_data[383:352];
+  assign xkey11 = src_data[383] ? \$24  : \$25 ;
+  assign \$26  = ~ src_data[415:384];
+  assign xkey12 = src_data[415] ? \$26  : \$27 ;
+  assign \$28  = ~ src_data[447:416];
+  assign xkey13 = src_data[447] ? \$28  : \$29 ;
+  assign \$30  = ~ src_data[479:448];
+  assign xkey14 = src_data[479] ? \$30  : \$31 ;
+  assign \$32  = ~ src_data[511:480];
+  assign xkey15 = src_data[511] ? \$32  : \$33 ;
+  assign \$34  = ~ src_data[543:512];
+  assign xkey16 = src_data[543] ? \$34  : \$35 ;
+  assign \$36  = ~ src_data[575:544];
+  assign xkey17 = src_data[575] ? \$36  : \$37 ;
+  assign \$38  = ~ src_data[607:576];
+  assign xkey18 = src_data[607] ? \$38  : \$39 ;
+  assign \$40  = ~ src_data[639:608];
+  assign xkey19 = src_data[639] ? \$40  : \$41 ;
+  assign \$42  = ~ src_data[671:640];
+  assign xkey20 = src_data[671] ? \$42  : \$43 ;
+  assign \$44  = ~ src_data[703:672];
+  assign xkey21 = src_data[703] ? \$44  : \$45 ;
+  assign \$46  = ~ src_data[735:704];
+  assign xkey22 = src_data[735] ? \$46  : \$47 ;
+  assign \$48  = ~ src_data[767:736];
+  assign xkey23 = src_data[767] ? \$48  : \$49 ;
+  assign \$50  = ~ src_data[799:768];
+  assign xkey24 = src_data[799] ? \$50  : \$51 ;
+  assign \$52  = ~ src_data[831:800];
+  assign xkey25 = src_data[831] ? \$52  : \$53 ;
+  assign \$54  = ~ src_data[863:832];
+  assign xkey26 = src_data[863] ? \$54  : \$55 ;
+  assign \$56  = ~ src_data[895:864];
+  assign xkey27 = src_data[895] ? \$56  : \$57 ;
+  assign \$58  = ~ src_data[927:896];
+  assign xkey28 = src_data[927] ? \$58  : \$59 ;
+  assign \$60  = ~ src_data[959:928];
+  assign xkey29 = src_data[959] ? \$60  : \$61 ;
+  assign \$62  = ~ src_data[991:960];
+  assign xkey30 = src_data[991] ? \$62  : \$63 ;
+  assign \$64  = ~ src_data[1023:992];
+  assign xkey31 = src_data[1023] ? \$64  : \$65 ;
+  assign \$66  = key16 > key0;
+  assign kred16_0 = \$66  ? key16 : key0;
+  assign \$67  = key17 > key1;
+  assign kred16_1 = \$67  ? key17 : key1;
+  assign \$68  = key18 > key2;
+  assign kred16_2 = \$68  ? key18 : key2;
+  assign \$69  = key19 > key3;
+  assign kred16_3 = \$69  ? key19 : key3;
+  assign \$70  = key20 > key4;
+  assign kred16_4 = \$70  ? key20 : key4;
+  assign \$71  = key21 > key5;
+  assign kred16_5 = \$71  ? key21 : key5;
+  assign \$72  = key22 > key6;
+  assign kred16_6 = \$72  ? key22 : key6;
+  assign \$73  = key23 > key7;
+  assign kred16_7 = \$73  ? key23 : key7;
+  assign \$74  = key24 > key8;
+  assign kred16_8 = \$74  ? key24 : key8;
+  assign \$75  = key25 > key9;
+  assign kred16_9 = \$75  ? key25 : key9;
+  assign \$76  = key26 > key10;
+  assign kred16_10 = \$76  ? key26 : key10;
+  assign \$77  = key27 > key11;
+  assign kred16_11 = \$77  ? key27 : key11;
+  assign \$78  = key28 > key12;
+  assign kred16_12 = \$78  ? key28 : key12;
+  assign \$79  = key29 > key13;
+  assign kred16_13 = \$79  ? key29 : key13;
+  assign \$80  = key30 > key14;
+  assign kred16_14 = \$80  ? key30 : key14;
+  assign \$81  = key31 > key15;
+  assign kred16_15 = \$81  ? key31 : key15;
+  assign \$82  = kred16_8 > kred16_0;
+  assign kred8_0 = \$82  ? kred16_8 : kred16_0;
+  assign \$83  = kred16_9 > kred16_1;
+  assign kred8_1 = \$83  ? kred16_9 : kred16_1;
+  assign \$84  = kred16_10 > kred16_2;
+  assign kred8_2 = \$84  ? kred16_10 : kred16_2;
+  assign \$85  = kred16_11 > kred16_3;
+  assign kred8_3 = \$85  ? kred16_11 : kred16_3;
+  assign \$86  = kred16_12 > kred16_4;
+  assign kred8_4 = \$86  ? kred16_12 : kred16_4;
+  assign \$87  = kred16_13 > kred16_5;
+  assign kred8_5 = \$87  ? kred16_13 : kred16_5;
+  assign \$88  = kred16_14 > kred16_6;
+  assign kred8_6 = \$88  ? kred16_14 : kred16_6;
+  assign \$89  = kred16_15 > kred16_7;
+  assign kred8_7 = \$89  ? kred16_15 : kred16_7;
+  assign \$90  = kred8_4 > kred8_0;
+  assign kred4_0 = \$90  ? kred8_4 : kred8_0;
+  assign \$91  = kred8_5 > kred8_1;
+  assign kred4_1 = \$91  ? kred8_5 : kred8_1;
+  assign \$92  = kred8_6 > kred8_2;
+  assign kred4_2 = \$92  ? kred8_6 : kred8_2;
+  assign \$93  = kred8_7 > kred8_3;
+  assign kred4_3 = \$93  ? kred8_7 : kred8_3;
+  assign \$94  = kred4_2 > kred4_0;
+  assign kred2_0 = \$94  ? kred4_2 : kred4_0;
+  assign \$95  = kred4_3 > kred4_1;
+  assign kred2_1 = \$95  ? kred4_3 : kred4_1;
+  assign \$96  = kred2_1 > kred2_0;
+  assign kred1_0 = \$96  ? kred2_1 : kred2_0;
+  assign \$97  = out_pass ? w5 : w4;
+  assign \$98  = n_words - 1'h1;
+  assign \$99  = \$97  != \$98 ;
+  assign \$100  = last_count > 1'h0;
+  assign \$101  = \$99  | \$100 ;
+  assign \$102  = out_pass ? product0 : half0;
+  assign \$103  = \$101  ? \$102  : 16'h0000;
+  assign \$104  = ~ out_pass;
+  assign \$105  = v4 & \$104 ;
+  assign \$107  = out_pass ? w5 : w4;
+  assign \$108  = n_words - 1'h1;
+  assign \$109  = \$107  != \$108 ;
+  assign \$110  = last_count > 1'h1;
+  assign \$111  = \$109  | \$110 ;
+  assign \$112  = out_pass ? product1 : half1;
+  assign \$113  = \$111  ? \$112  : 16'h0000;
+  assign \$114  = ~ out_pass;
+  assign \$115  = v4 & \$114 ;
+  assign \$117  = out_pass ? w5 : w4;
+  assign \$118  = n_words - 1'h1;
+  assign \$119  = \$117  != \$118 ;
+  assign \$120  = last_count > 2'h2;
+  assign \$121  = \$119  | \$120 ;
+  assign \$122  = out_pass ? product2 : half2;
+  assign \$123  = \$121  ? \$122  : 16'h0000;
+  assign \$124  = ~ out_pass;
+  assign \$125  = v4 & \$124 ;
+  assign \$127  = out_pass ? w5 : w4;
+  assign \$128  = n_words - 1'h1;
+  assign \$129  = \$127  != \$128 ;
+  assign \$130  = last_count > 2'h3;
+  assign \$131  = \$129  | \$130 ;
+  assign \$132  = out_pass ? product3 : half3;
+  assign \$133  = \$131  ? \$132  : 16'h0000;
+  assign \$134  = ~ out_pass;
+  assign \$135  = v4 & \$134 ;
+  assign \$137  = out_pass ? w5 : w4;
+  assign \$138  = n_words - 1'h1;
+  assign \$139  = \$137  != \$138 ;
+  assign \$140  = last_count > 3'h4;
+  assign \$141  = \$139  | \$140 ;
+  assign \$142  = out_pass ? product4 : half4;
+  assign \$143  = \$141  ? \$142  : 16'h0000;
+  assign \$144  = ~ out_pass;
+  assign \$145  = v4 & \$144 ;
+  assign \$147  = out_pass ? w5 : w4;
+  assign \$148  = n_words - 1'h1;
+  assign \$149  = \$147  != \$148 ;
+  assign \$150  = last_count > 3'h5;
+  assign \$151  = \$149  | \$150 ;
+  assign \$152  = out_pass ? product5 : half5;
+  assign \$153  = \$151  ? \$152  : 16'h0000;
+  assign \$154  = ~ out_pass;
+  assign \$155  = v4 & \$154 ;
+  assign \$157  = out_pass ? w5 : w4;
+  assign \$158  = n_words - 1'h1;
+  assign \$159  = \$157  != \$158 ;
+  assign \$160  = last_count > 3'h6;
+  assign \$161  = \$159  | \$160 ;
+  assign \$162  = out_pass ? product6 : half6;
+  assign \$163  = \$161  ? \$162  : 16'h0000;
+  assign \$164  = ~ out_pass;
+  assign \$165  = v4 & \$164 ;
+  assign \$167  = out_pass ? w5 : w4;
+  assign \$168  = n_words - 1'h1;
+  assign \$169  = \$167  != \$168 ;
+  assign \$170  = last_count > 3'h7;
+  assign \$171  = \$169  | \$170 ;
+  assign \$172  = out_pass ? product7 : half7;
+  assign \$173  = \$171  ? \$172  : 16'h0000;
+  assign \$174  = ~ out_pass;
+  assign \$175  = v4 & \$174 ;
+  assign \$177  = out_pass ? w5 : w4;
+  assign \$178  = n_words - 1'h1;
+  assign \$179  = \$177  != \$178 ;
+  assign \$180  = last_count > 4'h8;
+  assign \$181  = \$179  | \$180 ;
+  assign \$182  = out_pass ? product8 : half8;
+  assign \$183  = \$181  ? \$182  : 16'h0000;
+  assign \$184  = ~ out_pass;
+  assign \$185  = v4 & \$184 ;
+  assign \$187  = out_pass ? w5 : w4;
+  assign \$188  = n_words - 1'h1;
+  assign \$189  = \$187  != \$188 ;
+  assign \$190  = last_count > 4'h9;
+  assign \$191  = \$189  | \$190 ;
+  assign \$192  = out_pass ? product9 : half9;
+  assign \$193  = \$191  ? \$192  : 16'h0000;
+  assign \$194  = ~ out_pass;
+  assign \$195  = v4 & \$194 ;
+  assign \$197  = out_pass ? w5 : w4;
+  assign \$198  = n_words - 1'h1;
+  assign \$199  = \$197  != \$198 ;
+  assign \$200  = last_count > 4'ha;
+  assign \$201  = \$199  | \$200 ;
+  assign \$202  = out_pass ? product10 : half10;
+  assign \$203  = \$201  ? \$202  : 16'h0000;
+  assign \$204  = ~ out_pass;
+  assign \$205  = v4 & \$204 ;
+  assign \$207  = out_pass ? w5 : w4;
+  assign \$208  = n_words - 1'h1;
+  assign \$209  = \$207  != \$208 ;
+  assign \$210  = last_count > 4'hb;
+  assign \$211  = \$209  | \$210 ;
+  assign \$212  = out_pass ? product11 : half11;
+  assign \$213  = \$211  ? \$212  : 16'h0000;
+  assign \$214  = ~ out_pass;
+  assign \$215  = v4 & \$214 ;
+  assign \$217  = out_pass ? w5 : w4;
+  assign \$218  = n_words - 1'h1;
+  assign \$219  = \$217  != \$218 ;
+  assign \$220  = last_count > 4'hc;
+  assign \$221  = \$219  | \$220 ;
+  assign \$222  = out_pass ? product12 : half12;
+  assign \$223  = \$221  ? \$222  : 16'h0000;
+  assign \$224  = ~ out_pass;
+  assign \$225  = v4 & \$224 ;
+  assign \$227  = out_pass ? w5 : w4;
+  assign \$228  = n_words - 1'h1;
+  assign \$229  = \$227  != \$228 ;
+  assign \$230  = last_count > 4'hd;
+  assign \$231  = \$229  | \$230 ;
+  assign \$232  = out_pass ? product13 : half13;
+  assign \$233  = \$231  ? \$232  : 16'h0000;
+  assign \$234  = ~ out_pass;
+  assign \$235  = v4 & \$234 ;
+  assign \$237  = out_pass ? w5 : w4;
+  assign \$238  = n_words - 1'h1;
+  assign \$239  = \$237  != \$238 ;
+  assign \$240  = last_count > 4'he;
+  assign \$241  = \$239  | \$240 ;
+  assign \$242  = out_pass ? product14 : half14;
+  assign \$243  = \$241  ? \$242  : 16'h0000;
+  assign \$244  = ~ out_pass;
+  assign \$245  = v4 & \$244 ;
+  assign \$247  = out_pass ? w5 : w4;
+  assign \$248  = n_words - 1'h1;
+  assign \$249  = \$247  != \$248 ;
+  assign \$250  = last_count > 4'hf;
+  assign \$251  = \$249  | \$250 ;
+  assign \$252  = out_pass ? product15 : half15;
+  assign \$253  = \$251  ? \$252  : 16'h0000;
+  assign \$254  = ~ out_pass;
+  assign \$255  = v4 & \$254 ;
+  assign \$257  = out_pass ? w5 : w4;
+  assign \$258  = n_words - 1'h1;
+  assign \$259  = \$257  != \$258 ;
+  assign \$260  = last_count > 5'h10;
+  assign \$261  = \$259  | \$260 ;
+  assign \$262  = out_pass ? product16 : half16;
+  assign \$263  = \$261  ? \$262  : 16'h0000;
+  assign \$264  = ~ out_pass;
+  assign \$265  = v4 & \$264 ;
+  assign \$267  = out_pass ? w5 : w4;
+  assign \$268  = n_words - 1'h1;
+  assign \$269  = \$267  != \$268 ;
+  assign \$270  = last_count > 5'h11;
+  assign \$271  = \$269  | \$270 ;
+  assign \$272  = out_pass ? product17 : half17;
+  assign \$273  = \$271  ? \$272  : 16'h0000;
+  assign \$274  = ~ out_pass;
+  assign \$275  = v4 & \$274 ;
+  assign \$277  = out_pass ? w5 : w4;
+  assign \$278  = n_words - 1'h1;
+  assign \$279  = \$277  != \$278 ;
+  assign \$280  = last_count > 5'h12;
+  assign \$281  = \$279  | \$280 ;
+  assign \$282  = out_pass ? product18 : half18;
+  assign \$283  = \$281  ? \$282  : 16'h0000;
+  assign \$284  = ~ out_pass;
+  assign \$285  = v4 & \$284 ;
+  assign \$287  = out_pass ? w5 : w4;
+  assign \$288  = n_words - 1'h1;
+  assign \$289  = \$287  != \$288 ;
+  assign \$290  = last_count > 5'h13;
+  assign \$291  = \$289  | \$290 ;
+  assign \$292  = out_pass ? product19 : half19;
+  assign \$293  = \$291  ? \$292  : 16'h0000;
+  assign \$294  = ~ out_pass;
+  assign \$295  = v4 & \$294 ;
+  assign \$297  = out_pass ? w5 : w4;
+  assign \$298  = n_words - 1'h1;
+  assign \$299  = \$297  != \$298 ;
+  assign \$300  = last_count > 5'h14;
+  assign \$301  = \$299  | \$300 ;
+  assign \$302  = out_pass ? product20 : half20;
+  assign \$303  = \$301  ? \$302  : 16'h0000;
+  assign \$304  = ~ out_pass;
+  assign \$305  = v4 & \$304 ;
+  assign \$307  = out_pass ? w5 : w4;
+  assign \$308  = n_words - 1'h1;
+  assign \$309  = \$307  != \$308 ;
+  assign \$310  = last_count > 5'h15;
+  assign \$311  = \$309  | \$310 ;
+  assign \$312  = out_pass ? product21 : half21;
+  assign \$313  = \$311  ? \$312  : 16'h0000;
+  assign \$314  = ~ out_pass;
+  assign \$315  = v4 & \$314 ;
+  assign \$317  = out_pass ? w5 : w4;
+  assign \$318  = n_words - 1'h1;
+  assign \$319  = \$317  != \$318 ;
+  assign \$320  = last_count > 5'h16;
+  assign \$321  = \$319  | \$320 ;
+  assign \$322  = out_pass ? product22 : half22;
+  assign \$323  = \$321  ? \$322  : 16'h0000;
+  assign \$324  = ~ out_pass;
+  assign \$325  = v4 & \$324 ;
+  assign \$327  = out_pass ? w5 : w4;
+  assign \$328  = n_words - 1'h1;
+  assign \$329  = \$327  != \$328 ;
+  assign \$330  = last_count > 5'h17;
+  assign \$331  = \$329  | \$330 ;
+  assign \$332  = out_pass ? product23 : half23;
+  assign \$333  = \$331  ? \$332  : 16'h0000;
+  assign \$334  = ~ out_pass;
+  assign \$335  = v4 & \$334 ;
+  assign \$337  = out_pass ? w5 : w4;
+  assign \$338  = n_words - 1'h1;
+  assign \$339  = \$337  != \$338 ;
+  assign \$340  = last_count > 5'h18;
+  assign \$341  = \$339  | \$340 ;
+  assign \$342  = out_pass ? product24 : half24;
+  assign \$343  = \$341  ? \$342  : 16'h0000;
+  assign \$344  = ~ out_pass;
+  assign \$345  = v4 & \$344 ;
+  assign \$347  = out_pass ? w5 : w4;
+  assign \$348  = n_words - 1'h1;
+  assign \$349  = \$347  != \$348 ;
+  assign \$350  = last_count > 5'h19;
+  assign \$351  = \$349  | \$350 ;
+  assign \$352  = out_pass ? product25 : half25;
+  assign \$353  = \$351  ? \$352  : 16'h0000;
+  assign \$354  = ~ out_pass;
+  assign \$355  = v4 & \$354 ;
+  assign \$357  = out_pass ? w5 : w4;
+  assign \$358  = n_words - 1'h1;
+  assign \$359  = \$357  != \$358 ;
+  assign \$360  = last_count > 5'h1a;
+  assign \$361  = \$359  | \$360 ;
+  assign \$362  = out_pass ? product26 : half26;
+  assign \$363  = \$361  ? \$362  : 16'h0000;
+  assign \$364  = ~ out_pass;
+  assign \$365  = v4 & \$364 ;
+  assign \$367  = out_pass ? w5 : w4;
+  assign \$368  = n_words - 1'h1;
+  assign \$369  = \$367  != \$368 ;
+  assign \$370  = last_count > 5'h1b;
+  assign \$371  = \$369  | \$370 ;
+  assign \$372  = out_pass ? product27 : half27;
+  assign \$373  = \$371  ? \$372  : 16'h0000;
+  assign \$374  = ~ out_pass;
+  assign \$375  = v4 & \$374 ;
+  assign \$377  = out_pass ? w5 : w4;
+  assign \$378  = n_words - 1'h1;
+  assign \$379  = \$377  != \$378 ;
+  assign \$380  = last_count > 5'h1c;
+  assign \$381  = \$379  | \$380 ;
+  assign \$382  = out_pass ? product28 : half28;
+  assign \$383  = \$381  ? \$382  : 16'h0000;
+  assign \$384  = ~ out_pass;
+  assign \$385  = v4 & \$384 ;
+  assign \$387  = out_pass ? w5 : w4;
+  assign \$388  = n_words - 1'h1;
+  assign \$389  = \$387  != \$388 ;
+  assign \$390  = last_count > 5'h1d;
+  assign \$391  = \$389  | \$390 ;
+  assign \$392  = out_pass ? product29 : half29;
+  assign \$393  = \$391  ? \$392  : 16'h0000;
+  assign \$394  = ~ out_pass;
+  assign \$395  = v4 & \$394 ;
+  assign \$397  = out_pass ? w5 : w4;
+  assign \$398  = n_words - 1'h1;
+  assign \$399  = \$397  != \$398 ;
+  assign \$400  = last_count > 5'h1e;
+  assign \$401  = \$399  | \$400 ;
+  assign \$402  = out_pass ? product30 : half30;
+  assign \$403  = \$401  ? \$402  : 16'h0000;
+  assign \$404  = ~ out_pass;
+  assign \$405  = v4 & \$404 ;
+  assign \$407  = out_pass ? w5 : w4;
+  assign \$408  = n_words - 1'h1;
+  assign \$409  = \$407  != \$408 ;
+  assign \$410  = last_count > 5'h1f;
+  assign \$411  = \$409  | \$410 ;
+  assign \$412  = out_pass ? product31 : half31;
+  assign \$413  = \$411  ? \$412  : 16'h0000;
+  assign \$414  = ~ out_pass;
+  assign \$415  = v4 & \$414 ;
+  assign \$417  = ! fsm_state;
+  assign done = fsm_state == 1'h1;
+  assign \$418  = fsm_state == 2'h2;
+  assign \$419  = fsm_state == 2'h3;
+  assign \$420  = fsm_state == 3'h4;
+  assign \$421  = fsm_state == 3'h5;
+  assign \$422  = fsm_state == 3'h6;
+  assign \$423  = fsm_state == 3'h7;
+  assign \$424  = fsm_state == 4'h8;
+  assign \$425  = fsm_state == 4'h9;
+  assign \$426  = fsm_state == 4'ha;
+  assign \$427  = fsm_state == 4'hb;
+  assign \$428  = fsm_state == 4'hc;
+  assign \$429  = fsm_state == 4'hd;
+  assign \$430  = ! length[4:0];
+  assign \$431  = \$430  ? 6'h20 : { 1'h0, length[4:0] };
+  assign \$432  = ! length;
+  assign \$433  = src_addr + 1'h1;
+  assign \$434  = n_words - 1'h1;
+  assign \$435  = src_addr == \$434 ;
+  assign \$436  = src_addr + 1'h1;
+  assign \$437  = n_words - 1'h1;
+  assign \$438  = src_addr == \$437 ;
+  assign \$439  = \wait  - 1'h1;
+  assign \$440  = ! \wait ;
+  assign \$441  = level + 1'h1;
+  assign \$442  = level == 3'h4;
+  assign \$443  = \$442  & partial;
+  assign \$444  = level == 3'h4;
+  assign \$445  = src_addr + 1'h1;
+  assign \$446  = n_words - 1'h1;
+  assign \$447  = src_addr == \$446 ;
+  assign \$448  = \wait  - 1'h1;
+  assign \$449  = ! \wait ;
+  assign \$450  = n_words - 1'h1;
+  assign \$451  = mx_w != \$450 ;
+  assign \$452  = last_count > 1'h0;
+  assign \$453  = \$451  | \$452 ;
+  assign \$454  = \$signal$378  & \$453 ;
+  assign \$455  = src_data[30:23] == 8'hff;
+  assign \$456  = | src_data[22:0];
+  assign \$457  = \$455  & \$456 ;
+  assign \$458  = xkey0 > key0;
+  assign \$459  = n_words - 1'h1;
+  assign \$460  = mx_w != \$459 ;
+  assign \$461  = last_count > 1'h1;
+  assign \$462  = \$460  | \$461 ;
+  assign \$463  = \$signal$378  & \$462 ;
+  assign \$464  = src_data[62:55] == 8'hff;
+  assign \$465  = | src_data[54:32];
+  assign \$466  = \$464  & \$465 ;
+  assign \$467  = xkey1 > key1;
+  assign \$468  = n_words - 1'h1;
+  assign \$469  = mx_w != \$468 ;
+  assign \$470  = last_count > 2'h2;
+  assign \$471  = \$469  | \$470 ;
+  assign \$472  = \$signal$378  & \$471 ;
+  assign \$473  = src_data[94:87] == 8'hff;
+  assign \$474  = | src_data[86:64];
+  assign \$475  = \$473  & \$474 ;
+  assign \$476  = xkey2 > key2;
+  assign \$477  = n_words - 1'h1;
+  assign \$478  = mx_w != \$477 ;
+  assign \$479  = last_count > 2'h3;
+  assign \$480  = \$478  | \$479 ;
+  assign \$481  = \$signal$378  & \$480 ;
+  assign \$482  = src_data[126:119] == 8'hff;
+  assign \$483  = | src_data[118:96];
+  assign \$484  = \$482  & \$483 ;
+  assign \$485  = xkey3 > key3;
+  assign \$486  = n_words - 1'h1;
+  assign \$487  = mx_w != \$486 ;
+  assign \$488  = last_count > 3'h4;
+  assign \$489  = \$487  | \$488 ;
+  assign \$490  = \$signal$378  & \$489 ;
+  assign \$491  = src_data[158:151] == 8'hff;
+  assign \$492  = | src_data[150:128];
+  assign \$493  = \$491  & \$492 ;
+  assign \$494  = xkey4 > key4;
+  assign \$495  = n_words - 1'h1;
+  assign \$496  = mx_w != \$495 ;
+  assign \$497  = last_count > 3'h5;
+  assign \$498  = \$496  | \$497 ;
+  assign \$499  = \$signal$378  & \$498 ;
+  assign \$500  = src_data[190:183] == 8'hff;
+  assign \$501  = | src_data[182:160];
+  assign \$502  = \$500  & \$501 ;
+  assign \$503  = xkey5 > key5;
+  assign \$504  = n_words - 1'h1;
+  assign \$505  = mx_w != \$504 ;
+  assign \$506  = last_count > 3'h6;
+  assign \$507  = \$505  | \$506 ;
+  assign \$508  = \$signal$378  & \$507 ;
+  assign \$509  = src_data[222:215] == 8'hff;
+  assign \$510  = | src_data[214:192];
+  assign \$511  = \$509  & \$510 ;
+  assign \$512  = xkey6 > key6;
+  assign \$513  = n_words - 1'h1;
+  assign \$514  = mx_w != \$513 ;
+  assign \$515  = last_count > 3'h7;
+  assign \$516  = \$514  | \$515 ;
+  assign \$517  = \$signal$378  & \$516 ;
+  assign \$518  = src_data[254:247] == 8'hff;
+  assign \$519  = | src_data[246:224];
+  assign \$520  = \$518  & \$519 ;
+  assign \$521  = xkey7 > key7;
+  assign \$522  = n_words - 1'h1;
+  assign \$523  = mx_w != \$522 ;
+  assign \$524  = last_count > 4'h8;
+  assign \$525  = \$523  | \$524 ;
+  assign \$526  = \$signal$378  & \$525 ;
+  assign \$527  = src_data[286:279] == 8'hff;
+  assign \$528  = | src_data[278:256];
+  assign \$529  = \$527  & \$528 ;
+  assign \$530  = xkey8 > key8;
+  assign \$531  = n_words - 1'h1;
+  assign \$532  = mx_w != \$531 ;
+  assign \$533  = last_count > 4'h9;
+  assign \$534  = \$532  | \$533 ;
+  assign \$535  = \$signal$378  & \$534 ;
+  assign \$536  = src_data[318:311] == 8'hff;
+  assign \$537  = | src_data[310:288];
+  assign \$538  = \$536  & \$537 ;
+  assign \$539  = xkey9 > key9;
+  assign \$540  = n_words - 1'h1;
+  assign \$541  = mx_w != \$540 ;
+  assign \$542  = last_count > 4'ha;
+  assign \$543  = \$541  | \$542 ;
+  assign \$544  = \$signal$378  & \$543 ;
+  assign \$545  = src_data[350:343] == 8'hff;
+  assign \$546  = | src_data[342:320];
+  assign \$547  = \$545  & \$546 ;
+  assign \$548  = xkey10 > key10;
+  assign \$549  = n_words - 1'h1;
+  assign \$550  = mx_w != \$549 ;
+  assign \$551  = last_count > 4'hb;
+  assign \$552  = \$550  | \$551 ;
+  assign \$553  = \$signal$378  & \$552 ;
+  assign \$554  = src_data[382:375] == 8'hff;
+  assign \$555  = | src_data[374:352];
+  assign \$556  = \$554  & \$555 ;
+  assign \$557  = xkey11 > key11;
+  assign \$558  = n_words - 1'h1;
+  assign \$559  = mx_w != \$558 ;
+  assign \$560  = last_count > 4'hc;
+  assign \$561  = \$559  | \$560 ;
+  assign \$562  = \$signal$378  & \$561 ;
+  assign \$563  = src_data[414:407] == 8'hff;
+  assign \$564  = | src_data[406:384];
+  assign \$565  = \$563  & \$564 ;
+  assign \$566  = xkey12 > key12;
+  assign \$567  = n_words - 1'h1;
+  assign \$568  = mx_w != \$567 ;
+  assign \$569  = last_count > 4'hd;
+  assign \$570  = \$568  | \$569 ;
+  assign \$571  = \$signal$378  & \$570 ;
+  assign \$572  = src_data[446:439] == 8'hff;
+  assign \$573  = | src_data[438:416];
+  assign \$574  = \$572  & \$573 ;
+  assign \$575  = xkey13 > key13;
+  assign \$576  = n_words - 1'h1;
+  assign \$577  = mx_w != \$576 ;
+  assign \$578  = last_count > 4'he;
+  assign \$579  = \$577  | \$578 ;
+  assign \$580  = \$signal$378  & \$579 ;
+  assign \$581  = src_data[478:471] == 8'hff;
+  assign \$582  = | src_data[470:448];
+  assign \$583  = \$581  & \$582 ;
+  assign \$584  = xkey14 > key14;
+  assign \$585  = n_words - 1'h1;
+  assign \$586  = mx_w != \$585 ;
+  assign \$587  = last_count > 4'hf;
+  assign \$588  = \$586  | \$587 ;
+  assign \$589  = \$signal$378  & \$588 ;
+  assign \$590  = src_data[510:503] == 8'hff;
+  assign \$591  = | src_data[502:480];
+  assign \$592  = \$590  & \$591 ;
+  assign \$593  = xkey15 > key15;
+  assign \$594  = n_words - 1'h1;
+  assign \$595  = mx_w != \$594 ;
+  assign \$596  = last_count > 5'h10;
+  assign \$597  = \$595  | \$596 ;
+  assign \$598  = \$signal$378  & \$597 ;
+  assign \$599  = src_data[542:535] == 8'hff;
+  assign \$600  = | src_data[534:512];
+  assign \$601  = \$599  & \$600 ;
+  assign \$602  = xkey16 > key16;
+  assign \$603  = n_words - 1'h1;
+  assign \$604  = mx_w != \$603 ;
+  assign \$605  = last_count > 5'h11;
+  assign \$606  = \$604  | \$605 ;
+  assign \$607  = \$signal$378  & \$606 ;
+  assign \$608  = src_data[574:567] == 8'hff;
+  assign \$609  = | src_data[566:544];
+  assign \$610  = \$608  & \$609 ;
+  assign \$611  = xkey17 > key17;
+  assign \$612  = n_words - 1'h1;
+  assign \$613  = mx_w != \$612 ;
+  assign \$614  = last_count > 5'h12;
+  assign \$615  = \$613  | \$614 ;
+  assign \$616  = \$signal$378  & \$615 ;
+  assign \$617  = src_data[606:599] == 8'hff;
+  assign \$618  = | src_data[598:576];
+  assign \$619  = \$617  & \$618 ;
+  assign \$620  = xkey18 > key18;
+  assign \$621  = n_words - 1'h1;
+  assign \$622  = mx_w != \$621 ;
+  assign \$623  = last_count > 5'h13;
+  assign \$624  = \$622  | \$623 ;
+  assign \$625  = \$signal$378  & \$624 ;
+  assign \$626  = src_data[638:631] == 8'hff;
+  assign \$627  = | src_data[630:608];
+  assign \$628  = \$626  & \$627 ;
+  assign \$629  = xkey19 > key19;
+  assign \$630  = n_words - 1'h1;
+  assign \$631  = mx_w != \$630 ;
+  assign \$632  = last_count > 5'h14;
+  assign \$633  = \$631  | \$632 ;
+  assign \$634  = \$signal$378  & \$633 ;
+  assign \$635  = src_data[670:663] == 8'hff;
+  assign \$636  = | src_data[662:640];
+  assign \$637  = \$635  & \$636 ;
+  assign \$638  = xkey20 > key20;
+  assign \$639  = n_words - 1'h1;
+  assign \$640  = mx_w != \$639 ;
+  assign \$641  = last_count > 5'h15;
+  assign \$642  = \$640  | \$641 ;
+  assign \$643  = \$signal$378  & \$642 ;
+  assign \$644  = src_data[702:695] == 8'hff;
+  assign \$645  = | src_data[694:672];
+  assign \$646  = \$644  & \$645 ;
+  assign \$647  = xkey21 > key21;
+  assign \$648  = n_words - 1'h1;
+  assign \$649  = mx_w != \$648 ;
+  assign \$650  = last_count > 5'h16;
+  assign \$651  = \$649  | \$650 ;
+  assign \$652  = \$signal$378  & \$651 ;
+  assign \$653  = src_data[734:727] == 8'hff;
+  assign \$654  = | src_data[726:704];
+  assign \$655  = \$653  & \$654 ;
+  assign \$656  = xkey22 > key22;
+  assign \$657  = n_words - 1'h1;
+  assign \$658  = mx_w != \$657 ;
+  assign \$659  = last_count > 5'h17;
+  assign \$660  = \$658  | \$659 ;
+  assign \$661  = \$signal$378  & \$660 ;
+  assign \$662  = src_data[766:759] == 8'hff;
+  assign \$663  = | src_data[758:736];
+  assign \$664  = \$662  & \$663 ;
+  assign \$665  = xkey23 > key23;
+  assign \$666  = n_words - 1'h1;
+  assign \$667  = mx_w != \$666 ;
+  assign \$668  = last_count > 5'h18;
+  assign \$669  = \$667  | \$668 ;
+  assign \$670  = \$signal$378  & \$669 ;
+  assign \$671  = src_data[798:791] == 8'hff;
+  assign \$672  = | src_data[790:768];
+  assign \$673  = \$671  & \$672 ;
+  assign \$674  = xkey24 > key24;
+  assign \$675  = n_words - 1'h1;
+  assign \$676  = mx_w != \$675 ;
+  assign \$677  = last_count > 5'h19;
+  assign \$678  = \$676  | \$677 ;
+  assign \$679  = \$signal$378  & \$678 ;
+  assign \$680  = src_data[830:823] == 8'hff;
+  assign \$681  = | src_data[822:800];
+  assign \$682  = \$680  & \$681 ;
+  assign \$683  = xkey25 > key25;
+  assign \$684  = n_words - 1'h1;
+  assign \$685  = mx_w != \$684 ;
+  assign \$686  = last_count > 5'h1a;
+  assign \$687  = \$685  | \$686 ;
+  assign \$688  = \$signal$378  & \$687 ;
+  assign \$689  = src_data[862:855] == 8'hff;
+  assign \$690  = | src_data[854:832];
+  assign \$691  = \$689  & \$690 ;
+  assign \$692  = xkey26 > key26;
+  assign \$693  = n_words - 1'h1;
+  assign \$694  = mx_w != \$693 ;
+  assign \$695  = last_count > 5'h1b;
+  assign \$696  = \$694  | \$695 ;
+  assign \$697  = \$signal$378  & \$696 ;
+  assign \$698  = src_data[894:887] == 8'hff;
+  assign \$699  = | src_data[886:864];
+  assign \$700  = \$698  & \$699 ;
+  assign \$701  = xkey27 > key27;
+  assign \$702  = n_words - 1'h1;
+  assign \$703  = mx_w != \$702 ;
+  assign \$704  = last_count > 5'h1c;
+  assign \$705  = \$703  | \$704 ;
+  assign \$706  = \$signal$378  & \$705 ;
+  assign \$707  = src_data[926:919] == 8'hff;
+  assign \$708  = | src_data[918:896];
+  assign \$709  = \$707  & \$708 ;
+  assign \$710  = xkey28 > key28;
+  assign \$711  = n_words - 1'h1;
+  assign \$712  = mx_w != \$711 ;
+  assign \$713  = last_count > 5'h1d;
+  assign \$714  = \$712  | \$713 ;
+  assign \$715  = \$signal$378  & \$714 ;
+  assign \$716  = src_data[958:951] == 8'hff;
+  assign \$717  = | src_data[950:928];
+  assign \$718  = \$716  & \$717 ;
+  assign \$719  = xkey29 > key29;
+  assign \$720  = n_words - 1'h1;
+  assign \$721  = mx_w != \$720 ;
+  assign \$722  = last_count > 5'h1e;
+  assign \$723  = \$721  | \$722 ;
+  assign \$724  = \$signal$378  & \$723 ;
+  assign \$725  = src_data[990:983] == 8'hff;
+  assign \$726  = | src_data[982:960];
+  assign \$727  = \$725  & \$726 ;
+  assign \$728  = xkey30 > key30;
+  assign \$729  = n_words - 1'h1;
+  assign \$730  = mx_w != \$729 ;
+  assign \$731  = last_count > 5'h1f;
+  assign \$732  = \$730  | \$731 ;
+  assign \$733  = \$signal$378  & \$732 ;
+  assign \$734  = src_data[1022:1015] == 8'hff;
+  assign \$735  = | src_data[1014:992];
+  assign \$736  = \$734  & \$735 ;
+  assign \$737  = xkey31 > key31;
+  assign \$738  = nan0 | nan16;
+  assign \$739  = nan8 | nan24;
+  assign \$740  = \$738  | \$739 ;
+  assign \$741  = nan4 | nan20;
+  assign \$742  = nan12 | nan28;
+  assign \$743  = \$741  | \$742 ;
+  assign \$744  = \$740  | \$743 ;
+  assign \$745  = nan2 | nan18;
+  assign \$746  = nan10 | nan26;
+  assign \$747  = \$745  | \$746 ;
+  assign \$748  = nan6 | nan22;
+  assign \$749  = nan14 | nan30;
+  assign \$750  = \$748  | \$749 ;
+  assign \$751  = \$747  | \$750 ;
+  assign \$752  = \$744  | \$751 ;
+  assign \$753  = nan1 | nan17;
+  assign \$754  = nan9 | nan25;
+  assign \$755  = \$753  | \$754 ;
+  assign \$756  = nan5 | nan21;
+  assign \$757  = nan13 | nan29;
+  assign \$758  = \$756  | \$757 ;
+  assign \$759  = \$755  | \$758 ;
+  assign \$760  = nan3 | nan19;
+  assign \$761  = nan11 | nan27;
+  assign \$762  = \$760  | \$761 ;
+  assign \$763  = nan7 | nan23;
+  assign \$764  = nan15 | nan31;
+  assign \$765  = \$763  | \$764 ;
+  assign \$766  = \$762  | \$765 ;
+  assign \$767  = \$759  | \$766 ;
+  assign \$768  = \$752  | \$767 ;
+  assign \$770  = ~ kred1_0;
+  assign \$771  = kred1_0[31] ? \$769  : \$770 ;
+  assign \$772  = \$768  ? 32'd2143289344 : \$771 ;
+  assign \$773  = ~ out_pass;
+  assign \$774  = v4 & \$773 ;
+  assign \$775  = acc_set == 2'h2;
+  assign \$776  = acc_set + 1'h1;
+  assign \$777  = \$775  ? 3'h0 : \$776 ;
+  assign \$778  = v5 & out_pass;
+  assign \$779  = ~ out_pass;
+  assign \$780  = v4 & \$779 ;
+  assign \$781  = n_words - 1'h1;
+  assign \$782  = w4 != \$781 ;
+  assign \$783  = last_count > 1'h0;
+  assign \$784  = \$782  | \$783 ;
+  assign \$785  = ~ out_pass;
+  assign \$786  = v4 & \$785 ;
+  assign \$787  = n_words - 1'h1;
+  assign \$788  = w4 != \$787 ;
+  assign \$789  = last_count > 1'h1;
+  assign \$790  = \$788  | \$789 ;
+  assign \$791  = ~ out_pass;
+  assign \$792  = v4 & \$791 ;
+  assign \$793  = n_words - 1'h1;
+  assign \$794  = w4 != \$793 ;
+  assign \$795  = last_count > 2'h2;
+  assign \$796  = \$794  | \$795 ;
+  assign \$797  = ~ out_pass;
+  assign \$798  = v4 & \$797 ;
+  assign \$799  = n_words - 1'h1;
+  assign \$800  = w4 != \$799 ;
+  assign \$801  = last_count > 2'h3;
+  assign \$802  = \$800  | \$801 ;
+  assign \$803  = ~ out_pass;
+  assign \$804  = v4 & \$803 ;
+  assign \$805  = n_words - 1'h1;
+  assign \$806  = w4 != \$805 ;
+  assign \$807  = last_count > 3'h4;
+  assign \$808  = \$806  | \$807 ;
+  assign \$809  = ~ out_pass;
+  assign \$810  = v4 & \$809 ;
+  assign \$811  = n_words - 1'h1;
+  assign \$812  = w4 != \$811 ;
+  assign \$813  = last_count > 3'h5;
+  assign \$814  = \$812  | \$813 ;
+  assign \$815  = ~ out_pass;
+  assign \$816  = v4 & \$815 ;
+  assign \$817  = n_words - 1'h1;
+  assign \$818  = w4 != \$817 ;
+  assign \$819  = last_count > 3'h6;
+  assign \$820  = \$818  | \$819 ;
+  assign \$821  = ~ out_pass;
+  assign \$822  = v4 & \$821 ;
+  assign \$823  = n_words - 1'h1;
+  assign \$824  = w4 != \$823 ;
+  assign \$825  = last_count > 3'h7;
+  assign \$826  = \$824  | \$825 ;
+  assign \$827  = ~ out_pass;
+  assign \$828  = v4 & \$827 ;
+  assign \$829  = n_words - 1'h1;
+  assign \$830  = w4 != \$829 ;
+  assign \$831  = last_count > 4'h8;
+  assign \$832  = \$830  | \$831 ;
+  assign \$833  = ~ out_pass;
+  assign \$834  = v4 & \$833 ;
+  assign \$835  = n_words - 1'h1;
+  assign \$836  = w4 != \$835 ;
+  assign \$837  = last_count > 4'h9;
+  assign \$838  = \$836  | \$837 ;
+  assign \$839  = ~ out_pass;
+  assign \$840  = v4 & \$839 ;
+  assign \$841  = n_words - 1'h1;
+  assign \$842  = w4 != \$841 ;
+  assign \$843  = last_count > 4'ha;
+  assign \$844  = \$842  | \$843 ;
+  assign \$845  = ~ out_pass;
+  assign \$846  = v4 & \$845 ;
+  assign \$847  = n_words - 1'h1;
+  assign \$848  = w4 != \$847 ;
+  assign \$849  = last_count > 4'hb;
+  assign \$850  = \$848  | \$849 ;
+  assign \$851  = ~ out_pass;
+  assign \$852  = v4 & \$851 ;
+  assign \$853  = n_words - 1'h1;
+  assign \$854  = w4 != \$853 ;
+  assign \$855  = last_count > 4'hc;
+  assign \$856  = \$854  | \$855 ;
+  assign \$857  = ~ out_pass;
+  assign \$858  = v4 & \$857 ;
+  assign \$859  = n_words - 1'h1;
+  assign \$860  = w4 != \$859 ;
+  assign \$861  = last_count > 4'hd;
+  assign \$862  = \$860  | \$861 ;
+  assign \$863  = ~ out_pass;
+  assign \$864  = v4 & \$863 ;
+  assign \$865  = n_words - 1'h1;
+  assign \$866  = w4 != \$865 ;
+  assign \$867  = last_count > 4'he;
+  assign \$868  = \$866  | \$867 ;
+  assign \$869  = ~ out_pass;
+  assign \$870  = v4 & \$869 ;
+  assign \$871  = n_words - 1'h1;
+  assign \$872  = w4 != \$871 ;
+  assign \$873  = last_count > 4'hf;
+  assign \$874  = \$872  | \$873 ;
+  assign \$875  = ~ out_pass;
+  assign \$876  = v4 & \$875 ;
+  assign \$877  = n_words - 1'h1;
+  assign \$878  = w4 != \$877 ;
+  assign \$879  = last_count > 5'h10;
+  assign \$880  = \$878  | \$879 ;
+  assign \$881  = ~ out_pass;
+  assign \$882  = v4 & \$881 ;
+  assign \$883  = n_words - 1'h1;
+  assign \$884  = w4 != \$883 ;
+  assign \$885  = last_count > 5'h11;
+  assign \$886  = \$884  | \$885 ;
+  assign \$887  = ~ out_pass;
+  assign \$888  = v4 & \$887 ;
+  assign \$889  = n_words - 1'h1;
+  assign \$890  = w4 != \$889 ;
+  assign \$891  = last_count > 5'h12;
+  assign \$892  = \$890  | \$891 ;
+  assign \$893  = ~ out_pass;
+  assign \$894  = v4 & \$893 ;
+  assign \$895  = n_words - 1'h1;
+  assign \$896  = w4 != \$895 ;
+  assign \$897  = last_count > 5'h13;
+  assign \$898  = \$896  | \$897 ;
+  assign \$899  = ~ out_pass;
+  assign \$900  = v4 & \$899 ;
+  assign \$901  = n_words - 1'h1;
+  assign \$902  = w4 != \$901 ;
+  assign \$903  = last_count > 5'h14;
+  assign \$904  = \$902  | \$903 ;
+  assign \$905  = ~ out_pass;
+  assign \$906  = v4 & \$905 ;
+  assign \$907  = n_words - 1'h1;
+  assign \$908  = w4 != \$907 ;
+  assign \$909  = last_count > 5'h15;
+  assign \$910  = \$908  | \$909 ;
+  assign \$911  = ~ out_pass;
+  assign \$912  = v4 & \$911 ;
+  assign \$913  = n_words - 1'h1;
+  assign \$914  = w4 != \$913 ;
+  assign \$915  = last_count > 5'h16;
+  assign \$916  = \$914  | \$915 ;
+  assign \$917  = ~ out_pass;
+  assign \$918  = v4 & \$917 ;
+  assign \$919  = n_words - 1'h1;
+  assign \$920  = w4 != \$919 ;
+  assign \$921  = last_count > 5'h17;
+  assign \$922  = \$920  | \$921 ;
+  assign \$923  = ~ out_pass;
+  assign \$924  = v4 & \$923 ;
+  assign \$925  = n_words - 1'h1;
+  assign \$926  = w4 != \$925 ;
+  assign \$927  = last_count > 5'h18;
+  assign \$928  = \$926  | \$927 ;
+  assign \$929  = ~ out_pass;
+  assign \$930  = v4 & \$929 ;
+  assign \$931  = n_words - 1'h1;
+  assign \$932  = w4 != \$931 ;
+  assign \$933  = last_count > 5'h19;
+  assign \$934  = \$932  | \$933 ;
+  assign \$935  = ~ out_pass;
+  assign \$936  = v4 & \$935 ;
+  assign \$937  = n_words - 1'h1;
+  assign \$938  = w4 != \$937 ;
+  assign \$939  = last_count > 5'h1a;
+  assign \$940  = \$938  | \$939 ;
+  assign \$941  = ~ out_pass;
+  assign \$942  = v4 & \$941 ;
+  assign \$943  = n_words - 1'h1;
+  assign \$944  = w4 != \$943 ;
+  assign \$945  = last_count > 5'h1b;
+  assign \$946  = \$944  | \$945 ;
+  assign \$947  = ~ out_pass;
+  assign \$948  = v4 & \$947 ;
+  assign \$949  = n_words - 1'h1;
+  assign \$950  = w4 != \$949 ;
+  assign \$951  = last_count > 5'h1c;
+  assign \$952  = \$950  | \$951 ;
+  assign \$953  = ~ out_pass;
+  assign \$954  = v4 & \$953 ;
+  assign \$955  = n_words - 1'h1;
+  assign \$956  = w4 != \$955 ;
+  assign \$957  = last_count > 5'h1d;
+  assign \$958  = \$956  | \$957 ;
+  assign \$959  = ~ out_pass;
+  assign \$960  = v4 & \$959 ;
+  assign \$961  = n_words - 1'h1;
+  assign \$962  = w4 != \$961 ;
+  assign \$963  = last_count > 5'h1e;
+  assign \$964  = \$962  | \$963 ;
+  assign \$965  = ~ out_pass;
+  assign \$966  = v4 & \$965 ;
+  assign \$967  = n_words - 1'h1;
+  assign \$968  = w4 != \$967 ;
+  assign \$969  = last_count > 5'h1f;
+  assign \$970  = \$968  | \$969 ;
+  always @(posedge clk)
+    \$signal$378  <= \$1003 ;
+  always @(posedge clk)
+    mx_w <= \$1004 ;
+  always @(posedge clk)
+    v1 <= \$1005 ;
+  always @(posedge clk)
+    w1 <= \$1006 ;
+  always @(posedge clk)
+    v2 <= \$1007 ;
+  always @(posedge clk)
+    w2 <= \$1008 ;
+  always @(posedge clk)
+    v3 <= \$1009 ;
+  always @(posedge clk)
+    w3 <= \$1010 ;
+  always @(posedge clk)
+    v4 <= \$1011 ;
+  always @(posedge clk)
+    w4 <= \$1012 ;
+  always @(posedge clk)
+    v5 <= \$1013 ;
+  always @(posedge clk)
+    w5 <= \$1014 ;
+  always @(posedge clk)
+    n_words <= \$1015 ;
+  always @(posedge clk)
+    last_count <= \$1016 ;
+  always @(posedge clk)
+    partial <= \$1017 ;
+  always @(posedge clk)
+    src_addr <= \$1018 ;
+  always @(posedge clk)
+    out_pass <= \$1019 ;
+  always @(posedge clk)
+    key0 <= \$1020 ;
+  always @(posedge clk)
+    key1 <= \$1021 ;
+  always @(posedge clk)
+    key2 <= \$1022 ;
+  always @(posedge clk)
+    key3 <= \$1023 ;
+  always @(posedge clk)
+    key4 <= \$1024 ;
+  always @(posedge clk)
+    key5 <= \$1025 ;
+  always @(posedge clk)
+    key6 <= \$1026 ;
+  always @(posedge clk)
+    key7 <= \$1027 ;
+  always @(posedge clk)
+    key8 <= \$1028 ;
+  always @(posedge clk)
+    key9 <= \$1029 ;
+  always @(posedge clk)
+    key10 <= \$1030 ;
+  always @(posedge clk)
+    key11 <= \$1031 ;
+  always @(posedge clk)
+    key12 <= \$1032 ;
+  always @(posedge clk)
+    key13 <= \$1033 ;
+  always @(posedge clk)
+    key14 <= \$1034 ;
+  always @(posedge clk)
+    key15 <= \$1035 ;
+  always @(posedge clk)
+    key16 <= \$1036 ;
+  always @(posedge clk)
+    key17 <= \$1037 ;
+  always @(posedge clk)
+    key18 <= \$1038 ;
+  always @(posedge clk)
+    key19 <= \$1039 ;
+  always @(posedge clk)
+    key20 <= \$1040 ;
+  always @(posedge clk)
+    key21 <= \$1041 ;
+  always @(posedge clk)
+    key22 <= \$1042 ;
+  always @(posedge clk)
+    key23 <= \$1043 ;
+  always @(posedge clk)
+    key24 <= \$1044 ;
+  always @(posedge clk)
+    key25 <= \$1045 ;
+  always @(posedge clk)
+    key26 <= \$1046 ;
+  always @(posedge clk)
+    key27 <= \$1047 ;
+  always @(posedge clk)
+    key28 <= \$1048 ;
+  always @(posedge clk)
+    key29 <= \$1049 ;
+  always @(posedge clk)
+    key30 <= \$1050 ;
+  always @(posedge clk)
+    key31 <= \$1051 ;
+  always @(posedge clk)
+    nan0 <= \$1052 ;
+  always @(posedge clk)
+    nan1 <= \$1053 ;
+  always @(posedge clk)
+    nan2 <= \$1054 ;
+  always @(posedge clk)
+    nan3 <= \$1055 ;
+  always @(posedge clk)
+    nan4 <= \$1056 ;
+  always @(posedge clk)
+    nan5 <= \$1057 ;
+  always @(posedge clk)
+    nan6 <= \$1058 ;
+  always @(posedge clk)
+    nan7 <= \$1059 ;
+  always @(posedge clk)
+    nan8 <= \$1060 ;
+  always @(posedge clk)
+    nan9 <= \$1061 ;
+  always @(posedge clk)
+    nan10 <= \$1062 ;
+  always @(posedge clk)
+    nan11 <= \$1063 ;
+  always @(posedge clk)
+    nan12 <= \$1064 ;
+  always @(posedge clk)
+    nan13 <= \$1065 ;
+  always @(posedge clk)
+    nan14 <= \$1066 ;
+  always @(posedge clk)
+    nan15 <= \$1067 ;
+  always @(posedge clk)
+    nan16 <= \$1068 ;
+  always @(posedge clk)
+    nan17 <= \$1069 ;
+  always @(posedge clk)
+    nan18 <= \$1070 ;
+  always @(posedge clk)
+    nan19 <= \$1071 ;
+  always @(posedge clk)
+    nan20 <= \$1072 ;
+  always @(posedge clk)
+    nan21 <= \$1073 ;
+  always @(posedge clk)
+    nan22 <= \$1074 ;
+  always @(posedge clk)
+    nan23 <= \$1075 ;
+  always @(posedge clk)
+    nan24 <= \$1076 ;
+  always @(posedge clk)
+    nan25 <= \$1077 ;
+  always @(posedge clk)
+    nan26 <= \$1078 ;
+  always @(posedge clk)
+    nan27 <= \$1079 ;
+  always @(posedge clk)
+    nan28 <= \$1080 ;
+  always @(posedge clk)
+    nan29 <= \$1081 ;
+  always @(posedge clk)
+    nan30 <= \$1082 ;
+  always @(posedge clk)
+    nan31 <= \$1083 ;
+  always @(posedge clk)
+    l <= \$1084 ;
+  always @(posedge clk)
+    p0_1 <= \$1085 ;
+  always @(posedge clk)
+    p0_2 <= \$1086 ;
+  always @(posedge clk)
+    p1_0 <= \$1087 ;
+  always @(posedge clk)
+    p1_1 <= \$1088 ;
+  always @(posedge clk)
+    p1_2 <= \$1089 ;
+  always @(posedge clk)
+    p2_0 <= \$1090 ;
+  always @(posedge clk)
+    p2_1 <= \$1091 ;
+  always @(posedge clk)
+    p2_2 <= \$1092 ;
+  always @(posedge clk)
+    p3_0 <= \$1093 ;
+  always @(posedge clk)
+    p3_1 <= \$1094 ;
+  always @(posedge clk)
+    p3_2 <= \$1095 ;
+  always @(posedge clk)
+    p4_0 <= \$1096 ;
+  always @(posedge clk)
+    p4_1 <= \$1097 ;
+  always @(posedge clk)
+    p4_2 <= \$1098 ;
+  always @(posedge clk)
+    p5_0 <= \$1099 ;
+  always @(posedge clk)
+    p5_1 <= \$1100 ;
+  always @(posedge clk)
+    p5_2 <= \$1101 ;
+  always @(posedge clk)
+    p6_0 <= \$1102 ;
+  always @(posedge clk)
+    p6_1 <= \$1103 ;
+  always @(posedge clk)
+    p6_2 <= \$1104 ;
+  always @(posedge clk)
+    p7_0 <= \$1105 ;
+  always @(posedge clk)
+    p7_1 <= \$1106 ;
+  always @(posedge clk)
+    p7_2 <= \$1107 ;
+  always @(posedge clk)
+    p8_0 <= \$1108 ;
+  always @(posedge clk)
+    p8_1 <= \$1109 ;
+  always @(posedge clk)
+    p8_2 <= \$1110 ;
+  always @(posedge clk)
+    p9_0 <= \$1111 ;
+  always @(posedge clk)
+    p9_1 <= \$1112 ;
+  always @(posedge clk)
+    p9_2 <= \$1113 ;
+  always @(posedge clk)
+    p10_0 <= \$1114 ;
+  always @(posedge clk)
+    p10_1 <= \$1115 ;
+  always @(posedge clk)
+    p10_2 <= \$1116 ;
+  always @(posedge clk)
+    p11_0 <= \$1117 ;
+  always @(posedge clk)
+    p11_1 <= \$1118 ;
+  always @(posedge clk)
+    p11_2 <= \$1119 ;
+  always @(posedge clk)
+    p12_0 <= \$1120 ;
+  always @(posedge clk)
+    p12_1 <= \$1121 ;
+  always @(posedge clk)
+    p12_2 <= \$1122 ;
+  always @(posedge clk)
+    p13_0 <= \$1123 ;
+  always @(posedge clk)
+    p13_1 <= \$1124 ;
+  always @(posedge clk)
+    p13_2 <= \$1125 ;
+  always @(posedge clk)
+    p14_0 <= \$1126 ;
+  always @(posedge clk)
+    p14_1 <= \$1127 ;
+  always @(posedge clk)
+    p14_2 <= \$1128 ;
+  always @(posedge clk)
+    p15_0 <= \$1129 ;
+  always @(posedge clk)
+    p15_1 <= \$1130 ;
+  always @(posedge clk)
+    p15_2 <= \$1131 ;
+  always @(posedge clk)
+    p16_0 <= \$1132 ;
+  always @(posedge clk)
+    p16_1 <= \$1133 ;
+  always @(posedge clk)
+    p16_2 <= \$1134 ;
+  always @(posedge clk)
+    p17_0 <= \$1135 ;
+  always @(posedge clk)
+    p17_1 <= \$1136 ;
+  always @(posedge clk)
+    p17_2 <= \$1137 ;
+  always @(posedge clk)
+    p18_0 <= \$1138 ;
+  always @(posedge clk)
+    p18_1 <= \$1139 ;
+  always @(posedge clk)
+    p18_2 <= \$1140 ;
+  always @(posedge clk)
+    p19_0 <= \$1141 ;
+  always @(posedge clk)
+    p19_1 <= \$1142 ;
+  always @(posedge clk)
+    p19_2 <= \$1143 ;
+  always @(posedge clk)
+    p20_0 <= \$1144 ;
+  always @(posedge clk)
+    p20_1 <= \$1145 ;
+  always @(posedge clk)
+    p20_2 <= \$1146 ;
+  always @(posedge clk)
+    p21_0 <= \$1147 ;
+  always @(posedge clk)
+    p21_1 <= \$1148 ;
+  always @(posedge clk)
+    p21_2 <= \$1149 ;
+  always @(posedge clk)
+    p22_0 <= \$1150 ;
+  always @(posedge clk)
+    p22_1 <= \$1151 ;
+  always @(posedge clk)
+    p22_2 <= \$1152 ;
+  always @(posedge clk)
+    p23_0 <= \$1153 ;
+  always @(posedge clk)
+    p23_1 <= \$1154 ;
+  always @(posedge clk)
+    p23_2 <= \$1155 ;
+  always @(posedge clk)
+    p24_0 <= \$1156 ;
+  always @(posedge clk)
+    p24_1 <= \$1157 ;
+  always @(posedge clk)
+    p24_2 <= \$1158 ;
+  always @(posedge clk)
+    p25_0 <= \$1159 ;
+  always @(posedge clk)
+    p25_1 <= \$1160 ;
+  always @(posedge clk)
+    p25_2 <= \$1161 ;
+  always @(posedge clk)
+    p26_0 <= \$1162 ;
+  always @(posedge clk)
+    p26_1 <= \$1163 ;
+  always @(posedge clk)
+    p26_2 <= \$1164 ;
+  always @(posedge clk)
+    p27_0 <= \$1165 ;
+  always @(posedge clk)
+    p27_1 <= \$1166 ;
+  always @(posedge clk)
+    p27_2 <= \$1167 ;
+  always @(posedge clk)
+    p28_0 <= \$1168 ;
+  always @(posedge clk)
+    p28_1 <= \$1169 ;
+  always @(posedge clk)
+    p28_2 <= \$1170 ;
+  always @(posedge clk)
+    p29_0 <= \$1171 ;
+  always @(posedge clk)
+    p29_1 <= \$1172 ;
+  always @(posedge clk)
+    p29_2 <= \$1173 ;
+  always @(posedge clk)
+    p30_0 <= \$1174 ;
+  always @(posedge clk)
+    p30_1 <= \$1175 ;
+  always @(posedge clk)
+    p30_2 <= \$1176 ;
+  always @(posedge clk)
+    p31_0 <= \$1177 ;
+  always @(posedge clk)
+    p31_1 <= \$1178 ;
+  always @(posedge clk)
+    p31_2 <= \$1179 ;
+  always @(posedge clk)
+    m <= \$1180 ;
+  always @(posedge clk)
+    fsm_state <= \$1181 ;
+  always @(posedge clk)
+    acc_set <= \$1182 ;
+  always @(posedge clk)
+    \wait  <= \$1183 ;
+  always @(posedge clk)
+    level <= \$1184 ;
+  always @(posedge clk)
+    dst_en <= \$1185 ;
+  always @(posedge clk)
+    dst_addr <= \$1186 ;
+  always @(posedge clk)
+    \dst_data$425  <= \$1187 ;
+  always @(posedge clk)
+    d_reg0 <= \$1188 ;
+  always @(posedge clk)
+    e_reg0 <= \$1189 ;
+  always @(posedge clk)
+    d_reg1 <= \$1190 ;
+  always @(posedge clk)
+    e_reg1 <= \$1191 ;
+  always @(posedge clk)
+    d_reg2 <= \$1192 ;
+  always @(posedge clk)
+    e_reg2 <= \$1193 ;
+  always @(posedge clk)
+    d_reg3 <= \$1194 ;
+  always @(posedge clk)
+    e_reg3 <= \$1195 ;
+  always @(posedge clk)
+    d_reg4 <= \$1196 ;
+  always @(posedge clk)
+    e_reg4 <= \$1197 ;
+  always @(posedge clk)
+    d_reg5 <= \$1198 ;
+  always @(posedge clk)
+    e_reg5 <= \$1199 ;
+  always @(posedge clk)
+    d_reg6 <= \$1200 ;
+  always @(posedge clk)
+    e_reg6 <= \$1201 ;
+  always @(posedge clk)
+    d_reg7 <= \$1202 ;
+  always @(posedge clk)
+    e_reg7 <= \$1203 ;
+  always @(posedge clk)
+    d_reg8 <= \$1204 ;
+  always @(posedge clk)
+    e_reg8 <= \$1205 ;
+  always @(posedge clk)
+    d_reg9 <= \$1206 ;
+  always @(posedge clk)
+    e_reg9 <= \$1207 ;
+  always @(posedge clk)
+    d_reg10 <= \$1208 ;
+  always @(posedge clk)
+    e_reg10 <= \$1209 ;
+  always @(posedge clk)
+    d_reg11 <= \$1210 ;
+  always @(posedge clk)
+    e_reg11 <= \$1211 ;
+  always @(posedge clk)
+    d_reg12 <= \$1212 ;
+  always @(posedge clk)
+    e_reg12 <= \$1213 ;
+  always @(posedge clk)
+    d_reg13 <= \$1214 ;
+  always @(posedge clk)
+    e_reg13 <= \$1215 ;
+  always @(posedge clk)
+    d_reg14 <= \$1216 ;
+  always @(posedge clk)
+    e_reg14 <= \$1217 ;
+  always @(posedge clk)
+    d_reg15 <= \$1218 ;
+  always @(posedge clk)
+    e_reg15 <= \$1219 ;
+  always @(posedge clk)
+    d_reg16 <= \$1220 ;
+  always @(posedge clk)
+    e_reg16 <= \$1221 ;
+  always @(posedge clk)
+    d_reg17 <= \$1222 ;
+  always @(posedge clk)
+    e_reg17 <= \$1223 ;
+  always @(posedge clk)
+    d_reg18 <= \$1224 ;
+  always @(posedge clk)
+    e_reg18 <= \$1225 ;
+  always @(posedge clk)
+    d_reg19 <= \$1226 ;
+  always @(posedge clk)
+    e_reg19 <= \$1227 ;
+  always @(posedge clk)
+    d_reg20 <= \$1228 ;
+  always @(posedge clk)
+    e_reg20 <= \$1229 ;
+  always @(posedge clk)
+    d_reg21 <= \$1230 ;
+  always @(posedge clk)
+    e_reg21 <= \$1231 ;
+  always @(posedge clk)
+    d_reg22 <= \$1232 ;
+  always @(posedge clk)
+    e_reg22 <= \$1233 ;
+  always @(posedge clk)
+    d_reg23 <= \$1234 ;
+  always @(posedge clk)
+    e_reg23 <= \$1235 ;
+  always @(posedge clk)
+    d_reg24 <= \$1236 ;
+  always @(posedge clk)
+    e_reg24 <= \$1237 ;
+  always @(posedge clk)
+    d_reg25 <= \$1238 ;
+  always @(posedge clk)
+    e_reg25 <= \$1239 ;
+  always @(posedge clk)
+    d_reg26 <= \$1240 ;
+  always @(posedge clk)
+    e_reg26 <= \$1241 ;
+  always @(posedge clk)
+    d_reg27 <= \$1242 ;
+  always @(posedge clk)
+    e_reg27 <= \$1243 ;
+  always @(posedge clk)
+    d_reg28 <= \$1244 ;
+  always @(posedge clk)
+    e_reg28 <= \$1245 ;
+  always @(posedge clk)
+    d_reg29 <= \$1246 ;
+  always @(posedge clk)
+    e_reg29 <= \$1247 ;
+  always @(posedge clk)
+    d_reg30 <= \$1248 ;
+  always @(posedge clk)
+    e_reg30 <= \$1249 ;
+  always @(posedge clk)
+    d_reg31 <= \$1250 ;
+  always @(posedge clk)
+    e_reg31 <= \$1251 ;
+  assign \$auto$rtlil.cc:2739:Not$2  = ~ m[31];
+  assign \$auto$rtlil.cc:2739:Not$12  = ~ m[31];
+  assign \$auto$rtlil.cc:2739:Not$14  = ~ m[31];
+  assign \$auto$rtlil.cc:2739:Not$16  = ~ m[31];
+  assign \$auto$rtlil.cc:2739:Not$18  = ~ m[31];
+  assign \$auto$rtlil.cc:2739:Not$20  = ~ m[31];
+  assign \$auto$rtlil.cc:2739:Not$22  = ~ m[31];
+  assign \$auto$rtlil.cc:2739:Not$24  = ~ m[31];
+  assign \$auto$rtlil.cc:2739:Not$26  = ~ m[31];
+  assign \$auto$rtlil.cc:2739:Not$28  = ~ m[31];
+  assign \$auto$rtlil.cc:2739:Not$30  = ~ m[31];
+  assign \$auto$rtlil.cc:2739:Not$4  = ~ m[31];
+  assign \$auto$rtlil.cc:2739:Not$32  = ~ m[31];
+  assign \$auto$rtlil.cc:2739:Not$34  = ~ m[31];
+  assign \$auto$rtlil.cc:2739:Not$36  = ~ m[31];
+  assign \$auto$rtlil.cc:2739:Not$38  = ~ m[31];
+  assign \$auto$rtlil.cc:2739:Not$40  = ~ m[31];
+  assign \$auto$rtlil.cc:2739:Not$42  = ~ m[31];
+  assign \$auto$rtlil.cc:2739:Not$44  = ~ m[31];
+  assign \$auto$rtlil.cc:2739:Not$46  = ~ m[31];
+  assign \$auto$rtlil.cc:2739:Not$48  = ~ m[31];
+  assign \$auto$rtlil.cc:2739:Not$50  = ~ m[31];
+  assign \$auto$rtlil.cc:2739:Not$6  = ~ m[31];
+  assign \$auto$rtlil.cc:2739:Not$52  = ~ m[31];
+  assign \$auto$rtlil.cc:2739:Not$54  = ~ m[31];
+  assign \$auto$rtlil.cc:2739:Not$56  = ~ m[31];
+  assign \$auto$rtlil.cc:2739:Not$58  = ~ m[31];
+  assign \$auto$rtlil.cc:2739:Not$60  = ~ m[31];
+  assign \$auto$rtlil.cc:2739:Not$62  = ~ m[31];
+  assign \$auto$rtlil.cc:2739:Not$64  = ~ m[31];
+  assign \$auto$rtlil.cc:2739:Not$8  = ~ m[31];
+  assign \$auto$rtlil.cc:2739:Not$10  = ~ m[31];
+  ndp_fp32_add acc_0 (
+    .a(acc_a0),
+    .b(acc_b0),
+    .s(acc_s0)
+  );
+  ndp_fp32_add acc_1 (
+    .a(acc_a1),
+    .b(acc_b1),
+    .s(acc_s1)
+  );
+  ndp_fp32_add acc_10 (
+    .a(acc_a10),
+    .b(acc_b10),
+    .s(acc_s10)
+  );
+  ndp_fp32_add acc_11 (
+    .a(acc_a11),
+    .b(acc_b11),
+    .s(acc_s11)
+  );
+  ndp_fp32_add acc_12 (
+    .a(acc_a12),
+    .b(acc_b12),
+    .s(acc_s12)
+  );
+  ndp_fp32_add acc_13 (
+    .a(acc_a13),
+    .b(acc_b13),
+    .s(acc_s13)
+  );
+  ndp_fp32_add acc_14 (
+    .a(acc_a14),
+    .b(acc_b14),
+    .s(acc_s14)
+  );
+  ndp_fp32_add acc_15 (
+    .a(acc_a15),
+    .b(acc_b15),
+    .s(acc_s15)
+  );
+  ndp_fp32_add acc_16 (
+    .a(acc_a16),
+    .b(acc_b16),
+    .s(acc_s16)
+  );
+  ndp_fp32_add acc_17 (
+    .a(acc_a17),
+    .b(acc_b17),
+    .s(acc_s17)
+  );
+  ndp_fp32_add acc_18 (
+    .a(acc_a18),
+    .b(acc_b18),
+    .s(acc_s18)
+  );
+  ndp_fp32_add acc_19 (
+    .a(acc_a19),
+    .b(acc_b19),
+    .s(acc_s19)
+  );
+  ndp_fp32_add acc_2 (
+    .a(acc_a2),
+    .b(acc_b2),
+    .s(acc_s2)
+  );
+  ndp_fp32_add acc_20 (
+    .a(acc_a20),
+    .b(acc_b20),
+    .s(acc_s20)
+  );
+  ndp_fp32_add acc_21 (
+    .a(acc_a21),
+    .b(acc_b21),
+    .s(acc_s21)
+  );
+  ndp_fp32_add acc_22 (
+    .a(acc_a22),
+    .b(acc_b22),
+    .s(acc_s22)
+  );
+  ndp_fp32_add acc_23 (
+    .a(acc_a23),
+    .b(acc_b23),
+    .s(acc_s23)
+  );
+  ndp_fp32_add acc_24 (
+    .a(acc_a24),
+    .b(acc_b24),
+    .s(acc_s24)
+  );
+  ndp_fp32_add acc_25 (
+    .a(acc_a25),
+    .b(acc_b25),
+    .s(acc_s25)
+  );
+  ndp_fp32_add acc_26 (
+    .a(acc_a26),
+    .b(acc_b26),
+    .s(acc_s26)
+  );
+  ndp_fp32_add acc_27 (
+    .a(acc_a27),
+    .b(acc_b27),
+    .s(acc_s27)
+  );
+  ndp_fp32_add acc_28 (
+    .a(acc_a28),
+    .b(acc_b28),
+    .s(acc_s28)
+  );
+  ndp_fp32_add acc_29 (
+    .a(acc_a29),
+    .b(acc_b29),
+    .s(acc_s29)
+  );
+  ndp_fp32_add acc_3 (
+    .a(acc_a3),
+    .b(acc_b3),
+    .s(acc_s3)
+  );
+  ndp_fp32_add acc_30 (
+    .a(acc_a30),
+    .b(acc_b30),
+    .s(acc_s30)
+  );
+  ndp_fp32_add acc_31 (
+    .a(acc_a31),
+    .b(acc_b31),
+    .s(acc_s31)
+  );
+  ndp_fp32_add acc_4 (
+    .a(acc_a4),
+    .b(acc_b4),
+    .s(acc_s4)
+  );
+  ndp_fp32_add acc_5 (
+    .a(acc_a5),
+    .b(acc_b5),
+    .s(acc_s5)
+  );
+  ndp_fp32_add acc_6 (
+    .a(acc_a6),
+    .b(acc_b6),
+    .s(acc_s6)
+  );
+  ndp_fp32_add acc_7 (
+    .a(acc_a7),
+    .b(acc_b7),
+    .s(acc_s7)
+  );
+  ndp_fp32_add acc_8 (
+    .a(acc_a8),
+    .b(acc_b8),
+    .s(acc_s8)
+  );
+  ndp_fp32_add acc_9 (
+    .a(acc_a9),
+    .b(acc_b9),
+    .s(acc_s9)
+  );
+  ndp_fp32_to_fp16 cvt_0 (
+    .a(e_reg0),
+    .h(half0)
+  );
+  ndp_fp32_to_fp16 cvt_1 (
+    .a(e_reg1),
+    .h(half1)
+  );
+  ndp_fp32_to_fp16 cvt_10 (
+    .a(e_reg10),
+    .h(half10)
+  );
+  ndp_fp32_to_fp16 cvt_11 (
+    .a(e_reg11),
+    .h(half11)
+  );
+  ndp_fp32_to_fp16 cvt_12 (
+    .a(e_reg12),
+    .h(half12)
+  );
+  ndp_fp32_to_fp16 cvt_13 (
+    .a(e_reg13),
+    .h(half13)
+  );
+  ndp_fp32_to_fp16 cvt_14 (
+    .a(e_reg14),
+    .h(half14)
+  );
+  ndp_fp32_to_fp16 cvt_15 (
+    .a(e_reg15),
+    .h(half15)
+  );
+  ndp_fp32_to_fp16 cvt_16 (
+    .a(e_reg16),
+    .h(half16)
+  );
+  ndp_fp32_to_fp16 cvt_17 (
+    .a(e_reg17),
+    .h(half17)
+  );
+  ndp_fp32_to_fp16 cvt_18 (
+    .a(e_reg18),
+    .h(half18)
+  );
+  ndp_fp32_to_fp16 cvt_19 (
+    .a(e_reg19),
+    .h(half19)
+  );
+  ndp_fp32_to_fp16 cvt_2 (
+    .a(e_reg2),
+    .h(half2)
+  );
+  ndp_fp32_to_fp16 cvt_20 (
+    .a(e_reg20),
+    .h(half20)
+  );
+  ndp_fp32_to_fp16 cvt_21 (
+    .a(e_reg21),
+    .h(half21)
+  );
+  ndp_fp32_to_fp16 cvt_22 (
+    .a(e_reg22),
+    .h(half22)
+  );
+  ndp_fp32_to_fp16 cvt_23 (
+    .a(e_reg23),
+    .h(half23)
+  );
+  ndp_fp32_to_fp16 cvt_24 (
+    .a(e_reg24),
+    .h(half24)
+  );
+  ndp_fp32_to_fp16 cvt_25 (
+    .a(e_reg25),
+    .h(half25)
+  );
+  ndp_fp32_to_fp16 cvt_26 (
+    .a(e_reg26),
+    .h(half26)
+  );
+  ndp_fp32_to_fp16 cvt_27 (
+    .a(e_reg27),
+    .h(half27)
+  );
+  ndp_fp32_to_fp16 cvt_28 (
+    .a(e_reg28),
+    .h(half28)
+  );
+  ndp_fp32_to_fp16 cvt_29 (
+    .a(e_reg29),
+    .h(half29)
+  );
+  ndp_fp32_to_fp16 cvt_3 (
+    .a(e_reg3),
+    .h(half3)
+  );
+  ndp_fp32_to_fp16 cvt_30 (
+    .a(e_reg30),
+    .h(half30)
+  );
+  ndp_fp32_to_fp16 cvt_31 (
+    .a(e_reg31),
+    .h(half31)
+  );
+  ndp_fp32_to_fp16 cvt_4 (
+    .a(e_reg4),
+    .h(half4)
+  );
+  ndp_fp32_to_fp16 cvt_5 (
+    .a(e_reg5),
+    .h(half5)
+  );
+  ndp_fp32_to_fp16 cvt_6 (
+    .a(e_reg6),
+    .h(half6)
+  );
+  ndp_fp32_to_fp16 cvt_7 (
+    .a(e_reg7),
+    .h(half7)
+  );
+  ndp_fp32_to_fp16 cvt_8 (
+    .a(e_reg8),
+    .h(half8)
+  );
+  ndp_fp32_to_fp16 cvt_9 (
+    .a(e_reg9),
+    .h(half9)
+  );
+  ndp_exp_approx_pipe exp_0 (
+    .clk(clk),
+    .d(d_reg0),
+    .e(e0),
+    .rst(rst)
+  );
+  ndp_exp_approx_pipe exp_1 (
+    .clk(clk),
+    .d(d_reg1),
+    .e(e1),
+    .rst(rst)
+  );
+  ndp_exp_approx_pipe exp_10 (
+    .clk(clk),
+    .d(d_reg10),
+    .e(e10),
+    .rst(rst)
+  );
+  ndp_exp_approx_pipe exp_11 (
+    .clk(clk),
+    .d(d_reg11),
+    .e(e11),
+    .rst(rst)
+  );
+  ndp_exp_approx_pipe exp_12 (
+    .clk(clk),
+    .d(d_reg12),
+    .e(e12),
+    .rst(rst)
+  );
+  ndp_exp_approx_pipe exp_13 (
+    .clk(clk),
+    .d(d_reg13),
+    .e(e13),
+    .rst(rst)
+  );
+  ndp_exp_approx_pipe exp_14 (
+    .clk(clk),
+    .d(d_reg14),
+    .e(e14),
+    .rst(rst)
+  );
+  ndp_exp_approx_pipe exp_15 (
+    .clk(clk),
+    .d(d_reg15),
+    .e(e15),
+    .rst(rst)
+  );
+  ndp_exp_approx_pipe exp_16 (
+    .clk(clk),
+    .d(d_reg16),
+    .e(e16),
+    .rst(rst)
+  );
+  ndp_exp_approx_pipe exp_17 (
+    .clk(clk),
+    .d(d_reg17),
+    .e(e17),
+    .rst(rst)
+  );
+  ndp_exp_approx_pipe exp_18 (
+    .clk(clk),
+    .d(d_reg18),
+    .e(e18),
+    .rst(rst)
+  );
+  ndp_exp_approx_pipe exp_19 (
+    .clk(clk),
+    .d(d_reg19),
+    .e(e19),
+    .rst(rst)
+  );
+  ndp_exp_approx_pipe exp_2 (
+    .clk(clk),
+    .d(d_reg2),
+    .e(e2),
+    .rst(rst)
+  );
+  ndp_exp_approx_pipe exp_20 (
+    .clk(clk),
+    .d(d_reg20),
+    .e(e20),
+    .rst(rst)
+  );
+  ndp_exp_approx_pipe exp_21 (
+    .clk(clk),
+    .d(d_reg21),
+    .e(e21),
+    .rst(rst)
+  );
+  ndp_exp_approx_pipe exp_22 (
+    .clk(clk),
+    .d(d_reg22),
+    .e(e22),
+    .rst(rst)
+  );
+  ndp_exp_approx_pipe exp_23 (
+    .clk(clk),
+    .d(d_reg23),
+    .e(e23),
+    .rst(rst)
+  );
+  ndp_exp_approx_pipe exp_24 (
+    .clk(clk),
+    .d(d_reg24),
+    .e(e24),
+    .rst(rst)
+  );
+  ndp_exp_approx_pipe exp_25 (
+    .clk(clk),
+    .d(d_reg25),
+    .e(e25),
+    .rst(rst)
+  );
+  ndp_exp_approx_pipe exp_26 (
+    .clk(clk),
+    .d(d_reg26),
+    .e(e26),
+    .rst(rst)
+  );
+  ndp_exp_approx_pipe exp_27 (
+    .clk(clk),
+    .d(d_reg27),
+    .e(e27),
+    .rst(rst)
+  );
+  ndp_exp_approx_pipe exp_28 (
+    .clk(clk),
+    .d(d_reg28),
+    .e(e28),
+    .rst(rst)
+  );
+  ndp_exp_approx_pipe exp_29 (
+    .clk(clk),
+    .d(d_reg29),
+    .e(e29),
+    .rst(rst)
+  );
+  ndp_exp_approx_pipe exp_3 (
+    .clk(clk),
+    .d(d_reg3),
+    .e(e3),
+    .rst(rst)
+  );
+  ndp_exp_approx_pipe exp_30 (
+    .clk(clk),
+    .d(d_reg30),
+    .e(e30),
+    .rst(rst)
+  );
+  ndp_exp_approx_pipe exp_31 (
+    .clk(clk),
+    .d(d_reg31),
+    .e(e31),
+    .rst(rst)
+  );
+  ndp_exp_approx_pipe exp_4 (
+    .clk(clk),
+    .d(d_reg4),
+    .e(e4),
+    .rst(rst)
+  );
+  ndp_exp_approx_pipe exp_5 (
+    .clk(clk),
+    .d(d_reg5),
+    .e(e5),
+    .rst(rst)
+  );
+  ndp_exp_approx_pipe exp_6 (
+    .clk(clk),
+    .d(d_reg6),
+    .e(e6),
+    .rst(rst)
+  );
+  ndp_exp_approx_pipe exp_7 (
+    .clk(clk),
+    .d(d_reg7),
+    .e(e7),
+    .rst(rst)
+  );
+  ndp_exp_approx_pipe exp_8 (
+    .clk(clk),
+    .d(d_reg8),
+    .e(e8),
+    .rst(rst)
+  );
+  ndp_exp_approx_pipe exp_9 (
+    .clk(clk),
+    .d(d_reg9),
+    .e(e9),
+    .rst(rst)
+  );
+  ndp_fp32_mul_to_fp16_pipe mul_0 (
+    .a(e_reg0),
+    .b(r),
+    .clk(clk),
+    .h(product0),
+    .rst(rst)
+  );
+  ndp_fp32_mul_to_fp16_pipe mul_1 (
+    .a(e_reg1),
+    .b(r),
+    .clk(clk),
+    .h(product1),
+    .rst(rst)
+  );
+  ndp_fp32_mul_to_fp16_pipe mul_10 (
+    .a(e_reg10),
+    .b(r),
+    .clk(clk),
+    .h(product10),
+    .rst(rst)
+  );
+  ndp_fp32_mul_to_fp16_pipe mul_11 (
+    .a(e_reg11),
+    .b(r),
+    .clk(clk),
+    .h(product11),
+    .rst(rst)
+  );
+  ndp_fp32_mul_to_fp16_pipe mul_12 (
+    .a(e_reg12),
+    .b(r),
+    .clk(clk),
+    .h(product12),
+    .rst(rst)
+  );
+  ndp_fp32_mul_to_fp16_pipe mul_13 (
+    .a(e_reg13),
+    .b(r),
+    .clk(clk),
+    .h(product13),
+    .rst(rst)
+  );
+  ndp_fp32_mul_to_fp16_pipe mul_14 (
+    .a(e_reg14),
+    .b(r),
+    .clk(clk),
+    .h(product14),
+    .rst(rst)
+  );
+  ndp_fp32_mul_to_fp16_pipe mul_15 (
+    .a(e_reg15),
+    .b(r),
+    .clk(clk),
+    .h(product15),
+    .rst(rst)
+  );
+  ndp_fp32_mul_to_fp16_pipe mul_16 (
+    .a(e_reg16),
+    .b(r),
+    .clk(clk),
+    .h(product16),
+    .rst(rst)
+  );
+  ndp_fp32_mul_to_fp16_pipe mul_17 (
+    .a(e_reg17),
+    .b(r),
+    .clk(clk),
+    .h(product17),
+    .rst(rst)
+  );
+  ndp_fp32_mul_to_fp16_pipe mul_18 (
+    .a(e_reg18),
+    .b(r),
+    .clk(clk),
+    .h(product18),
+    .rst(rst)
+  );
+  ndp_fp32_mul_to_fp16_pipe mul_19 (
+    .a(e_reg19),
+    .b(r),
+    .clk(clk),
+    .h(product19),
+    .rst(rst)
+  );
+  ndp_fp32_mul_to_fp16_pipe mul_2 (
+    .a(e_reg2),
+    .b(r),
+    .clk(clk),
+    .h(product2),
+    .rst(rst)
+  );
+  ndp_fp32_mul_to_fp16_pipe mul_20 (
+    .a(e_reg20),
+    .b(r),
+    .clk(clk),
+    .h(product20),
+    .rst(rst)
+  );
+  ndp_fp32_mul_to_fp16_pipe mul_21 (
+    .a(e_reg21),
+    .b(r),
+    .clk(clk),
+    .h(product21),
+    .rst(rst)
+  );
+  ndp_fp32_mul_to_fp16_pipe mul_22 (
+    .a(e_reg22),
+    .b(r),
+    .clk(clk),
+    .h(product22),
+    .rst(rst)
+  );
+  ndp_fp32_mul_to_fp16_pipe mul_23 (
+    .a(e_reg23),
+    .b(r),
+    .clk(clk),
+    .h(product23),
+    .rst(rst)
+  );
+  ndp_fp32_mul_to_fp16_pipe mul_24 (
+    .a(e_reg24),
+    .b(r),
+    .clk(clk),
+    .h(product24),
+    .rst(rst)
+  );
+  ndp_fp32_mul_to_fp16_pipe mul_25 (
+    .a(e_reg25),
+    .b(r),
+    .clk(clk),
+    .h(product25),
+    .rst(rst)
+  );
+  ndp_fp32_mul_to_fp16_pipe mul_26 (
+    .a(e_reg26),
+    .b(r),
+    .clk(clk),
+    .h(product26),
+    .rst(rst)
+  );
+  ndp_fp32_mul_to_fp16_pipe mul_27 (
+    .a(e_reg27),
+    .b(r),
+    .clk(clk),
+    .h(product27),
+    .rst(rst)
+  );
+  ndp_fp32_mul_to_fp16_pipe mul_28 (
+    .a(e_reg28),
+    .b(r),
+    .clk(clk),
+    .h(product28),
+    .rst(rst)
+  );
+  ndp_fp32_mul_to_fp16_pipe mul_29 (
+    .a(e_reg29),
+    .b(r),
+    .clk(clk),
+    .h(product29),
+    .rst(rst)
+  );
+  ndp_fp32_mul_to_fp16_pipe mul_3 (
+    .a(e_reg3),
+    .b(r),
+    .clk(clk),
+    .h(product3),
+    .rst(rst)
+  );
+  ndp_fp32_mul_to_fp16_pipe mul_30 (
+    .a(e_reg30),
+    .b(r),
+    .clk(clk),
+    .h(product30),
+    .rst(rst)
+  );
+  ndp_fp32_mul_to_fp16_pipe mul_31 (
+    .a(e_reg31),
+    .b(r),
+    .clk(clk),
+    .h(product31),
+    .rst(rst)
+  );
+  ndp_fp32_mul_to_fp16_pipe mul_4 (
+    .a(e_reg4),
+    .b(r),
+    .clk(clk),
+    .h(product4),
+    .rst(rst)
+  );
+  ndp_fp32_mul_to_fp16_pipe mul_5 (
+    .a(e_reg5),
+    .b(r),
+    .clk(clk),
+    .h(product5),
+    .rst(rst)
+  );
+  ndp_fp32_mul_to_fp16_pipe mul_6 (
+    .a(e_reg6),
+    .b(r),
+    .clk(clk),
+    .h(product6),
+    .rst(rst)
+  );
+  ndp_fp32_mul_to_fp16_pipe mul_7 (
+    .a(e_reg7),
+    .b(r),
+    .clk(clk),
+    .h(product7),
+    .rst(rst)
+  );
+  ndp_fp32_mul_to_fp16_pipe mul_8 (
+    .a(e_reg8),
+    .b(r),
+    .clk(clk),
+    .h(product8),
+    .rst(rst)
+  );
+  ndp_fp32_mul_to_fp16_pipe mul_9 (
+    .a(e_reg9),
+    .b(r),
+    .clk(clk),
+    .h(product9),
+    .rst(rst)
+  );
+  \ndp_device.control_unit.softmax.recip  recip (
+    .clk(clk),
+    .done(\done$422 ),
+    .r(r),
+    .rst(rst),
+    .start(\start$13 ),
+    .x(l)
+  );
+  ndp_fp32_add sub_0 (
+    .a(src_data[31:0]),
+    .b(\$971 ),
+    .s(d0)
+  );
+  ndp_fp32_add sub_1 (
+    .a(src_data[63:32]),
+    .b(\$972 ),
+    .s(d1)
+  );
+  ndp_fp32_add sub_10 (
+    .a(src_data[351:320]),
+    .b(\$981 ),
+    .s(d10)
+  );
+  ndp_fp32_add sub_11 (
+    .a(src_data[383:352]),
+    .b(\$982 ),
+    .s(d11)
+  );
+  ndp_fp32_add sub_12 (
+    .a(src_data[415:384]),
+    .b(\$983 ),
+    .s(d12)
+  );
+  ndp_fp32_add sub_13 (
+    .a(src_data[447:416]),
+    .b(\$984 ),
+    .s(d13)
+  );
+  ndp_fp32_add sub_14 (
+    .a(src_data[479:448]),
+    .b(\$985 ),
+    .s(d14)
+  );
+  ndp_fp32_add sub_15 (
+    .a(src_data[511:480]),
+    .b(\$986 ),
+    .s(d15)
+  );
+  ndp_fp32_add sub_16 (
+    .a(src_data[543:512]),
+    .b(\$987 ),
+    .s(d16)
+  );
+  ndp_fp32_add sub_17 (
+    .a(src_data[575:544]),
+    .b(\$988 ),
+    .s(d17)
+  );
+  ndp_fp32_add sub_18 (
+    .a(src_data[607:576]),
+    .b(\$989 ),
+    .s(d18)
+  );
+  ndp_fp32_add sub_19 (
+    .a(src_data[639:608]),
+    .b(\$990 ),
+    .s(d19)
+  );
+  ndp_fp32_add sub_2 (
+    .a(src_data[95:64]),
+    .b(\$973 ),
+    .s(d2)
+  );
+  ndp_fp32_add sub_20 (
+    .a(src_data[671:640]),
+    .b(\$991 ),
+    .s(d20)
+  );
+  ndp_fp32_add sub_21 (
+    .a(src_data[703:672]),
+    .b(\$992 ),
+    .s(d21)
+  );
+  ndp_fp32_add sub_22 (
+    .a(src_data[735:704]),
+    .b(\$993 ),
+    .s(d22)
+  );
+  ndp_fp32_add sub_23 (
+    .a(src_data[767:736]),
+    .b(\$994 ),
+    .s(d23)
+  );
+  ndp_fp32_add sub_24 (
+    .a(src_data[799:768]),
+    .b(\$995 ),
+    .s(d24)
+  );
+  ndp_fp32_add sub_25 (
+    .a(src_data[831:800]),
+    .b(\$996 ),
+    .s(d25)
+  );
+  ndp_fp32_add sub_26 (
+    .a(src_data[863:832]),
+    .b(\$997 ),
+    .s(d26)
+  );
+  ndp_fp32_add sub_27 (
+    .a(src_data[895:864]),
+    .b(\$998 ),
+    .s(d27)
+  );
+  ndp_fp32_add sub_28 (
+    .a(src_data[927:896]),
+    .b(\$999 ),
+    .s(d28)
+  );
+  ndp_fp32_add sub_29 (
+    .a(src_data[959:928]),
+    .b(\$1000 ),
+    .s(d29)
+  );
+  ndp_fp32_add sub_3 (
+    .a(src_data[127:96]),
+    .b(\$974 ),
+    .s(d3)
+  );
+  ndp_fp32_add sub_30 (
+    .a(src_data[991:960]),
+    .b(\$1001 ),
+    .s(d30)
+  );
+  ndp_fp32_add sub_31 (
+    .a(src_data[1023:992]),
+    .b(\$1002 ),
+    .s(d31)
+  );
+  ndp_fp32_add sub_4 (
+    .a(src_data[159:128]),
+    .b(\$975 ),
+    .s(d4)
+  );
+  ndp_fp32_add sub_5 (
+    .a(src_data[191:160]),
+    .b(\$976 ),
+    .s(d5)
+  );
+  ndp_fp32_add sub_6 (
+    .a(src_data[223:192]),
+    .b(\$977 ),
+    .s(d6)
+  );
+  ndp_fp32_add sub_7 (
+    .a(src_data[255:224]),
+    .b(\$978 ),
+    .s(d7)
+  );
+  ndp_fp32_add sub_8 (
+    .a(src_data[287:256]),
+    .b(\$979 ),
+    .s(d8)
+  );
+  ndp_fp32_add sub_9 (
+    .a(src_data[319:288]),
+    .b(\$980 ),
+    .s(d9)
+  );
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$106  = 32'd0;
+    casez (acc_set)
+      2'h0:
+          \$106  = l;
+      2'h1:
+          \$106  = p0_1;
+      2'h2:
+          \$106  = p0_2;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$116  = 32'd0;
+    casez (acc_set)
+      2'h0:
+          \$116  = p1_0;
+      2'h1:
+          \$116  = p1_1;
+      2'h2:
+          \$116  = p1_2;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$126  = 32'd0;
+    casez (acc_set)
+      2'h0:
+          \$126  = p2_0;
+      2'h1:
+          \$126  = p2_1;
+      2'h2:
+          \$126  = p2_2;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$136  = 32'd0;
+    casez (acc_set)
+      2'h0:
+          \$136  = p3_0;
+      2'h1:
+          \$136  = p3_1;
+      2'h2:
+          \$136  = p3_2;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$146  = 32'd0;
+    casez (acc_set)
+      2'h0:
+          \$146  = p4_0;
+      2'h1:
+          \$146  = p4_1;
+      2'h2:
+          \$146  = p4_2;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$156  = 32'd0;
+    casez (acc_set)
+      2'h0:
+          \$156  = p5_0;
+      2'h1:
+          \$156  = p5_1;
+      2'h2:
+          \$156  = p5_2;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$166  = 32'd0;
+    casez (acc_set)
+      2'h0:
+          \$166  = p6_0;
+      2'h1:
+          \$166  = p6_1;
+      2'h2:
+          \$166  = p6_2;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$176  = 32'd0;
+    casez (acc_set)
+      2'h0:
+          \$176  = p7_0;
+      2'h1:
+          \$176  = p7_1;
+      2'h2:
+          \$176  = p7_2;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$186  = 32'd0;
+    casez (acc_set)
+      2'h0:
+          \$186  = p8_0;
+      2'h1:
+          \$186  = p8_1;
+      2'h2:
+          \$186  = p8_2;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$196  = 32'd0;
+    casez (acc_set)
+      2'h0:
+          \$196  = p9_0;
+      2'h1:
+          \$196  = p9_1;
+      2'h2:
+          \$196  = p9_2;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$206  = 32'd0;
+    casez (acc_set)
+      2'h0:
+          \$206  = p10_0;
+      2'h1:
+          \$206  = p10_1;
+      2'h2:
+          \$206  = p10_2;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$216  = 32'd0;
+    casez (acc_set)
+      2'h0:
+          \$216  = p11_0;
+      2'h1:
+          \$216  = p11_1;
+      2'h2:
+          \$216  = p11_2;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$226  = 32'd0;
+    casez (acc_set)
+      2'h0:
+          \$226  = p12_0;
+      2'h1:
+          \$226  = p12_1;
+      2'h2:
+          \$226  = p12_2;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$236  = 32'd0;
+    casez (acc_set)
+      2'h0:
+          \$236  = p13_0;
+      2'h1:
+          \$236  = p13_1;
+      2'h2:
+          \$236  = p13_2;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$246  = 32'd0;
+    casez (acc_set)
+      2'h0:
+          \$246  = p14_0;
+      2'h1:
+          \$246  = p14_1;
+      2'h2:
+          \$246  = p14_2;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$256  = 32'd0;
+    casez (acc_set)
+      2'h0:
+          \$256  = p15_0;
+      2'h1:
+          \$256  = p15_1;
+      2'h2:
+          \$256  = p15_2;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$266  = 32'd0;
+    casez (acc_set)
+      2'h0:
+          \$266  = p16_0;
+      2'h1:
+          \$266  = p16_1;
+      2'h2:
+          \$266  = p16_2;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$276  = 32'd0;
+    casez (acc_set)
+      2'h0:
+          \$276  = p17_0;
+      2'h1:
+          \$276  = p17_1;
+      2'h2:
+          \$276  = p17_2;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$286  = 32'd0;
+    casez (acc_set)
+      2'h0:
+          \$286  = p18_0;
+      2'h1:
+          \$286  = p18_1;
+      2'h2:
+          \$286  = p18_2;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$296  = 32'd0;
+    casez (acc_set)
+      2'h0:
+          \$296  = p19_0;
+      2'h1:
+          \$296  = p19_1;
+      2'h2:
+          \$296  = p19_2;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$306  = 32'd0;
+    casez (acc_set)
+      2'h0:
+          \$306  = p20_0;
+      2'h1:
+          \$306  = p20_1;
+      2'h2:
+          \$306  = p20_2;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$316  = 32'd0;
+    casez (acc_set)
+      2'h0:
+          \$316  = p21_0;
+      2'h1:
+          \$316  = p21_1;
+      2'h2:
+          \$316  = p21_2;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$326  = 32'd0;
+    casez (acc_set)
+      2'h0:
+          \$326  = p22_0;
+      2'h1:
+          \$326  = p22_1;
+      2'h2:
+          \$326  = p22_2;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$336  = 32'd0;
+    casez (acc_set)
+      2'h0:
+          \$336  = p23_0;
+      2'h1:
+          \$336  = p23_1;
+      2'h2:
+          \$336  = p23_2;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$346  = 32'd0;
+    casez (acc_set)
+      2'h0:
+          \$346  = p24_0;
+      2'h1:
+          \$346  = p24_1;
+      2'h2:
+          \$346  = p24_2;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$356  = 32'd0;
+    casez (acc_set)
+      2'h0:
+          \$356  = p25_0;
+      2'h1:
+          \$356  = p25_1;
+      2'h2:
+          \$356  = p25_2;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$366  = 32'd0;
+    casez (acc_set)
+      2'h0:
+          \$366  = p26_0;
+      2'h1:
+          \$366  = p26_1;
+      2'h2:
+          \$366  = p26_2;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$376  = 32'd0;
+    casez (acc_set)
+      2'h0:
+          \$376  = p27_0;
+      2'h1:
+          \$376  = p27_1;
+      2'h2:
+          \$376  = p27_2;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$386  = 32'd0;
+    casez (acc_set)
+      2'h0:
+          \$386  = p28_0;
+      2'h1:
+          \$386  = p28_1;
+      2'h2:
+          \$386  = p28_2;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$396  = 32'd0;
+    casez (acc_set)
+      2'h0:
+          \$396  = p29_0;
+      2'h1:
+          \$396  = p29_1;
+      2'h2:
+          \$396  = p29_2;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$406  = 32'd0;
+    casez (acc_set)
+      2'h0:
+          \$406  = p30_0;
+      2'h1:
+          \$406  = p30_1;
+      2'h2:
+          \$406  = p30_2;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$416  = 32'd0;
+    casez (acc_set)
+      2'h0:
+          \$416  = p31_0;
+      2'h1:
+          \$416  = p31_1;
+      2'h2:
+          \$416  = p31_2;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    count = 21'h000000;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            count = \$1 ;
+          end
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$signal  = 1'h0;
+    casez (fsm_state)
+      4'h0:
+          /* empty */;
+      4'h2:
+          \$signal  = 1'h1;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    issue_exp = 1'h0;
+    casez (fsm_state)
+      4'h0:
+          /* empty */;
+      4'h2:
+          /* empty */;
+      4'h3:
+          /* empty */;
+      4'h4:
+          /* empty */;
+      4'h5:
+          issue_exp = 1'h1;
+      4'h6:
+          /* empty */;
+      4'h7:
+          /* empty */;
+      4'h8:
+          /* empty */;
+      4'h9:
+          /* empty */;
+      4'ha:
+          /* empty */;
+      4'hb:
+          /* empty */;
+      4'hc:
+          issue_exp = 1'h1;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \start$13  = 1'h0;
+    casez (fsm_state)
+      4'h0:
+          /* empty */;
+      4'h2:
+          /* empty */;
+      4'h3:
+          /* empty */;
+      4'h4:
+          /* empty */;
+      4'h5:
+          /* empty */;
+      4'h6:
+          /* empty */;
+      4'h7:
+          /* empty */;
+      4'h8:
+          /* empty */;
+      4'h9:
+          /* empty */;
+      4'ha:
+          \start$13  = 1'h1;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    acc_a0 = 32'd0;
+    if (\$105 ) begin
+      acc_a0 = \$106 ;
+    end else if (\$423 ) begin
+      acc_a0 = l;
+    end else if (\$424 ) begin
+      acc_a0 = l;
+    end else if (\$425 ) begin
+      acc_a0 = l;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    acc_b0 = 32'd0;
+    if (\$105 ) begin
+      acc_b0 = e_reg0;
+    end else if (\$423 ) begin
+      acc_b0 = p0_1;
+    end else if (\$424 ) begin
+      acc_b0 = p0_2;
+    end else if (\$425 ) begin
+      casez (level)
+        3'h0:
+            acc_b0 = p16_0;
+        3'h1:
+            acc_b0 = p8_0;
+        3'h2:
+            acc_b0 = p4_0;
+        3'h3:
+            acc_b0 = p2_0;
+        3'h4:
+            acc_b0 = p1_0;
+      endcase
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    acc_a1 = 32'd0;
+    if (\$115 ) begin
+      acc_a1 = \$116 ;
+    end else if (\$423 ) begin
+      acc_a1 = p1_0;
+    end else if (\$424 ) begin
+      acc_a1 = p1_0;
+    end else if (\$425 ) begin
+      acc_a1 = p1_0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    acc_b1 = 32'd0;
+    if (\$115 ) begin
+      acc_b1 = e_reg1;
+    end else if (\$423 ) begin
+      acc_b1 = p1_1;
+    end else if (\$424 ) begin
+      acc_b1 = p1_2;
+    end else if (\$425 ) begin
+      casez (level)
+        3'h0:
+            acc_b1 = p17_0;
+        3'h1:
+            acc_b1 = p9_0;
+        3'h2:
+            acc_b1 = p5_0;
+        3'h3:
+            acc_b1 = p3_0;
+      endcase
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    acc_a2 = 32'd0;
+    if (\$125 ) begin
+      acc_a2 = \$126 ;
+    end else if (\$423 ) begin
+      acc_a2 = p2_0;
+    end else if (\$424 ) begin
+      acc_a2 = p2_0;
+    end else if (\$425 ) begin
+      acc_a2 = p2_0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    acc_b2 = 32'd0;
+    if (\$125 ) begin
+      acc_b2 = e_reg2;
+    end else if (\$423 ) begin
+      acc_b2 = p2_1;
+    end else if (\$424 ) begin
+      acc_b2 = p2_2;
+    end else if (\$425 ) begin
+      casez (level)
+        3'h0:
+            acc_b2 = p18_0;
+        3'h1:
+            acc_b2 = p10_0;
+        3'h2:
+            acc_b2 = p6_0;
+      endcase
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    acc_a3 = 32'd0;
+    if (\$135 ) begin
+      acc_a3 = \$136 ;
+    end else if (\$423 ) begin
+      acc_a3 = p3_0;
+    end else if (\$424 ) begin
+      acc_a3 = p3_0;
+    end else if (\$425 ) begin
+      acc_a3 = p3_0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    acc_b3 = 32'd0;
+    if (\$135 ) begin
+      acc_b3 = e_reg3;
+    end else if (\$423 ) begin
+      acc_b3 = p3_1;
+    end else if (\$424 ) begin
+      acc_b3 = p3_2;
+    end else if (\$425 ) begin
+      casez (level)
+        3'h0:
+            acc_b3 = p19_0;
+        3'h1:
+            acc_b3 = p11_0;
+        3'h2:
+            acc_b3 = p7_0;
+      endcase
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    acc_a4 = 32'd0;
+    if (\$145 ) begin
+      acc_a4 = \$146 ;
+    end else if (\$423 ) begin
+      acc_a4 = p4_0;
+    end else if (\$424 ) begin
+      acc_a4 = p4_0;
+    end else if (\$425 ) begin
+      acc_a4 = p4_0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    acc_b4 = 32'd0;
+    if (\$145 ) begin
+      acc_b4 = e_reg4;
+    end else if (\$423 ) begin
+      acc_b4 = p4_1;
+    end else if (\$424 ) begin
+      acc_b4 = p4_2;
+    end else if (\$425 ) begin
+      casez (level)
+        3'h0:
+            acc_b4 = p20_0;
+        3'h1:
+            acc_b4 = p12_0;
+      endcase
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    acc_a5 = 32'd0;
+    if (\$155 ) begin
+      acc_a5 = \$156 ;
+    end else if (\$423 ) begin
+      acc_a5 = p5_0;
+    end else if (\$424 ) begin
+      acc_a5 = p5_0;
+    end else if (\$425 ) begin
+      acc_a5 = p5_0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    acc_b5 = 32'd0;
+    if (\$155 ) begin
+      acc_b5 = e_reg5;
+    end else if (\$423 ) begin
+      acc_b5 = p5_1;
+    end else if (\$424 ) begin
+      acc_b5 = p5_2;
+    end else if (\$425 ) begin
+      casez (level)
+        3'h0:
+            acc_b5 = p21_0;
+        3'h1:
+            acc_b5 = p13_0;
+      endcase
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    acc_a6 = 32'd0;
+    if (\$165 ) begin
+      acc_a6 = \$166 ;
+    end else if (\$423 ) begin
+      acc_a6 = p6_0;
+    end else if (\$424 ) begin
+      acc_a6 = p6_0;
+    end else if (\$425 ) begin
+      acc_a6 = p6_0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    acc_b6 = 32'd0;
+    if (\$165 ) begin
+      acc_b6 = e_reg6;
+    end else if (\$423 ) begin
+      acc_b6 = p6_1;
+    end else if (\$424 ) begin
+      acc_b6 = p6_2;
+    end else if (\$425 ) begin
+      casez (level)
+        3'h0:
+            acc_b6 = p22_0;
+        3'h1:
+            acc_b6 = p14_0;
+      endcase
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    acc_a7 = 32'd0;
+    if (\$175 ) begin
+      acc_a7 = \$176 ;
+    end else if (\$423 ) begin
+      acc_a7 = p7_0;
+    end else if (\$424 ) begin
+      acc_a7 = p7_0;
+    end else if (\$425 ) begin
+      acc_a7 = p7_0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    acc_b7 = 32'd0;
+    if (\$175 ) begin
+      acc_b7 = e_reg7;
+    end else if (\$423 ) begin
+      acc_b7 = p7_1;
+    end else if (\$424 ) begin
+      acc_b7 = p7_2;
+    end else if (\$425 ) begin
+      casez (level)
+        3'h0:
+            acc_b7 = p23_0;
+        3'h1:
+            acc_b7 = p15_0;
+      endcase
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    acc_a8 = 32'd0;
+    if (\$185 ) begin
+      acc_a8 = \$186 ;
+    end else if (\$423 ) begin
+      acc_a8 = p8_0;
+    end else if (\$424 ) begin
+      acc_a8 = p8_0;
+    end else if (\$425 ) begin
+      acc_a8 = p8_0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    acc_b8 = 32'd0;
+    if (\$185 ) begin
+      acc_b8 = e_reg8;
+    end else if (\$423 ) begin
+      acc_b8 = p8_1;
+    end else if (\$424 ) begin
+      acc_b8 = p8_2;
+    end else if (\$425 ) begin
+      casez (level)
+        3'h0:
+            acc_b8 = p24_0;
+      endcase
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    acc_a9 = 32'd0;
+    if (\$195 ) begin
+      acc_a9 = \$196 ;
+    end else if (\$423 ) begin
+      acc_a9 = p9_0;
+    end else if (\$424 ) begin
+      acc_a9 = p9_0;
+    end else if (\$425 ) begin
+      acc_a9 = p9_0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    acc_b9 = 32'd0;
+    if (\$195 ) begin
+      acc_b9 = e_reg9;
+    end else if (\$423 ) begin
+      acc_b9 = p9_1;
+    end else if (\$424 ) begin
+      acc_b9 = p9_2;
+    end else if (\$425 ) begin
+      casez (level)
+        3'h0:
+            acc_b9 = p25_0;
+      endcase
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    acc_a10 = 32'd0;
+    if (\$205 ) begin
+      acc_a10 = \$206 ;
+    end else if (\$423 ) begin
+      acc_a10 = p10_0;
+    end else if (\$424 ) begin
+      acc_a10 = p10_0;
+    end else if (\$425 ) begin
+      acc_a10 = p10_0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    acc_b10 = 32'd0;
+    if (\$205 ) begin
+      acc_b10 = e_reg10;
+    end else if (\$423 ) begin
+      acc_b10 = p10_1;
+    end else if (\$424 ) begin
+      acc_b10 = p10_2;
+    end else if (\$425 ) begin
+      casez (level)
+        3'h0:
+            acc_b10 = p26_0;
+      endcase
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    acc_a11 = 32'd0;
+    if (\$215 ) begin
+      acc_a11 = \$216 ;
+    end else if (\$423 ) begin
+      acc_a11 = p11_0;
+    end else if (\$424 ) begin
+      acc_a11 = p11_0;
+    end else if (\$425 ) begin
+      acc_a11 = p11_0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    acc_b11 = 32'd0;
+    if (\$215 ) begin
+      acc_b11 = e_reg11;
+    end else if (\$423 ) begin
+      acc_b11 = p11_1;
+    end else if (\$424 ) begin
+      acc_b11 = p11_2;
+    end else if (\$425 ) begin
+      casez (level)
+        3'h0:
+            acc_b11 = p27_0;
+      endcase
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    acc_a12 = 32'd0;
+    if (\$225 ) begin
+      acc_a12 = \$226 ;
+    end else if (\$423 ) begin
+      acc_a12 = p12_0;
+    end else if (\$424 ) begin
+      acc_a12 = p12_0;
+    end else if (\$425 ) begin
+      acc_a12 = p12_0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    acc_b12 = 32'd0;
+    if (\$225 ) begin
+      acc_b12 = e_reg12;
+    end else if (\$423 ) begin
+      acc_b12 = p12_1;
+    end else if (\$424 ) begin
+      acc_b12 = p12_2;
+    end else if (\$425 ) begin
+      casez (level)
+        3'h0:
+            acc_b12 = p28_0;
+      endcase
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    acc_a13 = 32'd0;
+    if (\$235 ) begin
+      acc_a13 = \$236 ;
+    end else if (\$423 ) begin
+      acc_a13 = p13_0;
+    end else if (\$424 ) begin
+      acc_a13 = p13_0;
+    end else if (\$425 ) begin
+      acc_a13 = p13_0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    acc_b13 = 32'd0;
+    if (\$235 ) begin
+      acc_b13 = e_reg13;
+    end else if (\$423 ) begin
+      acc_b13 = p13_1;
+    end else if (\$424 ) begin
+      acc_b13 = p13_2;
+    end else if (\$425 ) begin
+      casez (level)
+        3'h0:
+            acc_b13 = p29_0;
+      endcase
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    acc_a14 = 32'd0;
+    if (\$245 ) begin
+      acc_a14 = \$246 ;
+    end else if (\$423 ) begin
+      acc_a14 = p14_0;
+    end else if (\$424 ) begin
+      acc_a14 = p14_0;
+    end else if (\$425 ) begin
+      acc_a14 = p14_0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    acc_b14 = 32'd0;
+    if (\$245 ) begin
+      acc_b14 = e_reg14;
+    end else if (\$423 ) begin
+      acc_b14 = p14_1;
+    end else if (\$424 ) begin
+      acc_b14 = p14_2;
+    end else if (\$425 ) begin
+      casez (level)
+        3'h0:
+            acc_b14 = p30_0;
+      endcase
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    acc_a15 = 32'd0;
+    if (\$255 ) begin
+      acc_a15 = \$256 ;
+    end else if (\$423 ) begin
+      acc_a15 = p15_0;
+    end else if (\$424 ) begin
+      acc_a15 = p15_0;
+    end else if (\$425 ) begin
+      acc_a15 = p15_0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    acc_b15 = 32'd0;
+    if (\$255 ) begin
+      acc_b15 = e_reg15;
+    end else if (\$423 ) begin
+      acc_b15 = p15_1;
+    end else if (\$424 ) begin
+      acc_b15 = p15_2;
+    end else if (\$425 ) begin
+      casez (level)
+        3'h0:
+            acc_b15 = p31_0;
+      endcase
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    acc_a16 = 32'd0;
+    if (\$265 ) begin
+      acc_a16 = \$266 ;
+    end else if (\$423 ) begin
+      acc_a16 = p16_0;
+    end else if (\$424 ) begin
+      acc_a16 = p16_0;
+    end else if (\$425 ) begin
+      acc_a16 = p16_0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    acc_b16 = 32'd0;
+    if (\$265 ) begin
+      acc_b16 = e_reg16;
+    end else if (\$423 ) begin
+      acc_b16 = p16_1;
+    end else if (\$424 ) begin
+      acc_b16 = p16_2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    acc_a17 = 32'd0;
+    if (\$275 ) begin
+      acc_a17 = \$276 ;
+    end else if (\$423 ) begin
+      acc_a17 = p17_0;
+    end else if (\$424 ) begin
+      acc_a17 = p17_0;
+    end else if (\$425 ) begin
+      acc_a17 = p17_0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    acc_b17 = 32'd0;
+    if (\$275 ) begin
+      acc_b17 = e_reg17;
+    end else if (\$423 ) begin
+      acc_b17 = p17_1;
+    end else if (\$424 ) begin
+      acc_b17 = p17_2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    acc_a18 = 32'd0;
+    if (\$285 ) begin
+      acc_a18 = \$286 ;
+    end else if (\$423 ) begin
+      acc_a18 = p18_0;
+    end else if (\$424 ) begin
+      acc_a18 = p18_0;
+    end else if (\$425 ) begin
+      acc_a18 = p18_0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    acc_b18 = 32'd0;
+    if (\$285 ) begin
+      acc_b18 = e_reg18;
+    end else if (\$423 ) begin
+      acc_b18 = p18_1;
+    end else if (\$424 ) begin
+      acc_b18 = p18_2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    acc_a19 = 32'd0;
+    if (\$295 ) begin
+      acc_a19 = \$296 ;
+    end else if (\$423 ) begin
+      acc_a19 = p19_0;
+    end else if (\$424 ) begin
+      acc_a19 = p19_0;
+    end else if (\$425 ) begin
+      acc_a19 = p19_0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    acc_b19 = 32'd0;
+    if (\$295 ) begin
+      acc_b19 = e_reg19;
+    end else if (\$423 ) begin
+      acc_b19 = p19_1;
+    end else if (\$424 ) begin
+      acc_b19 = p19_2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    acc_a20 = 32'd0;
+    if (\$305 ) begin
+      acc_a20 = \$306 ;
+    end else if (\$423 ) begin
+      acc_a20 = p20_0;
+    end else if (\$424 ) begin
+      acc_a20 = p20_0;
+    end else if (\$425 ) begin
+      acc_a20 = p20_0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    acc_b20 = 32'd0;
+    if (\$305 ) begin
+      acc_b20 = e_reg20;
+    end else if (\$423 ) begin
+      acc_b20 = p20_1;
+    end else if (\$424 ) begin
+      acc_b20 = p20_2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    acc_a21 = 32'd0;
+    if (\$315 ) begin
+      acc_a21 = \$316 ;
+    end else if (\$423 ) begin
+      acc_a21 = p21_0;
+    end else if (\$424 ) begin
+      acc_a21 = p21_0;
+    end else if (\$425 ) begin
+      acc_a21 = p21_0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    acc_b21 = 32'd0;
+    if (\$315 ) begin
+      acc_b21 = e_reg21;
+    end else if (\$423 ) begin
+      acc_b21 = p21_1;
+    end else if (\$424 ) begin
+      acc_b21 = p21_2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    acc_a22 = 32'd0;
+    if (\$325 ) begin
+      acc_a22 = \$326 ;
+    end else if (\$423 ) begin
+      acc_a22 = p22_0;
+    end else if (\$424 ) begin
+      acc_a22 = p22_0;
+    end else if (\$425 ) begin
+      acc_a22 = p22_0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    acc_b22 = 32'd0;
+    if (\$325 ) begin
+      acc_b22 = e_reg22;
+    end else if (\$423 ) begin
+      acc_b22 = p22_1;
+    end else if (\$424 ) begin
+      acc_b22 = p22_2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    acc_a23 = 32'd0;
+    if (\$335 ) begin
+      acc_a23 = \$336 ;
+    end else if (\$423 ) begin
+      acc_a23 = p23_0;
+    end else if (\$424 ) begin
+      acc_a23 = p23_0;
+    end else if (\$425 ) begin
+      acc_a23 = p23_0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    acc_b23 = 32'd0;
+    if (\$335 ) begin
+      acc_b23 = e_reg23;
+    end else if (\$423 ) begin
+      acc_b23 = p23_1;
+    end else if (\$424 ) begin
+      acc_b23 = p23_2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    acc_a24 = 32'd0;
+    if (\$345 ) begin
+      acc_a24 = \$346 ;
+    end else if (\$423 ) begin
+      acc_a24 = p24_0;
+    end else if (\$424 ) begin
+      acc_a24 = p24_0;
+    end else if (\$425 ) begin
+      acc_a24 = p24_0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    acc_b24 = 32'd0;
+    if (\$345 ) begin
+      acc_b24 = e_reg24;
+    end else if (\$423 ) begin
+      acc_b24 = p24_1;
+    end else if (\$424 ) begin
+      acc_b24 = p24_2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    acc_a25 = 32'd0;
+    if (\$355 ) begin
+      acc_a25 = \$356 ;
+    end else if (\$423 ) begin
+      acc_a25 = p25_0;
+    end else if (\$424 ) begin
+      acc_a25 = p25_0;
+    end else if (\$425 ) begin
+      acc_a25 = p25_0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    acc_b25 = 32'd0;
+    if (\$355 ) begin
+      acc_b25 = e_reg25;
+    end else if (\$423 ) begin
+      acc_b25 = p25_1;
+    end else if (\$424 ) begin
+      acc_b25 = p25_2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    acc_a26 = 32'd0;
+    if (\$365 ) begin
+      acc_a26 = \$366 ;
+    end else if (\$423 ) begin
+      acc_a26 = p26_0;
+    end else if (\$424 ) begin
+      acc_a26 = p26_0;
+    end else if (\$425 ) begin
+      acc_a26 = p26_0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    acc_b26 = 32'd0;
+    if (\$365 ) begin
+      acc_b26 = e_reg26;
+    end else if (\$423 ) begin
+      acc_b26 = p26_1;
+    end else if (\$424 ) begin
+      acc_b26 = p26_2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    acc_a27 = 32'd0;
+    if (\$375 ) begin
+      acc_a27 = \$376 ;
+    end else if (\$423 ) begin
+      acc_a27 = p27_0;
+    end else if (\$424 ) begin
+      acc_a27 = p27_0;
+    end else if (\$425 ) begin
+      acc_a27 = p27_0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    acc_b27 = 32'd0;
+    if (\$375 ) begin
+      acc_b27 = e_reg27;
+    end else if (\$423 ) begin
+      acc_b27 = p27_1;
+    end else if (\$424 ) begin
+      acc_b27 = p27_2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    acc_a28 = 32'd0;
+    if (\$385 ) begin
+      acc_a28 = \$386 ;
+    end else if (\$423 ) begin
+      acc_a28 = p28_0;
+    end else if (\$424 ) begin
+      acc_a28 = p28_0;
+    end else if (\$425 ) begin
+      acc_a28 = p28_0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    acc_b28 = 32'd0;
+    if (\$385 ) begin
+      acc_b28 = e_reg28;
+    end else if (\$423 ) begin
+      acc_b28 = p28_1;
+    end else if (\$424 ) begin
+      acc_b28 = p28_2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    acc_a29 = 32'd0;
+    if (\$395 ) begin
+      acc_a29 = \$396 ;
+    end else if (\$423 ) begin
+      acc_a29 = p29_0;
+    end else if (\$424 ) begin
+      acc_a29 = p29_0;
+    end else if (\$425 ) begin
+      acc_a29 = p29_0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    acc_b29 = 32'd0;
+    if (\$395 ) begin
+      acc_b29 = e_reg29;
+    end else if (\$423 ) begin
+      acc_b29 = p29_1;
+    end else if (\$424 ) begin
+      acc_b29 = p29_2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    acc_a30 = 32'd0;
+    if (\$405 ) begin
+      acc_a30 = \$406 ;
+    end else if (\$423 ) begin
+      acc_a30 = p30_0;
+    end else if (\$424 ) begin
+      acc_a30 = p30_0;
+    end else if (\$425 ) begin
+      acc_a30 = p30_0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    acc_b30 = 32'd0;
+    if (\$405 ) begin
+      acc_b30 = e_reg30;
+    end else if (\$423 ) begin
+      acc_b30 = p30_1;
+    end else if (\$424 ) begin
+      acc_b30 = p30_2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    acc_a31 = 32'd0;
+    if (\$415 ) begin
+      acc_a31 = \$416 ;
+    end else if (\$423 ) begin
+      acc_a31 = p31_0;
+    end else if (\$424 ) begin
+      acc_a31 = p31_0;
+    end else if (\$425 ) begin
+      acc_a31 = p31_0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    acc_b31 = 32'd0;
+    if (\$415 ) begin
+      acc_b31 = e_reg31;
+    end else if (\$423 ) begin
+      acc_b31 = p31_1;
+    end else if (\$424 ) begin
+      acc_b31 = p31_2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1003  = \$signal ;
+    if (rst) begin
+      \$1003  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1004  = src_addr;
+    if (rst) begin
+      \$1004  = 15'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1005  = issue_exp;
+    if (rst) begin
+      \$1005  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1006  = src_addr;
+    if (rst) begin
+      \$1006  = 15'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1007  = v1;
+    if (rst) begin
+      \$1007  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1008  = w1;
+    if (rst) begin
+      \$1008  = 15'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1009  = v2;
+    if (rst) begin
+      \$1009  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1010  = w2;
+    if (rst) begin
+      \$1010  = 15'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1011  = v3;
+    if (rst) begin
+      \$1011  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1012  = w3;
+    if (rst) begin
+      \$1012  = 15'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1013  = v4;
+    if (rst) begin
+      \$1013  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1014  = w4;
+    if (rst) begin
+      \$1014  = 15'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1015  = n_words;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1015  = count[20:5];
+          end
+    endcase
+    if (rst) begin
+      \$1015  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1016  = last_count;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1016  = \$431 ;
+          end
+    endcase
+    if (rst) begin
+      \$1016  = 6'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1017  = partial;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1017  = \partial$388 ;
+          end
+    endcase
+    if (rst) begin
+      \$1017  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1018  = src_addr;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1018  = 15'h0000;
+          end
+      4'h2:
+          \$1018  = \$433 [14:0];
+      4'h3:
+          /* empty */;
+      4'h4:
+          \$1018  = 15'h0000;
+      4'h5:
+          \$1018  = \$436 [14:0];
+      4'h6:
+          /* empty */;
+      4'h7:
+          /* empty */;
+      4'h8:
+          /* empty */;
+      4'h9:
+          /* empty */;
+      4'ha:
+          /* empty */;
+      4'hb:
+          if (\done$422 ) begin
+            \$1018  = 15'h0000;
+          end
+      4'hc:
+          \$1018  = \$445 [14:0];
+    endcase
+    if (rst) begin
+      \$1018  = 15'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1019  = out_pass;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1019  = 1'h0;
+          end
+      4'h2:
+          /* empty */;
+      4'h3:
+          /* empty */;
+      4'h4:
+          /* empty */;
+      4'h5:
+          /* empty */;
+      4'h6:
+          /* empty */;
+      4'h7:
+          /* empty */;
+      4'h8:
+          /* empty */;
+      4'h9:
+          /* empty */;
+      4'ha:
+          /* empty */;
+      4'hb:
+          if (\done$422 ) begin
+            \$1019  = 1'h1;
+          end
+    endcase
+    if (rst) begin
+      \$1019  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1020  = key0;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1020  = 32'd0;
+          end
+    endcase
+    if (\$454 ) begin
+      if (\$457 ) begin
+      end else if (\$458 ) begin
+        \$1020  = xkey0;
+      end
+    end
+    if (rst) begin
+      \$1020  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1021  = key1;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1021  = 32'd0;
+          end
+    endcase
+    if (\$463 ) begin
+      if (\$466 ) begin
+      end else if (\$467 ) begin
+        \$1021  = xkey1;
+      end
+    end
+    if (rst) begin
+      \$1021  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1022  = key2;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1022  = 32'd0;
+          end
+    endcase
+    if (\$472 ) begin
+      if (\$475 ) begin
+      end else if (\$476 ) begin
+        \$1022  = xkey2;
+      end
+    end
+    if (rst) begin
+      \$1022  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1023  = key3;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1023  = 32'd0;
+          end
+    endcase
+    if (\$481 ) begin
+      if (\$484 ) begin
+      end else if (\$485 ) begin
+        \$1023  = xkey3;
+      end
+    end
+    if (rst) begin
+      \$1023  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1024  = key4;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1024  = 32'd0;
+          end
+    endcase
+    if (\$490 ) begin
+      if (\$493 ) begin
+      end else if (\$494 ) begin
+        \$1024  = xkey4;
+      end
+    end
+    if (rst) begin
+      \$1024  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1025  = key5;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1025  = 32'd0;
+          end
+    endcase
+    if (\$499 ) begin
+      if (\$502 ) begin
+      end else if (\$503 ) begin
+        \$1025  = xkey5;
+      end
+    end
+    if (rst) begin
+      \$1025  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1026  = key6;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1026  = 32'd0;
+          end
+    endcase
+    if (\$508 ) begin
+      if (\$511 ) begin
+      end else if (\$512 ) begin
+        \$1026  = xkey6;
+      end
+    end
+    if (rst) begin
+      \$1026  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1027  = key7;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1027  = 32'd0;
+          end
+    endcase
+    if (\$517 ) begin
+      if (\$520 ) begin
+      end else if (\$521 ) begin
+        \$1027  = xkey7;
+      end
+    end
+    if (rst) begin
+      \$1027  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1028  = key8;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1028  = 32'd0;
+          end
+    endcase
+    if (\$526 ) begin
+      if (\$529 ) begin
+      end else if (\$530 ) begin
+        \$1028  = xkey8;
+      end
+    end
+    if (rst) begin
+      \$1028  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1029  = key9;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1029  = 32'd0;
+          end
+    endcase
+    if (\$535 ) begin
+      if (\$538 ) begin
+      end else if (\$539 ) begin
+        \$1029  = xkey9;
+      end
+    end
+    if (rst) begin
+      \$1029  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1030  = key10;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1030  = 32'd0;
+          end
+    endcase
+    if (\$544 ) begin
+      if (\$547 ) begin
+      end else if (\$548 ) begin
+        \$1030  = xkey10;
+      end
+    end
+    if (rst) begin
+      \$1030  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1031  = key11;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1031  = 32'd0;
+          end
+    endcase
+    if (\$553 ) begin
+      if (\$556 ) begin
+      end else if (\$557 ) begin
+        \$1031  = xkey11;
+      end
+    end
+    if (rst) begin
+      \$1031  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1032  = key12;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1032  = 32'd0;
+          end
+    endcase
+    if (\$562 ) begin
+      if (\$565 ) begin
+      end else if (\$566 ) begin
+        \$1032  = xkey12;
+      end
+    end
+    if (rst) begin
+      \$1032  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1033  = key13;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1033  = 32'd0;
+          end
+    endcase
+    if (\$571 ) begin
+      if (\$574 ) begin
+      end else if (\$575 ) begin
+        \$1033  = xkey13;
+      end
+    end
+    if (rst) begin
+      \$1033  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1034  = key14;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1034  = 32'd0;
+          end
+    endcase
+    if (\$580 ) begin
+      if (\$583 ) begin
+      end else if (\$584 ) begin
+        \$1034  = xkey14;
+      end
+    end
+    if (rst) begin
+      \$1034  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1035  = key15;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1035  = 32'd0;
+          end
+    endcase
+    if (\$589 ) begin
+      if (\$592 ) begin
+      end else if (\$593 ) begin
+        \$1035  = xkey15;
+      end
+    end
+    if (rst) begin
+      \$1035  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1036  = key16;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1036  = 32'd0;
+          end
+    endcase
+    if (\$598 ) begin
+      if (\$601 ) begin
+      end else if (\$602 ) begin
+        \$1036  = xkey16;
+      end
+    end
+    if (rst) begin
+      \$1036  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1037  = key17;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1037  = 32'd0;
+          end
+    endcase
+    if (\$607 ) begin
+      if (\$610 ) begin
+      end else if (\$611 ) begin
+        \$1037  = xkey17;
+      end
+    end
+    if (rst) begin
+      \$1037  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1038  = key18;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1038  = 32'd0;
+          end
+    endcase
+    if (\$616 ) begin
+      if (\$619 ) begin
+      end else if (\$620 ) begin
+        \$1038  = xkey18;
+      end
+    end
+    if (rst) begin
+      \$1038  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1039  = key19;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1039  = 32'd0;
+          end
+    endcase
+    if (\$625 ) begin
+      if (\$628 ) begin
+      end else if (\$629 ) begin
+        \$1039  = xkey19;
+      end
+    end
+    if (rst) begin
+      \$1039  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1040  = key20;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1040  = 32'd0;
+          end
+    endcase
+    if (\$634 ) begin
+      if (\$637 ) begin
+      end else if (\$638 ) begin
+        \$1040  = xkey20;
+      end
+    end
+    if (rst) begin
+      \$1040  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1041  = key21;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1041  = 32'd0;
+          end
+    endcase
+    if (\$643 ) begin
+      if (\$646 ) begin
+      end else if (\$647 ) begin
+        \$1041  = xkey21;
+      end
+    end
+    if (rst) begin
+      \$1041  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1042  = key22;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1042  = 32'd0;
+          end
+    endcase
+    if (\$652 ) begin
+      if (\$655 ) begin
+      end else if (\$656 ) begin
+        \$1042  = xkey22;
+      end
+    end
+    if (rst) begin
+      \$1042  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1043  = key23;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1043  = 32'd0;
+          end
+    endcase
+    if (\$661 ) begin
+      if (\$664 ) begin
+      end else if (\$665 ) begin
+        \$1043  = xkey23;
+      end
+    end
+    if (rst) begin
+      \$1043  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1044  = key24;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1044  = 32'd0;
+          end
+    endcase
+    if (\$670 ) begin
+      if (\$673 ) begin
+      end else if (\$674 ) begin
+        \$1044  = xkey24;
+      end
+    end
+    if (rst) begin
+      \$1044  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1045  = key25;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1045  = 32'd0;
+          end
+    endcase
+    if (\$679 ) begin
+      if (\$682 ) begin
+      end else if (\$683 ) begin
+        \$1045  = xkey25;
+      end
+    end
+    if (rst) begin
+      \$1045  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1046  = key26;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1046  = 32'd0;
+          end
+    endcase
+    if (\$688 ) begin
+      if (\$691 ) begin
+      end else if (\$692 ) begin
+        \$1046  = xkey26;
+      end
+    end
+    if (rst) begin
+      \$1046  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1047  = key27;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1047  = 32'd0;
+          end
+    endcase
+    if (\$697 ) begin
+      if (\$700 ) begin
+      end else if (\$701 ) begin
+        \$1047  = xkey27;
+      end
+    end
+    if (rst) begin
+      \$1047  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1048  = key28;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1048  = 32'd0;
+          end
+    endcase
+    if (\$706 ) begin
+      if (\$709 ) begin
+      end else if (\$710 ) begin
+        \$1048  = xkey28;
+      end
+    end
+    if (rst) begin
+      \$1048  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1049  = key29;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1049  = 32'd0;
+          end
+    endcase
+    if (\$715 ) begin
+      if (\$718 ) begin
+      end else if (\$719 ) begin
+        \$1049  = xkey29;
+      end
+    end
+    if (rst) begin
+      \$1049  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1050  = key30;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1050  = 32'd0;
+          end
+    endcase
+    if (\$724 ) begin
+      if (\$727 ) begin
+      end else if (\$728 ) begin
+        \$1050  = xkey30;
+      end
+    end
+    if (rst) begin
+      \$1050  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1051  = key31;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1051  = 32'd0;
+          end
+    endcase
+    if (\$733 ) begin
+      if (\$736 ) begin
+      end else if (\$737 ) begin
+        \$1051  = xkey31;
+      end
+    end
+    if (rst) begin
+      \$1051  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1052  = nan0;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1052  = 1'h0;
+          end
+    endcase
+    if (\$454 ) begin
+      if (\$457 ) begin
+        \$1052  = 1'h1;
+      end
+    end
+    if (rst) begin
+      \$1052  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1053  = nan1;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1053  = 1'h0;
+          end
+    endcase
+    if (\$463 ) begin
+      if (\$466 ) begin
+        \$1053  = 1'h1;
+      end
+    end
+    if (rst) begin
+      \$1053  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1054  = nan2;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1054  = 1'h0;
+          end
+    endcase
+    if (\$472 ) begin
+      if (\$475 ) begin
+        \$1054  = 1'h1;
+      end
+    end
+    if (rst) begin
+      \$1054  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1055  = nan3;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1055  = 1'h0;
+          end
+    endcase
+    if (\$481 ) begin
+      if (\$484 ) begin
+        \$1055  = 1'h1;
+      end
+    end
+    if (rst) begin
+      \$1055  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1056  = nan4;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1056  = 1'h0;
+          end
+    endcase
+    if (\$490 ) begin
+      if (\$493 ) begin
+        \$1056  = 1'h1;
+      end
+    end
+    if (rst) begin
+      \$1056  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1057  = nan5;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1057  = 1'h0;
+          end
+    endcase
+    if (\$499 ) begin
+      if (\$502 ) begin
+        \$1057  = 1'h1;
+      end
+    end
+    if (rst) begin
+      \$1057  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1058  = nan6;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1058  = 1'h0;
+          end
+    endcase
+    if (\$508 ) begin
+      if (\$511 ) begin
+        \$1058  = 1'h1;
+      end
+    end
+    if (rst) begin
+      \$1058  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1059  = nan7;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1059  = 1'h0;
+          end
+    endcase
+    if (\$517 ) begin
+      if (\$520 ) begin
+        \$1059  = 1'h1;
+      end
+    end
+    if (rst) begin
+      \$1059  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1060  = nan8;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1060  = 1'h0;
+          end
+    endcase
+    if (\$526 ) begin
+      if (\$529 ) begin
+        \$1060  = 1'h1;
+      end
+    end
+    if (rst) begin
+      \$1060  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1061  = nan9;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1061  = 1'h0;
+          end
+    endcase
+    if (\$535 ) begin
+      if (\$538 ) begin
+        \$1061  = 1'h1;
+      end
+    end
+    if (rst) begin
+      \$1061  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1062  = nan10;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1062  = 1'h0;
+          end
+    endcase
+    if (\$544 ) begin
+      if (\$547 ) begin
+        \$1062  = 1'h1;
+      end
+    end
+    if (rst) begin
+      \$1062  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1063  = nan11;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1063  = 1'h0;
+          end
+    endcase
+    if (\$553 ) begin
+      if (\$556 ) begin
+        \$1063  = 1'h1;
+      end
+    end
+    if (rst) begin
+      \$1063  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1064  = nan12;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1064  = 1'h0;
+          end
+    endcase
+    if (\$562 ) begin
+      if (\$565 ) begin
+        \$1064  = 1'h1;
+      end
+    end
+    if (rst) begin
+      \$1064  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1065  = nan13;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1065  = 1'h0;
+          end
+    endcase
+    if (\$571 ) begin
+      if (\$574 ) begin
+        \$1065  = 1'h1;
+      end
+    end
+    if (rst) begin
+      \$1065  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1066  = nan14;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1066  = 1'h0;
+          end
+    endcase
+    if (\$580 ) begin
+      if (\$583 ) begin
+        \$1066  = 1'h1;
+      end
+    end
+    if (rst) begin
+      \$1066  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1067  = nan15;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1067  = 1'h0;
+          end
+    endcase
+    if (\$589 ) begin
+      if (\$592 ) begin
+        \$1067  = 1'h1;
+      end
+    end
+    if (rst) begin
+      \$1067  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1068  = nan16;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1068  = 1'h0;
+          end
+    endcase
+    if (\$598 ) begin
+      if (\$601 ) begin
+        \$1068  = 1'h1;
+      end
+    end
+    if (rst) begin
+      \$1068  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1069  = nan17;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1069  = 1'h0;
+          end
+    endcase
+    if (\$607 ) begin
+      if (\$610 ) begin
+        \$1069  = 1'h1;
+      end
+    end
+    if (rst) begin
+      \$1069  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1070  = nan18;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1070  = 1'h0;
+          end
+    endcase
+    if (\$616 ) begin
+      if (\$619 ) begin
+        \$1070  = 1'h1;
+      end
+    end
+    if (rst) begin
+      \$1070  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1071  = nan19;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1071  = 1'h0;
+          end
+    endcase
+    if (\$625 ) begin
+      if (\$628 ) begin
+        \$1071  = 1'h1;
+      end
+    end
+    if (rst) begin
+      \$1071  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1072  = nan20;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1072  = 1'h0;
+          end
+    endcase
+    if (\$634 ) begin
+      if (\$637 ) begin
+        \$1072  = 1'h1;
+      end
+    end
+    if (rst) begin
+      \$1072  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1073  = nan21;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1073  = 1'h0;
+          end
+    endcase
+    if (\$643 ) begin
+      if (\$646 ) begin
+        \$1073  = 1'h1;
+      end
+    end
+    if (rst) begin
+      \$1073  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1074  = nan22;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1074  = 1'h0;
+          end
+    endcase
+    if (\$652 ) begin
+      if (\$655 ) begin
+        \$1074  = 1'h1;
+      end
+    end
+    if (rst) begin
+      \$1074  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1075  = nan23;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1075  = 1'h0;
+          end
+    endcase
+    if (\$661 ) begin
+      if (\$664 ) begin
+        \$1075  = 1'h1;
+      end
+    end
+    if (rst) begin
+      \$1075  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1076  = nan24;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1076  = 1'h0;
+          end
+    endcase
+    if (\$670 ) begin
+      if (\$673 ) begin
+        \$1076  = 1'h1;
+      end
+    end
+    if (rst) begin
+      \$1076  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1077  = nan25;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1077  = 1'h0;
+          end
+    endcase
+    if (\$679 ) begin
+      if (\$682 ) begin
+        \$1077  = 1'h1;
+      end
+    end
+    if (rst) begin
+      \$1077  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1078  = nan26;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1078  = 1'h0;
+          end
+    endcase
+    if (\$688 ) begin
+      if (\$691 ) begin
+        \$1078  = 1'h1;
+      end
+    end
+    if (rst) begin
+      \$1078  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1079  = nan27;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1079  = 1'h0;
+          end
+    endcase
+    if (\$697 ) begin
+      if (\$700 ) begin
+        \$1079  = 1'h1;
+      end
+    end
+    if (rst) begin
+      \$1079  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1080  = nan28;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1080  = 1'h0;
+          end
+    endcase
+    if (\$706 ) begin
+      if (\$709 ) begin
+        \$1080  = 1'h1;
+      end
+    end
+    if (rst) begin
+      \$1080  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1081  = nan29;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1081  = 1'h0;
+          end
+    endcase
+    if (\$715 ) begin
+      if (\$718 ) begin
+        \$1081  = 1'h1;
+      end
+    end
+    if (rst) begin
+      \$1081  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1082  = nan30;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1082  = 1'h0;
+          end
+    endcase
+    if (\$724 ) begin
+      if (\$727 ) begin
+        \$1082  = 1'h1;
+      end
+    end
+    if (rst) begin
+      \$1082  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1083  = nan31;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1083  = 1'h0;
+          end
+    endcase
+    if (\$733 ) begin
+      if (\$736 ) begin
+        \$1083  = 1'h1;
+      end
+    end
+    if (rst) begin
+      \$1083  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1084  = l;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1084  = 32'd0;
+          end
+    endcase
+    if (\$780 ) begin
+      if (\$784 ) begin
+        casez (acc_set)
+          2'h0:
+              \$1084  = acc_s0;
+        endcase
+      end
+    end else if (\$423 ) begin
+      \$1084  = acc_s0;
+    end else if (\$424 ) begin
+      \$1084  = acc_s0;
+    end else if (\$425 ) begin
+      casez (level)
+        3'h0:
+            \$1084  = acc_s0;
+        3'h1:
+            \$1084  = acc_s0;
+        3'h2:
+            \$1084  = acc_s0;
+        3'h3:
+            \$1084  = acc_s0;
+        3'h4:
+            \$1084  = acc_s0;
+      endcase
+    end
+    if (rst) begin
+      \$1084  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1085  = p0_1;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1085  = 32'd0;
+          end
+    endcase
+    if (\$780 ) begin
+      if (\$784 ) begin
+        casez (acc_set)
+          2'h0:
+              /* empty */;
+          2'h1:
+              \$1085  = acc_s0;
+        endcase
+      end
+    end
+    if (rst) begin
+      \$1085  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1086  = p0_2;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1086  = 32'd0;
+          end
+    endcase
+    if (\$780 ) begin
+      if (\$784 ) begin
+        casez (acc_set)
+          2'h0:
+              /* empty */;
+          2'h1:
+              /* empty */;
+          2'h2:
+              \$1086  = acc_s0;
+        endcase
+      end
+    end
+    if (rst) begin
+      \$1086  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1087  = p1_0;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1087  = 32'd0;
+          end
+    endcase
+    if (\$786 ) begin
+      if (\$790 ) begin
+        casez (acc_set)
+          2'h0:
+              \$1087  = acc_s1;
+        endcase
+      end
+    end else if (\$423 ) begin
+      \$1087  = acc_s1;
+    end else if (\$424 ) begin
+      \$1087  = acc_s1;
+    end else if (\$425 ) begin
+      casez (level)
+        3'h0:
+            \$1087  = acc_s1;
+        3'h1:
+            \$1087  = acc_s1;
+        3'h2:
+            \$1087  = acc_s1;
+        3'h3:
+            \$1087  = acc_s1;
+      endcase
+    end
+    if (rst) begin
+      \$1087  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1088  = p1_1;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1088  = 32'd0;
+          end
+    endcase
+    if (\$786 ) begin
+      if (\$790 ) begin
+        casez (acc_set)
+          2'h0:
+              /* empty */;
+          2'h1:
+              \$1088  = acc_s1;
+        endcase
+      end
+    end
+    if (rst) begin
+      \$1088  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1089  = p1_2;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1089  = 32'd0;
+          end
+    endcase
+    if (\$786 ) begin
+      if (\$790 ) begin
+        casez (acc_set)
+          2'h0:
+              /* empty */;
+          2'h1:
+              /* empty */;
+          2'h2:
+              \$1089  = acc_s1;
+        endcase
+      end
+    end
+    if (rst) begin
+      \$1089  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1090  = p2_0;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1090  = 32'd0;
+          end
+    endcase
+    if (\$792 ) begin
+      if (\$796 ) begin
+        casez (acc_set)
+          2'h0:
+              \$1090  = acc_s2;
+        endcase
+      end
+    end else if (\$423 ) begin
+      \$1090  = acc_s2;
+    end else if (\$424 ) begin
+      \$1090  = acc_s2;
+    end else if (\$425 ) begin
+      casez (level)
+        3'h0:
+            \$1090  = acc_s2;
+        3'h1:
+            \$1090  = acc_s2;
+        3'h2:
+            \$1090  = acc_s2;
+      endcase
+    end
+    if (rst) begin
+      \$1090  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1091  = p2_1;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1091  = 32'd0;
+          end
+    endcase
+    if (\$792 ) begin
+      if (\$796 ) begin
+        casez (acc_set)
+          2'h0:
+              /* empty */;
+          2'h1:
+              \$1091  = acc_s2;
+        endcase
+      end
+    end
+    if (rst) begin
+      \$1091  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1092  = p2_2;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1092  = 32'd0;
+          end
+    endcase
+    if (\$792 ) begin
+      if (\$796 ) begin
+        casez (acc_set)
+          2'h0:
+              /* empty */;
+          2'h1:
+              /* empty */;
+          2'h2:
+              \$1092  = acc_s2;
+        endcase
+      end
+    end
+    if (rst) begin
+      \$1092  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1093  = p3_0;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1093  = 32'd0;
+          end
+    endcase
+    if (\$798 ) begin
+      if (\$802 ) begin
+        casez (acc_set)
+          2'h0:
+              \$1093  = acc_s3;
+        endcase
+      end
+    end else if (\$423 ) begin
+      \$1093  = acc_s3;
+    end else if (\$424 ) begin
+      \$1093  = acc_s3;
+    end else if (\$425 ) begin
+      casez (level)
+        3'h0:
+            \$1093  = acc_s3;
+        3'h1:
+            \$1093  = acc_s3;
+        3'h2:
+            \$1093  = acc_s3;
+      endcase
+    end
+    if (rst) begin
+      \$1093  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1094  = p3_1;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1094  = 32'd0;
+          end
+    endcase
+    if (\$798 ) begin
+      if (\$802 ) begin
+        casez (acc_set)
+          2'h0:
+              /* empty */;
+          2'h1:
+              \$1094  = acc_s3;
+        endcase
+      end
+    end
+    if (rst) begin
+      \$1094  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1095  = p3_2;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1095  = 32'd0;
+          end
+    endcase
+    if (\$798 ) begin
+      if (\$802 ) begin
+        casez (acc_set)
+          2'h0:
+              /* empty */;
+          2'h1:
+              /* empty */;
+          2'h2:
+              \$1095  = acc_s3;
+        endcase
+      end
+    end
+    if (rst) begin
+      \$1095  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1096  = p4_0;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1096  = 32'd0;
+          end
+    endcase
+    if (\$804 ) begin
+      if (\$808 ) begin
+        casez (acc_set)
+          2'h0:
+              \$1096  = acc_s4;
+        endcase
+      end
+    end else if (\$423 ) begin
+      \$1096  = acc_s4;
+    end else if (\$424 ) begin
+      \$1096  = acc_s4;
+    end else if (\$425 ) begin
+      casez (level)
+        3'h0:
+            \$1096  = acc_s4;
+        3'h1:
+            \$1096  = acc_s4;
+      endcase
+    end
+    if (rst) begin
+      \$1096  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1097  = p4_1;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1097  = 32'd0;
+          end
+    endcase
+    if (\$804 ) begin
+      if (\$808 ) begin
+        casez (acc_set)
+          2'h0:
+              /* empty */;
+          2'h1:
+              \$1097  = acc_s4;
+        endcase
+      end
+    end
+    if (rst) begin
+      \$1097  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1098  = p4_2;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1098  = 32'd0;
+          end
+    endcase
+    if (\$804 ) begin
+      if (\$808 ) begin
+        casez (acc_set)
+          2'h0:
+              /* empty */;
+          2'h1:
+              /* empty */;
+          2'h2:
+              \$1098  = acc_s4;
+        endcase
+      end
+    end
+    if (rst) begin
+      \$1098  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1099  = p5_0;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1099  = 32'd0;
+          end
+    endcase
+    if (\$810 ) begin
+      if (\$814 ) begin
+        casez (acc_set)
+          2'h0:
+              \$1099  = acc_s5;
+        endcase
+      end
+    end else if (\$423 ) begin
+      \$1099  = acc_s5;
+    end else if (\$424 ) begin
+      \$1099  = acc_s5;
+    end else if (\$425 ) begin
+      casez (level)
+        3'h0:
+            \$1099  = acc_s5;
+        3'h1:
+            \$1099  = acc_s5;
+      endcase
+    end
+    if (rst) begin
+      \$1099  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1100  = p5_1;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1100  = 32'd0;
+          end
+    endcase
+    if (\$810 ) begin
+      if (\$814 ) begin
+        casez (acc_set)
+          2'h0:
+              /* empty */;
+          2'h1:
+              \$1100  = acc_s5;
+        endcase
+      end
+    end
+    if (rst) begin
+      \$1100  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1101  = p5_2;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1101  = 32'd0;
+          end
+    endcase
+    if (\$810 ) begin
+      if (\$814 ) begin
+        casez (acc_set)
+          2'h0:
+              /* empty */;
+          2'h1:
+              /* empty */;
+          2'h2:
+              \$1101  = acc_s5;
+        endcase
+      end
+    end
+    if (rst) begin
+      \$1101  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1102  = p6_0;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1102  = 32'd0;
+          end
+    endcase
+    if (\$816 ) begin
+      if (\$820 ) begin
+        casez (acc_set)
+          2'h0:
+              \$1102  = acc_s6;
+        endcase
+      end
+    end else if (\$423 ) begin
+      \$1102  = acc_s6;
+    end else if (\$424 ) begin
+      \$1102  = acc_s6;
+    end else if (\$425 ) begin
+      casez (level)
+        3'h0:
+            \$1102  = acc_s6;
+        3'h1:
+            \$1102  = acc_s6;
+      endcase
+    end
+    if (rst) begin
+      \$1102  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1103  = p6_1;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1103  = 32'd0;
+          end
+    endcase
+    if (\$816 ) begin
+      if (\$820 ) begin
+        casez (acc_set)
+          2'h0:
+              /* empty */;
+          2'h1:
+              \$1103  = acc_s6;
+        endcase
+      end
+    end
+    if (rst) begin
+      \$1103  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1104  = p6_2;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1104  = 32'd0;
+          end
+    endcase
+    if (\$816 ) begin
+      if (\$820 ) begin
+        casez (acc_set)
+          2'h0:
+              /* empty */;
+          2'h1:
+              /* empty */;
+          2'h2:
+              \$1104  = acc_s6;
+        endcase
+      end
+    end
+    if (rst) begin
+      \$1104  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1105  = p7_0;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1105  = 32'd0;
+          end
+    endcase
+    if (\$822 ) begin
+      if (\$826 ) begin
+        casez (acc_set)
+          2'h0:
+              \$1105  = acc_s7;
+        endcase
+      end
+    end else if (\$423 ) begin
+      \$1105  = acc_s7;
+    end else if (\$424 ) begin
+      \$1105  = acc_s7;
+    end else if (\$425 ) begin
+      casez (level)
+        3'h0:
+            \$1105  = acc_s7;
+        3'h1:
+            \$1105  = acc_s7;
+      endcase
+    end
+    if (rst) begin
+      \$1105  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1106  = p7_1;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1106  = 32'd0;
+          end
+    endcase
+    if (\$822 ) begin
+      if (\$826 ) begin
+        casez (acc_set)
+          2'h0:
+              /* empty */;
+          2'h1:
+              \$1106  = acc_s7;
+        endcase
+      end
+    end
+    if (rst) begin
+      \$1106  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1107  = p7_2;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1107  = 32'd0;
+          end
+    endcase
+    if (\$822 ) begin
+      if (\$826 ) begin
+        casez (acc_set)
+          2'h0:
+              /* empty */;
+          2'h1:
+              /* empty */;
+          2'h2:
+              \$1107  = acc_s7;
+        endcase
+      end
+    end
+    if (rst) begin
+      \$1107  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1108  = p8_0;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1108  = 32'd0;
+          end
+    endcase
+    if (\$828 ) begin
+      if (\$832 ) begin
+        casez (acc_set)
+          2'h0:
+              \$1108  = acc_s8;
+        endcase
+      end
+    end else if (\$423 ) begin
+      \$1108  = acc_s8;
+    end else if (\$424 ) begin
+      \$1108  = acc_s8;
+    end else if (\$425 ) begin
+      casez (level)
+        3'h0:
+            \$1108  = acc_s8;
+      endcase
+    end
+    if (rst) begin
+      \$1108  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1109  = p8_1;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1109  = 32'd0;
+          end
+    endcase
+    if (\$828 ) begin
+      if (\$832 ) begin
+        casez (acc_set)
+          2'h0:
+              /* empty */;
+          2'h1:
+              \$1109  = acc_s8;
+        endcase
+      end
+    end
+    if (rst) begin
+      \$1109  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1110  = p8_2;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1110  = 32'd0;
+          end
+    endcase
+    if (\$828 ) begin
+      if (\$832 ) begin
+        casez (acc_set)
+          2'h0:
+              /* empty */;
+          2'h1:
+              /* empty */;
+          2'h2:
+              \$1110  = acc_s8;
+        endcase
+      end
+    end
+    if (rst) begin
+      \$1110  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1111  = p9_0;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1111  = 32'd0;
+          end
+    endcase
+    if (\$834 ) begin
+      if (\$838 ) begin
+        casez (acc_set)
+          2'h0:
+              \$1111  = acc_s9;
+        endcase
+      end
+    end else if (\$423 ) begin
+      \$1111  = acc_s9;
+    end else if (\$424 ) begin
+      \$1111  = acc_s9;
+    end else if (\$425 ) begin
+      casez (level)
+        3'h0:
+            \$1111  = acc_s9;
+      endcase
+    end
+    if (rst) begin
+      \$1111  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1112  = p9_1;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1112  = 32'd0;
+          end
+    endcase
+    if (\$834 ) begin
+      if (\$838 ) begin
+        casez (acc_set)
+          2'h0:
+              /* empty */;
+          2'h1:
+              \$1112  = acc_s9;
+        endcase
+      end
+    end
+    if (rst) begin
+      \$1112  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1113  = p9_2;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1113  = 32'd0;
+          end
+    endcase
+    if (\$834 ) begin
+      if (\$838 ) begin
+        casez (acc_set)
+          2'h0:
+              /* empty */;
+          2'h1:
+              /* empty */;
+          2'h2:
+              \$1113  = acc_s9;
+        endcase
+      end
+    end
+    if (rst) begin
+      \$1113  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1114  = p10_0;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1114  = 32'd0;
+          end
+    endcase
+    if (\$840 ) begin
+      if (\$844 ) begin
+        casez (acc_set)
+          2'h0:
+              \$1114  = acc_s10;
+        endcase
+      end
+    end else if (\$423 ) begin
+      \$1114  = acc_s10;
+    end else if (\$424 ) begin
+      \$1114  = acc_s10;
+    end else if (\$425 ) begin
+      casez (level)
+        3'h0:
+            \$1114  = acc_s10;
+      endcase
+    end
+    if (rst) begin
+      \$1114  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1115  = p10_1;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1115  = 32'd0;
+          end
+    endcase
+    if (\$840 ) begin
+      if (\$844 ) begin
+        casez (acc_set)
+          2'h0:
+              /* empty */;
+          2'h1:
+              \$1115  = acc_s10;
+        endcase
+      end
+    end
+    if (rst) begin
+      \$1115  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1116  = p10_2;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1116  = 32'd0;
+          end
+    endcase
+    if (\$840 ) begin
+      if (\$844 ) begin
+        casez (acc_set)
+          2'h0:
+              /* empty */;
+          2'h1:
+              /* empty */;
+          2'h2:
+              \$1116  = acc_s10;
+        endcase
+      end
+    end
+    if (rst) begin
+      \$1116  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1117  = p11_0;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1117  = 32'd0;
+          end
+    endcase
+    if (\$846 ) begin
+      if (\$850 ) begin
+        casez (acc_set)
+          2'h0:
+              \$1117  = acc_s11;
+        endcase
+      end
+    end else if (\$423 ) begin
+      \$1117  = acc_s11;
+    end else if (\$424 ) begin
+      \$1117  = acc_s11;
+    end else if (\$425 ) begin
+      casez (level)
+        3'h0:
+            \$1117  = acc_s11;
+      endcase
+    end
+    if (rst) begin
+      \$1117  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1118  = p11_1;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1118  = 32'd0;
+          end
+    endcase
+    if (\$846 ) begin
+      if (\$850 ) begin
+        casez (acc_set)
+          2'h0:
+              /* empty */;
+          2'h1:
+              \$1118  = acc_s11;
+        endcase
+      end
+    end
+    if (rst) begin
+      \$1118  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1119  = p11_2;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1119  = 32'd0;
+          end
+    endcase
+    if (\$846 ) begin
+      if (\$850 ) begin
+        casez (acc_set)
+          2'h0:
+              /* empty */;
+          2'h1:
+              /* empty */;
+          2'h2:
+              \$1119  = acc_s11;
+        endcase
+      end
+    end
+    if (rst) begin
+      \$1119  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1120  = p12_0;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1120  = 32'd0;
+          end
+    endcase
+    if (\$852 ) begin
+      if (\$856 ) begin
+        casez (acc_set)
+          2'h0:
+              \$1120  = acc_s12;
+        endcase
+      end
+    end else if (\$423 ) begin
+      \$1120  = acc_s12;
+    end else if (\$424 ) begin
+      \$1120  = acc_s12;
+    end else if (\$425 ) begin
+      casez (level)
+        3'h0:
+            \$1120  = acc_s12;
+      endcase
+    end
+    if (rst) begin
+      \$1120  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1121  = p12_1;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1121  = 32'd0;
+          end
+    endcase
+    if (\$852 ) begin
+      if (\$856 ) begin
+        casez (acc_set)
+          2'h0:
+              /* empty */;
+          2'h1:
+              \$1121  = acc_s12;
+        endcase
+      end
+    end
+    if (rst) begin
+      \$1121  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1122  = p12_2;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1122  = 32'd0;
+          end
+    endcase
+    if (\$852 ) begin
+      if (\$856 ) begin
+        casez (acc_set)
+          2'h0:
+              /* empty */;
+          2'h1:
+              /* empty */;
+          2'h2:
+              \$1122  = acc_s12;
+        endcase
+      end
+    end
+    if (rst) begin
+      \$1122  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1123  = p13_0;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1123  = 32'd0;
+          end
+    endcase
+    if (\$858 ) begin
+      if (\$862 ) begin
+        casez (acc_set)
+          2'h0:
+              \$1123  = acc_s13;
+        endcase
+      end
+    end else if (\$423 ) begin
+      \$1123  = acc_s13;
+    end else if (\$424 ) begin
+      \$1123  = acc_s13;
+    end else if (\$425 ) begin
+      casez (level)
+        3'h0:
+            \$1123  = acc_s13;
+      endcase
+    end
+    if (rst) begin
+      \$1123  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1124  = p13_1;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1124  = 32'd0;
+          end
+    endcase
+    if (\$858 ) begin
+      if (\$862 ) begin
+        casez (acc_set)
+          2'h0:
+              /* empty */;
+          2'h1:
+              \$1124  = acc_s13;
+        endcase
+      end
+    end
+    if (rst) begin
+      \$1124  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1125  = p13_2;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1125  = 32'd0;
+          end
+    endcase
+    if (\$858 ) begin
+      if (\$862 ) begin
+        casez (acc_set)
+          2'h0:
+              /* empty */;
+          2'h1:
+              /* empty */;
+          2'h2:
+              \$1125  = acc_s13;
+        endcase
+      end
+    end
+    if (rst) begin
+      \$1125  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1126  = p14_0;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1126  = 32'd0;
+          end
+    endcase
+    if (\$864 ) begin
+      if (\$868 ) begin
+        casez (acc_set)
+          2'h0:
+              \$1126  = acc_s14;
+        endcase
+      end
+    end else if (\$423 ) begin
+      \$1126  = acc_s14;
+    end else if (\$424 ) begin
+      \$1126  = acc_s14;
+    end else if (\$425 ) begin
+      casez (level)
+        3'h0:
+            \$1126  = acc_s14;
+      endcase
+    end
+    if (rst) begin
+      \$1126  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1127  = p14_1;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1127  = 32'd0;
+          end
+    endcase
+    if (\$864 ) begin
+      if (\$868 ) begin
+        casez (acc_set)
+          2'h0:
+              /* empty */;
+          2'h1:
+              \$1127  = acc_s14;
+        endcase
+      end
+    end
+    if (rst) begin
+      \$1127  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1128  = p14_2;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1128  = 32'd0;
+          end
+    endcase
+    if (\$864 ) begin
+      if (\$868 ) begin
+        casez (acc_set)
+          2'h0:
+              /* empty */;
+          2'h1:
+              /* empty */;
+          2'h2:
+              \$1128  = acc_s14;
+        endcase
+      end
+    end
+    if (rst) begin
+      \$1128  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1129  = p15_0;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1129  = 32'd0;
+          end
+    endcase
+    if (\$870 ) begin
+      if (\$874 ) begin
+        casez (acc_set)
+          2'h0:
+              \$1129  = acc_s15;
+        endcase
+      end
+    end else if (\$423 ) begin
+      \$1129  = acc_s15;
+    end else if (\$424 ) begin
+      \$1129  = acc_s15;
+    end else if (\$425 ) begin
+      casez (level)
+        3'h0:
+            \$1129  = acc_s15;
+      endcase
+    end
+    if (rst) begin
+      \$1129  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1130  = p15_1;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1130  = 32'd0;
+          end
+    endcase
+    if (\$870 ) begin
+      if (\$874 ) begin
+        casez (acc_set)
+          2'h0:
+              /* empty */;
+          2'h1:
+              \$1130  = acc_s15;
+        endcase
+      end
+    end
+    if (rst) begin
+      \$1130  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1131  = p15_2;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1131  = 32'd0;
+          end
+    endcase
+    if (\$870 ) begin
+      if (\$874 ) begin
+        casez (acc_set)
+          2'h0:
+              /* empty */;
+          2'h1:
+              /* empty */;
+          2'h2:
+              \$1131  = acc_s15;
+        endcase
+      end
+    end
+    if (rst) begin
+      \$1131  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1132  = p16_0;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1132  = 32'd0;
+          end
+    endcase
+    if (\$876 ) begin
+      if (\$880 ) begin
+        casez (acc_set)
+          2'h0:
+              \$1132  = acc_s16;
+        endcase
+      end
+    end else if (\$423 ) begin
+      \$1132  = acc_s16;
+    end else if (\$424 ) begin
+      \$1132  = acc_s16;
+    end
+    if (rst) begin
+      \$1132  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1133  = p16_1;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1133  = 32'd0;
+          end
+    endcase
+    if (\$876 ) begin
+      if (\$880 ) begin
+        casez (acc_set)
+          2'h0:
+              /* empty */;
+          2'h1:
+              \$1133  = acc_s16;
+        endcase
+      end
+    end
+    if (rst) begin
+      \$1133  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1134  = p16_2;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1134  = 32'd0;
+          end
+    endcase
+    if (\$876 ) begin
+      if (\$880 ) begin
+        casez (acc_set)
+          2'h0:
+              /* empty */;
+          2'h1:
+              /* empty */;
+          2'h2:
+              \$1134  = acc_s16;
+        endcase
+      end
+    end
+    if (rst) begin
+      \$1134  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1135  = p17_0;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1135  = 32'd0;
+          end
+    endcase
+    if (\$882 ) begin
+      if (\$886 ) begin
+        casez (acc_set)
+          2'h0:
+              \$1135  = acc_s17;
+        endcase
+      end
+    end else if (\$423 ) begin
+      \$1135  = acc_s17;
+    end else if (\$424 ) begin
+      \$1135  = acc_s17;
+    end
+    if (rst) begin
+      \$1135  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1136  = p17_1;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1136  = 32'd0;
+          end
+    endcase
+    if (\$882 ) begin
+      if (\$886 ) begin
+        casez (acc_set)
+          2'h0:
+              /* empty */;
+          2'h1:
+              \$1136  = acc_s17;
+        endcase
+      end
+    end
+    if (rst) begin
+      \$1136  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1137  = p17_2;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1137  = 32'd0;
+          end
+    endcase
+    if (\$882 ) begin
+      if (\$886 ) begin
+        casez (acc_set)
+          2'h0:
+              /* empty */;
+          2'h1:
+              /* empty */;
+          2'h2:
+              \$1137  = acc_s17;
+        endcase
+      end
+    end
+    if (rst) begin
+      \$1137  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1138  = p18_0;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1138  = 32'd0;
+          end
+    endcase
+    if (\$888 ) begin
+      if (\$892 ) begin
+        casez (acc_set)
+          2'h0:
+              \$1138  = acc_s18;
+        endcase
+      end
+    end else if (\$423 ) begin
+      \$1138  = acc_s18;
+    end else if (\$424 ) begin
+      \$1138  = acc_s18;
+    end
+    if (rst) begin
+      \$1138  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1139  = p18_1;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1139  = 32'd0;
+          end
+    endcase
+    if (\$888 ) begin
+      if (\$892 ) begin
+        casez (acc_set)
+          2'h0:
+              /* empty */;
+          2'h1:
+              \$1139  = acc_s18;
+        endcase
+      end
+    end
+    if (rst) begin
+      \$1139  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1140  = p18_2;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1140  = 32'd0;
+          end
+    endcase
+    if (\$888 ) begin
+      if (\$892 ) begin
+        casez (acc_set)
+          2'h0:
+              /* empty */;
+          2'h1:
+              /* empty */;
+          2'h2:
+              \$1140  = acc_s18;
+        endcase
+      end
+    end
+    if (rst) begin
+      \$1140  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1141  = p19_0;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1141  = 32'd0;
+          end
+    endcase
+    if (\$894 ) begin
+      if (\$898 ) begin
+        casez (acc_set)
+          2'h0:
+              \$1141  = acc_s19;
+        endcase
+      end
+    end else if (\$423 ) begin
+      \$1141  = acc_s19;
+    end else if (\$424 ) begin
+      \$1141  = acc_s19;
+    end
+    if (rst) begin
+      \$1141  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1142  = p19_1;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1142  = 32'd0;
+          end
+    endcase
+    if (\$894 ) begin
+      if (\$898 ) begin
+        casez (acc_set)
+          2'h0:
+              /* empty */;
+          2'h1:
+              \$1142  = acc_s19;
+        endcase
+      end
+    end
+    if (rst) begin
+      \$1142  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1143  = p19_2;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1143  = 32'd0;
+          end
+    endcase
+    if (\$894 ) begin
+      if (\$898 ) begin
+        casez (acc_set)
+          2'h0:
+              /* empty */;
+          2'h1:
+              /* empty */;
+          2'h2:
+              \$1143  = acc_s19;
+        endcase
+      end
+    end
+    if (rst) begin
+      \$1143  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1144  = p20_0;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1144  = 32'd0;
+          end
+    endcase
+    if (\$900 ) begin
+      if (\$904 ) begin
+        casez (acc_set)
+          2'h0:
+              \$1144  = acc_s20;
+        endcase
+      end
+    end else if (\$423 ) begin
+      \$1144  = acc_s20;
+    end else if (\$424 ) begin
+      \$1144  = acc_s20;
+    end
+    if (rst) begin
+      \$1144  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1145  = p20_1;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1145  = 32'd0;
+          end
+    endcase
+    if (\$900 ) begin
+      if (\$904 ) begin
+        casez (acc_set)
+          2'h0:
+              /* empty */;
+          2'h1:
+              \$1145  = acc_s20;
+        endcase
+      end
+    end
+    if (rst) begin
+      \$1145  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1146  = p20_2;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1146  = 32'd0;
+          end
+    endcase
+    if (\$900 ) begin
+      if (\$904 ) begin
+        casez (acc_set)
+          2'h0:
+              /* empty */;
+          2'h1:
+              /* empty */;
+          2'h2:
+              \$1146  = acc_s20;
+        endcase
+      end
+    end
+    if (rst) begin
+      \$1146  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1147  = p21_0;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1147  = 32'd0;
+          end
+    endcase
+    if (\$906 ) begin
+      if (\$910 ) begin
+        casez (acc_set)
+          2'h0:
+              \$1147  = acc_s21;
+        endcase
+      end
+    end else if (\$423 ) begin
+      \$1147  = acc_s21;
+    end else if (\$424 ) begin
+      \$1147  = acc_s21;
+    end
+    if (rst) begin
+      \$1147  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1148  = p21_1;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1148  = 32'd0;
+          end
+    endcase
+    if (\$906 ) begin
+      if (\$910 ) begin
+        casez (acc_set)
+          2'h0:
+              /* empty */;
+          2'h1:
+              \$1148  = acc_s21;
+        endcase
+      end
+    end
+    if (rst) begin
+      \$1148  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1149  = p21_2;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1149  = 32'd0;
+          end
+    endcase
+    if (\$906 ) begin
+      if (\$910 ) begin
+        casez (acc_set)
+          2'h0:
+              /* empty */;
+          2'h1:
+              /* empty */;
+          2'h2:
+              \$1149  = acc_s21;
+        endcase
+      end
+    end
+    if (rst) begin
+      \$1149  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1150  = p22_0;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1150  = 32'd0;
+          end
+    endcase
+    if (\$912 ) begin
+      if (\$916 ) begin
+        casez (acc_set)
+          2'h0:
+              \$1150  = acc_s22;
+        endcase
+      end
+    end else if (\$423 ) begin
+      \$1150  = acc_s22;
+    end else if (\$424 ) begin
+      \$1150  = acc_s22;
+    end
+    if (rst) begin
+      \$1150  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1151  = p22_1;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1151  = 32'd0;
+          end
+    endcase
+    if (\$912 ) begin
+      if (\$916 ) begin
+        casez (acc_set)
+          2'h0:
+              /* empty */;
+          2'h1:
+              \$1151  = acc_s22;
+        endcase
+      end
+    end
+    if (rst) begin
+      \$1151  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1152  = p22_2;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1152  = 32'd0;
+          end
+    endcase
+    if (\$912 ) begin
+      if (\$916 ) begin
+        casez (acc_set)
+          2'h0:
+              /* empty */;
+          2'h1:
+              /* empty */;
+          2'h2:
+              \$1152  = acc_s22;
+        endcase
+      end
+    end
+    if (rst) begin
+      \$1152  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1153  = p23_0;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1153  = 32'd0;
+          end
+    endcase
+    if (\$918 ) begin
+      if (\$922 ) begin
+        casez (acc_set)
+          2'h0:
+              \$1153  = acc_s23;
+        endcase
+      end
+    end else if (\$423 ) begin
+      \$1153  = acc_s23;
+    end else if (\$424 ) begin
+      \$1153  = acc_s23;
+    end
+    if (rst) begin
+      \$1153  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1154  = p23_1;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1154  = 32'd0;
+          end
+    endcase
+    if (\$918 ) begin
+      if (\$922 ) begin
+        casez (acc_set)
+          2'h0:
+              /* empty */;
+          2'h1:
+              \$1154  = acc_s23;
+        endcase
+      end
+    end
+    if (rst) begin
+      \$1154  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1155  = p23_2;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1155  = 32'd0;
+          end
+    endcase
+    if (\$918 ) begin
+      if (\$922 ) begin
+        casez (acc_set)
+          2'h0:
+              /* empty */;
+          2'h1:
+              /* empty */;
+          2'h2:
+              \$1155  = acc_s23;
+        endcase
+      end
+    end
+    if (rst) begin
+      \$1155  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1156  = p24_0;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1156  = 32'd0;
+          end
+    endcase
+    if (\$924 ) begin
+      if (\$928 ) begin
+        casez (acc_set)
+          2'h0:
+              \$1156  = acc_s24;
+        endcase
+      end
+    end else if (\$423 ) begin
+      \$1156  = acc_s24;
+    end else if (\$424 ) begin
+      \$1156  = acc_s24;
+    end
+    if (rst) begin
+      \$1156  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1157  = p24_1;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1157  = 32'd0;
+          end
+    endcase
+    if (\$924 ) begin
+      if (\$928 ) begin
+        casez (acc_set)
+          2'h0:
+              /* empty */;
+          2'h1:
+              \$1157  = acc_s24;
+        endcase
+      end
+    end
+    if (rst) begin
+      \$1157  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1158  = p24_2;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1158  = 32'd0;
+          end
+    endcase
+    if (\$924 ) begin
+      if (\$928 ) begin
+        casez (acc_set)
+          2'h0:
+              /* empty */;
+          2'h1:
+              /* empty */;
+          2'h2:
+              \$1158  = acc_s24;
+        endcase
+      end
+    end
+    if (rst) begin
+      \$1158  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1159  = p25_0;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1159  = 32'd0;
+          end
+    endcase
+    if (\$930 ) begin
+      if (\$934 ) begin
+        casez (acc_set)
+          2'h0:
+              \$1159  = acc_s25;
+        endcase
+      end
+    end else if (\$423 ) begin
+      \$1159  = acc_s25;
+    end else if (\$424 ) begin
+      \$1159  = acc_s25;
+    end
+    if (rst) begin
+      \$1159  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1160  = p25_1;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1160  = 32'd0;
+          end
+    endcase
+    if (\$930 ) begin
+      if (\$934 ) begin
+        casez (acc_set)
+          2'h0:
+              /* empty */;
+          2'h1:
+              \$1160  = acc_s25;
+        endcase
+      end
+    end
+    if (rst) begin
+      \$1160  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1161  = p25_2;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1161  = 32'd0;
+          end
+    endcase
+    if (\$930 ) begin
+      if (\$934 ) begin
+        casez (acc_set)
+          2'h0:
+              /* empty */;
+          2'h1:
+              /* empty */;
+          2'h2:
+              \$1161  = acc_s25;
+        endcase
+      end
+    end
+    if (rst) begin
+      \$1161  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1162  = p26_0;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1162  = 32'd0;
+          end
+    endcase
+    if (\$936 ) begin
+      if (\$940 ) begin
+        casez (acc_set)
+          2'h0:
+              \$1162  = acc_s26;
+        endcase
+      end
+    end else if (\$423 ) begin
+      \$1162  = acc_s26;
+    end else if (\$424 ) begin
+      \$1162  = acc_s26;
+    end
+    if (rst) begin
+      \$1162  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1163  = p26_1;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1163  = 32'd0;
+          end
+    endcase
+    if (\$936 ) begin
+      if (\$940 ) begin
+        casez (acc_set)
+          2'h0:
+              /* empty */;
+          2'h1:
+              \$1163  = acc_s26;
+        endcase
+      end
+    end
+    if (rst) begin
+      \$1163  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1164  = p26_2;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1164  = 32'd0;
+          end
+    endcase
+    if (\$936 ) begin
+      if (\$940 ) begin
+        casez (acc_set)
+          2'h0:
+              /* empty */;
+          2'h1:
+              /* empty */;
+          2'h2:
+              \$1164  = acc_s26;
+        endcase
+      end
+    end
+    if (rst) begin
+      \$1164  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1165  = p27_0;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1165  = 32'd0;
+          end
+    endcase
+    if (\$942 ) begin
+      if (\$946 ) begin
+        casez (acc_set)
+          2'h0:
+              \$1165  = acc_s27;
+        endcase
+      end
+    end else if (\$423 ) begin
+      \$1165  = acc_s27;
+    end else if (\$424 ) begin
+      \$1165  = acc_s27;
+    end
+    if (rst) begin
+      \$1165  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1166  = p27_1;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1166  = 32'd0;
+          end
+    endcase
+    if (\$942 ) begin
+      if (\$946 ) begin
+        casez (acc_set)
+          2'h0:
+              /* empty */;
+          2'h1:
+              \$1166  = acc_s27;
+        endcase
+      end
+    end
+    if (rst) begin
+      \$1166  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1167  = p27_2;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1167  = 32'd0;
+          end
+    endcase
+    if (\$942 ) begin
+      if (\$946 ) begin
+        casez (acc_set)
+          2'h0:
+              /* empty */;
+          2'h1:
+              /* empty */;
+          2'h2:
+              \$1167  = acc_s27;
+        endcase
+      end
+    end
+    if (rst) begin
+      \$1167  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1168  = p28_0;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1168  = 32'd0;
+          end
+    endcase
+    if (\$948 ) begin
+      if (\$952 ) begin
+        casez (acc_set)
+          2'h0:
+              \$1168  = acc_s28;
+        endcase
+      end
+    end else if (\$423 ) begin
+      \$1168  = acc_s28;
+    end else if (\$424 ) begin
+      \$1168  = acc_s28;
+    end
+    if (rst) begin
+      \$1168  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1169  = p28_1;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1169  = 32'd0;
+          end
+    endcase
+    if (\$948 ) begin
+      if (\$952 ) begin
+        casez (acc_set)
+          2'h0:
+              /* empty */;
+          2'h1:
+              \$1169  = acc_s28;
+        endcase
+      end
+    end
+    if (rst) begin
+      \$1169  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1170  = p28_2;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1170  = 32'd0;
+          end
+    endcase
+    if (\$948 ) begin
+      if (\$952 ) begin
+        casez (acc_set)
+          2'h0:
+              /* empty */;
+          2'h1:
+              /* empty */;
+          2'h2:
+              \$1170  = acc_s28;
+        endcase
+      end
+    end
+    if (rst) begin
+      \$1170  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1171  = p29_0;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1171  = 32'd0;
+          end
+    endcase
+    if (\$954 ) begin
+      if (\$958 ) begin
+        casez (acc_set)
+          2'h0:
+              \$1171  = acc_s29;
+        endcase
+      end
+    end else if (\$423 ) begin
+      \$1171  = acc_s29;
+    end else if (\$424 ) begin
+      \$1171  = acc_s29;
+    end
+    if (rst) begin
+      \$1171  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1172  = p29_1;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1172  = 32'd0;
+          end
+    endcase
+    if (\$954 ) begin
+      if (\$958 ) begin
+        casez (acc_set)
+          2'h0:
+              /* empty */;
+          2'h1:
+              \$1172  = acc_s29;
+        endcase
+      end
+    end
+    if (rst) begin
+      \$1172  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1173  = p29_2;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1173  = 32'd0;
+          end
+    endcase
+    if (\$954 ) begin
+      if (\$958 ) begin
+        casez (acc_set)
+          2'h0:
+              /* empty */;
+          2'h1:
+              /* empty */;
+          2'h2:
+              \$1173  = acc_s29;
+        endcase
+      end
+    end
+    if (rst) begin
+      \$1173  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1174  = p30_0;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1174  = 32'd0;
+          end
+    endcase
+    if (\$960 ) begin
+      if (\$964 ) begin
+        casez (acc_set)
+          2'h0:
+              \$1174  = acc_s30;
+        endcase
+      end
+    end else if (\$423 ) begin
+      \$1174  = acc_s30;
+    end else if (\$424 ) begin
+      \$1174  = acc_s30;
+    end
+    if (rst) begin
+      \$1174  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1175  = p30_1;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1175  = 32'd0;
+          end
+    endcase
+    if (\$960 ) begin
+      if (\$964 ) begin
+        casez (acc_set)
+          2'h0:
+              /* empty */;
+          2'h1:
+              \$1175  = acc_s30;
+        endcase
+      end
+    end
+    if (rst) begin
+      \$1175  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1176  = p30_2;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1176  = 32'd0;
+          end
+    endcase
+    if (\$960 ) begin
+      if (\$964 ) begin
+        casez (acc_set)
+          2'h0:
+              /* empty */;
+          2'h1:
+              /* empty */;
+          2'h2:
+              \$1176  = acc_s30;
+        endcase
+      end
+    end
+    if (rst) begin
+      \$1176  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1177  = p31_0;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1177  = 32'd0;
+          end
+    endcase
+    if (\$966 ) begin
+      if (\$970 ) begin
+        casez (acc_set)
+          2'h0:
+              \$1177  = acc_s31;
+        endcase
+      end
+    end else if (\$423 ) begin
+      \$1177  = acc_s31;
+    end else if (\$424 ) begin
+      \$1177  = acc_s31;
+    end
+    if (rst) begin
+      \$1177  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1178  = p31_1;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1178  = 32'd0;
+          end
+    endcase
+    if (\$966 ) begin
+      if (\$970 ) begin
+        casez (acc_set)
+          2'h0:
+              /* empty */;
+          2'h1:
+              \$1178  = acc_s31;
+        endcase
+      end
+    end
+    if (rst) begin
+      \$1178  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1179  = p31_2;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1179  = 32'd0;
+          end
+    endcase
+    if (\$966 ) begin
+      if (\$970 ) begin
+        casez (acc_set)
+          2'h0:
+              /* empty */;
+          2'h1:
+              /* empty */;
+          2'h2:
+              \$1179  = acc_s31;
+        endcase
+      end
+    end
+    if (rst) begin
+      \$1179  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1180  = m;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            if (\$432 ) begin
+              \$1180  = 32'd4286578688;
+            end
+          end
+    endcase
+    if (\$420 ) begin
+      \$1180  = \$772 ;
+    end
+    if (rst) begin
+      \$1180  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1181  = fsm_state;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            (* full_case = 32'd1 *)
+            if (\$432 ) begin
+              \$1181  = 4'h1;
+            end else begin
+              \$1181  = 4'h2;
+            end
+          end
+      4'h2:
+          if (\$435 ) begin
+            \$1181  = 4'h3;
+          end
+      4'h3:
+          \$1181  = 4'h4;
+      4'h4:
+          \$1181  = 4'h5;
+      4'h5:
+          if (\$438 ) begin
+            \$1181  = 4'h6;
+          end
+      4'h6:
+          if (\$440 ) begin
+            \$1181  = 4'h7;
+          end
+      4'h7:
+          \$1181  = 4'h8;
+      4'h8:
+          \$1181  = 4'h9;
+      4'h9:
+          if (\$443 ) begin
+            \$1181  = 4'h1;
+          end else if (\$444 ) begin
+            \$1181  = 4'ha;
+          end
+      4'ha:
+          \$1181  = 4'hb;
+      4'hb:
+          if (\done$422 ) begin
+            \$1181  = 4'hc;
+          end
+      4'hc:
+          if (\$447 ) begin
+            \$1181  = 4'hd;
+          end
+      4'hd:
+          if (\$449 ) begin
+            \$1181  = 4'h1;
+          end
+      4'h1:
+          \$1181  = 4'h0;
+    endcase
+    if (rst) begin
+      \$1181  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1182  = acc_set;
+    casez (fsm_state)
+      4'h0:
+          /* empty */;
+      4'h2:
+          /* empty */;
+      4'h3:
+          /* empty */;
+      4'h4:
+          \$1182  = 2'h0;
+    endcase
+    if (\$774 ) begin
+      \$1182  = \$777 [1:0];
+    end
+    if (rst) begin
+      \$1182  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1183  = \wait ;
+    casez (fsm_state)
+      4'h0:
+          /* empty */;
+      4'h2:
+          /* empty */;
+      4'h3:
+          /* empty */;
+      4'h4:
+          /* empty */;
+      4'h5:
+          \$1183  = 3'h3;
+      4'h6:
+          \$1183  = \$439 [2:0];
+      4'h7:
+          /* empty */;
+      4'h8:
+          /* empty */;
+      4'h9:
+          /* empty */;
+      4'ha:
+          /* empty */;
+      4'hb:
+          /* empty */;
+      4'hc:
+          \$1183  = 3'h4;
+      4'hd:
+          \$1183  = \$448 [2:0];
+    endcase
+    if (rst) begin
+      \$1183  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1184  = level;
+    casez (fsm_state)
+      4'h0:
+          /* empty */;
+      4'h2:
+          /* empty */;
+      4'h3:
+          /* empty */;
+      4'h4:
+          /* empty */;
+      4'h5:
+          /* empty */;
+      4'h6:
+          /* empty */;
+      4'h7:
+          /* empty */;
+      4'h8:
+          \$1184  = 3'h0;
+      4'h9:
+          \$1184  = \$441 [2:0];
+    endcase
+    if (rst) begin
+      \$1184  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1185  = 1'h0;
+    if (\$774 ) begin
+      if (partial) begin
+        \$1185  = 1'h1;
+      end
+    end
+    if (\$778 ) begin
+      \$1185  = 1'h1;
+    end
+    if (rst) begin
+      \$1185  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1186  = w4;
+    if (\$778 ) begin
+      \$1186  = w5;
+    end
+    if (rst) begin
+      \$1186  = 15'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1187  = dst_data;
+    if (rst) begin
+      \$1187  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1188  = d0;
+    if (rst) begin
+      \$1188  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1189  = e0;
+    if (rst) begin
+      \$1189  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1190  = d1;
+    if (rst) begin
+      \$1190  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1191  = e1;
+    if (rst) begin
+      \$1191  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1192  = d2;
+    if (rst) begin
+      \$1192  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1193  = e2;
+    if (rst) begin
+      \$1193  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1194  = d3;
+    if (rst) begin
+      \$1194  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1195  = e3;
+    if (rst) begin
+      \$1195  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1196  = d4;
+    if (rst) begin
+      \$1196  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1197  = e4;
+    if (rst) begin
+      \$1197  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1198  = d5;
+    if (rst) begin
+      \$1198  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1199  = e5;
+    if (rst) begin
+      \$1199  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1200  = d6;
+    if (rst) begin
+      \$1200  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1201  = e6;
+    if (rst) begin
+      \$1201  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1202  = d7;
+    if (rst) begin
+      \$1202  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1203  = e7;
+    if (rst) begin
+      \$1203  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1204  = d8;
+    if (rst) begin
+      \$1204  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1205  = e8;
+    if (rst) begin
+      \$1205  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1206  = d9;
+    if (rst) begin
+      \$1206  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1207  = e9;
+    if (rst) begin
+      \$1207  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1208  = d10;
+    if (rst) begin
+      \$1208  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1209  = e10;
+    if (rst) begin
+      \$1209  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1210  = d11;
+    if (rst) begin
+      \$1210  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1211  = e11;
+    if (rst) begin
+      \$1211  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1212  = d12;
+    if (rst) begin
+      \$1212  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1213  = e12;
+    if (rst) begin
+      \$1213  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1214  = d13;
+    if (rst) begin
+      \$1214  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1215  = e13;
+    if (rst) begin
+      \$1215  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1216  = d14;
+    if (rst) begin
+      \$1216  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1217  = e14;
+    if (rst) begin
+      \$1217  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1218  = d15;
+    if (rst) begin
+      \$1218  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1219  = e15;
+    if (rst) begin
+      \$1219  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1220  = d16;
+    if (rst) begin
+      \$1220  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1221  = e16;
+    if (rst) begin
+      \$1221  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1222  = d17;
+    if (rst) begin
+      \$1222  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1223  = e17;
+    if (rst) begin
+      \$1223  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1224  = d18;
+    if (rst) begin
+      \$1224  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1225  = e18;
+    if (rst) begin
+      \$1225  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1226  = d19;
+    if (rst) begin
+      \$1226  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1227  = e19;
+    if (rst) begin
+      \$1227  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1228  = d20;
+    if (rst) begin
+      \$1228  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1229  = e20;
+    if (rst) begin
+      \$1229  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1230  = d21;
+    if (rst) begin
+      \$1230  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1231  = e21;
+    if (rst) begin
+      \$1231  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1232  = d22;
+    if (rst) begin
+      \$1232  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1233  = e22;
+    if (rst) begin
+      \$1233  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1234  = d23;
+    if (rst) begin
+      \$1234  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1235  = e23;
+    if (rst) begin
+      \$1235  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1236  = d24;
+    if (rst) begin
+      \$1236  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1237  = e24;
+    if (rst) begin
+      \$1237  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1238  = d25;
+    if (rst) begin
+      \$1238  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1239  = e25;
+    if (rst) begin
+      \$1239  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1240  = d26;
+    if (rst) begin
+      \$1240  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1241  = e26;
+    if (rst) begin
+      \$1241  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1242  = d27;
+    if (rst) begin
+      \$1242  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1243  = e27;
+    if (rst) begin
+      \$1243  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1244  = d28;
+    if (rst) begin
+      \$1244  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1245  = e28;
+    if (rst) begin
+      \$1245  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1246  = d29;
+    if (rst) begin
+      \$1246  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1247  = e29;
+    if (rst) begin
+      \$1247  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1248  = d30;
+    if (rst) begin
+      \$1248  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1249  = e30;
+    if (rst) begin
+      \$1249  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1250  = d31;
+    if (rst) begin
+      \$1250  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    \$1251  = e31;
+    if (rst) begin
+      \$1251  = 32'd0;
+    end
+  end
+  assign rd = src_addr;
+  assign m_reg = m;
+  assign p0_0 = l;
+  assign x = l;
+  assign dst_data[511:496] = \$413 ;
+  assign dst_data[495:480] = \$403 ;
+  assign dst_data[479:464] = \$393 ;
+  assign dst_data[463:448] = \$383 ;
+  assign dst_data[447:432] = \$373 ;
+  assign dst_data[431:416] = \$363 ;
+  assign dst_data[415:400] = \$353 ;
+  assign dst_data[399:384] = \$343 ;
+  assign dst_data[383:368] = \$333 ;
+  assign dst_data[367:352] = \$323 ;
+  assign dst_data[351:336] = \$313 ;
+  assign dst_data[335:320] = \$303 ;
+  assign dst_data[319:304] = \$293 ;
+  assign dst_data[303:288] = \$283 ;
+  assign dst_data[287:272] = \$273 ;
+  assign dst_data[271:256] = \$263 ;
+  assign dst_data[255:240] = \$253 ;
+  assign dst_data[239:224] = \$243 ;
+  assign dst_data[223:208] = \$233 ;
+  assign dst_data[207:192] = \$223 ;
+  assign dst_data[191:176] = \$213 ;
+  assign dst_data[175:160] = \$203 ;
+  assign dst_data[159:144] = \$193 ;
+  assign dst_data[143:128] = \$183 ;
+  assign dst_data[127:112] = \$173 ;
+  assign dst_data[111:96] = \$163 ;
+  assign dst_data[95:80] = \$153 ;
+  assign dst_data[79:64] = \$143 ;
+  assign dst_data[63:48] = \$133 ;
+  assign dst_data[47:32] = \$123 ;
+  assign dst_data[31:16] = \$113 ;
+  assign dst_data[15:0] = \$103 ;
+  assign \$3 [30:0] = src_data[30:0];
+  assign \$3 [31] = 1'h1;
+  assign \$5 [30:0] = src_data[62:32];
+  assign \$5 [31] = 1'h1;
+  assign \$7 [30:0] = src_data[94:64];
+  assign \$7 [31] = 1'h1;
+  assign \$9 [30:0] = src_data[126:96];
+  assign \$9 [31] = 1'h1;
+  assign \$11 [30:0] = src_data[158:128];
+  assign \$11 [31] = 1'h1;
+  assign \$13 [30:0] = src_data[190:160];
+  assign \$13 [31] = 1'h1;
+  assign \$15 [30:0] = src_data[222:192];
+  assign \$15 [31] = 1'h1;
+  assign \$17 [30:0] = src_data[254:224];
+  assign \$17 [31] = 1'h1;
+  assign \$19 [30:0] = src_data[286:256];
+  assign \$19 [31] = 1'h1;
+  assign \$21 [30:0] = src_data[318:288];
+  assign \$21 [31] = 1'h1;
+  assign \$23 [30:0] = src_data[350:320];
+  assign \$23 [31] = 1'h1;
+  assign \$25 [30:0] = src_data[382:352];
+  assign \$25 [31] = 1'h1;
+  assign \$27 [30:0] = src_data[414:384];
+  assign \$27 [31] = 1'h1;
+  assign \$29 [30:0] = src_data[446:416];
+  assign \$29 [31] = 1'h1;
+  assign \$31 [30:0] = src_data[478:448];
+  assign \$31 [31] = 1'h1;
+  assign \$33 [30:0] = src_data[510:480];
+  assign \$33 [31] = 1'h1;
+  assign \$35 [30:0] = src_data[542:512];
+  assign \$35 [31] = 1'h1;
+  assign \$37 [30:0] = src_data[574:544];
+  assign \$37 [31] = 1'h1;
+  assign \$39 [30:0] = src_data[606:576];
+  assign \$39 [31] = 1'h1;
+  assign \$41 [30:0] = src_data[638:608];
+  assign \$41 [31] = 1'h1;
+  assign \$43 [30:0] = src_data[670:640];
+  assign \$43 [31] = 1'h1;
+  assign \$45 [30:0] = src_data[702:672];
+  assign \$45 [31] = 1'h1;
+  assign \$47 [30:0] = src_data[734:704];
+  assign \$47 [31] = 1'h1;
+  assign \$49 [30:0] = src_data[766:736];
+  assign \$49 [31] = 1'h1;
+  assign \$51 [30:0] = src_data[798:768];
+  assign \$51 [31] = 1'h1;
+  assign \$53 [30:0] = src_data[830:800];
+  assign \$53 [31] = 1'h1;
+  assign \$55 [30:0] = src_data[862:832];
+  assign \$55 [31] = 1'h1;
+  assign \$57 [30:0] = src_data[894:864];
+  assign \$57 [31] = 1'h1;
+  assign \$59 [30:0] = src_data[926:896];
+  assign \$59 [31] = 1'h1;
+  assign \$61 [30:0] = src_data[958:928];
+  assign \$61 [31] = 1'h1;
+  assign \$63 [30:0] = src_data[990:960];
+  assign \$63 [31] = 1'h1;
+  assign \$65 [30:0] = src_data[1022:992];
+  assign \$65 [31] = 1'h1;
+  assign \$769 [31] = 1'h0;
+  assign \$769 [30:0] = kred1_0[30:0];
+  assign \$971 [30:0] = m[30:0];
+  assign \$971 [31] = \$auto$rtlil.cc:2739:Not$2 ;
+  assign \$972 [30:0] = m[30:0];
+  assign \$972 [31] = \$auto$rtlil.cc:2739:Not$4 ;
+  assign \$973 [30:0] = m[30:0];
+  assign \$973 [31] = \$auto$rtlil.cc:2739:Not$6 ;
+  assign \$974 [30:0] = m[30:0];
+  assign \$974 [31] = \$auto$rtlil.cc:2739:Not$8 ;
+  assign \$975 [30:0] = m[30:0];
+  assign \$975 [31] = \$auto$rtlil.cc:2739:Not$10 ;
+  assign \$976 [30:0] = m[30:0];
+  assign \$976 [31] = \$auto$rtlil.cc:2739:Not$12 ;
+  assign \$977 [30:0] = m[30:0];
+  assign \$977 [31] = \$auto$rtlil.cc:2739:Not$14 ;
+  assign \$978 [30:0] = m[30:0];
+  assign \$978 [31] = \$auto$rtlil.cc:2739:Not$16 ;
+  assign \$979 [30:0] = m[30:0];
+  assign \$979 [31] = \$auto$rtlil.cc:2739:Not$18 ;
+  assign \$980 [30:0] = m[30:0];
+  assign \$980 [31] = \$auto$rtlil.cc:2739:Not$20 ;
+  assign \$981 [30:0] = m[30:0];
+  assign \$981 [31] = \$auto$rtlil.cc:2739:Not$22 ;
+  assign \$982 [30:0] = m[30:0];
+  assign \$982 [31] = \$auto$rtlil.cc:2739:Not$24 ;
+  assign \$983 [30:0] = m[30:0];
+  assign \$983 [31] = \$auto$rtlil.cc:2739:Not$26 ;
+  assign \$984 [30:0] = m[30:0];
+  assign \$984 [31] = \$auto$rtlil.cc:2739:Not$28 ;
+  assign \$985 [30:0] = m[30:0];
+  assign \$985 [31] = \$auto$rtlil.cc:2739:Not$30 ;
+  assign \$986 [30:0] = m[30:0];
+  assign \$986 [31] = \$auto$rtlil.cc:2739:Not$32 ;
+  assign \$987 [30:0] = m[30:0];
+  assign \$987 [31] = \$auto$rtlil.cc:2739:Not$34 ;
+  assign \$988 [30:0] = m[30:0];
+  assign \$988 [31] = \$auto$rtlil.cc:2739:Not$36 ;
+  assign \$989 [30:0] = m[30:0];
+  assign \$989 [31] = \$auto$rtlil.cc:2739:Not$38 ;
+  assign \$990 [30:0] = m[30:0];
+  assign \$990 [31] = \$auto$rtlil.cc:2739:Not$40 ;
+  assign \$991 [30:0] = m[30:0];
+  assign \$991 [31] = \$auto$rtlil.cc:2739:Not$42 ;
+  assign \$992 [30:0] = m[30:0];
+  assign \$992 [31] = \$auto$rtlil.cc:2739:Not$44 ;
+  assign \$993 [30:0] = m[30:0];
+  assign \$993 [31] = \$auto$rtlil.cc:2739:Not$46 ;
+  assign \$994 [30:0] = m[30:0];
+  assign \$994 [31] = \$auto$rtlil.cc:2739:Not$48 ;
+  assign \$995 [30:0] = m[30:0];
+  assign \$995 [31] = \$auto$rtlil.cc:2739:Not$50 ;
+  assign \$996 [30:0] = m[30:0];
+  assign \$996 [31] = \$auto$rtlil.cc:2739:Not$52 ;
+  assign \$997 [30:0] = m[30:0];
+  assign \$997 [31] = \$auto$rtlil.cc:2739:Not$54 ;
+  assign \$998 [30:0] = m[30:0];
+  assign \$998 [31] = \$auto$rtlil.cc:2739:Not$56 ;
+  assign \$999 [30:0] = m[30:0];
+  assign \$999 [31] = \$auto$rtlil.cc:2739:Not$58 ;
+  assign \$1000 [30:0] = m[30:0];
+  assign \$1000 [31] = \$auto$rtlil.cc:2739:Not$60 ;
+  assign \$1001 [30:0] = m[30:0];
+  assign \$1001 [31] = \$auto$rtlil.cc:2739:Not$62 ;
+  assign \$1002 [30:0] = m[30:0];
+  assign \$1002 [31] = \$auto$rtlil.cc:2739:Not$64 ;
+endmodule
+
+(* generator = "Amaranth" *)
+module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$73  = 0;
+  wire \$1 ;
+  wire \$10 ;
+  wire \$11 ;
+  wire \$12 ;
+  wire [26:0] \$13 ;
+  wire [26:0] \$14 ;
+  wire [27:0] \$15 ;
+  wire \$16 ;
+  wire [5:0] \$17 ;
+  wire \$18 ;
+  wire \$19 ;
+  wire [24:0] \$2 ;
+  wire \$20 ;
+  wire \$21 ;
+  wire [31:0] \$22 ;
+  wire \$23 ;
+  reg \$24 ;
+  reg [25:0] \$25 ;
+  reg [23:0] \$26 ;
+  reg [24:0] \$27 ;
+  reg [4:0] \$28 ;
+  reg \$29 ;
+  wire \$3 ;
+  reg [7:0] \$30 ;
+  reg \$31 ;
+  reg \$32 ;
+  reg \$33 ;
+  reg \$34 ;
+  reg \$35 ;
+  wire [7:0] \$4 ;
+  wire [8:0] \$5 ;
+  wire \$6 ;
+  wire \$7 ;
+  wire \$8 ;
+  wire \$9 ;
+  reg \$signal  = 1'h0;
+  reg \$signal$12  = 1'h0;
+  reg \$signal$13  = 1'h0;
+  reg \$signal$14  = 1'h0;
+  reg \$signal$15  = 1'h0;
+  input clk;
+  wire clk;
+  reg [4:0] count = 5'h00;
+  reg [23:0] den = 24'h000000;
+  output done;
+  reg done = 1'h0;
+  reg [7:0] exp = 8'h00;
+  wire [30:0] \packed ;
+  reg [24:0] q = 25'h0000000;
+  output [31:0] r;
+  reg [31:0] r;
+  reg [25:0] rem = 26'h0000000;
+  input rst;
+  wire rst;
+  reg running = 1'h0;
+  input start;
+  wire start;
+  input [31:0] x;
+  wire [31:0] x;
+  assign \$1  = | x[22:0];
+  assign \$2  = \$1  ? 25'h1000000 : 25'h0800000;
+  assign \$3  = | x[22:0];
+  assign \$4  = \$3  ? 8'hfd : 8'hfe;
+  assign \$5  = \$4  - x[30:23];
+  assign \$6  = x[30:23] == 8'hff;
+  assign \$7  = | x[22:0];
+  assign \$8  = \$6  & \$7 ;
+  assign \$9  = x[30:23] == 8'hff;
+  assign \$10  = ! x[30:23];
+  assign \$11  = x[30:23] >= 8'hfd;
+  assign \$12  = rem >= den;
+  assign \$13  = rem - den;
+  assign \$14  = \$12  ? \$13  : { 1'h0, rem };
+  assign \$16  = rem >= den;
+  assign \$17  = count - 1'h1;
+  assign \$18  = count == 1'h1;
+  assign \$19  = | rem;
+  assign \$20  = \$19  | q[1];
+  assign \$21  = q[0] & \$20 ;
+  assign \$22  = { exp, q[23:1] } + \$21 ;
+  assign \$23  = \$signal$13  | \$signal$15 ;
+  always @(posedge clk)
+    done <= \$24 ;
+  always @(posedge clk)
+    rem <= \$25 ;
+  always @(posedge clk)
+    den <= \$26 ;
+  always @(posedge clk)
+    q <= \$27 ;
+  always @(posedge clk)
+    count <= \$28 ;
+  always @(posedge clk)
+    running <= \$29 ;
+  always @(posedge clk)
+    exp <= \$30 ;
+  always @(posedge clk)
+    \$signal  <= \$31 ;
+  always @(posedge clk)
+    \$signal$12  <= \$32 ;
+  always @(posedge clk)
+    \$signal$13  <= \$33 ;
+  always @(posedge clk)
+    \$signal$14  <= \$34 ;
+  always @(posedge clk)
+    \$signal$15  <= \$35 ;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$24  = 1'h0;
+    if (start) begin
+    end else if (running) begin
+      if (\$18 ) begin
+        \$24  = 1'h1;
+      end
+    end
+    if (rst) begin
+      \$24  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$25  = rem;
+    if (start) begin
+      \$25  = { 1'h0, \$2  };
+    end else if (running) begin
+      \$25  = \$15 [25:0];
+    end
+    if (rst) begin
+      \$25  = 26'h0000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$26  = den;
+    if (start) begin
+      \$26  = { 1'h1, x[22:0] };
+    end
+    if (rst) begin
+      \$26  = 24'h000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$27  = q;
+    if (start) begin
+      \$27  = 25'h0000000;
+    end else if (running) begin
+      \$27  = { q[23:0], \$16  };
+    end
+    if (rst) begin
+      \$27  = 25'h0000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$28  = count;
+    if (start) begin
+      \$28  = 5'h19;
+    end else if (running) begin
+      \$28  = \$17 [4:0];
+    end
+    if (rst) begin
+      \$28  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$29  = running;
+    if (start) begin
+      \$29  = 1'h1;
+    end else if (running) begin
+      if (\$18 ) begin
+        \$29  = 1'h0;
+      end
+    end
+    if (rst) begin
+      \$29  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$30  = exp;
+    if (start) begin
+      \$30  = \$5 [7:0];
+    end
+    if (rst) begin
+      \$30  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$31  = \$signal ;
+    if (start) begin
+      \$31  = x[31];
+    end
+    if (rst) begin
+      \$31  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$32  = \$signal$12 ;
+    if (start) begin
+      \$32  = \$8 ;
+    end
+    if (rst) begin
+      \$32  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$33  = \$signal$13 ;
+    if (start) begin
+      \$33  = \$9 ;
+    end
+    if (rst) begin
+      \$33  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$34  = \$signal$14 ;
+    if (start) begin
+      \$34  = \$10 ;
+    end
+    if (rst) begin
+      \$34  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$35  = \$signal$15 ;
+    if (start) begin
+      \$35  = \$11 ;
+    end
+    if (rst) begin
+      \$35  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    (* full_case = 32'd1 *)
+    if (\$signal$12 ) begin
+      r = 32'd2143289344;
+    end else if (\$23 ) begin
+      r = { \$signal , 31'h00000000 };
+    end else if (\$signal$14 ) begin
+      r = { \$signal , 31'h7f800000 };
+    end else begin
+      r = { \$signal , \$22 [30:0] };
+    end
+  end
+  assign \packed  = \$22 [30:0];
+  assign \$15  = { \$14 , 1'h0 };
+endmodule
+
+(* generator = "Amaranth" *)
 module \ndp_device.control_unit.unpacker (rst, src__valid, src__data, count, data, valid, last, pull, start, offset, rows, cols, \beats$29 , row, col, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$8  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$74  = 0;
   wire [20:0] \$1 ;
   wire \$10 ;
   wire [20:0] \$11 ;
@@ -18020,14 +31540,14 @@ module \ndp_device.control_unit.unpacker (rst, src__valid, src__data, count, dat
   always @(posedge clk)
     win1 <= \$41 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     retire = 1'h0;
     if (valid) begin
       retire = \$14 ;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$31  = busy;
     if (start) begin
       \$31  = 1'h1;
@@ -18040,7 +31560,7 @@ module \ndp_device.control_unit.unpacker (rst, src__valid, src__data, count, dat
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$32  = pos;
     if (start) begin
       \$32  = offset;
@@ -18053,7 +31573,7 @@ module \ndp_device.control_unit.unpacker (rst, src__valid, src__data, count, dat
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$33  = \$signal$16 ;
     if (start) begin
       \$33  = rows;
@@ -18063,7 +31583,7 @@ module \ndp_device.control_unit.unpacker (rst, src__valid, src__data, count, dat
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$34  = \$signal$7 ;
     if (start) begin
       \$34  = cols;
@@ -18073,7 +31593,7 @@ module \ndp_device.control_unit.unpacker (rst, src__valid, src__data, count, dat
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$35  = beats;
     if (start) begin
       \$35  = \beats$29 ;
@@ -18083,7 +31603,7 @@ module \ndp_device.control_unit.unpacker (rst, src__valid, src__data, count, dat
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$36  = row;
     if (start) begin
       \$36  = 20'h00000;
@@ -18098,7 +31618,7 @@ module \ndp_device.control_unit.unpacker (rst, src__valid, src__data, count, dat
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$37  = col;
     if (start) begin
       \$37  = 20'h00000;
@@ -18116,7 +31636,7 @@ module \ndp_device.control_unit.unpacker (rst, src__valid, src__data, count, dat
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$38  = taken;
     if (start) begin
       \$38  = 32'd0;
@@ -18129,7 +31649,7 @@ module \ndp_device.control_unit.unpacker (rst, src__valid, src__data, count, dat
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$39  = \$29 [1:0];
     if (\$30 ) begin
       \$39  = 2'h0;
@@ -18139,7 +31659,7 @@ module \ndp_device.control_unit.unpacker (rst, src__valid, src__data, count, dat
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$40  = \$signal$10 ;
     if (retire) begin
       \$40  = win1;
@@ -18154,7 +31674,7 @@ module \ndp_device.control_unit.unpacker (rst, src__valid, src__data, count, dat
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$41  = win1;
     if (pull) begin
       (* full_case = 32'd1 *)
@@ -18178,7 +31698,7 @@ endmodule
 (* generator = "Amaranth" *)
 module \ndp_device.control_unit.writer (rst, src__valid, src__data, bus__awlen, bus__wdata, bus__wstrb, bus__wlast, start, from_stream, beats, \addr$29 , line, \strb$33 , busy, bus__awvalid, bus__wvalid, src__ready, bus__bready, addr, bus__awready, bus__wready
 , bus__bvalid, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$9  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$75  = 0;
   wire [7:0] \$1 ;
   wire \$10 ;
   wire \$11 ;
@@ -18305,7 +31825,7 @@ module \ndp_device.control_unit.writer (rst, src__valid, src__data, bus__awlen, 
   always @(posedge clk)
     in_burst <= \$27 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$75 ) begin end
     busy = 1'h0;
     (* full_case = 32'd1 *)
     casez (fsm_state)
@@ -18322,7 +31842,7 @@ module \ndp_device.control_unit.writer (rst, src__valid, src__data, bus__awlen, 
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$75 ) begin end
     bus__awvalid = 1'h0;
     casez (fsm_state)
       2'h0:
@@ -18336,7 +31856,7 @@ module \ndp_device.control_unit.writer (rst, src__valid, src__data, bus__awlen, 
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$75 ) begin end
     bus__wvalid = 1'h0;
     casez (fsm_state)
       2'h0:
@@ -18348,7 +31868,7 @@ module \ndp_device.control_unit.writer (rst, src__valid, src__data, bus__awlen, 
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$75 ) begin end
     src__ready = 1'h0;
     casez (fsm_state)
       2'h0:
@@ -18360,7 +31880,7 @@ module \ndp_device.control_unit.writer (rst, src__valid, src__data, bus__awlen, 
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$75 ) begin end
     bus__bready = 1'h0;
     (* full_case = 32'd1 *)
     casez (fsm_state)
@@ -18375,7 +31895,7 @@ module \ndp_device.control_unit.writer (rst, src__valid, src__data, bus__awlen, 
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$75 ) begin end
     \$21  = addr;
     casez (fsm_state)
       2'h0:
@@ -18396,7 +31916,7 @@ module \ndp_device.control_unit.writer (rst, src__valid, src__data, bus__awlen, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$75 ) begin end
     \$22  = \$signal ;
     casez (fsm_state)
       2'h0:
@@ -18409,7 +31929,7 @@ module \ndp_device.control_unit.writer (rst, src__valid, src__data, bus__awlen, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$75 ) begin end
     \$23  = left;
     casez (fsm_state)
       2'h0:
@@ -18430,7 +31950,7 @@ module \ndp_device.control_unit.writer (rst, src__valid, src__data, bus__awlen, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$75 ) begin end
     \$24  = \$signal$12 ;
     casez (fsm_state)
       2'h0:
@@ -18443,7 +31963,7 @@ module \ndp_device.control_unit.writer (rst, src__valid, src__data, bus__awlen, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$75 ) begin end
     \$25  = strb;
     casez (fsm_state)
       2'h0:
@@ -18456,7 +31976,7 @@ module \ndp_device.control_unit.writer (rst, src__valid, src__data, bus__awlen, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$75 ) begin end
     \$26  = fsm_state;
     (* full_case = 32'd1 *)
     casez (fsm_state)
@@ -18489,7 +32009,7 @@ module \ndp_device.control_unit.writer (rst, src__valid, src__data, bus__awlen, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$75 ) begin end
     \$27  = in_burst;
     casez (fsm_state)
       2'h0:
@@ -18526,7 +32046,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
 , ports__1__araddr, ports__1__arvalid, ports__1__rready, ports__2__araddr, ports__2__awvalid, ports__2__wvalid, ports__2__bready, ports__2__awaddr, dram__arid, dram__araddr, dram__arlen, dram__arsize, dram__arburst, dram__arlock, dram__arcache, dram__arprot, dram__arvalid, ports__0__arready, ports__1__arready, ports__2__arready, ports__0__rvalid
 , dram__rready, ports__1__rvalid, ports__2__rvalid, dram__awid, dram__awaddr, dram__awlen, dram__awsize, dram__awburst, dram__awlock, dram__awcache, dram__awprot, dram__awvalid, ports__0__awready, ports__1__awready, ports__2__awready, dram__wdata, dram__wstrb, dram__wlast, dram__wvalid, ports__0__wready, ports__1__wready
 , ports__2__wready, ports__0__bid, ports__0__bresp, ports__1__bid, ports__1__bresp, ports__2__bid, ports__2__bresp, ports__0__bvalid, dram__bready, ports__1__bvalid, ports__2__bvalid, dram__awready);
-  reg \$auto$verilog_backend.cc:2355:dump_module$10  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$76  = 0;
   wire \$1 ;
   wire [2:0] \$10 ;
   wire \$11 ;
@@ -18840,7 +32360,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
   assign \$21  = \$20  & dram__wlast;
   assign \$22  = dram__bvalid & dram__bready;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     ports__1__bvalid = 1'h0;
     (* full_case = 32'd1 *)
     casez (write_state)
@@ -18860,7 +32380,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     ports__2__bvalid = 1'h0;
     (* full_case = 32'd1 *)
     casez (write_state)
@@ -18882,14 +32402,14 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     \$23  = \$13 [1:0];
     if (rst) begin
       \$23  = 2'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     \$24  = \$signal ;
     if (\$14 ) begin
       if (\$15 ) begin
@@ -18903,7 +32423,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     \$25  = addr_phase;
     (* full_case = 32'd1 *)
     if (\$14 ) begin
@@ -18924,7 +32444,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     \$26  = \$signal$77 ;
     casez (write_state)
       2'h0:
@@ -18937,7 +32457,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     \$27  = w_last;
     casez (write_state)
       2'h0:
@@ -18950,7 +32470,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     \$28  = write_state;
     (* full_case = 32'd1 *)
     casez (write_state)
@@ -18976,7 +32496,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     others = 1'h0;
     casez (\$signal )
       2'h0:
@@ -18988,7 +32508,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     owner_request = 1'h0;
     casez (\$signal )
       2'h0:
@@ -19000,7 +32520,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     ar_pick = 2'h0;
     casez (\$signal )
       2'h0:
@@ -19042,7 +32562,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     ar_any = 1'h0;
     casez (\$signal )
       2'h0:
@@ -19084,7 +32604,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     dram__arid = 8'h00;
     (* full_case = 32'd1 *)
     if (\$4 ) begin
@@ -19100,7 +32620,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     dram__araddr = 64'h0000000000000000;
     (* full_case = 32'd1 *)
     if (\$4 ) begin
@@ -19116,7 +32636,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     dram__arlen = 8'h00;
     (* full_case = 32'd1 *)
     if (\$4 ) begin
@@ -19132,7 +32652,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     dram__arsize = 3'h0;
     (* full_case = 32'd1 *)
     if (\$4 ) begin
@@ -19148,7 +32668,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     dram__arburst = 2'h0;
     (* full_case = 32'd1 *)
     if (\$4 ) begin
@@ -19164,7 +32684,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     dram__arlock = 1'h0;
     (* full_case = 32'd1 *)
     if (\$4 ) begin
@@ -19180,7 +32700,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     dram__arcache = 4'h0;
     (* full_case = 32'd1 *)
     if (\$4 ) begin
@@ -19196,7 +32716,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     dram__arprot = 3'h0;
     (* full_case = 32'd1 *)
     if (\$4 ) begin
@@ -19212,7 +32732,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     dram__arvalid = 1'h0;
     (* full_case = 32'd1 *)
     if (\$4 ) begin
@@ -19228,7 +32748,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     ports__0__arready = 1'h0;
     (* full_case = 32'd1 *)
     if (\$4 ) begin
@@ -19240,7 +32760,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     ports__1__arready = 1'h0;
     (* full_case = 32'd1 *)
     if (\$4 ) begin
@@ -19254,7 +32774,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     ports__2__arready = 1'h0;
     (* full_case = 32'd1 *)
     if (\$4 ) begin
@@ -19270,7 +32790,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     ports__0__rvalid = 1'h0;
     casez (\$signal )
       2'h0:
@@ -19278,7 +32798,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     dram__rready = 1'h0;
     casez (\$signal )
       2'h0:
@@ -19290,7 +32810,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     ports__1__rvalid = 1'h0;
     casez (\$signal )
       2'h0:
@@ -19300,7 +32820,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     ports__2__rvalid = 1'h0;
     casez (\$signal )
       2'h0:
@@ -19312,7 +32832,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     aw_pick = 2'h0;
     casez (w_last)
       2'h0:
@@ -19345,7 +32865,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     aw_any = 1'h0;
     casez (w_last)
       2'h0:
@@ -19378,7 +32898,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     dram__awid = 8'h00;
     casez (write_state)
       2'h0:
@@ -19395,7 +32915,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     dram__awaddr = 64'h0000000000000000;
     casez (write_state)
       2'h0:
@@ -19412,7 +32932,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     dram__awlen = 8'h00;
     casez (write_state)
       2'h0:
@@ -19429,7 +32949,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     dram__awsize = 3'h0;
     casez (write_state)
       2'h0:
@@ -19446,7 +32966,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     dram__awburst = 2'h0;
     casez (write_state)
       2'h0:
@@ -19463,7 +32983,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     dram__awlock = 1'h0;
     casez (write_state)
       2'h0:
@@ -19480,7 +33000,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     dram__awcache = 4'h0;
     casez (write_state)
       2'h0:
@@ -19497,7 +33017,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     dram__awprot = 3'h0;
     casez (write_state)
       2'h0:
@@ -19514,7 +33034,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     dram__awvalid = 1'h0;
     casez (write_state)
       2'h0:
@@ -19531,7 +33051,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     ports__0__awready = 1'h0;
     casez (write_state)
       2'h0:
@@ -19544,7 +33064,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     ports__1__awready = 1'h0;
     casez (write_state)
       2'h0:
@@ -19559,7 +33079,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     ports__2__awready = 1'h0;
     casez (write_state)
       2'h0:
@@ -19576,7 +33096,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     dram__wdata = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     casez (write_state)
       2'h0:
@@ -19595,7 +33115,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     dram__wstrb = 64'h0000000000000000;
     casez (write_state)
       2'h0:
@@ -19614,7 +33134,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     dram__wlast = 1'h0;
     casez (write_state)
       2'h0:
@@ -19633,7 +33153,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     dram__wvalid = 1'h0;
     casez (write_state)
       2'h0:
@@ -19652,7 +33172,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     ports__0__wready = 1'h0;
     casez (write_state)
       2'h0:
@@ -19667,7 +33187,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     ports__1__wready = 1'h0;
     casez (write_state)
       2'h0:
@@ -19684,7 +33204,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     ports__2__wready = 1'h0;
     casez (write_state)
       2'h0:
@@ -19703,7 +33223,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     ports__0__bid = 8'h00;
     (* full_case = 32'd1 *)
     casez (write_state)
@@ -19718,7 +33238,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     ports__0__bresp = 2'h0;
     (* full_case = 32'd1 *)
     casez (write_state)
@@ -19733,7 +33253,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     ports__1__bid = 8'h00;
     (* full_case = 32'd1 *)
     casez (write_state)
@@ -19748,7 +33268,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     ports__1__bresp = 2'h0;
     (* full_case = 32'd1 *)
     casez (write_state)
@@ -19763,7 +33283,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     ports__2__bid = 8'h00;
     (* full_case = 32'd1 *)
     casez (write_state)
@@ -19778,7 +33298,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     ports__2__bresp = 2'h0;
     (* full_case = 32'd1 *)
     casez (write_state)
@@ -19793,7 +33313,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     ports__0__bvalid = 1'h0;
     (* full_case = 32'd1 *)
     casez (write_state)
@@ -19811,7 +33331,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     dram__bready = 1'h0;
     (* full_case = 32'd1 *)
     casez (write_state)
@@ -19988,7 +33508,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \ndp_device.instruction_buffer.fifo (rst, w_rdy, w_level, r_data, w_en, w_port__data, r_rdy, r_en, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$11  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$77  = 0;
   wire \$1 ;
   wire \$10 ;
   wire [2:0] \$11 ;
@@ -20114,7 +33634,7 @@ module \ndp_device.instruction_buffer.fifo (rst, w_rdy, w_level, r_data, w_en, w
   always @(posedge clk)
     r_rdy <= \$33 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$30  = w_port__addr;
     if (\$3 ) begin
       \$30  = \$6 [1:0];
@@ -20124,7 +33644,7 @@ module \ndp_device.instruction_buffer.fifo (rst, w_rdy, w_level, r_data, w_en, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$31  = r_port__addr;
     if (\$9 ) begin
       \$31  = \$12 [1:0];
@@ -20134,7 +33654,7 @@ module \ndp_device.instruction_buffer.fifo (rst, w_rdy, w_level, r_data, w_en, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$32  = inner_level;
     if (\$18 ) begin
       \$32  = \$19 [1:0];
@@ -20147,7 +33667,7 @@ module \ndp_device.instruction_buffer.fifo (rst, w_rdy, w_level, r_data, w_en, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$33  = r_rdy;
     if (\$29 ) begin
       \$33  = 1'h1;
@@ -20171,7 +33691,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
 , mem__arvalid, mem__rready, mem__awuser, mem__aruser, down__rid, down__rdata, down__rresp, down__rlast, clk, rst, queues__0, queues__1, queues__2, queues__3, mem__arready, down__arid, down__araddr, down__arlen, down__arsize, down__arburst, down__arlock
 , down__arcache, down__arprot, down__arvalid, mem__rid, mem__rdata, mem__rresp, mem__rlast, mem__rvalid, down__rready, mem__awready, down__awid, down__awaddr, down__awlen, down__awsize, down__awburst, down__awlock, down__awcache, down__awprot, down__awvalid, down__wdata, down__wstrb
 , down__wlast, down__wvalid, mem__wready, mem__bid, mem__bresp, mem__bvalid, down__bready, down__arready, down__rvalid, down__awready, down__wready, down__bid, down__bresp, down__bvalid, mem__awid);
-  reg \$auto$verilog_backend.cc:2355:dump_module$12  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$78  = 0;
   wire [8:0] \$1 ;
   wire [8:0] \$10 ;
   wire \$100 ;
@@ -20971,7 +34491,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
   always @(posedge clk)
     write_state <= \$276 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     mem__arready = 1'h0;
     casez (read_state)
       3'h0:
@@ -20979,7 +34499,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     down__arid = 8'h00;
     casez (read_state)
       3'h0:
@@ -20991,7 +34511,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     down__araddr = 64'h0000000000000000;
     casez (read_state)
       3'h0:
@@ -21003,7 +34523,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     down__arlen = 8'h00;
     casez (read_state)
       3'h0:
@@ -21015,7 +34535,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     down__arsize = 3'h0;
     casez (read_state)
       3'h0:
@@ -21027,7 +34547,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     down__arburst = 2'h0;
     casez (read_state)
       3'h0:
@@ -21039,7 +34559,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     down__arlock = 1'h0;
     casez (read_state)
       3'h0:
@@ -21051,7 +34571,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     down__arcache = 4'h0;
     casez (read_state)
       3'h0:
@@ -21063,7 +34583,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     down__arprot = 3'h0;
     casez (read_state)
       3'h0:
@@ -21075,7 +34595,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     down__arvalid = 1'h0;
     casez (read_state)
       3'h0:
@@ -21087,7 +34607,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     mem__rid = 8'h00;
     casez (read_state)
       3'h0:
@@ -21103,7 +34623,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     mem__rdata = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     casez (read_state)
       3'h0:
@@ -21119,7 +34639,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     mem__rresp = 2'h0;
     casez (read_state)
       3'h0:
@@ -21135,7 +34655,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     mem__rlast = 1'h0;
     casez (read_state)
       3'h0:
@@ -21151,7 +34671,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     mem__rvalid = 1'h0;
     casez (read_state)
       3'h0:
@@ -21167,7 +34687,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     down__rready = 1'h0;
     casez (read_state)
       3'h0:
@@ -21181,7 +34701,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     mem__awready = 1'h0;
     casez (write_state)
       3'h0:
@@ -21189,7 +34709,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     down__awid = 8'h00;
     casez (write_state)
       3'h0:
@@ -21201,7 +34721,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     down__awaddr = 64'h0000000000000000;
     casez (write_state)
       3'h0:
@@ -21213,7 +34733,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     down__awlen = 8'h00;
     casez (write_state)
       3'h0:
@@ -21225,7 +34745,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     down__awsize = 3'h0;
     casez (write_state)
       3'h0:
@@ -21237,7 +34757,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     down__awburst = 2'h0;
     casez (write_state)
       3'h0:
@@ -21249,7 +34769,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     down__awlock = 1'h0;
     casez (write_state)
       3'h0:
@@ -21261,7 +34781,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     down__awcache = 4'h0;
     casez (write_state)
       3'h0:
@@ -21273,7 +34793,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     down__awprot = 3'h0;
     casez (write_state)
       3'h0:
@@ -21285,7 +34805,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     down__awvalid = 1'h0;
     casez (write_state)
       3'h0:
@@ -21297,7 +34817,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     down__wdata = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     casez (write_state)
       3'h0:
@@ -21311,7 +34831,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     down__wstrb = 64'h0000000000000000;
     casez (write_state)
       3'h0:
@@ -21325,7 +34845,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     down__wlast = 1'h0;
     casez (write_state)
       3'h0:
@@ -21339,7 +34859,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     down__wvalid = 1'h0;
     casez (write_state)
       3'h0:
@@ -21353,7 +34873,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     mem__wready = 1'h0;
     casez (write_state)
       3'h0:
@@ -21371,7 +34891,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     mem__bid = 8'h00;
     casez (write_state)
       3'h0:
@@ -21391,7 +34911,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     mem__bresp = 2'h0;
     casez (write_state)
       3'h0:
@@ -21411,7 +34931,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     mem__bvalid = 1'h0;
     casez (write_state)
       3'h0:
@@ -21431,7 +34951,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     down__bready = 1'h0;
     casez (write_state)
       3'h0:
@@ -21447,7 +34967,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$256  = hold_arid;
     casez (read_state)
       3'h0:
@@ -21460,7 +34980,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$257  = hold_araddr;
     casez (read_state)
       3'h0:
@@ -21473,7 +34993,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$258  = hold_arlen;
     casez (read_state)
       3'h0:
@@ -21486,7 +35006,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$259  = hold_arsize;
     casez (read_state)
       3'h0:
@@ -21499,7 +35019,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$260  = hold_arburst;
     casez (read_state)
       3'h0:
@@ -21512,7 +35032,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$261  = hold_arlock;
     casez (read_state)
       3'h0:
@@ -21525,7 +35045,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$262  = hold_arcache;
     casez (read_state)
       3'h0:
@@ -21538,7 +35058,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$263  = hold_arprot;
     casez (read_state)
       3'h0:
@@ -21551,7 +35071,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$264  = ar_user;
     casez (read_state)
       3'h0:
@@ -21564,7 +35084,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$265  = read_state;
     casez (read_state)
       3'h0:
@@ -21598,7 +35118,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$266  = r_left;
     casez (read_state)
       3'h0:
@@ -21619,7 +35139,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$267  = hold_awid;
     casez (write_state)
       3'h0:
@@ -21632,7 +35152,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$268  = hold_awaddr;
     casez (write_state)
       3'h0:
@@ -21645,7 +35165,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$269  = hold_awlen;
     casez (write_state)
       3'h0:
@@ -21658,7 +35178,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$270  = hold_awsize;
     casez (write_state)
       3'h0:
@@ -21671,7 +35191,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$271  = hold_awburst;
     casez (write_state)
       3'h0:
@@ -21684,7 +35204,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$272  = hold_awlock;
     casez (write_state)
       3'h0:
@@ -21697,7 +35217,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$273  = hold_awcache;
     casez (write_state)
       3'h0:
@@ -21710,7 +35230,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$274  = hold_awprot;
     casez (write_state)
       3'h0:
@@ -21723,7 +35243,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$275  = aw_user;
     casez (write_state)
       3'h0:
@@ -21736,7 +35256,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$276  = write_state;
     casez (write_state)
       3'h0:
@@ -21824,7 +35344,7 @@ endmodule
 (* generator = "Amaranth" *)
 module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__bready, io__araddr, io__arvalid, io__rready, io__awuser, clk, rst, io__awready, io__wready, io__arready, reset__0, reset__1, reset__2, reset__3, io__bvalid, b_resp, queues__0
 , queues__1, queues__2, queues__3, io__rvalid, r_data, done_valid, done_queue, done_seq, done_status, io__awaddr);
-  reg \$auto$verilog_backend.cc:2355:dump_module$13  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$79  = 0;
   wire \$1 ;
   wire \$10 ;
   wire [31:0] \$100 ;
@@ -22620,7 +36140,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
   always @(posedge clk)
     r_data <= \$319 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
     \$294  = 1'h0;
     if (\$10 ) begin
       casez (\$signal [15:2])
@@ -22655,7 +36175,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
     \$295  = 1'h0;
     if (\$10 ) begin
       casez (\$signal [15:2])
@@ -22714,7 +36234,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
     \$296  = 1'h0;
     if (\$10 ) begin
       casez (\$signal [15:2])
@@ -22797,7 +36317,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
     \$297  = 1'h0;
     if (\$10 ) begin
       casez (\$signal [15:2])
@@ -22904,7 +36424,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
     \$298  = head0;
     if (done_valid) begin
       casez (done_queue)
@@ -22945,7 +36465,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
     \$299  = status0;
     if (done_valid) begin
       casez (done_queue)
@@ -22990,7 +36510,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
     \$300  = head1;
     if (done_valid) begin
       casez (done_queue)
@@ -23057,7 +36577,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
     \$301  = status1;
     if (done_valid) begin
       casez (done_queue)
@@ -23128,7 +36648,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
     \$302  = head2;
     if (done_valid) begin
       casez (done_queue)
@@ -23221,7 +36741,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
     \$303  = status2;
     if (done_valid) begin
       casez (done_queue)
@@ -23318,7 +36838,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
     \$304  = head3;
     if (done_valid) begin
       (* full_case = 32'd1 *)
@@ -23438,7 +36958,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
     \$305  = status3;
     if (done_valid) begin
       (* full_case = 32'd1 *)
@@ -23562,7 +37082,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
     \$306  = \$signal ;
     if (\$5 ) begin
       \$306  = io__awaddr;
@@ -23572,7 +37092,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
     \$307  = \$signal$22 ;
     if (\$5 ) begin
       \$307  = io__awuser;
@@ -23582,7 +37102,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
     \$308  = aw_full;
     if (\$5 ) begin
       \$308  = 1'h1;
@@ -23595,7 +37115,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
     \$309  = \$signal$27 ;
     if (\$6 ) begin
       \$309  = io__wdata;
@@ -23605,7 +37125,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
     \$310  = \$signal$29 ;
     if (\$6 ) begin
       \$310  = io__wstrb;
@@ -23615,7 +37135,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
     \$311  = \$signal$31 ;
     if (\$6 ) begin
       \$311  = 1'h1;
@@ -23628,7 +37148,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
     \$312  = \$signal$32 ;
     if (\$7 ) begin
       \$312  = 1'h0;
@@ -23641,7 +37161,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
     \$313  = b_resp;
     if (\$10 ) begin
       \$313  = 2'h0;
@@ -23654,7 +37174,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
     \$314  = queues__0;
     if (\$10 ) begin
       casez (\$signal [15:2])
@@ -23715,7 +37235,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
     \$315  = queues__1;
     if (\$10 ) begin
       casez (\$signal [15:2])
@@ -23800,7 +37320,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
     \$316  = queues__2;
     if (\$10 ) begin
       casez (\$signal [15:2])
@@ -23909,7 +37429,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
     \$317  = queues__3;
     if (\$10 ) begin
       casez (\$signal [15:2])
@@ -24042,7 +37562,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
     \$318  = \$signal$41 ;
     if (\$283 ) begin
       \$318  = 1'h0;
@@ -24055,7 +37575,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
     \$319  = r_data;
     if (\$284 ) begin
       \$319  = 32'd0;
@@ -24179,7 +37699,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
     refuse = 1'h0;
     if (\$287 ) begin
       refuse = \$289 ;
@@ -25991,4 +39511,625 @@ module ndp_fp32_add_pipe(b, clk, rst, s, a);
   assign lzc_cll = { 1'h0, lzc_cllh };
   assign lzc_vl = 1'h1;
   assign lzc_v = 1'h1;
+endmodule
+/* Generated by Amaranth Yosys 0.50 (PyPI ver 0.50.0.0.post130, git sha1 b5170e139) */
+
+(* top =  1  *)
+(* generator = "Amaranth" *)
+module ndp_exp_approx_pipe(clk, rst, e, d);
+  reg \$auto$verilog_backend.cc:2355:dump_module$1  = 0;
+  wire \$1 ;
+  wire [35:0] \$10 ;
+  wire [35:0] \$11 ;
+  wire [36:0] \$12 ;
+  wire [33:0] \$13 ;
+  wire [34:0] \$14 ;
+  wire \$15 ;
+  wire \$16 ;
+  reg [33:0] \$17 ;
+  reg \$18 ;
+  reg \$19 ;
+  wire \$2 ;
+  wire \$3 ;
+  wire \$4 ;
+  wire [8:0] \$5 ;
+  wire [8:0] \$6 ;
+  wire \$7 ;
+  wire [31:0] \$8 ;
+  wire [63:0] \$9 ;
+  input clk;
+  wire clk;
+  input [31:0] d;
+  wire [31:0] d;
+  output [31:0] e;
+  reg [31:0] e;
+  wire [31:0] exp_D;
+  wire [63:0] exp_DQ;
+  wire [33:0] exp_T;
+  reg [23:0] exp_base;
+  wire [10:0] exp_biased;
+  reg [17:0] exp_diff;
+  wire [31:0] exp_e;
+  wire [30:0] exp_mag;
+  wire exp_nan;
+  reg exp_s1_nan = 1'h0;
+  reg exp_s1_small = 1'h0;
+  reg [33:0] exp_s1_t = 34'h000000000;
+  wire [4:0] exp_shift;
+  wire exp_small;
+  wire [23:0] exp_y;
+  input rst;
+  wire rst;
+  assign \$1  = d[30:23] == 8'hff;
+  assign \$2  = | d[22:0];
+  assign exp_nan = \$1  & \$2 ;
+  assign \$3  = d[30:0] > 31'h42d00000;
+  assign exp_small = d[31] & \$3 ;
+  assign \$4  = d[30:23] < 7'h66;
+  assign \$5  = 8'h85 - d[30:23];
+  assign \$6  = \$4  ? 9'h01f : \$5 ;
+  assign \$7  = | d[30:23];
+  assign exp_mag = { \$7 , d[22:0], 7'h00 } >> \$6 [4:0];
+  assign \$8  = - exp_mag;
+  assign exp_D = d[31] ? \$8  : { 1'h0, exp_mag };
+  assign exp_DQ = $signed(exp_D) * $signed(32'd1549082005);
+  assign \$10  = exp_diff * exp_s1_t[17:0];
+  assign \$12  = exp_base + \$11 ;
+  assign \$14  = $signed(\$13 ) + $signed(8'h7f);
+  assign \$15  = $signed(\$14 [10:0]) <= $signed(1'h0);
+  assign \$16  = exp_s1_small | \$15 ;
+  always @(posedge clk)
+    exp_s1_t <= \$17 ;
+  always @(posedge clk)
+    exp_s1_nan <= \$18 ;
+  always @(posedge clk)
+    exp_s1_small <= \$19 ;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    (* full_case = 32'd1 *)
+    casez (exp_s1_t[23:18])
+      6'h00:
+          exp_base = 24'h800000;
+      6'h01:
+          exp_base = 24'h8164d2;
+      6'h02:
+          exp_base = 24'h82cd87;
+      6'h03:
+          exp_base = 24'h843a29;
+      6'h04:
+          exp_base = 24'h85aac3;
+      6'h05:
+          exp_base = 24'h871f62;
+      6'h06:
+          exp_base = 24'h88980f;
+      6'h07:
+          exp_base = 24'h8a14d5;
+      6'h08:
+          exp_base = 24'h8b95c2;
+      6'h09:
+          exp_base = 24'h8d1adf;
+      6'h0a:
+          exp_base = 24'h8ea43a;
+      6'h0b:
+          exp_base = 24'h9031dc;
+      6'h0c:
+          exp_base = 24'h91c3d3;
+      6'h0d:
+          exp_base = 24'h935a2b;
+      6'h0e:
+          exp_base = 24'h94f4f0;
+      6'h0f:
+          exp_base = 24'h96942d;
+      6'h10:
+          exp_base = 24'h9837f0;
+      6'h11:
+          exp_base = 24'h99e046;
+      6'h12:
+          exp_base = 24'h9b8d3a;
+      6'h13:
+          exp_base = 24'h9d3eda;
+      6'h14:
+          exp_base = 24'h9ef532;
+      6'h15:
+          exp_base = 24'ha0b051;
+      6'h16:
+          exp_base = 24'ha27043;
+      6'h17:
+          exp_base = 24'ha43516;
+      6'h18:
+          exp_base = 24'ha5fed7;
+      6'h19:
+          exp_base = 24'ha7cd94;
+      6'h1a:
+          exp_base = 24'ha9a15b;
+      6'h1b:
+          exp_base = 24'hab7a3a;
+      6'h1c:
+          exp_base = 24'had583f;
+      6'h1d:
+          exp_base = 24'haf3b79;
+      6'h1e:
+          exp_base = 24'hb123f6;
+      6'h1f:
+          exp_base = 24'hb311c4;
+      6'h20:
+          exp_base = 24'hb504f3;
+      6'h21:
+          exp_base = 24'hb6fd92;
+      6'h22:
+          exp_base = 24'hb8fbaf;
+      6'h23:
+          exp_base = 24'hbaff5b;
+      6'h24:
+          exp_base = 24'hbd08a4;
+      6'h25:
+          exp_base = 24'hbf179a;
+      6'h26:
+          exp_base = 24'hc12c4d;
+      6'h27:
+          exp_base = 24'hc346cd;
+      6'h28:
+          exp_base = 24'hc5672a;
+      6'h29:
+          exp_base = 24'hc78d75;
+      6'h2a:
+          exp_base = 24'hc9b9be;
+      6'h2b:
+          exp_base = 24'hcbec15;
+      6'h2c:
+          exp_base = 24'hce248c;
+      6'h2d:
+          exp_base = 24'hd06334;
+      6'h2e:
+          exp_base = 24'hd2a81e;
+      6'h2f:
+          exp_base = 24'hd4f35b;
+      6'h30:
+          exp_base = 24'hd744fd;
+      6'h31:
+          exp_base = 24'hd99d16;
+      6'h32:
+          exp_base = 24'hdbfbb8;
+      6'h33:
+          exp_base = 24'hde60f5;
+      6'h34:
+          exp_base = 24'he0ccdf;
+      6'h35:
+          exp_base = 24'he33f89;
+      6'h36:
+          exp_base = 24'he5b907;
+      6'h37:
+          exp_base = 24'he8396a;
+      6'h38:
+          exp_base = 24'heac0c7;
+      6'h39:
+          exp_base = 24'hed4f30;
+      6'h3a:
+          exp_base = 24'hefe4ba;
+      6'h3b:
+          exp_base = 24'hf28177;
+      6'h3c:
+          exp_base = 24'hf5257d;
+      6'h3d:
+          exp_base = 24'hf7d0df;
+      6'h3e:
+          exp_base = 24'hfa83b3;
+      6'h3f:
+          exp_base = 24'hfd3e0c;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    (* full_case = 32'd1 *)
+    casez (exp_s1_t[23:18])
+      6'h00:
+          exp_diff = 18'h164d2;
+      6'h01:
+          exp_diff = 18'h168b5;
+      6'h02:
+          exp_diff = 18'h16ca2;
+      6'h03:
+          exp_diff = 18'h1709a;
+      6'h04:
+          exp_diff = 18'h1749f;
+      6'h05:
+          exp_diff = 18'h178ad;
+      6'h06:
+          exp_diff = 18'h17cc6;
+      6'h07:
+          exp_diff = 18'h180ed;
+      6'h08:
+          exp_diff = 18'h1851d;
+      6'h09:
+          exp_diff = 18'h1895b;
+      6'h0a:
+          exp_diff = 18'h18da2;
+      6'h0b:
+          exp_diff = 18'h191f7;
+      6'h0c:
+          exp_diff = 18'h19658;
+      6'h0d:
+          exp_diff = 18'h19ac5;
+      6'h0e:
+          exp_diff = 18'h19f3d;
+      6'h0f:
+          exp_diff = 18'h1a3c3;
+      6'h10:
+          exp_diff = 18'h1a856;
+      6'h11:
+          exp_diff = 18'h1acf4;
+      6'h12:
+          exp_diff = 18'h1b1a0;
+      6'h13:
+          exp_diff = 18'h1b658;
+      6'h14:
+          exp_diff = 18'h1bb1f;
+      6'h15:
+          exp_diff = 18'h1bff2;
+      6'h16:
+          exp_diff = 18'h1c4d3;
+      6'h17:
+          exp_diff = 18'h1c9c1;
+      6'h18:
+          exp_diff = 18'h1cebd;
+      6'h19:
+          exp_diff = 18'h1d3c7;
+      6'h1a:
+          exp_diff = 18'h1d8df;
+      6'h1b:
+          exp_diff = 18'h1de05;
+      6'h1c:
+          exp_diff = 18'h1e33a;
+      6'h1d:
+          exp_diff = 18'h1e87d;
+      6'h1e:
+          exp_diff = 18'h1edce;
+      6'h1f:
+          exp_diff = 18'h1f32f;
+      6'h20:
+          exp_diff = 18'h1f89f;
+      6'h21:
+          exp_diff = 18'h1fe1d;
+      6'h22:
+          exp_diff = 18'h203ac;
+      6'h23:
+          exp_diff = 18'h20949;
+      6'h24:
+          exp_diff = 18'h20ef6;
+      6'h25:
+          exp_diff = 18'h214b3;
+      6'h26:
+          exp_diff = 18'h21a80;
+      6'h27:
+          exp_diff = 18'h2205d;
+      6'h28:
+          exp_diff = 18'h2264b;
+      6'h29:
+          exp_diff = 18'h22c49;
+      6'h2a:
+          exp_diff = 18'h23257;
+      6'h2b:
+          exp_diff = 18'h23877;
+      6'h2c:
+          exp_diff = 18'h23ea8;
+      6'h2d:
+          exp_diff = 18'h244ea;
+      6'h2e:
+          exp_diff = 18'h24b3d;
+      6'h2f:
+          exp_diff = 18'h251a2;
+      6'h30:
+          exp_diff = 18'h25819;
+      6'h31:
+          exp_diff = 18'h25ea2;
+      6'h32:
+          exp_diff = 18'h2653d;
+      6'h33:
+          exp_diff = 18'h26bea;
+      6'h34:
+          exp_diff = 18'h272aa;
+      6'h35:
+          exp_diff = 18'h2797e;
+      6'h36:
+          exp_diff = 18'h28063;
+      6'h37:
+          exp_diff = 18'h2875d;
+      6'h38:
+          exp_diff = 18'h28e69;
+      6'h39:
+          exp_diff = 18'h2958a;
+      6'h3a:
+          exp_diff = 18'h29cbd;
+      6'h3b:
+          exp_diff = 18'h2a406;
+      6'h3c:
+          exp_diff = 18'h2ab62;
+      6'h3d:
+          exp_diff = 18'h2b2d4;
+      6'h3e:
+          exp_diff = 18'h2ba59;
+      6'h3f:
+          exp_diff = 18'h2c1f4;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    (* full_case = 32'd1 *)
+    if (exp_s1_nan) begin
+      e = 32'd2143289344;
+    end else if (\$16 ) begin
+      e = 32'd0;
+    end else begin
+      e = { 1'h0, \$14 [7:0], \$12 [22:0] };
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$17  = \$9 [33:0];
+    if (rst) begin
+      \$17  = 34'h000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$18  = exp_nan;
+    if (rst) begin
+      \$18  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$19  = exp_small;
+    if (rst) begin
+      \$19  = 1'h0;
+    end
+  end
+  assign exp_shift = \$6 [4:0];
+  assign exp_T = \$9 [33:0];
+  assign exp_y = \$12 [23:0];
+  assign exp_biased = \$14 [10:0];
+  assign exp_e = e;
+  assign \$9  = { exp_DQ[63], exp_DQ[63], exp_DQ[63], exp_DQ[63], exp_DQ[63], exp_DQ[63], exp_DQ[63], exp_DQ[63], exp_DQ[63], exp_DQ[63], exp_DQ[63], exp_DQ[63], exp_DQ[63], exp_DQ[63], exp_DQ[63], exp_DQ[63], exp_DQ[63], exp_DQ[63], exp_DQ[63], exp_DQ[63], exp_DQ[63], exp_DQ[63], exp_DQ[63], exp_DQ[63], exp_DQ[63], exp_DQ[63], exp_DQ[63], exp_DQ[63], exp_DQ[63], exp_DQ[63], exp_DQ[63:30] };
+  assign \$11  = { 18'h00000, \$10 [35:18] };
+  assign \$13  = { exp_s1_t[33], exp_s1_t[33], exp_s1_t[33], exp_s1_t[33], exp_s1_t[33], exp_s1_t[33], exp_s1_t[33], exp_s1_t[33], exp_s1_t[33], exp_s1_t[33], exp_s1_t[33], exp_s1_t[33], exp_s1_t[33], exp_s1_t[33], exp_s1_t[33], exp_s1_t[33], exp_s1_t[33], exp_s1_t[33], exp_s1_t[33], exp_s1_t[33], exp_s1_t[33], exp_s1_t[33], exp_s1_t[33], exp_s1_t[33], exp_s1_t[33:24] };
+endmodule
+/* Generated by Amaranth Yosys 0.50 (PyPI ver 0.50.0.0.post130, git sha1 b5170e139) */
+
+(* top =  1  *)
+(* generator = "Amaranth" *)
+module ndp_fp32_mul_to_fp16_pipe(b, clk, rst, h, a);
+  reg \$auto$verilog_backend.cc:2355:dump_module$1  = 0;
+  wire \$1 ;
+  wire \$10 ;
+  wire \$11 ;
+  wire \$12 ;
+  wire \$13 ;
+  wire \$14 ;
+  wire [48:0] \$15 ;
+  wire [48:0] \$16 ;
+  wire [9:0] \$17 ;
+  wire \$18 ;
+  wire \$19 ;
+  wire \$2 ;
+  wire [11:0] \$20 ;
+  wire [11:0] \$21 ;
+  wire [11:0] \$22 ;
+  wire \$23 ;
+  wire \$24 ;
+  wire \$25 ;
+  wire \$26 ;
+  wire \$27 ;
+  wire \$28 ;
+  wire \$29 ;
+  wire \$3 ;
+  wire \$30 ;
+  wire \$31 ;
+  wire \$32 ;
+  wire \$33 ;
+  wire \$34 ;
+  wire \$35 ;
+  wire \$36 ;
+  wire \$37 ;
+  wire \$38 ;
+  wire \$39 ;
+  wire \$4 ;
+  wire \$40 ;
+  wire [4:0] \$41 ;
+  wire \$42 ;
+  wire \$43 ;
+  wire \$44 ;
+  wire \$45 ;
+  wire [15:0] \$46 ;
+  wire \$47 ;
+  wire \$48 ;
+  reg [47:0] \$49 ;
+  wire \$5 ;
+  reg [8:0] \$50 ;
+  reg \$51 ;
+  reg \$52 ;
+  reg \$53 ;
+  reg \$54 ;
+  wire \$6 ;
+  wire \$7 ;
+  wire \$8 ;
+  wire \$9 ;
+  input [31:0] a;
+  wire [31:0] a;
+  wire a_inf;
+  wire a_nan;
+  wire a_zero;
+  input [31:0] b;
+  wire [31:0] b;
+  wire b_inf;
+  wire b_nan;
+  wire b_zero;
+  input clk;
+  wire clk;
+  output [15:0] h;
+  reg [15:0] h;
+  wire [47:0] mulh_den_s0;
+  wire [47:0] mulh_den_s1;
+  wire [47:0] mulh_den_s2;
+  wire [47:0] mulh_den_s3;
+  wire [47:0] mulh_den_s4;
+  wire [47:0] mulh_den_s5;
+  wire mulh_den_sticky;
+  wire [8:0] mulh_esum;
+  wire [15:0] mulh_h;
+  wire [10:0] mulh_hexp;
+  wire mulh_inf;
+  wire mulh_nan;
+  wire [47:0] mulh_norm;
+  wire [14:0] mulh_packed;
+  wire [47:0] mulh_prod;
+  reg [8:0] mulh_s1_esum = 9'h000;
+  reg mulh_s1_inf = 1'h0;
+  reg mulh_s1_nan = 1'h0;
+  reg [47:0] mulh_s1_prod = 48'h000000000000;
+  reg mulh_s1_sign = 1'h0;
+  reg mulh_s1_zero = 1'h0;
+  wire [5:0] mulh_shift;
+  wire mulh_zero;
+  input rst;
+  wire rst;
+  assign \$28  = \$25  | \$27 ;
+  assign \$29  = | mulh_den_s1[3:0];
+  assign \$30  = \$22 [2] & \$29 ;
+  assign \$31  = \$28  | \$30 ;
+  assign \$32  = | mulh_den_s2[7:0];
+  assign \$33  = \$22 [3] & \$32 ;
+  assign \$34  = \$31  | \$33 ;
+  assign \$35  = | mulh_den_s3[15:0];
+  assign \$36  = \$22 [4] & \$35 ;
+  assign \$37  = \$34  | \$36 ;
+  assign \$38  = | mulh_den_s4[31:0];
+  assign \$39  = \$22 [5] & \$38 ;
+  assign mulh_den_sticky = \$37  | \$39 ;
+  assign \$40  = $signed(mulh_hexp) >= $signed(2'h1);
+  assign \$41  = \$40  ? mulh_hexp[4:0] : 5'h00;
+  assign \$42  = | mulh_den_s5[35:0];
+  assign \$43  = mulh_den_sticky | \$42 ;
+  assign \$44  = \$43  | mulh_den_s5[37];
+  assign \$45  = mulh_den_s5[36] & \$44 ;
+  assign \$46  = { \$41 , mulh_den_s5[46:37] } + \$45 ;
+  assign \$47  = $signed(mulh_hexp) >= $signed(6'h1f);
+  assign \$48  = a[31] ^ b[31];
+  always @(posedge clk)
+    mulh_s1_prod <= \$49 ;
+  always @(posedge clk)
+    mulh_s1_esum <= \$50 ;
+  always @(posedge clk)
+    mulh_s1_sign <= \$51 ;
+  always @(posedge clk)
+    mulh_s1_nan <= \$52 ;
+  always @(posedge clk)
+    mulh_s1_inf <= \$53 ;
+  always @(posedge clk)
+    mulh_s1_zero <= \$54 ;
+  assign a_zero = ! a[30:23];
+  assign \$1  = a[30:23] == 8'hff;
+  assign \$2  = | a[22:0];
+  assign \$3  = ~ \$2 ;
+  assign a_inf = \$1  & \$3 ;
+  assign \$4  = a[30:23] == 8'hff;
+  assign \$5  = | a[22:0];
+  assign a_nan = \$4  & \$5 ;
+  assign b_zero = ! b[30:23];
+  assign \$6  = b[30:23] == 8'hff;
+  assign \$7  = | b[22:0];
+  assign \$8  = ~ \$7 ;
+  assign b_inf = \$6  & \$8 ;
+  assign \$9  = b[30:23] == 8'hff;
+  assign \$10  = | b[22:0];
+  assign b_nan = \$9  & \$10 ;
+  assign mulh_prod = { 1'h1, a[22:0] } * { 1'h1, b[22:0] };
+  assign mulh_esum = a[30:23] + b[30:23];
+  assign \$11  = a_nan | b_nan;
+  assign \$12  = a_inf & b_zero;
+  assign \$13  = \$11  | \$12 ;
+  assign \$14  = b_inf & a_zero;
+  assign mulh_nan = \$13  | \$14 ;
+  assign mulh_inf = a_inf | b_inf;
+  assign mulh_zero = a_zero | b_zero;
+  assign \$16  = mulh_s1_prod[47] ? { 1'h0, mulh_s1_prod } : \$15 ;
+  assign \$17  = mulh_s1_esum + mulh_s1_prod[47];
+  assign mulh_hexp = \$17  - 8'hef;
+  assign \$18  = $signed(mulh_hexp) >= $signed(2'h1);
+  assign \$19  = $signed(mulh_hexp) < $signed(7'h51);
+  assign \$20  = $signed(2'h1) - $signed(mulh_hexp);
+  assign \$21  = \$19  ? 12'h031 : \$20 ;
+  assign \$22  = \$18  ? 12'h000 : \$21 ;
+  assign mulh_den_s0 = \$22 [0] ? { 1'h0, \$16 [47:1] } : \$16 [47:0];
+  assign mulh_den_s1 = \$22 [1] ? { 2'h0, mulh_den_s0[47:2] } : mulh_den_s0;
+  assign mulh_den_s2 = \$22 [2] ? { 4'h0, mulh_den_s1[47:4] } : mulh_den_s1;
+  assign mulh_den_s3 = \$22 [3] ? { 8'h00, mulh_den_s2[47:8] } : mulh_den_s2;
+  assign mulh_den_s4 = \$22 [4] ? { 16'h0000, mulh_den_s3[47:16] } : mulh_den_s3;
+  assign mulh_den_s5 = \$22 [5] ? { 32'h00000000, mulh_den_s4[47:32] } : mulh_den_s4;
+  assign \$24  = \$22 [0] & \$23 ;
+  assign \$26  = | mulh_den_s0[1:0];
+  assign \$27  = \$22 [1] & \$26 ;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    (* full_case = 32'd1 *)
+    if (mulh_s1_nan) begin
+      h = 16'h7e00;
+    end else if (mulh_s1_inf) begin
+      h = { mulh_s1_sign, 15'h7c00 };
+    end else if (mulh_s1_zero) begin
+      h = { mulh_s1_sign, 15'h0000 };
+    end else if (\$47 ) begin
+      h = { mulh_s1_sign, 15'h7c00 };
+    end else begin
+      h = { mulh_s1_sign, \$46 [14:0] };
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$49  = mulh_prod;
+    if (rst) begin
+      \$49  = 48'h000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$50  = mulh_esum;
+    if (rst) begin
+      \$50  = 9'h000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$51  = \$48 ;
+    if (rst) begin
+      \$51  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$52  = mulh_nan;
+    if (rst) begin
+      \$52  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$53  = mulh_inf;
+    if (rst) begin
+      \$53  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$54  = mulh_zero;
+    if (rst) begin
+      \$54  = 1'h0;
+    end
+  end
+  assign mulh_norm = \$16 [47:0];
+  assign mulh_shift = \$22 [5:0];
+  assign mulh_packed = \$46 [14:0];
+  assign mulh_h = h;
+  assign \$15  = { mulh_s1_prod, 1'h0 };
+  assign \$23  = \$16 [0];
+  assign \$25  = \$24 ;
 endmodule

@@ -40,8 +40,27 @@ class ComputeUnit:
     def _widen(raw, rows, cols):
         return np.frombuffer(raw, np.float16, rows * cols).reshape(rows, cols).astype(np.float32)
 
+    def _input(self, x_addr, m, k):
+        return self._widen(self.memory.array(x_addr, m * k * 2), m, k)
+
     def gemm(self, x_addr, w_addr, m, k, n):
         """The FP16 result bytes of in[m x k] (at x_addr) * W[k x n] (at w_addr)."""
-        x32 = self._widen(self.memory.array(x_addr, m * k * 2), m, k)
-        sums = golden.gemm_fp32(x32, self._operand(w_addr, k, n), self.lanes)
+        sums = golden.gemm_fp32(self._input(x_addr, m, k), self._operand(w_addr, k, n), self.lanes)
         return golden.to_fp16(sums).tobytes()
+
+    def lora_xab(self, x_addr, a_addr, b_addr, m, d, r):
+        """The FP16 result bytes of fp16(x A) B: x [m x d], A [d x r], B [r x d]."""
+        h = golden.to_fp16(golden.gemm_fp32(self._input(x_addr, m, d), self._operand(a_addr, d, r), self.lanes))
+        sums = golden.gemm_fp32(h.astype(np.float32), self._operand(b_addr, r, d), self.lanes)
+        return golden.to_fp16(sums).tobytes()
+
+    def attention(self, q_addr, k_addr, v_addr, m, d, t):
+        """(O, m, l) of golden.attention_partial: q [m x d], K^T [d x t], V [t x d]."""
+        q = np.frombuffer(self.memory.array(q_addr, m * d * 2), np.float16).reshape(m, d)
+        k_t = np.frombuffer(self.memory.array(k_addr, d * t * 2), np.float16).reshape(d, t)
+        v = np.frombuffer(self.memory.array(v_addr, t * d * 2), np.float16).reshape(t, d)
+        return golden.attention_partial(q, k_t, v, self.lanes)
+
+    def softmax(self, x_addr, m, n, partial):
+        """(out float16 [m x n], m, l) of the SOFTMAX op on the FP16 rows at x_addr."""
+        return golden.softmax_rows(self._input(x_addr, m, n), partial, self.lanes)

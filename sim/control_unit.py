@@ -14,16 +14,23 @@ import dataclasses
 
 import numpy as np
 
-from isa import Status
+from isa import Status, Op
+from isa.descriptor import Flag
 from isa.pe_array import plan as pe_plan
 from isa.slots import CQ_CYCLES, CQ_SEQ, CQ_STATUS, HEADER_BYTES, LINE_BYTES
-from . import dram_reader, dram_writer, unpacker
+from isa.validate import lines, stats_offset
+from . import dram_reader, dram_writer, softmax_unit, unpacker
 from .compute_unit import ComputeUnit
 from .decoder import decode
 
 DECODE_CYCLES = 2        # pop -> first cycle of the next state (DECODE in between)
+STAGE_CYCLES = 2         # STAGE, PLAN: before a stage's WEIGHTS_START
 PIPE_DEPTH = 6           # a chunk -> its sums visible to the fold unit (hw/compute_unit.py)
+FOLD_CYCLES = 2          # FOLD (the fold starts), FOLD_WAIT's cycle that sees the sum
 FOLD_STEP_CYCLES = 4     # one fold add: operands registered, then the adder's three stages
+PIECE_CYCLES = 2         # PIECE_LINE with no line left, PIECE_NEXT
+BANK_READ_CYCLES = 2     # BANK_READ, BANK_PIECE: a word of SOFTMAX's rows read back
+SFU_START_CYCLES = 1     # SFU_START, before the unit's own cycles (sim/softmax_unit.py)
 
 
 @dataclasses.dataclass
@@ -62,8 +69,7 @@ class ControlUnit:
             complete = dram_writer.run_write_done(start, dst, run[2] + dram_reader.BUFFER_LATENCY, cfg) + 1
             writes.append((dst, self.memory.read(src, lines * LINE_BYTES)))
         else:
-            complete, result = self._gemm(start, desc, sq_slot, busy)
-            writes.append((cq_slot + HEADER_BYTES, result))
+            complete = self._compute(start, desc, sq_slot, cq_slot + HEADER_BYTES, busy, writes)
         header = bytearray(HEADER_BYTES)       # the whole first line, zeros but for these
         header[CQ_SEQ:CQ_SEQ + 8] = entry.seq.to_bytes(8, "little")
         header[CQ_STATUS:CQ_STATUS + 4] = int(status).to_bytes(4, "little")
@@ -94,43 +100,92 @@ class ControlUnit:
         self._read(start, addr, unpacker.run_beats(offset, rows, cols, lanes), busy, unpack)
         return int(times[0][-1]) + 1
 
-    def _gemm(self, start, desc, sq_slot, busy):
-        cfg, lanes = self.cfg, self.cfg.lanes
+    def _compute(self, start, desc, sq_slot, out_addr, busy, writes):
+        """A read-compute descriptor from GROUP on: per group of ROWS input rows, the input,
+        the op's stages, its softmax rows and result pieces (as hw/control_unit.py's FSM).
+        Appends the result writes; returns the COMPLETE cycle."""
+        cfg, lanes, op = self.cfg, self.cfg.lanes, desc.op
         m, k, n = desc.in_rows, desc.dev_rows, desc.dev_cols
-        result = self.compute.gemm(sq_slot + HEADER_BYTES, desc.dev_addr, m, k, n)
-        p = pe_plan(n, lanes)
-        full_groups, rest_rows = divmod(k, p.pack)
-        main_elems = full_groups * p.pack * n
-        # fold adds per result piece: the sets that received a k-group, the packed rows
-        sets_used = min(p.sets, full_groups + (rest_rows > 0))
-        fold_steps = sets_used - 1 + (p.pack.bit_length() - 1)
+        in_addr, cols = sq_slot + HEADER_BYTES, desc.in_cols
+        partial = bool(desc.flags & Flag.PARTIAL)
+        second = desc.dev_addr + lines(k * n * 2) * LINE_BYTES
+        if op == Op.SOFTMAX:
+            out, anchors_m, anchors_l = self.compute.softmax(in_addr, m, cols, partial)
+            stages, sfu_length, esize, out_n = [], cols, 2, cols
+            writes.append((out_addr, out.tobytes()))
+            anchors = partial
+        elif op == Op.ATTENTION:
+            o, anchors_m, anchors_l = self.compute.attention(in_addr, desc.dev_addr, second, m, k, n)
+            stages, sfu_length, esize, out_n = [(desc.dev_addr, k, n, False), (second, n, k, True)], n, 4, k
+            writes.append((out_addr, o.tobytes()))
+            anchors = True
+        elif op == Op.LORA_XAB:
+            writes.append((out_addr, self.compute.lora_xab(in_addr, desc.dev_addr, second, m, k, n)))
+            stages, sfu_length, esize, out_n = [(desc.dev_addr, k, n, False), (second, n, k, True)], 0, 2, k
+            anchors = False
+        else:
+            writes.append((out_addr, self.compute.gemm(in_addr, desc.dev_addr, m, k, n)))
+            stages, sfu_length, esize, out_n = [(desc.dev_addr, k, n, True)], 0, 2, n
+            anchors = False
+        if anchors:
+            stats = bytearray(m * LINE_BYTES)
+            for r in range(m):
+                stats[r * LINE_BYTES:r * LINE_BYTES + 8] = (np.float32(anchors_m[r]).tobytes()
+                                                            + np.float32(anchors_l[r]).tobytes())
+            writes.append((out_addr + stats_offset(desc), bytes(stats)))
 
-        # result pieces: LANES columns of one row, spanning two lines when misaligned
-        cols = np.arange(0, n, lanes, dtype=np.int64)
-        counts = np.minimum(n - cols, lanes)
+        line = dram_writer.line_write_done(0, cfg) + 1     # a line write, from its start to the next state
         t = start
         for m0 in range(0, m, cfg.rows):
             rows = min(cfg.rows, m - m0)
-            in_elem = m0 * k
-            in_addr = sq_slot + HEADER_BYTES + (in_elem // lanes) * cfg.beat_bytes
-            t = self._phase(t, in_addr, in_elem % lanes, rows, k, busy)              # input
-            if full_groups:                                                           # whole packs
-                t = self._phase(t, desc.dev_addr, 0, full_groups, p.pack * n, busy)
-            if rest_rows:                                                             # the last k-group
-                t = self._phase(t, desc.dev_addr + (main_elems // lanes) * cfg.beat_bytes,
-                                main_elems % lanes, 1, rest_rows * n, busy)
-            t += PIPE_DEPTH - 1                                                       # DRAIN
-            shifts = ((np.arange(m0, m0 + rows, dtype=np.int64)[:, None] * n + cols[None, :]) % lanes)
-            two_lines = int(np.count_nonzero(shifts + counts[None, :] > lanes))
-            t = self._results(t, rows * len(cols), two_lines, fold_steps)
-        return t, result
+            in_elem = m0 * cols
+            t = self._phase(t, in_addr + (in_elem // lanes) * cfg.beat_bytes, in_elem % lanes, rows, cols, busy)
+            for addr, sk, sn, to_result in stages:
+                t = self._stage(t + STAGE_CYCLES, addr, sk, sn, busy)
+                steps = self._fold_steps(sk, sn)
+                words = -(-sn // lanes)
+                if to_result:
+                    t += rows * words * (FOLD_CYCLES + steps * FOLD_STEP_CYCLES + PIECE_CYCLES)
+                    t += line * self._piece_lines(m0, rows, out_n, esize)
+                else:
+                    t += rows * words * (FOLD_CYCLES + steps * FOLD_STEP_CYCLES + 1)
+                    if op == Op.ATTENTION:
+                        t += rows * (SFU_START_CYCLES + softmax_unit.cycles(sfu_length, True, cfg))
+            if op == Op.SOFTMAX:
+                t += rows * (SFU_START_CYCLES + softmax_unit.cycles(sfu_length, partial, cfg))
+                words = -(-cols // lanes)
+                t += rows * words * (BANK_READ_CYCLES + PIECE_CYCLES) + line * self._piece_lines(m0, rows, out_n, 2)
+            if anchors:
+                t += rows * line
+            t += 1                                                        # GROUP_END
+        return t
 
-    def _results(self, t, pieces, two_lines, fold_steps):
-        """RESULT (the fold starts), RESULT_FOLD (its steps), RESULT_LINE0 (write),
-        RESULT_WAIT0, RESULT_LINE1 (second write or not), RESULT_NEXT: per piece, from
-        RESULT to the next state."""
-        line = dram_writer.line_write_done(0, self.cfg)   # start (RESULT_LINE0) -> busy low
-        fold = 1 + fold_steps * FOLD_STEP_CYCLES          # RESULT_FOLD, to the cycle it sees the sum
-        one_line = line + 4 + fold   # RESULT, RESULT_FOLD.., LINE0, write, LINE1, NEXT
-        second_line = line - 1       # LINE1 starts a write; NEXT waits for it
-        return t + pieces * one_line + two_lines * second_line
+    def _stage(self, t, addr, k, n, busy):
+        """WEIGHTS_START (at t) .. DRAIN: the k-groups of whole packs, then the last k-group;
+        returns the first cycle of FOLD."""
+        lanes = self.cfg.lanes
+        p = pe_plan(n, lanes)
+        full_groups, rest_rows = divmod(k, p.pack)
+        main_elems = full_groups * p.pack * n
+        if full_groups:
+            t = self._phase(t, addr, 0, full_groups, p.pack * n, busy)
+        if rest_rows:
+            t = self._phase(t, addr + (main_elems // lanes) * self.cfg.beat_bytes,
+                            main_elems % lanes, 1, rest_rows * n, busy)
+        return t + PIPE_DEPTH - 1
+
+    def _fold_steps(self, k, n):
+        """Fold adds per word: the sets that received a k-group, the packed rows."""
+        p = pe_plan(n, self.cfg.lanes)
+        sets_used = min(p.sets, -(-k // p.pack))
+        return sets_used - 1 + (p.pack.bit_length() - 1)
+
+    def _piece_lines(self, m0, rows, n, esize):
+        """Lines the result pieces of rows m0 .. m0 + rows - 1 touch: each word of LANES
+        values, at its byte offset, is written line by line."""
+        lanes, line = self.cfg.lanes, self.cfg.beat_bytes
+        cols = np.arange(0, n, lanes, dtype=np.int64)
+        counts = np.minimum(n - cols, lanes)
+        start = (np.arange(m0, m0 + rows, dtype=np.int64)[:, None] * n + cols[None, :]) * esize
+        end = start + counts[None, :] * esize
+        return int(np.sum((end - 1) // line - start // line + 1))

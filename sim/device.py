@@ -100,9 +100,10 @@ class NdpModel:
         the reader asks in the same cycle and the fetch engine had the channel last
         (round-robin), after the reader's burst."""
         ends = [last for handshake, last in self._read_busy if handshake <= request <= last]
+        self._control_first = False
         if not ends and self._last_grant_was_fetch(request):
             ends = [last for handshake, last in self._read_busy if handshake == request + 1]
-        self._control_first = bool(ends)
+            self._control_first = bool(ends)
         return max(ends) + dram_reader.GRANT_DELAY if ends else request + 1
 
     def _last_grant_was_fetch(self, request):

@@ -234,3 +234,33 @@ def softmax_rows(x32, partial=False, lanes=SOFTMAX_LANES):
             r = np.float32(1) / l
             out = (e.astype(np.float64) * r.astype(np.float64)[:, None]).astype(np.float16)
     return canonical_nan(out), m, l
+
+
+# ==== chains on the device (hw/control_unit.py) ==============================================
+
+def lora_xab(x, a, b, lanes):
+    """LoRA E3 on the device: y = fp16(x A) B, the intermediate rounded to FP16 once (it
+    feeds the second product from the input buffer). x [M x D], a [D x R], b [R x D]."""
+    return gemm(gemm(x, a, lanes), b, lanes)
+
+
+def attention_partial(q, k_t, v, lanes):
+    """Integral attention for one KV head on one device's tokens, as the device computes it:
+
+        P = q K^T           FP32 sums (isa/pe_array.py order), not rounded
+        S, m, l = softmax_rows(P, partial=True)     S = FP16(exp(P - m))
+        O = S V             FP32 sums, not rounded
+
+    q [M x d] (already scaled by 1/sqrt(d) by the driver), k_t = K^T [d x T], v [T x d],
+    all float16. Returns (O float32 [M x d], m float32 [M], l float32 [M]); every NaN is the
+    canonical FP32 NaN."""
+    for name, a in (("q", q), ("k_t", k_t), ("v", v)):
+        if np.asarray(a).dtype != np.float16:
+            raise TypeError(f"attention_partial takes float16 arrays, {name} is {np.asarray(a).dtype!r}")
+    q, k_t, v = (np.asarray(a) for a in (q, k_t, v))
+    if q.shape[1] != k_t.shape[0] or k_t.shape[1] != v.shape[0] or v.shape[1] != k_t.shape[0]:
+        raise ValueError(f"attention shapes do not chain: q {q.shape!r}, K^T {k_t.shape!r}, V {v.shape!r}")
+    scores = gemm_fp32(q.astype(np.float32), k_t.astype(np.float32), lanes)
+    s, m, l = softmax_rows(_fp32_canonical(scores), partial=True, lanes=lanes)
+    out = gemm_fp32(s.astype(np.float32), v.astype(np.float32), lanes)
+    return _fp32_canonical(out), m, l

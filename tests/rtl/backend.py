@@ -49,9 +49,13 @@ class Backend:
         """(address, bytes) of every DRAM read since the last call."""
         raise NotImplementedError
 
-    def device_read(self, start, end):
-        """Whether any DRAM read since the last device_reads() touched [start, end)."""
-        return any(addr < end and start < addr + length for addr, length in self.device_reads())
+    def device_read(self, start, end, besides=()):
+        """Whether any DRAM read since the last device_reads() touched [start, end), other
+        than reads inside one of the `besides` ranges (start, end)."""
+        def expected(addr, length):
+            return any(lo <= addr and addr + length <= hi for lo, hi in besides)
+        return any(addr < end and start < addr + length and not expected(addr, length)
+                   for addr, length in self.device_reads())
 
 
 class ModelBackend(Backend):

@@ -202,21 +202,37 @@ async def every_status_code(env):
     rng = np.random.default_rng(PROTOCOL_SEED)
     w = random_fp16(rng, (40, 24))
     tensor = await dev.upload(w)
+    await dev.upload(random_fp16(rng, (40, 24)))         # room for the operand pairs below
     good = gemm_desc(tensor, 3)
+    # the project's ops, well formed, as bases for their bad cases: a 40 x 24 operand
+    # read as K^T (d = 40, T = 24) then V, or as A (D = 40, R = 24) then B
+    pair = dict(dev_addr=tensor.addr, dev_size=2 * lines(40 * 24 * 2), dev_rows=40, dev_cols=24,
+                in_size=lines(3 * 40 * 2), in_rows=3, in_cols=40)
+    attention = Descriptor(type=DescType.READ_COMPUTE, op=Op.ATTENTION, dtype=Dtype.FP16, **pair)
+    xab = Descriptor(type=DescType.READ_COMPUTE, op=Op.LORA_XAB, dtype=Dtype.FP16, **pair)
+    softmax = Descriptor(type=DescType.READ_COMPUTE, op=Op.SOFTMAX, dtype=Dtype.FP16,
+                         in_size=lines(3 * 40 * 2), in_rows=3, in_cols=40)
     k_max, n_max = env.cfg.k_max, env.cfg.n_max
     cases = [
         (Status.BAD_OP, Descriptor(type=DescType.RESERVED)),
         (Status.BAD_OP, with_fields(good, op=9)),
-        (Status.BAD_OP, with_fields(good, op=Op.SOFTMAX, dev_addr=0, dev_size=0, dev_rows=0, dev_cols=0)),
         (Status.BAD_OP, with_fields(good, flags=isa.Flag.TRANS_W)),
+        (Status.BAD_OP, with_fields(good, flags=isa.Flag.PARTIAL)),                     # PARTIAL on GEMM
+        (Status.BAD_OP, with_fields(softmax, flags=isa.Flag.PARTIAL | (1 << 2))),       # an undefined bit
+        (Status.BAD_OP, with_fields(attention, flags=isa.Flag.PARTIAL)),
+        (Status.BAD_OP, with_fields(xab, flags=isa.Flag.TRANS_W)),
         (Status.BAD_OP, with_fields(good, type=DescType.LOAD, op=1)),
         (Status.BAD_DTYPE, with_fields(good, dtype=Dtype.BF16)),
         (Status.BAD_DTYPE, with_fields(good, type=DescType.LOAD, op=0, dtype=9)),
+        (Status.BAD_DTYPE, with_fields(softmax, dtype=Dtype.BF16)),
+        (Status.BAD_DTYPE, with_fields(attention, dtype=Dtype.INT8)),
         (Status.BOUNDS, with_fields(good, dev_addr=tensor.addr + 32)),                    # unaligned
         (Status.BOUNDS, with_fields(good, dev_addr=queue.data_base - 64)),               # below the range
         (Status.BOUNDS, with_fields(good, dev_addr=queue.data_limit - 64)),              # runs past it
         (Status.BOUNDS, with_fields(good, dev_addr=(1 << 64) - 64)),                     # wraps 2^64
         (Status.BOUNDS, with_fields(good, dev_addr=queue.sq_base)),                      # another range
+        (Status.BOUNDS, with_fields(attention, dev_addr=queue.data_limit - attention.dev_size * 64 + 64)),  # V runs past
+        (Status.BOUNDS, with_fields(xab, dev_addr=queue.data_base - 64)),
         (Status.BAD_SHAPE, with_fields(good, dev_size=good.dev_size + 1)),
         (Status.BAD_SHAPE, with_fields(good, in_size=good.in_size - 1)),
         (Status.BAD_SHAPE, with_fields(good, op=Op.GEMV)),                               # in_rows != 1
@@ -232,6 +248,15 @@ async def every_status_code(env):
         (Status.BAD_SHAPE, with_fields(good, type=DescType.STORE, op=0, in_rows=0, in_cols=0, in_size=0)),
         (Status.BAD_SHAPE, with_fields(good, type=DescType.STORE, op=0, in_rows=40, in_cols=23,
                                        in_size=lines(40 * 23 * 2))),                       # in_size != dev_size
+        (Status.BAD_SHAPE, with_fields(softmax, dev_rows=1)),                              # SOFTMAX has no operand
+        (Status.BAD_SHAPE, with_fields(softmax, in_cols=k_max + 1, in_size=lines(3 * (k_max + 1) * 2))),
+        (Status.BAD_SHAPE, with_fields(softmax, in_rows=0, in_size=0)),
+        (Status.BAD_SHAPE, with_fields(softmax, flags=isa.Flag.PARTIAL, in_rows=60, in_cols=120,
+                                       in_size=lines(60 * 120 * 2))),     # values fit, values + anchors do not
+        (Status.BAD_SHAPE, with_fields(attention, dev_size=attention.dev_size // 2)),     # K^T without V
+        (Status.BAD_SHAPE, with_fields(attention, in_cols=20, in_size=lines(3 * 20 * 2))),  # q's d != K's d
+        (Status.BAD_SHAPE, with_fields(attention, dev_cols=n_max + 1, dev_size=2 * lines(40 * (n_max + 1) * 2))),
+        (Status.BAD_SHAPE, with_fields(xab, in_cols=24, in_size=lines(3 * 24 * 2))),     # x's D != A's D
         (Status.OK, good),
     ]
     view = QueueView(queue.log2_slot, queue.data_base, queue.data_limit)
@@ -249,7 +274,8 @@ async def every_status_code(env):
             after = await env.transport.mem_read(queue.cq_slot(seq) + slots.CQ_PAYLOAD, 256, 0)
             assert after == poison, f"{expected.name}: result area written"
             if desc.dev_size:
-                assert not env.device_read(desc.dev_addr, desc.dev_addr + desc.dev_size * 64), \
+                own_slot = (queue.sq_slot(seq), queue.sq_slot(seq) + queue.slot_bytes)    # its fetch
+                assert not env.device_read(desc.dev_addr, desc.dev_addr + desc.dev_size * 64, [own_slot]), \
                     f"{expected.name}: device operand read"
             assert await queue.read_status() == (expected, True)
             await queue.clear_error()
@@ -415,3 +441,137 @@ async def operand_rewritten_between_descriptors(env):
     w3 = random_fp16(rng, (40, 24))
     await env.transport.mem_write(tensor.addr, w3.tobytes(), 0)
     assert_bits_equal(await dev.gemv(x[0], tensor), golden.gemv(x[0], w3, dev.caps.lanes), "after a host write")
+
+
+def assert_fp32_equal(got, expected, what):
+    got, expected = np.asarray(got, np.float32), np.asarray(expected, np.float32)
+    assert got.shape == expected.shape, f"{what}: shape {got.shape} != {expected.shape}"
+    bad = np.argwhere(got.view(np.uint32) != expected.view(np.uint32))
+    assert bad.size == 0, (f"{what}: {len(bad)} of {got.size} FP32 values differ; first at {tuple(bad[0])}: "
+                           f"got {got[tuple(bad[0])]!r}, expected {expected[tuple(bad[0])]!r}")
+
+
+@scenario
+async def softmax_rows(env):
+    """SOFTMAX on the device, normalized and PARTIAL, bit-exact against the golden model
+    (values, and the anchors m and l), and within 1e-3 of float64 on rows in [-16, 16]."""
+    dev = env.dev
+    await env.setup_queue(0, log2_slot=16)
+    rng = np.random.default_rng(PROTOCOL_SEED + 7)
+    lanes = dev.caps.lanes
+    for m, n in [(1, 1), (3, lanes - 1), (5, lanes + 1), (2, 3 * lanes + 5), (1, min(600, dev.caps.k_max))]:
+        x = rng.uniform(-16, 16, (m, n)).astype(np.float16)
+        if n > 8:
+            x[0, 3] = -np.inf                               # exp(-inf) = 0
+        for partial in (False, True):
+            expected = golden.softmax_rows(x.astype(np.float32), partial, lanes)
+            got = await dev.softmax(x, partial=partial)
+            if partial:
+                assert_bits_equal(got[0], expected[0], f"softmax partial {m}x{n}")
+                assert_fp32_equal(got[1], expected[1], f"m of {m}x{n}")
+                assert_fp32_equal(got[2], expected[2], f"l of {m}x{n}")
+            else:
+                assert_bits_equal(got, expected[0], f"softmax {m}x{n}")
+                x64 = x.astype(np.float64)
+                ref = np.exp(x64 - x64.max(axis=1, keepdims=True))
+                ref /= ref.sum(axis=1, keepdims=True)
+                assert np.max(np.abs(got - ref)) <= 1e-3, f"softmax {m}x{n} off float64 by more than 1e-3"
+    dev.queue().free_all()
+
+
+@scenario
+async def lora_e3_e4(env):
+    """LoRA E4 (x A, one GEMM) and E3 ((x A) B in one descriptor, x A kept on the device),
+    batches above and below ROWS, ranks packed and not; bit-exact against the golden model."""
+    dev = env.dev
+    await env.setup_queue(0, log2_slot=16)
+    rng = np.random.default_rng(PROTOCOL_SEED + 8)
+    lanes, rows = dev.caps.lanes, dev.caps.rows
+    for d, r, batch in [(64, 8, 1), (96, 16, rows + 1), (2 * lanes + 3, lanes + 5, 2), (40, 1, 3)]:
+        a = random_fp16(rng, (d, r))
+        b = random_fp16(rng, (r, d))
+        x = random_fp16(rng, (batch, d))
+        adapter = await dev.upload_lora(a, b)
+        assert_bits_equal(await dev.lora_xa(x, adapter), golden.gemm(x, a, lanes), f"E4 {batch}x{d}x{r}")
+        assert_bits_equal(await dev.lora_xab(x, adapter), golden.lora_xab(x, a, b, lanes), f"E3 {batch}x{d}x{r}")
+    dev.queue().free_all()
+
+
+@scenario
+async def attention_split_over_devices(env):
+    """Integral attention for one KV head, its tokens split unevenly over shards (devices;
+    here one device holds every shard): each shard's O, m and l bit-exact against the
+    golden model, and the merged result within 2e-3 of float64 softmax(q K^T / sqrt(d)) V."""
+    from driver.attention import attention_reference, merge_attention, scale_query
+    dev = env.dev
+    await env.setup_queue(0, log2_slot=16)
+    rng = np.random.default_rng(PROTOCOL_SEED + 9)
+    lanes = dev.caps.lanes
+    for d, group, split in [(64, 1, [0, 1, 30, 9]), (128, 2, [17, 0, 1]), (64, 4, [5])]:
+        total = sum(split)
+        q = rng.standard_normal((group, d)).astype(np.float16)
+        k = rng.standard_normal((total, d)).astype(np.float16)
+        v = rng.standard_normal((total, d)).astype(np.float16)
+        partials, start = [], 0
+        for t in split:
+            if t == 0:
+                partials.append(None)
+                continue
+            ks, vs = k[start:start + t], v[start:start + t]
+            start += t
+            block = await dev.upload_kv(ks, vs)
+            o, m, l = await dev.attention_partial(q, block)
+            eo, em, el = golden.attention_partial(scale_query(q), ks.T.copy(), vs, lanes)
+            assert_fp32_equal(o, eo, f"O, d={d} t={t}")
+            assert_fp32_equal(m, em, f"m, d={d} t={t}")
+            assert_fp32_equal(l, el, f"l, d={d} t={t}")
+            partials.append((o, m, l))
+        merged = merge_attention(partials)
+        error = np.max(np.abs(merged - attention_reference(q, k, v)))
+        assert error <= 2e-3, f"merged attention d={d} split {split}: {error:.2e} from float64"
+        dev.queue().free_all()
+
+
+@scenario
+async def decode_step_burst(env):
+    """One decode step of GQA attention for a batch of requests as one burst: every queue
+    gets at least 4 descriptors in flight (one per request and KV head), the doorbells ring
+    after all are written, and completions are consumed in a shuffled order across queues."""
+    dev = env.dev
+    nq = dev.caps.num_queues
+    queues = [await env.setup_queue(q, log2_depth=3, log2_slot=12) for q in range(nq)]
+    rng = np.random.default_rng(PROTOCOL_SEED + 10)
+    lanes, d, kv_heads, q_heads = dev.caps.lanes, 32, 2, 4
+    from driver.attention import query_groups, scale_query
+    from driver.device import attention_descriptor
+    groups = query_groups(q_heads, kv_heads)
+    requests = 2 * nq                                     # 2 requests x 2 KV heads per queue
+    expected, pending = {}, []
+    for req in range(requests):
+        queue = queues[req % nq]
+        tokens = 3 + 5 * req
+        q = rng.standard_normal((q_heads, d)).astype(np.float16)
+        items = []
+        for h, heads in enumerate(groups):
+            k = rng.standard_normal((tokens, d)).astype(np.float16)
+            v = rng.standard_normal((tokens, d)).astype(np.float16)
+            block = await dev.upload_kv(k, v, queue=queue.index)
+            qs = scale_query(q[heads])
+            items.append((attention_descriptor(block, len(heads)), qs.tobytes()))
+            expected[(queue.index, queue.next_seq + len(items) - 1)] = golden.attention_partial(
+                qs, k.T.copy(), v, lanes)
+        seqs = await queue.submit_many(items, ring=False)
+        pending += [(queue, seq) for seq in seqs]
+    assert all(len(queue.outstanding) >= 4 for queue in queues)
+    for queue in queues:
+        await queue.ring()
+    for i in rng.permutation(len(pending)):
+        queue, seq = pending[i]
+        completion = (await queue.wait(seq)).check()
+        eo, em, el = expected[(queue.index, seq)]
+        rows = len(em)
+        o = np.frombuffer(completion.result, "<f4", rows * d).reshape(rows, d)
+        stats = np.frombuffer(completion.result[isa.validate.stats_offset(completion.descriptor):], "<f4").reshape(rows, -1)
+        assert_fp32_equal(o, eo, f"queue {queue.index} seq {seq} O")
+        assert_fp32_equal(stats[:, 0], em, f"queue {queue.index} seq {seq} m")
+        assert_fp32_equal(stats[:, 1], el, f"queue {queue.index} seq {seq} l")

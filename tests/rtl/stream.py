@@ -17,13 +17,16 @@ import numpy as np
 
 from backend import setup_queue
 
+from driver.device import attention_descriptor, lora_xab_descriptor, softmax_descriptor
 from isa import Descriptor, DescType, Dtype, Flag, Op
 from isa.validate import lines
 
 LOG2_DEPTH, LOG2_SLOT = 2, 18
-KINDS = ["gemv", "gemm", "load", "store", "bad"]
-BAD = ["reserved_type", "reserved_op", "softmax", "trans_w", "bf16", "unaligned", "below_range",
-       "past_range", "size_mismatch", "gemv_rows", "k_mismatch", "zero_dim"]
+KINDS = ["gemv", "gemm", "load", "store", "softmax", "attention", "xab", "bad"]
+WEIGHTS = [3, 3, 1, 1, 1, 1, 1, 1]
+BAD = ["reserved_type", "reserved_op", "softmax_operand", "trans_w", "partial_gemm", "bf16", "unaligned",
+       "below_range", "past_range", "size_mismatch", "gemv_rows", "k_mismatch", "zero_dim",
+       "attention_half", "xab_d_mismatch"]
 
 
 @dataclasses.dataclass
@@ -35,12 +38,20 @@ class Item:
     n: int = 0
     bad: str = ""
     seed: int = 0
+    partial: bool = False
 
     def arrays(self):
-        """The item's data: (device operand, input), drawn from its seed."""
+        """The item's data: (device operands, input), drawn from its seed."""
         rng = np.random.default_rng(self.seed)
         if self.kind in ("load", "store"):
             return _fp16(rng, (self.k, self.n)), None
+        if self.kind == "softmax":
+            return None, rng.uniform(-16, 16, (self.m, self.n)).astype(np.float16)
+        if self.kind == "attention":          # K and V (T x d, a token per row), q
+            return ((_fp16(rng, (self.n, self.k)), _fp16(rng, (self.n, self.k))),
+                    (rng.standard_normal((self.m, self.k)) / 8).astype(np.float16))
+        if self.kind == "xab":                # A (D x R), B (R x D), x
+            return (_fp16(rng, (self.k, self.n)), _fp16(rng, (self.n, self.k))), _fp16(rng, (self.m, self.k))
         return _fp16(rng, (self.k, self.n)), _fp16(rng, (self.m, self.k))
 
     def label(self):
@@ -48,6 +59,8 @@ class Item:
             return f"{self.kind} {self.k}x{self.n}"
         if self.kind == "bad":
             return f"bad:{self.bad}"
+        if self.kind == "softmax":
+            return f"softmax{'/p' if self.partial else ''} {self.m}x{self.n}"
         return f"{self.kind} {self.m}x{self.k}x{self.n}"
 
 
@@ -70,9 +83,15 @@ def generate(seed, count, cfg):
             queues = [q for i, q in enumerate(queues) if queues[:i].count(q) < (1 << LOG2_DEPTH)]
         batch = []
         for q in queues[:count - made]:
-            kind = rng.choices(KINDS, weights=[3, 3, 1, 1, 1])[0]
+            kind = rng.choices(KINDS, weights=WEIGHTS)[0]
             item = Item(q, kind, seed=rng.randrange(1 << 30))
-            if kind == "gemv":
+            if kind == "softmax":
+                item.m, item.n, item.partial = rng.randint(1, 2 * cfg.rows), _dim(rng, 300), rng.random() < 0.5
+            elif kind == "attention":         # m query heads of a group, d, T tokens
+                item.m, item.k, item.n = rng.randint(1, cfg.rows + 2), rng.choice([16, 32, 64, 128]), _dim(rng, 200)
+            elif kind == "xab":               # batch, D, R
+                item.m, item.k, item.n = rng.randint(1, 2 * cfg.rows), _dim(rng, 256), rng.choice([1, 4, 8, 16, 40])
+            elif kind == "gemv":
                 item.m, item.k, item.n = 1, _dim(rng, 512), _dim(rng, 256)
             elif kind == "gemm":
                 item.m, item.k, item.n = rng.randint(1, 3 * cfg.rows), _dim(rng, 256), _dim(rng, 200)
@@ -113,6 +132,14 @@ async def _prepare(dev, queue, item, data):
             return desc, b""
         desc = dataclasses.replace(desc, in_size=tensor.size_lines, in_rows=k, in_cols=n)
         return desc, array.tobytes()
+    if item.kind == "softmax":
+        return softmax_descriptor(m, n, item.partial), data[1].tobytes()
+    if item.kind == "attention":
+        block = await dev.upload_kv(*data[0], queue=queue)
+        return attention_descriptor(block, m), data[1].tobytes()
+    if item.kind == "xab":
+        adapter = await dev.upload_lora(*data[0], queue=queue)
+        return lora_xab_descriptor(adapter, m), data[1].tobytes()
     w, x = data
     tensor = await dev.upload(w, queue=queue)
     desc = Descriptor(type=DescType.READ_COMPUTE, op=Op.GEMV if item.kind == "gemv" else Op.GEMM,
@@ -128,8 +155,12 @@ def _break(desc, how, queue):
     return {
         "reserved_type": lambda: r(desc, type=DescType.RESERVED),
         "reserved_op": lambda: r(desc, op=11),
-        "softmax": lambda: r(desc, op=Op.SOFTMAX),
+        "softmax_operand": lambda: r(desc, op=Op.SOFTMAX),
         "trans_w": lambda: r(desc, flags=Flag.TRANS_W),
+        "partial_gemm": lambda: r(desc, flags=Flag.PARTIAL),
+        "attention_half": lambda: r(desc, op=Op.ATTENTION),          # dev_size covers K^T only
+        "xab_d_mismatch": lambda: r(desc, op=Op.LORA_XAB, dev_size=2 * desc.dev_size,
+                                    in_cols=desc.in_cols + 1, in_size=lines(desc.in_rows * (desc.in_cols + 1) * 2)),
         "bf16": lambda: r(desc, dtype=Dtype.BF16),
         "unaligned": lambda: r(desc, dev_addr=desc.dev_addr + 2),
         "below_range": lambda: r(desc, dev_addr=queue.data_base - 4096),

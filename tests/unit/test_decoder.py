@@ -3,6 +3,7 @@ from amaranth.sim import Simulator
 from hypothesis import given, settings, strategies as st, HealthCheck
 
 import isa
+from isa.descriptor import Flag
 from isa import Descriptor, Status, DescType, Op, Dtype, FIELDS
 from isa.validate import QueueView, lines
 from hw.decoder import Decoder
@@ -38,12 +39,25 @@ def good_gemm(m=3, k=40, n=24, addr=0x10000, op=Op.GEMM):
                       in_size=lines(m * k * 2), in_rows=m, in_cols=k)
 
 
+def good_pair(op, m=3, d=40, t=24, addr=0x10000):
+    """ATTENTION (K^T d x t, then V) or LORA_XAB (A d x t, then B) over two line-aligned halves."""
+    return Descriptor(type=DescType.READ_COMPUTE, op=op, dtype=Dtype.FP16, dev_addr=addr,
+                      dev_size=2 * lines(d * t * 2), dev_rows=d, dev_cols=t,
+                      in_size=lines(m * d * 2), in_rows=m, in_cols=d)
+
+
+def good_softmax(m=3, n=40, partial=False):
+    return Descriptor(type=DescType.READ_COMPUTE, op=Op.SOFTMAX, dtype=Dtype.FP16,
+                      flags=Flag.PARTIAL if partial else 0, in_size=lines(m * n * 2), in_rows=m, in_cols=n)
+
+
 def field_boundaries():
-    """Every field at 0, 1, its maximum and maximum - 1, on an otherwise good descriptor."""
-    base = good_gemm()
-    for name, _, width in FIELDS:
-        for value in {0, 1, (1 << width) - 1, (1 << width) - 2}:
-            yield Descriptor(**{**base.__dict__, name: value})
+    """Every field at 0, 1, its maximum and maximum - 1, on otherwise good descriptors of
+    each read-compute op."""
+    for base in (good_gemm(), good_pair(Op.ATTENTION), good_pair(Op.LORA_XAB), good_softmax(partial=True)):
+        for name, _, width in FIELDS:
+            for value in {0, 1, 2, (1 << width) - 1, (1 << width) - 2}:
+                yield Descriptor(**{**base.__dict__, name: value})
 
 
 def status_cases():
@@ -64,6 +78,27 @@ def status_cases():
     yield good_gemm(n=CFG.n_max + 32, k=1), Status.BAD_SHAPE
     yield good_gemm(m=600, k=64, n=64), Status.BAD_SHAPE          # input larger than the slot
     yield Descriptor(**{**good_gemm().__dict__, "dev_size": 1}), Status.BAD_SHAPE
+    # the project's ops
+    for op in (Op.ATTENTION, Op.LORA_XAB):
+        yield good_pair(op), Status.OK
+        yield good_pair(op, m=CFG.rows + 3), Status.OK
+        yield Descriptor(**{**good_pair(op).__dict__, "flags": Flag.PARTIAL}), Status.BAD_OP
+        yield Descriptor(**{**good_pair(op).__dict__, "dtype": Dtype.INT8}), Status.BAD_DTYPE
+        yield good_pair(op, addr=q.data_limit - 2 * lines(40 * 24 * 2) * 64 + 64), Status.BOUNDS
+        yield Descriptor(**{**good_pair(op).__dict__, "dev_size": lines(40 * 24 * 2)}), Status.BAD_SHAPE
+        yield good_pair(op, d=1, t=CFG.n_max + 1), Status.BAD_SHAPE
+        yield Descriptor(**{**good_pair(op).__dict__, "in_cols": 24, "in_size": lines(3 * 24 * 2)}), Status.BAD_SHAPE
+    yield good_softmax(), Status.OK
+    yield good_softmax(partial=True), Status.OK
+    yield good_softmax(n=CFG.k_max), Status.OK
+    yield Descriptor(**{**good_softmax().__dict__, "flags": 0b101}), Status.BAD_OP
+    yield Descriptor(**{**good_softmax().__dict__, "flags": Flag.TRANS_W}), Status.BAD_OP
+    yield Descriptor(**{**good_softmax().__dict__, "dtype": Dtype.BF16}), Status.BAD_DTYPE
+    yield Descriptor(**{**good_softmax().__dict__, "dev_addr": 0x40}), Status.BAD_SHAPE
+    yield Descriptor(**{**good_softmax().__dict__, "dev_addr": 0x20}), Status.BOUNDS
+    yield Descriptor(**{**good_softmax().__dict__, "dev_cols": 1}), Status.BAD_SHAPE
+    yield good_softmax(n=CFG.k_max + 1), Status.BAD_SHAPE
+    yield good_softmax(m=0), Status.BAD_SHAPE
 
 
 def test_decoder_status_cases():
