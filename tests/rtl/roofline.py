@@ -3,7 +3,9 @@
 
 For GEMV shapes: the DRAM port's bytes per cycle over its peak, counting every byte the
 descriptor moves (weights, input, result, slot header and completion lines). For GEMM
-shapes with in_rows >= ROWS: MACs per cycle over LANES x ROWS. Cycles are the completion's
+shapes with in_rows >= ROWS: MACs per cycle over LANES x ROWS. The summary line gives the
+minima over GEMVs with K x N >= 64K (all, and those whose N is a multiple or a divisor of
+LANES) and over compute-bound GEMMs (N >= 16 ROWS). Cycles are the completion's
 device cycles (taken -> completion write), from the RTL on the fast co-simulation path and
 from the cycle model; the RTL runs the default config (or --config), the model also the
 paper's config.
@@ -83,11 +85,14 @@ def report(cfg, gemv, gemm, rtl, model):
         figures[(m, k, n)] = utilization(cfg, m, k, n, rtl[i]) if rtl else u
         print(f"{m:>4}x{k:>5}x{n:>5} {kind:>10} {r} {model[i]:>13} {u:>10.1%}")
     big = [figures[s] for s in gemv if s[1] * s[2] >= 1 << 16]
+    # N a multiple or a divisor of LANES: a weight row fills whole chunks
     aligned = [figures[s] for s in gemv if s[1] * s[2] >= 1 << 16 and (s[2] % cfg.lanes == 0 or cfg.lanes % s[2] == 0)]
-    compute = [figures[s] for s in gemm if s[0] >= cfg.rows]
+    # a weight beat feeds LANES x ROWS MACs, so a GEMM is never slower than its weights; it
+    # is compute-bound when the input rows add little to the port (N >= 16 ROWS)
+    compute = [figures[s] for s in gemm if s[0] >= cfg.rows and s[2] >= 16 * cfg.rows]
     source = "rtl" if rtl else "model"
     print(f"roofline config={cfg.name} source={source} gemv_port_util_min={min(big):.1%} "
-          f"gemv_port_util_min_aligned_n={min(aligned):.1%} gemm_mac_util_min={min(compute):.1%}")
+          f"gemv_port_util_min_aligned_n={min(aligned):.1%} gemm_mac_util_min_compute_bound={min(compute):.1%}")
 
 
 def main(argv=None):
