@@ -152,8 +152,8 @@ class ControlUnit(wiring.Component):
         piece_line = Signal(range(PIECE_LINES + 1))
 
         def set_piece(values, count):
-            """Register one word of `count` values (bytes of 2 << esize_log2 - 1 each) of the
-            current row at its byte offset."""
+            """Register one word of `count` values (1 << esize_log2 bytes each) of the current
+            row at its byte offset: data and strobes over PIECE_LINES lines."""
             col = (word << lane_bits)[:DIM_BITS]
             byte, nbytes = Signal(48), Signal(range(4 * lanes + 1))
             m.d.comb += [byte.eq(out_byte + (col << esize_log2)), nbytes.eq(count << esize_log2)]
