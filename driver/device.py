@@ -412,6 +412,60 @@ class NdpDevice:
         out = (o, *_anchors(completion.result, stats_offset(desc), m))
         return (out, completion) if return_completion else out
 
+    async def attention_decode(self, requests, queues=None, scaled=False, timeout_cycles=None):
+        """One decode step of attention for a batch as one burst.
+
+        `requests`: a list of (q, kv_blocks): q (H_q x d) float16, the request's query
+        heads; kv_blocks, this device's KvBlock per KV head (GQA: H_q / len(kv_blocks)
+        consecutive query heads share one; MHA: one each). One ATTENTION descriptor per
+        request and KV head goes to the least loaded of the `queues` (indices; default all
+        configured) whose data range holds its KV block (upload_kv placed it there); every
+        queue's slots are written before any doorbell rings, and the
+        completions are read as they come, in any order across queues. Returns, per
+        request, the list of (O, m, l) per KV head (merge devices' results with
+        driver.attention.merge_attention). Each queue must have a free slot for each of its
+        descriptors (QueueFull otherwise)."""
+        from .attention import query_groups, scale_query
+        queue_list = [self.queue(q) for q in (sorted(self.queues) if queues is None else queues)]
+        if not queue_list:
+            raise NdpError("no queue is configured; call configure_queue first")
+        work = {q.index: [] for q in queue_list}            # queue -> [(request, head, desc, payload)]
+        for r, (q, blocks) in enumerate(requests):
+            _fp16_array(q, f"q of request {r}", 2)
+            groups = query_groups(q.shape[0], len(blocks))
+            for h, (heads, block) in enumerate(zip(groups, blocks)):
+                if not isinstance(block, KvBlock):
+                    raise ArgumentError(f"request {r} head {h}: expected a KvBlock, got {block!r}")
+                if block.d != q.shape[1]:
+                    raise ShapeError(f"request {r} head {h}: q has d={q.shape[1]!r}, the KV block {block.d!r}")
+                # a queue whose data range holds the block, the least loaded first
+                end = block.addr + block.size_lines * slots.LINE_BYTES
+                owners = [q for q in queue_list if q.data_base <= block.addr and end <= q.data_limit]
+                if not owners:
+                    raise ArgumentError(f"request {r} head {h}: no queue of {[q.index for q in queue_list]!r} "
+                                        f"has the KV block at {block.addr:#x} in its data range")
+                queue = min(owners, key=lambda q: len(work[q.index]))
+                rows = q[heads] if scaled else scale_query(q[heads])
+                desc = attention_descriptor(block, len(heads))
+                self._check_fits(queue, desc)
+                work[queue.index].append((r, h, desc, _padded_bytes(rows, payload_bytes(desc))))
+        pending = []
+        for queue in queue_list:
+            items = work[queue.index]
+            if items:
+                seqs = await queue.submit_many([(desc, payload) for _, _, desc, payload in items], ring=False)
+                pending += [(queue, seq, r, h, desc) for seq, (r, h, desc, _) in zip(seqs, items)]
+        for queue in queue_list:
+            if work[queue.index]:
+                await queue.ring()
+        results = [[None] * len(blocks) for _, blocks in requests]
+        for queue, seq, r, h, desc in pending:
+            completion = (await queue.wait(seq, timeout_cycles)).check()
+            m = desc.in_rows
+            o = np.frombuffer(completion.result, "<f4", m * desc.in_cols).astype(np.float32).reshape(m, -1)
+            results[r][h] = (o, *_anchors(completion.result, stats_offset(desc), m))
+        return results
+
     def _check_adapter(self, adapter):
         if not isinstance(adapter, LoraAdapter):
             raise ArgumentError(f"expected a LoraAdapter, got {adapter!r}")

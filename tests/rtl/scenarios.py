@@ -586,3 +586,21 @@ async def decode_step_burst(env):
             assert_fp32_equal(stats[:, 1], el, f"{what}: l")
         for queue in queues:
             queue.free_all()
+
+    # the same through the driver's entry point: 2 requests x 2 KV heads, GQA 4 / 2
+    requests, expected = [], []
+    for req in range(2):
+        q = rng.standard_normal((4, d)).astype(np.float16)
+        blocks, want = [], []
+        for h, heads in enumerate(query_groups(4, 2)):
+            k = rng.standard_normal((7 + req, d)).astype(np.float16)
+            v = rng.standard_normal((7 + req, d)).astype(np.float16)
+            blocks.append(await dev.upload_kv(k, v, queue=queues[(2 * req + h) % nq].index))
+            want.append(golden.attention_partial(scale_query(q[heads]), k.T.copy(), v, lanes))
+        requests.append((q, blocks))
+        expected.append(want)
+    got = await dev.attention_decode(requests)
+    for req, (heads_got, heads_want) in enumerate(zip(got, expected)):
+        for h, (g, e) in enumerate(zip(heads_got, heads_want)):
+            for name, a, b in zip("Oml", g, e):
+                assert_fp32_equal(a, b, f"attention_decode request {req} head {h} {name}")

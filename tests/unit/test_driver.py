@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from isa import DescType, Descriptor, Dtype, Op, QueueView, Status, check_descriptor, load_config, regs, slots
-from driver import (ArgumentError, CompletionError, DeviceNotFound, DeviceTensor, DeviceTimeout,
+from driver import (ArgumentError, CompletionError, DeviceNotFound, DeviceTensor, DeviceTimeout, KvBlock, LoraAdapter,
                     MemAccessError, NdpDevice, OutOfDeviceMemory, QueueFull, RegisterAccessError,
                     ShapeError, Transport)
 
@@ -613,13 +613,38 @@ def bad_call(name):
         "upload empty": (lambda dev: dev.upload(np.zeros((0, 4), np.float16)), ShapeError, "empty"),
         "upload float64": (lambda dev: dev.upload(np.zeros((2, 2))), ArgumentError, "'float64'"),
         "upload too big": (lambda dev: dev.upload(np.zeros((1024, 512), np.float16)), OutOfDeviceMemory, "do not fit"),
+        # the project's ops
+        "lora B shape": (lambda dev: dev.upload_lora(np.zeros((32, 8), np.float16), np.zeros((32, 8), np.float16)),
+                         ShapeError, r"R x D = \(8, 32\)"),
+        "lora x cols": (lambda dev: dev.lora_xab(np.zeros((2, 31), np.float16), LoraAdapter(DATA_BASE, 32, 8)),
+                        ShapeError, "D is 32"),
+        "lora not an adapter": (lambda dev: dev.lora_xab(np.zeros((2, 32), np.float16), ok_tensor),
+                                ArgumentError, "LoraAdapter"),
+        "attention not a block": (lambda dev: dev.attention_partial(np.zeros((1, 32), np.float16), ok_tensor),
+                                  ArgumentError, "KvBlock"),
+        "attention d": (lambda dev: dev.attention_partial(np.zeros((1, 16), np.float16), KvBlock(DATA_BASE, 32, 8)),
+                        ShapeError, "d=16"),
+        "attention outside range": (lambda dev: dev.attention_partial(np.zeros((1, 32), np.float16),
+                                                                      KvBlock(0x40, 32, 8)), ArgumentError, "BOUNDS"),
+        "attention result over slot": (lambda dev: dev.attention_partial(np.zeros((4, 64), np.float16),
+                                                                         KvBlock(DATA_BASE, 64, 8)),
+                                       ShapeError, "result of 1280 bytes"),
+        "decode block of no queue": (lambda dev: dev.attention_decode([(np.zeros((2, 32), np.float16),
+                                                                        [KvBlock(0x40, 32, 8)])]),
+                                     ArgumentError, "no queue"),
+        "softmax K > k_max": (lambda dev: dev.softmax(np.zeros((1, 5000), np.float16)), ShapeError, "input of"),
+        "softmax partial result": (lambda dev: dev.softmax(np.zeros((7, 64), np.float16), partial=True),
+                                   ShapeError, "result of 1344 bytes"),
     }[name]
 
 
 @pytest.mark.parametrize("name", ["float32 x", "list x", "2-D x for gemv", "K mismatch", "gemm K mismatch",
                                   "K > k_max", "N > n_max", "input over slot", "result over slot",
                                   "tensor outside range", "bf16 tensor", "store shape", "upload 1-D",
-                                  "upload empty", "upload float64", "upload too big"])
+                                  "upload empty", "upload float64", "upload too big", "lora B shape",
+                                  "lora x cols", "lora not an adapter", "attention not a block", "attention d",
+                                  "attention outside range", "attention result over slot",
+                                  "decode block of no queue", "softmax K > k_max", "softmax partial result"])
 def test_bad_arguments_raise_before_touching_the_device(name):
     call, error, match = bad_call(name)
 
