@@ -805,3 +805,14 @@ def test_instruction_buffer_pop_latency_and_depth():
     sim.run()
     assert seen["first"] == model_ibuf.POP_LATENCY
     assert seen["capacity"] == cfg.ibuf_depth
+
+
+# ---- the compute unit's pipeline, as the control unit's model counts it ------------------
+
+def test_compute_pipeline_constants():
+    """The model's control unit counts the PE pipeline's drain and the fold unit's steps
+    with the RTL's own constants (the whole-device validation checks the cycles)."""
+    from hw import compute_unit as rtl_compute
+    from sim import control_unit as model_control
+    assert model_control.PIPE_DEPTH == rtl_compute.PIPE_DEPTH
+    assert model_control.FOLD_STEP_CYCLES == rtl_compute.FOLD_STEP_CYCLES
