@@ -24,6 +24,11 @@ last read: the control unit interleaves the sets so no chunk reads a word in fli
 Fold unit (one, shared by the rows): for one row and word, adds the word's sets in order,
 then folds packed rows pairwise (lane j += lane j + h * N), one LANES-wide pipelined add per
 step, and presents the sum as FP32 and rounded to FP16.
+
+For the chains and the softmax unit, the control unit can also write a word into the
+output buffer (`acc_*`: attention's folded scores) and read one row's input or output
+buffer synchronously (`rd_*`: the softmax unit's source, SOFTMAX's rows read back).
+`tests/unit/test_compute_unit.py` runs this block alone against the golden model.
 """
 from amaranth import Array, Const, Module, Mux, Signal, Cat, unsigned
 from amaranth.lib import wiring

@@ -1,0 +1,113 @@
+"""The compute unit on its own (Amaranth's simulator, FP units unshared): input rows into
+the input buffer, the k-groups of a weight matrix as the control unit sends them (one
+chunk per cycle, `isa/pe_array.py`'s sets and packing, written here from the plan, not
+from the control unit), then the fold unit per word; the sums must be the golden model's,
+bit for bit, in FP16 and in FP32."""
+import dataclasses
+
+import numpy as np
+import pytest
+from amaranth.sim import Simulator
+
+import isa
+from hw.compute_unit import ComputeUnit, PIPE_DEPTH
+from isa.pe_array import plan
+from sim import golden
+
+# a small unit keeps the simulation quick: 32 lanes (the port's width), 2 rows
+CFG = dataclasses.replace(isa.load_config("small"), name="unit")
+
+
+def chunks(k, n, lanes):
+    """(first, acc_addr, k_base, active, weight-element indices) of each chunk, in order."""
+    p = plan(n, lanes)
+    out = []
+    for g in range(-(-k // p.pack)):
+        rows = min(p.pack, k - g * p.pack)
+        s = g % p.sets
+        for w in range(p.n_words):
+            if p.pack > 1:
+                elems = [(g * p.pack + r, c) for r in range(rows) for c in range(n)]
+            else:
+                elems = [(g, c) for c in range(w * lanes, min(n, (w + 1) * lanes))]
+            out.append((g < p.sets, s * p.n_words + w, g * p.pack, len(elems), elems))
+    return out
+
+
+def run_unit(x, wt):
+    lanes = CFG.lanes
+    m, k = x.shape
+    n = wt.shape[1]
+    p = plan(n, lanes)
+    dut = ComputeUnit(CFG, shared_cells=False)
+    got16, got32 = {}, {}
+
+    def pack16(values):
+        return sum(int(v) << (16 * j) for j, v in enumerate(values))
+
+    async def bench(ctx):
+        ctx.set(dut.n_cols, n)
+        for r in range(m):
+            row = x[r].view(np.uint16)
+            for word in range(-(-k // lanes)):
+                ctx.set(dut.in_we, 1)
+                ctx.set(dut.in_row, r)
+                ctx.set(dut.in_word, word)
+                ctx.set(dut.in_data, pack16(row[word * lanes:(word + 1) * lanes]))
+                await ctx.tick()
+        ctx.set(dut.in_we, 0)
+        bits = wt.view(np.uint16)
+        for first, addr, k_base, active, elems in chunks(k, n, lanes):
+            ctx.set(dut.mac, 1)
+            ctx.set(dut.first, first)
+            ctx.set(dut.acc_addr, addr)
+            ctx.set(dut.k_base, k_base)
+            ctx.set(dut.active, active)
+            ctx.set(dut.w_data, pack16([bits[kk, c] for kk, c in elems]))
+            await ctx.tick()
+        ctx.set(dut.mac, 0)
+        await ctx.tick().repeat(PIPE_DEPTH)
+        sets_used = min(p.sets, -(-k // p.pack))
+        for r in range(m):
+            for w in range(p.n_words):
+                ctx.set(dut.fold_row, r)
+                ctx.set(dut.fold_word, w)
+                ctx.set(dut.fold_n_words, p.n_words)
+                ctx.set(dut.fold_sets, sets_used)
+                ctx.set(dut.fold_pack, p.pack)
+                ctx.set(dut.fold_start, 1)
+                await ctx.tick()
+                ctx.set(dut.fold_start, 0)
+                for _ in range(64):
+                    if ctx.get(dut.fold_done):
+                        break
+                    await ctx.tick()
+                assert ctx.get(dut.fold_done), "the fold unit never finished"
+                count = min(lanes, n - w * lanes)
+                s16, s32 = ctx.get(dut.sum_fp16), ctx.get(dut.sum_fp32)
+                for j in range(count):
+                    got16[(r, w * lanes + j)] = (s16 >> (16 * j)) & 0xFFFF
+                    got32[(r, w * lanes + j)] = (s32 >> (32 * j)) & 0xFFFFFFFF
+                await ctx.tick()
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    as16 = np.array([[got16[(r, c)] for c in range(n)] for r in range(m)], np.uint16)
+    as32 = np.array([[got32[(r, c)] for c in range(n)] for r in range(m)], np.uint32)
+    return as16, as32
+
+
+# packed rows (N = 16, 5: pack 2 and 4, three sets, a last k-group shorter), one word and
+# three sets (N = 24), two words and two sets (N = 40), and a K below the sets
+@pytest.mark.parametrize("m,k,n", [(2, 7, 16), (1, 9, 5), (2, 6, 24), (1, 5, 40), (2, 2, 3)])
+def test_compute_unit_matches_golden(m, k, n):
+    rng = np.random.default_rng(m * 100 + k * 10 + n)
+    x = (rng.standard_normal((m, k)) * np.exp2(rng.integers(-6, 6, (m, k)))).astype(np.float16)
+    wt = (rng.standard_normal((k, n)) * np.exp2(rng.integers(-6, 6, (k, n)))).astype(np.float16)
+    x.reshape(-1)[::5] = -0.0
+    got16, got32 = run_unit(x, wt)
+    sums = golden.gemm_fp32(x.astype(np.float32), wt.astype(np.float32), CFG.lanes)
+    assert np.array_equal(got16, golden.to_fp16(sums).view(np.uint16))
+    assert np.array_equal(got32, sums.view(np.uint32))
