@@ -24,62 +24,24 @@
 The pipelined variants follow hw/fp.py: the result at cycle t + STAGES - 1 is f(inputs
 at cycle t), combinational from the last stage; no enable, the pipeline always advances.
 """
-import math
+import struct
 
-from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, Value, signed
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
+
+from isa.exp_approx import EXP_MIN, EXP_TAB, LOG2E_Q
+from .fp import F16_QNAN, F32_QNAN, _comb_cut, _shr_sticky, _sync_cut
 
 __all__ = ["ExpApprox", "ExpApproxPipe", "FP32MulToFP16", "FP32MulToFP16Pipe", "FP32Recip",
            "EXP_STAGES", "MULH_STAGES", "RECIP_CYCLES", "LOG2E_Q", "EXP_TAB", "EXP_MIN_BITS"]
 
-F32_QNAN = 0x7FC00000
-F16_QNAN = 0x7E00
-
-LOG2E_Q = round(math.log2(math.e) * 2**30)
-EXP_TAB = [round(2 ** (k / 64) * 2**23) for k in range(65)]     # the same formula as sim/golden.py
-EXP_MIN_BITS = 0x42D00000                                       # 104.0: d < -104 gives +0
+EXP_MIN_BITS = struct.unpack("<I", struct.pack("<f", -EXP_MIN))[0]   # |d| above 104.0 gives +0
 
 EXP_STAGES = 2
 MULH_STAGES = 2
 QUOTIENT_BITS = 25                       # 24 significand bits and a guard bit
 RECIP_CYCLES = QUOTIENT_BITS + 1         # start, one cycle per quotient bit, done with r
-
-
-def _comb_cut(**values):
-    return tuple(values.values())
-
-
-def _sync_cut(m, prefix):
-    stage = 0
-
-    def cut(**values):
-        nonlocal stage
-        stage += 1
-        regs = []
-        for name, value in values.items():
-            value = Value.cast(value)
-            reg = Signal(value.shape(), name=f"{prefix}{stage}_{name}")
-            m.d.sync += reg.eq(value)
-            regs.append(reg)
-        return tuple(regs)
-
-    return cut
-
-
-def _shr_sticky(m, x, amount, name):
-    """Logarithmic right shift of `x` by `amount`; returns (value, OR of the bits shifted out)."""
-    cur, sticky = x, Const(0, 1)
-    for i in range(len(amount)):
-        k = 1 << i
-        nxt = Signal(len(x), name=f"{name}_s{i}")
-        lost = cur[:k].any() if k < len(x) else cur.any()
-        m.d.comb += nxt.eq(Mux(amount[i], cur[k:] if k < len(x) else 0, cur))
-        sticky = sticky | (amount[i] & lost)
-        cur = nxt
-    st = Signal(name=f"{name}_sticky")
-    m.d.comb += st.eq(sticky)
-    return cur, st
 
 
 # ---- exp ---------------------------------------------------------------------------------

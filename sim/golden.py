@@ -25,6 +25,7 @@ conversion rounds to nearest even, so this is the hardware's arithmetic exactly.
 """
 import numpy as np
 
+from isa import exp_approx as exp_constants
 from isa.pe_array import plan as pe_plan
 
 CANONICAL_NAN_FP16 = 0x7E00
@@ -144,9 +145,9 @@ ties); `np.add.accumulate` adds in order, so this is the unit's arithmetic exact
 
 SOFTMAX_LANES = 32                       # LANES of the default config
 F32_QNAN = 0x7FC00000
-EXP_LOG2E_Q = round(np.log2(np.e) * 2**30)                 # round(log2(e) * 2^30)
-EXP_TAB = np.array([round(2 ** (k / 64) * 2**23) for k in range(65)], dtype=np.int64)
-EXP_MIN = np.float32(-104.0)
+EXP_LOG2E_Q = exp_constants.LOG2E_Q                     # round(log2(e) * 2^30)
+EXP_TAB = np.array(exp_constants.EXP_TAB, dtype=np.int64)  # round(2^(k/64) * 2^23), k = 0..64
+EXP_MIN = np.float32(exp_constants.EXP_MIN)
 
 
 def exp_approx(d):
