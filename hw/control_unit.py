@@ -128,17 +128,13 @@ class ControlUnit(wiring.Component):
                 m.d.comb += plan_sets.eq(s_)
         plan_groups = Signal(DIM_BITS)
         m.d.comb += plan_groups.eq((st_k + (1 << plan_pack_log2) - 1) >> plan_pack_log2)
-        # the second stage's operand starts at the line after the first's
-        second_addr = Signal(64)
-        m.d.comb += second_addr.eq(d.dev_addr + (((d.dev_rows * d.dev_cols << 1) + cfg.beat_bytes - 1)
-                                                 >> line_bits << line_bits))
 
         # ---- progress: group (first row, rows, input offset), readout (row, word), results
         m0, group_rows, in_elem = Signal(DIM_BITS), Signal(range(cfg.rows + 1)), Signal(44)
         row, word = Signal(range(cfg.rows)), Signal(DIM_BITS)
-        # result rows: bytes per row and the byte offset of the current row in the payload
-        esize_log2, row_bytes, out_byte, out_n = Signal(2), Signal(24), Signal(48), Signal(DIM_BITS)
-        stats_off = Signal(48)
+        # result rows: values per row and their size, the byte offset of the current row
+        esize_log2, out_byte, out_n = Signal(2), Signal(48), Signal(DIM_BITS)
+        row_bytes = (out_n << esize_log2)[:24]
         anchors_m = Array(Signal(32, name=f"anchor_m{r}") for r in range(cfg.rows))
         anchors_l = Array(Signal(32, name=f"anchor_l{r}") for r in range(cfg.rows))
         # weight stream progress: columns of the run's k-groups, first element of the
@@ -165,14 +161,13 @@ class ControlUnit(wiring.Component):
 
         # the softmax unit reads one row of the input buffer (widened to FP32: times 1.0 is
         # exact) or of the output buffer, and writes FP16 words into the input buffer
-        sfu_from_acc = Signal()
         widened = []
         for j in range(lanes):
             w = Signal(32, name=f"widened_{j}")
             add_cell(m, f"widen_{j}", "ndp_fp16_mul", self._shared, a=cu.rd_in_data.word_select(j, 16),
                      b=Const(FP16_ONE, 16), p=w)
             widened.append(w)
-        m.d.comb += sfu.src_data.eq(Mux(sfu_from_acc, cu.rd_acc_data, Cat(*widened)))
+        m.d.comb += sfu.src_data.eq(Mux(is_attention, cu.rd_acc_data, Cat(*widened)))
 
         count_now = Signal(range(lanes + 1))
         col_now = (word << lane_bits)[:DIM_BITS]
@@ -191,17 +186,13 @@ class ControlUnit(wiring.Component):
                              m0.eq(0), in_elem.eq(0), out_byte.eq(0)]
                 # result rows: FP32 O for attention, else FP16; N of the rows written
                 with m.If(is_attention):
-                    m.d.sync += [esize_log2.eq(2), out_n.eq(d.dev_rows), row_bytes.eq(d.dev_rows << 2),
-                                 stats_off.eq(((d.in_rows * d.dev_rows << 2) + cfg.beat_bytes - 1)
-                                              >> line_bits << line_bits)]
+                    m.d.sync += [esize_log2.eq(2), out_n.eq(d.dev_rows)]
                 with m.Elif(is_softmax):
-                    m.d.sync += [esize_log2.eq(1), out_n.eq(d.in_cols), row_bytes.eq(d.in_cols << 1),
-                                 stats_off.eq(((d.in_rows * d.in_cols << 1) + cfg.beat_bytes - 1)
-                                              >> line_bits << line_bits)]
+                    m.d.sync += [esize_log2.eq(1), out_n.eq(d.in_cols)]
                 with m.Elif(is_xab):
-                    m.d.sync += [esize_log2.eq(1), out_n.eq(d.dev_rows), row_bytes.eq(d.dev_rows << 1)]
+                    m.d.sync += [esize_log2.eq(1), out_n.eq(d.dev_rows)]
                 with m.Else():
-                    m.d.sync += [esize_log2.eq(1), out_n.eq(d.dev_cols), row_bytes.eq(d.dev_cols << 1)]
+                    m.d.sync += [esize_log2.eq(1), out_n.eq(d.dev_cols)]
                 with m.If(dec.status != Status.OK):
                     m.next = "COMPLETE"
                 with m.Elif(dec.is_compute):
@@ -252,7 +243,9 @@ class ControlUnit(wiring.Component):
                     m.d.sync += [st_addr.eq(d.dev_addr), st_k.eq(d.dev_rows), st_n.eq(d.dev_cols),
                                  dest.eq(Mux(is_attention, TO_SCORES, Mux(is_xab, TO_INPUT, TO_RESULT16)))]
                 with m.Else():
-                    m.d.sync += [st_addr.eq(second_addr), st_k.eq(d.dev_cols), st_n.eq(d.dev_rows),
+                    # the second operand starts at the line after the first's
+                    m.d.sync += [st_addr.eq(d.dev_addr + (dec.operand_lines << line_bits)),
+                                 st_k.eq(d.dev_cols), st_n.eq(d.dev_rows),
                                  dest.eq(Mux(is_attention, TO_RESULT32, TO_RESULT16))]
                 m.next = "PLAN"
             with m.State("PLAN"):
@@ -367,7 +360,6 @@ class ControlUnit(wiring.Component):
 
             with m.State("SFU_START"):
                 sfu_ports()
-                m.d.sync += sfu_from_acc.eq(is_attention)
                 m.d.comb += [sfu.start.eq(1), sfu.length.eq(Mux(is_attention, d.dev_cols, d.in_cols)),
                              sfu.partial.eq(is_attention | partial)]
                 m.next = "SFU_RUN"
@@ -432,7 +424,7 @@ class ControlUnit(wiring.Component):
                 line = Signal(cfg.data_bits)
                 m.d.comb += line.eq(Cat(anchors_m[row], anchors_l[row]))
                 m.d.comb += [writer.start.eq(1),
-                             writer.addr.eq(cq_slot + HEADER_BYTES + stats_off + ((m0 + row) << line_bits)),
+                             writer.addr.eq(cq_slot + HEADER_BYTES + dec.stats_offset + ((m0 + row) << line_bits)),
                              writer.line.eq(line), writer.strb.eq((1 << cfg.beat_bytes) - 1)]
                 m.next = "ANCHORS_WAIT"
             with m.State("ANCHORS_WAIT"):

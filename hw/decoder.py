@@ -22,6 +22,9 @@ class Decoder(wiring.Component):
             "log2_slot": In(8), "data_base": In(64), "data_limit": In(64),
             "status": Out(8),
             "is_load": Out(1), "is_store": Out(1), "is_compute": Out(1),
+            # for the control unit: lines of one device operand (ATTENTION's and LORA_XAB's
+            # second starts after them), and where the anchor lines start in the result
+            "operand_lines": Out(40), "stats_offset": Out(48),
         })
 
     def elaborate(self, platform):
@@ -59,6 +62,8 @@ class Decoder(wiring.Component):
         in_lines, dev_lines, o_lines = Signal(40), Signal(40), Signal(44)
         m.d.comb += [in_lines.eq(lines(in_elems << el_log2)), dev_lines.eq(lines(dev_elems << el_log2)),
                      o_lines.eq(lines((d.in_rows * d.dev_rows) << 2))]
+        m.d.comb += [self.operand_lines.eq(dev_lines),
+                     self.stats_offset.eq(Mux(d.op == Op.ATTENTION, o_lines, in_lines) << line_log2)]
         result = Signal(50)
         with m.If(is_softmax):
             m.d.comb += result.eq(Mux(d.flags[1], (in_lines + d.in_rows) << line_log2, in_elems << 1))

@@ -2637,24 +2637,24 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   reg \$auto$verilog_backend.cc:2355:dump_module$67  = 0;
   wire \$1 ;
   wire [26:0] \$10 ;
-  wire [63:0] \$100 ;
-  wire [20:0] \$101 ;
-  wire [27:0] \$102 ;
-  wire \$103 ;
-  wire \$104 ;
-  wire [2:0] \$105 ;
-  wire \$106 ;
-  reg [31:0] \$107 ;
-  reg [31:0] \$108 ;
-  wire [64:0] \$109 ;
+  wire \$100 ;
+  reg [31:0] \$101 ;
+  reg [31:0] \$102 ;
+  wire [64:0] \$103 ;
+  wire [65:0] \$104 ;
+  wire [20:0] \$105 ;
+  wire [27:0] \$106 ;
+  wire [66:0] \$107 ;
+  wire [64:0] \$108 ;
+  wire \$109 ;
   wire \$11 ;
-  wire [65:0] \$110 ;
-  wire [20:0] \$111 ;
-  wire [27:0] \$112 ;
-  wire [66:0] \$113 ;
-  wire [64:0] \$114 ;
+  wire [3:0] \$110 ;
+  wire \$111 ;
+  wire \$112 ;
+  wire \$113 ;
+  wire \$114 ;
   wire \$115 ;
-  wire [3:0] \$116 ;
+  wire \$116 ;
   wire \$117 ;
   wire \$118 ;
   wire \$119 ;
@@ -2679,13 +2679,13 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   wire \$136 ;
   wire \$137 ;
   wire \$138 ;
-  wire \$139 ;
+  wire [64:0] \$139 ;
   wire [20:0] \$14 ;
-  wire \$140 ;
-  wire \$141 ;
-  wire \$142 ;
-  wire \$143 ;
-  wire \$144 ;
+  wire [15:0] \$140 ;
+  wire [16:0] \$141 ;
+  wire [16:0] \$142 ;
+  wire [79:0] \$143 ;
+  wire [80:0] \$144 ;
   wire [64:0] \$145 ;
   wire [15:0] \$146 ;
   wire [16:0] \$147 ;
@@ -2693,330 +2693,307 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   wire [79:0] \$149 ;
   wire [21:0] \$15 ;
   wire [80:0] \$150 ;
-  wire [64:0] \$151 ;
-  wire [15:0] \$152 ;
-  wire [16:0] \$153 ;
-  wire [16:0] \$154 ;
-  wire [79:0] \$155 ;
-  wire [80:0] \$156 ;
+  wire \$151 ;
+  wire \$152 ;
+  wire \$153 ;
+  wire \$154 ;
+  wire \$155 ;
+  wire \$156 ;
   wire \$157 ;
   wire \$158 ;
   wire \$159 ;
   wire [21:0] \$16 ;
-  wire [22:0] \$160 ;
-  wire [39:0] \$161 ;
-  wire [42:0] \$162 ;
-  wire [43:0] \$163 ;
-  wire [44:0] \$164 ;
-  wire [44:0] \$165 ;
-  wire [51:0] \$166 ;
-  wire [20:0] \$167 ;
-  wire [39:0] \$168 ;
-  wire [40:0] \$169 ;
+  wire \$160 ;
+  wire \$161 ;
+  wire \$162 ;
+  wire [1:0] \$163 ;
+  wire [1:0] \$164 ;
+  wire [46:0] \$165 ;
+  wire [64:0] \$166 ;
+  wire \$167 ;
+  wire \$168 ;
+  wire [19:0] \$169 ;
   wire [21:0] \$17 ;
-  wire [41:0] \$170 ;
-  wire [42:0] \$171 ;
-  wire [42:0] \$172 ;
-  wire [49:0] \$173 ;
-  wire [20:0] \$174 ;
-  wire [20:0] \$175 ;
-  wire \$176 ;
-  wire \$177 ;
-  wire \$178 ;
+  wire [7:0] \$170 ;
+  wire [8:0] \$171 ;
+  wire [20:0] \$172 ;
+  wire \$173 ;
+  wire [19:0] \$174 ;
+  wire [19:0] \$175 ;
+  wire [26:0] \$176 ;
+  wire [46:0] \$177 ;
+  wire [19:0] \$178 ;
   wire \$179 ;
   wire \$18 ;
-  wire \$180 ;
-  wire \$181 ;
-  wire \$182 ;
+  wire [26:0] \$180 ;
+  wire [24:0] \$181 ;
+  wire [20:0] \$182 ;
   wire \$183 ;
   wire \$184 ;
-  wire [1:0] \$185 ;
-  wire [1:0] \$186 ;
+  wire [7:0] \$185 ;
+  wire [20:0] \$186 ;
   wire \$187 ;
-  wire \$188 ;
-  wire [19:0] \$189 ;
+  wire [2:0] \$188 ;
+  wire [2:0] \$189 ;
   wire [20:0] \$19 ;
-  wire [7:0] \$190 ;
-  wire [8:0] \$191 ;
+  wire \$190 ;
+  wire [2:0] \$191 ;
   wire [20:0] \$192 ;
   wire \$193 ;
-  wire [19:0] \$194 ;
-  wire [19:0] \$195 ;
-  wire [26:0] \$196 ;
-  wire [46:0] \$197 ;
-  wire [19:0] \$198 ;
-  wire \$199 ;
+  wire \$194 ;
+  wire [20:0] \$195 ;
+  wire \$196 ;
+  wire \$197 ;
+  wire [7:0] \$198 ;
+  wire [20:0] \$199 ;
   wire [20:0] \$2 ;
   wire \$20 ;
-  wire [26:0] \$200 ;
-  wire [24:0] \$201 ;
-  wire [20:0] \$202 ;
+  wire \$200 ;
+  wire [2:0] \$201 ;
+  wire [2:0] \$202 ;
   wire \$203 ;
-  wire \$204 ;
-  wire [7:0] \$205 ;
-  wire [20:0] \$206 ;
-  wire \$207 ;
-  wire [2:0] \$208 ;
-  wire [2:0] \$209 ;
+  wire [2:0] \$204 ;
+  wire [20:0] \$205 ;
+  wire \$206 ;
+  wire [3:0] \$207 ;
+  wire \$208 ;
+  wire [9:0] \$209 ;
   wire [7:0] \$21 ;
-  wire \$210 ;
-  wire [2:0] \$211 ;
-  wire [20:0] \$212 ;
-  wire \$213 ;
-  wire \$214 ;
-  wire [20:0] \$215 ;
-  wire \$216 ;
-  wire \$217 ;
-  wire [7:0] \$218 ;
-  wire [20:0] \$219 ;
+  wire [1534:0] \$210 ;
+  wire [255:0] \$211 ;
+  wire [256:0] \$212 ;
+  wire [319:0] \$213 ;
+  wire [64:0] \$214 ;
+  wire [48:0] \$215 ;
+  wire [65:0] \$216 ;
+  wire [9:0] \$217 ;
+  wire [2046:0] \$218 ;
+  wire [255:0] \$219 ;
   wire [20:0] \$22 ;
-  wire \$220 ;
-  wire [2:0] \$221 ;
-  wire [2:0] \$222 ;
-  wire \$223 ;
-  wire [2:0] \$224 ;
+  wire [256:0] \$220 ;
+  wire [319:0] \$221 ;
+  wire [64:0] \$222 ;
+  wire [48:0] \$223 ;
+  wire [65:0] \$224 ;
   wire [20:0] \$225 ;
-  wire \$226 ;
-  wire [3:0] \$227 ;
+  wire [27:0] \$226 ;
+  wire \$227 ;
   wire \$228 ;
-  wire [9:0] \$229 ;
+  wire [2:0] \$229 ;
   wire [21:0] \$23 ;
-  wire [1534:0] \$230 ;
-  wire [255:0] \$231 ;
-  wire [256:0] \$232 ;
-  wire [319:0] \$233 ;
-  wire [64:0] \$234 ;
-  wire [48:0] \$235 ;
-  wire [65:0] \$236 ;
-  wire [9:0] \$237 ;
-  wire [2046:0] \$238 ;
-  wire [255:0] \$239 ;
+  wire \$230 ;
+  wire [20:0] \$231 ;
+  wire [2:0] \$232 ;
+  wire \$233 ;
+  wire [2:0] \$234 ;
+  wire \$235 ;
+  wire [2:0] \$236 ;
+  wire \$237 ;
+  wire [9:0] \$238 ;
+  wire [1534:0] \$239 ;
   wire [21:0] \$24 ;
-  wire [256:0] \$240 ;
-  wire [319:0] \$241 ;
-  wire [64:0] \$242 ;
-  wire [48:0] \$243 ;
-  wire [65:0] \$244 ;
-  wire [20:0] \$245 ;
-  wire [27:0] \$246 ;
-  wire \$247 ;
+  wire [255:0] \$240 ;
+  wire [256:0] \$241 ;
+  wire [319:0] \$242 ;
+  wire [64:0] \$243 ;
+  wire [48:0] \$244 ;
+  wire [65:0] \$245 ;
+  wire \$246 ;
+  wire [63:0] \$247 ;
   wire \$248 ;
-  wire [2:0] \$249 ;
-  wire [39:0] \$25 ;
+  wire \$249 ;
+  wire \$25 ;
   wire \$250 ;
-  wire [20:0] \$251 ;
-  wire [2:0] \$252 ;
-  wire \$253 ;
+  wire [2:0] \$251 ;
+  wire [20:0] \$252 ;
+  wire [27:0] \$253 ;
   wire \$254 ;
-  wire [2:0] \$255 ;
-  wire \$256 ;
-  wire [2:0] \$257 ;
-  wire \$258 ;
-  wire [9:0] \$259 ;
-  wire [40:0] \$26 ;
-  wire [1534:0] \$260 ;
-  wire [255:0] \$261 ;
-  wire [256:0] \$262 ;
-  wire [319:0] \$263 ;
-  wire [64:0] \$264 ;
+  wire \$255 ;
+  wire [2:0] \$256 ;
+  wire \$257 ;
+  wire [20:0] \$258 ;
+  wire [2:0] \$259 ;
+  wire [26:0] \$26 ;
+  wire [22:0] \$260 ;
+  wire [48:0] \$261 ;
+  wire \$262 ;
+  wire \$263 ;
+  wire [22:0] \$264 ;
   wire [48:0] \$265 ;
-  wire [65:0] \$266 ;
+  wire \$266 ;
   wire \$267 ;
-  wire [63:0] \$268 ;
+  wire \$268 ;
   wire \$269 ;
-  wire [41:0] \$27 ;
+  wire [20:0] \$27 ;
   wire \$270 ;
-  wire \$271 ;
-  wire [2:0] \$272 ;
-  wire [20:0] \$273 ;
-  wire [27:0] \$274 ;
-  wire \$275 ;
-  wire \$276 ;
-  wire [2:0] \$277 ;
+  wire [2:0] \$271 ;
+  wire \$272 ;
+  wire [2:0] \$273 ;
+  wire [20:0] \$274 ;
+  wire [22:0] \$275 ;
+  wire [44:0] \$276 ;
+  wire [20:0] \$277 ;
   wire \$278 ;
-  wire [20:0] \$279 ;
-  wire [42:0] \$28 ;
-  wire [2:0] \$280 ;
-  wire [48:0] \$281 ;
-  wire \$282 ;
-  wire \$283 ;
-  wire [48:0] \$284 ;
-  wire \$285 ;
-  wire \$286 ;
-  wire \$287 ;
-  wire \$288 ;
-  wire \$289 ;
-  wire [42:0] \$29 ;
-  wire [2:0] \$290 ;
-  wire \$291 ;
-  wire [2:0] \$292 ;
-  wire [20:0] \$293 ;
-  wire [22:0] \$294 ;
-  wire [44:0] \$295 ;
-  wire [20:0] \$296 ;
-  wire \$297 ;
-  wire \$298 ;
-  reg [333:0] \$299 ;
+  wire \$279 ;
+  wire \$28 ;
+  reg [333:0] \$280 ;
+  reg [4:0] \$281 ;
+  reg [7:0] \$282 ;
+  reg [63:0] \$283 ;
+  reg [63:0] \$284 ;
+  reg [19:0] \$285 ;
+  reg [43:0] \$286 ;
+  reg [47:0] \$287 ;
+  reg [1:0] \$288 ;
+  reg [19:0] \$289 ;
+  wire [26:0] \$29 ;
+  reg [2:0] \$290 ;
+  reg \$291 ;
+  reg [1:0] \$292 ;
+  reg [19:0] \$293 ;
+  reg [63:0] \$294 ;
+  reg [19:0] \$295 ;
+  reg [19:0] \$296 ;
+  reg [1:0] \$297 ;
+  reg [2:0] \$298 ;
+  reg [19:0] \$299 ;
   wire \$3 ;
-  wire [49:0] \$30 ;
-  reg [4:0] \$300 ;
-  reg [7:0] \$301 ;
-  reg [63:0] \$302 ;
-  reg [63:0] \$303 ;
-  reg [19:0] \$304 ;
-  reg [43:0] \$305 ;
-  reg [47:0] \$306 ;
+  wire [20:0] \$30 ;
+  reg [1:0] \$300 ;
+  reg [19:0] \$301 ;
+  reg [4:0] \$302 ;
+  reg [1:0] \$303 ;
+  reg [43:0] \$304 ;
+  reg [19:0] \$305 ;
+  reg [1:0] \$306 ;
   reg [1:0] \$307 ;
   reg [19:0] \$308 ;
-  reg [23:0] \$309 ;
-  wire [65:0] \$31 ;
-  reg [47:0] \$310 ;
-  reg [2:0] \$311 ;
-  reg \$312 ;
-  reg [1:0] \$313 ;
-  reg [19:0] \$314 ;
-  reg [63:0] \$315 ;
-  reg [19:0] \$316 ;
-  reg [19:0] \$317 ;
-  reg [1:0] \$318 ;
-  reg [2:0] \$319 ;
-  wire [26:0] \$32 ;
-  reg [19:0] \$320 ;
-  reg [1:0] \$321 ;
-  reg [19:0] \$322 ;
-  reg [4:0] \$323 ;
-  reg [1:0] \$324 ;
-  reg [43:0] \$325 ;
-  reg [19:0] \$326 ;
-  reg [1:0] \$327 ;
-  reg [1:0] \$328 ;
-  reg [19:0] \$329 ;
-  wire [20:0] \$33 ;
-  reg [19:0] \$330 ;
-  reg [2:0] \$331 ;
-  reg [1535:0] \$332 ;
-  reg [191:0] \$333 ;
-  reg [63:0] \$334 ;
-  reg [1:0] \$335 ;
-  reg \$336 ;
-  reg [31:0] \$337 ;
-  reg [31:0] \$338 ;
-  reg [31:0] \$339 ;
-  wire \$34 ;
-  reg [31:0] \$340 ;
-  reg [31:0] \$341 ;
-  reg [31:0] \$342 ;
-  reg [31:0] \$343 ;
-  reg [31:0] \$344 ;
-  wire [26:0] \$35 ;
+  reg [19:0] \$309 ;
+  wire [20:0] \$31 ;
+  reg [2:0] \$310 ;
+  reg [1535:0] \$311 ;
+  reg [191:0] \$312 ;
+  reg [63:0] \$313 ;
+  reg [1:0] \$314 ;
+  reg [31:0] \$315 ;
+  reg [31:0] \$316 ;
+  reg [31:0] \$317 ;
+  reg [31:0] \$318 ;
+  reg [31:0] \$319 ;
+  wire [64:0] \$32 ;
+  reg [31:0] \$320 ;
+  reg [31:0] \$321 ;
+  reg [31:0] \$322 ;
+  wire [64:0] \$33 ;
+  wire [20:0] \$34 ;
+  wire \$35 ;
   wire [20:0] \$36 ;
   wire [20:0] \$37 ;
-  wire [64:0] \$38 ;
-  wire [64:0] \$39 ;
+  wire [22:0] \$38 ;
+  wire [23:0] \$39 ;
   wire [20:0] \$4 ;
-  wire [20:0] \$40 ;
-  wire \$41 ;
-  wire [20:0] \$42 ;
-  wire [20:0] \$43 ;
-  wire [22:0] \$44 ;
-  wire [8:0] \$442 ;
-  wire [11:0] \$449 ;
-  wire [23:0] \$45 ;
-  wire [8:0] \$452 ;
-  wire [24:0] \$46 ;
-  wire [25:0] \$47 ;
-  wire [25:0] \$48 ;
-  wire [64:0] \$49 ;
+  wire [24:0] \$40 ;
+  wire [25:0] \$41 ;
+  wire [8:0] \$414 ;
+  wire [25:0] \$42 ;
+  wire [11:0] \$421 ;
+  wire [8:0] \$424 ;
+  wire [64:0] \$43 ;
+  wire [45:0] \$44 ;
+  wire [65:0] \$45 ;
+  wire [44:0] \$46 ;
+  wire [45:0] \$47 ;
+  wire [45:0] \$48 ;
+  wire [26:0] \$49 ;
   wire \$5 ;
-  wire [45:0] \$50 ;
-  wire [65:0] \$51 ;
-  wire [44:0] \$52 ;
+  wire [44:0] \$50 ;
+  wire [45:0] \$51 ;
+  wire [45:0] \$52 ;
   wire [45:0] \$53 ;
-  wire [45:0] \$54 ;
-  wire [26:0] \$55 ;
-  wire [44:0] \$56 ;
-  wire [45:0] \$57 ;
-  wire [45:0] \$58 ;
-  wire [45:0] \$59 ;
+  wire [64:0] \$54 ;
+  wire [24:0] \$55 ;
+  wire [20:0] \$56 ;
+  wire [21:0] \$57 ;
+  wire [8:0] \$579 ;
+  wire [22:0] \$58 ;
+  wire [22:0] \$59 ;
   wire [22:0] \$6 ;
-  wire [64:0] \$60 ;
+  wire [24:0] \$60 ;
   wire [24:0] \$61 ;
   wire [20:0] \$62 ;
-  wire [8:0] \$622 ;
   wire [21:0] \$63 ;
   wire [22:0] \$64 ;
   wire [22:0] \$65 ;
-  wire [24:0] \$66 ;
-  wire [24:0] \$67 ;
-  wire [20:0] \$68 ;
-  wire [21:0] \$69 ;
+  wire \$66 ;
+  wire [20:0] \$67 ;
+  wire \$68 ;
+  wire [20:0] \$69 ;
   wire \$7 ;
-  wire [22:0] \$70 ;
-  wire [22:0] \$71 ;
-  wire \$72 ;
-  wire [20:0] \$73 ;
-  wire \$74 ;
-  wire [20:0] \$75 ;
-  wire [7:0] \$76 ;
-  wire [26:0] \$77 ;
-  wire [22:0] \$78 ;
-  wire [48:0] \$79 ;
+  wire [7:0] \$70 ;
+  wire [26:0] \$71 ;
+  wire [22:0] \$72 ;
+  wire [48:0] \$73 ;
+  wire [8:0] \$74 ;
+  wire [26:0] \$75 ;
+  wire [22:0] \$76 ;
+  wire [48:0] \$77 ;
+  wire [8:0] \$78 ;
+  wire \$79 ;
   wire [22:0] \$8 ;
-  wire [8:0] \$80 ;
-  wire [26:0] \$81 ;
-  wire [22:0] \$82 ;
-  wire [48:0] \$83 ;
-  wire [8:0] \$84 ;
-  wire \$85 ;
-  wire [19:0] \$86 ;
+  wire [19:0] \$80 ;
+  wire \$81 ;
+  wire \$82 ;
+  wire [26:0] \$83 ;
+  wire [22:0] \$84 ;
+  wire [48:0] \$85 ;
+  wire [8:0] \$86 ;
   wire \$87 ;
-  wire \$88 ;
-  wire [26:0] \$89 ;
+  wire [63:0] \$88 ;
+  wire \$89 ;
   wire \$9 ;
-  wire [22:0] \$90 ;
-  wire [48:0] \$91 ;
-  wire [8:0] \$92 ;
-  wire \$93 ;
+  wire \$90 ;
+  wire [8:0] \$91 ;
+  wire [64:0] \$92 ;
+  wire [511:0] \$93 ;
   wire [63:0] \$94 ;
-  wire \$95 ;
-  wire \$96 ;
-  wire [8:0] \$97 ;
-  wire [64:0] \$98 ;
-  wire [511:0] \$99 ;
+  wire [20:0] \$95 ;
+  wire [27:0] \$96 ;
+  wire \$97 ;
+  wire \$98 ;
+  wire [2:0] \$99 ;
   reg [2:0] \$like ;
   wire [19:0] \$like$93 ;
   (* init = 20'h00000 *)
   wire [19:0] \$signal ;
-  reg [19:0] \$signal$134  = 20'h00000;
-  reg [19:0] \$signal$135  = 20'h00000;
-  reg [63:0] \$signal$146  = 64'h0000000000000000;
-  reg [63:0] \$signal$147  = 64'h0000000000000000;
-  reg [2:0] \$signal$148 ;
-  reg [19:0] \$signal$149  = 20'h00000;
-  reg [63:0] \$signal$165  = 64'h0000000000000000;
-  reg [19:0] \$signal$167  = 20'h00000;
-  reg [2:0] \$signal$168  = 3'h0;
-  reg [4:0] \$signal$169  = 5'h00;
-  reg [1:0] \$signal$172  = 2'h0;
-  reg [1:0] \$signal$173  = 2'h0;
+  reg [19:0] \$signal$132  = 20'h00000;
+  reg [19:0] \$signal$133  = 20'h00000;
+  reg [63:0] \$signal$144  = 64'h0000000000000000;
+  reg [63:0] \$signal$145  = 64'h0000000000000000;
+  reg [2:0] \$signal$146 ;
+  reg [19:0] \$signal$147  = 20'h00000;
+  reg [63:0] \$signal$163  = 64'h0000000000000000;
+  reg [19:0] \$signal$165  = 20'h00000;
+  reg [2:0] \$signal$166  = 3'h0;
+  reg [4:0] \$signal$167  = 5'h00;
+  reg [1:0] \$signal$170  = 2'h0;
+  reg [1:0] \$signal$171  = 2'h0;
+  reg [19:0] \$signal$173  = 20'h00000;
   reg [19:0] \$signal$175  = 20'h00000;
-  reg [19:0] \$signal$177  = 20'h00000;
-  reg [1:0] \$signal$183  = 2'h0;
-  reg [19:0] \$signal$186  = 20'h00000;
-  reg [47:0] \$signal$192 ;
-  reg [47:0] \$signal$193  = 48'h000000000000;
-  reg [1:0] \$signal$194  = 2'h0;
-  reg [47:0] \$signal$196 ;
-  reg [47:0] \$signal$213 ;
-  reg [191:0] \$signal$216  = 192'h000000000000000000000000000000000000000000000000;
-  reg [63:0] \$signal$217  = 64'h0000000000000000;
-  reg [1535:0] \$signal$219  = 1536'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-  reg [2:0] \$signal$221  = 3'h0;
-  reg [511:0] \$signal$235 ;
-  reg [23:0] \$signal$248  = 24'h000000;
-  reg \$signal$251  = 1'h0;
-  reg [1:0] \$signal$253  = 2'h0;
-  reg [19:0] \$signal$254  = 20'h00000;
+  reg [1:0] \$signal$181  = 2'h0;
+  reg [19:0] \$signal$184  = 20'h00000;
+  reg [47:0] \$signal$190 ;
+  reg [47:0] \$signal$191  = 48'h000000000000;
+  reg [1:0] \$signal$192  = 2'h0;
+  reg [47:0] \$signal$194 ;
+  reg [47:0] \$signal$211 ;
+  reg [191:0] \$signal$214  = 192'h000000000000000000000000000000000000000000000000;
+  reg [63:0] \$signal$215  = 64'h0000000000000000;
+  reg [1535:0] \$signal$217  = 1536'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  reg [2:0] \$signal$219  = 3'h0;
+  reg [511:0] \$signal$233 ;
+  reg \$signal$248  = 1'h0;
+  reg [1:0] \$signal$251  = 2'h0;
+  reg [19:0] \$signal$252  = 20'h00000;
   reg [19:0] \$signal$96  = 20'h00000;
   reg [6:0] acc_addr;
   reg [1023:0] acc_data;
@@ -3025,7 +3002,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   reg [6:0] acc_word;
   reg [5:0] active;
   reg [63:0] addr;
-  reg [63:0] \addr$145 ;
+  reg [63:0] \addr$143 ;
   reg [31:0] anchor_l0 = 32'd0;
   reg [31:0] anchor_l1 = 32'd0;
   reg [31:0] anchor_l2 = 32'd0;
@@ -3035,8 +3012,8 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   reg [31:0] anchor_m2 = 32'd0;
   reg [31:0] anchor_m3 = 32'd0;
   reg [31:0] beats;
-  reg [31:0] \beats$142 ;
-  reg [31:0] \beats$156 ;
+  reg [31:0] \beats$140 ;
+  reg [31:0] \beats$154 ;
   output [63:0] bus__araddr;
   wire [63:0] bus__araddr;
   wire [63:0] \bus__araddr$3 ;
@@ -3130,7 +3107,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   wire bus__wvalid;
   wire \bus__wvalid$45 ;
   wire busy;
-  wire \busy$250 ;
+  wire \busy$247 ;
   input clk;
   wire clk;
   wire [19:0] col;
@@ -3209,7 +3186,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   wire last;
   reg [19:0] length;
   reg [511:0] line;
-  reg [511:0] \line$223 ;
+  reg [511:0] \line$221 ;
   wire [7:0] log2_slot;
   wire [31:0] m;
   reg mac;
@@ -3217,9 +3194,10 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   reg more;
   reg [19:0] n_cols = 20'h00000;
   reg [7:0] nbytes;
-  reg [7:0] \nbytes$197 ;
-  reg [7:0] \nbytes$214 ;
+  reg [7:0] \nbytes$195 ;
+  reg [7:0] \nbytes$212 ;
   reg [4:0] offset;
+  wire [39:0] operand_lines;
   wire [511:0] out__data;
   wire out__ready;
   wire out__valid;
@@ -3316,9 +3294,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   input rst;
   wire rst;
   reg [31:0] run_beats;
-  wire [63:0] second_addr;
   reg [1:0] sets_used = 2'h0;
-  reg sfu_from_acc = 1'h0;
   wire [511:0] src__data;
   wire [511:0] \src__data$72 ;
   wire src__ready;
@@ -3328,12 +3304,12 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   wire [14:0] src_addr;
   wire [1023:0] src_data;
   reg start;
-  reg \start$139 ;
-  reg \start$152 ;
-  reg \start$210 ;
-  reg [47:0] stats_off = 48'h000000000000;
+  reg \start$137 ;
+  reg \start$150 ;
+  reg \start$208 ;
+  wire [47:0] stats_offset;
   reg [7:0] status = 8'h00;
-  wire [7:0] \status$247 ;
+  wire [7:0] \status$245 ;
   reg [31:0] status_word;
   reg [63:0] strb;
   wire [511:0] sum_fp16;
@@ -3392,342 +3368,329 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   assign \$22  = \$signal$96  + \$21 ;
   assign \$23  = \$22  - 1'h1;
   assign \$24  = $signed(\$23 ) >>> \$like ;
-  assign \$25  = entry[123:104] * entry[143:124];
-  assign \$27  = \$26  + 7'h40;
-  assign \$28  = \$27  - 1'h1;
-  assign \$31  = $signed({ 1'h0, entry[83:20] }) + $signed(\$30 );
-  assign src_data = sfu_from_acc ? rd_acc_data : { widened_31, widened_30, widened_29, widened_28, widened_27, widened_26, widened_25, widened_24, widened_23, widened_22, widened_21, widened_20, widened_19, widened_18, widened_17, widened_16, widened_15, widened_14, widened_13, widened_12, widened_11, widened_10, widened_9, widened_8, widened_7, widened_6, widened_5, widened_4, widened_3, widened_2, widened_1, widened_0 };
-  assign \$33  = \$signal$134  - \$32 [19:0];
-  assign \$34  = $signed(\$33 ) < $signed(7'h20);
-  assign \$36  = \$signal$134  - \$35 [19:0];
-  assign \$37  = \$34  ? \$36  : 21'h000020;
-  assign \$38  = \$signal$146  + 7'h40;
-  assign \$39  = \$signal$147  + 7'h40;
-  assign \$40  = entry[183:164] - \$signal$149 ;
-  assign \$41  = $signed(\$40 ) < $signed(4'h4);
-  assign \$42  = entry[183:164] - \$signal$149 ;
-  assign \$43  = \$41  ? \$42  : 21'h000004;
-  assign \$44  = \$signal$148  * entry[203:184];
-  assign \$45  = in_elem[4:0] + \$44 ;
-  assign \$46  = \$45  + 6'h20;
+  assign \$25  = entry[5:2] == 2'h3;
+  assign src_data = \$25  ? rd_acc_data : { widened_31, widened_30, widened_29, widened_28, widened_27, widened_26, widened_25, widened_24, widened_23, widened_22, widened_21, widened_20, widened_19, widened_18, widened_17, widened_16, widened_15, widened_14, widened_13, widened_12, widened_11, widened_10, widened_9, widened_8, widened_7, widened_6, widened_5, widened_4, widened_3, widened_2, widened_1, widened_0 };
+  assign \$27  = \$signal$132  - \$26 [19:0];
+  assign \$28  = $signed(\$27 ) < $signed(7'h20);
+  assign \$30  = \$signal$132  - \$29 [19:0];
+  assign \$31  = \$28  ? \$30  : 21'h000020;
+  assign \$32  = \$signal$144  + 7'h40;
+  assign \$33  = \$signal$145  + 7'h40;
+  assign \$34  = entry[183:164] - \$signal$147 ;
+  assign \$35  = $signed(\$34 ) < $signed(4'h4);
+  assign \$36  = entry[183:164] - \$signal$147 ;
+  assign \$37  = \$35  ? \$36  : 21'h000004;
+  assign \$38  = \$signal$146  * entry[203:184];
+  assign \$39  = in_elem[4:0] + \$38 ;
+  assign \$40  = \$39  + 6'h20;
+  assign \$41  = \$40  - 1'h1;
+  assign \$43  = \$signal$145  + 7'h40;
+  assign \$45  = \$43  + \$44 ;
+  assign \$46  = main_elems + 6'h20;
   assign \$47  = \$46  - 1'h1;
-  assign \$49  = \$signal$147  + 7'h40;
-  assign \$51  = \$49  + \$50 ;
-  assign \$52  = main_elems + 6'h20;
-  assign \$53  = \$52  - 1'h1;
-  assign \$55  = n_cols << \$signal$168 ;
-  assign \$56  = main_elems + 6'h20;
-  assign \$57  = \$56  - 1'h1;
-  assign \$60  = \$signal$165  + \$59 ;
-  assign \$61  = \$signal$169  * n_cols;
+  assign \$49  = n_cols << \$signal$166 ;
+  assign \$50  = main_elems + 6'h20;
+  assign \$51  = \$50  - 1'h1;
+  assign \$54  = \$signal$163  + \$53 ;
+  assign \$55  = \$signal$167  * n_cols;
+  assign \$56  = main_elems[4:0] + \$55 [19:0];
+  assign \$57  = \$56  + 6'h20;
+  assign \$58  = \$57  - 1'h1;
+  assign \$60  = \$signal$167  * n_cols;
+  assign \$61  = \$signal$167  * n_cols;
   assign \$62  = main_elems[4:0] + \$61 [19:0];
   assign \$63  = \$62  + 6'h20;
   assign \$64  = \$63  - 1'h1;
-  assign \$66  = \$signal$169  * n_cols;
-  assign \$67  = \$signal$169  * n_cols;
-  assign \$68  = main_elems[4:0] + \$67 [19:0];
-  assign \$69  = \$68  + 6'h20;
-  assign \$70  = \$69  - 1'h1;
-  assign \$72  = \$signal$172  < \$signal$173 ;
-  assign \$73  = \$signal$177  + col[19:5];
-  assign \$74  = \$signal$172  < \$signal$173 ;
-  assign \$75  = \$signal$177  + col[19:5];
-  assign \$76  = 1'h1 << \$signal$168 ;
-  assign \$78  = \$77 [19:0] << \$signal$194 ;
-  assign \$79  = \$signal$193  + \$78 ;
-  assign \$80  = \$37 [5:0] << \$signal$194 ;
-  assign \$82  = \$81 [19:0] << \$signal$194 ;
-  assign \$83  = \$signal$193  + \$82 ;
-  assign \$84  = \$37 [5:0] << \$signal$194 ;
-  assign \$85  = entry[5:2] == 2'h3;
-  assign \$86  = \$85  ? entry[143:124] : entry[203:184];
-  assign \$87  = entry[5:2] == 2'h3;
-  assign \$88  = \$87  | entry[11];
-  assign \$90  = \$89 [19:0] << \$signal$194 ;
-  assign \$91  = \$signal$193  + \$90 ;
-  assign \$92  = \$37 [5:0] << \$signal$194 ;
-  assign \$93  = piece_line < 2'h3;
-  assign \$442  = piece_line * 7'h40;
-  assign \$94  = \$signal$216  >> \$442 ;
-  assign \$95  = | \$94 ;
-  assign \$96  = \$93  & \$95 ;
-  assign \$98  = \$signal$217  + \$97 ;
-  assign \$449  = piece_line * 10'h200;
-  assign \$99  = \$signal$219  >> \$449 ;
-  assign \$452  = piece_line * 7'h40;
-  assign \$100  = \$signal$216  >> \$452 ;
-  assign \$101  = \$signal$135  + 1'h1;
-  assign \$103  = \$102  >= \$signal$134 ;
-  assign \$104  = ~ \$103 ;
-  assign \$105  = \$signal$183  + 1'h1;
-  assign \$106  = \$105  < \$signal$221 ;
-  assign \$109  = \$signal$146  + 7'h40;
-  assign \$110  = \$109  + stats_off;
-  assign \$111  = \$signal$149  + \$signal$183 ;
-  assign \$113  = \$110  + \$112 ;
-  assign \$114  = cycle - entry[333:270];
-  assign \$115  = ~ busy;
-  assign \$116  = regs[289] << entry[205:204];
-  assign \$117  = ! fsm_state;
-  assign \$118  = fsm_state == 1'h1;
-  assign \$119  = fsm_state == 2'h2;
-  assign \$120  = fsm_state == 2'h3;
-  assign \$121  = fsm_state == 3'h4;
-  assign \$122  = fsm_state == 3'h5;
-  assign \$123  = fsm_state == 3'h6;
-  assign \$124  = fsm_state == 3'h7;
-  assign \$125  = fsm_state == 4'h8;
-  assign \$126  = fsm_state == 4'h9;
-  assign \$127  = fsm_state == 4'ha;
-  assign \$128  = fsm_state == 4'hb;
-  assign \$129  = fsm_state == 4'hc;
-  assign \$130  = fsm_state == 4'hd;
-  assign \$131  = fsm_state == 4'he;
-  assign \$132  = fsm_state == 4'hf;
-  assign \$133  = fsm_state == 5'h10;
-  assign \$134  = fsm_state == 5'h11;
-  assign \$135  = fsm_state == 5'h12;
-  assign \$136  = fsm_state == 5'h13;
-  assign \$137  = fsm_state == 5'h14;
-  assign \$138  = fsm_state == 5'h15;
-  assign \$139  = fsm_state == 5'h16;
-  assign \$140  = fsm_state == 5'h17;
-  assign \$141  = fsm_state == 5'h18;
-  assign \$142  = fsm_state == 5'h19;
-  assign \$143  = fsm_state == 5'h1a;
-  assign \$144  = fsm_state == 5'h1b;
+  assign \$66  = \$signal$170  < \$signal$171 ;
+  assign \$67  = \$signal$175  + col[19:5];
+  assign \$68  = \$signal$170  < \$signal$171 ;
+  assign \$69  = \$signal$175  + col[19:5];
+  assign \$70  = 1'h1 << \$signal$166 ;
+  assign \$72  = \$71 [19:0] << \$signal$192 ;
+  assign \$73  = \$signal$191  + \$72 ;
+  assign \$74  = \$31 [5:0] << \$signal$192 ;
+  assign \$76  = \$75 [19:0] << \$signal$192 ;
+  assign \$77  = \$signal$191  + \$76 ;
+  assign \$78  = \$31 [5:0] << \$signal$192 ;
+  assign \$79  = entry[5:2] == 2'h3;
+  assign \$80  = \$79  ? entry[143:124] : entry[203:184];
+  assign \$81  = entry[5:2] == 2'h3;
+  assign \$82  = \$81  | entry[11];
+  assign \$84  = \$83 [19:0] << \$signal$192 ;
+  assign \$85  = \$signal$191  + \$84 ;
+  assign \$86  = \$31 [5:0] << \$signal$192 ;
+  assign \$87  = piece_line < 2'h3;
+  assign \$414  = piece_line * 7'h40;
+  assign \$88  = \$signal$214  >> \$414 ;
+  assign \$89  = | \$88 ;
+  assign \$90  = \$87  & \$89 ;
+  assign \$92  = \$signal$215  + \$91 ;
+  assign \$421  = piece_line * 10'h200;
+  assign \$93  = \$signal$217  >> \$421 ;
+  assign \$424  = piece_line * 7'h40;
+  assign \$94  = \$signal$214  >> \$424 ;
+  assign \$95  = \$signal$133  + 1'h1;
+  assign \$97  = \$96  >= \$signal$132 ;
+  assign \$98  = ~ \$97 ;
+  assign \$99  = \$signal$181  + 1'h1;
+  assign \$100  = \$99  < \$signal$219 ;
+  assign \$103  = \$signal$144  + 7'h40;
+  assign \$104  = \$103  + stats_offset;
+  assign \$105  = \$signal$147  + \$signal$181 ;
+  assign \$107  = \$104  + \$106 ;
+  assign \$108  = cycle - entry[333:270];
+  assign \$109  = ~ busy;
+  assign \$110  = regs[289] << entry[205:204];
+  assign \$111  = ! fsm_state;
+  assign \$112  = fsm_state == 1'h1;
+  assign \$113  = fsm_state == 2'h2;
+  assign \$114  = fsm_state == 2'h3;
+  assign \$115  = fsm_state == 3'h4;
+  assign \$116  = fsm_state == 3'h5;
+  assign \$117  = fsm_state == 3'h6;
+  assign \$118  = fsm_state == 3'h7;
+  assign \$119  = fsm_state == 4'h8;
+  assign \$120  = fsm_state == 4'h9;
+  assign \$121  = fsm_state == 4'ha;
+  assign \$122  = fsm_state == 4'hb;
+  assign \$123  = fsm_state == 4'hc;
+  assign \$124  = fsm_state == 4'hd;
+  assign \$125  = fsm_state == 4'he;
+  assign \$126  = fsm_state == 4'hf;
+  assign \$127  = fsm_state == 5'h10;
+  assign \$128  = fsm_state == 5'h11;
+  assign \$129  = fsm_state == 5'h12;
+  assign \$130  = fsm_state == 5'h13;
+  assign \$131  = fsm_state == 5'h14;
+  assign \$132  = fsm_state == 5'h15;
+  assign \$133  = fsm_state == 5'h16;
+  assign \$134  = fsm_state == 5'h17;
+  assign \$135  = fsm_state == 5'h18;
+  assign \$136  = fsm_state == 5'h19;
+  assign \$137  = fsm_state == 5'h1a;
+  assign \$138  = fsm_state == 5'h1b;
+  assign \$139  = entry[269:206] - 1'h1;
+  assign \$140  = 1'h1 << regs[259:256];
+  assign \$141  = \$140  - 1'h1;
+  assign \$142  = { 1'h0, \$139 [15:0] } & \$141 ;
+  assign \$143  = $signed(\$142 ) << regs[265:260];
+  assign \$144  = $signed({ 1'h0, regs[63:0] }) + $signed(\$143 );
   assign \$145  = entry[269:206] - 1'h1;
   assign \$146  = 1'h1 << regs[259:256];
   assign \$147  = \$146  - 1'h1;
   assign \$148  = { 1'h0, \$145 [15:0] } & \$147 ;
   assign \$149  = $signed(\$148 ) << regs[265:260];
-  assign \$150  = $signed({ 1'h0, regs[63:0] }) + $signed(\$149 );
-  assign \$151  = entry[269:206] - 1'h1;
-  assign \$152  = 1'h1 << regs[259:256];
-  assign \$153  = \$152  - 1'h1;
-  assign \$154  = { 1'h0, \$151 [15:0] } & \$153 ;
-  assign \$155  = $signed(\$154 ) << regs[265:260];
-  assign \$156  = $signed({ 1'h0, regs[127:64] }) + $signed(\$155 );
-  assign \$157  = entry[5:2] == 2'h3;
-  assign \$158  = entry[5:2] == 2'h2;
-  assign \$159  = entry[5:2] == 3'h4;
-  assign \$161  = entry[183:164] * entry[123:104];
-  assign \$163  = \$162  + 7'h40;
-  assign \$164  = \$163  - 1'h1;
-  assign \$168  = entry[183:164] * entry[203:184];
-  assign \$170  = \$169  + 7'h40;
+  assign \$150  = $signed({ 1'h0, regs[127:64] }) + $signed(\$149 );
+  assign \$151  = entry[5:2] == 2'h3;
+  assign \$152  = entry[5:2] == 2'h2;
+  assign \$153  = entry[5:2] == 3'h4;
+  assign \$154  = | \status$245 ;
+  assign \$155  = ~ \busy$247 ;
+  assign \$156  = ~ busy;
+  assign \$157  = \$155  & \$156 ;
+  assign \$158  = valid & last;
+  assign \$159  = entry[5:2] == 2'h2;
+  assign \$160  = ! \$signal$248 ;
+  assign \$161  = entry[5:2] == 2'h3;
+  assign \$162  = entry[5:2] == 3'h4;
+  assign \$163  = \$162  ? 2'h2 : 2'h0;
+  assign \$164  = \$161  ? 2'h3 : \$163 ;
+  assign \$166  = entry[83:20] + \$165 ;
+  assign \$167  = entry[5:2] == 2'h3;
+  assign \$168  = \$167  ? 1'h1 : 1'h0;
+  assign \$169  = \$signal$96  >> \$like ;
+  assign \$170  = 1'h1 << \$like ;
   assign \$171  = \$170  - 1'h1;
-  assign \$176  = | \status$247 ;
-  assign \$177  = ~ \busy$250 ;
-  assign \$178  = ~ busy;
-  assign \$179  = \$177  & \$178 ;
-  assign \$180  = valid & last;
-  assign \$181  = entry[5:2] == 2'h2;
-  assign \$182  = ! \$signal$251 ;
-  assign \$183  = entry[5:2] == 2'h3;
-  assign \$184  = entry[5:2] == 3'h4;
-  assign \$185  = \$184  ? 2'h2 : 2'h0;
-  assign \$186  = \$183  ? 2'h3 : \$185 ;
-  assign \$187  = entry[5:2] == 2'h3;
-  assign \$188  = \$187  ? 1'h1 : 1'h0;
-  assign \$189  = \$signal$96  >> \$like ;
-  assign \$190  = 1'h1 << \$like ;
-  assign \$191  = \$190  - 1'h1;
-  assign \$192  = { 1'h0, \$signal$96  } & { \$191 [8], \$191 [8], \$191 [8], \$191 [8], \$191 [8], \$191 [8], \$191 [8], \$191 [8], \$191 [8], \$191 [8], \$191 [8], \$191 [8], \$191  };
-  assign \$193  = \$24 [19:0] < plan_sets;
-  assign \$194  = \$193  ? \$24 [19:0] : { 18'h00000, plan_sets };
-  assign \$195  = \$signal$96  >> \$like ;
-  assign \$196  = \$195  << \$like ;
-  assign \$197  = \$196  * n_cols;
-  assign \$198  = \$signal$96  >> \$like ;
-  assign \$199  = | \$198 ;
-  assign \$200  = n_cols << \$signal$168 ;
-  assign \$201  = \$signal$169  * n_cols;
-  assign \$202  = col + count;
-  assign \$203  = \$202  == \$signal$254 ;
-  assign \$204  = valid & \$203 ;
-  assign \$205  = 1'h1 << \$signal$168 ;
-  assign \$206  = \$signal$175  + \$205 ;
-  assign \$207  = \$signal$172  < \$signal$173 ;
-  assign \$208  = \$signal$172  + 1'h1;
-  assign \$209  = \$signal$253  + 1'h1;
-  assign \$210  = \$209  == \$signal$173 ;
-  assign \$211  = \$signal$253  + 1'h1;
-  assign \$212  = \$signal$177  + \$signal$186 ;
-  assign \$213  = valid & last;
-  assign \$214  = | \$signal$169 ;
-  assign \$215  = col + count;
-  assign \$216  = \$215  == \$signal$254 ;
-  assign \$217  = valid & \$216 ;
-  assign \$218  = 1'h1 << \$signal$168 ;
-  assign \$219  = \$signal$175  + \$218 ;
-  assign \$220  = \$signal$172  < \$signal$173 ;
-  assign \$221  = \$signal$172  + 1'h1;
-  assign \$222  = \$signal$253  + 1'h1;
-  assign \$223  = \$222  == \$signal$173 ;
-  assign \$224  = \$signal$253  + 1'h1;
-  assign \$225  = \$signal$177  + \$signal$186 ;
-  assign \$226  = valid & last;
-  assign \$227  = drain - 1'h1;
-  assign \$228  = drain == 1'h1;
-  assign \$229  = \$signal$192 [5:0] * 4'h8;
-  assign \$230  = sum_fp16 << \$229 ;
-  assign \$231  = 1'h1 << nbytes;
-  assign \$232  = \$231  - 1'h1;
-  assign \$233  = $signed(\$232 ) << \$signal$192 [5:0];
-  assign \$234  = \$signal$146  + 7'h40;
-  assign \$236  = \$234  + \$235 ;
-  assign \$237  = \$signal$196 [5:0] * 4'h8;
-  assign \$238  = sum_fp32 << \$237 ;
-  assign \$239  = 1'h1 << \nbytes$197 ;
-  assign \$240  = \$239  - 1'h1;
-  assign \$241  = $signed(\$240 ) << \$signal$196 [5:0];
-  assign \$242  = \$signal$146  + 7'h40;
-  assign \$244  = \$242  + \$243 ;
-  assign \$245  = \$signal$135  + 1'h1;
-  assign \$247  = \$246  >= n_cols;
-  assign \$248  = ~ \$247 ;
-  assign \$249  = \$signal$183  + 1'h1;
-  assign \$250  = \$249  < \$signal$221 ;
-  assign \$251  = \$signal$135  + 1'h1;
-  assign \$252  = \$signal$183  + 1'h1;
-  assign \$253  = dest == 2'h3;
-  assign \$254  = entry[5:2] == 2'h3;
-  assign \$255  = \$signal$183  + 1'h1;
-  assign \$256  = \$255  < \$signal$221 ;
-  assign \$257  = \$signal$183  + 1'h1;
-  assign \$258  = entry[5:2] == 2'h3;
-  assign \$259  = \$signal$213 [5:0] * 4'h8;
-  assign \$260  = rd_in_data << \$259 ;
-  assign \$261  = 1'h1 << \nbytes$214 ;
-  assign \$262  = \$261  - 1'h1;
-  assign \$263  = $signed(\$262 ) << \$signal$213 [5:0];
-  assign \$264  = \$signal$146  + 7'h40;
-  assign \$266  = \$264  + \$265 ;
-  assign \$267  = piece_line < 2'h3;
-  assign \$622  = piece_line * 7'h40;
-  assign \$268  = \$signal$216  >> \$622 ;
-  assign \$269  = | \$268 ;
-  assign \$270  = \$267  & \$269 ;
-  assign \$271  = ~ busy;
-  assign \$272  = piece_line + 1'h1;
-  assign \$273  = \$signal$135  + 1'h1;
-  assign \$275  = \$274  >= \$signal$134 ;
-  assign \$276  = ~ \$275 ;
-  assign \$277  = \$signal$183  + 1'h1;
-  assign \$278  = \$277  < \$signal$221 ;
-  assign \$279  = \$signal$135  + 1'h1;
-  assign \$280  = \$signal$183  + 1'h1;
-  assign \$281  = \$signal$193  + \$signal$248 ;
-  assign \$282  = entry[5:2] == 2'h2;
-  assign \$283  = more & \$282 ;
-  assign \$284  = \$signal$193  + \$signal$248 ;
-  assign \$285  = entry[5:2] == 2'h3;
-  assign \$286  = entry[5:2] == 2'h2;
-  assign \$287  = \$286  & entry[11];
-  assign \$288  = \$285  | \$287 ;
-  assign \$289  = ~ busy;
-  assign \$290  = \$signal$183  + 1'h1;
-  assign \$291  = \$290  < \$signal$221 ;
-  assign \$292  = \$signal$183  + 1'h1;
-  assign \$293  = \$signal$149  + 3'h4;
-  assign \$294  = 3'h4 * entry[203:184];
-  assign \$295  = in_elem + \$294 ;
-  assign \$296  = \$signal$149  + 3'h4;
-  assign \$297  = \$296  < entry[183:164];
-  assign \$298  = ~ busy;
+  assign \$172  = { 1'h0, \$signal$96  } & { \$171 [8], \$171 [8], \$171 [8], \$171 [8], \$171 [8], \$171 [8], \$171 [8], \$171 [8], \$171 [8], \$171 [8], \$171 [8], \$171 [8], \$171  };
+  assign \$173  = \$24 [19:0] < plan_sets;
+  assign \$174  = \$173  ? \$24 [19:0] : { 18'h00000, plan_sets };
+  assign \$175  = \$signal$96  >> \$like ;
+  assign \$176  = \$175  << \$like ;
+  assign \$177  = \$176  * n_cols;
+  assign \$178  = \$signal$96  >> \$like ;
+  assign \$179  = | \$178 ;
+  assign \$180  = n_cols << \$signal$166 ;
+  assign \$181  = \$signal$167  * n_cols;
+  assign \$182  = col + count;
+  assign \$183  = \$182  == \$signal$252 ;
+  assign \$184  = valid & \$183 ;
+  assign \$185  = 1'h1 << \$signal$166 ;
+  assign \$186  = \$signal$173  + \$185 ;
+  assign \$187  = \$signal$170  < \$signal$171 ;
+  assign \$188  = \$signal$170  + 1'h1;
+  assign \$189  = \$signal$251  + 1'h1;
+  assign \$190  = \$189  == \$signal$171 ;
+  assign \$191  = \$signal$251  + 1'h1;
+  assign \$192  = \$signal$175  + \$signal$184 ;
+  assign \$193  = valid & last;
+  assign \$194  = | \$signal$167 ;
+  assign \$195  = col + count;
+  assign \$196  = \$195  == \$signal$252 ;
+  assign \$197  = valid & \$196 ;
+  assign \$198  = 1'h1 << \$signal$166 ;
+  assign \$199  = \$signal$173  + \$198 ;
+  assign \$200  = \$signal$170  < \$signal$171 ;
+  assign \$201  = \$signal$170  + 1'h1;
+  assign \$202  = \$signal$251  + 1'h1;
+  assign \$203  = \$202  == \$signal$171 ;
+  assign \$204  = \$signal$251  + 1'h1;
+  assign \$205  = \$signal$175  + \$signal$184 ;
+  assign \$206  = valid & last;
+  assign \$207  = drain - 1'h1;
+  assign \$208  = drain == 1'h1;
+  assign \$209  = \$signal$190 [5:0] * 4'h8;
+  assign \$210  = sum_fp16 << \$209 ;
+  assign \$211  = 1'h1 << nbytes;
+  assign \$212  = \$211  - 1'h1;
+  assign \$213  = $signed(\$212 ) << \$signal$190 [5:0];
+  assign \$214  = \$signal$144  + 7'h40;
+  assign \$216  = \$214  + \$215 ;
+  assign \$217  = \$signal$194 [5:0] * 4'h8;
+  assign \$218  = sum_fp32 << \$217 ;
+  assign \$219  = 1'h1 << \nbytes$195 ;
+  assign \$220  = \$219  - 1'h1;
+  assign \$221  = $signed(\$220 ) << \$signal$194 [5:0];
+  assign \$222  = \$signal$144  + 7'h40;
+  assign \$224  = \$222  + \$223 ;
+  assign \$225  = \$signal$133  + 1'h1;
+  assign \$227  = \$226  >= n_cols;
+  assign \$228  = ~ \$227 ;
+  assign \$229  = \$signal$181  + 1'h1;
+  assign \$230  = \$229  < \$signal$219 ;
+  assign \$231  = \$signal$133  + 1'h1;
+  assign \$232  = \$signal$181  + 1'h1;
+  assign \$233  = dest == 2'h3;
+  assign \$234  = \$signal$181  + 1'h1;
+  assign \$235  = \$234  < \$signal$219 ;
+  assign \$236  = \$signal$181  + 1'h1;
+  assign \$237  = entry[5:2] == 2'h3;
+  assign \$238  = \$signal$211 [5:0] * 4'h8;
+  assign \$239  = rd_in_data << \$238 ;
+  assign \$240  = 1'h1 << \nbytes$212 ;
+  assign \$241  = \$240  - 1'h1;
+  assign \$242  = $signed(\$241 ) << \$signal$211 [5:0];
+  assign \$243  = \$signal$144  + 7'h40;
+  assign \$245  = \$243  + \$244 ;
+  assign \$246  = piece_line < 2'h3;
+  assign \$579  = piece_line * 7'h40;
+  assign \$247  = \$signal$214  >> \$579 ;
+  assign \$248  = | \$247 ;
+  assign \$249  = \$246  & \$248 ;
+  assign \$250  = ~ busy;
+  assign \$251  = piece_line + 1'h1;
+  assign \$252  = \$signal$133  + 1'h1;
+  assign \$254  = \$253  >= \$signal$132 ;
+  assign \$255  = ~ \$254 ;
+  assign \$256  = \$signal$181  + 1'h1;
+  assign \$257  = \$256  < \$signal$219 ;
+  assign \$258  = \$signal$133  + 1'h1;
+  assign \$259  = \$signal$181  + 1'h1;
+  assign \$260  = \$signal$132  << \$signal$192 ;
+  assign \$261  = \$signal$191  + \$260 ;
+  assign \$262  = entry[5:2] == 2'h2;
+  assign \$263  = more & \$262 ;
+  assign \$264  = \$signal$132  << \$signal$192 ;
+  assign \$265  = \$signal$191  + \$264 ;
+  assign \$266  = entry[5:2] == 2'h3;
+  assign \$267  = entry[5:2] == 2'h2;
+  assign \$268  = \$267  & entry[11];
+  assign \$269  = \$266  | \$268 ;
+  assign \$270  = ~ busy;
+  assign \$271  = \$signal$181  + 1'h1;
+  assign \$272  = \$271  < \$signal$219 ;
+  assign \$273  = \$signal$181  + 1'h1;
+  assign \$274  = \$signal$147  + 3'h4;
+  assign \$275  = 3'h4 * entry[203:184];
+  assign \$276  = in_elem + \$275 ;
+  assign \$277  = \$signal$147  + 3'h4;
+  assign \$278  = \$277  < entry[183:164];
+  assign \$279  = ~ busy;
   always @(posedge clk)
-    entry <= \$299 ;
+    entry <= \$280 ;
   always @(posedge clk)
-    fsm_state <= \$300 ;
+    fsm_state <= \$281 ;
   always @(posedge clk)
-    status <= \$301 ;
+    status <= \$282 ;
   always @(posedge clk)
-    \$signal$147  <= \$302 ;
+    \$signal$145  <= \$283 ;
   always @(posedge clk)
-    \$signal$146  <= \$303 ;
+    \$signal$144  <= \$284 ;
   always @(posedge clk)
-    \$signal$149  <= \$304 ;
+    \$signal$147  <= \$285 ;
   always @(posedge clk)
-    in_elem <= \$305 ;
+    in_elem <= \$286 ;
   always @(posedge clk)
-    \$signal$193  <= \$306 ;
+    \$signal$191  <= \$287 ;
   always @(posedge clk)
-    \$signal$194  <= \$307 ;
+    \$signal$192  <= \$288 ;
   always @(posedge clk)
-    \$signal$134  <= \$308 ;
+    \$signal$132  <= \$289 ;
   always @(posedge clk)
-    \$signal$248  <= \$309 ;
+    \$signal$219  <= \$290 ;
   always @(posedge clk)
-    stats_off <= \$310 ;
+    \$signal$248  <= \$291 ;
   always @(posedge clk)
-    \$signal$221  <= \$311 ;
+    \$signal$181  <= \$292 ;
   always @(posedge clk)
-    \$signal$251  <= \$312 ;
+    \$signal$133  <= \$293 ;
   always @(posedge clk)
-    \$signal$183  <= \$313 ;
+    \$signal$163  <= \$294 ;
   always @(posedge clk)
-    \$signal$135  <= \$314 ;
+    \$signal$96  <= \$295 ;
   always @(posedge clk)
-    \$signal$165  <= \$315 ;
+    n_cols <= \$296 ;
   always @(posedge clk)
-    \$signal$96  <= \$316 ;
+    dest <= \$297 ;
   always @(posedge clk)
-    n_cols <= \$317 ;
+    \$signal$166  <= \$298 ;
   always @(posedge clk)
-    dest <= \$318 ;
+    \$signal$184  <= \$299 ;
   always @(posedge clk)
-    \$signal$168  <= \$319 ;
+    \$signal$171  <= \$300 ;
   always @(posedge clk)
-    \$signal$186  <= \$320 ;
+    \$signal$165  <= \$301 ;
   always @(posedge clk)
-    \$signal$173  <= \$321 ;
+    \$signal$167  <= \$302 ;
   always @(posedge clk)
-    \$signal$167  <= \$322 ;
+    sets_used <= \$303 ;
   always @(posedge clk)
-    \$signal$169  <= \$323 ;
+    main_elems <= \$304 ;
   always @(posedge clk)
-    sets_used <= \$324 ;
+    \$signal$173  <= \$305 ;
   always @(posedge clk)
-    main_elems <= \$325 ;
+    \$signal$170  <= \$306 ;
   always @(posedge clk)
-    \$signal$175  <= \$326 ;
+    \$signal$251  <= \$307 ;
   always @(posedge clk)
-    \$signal$172  <= \$327 ;
+    \$signal$175  <= \$308 ;
   always @(posedge clk)
-    \$signal$253  <= \$328 ;
+    \$signal$252  <= \$309 ;
   always @(posedge clk)
-    \$signal$177  <= \$329 ;
+    drain <= \$310 ;
   always @(posedge clk)
-    \$signal$254  <= \$330 ;
+    \$signal$217  <= \$311 ;
   always @(posedge clk)
-    drain <= \$331 ;
+    \$signal$214  <= \$312 ;
   always @(posedge clk)
-    \$signal$219  <= \$332 ;
+    \$signal$215  <= \$313 ;
   always @(posedge clk)
-    \$signal$216  <= \$333 ;
+    piece_line <= \$314 ;
   always @(posedge clk)
-    \$signal$217  <= \$334 ;
+    anchor_m0 <= \$315 ;
   always @(posedge clk)
-    piece_line <= \$335 ;
+    anchor_m1 <= \$316 ;
   always @(posedge clk)
-    sfu_from_acc <= \$336 ;
+    anchor_m2 <= \$317 ;
   always @(posedge clk)
-    anchor_m0 <= \$337 ;
+    anchor_m3 <= \$318 ;
   always @(posedge clk)
-    anchor_m1 <= \$338 ;
+    anchor_l0 <= \$319 ;
   always @(posedge clk)
-    anchor_m2 <= \$339 ;
+    anchor_l1 <= \$320 ;
   always @(posedge clk)
-    anchor_m3 <= \$340 ;
+    anchor_l2 <= \$321 ;
   always @(posedge clk)
-    anchor_l0 <= \$341 ;
-  always @(posedge clk)
-    anchor_l1 <= \$342 ;
-  always @(posedge clk)
-    anchor_l2 <= \$343 ;
-  always @(posedge clk)
-    anchor_l3 <= \$344 ;
+    anchor_l3 <= \$322 ;
   \ndp_device.control_unit.compute  compute (
     .acc_addr(acc_addr),
     .acc_data(acc_data),
@@ -3765,8 +3728,10 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
     .is_compute(is_compute),
     .is_load(is_load),
     .log2_slot(regs[267:260]),
-    .\port$5343$128 (regs[255:128]),
-    .status(\status$247 )
+    .operand_lines(operand_lines),
+    .\port$5327$128 (regs[255:128]),
+    .stats_offset(stats_offset),
+    .status(\status$245 )
   );
   \ndp_device.control_unit.reader  reader (
     .addr(bus__araddr),
@@ -3777,7 +3742,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
     .bus__arvalid(bus__arvalid),
     .bus__rlast(bus__rlast),
     .bus__rvalid(bus__rvalid),
-    .busy(\busy$250 ),
+    .busy(\busy$247 ),
     .clk(clk),
     .out__data(src__data),
     .out__valid(out__valid),
@@ -3799,10 +3764,10 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
     .rst(rst),
     .src_addr(src_addr),
     .src_data(src_data),
-    .start(\start$210 )
+    .start(\start$208 )
   );
   \ndp_device.control_unit.unpacker  unpacker (
-    .\beats$29 (\beats$156 ),
+    .\beats$29 (\beats$154 ),
     .clk(clk),
     .col(col),
     .cols(cols),
@@ -3816,7 +3781,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
     .rst(rst),
     .src__data(src__data),
     .src__valid(src__valid),
-    .start(\start$152 ),
+    .start(\start$150 ),
     .valid(valid)
   );
   ndp_fp16_mul widen_0 (
@@ -3981,8 +3946,8 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   );
   \ndp_device.control_unit.writer  writer (
     .addr(bus__awaddr),
-    .\addr$29 (\addr$145 ),
-    .beats(\beats$142 ),
+    .\addr$29 (\addr$143 ),
+    .beats(\beats$140 ),
     .bus__awlen(bus__awlen),
     .bus__awready(bus__awready),
     .bus__awvalid(bus__awvalid),
@@ -4001,35 +3966,35 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
     .src__data(src__data),
     .src__ready(\src__ready$79 ),
     .src__valid(\src__valid$76 ),
-    .start(\start$139 ),
+    .start(\start$137 ),
     .\strb$33 (strb)
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     (* full_case = 32'd1 *)
-    casez (\$signal$183 )
+    casez (\$signal$181 )
       2'h0:
-          \$107  = anchor_m0;
+          \$101  = anchor_m0;
       2'h1:
-          \$107  = anchor_m1;
+          \$101  = anchor_m1;
       2'h2:
-          \$107  = anchor_m2;
+          \$101  = anchor_m2;
       2'h3:
-          \$107  = anchor_m3;
+          \$101  = anchor_m3;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     (* full_case = 32'd1 *)
-    casez (\$signal$183 )
+    casez (\$signal$181 )
       2'h0:
-          \$108  = anchor_l0;
+          \$102  = anchor_l0;
       2'h1:
-          \$108  = anchor_l1;
+          \$102  = anchor_l1;
       2'h2:
-          \$108  = anchor_l2;
+          \$102  = anchor_l2;
       2'h3:
-          \$108  = anchor_l3;
+          \$102  = anchor_l3;
     endcase
   end
   always @* begin
@@ -4128,14 +4093,14 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \start$139  = 1'h0;
+    \start$137  = 1'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
           /* empty */;
       5'h04:
-          \start$139  = 1'h1;
+          \start$137  = 1'h1;
       5'h05:
           /* empty */;
       5'h03:
@@ -4171,21 +4136,21 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h15:
           /* empty */;
       5'h11:
-          if (\$96 ) begin
-            \start$139  = 1'h1;
+          if (\$90 ) begin
+            \start$137  = 1'h1;
           end
       5'h16:
           /* empty */;
       5'h17:
           /* empty */;
       5'h18:
-          \start$139  = 1'h1;
+          \start$137  = 1'h1;
       5'h1a:
           /* empty */;
       5'h19:
           /* empty */;
       5'h02:
-          \start$139  = 1'h1;
+          \start$137  = 1'h1;
     endcase
   end
   always @* begin
@@ -4221,21 +4186,21 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h09:
           /* empty */;
       5'h0a:
-          beats = \$54 [31:0];
+          beats = \$48 [31:0];
       5'h0b:
-          beats = { \$65 [22], \$65 [22], \$65 [22], \$65 [22], \$65 [22], \$65 [22], \$65 [22], \$65 [22], \$65 [22], \$65  };
+          beats = { \$59 [22], \$59 [22], \$59 [22], \$59 [22], \$59 [22], \$59 [22], \$59 [22], \$59 [22], \$59 [22], \$59  };
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \beats$142  = 32'd0;
+    \beats$140  = 32'd0;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
           /* empty */;
       5'h04:
-          \beats$142  = { 12'h000, entry[103:84] };
+          \beats$140  = { 12'h000, entry[103:84] };
     endcase
   end
   always @* begin
@@ -4251,12 +4216,12 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
           if (is_load) begin
             addr = entry[83:20];
           end else begin
-            addr = \$39 [63:0];
+            addr = \$33 [63:0];
           end
       5'h05:
           /* empty */;
       5'h03:
-          addr = \$51 [63:0];
+          addr = \$45 [63:0];
       5'h06:
           /* empty */;
       5'h08:
@@ -4264,14 +4229,14 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h09:
           /* empty */;
       5'h0a:
-          addr = \$signal$165 ;
+          addr = \$signal$163 ;
       5'h0b:
-          addr = \$60 [63:0];
+          addr = \$54 [63:0];
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \addr$145  = 64'h0000000000000000;
+    \addr$143  = 64'h0000000000000000;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -4280,9 +4245,9 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h04:
           (* full_case = 32'd1 *)
           if (is_load) begin
-            \addr$145  = \$38 [63:0];
+            \addr$143  = \$32 [63:0];
           end else begin
-            \addr$145  = entry[83:20];
+            \addr$143  = entry[83:20];
           end
       5'h05:
           /* empty */;
@@ -4319,26 +4284,26 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h15:
           /* empty */;
       5'h11:
-          if (\$96 ) begin
-            \addr$145  = \$98 [63:0];
+          if (\$90 ) begin
+            \addr$143  = \$92 [63:0];
           end
       5'h16:
           /* empty */;
       5'h17:
           /* empty */;
       5'h18:
-          \addr$145  = \$113 [63:0];
+          \addr$143  = \$107 [63:0];
       5'h1a:
           /* empty */;
       5'h19:
           /* empty */;
       5'h02:
-          \addr$145  = \$signal$146 ;
+          \addr$143  = \$signal$144 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$signal$148  = 3'h0;
+    \$signal$146  = 3'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -4349,7 +4314,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h05:
           /* empty */;
       5'h03:
-          \$signal$148  = \$43 [2:0];
+          \$signal$146  = \$37 [2:0];
     endcase
   end
   always @* begin
@@ -4365,12 +4330,12 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h05:
           /* empty */;
       5'h03:
-          run_beats = { \$48 [25], \$48 [25], \$48 [25], \$48 [25], \$48 [25], \$48 [25], \$48  };
+          run_beats = { \$42 [25], \$42 [25], \$42 [25], \$42 [25], \$42 [25], \$42 [25], \$42  };
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \start$152  = 1'h0;
+    \start$150  = 1'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -4381,7 +4346,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h05:
           /* empty */;
       5'h03:
-          \start$152  = 1'h1;
+          \start$150  = 1'h1;
       5'h06:
           /* empty */;
       5'h08:
@@ -4389,9 +4354,9 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h09:
           /* empty */;
       5'h0a:
-          \start$152  = 1'h1;
+          \start$150  = 1'h1;
       5'h0b:
-          \start$152  = 1'h1;
+          \start$150  = 1'h1;
     endcase
   end
   always @* begin
@@ -4433,7 +4398,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h05:
           /* empty */;
       5'h03:
-          rows = { 17'h00000, \$signal$148  };
+          rows = { 17'h00000, \$signal$146  };
       5'h06:
           /* empty */;
       5'h08:
@@ -4441,7 +4406,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h09:
           /* empty */;
       5'h0a:
-          rows = \$signal$167 ;
+          rows = \$signal$165 ;
       5'h0b:
           rows = 20'h00001;
     endcase
@@ -4467,14 +4432,14 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h09:
           /* empty */;
       5'h0a:
-          cols = \$55 [19:0];
+          cols = \$49 [19:0];
       5'h0b:
-          cols = \$66 [19:0];
+          cols = \$60 [19:0];
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \beats$156  = 32'd0;
+    \beats$154  = 32'd0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -4485,7 +4450,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h05:
           /* empty */;
       5'h03:
-          \beats$156  = run_beats;
+          \beats$154  = run_beats;
       5'h06:
           /* empty */;
       5'h08:
@@ -4493,9 +4458,9 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h09:
           /* empty */;
       5'h0a:
-          \beats$156  = \$58 [31:0];
+          \beats$154  = \$52 [31:0];
       5'h0b:
-          \beats$156  = { \$71 [22], \$71 [22], \$71 [22], \$71 [22], \$71 [22], \$71 [22], \$71 [22], \$71 [22], \$71 [22], \$71  };
+          \beats$154  = { \$65 [22], \$65 [22], \$65 [22], \$65 [22], \$65 [22], \$65 [22], \$65 [22], \$65 [22], \$65 [22], \$65  };
     endcase
   end
   always @* begin
@@ -4589,15 +4554,15 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
               2'h1:
                   /* empty */;
               2'h2:
-                  in_row = \$signal$183 ;
+                  in_row = \$signal$181 ;
             endcase
           end
       5'h12:
           /* empty */;
       5'h07:
-          in_row = \$signal$183 ;
+          in_row = \$signal$181 ;
       5'h13:
-          in_row = \$signal$183 ;
+          in_row = \$signal$181 ;
     endcase
   end
   always @* begin
@@ -4640,7 +4605,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
               2'h1:
                   /* empty */;
               2'h2:
-                  in_word = \$signal$135 [6:0];
+                  in_word = \$signal$133 [6:0];
             endcase
           end
       5'h12:
@@ -4757,9 +4722,9 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0b:
           /* empty */;
       5'h0c:
-          first = \$72 ;
+          first = \$66 ;
       5'h0d:
-          first = \$74 ;
+          first = \$68 ;
     endcase
   end
   always @* begin
@@ -4787,9 +4752,9 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0b:
           /* empty */;
       5'h0c:
-          k_base = \$signal$175 ;
+          k_base = \$signal$173 ;
       5'h0d:
-          k_base = \$signal$175 ;
+          k_base = \$signal$173 ;
     endcase
   end
   always @* begin
@@ -4817,9 +4782,9 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0b:
           /* empty */;
       5'h0c:
-          acc_addr = \$73 [6:0];
+          acc_addr = \$67 [6:0];
       5'h0d:
-          acc_addr = \$75 [6:0];
+          acc_addr = \$69 [6:0];
     endcase
   end
   always @* begin
@@ -4947,9 +4912,9 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0e:
           /* empty */;
       5'h0f:
-          fold_row = \$signal$183 ;
+          fold_row = \$signal$181 ;
       5'h10:
-          fold_row = \$signal$183 ;
+          fold_row = \$signal$181 ;
     endcase
   end
   always @* begin
@@ -4983,7 +4948,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0e:
           /* empty */;
       5'h0f:
-          fold_word = \$signal$135 [6:0];
+          fold_word = \$signal$133 [6:0];
     endcase
   end
   always @* begin
@@ -5017,9 +4982,9 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0e:
           /* empty */;
       5'h0f:
-          fold_n_words = \$signal$186 [7:0];
+          fold_n_words = \$signal$184 [7:0];
       5'h10:
-          fold_n_words = \$signal$186 [7:0];
+          fold_n_words = \$signal$184 [7:0];
     endcase
   end
   always @* begin
@@ -5087,12 +5052,12 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0e:
           /* empty */;
       5'h0f:
-          fold_pack = \$76 [5:0];
+          fold_pack = \$70 [5:0];
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$signal$192  = 48'h000000000000;
+    \$signal$190  = 48'h000000000000;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -5126,7 +5091,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
           if (fold_done) begin
             casez (dest)
               2'h0:
-                  \$signal$192  = \$79 [47:0];
+                  \$signal$190  = \$73 [47:0];
             endcase
           end
     endcase
@@ -5167,14 +5132,14 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
           if (fold_done) begin
             casez (dest)
               2'h0:
-                  nbytes = \$80 [7:0];
+                  nbytes = \$74 [7:0];
             endcase
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$signal$196  = 48'h000000000000;
+    \$signal$194  = 48'h000000000000;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -5210,14 +5175,14 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
               2'h0:
                   /* empty */;
               2'h1:
-                  \$signal$196  = \$83 [47:0];
+                  \$signal$194  = \$77 [47:0];
             endcase
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \nbytes$197  = 8'h00;
+    \nbytes$195  = 8'h00;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -5253,7 +5218,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
               2'h0:
                   /* empty */;
               2'h1:
-                  \nbytes$197  = \$84 [7:0];
+                  \nbytes$195  = \$78 [7:0];
             endcase
           end
     endcase
@@ -5349,7 +5314,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
               2'h2:
                   /* empty */;
               2'h3:
-                  acc_row = \$signal$183 ;
+                  acc_row = \$signal$181 ;
             endcase
           end
     endcase
@@ -5397,7 +5362,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
               2'h2:
                   /* empty */;
               2'h3:
-                  acc_word = \$signal$135 [6:0];
+                  acc_word = \$signal$133 [6:0];
             endcase
           end
     endcase
@@ -5487,11 +5452,11 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h12:
           /* empty */;
       5'h07:
-          rd_row = \$signal$183 ;
+          rd_row = \$signal$181 ;
       5'h13:
-          rd_row = \$signal$183 ;
+          rd_row = \$signal$181 ;
       5'h14:
-          rd_row = \$signal$183 ;
+          rd_row = \$signal$181 ;
     endcase
   end
   always @* begin
@@ -5535,12 +5500,12 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h13:
           rd_addr = src_addr[6:0];
       5'h14:
-          rd_addr = \$signal$135 [6:0];
+          rd_addr = \$signal$133 [6:0];
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \start$210  = 1'h0;
+    \start$208  = 1'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -5575,7 +5540,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h12:
           /* empty */;
       5'h07:
-          \start$210  = 1'h1;
+          \start$208  = 1'h1;
     endcase
   end
   always @* begin
@@ -5615,7 +5580,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h12:
           /* empty */;
       5'h07:
-          length = \$86 ;
+          length = \$80 ;
     endcase
   end
   always @* begin
@@ -5655,12 +5620,12 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h12:
           /* empty */;
       5'h07:
-          partial = \$88 ;
+          partial = \$82 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$signal$213  = 48'h000000000000;
+    \$signal$211  = 48'h000000000000;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -5701,12 +5666,12 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h14:
           /* empty */;
       5'h15:
-          \$signal$213  = \$91 [47:0];
+          \$signal$211  = \$85 [47:0];
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \nbytes$214  = 8'h00;
+    \nbytes$212  = 8'h00;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -5747,7 +5712,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h14:
           /* empty */;
       5'h15:
-          \nbytes$214  = \$92 [7:0];
+          \nbytes$212  = \$86 [7:0];
     endcase
   end
   always @* begin
@@ -5795,21 +5760,21 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h15:
           /* empty */;
       5'h11:
-          if (\$96 ) begin
-            line = \$99 ;
+          if (\$90 ) begin
+            line = \$93 ;
           end
       5'h16:
           /* empty */;
       5'h17:
           /* empty */;
       5'h18:
-          line = \line$223 ;
+          line = \line$221 ;
       5'h1a:
           /* empty */;
       5'h19:
           /* empty */;
       5'h02:
-          line = \$signal$235 ;
+          line = \$signal$233 ;
     endcase
   end
   always @* begin
@@ -5857,8 +5822,8 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h15:
           /* empty */;
       5'h11:
-          if (\$96 ) begin
-            strb = \$100 ;
+          if (\$90 ) begin
+            strb = \$94 ;
           end
       5'h16:
           /* empty */;
@@ -5923,16 +5888,16 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h16:
           /* empty */;
       5'h17:
-          if (\$104 ) begin
+          if (\$98 ) begin
             more = 1'h1;
-          end else if (\$106 ) begin
+          end else if (\$100 ) begin
             more = 1'h1;
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \line$223  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    \line$221  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -5981,7 +5946,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h17:
           /* empty */;
       5'h18:
-          \line$223  = { 448'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, \$108 , \$107  };
+          \line$221  = { 448'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, \$102 , \$101  };
     endcase
   end
   always @* begin
@@ -6046,7 +6011,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$signal$235  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    \$signal$233  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -6101,7 +6066,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h19:
           /* empty */;
       5'h02:
-          \$signal$235  = { 320'h00000000000000000000000000000000000000000000000000000000000000000000000000000000, \$114 [63:0], 32'h00000000, status_word, entry[269:206] };
+          \$signal$233  = { 320'h00000000000000000000000000000000000000000000000000000000000000000000000000000000, \$108 [63:0], 32'h00000000, status_word, entry[269:206] };
     endcase
   end
   always @* begin
@@ -6163,7 +6128,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h02:
           /* empty */;
       5'h1b:
-          if (\$115 ) begin
+          if (\$109 ) begin
             done_valid = 1'h1;
           end
     endcase
@@ -6227,7 +6192,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h02:
           /* empty */;
       5'h1b:
-          if (\$115 ) begin
+          if (\$109 ) begin
             done_queue = entry[205:204];
           end
     endcase
@@ -6291,7 +6256,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h02:
           /* empty */;
       5'h1b:
-          if (\$115 ) begin
+          if (\$109 ) begin
             done_seq = entry[237:206];
           end
     endcase
@@ -6355,7 +6320,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h02:
           /* empty */;
       5'h1b:
-          if (\$115 ) begin
+          if (\$109 ) begin
             done_status = status;
           end
     endcase
@@ -6419,239 +6384,239 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h02:
           /* empty */;
       5'h1b:
-          if (\$115 ) begin
-            irq = \$116 ;
+          if (\$109 ) begin
+            irq = \$110 ;
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$299  = entry;
+    \$280  = entry;
     casez (fsm_state)
       5'h00:
           if (pop_valid) begin
-            \$299  = pop;
+            \$280  = pop;
           end
     endcase
     if (rst) begin
-      \$299  = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$280  = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$300  = fsm_state;
+    \$281  = fsm_state;
     casez (fsm_state)
       5'h00:
           if (pop_valid) begin
-            \$300  = 5'h01;
+            \$281  = 5'h01;
           end
       5'h01:
           (* full_case = 32'd1 *)
-          if (\$176 ) begin
-            \$300  = 5'h02;
+          if (\$154 ) begin
+            \$281  = 5'h02;
           end else if (is_compute) begin
-            \$300  = 5'h03;
+            \$281  = 5'h03;
           end else begin
-            \$300  = 5'h04;
+            \$281  = 5'h04;
           end
       5'h04:
-          \$300  = 5'h05;
+          \$281  = 5'h05;
       5'h05:
-          if (\$179 ) begin
-            \$300  = 5'h02;
+          if (\$157 ) begin
+            \$281  = 5'h02;
           end
       5'h03:
-          \$300  = 5'h06;
+          \$281  = 5'h06;
       5'h06:
-          if (\$180 ) begin
+          if (\$158 ) begin
             (* full_case = 32'd1 *)
-            if (\$181 ) begin
-              \$300  = 5'h07;
+            if (\$159 ) begin
+              \$281  = 5'h07;
             end else begin
-              \$300  = 5'h08;
+              \$281  = 5'h08;
             end
           end
       5'h08:
-          \$300  = 5'h09;
+          \$281  = 5'h09;
       5'h09:
           (* full_case = 32'd1 *)
-          if (\$199 ) begin
-            \$300  = 5'h0a;
+          if (\$179 ) begin
+            \$281  = 5'h0a;
           end else begin
-            \$300  = 5'h0b;
+            \$281  = 5'h0b;
           end
       5'h0a:
-          \$300  = 5'h0c;
+          \$281  = 5'h0c;
       5'h0b:
-          \$300  = 5'h0d;
+          \$281  = 5'h0d;
       5'h0c:
-          if (\$213 ) begin
+          if (\$193 ) begin
             (* full_case = 32'd1 *)
-            if (\$214 ) begin
-              \$300  = 5'h0b;
+            if (\$194 ) begin
+              \$281  = 5'h0b;
             end else begin
-              \$300  = 5'h0e;
+              \$281  = 5'h0e;
             end
           end
       5'h0d:
-          if (\$226 ) begin
-            \$300  = 5'h0e;
+          if (\$206 ) begin
+            \$281  = 5'h0e;
           end
       5'h0e:
-          if (\$228 ) begin
-            \$300  = 5'h0f;
+          if (\$208 ) begin
+            \$281  = 5'h0f;
           end
       5'h0f:
-          \$300  = 5'h10;
+          \$281  = 5'h10;
       5'h10:
           if (fold_done) begin
             (* full_case = 32'd1 *)
             casez (dest)
               2'h0:
-                  \$300  = 5'h11;
+                  \$281  = 5'h11;
               2'h1:
-                  \$300  = 5'h11;
+                  \$281  = 5'h11;
               2'h2:
-                  \$300  = 5'h12;
+                  \$281  = 5'h12;
               2'h3:
-                  \$300  = 5'h12;
+                  \$281  = 5'h12;
             endcase
           end
       5'h12:
           (* full_case = 32'd1 *)
-          if (\$248 ) begin
-            \$300  = 5'h0f;
-          end else if (\$250 ) begin
-            \$300  = 5'h0f;
+          if (\$228 ) begin
+            \$281  = 5'h0f;
+          end else if (\$230 ) begin
+            \$281  = 5'h0f;
           end else begin
             (* full_case = 32'd1 *)
-            if (\$253 ) begin
-              \$300  = 5'h07;
+            if (\$233 ) begin
+              \$281  = 5'h07;
             end else begin
-              \$300  = 5'h08;
+              \$281  = 5'h08;
             end
           end
       5'h07:
-          \$300  = 5'h13;
+          \$281  = 5'h13;
       5'h13:
           if (done) begin
             (* full_case = 32'd1 *)
-            if (\$256 ) begin
-              \$300  = 5'h07;
+            if (\$235 ) begin
+              \$281  = 5'h07;
             end else begin
               (* full_case = 32'd1 *)
-              if (\$258 ) begin
-                \$300  = 5'h08;
+              if (\$237 ) begin
+                \$281  = 5'h08;
               end else begin
-                \$300  = 5'h14;
+                \$281  = 5'h14;
               end
             end
           end
       5'h14:
-          \$300  = 5'h15;
+          \$281  = 5'h15;
       5'h15:
-          \$300  = 5'h11;
+          \$281  = 5'h11;
       5'h11:
           (* full_case = 32'd1 *)
-          if (\$270 ) begin
-            \$300  = 5'h16;
+          if (\$249 ) begin
+            \$281  = 5'h16;
           end else begin
-            \$300  = 5'h17;
+            \$281  = 5'h17;
           end
       5'h16:
-          if (\$271 ) begin
-            \$300  = 5'h11;
+          if (\$250 ) begin
+            \$281  = 5'h11;
           end
       5'h17:
           (* full_case = 32'd1 *)
-          if (\$283 ) begin
-            \$300  = 5'h14;
+          if (\$263 ) begin
+            \$281  = 5'h14;
           end else if (more) begin
-            \$300  = 5'h0f;
+            \$281  = 5'h0f;
           end else begin
             (* full_case = 32'd1 *)
-            if (\$288 ) begin
-              \$300  = 5'h18;
+            if (\$269 ) begin
+              \$281  = 5'h18;
             end else begin
-              \$300  = 5'h19;
+              \$281  = 5'h19;
             end
           end
       5'h18:
-          \$300  = 5'h1a;
+          \$281  = 5'h1a;
       5'h1a:
-          if (\$289 ) begin
+          if (\$270 ) begin
             (* full_case = 32'd1 *)
-            if (\$291 ) begin
-              \$300  = 5'h18;
+            if (\$272 ) begin
+              \$281  = 5'h18;
             end else begin
-              \$300  = 5'h19;
+              \$281  = 5'h19;
             end
           end
       5'h19:
           (* full_case = 32'd1 *)
-          if (\$297 ) begin
-            \$300  = 5'h03;
+          if (\$278 ) begin
+            \$281  = 5'h03;
           end else begin
-            \$300  = 5'h02;
+            \$281  = 5'h02;
           end
       5'h02:
-          \$300  = 5'h1b;
+          \$281  = 5'h1b;
       5'h1b:
-          if (\$298 ) begin
-            \$300  = 5'h00;
+          if (\$279 ) begin
+            \$281  = 5'h00;
           end
     endcase
     if (rst) begin
-      \$300  = 5'h00;
+      \$281  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$301  = status;
+    \$282  = status;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          \$301  = \status$247 ;
+          \$282  = \status$245 ;
     endcase
     if (rst) begin
-      \$301  = 8'h00;
+      \$282  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$302  = \$signal$147 ;
+    \$283  = \$signal$145 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          \$302  = \$150 [63:0];
+          \$283  = \$144 [63:0];
     endcase
     if (rst) begin
-      \$302  = 64'h0000000000000000;
+      \$283  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$303  = \$signal$146 ;
+    \$284  = \$signal$144 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          \$303  = \$156 [63:0];
+          \$284  = \$150 [63:0];
     endcase
     if (rst) begin
-      \$303  = 64'h0000000000000000;
+      \$284  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$304  = \$signal$149 ;
+    \$285  = \$signal$147 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          \$304  = 20'h00000;
+          \$285  = 20'h00000;
       5'h04:
           /* empty */;
       5'h05:
@@ -6699,20 +6664,20 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h1a:
           /* empty */;
       5'h19:
-          \$304  = \$293 [19:0];
+          \$285  = \$274 [19:0];
     endcase
     if (rst) begin
-      \$304  = 20'h00000;
+      \$285  = 20'h00000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$305  = in_elem;
+    \$286  = in_elem;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          \$305  = 44'h00000000000;
+          \$286  = 44'h00000000000;
       5'h04:
           /* empty */;
       5'h05:
@@ -6760,20 +6725,20 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h1a:
           /* empty */;
       5'h19:
-          \$305  = \$295 [43:0];
+          \$286  = \$276 [43:0];
     endcase
     if (rst) begin
-      \$305  = 44'h00000000000;
+      \$286  = 44'h00000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$306  = \$signal$193 ;
+    \$287  = \$signal$191 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          \$306  = 48'h000000000000;
+          \$287  = 48'h000000000000;
       5'h04:
           /* empty */;
       5'h05:
@@ -6816,38 +6781,706 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
           /* empty */;
       5'h17:
         begin
-          if (\$276 ) begin
-          end else if (\$278 ) begin
-            \$306  = \$281 [47:0];
+          if (\$255 ) begin
+          end else if (\$257 ) begin
+            \$287  = \$261 [47:0];
           end
           (* full_case = 32'd1 *)
-          if (\$283 ) begin
+          if (\$263 ) begin
           end else if (more) begin
           end else begin
-            \$306  = \$284 [47:0];
+            \$287  = \$265 [47:0];
           end
         end
     endcase
     if (rst) begin
-      \$306  = 48'h000000000000;
+      \$287  = 48'h000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$307  = \$signal$194 ;
+    \$288  = \$signal$192 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
           (* full_case = 32'd1 *)
-          if (\$157 ) begin
-            \$307  = 2'h2;
-          end else if (\$158 ) begin
-            \$307  = 2'h1;
-          end else if (\$159 ) begin
-            \$307  = 2'h1;
+          if (\$151 ) begin
+            \$288  = 2'h2;
+          end else if (\$152 ) begin
+            \$288  = 2'h1;
+          end else if (\$153 ) begin
+            \$288  = 2'h1;
           end else begin
-            \$307  = 2'h1;
+            \$288  = 2'h1;
+          end
+    endcase
+    if (rst) begin
+      \$288  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$289  = \$signal$132 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          (* full_case = 32'd1 *)
+          if (\$151 ) begin
+            \$289  = entry[123:104];
+          end else if (\$152 ) begin
+            \$289  = entry[203:184];
+          end else if (\$153 ) begin
+            \$289  = entry[123:104];
+          end else begin
+            \$289  = entry[143:124];
+          end
+    endcase
+    if (rst) begin
+      \$289  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$290  = \$signal$219 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          \$290  = \$signal$146 ;
+    endcase
+    if (rst) begin
+      \$290  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$291  = \$signal$248 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          \$291  = 1'h0;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h12:
+          (* full_case = 32'd1 *)
+          if (\$228 ) begin
+          end else if (\$230 ) begin
+          end else begin
+            \$291  = 1'h1;
+          end
+    endcase
+    if (rst) begin
+      \$291  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$292  = \$signal$181 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          if (\$158 ) begin
+            \$292  = 2'h0;
+          end
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          if (\$208 ) begin
+            \$292  = 2'h0;
+          end
+      5'h0f:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h12:
+          (* full_case = 32'd1 *)
+          if (\$228 ) begin
+          end else if (\$230 ) begin
+            \$292  = \$232 [1:0];
+          end else begin
+            \$292  = 2'h0;
+          end
+      5'h07:
+          /* empty */;
+      5'h13:
+          if (done) begin
+            (* full_case = 32'd1 *)
+            if (\$235 ) begin
+              \$292  = \$236 [1:0];
+            end else begin
+              \$292  = 2'h0;
+            end
+          end
+      5'h14:
+          /* empty */;
+      5'h15:
+          /* empty */;
+      5'h11:
+          /* empty */;
+      5'h16:
+          /* empty */;
+      5'h17:
+        begin
+          if (\$255 ) begin
+          end else if (\$257 ) begin
+            \$292  = \$259 [1:0];
+          end
+          (* full_case = 32'd1 *)
+          if (\$263 ) begin
+          end else if (more) begin
+          end else begin
+            \$292  = 2'h0;
+          end
+        end
+      5'h18:
+          /* empty */;
+      5'h1a:
+          if (\$270 ) begin
+            if (\$272 ) begin
+              \$292  = \$273 [1:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \$292  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$293  = \$signal$133 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          if (\$158 ) begin
+            \$293  = 20'h00000;
+          end
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          if (\$208 ) begin
+            \$293  = 20'h00000;
+          end
+      5'h0f:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h12:
+          (* full_case = 32'd1 *)
+          if (\$228 ) begin
+            \$293  = \$231 [19:0];
+          end else if (\$230 ) begin
+            \$293  = 20'h00000;
+          end else begin
+            \$293  = 20'h00000;
+          end
+      5'h07:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          /* empty */;
+      5'h15:
+          /* empty */;
+      5'h11:
+          /* empty */;
+      5'h16:
+          /* empty */;
+      5'h17:
+        begin
+          if (\$255 ) begin
+            \$293  = \$258 [19:0];
+          end else if (\$257 ) begin
+            \$293  = 20'h00000;
+          end
+          (* full_case = 32'd1 *)
+          if (\$263 ) begin
+          end else if (more) begin
+          end else begin
+            \$293  = 20'h00000;
+          end
+        end
+    endcase
+    if (rst) begin
+      \$293  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$294  = \$signal$163 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          (* full_case = 32'd1 *)
+          if (\$160 ) begin
+            \$294  = entry[83:20];
+          end else begin
+            \$294  = \$166 [63:0];
+          end
+    endcase
+    if (rst) begin
+      \$294  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$295  = \$signal$96 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          (* full_case = 32'd1 *)
+          if (\$160 ) begin
+            \$295  = entry[123:104];
+          end else begin
+            \$295  = entry[143:124];
+          end
+    endcase
+    if (rst) begin
+      \$295  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$296  = n_cols;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          (* full_case = 32'd1 *)
+          if (\$160 ) begin
+            \$296  = entry[143:124];
+          end else begin
+            \$296  = entry[123:104];
+          end
+    endcase
+    if (rst) begin
+      \$296  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$297  = dest;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          (* full_case = 32'd1 *)
+          if (\$160 ) begin
+            \$297  = \$164 ;
+          end else begin
+            \$297  = { 1'h0, \$168  };
+          end
+    endcase
+    if (rst) begin
+      \$297  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$298  = \$signal$166 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$298  = \$like ;
+    endcase
+    if (rst) begin
+      \$298  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$299  = \$signal$184 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$299  = \$16 [19:0];
+    endcase
+    if (rst) begin
+      \$299  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$300  = \$signal$171 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$300  = plan_sets;
+    endcase
+    if (rst) begin
+      \$300  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$301  = \$signal$165 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$301  = \$169 ;
+    endcase
+    if (rst) begin
+      \$301  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$302  = \$signal$167 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$302  = \$172 [4:0];
+    endcase
+    if (rst) begin
+      \$302  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$303  = sets_used;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$303  = \$174 [1:0];
+    endcase
+    if (rst) begin
+      \$303  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$304  = main_elems;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$304  = \$177 [43:0];
+    endcase
+    if (rst) begin
+      \$304  = 44'h00000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$305  = \$signal$173 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$305  = 20'h00000;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          if (\$184 ) begin
+            \$305  = \$186 [19:0];
+          end
+      5'h0d:
+          if (\$197 ) begin
+            \$305  = \$199 [19:0];
+          end
+    endcase
+    if (rst) begin
+      \$305  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$306  = \$signal$170 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$306  = 2'h0;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          if (\$184 ) begin
+            if (\$187 ) begin
+              \$306  = \$188 [1:0];
+            end
+          end
+      5'h0d:
+          if (\$197 ) begin
+            if (\$200 ) begin
+              \$306  = \$201 [1:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \$306  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$307  = \$signal$251 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$307  = 2'h0;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          if (\$184 ) begin
+            (* full_case = 32'd1 *)
+            if (\$190 ) begin
+              \$307  = 2'h0;
+            end else begin
+              \$307  = \$191 [1:0];
+            end
+          end
+      5'h0d:
+          if (\$197 ) begin
+            (* full_case = 32'd1 *)
+            if (\$203 ) begin
+              \$307  = 2'h0;
+            end else begin
+              \$307  = \$204 [1:0];
+            end
           end
     endcase
     if (rst) begin
@@ -6856,20 +7489,45 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$308  = \$signal$134 ;
+    \$308  = \$signal$175 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          (* full_case = 32'd1 *)
-          if (\$157 ) begin
-            \$308  = entry[123:104];
-          end else if (\$158 ) begin
-            \$308  = entry[203:184];
-          end else if (\$159 ) begin
-            \$308  = entry[123:104];
-          end else begin
-            \$308  = entry[143:124];
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$308  = 20'h00000;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          if (\$184 ) begin
+            (* full_case = 32'd1 *)
+            if (\$190 ) begin
+              \$308  = 20'h00000;
+            end else begin
+              \$308  = \$192 [19:0];
+            end
+          end
+      5'h0d:
+          if (\$197 ) begin
+            (* full_case = 32'd1 *)
+            if (\$203 ) begin
+              \$308  = 20'h00000;
+            end else begin
+              \$308  = \$205 [19:0];
+            end
           end
     endcase
     if (rst) begin
@@ -6878,46 +7536,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$309  = \$signal$248 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          (* full_case = 32'd1 *)
-          if (\$157 ) begin
-            \$309  = { 1'h0, \$160  };
-          end else if (\$158 ) begin
-            \$309  = { 3'h0, \$167  };
-          end else if (\$159 ) begin
-            \$309  = { 3'h0, \$174  };
-          end else begin
-            \$309  = { 3'h0, \$175  };
-          end
-    endcase
-    if (rst) begin
-      \$309  = 24'h000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$310  = stats_off;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          if (\$157 ) begin
-            \$310  = \$166 [47:0];
-          end else if (\$158 ) begin
-            \$310  = \$173 [47:0];
-          end
-    endcase
-    if (rst) begin
-      \$310  = 48'h000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$311  = \$signal$221 ;
+    \$309  = \$signal$252 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -6928,15 +7547,25 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h05:
           /* empty */;
       5'h03:
-          \$311  = \$signal$148 ;
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          \$309  = \$180 [19:0];
+      5'h0b:
+          \$309  = \$181 [19:0];
     endcase
     if (rst) begin
-      \$311  = 3'h0;
+      \$309  = 20'h00000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$312  = \$signal$251 ;
+    \$310  = drain;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -6947,7 +7576,42 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h05:
           /* empty */;
       5'h03:
-          \$312  = 1'h0;
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          \$310  = 3'h5;
+      5'h0d:
+          \$310  = 3'h5;
+      5'h0e:
+          \$310  = \$207 [2:0];
+    endcase
+    if (rst) begin
+      \$310  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$311  = \$signal$217 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
       5'h06:
           /* empty */;
       5'h08:
@@ -6967,987 +7631,206 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0f:
           /* empty */;
       5'h10:
-          /* empty */;
+          if (fold_done) begin
+            casez (dest)
+              2'h0:
+                  \$311  = { 1'h0, \$210  };
+              2'h1:
+                  \$311  = \$218 [1535:0];
+            endcase
+          end
       5'h12:
-          (* full_case = 32'd1 *)
-          if (\$248 ) begin
-          end else if (\$250 ) begin
-          end else begin
-            \$312  = 1'h1;
-          end
-    endcase
-    if (rst) begin
-      \$312  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$313  = \$signal$183 ;
-    casez (fsm_state)
-      5'h00:
           /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          if (\$180 ) begin
-            \$313  = 2'h0;
-          end
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          if (\$228 ) begin
-            \$313  = 2'h0;
-          end
-      5'h0f:
-          /* empty */;
-      5'h10:
-          /* empty */;
-      5'h12:
-          (* full_case = 32'd1 *)
-          if (\$248 ) begin
-          end else if (\$250 ) begin
-            \$313  = \$252 [1:0];
-          end else begin
-            \$313  = 2'h0;
-          end
       5'h07:
           /* empty */;
       5'h13:
-          if (done) begin
-            (* full_case = 32'd1 *)
-            if (\$256 ) begin
-              \$313  = \$257 [1:0];
-            end else begin
-              \$313  = 2'h0;
-            end
-          end
+          /* empty */;
       5'h14:
           /* empty */;
       5'h15:
+          \$311  = { 1'h0, \$239  };
+    endcase
+    if (rst) begin
+      \$311  = 1536'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$312  = \$signal$214 ;
+    casez (fsm_state)
+      5'h00:
           /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          if (fold_done) begin
+            casez (dest)
+              2'h0:
+                  \$312  = \$213 [191:0];
+              2'h1:
+                  \$312  = \$221 [191:0];
+            endcase
+          end
+      5'h12:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          /* empty */;
+      5'h15:
+          \$312  = \$242 [191:0];
+    endcase
+    if (rst) begin
+      \$312  = 192'h000000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$313  = \$signal$215 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          if (fold_done) begin
+            casez (dest)
+              2'h0:
+                  \$313  = \$216 [63:0];
+              2'h1:
+                  \$313  = \$224 [63:0];
+            endcase
+          end
+      5'h12:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          /* empty */;
+      5'h15:
+          \$313  = \$245 [63:0];
+    endcase
+    if (rst) begin
+      \$313  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$314  = piece_line;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          if (fold_done) begin
+            casez (dest)
+              2'h0:
+                  \$314  = 2'h0;
+              2'h1:
+                  \$314  = 2'h0;
+            endcase
+          end
+      5'h12:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          /* empty */;
+      5'h15:
+          \$314  = 2'h0;
       5'h11:
           /* empty */;
       5'h16:
-          /* empty */;
-      5'h17:
-        begin
-          if (\$276 ) begin
-          end else if (\$278 ) begin
-            \$313  = \$280 [1:0];
-          end
-          (* full_case = 32'd1 *)
-          if (\$283 ) begin
-          end else if (more) begin
-          end else begin
-            \$313  = 2'h0;
-          end
-        end
-      5'h18:
-          /* empty */;
-      5'h1a:
-          if (\$289 ) begin
-            if (\$291 ) begin
-              \$313  = \$292 [1:0];
-            end
+          if (\$250 ) begin
+            \$314  = \$251 [1:0];
           end
     endcase
     if (rst) begin
-      \$313  = 2'h0;
+      \$314  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$314  = \$signal$135 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          if (\$180 ) begin
-            \$314  = 20'h00000;
-          end
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          if (\$228 ) begin
-            \$314  = 20'h00000;
-          end
-      5'h0f:
-          /* empty */;
-      5'h10:
-          /* empty */;
-      5'h12:
-          (* full_case = 32'd1 *)
-          if (\$248 ) begin
-            \$314  = \$251 [19:0];
-          end else if (\$250 ) begin
-            \$314  = 20'h00000;
-          end else begin
-            \$314  = 20'h00000;
-          end
-      5'h07:
-          /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
-          /* empty */;
-      5'h15:
-          /* empty */;
-      5'h11:
-          /* empty */;
-      5'h16:
-          /* empty */;
-      5'h17:
-        begin
-          if (\$276 ) begin
-            \$314  = \$279 [19:0];
-          end else if (\$278 ) begin
-            \$314  = 20'h00000;
-          end
-          (* full_case = 32'd1 *)
-          if (\$283 ) begin
-          end else if (more) begin
-          end else begin
-            \$314  = 20'h00000;
-          end
-        end
-    endcase
-    if (rst) begin
-      \$314  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$315  = \$signal$165 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          (* full_case = 32'd1 *)
-          if (\$182 ) begin
-            \$315  = entry[83:20];
-          end else begin
-            \$315  = \$31 [63:0];
-          end
-    endcase
-    if (rst) begin
-      \$315  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$316  = \$signal$96 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          (* full_case = 32'd1 *)
-          if (\$182 ) begin
-            \$316  = entry[123:104];
-          end else begin
-            \$316  = entry[143:124];
-          end
-    endcase
-    if (rst) begin
-      \$316  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$317  = n_cols;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          (* full_case = 32'd1 *)
-          if (\$182 ) begin
-            \$317  = entry[143:124];
-          end else begin
-            \$317  = entry[123:104];
-          end
-    endcase
-    if (rst) begin
-      \$317  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$318  = dest;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          (* full_case = 32'd1 *)
-          if (\$182 ) begin
-            \$318  = \$186 ;
-          end else begin
-            \$318  = { 1'h0, \$188  };
-          end
-    endcase
-    if (rst) begin
-      \$318  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$319  = \$signal$168 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$319  = \$like ;
-    endcase
-    if (rst) begin
-      \$319  = 3'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$320  = \$signal$186 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$320  = \$16 [19:0];
-    endcase
-    if (rst) begin
-      \$320  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$321  = \$signal$173 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$321  = plan_sets;
-    endcase
-    if (rst) begin
-      \$321  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$322  = \$signal$167 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$322  = \$189 ;
-    endcase
-    if (rst) begin
-      \$322  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$323  = \$signal$169 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$323  = \$192 [4:0];
-    endcase
-    if (rst) begin
-      \$323  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$324  = sets_used;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$324  = \$194 [1:0];
-    endcase
-    if (rst) begin
-      \$324  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$325  = main_elems;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$325  = \$197 [43:0];
-    endcase
-    if (rst) begin
-      \$325  = 44'h00000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$326  = \$signal$175 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$326  = 20'h00000;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          if (\$204 ) begin
-            \$326  = \$206 [19:0];
-          end
-      5'h0d:
-          if (\$217 ) begin
-            \$326  = \$219 [19:0];
-          end
-    endcase
-    if (rst) begin
-      \$326  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$327  = \$signal$172 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$327  = 2'h0;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          if (\$204 ) begin
-            if (\$207 ) begin
-              \$327  = \$208 [1:0];
-            end
-          end
-      5'h0d:
-          if (\$217 ) begin
-            if (\$220 ) begin
-              \$327  = \$221 [1:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$327  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$328  = \$signal$253 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$328  = 2'h0;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          if (\$204 ) begin
-            (* full_case = 32'd1 *)
-            if (\$210 ) begin
-              \$328  = 2'h0;
-            end else begin
-              \$328  = \$211 [1:0];
-            end
-          end
-      5'h0d:
-          if (\$217 ) begin
-            (* full_case = 32'd1 *)
-            if (\$223 ) begin
-              \$328  = 2'h0;
-            end else begin
-              \$328  = \$224 [1:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$328  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$329  = \$signal$177 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$329  = 20'h00000;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          if (\$204 ) begin
-            (* full_case = 32'd1 *)
-            if (\$210 ) begin
-              \$329  = 20'h00000;
-            end else begin
-              \$329  = \$212 [19:0];
-            end
-          end
-      5'h0d:
-          if (\$217 ) begin
-            (* full_case = 32'd1 *)
-            if (\$223 ) begin
-              \$329  = 20'h00000;
-            end else begin
-              \$329  = \$225 [19:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$329  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$330  = \$signal$254 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          \$330  = \$200 [19:0];
-      5'h0b:
-          \$330  = \$201 [19:0];
-    endcase
-    if (rst) begin
-      \$330  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$331  = drain;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          \$331  = 3'h5;
-      5'h0d:
-          \$331  = 3'h5;
-      5'h0e:
-          \$331  = \$227 [2:0];
-    endcase
-    if (rst) begin
-      \$331  = 3'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$332  = \$signal$219 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h10:
-          if (fold_done) begin
-            casez (dest)
-              2'h0:
-                  \$332  = { 1'h0, \$230  };
-              2'h1:
-                  \$332  = \$238 [1535:0];
-            endcase
-          end
-      5'h12:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
-          /* empty */;
-      5'h15:
-          \$332  = { 1'h0, \$260  };
-    endcase
-    if (rst) begin
-      \$332  = 1536'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$333  = \$signal$216 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h10:
-          if (fold_done) begin
-            casez (dest)
-              2'h0:
-                  \$333  = \$233 [191:0];
-              2'h1:
-                  \$333  = \$241 [191:0];
-            endcase
-          end
-      5'h12:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
-          /* empty */;
-      5'h15:
-          \$333  = \$263 [191:0];
-    endcase
-    if (rst) begin
-      \$333  = 192'h000000000000000000000000000000000000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$334  = \$signal$217 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h10:
-          if (fold_done) begin
-            casez (dest)
-              2'h0:
-                  \$334  = \$236 [63:0];
-              2'h1:
-                  \$334  = \$244 [63:0];
-            endcase
-          end
-      5'h12:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
-          /* empty */;
-      5'h15:
-          \$334  = \$266 [63:0];
-    endcase
-    if (rst) begin
-      \$334  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$335  = piece_line;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h10:
-          if (fold_done) begin
-            casez (dest)
-              2'h0:
-                  \$335  = 2'h0;
-              2'h1:
-                  \$335  = 2'h0;
-            endcase
-          end
-      5'h12:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
-          /* empty */;
-      5'h15:
-          \$335  = 2'h0;
-      5'h11:
-          /* empty */;
-      5'h16:
-          if (\$271 ) begin
-            \$335  = \$272 [1:0];
-          end
-    endcase
-    if (rst) begin
-      \$335  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$336  = sfu_from_acc;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h10:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h07:
-          \$336  = \$254 ;
-    endcase
-    if (rst) begin
-      \$336  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$337  = anchor_m0;
+    \$315  = anchor_m0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -7985,19 +7868,19 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
           /* empty */;
       5'h13:
           if (done) begin
-            casez (\$signal$183 )
+            casez (\$signal$181 )
               2'h0:
-                  \$337  = m;
+                  \$315  = m;
             endcase
           end
     endcase
     if (rst) begin
-      \$337  = 32'd0;
+      \$315  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$338  = anchor_m1;
+    \$316  = anchor_m1;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8035,21 +7918,21 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
           /* empty */;
       5'h13:
           if (done) begin
-            casez (\$signal$183 )
+            casez (\$signal$181 )
               2'h0:
                   /* empty */;
               2'h1:
-                  \$338  = m;
+                  \$316  = m;
             endcase
           end
     endcase
     if (rst) begin
-      \$338  = 32'd0;
+      \$316  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$339  = anchor_m2;
+    \$317  = anchor_m2;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8087,23 +7970,23 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
           /* empty */;
       5'h13:
           if (done) begin
-            casez (\$signal$183 )
+            casez (\$signal$181 )
               2'h0:
                   /* empty */;
               2'h1:
                   /* empty */;
               2'h2:
-                  \$339  = m;
+                  \$317  = m;
             endcase
           end
     endcase
     if (rst) begin
-      \$339  = 32'd0;
+      \$317  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$340  = anchor_m3;
+    \$318  = anchor_m3;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8142,7 +8025,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h13:
           if (done) begin
             (* full_case = 32'd1 *)
-            casez (\$signal$183 )
+            casez (\$signal$181 )
               2'h0:
                   /* empty */;
               2'h1:
@@ -8150,17 +8033,17 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
               2'h2:
                   /* empty */;
               2'h3:
-                  \$340  = m;
+                  \$318  = m;
             endcase
           end
     endcase
     if (rst) begin
-      \$340  = 32'd0;
+      \$318  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$341  = anchor_l0;
+    \$319  = anchor_l0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8198,19 +8081,19 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
           /* empty */;
       5'h13:
           if (done) begin
-            casez (\$signal$183 )
+            casez (\$signal$181 )
               2'h0:
-                  \$341  = l;
+                  \$319  = l;
             endcase
           end
     endcase
     if (rst) begin
-      \$341  = 32'd0;
+      \$319  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$342  = anchor_l1;
+    \$320  = anchor_l1;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8248,21 +8131,21 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
           /* empty */;
       5'h13:
           if (done) begin
-            casez (\$signal$183 )
+            casez (\$signal$181 )
               2'h0:
                   /* empty */;
               2'h1:
-                  \$342  = l;
+                  \$320  = l;
             endcase
           end
     endcase
     if (rst) begin
-      \$342  = 32'd0;
+      \$320  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$343  = anchor_l2;
+    \$321  = anchor_l2;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8300,23 +8183,23 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
           /* empty */;
       5'h13:
           if (done) begin
-            casez (\$signal$183 )
+            casez (\$signal$181 )
               2'h0:
                   /* empty */;
               2'h1:
                   /* empty */;
               2'h2:
-                  \$343  = l;
+                  \$321  = l;
             endcase
           end
     endcase
     if (rst) begin
-      \$343  = 32'd0;
+      \$321  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$344  = anchor_l3;
+    \$322  = anchor_l3;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8355,7 +8238,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h13:
           if (done) begin
             (* full_case = 32'd1 *)
-            casez (\$signal$183 )
+            casez (\$signal$181 )
               2'h0:
                   /* empty */;
               2'h1:
@@ -8363,12 +8246,12 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
               2'h2:
                   /* empty */;
               2'h3:
-                  \$344  = l;
+                  \$322  = l;
             endcase
           end
     endcase
     if (rst) begin
-      \$344  = 32'd0;
+      \$322  = 32'd0;
     end
   end
   assign bus__arid = 8'h00;
@@ -8428,8 +8311,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   assign \$signal  = n_cols;
   assign \$like$93  = \$16 [19:0];
   assign plan_groups = \$24 [19:0];
-  assign second_addr = \$31 [63:0];
-  assign count_now = \$37 [5:0];
+  assign count_now = \$31 [5:0];
   assign \entry.desc  = entry[203:0];
   assign \entry.desc.type  = entry[1:0];
   assign \entry.desc.op  = entry[5:2];
@@ -8528,39 +8410,27 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   assign \$10  = { 3'h0, n_cols, 4'h0 };
   assign \$12  = { 2'h0, n_cols, 5'h00 };
   assign \$16  = { \$15 [21], \$15 [21], \$15 [21], \$15 [21], \$15 [21], \$15 [21:5] };
-  assign \$26  = { \$25 , 1'h0 };
-  assign \$29  = { \$28 [42], \$28 [42], \$28 [42], \$28 [42], \$28 [42], \$28 [42], \$28 [42:6] };
-  assign \$30  = { \$29 [42], \$29 , 6'h00 };
-  assign \$32  = { 2'h0, \$signal$135 , 5'h00 };
-  assign \$35  = { 2'h0, \$signal$135 , 5'h00 };
-  assign \$48  = { \$47 [25], \$47 [25], \$47 [25], \$47 [25], \$47 [25], \$47 [25:5] };
-  assign \$50  = { 1'h0, in_elem[43:5], 6'h00 };
-  assign \$54  = { \$53 [45], \$53 [45], \$53 [45], \$53 [45], \$53 [45], \$53 [45:5] };
-  assign \$58  = { \$57 [45], \$57 [45], \$57 [45], \$57 [45], \$57 [45], \$57 [45:5] };
-  assign \$59  = { 1'h0, main_elems[43:5], 6'h00 };
+  assign \$26  = { 2'h0, \$signal$133 , 5'h00 };
+  assign \$29  = { 2'h0, \$signal$133 , 5'h00 };
+  assign \$42  = { \$41 [25], \$41 [25], \$41 [25], \$41 [25], \$41 [25], \$41 [25:5] };
+  assign \$44  = { 1'h0, in_elem[43:5], 6'h00 };
+  assign \$48  = { \$47 [45], \$47 [45], \$47 [45], \$47 [45], \$47 [45], \$47 [45:5] };
+  assign \$52  = { \$51 [45], \$51 [45], \$51 [45], \$51 [45], \$51 [45], \$51 [45:5] };
+  assign \$53  = { 1'h0, main_elems[43:5], 6'h00 };
+  assign \$59  = { \$58 [22], \$58 [22], \$58 [22], \$58 [22], \$58 [22], \$58 [22:5] };
   assign \$65  = { \$64 [22], \$64 [22], \$64 [22], \$64 [22], \$64 [22], \$64 [22:5] };
-  assign \$71  = { \$70 [22], \$70 [22], \$70 [22], \$70 [22], \$70 [22], \$70 [22:5] };
-  assign \$77  = { 2'h0, \$signal$135 , 5'h00 };
-  assign \$81  = { 2'h0, \$signal$135 , 5'h00 };
-  assign \$89  = { 2'h0, \$signal$135 , 5'h00 };
-  assign \$97  = { 1'h0, piece_line, 6'h00 };
-  assign \$102  = { 2'h0, \$101 , 5'h00 };
-  assign \$112  = { 1'h0, \$111 , 6'h00 };
-  assign \$160  = { 1'h0, entry[123:104], 2'h0 };
-  assign \$162  = { 1'h0, \$161 , 2'h0 };
-  assign \$165  = { \$164 [44], \$164 [44], \$164 [44], \$164 [44], \$164 [44], \$164 [44], \$164 [44:6] };
-  assign \$166  = { \$165 [44], \$165 , 6'h00 };
-  assign \$167  = { entry[203:184], 1'h0 };
-  assign \$169  = { \$168 , 1'h0 };
-  assign \$172  = { \$171 [42], \$171 [42], \$171 [42], \$171 [42], \$171 [42], \$171 [42], \$171 [42:6] };
-  assign \$173  = { \$172 [42], \$172 , 6'h00 };
-  assign \$174  = { entry[123:104], 1'h0 };
-  assign \$175  = { entry[143:124], 1'h0 };
-  assign \$235  = { 1'h0, \$signal$192 [47:6], 6'h00 };
-  assign \$243  = { 1'h0, \$signal$196 [47:6], 6'h00 };
-  assign \$246  = { 2'h0, \$245 , 5'h00 };
-  assign \$265  = { 1'h0, \$signal$213 [47:6], 6'h00 };
-  assign \$274  = { 2'h0, \$273 , 5'h00 };
+  assign \$71  = { 2'h0, \$signal$133 , 5'h00 };
+  assign \$75  = { 2'h0, \$signal$133 , 5'h00 };
+  assign \$83  = { 2'h0, \$signal$133 , 5'h00 };
+  assign \$91  = { 1'h0, piece_line, 6'h00 };
+  assign \$96  = { 2'h0, \$95 , 5'h00 };
+  assign \$106  = { 1'h0, \$105 , 6'h00 };
+  assign \$165  = { 1'h0, operand_lines, 6'h00 };
+  assign \$215  = { 1'h0, \$signal$190 [47:6], 6'h00 };
+  assign \$223  = { 1'h0, \$signal$194 [47:6], 6'h00 };
+  assign \$226  = { 2'h0, \$225 , 5'h00 };
+  assign \$244  = { 1'h0, \$signal$211 [47:6], 6'h00 };
+  assign \$253  = { 2'h0, \$252 , 5'h00 };
 endmodule
 
 (* generator = "Amaranth" *)
@@ -20028,12 +19898,12 @@ module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, m
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.decoder (is_compute, \port$5343$128 , log2_slot, desc, status, is_load);
+module \ndp_device.control_unit.decoder (is_compute, operand_lines, stats_offset, \port$5327$128 , log2_slot, desc, status, is_load);
   reg \$auto$verilog_backend.cc:2355:dump_module$69  = 0;
   wire [26:0] \$1 ;
   wire \$10 ;
   wire \$100 ;
-  wire \$101 ;
+  wire [26:0] \$101 ;
   wire \$102 ;
   wire \$103 ;
   wire \$104 ;
@@ -20041,29 +19911,29 @@ module \ndp_device.control_unit.decoder (is_compute, \port$5343$128 , log2_slot,
   wire \$106 ;
   wire \$107 ;
   wire \$108 ;
-  wire [40:0] \$109 ;
+  wire \$109 ;
   wire [40:0] \$11 ;
-  wire [40:0] \$110 ;
+  wire \$110 ;
   wire \$111 ;
-  wire \$112 ;
-  wire \$113 ;
+  wire [40:0] \$112 ;
+  wire [40:0] \$113 ;
   wire \$114 ;
   wire \$115 ;
   wire \$116 ;
   wire \$117 ;
-  wire [26:0] \$118 ;
+  wire \$118 ;
   wire \$119 ;
   wire [41:0] \$12 ;
   wire \$120 ;
-  wire \$121 ;
+  wire [26:0] \$121 ;
   wire \$122 ;
   wire \$123 ;
   wire \$124 ;
   wire \$125 ;
-  wire [26:0] \$126 ;
+  wire \$126 ;
   wire \$127 ;
   wire \$128 ;
-  wire \$129 ;
+  wire [26:0] \$129 ;
   wire [42:0] \$13 ;
   wire \$130 ;
   wire \$131 ;
@@ -20088,10 +19958,10 @@ module \ndp_device.control_unit.decoder (is_compute, \port$5343$128 , log2_slot,
   wire \$149 ;
   wire [39:0] \$15 ;
   wire \$150 ;
-  wire [26:0] \$151 ;
+  wire \$151 ;
   wire \$152 ;
   wire \$153 ;
-  wire \$154 ;
+  wire [26:0] \$154 ;
   wire \$155 ;
   wire \$156 ;
   wire \$157 ;
@@ -20099,30 +19969,33 @@ module \ndp_device.control_unit.decoder (is_compute, \port$5343$128 , log2_slot,
   wire \$159 ;
   wire [42:0] \$16 ;
   wire \$160 ;
+  wire \$161 ;
+  wire \$162 ;
+  wire \$163 ;
   wire [43:0] \$17 ;
   wire [44:0] \$18 ;
   wire [44:0] \$19 ;
   wire [64:0] \$2 ;
   wire \$20 ;
-  wire \$21 ;
-  wire \$22 ;
+  wire [43:0] \$21 ;
+  wire [50:0] \$22 ;
   wire \$23 ;
   wire \$24 ;
-  wire [40:0] \$25 ;
-  wire [47:0] \$26 ;
-  wire [40:0] \$27 ;
-  wire [47:0] \$28 ;
-  wire [44:0] \$29 ;
+  wire \$25 ;
+  wire \$26 ;
+  wire \$27 ;
+  wire [40:0] \$28 ;
+  wire [47:0] \$29 ;
   wire \$3 ;
-  wire [51:0] \$30 ;
-  wire [39:0] \$31 ;
-  wire [40:0] \$32 ;
-  wire [40:0] \$33 ;
-  wire [63:0] \$34 ;
-  wire [64:0] \$35 ;
-  wire \$36 ;
-  wire \$37 ;
-  wire \$38 ;
+  wire [40:0] \$30 ;
+  wire [47:0] \$31 ;
+  wire [44:0] \$32 ;
+  wire [51:0] \$33 ;
+  wire [39:0] \$34 ;
+  wire [40:0] \$35 ;
+  wire [40:0] \$36 ;
+  wire [63:0] \$37 ;
+  wire [64:0] \$38 ;
   wire \$39 ;
   wire \$4 ;
   wire \$40 ;
@@ -20144,11 +20017,11 @@ module \ndp_device.control_unit.decoder (is_compute, \port$5343$128 , log2_slot,
   wire \$55 ;
   wire \$56 ;
   wire \$57 ;
-  wire [10:0] \$58 ;
+  wire \$58 ;
   wire \$59 ;
   wire [41:0] \$6 ;
   wire \$60 ;
-  wire \$61 ;
+  wire [10:0] \$61 ;
   wire \$62 ;
   wire \$63 ;
   wire \$64 ;
@@ -20188,7 +20061,7 @@ module \ndp_device.control_unit.decoder (is_compute, \port$5343$128 , log2_slot,
   wire \$95 ;
   wire \$96 ;
   wire \$97 ;
-  wire [26:0] \$98 ;
+  wire \$98 ;
   wire \$99 ;
   wire [39:0] \$signal ;
   wire [39:0] \$signal$6 ;
@@ -20218,11 +20091,15 @@ module \ndp_device.control_unit.decoder (is_compute, \port$5343$128 , log2_slot,
   input [7:0] log2_slot;
   wire [7:0] log2_slot;
   wire [43:0] o_lines;
+  output [39:0] operand_lines;
+  wire [39:0] operand_lines;
   wire [39:0] out_elems;
-  input [127:0] \port$5343$128 ;
-  wire [127:0] \port$5343$128 ;
+  input [127:0] \port$5327$128 ;
+  wire [127:0] \port$5327$128 ;
   reg [49:0] result;
   wire [49:0] room;
+  output [47:0] stats_offset;
+  wire [47:0] stats_offset;
   output [7:0] status;
   reg [7:0] status;
   assign is_load = ! desc[1:0];
@@ -20245,159 +20122,161 @@ module \ndp_device.control_unit.decoder (is_compute, \port$5343$128 , log2_slot,
   assign \$15  = desc[183:164] * desc[123:104];
   assign \$17  = \$16  + 7'h40;
   assign \$18  = \$17  - 1'h1;
-  assign \$20  = desc[1:0] == 2'h2;
-  assign \$21  = desc[5:2] == 2'h2;
-  assign \$22  = \$20  & \$21 ;
-  assign \$23  = desc[5:2] == 2'h3;
-  assign \$24  = desc[5:2] == 3'h4;
-  assign \$25  = \$8 [39:0] + desc[183:164];
-  assign \$28  = desc[11] ? \$26  : { 7'h00, \$27  };
-  assign \$29  = \$19 [43:0] + desc[183:164];
-  assign \$31  = desc[183:164] * desc[123:104];
-  assign \$34  = 1'h1 << log2_slot[5:0];
-  assign \$35  = \$34  - 7'h40;
-  assign \$36  = ! desc[19:10];
-  assign \$37  = ! desc[1:0];
-  assign \$38  = desc[1:0] == 1'h1;
-  assign \$39  = \$37  | \$38 ;
-  assign \$40  = ! desc[5:2];
-  assign \$41  = \$39  & \$40 ;
-  assign \$42  = desc[1:0] == 2'h2;
+  assign \$20  = desc[5:2] == 2'h3;
+  assign \$21  = \$20  ? \$19 [43:0] : { 4'h0, \$8 [39:0] };
+  assign \$23  = desc[1:0] == 2'h2;
+  assign \$24  = desc[5:2] == 2'h2;
+  assign \$25  = \$23  & \$24 ;
+  assign \$26  = desc[5:2] == 2'h3;
+  assign \$27  = desc[5:2] == 3'h4;
+  assign \$28  = \$8 [39:0] + desc[183:164];
+  assign \$31  = desc[11] ? \$29  : { 7'h00, \$30  };
+  assign \$32  = \$19 [43:0] + desc[183:164];
+  assign \$34  = desc[183:164] * desc[123:104];
+  assign \$37  = 1'h1 << log2_slot[5:0];
+  assign \$38  = \$37  - 7'h40;
+  assign \$39  = ! desc[19:10];
+  assign \$40  = ! desc[1:0];
+  assign \$41  = desc[1:0] == 1'h1;
+  assign \$42  = \$40  | \$41 ;
   assign \$43  = ! desc[5:2];
-  assign \$44  = desc[5:2] == 1'h1;
-  assign \$45  = \$43  | \$44 ;
-  assign \$46  = \$42  & \$45 ;
-  assign \$47  = \$41  | \$46 ;
-  assign \$48  = desc[1:0] == 2'h2;
-  assign \$49  = desc[5:2] == 2'h3;
-  assign \$50  = desc[5:2] == 3'h4;
-  assign \$51  = \$49  | \$50 ;
-  assign \$52  = \$48  & \$51 ;
-  assign \$53  = \$47  | \$52 ;
-  assign \$54  = \$36  & \$53 ;
-  assign \$55  = desc[1:0] == 2'h2;
-  assign \$56  = desc[5:2] == 2'h2;
-  assign \$57  = \$55  & \$56 ;
-  assign \$59  = ! \$58 ;
-  assign \$60  = \$57  & \$59 ;
-  assign \$61  = \$54  | \$60 ;
-  assign \$62  = ~ \$61 ;
-  assign \$63  = desc[1:0] == 2'h2;
-  assign \$64  = ! desc[9:6];
-  assign \$65  = ! desc[9:6];
-  assign \$66  = desc[9:6] == 1'h1;
-  assign \$67  = \$65  | \$66 ;
-  assign \$68  = desc[9:6] == 2'h2;
-  assign \$69  = \$67  | \$68 ;
-  assign \$70  = \$63  ? \$64  : \$69 ;
-  assign \$71  = ~ \$70 ;
-  assign \$72  = ! desc[25:20];
-  assign \$73  = ! desc[103:84];
-  assign \$74  = desc[83:20] >= \port$5343$128 [63:0];
-  assign \$75  = \$2  <= \port$5343$128 [127:64];
-  assign \$76  = \$74  & \$75 ;
-  assign \$77  = \$73  | \$76 ;
-  assign \$78  = \$72  & \$77 ;
-  assign \$79  = ~ \$78 ;
-  assign \$80  = desc[1:0] == 2'h2;
-  assign \$81  = desc[5:2] == 2'h2;
-  assign \$82  = \$80  & \$81 ;
-  assign \$83  = ! desc[83:20];
-  assign \$84  = ! desc[103:84];
+  assign \$44  = \$42  & \$43 ;
+  assign \$45  = desc[1:0] == 2'h2;
+  assign \$46  = ! desc[5:2];
+  assign \$47  = desc[5:2] == 1'h1;
+  assign \$48  = \$46  | \$47 ;
+  assign \$49  = \$45  & \$48 ;
+  assign \$50  = \$44  | \$49 ;
+  assign \$51  = desc[1:0] == 2'h2;
+  assign \$52  = desc[5:2] == 2'h3;
+  assign \$53  = desc[5:2] == 3'h4;
+  assign \$54  = \$52  | \$53 ;
+  assign \$55  = \$51  & \$54 ;
+  assign \$56  = \$50  | \$55 ;
+  assign \$57  = \$39  & \$56 ;
+  assign \$58  = desc[1:0] == 2'h2;
+  assign \$59  = desc[5:2] == 2'h2;
+  assign \$60  = \$58  & \$59 ;
+  assign \$62  = ! \$61 ;
+  assign \$63  = \$60  & \$62 ;
+  assign \$64  = \$57  | \$63 ;
+  assign \$65  = ~ \$64 ;
+  assign \$66  = desc[1:0] == 2'h2;
+  assign \$67  = ! desc[9:6];
+  assign \$68  = ! desc[9:6];
+  assign \$69  = desc[9:6] == 1'h1;
+  assign \$70  = \$68  | \$69 ;
+  assign \$71  = desc[9:6] == 2'h2;
+  assign \$72  = \$70  | \$71 ;
+  assign \$73  = \$66  ? \$67  : \$72 ;
+  assign \$74  = ~ \$73 ;
+  assign \$75  = ! desc[25:20];
+  assign \$76  = ! desc[103:84];
+  assign \$77  = desc[83:20] >= \port$5327$128 [63:0];
+  assign \$78  = \$2  <= \port$5327$128 [127:64];
+  assign \$79  = \$77  & \$78 ;
+  assign \$80  = \$76  | \$79 ;
+  assign \$81  = \$75  & \$80 ;
+  assign \$82  = ~ \$81 ;
+  assign \$83  = desc[1:0] == 2'h2;
+  assign \$84  = desc[5:2] == 2'h2;
   assign \$85  = \$83  & \$84 ;
-  assign \$86  = ! desc[123:104];
-  assign \$87  = \$85  & \$86 ;
-  assign \$88  = ! desc[143:124];
-  assign \$89  = \$87  & \$88 ;
-  assign \$90  = | desc[183:164];
-  assign \$91  = \$89  & \$90 ;
-  assign \$92  = | desc[203:184];
-  assign \$93  = \$91  & \$92 ;
-  assign \$94  = desc[203:184] <= 13'h1000;
-  assign \$95  = \$93  & \$94 ;
-  assign \$96  = desc[163:144] == \$8 [39:0];
-  assign \$97  = \$95  & \$96 ;
-  assign \$99  = \$98  <= \$35 [49:0];
-  assign \$100  = \$97  & \$99 ;
-  assign \$101  = result <= \$35 [49:0];
-  assign \$102  = \$100  & \$101 ;
-  assign \$103  = desc[163:144] == \$8 [39:0];
-  assign \$104  = desc[1:0] == 2'h2;
-  assign \$105  = desc[5:2] == 2'h3;
-  assign \$106  = desc[5:2] == 3'h4;
-  assign \$107  = \$105  | \$106 ;
-  assign \$108  = \$104  & \$107 ;
-  assign \$110  = \$108  ? \$109  : { 1'h0, \$14 [39:0] };
-  assign \$111  = desc[103:84] == \$110 ;
-  assign \$112  = \$103  & \$111 ;
-  assign \$113  = | desc[123:104];
-  assign \$114  = \$112  & \$113 ;
-  assign \$115  = | desc[143:124];
-  assign \$116  = \$114  & \$115 ;
-  assign \$117  = ! desc[1:0];
-  assign \$119  = \$118  <= \$35 [49:0];
-  assign \$120  = desc[1:0] == 1'h1;
-  assign \$121  = | desc[183:164];
-  assign \$122  = | desc[203:184];
-  assign \$123  = \$121  & \$122 ;
-  assign \$124  = desc[163:144] == desc[103:84];
-  assign \$125  = \$123  & \$124 ;
-  assign \$127  = \$126  <= \$35 [49:0];
-  assign \$128  = \$125  & \$127 ;
-  assign \$129  = | desc[183:164];
-  assign \$130  = desc[203:184] == desc[123:104];
-  assign \$131  = \$129  & \$130 ;
-  assign \$132  = | desc[5:2];
-  assign \$133  = desc[183:164] == 1'h1;
-  assign \$134  = \$132  | \$133 ;
-  assign \$135  = \$131  & \$134 ;
-  assign \$136  = desc[123:104] <= 13'h1000;
-  assign \$137  = \$135  & \$136 ;
-  assign \$138  = desc[143:124] <= 13'h1000;
-  assign \$139  = \$137  & \$138 ;
-  assign \$140  = desc[1:0] == 2'h2;
-  assign \$141  = desc[5:2] == 2'h3;
-  assign \$142  = desc[5:2] == 3'h4;
-  assign \$143  = \$141  | \$142 ;
-  assign \$144  = \$140  & \$143 ;
-  assign \$145  = ~ \$144 ;
-  assign \$146  = desc[143:124] <= 13'h1000;
-  assign \$147  = desc[123:104] <= 13'h1000;
-  assign \$148  = \$146  & \$147 ;
-  assign \$149  = \$145  | \$148 ;
-  assign \$150  = \$139  & \$149 ;
-  assign \$152  = \$151  <= \$35 [49:0];
-  assign \$153  = \$150  & \$152 ;
-  assign \$154  = result <= \$35 [49:0];
-  assign \$155  = \$153  & \$154 ;
-  assign \$156  = \$120  ? \$128  : \$155 ;
-  assign \$157  = \$117  ? \$119  : \$156 ;
-  assign \$158  = \$116  & \$157 ;
-  assign \$159  = \$82  ? \$102  : \$158 ;
-  assign \$160  = ~ \$159 ;
+  assign \$86  = ! desc[83:20];
+  assign \$87  = ! desc[103:84];
+  assign \$88  = \$86  & \$87 ;
+  assign \$89  = ! desc[123:104];
+  assign \$90  = \$88  & \$89 ;
+  assign \$91  = ! desc[143:124];
+  assign \$92  = \$90  & \$91 ;
+  assign \$93  = | desc[183:164];
+  assign \$94  = \$92  & \$93 ;
+  assign \$95  = | desc[203:184];
+  assign \$96  = \$94  & \$95 ;
+  assign \$97  = desc[203:184] <= 13'h1000;
+  assign \$98  = \$96  & \$97 ;
+  assign \$99  = desc[163:144] == \$8 [39:0];
+  assign \$100  = \$98  & \$99 ;
+  assign \$102  = \$101  <= \$38 [49:0];
+  assign \$103  = \$100  & \$102 ;
+  assign \$104  = result <= \$38 [49:0];
+  assign \$105  = \$103  & \$104 ;
+  assign \$106  = desc[163:144] == \$8 [39:0];
+  assign \$107  = desc[1:0] == 2'h2;
+  assign \$108  = desc[5:2] == 2'h3;
+  assign \$109  = desc[5:2] == 3'h4;
+  assign \$110  = \$108  | \$109 ;
+  assign \$111  = \$107  & \$110 ;
+  assign \$113  = \$111  ? \$112  : { 1'h0, \$14 [39:0] };
+  assign \$114  = desc[103:84] == \$113 ;
+  assign \$115  = \$106  & \$114 ;
+  assign \$116  = | desc[123:104];
+  assign \$117  = \$115  & \$116 ;
+  assign \$118  = | desc[143:124];
+  assign \$119  = \$117  & \$118 ;
+  assign \$120  = ! desc[1:0];
+  assign \$122  = \$121  <= \$38 [49:0];
+  assign \$123  = desc[1:0] == 1'h1;
+  assign \$124  = | desc[183:164];
+  assign \$125  = | desc[203:184];
+  assign \$126  = \$124  & \$125 ;
+  assign \$127  = desc[163:144] == desc[103:84];
+  assign \$128  = \$126  & \$127 ;
+  assign \$130  = \$129  <= \$38 [49:0];
+  assign \$131  = \$128  & \$130 ;
+  assign \$132  = | desc[183:164];
+  assign \$133  = desc[203:184] == desc[123:104];
+  assign \$134  = \$132  & \$133 ;
+  assign \$135  = | desc[5:2];
+  assign \$136  = desc[183:164] == 1'h1;
+  assign \$137  = \$135  | \$136 ;
+  assign \$138  = \$134  & \$137 ;
+  assign \$139  = desc[123:104] <= 13'h1000;
+  assign \$140  = \$138  & \$139 ;
+  assign \$141  = desc[143:124] <= 13'h1000;
+  assign \$142  = \$140  & \$141 ;
+  assign \$143  = desc[1:0] == 2'h2;
+  assign \$144  = desc[5:2] == 2'h3;
+  assign \$145  = desc[5:2] == 3'h4;
+  assign \$146  = \$144  | \$145 ;
+  assign \$147  = \$143  & \$146 ;
+  assign \$148  = ~ \$147 ;
+  assign \$149  = desc[143:124] <= 13'h1000;
+  assign \$150  = desc[123:104] <= 13'h1000;
+  assign \$151  = \$149  & \$150 ;
+  assign \$152  = \$148  | \$151 ;
+  assign \$153  = \$142  & \$152 ;
+  assign \$155  = \$154  <= \$38 [49:0];
+  assign \$156  = \$153  & \$155 ;
+  assign \$157  = result <= \$38 [49:0];
+  assign \$158  = \$156  & \$157 ;
+  assign \$159  = \$123  ? \$131  : \$158 ;
+  assign \$160  = \$120  ? \$122  : \$159 ;
+  assign \$161  = \$119  & \$160 ;
+  assign \$162  = \$85  ? \$105  : \$161 ;
+  assign \$163  = ~ \$162 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
     (* full_case = 32'd1 *)
-    if (\$22 ) begin
-      result = { 2'h0, \$28  };
-    end else if (\$23 ) begin
-      result = \$30 [49:0];
-    end else if (\$24 ) begin
-      result = { 9'h000, \$32  };
+    if (\$25 ) begin
+      result = { 2'h0, \$31  };
+    end else if (\$26 ) begin
+      result = \$33 [49:0];
+    end else if (\$27 ) begin
+      result = { 9'h000, \$35  };
     end else begin
-      result = { 9'h000, \$33  };
+      result = { 9'h000, \$36  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
     (* full_case = 32'd1 *)
-    if (\$62 ) begin
+    if (\$65 ) begin
       status = 8'h01;
-    end else if (\$71 ) begin
+    end else if (\$74 ) begin
       status = 8'h02;
-    end else if (\$79 ) begin
+    end else if (\$82 ) begin
       status = 8'h03;
-    end else if (\$160 ) begin
+    end else if (\$163 ) begin
       status = 8'h04;
     end else begin
       status = 8'h00;
@@ -20407,9 +20286,11 @@ module \ndp_device.control_unit.decoder (is_compute, \port$5343$128 , log2_slot,
   assign \$signal$8  = \$8 [39:0];
   assign \$signal$9  = \$14 [39:0];
   assign o_lines = \$19 [43:0];
-  assign room = \$35 [49:0];
-  assign data_base = \port$5343$128 [63:0];
-  assign data_limit = \port$5343$128 [127:64];
+  assign room = \$38 [49:0];
+  assign data_base = \port$5327$128 [63:0];
+  assign data_limit = \port$5327$128 [127:64];
+  assign operand_lines = \$14 [39:0];
+  assign stats_offset = \$22 [47:0];
   assign \desc.type  = desc[1:0];
   assign \desc.op  = desc[5:2];
   assign \desc.dtype  = desc[9:6];
@@ -20426,18 +20307,19 @@ module \ndp_device.control_unit.decoder (is_compute, \port$5343$128 , log2_slot,
   assign \$14  = { \$13 [42], \$13 [42], \$13 [42], \$13 [42], \$13 [42], \$13 [42], \$13 [42:6] };
   assign \$16  = { 1'h0, \$15 , 2'h0 };
   assign \$19  = { \$18 [44], \$18 [44], \$18 [44], \$18 [44], \$18 [44], \$18 [44], \$18 [44:6] };
-  assign \$26  = { 1'h0, \$25 , 6'h00 };
-  assign \$27  = { \$signal , 1'h0 };
-  assign \$30  = { 1'h0, \$29 , 6'h00 };
-  assign \$32  = { \$31 , 1'h0 };
-  assign \$33  = { out_elems, 1'h0 };
-  assign \$58 [1] = 1'h0;
-  assign { \$58 [10:2], \$58 [0] } = { 1'h0, desc[19:12], desc[10] };
-  assign \$98  = { 1'h0, desc[163:144], 6'h00 };
-  assign \$109  = { \$14 [39:0], 1'h0 };
-  assign \$118  = { 1'h0, desc[103:84], 6'h00 };
-  assign \$126  = { 1'h0, desc[163:144], 6'h00 };
-  assign \$151  = { 1'h0, desc[163:144], 6'h00 };
+  assign \$22  = { 1'h0, \$21 , 6'h00 };
+  assign \$29  = { 1'h0, \$28 , 6'h00 };
+  assign \$30  = { \$signal , 1'h0 };
+  assign \$33  = { 1'h0, \$32 , 6'h00 };
+  assign \$35  = { \$34 , 1'h0 };
+  assign \$36  = { out_elems, 1'h0 };
+  assign \$61 [1] = 1'h0;
+  assign { \$61 [10:2], \$61 [0] } = { 1'h0, desc[19:12], desc[10] };
+  assign \$101  = { 1'h0, desc[163:144], 6'h00 };
+  assign \$112  = { \$14 [39:0], 1'h0 };
+  assign \$121  = { 1'h0, desc[103:84], 6'h00 };
+  assign \$129  = { 1'h0, desc[163:144], 6'h00 };
+  assign \$154  = { 1'h0, desc[163:144], 6'h00 };
 endmodule
 
 (* generator = "Amaranth" *)
