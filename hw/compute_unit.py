@@ -21,9 +21,15 @@ updates, for every row, LANES partial sums:
 so an accumulator word is read again at the earliest ACC_INTERLEAVE = 3 cycles after its
 last read: the control unit interleaves the sets so no chunk reads a word in flight.
 
-Fold unit (one, shared by the rows): for one row and word, adds the word's sets in order,
-then folds packed rows pairwise (lane j += lane j + h * N), one LANES-wide pipelined add per
-step, and presents the sum as FP32 and rounded to FP16.
+With `split` (a stage of one input row, isa/pe_array.py), PE row 1 takes a second chunk
+per cycle, `*1` (the odd k-groups), while row 0 takes the first (the even ones); every
+write into input row 0 goes into input row 1 as well, so both rows multiply by the same
+input.
+
+Fold unit (one, shared by the rows): for one row and word, adds the word's sets in order
+(with `split`, PE row 0's, then row 1's), then folds packed rows pairwise
+(lane j += lane j + h * N), one LANES-wide pipelined add per step, and presents the sum as
+FP32 and rounded to FP16.
 
 For the chains and the softmax unit, the control unit can also write a word into the
 output buffer (`acc_*`: attention's folded scores) and read one row's input or output
@@ -56,15 +62,19 @@ class ComputeUnit(wiring.Component):
             # input buffer fill
             "in_we": In(1), "in_row": In(range(rows)), "in_word": In(range(self.k_words)),
             "in_data": In(16 * lanes),
-            # the descriptor's N (for the packed-row of each lane)
-            "n_cols": In(DIM_BITS),
-            # one chunk
+            # the descriptor's N (for the packed-row of each lane), and one input row
+            "n_cols": In(DIM_BITS), "split": In(1),
+            # one chunk: to every PE row, or with `split` to PE row 0
             "mac": In(1), "first": In(1), "acc_addr": In(range(self.acc_depth)), "k_base": In(DIM_BITS),
             "active": In(range(lanes + 1)), "w_data": In(16 * lanes),
-            # fold one word of one row: start, then `fold_done` pulses with the sum
+            # with `split`, PE row 1's chunk
+            "mac1": In(1), "first1": In(1), "acc_addr1": In(range(self.acc_depth)), "k_base1": In(DIM_BITS),
+            "active1": In(range(lanes + 1)), "w_data1": In(16 * lanes),
+            # fold one word of one row: start, then `fold_done` pulses with the sum; the sets
+            # that received a k-group, in the row and (split) in PE row 1
             "fold_start": In(1), "fold_row": In(range(rows)), "fold_word": In(range(self.acc_depth)),
             "fold_n_words": In(range(self.acc_depth + 1)), "fold_sets": In(range(ACC_INTERLEAVE + 1)),
-            "fold_pack": In(range(lanes + 1)),
+            "fold_sets1": In(range(ACC_INTERLEAVE + 1)), "fold_pack": In(range(lanes + 1)),
             "fold_done": Out(1), "sum_fp32": Out(32 * lanes), "sum_fp16": Out(16 * lanes),
             # a word written into the output buffer from outside the PE array (attention's
             # folded scores, for the softmax unit)
@@ -97,36 +107,47 @@ class ComputeUnit(wiring.Component):
                 value = reg
             return value
 
-        mac_f, first_f = delayed(self.mac, 1, "mac"), delayed(self.first, 1, "first")
-        addr_f, active_f = delayed(self.acc_addr, 1, "acc_addr"), delayed(self.active, 1, "active")
-        w_f = delayed(self.w_data, 1, "w")
-        # after the multiplier: what the adder stage needs
-        mac_r, first_r = delayed(mac_f, MUL_STAGES, "mac"), delayed(first_f, MUL_STAGES, "first")
-        addr_r = delayed(addr_f, MUL_STAGES, "acc_addr")
-        active_r = delayed(active_f, MUL_STAGES, "active")
-        # at the write-back
-        mac_w = delayed(mac_r, ADD_STAGES - 1, "mac")
-        addr_w = delayed(addr_r, ADD_STAGES - 1, "acc_addr")
+        def pipeline(chunk, suffix):
+            """A chunk's control through the pipeline: at the fetch, the adder, the write-back."""
+            p = {"k_base": chunk["k_base"]}
+            for name in ("mac", "first", "acc_addr", "active", "w"):
+                p[name + "_f"] = delayed(chunk[name], 1, name + suffix)
+            for name in ("mac", "first", "acc_addr", "active"):
+                p[name + "_r"] = delayed(p[name + "_f"], MUL_STAGES, name + suffix)
+            for name in ("mac", "acc_addr"):
+                p[name + "_w"] = delayed(p[name + "_r"], ADD_STAGES - 1, name + suffix)
+            return p
 
-        word_sel = self.k_base[:lane_bits]
+        chunk0 = {"mac": self.mac, "first": self.first, "acc_addr": self.acc_addr, "k_base": self.k_base,
+                  "active": self.active, "w": self.w_data}
+        chunk1 = {"mac": self.mac1, "first": self.first1, "acc_addr": self.acc_addr1, "k_base": self.k_base1,
+                  "active": self.active1, "w": self.w_data1}
+        pipes = [pipeline(chunk0, "")]
+        if rows > 1:
+            pipes.append(pipeline({name: Mux(self.split, chunk1[name], chunk0[name]) for name in chunk0}, "_row1"))
+
         fold_reads, in_reads, acc_reads = [], [], []
         for r in range(rows):
+            pipe = pipes[1] if r == 1 else pipes[0]
             bank = Memory(shape=unsigned(16 * lanes), depth=self.k_words, init=[])
             acc = Memory(shape=unsigned(32 * lanes), depth=self.acc_depth, init=[])
             m.submodules[f"in_bank{r}"], m.submodules[f"acc_bank{r}"] = bank, acc
             bank_w, bank_r = bank.write_port(), bank.read_port(domain="comb")
             acc_w, acc_r, acc_fold = acc.write_port(), acc.read_port(domain="comb"), acc.read_port(domain="comb")
             bank_s, acc_s = bank.read_port(), acc.read_port()
+            # with `split`, PE row 1 multiplies by input row 0: it gets every write of row 0
+            row_hit = (self.in_row == r) | ((self.in_row == 0) & self.split) if r == 1 else (self.in_row == r)
             m.d.comb += [bank_w.addr.eq(self.in_word), bank_w.data.eq(self.in_data),
-                         bank_w.en.eq(self.in_we & (self.in_row == r)),
-                         bank_r.addr.eq(self.k_base[lane_bits:]),
+                         bank_w.en.eq(self.in_we & row_hit),
+                         bank_r.addr.eq(pipe["k_base"][lane_bits:]),
                          bank_s.addr.eq(self.rd_addr[:len(bank_s.addr)]), acc_s.addr.eq(self.rd_addr[:len(acc_s.addr)])]
             in_reads.append(bank_s.data)
             acc_reads.append(acc_s.data)
-            m.d.comb += acc_r.addr.eq(addr_r)
+            m.d.comb += acc_r.addr.eq(pipe["acc_addr_r"])
             # the PE array's write-back, or a word from outside (never in the same cycle)
-            m.d.comb += [acc_w.addr.eq(Mux(mac_w, addr_w, self.acc_word)),
-                         acc_w.en.eq(mac_w | (self.acc_we & (self.acc_row == r)))]
+            m.d.comb += [acc_w.addr.eq(Mux(pipe["mac_w"], pipe["acc_addr_w"], self.acc_word)),
+                         acc_w.en.eq(pipe["mac_w"] | (self.acc_we & (self.acc_row == r)))]
+            word_sel = pipe["k_base"][:lane_bits]
             sums = []
             for j in range(lanes):
                 x = Signal(16, name=f"x_{r}_{j}")
@@ -134,15 +155,15 @@ class ComputeUnit(wiring.Component):
                 product = Signal(32, name=f"product_{r}_{j}")
                 product_r = Signal(32, name=f"product_r_{r}_{j}")
                 add_cell(m, f"mul_{r}_{j}", "ndp_fp16_mul_pipe", self._shared,
-                         a=x, b=w_f.word_select(j, 16), p=product)
+                         a=x, b=pipe["w_f"].word_select(j, 16), p=product)
                 m.d.sync += product_r.eq(product)
                 # inactive lanes add +0, which leaves a partial sum as it is (never -0)
                 total = Signal(32, name=f"sum_{r}_{j}")
                 add_cell(m, f"add_{r}_{j}", "ndp_fp32_add_pipe", self._shared,
-                         a=Mux(first_r, 0, acc_r.data.word_select(j, 32)),
-                         b=Mux(j < active_r, product_r, 0), s=total)
+                         a=Mux(pipe["first_r"], 0, acc_r.data.word_select(j, 32)),
+                         b=Mux(j < pipe["active_r"], product_r, 0), s=total)
                 sums.append(total)
-            m.d.comb += acc_w.data.eq(Mux(mac_w, Cat(*sums), self.acc_data))
+            m.d.comb += acc_w.data.eq(Mux(pipe["mac_w"], Cat(*sums), self.acc_data))
             fold_reads.append(acc_fold)
 
         rd_row = Signal.like(self.rd_row)
@@ -156,14 +177,15 @@ class ComputeUnit(wiring.Component):
         return m
 
     def _fold(self, m, reads):
-        """The fold unit: the sets of one word in order, then the packed rows pairwise."""
+        """The fold unit: the sets of one word in order (PE row 0's, then row 1's with
+        `split`), then the packed rows pairwise."""
         lanes = self._cfg.lanes
         total, operand = Signal(32 * lanes), Signal(32 * lanes)
         read_data = Signal(32 * lanes)
-        read_addr = Signal(range(self.acc_depth))
+        read_addr, read_row = Signal(range(self.acc_depth)), Signal(range(len(reads)))
         for r, port in enumerate(reads):
             m.d.comb += port.addr.eq(read_addr)
-        with m.Switch(self.fold_row):
+        with m.Switch(read_row):
             for r, port in enumerate(reads):
                 with m.Case(r):
                     m.d.comb += read_data.eq(port.data)
@@ -181,23 +203,32 @@ class ComputeUnit(wiring.Component):
             m.d.comb += self.sum_fp16.word_select(j, 16).eq(half)
         m.d.comb += self.sum_fp32.eq(total)
 
-        set_left = Signal(range(ACC_INTERLEAVE + 1))     # sets still to add
+        set_left = Signal(range(ACC_INTERLEAVE + 1))     # sets still to add in the row read now
+        sets1 = Signal(range(ACC_INTERLEAVE + 1))        # then PE row 1's (split)
         shift = Signal(range(lanes + 1))                 # lanes between the packed rows to fold, h * N
-        addr = Signal(range(self.acc_depth))
+        addr, word = Signal(range(self.acc_depth)), Signal(range(self.acc_depth))
+        src_row = Signal(range(len(reads)))
         wait = Signal(range(ADD_STAGES + 1))
         with m.FSM(name="fold"):
             with m.State("IDLE"):
-                m.d.comb += read_addr.eq(self.fold_word)
+                m.d.comb += [read_addr.eq(self.fold_word), read_row.eq(self.fold_row)]
                 with m.If(self.fold_start):
                     m.d.sync += [total.eq(read_data), addr.eq(self.fold_word + self.fold_n_words),
-                                 set_left.eq(self.fold_sets - 1),
+                                 word.eq(self.fold_word), src_row.eq(self.fold_row),
+                                 set_left.eq(self.fold_sets - 1), sets1.eq(self.fold_sets1),
                                  shift.eq((self.fold_pack * self.n_cols) >> 1)]
                     m.next = "NEXT"
             with m.State("NEXT"):
-                m.d.comb += read_addr.eq(addr)
-                with m.If(set_left != 0):
-                    m.d.sync += [operand.eq(read_data), addr.eq(addr + self.fold_n_words),
-                                 set_left.eq(set_left - 1), wait.eq(ADD_STAGES)]
+                # the row's sets, then PE row 1's from its first set, then the lane tree
+                to_row1 = (set_left == 0) & (sets1 != 0)
+                m.d.comb += [read_addr.eq(Mux(to_row1, word, addr)), read_row.eq(Mux(to_row1, 1, src_row))]
+                with m.If((set_left != 0) | to_row1):
+                    m.d.sync += [operand.eq(read_data), addr.eq(read_addr + self.fold_n_words),
+                                 wait.eq(ADD_STAGES)]
+                    with m.If(to_row1):
+                        m.d.sync += [src_row.eq(1), set_left.eq(sets1 - 1), sets1.eq(0)]
+                    with m.Else():
+                        m.d.sync += set_left.eq(set_left - 1)
                     m.next = "ADD"
                 with m.Elif(shift >= self.n_cols):
                     m.d.sync += [operand.eq(total >> (shift * 32)), shift.eq(shift >> 1),

@@ -32,7 +32,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from isa import Status, Op
-from isa.pe_array import ACC_INTERLEAVE
+from isa.pe_array import ACC_INTERLEAVE, SPLIT_ROWS
 from isa.slots import CQ_SEQ, CQ_STATUS, CQ_CYCLES, HEADER_BYTES
 from .axi import device_bus, AXI4Signature
 from .command_engine import ibuf_entry
@@ -116,7 +116,11 @@ class ControlUnit(wiring.Component):
         dest = Signal(range(4))
         m.d.comb += cu.n_cols.eq(st_n)
         pack_log2, n_words, sets = Signal(range(lane_bits + 1)), Signal(DIM_BITS), Signal(range(ACC_INTERLEAVE + 1))
-        full_groups, rest_rows, sets_used = Signal(DIM_BITS), Signal(range(lanes)), Signal(range(ACC_INTERLEAVE + 1))
+        full_groups, rest_rows = Signal(DIM_BITS), Signal(range(lanes))
+        # a stage of one input row spreads its k-groups over PE rows 0 and 1 (isa/pe_array.py)
+        split = Signal()
+        m.d.comb += [split.eq(m_rows == 1), cu.split.eq(split)]
+        sets_used = [Signal(range(ACC_INTERLEAVE + 1), name=f"sets_used{q}") for q in range(SPLIT_ROWS)]
         main_elems = Signal(44)
         plan_pack_log2, plan_n_words, plan_sets = Signal.like(pack_log2), Signal.like(n_words), Signal.like(sets)
         for p in range(lane_bits + 1):
@@ -128,6 +132,10 @@ class ControlUnit(wiring.Component):
                 m.d.comb += plan_sets.eq(s_)
         plan_groups = Signal(DIM_BITS)
         m.d.comb += plan_groups.eq((st_k + (1 << plan_pack_log2) - 1) >> plan_pack_log2)
+        # the k-groups each PE row receives: all on row 0, or with the split g mod 2 = q
+        row_groups = [Signal(DIM_BITS, name=f"row_groups{q}") for q in range(SPLIT_ROWS)]
+        m.d.comb += [row_groups[0].eq(Mux(split, (plan_groups + 1) >> 1, plan_groups)),
+                     row_groups[1].eq(Mux(split, plan_groups >> 1, 0))]
 
         # ---- progress: group (first row, rows, input offset), readout (row, word), results
         m0, group_rows, in_elem = Signal(DIM_BITS), Signal(range(cfg.rows + 1)), Signal(44)
@@ -138,9 +146,12 @@ class ControlUnit(wiring.Component):
         anchors_m = Array(Signal(32, name=f"anchor_m{r}") for r in range(cfg.rows))
         anchors_l = Array(Signal(32, name=f"anchor_l{r}") for r in range(cfg.rows))
         # weight stream progress: columns of the run's k-groups, first element of the
-        # k-group, k-groups seen (up to the sets), the set's first accumulator word
-        run_cols, k_base = Signal(DIM_BITS), Signal(DIM_BITS)
-        groups_seen, set_index, set_base = Signal(range(ACC_INTERLEAVE + 1)), Signal(range(ACC_INTERLEAVE)), Signal(DIM_BITS)
+        # slot's k-group and its PE row (its parity, with the split); per PE row, the
+        # k-groups seen (up to the sets) and the set's first accumulator word
+        run_cols, k_base, parity = Signal(DIM_BITS), Signal(DIM_BITS), Signal()
+        groups_seen = Array(Signal(range(ACC_INTERLEAVE + 1), name=f"groups_seen{q}") for q in range(SPLIT_ROWS))
+        set_index = Array(Signal(range(ACC_INTERLEAVE), name=f"set_index{q}") for q in range(SPLIT_ROWS))
+        set_base = Array(Signal(DIM_BITS, name=f"set_base{q}") for q in range(SPLIT_ROWS))
         drain = Signal(range(PIPE_DEPTH))
         # a result piece: PIECE_LINES lines' worth of data and strobes, where, and the line
         piece, piece_strb, piece_addr = (Signal(PIECE_LINES * cfg.data_bits), Signal(PIECE_LINES * cfg.beat_bytes),
@@ -252,9 +263,11 @@ class ControlUnit(wiring.Component):
                 m.d.sync += [pack_log2.eq(plan_pack_log2), n_words.eq(plan_n_words), sets.eq(plan_sets),
                              full_groups.eq(st_k >> plan_pack_log2),
                              rest_rows.eq(st_k & ((1 << plan_pack_log2) - 1)),
-                             sets_used.eq(Mux(plan_groups < plan_sets, plan_groups, plan_sets)),
                              main_elems.eq((st_k >> plan_pack_log2 << plan_pack_log2) * st_n),
-                             k_base.eq(0), groups_seen.eq(0), set_index.eq(0), set_base.eq(0)]
+                             k_base.eq(0), parity.eq(0)]
+                for q in range(SPLIT_ROWS):
+                    m.d.sync += [sets_used[q].eq(Mux(row_groups[q] < plan_sets, row_groups[q], plan_sets)),
+                                 groups_seen[q].eq(0), set_index[q].eq(0), set_base[q].eq(0)]
                 with m.If((st_k >> plan_pack_log2) != 0):
                     m.next = "WEIGHTS_START"
                 with m.Else():
@@ -266,7 +279,8 @@ class ControlUnit(wiring.Component):
                 m.d.comb += [reader.start.eq(1), reader.addr.eq(st_addr),
                              reader.beats.eq((main_elems + lanes - 1) >> lane_bits),
                              unpack.start.eq(1), unpack.offset.eq(0), unpack.rows.eq(full_groups),
-                             unpack.cols.eq(cols), unpack.beats.eq((main_elems + lanes - 1) >> lane_bits)]
+                             unpack.cols.eq(cols), unpack.beats.eq((main_elems + lanes - 1) >> lane_bits),
+                             unpack.pair.eq(split)]
                 m.next = "WEIGHTS"
             with m.State("REST_START"):
                 # the last k-group, K % pack rows, from where the whole packs end
@@ -280,18 +294,36 @@ class ControlUnit(wiring.Component):
                 m.next = "REST"
 
             def k_group_chunks():
-                m.d.comb += [cu.mac.eq(unpack.valid), cu.first.eq(groups_seen < sets), cu.k_base.eq(k_base),
-                             cu.acc_addr.eq(set_base + unpack.col[lane_bits:]), cu.active.eq(unpack.count),
-                             cu.w_data.eq(unpack.data)]
-                with m.If(unpack.valid & (unpack.col + unpack.count == run_cols)):
-                    # a k-group ends: the next one goes to the next set
-                    m.d.sync += k_base.eq(k_base + (1 << pack_log2))
-                    with m.If(groups_seen < sets):
-                        m.d.sync += groups_seen.eq(groups_seen + 1)
-                    with m.If(set_index + 1 == sets):
-                        m.d.sync += [set_index.eq(0), set_base.eq(0)]
-                    with m.Else():
-                        m.d.sync += [set_index.eq(set_index + 1), set_base.eq(set_base + n_words)]
+                """Send the unpacker's slot to the PE array: its first chunk (k-group g, on PE
+                row `parity`) and, paired, the first chunk of group g + 1 (the other row)."""
+                ends = unpack.col + unpack.count == run_cols              # the first chunk ends its group
+                first_chunk = (unpack.valid, k_base, unpack.col[lane_bits:], unpack.count, unpack.data)
+                pair_chunk = (unpack.pair_valid, k_base + (1 << pack_log2), 0, unpack.pair_count, unpack.pair_data)
+                ports = [(cu.mac, cu.k_base, cu.acc_addr, cu.active, cu.w_data, cu.first),
+                         (cu.mac1, cu.k_base1, cu.acc_addr1, cu.active1, cu.w_data1, cu.first1)]
+                for q, (mac, kb, addr, active, data, first) in enumerate(ports):
+                    valid_q, base_q, word_q, count_q, data_q = (Mux(parity == q, a, b) for a, b in zip(first_chunk, pair_chunk))
+                    m.d.comb += [mac.eq(valid_q), kb.eq(base_q), addr.eq(set_base[q] + word_q),
+                                 active.eq(count_q), data.eq(data_q), first.eq(groups_seen[q] < sets)]
+                # a group that ends goes to its PE row's next set; the next group is on the
+                # other row (split)
+                group_ends = [(unpack.valid & ends, parity),
+                              (unpack.pair_valid & (unpack.pair_count == run_cols), ~parity)]
+                for q in range(SPLIT_ROWS):
+                    advance = Signal(name=f"advance{q}")
+                    m.d.comb += advance.eq(sum((e & (p == q)) for e, p in group_ends) != 0)
+                    with m.If(advance):
+                        with m.If(groups_seen[q] < sets):
+                            m.d.sync += groups_seen[q].eq(groups_seen[q] + 1)
+                        with m.If(set_index[q] + 1 == sets):
+                            m.d.sync += [set_index[q].eq(0), set_base[q].eq(0)]
+                        with m.Else():
+                            m.d.sync += [set_index[q].eq(set_index[q] + 1), set_base[q].eq(set_base[q] + n_words)]
+                ended = Signal(range(3))
+                m.d.comb += ended.eq(group_ends[0][0] + group_ends[1][0])
+                m.d.sync += k_base.eq(k_base + (ended << pack_log2))
+                with m.If(split):
+                    m.d.sync += parity.eq(parity ^ ended[0])
                 m.d.sync += drain.eq(PIPE_DEPTH - 1)
                 return unpack.valid & unpack.last
 
@@ -314,8 +346,8 @@ class ControlUnit(wiring.Component):
             # ---- readout: fold each word of each row, send it where the stage says
             with m.State("FOLD"):
                 m.d.comb += [cu.fold_start.eq(1), cu.fold_row.eq(row), cu.fold_word.eq(word),
-                             cu.fold_n_words.eq(n_words), cu.fold_sets.eq(sets_used),
-                             cu.fold_pack.eq(1 << pack_log2)]
+                             cu.fold_n_words.eq(n_words), cu.fold_sets.eq(sets_used[0]),
+                             cu.fold_sets1.eq(sets_used[1]), cu.fold_pack.eq(1 << pack_log2)]
                 m.next = "FOLD_WAIT"
             with m.State("FOLD_WAIT"):
                 m.d.comb += [cu.fold_row.eq(row), cu.fold_n_words.eq(n_words)]

@@ -4,7 +4,11 @@ multiple of LANES, realigned so that column `col + j` is lane j.
 
 The matrix starts `offset` elements into the first beat; rows need not be aligned to
 beats. It takes exactly `beats` beats from the stream, so the stream is empty after the
-last chunk. One chunk per cycle while the beats keep up; the consumer always accepts.
+last chunk. It holds a window of WINDOW_BEATS beats and emits one *slot* per cycle while
+the beats keep up; the consumer always accepts. A slot is one chunk, or, with `pair` set
+(a stage of one input row, isa/pe_array.py), two: the last chunk of row r with the first
+chunk of row r + 1, at every row boundary when a row is several chunks long, else when r
+is even (`Plan.pairs_with_next`). The pair's second chunk is `pair_*`.
 """
 from amaranth import Module, Signal, Cat, Mux
 from amaranth.lib import wiring
@@ -14,6 +18,7 @@ from .dram_reader import RUN_BEATS_BITS
 from .stream import BeatStream
 
 DIM_BITS = 20
+WINDOW_BEATS = 3            # a pair spans up to 2 LANES elements from any position in a beat
 
 
 class Unpacker(wiring.Component):
@@ -22,62 +27,79 @@ class Unpacker(wiring.Component):
         lanes = cfg.lanes
         super().__init__({
             "start": In(1), "offset": In(range(lanes)), "rows": In(DIM_BITS), "cols": In(DIM_BITS),
-            "beats": In(RUN_BEATS_BITS),
+            "beats": In(RUN_BEATS_BITS), "pair": In(1),
             "busy": Out(1),
             "src": In(BeatStream(cfg.data_bits)),
-            # the chunk
+            # the slot: its first chunk, and `last` when the slot ends the run
             "valid": Out(1), "data": Out(16 * lanes),
             "row": Out(DIM_BITS), "col": Out(DIM_BITS), "count": Out(range(lanes + 1)), "last": Out(1),
+            # its second chunk (row + 1, column 0), when there is one
+            "pair_valid": Out(1), "pair_data": Out(16 * lanes), "pair_count": Out(range(lanes + 1)),
         })
 
     def elaborate(self, platform):
         m = Module()
         lanes, width = self._cfg.lanes, self._cfg.data_bits
-        win0, win1 = Signal(width), Signal(width)
-        held = Signal(range(3))                   # beats in the window
-        pos = Signal(range(lanes))                # first unconsumed element of win0
+        win = [Signal(width, name=f"win{i}") for i in range(WINDOW_BEATS)]
+        held = Signal(range(WINDOW_BEATS + 1))    # beats in the window
+        pos = Signal(range(lanes))                # first unconsumed element of win[0]
         taken = Signal(RUN_BEATS_BITS)
-        rows, cols, beats = Signal(DIM_BITS), Signal(DIM_BITS), Signal(RUN_BEATS_BITS)
+        rows, cols, beats, pair = Signal(DIM_BITS), Signal(DIM_BITS), Signal(RUN_BEATS_BITS), Signal()
         row, col = Signal(DIM_BITS), Signal(DIM_BITS)
         active = Signal()
         m.d.comb += [self.busy.eq(active), self.row.eq(row), self.col.eq(col)]
 
         with m.If(self.start):
             m.d.sync += [active.eq(1), pos.eq(self.offset), rows.eq(self.rows), cols.eq(self.cols),
-                         beats.eq(self.beats), row.eq(0), col.eq(0), taken.eq(0), held.eq(0)]
+                         beats.eq(self.beats), pair.eq(self.pair), row.eq(0), col.eq(0), taken.eq(0),
+                         held.eq(0)]
 
         left_in_row = cols - col
         count = Signal(range(lanes + 1))
         m.d.comb += count.eq(Mux(left_in_row < lanes, left_in_row, lanes))
-        need = pos + count                        # elements of the window this chunk spans
-        m.d.comb += [self.count.eq(count),
-                     self.data.eq(Cat(win0, win1).bit_select(pos * 16, 16 * lanes)),
-                     self.valid.eq(active & (need <= held * lanes))]
         end_of_row = col + count == cols
-        m.d.comb += self.last.eq(end_of_row & (row == rows - 1))
+        # the pair: the next row's first chunk, at the boundaries isa/pe_array.py pairs
+        pair_count = Signal(range(lanes + 1))
+        m.d.comb += pair_count.eq(Mux(cols < lanes, cols, lanes))
+        paired = Signal()
+        m.d.comb += paired.eq(pair & end_of_row & (row + 1 < rows) & ((cols > lanes) | ~row[0]))
+        need_first = pos + count                  # window elements the slot spans
+        need = Signal(range(WINDOW_BEATS * lanes))
+        m.d.comb += need.eq(need_first + Mux(paired, pair_count, 0))
+        window = Cat(*win)
+        m.d.comb += [self.count.eq(count), self.data.eq(window.bit_select(pos * 16, 16 * lanes)),
+                     self.valid.eq(active & (need <= held * lanes)),
+                     self.pair_valid.eq(self.valid & paired), self.pair_count.eq(pair_count),
+                     self.pair_data.eq(window.bit_select(need_first * 16, 16 * lanes))]
+        pair_ends_row = pair_count == cols
+        next_row = row + 1 + (paired & pair_ends_row)
+        m.d.comb += self.last.eq(end_of_row & (next_row == rows))
 
-        retire = Signal()
+        lane_bits = (lanes - 1).bit_length()
+        retire = Signal(range(WINDOW_BEATS))      # beats the slot finishes
         with m.If(self.valid):
-            m.d.comb += retire.eq(need >= lanes)
-            m.d.sync += pos.eq(need[:len(pos)])   # need - lanes when a beat retires
+            m.d.comb += retire.eq(need >> lane_bits)
+            m.d.sync += pos.eq(need[:lane_bits])
             with m.If(end_of_row):
-                m.d.sync += [col.eq(0), row.eq(row + 1)]
+                m.d.sync += [row.eq(next_row), col.eq(Mux(paired & ~pair_ends_row, pair_count, 0))]
             with m.Else():
                 m.d.sync += col.eq(col + count)
 
-        # refill: keep two beats in the window while the run has beats left
+        # refill: keep the window full while the run has beats left
         kept = held - retire
         pull = Signal()
-        m.d.comb += [pull.eq(active & (kept < 2) & (taken < beats) & self.src.valid),
+        m.d.comb += [pull.eq(active & (kept < WINDOW_BEATS) & (taken < beats) & self.src.valid),
                      self.src.ready.eq(pull)]
-        with m.If(retire):
-            m.d.sync += win0.eq(win1)
+        with m.Switch(retire):
+            for r in range(1, WINDOW_BEATS):
+                with m.Case(r):
+                    m.d.sync += [win[i].eq(win[i + r]) for i in range(WINDOW_BEATS - r)]
         with m.If(pull):
             m.d.sync += taken.eq(taken + 1)
-            with m.If(kept == 0):
-                m.d.sync += win0.eq(self.src.data)
-            with m.Else():
-                m.d.sync += win1.eq(self.src.data)
+            with m.Switch(kept):
+                for i in range(WINDOW_BEATS):
+                    with m.Case(i):
+                        m.d.sync += win[i].eq(self.src.data)
         m.d.sync += held.eq(kept + pull)
 
         with m.If(self.valid & self.last):

@@ -8,6 +8,8 @@ import functools
 import json
 import pathlib
 
+from .pe_array import SPLIT_ROWS
+
 CONFIG_DIR = pathlib.Path(__file__).parent / "configs"
 
 
@@ -45,7 +47,8 @@ class DeviceConfig:
              f"data_bits must be a power of two >= 512 (512 in the spec's default), got {self.data_bits!r}")
         need(self.lanes == self.data_bits // 16,
              f"lanes must equal the DRAM port width in FP16 elements ({self.data_bits // 16}), got {self.lanes!r}")
-        need(self.rows >= 1, f"rows must be >= 1, got {self.rows!r}")
+        need(self.rows >= SPLIT_ROWS, f"rows must be >= {SPLIT_ROWS} (a one-row stage spreads its k-groups "
+             f"over {SPLIT_ROWS} PE rows, isa/pe_array.py), got {self.rows!r}")
         need(1 <= self.num_queues <= 16, f"num_queues must be 1..16, got {self.num_queues!r}")
         need(self.k_max >= self.lanes and self.k_max % self.lanes == 0,
              f"in_buf_bytes={self.in_buf_bytes!r} must hold rows x a multiple of lanes FP16 elements")

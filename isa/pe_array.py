@@ -19,39 +19,57 @@ The weights W (K x N, row-major, FP16) stream from DRAM one LANES-element chunk 
   packed rows, a pairwise lane tree: for h = pack/2, pack/4, .., 1, lane r*N + n adds lane
   (r + h) * N + n for r < h. The result is rounded once to FP16 (RNE).
 
-A partial sum that started from +0 is never -0, so a set or a packed row that received no
-product (+0) adds exactly: the order above is the whole definition, whatever K is.
-With N >= LANES * ACC_INTERLEAVE this is plain accumulation in order of k.
+- **One input row: k-groups over two PE rows.** A stage with a single input row (GEMV,
+  and every stage of a one-row ATTENTION or LORA_XAB) leaves the other PE rows idle, and
+  one chunk per cycle cannot keep up with the DRAM port when a chunk leaves lanes empty
+  (N = 24 fills 24 of 32 lanes). Such a stage gives k-group g to PE row g mod SPLIT_ROWS
+  (both rows hold the input row), so that two chunks of consecutive k-groups can go in
+  one cycle (`pairs_with_next`): the last chunk of group g with the first chunk of group
+  g + 1. Each PE row keeps its own sets, group g in set (g div SPLIT_ROWS) mod sets; the
+  fold adds PE row 0's sets in order, then PE row 1's, then the lane tree. Which groups
+  share a cycle never changes the sums, only the time.
+
+A partial sum that started from +0 is never -0, so a set, a PE row or a packed row that
+received no product (+0) adds exactly: the order above is the whole definition, whatever
+K is. With N >= LANES * ACC_INTERLEAVE and more than one input row this is plain
+accumulation in order of k.
 """
 import dataclasses
 
 ACC_INTERLEAVE = 3          # cycles from an accumulator's read to its write-back (FP32 adder stages)
+SPLIT_ROWS = 2              # PE rows a one-row stage spreads its k-groups over
 
 
 @dataclasses.dataclass(frozen=True)
 class Plan:
     pack: int               # rows of W per chunk
     n_words: int            # chunks per row group (accumulator words per output row)
-    sets: int               # interleaved partial sums per word
+    sets: int               # interleaved partial sums per word (per PE row)
+    split: int              # PE rows the k-groups go round: SPLIT_ROWS for one input row, else 1
 
-    @property
-    def fold_steps(self):
-        """Adds per output at readout: the sets, then the lane tree."""
-        return self.sets - 1 + (self.pack.bit_length() - 1)
+    def sets_used(self, k):
+        """Per PE row of the split, the sets that receive a k-group for K = k."""
+        groups = -(-k // self.pack)
+        return [min(self.sets, -(-(groups - q) // self.split)) for q in range(self.split)]
+
+    def fold_steps(self, k):
+        """Adds per output at readout for K = k: the sets that received a k-group, over
+        the PE rows of the split, then the lane tree."""
+        return sum(self.sets_used(k)) - 1 + (self.pack.bit_length() - 1)
+
+    def pairs_with_next(self, g):
+        """Whether k-group g's last chunk and k-group g + 1's first go in one cycle: with the
+        split, at every group boundary, except that a one-chunk group pairs once (g even)."""
+        return self.split > 1 and (self.n_words > 1 or g % 2 == 0)
 
 
-def plan(n, lanes):
-    """The plan for N output columns on `lanes` lanes (N >= 1)."""
+def plan(n, lanes, in_rows):
+    """The plan for N output columns on `lanes` lanes (N >= 1) and `in_rows` input rows
+    in the stage."""
     if n < 1:
         raise ValueError(f"N must be >= 1, got {n!r}")
     pack = 1
     while 2 * pack * n <= lanes:
         pack *= 2
     n_words = -(-n // lanes)
-    return Plan(pack, n_words, -(-ACC_INTERLEAVE // n_words))
-
-
-def acc_words(n, lanes):
-    """Accumulator words one output row needs: every set of every word."""
-    p = plan(n, lanes)
-    return p.sets * p.n_words
+    return Plan(pack, n_words, -(-ACC_INTERLEAVE // n_words), SPLIT_ROWS if in_rows == 1 else 1)

@@ -2638,371 +2638,509 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   wire \$1 ;
   wire [26:0] \$10 ;
   wire \$100 ;
-  reg [31:0] \$101 ;
-  reg [31:0] \$102 ;
-  wire [64:0] \$103 ;
-  wire [65:0] \$104 ;
-  wire [20:0] \$105 ;
-  wire [27:0] \$106 ;
-  wire [66:0] \$107 ;
-  wire [64:0] \$108 ;
-  wire \$109 ;
+  wire \$101 ;
+  wire \$102 ;
+  wire [1:0] \$103 ;
+  wire \$104 ;
+  wire \$105 ;
+  wire \$106 ;
+  wire \$107 ;
+  wire \$108 ;
+  wire [2:0] \$109 ;
   wire \$11 ;
-  wire [3:0] \$110 ;
-  wire \$111 ;
+  wire \$110 ;
+  wire [20:0] \$111 ;
   wire \$112 ;
   wire \$113 ;
   wire \$114 ;
   wire \$115 ;
-  wire \$116 ;
+  wire [1:0] \$116 ;
   wire \$117 ;
   wire \$118 ;
   wire \$119 ;
   wire [26:0] \$12 ;
   wire \$120 ;
   wire \$121 ;
-  wire \$122 ;
+  wire [2:0] \$122 ;
   wire \$123 ;
-  wire \$124 ;
+  wire [20:0] \$124 ;
   wire \$125 ;
   wire \$126 ;
   wire \$127 ;
   wire \$128 ;
-  wire \$129 ;
+  wire [1:0] \$129 ;
   wire \$13 ;
   wire \$130 ;
   wire \$131 ;
   wire \$132 ;
-  wire \$133 ;
-  wire \$134 ;
-  wire \$135 ;
+  wire [7:0] \$133 ;
+  wire [20:0] \$134 ;
+  wire [20:0] \$135 ;
   wire \$136 ;
-  wire \$137 ;
-  wire \$138 ;
-  wire [64:0] \$139 ;
+  wire [14:0] \$137 ;
+  wire [20:0] \$138 ;
+  wire \$139 ;
   wire [20:0] \$14 ;
-  wire [15:0] \$140 ;
-  wire [16:0] \$141 ;
-  wire [16:0] \$142 ;
-  wire [79:0] \$143 ;
-  wire [80:0] \$144 ;
-  wire [64:0] \$145 ;
-  wire [15:0] \$146 ;
-  wire [16:0] \$147 ;
-  wire [16:0] \$148 ;
-  wire [79:0] \$149 ;
+  wire [5:0] \$140 ;
+  wire \$141 ;
+  wire [511:0] \$142 ;
+  wire \$143 ;
+  wire \$144 ;
+  wire \$145 ;
+  wire \$146 ;
+  wire [7:0] \$147 ;
+  wire [20:0] \$148 ;
+  wire [20:0] \$149 ;
   wire [21:0] \$15 ;
-  wire [80:0] \$150 ;
-  wire \$151 ;
-  wire \$152 ;
+  wire \$150 ;
+  wire [14:0] \$151 ;
+  wire [20:0] \$152 ;
   wire \$153 ;
-  wire \$154 ;
+  wire [5:0] \$154 ;
   wire \$155 ;
-  wire \$156 ;
+  wire [511:0] \$156 ;
   wire \$157 ;
-  wire \$158 ;
+  wire [20:0] \$158 ;
   wire \$159 ;
   wire [21:0] \$16 ;
   wire \$160 ;
   wire \$161 ;
   wire \$162 ;
   wire [1:0] \$163 ;
-  wire [1:0] \$164 ;
-  wire [46:0] \$165 ;
-  wire [64:0] \$166 ;
+  wire \$164 ;
+  wire \$165 ;
+  wire \$166 ;
   wire \$167 ;
   wire \$168 ;
-  wire [19:0] \$169 ;
+  wire [2:0] \$169 ;
   wire [21:0] \$17 ;
-  wire [7:0] \$170 ;
-  wire [8:0] \$171 ;
-  wire [20:0] \$172 ;
+  wire \$170 ;
+  wire [20:0] \$171 ;
+  wire \$172 ;
   wire \$173 ;
-  wire [19:0] \$174 ;
-  wire [19:0] \$175 ;
-  wire [26:0] \$176 ;
-  wire [46:0] \$177 ;
-  wire [19:0] \$178 ;
+  wire \$174 ;
+  wire \$175 ;
+  wire [1:0] \$176 ;
+  wire \$177 ;
+  wire \$178 ;
   wire \$179 ;
   wire \$18 ;
-  wire [26:0] \$180 ;
-  wire [24:0] \$181 ;
-  wire [20:0] \$182 ;
+  wire \$180 ;
+  wire \$181 ;
+  wire [2:0] \$182 ;
   wire \$183 ;
-  wire \$184 ;
-  wire [7:0] \$185 ;
-  wire [20:0] \$186 ;
+  wire [20:0] \$184 ;
+  wire \$185 ;
+  wire \$186 ;
   wire \$187 ;
-  wire [2:0] \$188 ;
-  wire [2:0] \$189 ;
+  wire \$188 ;
+  wire [1:0] \$189 ;
   wire [20:0] \$19 ;
-  wire \$190 ;
-  wire [2:0] \$191 ;
-  wire [20:0] \$192 ;
-  wire \$193 ;
-  wire \$194 ;
-  wire [20:0] \$195 ;
-  wire \$196 ;
-  wire \$197 ;
-  wire [7:0] \$198 ;
-  wire [20:0] \$199 ;
+  wire [7:0] \$190 ;
+  wire [26:0] \$191 ;
+  wire [22:0] \$192 ;
+  wire [48:0] \$193 ;
+  wire [8:0] \$194 ;
+  wire [26:0] \$195 ;
+  wire [22:0] \$196 ;
+  wire [48:0] \$197 ;
+  wire [8:0] \$198 ;
+  wire \$199 ;
   wire [20:0] \$2 ;
   wire \$20 ;
-  wire \$200 ;
-  wire [2:0] \$201 ;
-  wire [2:0] \$202 ;
-  wire \$203 ;
-  wire [2:0] \$204 ;
-  wire [20:0] \$205 ;
-  wire \$206 ;
-  wire [3:0] \$207 ;
-  wire \$208 ;
-  wire [9:0] \$209 ;
+  wire [19:0] \$200 ;
+  wire \$201 ;
+  wire \$202 ;
+  wire [26:0] \$203 ;
+  wire [22:0] \$204 ;
+  wire [48:0] \$205 ;
+  wire [8:0] \$206 ;
+  wire \$207 ;
+  wire [63:0] \$208 ;
+  wire \$209 ;
   wire [7:0] \$21 ;
-  wire [1534:0] \$210 ;
-  wire [255:0] \$211 ;
-  wire [256:0] \$212 ;
-  wire [319:0] \$213 ;
-  wire [64:0] \$214 ;
-  wire [48:0] \$215 ;
-  wire [65:0] \$216 ;
-  wire [9:0] \$217 ;
-  wire [2046:0] \$218 ;
-  wire [255:0] \$219 ;
+  wire \$210 ;
+  wire [8:0] \$211 ;
+  wire [64:0] \$212 ;
+  wire [511:0] \$213 ;
+  wire [63:0] \$214 ;
+  wire [20:0] \$215 ;
+  wire [27:0] \$216 ;
+  wire \$217 ;
+  wire \$218 ;
+  wire [2:0] \$219 ;
   wire [20:0] \$22 ;
-  wire [256:0] \$220 ;
-  wire [319:0] \$221 ;
-  wire [64:0] \$222 ;
-  wire [48:0] \$223 ;
+  wire \$220 ;
+  reg [31:0] \$221 ;
+  reg [31:0] \$222 ;
+  wire [64:0] \$223 ;
   wire [65:0] \$224 ;
   wire [20:0] \$225 ;
   wire [27:0] \$226 ;
-  wire \$227 ;
-  wire \$228 ;
-  wire [2:0] \$229 ;
+  wire [66:0] \$227 ;
+  wire [64:0] \$228 ;
+  wire \$229 ;
   wire [21:0] \$23 ;
-  wire \$230 ;
-  wire [20:0] \$231 ;
-  wire [2:0] \$232 ;
+  wire [3:0] \$230 ;
+  wire \$231 ;
+  wire \$232 ;
   wire \$233 ;
-  wire [2:0] \$234 ;
+  wire \$234 ;
   wire \$235 ;
-  wire [2:0] \$236 ;
+  wire \$236 ;
   wire \$237 ;
-  wire [9:0] \$238 ;
-  wire [1534:0] \$239 ;
+  wire \$238 ;
+  wire \$239 ;
   wire [21:0] \$24 ;
-  wire [255:0] \$240 ;
-  wire [256:0] \$241 ;
-  wire [319:0] \$242 ;
-  wire [64:0] \$243 ;
-  wire [48:0] \$244 ;
-  wire [65:0] \$245 ;
+  wire \$240 ;
+  wire \$241 ;
+  wire \$242 ;
+  wire \$243 ;
+  wire \$244 ;
+  wire \$245 ;
   wire \$246 ;
-  wire [63:0] \$247 ;
+  wire \$247 ;
   wire \$248 ;
   wire \$249 ;
-  wire \$25 ;
+  wire [20:0] \$25 ;
   wire \$250 ;
-  wire [2:0] \$251 ;
-  wire [20:0] \$252 ;
-  wire [27:0] \$253 ;
+  wire \$251 ;
+  wire \$252 ;
+  wire \$253 ;
   wire \$254 ;
   wire \$255 ;
-  wire [2:0] \$256 ;
+  wire \$256 ;
   wire \$257 ;
-  wire [20:0] \$258 ;
-  wire [2:0] \$259 ;
-  wire [26:0] \$26 ;
-  wire [22:0] \$260 ;
-  wire [48:0] \$261 ;
-  wire \$262 ;
-  wire \$263 ;
-  wire [22:0] \$264 ;
-  wire [48:0] \$265 ;
-  wire \$266 ;
-  wire \$267 ;
-  wire \$268 ;
-  wire \$269 ;
+  wire \$258 ;
+  wire [64:0] \$259 ;
+  wire [20:0] \$26 ;
+  wire [15:0] \$260 ;
+  wire [16:0] \$261 ;
+  wire [16:0] \$262 ;
+  wire [79:0] \$263 ;
+  wire [80:0] \$264 ;
+  wire [64:0] \$265 ;
+  wire [15:0] \$266 ;
+  wire [16:0] \$267 ;
+  wire [16:0] \$268 ;
+  wire [79:0] \$269 ;
   wire [20:0] \$27 ;
-  wire \$270 ;
-  wire [2:0] \$271 ;
+  wire [80:0] \$270 ;
+  wire \$271 ;
   wire \$272 ;
-  wire [2:0] \$273 ;
-  wire [20:0] \$274 ;
-  wire [22:0] \$275 ;
-  wire [44:0] \$276 ;
-  wire [20:0] \$277 ;
+  wire \$273 ;
+  wire \$274 ;
+  wire \$275 ;
+  wire \$276 ;
+  wire \$277 ;
   wire \$278 ;
   wire \$279 ;
-  wire \$28 ;
-  reg [333:0] \$280 ;
-  reg [4:0] \$281 ;
-  reg [7:0] \$282 ;
-  reg [63:0] \$283 ;
-  reg [63:0] \$284 ;
-  reg [19:0] \$285 ;
-  reg [43:0] \$286 ;
-  reg [47:0] \$287 ;
-  reg [1:0] \$288 ;
-  reg [19:0] \$289 ;
-  wire [26:0] \$29 ;
-  reg [2:0] \$290 ;
-  reg \$291 ;
-  reg [1:0] \$292 ;
-  reg [19:0] \$293 ;
-  reg [63:0] \$294 ;
-  reg [19:0] \$295 ;
-  reg [19:0] \$296 ;
-  reg [1:0] \$297 ;
-  reg [2:0] \$298 ;
-  reg [19:0] \$299 ;
+  wire [19:0] \$28 ;
+  wire \$280 ;
+  wire \$281 ;
+  wire \$282 ;
+  wire [1:0] \$283 ;
+  wire [1:0] \$284 ;
+  wire [46:0] \$285 ;
+  wire [64:0] \$286 ;
+  wire \$287 ;
+  wire \$288 ;
+  wire [19:0] \$289 ;
+  wire \$29 ;
+  wire [7:0] \$290 ;
+  wire [8:0] \$291 ;
+  wire [20:0] \$292 ;
+  wire [19:0] \$293 ;
+  wire [26:0] \$294 ;
+  wire [46:0] \$295 ;
+  wire \$296 ;
+  wire [19:0] \$297 ;
+  wire \$298 ;
+  wire [19:0] \$299 ;
   wire \$3 ;
-  wire [20:0] \$30 ;
-  reg [1:0] \$300 ;
-  reg [19:0] \$301 ;
-  reg [4:0] \$302 ;
-  reg [1:0] \$303 ;
-  reg [43:0] \$304 ;
-  reg [19:0] \$305 ;
-  reg [1:0] \$306 ;
-  reg [1:0] \$307 ;
-  reg [19:0] \$308 ;
-  reg [19:0] \$309 ;
+  wire [26:0] \$30 ;
+  wire [19:0] \$300 ;
+  wire \$301 ;
+  wire [26:0] \$302 ;
+  wire [24:0] \$303 ;
+  wire \$304 ;
+  wire [2:0] \$305 ;
+  wire [2:0] \$306 ;
+  wire \$307 ;
+  wire [2:0] \$308 ;
+  wire [20:0] \$309 ;
   wire [20:0] \$31 ;
-  reg [2:0] \$310 ;
-  reg [1535:0] \$311 ;
-  reg [191:0] \$312 ;
-  reg [63:0] \$313 ;
-  reg [1:0] \$314 ;
-  reg [31:0] \$315 ;
-  reg [31:0] \$316 ;
-  reg [31:0] \$317 ;
-  reg [31:0] \$318 ;
-  reg [31:0] \$319 ;
-  wire [64:0] \$32 ;
-  reg [31:0] \$320 ;
-  reg [31:0] \$321 ;
-  reg [31:0] \$322 ;
-  wire [64:0] \$33 ;
+  wire \$310 ;
+  wire [2:0] \$311 ;
+  wire [2:0] \$312 ;
+  wire \$313 ;
+  wire [2:0] \$314 ;
+  wire [20:0] \$315 ;
+  wire [8:0] \$316 ;
+  wire [20:0] \$317 ;
+  wire \$318 ;
+  wire \$319 ;
+  wire \$32 ;
+  wire \$320 ;
+  wire \$321 ;
+  wire [2:0] \$322 ;
+  wire [2:0] \$323 ;
+  wire \$324 ;
+  wire [2:0] \$325 ;
+  wire [20:0] \$326 ;
+  wire \$327 ;
+  wire [2:0] \$328 ;
+  wire [2:0] \$329 ;
+  wire [26:0] \$33 ;
+  wire \$330 ;
+  wire [2:0] \$331 ;
+  wire [20:0] \$332 ;
+  wire [8:0] \$333 ;
+  wire [20:0] \$334 ;
+  wire \$335 ;
+  wire \$336 ;
+  wire [3:0] \$337 ;
+  wire \$338 ;
+  wire [9:0] \$339 ;
   wire [20:0] \$34 ;
-  wire \$35 ;
-  wire [20:0] \$36 ;
-  wire [20:0] \$37 ;
-  wire [22:0] \$38 ;
-  wire [23:0] \$39 ;
+  wire [1534:0] \$340 ;
+  wire [255:0] \$341 ;
+  wire [256:0] \$342 ;
+  wire [319:0] \$343 ;
+  wire [64:0] \$344 ;
+  wire [48:0] \$345 ;
+  wire [65:0] \$346 ;
+  wire [9:0] \$347 ;
+  wire [2046:0] \$348 ;
+  wire [255:0] \$349 ;
+  wire [20:0] \$35 ;
+  wire [256:0] \$350 ;
+  wire [319:0] \$351 ;
+  wire [64:0] \$352 ;
+  wire [48:0] \$353 ;
+  wire [65:0] \$354 ;
+  wire [20:0] \$355 ;
+  wire [27:0] \$356 ;
+  wire \$357 ;
+  wire \$358 ;
+  wire [2:0] \$359 ;
+  wire [64:0] \$36 ;
+  wire \$360 ;
+  wire [20:0] \$361 ;
+  wire [2:0] \$362 ;
+  wire \$363 ;
+  wire [2:0] \$364 ;
+  wire \$365 ;
+  wire [2:0] \$366 ;
+  wire \$367 ;
+  wire [9:0] \$368 ;
+  wire [1534:0] \$369 ;
+  wire [64:0] \$37 ;
+  wire [255:0] \$370 ;
+  wire [256:0] \$371 ;
+  wire [319:0] \$372 ;
+  wire [64:0] \$373 ;
+  wire [48:0] \$374 ;
+  wire [65:0] \$375 ;
+  wire \$376 ;
+  wire [63:0] \$377 ;
+  wire \$378 ;
+  wire \$379 ;
+  wire [20:0] \$38 ;
+  wire \$380 ;
+  wire [2:0] \$381 ;
+  wire [20:0] \$382 ;
+  wire [27:0] \$383 ;
+  wire \$384 ;
+  wire \$385 ;
+  wire [2:0] \$386 ;
+  wire \$387 ;
+  wire [20:0] \$388 ;
+  wire [2:0] \$389 ;
+  wire \$39 ;
+  wire [22:0] \$390 ;
+  wire [48:0] \$391 ;
+  wire \$392 ;
+  wire \$393 ;
+  wire [22:0] \$394 ;
+  wire [48:0] \$395 ;
+  wire \$396 ;
+  wire \$397 ;
+  wire \$398 ;
+  wire \$399 ;
   wire [20:0] \$4 ;
-  wire [24:0] \$40 ;
-  wire [25:0] \$41 ;
-  wire [8:0] \$414 ;
-  wire [25:0] \$42 ;
-  wire [11:0] \$421 ;
-  wire [8:0] \$424 ;
-  wire [64:0] \$43 ;
-  wire [45:0] \$44 ;
-  wire [65:0] \$45 ;
-  wire [44:0] \$46 ;
-  wire [45:0] \$47 ;
+  wire [20:0] \$40 ;
+  wire \$400 ;
+  wire [2:0] \$401 ;
+  wire \$402 ;
+  wire [2:0] \$403 ;
+  wire [20:0] \$404 ;
+  wire [22:0] \$405 ;
+  wire [44:0] \$406 ;
+  wire [20:0] \$407 ;
+  wire \$408 ;
+  wire \$409 ;
+  wire [20:0] \$41 ;
+  reg [333:0] \$410 ;
+  reg [4:0] \$411 ;
+  reg [7:0] \$412 ;
+  reg [63:0] \$413 ;
+  reg [63:0] \$414 ;
+  reg [19:0] \$415 ;
+  reg [43:0] \$416 ;
+  reg [47:0] \$417 ;
+  reg [1:0] \$418 ;
+  reg [19:0] \$419 ;
+  wire [22:0] \$42 ;
+  reg [2:0] \$420 ;
+  reg \$421 ;
+  reg [1:0] \$422 ;
+  reg [19:0] \$423 ;
+  reg [63:0] \$424 ;
+  reg [19:0] \$425 ;
+  reg [19:0] \$426 ;
+  reg [1:0] \$427 ;
+  reg [2:0] \$428 ;
+  reg [19:0] \$429 ;
+  wire [23:0] \$43 ;
+  reg [1:0] \$430 ;
+  reg [19:0] \$431 ;
+  reg [4:0] \$432 ;
+  reg [43:0] \$433 ;
+  reg [19:0] \$434 ;
+  reg \$435 ;
+  reg [1:0] \$436 ;
+  reg [1:0] \$437 ;
+  reg [1:0] \$438 ;
+  reg [19:0] \$439 ;
+  wire [24:0] \$44 ;
+  reg [1:0] \$440 ;
+  reg [1:0] \$441 ;
+  reg [1:0] \$442 ;
+  reg [19:0] \$443 ;
+  reg [19:0] \$444 ;
+  reg [2:0] \$445 ;
+  reg [1535:0] \$446 ;
+  reg [191:0] \$447 ;
+  reg [63:0] \$448 ;
+  reg [1:0] \$449 ;
+  wire [25:0] \$45 ;
+  reg [31:0] \$450 ;
+  reg [31:0] \$451 ;
+  reg [31:0] \$452 ;
+  reg [31:0] \$453 ;
+  reg [31:0] \$454 ;
+  reg [31:0] \$455 ;
+  reg [31:0] \$456 ;
+  reg [31:0] \$457 ;
+  wire [25:0] \$46 ;
+  wire [64:0] \$47 ;
   wire [45:0] \$48 ;
-  wire [26:0] \$49 ;
+  wire [65:0] \$49 ;
   wire \$5 ;
   wire [44:0] \$50 ;
   wire [45:0] \$51 ;
   wire [45:0] \$52 ;
-  wire [45:0] \$53 ;
-  wire [64:0] \$54 ;
-  wire [24:0] \$55 ;
-  wire [20:0] \$56 ;
-  wire [21:0] \$57 ;
-  wire [8:0] \$579 ;
-  wire [22:0] \$58 ;
-  wire [22:0] \$59 ;
+  wire [26:0] \$53 ;
+  wire [44:0] \$54 ;
+  wire [45:0] \$55 ;
+  wire [45:0] \$56 ;
+  wire [45:0] \$57 ;
+  wire [64:0] \$58 ;
+  wire [24:0] \$59 ;
   wire [22:0] \$6 ;
-  wire [24:0] \$60 ;
-  wire [24:0] \$61 ;
-  wire [20:0] \$62 ;
-  wire [21:0] \$63 ;
-  wire [22:0] \$64 ;
-  wire [22:0] \$65 ;
-  wire \$66 ;
-  wire [20:0] \$67 ;
-  wire \$68 ;
-  wire [20:0] \$69 ;
+  wire [20:0] \$60 ;
+  wire [21:0] \$61 ;
+  wire [22:0] \$62 ;
+  wire [22:0] \$63 ;
+  wire [24:0] \$64 ;
+  wire [24:0] \$65 ;
+  wire [20:0] \$66 ;
+  wire [21:0] \$67 ;
+  wire [8:0] \$671 ;
+  wire [11:0] \$678 ;
+  wire [22:0] \$68 ;
+  wire [8:0] \$681 ;
+  wire [22:0] \$69 ;
   wire \$7 ;
-  wire [7:0] \$70 ;
-  wire [26:0] \$71 ;
-  wire [22:0] \$72 ;
-  wire [48:0] \$73 ;
-  wire [8:0] \$74 ;
-  wire [26:0] \$75 ;
-  wire [22:0] \$76 ;
-  wire [48:0] \$77 ;
-  wire [8:0] \$78 ;
+  wire \$70 ;
+  wire \$71 ;
+  wire \$72 ;
+  wire [7:0] \$73 ;
+  wire [20:0] \$74 ;
+  wire [20:0] \$75 ;
+  wire \$76 ;
+  wire [14:0] \$77 ;
+  wire [20:0] \$78 ;
   wire \$79 ;
   wire [22:0] \$8 ;
-  wire [19:0] \$80 ;
+  wire [5:0] \$80 ;
   wire \$81 ;
-  wire \$82 ;
-  wire [26:0] \$83 ;
-  wire [22:0] \$84 ;
-  wire [48:0] \$85 ;
-  wire [8:0] \$86 ;
-  wire \$87 ;
-  wire [63:0] \$88 ;
-  wire \$89 ;
+  wire [511:0] \$82 ;
+  wire \$83 ;
+  wire \$84 ;
+  wire [8:0] \$846 ;
+  wire \$85 ;
+  wire \$86 ;
+  wire [7:0] \$87 ;
+  wire [20:0] \$88 ;
+  wire [20:0] \$89 ;
   wire \$9 ;
   wire \$90 ;
-  wire [8:0] \$91 ;
-  wire [64:0] \$92 ;
-  wire [511:0] \$93 ;
-  wire [63:0] \$94 ;
-  wire [20:0] \$95 ;
-  wire [27:0] \$96 ;
+  wire [14:0] \$91 ;
+  wire [20:0] \$92 ;
+  wire \$93 ;
+  wire [5:0] \$94 ;
+  wire \$95 ;
+  wire [511:0] \$96 ;
   wire \$97 ;
-  wire \$98 ;
-  wire [2:0] \$99 ;
+  wire [20:0] \$98 ;
+  wire \$99 ;
   reg [2:0] \$like ;
-  wire [19:0] \$like$93 ;
+  wire [19:0] \$like$95 ;
   (* init = 20'h00000 *)
   wire [19:0] \$signal ;
-  reg [19:0] \$signal$132  = 20'h00000;
-  reg [19:0] \$signal$133  = 20'h00000;
-  reg [63:0] \$signal$144  = 64'h0000000000000000;
-  reg [63:0] \$signal$145  = 64'h0000000000000000;
-  reg [2:0] \$signal$146 ;
-  reg [19:0] \$signal$147  = 20'h00000;
-  reg [63:0] \$signal$163  = 64'h0000000000000000;
-  reg [19:0] \$signal$165  = 20'h00000;
-  reg [2:0] \$signal$166  = 3'h0;
-  reg [4:0] \$signal$167  = 5'h00;
-  reg [1:0] \$signal$170  = 2'h0;
-  reg [1:0] \$signal$171  = 2'h0;
-  reg [19:0] \$signal$173  = 20'h00000;
-  reg [19:0] \$signal$175  = 20'h00000;
-  reg [1:0] \$signal$181  = 2'h0;
-  reg [19:0] \$signal$184  = 20'h00000;
-  reg [47:0] \$signal$190 ;
-  reg [47:0] \$signal$191  = 48'h000000000000;
-  reg [1:0] \$signal$192  = 2'h0;
-  reg [47:0] \$signal$194 ;
-  reg [47:0] \$signal$211 ;
-  reg [191:0] \$signal$214  = 192'h000000000000000000000000000000000000000000000000;
-  reg [63:0] \$signal$215  = 64'h0000000000000000;
-  reg [1535:0] \$signal$217  = 1536'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-  reg [2:0] \$signal$219  = 3'h0;
-  reg [511:0] \$signal$233 ;
-  reg \$signal$248  = 1'h0;
-  reg [1:0] \$signal$251  = 2'h0;
-  reg [19:0] \$signal$252  = 20'h00000;
-  reg [19:0] \$signal$96  = 20'h00000;
+  reg [19:0] \$signal$136  = 20'h00000;
+  reg [19:0] \$signal$137  = 20'h00000;
+  reg [63:0] \$signal$148  = 64'h0000000000000000;
+  reg [63:0] \$signal$149  = 64'h0000000000000000;
+  reg [2:0] \$signal$150 ;
+  reg [19:0] \$signal$151  = 20'h00000;
+  reg [63:0] \$signal$167  = 64'h0000000000000000;
+  reg [19:0] \$signal$169  = 20'h00000;
+  reg [2:0] \$signal$170  = 3'h0;
+  reg \$signal$174  = 1'h0;
+  reg [19:0] \$signal$177  = 20'h00000;
+  reg [1:0] \$signal$187  = 2'h0;
+  reg [19:0] \$signal$197  = 20'h00000;
+  reg [1:0] \$signal$205  = 2'h0;
+  reg [19:0] \$signal$208  = 20'h00000;
+  reg [47:0] \$signal$216 ;
+  reg [47:0] \$signal$217  = 48'h000000000000;
+  reg [1:0] \$signal$218  = 2'h0;
+  reg [47:0] \$signal$220 ;
+  reg [47:0] \$signal$237 ;
+  reg [191:0] \$signal$240  = 192'h000000000000000000000000000000000000000000000000;
+  reg [63:0] \$signal$241  = 64'h0000000000000000;
+  reg [1535:0] \$signal$243  = 1536'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  reg [2:0] \$signal$245  = 3'h0;
+  reg [511:0] \$signal$259 ;
+  reg \$signal$274  = 1'h0;
+  reg [19:0] \$signal$98  = 20'h00000;
   reg [6:0] acc_addr;
+  reg [6:0] acc_addr1;
   reg [1023:0] acc_data;
   reg [1:0] acc_row;
   reg acc_we;
   reg [6:0] acc_word;
   reg [5:0] active;
+  reg [5:0] active1;
   reg [63:0] addr;
-  reg [63:0] \addr$143 ;
+  reg [63:0] \addr$147 ;
+  reg advance0;
+  reg \advance0$200 ;
+  reg advance1;
+  reg \advance1$201 ;
   reg [31:0] anchor_l0 = 32'd0;
   reg [31:0] anchor_l1 = 32'd0;
   reg [31:0] anchor_l2 = 32'd0;
@@ -3012,8 +3150,8 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   reg [31:0] anchor_m2 = 32'd0;
   reg [31:0] anchor_m3 = 32'd0;
   reg [31:0] beats;
-  reg [31:0] \beats$140 ;
-  reg [31:0] \beats$154 ;
+  reg [31:0] \beats$144 ;
+  reg [31:0] \beats$158 ;
   output [63:0] bus__araddr;
   wire [63:0] bus__araddr;
   wire [63:0] \bus__araddr$3 ;
@@ -3107,7 +3245,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   wire bus__wvalid;
   wire \bus__wvalid$45 ;
   wire busy;
-  wire \busy$247 ;
+  wire \busy$273 ;
   input clk;
   wire clk;
   wire [19:0] col;
@@ -3146,6 +3284,8 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   wire [14:0] dst_addr;
   wire [511:0] dst_data;
   wire dst_en;
+  reg [1:0] ended;
+  reg [1:0] \ended$202 ;
   reg [333:0] entry = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   wire [203:0] \entry.desc ;
   wire [63:0] \entry.desc.dev_addr ;
@@ -3163,15 +3303,19 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   wire [63:0] \entry.seq ;
   wire [63:0] \entry.taken ;
   reg first;
+  reg first1;
   wire fold_done;
   reg [7:0] fold_n_words;
   reg [5:0] fold_pack;
   reg [1:0] fold_row;
   reg [1:0] fold_sets;
+  reg [1:0] fold_sets1;
   reg fold_start;
   reg [6:0] fold_word;
   reg from_stream;
   reg [4:0] fsm_state = 5'h00;
+  reg [1:0] groups_seen0 = 2'h0;
+  reg [1:0] groups_seen1 = 2'h0;
   reg [511:0] in_data;
   reg [43:0] in_elem = 44'h00000000000;
   reg [1:0] in_row;
@@ -3182,25 +3326,31 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   wire is_compute;
   wire is_load;
   reg [19:0] k_base;
+  reg [19:0] k_base1;
   wire [31:0] l;
   wire last;
   reg [19:0] length;
   reg [511:0] line;
-  reg [511:0] \line$221 ;
+  reg [511:0] \line$247 ;
   wire [7:0] log2_slot;
   wire [31:0] m;
   reg mac;
+  reg mac1;
   reg [43:0] main_elems = 44'h00000000000;
   reg more;
   reg [19:0] n_cols = 20'h00000;
   reg [7:0] nbytes;
-  reg [7:0] \nbytes$195 ;
-  reg [7:0] \nbytes$212 ;
+  reg [7:0] \nbytes$221 ;
+  reg [7:0] \nbytes$238 ;
   reg [4:0] offset;
   wire [39:0] operand_lines;
   wire [511:0] out__data;
   wire out__ready;
   wire out__valid;
+  reg pair;
+  wire [5:0] pair_count;
+  wire [511:0] pair_data;
+  wire pair_valid;
   reg partial;
   reg [1:0] piece_line = 2'h0;
   wire [19:0] plan_groups;
@@ -3289,12 +3439,22 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   wire [19:0] \regs.pasid ;
   wire [63:0] \regs.sq_base ;
   wire [31:0] \regs.tail ;
+  reg [4:0] rest_rows = 5'h00;
   wire [19:0] row;
+  wire [19:0] row_groups0;
+  wire [19:0] row_groups1;
   reg [19:0] rows;
   input rst;
   wire rst;
   reg [31:0] run_beats;
-  reg [1:0] sets_used = 2'h0;
+  reg [19:0] set_base0 = 20'h00000;
+  reg [19:0] set_base1 = 20'h00000;
+  reg [1:0] set_index0 = 2'h0;
+  reg [1:0] set_index1 = 2'h0;
+  reg [1:0] sets_used0 = 2'h0;
+  reg [1:0] sets_used1 = 2'h0;
+  wire split;
+  wire \split$93 ;
   wire [511:0] src__data;
   wire [511:0] \src__data$72 ;
   wire src__ready;
@@ -3304,18 +3464,19 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   wire [14:0] src_addr;
   wire [1023:0] src_data;
   reg start;
-  reg \start$137 ;
-  reg \start$150 ;
-  reg \start$208 ;
+  reg \start$141 ;
+  reg \start$154 ;
+  reg \start$234 ;
   wire [47:0] stats_offset;
   reg [7:0] status = 8'h00;
-  wire [7:0] \status$245 ;
+  wire [7:0] \status$271 ;
   reg [31:0] status_word;
   reg [63:0] strb;
   wire [511:0] sum_fp16;
   wire [1023:0] sum_fp32;
   wire valid;
   reg [511:0] w_data;
+  reg [511:0] w_data1;
   wire [31:0] widened_0;
   wire [31:0] widened_1;
   wire [31:0] widened_10;
@@ -3348,10 +3509,63 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   wire [31:0] widened_7;
   wire [31:0] widened_8;
   wire [31:0] widened_9;
+  always @(posedge clk)
+    rest_rows <= \$432 ;
+  always @(posedge clk)
+    main_elems <= \$433 ;
+  always @(posedge clk)
+    \$signal$177  <= \$434 ;
+  always @(posedge clk)
+    \$signal$174  <= \$435 ;
+  always @(posedge clk)
+    sets_used0 <= \$436 ;
+  always @(posedge clk)
+    groups_seen0 <= \$437 ;
+  always @(posedge clk)
+    set_index0 <= \$438 ;
+  always @(posedge clk)
+    set_base0 <= \$439 ;
+  always @(posedge clk)
+    sets_used1 <= \$440 ;
+  always @(posedge clk)
+    groups_seen1 <= \$441 ;
+  always @(posedge clk)
+    set_index1 <= \$442 ;
+  always @(posedge clk)
+    set_base1 <= \$443 ;
+  always @(posedge clk)
+    \$signal$197  <= \$444 ;
+  always @(posedge clk)
+    drain <= \$445 ;
+  always @(posedge clk)
+    \$signal$243  <= \$446 ;
+  always @(posedge clk)
+    \$signal$240  <= \$447 ;
+  always @(posedge clk)
+    \$signal$241  <= \$448 ;
+  always @(posedge clk)
+    piece_line <= \$449 ;
+  always @(posedge clk)
+    anchor_m0 <= \$450 ;
+  always @(posedge clk)
+    anchor_m1 <= \$451 ;
+  always @(posedge clk)
+    anchor_m2 <= \$452 ;
+  always @(posedge clk)
+    anchor_m3 <= \$453 ;
+  always @(posedge clk)
+    anchor_l0 <= \$454 ;
+  always @(posedge clk)
+    anchor_l1 <= \$455 ;
+  always @(posedge clk)
+    anchor_l2 <= \$456 ;
+  always @(posedge clk)
+    anchor_l3 <= \$457 ;
   assign \$1  = ~ copying;
   assign src__valid = out__valid & \$1 ;
   assign \src__valid$76  = out__valid & copying;
   assign out__ready = copying ? \src__ready$79  : src__ready;
+  assign split = entry[183:164] == 1'h1;
   assign \$3  = \$2  <= 6'h20;
   assign \$5  = \$4  <= 6'h20;
   assign \$7  = \$6  <= 6'h20;
@@ -3365,346 +3579,421 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   assign \$19  = \$16 [19:0] * 1'h1;
   assign \$20  = \$19  >= 2'h3;
   assign \$21  = 1'h1 << \$like ;
-  assign \$22  = \$signal$96  + \$21 ;
+  assign \$22  = \$signal$98  + \$21 ;
   assign \$23  = \$22  - 1'h1;
   assign \$24  = $signed(\$23 ) >>> \$like ;
-  assign \$25  = entry[5:2] == 2'h3;
-  assign src_data = \$25  ? rd_acc_data : { widened_31, widened_30, widened_29, widened_28, widened_27, widened_26, widened_25, widened_24, widened_23, widened_22, widened_21, widened_20, widened_19, widened_18, widened_17, widened_16, widened_15, widened_14, widened_13, widened_12, widened_11, widened_10, widened_9, widened_8, widened_7, widened_6, widened_5, widened_4, widened_3, widened_2, widened_1, widened_0 };
-  assign \$27  = \$signal$132  - \$26 [19:0];
-  assign \$28  = $signed(\$27 ) < $signed(7'h20);
-  assign \$30  = \$signal$132  - \$29 [19:0];
-  assign \$31  = \$28  ? \$30  : 21'h000020;
-  assign \$32  = \$signal$144  + 7'h40;
-  assign \$33  = \$signal$145  + 7'h40;
-  assign \$34  = entry[183:164] - \$signal$147 ;
-  assign \$35  = $signed(\$34 ) < $signed(4'h4);
-  assign \$36  = entry[183:164] - \$signal$147 ;
-  assign \$37  = \$35  ? \$36  : 21'h000004;
-  assign \$38  = \$signal$146  * entry[203:184];
-  assign \$39  = in_elem[4:0] + \$38 ;
-  assign \$40  = \$39  + 6'h20;
-  assign \$41  = \$40  - 1'h1;
-  assign \$43  = \$signal$145  + 7'h40;
-  assign \$45  = \$43  + \$44 ;
-  assign \$46  = main_elems + 6'h20;
-  assign \$47  = \$46  - 1'h1;
-  assign \$49  = n_cols << \$signal$166 ;
+  assign \$25  = \$24 [19:0] + 1'h1;
+  assign \$27  = split ? \$26  : { 1'h0, \$24 [19:0] };
+  assign row_groups1 = split ? \$28  : 20'h00000;
+  assign \$29  = entry[5:2] == 2'h3;
+  assign src_data = \$29  ? rd_acc_data : { widened_31, widened_30, widened_29, widened_28, widened_27, widened_26, widened_25, widened_24, widened_23, widened_22, widened_21, widened_20, widened_19, widened_18, widened_17, widened_16, widened_15, widened_14, widened_13, widened_12, widened_11, widened_10, widened_9, widened_8, widened_7, widened_6, widened_5, widened_4, widened_3, widened_2, widened_1, widened_0 };
+  assign \$31  = \$signal$136  - \$30 [19:0];
+  assign \$32  = $signed(\$31 ) < $signed(7'h20);
+  assign \$34  = \$signal$136  - \$33 [19:0];
+  assign \$35  = \$32  ? \$34  : 21'h000020;
+  assign \$36  = \$signal$148  + 7'h40;
+  assign \$37  = \$signal$149  + 7'h40;
+  assign \$38  = entry[183:164] - \$signal$151 ;
+  assign \$39  = $signed(\$38 ) < $signed(4'h4);
+  assign \$40  = entry[183:164] - \$signal$151 ;
+  assign \$41  = \$39  ? \$40  : 21'h000004;
+  assign \$42  = \$signal$150  * entry[203:184];
+  assign \$43  = in_elem[4:0] + \$42 ;
+  assign \$44  = \$43  + 6'h20;
+  assign \$45  = \$44  - 1'h1;
+  assign \$47  = \$signal$149  + 7'h40;
+  assign \$49  = \$47  + \$48 ;
   assign \$50  = main_elems + 6'h20;
   assign \$51  = \$50  - 1'h1;
-  assign \$54  = \$signal$163  + \$53 ;
-  assign \$55  = \$signal$167  * n_cols;
-  assign \$56  = main_elems[4:0] + \$55 [19:0];
-  assign \$57  = \$56  + 6'h20;
-  assign \$58  = \$57  - 1'h1;
-  assign \$60  = \$signal$167  * n_cols;
-  assign \$61  = \$signal$167  * n_cols;
-  assign \$62  = main_elems[4:0] + \$61 [19:0];
-  assign \$63  = \$62  + 6'h20;
-  assign \$64  = \$63  - 1'h1;
-  assign \$66  = \$signal$170  < \$signal$171 ;
-  assign \$67  = \$signal$175  + col[19:5];
-  assign \$68  = \$signal$170  < \$signal$171 ;
-  assign \$69  = \$signal$175  + col[19:5];
-  assign \$70  = 1'h1 << \$signal$166 ;
-  assign \$72  = \$71 [19:0] << \$signal$192 ;
-  assign \$73  = \$signal$191  + \$72 ;
-  assign \$74  = \$31 [5:0] << \$signal$192 ;
-  assign \$76  = \$75 [19:0] << \$signal$192 ;
-  assign \$77  = \$signal$191  + \$76 ;
-  assign \$78  = \$31 [5:0] << \$signal$192 ;
-  assign \$79  = entry[5:2] == 2'h3;
-  assign \$80  = \$79  ? entry[143:124] : entry[203:184];
-  assign \$81  = entry[5:2] == 2'h3;
-  assign \$82  = \$81  | entry[11];
-  assign \$84  = \$83 [19:0] << \$signal$192 ;
-  assign \$85  = \$signal$191  + \$84 ;
-  assign \$86  = \$31 [5:0] << \$signal$192 ;
-  assign \$87  = piece_line < 2'h3;
-  assign \$414  = piece_line * 7'h40;
-  assign \$88  = \$signal$214  >> \$414 ;
-  assign \$89  = | \$88 ;
-  assign \$90  = \$87  & \$89 ;
-  assign \$92  = \$signal$215  + \$91 ;
-  assign \$421  = piece_line * 10'h200;
-  assign \$93  = \$signal$217  >> \$421 ;
-  assign \$424  = piece_line * 7'h40;
-  assign \$94  = \$signal$214  >> \$424 ;
-  assign \$95  = \$signal$133  + 1'h1;
-  assign \$97  = \$96  >= \$signal$132 ;
-  assign \$98  = ~ \$97 ;
-  assign \$99  = \$signal$181  + 1'h1;
-  assign \$100  = \$99  < \$signal$219 ;
-  assign \$103  = \$signal$144  + 7'h40;
-  assign \$104  = \$103  + stats_offset;
-  assign \$105  = \$signal$147  + \$signal$181 ;
-  assign \$107  = \$104  + \$106 ;
-  assign \$108  = cycle - entry[333:270];
-  assign \$109  = ~ busy;
-  assign \$110  = regs[289] << entry[205:204];
-  assign \$111  = ! fsm_state;
-  assign \$112  = fsm_state == 1'h1;
-  assign \$113  = fsm_state == 2'h2;
-  assign \$114  = fsm_state == 2'h3;
-  assign \$115  = fsm_state == 3'h4;
-  assign \$116  = fsm_state == 3'h5;
-  assign \$117  = fsm_state == 3'h6;
-  assign \$118  = fsm_state == 3'h7;
-  assign \$119  = fsm_state == 4'h8;
-  assign \$120  = fsm_state == 4'h9;
-  assign \$121  = fsm_state == 4'ha;
-  assign \$122  = fsm_state == 4'hb;
-  assign \$123  = fsm_state == 4'hc;
-  assign \$124  = fsm_state == 4'hd;
-  assign \$125  = fsm_state == 4'he;
-  assign \$126  = fsm_state == 4'hf;
-  assign \$127  = fsm_state == 5'h10;
-  assign \$128  = fsm_state == 5'h11;
-  assign \$129  = fsm_state == 5'h12;
-  assign \$130  = fsm_state == 5'h13;
-  assign \$131  = fsm_state == 5'h14;
-  assign \$132  = fsm_state == 5'h15;
-  assign \$133  = fsm_state == 5'h16;
-  assign \$134  = fsm_state == 5'h17;
-  assign \$135  = fsm_state == 5'h18;
-  assign \$136  = fsm_state == 5'h19;
-  assign \$137  = fsm_state == 5'h1a;
-  assign \$138  = fsm_state == 5'h1b;
-  assign \$139  = entry[269:206] - 1'h1;
-  assign \$140  = 1'h1 << regs[259:256];
-  assign \$141  = \$140  - 1'h1;
-  assign \$142  = { 1'h0, \$139 [15:0] } & \$141 ;
-  assign \$143  = $signed(\$142 ) << regs[265:260];
-  assign \$144  = $signed({ 1'h0, regs[63:0] }) + $signed(\$143 );
-  assign \$145  = entry[269:206] - 1'h1;
-  assign \$146  = 1'h1 << regs[259:256];
-  assign \$147  = \$146  - 1'h1;
-  assign \$148  = { 1'h0, \$145 [15:0] } & \$147 ;
-  assign \$149  = $signed(\$148 ) << regs[265:260];
-  assign \$150  = $signed({ 1'h0, regs[127:64] }) + $signed(\$149 );
-  assign \$151  = entry[5:2] == 2'h3;
-  assign \$152  = entry[5:2] == 2'h2;
-  assign \$153  = entry[5:2] == 3'h4;
-  assign \$154  = | \status$245 ;
-  assign \$155  = ~ \busy$247 ;
-  assign \$156  = ~ busy;
-  assign \$157  = \$155  & \$156 ;
-  assign \$158  = valid & last;
-  assign \$159  = entry[5:2] == 2'h2;
-  assign \$160  = ! \$signal$248 ;
-  assign \$161  = entry[5:2] == 2'h3;
-  assign \$162  = entry[5:2] == 3'h4;
-  assign \$163  = \$162  ? 2'h2 : 2'h0;
-  assign \$164  = \$161  ? 2'h3 : \$163 ;
-  assign \$166  = entry[83:20] + \$165 ;
-  assign \$167  = entry[5:2] == 2'h3;
-  assign \$168  = \$167  ? 1'h1 : 1'h0;
-  assign \$169  = \$signal$96  >> \$like ;
-  assign \$170  = 1'h1 << \$like ;
-  assign \$171  = \$170  - 1'h1;
-  assign \$172  = { 1'h0, \$signal$96  } & { \$171 [8], \$171 [8], \$171 [8], \$171 [8], \$171 [8], \$171 [8], \$171 [8], \$171 [8], \$171 [8], \$171 [8], \$171 [8], \$171 [8], \$171  };
-  assign \$173  = \$24 [19:0] < plan_sets;
-  assign \$174  = \$173  ? \$24 [19:0] : { 18'h00000, plan_sets };
-  assign \$175  = \$signal$96  >> \$like ;
-  assign \$176  = \$175  << \$like ;
-  assign \$177  = \$176  * n_cols;
-  assign \$178  = \$signal$96  >> \$like ;
-  assign \$179  = | \$178 ;
-  assign \$180  = n_cols << \$signal$166 ;
-  assign \$181  = \$signal$167  * n_cols;
-  assign \$182  = col + count;
-  assign \$183  = \$182  == \$signal$252 ;
-  assign \$184  = valid & \$183 ;
-  assign \$185  = 1'h1 << \$signal$166 ;
-  assign \$186  = \$signal$173  + \$185 ;
-  assign \$187  = \$signal$170  < \$signal$171 ;
-  assign \$188  = \$signal$170  + 1'h1;
-  assign \$189  = \$signal$251  + 1'h1;
-  assign \$190  = \$189  == \$signal$171 ;
-  assign \$191  = \$signal$251  + 1'h1;
-  assign \$192  = \$signal$175  + \$signal$184 ;
-  assign \$193  = valid & last;
-  assign \$194  = | \$signal$167 ;
-  assign \$195  = col + count;
-  assign \$196  = \$195  == \$signal$252 ;
-  assign \$197  = valid & \$196 ;
-  assign \$198  = 1'h1 << \$signal$166 ;
-  assign \$199  = \$signal$173  + \$198 ;
-  assign \$200  = \$signal$170  < \$signal$171 ;
-  assign \$201  = \$signal$170  + 1'h1;
-  assign \$202  = \$signal$251  + 1'h1;
-  assign \$203  = \$202  == \$signal$171 ;
-  assign \$204  = \$signal$251  + 1'h1;
-  assign \$205  = \$signal$175  + \$signal$184 ;
-  assign \$206  = valid & last;
-  assign \$207  = drain - 1'h1;
-  assign \$208  = drain == 1'h1;
-  assign \$209  = \$signal$190 [5:0] * 4'h8;
-  assign \$210  = sum_fp16 << \$209 ;
-  assign \$211  = 1'h1 << nbytes;
-  assign \$212  = \$211  - 1'h1;
-  assign \$213  = $signed(\$212 ) << \$signal$190 [5:0];
-  assign \$214  = \$signal$144  + 7'h40;
-  assign \$216  = \$214  + \$215 ;
-  assign \$217  = \$signal$194 [5:0] * 4'h8;
-  assign \$218  = sum_fp32 << \$217 ;
-  assign \$219  = 1'h1 << \nbytes$195 ;
-  assign \$220  = \$219  - 1'h1;
-  assign \$221  = $signed(\$220 ) << \$signal$194 [5:0];
-  assign \$222  = \$signal$144  + 7'h40;
-  assign \$224  = \$222  + \$223 ;
-  assign \$225  = \$signal$133  + 1'h1;
-  assign \$227  = \$226  >= n_cols;
-  assign \$228  = ~ \$227 ;
-  assign \$229  = \$signal$181  + 1'h1;
-  assign \$230  = \$229  < \$signal$219 ;
-  assign \$231  = \$signal$133  + 1'h1;
-  assign \$232  = \$signal$181  + 1'h1;
-  assign \$233  = dest == 2'h3;
-  assign \$234  = \$signal$181  + 1'h1;
-  assign \$235  = \$234  < \$signal$219 ;
-  assign \$236  = \$signal$181  + 1'h1;
-  assign \$237  = entry[5:2] == 2'h3;
-  assign \$238  = \$signal$211 [5:0] * 4'h8;
-  assign \$239  = rd_in_data << \$238 ;
-  assign \$240  = 1'h1 << \nbytes$212 ;
-  assign \$241  = \$240  - 1'h1;
-  assign \$242  = $signed(\$241 ) << \$signal$211 [5:0];
-  assign \$243  = \$signal$144  + 7'h40;
-  assign \$245  = \$243  + \$244 ;
-  assign \$246  = piece_line < 2'h3;
-  assign \$579  = piece_line * 7'h40;
-  assign \$247  = \$signal$214  >> \$579 ;
-  assign \$248  = | \$247 ;
-  assign \$249  = \$246  & \$248 ;
-  assign \$250  = ~ busy;
-  assign \$251  = piece_line + 1'h1;
-  assign \$252  = \$signal$133  + 1'h1;
-  assign \$254  = \$253  >= \$signal$132 ;
-  assign \$255  = ~ \$254 ;
-  assign \$256  = \$signal$181  + 1'h1;
-  assign \$257  = \$256  < \$signal$219 ;
-  assign \$258  = \$signal$133  + 1'h1;
-  assign \$259  = \$signal$181  + 1'h1;
-  assign \$260  = \$signal$132  << \$signal$192 ;
-  assign \$261  = \$signal$191  + \$260 ;
-  assign \$262  = entry[5:2] == 2'h2;
-  assign \$263  = more & \$262 ;
-  assign \$264  = \$signal$132  << \$signal$192 ;
-  assign \$265  = \$signal$191  + \$264 ;
-  assign \$266  = entry[5:2] == 2'h3;
-  assign \$267  = entry[5:2] == 2'h2;
-  assign \$268  = \$267  & entry[11];
-  assign \$269  = \$266  | \$268 ;
-  assign \$270  = ~ busy;
-  assign \$271  = \$signal$181  + 1'h1;
-  assign \$272  = \$271  < \$signal$219 ;
-  assign \$273  = \$signal$181  + 1'h1;
-  assign \$274  = \$signal$147  + 3'h4;
-  assign \$275  = 3'h4 * entry[203:184];
-  assign \$276  = in_elem + \$275 ;
-  assign \$277  = \$signal$147  + 3'h4;
-  assign \$278  = \$277  < entry[183:164];
-  assign \$279  = ~ busy;
+  assign \$53  = n_cols << \$signal$170 ;
+  assign \$54  = main_elems + 6'h20;
+  assign \$55  = \$54  - 1'h1;
+  assign \$58  = \$signal$167  + \$57 ;
+  assign \$59  = rest_rows * n_cols;
+  assign \$60  = main_elems[4:0] + \$59 [19:0];
+  assign \$61  = \$60  + 6'h20;
+  assign \$62  = \$61  - 1'h1;
+  assign \$64  = rest_rows * n_cols;
+  assign \$65  = rest_rows * n_cols;
+  assign \$66  = main_elems[4:0] + \$65 [19:0];
+  assign \$67  = \$66  + 6'h20;
+  assign \$68  = \$67  - 1'h1;
+  assign \$70  = ! \$signal$174 ;
+  assign \$71  = \$signal$174  ? pair_valid : valid;
+  assign \$72  = ! \$signal$174 ;
+  assign \$73  = 1'h1 << \$signal$170 ;
+  assign \$74  = \$signal$177  + \$73 ;
+  assign \$75  = \$signal$174  ? \$74  : { 1'h0, \$signal$177  };
+  assign \$76  = ! \$signal$174 ;
+  assign \$77  = \$signal$174  ? 15'h0000 : col[19:5];
+  assign \$78  = set_base0 + \$77 ;
+  assign \$79  = ! \$signal$174 ;
+  assign \$80  = \$signal$174  ? pair_count : count;
+  assign \$81  = ! \$signal$174 ;
+  assign \$82  = \$signal$174  ? pair_data : data;
+  assign \$83  = groups_seen0 < \$signal$187 ;
+  assign \$85  = \$84  ? valid : pair_valid;
+  assign \$87  = 1'h1 << \$signal$170 ;
+  assign \$88  = \$signal$177  + \$87 ;
+  assign \$89  = \$86  ? { 1'h0, \$signal$177  } : \$88 ;
+  assign \$91  = \$90  ? col[19:5] : 15'h0000;
+  assign \$92  = set_base1 + \$91 ;
+  assign \$94  = \$93  ? count : pair_count;
+  assign \$96  = \$95  ? data : pair_data;
+  assign \$97  = groups_seen1 < \$signal$187 ;
+  assign \$98  = col + count;
+  assign \$99  = \$98  == \$signal$197 ;
+  assign \$100  = valid & \$99 ;
+  assign \$101  = ! \$signal$174 ;
+  assign \$102  = \$100  & \$101 ;
+  assign \$103  = 1'h0 + \$102 ;
+  assign \$104  = pair_count == \$signal$197 ;
+  assign \$105  = pair_valid & \$104 ;
+  assign \$106  = ~ \$signal$174 ;
+  assign \$108  = \$105  & \$107 ;
+  assign \$109  = \$103  + \$108 ;
+  assign \$110  = | \$109 ;
+  assign \$111  = col + count;
+  assign \$112  = \$111  == \$signal$197 ;
+  assign \$113  = valid & \$112 ;
+  assign \$115  = \$113  & \$114 ;
+  assign \$116  = 1'h0 + \$115 ;
+  assign \$117  = pair_count == \$signal$197 ;
+  assign \$118  = pair_valid & \$117 ;
+  assign \$119  = ~ \$signal$174 ;
+  assign \$121  = \$118  & \$120 ;
+  assign \$122  = \$116  + \$121 ;
+  assign \$123  = | \$122 ;
+  assign \$124  = col + count;
+  assign \$125  = \$124  == \$signal$197 ;
+  assign \$126  = valid & \$125 ;
+  assign \$127  = pair_count == \$signal$197 ;
+  assign \$128  = pair_valid & \$127 ;
+  assign \$129  = \$126  + \$128 ;
+  assign \$130  = ! \$signal$174 ;
+  assign \$131  = \$signal$174  ? pair_valid : valid;
+  assign \$132  = ! \$signal$174 ;
+  assign \$133  = 1'h1 << \$signal$170 ;
+  assign \$134  = \$signal$177  + \$133 ;
+  assign \$135  = \$signal$174  ? \$134  : { 1'h0, \$signal$177  };
+  assign \$136  = ! \$signal$174 ;
+  assign \$137  = \$signal$174  ? 15'h0000 : col[19:5];
+  assign \$138  = set_base0 + \$137 ;
+  assign \$139  = ! \$signal$174 ;
+  assign \$140  = \$signal$174  ? pair_count : count;
+  assign \$141  = ! \$signal$174 ;
+  assign \$142  = \$signal$174  ? pair_data : data;
+  assign \$143  = groups_seen0 < \$signal$187 ;
+  assign \$145  = \$144  ? valid : pair_valid;
+  assign \$147  = 1'h1 << \$signal$170 ;
+  assign \$148  = \$signal$177  + \$147 ;
+  assign \$149  = \$146  ? { 1'h0, \$signal$177  } : \$148 ;
+  assign \$151  = \$150  ? col[19:5] : 15'h0000;
+  assign \$152  = set_base1 + \$151 ;
+  assign \$154  = \$153  ? count : pair_count;
+  assign \$156  = \$155  ? data : pair_data;
+  assign \$157  = groups_seen1 < \$signal$187 ;
+  assign \$158  = col + count;
+  assign \$159  = \$158  == \$signal$197 ;
+  assign \$160  = valid & \$159 ;
+  assign \$161  = ! \$signal$174 ;
+  assign \$162  = \$160  & \$161 ;
+  assign \$163  = 1'h0 + \$162 ;
+  assign \$164  = pair_count == \$signal$197 ;
+  assign \$165  = pair_valid & \$164 ;
+  assign \$166  = ~ \$signal$174 ;
+  assign \$168  = \$165  & \$167 ;
+  assign \$169  = \$163  + \$168 ;
+  assign \$170  = | \$169 ;
+  assign \$171  = col + count;
+  assign \$172  = \$171  == \$signal$197 ;
+  assign \$173  = valid & \$172 ;
+  assign \$175  = \$173  & \$174 ;
+  assign \$176  = 1'h0 + \$175 ;
+  assign \$177  = pair_count == \$signal$197 ;
+  assign \$178  = pair_valid & \$177 ;
+  assign \$179  = ~ \$signal$174 ;
+  assign \$181  = \$178  & \$180 ;
+  assign \$182  = \$176  + \$181 ;
+  assign \$183  = | \$182 ;
+  assign \$184  = col + count;
+  assign \$185  = \$184  == \$signal$197 ;
+  assign \$186  = valid & \$185 ;
+  assign \$187  = pair_count == \$signal$197 ;
+  assign \$188  = pair_valid & \$187 ;
+  assign \$189  = \$186  + \$188 ;
+  assign \$190  = 1'h1 << \$signal$170 ;
+  assign \$192  = \$191 [19:0] << \$signal$218 ;
+  assign \$193  = \$signal$217  + \$192 ;
+  assign \$194  = \$35 [5:0] << \$signal$218 ;
+  assign \$196  = \$195 [19:0] << \$signal$218 ;
+  assign \$197  = \$signal$217  + \$196 ;
+  assign \$198  = \$35 [5:0] << \$signal$218 ;
+  assign \$199  = entry[5:2] == 2'h3;
+  assign \$200  = \$199  ? entry[143:124] : entry[203:184];
+  assign \$201  = entry[5:2] == 2'h3;
+  assign \$202  = \$201  | entry[11];
+  assign \$204  = \$203 [19:0] << \$signal$218 ;
+  assign \$205  = \$signal$217  + \$204 ;
+  assign \$206  = \$35 [5:0] << \$signal$218 ;
+  assign \$207  = piece_line < 2'h3;
+  assign \$671  = piece_line * 7'h40;
+  assign \$208  = \$signal$240  >> \$671 ;
+  assign \$209  = | \$208 ;
+  assign \$210  = \$207  & \$209 ;
+  assign \$212  = \$signal$241  + \$211 ;
+  assign \$678  = piece_line * 10'h200;
+  assign \$213  = \$signal$243  >> \$678 ;
+  assign \$681  = piece_line * 7'h40;
+  assign \$214  = \$signal$240  >> \$681 ;
+  assign \$215  = \$signal$137  + 1'h1;
+  assign \$217  = \$216  >= \$signal$136 ;
+  assign \$218  = ~ \$217 ;
+  assign \$219  = \$signal$205  + 1'h1;
+  assign \$220  = \$219  < \$signal$245 ;
+  assign \$223  = \$signal$148  + 7'h40;
+  assign \$224  = \$223  + stats_offset;
+  assign \$225  = \$signal$151  + \$signal$205 ;
+  assign \$227  = \$224  + \$226 ;
+  assign \$228  = cycle - entry[333:270];
+  assign \$229  = ~ busy;
+  assign \$230  = regs[289] << entry[205:204];
+  assign \$231  = ! fsm_state;
+  assign \$232  = fsm_state == 1'h1;
+  assign \$233  = fsm_state == 2'h2;
+  assign \$234  = fsm_state == 2'h3;
+  assign \$235  = fsm_state == 3'h4;
+  assign \$236  = fsm_state == 3'h5;
+  assign \$237  = fsm_state == 3'h6;
+  assign \$238  = fsm_state == 3'h7;
+  assign \$239  = fsm_state == 4'h8;
+  assign \$240  = fsm_state == 4'h9;
+  assign \$241  = fsm_state == 4'ha;
+  assign \$242  = fsm_state == 4'hb;
+  assign \$243  = fsm_state == 4'hc;
+  assign \$244  = fsm_state == 4'hd;
+  assign \$245  = fsm_state == 4'he;
+  assign \$246  = fsm_state == 4'hf;
+  assign \$247  = fsm_state == 5'h10;
+  assign \$248  = fsm_state == 5'h11;
+  assign \$249  = fsm_state == 5'h12;
+  assign \$250  = fsm_state == 5'h13;
+  assign \$251  = fsm_state == 5'h14;
+  assign \$252  = fsm_state == 5'h15;
+  assign \$253  = fsm_state == 5'h16;
+  assign \$254  = fsm_state == 5'h17;
+  assign \$255  = fsm_state == 5'h18;
+  assign \$256  = fsm_state == 5'h19;
+  assign \$257  = fsm_state == 5'h1a;
+  assign \$258  = fsm_state == 5'h1b;
+  assign \$259  = entry[269:206] - 1'h1;
+  assign \$260  = 1'h1 << regs[259:256];
+  assign \$261  = \$260  - 1'h1;
+  assign \$262  = { 1'h0, \$259 [15:0] } & \$261 ;
+  assign \$263  = $signed(\$262 ) << regs[265:260];
+  assign \$264  = $signed({ 1'h0, regs[63:0] }) + $signed(\$263 );
+  assign \$265  = entry[269:206] - 1'h1;
+  assign \$266  = 1'h1 << regs[259:256];
+  assign \$267  = \$266  - 1'h1;
+  assign \$268  = { 1'h0, \$265 [15:0] } & \$267 ;
+  assign \$269  = $signed(\$268 ) << regs[265:260];
+  assign \$270  = $signed({ 1'h0, regs[127:64] }) + $signed(\$269 );
+  assign \$271  = entry[5:2] == 2'h3;
+  assign \$272  = entry[5:2] == 2'h2;
+  assign \$273  = entry[5:2] == 3'h4;
+  assign \$274  = | \status$271 ;
+  assign \$275  = ~ \busy$273 ;
+  assign \$276  = ~ busy;
+  assign \$277  = \$275  & \$276 ;
+  assign \$278  = valid & last;
+  assign \$279  = entry[5:2] == 2'h2;
+  assign \$280  = ! \$signal$274 ;
+  assign \$281  = entry[5:2] == 2'h3;
+  assign \$282  = entry[5:2] == 3'h4;
+  assign \$283  = \$282  ? 2'h2 : 2'h0;
+  assign \$284  = \$281  ? 2'h3 : \$283 ;
+  assign \$286  = entry[83:20] + \$285 ;
+  assign \$287  = entry[5:2] == 2'h3;
+  assign \$288  = \$287  ? 1'h1 : 1'h0;
+  assign \$289  = \$signal$98  >> \$like ;
+  assign \$290  = 1'h1 << \$like ;
+  assign \$291  = \$290  - 1'h1;
+  assign \$292  = { 1'h0, \$signal$98  } & { \$291 [8], \$291 [8], \$291 [8], \$291 [8], \$291 [8], \$291 [8], \$291 [8], \$291 [8], \$291 [8], \$291 [8], \$291 [8], \$291 [8], \$291  };
+  assign \$293  = \$signal$98  >> \$like ;
+  assign \$294  = \$293  << \$like ;
+  assign \$295  = \$294  * n_cols;
+  assign \$296  = \$27 [19:0] < plan_sets;
+  assign \$297  = \$296  ? \$27 [19:0] : { 18'h00000, plan_sets };
+  assign \$298  = row_groups1 < plan_sets;
+  assign \$299  = \$298  ? row_groups1 : { 18'h00000, plan_sets };
+  assign \$300  = \$signal$98  >> \$like ;
+  assign \$301  = | \$300 ;
+  assign \$302  = n_cols << \$signal$170 ;
+  assign \$303  = rest_rows * n_cols;
+  assign \$304  = groups_seen0 < \$signal$187 ;
+  assign \$305  = groups_seen0 + 1'h1;
+  assign \$306  = set_index0 + 1'h1;
+  assign \$307  = \$306  == \$signal$187 ;
+  assign \$308  = set_index0 + 1'h1;
+  assign \$309  = set_base0 + \$signal$208 ;
+  assign \$310  = groups_seen1 < \$signal$187 ;
+  assign \$311  = groups_seen1 + 1'h1;
+  assign \$312  = set_index1 + 1'h1;
+  assign \$313  = \$312  == \$signal$187 ;
+  assign \$314  = set_index1 + 1'h1;
+  assign \$315  = set_base1 + \$signal$208 ;
+  assign \$316  = ended << \$signal$170 ;
+  assign \$317  = \$signal$177  + \$316 ;
+  assign \$318  = \$signal$174  ^ ended[0];
+  assign \$319  = valid & last;
+  assign \$320  = | rest_rows;
+  assign \$321  = groups_seen0 < \$signal$187 ;
+  assign \$322  = groups_seen0 + 1'h1;
+  assign \$323  = set_index0 + 1'h1;
+  assign \$324  = \$323  == \$signal$187 ;
+  assign \$325  = set_index0 + 1'h1;
+  assign \$326  = set_base0 + \$signal$208 ;
+  assign \$327  = groups_seen1 < \$signal$187 ;
+  assign \$328  = groups_seen1 + 1'h1;
+  assign \$329  = set_index1 + 1'h1;
+  assign \$330  = \$329  == \$signal$187 ;
+  assign \$331  = set_index1 + 1'h1;
+  assign \$332  = set_base1 + \$signal$208 ;
+  assign \$333  = \ended$202  << \$signal$170 ;
+  assign \$334  = \$signal$177  + \$333 ;
+  assign \$335  = \$signal$174  ^ \ended$202 [0];
+  assign \$336  = valid & last;
+  assign \$337  = drain - 1'h1;
+  assign \$338  = drain == 1'h1;
+  assign \$339  = \$signal$216 [5:0] * 4'h8;
+  assign \$340  = sum_fp16 << \$339 ;
+  assign \$341  = 1'h1 << nbytes;
+  assign \$342  = \$341  - 1'h1;
+  assign \$343  = $signed(\$342 ) << \$signal$216 [5:0];
+  assign \$344  = \$signal$148  + 7'h40;
+  assign \$346  = \$344  + \$345 ;
+  assign \$347  = \$signal$220 [5:0] * 4'h8;
+  assign \$348  = sum_fp32 << \$347 ;
+  assign \$349  = 1'h1 << \nbytes$221 ;
+  assign \$350  = \$349  - 1'h1;
+  assign \$351  = $signed(\$350 ) << \$signal$220 [5:0];
+  assign \$352  = \$signal$148  + 7'h40;
+  assign \$354  = \$352  + \$353 ;
+  assign \$355  = \$signal$137  + 1'h1;
+  assign \$357  = \$356  >= n_cols;
+  assign \$358  = ~ \$357 ;
+  assign \$359  = \$signal$205  + 1'h1;
+  assign \$360  = \$359  < \$signal$245 ;
+  assign \$361  = \$signal$137  + 1'h1;
+  assign \$362  = \$signal$205  + 1'h1;
+  assign \$363  = dest == 2'h3;
+  assign \$364  = \$signal$205  + 1'h1;
+  assign \$365  = \$364  < \$signal$245 ;
+  assign \$366  = \$signal$205  + 1'h1;
+  assign \$367  = entry[5:2] == 2'h3;
+  assign \$368  = \$signal$237 [5:0] * 4'h8;
+  assign \$369  = rd_in_data << \$368 ;
+  assign \$370  = 1'h1 << \nbytes$238 ;
+  assign \$371  = \$370  - 1'h1;
+  assign \$372  = $signed(\$371 ) << \$signal$237 [5:0];
+  assign \$373  = \$signal$148  + 7'h40;
+  assign \$375  = \$373  + \$374 ;
+  assign \$376  = piece_line < 2'h3;
+  assign \$846  = piece_line * 7'h40;
+  assign \$377  = \$signal$240  >> \$846 ;
+  assign \$378  = | \$377 ;
+  assign \$379  = \$376  & \$378 ;
+  assign \$380  = ~ busy;
+  assign \$381  = piece_line + 1'h1;
+  assign \$382  = \$signal$137  + 1'h1;
+  assign \$384  = \$383  >= \$signal$136 ;
+  assign \$385  = ~ \$384 ;
+  assign \$386  = \$signal$205  + 1'h1;
+  assign \$387  = \$386  < \$signal$245 ;
+  assign \$388  = \$signal$137  + 1'h1;
+  assign \$389  = \$signal$205  + 1'h1;
+  assign \$390  = \$signal$136  << \$signal$218 ;
+  assign \$391  = \$signal$217  + \$390 ;
+  assign \$392  = entry[5:2] == 2'h2;
+  assign \$393  = more & \$392 ;
+  assign \$394  = \$signal$136  << \$signal$218 ;
+  assign \$395  = \$signal$217  + \$394 ;
+  assign \$396  = entry[5:2] == 2'h3;
+  assign \$397  = entry[5:2] == 2'h2;
+  assign \$398  = \$397  & entry[11];
+  assign \$399  = \$396  | \$398 ;
+  assign \$400  = ~ busy;
+  assign \$401  = \$signal$205  + 1'h1;
+  assign \$402  = \$401  < \$signal$245 ;
+  assign \$403  = \$signal$205  + 1'h1;
+  assign \$404  = \$signal$151  + 3'h4;
+  assign \$405  = 3'h4 * entry[203:184];
+  assign \$406  = in_elem + \$405 ;
+  assign \$407  = \$signal$151  + 3'h4;
+  assign \$408  = \$407  < entry[183:164];
+  assign \$409  = ~ busy;
   always @(posedge clk)
-    entry <= \$280 ;
+    entry <= \$410 ;
   always @(posedge clk)
-    fsm_state <= \$281 ;
+    fsm_state <= \$411 ;
   always @(posedge clk)
-    status <= \$282 ;
+    status <= \$412 ;
   always @(posedge clk)
-    \$signal$145  <= \$283 ;
+    \$signal$149  <= \$413 ;
   always @(posedge clk)
-    \$signal$144  <= \$284 ;
+    \$signal$148  <= \$414 ;
   always @(posedge clk)
-    \$signal$147  <= \$285 ;
+    \$signal$151  <= \$415 ;
   always @(posedge clk)
-    in_elem <= \$286 ;
+    in_elem <= \$416 ;
   always @(posedge clk)
-    \$signal$191  <= \$287 ;
+    \$signal$217  <= \$417 ;
   always @(posedge clk)
-    \$signal$192  <= \$288 ;
+    \$signal$218  <= \$418 ;
   always @(posedge clk)
-    \$signal$132  <= \$289 ;
+    \$signal$136  <= \$419 ;
   always @(posedge clk)
-    \$signal$219  <= \$290 ;
+    \$signal$245  <= \$420 ;
   always @(posedge clk)
-    \$signal$248  <= \$291 ;
+    \$signal$274  <= \$421 ;
   always @(posedge clk)
-    \$signal$181  <= \$292 ;
+    \$signal$205  <= \$422 ;
   always @(posedge clk)
-    \$signal$133  <= \$293 ;
+    \$signal$137  <= \$423 ;
   always @(posedge clk)
-    \$signal$163  <= \$294 ;
+    \$signal$167  <= \$424 ;
   always @(posedge clk)
-    \$signal$96  <= \$295 ;
+    \$signal$98  <= \$425 ;
   always @(posedge clk)
-    n_cols <= \$296 ;
+    n_cols <= \$426 ;
   always @(posedge clk)
-    dest <= \$297 ;
+    dest <= \$427 ;
   always @(posedge clk)
-    \$signal$166  <= \$298 ;
+    \$signal$170  <= \$428 ;
   always @(posedge clk)
-    \$signal$184  <= \$299 ;
+    \$signal$208  <= \$429 ;
   always @(posedge clk)
-    \$signal$171  <= \$300 ;
+    \$signal$187  <= \$430 ;
   always @(posedge clk)
-    \$signal$165  <= \$301 ;
-  always @(posedge clk)
-    \$signal$167  <= \$302 ;
-  always @(posedge clk)
-    sets_used <= \$303 ;
-  always @(posedge clk)
-    main_elems <= \$304 ;
-  always @(posedge clk)
-    \$signal$173  <= \$305 ;
-  always @(posedge clk)
-    \$signal$170  <= \$306 ;
-  always @(posedge clk)
-    \$signal$251  <= \$307 ;
-  always @(posedge clk)
-    \$signal$175  <= \$308 ;
-  always @(posedge clk)
-    \$signal$252  <= \$309 ;
-  always @(posedge clk)
-    drain <= \$310 ;
-  always @(posedge clk)
-    \$signal$217  <= \$311 ;
-  always @(posedge clk)
-    \$signal$214  <= \$312 ;
-  always @(posedge clk)
-    \$signal$215  <= \$313 ;
-  always @(posedge clk)
-    piece_line <= \$314 ;
-  always @(posedge clk)
-    anchor_m0 <= \$315 ;
-  always @(posedge clk)
-    anchor_m1 <= \$316 ;
-  always @(posedge clk)
-    anchor_m2 <= \$317 ;
-  always @(posedge clk)
-    anchor_m3 <= \$318 ;
-  always @(posedge clk)
-    anchor_l0 <= \$319 ;
-  always @(posedge clk)
-    anchor_l1 <= \$320 ;
-  always @(posedge clk)
-    anchor_l2 <= \$321 ;
-  always @(posedge clk)
-    anchor_l3 <= \$322 ;
+    \$signal$169  <= \$431 ;
   \ndp_device.control_unit.compute  compute (
     .acc_addr(acc_addr),
+    .acc_addr1(acc_addr1),
     .acc_data(acc_data),
     .acc_row(acc_row),
     .acc_we(acc_we),
     .acc_word(acc_word),
     .active(active),
+    .active1(active1),
     .clk(clk),
     .first(first),
+    .first1(first1),
     .fold_done(fold_done),
     .fold_n_words(fold_n_words),
     .fold_pack(fold_pack),
     .fold_row(fold_row),
     .fold_sets(fold_sets),
+    .fold_sets1(fold_sets1),
     .fold_start(fold_start),
     .fold_word(fold_word),
     .in_data(in_data),
@@ -3712,16 +4001,20 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
     .in_we(in_we),
     .in_word(in_word),
     .k_base(k_base),
+    .k_base1(k_base1),
     .mac(mac),
+    .mac1(mac1),
     .n_cols(n_cols),
     .rd_acc_data(rd_acc_data),
     .rd_addr(rd_addr),
     .rd_in_data(rd_in_data),
-    .\rd_row$447 (rd_row),
+    .\rd_row$471 (rd_row),
     .rst(rst),
+    .split(split),
     .sum_fp16(sum_fp16),
     .sum_fp32(sum_fp32),
-    .w_data(w_data)
+    .w_data(w_data),
+    .w_data1(w_data1)
   );
   \ndp_device.control_unit.decoder  decoder (
     .desc(entry[203:0]),
@@ -3729,9 +4022,9 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
     .is_load(is_load),
     .log2_slot(regs[267:260]),
     .operand_lines(operand_lines),
-    .\port$5327$128 (regs[255:128]),
+    .\port$5565$128 (regs[255:128]),
     .stats_offset(stats_offset),
-    .status(\status$245 )
+    .status(\status$271 )
   );
   \ndp_device.control_unit.reader  reader (
     .addr(bus__araddr),
@@ -3742,7 +4035,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
     .bus__arvalid(bus__arvalid),
     .bus__rlast(bus__rlast),
     .bus__rvalid(bus__rvalid),
-    .busy(\busy$247 ),
+    .busy(\busy$273 ),
     .clk(clk),
     .out__data(src__data),
     .out__valid(out__valid),
@@ -3764,10 +4057,10 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
     .rst(rst),
     .src_addr(src_addr),
     .src_data(src_data),
-    .start(\start$208 )
+    .start(\start$234 )
   );
   \ndp_device.control_unit.unpacker  unpacker (
-    .\beats$29 (\beats$154 ),
+    .beats(\beats$158 ),
     .clk(clk),
     .col(col),
     .cols(cols),
@@ -3775,13 +4068,17 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
     .data(data),
     .last(last),
     .offset(offset),
+    .pair(pair),
+    .pair_count(pair_count),
+    .pair_data(pair_data),
+    .pair_valid(pair_valid),
     .pull(src__ready),
     .row(row),
     .rows(rows),
     .rst(rst),
     .src__data(src__data),
     .src__valid(src__valid),
-    .start(\start$150 ),
+    .start(\start$154 ),
     .valid(valid)
   );
   ndp_fp16_mul widen_0 (
@@ -3946,8 +4243,8 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   );
   \ndp_device.control_unit.writer  writer (
     .addr(bus__awaddr),
-    .\addr$29 (\addr$143 ),
-    .beats(\beats$140 ),
+    .\addr$29 (\addr$147 ),
+    .beats(\beats$144 ),
     .bus__awlen(bus__awlen),
     .bus__awready(bus__awready),
     .bus__awvalid(bus__awvalid),
@@ -3966,35 +4263,1195 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
     .src__data(src__data),
     .src__ready(\src__ready$79 ),
     .src__valid(\src__valid$76 ),
-    .start(\start$137 ),
+    .start(\start$141 ),
     .\strb$33 (strb)
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$432  = rest_rows;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$432  = \$292 [4:0];
+    endcase
+    if (rst) begin
+      \$432  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$433  = main_elems;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$433  = \$295 [43:0];
+    endcase
+    if (rst) begin
+      \$433  = 44'h00000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$434  = \$signal$177 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$434  = 20'h00000;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          \$434  = \$317 [19:0];
+      5'h0d:
+          \$434  = \$334 [19:0];
+    endcase
+    if (rst) begin
+      \$434  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$435  = \$signal$174 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$435  = 1'h0;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          if (split) begin
+            \$435  = \$318 ;
+          end
+      5'h0d:
+          if (split) begin
+            \$435  = \$335 ;
+          end
+    endcase
+    if (rst) begin
+      \$435  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$436  = sets_used0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$436  = \$297 [1:0];
+    endcase
+    if (rst) begin
+      \$436  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$437  = groups_seen0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$437  = 2'h0;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          if (advance0) begin
+            if (\$304 ) begin
+              \$437  = \$305 [1:0];
+            end
+          end
+      5'h0d:
+          if (\advance0$200 ) begin
+            if (\$321 ) begin
+              \$437  = \$322 [1:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \$437  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$438  = set_index0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$438  = 2'h0;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          if (advance0) begin
+            (* full_case = 32'd1 *)
+            if (\$307 ) begin
+              \$438  = 2'h0;
+            end else begin
+              \$438  = \$308 [1:0];
+            end
+          end
+      5'h0d:
+          if (\advance0$200 ) begin
+            (* full_case = 32'd1 *)
+            if (\$324 ) begin
+              \$438  = 2'h0;
+            end else begin
+              \$438  = \$325 [1:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \$438  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$439  = set_base0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$439  = 20'h00000;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          if (advance0) begin
+            (* full_case = 32'd1 *)
+            if (\$307 ) begin
+              \$439  = 20'h00000;
+            end else begin
+              \$439  = \$309 [19:0];
+            end
+          end
+      5'h0d:
+          if (\advance0$200 ) begin
+            (* full_case = 32'd1 *)
+            if (\$324 ) begin
+              \$439  = 20'h00000;
+            end else begin
+              \$439  = \$326 [19:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \$439  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$440  = sets_used1;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$440  = \$299 [1:0];
+    endcase
+    if (rst) begin
+      \$440  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$441  = groups_seen1;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$441  = 2'h0;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          if (advance1) begin
+            if (\$310 ) begin
+              \$441  = \$311 [1:0];
+            end
+          end
+      5'h0d:
+          if (\advance1$201 ) begin
+            if (\$327 ) begin
+              \$441  = \$328 [1:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \$441  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$442  = set_index1;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$442  = 2'h0;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          if (advance1) begin
+            (* full_case = 32'd1 *)
+            if (\$313 ) begin
+              \$442  = 2'h0;
+            end else begin
+              \$442  = \$314 [1:0];
+            end
+          end
+      5'h0d:
+          if (\advance1$201 ) begin
+            (* full_case = 32'd1 *)
+            if (\$330 ) begin
+              \$442  = 2'h0;
+            end else begin
+              \$442  = \$331 [1:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \$442  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$443  = set_base1;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$443  = 20'h00000;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          if (advance1) begin
+            (* full_case = 32'd1 *)
+            if (\$313 ) begin
+              \$443  = 20'h00000;
+            end else begin
+              \$443  = \$315 [19:0];
+            end
+          end
+      5'h0d:
+          if (\advance1$201 ) begin
+            (* full_case = 32'd1 *)
+            if (\$330 ) begin
+              \$443  = 20'h00000;
+            end else begin
+              \$443  = \$332 [19:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \$443  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$444  = \$signal$197 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          \$444  = \$302 [19:0];
+      5'h0b:
+          \$444  = \$303 [19:0];
+    endcase
+    if (rst) begin
+      \$444  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$445  = drain;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          \$445  = 3'h5;
+      5'h0d:
+          \$445  = 3'h5;
+      5'h0e:
+          \$445  = \$337 [2:0];
+    endcase
+    if (rst) begin
+      \$445  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$446  = \$signal$243 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          if (fold_done) begin
+            casez (dest)
+              2'h0:
+                  \$446  = { 1'h0, \$340  };
+              2'h1:
+                  \$446  = \$348 [1535:0];
+            endcase
+          end
+      5'h12:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          /* empty */;
+      5'h15:
+          \$446  = { 1'h0, \$369  };
+    endcase
+    if (rst) begin
+      \$446  = 1536'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$447  = \$signal$240 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          if (fold_done) begin
+            casez (dest)
+              2'h0:
+                  \$447  = \$343 [191:0];
+              2'h1:
+                  \$447  = \$351 [191:0];
+            endcase
+          end
+      5'h12:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          /* empty */;
+      5'h15:
+          \$447  = \$372 [191:0];
+    endcase
+    if (rst) begin
+      \$447  = 192'h000000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$448  = \$signal$241 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          if (fold_done) begin
+            casez (dest)
+              2'h0:
+                  \$448  = \$346 [63:0];
+              2'h1:
+                  \$448  = \$354 [63:0];
+            endcase
+          end
+      5'h12:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          /* empty */;
+      5'h15:
+          \$448  = \$375 [63:0];
+    endcase
+    if (rst) begin
+      \$448  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$449  = piece_line;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          if (fold_done) begin
+            casez (dest)
+              2'h0:
+                  \$449  = 2'h0;
+              2'h1:
+                  \$449  = 2'h0;
+            endcase
+          end
+      5'h12:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          /* empty */;
+      5'h15:
+          \$449  = 2'h0;
+      5'h11:
+          /* empty */;
+      5'h16:
+          if (\$380 ) begin
+            \$449  = \$381 [1:0];
+          end
+    endcase
+    if (rst) begin
+      \$449  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$450  = anchor_m0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h13:
+          if (done) begin
+            casez (\$signal$205 )
+              2'h0:
+                  \$450  = m;
+            endcase
+          end
+    endcase
+    if (rst) begin
+      \$450  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$451  = anchor_m1;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h13:
+          if (done) begin
+            casez (\$signal$205 )
+              2'h0:
+                  /* empty */;
+              2'h1:
+                  \$451  = m;
+            endcase
+          end
+    endcase
+    if (rst) begin
+      \$451  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$452  = anchor_m2;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h13:
+          if (done) begin
+            casez (\$signal$205 )
+              2'h0:
+                  /* empty */;
+              2'h1:
+                  /* empty */;
+              2'h2:
+                  \$452  = m;
+            endcase
+          end
+    endcase
+    if (rst) begin
+      \$452  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$453  = anchor_m3;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h13:
+          if (done) begin
+            (* full_case = 32'd1 *)
+            casez (\$signal$205 )
+              2'h0:
+                  /* empty */;
+              2'h1:
+                  /* empty */;
+              2'h2:
+                  /* empty */;
+              2'h3:
+                  \$453  = m;
+            endcase
+          end
+    endcase
+    if (rst) begin
+      \$453  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$454  = anchor_l0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h13:
+          if (done) begin
+            casez (\$signal$205 )
+              2'h0:
+                  \$454  = l;
+            endcase
+          end
+    endcase
+    if (rst) begin
+      \$454  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$455  = anchor_l1;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h13:
+          if (done) begin
+            casez (\$signal$205 )
+              2'h0:
+                  /* empty */;
+              2'h1:
+                  \$455  = l;
+            endcase
+          end
+    endcase
+    if (rst) begin
+      \$455  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$456  = anchor_l2;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h13:
+          if (done) begin
+            casez (\$signal$205 )
+              2'h0:
+                  /* empty */;
+              2'h1:
+                  /* empty */;
+              2'h2:
+                  \$456  = l;
+            endcase
+          end
+    endcase
+    if (rst) begin
+      \$456  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$457  = anchor_l3;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h13:
+          if (done) begin
+            (* full_case = 32'd1 *)
+            casez (\$signal$205 )
+              2'h0:
+                  /* empty */;
+              2'h1:
+                  /* empty */;
+              2'h2:
+                  /* empty */;
+              2'h3:
+                  \$457  = l;
+            endcase
+          end
+    endcase
+    if (rst) begin
+      \$457  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     (* full_case = 32'd1 *)
-    casez (\$signal$181 )
+    casez (\$signal$205 )
       2'h0:
-          \$101  = anchor_m0;
+          \$221  = anchor_m0;
       2'h1:
-          \$101  = anchor_m1;
+          \$221  = anchor_m1;
       2'h2:
-          \$101  = anchor_m2;
+          \$221  = anchor_m2;
       2'h3:
-          \$101  = anchor_m3;
+          \$221  = anchor_m3;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     (* full_case = 32'd1 *)
-    casez (\$signal$181 )
+    casez (\$signal$205 )
       2'h0:
-          \$102  = anchor_l0;
+          \$222  = anchor_l0;
       2'h1:
-          \$102  = anchor_l1;
+          \$222  = anchor_l1;
       2'h2:
-          \$102  = anchor_l2;
+          \$222  = anchor_l2;
       2'h3:
-          \$102  = anchor_l3;
+          \$222  = anchor_l3;
     endcase
   end
   always @* begin
@@ -4093,14 +5550,14 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \start$137  = 1'h0;
+    \start$141  = 1'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
           /* empty */;
       5'h04:
-          \start$137  = 1'h1;
+          \start$141  = 1'h1;
       5'h05:
           /* empty */;
       5'h03:
@@ -4136,21 +5593,21 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h15:
           /* empty */;
       5'h11:
-          if (\$90 ) begin
-            \start$137  = 1'h1;
+          if (\$210 ) begin
+            \start$141  = 1'h1;
           end
       5'h16:
           /* empty */;
       5'h17:
           /* empty */;
       5'h18:
-          \start$137  = 1'h1;
+          \start$141  = 1'h1;
       5'h1a:
           /* empty */;
       5'h19:
           /* empty */;
       5'h02:
-          \start$137  = 1'h1;
+          \start$141  = 1'h1;
     endcase
   end
   always @* begin
@@ -4186,21 +5643,21 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h09:
           /* empty */;
       5'h0a:
-          beats = \$48 [31:0];
+          beats = \$52 [31:0];
       5'h0b:
-          beats = { \$59 [22], \$59 [22], \$59 [22], \$59 [22], \$59 [22], \$59 [22], \$59 [22], \$59 [22], \$59 [22], \$59  };
+          beats = { \$63 [22], \$63 [22], \$63 [22], \$63 [22], \$63 [22], \$63 [22], \$63 [22], \$63 [22], \$63 [22], \$63  };
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \beats$140  = 32'd0;
+    \beats$144  = 32'd0;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
           /* empty */;
       5'h04:
-          \beats$140  = { 12'h000, entry[103:84] };
+          \beats$144  = { 12'h000, entry[103:84] };
     endcase
   end
   always @* begin
@@ -4216,12 +5673,12 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
           if (is_load) begin
             addr = entry[83:20];
           end else begin
-            addr = \$33 [63:0];
+            addr = \$37 [63:0];
           end
       5'h05:
           /* empty */;
       5'h03:
-          addr = \$45 [63:0];
+          addr = \$49 [63:0];
       5'h06:
           /* empty */;
       5'h08:
@@ -4229,14 +5686,14 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h09:
           /* empty */;
       5'h0a:
-          addr = \$signal$163 ;
+          addr = \$signal$167 ;
       5'h0b:
-          addr = \$54 [63:0];
+          addr = \$58 [63:0];
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \addr$143  = 64'h0000000000000000;
+    \addr$147  = 64'h0000000000000000;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -4245,9 +5702,9 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h04:
           (* full_case = 32'd1 *)
           if (is_load) begin
-            \addr$143  = \$32 [63:0];
+            \addr$147  = \$36 [63:0];
           end else begin
-            \addr$143  = entry[83:20];
+            \addr$147  = entry[83:20];
           end
       5'h05:
           /* empty */;
@@ -4284,26 +5741,26 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h15:
           /* empty */;
       5'h11:
-          if (\$90 ) begin
-            \addr$143  = \$92 [63:0];
+          if (\$210 ) begin
+            \addr$147  = \$212 [63:0];
           end
       5'h16:
           /* empty */;
       5'h17:
           /* empty */;
       5'h18:
-          \addr$143  = \$107 [63:0];
+          \addr$147  = \$227 [63:0];
       5'h1a:
           /* empty */;
       5'h19:
           /* empty */;
       5'h02:
-          \addr$143  = \$signal$144 ;
+          \addr$147  = \$signal$148 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$signal$146  = 3'h0;
+    \$signal$150  = 3'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -4314,7 +5771,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h05:
           /* empty */;
       5'h03:
-          \$signal$146  = \$37 [2:0];
+          \$signal$150  = \$41 [2:0];
     endcase
   end
   always @* begin
@@ -4330,12 +5787,12 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h05:
           /* empty */;
       5'h03:
-          run_beats = { \$42 [25], \$42 [25], \$42 [25], \$42 [25], \$42 [25], \$42 [25], \$42  };
+          run_beats = { \$46 [25], \$46 [25], \$46 [25], \$46 [25], \$46 [25], \$46 [25], \$46  };
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \start$150  = 1'h0;
+    \start$154  = 1'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -4346,7 +5803,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h05:
           /* empty */;
       5'h03:
-          \start$150  = 1'h1;
+          \start$154  = 1'h1;
       5'h06:
           /* empty */;
       5'h08:
@@ -4354,9 +5811,9 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h09:
           /* empty */;
       5'h0a:
-          \start$150  = 1'h1;
+          \start$154  = 1'h1;
       5'h0b:
-          \start$150  = 1'h1;
+          \start$154  = 1'h1;
     endcase
   end
   always @* begin
@@ -4398,7 +5855,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h05:
           /* empty */;
       5'h03:
-          rows = { 17'h00000, \$signal$146  };
+          rows = { 17'h00000, \$signal$150  };
       5'h06:
           /* empty */;
       5'h08:
@@ -4406,7 +5863,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h09:
           /* empty */;
       5'h0a:
-          rows = \$signal$165 ;
+          rows = \$signal$169 ;
       5'h0b:
           rows = 20'h00001;
     endcase
@@ -4432,14 +5889,14 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h09:
           /* empty */;
       5'h0a:
-          cols = \$49 [19:0];
+          cols = \$53 [19:0];
       5'h0b:
-          cols = \$60 [19:0];
+          cols = \$64 [19:0];
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \beats$154  = 32'd0;
+    \beats$158  = 32'd0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -4450,7 +5907,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h05:
           /* empty */;
       5'h03:
-          \beats$154  = run_beats;
+          \beats$158  = run_beats;
       5'h06:
           /* empty */;
       5'h08:
@@ -4458,9 +5915,9 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h09:
           /* empty */;
       5'h0a:
-          \beats$154  = \$52 [31:0];
+          \beats$158  = \$56 [31:0];
       5'h0b:
-          \beats$154  = { \$65 [22], \$65 [22], \$65 [22], \$65 [22], \$65 [22], \$65 [22], \$65 [22], \$65 [22], \$65 [22], \$65  };
+          \beats$158  = { \$69 [22], \$69 [22], \$69 [22], \$69 [22], \$69 [22], \$69 [22], \$69 [22], \$69 [22], \$69 [22], \$69  };
     endcase
   end
   always @* begin
@@ -4554,15 +6011,15 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
               2'h1:
                   /* empty */;
               2'h2:
-                  in_row = \$signal$181 ;
+                  in_row = \$signal$205 ;
             endcase
           end
       5'h12:
           /* empty */;
       5'h07:
-          in_row = \$signal$181 ;
+          in_row = \$signal$205 ;
       5'h13:
-          in_row = \$signal$181 ;
+          in_row = \$signal$205 ;
     endcase
   end
   always @* begin
@@ -4605,7 +6062,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
               2'h1:
                   /* empty */;
               2'h2:
-                  in_word = \$signal$133 [6:0];
+                  in_word = \$signal$137 [6:0];
             endcase
           end
       5'h12:
@@ -4669,6 +6126,30 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    pair = 1'h0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          pair = split;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     mac = 1'h0;
     casez (fsm_state)
       5'h00:
@@ -4692,39 +6173,9 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0b:
           /* empty */;
       5'h0c:
-          mac = valid;
+          mac = \$71 ;
       5'h0d:
-          mac = valid;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    first = 1'h0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          first = \$66 ;
-      5'h0d:
-          first = \$68 ;
+          mac = \$131 ;
     endcase
   end
   always @* begin
@@ -4752,9 +6203,9 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0b:
           /* empty */;
       5'h0c:
-          k_base = \$signal$173 ;
+          k_base = \$75 [19:0];
       5'h0d:
-          k_base = \$signal$173 ;
+          k_base = \$135 [19:0];
     endcase
   end
   always @* begin
@@ -4782,9 +6233,9 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0b:
           /* empty */;
       5'h0c:
-          acc_addr = \$67 [6:0];
+          acc_addr = \$78 [6:0];
       5'h0d:
-          acc_addr = \$69 [6:0];
+          acc_addr = \$138 [6:0];
     endcase
   end
   always @* begin
@@ -4812,9 +6263,9 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0b:
           /* empty */;
       5'h0c:
-          active = count;
+          active = \$80 ;
       5'h0d:
-          active = count;
+          active = \$140 ;
     endcase
   end
   always @* begin
@@ -4842,9 +6293,393 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0b:
           /* empty */;
       5'h0c:
-          w_data = data;
+          w_data = \$82 ;
       5'h0d:
-          w_data = data;
+          w_data = \$142 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    first = 1'h0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          first = \$83 ;
+      5'h0d:
+          first = \$143 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    mac1 = 1'h0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          mac1 = \$85 ;
+      5'h0d:
+          mac1 = \$145 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    k_base1 = 20'h00000;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          k_base1 = \$89 [19:0];
+      5'h0d:
+          k_base1 = \$149 [19:0];
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    acc_addr1 = 7'h00;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          acc_addr1 = \$92 [6:0];
+      5'h0d:
+          acc_addr1 = \$152 [6:0];
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    active1 = 6'h00;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          active1 = \$94 ;
+      5'h0d:
+          active1 = \$154 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    w_data1 = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          w_data1 = \$96 ;
+      5'h0d:
+          w_data1 = \$156 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    first1 = 1'h0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          first1 = \$97 ;
+      5'h0d:
+          first1 = \$157 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    advance0 = 1'h0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          advance0 = \$110 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    advance1 = 1'h0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          advance1 = \$123 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    ended = 2'h0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          ended = \$129 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \advance0$200  = 1'h0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          \advance0$200  = \$170 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \advance1$201  = 1'h0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          \advance1$201  = \$183 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \ended$202  = 2'h0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          \ended$202  = \$189 ;
     endcase
   end
   always @* begin
@@ -4912,9 +6747,9 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0e:
           /* empty */;
       5'h0f:
-          fold_row = \$signal$181 ;
+          fold_row = \$signal$205 ;
       5'h10:
-          fold_row = \$signal$181 ;
+          fold_row = \$signal$205 ;
     endcase
   end
   always @* begin
@@ -4948,7 +6783,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0e:
           /* empty */;
       5'h0f:
-          fold_word = \$signal$133 [6:0];
+          fold_word = \$signal$137 [6:0];
     endcase
   end
   always @* begin
@@ -4982,9 +6817,9 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0e:
           /* empty */;
       5'h0f:
-          fold_n_words = \$signal$184 [7:0];
+          fold_n_words = \$signal$208 [7:0];
       5'h10:
-          fold_n_words = \$signal$184 [7:0];
+          fold_n_words = \$signal$208 [7:0];
     endcase
   end
   always @* begin
@@ -5018,7 +6853,41 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0e:
           /* empty */;
       5'h0f:
-          fold_sets = sets_used;
+          fold_sets = sets_used0;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    fold_sets1 = 2'h0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          fold_sets1 = sets_used1;
     endcase
   end
   always @* begin
@@ -5052,12 +6921,12 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0e:
           /* empty */;
       5'h0f:
-          fold_pack = \$70 [5:0];
+          fold_pack = \$190 [5:0];
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$signal$190  = 48'h000000000000;
+    \$signal$216  = 48'h000000000000;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -5091,7 +6960,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
           if (fold_done) begin
             casez (dest)
               2'h0:
-                  \$signal$190  = \$73 [47:0];
+                  \$signal$216  = \$193 [47:0];
             endcase
           end
     endcase
@@ -5132,14 +7001,14 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
           if (fold_done) begin
             casez (dest)
               2'h0:
-                  nbytes = \$74 [7:0];
+                  nbytes = \$194 [7:0];
             endcase
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$signal$194  = 48'h000000000000;
+    \$signal$220  = 48'h000000000000;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -5175,14 +7044,14 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
               2'h0:
                   /* empty */;
               2'h1:
-                  \$signal$194  = \$77 [47:0];
+                  \$signal$220  = \$197 [47:0];
             endcase
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \nbytes$195  = 8'h00;
+    \nbytes$221  = 8'h00;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -5218,7 +7087,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
               2'h0:
                   /* empty */;
               2'h1:
-                  \nbytes$195  = \$78 [7:0];
+                  \nbytes$221  = \$198 [7:0];
             endcase
           end
     endcase
@@ -5314,7 +7183,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
               2'h2:
                   /* empty */;
               2'h3:
-                  acc_row = \$signal$181 ;
+                  acc_row = \$signal$205 ;
             endcase
           end
     endcase
@@ -5362,7 +7231,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
               2'h2:
                   /* empty */;
               2'h3:
-                  acc_word = \$signal$133 [6:0];
+                  acc_word = \$signal$137 [6:0];
             endcase
           end
     endcase
@@ -5452,11 +7321,11 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h12:
           /* empty */;
       5'h07:
-          rd_row = \$signal$181 ;
+          rd_row = \$signal$205 ;
       5'h13:
-          rd_row = \$signal$181 ;
+          rd_row = \$signal$205 ;
       5'h14:
-          rd_row = \$signal$181 ;
+          rd_row = \$signal$205 ;
     endcase
   end
   always @* begin
@@ -5500,12 +7369,12 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h13:
           rd_addr = src_addr[6:0];
       5'h14:
-          rd_addr = \$signal$133 [6:0];
+          rd_addr = \$signal$137 [6:0];
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \start$208  = 1'h0;
+    \start$234  = 1'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -5540,7 +7409,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h12:
           /* empty */;
       5'h07:
-          \start$208  = 1'h1;
+          \start$234  = 1'h1;
     endcase
   end
   always @* begin
@@ -5580,7 +7449,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h12:
           /* empty */;
       5'h07:
-          length = \$80 ;
+          length = \$200 ;
     endcase
   end
   always @* begin
@@ -5620,12 +7489,12 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h12:
           /* empty */;
       5'h07:
-          partial = \$82 ;
+          partial = \$202 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$signal$211  = 48'h000000000000;
+    \$signal$237  = 48'h000000000000;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -5666,12 +7535,12 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h14:
           /* empty */;
       5'h15:
-          \$signal$211  = \$85 [47:0];
+          \$signal$237  = \$205 [47:0];
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \nbytes$212  = 8'h00;
+    \nbytes$238  = 8'h00;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -5712,7 +7581,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h14:
           /* empty */;
       5'h15:
-          \nbytes$212  = \$86 [7:0];
+          \nbytes$238  = \$206 [7:0];
     endcase
   end
   always @* begin
@@ -5760,21 +7629,21 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h15:
           /* empty */;
       5'h11:
-          if (\$90 ) begin
-            line = \$93 ;
+          if (\$210 ) begin
+            line = \$213 ;
           end
       5'h16:
           /* empty */;
       5'h17:
           /* empty */;
       5'h18:
-          line = \line$221 ;
+          line = \line$247 ;
       5'h1a:
           /* empty */;
       5'h19:
           /* empty */;
       5'h02:
-          line = \$signal$233 ;
+          line = \$signal$259 ;
     endcase
   end
   always @* begin
@@ -5822,8 +7691,8 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h15:
           /* empty */;
       5'h11:
-          if (\$90 ) begin
-            strb = \$94 ;
+          if (\$210 ) begin
+            strb = \$214 ;
           end
       5'h16:
           /* empty */;
@@ -5888,16 +7757,16 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h16:
           /* empty */;
       5'h17:
-          if (\$98 ) begin
+          if (\$218 ) begin
             more = 1'h1;
-          end else if (\$100 ) begin
+          end else if (\$220 ) begin
             more = 1'h1;
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \line$221  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    \line$247  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -5946,7 +7815,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h17:
           /* empty */;
       5'h18:
-          \line$221  = { 448'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, \$102 , \$101  };
+          \line$247  = { 448'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, \$222 , \$221  };
     endcase
   end
   always @* begin
@@ -6011,7 +7880,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$signal$233  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    \$signal$259  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -6066,7 +7935,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h19:
           /* empty */;
       5'h02:
-          \$signal$233  = { 320'h00000000000000000000000000000000000000000000000000000000000000000000000000000000, \$108 [63:0], 32'h00000000, status_word, entry[269:206] };
+          \$signal$259  = { 320'h00000000000000000000000000000000000000000000000000000000000000000000000000000000, \$228 [63:0], 32'h00000000, status_word, entry[269:206] };
     endcase
   end
   always @* begin
@@ -6128,7 +7997,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h02:
           /* empty */;
       5'h1b:
-          if (\$109 ) begin
+          if (\$229 ) begin
             done_valid = 1'h1;
           end
     endcase
@@ -6192,7 +8061,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h02:
           /* empty */;
       5'h1b:
-          if (\$109 ) begin
+          if (\$229 ) begin
             done_queue = entry[205:204];
           end
     endcase
@@ -6256,7 +8125,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h02:
           /* empty */;
       5'h1b:
-          if (\$109 ) begin
+          if (\$229 ) begin
             done_seq = entry[237:206];
           end
     endcase
@@ -6320,7 +8189,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h02:
           /* empty */;
       5'h1b:
-          if (\$109 ) begin
+          if (\$229 ) begin
             done_status = status;
           end
     endcase
@@ -6384,239 +8253,239 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h02:
           /* empty */;
       5'h1b:
-          if (\$109 ) begin
-            irq = \$110 ;
+          if (\$229 ) begin
+            irq = \$230 ;
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$280  = entry;
+    \$410  = entry;
     casez (fsm_state)
       5'h00:
           if (pop_valid) begin
-            \$280  = pop;
+            \$410  = pop;
           end
     endcase
     if (rst) begin
-      \$280  = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$410  = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$281  = fsm_state;
+    \$411  = fsm_state;
     casez (fsm_state)
       5'h00:
           if (pop_valid) begin
-            \$281  = 5'h01;
+            \$411  = 5'h01;
           end
       5'h01:
           (* full_case = 32'd1 *)
-          if (\$154 ) begin
-            \$281  = 5'h02;
+          if (\$274 ) begin
+            \$411  = 5'h02;
           end else if (is_compute) begin
-            \$281  = 5'h03;
+            \$411  = 5'h03;
           end else begin
-            \$281  = 5'h04;
+            \$411  = 5'h04;
           end
       5'h04:
-          \$281  = 5'h05;
+          \$411  = 5'h05;
       5'h05:
-          if (\$157 ) begin
-            \$281  = 5'h02;
+          if (\$277 ) begin
+            \$411  = 5'h02;
           end
       5'h03:
-          \$281  = 5'h06;
+          \$411  = 5'h06;
       5'h06:
-          if (\$158 ) begin
+          if (\$278 ) begin
             (* full_case = 32'd1 *)
-            if (\$159 ) begin
-              \$281  = 5'h07;
+            if (\$279 ) begin
+              \$411  = 5'h07;
             end else begin
-              \$281  = 5'h08;
+              \$411  = 5'h08;
             end
           end
       5'h08:
-          \$281  = 5'h09;
+          \$411  = 5'h09;
       5'h09:
           (* full_case = 32'd1 *)
-          if (\$179 ) begin
-            \$281  = 5'h0a;
+          if (\$301 ) begin
+            \$411  = 5'h0a;
           end else begin
-            \$281  = 5'h0b;
+            \$411  = 5'h0b;
           end
       5'h0a:
-          \$281  = 5'h0c;
+          \$411  = 5'h0c;
       5'h0b:
-          \$281  = 5'h0d;
+          \$411  = 5'h0d;
       5'h0c:
-          if (\$193 ) begin
+          if (\$319 ) begin
             (* full_case = 32'd1 *)
-            if (\$194 ) begin
-              \$281  = 5'h0b;
+            if (\$320 ) begin
+              \$411  = 5'h0b;
             end else begin
-              \$281  = 5'h0e;
+              \$411  = 5'h0e;
             end
           end
       5'h0d:
-          if (\$206 ) begin
-            \$281  = 5'h0e;
+          if (\$336 ) begin
+            \$411  = 5'h0e;
           end
       5'h0e:
-          if (\$208 ) begin
-            \$281  = 5'h0f;
+          if (\$338 ) begin
+            \$411  = 5'h0f;
           end
       5'h0f:
-          \$281  = 5'h10;
+          \$411  = 5'h10;
       5'h10:
           if (fold_done) begin
             (* full_case = 32'd1 *)
             casez (dest)
               2'h0:
-                  \$281  = 5'h11;
+                  \$411  = 5'h11;
               2'h1:
-                  \$281  = 5'h11;
+                  \$411  = 5'h11;
               2'h2:
-                  \$281  = 5'h12;
+                  \$411  = 5'h12;
               2'h3:
-                  \$281  = 5'h12;
+                  \$411  = 5'h12;
             endcase
           end
       5'h12:
           (* full_case = 32'd1 *)
-          if (\$228 ) begin
-            \$281  = 5'h0f;
-          end else if (\$230 ) begin
-            \$281  = 5'h0f;
+          if (\$358 ) begin
+            \$411  = 5'h0f;
+          end else if (\$360 ) begin
+            \$411  = 5'h0f;
           end else begin
             (* full_case = 32'd1 *)
-            if (\$233 ) begin
-              \$281  = 5'h07;
+            if (\$363 ) begin
+              \$411  = 5'h07;
             end else begin
-              \$281  = 5'h08;
+              \$411  = 5'h08;
             end
           end
       5'h07:
-          \$281  = 5'h13;
+          \$411  = 5'h13;
       5'h13:
           if (done) begin
             (* full_case = 32'd1 *)
-            if (\$235 ) begin
-              \$281  = 5'h07;
+            if (\$365 ) begin
+              \$411  = 5'h07;
             end else begin
               (* full_case = 32'd1 *)
-              if (\$237 ) begin
-                \$281  = 5'h08;
+              if (\$367 ) begin
+                \$411  = 5'h08;
               end else begin
-                \$281  = 5'h14;
+                \$411  = 5'h14;
               end
             end
           end
       5'h14:
-          \$281  = 5'h15;
+          \$411  = 5'h15;
       5'h15:
-          \$281  = 5'h11;
+          \$411  = 5'h11;
       5'h11:
           (* full_case = 32'd1 *)
-          if (\$249 ) begin
-            \$281  = 5'h16;
+          if (\$379 ) begin
+            \$411  = 5'h16;
           end else begin
-            \$281  = 5'h17;
+            \$411  = 5'h17;
           end
       5'h16:
-          if (\$250 ) begin
-            \$281  = 5'h11;
+          if (\$380 ) begin
+            \$411  = 5'h11;
           end
       5'h17:
           (* full_case = 32'd1 *)
-          if (\$263 ) begin
-            \$281  = 5'h14;
+          if (\$393 ) begin
+            \$411  = 5'h14;
           end else if (more) begin
-            \$281  = 5'h0f;
+            \$411  = 5'h0f;
           end else begin
             (* full_case = 32'd1 *)
-            if (\$269 ) begin
-              \$281  = 5'h18;
+            if (\$399 ) begin
+              \$411  = 5'h18;
             end else begin
-              \$281  = 5'h19;
+              \$411  = 5'h19;
             end
           end
       5'h18:
-          \$281  = 5'h1a;
+          \$411  = 5'h1a;
       5'h1a:
-          if (\$270 ) begin
+          if (\$400 ) begin
             (* full_case = 32'd1 *)
-            if (\$272 ) begin
-              \$281  = 5'h18;
+            if (\$402 ) begin
+              \$411  = 5'h18;
             end else begin
-              \$281  = 5'h19;
+              \$411  = 5'h19;
             end
           end
       5'h19:
           (* full_case = 32'd1 *)
-          if (\$278 ) begin
-            \$281  = 5'h03;
+          if (\$408 ) begin
+            \$411  = 5'h03;
           end else begin
-            \$281  = 5'h02;
+            \$411  = 5'h02;
           end
       5'h02:
-          \$281  = 5'h1b;
+          \$411  = 5'h1b;
       5'h1b:
-          if (\$279 ) begin
-            \$281  = 5'h00;
+          if (\$409 ) begin
+            \$411  = 5'h00;
           end
     endcase
     if (rst) begin
-      \$281  = 5'h00;
+      \$411  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$282  = status;
+    \$412  = status;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          \$282  = \status$245 ;
+          \$412  = \status$271 ;
     endcase
     if (rst) begin
-      \$282  = 8'h00;
+      \$412  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$283  = \$signal$145 ;
+    \$413  = \$signal$149 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          \$283  = \$144 [63:0];
+          \$413  = \$264 [63:0];
     endcase
     if (rst) begin
-      \$283  = 64'h0000000000000000;
+      \$413  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$284  = \$signal$144 ;
+    \$414  = \$signal$148 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          \$284  = \$150 [63:0];
+          \$414  = \$270 [63:0];
     endcase
     if (rst) begin
-      \$284  = 64'h0000000000000000;
+      \$414  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$285  = \$signal$147 ;
+    \$415  = \$signal$151 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          \$285  = 20'h00000;
+          \$415  = 20'h00000;
       5'h04:
           /* empty */;
       5'h05:
@@ -6664,20 +8533,20 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h1a:
           /* empty */;
       5'h19:
-          \$285  = \$274 [19:0];
+          \$415  = \$404 [19:0];
     endcase
     if (rst) begin
-      \$285  = 20'h00000;
+      \$415  = 20'h00000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$286  = in_elem;
+    \$416  = in_elem;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          \$286  = 44'h00000000000;
+          \$416  = 44'h00000000000;
       5'h04:
           /* empty */;
       5'h05:
@@ -6725,20 +8594,20 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h1a:
           /* empty */;
       5'h19:
-          \$286  = \$276 [43:0];
+          \$416  = \$406 [43:0];
     endcase
     if (rst) begin
-      \$286  = 44'h00000000000;
+      \$416  = 44'h00000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$287  = \$signal$191 ;
+    \$417  = \$signal$217 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          \$287  = 48'h000000000000;
+          \$417  = 48'h000000000000;
       5'h04:
           /* empty */;
       5'h05:
@@ -6781,69 +8650,69 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
           /* empty */;
       5'h17:
         begin
-          if (\$255 ) begin
-          end else if (\$257 ) begin
-            \$287  = \$261 [47:0];
+          if (\$385 ) begin
+          end else if (\$387 ) begin
+            \$417  = \$391 [47:0];
           end
           (* full_case = 32'd1 *)
-          if (\$263 ) begin
+          if (\$393 ) begin
           end else if (more) begin
           end else begin
-            \$287  = \$265 [47:0];
+            \$417  = \$395 [47:0];
           end
         end
     endcase
     if (rst) begin
-      \$287  = 48'h000000000000;
+      \$417  = 48'h000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$288  = \$signal$192 ;
+    \$418  = \$signal$218 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
           (* full_case = 32'd1 *)
-          if (\$151 ) begin
-            \$288  = 2'h2;
-          end else if (\$152 ) begin
-            \$288  = 2'h1;
-          end else if (\$153 ) begin
-            \$288  = 2'h1;
+          if (\$271 ) begin
+            \$418  = 2'h2;
+          end else if (\$272 ) begin
+            \$418  = 2'h1;
+          end else if (\$273 ) begin
+            \$418  = 2'h1;
           end else begin
-            \$288  = 2'h1;
+            \$418  = 2'h1;
           end
     endcase
     if (rst) begin
-      \$288  = 2'h0;
+      \$418  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$289  = \$signal$132 ;
+    \$419  = \$signal$136 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
           (* full_case = 32'd1 *)
-          if (\$151 ) begin
-            \$289  = entry[123:104];
-          end else if (\$152 ) begin
-            \$289  = entry[203:184];
-          end else if (\$153 ) begin
-            \$289  = entry[123:104];
+          if (\$271 ) begin
+            \$419  = entry[123:104];
+          end else if (\$272 ) begin
+            \$419  = entry[203:184];
+          end else if (\$273 ) begin
+            \$419  = entry[123:104];
           end else begin
-            \$289  = entry[143:124];
+            \$419  = entry[143:124];
           end
     endcase
     if (rst) begin
-      \$289  = 20'h00000;
+      \$419  = 20'h00000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$290  = \$signal$219 ;
+    \$420  = \$signal$245 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -6854,15 +8723,15 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h05:
           /* empty */;
       5'h03:
-          \$290  = \$signal$146 ;
+          \$420  = \$signal$150 ;
     endcase
     if (rst) begin
-      \$290  = 3'h0;
+      \$420  = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$291  = \$signal$248 ;
+    \$421  = \$signal$274 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -6873,7 +8742,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h05:
           /* empty */;
       5'h03:
-          \$291  = 1'h0;
+          \$421  = 1'h0;
       5'h06:
           /* empty */;
       5'h08:
@@ -6896,19 +8765,19 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
           /* empty */;
       5'h12:
           (* full_case = 32'd1 *)
-          if (\$228 ) begin
-          end else if (\$230 ) begin
+          if (\$358 ) begin
+          end else if (\$360 ) begin
           end else begin
-            \$291  = 1'h1;
+            \$421  = 1'h1;
           end
     endcase
     if (rst) begin
-      \$291  = 1'h0;
+      \$421  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$292  = \$signal$181 ;
+    \$422  = \$signal$205 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -6921,8 +8790,8 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h03:
           /* empty */;
       5'h06:
-          if (\$158 ) begin
-            \$292  = 2'h0;
+          if (\$278 ) begin
+            \$422  = 2'h0;
           end
       5'h08:
           /* empty */;
@@ -6937,8 +8806,8 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0d:
           /* empty */;
       5'h0e:
-          if (\$208 ) begin
-            \$292  = 2'h0;
+          if (\$338 ) begin
+            \$422  = 2'h0;
           end
       5'h0f:
           /* empty */;
@@ -6946,21 +8815,21 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
           /* empty */;
       5'h12:
           (* full_case = 32'd1 *)
-          if (\$228 ) begin
-          end else if (\$230 ) begin
-            \$292  = \$232 [1:0];
+          if (\$358 ) begin
+          end else if (\$360 ) begin
+            \$422  = \$362 [1:0];
           end else begin
-            \$292  = 2'h0;
+            \$422  = 2'h0;
           end
       5'h07:
           /* empty */;
       5'h13:
           if (done) begin
             (* full_case = 32'd1 *)
-            if (\$235 ) begin
-              \$292  = \$236 [1:0];
+            if (\$365 ) begin
+              \$422  = \$366 [1:0];
             end else begin
-              \$292  = 2'h0;
+              \$422  = 2'h0;
             end
           end
       5'h14:
@@ -6973,33 +8842,33 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
           /* empty */;
       5'h17:
         begin
-          if (\$255 ) begin
-          end else if (\$257 ) begin
-            \$292  = \$259 [1:0];
+          if (\$385 ) begin
+          end else if (\$387 ) begin
+            \$422  = \$389 [1:0];
           end
           (* full_case = 32'd1 *)
-          if (\$263 ) begin
+          if (\$393 ) begin
           end else if (more) begin
           end else begin
-            \$292  = 2'h0;
+            \$422  = 2'h0;
           end
         end
       5'h18:
           /* empty */;
       5'h1a:
-          if (\$270 ) begin
-            if (\$272 ) begin
-              \$292  = \$273 [1:0];
+          if (\$400 ) begin
+            if (\$402 ) begin
+              \$422  = \$403 [1:0];
             end
           end
     endcase
     if (rst) begin
-      \$292  = 2'h0;
+      \$422  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$293  = \$signal$133 ;
+    \$423  = \$signal$137 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -7012,8 +8881,8 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h03:
           /* empty */;
       5'h06:
-          if (\$158 ) begin
-            \$293  = 20'h00000;
+          if (\$278 ) begin
+            \$423  = 20'h00000;
           end
       5'h08:
           /* empty */;
@@ -7028,8 +8897,8 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0d:
           /* empty */;
       5'h0e:
-          if (\$208 ) begin
-            \$293  = 20'h00000;
+          if (\$338 ) begin
+            \$423  = 20'h00000;
           end
       5'h0f:
           /* empty */;
@@ -7037,12 +8906,12 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
           /* empty */;
       5'h12:
           (* full_case = 32'd1 *)
-          if (\$228 ) begin
-            \$293  = \$231 [19:0];
-          end else if (\$230 ) begin
-            \$293  = 20'h00000;
+          if (\$358 ) begin
+            \$423  = \$361 [19:0];
+          end else if (\$360 ) begin
+            \$423  = 20'h00000;
           end else begin
-            \$293  = 20'h00000;
+            \$423  = 20'h00000;
           end
       5'h07:
           /* empty */;
@@ -7058,26 +8927,26 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
           /* empty */;
       5'h17:
         begin
-          if (\$255 ) begin
-            \$293  = \$258 [19:0];
-          end else if (\$257 ) begin
-            \$293  = 20'h00000;
+          if (\$385 ) begin
+            \$423  = \$388 [19:0];
+          end else if (\$387 ) begin
+            \$423  = 20'h00000;
           end
           (* full_case = 32'd1 *)
-          if (\$263 ) begin
+          if (\$393 ) begin
           end else if (more) begin
           end else begin
-            \$293  = 20'h00000;
+            \$423  = 20'h00000;
           end
         end
     endcase
     if (rst) begin
-      \$293  = 20'h00000;
+      \$423  = 20'h00000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$294  = \$signal$163 ;
+    \$424  = \$signal$167 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -7093,19 +8962,19 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
           /* empty */;
       5'h08:
           (* full_case = 32'd1 *)
-          if (\$160 ) begin
-            \$294  = entry[83:20];
+          if (\$280 ) begin
+            \$424  = entry[83:20];
           end else begin
-            \$294  = \$166 [63:0];
+            \$424  = \$286 [63:0];
           end
     endcase
     if (rst) begin
-      \$294  = 64'h0000000000000000;
+      \$424  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$295  = \$signal$96 ;
+    \$425  = \$signal$98 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -7121,19 +8990,19 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
           /* empty */;
       5'h08:
           (* full_case = 32'd1 *)
-          if (\$160 ) begin
-            \$295  = entry[123:104];
+          if (\$280 ) begin
+            \$425  = entry[123:104];
           end else begin
-            \$295  = entry[143:124];
+            \$425  = entry[143:124];
           end
     endcase
     if (rst) begin
-      \$295  = 20'h00000;
+      \$425  = 20'h00000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$296  = n_cols;
+    \$426  = n_cols;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -7149,19 +9018,19 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
           /* empty */;
       5'h08:
           (* full_case = 32'd1 *)
-          if (\$160 ) begin
-            \$296  = entry[143:124];
+          if (\$280 ) begin
+            \$426  = entry[143:124];
           end else begin
-            \$296  = entry[123:104];
+            \$426  = entry[123:104];
           end
     endcase
     if (rst) begin
-      \$296  = 20'h00000;
+      \$426  = 20'h00000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$297  = dest;
+    \$427  = dest;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -7177,19 +9046,19 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
           /* empty */;
       5'h08:
           (* full_case = 32'd1 *)
-          if (\$160 ) begin
-            \$297  = \$164 ;
+          if (\$280 ) begin
+            \$427  = \$284 ;
           end else begin
-            \$297  = { 1'h0, \$168  };
+            \$427  = { 1'h0, \$288  };
           end
     endcase
     if (rst) begin
-      \$297  = 2'h0;
+      \$427  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$298  = \$signal$166 ;
+    \$428  = \$signal$170 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -7206,15 +9075,15 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h08:
           /* empty */;
       5'h09:
-          \$298  = \$like ;
+          \$428  = \$like ;
     endcase
     if (rst) begin
-      \$298  = 3'h0;
+      \$428  = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$299  = \$signal$184 ;
+    \$429  = \$signal$208 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -7231,15 +9100,15 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h08:
           /* empty */;
       5'h09:
-          \$299  = \$16 [19:0];
+          \$429  = \$16 [19:0];
     endcase
     if (rst) begin
-      \$299  = 20'h00000;
+      \$429  = 20'h00000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$300  = \$signal$171 ;
+    \$430  = \$signal$187 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -7256,15 +9125,15 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h08:
           /* empty */;
       5'h09:
-          \$300  = plan_sets;
+          \$430  = plan_sets;
     endcase
     if (rst) begin
-      \$300  = 2'h0;
+      \$430  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$301  = \$signal$165 ;
+    \$431  = \$signal$169 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -7281,977 +9150,10 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h08:
           /* empty */;
       5'h09:
-          \$301  = \$169 ;
+          \$431  = \$289 ;
     endcase
     if (rst) begin
-      \$301  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$302  = \$signal$167 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$302  = \$172 [4:0];
-    endcase
-    if (rst) begin
-      \$302  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$303  = sets_used;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$303  = \$174 [1:0];
-    endcase
-    if (rst) begin
-      \$303  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$304  = main_elems;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$304  = \$177 [43:0];
-    endcase
-    if (rst) begin
-      \$304  = 44'h00000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$305  = \$signal$173 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$305  = 20'h00000;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          if (\$184 ) begin
-            \$305  = \$186 [19:0];
-          end
-      5'h0d:
-          if (\$197 ) begin
-            \$305  = \$199 [19:0];
-          end
-    endcase
-    if (rst) begin
-      \$305  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$306  = \$signal$170 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$306  = 2'h0;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          if (\$184 ) begin
-            if (\$187 ) begin
-              \$306  = \$188 [1:0];
-            end
-          end
-      5'h0d:
-          if (\$197 ) begin
-            if (\$200 ) begin
-              \$306  = \$201 [1:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$306  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$307  = \$signal$251 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$307  = 2'h0;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          if (\$184 ) begin
-            (* full_case = 32'd1 *)
-            if (\$190 ) begin
-              \$307  = 2'h0;
-            end else begin
-              \$307  = \$191 [1:0];
-            end
-          end
-      5'h0d:
-          if (\$197 ) begin
-            (* full_case = 32'd1 *)
-            if (\$203 ) begin
-              \$307  = 2'h0;
-            end else begin
-              \$307  = \$204 [1:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$307  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$308  = \$signal$175 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$308  = 20'h00000;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          if (\$184 ) begin
-            (* full_case = 32'd1 *)
-            if (\$190 ) begin
-              \$308  = 20'h00000;
-            end else begin
-              \$308  = \$192 [19:0];
-            end
-          end
-      5'h0d:
-          if (\$197 ) begin
-            (* full_case = 32'd1 *)
-            if (\$203 ) begin
-              \$308  = 20'h00000;
-            end else begin
-              \$308  = \$205 [19:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$308  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$309  = \$signal$252 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          \$309  = \$180 [19:0];
-      5'h0b:
-          \$309  = \$181 [19:0];
-    endcase
-    if (rst) begin
-      \$309  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$310  = drain;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          \$310  = 3'h5;
-      5'h0d:
-          \$310  = 3'h5;
-      5'h0e:
-          \$310  = \$207 [2:0];
-    endcase
-    if (rst) begin
-      \$310  = 3'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$311  = \$signal$217 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h10:
-          if (fold_done) begin
-            casez (dest)
-              2'h0:
-                  \$311  = { 1'h0, \$210  };
-              2'h1:
-                  \$311  = \$218 [1535:0];
-            endcase
-          end
-      5'h12:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
-          /* empty */;
-      5'h15:
-          \$311  = { 1'h0, \$239  };
-    endcase
-    if (rst) begin
-      \$311  = 1536'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$312  = \$signal$214 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h10:
-          if (fold_done) begin
-            casez (dest)
-              2'h0:
-                  \$312  = \$213 [191:0];
-              2'h1:
-                  \$312  = \$221 [191:0];
-            endcase
-          end
-      5'h12:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
-          /* empty */;
-      5'h15:
-          \$312  = \$242 [191:0];
-    endcase
-    if (rst) begin
-      \$312  = 192'h000000000000000000000000000000000000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$313  = \$signal$215 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h10:
-          if (fold_done) begin
-            casez (dest)
-              2'h0:
-                  \$313  = \$216 [63:0];
-              2'h1:
-                  \$313  = \$224 [63:0];
-            endcase
-          end
-      5'h12:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
-          /* empty */;
-      5'h15:
-          \$313  = \$245 [63:0];
-    endcase
-    if (rst) begin
-      \$313  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$314  = piece_line;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h10:
-          if (fold_done) begin
-            casez (dest)
-              2'h0:
-                  \$314  = 2'h0;
-              2'h1:
-                  \$314  = 2'h0;
-            endcase
-          end
-      5'h12:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
-          /* empty */;
-      5'h15:
-          \$314  = 2'h0;
-      5'h11:
-          /* empty */;
-      5'h16:
-          if (\$250 ) begin
-            \$314  = \$251 [1:0];
-          end
-    endcase
-    if (rst) begin
-      \$314  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$315  = anchor_m0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h10:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h13:
-          if (done) begin
-            casez (\$signal$181 )
-              2'h0:
-                  \$315  = m;
-            endcase
-          end
-    endcase
-    if (rst) begin
-      \$315  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$316  = anchor_m1;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h10:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h13:
-          if (done) begin
-            casez (\$signal$181 )
-              2'h0:
-                  /* empty */;
-              2'h1:
-                  \$316  = m;
-            endcase
-          end
-    endcase
-    if (rst) begin
-      \$316  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$317  = anchor_m2;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h10:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h13:
-          if (done) begin
-            casez (\$signal$181 )
-              2'h0:
-                  /* empty */;
-              2'h1:
-                  /* empty */;
-              2'h2:
-                  \$317  = m;
-            endcase
-          end
-    endcase
-    if (rst) begin
-      \$317  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$318  = anchor_m3;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h10:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h13:
-          if (done) begin
-            (* full_case = 32'd1 *)
-            casez (\$signal$181 )
-              2'h0:
-                  /* empty */;
-              2'h1:
-                  /* empty */;
-              2'h2:
-                  /* empty */;
-              2'h3:
-                  \$318  = m;
-            endcase
-          end
-    endcase
-    if (rst) begin
-      \$318  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$319  = anchor_l0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h10:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h13:
-          if (done) begin
-            casez (\$signal$181 )
-              2'h0:
-                  \$319  = l;
-            endcase
-          end
-    endcase
-    if (rst) begin
-      \$319  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$320  = anchor_l1;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h10:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h13:
-          if (done) begin
-            casez (\$signal$181 )
-              2'h0:
-                  /* empty */;
-              2'h1:
-                  \$320  = l;
-            endcase
-          end
-    endcase
-    if (rst) begin
-      \$320  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$321  = anchor_l2;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h10:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h13:
-          if (done) begin
-            casez (\$signal$181 )
-              2'h0:
-                  /* empty */;
-              2'h1:
-                  /* empty */;
-              2'h2:
-                  \$321  = l;
-            endcase
-          end
-    endcase
-    if (rst) begin
-      \$321  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$322  = anchor_l3;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h10:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h13:
-          if (done) begin
-            (* full_case = 32'd1 *)
-            casez (\$signal$181 )
-              2'h0:
-                  /* empty */;
-              2'h1:
-                  /* empty */;
-              2'h2:
-                  /* empty */;
-              2'h3:
-                  \$322  = l;
-            endcase
-          end
-    endcase
-    if (rst) begin
-      \$322  = 32'd0;
+      \$431  = 20'h00000;
     end
   end
   assign bus__arid = 8'h00;
@@ -8309,9 +9211,11 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   assign data_base = regs[191:128];
   assign data_limit = regs[255:192];
   assign \$signal  = n_cols;
-  assign \$like$93  = \$16 [19:0];
+  assign \split$93  = split;
+  assign \$like$95  = \$16 [19:0];
   assign plan_groups = \$24 [19:0];
-  assign count_now = \$31 [5:0];
+  assign row_groups0 = \$27 [19:0];
+  assign count_now = \$35 [5:0];
   assign \entry.desc  = entry[203:0];
   assign \entry.desc.type  = entry[1:0];
   assign \entry.desc.op  = entry[5:2];
@@ -8410,36 +9314,54 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   assign \$10  = { 3'h0, n_cols, 4'h0 };
   assign \$12  = { 2'h0, n_cols, 5'h00 };
   assign \$16  = { \$15 [21], \$15 [21], \$15 [21], \$15 [21], \$15 [21], \$15 [21:5] };
-  assign \$26  = { 2'h0, \$signal$133 , 5'h00 };
-  assign \$29  = { 2'h0, \$signal$133 , 5'h00 };
-  assign \$42  = { \$41 [25], \$41 [25], \$41 [25], \$41 [25], \$41 [25], \$41 [25:5] };
-  assign \$44  = { 1'h0, in_elem[43:5], 6'h00 };
-  assign \$48  = { \$47 [45], \$47 [45], \$47 [45], \$47 [45], \$47 [45], \$47 [45:5] };
+  assign \$26  = { 1'h0, \$25 [20:1] };
+  assign \$28  = { 1'h0, \$24 [19:1] };
+  assign \$30  = { 2'h0, \$signal$137 , 5'h00 };
+  assign \$33  = { 2'h0, \$signal$137 , 5'h00 };
+  assign \$46  = { \$45 [25], \$45 [25], \$45 [25], \$45 [25], \$45 [25], \$45 [25:5] };
+  assign \$48  = { 1'h0, in_elem[43:5], 6'h00 };
   assign \$52  = { \$51 [45], \$51 [45], \$51 [45], \$51 [45], \$51 [45], \$51 [45:5] };
-  assign \$53  = { 1'h0, main_elems[43:5], 6'h00 };
-  assign \$59  = { \$58 [22], \$58 [22], \$58 [22], \$58 [22], \$58 [22], \$58 [22:5] };
-  assign \$65  = { \$64 [22], \$64 [22], \$64 [22], \$64 [22], \$64 [22], \$64 [22:5] };
-  assign \$71  = { 2'h0, \$signal$133 , 5'h00 };
-  assign \$75  = { 2'h0, \$signal$133 , 5'h00 };
-  assign \$83  = { 2'h0, \$signal$133 , 5'h00 };
-  assign \$91  = { 1'h0, piece_line, 6'h00 };
-  assign \$96  = { 2'h0, \$95 , 5'h00 };
-  assign \$106  = { 1'h0, \$105 , 6'h00 };
-  assign \$165  = { 1'h0, operand_lines, 6'h00 };
-  assign \$215  = { 1'h0, \$signal$190 [47:6], 6'h00 };
-  assign \$223  = { 1'h0, \$signal$194 [47:6], 6'h00 };
-  assign \$226  = { 2'h0, \$225 , 5'h00 };
-  assign \$244  = { 1'h0, \$signal$211 [47:6], 6'h00 };
-  assign \$253  = { 2'h0, \$252 , 5'h00 };
+  assign \$56  = { \$55 [45], \$55 [45], \$55 [45], \$55 [45], \$55 [45], \$55 [45:5] };
+  assign \$57  = { 1'h0, main_elems[43:5], 6'h00 };
+  assign \$63  = { \$62 [22], \$62 [22], \$62 [22], \$62 [22], \$62 [22], \$62 [22:5] };
+  assign \$69  = { \$68 [22], \$68 [22], \$68 [22], \$68 [22], \$68 [22], \$68 [22:5] };
+  assign \$84  = \$signal$174 ;
+  assign \$86  = \$signal$174 ;
+  assign \$90  = \$signal$174 ;
+  assign \$93  = \$signal$174 ;
+  assign \$95  = \$signal$174 ;
+  assign \$114  = \$signal$174 ;
+  assign \$120  = \$119 ;
+  assign \$144  = \$signal$174 ;
+  assign \$146  = \$signal$174 ;
+  assign \$150  = \$signal$174 ;
+  assign \$153  = \$signal$174 ;
+  assign \$155  = \$signal$174 ;
+  assign \$174  = \$signal$174 ;
+  assign \$180  = \$179 ;
+  assign \$191  = { 2'h0, \$signal$137 , 5'h00 };
+  assign \$195  = { 2'h0, \$signal$137 , 5'h00 };
+  assign \$203  = { 2'h0, \$signal$137 , 5'h00 };
+  assign \$211  = { 1'h0, piece_line, 6'h00 };
+  assign \$216  = { 2'h0, \$215 , 5'h00 };
+  assign \$226  = { 1'h0, \$225 , 6'h00 };
+  assign \$285  = { 1'h0, operand_lines, 6'h00 };
+  assign \$345  = { 1'h0, \$signal$216 [47:6], 6'h00 };
+  assign \$353  = { 1'h0, \$signal$220 [47:6], 6'h00 };
+  assign \$356  = { 2'h0, \$355 , 5'h00 };
+  assign \$374  = { 1'h0, \$signal$237 [47:6], 6'h00 };
+  assign \$383  = { 2'h0, \$382 , 5'h00 };
+  assign \$107  = \$signal$174 ;
+  assign \$167  = \$signal$174 ;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, mac, first, k_base, acc_addr, active, w_data, fold_start, fold_row, fold_word, fold_n_words, fold_sets, fold_pack, acc_we, acc_row, acc_word, acc_data
-, \rd_row$447 , rd_addr, n_cols, sum_fp32, rd_in_data, rd_acc_data, sum_fp16, fold_done, clk);
+module \ndp_device.control_unit.compute (rst, split, in_we, in_row, in_word, in_data, mac, k_base, acc_addr, active, w_data, first, mac1, k_base1, acc_addr1, active1, w_data1, first1, fold_start, fold_row, fold_word
+, fold_n_words, fold_sets, fold_sets1, fold_pack, acc_we, acc_row, acc_word, acc_data, \rd_row$471 , rd_addr, n_cols, sum_fp32, rd_in_data, rd_acc_data, sum_fp16, fold_done, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$68  = 0;
   wire \$1 ;
   wire \$10 ;
-  wire [15:0] \$100 ;
+  wire [5:0] \$100 ;
   reg [15:0] \$1000 ;
   reg [31:0] \$1001 ;
   reg [15:0] \$1002 ;
@@ -8450,7 +9372,7 @@ module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, m
   reg [31:0] \$1007 ;
   reg [15:0] \$1008 ;
   reg [31:0] \$1009 ;
-  wire [5:0] \$101 ;
+  wire [511:0] \$101 ;
   reg [15:0] \$1010 ;
   reg [31:0] \$1011 ;
   reg [15:0] \$1012 ;
@@ -8461,7 +9383,7 @@ module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, m
   reg [31:0] \$1017 ;
   reg [15:0] \$1018 ;
   reg [31:0] \$1019 ;
-  wire [15:0] \$102 ;
+  wire [5:0] \$102 ;
   reg [15:0] \$1020 ;
   reg [31:0] \$1021 ;
   reg [15:0] \$1022 ;
@@ -8472,7 +9394,7 @@ module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, m
   reg [31:0] \$1027 ;
   reg [15:0] \$1028 ;
   reg [31:0] \$1029 ;
-  wire [5:0] \$103 ;
+  wire [15:0] \$103 ;
   reg [15:0] \$1030 ;
   reg [31:0] \$1031 ;
   reg [15:0] \$1032 ;
@@ -8483,7 +9405,7 @@ module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, m
   reg [31:0] \$1037 ;
   reg [15:0] \$1038 ;
   reg [31:0] \$1039 ;
-  wire [15:0] \$104 ;
+  wire [5:0] \$104 ;
   reg [15:0] \$1040 ;
   reg [31:0] \$1041 ;
   reg [15:0] \$1042 ;
@@ -8494,7 +9416,7 @@ module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, m
   reg [31:0] \$1047 ;
   reg [15:0] \$1048 ;
   reg [31:0] \$1049 ;
-  wire [5:0] \$105 ;
+  wire [15:0] \$105 ;
   reg [15:0] \$1050 ;
   reg [31:0] \$1051 ;
   reg [15:0] \$1052 ;
@@ -8505,7 +9427,7 @@ module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, m
   reg [31:0] \$1057 ;
   reg [15:0] \$1058 ;
   reg [31:0] \$1059 ;
-  wire [15:0] \$106 ;
+  wire [5:0] \$106 ;
   reg [15:0] \$1060 ;
   reg [31:0] \$1061 ;
   reg [15:0] \$1062 ;
@@ -8516,1017 +9438,1098 @@ module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, m
   reg [31:0] \$1067 ;
   reg [15:0] \$1068 ;
   reg [31:0] \$1069 ;
-  wire [5:0] \$107 ;
+  wire [15:0] \$107 ;
   reg [15:0] \$1070 ;
   reg [31:0] \$1071 ;
-  reg [1:0] \$1072 ;
-  reg [1023:0] \$1073 ;
-  reg [6:0] \$1074 ;
-  reg [1:0] \$1075 ;
-  reg [5:0] \$1076 ;
-  reg [1:0] \$1077 ;
-  reg [1023:0] \$1078 ;
-  reg [1:0] \$1079 ;
-  wire [15:0] \$108 ;
-  wire [5:0] \$109 ;
+  reg [15:0] \$1072 ;
+  reg [31:0] \$1073 ;
+  reg [15:0] \$1074 ;
+  reg [31:0] \$1075 ;
+  reg [15:0] \$1076 ;
+  reg [31:0] \$1077 ;
+  reg [15:0] \$1078 ;
+  reg [31:0] \$1079 ;
+  wire [5:0] \$108 ;
+  reg [15:0] \$1080 ;
+  reg [31:0] \$1081 ;
+  reg [15:0] \$1082 ;
+  reg [31:0] \$1083 ;
+  reg [15:0] \$1084 ;
+  reg [31:0] \$1085 ;
+  reg [15:0] \$1086 ;
+  reg [31:0] \$1087 ;
+  reg [15:0] \$1088 ;
+  reg [31:0] \$1089 ;
+  wire [15:0] \$109 ;
+  reg [15:0] \$1090 ;
+  reg [31:0] \$1091 ;
+  reg [15:0] \$1092 ;
+  reg [31:0] \$1093 ;
+  reg [15:0] \$1094 ;
+  reg [31:0] \$1095 ;
+  reg [15:0] \$1096 ;
+  reg [31:0] \$1097 ;
+  reg [15:0] \$1098 ;
+  reg [31:0] \$1099 ;
   reg [4:0] \$11 ;
-  wire [15:0] \$110 ;
-  wire [5:0] \$111 ;
-  wire [15:0] \$112 ;
-  wire [5:0] \$113 ;
-  wire [15:0] \$114 ;
-  wire [5:0] \$115 ;
-  wire [15:0] \$116 ;
-  wire [5:0] \$117 ;
-  wire [9:0] \$1177 ;
-  wire [15:0] \$118 ;
-  wire [9:0] \$1181 ;
-  wire [9:0] \$1185 ;
-  wire [9:0] \$1189 ;
-  wire [5:0] \$119 ;
-  wire [9:0] \$1193 ;
-  wire [9:0] \$1197 ;
+  wire [5:0] \$110 ;
+  reg [15:0] \$1100 ;
+  reg [31:0] \$1101 ;
+  reg [15:0] \$1102 ;
+  reg [31:0] \$1103 ;
+  reg [15:0] \$1104 ;
+  reg [31:0] \$1105 ;
+  reg [15:0] \$1106 ;
+  reg [31:0] \$1107 ;
+  reg [15:0] \$1108 ;
+  reg [31:0] \$1109 ;
+  wire [15:0] \$111 ;
+  reg [15:0] \$1110 ;
+  reg [31:0] \$1111 ;
+  reg [15:0] \$1112 ;
+  reg [31:0] \$1113 ;
+  reg [15:0] \$1114 ;
+  reg [31:0] \$1115 ;
+  reg [15:0] \$1116 ;
+  reg [31:0] \$1117 ;
+  reg [15:0] \$1118 ;
+  reg [31:0] \$1119 ;
+  wire [5:0] \$112 ;
+  reg [15:0] \$1120 ;
+  reg [31:0] \$1121 ;
+  reg [15:0] \$1122 ;
+  reg [31:0] \$1123 ;
+  reg [15:0] \$1124 ;
+  reg [31:0] \$1125 ;
+  reg [15:0] \$1126 ;
+  reg [31:0] \$1127 ;
+  reg [15:0] \$1128 ;
+  reg [31:0] \$1129 ;
+  wire [15:0] \$113 ;
+  reg [15:0] \$1130 ;
+  reg [31:0] \$1131 ;
+  reg [15:0] \$1132 ;
+  reg [31:0] \$1133 ;
+  reg [15:0] \$1134 ;
+  reg [31:0] \$1135 ;
+  reg [15:0] \$1136 ;
+  reg [31:0] \$1137 ;
+  reg [15:0] \$1138 ;
+  reg [31:0] \$1139 ;
+  wire [5:0] \$114 ;
+  reg [15:0] \$1140 ;
+  reg [31:0] \$1141 ;
+  reg [15:0] \$1142 ;
+  reg [31:0] \$1143 ;
+  reg [15:0] \$1144 ;
+  reg [31:0] \$1145 ;
+  reg [15:0] \$1146 ;
+  reg [31:0] \$1147 ;
+  reg [15:0] \$1148 ;
+  reg [31:0] \$1149 ;
+  wire [15:0] \$115 ;
+  reg [1:0] \$1150 ;
+  reg [1023:0] \$1151 ;
+  reg [6:0] \$1152 ;
+  reg [6:0] \$1153 ;
+  reg [1:0] \$1154 ;
+  reg [1:0] \$1155 ;
+  reg [1:0] \$1156 ;
+  reg [5:0] \$1157 ;
+  reg [1:0] \$1158 ;
+  reg [1023:0] \$1159 ;
+  wire [5:0] \$116 ;
+  reg [1:0] \$1160 ;
+  wire [15:0] \$117 ;
+  wire [5:0] \$118 ;
+  wire [15:0] \$119 ;
   wire [4:0] \$12 ;
-  wire [15:0] \$120 ;
-  wire [9:0] \$1201 ;
-  wire [9:0] \$1205 ;
-  wire [9:0] \$1209 ;
-  wire [5:0] \$121 ;
-  wire [9:0] \$1213 ;
-  wire [9:0] \$1217 ;
-  wire [15:0] \$122 ;
-  wire [9:0] \$1221 ;
-  wire [9:0] \$1225 ;
-  wire [9:0] \$1229 ;
-  wire [5:0] \$123 ;
-  wire [9:0] \$1233 ;
-  wire [9:0] \$1237 ;
-  wire [15:0] \$124 ;
-  wire [9:0] \$1241 ;
-  wire [9:0] \$1245 ;
-  wire [9:0] \$1249 ;
-  wire [5:0] \$125 ;
-  wire [9:0] \$1253 ;
-  wire [9:0] \$1257 ;
-  wire [15:0] \$126 ;
-  wire [9:0] \$1261 ;
-  wire [9:0] \$1265 ;
-  wire [9:0] \$1269 ;
-  wire [5:0] \$127 ;
-  wire [9:0] \$1273 ;
-  wire [9:0] \$1277 ;
-  wire [15:0] \$128 ;
-  wire [9:0] \$1281 ;
-  wire [9:0] \$1285 ;
-  wire [9:0] \$1289 ;
-  wire [5:0] \$129 ;
-  wire [9:0] \$1293 ;
-  wire [9:0] \$1297 ;
+  wire [5:0] \$120 ;
+  wire [15:0] \$121 ;
+  wire [5:0] \$122 ;
+  wire [15:0] \$123 ;
+  wire [5:0] \$124 ;
+  wire [15:0] \$125 ;
+  wire [5:0] \$126 ;
+  wire [9:0] \$1263 ;
+  wire [9:0] \$1267 ;
+  wire [15:0] \$127 ;
+  wire [9:0] \$1271 ;
+  wire [9:0] \$1275 ;
+  wire [9:0] \$1279 ;
+  wire [5:0] \$128 ;
+  wire [9:0] \$1283 ;
+  wire [9:0] \$1287 ;
+  wire [15:0] \$129 ;
+  wire [9:0] \$1291 ;
+  wire [9:0] \$1295 ;
+  wire [9:0] \$1299 ;
   wire \$13 ;
-  wire [15:0] \$130 ;
-  wire [9:0] \$1301 ;
-  wire [9:0] \$1305 ;
-  wire [9:0] \$1309 ;
-  wire [5:0] \$131 ;
-  wire [9:0] \$1313 ;
-  wire [9:0] \$1317 ;
-  wire [15:0] \$132 ;
-  wire [9:0] \$1321 ;
-  wire [9:0] \$1325 ;
-  wire [9:0] \$1329 ;
-  wire [5:0] \$133 ;
-  wire [9:0] \$1333 ;
-  wire [9:0] \$1337 ;
-  wire [15:0] \$134 ;
-  wire [9:0] \$1341 ;
-  wire [9:0] \$1345 ;
-  wire [9:0] \$1349 ;
-  wire [5:0] \$135 ;
-  wire [9:0] \$1353 ;
-  wire [9:0] \$1357 ;
-  wire [15:0] \$136 ;
-  wire [9:0] \$1361 ;
-  wire [9:0] \$1365 ;
-  wire [9:0] \$1369 ;
-  wire [5:0] \$137 ;
-  wire [9:0] \$1373 ;
-  wire [9:0] \$1377 ;
-  wire [15:0] \$138 ;
-  wire [9:0] \$1381 ;
-  wire [9:0] \$1385 ;
-  wire [9:0] \$1389 ;
-  wire [5:0] \$139 ;
-  wire [9:0] \$1393 ;
+  wire [5:0] \$130 ;
+  wire [9:0] \$1303 ;
+  wire [9:0] \$1307 ;
+  wire [15:0] \$131 ;
+  wire [9:0] \$1311 ;
+  wire [9:0] \$1315 ;
+  wire [9:0] \$1319 ;
+  wire [5:0] \$132 ;
+  wire [9:0] \$1323 ;
+  wire [9:0] \$1327 ;
+  wire [15:0] \$133 ;
+  wire [9:0] \$1331 ;
+  wire [9:0] \$1335 ;
+  wire [9:0] \$1339 ;
+  wire [5:0] \$134 ;
+  wire [9:0] \$1343 ;
+  wire [9:0] \$1347 ;
+  wire [15:0] \$135 ;
+  wire [9:0] \$1351 ;
+  wire [9:0] \$1355 ;
+  wire [9:0] \$1359 ;
+  wire [5:0] \$136 ;
+  wire [9:0] \$1363 ;
+  wire [9:0] \$1367 ;
+  wire [15:0] \$137 ;
+  wire [9:0] \$1371 ;
+  wire [9:0] \$1375 ;
+  wire [9:0] \$1379 ;
+  wire [5:0] \$138 ;
+  wire [9:0] \$1383 ;
+  wire [9:0] \$1387 ;
+  wire [15:0] \$139 ;
+  wire [9:0] \$1392 ;
   wire [9:0] \$1397 ;
   reg [4:0] \$14 ;
-  wire [15:0] \$140 ;
-  wire [9:0] \$1401 ;
-  wire [9:0] \$1405 ;
-  wire [9:0] \$1409 ;
-  wire [5:0] \$141 ;
-  wire [9:0] \$1413 ;
+  wire [5:0] \$140 ;
+  wire [9:0] \$1402 ;
+  wire [9:0] \$1407 ;
+  wire [15:0] \$141 ;
+  wire [9:0] \$1412 ;
   wire [9:0] \$1417 ;
-  wire [15:0] \$142 ;
-  wire [9:0] \$1421 ;
-  wire [9:0] \$1425 ;
-  wire [9:0] \$1429 ;
-  wire [5:0] \$143 ;
-  wire [9:0] \$1433 ;
+  wire [5:0] \$142 ;
+  wire [9:0] \$1422 ;
+  wire [9:0] \$1427 ;
+  wire [15:0] \$143 ;
+  wire [9:0] \$1432 ;
   wire [9:0] \$1437 ;
-  wire [15:0] \$144 ;
-  wire [9:0] \$1441 ;
-  wire [9:0] \$1445 ;
-  wire [9:0] \$1449 ;
-  wire [5:0] \$145 ;
-  wire [9:0] \$1453 ;
+  wire [5:0] \$144 ;
+  wire [9:0] \$1442 ;
+  wire [9:0] \$1447 ;
+  wire [15:0] \$145 ;
+  wire [9:0] \$1452 ;
   wire [9:0] \$1457 ;
-  wire [15:0] \$146 ;
-  wire [9:0] \$1461 ;
-  wire [9:0] \$1465 ;
-  wire [9:0] \$1469 ;
-  wire [5:0] \$147 ;
-  wire [9:0] \$1473 ;
+  wire [5:0] \$146 ;
+  wire [9:0] \$1462 ;
+  wire [9:0] \$1467 ;
+  wire [15:0] \$147 ;
+  wire [9:0] \$1472 ;
   wire [9:0] \$1477 ;
-  wire [15:0] \$148 ;
-  wire [9:0] \$1481 ;
-  wire [9:0] \$1485 ;
-  wire [9:0] \$1489 ;
-  wire [5:0] \$149 ;
-  wire [9:0] \$1493 ;
+  wire [5:0] \$148 ;
+  wire [9:0] \$1482 ;
+  wire [9:0] \$1487 ;
+  wire [15:0] \$149 ;
+  wire [9:0] \$1492 ;
   wire [9:0] \$1497 ;
   wire [4:0] \$15 ;
-  wire [15:0] \$150 ;
-  wire [9:0] \$1501 ;
-  wire [9:0] \$1505 ;
-  wire [9:0] \$1509 ;
-  wire [5:0] \$151 ;
-  wire [9:0] \$1513 ;
+  wire [5:0] \$150 ;
+  wire [9:0] \$1502 ;
+  wire [9:0] \$1507 ;
+  wire [15:0] \$151 ;
+  wire [9:0] \$1512 ;
   wire [9:0] \$1517 ;
-  wire [15:0] \$152 ;
-  wire [9:0] \$1521 ;
-  wire [9:0] \$1525 ;
-  wire [9:0] \$1529 ;
-  wire [5:0] \$153 ;
-  wire [9:0] \$1533 ;
+  wire [5:0] \$152 ;
+  wire [9:0] \$1522 ;
+  wire [9:0] \$1527 ;
+  wire [15:0] \$153 ;
+  wire [9:0] \$1532 ;
   wire [9:0] \$1537 ;
-  wire [15:0] \$154 ;
-  wire [9:0] \$1541 ;
-  wire [9:0] \$1545 ;
-  wire [9:0] \$1549 ;
-  wire [5:0] \$155 ;
-  wire [9:0] \$1553 ;
-  wire [9:0] \$1557 ;
-  wire [15:0] \$156 ;
-  wire [9:0] \$1561 ;
-  wire [9:0] \$1565 ;
-  wire [9:0] \$1569 ;
-  wire [5:0] \$157 ;
-  wire [9:0] \$1573 ;
-  wire [9:0] \$1577 ;
-  wire [15:0] \$158 ;
-  wire [9:0] \$1581 ;
-  wire [9:0] \$1585 ;
-  wire [9:0] \$1589 ;
-  wire [5:0] \$159 ;
-  wire [9:0] \$1593 ;
-  wire [9:0] \$1597 ;
+  wire [5:0] \$154 ;
+  wire [9:0] \$1542 ;
+  wire [9:0] \$1547 ;
+  wire [15:0] \$155 ;
+  wire [9:0] \$1551 ;
+  wire [9:0] \$1555 ;
+  wire [9:0] \$1559 ;
+  wire [5:0] \$156 ;
+  wire [9:0] \$1563 ;
+  wire [9:0] \$1567 ;
+  wire [15:0] \$157 ;
+  wire [9:0] \$1571 ;
+  wire [9:0] \$1575 ;
+  wire [9:0] \$1579 ;
+  wire [5:0] \$158 ;
+  wire [9:0] \$1583 ;
+  wire [9:0] \$1587 ;
+  wire [15:0] \$159 ;
+  wire [9:0] \$1591 ;
+  wire [9:0] \$1595 ;
+  wire [9:0] \$1599 ;
   wire \$16 ;
-  wire [15:0] \$160 ;
-  wire [9:0] \$1601 ;
-  wire [9:0] \$1605 ;
-  wire [9:0] \$1609 ;
-  wire [5:0] \$161 ;
-  wire [9:0] \$1613 ;
-  wire [9:0] \$1617 ;
-  wire [15:0] \$162 ;
-  wire [9:0] \$1621 ;
-  wire [9:0] \$1625 ;
-  wire [9:0] \$1629 ;
-  wire [5:0] \$163 ;
-  wire [9:0] \$1633 ;
-  wire [9:0] \$1637 ;
-  wire [15:0] \$164 ;
-  wire [9:0] \$1641 ;
-  wire [9:0] \$1645 ;
-  wire [9:0] \$1649 ;
-  wire [5:0] \$165 ;
-  wire [9:0] \$1653 ;
-  wire [9:0] \$1657 ;
-  wire [15:0] \$166 ;
-  wire [9:0] \$1661 ;
-  wire [9:0] \$1665 ;
-  wire [9:0] \$1669 ;
+  wire [5:0] \$160 ;
+  wire [9:0] \$1603 ;
+  wire [9:0] \$1607 ;
+  wire [15:0] \$161 ;
+  wire [9:0] \$1611 ;
+  wire [9:0] \$1615 ;
+  wire [9:0] \$1619 ;
+  wire [5:0] \$162 ;
+  wire [9:0] \$1623 ;
+  wire [9:0] \$1627 ;
+  wire [15:0] \$163 ;
+  wire [9:0] \$1631 ;
+  wire [9:0] \$1635 ;
+  wire [9:0] \$1639 ;
+  wire [5:0] \$164 ;
+  wire [9:0] \$1643 ;
+  wire [9:0] \$1647 ;
+  wire [15:0] \$165 ;
+  wire [9:0] \$1651 ;
+  wire [9:0] \$1655 ;
+  wire [9:0] \$1659 ;
+  wire [19:0] \$166 ;
+  wire [9:0] \$1663 ;
+  wire [9:0] \$1667 ;
   wire [5:0] \$167 ;
-  wire [9:0] \$1673 ;
-  wire [9:0] \$1677 ;
+  wire [9:0] \$1671 ;
+  wire [9:0] \$1675 ;
+  wire [9:0] \$1679 ;
   wire [15:0] \$168 ;
-  wire [9:0] \$1681 ;
-  wire [9:0] \$1685 ;
-  wire [5:0] \$169 ;
+  wire [9:0] \$1683 ;
+  wire [9:0] \$1687 ;
+  wire [19:0] \$169 ;
+  wire [9:0] \$1691 ;
+  wire [9:0] \$1695 ;
+  wire [9:0] \$1699 ;
   reg [4:0] \$17 ;
-  wire [15:0] \$170 ;
-  wire [5:0] \$171 ;
-  wire [15:0] \$172 ;
+  wire [5:0] \$170 ;
+  wire [9:0] \$1703 ;
+  wire [9:0] \$1707 ;
+  wire [15:0] \$171 ;
+  wire [9:0] \$1711 ;
+  wire [9:0] \$1715 ;
+  wire [9:0] \$1719 ;
+  wire [19:0] \$172 ;
+  wire [9:0] \$1723 ;
+  wire [9:0] \$1727 ;
   wire [5:0] \$173 ;
+  wire [9:0] \$1731 ;
+  wire [9:0] \$1735 ;
+  wire [9:0] \$1739 ;
   wire [15:0] \$174 ;
-  wire [5:0] \$175 ;
-  wire [15:0] \$176 ;
-  wire [5:0] \$177 ;
-  wire [15:0] \$178 ;
+  wire [9:0] \$1743 ;
+  wire [9:0] \$1747 ;
+  wire [19:0] \$175 ;
+  wire [9:0] \$1751 ;
+  wire [9:0] \$1755 ;
+  wire [9:0] \$1759 ;
+  wire [5:0] \$176 ;
+  wire [9:0] \$1763 ;
+  wire [9:0] \$1767 ;
+  wire [15:0] \$177 ;
+  wire [9:0] \$1771 ;
+  wire [9:0] \$1775 ;
+  wire [9:0] \$1779 ;
+  wire [19:0] \$178 ;
+  wire [9:0] \$1783 ;
+  wire [9:0] \$1787 ;
   wire [5:0] \$179 ;
+  wire [9:0] \$1791 ;
+  wire [9:0] \$1795 ;
+  wire [9:0] \$1799 ;
   wire [4:0] \$18 ;
   wire [15:0] \$180 ;
-  wire [5:0] \$181 ;
-  wire [15:0] \$182 ;
-  wire [5:0] \$183 ;
-  wire [15:0] \$184 ;
+  wire [9:0] \$1803 ;
+  wire [19:0] \$181 ;
+  wire [5:0] \$182 ;
+  wire [15:0] \$183 ;
+  wire [19:0] \$184 ;
   wire [5:0] \$185 ;
   wire [15:0] \$186 ;
-  wire [5:0] \$187 ;
-  wire [15:0] \$188 ;
-  wire [5:0] \$189 ;
+  wire [19:0] \$187 ;
+  wire [5:0] \$188 ;
+  wire [15:0] \$189 ;
   wire \$19 ;
-  wire [15:0] \$190 ;
+  wire [19:0] \$190 ;
   wire [5:0] \$191 ;
   wire [15:0] \$192 ;
-  wire [5:0] \$193 ;
-  wire [15:0] \$194 ;
-  wire [5:0] \$195 ;
-  wire [15:0] \$196 ;
+  wire [19:0] \$193 ;
+  wire [5:0] \$194 ;
+  wire [15:0] \$195 ;
+  wire [19:0] \$196 ;
   wire [5:0] \$197 ;
   wire [15:0] \$198 ;
-  wire [5:0] \$199 ;
+  wire [19:0] \$199 ;
   reg [4:0] \$2 ;
   reg [4:0] \$20 ;
-  wire [15:0] \$200 ;
-  wire [5:0] \$201 ;
-  wire [15:0] \$202 ;
+  wire [5:0] \$200 ;
+  wire [15:0] \$201 ;
+  wire [19:0] \$202 ;
   wire [5:0] \$203 ;
   wire [15:0] \$204 ;
-  wire [5:0] \$205 ;
-  wire [15:0] \$206 ;
-  wire [5:0] \$207 ;
-  wire [15:0] \$208 ;
+  wire [19:0] \$205 ;
+  wire [5:0] \$206 ;
+  wire [15:0] \$207 ;
+  wire [19:0] \$208 ;
   wire [5:0] \$209 ;
   wire [4:0] \$21 ;
   wire [15:0] \$210 ;
-  wire [5:0] \$211 ;
-  wire [15:0] \$212 ;
-  wire [5:0] \$213 ;
-  wire [15:0] \$214 ;
+  wire [19:0] \$211 ;
+  wire [5:0] \$212 ;
+  wire [15:0] \$213 ;
+  wire [19:0] \$214 ;
   wire [5:0] \$215 ;
   wire [15:0] \$216 ;
-  wire [5:0] \$217 ;
-  wire [15:0] \$218 ;
-  wire [5:0] \$219 ;
+  wire [19:0] \$217 ;
+  wire [5:0] \$218 ;
+  wire [15:0] \$219 ;
   wire \$22 ;
-  wire [15:0] \$220 ;
+  wire [19:0] \$220 ;
   wire [5:0] \$221 ;
   wire [15:0] \$222 ;
-  wire [5:0] \$223 ;
-  wire [15:0] \$224 ;
-  wire [5:0] \$225 ;
-  wire [15:0] \$226 ;
+  wire [19:0] \$223 ;
+  wire [5:0] \$224 ;
+  wire [15:0] \$225 ;
+  wire [19:0] \$226 ;
   wire [5:0] \$227 ;
   wire [15:0] \$228 ;
-  wire [5:0] \$229 ;
+  wire [19:0] \$229 ;
   reg [4:0] \$23 ;
-  wire [15:0] \$230 ;
-  wire [5:0] \$231 ;
-  wire [15:0] \$232 ;
+  wire [5:0] \$230 ;
+  wire [15:0] \$231 ;
+  wire [19:0] \$232 ;
   wire [5:0] \$233 ;
   wire [15:0] \$234 ;
-  wire [5:0] \$235 ;
-  wire [15:0] \$236 ;
-  wire [5:0] \$237 ;
-  wire [15:0] \$238 ;
+  wire [19:0] \$235 ;
+  wire [5:0] \$236 ;
+  wire [15:0] \$237 ;
+  wire [19:0] \$238 ;
   wire [5:0] \$239 ;
   wire [4:0] \$24 ;
   wire [15:0] \$240 ;
-  wire [5:0] \$241 ;
-  wire [15:0] \$242 ;
-  wire [5:0] \$243 ;
-  wire [15:0] \$244 ;
+  wire [19:0] \$241 ;
+  wire [5:0] \$242 ;
+  wire [15:0] \$243 ;
+  wire [19:0] \$244 ;
   wire [5:0] \$245 ;
   wire [15:0] \$246 ;
-  wire [5:0] \$247 ;
-  wire [15:0] \$248 ;
-  wire [5:0] \$249 ;
+  wire [19:0] \$247 ;
+  wire [5:0] \$248 ;
+  wire [15:0] \$249 ;
   wire \$25 ;
-  wire [15:0] \$250 ;
+  wire [19:0] \$250 ;
   wire [5:0] \$251 ;
   wire [15:0] \$252 ;
-  wire [5:0] \$253 ;
-  wire [15:0] \$254 ;
-  wire [5:0] \$255 ;
-  wire [15:0] \$256 ;
+  wire [19:0] \$253 ;
+  wire [5:0] \$254 ;
+  wire [15:0] \$255 ;
+  wire [19:0] \$256 ;
   wire [5:0] \$257 ;
   wire [15:0] \$258 ;
-  wire [5:0] \$259 ;
+  wire [19:0] \$259 ;
   reg [4:0] \$26 ;
-  wire [15:0] \$260 ;
-  wire [5:0] \$261 ;
-  wire [15:0] \$262 ;
-  wire [5:0] \$263 ;
-  wire [15:0] \$264 ;
-  wire [5:0] \$265 ;
-  wire [15:0] \$266 ;
-  wire [5:0] \$267 ;
-  wire [15:0] \$268 ;
-  wire [5:0] \$269 ;
+  wire [5:0] \$260 ;
+  wire [15:0] \$261 ;
+  wire [5:0] \$262 ;
+  wire [15:0] \$263 ;
+  wire [5:0] \$264 ;
+  wire [15:0] \$265 ;
+  wire [5:0] \$266 ;
+  wire [15:0] \$267 ;
+  wire [5:0] \$268 ;
+  wire [15:0] \$269 ;
   wire [4:0] \$27 ;
-  wire [15:0] \$270 ;
-  wire [5:0] \$271 ;
-  wire [15:0] \$272 ;
-  wire [5:0] \$273 ;
-  wire [15:0] \$274 ;
-  wire [5:0] \$275 ;
-  wire [15:0] \$276 ;
-  wire [5:0] \$277 ;
-  wire [15:0] \$278 ;
-  wire [5:0] \$279 ;
+  wire [5:0] \$270 ;
+  wire [15:0] \$271 ;
+  wire [5:0] \$272 ;
+  wire [15:0] \$273 ;
+  wire [5:0] \$274 ;
+  wire [15:0] \$275 ;
+  wire [5:0] \$276 ;
+  wire [15:0] \$277 ;
+  wire [5:0] \$278 ;
+  wire [15:0] \$279 ;
   wire \$28 ;
-  wire [15:0] \$280 ;
-  wire [5:0] \$281 ;
-  wire [15:0] \$282 ;
-  wire [5:0] \$283 ;
-  wire [15:0] \$284 ;
-  wire [5:0] \$285 ;
-  wire [15:0] \$286 ;
-  wire [5:0] \$287 ;
-  wire [15:0] \$288 ;
-  wire [5:0] \$289 ;
+  wire [5:0] \$280 ;
+  wire [15:0] \$281 ;
+  wire [5:0] \$282 ;
+  wire [15:0] \$283 ;
+  wire [5:0] \$284 ;
+  wire [15:0] \$285 ;
+  wire [5:0] \$286 ;
+  wire [15:0] \$287 ;
+  wire [5:0] \$288 ;
+  wire [15:0] \$289 ;
   reg [4:0] \$29 ;
-  wire [15:0] \$290 ;
-  wire [5:0] \$291 ;
-  wire [15:0] \$292 ;
-  wire [5:0] \$293 ;
-  wire [15:0] \$294 ;
-  wire [5:0] \$295 ;
-  wire [15:0] \$296 ;
-  wire [5:0] \$297 ;
-  wire [15:0] \$298 ;
-  wire [5:0] \$299 ;
+  wire [5:0] \$290 ;
+  wire [15:0] \$291 ;
+  wire [5:0] \$292 ;
+  wire [15:0] \$293 ;
+  wire [5:0] \$294 ;
+  wire [15:0] \$295 ;
+  wire [5:0] \$296 ;
+  wire [15:0] \$297 ;
+  wire [5:0] \$298 ;
+  wire [15:0] \$299 ;
   wire [4:0] \$3 ;
   wire [4:0] \$30 ;
-  wire [15:0] \$300 ;
-  wire [5:0] \$301 ;
-  wire [15:0] \$302 ;
-  wire [5:0] \$303 ;
-  wire [15:0] \$304 ;
-  wire [5:0] \$305 ;
-  wire [15:0] \$306 ;
-  wire [5:0] \$307 ;
-  wire [15:0] \$308 ;
-  wire [5:0] \$309 ;
+  wire [5:0] \$300 ;
+  wire [15:0] \$301 ;
+  wire [5:0] \$302 ;
+  wire [15:0] \$303 ;
+  wire [5:0] \$304 ;
+  wire [15:0] \$305 ;
+  wire [5:0] \$306 ;
+  wire [15:0] \$307 ;
+  wire [5:0] \$308 ;
+  wire [15:0] \$309 ;
   wire \$31 ;
-  wire [15:0] \$310 ;
-  wire [5:0] \$311 ;
-  wire [15:0] \$312 ;
-  wire [5:0] \$313 ;
-  wire [15:0] \$314 ;
-  wire [5:0] \$315 ;
-  wire [15:0] \$316 ;
-  wire [5:0] \$317 ;
-  wire [15:0] \$318 ;
-  wire [5:0] \$319 ;
+  wire [5:0] \$310 ;
+  wire [15:0] \$311 ;
+  wire [5:0] \$312 ;
+  wire [15:0] \$313 ;
+  wire [5:0] \$314 ;
+  wire [15:0] \$315 ;
+  wire [5:0] \$316 ;
+  wire [15:0] \$317 ;
+  wire [5:0] \$318 ;
+  wire [15:0] \$319 ;
   reg [4:0] \$32 ;
-  wire [15:0] \$320 ;
-  wire [5:0] \$321 ;
-  wire [15:0] \$322 ;
-  wire [5:0] \$323 ;
-  wire [15:0] \$324 ;
-  wire [5:0] \$325 ;
-  wire [15:0] \$326 ;
-  wire [5:0] \$327 ;
-  wire [15:0] \$328 ;
-  wire [5:0] \$329 ;
+  wire [5:0] \$320 ;
+  wire [15:0] \$321 ;
+  wire [5:0] \$322 ;
+  wire [15:0] \$323 ;
+  wire [5:0] \$324 ;
+  wire [15:0] \$325 ;
+  wire [5:0] \$326 ;
+  wire [15:0] \$327 ;
+  wire [5:0] \$328 ;
+  wire [15:0] \$329 ;
   wire [4:0] \$33 ;
-  wire [15:0] \$330 ;
-  wire [5:0] \$331 ;
-  wire [15:0] \$332 ;
-  wire [5:0] \$333 ;
-  wire [15:0] \$334 ;
-  wire [5:0] \$335 ;
-  wire [15:0] \$336 ;
-  wire [5:0] \$337 ;
-  wire [15:0] \$338 ;
-  wire [5:0] \$339 ;
+  wire [5:0] \$330 ;
+  wire [15:0] \$331 ;
+  wire [5:0] \$332 ;
+  wire [15:0] \$333 ;
+  wire [5:0] \$334 ;
+  wire [15:0] \$335 ;
+  wire [5:0] \$336 ;
+  wire [15:0] \$337 ;
+  wire [5:0] \$338 ;
+  wire [15:0] \$339 ;
   wire \$34 ;
-  wire [15:0] \$340 ;
-  wire [5:0] \$341 ;
-  wire [15:0] \$342 ;
-  wire [5:0] \$343 ;
-  wire [15:0] \$344 ;
-  wire [5:0] \$345 ;
-  wire [15:0] \$346 ;
-  wire [5:0] \$347 ;
-  wire [15:0] \$348 ;
-  wire [5:0] \$349 ;
+  wire [5:0] \$340 ;
+  wire [15:0] \$341 ;
+  wire [5:0] \$342 ;
+  wire [15:0] \$343 ;
+  wire [5:0] \$344 ;
+  wire [15:0] \$345 ;
+  wire [5:0] \$346 ;
+  wire [15:0] \$347 ;
+  wire [5:0] \$348 ;
+  wire [15:0] \$349 ;
   reg [4:0] \$35 ;
-  wire [15:0] \$350 ;
-  wire [5:0] \$351 ;
-  wire [15:0] \$352 ;
-  wire [8:0] \$353 ;
-  wire [2:0] \$354 ;
-  wire [25:0] \$355 ;
-  wire [25:0] \$356 ;
-  wire \$357 ;
-  wire \$358 ;
-  wire [8:0] \$359 ;
+  wire [5:0] \$350 ;
+  wire [15:0] \$351 ;
+  wire [5:0] \$352 ;
+  wire [15:0] \$353 ;
+  wire [5:0] \$354 ;
+  wire [15:0] \$355 ;
+  wire [5:0] \$356 ;
+  wire [15:0] \$357 ;
+  wire [5:0] \$358 ;
+  wire [15:0] \$359 ;
   wire [4:0] \$36 ;
-  wire [2:0] \$360 ;
-  wire [11:0] \$361 ;
-  wire [1023:0] \$362 ;
-  wire [5:0] \$363 ;
-  wire \$364 ;
-  wire [2:0] \$365 ;
-  wire \$366 ;
-  wire \$367 ;
-  wire \$368 ;
-  wire \$369 ;
+  wire [5:0] \$360 ;
+  wire [15:0] \$361 ;
+  wire [5:0] \$362 ;
+  wire [15:0] \$363 ;
+  wire [5:0] \$364 ;
+  wire [15:0] \$365 ;
+  wire [5:0] \$366 ;
+  wire [15:0] \$367 ;
+  wire [5:0] \$368 ;
+  wire [15:0] \$369 ;
   wire \$37 ;
-  wire \$370 ;
-  wire \$371 ;
-  wire \$372 ;
-  wire \$373 ;
-  wire \$374 ;
-  wire \$375 ;
-  wire \$376 ;
-  wire \$377 ;
-  wire \$378 ;
-  wire \$379 ;
+  wire [5:0] \$370 ;
+  wire [15:0] \$371 ;
+  wire [5:0] \$372 ;
+  wire [15:0] \$373 ;
+  wire [5:0] \$374 ;
+  wire [15:0] \$375 ;
+  wire [5:0] \$376 ;
+  wire [15:0] \$377 ;
+  wire [5:0] \$378 ;
+  wire [15:0] \$379 ;
   reg [4:0] \$38 ;
-  wire \$380 ;
-  wire \$381 ;
-  wire \$382 ;
-  wire [31:0] \$383 ;
-  wire \$384 ;
-  wire [31:0] \$385 ;
-  wire [31:0] \$386 ;
-  wire \$387 ;
-  wire [31:0] \$388 ;
-  wire [31:0] \$389 ;
+  wire [5:0] \$380 ;
+  wire [15:0] \$381 ;
+  wire [5:0] \$382 ;
+  wire [15:0] \$383 ;
+  wire [5:0] \$384 ;
+  wire [15:0] \$385 ;
+  wire [5:0] \$386 ;
+  wire [15:0] \$387 ;
+  wire [5:0] \$388 ;
+  wire [15:0] \$389 ;
   wire [4:0] \$39 ;
-  wire \$390 ;
-  wire [31:0] \$391 ;
-  wire [31:0] \$392 ;
-  wire \$393 ;
-  wire [31:0] \$394 ;
-  wire [31:0] \$395 ;
+  wire [8:0] \$390 ;
+  wire [2:0] \$391 ;
+  wire [25:0] \$392 ;
+  wire [25:0] \$393 ;
+  wire \$394 ;
+  wire \$395 ;
   wire \$396 ;
-  wire [31:0] \$397 ;
-  wire [31:0] \$398 ;
+  wire \$397 ;
+  wire \$398 ;
   wire \$399 ;
   wire \$4 ;
   wire \$40 ;
-  wire [31:0] \$400 ;
-  wire [31:0] \$401 ;
+  wire [8:0] \$400 ;
+  wire \$401 ;
   wire \$402 ;
-  wire [31:0] \$403 ;
-  wire [31:0] \$404 ;
-  wire \$405 ;
-  wire [31:0] \$406 ;
-  wire [31:0] \$407 ;
-  wire \$408 ;
-  wire [31:0] \$409 ;
+  wire \$403 ;
+  wire [2:0] \$404 ;
+  wire [2:0] \$405 ;
+  wire [11:0] \$406 ;
+  wire [1023:0] \$407 ;
+  wire [5:0] \$408 ;
+  wire \$409 ;
   reg [4:0] \$41 ;
-  wire [31:0] \$410 ;
+  wire [2:0] \$410 ;
   wire \$411 ;
-  wire [31:0] \$412 ;
-  wire [31:0] \$413 ;
+  wire \$412 ;
+  wire \$413 ;
   wire \$414 ;
-  wire [31:0] \$415 ;
-  wire [31:0] \$416 ;
+  wire \$415 ;
+  wire \$416 ;
   wire \$417 ;
-  wire [31:0] \$418 ;
-  wire [31:0] \$419 ;
+  wire [19:0] \$418 ;
+  wire \$419 ;
   wire [4:0] \$42 ;
   wire \$420 ;
-  wire [31:0] \$421 ;
-  wire [31:0] \$422 ;
+  wire \$421 ;
+  wire \$422 ;
   wire \$423 ;
-  wire [31:0] \$424 ;
-  wire [31:0] \$425 ;
+  wire \$424 ;
+  wire \$425 ;
   wire \$426 ;
-  wire [31:0] \$427 ;
-  wire [31:0] \$428 ;
+  wire \$427 ;
+  wire \$428 ;
   wire \$429 ;
   wire \$43 ;
-  wire [31:0] \$430 ;
-  wire [31:0] \$431 ;
+  wire [6:0] \$430 ;
+  wire \$431 ;
   wire \$432 ;
-  wire [31:0] \$433 ;
-  wire [31:0] \$434 ;
+  wire \$433 ;
+  wire [1:0] \$434 ;
   wire \$435 ;
-  wire [31:0] \$436 ;
-  wire [31:0] \$437 ;
+  wire \$436 ;
+  wire \$437 ;
   wire \$438 ;
-  wire [31:0] \$439 ;
+  wire \$439 ;
   reg [4:0] \$44 ;
-  wire [31:0] \$440 ;
+  wire \$440 ;
   wire \$441 ;
-  wire [31:0] \$442 ;
-  wire [31:0] \$443 ;
-  wire \$444 ;
-  wire [31:0] \$445 ;
+  wire \$442 ;
+  wire \$443 ;
+  wire [31:0] \$444 ;
+  wire \$445 ;
   wire [31:0] \$446 ;
-  wire \$447 ;
-  wire [31:0] \$448 ;
+  wire [31:0] \$447 ;
+  wire \$448 ;
   wire [31:0] \$449 ;
   wire [4:0] \$45 ;
-  wire \$450 ;
-  wire [31:0] \$451 ;
+  wire [31:0] \$450 ;
+  wire \$451 ;
   wire [31:0] \$452 ;
-  wire \$453 ;
-  wire [31:0] \$454 ;
+  wire [31:0] \$453 ;
+  wire \$454 ;
   wire [31:0] \$455 ;
-  wire \$456 ;
-  wire [31:0] \$457 ;
+  wire [31:0] \$456 ;
+  wire \$457 ;
   wire [31:0] \$458 ;
-  wire \$459 ;
+  wire [31:0] \$459 ;
   wire \$46 ;
-  wire [31:0] \$460 ;
+  wire \$460 ;
   wire [31:0] \$461 ;
-  wire \$462 ;
-  wire [31:0] \$463 ;
+  wire [31:0] \$462 ;
+  wire \$463 ;
   wire [31:0] \$464 ;
-  wire \$465 ;
-  wire [31:0] \$466 ;
+  wire [31:0] \$465 ;
+  wire \$466 ;
   wire [31:0] \$467 ;
-  wire \$468 ;
-  wire [31:0] \$469 ;
+  wire [31:0] \$468 ;
+  wire \$469 ;
   reg [4:0] \$47 ;
   wire [31:0] \$470 ;
-  wire \$471 ;
-  wire [31:0] \$472 ;
+  wire [31:0] \$471 ;
+  wire \$472 ;
   wire [31:0] \$473 ;
-  wire \$474 ;
-  wire [31:0] \$475 ;
+  wire [31:0] \$474 ;
+  wire \$475 ;
   wire [31:0] \$476 ;
-  wire \$477 ;
-  wire [31:0] \$478 ;
+  wire [31:0] \$477 ;
+  wire \$478 ;
   wire [31:0] \$479 ;
   wire [4:0] \$48 ;
-  wire \$480 ;
-  wire [31:0] \$481 ;
+  wire [31:0] \$480 ;
+  wire \$481 ;
   wire [31:0] \$482 ;
-  wire \$483 ;
-  wire [31:0] \$484 ;
+  wire [31:0] \$483 ;
+  wire \$484 ;
   wire [31:0] \$485 ;
-  wire \$486 ;
-  wire [31:0] \$487 ;
+  wire [31:0] \$486 ;
+  wire \$487 ;
   wire [31:0] \$488 ;
-  wire \$489 ;
+  wire [31:0] \$489 ;
   wire \$49 ;
-  wire [31:0] \$490 ;
+  wire \$490 ;
   wire [31:0] \$491 ;
-  wire \$492 ;
-  wire [31:0] \$493 ;
+  wire [31:0] \$492 ;
+  wire \$493 ;
   wire [31:0] \$494 ;
-  wire \$495 ;
-  wire [31:0] \$496 ;
+  wire [31:0] \$495 ;
+  wire \$496 ;
   wire [31:0] \$497 ;
-  wire \$498 ;
-  wire [31:0] \$499 ;
+  wire [31:0] \$498 ;
+  wire \$499 ;
   reg [4:0] \$5 ;
   reg [4:0] \$50 ;
   wire [31:0] \$500 ;
-  wire \$501 ;
-  wire [31:0] \$502 ;
+  wire [31:0] \$501 ;
+  wire \$502 ;
   wire [31:0] \$503 ;
-  wire \$504 ;
-  wire [31:0] \$505 ;
+  wire [31:0] \$504 ;
+  wire \$505 ;
   wire [31:0] \$506 ;
-  wire \$507 ;
-  wire [31:0] \$508 ;
+  wire [31:0] \$507 ;
+  wire \$508 ;
   wire [31:0] \$509 ;
   wire [4:0] \$51 ;
-  wire \$510 ;
-  wire [31:0] \$511 ;
+  wire [31:0] \$510 ;
+  wire \$511 ;
   wire [31:0] \$512 ;
-  wire \$513 ;
-  wire [31:0] \$514 ;
+  wire [31:0] \$513 ;
+  wire \$514 ;
   wire [31:0] \$515 ;
-  wire \$516 ;
-  wire [31:0] \$517 ;
+  wire [31:0] \$516 ;
+  wire \$517 ;
   wire [31:0] \$518 ;
-  wire \$519 ;
+  wire [31:0] \$519 ;
   wire \$52 ;
-  wire [31:0] \$520 ;
+  wire \$520 ;
   wire [31:0] \$521 ;
-  wire \$522 ;
-  wire [31:0] \$523 ;
+  wire [31:0] \$522 ;
+  wire \$523 ;
   wire [31:0] \$524 ;
-  wire \$525 ;
-  wire [31:0] \$526 ;
+  wire [31:0] \$525 ;
+  wire \$526 ;
   wire [31:0] \$527 ;
-  wire \$528 ;
-  wire [31:0] \$529 ;
+  wire [31:0] \$528 ;
+  wire \$529 ;
   reg [4:0] \$53 ;
   wire [31:0] \$530 ;
-  wire \$531 ;
-  wire [31:0] \$532 ;
+  wire [31:0] \$531 ;
+  wire \$532 ;
   wire [31:0] \$533 ;
-  wire \$534 ;
-  wire [31:0] \$535 ;
+  wire [31:0] \$534 ;
+  wire \$535 ;
   wire [31:0] \$536 ;
-  wire \$537 ;
-  wire [31:0] \$538 ;
+  wire [31:0] \$537 ;
+  wire \$538 ;
   wire [31:0] \$539 ;
   wire [4:0] \$54 ;
-  wire \$540 ;
-  wire [31:0] \$541 ;
+  wire [31:0] \$540 ;
+  wire \$541 ;
   wire [31:0] \$542 ;
-  wire \$543 ;
-  wire [31:0] \$544 ;
+  wire [31:0] \$543 ;
+  wire \$544 ;
   wire [31:0] \$545 ;
-  wire \$546 ;
-  wire [31:0] \$547 ;
+  wire [31:0] \$546 ;
+  wire \$547 ;
   wire [31:0] \$548 ;
-  wire \$549 ;
+  wire [31:0] \$549 ;
   wire \$55 ;
-  wire [31:0] \$550 ;
+  wire \$550 ;
   wire [31:0] \$551 ;
-  wire \$552 ;
-  wire [31:0] \$553 ;
+  wire [31:0] \$552 ;
+  wire \$553 ;
   wire [31:0] \$554 ;
-  wire \$555 ;
-  wire [31:0] \$556 ;
+  wire [31:0] \$555 ;
+  wire \$556 ;
   wire [31:0] \$557 ;
-  wire \$558 ;
-  wire [31:0] \$559 ;
+  wire [31:0] \$558 ;
+  wire \$559 ;
   reg [4:0] \$56 ;
   wire [31:0] \$560 ;
-  wire \$561 ;
-  wire [31:0] \$562 ;
+  wire [31:0] \$561 ;
+  wire \$562 ;
   wire [31:0] \$563 ;
-  wire \$564 ;
-  wire [31:0] \$565 ;
+  wire [31:0] \$564 ;
+  wire \$565 ;
   wire [31:0] \$566 ;
-  wire \$567 ;
-  wire [31:0] \$568 ;
+  wire [31:0] \$567 ;
+  wire \$568 ;
   wire [31:0] \$569 ;
   wire [4:0] \$57 ;
-  wire \$570 ;
-  wire [31:0] \$571 ;
+  wire [31:0] \$570 ;
+  wire \$571 ;
   wire [31:0] \$572 ;
-  wire \$573 ;
-  wire [31:0] \$574 ;
+  wire [31:0] \$573 ;
+  wire \$574 ;
   wire [31:0] \$575 ;
-  wire \$576 ;
-  wire [31:0] \$577 ;
+  wire [31:0] \$576 ;
+  wire \$577 ;
   wire [31:0] \$578 ;
-  wire \$579 ;
+  wire [31:0] \$579 ;
   wire \$58 ;
-  wire [31:0] \$580 ;
+  wire \$580 ;
   wire [31:0] \$581 ;
-  wire \$582 ;
-  wire [31:0] \$583 ;
+  wire [31:0] \$582 ;
+  wire \$583 ;
   wire [31:0] \$584 ;
-  wire \$585 ;
-  wire [31:0] \$586 ;
+  wire [31:0] \$585 ;
+  wire \$586 ;
   wire [31:0] \$587 ;
-  wire \$588 ;
-  wire [31:0] \$589 ;
+  wire [31:0] \$588 ;
+  wire \$589 ;
   reg [4:0] \$59 ;
   wire [31:0] \$590 ;
-  wire \$591 ;
-  wire [31:0] \$592 ;
+  wire [31:0] \$591 ;
+  wire \$592 ;
   wire [31:0] \$593 ;
-  wire \$594 ;
-  wire [31:0] \$595 ;
+  wire [31:0] \$594 ;
+  wire \$595 ;
   wire [31:0] \$596 ;
-  wire \$597 ;
-  wire [31:0] \$598 ;
+  wire [31:0] \$597 ;
+  wire \$598 ;
   wire [31:0] \$599 ;
   wire [4:0] \$6 ;
   wire [4:0] \$60 ;
-  wire \$600 ;
-  wire [31:0] \$601 ;
+  wire [31:0] \$600 ;
+  wire \$601 ;
   wire [31:0] \$602 ;
-  wire \$603 ;
-  wire [31:0] \$604 ;
+  wire [31:0] \$603 ;
+  wire \$604 ;
   wire [31:0] \$605 ;
-  wire \$606 ;
-  wire [31:0] \$607 ;
+  wire [31:0] \$606 ;
+  wire \$607 ;
   wire [31:0] \$608 ;
-  wire \$609 ;
+  wire [31:0] \$609 ;
   wire \$61 ;
-  wire [31:0] \$610 ;
+  wire \$610 ;
   wire [31:0] \$611 ;
-  wire \$612 ;
-  wire [31:0] \$613 ;
+  wire [31:0] \$612 ;
+  wire \$613 ;
   wire [31:0] \$614 ;
-  wire \$615 ;
-  wire [31:0] \$616 ;
+  wire [31:0] \$615 ;
+  wire \$616 ;
   wire [31:0] \$617 ;
-  wire \$618 ;
-  wire [31:0] \$619 ;
+  wire [31:0] \$618 ;
+  wire \$619 ;
   reg [4:0] \$62 ;
   wire [31:0] \$620 ;
-  wire \$621 ;
-  wire [31:0] \$622 ;
+  wire [31:0] \$621 ;
+  wire \$622 ;
   wire [31:0] \$623 ;
-  wire \$624 ;
-  wire [31:0] \$625 ;
+  wire [31:0] \$624 ;
+  wire \$625 ;
   wire [31:0] \$626 ;
-  wire \$627 ;
-  wire [31:0] \$628 ;
+  wire [31:0] \$627 ;
+  wire \$628 ;
   wire [31:0] \$629 ;
   wire [4:0] \$63 ;
-  wire \$630 ;
-  wire [31:0] \$631 ;
+  wire [31:0] \$630 ;
+  wire \$631 ;
   wire [31:0] \$632 ;
-  wire \$633 ;
-  wire [31:0] \$634 ;
+  wire [31:0] \$633 ;
+  wire \$634 ;
   wire [31:0] \$635 ;
-  wire \$636 ;
-  wire [31:0] \$637 ;
+  wire [31:0] \$636 ;
+  wire \$637 ;
   wire [31:0] \$638 ;
-  wire \$639 ;
+  wire [31:0] \$639 ;
   wire \$64 ;
-  wire [31:0] \$640 ;
+  wire \$640 ;
   wire [31:0] \$641 ;
-  wire \$642 ;
-  wire [31:0] \$643 ;
+  wire [31:0] \$642 ;
+  wire \$643 ;
   wire [31:0] \$644 ;
-  wire \$645 ;
-  wire [31:0] \$646 ;
+  wire [31:0] \$645 ;
+  wire \$646 ;
   wire [31:0] \$647 ;
-  wire \$648 ;
-  wire [31:0] \$649 ;
+  wire [31:0] \$648 ;
+  wire \$649 ;
   reg [4:0] \$65 ;
   wire [31:0] \$650 ;
-  wire \$651 ;
-  wire [31:0] \$652 ;
+  wire [31:0] \$651 ;
+  wire \$652 ;
   wire [31:0] \$653 ;
-  wire \$654 ;
-  wire [31:0] \$655 ;
+  wire [31:0] \$654 ;
+  wire \$655 ;
   wire [31:0] \$656 ;
-  wire \$657 ;
-  wire [31:0] \$658 ;
+  wire [31:0] \$657 ;
+  wire \$658 ;
   wire [31:0] \$659 ;
   wire [4:0] \$66 ;
-  wire \$660 ;
-  wire [31:0] \$661 ;
+  wire [31:0] \$660 ;
+  wire \$661 ;
   wire [31:0] \$662 ;
-  wire \$663 ;
-  wire [31:0] \$664 ;
+  wire [31:0] \$663 ;
+  wire \$664 ;
   wire [31:0] \$665 ;
-  wire \$666 ;
-  wire [31:0] \$667 ;
+  wire [31:0] \$666 ;
+  wire \$667 ;
   wire [31:0] \$668 ;
-  wire \$669 ;
+  wire [31:0] \$669 ;
   wire \$67 ;
-  wire [31:0] \$670 ;
+  wire \$670 ;
   wire [31:0] \$671 ;
-  wire \$672 ;
-  wire [31:0] \$673 ;
+  wire [31:0] \$672 ;
+  wire \$673 ;
   wire [31:0] \$674 ;
-  wire \$675 ;
-  wire [31:0] \$676 ;
+  wire [31:0] \$675 ;
+  wire \$676 ;
   wire [31:0] \$677 ;
-  wire \$678 ;
-  wire [31:0] \$679 ;
+  wire [31:0] \$678 ;
+  wire \$679 ;
   reg [4:0] \$68 ;
   wire [31:0] \$680 ;
-  wire \$681 ;
-  wire [31:0] \$682 ;
+  wire [31:0] \$681 ;
+  wire \$682 ;
   wire [31:0] \$683 ;
-  wire \$684 ;
-  wire [31:0] \$685 ;
+  wire [31:0] \$684 ;
+  wire \$685 ;
   wire [31:0] \$686 ;
-  wire \$687 ;
-  wire [31:0] \$688 ;
+  wire [31:0] \$687 ;
+  wire \$688 ;
   wire [31:0] \$689 ;
   wire [4:0] \$69 ;
-  wire \$690 ;
-  wire [31:0] \$691 ;
+  wire [31:0] \$690 ;
+  wire \$691 ;
   wire [31:0] \$692 ;
-  wire \$693 ;
-  wire [31:0] \$694 ;
+  wire [31:0] \$693 ;
+  wire \$694 ;
   wire [31:0] \$695 ;
-  wire \$696 ;
-  wire [31:0] \$697 ;
+  wire [31:0] \$696 ;
+  wire \$697 ;
   wire [31:0] \$698 ;
-  wire \$699 ;
+  wire [31:0] \$699 ;
   wire \$7 ;
   wire \$70 ;
-  wire [31:0] \$700 ;
+  wire \$700 ;
   wire [31:0] \$701 ;
-  wire \$702 ;
-  wire [31:0] \$703 ;
+  wire [31:0] \$702 ;
+  wire \$703 ;
   wire [31:0] \$704 ;
-  wire \$705 ;
-  wire [31:0] \$706 ;
+  wire [31:0] \$705 ;
+  wire \$706 ;
   wire [31:0] \$707 ;
-  wire \$708 ;
-  wire [31:0] \$709 ;
+  wire [31:0] \$708 ;
+  wire \$709 ;
   reg [4:0] \$71 ;
   wire [31:0] \$710 ;
-  wire \$711 ;
-  wire [31:0] \$712 ;
+  wire [31:0] \$711 ;
+  wire \$712 ;
   wire [31:0] \$713 ;
-  wire \$714 ;
-  wire [31:0] \$715 ;
+  wire [31:0] \$714 ;
+  wire \$715 ;
   wire [31:0] \$716 ;
-  wire \$717 ;
-  wire [31:0] \$718 ;
+  wire [31:0] \$717 ;
+  wire \$718 ;
   wire [31:0] \$719 ;
   wire [4:0] \$72 ;
-  wire \$720 ;
-  wire [31:0] \$721 ;
+  wire [31:0] \$720 ;
+  wire \$721 ;
   wire [31:0] \$722 ;
-  wire \$723 ;
-  wire [31:0] \$724 ;
+  wire [31:0] \$723 ;
+  wire \$724 ;
   wire [31:0] \$725 ;
-  wire \$726 ;
-  wire [31:0] \$727 ;
+  wire [31:0] \$726 ;
+  wire \$727 ;
   wire [31:0] \$728 ;
-  wire \$729 ;
+  wire [31:0] \$729 ;
   wire \$73 ;
-  wire [31:0] \$730 ;
+  wire \$730 ;
   wire [31:0] \$731 ;
-  wire \$732 ;
-  wire [31:0] \$733 ;
+  wire [31:0] \$732 ;
+  wire \$733 ;
   wire [31:0] \$734 ;
-  wire \$735 ;
-  wire [31:0] \$736 ;
+  wire [31:0] \$735 ;
+  wire \$736 ;
   wire [31:0] \$737 ;
-  wire \$738 ;
-  wire [31:0] \$739 ;
+  wire [31:0] \$738 ;
+  wire \$739 ;
   reg [4:0] \$74 ;
   wire [31:0] \$740 ;
-  wire \$741 ;
-  wire [31:0] \$742 ;
+  wire [31:0] \$741 ;
+  wire \$742 ;
   wire [31:0] \$743 ;
-  wire \$744 ;
-  wire [31:0] \$745 ;
+  wire [31:0] \$744 ;
+  wire \$745 ;
   wire [31:0] \$746 ;
-  wire \$747 ;
-  wire [31:0] \$748 ;
+  wire [31:0] \$747 ;
+  wire \$748 ;
   wire [31:0] \$749 ;
   wire [4:0] \$75 ;
-  wire \$750 ;
-  wire [31:0] \$751 ;
+  wire [31:0] \$750 ;
+  wire \$751 ;
   wire [31:0] \$752 ;
-  wire \$753 ;
-  wire [31:0] \$754 ;
+  wire [31:0] \$753 ;
+  wire \$754 ;
   wire [31:0] \$755 ;
-  wire \$756 ;
-  wire [31:0] \$757 ;
+  wire [31:0] \$756 ;
+  wire \$757 ;
   wire [31:0] \$758 ;
-  wire \$759 ;
+  wire [31:0] \$759 ;
   wire \$76 ;
-  wire [31:0] \$760 ;
+  wire \$760 ;
   wire [31:0] \$761 ;
-  wire \$762 ;
-  wire [31:0] \$763 ;
+  wire [31:0] \$762 ;
+  wire \$763 ;
   wire [31:0] \$764 ;
-  wire \$765 ;
-  wire [31:0] \$766 ;
-  reg [4:0] \$767 ;
-  reg [4:0] \$768 ;
-  reg [4:0] \$769 ;
+  wire [31:0] \$765 ;
+  wire \$766 ;
+  wire [31:0] \$767 ;
+  wire [31:0] \$768 ;
+  wire \$769 ;
   reg [4:0] \$77 ;
-  reg [4:0] \$770 ;
-  reg [4:0] \$771 ;
-  reg [4:0] \$772 ;
-  reg [4:0] \$773 ;
-  reg [4:0] \$774 ;
-  reg [4:0] \$775 ;
-  reg [4:0] \$776 ;
-  reg [4:0] \$777 ;
-  reg [4:0] \$778 ;
-  reg [4:0] \$779 ;
+  wire [31:0] \$770 ;
+  wire [31:0] \$771 ;
+  wire \$772 ;
+  wire [31:0] \$773 ;
+  wire [31:0] \$774 ;
+  wire \$775 ;
+  wire [31:0] \$776 ;
+  wire [31:0] \$777 ;
+  wire \$778 ;
+  wire [31:0] \$779 ;
   wire [4:0] \$78 ;
-  reg [4:0] \$780 ;
-  reg [4:0] \$781 ;
-  reg [4:0] \$782 ;
-  reg [4:0] \$783 ;
-  reg [4:0] \$784 ;
-  reg [4:0] \$785 ;
-  reg [4:0] \$786 ;
-  reg [4:0] \$787 ;
-  reg [4:0] \$788 ;
-  reg [4:0] \$789 ;
+  wire [31:0] \$780 ;
+  wire \$781 ;
+  wire [31:0] \$782 ;
+  wire [31:0] \$783 ;
+  wire \$784 ;
+  wire [31:0] \$785 ;
+  wire [31:0] \$786 ;
+  wire \$787 ;
+  wire [31:0] \$788 ;
+  wire [31:0] \$789 ;
   wire \$79 ;
-  reg [4:0] \$790 ;
-  reg [4:0] \$791 ;
-  reg [4:0] \$792 ;
-  reg [4:0] \$793 ;
-  reg [4:0] \$794 ;
-  reg [4:0] \$795 ;
-  reg [4:0] \$796 ;
-  reg [4:0] \$797 ;
-  reg [4:0] \$798 ;
-  reg \$799 ;
+  wire \$790 ;
+  wire [31:0] \$791 ;
+  wire [31:0] \$792 ;
+  wire \$793 ;
+  wire [31:0] \$794 ;
+  wire [31:0] \$795 ;
+  wire \$796 ;
+  wire [31:0] \$797 ;
+  wire [31:0] \$798 ;
+  wire \$799 ;
   reg [4:0] \$8 ;
   reg [4:0] \$80 ;
-  reg \$800 ;
-  reg [6:0] \$801 ;
-  reg [5:0] \$802 ;
-  reg [511:0] \$803 ;
-  reg \$804 ;
-  reg \$805 ;
-  reg \$806 ;
-  reg \$807 ;
-  reg [6:0] \$808 ;
-  reg [6:0] \$809 ;
+  wire [31:0] \$800 ;
+  wire [31:0] \$801 ;
+  wire \$802 ;
+  wire [31:0] \$803 ;
+  wire [31:0] \$804 ;
+  wire \$805 ;
+  wire [31:0] \$806 ;
+  wire [31:0] \$807 ;
+  wire \$808 ;
+  wire [31:0] \$809 ;
   wire [4:0] \$81 ;
-  reg [5:0] \$810 ;
-  reg [5:0] \$811 ;
-  reg \$812 ;
-  reg \$813 ;
-  reg [6:0] \$814 ;
-  reg [6:0] \$815 ;
-  reg [15:0] \$816 ;
-  reg [31:0] \$817 ;
-  reg [15:0] \$818 ;
-  reg [31:0] \$819 ;
+  wire [31:0] \$810 ;
+  wire \$811 ;
+  wire [31:0] \$812 ;
+  wire [31:0] \$813 ;
+  wire \$814 ;
+  wire [31:0] \$815 ;
+  wire [31:0] \$816 ;
+  wire \$817 ;
+  wire [31:0] \$818 ;
+  wire [31:0] \$819 ;
   wire \$82 ;
-  reg [15:0] \$820 ;
-  reg [31:0] \$821 ;
-  reg [15:0] \$822 ;
-  reg [31:0] \$823 ;
-  reg [15:0] \$824 ;
-  reg [31:0] \$825 ;
-  reg [15:0] \$826 ;
-  reg [31:0] \$827 ;
-  reg [15:0] \$828 ;
-  reg [31:0] \$829 ;
+  wire \$820 ;
+  wire [31:0] \$821 ;
+  wire [31:0] \$822 ;
+  wire \$823 ;
+  wire [31:0] \$824 ;
+  wire [31:0] \$825 ;
+  wire \$826 ;
+  wire [31:0] \$827 ;
+  reg [4:0] \$828 ;
+  reg [4:0] \$829 ;
   reg [4:0] \$83 ;
-  reg [15:0] \$830 ;
-  reg [31:0] \$831 ;
-  reg [15:0] \$832 ;
-  reg [31:0] \$833 ;
-  reg [15:0] \$834 ;
-  reg [31:0] \$835 ;
-  reg [15:0] \$836 ;
-  reg [31:0] \$837 ;
-  reg [15:0] \$838 ;
-  reg [31:0] \$839 ;
+  reg [4:0] \$830 ;
+  reg [4:0] \$831 ;
+  reg [4:0] \$832 ;
+  reg [4:0] \$833 ;
+  reg [4:0] \$834 ;
+  reg [4:0] \$835 ;
+  reg [4:0] \$836 ;
+  reg [4:0] \$837 ;
+  reg [4:0] \$838 ;
+  reg [4:0] \$839 ;
   wire [4:0] \$84 ;
-  reg [15:0] \$840 ;
-  reg [31:0] \$841 ;
-  reg [15:0] \$842 ;
-  reg [31:0] \$843 ;
-  reg [15:0] \$844 ;
-  reg [31:0] \$845 ;
-  reg [15:0] \$846 ;
-  reg [31:0] \$847 ;
-  reg [15:0] \$848 ;
-  reg [31:0] \$849 ;
+  reg [4:0] \$840 ;
+  reg [4:0] \$841 ;
+  reg [4:0] \$842 ;
+  reg [4:0] \$843 ;
+  reg [4:0] \$844 ;
+  reg [4:0] \$845 ;
+  reg [4:0] \$846 ;
+  reg [4:0] \$847 ;
+  reg [4:0] \$848 ;
+  reg [4:0] \$849 ;
   wire \$85 ;
-  reg [15:0] \$850 ;
-  reg [31:0] \$851 ;
-  reg [15:0] \$852 ;
-  reg [31:0] \$853 ;
-  reg [15:0] \$854 ;
-  reg [31:0] \$855 ;
-  reg [15:0] \$856 ;
-  reg [31:0] \$857 ;
-  reg [15:0] \$858 ;
-  reg [31:0] \$859 ;
+  reg [4:0] \$850 ;
+  reg [4:0] \$851 ;
+  reg [4:0] \$852 ;
+  reg [4:0] \$853 ;
+  reg [4:0] \$854 ;
+  reg [4:0] \$855 ;
+  reg [4:0] \$856 ;
+  reg [4:0] \$857 ;
+  reg [4:0] \$858 ;
+  reg [4:0] \$859 ;
   reg [4:0] \$86 ;
-  reg [15:0] \$860 ;
-  reg [31:0] \$861 ;
-  reg [15:0] \$862 ;
-  reg [31:0] \$863 ;
-  reg [15:0] \$864 ;
-  reg [31:0] \$865 ;
-  reg [15:0] \$866 ;
-  reg [31:0] \$867 ;
-  reg [15:0] \$868 ;
-  reg [31:0] \$869 ;
+  reg \$860 ;
+  reg \$861 ;
+  reg [6:0] \$862 ;
+  reg [5:0] \$863 ;
+  reg [511:0] \$864 ;
+  reg \$865 ;
+  reg \$866 ;
+  reg \$867 ;
+  reg \$868 ;
+  reg [6:0] \$869 ;
   wire [4:0] \$87 ;
-  reg [15:0] \$870 ;
-  reg [31:0] \$871 ;
-  reg [15:0] \$872 ;
-  reg [31:0] \$873 ;
-  reg [15:0] \$874 ;
-  reg [31:0] \$875 ;
-  reg [15:0] \$876 ;
-  reg [31:0] \$877 ;
-  reg [15:0] \$878 ;
-  reg [31:0] \$879 ;
+  reg [6:0] \$870 ;
+  reg [5:0] \$871 ;
+  reg [5:0] \$872 ;
+  reg \$873 ;
+  reg \$874 ;
+  reg [6:0] \$875 ;
+  reg [6:0] \$876 ;
+  reg \$877 ;
+  reg \$878 ;
+  reg [6:0] \$879 ;
   wire \$88 ;
-  reg [15:0] \$880 ;
-  reg [31:0] \$881 ;
-  reg [15:0] \$882 ;
-  reg [31:0] \$883 ;
-  reg [15:0] \$884 ;
-  reg [31:0] \$885 ;
-  reg [15:0] \$886 ;
-  reg [31:0] \$887 ;
-  reg [15:0] \$888 ;
-  reg [31:0] \$889 ;
+  reg [5:0] \$880 ;
+  reg [511:0] \$881 ;
+  reg \$882 ;
+  reg \$883 ;
+  reg \$884 ;
+  reg \$885 ;
+  reg [6:0] \$886 ;
+  reg [6:0] \$887 ;
+  reg [5:0] \$888 ;
+  reg [5:0] \$889 ;
   reg [4:0] \$89 ;
-  reg [15:0] \$890 ;
-  reg [31:0] \$891 ;
-  reg [15:0] \$892 ;
-  reg [31:0] \$893 ;
+  reg \$890 ;
+  reg \$891 ;
+  reg [6:0] \$892 ;
+  reg [6:0] \$893 ;
   reg [15:0] \$894 ;
   reg [31:0] \$895 ;
   reg [15:0] \$896 ;
@@ -9611,7 +10614,7 @@ module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, m
   reg [31:0] \$967 ;
   reg [15:0] \$968 ;
   reg [31:0] \$969 ;
-  wire [5:0] \$97 ;
+  wire \$97 ;
   reg [15:0] \$970 ;
   reg [31:0] \$971 ;
   reg [15:0] \$972 ;
@@ -9622,7 +10625,7 @@ module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, m
   reg [31:0] \$977 ;
   reg [15:0] \$978 ;
   reg [31:0] \$979 ;
-  wire [15:0] \$98 ;
+  wire \$98 ;
   reg [15:0] \$980 ;
   reg [31:0] \$981 ;
   reg [15:0] \$982 ;
@@ -9633,7 +10636,7 @@ module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, m
   reg [31:0] \$987 ;
   reg [15:0] \$988 ;
   reg [31:0] \$989 ;
-  wire [5:0] \$99 ;
+  wire [6:0] \$99 ;
   reg [15:0] \$990 ;
   reg [31:0] \$991 ;
   reg [15:0] \$992 ;
@@ -9645,102 +10648,120 @@ module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, m
   reg [15:0] \$998 ;
   reg [31:0] \$999 ;
   reg [1023:0] \$signal  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  reg [6:0] \$signal$476  = 7'h00;
+  reg [6:0] \$signal$489 ;
   wire [6:0] \$signature__addr ;
-  wire [6:0] \$signature__addr$501 ;
+  wire [6:0] \$signature__addr$531 ;
   (* init = 7'h00 *)
-  wire [6:0] \$signature__addr$504 ;
-  wire [6:0] \$signature__addr$505 ;
-  wire [6:0] \$signature__addr$544 ;
-  wire [6:0] \$signature__addr$548 ;
+  wire [6:0] \$signature__addr$534 ;
+  wire [6:0] \$signature__addr$535 ;
+  wire [6:0] \$signature__addr$574 ;
+  wire [6:0] \$signature__addr$578 ;
   (* init = 7'h00 *)
-  wire [6:0] \$signature__addr$550 ;
-  wire [6:0] \$signature__addr$551 ;
-  wire [6:0] \$signature__addr$586 ;
-  wire [6:0] \$signature__addr$590 ;
+  wire [6:0] \$signature__addr$580 ;
+  wire [6:0] \$signature__addr$581 ;
+  wire [6:0] \$signature__addr$616 ;
+  wire [6:0] \$signature__addr$620 ;
   (* init = 7'h00 *)
-  wire [6:0] \$signature__addr$592 ;
-  wire [6:0] \$signature__addr$593 ;
-  wire [6:0] \$signature__addr$628 ;
-  wire [6:0] \$signature__addr$632 ;
+  wire [6:0] \$signature__addr$622 ;
+  wire [6:0] \$signature__addr$623 ;
+  wire [6:0] \$signature__addr$658 ;
+  wire [6:0] \$signature__addr$662 ;
   (* init = 7'h00 *)
-  wire [6:0] \$signature__addr$634 ;
-  wire [6:0] \$signature__addr$635 ;
+  wire [6:0] \$signature__addr$664 ;
+  wire [6:0] \$signature__addr$665 ;
   wire [511:0] \$signature__data ;
-  wire [1023:0] \$signature__data$510 ;
-  wire [511:0] \$signature__data$545 ;
-  wire [1023:0] \$signature__data$553 ;
-  wire [511:0] \$signature__data$587 ;
-  wire [1023:0] \$signature__data$595 ;
-  wire [511:0] \$signature__data$629 ;
-  wire [1023:0] \$signature__data$637 ;
-  wire [511:0] \$signature__data$671 ;
-  wire [511:0] \$signature__data$674 ;
-  wire [511:0] \$signature__data$676 ;
-  wire [511:0] \$signature__data$678 ;
-  wire [1023:0] \$signature__data$725 ;
-  wire [1023:0] \$signature__data$726 ;
-  wire [1023:0] \$signature__data$727 ;
-  wire [1023:0] \$signature__data$728 ;
+  wire [1023:0] \$signature__data$540 ;
+  wire [511:0] \$signature__data$575 ;
+  wire [1023:0] \$signature__data$583 ;
+  wire [511:0] \$signature__data$617 ;
+  wire [1023:0] \$signature__data$625 ;
+  wire [511:0] \$signature__data$659 ;
+  wire [1023:0] \$signature__data$667 ;
+  wire [511:0] \$signature__data$701 ;
+  wire [511:0] \$signature__data$704 ;
+  wire [511:0] \$signature__data$706 ;
+  wire [511:0] \$signature__data$708 ;
+  wire [1023:0] \$signature__data$754 ;
+  wire [1023:0] \$signature__data$755 ;
+  wire [1023:0] \$signature__data$756 ;
+  wire [1023:0] \$signature__data$757 ;
   wire \$signature__en ;
-  wire \$signature__en$507 ;
-  wire \$signature__en$546 ;
-  wire \$signature__en$552 ;
-  wire \$signature__en$588 ;
-  wire \$signature__en$594 ;
-  wire \$signature__en$630 ;
-  wire \$signature__en$636 ;
+  wire \$signature__en$537 ;
+  wire \$signature__en$576 ;
+  wire \$signature__en$582 ;
+  wire \$signature__en$618 ;
+  wire \$signature__en$624 ;
+  wire \$signature__en$660 ;
+  wire \$signature__en$666 ;
   input [6:0] acc_addr;
   wire [6:0] acc_addr;
+  input [6:0] acc_addr1;
+  wire [6:0] acc_addr1;
   reg [6:0] acc_addr_d1 = 7'h00;
   reg [6:0] \acc_addr_d1$49  = 7'h00;
   reg [6:0] \acc_addr_d1$55  = 7'h00;
   reg [6:0] acc_addr_d2 = 7'h00;
   reg [6:0] \acc_addr_d2$56  = 7'h00;
+  reg [6:0] acc_addr_row1_d1 = 7'h00;
+  reg [6:0] \acc_addr_row1_d1$72  = 7'h00;
+  reg [6:0] \acc_addr_row1_d1$78  = 7'h00;
+  reg [6:0] acc_addr_row1_d2 = 7'h00;
+  reg [6:0] \acc_addr_row1_d2$79  = 7'h00;
   input [1023:0] acc_data;
   wire [1023:0] acc_data;
-  reg [6:0] acc_fold__addr;
-  wire [6:0] \acc_fold__addr$682 ;
-  wire [6:0] \acc_fold__addr$683 ;
-  wire [6:0] \acc_fold__addr$684 ;
+  wire [6:0] acc_fold__addr;
+  wire [6:0] \acc_fold__addr$711 ;
+  wire [6:0] \acc_fold__addr$712 ;
+  wire [6:0] \acc_fold__addr$713 ;
   wire [1023:0] acc_fold__data;
-  wire [1023:0] \acc_fold__data$687 ;
-  wire [1023:0] \acc_fold__data$688 ;
-  wire [1023:0] \acc_fold__data$689 ;
+  wire [1023:0] \acc_fold__data$716 ;
+  wire [1023:0] \acc_fold__data$717 ;
+  wire [1023:0] \acc_fold__data$718 ;
   input [1:0] acc_row;
   wire [1:0] acc_row;
   wire [6:0] acc_s__addr;
-  wire [6:0] \acc_s__addr$549 ;
-  wire [6:0] \acc_s__addr$591 ;
-  wire [6:0] \acc_s__addr$633 ;
+  wire [6:0] \acc_s__addr$579 ;
+  wire [6:0] \acc_s__addr$621 ;
+  wire [6:0] \acc_s__addr$663 ;
   wire [1023:0] acc_s__data;
-  wire [1023:0] \acc_s__data$675 ;
-  wire [1023:0] \acc_s__data$677 ;
-  wire [1023:0] \acc_s__data$679 ;
+  wire [1023:0] \acc_s__data$705 ;
+  wire [1023:0] \acc_s__data$707 ;
+  wire [1023:0] \acc_s__data$709 ;
   input acc_we;
   wire acc_we;
   input [6:0] acc_word;
   wire [6:0] acc_word;
   input [5:0] active;
   wire [5:0] active;
+  input [5:0] active1;
+  wire [5:0] active1;
   reg [5:0] active_d1 = 6'h00;
   reg [5:0] \active_d1$51  = 6'h00;
   reg [5:0] active_d2 = 6'h00;
-  reg [6:0] addr = 7'h00;
+  reg [5:0] active_row1_d1 = 6'h00;
+  reg [5:0] \active_row1_d1$74  = 6'h00;
+  reg [5:0] active_row1_d2 = 6'h00;
   wire [6:0] bank_r__addr;
-  wire [6:0] \bank_r__addr$547 ;
-  wire [6:0] \bank_r__addr$589 ;
-  wire [6:0] \bank_r__addr$631 ;
+  wire [6:0] \bank_r__addr$577 ;
+  wire [6:0] \bank_r__addr$619 ;
+  wire [6:0] \bank_r__addr$661 ;
   wire [511:0] bank_r__data;
-  wire [511:0] \bank_r__data$156 ;
-  wire [511:0] \bank_r__data$253 ;
-  wire [511:0] \bank_r__data$350 ;
+  wire [511:0] \bank_r__data$179 ;
+  wire [511:0] \bank_r__data$277 ;
+  wire [511:0] \bank_r__data$374 ;
   input clk;
   wire clk;
   input first;
   wire first;
+  input first1;
+  wire first1;
   reg first_d1 = 1'h0;
   reg \first_d1$47  = 1'h0;
   reg first_d2 = 1'h0;
+  reg first_row1_d1 = 1'h0;
+  reg \first_row1_d1$70  = 1'h0;
+  reg first_row1_d2 = 1'h0;
   output fold_done;
   reg fold_done;
   input [7:0] fold_n_words;
@@ -9751,6 +10772,8 @@ module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, m
   wire [1:0] fold_row;
   input [1:0] fold_sets;
   wire [1:0] fold_sets;
+  input [1:0] fold_sets1;
+  wire [1:0] fold_sets1;
   input fold_start;
   wire fold_start;
   reg [1:0] fold_state = 2'h0;
@@ -9830,6 +10853,8 @@ module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, m
   wire [6:0] in_word;
   input [19:0] k_base;
   wire [19:0] k_base;
+  input [19:0] k_base1;
+  wire [19:0] k_base1;
   reg [4:0] lane_row0 = 5'h00;
   reg [4:0] lane_row1 = 5'h00;
   reg [4:0] lane_row10 = 5'h00;
@@ -9864,11 +10889,18 @@ module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, m
   reg [4:0] lane_row9 = 5'h00;
   input mac;
   wire mac;
+  input mac1;
+  wire mac1;
   reg mac_d1 = 1'h0;
   reg \mac_d1$45  = 1'h0;
   reg \mac_d1$53  = 1'h0;
   reg mac_d2 = 1'h0;
   reg \mac_d2$54  = 1'h0;
+  reg mac_row1_d1 = 1'h0;
+  reg \mac_row1_d1$68  = 1'h0;
+  reg \mac_row1_d1$76  = 1'h0;
+  reg mac_row1_d2 = 1'h0;
+  reg \mac_row1_d2$77  = 1'h0;
   input [19:0] n_cols;
   wire [19:0] n_cols;
   reg [1023:0] operand = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
@@ -10135,14 +11167,18 @@ module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, m
   output [511:0] rd_in_data;
   reg [511:0] rd_in_data;
   reg [1:0] rd_row = 2'h0;
-  input [1:0] \rd_row$447 ;
-  wire [1:0] \rd_row$447 ;
-  wire [6:0] read_addr;
+  input [1:0] \rd_row$471 ;
+  wire [1:0] \rd_row$471 ;
   reg [1023:0] read_data;
+  reg [1:0] read_row;
   input rst;
   wire rst;
   reg [1:0] set_left = 2'h0;
+  reg [1:0] sets1 = 2'h0;
   reg [5:0] shift = 6'h00;
+  input split;
+  wire split;
+  reg [1:0] src_row = 2'h0;
   wire [31:0] sum_0_0;
   wire [31:0] sum_0_1;
   wire [31:0] sum_0_10;
@@ -10279,7 +11315,11 @@ module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, m
   reg [511:0] w_d1 = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   input [511:0] w_data;
   wire [511:0] w_data;
+  input [511:0] w_data1;
+  wire [511:0] w_data1;
+  reg [511:0] w_row1_d1 = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   reg [1:0] \wait  = 2'h0;
+  reg [6:0] word = 7'h00;
   reg [15:0] x_0_0 = 16'h0000;
   reg [15:0] x_0_1 = 16'h0000;
   reg [15:0] x_0_10 = 16'h0000;
@@ -10540,16 +11580,16 @@ module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, m
     acc_bank0[127] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   end
   always @(posedge clk) begin
-    if (\$signature__en$507 )
-      acc_bank0[\$signature__addr$505 ] <= \$signature__data$510 ;
+    if (\$signature__en$537 )
+      acc_bank0[\$signature__addr$535 ] <= \$signature__data$540 ;
   end
   reg [1023:0] _0_;
   always @(posedge clk) begin
     _0_ <= acc_bank0[rd_addr];
   end
   assign acc_s__data = _0_;
-  assign acc_fold__data = acc_bank0[acc_fold__addr];
-  assign \$signature__data$725  = acc_bank0[acc_addr_d2];
+  assign acc_fold__data = acc_bank0[\$signal$489 ];
+  assign \$signature__data$754  = acc_bank0[acc_addr_d2];
   reg [1023:0] acc_bank1 [127:0];
   initial begin
     acc_bank1[0] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
@@ -10682,16 +11722,16 @@ module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, m
     acc_bank1[127] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   end
   always @(posedge clk) begin
-    if (\$signature__en$552 )
-      acc_bank1[\$signature__addr$551 ] <= \$signature__data$553 ;
+    if (\$signature__en$582 )
+      acc_bank1[\$signature__addr$581 ] <= \$signature__data$583 ;
   end
   reg [1023:0] _1_;
   always @(posedge clk) begin
     _1_ <= acc_bank1[rd_addr];
   end
-  assign \acc_s__data$675  = _1_;
-  assign \acc_fold__data$687  = acc_bank1[acc_fold__addr];
-  assign \$signature__data$726  = acc_bank1[acc_addr_d2];
+  assign \acc_s__data$705  = _1_;
+  assign \acc_fold__data$716  = acc_bank1[\$signal$489 ];
+  assign \$signature__data$755  = acc_bank1[acc_addr_row1_d2];
   reg [1023:0] acc_bank2 [127:0];
   initial begin
     acc_bank2[0] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
@@ -10824,16 +11864,16 @@ module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, m
     acc_bank2[127] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   end
   always @(posedge clk) begin
-    if (\$signature__en$594 )
-      acc_bank2[\$signature__addr$593 ] <= \$signature__data$595 ;
+    if (\$signature__en$624 )
+      acc_bank2[\$signature__addr$623 ] <= \$signature__data$625 ;
   end
   reg [1023:0] _2_;
   always @(posedge clk) begin
     _2_ <= acc_bank2[rd_addr];
   end
-  assign \acc_s__data$677  = _2_;
-  assign \acc_fold__data$688  = acc_bank2[acc_fold__addr];
-  assign \$signature__data$727  = acc_bank2[acc_addr_d2];
+  assign \acc_s__data$707  = _2_;
+  assign \acc_fold__data$717  = acc_bank2[\$signal$489 ];
+  assign \$signature__data$756  = acc_bank2[acc_addr_d2];
   reg [1023:0] acc_bank3 [127:0];
   initial begin
     acc_bank3[0] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
@@ -10966,16 +12006,16 @@ module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, m
     acc_bank3[127] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   end
   always @(posedge clk) begin
-    if (\$signature__en$636 )
-      acc_bank3[\$signature__addr$635 ] <= \$signature__data$637 ;
+    if (\$signature__en$666 )
+      acc_bank3[\$signature__addr$665 ] <= \$signature__data$667 ;
   end
   reg [1023:0] _3_;
   always @(posedge clk) begin
     _3_ <= acc_bank3[rd_addr];
   end
-  assign \acc_s__data$679  = _3_;
-  assign \acc_fold__data$689  = acc_bank3[acc_fold__addr];
-  assign \$signature__data$728  = acc_bank3[acc_addr_d2];
+  assign \acc_s__data$709  = _3_;
+  assign \acc_fold__data$718  = acc_bank3[\$signal$489 ];
+  assign \$signature__data$757  = acc_bank3[acc_addr_d2];
   reg [511:0] in_bank0 [127:0];
   initial begin
     in_bank0[0] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
@@ -11115,7 +12155,7 @@ module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, m
   always @(posedge clk) begin
     _4_ <= in_bank0[rd_addr];
   end
-  assign \$signature__data$671  = _4_;
+  assign \$signature__data$701  = _4_;
   assign bank_r__data = in_bank0[k_base[11:5]];
   reg [511:0] in_bank1 [127:0];
   initial begin
@@ -11249,15 +12289,15 @@ module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, m
     in_bank1[127] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   end
   always @(posedge clk) begin
-    if (\$signature__en$546 )
+    if (\$signature__en$576 )
       in_bank1[in_word] <= in_data;
   end
   reg [511:0] _5_;
   always @(posedge clk) begin
     _5_ <= in_bank1[rd_addr];
   end
-  assign \$signature__data$674  = _5_;
-  assign \bank_r__data$156  = in_bank1[k_base[11:5]];
+  assign \$signature__data$704  = _5_;
+  assign \bank_r__data$179  = in_bank1[\$418 [11:5]];
   reg [511:0] in_bank2 [127:0];
   initial begin
     in_bank2[0] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
@@ -11390,15 +12430,15 @@ module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, m
     in_bank2[127] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   end
   always @(posedge clk) begin
-    if (\$signature__en$588 )
+    if (\$signature__en$618 )
       in_bank2[in_word] <= in_data;
   end
   reg [511:0] _6_;
   always @(posedge clk) begin
     _6_ <= in_bank2[rd_addr];
   end
-  assign \$signature__data$676  = _6_;
-  assign \bank_r__data$253  = in_bank2[k_base[11:5]];
+  assign \$signature__data$706  = _6_;
+  assign \bank_r__data$277  = in_bank2[k_base[11:5]];
   reg [511:0] in_bank3 [127:0];
   initial begin
     in_bank3[0] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
@@ -11531,15 +12571,15 @@ module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, m
     in_bank3[127] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   end
   always @(posedge clk) begin
-    if (\$signature__en$630 )
+    if (\$signature__en$660 )
       in_bank3[in_word] <= in_data;
   end
   reg [511:0] _7_;
   always @(posedge clk) begin
     _7_ <= in_bank3[rd_addr];
   end
-  assign \$signature__data$678  = _7_;
-  assign \bank_r__data$350  = in_bank3[k_base[11:5]];
+  assign \$signature__data$708  = _7_;
+  assign \bank_r__data$374  = in_bank3[k_base[11:5]];
   assign \$1  = n_cols > 6'h20;
   assign \$3  = \$1  ? 5'h00 : \$2 ;
   assign \$4  = n_cols > 6'h20;
@@ -11604,2336 +12644,2437 @@ module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, m
   assign \$93  = \$91  ? 5'h00 : \$92 ;
   assign \$94  = n_cols > 6'h20;
   assign \$96  = \$94  ? 5'h00 : \$95 ;
-  assign \$97  = k_base[4:0] + lane_row0;
-  assign \$1177  = \$97 [4:0] * 5'h10;
-  assign \$98  = bank_r__data >> \$1177 ;
-  assign \$99  = k_base[4:0] + lane_row1;
-  assign \$1181  = \$99 [4:0] * 5'h10;
-  assign \$100  = bank_r__data >> \$1181 ;
-  assign \$101  = k_base[4:0] + lane_row2;
-  assign \$1185  = \$101 [4:0] * 5'h10;
-  assign \$102  = bank_r__data >> \$1185 ;
-  assign \$103  = k_base[4:0] + lane_row3;
-  assign \$1189  = \$103 [4:0] * 5'h10;
-  assign \$104  = bank_r__data >> \$1189 ;
-  assign \$105  = k_base[4:0] + lane_row4;
-  assign \$1193  = \$105 [4:0] * 5'h10;
-  assign \$106  = bank_r__data >> \$1193 ;
-  assign \$107  = k_base[4:0] + lane_row5;
-  assign \$1197  = \$107 [4:0] * 5'h10;
-  assign \$108  = bank_r__data >> \$1197 ;
-  assign \$109  = k_base[4:0] + lane_row6;
-  assign \$1201  = \$109 [4:0] * 5'h10;
-  assign \$110  = bank_r__data >> \$1201 ;
-  assign \$111  = k_base[4:0] + lane_row7;
-  assign \$1205  = \$111 [4:0] * 5'h10;
-  assign \$112  = bank_r__data >> \$1205 ;
-  assign \$113  = k_base[4:0] + lane_row8;
-  assign \$1209  = \$113 [4:0] * 5'h10;
-  assign \$114  = bank_r__data >> \$1209 ;
-  assign \$115  = k_base[4:0] + lane_row9;
-  assign \$1213  = \$115 [4:0] * 5'h10;
-  assign \$116  = bank_r__data >> \$1213 ;
-  assign \$117  = k_base[4:0] + lane_row10;
-  assign \$1217  = \$117 [4:0] * 5'h10;
-  assign \$118  = bank_r__data >> \$1217 ;
-  assign \$119  = k_base[4:0] + lane_row11;
-  assign \$1221  = \$119 [4:0] * 5'h10;
-  assign \$120  = bank_r__data >> \$1221 ;
-  assign \$121  = k_base[4:0] + lane_row12;
-  assign \$1225  = \$121 [4:0] * 5'h10;
-  assign \$122  = bank_r__data >> \$1225 ;
-  assign \$123  = k_base[4:0] + lane_row13;
-  assign \$1229  = \$123 [4:0] * 5'h10;
-  assign \$124  = bank_r__data >> \$1229 ;
-  assign \$125  = k_base[4:0] + lane_row14;
-  assign \$1233  = \$125 [4:0] * 5'h10;
-  assign \$126  = bank_r__data >> \$1233 ;
-  assign \$127  = k_base[4:0] + lane_row15;
-  assign \$1237  = \$127 [4:0] * 5'h10;
-  assign \$128  = bank_r__data >> \$1237 ;
-  assign \$129  = k_base[4:0] + lane_row16;
-  assign \$1241  = \$129 [4:0] * 5'h10;
-  assign \$130  = bank_r__data >> \$1241 ;
-  assign \$131  = k_base[4:0] + lane_row17;
-  assign \$1245  = \$131 [4:0] * 5'h10;
-  assign \$132  = bank_r__data >> \$1245 ;
-  assign \$133  = k_base[4:0] + lane_row18;
-  assign \$1249  = \$133 [4:0] * 5'h10;
-  assign \$134  = bank_r__data >> \$1249 ;
-  assign \$135  = k_base[4:0] + lane_row19;
-  assign \$1253  = \$135 [4:0] * 5'h10;
-  assign \$136  = bank_r__data >> \$1253 ;
-  assign \$137  = k_base[4:0] + lane_row20;
-  assign \$1257  = \$137 [4:0] * 5'h10;
-  assign \$138  = bank_r__data >> \$1257 ;
-  assign \$139  = k_base[4:0] + lane_row21;
-  assign \$1261  = \$139 [4:0] * 5'h10;
-  assign \$140  = bank_r__data >> \$1261 ;
-  assign \$141  = k_base[4:0] + lane_row22;
-  assign \$1265  = \$141 [4:0] * 5'h10;
-  assign \$142  = bank_r__data >> \$1265 ;
-  assign \$143  = k_base[4:0] + lane_row23;
-  assign \$1269  = \$143 [4:0] * 5'h10;
-  assign \$144  = bank_r__data >> \$1269 ;
-  assign \$145  = k_base[4:0] + lane_row24;
-  assign \$1273  = \$145 [4:0] * 5'h10;
-  assign \$146  = bank_r__data >> \$1273 ;
-  assign \$147  = k_base[4:0] + lane_row25;
-  assign \$1277  = \$147 [4:0] * 5'h10;
-  assign \$148  = bank_r__data >> \$1277 ;
-  assign \$149  = k_base[4:0] + lane_row26;
-  assign \$1281  = \$149 [4:0] * 5'h10;
-  assign \$150  = bank_r__data >> \$1281 ;
-  assign \$151  = k_base[4:0] + lane_row27;
-  assign \$1285  = \$151 [4:0] * 5'h10;
-  assign \$152  = bank_r__data >> \$1285 ;
-  assign \$153  = k_base[4:0] + lane_row28;
-  assign \$1289  = \$153 [4:0] * 5'h10;
-  assign \$154  = bank_r__data >> \$1289 ;
-  assign \$155  = k_base[4:0] + lane_row29;
-  assign \$1293  = \$155 [4:0] * 5'h10;
-  assign \$156  = bank_r__data >> \$1293 ;
-  assign \$157  = k_base[4:0] + lane_row30;
-  assign \$1297  = \$157 [4:0] * 5'h10;
-  assign \$158  = bank_r__data >> \$1297 ;
-  assign \$159  = k_base[4:0] + lane_row31;
-  assign \$1301  = \$159 [4:0] * 5'h10;
-  assign \$160  = bank_r__data >> \$1301 ;
-  assign \$161  = k_base[4:0] + lane_row0;
-  assign \$1305  = \$161 [4:0] * 5'h10;
-  assign \$162  = \bank_r__data$156  >> \$1305 ;
-  assign \$163  = k_base[4:0] + lane_row1;
-  assign \$1309  = \$163 [4:0] * 5'h10;
-  assign \$164  = \bank_r__data$156  >> \$1309 ;
-  assign \$165  = k_base[4:0] + lane_row2;
-  assign \$1313  = \$165 [4:0] * 5'h10;
-  assign \$166  = \bank_r__data$156  >> \$1313 ;
-  assign \$167  = k_base[4:0] + lane_row3;
-  assign \$1317  = \$167 [4:0] * 5'h10;
-  assign \$168  = \bank_r__data$156  >> \$1317 ;
-  assign \$169  = k_base[4:0] + lane_row4;
-  assign \$1321  = \$169 [4:0] * 5'h10;
-  assign \$170  = \bank_r__data$156  >> \$1321 ;
-  assign \$171  = k_base[4:0] + lane_row5;
-  assign \$1325  = \$171 [4:0] * 5'h10;
-  assign \$172  = \bank_r__data$156  >> \$1325 ;
-  assign \$173  = k_base[4:0] + lane_row6;
-  assign \$1329  = \$173 [4:0] * 5'h10;
-  assign \$174  = \bank_r__data$156  >> \$1329 ;
-  assign \$175  = k_base[4:0] + lane_row7;
-  assign \$1333  = \$175 [4:0] * 5'h10;
-  assign \$176  = \bank_r__data$156  >> \$1333 ;
-  assign \$177  = k_base[4:0] + lane_row8;
-  assign \$1337  = \$177 [4:0] * 5'h10;
-  assign \$178  = \bank_r__data$156  >> \$1337 ;
-  assign \$179  = k_base[4:0] + lane_row9;
-  assign \$1341  = \$179 [4:0] * 5'h10;
-  assign \$180  = \bank_r__data$156  >> \$1341 ;
-  assign \$181  = k_base[4:0] + lane_row10;
-  assign \$1345  = \$181 [4:0] * 5'h10;
-  assign \$182  = \bank_r__data$156  >> \$1345 ;
-  assign \$183  = k_base[4:0] + lane_row11;
-  assign \$1349  = \$183 [4:0] * 5'h10;
-  assign \$184  = \bank_r__data$156  >> \$1349 ;
-  assign \$185  = k_base[4:0] + lane_row12;
-  assign \$1353  = \$185 [4:0] * 5'h10;
-  assign \$186  = \bank_r__data$156  >> \$1353 ;
-  assign \$187  = k_base[4:0] + lane_row13;
-  assign \$1357  = \$187 [4:0] * 5'h10;
-  assign \$188  = \bank_r__data$156  >> \$1357 ;
-  assign \$189  = k_base[4:0] + lane_row14;
-  assign \$1361  = \$189 [4:0] * 5'h10;
-  assign \$190  = \bank_r__data$156  >> \$1361 ;
-  assign \$191  = k_base[4:0] + lane_row15;
-  assign \$1365  = \$191 [4:0] * 5'h10;
-  assign \$192  = \bank_r__data$156  >> \$1365 ;
-  assign \$193  = k_base[4:0] + lane_row16;
-  assign \$1369  = \$193 [4:0] * 5'h10;
-  assign \$194  = \bank_r__data$156  >> \$1369 ;
-  assign \$195  = k_base[4:0] + lane_row17;
-  assign \$1373  = \$195 [4:0] * 5'h10;
-  assign \$196  = \bank_r__data$156  >> \$1373 ;
-  assign \$197  = k_base[4:0] + lane_row18;
-  assign \$1377  = \$197 [4:0] * 5'h10;
-  assign \$198  = \bank_r__data$156  >> \$1377 ;
-  assign \$199  = k_base[4:0] + lane_row19;
-  assign \$1381  = \$199 [4:0] * 5'h10;
-  assign \$200  = \bank_r__data$156  >> \$1381 ;
-  assign \$201  = k_base[4:0] + lane_row20;
-  assign \$1385  = \$201 [4:0] * 5'h10;
-  assign \$202  = \bank_r__data$156  >> \$1385 ;
-  assign \$203  = k_base[4:0] + lane_row21;
-  assign \$1389  = \$203 [4:0] * 5'h10;
-  assign \$204  = \bank_r__data$156  >> \$1389 ;
-  assign \$205  = k_base[4:0] + lane_row22;
-  assign \$1393  = \$205 [4:0] * 5'h10;
-  assign \$206  = \bank_r__data$156  >> \$1393 ;
-  assign \$207  = k_base[4:0] + lane_row23;
-  assign \$1397  = \$207 [4:0] * 5'h10;
-  assign \$208  = \bank_r__data$156  >> \$1397 ;
-  assign \$209  = k_base[4:0] + lane_row24;
-  assign \$1401  = \$209 [4:0] * 5'h10;
-  assign \$210  = \bank_r__data$156  >> \$1401 ;
-  assign \$211  = k_base[4:0] + lane_row25;
-  assign \$1405  = \$211 [4:0] * 5'h10;
-  assign \$212  = \bank_r__data$156  >> \$1405 ;
-  assign \$213  = k_base[4:0] + lane_row26;
-  assign \$1409  = \$213 [4:0] * 5'h10;
-  assign \$214  = \bank_r__data$156  >> \$1409 ;
-  assign \$215  = k_base[4:0] + lane_row27;
-  assign \$1413  = \$215 [4:0] * 5'h10;
-  assign \$216  = \bank_r__data$156  >> \$1413 ;
-  assign \$217  = k_base[4:0] + lane_row28;
-  assign \$1417  = \$217 [4:0] * 5'h10;
-  assign \$218  = \bank_r__data$156  >> \$1417 ;
-  assign \$219  = k_base[4:0] + lane_row29;
-  assign \$1421  = \$219 [4:0] * 5'h10;
-  assign \$220  = \bank_r__data$156  >> \$1421 ;
-  assign \$221  = k_base[4:0] + lane_row30;
-  assign \$1425  = \$221 [4:0] * 5'h10;
-  assign \$222  = \bank_r__data$156  >> \$1425 ;
-  assign \$223  = k_base[4:0] + lane_row31;
-  assign \$1429  = \$223 [4:0] * 5'h10;
-  assign \$224  = \bank_r__data$156  >> \$1429 ;
-  assign \$225  = k_base[4:0] + lane_row0;
-  assign \$1433  = \$225 [4:0] * 5'h10;
-  assign \$226  = \bank_r__data$253  >> \$1433 ;
-  assign \$227  = k_base[4:0] + lane_row1;
-  assign \$1437  = \$227 [4:0] * 5'h10;
-  assign \$228  = \bank_r__data$253  >> \$1437 ;
-  assign \$229  = k_base[4:0] + lane_row2;
-  assign \$1441  = \$229 [4:0] * 5'h10;
-  assign \$230  = \bank_r__data$253  >> \$1441 ;
-  assign \$231  = k_base[4:0] + lane_row3;
-  assign \$1445  = \$231 [4:0] * 5'h10;
-  assign \$232  = \bank_r__data$253  >> \$1445 ;
-  assign \$233  = k_base[4:0] + lane_row4;
-  assign \$1449  = \$233 [4:0] * 5'h10;
-  assign \$234  = \bank_r__data$253  >> \$1449 ;
-  assign \$235  = k_base[4:0] + lane_row5;
-  assign \$1453  = \$235 [4:0] * 5'h10;
-  assign \$236  = \bank_r__data$253  >> \$1453 ;
-  assign \$237  = k_base[4:0] + lane_row6;
-  assign \$1457  = \$237 [4:0] * 5'h10;
-  assign \$238  = \bank_r__data$253  >> \$1457 ;
-  assign \$239  = k_base[4:0] + lane_row7;
-  assign \$1461  = \$239 [4:0] * 5'h10;
-  assign \$240  = \bank_r__data$253  >> \$1461 ;
-  assign \$241  = k_base[4:0] + lane_row8;
-  assign \$1465  = \$241 [4:0] * 5'h10;
-  assign \$242  = \bank_r__data$253  >> \$1465 ;
-  assign \$243  = k_base[4:0] + lane_row9;
-  assign \$1469  = \$243 [4:0] * 5'h10;
-  assign \$244  = \bank_r__data$253  >> \$1469 ;
-  assign \$245  = k_base[4:0] + lane_row10;
-  assign \$1473  = \$245 [4:0] * 5'h10;
-  assign \$246  = \bank_r__data$253  >> \$1473 ;
-  assign \$247  = k_base[4:0] + lane_row11;
-  assign \$1477  = \$247 [4:0] * 5'h10;
-  assign \$248  = \bank_r__data$253  >> \$1477 ;
-  assign \$249  = k_base[4:0] + lane_row12;
-  assign \$1481  = \$249 [4:0] * 5'h10;
-  assign \$250  = \bank_r__data$253  >> \$1481 ;
-  assign \$251  = k_base[4:0] + lane_row13;
-  assign \$1485  = \$251 [4:0] * 5'h10;
-  assign \$252  = \bank_r__data$253  >> \$1485 ;
-  assign \$253  = k_base[4:0] + lane_row14;
-  assign \$1489  = \$253 [4:0] * 5'h10;
-  assign \$254  = \bank_r__data$253  >> \$1489 ;
-  assign \$255  = k_base[4:0] + lane_row15;
-  assign \$1493  = \$255 [4:0] * 5'h10;
-  assign \$256  = \bank_r__data$253  >> \$1493 ;
-  assign \$257  = k_base[4:0] + lane_row16;
-  assign \$1497  = \$257 [4:0] * 5'h10;
-  assign \$258  = \bank_r__data$253  >> \$1497 ;
-  assign \$259  = k_base[4:0] + lane_row17;
-  assign \$1501  = \$259 [4:0] * 5'h10;
-  assign \$260  = \bank_r__data$253  >> \$1501 ;
-  assign \$261  = k_base[4:0] + lane_row18;
-  assign \$1505  = \$261 [4:0] * 5'h10;
-  assign \$262  = \bank_r__data$253  >> \$1505 ;
-  assign \$263  = k_base[4:0] + lane_row19;
-  assign \$1509  = \$263 [4:0] * 5'h10;
-  assign \$264  = \bank_r__data$253  >> \$1509 ;
-  assign \$265  = k_base[4:0] + lane_row20;
-  assign \$1513  = \$265 [4:0] * 5'h10;
-  assign \$266  = \bank_r__data$253  >> \$1513 ;
-  assign \$267  = k_base[4:0] + lane_row21;
-  assign \$1517  = \$267 [4:0] * 5'h10;
-  assign \$268  = \bank_r__data$253  >> \$1517 ;
-  assign \$269  = k_base[4:0] + lane_row22;
-  assign \$1521  = \$269 [4:0] * 5'h10;
-  assign \$270  = \bank_r__data$253  >> \$1521 ;
-  assign \$271  = k_base[4:0] + lane_row23;
-  assign \$1525  = \$271 [4:0] * 5'h10;
-  assign \$272  = \bank_r__data$253  >> \$1525 ;
-  assign \$273  = k_base[4:0] + lane_row24;
-  assign \$1529  = \$273 [4:0] * 5'h10;
-  assign \$274  = \bank_r__data$253  >> \$1529 ;
-  assign \$275  = k_base[4:0] + lane_row25;
-  assign \$1533  = \$275 [4:0] * 5'h10;
-  assign \$276  = \bank_r__data$253  >> \$1533 ;
-  assign \$277  = k_base[4:0] + lane_row26;
-  assign \$1537  = \$277 [4:0] * 5'h10;
-  assign \$278  = \bank_r__data$253  >> \$1537 ;
-  assign \$279  = k_base[4:0] + lane_row27;
-  assign \$1541  = \$279 [4:0] * 5'h10;
-  assign \$280  = \bank_r__data$253  >> \$1541 ;
-  assign \$281  = k_base[4:0] + lane_row28;
-  assign \$1545  = \$281 [4:0] * 5'h10;
-  assign \$282  = \bank_r__data$253  >> \$1545 ;
-  assign \$283  = k_base[4:0] + lane_row29;
-  assign \$1549  = \$283 [4:0] * 5'h10;
-  assign \$284  = \bank_r__data$253  >> \$1549 ;
-  assign \$285  = k_base[4:0] + lane_row30;
-  assign \$1553  = \$285 [4:0] * 5'h10;
-  assign \$286  = \bank_r__data$253  >> \$1553 ;
-  assign \$287  = k_base[4:0] + lane_row31;
-  assign \$1557  = \$287 [4:0] * 5'h10;
-  assign \$288  = \bank_r__data$253  >> \$1557 ;
-  assign \$289  = k_base[4:0] + lane_row0;
-  assign \$1561  = \$289 [4:0] * 5'h10;
-  assign \$290  = \bank_r__data$350  >> \$1561 ;
-  assign \$291  = k_base[4:0] + lane_row1;
-  assign \$1565  = \$291 [4:0] * 5'h10;
-  assign \$292  = \bank_r__data$350  >> \$1565 ;
-  assign \$293  = k_base[4:0] + lane_row2;
-  assign \$1569  = \$293 [4:0] * 5'h10;
-  assign \$294  = \bank_r__data$350  >> \$1569 ;
-  assign \$295  = k_base[4:0] + lane_row3;
-  assign \$1573  = \$295 [4:0] * 5'h10;
-  assign \$296  = \bank_r__data$350  >> \$1573 ;
-  assign \$297  = k_base[4:0] + lane_row4;
-  assign \$1577  = \$297 [4:0] * 5'h10;
-  assign \$298  = \bank_r__data$350  >> \$1577 ;
-  assign \$299  = k_base[4:0] + lane_row5;
-  assign \$1581  = \$299 [4:0] * 5'h10;
-  assign \$300  = \bank_r__data$350  >> \$1581 ;
-  assign \$301  = k_base[4:0] + lane_row6;
-  assign \$1585  = \$301 [4:0] * 5'h10;
-  assign \$302  = \bank_r__data$350  >> \$1585 ;
-  assign \$303  = k_base[4:0] + lane_row7;
-  assign \$1589  = \$303 [4:0] * 5'h10;
-  assign \$304  = \bank_r__data$350  >> \$1589 ;
-  assign \$305  = k_base[4:0] + lane_row8;
-  assign \$1593  = \$305 [4:0] * 5'h10;
-  assign \$306  = \bank_r__data$350  >> \$1593 ;
-  assign \$307  = k_base[4:0] + lane_row9;
-  assign \$1597  = \$307 [4:0] * 5'h10;
-  assign \$308  = \bank_r__data$350  >> \$1597 ;
-  assign \$309  = k_base[4:0] + lane_row10;
-  assign \$1601  = \$309 [4:0] * 5'h10;
-  assign \$310  = \bank_r__data$350  >> \$1601 ;
-  assign \$311  = k_base[4:0] + lane_row11;
-  assign \$1605  = \$311 [4:0] * 5'h10;
-  assign \$312  = \bank_r__data$350  >> \$1605 ;
-  assign \$313  = k_base[4:0] + lane_row12;
-  assign \$1609  = \$313 [4:0] * 5'h10;
-  assign \$314  = \bank_r__data$350  >> \$1609 ;
-  assign \$315  = k_base[4:0] + lane_row13;
-  assign \$1613  = \$315 [4:0] * 5'h10;
-  assign \$316  = \bank_r__data$350  >> \$1613 ;
-  assign \$317  = k_base[4:0] + lane_row14;
-  assign \$1617  = \$317 [4:0] * 5'h10;
-  assign \$318  = \bank_r__data$350  >> \$1617 ;
-  assign \$319  = k_base[4:0] + lane_row15;
-  assign \$1621  = \$319 [4:0] * 5'h10;
-  assign \$320  = \bank_r__data$350  >> \$1621 ;
-  assign \$321  = k_base[4:0] + lane_row16;
-  assign \$1625  = \$321 [4:0] * 5'h10;
-  assign \$322  = \bank_r__data$350  >> \$1625 ;
-  assign \$323  = k_base[4:0] + lane_row17;
-  assign \$1629  = \$323 [4:0] * 5'h10;
-  assign \$324  = \bank_r__data$350  >> \$1629 ;
-  assign \$325  = k_base[4:0] + lane_row18;
-  assign \$1633  = \$325 [4:0] * 5'h10;
-  assign \$326  = \bank_r__data$350  >> \$1633 ;
-  assign \$327  = k_base[4:0] + lane_row19;
-  assign \$1637  = \$327 [4:0] * 5'h10;
-  assign \$328  = \bank_r__data$350  >> \$1637 ;
-  assign \$329  = k_base[4:0] + lane_row20;
-  assign \$1641  = \$329 [4:0] * 5'h10;
-  assign \$330  = \bank_r__data$350  >> \$1641 ;
-  assign \$331  = k_base[4:0] + lane_row21;
-  assign \$1645  = \$331 [4:0] * 5'h10;
-  assign \$332  = \bank_r__data$350  >> \$1645 ;
-  assign \$333  = k_base[4:0] + lane_row22;
-  assign \$1649  = \$333 [4:0] * 5'h10;
-  assign \$334  = \bank_r__data$350  >> \$1649 ;
-  assign \$335  = k_base[4:0] + lane_row23;
-  assign \$1653  = \$335 [4:0] * 5'h10;
-  assign \$336  = \bank_r__data$350  >> \$1653 ;
-  assign \$337  = k_base[4:0] + lane_row24;
-  assign \$1657  = \$337 [4:0] * 5'h10;
-  assign \$338  = \bank_r__data$350  >> \$1657 ;
-  assign \$339  = k_base[4:0] + lane_row25;
-  assign \$1661  = \$339 [4:0] * 5'h10;
-  assign \$340  = \bank_r__data$350  >> \$1661 ;
-  assign \$341  = k_base[4:0] + lane_row26;
-  assign \$1665  = \$341 [4:0] * 5'h10;
-  assign \$342  = \bank_r__data$350  >> \$1665 ;
-  assign \$343  = k_base[4:0] + lane_row27;
-  assign \$1669  = \$343 [4:0] * 5'h10;
-  assign \$344  = \bank_r__data$350  >> \$1669 ;
-  assign \$345  = k_base[4:0] + lane_row28;
-  assign \$1673  = \$345 [4:0] * 5'h10;
-  assign \$346  = \bank_r__data$350  >> \$1673 ;
-  assign \$347  = k_base[4:0] + lane_row29;
-  assign \$1677  = \$347 [4:0] * 5'h10;
-  assign \$348  = \bank_r__data$350  >> \$1677 ;
-  assign \$349  = k_base[4:0] + lane_row30;
-  assign \$1681  = \$349 [4:0] * 5'h10;
-  assign \$350  = \bank_r__data$350  >> \$1681 ;
-  assign \$351  = k_base[4:0] + lane_row31;
-  assign \$1685  = \$351 [4:0] * 5'h10;
-  assign \$352  = \bank_r__data$350  >> \$1685 ;
-  assign \$353  = fold_word + fold_n_words;
-  assign \$354  = fold_sets - 1'h1;
-  assign \$355  = fold_pack * n_cols;
-  assign \$357  = | set_left;
-  assign \$358  = shift >= n_cols;
-  assign \$359  = addr + fold_n_words;
-  assign \$360  = set_left - 1'h1;
-  assign \$361  = shift * 6'h20;
-  assign \$362  = \$signal  >> \$361 ;
-  assign \$364  = \wait  == 1'h1;
-  assign \$365  = \wait  - 1'h1;
-  assign \$366  = ! in_row;
-  assign \$signature__en  = in_we & \$366 ;
-  assign \$signature__addr$505  = \mac_d2$54  ? \acc_addr_d2$56  : acc_word;
-  assign \$367  = ! acc_row;
-  assign \$368  = acc_we & \$367 ;
-  assign \$signature__en$507  = \mac_d2$54  | \$368 ;
-  assign \$signature__data$510  = \mac_d2$54  ? { sum_0_31, sum_0_30, sum_0_29, sum_0_28, sum_0_27, sum_0_26, sum_0_25, sum_0_24, sum_0_23, sum_0_22, sum_0_21, sum_0_20, sum_0_19, sum_0_18, sum_0_17, sum_0_16, sum_0_15, sum_0_14, sum_0_13, sum_0_12, sum_0_11, sum_0_10, sum_0_9, sum_0_8, sum_0_7, sum_0_6, sum_0_5, sum_0_4, sum_0_3, sum_0_2, sum_0_1, sum_0_0 } : acc_data;
-  assign \$369  = in_row == 1'h1;
-  assign \$signature__en$546  = in_we & \$369 ;
-  assign \$signature__addr$551  = \mac_d2$54  ? \acc_addr_d2$56  : acc_word;
-  assign \$370  = acc_row == 1'h1;
-  assign \$371  = acc_we & \$370 ;
-  assign \$signature__en$552  = \mac_d2$54  | \$371 ;
-  assign \$signature__data$553  = \mac_d2$54  ? { sum_1_31, sum_1_30, sum_1_29, sum_1_28, sum_1_27, sum_1_26, sum_1_25, sum_1_24, sum_1_23, sum_1_22, sum_1_21, sum_1_20, sum_1_19, sum_1_18, sum_1_17, sum_1_16, sum_1_15, sum_1_14, sum_1_13, sum_1_12, sum_1_11, sum_1_10, sum_1_9, sum_1_8, sum_1_7, sum_1_6, sum_1_5, sum_1_4, sum_1_3, sum_1_2, sum_1_1, sum_1_0 } : acc_data;
-  assign \$372  = in_row == 2'h2;
-  assign \$signature__en$588  = in_we & \$372 ;
-  assign \$signature__addr$593  = \mac_d2$54  ? \acc_addr_d2$56  : acc_word;
-  assign \$373  = acc_row == 2'h2;
-  assign \$374  = acc_we & \$373 ;
-  assign \$signature__en$594  = \mac_d2$54  | \$374 ;
-  assign \$signature__data$595  = \mac_d2$54  ? { sum_2_31, sum_2_30, sum_2_29, sum_2_28, sum_2_27, sum_2_26, sum_2_25, sum_2_24, sum_2_23, sum_2_22, sum_2_21, sum_2_20, sum_2_19, sum_2_18, sum_2_17, sum_2_16, sum_2_15, sum_2_14, sum_2_13, sum_2_12, sum_2_11, sum_2_10, sum_2_9, sum_2_8, sum_2_7, sum_2_6, sum_2_5, sum_2_4, sum_2_3, sum_2_2, sum_2_1, sum_2_0 } : acc_data;
-  assign \$375  = in_row == 2'h3;
-  assign \$signature__en$630  = in_we & \$375 ;
-  assign \$signature__addr$635  = \mac_d2$54  ? \acc_addr_d2$56  : acc_word;
-  assign \$376  = acc_row == 2'h3;
-  assign \$377  = acc_we & \$376 ;
-  assign \$signature__en$636  = \mac_d2$54  | \$377 ;
-  assign \$signature__data$637  = \mac_d2$54  ? { sum_3_31, sum_3_30, sum_3_29, sum_3_28, sum_3_27, sum_3_26, sum_3_25, sum_3_24, sum_3_23, sum_3_22, sum_3_21, sum_3_20, sum_3_19, sum_3_18, sum_3_17, sum_3_16, sum_3_15, sum_3_14, sum_3_13, sum_3_12, sum_3_11, sum_3_10, sum_3_9, sum_3_8, sum_3_7, sum_3_6, sum_3_5, sum_3_4, sum_3_3, sum_3_2, sum_3_1, sum_3_0 } : acc_data;
-  assign \$378  = | set_left;
-  assign \$379  = shift >= n_cols;
-  assign \$380  = ! fold_state;
-  assign \$381  = fold_state == 1'h1;
-  assign \$382  = fold_state == 2'h2;
-  assign \$383  = first_d2 ? 32'd0 : \$signature__data$725 [31:0];
-  assign \$384  = active_d2 > 1'h0;
-  assign \$385  = \$384  ? product_r_0_0 : 32'd0;
-  assign \$386  = first_d2 ? 32'd0 : \$signature__data$725 [63:32];
-  assign \$387  = active_d2 > 1'h1;
-  assign \$388  = \$387  ? product_r_0_1 : 32'd0;
-  assign \$389  = first_d2 ? 32'd0 : \$signature__data$725 [95:64];
-  assign \$390  = active_d2 > 2'h2;
-  assign \$391  = \$390  ? product_r_0_2 : 32'd0;
-  assign \$392  = first_d2 ? 32'd0 : \$signature__data$725 [127:96];
-  assign \$393  = active_d2 > 2'h3;
-  assign \$394  = \$393  ? product_r_0_3 : 32'd0;
-  assign \$395  = first_d2 ? 32'd0 : \$signature__data$725 [159:128];
-  assign \$396  = active_d2 > 3'h4;
-  assign \$397  = \$396  ? product_r_0_4 : 32'd0;
-  assign \$398  = first_d2 ? 32'd0 : \$signature__data$725 [191:160];
-  assign \$399  = active_d2 > 3'h5;
-  assign \$400  = \$399  ? product_r_0_5 : 32'd0;
-  assign \$401  = first_d2 ? 32'd0 : \$signature__data$725 [223:192];
-  assign \$402  = active_d2 > 3'h6;
-  assign \$403  = \$402  ? product_r_0_6 : 32'd0;
-  assign \$404  = first_d2 ? 32'd0 : \$signature__data$725 [255:224];
-  assign \$405  = active_d2 > 3'h7;
-  assign \$406  = \$405  ? product_r_0_7 : 32'd0;
-  assign \$407  = first_d2 ? 32'd0 : \$signature__data$725 [287:256];
-  assign \$408  = active_d2 > 4'h8;
-  assign \$409  = \$408  ? product_r_0_8 : 32'd0;
-  assign \$410  = first_d2 ? 32'd0 : \$signature__data$725 [319:288];
-  assign \$411  = active_d2 > 4'h9;
-  assign \$412  = \$411  ? product_r_0_9 : 32'd0;
-  assign \$413  = first_d2 ? 32'd0 : \$signature__data$725 [351:320];
-  assign \$414  = active_d2 > 4'ha;
-  assign \$415  = \$414  ? product_r_0_10 : 32'd0;
-  assign \$416  = first_d2 ? 32'd0 : \$signature__data$725 [383:352];
-  assign \$417  = active_d2 > 4'hb;
-  assign \$418  = \$417  ? product_r_0_11 : 32'd0;
-  assign \$419  = first_d2 ? 32'd0 : \$signature__data$725 [415:384];
-  assign \$420  = active_d2 > 4'hc;
-  assign \$421  = \$420  ? product_r_0_12 : 32'd0;
-  assign \$422  = first_d2 ? 32'd0 : \$signature__data$725 [447:416];
-  assign \$423  = active_d2 > 4'hd;
-  assign \$424  = \$423  ? product_r_0_13 : 32'd0;
-  assign \$425  = first_d2 ? 32'd0 : \$signature__data$725 [479:448];
-  assign \$426  = active_d2 > 4'he;
-  assign \$427  = \$426  ? product_r_0_14 : 32'd0;
-  assign \$428  = first_d2 ? 32'd0 : \$signature__data$725 [511:480];
-  assign \$429  = active_d2 > 4'hf;
-  assign \$430  = \$429  ? product_r_0_15 : 32'd0;
-  assign \$431  = first_d2 ? 32'd0 : \$signature__data$725 [543:512];
-  assign \$432  = active_d2 > 5'h10;
-  assign \$433  = \$432  ? product_r_0_16 : 32'd0;
-  assign \$434  = first_d2 ? 32'd0 : \$signature__data$725 [575:544];
-  assign \$435  = active_d2 > 5'h11;
-  assign \$436  = \$435  ? product_r_0_17 : 32'd0;
-  assign \$437  = first_d2 ? 32'd0 : \$signature__data$725 [607:576];
-  assign \$438  = active_d2 > 5'h12;
-  assign \$439  = \$438  ? product_r_0_18 : 32'd0;
-  assign \$440  = first_d2 ? 32'd0 : \$signature__data$725 [639:608];
-  assign \$441  = active_d2 > 5'h13;
-  assign \$442  = \$441  ? product_r_0_19 : 32'd0;
-  assign \$443  = first_d2 ? 32'd0 : \$signature__data$725 [671:640];
-  assign \$444  = active_d2 > 5'h14;
-  assign \$445  = \$444  ? product_r_0_20 : 32'd0;
-  assign \$446  = first_d2 ? 32'd0 : \$signature__data$725 [703:672];
-  assign \$447  = active_d2 > 5'h15;
-  assign \$448  = \$447  ? product_r_0_21 : 32'd0;
-  assign \$449  = first_d2 ? 32'd0 : \$signature__data$725 [735:704];
-  assign \$450  = active_d2 > 5'h16;
-  assign \$451  = \$450  ? product_r_0_22 : 32'd0;
-  assign \$452  = first_d2 ? 32'd0 : \$signature__data$725 [767:736];
-  assign \$453  = active_d2 > 5'h17;
-  assign \$454  = \$453  ? product_r_0_23 : 32'd0;
-  assign \$455  = first_d2 ? 32'd0 : \$signature__data$725 [799:768];
-  assign \$456  = active_d2 > 5'h18;
-  assign \$457  = \$456  ? product_r_0_24 : 32'd0;
-  assign \$458  = first_d2 ? 32'd0 : \$signature__data$725 [831:800];
-  assign \$459  = active_d2 > 5'h19;
-  assign \$460  = \$459  ? product_r_0_25 : 32'd0;
-  assign \$461  = first_d2 ? 32'd0 : \$signature__data$725 [863:832];
-  assign \$462  = active_d2 > 5'h1a;
-  assign \$463  = \$462  ? product_r_0_26 : 32'd0;
-  assign \$464  = first_d2 ? 32'd0 : \$signature__data$725 [895:864];
-  assign \$465  = active_d2 > 5'h1b;
-  assign \$466  = \$465  ? product_r_0_27 : 32'd0;
-  assign \$467  = first_d2 ? 32'd0 : \$signature__data$725 [927:896];
-  assign \$468  = active_d2 > 5'h1c;
-  assign \$469  = \$468  ? product_r_0_28 : 32'd0;
-  assign \$470  = first_d2 ? 32'd0 : \$signature__data$725 [959:928];
-  assign \$471  = active_d2 > 5'h1d;
-  assign \$472  = \$471  ? product_r_0_29 : 32'd0;
-  assign \$473  = first_d2 ? 32'd0 : \$signature__data$725 [991:960];
-  assign \$474  = active_d2 > 5'h1e;
-  assign \$475  = \$474  ? product_r_0_30 : 32'd0;
-  assign \$476  = first_d2 ? 32'd0 : \$signature__data$725 [1023:992];
-  assign \$477  = active_d2 > 5'h1f;
-  assign \$478  = \$477  ? product_r_0_31 : 32'd0;
-  assign \$479  = first_d2 ? 32'd0 : \$signature__data$726 [31:0];
-  assign \$480  = active_d2 > 1'h0;
-  assign \$481  = \$480  ? product_r_1_0 : 32'd0;
-  assign \$482  = first_d2 ? 32'd0 : \$signature__data$726 [63:32];
-  assign \$483  = active_d2 > 1'h1;
-  assign \$484  = \$483  ? product_r_1_1 : 32'd0;
-  assign \$485  = first_d2 ? 32'd0 : \$signature__data$726 [95:64];
-  assign \$486  = active_d2 > 2'h2;
-  assign \$487  = \$486  ? product_r_1_2 : 32'd0;
-  assign \$488  = first_d2 ? 32'd0 : \$signature__data$726 [127:96];
-  assign \$489  = active_d2 > 2'h3;
-  assign \$490  = \$489  ? product_r_1_3 : 32'd0;
-  assign \$491  = first_d2 ? 32'd0 : \$signature__data$726 [159:128];
-  assign \$492  = active_d2 > 3'h4;
-  assign \$493  = \$492  ? product_r_1_4 : 32'd0;
-  assign \$494  = first_d2 ? 32'd0 : \$signature__data$726 [191:160];
-  assign \$495  = active_d2 > 3'h5;
-  assign \$496  = \$495  ? product_r_1_5 : 32'd0;
-  assign \$497  = first_d2 ? 32'd0 : \$signature__data$726 [223:192];
-  assign \$498  = active_d2 > 3'h6;
-  assign \$499  = \$498  ? product_r_1_6 : 32'd0;
-  assign \$500  = first_d2 ? 32'd0 : \$signature__data$726 [255:224];
-  assign \$501  = active_d2 > 3'h7;
-  assign \$502  = \$501  ? product_r_1_7 : 32'd0;
-  assign \$503  = first_d2 ? 32'd0 : \$signature__data$726 [287:256];
-  assign \$504  = active_d2 > 4'h8;
-  assign \$505  = \$504  ? product_r_1_8 : 32'd0;
-  assign \$506  = first_d2 ? 32'd0 : \$signature__data$726 [319:288];
-  assign \$507  = active_d2 > 4'h9;
-  assign \$508  = \$507  ? product_r_1_9 : 32'd0;
-  assign \$509  = first_d2 ? 32'd0 : \$signature__data$726 [351:320];
-  assign \$510  = active_d2 > 4'ha;
-  assign \$511  = \$510  ? product_r_1_10 : 32'd0;
-  assign \$512  = first_d2 ? 32'd0 : \$signature__data$726 [383:352];
-  assign \$513  = active_d2 > 4'hb;
-  assign \$514  = \$513  ? product_r_1_11 : 32'd0;
-  assign \$515  = first_d2 ? 32'd0 : \$signature__data$726 [415:384];
-  assign \$516  = active_d2 > 4'hc;
-  assign \$517  = \$516  ? product_r_1_12 : 32'd0;
-  assign \$518  = first_d2 ? 32'd0 : \$signature__data$726 [447:416];
-  assign \$519  = active_d2 > 4'hd;
-  assign \$520  = \$519  ? product_r_1_13 : 32'd0;
-  assign \$521  = first_d2 ? 32'd0 : \$signature__data$726 [479:448];
-  assign \$522  = active_d2 > 4'he;
-  assign \$523  = \$522  ? product_r_1_14 : 32'd0;
-  assign \$524  = first_d2 ? 32'd0 : \$signature__data$726 [511:480];
-  assign \$525  = active_d2 > 4'hf;
-  assign \$526  = \$525  ? product_r_1_15 : 32'd0;
-  assign \$527  = first_d2 ? 32'd0 : \$signature__data$726 [543:512];
-  assign \$528  = active_d2 > 5'h10;
-  assign \$529  = \$528  ? product_r_1_16 : 32'd0;
-  assign \$530  = first_d2 ? 32'd0 : \$signature__data$726 [575:544];
-  assign \$531  = active_d2 > 5'h11;
-  assign \$532  = \$531  ? product_r_1_17 : 32'd0;
-  assign \$533  = first_d2 ? 32'd0 : \$signature__data$726 [607:576];
-  assign \$534  = active_d2 > 5'h12;
-  assign \$535  = \$534  ? product_r_1_18 : 32'd0;
-  assign \$536  = first_d2 ? 32'd0 : \$signature__data$726 [639:608];
-  assign \$537  = active_d2 > 5'h13;
-  assign \$538  = \$537  ? product_r_1_19 : 32'd0;
-  assign \$539  = first_d2 ? 32'd0 : \$signature__data$726 [671:640];
-  assign \$540  = active_d2 > 5'h14;
-  assign \$541  = \$540  ? product_r_1_20 : 32'd0;
-  assign \$542  = first_d2 ? 32'd0 : \$signature__data$726 [703:672];
-  assign \$543  = active_d2 > 5'h15;
-  assign \$544  = \$543  ? product_r_1_21 : 32'd0;
-  assign \$545  = first_d2 ? 32'd0 : \$signature__data$726 [735:704];
-  assign \$546  = active_d2 > 5'h16;
-  assign \$547  = \$546  ? product_r_1_22 : 32'd0;
-  assign \$548  = first_d2 ? 32'd0 : \$signature__data$726 [767:736];
-  assign \$549  = active_d2 > 5'h17;
-  assign \$550  = \$549  ? product_r_1_23 : 32'd0;
-  assign \$551  = first_d2 ? 32'd0 : \$signature__data$726 [799:768];
-  assign \$552  = active_d2 > 5'h18;
-  assign \$553  = \$552  ? product_r_1_24 : 32'd0;
-  assign \$554  = first_d2 ? 32'd0 : \$signature__data$726 [831:800];
-  assign \$555  = active_d2 > 5'h19;
-  assign \$556  = \$555  ? product_r_1_25 : 32'd0;
-  assign \$557  = first_d2 ? 32'd0 : \$signature__data$726 [863:832];
-  assign \$558  = active_d2 > 5'h1a;
-  assign \$559  = \$558  ? product_r_1_26 : 32'd0;
-  assign \$560  = first_d2 ? 32'd0 : \$signature__data$726 [895:864];
-  assign \$561  = active_d2 > 5'h1b;
-  assign \$562  = \$561  ? product_r_1_27 : 32'd0;
-  assign \$563  = first_d2 ? 32'd0 : \$signature__data$726 [927:896];
-  assign \$564  = active_d2 > 5'h1c;
-  assign \$565  = \$564  ? product_r_1_28 : 32'd0;
-  assign \$566  = first_d2 ? 32'd0 : \$signature__data$726 [959:928];
-  assign \$567  = active_d2 > 5'h1d;
-  assign \$568  = \$567  ? product_r_1_29 : 32'd0;
-  assign \$569  = first_d2 ? 32'd0 : \$signature__data$726 [991:960];
-  assign \$570  = active_d2 > 5'h1e;
-  assign \$571  = \$570  ? product_r_1_30 : 32'd0;
-  assign \$572  = first_d2 ? 32'd0 : \$signature__data$726 [1023:992];
-  assign \$573  = active_d2 > 5'h1f;
-  assign \$574  = \$573  ? product_r_1_31 : 32'd0;
-  assign \$575  = first_d2 ? 32'd0 : \$signature__data$727 [31:0];
-  assign \$576  = active_d2 > 1'h0;
-  assign \$577  = \$576  ? product_r_2_0 : 32'd0;
-  assign \$578  = first_d2 ? 32'd0 : \$signature__data$727 [63:32];
-  assign \$579  = active_d2 > 1'h1;
-  assign \$580  = \$579  ? product_r_2_1 : 32'd0;
-  assign \$581  = first_d2 ? 32'd0 : \$signature__data$727 [95:64];
-  assign \$582  = active_d2 > 2'h2;
-  assign \$583  = \$582  ? product_r_2_2 : 32'd0;
-  assign \$584  = first_d2 ? 32'd0 : \$signature__data$727 [127:96];
-  assign \$585  = active_d2 > 2'h3;
-  assign \$586  = \$585  ? product_r_2_3 : 32'd0;
-  assign \$587  = first_d2 ? 32'd0 : \$signature__data$727 [159:128];
-  assign \$588  = active_d2 > 3'h4;
-  assign \$589  = \$588  ? product_r_2_4 : 32'd0;
-  assign \$590  = first_d2 ? 32'd0 : \$signature__data$727 [191:160];
-  assign \$591  = active_d2 > 3'h5;
-  assign \$592  = \$591  ? product_r_2_5 : 32'd0;
-  assign \$593  = first_d2 ? 32'd0 : \$signature__data$727 [223:192];
-  assign \$594  = active_d2 > 3'h6;
-  assign \$595  = \$594  ? product_r_2_6 : 32'd0;
-  assign \$596  = first_d2 ? 32'd0 : \$signature__data$727 [255:224];
-  assign \$597  = active_d2 > 3'h7;
-  assign \$598  = \$597  ? product_r_2_7 : 32'd0;
-  assign \$599  = first_d2 ? 32'd0 : \$signature__data$727 [287:256];
-  assign \$600  = active_d2 > 4'h8;
-  assign \$601  = \$600  ? product_r_2_8 : 32'd0;
-  assign \$602  = first_d2 ? 32'd0 : \$signature__data$727 [319:288];
-  assign \$603  = active_d2 > 4'h9;
-  assign \$604  = \$603  ? product_r_2_9 : 32'd0;
-  assign \$605  = first_d2 ? 32'd0 : \$signature__data$727 [351:320];
-  assign \$606  = active_d2 > 4'ha;
-  assign \$607  = \$606  ? product_r_2_10 : 32'd0;
-  assign \$608  = first_d2 ? 32'd0 : \$signature__data$727 [383:352];
-  assign \$609  = active_d2 > 4'hb;
-  assign \$610  = \$609  ? product_r_2_11 : 32'd0;
-  assign \$611  = first_d2 ? 32'd0 : \$signature__data$727 [415:384];
-  assign \$612  = active_d2 > 4'hc;
-  assign \$613  = \$612  ? product_r_2_12 : 32'd0;
-  assign \$614  = first_d2 ? 32'd0 : \$signature__data$727 [447:416];
-  assign \$615  = active_d2 > 4'hd;
-  assign \$616  = \$615  ? product_r_2_13 : 32'd0;
-  assign \$617  = first_d2 ? 32'd0 : \$signature__data$727 [479:448];
-  assign \$618  = active_d2 > 4'he;
-  assign \$619  = \$618  ? product_r_2_14 : 32'd0;
-  assign \$620  = first_d2 ? 32'd0 : \$signature__data$727 [511:480];
-  assign \$621  = active_d2 > 4'hf;
-  assign \$622  = \$621  ? product_r_2_15 : 32'd0;
-  assign \$623  = first_d2 ? 32'd0 : \$signature__data$727 [543:512];
-  assign \$624  = active_d2 > 5'h10;
-  assign \$625  = \$624  ? product_r_2_16 : 32'd0;
-  assign \$626  = first_d2 ? 32'd0 : \$signature__data$727 [575:544];
-  assign \$627  = active_d2 > 5'h11;
-  assign \$628  = \$627  ? product_r_2_17 : 32'd0;
-  assign \$629  = first_d2 ? 32'd0 : \$signature__data$727 [607:576];
-  assign \$630  = active_d2 > 5'h12;
-  assign \$631  = \$630  ? product_r_2_18 : 32'd0;
-  assign \$632  = first_d2 ? 32'd0 : \$signature__data$727 [639:608];
-  assign \$633  = active_d2 > 5'h13;
-  assign \$634  = \$633  ? product_r_2_19 : 32'd0;
-  assign \$635  = first_d2 ? 32'd0 : \$signature__data$727 [671:640];
-  assign \$636  = active_d2 > 5'h14;
-  assign \$637  = \$636  ? product_r_2_20 : 32'd0;
-  assign \$638  = first_d2 ? 32'd0 : \$signature__data$727 [703:672];
-  assign \$639  = active_d2 > 5'h15;
-  assign \$640  = \$639  ? product_r_2_21 : 32'd0;
-  assign \$641  = first_d2 ? 32'd0 : \$signature__data$727 [735:704];
-  assign \$642  = active_d2 > 5'h16;
-  assign \$643  = \$642  ? product_r_2_22 : 32'd0;
-  assign \$644  = first_d2 ? 32'd0 : \$signature__data$727 [767:736];
-  assign \$645  = active_d2 > 5'h17;
-  assign \$646  = \$645  ? product_r_2_23 : 32'd0;
-  assign \$647  = first_d2 ? 32'd0 : \$signature__data$727 [799:768];
-  assign \$648  = active_d2 > 5'h18;
-  assign \$649  = \$648  ? product_r_2_24 : 32'd0;
-  assign \$650  = first_d2 ? 32'd0 : \$signature__data$727 [831:800];
-  assign \$651  = active_d2 > 5'h19;
-  assign \$652  = \$651  ? product_r_2_25 : 32'd0;
-  assign \$653  = first_d2 ? 32'd0 : \$signature__data$727 [863:832];
-  assign \$654  = active_d2 > 5'h1a;
-  assign \$655  = \$654  ? product_r_2_26 : 32'd0;
-  assign \$656  = first_d2 ? 32'd0 : \$signature__data$727 [895:864];
-  assign \$657  = active_d2 > 5'h1b;
-  assign \$658  = \$657  ? product_r_2_27 : 32'd0;
-  assign \$659  = first_d2 ? 32'd0 : \$signature__data$727 [927:896];
-  assign \$660  = active_d2 > 5'h1c;
-  assign \$661  = \$660  ? product_r_2_28 : 32'd0;
-  assign \$662  = first_d2 ? 32'd0 : \$signature__data$727 [959:928];
-  assign \$663  = active_d2 > 5'h1d;
-  assign \$664  = \$663  ? product_r_2_29 : 32'd0;
-  assign \$665  = first_d2 ? 32'd0 : \$signature__data$727 [991:960];
-  assign \$666  = active_d2 > 5'h1e;
-  assign \$667  = \$666  ? product_r_2_30 : 32'd0;
-  assign \$668  = first_d2 ? 32'd0 : \$signature__data$727 [1023:992];
-  assign \$669  = active_d2 > 5'h1f;
-  assign \$670  = \$669  ? product_r_2_31 : 32'd0;
-  assign \$671  = first_d2 ? 32'd0 : \$signature__data$728 [31:0];
-  assign \$672  = active_d2 > 1'h0;
-  assign \$673  = \$672  ? product_r_3_0 : 32'd0;
-  assign \$674  = first_d2 ? 32'd0 : \$signature__data$728 [63:32];
-  assign \$675  = active_d2 > 1'h1;
-  assign \$676  = \$675  ? product_r_3_1 : 32'd0;
-  assign \$677  = first_d2 ? 32'd0 : \$signature__data$728 [95:64];
-  assign \$678  = active_d2 > 2'h2;
-  assign \$679  = \$678  ? product_r_3_2 : 32'd0;
-  assign \$680  = first_d2 ? 32'd0 : \$signature__data$728 [127:96];
-  assign \$681  = active_d2 > 2'h3;
-  assign \$682  = \$681  ? product_r_3_3 : 32'd0;
-  assign \$683  = first_d2 ? 32'd0 : \$signature__data$728 [159:128];
-  assign \$684  = active_d2 > 3'h4;
-  assign \$685  = \$684  ? product_r_3_4 : 32'd0;
-  assign \$686  = first_d2 ? 32'd0 : \$signature__data$728 [191:160];
-  assign \$687  = active_d2 > 3'h5;
-  assign \$688  = \$687  ? product_r_3_5 : 32'd0;
-  assign \$689  = first_d2 ? 32'd0 : \$signature__data$728 [223:192];
-  assign \$690  = active_d2 > 3'h6;
-  assign \$691  = \$690  ? product_r_3_6 : 32'd0;
-  assign \$692  = first_d2 ? 32'd0 : \$signature__data$728 [255:224];
-  assign \$693  = active_d2 > 3'h7;
-  assign \$694  = \$693  ? product_r_3_7 : 32'd0;
-  assign \$695  = first_d2 ? 32'd0 : \$signature__data$728 [287:256];
-  assign \$696  = active_d2 > 4'h8;
-  assign \$697  = \$696  ? product_r_3_8 : 32'd0;
-  assign \$698  = first_d2 ? 32'd0 : \$signature__data$728 [319:288];
-  assign \$699  = active_d2 > 4'h9;
-  assign \$700  = \$699  ? product_r_3_9 : 32'd0;
-  assign \$701  = first_d2 ? 32'd0 : \$signature__data$728 [351:320];
-  assign \$702  = active_d2 > 4'ha;
-  assign \$703  = \$702  ? product_r_3_10 : 32'd0;
-  assign \$704  = first_d2 ? 32'd0 : \$signature__data$728 [383:352];
-  assign \$705  = active_d2 > 4'hb;
-  assign \$706  = \$705  ? product_r_3_11 : 32'd0;
-  assign \$707  = first_d2 ? 32'd0 : \$signature__data$728 [415:384];
-  assign \$708  = active_d2 > 4'hc;
-  assign \$709  = \$708  ? product_r_3_12 : 32'd0;
-  assign \$710  = first_d2 ? 32'd0 : \$signature__data$728 [447:416];
-  assign \$711  = active_d2 > 4'hd;
-  assign \$712  = \$711  ? product_r_3_13 : 32'd0;
-  assign \$713  = first_d2 ? 32'd0 : \$signature__data$728 [479:448];
-  assign \$714  = active_d2 > 4'he;
-  assign \$715  = \$714  ? product_r_3_14 : 32'd0;
-  assign \$716  = first_d2 ? 32'd0 : \$signature__data$728 [511:480];
-  assign \$717  = active_d2 > 4'hf;
-  assign \$718  = \$717  ? product_r_3_15 : 32'd0;
-  assign \$719  = first_d2 ? 32'd0 : \$signature__data$728 [543:512];
-  assign \$720  = active_d2 > 5'h10;
-  assign \$721  = \$720  ? product_r_3_16 : 32'd0;
-  assign \$722  = first_d2 ? 32'd0 : \$signature__data$728 [575:544];
-  assign \$723  = active_d2 > 5'h11;
-  assign \$724  = \$723  ? product_r_3_17 : 32'd0;
-  assign \$725  = first_d2 ? 32'd0 : \$signature__data$728 [607:576];
-  assign \$726  = active_d2 > 5'h12;
-  assign \$727  = \$726  ? product_r_3_18 : 32'd0;
-  assign \$728  = first_d2 ? 32'd0 : \$signature__data$728 [639:608];
-  assign \$729  = active_d2 > 5'h13;
-  assign \$730  = \$729  ? product_r_3_19 : 32'd0;
-  assign \$731  = first_d2 ? 32'd0 : \$signature__data$728 [671:640];
-  assign \$732  = active_d2 > 5'h14;
-  assign \$733  = \$732  ? product_r_3_20 : 32'd0;
-  assign \$734  = first_d2 ? 32'd0 : \$signature__data$728 [703:672];
-  assign \$735  = active_d2 > 5'h15;
-  assign \$736  = \$735  ? product_r_3_21 : 32'd0;
-  assign \$737  = first_d2 ? 32'd0 : \$signature__data$728 [735:704];
-  assign \$738  = active_d2 > 5'h16;
-  assign \$739  = \$738  ? product_r_3_22 : 32'd0;
-  assign \$740  = first_d2 ? 32'd0 : \$signature__data$728 [767:736];
-  assign \$741  = active_d2 > 5'h17;
-  assign \$742  = \$741  ? product_r_3_23 : 32'd0;
-  assign \$743  = first_d2 ? 32'd0 : \$signature__data$728 [799:768];
-  assign \$744  = active_d2 > 5'h18;
-  assign \$745  = \$744  ? product_r_3_24 : 32'd0;
-  assign \$746  = first_d2 ? 32'd0 : \$signature__data$728 [831:800];
-  assign \$747  = active_d2 > 5'h19;
-  assign \$748  = \$747  ? product_r_3_25 : 32'd0;
-  assign \$749  = first_d2 ? 32'd0 : \$signature__data$728 [863:832];
-  assign \$750  = active_d2 > 5'h1a;
-  assign \$751  = \$750  ? product_r_3_26 : 32'd0;
-  assign \$752  = first_d2 ? 32'd0 : \$signature__data$728 [895:864];
-  assign \$753  = active_d2 > 5'h1b;
-  assign \$754  = \$753  ? product_r_3_27 : 32'd0;
-  assign \$755  = first_d2 ? 32'd0 : \$signature__data$728 [927:896];
-  assign \$756  = active_d2 > 5'h1c;
-  assign \$757  = \$756  ? product_r_3_28 : 32'd0;
-  assign \$758  = first_d2 ? 32'd0 : \$signature__data$728 [959:928];
-  assign \$759  = active_d2 > 5'h1d;
-  assign \$760  = \$759  ? product_r_3_29 : 32'd0;
-  assign \$761  = first_d2 ? 32'd0 : \$signature__data$728 [991:960];
-  assign \$762  = active_d2 > 5'h1e;
-  assign \$763  = \$762  ? product_r_3_30 : 32'd0;
-  assign \$764  = first_d2 ? 32'd0 : \$signature__data$728 [1023:992];
-  assign \$765  = active_d2 > 5'h1f;
-  assign \$766  = \$765  ? product_r_3_31 : 32'd0;
-  always @(posedge clk)
-    lane_row0 <= \$767 ;
-  always @(posedge clk)
-    lane_row1 <= \$768 ;
-  always @(posedge clk)
-    lane_row2 <= \$769 ;
-  always @(posedge clk)
-    lane_row3 <= \$770 ;
-  always @(posedge clk)
-    lane_row4 <= \$771 ;
-  always @(posedge clk)
-    lane_row5 <= \$772 ;
-  always @(posedge clk)
-    lane_row6 <= \$773 ;
-  always @(posedge clk)
-    lane_row7 <= \$774 ;
-  always @(posedge clk)
-    lane_row8 <= \$775 ;
-  always @(posedge clk)
-    lane_row9 <= \$776 ;
-  always @(posedge clk)
-    lane_row10 <= \$777 ;
-  always @(posedge clk)
-    lane_row11 <= \$778 ;
-  always @(posedge clk)
-    lane_row12 <= \$779 ;
-  always @(posedge clk)
-    lane_row13 <= \$780 ;
-  always @(posedge clk)
-    lane_row14 <= \$781 ;
-  always @(posedge clk)
-    lane_row15 <= \$782 ;
-  always @(posedge clk)
-    lane_row16 <= \$783 ;
-  always @(posedge clk)
-    lane_row17 <= \$784 ;
-  always @(posedge clk)
-    lane_row18 <= \$785 ;
-  always @(posedge clk)
-    lane_row19 <= \$786 ;
-  always @(posedge clk)
-    lane_row20 <= \$787 ;
-  always @(posedge clk)
-    lane_row21 <= \$788 ;
-  always @(posedge clk)
-    lane_row22 <= \$789 ;
-  always @(posedge clk)
-    lane_row23 <= \$790 ;
-  always @(posedge clk)
-    lane_row24 <= \$791 ;
-  always @(posedge clk)
-    lane_row25 <= \$792 ;
-  always @(posedge clk)
-    lane_row26 <= \$793 ;
-  always @(posedge clk)
-    lane_row27 <= \$794 ;
-  always @(posedge clk)
-    lane_row28 <= \$795 ;
-  always @(posedge clk)
-    lane_row29 <= \$796 ;
-  always @(posedge clk)
-    lane_row30 <= \$797 ;
-  always @(posedge clk)
-    lane_row31 <= \$798 ;
-  always @(posedge clk)
-    mac_d1 <= \$799 ;
-  always @(posedge clk)
-    first_d1 <= \$800 ;
-  always @(posedge clk)
-    acc_addr_d1 <= \$801 ;
-  always @(posedge clk)
-    active_d1 <= \$802 ;
-  always @(posedge clk)
-    w_d1 <= \$803 ;
-  always @(posedge clk)
-    \mac_d1$45  <= \$804 ;
-  always @(posedge clk)
-    mac_d2 <= \$805 ;
-  always @(posedge clk)
-    \first_d1$47  <= \$806 ;
-  always @(posedge clk)
-    first_d2 <= \$807 ;
-  always @(posedge clk)
-    \acc_addr_d1$49  <= \$808 ;
-  always @(posedge clk)
-    acc_addr_d2 <= \$809 ;
-  always @(posedge clk)
-    \active_d1$51  <= \$810 ;
-  always @(posedge clk)
-    active_d2 <= \$811 ;
-  always @(posedge clk)
-    \mac_d1$53  <= \$812 ;
-  always @(posedge clk)
-    \mac_d2$54  <= \$813 ;
-  always @(posedge clk)
-    \acc_addr_d1$55  <= \$814 ;
-  always @(posedge clk)
-    \acc_addr_d2$56  <= \$815 ;
-  always @(posedge clk)
-    x_0_0 <= \$816 ;
-  always @(posedge clk)
-    product_r_0_0 <= \$817 ;
-  always @(posedge clk)
-    x_0_1 <= \$818 ;
-  always @(posedge clk)
-    product_r_0_1 <= \$819 ;
-  always @(posedge clk)
-    x_0_2 <= \$820 ;
-  always @(posedge clk)
-    product_r_0_2 <= \$821 ;
-  always @(posedge clk)
-    x_0_3 <= \$822 ;
-  always @(posedge clk)
-    product_r_0_3 <= \$823 ;
-  always @(posedge clk)
-    x_0_4 <= \$824 ;
-  always @(posedge clk)
-    product_r_0_4 <= \$825 ;
-  always @(posedge clk)
-    x_0_5 <= \$826 ;
-  always @(posedge clk)
-    product_r_0_5 <= \$827 ;
-  always @(posedge clk)
-    x_0_6 <= \$828 ;
-  always @(posedge clk)
-    product_r_0_6 <= \$829 ;
-  always @(posedge clk)
-    x_0_7 <= \$830 ;
-  always @(posedge clk)
-    product_r_0_7 <= \$831 ;
-  always @(posedge clk)
-    x_0_8 <= \$832 ;
-  always @(posedge clk)
-    product_r_0_8 <= \$833 ;
-  always @(posedge clk)
-    x_0_9 <= \$834 ;
-  always @(posedge clk)
-    product_r_0_9 <= \$835 ;
-  always @(posedge clk)
-    x_0_10 <= \$836 ;
-  always @(posedge clk)
-    product_r_0_10 <= \$837 ;
-  always @(posedge clk)
-    x_0_11 <= \$838 ;
-  always @(posedge clk)
-    product_r_0_11 <= \$839 ;
-  always @(posedge clk)
-    x_0_12 <= \$840 ;
-  always @(posedge clk)
-    product_r_0_12 <= \$841 ;
-  always @(posedge clk)
-    x_0_13 <= \$842 ;
-  always @(posedge clk)
-    product_r_0_13 <= \$843 ;
-  always @(posedge clk)
-    x_0_14 <= \$844 ;
-  always @(posedge clk)
-    product_r_0_14 <= \$845 ;
-  always @(posedge clk)
-    x_0_15 <= \$846 ;
-  always @(posedge clk)
-    product_r_0_15 <= \$847 ;
-  always @(posedge clk)
-    x_0_16 <= \$848 ;
-  always @(posedge clk)
-    product_r_0_16 <= \$849 ;
-  always @(posedge clk)
-    x_0_17 <= \$850 ;
-  always @(posedge clk)
-    product_r_0_17 <= \$851 ;
-  always @(posedge clk)
-    x_0_18 <= \$852 ;
-  always @(posedge clk)
-    product_r_0_18 <= \$853 ;
-  always @(posedge clk)
-    x_0_19 <= \$854 ;
-  always @(posedge clk)
-    product_r_0_19 <= \$855 ;
-  always @(posedge clk)
-    x_0_20 <= \$856 ;
-  always @(posedge clk)
-    product_r_0_20 <= \$857 ;
-  always @(posedge clk)
-    x_0_21 <= \$858 ;
-  always @(posedge clk)
-    product_r_0_21 <= \$859 ;
-  always @(posedge clk)
-    x_0_22 <= \$860 ;
-  always @(posedge clk)
-    product_r_0_22 <= \$861 ;
-  always @(posedge clk)
-    x_0_23 <= \$862 ;
-  always @(posedge clk)
-    product_r_0_23 <= \$863 ;
-  always @(posedge clk)
-    x_0_24 <= \$864 ;
-  always @(posedge clk)
-    product_r_0_24 <= \$865 ;
-  always @(posedge clk)
-    x_0_25 <= \$866 ;
-  always @(posedge clk)
-    product_r_0_25 <= \$867 ;
-  always @(posedge clk)
-    x_0_26 <= \$868 ;
-  always @(posedge clk)
-    product_r_0_26 <= \$869 ;
-  always @(posedge clk)
-    x_0_27 <= \$870 ;
-  always @(posedge clk)
-    product_r_0_27 <= \$871 ;
-  always @(posedge clk)
-    x_0_28 <= \$872 ;
-  always @(posedge clk)
-    product_r_0_28 <= \$873 ;
-  always @(posedge clk)
-    x_0_29 <= \$874 ;
-  always @(posedge clk)
-    product_r_0_29 <= \$875 ;
-  always @(posedge clk)
-    x_0_30 <= \$876 ;
-  always @(posedge clk)
-    product_r_0_30 <= \$877 ;
-  always @(posedge clk)
-    x_0_31 <= \$878 ;
-  always @(posedge clk)
-    product_r_0_31 <= \$879 ;
-  always @(posedge clk)
-    x_1_0 <= \$880 ;
-  always @(posedge clk)
-    product_r_1_0 <= \$881 ;
-  always @(posedge clk)
-    x_1_1 <= \$882 ;
-  always @(posedge clk)
-    product_r_1_1 <= \$883 ;
-  always @(posedge clk)
-    x_1_2 <= \$884 ;
-  always @(posedge clk)
-    product_r_1_2 <= \$885 ;
-  always @(posedge clk)
-    x_1_3 <= \$886 ;
-  always @(posedge clk)
-    product_r_1_3 <= \$887 ;
-  always @(posedge clk)
-    x_1_4 <= \$888 ;
-  always @(posedge clk)
-    product_r_1_4 <= \$889 ;
-  always @(posedge clk)
-    x_1_5 <= \$890 ;
-  always @(posedge clk)
-    product_r_1_5 <= \$891 ;
-  always @(posedge clk)
-    x_1_6 <= \$892 ;
-  always @(posedge clk)
-    product_r_1_6 <= \$893 ;
-  always @(posedge clk)
-    x_1_7 <= \$894 ;
-  always @(posedge clk)
-    product_r_1_7 <= \$895 ;
-  always @(posedge clk)
-    x_1_8 <= \$896 ;
-  always @(posedge clk)
-    product_r_1_8 <= \$897 ;
-  always @(posedge clk)
-    x_1_9 <= \$898 ;
-  always @(posedge clk)
-    product_r_1_9 <= \$899 ;
-  always @(posedge clk)
-    x_1_10 <= \$900 ;
-  always @(posedge clk)
-    product_r_1_10 <= \$901 ;
-  always @(posedge clk)
-    x_1_11 <= \$902 ;
-  always @(posedge clk)
-    product_r_1_11 <= \$903 ;
-  always @(posedge clk)
-    x_1_12 <= \$904 ;
-  always @(posedge clk)
-    product_r_1_12 <= \$905 ;
-  always @(posedge clk)
-    x_1_13 <= \$906 ;
-  always @(posedge clk)
-    product_r_1_13 <= \$907 ;
-  always @(posedge clk)
-    x_1_14 <= \$908 ;
-  always @(posedge clk)
-    product_r_1_14 <= \$909 ;
-  always @(posedge clk)
-    x_1_15 <= \$910 ;
-  always @(posedge clk)
-    product_r_1_15 <= \$911 ;
-  always @(posedge clk)
-    x_1_16 <= \$912 ;
-  always @(posedge clk)
-    product_r_1_16 <= \$913 ;
-  always @(posedge clk)
-    x_1_17 <= \$914 ;
-  always @(posedge clk)
-    product_r_1_17 <= \$915 ;
-  always @(posedge clk)
-    x_1_18 <= \$916 ;
-  always @(posedge clk)
-    product_r_1_18 <= \$917 ;
-  always @(posedge clk)
-    x_1_19 <= \$918 ;
-  always @(posedge clk)
-    product_r_1_19 <= \$919 ;
-  always @(posedge clk)
-    x_1_20 <= \$920 ;
-  always @(posedge clk)
-    product_r_1_20 <= \$921 ;
-  always @(posedge clk)
-    x_1_21 <= \$922 ;
-  always @(posedge clk)
-    product_r_1_21 <= \$923 ;
-  always @(posedge clk)
-    x_1_22 <= \$924 ;
-  always @(posedge clk)
-    product_r_1_22 <= \$925 ;
-  always @(posedge clk)
-    x_1_23 <= \$926 ;
-  always @(posedge clk)
-    product_r_1_23 <= \$927 ;
-  always @(posedge clk)
-    x_1_24 <= \$928 ;
-  always @(posedge clk)
-    product_r_1_24 <= \$929 ;
-  always @(posedge clk)
-    x_1_25 <= \$930 ;
-  always @(posedge clk)
-    product_r_1_25 <= \$931 ;
-  always @(posedge clk)
-    x_1_26 <= \$932 ;
-  always @(posedge clk)
-    product_r_1_26 <= \$933 ;
-  always @(posedge clk)
-    x_1_27 <= \$934 ;
-  always @(posedge clk)
-    product_r_1_27 <= \$935 ;
-  always @(posedge clk)
-    x_1_28 <= \$936 ;
-  always @(posedge clk)
-    product_r_1_28 <= \$937 ;
-  always @(posedge clk)
-    x_1_29 <= \$938 ;
-  always @(posedge clk)
-    product_r_1_29 <= \$939 ;
-  always @(posedge clk)
-    x_1_30 <= \$940 ;
-  always @(posedge clk)
-    product_r_1_30 <= \$941 ;
-  always @(posedge clk)
-    x_1_31 <= \$942 ;
-  always @(posedge clk)
-    product_r_1_31 <= \$943 ;
-  always @(posedge clk)
-    x_2_0 <= \$944 ;
-  always @(posedge clk)
-    product_r_2_0 <= \$945 ;
-  always @(posedge clk)
-    x_2_1 <= \$946 ;
-  always @(posedge clk)
-    product_r_2_1 <= \$947 ;
-  always @(posedge clk)
-    x_2_2 <= \$948 ;
-  always @(posedge clk)
-    product_r_2_2 <= \$949 ;
-  always @(posedge clk)
-    x_2_3 <= \$950 ;
-  always @(posedge clk)
-    product_r_2_3 <= \$951 ;
-  always @(posedge clk)
-    x_2_4 <= \$952 ;
-  always @(posedge clk)
-    product_r_2_4 <= \$953 ;
-  always @(posedge clk)
-    x_2_5 <= \$954 ;
-  always @(posedge clk)
-    product_r_2_5 <= \$955 ;
-  always @(posedge clk)
-    x_2_6 <= \$956 ;
-  always @(posedge clk)
-    product_r_2_6 <= \$957 ;
-  always @(posedge clk)
-    x_2_7 <= \$958 ;
-  always @(posedge clk)
-    product_r_2_7 <= \$959 ;
-  always @(posedge clk)
-    x_2_8 <= \$960 ;
-  always @(posedge clk)
-    product_r_2_8 <= \$961 ;
-  always @(posedge clk)
-    x_2_9 <= \$962 ;
-  always @(posedge clk)
-    product_r_2_9 <= \$963 ;
-  always @(posedge clk)
-    x_2_10 <= \$964 ;
-  always @(posedge clk)
-    product_r_2_10 <= \$965 ;
-  always @(posedge clk)
-    x_2_11 <= \$966 ;
-  always @(posedge clk)
-    product_r_2_11 <= \$967 ;
-  always @(posedge clk)
-    x_2_12 <= \$968 ;
-  always @(posedge clk)
-    product_r_2_12 <= \$969 ;
-  always @(posedge clk)
-    x_2_13 <= \$970 ;
-  always @(posedge clk)
-    product_r_2_13 <= \$971 ;
-  always @(posedge clk)
-    x_2_14 <= \$972 ;
-  always @(posedge clk)
-    product_r_2_14 <= \$973 ;
-  always @(posedge clk)
-    x_2_15 <= \$974 ;
-  always @(posedge clk)
-    product_r_2_15 <= \$975 ;
-  always @(posedge clk)
-    x_2_16 <= \$976 ;
-  always @(posedge clk)
-    product_r_2_16 <= \$977 ;
-  always @(posedge clk)
-    x_2_17 <= \$978 ;
-  always @(posedge clk)
-    product_r_2_17 <= \$979 ;
-  always @(posedge clk)
-    x_2_18 <= \$980 ;
-  always @(posedge clk)
-    product_r_2_18 <= \$981 ;
-  always @(posedge clk)
-    x_2_19 <= \$982 ;
-  always @(posedge clk)
-    product_r_2_19 <= \$983 ;
-  always @(posedge clk)
-    x_2_20 <= \$984 ;
-  always @(posedge clk)
-    product_r_2_20 <= \$985 ;
-  always @(posedge clk)
-    x_2_21 <= \$986 ;
-  always @(posedge clk)
-    product_r_2_21 <= \$987 ;
-  always @(posedge clk)
-    x_2_22 <= \$988 ;
-  always @(posedge clk)
-    product_r_2_22 <= \$989 ;
-  always @(posedge clk)
-    x_2_23 <= \$990 ;
-  always @(posedge clk)
-    product_r_2_23 <= \$991 ;
-  always @(posedge clk)
-    x_2_24 <= \$992 ;
-  always @(posedge clk)
-    product_r_2_24 <= \$993 ;
-  always @(posedge clk)
-    x_2_25 <= \$994 ;
-  always @(posedge clk)
-    product_r_2_25 <= \$995 ;
-  always @(posedge clk)
-    x_2_26 <= \$996 ;
-  always @(posedge clk)
-    product_r_2_26 <= \$997 ;
-  always @(posedge clk)
-    x_2_27 <= \$998 ;
-  always @(posedge clk)
-    product_r_2_27 <= \$999 ;
-  always @(posedge clk)
-    x_2_28 <= \$1000 ;
-  always @(posedge clk)
-    product_r_2_28 <= \$1001 ;
-  always @(posedge clk)
-    x_2_29 <= \$1002 ;
-  always @(posedge clk)
-    product_r_2_29 <= \$1003 ;
-  always @(posedge clk)
-    x_2_30 <= \$1004 ;
-  always @(posedge clk)
-    product_r_2_30 <= \$1005 ;
-  always @(posedge clk)
-    x_2_31 <= \$1006 ;
-  always @(posedge clk)
-    product_r_2_31 <= \$1007 ;
-  always @(posedge clk)
-    x_3_0 <= \$1008 ;
-  always @(posedge clk)
-    product_r_3_0 <= \$1009 ;
-  always @(posedge clk)
-    x_3_1 <= \$1010 ;
-  always @(posedge clk)
-    product_r_3_1 <= \$1011 ;
-  always @(posedge clk)
-    x_3_2 <= \$1012 ;
-  always @(posedge clk)
-    product_r_3_2 <= \$1013 ;
-  always @(posedge clk)
-    x_3_3 <= \$1014 ;
-  always @(posedge clk)
-    product_r_3_3 <= \$1015 ;
-  always @(posedge clk)
-    x_3_4 <= \$1016 ;
-  always @(posedge clk)
-    product_r_3_4 <= \$1017 ;
-  always @(posedge clk)
-    x_3_5 <= \$1018 ;
-  always @(posedge clk)
-    product_r_3_5 <= \$1019 ;
-  always @(posedge clk)
-    x_3_6 <= \$1020 ;
-  always @(posedge clk)
-    product_r_3_6 <= \$1021 ;
-  always @(posedge clk)
-    x_3_7 <= \$1022 ;
-  always @(posedge clk)
-    product_r_3_7 <= \$1023 ;
-  always @(posedge clk)
-    x_3_8 <= \$1024 ;
-  always @(posedge clk)
-    product_r_3_8 <= \$1025 ;
-  always @(posedge clk)
-    x_3_9 <= \$1026 ;
-  always @(posedge clk)
-    product_r_3_9 <= \$1027 ;
-  always @(posedge clk)
-    x_3_10 <= \$1028 ;
-  always @(posedge clk)
-    product_r_3_10 <= \$1029 ;
-  always @(posedge clk)
-    x_3_11 <= \$1030 ;
-  always @(posedge clk)
-    product_r_3_11 <= \$1031 ;
-  always @(posedge clk)
-    x_3_12 <= \$1032 ;
-  always @(posedge clk)
-    product_r_3_12 <= \$1033 ;
-  always @(posedge clk)
-    x_3_13 <= \$1034 ;
-  always @(posedge clk)
-    product_r_3_13 <= \$1035 ;
-  always @(posedge clk)
-    x_3_14 <= \$1036 ;
-  always @(posedge clk)
-    product_r_3_14 <= \$1037 ;
-  always @(posedge clk)
-    x_3_15 <= \$1038 ;
-  always @(posedge clk)
-    product_r_3_15 <= \$1039 ;
-  always @(posedge clk)
-    x_3_16 <= \$1040 ;
-  always @(posedge clk)
-    product_r_3_16 <= \$1041 ;
-  always @(posedge clk)
-    x_3_17 <= \$1042 ;
-  always @(posedge clk)
-    product_r_3_17 <= \$1043 ;
-  always @(posedge clk)
-    x_3_18 <= \$1044 ;
-  always @(posedge clk)
-    product_r_3_18 <= \$1045 ;
-  always @(posedge clk)
-    x_3_19 <= \$1046 ;
-  always @(posedge clk)
-    product_r_3_19 <= \$1047 ;
-  always @(posedge clk)
-    x_3_20 <= \$1048 ;
-  always @(posedge clk)
-    product_r_3_20 <= \$1049 ;
-  always @(posedge clk)
-    x_3_21 <= \$1050 ;
-  always @(posedge clk)
-    product_r_3_21 <= \$1051 ;
-  always @(posedge clk)
-    x_3_22 <= \$1052 ;
-  always @(posedge clk)
-    product_r_3_22 <= \$1053 ;
-  always @(posedge clk)
-    x_3_23 <= \$1054 ;
-  always @(posedge clk)
-    product_r_3_23 <= \$1055 ;
-  always @(posedge clk)
-    x_3_24 <= \$1056 ;
-  always @(posedge clk)
-    product_r_3_24 <= \$1057 ;
-  always @(posedge clk)
-    x_3_25 <= \$1058 ;
-  always @(posedge clk)
-    product_r_3_25 <= \$1059 ;
-  always @(posedge clk)
-    x_3_26 <= \$1060 ;
-  always @(posedge clk)
-    product_r_3_26 <= \$1061 ;
-  always @(posedge clk)
-    x_3_27 <= \$1062 ;
-  always @(posedge clk)
-    product_r_3_27 <= \$1063 ;
-  always @(posedge clk)
-    x_3_28 <= \$1064 ;
-  always @(posedge clk)
-    product_r_3_28 <= \$1065 ;
-  always @(posedge clk)
-    x_3_29 <= \$1066 ;
-  always @(posedge clk)
-    product_r_3_29 <= \$1067 ;
-  always @(posedge clk)
-    x_3_30 <= \$1068 ;
-  always @(posedge clk)
-    product_r_3_30 <= \$1069 ;
-  always @(posedge clk)
-    x_3_31 <= \$1070 ;
-  always @(posedge clk)
-    product_r_3_31 <= \$1071 ;
-  always @(posedge clk)
-    rd_row <= \$1072 ;
-  always @(posedge clk)
-    \$signal  <= \$1073 ;
-  always @(posedge clk)
-    addr <= \$1074 ;
-  always @(posedge clk)
-    set_left <= \$1075 ;
-  always @(posedge clk)
-    shift <= \$1076 ;
-  always @(posedge clk)
-    fold_state <= \$1077 ;
-  always @(posedge clk)
-    operand <= \$1078 ;
-  always @(posedge clk)
-    \wait  <= \$1079 ;
+  assign \$97  = split ? mac1 : mac;
+  assign \$98  = split ? first1 : first;
+  assign \$99  = split ? acc_addr1 : acc_addr;
+  assign \$100  = split ? active1 : active;
+  assign \$101  = split ? w_data1 : w_data;
+  assign \$102  = k_base[4:0] + lane_row0;
+  assign \$1263  = \$102 [4:0] * 5'h10;
+  assign \$103  = bank_r__data >> \$1263 ;
+  assign \$104  = k_base[4:0] + lane_row1;
+  assign \$1267  = \$104 [4:0] * 5'h10;
+  assign \$105  = bank_r__data >> \$1267 ;
+  assign \$106  = k_base[4:0] + lane_row2;
+  assign \$1271  = \$106 [4:0] * 5'h10;
+  assign \$107  = bank_r__data >> \$1271 ;
+  assign \$108  = k_base[4:0] + lane_row3;
+  assign \$1275  = \$108 [4:0] * 5'h10;
+  assign \$109  = bank_r__data >> \$1275 ;
+  assign \$110  = k_base[4:0] + lane_row4;
+  assign \$1279  = \$110 [4:0] * 5'h10;
+  assign \$111  = bank_r__data >> \$1279 ;
+  assign \$112  = k_base[4:0] + lane_row5;
+  assign \$1283  = \$112 [4:0] * 5'h10;
+  assign \$113  = bank_r__data >> \$1283 ;
+  assign \$114  = k_base[4:0] + lane_row6;
+  assign \$1287  = \$114 [4:0] * 5'h10;
+  assign \$115  = bank_r__data >> \$1287 ;
+  assign \$116  = k_base[4:0] + lane_row7;
+  assign \$1291  = \$116 [4:0] * 5'h10;
+  assign \$117  = bank_r__data >> \$1291 ;
+  assign \$118  = k_base[4:0] + lane_row8;
+  assign \$1295  = \$118 [4:0] * 5'h10;
+  assign \$119  = bank_r__data >> \$1295 ;
+  assign \$120  = k_base[4:0] + lane_row9;
+  assign \$1299  = \$120 [4:0] * 5'h10;
+  assign \$121  = bank_r__data >> \$1299 ;
+  assign \$122  = k_base[4:0] + lane_row10;
+  assign \$1303  = \$122 [4:0] * 5'h10;
+  assign \$123  = bank_r__data >> \$1303 ;
+  assign \$124  = k_base[4:0] + lane_row11;
+  assign \$1307  = \$124 [4:0] * 5'h10;
+  assign \$125  = bank_r__data >> \$1307 ;
+  assign \$126  = k_base[4:0] + lane_row12;
+  assign \$1311  = \$126 [4:0] * 5'h10;
+  assign \$127  = bank_r__data >> \$1311 ;
+  assign \$128  = k_base[4:0] + lane_row13;
+  assign \$1315  = \$128 [4:0] * 5'h10;
+  assign \$129  = bank_r__data >> \$1315 ;
+  assign \$130  = k_base[4:0] + lane_row14;
+  assign \$1319  = \$130 [4:0] * 5'h10;
+  assign \$131  = bank_r__data >> \$1319 ;
+  assign \$132  = k_base[4:0] + lane_row15;
+  assign \$1323  = \$132 [4:0] * 5'h10;
+  assign \$133  = bank_r__data >> \$1323 ;
+  assign \$134  = k_base[4:0] + lane_row16;
+  assign \$1327  = \$134 [4:0] * 5'h10;
+  assign \$135  = bank_r__data >> \$1327 ;
+  assign \$136  = k_base[4:0] + lane_row17;
+  assign \$1331  = \$136 [4:0] * 5'h10;
+  assign \$137  = bank_r__data >> \$1331 ;
+  assign \$138  = k_base[4:0] + lane_row18;
+  assign \$1335  = \$138 [4:0] * 5'h10;
+  assign \$139  = bank_r__data >> \$1335 ;
+  assign \$140  = k_base[4:0] + lane_row19;
+  assign \$1339  = \$140 [4:0] * 5'h10;
+  assign \$141  = bank_r__data >> \$1339 ;
+  assign \$142  = k_base[4:0] + lane_row20;
+  assign \$1343  = \$142 [4:0] * 5'h10;
+  assign \$143  = bank_r__data >> \$1343 ;
+  assign \$144  = k_base[4:0] + lane_row21;
+  assign \$1347  = \$144 [4:0] * 5'h10;
+  assign \$145  = bank_r__data >> \$1347 ;
+  assign \$146  = k_base[4:0] + lane_row22;
+  assign \$1351  = \$146 [4:0] * 5'h10;
+  assign \$147  = bank_r__data >> \$1351 ;
+  assign \$148  = k_base[4:0] + lane_row23;
+  assign \$1355  = \$148 [4:0] * 5'h10;
+  assign \$149  = bank_r__data >> \$1355 ;
+  assign \$150  = k_base[4:0] + lane_row24;
+  assign \$1359  = \$150 [4:0] * 5'h10;
+  assign \$151  = bank_r__data >> \$1359 ;
+  assign \$152  = k_base[4:0] + lane_row25;
+  assign \$1363  = \$152 [4:0] * 5'h10;
+  assign \$153  = bank_r__data >> \$1363 ;
+  assign \$154  = k_base[4:0] + lane_row26;
+  assign \$1367  = \$154 [4:0] * 5'h10;
+  assign \$155  = bank_r__data >> \$1367 ;
+  assign \$156  = k_base[4:0] + lane_row27;
+  assign \$1371  = \$156 [4:0] * 5'h10;
+  assign \$157  = bank_r__data >> \$1371 ;
+  assign \$158  = k_base[4:0] + lane_row28;
+  assign \$1375  = \$158 [4:0] * 5'h10;
+  assign \$159  = bank_r__data >> \$1375 ;
+  assign \$160  = k_base[4:0] + lane_row29;
+  assign \$1379  = \$160 [4:0] * 5'h10;
+  assign \$161  = bank_r__data >> \$1379 ;
+  assign \$162  = k_base[4:0] + lane_row30;
+  assign \$1383  = \$162 [4:0] * 5'h10;
+  assign \$163  = bank_r__data >> \$1383 ;
+  assign \$164  = k_base[4:0] + lane_row31;
+  assign \$1387  = \$164 [4:0] * 5'h10;
+  assign \$165  = bank_r__data >> \$1387 ;
+  assign \$166  = split ? k_base1 : k_base;
+  assign \$167  = \$166 [4:0] + lane_row0;
+  assign \$1392  = \$167 [4:0] * 5'h10;
+  assign \$168  = \bank_r__data$179  >> \$1392 ;
+  assign \$169  = split ? k_base1 : k_base;
+  assign \$170  = \$169 [4:0] + lane_row1;
+  assign \$1397  = \$170 [4:0] * 5'h10;
+  assign \$171  = \bank_r__data$179  >> \$1397 ;
+  assign \$172  = split ? k_base1 : k_base;
+  assign \$173  = \$172 [4:0] + lane_row2;
+  assign \$1402  = \$173 [4:0] * 5'h10;
+  assign \$174  = \bank_r__data$179  >> \$1402 ;
+  assign \$175  = split ? k_base1 : k_base;
+  assign \$176  = \$175 [4:0] + lane_row3;
+  assign \$1407  = \$176 [4:0] * 5'h10;
+  assign \$177  = \bank_r__data$179  >> \$1407 ;
+  assign \$178  = split ? k_base1 : k_base;
+  assign \$179  = \$178 [4:0] + lane_row4;
+  assign \$1412  = \$179 [4:0] * 5'h10;
+  assign \$180  = \bank_r__data$179  >> \$1412 ;
+  assign \$181  = split ? k_base1 : k_base;
+  assign \$182  = \$181 [4:0] + lane_row5;
+  assign \$1417  = \$182 [4:0] * 5'h10;
+  assign \$183  = \bank_r__data$179  >> \$1417 ;
+  assign \$184  = split ? k_base1 : k_base;
+  assign \$185  = \$184 [4:0] + lane_row6;
+  assign \$1422  = \$185 [4:0] * 5'h10;
+  assign \$186  = \bank_r__data$179  >> \$1422 ;
+  assign \$187  = split ? k_base1 : k_base;
+  assign \$188  = \$187 [4:0] + lane_row7;
+  assign \$1427  = \$188 [4:0] * 5'h10;
+  assign \$189  = \bank_r__data$179  >> \$1427 ;
+  assign \$190  = split ? k_base1 : k_base;
+  assign \$191  = \$190 [4:0] + lane_row8;
+  assign \$1432  = \$191 [4:0] * 5'h10;
+  assign \$192  = \bank_r__data$179  >> \$1432 ;
+  assign \$193  = split ? k_base1 : k_base;
+  assign \$194  = \$193 [4:0] + lane_row9;
+  assign \$1437  = \$194 [4:0] * 5'h10;
+  assign \$195  = \bank_r__data$179  >> \$1437 ;
+  assign \$196  = split ? k_base1 : k_base;
+  assign \$197  = \$196 [4:0] + lane_row10;
+  assign \$1442  = \$197 [4:0] * 5'h10;
+  assign \$198  = \bank_r__data$179  >> \$1442 ;
+  assign \$199  = split ? k_base1 : k_base;
+  assign \$200  = \$199 [4:0] + lane_row11;
+  assign \$1447  = \$200 [4:0] * 5'h10;
+  assign \$201  = \bank_r__data$179  >> \$1447 ;
+  assign \$202  = split ? k_base1 : k_base;
+  assign \$203  = \$202 [4:0] + lane_row12;
+  assign \$1452  = \$203 [4:0] * 5'h10;
+  assign \$204  = \bank_r__data$179  >> \$1452 ;
+  assign \$205  = split ? k_base1 : k_base;
+  assign \$206  = \$205 [4:0] + lane_row13;
+  assign \$1457  = \$206 [4:0] * 5'h10;
+  assign \$207  = \bank_r__data$179  >> \$1457 ;
+  assign \$208  = split ? k_base1 : k_base;
+  assign \$209  = \$208 [4:0] + lane_row14;
+  assign \$1462  = \$209 [4:0] * 5'h10;
+  assign \$210  = \bank_r__data$179  >> \$1462 ;
+  assign \$211  = split ? k_base1 : k_base;
+  assign \$212  = \$211 [4:0] + lane_row15;
+  assign \$1467  = \$212 [4:0] * 5'h10;
+  assign \$213  = \bank_r__data$179  >> \$1467 ;
+  assign \$214  = split ? k_base1 : k_base;
+  assign \$215  = \$214 [4:0] + lane_row16;
+  assign \$1472  = \$215 [4:0] * 5'h10;
+  assign \$216  = \bank_r__data$179  >> \$1472 ;
+  assign \$217  = split ? k_base1 : k_base;
+  assign \$218  = \$217 [4:0] + lane_row17;
+  assign \$1477  = \$218 [4:0] * 5'h10;
+  assign \$219  = \bank_r__data$179  >> \$1477 ;
+  assign \$220  = split ? k_base1 : k_base;
+  assign \$221  = \$220 [4:0] + lane_row18;
+  assign \$1482  = \$221 [4:0] * 5'h10;
+  assign \$222  = \bank_r__data$179  >> \$1482 ;
+  assign \$223  = split ? k_base1 : k_base;
+  assign \$224  = \$223 [4:0] + lane_row19;
+  assign \$1487  = \$224 [4:0] * 5'h10;
+  assign \$225  = \bank_r__data$179  >> \$1487 ;
+  assign \$226  = split ? k_base1 : k_base;
+  assign \$227  = \$226 [4:0] + lane_row20;
+  assign \$1492  = \$227 [4:0] * 5'h10;
+  assign \$228  = \bank_r__data$179  >> \$1492 ;
+  assign \$229  = split ? k_base1 : k_base;
+  assign \$230  = \$229 [4:0] + lane_row21;
+  assign \$1497  = \$230 [4:0] * 5'h10;
+  assign \$231  = \bank_r__data$179  >> \$1497 ;
+  assign \$232  = split ? k_base1 : k_base;
+  assign \$233  = \$232 [4:0] + lane_row22;
+  assign \$1502  = \$233 [4:0] * 5'h10;
+  assign \$234  = \bank_r__data$179  >> \$1502 ;
+  assign \$235  = split ? k_base1 : k_base;
+  assign \$236  = \$235 [4:0] + lane_row23;
+  assign \$1507  = \$236 [4:0] * 5'h10;
+  assign \$237  = \bank_r__data$179  >> \$1507 ;
+  assign \$238  = split ? k_base1 : k_base;
+  assign \$239  = \$238 [4:0] + lane_row24;
+  assign \$1512  = \$239 [4:0] * 5'h10;
+  assign \$240  = \bank_r__data$179  >> \$1512 ;
+  assign \$241  = split ? k_base1 : k_base;
+  assign \$242  = \$241 [4:0] + lane_row25;
+  assign \$1517  = \$242 [4:0] * 5'h10;
+  assign \$243  = \bank_r__data$179  >> \$1517 ;
+  assign \$244  = split ? k_base1 : k_base;
+  assign \$245  = \$244 [4:0] + lane_row26;
+  assign \$1522  = \$245 [4:0] * 5'h10;
+  assign \$246  = \bank_r__data$179  >> \$1522 ;
+  assign \$247  = split ? k_base1 : k_base;
+  assign \$248  = \$247 [4:0] + lane_row27;
+  assign \$1527  = \$248 [4:0] * 5'h10;
+  assign \$249  = \bank_r__data$179  >> \$1527 ;
+  assign \$250  = split ? k_base1 : k_base;
+  assign \$251  = \$250 [4:0] + lane_row28;
+  assign \$1532  = \$251 [4:0] * 5'h10;
+  assign \$252  = \bank_r__data$179  >> \$1532 ;
+  assign \$253  = split ? k_base1 : k_base;
+  assign \$254  = \$253 [4:0] + lane_row29;
+  assign \$1537  = \$254 [4:0] * 5'h10;
+  assign \$255  = \bank_r__data$179  >> \$1537 ;
+  assign \$256  = split ? k_base1 : k_base;
+  assign \$257  = \$256 [4:0] + lane_row30;
+  assign \$1542  = \$257 [4:0] * 5'h10;
+  assign \$258  = \bank_r__data$179  >> \$1542 ;
+  assign \$259  = split ? k_base1 : k_base;
+  assign \$260  = \$259 [4:0] + lane_row31;
+  assign \$1547  = \$260 [4:0] * 5'h10;
+  assign \$261  = \bank_r__data$179  >> \$1547 ;
+  assign \$262  = k_base[4:0] + lane_row0;
+  assign \$1551  = \$262 [4:0] * 5'h10;
+  assign \$263  = \bank_r__data$277  >> \$1551 ;
+  assign \$264  = k_base[4:0] + lane_row1;
+  assign \$1555  = \$264 [4:0] * 5'h10;
+  assign \$265  = \bank_r__data$277  >> \$1555 ;
+  assign \$266  = k_base[4:0] + lane_row2;
+  assign \$1559  = \$266 [4:0] * 5'h10;
+  assign \$267  = \bank_r__data$277  >> \$1559 ;
+  assign \$268  = k_base[4:0] + lane_row3;
+  assign \$1563  = \$268 [4:0] * 5'h10;
+  assign \$269  = \bank_r__data$277  >> \$1563 ;
+  assign \$270  = k_base[4:0] + lane_row4;
+  assign \$1567  = \$270 [4:0] * 5'h10;
+  assign \$271  = \bank_r__data$277  >> \$1567 ;
+  assign \$272  = k_base[4:0] + lane_row5;
+  assign \$1571  = \$272 [4:0] * 5'h10;
+  assign \$273  = \bank_r__data$277  >> \$1571 ;
+  assign \$274  = k_base[4:0] + lane_row6;
+  assign \$1575  = \$274 [4:0] * 5'h10;
+  assign \$275  = \bank_r__data$277  >> \$1575 ;
+  assign \$276  = k_base[4:0] + lane_row7;
+  assign \$1579  = \$276 [4:0] * 5'h10;
+  assign \$277  = \bank_r__data$277  >> \$1579 ;
+  assign \$278  = k_base[4:0] + lane_row8;
+  assign \$1583  = \$278 [4:0] * 5'h10;
+  assign \$279  = \bank_r__data$277  >> \$1583 ;
+  assign \$280  = k_base[4:0] + lane_row9;
+  assign \$1587  = \$280 [4:0] * 5'h10;
+  assign \$281  = \bank_r__data$277  >> \$1587 ;
+  assign \$282  = k_base[4:0] + lane_row10;
+  assign \$1591  = \$282 [4:0] * 5'h10;
+  assign \$283  = \bank_r__data$277  >> \$1591 ;
+  assign \$284  = k_base[4:0] + lane_row11;
+  assign \$1595  = \$284 [4:0] * 5'h10;
+  assign \$285  = \bank_r__data$277  >> \$1595 ;
+  assign \$286  = k_base[4:0] + lane_row12;
+  assign \$1599  = \$286 [4:0] * 5'h10;
+  assign \$287  = \bank_r__data$277  >> \$1599 ;
+  assign \$288  = k_base[4:0] + lane_row13;
+  assign \$1603  = \$288 [4:0] * 5'h10;
+  assign \$289  = \bank_r__data$277  >> \$1603 ;
+  assign \$290  = k_base[4:0] + lane_row14;
+  assign \$1607  = \$290 [4:0] * 5'h10;
+  assign \$291  = \bank_r__data$277  >> \$1607 ;
+  assign \$292  = k_base[4:0] + lane_row15;
+  assign \$1611  = \$292 [4:0] * 5'h10;
+  assign \$293  = \bank_r__data$277  >> \$1611 ;
+  assign \$294  = k_base[4:0] + lane_row16;
+  assign \$1615  = \$294 [4:0] * 5'h10;
+  assign \$295  = \bank_r__data$277  >> \$1615 ;
+  assign \$296  = k_base[4:0] + lane_row17;
+  assign \$1619  = \$296 [4:0] * 5'h10;
+  assign \$297  = \bank_r__data$277  >> \$1619 ;
+  assign \$298  = k_base[4:0] + lane_row18;
+  assign \$1623  = \$298 [4:0] * 5'h10;
+  assign \$299  = \bank_r__data$277  >> \$1623 ;
+  assign \$300  = k_base[4:0] + lane_row19;
+  assign \$1627  = \$300 [4:0] * 5'h10;
+  assign \$301  = \bank_r__data$277  >> \$1627 ;
+  assign \$302  = k_base[4:0] + lane_row20;
+  assign \$1631  = \$302 [4:0] * 5'h10;
+  assign \$303  = \bank_r__data$277  >> \$1631 ;
+  assign \$304  = k_base[4:0] + lane_row21;
+  assign \$1635  = \$304 [4:0] * 5'h10;
+  assign \$305  = \bank_r__data$277  >> \$1635 ;
+  assign \$306  = k_base[4:0] + lane_row22;
+  assign \$1639  = \$306 [4:0] * 5'h10;
+  assign \$307  = \bank_r__data$277  >> \$1639 ;
+  assign \$308  = k_base[4:0] + lane_row23;
+  assign \$1643  = \$308 [4:0] * 5'h10;
+  assign \$309  = \bank_r__data$277  >> \$1643 ;
+  assign \$310  = k_base[4:0] + lane_row24;
+  assign \$1647  = \$310 [4:0] * 5'h10;
+  assign \$311  = \bank_r__data$277  >> \$1647 ;
+  assign \$312  = k_base[4:0] + lane_row25;
+  assign \$1651  = \$312 [4:0] * 5'h10;
+  assign \$313  = \bank_r__data$277  >> \$1651 ;
+  assign \$314  = k_base[4:0] + lane_row26;
+  assign \$1655  = \$314 [4:0] * 5'h10;
+  assign \$315  = \bank_r__data$277  >> \$1655 ;
+  assign \$316  = k_base[4:0] + lane_row27;
+  assign \$1659  = \$316 [4:0] * 5'h10;
+  assign \$317  = \bank_r__data$277  >> \$1659 ;
+  assign \$318  = k_base[4:0] + lane_row28;
+  assign \$1663  = \$318 [4:0] * 5'h10;
+  assign \$319  = \bank_r__data$277  >> \$1663 ;
+  assign \$320  = k_base[4:0] + lane_row29;
+  assign \$1667  = \$320 [4:0] * 5'h10;
+  assign \$321  = \bank_r__data$277  >> \$1667 ;
+  assign \$322  = k_base[4:0] + lane_row30;
+  assign \$1671  = \$322 [4:0] * 5'h10;
+  assign \$323  = \bank_r__data$277  >> \$1671 ;
+  assign \$324  = k_base[4:0] + lane_row31;
+  assign \$1675  = \$324 [4:0] * 5'h10;
+  assign \$325  = \bank_r__data$277  >> \$1675 ;
+  assign \$326  = k_base[4:0] + lane_row0;
+  assign \$1679  = \$326 [4:0] * 5'h10;
+  assign \$327  = \bank_r__data$374  >> \$1679 ;
+  assign \$328  = k_base[4:0] + lane_row1;
+  assign \$1683  = \$328 [4:0] * 5'h10;
+  assign \$329  = \bank_r__data$374  >> \$1683 ;
+  assign \$330  = k_base[4:0] + lane_row2;
+  assign \$1687  = \$330 [4:0] * 5'h10;
+  assign \$331  = \bank_r__data$374  >> \$1687 ;
+  assign \$332  = k_base[4:0] + lane_row3;
+  assign \$1691  = \$332 [4:0] * 5'h10;
+  assign \$333  = \bank_r__data$374  >> \$1691 ;
+  assign \$334  = k_base[4:0] + lane_row4;
+  assign \$1695  = \$334 [4:0] * 5'h10;
+  assign \$335  = \bank_r__data$374  >> \$1695 ;
+  assign \$336  = k_base[4:0] + lane_row5;
+  assign \$1699  = \$336 [4:0] * 5'h10;
+  assign \$337  = \bank_r__data$374  >> \$1699 ;
+  assign \$338  = k_base[4:0] + lane_row6;
+  assign \$1703  = \$338 [4:0] * 5'h10;
+  assign \$339  = \bank_r__data$374  >> \$1703 ;
+  assign \$340  = k_base[4:0] + lane_row7;
+  assign \$1707  = \$340 [4:0] * 5'h10;
+  assign \$341  = \bank_r__data$374  >> \$1707 ;
+  assign \$342  = k_base[4:0] + lane_row8;
+  assign \$1711  = \$342 [4:0] * 5'h10;
+  assign \$343  = \bank_r__data$374  >> \$1711 ;
+  assign \$344  = k_base[4:0] + lane_row9;
+  assign \$1715  = \$344 [4:0] * 5'h10;
+  assign \$345  = \bank_r__data$374  >> \$1715 ;
+  assign \$346  = k_base[4:0] + lane_row10;
+  assign \$1719  = \$346 [4:0] * 5'h10;
+  assign \$347  = \bank_r__data$374  >> \$1719 ;
+  assign \$348  = k_base[4:0] + lane_row11;
+  assign \$1723  = \$348 [4:0] * 5'h10;
+  assign \$349  = \bank_r__data$374  >> \$1723 ;
+  assign \$350  = k_base[4:0] + lane_row12;
+  assign \$1727  = \$350 [4:0] * 5'h10;
+  assign \$351  = \bank_r__data$374  >> \$1727 ;
+  assign \$352  = k_base[4:0] + lane_row13;
+  assign \$1731  = \$352 [4:0] * 5'h10;
+  assign \$353  = \bank_r__data$374  >> \$1731 ;
+  assign \$354  = k_base[4:0] + lane_row14;
+  assign \$1735  = \$354 [4:0] * 5'h10;
+  assign \$355  = \bank_r__data$374  >> \$1735 ;
+  assign \$356  = k_base[4:0] + lane_row15;
+  assign \$1739  = \$356 [4:0] * 5'h10;
+  assign \$357  = \bank_r__data$374  >> \$1739 ;
+  assign \$358  = k_base[4:0] + lane_row16;
+  assign \$1743  = \$358 [4:0] * 5'h10;
+  assign \$359  = \bank_r__data$374  >> \$1743 ;
+  assign \$360  = k_base[4:0] + lane_row17;
+  assign \$1747  = \$360 [4:0] * 5'h10;
+  assign \$361  = \bank_r__data$374  >> \$1747 ;
+  assign \$362  = k_base[4:0] + lane_row18;
+  assign \$1751  = \$362 [4:0] * 5'h10;
+  assign \$363  = \bank_r__data$374  >> \$1751 ;
+  assign \$364  = k_base[4:0] + lane_row19;
+  assign \$1755  = \$364 [4:0] * 5'h10;
+  assign \$365  = \bank_r__data$374  >> \$1755 ;
+  assign \$366  = k_base[4:0] + lane_row20;
+  assign \$1759  = \$366 [4:0] * 5'h10;
+  assign \$367  = \bank_r__data$374  >> \$1759 ;
+  assign \$368  = k_base[4:0] + lane_row21;
+  assign \$1763  = \$368 [4:0] * 5'h10;
+  assign \$369  = \bank_r__data$374  >> \$1763 ;
+  assign \$370  = k_base[4:0] + lane_row22;
+  assign \$1767  = \$370 [4:0] * 5'h10;
+  assign \$371  = \bank_r__data$374  >> \$1767 ;
+  assign \$372  = k_base[4:0] + lane_row23;
+  assign \$1771  = \$372 [4:0] * 5'h10;
+  assign \$373  = \bank_r__data$374  >> \$1771 ;
+  assign \$374  = k_base[4:0] + lane_row24;
+  assign \$1775  = \$374 [4:0] * 5'h10;
+  assign \$375  = \bank_r__data$374  >> \$1775 ;
+  assign \$376  = k_base[4:0] + lane_row25;
+  assign \$1779  = \$376 [4:0] * 5'h10;
+  assign \$377  = \bank_r__data$374  >> \$1779 ;
+  assign \$378  = k_base[4:0] + lane_row26;
+  assign \$1783  = \$378 [4:0] * 5'h10;
+  assign \$379  = \bank_r__data$374  >> \$1783 ;
+  assign \$380  = k_base[4:0] + lane_row27;
+  assign \$1787  = \$380 [4:0] * 5'h10;
+  assign \$381  = \bank_r__data$374  >> \$1787 ;
+  assign \$382  = k_base[4:0] + lane_row28;
+  assign \$1791  = \$382 [4:0] * 5'h10;
+  assign \$383  = \bank_r__data$374  >> \$1791 ;
+  assign \$384  = k_base[4:0] + lane_row29;
+  assign \$1795  = \$384 [4:0] * 5'h10;
+  assign \$385  = \bank_r__data$374  >> \$1795 ;
+  assign \$386  = k_base[4:0] + lane_row30;
+  assign \$1799  = \$386 [4:0] * 5'h10;
+  assign \$387  = \bank_r__data$374  >> \$1799 ;
+  assign \$388  = k_base[4:0] + lane_row31;
+  assign \$1803  = \$388 [4:0] * 5'h10;
+  assign \$389  = \bank_r__data$374  >> \$1803 ;
+  assign \$390  = fold_word + fold_n_words;
+  assign \$391  = fold_sets - 1'h1;
+  assign \$392  = fold_pack * n_cols;
+  assign \$394  = | set_left;
+  assign \$395  = ! set_left;
+  assign \$396  = | sets1;
+  assign \$397  = \$395  & \$396 ;
+  assign \$398  = \$394  | \$397 ;
+  assign \$399  = shift >= n_cols;
+  assign \$400  = \$signal$489  + fold_n_words;
+  assign \$401  = ! set_left;
+  assign \$402  = | sets1;
+  assign \$403  = \$401  & \$402 ;
+  assign \$404  = sets1 - 1'h1;
+  assign \$405  = set_left - 1'h1;
+  assign \$406  = shift * 6'h20;
+  assign \$407  = \$signal  >> \$406 ;
+  assign \$409  = \wait  == 1'h1;
+  assign \$410  = \wait  - 1'h1;
+  assign \$411  = ! in_row;
+  assign \$signature__en  = in_we & \$411 ;
+  assign \$signature__addr$535  = \mac_d2$54  ? \acc_addr_d2$56  : acc_word;
+  assign \$412  = ! acc_row;
+  assign \$413  = acc_we & \$412 ;
+  assign \$signature__en$537  = \mac_d2$54  | \$413 ;
+  assign \$signature__data$540  = \mac_d2$54  ? { sum_0_31, sum_0_30, sum_0_29, sum_0_28, sum_0_27, sum_0_26, sum_0_25, sum_0_24, sum_0_23, sum_0_22, sum_0_21, sum_0_20, sum_0_19, sum_0_18, sum_0_17, sum_0_16, sum_0_15, sum_0_14, sum_0_13, sum_0_12, sum_0_11, sum_0_10, sum_0_9, sum_0_8, sum_0_7, sum_0_6, sum_0_5, sum_0_4, sum_0_3, sum_0_2, sum_0_1, sum_0_0 } : acc_data;
+  assign \$414  = in_row == 1'h1;
+  assign \$415  = ! in_row;
+  assign \$416  = \$415  & split;
+  assign \$417  = \$414  | \$416 ;
+  assign \$signature__en$576  = in_we & \$417 ;
+  assign \$418  = split ? k_base1 : k_base;
+  assign \$signature__addr$581  = \mac_row1_d2$77  ? \acc_addr_row1_d2$79  : acc_word;
+  assign \$419  = acc_row == 1'h1;
+  assign \$420  = acc_we & \$419 ;
+  assign \$signature__en$582  = \mac_row1_d2$77  | \$420 ;
+  assign \$signature__data$583  = \mac_row1_d2$77  ? { sum_1_31, sum_1_30, sum_1_29, sum_1_28, sum_1_27, sum_1_26, sum_1_25, sum_1_24, sum_1_23, sum_1_22, sum_1_21, sum_1_20, sum_1_19, sum_1_18, sum_1_17, sum_1_16, sum_1_15, sum_1_14, sum_1_13, sum_1_12, sum_1_11, sum_1_10, sum_1_9, sum_1_8, sum_1_7, sum_1_6, sum_1_5, sum_1_4, sum_1_3, sum_1_2, sum_1_1, sum_1_0 } : acc_data;
+  assign \$421  = in_row == 2'h2;
+  assign \$signature__en$618  = in_we & \$421 ;
+  assign \$signature__addr$623  = \mac_d2$54  ? \acc_addr_d2$56  : acc_word;
+  assign \$422  = acc_row == 2'h2;
+  assign \$423  = acc_we & \$422 ;
+  assign \$signature__en$624  = \mac_d2$54  | \$423 ;
+  assign \$signature__data$625  = \mac_d2$54  ? { sum_2_31, sum_2_30, sum_2_29, sum_2_28, sum_2_27, sum_2_26, sum_2_25, sum_2_24, sum_2_23, sum_2_22, sum_2_21, sum_2_20, sum_2_19, sum_2_18, sum_2_17, sum_2_16, sum_2_15, sum_2_14, sum_2_13, sum_2_12, sum_2_11, sum_2_10, sum_2_9, sum_2_8, sum_2_7, sum_2_6, sum_2_5, sum_2_4, sum_2_3, sum_2_2, sum_2_1, sum_2_0 } : acc_data;
+  assign \$424  = in_row == 2'h3;
+  assign \$signature__en$660  = in_we & \$424 ;
+  assign \$signature__addr$665  = \mac_d2$54  ? \acc_addr_d2$56  : acc_word;
+  assign \$425  = acc_row == 2'h3;
+  assign \$426  = acc_we & \$425 ;
+  assign \$signature__en$666  = \mac_d2$54  | \$426 ;
+  assign \$signature__data$667  = \mac_d2$54  ? { sum_3_31, sum_3_30, sum_3_29, sum_3_28, sum_3_27, sum_3_26, sum_3_25, sum_3_24, sum_3_23, sum_3_22, sum_3_21, sum_3_20, sum_3_19, sum_3_18, sum_3_17, sum_3_16, sum_3_15, sum_3_14, sum_3_13, sum_3_12, sum_3_11, sum_3_10, sum_3_9, sum_3_8, sum_3_7, sum_3_6, sum_3_5, sum_3_4, sum_3_3, sum_3_2, sum_3_1, sum_3_0 } : acc_data;
+  assign \$427  = ! set_left;
+  assign \$428  = | sets1;
+  assign \$429  = \$427  & \$428 ;
+  assign \$430  = \$429  ? word : \$signal$476 ;
+  assign \$431  = ! set_left;
+  assign \$432  = | sets1;
+  assign \$433  = \$431  & \$432 ;
+  assign \$434  = \$433  ? 2'h1 : src_row;
+  assign \$435  = | set_left;
+  assign \$436  = ! set_left;
+  assign \$437  = | sets1;
+  assign \$438  = \$436  & \$437 ;
+  assign \$439  = \$435  | \$438 ;
+  assign \$440  = shift >= n_cols;
+  assign \$441  = ! fold_state;
+  assign \$442  = fold_state == 1'h1;
+  assign \$443  = fold_state == 2'h2;
+  assign \$444  = first_d2 ? 32'd0 : \$signature__data$754 [31:0];
+  assign \$445  = active_d2 > 1'h0;
+  assign \$446  = \$445  ? product_r_0_0 : 32'd0;
+  assign \$447  = first_d2 ? 32'd0 : \$signature__data$754 [63:32];
+  assign \$448  = active_d2 > 1'h1;
+  assign \$449  = \$448  ? product_r_0_1 : 32'd0;
+  assign \$450  = first_d2 ? 32'd0 : \$signature__data$754 [95:64];
+  assign \$451  = active_d2 > 2'h2;
+  assign \$452  = \$451  ? product_r_0_2 : 32'd0;
+  assign \$453  = first_d2 ? 32'd0 : \$signature__data$754 [127:96];
+  assign \$454  = active_d2 > 2'h3;
+  assign \$455  = \$454  ? product_r_0_3 : 32'd0;
+  assign \$456  = first_d2 ? 32'd0 : \$signature__data$754 [159:128];
+  assign \$457  = active_d2 > 3'h4;
+  assign \$458  = \$457  ? product_r_0_4 : 32'd0;
+  assign \$459  = first_d2 ? 32'd0 : \$signature__data$754 [191:160];
+  assign \$460  = active_d2 > 3'h5;
+  assign \$461  = \$460  ? product_r_0_5 : 32'd0;
+  assign \$462  = first_d2 ? 32'd0 : \$signature__data$754 [223:192];
+  assign \$463  = active_d2 > 3'h6;
+  assign \$464  = \$463  ? product_r_0_6 : 32'd0;
+  assign \$465  = first_d2 ? 32'd0 : \$signature__data$754 [255:224];
+  assign \$466  = active_d2 > 3'h7;
+  assign \$467  = \$466  ? product_r_0_7 : 32'd0;
+  assign \$468  = first_d2 ? 32'd0 : \$signature__data$754 [287:256];
+  assign \$469  = active_d2 > 4'h8;
+  assign \$470  = \$469  ? product_r_0_8 : 32'd0;
+  assign \$471  = first_d2 ? 32'd0 : \$signature__data$754 [319:288];
+  assign \$472  = active_d2 > 4'h9;
+  assign \$473  = \$472  ? product_r_0_9 : 32'd0;
+  assign \$474  = first_d2 ? 32'd0 : \$signature__data$754 [351:320];
+  assign \$475  = active_d2 > 4'ha;
+  assign \$476  = \$475  ? product_r_0_10 : 32'd0;
+  assign \$477  = first_d2 ? 32'd0 : \$signature__data$754 [383:352];
+  assign \$478  = active_d2 > 4'hb;
+  assign \$479  = \$478  ? product_r_0_11 : 32'd0;
+  assign \$480  = first_d2 ? 32'd0 : \$signature__data$754 [415:384];
+  assign \$481  = active_d2 > 4'hc;
+  assign \$482  = \$481  ? product_r_0_12 : 32'd0;
+  assign \$483  = first_d2 ? 32'd0 : \$signature__data$754 [447:416];
+  assign \$484  = active_d2 > 4'hd;
+  assign \$485  = \$484  ? product_r_0_13 : 32'd0;
+  assign \$486  = first_d2 ? 32'd0 : \$signature__data$754 [479:448];
+  assign \$487  = active_d2 > 4'he;
+  assign \$488  = \$487  ? product_r_0_14 : 32'd0;
+  assign \$489  = first_d2 ? 32'd0 : \$signature__data$754 [511:480];
+  assign \$490  = active_d2 > 4'hf;
+  assign \$491  = \$490  ? product_r_0_15 : 32'd0;
+  assign \$492  = first_d2 ? 32'd0 : \$signature__data$754 [543:512];
+  assign \$493  = active_d2 > 5'h10;
+  assign \$494  = \$493  ? product_r_0_16 : 32'd0;
+  assign \$495  = first_d2 ? 32'd0 : \$signature__data$754 [575:544];
+  assign \$496  = active_d2 > 5'h11;
+  assign \$497  = \$496  ? product_r_0_17 : 32'd0;
+  assign \$498  = first_d2 ? 32'd0 : \$signature__data$754 [607:576];
+  assign \$499  = active_d2 > 5'h12;
+  assign \$500  = \$499  ? product_r_0_18 : 32'd0;
+  assign \$501  = first_d2 ? 32'd0 : \$signature__data$754 [639:608];
+  assign \$502  = active_d2 > 5'h13;
+  assign \$503  = \$502  ? product_r_0_19 : 32'd0;
+  assign \$504  = first_d2 ? 32'd0 : \$signature__data$754 [671:640];
+  assign \$505  = active_d2 > 5'h14;
+  assign \$506  = \$505  ? product_r_0_20 : 32'd0;
+  assign \$507  = first_d2 ? 32'd0 : \$signature__data$754 [703:672];
+  assign \$508  = active_d2 > 5'h15;
+  assign \$509  = \$508  ? product_r_0_21 : 32'd0;
+  assign \$510  = first_d2 ? 32'd0 : \$signature__data$754 [735:704];
+  assign \$511  = active_d2 > 5'h16;
+  assign \$512  = \$511  ? product_r_0_22 : 32'd0;
+  assign \$513  = first_d2 ? 32'd0 : \$signature__data$754 [767:736];
+  assign \$514  = active_d2 > 5'h17;
+  assign \$515  = \$514  ? product_r_0_23 : 32'd0;
+  assign \$516  = first_d2 ? 32'd0 : \$signature__data$754 [799:768];
+  assign \$517  = active_d2 > 5'h18;
+  assign \$518  = \$517  ? product_r_0_24 : 32'd0;
+  assign \$519  = first_d2 ? 32'd0 : \$signature__data$754 [831:800];
+  assign \$520  = active_d2 > 5'h19;
+  assign \$521  = \$520  ? product_r_0_25 : 32'd0;
+  assign \$522  = first_d2 ? 32'd0 : \$signature__data$754 [863:832];
+  assign \$523  = active_d2 > 5'h1a;
+  assign \$524  = \$523  ? product_r_0_26 : 32'd0;
+  assign \$525  = first_d2 ? 32'd0 : \$signature__data$754 [895:864];
+  assign \$526  = active_d2 > 5'h1b;
+  assign \$527  = \$526  ? product_r_0_27 : 32'd0;
+  assign \$528  = first_d2 ? 32'd0 : \$signature__data$754 [927:896];
+  assign \$529  = active_d2 > 5'h1c;
+  assign \$530  = \$529  ? product_r_0_28 : 32'd0;
+  assign \$531  = first_d2 ? 32'd0 : \$signature__data$754 [959:928];
+  assign \$532  = active_d2 > 5'h1d;
+  assign \$533  = \$532  ? product_r_0_29 : 32'd0;
+  assign \$534  = first_d2 ? 32'd0 : \$signature__data$754 [991:960];
+  assign \$535  = active_d2 > 5'h1e;
+  assign \$536  = \$535  ? product_r_0_30 : 32'd0;
+  assign \$537  = first_d2 ? 32'd0 : \$signature__data$754 [1023:992];
+  assign \$538  = active_d2 > 5'h1f;
+  assign \$539  = \$538  ? product_r_0_31 : 32'd0;
+  assign \$540  = first_row1_d2 ? 32'd0 : \$signature__data$755 [31:0];
+  assign \$541  = active_row1_d2 > 1'h0;
+  assign \$542  = \$541  ? product_r_1_0 : 32'd0;
+  assign \$543  = first_row1_d2 ? 32'd0 : \$signature__data$755 [63:32];
+  assign \$544  = active_row1_d2 > 1'h1;
+  assign \$545  = \$544  ? product_r_1_1 : 32'd0;
+  assign \$546  = first_row1_d2 ? 32'd0 : \$signature__data$755 [95:64];
+  assign \$547  = active_row1_d2 > 2'h2;
+  assign \$548  = \$547  ? product_r_1_2 : 32'd0;
+  assign \$549  = first_row1_d2 ? 32'd0 : \$signature__data$755 [127:96];
+  assign \$550  = active_row1_d2 > 2'h3;
+  assign \$551  = \$550  ? product_r_1_3 : 32'd0;
+  assign \$552  = first_row1_d2 ? 32'd0 : \$signature__data$755 [159:128];
+  assign \$553  = active_row1_d2 > 3'h4;
+  assign \$554  = \$553  ? product_r_1_4 : 32'd0;
+  assign \$555  = first_row1_d2 ? 32'd0 : \$signature__data$755 [191:160];
+  assign \$556  = active_row1_d2 > 3'h5;
+  assign \$557  = \$556  ? product_r_1_5 : 32'd0;
+  assign \$558  = first_row1_d2 ? 32'd0 : \$signature__data$755 [223:192];
+  assign \$559  = active_row1_d2 > 3'h6;
+  assign \$560  = \$559  ? product_r_1_6 : 32'd0;
+  assign \$561  = first_row1_d2 ? 32'd0 : \$signature__data$755 [255:224];
+  assign \$562  = active_row1_d2 > 3'h7;
+  assign \$563  = \$562  ? product_r_1_7 : 32'd0;
+  assign \$564  = first_row1_d2 ? 32'd0 : \$signature__data$755 [287:256];
+  assign \$565  = active_row1_d2 > 4'h8;
+  assign \$566  = \$565  ? product_r_1_8 : 32'd0;
+  assign \$567  = first_row1_d2 ? 32'd0 : \$signature__data$755 [319:288];
+  assign \$568  = active_row1_d2 > 4'h9;
+  assign \$569  = \$568  ? product_r_1_9 : 32'd0;
+  assign \$570  = first_row1_d2 ? 32'd0 : \$signature__data$755 [351:320];
+  assign \$571  = active_row1_d2 > 4'ha;
+  assign \$572  = \$571  ? product_r_1_10 : 32'd0;
+  assign \$573  = first_row1_d2 ? 32'd0 : \$signature__data$755 [383:352];
+  assign \$574  = active_row1_d2 > 4'hb;
+  assign \$575  = \$574  ? product_r_1_11 : 32'd0;
+  assign \$576  = first_row1_d2 ? 32'd0 : \$signature__data$755 [415:384];
+  assign \$577  = active_row1_d2 > 4'hc;
+  assign \$578  = \$577  ? product_r_1_12 : 32'd0;
+  assign \$579  = first_row1_d2 ? 32'd0 : \$signature__data$755 [447:416];
+  assign \$580  = active_row1_d2 > 4'hd;
+  assign \$581  = \$580  ? product_r_1_13 : 32'd0;
+  assign \$582  = first_row1_d2 ? 32'd0 : \$signature__data$755 [479:448];
+  assign \$583  = active_row1_d2 > 4'he;
+  assign \$584  = \$583  ? product_r_1_14 : 32'd0;
+  assign \$585  = first_row1_d2 ? 32'd0 : \$signature__data$755 [511:480];
+  assign \$586  = active_row1_d2 > 4'hf;
+  assign \$587  = \$586  ? product_r_1_15 : 32'd0;
+  assign \$588  = first_row1_d2 ? 32'd0 : \$signature__data$755 [543:512];
+  assign \$589  = active_row1_d2 > 5'h10;
+  assign \$590  = \$589  ? product_r_1_16 : 32'd0;
+  assign \$591  = first_row1_d2 ? 32'd0 : \$signature__data$755 [575:544];
+  assign \$592  = active_row1_d2 > 5'h11;
+  assign \$593  = \$592  ? product_r_1_17 : 32'd0;
+  assign \$594  = first_row1_d2 ? 32'd0 : \$signature__data$755 [607:576];
+  assign \$595  = active_row1_d2 > 5'h12;
+  assign \$596  = \$595  ? product_r_1_18 : 32'd0;
+  assign \$597  = first_row1_d2 ? 32'd0 : \$signature__data$755 [639:608];
+  assign \$598  = active_row1_d2 > 5'h13;
+  assign \$599  = \$598  ? product_r_1_19 : 32'd0;
+  assign \$600  = first_row1_d2 ? 32'd0 : \$signature__data$755 [671:640];
+  assign \$601  = active_row1_d2 > 5'h14;
+  assign \$602  = \$601  ? product_r_1_20 : 32'd0;
+  assign \$603  = first_row1_d2 ? 32'd0 : \$signature__data$755 [703:672];
+  assign \$604  = active_row1_d2 > 5'h15;
+  assign \$605  = \$604  ? product_r_1_21 : 32'd0;
+  assign \$606  = first_row1_d2 ? 32'd0 : \$signature__data$755 [735:704];
+  assign \$607  = active_row1_d2 > 5'h16;
+  assign \$608  = \$607  ? product_r_1_22 : 32'd0;
+  assign \$609  = first_row1_d2 ? 32'd0 : \$signature__data$755 [767:736];
+  assign \$610  = active_row1_d2 > 5'h17;
+  assign \$611  = \$610  ? product_r_1_23 : 32'd0;
+  assign \$612  = first_row1_d2 ? 32'd0 : \$signature__data$755 [799:768];
+  assign \$613  = active_row1_d2 > 5'h18;
+  assign \$614  = \$613  ? product_r_1_24 : 32'd0;
+  assign \$615  = first_row1_d2 ? 32'd0 : \$signature__data$755 [831:800];
+  assign \$616  = active_row1_d2 > 5'h19;
+  assign \$617  = \$616  ? product_r_1_25 : 32'd0;
+  assign \$618  = first_row1_d2 ? 32'd0 : \$signature__data$755 [863:832];
+  assign \$619  = active_row1_d2 > 5'h1a;
+  assign \$620  = \$619  ? product_r_1_26 : 32'd0;
+  assign \$621  = first_row1_d2 ? 32'd0 : \$signature__data$755 [895:864];
+  assign \$622  = active_row1_d2 > 5'h1b;
+  assign \$623  = \$622  ? product_r_1_27 : 32'd0;
+  assign \$624  = first_row1_d2 ? 32'd0 : \$signature__data$755 [927:896];
+  assign \$625  = active_row1_d2 > 5'h1c;
+  assign \$626  = \$625  ? product_r_1_28 : 32'd0;
+  assign \$627  = first_row1_d2 ? 32'd0 : \$signature__data$755 [959:928];
+  assign \$628  = active_row1_d2 > 5'h1d;
+  assign \$629  = \$628  ? product_r_1_29 : 32'd0;
+  assign \$630  = first_row1_d2 ? 32'd0 : \$signature__data$755 [991:960];
+  assign \$631  = active_row1_d2 > 5'h1e;
+  assign \$632  = \$631  ? product_r_1_30 : 32'd0;
+  assign \$633  = first_row1_d2 ? 32'd0 : \$signature__data$755 [1023:992];
+  assign \$634  = active_row1_d2 > 5'h1f;
+  assign \$635  = \$634  ? product_r_1_31 : 32'd0;
+  assign \$636  = first_d2 ? 32'd0 : \$signature__data$756 [31:0];
+  assign \$637  = active_d2 > 1'h0;
+  assign \$638  = \$637  ? product_r_2_0 : 32'd0;
+  assign \$639  = first_d2 ? 32'd0 : \$signature__data$756 [63:32];
+  assign \$640  = active_d2 > 1'h1;
+  assign \$641  = \$640  ? product_r_2_1 : 32'd0;
+  assign \$642  = first_d2 ? 32'd0 : \$signature__data$756 [95:64];
+  assign \$643  = active_d2 > 2'h2;
+  assign \$644  = \$643  ? product_r_2_2 : 32'd0;
+  assign \$645  = first_d2 ? 32'd0 : \$signature__data$756 [127:96];
+  assign \$646  = active_d2 > 2'h3;
+  assign \$647  = \$646  ? product_r_2_3 : 32'd0;
+  assign \$648  = first_d2 ? 32'd0 : \$signature__data$756 [159:128];
+  assign \$649  = active_d2 > 3'h4;
+  assign \$650  = \$649  ? product_r_2_4 : 32'd0;
+  assign \$651  = first_d2 ? 32'd0 : \$signature__data$756 [191:160];
+  assign \$652  = active_d2 > 3'h5;
+  assign \$653  = \$652  ? product_r_2_5 : 32'd0;
+  assign \$654  = first_d2 ? 32'd0 : \$signature__data$756 [223:192];
+  assign \$655  = active_d2 > 3'h6;
+  assign \$656  = \$655  ? product_r_2_6 : 32'd0;
+  assign \$657  = first_d2 ? 32'd0 : \$signature__data$756 [255:224];
+  assign \$658  = active_d2 > 3'h7;
+  assign \$659  = \$658  ? product_r_2_7 : 32'd0;
+  assign \$660  = first_d2 ? 32'd0 : \$signature__data$756 [287:256];
+  assign \$661  = active_d2 > 4'h8;
+  assign \$662  = \$661  ? product_r_2_8 : 32'd0;
+  assign \$663  = first_d2 ? 32'd0 : \$signature__data$756 [319:288];
+  assign \$664  = active_d2 > 4'h9;
+  assign \$665  = \$664  ? product_r_2_9 : 32'd0;
+  assign \$666  = first_d2 ? 32'd0 : \$signature__data$756 [351:320];
+  assign \$667  = active_d2 > 4'ha;
+  assign \$668  = \$667  ? product_r_2_10 : 32'd0;
+  assign \$669  = first_d2 ? 32'd0 : \$signature__data$756 [383:352];
+  assign \$670  = active_d2 > 4'hb;
+  assign \$671  = \$670  ? product_r_2_11 : 32'd0;
+  assign \$672  = first_d2 ? 32'd0 : \$signature__data$756 [415:384];
+  assign \$673  = active_d2 > 4'hc;
+  assign \$674  = \$673  ? product_r_2_12 : 32'd0;
+  assign \$675  = first_d2 ? 32'd0 : \$signature__data$756 [447:416];
+  assign \$676  = active_d2 > 4'hd;
+  assign \$677  = \$676  ? product_r_2_13 : 32'd0;
+  assign \$678  = first_d2 ? 32'd0 : \$signature__data$756 [479:448];
+  assign \$679  = active_d2 > 4'he;
+  assign \$680  = \$679  ? product_r_2_14 : 32'd0;
+  assign \$681  = first_d2 ? 32'd0 : \$signature__data$756 [511:480];
+  assign \$682  = active_d2 > 4'hf;
+  assign \$683  = \$682  ? product_r_2_15 : 32'd0;
+  assign \$684  = first_d2 ? 32'd0 : \$signature__data$756 [543:512];
+  assign \$685  = active_d2 > 5'h10;
+  assign \$686  = \$685  ? product_r_2_16 : 32'd0;
+  assign \$687  = first_d2 ? 32'd0 : \$signature__data$756 [575:544];
+  assign \$688  = active_d2 > 5'h11;
+  assign \$689  = \$688  ? product_r_2_17 : 32'd0;
+  assign \$690  = first_d2 ? 32'd0 : \$signature__data$756 [607:576];
+  assign \$691  = active_d2 > 5'h12;
+  assign \$692  = \$691  ? product_r_2_18 : 32'd0;
+  assign \$693  = first_d2 ? 32'd0 : \$signature__data$756 [639:608];
+  assign \$694  = active_d2 > 5'h13;
+  assign \$695  = \$694  ? product_r_2_19 : 32'd0;
+  assign \$696  = first_d2 ? 32'd0 : \$signature__data$756 [671:640];
+  assign \$697  = active_d2 > 5'h14;
+  assign \$698  = \$697  ? product_r_2_20 : 32'd0;
+  assign \$699  = first_d2 ? 32'd0 : \$signature__data$756 [703:672];
+  assign \$700  = active_d2 > 5'h15;
+  assign \$701  = \$700  ? product_r_2_21 : 32'd0;
+  assign \$702  = first_d2 ? 32'd0 : \$signature__data$756 [735:704];
+  assign \$703  = active_d2 > 5'h16;
+  assign \$704  = \$703  ? product_r_2_22 : 32'd0;
+  assign \$705  = first_d2 ? 32'd0 : \$signature__data$756 [767:736];
+  assign \$706  = active_d2 > 5'h17;
+  assign \$707  = \$706  ? product_r_2_23 : 32'd0;
+  assign \$708  = first_d2 ? 32'd0 : \$signature__data$756 [799:768];
+  assign \$709  = active_d2 > 5'h18;
+  assign \$710  = \$709  ? product_r_2_24 : 32'd0;
+  assign \$711  = first_d2 ? 32'd0 : \$signature__data$756 [831:800];
+  assign \$712  = active_d2 > 5'h19;
+  assign \$713  = \$712  ? product_r_2_25 : 32'd0;
+  assign \$714  = first_d2 ? 32'd0 : \$signature__data$756 [863:832];
+  assign \$715  = active_d2 > 5'h1a;
+  assign \$716  = \$715  ? product_r_2_26 : 32'd0;
+  assign \$717  = first_d2 ? 32'd0 : \$signature__data$756 [895:864];
+  assign \$718  = active_d2 > 5'h1b;
+  assign \$719  = \$718  ? product_r_2_27 : 32'd0;
+  assign \$720  = first_d2 ? 32'd0 : \$signature__data$756 [927:896];
+  assign \$721  = active_d2 > 5'h1c;
+  assign \$722  = \$721  ? product_r_2_28 : 32'd0;
+  assign \$723  = first_d2 ? 32'd0 : \$signature__data$756 [959:928];
+  assign \$724  = active_d2 > 5'h1d;
+  assign \$725  = \$724  ? product_r_2_29 : 32'd0;
+  assign \$726  = first_d2 ? 32'd0 : \$signature__data$756 [991:960];
+  assign \$727  = active_d2 > 5'h1e;
+  assign \$728  = \$727  ? product_r_2_30 : 32'd0;
+  assign \$729  = first_d2 ? 32'd0 : \$signature__data$756 [1023:992];
+  assign \$730  = active_d2 > 5'h1f;
+  assign \$731  = \$730  ? product_r_2_31 : 32'd0;
+  assign \$732  = first_d2 ? 32'd0 : \$signature__data$757 [31:0];
+  assign \$733  = active_d2 > 1'h0;
+  assign \$734  = \$733  ? product_r_3_0 : 32'd0;
+  assign \$735  = first_d2 ? 32'd0 : \$signature__data$757 [63:32];
+  assign \$736  = active_d2 > 1'h1;
+  assign \$737  = \$736  ? product_r_3_1 : 32'd0;
+  assign \$738  = first_d2 ? 32'd0 : \$signature__data$757 [95:64];
+  assign \$739  = active_d2 > 2'h2;
+  assign \$740  = \$739  ? product_r_3_2 : 32'd0;
+  assign \$741  = first_d2 ? 32'd0 : \$signature__data$757 [127:96];
+  assign \$742  = active_d2 > 2'h3;
+  assign \$743  = \$742  ? product_r_3_3 : 32'd0;
+  assign \$744  = first_d2 ? 32'd0 : \$signature__data$757 [159:128];
+  assign \$745  = active_d2 > 3'h4;
+  assign \$746  = \$745  ? product_r_3_4 : 32'd0;
+  assign \$747  = first_d2 ? 32'd0 : \$signature__data$757 [191:160];
+  assign \$748  = active_d2 > 3'h5;
+  assign \$749  = \$748  ? product_r_3_5 : 32'd0;
+  assign \$750  = first_d2 ? 32'd0 : \$signature__data$757 [223:192];
+  assign \$751  = active_d2 > 3'h6;
+  assign \$752  = \$751  ? product_r_3_6 : 32'd0;
+  assign \$753  = first_d2 ? 32'd0 : \$signature__data$757 [255:224];
+  assign \$754  = active_d2 > 3'h7;
+  assign \$755  = \$754  ? product_r_3_7 : 32'd0;
+  assign \$756  = first_d2 ? 32'd0 : \$signature__data$757 [287:256];
+  assign \$757  = active_d2 > 4'h8;
+  assign \$758  = \$757  ? product_r_3_8 : 32'd0;
+  assign \$759  = first_d2 ? 32'd0 : \$signature__data$757 [319:288];
+  assign \$760  = active_d2 > 4'h9;
+  assign \$761  = \$760  ? product_r_3_9 : 32'd0;
+  assign \$762  = first_d2 ? 32'd0 : \$signature__data$757 [351:320];
+  assign \$763  = active_d2 > 4'ha;
+  assign \$764  = \$763  ? product_r_3_10 : 32'd0;
+  assign \$765  = first_d2 ? 32'd0 : \$signature__data$757 [383:352];
+  assign \$766  = active_d2 > 4'hb;
+  assign \$767  = \$766  ? product_r_3_11 : 32'd0;
+  assign \$768  = first_d2 ? 32'd0 : \$signature__data$757 [415:384];
+  assign \$769  = active_d2 > 4'hc;
+  assign \$770  = \$769  ? product_r_3_12 : 32'd0;
+  assign \$771  = first_d2 ? 32'd0 : \$signature__data$757 [447:416];
+  assign \$772  = active_d2 > 4'hd;
+  assign \$773  = \$772  ? product_r_3_13 : 32'd0;
+  assign \$774  = first_d2 ? 32'd0 : \$signature__data$757 [479:448];
+  assign \$775  = active_d2 > 4'he;
+  assign \$776  = \$775  ? product_r_3_14 : 32'd0;
+  assign \$777  = first_d2 ? 32'd0 : \$signature__data$757 [511:480];
+  assign \$778  = active_d2 > 4'hf;
+  assign \$779  = \$778  ? product_r_3_15 : 32'd0;
+  assign \$780  = first_d2 ? 32'd0 : \$signature__data$757 [543:512];
+  assign \$781  = active_d2 > 5'h10;
+  assign \$782  = \$781  ? product_r_3_16 : 32'd0;
+  assign \$783  = first_d2 ? 32'd0 : \$signature__data$757 [575:544];
+  assign \$784  = active_d2 > 5'h11;
+  assign \$785  = \$784  ? product_r_3_17 : 32'd0;
+  assign \$786  = first_d2 ? 32'd0 : \$signature__data$757 [607:576];
+  assign \$787  = active_d2 > 5'h12;
+  assign \$788  = \$787  ? product_r_3_18 : 32'd0;
+  assign \$789  = first_d2 ? 32'd0 : \$signature__data$757 [639:608];
+  assign \$790  = active_d2 > 5'h13;
+  assign \$791  = \$790  ? product_r_3_19 : 32'd0;
+  assign \$792  = first_d2 ? 32'd0 : \$signature__data$757 [671:640];
+  assign \$793  = active_d2 > 5'h14;
+  assign \$794  = \$793  ? product_r_3_20 : 32'd0;
+  assign \$795  = first_d2 ? 32'd0 : \$signature__data$757 [703:672];
+  assign \$796  = active_d2 > 5'h15;
+  assign \$797  = \$796  ? product_r_3_21 : 32'd0;
+  assign \$798  = first_d2 ? 32'd0 : \$signature__data$757 [735:704];
+  assign \$799  = active_d2 > 5'h16;
+  assign \$800  = \$799  ? product_r_3_22 : 32'd0;
+  assign \$801  = first_d2 ? 32'd0 : \$signature__data$757 [767:736];
+  assign \$802  = active_d2 > 5'h17;
+  assign \$803  = \$802  ? product_r_3_23 : 32'd0;
+  assign \$804  = first_d2 ? 32'd0 : \$signature__data$757 [799:768];
+  assign \$805  = active_d2 > 5'h18;
+  assign \$806  = \$805  ? product_r_3_24 : 32'd0;
+  assign \$807  = first_d2 ? 32'd0 : \$signature__data$757 [831:800];
+  assign \$808  = active_d2 > 5'h19;
+  assign \$809  = \$808  ? product_r_3_25 : 32'd0;
+  assign \$810  = first_d2 ? 32'd0 : \$signature__data$757 [863:832];
+  assign \$811  = active_d2 > 5'h1a;
+  assign \$812  = \$811  ? product_r_3_26 : 32'd0;
+  assign \$813  = first_d2 ? 32'd0 : \$signature__data$757 [895:864];
+  assign \$814  = active_d2 > 5'h1b;
+  assign \$815  = \$814  ? product_r_3_27 : 32'd0;
+  assign \$816  = first_d2 ? 32'd0 : \$signature__data$757 [927:896];
+  assign \$817  = active_d2 > 5'h1c;
+  assign \$818  = \$817  ? product_r_3_28 : 32'd0;
+  assign \$819  = first_d2 ? 32'd0 : \$signature__data$757 [959:928];
+  assign \$820  = active_d2 > 5'h1d;
+  assign \$821  = \$820  ? product_r_3_29 : 32'd0;
+  assign \$822  = first_d2 ? 32'd0 : \$signature__data$757 [991:960];
+  assign \$823  = active_d2 > 5'h1e;
+  assign \$824  = \$823  ? product_r_3_30 : 32'd0;
+  assign \$825  = first_d2 ? 32'd0 : \$signature__data$757 [1023:992];
+  assign \$826  = active_d2 > 5'h1f;
+  assign \$827  = \$826  ? product_r_3_31 : 32'd0;
+  always @(posedge clk)
+    lane_row0 <= \$828 ;
+  always @(posedge clk)
+    lane_row1 <= \$829 ;
+  always @(posedge clk)
+    lane_row2 <= \$830 ;
+  always @(posedge clk)
+    lane_row3 <= \$831 ;
+  always @(posedge clk)
+    lane_row4 <= \$832 ;
+  always @(posedge clk)
+    lane_row5 <= \$833 ;
+  always @(posedge clk)
+    lane_row6 <= \$834 ;
+  always @(posedge clk)
+    lane_row7 <= \$835 ;
+  always @(posedge clk)
+    lane_row8 <= \$836 ;
+  always @(posedge clk)
+    lane_row9 <= \$837 ;
+  always @(posedge clk)
+    lane_row10 <= \$838 ;
+  always @(posedge clk)
+    lane_row11 <= \$839 ;
+  always @(posedge clk)
+    lane_row12 <= \$840 ;
+  always @(posedge clk)
+    lane_row13 <= \$841 ;
+  always @(posedge clk)
+    lane_row14 <= \$842 ;
+  always @(posedge clk)
+    lane_row15 <= \$843 ;
+  always @(posedge clk)
+    lane_row16 <= \$844 ;
+  always @(posedge clk)
+    lane_row17 <= \$845 ;
+  always @(posedge clk)
+    lane_row18 <= \$846 ;
+  always @(posedge clk)
+    lane_row19 <= \$847 ;
+  always @(posedge clk)
+    lane_row20 <= \$848 ;
+  always @(posedge clk)
+    lane_row21 <= \$849 ;
+  always @(posedge clk)
+    lane_row22 <= \$850 ;
+  always @(posedge clk)
+    lane_row23 <= \$851 ;
+  always @(posedge clk)
+    lane_row24 <= \$852 ;
+  always @(posedge clk)
+    lane_row25 <= \$853 ;
+  always @(posedge clk)
+    lane_row26 <= \$854 ;
+  always @(posedge clk)
+    lane_row27 <= \$855 ;
+  always @(posedge clk)
+    lane_row28 <= \$856 ;
+  always @(posedge clk)
+    lane_row29 <= \$857 ;
+  always @(posedge clk)
+    lane_row30 <= \$858 ;
+  always @(posedge clk)
+    lane_row31 <= \$859 ;
+  always @(posedge clk)
+    mac_d1 <= \$860 ;
+  always @(posedge clk)
+    first_d1 <= \$861 ;
+  always @(posedge clk)
+    acc_addr_d1 <= \$862 ;
+  always @(posedge clk)
+    active_d1 <= \$863 ;
+  always @(posedge clk)
+    w_d1 <= \$864 ;
+  always @(posedge clk)
+    \mac_d1$45  <= \$865 ;
+  always @(posedge clk)
+    mac_d2 <= \$866 ;
+  always @(posedge clk)
+    \first_d1$47  <= \$867 ;
+  always @(posedge clk)
+    first_d2 <= \$868 ;
+  always @(posedge clk)
+    \acc_addr_d1$49  <= \$869 ;
+  always @(posedge clk)
+    acc_addr_d2 <= \$870 ;
+  always @(posedge clk)
+    \active_d1$51  <= \$871 ;
+  always @(posedge clk)
+    active_d2 <= \$872 ;
+  always @(posedge clk)
+    \mac_d1$53  <= \$873 ;
+  always @(posedge clk)
+    \mac_d2$54  <= \$874 ;
+  always @(posedge clk)
+    \acc_addr_d1$55  <= \$875 ;
+  always @(posedge clk)
+    \acc_addr_d2$56  <= \$876 ;
+  always @(posedge clk)
+    mac_row1_d1 <= \$877 ;
+  always @(posedge clk)
+    first_row1_d1 <= \$878 ;
+  always @(posedge clk)
+    acc_addr_row1_d1 <= \$879 ;
+  always @(posedge clk)
+    active_row1_d1 <= \$880 ;
+  always @(posedge clk)
+    w_row1_d1 <= \$881 ;
+  always @(posedge clk)
+    \mac_row1_d1$68  <= \$882 ;
+  always @(posedge clk)
+    mac_row1_d2 <= \$883 ;
+  always @(posedge clk)
+    \first_row1_d1$70  <= \$884 ;
+  always @(posedge clk)
+    first_row1_d2 <= \$885 ;
+  always @(posedge clk)
+    \acc_addr_row1_d1$72  <= \$886 ;
+  always @(posedge clk)
+    acc_addr_row1_d2 <= \$887 ;
+  always @(posedge clk)
+    \active_row1_d1$74  <= \$888 ;
+  always @(posedge clk)
+    active_row1_d2 <= \$889 ;
+  always @(posedge clk)
+    \mac_row1_d1$76  <= \$890 ;
+  always @(posedge clk)
+    \mac_row1_d2$77  <= \$891 ;
+  always @(posedge clk)
+    \acc_addr_row1_d1$78  <= \$892 ;
+  always @(posedge clk)
+    \acc_addr_row1_d2$79  <= \$893 ;
+  always @(posedge clk)
+    x_0_0 <= \$894 ;
+  always @(posedge clk)
+    product_r_0_0 <= \$895 ;
+  always @(posedge clk)
+    x_0_1 <= \$896 ;
+  always @(posedge clk)
+    product_r_0_1 <= \$897 ;
+  always @(posedge clk)
+    x_0_2 <= \$898 ;
+  always @(posedge clk)
+    product_r_0_2 <= \$899 ;
+  always @(posedge clk)
+    x_0_3 <= \$900 ;
+  always @(posedge clk)
+    product_r_0_3 <= \$901 ;
+  always @(posedge clk)
+    x_0_4 <= \$902 ;
+  always @(posedge clk)
+    product_r_0_4 <= \$903 ;
+  always @(posedge clk)
+    x_0_5 <= \$904 ;
+  always @(posedge clk)
+    product_r_0_5 <= \$905 ;
+  always @(posedge clk)
+    x_0_6 <= \$906 ;
+  always @(posedge clk)
+    product_r_0_6 <= \$907 ;
+  always @(posedge clk)
+    x_0_7 <= \$908 ;
+  always @(posedge clk)
+    product_r_0_7 <= \$909 ;
+  always @(posedge clk)
+    x_0_8 <= \$910 ;
+  always @(posedge clk)
+    product_r_0_8 <= \$911 ;
+  always @(posedge clk)
+    x_0_9 <= \$912 ;
+  always @(posedge clk)
+    product_r_0_9 <= \$913 ;
+  always @(posedge clk)
+    x_0_10 <= \$914 ;
+  always @(posedge clk)
+    product_r_0_10 <= \$915 ;
+  always @(posedge clk)
+    x_0_11 <= \$916 ;
+  always @(posedge clk)
+    product_r_0_11 <= \$917 ;
+  always @(posedge clk)
+    x_0_12 <= \$918 ;
+  always @(posedge clk)
+    product_r_0_12 <= \$919 ;
+  always @(posedge clk)
+    x_0_13 <= \$920 ;
+  always @(posedge clk)
+    product_r_0_13 <= \$921 ;
+  always @(posedge clk)
+    x_0_14 <= \$922 ;
+  always @(posedge clk)
+    product_r_0_14 <= \$923 ;
+  always @(posedge clk)
+    x_0_15 <= \$924 ;
+  always @(posedge clk)
+    product_r_0_15 <= \$925 ;
+  always @(posedge clk)
+    x_0_16 <= \$926 ;
+  always @(posedge clk)
+    product_r_0_16 <= \$927 ;
+  always @(posedge clk)
+    x_0_17 <= \$928 ;
+  always @(posedge clk)
+    product_r_0_17 <= \$929 ;
+  always @(posedge clk)
+    x_0_18 <= \$930 ;
+  always @(posedge clk)
+    product_r_0_18 <= \$931 ;
+  always @(posedge clk)
+    x_0_19 <= \$932 ;
+  always @(posedge clk)
+    product_r_0_19 <= \$933 ;
+  always @(posedge clk)
+    x_0_20 <= \$934 ;
+  always @(posedge clk)
+    product_r_0_20 <= \$935 ;
+  always @(posedge clk)
+    x_0_21 <= \$936 ;
+  always @(posedge clk)
+    product_r_0_21 <= \$937 ;
+  always @(posedge clk)
+    x_0_22 <= \$938 ;
+  always @(posedge clk)
+    product_r_0_22 <= \$939 ;
+  always @(posedge clk)
+    x_0_23 <= \$940 ;
+  always @(posedge clk)
+    product_r_0_23 <= \$941 ;
+  always @(posedge clk)
+    x_0_24 <= \$942 ;
+  always @(posedge clk)
+    product_r_0_24 <= \$943 ;
+  always @(posedge clk)
+    x_0_25 <= \$944 ;
+  always @(posedge clk)
+    product_r_0_25 <= \$945 ;
+  always @(posedge clk)
+    x_0_26 <= \$946 ;
+  always @(posedge clk)
+    product_r_0_26 <= \$947 ;
+  always @(posedge clk)
+    x_0_27 <= \$948 ;
+  always @(posedge clk)
+    product_r_0_27 <= \$949 ;
+  always @(posedge clk)
+    x_0_28 <= \$950 ;
+  always @(posedge clk)
+    product_r_0_28 <= \$951 ;
+  always @(posedge clk)
+    x_0_29 <= \$952 ;
+  always @(posedge clk)
+    product_r_0_29 <= \$953 ;
+  always @(posedge clk)
+    x_0_30 <= \$954 ;
+  always @(posedge clk)
+    product_r_0_30 <= \$955 ;
+  always @(posedge clk)
+    x_0_31 <= \$956 ;
+  always @(posedge clk)
+    product_r_0_31 <= \$957 ;
+  always @(posedge clk)
+    x_1_0 <= \$958 ;
+  always @(posedge clk)
+    product_r_1_0 <= \$959 ;
+  always @(posedge clk)
+    x_1_1 <= \$960 ;
+  always @(posedge clk)
+    product_r_1_1 <= \$961 ;
+  always @(posedge clk)
+    x_1_2 <= \$962 ;
+  always @(posedge clk)
+    product_r_1_2 <= \$963 ;
+  always @(posedge clk)
+    x_1_3 <= \$964 ;
+  always @(posedge clk)
+    product_r_1_3 <= \$965 ;
+  always @(posedge clk)
+    x_1_4 <= \$966 ;
+  always @(posedge clk)
+    product_r_1_4 <= \$967 ;
+  always @(posedge clk)
+    x_1_5 <= \$968 ;
+  always @(posedge clk)
+    product_r_1_5 <= \$969 ;
+  always @(posedge clk)
+    x_1_6 <= \$970 ;
+  always @(posedge clk)
+    product_r_1_6 <= \$971 ;
+  always @(posedge clk)
+    x_1_7 <= \$972 ;
+  always @(posedge clk)
+    product_r_1_7 <= \$973 ;
+  always @(posedge clk)
+    x_1_8 <= \$974 ;
+  always @(posedge clk)
+    product_r_1_8 <= \$975 ;
+  always @(posedge clk)
+    x_1_9 <= \$976 ;
+  always @(posedge clk)
+    product_r_1_9 <= \$977 ;
+  always @(posedge clk)
+    x_1_10 <= \$978 ;
+  always @(posedge clk)
+    product_r_1_10 <= \$979 ;
+  always @(posedge clk)
+    x_1_11 <= \$980 ;
+  always @(posedge clk)
+    product_r_1_11 <= \$981 ;
+  always @(posedge clk)
+    x_1_12 <= \$982 ;
+  always @(posedge clk)
+    product_r_1_12 <= \$983 ;
+  always @(posedge clk)
+    x_1_13 <= \$984 ;
+  always @(posedge clk)
+    product_r_1_13 <= \$985 ;
+  always @(posedge clk)
+    x_1_14 <= \$986 ;
+  always @(posedge clk)
+    product_r_1_14 <= \$987 ;
+  always @(posedge clk)
+    x_1_15 <= \$988 ;
+  always @(posedge clk)
+    product_r_1_15 <= \$989 ;
+  always @(posedge clk)
+    x_1_16 <= \$990 ;
+  always @(posedge clk)
+    product_r_1_16 <= \$991 ;
+  always @(posedge clk)
+    x_1_17 <= \$992 ;
+  always @(posedge clk)
+    product_r_1_17 <= \$993 ;
+  always @(posedge clk)
+    x_1_18 <= \$994 ;
+  always @(posedge clk)
+    product_r_1_18 <= \$995 ;
+  always @(posedge clk)
+    x_1_19 <= \$996 ;
+  always @(posedge clk)
+    product_r_1_19 <= \$997 ;
+  always @(posedge clk)
+    x_1_20 <= \$998 ;
+  always @(posedge clk)
+    product_r_1_20 <= \$999 ;
+  always @(posedge clk)
+    x_1_21 <= \$1000 ;
+  always @(posedge clk)
+    product_r_1_21 <= \$1001 ;
+  always @(posedge clk)
+    x_1_22 <= \$1002 ;
+  always @(posedge clk)
+    product_r_1_22 <= \$1003 ;
+  always @(posedge clk)
+    x_1_23 <= \$1004 ;
+  always @(posedge clk)
+    product_r_1_23 <= \$1005 ;
+  always @(posedge clk)
+    x_1_24 <= \$1006 ;
+  always @(posedge clk)
+    product_r_1_24 <= \$1007 ;
+  always @(posedge clk)
+    x_1_25 <= \$1008 ;
+  always @(posedge clk)
+    product_r_1_25 <= \$1009 ;
+  always @(posedge clk)
+    x_1_26 <= \$1010 ;
+  always @(posedge clk)
+    product_r_1_26 <= \$1011 ;
+  always @(posedge clk)
+    x_1_27 <= \$1012 ;
+  always @(posedge clk)
+    product_r_1_27 <= \$1013 ;
+  always @(posedge clk)
+    x_1_28 <= \$1014 ;
+  always @(posedge clk)
+    product_r_1_28 <= \$1015 ;
+  always @(posedge clk)
+    x_1_29 <= \$1016 ;
+  always @(posedge clk)
+    product_r_1_29 <= \$1017 ;
+  always @(posedge clk)
+    x_1_30 <= \$1018 ;
+  always @(posedge clk)
+    product_r_1_30 <= \$1019 ;
+  always @(posedge clk)
+    x_1_31 <= \$1020 ;
+  always @(posedge clk)
+    product_r_1_31 <= \$1021 ;
+  always @(posedge clk)
+    x_2_0 <= \$1022 ;
+  always @(posedge clk)
+    product_r_2_0 <= \$1023 ;
+  always @(posedge clk)
+    x_2_1 <= \$1024 ;
+  always @(posedge clk)
+    product_r_2_1 <= \$1025 ;
+  always @(posedge clk)
+    x_2_2 <= \$1026 ;
+  always @(posedge clk)
+    product_r_2_2 <= \$1027 ;
+  always @(posedge clk)
+    x_2_3 <= \$1028 ;
+  always @(posedge clk)
+    product_r_2_3 <= \$1029 ;
+  always @(posedge clk)
+    x_2_4 <= \$1030 ;
+  always @(posedge clk)
+    product_r_2_4 <= \$1031 ;
+  always @(posedge clk)
+    x_2_5 <= \$1032 ;
+  always @(posedge clk)
+    product_r_2_5 <= \$1033 ;
+  always @(posedge clk)
+    x_2_6 <= \$1034 ;
+  always @(posedge clk)
+    product_r_2_6 <= \$1035 ;
+  always @(posedge clk)
+    x_2_7 <= \$1036 ;
+  always @(posedge clk)
+    product_r_2_7 <= \$1037 ;
+  always @(posedge clk)
+    x_2_8 <= \$1038 ;
+  always @(posedge clk)
+    product_r_2_8 <= \$1039 ;
+  always @(posedge clk)
+    x_2_9 <= \$1040 ;
+  always @(posedge clk)
+    product_r_2_9 <= \$1041 ;
+  always @(posedge clk)
+    x_2_10 <= \$1042 ;
+  always @(posedge clk)
+    product_r_2_10 <= \$1043 ;
+  always @(posedge clk)
+    x_2_11 <= \$1044 ;
+  always @(posedge clk)
+    product_r_2_11 <= \$1045 ;
+  always @(posedge clk)
+    x_2_12 <= \$1046 ;
+  always @(posedge clk)
+    product_r_2_12 <= \$1047 ;
+  always @(posedge clk)
+    x_2_13 <= \$1048 ;
+  always @(posedge clk)
+    product_r_2_13 <= \$1049 ;
+  always @(posedge clk)
+    x_2_14 <= \$1050 ;
+  always @(posedge clk)
+    product_r_2_14 <= \$1051 ;
+  always @(posedge clk)
+    x_2_15 <= \$1052 ;
+  always @(posedge clk)
+    product_r_2_15 <= \$1053 ;
+  always @(posedge clk)
+    x_2_16 <= \$1054 ;
+  always @(posedge clk)
+    product_r_2_16 <= \$1055 ;
+  always @(posedge clk)
+    x_2_17 <= \$1056 ;
+  always @(posedge clk)
+    product_r_2_17 <= \$1057 ;
+  always @(posedge clk)
+    x_2_18 <= \$1058 ;
+  always @(posedge clk)
+    product_r_2_18 <= \$1059 ;
+  always @(posedge clk)
+    x_2_19 <= \$1060 ;
+  always @(posedge clk)
+    product_r_2_19 <= \$1061 ;
+  always @(posedge clk)
+    x_2_20 <= \$1062 ;
+  always @(posedge clk)
+    product_r_2_20 <= \$1063 ;
+  always @(posedge clk)
+    x_2_21 <= \$1064 ;
+  always @(posedge clk)
+    product_r_2_21 <= \$1065 ;
+  always @(posedge clk)
+    x_2_22 <= \$1066 ;
+  always @(posedge clk)
+    product_r_2_22 <= \$1067 ;
+  always @(posedge clk)
+    x_2_23 <= \$1068 ;
+  always @(posedge clk)
+    product_r_2_23 <= \$1069 ;
+  always @(posedge clk)
+    x_2_24 <= \$1070 ;
+  always @(posedge clk)
+    product_r_2_24 <= \$1071 ;
+  always @(posedge clk)
+    x_2_25 <= \$1072 ;
+  always @(posedge clk)
+    product_r_2_25 <= \$1073 ;
+  always @(posedge clk)
+    x_2_26 <= \$1074 ;
+  always @(posedge clk)
+    product_r_2_26 <= \$1075 ;
+  always @(posedge clk)
+    x_2_27 <= \$1076 ;
+  always @(posedge clk)
+    product_r_2_27 <= \$1077 ;
+  always @(posedge clk)
+    x_2_28 <= \$1078 ;
+  always @(posedge clk)
+    product_r_2_28 <= \$1079 ;
+  always @(posedge clk)
+    x_2_29 <= \$1080 ;
+  always @(posedge clk)
+    product_r_2_29 <= \$1081 ;
+  always @(posedge clk)
+    x_2_30 <= \$1082 ;
+  always @(posedge clk)
+    product_r_2_30 <= \$1083 ;
+  always @(posedge clk)
+    x_2_31 <= \$1084 ;
+  always @(posedge clk)
+    product_r_2_31 <= \$1085 ;
+  always @(posedge clk)
+    x_3_0 <= \$1086 ;
+  always @(posedge clk)
+    product_r_3_0 <= \$1087 ;
+  always @(posedge clk)
+    x_3_1 <= \$1088 ;
+  always @(posedge clk)
+    product_r_3_1 <= \$1089 ;
+  always @(posedge clk)
+    x_3_2 <= \$1090 ;
+  always @(posedge clk)
+    product_r_3_2 <= \$1091 ;
+  always @(posedge clk)
+    x_3_3 <= \$1092 ;
+  always @(posedge clk)
+    product_r_3_3 <= \$1093 ;
+  always @(posedge clk)
+    x_3_4 <= \$1094 ;
+  always @(posedge clk)
+    product_r_3_4 <= \$1095 ;
+  always @(posedge clk)
+    x_3_5 <= \$1096 ;
+  always @(posedge clk)
+    product_r_3_5 <= \$1097 ;
+  always @(posedge clk)
+    x_3_6 <= \$1098 ;
+  always @(posedge clk)
+    product_r_3_6 <= \$1099 ;
+  always @(posedge clk)
+    x_3_7 <= \$1100 ;
+  always @(posedge clk)
+    product_r_3_7 <= \$1101 ;
+  always @(posedge clk)
+    x_3_8 <= \$1102 ;
+  always @(posedge clk)
+    product_r_3_8 <= \$1103 ;
+  always @(posedge clk)
+    x_3_9 <= \$1104 ;
+  always @(posedge clk)
+    product_r_3_9 <= \$1105 ;
+  always @(posedge clk)
+    x_3_10 <= \$1106 ;
+  always @(posedge clk)
+    product_r_3_10 <= \$1107 ;
+  always @(posedge clk)
+    x_3_11 <= \$1108 ;
+  always @(posedge clk)
+    product_r_3_11 <= \$1109 ;
+  always @(posedge clk)
+    x_3_12 <= \$1110 ;
+  always @(posedge clk)
+    product_r_3_12 <= \$1111 ;
+  always @(posedge clk)
+    x_3_13 <= \$1112 ;
+  always @(posedge clk)
+    product_r_3_13 <= \$1113 ;
+  always @(posedge clk)
+    x_3_14 <= \$1114 ;
+  always @(posedge clk)
+    product_r_3_14 <= \$1115 ;
+  always @(posedge clk)
+    x_3_15 <= \$1116 ;
+  always @(posedge clk)
+    product_r_3_15 <= \$1117 ;
+  always @(posedge clk)
+    x_3_16 <= \$1118 ;
+  always @(posedge clk)
+    product_r_3_16 <= \$1119 ;
+  always @(posedge clk)
+    x_3_17 <= \$1120 ;
+  always @(posedge clk)
+    product_r_3_17 <= \$1121 ;
+  always @(posedge clk)
+    x_3_18 <= \$1122 ;
+  always @(posedge clk)
+    product_r_3_18 <= \$1123 ;
+  always @(posedge clk)
+    x_3_19 <= \$1124 ;
+  always @(posedge clk)
+    product_r_3_19 <= \$1125 ;
+  always @(posedge clk)
+    x_3_20 <= \$1126 ;
+  always @(posedge clk)
+    product_r_3_20 <= \$1127 ;
+  always @(posedge clk)
+    x_3_21 <= \$1128 ;
+  always @(posedge clk)
+    product_r_3_21 <= \$1129 ;
+  always @(posedge clk)
+    x_3_22 <= \$1130 ;
+  always @(posedge clk)
+    product_r_3_22 <= \$1131 ;
+  always @(posedge clk)
+    x_3_23 <= \$1132 ;
+  always @(posedge clk)
+    product_r_3_23 <= \$1133 ;
+  always @(posedge clk)
+    x_3_24 <= \$1134 ;
+  always @(posedge clk)
+    product_r_3_24 <= \$1135 ;
+  always @(posedge clk)
+    x_3_25 <= \$1136 ;
+  always @(posedge clk)
+    product_r_3_25 <= \$1137 ;
+  always @(posedge clk)
+    x_3_26 <= \$1138 ;
+  always @(posedge clk)
+    product_r_3_26 <= \$1139 ;
+  always @(posedge clk)
+    x_3_27 <= \$1140 ;
+  always @(posedge clk)
+    product_r_3_27 <= \$1141 ;
+  always @(posedge clk)
+    x_3_28 <= \$1142 ;
+  always @(posedge clk)
+    product_r_3_28 <= \$1143 ;
+  always @(posedge clk)
+    x_3_29 <= \$1144 ;
+  always @(posedge clk)
+    product_r_3_29 <= \$1145 ;
+  always @(posedge clk)
+    x_3_30 <= \$1146 ;
+  always @(posedge clk)
+    product_r_3_30 <= \$1147 ;
+  always @(posedge clk)
+    x_3_31 <= \$1148 ;
+  always @(posedge clk)
+    product_r_3_31 <= \$1149 ;
+  always @(posedge clk)
+    rd_row <= \$1150 ;
+  always @(posedge clk)
+    \$signal  <= \$1151 ;
+  always @(posedge clk)
+    \$signal$476  <= \$1152 ;
+  always @(posedge clk)
+    word <= \$1153 ;
+  always @(posedge clk)
+    src_row <= \$1154 ;
+  always @(posedge clk)
+    set_left <= \$1155 ;
+  always @(posedge clk)
+    sets1 <= \$1156 ;
+  always @(posedge clk)
+    shift <= \$1157 ;
+  always @(posedge clk)
+    fold_state <= \$1158 ;
+  always @(posedge clk)
+    operand <= \$1159 ;
+  always @(posedge clk)
+    \wait  <= \$1160 ;
   ndp_fp32_add_pipe add_0_0 (
-    .a(\$383 ),
-    .b(\$385 ),
+    .a(\$444 ),
+    .b(\$446 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_0)
   );
   ndp_fp32_add_pipe add_0_1 (
-    .a(\$386 ),
-    .b(\$388 ),
+    .a(\$447 ),
+    .b(\$449 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_1)
   );
   ndp_fp32_add_pipe add_0_10 (
-    .a(\$413 ),
-    .b(\$415 ),
+    .a(\$474 ),
+    .b(\$476 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_10)
   );
   ndp_fp32_add_pipe add_0_11 (
-    .a(\$416 ),
-    .b(\$418 ),
+    .a(\$477 ),
+    .b(\$479 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_11)
   );
   ndp_fp32_add_pipe add_0_12 (
-    .a(\$419 ),
-    .b(\$421 ),
+    .a(\$480 ),
+    .b(\$482 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_12)
   );
   ndp_fp32_add_pipe add_0_13 (
-    .a(\$422 ),
-    .b(\$424 ),
+    .a(\$483 ),
+    .b(\$485 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_13)
   );
   ndp_fp32_add_pipe add_0_14 (
-    .a(\$425 ),
-    .b(\$427 ),
+    .a(\$486 ),
+    .b(\$488 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_14)
   );
   ndp_fp32_add_pipe add_0_15 (
-    .a(\$428 ),
-    .b(\$430 ),
+    .a(\$489 ),
+    .b(\$491 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_15)
   );
   ndp_fp32_add_pipe add_0_16 (
-    .a(\$431 ),
-    .b(\$433 ),
+    .a(\$492 ),
+    .b(\$494 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_16)
   );
   ndp_fp32_add_pipe add_0_17 (
-    .a(\$434 ),
-    .b(\$436 ),
+    .a(\$495 ),
+    .b(\$497 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_17)
   );
   ndp_fp32_add_pipe add_0_18 (
-    .a(\$437 ),
-    .b(\$439 ),
+    .a(\$498 ),
+    .b(\$500 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_18)
   );
   ndp_fp32_add_pipe add_0_19 (
-    .a(\$440 ),
-    .b(\$442 ),
+    .a(\$501 ),
+    .b(\$503 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_19)
   );
   ndp_fp32_add_pipe add_0_2 (
-    .a(\$389 ),
-    .b(\$391 ),
+    .a(\$450 ),
+    .b(\$452 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_2)
   );
   ndp_fp32_add_pipe add_0_20 (
-    .a(\$443 ),
-    .b(\$445 ),
+    .a(\$504 ),
+    .b(\$506 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_20)
   );
   ndp_fp32_add_pipe add_0_21 (
-    .a(\$446 ),
-    .b(\$448 ),
+    .a(\$507 ),
+    .b(\$509 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_21)
   );
   ndp_fp32_add_pipe add_0_22 (
-    .a(\$449 ),
-    .b(\$451 ),
+    .a(\$510 ),
+    .b(\$512 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_22)
   );
   ndp_fp32_add_pipe add_0_23 (
-    .a(\$452 ),
-    .b(\$454 ),
+    .a(\$513 ),
+    .b(\$515 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_23)
   );
   ndp_fp32_add_pipe add_0_24 (
-    .a(\$455 ),
-    .b(\$457 ),
+    .a(\$516 ),
+    .b(\$518 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_24)
   );
   ndp_fp32_add_pipe add_0_25 (
-    .a(\$458 ),
-    .b(\$460 ),
+    .a(\$519 ),
+    .b(\$521 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_25)
   );
   ndp_fp32_add_pipe add_0_26 (
-    .a(\$461 ),
-    .b(\$463 ),
+    .a(\$522 ),
+    .b(\$524 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_26)
   );
   ndp_fp32_add_pipe add_0_27 (
-    .a(\$464 ),
-    .b(\$466 ),
+    .a(\$525 ),
+    .b(\$527 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_27)
   );
   ndp_fp32_add_pipe add_0_28 (
-    .a(\$467 ),
-    .b(\$469 ),
+    .a(\$528 ),
+    .b(\$530 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_28)
   );
   ndp_fp32_add_pipe add_0_29 (
-    .a(\$470 ),
-    .b(\$472 ),
+    .a(\$531 ),
+    .b(\$533 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_29)
   );
   ndp_fp32_add_pipe add_0_3 (
-    .a(\$392 ),
-    .b(\$394 ),
+    .a(\$453 ),
+    .b(\$455 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_3)
   );
   ndp_fp32_add_pipe add_0_30 (
-    .a(\$473 ),
-    .b(\$475 ),
+    .a(\$534 ),
+    .b(\$536 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_30)
   );
   ndp_fp32_add_pipe add_0_31 (
-    .a(\$476 ),
-    .b(\$478 ),
+    .a(\$537 ),
+    .b(\$539 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_31)
   );
   ndp_fp32_add_pipe add_0_4 (
-    .a(\$395 ),
-    .b(\$397 ),
+    .a(\$456 ),
+    .b(\$458 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_4)
   );
   ndp_fp32_add_pipe add_0_5 (
-    .a(\$398 ),
-    .b(\$400 ),
+    .a(\$459 ),
+    .b(\$461 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_5)
   );
   ndp_fp32_add_pipe add_0_6 (
-    .a(\$401 ),
-    .b(\$403 ),
+    .a(\$462 ),
+    .b(\$464 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_6)
   );
   ndp_fp32_add_pipe add_0_7 (
-    .a(\$404 ),
-    .b(\$406 ),
+    .a(\$465 ),
+    .b(\$467 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_7)
   );
   ndp_fp32_add_pipe add_0_8 (
-    .a(\$407 ),
-    .b(\$409 ),
+    .a(\$468 ),
+    .b(\$470 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_8)
   );
   ndp_fp32_add_pipe add_0_9 (
-    .a(\$410 ),
-    .b(\$412 ),
+    .a(\$471 ),
+    .b(\$473 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_9)
   );
   ndp_fp32_add_pipe add_1_0 (
-    .a(\$479 ),
-    .b(\$481 ),
+    .a(\$540 ),
+    .b(\$542 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_0)
   );
   ndp_fp32_add_pipe add_1_1 (
-    .a(\$482 ),
-    .b(\$484 ),
+    .a(\$543 ),
+    .b(\$545 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_1)
   );
   ndp_fp32_add_pipe add_1_10 (
-    .a(\$509 ),
-    .b(\$511 ),
+    .a(\$570 ),
+    .b(\$572 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_10)
   );
   ndp_fp32_add_pipe add_1_11 (
-    .a(\$512 ),
-    .b(\$514 ),
+    .a(\$573 ),
+    .b(\$575 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_11)
   );
   ndp_fp32_add_pipe add_1_12 (
-    .a(\$515 ),
-    .b(\$517 ),
+    .a(\$576 ),
+    .b(\$578 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_12)
   );
   ndp_fp32_add_pipe add_1_13 (
-    .a(\$518 ),
-    .b(\$520 ),
+    .a(\$579 ),
+    .b(\$581 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_13)
   );
   ndp_fp32_add_pipe add_1_14 (
-    .a(\$521 ),
-    .b(\$523 ),
+    .a(\$582 ),
+    .b(\$584 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_14)
   );
   ndp_fp32_add_pipe add_1_15 (
-    .a(\$524 ),
-    .b(\$526 ),
+    .a(\$585 ),
+    .b(\$587 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_15)
   );
   ndp_fp32_add_pipe add_1_16 (
-    .a(\$527 ),
-    .b(\$529 ),
+    .a(\$588 ),
+    .b(\$590 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_16)
   );
   ndp_fp32_add_pipe add_1_17 (
-    .a(\$530 ),
-    .b(\$532 ),
+    .a(\$591 ),
+    .b(\$593 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_17)
   );
   ndp_fp32_add_pipe add_1_18 (
-    .a(\$533 ),
-    .b(\$535 ),
+    .a(\$594 ),
+    .b(\$596 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_18)
   );
   ndp_fp32_add_pipe add_1_19 (
-    .a(\$536 ),
-    .b(\$538 ),
+    .a(\$597 ),
+    .b(\$599 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_19)
   );
   ndp_fp32_add_pipe add_1_2 (
-    .a(\$485 ),
-    .b(\$487 ),
+    .a(\$546 ),
+    .b(\$548 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_2)
   );
   ndp_fp32_add_pipe add_1_20 (
-    .a(\$539 ),
-    .b(\$541 ),
+    .a(\$600 ),
+    .b(\$602 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_20)
   );
   ndp_fp32_add_pipe add_1_21 (
-    .a(\$542 ),
-    .b(\$544 ),
+    .a(\$603 ),
+    .b(\$605 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_21)
   );
   ndp_fp32_add_pipe add_1_22 (
-    .a(\$545 ),
-    .b(\$547 ),
+    .a(\$606 ),
+    .b(\$608 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_22)
   );
   ndp_fp32_add_pipe add_1_23 (
-    .a(\$548 ),
-    .b(\$550 ),
+    .a(\$609 ),
+    .b(\$611 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_23)
   );
   ndp_fp32_add_pipe add_1_24 (
-    .a(\$551 ),
-    .b(\$553 ),
+    .a(\$612 ),
+    .b(\$614 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_24)
   );
   ndp_fp32_add_pipe add_1_25 (
-    .a(\$554 ),
-    .b(\$556 ),
+    .a(\$615 ),
+    .b(\$617 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_25)
   );
   ndp_fp32_add_pipe add_1_26 (
-    .a(\$557 ),
-    .b(\$559 ),
+    .a(\$618 ),
+    .b(\$620 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_26)
   );
   ndp_fp32_add_pipe add_1_27 (
-    .a(\$560 ),
-    .b(\$562 ),
+    .a(\$621 ),
+    .b(\$623 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_27)
   );
   ndp_fp32_add_pipe add_1_28 (
-    .a(\$563 ),
-    .b(\$565 ),
+    .a(\$624 ),
+    .b(\$626 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_28)
   );
   ndp_fp32_add_pipe add_1_29 (
-    .a(\$566 ),
-    .b(\$568 ),
+    .a(\$627 ),
+    .b(\$629 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_29)
   );
   ndp_fp32_add_pipe add_1_3 (
-    .a(\$488 ),
-    .b(\$490 ),
+    .a(\$549 ),
+    .b(\$551 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_3)
   );
   ndp_fp32_add_pipe add_1_30 (
-    .a(\$569 ),
-    .b(\$571 ),
+    .a(\$630 ),
+    .b(\$632 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_30)
   );
   ndp_fp32_add_pipe add_1_31 (
-    .a(\$572 ),
-    .b(\$574 ),
+    .a(\$633 ),
+    .b(\$635 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_31)
   );
   ndp_fp32_add_pipe add_1_4 (
-    .a(\$491 ),
-    .b(\$493 ),
+    .a(\$552 ),
+    .b(\$554 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_4)
   );
   ndp_fp32_add_pipe add_1_5 (
-    .a(\$494 ),
-    .b(\$496 ),
+    .a(\$555 ),
+    .b(\$557 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_5)
   );
   ndp_fp32_add_pipe add_1_6 (
-    .a(\$497 ),
-    .b(\$499 ),
+    .a(\$558 ),
+    .b(\$560 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_6)
   );
   ndp_fp32_add_pipe add_1_7 (
-    .a(\$500 ),
-    .b(\$502 ),
+    .a(\$561 ),
+    .b(\$563 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_7)
   );
   ndp_fp32_add_pipe add_1_8 (
-    .a(\$503 ),
-    .b(\$505 ),
+    .a(\$564 ),
+    .b(\$566 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_8)
   );
   ndp_fp32_add_pipe add_1_9 (
-    .a(\$506 ),
-    .b(\$508 ),
+    .a(\$567 ),
+    .b(\$569 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_9)
   );
   ndp_fp32_add_pipe add_2_0 (
-    .a(\$575 ),
-    .b(\$577 ),
+    .a(\$636 ),
+    .b(\$638 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_0)
   );
   ndp_fp32_add_pipe add_2_1 (
-    .a(\$578 ),
-    .b(\$580 ),
+    .a(\$639 ),
+    .b(\$641 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_1)
   );
   ndp_fp32_add_pipe add_2_10 (
-    .a(\$605 ),
-    .b(\$607 ),
+    .a(\$666 ),
+    .b(\$668 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_10)
   );
   ndp_fp32_add_pipe add_2_11 (
-    .a(\$608 ),
-    .b(\$610 ),
+    .a(\$669 ),
+    .b(\$671 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_11)
   );
   ndp_fp32_add_pipe add_2_12 (
-    .a(\$611 ),
-    .b(\$613 ),
+    .a(\$672 ),
+    .b(\$674 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_12)
   );
   ndp_fp32_add_pipe add_2_13 (
-    .a(\$614 ),
-    .b(\$616 ),
+    .a(\$675 ),
+    .b(\$677 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_13)
   );
   ndp_fp32_add_pipe add_2_14 (
-    .a(\$617 ),
-    .b(\$619 ),
+    .a(\$678 ),
+    .b(\$680 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_14)
   );
   ndp_fp32_add_pipe add_2_15 (
-    .a(\$620 ),
-    .b(\$622 ),
+    .a(\$681 ),
+    .b(\$683 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_15)
   );
   ndp_fp32_add_pipe add_2_16 (
-    .a(\$623 ),
-    .b(\$625 ),
+    .a(\$684 ),
+    .b(\$686 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_16)
   );
   ndp_fp32_add_pipe add_2_17 (
-    .a(\$626 ),
-    .b(\$628 ),
+    .a(\$687 ),
+    .b(\$689 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_17)
   );
   ndp_fp32_add_pipe add_2_18 (
-    .a(\$629 ),
-    .b(\$631 ),
+    .a(\$690 ),
+    .b(\$692 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_18)
   );
   ndp_fp32_add_pipe add_2_19 (
-    .a(\$632 ),
-    .b(\$634 ),
+    .a(\$693 ),
+    .b(\$695 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_19)
   );
   ndp_fp32_add_pipe add_2_2 (
-    .a(\$581 ),
-    .b(\$583 ),
+    .a(\$642 ),
+    .b(\$644 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_2)
   );
   ndp_fp32_add_pipe add_2_20 (
-    .a(\$635 ),
-    .b(\$637 ),
+    .a(\$696 ),
+    .b(\$698 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_20)
   );
   ndp_fp32_add_pipe add_2_21 (
-    .a(\$638 ),
-    .b(\$640 ),
+    .a(\$699 ),
+    .b(\$701 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_21)
   );
   ndp_fp32_add_pipe add_2_22 (
-    .a(\$641 ),
-    .b(\$643 ),
+    .a(\$702 ),
+    .b(\$704 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_22)
   );
   ndp_fp32_add_pipe add_2_23 (
-    .a(\$644 ),
-    .b(\$646 ),
+    .a(\$705 ),
+    .b(\$707 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_23)
   );
   ndp_fp32_add_pipe add_2_24 (
-    .a(\$647 ),
-    .b(\$649 ),
+    .a(\$708 ),
+    .b(\$710 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_24)
   );
   ndp_fp32_add_pipe add_2_25 (
-    .a(\$650 ),
-    .b(\$652 ),
+    .a(\$711 ),
+    .b(\$713 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_25)
   );
   ndp_fp32_add_pipe add_2_26 (
-    .a(\$653 ),
-    .b(\$655 ),
+    .a(\$714 ),
+    .b(\$716 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_26)
   );
   ndp_fp32_add_pipe add_2_27 (
-    .a(\$656 ),
-    .b(\$658 ),
+    .a(\$717 ),
+    .b(\$719 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_27)
   );
   ndp_fp32_add_pipe add_2_28 (
-    .a(\$659 ),
-    .b(\$661 ),
+    .a(\$720 ),
+    .b(\$722 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_28)
   );
   ndp_fp32_add_pipe add_2_29 (
-    .a(\$662 ),
-    .b(\$664 ),
+    .a(\$723 ),
+    .b(\$725 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_29)
   );
   ndp_fp32_add_pipe add_2_3 (
-    .a(\$584 ),
-    .b(\$586 ),
+    .a(\$645 ),
+    .b(\$647 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_3)
   );
   ndp_fp32_add_pipe add_2_30 (
-    .a(\$665 ),
-    .b(\$667 ),
+    .a(\$726 ),
+    .b(\$728 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_30)
   );
   ndp_fp32_add_pipe add_2_31 (
-    .a(\$668 ),
-    .b(\$670 ),
+    .a(\$729 ),
+    .b(\$731 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_31)
   );
   ndp_fp32_add_pipe add_2_4 (
-    .a(\$587 ),
-    .b(\$589 ),
+    .a(\$648 ),
+    .b(\$650 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_4)
   );
   ndp_fp32_add_pipe add_2_5 (
-    .a(\$590 ),
-    .b(\$592 ),
+    .a(\$651 ),
+    .b(\$653 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_5)
   );
   ndp_fp32_add_pipe add_2_6 (
-    .a(\$593 ),
-    .b(\$595 ),
+    .a(\$654 ),
+    .b(\$656 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_6)
   );
   ndp_fp32_add_pipe add_2_7 (
-    .a(\$596 ),
-    .b(\$598 ),
+    .a(\$657 ),
+    .b(\$659 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_7)
   );
   ndp_fp32_add_pipe add_2_8 (
-    .a(\$599 ),
-    .b(\$601 ),
+    .a(\$660 ),
+    .b(\$662 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_8)
   );
   ndp_fp32_add_pipe add_2_9 (
-    .a(\$602 ),
-    .b(\$604 ),
+    .a(\$663 ),
+    .b(\$665 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_9)
   );
   ndp_fp32_add_pipe add_3_0 (
-    .a(\$671 ),
-    .b(\$673 ),
+    .a(\$732 ),
+    .b(\$734 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_0)
   );
   ndp_fp32_add_pipe add_3_1 (
-    .a(\$674 ),
-    .b(\$676 ),
+    .a(\$735 ),
+    .b(\$737 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_1)
   );
   ndp_fp32_add_pipe add_3_10 (
-    .a(\$701 ),
-    .b(\$703 ),
+    .a(\$762 ),
+    .b(\$764 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_10)
   );
   ndp_fp32_add_pipe add_3_11 (
-    .a(\$704 ),
-    .b(\$706 ),
+    .a(\$765 ),
+    .b(\$767 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_11)
   );
   ndp_fp32_add_pipe add_3_12 (
-    .a(\$707 ),
-    .b(\$709 ),
+    .a(\$768 ),
+    .b(\$770 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_12)
   );
   ndp_fp32_add_pipe add_3_13 (
-    .a(\$710 ),
-    .b(\$712 ),
+    .a(\$771 ),
+    .b(\$773 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_13)
   );
   ndp_fp32_add_pipe add_3_14 (
-    .a(\$713 ),
-    .b(\$715 ),
+    .a(\$774 ),
+    .b(\$776 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_14)
   );
   ndp_fp32_add_pipe add_3_15 (
-    .a(\$716 ),
-    .b(\$718 ),
+    .a(\$777 ),
+    .b(\$779 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_15)
   );
   ndp_fp32_add_pipe add_3_16 (
-    .a(\$719 ),
-    .b(\$721 ),
+    .a(\$780 ),
+    .b(\$782 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_16)
   );
   ndp_fp32_add_pipe add_3_17 (
-    .a(\$722 ),
-    .b(\$724 ),
+    .a(\$783 ),
+    .b(\$785 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_17)
   );
   ndp_fp32_add_pipe add_3_18 (
-    .a(\$725 ),
-    .b(\$727 ),
+    .a(\$786 ),
+    .b(\$788 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_18)
   );
   ndp_fp32_add_pipe add_3_19 (
-    .a(\$728 ),
-    .b(\$730 ),
+    .a(\$789 ),
+    .b(\$791 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_19)
   );
   ndp_fp32_add_pipe add_3_2 (
-    .a(\$677 ),
-    .b(\$679 ),
+    .a(\$738 ),
+    .b(\$740 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_2)
   );
   ndp_fp32_add_pipe add_3_20 (
-    .a(\$731 ),
-    .b(\$733 ),
+    .a(\$792 ),
+    .b(\$794 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_20)
   );
   ndp_fp32_add_pipe add_3_21 (
-    .a(\$734 ),
-    .b(\$736 ),
+    .a(\$795 ),
+    .b(\$797 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_21)
   );
   ndp_fp32_add_pipe add_3_22 (
-    .a(\$737 ),
-    .b(\$739 ),
+    .a(\$798 ),
+    .b(\$800 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_22)
   );
   ndp_fp32_add_pipe add_3_23 (
-    .a(\$740 ),
-    .b(\$742 ),
+    .a(\$801 ),
+    .b(\$803 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_23)
   );
   ndp_fp32_add_pipe add_3_24 (
-    .a(\$743 ),
-    .b(\$745 ),
+    .a(\$804 ),
+    .b(\$806 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_24)
   );
   ndp_fp32_add_pipe add_3_25 (
-    .a(\$746 ),
-    .b(\$748 ),
+    .a(\$807 ),
+    .b(\$809 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_25)
   );
   ndp_fp32_add_pipe add_3_26 (
-    .a(\$749 ),
-    .b(\$751 ),
+    .a(\$810 ),
+    .b(\$812 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_26)
   );
   ndp_fp32_add_pipe add_3_27 (
-    .a(\$752 ),
-    .b(\$754 ),
+    .a(\$813 ),
+    .b(\$815 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_27)
   );
   ndp_fp32_add_pipe add_3_28 (
-    .a(\$755 ),
-    .b(\$757 ),
+    .a(\$816 ),
+    .b(\$818 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_28)
   );
   ndp_fp32_add_pipe add_3_29 (
-    .a(\$758 ),
-    .b(\$760 ),
+    .a(\$819 ),
+    .b(\$821 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_29)
   );
   ndp_fp32_add_pipe add_3_3 (
-    .a(\$680 ),
-    .b(\$682 ),
+    .a(\$741 ),
+    .b(\$743 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_3)
   );
   ndp_fp32_add_pipe add_3_30 (
-    .a(\$761 ),
-    .b(\$763 ),
+    .a(\$822 ),
+    .b(\$824 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_30)
   );
   ndp_fp32_add_pipe add_3_31 (
-    .a(\$764 ),
-    .b(\$766 ),
+    .a(\$825 ),
+    .b(\$827 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_31)
   );
   ndp_fp32_add_pipe add_3_4 (
-    .a(\$683 ),
-    .b(\$685 ),
+    .a(\$744 ),
+    .b(\$746 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_4)
   );
   ndp_fp32_add_pipe add_3_5 (
-    .a(\$686 ),
-    .b(\$688 ),
+    .a(\$747 ),
+    .b(\$749 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_5)
   );
   ndp_fp32_add_pipe add_3_6 (
-    .a(\$689 ),
-    .b(\$691 ),
+    .a(\$750 ),
+    .b(\$752 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_6)
   );
   ndp_fp32_add_pipe add_3_7 (
-    .a(\$692 ),
-    .b(\$694 ),
+    .a(\$753 ),
+    .b(\$755 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_7)
   );
   ndp_fp32_add_pipe add_3_8 (
-    .a(\$695 ),
-    .b(\$697 ),
+    .a(\$756 ),
+    .b(\$758 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_8)
   );
   ndp_fp32_add_pipe add_3_9 (
-    .a(\$698 ),
-    .b(\$700 ),
+    .a(\$759 ),
+    .b(\$761 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_9)
@@ -14516,224 +15657,224 @@ module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, m
   );
   ndp_fp16_mul_pipe mul_1_0 (
     .a(x_1_0),
-    .b(w_d1[15:0]),
+    .b(w_row1_d1[15:0]),
     .clk(clk),
     .p(product_1_0),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_1_1 (
     .a(x_1_1),
-    .b(w_d1[31:16]),
+    .b(w_row1_d1[31:16]),
     .clk(clk),
     .p(product_1_1),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_1_10 (
     .a(x_1_10),
-    .b(w_d1[175:160]),
+    .b(w_row1_d1[175:160]),
     .clk(clk),
     .p(product_1_10),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_1_11 (
     .a(x_1_11),
-    .b(w_d1[191:176]),
+    .b(w_row1_d1[191:176]),
     .clk(clk),
     .p(product_1_11),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_1_12 (
     .a(x_1_12),
-    .b(w_d1[207:192]),
+    .b(w_row1_d1[207:192]),
     .clk(clk),
     .p(product_1_12),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_1_13 (
     .a(x_1_13),
-    .b(w_d1[223:208]),
+    .b(w_row1_d1[223:208]),
     .clk(clk),
     .p(product_1_13),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_1_14 (
     .a(x_1_14),
-    .b(w_d1[239:224]),
+    .b(w_row1_d1[239:224]),
     .clk(clk),
     .p(product_1_14),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_1_15 (
     .a(x_1_15),
-    .b(w_d1[255:240]),
+    .b(w_row1_d1[255:240]),
     .clk(clk),
     .p(product_1_15),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_1_16 (
     .a(x_1_16),
-    .b(w_d1[271:256]),
+    .b(w_row1_d1[271:256]),
     .clk(clk),
     .p(product_1_16),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_1_17 (
     .a(x_1_17),
-    .b(w_d1[287:272]),
+    .b(w_row1_d1[287:272]),
     .clk(clk),
     .p(product_1_17),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_1_18 (
     .a(x_1_18),
-    .b(w_d1[303:288]),
+    .b(w_row1_d1[303:288]),
     .clk(clk),
     .p(product_1_18),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_1_19 (
     .a(x_1_19),
-    .b(w_d1[319:304]),
+    .b(w_row1_d1[319:304]),
     .clk(clk),
     .p(product_1_19),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_1_2 (
     .a(x_1_2),
-    .b(w_d1[47:32]),
+    .b(w_row1_d1[47:32]),
     .clk(clk),
     .p(product_1_2),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_1_20 (
     .a(x_1_20),
-    .b(w_d1[335:320]),
+    .b(w_row1_d1[335:320]),
     .clk(clk),
     .p(product_1_20),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_1_21 (
     .a(x_1_21),
-    .b(w_d1[351:336]),
+    .b(w_row1_d1[351:336]),
     .clk(clk),
     .p(product_1_21),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_1_22 (
     .a(x_1_22),
-    .b(w_d1[367:352]),
+    .b(w_row1_d1[367:352]),
     .clk(clk),
     .p(product_1_22),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_1_23 (
     .a(x_1_23),
-    .b(w_d1[383:368]),
+    .b(w_row1_d1[383:368]),
     .clk(clk),
     .p(product_1_23),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_1_24 (
     .a(x_1_24),
-    .b(w_d1[399:384]),
+    .b(w_row1_d1[399:384]),
     .clk(clk),
     .p(product_1_24),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_1_25 (
     .a(x_1_25),
-    .b(w_d1[415:400]),
+    .b(w_row1_d1[415:400]),
     .clk(clk),
     .p(product_1_25),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_1_26 (
     .a(x_1_26),
-    .b(w_d1[431:416]),
+    .b(w_row1_d1[431:416]),
     .clk(clk),
     .p(product_1_26),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_1_27 (
     .a(x_1_27),
-    .b(w_d1[447:432]),
+    .b(w_row1_d1[447:432]),
     .clk(clk),
     .p(product_1_27),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_1_28 (
     .a(x_1_28),
-    .b(w_d1[463:448]),
+    .b(w_row1_d1[463:448]),
     .clk(clk),
     .p(product_1_28),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_1_29 (
     .a(x_1_29),
-    .b(w_d1[479:464]),
+    .b(w_row1_d1[479:464]),
     .clk(clk),
     .p(product_1_29),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_1_3 (
     .a(x_1_3),
-    .b(w_d1[63:48]),
+    .b(w_row1_d1[63:48]),
     .clk(clk),
     .p(product_1_3),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_1_30 (
     .a(x_1_30),
-    .b(w_d1[495:480]),
+    .b(w_row1_d1[495:480]),
     .clk(clk),
     .p(product_1_30),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_1_31 (
     .a(x_1_31),
-    .b(w_d1[511:496]),
+    .b(w_row1_d1[511:496]),
     .clk(clk),
     .p(product_1_31),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_1_4 (
     .a(x_1_4),
-    .b(w_d1[79:64]),
+    .b(w_row1_d1[79:64]),
     .clk(clk),
     .p(product_1_4),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_1_5 (
     .a(x_1_5),
-    .b(w_d1[95:80]),
+    .b(w_row1_d1[95:80]),
     .clk(clk),
     .p(product_1_5),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_1_6 (
     .a(x_1_6),
-    .b(w_d1[111:96]),
+    .b(w_row1_d1[111:96]),
     .clk(clk),
     .p(product_1_6),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_1_7 (
     .a(x_1_7),
-    .b(w_d1[127:112]),
+    .b(w_row1_d1[127:112]),
     .clk(clk),
     .p(product_1_7),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_1_8 (
     .a(x_1_8),
-    .b(w_d1[143:128]),
+    .b(w_row1_d1[143:128]),
     .clk(clk),
     .p(product_1_8),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_1_9 (
     .a(x_1_9),
-    .b(w_d1[159:144]),
+    .b(w_row1_d1[159:144]),
     .clk(clk),
     .p(product_1_9),
     .rst(rst)
@@ -17492,2277 +18633,2452 @@ module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, m
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$767  = \$3 ;
+    \$828  = \$3 ;
     if (rst) begin
-      \$767  = 5'h00;
+      \$828  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$768  = \$6 ;
+    \$829  = \$6 ;
     if (rst) begin
-      \$768  = 5'h00;
+      \$829  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$769  = \$9 ;
+    \$830  = \$9 ;
     if (rst) begin
-      \$769  = 5'h00;
+      \$830  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$770  = \$12 ;
+    \$831  = \$12 ;
     if (rst) begin
-      \$770  = 5'h00;
+      \$831  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$771  = \$15 ;
+    \$832  = \$15 ;
     if (rst) begin
-      \$771  = 5'h00;
+      \$832  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$772  = \$18 ;
+    \$833  = \$18 ;
     if (rst) begin
-      \$772  = 5'h00;
+      \$833  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$773  = \$21 ;
+    \$834  = \$21 ;
     if (rst) begin
-      \$773  = 5'h00;
+      \$834  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$774  = \$24 ;
+    \$835  = \$24 ;
     if (rst) begin
-      \$774  = 5'h00;
+      \$835  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$775  = \$27 ;
+    \$836  = \$27 ;
     if (rst) begin
-      \$775  = 5'h00;
+      \$836  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$776  = \$30 ;
+    \$837  = \$30 ;
     if (rst) begin
-      \$776  = 5'h00;
+      \$837  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$777  = \$33 ;
+    \$838  = \$33 ;
     if (rst) begin
-      \$777  = 5'h00;
+      \$838  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$778  = \$36 ;
+    \$839  = \$36 ;
     if (rst) begin
-      \$778  = 5'h00;
+      \$839  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$779  = \$39 ;
+    \$840  = \$39 ;
     if (rst) begin
-      \$779  = 5'h00;
+      \$840  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$780  = \$42 ;
+    \$841  = \$42 ;
     if (rst) begin
-      \$780  = 5'h00;
+      \$841  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$781  = \$45 ;
+    \$842  = \$45 ;
     if (rst) begin
-      \$781  = 5'h00;
+      \$842  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$782  = \$48 ;
+    \$843  = \$48 ;
     if (rst) begin
-      \$782  = 5'h00;
+      \$843  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$783  = \$51 ;
+    \$844  = \$51 ;
     if (rst) begin
-      \$783  = 5'h00;
+      \$844  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$784  = \$54 ;
+    \$845  = \$54 ;
     if (rst) begin
-      \$784  = 5'h00;
+      \$845  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$785  = \$57 ;
+    \$846  = \$57 ;
     if (rst) begin
-      \$785  = 5'h00;
+      \$846  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$786  = \$60 ;
+    \$847  = \$60 ;
     if (rst) begin
-      \$786  = 5'h00;
+      \$847  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$787  = \$63 ;
+    \$848  = \$63 ;
     if (rst) begin
-      \$787  = 5'h00;
+      \$848  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$788  = \$66 ;
+    \$849  = \$66 ;
     if (rst) begin
-      \$788  = 5'h00;
+      \$849  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$789  = \$69 ;
+    \$850  = \$69 ;
     if (rst) begin
-      \$789  = 5'h00;
+      \$850  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$790  = \$72 ;
+    \$851  = \$72 ;
     if (rst) begin
-      \$790  = 5'h00;
+      \$851  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$791  = \$75 ;
+    \$852  = \$75 ;
     if (rst) begin
-      \$791  = 5'h00;
+      \$852  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$792  = \$78 ;
+    \$853  = \$78 ;
     if (rst) begin
-      \$792  = 5'h00;
+      \$853  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$793  = \$81 ;
+    \$854  = \$81 ;
     if (rst) begin
-      \$793  = 5'h00;
+      \$854  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$794  = \$84 ;
+    \$855  = \$84 ;
     if (rst) begin
-      \$794  = 5'h00;
+      \$855  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$795  = \$87 ;
+    \$856  = \$87 ;
     if (rst) begin
-      \$795  = 5'h00;
+      \$856  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$796  = \$90 ;
+    \$857  = \$90 ;
     if (rst) begin
-      \$796  = 5'h00;
+      \$857  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$797  = \$93 ;
+    \$858  = \$93 ;
     if (rst) begin
-      \$797  = 5'h00;
+      \$858  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$798  = \$96 ;
+    \$859  = \$96 ;
     if (rst) begin
-      \$798  = 5'h00;
+      \$859  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$799  = mac;
+    \$860  = mac;
     if (rst) begin
-      \$799  = 1'h0;
+      \$860  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$800  = first;
+    \$861  = first;
     if (rst) begin
-      \$800  = 1'h0;
+      \$861  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$801  = acc_addr;
+    \$862  = acc_addr;
     if (rst) begin
-      \$801  = 7'h00;
+      \$862  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$802  = active;
+    \$863  = active;
     if (rst) begin
-      \$802  = 6'h00;
+      \$863  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$803  = w_data;
+    \$864  = w_data;
     if (rst) begin
-      \$803  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$864  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$804  = mac_d1;
+    \$865  = mac_d1;
     if (rst) begin
-      \$804  = 1'h0;
+      \$865  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$805  = \mac_d1$45 ;
+    \$866  = \mac_d1$45 ;
     if (rst) begin
-      \$805  = 1'h0;
+      \$866  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$806  = first_d1;
+    \$867  = first_d1;
     if (rst) begin
-      \$806  = 1'h0;
+      \$867  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$807  = \first_d1$47 ;
+    \$868  = \first_d1$47 ;
     if (rst) begin
-      \$807  = 1'h0;
+      \$868  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$808  = acc_addr_d1;
+    \$869  = acc_addr_d1;
     if (rst) begin
-      \$808  = 7'h00;
+      \$869  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$809  = \acc_addr_d1$49 ;
+    \$870  = \acc_addr_d1$49 ;
     if (rst) begin
-      \$809  = 7'h00;
+      \$870  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$810  = active_d1;
+    \$871  = active_d1;
     if (rst) begin
-      \$810  = 6'h00;
+      \$871  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$811  = \active_d1$51 ;
+    \$872  = \active_d1$51 ;
     if (rst) begin
-      \$811  = 6'h00;
+      \$872  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$812  = mac_d2;
+    \$873  = mac_d2;
     if (rst) begin
-      \$812  = 1'h0;
+      \$873  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$813  = \mac_d1$53 ;
+    \$874  = \mac_d1$53 ;
     if (rst) begin
-      \$813  = 1'h0;
+      \$874  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$814  = acc_addr_d2;
+    \$875  = acc_addr_d2;
     if (rst) begin
-      \$814  = 7'h00;
+      \$875  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$815  = \acc_addr_d1$55 ;
+    \$876  = \acc_addr_d1$55 ;
     if (rst) begin
-      \$815  = 7'h00;
+      \$876  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$816  = \$98 ;
+    \$877  = \$97 ;
     if (rst) begin
-      \$816  = 16'h0000;
+      \$877  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$817  = product_0_0;
+    \$878  = \$98 ;
     if (rst) begin
-      \$817  = 32'd0;
+      \$878  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$818  = \$100 ;
+    \$879  = \$99 ;
     if (rst) begin
-      \$818  = 16'h0000;
+      \$879  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$819  = product_0_1;
+    \$880  = \$100 ;
     if (rst) begin
-      \$819  = 32'd0;
+      \$880  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$820  = \$102 ;
+    \$881  = \$101 ;
     if (rst) begin
-      \$820  = 16'h0000;
+      \$881  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$821  = product_0_2;
+    \$882  = mac_row1_d1;
     if (rst) begin
-      \$821  = 32'd0;
+      \$882  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$822  = \$104 ;
+    \$883  = \mac_row1_d1$68 ;
     if (rst) begin
-      \$822  = 16'h0000;
+      \$883  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$823  = product_0_3;
+    \$884  = first_row1_d1;
     if (rst) begin
-      \$823  = 32'd0;
+      \$884  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$824  = \$106 ;
+    \$885  = \first_row1_d1$70 ;
     if (rst) begin
-      \$824  = 16'h0000;
+      \$885  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$825  = product_0_4;
+    \$886  = acc_addr_row1_d1;
     if (rst) begin
-      \$825  = 32'd0;
+      \$886  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$826  = \$108 ;
+    \$887  = \acc_addr_row1_d1$72 ;
     if (rst) begin
-      \$826  = 16'h0000;
+      \$887  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$827  = product_0_5;
+    \$888  = active_row1_d1;
     if (rst) begin
-      \$827  = 32'd0;
+      \$888  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$828  = \$110 ;
+    \$889  = \active_row1_d1$74 ;
     if (rst) begin
-      \$828  = 16'h0000;
+      \$889  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$829  = product_0_6;
+    \$890  = mac_row1_d2;
     if (rst) begin
-      \$829  = 32'd0;
+      \$890  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$830  = \$112 ;
+    \$891  = \mac_row1_d1$76 ;
     if (rst) begin
-      \$830  = 16'h0000;
+      \$891  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$831  = product_0_7;
+    \$892  = acc_addr_row1_d2;
     if (rst) begin
-      \$831  = 32'd0;
+      \$892  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$832  = \$114 ;
+    \$893  = \acc_addr_row1_d1$78 ;
     if (rst) begin
-      \$832  = 16'h0000;
+      \$893  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$833  = product_0_8;
-    if (rst) begin
-      \$833  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$834  = \$116 ;
-    if (rst) begin
-      \$834  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$835  = product_0_9;
-    if (rst) begin
-      \$835  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$836  = \$118 ;
-    if (rst) begin
-      \$836  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$837  = product_0_10;
-    if (rst) begin
-      \$837  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$838  = \$120 ;
-    if (rst) begin
-      \$838  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$839  = product_0_11;
-    if (rst) begin
-      \$839  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$840  = \$122 ;
-    if (rst) begin
-      \$840  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$841  = product_0_12;
-    if (rst) begin
-      \$841  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$842  = \$124 ;
-    if (rst) begin
-      \$842  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$843  = product_0_13;
-    if (rst) begin
-      \$843  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$844  = \$126 ;
-    if (rst) begin
-      \$844  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$845  = product_0_14;
-    if (rst) begin
-      \$845  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$846  = \$128 ;
-    if (rst) begin
-      \$846  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$847  = product_0_15;
-    if (rst) begin
-      \$847  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$848  = \$130 ;
-    if (rst) begin
-      \$848  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$849  = product_0_16;
-    if (rst) begin
-      \$849  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$850  = \$132 ;
-    if (rst) begin
-      \$850  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$851  = product_0_17;
-    if (rst) begin
-      \$851  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$852  = \$134 ;
-    if (rst) begin
-      \$852  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$853  = product_0_18;
-    if (rst) begin
-      \$853  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$854  = \$136 ;
-    if (rst) begin
-      \$854  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$855  = product_0_19;
-    if (rst) begin
-      \$855  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$856  = \$138 ;
-    if (rst) begin
-      \$856  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$857  = product_0_20;
-    if (rst) begin
-      \$857  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$858  = \$140 ;
-    if (rst) begin
-      \$858  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$859  = product_0_21;
-    if (rst) begin
-      \$859  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$860  = \$142 ;
-    if (rst) begin
-      \$860  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$861  = product_0_22;
-    if (rst) begin
-      \$861  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$862  = \$144 ;
-    if (rst) begin
-      \$862  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$863  = product_0_23;
-    if (rst) begin
-      \$863  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$864  = \$146 ;
-    if (rst) begin
-      \$864  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$865  = product_0_24;
-    if (rst) begin
-      \$865  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$866  = \$148 ;
-    if (rst) begin
-      \$866  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$867  = product_0_25;
-    if (rst) begin
-      \$867  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$868  = \$150 ;
-    if (rst) begin
-      \$868  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$869  = product_0_26;
-    if (rst) begin
-      \$869  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$870  = \$152 ;
-    if (rst) begin
-      \$870  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$871  = product_0_27;
-    if (rst) begin
-      \$871  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$872  = \$154 ;
-    if (rst) begin
-      \$872  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$873  = product_0_28;
-    if (rst) begin
-      \$873  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$874  = \$156 ;
-    if (rst) begin
-      \$874  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$875  = product_0_29;
-    if (rst) begin
-      \$875  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$876  = \$158 ;
-    if (rst) begin
-      \$876  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$877  = product_0_30;
-    if (rst) begin
-      \$877  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$878  = \$160 ;
-    if (rst) begin
-      \$878  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$879  = product_0_31;
-    if (rst) begin
-      \$879  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$880  = \$162 ;
-    if (rst) begin
-      \$880  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$881  = product_1_0;
-    if (rst) begin
-      \$881  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$882  = \$164 ;
-    if (rst) begin
-      \$882  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$883  = product_1_1;
-    if (rst) begin
-      \$883  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$884  = \$166 ;
-    if (rst) begin
-      \$884  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$885  = product_1_2;
-    if (rst) begin
-      \$885  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$886  = \$168 ;
-    if (rst) begin
-      \$886  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$887  = product_1_3;
-    if (rst) begin
-      \$887  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$888  = \$170 ;
-    if (rst) begin
-      \$888  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$889  = product_1_4;
-    if (rst) begin
-      \$889  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$890  = \$172 ;
-    if (rst) begin
-      \$890  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$891  = product_1_5;
-    if (rst) begin
-      \$891  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$892  = \$174 ;
-    if (rst) begin
-      \$892  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$893  = product_1_6;
-    if (rst) begin
-      \$893  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$894  = \$176 ;
+    \$894  = \$103 ;
     if (rst) begin
       \$894  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$895  = product_1_7;
+    \$895  = product_0_0;
     if (rst) begin
       \$895  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$896  = \$178 ;
+    \$896  = \$105 ;
     if (rst) begin
       \$896  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$897  = product_1_8;
+    \$897  = product_0_1;
     if (rst) begin
       \$897  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$898  = \$180 ;
+    \$898  = \$107 ;
     if (rst) begin
       \$898  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$899  = product_1_9;
+    \$899  = product_0_2;
     if (rst) begin
       \$899  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$900  = \$182 ;
+    \$900  = \$109 ;
     if (rst) begin
       \$900  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$901  = product_1_10;
+    \$901  = product_0_3;
     if (rst) begin
       \$901  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$902  = \$184 ;
+    \$902  = \$111 ;
     if (rst) begin
       \$902  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$903  = product_1_11;
+    \$903  = product_0_4;
     if (rst) begin
       \$903  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$904  = \$186 ;
+    \$904  = \$113 ;
     if (rst) begin
       \$904  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$905  = product_1_12;
+    \$905  = product_0_5;
     if (rst) begin
       \$905  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$906  = \$188 ;
+    \$906  = \$115 ;
     if (rst) begin
       \$906  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$907  = product_1_13;
+    \$907  = product_0_6;
     if (rst) begin
       \$907  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$908  = \$190 ;
+    \$908  = \$117 ;
     if (rst) begin
       \$908  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$909  = product_1_14;
+    \$909  = product_0_7;
     if (rst) begin
       \$909  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$910  = \$192 ;
+    \$910  = \$119 ;
     if (rst) begin
       \$910  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$911  = product_1_15;
+    \$911  = product_0_8;
     if (rst) begin
       \$911  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$912  = \$194 ;
+    \$912  = \$121 ;
     if (rst) begin
       \$912  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$913  = product_1_16;
+    \$913  = product_0_9;
     if (rst) begin
       \$913  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$914  = \$196 ;
+    \$914  = \$123 ;
     if (rst) begin
       \$914  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$915  = product_1_17;
+    \$915  = product_0_10;
     if (rst) begin
       \$915  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$916  = \$198 ;
+    \$916  = \$125 ;
     if (rst) begin
       \$916  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$917  = product_1_18;
+    \$917  = product_0_11;
     if (rst) begin
       \$917  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$918  = \$200 ;
+    \$918  = \$127 ;
     if (rst) begin
       \$918  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$919  = product_1_19;
+    \$919  = product_0_12;
     if (rst) begin
       \$919  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$920  = \$202 ;
+    \$920  = \$129 ;
     if (rst) begin
       \$920  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$921  = product_1_20;
+    \$921  = product_0_13;
     if (rst) begin
       \$921  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$922  = \$204 ;
+    \$922  = \$131 ;
     if (rst) begin
       \$922  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$923  = product_1_21;
+    \$923  = product_0_14;
     if (rst) begin
       \$923  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$924  = \$206 ;
+    \$924  = \$133 ;
     if (rst) begin
       \$924  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$925  = product_1_22;
+    \$925  = product_0_15;
     if (rst) begin
       \$925  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$926  = \$208 ;
+    \$926  = \$135 ;
     if (rst) begin
       \$926  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$927  = product_1_23;
+    \$927  = product_0_16;
     if (rst) begin
       \$927  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$928  = \$210 ;
+    \$928  = \$137 ;
     if (rst) begin
       \$928  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$929  = product_1_24;
+    \$929  = product_0_17;
     if (rst) begin
       \$929  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$930  = \$212 ;
+    \$930  = \$139 ;
     if (rst) begin
       \$930  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$931  = product_1_25;
+    \$931  = product_0_18;
     if (rst) begin
       \$931  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$932  = \$214 ;
+    \$932  = \$141 ;
     if (rst) begin
       \$932  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$933  = product_1_26;
+    \$933  = product_0_19;
     if (rst) begin
       \$933  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$934  = \$216 ;
+    \$934  = \$143 ;
     if (rst) begin
       \$934  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$935  = product_1_27;
+    \$935  = product_0_20;
     if (rst) begin
       \$935  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$936  = \$218 ;
+    \$936  = \$145 ;
     if (rst) begin
       \$936  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$937  = product_1_28;
+    \$937  = product_0_21;
     if (rst) begin
       \$937  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$938  = \$220 ;
+    \$938  = \$147 ;
     if (rst) begin
       \$938  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$939  = product_1_29;
+    \$939  = product_0_22;
     if (rst) begin
       \$939  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$940  = \$222 ;
+    \$940  = \$149 ;
     if (rst) begin
       \$940  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$941  = product_1_30;
+    \$941  = product_0_23;
     if (rst) begin
       \$941  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$942  = \$224 ;
+    \$942  = \$151 ;
     if (rst) begin
       \$942  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$943  = product_1_31;
+    \$943  = product_0_24;
     if (rst) begin
       \$943  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$944  = \$226 ;
+    \$944  = \$153 ;
     if (rst) begin
       \$944  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$945  = product_2_0;
+    \$945  = product_0_25;
     if (rst) begin
       \$945  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$946  = \$228 ;
+    \$946  = \$155 ;
     if (rst) begin
       \$946  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$947  = product_2_1;
+    \$947  = product_0_26;
     if (rst) begin
       \$947  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$948  = \$230 ;
+    \$948  = \$157 ;
     if (rst) begin
       \$948  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$949  = product_2_2;
+    \$949  = product_0_27;
     if (rst) begin
       \$949  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$950  = \$232 ;
+    \$950  = \$159 ;
     if (rst) begin
       \$950  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$951  = product_2_3;
+    \$951  = product_0_28;
     if (rst) begin
       \$951  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$952  = \$234 ;
+    \$952  = \$161 ;
     if (rst) begin
       \$952  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$953  = product_2_4;
+    \$953  = product_0_29;
     if (rst) begin
       \$953  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$954  = \$236 ;
+    \$954  = \$163 ;
     if (rst) begin
       \$954  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$955  = product_2_5;
+    \$955  = product_0_30;
     if (rst) begin
       \$955  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$956  = \$238 ;
+    \$956  = \$165 ;
     if (rst) begin
       \$956  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$957  = product_2_6;
+    \$957  = product_0_31;
     if (rst) begin
       \$957  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$958  = \$240 ;
+    \$958  = \$168 ;
     if (rst) begin
       \$958  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$959  = product_2_7;
+    \$959  = product_1_0;
     if (rst) begin
       \$959  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$960  = \$242 ;
+    \$960  = \$171 ;
     if (rst) begin
       \$960  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$961  = product_2_8;
+    \$961  = product_1_1;
     if (rst) begin
       \$961  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$962  = \$244 ;
+    \$962  = \$174 ;
     if (rst) begin
       \$962  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$963  = product_2_9;
+    \$963  = product_1_2;
     if (rst) begin
       \$963  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$964  = \$246 ;
+    \$964  = \$177 ;
     if (rst) begin
       \$964  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$965  = product_2_10;
+    \$965  = product_1_3;
     if (rst) begin
       \$965  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$966  = \$248 ;
+    \$966  = \$180 ;
     if (rst) begin
       \$966  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$967  = product_2_11;
+    \$967  = product_1_4;
     if (rst) begin
       \$967  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$968  = \$250 ;
+    \$968  = \$183 ;
     if (rst) begin
       \$968  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$969  = product_2_12;
+    \$969  = product_1_5;
     if (rst) begin
       \$969  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$970  = \$252 ;
+    \$970  = \$186 ;
     if (rst) begin
       \$970  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$971  = product_2_13;
+    \$971  = product_1_6;
     if (rst) begin
       \$971  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$972  = \$254 ;
+    \$972  = \$189 ;
     if (rst) begin
       \$972  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$973  = product_2_14;
+    \$973  = product_1_7;
     if (rst) begin
       \$973  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$974  = \$256 ;
+    \$974  = \$192 ;
     if (rst) begin
       \$974  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$975  = product_2_15;
+    \$975  = product_1_8;
     if (rst) begin
       \$975  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$976  = \$258 ;
+    \$976  = \$195 ;
     if (rst) begin
       \$976  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$977  = product_2_16;
+    \$977  = product_1_9;
     if (rst) begin
       \$977  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$978  = \$260 ;
+    \$978  = \$198 ;
     if (rst) begin
       \$978  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$979  = product_2_17;
+    \$979  = product_1_10;
     if (rst) begin
       \$979  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$980  = \$262 ;
+    \$980  = \$201 ;
     if (rst) begin
       \$980  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$981  = product_2_18;
+    \$981  = product_1_11;
     if (rst) begin
       \$981  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$982  = \$264 ;
+    \$982  = \$204 ;
     if (rst) begin
       \$982  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$983  = product_2_19;
+    \$983  = product_1_12;
     if (rst) begin
       \$983  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$984  = \$266 ;
+    \$984  = \$207 ;
     if (rst) begin
       \$984  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$985  = product_2_20;
+    \$985  = product_1_13;
     if (rst) begin
       \$985  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$986  = \$268 ;
+    \$986  = \$210 ;
     if (rst) begin
       \$986  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$987  = product_2_21;
+    \$987  = product_1_14;
     if (rst) begin
       \$987  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$988  = \$270 ;
+    \$988  = \$213 ;
     if (rst) begin
       \$988  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$989  = product_2_22;
+    \$989  = product_1_15;
     if (rst) begin
       \$989  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$990  = \$272 ;
+    \$990  = \$216 ;
     if (rst) begin
       \$990  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$991  = product_2_23;
+    \$991  = product_1_16;
     if (rst) begin
       \$991  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$992  = \$274 ;
+    \$992  = \$219 ;
     if (rst) begin
       \$992  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$993  = product_2_24;
+    \$993  = product_1_17;
     if (rst) begin
       \$993  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$994  = \$276 ;
+    \$994  = \$222 ;
     if (rst) begin
       \$994  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$995  = product_2_25;
+    \$995  = product_1_18;
     if (rst) begin
       \$995  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$996  = \$278 ;
+    \$996  = \$225 ;
     if (rst) begin
       \$996  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$997  = product_2_26;
+    \$997  = product_1_19;
     if (rst) begin
       \$997  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$998  = \$280 ;
+    \$998  = \$228 ;
     if (rst) begin
       \$998  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$999  = product_2_27;
+    \$999  = product_1_20;
     if (rst) begin
       \$999  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1000  = \$282 ;
+    \$1000  = \$231 ;
     if (rst) begin
       \$1000  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1001  = product_2_28;
+    \$1001  = product_1_21;
     if (rst) begin
       \$1001  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1002  = \$284 ;
+    \$1002  = \$234 ;
     if (rst) begin
       \$1002  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1003  = product_2_29;
+    \$1003  = product_1_22;
     if (rst) begin
       \$1003  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1004  = \$286 ;
+    \$1004  = \$237 ;
     if (rst) begin
       \$1004  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1005  = product_2_30;
+    \$1005  = product_1_23;
     if (rst) begin
       \$1005  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1006  = \$288 ;
+    \$1006  = \$240 ;
     if (rst) begin
       \$1006  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1007  = product_2_31;
+    \$1007  = product_1_24;
     if (rst) begin
       \$1007  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1008  = \$290 ;
+    \$1008  = \$243 ;
     if (rst) begin
       \$1008  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1009  = product_3_0;
+    \$1009  = product_1_25;
     if (rst) begin
       \$1009  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1010  = \$292 ;
+    \$1010  = \$246 ;
     if (rst) begin
       \$1010  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1011  = product_3_1;
+    \$1011  = product_1_26;
     if (rst) begin
       \$1011  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1012  = \$294 ;
+    \$1012  = \$249 ;
     if (rst) begin
       \$1012  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1013  = product_3_2;
+    \$1013  = product_1_27;
     if (rst) begin
       \$1013  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1014  = \$296 ;
+    \$1014  = \$252 ;
     if (rst) begin
       \$1014  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1015  = product_3_3;
+    \$1015  = product_1_28;
     if (rst) begin
       \$1015  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1016  = \$298 ;
+    \$1016  = \$255 ;
     if (rst) begin
       \$1016  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1017  = product_3_4;
+    \$1017  = product_1_29;
     if (rst) begin
       \$1017  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1018  = \$300 ;
+    \$1018  = \$258 ;
     if (rst) begin
       \$1018  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1019  = product_3_5;
+    \$1019  = product_1_30;
     if (rst) begin
       \$1019  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1020  = \$302 ;
+    \$1020  = \$261 ;
     if (rst) begin
       \$1020  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1021  = product_3_6;
+    \$1021  = product_1_31;
     if (rst) begin
       \$1021  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1022  = \$304 ;
+    \$1022  = \$263 ;
     if (rst) begin
       \$1022  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1023  = product_3_7;
+    \$1023  = product_2_0;
     if (rst) begin
       \$1023  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1024  = \$306 ;
+    \$1024  = \$265 ;
     if (rst) begin
       \$1024  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1025  = product_3_8;
+    \$1025  = product_2_1;
     if (rst) begin
       \$1025  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1026  = \$308 ;
+    \$1026  = \$267 ;
     if (rst) begin
       \$1026  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1027  = product_3_9;
+    \$1027  = product_2_2;
     if (rst) begin
       \$1027  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1028  = \$310 ;
+    \$1028  = \$269 ;
     if (rst) begin
       \$1028  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1029  = product_3_10;
+    \$1029  = product_2_3;
     if (rst) begin
       \$1029  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1030  = \$312 ;
+    \$1030  = \$271 ;
     if (rst) begin
       \$1030  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1031  = product_3_11;
+    \$1031  = product_2_4;
     if (rst) begin
       \$1031  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1032  = \$314 ;
+    \$1032  = \$273 ;
     if (rst) begin
       \$1032  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1033  = product_3_12;
+    \$1033  = product_2_5;
     if (rst) begin
       \$1033  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1034  = \$316 ;
+    \$1034  = \$275 ;
     if (rst) begin
       \$1034  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1035  = product_3_13;
+    \$1035  = product_2_6;
     if (rst) begin
       \$1035  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1036  = \$318 ;
+    \$1036  = \$277 ;
     if (rst) begin
       \$1036  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1037  = product_3_14;
+    \$1037  = product_2_7;
     if (rst) begin
       \$1037  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1038  = \$320 ;
+    \$1038  = \$279 ;
     if (rst) begin
       \$1038  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1039  = product_3_15;
+    \$1039  = product_2_8;
     if (rst) begin
       \$1039  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1040  = \$322 ;
+    \$1040  = \$281 ;
     if (rst) begin
       \$1040  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1041  = product_3_16;
+    \$1041  = product_2_9;
     if (rst) begin
       \$1041  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1042  = \$324 ;
+    \$1042  = \$283 ;
     if (rst) begin
       \$1042  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1043  = product_3_17;
+    \$1043  = product_2_10;
     if (rst) begin
       \$1043  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1044  = \$326 ;
+    \$1044  = \$285 ;
     if (rst) begin
       \$1044  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1045  = product_3_18;
+    \$1045  = product_2_11;
     if (rst) begin
       \$1045  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1046  = \$328 ;
+    \$1046  = \$287 ;
     if (rst) begin
       \$1046  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1047  = product_3_19;
+    \$1047  = product_2_12;
     if (rst) begin
       \$1047  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1048  = \$330 ;
+    \$1048  = \$289 ;
     if (rst) begin
       \$1048  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1049  = product_3_20;
+    \$1049  = product_2_13;
     if (rst) begin
       \$1049  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1050  = \$332 ;
+    \$1050  = \$291 ;
     if (rst) begin
       \$1050  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1051  = product_3_21;
+    \$1051  = product_2_14;
     if (rst) begin
       \$1051  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1052  = \$334 ;
+    \$1052  = \$293 ;
     if (rst) begin
       \$1052  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1053  = product_3_22;
+    \$1053  = product_2_15;
     if (rst) begin
       \$1053  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1054  = \$336 ;
+    \$1054  = \$295 ;
     if (rst) begin
       \$1054  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1055  = product_3_23;
+    \$1055  = product_2_16;
     if (rst) begin
       \$1055  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1056  = \$338 ;
+    \$1056  = \$297 ;
     if (rst) begin
       \$1056  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1057  = product_3_24;
+    \$1057  = product_2_17;
     if (rst) begin
       \$1057  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1058  = \$340 ;
+    \$1058  = \$299 ;
     if (rst) begin
       \$1058  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1059  = product_3_25;
+    \$1059  = product_2_18;
     if (rst) begin
       \$1059  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1060  = \$342 ;
+    \$1060  = \$301 ;
     if (rst) begin
       \$1060  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1061  = product_3_26;
+    \$1061  = product_2_19;
     if (rst) begin
       \$1061  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1062  = \$344 ;
+    \$1062  = \$303 ;
     if (rst) begin
       \$1062  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1063  = product_3_27;
+    \$1063  = product_2_20;
     if (rst) begin
       \$1063  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1064  = \$346 ;
+    \$1064  = \$305 ;
     if (rst) begin
       \$1064  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1065  = product_3_28;
+    \$1065  = product_2_21;
     if (rst) begin
       \$1065  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1066  = \$348 ;
+    \$1066  = \$307 ;
     if (rst) begin
       \$1066  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1067  = product_3_29;
+    \$1067  = product_2_22;
     if (rst) begin
       \$1067  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1068  = \$350 ;
+    \$1068  = \$309 ;
     if (rst) begin
       \$1068  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1069  = product_3_30;
+    \$1069  = product_2_23;
     if (rst) begin
       \$1069  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1070  = \$352 ;
+    \$1070  = \$311 ;
     if (rst) begin
       \$1070  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1071  = product_3_31;
+    \$1071  = product_2_24;
     if (rst) begin
       \$1071  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1072  = \rd_row$447 ;
+    \$1072  = \$313 ;
     if (rst) begin
-      \$1072  = 2'h0;
+      \$1072  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1073  = \$signal ;
+    \$1073  = product_2_25;
+    if (rst) begin
+      \$1073  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1074  = \$315 ;
+    if (rst) begin
+      \$1074  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1075  = product_2_26;
+    if (rst) begin
+      \$1075  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1076  = \$317 ;
+    if (rst) begin
+      \$1076  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1077  = product_2_27;
+    if (rst) begin
+      \$1077  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1078  = \$319 ;
+    if (rst) begin
+      \$1078  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1079  = product_2_28;
+    if (rst) begin
+      \$1079  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1080  = \$321 ;
+    if (rst) begin
+      \$1080  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1081  = product_2_29;
+    if (rst) begin
+      \$1081  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1082  = \$323 ;
+    if (rst) begin
+      \$1082  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1083  = product_2_30;
+    if (rst) begin
+      \$1083  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1084  = \$325 ;
+    if (rst) begin
+      \$1084  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1085  = product_2_31;
+    if (rst) begin
+      \$1085  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1086  = \$327 ;
+    if (rst) begin
+      \$1086  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1087  = product_3_0;
+    if (rst) begin
+      \$1087  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1088  = \$329 ;
+    if (rst) begin
+      \$1088  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1089  = product_3_1;
+    if (rst) begin
+      \$1089  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1090  = \$331 ;
+    if (rst) begin
+      \$1090  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1091  = product_3_2;
+    if (rst) begin
+      \$1091  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1092  = \$333 ;
+    if (rst) begin
+      \$1092  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1093  = product_3_3;
+    if (rst) begin
+      \$1093  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1094  = \$335 ;
+    if (rst) begin
+      \$1094  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1095  = product_3_4;
+    if (rst) begin
+      \$1095  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1096  = \$337 ;
+    if (rst) begin
+      \$1096  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1097  = product_3_5;
+    if (rst) begin
+      \$1097  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1098  = \$339 ;
+    if (rst) begin
+      \$1098  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1099  = product_3_6;
+    if (rst) begin
+      \$1099  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1100  = \$341 ;
+    if (rst) begin
+      \$1100  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1101  = product_3_7;
+    if (rst) begin
+      \$1101  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1102  = \$343 ;
+    if (rst) begin
+      \$1102  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1103  = product_3_8;
+    if (rst) begin
+      \$1103  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1104  = \$345 ;
+    if (rst) begin
+      \$1104  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1105  = product_3_9;
+    if (rst) begin
+      \$1105  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1106  = \$347 ;
+    if (rst) begin
+      \$1106  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1107  = product_3_10;
+    if (rst) begin
+      \$1107  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1108  = \$349 ;
+    if (rst) begin
+      \$1108  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1109  = product_3_11;
+    if (rst) begin
+      \$1109  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1110  = \$351 ;
+    if (rst) begin
+      \$1110  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1111  = product_3_12;
+    if (rst) begin
+      \$1111  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1112  = \$353 ;
+    if (rst) begin
+      \$1112  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1113  = product_3_13;
+    if (rst) begin
+      \$1113  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1114  = \$355 ;
+    if (rst) begin
+      \$1114  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1115  = product_3_14;
+    if (rst) begin
+      \$1115  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1116  = \$357 ;
+    if (rst) begin
+      \$1116  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1117  = product_3_15;
+    if (rst) begin
+      \$1117  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1118  = \$359 ;
+    if (rst) begin
+      \$1118  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1119  = product_3_16;
+    if (rst) begin
+      \$1119  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1120  = \$361 ;
+    if (rst) begin
+      \$1120  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1121  = product_3_17;
+    if (rst) begin
+      \$1121  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1122  = \$363 ;
+    if (rst) begin
+      \$1122  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1123  = product_3_18;
+    if (rst) begin
+      \$1123  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1124  = \$365 ;
+    if (rst) begin
+      \$1124  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1125  = product_3_19;
+    if (rst) begin
+      \$1125  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1126  = \$367 ;
+    if (rst) begin
+      \$1126  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1127  = product_3_20;
+    if (rst) begin
+      \$1127  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1128  = \$369 ;
+    if (rst) begin
+      \$1128  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1129  = product_3_21;
+    if (rst) begin
+      \$1129  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1130  = \$371 ;
+    if (rst) begin
+      \$1130  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1131  = product_3_22;
+    if (rst) begin
+      \$1131  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1132  = \$373 ;
+    if (rst) begin
+      \$1132  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1133  = product_3_23;
+    if (rst) begin
+      \$1133  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1134  = \$375 ;
+    if (rst) begin
+      \$1134  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1135  = product_3_24;
+    if (rst) begin
+      \$1135  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1136  = \$377 ;
+    if (rst) begin
+      \$1136  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1137  = product_3_25;
+    if (rst) begin
+      \$1137  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1138  = \$379 ;
+    if (rst) begin
+      \$1138  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1139  = product_3_26;
+    if (rst) begin
+      \$1139  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1140  = \$381 ;
+    if (rst) begin
+      \$1140  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1141  = product_3_27;
+    if (rst) begin
+      \$1141  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1142  = \$383 ;
+    if (rst) begin
+      \$1142  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1143  = product_3_28;
+    if (rst) begin
+      \$1143  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1144  = \$385 ;
+    if (rst) begin
+      \$1144  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1145  = product_3_29;
+    if (rst) begin
+      \$1145  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1146  = \$387 ;
+    if (rst) begin
+      \$1146  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1147  = product_3_30;
+    if (rst) begin
+      \$1147  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1148  = \$389 ;
+    if (rst) begin
+      \$1148  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1149  = product_3_31;
+    if (rst) begin
+      \$1149  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1150  = \rd_row$471 ;
+    if (rst) begin
+      \$1150  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1151  = \$signal ;
     casez (fold_state)
       2'h0:
           if (fold_start) begin
-            \$1073  = read_data;
+            \$1151  = read_data;
           end
       2'h1:
           /* empty */;
       2'h2:
-          if (\$364 ) begin
-            \$1073  = { fold_sum_31, fold_sum_30, fold_sum_29, fold_sum_28, fold_sum_27, fold_sum_26, fold_sum_25, fold_sum_24, fold_sum_23, fold_sum_22, fold_sum_21, fold_sum_20, fold_sum_19, fold_sum_18, fold_sum_17, fold_sum_16, fold_sum_15, fold_sum_14, fold_sum_13, fold_sum_12, fold_sum_11, fold_sum_10, fold_sum_9, fold_sum_8, fold_sum_7, fold_sum_6, fold_sum_5, fold_sum_4, fold_sum_3, fold_sum_2, fold_sum_1, fold_sum_0 };
+          if (\$409 ) begin
+            \$1151  = { fold_sum_31, fold_sum_30, fold_sum_29, fold_sum_28, fold_sum_27, fold_sum_26, fold_sum_25, fold_sum_24, fold_sum_23, fold_sum_22, fold_sum_21, fold_sum_20, fold_sum_19, fold_sum_18, fold_sum_17, fold_sum_16, fold_sum_15, fold_sum_14, fold_sum_13, fold_sum_12, fold_sum_11, fold_sum_10, fold_sum_9, fold_sum_8, fold_sum_7, fold_sum_6, fold_sum_5, fold_sum_4, fold_sum_3, fold_sum_2, fold_sum_1, fold_sum_0 };
           end
     endcase
     if (rst) begin
-      \$1073  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$1151  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1074  = addr;
+    \$1152  = \$signal$476 ;
     casez (fold_state)
       2'h0:
           if (fold_start) begin
-            \$1074  = \$353 [6:0];
+            \$1152  = \$390 [6:0];
           end
       2'h1:
-          if (\$357 ) begin
-            \$1074  = \$359 [6:0];
+          if (\$398 ) begin
+            \$1152  = \$400 [6:0];
           end
     endcase
     if (rst) begin
-      \$1074  = 7'h00;
+      \$1152  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1075  = set_left;
+    \$1153  = word;
     casez (fold_state)
       2'h0:
           if (fold_start) begin
-            \$1075  = \$354 [1:0];
+            \$1153  = fold_word;
+          end
+    endcase
+    if (rst) begin
+      \$1153  = 7'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1154  = src_row;
+    casez (fold_state)
+      2'h0:
+          if (fold_start) begin
+            \$1154  = fold_row;
           end
       2'h1:
-          if (\$357 ) begin
-            \$1075  = \$360 [1:0];
+          if (\$398 ) begin
+            if (\$403 ) begin
+              \$1154  = 2'h1;
+            end
           end
     endcase
     if (rst) begin
-      \$1075  = 2'h0;
+      \$1154  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1076  = shift;
+    \$1155  = set_left;
     casez (fold_state)
       2'h0:
           if (fold_start) begin
-            \$1076  = \$356 [5:0];
+            \$1155  = \$391 [1:0];
           end
       2'h1:
-          if (\$357 ) begin
-          end else if (\$358 ) begin
-            \$1076  = \$363 ;
+          if (\$398 ) begin
+            (* full_case = 32'd1 *)
+            if (\$403 ) begin
+              \$1155  = \$404 [1:0];
+            end else begin
+              \$1155  = \$405 [1:0];
+            end
           end
     endcase
     if (rst) begin
-      \$1076  = 6'h00;
+      \$1155  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1077  = fold_state;
+    \$1156  = sets1;
     casez (fold_state)
       2'h0:
           if (fold_start) begin
-            \$1077  = 2'h1;
+            \$1156  = fold_sets1;
+          end
+      2'h1:
+          if (\$398 ) begin
+            if (\$403 ) begin
+              \$1156  = 2'h0;
+            end
+          end
+    endcase
+    if (rst) begin
+      \$1156  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1157  = shift;
+    casez (fold_state)
+      2'h0:
+          if (fold_start) begin
+            \$1157  = \$393 [5:0];
+          end
+      2'h1:
+          if (\$398 ) begin
+          end else if (\$399 ) begin
+            \$1157  = \$408 ;
+          end
+    endcase
+    if (rst) begin
+      \$1157  = 6'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1158  = fold_state;
+    casez (fold_state)
+      2'h0:
+          if (fold_start) begin
+            \$1158  = 2'h1;
           end
       2'h1:
           (* full_case = 32'd1 *)
-          if (\$357 ) begin
-            \$1077  = 2'h2;
-          end else if (\$358 ) begin
-            \$1077  = 2'h2;
+          if (\$398 ) begin
+            \$1158  = 2'h2;
+          end else if (\$399 ) begin
+            \$1158  = 2'h2;
           end else begin
-            \$1077  = 2'h0;
+            \$1158  = 2'h0;
           end
       2'h2:
-          if (\$364 ) begin
-            \$1077  = 2'h1;
+          if (\$409 ) begin
+            \$1158  = 2'h1;
           end
     endcase
     if (rst) begin
-      \$1077  = 2'h0;
+      \$1158  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1078  = operand;
+    \$1159  = operand;
     casez (fold_state)
       2'h0:
           /* empty */;
       2'h1:
-          if (\$357 ) begin
-            \$1078  = read_data;
-          end else if (\$358 ) begin
-            \$1078  = \$362 ;
+          if (\$398 ) begin
+            \$1159  = read_data;
+          end else if (\$399 ) begin
+            \$1159  = \$407 ;
           end
     endcase
     if (rst) begin
-      \$1078  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$1159  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1079  = \wait ;
+    \$1160  = \wait ;
     casez (fold_state)
       2'h0:
           /* empty */;
       2'h1:
-          if (\$357 ) begin
-            \$1079  = 2'h3;
-          end else if (\$358 ) begin
-            \$1079  = 2'h3;
+          if (\$398 ) begin
+            \$1160  = 2'h3;
+          end else if (\$399 ) begin
+            \$1160  = 2'h3;
           end
       2'h2:
-          \$1079  = \$365 [1:0];
+          \$1160  = \$410 [1:0];
     endcase
     if (rst) begin
-      \$1079  = 2'h0;
+      \$1160  = 2'h0;
     end
   end
   always @* begin
@@ -19770,13 +21086,13 @@ module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, m
     (* full_case = 32'd1 *)
     casez (rd_row)
       2'h0:
-          rd_in_data = \$signature__data$671 ;
+          rd_in_data = \$signature__data$701 ;
       2'h1:
-          rd_in_data = \$signature__data$674 ;
+          rd_in_data = \$signature__data$704 ;
       2'h2:
-          rd_in_data = \$signature__data$676 ;
+          rd_in_data = \$signature__data$706 ;
       2'h3:
-          rd_in_data = \$signature__data$678 ;
+          rd_in_data = \$signature__data$708 ;
     endcase
   end
   always @* begin
@@ -19786,35 +21102,45 @@ module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, m
       2'h0:
           rd_acc_data = acc_s__data;
       2'h1:
-          rd_acc_data = \acc_s__data$675 ;
+          rd_acc_data = \acc_s__data$705 ;
       2'h2:
-          rd_acc_data = \acc_s__data$677 ;
+          rd_acc_data = \acc_s__data$707 ;
       2'h3:
-          rd_acc_data = \acc_s__data$679 ;
+          rd_acc_data = \acc_s__data$709 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     (* full_case = 32'd1 *)
-    casez (fold_row)
+    casez (read_row)
       2'h0:
           read_data = acc_fold__data;
       2'h1:
-          read_data = \acc_fold__data$687 ;
+          read_data = \acc_fold__data$716 ;
       2'h2:
-          read_data = \acc_fold__data$688 ;
+          read_data = \acc_fold__data$717 ;
       2'h3:
-          read_data = \acc_fold__data$689 ;
+          read_data = \acc_fold__data$718 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    acc_fold__addr = 7'h00;
+    \$signal$489  = 7'h00;
     casez (fold_state)
       2'h0:
-          acc_fold__addr = fold_word;
+          \$signal$489  = fold_word;
       2'h1:
-          acc_fold__addr = addr;
+          \$signal$489  = \$430 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    read_row = 2'h0;
+    casez (fold_state)
+      2'h0:
+          read_row = fold_row;
+      2'h1:
+          read_row = \$434 ;
     endcase
   end
   always @* begin
@@ -19825,8 +21151,8 @@ module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, m
           /* empty */;
       2'h1:
           (* full_case = 32'd1 *)
-          if (\$378 ) begin
-          end else if (\$379 ) begin
+          if (\$439 ) begin
+          end else if (\$440 ) begin
           end else begin
             fold_done = 1'h1;
           end
@@ -19835,31 +21161,31 @@ module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, m
   assign \$signature__addr  = in_word;
   assign \$signature__data  = in_data;
   assign bank_r__addr = k_base[11:5];
-  assign \$signature__addr$501  = rd_addr;
+  assign \$signature__addr$531  = rd_addr;
   assign acc_s__addr = rd_addr;
-  assign \$signature__addr$504  = acc_addr_d2;
-  assign \$signature__addr$544  = in_word;
-  assign \$signature__data$545  = in_data;
-  assign \bank_r__addr$547  = k_base[11:5];
-  assign \$signature__addr$548  = rd_addr;
-  assign \acc_s__addr$549  = rd_addr;
-  assign \$signature__addr$550  = acc_addr_d2;
-  assign \$signature__addr$586  = in_word;
-  assign \$signature__data$587  = in_data;
-  assign \bank_r__addr$589  = k_base[11:5];
-  assign \$signature__addr$590  = rd_addr;
-  assign \acc_s__addr$591  = rd_addr;
-  assign \$signature__addr$592  = acc_addr_d2;
-  assign \$signature__addr$628  = in_word;
-  assign \$signature__data$629  = in_data;
-  assign \bank_r__addr$631  = k_base[11:5];
-  assign \$signature__addr$632  = rd_addr;
-  assign \acc_s__addr$633  = rd_addr;
-  assign \$signature__addr$634  = acc_addr_d2;
-  assign read_addr = acc_fold__addr;
-  assign \acc_fold__addr$682  = acc_fold__addr;
-  assign \acc_fold__addr$683  = acc_fold__addr;
-  assign \acc_fold__addr$684  = acc_fold__addr;
+  assign \$signature__addr$534  = acc_addr_d2;
+  assign \$signature__addr$574  = in_word;
+  assign \$signature__data$575  = in_data;
+  assign \bank_r__addr$577  = \$418 [11:5];
+  assign \$signature__addr$578  = rd_addr;
+  assign \acc_s__addr$579  = rd_addr;
+  assign \$signature__addr$580  = acc_addr_row1_d2;
+  assign \$signature__addr$616  = in_word;
+  assign \$signature__data$617  = in_data;
+  assign \bank_r__addr$619  = k_base[11:5];
+  assign \$signature__addr$620  = rd_addr;
+  assign \acc_s__addr$621  = rd_addr;
+  assign \$signature__addr$622  = acc_addr_d2;
+  assign \$signature__addr$658  = in_word;
+  assign \$signature__data$659  = in_data;
+  assign \bank_r__addr$661  = k_base[11:5];
+  assign \$signature__addr$662  = rd_addr;
+  assign \acc_s__addr$663  = rd_addr;
+  assign \$signature__addr$664  = acc_addr_d2;
+  assign acc_fold__addr = \$signal$489 ;
+  assign \acc_fold__addr$711  = \$signal$489 ;
+  assign \acc_fold__addr$712  = \$signal$489 ;
+  assign \acc_fold__addr$713  = \$signal$489 ;
   assign sum_fp32 = \$signal ;
   assign sum_fp16[511:496] = half_31;
   assign sum_fp16[495:480] = half_30;
@@ -19893,12 +21219,12 @@ module \ndp_device.control_unit.compute (rst, in_we, in_row, in_word, in_data, m
   assign sum_fp16[47:32] = half_2;
   assign sum_fp16[31:16] = half_1;
   assign sum_fp16[15:0] = half_0;
-  assign \$356  = { 1'h0, \$355 [25:1] };
-  assign \$363  = { 1'h0, shift[5:1] };
+  assign \$393  = { 1'h0, \$392 [25:1] };
+  assign \$408  = { 1'h0, shift[5:1] };
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.decoder (is_compute, operand_lines, stats_offset, \port$5327$128 , log2_slot, desc, status, is_load);
+module \ndp_device.control_unit.decoder (is_compute, operand_lines, stats_offset, \port$5565$128 , log2_slot, desc, status, is_load);
   reg \$auto$verilog_backend.cc:2355:dump_module$69  = 0;
   wire [26:0] \$1 ;
   wire \$10 ;
@@ -20094,8 +21420,8 @@ module \ndp_device.control_unit.decoder (is_compute, operand_lines, stats_offset
   output [39:0] operand_lines;
   wire [39:0] operand_lines;
   wire [39:0] out_elems;
-  input [127:0] \port$5327$128 ;
-  wire [127:0] \port$5327$128 ;
+  input [127:0] \port$5565$128 ;
+  wire [127:0] \port$5565$128 ;
   reg [49:0] result;
   wire [49:0] room;
   output [47:0] stats_offset;
@@ -20172,8 +21498,8 @@ module \ndp_device.control_unit.decoder (is_compute, operand_lines, stats_offset
   assign \$74  = ~ \$73 ;
   assign \$75  = ! desc[25:20];
   assign \$76  = ! desc[103:84];
-  assign \$77  = desc[83:20] >= \port$5327$128 [63:0];
-  assign \$78  = \$2  <= \port$5327$128 [127:64];
+  assign \$77  = desc[83:20] >= \port$5565$128 [63:0];
+  assign \$78  = \$2  <= \port$5565$128 [127:64];
   assign \$79  = \$77  & \$78 ;
   assign \$80  = \$76  | \$79 ;
   assign \$81  = \$75  & \$80 ;
@@ -20287,8 +21613,8 @@ module \ndp_device.control_unit.decoder (is_compute, operand_lines, stats_offset
   assign \$signal$9  = \$14 [39:0];
   assign o_lines = \$19 [43:0];
   assign room = \$38 [49:0];
-  assign data_base = \port$5327$128 [63:0];
-  assign data_limit = \port$5327$128 [127:64];
+  assign data_base = \port$5565$128 [63:0];
+  assign data_limit = \port$5565$128 [127:64];
   assign operand_lines = \$14 [39:0];
   assign stats_offset = \$22 [47:0];
   assign \desc.type  = desc[1:0];
@@ -31272,59 +32598,83 @@ module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.unpacker (rst, src__valid, src__data, count, data, valid, last, pull, start, offset, rows, cols, \beats$29 , row, col, clk);
+module \ndp_device.control_unit.unpacker (rst, src__valid, src__data, count, pair_count, data, valid, pair_valid, pair_data, last, pull, start, offset, rows, cols, beats, pair, row, col, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$74  = 0;
   wire [20:0] \$1 ;
-  wire \$10 ;
-  wire [20:0] \$11 ;
+  wire [20:0] \$10 ;
+  wire \$11 ;
   wire \$12 ;
-  wire [6:0] \$13 ;
+  wire \$13 ;
   wire \$14 ;
-  wire [2:0] \$15 ;
-  wire \$16 ;
-  wire \$17 ;
-  wire \$18 ;
-  wire \$19 ;
+  wire \$15 ;
+  wire [6:0] \$16 ;
+  wire [5:0] \$17 ;
+  wire [7:0] \$18 ;
+  wire [9:0] \$19 ;
   wire \$2 ;
-  wire [6:0] \$20 ;
-  wire [20:0] \$21 ;
-  wire \$22 ;
-  wire [20:0] \$23 ;
+  wire [7:0] \$20 ;
+  wire \$21 ;
+  wire [6:0] \$22 ;
+  wire [11:0] \$23 ;
   wire [20:0] \$24 ;
-  wire [32:0] \$25 ;
-  wire [2:0] \$26 ;
+  wire \$25 ;
+  wire [20:0] \$26 ;
   wire \$27 ;
-  wire [2:0] \$28 ;
-  wire [3:0] \$29 ;
+  wire \$28 ;
+  wire [21:0] \$29 ;
   wire [20:0] \$3 ;
   wire \$30 ;
-  reg \$31 ;
-  reg [4:0] \$32 ;
-  reg [19:0] \$33 ;
-  reg [19:0] \$34 ;
-  reg [31:0] \$35 ;
-  reg [19:0] \$36 ;
-  reg [19:0] \$37 ;
-  reg [31:0] \$38 ;
-  reg [1:0] \$39 ;
+  wire [6:0] \$31 ;
+  wire [2:0] \$32 ;
+  wire \$33 ;
+  wire \$34 ;
+  wire \$35 ;
+  wire \$36 ;
+  wire [20:0] \$37 ;
+  wire \$38 ;
+  wire [20:0] \$39 ;
   wire [20:0] \$4 ;
-  reg [511:0] \$40 ;
-  reg [511:0] \$41 ;
-  wire [9:0] \$5 ;
-  wire [6:0] \$6 ;
-  wire [7:0] \$7 ;
+  wire \$40 ;
+  wire \$41 ;
+  wire [21:0] \$42 ;
+  wire \$43 ;
+  wire \$44 ;
+  wire \$45 ;
+  wire [5:0] \$46 ;
+  wire [20:0] \$47 ;
+  wire [32:0] \$48 ;
+  wire [2:0] \$49 ;
+  wire \$5 ;
+  wire [2:0] \$50 ;
+  wire [3:0] \$51 ;
+  wire \$52 ;
+  reg \$53 ;
+  reg [4:0] \$54 ;
+  reg [19:0] \$55 ;
+  reg [19:0] \$56 ;
+  reg [31:0] \$57 ;
+  reg \$58 ;
+  reg [19:0] \$59 ;
+  wire [19:0] \$6 ;
+  reg [19:0] \$60 ;
+  reg [31:0] \$61 ;
+  reg [1:0] \$62 ;
+  reg [511:0] \$63 ;
+  reg [511:0] \$64 ;
+  reg [511:0] \$65 ;
+  wire [20:0] \$7 ;
   wire \$8 ;
-  wire [20:0] \$9 ;
+  wire \$9 ;
   (* init = 20'h00000 *)
   wire [19:0] \$signal ;
-  reg [511:0] \$signal$10  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-  reg [19:0] \$signal$16  = 20'h00000;
+  reg \$signal$10  = 1'h0;
+  reg [19:0] \$signal$11  = 20'h00000;
+  reg [31:0] \$signal$28  = 32'd0;
   reg [19:0] \$signal$7  = 20'h00000;
   (* init = 1'h0 *)
   wire active;
-  reg [31:0] beats = 32'd0;
-  input [31:0] \beats$29 ;
-  wire [31:0] \beats$29 ;
+  input [31:0] beats;
+  wire [31:0] beats;
   reg busy = 1'h0;
   input clk;
   wire clk;
@@ -31336,18 +32686,29 @@ module \ndp_device.control_unit.unpacker (rst, src__valid, src__data, count, dat
   wire [19:0] cols;
   output [5:0] count;
   wire [5:0] count;
-  wire [5:0] \count$8 ;
+  wire [5:0] \count$14 ;
   output [511:0] data;
   wire [511:0] data;
   reg [1:0] held = 2'h0;
   output last;
   wire last;
+  wire [6:0] need;
   input [4:0] offset;
   wire [4:0] offset;
+  input pair;
+  wire pair;
+  output [5:0] pair_count;
+  wire [5:0] pair_count;
+  wire [5:0] \pair_count$22 ;
+  output [511:0] pair_data;
+  wire [511:0] pair_data;
+  output pair_valid;
+  wire pair_valid;
+  wire paired;
   reg [4:0] pos = 5'h00;
   output pull;
   wire pull;
-  reg retire;
+  reg [1:0] retire;
   output [19:0] row;
   reg [19:0] row = 20'h00000;
   input [19:0] rows;
@@ -31364,217 +32725,287 @@ module \ndp_device.control_unit.unpacker (rst, src__valid, src__data, count, dat
   reg [31:0] taken = 32'd0;
   output valid;
   wire valid;
+  reg [511:0] win0 = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   reg [511:0] win1 = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  reg [511:0] win2 = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  assign \$30  = \$29  == \$signal$11 ;
+  assign last = \$25  & \$30 ;
+  assign \$32  = held - retire;
+  assign \$33  = $signed(\$32 ) < $signed(3'h3);
+  assign \$34  = busy & \$33 ;
+  assign \$35  = taken < \$signal$28 ;
+  assign \$36  = \$34  & \$35 ;
+  assign pull = \$36  & src__valid;
+  assign \$37  = col + \$4 [5:0];
+  assign \$38  = \$37  == \$signal$7 ;
+  assign \$39  = row + 1'h1;
+  assign \$40  = \$6 [5:0] == \$signal$7 ;
+  assign \$41  = paired & \$40 ;
+  assign \$42  = \$39  + \$41 ;
+  assign \$43  = \$6 [5:0] == \$signal$7 ;
+  assign \$44  = ~ \$43 ;
+  assign \$45  = paired & \$44 ;
+  assign \$46  = \$45  ? \$6 [5:0] : 6'h00;
+  assign \$47  = col + \$4 [5:0];
+  assign \$48  = taken + 1'h1;
+  assign \$49  = held - retire;
+  assign \$50  = held - retire;
+  assign \$51  = $signed(\$50 ) + $signed({ 1'h0, pull });
+  assign \$52  = valid & last;
+  always @(posedge clk)
+    busy <= \$53 ;
+  always @(posedge clk)
+    pos <= \$54 ;
+  always @(posedge clk)
+    \$signal$11  <= \$55 ;
+  always @(posedge clk)
+    \$signal$7  <= \$56 ;
+  always @(posedge clk)
+    \$signal$28  <= \$57 ;
+  always @(posedge clk)
+    \$signal$10  <= \$58 ;
+  always @(posedge clk)
+    row <= \$59 ;
+  always @(posedge clk)
+    col <= \$60 ;
+  always @(posedge clk)
+    taken <= \$61 ;
+  always @(posedge clk)
+    held <= \$62 ;
+  always @(posedge clk)
+    win0 <= \$63 ;
+  always @(posedge clk)
+    win1 <= \$64 ;
+  always @(posedge clk)
+    win2 <= \$65 ;
   assign \$1  = \$signal$7  - col;
   assign \$2  = $signed(\$1 ) < $signed(7'h20);
   assign \$3  = \$signal$7  - col;
   assign \$4  = \$2  ? \$3  : 21'h000020;
-  assign \$5  = pos * 5'h10;
-  assign data = { win1, \$signal$10  } >> \$5 ;
-  assign \$6  = pos + \$4 [5:0];
-  assign \$7  = held * 6'h20;
-  assign \$8  = \$6  <= \$7 ;
-  assign valid = busy & \$8 ;
-  assign \$9  = col + \$4 [5:0];
-  assign \$10  = \$9  == \$signal$7 ;
-  assign \$11  = \$signal$16  - 1'h1;
-  assign \$12  = row == \$11 ;
-  assign last = \$10  & \$12 ;
-  assign \$13  = pos + \$4 [5:0];
-  assign \$14  = \$13  >= 6'h20;
-  assign \$15  = held - retire;
-  assign \$16  = $signed(\$15 ) < $signed(3'h2);
-  assign \$17  = busy & \$16 ;
-  assign \$18  = taken < beats;
-  assign \$19  = \$17  & \$18 ;
-  assign pull = \$19  & src__valid;
-  assign \$20  = pos + \$4 [5:0];
-  assign \$21  = col + \$4 [5:0];
-  assign \$22  = \$21  == \$signal$7 ;
-  assign \$23  = row + 1'h1;
+  assign \$5  = \$signal$7  < 6'h20;
+  assign \$6  = \$5  ? \$signal$7  : 20'h00020;
+  assign \$7  = col + \$4 [5:0];
+  assign \$8  = \$7  == \$signal$7 ;
+  assign \$9  = \$signal$10  & \$8 ;
+  assign \$10  = row + 1'h1;
+  assign \$11  = \$10  < \$signal$11 ;
+  assign \$12  = \$9  & \$11 ;
+  assign \$13  = \$signal$7  > 6'h20;
+  assign \$14  = ~ row[0];
+  assign \$15  = \$13  | \$14 ;
+  assign paired = \$12  & \$15 ;
+  assign \$16  = pos + \$4 [5:0];
+  assign \$17  = paired ? \$6 [5:0] : 6'h00;
+  assign \$18  = \$16  + \$17 ;
+  assign \$19  = pos * 5'h10;
+  assign data = { win2, win1, win0 } >> \$19 ;
+  assign \$20  = held * 6'h20;
+  assign \$21  = \$18 [6:0] <= \$20 ;
+  assign valid = busy & \$21 ;
+  assign pair_valid = valid & paired;
+  assign \$22  = pos + \$4 [5:0];
+  assign \$23  = \$22  * 5'h10;
+  assign pair_data = { win2, win1, win0 } >> \$23 ;
   assign \$24  = col + \$4 [5:0];
-  assign \$25  = taken + 1'h1;
-  assign \$26  = held - retire;
-  assign \$27  = ! \$26 ;
-  assign \$28  = held - retire;
-  assign \$29  = $signed(\$28 ) + $signed({ 1'h0, pull });
-  assign \$30  = valid & last;
-  always @(posedge clk)
-    busy <= \$31 ;
-  always @(posedge clk)
-    pos <= \$32 ;
-  always @(posedge clk)
-    \$signal$16  <= \$33 ;
-  always @(posedge clk)
-    \$signal$7  <= \$34 ;
-  always @(posedge clk)
-    beats <= \$35 ;
-  always @(posedge clk)
-    row <= \$36 ;
-  always @(posedge clk)
-    col <= \$37 ;
-  always @(posedge clk)
-    taken <= \$38 ;
-  always @(posedge clk)
-    held <= \$39 ;
-  always @(posedge clk)
-    \$signal$10  <= \$40 ;
-  always @(posedge clk)
-    win1 <= \$41 ;
+  assign \$25  = \$24  == \$signal$7 ;
+  assign \$26  = row + 1'h1;
+  assign \$27  = \$6 [5:0] == \$signal$7 ;
+  assign \$28  = paired & \$27 ;
+  assign \$29  = \$26  + \$28 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    retire = 1'h0;
+    retire = 2'h0;
     if (valid) begin
-      retire = \$14 ;
+      retire = \$31 [1:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$31  = busy;
+    \$53  = busy;
     if (start) begin
-      \$31  = 1'h1;
+      \$53  = 1'h1;
     end
-    if (\$30 ) begin
-      \$31  = 1'h0;
+    if (\$52 ) begin
+      \$53  = 1'h0;
     end
     if (rst) begin
-      \$31  = 1'h0;
+      \$53  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$32  = pos;
+    \$54  = pos;
     if (start) begin
-      \$32  = offset;
+      \$54  = offset;
     end
     if (valid) begin
-      \$32  = \$20 [4:0];
+      \$54  = \$18 [4:0];
     end
     if (rst) begin
-      \$32  = 5'h00;
+      \$54  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$33  = \$signal$16 ;
+    \$55  = \$signal$11 ;
     if (start) begin
-      \$33  = rows;
+      \$55  = rows;
     end
     if (rst) begin
-      \$33  = 20'h00000;
+      \$55  = 20'h00000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$34  = \$signal$7 ;
+    \$56  = \$signal$7 ;
     if (start) begin
-      \$34  = cols;
+      \$56  = cols;
     end
     if (rst) begin
-      \$34  = 20'h00000;
+      \$56  = 20'h00000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$35  = beats;
+    \$57  = \$signal$28 ;
     if (start) begin
-      \$35  = \beats$29 ;
+      \$57  = beats;
     end
     if (rst) begin
-      \$35  = 32'd0;
+      \$57  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$36  = row;
+    \$58  = \$signal$10 ;
     if (start) begin
-      \$36  = 20'h00000;
+      \$58  = pair;
+    end
+    if (rst) begin
+      \$58  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$59  = row;
+    if (start) begin
+      \$59  = 20'h00000;
     end
     if (valid) begin
-      if (\$22 ) begin
-        \$36  = \$23 [19:0];
+      if (\$38 ) begin
+        \$59  = \$42 [19:0];
       end
     end
     if (rst) begin
-      \$36  = 20'h00000;
+      \$59  = 20'h00000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$37  = col;
+    \$60  = col;
     if (start) begin
-      \$37  = 20'h00000;
+      \$60  = 20'h00000;
     end
     if (valid) begin
       (* full_case = 32'd1 *)
-      if (\$22 ) begin
-        \$37  = 20'h00000;
+      if (\$38 ) begin
+        \$60  = { 14'h0000, \$46  };
       end else begin
-        \$37  = \$24 [19:0];
+        \$60  = \$47 [19:0];
       end
     end
     if (rst) begin
-      \$37  = 20'h00000;
+      \$60  = 20'h00000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$38  = taken;
+    \$61  = taken;
     if (start) begin
-      \$38  = 32'd0;
+      \$61  = 32'd0;
     end
     if (pull) begin
-      \$38  = \$25 [31:0];
+      \$61  = \$48 [31:0];
     end
     if (rst) begin
-      \$38  = 32'd0;
+      \$61  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$39  = \$29 [1:0];
-    if (\$30 ) begin
-      \$39  = 2'h0;
+    \$62  = \$51 [1:0];
+    if (\$52 ) begin
+      \$62  = 2'h0;
     end
     if (rst) begin
-      \$39  = 2'h0;
+      \$62  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$40  = \$signal$10 ;
-    if (retire) begin
-      \$40  = win1;
-    end
+    \$63  = win0;
+    casez (retire)
+      2'h1:
+          \$63  = win1;
+      2'h2:
+          \$63  = win2;
+    endcase
     if (pull) begin
-      if (\$27 ) begin
-        \$40  = src__data;
-      end
+      casez (\$49 )
+        3'h0:
+            \$63  = src__data;
+      endcase
     end
     if (rst) begin
-      \$40  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$63  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$41  = win1;
+    \$64  = win1;
+    casez (retire)
+      2'h1:
+          \$64  = win2;
+    endcase
     if (pull) begin
-      (* full_case = 32'd1 *)
-      if (\$27 ) begin
-      end else begin
-        \$41  = src__data;
-      end
+      casez (\$49 )
+        3'h0:
+            /* empty */;
+        3'h1:
+            \$64  = src__data;
+      endcase
     end
     if (rst) begin
-      \$41  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$64  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$65  = win2;
+    if (pull) begin
+      casez (\$49 )
+        3'h0:
+            /* empty */;
+        3'h1:
+            /* empty */;
+        3'h2:
+            \$65  = src__data;
+      endcase
+    end
+    if (rst) begin
+      \$65  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   assign active = busy;
   assign \$signal  = row;
   assign \col$5  = col;
-  assign \count$8  = \$4 [5:0];
+  assign need = \$18 [6:0];
+  assign \count$14  = \$4 [5:0];
+  assign \pair_count$22  = \$6 [5:0];
   assign src__ready = pull;
   assign count = \$4 [5:0];
+  assign pair_count = \$6 [5:0];
+  assign \$31  = { 5'h00, \$18 [6:5] };
 endmodule
 
 (* generator = "Amaranth" *)

@@ -5,8 +5,9 @@ straight to COMPLETE. LOAD/STORE start the reader and writer together and comple
 cycle after both are idle. GEMM runs per group of ROWS input rows: the input phase
 (reader + unpacker into the input buffer), the weight phase (reader + unpacker through
 the PE array: the k-groups of whole packs, then the last k-group as a run of its own,
-isa/pe_array.py), DRAIN until the last sums are written, then per LANES columns of each
-row one result piece: the fold unit's steps, then one or two single-line writes.
+isa/pe_array.py; one input row: slots of paired chunks), DRAIN until the last sums are
+written, then per LANES columns of each row one result piece: the fold unit's steps
+(`Plan.fold_steps`), then one or two single-line writes.
 COMPLETE issues the completion line; the unit is back in IDLE the cycle after that
 write has been answered.
 """
@@ -88,15 +89,16 @@ class ControlUnit:
         busy.extend(zip(handshakes.tolist(), arrivals[np.cumsum(lengths) - 1].tolist()))
         return run
 
-    def _phase(self, start, addr, offset, rows, cols, busy):
-        """A reader + unpacker run; returns the cycle after its last chunk."""
+    def _phase(self, start, addr, offset, rows, cols, busy, pair=False):
+        """A reader + unpacker run; returns the cycle after its last slot."""
         lanes = self.cfg.lanes
-        last_beats = unpacker.chunk_last_beats(offset, rows, cols, lanes)
+        ends = unpacker.slot_ends(offset, rows, cols, lanes, pair)
+        last_beats = unpacker.last_beats(ends, lanes)
         times = []
 
         def unpack(shown):
-            times[:] = [unpacker.chunk_times(shown, last_beats)]
-            return unpacker.pull_times(shown, times[0], offset, rows, cols, lanes)
+            times[:] = [unpacker.slot_times(shown, last_beats)]
+            return unpacker.pull_times(shown, times[0], ends, lanes)
         self._read(start, addr, unpacker.run_beats(offset, rows, cols, lanes), busy, unpack)
         return int(times[0][-1]) + 1
 
@@ -141,8 +143,9 @@ class ControlUnit:
             in_elem = m0 * cols
             t = self._phase(t, in_addr + (in_elem // lanes) * cfg.beat_bytes, in_elem % lanes, rows, cols, busy)
             for addr, sk, sn, to_result in stages:
-                t = self._stage(t + STAGE_CYCLES, addr, sk, sn, busy)
-                steps = self._fold_steps(sk, sn)
+                p = pe_plan(sn, lanes, m)
+                t = self._stage(t + STAGE_CYCLES, addr, sk, sn, p, busy)
+                steps = p.fold_steps(sk)
                 words = -(-sn // lanes)
                 if to_result:
                     t += rows * words * (FOLD_CYCLES + steps * FOLD_STEP_CYCLES + PIECE_CYCLES)
@@ -160,25 +163,18 @@ class ControlUnit:
             t += 1                                                        # GROUP_END
         return t
 
-    def _stage(self, t, addr, k, n, busy):
-        """WEIGHTS_START (at t) .. DRAIN: the k-groups of whole packs, then the last k-group;
-        returns the first cycle of FOLD."""
+    def _stage(self, t, addr, k, n, p, busy):
+        """WEIGHTS_START (at t) .. DRAIN: the k-groups of whole packs (paired chunks with the
+        split), then the last k-group; returns the first cycle of FOLD."""
         lanes = self.cfg.lanes
-        p = pe_plan(n, lanes)
         full_groups, rest_rows = divmod(k, p.pack)
         main_elems = full_groups * p.pack * n
         if full_groups:
-            t = self._phase(t, addr, 0, full_groups, p.pack * n, busy)
+            t = self._phase(t, addr, 0, full_groups, p.pack * n, busy, pair=p.split > 1)
         if rest_rows:
             t = self._phase(t, addr + (main_elems // lanes) * self.cfg.beat_bytes,
                             main_elems % lanes, 1, rest_rows * n, busy)
         return t + PIPE_DEPTH - 1
-
-    def _fold_steps(self, k, n):
-        """Fold adds per word: the sets that received a k-group, the packed rows."""
-        p = pe_plan(n, self.cfg.lanes)
-        sets_used = min(p.sets, -(-k // p.pack))
-        return sets_used - 1 + (p.pack.bit_length() - 1)
 
     def _piece_lines(self, m0, rows, n, esize):
         """Lines the result pieces of rows m0 .. m0 + rows - 1 touch: each word of LANES

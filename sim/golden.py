@@ -1,13 +1,15 @@
 """Bit-exact numpy golden model of the compute unit's GEMV/GEMM (hw/compute_unit.py).
 
 Accumulation order: `isa/pe_array.py` defines it (row packing, interleaved partial sums,
-fold at readout); in short, for out[m, n]:
+k-groups over two PE rows for one input row, fold at readout); in short, for out[m, n]:
 
-    partial[s, r] = +0.0                                (FP32; s < sets, r < pack)
+    partial[q, s, r] = +0.0                             (FP32; q < split, s < sets, r < pack)
     for g in 0 .. ceil(K / pack) - 1:                   k-groups, in order
-        s = g mod sets;  for r < pack with k = g * pack + r < K:
-            partial[s, r] = fp32_add_rne(partial[s, r], fp32(X[m, k]) * fp32(W[k, n]))
-    t[r] = ((partial[0, r] + partial[1, r]) + ...)      the sets, in order
+        q = g mod split;  s = (g div split) mod sets    (split = 2 when M = 1, else 1)
+        for r < pack with k = g * pack + r < K:
+            partial[q, s, r] = fp32_add_rne(partial[q, s, r], fp32(X[m, k]) * fp32(W[k, n]))
+    t[r] = ((partial[0, 0, r] + partial[0, 1, r]) + ... + partial[1, 0, r] + ...)
+                                                        PE row 0's sets, then row 1's, in order
     for h = pack/2, pack/4, .., 1:  t[r] = t[r] + t[r + h]  for r < h
     out[m, n] = fp16_rne(t[0])
 
@@ -58,22 +60,24 @@ def gemm_fp32(x32, w32, lanes):
     float32 (exactly). Returns float32 [M x N]."""
     m, k = x32.shape
     n = w32.shape[1]
-    p = pe_plan(n, lanes)
-    depth = p.sets * p.pack                    # partial sums per output
+    p = pe_plan(n, lanes, m)
+    depth = p.split * p.sets * p.pack          # partial sums per output
     steps = -(-k // depth)
     pad = steps * depth - k
     if pad:
         x32 = np.concatenate([x32, np.zeros((m, pad), np.float32)], axis=1)
         w32 = np.concatenate([w32, np.zeros((pad, n), np.float32)], axis=0)
-    # k = (c * sets + s) * pack + r  ->  step c, partial (s, r)
+    # k = (c * sets * split + s * split + q) * pack + r  ->  step c, partial (s, q, r):
+    # k-group g = k div pack goes to PE row q = g mod split, set s = (g div split) mod sets
     xs = x32.reshape(m, steps, depth)
     ws = w32.reshape(steps, depth, n)
     with np.errstate(over="ignore", invalid="ignore"):
         partial = _sequential_sums(xs, ws)                          # [m, depth, n]
-        partial = partial.reshape(m, p.sets, p.pack, n)
-        t = partial[:, 0]
-        for s in range(1, p.sets):
-            t = t + partial[:, s]
+        partial = partial.reshape(m, p.sets, p.split, p.pack, n)
+        t = None
+        for q in range(p.split):                                     # PE row 0's sets, then row 1's
+            for s in range(p.sets):
+                t = partial[:, s, q] if t is None else t + partial[:, s, q]
         h = p.pack // 2
         while h:
             t = t[:, :h] + t[:, h:2 * h]

@@ -1,54 +1,59 @@
-"""Model of hw/unpacker.py: when each chunk of a row-major matrix is emitted.
+"""Model of hw/unpacker.py: when each slot (one chunk, or a pair of chunks) of a row-major
+matrix is emitted.
 
-Chunk c of the run needs beats up to `last_beat[c]`; it is emitted one cycle after that
-beat was pulled into the window, and one cycle after the previous chunk at the earliest.
-Beats are pulled at most one per cycle, as soon as the DRAM buffer shows them and the
-two-beat window has room: beat q waits for the chunk that retires beat q - 2 (it may be
-pulled in that chunk's cycle). The window's limit never delays a chunk: the pull it
-holds back is for a beat the next chunk cannot need yet, so chunk times follow from the
-unlimited pulls. The recurrences are max-plus scans, computed with cumulative maxima
-instead of a loop.
+Slot s needs beats up to `last_beat[s]`; it is emitted one cycle after that beat was
+pulled into the window, and one cycle after the previous slot at the earliest. Beats are
+pulled at most one per cycle, as soon as the DRAM buffer shows them and the window of
+WINDOW_BEATS beats has room: beat q waits for the slot that retires beat q - WINDOW_BEATS
+(it may be pulled in that slot's cycle). The window's limit never delays a slot: a slot
+spans at most WINDOW_BEATS beats, so the pull it holds back is for a beat the next slot
+cannot need yet, and slot times follow from the unlimited pulls. The recurrences are
+max-plus scans, computed with cumulative maxima instead of a loop.
 """
 import numpy as np
 
-
-def chunk_last_beats(offset, rows, cols, lanes):
-    """For each chunk, in emission order, the index of the last beat it touches."""
-    per_row = -(-cols // lanes)
-    starts = np.arange(per_row, dtype=np.int64) * lanes
-    ends = np.minimum(starts + lanes, cols)                      # exclusive, within the row
-    row_base = offset + np.arange(rows, dtype=np.int64)[:, None] * cols
-    return ((row_base + ends[None, :] - 1) // lanes).reshape(-1)
+WINDOW_BEATS = 3         # hw/unpacker.py's window
 
 
 def run_beats(offset, rows, cols, lanes):
     return -(-(offset + rows * cols) // lanes)
 
 
-def chunk_end_elements(offset, rows, cols, lanes):
-    """For each chunk, the stream position (elements from the run's first beat) just past it."""
+def slot_ends(offset, rows, cols, lanes, pair=False):
+    """For each slot, in emission order, the stream position (elements from the run's
+    first beat) just past it. With `pair`, row r's last chunk shares a slot with row
+    r + 1's first when a row is several chunks long, or else when r is even."""
     per_row = -(-cols // lanes)
     ends = np.minimum(np.arange(1, per_row + 1, dtype=np.int64) * lanes, cols)
-    return (offset + np.arange(rows, dtype=np.int64)[:, None] * cols + ends[None, :]).reshape(-1)
+    ends = offset + np.arange(rows, dtype=np.int64)[:, None] * cols + ends[None, :]
+    if not pair or rows < 2:
+        return ends.reshape(-1)
+    merged = np.zeros((rows, per_row), bool)         # a row's last chunk ends no slot
+    merged[:-1, -1] = True if per_row > 1 else (np.arange(rows - 1) % 2 == 0)
+    return ends[~merged]
 
 
-def pull_times(available, times, offset, rows, cols, lanes):
+def last_beats(ends, lanes):
+    """The index of the last beat each slot touches."""
+    return (ends - 1) // lanes
+
+
+def pull_times(available, times, ends, lanes):
     """Cycle each beat is pulled from the DRAM buffer, given when the buffer shows it and
-    the chunk times: a chunk retires its window's first beat when it reaches that beat's end."""
+    the slot times: a slot retires the window's first beat when it reaches that beat's end."""
     beats = len(available)
-    ends = chunk_end_elements(offset, rows, cols, lanes)
     gate = np.zeros(beats, np.int64)
-    if beats > 2:
-        retiring = np.searchsorted(ends, (np.arange(beats - 2, dtype=np.int64) + 1) * lanes)
-        gate[2:] = times[retiring]
+    if beats > WINDOW_BEATS:
+        retiring = np.searchsorted(ends, (np.arange(beats - WINDOW_BEATS, dtype=np.int64) + 1) * lanes)
+        gate[WINDOW_BEATS:] = times[retiring]
     index = np.arange(beats, dtype=np.int64)
     return index + np.maximum.accumulate(np.maximum(available, gate) - index)
 
 
-def chunk_times(available, last_beats):
-    """Emission cycle of each chunk, given when each beat can be pulled."""
+def slot_times(available, last_beat):
+    """Emission cycle of each slot, given when each beat can be pulled."""
     index = np.arange(len(available), dtype=np.int64)
     pulled = index + np.maximum.accumulate(available - index)    # one pull per cycle
-    ready = pulled[last_beats] + 1
-    order = np.arange(len(last_beats), dtype=np.int64)
-    return order + np.maximum.accumulate(ready - order)          # one chunk per cycle
+    ready = pulled[last_beat] + 1
+    order = np.arange(len(last_beat), dtype=np.int64)
+    return order + np.maximum.accumulate(ready - order)          # one slot per cycle

@@ -1,8 +1,9 @@
 """The compute unit on its own (Amaranth's simulator, FP units unshared): input rows into
 the input buffer, the k-groups of a weight matrix as the control unit sends them (one
-chunk per cycle, `isa/pe_array.py`'s sets and packing, written here from the plan, not
-from the control unit), then the fold unit per word; the sums must be the golden model's,
-bit for bit, in FP16 and in FP32."""
+slot per cycle, `isa/pe_array.py`'s sets, packing and, for one input row, k-groups over
+two PE rows with paired chunks; written here from the plan, not from the control unit),
+then the fold unit per word; the sums must be the golden model's, bit for bit, in FP16
+and in FP32."""
 import dataclasses
 
 import numpy as np
@@ -18,19 +19,24 @@ from sim import golden
 CFG = dataclasses.replace(isa.load_config("small"), name="unit")
 
 
-def chunks(k, n, lanes):
-    """(first, acc_addr, k_base, active, weight-element indices) of each chunk, in order."""
-    p = plan(n, lanes)
-    out = []
-    for g in range(-(-k // p.pack)):
+def slots(m, k, n, lanes):
+    """The chunks of each cycle: lists of (PE row, first, acc_addr, k_base, active,
+    weight-element indices)."""
+    p = plan(n, lanes, m)
+    out, pending = [], []
+    groups = -(-k // p.pack)
+    for g in range(groups):
         rows = min(p.pack, k - g * p.pack)
-        s = g % p.sets
+        q, s = g % p.split, (g // p.split) % p.sets
         for w in range(p.n_words):
             if p.pack > 1:
                 elems = [(g * p.pack + r, c) for r in range(rows) for c in range(n)]
             else:
                 elems = [(g, c) for c in range(w * lanes, min(n, (w + 1) * lanes))]
-            out.append((g < p.sets, s * p.n_words + w, g * p.pack, len(elems), elems))
+            pending.append((q, g // p.split < p.sets, s * p.n_words + w, g * p.pack, len(elems), elems))
+            if w + 1 < p.n_words or not (p.pairs_with_next(g) and g + 1 < groups):
+                out.append(pending)
+                pending = []
     return out
 
 
@@ -38,7 +44,7 @@ def run_unit(x, wt):
     lanes = CFG.lanes
     m, k = x.shape
     n = wt.shape[1]
-    p = plan(n, lanes)
+    p = plan(n, lanes, m)
     dut = ComputeUnit(CFG, shared_cells=False)
     got16, got32 = {}, {}
 
@@ -47,6 +53,7 @@ def run_unit(x, wt):
 
     async def bench(ctx):
         ctx.set(dut.n_cols, n)
+        ctx.set(dut.split, p.split > 1)
         for r in range(m):
             row = x[r].view(np.uint16)
             for word in range(-(-k // lanes)):
@@ -57,23 +64,27 @@ def run_unit(x, wt):
                 await ctx.tick()
         ctx.set(dut.in_we, 0)
         bits = wt.view(np.uint16)
-        for first, addr, k_base, active, elems in chunks(k, n, lanes):
-            ctx.set(dut.mac, 1)
-            ctx.set(dut.first, first)
-            ctx.set(dut.acc_addr, addr)
-            ctx.set(dut.k_base, k_base)
-            ctx.set(dut.active, active)
-            ctx.set(dut.w_data, pack16([bits[kk, c] for kk, c in elems]))
+        ports = [("mac", "first", "acc_addr", "k_base", "active", "w_data"),
+                 ("mac1", "first1", "acc_addr1", "k_base1", "active1", "w_data1")]
+        for slot in slots(m, k, n, lanes):
+            for names in ports:
+                ctx.set(getattr(dut, names[0]), 0)
+            for q, first, addr, k_base, active, elems in slot:
+                values = (1, first, addr, k_base, active, pack16([bits[kk, c] for kk, c in elems]))
+                for name, value in zip(ports[q], values):
+                    ctx.set(getattr(dut, name), value)
             await ctx.tick()
-        ctx.set(dut.mac, 0)
+        for names in ports:
+            ctx.set(getattr(dut, names[0]), 0)
         await ctx.tick().repeat(PIPE_DEPTH)
-        sets_used = min(p.sets, -(-k // p.pack))
+        sets_used = p.sets_used(k) + [0]
         for r in range(m):
             for w in range(p.n_words):
                 ctx.set(dut.fold_row, r)
                 ctx.set(dut.fold_word, w)
                 ctx.set(dut.fold_n_words, p.n_words)
-                ctx.set(dut.fold_sets, sets_used)
+                ctx.set(dut.fold_sets, sets_used[0])
+                ctx.set(dut.fold_sets1, sets_used[1])
                 ctx.set(dut.fold_pack, p.pack)
                 ctx.set(dut.fold_start, 1)
                 await ctx.tick()
@@ -100,8 +111,10 @@ def run_unit(x, wt):
 
 
 # packed rows (N = 16, 5: pack 2 and 4, three sets, a last k-group shorter), one word and
-# three sets (N = 24), two words and two sets (N = 40), and a K below the sets
-@pytest.mark.parametrize("m,k,n", [(2, 7, 16), (1, 9, 5), (2, 6, 24), (1, 5, 40), (2, 2, 3)])
+# three sets (N = 24), two words and two sets (N = 40), and a K below the sets; one input
+# row: pairs of one-chunk groups (N = 24, 5), pairs at every boundary (N = 40, 100), K = 1
+@pytest.mark.parametrize("m,k,n", [(2, 7, 16), (1, 9, 5), (2, 6, 24), (1, 5, 40), (2, 2, 3),
+                                   (1, 11, 24), (1, 8, 100), (1, 1, 24), (1, 3, 17), (1, 14, 12)])
 def test_compute_unit_matches_golden(m, k, n):
     rng = np.random.default_rng(m * 100 + k * 10 + n)
     x = (rng.standard_normal((m, k)) * np.exp2(rng.integers(-6, 6, (m, k)))).astype(np.float16)

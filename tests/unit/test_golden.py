@@ -14,28 +14,42 @@ def f16(values):
 
 
 def test_plan():
-    assert plan(1, 32) == plan(1, 32).__class__(pack=32, n_words=1, sets=3)
-    assert (plan(16, 32).pack, plan(16, 32).sets) == (2, 3)
-    assert (plan(17, 32).pack, plan(17, 32).n_words, plan(17, 32).sets) == (1, 1, 3)
-    assert (plan(33, 32).pack, plan(33, 32).n_words, plan(33, 32).sets) == (1, 2, 2)
-    assert (plan(96, 32).n_words, plan(96, 32).sets) == (3, 1)
-    assert plan(16, 32).fold_steps == 2 + 1
+    assert plan(1, 32, 2) == plan(1, 32, 2).__class__(pack=32, n_words=1, sets=3, split=1)
+    assert (plan(16, 32, 2).pack, plan(16, 32, 2).sets) == (2, 3)
+    assert (plan(17, 32, 2).pack, plan(17, 32, 2).n_words, plan(17, 32, 2).sets) == (1, 1, 3)
+    assert (plan(33, 32, 2).pack, plan(33, 32, 2).n_words, plan(33, 32, 2).sets) == (1, 2, 2)
+    assert (plan(96, 32, 2).n_words, plan(96, 32, 2).sets) == (3, 1)
+    assert plan(16, 32, 2).fold_steps(1000) == 2 + 1
     with pytest.raises(ValueError):
-        plan(0, 32)
+        plan(0, 32, 1)
+
+
+def test_plan_of_one_input_row():
+    p = plan(24, 32, 1)
+    assert (p.pack, p.n_words, p.sets, p.split) == (1, 1, 3, 2)
+    # K = 5: PE row 0 gets groups 0, 2, 4 (three sets), PE row 1 groups 1, 3 (two)
+    assert p.sets_used(5) == [3, 2] and p.fold_steps(5) == 4
+    assert p.sets_used(1) == [1, 0] and p.fold_steps(1) == 0
+    # one-chunk groups pair once: (0, 1), (2, 3), ...; longer groups at every boundary
+    assert [p.pairs_with_next(g) for g in range(4)] == [True, False, True, False]
+    assert all(plan(100, 32, 1).pairs_with_next(g) for g in range(4))
+    assert not any(plan(100, 32, 3).pairs_with_next(g) for g in range(4))
+    assert plan(8, 32, 1).sets_used(4 * 7) == [3, 3]       # pack 4: 7 groups
 
 
 def test_sums_in_fp32_not_fp16():
     # 2048 + 1 + 1 - 2048 with N = 96 (no packing, one set: plain order of k): every
     # partial sum is exact in FP32, so the result is 2; an FP16 accumulation would lose
     # the ones (2048 + 1 rounds to 2048 in FP16)
-    x = f16([[2048, 1, 1, -2048]])
+    # (two input rows: one row would spread its k-groups over two PE rows)
+    x = f16([[2048, 1, 1, -2048]] * 2)
     w = np.zeros((4, 96), np.float16)
     w[:, 0] = 1
     assert golden.gemm(x, w, LANES)[0, 0] == 2
     # 1 + 2^-24 is a tie in FP32 and rounds back to 1 (even): added one by one, 2^14 such
     # products leave 1.0, while their exact sum, 1 + 2^-10, is an FP16 value of its own
     tiny = np.float16(2.0 ** -12)
-    x = f16([[1] + [tiny] * (1 << 14)])
+    x = f16([[1] + [tiny] * (1 << 14)] * 2)
     w = np.zeros((x.shape[1], 96), np.float16)
     w[:, 0] = x[0]
     assert golden.gemm(x, w, LANES)[0, 0] == 1.0
@@ -47,13 +61,16 @@ def test_interleaved_sets_change_the_rounding():
     # product ties and rounds back to 1; with N = 1 the column spreads over 3 sets x 32
     # packed rows, the tiny products meet each other first and survive the fold
     tiny = np.float16(2.0 ** -12)
-    x = f16([[1] + [tiny] * 4095]).astype(np.float32)
+    x = f16([[1] + [tiny] * 4095] * 2).astype(np.float32)     # two rows: no split
     wide = np.zeros((4096, 96), np.float32)
     wide[:, 0] = x[0]
     assert golden.gemm_fp32(x, wide, LANES)[0, 0] == 1.0
-    folded = golden.gemm_fp32(x, x.T.copy(), LANES)[0, 0]
+    folded = golden.gemm_fp32(x, x[:1].T.copy(), LANES)[0, 0]
     # only the ~43 products that share the 1's partial sum (k = 96 g) are lost
     assert 1 + 4000 * 2.0 ** -24 < float(folded) < 1 + 4095 * 2.0 ** -24
+    # one input row, N = 96: the odd k go to PE row 1, where the tiny products meet each
+    # other: 2048 x 2^-24 survives there, so the one-row sum differs from the two-row one
+    assert golden.gemm_fp32(x[:1], wide, LANES)[0, 0] == np.float32(1 + 2048 * 2.0 ** -24)
 
 
 def test_starts_from_positive_zero():
@@ -93,22 +110,25 @@ def plain_reference(x, w, lanes):
     """isa/pe_array.py's order, one scalar add at a time, no padding."""
     m_rows, k_dim = x.shape
     n_dim = w.shape[1]
-    p = plan(n_dim, lanes)
+    p = plan(n_dim, lanes, m_rows)
     out = np.zeros((m_rows, n_dim), np.float16)
     with np.errstate(over="ignore", invalid="ignore"):
         for m in range(m_rows):
             for n in range(n_dim):
-                partial = np.zeros((p.sets, p.pack), np.float32)
+                partial = np.zeros((p.split, p.sets, p.pack), np.float32)
                 groups = -(-k_dim // p.pack)
                 for g in range(groups):
+                    q, s = g % p.split, (g // p.split) % p.sets
                     for r in range(p.pack):
                         k = g * p.pack + r
                         if k < k_dim:
                             product = np.float32(x[m, k]) * np.float32(w[k, n])
-                            partial[g % p.sets, r] = partial[g % p.sets, r] + product
-                t = partial[0].copy()
-                for s in range(1, p.sets):
-                    t = t + partial[s]
+                            partial[q, s, r] = partial[q, s, r] + product
+                t = partial[0, 0].copy()
+                for q in range(p.split):
+                    for s in range(p.sets):
+                        if (q, s) != (0, 0):
+                            t = t + partial[q, s]
                 h = p.pack // 2
                 while h:
                     t[:h] = t[:h] + t[h:2 * h]
@@ -119,7 +139,8 @@ def plain_reference(x, w, lanes):
 
 @pytest.mark.parametrize("m,k,n,lanes", [(1, 1, 1, 32), (1, 200, 8, 32), (3, 70, 5, 32), (2, 33, 40, 32),
                                          (2, 5, 70, 32), (1, 300, 1, 32), (4, 64, 16, 32), (2, 37, 3, 8),
-                                         (1, 2, 1, 32), (2, 9, 100, 32)])
+                                         (1, 2, 1, 32), (2, 9, 100, 32), (1, 77, 24, 32), (1, 41, 100, 32),
+                                         (1, 9, 12, 32), (1, 3, 40, 8), (1, 1, 24, 32)])
 def test_vectorized_is_the_documented_order(m, k, n, lanes):
     rng = np.random.default_rng(m * k * n + lanes)
     x = (rng.standard_normal((m, k)) * np.exp2(rng.integers(-8, 8, (m, k)))).astype(np.float16)

@@ -190,8 +190,9 @@ def availability(kind, beats, rng):
     raise ValueError(kind)
 
 
-def unpacker_chunk_cycles(offset, rows, cols, available):
-    """Cycles at which hw/unpacker.py emits its chunks (valid high), started at cycle 0."""
+def unpacker_slot_cycles(offset, rows, cols, available, pair):
+    """Cycles at which hw/unpacker.py emits its slots (valid high), started at cycle 0,
+    and the cycles it pulls its beats."""
     dut = Unpacker(CFG)
     beats = model_unpacker.run_beats(offset, rows, cols, LANES)
     src = Source(dut.src, available)
@@ -200,7 +201,8 @@ def unpacker_chunk_cycles(offset, rows, cols, available):
     async def bench(ctx):
         clock = Clock(ctx, src)
         ctx.set(dut.start, 1)
-        for name, value in (("offset", offset), ("rows", rows), ("cols", cols), ("beats", beats)):
+        for name, value in (("offset", offset), ("rows", rows), ("cols", cols), ("beats", beats),
+                            ("pair", pair)):
             ctx.set(getattr(dut, name), value)
         for _ in range(max(available) + 4 * rows * (cols // LANES + 2) + 20):
             if ctx.get(dut.valid):
@@ -212,25 +214,30 @@ def unpacker_chunk_cycles(offset, rows, cols, available):
 
     simulate(dut, bench)
     assert len(src.taken) == beats
-    return emitted
+    return emitted, src.taken
 
 
-@pytest.mark.parametrize("rows,cols,offset", [
-    (1, 1, 0), (3, 5, 7), (6, 20, 30),            # rows shorter than LANES, straddling beats
-    (1, 32, 0), (8, 32, 0), (4, 64, 16),          # whole beats, aligned and not
-    (4, 33, 31), (5, 100, 3), (7, 31, 30), (2, 97, 12), (3, 200, 1)])
+@pytest.mark.parametrize("rows,cols,offset,pair", [
+    (1, 1, 0, False), (3, 5, 7, False), (6, 20, 30, False),     # rows shorter than LANES, straddling beats
+    (1, 32, 0, False), (8, 32, 0, False), (4, 64, 16, False),   # whole beats, aligned and not
+    (4, 33, 31, False), (5, 100, 3, False), (7, 31, 30, False), (2, 97, 12, False), (3, 200, 1, False),
+    # pairs (one input row): one-chunk rows pair once, longer rows at every boundary
+    (9, 24, 0, True), (6, 17, 30, True), (5, 100, 3, True), (4, 64, 16, True), (7, 32, 31, True),
+    (1, 24, 5, True), (5, 33, 31, True)])
 @pytest.mark.parametrize("kind", ["every", "backlog", "gaps", "dram"])
-def test_unpacker_chunk_times(rows, cols, offset, kind):
+def test_unpacker_slot_times(rows, cols, offset, pair, kind):
     """Offset 0: a beat available at cycle t is pulled at t at the earliest (src.ready is
-    combinational once the unpacker is active, the cycle after `start`), and the chunk
-    that needs it is valid from t + 1; the model's `available` is exactly that cycle."""
+    combinational once the unpacker is active, the cycle after `start`), and the slot
+    that needs it is valid from t + 1; the model's `available` is exactly that cycle.
+    The pulls, which the window holds back, are the model's too."""
     rng = np.random.default_rng(rows * 1000 + cols * 10 + offset)
     beats = model_unpacker.run_beats(offset, rows, cols, LANES)
-    available = availability(kind, beats, rng)
-    got = unpacker_chunk_cycles(offset, rows, cols, available)
-    expected = model_unpacker.chunk_times(np.asarray(available, np.int64),
-                                          model_unpacker.chunk_last_beats(offset, rows, cols, LANES))
+    available = np.asarray(availability(kind, beats, rng), np.int64)
+    got, pulls = unpacker_slot_cycles(offset, rows, cols, available.tolist(), pair)
+    ends = model_unpacker.slot_ends(offset, rows, cols, LANES, pair)
+    expected = model_unpacker.slot_times(available, model_unpacker.last_beats(ends, LANES))
     assert got == expected.tolist()
+    assert pulls == model_unpacker.pull_times(available, expected, ends, LANES).tolist()
 
 
 # ---- 2. DRAM reader ---------------------------------------------------------------------

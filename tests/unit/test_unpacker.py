@@ -1,11 +1,13 @@
 """hw/unpacker.py on Amaranth's simulator: every chunk is the right row segment, whatever
-the matrix's offset in the first beat and however irregularly the beats arrive."""
+the matrix's offset in the first beat and however irregularly the beats arrive; with
+`pair`, the slots pair the chunks as isa/pe_array.py says."""
 import numpy as np
 import pytest
 from amaranth.sim import Simulator
 
 import isa
 from hw.unpacker import Unpacker
+from isa.pe_array import plan
 
 CFG = isa.load_config("default")
 LANES = CFG.lanes
@@ -18,7 +20,7 @@ def beats_of(matrix, offset):
     return [int.from_bytes(flat[i:i + LANES].tobytes(), "little") for i in range(0, len(flat), LANES)]
 
 
-def unpack(matrix, offset, gaps, seed=0):
+def unpack(matrix, offset, gaps, seed=0, pair=False):
     rows, cols = matrix.shape
     beats = beats_of(matrix, offset)
     dut = Unpacker(CFG)
@@ -31,6 +33,7 @@ def unpack(matrix, offset, gaps, seed=0):
         ctx.set(dut.rows, rows)
         ctx.set(dut.cols, cols)
         ctx.set(dut.beats, len(beats))
+        ctx.set(dut.pair, pair)
         await ctx.tick()
         ctx.set(dut.start, 0)
         for _ in range(20 * (len(beats) + rows * (cols // LANES + 1)) + 50):
@@ -40,8 +43,13 @@ def unpack(matrix, offset, gaps, seed=0):
             if ctx.get(dut.valid):
                 count = ctx.get(dut.count)
                 data = ctx.get(dut.data).to_bytes(2 * LANES, "little")
-                chunks.append((ctx.get(dut.row), ctx.get(dut.col), count,
-                               np.frombuffer(data, np.uint16)[:count].copy(), ctx.get(dut.last)))
+                slot = [(ctx.get(dut.row), ctx.get(dut.col), count,
+                         np.frombuffer(data, np.uint16)[:count].copy())]
+                if ctx.get(dut.pair_valid):
+                    count = ctx.get(dut.pair_count)
+                    data = ctx.get(dut.pair_data).to_bytes(2 * LANES, "little")
+                    slot.append((ctx.get(dut.row) + 1, 0, count, np.frombuffer(data, np.uint16)[:count].copy()))
+                chunks.append((slot, ctx.get(dut.last)))
             if offer and ctx.get(dut.src.ready):
                 taken.append(len(taken))
             await ctx.tick()
@@ -62,14 +70,50 @@ def unpack(matrix, offset, gaps, seed=0):
 def test_chunks_are_row_segments(rows, cols, offset, gaps):
     rng = np.random.default_rng(rows * 1000 + cols)
     matrix = rng.integers(0, 0xEFFF, (rows, cols)).astype(np.uint16)
-    chunks, taken, beats, _ = unpack(matrix, offset, gaps)
-    expected = [(r, c) for r in range(rows) for c in range(0, cols, LANES)]
-    assert [(r, c) for r, c, *_ in chunks] == expected
-    for r, c, count, data, last in chunks:
-        assert count == min(LANES, cols - c)
-        assert np.array_equal(data, matrix[r, c:c + count]), (r, c)
-        assert last == ((r, c) == expected[-1])
+    slots, taken, beats, _ = unpack(matrix, offset, gaps)
+    expected = [[(r, c)] for r in range(rows) for c in range(0, cols, LANES)]
+    check_slots(matrix, slots, expected)
     assert taken == beats, "must take exactly the run's beats, no more"
+
+
+def check_slots(matrix, slots, expected):
+    """Slots as `expected` ([(row, col), ...] per slot), each chunk the right segment."""
+    cols = matrix.shape[1]
+    assert [[(r, c) for r, c, *_ in chunks] for chunks, _ in slots] == expected
+    for i, (chunks, last) in enumerate(slots):
+        for r, c, count, data in chunks:
+            assert count == min(LANES, cols - c)
+            assert np.array_equal(data, matrix[r, c:c + count]), (r, c)
+        assert last == (i == len(expected) - 1)
+
+
+@pytest.mark.parametrize("rows,cols,offset", [(1, 24, 0), (2, 24, 5), (7, 24, 31), (6, 17, 9), (5, 100, 3),
+                                              (4, 64, 16), (3, 32, 0), (5, 12, 30), (4, 33, 31)])
+@pytest.mark.parametrize("gaps", [False, True])
+def test_pairs(rows, cols, offset, gaps):
+    """With `pair`: the last chunk of row r and row r + 1's first in one slot, where
+    `Plan.pairs_with_next` says (run rows are k-groups, N = cols on one input row)."""
+    rng = np.random.default_rng(rows * 1000 + cols + 7)
+    matrix = rng.integers(0, 0xEFFF, (rows, cols)).astype(np.uint16)
+    slots, taken, beats, _ = unpack(matrix, offset, gaps, pair=True)
+    p = plan(cols, LANES, 1)            # pairing depends on the words per run row only
+    expected, pending = [], []
+    for r in range(rows):
+        for c in range(0, cols, LANES):
+            pending.append((r, c))
+            if c + LANES < cols or not (p.pairs_with_next(r) and r + 1 < rows):
+                expected.append(pending)
+                pending = []
+    check_slots(matrix, slots, expected)
+    assert taken == beats
+
+
+def test_pairs_keep_up_with_the_port():
+    """N = 24 on one input row, no gaps: 48 elements per cycle > one beat, so the run takes
+    about one cycle per beat."""
+    matrix = np.arange(64 * 24, dtype=np.uint16).reshape(64, 24)
+    slots, _, beats, cycles = unpack(matrix, 0, gaps=False, pair=True)
+    assert len(slots) == 32 and cycles <= beats + 3, (cycles, beats)
 
 
 def test_full_rate_when_rows_are_whole_beats():
