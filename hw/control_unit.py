@@ -149,9 +149,9 @@ class ControlUnit(wiring.Component):
         # slot's k-group and its PE row (its parity, with the split); per PE row, the
         # k-groups seen (up to the sets) and the set's first accumulator word
         run_cols, k_base, parity = Signal(DIM_BITS), Signal(DIM_BITS), Signal()
-        groups_seen = Array(Signal(range(ACC_INTERLEAVE + 1), name=f"groups_seen{q}") for q in range(SPLIT_ROWS))
-        set_index = Array(Signal(range(ACC_INTERLEAVE), name=f"set_index{q}") for q in range(SPLIT_ROWS))
-        set_base = Array(Signal(DIM_BITS, name=f"set_base{q}") for q in range(SPLIT_ROWS))
+        groups_seen = [Signal(range(ACC_INTERLEAVE + 1), name=f"groups_seen{q}") for q in range(SPLIT_ROWS)]
+        set_index = [Signal(range(ACC_INTERLEAVE), name=f"set_index{q}") for q in range(SPLIT_ROWS)]
+        set_base = [Signal(DIM_BITS, name=f"set_base{q}") for q in range(SPLIT_ROWS)]
         drain = Signal(range(PIPE_DEPTH))
         # a result piece: PIECE_LINES lines' worth of data and strobes, where, and the line
         piece, piece_strb, piece_addr = (Signal(PIECE_LINES * cfg.data_bits), Signal(PIECE_LINES * cfg.beat_bytes),
@@ -296,31 +296,30 @@ class ControlUnit(wiring.Component):
             def k_group_chunks():
                 """Send the unpacker's slot to the PE array: its first chunk (k-group g, on PE
                 row `parity`) and, paired, the first chunk of group g + 1 (the other row)."""
-                ends = unpack.col + unpack.count == run_cols              # the first chunk ends its group
-                first_chunk = (unpack.valid, k_base, unpack.col[lane_bits:], unpack.count, unpack.data)
-                pair_chunk = (unpack.pair_valid, k_base + (1 << pack_log2), 0, unpack.pair_count, unpack.pair_data)
+                first_ends = unpack.valid & (unpack.col + unpack.count == run_cols)
+                pair_ends = unpack.pair_valid & (unpack.pair_count == run_cols)
+                first_chunk = (unpack.valid, k_base, unpack.col[lane_bits:], unpack.count, unpack.data, first_ends)
+                pair_chunk = (unpack.pair_valid, k_base + (1 << pack_log2), 0, unpack.pair_count, unpack.pair_data,
+                              pair_ends)
                 ports = [(cu.mac, cu.k_base, cu.acc_addr, cu.active, cu.w_data, cu.first),
                          (cu.mac1, cu.k_base1, cu.acc_addr1, cu.active1, cu.w_data1, cu.first1)]
                 for q, (mac, kb, addr, active, data, first) in enumerate(ports):
-                    valid_q, base_q, word_q, count_q, data_q = (Mux(parity == q, a, b) for a, b in zip(first_chunk, pair_chunk))
+                    # PE row q takes the chunk of its parity
+                    valid_q, base_q, word_q, count_q, data_q, ends_q = (
+                        Mux(parity == q, a, b) for a, b in zip(first_chunk, pair_chunk))
                     m.d.comb += [mac.eq(valid_q), kb.eq(base_q), addr.eq(set_base[q] + word_q),
                                  active.eq(count_q), data.eq(data_q), first.eq(groups_seen[q] < sets)]
-                # a group that ends goes to its PE row's next set; the next group is on the
-                # other row (split)
-                group_ends = [(unpack.valid & ends, parity),
-                              (unpack.pair_valid & (unpack.pair_count == run_cols), ~parity)]
-                for q in range(SPLIT_ROWS):
-                    advance = Signal(name=f"advance{q}")
-                    m.d.comb += advance.eq(sum((e & (p == q)) for e, p in group_ends) != 0)
-                    with m.If(advance):
+                    # a group that ends moves its PE row to the next set
+                    with m.If(ends_q):
                         with m.If(groups_seen[q] < sets):
                             m.d.sync += groups_seen[q].eq(groups_seen[q] + 1)
                         with m.If(set_index[q] + 1 == sets):
                             m.d.sync += [set_index[q].eq(0), set_base[q].eq(0)]
                         with m.Else():
                             m.d.sync += [set_index[q].eq(set_index[q] + 1), set_base[q].eq(set_base[q] + n_words)]
+                # the next group is on the other PE row (split)
                 ended = Signal(range(3))
-                m.d.comb += ended.eq(group_ends[0][0] + group_ends[1][0])
+                m.d.comb += ended.eq(first_ends + pair_ends)
                 m.d.sync += k_base.eq(k_base + (ended << pack_log2))
                 with m.If(split):
                     m.d.sync += parity.eq(parity ^ ended[0])

@@ -2644,395 +2644,371 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   wire \$104 ;
   wire \$105 ;
   wire \$106 ;
-  wire \$107 ;
-  wire \$108 ;
-  wire [2:0] \$109 ;
+  wire [7:0] \$107 ;
+  wire [20:0] \$108 ;
+  wire [20:0] \$109 ;
   wire \$11 ;
   wire \$110 ;
-  wire [20:0] \$111 ;
-  wire \$112 ;
+  wire [14:0] \$111 ;
+  wire [20:0] \$112 ;
   wire \$113 ;
-  wire \$114 ;
+  wire [5:0] \$114 ;
   wire \$115 ;
-  wire [1:0] \$116 ;
+  wire [511:0] \$116 ;
   wire \$117 ;
   wire \$118 ;
   wire \$119 ;
   wire [26:0] \$12 ;
   wire \$120 ;
-  wire \$121 ;
-  wire [2:0] \$122 ;
-  wire \$123 ;
-  wire [20:0] \$124 ;
-  wire \$125 ;
-  wire \$126 ;
+  wire [7:0] \$121 ;
+  wire [20:0] \$122 ;
+  wire [20:0] \$123 ;
+  wire \$124 ;
+  wire [14:0] \$125 ;
+  wire [20:0] \$126 ;
   wire \$127 ;
-  wire \$128 ;
-  wire [1:0] \$129 ;
+  wire [5:0] \$128 ;
+  wire \$129 ;
   wire \$13 ;
-  wire \$130 ;
+  wire [511:0] \$130 ;
   wire \$131 ;
-  wire \$132 ;
-  wire [7:0] \$133 ;
-  wire [20:0] \$134 ;
-  wire [20:0] \$135 ;
+  wire [20:0] \$132 ;
+  wire \$133 ;
+  wire \$134 ;
+  wire \$135 ;
   wire \$136 ;
-  wire [14:0] \$137 ;
-  wire [20:0] \$138 ;
-  wire \$139 ;
+  wire [1:0] \$137 ;
+  wire [7:0] \$138 ;
+  wire [26:0] \$139 ;
   wire [20:0] \$14 ;
-  wire [5:0] \$140 ;
-  wire \$141 ;
-  wire [511:0] \$142 ;
-  wire \$143 ;
-  wire \$144 ;
-  wire \$145 ;
-  wire \$146 ;
-  wire [7:0] \$147 ;
-  wire [20:0] \$148 ;
-  wire [20:0] \$149 ;
+  wire [22:0] \$140 ;
+  wire [48:0] \$141 ;
+  wire [8:0] \$142 ;
+  wire [26:0] \$143 ;
+  wire [22:0] \$144 ;
+  wire [48:0] \$145 ;
+  wire [8:0] \$146 ;
+  wire \$147 ;
+  wire [19:0] \$148 ;
+  wire \$149 ;
   wire [21:0] \$15 ;
   wire \$150 ;
-  wire [14:0] \$151 ;
-  wire [20:0] \$152 ;
-  wire \$153 ;
-  wire [5:0] \$154 ;
+  wire [26:0] \$151 ;
+  wire [22:0] \$152 ;
+  wire [48:0] \$153 ;
+  wire [8:0] \$154 ;
   wire \$155 ;
-  wire [511:0] \$156 ;
+  wire [63:0] \$156 ;
   wire \$157 ;
-  wire [20:0] \$158 ;
-  wire \$159 ;
+  wire \$158 ;
+  wire [8:0] \$159 ;
   wire [21:0] \$16 ;
-  wire \$160 ;
-  wire \$161 ;
-  wire \$162 ;
-  wire [1:0] \$163 ;
-  wire \$164 ;
+  wire [64:0] \$160 ;
+  wire [511:0] \$161 ;
+  wire [63:0] \$162 ;
+  wire [20:0] \$163 ;
+  wire [27:0] \$164 ;
   wire \$165 ;
   wire \$166 ;
-  wire \$167 ;
+  wire [2:0] \$167 ;
   wire \$168 ;
-  wire [2:0] \$169 ;
+  reg [31:0] \$169 ;
   wire [21:0] \$17 ;
-  wire \$170 ;
-  wire [20:0] \$171 ;
-  wire \$172 ;
-  wire \$173 ;
-  wire \$174 ;
-  wire \$175 ;
-  wire [1:0] \$176 ;
+  reg [31:0] \$170 ;
+  wire [64:0] \$171 ;
+  wire [65:0] \$172 ;
+  wire [20:0] \$173 ;
+  wire [27:0] \$174 ;
+  wire [66:0] \$175 ;
+  wire [64:0] \$176 ;
   wire \$177 ;
-  wire \$178 ;
+  wire [3:0] \$178 ;
   wire \$179 ;
   wire \$18 ;
   wire \$180 ;
   wire \$181 ;
-  wire [2:0] \$182 ;
+  wire \$182 ;
   wire \$183 ;
-  wire [20:0] \$184 ;
+  wire \$184 ;
   wire \$185 ;
   wire \$186 ;
   wire \$187 ;
   wire \$188 ;
-  wire [1:0] \$189 ;
+  wire \$189 ;
   wire [20:0] \$19 ;
-  wire [7:0] \$190 ;
-  wire [26:0] \$191 ;
-  wire [22:0] \$192 ;
-  wire [48:0] \$193 ;
-  wire [8:0] \$194 ;
-  wire [26:0] \$195 ;
-  wire [22:0] \$196 ;
-  wire [48:0] \$197 ;
-  wire [8:0] \$198 ;
+  wire \$190 ;
+  wire \$191 ;
+  wire \$192 ;
+  wire \$193 ;
+  wire \$194 ;
+  wire \$195 ;
+  wire \$196 ;
+  wire \$197 ;
+  wire \$198 ;
   wire \$199 ;
   wire [20:0] \$2 ;
   wire \$20 ;
-  wire [19:0] \$200 ;
+  wire \$200 ;
   wire \$201 ;
   wire \$202 ;
-  wire [26:0] \$203 ;
-  wire [22:0] \$204 ;
-  wire [48:0] \$205 ;
-  wire [8:0] \$206 ;
-  wire \$207 ;
-  wire [63:0] \$208 ;
-  wire \$209 ;
+  wire \$203 ;
+  wire \$204 ;
+  wire \$205 ;
+  wire \$206 ;
+  wire [64:0] \$207 ;
+  wire [15:0] \$208 ;
+  wire [16:0] \$209 ;
   wire [7:0] \$21 ;
-  wire \$210 ;
-  wire [8:0] \$211 ;
-  wire [64:0] \$212 ;
-  wire [511:0] \$213 ;
-  wire [63:0] \$214 ;
-  wire [20:0] \$215 ;
-  wire [27:0] \$216 ;
-  wire \$217 ;
-  wire \$218 ;
-  wire [2:0] \$219 ;
+  wire [16:0] \$210 ;
+  wire [79:0] \$211 ;
+  wire [80:0] \$212 ;
+  wire [64:0] \$213 ;
+  wire [15:0] \$214 ;
+  wire [16:0] \$215 ;
+  wire [16:0] \$216 ;
+  wire [79:0] \$217 ;
+  wire [80:0] \$218 ;
+  wire \$219 ;
   wire [20:0] \$22 ;
   wire \$220 ;
-  reg [31:0] \$221 ;
-  reg [31:0] \$222 ;
-  wire [64:0] \$223 ;
-  wire [65:0] \$224 ;
-  wire [20:0] \$225 ;
-  wire [27:0] \$226 ;
-  wire [66:0] \$227 ;
-  wire [64:0] \$228 ;
+  wire \$221 ;
+  wire \$222 ;
+  wire \$223 ;
+  wire \$224 ;
+  wire \$225 ;
+  wire \$226 ;
+  wire \$227 ;
+  wire \$228 ;
   wire \$229 ;
   wire [21:0] \$23 ;
-  wire [3:0] \$230 ;
-  wire \$231 ;
-  wire \$232 ;
-  wire \$233 ;
-  wire \$234 ;
+  wire \$230 ;
+  wire [1:0] \$231 ;
+  wire [1:0] \$232 ;
+  wire [46:0] \$233 ;
+  wire [64:0] \$234 ;
   wire \$235 ;
   wire \$236 ;
-  wire \$237 ;
-  wire \$238 ;
-  wire \$239 ;
+  wire [19:0] \$237 ;
+  wire [7:0] \$238 ;
+  wire [8:0] \$239 ;
   wire [21:0] \$24 ;
-  wire \$240 ;
-  wire \$241 ;
-  wire \$242 ;
-  wire \$243 ;
+  wire [20:0] \$240 ;
+  wire [19:0] \$241 ;
+  wire [26:0] \$242 ;
+  wire [46:0] \$243 ;
   wire \$244 ;
-  wire \$245 ;
+  wire [19:0] \$245 ;
   wire \$246 ;
-  wire \$247 ;
-  wire \$248 ;
+  wire [19:0] \$247 ;
+  wire [19:0] \$248 ;
   wire \$249 ;
   wire [20:0] \$25 ;
-  wire \$250 ;
-  wire \$251 ;
+  wire [26:0] \$250 ;
+  wire [24:0] \$251 ;
   wire \$252 ;
-  wire \$253 ;
+  wire [20:0] \$253 ;
   wire \$254 ;
   wire \$255 ;
   wire \$256 ;
   wire \$257 ;
   wire \$258 ;
-  wire [64:0] \$259 ;
+  wire \$259 ;
   wire [20:0] \$26 ;
-  wire [15:0] \$260 ;
-  wire [16:0] \$261 ;
-  wire [16:0] \$262 ;
-  wire [79:0] \$263 ;
-  wire [80:0] \$264 ;
-  wire [64:0] \$265 ;
-  wire [15:0] \$266 ;
-  wire [16:0] \$267 ;
-  wire [16:0] \$268 ;
-  wire [79:0] \$269 ;
+  wire [2:0] \$260 ;
+  wire [2:0] \$261 ;
+  wire \$262 ;
+  wire [2:0] \$263 ;
+  wire [20:0] \$264 ;
+  wire \$265 ;
+  wire [20:0] \$266 ;
+  wire \$267 ;
+  wire \$268 ;
+  wire \$269 ;
   wire [20:0] \$27 ;
-  wire [80:0] \$270 ;
+  wire \$270 ;
   wire \$271 ;
   wire \$272 ;
-  wire \$273 ;
-  wire \$274 ;
+  wire [2:0] \$273 ;
+  wire [2:0] \$274 ;
   wire \$275 ;
-  wire \$276 ;
-  wire \$277 ;
-  wire \$278 ;
-  wire \$279 ;
+  wire [2:0] \$276 ;
+  wire [20:0] \$277 ;
+  wire [8:0] \$278 ;
+  wire [20:0] \$279 ;
   wire [19:0] \$28 ;
   wire \$280 ;
   wire \$281 ;
   wire \$282 ;
-  wire [1:0] \$283 ;
-  wire [1:0] \$284 ;
-  wire [46:0] \$285 ;
-  wire [64:0] \$286 ;
+  wire \$283 ;
+  wire [20:0] \$284 ;
+  wire \$285 ;
+  wire \$286 ;
   wire \$287 ;
   wire \$288 ;
-  wire [19:0] \$289 ;
+  wire \$289 ;
   wire \$29 ;
-  wire [7:0] \$290 ;
-  wire [8:0] \$291 ;
-  wire [20:0] \$292 ;
-  wire [19:0] \$293 ;
-  wire [26:0] \$294 ;
-  wire [46:0] \$295 ;
+  wire \$290 ;
+  wire [2:0] \$291 ;
+  wire [2:0] \$292 ;
+  wire \$293 ;
+  wire [2:0] \$294 ;
+  wire [20:0] \$295 ;
   wire \$296 ;
-  wire [19:0] \$297 ;
+  wire [20:0] \$297 ;
   wire \$298 ;
-  wire [19:0] \$299 ;
+  wire \$299 ;
   wire \$3 ;
   wire [26:0] \$30 ;
-  wire [19:0] \$300 ;
+  wire \$300 ;
   wire \$301 ;
-  wire [26:0] \$302 ;
-  wire [24:0] \$303 ;
-  wire \$304 ;
+  wire \$302 ;
+  wire \$303 ;
+  wire [2:0] \$304 ;
   wire [2:0] \$305 ;
-  wire [2:0] \$306 ;
-  wire \$307 ;
-  wire [2:0] \$308 ;
-  wire [20:0] \$309 ;
+  wire \$306 ;
+  wire [2:0] \$307 ;
+  wire [20:0] \$308 ;
+  wire [8:0] \$309 ;
   wire [20:0] \$31 ;
-  wire \$310 ;
-  wire [2:0] \$311 ;
-  wire [2:0] \$312 ;
-  wire \$313 ;
-  wire [2:0] \$314 ;
-  wire [20:0] \$315 ;
-  wire [8:0] \$316 ;
-  wire [20:0] \$317 ;
-  wire \$318 ;
-  wire \$319 ;
+  wire [20:0] \$310 ;
+  wire \$311 ;
+  wire \$312 ;
+  wire [3:0] \$313 ;
+  wire \$314 ;
+  wire [9:0] \$315 ;
+  wire [1534:0] \$316 ;
+  wire [255:0] \$317 ;
+  wire [256:0] \$318 ;
+  wire [319:0] \$319 ;
   wire \$32 ;
-  wire \$320 ;
-  wire \$321 ;
-  wire [2:0] \$322 ;
-  wire [2:0] \$323 ;
-  wire \$324 ;
-  wire [2:0] \$325 ;
-  wire [20:0] \$326 ;
-  wire \$327 ;
-  wire [2:0] \$328 ;
-  wire [2:0] \$329 ;
+  wire [64:0] \$320 ;
+  wire [48:0] \$321 ;
+  wire [65:0] \$322 ;
+  wire [9:0] \$323 ;
+  wire [2046:0] \$324 ;
+  wire [255:0] \$325 ;
+  wire [256:0] \$326 ;
+  wire [319:0] \$327 ;
+  wire [64:0] \$328 ;
+  wire [48:0] \$329 ;
   wire [26:0] \$33 ;
-  wire \$330 ;
-  wire [2:0] \$331 ;
-  wire [20:0] \$332 ;
-  wire [8:0] \$333 ;
-  wire [20:0] \$334 ;
-  wire \$335 ;
+  wire [65:0] \$330 ;
+  wire [20:0] \$331 ;
+  wire [27:0] \$332 ;
+  wire \$333 ;
+  wire \$334 ;
+  wire [2:0] \$335 ;
   wire \$336 ;
-  wire [3:0] \$337 ;
-  wire \$338 ;
-  wire [9:0] \$339 ;
+  wire [20:0] \$337 ;
+  wire [2:0] \$338 ;
+  wire \$339 ;
   wire [20:0] \$34 ;
-  wire [1534:0] \$340 ;
-  wire [255:0] \$341 ;
-  wire [256:0] \$342 ;
-  wire [319:0] \$343 ;
-  wire [64:0] \$344 ;
-  wire [48:0] \$345 ;
-  wire [65:0] \$346 ;
-  wire [9:0] \$347 ;
-  wire [2046:0] \$348 ;
-  wire [255:0] \$349 ;
+  wire [2:0] \$340 ;
+  wire \$341 ;
+  wire [2:0] \$342 ;
+  wire \$343 ;
+  wire [9:0] \$344 ;
+  wire [1534:0] \$345 ;
+  wire [255:0] \$346 ;
+  wire [256:0] \$347 ;
+  wire [319:0] \$348 ;
+  wire [64:0] \$349 ;
   wire [20:0] \$35 ;
-  wire [256:0] \$350 ;
-  wire [319:0] \$351 ;
-  wire [64:0] \$352 ;
-  wire [48:0] \$353 ;
-  wire [65:0] \$354 ;
-  wire [20:0] \$355 ;
-  wire [27:0] \$356 ;
-  wire \$357 ;
-  wire \$358 ;
-  wire [2:0] \$359 ;
+  wire [48:0] \$350 ;
+  wire [65:0] \$351 ;
+  wire \$352 ;
+  wire [63:0] \$353 ;
+  wire \$354 ;
+  wire \$355 ;
+  wire \$356 ;
+  wire [2:0] \$357 ;
+  wire [20:0] \$358 ;
+  wire [27:0] \$359 ;
   wire [64:0] \$36 ;
   wire \$360 ;
-  wire [20:0] \$361 ;
+  wire \$361 ;
   wire [2:0] \$362 ;
   wire \$363 ;
-  wire [2:0] \$364 ;
-  wire \$365 ;
-  wire [2:0] \$366 ;
-  wire \$367 ;
-  wire [9:0] \$368 ;
-  wire [1534:0] \$369 ;
+  wire [20:0] \$364 ;
+  wire [2:0] \$365 ;
+  wire [22:0] \$366 ;
+  wire [48:0] \$367 ;
+  wire \$368 ;
+  wire \$369 ;
   wire [64:0] \$37 ;
-  wire [255:0] \$370 ;
-  wire [256:0] \$371 ;
-  wire [319:0] \$372 ;
-  wire [64:0] \$373 ;
-  wire [48:0] \$374 ;
-  wire [65:0] \$375 ;
+  wire [22:0] \$370 ;
+  wire [48:0] \$371 ;
+  wire \$372 ;
+  wire \$373 ;
+  wire \$374 ;
+  wire \$375 ;
   wire \$376 ;
-  wire [63:0] \$377 ;
+  wire [2:0] \$377 ;
   wire \$378 ;
-  wire \$379 ;
+  wire [2:0] \$379 ;
   wire [20:0] \$38 ;
-  wire \$380 ;
-  wire [2:0] \$381 ;
-  wire [20:0] \$382 ;
-  wire [27:0] \$383 ;
+  wire [20:0] \$380 ;
+  wire [22:0] \$381 ;
+  wire [44:0] \$382 ;
+  wire [20:0] \$383 ;
   wire \$384 ;
   wire \$385 ;
-  wire [2:0] \$386 ;
-  wire \$387 ;
-  wire [20:0] \$388 ;
-  wire [2:0] \$389 ;
+  reg [333:0] \$386 ;
+  reg [4:0] \$387 ;
+  reg [7:0] \$388 ;
+  reg [63:0] \$389 ;
   wire \$39 ;
-  wire [22:0] \$390 ;
-  wire [48:0] \$391 ;
-  wire \$392 ;
-  wire \$393 ;
-  wire [22:0] \$394 ;
-  wire [48:0] \$395 ;
-  wire \$396 ;
-  wire \$397 ;
-  wire \$398 ;
-  wire \$399 ;
+  reg [63:0] \$390 ;
+  reg [19:0] \$391 ;
+  reg [43:0] \$392 ;
+  reg [47:0] \$393 ;
+  reg [1:0] \$394 ;
+  reg [19:0] \$395 ;
+  reg [2:0] \$396 ;
+  reg \$397 ;
+  reg [1:0] \$398 ;
+  reg [19:0] \$399 ;
   wire [20:0] \$4 ;
   wire [20:0] \$40 ;
-  wire \$400 ;
-  wire [2:0] \$401 ;
-  wire \$402 ;
-  wire [2:0] \$403 ;
-  wire [20:0] \$404 ;
-  wire [22:0] \$405 ;
-  wire [44:0] \$406 ;
-  wire [20:0] \$407 ;
-  wire \$408 ;
-  wire \$409 ;
+  reg [63:0] \$400 ;
+  reg [19:0] \$401 ;
+  reg [19:0] \$402 ;
+  reg [1:0] \$403 ;
+  reg [2:0] \$404 ;
+  reg [19:0] \$405 ;
+  reg [1:0] \$406 ;
+  reg [19:0] \$407 ;
+  reg [4:0] \$408 ;
+  reg [43:0] \$409 ;
   wire [20:0] \$41 ;
-  reg [333:0] \$410 ;
-  reg [4:0] \$411 ;
-  reg [7:0] \$412 ;
-  reg [63:0] \$413 ;
-  reg [63:0] \$414 ;
+  reg [19:0] \$410 ;
+  reg \$411 ;
+  reg [1:0] \$412 ;
+  reg [1:0] \$413 ;
+  reg [1:0] \$414 ;
   reg [19:0] \$415 ;
-  reg [43:0] \$416 ;
-  reg [47:0] \$417 ;
+  reg [1:0] \$416 ;
+  reg [1:0] \$417 ;
   reg [1:0] \$418 ;
   reg [19:0] \$419 ;
   wire [22:0] \$42 ;
-  reg [2:0] \$420 ;
-  reg \$421 ;
-  reg [1:0] \$422 ;
-  reg [19:0] \$423 ;
+  reg [19:0] \$420 ;
+  reg [2:0] \$421 ;
+  reg [1535:0] \$422 ;
+  reg [191:0] \$423 ;
   reg [63:0] \$424 ;
-  reg [19:0] \$425 ;
-  reg [19:0] \$426 ;
-  reg [1:0] \$427 ;
-  reg [2:0] \$428 ;
-  reg [19:0] \$429 ;
+  reg [1:0] \$425 ;
+  reg [31:0] \$426 ;
+  reg [31:0] \$427 ;
+  reg [31:0] \$428 ;
+  reg [31:0] \$429 ;
   wire [23:0] \$43 ;
-  reg [1:0] \$430 ;
-  reg [19:0] \$431 ;
-  reg [4:0] \$432 ;
-  reg [43:0] \$433 ;
-  reg [19:0] \$434 ;
-  reg \$435 ;
-  reg [1:0] \$436 ;
-  reg [1:0] \$437 ;
-  reg [1:0] \$438 ;
-  reg [19:0] \$439 ;
+  reg [31:0] \$430 ;
+  reg [31:0] \$431 ;
+  reg [31:0] \$432 ;
+  reg [31:0] \$433 ;
   wire [24:0] \$44 ;
-  reg [1:0] \$440 ;
-  reg [1:0] \$441 ;
-  reg [1:0] \$442 ;
-  reg [19:0] \$443 ;
-  reg [19:0] \$444 ;
-  reg [2:0] \$445 ;
-  reg [1535:0] \$446 ;
-  reg [191:0] \$447 ;
-  reg [63:0] \$448 ;
-  reg [1:0] \$449 ;
   wire [25:0] \$45 ;
-  reg [31:0] \$450 ;
-  reg [31:0] \$451 ;
-  reg [31:0] \$452 ;
-  reg [31:0] \$453 ;
-  reg [31:0] \$454 ;
-  reg [31:0] \$455 ;
-  reg [31:0] \$456 ;
-  reg [31:0] \$457 ;
   wire [25:0] \$46 ;
   wire [64:0] \$47 ;
   wire [45:0] \$48 ;
@@ -3048,8 +3024,11 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   wire [45:0] \$57 ;
   wire [64:0] \$58 ;
   wire [24:0] \$59 ;
+  wire [8:0] \$595 ;
   wire [22:0] \$6 ;
   wire [20:0] \$60 ;
+  wire [11:0] \$602 ;
+  wire [8:0] \$605 ;
   wire [21:0] \$61 ;
   wire [22:0] \$62 ;
   wire [22:0] \$63 ;
@@ -3057,10 +3036,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   wire [24:0] \$65 ;
   wire [20:0] \$66 ;
   wire [21:0] \$67 ;
-  wire [8:0] \$671 ;
-  wire [11:0] \$678 ;
   wire [22:0] \$68 ;
-  wire [8:0] \$681 ;
   wire [22:0] \$69 ;
   wire \$7 ;
   wire \$70 ;
@@ -3073,13 +3049,13 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   wire [14:0] \$77 ;
   wire [20:0] \$78 ;
   wire \$79 ;
+  wire [8:0] \$798 ;
   wire [22:0] \$8 ;
   wire [5:0] \$80 ;
   wire \$81 ;
   wire [511:0] \$82 ;
   wire \$83 ;
   wire \$84 ;
-  wire [8:0] \$846 ;
   wire \$85 ;
   wire \$86 ;
   wire [7:0] \$87 ;
@@ -3113,19 +3089,19 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   reg [19:0] \$signal$177  = 20'h00000;
   reg [1:0] \$signal$187  = 2'h0;
   reg [19:0] \$signal$197  = 20'h00000;
-  reg [1:0] \$signal$205  = 2'h0;
-  reg [19:0] \$signal$208  = 20'h00000;
+  reg [1:0] \$signal$201  = 2'h0;
+  reg [19:0] \$signal$204  = 20'h00000;
+  reg [47:0] \$signal$212 ;
+  reg [47:0] \$signal$213  = 48'h000000000000;
+  reg [1:0] \$signal$214  = 2'h0;
   reg [47:0] \$signal$216 ;
-  reg [47:0] \$signal$217  = 48'h000000000000;
-  reg [1:0] \$signal$218  = 2'h0;
-  reg [47:0] \$signal$220 ;
-  reg [47:0] \$signal$237 ;
-  reg [191:0] \$signal$240  = 192'h000000000000000000000000000000000000000000000000;
-  reg [63:0] \$signal$241  = 64'h0000000000000000;
-  reg [1535:0] \$signal$243  = 1536'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-  reg [2:0] \$signal$245  = 3'h0;
-  reg [511:0] \$signal$259 ;
-  reg \$signal$274  = 1'h0;
+  reg [47:0] \$signal$233 ;
+  reg [191:0] \$signal$236  = 192'h000000000000000000000000000000000000000000000000;
+  reg [63:0] \$signal$237  = 64'h0000000000000000;
+  reg [1535:0] \$signal$239  = 1536'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  reg [2:0] \$signal$241  = 3'h0;
+  reg [511:0] \$signal$255 ;
+  reg \$signal$270  = 1'h0;
   reg [19:0] \$signal$98  = 20'h00000;
   reg [6:0] acc_addr;
   reg [6:0] acc_addr1;
@@ -3137,10 +3113,6 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   reg [5:0] active1;
   reg [63:0] addr;
   reg [63:0] \addr$147 ;
-  reg advance0;
-  reg \advance0$200 ;
-  reg advance1;
-  reg \advance1$201 ;
   reg [31:0] anchor_l0 = 32'd0;
   reg [31:0] anchor_l1 = 32'd0;
   reg [31:0] anchor_l2 = 32'd0;
@@ -3245,7 +3217,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   wire bus__wvalid;
   wire \bus__wvalid$45 ;
   wire busy;
-  wire \busy$273 ;
+  wire \busy$269 ;
   input clk;
   wire clk;
   wire [19:0] col;
@@ -3285,7 +3257,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   wire [511:0] dst_data;
   wire dst_en;
   reg [1:0] ended;
-  reg [1:0] \ended$202 ;
+  reg [1:0] \ended$198 ;
   reg [333:0] entry = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   wire [203:0] \entry.desc ;
   wire [63:0] \entry.desc.dev_addr ;
@@ -3331,7 +3303,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   wire last;
   reg [19:0] length;
   reg [511:0] line;
-  reg [511:0] \line$247 ;
+  reg [511:0] \line$243 ;
   wire [7:0] log2_slot;
   wire [31:0] m;
   reg mac;
@@ -3340,8 +3312,8 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   reg more;
   reg [19:0] n_cols = 20'h00000;
   reg [7:0] nbytes;
-  reg [7:0] \nbytes$221 ;
-  reg [7:0] \nbytes$238 ;
+  reg [7:0] \nbytes$217 ;
+  reg [7:0] \nbytes$234 ;
   reg [4:0] offset;
   wire [39:0] operand_lines;
   wire [511:0] out__data;
@@ -3466,10 +3438,10 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   reg start;
   reg \start$141 ;
   reg \start$154 ;
-  reg \start$234 ;
+  reg \start$230 ;
   wire [47:0] stats_offset;
   reg [7:0] status = 8'h00;
-  wire [7:0] \status$271 ;
+  wire [7:0] \status$267 ;
   reg [31:0] status_word;
   reg [63:0] strb;
   wire [511:0] sum_fp16;
@@ -3509,58 +3481,6 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   wire [31:0] widened_7;
   wire [31:0] widened_8;
   wire [31:0] widened_9;
-  always @(posedge clk)
-    rest_rows <= \$432 ;
-  always @(posedge clk)
-    main_elems <= \$433 ;
-  always @(posedge clk)
-    \$signal$177  <= \$434 ;
-  always @(posedge clk)
-    \$signal$174  <= \$435 ;
-  always @(posedge clk)
-    sets_used0 <= \$436 ;
-  always @(posedge clk)
-    groups_seen0 <= \$437 ;
-  always @(posedge clk)
-    set_index0 <= \$438 ;
-  always @(posedge clk)
-    set_base0 <= \$439 ;
-  always @(posedge clk)
-    sets_used1 <= \$440 ;
-  always @(posedge clk)
-    groups_seen1 <= \$441 ;
-  always @(posedge clk)
-    set_index1 <= \$442 ;
-  always @(posedge clk)
-    set_base1 <= \$443 ;
-  always @(posedge clk)
-    \$signal$197  <= \$444 ;
-  always @(posedge clk)
-    drain <= \$445 ;
-  always @(posedge clk)
-    \$signal$243  <= \$446 ;
-  always @(posedge clk)
-    \$signal$240  <= \$447 ;
-  always @(posedge clk)
-    \$signal$241  <= \$448 ;
-  always @(posedge clk)
-    piece_line <= \$449 ;
-  always @(posedge clk)
-    anchor_m0 <= \$450 ;
-  always @(posedge clk)
-    anchor_m1 <= \$451 ;
-  always @(posedge clk)
-    anchor_m2 <= \$452 ;
-  always @(posedge clk)
-    anchor_m3 <= \$453 ;
-  always @(posedge clk)
-    anchor_l0 <= \$454 ;
-  always @(posedge clk)
-    anchor_l1 <= \$455 ;
-  always @(posedge clk)
-    anchor_l2 <= \$456 ;
-  always @(posedge clk)
-    anchor_l3 <= \$457 ;
   assign \$1  = ~ copying;
   assign src__valid = out__valid & \$1 ;
   assign \src__valid$76  = out__valid & copying;
@@ -3644,338 +3564,370 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   assign \$98  = col + count;
   assign \$99  = \$98  == \$signal$197 ;
   assign \$100  = valid & \$99 ;
-  assign \$101  = ! \$signal$174 ;
-  assign \$102  = \$100  & \$101 ;
-  assign \$103  = 1'h0 + \$102 ;
-  assign \$104  = pair_count == \$signal$197 ;
-  assign \$105  = pair_valid & \$104 ;
-  assign \$106  = ~ \$signal$174 ;
-  assign \$108  = \$105  & \$107 ;
-  assign \$109  = \$103  + \$108 ;
-  assign \$110  = | \$109 ;
-  assign \$111  = col + count;
-  assign \$112  = \$111  == \$signal$197 ;
-  assign \$113  = valid & \$112 ;
-  assign \$115  = \$113  & \$114 ;
-  assign \$116  = 1'h0 + \$115 ;
-  assign \$117  = pair_count == \$signal$197 ;
-  assign \$118  = pair_valid & \$117 ;
-  assign \$119  = ~ \$signal$174 ;
-  assign \$121  = \$118  & \$120 ;
-  assign \$122  = \$116  + \$121 ;
-  assign \$123  = | \$122 ;
-  assign \$124  = col + count;
-  assign \$125  = \$124  == \$signal$197 ;
-  assign \$126  = valid & \$125 ;
-  assign \$127  = pair_count == \$signal$197 ;
-  assign \$128  = pair_valid & \$127 ;
-  assign \$129  = \$126  + \$128 ;
-  assign \$130  = ! \$signal$174 ;
-  assign \$131  = \$signal$174  ? pair_valid : valid;
-  assign \$132  = ! \$signal$174 ;
-  assign \$133  = 1'h1 << \$signal$170 ;
-  assign \$134  = \$signal$177  + \$133 ;
-  assign \$135  = \$signal$174  ? \$134  : { 1'h0, \$signal$177  };
-  assign \$136  = ! \$signal$174 ;
-  assign \$137  = \$signal$174  ? 15'h0000 : col[19:5];
-  assign \$138  = set_base0 + \$137 ;
-  assign \$139  = ! \$signal$174 ;
-  assign \$140  = \$signal$174  ? pair_count : count;
-  assign \$141  = ! \$signal$174 ;
-  assign \$142  = \$signal$174  ? pair_data : data;
-  assign \$143  = groups_seen0 < \$signal$187 ;
-  assign \$145  = \$144  ? valid : pair_valid;
-  assign \$147  = 1'h1 << \$signal$170 ;
-  assign \$148  = \$signal$177  + \$147 ;
-  assign \$149  = \$146  ? { 1'h0, \$signal$177  } : \$148 ;
-  assign \$151  = \$150  ? col[19:5] : 15'h0000;
-  assign \$152  = set_base1 + \$151 ;
-  assign \$154  = \$153  ? count : pair_count;
-  assign \$156  = \$155  ? data : pair_data;
-  assign \$157  = groups_seen1 < \$signal$187 ;
-  assign \$158  = col + count;
-  assign \$159  = \$158  == \$signal$197 ;
-  assign \$160  = valid & \$159 ;
-  assign \$161  = ! \$signal$174 ;
-  assign \$162  = \$160  & \$161 ;
-  assign \$163  = 1'h0 + \$162 ;
-  assign \$164  = pair_count == \$signal$197 ;
-  assign \$165  = pair_valid & \$164 ;
-  assign \$166  = ~ \$signal$174 ;
-  assign \$168  = \$165  & \$167 ;
-  assign \$169  = \$163  + \$168 ;
-  assign \$170  = | \$169 ;
-  assign \$171  = col + count;
-  assign \$172  = \$171  == \$signal$197 ;
-  assign \$173  = valid & \$172 ;
-  assign \$175  = \$173  & \$174 ;
-  assign \$176  = 1'h0 + \$175 ;
-  assign \$177  = pair_count == \$signal$197 ;
-  assign \$178  = pair_valid & \$177 ;
-  assign \$179  = ~ \$signal$174 ;
-  assign \$181  = \$178  & \$180 ;
-  assign \$182  = \$176  + \$181 ;
-  assign \$183  = | \$182 ;
-  assign \$184  = col + count;
-  assign \$185  = \$184  == \$signal$197 ;
-  assign \$186  = valid & \$185 ;
-  assign \$187  = pair_count == \$signal$197 ;
-  assign \$188  = pair_valid & \$187 ;
-  assign \$189  = \$186  + \$188 ;
-  assign \$190  = 1'h1 << \$signal$170 ;
-  assign \$192  = \$191 [19:0] << \$signal$218 ;
-  assign \$193  = \$signal$217  + \$192 ;
-  assign \$194  = \$35 [5:0] << \$signal$218 ;
-  assign \$196  = \$195 [19:0] << \$signal$218 ;
-  assign \$197  = \$signal$217  + \$196 ;
-  assign \$198  = \$35 [5:0] << \$signal$218 ;
-  assign \$199  = entry[5:2] == 2'h3;
-  assign \$200  = \$199  ? entry[143:124] : entry[203:184];
-  assign \$201  = entry[5:2] == 2'h3;
-  assign \$202  = \$201  | entry[11];
-  assign \$204  = \$203 [19:0] << \$signal$218 ;
-  assign \$205  = \$signal$217  + \$204 ;
-  assign \$206  = \$35 [5:0] << \$signal$218 ;
-  assign \$207  = piece_line < 2'h3;
-  assign \$671  = piece_line * 7'h40;
-  assign \$208  = \$signal$240  >> \$671 ;
-  assign \$209  = | \$208 ;
-  assign \$210  = \$207  & \$209 ;
-  assign \$212  = \$signal$241  + \$211 ;
-  assign \$678  = piece_line * 10'h200;
-  assign \$213  = \$signal$243  >> \$678 ;
-  assign \$681  = piece_line * 7'h40;
-  assign \$214  = \$signal$240  >> \$681 ;
-  assign \$215  = \$signal$137  + 1'h1;
-  assign \$217  = \$216  >= \$signal$136 ;
-  assign \$218  = ~ \$217 ;
-  assign \$219  = \$signal$205  + 1'h1;
-  assign \$220  = \$219  < \$signal$245 ;
-  assign \$223  = \$signal$148  + 7'h40;
-  assign \$224  = \$223  + stats_offset;
-  assign \$225  = \$signal$151  + \$signal$205 ;
-  assign \$227  = \$224  + \$226 ;
-  assign \$228  = cycle - entry[333:270];
-  assign \$229  = ~ busy;
-  assign \$230  = regs[289] << entry[205:204];
-  assign \$231  = ! fsm_state;
-  assign \$232  = fsm_state == 1'h1;
-  assign \$233  = fsm_state == 2'h2;
-  assign \$234  = fsm_state == 2'h3;
-  assign \$235  = fsm_state == 3'h4;
-  assign \$236  = fsm_state == 3'h5;
-  assign \$237  = fsm_state == 3'h6;
-  assign \$238  = fsm_state == 3'h7;
-  assign \$239  = fsm_state == 4'h8;
-  assign \$240  = fsm_state == 4'h9;
-  assign \$241  = fsm_state == 4'ha;
-  assign \$242  = fsm_state == 4'hb;
-  assign \$243  = fsm_state == 4'hc;
-  assign \$244  = fsm_state == 4'hd;
-  assign \$245  = fsm_state == 4'he;
-  assign \$246  = fsm_state == 4'hf;
-  assign \$247  = fsm_state == 5'h10;
-  assign \$248  = fsm_state == 5'h11;
-  assign \$249  = fsm_state == 5'h12;
-  assign \$250  = fsm_state == 5'h13;
-  assign \$251  = fsm_state == 5'h14;
-  assign \$252  = fsm_state == 5'h15;
-  assign \$253  = fsm_state == 5'h16;
-  assign \$254  = fsm_state == 5'h17;
-  assign \$255  = fsm_state == 5'h18;
-  assign \$256  = fsm_state == 5'h19;
-  assign \$257  = fsm_state == 5'h1a;
-  assign \$258  = fsm_state == 5'h1b;
-  assign \$259  = entry[269:206] - 1'h1;
-  assign \$260  = 1'h1 << regs[259:256];
-  assign \$261  = \$260  - 1'h1;
-  assign \$262  = { 1'h0, \$259 [15:0] } & \$261 ;
-  assign \$263  = $signed(\$262 ) << regs[265:260];
-  assign \$264  = $signed({ 1'h0, regs[63:0] }) + $signed(\$263 );
-  assign \$265  = entry[269:206] - 1'h1;
-  assign \$266  = 1'h1 << regs[259:256];
-  assign \$267  = \$266  - 1'h1;
-  assign \$268  = { 1'h0, \$265 [15:0] } & \$267 ;
-  assign \$269  = $signed(\$268 ) << regs[265:260];
-  assign \$270  = $signed({ 1'h0, regs[127:64] }) + $signed(\$269 );
-  assign \$271  = entry[5:2] == 2'h3;
-  assign \$272  = entry[5:2] == 2'h2;
-  assign \$273  = entry[5:2] == 3'h4;
-  assign \$274  = | \status$271 ;
-  assign \$275  = ~ \busy$273 ;
-  assign \$276  = ~ busy;
-  assign \$277  = \$275  & \$276 ;
-  assign \$278  = valid & last;
-  assign \$279  = entry[5:2] == 2'h2;
-  assign \$280  = ! \$signal$274 ;
-  assign \$281  = entry[5:2] == 2'h3;
-  assign \$282  = entry[5:2] == 3'h4;
-  assign \$283  = \$282  ? 2'h2 : 2'h0;
-  assign \$284  = \$281  ? 2'h3 : \$283 ;
-  assign \$286  = entry[83:20] + \$285 ;
-  assign \$287  = entry[5:2] == 2'h3;
-  assign \$288  = \$287  ? 1'h1 : 1'h0;
-  assign \$289  = \$signal$98  >> \$like ;
-  assign \$290  = 1'h1 << \$like ;
-  assign \$291  = \$290  - 1'h1;
-  assign \$292  = { 1'h0, \$signal$98  } & { \$291 [8], \$291 [8], \$291 [8], \$291 [8], \$291 [8], \$291 [8], \$291 [8], \$291 [8], \$291 [8], \$291 [8], \$291 [8], \$291 [8], \$291  };
-  assign \$293  = \$signal$98  >> \$like ;
-  assign \$294  = \$293  << \$like ;
-  assign \$295  = \$294  * n_cols;
-  assign \$296  = \$27 [19:0] < plan_sets;
-  assign \$297  = \$296  ? \$27 [19:0] : { 18'h00000, plan_sets };
-  assign \$298  = row_groups1 < plan_sets;
-  assign \$299  = \$298  ? row_groups1 : { 18'h00000, plan_sets };
-  assign \$300  = \$signal$98  >> \$like ;
-  assign \$301  = | \$300 ;
-  assign \$302  = n_cols << \$signal$170 ;
-  assign \$303  = rest_rows * n_cols;
-  assign \$304  = groups_seen0 < \$signal$187 ;
-  assign \$305  = groups_seen0 + 1'h1;
-  assign \$306  = set_index0 + 1'h1;
-  assign \$307  = \$306  == \$signal$187 ;
-  assign \$308  = set_index0 + 1'h1;
-  assign \$309  = set_base0 + \$signal$208 ;
-  assign \$310  = groups_seen1 < \$signal$187 ;
-  assign \$311  = groups_seen1 + 1'h1;
-  assign \$312  = set_index1 + 1'h1;
-  assign \$313  = \$312  == \$signal$187 ;
-  assign \$314  = set_index1 + 1'h1;
-  assign \$315  = set_base1 + \$signal$208 ;
-  assign \$316  = ended << \$signal$170 ;
-  assign \$317  = \$signal$177  + \$316 ;
-  assign \$318  = \$signal$174  ^ ended[0];
-  assign \$319  = valid & last;
-  assign \$320  = | rest_rows;
-  assign \$321  = groups_seen0 < \$signal$187 ;
-  assign \$322  = groups_seen0 + 1'h1;
-  assign \$323  = set_index0 + 1'h1;
-  assign \$324  = \$323  == \$signal$187 ;
-  assign \$325  = set_index0 + 1'h1;
-  assign \$326  = set_base0 + \$signal$208 ;
-  assign \$327  = groups_seen1 < \$signal$187 ;
-  assign \$328  = groups_seen1 + 1'h1;
-  assign \$329  = set_index1 + 1'h1;
-  assign \$330  = \$329  == \$signal$187 ;
-  assign \$331  = set_index1 + 1'h1;
-  assign \$332  = set_base1 + \$signal$208 ;
-  assign \$333  = \ended$202  << \$signal$170 ;
-  assign \$334  = \$signal$177  + \$333 ;
-  assign \$335  = \$signal$174  ^ \ended$202 [0];
-  assign \$336  = valid & last;
-  assign \$337  = drain - 1'h1;
-  assign \$338  = drain == 1'h1;
-  assign \$339  = \$signal$216 [5:0] * 4'h8;
-  assign \$340  = sum_fp16 << \$339 ;
-  assign \$341  = 1'h1 << nbytes;
-  assign \$342  = \$341  - 1'h1;
-  assign \$343  = $signed(\$342 ) << \$signal$216 [5:0];
-  assign \$344  = \$signal$148  + 7'h40;
-  assign \$346  = \$344  + \$345 ;
-  assign \$347  = \$signal$220 [5:0] * 4'h8;
-  assign \$348  = sum_fp32 << \$347 ;
-  assign \$349  = 1'h1 << \nbytes$221 ;
-  assign \$350  = \$349  - 1'h1;
-  assign \$351  = $signed(\$350 ) << \$signal$220 [5:0];
-  assign \$352  = \$signal$148  + 7'h40;
-  assign \$354  = \$352  + \$353 ;
-  assign \$355  = \$signal$137  + 1'h1;
-  assign \$357  = \$356  >= n_cols;
-  assign \$358  = ~ \$357 ;
-  assign \$359  = \$signal$205  + 1'h1;
-  assign \$360  = \$359  < \$signal$245 ;
-  assign \$361  = \$signal$137  + 1'h1;
-  assign \$362  = \$signal$205  + 1'h1;
-  assign \$363  = dest == 2'h3;
-  assign \$364  = \$signal$205  + 1'h1;
-  assign \$365  = \$364  < \$signal$245 ;
-  assign \$366  = \$signal$205  + 1'h1;
-  assign \$367  = entry[5:2] == 2'h3;
-  assign \$368  = \$signal$237 [5:0] * 4'h8;
-  assign \$369  = rd_in_data << \$368 ;
-  assign \$370  = 1'h1 << \nbytes$238 ;
-  assign \$371  = \$370  - 1'h1;
-  assign \$372  = $signed(\$371 ) << \$signal$237 [5:0];
-  assign \$373  = \$signal$148  + 7'h40;
-  assign \$375  = \$373  + \$374 ;
-  assign \$376  = piece_line < 2'h3;
-  assign \$846  = piece_line * 7'h40;
-  assign \$377  = \$signal$240  >> \$846 ;
-  assign \$378  = | \$377 ;
-  assign \$379  = \$376  & \$378 ;
-  assign \$380  = ~ busy;
-  assign \$381  = piece_line + 1'h1;
-  assign \$382  = \$signal$137  + 1'h1;
-  assign \$384  = \$383  >= \$signal$136 ;
-  assign \$385  = ~ \$384 ;
-  assign \$386  = \$signal$205  + 1'h1;
-  assign \$387  = \$386  < \$signal$245 ;
-  assign \$388  = \$signal$137  + 1'h1;
-  assign \$389  = \$signal$205  + 1'h1;
-  assign \$390  = \$signal$136  << \$signal$218 ;
-  assign \$391  = \$signal$217  + \$390 ;
-  assign \$392  = entry[5:2] == 2'h2;
-  assign \$393  = more & \$392 ;
-  assign \$394  = \$signal$136  << \$signal$218 ;
-  assign \$395  = \$signal$217  + \$394 ;
-  assign \$396  = entry[5:2] == 2'h3;
-  assign \$397  = entry[5:2] == 2'h2;
-  assign \$398  = \$397  & entry[11];
-  assign \$399  = \$396  | \$398 ;
-  assign \$400  = ~ busy;
-  assign \$401  = \$signal$205  + 1'h1;
-  assign \$402  = \$401  < \$signal$245 ;
-  assign \$403  = \$signal$205  + 1'h1;
-  assign \$404  = \$signal$151  + 3'h4;
-  assign \$405  = 3'h4 * entry[203:184];
-  assign \$406  = in_elem + \$405 ;
-  assign \$407  = \$signal$151  + 3'h4;
-  assign \$408  = \$407  < entry[183:164];
-  assign \$409  = ~ busy;
+  assign \$101  = pair_count == \$signal$197 ;
+  assign \$102  = pair_valid & \$101 ;
+  assign \$103  = \$100  + \$102 ;
+  assign \$104  = ! \$signal$174 ;
+  assign \$105  = \$signal$174  ? pair_valid : valid;
+  assign \$106  = ! \$signal$174 ;
+  assign \$107  = 1'h1 << \$signal$170 ;
+  assign \$108  = \$signal$177  + \$107 ;
+  assign \$109  = \$signal$174  ? \$108  : { 1'h0, \$signal$177  };
+  assign \$110  = ! \$signal$174 ;
+  assign \$111  = \$signal$174  ? 15'h0000 : col[19:5];
+  assign \$112  = set_base0 + \$111 ;
+  assign \$113  = ! \$signal$174 ;
+  assign \$114  = \$signal$174  ? pair_count : count;
+  assign \$115  = ! \$signal$174 ;
+  assign \$116  = \$signal$174  ? pair_data : data;
+  assign \$117  = groups_seen0 < \$signal$187 ;
+  assign \$119  = \$118  ? valid : pair_valid;
+  assign \$121  = 1'h1 << \$signal$170 ;
+  assign \$122  = \$signal$177  + \$121 ;
+  assign \$123  = \$120  ? { 1'h0, \$signal$177  } : \$122 ;
+  assign \$125  = \$124  ? col[19:5] : 15'h0000;
+  assign \$126  = set_base1 + \$125 ;
+  assign \$128  = \$127  ? count : pair_count;
+  assign \$130  = \$129  ? data : pair_data;
+  assign \$131  = groups_seen1 < \$signal$187 ;
+  assign \$132  = col + count;
+  assign \$133  = \$132  == \$signal$197 ;
+  assign \$134  = valid & \$133 ;
+  assign \$135  = pair_count == \$signal$197 ;
+  assign \$136  = pair_valid & \$135 ;
+  assign \$137  = \$134  + \$136 ;
+  assign \$138  = 1'h1 << \$signal$170 ;
+  assign \$140  = \$139 [19:0] << \$signal$214 ;
+  assign \$141  = \$signal$213  + \$140 ;
+  assign \$142  = \$35 [5:0] << \$signal$214 ;
+  assign \$144  = \$143 [19:0] << \$signal$214 ;
+  assign \$145  = \$signal$213  + \$144 ;
+  assign \$146  = \$35 [5:0] << \$signal$214 ;
+  assign \$147  = entry[5:2] == 2'h3;
+  assign \$148  = \$147  ? entry[143:124] : entry[203:184];
+  assign \$149  = entry[5:2] == 2'h3;
+  assign \$150  = \$149  | entry[11];
+  assign \$152  = \$151 [19:0] << \$signal$214 ;
+  assign \$153  = \$signal$213  + \$152 ;
+  assign \$154  = \$35 [5:0] << \$signal$214 ;
+  assign \$155  = piece_line < 2'h3;
+  assign \$595  = piece_line * 7'h40;
+  assign \$156  = \$signal$236  >> \$595 ;
+  assign \$157  = | \$156 ;
+  assign \$158  = \$155  & \$157 ;
+  assign \$160  = \$signal$237  + \$159 ;
+  assign \$602  = piece_line * 10'h200;
+  assign \$161  = \$signal$239  >> \$602 ;
+  assign \$605  = piece_line * 7'h40;
+  assign \$162  = \$signal$236  >> \$605 ;
+  assign \$163  = \$signal$137  + 1'h1;
+  assign \$165  = \$164  >= \$signal$136 ;
+  assign \$166  = ~ \$165 ;
+  assign \$167  = \$signal$201  + 1'h1;
+  assign \$168  = \$167  < \$signal$241 ;
+  assign \$171  = \$signal$148  + 7'h40;
+  assign \$172  = \$171  + stats_offset;
+  assign \$173  = \$signal$151  + \$signal$201 ;
+  assign \$175  = \$172  + \$174 ;
+  assign \$176  = cycle - entry[333:270];
+  assign \$177  = ~ busy;
+  assign \$178  = regs[289] << entry[205:204];
+  assign \$179  = ! fsm_state;
+  assign \$180  = fsm_state == 1'h1;
+  assign \$181  = fsm_state == 2'h2;
+  assign \$182  = fsm_state == 2'h3;
+  assign \$183  = fsm_state == 3'h4;
+  assign \$184  = fsm_state == 3'h5;
+  assign \$185  = fsm_state == 3'h6;
+  assign \$186  = fsm_state == 3'h7;
+  assign \$187  = fsm_state == 4'h8;
+  assign \$188  = fsm_state == 4'h9;
+  assign \$189  = fsm_state == 4'ha;
+  assign \$190  = fsm_state == 4'hb;
+  assign \$191  = fsm_state == 4'hc;
+  assign \$192  = fsm_state == 4'hd;
+  assign \$193  = fsm_state == 4'he;
+  assign \$194  = fsm_state == 4'hf;
+  assign \$195  = fsm_state == 5'h10;
+  assign \$196  = fsm_state == 5'h11;
+  assign \$197  = fsm_state == 5'h12;
+  assign \$198  = fsm_state == 5'h13;
+  assign \$199  = fsm_state == 5'h14;
+  assign \$200  = fsm_state == 5'h15;
+  assign \$201  = fsm_state == 5'h16;
+  assign \$202  = fsm_state == 5'h17;
+  assign \$203  = fsm_state == 5'h18;
+  assign \$204  = fsm_state == 5'h19;
+  assign \$205  = fsm_state == 5'h1a;
+  assign \$206  = fsm_state == 5'h1b;
+  assign \$207  = entry[269:206] - 1'h1;
+  assign \$208  = 1'h1 << regs[259:256];
+  assign \$209  = \$208  - 1'h1;
+  assign \$210  = { 1'h0, \$207 [15:0] } & \$209 ;
+  assign \$211  = $signed(\$210 ) << regs[265:260];
+  assign \$212  = $signed({ 1'h0, regs[63:0] }) + $signed(\$211 );
+  assign \$213  = entry[269:206] - 1'h1;
+  assign \$214  = 1'h1 << regs[259:256];
+  assign \$215  = \$214  - 1'h1;
+  assign \$216  = { 1'h0, \$213 [15:0] } & \$215 ;
+  assign \$217  = $signed(\$216 ) << regs[265:260];
+  assign \$218  = $signed({ 1'h0, regs[127:64] }) + $signed(\$217 );
+  assign \$219  = entry[5:2] == 2'h3;
+  assign \$220  = entry[5:2] == 2'h2;
+  assign \$221  = entry[5:2] == 3'h4;
+  assign \$222  = | \status$267 ;
+  assign \$223  = ~ \busy$269 ;
+  assign \$224  = ~ busy;
+  assign \$225  = \$223  & \$224 ;
+  assign \$226  = valid & last;
+  assign \$227  = entry[5:2] == 2'h2;
+  assign \$228  = ! \$signal$270 ;
+  assign \$229  = entry[5:2] == 2'h3;
+  assign \$230  = entry[5:2] == 3'h4;
+  assign \$231  = \$230  ? 2'h2 : 2'h0;
+  assign \$232  = \$229  ? 2'h3 : \$231 ;
+  assign \$234  = entry[83:20] + \$233 ;
+  assign \$235  = entry[5:2] == 2'h3;
+  assign \$236  = \$235  ? 1'h1 : 1'h0;
+  assign \$237  = \$signal$98  >> \$like ;
+  assign \$238  = 1'h1 << \$like ;
+  assign \$239  = \$238  - 1'h1;
+  assign \$240  = { 1'h0, \$signal$98  } & { \$239 [8], \$239 [8], \$239 [8], \$239 [8], \$239 [8], \$239 [8], \$239 [8], \$239 [8], \$239 [8], \$239 [8], \$239 [8], \$239 [8], \$239  };
+  assign \$241  = \$signal$98  >> \$like ;
+  assign \$242  = \$241  << \$like ;
+  assign \$243  = \$242  * n_cols;
+  assign \$244  = \$27 [19:0] < plan_sets;
+  assign \$245  = \$244  ? \$27 [19:0] : { 18'h00000, plan_sets };
+  assign \$246  = row_groups1 < plan_sets;
+  assign \$247  = \$246  ? row_groups1 : { 18'h00000, plan_sets };
+  assign \$248  = \$signal$98  >> \$like ;
+  assign \$249  = | \$248 ;
+  assign \$250  = n_cols << \$signal$170 ;
+  assign \$251  = rest_rows * n_cols;
+  assign \$252  = ! \$signal$174 ;
+  assign \$253  = col + count;
+  assign \$254  = \$253  == \$signal$197 ;
+  assign \$255  = valid & \$254 ;
+  assign \$256  = pair_count == \$signal$197 ;
+  assign \$257  = pair_valid & \$256 ;
+  assign \$258  = \$signal$174  ? \$257  : \$255 ;
+  assign \$259  = groups_seen0 < \$signal$187 ;
+  assign \$260  = groups_seen0 + 1'h1;
+  assign \$261  = set_index0 + 1'h1;
+  assign \$262  = \$261  == \$signal$187 ;
+  assign \$263  = set_index0 + 1'h1;
+  assign \$264  = set_base0 + \$signal$204 ;
+  assign \$266  = col + count;
+  assign \$267  = \$266  == \$signal$197 ;
+  assign \$268  = valid & \$267 ;
+  assign \$269  = pair_count == \$signal$197 ;
+  assign \$270  = pair_valid & \$269 ;
+  assign \$271  = \$265  ? \$268  : \$270 ;
+  assign \$272  = groups_seen1 < \$signal$187 ;
+  assign \$273  = groups_seen1 + 1'h1;
+  assign \$274  = set_index1 + 1'h1;
+  assign \$275  = \$274  == \$signal$187 ;
+  assign \$276  = set_index1 + 1'h1;
+  assign \$277  = set_base1 + \$signal$204 ;
+  assign \$278  = ended << \$signal$170 ;
+  assign \$279  = \$signal$177  + \$278 ;
+  assign \$280  = \$signal$174  ^ ended[0];
+  assign \$281  = valid & last;
+  assign \$282  = | rest_rows;
+  assign \$283  = ! \$signal$174 ;
+  assign \$284  = col + count;
+  assign \$285  = \$284  == \$signal$197 ;
+  assign \$286  = valid & \$285 ;
+  assign \$287  = pair_count == \$signal$197 ;
+  assign \$288  = pair_valid & \$287 ;
+  assign \$289  = \$signal$174  ? \$288  : \$286 ;
+  assign \$290  = groups_seen0 < \$signal$187 ;
+  assign \$291  = groups_seen0 + 1'h1;
+  assign \$292  = set_index0 + 1'h1;
+  assign \$293  = \$292  == \$signal$187 ;
+  assign \$294  = set_index0 + 1'h1;
+  assign \$295  = set_base0 + \$signal$204 ;
+  assign \$297  = col + count;
+  assign \$298  = \$297  == \$signal$197 ;
+  assign \$299  = valid & \$298 ;
+  assign \$300  = pair_count == \$signal$197 ;
+  assign \$301  = pair_valid & \$300 ;
+  assign \$302  = \$296  ? \$299  : \$301 ;
+  assign \$303  = groups_seen1 < \$signal$187 ;
+  assign \$304  = groups_seen1 + 1'h1;
+  assign \$305  = set_index1 + 1'h1;
+  assign \$306  = \$305  == \$signal$187 ;
+  assign \$307  = set_index1 + 1'h1;
+  assign \$308  = set_base1 + \$signal$204 ;
+  assign \$309  = \ended$198  << \$signal$170 ;
+  assign \$310  = \$signal$177  + \$309 ;
+  assign \$311  = \$signal$174  ^ \ended$198 [0];
+  assign \$312  = valid & last;
+  assign \$313  = drain - 1'h1;
+  assign \$314  = drain == 1'h1;
+  assign \$315  = \$signal$212 [5:0] * 4'h8;
+  assign \$316  = sum_fp16 << \$315 ;
+  assign \$317  = 1'h1 << nbytes;
+  assign \$318  = \$317  - 1'h1;
+  assign \$319  = $signed(\$318 ) << \$signal$212 [5:0];
+  assign \$320  = \$signal$148  + 7'h40;
+  assign \$322  = \$320  + \$321 ;
+  assign \$323  = \$signal$216 [5:0] * 4'h8;
+  assign \$324  = sum_fp32 << \$323 ;
+  assign \$325  = 1'h1 << \nbytes$217 ;
+  assign \$326  = \$325  - 1'h1;
+  assign \$327  = $signed(\$326 ) << \$signal$216 [5:0];
+  assign \$328  = \$signal$148  + 7'h40;
+  assign \$330  = \$328  + \$329 ;
+  assign \$331  = \$signal$137  + 1'h1;
+  assign \$333  = \$332  >= n_cols;
+  assign \$334  = ~ \$333 ;
+  assign \$335  = \$signal$201  + 1'h1;
+  assign \$336  = \$335  < \$signal$241 ;
+  assign \$337  = \$signal$137  + 1'h1;
+  assign \$338  = \$signal$201  + 1'h1;
+  assign \$339  = dest == 2'h3;
+  assign \$340  = \$signal$201  + 1'h1;
+  assign \$341  = \$340  < \$signal$241 ;
+  assign \$342  = \$signal$201  + 1'h1;
+  assign \$343  = entry[5:2] == 2'h3;
+  assign \$344  = \$signal$233 [5:0] * 4'h8;
+  assign \$345  = rd_in_data << \$344 ;
+  assign \$346  = 1'h1 << \nbytes$234 ;
+  assign \$347  = \$346  - 1'h1;
+  assign \$348  = $signed(\$347 ) << \$signal$233 [5:0];
+  assign \$349  = \$signal$148  + 7'h40;
+  assign \$351  = \$349  + \$350 ;
+  assign \$352  = piece_line < 2'h3;
+  assign \$798  = piece_line * 7'h40;
+  assign \$353  = \$signal$236  >> \$798 ;
+  assign \$354  = | \$353 ;
+  assign \$355  = \$352  & \$354 ;
+  assign \$356  = ~ busy;
+  assign \$357  = piece_line + 1'h1;
+  assign \$358  = \$signal$137  + 1'h1;
+  assign \$360  = \$359  >= \$signal$136 ;
+  assign \$361  = ~ \$360 ;
+  assign \$362  = \$signal$201  + 1'h1;
+  assign \$363  = \$362  < \$signal$241 ;
+  assign \$364  = \$signal$137  + 1'h1;
+  assign \$365  = \$signal$201  + 1'h1;
+  assign \$366  = \$signal$136  << \$signal$214 ;
+  assign \$367  = \$signal$213  + \$366 ;
+  assign \$368  = entry[5:2] == 2'h2;
+  assign \$369  = more & \$368 ;
+  assign \$370  = \$signal$136  << \$signal$214 ;
+  assign \$371  = \$signal$213  + \$370 ;
+  assign \$372  = entry[5:2] == 2'h3;
+  assign \$373  = entry[5:2] == 2'h2;
+  assign \$374  = \$373  & entry[11];
+  assign \$375  = \$372  | \$374 ;
+  assign \$376  = ~ busy;
+  assign \$377  = \$signal$201  + 1'h1;
+  assign \$378  = \$377  < \$signal$241 ;
+  assign \$379  = \$signal$201  + 1'h1;
+  assign \$380  = \$signal$151  + 3'h4;
+  assign \$381  = 3'h4 * entry[203:184];
+  assign \$382  = in_elem + \$381 ;
+  assign \$383  = \$signal$151  + 3'h4;
+  assign \$384  = \$383  < entry[183:164];
+  assign \$385  = ~ busy;
   always @(posedge clk)
-    entry <= \$410 ;
+    entry <= \$386 ;
   always @(posedge clk)
-    fsm_state <= \$411 ;
+    fsm_state <= \$387 ;
   always @(posedge clk)
-    status <= \$412 ;
+    status <= \$388 ;
   always @(posedge clk)
-    \$signal$149  <= \$413 ;
+    \$signal$149  <= \$389 ;
   always @(posedge clk)
-    \$signal$148  <= \$414 ;
+    \$signal$148  <= \$390 ;
   always @(posedge clk)
-    \$signal$151  <= \$415 ;
+    \$signal$151  <= \$391 ;
   always @(posedge clk)
-    in_elem <= \$416 ;
+    in_elem <= \$392 ;
   always @(posedge clk)
-    \$signal$217  <= \$417 ;
+    \$signal$213  <= \$393 ;
   always @(posedge clk)
-    \$signal$218  <= \$418 ;
+    \$signal$214  <= \$394 ;
   always @(posedge clk)
-    \$signal$136  <= \$419 ;
+    \$signal$136  <= \$395 ;
   always @(posedge clk)
-    \$signal$245  <= \$420 ;
+    \$signal$241  <= \$396 ;
   always @(posedge clk)
-    \$signal$274  <= \$421 ;
+    \$signal$270  <= \$397 ;
   always @(posedge clk)
-    \$signal$205  <= \$422 ;
+    \$signal$201  <= \$398 ;
   always @(posedge clk)
-    \$signal$137  <= \$423 ;
+    \$signal$137  <= \$399 ;
   always @(posedge clk)
-    \$signal$167  <= \$424 ;
+    \$signal$167  <= \$400 ;
   always @(posedge clk)
-    \$signal$98  <= \$425 ;
+    \$signal$98  <= \$401 ;
   always @(posedge clk)
-    n_cols <= \$426 ;
+    n_cols <= \$402 ;
   always @(posedge clk)
-    dest <= \$427 ;
+    dest <= \$403 ;
   always @(posedge clk)
-    \$signal$170  <= \$428 ;
+    \$signal$170  <= \$404 ;
   always @(posedge clk)
-    \$signal$208  <= \$429 ;
+    \$signal$204  <= \$405 ;
   always @(posedge clk)
-    \$signal$187  <= \$430 ;
+    \$signal$187  <= \$406 ;
   always @(posedge clk)
-    \$signal$169  <= \$431 ;
+    \$signal$169  <= \$407 ;
+  always @(posedge clk)
+    rest_rows <= \$408 ;
+  always @(posedge clk)
+    main_elems <= \$409 ;
+  always @(posedge clk)
+    \$signal$177  <= \$410 ;
+  always @(posedge clk)
+    \$signal$174  <= \$411 ;
+  always @(posedge clk)
+    sets_used0 <= \$412 ;
+  always @(posedge clk)
+    groups_seen0 <= \$413 ;
+  always @(posedge clk)
+    set_index0 <= \$414 ;
+  always @(posedge clk)
+    set_base0 <= \$415 ;
+  always @(posedge clk)
+    sets_used1 <= \$416 ;
+  always @(posedge clk)
+    groups_seen1 <= \$417 ;
+  always @(posedge clk)
+    set_index1 <= \$418 ;
+  always @(posedge clk)
+    set_base1 <= \$419 ;
+  always @(posedge clk)
+    \$signal$197  <= \$420 ;
+  always @(posedge clk)
+    drain <= \$421 ;
+  always @(posedge clk)
+    \$signal$239  <= \$422 ;
+  always @(posedge clk)
+    \$signal$236  <= \$423 ;
+  always @(posedge clk)
+    \$signal$237  <= \$424 ;
+  always @(posedge clk)
+    piece_line <= \$425 ;
+  always @(posedge clk)
+    anchor_m0 <= \$426 ;
+  always @(posedge clk)
+    anchor_m1 <= \$427 ;
+  always @(posedge clk)
+    anchor_m2 <= \$428 ;
+  always @(posedge clk)
+    anchor_m3 <= \$429 ;
+  always @(posedge clk)
+    anchor_l0 <= \$430 ;
+  always @(posedge clk)
+    anchor_l1 <= \$431 ;
+  always @(posedge clk)
+    anchor_l2 <= \$432 ;
+  always @(posedge clk)
+    anchor_l3 <= \$433 ;
   \ndp_device.control_unit.compute  compute (
     .acc_addr(acc_addr),
     .acc_addr1(acc_addr1),
@@ -4022,9 +3974,9 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
     .is_load(is_load),
     .log2_slot(regs[267:260]),
     .operand_lines(operand_lines),
-    .\port$5565$128 (regs[255:128]),
+    .\port$5541$128 (regs[255:128]),
     .stats_offset(stats_offset),
-    .status(\status$271 )
+    .status(\status$267 )
   );
   \ndp_device.control_unit.reader  reader (
     .addr(bus__araddr),
@@ -4035,7 +3987,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
     .bus__arvalid(bus__arvalid),
     .bus__rlast(bus__rlast),
     .bus__rvalid(bus__rvalid),
-    .busy(\busy$273 ),
+    .busy(\busy$269 ),
     .clk(clk),
     .out__data(src__data),
     .out__valid(out__valid),
@@ -4057,7 +4009,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
     .rst(rst),
     .src_addr(src_addr),
     .src_data(src_data),
-    .start(\start$234 )
+    .start(\start$230 )
   );
   \ndp_device.control_unit.unpacker  unpacker (
     .beats(\beats$158 ),
@@ -4268,1190 +4220,30 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$432  = rest_rows;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$432  = \$292 [4:0];
-    endcase
-    if (rst) begin
-      \$432  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$433  = main_elems;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$433  = \$295 [43:0];
-    endcase
-    if (rst) begin
-      \$433  = 44'h00000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$434  = \$signal$177 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$434  = 20'h00000;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          \$434  = \$317 [19:0];
-      5'h0d:
-          \$434  = \$334 [19:0];
-    endcase
-    if (rst) begin
-      \$434  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$435  = \$signal$174 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$435  = 1'h0;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          if (split) begin
-            \$435  = \$318 ;
-          end
-      5'h0d:
-          if (split) begin
-            \$435  = \$335 ;
-          end
-    endcase
-    if (rst) begin
-      \$435  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$436  = sets_used0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$436  = \$297 [1:0];
-    endcase
-    if (rst) begin
-      \$436  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$437  = groups_seen0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$437  = 2'h0;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          if (advance0) begin
-            if (\$304 ) begin
-              \$437  = \$305 [1:0];
-            end
-          end
-      5'h0d:
-          if (\advance0$200 ) begin
-            if (\$321 ) begin
-              \$437  = \$322 [1:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$437  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$438  = set_index0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$438  = 2'h0;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          if (advance0) begin
-            (* full_case = 32'd1 *)
-            if (\$307 ) begin
-              \$438  = 2'h0;
-            end else begin
-              \$438  = \$308 [1:0];
-            end
-          end
-      5'h0d:
-          if (\advance0$200 ) begin
-            (* full_case = 32'd1 *)
-            if (\$324 ) begin
-              \$438  = 2'h0;
-            end else begin
-              \$438  = \$325 [1:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$438  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$439  = set_base0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$439  = 20'h00000;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          if (advance0) begin
-            (* full_case = 32'd1 *)
-            if (\$307 ) begin
-              \$439  = 20'h00000;
-            end else begin
-              \$439  = \$309 [19:0];
-            end
-          end
-      5'h0d:
-          if (\advance0$200 ) begin
-            (* full_case = 32'd1 *)
-            if (\$324 ) begin
-              \$439  = 20'h00000;
-            end else begin
-              \$439  = \$326 [19:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$439  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$440  = sets_used1;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$440  = \$299 [1:0];
-    endcase
-    if (rst) begin
-      \$440  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$441  = groups_seen1;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$441  = 2'h0;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          if (advance1) begin
-            if (\$310 ) begin
-              \$441  = \$311 [1:0];
-            end
-          end
-      5'h0d:
-          if (\advance1$201 ) begin
-            if (\$327 ) begin
-              \$441  = \$328 [1:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$441  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$442  = set_index1;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$442  = 2'h0;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          if (advance1) begin
-            (* full_case = 32'd1 *)
-            if (\$313 ) begin
-              \$442  = 2'h0;
-            end else begin
-              \$442  = \$314 [1:0];
-            end
-          end
-      5'h0d:
-          if (\advance1$201 ) begin
-            (* full_case = 32'd1 *)
-            if (\$330 ) begin
-              \$442  = 2'h0;
-            end else begin
-              \$442  = \$331 [1:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$442  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$443  = set_base1;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$443  = 20'h00000;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          if (advance1) begin
-            (* full_case = 32'd1 *)
-            if (\$313 ) begin
-              \$443  = 20'h00000;
-            end else begin
-              \$443  = \$315 [19:0];
-            end
-          end
-      5'h0d:
-          if (\advance1$201 ) begin
-            (* full_case = 32'd1 *)
-            if (\$330 ) begin
-              \$443  = 20'h00000;
-            end else begin
-              \$443  = \$332 [19:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$443  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$444  = \$signal$197 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          \$444  = \$302 [19:0];
-      5'h0b:
-          \$444  = \$303 [19:0];
-    endcase
-    if (rst) begin
-      \$444  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$445  = drain;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          \$445  = 3'h5;
-      5'h0d:
-          \$445  = 3'h5;
-      5'h0e:
-          \$445  = \$337 [2:0];
-    endcase
-    if (rst) begin
-      \$445  = 3'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$446  = \$signal$243 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h10:
-          if (fold_done) begin
-            casez (dest)
-              2'h0:
-                  \$446  = { 1'h0, \$340  };
-              2'h1:
-                  \$446  = \$348 [1535:0];
-            endcase
-          end
-      5'h12:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
-          /* empty */;
-      5'h15:
-          \$446  = { 1'h0, \$369  };
-    endcase
-    if (rst) begin
-      \$446  = 1536'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$447  = \$signal$240 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h10:
-          if (fold_done) begin
-            casez (dest)
-              2'h0:
-                  \$447  = \$343 [191:0];
-              2'h1:
-                  \$447  = \$351 [191:0];
-            endcase
-          end
-      5'h12:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
-          /* empty */;
-      5'h15:
-          \$447  = \$372 [191:0];
-    endcase
-    if (rst) begin
-      \$447  = 192'h000000000000000000000000000000000000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$448  = \$signal$241 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h10:
-          if (fold_done) begin
-            casez (dest)
-              2'h0:
-                  \$448  = \$346 [63:0];
-              2'h1:
-                  \$448  = \$354 [63:0];
-            endcase
-          end
-      5'h12:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
-          /* empty */;
-      5'h15:
-          \$448  = \$375 [63:0];
-    endcase
-    if (rst) begin
-      \$448  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$449  = piece_line;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h10:
-          if (fold_done) begin
-            casez (dest)
-              2'h0:
-                  \$449  = 2'h0;
-              2'h1:
-                  \$449  = 2'h0;
-            endcase
-          end
-      5'h12:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
-          /* empty */;
-      5'h15:
-          \$449  = 2'h0;
-      5'h11:
-          /* empty */;
-      5'h16:
-          if (\$380 ) begin
-            \$449  = \$381 [1:0];
-          end
-    endcase
-    if (rst) begin
-      \$449  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$450  = anchor_m0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h10:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h13:
-          if (done) begin
-            casez (\$signal$205 )
-              2'h0:
-                  \$450  = m;
-            endcase
-          end
-    endcase
-    if (rst) begin
-      \$450  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$451  = anchor_m1;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h10:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h13:
-          if (done) begin
-            casez (\$signal$205 )
-              2'h0:
-                  /* empty */;
-              2'h1:
-                  \$451  = m;
-            endcase
-          end
-    endcase
-    if (rst) begin
-      \$451  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$452  = anchor_m2;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h10:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h13:
-          if (done) begin
-            casez (\$signal$205 )
-              2'h0:
-                  /* empty */;
-              2'h1:
-                  /* empty */;
-              2'h2:
-                  \$452  = m;
-            endcase
-          end
-    endcase
-    if (rst) begin
-      \$452  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$453  = anchor_m3;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h10:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h13:
-          if (done) begin
-            (* full_case = 32'd1 *)
-            casez (\$signal$205 )
-              2'h0:
-                  /* empty */;
-              2'h1:
-                  /* empty */;
-              2'h2:
-                  /* empty */;
-              2'h3:
-                  \$453  = m;
-            endcase
-          end
-    endcase
-    if (rst) begin
-      \$453  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$454  = anchor_l0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h10:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h13:
-          if (done) begin
-            casez (\$signal$205 )
-              2'h0:
-                  \$454  = l;
-            endcase
-          end
-    endcase
-    if (rst) begin
-      \$454  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$455  = anchor_l1;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h10:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h13:
-          if (done) begin
-            casez (\$signal$205 )
-              2'h0:
-                  /* empty */;
-              2'h1:
-                  \$455  = l;
-            endcase
-          end
-    endcase
-    if (rst) begin
-      \$455  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$456  = anchor_l2;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h10:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h13:
-          if (done) begin
-            casez (\$signal$205 )
-              2'h0:
-                  /* empty */;
-              2'h1:
-                  /* empty */;
-              2'h2:
-                  \$456  = l;
-            endcase
-          end
-    endcase
-    if (rst) begin
-      \$456  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$457  = anchor_l3;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h10:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h13:
-          if (done) begin
-            (* full_case = 32'd1 *)
-            casez (\$signal$205 )
-              2'h0:
-                  /* empty */;
-              2'h1:
-                  /* empty */;
-              2'h2:
-                  /* empty */;
-              2'h3:
-                  \$457  = l;
-            endcase
-          end
-    endcase
-    if (rst) begin
-      \$457  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     (* full_case = 32'd1 *)
-    casez (\$signal$205 )
+    casez (\$signal$201 )
       2'h0:
-          \$221  = anchor_m0;
+          \$169  = anchor_m0;
       2'h1:
-          \$221  = anchor_m1;
+          \$169  = anchor_m1;
       2'h2:
-          \$221  = anchor_m2;
+          \$169  = anchor_m2;
       2'h3:
-          \$221  = anchor_m3;
+          \$169  = anchor_m3;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     (* full_case = 32'd1 *)
-    casez (\$signal$205 )
+    casez (\$signal$201 )
       2'h0:
-          \$222  = anchor_l0;
+          \$170  = anchor_l0;
       2'h1:
-          \$222  = anchor_l1;
+          \$170  = anchor_l1;
       2'h2:
-          \$222  = anchor_l2;
+          \$170  = anchor_l2;
       2'h3:
-          \$222  = anchor_l3;
+          \$170  = anchor_l3;
     endcase
   end
   always @* begin
@@ -5593,7 +4385,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h15:
           /* empty */;
       5'h11:
-          if (\$210 ) begin
+          if (\$158 ) begin
             \start$141  = 1'h1;
           end
       5'h16:
@@ -5741,15 +4533,15 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h15:
           /* empty */;
       5'h11:
-          if (\$210 ) begin
-            \addr$147  = \$212 [63:0];
+          if (\$158 ) begin
+            \addr$147  = \$160 [63:0];
           end
       5'h16:
           /* empty */;
       5'h17:
           /* empty */;
       5'h18:
-          \addr$147  = \$227 [63:0];
+          \addr$147  = \$175 [63:0];
       5'h1a:
           /* empty */;
       5'h19:
@@ -6011,15 +4803,15 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
               2'h1:
                   /* empty */;
               2'h2:
-                  in_row = \$signal$205 ;
+                  in_row = \$signal$201 ;
             endcase
           end
       5'h12:
           /* empty */;
       5'h07:
-          in_row = \$signal$205 ;
+          in_row = \$signal$201 ;
       5'h13:
-          in_row = \$signal$205 ;
+          in_row = \$signal$201 ;
     endcase
   end
   always @* begin
@@ -6175,7 +4967,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0c:
           mac = \$71 ;
       5'h0d:
-          mac = \$131 ;
+          mac = \$105 ;
     endcase
   end
   always @* begin
@@ -6205,7 +4997,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0c:
           k_base = \$75 [19:0];
       5'h0d:
-          k_base = \$135 [19:0];
+          k_base = \$109 [19:0];
     endcase
   end
   always @* begin
@@ -6235,7 +5027,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0c:
           acc_addr = \$78 [6:0];
       5'h0d:
-          acc_addr = \$138 [6:0];
+          acc_addr = \$112 [6:0];
     endcase
   end
   always @* begin
@@ -6265,7 +5057,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0c:
           active = \$80 ;
       5'h0d:
-          active = \$140 ;
+          active = \$114 ;
     endcase
   end
   always @* begin
@@ -6295,7 +5087,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0c:
           w_data = \$82 ;
       5'h0d:
-          w_data = \$142 ;
+          w_data = \$116 ;
     endcase
   end
   always @* begin
@@ -6325,7 +5117,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0c:
           first = \$83 ;
       5'h0d:
-          first = \$143 ;
+          first = \$117 ;
     endcase
   end
   always @* begin
@@ -6355,7 +5147,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0c:
           mac1 = \$85 ;
       5'h0d:
-          mac1 = \$145 ;
+          mac1 = \$119 ;
     endcase
   end
   always @* begin
@@ -6385,7 +5177,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0c:
           k_base1 = \$89 [19:0];
       5'h0d:
-          k_base1 = \$149 [19:0];
+          k_base1 = \$123 [19:0];
     endcase
   end
   always @* begin
@@ -6415,7 +5207,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0c:
           acc_addr1 = \$92 [6:0];
       5'h0d:
-          acc_addr1 = \$152 [6:0];
+          acc_addr1 = \$126 [6:0];
     endcase
   end
   always @* begin
@@ -6445,7 +5237,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0c:
           active1 = \$94 ;
       5'h0d:
-          active1 = \$154 ;
+          active1 = \$128 ;
     endcase
   end
   always @* begin
@@ -6475,7 +5267,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0c:
           w_data1 = \$96 ;
       5'h0d:
-          w_data1 = \$156 ;
+          w_data1 = \$130 ;
     endcase
   end
   always @* begin
@@ -6505,63 +5297,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0c:
           first1 = \$97 ;
       5'h0d:
-          first1 = \$157 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    advance0 = 1'h0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          advance0 = \$110 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    advance1 = 1'h0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          advance1 = \$123 ;
+          first1 = \$131 ;
     endcase
   end
   always @* begin
@@ -6589,12 +5325,12 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0b:
           /* empty */;
       5'h0c:
-          ended = \$129 ;
+          ended = \$103 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \advance0$200  = 1'h0;
+    \ended$198  = 2'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -6619,67 +5355,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0c:
           /* empty */;
       5'h0d:
-          \advance0$200  = \$170 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \advance1$201  = 1'h0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          \advance1$201  = \$183 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \ended$202  = 2'h0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          \ended$202  = \$189 ;
+          \ended$198  = \$137 ;
     endcase
   end
   always @* begin
@@ -6747,9 +5423,9 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0e:
           /* empty */;
       5'h0f:
-          fold_row = \$signal$205 ;
+          fold_row = \$signal$201 ;
       5'h10:
-          fold_row = \$signal$205 ;
+          fold_row = \$signal$201 ;
     endcase
   end
   always @* begin
@@ -6817,9 +5493,9 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0e:
           /* empty */;
       5'h0f:
-          fold_n_words = \$signal$208 [7:0];
+          fold_n_words = \$signal$204 [7:0];
       5'h10:
-          fold_n_words = \$signal$208 [7:0];
+          fold_n_words = \$signal$204 [7:0];
     endcase
   end
   always @* begin
@@ -6921,12 +5597,12 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0e:
           /* empty */;
       5'h0f:
-          fold_pack = \$190 [5:0];
+          fold_pack = \$138 [5:0];
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$signal$216  = 48'h000000000000;
+    \$signal$212  = 48'h000000000000;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -6960,7 +5636,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
           if (fold_done) begin
             casez (dest)
               2'h0:
-                  \$signal$216  = \$193 [47:0];
+                  \$signal$212  = \$141 [47:0];
             endcase
           end
     endcase
@@ -7001,14 +5677,14 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
           if (fold_done) begin
             casez (dest)
               2'h0:
-                  nbytes = \$194 [7:0];
+                  nbytes = \$142 [7:0];
             endcase
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$signal$220  = 48'h000000000000;
+    \$signal$216  = 48'h000000000000;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -7044,14 +5720,14 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
               2'h0:
                   /* empty */;
               2'h1:
-                  \$signal$220  = \$197 [47:0];
+                  \$signal$216  = \$145 [47:0];
             endcase
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \nbytes$221  = 8'h00;
+    \nbytes$217  = 8'h00;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -7087,7 +5763,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
               2'h0:
                   /* empty */;
               2'h1:
-                  \nbytes$221  = \$198 [7:0];
+                  \nbytes$217  = \$146 [7:0];
             endcase
           end
     endcase
@@ -7183,7 +5859,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
               2'h2:
                   /* empty */;
               2'h3:
-                  acc_row = \$signal$205 ;
+                  acc_row = \$signal$201 ;
             endcase
           end
     endcase
@@ -7321,11 +5997,11 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h12:
           /* empty */;
       5'h07:
-          rd_row = \$signal$205 ;
+          rd_row = \$signal$201 ;
       5'h13:
-          rd_row = \$signal$205 ;
+          rd_row = \$signal$201 ;
       5'h14:
-          rd_row = \$signal$205 ;
+          rd_row = \$signal$201 ;
     endcase
   end
   always @* begin
@@ -7374,7 +6050,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \start$234  = 1'h0;
+    \start$230  = 1'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -7409,7 +6085,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h12:
           /* empty */;
       5'h07:
-          \start$234  = 1'h1;
+          \start$230  = 1'h1;
     endcase
   end
   always @* begin
@@ -7449,7 +6125,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h12:
           /* empty */;
       5'h07:
-          length = \$200 ;
+          length = \$148 ;
     endcase
   end
   always @* begin
@@ -7489,12 +6165,12 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h12:
           /* empty */;
       5'h07:
-          partial = \$202 ;
+          partial = \$150 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$signal$237  = 48'h000000000000;
+    \$signal$233  = 48'h000000000000;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -7535,12 +6211,12 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h14:
           /* empty */;
       5'h15:
-          \$signal$237  = \$205 [47:0];
+          \$signal$233  = \$153 [47:0];
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \nbytes$238  = 8'h00;
+    \nbytes$234  = 8'h00;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -7581,7 +6257,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h14:
           /* empty */;
       5'h15:
-          \nbytes$238  = \$206 [7:0];
+          \nbytes$234  = \$154 [7:0];
     endcase
   end
   always @* begin
@@ -7629,21 +6305,21 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h15:
           /* empty */;
       5'h11:
-          if (\$210 ) begin
-            line = \$213 ;
+          if (\$158 ) begin
+            line = \$161 ;
           end
       5'h16:
           /* empty */;
       5'h17:
           /* empty */;
       5'h18:
-          line = \line$247 ;
+          line = \line$243 ;
       5'h1a:
           /* empty */;
       5'h19:
           /* empty */;
       5'h02:
-          line = \$signal$259 ;
+          line = \$signal$255 ;
     endcase
   end
   always @* begin
@@ -7691,8 +6367,8 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h15:
           /* empty */;
       5'h11:
-          if (\$210 ) begin
-            strb = \$214 ;
+          if (\$158 ) begin
+            strb = \$162 ;
           end
       5'h16:
           /* empty */;
@@ -7757,16 +6433,16 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h16:
           /* empty */;
       5'h17:
-          if (\$218 ) begin
+          if (\$166 ) begin
             more = 1'h1;
-          end else if (\$220 ) begin
+          end else if (\$168 ) begin
             more = 1'h1;
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \line$247  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    \line$243  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -7815,7 +6491,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h17:
           /* empty */;
       5'h18:
-          \line$247  = { 448'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, \$222 , \$221  };
+          \line$243  = { 448'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, \$170 , \$169  };
     endcase
   end
   always @* begin
@@ -7880,7 +6556,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$signal$259  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    \$signal$255  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -7935,7 +6611,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h19:
           /* empty */;
       5'h02:
-          \$signal$259  = { 320'h00000000000000000000000000000000000000000000000000000000000000000000000000000000, \$228 [63:0], 32'h00000000, status_word, entry[269:206] };
+          \$signal$255  = { 320'h00000000000000000000000000000000000000000000000000000000000000000000000000000000, \$176 [63:0], 32'h00000000, status_word, entry[269:206] };
     endcase
   end
   always @* begin
@@ -7997,7 +6673,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h02:
           /* empty */;
       5'h1b:
-          if (\$229 ) begin
+          if (\$177 ) begin
             done_valid = 1'h1;
           end
     endcase
@@ -8061,7 +6737,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h02:
           /* empty */;
       5'h1b:
-          if (\$229 ) begin
+          if (\$177 ) begin
             done_queue = entry[205:204];
           end
     endcase
@@ -8125,7 +6801,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h02:
           /* empty */;
       5'h1b:
-          if (\$229 ) begin
+          if (\$177 ) begin
             done_seq = entry[237:206];
           end
     endcase
@@ -8189,7 +6865,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h02:
           /* empty */;
       5'h1b:
-          if (\$229 ) begin
+          if (\$177 ) begin
             done_status = status;
           end
     endcase
@@ -8253,239 +6929,239 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h02:
           /* empty */;
       5'h1b:
-          if (\$229 ) begin
-            irq = \$230 ;
+          if (\$177 ) begin
+            irq = \$178 ;
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$410  = entry;
+    \$386  = entry;
     casez (fsm_state)
       5'h00:
           if (pop_valid) begin
-            \$410  = pop;
+            \$386  = pop;
           end
     endcase
     if (rst) begin
-      \$410  = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$386  = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$411  = fsm_state;
+    \$387  = fsm_state;
     casez (fsm_state)
       5'h00:
           if (pop_valid) begin
-            \$411  = 5'h01;
+            \$387  = 5'h01;
           end
       5'h01:
           (* full_case = 32'd1 *)
-          if (\$274 ) begin
-            \$411  = 5'h02;
+          if (\$222 ) begin
+            \$387  = 5'h02;
           end else if (is_compute) begin
-            \$411  = 5'h03;
+            \$387  = 5'h03;
           end else begin
-            \$411  = 5'h04;
+            \$387  = 5'h04;
           end
       5'h04:
-          \$411  = 5'h05;
+          \$387  = 5'h05;
       5'h05:
-          if (\$277 ) begin
-            \$411  = 5'h02;
+          if (\$225 ) begin
+            \$387  = 5'h02;
           end
       5'h03:
-          \$411  = 5'h06;
+          \$387  = 5'h06;
       5'h06:
-          if (\$278 ) begin
+          if (\$226 ) begin
             (* full_case = 32'd1 *)
-            if (\$279 ) begin
-              \$411  = 5'h07;
+            if (\$227 ) begin
+              \$387  = 5'h07;
             end else begin
-              \$411  = 5'h08;
+              \$387  = 5'h08;
             end
           end
       5'h08:
-          \$411  = 5'h09;
+          \$387  = 5'h09;
       5'h09:
           (* full_case = 32'd1 *)
-          if (\$301 ) begin
-            \$411  = 5'h0a;
+          if (\$249 ) begin
+            \$387  = 5'h0a;
           end else begin
-            \$411  = 5'h0b;
+            \$387  = 5'h0b;
           end
       5'h0a:
-          \$411  = 5'h0c;
+          \$387  = 5'h0c;
       5'h0b:
-          \$411  = 5'h0d;
+          \$387  = 5'h0d;
       5'h0c:
-          if (\$319 ) begin
+          if (\$281 ) begin
             (* full_case = 32'd1 *)
-            if (\$320 ) begin
-              \$411  = 5'h0b;
+            if (\$282 ) begin
+              \$387  = 5'h0b;
             end else begin
-              \$411  = 5'h0e;
+              \$387  = 5'h0e;
             end
           end
       5'h0d:
-          if (\$336 ) begin
-            \$411  = 5'h0e;
+          if (\$312 ) begin
+            \$387  = 5'h0e;
           end
       5'h0e:
-          if (\$338 ) begin
-            \$411  = 5'h0f;
+          if (\$314 ) begin
+            \$387  = 5'h0f;
           end
       5'h0f:
-          \$411  = 5'h10;
+          \$387  = 5'h10;
       5'h10:
           if (fold_done) begin
             (* full_case = 32'd1 *)
             casez (dest)
               2'h0:
-                  \$411  = 5'h11;
+                  \$387  = 5'h11;
               2'h1:
-                  \$411  = 5'h11;
+                  \$387  = 5'h11;
               2'h2:
-                  \$411  = 5'h12;
+                  \$387  = 5'h12;
               2'h3:
-                  \$411  = 5'h12;
+                  \$387  = 5'h12;
             endcase
           end
       5'h12:
           (* full_case = 32'd1 *)
-          if (\$358 ) begin
-            \$411  = 5'h0f;
-          end else if (\$360 ) begin
-            \$411  = 5'h0f;
+          if (\$334 ) begin
+            \$387  = 5'h0f;
+          end else if (\$336 ) begin
+            \$387  = 5'h0f;
           end else begin
             (* full_case = 32'd1 *)
-            if (\$363 ) begin
-              \$411  = 5'h07;
+            if (\$339 ) begin
+              \$387  = 5'h07;
             end else begin
-              \$411  = 5'h08;
+              \$387  = 5'h08;
             end
           end
       5'h07:
-          \$411  = 5'h13;
+          \$387  = 5'h13;
       5'h13:
           if (done) begin
             (* full_case = 32'd1 *)
-            if (\$365 ) begin
-              \$411  = 5'h07;
+            if (\$341 ) begin
+              \$387  = 5'h07;
             end else begin
               (* full_case = 32'd1 *)
-              if (\$367 ) begin
-                \$411  = 5'h08;
+              if (\$343 ) begin
+                \$387  = 5'h08;
               end else begin
-                \$411  = 5'h14;
+                \$387  = 5'h14;
               end
             end
           end
       5'h14:
-          \$411  = 5'h15;
+          \$387  = 5'h15;
       5'h15:
-          \$411  = 5'h11;
+          \$387  = 5'h11;
       5'h11:
           (* full_case = 32'd1 *)
-          if (\$379 ) begin
-            \$411  = 5'h16;
+          if (\$355 ) begin
+            \$387  = 5'h16;
           end else begin
-            \$411  = 5'h17;
+            \$387  = 5'h17;
           end
       5'h16:
-          if (\$380 ) begin
-            \$411  = 5'h11;
+          if (\$356 ) begin
+            \$387  = 5'h11;
           end
       5'h17:
           (* full_case = 32'd1 *)
-          if (\$393 ) begin
-            \$411  = 5'h14;
+          if (\$369 ) begin
+            \$387  = 5'h14;
           end else if (more) begin
-            \$411  = 5'h0f;
+            \$387  = 5'h0f;
           end else begin
             (* full_case = 32'd1 *)
-            if (\$399 ) begin
-              \$411  = 5'h18;
+            if (\$375 ) begin
+              \$387  = 5'h18;
             end else begin
-              \$411  = 5'h19;
+              \$387  = 5'h19;
             end
           end
       5'h18:
-          \$411  = 5'h1a;
+          \$387  = 5'h1a;
       5'h1a:
-          if (\$400 ) begin
+          if (\$376 ) begin
             (* full_case = 32'd1 *)
-            if (\$402 ) begin
-              \$411  = 5'h18;
+            if (\$378 ) begin
+              \$387  = 5'h18;
             end else begin
-              \$411  = 5'h19;
+              \$387  = 5'h19;
             end
           end
       5'h19:
           (* full_case = 32'd1 *)
-          if (\$408 ) begin
-            \$411  = 5'h03;
+          if (\$384 ) begin
+            \$387  = 5'h03;
           end else begin
-            \$411  = 5'h02;
+            \$387  = 5'h02;
           end
       5'h02:
-          \$411  = 5'h1b;
+          \$387  = 5'h1b;
       5'h1b:
-          if (\$409 ) begin
-            \$411  = 5'h00;
+          if (\$385 ) begin
+            \$387  = 5'h00;
           end
     endcase
     if (rst) begin
-      \$411  = 5'h00;
+      \$387  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$412  = status;
+    \$388  = status;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          \$412  = \status$271 ;
+          \$388  = \status$267 ;
     endcase
     if (rst) begin
-      \$412  = 8'h00;
+      \$388  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$413  = \$signal$149 ;
+    \$389  = \$signal$149 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          \$413  = \$264 [63:0];
+          \$389  = \$212 [63:0];
     endcase
     if (rst) begin
-      \$413  = 64'h0000000000000000;
+      \$389  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$414  = \$signal$148 ;
+    \$390  = \$signal$148 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          \$414  = \$270 [63:0];
+          \$390  = \$218 [63:0];
     endcase
     if (rst) begin
-      \$414  = 64'h0000000000000000;
+      \$390  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$415  = \$signal$151 ;
+    \$391  = \$signal$151 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          \$415  = 20'h00000;
+          \$391  = 20'h00000;
       5'h04:
           /* empty */;
       5'h05:
@@ -8533,20 +7209,20 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h1a:
           /* empty */;
       5'h19:
-          \$415  = \$404 [19:0];
+          \$391  = \$380 [19:0];
     endcase
     if (rst) begin
-      \$415  = 20'h00000;
+      \$391  = 20'h00000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$416  = in_elem;
+    \$392  = in_elem;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          \$416  = 44'h00000000000;
+          \$392  = 44'h00000000000;
       5'h04:
           /* empty */;
       5'h05:
@@ -8594,20 +7270,20 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h1a:
           /* empty */;
       5'h19:
-          \$416  = \$406 [43:0];
+          \$392  = \$382 [43:0];
     endcase
     if (rst) begin
-      \$416  = 44'h00000000000;
+      \$392  = 44'h00000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$417  = \$signal$217 ;
+    \$393  = \$signal$213 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          \$417  = 48'h000000000000;
+          \$393  = 48'h000000000000;
       5'h04:
           /* empty */;
       5'h05:
@@ -8650,38 +7326,899 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
           /* empty */;
       5'h17:
         begin
-          if (\$385 ) begin
-          end else if (\$387 ) begin
-            \$417  = \$391 [47:0];
+          if (\$361 ) begin
+          end else if (\$363 ) begin
+            \$393  = \$367 [47:0];
           end
           (* full_case = 32'd1 *)
-          if (\$393 ) begin
+          if (\$369 ) begin
           end else if (more) begin
           end else begin
-            \$417  = \$395 [47:0];
+            \$393  = \$371 [47:0];
           end
         end
     endcase
     if (rst) begin
-      \$417  = 48'h000000000000;
+      \$393  = 48'h000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$418  = \$signal$218 ;
+    \$394  = \$signal$214 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
           (* full_case = 32'd1 *)
-          if (\$271 ) begin
-            \$418  = 2'h2;
-          end else if (\$272 ) begin
-            \$418  = 2'h1;
-          end else if (\$273 ) begin
-            \$418  = 2'h1;
+          if (\$219 ) begin
+            \$394  = 2'h2;
+          end else if (\$220 ) begin
+            \$394  = 2'h1;
+          end else if (\$221 ) begin
+            \$394  = 2'h1;
           end else begin
-            \$418  = 2'h1;
+            \$394  = 2'h1;
+          end
+    endcase
+    if (rst) begin
+      \$394  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$395  = \$signal$136 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          (* full_case = 32'd1 *)
+          if (\$219 ) begin
+            \$395  = entry[123:104];
+          end else if (\$220 ) begin
+            \$395  = entry[203:184];
+          end else if (\$221 ) begin
+            \$395  = entry[123:104];
+          end else begin
+            \$395  = entry[143:124];
+          end
+    endcase
+    if (rst) begin
+      \$395  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$396  = \$signal$241 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          \$396  = \$signal$150 ;
+    endcase
+    if (rst) begin
+      \$396  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$397  = \$signal$270 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          \$397  = 1'h0;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h12:
+          (* full_case = 32'd1 *)
+          if (\$334 ) begin
+          end else if (\$336 ) begin
+          end else begin
+            \$397  = 1'h1;
+          end
+    endcase
+    if (rst) begin
+      \$397  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$398  = \$signal$201 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          if (\$226 ) begin
+            \$398  = 2'h0;
+          end
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          if (\$314 ) begin
+            \$398  = 2'h0;
+          end
+      5'h0f:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h12:
+          (* full_case = 32'd1 *)
+          if (\$334 ) begin
+          end else if (\$336 ) begin
+            \$398  = \$338 [1:0];
+          end else begin
+            \$398  = 2'h0;
+          end
+      5'h07:
+          /* empty */;
+      5'h13:
+          if (done) begin
+            (* full_case = 32'd1 *)
+            if (\$341 ) begin
+              \$398  = \$342 [1:0];
+            end else begin
+              \$398  = 2'h0;
+            end
+          end
+      5'h14:
+          /* empty */;
+      5'h15:
+          /* empty */;
+      5'h11:
+          /* empty */;
+      5'h16:
+          /* empty */;
+      5'h17:
+        begin
+          if (\$361 ) begin
+          end else if (\$363 ) begin
+            \$398  = \$365 [1:0];
+          end
+          (* full_case = 32'd1 *)
+          if (\$369 ) begin
+          end else if (more) begin
+          end else begin
+            \$398  = 2'h0;
+          end
+        end
+      5'h18:
+          /* empty */;
+      5'h1a:
+          if (\$376 ) begin
+            if (\$378 ) begin
+              \$398  = \$379 [1:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \$398  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$399  = \$signal$137 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          if (\$226 ) begin
+            \$399  = 20'h00000;
+          end
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          if (\$314 ) begin
+            \$399  = 20'h00000;
+          end
+      5'h0f:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h12:
+          (* full_case = 32'd1 *)
+          if (\$334 ) begin
+            \$399  = \$337 [19:0];
+          end else if (\$336 ) begin
+            \$399  = 20'h00000;
+          end else begin
+            \$399  = 20'h00000;
+          end
+      5'h07:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          /* empty */;
+      5'h15:
+          /* empty */;
+      5'h11:
+          /* empty */;
+      5'h16:
+          /* empty */;
+      5'h17:
+        begin
+          if (\$361 ) begin
+            \$399  = \$364 [19:0];
+          end else if (\$363 ) begin
+            \$399  = 20'h00000;
+          end
+          (* full_case = 32'd1 *)
+          if (\$369 ) begin
+          end else if (more) begin
+          end else begin
+            \$399  = 20'h00000;
+          end
+        end
+    endcase
+    if (rst) begin
+      \$399  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$400  = \$signal$167 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          (* full_case = 32'd1 *)
+          if (\$228 ) begin
+            \$400  = entry[83:20];
+          end else begin
+            \$400  = \$234 [63:0];
+          end
+    endcase
+    if (rst) begin
+      \$400  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$401  = \$signal$98 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          (* full_case = 32'd1 *)
+          if (\$228 ) begin
+            \$401  = entry[123:104];
+          end else begin
+            \$401  = entry[143:124];
+          end
+    endcase
+    if (rst) begin
+      \$401  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$402  = n_cols;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          (* full_case = 32'd1 *)
+          if (\$228 ) begin
+            \$402  = entry[143:124];
+          end else begin
+            \$402  = entry[123:104];
+          end
+    endcase
+    if (rst) begin
+      \$402  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$403  = dest;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          (* full_case = 32'd1 *)
+          if (\$228 ) begin
+            \$403  = \$232 ;
+          end else begin
+            \$403  = { 1'h0, \$236  };
+          end
+    endcase
+    if (rst) begin
+      \$403  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$404  = \$signal$170 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$404  = \$like ;
+    endcase
+    if (rst) begin
+      \$404  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$405  = \$signal$204 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$405  = \$16 [19:0];
+    endcase
+    if (rst) begin
+      \$405  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$406  = \$signal$187 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$406  = plan_sets;
+    endcase
+    if (rst) begin
+      \$406  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$407  = \$signal$169 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$407  = \$237 ;
+    endcase
+    if (rst) begin
+      \$407  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$408  = rest_rows;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$408  = \$240 [4:0];
+    endcase
+    if (rst) begin
+      \$408  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$409  = main_elems;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$409  = \$243 [43:0];
+    endcase
+    if (rst) begin
+      \$409  = 44'h00000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$410  = \$signal$177 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$410  = 20'h00000;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          \$410  = \$279 [19:0];
+      5'h0d:
+          \$410  = \$310 [19:0];
+    endcase
+    if (rst) begin
+      \$410  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$411  = \$signal$174 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$411  = 1'h0;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          if (split) begin
+            \$411  = \$280 ;
+          end
+      5'h0d:
+          if (split) begin
+            \$411  = \$311 ;
+          end
+    endcase
+    if (rst) begin
+      \$411  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$412  = sets_used0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$412  = \$245 [1:0];
+    endcase
+    if (rst) begin
+      \$412  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$413  = groups_seen0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$413  = 2'h0;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          if (\$258 ) begin
+            if (\$259 ) begin
+              \$413  = \$260 [1:0];
+            end
+          end
+      5'h0d:
+          if (\$289 ) begin
+            if (\$290 ) begin
+              \$413  = \$291 [1:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \$413  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$414  = set_index0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$414  = 2'h0;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          if (\$258 ) begin
+            (* full_case = 32'd1 *)
+            if (\$262 ) begin
+              \$414  = 2'h0;
+            end else begin
+              \$414  = \$263 [1:0];
+            end
+          end
+      5'h0d:
+          if (\$289 ) begin
+            (* full_case = 32'd1 *)
+            if (\$293 ) begin
+              \$414  = 2'h0;
+            end else begin
+              \$414  = \$294 [1:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \$414  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$415  = set_base0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$415  = 20'h00000;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          if (\$258 ) begin
+            (* full_case = 32'd1 *)
+            if (\$262 ) begin
+              \$415  = 20'h00000;
+            end else begin
+              \$415  = \$264 [19:0];
+            end
+          end
+      5'h0d:
+          if (\$289 ) begin
+            (* full_case = 32'd1 *)
+            if (\$293 ) begin
+              \$415  = 20'h00000;
+            end else begin
+              \$415  = \$295 [19:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \$415  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$416  = sets_used1;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$416  = \$247 [1:0];
+    endcase
+    if (rst) begin
+      \$416  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$417  = groups_seen1;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$417  = 2'h0;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          if (\$271 ) begin
+            if (\$272 ) begin
+              \$417  = \$273 [1:0];
+            end
+          end
+      5'h0d:
+          if (\$302 ) begin
+            if (\$303 ) begin
+              \$417  = \$304 [1:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \$417  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$418  = set_index1;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$418  = 2'h0;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          if (\$271 ) begin
+            (* full_case = 32'd1 *)
+            if (\$275 ) begin
+              \$418  = 2'h0;
+            end else begin
+              \$418  = \$276 [1:0];
+            end
+          end
+      5'h0d:
+          if (\$302 ) begin
+            (* full_case = 32'd1 *)
+            if (\$306 ) begin
+              \$418  = 2'h0;
+            end else begin
+              \$418  = \$307 [1:0];
+            end
           end
     endcase
     if (rst) begin
@@ -8690,20 +8227,45 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$419  = \$signal$136 ;
+    \$419  = set_base1;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          (* full_case = 32'd1 *)
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$419  = 20'h00000;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
           if (\$271 ) begin
-            \$419  = entry[123:104];
-          end else if (\$272 ) begin
-            \$419  = entry[203:184];
-          end else if (\$273 ) begin
-            \$419  = entry[123:104];
-          end else begin
-            \$419  = entry[143:124];
+            (* full_case = 32'd1 *)
+            if (\$275 ) begin
+              \$419  = 20'h00000;
+            end else begin
+              \$419  = \$277 [19:0];
+            end
+          end
+      5'h0d:
+          if (\$302 ) begin
+            (* full_case = 32'd1 *)
+            if (\$306 ) begin
+              \$419  = 20'h00000;
+            end else begin
+              \$419  = \$308 [19:0];
+            end
           end
     endcase
     if (rst) begin
@@ -8712,7 +8274,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$420  = \$signal$245 ;
+    \$420  = \$signal$197 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8723,15 +8285,25 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h05:
           /* empty */;
       5'h03:
-          \$420  = \$signal$150 ;
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          \$420  = \$250 [19:0];
+      5'h0b:
+          \$420  = \$251 [19:0];
     endcase
     if (rst) begin
-      \$420  = 3'h0;
+      \$420  = 20'h00000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$421  = \$signal$274 ;
+    \$421  = drain;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8742,7 +8314,42 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h05:
           /* empty */;
       5'h03:
-          \$421  = 1'h0;
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          \$421  = 3'h5;
+      5'h0d:
+          \$421  = 3'h5;
+      5'h0e:
+          \$421  = \$313 [2:0];
+    endcase
+    if (rst) begin
+      \$421  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$422  = \$signal$239 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
       5'h06:
           /* empty */;
       5'h08:
@@ -8762,157 +8369,16 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0f:
           /* empty */;
       5'h10:
-          /* empty */;
+          if (fold_done) begin
+            casez (dest)
+              2'h0:
+                  \$422  = { 1'h0, \$316  };
+              2'h1:
+                  \$422  = \$324 [1535:0];
+            endcase
+          end
       5'h12:
-          (* full_case = 32'd1 *)
-          if (\$358 ) begin
-          end else if (\$360 ) begin
-          end else begin
-            \$421  = 1'h1;
-          end
-    endcase
-    if (rst) begin
-      \$421  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$422  = \$signal$205 ;
-    casez (fsm_state)
-      5'h00:
           /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          if (\$278 ) begin
-            \$422  = 2'h0;
-          end
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          if (\$338 ) begin
-            \$422  = 2'h0;
-          end
-      5'h0f:
-          /* empty */;
-      5'h10:
-          /* empty */;
-      5'h12:
-          (* full_case = 32'd1 *)
-          if (\$358 ) begin
-          end else if (\$360 ) begin
-            \$422  = \$362 [1:0];
-          end else begin
-            \$422  = 2'h0;
-          end
-      5'h07:
-          /* empty */;
-      5'h13:
-          if (done) begin
-            (* full_case = 32'd1 *)
-            if (\$365 ) begin
-              \$422  = \$366 [1:0];
-            end else begin
-              \$422  = 2'h0;
-            end
-          end
-      5'h14:
-          /* empty */;
-      5'h15:
-          /* empty */;
-      5'h11:
-          /* empty */;
-      5'h16:
-          /* empty */;
-      5'h17:
-        begin
-          if (\$385 ) begin
-          end else if (\$387 ) begin
-            \$422  = \$389 [1:0];
-          end
-          (* full_case = 32'd1 *)
-          if (\$393 ) begin
-          end else if (more) begin
-          end else begin
-            \$422  = 2'h0;
-          end
-        end
-      5'h18:
-          /* empty */;
-      5'h1a:
-          if (\$400 ) begin
-            if (\$402 ) begin
-              \$422  = \$403 [1:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$422  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$423  = \$signal$137 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          if (\$278 ) begin
-            \$423  = 20'h00000;
-          end
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          if (\$338 ) begin
-            \$423  = 20'h00000;
-          end
-      5'h0f:
-          /* empty */;
-      5'h10:
-          /* empty */;
-      5'h12:
-          (* full_case = 32'd1 *)
-          if (\$358 ) begin
-            \$423  = \$361 [19:0];
-          end else if (\$360 ) begin
-            \$423  = 20'h00000;
-          end else begin
-            \$423  = 20'h00000;
-          end
       5'h07:
           /* empty */;
       5'h13:
@@ -8920,33 +8386,15 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h14:
           /* empty */;
       5'h15:
-          /* empty */;
-      5'h11:
-          /* empty */;
-      5'h16:
-          /* empty */;
-      5'h17:
-        begin
-          if (\$385 ) begin
-            \$423  = \$388 [19:0];
-          end else if (\$387 ) begin
-            \$423  = 20'h00000;
-          end
-          (* full_case = 32'd1 *)
-          if (\$393 ) begin
-          end else if (more) begin
-          end else begin
-            \$423  = 20'h00000;
-          end
-        end
+          \$422  = { 1'h0, \$345  };
     endcase
     if (rst) begin
-      \$423  = 20'h00000;
+      \$422  = 1536'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$424  = \$signal$167 ;
+    \$423  = \$signal$236 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8961,12 +8409,96 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h06:
           /* empty */;
       5'h08:
-          (* full_case = 32'd1 *)
-          if (\$280 ) begin
-            \$424  = entry[83:20];
-          end else begin
-            \$424  = \$286 [63:0];
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          if (fold_done) begin
+            casez (dest)
+              2'h0:
+                  \$423  = \$319 [191:0];
+              2'h1:
+                  \$423  = \$327 [191:0];
+            endcase
           end
+      5'h12:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          /* empty */;
+      5'h15:
+          \$423  = \$348 [191:0];
+    endcase
+    if (rst) begin
+      \$423  = 192'h000000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$424  = \$signal$237 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          if (fold_done) begin
+            casez (dest)
+              2'h0:
+                  \$424  = \$322 [63:0];
+              2'h1:
+                  \$424  = \$330 [63:0];
+            endcase
+          end
+      5'h12:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          /* empty */;
+      5'h15:
+          \$424  = \$351 [63:0];
     endcase
     if (rst) begin
       \$424  = 64'h0000000000000000;
@@ -8974,7 +8506,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$425  = \$signal$98 ;
+    \$425  = piece_line;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8989,20 +8521,54 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h06:
           /* empty */;
       5'h08:
-          (* full_case = 32'd1 *)
-          if (\$280 ) begin
-            \$425  = entry[123:104];
-          end else begin
-            \$425  = entry[143:124];
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          if (fold_done) begin
+            casez (dest)
+              2'h0:
+                  \$425  = 2'h0;
+              2'h1:
+                  \$425  = 2'h0;
+            endcase
+          end
+      5'h12:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          /* empty */;
+      5'h15:
+          \$425  = 2'h0;
+      5'h11:
+          /* empty */;
+      5'h16:
+          if (\$356 ) begin
+            \$425  = \$357 [1:0];
           end
     endcase
     if (rst) begin
-      \$425  = 20'h00000;
+      \$425  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$426  = n_cols;
+    \$426  = anchor_m0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -9017,20 +8583,42 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h06:
           /* empty */;
       5'h08:
-          (* full_case = 32'd1 *)
-          if (\$280 ) begin
-            \$426  = entry[143:124];
-          end else begin
-            \$426  = entry[123:104];
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h13:
+          if (done) begin
+            casez (\$signal$201 )
+              2'h0:
+                  \$426  = m;
+            endcase
           end
     endcase
     if (rst) begin
-      \$426  = 20'h00000;
+      \$426  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$427  = dest;
+    \$427  = anchor_m1;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -9045,20 +8633,44 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h06:
           /* empty */;
       5'h08:
-          (* full_case = 32'd1 *)
-          if (\$280 ) begin
-            \$427  = \$284 ;
-          end else begin
-            \$427  = { 1'h0, \$288  };
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h13:
+          if (done) begin
+            casez (\$signal$201 )
+              2'h0:
+                  /* empty */;
+              2'h1:
+                  \$427  = m;
+            endcase
           end
     endcase
     if (rst) begin
-      \$427  = 2'h0;
+      \$427  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$428  = \$signal$170 ;
+    \$428  = anchor_m2;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -9075,15 +8687,44 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h08:
           /* empty */;
       5'h09:
-          \$428  = \$like ;
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h13:
+          if (done) begin
+            casez (\$signal$201 )
+              2'h0:
+                  /* empty */;
+              2'h1:
+                  /* empty */;
+              2'h2:
+                  \$428  = m;
+            endcase
+          end
     endcase
     if (rst) begin
-      \$428  = 3'h0;
+      \$428  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$429  = \$signal$208 ;
+    \$429  = anchor_m3;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -9100,15 +8741,47 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h08:
           /* empty */;
       5'h09:
-          \$429  = \$16 [19:0];
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h13:
+          if (done) begin
+            (* full_case = 32'd1 *)
+            casez (\$signal$201 )
+              2'h0:
+                  /* empty */;
+              2'h1:
+                  /* empty */;
+              2'h2:
+                  /* empty */;
+              2'h3:
+                  \$429  = m;
+            endcase
+          end
     endcase
     if (rst) begin
-      \$429  = 20'h00000;
+      \$429  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$430  = \$signal$187 ;
+    \$430  = anchor_l0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -9125,15 +8798,40 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h08:
           /* empty */;
       5'h09:
-          \$430  = plan_sets;
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h13:
+          if (done) begin
+            casez (\$signal$201 )
+              2'h0:
+                  \$430  = l;
+            endcase
+          end
     endcase
     if (rst) begin
-      \$430  = 2'h0;
+      \$430  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$431  = \$signal$169 ;
+    \$431  = anchor_l1;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -9150,10 +8848,148 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h08:
           /* empty */;
       5'h09:
-          \$431  = \$289 ;
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h13:
+          if (done) begin
+            casez (\$signal$201 )
+              2'h0:
+                  /* empty */;
+              2'h1:
+                  \$431  = l;
+            endcase
+          end
     endcase
     if (rst) begin
-      \$431  = 20'h00000;
+      \$431  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$432  = anchor_l2;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h13:
+          if (done) begin
+            casez (\$signal$201 )
+              2'h0:
+                  /* empty */;
+              2'h1:
+                  /* empty */;
+              2'h2:
+                  \$432  = l;
+            endcase
+          end
+    endcase
+    if (rst) begin
+      \$432  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$433  = anchor_l3;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h13:
+          if (done) begin
+            (* full_case = 32'd1 *)
+            casez (\$signal$201 )
+              2'h0:
+                  /* empty */;
+              2'h1:
+                  /* empty */;
+              2'h2:
+                  /* empty */;
+              2'h3:
+                  \$433  = l;
+            endcase
+          end
+    endcase
+    if (rst) begin
+      \$433  = 32'd0;
     end
   end
   assign bus__arid = 8'h00;
@@ -9330,29 +9166,25 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   assign \$90  = \$signal$174 ;
   assign \$93  = \$signal$174 ;
   assign \$95  = \$signal$174 ;
-  assign \$114  = \$signal$174 ;
-  assign \$120  = \$119 ;
-  assign \$144  = \$signal$174 ;
-  assign \$146  = \$signal$174 ;
-  assign \$150  = \$signal$174 ;
-  assign \$153  = \$signal$174 ;
-  assign \$155  = \$signal$174 ;
-  assign \$174  = \$signal$174 ;
-  assign \$180  = \$179 ;
-  assign \$191  = { 2'h0, \$signal$137 , 5'h00 };
-  assign \$195  = { 2'h0, \$signal$137 , 5'h00 };
-  assign \$203  = { 2'h0, \$signal$137 , 5'h00 };
-  assign \$211  = { 1'h0, piece_line, 6'h00 };
-  assign \$216  = { 2'h0, \$215 , 5'h00 };
-  assign \$226  = { 1'h0, \$225 , 6'h00 };
-  assign \$285  = { 1'h0, operand_lines, 6'h00 };
-  assign \$345  = { 1'h0, \$signal$216 [47:6], 6'h00 };
-  assign \$353  = { 1'h0, \$signal$220 [47:6], 6'h00 };
-  assign \$356  = { 2'h0, \$355 , 5'h00 };
-  assign \$374  = { 1'h0, \$signal$237 [47:6], 6'h00 };
-  assign \$383  = { 2'h0, \$382 , 5'h00 };
-  assign \$107  = \$signal$174 ;
-  assign \$167  = \$signal$174 ;
+  assign \$118  = \$signal$174 ;
+  assign \$120  = \$signal$174 ;
+  assign \$124  = \$signal$174 ;
+  assign \$127  = \$signal$174 ;
+  assign \$129  = \$signal$174 ;
+  assign \$139  = { 2'h0, \$signal$137 , 5'h00 };
+  assign \$143  = { 2'h0, \$signal$137 , 5'h00 };
+  assign \$151  = { 2'h0, \$signal$137 , 5'h00 };
+  assign \$159  = { 1'h0, piece_line, 6'h00 };
+  assign \$164  = { 2'h0, \$163 , 5'h00 };
+  assign \$174  = { 1'h0, \$173 , 6'h00 };
+  assign \$233  = { 1'h0, operand_lines, 6'h00 };
+  assign \$265  = \$signal$174 ;
+  assign \$296  = \$signal$174 ;
+  assign \$321  = { 1'h0, \$signal$212 [47:6], 6'h00 };
+  assign \$329  = { 1'h0, \$signal$216 [47:6], 6'h00 };
+  assign \$332  = { 2'h0, \$331 , 5'h00 };
+  assign \$350  = { 1'h0, \$signal$233 [47:6], 6'h00 };
+  assign \$359  = { 2'h0, \$358 , 5'h00 };
 endmodule
 
 (* generator = "Amaranth" *)
@@ -21224,7 +21056,7 @@ module \ndp_device.control_unit.compute (rst, split, in_we, in_row, in_word, in_
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.decoder (is_compute, operand_lines, stats_offset, \port$5565$128 , log2_slot, desc, status, is_load);
+module \ndp_device.control_unit.decoder (is_compute, operand_lines, stats_offset, \port$5541$128 , log2_slot, desc, status, is_load);
   reg \$auto$verilog_backend.cc:2355:dump_module$69  = 0;
   wire [26:0] \$1 ;
   wire \$10 ;
@@ -21420,8 +21252,8 @@ module \ndp_device.control_unit.decoder (is_compute, operand_lines, stats_offset
   output [39:0] operand_lines;
   wire [39:0] operand_lines;
   wire [39:0] out_elems;
-  input [127:0] \port$5565$128 ;
-  wire [127:0] \port$5565$128 ;
+  input [127:0] \port$5541$128 ;
+  wire [127:0] \port$5541$128 ;
   reg [49:0] result;
   wire [49:0] room;
   output [47:0] stats_offset;
@@ -21498,8 +21330,8 @@ module \ndp_device.control_unit.decoder (is_compute, operand_lines, stats_offset
   assign \$74  = ~ \$73 ;
   assign \$75  = ! desc[25:20];
   assign \$76  = ! desc[103:84];
-  assign \$77  = desc[83:20] >= \port$5565$128 [63:0];
-  assign \$78  = \$2  <= \port$5565$128 [127:64];
+  assign \$77  = desc[83:20] >= \port$5541$128 [63:0];
+  assign \$78  = \$2  <= \port$5541$128 [127:64];
   assign \$79  = \$77  & \$78 ;
   assign \$80  = \$76  | \$79 ;
   assign \$81  = \$75  & \$80 ;
@@ -21613,8 +21445,8 @@ module \ndp_device.control_unit.decoder (is_compute, operand_lines, stats_offset
   assign \$signal$9  = \$14 [39:0];
   assign o_lines = \$19 [43:0];
   assign room = \$38 [49:0];
-  assign data_base = \port$5565$128 [63:0];
-  assign data_limit = \port$5565$128 [127:64];
+  assign data_base = \port$5541$128 [63:0];
+  assign data_limit = \port$5541$128 [127:64];
   assign operand_lines = \$14 [39:0];
   assign stats_offset = \$22 [47:0];
   assign \desc.type  = desc[1:0];

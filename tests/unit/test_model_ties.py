@@ -823,3 +823,9 @@ def test_compute_pipeline_constants():
     from sim import control_unit as model_control
     assert model_control.PIPE_DEPTH == rtl_compute.PIPE_DEPTH
     assert model_control.FOLD_STEP_CYCLES == rtl_compute.FOLD_STEP_CYCLES
+
+
+def test_unpacker_window():
+    """The model's window hold is the RTL's window (the slot tests above exercise it)."""
+    from hw import unpacker as rtl_unpacker
+    assert model_unpacker.WINDOW_BEATS == rtl_unpacker.WINDOW_BEATS
