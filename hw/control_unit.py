@@ -21,7 +21,8 @@ unpacker, the compute unit, the softmax unit and the DRAM writer, and sequences 
       SOFTMAX            no stage: the softmax unit runs on each input row in place, the
                          rows go out as FP16 pieces (and, PARTIAL, the anchor lines)
   A result piece is one word (LANES values) of one row, placed at its byte offset and
-  written as one to three lines with byte strobes.
+  written as one to three lines with byte strobes; the fold unit adds the next word's
+  sums meanwhile.
 - then, after every result write has been answered, status, cycles and completion
   word go out in one line-sized write, and the queue's HEAD, STATUS and irq follow.
 Nothing is carried from one descriptor to the next: a chain lives inside one descriptor,
@@ -169,6 +170,32 @@ class ControlUnit(wiring.Component):
                          piece_strb.eq(((Const(1, 1) << nbytes) - 1) << shift),
                          piece_addr.eq(cq_slot + HEADER_BYTES + (byte[line_bits:] << line_bits)),
                          piece_line.eq(0)]
+
+        # readout progress: whether a piece follows the one registered, and whether the
+        # fold unit is to start on it (a stage's words) or has finished (`folded`: its sum
+        # holds until the next start)
+        piece_more, fold_due, folded = Signal(), Signal(), Signal()
+        m.d.comb += [cu.fold_row.eq(row), cu.fold_word.eq(word), cu.fold_n_words.eq(n_words),
+                     cu.fold_sets.eq(sets_used[0]), cu.fold_sets1.eq(sets_used[1]),
+                     cu.fold_pack.eq(1 << pack_log2)]
+        with m.If(cu.fold_start):
+            m.d.sync += folded.eq(0)
+        with m.Elif(cu.fold_done):
+            m.d.sync += folded.eq(1)
+
+        def next_piece():
+            """With a piece registered: move to the next word, or the next row's first, and
+            note whether there is one; a stage's next word may start folding at once."""
+            more = Signal()
+            with m.If(~last_word):
+                m.d.comb += more.eq(1)
+                m.d.sync += word.eq(word + 1)
+            with m.Elif(row + 1 < group_rows):
+                m.d.comb += more.eq(1)
+                m.d.sync += [word.eq(0), row.eq(row + 1), out_byte.eq(out_byte + row_bytes)]
+            with m.Else():
+                m.d.sync += [word.eq(0), row.eq(0), out_byte.eq(out_byte + row_bytes)]
+            m.d.sync += [piece_more.eq(more), fold_due.eq(more & ~is_softmax)]
 
         # the softmax unit reads one row of the input buffer (widened to FP32: times 1.0 is
         # exact) or of the output buffer, and writes FP16 words into the input buffer
@@ -344,19 +371,18 @@ class ControlUnit(wiring.Component):
 
             # ---- readout: fold each word of each row, send it where the stage says
             with m.State("FOLD"):
-                m.d.comb += [cu.fold_start.eq(1), cu.fold_row.eq(row), cu.fold_word.eq(word),
-                             cu.fold_n_words.eq(n_words), cu.fold_sets.eq(sets_used[0]),
-                             cu.fold_sets1.eq(sets_used[1]), cu.fold_pack.eq(1 << pack_log2)]
+                m.d.comb += cu.fold_start.eq(1)
                 m.next = "FOLD_WAIT"
             with m.State("FOLD_WAIT"):
-                m.d.comb += [cu.fold_row.eq(row), cu.fold_n_words.eq(n_words)]
-                with m.If(cu.fold_done):
+                with m.If(cu.fold_done | folded):
                     with m.Switch(dest):
                         with m.Case(TO_RESULT16):
                             set_piece(cu.sum_fp16, count_now)
+                            next_piece()
                             m.next = "PIECE_LINE"
                         with m.Case(TO_RESULT32):
                             set_piece(cu.sum_fp32, count_now)
+                            next_piece()
                             m.next = "PIECE_LINE"
                         with m.Case(TO_INPUT):
                             m.d.comb += [cu.in_we.eq(1), cu.in_row.eq(row), cu.in_word.eq(word),
@@ -414,38 +440,32 @@ class ControlUnit(wiring.Component):
                 m.next = "BANK_PIECE"
             with m.State("BANK_PIECE"):
                 set_piece(cu.rd_in_data, count_now)
+                next_piece()
                 m.next = "PIECE_LINE"
 
             # ---- one result piece, line by line; then the next word, row, or the anchors
             with m.State("PIECE_LINE"):
-                line_strb = piece_strb.word_select(piece_line, cfg.beat_bytes)
-                with m.If((piece_line < PIECE_LINES) & line_strb.any()):
-                    m.d.comb += [writer.start.eq(1),
-                                 writer.addr.eq(piece_addr + (piece_line << line_bits)),
-                                 writer.line.eq(piece.word_select(piece_line, cfg.data_bits)),
-                                 writer.strb.eq(line_strb)]
-                    m.next = "PIECE_WAIT"
-                with m.Else():
-                    m.next = "PIECE_NEXT"
+                # a stage's next word folds while this piece is written
+                with m.If(fold_due):
+                    m.d.comb += cu.fold_start.eq(1)
+                    m.d.sync += fold_due.eq(0)
+                m.d.comb += [writer.start.eq(1),
+                             writer.addr.eq(piece_addr + (piece_line << line_bits)),
+                             writer.line.eq(piece.word_select(piece_line, cfg.data_bits)),
+                             writer.strb.eq(piece_strb.word_select(piece_line, cfg.beat_bytes))]
+                m.next = "PIECE_WAIT"
             with m.State("PIECE_WAIT"):
+                # the piece's next line, if it has bytes there; else what follows the piece
+                next_line = piece_line + 1
                 with m.If(~writer.busy):
-                    m.d.sync += piece_line.eq(piece_line + 1)
-                    m.next = "PIECE_LINE"
-            with m.State("PIECE_NEXT"):
-                more = Signal()
-                with m.If(~last_word):
-                    m.d.comb += more.eq(1)
-                    m.d.sync += word.eq(word + 1)
-                with m.Elif(row + 1 < group_rows):
-                    m.d.comb += more.eq(1)
-                    m.d.sync += [word.eq(0), row.eq(row + 1), out_byte.eq(out_byte + row_bytes)]
-                with m.If(more & is_softmax):
-                    m.next = "BANK_READ"
-                with m.Elif(more):
-                    m.next = "FOLD"
-                with m.Else():
-                    m.d.sync += [word.eq(0), row.eq(0), out_byte.eq(out_byte + row_bytes)]
-                    with m.If(is_attention | (is_softmax & partial)):
+                    with m.If((next_line < PIECE_LINES) & piece_strb.word_select(next_line, cfg.beat_bytes).any()):
+                        m.d.sync += piece_line.eq(next_line)
+                        m.next = "PIECE_LINE"
+                    with m.Elif(piece_more & is_softmax):
+                        m.next = "BANK_READ"
+                    with m.Elif(piece_more):
+                        m.next = "FOLD_WAIT"
+                    with m.Elif(is_attention | (is_softmax & partial)):
                         m.next = "ANCHORS"
                     with m.Else():
                         m.next = "GROUP_END"

@@ -69,6 +69,8 @@ class DramWriter(wiring.Component):
                         m.next = "RESPONSE"
             with m.State("RESPONSE"):
                 m.d.comb += [self.busy.eq(1), bus.bready.eq(1)]
-                with m.If(bus.bvalid):
+                with m.If(bus.bvalid & (left == 0)):
+                    m.next = "IDLE"                    # the run's last response
+                with m.Elif(bus.bvalid):
                     m.next = "ISSUE"
         return m

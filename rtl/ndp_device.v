@@ -2640,99 +2640,99 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   wire \$100 ;
   wire \$101 ;
   wire \$102 ;
-  wire [1:0] \$103 ;
-  wire \$104 ;
+  wire \$103 ;
+  wire [1:0] \$104 ;
   wire \$105 ;
   wire \$106 ;
-  wire [7:0] \$107 ;
-  wire [20:0] \$108 ;
+  wire \$107 ;
+  wire [7:0] \$108 ;
   wire [20:0] \$109 ;
   wire \$11 ;
-  wire \$110 ;
-  wire [14:0] \$111 ;
-  wire [20:0] \$112 ;
-  wire \$113 ;
-  wire [5:0] \$114 ;
-  wire \$115 ;
-  wire [511:0] \$116 ;
-  wire \$117 ;
+  wire [20:0] \$110 ;
+  wire \$111 ;
+  wire [14:0] \$112 ;
+  wire [20:0] \$113 ;
+  wire \$114 ;
+  wire [5:0] \$115 ;
+  wire \$116 ;
+  wire [511:0] \$117 ;
   wire \$118 ;
   wire \$119 ;
   wire [26:0] \$12 ;
   wire \$120 ;
-  wire [7:0] \$121 ;
-  wire [20:0] \$122 ;
+  wire \$121 ;
+  wire [7:0] \$122 ;
   wire [20:0] \$123 ;
-  wire \$124 ;
-  wire [14:0] \$125 ;
-  wire [20:0] \$126 ;
-  wire \$127 ;
-  wire [5:0] \$128 ;
-  wire \$129 ;
+  wire [20:0] \$124 ;
+  wire \$125 ;
+  wire [14:0] \$126 ;
+  wire [20:0] \$127 ;
+  wire \$128 ;
+  wire [5:0] \$129 ;
   wire \$13 ;
-  wire [511:0] \$130 ;
-  wire \$131 ;
-  wire [20:0] \$132 ;
-  wire \$133 ;
+  wire \$130 ;
+  wire [511:0] \$131 ;
+  wire \$132 ;
+  wire [20:0] \$133 ;
   wire \$134 ;
   wire \$135 ;
   wire \$136 ;
-  wire [1:0] \$137 ;
-  wire [7:0] \$138 ;
-  wire [26:0] \$139 ;
+  wire \$137 ;
+  wire [1:0] \$138 ;
+  wire \$139 ;
   wire [20:0] \$14 ;
-  wire [22:0] \$140 ;
-  wire [48:0] \$141 ;
-  wire [8:0] \$142 ;
-  wire [26:0] \$143 ;
-  wire [22:0] \$144 ;
-  wire [48:0] \$145 ;
-  wire [8:0] \$146 ;
+  wire [26:0] \$140 ;
+  wire [22:0] \$141 ;
+  wire [48:0] \$142 ;
+  wire [8:0] \$143 ;
+  wire [20:0] \$144 ;
+  wire [27:0] \$145 ;
+  wire \$146 ;
   wire \$147 ;
-  wire [19:0] \$148 ;
+  wire [2:0] \$148 ;
   wire \$149 ;
   wire [21:0] \$15 ;
-  wire \$150 ;
-  wire [26:0] \$151 ;
-  wire [22:0] \$152 ;
-  wire [48:0] \$153 ;
-  wire [8:0] \$154 ;
-  wire \$155 ;
-  wire [63:0] \$156 ;
+  wire [26:0] \$150 ;
+  wire [22:0] \$151 ;
+  wire [48:0] \$152 ;
+  wire [8:0] \$153 ;
+  wire [20:0] \$154 ;
+  wire [27:0] \$155 ;
+  wire \$156 ;
   wire \$157 ;
-  wire \$158 ;
-  wire [8:0] \$159 ;
+  wire [2:0] \$158 ;
+  wire \$159 ;
   wire [21:0] \$16 ;
-  wire [64:0] \$160 ;
-  wire [511:0] \$161 ;
-  wire [63:0] \$162 ;
-  wire [20:0] \$163 ;
-  wire [27:0] \$164 ;
-  wire \$165 ;
-  wire \$166 ;
-  wire [2:0] \$167 ;
-  wire \$168 ;
-  reg [31:0] \$169 ;
+  wire \$160 ;
+  wire [19:0] \$161 ;
+  wire \$162 ;
+  wire \$163 ;
+  wire [26:0] \$164 ;
+  wire [22:0] \$165 ;
+  wire [48:0] \$166 ;
+  wire [8:0] \$167 ;
+  wire [20:0] \$168 ;
+  wire [27:0] \$169 ;
   wire [21:0] \$17 ;
-  reg [31:0] \$170 ;
-  wire [64:0] \$171 ;
-  wire [65:0] \$172 ;
-  wire [20:0] \$173 ;
-  wire [27:0] \$174 ;
-  wire [66:0] \$175 ;
-  wire [64:0] \$176 ;
-  wire \$177 ;
-  wire [3:0] \$178 ;
-  wire \$179 ;
+  wire \$170 ;
+  wire \$171 ;
+  wire [2:0] \$172 ;
+  wire \$173 ;
+  wire [8:0] \$174 ;
+  wire [64:0] \$175 ;
+  wire [511:0] \$176 ;
+  wire [63:0] \$177 ;
+  reg [31:0] \$178 ;
+  reg [31:0] \$179 ;
   wire \$18 ;
-  wire \$180 ;
-  wire \$181 ;
-  wire \$182 ;
-  wire \$183 ;
-  wire \$184 ;
-  wire \$185 ;
+  wire [64:0] \$180 ;
+  wire [65:0] \$181 ;
+  wire [20:0] \$182 ;
+  wire [27:0] \$183 ;
+  wire [66:0] \$184 ;
+  wire [64:0] \$185 ;
   wire \$186 ;
-  wire \$187 ;
+  wire [3:0] \$187 ;
   wire \$188 ;
   wire \$189 ;
   wire [20:0] \$19 ;
@@ -2755,353 +2755,404 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   wire \$204 ;
   wire \$205 ;
   wire \$206 ;
-  wire [64:0] \$207 ;
-  wire [15:0] \$208 ;
-  wire [16:0] \$209 ;
+  wire \$207 ;
+  wire \$208 ;
+  wire \$209 ;
   wire [7:0] \$21 ;
-  wire [16:0] \$210 ;
-  wire [79:0] \$211 ;
-  wire [80:0] \$212 ;
-  wire [64:0] \$213 ;
-  wire [15:0] \$214 ;
-  wire [16:0] \$215 ;
-  wire [16:0] \$216 ;
-  wire [79:0] \$217 ;
-  wire [80:0] \$218 ;
-  wire \$219 ;
+  wire \$210 ;
+  wire \$211 ;
+  wire \$212 ;
+  wire \$213 ;
+  wire \$214 ;
+  wire [64:0] \$215 ;
+  wire [15:0] \$216 ;
+  wire [16:0] \$217 ;
+  wire [16:0] \$218 ;
+  wire [79:0] \$219 ;
   wire [20:0] \$22 ;
-  wire \$220 ;
-  wire \$221 ;
-  wire \$222 ;
-  wire \$223 ;
-  wire \$224 ;
-  wire \$225 ;
-  wire \$226 ;
+  wire [80:0] \$220 ;
+  wire [64:0] \$221 ;
+  wire [15:0] \$222 ;
+  wire [16:0] \$223 ;
+  wire [16:0] \$224 ;
+  wire [79:0] \$225 ;
+  wire [80:0] \$226 ;
   wire \$227 ;
   wire \$228 ;
   wire \$229 ;
   wire [21:0] \$23 ;
   wire \$230 ;
-  wire [1:0] \$231 ;
-  wire [1:0] \$232 ;
-  wire [46:0] \$233 ;
-  wire [64:0] \$234 ;
+  wire \$231 ;
+  wire \$232 ;
+  wire \$233 ;
+  wire \$234 ;
   wire \$235 ;
   wire \$236 ;
-  wire [19:0] \$237 ;
-  wire [7:0] \$238 ;
-  wire [8:0] \$239 ;
+  wire \$237 ;
+  wire \$238 ;
+  wire [1:0] \$239 ;
   wire [21:0] \$24 ;
-  wire [20:0] \$240 ;
-  wire [19:0] \$241 ;
-  wire [26:0] \$242 ;
-  wire [46:0] \$243 ;
+  wire [1:0] \$240 ;
+  wire [46:0] \$241 ;
+  wire [64:0] \$242 ;
+  wire \$243 ;
   wire \$244 ;
   wire [19:0] \$245 ;
-  wire \$246 ;
-  wire [19:0] \$247 ;
-  wire [19:0] \$248 ;
-  wire \$249 ;
+  wire [7:0] \$246 ;
+  wire [8:0] \$247 ;
+  wire [20:0] \$248 ;
+  wire [19:0] \$249 ;
   wire [20:0] \$25 ;
   wire [26:0] \$250 ;
-  wire [24:0] \$251 ;
+  wire [46:0] \$251 ;
   wire \$252 ;
-  wire [20:0] \$253 ;
+  wire [19:0] \$253 ;
   wire \$254 ;
-  wire \$255 ;
-  wire \$256 ;
+  wire [19:0] \$255 ;
+  wire [19:0] \$256 ;
   wire \$257 ;
-  wire \$258 ;
-  wire \$259 ;
+  wire [26:0] \$258 ;
+  wire [24:0] \$259 ;
   wire [20:0] \$26 ;
-  wire [2:0] \$260 ;
-  wire [2:0] \$261 ;
+  wire \$260 ;
+  wire [20:0] \$261 ;
   wire \$262 ;
-  wire [2:0] \$263 ;
-  wire [20:0] \$264 ;
+  wire \$263 ;
+  wire \$264 ;
   wire \$265 ;
-  wire [20:0] \$266 ;
+  wire \$266 ;
   wire \$267 ;
-  wire \$268 ;
-  wire \$269 ;
+  wire [2:0] \$268 ;
+  wire [2:0] \$269 ;
   wire [20:0] \$27 ;
   wire \$270 ;
-  wire \$271 ;
-  wire \$272 ;
-  wire [2:0] \$273 ;
-  wire [2:0] \$274 ;
+  wire [2:0] \$271 ;
+  wire [20:0] \$272 ;
+  wire \$273 ;
+  wire [20:0] \$274 ;
   wire \$275 ;
-  wire [2:0] \$276 ;
-  wire [20:0] \$277 ;
-  wire [8:0] \$278 ;
-  wire [20:0] \$279 ;
+  wire \$276 ;
+  wire \$277 ;
+  wire \$278 ;
+  wire \$279 ;
   wire [19:0] \$28 ;
   wire \$280 ;
-  wire \$281 ;
-  wire \$282 ;
+  wire [2:0] \$281 ;
+  wire [2:0] \$282 ;
   wire \$283 ;
-  wire [20:0] \$284 ;
-  wire \$285 ;
-  wire \$286 ;
-  wire \$287 ;
+  wire [2:0] \$284 ;
+  wire [20:0] \$285 ;
+  wire [8:0] \$286 ;
+  wire [20:0] \$287 ;
   wire \$288 ;
   wire \$289 ;
-  wire \$29 ;
+  wire [7:0] \$29 ;
   wire \$290 ;
-  wire [2:0] \$291 ;
-  wire [2:0] \$292 ;
+  wire \$291 ;
+  wire [20:0] \$292 ;
   wire \$293 ;
-  wire [2:0] \$294 ;
-  wire [20:0] \$295 ;
+  wire \$294 ;
+  wire \$295 ;
   wire \$296 ;
-  wire [20:0] \$297 ;
+  wire \$297 ;
   wire \$298 ;
-  wire \$299 ;
+  wire [2:0] \$299 ;
   wire \$3 ;
-  wire [26:0] \$30 ;
-  wire \$300 ;
+  wire \$30 ;
+  wire [2:0] \$300 ;
   wire \$301 ;
-  wire \$302 ;
-  wire \$303 ;
-  wire [2:0] \$304 ;
-  wire [2:0] \$305 ;
+  wire [2:0] \$302 ;
+  wire [20:0] \$303 ;
+  wire \$304 ;
+  wire [20:0] \$305 ;
   wire \$306 ;
-  wire [2:0] \$307 ;
-  wire [20:0] \$308 ;
-  wire [8:0] \$309 ;
-  wire [20:0] \$31 ;
-  wire [20:0] \$310 ;
+  wire \$307 ;
+  wire \$308 ;
+  wire \$309 ;
+  wire [26:0] \$31 ;
+  wire \$310 ;
   wire \$311 ;
-  wire \$312 ;
-  wire [3:0] \$313 ;
+  wire [2:0] \$312 ;
+  wire [2:0] \$313 ;
   wire \$314 ;
-  wire [9:0] \$315 ;
-  wire [1534:0] \$316 ;
-  wire [255:0] \$317 ;
-  wire [256:0] \$318 ;
-  wire [319:0] \$319 ;
-  wire \$32 ;
-  wire [64:0] \$320 ;
-  wire [48:0] \$321 ;
-  wire [65:0] \$322 ;
-  wire [9:0] \$323 ;
-  wire [2046:0] \$324 ;
-  wire [255:0] \$325 ;
-  wire [256:0] \$326 ;
-  wire [319:0] \$327 ;
-  wire [64:0] \$328 ;
-  wire [48:0] \$329 ;
-  wire [26:0] \$33 ;
-  wire [65:0] \$330 ;
-  wire [20:0] \$331 ;
-  wire [27:0] \$332 ;
-  wire \$333 ;
+  wire [2:0] \$315 ;
+  wire [20:0] \$316 ;
+  wire [8:0] \$317 ;
+  wire [20:0] \$318 ;
+  wire \$319 ;
+  wire [20:0] \$32 ;
+  wire \$320 ;
+  wire [3:0] \$321 ;
+  wire \$322 ;
+  wire \$323 ;
+  wire [9:0] \$324 ;
+  wire [1534:0] \$325 ;
+  wire [255:0] \$326 ;
+  wire [256:0] \$327 ;
+  wire [319:0] \$328 ;
+  wire [64:0] \$329 ;
+  wire \$33 ;
+  wire [48:0] \$330 ;
+  wire [65:0] \$331 ;
+  wire [20:0] \$332 ;
+  wire [27:0] \$333 ;
   wire \$334 ;
-  wire [2:0] \$335 ;
-  wire \$336 ;
-  wire [20:0] \$337 ;
-  wire [2:0] \$338 ;
-  wire \$339 ;
-  wire [20:0] \$34 ;
-  wire [2:0] \$340 ;
-  wire \$341 ;
-  wire [2:0] \$342 ;
-  wire \$343 ;
-  wire [9:0] \$344 ;
-  wire [1534:0] \$345 ;
-  wire [255:0] \$346 ;
-  wire [256:0] \$347 ;
-  wire [319:0] \$348 ;
-  wire [64:0] \$349 ;
+  wire \$335 ;
+  wire [2:0] \$336 ;
+  wire \$337 ;
+  wire [20:0] \$338 ;
+  wire [2:0] \$339 ;
+  wire [26:0] \$34 ;
+  wire [22:0] \$340 ;
+  wire [48:0] \$341 ;
+  wire [22:0] \$342 ;
+  wire [48:0] \$343 ;
+  wire \$344 ;
+  wire \$345 ;
+  wire \$346 ;
+  wire [9:0] \$347 ;
+  wire [2046:0] \$348 ;
+  wire [255:0] \$349 ;
   wire [20:0] \$35 ;
-  wire [48:0] \$350 ;
-  wire [65:0] \$351 ;
-  wire \$352 ;
-  wire [63:0] \$353 ;
-  wire \$354 ;
-  wire \$355 ;
-  wire \$356 ;
-  wire [2:0] \$357 ;
-  wire [20:0] \$358 ;
-  wire [27:0] \$359 ;
-  wire [64:0] \$36 ;
+  wire [256:0] \$350 ;
+  wire [319:0] \$351 ;
+  wire [64:0] \$352 ;
+  wire [48:0] \$353 ;
+  wire [65:0] \$354 ;
+  wire [20:0] \$355 ;
+  wire [27:0] \$356 ;
+  wire \$357 ;
+  wire \$358 ;
+  wire [2:0] \$359 ;
+  wire [20:0] \$36 ;
   wire \$360 ;
-  wire \$361 ;
+  wire [20:0] \$361 ;
   wire [2:0] \$362 ;
-  wire \$363 ;
-  wire [20:0] \$364 ;
-  wire [2:0] \$365 ;
-  wire [22:0] \$366 ;
-  wire [48:0] \$367 ;
+  wire [22:0] \$363 ;
+  wire [48:0] \$364 ;
+  wire [22:0] \$365 ;
+  wire [48:0] \$366 ;
+  wire \$367 ;
   wire \$368 ;
   wire \$369 ;
   wire [64:0] \$37 ;
-  wire [22:0] \$370 ;
-  wire [48:0] \$371 ;
+  wire [20:0] \$370 ;
+  wire [27:0] \$371 ;
   wire \$372 ;
   wire \$373 ;
-  wire \$374 ;
+  wire [2:0] \$374 ;
   wire \$375 ;
-  wire \$376 ;
+  wire [20:0] \$376 ;
   wire [2:0] \$377 ;
   wire \$378 ;
   wire [2:0] \$379 ;
-  wire [20:0] \$38 ;
-  wire [20:0] \$380 ;
-  wire [22:0] \$381 ;
-  wire [44:0] \$382 ;
-  wire [20:0] \$383 ;
-  wire \$384 ;
-  wire \$385 ;
-  reg [333:0] \$386 ;
-  reg [4:0] \$387 ;
-  reg [7:0] \$388 ;
-  reg [63:0] \$389 ;
-  wire \$39 ;
-  reg [63:0] \$390 ;
-  reg [19:0] \$391 ;
-  reg [43:0] \$392 ;
-  reg [47:0] \$393 ;
-  reg [1:0] \$394 ;
-  reg [19:0] \$395 ;
-  reg [2:0] \$396 ;
-  reg \$397 ;
-  reg [1:0] \$398 ;
-  reg [19:0] \$399 ;
+  wire [64:0] \$38 ;
+  wire \$380 ;
+  wire [2:0] \$381 ;
+  wire \$382 ;
+  wire [9:0] \$383 ;
+  wire [1534:0] \$384 ;
+  wire [255:0] \$385 ;
+  wire [256:0] \$386 ;
+  wire [319:0] \$387 ;
+  wire [64:0] \$388 ;
+  wire [48:0] \$389 ;
+  wire [20:0] \$39 ;
+  wire [65:0] \$390 ;
+  wire [20:0] \$391 ;
+  wire [27:0] \$392 ;
+  wire \$393 ;
+  wire \$394 ;
+  wire [2:0] \$395 ;
+  wire \$396 ;
+  wire [20:0] \$397 ;
+  wire [2:0] \$398 ;
+  wire [22:0] \$399 ;
   wire [20:0] \$4 ;
-  wire [20:0] \$40 ;
-  reg [63:0] \$400 ;
-  reg [19:0] \$401 ;
-  reg [19:0] \$402 ;
-  reg [1:0] \$403 ;
-  reg [2:0] \$404 ;
-  reg [19:0] \$405 ;
-  reg [1:0] \$406 ;
-  reg [19:0] \$407 ;
-  reg [4:0] \$408 ;
-  reg [43:0] \$409 ;
+  wire \$40 ;
+  wire [48:0] \$400 ;
+  wire [22:0] \$401 ;
+  wire [48:0] \$402 ;
+  wire \$403 ;
+  wire \$404 ;
+  wire \$405 ;
+  wire \$406 ;
+  wire [2:0] \$407 ;
+  wire \$408 ;
+  wire [2:0] \$409 ;
   wire [20:0] \$41 ;
-  reg [19:0] \$410 ;
-  reg \$411 ;
-  reg [1:0] \$412 ;
-  reg [1:0] \$413 ;
-  reg [1:0] \$414 ;
-  reg [19:0] \$415 ;
-  reg [1:0] \$416 ;
-  reg [1:0] \$417 ;
-  reg [1:0] \$418 ;
-  reg [19:0] \$419 ;
-  wire [22:0] \$42 ;
-  reg [19:0] \$420 ;
-  reg [2:0] \$421 ;
-  reg [1535:0] \$422 ;
-  reg [191:0] \$423 ;
-  reg [63:0] \$424 ;
-  reg [1:0] \$425 ;
-  reg [31:0] \$426 ;
-  reg [31:0] \$427 ;
-  reg [31:0] \$428 ;
-  reg [31:0] \$429 ;
-  wire [23:0] \$43 ;
-  reg [31:0] \$430 ;
-  reg [31:0] \$431 ;
-  reg [31:0] \$432 ;
-  reg [31:0] \$433 ;
-  wire [24:0] \$44 ;
-  wire [25:0] \$45 ;
+  wire [63:0] \$410 ;
+  wire \$411 ;
+  wire \$412 ;
+  wire \$413 ;
+  wire \$414 ;
+  wire \$415 ;
+  wire \$416 ;
+  wire \$417 ;
+  wire \$418 ;
+  wire [2:0] \$419 ;
+  wire [20:0] \$42 ;
+  wire \$420 ;
+  wire [2:0] \$421 ;
+  wire \$422 ;
+  wire [2:0] \$423 ;
+  wire [20:0] \$424 ;
+  wire [22:0] \$425 ;
+  wire [44:0] \$426 ;
+  wire [20:0] \$427 ;
+  wire \$428 ;
+  wire \$429 ;
+  wire [22:0] \$43 ;
+  reg \$430 ;
+  reg [333:0] \$431 ;
+  reg [4:0] \$432 ;
+  reg [7:0] \$433 ;
+  reg [63:0] \$434 ;
+  reg [63:0] \$435 ;
+  reg [19:0] \$436 ;
+  reg [43:0] \$437 ;
+  reg [47:0] \$438 ;
+  reg [1:0] \$439 ;
+  wire [23:0] \$44 ;
+  reg [19:0] \$440 ;
+  reg [2:0] \$441 ;
+  reg \$442 ;
+  reg [1:0] \$443 ;
+  reg [19:0] \$444 ;
+  reg [63:0] \$445 ;
+  reg [19:0] \$446 ;
+  reg [19:0] \$447 ;
+  reg [1:0] \$448 ;
+  reg [2:0] \$449 ;
+  wire [24:0] \$45 ;
+  reg [19:0] \$450 ;
+  reg [1:0] \$451 ;
+  reg [19:0] \$452 ;
+  reg [4:0] \$453 ;
+  reg [43:0] \$454 ;
+  reg [19:0] \$455 ;
+  reg \$456 ;
+  reg [1:0] \$457 ;
+  reg [1:0] \$458 ;
+  reg [1:0] \$459 ;
   wire [25:0] \$46 ;
-  wire [64:0] \$47 ;
-  wire [45:0] \$48 ;
-  wire [65:0] \$49 ;
+  reg [19:0] \$460 ;
+  reg [1:0] \$461 ;
+  reg [1:0] \$462 ;
+  reg [1:0] \$463 ;
+  reg [19:0] \$464 ;
+  reg [19:0] \$465 ;
+  reg [2:0] \$466 ;
+  reg [1535:0] \$467 ;
+  reg [191:0] \$468 ;
+  reg [63:0] \$469 ;
+  wire [25:0] \$47 ;
+  reg [1:0] \$470 ;
+  reg \$471 ;
+  reg \$472 ;
+  reg [31:0] \$473 ;
+  reg [31:0] \$474 ;
+  reg [31:0] \$475 ;
+  reg [31:0] \$476 ;
+  reg [31:0] \$477 ;
+  reg [31:0] \$478 ;
+  reg [31:0] \$479 ;
+  wire [64:0] \$48 ;
+  reg [31:0] \$480 ;
+  wire [45:0] \$49 ;
   wire \$5 ;
-  wire [44:0] \$50 ;
-  wire [45:0] \$51 ;
+  wire [65:0] \$50 ;
+  wire [44:0] \$51 ;
   wire [45:0] \$52 ;
-  wire [26:0] \$53 ;
-  wire [44:0] \$54 ;
-  wire [45:0] \$55 ;
+  wire [45:0] \$53 ;
+  wire [26:0] \$54 ;
+  wire [44:0] \$55 ;
   wire [45:0] \$56 ;
   wire [45:0] \$57 ;
-  wire [64:0] \$58 ;
-  wire [24:0] \$59 ;
-  wire [8:0] \$595 ;
+  wire [45:0] \$58 ;
+  wire [64:0] \$59 ;
   wire [22:0] \$6 ;
-  wire [20:0] \$60 ;
-  wire [11:0] \$602 ;
-  wire [8:0] \$605 ;
-  wire [21:0] \$61 ;
-  wire [22:0] \$62 ;
+  wire [24:0] \$60 ;
+  wire [20:0] \$61 ;
+  wire [21:0] \$62 ;
   wire [22:0] \$63 ;
-  wire [24:0] \$64 ;
+  wire [22:0] \$64 ;
   wire [24:0] \$65 ;
-  wire [20:0] \$66 ;
-  wire [21:0] \$67 ;
-  wire [22:0] \$68 ;
+  wire [24:0] \$66 ;
+  wire [11:0] \$662 ;
+  wire [8:0] \$665 ;
+  wire [20:0] \$67 ;
+  wire [21:0] \$68 ;
   wire [22:0] \$69 ;
   wire \$7 ;
-  wire \$70 ;
+  wire [22:0] \$70 ;
   wire \$71 ;
   wire \$72 ;
-  wire [7:0] \$73 ;
-  wire [20:0] \$74 ;
+  wire \$73 ;
+  wire [7:0] \$74 ;
   wire [20:0] \$75 ;
-  wire \$76 ;
-  wire [14:0] \$77 ;
-  wire [20:0] \$78 ;
-  wire \$79 ;
-  wire [8:0] \$798 ;
+  wire [20:0] \$76 ;
+  wire \$77 ;
+  wire [14:0] \$78 ;
+  wire [20:0] \$79 ;
   wire [22:0] \$8 ;
-  wire [5:0] \$80 ;
-  wire \$81 ;
-  wire [511:0] \$82 ;
-  wire \$83 ;
+  wire \$80 ;
+  wire [5:0] \$81 ;
+  wire \$82 ;
+  wire [511:0] \$83 ;
   wire \$84 ;
   wire \$85 ;
   wire \$86 ;
-  wire [7:0] \$87 ;
-  wire [20:0] \$88 ;
+  wire \$87 ;
+  wire [7:0] \$88 ;
   wire [20:0] \$89 ;
   wire \$9 ;
-  wire \$90 ;
-  wire [14:0] \$91 ;
-  wire [20:0] \$92 ;
-  wire \$93 ;
-  wire [5:0] \$94 ;
-  wire \$95 ;
-  wire [511:0] \$96 ;
-  wire \$97 ;
-  wire [20:0] \$98 ;
-  wire \$99 ;
+  wire [20:0] \$90 ;
+  wire [9:0] \$900 ;
+  wire \$91 ;
+  wire [14:0] \$92 ;
+  wire [20:0] \$93 ;
+  wire \$94 ;
+  wire [5:0] \$95 ;
+  wire \$96 ;
+  wire [511:0] \$97 ;
+  wire \$98 ;
+  wire [20:0] \$99 ;
   reg [2:0] \$like ;
   wire [19:0] \$like$95 ;
   (* init = 20'h00000 *)
   wire [19:0] \$signal ;
-  reg [19:0] \$signal$136  = 20'h00000;
-  reg [19:0] \$signal$137  = 20'h00000;
-  reg [63:0] \$signal$148  = 64'h0000000000000000;
-  reg [63:0] \$signal$149  = 64'h0000000000000000;
-  reg [2:0] \$signal$150 ;
-  reg [19:0] \$signal$151  = 20'h00000;
-  reg [63:0] \$signal$167  = 64'h0000000000000000;
-  reg [19:0] \$signal$169  = 20'h00000;
-  reg [2:0] \$signal$170  = 3'h0;
-  reg \$signal$174  = 1'h0;
-  reg [19:0] \$signal$177  = 20'h00000;
-  reg [1:0] \$signal$187  = 2'h0;
-  reg [19:0] \$signal$197  = 20'h00000;
-  reg [1:0] \$signal$201  = 2'h0;
-  reg [19:0] \$signal$204  = 20'h00000;
-  reg [47:0] \$signal$212 ;
-  reg [47:0] \$signal$213  = 48'h000000000000;
-  reg [1:0] \$signal$214  = 2'h0;
-  reg [47:0] \$signal$216 ;
-  reg [47:0] \$signal$233 ;
-  reg [191:0] \$signal$236  = 192'h000000000000000000000000000000000000000000000000;
-  reg [63:0] \$signal$237  = 64'h0000000000000000;
-  reg [1535:0] \$signal$239  = 1536'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-  reg [2:0] \$signal$241  = 3'h0;
-  reg [511:0] \$signal$255 ;
-  reg \$signal$270  = 1'h0;
+  (* init = 2'h0 *)
+  wire [1:0] \$signal$102 ;
+  reg [19:0] \$signal$104  = 20'h00000;
+  reg [19:0] \$signal$106  = 20'h00000;
+  reg [2:0] \$signal$112  = 3'h0;
+  reg [19:0] \$signal$148  = 20'h00000;
+  reg [63:0] \$signal$159  = 64'h0000000000000000;
+  reg [63:0] \$signal$160  = 64'h0000000000000000;
+  reg [2:0] \$signal$161 ;
+  reg [19:0] \$signal$162  = 20'h00000;
+  reg [43:0] \$signal$164  = 44'h00000000000;
+  reg [63:0] \$signal$178  = 64'h0000000000000000;
+  reg [19:0] \$signal$180  = 20'h00000;
+  reg \$signal$184  = 1'h0;
+  reg [19:0] \$signal$187  = 20'h00000;
+  reg [1:0] \$signal$197  = 2'h0;
+  reg [19:0] \$signal$207  = 20'h00000;
+  reg \$signal$211  = 1'h0;
+  reg [47:0] \$signal$213 ;
+  reg [47:0] \$signal$214  = 48'h000000000000;
+  reg [1:0] \$signal$215  = 2'h0;
+  reg [2:0] \$signal$217  = 3'h0;
+  reg [47:0] \$signal$219 ;
+  reg [47:0] \$signal$237 ;
+  reg \$signal$240  = 1'h0;
+  reg [63:0] \$signal$241  = 64'h0000000000000000;
+  reg [1535:0] \$signal$244  = 1536'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  reg [191:0] \$signal$246  = 192'h000000000000000000000000000000000000000000000000;
+  reg [511:0] \$signal$259 ;
+  reg \$signal$274  = 1'h0;
+  reg \$signal$280  = 1'h0;
   reg [19:0] \$signal$98  = 20'h00000;
   reg [6:0] acc_addr;
   reg [6:0] acc_addr1;
@@ -3112,7 +3163,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   reg [5:0] active;
   reg [5:0] active1;
   reg [63:0] addr;
-  reg [63:0] \addr$147 ;
+  reg [63:0] \addr$158 ;
   reg [31:0] anchor_l0 = 32'd0;
   reg [31:0] anchor_l1 = 32'd0;
   reg [31:0] anchor_l2 = 32'd0;
@@ -3122,8 +3173,8 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   reg [31:0] anchor_m2 = 32'd0;
   reg [31:0] anchor_m3 = 32'd0;
   reg [31:0] beats;
-  reg [31:0] \beats$144 ;
-  reg [31:0] \beats$158 ;
+  reg [31:0] \beats$155 ;
+  reg [31:0] \beats$169 ;
   output [63:0] bus__araddr;
   wire [63:0] bus__araddr;
   wire [63:0] \bus__araddr$3 ;
@@ -3217,7 +3268,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   wire bus__wvalid;
   wire \bus__wvalid$45 ;
   wire busy;
-  wire \busy$269 ;
+  wire \busy$273 ;
   input clk;
   wire clk;
   wire [19:0] col;
@@ -3257,7 +3308,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   wire [511:0] dst_data;
   wire dst_en;
   reg [1:0] ended;
-  reg [1:0] \ended$198 ;
+  reg [1:0] \ended$208 ;
   reg [333:0] entry = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   wire [203:0] \entry.desc ;
   wire [63:0] \entry.desc.dev_addr ;
@@ -3277,19 +3328,18 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   reg first;
   reg first1;
   wire fold_done;
-  reg [7:0] fold_n_words;
-  reg [5:0] fold_pack;
-  reg [1:0] fold_row;
-  reg [1:0] fold_sets;
-  reg [1:0] fold_sets1;
+  wire [7:0] fold_n_words;
+  wire [5:0] fold_pack;
+  reg [1:0] fold_row = 2'h0;
+  reg [1:0] fold_sets = 2'h0;
+  reg [1:0] fold_sets1 = 2'h0;
   reg fold_start;
-  reg [6:0] fold_word;
+  wire [6:0] fold_word;
   reg from_stream;
   reg [4:0] fsm_state = 5'h00;
   reg [1:0] groups_seen0 = 2'h0;
   reg [1:0] groups_seen1 = 2'h0;
   reg [511:0] in_data;
-  reg [43:0] in_elem = 44'h00000000000;
   reg [1:0] in_row;
   reg in_we;
   reg [6:0] in_word;
@@ -3303,17 +3353,19 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   wire last;
   reg [19:0] length;
   reg [511:0] line;
-  reg [511:0] \line$243 ;
+  reg [511:0] \line$247 ;
   wire [7:0] log2_slot;
   wire [31:0] m;
   reg mac;
   reg mac1;
   reg [43:0] main_elems = 44'h00000000000;
   reg more;
+  reg \more$221 ;
+  reg \more$239 ;
   reg [19:0] n_cols = 20'h00000;
   reg [7:0] nbytes;
-  reg [7:0] \nbytes$217 ;
-  reg [7:0] \nbytes$234 ;
+  reg [7:0] \nbytes$220 ;
+  reg [7:0] \nbytes$238 ;
   reg [4:0] offset;
   wire [39:0] operand_lines;
   wire [511:0] out__data;
@@ -3423,8 +3475,10 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   reg [19:0] set_base1 = 20'h00000;
   reg [1:0] set_index0 = 2'h0;
   reg [1:0] set_index1 = 2'h0;
-  reg [1:0] sets_used0 = 2'h0;
-  reg [1:0] sets_used1 = 2'h0;
+  (* init = 2'h0 *)
+  wire [1:0] sets_used0;
+  (* init = 2'h0 *)
+  wire [1:0] sets_used1;
   wire split;
   wire \split$93 ;
   wire [511:0] src__data;
@@ -3436,12 +3490,12 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   wire [14:0] src_addr;
   wire [1023:0] src_data;
   reg start;
-  reg \start$141 ;
-  reg \start$154 ;
-  reg \start$230 ;
+  reg \start$152 ;
+  reg \start$165 ;
+  reg \start$234 ;
   wire [47:0] stats_offset;
   reg [7:0] status = 8'h00;
-  wire [7:0] \status$267 ;
+  wire [7:0] \status$271 ;
   reg [31:0] status_word;
   reg [63:0] strb;
   wire [511:0] sum_fp16;
@@ -3481,6 +3535,98 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   wire [31:0] widened_7;
   wire [31:0] widened_8;
   wire [31:0] widened_9;
+  always @(posedge clk)
+    \$signal$159  <= \$435 ;
+  always @(posedge clk)
+    \$signal$162  <= \$436 ;
+  always @(posedge clk)
+    \$signal$164  <= \$437 ;
+  always @(posedge clk)
+    \$signal$214  <= \$438 ;
+  always @(posedge clk)
+    \$signal$215  <= \$439 ;
+  always @(posedge clk)
+    \$signal$148  <= \$440 ;
+  always @(posedge clk)
+    \$signal$217  <= \$441 ;
+  always @(posedge clk)
+    \$signal$274  <= \$442 ;
+  always @(posedge clk)
+    fold_row <= \$443 ;
+  always @(posedge clk)
+    \$signal$104  <= \$444 ;
+  always @(posedge clk)
+    \$signal$178  <= \$445 ;
+  always @(posedge clk)
+    \$signal$98  <= \$446 ;
+  always @(posedge clk)
+    n_cols <= \$447 ;
+  always @(posedge clk)
+    dest <= \$448 ;
+  always @(posedge clk)
+    \$signal$112  <= \$449 ;
+  always @(posedge clk)
+    \$signal$106  <= \$450 ;
+  always @(posedge clk)
+    \$signal$197  <= \$451 ;
+  always @(posedge clk)
+    \$signal$180  <= \$452 ;
+  always @(posedge clk)
+    rest_rows <= \$453 ;
+  always @(posedge clk)
+    main_elems <= \$454 ;
+  always @(posedge clk)
+    \$signal$187  <= \$455 ;
+  always @(posedge clk)
+    \$signal$184  <= \$456 ;
+  always @(posedge clk)
+    fold_sets <= \$457 ;
+  always @(posedge clk)
+    groups_seen0 <= \$458 ;
+  always @(posedge clk)
+    set_index0 <= \$459 ;
+  always @(posedge clk)
+    set_base0 <= \$460 ;
+  always @(posedge clk)
+    fold_sets1 <= \$461 ;
+  always @(posedge clk)
+    groups_seen1 <= \$462 ;
+  always @(posedge clk)
+    set_index1 <= \$463 ;
+  always @(posedge clk)
+    set_base1 <= \$464 ;
+  always @(posedge clk)
+    \$signal$207  <= \$465 ;
+  always @(posedge clk)
+    drain <= \$466 ;
+  always @(posedge clk)
+    \$signal$244  <= \$467 ;
+  always @(posedge clk)
+    \$signal$246  <= \$468 ;
+  always @(posedge clk)
+    \$signal$241  <= \$469 ;
+  always @(posedge clk)
+    piece_line <= \$470 ;
+  always @(posedge clk)
+    \$signal$280  <= \$471 ;
+  always @(posedge clk)
+    \$signal$240  <= \$472 ;
+  always @(posedge clk)
+    anchor_m0 <= \$473 ;
+  always @(posedge clk)
+    anchor_m1 <= \$474 ;
+  always @(posedge clk)
+    anchor_m2 <= \$475 ;
+  always @(posedge clk)
+    anchor_m3 <= \$476 ;
+  always @(posedge clk)
+    anchor_l0 <= \$477 ;
+  always @(posedge clk)
+    anchor_l1 <= \$478 ;
+  always @(posedge clk)
+    anchor_l2 <= \$479 ;
+  always @(posedge clk)
+    anchor_l3 <= \$480 ;
   assign \$1  = ~ copying;
   assign src__valid = out__valid & \$1 ;
   assign \src__valid$76  = out__valid & copying;
@@ -3505,429 +3651,382 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   assign \$25  = \$24 [19:0] + 1'h1;
   assign \$27  = split ? \$26  : { 1'h0, \$24 [19:0] };
   assign row_groups1 = split ? \$28  : 20'h00000;
-  assign \$29  = entry[5:2] == 2'h3;
-  assign src_data = \$29  ? rd_acc_data : { widened_31, widened_30, widened_29, widened_28, widened_27, widened_26, widened_25, widened_24, widened_23, widened_22, widened_21, widened_20, widened_19, widened_18, widened_17, widened_16, widened_15, widened_14, widened_13, widened_12, widened_11, widened_10, widened_9, widened_8, widened_7, widened_6, widened_5, widened_4, widened_3, widened_2, widened_1, widened_0 };
-  assign \$31  = \$signal$136  - \$30 [19:0];
-  assign \$32  = $signed(\$31 ) < $signed(7'h20);
-  assign \$34  = \$signal$136  - \$33 [19:0];
-  assign \$35  = \$32  ? \$34  : 21'h000020;
-  assign \$36  = \$signal$148  + 7'h40;
-  assign \$37  = \$signal$149  + 7'h40;
-  assign \$38  = entry[183:164] - \$signal$151 ;
-  assign \$39  = $signed(\$38 ) < $signed(4'h4);
-  assign \$40  = entry[183:164] - \$signal$151 ;
-  assign \$41  = \$39  ? \$40  : 21'h000004;
-  assign \$42  = \$signal$150  * entry[203:184];
-  assign \$43  = in_elem[4:0] + \$42 ;
-  assign \$44  = \$43  + 6'h20;
-  assign \$45  = \$44  - 1'h1;
-  assign \$47  = \$signal$149  + 7'h40;
-  assign \$49  = \$47  + \$48 ;
-  assign \$50  = main_elems + 6'h20;
-  assign \$51  = \$50  - 1'h1;
-  assign \$53  = n_cols << \$signal$170 ;
-  assign \$54  = main_elems + 6'h20;
-  assign \$55  = \$54  - 1'h1;
-  assign \$58  = \$signal$167  + \$57 ;
-  assign \$59  = rest_rows * n_cols;
-  assign \$60  = main_elems[4:0] + \$59 [19:0];
-  assign \$61  = \$60  + 6'h20;
-  assign \$62  = \$61  - 1'h1;
-  assign \$64  = rest_rows * n_cols;
+  assign \$29  = 1'h1 << \$signal$112 ;
+  assign \$30  = entry[5:2] == 2'h3;
+  assign src_data = \$30  ? rd_acc_data : { widened_31, widened_30, widened_29, widened_28, widened_27, widened_26, widened_25, widened_24, widened_23, widened_22, widened_21, widened_20, widened_19, widened_18, widened_17, widened_16, widened_15, widened_14, widened_13, widened_12, widened_11, widened_10, widened_9, widened_8, widened_7, widened_6, widened_5, widened_4, widened_3, widened_2, widened_1, widened_0 };
+  assign \$32  = \$signal$148  - \$31 [19:0];
+  assign \$33  = $signed(\$32 ) < $signed(7'h20);
+  assign \$35  = \$signal$148  - \$34 [19:0];
+  assign \$36  = \$33  ? \$35  : 21'h000020;
+  assign \$37  = \$signal$159  + 7'h40;
+  assign \$38  = \$signal$160  + 7'h40;
+  assign \$39  = entry[183:164] - \$signal$162 ;
+  assign \$40  = $signed(\$39 ) < $signed(4'h4);
+  assign \$41  = entry[183:164] - \$signal$162 ;
+  assign \$42  = \$40  ? \$41  : 21'h000004;
+  assign \$43  = \$signal$161  * entry[203:184];
+  assign \$44  = \$signal$164 [4:0] + \$43 ;
+  assign \$45  = \$44  + 6'h20;
+  assign \$46  = \$45  - 1'h1;
+  assign \$48  = \$signal$160  + 7'h40;
+  assign \$50  = \$48  + \$49 ;
+  assign \$51  = main_elems + 6'h20;
+  assign \$52  = \$51  - 1'h1;
+  assign \$54  = n_cols << \$signal$112 ;
+  assign \$55  = main_elems + 6'h20;
+  assign \$56  = \$55  - 1'h1;
+  assign \$59  = \$signal$178  + \$58 ;
+  assign \$60  = rest_rows * n_cols;
+  assign \$61  = main_elems[4:0] + \$60 [19:0];
+  assign \$62  = \$61  + 6'h20;
+  assign \$63  = \$62  - 1'h1;
   assign \$65  = rest_rows * n_cols;
-  assign \$66  = main_elems[4:0] + \$65 [19:0];
-  assign \$67  = \$66  + 6'h20;
-  assign \$68  = \$67  - 1'h1;
-  assign \$70  = ! \$signal$174 ;
-  assign \$71  = \$signal$174  ? pair_valid : valid;
-  assign \$72  = ! \$signal$174 ;
-  assign \$73  = 1'h1 << \$signal$170 ;
-  assign \$74  = \$signal$177  + \$73 ;
-  assign \$75  = \$signal$174  ? \$74  : { 1'h0, \$signal$177  };
-  assign \$76  = ! \$signal$174 ;
-  assign \$77  = \$signal$174  ? 15'h0000 : col[19:5];
-  assign \$78  = set_base0 + \$77 ;
-  assign \$79  = ! \$signal$174 ;
-  assign \$80  = \$signal$174  ? pair_count : count;
-  assign \$81  = ! \$signal$174 ;
-  assign \$82  = \$signal$174  ? pair_data : data;
-  assign \$83  = groups_seen0 < \$signal$187 ;
-  assign \$85  = \$84  ? valid : pair_valid;
-  assign \$87  = 1'h1 << \$signal$170 ;
-  assign \$88  = \$signal$177  + \$87 ;
-  assign \$89  = \$86  ? { 1'h0, \$signal$177  } : \$88 ;
-  assign \$91  = \$90  ? col[19:5] : 15'h0000;
-  assign \$92  = set_base1 + \$91 ;
-  assign \$94  = \$93  ? count : pair_count;
-  assign \$96  = \$95  ? data : pair_data;
-  assign \$97  = groups_seen1 < \$signal$187 ;
-  assign \$98  = col + count;
-  assign \$99  = \$98  == \$signal$197 ;
-  assign \$100  = valid & \$99 ;
-  assign \$101  = pair_count == \$signal$197 ;
-  assign \$102  = pair_valid & \$101 ;
-  assign \$103  = \$100  + \$102 ;
-  assign \$104  = ! \$signal$174 ;
-  assign \$105  = \$signal$174  ? pair_valid : valid;
-  assign \$106  = ! \$signal$174 ;
-  assign \$107  = 1'h1 << \$signal$170 ;
-  assign \$108  = \$signal$177  + \$107 ;
-  assign \$109  = \$signal$174  ? \$108  : { 1'h0, \$signal$177  };
-  assign \$110  = ! \$signal$174 ;
-  assign \$111  = \$signal$174  ? 15'h0000 : col[19:5];
-  assign \$112  = set_base0 + \$111 ;
-  assign \$113  = ! \$signal$174 ;
-  assign \$114  = \$signal$174  ? pair_count : count;
-  assign \$115  = ! \$signal$174 ;
-  assign \$116  = \$signal$174  ? pair_data : data;
-  assign \$117  = groups_seen0 < \$signal$187 ;
-  assign \$119  = \$118  ? valid : pair_valid;
-  assign \$121  = 1'h1 << \$signal$170 ;
-  assign \$122  = \$signal$177  + \$121 ;
-  assign \$123  = \$120  ? { 1'h0, \$signal$177  } : \$122 ;
-  assign \$125  = \$124  ? col[19:5] : 15'h0000;
-  assign \$126  = set_base1 + \$125 ;
-  assign \$128  = \$127  ? count : pair_count;
-  assign \$130  = \$129  ? data : pair_data;
-  assign \$131  = groups_seen1 < \$signal$187 ;
-  assign \$132  = col + count;
-  assign \$133  = \$132  == \$signal$197 ;
-  assign \$134  = valid & \$133 ;
-  assign \$135  = pair_count == \$signal$197 ;
-  assign \$136  = pair_valid & \$135 ;
-  assign \$137  = \$134  + \$136 ;
-  assign \$138  = 1'h1 << \$signal$170 ;
-  assign \$140  = \$139 [19:0] << \$signal$214 ;
-  assign \$141  = \$signal$213  + \$140 ;
-  assign \$142  = \$35 [5:0] << \$signal$214 ;
-  assign \$144  = \$143 [19:0] << \$signal$214 ;
-  assign \$145  = \$signal$213  + \$144 ;
-  assign \$146  = \$35 [5:0] << \$signal$214 ;
-  assign \$147  = entry[5:2] == 2'h3;
-  assign \$148  = \$147  ? entry[143:124] : entry[203:184];
-  assign \$149  = entry[5:2] == 2'h3;
-  assign \$150  = \$149  | entry[11];
-  assign \$152  = \$151 [19:0] << \$signal$214 ;
-  assign \$153  = \$signal$213  + \$152 ;
-  assign \$154  = \$35 [5:0] << \$signal$214 ;
-  assign \$155  = piece_line < 2'h3;
-  assign \$595  = piece_line * 7'h40;
-  assign \$156  = \$signal$236  >> \$595 ;
-  assign \$157  = | \$156 ;
-  assign \$158  = \$155  & \$157 ;
-  assign \$160  = \$signal$237  + \$159 ;
-  assign \$602  = piece_line * 10'h200;
-  assign \$161  = \$signal$239  >> \$602 ;
-  assign \$605  = piece_line * 7'h40;
-  assign \$162  = \$signal$236  >> \$605 ;
-  assign \$163  = \$signal$137  + 1'h1;
-  assign \$165  = \$164  >= \$signal$136 ;
-  assign \$166  = ~ \$165 ;
-  assign \$167  = \$signal$201  + 1'h1;
-  assign \$168  = \$167  < \$signal$241 ;
-  assign \$171  = \$signal$148  + 7'h40;
-  assign \$172  = \$171  + stats_offset;
-  assign \$173  = \$signal$151  + \$signal$201 ;
-  assign \$175  = \$172  + \$174 ;
-  assign \$176  = cycle - entry[333:270];
-  assign \$177  = ~ busy;
-  assign \$178  = regs[289] << entry[205:204];
-  assign \$179  = ! fsm_state;
-  assign \$180  = fsm_state == 1'h1;
-  assign \$181  = fsm_state == 2'h2;
-  assign \$182  = fsm_state == 2'h3;
-  assign \$183  = fsm_state == 3'h4;
-  assign \$184  = fsm_state == 3'h5;
-  assign \$185  = fsm_state == 3'h6;
-  assign \$186  = fsm_state == 3'h7;
-  assign \$187  = fsm_state == 4'h8;
-  assign \$188  = fsm_state == 4'h9;
-  assign \$189  = fsm_state == 4'ha;
-  assign \$190  = fsm_state == 4'hb;
-  assign \$191  = fsm_state == 4'hc;
-  assign \$192  = fsm_state == 4'hd;
-  assign \$193  = fsm_state == 4'he;
-  assign \$194  = fsm_state == 4'hf;
-  assign \$195  = fsm_state == 5'h10;
-  assign \$196  = fsm_state == 5'h11;
-  assign \$197  = fsm_state == 5'h12;
-  assign \$198  = fsm_state == 5'h13;
-  assign \$199  = fsm_state == 5'h14;
-  assign \$200  = fsm_state == 5'h15;
-  assign \$201  = fsm_state == 5'h16;
-  assign \$202  = fsm_state == 5'h17;
-  assign \$203  = fsm_state == 5'h18;
-  assign \$204  = fsm_state == 5'h19;
-  assign \$205  = fsm_state == 5'h1a;
-  assign \$206  = fsm_state == 5'h1b;
-  assign \$207  = entry[269:206] - 1'h1;
-  assign \$208  = 1'h1 << regs[259:256];
-  assign \$209  = \$208  - 1'h1;
-  assign \$210  = { 1'h0, \$207 [15:0] } & \$209 ;
-  assign \$211  = $signed(\$210 ) << regs[265:260];
-  assign \$212  = $signed({ 1'h0, regs[63:0] }) + $signed(\$211 );
-  assign \$213  = entry[269:206] - 1'h1;
-  assign \$214  = 1'h1 << regs[259:256];
-  assign \$215  = \$214  - 1'h1;
-  assign \$216  = { 1'h0, \$213 [15:0] } & \$215 ;
-  assign \$217  = $signed(\$216 ) << regs[265:260];
-  assign \$218  = $signed({ 1'h0, regs[127:64] }) + $signed(\$217 );
-  assign \$219  = entry[5:2] == 2'h3;
-  assign \$220  = entry[5:2] == 2'h2;
-  assign \$221  = entry[5:2] == 3'h4;
-  assign \$222  = | \status$267 ;
-  assign \$223  = ~ \busy$269 ;
-  assign \$224  = ~ busy;
-  assign \$225  = \$223  & \$224 ;
-  assign \$226  = valid & last;
-  assign \$227  = entry[5:2] == 2'h2;
-  assign \$228  = ! \$signal$270 ;
-  assign \$229  = entry[5:2] == 2'h3;
-  assign \$230  = entry[5:2] == 3'h4;
-  assign \$231  = \$230  ? 2'h2 : 2'h0;
-  assign \$232  = \$229  ? 2'h3 : \$231 ;
-  assign \$234  = entry[83:20] + \$233 ;
-  assign \$235  = entry[5:2] == 2'h3;
-  assign \$236  = \$235  ? 1'h1 : 1'h0;
-  assign \$237  = \$signal$98  >> \$like ;
-  assign \$238  = 1'h1 << \$like ;
-  assign \$239  = \$238  - 1'h1;
-  assign \$240  = { 1'h0, \$signal$98  } & { \$239 [8], \$239 [8], \$239 [8], \$239 [8], \$239 [8], \$239 [8], \$239 [8], \$239 [8], \$239 [8], \$239 [8], \$239 [8], \$239 [8], \$239  };
-  assign \$241  = \$signal$98  >> \$like ;
-  assign \$242  = \$241  << \$like ;
-  assign \$243  = \$242  * n_cols;
-  assign \$244  = \$27 [19:0] < plan_sets;
-  assign \$245  = \$244  ? \$27 [19:0] : { 18'h00000, plan_sets };
-  assign \$246  = row_groups1 < plan_sets;
-  assign \$247  = \$246  ? row_groups1 : { 18'h00000, plan_sets };
-  assign \$248  = \$signal$98  >> \$like ;
-  assign \$249  = | \$248 ;
-  assign \$250  = n_cols << \$signal$170 ;
-  assign \$251  = rest_rows * n_cols;
-  assign \$252  = ! \$signal$174 ;
-  assign \$253  = col + count;
-  assign \$254  = \$253  == \$signal$197 ;
-  assign \$255  = valid & \$254 ;
-  assign \$256  = pair_count == \$signal$197 ;
-  assign \$257  = pair_valid & \$256 ;
-  assign \$258  = \$signal$174  ? \$257  : \$255 ;
-  assign \$259  = groups_seen0 < \$signal$187 ;
-  assign \$260  = groups_seen0 + 1'h1;
-  assign \$261  = set_index0 + 1'h1;
-  assign \$262  = \$261  == \$signal$187 ;
-  assign \$263  = set_index0 + 1'h1;
-  assign \$264  = set_base0 + \$signal$204 ;
-  assign \$266  = col + count;
-  assign \$267  = \$266  == \$signal$197 ;
-  assign \$268  = valid & \$267 ;
-  assign \$269  = pair_count == \$signal$197 ;
-  assign \$270  = pair_valid & \$269 ;
-  assign \$271  = \$265  ? \$268  : \$270 ;
-  assign \$272  = groups_seen1 < \$signal$187 ;
-  assign \$273  = groups_seen1 + 1'h1;
-  assign \$274  = set_index1 + 1'h1;
-  assign \$275  = \$274  == \$signal$187 ;
-  assign \$276  = set_index1 + 1'h1;
-  assign \$277  = set_base1 + \$signal$204 ;
-  assign \$278  = ended << \$signal$170 ;
-  assign \$279  = \$signal$177  + \$278 ;
-  assign \$280  = \$signal$174  ^ ended[0];
-  assign \$281  = valid & last;
-  assign \$282  = | rest_rows;
-  assign \$283  = ! \$signal$174 ;
-  assign \$284  = col + count;
-  assign \$285  = \$284  == \$signal$197 ;
-  assign \$286  = valid & \$285 ;
-  assign \$287  = pair_count == \$signal$197 ;
-  assign \$288  = pair_valid & \$287 ;
-  assign \$289  = \$signal$174  ? \$288  : \$286 ;
-  assign \$290  = groups_seen0 < \$signal$187 ;
-  assign \$291  = groups_seen0 + 1'h1;
-  assign \$292  = set_index0 + 1'h1;
-  assign \$293  = \$292  == \$signal$187 ;
-  assign \$294  = set_index0 + 1'h1;
-  assign \$295  = set_base0 + \$signal$204 ;
-  assign \$297  = col + count;
-  assign \$298  = \$297  == \$signal$197 ;
-  assign \$299  = valid & \$298 ;
-  assign \$300  = pair_count == \$signal$197 ;
-  assign \$301  = pair_valid & \$300 ;
-  assign \$302  = \$296  ? \$299  : \$301 ;
-  assign \$303  = groups_seen1 < \$signal$187 ;
-  assign \$304  = groups_seen1 + 1'h1;
-  assign \$305  = set_index1 + 1'h1;
-  assign \$306  = \$305  == \$signal$187 ;
-  assign \$307  = set_index1 + 1'h1;
-  assign \$308  = set_base1 + \$signal$204 ;
-  assign \$309  = \ended$198  << \$signal$170 ;
-  assign \$310  = \$signal$177  + \$309 ;
-  assign \$311  = \$signal$174  ^ \ended$198 [0];
-  assign \$312  = valid & last;
-  assign \$313  = drain - 1'h1;
-  assign \$314  = drain == 1'h1;
-  assign \$315  = \$signal$212 [5:0] * 4'h8;
-  assign \$316  = sum_fp16 << \$315 ;
-  assign \$317  = 1'h1 << nbytes;
-  assign \$318  = \$317  - 1'h1;
-  assign \$319  = $signed(\$318 ) << \$signal$212 [5:0];
-  assign \$320  = \$signal$148  + 7'h40;
-  assign \$322  = \$320  + \$321 ;
-  assign \$323  = \$signal$216 [5:0] * 4'h8;
-  assign \$324  = sum_fp32 << \$323 ;
-  assign \$325  = 1'h1 << \nbytes$217 ;
-  assign \$326  = \$325  - 1'h1;
-  assign \$327  = $signed(\$326 ) << \$signal$216 [5:0];
-  assign \$328  = \$signal$148  + 7'h40;
-  assign \$330  = \$328  + \$329 ;
-  assign \$331  = \$signal$137  + 1'h1;
-  assign \$333  = \$332  >= n_cols;
-  assign \$334  = ~ \$333 ;
-  assign \$335  = \$signal$201  + 1'h1;
-  assign \$336  = \$335  < \$signal$241 ;
-  assign \$337  = \$signal$137  + 1'h1;
-  assign \$338  = \$signal$201  + 1'h1;
-  assign \$339  = dest == 2'h3;
-  assign \$340  = \$signal$201  + 1'h1;
-  assign \$341  = \$340  < \$signal$241 ;
-  assign \$342  = \$signal$201  + 1'h1;
-  assign \$343  = entry[5:2] == 2'h3;
-  assign \$344  = \$signal$233 [5:0] * 4'h8;
-  assign \$345  = rd_in_data << \$344 ;
-  assign \$346  = 1'h1 << \nbytes$234 ;
-  assign \$347  = \$346  - 1'h1;
-  assign \$348  = $signed(\$347 ) << \$signal$233 [5:0];
-  assign \$349  = \$signal$148  + 7'h40;
-  assign \$351  = \$349  + \$350 ;
-  assign \$352  = piece_line < 2'h3;
-  assign \$798  = piece_line * 7'h40;
-  assign \$353  = \$signal$236  >> \$798 ;
-  assign \$354  = | \$353 ;
-  assign \$355  = \$352  & \$354 ;
-  assign \$356  = ~ busy;
-  assign \$357  = piece_line + 1'h1;
-  assign \$358  = \$signal$137  + 1'h1;
-  assign \$360  = \$359  >= \$signal$136 ;
-  assign \$361  = ~ \$360 ;
-  assign \$362  = \$signal$201  + 1'h1;
-  assign \$363  = \$362  < \$signal$241 ;
-  assign \$364  = \$signal$137  + 1'h1;
-  assign \$365  = \$signal$201  + 1'h1;
-  assign \$366  = \$signal$136  << \$signal$214 ;
-  assign \$367  = \$signal$213  + \$366 ;
-  assign \$368  = entry[5:2] == 2'h2;
-  assign \$369  = more & \$368 ;
-  assign \$370  = \$signal$136  << \$signal$214 ;
-  assign \$371  = \$signal$213  + \$370 ;
-  assign \$372  = entry[5:2] == 2'h3;
-  assign \$373  = entry[5:2] == 2'h2;
-  assign \$374  = \$373  & entry[11];
-  assign \$375  = \$372  | \$374 ;
-  assign \$376  = ~ busy;
-  assign \$377  = \$signal$201  + 1'h1;
-  assign \$378  = \$377  < \$signal$241 ;
-  assign \$379  = \$signal$201  + 1'h1;
-  assign \$380  = \$signal$151  + 3'h4;
-  assign \$381  = 3'h4 * entry[203:184];
-  assign \$382  = in_elem + \$381 ;
-  assign \$383  = \$signal$151  + 3'h4;
-  assign \$384  = \$383  < entry[183:164];
-  assign \$385  = ~ busy;
+  assign \$66  = rest_rows * n_cols;
+  assign \$67  = main_elems[4:0] + \$66 [19:0];
+  assign \$68  = \$67  + 6'h20;
+  assign \$69  = \$68  - 1'h1;
+  assign \$71  = ! \$signal$184 ;
+  assign \$72  = \$signal$184  ? pair_valid : valid;
+  assign \$73  = ! \$signal$184 ;
+  assign \$74  = 1'h1 << \$signal$112 ;
+  assign \$75  = \$signal$187  + \$74 ;
+  assign \$76  = \$signal$184  ? \$75  : { 1'h0, \$signal$187  };
+  assign \$77  = ! \$signal$184 ;
+  assign \$78  = \$signal$184  ? 15'h0000 : col[19:5];
+  assign \$79  = set_base0 + \$78 ;
+  assign \$80  = ! \$signal$184 ;
+  assign \$81  = \$signal$184  ? pair_count : count;
+  assign \$82  = ! \$signal$184 ;
+  assign \$83  = \$signal$184  ? pair_data : data;
+  assign \$84  = groups_seen0 < \$signal$197 ;
+  assign \$86  = \$85  ? valid : pair_valid;
+  assign \$88  = 1'h1 << \$signal$112 ;
+  assign \$89  = \$signal$187  + \$88 ;
+  assign \$90  = \$87  ? { 1'h0, \$signal$187  } : \$89 ;
+  assign \$92  = \$91  ? col[19:5] : 15'h0000;
+  assign \$93  = set_base1 + \$92 ;
+  assign \$95  = \$94  ? count : pair_count;
+  assign \$97  = \$96  ? data : pair_data;
+  assign \$98  = groups_seen1 < \$signal$197 ;
+  assign \$99  = col + count;
+  assign \$100  = \$99  == \$signal$207 ;
+  assign \$101  = valid & \$100 ;
+  assign \$102  = pair_count == \$signal$207 ;
+  assign \$103  = pair_valid & \$102 ;
+  assign \$104  = \$101  + \$103 ;
+  assign \$105  = ! \$signal$184 ;
+  assign \$106  = \$signal$184  ? pair_valid : valid;
+  assign \$107  = ! \$signal$184 ;
+  assign \$108  = 1'h1 << \$signal$112 ;
+  assign \$109  = \$signal$187  + \$108 ;
+  assign \$110  = \$signal$184  ? \$109  : { 1'h0, \$signal$187  };
+  assign \$111  = ! \$signal$184 ;
+  assign \$112  = \$signal$184  ? 15'h0000 : col[19:5];
+  assign \$113  = set_base0 + \$112 ;
+  assign \$114  = ! \$signal$184 ;
+  assign \$115  = \$signal$184  ? pair_count : count;
+  assign \$116  = ! \$signal$184 ;
+  assign \$117  = \$signal$184  ? pair_data : data;
+  assign \$118  = groups_seen0 < \$signal$197 ;
+  assign \$120  = \$119  ? valid : pair_valid;
+  assign \$122  = 1'h1 << \$signal$112 ;
+  assign \$123  = \$signal$187  + \$122 ;
+  assign \$124  = \$121  ? { 1'h0, \$signal$187  } : \$123 ;
+  assign \$126  = \$125  ? col[19:5] : 15'h0000;
+  assign \$127  = set_base1 + \$126 ;
+  assign \$129  = \$128  ? count : pair_count;
+  assign \$131  = \$130  ? data : pair_data;
+  assign \$132  = groups_seen1 < \$signal$197 ;
+  assign \$133  = col + count;
+  assign \$134  = \$133  == \$signal$207 ;
+  assign \$135  = valid & \$134 ;
+  assign \$136  = pair_count == \$signal$207 ;
+  assign \$137  = pair_valid & \$136 ;
+  assign \$138  = \$135  + \$137 ;
+  assign \$139  = fold_done | \$signal$211 ;
+  assign \$141  = \$140 [19:0] << \$signal$215 ;
+  assign \$142  = \$signal$214  + \$141 ;
+  assign \$143  = \$36 [5:0] << \$signal$215 ;
+  assign \$144  = \$signal$104  + 1'h1;
+  assign \$146  = \$145  >= \$signal$148 ;
+  assign \$147  = ~ \$146 ;
+  assign \$148  = fold_row + 1'h1;
+  assign \$149  = \$148  < \$signal$217 ;
+  assign \$151  = \$150 [19:0] << \$signal$215 ;
+  assign \$152  = \$signal$214  + \$151 ;
+  assign \$153  = \$36 [5:0] << \$signal$215 ;
+  assign \$154  = \$signal$104  + 1'h1;
+  assign \$156  = \$155  >= \$signal$148 ;
+  assign \$157  = ~ \$156 ;
+  assign \$158  = fold_row + 1'h1;
+  assign \$159  = \$158  < \$signal$217 ;
+  assign \$160  = entry[5:2] == 2'h3;
+  assign \$161  = \$160  ? entry[143:124] : entry[203:184];
+  assign \$162  = entry[5:2] == 2'h3;
+  assign \$163  = \$162  | entry[11];
+  assign \$165  = \$164 [19:0] << \$signal$215 ;
+  assign \$166  = \$signal$214  + \$165 ;
+  assign \$167  = \$36 [5:0] << \$signal$215 ;
+  assign \$168  = \$signal$104  + 1'h1;
+  assign \$170  = \$169  >= \$signal$148 ;
+  assign \$171  = ~ \$170 ;
+  assign \$172  = fold_row + 1'h1;
+  assign \$173  = \$172  < \$signal$217 ;
+  assign \$175  = \$signal$241  + \$174 ;
+  assign \$662  = piece_line * 10'h200;
+  assign \$176  = \$signal$244  >> \$662 ;
+  assign \$665  = piece_line * 7'h40;
+  assign \$177  = \$signal$246  >> \$665 ;
+  assign \$180  = \$signal$159  + 7'h40;
+  assign \$181  = \$180  + stats_offset;
+  assign \$182  = \$signal$162  + fold_row;
+  assign \$184  = \$181  + \$183 ;
+  assign \$185  = cycle - entry[333:270];
+  assign \$186  = ~ busy;
+  assign \$187  = regs[289] << entry[205:204];
+  assign \$188  = ! fsm_state;
+  assign \$189  = fsm_state == 1'h1;
+  assign \$190  = fsm_state == 2'h2;
+  assign \$191  = fsm_state == 2'h3;
+  assign \$192  = fsm_state == 3'h4;
+  assign \$193  = fsm_state == 3'h5;
+  assign \$194  = fsm_state == 3'h6;
+  assign \$195  = fsm_state == 3'h7;
+  assign \$196  = fsm_state == 4'h8;
+  assign \$197  = fsm_state == 4'h9;
+  assign \$198  = fsm_state == 4'ha;
+  assign \$199  = fsm_state == 4'hb;
+  assign \$200  = fsm_state == 4'hc;
+  assign \$201  = fsm_state == 4'hd;
+  assign \$202  = fsm_state == 4'he;
+  assign \$203  = fsm_state == 4'hf;
+  assign \$204  = fsm_state == 5'h10;
+  assign \$205  = fsm_state == 5'h11;
+  assign \$206  = fsm_state == 5'h12;
+  assign \$207  = fsm_state == 5'h13;
+  assign \$208  = fsm_state == 5'h14;
+  assign \$209  = fsm_state == 5'h15;
+  assign \$210  = fsm_state == 5'h16;
+  assign \$211  = fsm_state == 5'h17;
+  assign \$212  = fsm_state == 5'h18;
+  assign \$213  = fsm_state == 5'h19;
+  assign \$214  = fsm_state == 5'h1a;
+  assign \$215  = entry[269:206] - 1'h1;
+  assign \$216  = 1'h1 << regs[259:256];
+  assign \$217  = \$216  - 1'h1;
+  assign \$218  = { 1'h0, \$215 [15:0] } & \$217 ;
+  assign \$219  = $signed(\$218 ) << regs[265:260];
+  assign \$220  = $signed({ 1'h0, regs[63:0] }) + $signed(\$219 );
+  assign \$221  = entry[269:206] - 1'h1;
+  assign \$222  = 1'h1 << regs[259:256];
+  assign \$223  = \$222  - 1'h1;
+  assign \$224  = { 1'h0, \$221 [15:0] } & \$223 ;
+  assign \$225  = $signed(\$224 ) << regs[265:260];
+  assign \$226  = $signed({ 1'h0, regs[127:64] }) + $signed(\$225 );
+  assign \$227  = entry[5:2] == 2'h3;
+  assign \$228  = entry[5:2] == 2'h2;
+  assign \$229  = entry[5:2] == 3'h4;
+  assign \$230  = | \status$271 ;
+  assign \$231  = ~ \busy$273 ;
+  assign \$232  = ~ busy;
+  assign \$233  = \$231  & \$232 ;
+  assign \$234  = valid & last;
+  assign \$235  = entry[5:2] == 2'h2;
+  assign \$236  = ! \$signal$274 ;
+  assign \$237  = entry[5:2] == 2'h3;
+  assign \$238  = entry[5:2] == 3'h4;
+  assign \$239  = \$238  ? 2'h2 : 2'h0;
+  assign \$240  = \$237  ? 2'h3 : \$239 ;
+  assign \$242  = entry[83:20] + \$241 ;
+  assign \$243  = entry[5:2] == 2'h3;
+  assign \$244  = \$243  ? 1'h1 : 1'h0;
+  assign \$245  = \$signal$98  >> \$like ;
+  assign \$246  = 1'h1 << \$like ;
+  assign \$247  = \$246  - 1'h1;
+  assign \$248  = { 1'h0, \$signal$98  } & { \$247 [8], \$247 [8], \$247 [8], \$247 [8], \$247 [8], \$247 [8], \$247 [8], \$247 [8], \$247 [8], \$247 [8], \$247 [8], \$247 [8], \$247  };
+  assign \$249  = \$signal$98  >> \$like ;
+  assign \$250  = \$249  << \$like ;
+  assign \$251  = \$250  * n_cols;
+  assign \$252  = \$27 [19:0] < plan_sets;
+  assign \$253  = \$252  ? \$27 [19:0] : { 18'h00000, plan_sets };
+  assign \$254  = row_groups1 < plan_sets;
+  assign \$255  = \$254  ? row_groups1 : { 18'h00000, plan_sets };
+  assign \$256  = \$signal$98  >> \$like ;
+  assign \$257  = | \$256 ;
+  assign \$258  = n_cols << \$signal$112 ;
+  assign \$259  = rest_rows * n_cols;
+  assign \$260  = ! \$signal$184 ;
+  assign \$261  = col + count;
+  assign \$262  = \$261  == \$signal$207 ;
+  assign \$263  = valid & \$262 ;
+  assign \$264  = pair_count == \$signal$207 ;
+  assign \$265  = pair_valid & \$264 ;
+  assign \$266  = \$signal$184  ? \$265  : \$263 ;
+  assign \$267  = groups_seen0 < \$signal$197 ;
+  assign \$268  = groups_seen0 + 1'h1;
+  assign \$269  = set_index0 + 1'h1;
+  assign \$270  = \$269  == \$signal$197 ;
+  assign \$271  = set_index0 + 1'h1;
+  assign \$272  = set_base0 + \$signal$106 ;
+  assign \$274  = col + count;
+  assign \$275  = \$274  == \$signal$207 ;
+  assign \$276  = valid & \$275 ;
+  assign \$277  = pair_count == \$signal$207 ;
+  assign \$278  = pair_valid & \$277 ;
+  assign \$279  = \$273  ? \$276  : \$278 ;
+  assign \$280  = groups_seen1 < \$signal$197 ;
+  assign \$281  = groups_seen1 + 1'h1;
+  assign \$282  = set_index1 + 1'h1;
+  assign \$283  = \$282  == \$signal$197 ;
+  assign \$284  = set_index1 + 1'h1;
+  assign \$285  = set_base1 + \$signal$106 ;
+  assign \$286  = ended << \$signal$112 ;
+  assign \$287  = \$signal$187  + \$286 ;
+  assign \$288  = \$signal$184  ^ ended[0];
+  assign \$289  = valid & last;
+  assign \$290  = | rest_rows;
+  assign \$291  = ! \$signal$184 ;
+  assign \$292  = col + count;
+  assign \$293  = \$292  == \$signal$207 ;
+  assign \$294  = valid & \$293 ;
+  assign \$295  = pair_count == \$signal$207 ;
+  assign \$296  = pair_valid & \$295 ;
+  assign \$297  = \$signal$184  ? \$296  : \$294 ;
+  assign \$298  = groups_seen0 < \$signal$197 ;
+  assign \$299  = groups_seen0 + 1'h1;
+  assign \$300  = set_index0 + 1'h1;
+  assign \$301  = \$300  == \$signal$197 ;
+  assign \$302  = set_index0 + 1'h1;
+  assign \$303  = set_base0 + \$signal$106 ;
+  assign \$305  = col + count;
+  assign \$306  = \$305  == \$signal$207 ;
+  assign \$307  = valid & \$306 ;
+  assign \$308  = pair_count == \$signal$207 ;
+  assign \$309  = pair_valid & \$308 ;
+  assign \$310  = \$304  ? \$307  : \$309 ;
+  assign \$311  = groups_seen1 < \$signal$197 ;
+  assign \$312  = groups_seen1 + 1'h1;
+  assign \$313  = set_index1 + 1'h1;
+  assign \$314  = \$313  == \$signal$197 ;
+  assign \$315  = set_index1 + 1'h1;
+  assign \$316  = set_base1 + \$signal$106 ;
+  assign \$317  = \ended$208  << \$signal$112 ;
+  assign \$318  = \$signal$187  + \$317 ;
+  assign \$319  = \$signal$184  ^ \ended$208 [0];
+  assign \$320  = valid & last;
+  assign \$321  = drain - 1'h1;
+  assign \$322  = drain == 1'h1;
+  assign \$323  = fold_done | \$signal$211 ;
+  assign \$324  = \$signal$213 [5:0] * 4'h8;
+  assign \$325  = sum_fp16 << \$324 ;
+  assign \$326  = 1'h1 << nbytes;
+  assign \$327  = \$326  - 1'h1;
+  assign \$328  = $signed(\$327 ) << \$signal$213 [5:0];
+  assign \$329  = \$signal$159  + 7'h40;
+  assign \$331  = \$329  + \$330 ;
+  assign \$332  = \$signal$104  + 1'h1;
+  assign \$334  = \$333  >= \$signal$148 ;
+  assign \$335  = ~ \$334 ;
+  assign \$336  = fold_row + 1'h1;
+  assign \$337  = \$336  < \$signal$217 ;
+  assign \$338  = \$signal$104  + 1'h1;
+  assign \$339  = fold_row + 1'h1;
+  assign \$340  = \$signal$148  << \$signal$215 ;
+  assign \$341  = \$signal$214  + \$340 ;
+  assign \$342  = \$signal$148  << \$signal$215 ;
+  assign \$343  = \$signal$214  + \$342 ;
+  assign \$344  = entry[5:2] == 2'h2;
+  assign \$345  = ~ \$344 ;
+  assign \$346  = more & \$345 ;
+  assign \$347  = \$signal$219 [5:0] * 4'h8;
+  assign \$348  = sum_fp32 << \$347 ;
+  assign \$349  = 1'h1 << \nbytes$220 ;
+  assign \$350  = \$349  - 1'h1;
+  assign \$351  = $signed(\$350 ) << \$signal$219 [5:0];
+  assign \$352  = \$signal$159  + 7'h40;
+  assign \$354  = \$352  + \$353 ;
+  assign \$355  = \$signal$104  + 1'h1;
+  assign \$357  = \$356  >= \$signal$148 ;
+  assign \$358  = ~ \$357 ;
+  assign \$359  = fold_row + 1'h1;
+  assign \$360  = \$359  < \$signal$217 ;
+  assign \$361  = \$signal$104  + 1'h1;
+  assign \$362  = fold_row + 1'h1;
+  assign \$363  = \$signal$148  << \$signal$215 ;
+  assign \$364  = \$signal$214  + \$363 ;
+  assign \$365  = \$signal$148  << \$signal$215 ;
+  assign \$366  = \$signal$214  + \$365 ;
+  assign \$367  = entry[5:2] == 2'h2;
+  assign \$368  = ~ \$367 ;
+  assign \$369  = \more$221  & \$368 ;
+  assign \$370  = \$signal$104  + 1'h1;
+  assign \$372  = \$371  >= n_cols;
+  assign \$373  = ~ \$372 ;
+  assign \$374  = fold_row + 1'h1;
+  assign \$375  = \$374  < \$signal$217 ;
+  assign \$376  = \$signal$104  + 1'h1;
+  assign \$377  = fold_row + 1'h1;
+  assign \$378  = dest == 2'h3;
+  assign \$379  = fold_row + 1'h1;
+  assign \$380  = \$379  < \$signal$217 ;
+  assign \$381  = fold_row + 1'h1;
+  assign \$382  = entry[5:2] == 2'h3;
+  assign \$383  = \$signal$237 [5:0] * 4'h8;
+  assign \$384  = rd_in_data << \$383 ;
+  assign \$385  = 1'h1 << \nbytes$238 ;
+  assign \$386  = \$385  - 1'h1;
+  assign \$387  = $signed(\$386 ) << \$signal$237 [5:0];
+  assign \$388  = \$signal$159  + 7'h40;
+  assign \$390  = \$388  + \$389 ;
+  assign \$391  = \$signal$104  + 1'h1;
+  assign \$393  = \$392  >= \$signal$148 ;
+  assign \$394  = ~ \$393 ;
+  assign \$395  = fold_row + 1'h1;
+  assign \$396  = \$395  < \$signal$217 ;
+  assign \$397  = \$signal$104  + 1'h1;
+  assign \$398  = fold_row + 1'h1;
+  assign \$399  = \$signal$148  << \$signal$215 ;
+  assign \$400  = \$signal$214  + \$399 ;
+  assign \$401  = \$signal$148  << \$signal$215 ;
+  assign \$402  = \$signal$214  + \$401 ;
+  assign \$403  = entry[5:2] == 2'h2;
+  assign \$404  = ~ \$403 ;
+  assign \$405  = \more$239  & \$404 ;
+  assign \$406  = ~ busy;
+  assign \$407  = piece_line + 1'h1;
+  assign \$408  = \$407  < 2'h3;
+  assign \$409  = piece_line + 1'h1;
+  assign \$900  = \$409  * 7'h40;
+  assign \$410  = \$signal$246  >> \$900 ;
+  assign \$411  = | \$410 ;
+  assign \$412  = \$408  & \$411 ;
+  assign \$413  = entry[5:2] == 2'h2;
+  assign \$414  = \$signal$280  & \$413 ;
+  assign \$415  = entry[5:2] == 2'h3;
+  assign \$416  = entry[5:2] == 2'h2;
+  assign \$417  = \$416  & entry[11];
+  assign \$418  = \$415  | \$417 ;
+  assign \$419  = piece_line + 1'h1;
+  assign \$420  = ~ busy;
+  assign \$421  = fold_row + 1'h1;
+  assign \$422  = \$421  < \$signal$217 ;
+  assign \$423  = fold_row + 1'h1;
+  assign \$424  = \$signal$162  + 3'h4;
+  assign \$425  = 3'h4 * entry[203:184];
+  assign \$426  = \$signal$164  + \$425 ;
+  assign \$427  = \$signal$162  + 3'h4;
+  assign \$428  = \$427  < entry[183:164];
+  assign \$429  = ~ busy;
   always @(posedge clk)
-    entry <= \$386 ;
+    \$signal$211  <= \$430 ;
   always @(posedge clk)
-    fsm_state <= \$387 ;
+    entry <= \$431 ;
   always @(posedge clk)
-    status <= \$388 ;
+    fsm_state <= \$432 ;
   always @(posedge clk)
-    \$signal$149  <= \$389 ;
+    status <= \$433 ;
   always @(posedge clk)
-    \$signal$148  <= \$390 ;
-  always @(posedge clk)
-    \$signal$151  <= \$391 ;
-  always @(posedge clk)
-    in_elem <= \$392 ;
-  always @(posedge clk)
-    \$signal$213  <= \$393 ;
-  always @(posedge clk)
-    \$signal$214  <= \$394 ;
-  always @(posedge clk)
-    \$signal$136  <= \$395 ;
-  always @(posedge clk)
-    \$signal$241  <= \$396 ;
-  always @(posedge clk)
-    \$signal$270  <= \$397 ;
-  always @(posedge clk)
-    \$signal$201  <= \$398 ;
-  always @(posedge clk)
-    \$signal$137  <= \$399 ;
-  always @(posedge clk)
-    \$signal$167  <= \$400 ;
-  always @(posedge clk)
-    \$signal$98  <= \$401 ;
-  always @(posedge clk)
-    n_cols <= \$402 ;
-  always @(posedge clk)
-    dest <= \$403 ;
-  always @(posedge clk)
-    \$signal$170  <= \$404 ;
-  always @(posedge clk)
-    \$signal$204  <= \$405 ;
-  always @(posedge clk)
-    \$signal$187  <= \$406 ;
-  always @(posedge clk)
-    \$signal$169  <= \$407 ;
-  always @(posedge clk)
-    rest_rows <= \$408 ;
-  always @(posedge clk)
-    main_elems <= \$409 ;
-  always @(posedge clk)
-    \$signal$177  <= \$410 ;
-  always @(posedge clk)
-    \$signal$174  <= \$411 ;
-  always @(posedge clk)
-    sets_used0 <= \$412 ;
-  always @(posedge clk)
-    groups_seen0 <= \$413 ;
-  always @(posedge clk)
-    set_index0 <= \$414 ;
-  always @(posedge clk)
-    set_base0 <= \$415 ;
-  always @(posedge clk)
-    sets_used1 <= \$416 ;
-  always @(posedge clk)
-    groups_seen1 <= \$417 ;
-  always @(posedge clk)
-    set_index1 <= \$418 ;
-  always @(posedge clk)
-    set_base1 <= \$419 ;
-  always @(posedge clk)
-    \$signal$197  <= \$420 ;
-  always @(posedge clk)
-    drain <= \$421 ;
-  always @(posedge clk)
-    \$signal$239  <= \$422 ;
-  always @(posedge clk)
-    \$signal$236  <= \$423 ;
-  always @(posedge clk)
-    \$signal$237  <= \$424 ;
-  always @(posedge clk)
-    piece_line <= \$425 ;
-  always @(posedge clk)
-    anchor_m0 <= \$426 ;
-  always @(posedge clk)
-    anchor_m1 <= \$427 ;
-  always @(posedge clk)
-    anchor_m2 <= \$428 ;
-  always @(posedge clk)
-    anchor_m3 <= \$429 ;
-  always @(posedge clk)
-    anchor_l0 <= \$430 ;
-  always @(posedge clk)
-    anchor_l1 <= \$431 ;
-  always @(posedge clk)
-    anchor_l2 <= \$432 ;
-  always @(posedge clk)
-    anchor_l3 <= \$433 ;
+    \$signal$160  <= \$434 ;
   \ndp_device.control_unit.compute  compute (
     .acc_addr(acc_addr),
     .acc_addr1(acc_addr1),
@@ -3941,13 +4040,13 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
     .first(first),
     .first1(first1),
     .fold_done(fold_done),
-    .fold_n_words(fold_n_words),
-    .fold_pack(fold_pack),
+    .fold_n_words(\$signal$106 [7:0]),
+    .fold_pack(\$29 [5:0]),
     .fold_row(fold_row),
     .fold_sets(fold_sets),
     .fold_sets1(fold_sets1),
     .fold_start(fold_start),
-    .fold_word(fold_word),
+    .fold_word(\$signal$104 [6:0]),
     .in_data(in_data),
     .in_row(in_row),
     .in_we(in_we),
@@ -3974,9 +4073,9 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
     .is_load(is_load),
     .log2_slot(regs[267:260]),
     .operand_lines(operand_lines),
-    .\port$5541$128 (regs[255:128]),
+    .\port$5603$128 (regs[255:128]),
     .stats_offset(stats_offset),
-    .status(\status$267 )
+    .status(\status$271 )
   );
   \ndp_device.control_unit.reader  reader (
     .addr(bus__araddr),
@@ -3987,7 +4086,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
     .bus__arvalid(bus__arvalid),
     .bus__rlast(bus__rlast),
     .bus__rvalid(bus__rvalid),
-    .busy(\busy$269 ),
+    .busy(\busy$273 ),
     .clk(clk),
     .out__data(src__data),
     .out__valid(out__valid),
@@ -4009,10 +4108,10 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
     .rst(rst),
     .src_addr(src_addr),
     .src_data(src_data),
-    .start(\start$230 )
+    .start(\start$234 )
   );
   \ndp_device.control_unit.unpacker  unpacker (
-    .beats(\beats$158 ),
+    .beats(\beats$169 ),
     .clk(clk),
     .col(col),
     .cols(cols),
@@ -4030,7 +4129,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
     .rst(rst),
     .src__data(src__data),
     .src__valid(src__valid),
-    .start(\start$154 ),
+    .start(\start$165 ),
     .valid(valid)
   );
   ndp_fp16_mul widen_0 (
@@ -4195,8 +4294,8 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   );
   \ndp_device.control_unit.writer  writer (
     .addr(bus__awaddr),
-    .\addr$29 (\addr$147 ),
-    .beats(\beats$144 ),
+    .\addr$29 (\addr$158 ),
+    .beats(\beats$155 ),
     .bus__awlen(bus__awlen),
     .bus__awready(bus__awready),
     .bus__awvalid(bus__awvalid),
@@ -4215,35 +4314,2017 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
     .src__data(src__data),
     .src__ready(\src__ready$79 ),
     .src__valid(\src__valid$76 ),
-    .start(\start$141 ),
+    .start(\start$152 ),
     .\strb$33 (strb)
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$436  = \$signal$162 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          \$436  = 20'h00000;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          /* empty */;
+      5'h15:
+          /* empty */;
+      5'h11:
+          /* empty */;
+      5'h16:
+          /* empty */;
+      5'h17:
+          /* empty */;
+      5'h19:
+          /* empty */;
+      5'h18:
+          \$436  = \$424 [19:0];
+    endcase
+    if (rst) begin
+      \$436  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$437  = \$signal$164 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          \$437  = 44'h00000000000;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          /* empty */;
+      5'h15:
+          /* empty */;
+      5'h11:
+          /* empty */;
+      5'h16:
+          /* empty */;
+      5'h17:
+          /* empty */;
+      5'h19:
+          /* empty */;
+      5'h18:
+          \$437  = \$426 [43:0];
+    endcase
+    if (rst) begin
+      \$437  = 44'h00000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$438  = \$signal$214 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          \$438  = 48'h000000000000;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          if (\$323 ) begin
+            casez (dest)
+              2'h0:
+                  (* full_case = 32'd1 *)
+                  if (\$335 ) begin
+                  end else if (\$337 ) begin
+                    \$438  = \$341 [47:0];
+                  end else begin
+                    \$438  = \$343 [47:0];
+                  end
+              2'h1:
+                  (* full_case = 32'd1 *)
+                  if (\$358 ) begin
+                  end else if (\$360 ) begin
+                    \$438  = \$364 [47:0];
+                  end else begin
+                    \$438  = \$366 [47:0];
+                  end
+            endcase
+          end
+      5'h12:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          /* empty */;
+      5'h15:
+          (* full_case = 32'd1 *)
+          if (\$394 ) begin
+          end else if (\$396 ) begin
+            \$438  = \$400 [47:0];
+          end else begin
+            \$438  = \$402 [47:0];
+          end
+    endcase
+    if (rst) begin
+      \$438  = 48'h000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$439  = \$signal$215 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          (* full_case = 32'd1 *)
+          if (\$227 ) begin
+            \$439  = 2'h2;
+          end else if (\$228 ) begin
+            \$439  = 2'h1;
+          end else if (\$229 ) begin
+            \$439  = 2'h1;
+          end else begin
+            \$439  = 2'h1;
+          end
+    endcase
+    if (rst) begin
+      \$439  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$440  = \$signal$148 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          (* full_case = 32'd1 *)
+          if (\$227 ) begin
+            \$440  = entry[123:104];
+          end else if (\$228 ) begin
+            \$440  = entry[203:184];
+          end else if (\$229 ) begin
+            \$440  = entry[123:104];
+          end else begin
+            \$440  = entry[143:124];
+          end
+    endcase
+    if (rst) begin
+      \$440  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$441  = \$signal$217 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          \$441  = \$signal$161 ;
+    endcase
+    if (rst) begin
+      \$441  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$442  = \$signal$274 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          \$442  = 1'h0;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h12:
+          (* full_case = 32'd1 *)
+          if (\$373 ) begin
+          end else if (\$375 ) begin
+          end else begin
+            \$442  = 1'h1;
+          end
+    endcase
+    if (rst) begin
+      \$442  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$443  = fold_row;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          if (\$234 ) begin
+            \$443  = 2'h0;
+          end
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          if (\$322 ) begin
+            \$443  = 2'h0;
+          end
+      5'h0f:
+          /* empty */;
+      5'h10:
+          if (\$323 ) begin
+            casez (dest)
+              2'h0:
+                  (* full_case = 32'd1 *)
+                  if (\$335 ) begin
+                  end else if (\$337 ) begin
+                    \$443  = \$339 [1:0];
+                  end else begin
+                    \$443  = 2'h0;
+                  end
+              2'h1:
+                  (* full_case = 32'd1 *)
+                  if (\$358 ) begin
+                  end else if (\$360 ) begin
+                    \$443  = \$362 [1:0];
+                  end else begin
+                    \$443  = 2'h0;
+                  end
+            endcase
+          end
+      5'h12:
+          (* full_case = 32'd1 *)
+          if (\$373 ) begin
+          end else if (\$375 ) begin
+            \$443  = \$377 [1:0];
+          end else begin
+            \$443  = 2'h0;
+          end
+      5'h07:
+          /* empty */;
+      5'h13:
+          if (done) begin
+            (* full_case = 32'd1 *)
+            if (\$380 ) begin
+              \$443  = \$381 [1:0];
+            end else begin
+              \$443  = 2'h0;
+            end
+          end
+      5'h14:
+          /* empty */;
+      5'h15:
+          (* full_case = 32'd1 *)
+          if (\$394 ) begin
+          end else if (\$396 ) begin
+            \$443  = \$398 [1:0];
+          end else begin
+            \$443  = 2'h0;
+          end
+      5'h11:
+          /* empty */;
+      5'h16:
+          /* empty */;
+      5'h17:
+          /* empty */;
+      5'h19:
+          if (\$420 ) begin
+            if (\$422 ) begin
+              \$443  = \$423 [1:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \$443  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$444  = \$signal$104 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          if (\$234 ) begin
+            \$444  = 20'h00000;
+          end
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          if (\$322 ) begin
+            \$444  = 20'h00000;
+          end
+      5'h0f:
+          /* empty */;
+      5'h10:
+          if (\$323 ) begin
+            casez (dest)
+              2'h0:
+                  (* full_case = 32'd1 *)
+                  if (\$335 ) begin
+                    \$444  = \$338 [19:0];
+                  end else if (\$337 ) begin
+                    \$444  = 20'h00000;
+                  end else begin
+                    \$444  = 20'h00000;
+                  end
+              2'h1:
+                  (* full_case = 32'd1 *)
+                  if (\$358 ) begin
+                    \$444  = \$361 [19:0];
+                  end else if (\$360 ) begin
+                    \$444  = 20'h00000;
+                  end else begin
+                    \$444  = 20'h00000;
+                  end
+            endcase
+          end
+      5'h12:
+          (* full_case = 32'd1 *)
+          if (\$373 ) begin
+            \$444  = \$376 [19:0];
+          end else if (\$375 ) begin
+            \$444  = 20'h00000;
+          end else begin
+            \$444  = 20'h00000;
+          end
+      5'h07:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          /* empty */;
+      5'h15:
+          (* full_case = 32'd1 *)
+          if (\$394 ) begin
+            \$444  = \$397 [19:0];
+          end else if (\$396 ) begin
+            \$444  = 20'h00000;
+          end else begin
+            \$444  = 20'h00000;
+          end
+    endcase
+    if (rst) begin
+      \$444  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$445  = \$signal$178 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          (* full_case = 32'd1 *)
+          if (\$236 ) begin
+            \$445  = entry[83:20];
+          end else begin
+            \$445  = \$242 [63:0];
+          end
+    endcase
+    if (rst) begin
+      \$445  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$446  = \$signal$98 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          (* full_case = 32'd1 *)
+          if (\$236 ) begin
+            \$446  = entry[123:104];
+          end else begin
+            \$446  = entry[143:124];
+          end
+    endcase
+    if (rst) begin
+      \$446  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$447  = n_cols;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          (* full_case = 32'd1 *)
+          if (\$236 ) begin
+            \$447  = entry[143:124];
+          end else begin
+            \$447  = entry[123:104];
+          end
+    endcase
+    if (rst) begin
+      \$447  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$448  = dest;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          (* full_case = 32'd1 *)
+          if (\$236 ) begin
+            \$448  = \$240 ;
+          end else begin
+            \$448  = { 1'h0, \$244  };
+          end
+    endcase
+    if (rst) begin
+      \$448  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$449  = \$signal$112 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$449  = \$like ;
+    endcase
+    if (rst) begin
+      \$449  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$450  = \$signal$106 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$450  = \$16 [19:0];
+    endcase
+    if (rst) begin
+      \$450  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$451  = \$signal$197 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$451  = plan_sets;
+    endcase
+    if (rst) begin
+      \$451  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$452  = \$signal$180 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$452  = \$245 ;
+    endcase
+    if (rst) begin
+      \$452  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$453  = rest_rows;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$453  = \$248 [4:0];
+    endcase
+    if (rst) begin
+      \$453  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$454  = main_elems;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$454  = \$251 [43:0];
+    endcase
+    if (rst) begin
+      \$454  = 44'h00000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$455  = \$signal$187 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$455  = 20'h00000;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          \$455  = \$287 [19:0];
+      5'h0d:
+          \$455  = \$318 [19:0];
+    endcase
+    if (rst) begin
+      \$455  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$456  = \$signal$184 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$456  = 1'h0;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          if (split) begin
+            \$456  = \$288 ;
+          end
+      5'h0d:
+          if (split) begin
+            \$456  = \$319 ;
+          end
+    endcase
+    if (rst) begin
+      \$456  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$457  = fold_sets;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$457  = \$253 [1:0];
+    endcase
+    if (rst) begin
+      \$457  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$458  = groups_seen0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$458  = 2'h0;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          if (\$266 ) begin
+            if (\$267 ) begin
+              \$458  = \$268 [1:0];
+            end
+          end
+      5'h0d:
+          if (\$297 ) begin
+            if (\$298 ) begin
+              \$458  = \$299 [1:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \$458  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$459  = set_index0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$459  = 2'h0;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          if (\$266 ) begin
+            (* full_case = 32'd1 *)
+            if (\$270 ) begin
+              \$459  = 2'h0;
+            end else begin
+              \$459  = \$271 [1:0];
+            end
+          end
+      5'h0d:
+          if (\$297 ) begin
+            (* full_case = 32'd1 *)
+            if (\$301 ) begin
+              \$459  = 2'h0;
+            end else begin
+              \$459  = \$302 [1:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \$459  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$460  = set_base0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$460  = 20'h00000;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          if (\$266 ) begin
+            (* full_case = 32'd1 *)
+            if (\$270 ) begin
+              \$460  = 20'h00000;
+            end else begin
+              \$460  = \$272 [19:0];
+            end
+          end
+      5'h0d:
+          if (\$297 ) begin
+            (* full_case = 32'd1 *)
+            if (\$301 ) begin
+              \$460  = 20'h00000;
+            end else begin
+              \$460  = \$303 [19:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \$460  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$461  = fold_sets1;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$461  = \$255 [1:0];
+    endcase
+    if (rst) begin
+      \$461  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$462  = groups_seen1;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$462  = 2'h0;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          if (\$279 ) begin
+            if (\$280 ) begin
+              \$462  = \$281 [1:0];
+            end
+          end
+      5'h0d:
+          if (\$310 ) begin
+            if (\$311 ) begin
+              \$462  = \$312 [1:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \$462  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$463  = set_index1;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$463  = 2'h0;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          if (\$279 ) begin
+            (* full_case = 32'd1 *)
+            if (\$283 ) begin
+              \$463  = 2'h0;
+            end else begin
+              \$463  = \$284 [1:0];
+            end
+          end
+      5'h0d:
+          if (\$310 ) begin
+            (* full_case = 32'd1 *)
+            if (\$314 ) begin
+              \$463  = 2'h0;
+            end else begin
+              \$463  = \$315 [1:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \$463  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$464  = set_base1;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$464  = 20'h00000;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          if (\$279 ) begin
+            (* full_case = 32'd1 *)
+            if (\$283 ) begin
+              \$464  = 20'h00000;
+            end else begin
+              \$464  = \$285 [19:0];
+            end
+          end
+      5'h0d:
+          if (\$310 ) begin
+            (* full_case = 32'd1 *)
+            if (\$314 ) begin
+              \$464  = 20'h00000;
+            end else begin
+              \$464  = \$316 [19:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \$464  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$465  = \$signal$207 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          \$465  = \$258 [19:0];
+      5'h0b:
+          \$465  = \$259 [19:0];
+    endcase
+    if (rst) begin
+      \$465  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$466  = drain;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          \$466  = 3'h5;
+      5'h0d:
+          \$466  = 3'h5;
+      5'h0e:
+          \$466  = \$321 [2:0];
+    endcase
+    if (rst) begin
+      \$466  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$467  = \$signal$244 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          if (\$323 ) begin
+            casez (dest)
+              2'h0:
+                  \$467  = { 1'h0, \$325  };
+              2'h1:
+                  \$467  = \$348 [1535:0];
+            endcase
+          end
+      5'h12:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          /* empty */;
+      5'h15:
+          \$467  = { 1'h0, \$384  };
+    endcase
+    if (rst) begin
+      \$467  = 1536'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$468  = \$signal$246 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          if (\$323 ) begin
+            casez (dest)
+              2'h0:
+                  \$468  = \$328 [191:0];
+              2'h1:
+                  \$468  = \$351 [191:0];
+            endcase
+          end
+      5'h12:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          /* empty */;
+      5'h15:
+          \$468  = \$387 [191:0];
+    endcase
+    if (rst) begin
+      \$468  = 192'h000000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$469  = \$signal$241 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          if (\$323 ) begin
+            casez (dest)
+              2'h0:
+                  \$469  = \$331 [63:0];
+              2'h1:
+                  \$469  = \$354 [63:0];
+            endcase
+          end
+      5'h12:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          /* empty */;
+      5'h15:
+          \$469  = \$390 [63:0];
+    endcase
+    if (rst) begin
+      \$469  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$470  = piece_line;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          if (\$323 ) begin
+            casez (dest)
+              2'h0:
+                  \$470  = 2'h0;
+              2'h1:
+                  \$470  = 2'h0;
+            endcase
+          end
+      5'h12:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          /* empty */;
+      5'h15:
+          \$470  = 2'h0;
+      5'h11:
+          /* empty */;
+      5'h16:
+          if (\$406 ) begin
+            if (\$412 ) begin
+              \$470  = \$419 [1:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \$470  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$471  = \$signal$280 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          if (\$323 ) begin
+            casez (dest)
+              2'h0:
+                  \$471  = more;
+              2'h1:
+                  \$471  = \more$221 ;
+            endcase
+          end
+      5'h12:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          /* empty */;
+      5'h15:
+          \$471  = \more$239 ;
+    endcase
+    if (rst) begin
+      \$471  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$472  = \$signal$240 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          if (\$323 ) begin
+            casez (dest)
+              2'h0:
+                  \$472  = \$346 ;
+              2'h1:
+                  \$472  = \$369 ;
+            endcase
+          end
+      5'h12:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          /* empty */;
+      5'h15:
+          \$472  = \$405 ;
+      5'h11:
+          if (\$signal$240 ) begin
+            \$472  = 1'h0;
+          end
+    endcase
+    if (rst) begin
+      \$472  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$473  = anchor_m0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h13:
+          if (done) begin
+            casez (fold_row)
+              2'h0:
+                  \$473  = m;
+            endcase
+          end
+    endcase
+    if (rst) begin
+      \$473  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$474  = anchor_m1;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h13:
+          if (done) begin
+            casez (fold_row)
+              2'h0:
+                  /* empty */;
+              2'h1:
+                  \$474  = m;
+            endcase
+          end
+    endcase
+    if (rst) begin
+      \$474  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$475  = anchor_m2;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h13:
+          if (done) begin
+            casez (fold_row)
+              2'h0:
+                  /* empty */;
+              2'h1:
+                  /* empty */;
+              2'h2:
+                  \$475  = m;
+            endcase
+          end
+    endcase
+    if (rst) begin
+      \$475  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$476  = anchor_m3;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h13:
+          if (done) begin
+            (* full_case = 32'd1 *)
+            casez (fold_row)
+              2'h0:
+                  /* empty */;
+              2'h1:
+                  /* empty */;
+              2'h2:
+                  /* empty */;
+              2'h3:
+                  \$476  = m;
+            endcase
+          end
+    endcase
+    if (rst) begin
+      \$476  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$477  = anchor_l0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h13:
+          if (done) begin
+            casez (fold_row)
+              2'h0:
+                  \$477  = l;
+            endcase
+          end
+    endcase
+    if (rst) begin
+      \$477  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$478  = anchor_l1;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h13:
+          if (done) begin
+            casez (fold_row)
+              2'h0:
+                  /* empty */;
+              2'h1:
+                  \$478  = l;
+            endcase
+          end
+    endcase
+    if (rst) begin
+      \$478  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$479  = anchor_l2;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h13:
+          if (done) begin
+            casez (fold_row)
+              2'h0:
+                  /* empty */;
+              2'h1:
+                  /* empty */;
+              2'h2:
+                  \$479  = l;
+            endcase
+          end
+    endcase
+    if (rst) begin
+      \$479  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$480  = anchor_l3;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h13:
+          if (done) begin
+            (* full_case = 32'd1 *)
+            casez (fold_row)
+              2'h0:
+                  /* empty */;
+              2'h1:
+                  /* empty */;
+              2'h2:
+                  /* empty */;
+              2'h3:
+                  \$480  = l;
+            endcase
+          end
+    endcase
+    if (rst) begin
+      \$480  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     (* full_case = 32'd1 *)
-    casez (\$signal$201 )
+    casez (fold_row)
       2'h0:
-          \$169  = anchor_m0;
+          \$178  = anchor_m0;
       2'h1:
-          \$169  = anchor_m1;
+          \$178  = anchor_m1;
       2'h2:
-          \$169  = anchor_m2;
+          \$178  = anchor_m2;
       2'h3:
-          \$169  = anchor_m3;
+          \$178  = anchor_m3;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     (* full_case = 32'd1 *)
-    casez (\$signal$201 )
+    casez (fold_row)
       2'h0:
-          \$170  = anchor_l0;
+          \$179  = anchor_l0;
       2'h1:
-          \$170  = anchor_l1;
+          \$179  = anchor_l1;
       2'h2:
-          \$170  = anchor_l2;
+          \$179  = anchor_l2;
       2'h3:
-          \$170  = anchor_l3;
+          \$179  = anchor_l3;
     endcase
   end
   always @* begin
@@ -4342,14 +6423,14 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \start$141  = 1'h0;
+    \start$152  = 1'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
           /* empty */;
       5'h04:
-          \start$141  = 1'h1;
+          \start$152  = 1'h1;
       5'h05:
           /* empty */;
       5'h03:
@@ -4385,21 +6466,17 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h15:
           /* empty */;
       5'h11:
-          if (\$158 ) begin
-            \start$141  = 1'h1;
-          end
+          \start$152  = 1'h1;
       5'h16:
           /* empty */;
       5'h17:
-          /* empty */;
-      5'h18:
-          \start$141  = 1'h1;
-      5'h1a:
-          /* empty */;
+          \start$152  = 1'h1;
       5'h19:
           /* empty */;
+      5'h18:
+          /* empty */;
       5'h02:
-          \start$141  = 1'h1;
+          \start$152  = 1'h1;
     endcase
   end
   always @* begin
@@ -4435,21 +6512,21 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h09:
           /* empty */;
       5'h0a:
-          beats = \$52 [31:0];
+          beats = \$53 [31:0];
       5'h0b:
-          beats = { \$63 [22], \$63 [22], \$63 [22], \$63 [22], \$63 [22], \$63 [22], \$63 [22], \$63 [22], \$63 [22], \$63  };
+          beats = { \$64 [22], \$64 [22], \$64 [22], \$64 [22], \$64 [22], \$64 [22], \$64 [22], \$64 [22], \$64 [22], \$64  };
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \beats$144  = 32'd0;
+    \beats$155  = 32'd0;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
           /* empty */;
       5'h04:
-          \beats$144  = { 12'h000, entry[103:84] };
+          \beats$155  = { 12'h000, entry[103:84] };
     endcase
   end
   always @* begin
@@ -4465,12 +6542,12 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
           if (is_load) begin
             addr = entry[83:20];
           end else begin
-            addr = \$37 [63:0];
+            addr = \$38 [63:0];
           end
       5'h05:
           /* empty */;
       5'h03:
-          addr = \$49 [63:0];
+          addr = \$50 [63:0];
       5'h06:
           /* empty */;
       5'h08:
@@ -4478,14 +6555,14 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h09:
           /* empty */;
       5'h0a:
-          addr = \$signal$167 ;
+          addr = \$signal$178 ;
       5'h0b:
-          addr = \$58 [63:0];
+          addr = \$59 [63:0];
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \addr$147  = 64'h0000000000000000;
+    \addr$158  = 64'h0000000000000000;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -4494,9 +6571,9 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h04:
           (* full_case = 32'd1 *)
           if (is_load) begin
-            \addr$147  = \$36 [63:0];
+            \addr$158  = \$37 [63:0];
           end else begin
-            \addr$147  = entry[83:20];
+            \addr$158  = entry[83:20];
           end
       5'h05:
           /* empty */;
@@ -4533,26 +6610,22 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h15:
           /* empty */;
       5'h11:
-          if (\$158 ) begin
-            \addr$147  = \$160 [63:0];
-          end
+          \addr$158  = \$175 [63:0];
       5'h16:
           /* empty */;
       5'h17:
-          /* empty */;
-      5'h18:
-          \addr$147  = \$175 [63:0];
-      5'h1a:
-          /* empty */;
+          \addr$158  = \$184 [63:0];
       5'h19:
           /* empty */;
+      5'h18:
+          /* empty */;
       5'h02:
-          \addr$147  = \$signal$148 ;
+          \addr$158  = \$signal$159 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$signal$150  = 3'h0;
+    \$signal$161  = 3'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -4563,7 +6636,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h05:
           /* empty */;
       5'h03:
-          \$signal$150  = \$41 [2:0];
+          \$signal$161  = \$42 [2:0];
     endcase
   end
   always @* begin
@@ -4579,12 +6652,12 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h05:
           /* empty */;
       5'h03:
-          run_beats = { \$46 [25], \$46 [25], \$46 [25], \$46 [25], \$46 [25], \$46 [25], \$46  };
+          run_beats = { \$47 [25], \$47 [25], \$47 [25], \$47 [25], \$47 [25], \$47 [25], \$47  };
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \start$154  = 1'h0;
+    \start$165  = 1'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -4595,7 +6668,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h05:
           /* empty */;
       5'h03:
-          \start$154  = 1'h1;
+          \start$165  = 1'h1;
       5'h06:
           /* empty */;
       5'h08:
@@ -4603,9 +6676,9 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h09:
           /* empty */;
       5'h0a:
-          \start$154  = 1'h1;
+          \start$165  = 1'h1;
       5'h0b:
-          \start$154  = 1'h1;
+          \start$165  = 1'h1;
     endcase
   end
   always @* begin
@@ -4621,7 +6694,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h05:
           /* empty */;
       5'h03:
-          offset = in_elem[4:0];
+          offset = \$signal$164 [4:0];
       5'h06:
           /* empty */;
       5'h08:
@@ -4647,7 +6720,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h05:
           /* empty */;
       5'h03:
-          rows = { 17'h00000, \$signal$150  };
+          rows = { 17'h00000, \$signal$161  };
       5'h06:
           /* empty */;
       5'h08:
@@ -4655,7 +6728,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h09:
           /* empty */;
       5'h0a:
-          rows = \$signal$169 ;
+          rows = \$signal$180 ;
       5'h0b:
           rows = 20'h00001;
     endcase
@@ -4681,14 +6754,14 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h09:
           /* empty */;
       5'h0a:
-          cols = \$53 [19:0];
+          cols = \$54 [19:0];
       5'h0b:
-          cols = \$64 [19:0];
+          cols = \$65 [19:0];
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \beats$158  = 32'd0;
+    \beats$169  = 32'd0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -4699,7 +6772,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h05:
           /* empty */;
       5'h03:
-          \beats$158  = run_beats;
+          \beats$169  = run_beats;
       5'h06:
           /* empty */;
       5'h08:
@@ -4707,9 +6780,9 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h09:
           /* empty */;
       5'h0a:
-          \beats$158  = \$56 [31:0];
+          \beats$169  = \$57 [31:0];
       5'h0b:
-          \beats$158  = { \$69 [22], \$69 [22], \$69 [22], \$69 [22], \$69 [22], \$69 [22], \$69 [22], \$69 [22], \$69 [22], \$69  };
+          \beats$169  = { \$70 [22], \$70 [22], \$70 [22], \$70 [22], \$70 [22], \$70 [22], \$70 [22], \$70 [22], \$70 [22], \$70  };
     endcase
   end
   always @* begin
@@ -4745,7 +6818,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0f:
           /* empty */;
       5'h10:
-          if (fold_done) begin
+          if (\$139 ) begin
             casez (dest)
               2'h0:
                   /* empty */;
@@ -4796,22 +6869,22 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0f:
           /* empty */;
       5'h10:
-          if (fold_done) begin
+          if (\$139 ) begin
             casez (dest)
               2'h0:
                   /* empty */;
               2'h1:
                   /* empty */;
               2'h2:
-                  in_row = \$signal$201 ;
+                  in_row = fold_row;
             endcase
           end
       5'h12:
           /* empty */;
       5'h07:
-          in_row = \$signal$201 ;
+          in_row = fold_row;
       5'h13:
-          in_row = \$signal$201 ;
+          in_row = fold_row;
     endcase
   end
   always @* begin
@@ -4847,14 +6920,14 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0f:
           /* empty */;
       5'h10:
-          if (fold_done) begin
+          if (\$139 ) begin
             casez (dest)
               2'h0:
                   /* empty */;
               2'h1:
                   /* empty */;
               2'h2:
-                  in_word = \$signal$137 [6:0];
+                  in_word = \$signal$104 [6:0];
             endcase
           end
       5'h12:
@@ -4898,7 +6971,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0f:
           /* empty */;
       5'h10:
-          if (fold_done) begin
+          if (\$139 ) begin
             casez (dest)
               2'h0:
                   /* empty */;
@@ -4965,9 +7038,9 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0b:
           /* empty */;
       5'h0c:
-          mac = \$71 ;
+          mac = \$72 ;
       5'h0d:
-          mac = \$105 ;
+          mac = \$106 ;
     endcase
   end
   always @* begin
@@ -4995,9 +7068,9 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0b:
           /* empty */;
       5'h0c:
-          k_base = \$75 [19:0];
+          k_base = \$76 [19:0];
       5'h0d:
-          k_base = \$109 [19:0];
+          k_base = \$110 [19:0];
     endcase
   end
   always @* begin
@@ -5025,9 +7098,9 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0b:
           /* empty */;
       5'h0c:
-          acc_addr = \$78 [6:0];
+          acc_addr = \$79 [6:0];
       5'h0d:
-          acc_addr = \$112 [6:0];
+          acc_addr = \$113 [6:0];
     endcase
   end
   always @* begin
@@ -5055,9 +7128,9 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0b:
           /* empty */;
       5'h0c:
-          active = \$80 ;
+          active = \$81 ;
       5'h0d:
-          active = \$114 ;
+          active = \$115 ;
     endcase
   end
   always @* begin
@@ -5085,9 +7158,9 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0b:
           /* empty */;
       5'h0c:
-          w_data = \$82 ;
+          w_data = \$83 ;
       5'h0d:
-          w_data = \$116 ;
+          w_data = \$117 ;
     endcase
   end
   always @* begin
@@ -5115,9 +7188,9 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0b:
           /* empty */;
       5'h0c:
-          first = \$83 ;
+          first = \$84 ;
       5'h0d:
-          first = \$117 ;
+          first = \$118 ;
     endcase
   end
   always @* begin
@@ -5145,9 +7218,9 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0b:
           /* empty */;
       5'h0c:
-          mac1 = \$85 ;
+          mac1 = \$86 ;
       5'h0d:
-          mac1 = \$119 ;
+          mac1 = \$120 ;
     endcase
   end
   always @* begin
@@ -5175,9 +7248,9 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0b:
           /* empty */;
       5'h0c:
-          k_base1 = \$89 [19:0];
+          k_base1 = \$90 [19:0];
       5'h0d:
-          k_base1 = \$123 [19:0];
+          k_base1 = \$124 [19:0];
     endcase
   end
   always @* begin
@@ -5205,9 +7278,9 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0b:
           /* empty */;
       5'h0c:
-          acc_addr1 = \$92 [6:0];
+          acc_addr1 = \$93 [6:0];
       5'h0d:
-          acc_addr1 = \$126 [6:0];
+          acc_addr1 = \$127 [6:0];
     endcase
   end
   always @* begin
@@ -5235,9 +7308,9 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0b:
           /* empty */;
       5'h0c:
-          active1 = \$94 ;
+          active1 = \$95 ;
       5'h0d:
-          active1 = \$128 ;
+          active1 = \$129 ;
     endcase
   end
   always @* begin
@@ -5265,9 +7338,9 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0b:
           /* empty */;
       5'h0c:
-          w_data1 = \$96 ;
+          w_data1 = \$97 ;
       5'h0d:
-          w_data1 = \$130 ;
+          w_data1 = \$131 ;
     endcase
   end
   always @* begin
@@ -5295,9 +7368,9 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0b:
           /* empty */;
       5'h0c:
-          first1 = \$97 ;
+          first1 = \$98 ;
       5'h0d:
-          first1 = \$131 ;
+          first1 = \$132 ;
     endcase
   end
   always @* begin
@@ -5325,12 +7398,12 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0b:
           /* empty */;
       5'h0c:
-          ended = \$103 ;
+          ended = \$104 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \ended$198  = 2'h0;
+    \ended$208  = 2'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -5355,7 +7428,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0c:
           /* empty */;
       5'h0d:
-          \ended$198  = \$137 ;
+          \ended$208  = \$138 ;
     endcase
   end
   always @* begin
@@ -5390,219 +7463,27 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
           /* empty */;
       5'h0f:
           fold_start = 1'h1;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    fold_row = 2'h0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          fold_row = \$signal$201 ;
       5'h10:
-          fold_row = \$signal$201 ;
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          /* empty */;
+      5'h15:
+          /* empty */;
+      5'h11:
+          if (\$signal$240 ) begin
+            fold_start = 1'h1;
+          end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    fold_word = 7'h00;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          fold_word = \$signal$137 [6:0];
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    fold_n_words = 8'h00;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          fold_n_words = \$signal$204 [7:0];
-      5'h10:
-          fold_n_words = \$signal$204 [7:0];
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    fold_sets = 2'h0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          fold_sets = sets_used0;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    fold_sets1 = 2'h0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          fold_sets1 = sets_used1;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    fold_pack = 6'h00;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          fold_pack = \$138 [5:0];
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$signal$212  = 48'h000000000000;
+    \$signal$213  = 48'h000000000000;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -5633,10 +7514,10 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0f:
           /* empty */;
       5'h10:
-          if (fold_done) begin
+          if (\$139 ) begin
             casez (dest)
               2'h0:
-                  \$signal$212  = \$141 [47:0];
+                  \$signal$213  = \$142 [47:0];
             endcase
           end
     endcase
@@ -5674,17 +7555,17 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0f:
           /* empty */;
       5'h10:
-          if (fold_done) begin
+          if (\$139 ) begin
             casez (dest)
               2'h0:
-                  nbytes = \$142 [7:0];
+                  nbytes = \$143 [7:0];
             endcase
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$signal$216  = 48'h000000000000;
+    more = 1'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -5715,19 +7596,21 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0f:
           /* empty */;
       5'h10:
-          if (fold_done) begin
+          if (\$139 ) begin
             casez (dest)
               2'h0:
-                  /* empty */;
-              2'h1:
-                  \$signal$216  = \$145 [47:0];
+                  if (\$147 ) begin
+                    more = 1'h1;
+                  end else if (\$149 ) begin
+                    more = 1'h1;
+                  end
             endcase
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \nbytes$217  = 8'h00;
+    \$signal$219  = 48'h000000000000;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -5758,12 +7641,102 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0f:
           /* empty */;
       5'h10:
-          if (fold_done) begin
+          if (\$139 ) begin
             casez (dest)
               2'h0:
                   /* empty */;
               2'h1:
-                  \nbytes$217  = \$146 [7:0];
+                  \$signal$219  = \$152 [47:0];
+            endcase
+          end
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \nbytes$220  = 8'h00;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          if (\$139 ) begin
+            casez (dest)
+              2'h0:
+                  /* empty */;
+              2'h1:
+                  \nbytes$220  = \$153 [7:0];
+            endcase
+          end
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \more$221  = 1'h0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          if (\$139 ) begin
+            casez (dest)
+              2'h0:
+                  /* empty */;
+              2'h1:
+                  if (\$157 ) begin
+                    \more$221  = 1'h1;
+                  end else if (\$159 ) begin
+                    \more$221  = 1'h1;
+                  end
             endcase
           end
     endcase
@@ -5801,7 +7774,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0f:
           /* empty */;
       5'h10:
-          if (fold_done) begin
+          if (\$139 ) begin
             (* full_case = 32'd1 *)
             casez (dest)
               2'h0:
@@ -5849,7 +7822,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0f:
           /* empty */;
       5'h10:
-          if (fold_done) begin
+          if (\$139 ) begin
             (* full_case = 32'd1 *)
             casez (dest)
               2'h0:
@@ -5859,7 +7832,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
               2'h2:
                   /* empty */;
               2'h3:
-                  acc_row = \$signal$201 ;
+                  acc_row = fold_row;
             endcase
           end
     endcase
@@ -5897,7 +7870,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0f:
           /* empty */;
       5'h10:
-          if (fold_done) begin
+          if (\$139 ) begin
             (* full_case = 32'd1 *)
             casez (dest)
               2'h0:
@@ -5907,7 +7880,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
               2'h2:
                   /* empty */;
               2'h3:
-                  acc_word = \$signal$137 [6:0];
+                  acc_word = \$signal$104 [6:0];
             endcase
           end
     endcase
@@ -5945,7 +7918,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0f:
           /* empty */;
       5'h10:
-          if (fold_done) begin
+          if (\$139 ) begin
             (* full_case = 32'd1 *)
             casez (dest)
               2'h0:
@@ -5997,11 +7970,11 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h12:
           /* empty */;
       5'h07:
-          rd_row = \$signal$201 ;
+          rd_row = fold_row;
       5'h13:
-          rd_row = \$signal$201 ;
+          rd_row = fold_row;
       5'h14:
-          rd_row = \$signal$201 ;
+          rd_row = fold_row;
     endcase
   end
   always @* begin
@@ -6045,12 +8018,12 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h13:
           rd_addr = src_addr[6:0];
       5'h14:
-          rd_addr = \$signal$137 [6:0];
+          rd_addr = \$signal$104 [6:0];
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \start$230  = 1'h0;
+    \start$234  = 1'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -6085,7 +8058,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h12:
           /* empty */;
       5'h07:
-          \start$230  = 1'h1;
+          \start$234  = 1'h1;
     endcase
   end
   always @* begin
@@ -6125,7 +8098,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h12:
           /* empty */;
       5'h07:
-          length = \$148 ;
+          length = \$161 ;
     endcase
   end
   always @* begin
@@ -6165,12 +8138,12 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h12:
           /* empty */;
       5'h07:
-          partial = \$150 ;
+          partial = \$163 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$signal$233  = 48'h000000000000;
+    \$signal$237  = 48'h000000000000;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -6211,12 +8184,12 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h14:
           /* empty */;
       5'h15:
-          \$signal$233  = \$153 [47:0];
+          \$signal$237  = \$166 [47:0];
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \nbytes$234  = 8'h00;
+    \nbytes$238  = 8'h00;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -6257,7 +8230,57 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h14:
           /* empty */;
       5'h15:
-          \nbytes$234  = \$154 [7:0];
+          \nbytes$238  = \$167 [7:0];
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \more$239  = 1'h0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          /* empty */;
+      5'h15:
+          if (\$171 ) begin
+            \more$239  = 1'h1;
+          end else if (\$173 ) begin
+            \more$239  = 1'h1;
+          end
     endcase
   end
   always @* begin
@@ -6305,21 +8328,17 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h15:
           /* empty */;
       5'h11:
-          if (\$158 ) begin
-            line = \$161 ;
-          end
+          line = \$176 ;
       5'h16:
           /* empty */;
       5'h17:
-          /* empty */;
-      5'h18:
-          line = \line$243 ;
-      5'h1a:
-          /* empty */;
+          line = \line$247 ;
       5'h19:
           /* empty */;
+      5'h18:
+          /* empty */;
       5'h02:
-          line = \$signal$255 ;
+          line = \$signal$259 ;
     endcase
   end
   always @* begin
@@ -6367,18 +8386,14 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h15:
           /* empty */;
       5'h11:
-          if (\$158 ) begin
-            strb = \$162 ;
-          end
+          strb = \$177 ;
       5'h16:
           /* empty */;
       5'h17:
+          strb = 64'hffffffffffffffff;
+      5'h19:
           /* empty */;
       5'h18:
-          strb = 64'hffffffffffffffff;
-      5'h1a:
-          /* empty */;
-      5'h19:
           /* empty */;
       5'h02:
           strb = 64'hffffffffffffffff;
@@ -6386,7 +8401,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    more = 1'h0;
+    \line$247  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -6433,65 +8448,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h16:
           /* empty */;
       5'h17:
-          if (\$166 ) begin
-            more = 1'h1;
-          end else if (\$168 ) begin
-            more = 1'h1;
-          end
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \line$243  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h10:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
-          /* empty */;
-      5'h15:
-          /* empty */;
-      5'h11:
-          /* empty */;
-      5'h16:
-          /* empty */;
-      5'h17:
-          /* empty */;
-      5'h18:
-          \line$243  = { 448'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, \$170 , \$169  };
+          \line$247  = { 448'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, \$179 , \$178  };
     endcase
   end
   always @* begin
@@ -6544,11 +8501,9 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
           /* empty */;
       5'h17:
           /* empty */;
-      5'h18:
-          /* empty */;
-      5'h1a:
-          /* empty */;
       5'h19:
+          /* empty */;
+      5'h18:
           /* empty */;
       5'h02:
           status_word = { 24'h000000, status };
@@ -6556,7 +8511,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$signal$255  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    \$signal$259  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -6604,14 +8559,12 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
           /* empty */;
       5'h17:
           /* empty */;
-      5'h18:
-          /* empty */;
-      5'h1a:
-          /* empty */;
       5'h19:
           /* empty */;
+      5'h18:
+          /* empty */;
       5'h02:
-          \$signal$255  = { 320'h00000000000000000000000000000000000000000000000000000000000000000000000000000000, \$176 [63:0], 32'h00000000, status_word, entry[269:206] };
+          \$signal$259  = { 320'h00000000000000000000000000000000000000000000000000000000000000000000000000000000, \$185 [63:0], 32'h00000000, status_word, entry[269:206] };
     endcase
   end
   always @* begin
@@ -6664,16 +8617,14 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
           /* empty */;
       5'h17:
           /* empty */;
-      5'h18:
-          /* empty */;
-      5'h1a:
-          /* empty */;
       5'h19:
+          /* empty */;
+      5'h18:
           /* empty */;
       5'h02:
           /* empty */;
-      5'h1b:
-          if (\$177 ) begin
+      5'h1a:
+          if (\$186 ) begin
             done_valid = 1'h1;
           end
     endcase
@@ -6728,16 +8679,14 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
           /* empty */;
       5'h17:
           /* empty */;
-      5'h18:
-          /* empty */;
-      5'h1a:
-          /* empty */;
       5'h19:
+          /* empty */;
+      5'h18:
           /* empty */;
       5'h02:
           /* empty */;
-      5'h1b:
-          if (\$177 ) begin
+      5'h1a:
+          if (\$186 ) begin
             done_queue = entry[205:204];
           end
     endcase
@@ -6792,16 +8741,14 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
           /* empty */;
       5'h17:
           /* empty */;
-      5'h18:
-          /* empty */;
-      5'h1a:
-          /* empty */;
       5'h19:
+          /* empty */;
+      5'h18:
           /* empty */;
       5'h02:
           /* empty */;
-      5'h1b:
-          if (\$177 ) begin
+      5'h1a:
+          if (\$186 ) begin
             done_seq = entry[237:206];
           end
     endcase
@@ -6856,16 +8803,14 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
           /* empty */;
       5'h17:
           /* empty */;
-      5'h18:
-          /* empty */;
-      5'h1a:
-          /* empty */;
       5'h19:
+          /* empty */;
+      5'h18:
           /* empty */;
       5'h02:
           /* empty */;
-      5'h1b:
-          if (\$177 ) begin
+      5'h1a:
+          if (\$186 ) begin
             done_status = status;
           end
     endcase
@@ -6920,2076 +8865,240 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
           /* empty */;
       5'h17:
           /* empty */;
-      5'h18:
-          /* empty */;
-      5'h1a:
-          /* empty */;
       5'h19:
+          /* empty */;
+      5'h18:
           /* empty */;
       5'h02:
           /* empty */;
-      5'h1b:
-          if (\$177 ) begin
-            irq = \$178 ;
+      5'h1a:
+          if (\$186 ) begin
+            irq = \$187 ;
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$386  = entry;
-    casez (fsm_state)
-      5'h00:
-          if (pop_valid) begin
-            \$386  = pop;
-          end
-    endcase
+    \$430  = \$signal$211 ;
+    if (fold_start) begin
+      \$430  = 1'h0;
+    end else if (fold_done) begin
+      \$430  = 1'h1;
+    end
     if (rst) begin
-      \$386  = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$430  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$387  = fsm_state;
+    \$431  = entry;
     casez (fsm_state)
       5'h00:
           if (pop_valid) begin
-            \$387  = 5'h01;
+            \$431  = pop;
+          end
+    endcase
+    if (rst) begin
+      \$431  = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$432  = fsm_state;
+    casez (fsm_state)
+      5'h00:
+          if (pop_valid) begin
+            \$432  = 5'h01;
           end
       5'h01:
           (* full_case = 32'd1 *)
-          if (\$222 ) begin
-            \$387  = 5'h02;
+          if (\$230 ) begin
+            \$432  = 5'h02;
           end else if (is_compute) begin
-            \$387  = 5'h03;
+            \$432  = 5'h03;
           end else begin
-            \$387  = 5'h04;
+            \$432  = 5'h04;
           end
       5'h04:
-          \$387  = 5'h05;
+          \$432  = 5'h05;
       5'h05:
-          if (\$225 ) begin
-            \$387  = 5'h02;
+          if (\$233 ) begin
+            \$432  = 5'h02;
           end
       5'h03:
-          \$387  = 5'h06;
+          \$432  = 5'h06;
       5'h06:
-          if (\$226 ) begin
+          if (\$234 ) begin
             (* full_case = 32'd1 *)
-            if (\$227 ) begin
-              \$387  = 5'h07;
+            if (\$235 ) begin
+              \$432  = 5'h07;
             end else begin
-              \$387  = 5'h08;
+              \$432  = 5'h08;
             end
           end
       5'h08:
-          \$387  = 5'h09;
+          \$432  = 5'h09;
       5'h09:
           (* full_case = 32'd1 *)
-          if (\$249 ) begin
-            \$387  = 5'h0a;
+          if (\$257 ) begin
+            \$432  = 5'h0a;
           end else begin
-            \$387  = 5'h0b;
+            \$432  = 5'h0b;
           end
       5'h0a:
-          \$387  = 5'h0c;
+          \$432  = 5'h0c;
       5'h0b:
-          \$387  = 5'h0d;
+          \$432  = 5'h0d;
       5'h0c:
-          if (\$281 ) begin
+          if (\$289 ) begin
             (* full_case = 32'd1 *)
-            if (\$282 ) begin
-              \$387  = 5'h0b;
+            if (\$290 ) begin
+              \$432  = 5'h0b;
             end else begin
-              \$387  = 5'h0e;
+              \$432  = 5'h0e;
             end
           end
       5'h0d:
-          if (\$312 ) begin
-            \$387  = 5'h0e;
+          if (\$320 ) begin
+            \$432  = 5'h0e;
           end
       5'h0e:
-          if (\$314 ) begin
-            \$387  = 5'h0f;
+          if (\$322 ) begin
+            \$432  = 5'h0f;
           end
       5'h0f:
-          \$387  = 5'h10;
+          \$432  = 5'h10;
       5'h10:
-          if (fold_done) begin
+          if (\$323 ) begin
             (* full_case = 32'd1 *)
             casez (dest)
               2'h0:
-                  \$387  = 5'h11;
+                  \$432  = 5'h11;
               2'h1:
-                  \$387  = 5'h11;
+                  \$432  = 5'h11;
               2'h2:
-                  \$387  = 5'h12;
+                  \$432  = 5'h12;
               2'h3:
-                  \$387  = 5'h12;
+                  \$432  = 5'h12;
             endcase
           end
       5'h12:
           (* full_case = 32'd1 *)
-          if (\$334 ) begin
-            \$387  = 5'h0f;
-          end else if (\$336 ) begin
-            \$387  = 5'h0f;
+          if (\$373 ) begin
+            \$432  = 5'h0f;
+          end else if (\$375 ) begin
+            \$432  = 5'h0f;
           end else begin
             (* full_case = 32'd1 *)
-            if (\$339 ) begin
-              \$387  = 5'h07;
+            if (\$378 ) begin
+              \$432  = 5'h07;
             end else begin
-              \$387  = 5'h08;
+              \$432  = 5'h08;
             end
           end
       5'h07:
-          \$387  = 5'h13;
+          \$432  = 5'h13;
       5'h13:
           if (done) begin
             (* full_case = 32'd1 *)
-            if (\$341 ) begin
-              \$387  = 5'h07;
+            if (\$380 ) begin
+              \$432  = 5'h07;
             end else begin
               (* full_case = 32'd1 *)
-              if (\$343 ) begin
-                \$387  = 5'h08;
+              if (\$382 ) begin
+                \$432  = 5'h08;
               end else begin
-                \$387  = 5'h14;
+                \$432  = 5'h14;
               end
             end
           end
       5'h14:
-          \$387  = 5'h15;
+          \$432  = 5'h15;
       5'h15:
-          \$387  = 5'h11;
+          \$432  = 5'h11;
       5'h11:
-          (* full_case = 32'd1 *)
-          if (\$355 ) begin
-            \$387  = 5'h16;
-          end else begin
-            \$387  = 5'h17;
-          end
+          \$432  = 5'h16;
       5'h16:
-          if (\$356 ) begin
-            \$387  = 5'h11;
+          if (\$406 ) begin
+            (* full_case = 32'd1 *)
+            if (\$412 ) begin
+              \$432  = 5'h11;
+            end else if (\$414 ) begin
+              \$432  = 5'h14;
+            end else if (\$signal$280 ) begin
+              \$432  = 5'h10;
+            end else if (\$418 ) begin
+              \$432  = 5'h17;
+            end else begin
+              \$432  = 5'h18;
+            end
           end
       5'h17:
-          (* full_case = 32'd1 *)
-          if (\$369 ) begin
-            \$387  = 5'h14;
-          end else if (more) begin
-            \$387  = 5'h0f;
-          end else begin
+          \$432  = 5'h19;
+      5'h19:
+          if (\$420 ) begin
             (* full_case = 32'd1 *)
-            if (\$375 ) begin
-              \$387  = 5'h18;
+            if (\$422 ) begin
+              \$432  = 5'h17;
             end else begin
-              \$387  = 5'h19;
+              \$432  = 5'h18;
             end
           end
       5'h18:
-          \$387  = 5'h1a;
-      5'h1a:
-          if (\$376 ) begin
-            (* full_case = 32'd1 *)
-            if (\$378 ) begin
-              \$387  = 5'h18;
-            end else begin
-              \$387  = 5'h19;
-            end
-          end
-      5'h19:
           (* full_case = 32'd1 *)
-          if (\$384 ) begin
-            \$387  = 5'h03;
+          if (\$428 ) begin
+            \$432  = 5'h03;
           end else begin
-            \$387  = 5'h02;
+            \$432  = 5'h02;
           end
       5'h02:
-          \$387  = 5'h1b;
-      5'h1b:
-          if (\$385 ) begin
-            \$387  = 5'h00;
-          end
-    endcase
-    if (rst) begin
-      \$387  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$388  = status;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          \$388  = \status$267 ;
-    endcase
-    if (rst) begin
-      \$388  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$389  = \$signal$149 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          \$389  = \$212 [63:0];
-    endcase
-    if (rst) begin
-      \$389  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$390  = \$signal$148 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          \$390  = \$218 [63:0];
-    endcase
-    if (rst) begin
-      \$390  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$391  = \$signal$151 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          \$391  = 20'h00000;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h10:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
-          /* empty */;
-      5'h15:
-          /* empty */;
-      5'h11:
-          /* empty */;
-      5'h16:
-          /* empty */;
-      5'h17:
-          /* empty */;
-      5'h18:
-          /* empty */;
+          \$432  = 5'h1a;
       5'h1a:
-          /* empty */;
-      5'h19:
-          \$391  = \$380 [19:0];
+          if (\$429 ) begin
+            \$432  = 5'h00;
+          end
     endcase
     if (rst) begin
-      \$391  = 20'h00000;
+      \$432  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$392  = in_elem;
+    \$433  = status;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          \$392  = 44'h00000000000;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h10:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
-          /* empty */;
-      5'h15:
-          /* empty */;
-      5'h11:
-          /* empty */;
-      5'h16:
-          /* empty */;
-      5'h17:
-          /* empty */;
-      5'h18:
-          /* empty */;
-      5'h1a:
-          /* empty */;
-      5'h19:
-          \$392  = \$382 [43:0];
+          \$433  = \status$271 ;
     endcase
     if (rst) begin
-      \$392  = 44'h00000000000;
+      \$433  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$393  = \$signal$213 ;
+    \$434  = \$signal$160 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          \$393  = 48'h000000000000;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h10:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
-          /* empty */;
-      5'h15:
-          /* empty */;
-      5'h11:
-          /* empty */;
-      5'h16:
-          /* empty */;
-      5'h17:
-        begin
-          if (\$361 ) begin
-          end else if (\$363 ) begin
-            \$393  = \$367 [47:0];
-          end
-          (* full_case = 32'd1 *)
-          if (\$369 ) begin
-          end else if (more) begin
-          end else begin
-            \$393  = \$371 [47:0];
-          end
-        end
+          \$434  = \$220 [63:0];
     endcase
     if (rst) begin
-      \$393  = 48'h000000000000;
+      \$434  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$394  = \$signal$214 ;
+    \$435  = \$signal$159 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          (* full_case = 32'd1 *)
-          if (\$219 ) begin
-            \$394  = 2'h2;
-          end else if (\$220 ) begin
-            \$394  = 2'h1;
-          end else if (\$221 ) begin
-            \$394  = 2'h1;
-          end else begin
-            \$394  = 2'h1;
-          end
+          \$435  = \$226 [63:0];
     endcase
     if (rst) begin
-      \$394  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$395  = \$signal$136 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          (* full_case = 32'd1 *)
-          if (\$219 ) begin
-            \$395  = entry[123:104];
-          end else if (\$220 ) begin
-            \$395  = entry[203:184];
-          end else if (\$221 ) begin
-            \$395  = entry[123:104];
-          end else begin
-            \$395  = entry[143:124];
-          end
-    endcase
-    if (rst) begin
-      \$395  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$396  = \$signal$241 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          \$396  = \$signal$150 ;
-    endcase
-    if (rst) begin
-      \$396  = 3'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$397  = \$signal$270 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          \$397  = 1'h0;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h10:
-          /* empty */;
-      5'h12:
-          (* full_case = 32'd1 *)
-          if (\$334 ) begin
-          end else if (\$336 ) begin
-          end else begin
-            \$397  = 1'h1;
-          end
-    endcase
-    if (rst) begin
-      \$397  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$398  = \$signal$201 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          if (\$226 ) begin
-            \$398  = 2'h0;
-          end
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          if (\$314 ) begin
-            \$398  = 2'h0;
-          end
-      5'h0f:
-          /* empty */;
-      5'h10:
-          /* empty */;
-      5'h12:
-          (* full_case = 32'd1 *)
-          if (\$334 ) begin
-          end else if (\$336 ) begin
-            \$398  = \$338 [1:0];
-          end else begin
-            \$398  = 2'h0;
-          end
-      5'h07:
-          /* empty */;
-      5'h13:
-          if (done) begin
-            (* full_case = 32'd1 *)
-            if (\$341 ) begin
-              \$398  = \$342 [1:0];
-            end else begin
-              \$398  = 2'h0;
-            end
-          end
-      5'h14:
-          /* empty */;
-      5'h15:
-          /* empty */;
-      5'h11:
-          /* empty */;
-      5'h16:
-          /* empty */;
-      5'h17:
-        begin
-          if (\$361 ) begin
-          end else if (\$363 ) begin
-            \$398  = \$365 [1:0];
-          end
-          (* full_case = 32'd1 *)
-          if (\$369 ) begin
-          end else if (more) begin
-          end else begin
-            \$398  = 2'h0;
-          end
-        end
-      5'h18:
-          /* empty */;
-      5'h1a:
-          if (\$376 ) begin
-            if (\$378 ) begin
-              \$398  = \$379 [1:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$398  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$399  = \$signal$137 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          if (\$226 ) begin
-            \$399  = 20'h00000;
-          end
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          if (\$314 ) begin
-            \$399  = 20'h00000;
-          end
-      5'h0f:
-          /* empty */;
-      5'h10:
-          /* empty */;
-      5'h12:
-          (* full_case = 32'd1 *)
-          if (\$334 ) begin
-            \$399  = \$337 [19:0];
-          end else if (\$336 ) begin
-            \$399  = 20'h00000;
-          end else begin
-            \$399  = 20'h00000;
-          end
-      5'h07:
-          /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
-          /* empty */;
-      5'h15:
-          /* empty */;
-      5'h11:
-          /* empty */;
-      5'h16:
-          /* empty */;
-      5'h17:
-        begin
-          if (\$361 ) begin
-            \$399  = \$364 [19:0];
-          end else if (\$363 ) begin
-            \$399  = 20'h00000;
-          end
-          (* full_case = 32'd1 *)
-          if (\$369 ) begin
-          end else if (more) begin
-          end else begin
-            \$399  = 20'h00000;
-          end
-        end
-    endcase
-    if (rst) begin
-      \$399  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$400  = \$signal$167 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          (* full_case = 32'd1 *)
-          if (\$228 ) begin
-            \$400  = entry[83:20];
-          end else begin
-            \$400  = \$234 [63:0];
-          end
-    endcase
-    if (rst) begin
-      \$400  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$401  = \$signal$98 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          (* full_case = 32'd1 *)
-          if (\$228 ) begin
-            \$401  = entry[123:104];
-          end else begin
-            \$401  = entry[143:124];
-          end
-    endcase
-    if (rst) begin
-      \$401  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$402  = n_cols;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          (* full_case = 32'd1 *)
-          if (\$228 ) begin
-            \$402  = entry[143:124];
-          end else begin
-            \$402  = entry[123:104];
-          end
-    endcase
-    if (rst) begin
-      \$402  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$403  = dest;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          (* full_case = 32'd1 *)
-          if (\$228 ) begin
-            \$403  = \$232 ;
-          end else begin
-            \$403  = { 1'h0, \$236  };
-          end
-    endcase
-    if (rst) begin
-      \$403  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$404  = \$signal$170 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$404  = \$like ;
-    endcase
-    if (rst) begin
-      \$404  = 3'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$405  = \$signal$204 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$405  = \$16 [19:0];
-    endcase
-    if (rst) begin
-      \$405  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$406  = \$signal$187 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$406  = plan_sets;
-    endcase
-    if (rst) begin
-      \$406  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$407  = \$signal$169 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$407  = \$237 ;
-    endcase
-    if (rst) begin
-      \$407  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$408  = rest_rows;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$408  = \$240 [4:0];
-    endcase
-    if (rst) begin
-      \$408  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$409  = main_elems;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$409  = \$243 [43:0];
-    endcase
-    if (rst) begin
-      \$409  = 44'h00000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$410  = \$signal$177 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$410  = 20'h00000;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          \$410  = \$279 [19:0];
-      5'h0d:
-          \$410  = \$310 [19:0];
-    endcase
-    if (rst) begin
-      \$410  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$411  = \$signal$174 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$411  = 1'h0;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          if (split) begin
-            \$411  = \$280 ;
-          end
-      5'h0d:
-          if (split) begin
-            \$411  = \$311 ;
-          end
-    endcase
-    if (rst) begin
-      \$411  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$412  = sets_used0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$412  = \$245 [1:0];
-    endcase
-    if (rst) begin
-      \$412  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$413  = groups_seen0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$413  = 2'h0;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          if (\$258 ) begin
-            if (\$259 ) begin
-              \$413  = \$260 [1:0];
-            end
-          end
-      5'h0d:
-          if (\$289 ) begin
-            if (\$290 ) begin
-              \$413  = \$291 [1:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$413  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$414  = set_index0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$414  = 2'h0;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          if (\$258 ) begin
-            (* full_case = 32'd1 *)
-            if (\$262 ) begin
-              \$414  = 2'h0;
-            end else begin
-              \$414  = \$263 [1:0];
-            end
-          end
-      5'h0d:
-          if (\$289 ) begin
-            (* full_case = 32'd1 *)
-            if (\$293 ) begin
-              \$414  = 2'h0;
-            end else begin
-              \$414  = \$294 [1:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$414  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$415  = set_base0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$415  = 20'h00000;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          if (\$258 ) begin
-            (* full_case = 32'd1 *)
-            if (\$262 ) begin
-              \$415  = 20'h00000;
-            end else begin
-              \$415  = \$264 [19:0];
-            end
-          end
-      5'h0d:
-          if (\$289 ) begin
-            (* full_case = 32'd1 *)
-            if (\$293 ) begin
-              \$415  = 20'h00000;
-            end else begin
-              \$415  = \$295 [19:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$415  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$416  = sets_used1;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$416  = \$247 [1:0];
-    endcase
-    if (rst) begin
-      \$416  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$417  = groups_seen1;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$417  = 2'h0;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          if (\$271 ) begin
-            if (\$272 ) begin
-              \$417  = \$273 [1:0];
-            end
-          end
-      5'h0d:
-          if (\$302 ) begin
-            if (\$303 ) begin
-              \$417  = \$304 [1:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$417  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$418  = set_index1;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$418  = 2'h0;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          if (\$271 ) begin
-            (* full_case = 32'd1 *)
-            if (\$275 ) begin
-              \$418  = 2'h0;
-            end else begin
-              \$418  = \$276 [1:0];
-            end
-          end
-      5'h0d:
-          if (\$302 ) begin
-            (* full_case = 32'd1 *)
-            if (\$306 ) begin
-              \$418  = 2'h0;
-            end else begin
-              \$418  = \$307 [1:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$418  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$419  = set_base1;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$419  = 20'h00000;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          if (\$271 ) begin
-            (* full_case = 32'd1 *)
-            if (\$275 ) begin
-              \$419  = 20'h00000;
-            end else begin
-              \$419  = \$277 [19:0];
-            end
-          end
-      5'h0d:
-          if (\$302 ) begin
-            (* full_case = 32'd1 *)
-            if (\$306 ) begin
-              \$419  = 20'h00000;
-            end else begin
-              \$419  = \$308 [19:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$419  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$420  = \$signal$197 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          \$420  = \$250 [19:0];
-      5'h0b:
-          \$420  = \$251 [19:0];
-    endcase
-    if (rst) begin
-      \$420  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$421  = drain;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          \$421  = 3'h5;
-      5'h0d:
-          \$421  = 3'h5;
-      5'h0e:
-          \$421  = \$313 [2:0];
-    endcase
-    if (rst) begin
-      \$421  = 3'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$422  = \$signal$239 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h10:
-          if (fold_done) begin
-            casez (dest)
-              2'h0:
-                  \$422  = { 1'h0, \$316  };
-              2'h1:
-                  \$422  = \$324 [1535:0];
-            endcase
-          end
-      5'h12:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
-          /* empty */;
-      5'h15:
-          \$422  = { 1'h0, \$345  };
-    endcase
-    if (rst) begin
-      \$422  = 1536'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$423  = \$signal$236 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h10:
-          if (fold_done) begin
-            casez (dest)
-              2'h0:
-                  \$423  = \$319 [191:0];
-              2'h1:
-                  \$423  = \$327 [191:0];
-            endcase
-          end
-      5'h12:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
-          /* empty */;
-      5'h15:
-          \$423  = \$348 [191:0];
-    endcase
-    if (rst) begin
-      \$423  = 192'h000000000000000000000000000000000000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$424  = \$signal$237 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h10:
-          if (fold_done) begin
-            casez (dest)
-              2'h0:
-                  \$424  = \$322 [63:0];
-              2'h1:
-                  \$424  = \$330 [63:0];
-            endcase
-          end
-      5'h12:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
-          /* empty */;
-      5'h15:
-          \$424  = \$351 [63:0];
-    endcase
-    if (rst) begin
-      \$424  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$425  = piece_line;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h10:
-          if (fold_done) begin
-            casez (dest)
-              2'h0:
-                  \$425  = 2'h0;
-              2'h1:
-                  \$425  = 2'h0;
-            endcase
-          end
-      5'h12:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
-          /* empty */;
-      5'h15:
-          \$425  = 2'h0;
-      5'h11:
-          /* empty */;
-      5'h16:
-          if (\$356 ) begin
-            \$425  = \$357 [1:0];
-          end
-    endcase
-    if (rst) begin
-      \$425  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$426  = anchor_m0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h10:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h13:
-          if (done) begin
-            casez (\$signal$201 )
-              2'h0:
-                  \$426  = m;
-            endcase
-          end
-    endcase
-    if (rst) begin
-      \$426  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$427  = anchor_m1;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h10:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h13:
-          if (done) begin
-            casez (\$signal$201 )
-              2'h0:
-                  /* empty */;
-              2'h1:
-                  \$427  = m;
-            endcase
-          end
-    endcase
-    if (rst) begin
-      \$427  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$428  = anchor_m2;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h10:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h13:
-          if (done) begin
-            casez (\$signal$201 )
-              2'h0:
-                  /* empty */;
-              2'h1:
-                  /* empty */;
-              2'h2:
-                  \$428  = m;
-            endcase
-          end
-    endcase
-    if (rst) begin
-      \$428  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$429  = anchor_m3;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h10:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h13:
-          if (done) begin
-            (* full_case = 32'd1 *)
-            casez (\$signal$201 )
-              2'h0:
-                  /* empty */;
-              2'h1:
-                  /* empty */;
-              2'h2:
-                  /* empty */;
-              2'h3:
-                  \$429  = m;
-            endcase
-          end
-    endcase
-    if (rst) begin
-      \$429  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$430  = anchor_l0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h10:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h13:
-          if (done) begin
-            casez (\$signal$201 )
-              2'h0:
-                  \$430  = l;
-            endcase
-          end
-    endcase
-    if (rst) begin
-      \$430  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$431  = anchor_l1;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h10:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h13:
-          if (done) begin
-            casez (\$signal$201 )
-              2'h0:
-                  /* empty */;
-              2'h1:
-                  \$431  = l;
-            endcase
-          end
-    endcase
-    if (rst) begin
-      \$431  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$432  = anchor_l2;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h10:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h13:
-          if (done) begin
-            casez (\$signal$201 )
-              2'h0:
-                  /* empty */;
-              2'h1:
-                  /* empty */;
-              2'h2:
-                  \$432  = l;
-            endcase
-          end
-    endcase
-    if (rst) begin
-      \$432  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$433  = anchor_l3;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h10:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h13:
-          if (done) begin
-            (* full_case = 32'd1 *)
-            casez (\$signal$201 )
-              2'h0:
-                  /* empty */;
-              2'h1:
-                  /* empty */;
-              2'h2:
-                  /* empty */;
-              2'h3:
-                  \$433  = l;
-            endcase
-          end
-    endcase
-    if (rst) begin
-      \$433  = 32'd0;
+      \$435  = 64'h0000000000000000;
     end
   end
   assign bus__arid = 8'h00;
@@ -9051,7 +9160,13 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   assign \$like$95  = \$16 [19:0];
   assign plan_groups = \$24 [19:0];
   assign row_groups0 = \$27 [19:0];
-  assign count_now = \$35 [5:0];
+  assign \$signal$102  = fold_row;
+  assign fold_word = \$signal$104 [6:0];
+  assign fold_n_words = \$signal$106 [7:0];
+  assign sets_used0 = fold_sets;
+  assign sets_used1 = fold_sets1;
+  assign fold_pack = \$29 [5:0];
+  assign count_now = \$36 [5:0];
   assign \entry.desc  = entry[203:0];
   assign \entry.desc.type  = entry[1:0];
   assign \entry.desc.op  = entry[5:2];
@@ -9152,44 +9267,48 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   assign \$16  = { \$15 [21], \$15 [21], \$15 [21], \$15 [21], \$15 [21], \$15 [21:5] };
   assign \$26  = { 1'h0, \$25 [20:1] };
   assign \$28  = { 1'h0, \$24 [19:1] };
-  assign \$30  = { 2'h0, \$signal$137 , 5'h00 };
-  assign \$33  = { 2'h0, \$signal$137 , 5'h00 };
-  assign \$46  = { \$45 [25], \$45 [25], \$45 [25], \$45 [25], \$45 [25], \$45 [25:5] };
-  assign \$48  = { 1'h0, in_elem[43:5], 6'h00 };
-  assign \$52  = { \$51 [45], \$51 [45], \$51 [45], \$51 [45], \$51 [45], \$51 [45:5] };
-  assign \$56  = { \$55 [45], \$55 [45], \$55 [45], \$55 [45], \$55 [45], \$55 [45:5] };
-  assign \$57  = { 1'h0, main_elems[43:5], 6'h00 };
-  assign \$63  = { \$62 [22], \$62 [22], \$62 [22], \$62 [22], \$62 [22], \$62 [22:5] };
-  assign \$69  = { \$68 [22], \$68 [22], \$68 [22], \$68 [22], \$68 [22], \$68 [22:5] };
-  assign \$84  = \$signal$174 ;
-  assign \$86  = \$signal$174 ;
-  assign \$90  = \$signal$174 ;
-  assign \$93  = \$signal$174 ;
-  assign \$95  = \$signal$174 ;
-  assign \$118  = \$signal$174 ;
-  assign \$120  = \$signal$174 ;
-  assign \$124  = \$signal$174 ;
-  assign \$127  = \$signal$174 ;
-  assign \$129  = \$signal$174 ;
-  assign \$139  = { 2'h0, \$signal$137 , 5'h00 };
-  assign \$143  = { 2'h0, \$signal$137 , 5'h00 };
-  assign \$151  = { 2'h0, \$signal$137 , 5'h00 };
-  assign \$159  = { 1'h0, piece_line, 6'h00 };
-  assign \$164  = { 2'h0, \$163 , 5'h00 };
-  assign \$174  = { 1'h0, \$173 , 6'h00 };
-  assign \$233  = { 1'h0, operand_lines, 6'h00 };
-  assign \$265  = \$signal$174 ;
-  assign \$296  = \$signal$174 ;
-  assign \$321  = { 1'h0, \$signal$212 [47:6], 6'h00 };
-  assign \$329  = { 1'h0, \$signal$216 [47:6], 6'h00 };
-  assign \$332  = { 2'h0, \$331 , 5'h00 };
-  assign \$350  = { 1'h0, \$signal$233 [47:6], 6'h00 };
-  assign \$359  = { 2'h0, \$358 , 5'h00 };
+  assign \$31  = { 2'h0, \$signal$104 , 5'h00 };
+  assign \$34  = { 2'h0, \$signal$104 , 5'h00 };
+  assign \$47  = { \$46 [25], \$46 [25], \$46 [25], \$46 [25], \$46 [25], \$46 [25:5] };
+  assign \$49  = { 1'h0, \$signal$164 [43:5], 6'h00 };
+  assign \$53  = { \$52 [45], \$52 [45], \$52 [45], \$52 [45], \$52 [45], \$52 [45:5] };
+  assign \$57  = { \$56 [45], \$56 [45], \$56 [45], \$56 [45], \$56 [45], \$56 [45:5] };
+  assign \$58  = { 1'h0, main_elems[43:5], 6'h00 };
+  assign \$64  = { \$63 [22], \$63 [22], \$63 [22], \$63 [22], \$63 [22], \$63 [22:5] };
+  assign \$70  = { \$69 [22], \$69 [22], \$69 [22], \$69 [22], \$69 [22], \$69 [22:5] };
+  assign \$85  = \$signal$184 ;
+  assign \$87  = \$signal$184 ;
+  assign \$91  = \$signal$184 ;
+  assign \$94  = \$signal$184 ;
+  assign \$96  = \$signal$184 ;
+  assign \$119  = \$signal$184 ;
+  assign \$121  = \$signal$184 ;
+  assign \$125  = \$signal$184 ;
+  assign \$128  = \$signal$184 ;
+  assign \$130  = \$signal$184 ;
+  assign \$140  = { 2'h0, \$signal$104 , 5'h00 };
+  assign \$145  = { 2'h0, \$144 , 5'h00 };
+  assign \$150  = { 2'h0, \$signal$104 , 5'h00 };
+  assign \$155  = { 2'h0, \$154 , 5'h00 };
+  assign \$164  = { 2'h0, \$signal$104 , 5'h00 };
+  assign \$169  = { 2'h0, \$168 , 5'h00 };
+  assign \$174  = { 1'h0, piece_line, 6'h00 };
+  assign \$183  = { 1'h0, \$182 , 6'h00 };
+  assign \$241  = { 1'h0, operand_lines, 6'h00 };
+  assign \$273  = \$signal$184 ;
+  assign \$304  = \$signal$184 ;
+  assign \$330  = { 1'h0, \$signal$213 [47:6], 6'h00 };
+  assign \$333  = { 2'h0, \$332 , 5'h00 };
+  assign \$353  = { 1'h0, \$signal$219 [47:6], 6'h00 };
+  assign \$356  = { 2'h0, \$355 , 5'h00 };
+  assign \$371  = { 2'h0, \$370 , 5'h00 };
+  assign \$389  = { 1'h0, \$signal$237 [47:6], 6'h00 };
+  assign \$392  = { 2'h0, \$391 , 5'h00 };
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.compute (rst, split, in_we, in_row, in_word, in_data, mac, k_base, acc_addr, active, w_data, first, mac1, k_base1, acc_addr1, active1, w_data1, first1, fold_start, fold_row, fold_word
-, fold_n_words, fold_sets, fold_sets1, fold_pack, acc_we, acc_row, acc_word, acc_data, \rd_row$471 , rd_addr, n_cols, sum_fp32, rd_in_data, rd_acc_data, sum_fp16, fold_done, clk);
+module \ndp_device.control_unit.compute (rst, split, fold_pack, in_we, in_row, in_word, in_data, mac, k_base, acc_addr, active, w_data, first, mac1, k_base1, acc_addr1, active1, w_data1, first1, fold_start, acc_we
+, acc_row, acc_word, acc_data, \rd_row$471 , rd_addr, fold_row, fold_word, n_cols, fold_n_words, fold_sets, fold_sets1, sum_fp32, rd_in_data, rd_acc_data, sum_fp16, fold_done, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$68  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -21056,7 +21175,7 @@ module \ndp_device.control_unit.compute (rst, split, in_we, in_row, in_word, in_
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.decoder (is_compute, operand_lines, stats_offset, \port$5541$128 , log2_slot, desc, status, is_load);
+module \ndp_device.control_unit.decoder (is_compute, operand_lines, stats_offset, \port$5603$128 , log2_slot, desc, status, is_load);
   reg \$auto$verilog_backend.cc:2355:dump_module$69  = 0;
   wire [26:0] \$1 ;
   wire \$10 ;
@@ -21252,8 +21371,8 @@ module \ndp_device.control_unit.decoder (is_compute, operand_lines, stats_offset
   output [39:0] operand_lines;
   wire [39:0] operand_lines;
   wire [39:0] out_elems;
-  input [127:0] \port$5541$128 ;
-  wire [127:0] \port$5541$128 ;
+  input [127:0] \port$5603$128 ;
+  wire [127:0] \port$5603$128 ;
   reg [49:0] result;
   wire [49:0] room;
   output [47:0] stats_offset;
@@ -21330,8 +21449,8 @@ module \ndp_device.control_unit.decoder (is_compute, operand_lines, stats_offset
   assign \$74  = ~ \$73 ;
   assign \$75  = ! desc[25:20];
   assign \$76  = ! desc[103:84];
-  assign \$77  = desc[83:20] >= \port$5541$128 [63:0];
-  assign \$78  = \$2  <= \port$5541$128 [127:64];
+  assign \$77  = desc[83:20] >= \port$5603$128 [63:0];
+  assign \$78  = \$2  <= \port$5603$128 [127:64];
   assign \$79  = \$77  & \$78 ;
   assign \$80  = \$76  | \$79 ;
   assign \$81  = \$75  & \$80 ;
@@ -21445,8 +21564,8 @@ module \ndp_device.control_unit.decoder (is_compute, operand_lines, stats_offset
   assign \$signal$9  = \$14 [39:0];
   assign o_lines = \$19 [43:0];
   assign room = \$38 [49:0];
-  assign data_base = \port$5541$128 [63:0];
-  assign data_limit = \port$5541$128 [127:64];
+  assign data_base = \port$5603$128 [63:0];
+  assign data_limit = \port$5603$128 [127:64];
   assign operand_lines = \$14 [39:0];
   assign stats_offset = \$22 [47:0];
   assign \desc.type  = desc[1:0];
@@ -32857,13 +32976,15 @@ module \ndp_device.control_unit.writer (rst, src__valid, src__data, bus__awlen, 
   wire [7:0] \$19 ;
   wire \$2 ;
   wire \$20 ;
-  reg [63:0] \$21 ;
-  reg \$22 ;
-  reg [31:0] \$23 ;
-  reg [511:0] \$24 ;
-  reg [63:0] \$25 ;
-  reg [1:0] \$26 ;
-  reg [6:0] \$27 ;
+  wire \$21 ;
+  wire \$22 ;
+  reg [63:0] \$23 ;
+  reg \$24 ;
+  reg [31:0] \$25 ;
+  reg [511:0] \$26 ;
+  reg [63:0] \$27 ;
+  reg [1:0] \$28 ;
+  reg [6:0] \$29 ;
   wire \$3 ;
   wire [31:0] \$4 ;
   wire \$5 ;
@@ -32955,20 +33076,22 @@ module \ndp_device.control_unit.writer (rst, src__valid, src__data, bus__awlen, 
   assign \$18  = \$17  & bus__wready;
   assign \$19  = in_burst - 1'h1;
   assign \$20  = in_burst == 1'h1;
+  assign \$21  = ! left;
+  assign \$22  = bus__bvalid & \$21 ;
   always @(posedge clk)
-    addr <= \$21 ;
+    addr <= \$23 ;
   always @(posedge clk)
-    \$signal  <= \$22 ;
+    \$signal  <= \$24 ;
   always @(posedge clk)
-    left <= \$23 ;
+    left <= \$25 ;
   always @(posedge clk)
-    \$signal$12  <= \$24 ;
+    \$signal$12  <= \$26 ;
   always @(posedge clk)
-    strb <= \$25 ;
+    strb <= \$27 ;
   always @(posedge clk)
-    fsm_state <= \$26 ;
+    fsm_state <= \$28 ;
   always @(posedge clk)
-    in_burst <= \$27 ;
+    in_burst <= \$29 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$75 ) begin end
     busy = 1'h0;
@@ -33041,121 +33164,123 @@ module \ndp_device.control_unit.writer (rst, src__valid, src__data, bus__awlen, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$75 ) begin end
-    \$21  = addr;
+    \$23  = addr;
     casez (fsm_state)
       2'h0:
           if (start) begin
-            \$21  = \addr$29 ;
+            \$23  = \addr$29 ;
           end
       2'h1:
           (* full_case = 32'd1 *)
           if (\$13 ) begin
           end else begin
             if (bus__awready) begin
-              \$21  = \$15 [63:0];
+              \$23  = \$15 [63:0];
             end
           end
     endcase
     if (rst) begin
-      \$21  = 64'h0000000000000000;
+      \$23  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$75 ) begin end
-    \$22  = \$signal ;
+    \$24  = \$signal ;
     casez (fsm_state)
       2'h0:
           if (start) begin
-            \$22  = from_stream;
+            \$24  = from_stream;
           end
     endcase
     if (rst) begin
-      \$22  = 1'h0;
+      \$24  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$75 ) begin end
-    \$23  = left;
+    \$25  = left;
     casez (fsm_state)
       2'h0:
           if (start) begin
-            \$23  = \$12 ;
+            \$25  = \$12 ;
           end
       2'h1:
           (* full_case = 32'd1 *)
           if (\$13 ) begin
           end else begin
             if (bus__awready) begin
-              \$23  = \$16 [31:0];
+              \$25  = \$16 [31:0];
             end
           end
     endcase
     if (rst) begin
-      \$23  = 32'd0;
+      \$25  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$75 ) begin end
-    \$24  = \$signal$12 ;
+    \$26  = \$signal$12 ;
     casez (fsm_state)
       2'h0:
           if (start) begin
-            \$24  = line;
+            \$26  = line;
           end
     endcase
     if (rst) begin
-      \$24  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$26  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$75 ) begin end
-    \$25  = strb;
+    \$27  = strb;
     casez (fsm_state)
       2'h0:
           if (start) begin
-            \$25  = \strb$33 ;
+            \$27  = \strb$33 ;
           end
     endcase
     if (rst) begin
-      \$25  = 64'h0000000000000000;
+      \$27  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$75 ) begin end
-    \$26  = fsm_state;
+    \$28  = fsm_state;
     (* full_case = 32'd1 *)
     casez (fsm_state)
       2'h0:
           if (start) begin
-            \$26  = 2'h1;
+            \$28  = 2'h1;
           end
       2'h1:
           (* full_case = 32'd1 *)
           if (\$13 ) begin
-            \$26  = 2'h0;
+            \$28  = 2'h0;
           end else begin
             if (bus__awready) begin
-              \$26  = 2'h2;
+              \$28  = 2'h2;
             end
           end
       2'h2:
           if (\$18 ) begin
             if (\$20 ) begin
-              \$26  = 2'h3;
+              \$28  = 2'h3;
             end
           end
       2'h3:
-          if (bus__bvalid) begin
-            \$26  = 2'h1;
+          if (\$22 ) begin
+            \$28  = 2'h0;
+          end else if (bus__bvalid) begin
+            \$28  = 2'h1;
           end
     endcase
     if (rst) begin
-      \$26  = 2'h0;
+      \$28  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$75 ) begin end
-    \$27  = in_burst;
+    \$29  = in_burst;
     casez (fsm_state)
       2'h0:
           /* empty */;
@@ -33164,16 +33289,16 @@ module \ndp_device.control_unit.writer (rst, src__valid, src__data, bus__awlen, 
           if (\$13 ) begin
           end else begin
             if (bus__awready) begin
-              \$27  = \$4 [6:0];
+              \$29  = \$4 [6:0];
             end
           end
       2'h2:
           if (\$18 ) begin
-            \$27  = \$19 [6:0];
+            \$29  = \$19 [6:0];
           end
     endcase
     if (rst) begin
-      \$27  = 7'h00;
+      \$29  = 7'h00;
     end
   end
   assign to_boundary = \$1 [6:0];

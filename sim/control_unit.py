@@ -7,7 +7,8 @@ cycle after both are idle. GEMM runs per group of ROWS input rows: the input pha
 the PE array: the k-groups of whole packs, then the last k-group as a run of its own,
 isa/pe_array.py; one input row: slots of paired chunks), DRAIN until the last sums are
 written, then per LANES columns of each row one result piece: the fold unit's steps
-(`Plan.fold_steps`), then one or two single-line writes.
+(`Plan.fold_steps`), then one to three single-line writes, during which the next word
+folds.
 COMPLETE issues the completion line; the unit is back in IDLE the cycle after that
 write has been answered.
 """
@@ -29,7 +30,6 @@ STAGE_CYCLES = 2         # STAGE, PLAN: before a stage's WEIGHTS_START
 PIPE_DEPTH = 6           # a chunk -> its sums visible to the fold unit (hw/compute_unit.py)
 FOLD_CYCLES = 2          # FOLD (the fold starts), FOLD_WAIT's cycle that sees the sum
 FOLD_STEP_CYCLES = 4     # one fold add: operands registered, then the adder's three stages
-PIECE_CYCLES = 2         # PIECE_LINE with no line left, PIECE_NEXT
 BANK_READ_CYCLES = 2     # BANK_READ, BANK_PIECE: a word of SOFTMAX's rows read back
 SFU_START_CYCLES = 1     # SFU_START, before the unit's own cycles (sim/softmax_unit.py)
 
@@ -148,8 +148,7 @@ class ControlUnit:
                 steps = p.fold_steps(sk)
                 words = -(-sn // lanes)
                 if to_result:
-                    t += rows * words * (FOLD_CYCLES + steps * FOLD_STEP_CYCLES + PIECE_CYCLES)
-                    t += line * self._piece_lines(m0, rows, out_n, esize)
+                    t += self._readout(steps, line * self._piece_lines(m0, rows, out_n, esize))
                 else:
                     t += rows * words * (FOLD_CYCLES + steps * FOLD_STEP_CYCLES + 1)
                     if op == Op.ATTENTION:
@@ -157,7 +156,7 @@ class ControlUnit:
             if op == Op.SOFTMAX:
                 t += rows * (SFU_START_CYCLES + softmax_unit.cycles(sfu_length, partial, cfg))
                 words = -(-cols // lanes)
-                t += rows * words * (BANK_READ_CYCLES + PIECE_CYCLES) + line * self._piece_lines(m0, rows, out_n, 2)
+                t += rows * words * BANK_READ_CYCLES + line * int(self._piece_lines(m0, rows, out_n, 2).sum())
             if anchors:
                 t += rows * line
             t += 1                                                        # GROUP_END
@@ -176,12 +175,22 @@ class ControlUnit:
                             main_elems % lanes, 1, rest_rows * n, busy)
         return t + PIPE_DEPTH - 1
 
+    @staticmethod
+    def _readout(steps, write_cycles):
+        """FOLD .. the last PIECE_NEXT of a stage whose words go out as result pieces,
+        `write_cycles` being each piece's line writes: the fold unit adds a word's sums
+        while the previous word's piece is written (it starts in that piece's first
+        PIECE_LINE), so words follow each other by the longer of the two."""
+        fold = FOLD_CYCLES + steps * FOLD_STEP_CYCLES            # fold start -> FOLD_WAIT sees the sum
+        write = 1 + write_cycles                                 # FOLD_WAIT -> the next FOLD_WAIT
+        return fold - 1 + int(np.maximum(write[:-1], fold).sum()) + int(write[-1])
+
     def _piece_lines(self, m0, rows, n, esize):
-        """Lines the result pieces of rows m0 .. m0 + rows - 1 touch: each word of LANES
-        values, at its byte offset, is written line by line."""
+        """Lines each result piece of rows m0 .. m0 + rows - 1 touches, in order: each word
+        of LANES values, at its byte offset, is written line by line."""
         lanes, line = self.cfg.lanes, self.cfg.beat_bytes
         cols = np.arange(0, n, lanes, dtype=np.int64)
         counts = np.minimum(n - cols, lanes)
         start = (np.arange(m0, m0 + rows, dtype=np.int64)[:, None] * n + cols[None, :]) * esize
         end = start + counts[None, :] * esize
-        return int(np.sum((end - 1) // line - start // line + 1))
+        return ((end - 1) // line - start // line + 1).reshape(-1)

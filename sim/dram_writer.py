@@ -3,7 +3,7 @@
 A burst's address handshake comes two cycles after `start` (or after the previous
 burst's response), its data beats from the next cycle on, one per cycle when the
 source has them; the response comes `dram_write_latency` cycles after the last beat,
-and `busy` falls two cycles after the last response.
+and `busy` falls the cycle after the last response.
 """
 import numpy as np
 
@@ -11,7 +11,7 @@ from .dram_reader import burst_lengths
 
 ISSUE_DELAY = 2          # start, or the previous response -> address handshake
 DATA_DELAY = 1           # address handshake -> first data beat
-IDLE_DELAY = 2           # last response -> busy low
+IDLE_DELAY = 1           # last response -> busy low
 
 
 def line_write_done(start, cfg):
