@@ -55,15 +55,19 @@ def burst_schedule(start, addr, beats, cfg, steals=(), pulls=None):
     each beat from the buffer; by default, as soon as each shows."""
     lengths = burst_lengths(addr, beats, cfg)
     count = len(lengths)
-    handshakes = np.empty(count, np.int64)
     if not count:
-        return handshakes, lengths
+        return np.empty(0, np.int64), lengths
     steals = sorted(steals)
-    requested = np.cumsum(lengths)
-    first_beat = requested - lengths                   # run index of each burst's first beat
-    last = np.empty(count, np.int64)                   # cycle of each burst's last beat
-    first_pull = np.empty(count, np.int64)             # cycle its first beat is pulled
+    # plain Python numbers in the loop: numpy scalars cost several times more per access
+    lens = lengths.tolist()
+    requested = np.cumsum(lengths).tolist()
+    first_beat = [r - n for r, n in zip(requested, lens)]    # run index of each burst's first beat
+    pulls = pulls.tolist() if pulls is not None else None
+    handshakes = []
+    last = []                                                # cycle of each burst's last beat
+    first_pull = []                                          # cycle its first beat is pulled
     latency, room, max_reads = cfg.dram_read_latency, cfg.dram_buf_beats, cfg.dram_max_reads
+    j = 0                                                    # the burst holding the freeing beat
     for i in range(count):
         h = start + ISSUE_DELAY if i == 0 else handshakes[i - 1] + GRANT_DELAY
         if i >= max_reads:
@@ -71,19 +75,20 @@ def burst_schedule(start, addr, beats, cfg, steals=(), pulls=None):
         freeing = requested[i] - room - 1              # the pull that makes room for burst i
         if freeing >= 0:
             if pulls is not None:
-                h = max(h, int(pulls[freeing]) + GRANT_DELAY)
+                h = max(h, pulls[freeing] + GRANT_DELAY)
             else:
-                j = int(np.searchsorted(first_beat, freeing, side="right")) - 1
+                while j + 1 < i and first_beat[j + 1] <= freeing:
+                    j += 1
                 h = max(h, first_pull[j] + (freeing - first_beat[j]) + GRANT_DELAY)
         for request, _, beat, control_first in steals:
             if request <= h - 1 <= beat and not (control_first and h - 1 == request):
                 h = beat + GRANT_DELAY
-        handshakes[i] = h
+        handshakes.append(h)
         arrive = h + latency if i == 0 else max(h + latency, last[i - 1] + 1)
-        last[i] = arrive + lengths[i] - 1
+        last.append(arrive + lens[i] - 1)
         pull = arrive + BUFFER_LATENCY
-        first_pull[i] = pull if i == 0 else max(pull, first_pull[i - 1] + lengths[i - 1])
-    return handshakes, lengths
+        first_pull.append(pull if i == 0 else max(pull, first_pull[i - 1] + lens[i - 1]))
+    return np.array(handshakes, np.int64), lengths
 
 
 def arrivals(handshakes, lengths, cfg):
@@ -110,10 +115,13 @@ def run(start, addr, beats, cfg, consumer, steals=()):
     for _ in range(MAX_ROUNDS):
         handshakes, lengths = burst_schedule(start, addr, beats, cfg, steals, pulls)
         beat_times = arrivals(handshakes, lengths, cfg)
-        taken = consumer(beat_times + BUFFER_LATENCY)
-        if pulls is not None and np.array_equal(taken, pulls):
-            break
+        shown = beat_times + BUFFER_LATENCY
+        taken = consumer(shown)
+        # the first round assumed each beat taken as it shows, later ones the last pulls
+        converged = np.array_equal(taken, shown if pulls is None else pulls)
         pulls = taken
+        if converged:
+            break
     return handshakes, lengths, beat_times, pulls
 
 

@@ -53,6 +53,7 @@ def to_fp16(sums):
 
 BLOCK_ELEMS = 1 << 16       # products held at once when the partial sums are few
 SMALL_OUTPUT = 128          # below this many partial sums, one numpy call per step would cost most
+PRODUCT_BLOCK_ELEMS = 1 << 18   # products computed ahead of their adds (1 MiB)
 
 
 def gemm_fp32(x32, w32, lanes):
@@ -89,18 +90,20 @@ def _sequential_sums(xs, ws):
     """acc[m, j, n] = sum over c, in order of c, of xs[m, c, j] * ws[c, j, n], starting from +0,
     one RNE add per c.
 
-    Many sums: one in-place multiply and add per c. Few: the products of a block of c's at
-    once, summed with `np.add.accumulate`, which adds in order by definition
-    (out[i] = out[i-1] + in[i], no pairwise regrouping) after the running sum; a leading
-    +0 keeps the start of the sum at +0 (the first product may be -0)."""
+    Many sums: the products of a block of c's at once (exact), then one in-place add per c.
+    Few: the products of a block of c's at once, summed with `np.add.accumulate`, which
+    adds in order by definition (out[i] = out[i-1] + in[i], no pairwise regrouping) after
+    the running sum; a leading +0 keeps the start of the sum at +0 (the first product may
+    be -0)."""
     m, steps, depth = xs.shape
     n = ws.shape[2]
     if m * depth * n >= SMALL_OUTPUT:
         acc = np.zeros((m, depth, n), dtype=np.float32)
-        product = np.empty_like(acc)
-        for c in range(steps):
-            np.multiply(xs[:, c, :, None], ws[None, c], out=product)   # exact
-            np.add(acc, product, out=acc)                               # one RNE add per step
+        block = max(1, PRODUCT_BLOCK_ELEMS // (m * depth * n))
+        for c0 in range(0, steps, block):
+            products = xs[:, c0:c0 + block, :, None] * ws[None, c0:c0 + block]     # exact
+            for c in range(products.shape[1]):
+                np.add(acc, products[:, c], out=acc)                   # one RNE add per step
         return acc
     block = max(1, BLOCK_ELEMS // (m * depth * n))
     running = np.zeros((m, 1, depth, n), dtype=np.float32)

@@ -37,8 +37,14 @@ class SparseMemory:
         return self.array(addr, length).tobytes()
 
     def array(self, addr, length):
-        """The bytes at [addr, addr + length) as a numpy uint8 array (a copy)."""
+        """The bytes at [addr, addr + length) as a numpy uint8 array: a read-only view when
+        they lie in one written page, else a copy."""
         self._check(addr, length)
+        page, offset = divmod(addr, PAGE)
+        if offset + length <= PAGE and page in self._pages:
+            view = self._pages[page][offset:offset + length]
+            view.flags.writeable = False
+            return view
         out = np.zeros(length, np.uint8)
         done = 0
         while done < length:
