@@ -122,9 +122,9 @@ class ComputeUnit(wiring.Component):
                   "active": self.active, "w": self.w_data}
         chunk1 = {"mac": self.mac1, "first": self.first1, "acc_addr": self.acc_addr1, "k_base": self.k_base1,
                   "active": self.active1, "w": self.w_data1}
-        pipes = [pipeline(chunk0, "")]
-        if rows > 1:
-            pipes.append(pipeline({name: Mux(self.split, chunk1[name], chunk0[name]) for name in chunk0}, "_row1"))
+        # PE row 1 takes chunk 1 with the split (rows >= 2: isa/config.py)
+        pipes = [pipeline(chunk0, ""),
+                 pipeline({name: Mux(self.split, chunk1[name], chunk0[name]) for name in chunk0}, "_row1")]
 
         fold_reads, in_reads, acc_reads = [], [], []
         for r in range(rows):
