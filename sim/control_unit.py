@@ -177,12 +177,12 @@ class ControlUnit:
 
     @staticmethod
     def _readout(steps, write_cycles):
-        """FOLD .. the last PIECE_NEXT of a stage whose words go out as result pieces,
-        `write_cycles` being each piece's line writes: the fold unit adds a word's sums
-        while the previous word's piece is written (it starts in that piece's first
-        PIECE_LINE), so words follow each other by the longer of the two."""
+        """From FOLD to the state after the last piece of a stage whose words go out as
+        result pieces, `write_cycles` being each piece's line writes: the fold unit adds a
+        word's sums while the previous word's piece is written (it starts in that piece's
+        first PIECE_LINE), so words follow each other by the longer of the two."""
         fold = FOLD_CYCLES + steps * FOLD_STEP_CYCLES            # fold start -> FOLD_WAIT sees the sum
-        write = 1 + write_cycles                                 # FOLD_WAIT -> the next FOLD_WAIT
+        write = 1 + write_cycles                                 # FOLD_WAIT -> the piece's lines -> next state
         return fold - 1 + int(np.maximum(write[:-1], fold).sum()) + int(write[-1])
 
     def _piece_lines(self, m0, rows, n, esize):
