@@ -147,9 +147,9 @@ class ControlUnit(wiring.Component):
         anchors_m = Array(Signal(32, name=f"anchor_m{r}") for r in range(cfg.rows))
         anchors_l = Array(Signal(32, name=f"anchor_l{r}") for r in range(cfg.rows))
         # weight stream progress: columns of the run's k-groups, first element of the
-        # slot's k-group and its PE row (its parity, with the split); per PE row, the
-        # k-groups seen (up to the sets) and the set's first accumulator word
-        run_cols, k_base, parity = Signal(DIM_BITS), Signal(DIM_BITS), Signal()
+        # slot's k-group; per PE row, the k-groups seen (up to the sets) and the set's
+        # first accumulator word
+        run_cols, k_base = Signal(DIM_BITS), Signal(DIM_BITS)
         groups_seen = [Signal(range(ACC_INTERLEAVE + 1), name=f"groups_seen{q}") for q in range(SPLIT_ROWS)]
         set_index = [Signal(range(ACC_INTERLEAVE), name=f"set_index{q}") for q in range(SPLIT_ROWS)]
         set_base = [Signal(DIM_BITS, name=f"set_base{q}") for q in range(SPLIT_ROWS)]
@@ -172,9 +172,8 @@ class ControlUnit(wiring.Component):
                          piece_line.eq(0)]
 
         # readout progress: whether a piece follows the one registered, and whether the
-        # fold unit is to start on it (a stage's words) or has finished (`folded`: its sum
-        # holds until the next start)
-        piece_more, fold_due, folded = Signal(), Signal(), Signal()
+        # fold unit has finished (`folded`: its sum holds until the next start)
+        piece_more, folded = Signal(), Signal()
         m.d.comb += [cu.fold_row.eq(row), cu.fold_word.eq(word), cu.fold_n_words.eq(n_words),
                      cu.fold_sets.eq(sets_used[0]), cu.fold_sets1.eq(sets_used[1]),
                      cu.fold_pack.eq(1 << pack_log2)]
@@ -195,7 +194,7 @@ class ControlUnit(wiring.Component):
                 m.d.sync += [word.eq(0), row.eq(row + 1), out_byte.eq(out_byte + row_bytes)]
             with m.Else():
                 m.d.sync += [word.eq(0), row.eq(0), out_byte.eq(out_byte + row_bytes)]
-            m.d.sync += [piece_more.eq(more), fold_due.eq(more & ~is_softmax)]
+            m.d.sync += piece_more.eq(more)
 
         # the softmax unit reads one row of the input buffer (widened to FP32: times 1.0 is
         # exact) or of the output buffer, and writes FP16 words into the input buffer
@@ -291,7 +290,7 @@ class ControlUnit(wiring.Component):
                              full_groups.eq(st_k >> plan_pack_log2),
                              rest_rows.eq(st_k & ((1 << plan_pack_log2) - 1)),
                              main_elems.eq((st_k >> plan_pack_log2 << plan_pack_log2) * st_n),
-                             k_base.eq(0), parity.eq(0)]
+                             k_base.eq(0)]
                 for q in range(SPLIT_ROWS):
                     m.d.sync += [sets_used[q].eq(Mux(row_groups[q] < plan_sets, row_groups[q], plan_sets)),
                                  groups_seen[q].eq(0), set_index[q].eq(0), set_base[q].eq(0)]
@@ -323,6 +322,8 @@ class ControlUnit(wiring.Component):
             def k_group_chunks():
                 """Send the unpacker's slot to the PE array: its first chunk (k-group g, on PE
                 row `parity`) and, paired, the first chunk of group g + 1 (the other row)."""
+                # the PE row of the slot's k-group g = k_base / pack: g mod 2 with the split
+                parity = split & (k_base >> pack_log2)[0]
                 first_ends = unpack.valid & (unpack.col + unpack.count == run_cols)
                 pair_ends = unpack.pair_valid & (unpack.pair_count == run_cols)
                 first_chunk = (unpack.valid, k_base, unpack.col[lane_bits:], unpack.count, unpack.data, first_ends)
@@ -344,12 +345,10 @@ class ControlUnit(wiring.Component):
                             m.d.sync += [set_index[q].eq(0), set_base[q].eq(0)]
                         with m.Else():
                             m.d.sync += [set_index[q].eq(set_index[q] + 1), set_base[q].eq(set_base[q] + n_words)]
-                # the next group is on the other PE row (split)
+                # k-groups that end move k_base on (and so the PE row, with the split)
                 ended = Signal(range(3))
                 m.d.comb += ended.eq(first_ends + pair_ends)
                 m.d.sync += k_base.eq(k_base + (ended << pack_log2))
-                with m.If(split):
-                    m.d.sync += parity.eq(parity ^ ended[0])
                 m.d.sync += drain.eq(PIPE_DEPTH - 1)
                 return unpack.valid & unpack.last
 
@@ -445,10 +444,8 @@ class ControlUnit(wiring.Component):
 
             # ---- one result piece, line by line; then the next word, row, or the anchors
             with m.State("PIECE_LINE"):
-                # a stage's next word folds while this piece is written
-                with m.If(fold_due):
-                    m.d.comb += cu.fold_start.eq(1)
-                    m.d.sync += fold_due.eq(0)
+                # a stage's next word folds while this piece is written (from its first line)
+                m.d.comb += cu.fold_start.eq(piece_more & ~is_softmax & (piece_line == 0))
                 m.d.comb += [writer.start.eq(1),
                              writer.addr.eq(piece_addr + (piece_line << line_bits)),
                              writer.line.eq(piece.word_select(piece_line, cfg.data_bits)),

@@ -2639,197 +2639,197 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   wire [26:0] \$10 ;
   wire \$100 ;
   wire \$101 ;
-  wire \$102 ;
-  wire \$103 ;
-  wire [1:0] \$104 ;
-  wire \$105 ;
+  wire [7:0] \$102 ;
+  wire [20:0] \$103 ;
+  wire [20:0] \$104 ;
+  wire [19:0] \$105 ;
   wire \$106 ;
   wire \$107 ;
-  wire [7:0] \$108 ;
+  wire [14:0] \$108 ;
   wire [20:0] \$109 ;
   wire \$11 ;
-  wire [20:0] \$110 ;
+  wire [19:0] \$110 ;
   wire \$111 ;
-  wire [14:0] \$112 ;
-  wire [20:0] \$113 ;
-  wire \$114 ;
-  wire [5:0] \$115 ;
+  wire \$112 ;
+  wire [5:0] \$113 ;
+  wire [19:0] \$114 ;
+  wire \$115 ;
   wire \$116 ;
   wire [511:0] \$117 ;
   wire \$118 ;
-  wire \$119 ;
+  wire [20:0] \$119 ;
   wire [26:0] \$12 ;
   wire \$120 ;
   wire \$121 ;
-  wire [7:0] \$122 ;
-  wire [20:0] \$123 ;
-  wire [20:0] \$124 ;
-  wire \$125 ;
-  wire [14:0] \$126 ;
-  wire [20:0] \$127 ;
+  wire \$122 ;
+  wire \$123 ;
+  wire [1:0] \$124 ;
+  wire [19:0] \$125 ;
+  wire \$126 ;
+  wire \$127 ;
   wire \$128 ;
-  wire [5:0] \$129 ;
+  wire [19:0] \$129 ;
   wire \$13 ;
   wire \$130 ;
-  wire [511:0] \$131 ;
-  wire \$132 ;
+  wire \$131 ;
+  wire [7:0] \$132 ;
   wire [20:0] \$133 ;
-  wire \$134 ;
-  wire \$135 ;
+  wire [20:0] \$134 ;
+  wire [19:0] \$135 ;
   wire \$136 ;
   wire \$137 ;
-  wire [1:0] \$138 ;
-  wire \$139 ;
+  wire [14:0] \$138 ;
+  wire [20:0] \$139 ;
   wire [20:0] \$14 ;
-  wire [26:0] \$140 ;
-  wire [22:0] \$141 ;
-  wire [48:0] \$142 ;
-  wire [8:0] \$143 ;
-  wire [20:0] \$144 ;
-  wire [27:0] \$145 ;
+  wire [19:0] \$140 ;
+  wire \$141 ;
+  wire \$142 ;
+  wire [5:0] \$143 ;
+  wire [19:0] \$144 ;
+  wire \$145 ;
   wire \$146 ;
-  wire \$147 ;
-  wire [2:0] \$148 ;
-  wire \$149 ;
+  wire [511:0] \$147 ;
+  wire \$148 ;
+  wire [19:0] \$149 ;
   wire [21:0] \$15 ;
-  wire [26:0] \$150 ;
-  wire [22:0] \$151 ;
-  wire [48:0] \$152 ;
-  wire [8:0] \$153 ;
-  wire [20:0] \$154 ;
-  wire [27:0] \$155 ;
-  wire \$156 ;
-  wire \$157 ;
-  wire [2:0] \$158 ;
-  wire \$159 ;
+  wire \$150 ;
+  wire \$151 ;
+  wire \$152 ;
+  wire [19:0] \$153 ;
+  wire \$154 ;
+  wire \$155 ;
+  wire [7:0] \$156 ;
+  wire [20:0] \$157 ;
+  wire [20:0] \$158 ;
+  wire [19:0] \$159 ;
   wire [21:0] \$16 ;
   wire \$160 ;
-  wire [19:0] \$161 ;
-  wire \$162 ;
-  wire \$163 ;
-  wire [26:0] \$164 ;
-  wire [22:0] \$165 ;
-  wire [48:0] \$166 ;
-  wire [8:0] \$167 ;
-  wire [20:0] \$168 ;
-  wire [27:0] \$169 ;
+  wire \$161 ;
+  wire [14:0] \$162 ;
+  wire [20:0] \$163 ;
+  wire [19:0] \$164 ;
+  wire \$165 ;
+  wire \$166 ;
+  wire [5:0] \$167 ;
+  wire [19:0] \$168 ;
+  wire \$169 ;
   wire [21:0] \$17 ;
   wire \$170 ;
-  wire \$171 ;
-  wire [2:0] \$172 ;
-  wire \$173 ;
-  wire [8:0] \$174 ;
-  wire [64:0] \$175 ;
-  wire [511:0] \$176 ;
-  wire [63:0] \$177 ;
-  reg [31:0] \$178 ;
-  reg [31:0] \$179 ;
+  wire [511:0] \$171 ;
+  wire \$172 ;
+  wire [20:0] \$173 ;
+  wire \$174 ;
+  wire \$175 ;
+  wire \$176 ;
+  wire \$177 ;
+  wire [1:0] \$178 ;
+  wire \$179 ;
   wire \$18 ;
-  wire [64:0] \$180 ;
-  wire [65:0] \$181 ;
-  wire [20:0] \$182 ;
-  wire [27:0] \$183 ;
-  wire [66:0] \$184 ;
-  wire [64:0] \$185 ;
+  wire [26:0] \$180 ;
+  wire [22:0] \$181 ;
+  wire [48:0] \$182 ;
+  wire [8:0] \$183 ;
+  wire [20:0] \$184 ;
+  wire [27:0] \$185 ;
   wire \$186 ;
-  wire [3:0] \$187 ;
-  wire \$188 ;
+  wire \$187 ;
+  wire [2:0] \$188 ;
   wire \$189 ;
   wire [20:0] \$19 ;
-  wire \$190 ;
-  wire \$191 ;
-  wire \$192 ;
-  wire \$193 ;
-  wire \$194 ;
-  wire \$195 ;
+  wire [26:0] \$190 ;
+  wire [22:0] \$191 ;
+  wire [48:0] \$192 ;
+  wire [8:0] \$193 ;
+  wire [20:0] \$194 ;
+  wire [27:0] \$195 ;
   wire \$196 ;
   wire \$197 ;
-  wire \$198 ;
+  wire [2:0] \$198 ;
   wire \$199 ;
   wire [20:0] \$2 ;
   wire \$20 ;
   wire \$200 ;
-  wire \$201 ;
+  wire [19:0] \$201 ;
   wire \$202 ;
   wire \$203 ;
-  wire \$204 ;
-  wire \$205 ;
-  wire \$206 ;
-  wire \$207 ;
-  wire \$208 ;
-  wire \$209 ;
+  wire [26:0] \$204 ;
+  wire [22:0] \$205 ;
+  wire [48:0] \$206 ;
+  wire [8:0] \$207 ;
+  wire [20:0] \$208 ;
+  wire [27:0] \$209 ;
   wire [7:0] \$21 ;
   wire \$210 ;
   wire \$211 ;
-  wire \$212 ;
+  wire [2:0] \$212 ;
   wire \$213 ;
   wire \$214 ;
-  wire [64:0] \$215 ;
-  wire [15:0] \$216 ;
-  wire [16:0] \$217 ;
-  wire [16:0] \$218 ;
-  wire [79:0] \$219 ;
+  wire \$215 ;
+  wire \$216 ;
+  wire \$217 ;
+  wire \$218 ;
+  wire [8:0] \$219 ;
   wire [20:0] \$22 ;
-  wire [80:0] \$220 ;
-  wire [64:0] \$221 ;
-  wire [15:0] \$222 ;
-  wire [16:0] \$223 ;
-  wire [16:0] \$224 ;
-  wire [79:0] \$225 ;
-  wire [80:0] \$226 ;
-  wire \$227 ;
-  wire \$228 ;
-  wire \$229 ;
+  wire [64:0] \$220 ;
+  wire [511:0] \$221 ;
+  wire [63:0] \$222 ;
+  reg [31:0] \$223 ;
+  reg [31:0] \$224 ;
+  wire [64:0] \$225 ;
+  wire [65:0] \$226 ;
+  wire [20:0] \$227 ;
+  wire [27:0] \$228 ;
+  wire [66:0] \$229 ;
   wire [21:0] \$23 ;
-  wire \$230 ;
+  wire [64:0] \$230 ;
   wire \$231 ;
-  wire \$232 ;
+  wire [3:0] \$232 ;
   wire \$233 ;
   wire \$234 ;
   wire \$235 ;
   wire \$236 ;
   wire \$237 ;
   wire \$238 ;
-  wire [1:0] \$239 ;
+  wire \$239 ;
   wire [21:0] \$24 ;
-  wire [1:0] \$240 ;
-  wire [46:0] \$241 ;
-  wire [64:0] \$242 ;
+  wire \$240 ;
+  wire \$241 ;
+  wire \$242 ;
   wire \$243 ;
   wire \$244 ;
-  wire [19:0] \$245 ;
-  wire [7:0] \$246 ;
-  wire [8:0] \$247 ;
-  wire [20:0] \$248 ;
-  wire [19:0] \$249 ;
+  wire \$245 ;
+  wire \$246 ;
+  wire \$247 ;
+  wire \$248 ;
+  wire \$249 ;
   wire [20:0] \$25 ;
-  wire [26:0] \$250 ;
-  wire [46:0] \$251 ;
+  wire \$250 ;
+  wire \$251 ;
   wire \$252 ;
-  wire [19:0] \$253 ;
+  wire \$253 ;
   wire \$254 ;
-  wire [19:0] \$255 ;
-  wire [19:0] \$256 ;
+  wire \$255 ;
+  wire \$256 ;
   wire \$257 ;
-  wire [26:0] \$258 ;
-  wire [24:0] \$259 ;
+  wire \$258 ;
+  wire \$259 ;
   wire [20:0] \$26 ;
-  wire \$260 ;
-  wire [20:0] \$261 ;
-  wire \$262 ;
-  wire \$263 ;
-  wire \$264 ;
-  wire \$265 ;
-  wire \$266 ;
-  wire \$267 ;
-  wire [2:0] \$268 ;
-  wire [2:0] \$269 ;
+  wire [64:0] \$260 ;
+  wire [15:0] \$261 ;
+  wire [16:0] \$262 ;
+  wire [16:0] \$263 ;
+  wire [79:0] \$264 ;
+  wire [80:0] \$265 ;
+  wire [64:0] \$266 ;
+  wire [15:0] \$267 ;
+  wire [16:0] \$268 ;
+  wire [16:0] \$269 ;
   wire [20:0] \$27 ;
-  wire \$270 ;
-  wire [2:0] \$271 ;
-  wire [20:0] \$272 ;
+  wire [79:0] \$270 ;
+  wire [80:0] \$271 ;
+  wire \$272 ;
   wire \$273 ;
-  wire [20:0] \$274 ;
+  wire \$274 ;
   wire \$275 ;
   wire \$276 ;
   wire \$277 ;
@@ -2837,233 +2837,273 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   wire \$279 ;
   wire [19:0] \$28 ;
   wire \$280 ;
-  wire [2:0] \$281 ;
-  wire [2:0] \$282 ;
+  wire \$281 ;
+  wire \$282 ;
   wire \$283 ;
-  wire [2:0] \$284 ;
-  wire [20:0] \$285 ;
-  wire [8:0] \$286 ;
-  wire [20:0] \$287 ;
+  wire [1:0] \$284 ;
+  wire [1:0] \$285 ;
+  wire [46:0] \$286 ;
+  wire [64:0] \$287 ;
   wire \$288 ;
   wire \$289 ;
   wire [7:0] \$29 ;
-  wire \$290 ;
-  wire \$291 ;
-  wire [20:0] \$292 ;
-  wire \$293 ;
-  wire \$294 ;
-  wire \$295 ;
-  wire \$296 ;
+  wire [19:0] \$290 ;
+  wire [7:0] \$291 ;
+  wire [8:0] \$292 ;
+  wire [20:0] \$293 ;
+  wire [19:0] \$294 ;
+  wire [26:0] \$295 ;
+  wire [46:0] \$296 ;
   wire \$297 ;
-  wire \$298 ;
-  wire [2:0] \$299 ;
+  wire [19:0] \$298 ;
+  wire \$299 ;
   wire \$3 ;
   wire \$30 ;
-  wire [2:0] \$300 ;
-  wire \$301 ;
-  wire [2:0] \$302 ;
-  wire [20:0] \$303 ;
-  wire \$304 ;
-  wire [20:0] \$305 ;
+  wire [19:0] \$300 ;
+  wire [19:0] \$301 ;
+  wire \$302 ;
+  wire [26:0] \$303 ;
+  wire [24:0] \$304 ;
+  wire [19:0] \$305 ;
   wire \$306 ;
   wire \$307 ;
-  wire \$308 ;
+  wire [20:0] \$308 ;
   wire \$309 ;
   wire [26:0] \$31 ;
   wire \$310 ;
   wire \$311 ;
-  wire [2:0] \$312 ;
-  wire [2:0] \$313 ;
+  wire \$312 ;
+  wire \$313 ;
   wire \$314 ;
   wire [2:0] \$315 ;
-  wire [20:0] \$316 ;
-  wire [8:0] \$317 ;
-  wire [20:0] \$318 ;
-  wire \$319 ;
+  wire [2:0] \$316 ;
+  wire \$317 ;
+  wire [2:0] \$318 ;
+  wire [20:0] \$319 ;
   wire [20:0] \$32 ;
-  wire \$320 ;
-  wire [3:0] \$321 ;
+  wire [19:0] \$320 ;
+  wire \$321 ;
   wire \$322 ;
-  wire \$323 ;
-  wire [9:0] \$324 ;
-  wire [1534:0] \$325 ;
-  wire [255:0] \$326 ;
-  wire [256:0] \$327 ;
-  wire [319:0] \$328 ;
-  wire [64:0] \$329 ;
+  wire [20:0] \$323 ;
+  wire \$324 ;
+  wire \$325 ;
+  wire \$326 ;
+  wire \$327 ;
+  wire \$328 ;
+  wire \$329 ;
   wire \$33 ;
-  wire [48:0] \$330 ;
-  wire [65:0] \$331 ;
-  wire [20:0] \$332 ;
-  wire [27:0] \$333 ;
-  wire \$334 ;
-  wire \$335 ;
-  wire [2:0] \$336 ;
+  wire [2:0] \$330 ;
+  wire [2:0] \$331 ;
+  wire \$332 ;
+  wire [2:0] \$333 ;
+  wire [20:0] \$334 ;
+  wire [8:0] \$335 ;
+  wire [20:0] \$336 ;
   wire \$337 ;
-  wire [20:0] \$338 ;
-  wire [2:0] \$339 ;
+  wire \$338 ;
+  wire [19:0] \$339 ;
   wire [26:0] \$34 ;
-  wire [22:0] \$340 ;
-  wire [48:0] \$341 ;
-  wire [22:0] \$342 ;
-  wire [48:0] \$343 ;
+  wire \$340 ;
+  wire \$341 ;
+  wire [20:0] \$342 ;
+  wire \$343 ;
   wire \$344 ;
   wire \$345 ;
   wire \$346 ;
-  wire [9:0] \$347 ;
-  wire [2046:0] \$348 ;
-  wire [255:0] \$349 ;
+  wire \$347 ;
+  wire \$348 ;
+  wire [2:0] \$349 ;
   wire [20:0] \$35 ;
-  wire [256:0] \$350 ;
-  wire [319:0] \$351 ;
-  wire [64:0] \$352 ;
-  wire [48:0] \$353 ;
-  wire [65:0] \$354 ;
-  wire [20:0] \$355 ;
-  wire [27:0] \$356 ;
-  wire \$357 ;
+  wire [2:0] \$350 ;
+  wire \$351 ;
+  wire [2:0] \$352 ;
+  wire [20:0] \$353 ;
+  wire [19:0] \$354 ;
+  wire \$355 ;
+  wire \$356 ;
+  wire [20:0] \$357 ;
   wire \$358 ;
-  wire [2:0] \$359 ;
+  wire \$359 ;
   wire [20:0] \$36 ;
   wire \$360 ;
-  wire [20:0] \$361 ;
-  wire [2:0] \$362 ;
-  wire [22:0] \$363 ;
-  wire [48:0] \$364 ;
-  wire [22:0] \$365 ;
-  wire [48:0] \$366 ;
-  wire \$367 ;
-  wire \$368 ;
-  wire \$369 ;
+  wire \$361 ;
+  wire \$362 ;
+  wire \$363 ;
+  wire [2:0] \$364 ;
+  wire [2:0] \$365 ;
+  wire \$366 ;
+  wire [2:0] \$367 ;
+  wire [20:0] \$368 ;
+  wire [8:0] \$369 ;
   wire [64:0] \$37 ;
   wire [20:0] \$370 ;
-  wire [27:0] \$371 ;
-  wire \$372 ;
+  wire \$371 ;
+  wire [3:0] \$372 ;
   wire \$373 ;
-  wire [2:0] \$374 ;
-  wire \$375 ;
-  wire [20:0] \$376 ;
-  wire [2:0] \$377 ;
-  wire \$378 ;
-  wire [2:0] \$379 ;
+  wire \$374 ;
+  wire [9:0] \$375 ;
+  wire [1534:0] \$376 ;
+  wire [255:0] \$377 ;
+  wire [256:0] \$378 ;
+  wire [319:0] \$379 ;
   wire [64:0] \$38 ;
-  wire \$380 ;
-  wire [2:0] \$381 ;
-  wire \$382 ;
-  wire [9:0] \$383 ;
-  wire [1534:0] \$384 ;
-  wire [255:0] \$385 ;
-  wire [256:0] \$386 ;
-  wire [319:0] \$387 ;
-  wire [64:0] \$388 ;
-  wire [48:0] \$389 ;
+  wire [64:0] \$380 ;
+  wire [48:0] \$381 ;
+  wire [65:0] \$382 ;
+  wire [20:0] \$383 ;
+  wire [27:0] \$384 ;
+  wire \$385 ;
+  wire \$386 ;
+  wire [2:0] \$387 ;
+  wire \$388 ;
+  wire [20:0] \$389 ;
   wire [20:0] \$39 ;
-  wire [65:0] \$390 ;
-  wire [20:0] \$391 ;
-  wire [27:0] \$392 ;
-  wire \$393 ;
-  wire \$394 ;
-  wire [2:0] \$395 ;
-  wire \$396 ;
-  wire [20:0] \$397 ;
-  wire [2:0] \$398 ;
-  wire [22:0] \$399 ;
+  wire [2:0] \$390 ;
+  wire [22:0] \$391 ;
+  wire [48:0] \$392 ;
+  wire [22:0] \$393 ;
+  wire [48:0] \$394 ;
+  wire [9:0] \$395 ;
+  wire [2046:0] \$396 ;
+  wire [255:0] \$397 ;
+  wire [256:0] \$398 ;
+  wire [319:0] \$399 ;
   wire [20:0] \$4 ;
   wire \$40 ;
-  wire [48:0] \$400 ;
-  wire [22:0] \$401 ;
-  wire [48:0] \$402 ;
-  wire \$403 ;
-  wire \$404 ;
+  wire [64:0] \$400 ;
+  wire [48:0] \$401 ;
+  wire [65:0] \$402 ;
+  wire [20:0] \$403 ;
+  wire [27:0] \$404 ;
   wire \$405 ;
   wire \$406 ;
   wire [2:0] \$407 ;
   wire \$408 ;
-  wire [2:0] \$409 ;
+  wire [20:0] \$409 ;
   wire [20:0] \$41 ;
-  wire [63:0] \$410 ;
-  wire \$411 ;
-  wire \$412 ;
-  wire \$413 ;
-  wire \$414 ;
-  wire \$415 ;
-  wire \$416 ;
+  wire [2:0] \$410 ;
+  wire [22:0] \$411 ;
+  wire [48:0] \$412 ;
+  wire [22:0] \$413 ;
+  wire [48:0] \$414 ;
+  wire [20:0] \$415 ;
+  wire [27:0] \$416 ;
   wire \$417 ;
   wire \$418 ;
   wire [2:0] \$419 ;
   wire [20:0] \$42 ;
   wire \$420 ;
-  wire [2:0] \$421 ;
-  wire \$422 ;
-  wire [2:0] \$423 ;
-  wire [20:0] \$424 ;
-  wire [22:0] \$425 ;
-  wire [44:0] \$426 ;
-  wire [20:0] \$427 ;
-  wire \$428 ;
-  wire \$429 ;
+  wire [20:0] \$421 ;
+  wire [2:0] \$422 ;
+  wire \$423 ;
+  wire [2:0] \$424 ;
+  wire \$425 ;
+  wire [2:0] \$426 ;
+  wire \$427 ;
+  wire [9:0] \$428 ;
+  wire [1534:0] \$429 ;
   wire [22:0] \$43 ;
-  reg \$430 ;
-  reg [333:0] \$431 ;
-  reg [4:0] \$432 ;
-  reg [7:0] \$433 ;
-  reg [63:0] \$434 ;
-  reg [63:0] \$435 ;
-  reg [19:0] \$436 ;
-  reg [43:0] \$437 ;
-  reg [47:0] \$438 ;
-  reg [1:0] \$439 ;
+  wire [255:0] \$430 ;
+  wire [256:0] \$431 ;
+  wire [319:0] \$432 ;
+  wire [64:0] \$433 ;
+  wire [48:0] \$434 ;
+  wire [65:0] \$435 ;
+  wire [20:0] \$436 ;
+  wire [27:0] \$437 ;
+  wire \$438 ;
+  wire \$439 ;
   wire [23:0] \$44 ;
-  reg [19:0] \$440 ;
-  reg [2:0] \$441 ;
-  reg \$442 ;
-  reg [1:0] \$443 ;
-  reg [19:0] \$444 ;
-  reg [63:0] \$445 ;
-  reg [19:0] \$446 ;
-  reg [19:0] \$447 ;
-  reg [1:0] \$448 ;
-  reg [2:0] \$449 ;
+  wire [2:0] \$440 ;
+  wire \$441 ;
+  wire [20:0] \$442 ;
+  wire [2:0] \$443 ;
+  wire [22:0] \$444 ;
+  wire [48:0] \$445 ;
+  wire [22:0] \$446 ;
+  wire [48:0] \$447 ;
+  wire \$448 ;
+  wire [2:0] \$449 ;
   wire [24:0] \$45 ;
-  reg [19:0] \$450 ;
-  reg [1:0] \$451 ;
-  reg [19:0] \$452 ;
-  reg [4:0] \$453 ;
-  reg [43:0] \$454 ;
-  reg [19:0] \$455 ;
-  reg \$456 ;
-  reg [1:0] \$457 ;
-  reg [1:0] \$458 ;
-  reg [1:0] \$459 ;
+  wire \$450 ;
+  wire [2:0] \$451 ;
+  wire [63:0] \$452 ;
+  wire \$453 ;
+  wire \$454 ;
+  wire \$455 ;
+  wire \$456 ;
+  wire \$457 ;
+  wire \$458 ;
+  wire \$459 ;
   wire [25:0] \$46 ;
-  reg [19:0] \$460 ;
-  reg [1:0] \$461 ;
-  reg [1:0] \$462 ;
-  reg [1:0] \$463 ;
-  reg [19:0] \$464 ;
-  reg [19:0] \$465 ;
-  reg [2:0] \$466 ;
-  reg [1535:0] \$467 ;
-  reg [191:0] \$468 ;
-  reg [63:0] \$469 ;
+  wire \$460 ;
+  wire [2:0] \$461 ;
+  wire \$462 ;
+  wire [2:0] \$463 ;
+  wire \$464 ;
+  wire [2:0] \$465 ;
+  wire [20:0] \$466 ;
+  wire [22:0] \$467 ;
+  wire [44:0] \$468 ;
+  wire [20:0] \$469 ;
   wire [25:0] \$47 ;
-  reg [1:0] \$470 ;
-  reg \$471 ;
+  wire \$470 ;
+  wire \$471 ;
   reg \$472 ;
-  reg [31:0] \$473 ;
-  reg [31:0] \$474 ;
-  reg [31:0] \$475 ;
-  reg [31:0] \$476 ;
-  reg [31:0] \$477 ;
-  reg [31:0] \$478 ;
-  reg [31:0] \$479 ;
+  reg [333:0] \$473 ;
+  reg [4:0] \$474 ;
+  reg [7:0] \$475 ;
+  reg [63:0] \$476 ;
+  reg [63:0] \$477 ;
+  reg [19:0] \$478 ;
+  reg [43:0] \$479 ;
   wire [64:0] \$48 ;
-  reg [31:0] \$480 ;
+  reg [47:0] \$480 ;
+  reg [1:0] \$481 ;
+  reg [19:0] \$482 ;
+  reg [2:0] \$483 ;
+  reg \$484 ;
+  reg [1:0] \$485 ;
+  reg [19:0] \$486 ;
+  reg [63:0] \$487 ;
+  reg [19:0] \$488 ;
+  reg [19:0] \$489 ;
   wire [45:0] \$49 ;
+  reg [1:0] \$490 ;
+  reg [2:0] \$491 ;
+  reg [19:0] \$492 ;
+  reg [1:0] \$493 ;
+  reg [19:0] \$494 ;
+  reg [4:0] \$495 ;
+  reg [43:0] \$496 ;
+  reg [19:0] \$497 ;
+  reg [1:0] \$498 ;
+  reg [1:0] \$499 ;
   wire \$5 ;
   wire [65:0] \$50 ;
+  reg [1:0] \$500 ;
+  reg [19:0] \$501 ;
+  reg [1:0] \$502 ;
+  reg [1:0] \$503 ;
+  reg [1:0] \$504 ;
+  reg [19:0] \$505 ;
+  reg [19:0] \$506 ;
+  reg [2:0] \$507 ;
+  reg [1535:0] \$508 ;
+  reg [191:0] \$509 ;
   wire [44:0] \$51 ;
+  reg [63:0] \$510 ;
+  reg [1:0] \$511 ;
+  reg \$512 ;
+  reg [31:0] \$513 ;
+  reg [31:0] \$514 ;
+  reg [31:0] \$515 ;
+  reg [31:0] \$516 ;
+  reg [31:0] \$517 ;
+  reg [31:0] \$518 ;
+  reg [31:0] \$519 ;
   wire [45:0] \$52 ;
+  reg [31:0] \$520 ;
   wire [45:0] \$53 ;
   wire [26:0] \$54 ;
   wire [44:0] \$55 ;
@@ -3079,45 +3119,45 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   wire [22:0] \$64 ;
   wire [24:0] \$65 ;
   wire [24:0] \$66 ;
-  wire [11:0] \$662 ;
-  wire [8:0] \$665 ;
   wire [20:0] \$67 ;
   wire [21:0] \$68 ;
   wire [22:0] \$69 ;
   wire \$7 ;
   wire [22:0] \$70 ;
-  wire \$71 ;
+  wire [19:0] \$71 ;
   wire \$72 ;
   wire \$73 ;
-  wire [7:0] \$74 ;
-  wire [20:0] \$75 ;
-  wire [20:0] \$76 ;
+  wire \$74 ;
+  wire [11:0] \$747 ;
+  wire [19:0] \$75 ;
+  wire [8:0] \$750 ;
+  wire \$76 ;
   wire \$77 ;
-  wire [14:0] \$78 ;
+  wire [7:0] \$78 ;
   wire [20:0] \$79 ;
   wire [22:0] \$8 ;
-  wire \$80 ;
-  wire [5:0] \$81 ;
+  wire [20:0] \$80 ;
+  wire [19:0] \$81 ;
   wire \$82 ;
-  wire [511:0] \$83 ;
-  wire \$84 ;
-  wire \$85 ;
-  wire \$86 ;
+  wire \$83 ;
+  wire [14:0] \$84 ;
+  wire [20:0] \$85 ;
+  wire [19:0] \$86 ;
   wire \$87 ;
-  wire [7:0] \$88 ;
-  wire [20:0] \$89 ;
+  wire \$88 ;
+  wire [5:0] \$89 ;
   wire \$9 ;
-  wire [20:0] \$90 ;
-  wire [9:0] \$900 ;
+  wire [19:0] \$90 ;
   wire \$91 ;
-  wire [14:0] \$92 ;
-  wire [20:0] \$93 ;
+  wire \$92 ;
+  wire [511:0] \$93 ;
   wire \$94 ;
-  wire [5:0] \$95 ;
+  wire [19:0] \$95 ;
   wire \$96 ;
-  wire [511:0] \$97 ;
+  wire \$97 ;
   wire \$98 ;
-  wire [20:0] \$99 ;
+  wire [9:0] \$982 ;
+  wire [19:0] \$99 ;
   reg [2:0] \$like ;
   wire [19:0] \$like$95 ;
   (* init = 20'h00000 *)
@@ -3135,24 +3175,22 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   reg [43:0] \$signal$164  = 44'h00000000000;
   reg [63:0] \$signal$178  = 64'h0000000000000000;
   reg [19:0] \$signal$180  = 20'h00000;
-  reg \$signal$184  = 1'h0;
-  reg [19:0] \$signal$187  = 20'h00000;
-  reg [1:0] \$signal$197  = 2'h0;
-  reg [19:0] \$signal$207  = 20'h00000;
-  reg \$signal$211  = 1'h0;
-  reg [47:0] \$signal$213 ;
-  reg [47:0] \$signal$214  = 48'h000000000000;
-  reg [1:0] \$signal$215  = 2'h0;
-  reg [2:0] \$signal$217  = 3'h0;
-  reg [47:0] \$signal$219 ;
-  reg [47:0] \$signal$237 ;
-  reg \$signal$240  = 1'h0;
+  reg [19:0] \$signal$184  = 20'h00000;
+  reg [1:0] \$signal$196  = 2'h0;
+  reg [19:0] \$signal$206  = 20'h00000;
+  reg \$signal$210  = 1'h0;
+  reg [47:0] \$signal$212 ;
+  reg [47:0] \$signal$213  = 48'h000000000000;
+  reg [1:0] \$signal$214  = 2'h0;
+  reg [2:0] \$signal$216  = 3'h0;
+  reg [47:0] \$signal$218 ;
+  reg [47:0] \$signal$236 ;
+  reg \$signal$239  = 1'h0;
   reg [63:0] \$signal$241  = 64'h0000000000000000;
-  reg [1535:0] \$signal$244  = 1536'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-  reg [191:0] \$signal$246  = 192'h000000000000000000000000000000000000000000000000;
-  reg [511:0] \$signal$259 ;
-  reg \$signal$274  = 1'h0;
-  reg \$signal$280  = 1'h0;
+  reg [1535:0] \$signal$243  = 1536'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  reg [191:0] \$signal$245  = 192'h000000000000000000000000000000000000000000000000;
+  reg [511:0] \$signal$258 ;
+  reg \$signal$273  = 1'h0;
   reg [19:0] \$signal$98  = 20'h00000;
   reg [6:0] acc_addr;
   reg [6:0] acc_addr1;
@@ -3268,7 +3306,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   wire bus__wvalid;
   wire \bus__wvalid$45 ;
   wire busy;
-  wire \busy$273 ;
+  wire \busy$272 ;
   input clk;
   wire clk;
   wire [19:0] col;
@@ -3308,7 +3346,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   wire [511:0] dst_data;
   wire dst_en;
   reg [1:0] ended;
-  reg [1:0] \ended$208 ;
+  reg [1:0] \ended$207 ;
   reg [333:0] entry = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   wire [203:0] \entry.desc ;
   wire [63:0] \entry.desc.dev_addr ;
@@ -3353,19 +3391,19 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   wire last;
   reg [19:0] length;
   reg [511:0] line;
-  reg [511:0] \line$247 ;
+  reg [511:0] \line$246 ;
   wire [7:0] log2_slot;
   wire [31:0] m;
   reg mac;
   reg mac1;
   reg [43:0] main_elems = 44'h00000000000;
   reg more;
-  reg \more$221 ;
-  reg \more$239 ;
+  reg \more$220 ;
+  reg \more$238 ;
   reg [19:0] n_cols = 20'h00000;
   reg [7:0] nbytes;
-  reg [7:0] \nbytes$220 ;
-  reg [7:0] \nbytes$238 ;
+  reg [7:0] \nbytes$219 ;
+  reg [7:0] \nbytes$237 ;
   reg [4:0] offset;
   wire [39:0] operand_lines;
   wire [511:0] out__data;
@@ -3492,10 +3530,10 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   reg start;
   reg \start$152 ;
   reg \start$165 ;
-  reg \start$234 ;
+  reg \start$233 ;
   wire [47:0] stats_offset;
   reg [7:0] status = 8'h00;
-  wire [7:0] \status$271 ;
+  wire [7:0] \status$270 ;
   reg [31:0] status_word;
   reg [63:0] strb;
   wire [511:0] sum_fp16;
@@ -3535,98 +3573,108 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   wire [31:0] widened_7;
   wire [31:0] widened_8;
   wire [31:0] widened_9;
+  assign \$468  = \$signal$164  + \$467 ;
+  assign \$469  = \$signal$162  + 3'h4;
+  assign \$470  = \$469  < entry[183:164];
+  assign \$471  = ~ busy;
   always @(posedge clk)
-    \$signal$159  <= \$435 ;
+    \$signal$210  <= \$472 ;
   always @(posedge clk)
-    \$signal$162  <= \$436 ;
+    entry <= \$473 ;
   always @(posedge clk)
-    \$signal$164  <= \$437 ;
+    fsm_state <= \$474 ;
   always @(posedge clk)
-    \$signal$214  <= \$438 ;
+    status <= \$475 ;
   always @(posedge clk)
-    \$signal$215  <= \$439 ;
+    \$signal$160  <= \$476 ;
   always @(posedge clk)
-    \$signal$148  <= \$440 ;
+    \$signal$159  <= \$477 ;
   always @(posedge clk)
-    \$signal$217  <= \$441 ;
+    \$signal$162  <= \$478 ;
   always @(posedge clk)
-    \$signal$274  <= \$442 ;
+    \$signal$164  <= \$479 ;
   always @(posedge clk)
-    fold_row <= \$443 ;
+    \$signal$213  <= \$480 ;
   always @(posedge clk)
-    \$signal$104  <= \$444 ;
+    \$signal$214  <= \$481 ;
   always @(posedge clk)
-    \$signal$178  <= \$445 ;
+    \$signal$148  <= \$482 ;
   always @(posedge clk)
-    \$signal$98  <= \$446 ;
+    \$signal$216  <= \$483 ;
   always @(posedge clk)
-    n_cols <= \$447 ;
+    \$signal$273  <= \$484 ;
   always @(posedge clk)
-    dest <= \$448 ;
+    fold_row <= \$485 ;
   always @(posedge clk)
-    \$signal$112  <= \$449 ;
+    \$signal$104  <= \$486 ;
   always @(posedge clk)
-    \$signal$106  <= \$450 ;
+    \$signal$178  <= \$487 ;
   always @(posedge clk)
-    \$signal$197  <= \$451 ;
+    \$signal$98  <= \$488 ;
   always @(posedge clk)
-    \$signal$180  <= \$452 ;
+    n_cols <= \$489 ;
   always @(posedge clk)
-    rest_rows <= \$453 ;
+    dest <= \$490 ;
   always @(posedge clk)
-    main_elems <= \$454 ;
+    \$signal$112  <= \$491 ;
   always @(posedge clk)
-    \$signal$187  <= \$455 ;
+    \$signal$106  <= \$492 ;
   always @(posedge clk)
-    \$signal$184  <= \$456 ;
+    \$signal$196  <= \$493 ;
   always @(posedge clk)
-    fold_sets <= \$457 ;
+    \$signal$180  <= \$494 ;
   always @(posedge clk)
-    groups_seen0 <= \$458 ;
+    rest_rows <= \$495 ;
   always @(posedge clk)
-    set_index0 <= \$459 ;
+    main_elems <= \$496 ;
   always @(posedge clk)
-    set_base0 <= \$460 ;
+    \$signal$184  <= \$497 ;
   always @(posedge clk)
-    fold_sets1 <= \$461 ;
+    fold_sets <= \$498 ;
   always @(posedge clk)
-    groups_seen1 <= \$462 ;
+    groups_seen0 <= \$499 ;
   always @(posedge clk)
-    set_index1 <= \$463 ;
+    set_index0 <= \$500 ;
   always @(posedge clk)
-    set_base1 <= \$464 ;
+    set_base0 <= \$501 ;
   always @(posedge clk)
-    \$signal$207  <= \$465 ;
+    fold_sets1 <= \$502 ;
   always @(posedge clk)
-    drain <= \$466 ;
+    groups_seen1 <= \$503 ;
   always @(posedge clk)
-    \$signal$244  <= \$467 ;
+    set_index1 <= \$504 ;
   always @(posedge clk)
-    \$signal$246  <= \$468 ;
+    set_base1 <= \$505 ;
   always @(posedge clk)
-    \$signal$241  <= \$469 ;
+    \$signal$206  <= \$506 ;
   always @(posedge clk)
-    piece_line <= \$470 ;
+    drain <= \$507 ;
   always @(posedge clk)
-    \$signal$280  <= \$471 ;
+    \$signal$243  <= \$508 ;
   always @(posedge clk)
-    \$signal$240  <= \$472 ;
+    \$signal$245  <= \$509 ;
   always @(posedge clk)
-    anchor_m0 <= \$473 ;
+    \$signal$241  <= \$510 ;
   always @(posedge clk)
-    anchor_m1 <= \$474 ;
+    piece_line <= \$511 ;
   always @(posedge clk)
-    anchor_m2 <= \$475 ;
+    \$signal$239  <= \$512 ;
   always @(posedge clk)
-    anchor_m3 <= \$476 ;
+    anchor_m0 <= \$513 ;
   always @(posedge clk)
-    anchor_l0 <= \$477 ;
+    anchor_m1 <= \$514 ;
   always @(posedge clk)
-    anchor_l1 <= \$478 ;
+    anchor_m2 <= \$515 ;
   always @(posedge clk)
-    anchor_l2 <= \$479 ;
+    anchor_m3 <= \$516 ;
   always @(posedge clk)
-    anchor_l3 <= \$480 ;
+    anchor_l0 <= \$517 ;
+  always @(posedge clk)
+    anchor_l1 <= \$518 ;
+  always @(posedge clk)
+    anchor_l2 <= \$519 ;
+  always @(posedge clk)
+    anchor_l3 <= \$520 ;
   assign \$1  = ~ copying;
   assign src__valid = out__valid & \$1 ;
   assign \src__valid$76  = out__valid & copying;
@@ -3685,348 +3733,376 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   assign \$67  = main_elems[4:0] + \$66 [19:0];
   assign \$68  = \$67  + 6'h20;
   assign \$69  = \$68  - 1'h1;
-  assign \$71  = ! \$signal$184 ;
-  assign \$72  = \$signal$184  ? pair_valid : valid;
-  assign \$73  = ! \$signal$184 ;
-  assign \$74  = 1'h1 << \$signal$112 ;
-  assign \$75  = \$signal$187  + \$74 ;
-  assign \$76  = \$signal$184  ? \$75  : { 1'h0, \$signal$187  };
-  assign \$77  = ! \$signal$184 ;
-  assign \$78  = \$signal$184  ? 15'h0000 : col[19:5];
-  assign \$79  = set_base0 + \$78 ;
-  assign \$80  = ! \$signal$184 ;
-  assign \$81  = \$signal$184  ? pair_count : count;
-  assign \$82  = ! \$signal$184 ;
-  assign \$83  = \$signal$184  ? pair_data : data;
-  assign \$84  = groups_seen0 < \$signal$197 ;
-  assign \$86  = \$85  ? valid : pair_valid;
-  assign \$88  = 1'h1 << \$signal$112 ;
-  assign \$89  = \$signal$187  + \$88 ;
-  assign \$90  = \$87  ? { 1'h0, \$signal$187  } : \$89 ;
-  assign \$92  = \$91  ? col[19:5] : 15'h0000;
-  assign \$93  = set_base1 + \$92 ;
-  assign \$95  = \$94  ? count : pair_count;
-  assign \$97  = \$96  ? data : pair_data;
-  assign \$98  = groups_seen1 < \$signal$197 ;
-  assign \$99  = col + count;
-  assign \$100  = \$99  == \$signal$207 ;
-  assign \$101  = valid & \$100 ;
-  assign \$102  = pair_count == \$signal$207 ;
-  assign \$103  = pair_valid & \$102 ;
-  assign \$104  = \$101  + \$103 ;
-  assign \$105  = ! \$signal$184 ;
-  assign \$106  = \$signal$184  ? pair_valid : valid;
-  assign \$107  = ! \$signal$184 ;
-  assign \$108  = 1'h1 << \$signal$112 ;
-  assign \$109  = \$signal$187  + \$108 ;
-  assign \$110  = \$signal$184  ? \$109  : { 1'h0, \$signal$187  };
-  assign \$111  = ! \$signal$184 ;
-  assign \$112  = \$signal$184  ? 15'h0000 : col[19:5];
-  assign \$113  = set_base0 + \$112 ;
-  assign \$114  = ! \$signal$184 ;
-  assign \$115  = \$signal$184  ? pair_count : count;
-  assign \$116  = ! \$signal$184 ;
-  assign \$117  = \$signal$184  ? pair_data : data;
-  assign \$118  = groups_seen0 < \$signal$197 ;
-  assign \$120  = \$119  ? valid : pair_valid;
-  assign \$122  = 1'h1 << \$signal$112 ;
-  assign \$123  = \$signal$187  + \$122 ;
-  assign \$124  = \$121  ? { 1'h0, \$signal$187  } : \$123 ;
-  assign \$126  = \$125  ? col[19:5] : 15'h0000;
-  assign \$127  = set_base1 + \$126 ;
-  assign \$129  = \$128  ? count : pair_count;
-  assign \$131  = \$130  ? data : pair_data;
-  assign \$132  = groups_seen1 < \$signal$197 ;
-  assign \$133  = col + count;
-  assign \$134  = \$133  == \$signal$207 ;
-  assign \$135  = valid & \$134 ;
-  assign \$136  = pair_count == \$signal$207 ;
-  assign \$137  = pair_valid & \$136 ;
-  assign \$138  = \$135  + \$137 ;
-  assign \$139  = fold_done | \$signal$211 ;
-  assign \$141  = \$140 [19:0] << \$signal$215 ;
-  assign \$142  = \$signal$214  + \$141 ;
-  assign \$143  = \$36 [5:0] << \$signal$215 ;
-  assign \$144  = \$signal$104  + 1'h1;
-  assign \$146  = \$145  >= \$signal$148 ;
-  assign \$147  = ~ \$146 ;
-  assign \$148  = fold_row + 1'h1;
-  assign \$149  = \$148  < \$signal$217 ;
-  assign \$151  = \$150 [19:0] << \$signal$215 ;
-  assign \$152  = \$signal$214  + \$151 ;
-  assign \$153  = \$36 [5:0] << \$signal$215 ;
-  assign \$154  = \$signal$104  + 1'h1;
-  assign \$156  = \$155  >= \$signal$148 ;
-  assign \$157  = ~ \$156 ;
-  assign \$158  = fold_row + 1'h1;
-  assign \$159  = \$158  < \$signal$217 ;
-  assign \$160  = entry[5:2] == 2'h3;
-  assign \$161  = \$160  ? entry[143:124] : entry[203:184];
-  assign \$162  = entry[5:2] == 2'h3;
-  assign \$163  = \$162  | entry[11];
-  assign \$165  = \$164 [19:0] << \$signal$215 ;
-  assign \$166  = \$signal$214  + \$165 ;
-  assign \$167  = \$36 [5:0] << \$signal$215 ;
-  assign \$168  = \$signal$104  + 1'h1;
-  assign \$170  = \$169  >= \$signal$148 ;
-  assign \$171  = ~ \$170 ;
-  assign \$172  = fold_row + 1'h1;
-  assign \$173  = \$172  < \$signal$217 ;
-  assign \$175  = \$signal$241  + \$174 ;
-  assign \$662  = piece_line * 10'h200;
-  assign \$176  = \$signal$244  >> \$662 ;
-  assign \$665  = piece_line * 7'h40;
-  assign \$177  = \$signal$246  >> \$665 ;
-  assign \$180  = \$signal$159  + 7'h40;
-  assign \$181  = \$180  + stats_offset;
-  assign \$182  = \$signal$162  + fold_row;
-  assign \$184  = \$181  + \$183 ;
-  assign \$185  = cycle - entry[333:270];
-  assign \$186  = ~ busy;
-  assign \$187  = regs[289] << entry[205:204];
-  assign \$188  = ! fsm_state;
-  assign \$189  = fsm_state == 1'h1;
-  assign \$190  = fsm_state == 2'h2;
-  assign \$191  = fsm_state == 2'h3;
-  assign \$192  = fsm_state == 3'h4;
-  assign \$193  = fsm_state == 3'h5;
-  assign \$194  = fsm_state == 3'h6;
-  assign \$195  = fsm_state == 3'h7;
-  assign \$196  = fsm_state == 4'h8;
-  assign \$197  = fsm_state == 4'h9;
-  assign \$198  = fsm_state == 4'ha;
-  assign \$199  = fsm_state == 4'hb;
-  assign \$200  = fsm_state == 4'hc;
-  assign \$201  = fsm_state == 4'hd;
-  assign \$202  = fsm_state == 4'he;
-  assign \$203  = fsm_state == 4'hf;
-  assign \$204  = fsm_state == 5'h10;
-  assign \$205  = fsm_state == 5'h11;
-  assign \$206  = fsm_state == 5'h12;
-  assign \$207  = fsm_state == 5'h13;
-  assign \$208  = fsm_state == 5'h14;
-  assign \$209  = fsm_state == 5'h15;
-  assign \$210  = fsm_state == 5'h16;
-  assign \$211  = fsm_state == 5'h17;
-  assign \$212  = fsm_state == 5'h18;
-  assign \$213  = fsm_state == 5'h19;
-  assign \$214  = fsm_state == 5'h1a;
-  assign \$215  = entry[269:206] - 1'h1;
-  assign \$216  = 1'h1 << regs[259:256];
-  assign \$217  = \$216  - 1'h1;
-  assign \$218  = { 1'h0, \$215 [15:0] } & \$217 ;
-  assign \$219  = $signed(\$218 ) << regs[265:260];
-  assign \$220  = $signed({ 1'h0, regs[63:0] }) + $signed(\$219 );
-  assign \$221  = entry[269:206] - 1'h1;
-  assign \$222  = 1'h1 << regs[259:256];
-  assign \$223  = \$222  - 1'h1;
-  assign \$224  = { 1'h0, \$221 [15:0] } & \$223 ;
-  assign \$225  = $signed(\$224 ) << regs[265:260];
-  assign \$226  = $signed({ 1'h0, regs[127:64] }) + $signed(\$225 );
-  assign \$227  = entry[5:2] == 2'h3;
-  assign \$228  = entry[5:2] == 2'h2;
-  assign \$229  = entry[5:2] == 3'h4;
-  assign \$230  = | \status$271 ;
-  assign \$231  = ~ \busy$273 ;
-  assign \$232  = ~ busy;
-  assign \$233  = \$231  & \$232 ;
-  assign \$234  = valid & last;
-  assign \$235  = entry[5:2] == 2'h2;
-  assign \$236  = ! \$signal$274 ;
-  assign \$237  = entry[5:2] == 2'h3;
-  assign \$238  = entry[5:2] == 3'h4;
-  assign \$239  = \$238  ? 2'h2 : 2'h0;
-  assign \$240  = \$237  ? 2'h3 : \$239 ;
-  assign \$242  = entry[83:20] + \$241 ;
-  assign \$243  = entry[5:2] == 2'h3;
-  assign \$244  = \$243  ? 1'h1 : 1'h0;
-  assign \$245  = \$signal$98  >> \$like ;
-  assign \$246  = 1'h1 << \$like ;
-  assign \$247  = \$246  - 1'h1;
-  assign \$248  = { 1'h0, \$signal$98  } & { \$247 [8], \$247 [8], \$247 [8], \$247 [8], \$247 [8], \$247 [8], \$247 [8], \$247 [8], \$247 [8], \$247 [8], \$247 [8], \$247 [8], \$247  };
-  assign \$249  = \$signal$98  >> \$like ;
-  assign \$250  = \$249  << \$like ;
-  assign \$251  = \$250  * n_cols;
-  assign \$252  = \$27 [19:0] < plan_sets;
-  assign \$253  = \$252  ? \$27 [19:0] : { 18'h00000, plan_sets };
-  assign \$254  = row_groups1 < plan_sets;
-  assign \$255  = \$254  ? row_groups1 : { 18'h00000, plan_sets };
-  assign \$256  = \$signal$98  >> \$like ;
-  assign \$257  = | \$256 ;
-  assign \$258  = n_cols << \$signal$112 ;
-  assign \$259  = rest_rows * n_cols;
-  assign \$260  = ! \$signal$184 ;
-  assign \$261  = col + count;
-  assign \$262  = \$261  == \$signal$207 ;
-  assign \$263  = valid & \$262 ;
-  assign \$264  = pair_count == \$signal$207 ;
-  assign \$265  = pair_valid & \$264 ;
-  assign \$266  = \$signal$184  ? \$265  : \$263 ;
-  assign \$267  = groups_seen0 < \$signal$197 ;
-  assign \$268  = groups_seen0 + 1'h1;
-  assign \$269  = set_index0 + 1'h1;
-  assign \$270  = \$269  == \$signal$197 ;
-  assign \$271  = set_index0 + 1'h1;
-  assign \$272  = set_base0 + \$signal$106 ;
-  assign \$274  = col + count;
-  assign \$275  = \$274  == \$signal$207 ;
-  assign \$276  = valid & \$275 ;
-  assign \$277  = pair_count == \$signal$207 ;
-  assign \$278  = pair_valid & \$277 ;
-  assign \$279  = \$273  ? \$276  : \$278 ;
-  assign \$280  = groups_seen1 < \$signal$197 ;
-  assign \$281  = groups_seen1 + 1'h1;
-  assign \$282  = set_index1 + 1'h1;
-  assign \$283  = \$282  == \$signal$197 ;
-  assign \$284  = set_index1 + 1'h1;
-  assign \$285  = set_base1 + \$signal$106 ;
-  assign \$286  = ended << \$signal$112 ;
-  assign \$287  = \$signal$187  + \$286 ;
-  assign \$288  = \$signal$184  ^ ended[0];
-  assign \$289  = valid & last;
-  assign \$290  = | rest_rows;
-  assign \$291  = ! \$signal$184 ;
-  assign \$292  = col + count;
-  assign \$293  = \$292  == \$signal$207 ;
-  assign \$294  = valid & \$293 ;
-  assign \$295  = pair_count == \$signal$207 ;
-  assign \$296  = pair_valid & \$295 ;
-  assign \$297  = \$signal$184  ? \$296  : \$294 ;
-  assign \$298  = groups_seen0 < \$signal$197 ;
-  assign \$299  = groups_seen0 + 1'h1;
-  assign \$300  = set_index0 + 1'h1;
-  assign \$301  = \$300  == \$signal$197 ;
-  assign \$302  = set_index0 + 1'h1;
-  assign \$303  = set_base0 + \$signal$106 ;
-  assign \$305  = col + count;
-  assign \$306  = \$305  == \$signal$207 ;
-  assign \$307  = valid & \$306 ;
-  assign \$308  = pair_count == \$signal$207 ;
-  assign \$309  = pair_valid & \$308 ;
-  assign \$310  = \$304  ? \$307  : \$309 ;
-  assign \$311  = groups_seen1 < \$signal$197 ;
-  assign \$312  = groups_seen1 + 1'h1;
-  assign \$313  = set_index1 + 1'h1;
-  assign \$314  = \$313  == \$signal$197 ;
-  assign \$315  = set_index1 + 1'h1;
-  assign \$316  = set_base1 + \$signal$106 ;
-  assign \$317  = \ended$208  << \$signal$112 ;
-  assign \$318  = \$signal$187  + \$317 ;
-  assign \$319  = \$signal$184  ^ \ended$208 [0];
-  assign \$320  = valid & last;
-  assign \$321  = drain - 1'h1;
-  assign \$322  = drain == 1'h1;
-  assign \$323  = fold_done | \$signal$211 ;
-  assign \$324  = \$signal$213 [5:0] * 4'h8;
-  assign \$325  = sum_fp16 << \$324 ;
-  assign \$326  = 1'h1 << nbytes;
-  assign \$327  = \$326  - 1'h1;
-  assign \$328  = $signed(\$327 ) << \$signal$213 [5:0];
-  assign \$329  = \$signal$159  + 7'h40;
-  assign \$331  = \$329  + \$330 ;
-  assign \$332  = \$signal$104  + 1'h1;
-  assign \$334  = \$333  >= \$signal$148 ;
-  assign \$335  = ~ \$334 ;
-  assign \$336  = fold_row + 1'h1;
-  assign \$337  = \$336  < \$signal$217 ;
-  assign \$338  = \$signal$104  + 1'h1;
-  assign \$339  = fold_row + 1'h1;
-  assign \$340  = \$signal$148  << \$signal$215 ;
-  assign \$341  = \$signal$214  + \$340 ;
-  assign \$342  = \$signal$148  << \$signal$215 ;
-  assign \$343  = \$signal$214  + \$342 ;
-  assign \$344  = entry[5:2] == 2'h2;
-  assign \$345  = ~ \$344 ;
-  assign \$346  = more & \$345 ;
-  assign \$347  = \$signal$219 [5:0] * 4'h8;
-  assign \$348  = sum_fp32 << \$347 ;
-  assign \$349  = 1'h1 << \nbytes$220 ;
-  assign \$350  = \$349  - 1'h1;
-  assign \$351  = $signed(\$350 ) << \$signal$219 [5:0];
-  assign \$352  = \$signal$159  + 7'h40;
-  assign \$354  = \$352  + \$353 ;
-  assign \$355  = \$signal$104  + 1'h1;
-  assign \$357  = \$356  >= \$signal$148 ;
-  assign \$358  = ~ \$357 ;
-  assign \$359  = fold_row + 1'h1;
-  assign \$360  = \$359  < \$signal$217 ;
-  assign \$361  = \$signal$104  + 1'h1;
-  assign \$362  = fold_row + 1'h1;
-  assign \$363  = \$signal$148  << \$signal$215 ;
-  assign \$364  = \$signal$214  + \$363 ;
-  assign \$365  = \$signal$148  << \$signal$215 ;
-  assign \$366  = \$signal$214  + \$365 ;
-  assign \$367  = entry[5:2] == 2'h2;
-  assign \$368  = ~ \$367 ;
-  assign \$369  = \more$221  & \$368 ;
-  assign \$370  = \$signal$104  + 1'h1;
-  assign \$372  = \$371  >= n_cols;
-  assign \$373  = ~ \$372 ;
-  assign \$374  = fold_row + 1'h1;
-  assign \$375  = \$374  < \$signal$217 ;
-  assign \$376  = \$signal$104  + 1'h1;
-  assign \$377  = fold_row + 1'h1;
-  assign \$378  = dest == 2'h3;
-  assign \$379  = fold_row + 1'h1;
-  assign \$380  = \$379  < \$signal$217 ;
-  assign \$381  = fold_row + 1'h1;
-  assign \$382  = entry[5:2] == 2'h3;
-  assign \$383  = \$signal$237 [5:0] * 4'h8;
-  assign \$384  = rd_in_data << \$383 ;
-  assign \$385  = 1'h1 << \nbytes$238 ;
-  assign \$386  = \$385  - 1'h1;
-  assign \$387  = $signed(\$386 ) << \$signal$237 [5:0];
-  assign \$388  = \$signal$159  + 7'h40;
-  assign \$390  = \$388  + \$389 ;
-  assign \$391  = \$signal$104  + 1'h1;
-  assign \$393  = \$392  >= \$signal$148 ;
-  assign \$394  = ~ \$393 ;
-  assign \$395  = fold_row + 1'h1;
-  assign \$396  = \$395  < \$signal$217 ;
-  assign \$397  = \$signal$104  + 1'h1;
-  assign \$398  = fold_row + 1'h1;
-  assign \$399  = \$signal$148  << \$signal$215 ;
-  assign \$400  = \$signal$214  + \$399 ;
-  assign \$401  = \$signal$148  << \$signal$215 ;
-  assign \$402  = \$signal$214  + \$401 ;
-  assign \$403  = entry[5:2] == 2'h2;
-  assign \$404  = ~ \$403 ;
-  assign \$405  = \more$239  & \$404 ;
-  assign \$406  = ~ busy;
-  assign \$407  = piece_line + 1'h1;
-  assign \$408  = \$407  < 2'h3;
-  assign \$409  = piece_line + 1'h1;
-  assign \$900  = \$409  * 7'h40;
-  assign \$410  = \$signal$246  >> \$900 ;
-  assign \$411  = | \$410 ;
-  assign \$412  = \$408  & \$411 ;
-  assign \$413  = entry[5:2] == 2'h2;
-  assign \$414  = \$signal$280  & \$413 ;
-  assign \$415  = entry[5:2] == 2'h3;
-  assign \$416  = entry[5:2] == 2'h2;
-  assign \$417  = \$416  & entry[11];
-  assign \$418  = \$415  | \$417 ;
-  assign \$419  = piece_line + 1'h1;
-  assign \$420  = ~ busy;
-  assign \$421  = fold_row + 1'h1;
-  assign \$422  = \$421  < \$signal$217 ;
-  assign \$423  = fold_row + 1'h1;
-  assign \$424  = \$signal$162  + 3'h4;
-  assign \$425  = 3'h4 * entry[203:184];
-  assign \$426  = \$signal$164  + \$425 ;
-  assign \$427  = \$signal$162  + 3'h4;
-  assign \$428  = \$427  < entry[183:164];
-  assign \$429  = ~ busy;
-  always @(posedge clk)
-    \$signal$211  <= \$430 ;
-  always @(posedge clk)
-    entry <= \$431 ;
-  always @(posedge clk)
-    fsm_state <= \$432 ;
-  always @(posedge clk)
-    status <= \$433 ;
-  always @(posedge clk)
-    \$signal$160  <= \$434 ;
+  assign \$71  = \$signal$184  >> \$signal$112 ;
+  assign \$72  = split & \$71 [0];
+  assign \$73  = ! \$72 ;
+  assign \$74  = \$72  ? pair_valid : valid;
+  assign \$75  = \$signal$184  >> \$signal$112 ;
+  assign \$76  = split & \$75 [0];
+  assign \$77  = ! \$76 ;
+  assign \$78  = 1'h1 << \$signal$112 ;
+  assign \$79  = \$signal$184  + \$78 ;
+  assign \$80  = \$76  ? \$79  : { 1'h0, \$signal$184  };
+  assign \$81  = \$signal$184  >> \$signal$112 ;
+  assign \$82  = split & \$81 [0];
+  assign \$83  = ! \$82 ;
+  assign \$84  = \$82  ? 15'h0000 : col[19:5];
+  assign \$85  = set_base0 + \$84 ;
+  assign \$86  = \$signal$184  >> \$signal$112 ;
+  assign \$87  = split & \$86 [0];
+  assign \$88  = ! \$87 ;
+  assign \$89  = \$87  ? pair_count : count;
+  assign \$90  = \$signal$184  >> \$signal$112 ;
+  assign \$91  = split & \$90 [0];
+  assign \$92  = ! \$91 ;
+  assign \$93  = \$91  ? pair_data : data;
+  assign \$94  = groups_seen0 < \$signal$196 ;
+  assign \$95  = \$signal$184  >> \$signal$112 ;
+  assign \$96  = split & \$95 [0];
+  assign \$98  = \$97  ? valid : pair_valid;
+  assign \$99  = \$signal$184  >> \$signal$112 ;
+  assign \$100  = split & \$99 [0];
+  assign \$102  = 1'h1 << \$signal$112 ;
+  assign \$103  = \$signal$184  + \$102 ;
+  assign \$104  = \$101  ? { 1'h0, \$signal$184  } : \$103 ;
+  assign \$105  = \$signal$184  >> \$signal$112 ;
+  assign \$106  = split & \$105 [0];
+  assign \$108  = \$107  ? col[19:5] : 15'h0000;
+  assign \$109  = set_base1 + \$108 ;
+  assign \$110  = \$signal$184  >> \$signal$112 ;
+  assign \$111  = split & \$110 [0];
+  assign \$113  = \$112  ? count : pair_count;
+  assign \$114  = \$signal$184  >> \$signal$112 ;
+  assign \$115  = split & \$114 [0];
+  assign \$117  = \$116  ? data : pair_data;
+  assign \$118  = groups_seen1 < \$signal$196 ;
+  assign \$119  = col + count;
+  assign \$120  = \$119  == \$signal$206 ;
+  assign \$121  = valid & \$120 ;
+  assign \$122  = pair_count == \$signal$206 ;
+  assign \$123  = pair_valid & \$122 ;
+  assign \$124  = \$121  + \$123 ;
+  assign \$125  = \$signal$184  >> \$signal$112 ;
+  assign \$126  = split & \$125 [0];
+  assign \$127  = ! \$126 ;
+  assign \$128  = \$126  ? pair_valid : valid;
+  assign \$129  = \$signal$184  >> \$signal$112 ;
+  assign \$130  = split & \$129 [0];
+  assign \$131  = ! \$130 ;
+  assign \$132  = 1'h1 << \$signal$112 ;
+  assign \$133  = \$signal$184  + \$132 ;
+  assign \$134  = \$130  ? \$133  : { 1'h0, \$signal$184  };
+  assign \$135  = \$signal$184  >> \$signal$112 ;
+  assign \$136  = split & \$135 [0];
+  assign \$137  = ! \$136 ;
+  assign \$138  = \$136  ? 15'h0000 : col[19:5];
+  assign \$139  = set_base0 + \$138 ;
+  assign \$140  = \$signal$184  >> \$signal$112 ;
+  assign \$141  = split & \$140 [0];
+  assign \$142  = ! \$141 ;
+  assign \$143  = \$141  ? pair_count : count;
+  assign \$144  = \$signal$184  >> \$signal$112 ;
+  assign \$145  = split & \$144 [0];
+  assign \$146  = ! \$145 ;
+  assign \$147  = \$145  ? pair_data : data;
+  assign \$148  = groups_seen0 < \$signal$196 ;
+  assign \$149  = \$signal$184  >> \$signal$112 ;
+  assign \$150  = split & \$149 [0];
+  assign \$152  = \$151  ? valid : pair_valid;
+  assign \$153  = \$signal$184  >> \$signal$112 ;
+  assign \$154  = split & \$153 [0];
+  assign \$156  = 1'h1 << \$signal$112 ;
+  assign \$157  = \$signal$184  + \$156 ;
+  assign \$158  = \$155  ? { 1'h0, \$signal$184  } : \$157 ;
+  assign \$159  = \$signal$184  >> \$signal$112 ;
+  assign \$160  = split & \$159 [0];
+  assign \$162  = \$161  ? col[19:5] : 15'h0000;
+  assign \$163  = set_base1 + \$162 ;
+  assign \$164  = \$signal$184  >> \$signal$112 ;
+  assign \$165  = split & \$164 [0];
+  assign \$167  = \$166  ? count : pair_count;
+  assign \$168  = \$signal$184  >> \$signal$112 ;
+  assign \$169  = split & \$168 [0];
+  assign \$171  = \$170  ? data : pair_data;
+  assign \$172  = groups_seen1 < \$signal$196 ;
+  assign \$173  = col + count;
+  assign \$174  = \$173  == \$signal$206 ;
+  assign \$175  = valid & \$174 ;
+  assign \$176  = pair_count == \$signal$206 ;
+  assign \$177  = pair_valid & \$176 ;
+  assign \$178  = \$175  + \$177 ;
+  assign \$179  = fold_done | \$signal$210 ;
+  assign \$181  = \$180 [19:0] << \$signal$214 ;
+  assign \$182  = \$signal$213  + \$181 ;
+  assign \$183  = \$36 [5:0] << \$signal$214 ;
+  assign \$184  = \$signal$104  + 1'h1;
+  assign \$186  = \$185  >= \$signal$148 ;
+  assign \$187  = ~ \$186 ;
+  assign \$188  = fold_row + 1'h1;
+  assign \$189  = \$188  < \$signal$216 ;
+  assign \$191  = \$190 [19:0] << \$signal$214 ;
+  assign \$192  = \$signal$213  + \$191 ;
+  assign \$193  = \$36 [5:0] << \$signal$214 ;
+  assign \$194  = \$signal$104  + 1'h1;
+  assign \$196  = \$195  >= \$signal$148 ;
+  assign \$197  = ~ \$196 ;
+  assign \$198  = fold_row + 1'h1;
+  assign \$199  = \$198  < \$signal$216 ;
+  assign \$200  = entry[5:2] == 2'h3;
+  assign \$201  = \$200  ? entry[143:124] : entry[203:184];
+  assign \$202  = entry[5:2] == 2'h3;
+  assign \$203  = \$202  | entry[11];
+  assign \$205  = \$204 [19:0] << \$signal$214 ;
+  assign \$206  = \$signal$213  + \$205 ;
+  assign \$207  = \$36 [5:0] << \$signal$214 ;
+  assign \$208  = \$signal$104  + 1'h1;
+  assign \$210  = \$209  >= \$signal$148 ;
+  assign \$211  = ~ \$210 ;
+  assign \$212  = fold_row + 1'h1;
+  assign \$213  = \$212  < \$signal$216 ;
+  assign \$214  = entry[5:2] == 2'h2;
+  assign \$215  = ~ \$214 ;
+  assign \$216  = \$signal$239  & \$215 ;
+  assign \$217  = ! piece_line;
+  assign \$218  = \$216  & \$217 ;
+  assign \$220  = \$signal$241  + \$219 ;
+  assign \$747  = piece_line * 10'h200;
+  assign \$221  = \$signal$243  >> \$747 ;
+  assign \$750  = piece_line * 7'h40;
+  assign \$222  = \$signal$245  >> \$750 ;
+  assign \$225  = \$signal$159  + 7'h40;
+  assign \$226  = \$225  + stats_offset;
+  assign \$227  = \$signal$162  + fold_row;
+  assign \$229  = \$226  + \$228 ;
+  assign \$230  = cycle - entry[333:270];
+  assign \$231  = ~ busy;
+  assign \$232  = regs[289] << entry[205:204];
+  assign \$233  = ! fsm_state;
+  assign \$234  = fsm_state == 1'h1;
+  assign \$235  = fsm_state == 2'h2;
+  assign \$236  = fsm_state == 2'h3;
+  assign \$237  = fsm_state == 3'h4;
+  assign \$238  = fsm_state == 3'h5;
+  assign \$239  = fsm_state == 3'h6;
+  assign \$240  = fsm_state == 3'h7;
+  assign \$241  = fsm_state == 4'h8;
+  assign \$242  = fsm_state == 4'h9;
+  assign \$243  = fsm_state == 4'ha;
+  assign \$244  = fsm_state == 4'hb;
+  assign \$245  = fsm_state == 4'hc;
+  assign \$246  = fsm_state == 4'hd;
+  assign \$247  = fsm_state == 4'he;
+  assign \$248  = fsm_state == 4'hf;
+  assign \$249  = fsm_state == 5'h10;
+  assign \$250  = fsm_state == 5'h11;
+  assign \$251  = fsm_state == 5'h12;
+  assign \$252  = fsm_state == 5'h13;
+  assign \$253  = fsm_state == 5'h14;
+  assign \$254  = fsm_state == 5'h15;
+  assign \$255  = fsm_state == 5'h16;
+  assign \$256  = fsm_state == 5'h17;
+  assign \$257  = fsm_state == 5'h18;
+  assign \$258  = fsm_state == 5'h19;
+  assign \$259  = fsm_state == 5'h1a;
+  assign \$260  = entry[269:206] - 1'h1;
+  assign \$261  = 1'h1 << regs[259:256];
+  assign \$262  = \$261  - 1'h1;
+  assign \$263  = { 1'h0, \$260 [15:0] } & \$262 ;
+  assign \$264  = $signed(\$263 ) << regs[265:260];
+  assign \$265  = $signed({ 1'h0, regs[63:0] }) + $signed(\$264 );
+  assign \$266  = entry[269:206] - 1'h1;
+  assign \$267  = 1'h1 << regs[259:256];
+  assign \$268  = \$267  - 1'h1;
+  assign \$269  = { 1'h0, \$266 [15:0] } & \$268 ;
+  assign \$270  = $signed(\$269 ) << regs[265:260];
+  assign \$271  = $signed({ 1'h0, regs[127:64] }) + $signed(\$270 );
+  assign \$272  = entry[5:2] == 2'h3;
+  assign \$273  = entry[5:2] == 2'h2;
+  assign \$274  = entry[5:2] == 3'h4;
+  assign \$275  = | \status$270 ;
+  assign \$276  = ~ \busy$272 ;
+  assign \$277  = ~ busy;
+  assign \$278  = \$276  & \$277 ;
+  assign \$279  = valid & last;
+  assign \$280  = entry[5:2] == 2'h2;
+  assign \$281  = ! \$signal$273 ;
+  assign \$282  = entry[5:2] == 2'h3;
+  assign \$283  = entry[5:2] == 3'h4;
+  assign \$284  = \$283  ? 2'h2 : 2'h0;
+  assign \$285  = \$282  ? 2'h3 : \$284 ;
+  assign \$287  = entry[83:20] + \$286 ;
+  assign \$288  = entry[5:2] == 2'h3;
+  assign \$289  = \$288  ? 1'h1 : 1'h0;
+  assign \$290  = \$signal$98  >> \$like ;
+  assign \$291  = 1'h1 << \$like ;
+  assign \$292  = \$291  - 1'h1;
+  assign \$293  = { 1'h0, \$signal$98  } & { \$292 [8], \$292 [8], \$292 [8], \$292 [8], \$292 [8], \$292 [8], \$292 [8], \$292 [8], \$292 [8], \$292 [8], \$292 [8], \$292 [8], \$292  };
+  assign \$294  = \$signal$98  >> \$like ;
+  assign \$295  = \$294  << \$like ;
+  assign \$296  = \$295  * n_cols;
+  assign \$297  = \$27 [19:0] < plan_sets;
+  assign \$298  = \$297  ? \$27 [19:0] : { 18'h00000, plan_sets };
+  assign \$299  = row_groups1 < plan_sets;
+  assign \$300  = \$299  ? row_groups1 : { 18'h00000, plan_sets };
+  assign \$301  = \$signal$98  >> \$like ;
+  assign \$302  = | \$301 ;
+  assign \$303  = n_cols << \$signal$112 ;
+  assign \$304  = rest_rows * n_cols;
+  assign \$305  = \$signal$184  >> \$signal$112 ;
+  assign \$306  = split & \$305 [0];
+  assign \$307  = ! \$306 ;
+  assign \$308  = col + count;
+  assign \$309  = \$308  == \$signal$206 ;
+  assign \$310  = valid & \$309 ;
+  assign \$311  = pair_count == \$signal$206 ;
+  assign \$312  = pair_valid & \$311 ;
+  assign \$313  = \$306  ? \$312  : \$310 ;
+  assign \$314  = groups_seen0 < \$signal$196 ;
+  assign \$315  = groups_seen0 + 1'h1;
+  assign \$316  = set_index0 + 1'h1;
+  assign \$317  = \$316  == \$signal$196 ;
+  assign \$318  = set_index0 + 1'h1;
+  assign \$319  = set_base0 + \$signal$106 ;
+  assign \$320  = \$signal$184  >> \$signal$112 ;
+  assign \$321  = split & \$320 [0];
+  assign \$323  = col + count;
+  assign \$324  = \$323  == \$signal$206 ;
+  assign \$325  = valid & \$324 ;
+  assign \$326  = pair_count == \$signal$206 ;
+  assign \$327  = pair_valid & \$326 ;
+  assign \$328  = \$322  ? \$325  : \$327 ;
+  assign \$329  = groups_seen1 < \$signal$196 ;
+  assign \$330  = groups_seen1 + 1'h1;
+  assign \$331  = set_index1 + 1'h1;
+  assign \$332  = \$331  == \$signal$196 ;
+  assign \$333  = set_index1 + 1'h1;
+  assign \$334  = set_base1 + \$signal$106 ;
+  assign \$335  = ended << \$signal$112 ;
+  assign \$336  = \$signal$184  + \$335 ;
+  assign \$337  = valid & last;
+  assign \$338  = | rest_rows;
+  assign \$339  = \$signal$184  >> \$signal$112 ;
+  assign \$340  = split & \$339 [0];
+  assign \$341  = ! \$340 ;
+  assign \$342  = col + count;
+  assign \$343  = \$342  == \$signal$206 ;
+  assign \$344  = valid & \$343 ;
+  assign \$345  = pair_count == \$signal$206 ;
+  assign \$346  = pair_valid & \$345 ;
+  assign \$347  = \$340  ? \$346  : \$344 ;
+  assign \$348  = groups_seen0 < \$signal$196 ;
+  assign \$349  = groups_seen0 + 1'h1;
+  assign \$350  = set_index0 + 1'h1;
+  assign \$351  = \$350  == \$signal$196 ;
+  assign \$352  = set_index0 + 1'h1;
+  assign \$353  = set_base0 + \$signal$106 ;
+  assign \$354  = \$signal$184  >> \$signal$112 ;
+  assign \$355  = split & \$354 [0];
+  assign \$357  = col + count;
+  assign \$358  = \$357  == \$signal$206 ;
+  assign \$359  = valid & \$358 ;
+  assign \$360  = pair_count == \$signal$206 ;
+  assign \$361  = pair_valid & \$360 ;
+  assign \$362  = \$356  ? \$359  : \$361 ;
+  assign \$363  = groups_seen1 < \$signal$196 ;
+  assign \$364  = groups_seen1 + 1'h1;
+  assign \$365  = set_index1 + 1'h1;
+  assign \$366  = \$365  == \$signal$196 ;
+  assign \$367  = set_index1 + 1'h1;
+  assign \$368  = set_base1 + \$signal$106 ;
+  assign \$369  = \ended$207  << \$signal$112 ;
+  assign \$370  = \$signal$184  + \$369 ;
+  assign \$371  = valid & last;
+  assign \$372  = drain - 1'h1;
+  assign \$373  = drain == 1'h1;
+  assign \$374  = fold_done | \$signal$210 ;
+  assign \$375  = \$signal$212 [5:0] * 4'h8;
+  assign \$376  = sum_fp16 << \$375 ;
+  assign \$377  = 1'h1 << nbytes;
+  assign \$378  = \$377  - 1'h1;
+  assign \$379  = $signed(\$378 ) << \$signal$212 [5:0];
+  assign \$380  = \$signal$159  + 7'h40;
+  assign \$382  = \$380  + \$381 ;
+  assign \$383  = \$signal$104  + 1'h1;
+  assign \$385  = \$384  >= \$signal$148 ;
+  assign \$386  = ~ \$385 ;
+  assign \$387  = fold_row + 1'h1;
+  assign \$388  = \$387  < \$signal$216 ;
+  assign \$389  = \$signal$104  + 1'h1;
+  assign \$390  = fold_row + 1'h1;
+  assign \$391  = \$signal$148  << \$signal$214 ;
+  assign \$392  = \$signal$213  + \$391 ;
+  assign \$393  = \$signal$148  << \$signal$214 ;
+  assign \$394  = \$signal$213  + \$393 ;
+  assign \$395  = \$signal$218 [5:0] * 4'h8;
+  assign \$396  = sum_fp32 << \$395 ;
+  assign \$397  = 1'h1 << \nbytes$219 ;
+  assign \$398  = \$397  - 1'h1;
+  assign \$399  = $signed(\$398 ) << \$signal$218 [5:0];
+  assign \$400  = \$signal$159  + 7'h40;
+  assign \$402  = \$400  + \$401 ;
+  assign \$403  = \$signal$104  + 1'h1;
+  assign \$405  = \$404  >= \$signal$148 ;
+  assign \$406  = ~ \$405 ;
+  assign \$407  = fold_row + 1'h1;
+  assign \$408  = \$407  < \$signal$216 ;
+  assign \$409  = \$signal$104  + 1'h1;
+  assign \$410  = fold_row + 1'h1;
+  assign \$411  = \$signal$148  << \$signal$214 ;
+  assign \$412  = \$signal$213  + \$411 ;
+  assign \$413  = \$signal$148  << \$signal$214 ;
+  assign \$414  = \$signal$213  + \$413 ;
+  assign \$415  = \$signal$104  + 1'h1;
+  assign \$417  = \$416  >= n_cols;
+  assign \$418  = ~ \$417 ;
+  assign \$419  = fold_row + 1'h1;
+  assign \$420  = \$419  < \$signal$216 ;
+  assign \$421  = \$signal$104  + 1'h1;
+  assign \$422  = fold_row + 1'h1;
+  assign \$423  = dest == 2'h3;
+  assign \$424  = fold_row + 1'h1;
+  assign \$425  = \$424  < \$signal$216 ;
+  assign \$426  = fold_row + 1'h1;
+  assign \$427  = entry[5:2] == 2'h3;
+  assign \$428  = \$signal$236 [5:0] * 4'h8;
+  assign \$429  = rd_in_data << \$428 ;
+  assign \$430  = 1'h1 << \nbytes$237 ;
+  assign \$431  = \$430  - 1'h1;
+  assign \$432  = $signed(\$431 ) << \$signal$236 [5:0];
+  assign \$433  = \$signal$159  + 7'h40;
+  assign \$435  = \$433  + \$434 ;
+  assign \$436  = \$signal$104  + 1'h1;
+  assign \$438  = \$437  >= \$signal$148 ;
+  assign \$439  = ~ \$438 ;
+  assign \$440  = fold_row + 1'h1;
+  assign \$441  = \$440  < \$signal$216 ;
+  assign \$442  = \$signal$104  + 1'h1;
+  assign \$443  = fold_row + 1'h1;
+  assign \$444  = \$signal$148  << \$signal$214 ;
+  assign \$445  = \$signal$213  + \$444 ;
+  assign \$446  = \$signal$148  << \$signal$214 ;
+  assign \$447  = \$signal$213  + \$446 ;
+  assign \$448  = ~ busy;
+  assign \$449  = piece_line + 1'h1;
+  assign \$450  = \$449  < 2'h3;
+  assign \$451  = piece_line + 1'h1;
+  assign \$982  = \$451  * 7'h40;
+  assign \$452  = \$signal$245  >> \$982 ;
+  assign \$453  = | \$452 ;
+  assign \$454  = \$450  & \$453 ;
+  assign \$455  = entry[5:2] == 2'h2;
+  assign \$456  = \$signal$239  & \$455 ;
+  assign \$457  = entry[5:2] == 2'h3;
+  assign \$458  = entry[5:2] == 2'h2;
+  assign \$459  = \$458  & entry[11];
+  assign \$460  = \$457  | \$459 ;
+  assign \$461  = piece_line + 1'h1;
+  assign \$462  = ~ busy;
+  assign \$463  = fold_row + 1'h1;
+  assign \$464  = \$463  < \$signal$216 ;
+  assign \$465  = fold_row + 1'h1;
+  assign \$466  = \$signal$162  + 3'h4;
+  assign \$467  = 3'h4 * entry[203:184];
   \ndp_device.control_unit.compute  compute (
     .acc_addr(acc_addr),
     .acc_addr1(acc_addr1),
@@ -4073,9 +4149,9 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
     .is_load(is_load),
     .log2_slot(regs[267:260]),
     .operand_lines(operand_lines),
-    .\port$5603$128 (regs[255:128]),
+    .\port$5640$128 (regs[255:128]),
     .stats_offset(stats_offset),
-    .status(\status$271 )
+    .status(\status$270 )
   );
   \ndp_device.control_unit.reader  reader (
     .addr(bus__araddr),
@@ -4086,7 +4162,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
     .bus__arvalid(bus__arvalid),
     .bus__rlast(bus__rlast),
     .bus__rvalid(bus__rvalid),
-    .busy(\busy$273 ),
+    .busy(\busy$272 ),
     .clk(clk),
     .out__data(src__data),
     .out__valid(out__valid),
@@ -4108,7 +4184,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
     .rst(rst),
     .src_addr(src_addr),
     .src_data(src_data),
-    .start(\start$234 )
+    .start(\start$233 )
   );
   \ndp_device.control_unit.unpacker  unpacker (
     .beats(\beats$169 ),
@@ -4317,2016 +4393,6 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
     .start(\start$152 ),
     .\strb$33 (strb)
   );
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$436  = \$signal$162 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          \$436  = 20'h00000;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h10:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
-          /* empty */;
-      5'h15:
-          /* empty */;
-      5'h11:
-          /* empty */;
-      5'h16:
-          /* empty */;
-      5'h17:
-          /* empty */;
-      5'h19:
-          /* empty */;
-      5'h18:
-          \$436  = \$424 [19:0];
-    endcase
-    if (rst) begin
-      \$436  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$437  = \$signal$164 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          \$437  = 44'h00000000000;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h10:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
-          /* empty */;
-      5'h15:
-          /* empty */;
-      5'h11:
-          /* empty */;
-      5'h16:
-          /* empty */;
-      5'h17:
-          /* empty */;
-      5'h19:
-          /* empty */;
-      5'h18:
-          \$437  = \$426 [43:0];
-    endcase
-    if (rst) begin
-      \$437  = 44'h00000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$438  = \$signal$214 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          \$438  = 48'h000000000000;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h10:
-          if (\$323 ) begin
-            casez (dest)
-              2'h0:
-                  (* full_case = 32'd1 *)
-                  if (\$335 ) begin
-                  end else if (\$337 ) begin
-                    \$438  = \$341 [47:0];
-                  end else begin
-                    \$438  = \$343 [47:0];
-                  end
-              2'h1:
-                  (* full_case = 32'd1 *)
-                  if (\$358 ) begin
-                  end else if (\$360 ) begin
-                    \$438  = \$364 [47:0];
-                  end else begin
-                    \$438  = \$366 [47:0];
-                  end
-            endcase
-          end
-      5'h12:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
-          /* empty */;
-      5'h15:
-          (* full_case = 32'd1 *)
-          if (\$394 ) begin
-          end else if (\$396 ) begin
-            \$438  = \$400 [47:0];
-          end else begin
-            \$438  = \$402 [47:0];
-          end
-    endcase
-    if (rst) begin
-      \$438  = 48'h000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$439  = \$signal$215 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          (* full_case = 32'd1 *)
-          if (\$227 ) begin
-            \$439  = 2'h2;
-          end else if (\$228 ) begin
-            \$439  = 2'h1;
-          end else if (\$229 ) begin
-            \$439  = 2'h1;
-          end else begin
-            \$439  = 2'h1;
-          end
-    endcase
-    if (rst) begin
-      \$439  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$440  = \$signal$148 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          (* full_case = 32'd1 *)
-          if (\$227 ) begin
-            \$440  = entry[123:104];
-          end else if (\$228 ) begin
-            \$440  = entry[203:184];
-          end else if (\$229 ) begin
-            \$440  = entry[123:104];
-          end else begin
-            \$440  = entry[143:124];
-          end
-    endcase
-    if (rst) begin
-      \$440  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$441  = \$signal$217 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          \$441  = \$signal$161 ;
-    endcase
-    if (rst) begin
-      \$441  = 3'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$442  = \$signal$274 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          \$442  = 1'h0;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h10:
-          /* empty */;
-      5'h12:
-          (* full_case = 32'd1 *)
-          if (\$373 ) begin
-          end else if (\$375 ) begin
-          end else begin
-            \$442  = 1'h1;
-          end
-    endcase
-    if (rst) begin
-      \$442  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$443  = fold_row;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          if (\$234 ) begin
-            \$443  = 2'h0;
-          end
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          if (\$322 ) begin
-            \$443  = 2'h0;
-          end
-      5'h0f:
-          /* empty */;
-      5'h10:
-          if (\$323 ) begin
-            casez (dest)
-              2'h0:
-                  (* full_case = 32'd1 *)
-                  if (\$335 ) begin
-                  end else if (\$337 ) begin
-                    \$443  = \$339 [1:0];
-                  end else begin
-                    \$443  = 2'h0;
-                  end
-              2'h1:
-                  (* full_case = 32'd1 *)
-                  if (\$358 ) begin
-                  end else if (\$360 ) begin
-                    \$443  = \$362 [1:0];
-                  end else begin
-                    \$443  = 2'h0;
-                  end
-            endcase
-          end
-      5'h12:
-          (* full_case = 32'd1 *)
-          if (\$373 ) begin
-          end else if (\$375 ) begin
-            \$443  = \$377 [1:0];
-          end else begin
-            \$443  = 2'h0;
-          end
-      5'h07:
-          /* empty */;
-      5'h13:
-          if (done) begin
-            (* full_case = 32'd1 *)
-            if (\$380 ) begin
-              \$443  = \$381 [1:0];
-            end else begin
-              \$443  = 2'h0;
-            end
-          end
-      5'h14:
-          /* empty */;
-      5'h15:
-          (* full_case = 32'd1 *)
-          if (\$394 ) begin
-          end else if (\$396 ) begin
-            \$443  = \$398 [1:0];
-          end else begin
-            \$443  = 2'h0;
-          end
-      5'h11:
-          /* empty */;
-      5'h16:
-          /* empty */;
-      5'h17:
-          /* empty */;
-      5'h19:
-          if (\$420 ) begin
-            if (\$422 ) begin
-              \$443  = \$423 [1:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$443  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$444  = \$signal$104 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          if (\$234 ) begin
-            \$444  = 20'h00000;
-          end
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          if (\$322 ) begin
-            \$444  = 20'h00000;
-          end
-      5'h0f:
-          /* empty */;
-      5'h10:
-          if (\$323 ) begin
-            casez (dest)
-              2'h0:
-                  (* full_case = 32'd1 *)
-                  if (\$335 ) begin
-                    \$444  = \$338 [19:0];
-                  end else if (\$337 ) begin
-                    \$444  = 20'h00000;
-                  end else begin
-                    \$444  = 20'h00000;
-                  end
-              2'h1:
-                  (* full_case = 32'd1 *)
-                  if (\$358 ) begin
-                    \$444  = \$361 [19:0];
-                  end else if (\$360 ) begin
-                    \$444  = 20'h00000;
-                  end else begin
-                    \$444  = 20'h00000;
-                  end
-            endcase
-          end
-      5'h12:
-          (* full_case = 32'd1 *)
-          if (\$373 ) begin
-            \$444  = \$376 [19:0];
-          end else if (\$375 ) begin
-            \$444  = 20'h00000;
-          end else begin
-            \$444  = 20'h00000;
-          end
-      5'h07:
-          /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
-          /* empty */;
-      5'h15:
-          (* full_case = 32'd1 *)
-          if (\$394 ) begin
-            \$444  = \$397 [19:0];
-          end else if (\$396 ) begin
-            \$444  = 20'h00000;
-          end else begin
-            \$444  = 20'h00000;
-          end
-    endcase
-    if (rst) begin
-      \$444  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$445  = \$signal$178 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          (* full_case = 32'd1 *)
-          if (\$236 ) begin
-            \$445  = entry[83:20];
-          end else begin
-            \$445  = \$242 [63:0];
-          end
-    endcase
-    if (rst) begin
-      \$445  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$446  = \$signal$98 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          (* full_case = 32'd1 *)
-          if (\$236 ) begin
-            \$446  = entry[123:104];
-          end else begin
-            \$446  = entry[143:124];
-          end
-    endcase
-    if (rst) begin
-      \$446  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$447  = n_cols;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          (* full_case = 32'd1 *)
-          if (\$236 ) begin
-            \$447  = entry[143:124];
-          end else begin
-            \$447  = entry[123:104];
-          end
-    endcase
-    if (rst) begin
-      \$447  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$448  = dest;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          (* full_case = 32'd1 *)
-          if (\$236 ) begin
-            \$448  = \$240 ;
-          end else begin
-            \$448  = { 1'h0, \$244  };
-          end
-    endcase
-    if (rst) begin
-      \$448  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$449  = \$signal$112 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$449  = \$like ;
-    endcase
-    if (rst) begin
-      \$449  = 3'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$450  = \$signal$106 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$450  = \$16 [19:0];
-    endcase
-    if (rst) begin
-      \$450  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$451  = \$signal$197 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$451  = plan_sets;
-    endcase
-    if (rst) begin
-      \$451  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$452  = \$signal$180 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$452  = \$245 ;
-    endcase
-    if (rst) begin
-      \$452  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$453  = rest_rows;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$453  = \$248 [4:0];
-    endcase
-    if (rst) begin
-      \$453  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$454  = main_elems;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$454  = \$251 [43:0];
-    endcase
-    if (rst) begin
-      \$454  = 44'h00000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$455  = \$signal$187 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$455  = 20'h00000;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          \$455  = \$287 [19:0];
-      5'h0d:
-          \$455  = \$318 [19:0];
-    endcase
-    if (rst) begin
-      \$455  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$456  = \$signal$184 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$456  = 1'h0;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          if (split) begin
-            \$456  = \$288 ;
-          end
-      5'h0d:
-          if (split) begin
-            \$456  = \$319 ;
-          end
-    endcase
-    if (rst) begin
-      \$456  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$457  = fold_sets;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$457  = \$253 [1:0];
-    endcase
-    if (rst) begin
-      \$457  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$458  = groups_seen0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$458  = 2'h0;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          if (\$266 ) begin
-            if (\$267 ) begin
-              \$458  = \$268 [1:0];
-            end
-          end
-      5'h0d:
-          if (\$297 ) begin
-            if (\$298 ) begin
-              \$458  = \$299 [1:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$458  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$459  = set_index0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$459  = 2'h0;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          if (\$266 ) begin
-            (* full_case = 32'd1 *)
-            if (\$270 ) begin
-              \$459  = 2'h0;
-            end else begin
-              \$459  = \$271 [1:0];
-            end
-          end
-      5'h0d:
-          if (\$297 ) begin
-            (* full_case = 32'd1 *)
-            if (\$301 ) begin
-              \$459  = 2'h0;
-            end else begin
-              \$459  = \$302 [1:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$459  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$460  = set_base0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$460  = 20'h00000;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          if (\$266 ) begin
-            (* full_case = 32'd1 *)
-            if (\$270 ) begin
-              \$460  = 20'h00000;
-            end else begin
-              \$460  = \$272 [19:0];
-            end
-          end
-      5'h0d:
-          if (\$297 ) begin
-            (* full_case = 32'd1 *)
-            if (\$301 ) begin
-              \$460  = 20'h00000;
-            end else begin
-              \$460  = \$303 [19:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$460  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$461  = fold_sets1;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$461  = \$255 [1:0];
-    endcase
-    if (rst) begin
-      \$461  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$462  = groups_seen1;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$462  = 2'h0;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          if (\$279 ) begin
-            if (\$280 ) begin
-              \$462  = \$281 [1:0];
-            end
-          end
-      5'h0d:
-          if (\$310 ) begin
-            if (\$311 ) begin
-              \$462  = \$312 [1:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$462  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$463  = set_index1;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$463  = 2'h0;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          if (\$279 ) begin
-            (* full_case = 32'd1 *)
-            if (\$283 ) begin
-              \$463  = 2'h0;
-            end else begin
-              \$463  = \$284 [1:0];
-            end
-          end
-      5'h0d:
-          if (\$310 ) begin
-            (* full_case = 32'd1 *)
-            if (\$314 ) begin
-              \$463  = 2'h0;
-            end else begin
-              \$463  = \$315 [1:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$463  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$464  = set_base1;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$464  = 20'h00000;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          if (\$279 ) begin
-            (* full_case = 32'd1 *)
-            if (\$283 ) begin
-              \$464  = 20'h00000;
-            end else begin
-              \$464  = \$285 [19:0];
-            end
-          end
-      5'h0d:
-          if (\$310 ) begin
-            (* full_case = 32'd1 *)
-            if (\$314 ) begin
-              \$464  = 20'h00000;
-            end else begin
-              \$464  = \$316 [19:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$464  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$465  = \$signal$207 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          \$465  = \$258 [19:0];
-      5'h0b:
-          \$465  = \$259 [19:0];
-    endcase
-    if (rst) begin
-      \$465  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$466  = drain;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          \$466  = 3'h5;
-      5'h0d:
-          \$466  = 3'h5;
-      5'h0e:
-          \$466  = \$321 [2:0];
-    endcase
-    if (rst) begin
-      \$466  = 3'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$467  = \$signal$244 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h10:
-          if (\$323 ) begin
-            casez (dest)
-              2'h0:
-                  \$467  = { 1'h0, \$325  };
-              2'h1:
-                  \$467  = \$348 [1535:0];
-            endcase
-          end
-      5'h12:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
-          /* empty */;
-      5'h15:
-          \$467  = { 1'h0, \$384  };
-    endcase
-    if (rst) begin
-      \$467  = 1536'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$468  = \$signal$246 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h10:
-          if (\$323 ) begin
-            casez (dest)
-              2'h0:
-                  \$468  = \$328 [191:0];
-              2'h1:
-                  \$468  = \$351 [191:0];
-            endcase
-          end
-      5'h12:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
-          /* empty */;
-      5'h15:
-          \$468  = \$387 [191:0];
-    endcase
-    if (rst) begin
-      \$468  = 192'h000000000000000000000000000000000000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$469  = \$signal$241 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h10:
-          if (\$323 ) begin
-            casez (dest)
-              2'h0:
-                  \$469  = \$331 [63:0];
-              2'h1:
-                  \$469  = \$354 [63:0];
-            endcase
-          end
-      5'h12:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
-          /* empty */;
-      5'h15:
-          \$469  = \$390 [63:0];
-    endcase
-    if (rst) begin
-      \$469  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$470  = piece_line;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h10:
-          if (\$323 ) begin
-            casez (dest)
-              2'h0:
-                  \$470  = 2'h0;
-              2'h1:
-                  \$470  = 2'h0;
-            endcase
-          end
-      5'h12:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
-          /* empty */;
-      5'h15:
-          \$470  = 2'h0;
-      5'h11:
-          /* empty */;
-      5'h16:
-          if (\$406 ) begin
-            if (\$412 ) begin
-              \$470  = \$419 [1:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$470  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$471  = \$signal$280 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h10:
-          if (\$323 ) begin
-            casez (dest)
-              2'h0:
-                  \$471  = more;
-              2'h1:
-                  \$471  = \more$221 ;
-            endcase
-          end
-      5'h12:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
-          /* empty */;
-      5'h15:
-          \$471  = \more$239 ;
-    endcase
-    if (rst) begin
-      \$471  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$472  = \$signal$240 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h10:
-          if (\$323 ) begin
-            casez (dest)
-              2'h0:
-                  \$472  = \$346 ;
-              2'h1:
-                  \$472  = \$369 ;
-            endcase
-          end
-      5'h12:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
-          /* empty */;
-      5'h15:
-          \$472  = \$405 ;
-      5'h11:
-          if (\$signal$240 ) begin
-            \$472  = 1'h0;
-          end
-    endcase
-    if (rst) begin
-      \$472  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$473  = anchor_m0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h10:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h13:
-          if (done) begin
-            casez (fold_row)
-              2'h0:
-                  \$473  = m;
-            endcase
-          end
-    endcase
-    if (rst) begin
-      \$473  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$474  = anchor_m1;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h10:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h13:
-          if (done) begin
-            casez (fold_row)
-              2'h0:
-                  /* empty */;
-              2'h1:
-                  \$474  = m;
-            endcase
-          end
-    endcase
-    if (rst) begin
-      \$474  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$475  = anchor_m2;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h10:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h13:
-          if (done) begin
-            casez (fold_row)
-              2'h0:
-                  /* empty */;
-              2'h1:
-                  /* empty */;
-              2'h2:
-                  \$475  = m;
-            endcase
-          end
-    endcase
-    if (rst) begin
-      \$475  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$476  = anchor_m3;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h10:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h13:
-          if (done) begin
-            (* full_case = 32'd1 *)
-            casez (fold_row)
-              2'h0:
-                  /* empty */;
-              2'h1:
-                  /* empty */;
-              2'h2:
-                  /* empty */;
-              2'h3:
-                  \$476  = m;
-            endcase
-          end
-    endcase
-    if (rst) begin
-      \$476  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$477  = anchor_l0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h10:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h13:
-          if (done) begin
-            casez (fold_row)
-              2'h0:
-                  \$477  = l;
-            endcase
-          end
-    endcase
-    if (rst) begin
-      \$477  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$478  = anchor_l1;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h10:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h13:
-          if (done) begin
-            casez (fold_row)
-              2'h0:
-                  /* empty */;
-              2'h1:
-                  \$478  = l;
-            endcase
-          end
-    endcase
-    if (rst) begin
-      \$478  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$479  = anchor_l2;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h10:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h13:
-          if (done) begin
-            casez (fold_row)
-              2'h0:
-                  /* empty */;
-              2'h1:
-                  /* empty */;
-              2'h2:
-                  \$479  = l;
-            endcase
-          end
-    endcase
-    if (rst) begin
-      \$479  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$480  = anchor_l3;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h10:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h13:
-          if (done) begin
-            (* full_case = 32'd1 *)
-            casez (fold_row)
-              2'h0:
-                  /* empty */;
-              2'h1:
-                  /* empty */;
-              2'h2:
-                  /* empty */;
-              2'h3:
-                  \$480  = l;
-            endcase
-          end
-    endcase
-    if (rst) begin
-      \$480  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    (* full_case = 32'd1 *)
-    casez (fold_row)
-      2'h0:
-          \$178  = anchor_m0;
-      2'h1:
-          \$178  = anchor_m1;
-      2'h2:
-          \$178  = anchor_m2;
-      2'h3:
-          \$178  = anchor_m3;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    (* full_case = 32'd1 *)
-    casez (fold_row)
-      2'h0:
-          \$179  = anchor_l0;
-      2'h1:
-          \$179  = anchor_l1;
-      2'h2:
-          \$179  = anchor_l2;
-      2'h3:
-          \$179  = anchor_l3;
-    endcase
-  end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     (* full_case = 32'd1 *)
@@ -6610,11 +4676,11 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h15:
           /* empty */;
       5'h11:
-          \addr$158  = \$175 [63:0];
+          \addr$158  = \$220 [63:0];
       5'h16:
           /* empty */;
       5'h17:
-          \addr$158  = \$184 [63:0];
+          \addr$158  = \$229 [63:0];
       5'h19:
           /* empty */;
       5'h18:
@@ -6818,7 +4884,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0f:
           /* empty */;
       5'h10:
-          if (\$139 ) begin
+          if (\$179 ) begin
             casez (dest)
               2'h0:
                   /* empty */;
@@ -6869,7 +4935,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0f:
           /* empty */;
       5'h10:
-          if (\$139 ) begin
+          if (\$179 ) begin
             casez (dest)
               2'h0:
                   /* empty */;
@@ -6920,7 +4986,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0f:
           /* empty */;
       5'h10:
-          if (\$139 ) begin
+          if (\$179 ) begin
             casez (dest)
               2'h0:
                   /* empty */;
@@ -6971,7 +5037,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0f:
           /* empty */;
       5'h10:
-          if (\$139 ) begin
+          if (\$179 ) begin
             casez (dest)
               2'h0:
                   /* empty */;
@@ -7038,9 +5104,9 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0b:
           /* empty */;
       5'h0c:
-          mac = \$72 ;
+          mac = \$74 ;
       5'h0d:
-          mac = \$106 ;
+          mac = \$128 ;
     endcase
   end
   always @* begin
@@ -7068,9 +5134,9 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0b:
           /* empty */;
       5'h0c:
-          k_base = \$76 [19:0];
+          k_base = \$80 [19:0];
       5'h0d:
-          k_base = \$110 [19:0];
+          k_base = \$134 [19:0];
     endcase
   end
   always @* begin
@@ -7098,9 +5164,9 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0b:
           /* empty */;
       5'h0c:
-          acc_addr = \$79 [6:0];
+          acc_addr = \$85 [6:0];
       5'h0d:
-          acc_addr = \$113 [6:0];
+          acc_addr = \$139 [6:0];
     endcase
   end
   always @* begin
@@ -7128,9 +5194,9 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0b:
           /* empty */;
       5'h0c:
-          active = \$81 ;
+          active = \$89 ;
       5'h0d:
-          active = \$115 ;
+          active = \$143 ;
     endcase
   end
   always @* begin
@@ -7158,9 +5224,9 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0b:
           /* empty */;
       5'h0c:
-          w_data = \$83 ;
+          w_data = \$93 ;
       5'h0d:
-          w_data = \$117 ;
+          w_data = \$147 ;
     endcase
   end
   always @* begin
@@ -7188,9 +5254,9 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0b:
           /* empty */;
       5'h0c:
-          first = \$84 ;
+          first = \$94 ;
       5'h0d:
-          first = \$118 ;
+          first = \$148 ;
     endcase
   end
   always @* begin
@@ -7218,9 +5284,9 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0b:
           /* empty */;
       5'h0c:
-          mac1 = \$86 ;
+          mac1 = \$98 ;
       5'h0d:
-          mac1 = \$120 ;
+          mac1 = \$152 ;
     endcase
   end
   always @* begin
@@ -7248,9 +5314,9 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0b:
           /* empty */;
       5'h0c:
-          k_base1 = \$90 [19:0];
+          k_base1 = \$104 [19:0];
       5'h0d:
-          k_base1 = \$124 [19:0];
+          k_base1 = \$158 [19:0];
     endcase
   end
   always @* begin
@@ -7278,9 +5344,9 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0b:
           /* empty */;
       5'h0c:
-          acc_addr1 = \$93 [6:0];
+          acc_addr1 = \$109 [6:0];
       5'h0d:
-          acc_addr1 = \$127 [6:0];
+          acc_addr1 = \$163 [6:0];
     endcase
   end
   always @* begin
@@ -7308,9 +5374,9 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0b:
           /* empty */;
       5'h0c:
-          active1 = \$95 ;
+          active1 = \$113 ;
       5'h0d:
-          active1 = \$129 ;
+          active1 = \$167 ;
     endcase
   end
   always @* begin
@@ -7338,9 +5404,9 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0b:
           /* empty */;
       5'h0c:
-          w_data1 = \$97 ;
+          w_data1 = \$117 ;
       5'h0d:
-          w_data1 = \$131 ;
+          w_data1 = \$171 ;
     endcase
   end
   always @* begin
@@ -7368,9 +5434,9 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0b:
           /* empty */;
       5'h0c:
-          first1 = \$98 ;
+          first1 = \$118 ;
       5'h0d:
-          first1 = \$132 ;
+          first1 = \$172 ;
     endcase
   end
   always @* begin
@@ -7398,12 +5464,12 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0b:
           /* empty */;
       5'h0c:
-          ended = \$104 ;
+          ended = \$124 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \ended$208  = 2'h0;
+    \ended$207  = 2'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -7428,7 +5494,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0c:
           /* empty */;
       5'h0d:
-          \ended$208  = \$138 ;
+          \ended$207  = \$178 ;
     endcase
   end
   always @* begin
@@ -7476,14 +5542,12 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h15:
           /* empty */;
       5'h11:
-          if (\$signal$240 ) begin
-            fold_start = 1'h1;
-          end
+          fold_start = \$218 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$signal$213  = 48'h000000000000;
+    \$signal$212  = 48'h000000000000;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -7514,10 +5578,10 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0f:
           /* empty */;
       5'h10:
-          if (\$139 ) begin
+          if (\$179 ) begin
             casez (dest)
               2'h0:
-                  \$signal$213  = \$142 [47:0];
+                  \$signal$212  = \$182 [47:0];
             endcase
           end
     endcase
@@ -7555,10 +5619,10 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0f:
           /* empty */;
       5'h10:
-          if (\$139 ) begin
+          if (\$179 ) begin
             casez (dest)
               2'h0:
-                  nbytes = \$143 [7:0];
+                  nbytes = \$183 [7:0];
             endcase
           end
     endcase
@@ -7596,12 +5660,12 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0f:
           /* empty */;
       5'h10:
-          if (\$139 ) begin
+          if (\$179 ) begin
             casez (dest)
               2'h0:
-                  if (\$147 ) begin
+                  if (\$187 ) begin
                     more = 1'h1;
-                  end else if (\$149 ) begin
+                  end else if (\$189 ) begin
                     more = 1'h1;
                   end
             endcase
@@ -7610,7 +5674,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$signal$219  = 48'h000000000000;
+    \$signal$218  = 48'h000000000000;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -7641,19 +5705,19 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0f:
           /* empty */;
       5'h10:
-          if (\$139 ) begin
+          if (\$179 ) begin
             casez (dest)
               2'h0:
                   /* empty */;
               2'h1:
-                  \$signal$219  = \$152 [47:0];
+                  \$signal$218  = \$192 [47:0];
             endcase
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \nbytes$220  = 8'h00;
+    \nbytes$219  = 8'h00;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -7684,19 +5748,19 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0f:
           /* empty */;
       5'h10:
-          if (\$139 ) begin
+          if (\$179 ) begin
             casez (dest)
               2'h0:
                   /* empty */;
               2'h1:
-                  \nbytes$220  = \$153 [7:0];
+                  \nbytes$219  = \$193 [7:0];
             endcase
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \more$221  = 1'h0;
+    \more$220  = 1'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -7727,15 +5791,15 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0f:
           /* empty */;
       5'h10:
-          if (\$139 ) begin
+          if (\$179 ) begin
             casez (dest)
               2'h0:
                   /* empty */;
               2'h1:
-                  if (\$157 ) begin
-                    \more$221  = 1'h1;
-                  end else if (\$159 ) begin
-                    \more$221  = 1'h1;
+                  if (\$197 ) begin
+                    \more$220  = 1'h1;
+                  end else if (\$199 ) begin
+                    \more$220  = 1'h1;
                   end
             endcase
           end
@@ -7774,7 +5838,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0f:
           /* empty */;
       5'h10:
-          if (\$139 ) begin
+          if (\$179 ) begin
             (* full_case = 32'd1 *)
             casez (dest)
               2'h0:
@@ -7822,7 +5886,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0f:
           /* empty */;
       5'h10:
-          if (\$139 ) begin
+          if (\$179 ) begin
             (* full_case = 32'd1 *)
             casez (dest)
               2'h0:
@@ -7870,7 +5934,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0f:
           /* empty */;
       5'h10:
-          if (\$139 ) begin
+          if (\$179 ) begin
             (* full_case = 32'd1 *)
             casez (dest)
               2'h0:
@@ -7918,7 +5982,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0f:
           /* empty */;
       5'h10:
-          if (\$139 ) begin
+          if (\$179 ) begin
             (* full_case = 32'd1 *)
             casez (dest)
               2'h0:
@@ -8023,7 +6087,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \start$234  = 1'h0;
+    \start$233  = 1'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8058,7 +6122,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h12:
           /* empty */;
       5'h07:
-          \start$234  = 1'h1;
+          \start$233  = 1'h1;
     endcase
   end
   always @* begin
@@ -8098,7 +6162,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h12:
           /* empty */;
       5'h07:
-          length = \$161 ;
+          length = \$201 ;
     endcase
   end
   always @* begin
@@ -8138,12 +6202,12 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h12:
           /* empty */;
       5'h07:
-          partial = \$163 ;
+          partial = \$203 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$signal$237  = 48'h000000000000;
+    \$signal$236  = 48'h000000000000;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8184,12 +6248,12 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h14:
           /* empty */;
       5'h15:
-          \$signal$237  = \$166 [47:0];
+          \$signal$236  = \$206 [47:0];
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \nbytes$238  = 8'h00;
+    \nbytes$237  = 8'h00;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8230,12 +6294,12 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h14:
           /* empty */;
       5'h15:
-          \nbytes$238  = \$167 [7:0];
+          \nbytes$237  = \$207 [7:0];
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \more$239  = 1'h0;
+    \more$238  = 1'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8276,10 +6340,10 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h14:
           /* empty */;
       5'h15:
-          if (\$171 ) begin
-            \more$239  = 1'h1;
-          end else if (\$173 ) begin
-            \more$239  = 1'h1;
+          if (\$211 ) begin
+            \more$238  = 1'h1;
+          end else if (\$213 ) begin
+            \more$238  = 1'h1;
           end
     endcase
   end
@@ -8328,17 +6392,17 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h15:
           /* empty */;
       5'h11:
-          line = \$176 ;
+          line = \$221 ;
       5'h16:
           /* empty */;
       5'h17:
-          line = \line$247 ;
+          line = \line$246 ;
       5'h19:
           /* empty */;
       5'h18:
           /* empty */;
       5'h02:
-          line = \$signal$259 ;
+          line = \$signal$258 ;
     endcase
   end
   always @* begin
@@ -8386,7 +6450,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h15:
           /* empty */;
       5'h11:
-          strb = \$177 ;
+          strb = \$222 ;
       5'h16:
           /* empty */;
       5'h17:
@@ -8401,7 +6465,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \line$247  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    \line$246  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8448,7 +6512,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h16:
           /* empty */;
       5'h17:
-          \line$247  = { 448'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, \$179 , \$178  };
+          \line$246  = { 448'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, \$224 , \$223  };
     endcase
   end
   always @* begin
@@ -8511,7 +6575,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$signal$259  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    \$signal$258  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8564,7 +6628,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h18:
           /* empty */;
       5'h02:
-          \$signal$259  = { 320'h00000000000000000000000000000000000000000000000000000000000000000000000000000000, \$185 [63:0], 32'h00000000, status_word, entry[269:206] };
+          \$signal$258  = { 320'h00000000000000000000000000000000000000000000000000000000000000000000000000000000, \$230 [63:0], 32'h00000000, status_word, entry[269:206] };
     endcase
   end
   always @* begin
@@ -8624,7 +6688,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h02:
           /* empty */;
       5'h1a:
-          if (\$186 ) begin
+          if (\$231 ) begin
             done_valid = 1'h1;
           end
     endcase
@@ -8686,7 +6750,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h02:
           /* empty */;
       5'h1a:
-          if (\$186 ) begin
+          if (\$231 ) begin
             done_queue = entry[205:204];
           end
     endcase
@@ -8748,7 +6812,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h02:
           /* empty */;
       5'h1a:
-          if (\$186 ) begin
+          if (\$231 ) begin
             done_seq = entry[237:206];
           end
     endcase
@@ -8810,7 +6874,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h02:
           /* empty */;
       5'h1a:
-          if (\$186 ) begin
+          if (\$231 ) begin
             done_status = status;
           end
     endcase
@@ -8872,234 +6936,2147 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h02:
           /* empty */;
       5'h1a:
-          if (\$186 ) begin
-            irq = \$187 ;
+          if (\$231 ) begin
+            irq = \$232 ;
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$430  = \$signal$211 ;
+    \$472  = \$signal$210 ;
     if (fold_start) begin
-      \$430  = 1'h0;
+      \$472  = 1'h0;
     end else if (fold_done) begin
-      \$430  = 1'h1;
+      \$472  = 1'h1;
     end
     if (rst) begin
-      \$430  = 1'h0;
+      \$472  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$431  = entry;
+    \$473  = entry;
     casez (fsm_state)
       5'h00:
           if (pop_valid) begin
-            \$431  = pop;
+            \$473  = pop;
           end
     endcase
     if (rst) begin
-      \$431  = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$473  = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$432  = fsm_state;
+    \$474  = fsm_state;
     casez (fsm_state)
       5'h00:
           if (pop_valid) begin
-            \$432  = 5'h01;
+            \$474  = 5'h01;
           end
       5'h01:
           (* full_case = 32'd1 *)
-          if (\$230 ) begin
-            \$432  = 5'h02;
+          if (\$275 ) begin
+            \$474  = 5'h02;
           end else if (is_compute) begin
-            \$432  = 5'h03;
+            \$474  = 5'h03;
           end else begin
-            \$432  = 5'h04;
+            \$474  = 5'h04;
           end
       5'h04:
-          \$432  = 5'h05;
+          \$474  = 5'h05;
       5'h05:
-          if (\$233 ) begin
-            \$432  = 5'h02;
+          if (\$278 ) begin
+            \$474  = 5'h02;
           end
       5'h03:
-          \$432  = 5'h06;
+          \$474  = 5'h06;
       5'h06:
-          if (\$234 ) begin
+          if (\$279 ) begin
             (* full_case = 32'd1 *)
-            if (\$235 ) begin
-              \$432  = 5'h07;
+            if (\$280 ) begin
+              \$474  = 5'h07;
             end else begin
-              \$432  = 5'h08;
+              \$474  = 5'h08;
             end
           end
       5'h08:
-          \$432  = 5'h09;
+          \$474  = 5'h09;
       5'h09:
           (* full_case = 32'd1 *)
-          if (\$257 ) begin
-            \$432  = 5'h0a;
+          if (\$302 ) begin
+            \$474  = 5'h0a;
           end else begin
-            \$432  = 5'h0b;
+            \$474  = 5'h0b;
           end
       5'h0a:
-          \$432  = 5'h0c;
+          \$474  = 5'h0c;
       5'h0b:
-          \$432  = 5'h0d;
+          \$474  = 5'h0d;
       5'h0c:
-          if (\$289 ) begin
+          if (\$337 ) begin
             (* full_case = 32'd1 *)
-            if (\$290 ) begin
-              \$432  = 5'h0b;
+            if (\$338 ) begin
+              \$474  = 5'h0b;
             end else begin
-              \$432  = 5'h0e;
+              \$474  = 5'h0e;
             end
           end
       5'h0d:
-          if (\$320 ) begin
-            \$432  = 5'h0e;
+          if (\$371 ) begin
+            \$474  = 5'h0e;
           end
       5'h0e:
-          if (\$322 ) begin
-            \$432  = 5'h0f;
+          if (\$373 ) begin
+            \$474  = 5'h0f;
           end
       5'h0f:
-          \$432  = 5'h10;
+          \$474  = 5'h10;
       5'h10:
-          if (\$323 ) begin
+          if (\$374 ) begin
             (* full_case = 32'd1 *)
             casez (dest)
               2'h0:
-                  \$432  = 5'h11;
+                  \$474  = 5'h11;
               2'h1:
-                  \$432  = 5'h11;
+                  \$474  = 5'h11;
               2'h2:
-                  \$432  = 5'h12;
+                  \$474  = 5'h12;
               2'h3:
-                  \$432  = 5'h12;
+                  \$474  = 5'h12;
             endcase
           end
       5'h12:
           (* full_case = 32'd1 *)
-          if (\$373 ) begin
-            \$432  = 5'h0f;
-          end else if (\$375 ) begin
-            \$432  = 5'h0f;
+          if (\$418 ) begin
+            \$474  = 5'h0f;
+          end else if (\$420 ) begin
+            \$474  = 5'h0f;
           end else begin
             (* full_case = 32'd1 *)
-            if (\$378 ) begin
-              \$432  = 5'h07;
+            if (\$423 ) begin
+              \$474  = 5'h07;
             end else begin
-              \$432  = 5'h08;
+              \$474  = 5'h08;
             end
           end
       5'h07:
-          \$432  = 5'h13;
+          \$474  = 5'h13;
       5'h13:
           if (done) begin
             (* full_case = 32'd1 *)
-            if (\$380 ) begin
-              \$432  = 5'h07;
+            if (\$425 ) begin
+              \$474  = 5'h07;
             end else begin
               (* full_case = 32'd1 *)
-              if (\$382 ) begin
-                \$432  = 5'h08;
+              if (\$427 ) begin
+                \$474  = 5'h08;
               end else begin
-                \$432  = 5'h14;
+                \$474  = 5'h14;
               end
             end
           end
       5'h14:
-          \$432  = 5'h15;
+          \$474  = 5'h15;
       5'h15:
-          \$432  = 5'h11;
+          \$474  = 5'h11;
       5'h11:
-          \$432  = 5'h16;
+          \$474  = 5'h16;
       5'h16:
-          if (\$406 ) begin
+          if (\$448 ) begin
             (* full_case = 32'd1 *)
-            if (\$412 ) begin
-              \$432  = 5'h11;
-            end else if (\$414 ) begin
-              \$432  = 5'h14;
-            end else if (\$signal$280 ) begin
-              \$432  = 5'h10;
-            end else if (\$418 ) begin
-              \$432  = 5'h17;
+            if (\$454 ) begin
+              \$474  = 5'h11;
+            end else if (\$456 ) begin
+              \$474  = 5'h14;
+            end else if (\$signal$239 ) begin
+              \$474  = 5'h10;
+            end else if (\$460 ) begin
+              \$474  = 5'h17;
             end else begin
-              \$432  = 5'h18;
+              \$474  = 5'h18;
             end
           end
       5'h17:
-          \$432  = 5'h19;
+          \$474  = 5'h19;
       5'h19:
-          if (\$420 ) begin
+          if (\$462 ) begin
             (* full_case = 32'd1 *)
-            if (\$422 ) begin
-              \$432  = 5'h17;
+            if (\$464 ) begin
+              \$474  = 5'h17;
             end else begin
-              \$432  = 5'h18;
+              \$474  = 5'h18;
             end
           end
       5'h18:
           (* full_case = 32'd1 *)
-          if (\$428 ) begin
-            \$432  = 5'h03;
+          if (\$470 ) begin
+            \$474  = 5'h03;
           end else begin
-            \$432  = 5'h02;
+            \$474  = 5'h02;
           end
       5'h02:
-          \$432  = 5'h1a;
+          \$474  = 5'h1a;
       5'h1a:
-          if (\$429 ) begin
-            \$432  = 5'h00;
+          if (\$471 ) begin
+            \$474  = 5'h00;
           end
     endcase
     if (rst) begin
-      \$432  = 5'h00;
+      \$474  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$433  = status;
+    \$475  = status;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          \$433  = \status$271 ;
+          \$475  = \status$270 ;
     endcase
     if (rst) begin
-      \$433  = 8'h00;
+      \$475  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$434  = \$signal$160 ;
+    \$476  = \$signal$160 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          \$434  = \$220 [63:0];
+          \$476  = \$265 [63:0];
     endcase
     if (rst) begin
-      \$434  = 64'h0000000000000000;
+      \$476  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$435  = \$signal$159 ;
+    \$477  = \$signal$159 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          \$435  = \$226 [63:0];
+          \$477  = \$271 [63:0];
     endcase
     if (rst) begin
-      \$435  = 64'h0000000000000000;
+      \$477  = 64'h0000000000000000;
     end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$478  = \$signal$162 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          \$478  = 20'h00000;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          /* empty */;
+      5'h15:
+          /* empty */;
+      5'h11:
+          /* empty */;
+      5'h16:
+          /* empty */;
+      5'h17:
+          /* empty */;
+      5'h19:
+          /* empty */;
+      5'h18:
+          \$478  = \$466 [19:0];
+    endcase
+    if (rst) begin
+      \$478  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$479  = \$signal$164 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          \$479  = 44'h00000000000;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          /* empty */;
+      5'h15:
+          /* empty */;
+      5'h11:
+          /* empty */;
+      5'h16:
+          /* empty */;
+      5'h17:
+          /* empty */;
+      5'h19:
+          /* empty */;
+      5'h18:
+          \$479  = \$468 [43:0];
+    endcase
+    if (rst) begin
+      \$479  = 44'h00000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$480  = \$signal$213 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          \$480  = 48'h000000000000;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          if (\$374 ) begin
+            casez (dest)
+              2'h0:
+                  (* full_case = 32'd1 *)
+                  if (\$386 ) begin
+                  end else if (\$388 ) begin
+                    \$480  = \$392 [47:0];
+                  end else begin
+                    \$480  = \$394 [47:0];
+                  end
+              2'h1:
+                  (* full_case = 32'd1 *)
+                  if (\$406 ) begin
+                  end else if (\$408 ) begin
+                    \$480  = \$412 [47:0];
+                  end else begin
+                    \$480  = \$414 [47:0];
+                  end
+            endcase
+          end
+      5'h12:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          /* empty */;
+      5'h15:
+          (* full_case = 32'd1 *)
+          if (\$439 ) begin
+          end else if (\$441 ) begin
+            \$480  = \$445 [47:0];
+          end else begin
+            \$480  = \$447 [47:0];
+          end
+    endcase
+    if (rst) begin
+      \$480  = 48'h000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$481  = \$signal$214 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          (* full_case = 32'd1 *)
+          if (\$272 ) begin
+            \$481  = 2'h2;
+          end else if (\$273 ) begin
+            \$481  = 2'h1;
+          end else if (\$274 ) begin
+            \$481  = 2'h1;
+          end else begin
+            \$481  = 2'h1;
+          end
+    endcase
+    if (rst) begin
+      \$481  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$482  = \$signal$148 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          (* full_case = 32'd1 *)
+          if (\$272 ) begin
+            \$482  = entry[123:104];
+          end else if (\$273 ) begin
+            \$482  = entry[203:184];
+          end else if (\$274 ) begin
+            \$482  = entry[123:104];
+          end else begin
+            \$482  = entry[143:124];
+          end
+    endcase
+    if (rst) begin
+      \$482  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$483  = \$signal$216 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          \$483  = \$signal$161 ;
+    endcase
+    if (rst) begin
+      \$483  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$484  = \$signal$273 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          \$484  = 1'h0;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h12:
+          (* full_case = 32'd1 *)
+          if (\$418 ) begin
+          end else if (\$420 ) begin
+          end else begin
+            \$484  = 1'h1;
+          end
+    endcase
+    if (rst) begin
+      \$484  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$485  = fold_row;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          if (\$279 ) begin
+            \$485  = 2'h0;
+          end
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          if (\$373 ) begin
+            \$485  = 2'h0;
+          end
+      5'h0f:
+          /* empty */;
+      5'h10:
+          if (\$374 ) begin
+            casez (dest)
+              2'h0:
+                  (* full_case = 32'd1 *)
+                  if (\$386 ) begin
+                  end else if (\$388 ) begin
+                    \$485  = \$390 [1:0];
+                  end else begin
+                    \$485  = 2'h0;
+                  end
+              2'h1:
+                  (* full_case = 32'd1 *)
+                  if (\$406 ) begin
+                  end else if (\$408 ) begin
+                    \$485  = \$410 [1:0];
+                  end else begin
+                    \$485  = 2'h0;
+                  end
+            endcase
+          end
+      5'h12:
+          (* full_case = 32'd1 *)
+          if (\$418 ) begin
+          end else if (\$420 ) begin
+            \$485  = \$422 [1:0];
+          end else begin
+            \$485  = 2'h0;
+          end
+      5'h07:
+          /* empty */;
+      5'h13:
+          if (done) begin
+            (* full_case = 32'd1 *)
+            if (\$425 ) begin
+              \$485  = \$426 [1:0];
+            end else begin
+              \$485  = 2'h0;
+            end
+          end
+      5'h14:
+          /* empty */;
+      5'h15:
+          (* full_case = 32'd1 *)
+          if (\$439 ) begin
+          end else if (\$441 ) begin
+            \$485  = \$443 [1:0];
+          end else begin
+            \$485  = 2'h0;
+          end
+      5'h11:
+          /* empty */;
+      5'h16:
+          /* empty */;
+      5'h17:
+          /* empty */;
+      5'h19:
+          if (\$462 ) begin
+            if (\$464 ) begin
+              \$485  = \$465 [1:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \$485  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$486  = \$signal$104 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          if (\$279 ) begin
+            \$486  = 20'h00000;
+          end
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          if (\$373 ) begin
+            \$486  = 20'h00000;
+          end
+      5'h0f:
+          /* empty */;
+      5'h10:
+          if (\$374 ) begin
+            casez (dest)
+              2'h0:
+                  (* full_case = 32'd1 *)
+                  if (\$386 ) begin
+                    \$486  = \$389 [19:0];
+                  end else if (\$388 ) begin
+                    \$486  = 20'h00000;
+                  end else begin
+                    \$486  = 20'h00000;
+                  end
+              2'h1:
+                  (* full_case = 32'd1 *)
+                  if (\$406 ) begin
+                    \$486  = \$409 [19:0];
+                  end else if (\$408 ) begin
+                    \$486  = 20'h00000;
+                  end else begin
+                    \$486  = 20'h00000;
+                  end
+            endcase
+          end
+      5'h12:
+          (* full_case = 32'd1 *)
+          if (\$418 ) begin
+            \$486  = \$421 [19:0];
+          end else if (\$420 ) begin
+            \$486  = 20'h00000;
+          end else begin
+            \$486  = 20'h00000;
+          end
+      5'h07:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          /* empty */;
+      5'h15:
+          (* full_case = 32'd1 *)
+          if (\$439 ) begin
+            \$486  = \$442 [19:0];
+          end else if (\$441 ) begin
+            \$486  = 20'h00000;
+          end else begin
+            \$486  = 20'h00000;
+          end
+    endcase
+    if (rst) begin
+      \$486  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$487  = \$signal$178 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          (* full_case = 32'd1 *)
+          if (\$281 ) begin
+            \$487  = entry[83:20];
+          end else begin
+            \$487  = \$287 [63:0];
+          end
+    endcase
+    if (rst) begin
+      \$487  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$488  = \$signal$98 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          (* full_case = 32'd1 *)
+          if (\$281 ) begin
+            \$488  = entry[123:104];
+          end else begin
+            \$488  = entry[143:124];
+          end
+    endcase
+    if (rst) begin
+      \$488  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$489  = n_cols;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          (* full_case = 32'd1 *)
+          if (\$281 ) begin
+            \$489  = entry[143:124];
+          end else begin
+            \$489  = entry[123:104];
+          end
+    endcase
+    if (rst) begin
+      \$489  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$490  = dest;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          (* full_case = 32'd1 *)
+          if (\$281 ) begin
+            \$490  = \$285 ;
+          end else begin
+            \$490  = { 1'h0, \$289  };
+          end
+    endcase
+    if (rst) begin
+      \$490  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$491  = \$signal$112 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$491  = \$like ;
+    endcase
+    if (rst) begin
+      \$491  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$492  = \$signal$106 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$492  = \$16 [19:0];
+    endcase
+    if (rst) begin
+      \$492  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$493  = \$signal$196 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$493  = plan_sets;
+    endcase
+    if (rst) begin
+      \$493  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$494  = \$signal$180 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$494  = \$290 ;
+    endcase
+    if (rst) begin
+      \$494  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$495  = rest_rows;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$495  = \$293 [4:0];
+    endcase
+    if (rst) begin
+      \$495  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$496  = main_elems;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$496  = \$296 [43:0];
+    endcase
+    if (rst) begin
+      \$496  = 44'h00000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$497  = \$signal$184 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$497  = 20'h00000;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          \$497  = \$336 [19:0];
+      5'h0d:
+          \$497  = \$370 [19:0];
+    endcase
+    if (rst) begin
+      \$497  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$498  = fold_sets;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$498  = \$298 [1:0];
+    endcase
+    if (rst) begin
+      \$498  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$499  = groups_seen0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$499  = 2'h0;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          if (\$313 ) begin
+            if (\$314 ) begin
+              \$499  = \$315 [1:0];
+            end
+          end
+      5'h0d:
+          if (\$347 ) begin
+            if (\$348 ) begin
+              \$499  = \$349 [1:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \$499  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$500  = set_index0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$500  = 2'h0;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          if (\$313 ) begin
+            (* full_case = 32'd1 *)
+            if (\$317 ) begin
+              \$500  = 2'h0;
+            end else begin
+              \$500  = \$318 [1:0];
+            end
+          end
+      5'h0d:
+          if (\$347 ) begin
+            (* full_case = 32'd1 *)
+            if (\$351 ) begin
+              \$500  = 2'h0;
+            end else begin
+              \$500  = \$352 [1:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \$500  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$501  = set_base0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$501  = 20'h00000;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          if (\$313 ) begin
+            (* full_case = 32'd1 *)
+            if (\$317 ) begin
+              \$501  = 20'h00000;
+            end else begin
+              \$501  = \$319 [19:0];
+            end
+          end
+      5'h0d:
+          if (\$347 ) begin
+            (* full_case = 32'd1 *)
+            if (\$351 ) begin
+              \$501  = 20'h00000;
+            end else begin
+              \$501  = \$353 [19:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \$501  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$502  = fold_sets1;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$502  = \$300 [1:0];
+    endcase
+    if (rst) begin
+      \$502  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$503  = groups_seen1;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$503  = 2'h0;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          if (\$328 ) begin
+            if (\$329 ) begin
+              \$503  = \$330 [1:0];
+            end
+          end
+      5'h0d:
+          if (\$362 ) begin
+            if (\$363 ) begin
+              \$503  = \$364 [1:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \$503  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$504  = set_index1;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$504  = 2'h0;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          if (\$328 ) begin
+            (* full_case = 32'd1 *)
+            if (\$332 ) begin
+              \$504  = 2'h0;
+            end else begin
+              \$504  = \$333 [1:0];
+            end
+          end
+      5'h0d:
+          if (\$362 ) begin
+            (* full_case = 32'd1 *)
+            if (\$366 ) begin
+              \$504  = 2'h0;
+            end else begin
+              \$504  = \$367 [1:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \$504  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$505  = set_base1;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$505  = 20'h00000;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          if (\$328 ) begin
+            (* full_case = 32'd1 *)
+            if (\$332 ) begin
+              \$505  = 20'h00000;
+            end else begin
+              \$505  = \$334 [19:0];
+            end
+          end
+      5'h0d:
+          if (\$362 ) begin
+            (* full_case = 32'd1 *)
+            if (\$366 ) begin
+              \$505  = 20'h00000;
+            end else begin
+              \$505  = \$368 [19:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \$505  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$506  = \$signal$206 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          \$506  = \$303 [19:0];
+      5'h0b:
+          \$506  = \$304 [19:0];
+    endcase
+    if (rst) begin
+      \$506  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$507  = drain;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          \$507  = 3'h5;
+      5'h0d:
+          \$507  = 3'h5;
+      5'h0e:
+          \$507  = \$372 [2:0];
+    endcase
+    if (rst) begin
+      \$507  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$508  = \$signal$243 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          if (\$374 ) begin
+            casez (dest)
+              2'h0:
+                  \$508  = { 1'h0, \$376  };
+              2'h1:
+                  \$508  = \$396 [1535:0];
+            endcase
+          end
+      5'h12:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          /* empty */;
+      5'h15:
+          \$508  = { 1'h0, \$429  };
+    endcase
+    if (rst) begin
+      \$508  = 1536'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$509  = \$signal$245 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          if (\$374 ) begin
+            casez (dest)
+              2'h0:
+                  \$509  = \$379 [191:0];
+              2'h1:
+                  \$509  = \$399 [191:0];
+            endcase
+          end
+      5'h12:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          /* empty */;
+      5'h15:
+          \$509  = \$432 [191:0];
+    endcase
+    if (rst) begin
+      \$509  = 192'h000000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$510  = \$signal$241 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          if (\$374 ) begin
+            casez (dest)
+              2'h0:
+                  \$510  = \$382 [63:0];
+              2'h1:
+                  \$510  = \$402 [63:0];
+            endcase
+          end
+      5'h12:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          /* empty */;
+      5'h15:
+          \$510  = \$435 [63:0];
+    endcase
+    if (rst) begin
+      \$510  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$511  = piece_line;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          if (\$374 ) begin
+            casez (dest)
+              2'h0:
+                  \$511  = 2'h0;
+              2'h1:
+                  \$511  = 2'h0;
+            endcase
+          end
+      5'h12:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          /* empty */;
+      5'h15:
+          \$511  = 2'h0;
+      5'h11:
+          /* empty */;
+      5'h16:
+          if (\$448 ) begin
+            if (\$454 ) begin
+              \$511  = \$461 [1:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \$511  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$512  = \$signal$239 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          if (\$374 ) begin
+            casez (dest)
+              2'h0:
+                  \$512  = more;
+              2'h1:
+                  \$512  = \more$220 ;
+            endcase
+          end
+      5'h12:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          /* empty */;
+      5'h15:
+          \$512  = \more$238 ;
+    endcase
+    if (rst) begin
+      \$512  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$513  = anchor_m0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h13:
+          if (done) begin
+            casez (fold_row)
+              2'h0:
+                  \$513  = m;
+            endcase
+          end
+    endcase
+    if (rst) begin
+      \$513  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$514  = anchor_m1;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h13:
+          if (done) begin
+            casez (fold_row)
+              2'h0:
+                  /* empty */;
+              2'h1:
+                  \$514  = m;
+            endcase
+          end
+    endcase
+    if (rst) begin
+      \$514  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$515  = anchor_m2;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h13:
+          if (done) begin
+            casez (fold_row)
+              2'h0:
+                  /* empty */;
+              2'h1:
+                  /* empty */;
+              2'h2:
+                  \$515  = m;
+            endcase
+          end
+    endcase
+    if (rst) begin
+      \$515  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$516  = anchor_m3;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h13:
+          if (done) begin
+            (* full_case = 32'd1 *)
+            casez (fold_row)
+              2'h0:
+                  /* empty */;
+              2'h1:
+                  /* empty */;
+              2'h2:
+                  /* empty */;
+              2'h3:
+                  \$516  = m;
+            endcase
+          end
+    endcase
+    if (rst) begin
+      \$516  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$517  = anchor_l0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h13:
+          if (done) begin
+            casez (fold_row)
+              2'h0:
+                  \$517  = l;
+            endcase
+          end
+    endcase
+    if (rst) begin
+      \$517  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$518  = anchor_l1;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h13:
+          if (done) begin
+            casez (fold_row)
+              2'h0:
+                  /* empty */;
+              2'h1:
+                  \$518  = l;
+            endcase
+          end
+    endcase
+    if (rst) begin
+      \$518  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$519  = anchor_l2;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h13:
+          if (done) begin
+            casez (fold_row)
+              2'h0:
+                  /* empty */;
+              2'h1:
+                  /* empty */;
+              2'h2:
+                  \$519  = l;
+            endcase
+          end
+    endcase
+    if (rst) begin
+      \$519  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$520  = anchor_l3;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h13:
+          if (done) begin
+            (* full_case = 32'd1 *)
+            casez (fold_row)
+              2'h0:
+                  /* empty */;
+              2'h1:
+                  /* empty */;
+              2'h2:
+                  /* empty */;
+              2'h3:
+                  \$520  = l;
+            endcase
+          end
+    endcase
+    if (rst) begin
+      \$520  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    (* full_case = 32'd1 *)
+    casez (fold_row)
+      2'h0:
+          \$223  = anchor_m0;
+      2'h1:
+          \$223  = anchor_m1;
+      2'h2:
+          \$223  = anchor_m2;
+      2'h3:
+          \$223  = anchor_m3;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    (* full_case = 32'd1 *)
+    casez (fold_row)
+      2'h0:
+          \$224  = anchor_l0;
+      2'h1:
+          \$224  = anchor_l1;
+      2'h2:
+          \$224  = anchor_l2;
+      2'h3:
+          \$224  = anchor_l3;
+    endcase
   end
   assign bus__arid = 8'h00;
   assign \bus__arid$1  = 8'h00;
@@ -9276,34 +9253,34 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   assign \$58  = { 1'h0, main_elems[43:5], 6'h00 };
   assign \$64  = { \$63 [22], \$63 [22], \$63 [22], \$63 [22], \$63 [22], \$63 [22:5] };
   assign \$70  = { \$69 [22], \$69 [22], \$69 [22], \$69 [22], \$69 [22], \$69 [22:5] };
-  assign \$85  = \$signal$184 ;
-  assign \$87  = \$signal$184 ;
-  assign \$91  = \$signal$184 ;
-  assign \$94  = \$signal$184 ;
-  assign \$96  = \$signal$184 ;
-  assign \$119  = \$signal$184 ;
-  assign \$121  = \$signal$184 ;
-  assign \$125  = \$signal$184 ;
-  assign \$128  = \$signal$184 ;
-  assign \$130  = \$signal$184 ;
-  assign \$140  = { 2'h0, \$signal$104 , 5'h00 };
-  assign \$145  = { 2'h0, \$144 , 5'h00 };
-  assign \$150  = { 2'h0, \$signal$104 , 5'h00 };
-  assign \$155  = { 2'h0, \$154 , 5'h00 };
-  assign \$164  = { 2'h0, \$signal$104 , 5'h00 };
-  assign \$169  = { 2'h0, \$168 , 5'h00 };
-  assign \$174  = { 1'h0, piece_line, 6'h00 };
-  assign \$183  = { 1'h0, \$182 , 6'h00 };
-  assign \$241  = { 1'h0, operand_lines, 6'h00 };
-  assign \$273  = \$signal$184 ;
-  assign \$304  = \$signal$184 ;
-  assign \$330  = { 1'h0, \$signal$213 [47:6], 6'h00 };
-  assign \$333  = { 2'h0, \$332 , 5'h00 };
-  assign \$353  = { 1'h0, \$signal$219 [47:6], 6'h00 };
-  assign \$356  = { 2'h0, \$355 , 5'h00 };
-  assign \$371  = { 2'h0, \$370 , 5'h00 };
-  assign \$389  = { 1'h0, \$signal$237 [47:6], 6'h00 };
-  assign \$392  = { 2'h0, \$391 , 5'h00 };
+  assign \$97  = \$96 ;
+  assign \$101  = \$100 ;
+  assign \$107  = \$106 ;
+  assign \$112  = \$111 ;
+  assign \$116  = \$115 ;
+  assign \$151  = \$150 ;
+  assign \$155  = \$154 ;
+  assign \$161  = \$160 ;
+  assign \$166  = \$165 ;
+  assign \$170  = \$169 ;
+  assign \$180  = { 2'h0, \$signal$104 , 5'h00 };
+  assign \$185  = { 2'h0, \$184 , 5'h00 };
+  assign \$190  = { 2'h0, \$signal$104 , 5'h00 };
+  assign \$195  = { 2'h0, \$194 , 5'h00 };
+  assign \$204  = { 2'h0, \$signal$104 , 5'h00 };
+  assign \$209  = { 2'h0, \$208 , 5'h00 };
+  assign \$219  = { 1'h0, piece_line, 6'h00 };
+  assign \$228  = { 1'h0, \$227 , 6'h00 };
+  assign \$286  = { 1'h0, operand_lines, 6'h00 };
+  assign \$322  = \$321 ;
+  assign \$356  = \$355 ;
+  assign \$381  = { 1'h0, \$signal$212 [47:6], 6'h00 };
+  assign \$384  = { 2'h0, \$383 , 5'h00 };
+  assign \$401  = { 1'h0, \$signal$218 [47:6], 6'h00 };
+  assign \$404  = { 2'h0, \$403 , 5'h00 };
+  assign \$416  = { 2'h0, \$415 , 5'h00 };
+  assign \$434  = { 1'h0, \$signal$236 [47:6], 6'h00 };
+  assign \$437  = { 2'h0, \$436 , 5'h00 };
 endmodule
 
 (* generator = "Amaranth" *)
@@ -21175,7 +21152,7 @@ module \ndp_device.control_unit.compute (rst, split, fold_pack, in_we, in_row, i
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.decoder (is_compute, operand_lines, stats_offset, \port$5603$128 , log2_slot, desc, status, is_load);
+module \ndp_device.control_unit.decoder (is_compute, operand_lines, stats_offset, \port$5640$128 , log2_slot, desc, status, is_load);
   reg \$auto$verilog_backend.cc:2355:dump_module$69  = 0;
   wire [26:0] \$1 ;
   wire \$10 ;
@@ -21371,8 +21348,8 @@ module \ndp_device.control_unit.decoder (is_compute, operand_lines, stats_offset
   output [39:0] operand_lines;
   wire [39:0] operand_lines;
   wire [39:0] out_elems;
-  input [127:0] \port$5603$128 ;
-  wire [127:0] \port$5603$128 ;
+  input [127:0] \port$5640$128 ;
+  wire [127:0] \port$5640$128 ;
   reg [49:0] result;
   wire [49:0] room;
   output [47:0] stats_offset;
@@ -21449,8 +21426,8 @@ module \ndp_device.control_unit.decoder (is_compute, operand_lines, stats_offset
   assign \$74  = ~ \$73 ;
   assign \$75  = ! desc[25:20];
   assign \$76  = ! desc[103:84];
-  assign \$77  = desc[83:20] >= \port$5603$128 [63:0];
-  assign \$78  = \$2  <= \port$5603$128 [127:64];
+  assign \$77  = desc[83:20] >= \port$5640$128 [63:0];
+  assign \$78  = \$2  <= \port$5640$128 [127:64];
   assign \$79  = \$77  & \$78 ;
   assign \$80  = \$76  | \$79 ;
   assign \$81  = \$75  & \$80 ;
@@ -21564,8 +21541,8 @@ module \ndp_device.control_unit.decoder (is_compute, operand_lines, stats_offset
   assign \$signal$9  = \$14 [39:0];
   assign o_lines = \$19 [43:0];
   assign room = \$38 [49:0];
-  assign data_base = \port$5603$128 [63:0];
-  assign data_limit = \port$5603$128 [127:64];
+  assign data_base = \port$5640$128 [63:0];
+  assign data_limit = \port$5640$128 [127:64];
   assign operand_lines = \$14 [39:0];
   assign stats_offset = \$22 [47:0];
   assign \desc.type  = desc[1:0];
