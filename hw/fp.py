@@ -74,6 +74,17 @@ def _shr_sticky(m, x, amount, name):
     return cur, st
 
 
+def _round_to_fp16(m, shifted, sticky, lsb, exp, name):
+    """FP16 magnitude bits, rounded to nearest even: the 10 kept fraction bits start at
+    bit `lsb` of `shifted` (guard bit below them; `sticky` and the lower bits the rest),
+    packed under the biased exponent `exp` (0 below the normal range). The rounding
+    carry reaches the exponent: subnormal -> normal, largest finite -> infinity."""
+    round_up = shifted[lsb - 1] & (sticky | shifted[:lsb - 1].any() | shifted[lsb])
+    packed = Signal(15, name=f"{name}_packed")
+    m.d.comb += packed.eq(Cat(shifted[lsb:lsb + 10], exp) + round_up)
+    return packed
+
+
 def _comb_cut(**values):
     """Stage boundary of a combinational unit: the values pass straight through."""
     return tuple(values.values())
@@ -370,11 +381,7 @@ class FP32ToFP16(wiring.Component):
 
         exp = Signal(5)
         m.d.comb += exp.eq(Mux(e >= 113, e - 112, 0))
-        lsb, guard = shifted[13], shifted[12]
-        round_up = guard & (sticky | shifted[:12].any() | lsb)
-        # Rounding carry into the exponent handles subnormal -> normal and 65520 -> inf.
-        packed = Signal(15)
-        m.d.comb += packed.eq(Cat(shifted[13:23], exp) + round_up)
+        packed = _round_to_fp16(m, shifted, sticky, 13, exp, "narrow")
 
         with m.If(nan):
             m.d.comb += self.h.eq(F16_QNAN)

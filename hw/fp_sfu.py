@@ -31,7 +31,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from isa.exp_approx import EXP_MIN, EXP_TAB, LOG2E_Q
-from .fp import F16_QNAN, F32_QNAN, _comb_cut, _shr_sticky, _sync_cut
+from .fp import F16_QNAN, F32_QNAN, _comb_cut, _round_to_fp16, _shr_sticky, _sync_cut
 
 __all__ = ["ExpApprox", "ExpApproxPipe", "FP32MulToFP16", "FP32MulToFP16Pipe", "FP32Recip",
            "EXP_STAGES", "MULH_STAGES", "RECIP_CYCLES", "LOG2E_Q", "EXP_TAB", "EXP_MIN_BITS"]
@@ -141,10 +141,7 @@ def _mulh_logic(m, a, b, cut):
     shift = Signal(6, name="mulh_shift")                  # below the normal range: gradual underflow
     m.d.comb += shift.eq(Mux(normal, 0, Mux(hexp < -47, 49, 1 - hexp)))
     shifted, sticky = _shr_sticky(m, norm, shift, "mulh_den")
-    lsb, guard = shifted[37], shifted[36]
-    round_up = guard & (sticky | shifted[:36].any() | lsb)
-    packed = Signal(15, name="mulh_packed")             # a rounding carry reaches the exponent
-    m.d.comb += packed.eq(Cat(shifted[37:47], Mux(normal, hexp[:5], 0)) + round_up)
+    packed = _round_to_fp16(m, shifted, sticky, 37, Mux(normal, hexp[:5], 0), "mulh")
 
     h = Signal(16, name="mulh_h")
     with m.If(nan):

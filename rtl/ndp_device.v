@@ -39801,7 +39801,7 @@ module ndp_fp32_to_fp16(h, a);
   wire [4:0] exp;
   output [15:0] h;
   reg [15:0] h;
-  wire [14:0] \packed ;
+  wire [14:0] narrow_packed;
   wire [3:0] shift;
   assign \$1  = a[30:23] >= 7'h71;
   assign \$2  = a[30:23] <= 7'h65;
@@ -39855,7 +39855,7 @@ module ndp_fp32_to_fp16(h, a);
   end
   assign shift = \$5 [3:0];
   assign exp = \$22 [4:0];
-  assign \packed  = \$27 [14:0];
+  assign narrow_packed = \$27 [14:0];
   assign \$9  = a[0];
   assign \$11  = \$10 ;
 endmodule
