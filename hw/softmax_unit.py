@@ -118,6 +118,19 @@ class SoftmaxUnit(wiring.Component):
         recip = m.submodules.recip = FP32Recip()
         m.d.comb += recip.x.eq(psum[0][0])
 
+        def exp_pass(state, drain_state, drain, after):
+            """A pass of the row's words through the exp pipe (EXP: sums; OUT: scaled
+            outputs), one word per cycle, then `drain` cycles for the last to leave it."""
+            with m.State(state):
+                m.d.comb += issue_exp.eq(1)
+                m.d.sync += [rd.eq(rd + 1), wait.eq(drain - 1)]
+                with m.If(rd == n_words - 1):
+                    m.next = drain_state
+            with m.State(drain_state):
+                m.d.sync += wait.eq(wait - 1)
+                with m.If(wait == 0):
+                    m.next = after
+
         with m.FSM() as fsm:
             with m.State("IDLE"):
                 with m.If(self.start):
@@ -142,15 +155,7 @@ class SoftmaxUnit(wiring.Component):
             with m.State("MRED"):
                 m.d.sync += [rd.eq(0), acc_set.eq(0)]
                 m.next = "EXP"
-            with m.State("EXP"):
-                m.d.comb += issue_exp.eq(1)
-                m.d.sync += [rd.eq(rd + 1), wait.eq(EXP_DRAIN - 1)]
-                with m.If(rd == n_words - 1):
-                    m.next = "EDRAIN"
-            with m.State("EDRAIN"):
-                m.d.sync += wait.eq(wait - 1)
-                with m.If(wait == 0):
-                    m.next = "COMB1"
+            exp_pass("EXP", "EDRAIN", EXP_DRAIN, "COMB1")
             with m.State("COMB1"):
                 m.next = "COMB2"
             with m.State("COMB2"):
@@ -169,15 +174,7 @@ class SoftmaxUnit(wiring.Component):
                 with m.If(recip.done):
                     m.d.sync += [rd.eq(0), out_pass.eq(1)]
                     m.next = "OUT"
-            with m.State("OUT"):
-                m.d.comb += issue_exp.eq(1)
-                m.d.sync += [rd.eq(rd + 1), wait.eq(OUT_DRAIN - 1)]
-                with m.If(rd == n_words - 1):
-                    m.next = "ODRAIN"
-            with m.State("ODRAIN"):
-                m.d.sync += wait.eq(wait - 1)
-                with m.If(wait == 0):
-                    m.next = "FIN"
+            exp_pass("OUT", "ODRAIN", OUT_DRAIN, "FIN")
             with m.State("FIN"):
                 m.next = "IDLE"
         m.d.comb += [self.busy.eq(~fsm.ongoing("IDLE")), self.done.eq(fsm.ongoing("FIN"))]

@@ -23353,6 +23353,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
   wire \$auto$rtlil.cc:2739:Not$64 ;
   wire \$auto$rtlil.cc:2739:Not$8 ;
   reg \$signal ;
+  reg \$signal$12 ;
   reg \$signal$378  = 1'h0;
   reg [31:0] acc_a0;
   reg [31:0] acc_a1;
@@ -23626,7 +23627,6 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
   wire [15:0] half7;
   wire [15:0] half8;
   wire [15:0] half9;
-  reg issue_exp;
   reg [31:0] key0 = 32'd0;
   reg [31:0] key1 = 32'd0;
   reg [31:0] key10 = 32'd0;
@@ -26702,7 +26702,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
-    issue_exp = 1'h0;
+    \$signal$12  = 1'h0;
     casez (fsm_state)
       4'h0:
           /* empty */;
@@ -26713,7 +26713,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
       4'h4:
           /* empty */;
       4'h5:
-          issue_exp = 1'h1;
+          \$signal$12  = 1'h1;
       4'h6:
           /* empty */;
       4'h7:
@@ -26727,7 +26727,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
       4'hb:
           /* empty */;
       4'hc:
-          issue_exp = 1'h1;
+          \$signal$12  = 1'h1;
     endcase
   end
   always @* begin
@@ -27650,7 +27650,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
-    \$1005  = issue_exp;
+    \$1005  = \$signal$12 ;
     if (rst) begin
       \$1005  = 1'h0;
     end
