@@ -26,10 +26,9 @@ per cycle, `*1` (the odd k-groups), while row 0 takes the first (the even ones);
 write into input row 0 goes into input row 1 as well, so both rows multiply by the same
 input.
 
-Fold unit (one, shared by the rows): for one row and word, adds the word's sets in order
-(with `split`, PE row 0's, then row 1's), then folds packed rows pairwise
-(lane j += lane j + h * N), one LANES-wide pipelined add per step, and presents the sum as
-FP32 and rounded to FP16.
+Fold unit (`hw/fold_unit.py`, one, shared by the rows): reads the results out a word per
+request, the word's sets in order (with `split`, PE row 0's, then row 1's), then the packed
+rows pairwise, and hands out the sums in FP32 and rounded to FP16, in request order.
 
 For the chains and the softmax unit, the control unit can also write a word into the
 output buffer (`acc_*`: attention's folded scores) and read one row's input or output
@@ -43,13 +42,13 @@ from amaranth.lib.wiring import In, Out
 
 from isa.pe_array import ACC_INTERLEAVE
 from .fp import ADD_STAGES, MUL_STAGES
+from .fold_unit import FoldUnit
 from .fp_cells import add_cell
 from .unpacker import DIM_BITS
 
 FETCH_STAGES = 1                                 # operand fetch, before the multiplier
 READ_STAGE = FETCH_STAGES + MUL_STAGES           # cycles from a chunk to its accumulator read
 PIPE_DEPTH = READ_STAGE + ADD_STAGES             # cycles from a chunk to its accumulator visible
-FOLD_STEP_CYCLES = 1 + ADD_STAGES                # one fold add: operands registered, the adder's stages
 assert ADD_STAGES == ACC_INTERLEAVE, "the interleave of isa/pe_array.py is the adder's depth"
 
 
@@ -57,6 +56,7 @@ class ComputeUnit(wiring.Component):
     def __init__(self, cfg, shared_cells=True):
         self._cfg, self._shared = cfg, shared_cells
         lanes, rows = cfg.lanes, cfg.rows
+        lane_bits = (lanes - 1).bit_length()
         self.k_words, self.acc_depth = cfg.k_max // lanes, cfg.n_max // lanes
         super().__init__({
             # input buffer fill
@@ -70,12 +70,14 @@ class ComputeUnit(wiring.Component):
             # with `split`, PE row 1's chunk
             "mac1": In(1), "first1": In(1), "acc_addr1": In(range(self.acc_depth)), "k_base1": In(DIM_BITS),
             "active1": In(range(lanes + 1)), "w_data1": In(16 * lanes),
-            # fold one word of one row: start, then `fold_done` pulses with the sum; the sets
-            # that received a k-group, in the row and (split) in PE row 1
-            "fold_start": In(1), "fold_row": In(range(rows)), "fold_word": In(range(self.acc_depth)),
+            # the fold unit (hw/fold_unit.py): requests for one word of one row, the sums in
+            # request order; the plan of the stage read out: words per set, the sets that
+            # received a k-group in the row and (split) in PE row 1, log2 of the packing
+            "fold_valid": In(1), "fold_ready": Out(1), "fold_row": In(range(rows)),
+            "fold_word": In(range(self.acc_depth)),
             "fold_n_words": In(range(self.acc_depth + 1)), "fold_sets": In(range(ACC_INTERLEAVE + 1)),
-            "fold_sets1": In(range(ACC_INTERLEAVE + 1)), "fold_pack": In(range(lanes + 1)),
-            "fold_done": Out(1), "sum_fp32": Out(32 * lanes), "sum_fp16": Out(16 * lanes),
+            "fold_sets1": In(range(ACC_INTERLEAVE + 1)), "fold_pack_log2": In(range(lane_bits + 1)),
+            "sum_valid": Out(1), "sum_ready": In(1), "sum_fp32": Out(32 * lanes), "sum_fp16": Out(16 * lanes),
             # a word written into the output buffer from outside the PE array (attention's
             # folded scores, for the softmax unit)
             "acc_we": In(1), "acc_row": In(range(rows)), "acc_word": In(range(self.acc_depth)),
@@ -133,7 +135,8 @@ class ComputeUnit(wiring.Component):
             acc = Memory(shape=unsigned(32 * lanes), depth=self.acc_depth, init=[])
             m.submodules[f"in_bank{r}"], m.submodules[f"acc_bank{r}"] = bank, acc
             bank_w, bank_r = bank.write_port(), bank.read_port(domain="comb")
-            acc_w, acc_r, acc_fold = acc.write_port(), acc.read_port(domain="comb"), acc.read_port(domain="comb")
+            acc_w, acc_r = acc.write_port(), acc.read_port(domain="comb")
+            acc_fold = acc.read_port(domain="comb"), acc.read_port(domain="comb")
             bank_s, acc_s = bank.read_port(), acc.read_port()
             # with `split`, PE row 1 multiplies by input row 0: it gets every write of row 0
             row_hit = (self.in_row == r) | ((self.in_row == 0) & self.split) if r == 1 else (self.in_row == r)
@@ -173,75 +176,21 @@ class ComputeUnit(wiring.Component):
                 with m.Case(r):
                     m.d.comb += [self.rd_in_data.eq(in_reads[r]), self.rd_acc_data.eq(acc_reads[r])]
 
-        self._fold(m, fold_reads)
-        return m
-
-    def _fold(self, m, reads):
-        """The fold unit: the sets of one word in order (PE row 0's, then row 1's with
-        `split`), then the packed rows pairwise."""
-        lanes = self._cfg.lanes
-        total, operand = Signal(32 * lanes), Signal(32 * lanes)
-        read_data = Signal(32 * lanes)
-        read_addr, read_row = Signal(range(self.acc_depth)), Signal(range(len(reads)))
-        for r, port in enumerate(reads):
-            m.d.comb += port.addr.eq(read_addr)
-        with m.Switch(read_row):
-            for r, port in enumerate(reads):
-                with m.Case(r):
-                    m.d.comb += read_data.eq(port.data)
-
-        # the adder array, fed from `total` and `operand`; its output is taken
-        # ADD_STAGES - 1 cycles after an issue
-        sums = []
-        for j in range(lanes):
-            s = Signal(32, name=f"fold_sum_{j}")
-            add_cell(m, f"fold_add_{j}", "ndp_fp32_add_pipe", self._shared,
-                     a=total.word_select(j, 32), b=operand.word_select(j, 32), s=s)
-            sums.append(s)
-            half = Signal(16, name=f"half_{j}")
-            add_cell(m, f"cvt_{j}", "ndp_fp32_to_fp16", self._shared, a=total.word_select(j, 32), h=half)
-            m.d.comb += self.sum_fp16.word_select(j, 16).eq(half)
-        m.d.comb += self.sum_fp32.eq(total)
-
-        set_left = Signal(range(ACC_INTERLEAVE + 1))     # sets still to add in the row read now
-        sets1 = Signal(range(ACC_INTERLEAVE + 1))        # then PE row 1's (split)
-        shift = Signal(range(lanes + 1))                 # lanes between the packed rows to fold, h * N
-        addr, word = Signal(range(self.acc_depth)), Signal(range(self.acc_depth))
-        src_row = Signal(range(len(reads)))
-        wait = Signal(range(ADD_STAGES + 1))
-        with m.FSM(name="fold"):
-            with m.State("IDLE"):
-                m.d.comb += [read_addr.eq(self.fold_word), read_row.eq(self.fold_row)]
-                with m.If(self.fold_start):
-                    m.d.sync += [total.eq(read_data), addr.eq(self.fold_word + self.fold_n_words),
-                                 word.eq(self.fold_word), src_row.eq(self.fold_row),
-                                 set_left.eq(self.fold_sets - 1), sets1.eq(self.fold_sets1),
-                                 shift.eq((self.fold_pack * self.n_cols) >> 1)]
-                    m.next = "NEXT"
-            with m.State("NEXT"):
-                # the row's sets, then PE row 1's from its first set, then the lane tree
-                to_row1 = (set_left == 0) & (sets1 != 0)
-                m.d.comb += [read_addr.eq(Mux(to_row1, word, addr)), read_row.eq(Mux(to_row1, 1, src_row))]
-                with m.If((set_left != 0) | to_row1):
-                    m.d.sync += [operand.eq(read_data), addr.eq(read_addr + self.fold_n_words),
-                                 wait.eq(ADD_STAGES)]
-                    with m.If(to_row1):
-                        m.d.sync += [src_row.eq(1), set_left.eq(sets1 - 1), sets1.eq(0)]
-                    with m.Else():
-                        m.d.sync += set_left.eq(set_left - 1)
-                    m.next = "ADD"
-                with m.Elif(shift >= self.n_cols):
-                    m.d.sync += [operand.eq(total >> (shift * 32)), shift.eq(shift >> 1),
-                                 wait.eq(ADD_STAGES)]
-                    m.next = "ADD"
-                with m.Else():
-                    m.d.comb += self.fold_done.eq(1)
-                    m.next = "IDLE"
-            with m.State("ADD"):
-                # the operands were registered on entry; the sum leaves the adder's last
-                # stage ADD_STAGES - 1 cycles later
-                with m.If(wait == 1):
-                    m.d.sync += total.eq(Cat(*sums))
-                    m.next = "NEXT"
-                m.d.sync += wait.eq(wait - 1)
+        # the fold unit's two reads: a word's first set, and an add's operand
+        m.submodules.fold = fold = FoldUnit(cfg, self.acc_depth, self._shared)
+        m.d.comb += [fold.n_cols.eq(self.n_cols), fold.n_words.eq(self.fold_n_words),
+                     fold.sets.eq(self.fold_sets), fold.sets1.eq(self.fold_sets1),
+                     fold.pack_log2.eq(self.fold_pack_log2),
+                     fold.req_valid.eq(self.fold_valid), self.fold_ready.eq(fold.req_ready),
+                     fold.req_row.eq(self.fold_row), fold.req_word.eq(self.fold_word),
+                     self.sum_valid.eq(fold.out_valid), fold.out_ready.eq(self.sum_ready),
+                     self.sum_fp32.eq(fold.out_fp32), self.sum_fp16.eq(fold.out_fp16)]
+        for port, (row, addr, data) in enumerate([(fold.a_row, fold.a_addr, fold.a_data),
+                                                  (fold.b_row, fold.b_addr, fold.b_data)]):
+            for r, reads in enumerate(fold_reads):
+                m.d.comb += reads[port].addr.eq(addr)
+            with m.Switch(row):
+                for r, reads in enumerate(fold_reads):
+                    with m.Case(r):
+                        m.d.comb += data.eq(reads[port].data)
         return m

@@ -11,18 +11,18 @@ unpacker, the compute unit, the softmax unit and the DRAM writer, and sequences 
   N <= LANES / 2; the last k-group, when K is not a multiple of the packing, as a run of
   its own). After a stage's pipeline drains, the fold unit sums each word's partial sums
   and the word goes where the op sends it:
-      GEMV / GEMM        stage 0 -> FP16 result pieces
+      GEMV / GEMM        stage 0 -> FP16 results
       LORA_XAB (E3)      stage 0 (x A) -> FP16 into the input buffer (the next input);
-                         stage 1 (. B) -> FP16 result pieces
+                         stage 1 (. B) -> FP16 results
       ATTENTION          stage 0 (q K^T) -> FP32 scores into the output buffer; the softmax
                          unit turns each row into FP16 exp(P - m) in the input buffer and
-                         keeps m, l; stage 1 (S V) -> FP32 result pieces (O); then one
+                         keeps m, l; stage 1 (S V) -> FP32 results (O); then one
                          line of anchors (m, l) per row
       SOFTMAX            no stage: the softmax unit runs on each input row in place, the
-                         rows go out as FP16 pieces (and, PARTIAL, the anchor lines)
-  A result piece is one word (LANES values) of one row, placed at its byte offset and
-  written as one to three lines with byte strobes; the fold unit adds the next word's
-  sums meanwhile.
+                         rows go out as FP16 results (and, PARTIAL, the anchor lines)
+  The readout streams: the fold unit takes a word per cycle (hw/fold_unit.py); results
+  go through the line packer (hw/line_packer.py) into one write run per group, the
+  group's rows being one run of bytes in the completion slot.
 - then, after every result write has been answered, status, cycles and completion
   word go out in one line-sized write, and the queue's HEAD, STATUS and irq follow.
 Nothing is carried from one descriptor to the next: a chain lives inside one descriptor,
@@ -42,13 +42,13 @@ from .decoder import Decoder
 from .dram_reader import DramReader
 from .dram_writer import DramWriter
 from .fp_cells import add_cell
+from .line_packer import LinePacker
 from .queue_geometry import slot_addr
 from .regfile import QueueRegs
 from .softmax_unit import SoftmaxUnit
 from .unpacker import Unpacker, DIM_BITS
 
 FP16_ONE = 0x3C00
-PIECE_LINES = 3          # an FP32 word of LANES values (two lines) at any byte offset
 
 # where a stage's folded words go
 TO_RESULT16, TO_RESULT32, TO_INPUT, TO_SCORES = range(4)
@@ -79,6 +79,7 @@ class ControlUnit(wiring.Component):
         m.submodules.unpacker = unpack = Unpacker(cfg)
         m.submodules.compute = cu = ComputeUnit(cfg, self._shared)
         m.submodules.softmax = sfu = SoftmaxUnit(cfg, self._shared)
+        m.submodules.packer = packer = LinePacker(cfg)
 
         # the reader owns the read channels of the bus, the writer the write channels
         read_names = AXI4Signature.AR + ("arvalid", "rready")
@@ -91,10 +92,16 @@ class ControlUnit(wiring.Component):
             m.d.comb += getattr(writer.bus, s).eq(getattr(self.bus, s))
         # the DRAM buffer feeds the unpacker, or the writer for copies
         copying = Signal()
-        m.d.comb += [unpack.src.data.eq(reader.out.data), writer.src.data.eq(reader.out.data),
+        m.d.comb += [unpack.src.data.eq(reader.out.data),
                      unpack.src.valid.eq(reader.out.valid & ~copying),
-                     writer.src.valid.eq(reader.out.valid & copying),
                      reader.out.ready.eq(Mux(copying, writer.src.ready, unpack.src.ready))]
+        # the writer's lines: the reader's beats (all bytes) for copies, else the packer's
+        with m.If(copying):
+            m.d.comb += [writer.src.data.eq(reader.out.data), writer.src.strb.eq((1 << cfg.beat_bytes) - 1),
+                         writer.src.valid.eq(reader.out.valid)]
+        with m.Else():
+            m.d.comb += [writer.src.data.eq(packer.out.data), writer.src.strb.eq(packer.out.strb),
+                         writer.src.valid.eq(packer.out.valid), packer.out.ready.eq(writer.src.ready)]
 
         entry = Signal(ibuf_entry(cfg))
         regs = Signal(QueueRegs)
@@ -154,47 +161,47 @@ class ControlUnit(wiring.Component):
         set_index = [Signal(range(ACC_INTERLEAVE), name=f"set_index{q}") for q in range(SPLIT_ROWS)]
         set_base = [Signal(DIM_BITS, name=f"set_base{q}") for q in range(SPLIT_ROWS)]
         drain = Signal(range(PIPE_DEPTH))
-        # a result piece: PIECE_LINES lines' worth of data and strobes, where, and the line
-        piece, piece_strb, piece_addr = (Signal(PIECE_LINES * cfg.data_bits), Signal(PIECE_LINES * cfg.beat_bytes),
-                                         Signal(64))
-        piece_line = Signal(range(PIECE_LINES + 1))
-
-        def set_piece(values, count):
-            """Register one word of `count` values (1 << esize_log2 bytes each) of the current
-            row at its byte offset: data and strobes over PIECE_LINES lines."""
-            col = (word << lane_bits)[:DIM_BITS]
-            byte, nbytes = Signal(48), Signal(range(4 * lanes + 1))
-            m.d.comb += [byte.eq(out_byte + (col << esize_log2)), nbytes.eq(count << esize_log2)]
-            shift = byte[:line_bits]
-            m.d.sync += [piece.eq(values << (shift * 8)),
-                         piece_strb.eq(((Const(1, 1) << nbytes) - 1) << shift),
-                         piece_addr.eq(cq_slot + HEADER_BYTES + (byte[line_bits:] << line_bits)),
-                         piece_line.eq(0)]
-
-        # readout progress: whether a piece follows the one registered, and whether the
-        # fold unit has finished (`folded`: its sum holds until the next start)
-        piece_more, folded = Signal(), Signal()
-        m.d.comb += [cu.fold_row.eq(row), cu.fold_word.eq(word), cu.fold_n_words.eq(n_words),
+        # readout: `row`, `word` count the words taken from the fold unit (or the input
+        # buffer); `ask_row`, `ask_word` the words asked of the fold unit
+        ask_row, ask_word, asked_all = Signal(range(cfg.rows)), Signal(DIM_BITS), Signal()
+        bank_valid = Signal()                   # SOFTMAX: the input buffer's word for (row, word) is out
+        m.d.comb += [cu.fold_row.eq(ask_row), cu.fold_word.eq(ask_word), cu.fold_n_words.eq(n_words),
                      cu.fold_sets.eq(sets_used[0]), cu.fold_sets1.eq(sets_used[1]),
-                     cu.fold_pack.eq(1 << pack_log2)]
-        with m.If(cu.fold_start):
-            m.d.sync += folded.eq(0)
-        with m.Elif(cu.fold_done):
-            m.d.sync += folded.eq(1)
+                     cu.fold_pack_log2.eq(pack_log2)]
 
-        def next_piece():
-            """With a piece registered: move to the next word, or the next row's first, and
-            note whether there is one; a stage's next word may start folding at once."""
-            more = Signal()
-            with m.If(~last_word):
-                m.d.comb += more.eq(1)
-                m.d.sync += word.eq(word + 1)
-            with m.Elif(row + 1 < group_rows):
-                m.d.comb += more.eq(1)
-                m.d.sync += [word.eq(0), row.eq(row + 1), out_byte.eq(out_byte + row_bytes)]
-            with m.Else():
-                m.d.sync += [word.eq(0), row.eq(0), out_byte.eq(out_byte + row_bytes)]
-            m.d.sync += piece_more.eq(more)
+        def start_results():
+            """Start the group's write run: its rows are bytes out_byte .. out_byte +
+            group_rows * row_bytes - 1 of the completion slot's data, lines from the one
+            holding the first."""
+            first_line = cq_slot + HEADER_BYTES + (out_byte[line_bits:] << line_bits)
+            offset = out_byte[:line_bits]
+            lines_ = (offset + group_rows * row_bytes + cfg.beat_bytes - 1) >> line_bits
+            m.d.comb += [writer.start.eq(1), writer.from_stream.eq(1), writer.addr.eq(first_line),
+                         writer.beats.eq(lines_), packer.start.eq(1), packer.offset.eq(offset)]
+
+        def ask_words():
+            """Ask the fold unit for the stage's words in order, one a cycle while it takes them."""
+            m.d.comb += cu.fold_valid.eq(~asked_all)
+            with m.If(cu.fold_valid & cu.fold_ready):
+                with m.If(((ask_word + 1) << lane_bits) < st_n):
+                    m.d.sync += ask_word.eq(ask_word + 1)
+                with m.Elif(ask_row + 1 < group_rows):
+                    m.d.sync += [ask_word.eq(0), ask_row.eq(ask_row + 1)]
+                with m.Else():
+                    m.d.sync += asked_all.eq(1)
+
+        def take_word(valid, values):
+            """Offer the word (row, word) of `values` to the line packer; returns whether it
+            was taken. Moves on to the next word, or the next row, of the results."""
+            m.d.comb += [packer.w_valid.eq(valid), packer.w_data.eq(values),
+                         packer.w_bytes.eq(count_now << esize_log2), packer.w_last.eq(last_word & last_row)]
+            taken = valid & packer.w_ready
+            with m.If(taken):
+                with m.If(~last_word):
+                    m.d.sync += word.eq(word + 1)
+                with m.Else():
+                    m.d.sync += [word.eq(0), row.eq(Mux(last_row, 0, row + 1)), out_byte.eq(out_byte + row_bytes)]
+            return taken
 
         # the softmax unit reads one row of the input buffer (widened to FP32: times 1.0 is
         # exact) or of the output buffer, and writes FP16 words into the input buffer
@@ -210,6 +217,7 @@ class ControlUnit(wiring.Component):
         col_now = (word << lane_bits)[:DIM_BITS]
         m.d.comb += count_now.eq(Mux(out_n - col_now < lanes, out_n - col_now, lanes))
         last_word = ((word + 1) << lane_bits) >= out_n
+        last_row = row + 1 == group_rows
 
         with m.FSM():
             with m.State("IDLE"):
@@ -362,50 +370,49 @@ class ControlUnit(wiring.Component):
                 with m.If(k_group_chunks()):
                     m.next = "DRAIN"
             with m.State("DRAIN"):
-                # the last chunk's sums are written PIPE_DEPTH cycles after it
+                # the last chunk's sums are written PIPE_DEPTH cycles after it; results
+                # start their write run meanwhile
                 m.d.sync += drain.eq(drain - 1)
                 with m.If(drain == 1):
-                    m.d.sync += [row.eq(0), word.eq(0)]
-                    m.next = "FOLD"
+                    m.d.sync += [row.eq(0), word.eq(0), ask_row.eq(0), ask_word.eq(0), asked_all.eq(0)]
+                    with m.If((dest == TO_RESULT16) | (dest == TO_RESULT32)):
+                        start_results()
+                    m.next = "READOUT"
 
-            # ---- readout: fold each word of each row, send it where the stage says
-            with m.State("FOLD"):
-                m.d.comb += cu.fold_start.eq(1)
-                m.next = "FOLD_WAIT"
-            with m.State("FOLD_WAIT"):
-                with m.If(cu.fold_done | folded):
-                    with m.Switch(dest):
-                        with m.Case(TO_RESULT16):
-                            set_piece(cu.sum_fp16, count_now)
-                            next_piece()
-                            m.next = "PIECE_LINE"
-                        with m.Case(TO_RESULT32):
-                            set_piece(cu.sum_fp32, count_now)
-                            next_piece()
-                            m.next = "PIECE_LINE"
-                        with m.Case(TO_INPUT):
-                            m.d.comb += [cu.in_we.eq(1), cu.in_row.eq(row), cu.in_word.eq(word),
-                                         cu.in_data.eq(cu.sum_fp16)]
-                            m.next = "FOLD_NEXT"
-                        with m.Case(TO_SCORES):
-                            m.d.comb += [cu.acc_we.eq(1), cu.acc_row.eq(row), cu.acc_word.eq(word),
-                                         cu.acc_data.eq(cu.sum_fp32)]
-                            m.next = "FOLD_NEXT"
-            with m.State("FOLD_NEXT"):
-                # the stage's words are this stage's N (out_n is the result rows' N)
+            # ---- readout: the stage's words through the fold unit, where the stage says
+            with m.State("READOUT"):
+                ask_words()
                 stage_last_word = ((word + 1) << lane_bits) >= st_n
-                with m.If(~stage_last_word):
-                    m.d.sync += word.eq(word + 1)
-                    m.next = "FOLD"
-                with m.Elif(row + 1 < group_rows):
-                    m.d.sync += [word.eq(0), row.eq(row + 1)]
-                    m.next = "FOLD"
-                with m.Else():
-                    m.d.sync += [word.eq(0), row.eq(0), stage.eq(1)]
-                    with m.If(dest == TO_SCORES):
-                        m.next = "SFU_START"
-                    with m.Else():
-                        m.next = "STAGE"
+                with m.Switch(dest):
+                    with m.Case(TO_RESULT16, TO_RESULT32):
+                        m.d.comb += cu.sum_ready.eq(
+                            take_word(cu.sum_valid, Mux(dest == TO_RESULT16, cu.sum_fp16, cu.sum_fp32)))
+                        # the run's last line answered
+                        with m.If(~writer.busy):
+                            with m.If(is_attention):
+                                m.next = "ANCHORS"
+                            with m.Else():
+                                m.next = "GROUP_END"
+                    with m.Default():
+                        # the stage's words are this stage's N (out_n is the result rows' N)
+                        m.d.comb += cu.sum_ready.eq(1)
+                        with m.If(dest == TO_INPUT):
+                            m.d.comb += [cu.in_we.eq(cu.sum_valid), cu.in_row.eq(row), cu.in_word.eq(word),
+                                         cu.in_data.eq(cu.sum_fp16)]
+                        with m.Else():
+                            m.d.comb += [cu.acc_we.eq(cu.sum_valid), cu.acc_row.eq(row), cu.acc_word.eq(word),
+                                         cu.acc_data.eq(cu.sum_fp32)]
+                        with m.If(cu.sum_valid):
+                            with m.If(~stage_last_word):
+                                m.d.sync += word.eq(word + 1)
+                            with m.Elif(row + 1 < group_rows):
+                                m.d.sync += [word.eq(0), row.eq(row + 1)]
+                            with m.Else():
+                                m.d.sync += [word.eq(0), row.eq(0), stage.eq(1)]
+                                with m.If(dest == TO_SCORES):
+                                    m.next = "SFU_START"
+                                with m.Else():
+                                    m.next = "STAGE"
 
             # ---- the softmax unit, row by row: attention's scores, or SOFTMAX's input rows
             def sfu_ports():
@@ -431,38 +438,19 @@ class ControlUnit(wiring.Component):
                         with m.If(is_attention):
                             m.next = "STAGE"
                         with m.Else():
-                            m.next = "BANK_READ"
+                            m.next = "BANK_START"
 
-            # ---- SOFTMAX's rows, read back from the input buffer
-            with m.State("BANK_READ"):
+            # ---- SOFTMAX's rows, read back from the input buffer a word at a time
+            with m.State("BANK_START"):
+                start_results()
+                m.d.sync += bank_valid.eq(0)
+                m.next = "BANK_OUT"
+            with m.State("BANK_OUT"):
+                # (row, word)'s data is out the cycle after its address, and held with it
                 m.d.comb += [cu.rd_row.eq(row), cu.rd_addr.eq(word)]
-                m.next = "BANK_PIECE"
-            with m.State("BANK_PIECE"):
-                set_piece(cu.rd_in_data, count_now)
-                next_piece()
-                m.next = "PIECE_LINE"
-
-            # ---- one result piece, line by line; then the next word, row, or the anchors
-            with m.State("PIECE_LINE"):
-                # a stage's next word folds while this piece is written (from its first line)
-                m.d.comb += cu.fold_start.eq(piece_more & ~is_softmax & (piece_line == 0))
-                m.d.comb += [writer.start.eq(1),
-                             writer.addr.eq(piece_addr + (piece_line << line_bits)),
-                             writer.line.eq(piece.word_select(piece_line, cfg.data_bits)),
-                             writer.strb.eq(piece_strb.word_select(piece_line, cfg.beat_bytes))]
-                m.next = "PIECE_WAIT"
-            with m.State("PIECE_WAIT"):
-                # the piece's next line, if it has bytes there; else what follows the piece
-                next_line = piece_line + 1
+                m.d.sync += bank_valid.eq(~take_word(bank_valid, cu.rd_in_data))
                 with m.If(~writer.busy):
-                    with m.If((next_line < PIECE_LINES) & piece_strb.word_select(next_line, cfg.beat_bytes).any()):
-                        m.d.sync += piece_line.eq(next_line)
-                        m.next = "PIECE_LINE"
-                    with m.Elif(piece_more & is_softmax):
-                        m.next = "BANK_READ"
-                    with m.Elif(piece_more):
-                        m.next = "FOLD_WAIT"
-                    with m.Elif(is_attention | (is_softmax & partial)):
+                    with m.If(partial):
                         m.next = "ANCHORS"
                     with m.Else():
                         m.next = "GROUP_END"

@@ -1,5 +1,6 @@
-"""The DRAM writer: writes either a run of lines taken from a beat stream (load/store
-copies) or one line held in a register with byte strobes (results, completions).
+"""The DRAM writer: writes either a run of lines taken from a stream of lines with byte
+strobes (load/store copies, result runs) or one line held in a register with byte
+strobes (anchors, completions).
 
 Each burst waits for its write response before the next starts, so when `busy` falls
 every write of the run has been answered: what the completion ordering needs.
@@ -10,7 +11,7 @@ from amaranth.lib.wiring import In, Out
 
 from .axi import device_bus, burst_length, BURST_INCR
 from .dram_reader import RUN_BEATS_BITS
-from .stream import BeatStream
+from .stream import LineStream
 
 
 class DramWriter(wiring.Component):
@@ -23,7 +24,7 @@ class DramWriter(wiring.Component):
             "beats": In(RUN_BEATS_BITS),
             "line": In(cfg.data_bits), "strb": In(cfg.beat_bytes),   # 0: this one line
             "busy": Out(1),
-            "src": In(BeatStream(cfg.data_bits)),
+            "src": In(LineStream(cfg.data_bits)),
         })
 
     def elaborate(self, platform):
@@ -38,7 +39,7 @@ class DramWriter(wiring.Component):
         m.d.comb += [bus.awsize.eq(beat_log2), bus.awburst.eq(BURST_INCR), bus.awcache.eq(0b0011),
                      bus.awaddr.eq(addr), bus.awlen.eq(burst - 1),
                      bus.wdata.eq(Mux(from_stream, self.src.data, line)),
-                     bus.wstrb.eq(Mux(from_stream, (1 << cfg.beat_bytes) - 1, strb)),
+                     bus.wstrb.eq(Mux(from_stream, self.src.strb, strb)),
                      bus.wlast.eq(in_burst == 1)]
 
         with m.FSM():

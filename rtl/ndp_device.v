@@ -2638,141 +2638,141 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   wire \$1 ;
   wire [26:0] \$10 ;
   wire \$100 ;
-  wire \$101 ;
-  wire [7:0] \$102 ;
+  wire [7:0] \$101 ;
+  wire [20:0] \$102 ;
   wire [20:0] \$103 ;
-  wire [20:0] \$104 ;
-  wire [19:0] \$105 ;
+  wire [19:0] \$104 ;
+  wire \$105 ;
   wire \$106 ;
-  wire \$107 ;
-  wire [14:0] \$108 ;
-  wire [20:0] \$109 ;
+  wire [14:0] \$107 ;
+  wire [20:0] \$108 ;
+  wire [19:0] \$109 ;
   wire \$11 ;
-  wire [19:0] \$110 ;
+  wire \$110 ;
   wire \$111 ;
-  wire \$112 ;
-  wire [5:0] \$113 ;
-  wire [19:0] \$114 ;
+  wire [5:0] \$112 ;
+  wire [19:0] \$113 ;
+  wire \$114 ;
   wire \$115 ;
-  wire \$116 ;
-  wire [511:0] \$117 ;
-  wire \$118 ;
-  wire [20:0] \$119 ;
+  wire [511:0] \$116 ;
+  wire \$117 ;
+  wire [20:0] \$118 ;
+  wire \$119 ;
   wire [26:0] \$12 ;
   wire \$120 ;
   wire \$121 ;
   wire \$122 ;
-  wire \$123 ;
-  wire [1:0] \$124 ;
-  wire [19:0] \$125 ;
+  wire [1:0] \$123 ;
+  wire [19:0] \$124 ;
+  wire \$125 ;
   wire \$126 ;
   wire \$127 ;
-  wire \$128 ;
-  wire [19:0] \$129 ;
+  wire [19:0] \$128 ;
+  wire \$129 ;
   wire \$13 ;
   wire \$130 ;
-  wire \$131 ;
-  wire [7:0] \$132 ;
+  wire [7:0] \$131 ;
+  wire [20:0] \$132 ;
   wire [20:0] \$133 ;
-  wire [20:0] \$134 ;
-  wire [19:0] \$135 ;
+  wire [19:0] \$134 ;
+  wire \$135 ;
   wire \$136 ;
-  wire \$137 ;
-  wire [14:0] \$138 ;
-  wire [20:0] \$139 ;
+  wire [14:0] \$137 ;
+  wire [20:0] \$138 ;
+  wire [19:0] \$139 ;
   wire [20:0] \$14 ;
-  wire [19:0] \$140 ;
+  wire \$140 ;
   wire \$141 ;
-  wire \$142 ;
-  wire [5:0] \$143 ;
-  wire [19:0] \$144 ;
+  wire [5:0] \$142 ;
+  wire [19:0] \$143 ;
+  wire \$144 ;
   wire \$145 ;
-  wire \$146 ;
-  wire [511:0] \$147 ;
-  wire \$148 ;
-  wire [19:0] \$149 ;
+  wire [511:0] \$146 ;
+  wire \$147 ;
+  wire [19:0] \$148 ;
+  wire \$149 ;
   wire [21:0] \$15 ;
   wire \$150 ;
   wire \$151 ;
-  wire \$152 ;
-  wire [19:0] \$153 ;
+  wire [19:0] \$152 ;
+  wire \$153 ;
   wire \$154 ;
-  wire \$155 ;
-  wire [7:0] \$156 ;
+  wire [7:0] \$155 ;
+  wire [20:0] \$156 ;
   wire [20:0] \$157 ;
-  wire [20:0] \$158 ;
-  wire [19:0] \$159 ;
+  wire [19:0] \$158 ;
+  wire \$159 ;
   wire [21:0] \$16 ;
   wire \$160 ;
-  wire \$161 ;
-  wire [14:0] \$162 ;
-  wire [20:0] \$163 ;
-  wire [19:0] \$164 ;
+  wire [14:0] \$161 ;
+  wire [20:0] \$162 ;
+  wire [19:0] \$163 ;
+  wire \$164 ;
   wire \$165 ;
-  wire \$166 ;
-  wire [5:0] \$167 ;
-  wire [19:0] \$168 ;
+  wire [5:0] \$166 ;
+  wire [19:0] \$167 ;
+  wire \$168 ;
   wire \$169 ;
   wire [21:0] \$17 ;
-  wire \$170 ;
-  wire [511:0] \$171 ;
-  wire \$172 ;
-  wire [20:0] \$173 ;
+  wire [511:0] \$170 ;
+  wire \$171 ;
+  wire [20:0] \$172 ;
+  wire \$173 ;
   wire \$174 ;
   wire \$175 ;
   wire \$176 ;
-  wire \$177 ;
-  wire [1:0] \$178 ;
+  wire [1:0] \$177 ;
+  wire \$178 ;
   wire \$179 ;
   wire \$18 ;
-  wire [26:0] \$180 ;
-  wire [22:0] \$181 ;
-  wire [48:0] \$182 ;
-  wire [8:0] \$183 ;
-  wire [20:0] \$184 ;
-  wire [27:0] \$185 ;
-  wire \$186 ;
-  wire \$187 ;
-  wire [2:0] \$188 ;
-  wire \$189 ;
+  wire \$180 ;
+  wire \$181 ;
+  wire [64:0] \$182 ;
+  wire [48:0] \$183 ;
+  wire [65:0] \$184 ;
+  wire [22:0] \$185 ;
+  wire [25:0] \$186 ;
+  wire [26:0] \$187 ;
+  wire [27:0] \$188 ;
+  wire [28:0] \$189 ;
   wire [20:0] \$19 ;
-  wire [26:0] \$190 ;
-  wire [22:0] \$191 ;
-  wire [48:0] \$192 ;
-  wire [8:0] \$193 ;
-  wire [20:0] \$194 ;
-  wire [27:0] \$195 ;
-  wire \$196 ;
+  wire [28:0] \$190 ;
+  wire \$191 ;
+  wire \$192 ;
+  wire [1023:0] \$193 ;
+  wire [8:0] \$194 ;
+  wire [20:0] \$195 ;
+  wire [27:0] \$196 ;
   wire \$197 ;
   wire [2:0] \$198 ;
   wire \$199 ;
   wire [20:0] \$2 ;
   wire \$20 ;
   wire \$200 ;
-  wire [19:0] \$201 ;
+  wire \$201 ;
   wire \$202 ;
   wire \$203 ;
-  wire [26:0] \$204 ;
-  wire [22:0] \$205 ;
-  wire [48:0] \$206 ;
-  wire [8:0] \$207 ;
-  wire [20:0] \$208 ;
-  wire [27:0] \$209 ;
+  wire [19:0] \$204 ;
+  wire \$205 ;
+  wire \$206 ;
+  wire [64:0] \$207 ;
+  wire [48:0] \$208 ;
+  wire [65:0] \$209 ;
   wire [7:0] \$21 ;
-  wire \$210 ;
-  wire \$211 ;
-  wire [2:0] \$212 ;
-  wire \$213 ;
-  wire \$214 ;
-  wire \$215 ;
-  wire \$216 ;
-  wire \$217 ;
-  wire \$218 ;
-  wire [8:0] \$219 ;
+  wire [22:0] \$210 ;
+  wire [25:0] \$211 ;
+  wire [26:0] \$212 ;
+  wire [27:0] \$213 ;
+  wire [28:0] \$214 ;
+  wire [28:0] \$215 ;
+  wire [8:0] \$216 ;
+  wire [20:0] \$217 ;
+  wire [27:0] \$218 ;
+  wire \$219 ;
   wire [20:0] \$22 ;
-  wire [64:0] \$220 ;
-  wire [511:0] \$221 ;
-  wire [63:0] \$222 ;
+  wire [2:0] \$220 ;
+  wire \$221 ;
+  wire \$222 ;
   reg [31:0] \$223 ;
   reg [31:0] \$224 ;
   wire [64:0] \$225 ;
@@ -2809,24 +2809,24 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   wire \$253 ;
   wire \$254 ;
   wire \$255 ;
-  wire \$256 ;
-  wire \$257 ;
-  wire \$258 ;
-  wire \$259 ;
+  wire [64:0] \$256 ;
+  wire [15:0] \$257 ;
+  wire [16:0] \$258 ;
+  wire [16:0] \$259 ;
   wire [20:0] \$26 ;
-  wire [64:0] \$260 ;
-  wire [15:0] \$261 ;
-  wire [16:0] \$262 ;
-  wire [16:0] \$263 ;
-  wire [79:0] \$264 ;
-  wire [80:0] \$265 ;
-  wire [64:0] \$266 ;
-  wire [15:0] \$267 ;
-  wire [16:0] \$268 ;
-  wire [16:0] \$269 ;
+  wire [79:0] \$260 ;
+  wire [80:0] \$261 ;
+  wire [64:0] \$262 ;
+  wire [15:0] \$263 ;
+  wire [16:0] \$264 ;
+  wire [16:0] \$265 ;
+  wire [79:0] \$266 ;
+  wire [80:0] \$267 ;
+  wire \$268 ;
+  wire \$269 ;
   wire [20:0] \$27 ;
-  wire [79:0] \$270 ;
-  wire [80:0] \$271 ;
+  wire \$270 ;
+  wire \$271 ;
   wire \$272 ;
   wire \$273 ;
   wire \$274 ;
@@ -2836,362 +2836,311 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   wire \$278 ;
   wire \$279 ;
   wire [19:0] \$28 ;
-  wire \$280 ;
-  wire \$281 ;
-  wire \$282 ;
-  wire \$283 ;
-  wire [1:0] \$284 ;
-  wire [1:0] \$285 ;
-  wire [46:0] \$286 ;
-  wire [64:0] \$287 ;
-  wire \$288 ;
-  wire \$289 ;
-  wire [7:0] \$29 ;
+  wire [1:0] \$280 ;
+  wire [1:0] \$281 ;
+  wire [46:0] \$282 ;
+  wire [64:0] \$283 ;
+  wire \$284 ;
+  wire \$285 ;
+  wire [19:0] \$286 ;
+  wire [7:0] \$287 ;
+  wire [8:0] \$288 ;
+  wire [20:0] \$289 ;
+  wire \$29 ;
   wire [19:0] \$290 ;
-  wire [7:0] \$291 ;
-  wire [8:0] \$292 ;
-  wire [20:0] \$293 ;
+  wire [26:0] \$291 ;
+  wire [46:0] \$292 ;
+  wire \$293 ;
   wire [19:0] \$294 ;
-  wire [26:0] \$295 ;
-  wire [46:0] \$296 ;
-  wire \$297 ;
-  wire [19:0] \$298 ;
-  wire \$299 ;
+  wire \$295 ;
+  wire [19:0] \$296 ;
+  wire [19:0] \$297 ;
+  wire \$298 ;
+  wire [26:0] \$299 ;
   wire \$3 ;
-  wire \$30 ;
-  wire [19:0] \$300 ;
+  wire [26:0] \$30 ;
+  wire [24:0] \$300 ;
   wire [19:0] \$301 ;
   wire \$302 ;
-  wire [26:0] \$303 ;
-  wire [24:0] \$304 ;
-  wire [19:0] \$305 ;
+  wire \$303 ;
+  wire [20:0] \$304 ;
+  wire \$305 ;
   wire \$306 ;
   wire \$307 ;
-  wire [20:0] \$308 ;
+  wire \$308 ;
   wire \$309 ;
-  wire [26:0] \$31 ;
+  wire [20:0] \$31 ;
   wire \$310 ;
-  wire \$311 ;
-  wire \$312 ;
+  wire [2:0] \$311 ;
+  wire [2:0] \$312 ;
   wire \$313 ;
-  wire \$314 ;
-  wire [2:0] \$315 ;
-  wire [2:0] \$316 ;
+  wire [2:0] \$314 ;
+  wire [20:0] \$315 ;
+  wire [19:0] \$316 ;
   wire \$317 ;
-  wire [2:0] \$318 ;
+  wire \$318 ;
   wire [20:0] \$319 ;
-  wire [20:0] \$32 ;
-  wire [19:0] \$320 ;
+  wire \$32 ;
+  wire \$320 ;
   wire \$321 ;
   wire \$322 ;
-  wire [20:0] \$323 ;
+  wire \$323 ;
   wire \$324 ;
   wire \$325 ;
-  wire \$326 ;
-  wire \$327 ;
+  wire [2:0] \$326 ;
+  wire [2:0] \$327 ;
   wire \$328 ;
-  wire \$329 ;
-  wire \$33 ;
-  wire [2:0] \$330 ;
-  wire [2:0] \$331 ;
-  wire \$332 ;
-  wire [2:0] \$333 ;
-  wire [20:0] \$334 ;
-  wire [8:0] \$335 ;
-  wire [20:0] \$336 ;
+  wire [2:0] \$329 ;
+  wire [26:0] \$33 ;
+  wire [20:0] \$330 ;
+  wire [8:0] \$331 ;
+  wire [20:0] \$332 ;
+  wire \$333 ;
+  wire \$334 ;
+  wire [19:0] \$335 ;
+  wire \$336 ;
   wire \$337 ;
-  wire \$338 ;
-  wire [19:0] \$339 ;
-  wire [26:0] \$34 ;
+  wire [20:0] \$338 ;
+  wire \$339 ;
+  wire [20:0] \$34 ;
   wire \$340 ;
   wire \$341 ;
-  wire [20:0] \$342 ;
+  wire \$342 ;
   wire \$343 ;
   wire \$344 ;
-  wire \$345 ;
-  wire \$346 ;
+  wire [2:0] \$345 ;
+  wire [2:0] \$346 ;
   wire \$347 ;
-  wire \$348 ;
-  wire [2:0] \$349 ;
+  wire [2:0] \$348 ;
+  wire [20:0] \$349 ;
   wire [20:0] \$35 ;
-  wire [2:0] \$350 ;
+  wire [19:0] \$350 ;
   wire \$351 ;
-  wire [2:0] \$352 ;
+  wire \$352 ;
   wire [20:0] \$353 ;
-  wire [19:0] \$354 ;
+  wire \$354 ;
   wire \$355 ;
   wire \$356 ;
-  wire [20:0] \$357 ;
+  wire \$357 ;
   wire \$358 ;
   wire \$359 ;
-  wire [20:0] \$36 ;
-  wire \$360 ;
-  wire \$361 ;
+  wire [64:0] \$36 ;
+  wire [2:0] \$360 ;
+  wire [2:0] \$361 ;
   wire \$362 ;
-  wire \$363 ;
-  wire [2:0] \$364 ;
-  wire [2:0] \$365 ;
-  wire \$366 ;
-  wire [2:0] \$367 ;
-  wire [20:0] \$368 ;
-  wire [8:0] \$369 ;
+  wire [2:0] \$363 ;
+  wire [20:0] \$364 ;
+  wire [8:0] \$365 ;
+  wire [20:0] \$366 ;
+  wire \$367 ;
+  wire [3:0] \$368 ;
+  wire \$369 ;
   wire [64:0] \$37 ;
-  wire [20:0] \$370 ;
-  wire \$371 ;
-  wire [3:0] \$372 ;
+  wire \$370 ;
+  wire [20:0] \$371 ;
+  wire [27:0] \$372 ;
   wire \$373 ;
-  wire \$374 ;
-  wire [9:0] \$375 ;
-  wire [1534:0] \$376 ;
-  wire [255:0] \$377 ;
-  wire [256:0] \$378 ;
-  wire [319:0] \$379 ;
-  wire [64:0] \$38 ;
-  wire [64:0] \$380 ;
-  wire [48:0] \$381 ;
-  wire [65:0] \$382 ;
+  wire [2:0] \$374 ;
+  wire \$375 ;
+  wire [20:0] \$376 ;
+  wire [2:0] \$377 ;
+  wire \$378 ;
+  wire [20:0] \$379 ;
+  wire [20:0] \$38 ;
+  wire [27:0] \$380 ;
+  wire \$381 ;
+  wire \$382 ;
   wire [20:0] \$383 ;
-  wire [27:0] \$384 ;
+  wire [2:0] \$384 ;
   wire \$385 ;
-  wire \$386 ;
+  wire [2:0] \$386 ;
   wire [2:0] \$387 ;
-  wire \$388 ;
-  wire [20:0] \$389 ;
-  wire [20:0] \$39 ;
-  wire [2:0] \$390 ;
-  wire [22:0] \$391 ;
-  wire [48:0] \$392 ;
-  wire [22:0] \$393 ;
-  wire [48:0] \$394 ;
-  wire [9:0] \$395 ;
-  wire [2046:0] \$396 ;
-  wire [255:0] \$397 ;
-  wire [256:0] \$398 ;
-  wire [319:0] \$399 ;
+  wire [22:0] \$388 ;
+  wire [48:0] \$389 ;
+  wire \$39 ;
+  wire \$390 ;
+  wire \$391 ;
+  wire [20:0] \$392 ;
+  wire [27:0] \$393 ;
+  wire \$394 ;
+  wire \$395 ;
+  wire [2:0] \$396 ;
+  wire \$397 ;
+  wire [20:0] \$398 ;
+  wire [2:0] \$399 ;
   wire [20:0] \$4 ;
-  wire \$40 ;
-  wire [64:0] \$400 ;
-  wire [48:0] \$401 ;
-  wire [65:0] \$402 ;
-  wire [20:0] \$403 ;
-  wire [27:0] \$404 ;
+  wire [20:0] \$40 ;
+  wire \$400 ;
+  wire [2:0] \$401 ;
+  wire \$402 ;
+  wire [2:0] \$403 ;
+  wire \$404 ;
   wire \$405 ;
-  wire \$406 ;
-  wire [2:0] \$407 ;
+  wire [20:0] \$406 ;
+  wire [27:0] \$407 ;
   wire \$408 ;
-  wire [20:0] \$409 ;
+  wire \$409 ;
   wire [20:0] \$41 ;
-  wire [2:0] \$410 ;
-  wire [22:0] \$411 ;
-  wire [48:0] \$412 ;
-  wire [22:0] \$413 ;
-  wire [48:0] \$414 ;
-  wire [20:0] \$415 ;
-  wire [27:0] \$416 ;
+  wire [20:0] \$410 ;
+  wire [2:0] \$411 ;
+  wire \$412 ;
+  wire [2:0] \$413 ;
+  wire [2:0] \$414 ;
+  wire [22:0] \$415 ;
+  wire [48:0] \$416 ;
   wire \$417 ;
   wire \$418 ;
-  wire [2:0] \$419 ;
-  wire [20:0] \$42 ;
+  wire \$419 ;
+  wire [22:0] \$42 ;
   wire \$420 ;
-  wire [20:0] \$421 ;
-  wire [2:0] \$422 ;
-  wire \$423 ;
-  wire [2:0] \$424 ;
-  wire \$425 ;
-  wire [2:0] \$426 ;
-  wire \$427 ;
-  wire [9:0] \$428 ;
-  wire [1534:0] \$429 ;
-  wire [22:0] \$43 ;
-  wire [255:0] \$430 ;
-  wire [256:0] \$431 ;
-  wire [319:0] \$432 ;
-  wire [64:0] \$433 ;
-  wire [48:0] \$434 ;
-  wire [65:0] \$435 ;
-  wire [20:0] \$436 ;
-  wire [27:0] \$437 ;
-  wire \$438 ;
-  wire \$439 ;
-  wire [23:0] \$44 ;
-  wire [2:0] \$440 ;
-  wire \$441 ;
-  wire [20:0] \$442 ;
-  wire [2:0] \$443 ;
-  wire [22:0] \$444 ;
-  wire [48:0] \$445 ;
-  wire [22:0] \$446 ;
-  wire [48:0] \$447 ;
-  wire \$448 ;
-  wire [2:0] \$449 ;
-  wire [24:0] \$45 ;
-  wire \$450 ;
-  wire [2:0] \$451 ;
-  wire [63:0] \$452 ;
-  wire \$453 ;
-  wire \$454 ;
-  wire \$455 ;
-  wire \$456 ;
-  wire \$457 ;
-  wire \$458 ;
-  wire \$459 ;
+  wire [2:0] \$421 ;
+  wire \$422 ;
+  wire [2:0] \$423 ;
+  wire [20:0] \$424 ;
+  wire [22:0] \$425 ;
+  wire [44:0] \$426 ;
+  wire [20:0] \$427 ;
+  wire \$428 ;
+  wire \$429 ;
+  wire [23:0] \$43 ;
+  reg [333:0] \$430 ;
+  reg [4:0] \$431 ;
+  reg [7:0] \$432 ;
+  reg [63:0] \$433 ;
+  reg [63:0] \$434 ;
+  reg [19:0] \$435 ;
+  reg [43:0] \$436 ;
+  reg [47:0] \$437 ;
+  reg [1:0] \$438 ;
+  reg [19:0] \$439 ;
+  wire [24:0] \$44 ;
+  reg [2:0] \$440 ;
+  reg \$441 ;
+  reg [1:0] \$442 ;
+  reg [19:0] \$443 ;
+  reg [63:0] \$444 ;
+  reg [19:0] \$445 ;
+  reg [19:0] \$446 ;
+  reg [1:0] \$447 ;
+  reg [2:0] \$448 ;
+  reg [19:0] \$449 ;
+  wire [25:0] \$45 ;
+  reg [1:0] \$450 ;
+  reg [19:0] \$451 ;
+  reg [4:0] \$452 ;
+  reg [43:0] \$453 ;
+  reg [19:0] \$454 ;
+  reg [1:0] \$455 ;
+  reg [1:0] \$456 ;
+  reg [1:0] \$457 ;
+  reg [19:0] \$458 ;
+  reg [1:0] \$459 ;
   wire [25:0] \$46 ;
-  wire \$460 ;
-  wire [2:0] \$461 ;
-  wire \$462 ;
-  wire [2:0] \$463 ;
-  wire \$464 ;
-  wire [2:0] \$465 ;
-  wire [20:0] \$466 ;
-  wire [22:0] \$467 ;
-  wire [44:0] \$468 ;
-  wire [20:0] \$469 ;
-  wire [25:0] \$47 ;
-  wire \$470 ;
-  wire \$471 ;
-  reg \$472 ;
-  reg [333:0] \$473 ;
-  reg [4:0] \$474 ;
-  reg [7:0] \$475 ;
-  reg [63:0] \$476 ;
-  reg [63:0] \$477 ;
-  reg [19:0] \$478 ;
-  reg [43:0] \$479 ;
-  wire [64:0] \$48 ;
-  reg [47:0] \$480 ;
-  reg [1:0] \$481 ;
-  reg [19:0] \$482 ;
-  reg [2:0] \$483 ;
-  reg \$484 ;
-  reg [1:0] \$485 ;
-  reg [19:0] \$486 ;
-  reg [63:0] \$487 ;
-  reg [19:0] \$488 ;
-  reg [19:0] \$489 ;
-  wire [45:0] \$49 ;
-  reg [1:0] \$490 ;
-  reg [2:0] \$491 ;
-  reg [19:0] \$492 ;
-  reg [1:0] \$493 ;
-  reg [19:0] \$494 ;
-  reg [4:0] \$495 ;
-  reg [43:0] \$496 ;
-  reg [19:0] \$497 ;
-  reg [1:0] \$498 ;
-  reg [1:0] \$499 ;
+  reg [1:0] \$460 ;
+  reg [1:0] \$461 ;
+  reg [19:0] \$462 ;
+  reg [19:0] \$463 ;
+  reg [2:0] \$464 ;
+  reg [1:0] \$465 ;
+  reg [19:0] \$466 ;
+  reg \$467 ;
+  reg [31:0] \$468 ;
+  reg [31:0] \$469 ;
+  wire [64:0] \$47 ;
+  reg [31:0] \$470 ;
+  reg [31:0] \$471 ;
+  reg [31:0] \$472 ;
+  reg [31:0] \$473 ;
+  reg [31:0] \$474 ;
+  reg [31:0] \$475 ;
+  reg \$476 ;
+  wire [45:0] \$48 ;
+  wire [65:0] \$49 ;
   wire \$5 ;
-  wire [65:0] \$50 ;
-  reg [1:0] \$500 ;
-  reg [19:0] \$501 ;
-  reg [1:0] \$502 ;
-  reg [1:0] \$503 ;
-  reg [1:0] \$504 ;
-  reg [19:0] \$505 ;
-  reg [19:0] \$506 ;
-  reg [2:0] \$507 ;
-  reg [1535:0] \$508 ;
-  reg [191:0] \$509 ;
-  wire [44:0] \$51 ;
-  reg [63:0] \$510 ;
-  reg [1:0] \$511 ;
-  reg \$512 ;
-  reg [31:0] \$513 ;
-  reg [31:0] \$514 ;
-  reg [31:0] \$515 ;
-  reg [31:0] \$516 ;
-  reg [31:0] \$517 ;
-  reg [31:0] \$518 ;
-  reg [31:0] \$519 ;
+  wire [44:0] \$50 ;
+  wire [45:0] \$51 ;
   wire [45:0] \$52 ;
-  reg [31:0] \$520 ;
-  wire [45:0] \$53 ;
-  wire [26:0] \$54 ;
-  wire [44:0] \$55 ;
+  wire [26:0] \$53 ;
+  wire [44:0] \$54 ;
+  wire [45:0] \$55 ;
   wire [45:0] \$56 ;
   wire [45:0] \$57 ;
-  wire [45:0] \$58 ;
-  wire [64:0] \$59 ;
+  wire [64:0] \$58 ;
+  wire [24:0] \$59 ;
   wire [22:0] \$6 ;
-  wire [24:0] \$60 ;
-  wire [20:0] \$61 ;
-  wire [21:0] \$62 ;
+  wire [20:0] \$60 ;
+  wire [21:0] \$61 ;
+  wire [22:0] \$62 ;
   wire [22:0] \$63 ;
-  wire [22:0] \$64 ;
+  wire [24:0] \$64 ;
   wire [24:0] \$65 ;
-  wire [24:0] \$66 ;
-  wire [20:0] \$67 ;
-  wire [21:0] \$68 ;
+  wire [20:0] \$66 ;
+  wire [21:0] \$67 ;
+  wire [22:0] \$68 ;
   wire [22:0] \$69 ;
   wire \$7 ;
-  wire [22:0] \$70 ;
-  wire [19:0] \$71 ;
+  wire [19:0] \$70 ;
+  wire \$71 ;
   wire \$72 ;
   wire \$73 ;
-  wire \$74 ;
-  wire [11:0] \$747 ;
-  wire [19:0] \$75 ;
-  wire [8:0] \$750 ;
+  wire [19:0] \$74 ;
+  wire \$75 ;
   wire \$76 ;
-  wire \$77 ;
-  wire [7:0] \$78 ;
+  wire [7:0] \$77 ;
+  wire [20:0] \$78 ;
   wire [20:0] \$79 ;
   wire [22:0] \$8 ;
-  wire [20:0] \$80 ;
-  wire [19:0] \$81 ;
+  wire [19:0] \$80 ;
+  wire \$81 ;
   wire \$82 ;
-  wire \$83 ;
-  wire [14:0] \$84 ;
-  wire [20:0] \$85 ;
-  wire [19:0] \$86 ;
+  wire [14:0] \$83 ;
+  wire [20:0] \$84 ;
+  wire [19:0] \$85 ;
+  wire \$86 ;
   wire \$87 ;
-  wire \$88 ;
-  wire [5:0] \$89 ;
+  wire [5:0] \$88 ;
+  wire [19:0] \$89 ;
   wire \$9 ;
-  wire [19:0] \$90 ;
+  wire \$90 ;
   wire \$91 ;
-  wire \$92 ;
-  wire [511:0] \$93 ;
-  wire \$94 ;
-  wire [19:0] \$95 ;
+  wire [511:0] \$92 ;
+  wire \$93 ;
+  wire [19:0] \$94 ;
+  wire \$95 ;
   wire \$96 ;
   wire \$97 ;
-  wire \$98 ;
-  wire [9:0] \$982 ;
-  wire [19:0] \$99 ;
+  wire [19:0] \$98 ;
+  wire \$99 ;
   reg [2:0] \$like ;
-  wire [19:0] \$like$95 ;
+  wire [19:0] \$like$100 ;
   (* init = 20'h00000 *)
   wire [19:0] \$signal ;
+  reg [19:0] \$signal$103  = 20'h00000;
   (* init = 2'h0 *)
-  wire [1:0] \$signal$102 ;
-  reg [19:0] \$signal$104  = 20'h00000;
-  reg [19:0] \$signal$106  = 20'h00000;
-  reg [2:0] \$signal$112  = 3'h0;
-  reg [19:0] \$signal$148  = 20'h00000;
-  reg [63:0] \$signal$159  = 64'h0000000000000000;
-  reg [63:0] \$signal$160  = 64'h0000000000000000;
-  reg [2:0] \$signal$161 ;
-  reg [19:0] \$signal$162  = 20'h00000;
-  reg [43:0] \$signal$164  = 44'h00000000000;
-  reg [63:0] \$signal$178  = 64'h0000000000000000;
-  reg [19:0] \$signal$180  = 20'h00000;
-  reg [19:0] \$signal$184  = 20'h00000;
-  reg [1:0] \$signal$196  = 2'h0;
-  reg [19:0] \$signal$206  = 20'h00000;
-  reg \$signal$210  = 1'h0;
-  reg [47:0] \$signal$212 ;
-  reg [47:0] \$signal$213  = 48'h000000000000;
-  reg [1:0] \$signal$214  = 2'h0;
-  reg [2:0] \$signal$216  = 3'h0;
-  reg [47:0] \$signal$218 ;
-  reg [47:0] \$signal$236 ;
-  reg \$signal$239  = 1'h0;
-  reg [63:0] \$signal$241  = 64'h0000000000000000;
-  reg [1535:0] \$signal$243  = 1536'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-  reg [191:0] \$signal$245  = 192'h000000000000000000000000000000000000000000000000;
-  reg [511:0] \$signal$258 ;
-  reg \$signal$273  = 1'h0;
-  reg [19:0] \$signal$98  = 20'h00000;
+  wire [1:0] \$signal$107 ;
+  reg [19:0] \$signal$109  = 20'h00000;
+  reg [19:0] \$signal$111  = 20'h00000;
+  (* init = 3'h0 *)
+  wire [2:0] \$signal$117 ;
+  reg [19:0] \$signal$153  = 20'h00000;
+  reg [19:0] \$signal$154  = 20'h00000;
+  reg [63:0] \$signal$165  = 64'h0000000000000000;
+  reg [63:0] \$signal$166  = 64'h0000000000000000;
+  reg [2:0] \$signal$167 ;
+  reg [19:0] \$signal$168  = 20'h00000;
+  reg [43:0] \$signal$170  = 44'h00000000000;
+  reg [63:0] \$signal$184  = 64'h0000000000000000;
+  reg [19:0] \$signal$186  = 20'h00000;
+  reg [19:0] \$signal$190  = 20'h00000;
+  reg [1:0] \$signal$202  = 2'h0;
+  reg [19:0] \$signal$212  = 20'h00000;
+  reg [47:0] \$signal$216  = 48'h000000000000;
+  reg [2:0] \$signal$217  = 3'h0;
+  reg [1:0] \$signal$218  = 2'h0;
+  reg \$signal$222  = 1'h0;
+  reg [1:0] \$signal$230  = 2'h0;
+  reg [511:0] \$signal$262 ;
+  reg \$signal$277  = 1'h0;
   reg [6:0] acc_addr;
   reg [6:0] acc_addr1;
   reg [1023:0] acc_data;
@@ -3201,7 +3150,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   reg [5:0] active;
   reg [5:0] active1;
   reg [63:0] addr;
-  reg [63:0] \addr$158 ;
+  reg [63:0] \addr$164 ;
   reg [31:0] anchor_l0 = 32'd0;
   reg [31:0] anchor_l1 = 32'd0;
   reg [31:0] anchor_l2 = 32'd0;
@@ -3210,9 +3159,10 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   reg [31:0] anchor_m1 = 32'd0;
   reg [31:0] anchor_m2 = 32'd0;
   reg [31:0] anchor_m3 = 32'd0;
+  reg bank_valid = 1'h0;
   reg [31:0] beats;
-  reg [31:0] \beats$155 ;
-  reg [31:0] \beats$169 ;
+  reg [31:0] \beats$161 ;
+  reg [31:0] \beats$175 ;
   output [63:0] bus__araddr;
   wire [63:0] bus__araddr;
   wire [63:0] \bus__araddr$3 ;
@@ -3306,7 +3256,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   wire bus__wvalid;
   wire \bus__wvalid$45 ;
   wire busy;
-  wire \busy$272 ;
+  wire \busy$276 ;
   input clk;
   wire clk;
   wire [19:0] col;
@@ -3346,7 +3296,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   wire [511:0] dst_data;
   wire dst_en;
   reg [1:0] ended;
-  reg [1:0] \ended$207 ;
+  reg [1:0] \ended$213 ;
   reg [333:0] entry = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   wire [203:0] \entry.desc ;
   wire [63:0] \entry.desc.dev_addr ;
@@ -3365,13 +3315,13 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   wire [63:0] \entry.taken ;
   reg first;
   reg first1;
-  wire fold_done;
   wire [7:0] fold_n_words;
-  wire [5:0] fold_pack;
+  reg [2:0] fold_pack_log2 = 3'h0;
+  wire fold_ready;
   reg [1:0] fold_row = 2'h0;
   reg [1:0] fold_sets = 2'h0;
   reg [1:0] fold_sets1 = 2'h0;
-  reg fold_start;
+  reg fold_valid;
   wire [6:0] fold_word;
   reg from_stream;
   reg [4:0] fsm_state = 5'h00;
@@ -3391,30 +3341,28 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   wire last;
   reg [19:0] length;
   reg [511:0] line;
-  reg [511:0] \line$246 ;
+  reg [511:0] \line$258 ;
   wire [7:0] log2_slot;
   wire [31:0] m;
   reg mac;
   reg mac1;
   reg [43:0] main_elems = 44'h00000000000;
-  reg more;
-  reg \more$220 ;
-  reg \more$238 ;
   reg [19:0] n_cols = 20'h00000;
-  reg [7:0] nbytes;
-  reg [7:0] \nbytes$219 ;
-  reg [7:0] \nbytes$237 ;
   reg [4:0] offset;
+  reg [5:0] \offset$220 ;
   wire [39:0] operand_lines;
   wire [511:0] out__data;
+  wire [511:0] \out__data$81 ;
   wire out__ready;
+  reg \out__ready$84 ;
+  wire [63:0] out__strb;
   wire out__valid;
+  wire \out__valid$83 ;
   reg pair;
   wire [5:0] pair_count;
   wire [511:0] pair_data;
   wire pair_valid;
   reg partial;
-  reg [1:0] piece_line = 2'h0;
   wire [19:0] plan_groups;
   reg [1:0] plan_sets;
   input [333:0] pop;
@@ -3518,29 +3466,38 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   (* init = 2'h0 *)
   wire [1:0] sets_used1;
   wire split;
-  wire \split$93 ;
+  wire \split$98 ;
   wire [511:0] src__data;
-  wire [511:0] \src__data$72 ;
+  reg [511:0] \src__data$78 ;
   wire src__ready;
-  wire \src__ready$79 ;
+  wire \src__ready$77 ;
+  reg [63:0] src__strb;
   wire src__valid;
-  wire \src__valid$76 ;
+  reg \src__valid$80 ;
   wire [14:0] src_addr;
   wire [1023:0] src_data;
   reg start;
-  reg \start$152 ;
-  reg \start$165 ;
-  reg \start$233 ;
+  reg \start$158 ;
+  reg \start$171 ;
+  reg \start$219 ;
+  reg \start$243 ;
   wire [47:0] stats_offset;
   reg [7:0] status = 8'h00;
-  wire [7:0] \status$270 ;
+  wire [7:0] \status$274 ;
   reg [31:0] status_word;
   reg [63:0] strb;
   wire [511:0] sum_fp16;
   wire [1023:0] sum_fp32;
+  reg sum_ready;
+  wire sum_valid;
   wire valid;
+  reg [7:0] w_bytes;
   reg [511:0] w_data;
+  reg [1023:0] \w_data$225 ;
   reg [511:0] w_data1;
+  reg w_last;
+  wire w_ready;
+  reg w_valid;
   wire [31:0] widened_0;
   wire [31:0] widened_1;
   wire [31:0] widened_10;
@@ -3573,112 +3530,83 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   wire [31:0] widened_7;
   wire [31:0] widened_8;
   wire [31:0] widened_9;
-  assign \$468  = \$signal$164  + \$467 ;
-  assign \$469  = \$signal$162  + 3'h4;
-  assign \$470  = \$469  < entry[183:164];
-  assign \$471  = ~ busy;
   always @(posedge clk)
-    \$signal$210  <= \$472 ;
+    \$signal$217  <= \$440 ;
   always @(posedge clk)
-    entry <= \$473 ;
+    \$signal$277  <= \$441 ;
   always @(posedge clk)
-    fsm_state <= \$474 ;
+    \$signal$230  <= \$442 ;
   always @(posedge clk)
-    status <= \$475 ;
+    \$signal$154  <= \$443 ;
   always @(posedge clk)
-    \$signal$160  <= \$476 ;
+    \$signal$184  <= \$444 ;
   always @(posedge clk)
-    \$signal$159  <= \$477 ;
+    \$signal$103  <= \$445 ;
   always @(posedge clk)
-    \$signal$162  <= \$478 ;
+    n_cols <= \$446 ;
   always @(posedge clk)
-    \$signal$164  <= \$479 ;
+    dest <= \$447 ;
   always @(posedge clk)
-    \$signal$213  <= \$480 ;
+    fold_pack_log2 <= \$448 ;
   always @(posedge clk)
-    \$signal$214  <= \$481 ;
+    \$signal$111  <= \$449 ;
   always @(posedge clk)
-    \$signal$148  <= \$482 ;
+    \$signal$202  <= \$450 ;
   always @(posedge clk)
-    \$signal$216  <= \$483 ;
+    \$signal$186  <= \$451 ;
   always @(posedge clk)
-    \$signal$273  <= \$484 ;
+    rest_rows <= \$452 ;
   always @(posedge clk)
-    fold_row <= \$485 ;
+    main_elems <= \$453 ;
   always @(posedge clk)
-    \$signal$104  <= \$486 ;
+    \$signal$190  <= \$454 ;
   always @(posedge clk)
-    \$signal$178  <= \$487 ;
+    fold_sets <= \$455 ;
   always @(posedge clk)
-    \$signal$98  <= \$488 ;
+    groups_seen0 <= \$456 ;
   always @(posedge clk)
-    n_cols <= \$489 ;
+    set_index0 <= \$457 ;
   always @(posedge clk)
-    dest <= \$490 ;
+    set_base0 <= \$458 ;
   always @(posedge clk)
-    \$signal$112  <= \$491 ;
+    fold_sets1 <= \$459 ;
   always @(posedge clk)
-    \$signal$106  <= \$492 ;
+    groups_seen1 <= \$460 ;
   always @(posedge clk)
-    \$signal$196  <= \$493 ;
+    set_index1 <= \$461 ;
   always @(posedge clk)
-    \$signal$180  <= \$494 ;
+    set_base1 <= \$462 ;
   always @(posedge clk)
-    rest_rows <= \$495 ;
+    \$signal$212  <= \$463 ;
   always @(posedge clk)
-    main_elems <= \$496 ;
+    drain <= \$464 ;
   always @(posedge clk)
-    \$signal$184  <= \$497 ;
+    fold_row <= \$465 ;
   always @(posedge clk)
-    fold_sets <= \$498 ;
+    \$signal$109  <= \$466 ;
   always @(posedge clk)
-    groups_seen0 <= \$499 ;
+    \$signal$222  <= \$467 ;
   always @(posedge clk)
-    set_index0 <= \$500 ;
+    anchor_m0 <= \$468 ;
   always @(posedge clk)
-    set_base0 <= \$501 ;
+    anchor_m1 <= \$469 ;
   always @(posedge clk)
-    fold_sets1 <= \$502 ;
+    anchor_m2 <= \$470 ;
   always @(posedge clk)
-    groups_seen1 <= \$503 ;
+    anchor_m3 <= \$471 ;
   always @(posedge clk)
-    set_index1 <= \$504 ;
+    anchor_l0 <= \$472 ;
   always @(posedge clk)
-    set_base1 <= \$505 ;
+    anchor_l1 <= \$473 ;
   always @(posedge clk)
-    \$signal$206  <= \$506 ;
+    anchor_l2 <= \$474 ;
   always @(posedge clk)
-    drain <= \$507 ;
+    anchor_l3 <= \$475 ;
   always @(posedge clk)
-    \$signal$243  <= \$508 ;
-  always @(posedge clk)
-    \$signal$245  <= \$509 ;
-  always @(posedge clk)
-    \$signal$241  <= \$510 ;
-  always @(posedge clk)
-    piece_line <= \$511 ;
-  always @(posedge clk)
-    \$signal$239  <= \$512 ;
-  always @(posedge clk)
-    anchor_m0 <= \$513 ;
-  always @(posedge clk)
-    anchor_m1 <= \$514 ;
-  always @(posedge clk)
-    anchor_m2 <= \$515 ;
-  always @(posedge clk)
-    anchor_m3 <= \$516 ;
-  always @(posedge clk)
-    anchor_l0 <= \$517 ;
-  always @(posedge clk)
-    anchor_l1 <= \$518 ;
-  always @(posedge clk)
-    anchor_l2 <= \$519 ;
-  always @(posedge clk)
-    anchor_l3 <= \$520 ;
+    bank_valid <= \$476 ;
   assign \$1  = ~ copying;
   assign src__valid = out__valid & \$1 ;
-  assign \src__valid$76  = out__valid & copying;
-  assign out__ready = copying ? \src__ready$79  : src__ready;
+  assign out__ready = copying ? \src__ready$77  : src__ready;
   assign split = entry[183:164] == 1'h1;
   assign \$3  = \$2  <= 6'h20;
   assign \$5  = \$4  <= 6'h20;
@@ -3693,186 +3621,185 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   assign \$19  = \$16 [19:0] * 1'h1;
   assign \$20  = \$19  >= 2'h3;
   assign \$21  = 1'h1 << \$like ;
-  assign \$22  = \$signal$98  + \$21 ;
+  assign \$22  = \$signal$103  + \$21 ;
   assign \$23  = \$22  - 1'h1;
   assign \$24  = $signed(\$23 ) >>> \$like ;
   assign \$25  = \$24 [19:0] + 1'h1;
   assign \$27  = split ? \$26  : { 1'h0, \$24 [19:0] };
   assign row_groups1 = split ? \$28  : 20'h00000;
-  assign \$29  = 1'h1 << \$signal$112 ;
-  assign \$30  = entry[5:2] == 2'h3;
-  assign src_data = \$30  ? rd_acc_data : { widened_31, widened_30, widened_29, widened_28, widened_27, widened_26, widened_25, widened_24, widened_23, widened_22, widened_21, widened_20, widened_19, widened_18, widened_17, widened_16, widened_15, widened_14, widened_13, widened_12, widened_11, widened_10, widened_9, widened_8, widened_7, widened_6, widened_5, widened_4, widened_3, widened_2, widened_1, widened_0 };
-  assign \$32  = \$signal$148  - \$31 [19:0];
-  assign \$33  = $signed(\$32 ) < $signed(7'h20);
-  assign \$35  = \$signal$148  - \$34 [19:0];
-  assign \$36  = \$33  ? \$35  : 21'h000020;
-  assign \$37  = \$signal$159  + 7'h40;
-  assign \$38  = \$signal$160  + 7'h40;
-  assign \$39  = entry[183:164] - \$signal$162 ;
-  assign \$40  = $signed(\$39 ) < $signed(4'h4);
-  assign \$41  = entry[183:164] - \$signal$162 ;
-  assign \$42  = \$40  ? \$41  : 21'h000004;
-  assign \$43  = \$signal$161  * entry[203:184];
-  assign \$44  = \$signal$164 [4:0] + \$43 ;
-  assign \$45  = \$44  + 6'h20;
-  assign \$46  = \$45  - 1'h1;
-  assign \$48  = \$signal$160  + 7'h40;
-  assign \$50  = \$48  + \$49 ;
-  assign \$51  = main_elems + 6'h20;
-  assign \$52  = \$51  - 1'h1;
-  assign \$54  = n_cols << \$signal$112 ;
-  assign \$55  = main_elems + 6'h20;
-  assign \$56  = \$55  - 1'h1;
-  assign \$59  = \$signal$178  + \$58 ;
-  assign \$60  = rest_rows * n_cols;
-  assign \$61  = main_elems[4:0] + \$60 [19:0];
-  assign \$62  = \$61  + 6'h20;
-  assign \$63  = \$62  - 1'h1;
+  assign \$29  = entry[5:2] == 2'h3;
+  assign src_data = \$29  ? rd_acc_data : { widened_31, widened_30, widened_29, widened_28, widened_27, widened_26, widened_25, widened_24, widened_23, widened_22, widened_21, widened_20, widened_19, widened_18, widened_17, widened_16, widened_15, widened_14, widened_13, widened_12, widened_11, widened_10, widened_9, widened_8, widened_7, widened_6, widened_5, widened_4, widened_3, widened_2, widened_1, widened_0 };
+  assign \$31  = \$signal$153  - \$30 [19:0];
+  assign \$32  = $signed(\$31 ) < $signed(7'h20);
+  assign \$34  = \$signal$153  - \$33 [19:0];
+  assign \$35  = \$32  ? \$34  : 21'h000020;
+  assign \$36  = \$signal$165  + 7'h40;
+  assign \$37  = \$signal$166  + 7'h40;
+  assign \$38  = entry[183:164] - \$signal$168 ;
+  assign \$39  = $signed(\$38 ) < $signed(4'h4);
+  assign \$40  = entry[183:164] - \$signal$168 ;
+  assign \$41  = \$39  ? \$40  : 21'h000004;
+  assign \$42  = \$signal$167  * entry[203:184];
+  assign \$43  = \$signal$170 [4:0] + \$42 ;
+  assign \$44  = \$43  + 6'h20;
+  assign \$45  = \$44  - 1'h1;
+  assign \$47  = \$signal$166  + 7'h40;
+  assign \$49  = \$47  + \$48 ;
+  assign \$50  = main_elems + 6'h20;
+  assign \$51  = \$50  - 1'h1;
+  assign \$53  = n_cols << fold_pack_log2;
+  assign \$54  = main_elems + 6'h20;
+  assign \$55  = \$54  - 1'h1;
+  assign \$58  = \$signal$184  + \$57 ;
+  assign \$59  = rest_rows * n_cols;
+  assign \$60  = main_elems[4:0] + \$59 [19:0];
+  assign \$61  = \$60  + 6'h20;
+  assign \$62  = \$61  - 1'h1;
+  assign \$64  = rest_rows * n_cols;
   assign \$65  = rest_rows * n_cols;
-  assign \$66  = rest_rows * n_cols;
-  assign \$67  = main_elems[4:0] + \$66 [19:0];
-  assign \$68  = \$67  + 6'h20;
-  assign \$69  = \$68  - 1'h1;
-  assign \$71  = \$signal$184  >> \$signal$112 ;
-  assign \$72  = split & \$71 [0];
-  assign \$73  = ! \$72 ;
-  assign \$74  = \$72  ? pair_valid : valid;
-  assign \$75  = \$signal$184  >> \$signal$112 ;
-  assign \$76  = split & \$75 [0];
-  assign \$77  = ! \$76 ;
-  assign \$78  = 1'h1 << \$signal$112 ;
-  assign \$79  = \$signal$184  + \$78 ;
-  assign \$80  = \$76  ? \$79  : { 1'h0, \$signal$184  };
-  assign \$81  = \$signal$184  >> \$signal$112 ;
-  assign \$82  = split & \$81 [0];
-  assign \$83  = ! \$82 ;
-  assign \$84  = \$82  ? 15'h0000 : col[19:5];
-  assign \$85  = set_base0 + \$84 ;
-  assign \$86  = \$signal$184  >> \$signal$112 ;
-  assign \$87  = split & \$86 [0];
-  assign \$88  = ! \$87 ;
-  assign \$89  = \$87  ? pair_count : count;
-  assign \$90  = \$signal$184  >> \$signal$112 ;
-  assign \$91  = split & \$90 [0];
-  assign \$92  = ! \$91 ;
-  assign \$93  = \$91  ? pair_data : data;
-  assign \$94  = groups_seen0 < \$signal$196 ;
-  assign \$95  = \$signal$184  >> \$signal$112 ;
-  assign \$96  = split & \$95 [0];
-  assign \$98  = \$97  ? valid : pair_valid;
-  assign \$99  = \$signal$184  >> \$signal$112 ;
-  assign \$100  = split & \$99 [0];
-  assign \$102  = 1'h1 << \$signal$112 ;
-  assign \$103  = \$signal$184  + \$102 ;
-  assign \$104  = \$101  ? { 1'h0, \$signal$184  } : \$103 ;
-  assign \$105  = \$signal$184  >> \$signal$112 ;
-  assign \$106  = split & \$105 [0];
-  assign \$108  = \$107  ? col[19:5] : 15'h0000;
-  assign \$109  = set_base1 + \$108 ;
-  assign \$110  = \$signal$184  >> \$signal$112 ;
-  assign \$111  = split & \$110 [0];
-  assign \$113  = \$112  ? count : pair_count;
-  assign \$114  = \$signal$184  >> \$signal$112 ;
-  assign \$115  = split & \$114 [0];
-  assign \$117  = \$116  ? data : pair_data;
-  assign \$118  = groups_seen1 < \$signal$196 ;
-  assign \$119  = col + count;
-  assign \$120  = \$119  == \$signal$206 ;
-  assign \$121  = valid & \$120 ;
-  assign \$122  = pair_count == \$signal$206 ;
-  assign \$123  = pair_valid & \$122 ;
-  assign \$124  = \$121  + \$123 ;
-  assign \$125  = \$signal$184  >> \$signal$112 ;
-  assign \$126  = split & \$125 [0];
-  assign \$127  = ! \$126 ;
-  assign \$128  = \$126  ? pair_valid : valid;
-  assign \$129  = \$signal$184  >> \$signal$112 ;
-  assign \$130  = split & \$129 [0];
-  assign \$131  = ! \$130 ;
-  assign \$132  = 1'h1 << \$signal$112 ;
-  assign \$133  = \$signal$184  + \$132 ;
-  assign \$134  = \$130  ? \$133  : { 1'h0, \$signal$184  };
-  assign \$135  = \$signal$184  >> \$signal$112 ;
-  assign \$136  = split & \$135 [0];
-  assign \$137  = ! \$136 ;
-  assign \$138  = \$136  ? 15'h0000 : col[19:5];
-  assign \$139  = set_base0 + \$138 ;
-  assign \$140  = \$signal$184  >> \$signal$112 ;
-  assign \$141  = split & \$140 [0];
-  assign \$142  = ! \$141 ;
-  assign \$143  = \$141  ? pair_count : count;
-  assign \$144  = \$signal$184  >> \$signal$112 ;
-  assign \$145  = split & \$144 [0];
-  assign \$146  = ! \$145 ;
-  assign \$147  = \$145  ? pair_data : data;
-  assign \$148  = groups_seen0 < \$signal$196 ;
-  assign \$149  = \$signal$184  >> \$signal$112 ;
-  assign \$150  = split & \$149 [0];
-  assign \$152  = \$151  ? valid : pair_valid;
-  assign \$153  = \$signal$184  >> \$signal$112 ;
-  assign \$154  = split & \$153 [0];
-  assign \$156  = 1'h1 << \$signal$112 ;
-  assign \$157  = \$signal$184  + \$156 ;
-  assign \$158  = \$155  ? { 1'h0, \$signal$184  } : \$157 ;
-  assign \$159  = \$signal$184  >> \$signal$112 ;
-  assign \$160  = split & \$159 [0];
-  assign \$162  = \$161  ? col[19:5] : 15'h0000;
-  assign \$163  = set_base1 + \$162 ;
-  assign \$164  = \$signal$184  >> \$signal$112 ;
-  assign \$165  = split & \$164 [0];
-  assign \$167  = \$166  ? count : pair_count;
-  assign \$168  = \$signal$184  >> \$signal$112 ;
-  assign \$169  = split & \$168 [0];
-  assign \$171  = \$170  ? data : pair_data;
-  assign \$172  = groups_seen1 < \$signal$196 ;
-  assign \$173  = col + count;
-  assign \$174  = \$173  == \$signal$206 ;
-  assign \$175  = valid & \$174 ;
-  assign \$176  = pair_count == \$signal$206 ;
-  assign \$177  = pair_valid & \$176 ;
-  assign \$178  = \$175  + \$177 ;
-  assign \$179  = fold_done | \$signal$210 ;
-  assign \$181  = \$180 [19:0] << \$signal$214 ;
-  assign \$182  = \$signal$213  + \$181 ;
-  assign \$183  = \$36 [5:0] << \$signal$214 ;
-  assign \$184  = \$signal$104  + 1'h1;
-  assign \$186  = \$185  >= \$signal$148 ;
-  assign \$187  = ~ \$186 ;
-  assign \$188  = fold_row + 1'h1;
-  assign \$189  = \$188  < \$signal$216 ;
-  assign \$191  = \$190 [19:0] << \$signal$214 ;
-  assign \$192  = \$signal$213  + \$191 ;
-  assign \$193  = \$36 [5:0] << \$signal$214 ;
-  assign \$194  = \$signal$104  + 1'h1;
-  assign \$196  = \$195  >= \$signal$148 ;
-  assign \$197  = ~ \$196 ;
-  assign \$198  = fold_row + 1'h1;
-  assign \$199  = \$198  < \$signal$216 ;
-  assign \$200  = entry[5:2] == 2'h3;
-  assign \$201  = \$200  ? entry[143:124] : entry[203:184];
-  assign \$202  = entry[5:2] == 2'h3;
-  assign \$203  = \$202  | entry[11];
-  assign \$205  = \$204 [19:0] << \$signal$214 ;
-  assign \$206  = \$signal$213  + \$205 ;
-  assign \$207  = \$36 [5:0] << \$signal$214 ;
-  assign \$208  = \$signal$104  + 1'h1;
-  assign \$210  = \$209  >= \$signal$148 ;
-  assign \$211  = ~ \$210 ;
-  assign \$212  = fold_row + 1'h1;
-  assign \$213  = \$212  < \$signal$216 ;
-  assign \$214  = entry[5:2] == 2'h2;
-  assign \$215  = ~ \$214 ;
-  assign \$216  = \$signal$239  & \$215 ;
-  assign \$217  = ! piece_line;
-  assign \$218  = \$216  & \$217 ;
-  assign \$220  = \$signal$241  + \$219 ;
-  assign \$747  = piece_line * 10'h200;
-  assign \$221  = \$signal$243  >> \$747 ;
-  assign \$750  = piece_line * 7'h40;
-  assign \$222  = \$signal$245  >> \$750 ;
-  assign \$225  = \$signal$159  + 7'h40;
+  assign \$66  = main_elems[4:0] + \$65 [19:0];
+  assign \$67  = \$66  + 6'h20;
+  assign \$68  = \$67  - 1'h1;
+  assign \$70  = \$signal$190  >> fold_pack_log2;
+  assign \$71  = split & \$70 [0];
+  assign \$72  = ! \$71 ;
+  assign \$73  = \$71  ? pair_valid : valid;
+  assign \$74  = \$signal$190  >> fold_pack_log2;
+  assign \$75  = split & \$74 [0];
+  assign \$76  = ! \$75 ;
+  assign \$77  = 1'h1 << fold_pack_log2;
+  assign \$78  = \$signal$190  + \$77 ;
+  assign \$79  = \$75  ? \$78  : { 1'h0, \$signal$190  };
+  assign \$80  = \$signal$190  >> fold_pack_log2;
+  assign \$81  = split & \$80 [0];
+  assign \$82  = ! \$81 ;
+  assign \$83  = \$81  ? 15'h0000 : col[19:5];
+  assign \$84  = set_base0 + \$83 ;
+  assign \$85  = \$signal$190  >> fold_pack_log2;
+  assign \$86  = split & \$85 [0];
+  assign \$87  = ! \$86 ;
+  assign \$88  = \$86  ? pair_count : count;
+  assign \$89  = \$signal$190  >> fold_pack_log2;
+  assign \$90  = split & \$89 [0];
+  assign \$91  = ! \$90 ;
+  assign \$92  = \$90  ? pair_data : data;
+  assign \$93  = groups_seen0 < \$signal$202 ;
+  assign \$94  = \$signal$190  >> fold_pack_log2;
+  assign \$95  = split & \$94 [0];
+  assign \$97  = \$96  ? valid : pair_valid;
+  assign \$98  = \$signal$190  >> fold_pack_log2;
+  assign \$99  = split & \$98 [0];
+  assign \$101  = 1'h1 << fold_pack_log2;
+  assign \$102  = \$signal$190  + \$101 ;
+  assign \$103  = \$100  ? { 1'h0, \$signal$190  } : \$102 ;
+  assign \$104  = \$signal$190  >> fold_pack_log2;
+  assign \$105  = split & \$104 [0];
+  assign \$107  = \$106  ? col[19:5] : 15'h0000;
+  assign \$108  = set_base1 + \$107 ;
+  assign \$109  = \$signal$190  >> fold_pack_log2;
+  assign \$110  = split & \$109 [0];
+  assign \$112  = \$111  ? count : pair_count;
+  assign \$113  = \$signal$190  >> fold_pack_log2;
+  assign \$114  = split & \$113 [0];
+  assign \$116  = \$115  ? data : pair_data;
+  assign \$117  = groups_seen1 < \$signal$202 ;
+  assign \$118  = col + count;
+  assign \$119  = \$118  == \$signal$212 ;
+  assign \$120  = valid & \$119 ;
+  assign \$121  = pair_count == \$signal$212 ;
+  assign \$122  = pair_valid & \$121 ;
+  assign \$123  = \$120  + \$122 ;
+  assign \$124  = \$signal$190  >> fold_pack_log2;
+  assign \$125  = split & \$124 [0];
+  assign \$126  = ! \$125 ;
+  assign \$127  = \$125  ? pair_valid : valid;
+  assign \$128  = \$signal$190  >> fold_pack_log2;
+  assign \$129  = split & \$128 [0];
+  assign \$130  = ! \$129 ;
+  assign \$131  = 1'h1 << fold_pack_log2;
+  assign \$132  = \$signal$190  + \$131 ;
+  assign \$133  = \$129  ? \$132  : { 1'h0, \$signal$190  };
+  assign \$134  = \$signal$190  >> fold_pack_log2;
+  assign \$135  = split & \$134 [0];
+  assign \$136  = ! \$135 ;
+  assign \$137  = \$135  ? 15'h0000 : col[19:5];
+  assign \$138  = set_base0 + \$137 ;
+  assign \$139  = \$signal$190  >> fold_pack_log2;
+  assign \$140  = split & \$139 [0];
+  assign \$141  = ! \$140 ;
+  assign \$142  = \$140  ? pair_count : count;
+  assign \$143  = \$signal$190  >> fold_pack_log2;
+  assign \$144  = split & \$143 [0];
+  assign \$145  = ! \$144 ;
+  assign \$146  = \$144  ? pair_data : data;
+  assign \$147  = groups_seen0 < \$signal$202 ;
+  assign \$148  = \$signal$190  >> fold_pack_log2;
+  assign \$149  = split & \$148 [0];
+  assign \$151  = \$150  ? valid : pair_valid;
+  assign \$152  = \$signal$190  >> fold_pack_log2;
+  assign \$153  = split & \$152 [0];
+  assign \$155  = 1'h1 << fold_pack_log2;
+  assign \$156  = \$signal$190  + \$155 ;
+  assign \$157  = \$154  ? { 1'h0, \$signal$190  } : \$156 ;
+  assign \$158  = \$signal$190  >> fold_pack_log2;
+  assign \$159  = split & \$158 [0];
+  assign \$161  = \$160  ? col[19:5] : 15'h0000;
+  assign \$162  = set_base1 + \$161 ;
+  assign \$163  = \$signal$190  >> fold_pack_log2;
+  assign \$164  = split & \$163 [0];
+  assign \$166  = \$165  ? count : pair_count;
+  assign \$167  = \$signal$190  >> fold_pack_log2;
+  assign \$168  = split & \$167 [0];
+  assign \$170  = \$169  ? data : pair_data;
+  assign \$171  = groups_seen1 < \$signal$202 ;
+  assign \$172  = col + count;
+  assign \$173  = \$172  == \$signal$212 ;
+  assign \$174  = valid & \$173 ;
+  assign \$175  = pair_count == \$signal$212 ;
+  assign \$176  = pair_valid & \$175 ;
+  assign \$177  = \$174  + \$176 ;
+  assign \$178  = drain == 1'h1;
+  assign \$179  = ! dest;
+  assign \$180  = dest == 1'h1;
+  assign \$181  = \$179  | \$180 ;
+  assign \$182  = \$signal$165  + 7'h40;
+  assign \$184  = \$182  + \$183 ;
+  assign \$185  = \$signal$153  << \$signal$218 ;
+  assign \$186  = \$signal$217  * \$185 ;
+  assign \$187  = \$signal$216 [5:0] + \$186 ;
+  assign \$188  = \$187  + 7'h40;
+  assign \$189  = \$188  - 1'h1;
+  assign \$191  = ~ \$signal$222 ;
+  assign \$192  = ! dest;
+  assign \$193  = \$192  ? { 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, sum_fp16 } : sum_fp32;
+  assign \$194  = \$35 [5:0] << \$signal$218 ;
+  assign \$195  = \$signal$154  + 1'h1;
+  assign \$197  = \$196  >= \$signal$153 ;
+  assign \$198  = \$signal$230  + 1'h1;
+  assign \$199  = \$198  == \$signal$217 ;
+  assign \$200  = \$197  & \$199 ;
+  assign \$201  = sum_valid & w_ready;
+  assign \$202  = dest == 2'h2;
+  assign \$203  = entry[5:2] == 2'h3;
+  assign \$204  = \$203  ? entry[143:124] : entry[203:184];
+  assign \$205  = entry[5:2] == 2'h3;
+  assign \$206  = \$205  | entry[11];
+  assign \$207  = \$signal$165  + 7'h40;
+  assign \$209  = \$207  + \$208 ;
+  assign \$210  = \$signal$153  << \$signal$218 ;
+  assign \$211  = \$signal$217  * \$210 ;
+  assign \$212  = \$signal$216 [5:0] + \$211 ;
+  assign \$213  = \$212  + 7'h40;
+  assign \$214  = \$213  - 1'h1;
+  assign \$216  = \$35 [5:0] << \$signal$218 ;
+  assign \$217  = \$signal$154  + 1'h1;
+  assign \$219  = \$218  >= \$signal$153 ;
+  assign \$220  = \$signal$230  + 1'h1;
+  assign \$221  = \$220  == \$signal$217 ;
+  assign \$222  = \$219  & \$221 ;
+  assign \$225  = \$signal$165  + 7'h40;
   assign \$226  = \$225  + stats_offset;
-  assign \$227  = \$signal$162  + fold_row;
+  assign \$227  = \$signal$168  + \$signal$230 ;
   assign \$229  = \$226  + \$228 ;
   assign \$230  = cycle - entry[333:270];
   assign \$231  = ~ busy;
@@ -3900,209 +3827,193 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   assign \$253  = fsm_state == 5'h14;
   assign \$254  = fsm_state == 5'h15;
   assign \$255  = fsm_state == 5'h16;
-  assign \$256  = fsm_state == 5'h17;
-  assign \$257  = fsm_state == 5'h18;
-  assign \$258  = fsm_state == 5'h19;
-  assign \$259  = fsm_state == 5'h1a;
-  assign \$260  = entry[269:206] - 1'h1;
-  assign \$261  = 1'h1 << regs[259:256];
-  assign \$262  = \$261  - 1'h1;
-  assign \$263  = { 1'h0, \$260 [15:0] } & \$262 ;
-  assign \$264  = $signed(\$263 ) << regs[265:260];
-  assign \$265  = $signed({ 1'h0, regs[63:0] }) + $signed(\$264 );
-  assign \$266  = entry[269:206] - 1'h1;
-  assign \$267  = 1'h1 << regs[259:256];
-  assign \$268  = \$267  - 1'h1;
-  assign \$269  = { 1'h0, \$266 [15:0] } & \$268 ;
-  assign \$270  = $signed(\$269 ) << regs[265:260];
-  assign \$271  = $signed({ 1'h0, regs[127:64] }) + $signed(\$270 );
-  assign \$272  = entry[5:2] == 2'h3;
-  assign \$273  = entry[5:2] == 2'h2;
-  assign \$274  = entry[5:2] == 3'h4;
-  assign \$275  = | \status$270 ;
-  assign \$276  = ~ \busy$272 ;
-  assign \$277  = ~ busy;
-  assign \$278  = \$276  & \$277 ;
-  assign \$279  = valid & last;
-  assign \$280  = entry[5:2] == 2'h2;
-  assign \$281  = ! \$signal$273 ;
-  assign \$282  = entry[5:2] == 2'h3;
-  assign \$283  = entry[5:2] == 3'h4;
-  assign \$284  = \$283  ? 2'h2 : 2'h0;
-  assign \$285  = \$282  ? 2'h3 : \$284 ;
-  assign \$287  = entry[83:20] + \$286 ;
-  assign \$288  = entry[5:2] == 2'h3;
-  assign \$289  = \$288  ? 1'h1 : 1'h0;
-  assign \$290  = \$signal$98  >> \$like ;
-  assign \$291  = 1'h1 << \$like ;
-  assign \$292  = \$291  - 1'h1;
-  assign \$293  = { 1'h0, \$signal$98  } & { \$292 [8], \$292 [8], \$292 [8], \$292 [8], \$292 [8], \$292 [8], \$292 [8], \$292 [8], \$292 [8], \$292 [8], \$292 [8], \$292 [8], \$292  };
-  assign \$294  = \$signal$98  >> \$like ;
-  assign \$295  = \$294  << \$like ;
-  assign \$296  = \$295  * n_cols;
-  assign \$297  = \$27 [19:0] < plan_sets;
-  assign \$298  = \$297  ? \$27 [19:0] : { 18'h00000, plan_sets };
-  assign \$299  = row_groups1 < plan_sets;
-  assign \$300  = \$299  ? row_groups1 : { 18'h00000, plan_sets };
-  assign \$301  = \$signal$98  >> \$like ;
-  assign \$302  = | \$301 ;
-  assign \$303  = n_cols << \$signal$112 ;
-  assign \$304  = rest_rows * n_cols;
-  assign \$305  = \$signal$184  >> \$signal$112 ;
-  assign \$306  = split & \$305 [0];
-  assign \$307  = ! \$306 ;
-  assign \$308  = col + count;
-  assign \$309  = \$308  == \$signal$206 ;
-  assign \$310  = valid & \$309 ;
-  assign \$311  = pair_count == \$signal$206 ;
-  assign \$312  = pair_valid & \$311 ;
-  assign \$313  = \$306  ? \$312  : \$310 ;
-  assign \$314  = groups_seen0 < \$signal$196 ;
-  assign \$315  = groups_seen0 + 1'h1;
-  assign \$316  = set_index0 + 1'h1;
-  assign \$317  = \$316  == \$signal$196 ;
-  assign \$318  = set_index0 + 1'h1;
-  assign \$319  = set_base0 + \$signal$106 ;
-  assign \$320  = \$signal$184  >> \$signal$112 ;
-  assign \$321  = split & \$320 [0];
-  assign \$323  = col + count;
-  assign \$324  = \$323  == \$signal$206 ;
-  assign \$325  = valid & \$324 ;
-  assign \$326  = pair_count == \$signal$206 ;
-  assign \$327  = pair_valid & \$326 ;
-  assign \$328  = \$322  ? \$325  : \$327 ;
-  assign \$329  = groups_seen1 < \$signal$196 ;
-  assign \$330  = groups_seen1 + 1'h1;
-  assign \$331  = set_index1 + 1'h1;
-  assign \$332  = \$331  == \$signal$196 ;
-  assign \$333  = set_index1 + 1'h1;
-  assign \$334  = set_base1 + \$signal$106 ;
-  assign \$335  = ended << \$signal$112 ;
-  assign \$336  = \$signal$184  + \$335 ;
-  assign \$337  = valid & last;
-  assign \$338  = | rest_rows;
-  assign \$339  = \$signal$184  >> \$signal$112 ;
-  assign \$340  = split & \$339 [0];
-  assign \$341  = ! \$340 ;
-  assign \$342  = col + count;
-  assign \$343  = \$342  == \$signal$206 ;
-  assign \$344  = valid & \$343 ;
-  assign \$345  = pair_count == \$signal$206 ;
-  assign \$346  = pair_valid & \$345 ;
-  assign \$347  = \$340  ? \$346  : \$344 ;
-  assign \$348  = groups_seen0 < \$signal$196 ;
-  assign \$349  = groups_seen0 + 1'h1;
-  assign \$350  = set_index0 + 1'h1;
-  assign \$351  = \$350  == \$signal$196 ;
-  assign \$352  = set_index0 + 1'h1;
-  assign \$353  = set_base0 + \$signal$106 ;
-  assign \$354  = \$signal$184  >> \$signal$112 ;
-  assign \$355  = split & \$354 [0];
-  assign \$357  = col + count;
-  assign \$358  = \$357  == \$signal$206 ;
-  assign \$359  = valid & \$358 ;
-  assign \$360  = pair_count == \$signal$206 ;
-  assign \$361  = pair_valid & \$360 ;
-  assign \$362  = \$356  ? \$359  : \$361 ;
-  assign \$363  = groups_seen1 < \$signal$196 ;
-  assign \$364  = groups_seen1 + 1'h1;
-  assign \$365  = set_index1 + 1'h1;
-  assign \$366  = \$365  == \$signal$196 ;
-  assign \$367  = set_index1 + 1'h1;
-  assign \$368  = set_base1 + \$signal$106 ;
-  assign \$369  = \ended$207  << \$signal$112 ;
-  assign \$370  = \$signal$184  + \$369 ;
-  assign \$371  = valid & last;
-  assign \$372  = drain - 1'h1;
-  assign \$373  = drain == 1'h1;
-  assign \$374  = fold_done | \$signal$210 ;
-  assign \$375  = \$signal$212 [5:0] * 4'h8;
-  assign \$376  = sum_fp16 << \$375 ;
-  assign \$377  = 1'h1 << nbytes;
-  assign \$378  = \$377  - 1'h1;
-  assign \$379  = $signed(\$378 ) << \$signal$212 [5:0];
-  assign \$380  = \$signal$159  + 7'h40;
-  assign \$382  = \$380  + \$381 ;
-  assign \$383  = \$signal$104  + 1'h1;
-  assign \$385  = \$384  >= \$signal$148 ;
-  assign \$386  = ~ \$385 ;
-  assign \$387  = fold_row + 1'h1;
-  assign \$388  = \$387  < \$signal$216 ;
-  assign \$389  = \$signal$104  + 1'h1;
-  assign \$390  = fold_row + 1'h1;
-  assign \$391  = \$signal$148  << \$signal$214 ;
-  assign \$392  = \$signal$213  + \$391 ;
-  assign \$393  = \$signal$148  << \$signal$214 ;
-  assign \$394  = \$signal$213  + \$393 ;
-  assign \$395  = \$signal$218 [5:0] * 4'h8;
-  assign \$396  = sum_fp32 << \$395 ;
-  assign \$397  = 1'h1 << \nbytes$219 ;
-  assign \$398  = \$397  - 1'h1;
-  assign \$399  = $signed(\$398 ) << \$signal$218 [5:0];
-  assign \$400  = \$signal$159  + 7'h40;
-  assign \$402  = \$400  + \$401 ;
-  assign \$403  = \$signal$104  + 1'h1;
-  assign \$405  = \$404  >= \$signal$148 ;
-  assign \$406  = ~ \$405 ;
-  assign \$407  = fold_row + 1'h1;
-  assign \$408  = \$407  < \$signal$216 ;
-  assign \$409  = \$signal$104  + 1'h1;
-  assign \$410  = fold_row + 1'h1;
-  assign \$411  = \$signal$148  << \$signal$214 ;
-  assign \$412  = \$signal$213  + \$411 ;
-  assign \$413  = \$signal$148  << \$signal$214 ;
-  assign \$414  = \$signal$213  + \$413 ;
-  assign \$415  = \$signal$104  + 1'h1;
-  assign \$417  = \$416  >= n_cols;
+  assign \$256  = entry[269:206] - 1'h1;
+  assign \$257  = 1'h1 << regs[259:256];
+  assign \$258  = \$257  - 1'h1;
+  assign \$259  = { 1'h0, \$256 [15:0] } & \$258 ;
+  assign \$260  = $signed(\$259 ) << regs[265:260];
+  assign \$261  = $signed({ 1'h0, regs[63:0] }) + $signed(\$260 );
+  assign \$262  = entry[269:206] - 1'h1;
+  assign \$263  = 1'h1 << regs[259:256];
+  assign \$264  = \$263  - 1'h1;
+  assign \$265  = { 1'h0, \$262 [15:0] } & \$264 ;
+  assign \$266  = $signed(\$265 ) << regs[265:260];
+  assign \$267  = $signed({ 1'h0, regs[127:64] }) + $signed(\$266 );
+  assign \$268  = entry[5:2] == 2'h3;
+  assign \$269  = entry[5:2] == 2'h2;
+  assign \$270  = entry[5:2] == 3'h4;
+  assign \$271  = | \status$274 ;
+  assign \$272  = ~ \busy$276 ;
+  assign \$273  = ~ busy;
+  assign \$274  = \$272  & \$273 ;
+  assign \$275  = valid & last;
+  assign \$276  = entry[5:2] == 2'h2;
+  assign \$277  = ! \$signal$277 ;
+  assign \$278  = entry[5:2] == 2'h3;
+  assign \$279  = entry[5:2] == 3'h4;
+  assign \$280  = \$279  ? 2'h2 : 2'h0;
+  assign \$281  = \$278  ? 2'h3 : \$280 ;
+  assign \$283  = entry[83:20] + \$282 ;
+  assign \$284  = entry[5:2] == 2'h3;
+  assign \$285  = \$284  ? 1'h1 : 1'h0;
+  assign \$286  = \$signal$103  >> \$like ;
+  assign \$287  = 1'h1 << \$like ;
+  assign \$288  = \$287  - 1'h1;
+  assign \$289  = { 1'h0, \$signal$103  } & { \$288 [8], \$288 [8], \$288 [8], \$288 [8], \$288 [8], \$288 [8], \$288 [8], \$288 [8], \$288 [8], \$288 [8], \$288 [8], \$288 [8], \$288  };
+  assign \$290  = \$signal$103  >> \$like ;
+  assign \$291  = \$290  << \$like ;
+  assign \$292  = \$291  * n_cols;
+  assign \$293  = \$27 [19:0] < plan_sets;
+  assign \$294  = \$293  ? \$27 [19:0] : { 18'h00000, plan_sets };
+  assign \$295  = row_groups1 < plan_sets;
+  assign \$296  = \$295  ? row_groups1 : { 18'h00000, plan_sets };
+  assign \$297  = \$signal$103  >> \$like ;
+  assign \$298  = | \$297 ;
+  assign \$299  = n_cols << fold_pack_log2;
+  assign \$300  = rest_rows * n_cols;
+  assign \$301  = \$signal$190  >> fold_pack_log2;
+  assign \$302  = split & \$301 [0];
+  assign \$303  = ! \$302 ;
+  assign \$304  = col + count;
+  assign \$305  = \$304  == \$signal$212 ;
+  assign \$306  = valid & \$305 ;
+  assign \$307  = pair_count == \$signal$212 ;
+  assign \$308  = pair_valid & \$307 ;
+  assign \$309  = \$302  ? \$308  : \$306 ;
+  assign \$310  = groups_seen0 < \$signal$202 ;
+  assign \$311  = groups_seen0 + 1'h1;
+  assign \$312  = set_index0 + 1'h1;
+  assign \$313  = \$312  == \$signal$202 ;
+  assign \$314  = set_index0 + 1'h1;
+  assign \$315  = set_base0 + \$signal$111 ;
+  assign \$316  = \$signal$190  >> fold_pack_log2;
+  assign \$317  = split & \$316 [0];
+  assign \$319  = col + count;
+  assign \$320  = \$319  == \$signal$212 ;
+  assign \$321  = valid & \$320 ;
+  assign \$322  = pair_count == \$signal$212 ;
+  assign \$323  = pair_valid & \$322 ;
+  assign \$324  = \$318  ? \$321  : \$323 ;
+  assign \$325  = groups_seen1 < \$signal$202 ;
+  assign \$326  = groups_seen1 + 1'h1;
+  assign \$327  = set_index1 + 1'h1;
+  assign \$328  = \$327  == \$signal$202 ;
+  assign \$329  = set_index1 + 1'h1;
+  assign \$330  = set_base1 + \$signal$111 ;
+  assign \$331  = ended << fold_pack_log2;
+  assign \$332  = \$signal$190  + \$331 ;
+  assign \$333  = valid & last;
+  assign \$334  = | rest_rows;
+  assign \$335  = \$signal$190  >> fold_pack_log2;
+  assign \$336  = split & \$335 [0];
+  assign \$337  = ! \$336 ;
+  assign \$338  = col + count;
+  assign \$339  = \$338  == \$signal$212 ;
+  assign \$340  = valid & \$339 ;
+  assign \$341  = pair_count == \$signal$212 ;
+  assign \$342  = pair_valid & \$341 ;
+  assign \$343  = \$336  ? \$342  : \$340 ;
+  assign \$344  = groups_seen0 < \$signal$202 ;
+  assign \$345  = groups_seen0 + 1'h1;
+  assign \$346  = set_index0 + 1'h1;
+  assign \$347  = \$346  == \$signal$202 ;
+  assign \$348  = set_index0 + 1'h1;
+  assign \$349  = set_base0 + \$signal$111 ;
+  assign \$350  = \$signal$190  >> fold_pack_log2;
+  assign \$351  = split & \$350 [0];
+  assign \$353  = col + count;
+  assign \$354  = \$353  == \$signal$212 ;
+  assign \$355  = valid & \$354 ;
+  assign \$356  = pair_count == \$signal$212 ;
+  assign \$357  = pair_valid & \$356 ;
+  assign \$358  = \$352  ? \$355  : \$357 ;
+  assign \$359  = groups_seen1 < \$signal$202 ;
+  assign \$360  = groups_seen1 + 1'h1;
+  assign \$361  = set_index1 + 1'h1;
+  assign \$362  = \$361  == \$signal$202 ;
+  assign \$363  = set_index1 + 1'h1;
+  assign \$364  = set_base1 + \$signal$111 ;
+  assign \$365  = \ended$213  << fold_pack_log2;
+  assign \$366  = \$signal$190  + \$365 ;
+  assign \$367  = valid & last;
+  assign \$368  = drain - 1'h1;
+  assign \$369  = drain == 1'h1;
+  assign \$370  = fold_valid & fold_ready;
+  assign \$371  = \$signal$109  + 1'h1;
+  assign \$373  = \$372  < n_cols;
+  assign \$374  = fold_row + 1'h1;
+  assign \$375  = \$374  < \$signal$217 ;
+  assign \$376  = \$signal$109  + 1'h1;
+  assign \$377  = fold_row + 1'h1;
+  assign \$378  = sum_valid & w_ready;
+  assign \$379  = \$signal$154  + 1'h1;
+  assign \$381  = \$380  >= \$signal$153 ;
+  assign \$382  = ~ \$381 ;
+  assign \$383  = \$signal$154  + 1'h1;
+  assign \$384  = \$signal$230  + 1'h1;
+  assign \$385  = \$384  == \$signal$217 ;
+  assign \$386  = \$signal$230  + 1'h1;
+  assign \$387  = \$385  ? 3'h0 : \$386 ;
+  assign \$388  = \$signal$153  << \$signal$218 ;
+  assign \$389  = \$signal$216  + \$388 ;
+  assign \$390  = ~ busy;
+  assign \$391  = entry[5:2] == 2'h3;
+  assign \$392  = \$signal$154  + 1'h1;
+  assign \$394  = \$393  >= n_cols;
+  assign \$395  = ~ \$394 ;
+  assign \$396  = \$signal$230  + 1'h1;
+  assign \$397  = \$396  < \$signal$217 ;
+  assign \$398  = \$signal$154  + 1'h1;
+  assign \$399  = \$signal$230  + 1'h1;
+  assign \$400  = dest == 2'h3;
+  assign \$401  = \$signal$230  + 1'h1;
+  assign \$402  = \$401  < \$signal$217 ;
+  assign \$403  = \$signal$230  + 1'h1;
+  assign \$404  = entry[5:2] == 2'h3;
+  assign \$405  = bank_valid & w_ready;
+  assign \$406  = \$signal$154  + 1'h1;
+  assign \$408  = \$407  >= \$signal$153 ;
+  assign \$409  = ~ \$408 ;
+  assign \$410  = \$signal$154  + 1'h1;
+  assign \$411  = \$signal$230  + 1'h1;
+  assign \$412  = \$411  == \$signal$217 ;
+  assign \$413  = \$signal$230  + 1'h1;
+  assign \$414  = \$412  ? 3'h0 : \$413 ;
+  assign \$415  = \$signal$153  << \$signal$218 ;
+  assign \$416  = \$signal$216  + \$415 ;
+  assign \$417  = bank_valid & w_ready;
   assign \$418  = ~ \$417 ;
-  assign \$419  = fold_row + 1'h1;
-  assign \$420  = \$419  < \$signal$216 ;
-  assign \$421  = \$signal$104  + 1'h1;
-  assign \$422  = fold_row + 1'h1;
-  assign \$423  = dest == 2'h3;
-  assign \$424  = fold_row + 1'h1;
-  assign \$425  = \$424  < \$signal$216 ;
-  assign \$426  = fold_row + 1'h1;
-  assign \$427  = entry[5:2] == 2'h3;
-  assign \$428  = \$signal$236 [5:0] * 4'h8;
-  assign \$429  = rd_in_data << \$428 ;
-  assign \$430  = 1'h1 << \nbytes$237 ;
-  assign \$431  = \$430  - 1'h1;
-  assign \$432  = $signed(\$431 ) << \$signal$236 [5:0];
-  assign \$433  = \$signal$159  + 7'h40;
-  assign \$435  = \$433  + \$434 ;
-  assign \$436  = \$signal$104  + 1'h1;
-  assign \$438  = \$437  >= \$signal$148 ;
-  assign \$439  = ~ \$438 ;
-  assign \$440  = fold_row + 1'h1;
-  assign \$441  = \$440  < \$signal$216 ;
-  assign \$442  = \$signal$104  + 1'h1;
-  assign \$443  = fold_row + 1'h1;
-  assign \$444  = \$signal$148  << \$signal$214 ;
-  assign \$445  = \$signal$213  + \$444 ;
-  assign \$446  = \$signal$148  << \$signal$214 ;
-  assign \$447  = \$signal$213  + \$446 ;
-  assign \$448  = ~ busy;
-  assign \$449  = piece_line + 1'h1;
-  assign \$450  = \$449  < 2'h3;
-  assign \$451  = piece_line + 1'h1;
-  assign \$982  = \$451  * 7'h40;
-  assign \$452  = \$signal$245  >> \$982 ;
-  assign \$453  = | \$452 ;
-  assign \$454  = \$450  & \$453 ;
-  assign \$455  = entry[5:2] == 2'h2;
-  assign \$456  = \$signal$239  & \$455 ;
-  assign \$457  = entry[5:2] == 2'h3;
-  assign \$458  = entry[5:2] == 2'h2;
-  assign \$459  = \$458  & entry[11];
-  assign \$460  = \$457  | \$459 ;
-  assign \$461  = piece_line + 1'h1;
-  assign \$462  = ~ busy;
-  assign \$463  = fold_row + 1'h1;
-  assign \$464  = \$463  < \$signal$216 ;
-  assign \$465  = fold_row + 1'h1;
-  assign \$466  = \$signal$162  + 3'h4;
-  assign \$467  = 3'h4 * entry[203:184];
+  assign \$419  = ~ busy;
+  assign \$420  = ~ busy;
+  assign \$421  = \$signal$230  + 1'h1;
+  assign \$422  = \$421  < \$signal$217 ;
+  assign \$423  = \$signal$230  + 1'h1;
+  assign \$424  = \$signal$168  + 3'h4;
+  assign \$425  = 3'h4 * entry[203:184];
+  assign \$426  = \$signal$170  + \$425 ;
+  assign \$427  = \$signal$168  + 3'h4;
+  assign \$428  = \$427  < entry[183:164];
+  assign \$429  = ~ busy;
+  always @(posedge clk)
+    entry <= \$430 ;
+  always @(posedge clk)
+    fsm_state <= \$431 ;
+  always @(posedge clk)
+    status <= \$432 ;
+  always @(posedge clk)
+    \$signal$166  <= \$433 ;
+  always @(posedge clk)
+    \$signal$165  <= \$434 ;
+  always @(posedge clk)
+    \$signal$168  <= \$435 ;
+  always @(posedge clk)
+    \$signal$170  <= \$436 ;
+  always @(posedge clk)
+    \$signal$216  <= \$437 ;
+  always @(posedge clk)
+    \$signal$218  <= \$438 ;
+  always @(posedge clk)
+    \$signal$153  <= \$439 ;
   \ndp_device.control_unit.compute  compute (
     .acc_addr(acc_addr),
     .acc_addr1(acc_addr1),
@@ -4115,14 +4026,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
     .clk(clk),
     .first(first),
     .first1(first1),
-    .fold_done(fold_done),
-    .fold_n_words(\$signal$106 [7:0]),
-    .fold_pack(\$29 [5:0]),
-    .fold_row(fold_row),
-    .fold_sets(fold_sets),
-    .fold_sets1(fold_sets1),
-    .fold_start(fold_start),
-    .fold_word(\$signal$104 [6:0]),
+    .fold_ready(fold_ready),
     .in_data(in_data),
     .in_row(in_row),
     .in_we(in_we),
@@ -4132,14 +4036,23 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
     .mac(mac),
     .mac1(mac1),
     .n_cols(n_cols),
+    .n_words(\$signal$111 [7:0]),
+    .out_ready(sum_ready),
+    .pack_log2(fold_pack_log2),
     .rd_acc_data(rd_acc_data),
     .rd_addr(rd_addr),
     .rd_in_data(rd_in_data),
     .\rd_row$471 (rd_row),
+    .req_row(fold_row),
+    .req_valid(fold_valid),
+    .req_word(\$signal$109 [6:0]),
     .rst(rst),
+    .sets(fold_sets),
+    .sets1(fold_sets1),
     .split(split),
     .sum_fp16(sum_fp16),
     .sum_fp32(sum_fp32),
+    .sum_valid(sum_valid),
     .w_data(w_data),
     .w_data1(w_data1)
   );
@@ -4149,9 +4062,24 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
     .is_load(is_load),
     .log2_slot(regs[267:260]),
     .operand_lines(operand_lines),
-    .\port$5640$128 (regs[255:128]),
+    .\port$5665$128 (regs[255:128]),
     .stats_offset(stats_offset),
-    .status(\status$270 )
+    .status(\status$274 )
+  );
+  \ndp_device.control_unit.packer  packer (
+    .clk(clk),
+    .offset(\offset$220 ),
+    .out__data(\out__data$81 ),
+    .out__ready(\out__ready$84 ),
+    .out__strb(out__strb),
+    .out__valid(\out__valid$83 ),
+    .rst(rst),
+    .start(\start$219 ),
+    .w_bytes(w_bytes),
+    .w_data(\w_data$225 ),
+    .w_last(w_last),
+    .w_ready(w_ready),
+    .w_valid(w_valid)
   );
   \ndp_device.control_unit.reader  reader (
     .addr(bus__araddr),
@@ -4162,7 +4090,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
     .bus__arvalid(bus__arvalid),
     .bus__rlast(bus__rlast),
     .bus__rvalid(bus__rvalid),
-    .busy(\busy$272 ),
+    .busy(\busy$276 ),
     .clk(clk),
     .out__data(src__data),
     .out__valid(out__valid),
@@ -4184,10 +4112,10 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
     .rst(rst),
     .src_addr(src_addr),
     .src_data(src_data),
-    .start(\start$233 )
+    .start(\start$243 )
   );
   \ndp_device.control_unit.unpacker  unpacker (
-    .beats(\beats$169 ),
+    .beats(\beats$175 ),
     .clk(clk),
     .col(col),
     .cols(cols),
@@ -4205,7 +4133,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
     .rst(rst),
     .src__data(src__data),
     .src__valid(src__valid),
-    .start(\start$165 ),
+    .start(\start$171 ),
     .valid(valid)
   );
   ndp_fp16_mul widen_0 (
@@ -4370,8 +4298,8 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   );
   \ndp_device.control_unit.writer  writer (
     .addr(bus__awaddr),
-    .\addr$29 (\addr$158 ),
-    .beats(\beats$155 ),
+    .\addr$30 (\addr$164 ),
+    .beats(\beats$161 ),
     .bus__awlen(bus__awlen),
     .bus__awready(bus__awready),
     .bus__awvalid(bus__awvalid),
@@ -4385,14 +4313,1569 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
     .busy(busy),
     .clk(clk),
     .from_stream(from_stream),
-    .line(line),
+    .line(\line$258 ),
     .rst(rst),
-    .src__data(src__data),
-    .src__ready(\src__ready$79 ),
-    .src__valid(\src__valid$76 ),
-    .start(\start$152 ),
-    .\strb$33 (strb)
+    .src__data(\src__data$78 ),
+    .src__ready(\src__ready$77 ),
+    .src__strb(src__strb),
+    .src__valid(\src__valid$80 ),
+    .start(\start$158 ),
+    .\strb$34 (strb)
   );
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$440  = \$signal$217 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          \$440  = \$signal$167 ;
+    endcase
+    if (rst) begin
+      \$440  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$441  = \$signal$277 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          \$441  = 1'h0;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          (* full_case = 32'd1 *)
+          casez (dest)
+            2'h0, 2'h1:
+                /* empty */;
+            default:
+                if (sum_valid) begin
+                  (* full_case = 32'd1 *)
+                  if (\$395 ) begin
+                  end else if (\$397 ) begin
+                  end else begin
+                    \$441  = 1'h1;
+                  end
+                end
+          endcase
+    endcase
+    if (rst) begin
+      \$441  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$442  = \$signal$230 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          if (\$275 ) begin
+            \$442  = 2'h0;
+          end
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          if (\$369 ) begin
+            \$442  = 2'h0;
+          end
+      5'h0f:
+          (* full_case = 32'd1 *)
+          casez (dest)
+            2'h0, 2'h1:
+                if (\$378 ) begin
+                  (* full_case = 32'd1 *)
+                  if (\$382 ) begin
+                  end else begin
+                    \$442  = \$387 [1:0];
+                  end
+                end
+            default:
+                if (sum_valid) begin
+                  (* full_case = 32'd1 *)
+                  if (\$395 ) begin
+                  end else if (\$397 ) begin
+                    \$442  = \$399 [1:0];
+                  end else begin
+                    \$442  = 2'h0;
+                  end
+                end
+          endcase
+      5'h07:
+          /* empty */;
+      5'h12:
+          if (done) begin
+            (* full_case = 32'd1 *)
+            if (\$402 ) begin
+              \$442  = \$403 [1:0];
+            end else begin
+              \$442  = 2'h0;
+            end
+          end
+      5'h13:
+          /* empty */;
+      5'h14:
+          if (\$405 ) begin
+            (* full_case = 32'd1 *)
+            if (\$409 ) begin
+            end else begin
+              \$442  = \$414 [1:0];
+            end
+          end
+      5'h10:
+          /* empty */;
+      5'h15:
+          if (\$420 ) begin
+            if (\$422 ) begin
+              \$442  = \$423 [1:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \$442  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$443  = \$signal$154 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          if (\$275 ) begin
+            \$443  = 20'h00000;
+          end
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          if (\$369 ) begin
+            \$443  = 20'h00000;
+          end
+      5'h0f:
+          (* full_case = 32'd1 *)
+          casez (dest)
+            2'h0, 2'h1:
+                if (\$378 ) begin
+                  (* full_case = 32'd1 *)
+                  if (\$382 ) begin
+                    \$443  = \$383 [19:0];
+                  end else begin
+                    \$443  = 20'h00000;
+                  end
+                end
+            default:
+                if (sum_valid) begin
+                  (* full_case = 32'd1 *)
+                  if (\$395 ) begin
+                    \$443  = \$398 [19:0];
+                  end else if (\$397 ) begin
+                    \$443  = 20'h00000;
+                  end else begin
+                    \$443  = 20'h00000;
+                  end
+                end
+          endcase
+      5'h07:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          if (\$405 ) begin
+            (* full_case = 32'd1 *)
+            if (\$409 ) begin
+              \$443  = \$410 [19:0];
+            end else begin
+              \$443  = 20'h00000;
+            end
+          end
+    endcase
+    if (rst) begin
+      \$443  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$444  = \$signal$184 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          (* full_case = 32'd1 *)
+          if (\$277 ) begin
+            \$444  = entry[83:20];
+          end else begin
+            \$444  = \$283 [63:0];
+          end
+    endcase
+    if (rst) begin
+      \$444  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$445  = \$signal$103 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          (* full_case = 32'd1 *)
+          if (\$277 ) begin
+            \$445  = entry[123:104];
+          end else begin
+            \$445  = entry[143:124];
+          end
+    endcase
+    if (rst) begin
+      \$445  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$446  = n_cols;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          (* full_case = 32'd1 *)
+          if (\$277 ) begin
+            \$446  = entry[143:124];
+          end else begin
+            \$446  = entry[123:104];
+          end
+    endcase
+    if (rst) begin
+      \$446  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$447  = dest;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          (* full_case = 32'd1 *)
+          if (\$277 ) begin
+            \$447  = \$281 ;
+          end else begin
+            \$447  = { 1'h0, \$285  };
+          end
+    endcase
+    if (rst) begin
+      \$447  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$448  = fold_pack_log2;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$448  = \$like ;
+    endcase
+    if (rst) begin
+      \$448  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$449  = \$signal$111 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$449  = \$16 [19:0];
+    endcase
+    if (rst) begin
+      \$449  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$450  = \$signal$202 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$450  = plan_sets;
+    endcase
+    if (rst) begin
+      \$450  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$451  = \$signal$186 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$451  = \$286 ;
+    endcase
+    if (rst) begin
+      \$451  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$452  = rest_rows;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$452  = \$289 [4:0];
+    endcase
+    if (rst) begin
+      \$452  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$453  = main_elems;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$453  = \$292 [43:0];
+    endcase
+    if (rst) begin
+      \$453  = 44'h00000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$454  = \$signal$190 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$454  = 20'h00000;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          \$454  = \$332 [19:0];
+      5'h0d:
+          \$454  = \$366 [19:0];
+    endcase
+    if (rst) begin
+      \$454  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$455  = fold_sets;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$455  = \$294 [1:0];
+    endcase
+    if (rst) begin
+      \$455  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$456  = groups_seen0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$456  = 2'h0;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          if (\$309 ) begin
+            if (\$310 ) begin
+              \$456  = \$311 [1:0];
+            end
+          end
+      5'h0d:
+          if (\$343 ) begin
+            if (\$344 ) begin
+              \$456  = \$345 [1:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \$456  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$457  = set_index0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$457  = 2'h0;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          if (\$309 ) begin
+            (* full_case = 32'd1 *)
+            if (\$313 ) begin
+              \$457  = 2'h0;
+            end else begin
+              \$457  = \$314 [1:0];
+            end
+          end
+      5'h0d:
+          if (\$343 ) begin
+            (* full_case = 32'd1 *)
+            if (\$347 ) begin
+              \$457  = 2'h0;
+            end else begin
+              \$457  = \$348 [1:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \$457  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$458  = set_base0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$458  = 20'h00000;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          if (\$309 ) begin
+            (* full_case = 32'd1 *)
+            if (\$313 ) begin
+              \$458  = 20'h00000;
+            end else begin
+              \$458  = \$315 [19:0];
+            end
+          end
+      5'h0d:
+          if (\$343 ) begin
+            (* full_case = 32'd1 *)
+            if (\$347 ) begin
+              \$458  = 20'h00000;
+            end else begin
+              \$458  = \$349 [19:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \$458  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$459  = fold_sets1;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$459  = \$296 [1:0];
+    endcase
+    if (rst) begin
+      \$459  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$460  = groups_seen1;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$460  = 2'h0;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          if (\$324 ) begin
+            if (\$325 ) begin
+              \$460  = \$326 [1:0];
+            end
+          end
+      5'h0d:
+          if (\$358 ) begin
+            if (\$359 ) begin
+              \$460  = \$360 [1:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \$460  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$461  = set_index1;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$461  = 2'h0;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          if (\$324 ) begin
+            (* full_case = 32'd1 *)
+            if (\$328 ) begin
+              \$461  = 2'h0;
+            end else begin
+              \$461  = \$329 [1:0];
+            end
+          end
+      5'h0d:
+          if (\$358 ) begin
+            (* full_case = 32'd1 *)
+            if (\$362 ) begin
+              \$461  = 2'h0;
+            end else begin
+              \$461  = \$363 [1:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \$461  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$462  = set_base1;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$462  = 20'h00000;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          if (\$324 ) begin
+            (* full_case = 32'd1 *)
+            if (\$328 ) begin
+              \$462  = 20'h00000;
+            end else begin
+              \$462  = \$330 [19:0];
+            end
+          end
+      5'h0d:
+          if (\$358 ) begin
+            (* full_case = 32'd1 *)
+            if (\$362 ) begin
+              \$462  = 20'h00000;
+            end else begin
+              \$462  = \$364 [19:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \$462  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$463  = \$signal$212 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          \$463  = \$299 [19:0];
+      5'h0b:
+          \$463  = \$300 [19:0];
+    endcase
+    if (rst) begin
+      \$463  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$464  = drain;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          \$464  = 3'h5;
+      5'h0d:
+          \$464  = 3'h5;
+      5'h0e:
+          \$464  = \$368 [2:0];
+    endcase
+    if (rst) begin
+      \$464  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$465  = fold_row;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          if (\$369 ) begin
+            \$465  = 2'h0;
+          end
+      5'h0f:
+          if (\$370 ) begin
+            if (\$373 ) begin
+            end else if (\$375 ) begin
+              \$465  = \$377 [1:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \$465  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$466  = \$signal$109 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          if (\$369 ) begin
+            \$466  = 20'h00000;
+          end
+      5'h0f:
+          if (\$370 ) begin
+            if (\$373 ) begin
+              \$466  = \$376 [19:0];
+            end else if (\$375 ) begin
+              \$466  = 20'h00000;
+            end
+          end
+    endcase
+    if (rst) begin
+      \$466  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$467  = \$signal$222 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          if (\$369 ) begin
+            \$467  = 1'h0;
+          end
+      5'h0f:
+          if (\$370 ) begin
+            (* full_case = 32'd1 *)
+            if (\$373 ) begin
+            end else if (\$375 ) begin
+            end else begin
+              \$467  = 1'h1;
+            end
+          end
+    endcase
+    if (rst) begin
+      \$467  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$468  = anchor_m0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          if (done) begin
+            casez (\$signal$230 )
+              2'h0:
+                  \$468  = m;
+            endcase
+          end
+    endcase
+    if (rst) begin
+      \$468  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$469  = anchor_m1;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          if (done) begin
+            casez (\$signal$230 )
+              2'h0:
+                  /* empty */;
+              2'h1:
+                  \$469  = m;
+            endcase
+          end
+    endcase
+    if (rst) begin
+      \$469  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$470  = anchor_m2;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          if (done) begin
+            casez (\$signal$230 )
+              2'h0:
+                  /* empty */;
+              2'h1:
+                  /* empty */;
+              2'h2:
+                  \$470  = m;
+            endcase
+          end
+    endcase
+    if (rst) begin
+      \$470  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$471  = anchor_m3;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          if (done) begin
+            (* full_case = 32'd1 *)
+            casez (\$signal$230 )
+              2'h0:
+                  /* empty */;
+              2'h1:
+                  /* empty */;
+              2'h2:
+                  /* empty */;
+              2'h3:
+                  \$471  = m;
+            endcase
+          end
+    endcase
+    if (rst) begin
+      \$471  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$472  = anchor_l0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          if (done) begin
+            casez (\$signal$230 )
+              2'h0:
+                  \$472  = l;
+            endcase
+          end
+    endcase
+    if (rst) begin
+      \$472  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$473  = anchor_l1;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          if (done) begin
+            casez (\$signal$230 )
+              2'h0:
+                  /* empty */;
+              2'h1:
+                  \$473  = l;
+            endcase
+          end
+    endcase
+    if (rst) begin
+      \$473  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$474  = anchor_l2;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          if (done) begin
+            casez (\$signal$230 )
+              2'h0:
+                  /* empty */;
+              2'h1:
+                  /* empty */;
+              2'h2:
+                  \$474  = l;
+            endcase
+          end
+    endcase
+    if (rst) begin
+      \$474  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$475  = anchor_l3;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          if (done) begin
+            (* full_case = 32'd1 *)
+            casez (\$signal$230 )
+              2'h0:
+                  /* empty */;
+              2'h1:
+                  /* empty */;
+              2'h2:
+                  /* empty */;
+              2'h3:
+                  \$475  = l;
+            endcase
+          end
+    endcase
+    if (rst) begin
+      \$475  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$476  = bank_valid;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h13:
+          \$476  = 1'h0;
+      5'h14:
+          \$476  = \$418 ;
+    endcase
+    if (rst) begin
+      \$476  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    (* full_case = 32'd1 *)
+    casez (\$signal$230 )
+      2'h0:
+          \$223  = anchor_m0;
+      2'h1:
+          \$223  = anchor_m1;
+      2'h2:
+          \$223  = anchor_m2;
+      2'h3:
+          \$223  = anchor_m3;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    (* full_case = 32'd1 *)
+    casez (\$signal$230 )
+      2'h0:
+          \$224  = anchor_l0;
+      2'h1:
+          \$224  = anchor_l1;
+      2'h2:
+          \$224  = anchor_l2;
+      2'h3:
+          \$224  = anchor_l3;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    (* full_case = 32'd1 *)
+    if (copying) begin
+      \src__data$78  = src__data;
+    end else begin
+      \src__data$78  = \out__data$81 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    (* full_case = 32'd1 *)
+    if (copying) begin
+      src__strb = 64'hffffffffffffffff;
+    end else begin
+      src__strb = out__strb;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    (* full_case = 32'd1 *)
+    if (copying) begin
+      \src__valid$80  = out__valid;
+    end else begin
+      \src__valid$80  = \out__valid$83 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \out__ready$84  = 1'h0;
+    (* full_case = 32'd1 *)
+    if (copying) begin
+    end else begin
+      \out__ready$84  = \src__ready$77 ;
+    end
+  end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     (* full_case = 32'd1 *)
@@ -4489,14 +5972,14 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \start$152  = 1'h0;
+    \start$158  = 1'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
           /* empty */;
       5'h04:
-          \start$152  = 1'h1;
+          \start$158  = 1'h1;
       5'h05:
           /* empty */;
       5'h03:
@@ -4516,33 +5999,29 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0d:
           /* empty */;
       5'h0e:
-          /* empty */;
+          if (\$178 ) begin
+            if (\$181 ) begin
+              \start$158  = 1'h1;
+            end
+          end
       5'h0f:
-          /* empty */;
-      5'h10:
-          /* empty */;
-      5'h12:
           /* empty */;
       5'h07:
           /* empty */;
-      5'h13:
+      5'h12:
           /* empty */;
+      5'h13:
+          \start$158  = 1'h1;
       5'h14:
           /* empty */;
+      5'h10:
+          \start$158  = 1'h1;
       5'h15:
           /* empty */;
       5'h11:
-          \start$152  = 1'h1;
-      5'h16:
-          /* empty */;
-      5'h17:
-          \start$152  = 1'h1;
-      5'h19:
-          /* empty */;
-      5'h18:
           /* empty */;
       5'h02:
-          \start$152  = 1'h1;
+          \start$158  = 1'h1;
     endcase
   end
   always @* begin
@@ -4554,6 +6033,38 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h01:
           /* empty */;
       5'h04:
+          from_stream = 1'h1;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          if (\$178 ) begin
+            if (\$181 ) begin
+              from_stream = 1'h1;
+            end
+          end
+      5'h0f:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h13:
           from_stream = 1'h1;
     endcase
   end
@@ -4578,21 +6089,53 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h09:
           /* empty */;
       5'h0a:
-          beats = \$53 [31:0];
+          beats = \$52 [31:0];
       5'h0b:
-          beats = { \$64 [22], \$64 [22], \$64 [22], \$64 [22], \$64 [22], \$64 [22], \$64 [22], \$64 [22], \$64 [22], \$64  };
+          beats = { \$63 [22], \$63 [22], \$63 [22], \$63 [22], \$63 [22], \$63 [22], \$63 [22], \$63 [22], \$63 [22], \$63  };
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \beats$155  = 32'd0;
+    \beats$161  = 32'd0;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
           /* empty */;
       5'h04:
-          \beats$155  = { 12'h000, entry[103:84] };
+          \beats$161  = { 12'h000, entry[103:84] };
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          if (\$178 ) begin
+            if (\$181 ) begin
+              \beats$161  = { \$190 [28], \$190 [28], \$190 [28], \$190  };
+            end
+          end
+      5'h0f:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h13:
+          \beats$161  = { \$215 [28], \$215 [28], \$215 [28], \$215  };
     endcase
   end
   always @* begin
@@ -4608,12 +6151,12 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
           if (is_load) begin
             addr = entry[83:20];
           end else begin
-            addr = \$38 [63:0];
+            addr = \$37 [63:0];
           end
       5'h05:
           /* empty */;
       5'h03:
-          addr = \$50 [63:0];
+          addr = \$49 [63:0];
       5'h06:
           /* empty */;
       5'h08:
@@ -4621,14 +6164,14 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h09:
           /* empty */;
       5'h0a:
-          addr = \$signal$178 ;
+          addr = \$signal$184 ;
       5'h0b:
-          addr = \$59 [63:0];
+          addr = \$58 [63:0];
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \addr$158  = 64'h0000000000000000;
+    \addr$164  = 64'h0000000000000000;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -4637,9 +6180,9 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h04:
           (* full_case = 32'd1 *)
           if (is_load) begin
-            \addr$158  = \$37 [63:0];
+            \addr$164  = \$36 [63:0];
           end else begin
-            \addr$158  = entry[83:20];
+            \addr$164  = entry[83:20];
           end
       5'h05:
           /* empty */;
@@ -4660,38 +6203,34 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0d:
           /* empty */;
       5'h0e:
-          /* empty */;
+          if (\$178 ) begin
+            if (\$181 ) begin
+              \addr$164  = \$184 [63:0];
+            end
+          end
       5'h0f:
-          /* empty */;
-      5'h10:
-          /* empty */;
-      5'h12:
           /* empty */;
       5'h07:
           /* empty */;
-      5'h13:
+      5'h12:
           /* empty */;
+      5'h13:
+          \addr$164  = \$209 [63:0];
       5'h14:
           /* empty */;
+      5'h10:
+          \addr$164  = \$229 [63:0];
       5'h15:
           /* empty */;
       5'h11:
-          \addr$158  = \$220 [63:0];
-      5'h16:
-          /* empty */;
-      5'h17:
-          \addr$158  = \$229 [63:0];
-      5'h19:
-          /* empty */;
-      5'h18:
           /* empty */;
       5'h02:
-          \addr$158  = \$signal$159 ;
+          \addr$164  = \$signal$165 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$signal$161  = 3'h0;
+    \$signal$167  = 3'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -4702,7 +6241,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h05:
           /* empty */;
       5'h03:
-          \$signal$161  = \$42 [2:0];
+          \$signal$167  = \$41 [2:0];
     endcase
   end
   always @* begin
@@ -4718,12 +6257,12 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h05:
           /* empty */;
       5'h03:
-          run_beats = { \$47 [25], \$47 [25], \$47 [25], \$47 [25], \$47 [25], \$47 [25], \$47  };
+          run_beats = { \$46 [25], \$46 [25], \$46 [25], \$46 [25], \$46 [25], \$46 [25], \$46  };
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \start$165  = 1'h0;
+    \start$171  = 1'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -4734,7 +6273,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h05:
           /* empty */;
       5'h03:
-          \start$165  = 1'h1;
+          \start$171  = 1'h1;
       5'h06:
           /* empty */;
       5'h08:
@@ -4742,9 +6281,9 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h09:
           /* empty */;
       5'h0a:
-          \start$165  = 1'h1;
+          \start$171  = 1'h1;
       5'h0b:
-          \start$165  = 1'h1;
+          \start$171  = 1'h1;
     endcase
   end
   always @* begin
@@ -4760,7 +6299,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h05:
           /* empty */;
       5'h03:
-          offset = \$signal$164 [4:0];
+          offset = \$signal$170 [4:0];
       5'h06:
           /* empty */;
       5'h08:
@@ -4786,7 +6325,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h05:
           /* empty */;
       5'h03:
-          rows = { 17'h00000, \$signal$161  };
+          rows = { 17'h00000, \$signal$167  };
       5'h06:
           /* empty */;
       5'h08:
@@ -4794,7 +6333,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h09:
           /* empty */;
       5'h0a:
-          rows = \$signal$180 ;
+          rows = \$signal$186 ;
       5'h0b:
           rows = 20'h00001;
     endcase
@@ -4820,14 +6359,14 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h09:
           /* empty */;
       5'h0a:
-          cols = \$54 [19:0];
+          cols = \$53 [19:0];
       5'h0b:
-          cols = \$65 [19:0];
+          cols = \$64 [19:0];
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \beats$169  = 32'd0;
+    \beats$175  = 32'd0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -4838,7 +6377,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h05:
           /* empty */;
       5'h03:
-          \beats$169  = run_beats;
+          \beats$175  = run_beats;
       5'h06:
           /* empty */;
       5'h08:
@@ -4846,9 +6385,9 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h09:
           /* empty */;
       5'h0a:
-          \beats$169  = \$57 [31:0];
+          \beats$175  = \$56 [31:0];
       5'h0b:
-          \beats$169  = { \$70 [22], \$70 [22], \$70 [22], \$70 [22], \$70 [22], \$70 [22], \$70 [22], \$70 [22], \$70 [22], \$70  };
+          \beats$175  = { \$69 [22], \$69 [22], \$69 [22], \$69 [22], \$69 [22], \$69 [22], \$69 [22], \$69 [22], \$69 [22], \$69  };
     endcase
   end
   always @* begin
@@ -4882,23 +6421,18 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0e:
           /* empty */;
       5'h0f:
-          /* empty */;
-      5'h10:
-          if (\$179 ) begin
-            casez (dest)
-              2'h0:
-                  /* empty */;
-              2'h1:
-                  /* empty */;
-              2'h2:
-                  in_we = 1'h1;
-            endcase
-          end
-      5'h12:
-          /* empty */;
+          (* full_case = 32'd1 *)
+          casez (dest)
+            2'h0, 2'h1:
+                /* empty */;
+            default:
+                if (\$202 ) begin
+                  in_we = sum_valid;
+                end
+          endcase
       5'h07:
           in_we = dst_en;
-      5'h13:
+      5'h12:
           in_we = dst_en;
     endcase
   end
@@ -4933,24 +6467,19 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0e:
           /* empty */;
       5'h0f:
-          /* empty */;
-      5'h10:
-          if (\$179 ) begin
-            casez (dest)
-              2'h0:
-                  /* empty */;
-              2'h1:
-                  /* empty */;
-              2'h2:
-                  in_row = fold_row;
-            endcase
-          end
-      5'h12:
-          /* empty */;
+          (* full_case = 32'd1 *)
+          casez (dest)
+            2'h0, 2'h1:
+                /* empty */;
+            default:
+                if (\$202 ) begin
+                  in_row = \$signal$230 ;
+                end
+          endcase
       5'h07:
-          in_row = fold_row;
-      5'h13:
-          in_row = fold_row;
+          in_row = \$signal$230 ;
+      5'h12:
+          in_row = \$signal$230 ;
     endcase
   end
   always @* begin
@@ -4984,23 +6513,18 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0e:
           /* empty */;
       5'h0f:
-          /* empty */;
-      5'h10:
-          if (\$179 ) begin
-            casez (dest)
-              2'h0:
-                  /* empty */;
-              2'h1:
-                  /* empty */;
-              2'h2:
-                  in_word = \$signal$104 [6:0];
-            endcase
-          end
-      5'h12:
-          /* empty */;
+          (* full_case = 32'd1 *)
+          casez (dest)
+            2'h0, 2'h1:
+                /* empty */;
+            default:
+                if (\$202 ) begin
+                  in_word = \$signal$154 [6:0];
+                end
+          endcase
       5'h07:
           in_word = dst_addr[6:0];
-      5'h13:
+      5'h12:
           in_word = dst_addr[6:0];
     endcase
   end
@@ -5035,23 +6559,18 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0e:
           /* empty */;
       5'h0f:
-          /* empty */;
-      5'h10:
-          if (\$179 ) begin
-            casez (dest)
-              2'h0:
-                  /* empty */;
-              2'h1:
-                  /* empty */;
-              2'h2:
+          (* full_case = 32'd1 *)
+          casez (dest)
+            2'h0, 2'h1:
+                /* empty */;
+            default:
+                if (\$202 ) begin
                   in_data = sum_fp16;
-            endcase
-          end
-      5'h12:
-          /* empty */;
+                end
+          endcase
       5'h07:
           in_data = dst_data;
-      5'h13:
+      5'h12:
           in_data = dst_data;
     endcase
   end
@@ -5104,9 +6623,9 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0b:
           /* empty */;
       5'h0c:
-          mac = \$74 ;
+          mac = \$73 ;
       5'h0d:
-          mac = \$128 ;
+          mac = \$127 ;
     endcase
   end
   always @* begin
@@ -5134,9 +6653,9 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0b:
           /* empty */;
       5'h0c:
-          k_base = \$80 [19:0];
+          k_base = \$79 [19:0];
       5'h0d:
-          k_base = \$134 [19:0];
+          k_base = \$133 [19:0];
     endcase
   end
   always @* begin
@@ -5164,9 +6683,9 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0b:
           /* empty */;
       5'h0c:
-          acc_addr = \$85 [6:0];
+          acc_addr = \$84 [6:0];
       5'h0d:
-          acc_addr = \$139 [6:0];
+          acc_addr = \$138 [6:0];
     endcase
   end
   always @* begin
@@ -5194,9 +6713,9 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0b:
           /* empty */;
       5'h0c:
-          active = \$89 ;
+          active = \$88 ;
       5'h0d:
-          active = \$143 ;
+          active = \$142 ;
     endcase
   end
   always @* begin
@@ -5224,9 +6743,9 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0b:
           /* empty */;
       5'h0c:
-          w_data = \$93 ;
+          w_data = \$92 ;
       5'h0d:
-          w_data = \$147 ;
+          w_data = \$146 ;
     endcase
   end
   always @* begin
@@ -5254,9 +6773,9 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0b:
           /* empty */;
       5'h0c:
-          first = \$94 ;
+          first = \$93 ;
       5'h0d:
-          first = \$148 ;
+          first = \$147 ;
     endcase
   end
   always @* begin
@@ -5284,9 +6803,9 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0b:
           /* empty */;
       5'h0c:
-          mac1 = \$98 ;
+          mac1 = \$97 ;
       5'h0d:
-          mac1 = \$152 ;
+          mac1 = \$151 ;
     endcase
   end
   always @* begin
@@ -5314,9 +6833,9 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0b:
           /* empty */;
       5'h0c:
-          k_base1 = \$104 [19:0];
+          k_base1 = \$103 [19:0];
       5'h0d:
-          k_base1 = \$158 [19:0];
+          k_base1 = \$157 [19:0];
     endcase
   end
   always @* begin
@@ -5344,9 +6863,9 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0b:
           /* empty */;
       5'h0c:
-          acc_addr1 = \$109 [6:0];
+          acc_addr1 = \$108 [6:0];
       5'h0d:
-          acc_addr1 = \$163 [6:0];
+          acc_addr1 = \$162 [6:0];
     endcase
   end
   always @* begin
@@ -5374,9 +6893,9 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0b:
           /* empty */;
       5'h0c:
-          active1 = \$113 ;
+          active1 = \$112 ;
       5'h0d:
-          active1 = \$167 ;
+          active1 = \$166 ;
     endcase
   end
   always @* begin
@@ -5404,9 +6923,9 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0b:
           /* empty */;
       5'h0c:
-          w_data1 = \$117 ;
+          w_data1 = \$116 ;
       5'h0d:
-          w_data1 = \$171 ;
+          w_data1 = \$170 ;
     endcase
   end
   always @* begin
@@ -5434,9 +6953,9 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0b:
           /* empty */;
       5'h0c:
-          first1 = \$118 ;
+          first1 = \$117 ;
       5'h0d:
-          first1 = \$172 ;
+          first1 = \$171 ;
     endcase
   end
   always @* begin
@@ -5464,12 +6983,12 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0b:
           /* empty */;
       5'h0c:
-          ended = \$124 ;
+          ended = \$123 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \ended$207  = 2'h0;
+    \ended$213  = 2'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -5494,12 +7013,100 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0c:
           /* empty */;
       5'h0d:
-          \ended$207  = \$178 ;
+          \ended$213  = \$177 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    fold_start = 1'h0;
+    \start$219  = 1'h0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          if (\$178 ) begin
+            if (\$181 ) begin
+              \start$219  = 1'h1;
+            end
+          end
+      5'h0f:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h13:
+          \start$219  = 1'h1;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \offset$220  = 6'h00;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          if (\$178 ) begin
+            if (\$181 ) begin
+              \offset$220  = \$signal$216 [5:0];
+            end
+          end
+      5'h0f:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h13:
+          \offset$220  = \$signal$216 [5:0];
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    fold_valid = 1'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -5528,26 +7135,57 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0e:
           /* empty */;
       5'h0f:
-          fold_start = 1'h1;
-      5'h10:
+          fold_valid = \$191 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    w_valid = 1'h0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          casez (dest)
+            2'h0, 2'h1:
+                w_valid = sum_valid;
+          endcase
+      5'h07:
           /* empty */;
       5'h12:
-          /* empty */;
-      5'h07:
           /* empty */;
       5'h13:
           /* empty */;
       5'h14:
-          /* empty */;
-      5'h15:
-          /* empty */;
-      5'h11:
-          fold_start = \$218 ;
+          w_valid = bank_valid;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$signal$212  = 48'h000000000000;
+    \w_data$225  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -5576,19 +7214,23 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0e:
           /* empty */;
       5'h0f:
+          casez (dest)
+            2'h0, 2'h1:
+                \w_data$225  = \$193 ;
+          endcase
+      5'h07:
           /* empty */;
-      5'h10:
-          if (\$179 ) begin
-            casez (dest)
-              2'h0:
-                  \$signal$212  = \$182 [47:0];
-            endcase
-          end
+      5'h12:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          \w_data$225  = { 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, rd_in_data };
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    nbytes = 8'h00;
+    w_bytes = 8'h00;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -5617,19 +7259,23 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0e:
           /* empty */;
       5'h0f:
+          casez (dest)
+            2'h0, 2'h1:
+                w_bytes = \$194 [7:0];
+          endcase
+      5'h07:
           /* empty */;
-      5'h10:
-          if (\$179 ) begin
-            casez (dest)
-              2'h0:
-                  nbytes = \$183 [7:0];
-            endcase
-          end
+      5'h12:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          w_bytes = \$216 [7:0];
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    more = 1'h0;
+    w_last = 1'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -5658,23 +7304,23 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0e:
           /* empty */;
       5'h0f:
+          casez (dest)
+            2'h0, 2'h1:
+                w_last = \$200 ;
+          endcase
+      5'h07:
           /* empty */;
-      5'h10:
-          if (\$179 ) begin
-            casez (dest)
-              2'h0:
-                  if (\$187 ) begin
-                    more = 1'h1;
-                  end else if (\$189 ) begin
-                    more = 1'h1;
-                  end
-            endcase
-          end
+      5'h12:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          w_last = \$222 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$signal$218  = 48'h000000000000;
+    sum_ready = 1'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -5703,106 +7349,13 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0e:
           /* empty */;
       5'h0f:
-          /* empty */;
-      5'h10:
-          if (\$179 ) begin
-            casez (dest)
-              2'h0:
-                  /* empty */;
-              2'h1:
-                  \$signal$218  = \$192 [47:0];
-            endcase
-          end
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \nbytes$219  = 8'h00;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h10:
-          if (\$179 ) begin
-            casez (dest)
-              2'h0:
-                  /* empty */;
-              2'h1:
-                  \nbytes$219  = \$193 [7:0];
-            endcase
-          end
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \more$220  = 1'h0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h10:
-          if (\$179 ) begin
-            casez (dest)
-              2'h0:
-                  /* empty */;
-              2'h1:
-                  if (\$197 ) begin
-                    \more$220  = 1'h1;
-                  end else if (\$199 ) begin
-                    \more$220  = 1'h1;
-                  end
-            endcase
-          end
+          (* full_case = 32'd1 *)
+          casez (dest)
+            2'h0, 2'h1:
+                sum_ready = \$201 ;
+            default:
+                sum_ready = 1'h1;
+          endcase
     endcase
   end
   always @* begin
@@ -5836,21 +7389,17 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0e:
           /* empty */;
       5'h0f:
-          /* empty */;
-      5'h10:
-          if (\$179 ) begin
-            (* full_case = 32'd1 *)
-            casez (dest)
-              2'h0:
-                  /* empty */;
-              2'h1:
-                  /* empty */;
-              2'h2:
-                  /* empty */;
-              2'h3:
-                  acc_we = 1'h1;
-            endcase
-          end
+          (* full_case = 32'd1 *)
+          casez (dest)
+            2'h0, 2'h1:
+                /* empty */;
+            default:
+                (* full_case = 32'd1 *)
+                if (\$202 ) begin
+                end else begin
+                  acc_we = sum_valid;
+                end
+          endcase
     endcase
   end
   always @* begin
@@ -5884,21 +7433,17 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0e:
           /* empty */;
       5'h0f:
-          /* empty */;
-      5'h10:
-          if (\$179 ) begin
-            (* full_case = 32'd1 *)
-            casez (dest)
-              2'h0:
-                  /* empty */;
-              2'h1:
-                  /* empty */;
-              2'h2:
-                  /* empty */;
-              2'h3:
-                  acc_row = fold_row;
-            endcase
-          end
+          (* full_case = 32'd1 *)
+          casez (dest)
+            2'h0, 2'h1:
+                /* empty */;
+            default:
+                (* full_case = 32'd1 *)
+                if (\$202 ) begin
+                end else begin
+                  acc_row = \$signal$230 ;
+                end
+          endcase
     endcase
   end
   always @* begin
@@ -5932,21 +7477,17 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0e:
           /* empty */;
       5'h0f:
-          /* empty */;
-      5'h10:
-          if (\$179 ) begin
-            (* full_case = 32'd1 *)
-            casez (dest)
-              2'h0:
-                  /* empty */;
-              2'h1:
-                  /* empty */;
-              2'h2:
-                  /* empty */;
-              2'h3:
-                  acc_word = \$signal$104 [6:0];
-            endcase
-          end
+          (* full_case = 32'd1 *)
+          casez (dest)
+            2'h0, 2'h1:
+                /* empty */;
+            default:
+                (* full_case = 32'd1 *)
+                if (\$202 ) begin
+                end else begin
+                  acc_word = \$signal$154 [6:0];
+                end
+          endcase
     endcase
   end
   always @* begin
@@ -5980,21 +7521,17 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0e:
           /* empty */;
       5'h0f:
-          /* empty */;
-      5'h10:
-          if (\$179 ) begin
-            (* full_case = 32'd1 *)
-            casez (dest)
-              2'h0:
-                  /* empty */;
-              2'h1:
-                  /* empty */;
-              2'h2:
-                  /* empty */;
-              2'h3:
+          (* full_case = 32'd1 *)
+          casez (dest)
+            2'h0, 2'h1:
+                /* empty */;
+            default:
+                (* full_case = 32'd1 *)
+                if (\$202 ) begin
+                end else begin
                   acc_data = sum_fp32;
-            endcase
-          end
+                end
+          endcase
     endcase
   end
   always @* begin
@@ -6029,16 +7566,14 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
           /* empty */;
       5'h0f:
           /* empty */;
-      5'h10:
-          /* empty */;
-      5'h12:
-          /* empty */;
       5'h07:
-          rd_row = fold_row;
+          rd_row = \$signal$230 ;
+      5'h12:
+          rd_row = \$signal$230 ;
       5'h13:
-          rd_row = fold_row;
+          /* empty */;
       5'h14:
-          rd_row = fold_row;
+          rd_row = \$signal$230 ;
     endcase
   end
   always @* begin
@@ -6073,21 +7608,19 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
           /* empty */;
       5'h0f:
           /* empty */;
-      5'h10:
-          /* empty */;
-      5'h12:
-          /* empty */;
       5'h07:
           rd_addr = src_addr[6:0];
-      5'h13:
+      5'h12:
           rd_addr = src_addr[6:0];
+      5'h13:
+          /* empty */;
       5'h14:
-          rd_addr = \$signal$104 [6:0];
+          rd_addr = \$signal$154 [6:0];
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \start$233  = 1'h0;
+    \start$243  = 1'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -6117,12 +7650,8 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
           /* empty */;
       5'h0f:
           /* empty */;
-      5'h10:
-          /* empty */;
-      5'h12:
-          /* empty */;
       5'h07:
-          \start$233  = 1'h1;
+          \start$243  = 1'h1;
     endcase
   end
   always @* begin
@@ -6157,12 +7686,8 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
           /* empty */;
       5'h0f:
           /* empty */;
-      5'h10:
-          /* empty */;
-      5'h12:
-          /* empty */;
       5'h07:
-          length = \$201 ;
+          length = \$204 ;
     endcase
   end
   always @* begin
@@ -6197,154 +7722,8 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
           /* empty */;
       5'h0f:
           /* empty */;
-      5'h10:
-          /* empty */;
-      5'h12:
-          /* empty */;
       5'h07:
-          partial = \$203 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$signal$236  = 48'h000000000000;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h10:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
-          /* empty */;
-      5'h15:
-          \$signal$236  = \$206 [47:0];
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \nbytes$237  = 8'h00;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h10:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
-          /* empty */;
-      5'h15:
-          \nbytes$237  = \$207 [7:0];
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \more$238  = 1'h0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h10:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
-          /* empty */;
-      5'h15:
-          if (\$211 ) begin
-            \more$238  = 1'h1;
-          end else if (\$213 ) begin
-            \more$238  = 1'h1;
-          end
+          partial = \$206 ;
     endcase
   end
   always @* begin
@@ -6379,30 +7758,66 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
           /* empty */;
       5'h0f:
           /* empty */;
-      5'h10:
+      5'h07:
           /* empty */;
       5'h12:
-          /* empty */;
-      5'h07:
           /* empty */;
       5'h13:
           /* empty */;
       5'h14:
           /* empty */;
+      5'h10:
+          line = { 448'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, \$224 , \$223  };
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \line$258  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          /* empty */;
+      5'h10:
+          \line$258  = line;
       5'h15:
           /* empty */;
       5'h11:
-          line = \$221 ;
-      5'h16:
-          /* empty */;
-      5'h17:
-          line = \line$246 ;
-      5'h19:
-          /* empty */;
-      5'h18:
           /* empty */;
       5'h02:
-          line = \$signal$258 ;
+          \line$258  = \$signal$262 ;
     endcase
   end
   always @* begin
@@ -6437,82 +7852,22 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
           /* empty */;
       5'h0f:
           /* empty */;
-      5'h10:
+      5'h07:
           /* empty */;
       5'h12:
-          /* empty */;
-      5'h07:
           /* empty */;
       5'h13:
           /* empty */;
       5'h14:
           /* empty */;
+      5'h10:
+          strb = 64'hffffffffffffffff;
       5'h15:
           /* empty */;
       5'h11:
-          strb = \$222 ;
-      5'h16:
-          /* empty */;
-      5'h17:
-          strb = 64'hffffffffffffffff;
-      5'h19:
-          /* empty */;
-      5'h18:
           /* empty */;
       5'h02:
           strb = 64'hffffffffffffffff;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \line$246  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h10:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
-          /* empty */;
-      5'h15:
-          /* empty */;
-      5'h11:
-          /* empty */;
-      5'h16:
-          /* empty */;
-      5'h17:
-          \line$246  = { 448'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, \$224 , \$223  };
     endcase
   end
   always @* begin
@@ -6547,27 +7902,19 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
           /* empty */;
       5'h0f:
           /* empty */;
-      5'h10:
+      5'h07:
           /* empty */;
       5'h12:
-          /* empty */;
-      5'h07:
           /* empty */;
       5'h13:
           /* empty */;
       5'h14:
           /* empty */;
+      5'h10:
+          /* empty */;
       5'h15:
           /* empty */;
       5'h11:
-          /* empty */;
-      5'h16:
-          /* empty */;
-      5'h17:
-          /* empty */;
-      5'h19:
-          /* empty */;
-      5'h18:
           /* empty */;
       5'h02:
           status_word = { 24'h000000, status };
@@ -6575,7 +7922,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$signal$258  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    \$signal$262  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -6605,30 +7952,22 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
           /* empty */;
       5'h0f:
           /* empty */;
-      5'h10:
+      5'h07:
           /* empty */;
       5'h12:
-          /* empty */;
-      5'h07:
           /* empty */;
       5'h13:
           /* empty */;
       5'h14:
           /* empty */;
+      5'h10:
+          /* empty */;
       5'h15:
           /* empty */;
       5'h11:
           /* empty */;
-      5'h16:
-          /* empty */;
-      5'h17:
-          /* empty */;
-      5'h19:
-          /* empty */;
-      5'h18:
-          /* empty */;
       5'h02:
-          \$signal$258  = { 320'h00000000000000000000000000000000000000000000000000000000000000000000000000000000, \$230 [63:0], 32'h00000000, status_word, entry[269:206] };
+          \$signal$262  = { 320'h00000000000000000000000000000000000000000000000000000000000000000000000000000000, \$230 [63:0], 32'h00000000, status_word, entry[269:206] };
     endcase
   end
   always @* begin
@@ -6663,31 +8002,23 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
           /* empty */;
       5'h0f:
           /* empty */;
-      5'h10:
+      5'h07:
           /* empty */;
       5'h12:
-          /* empty */;
-      5'h07:
           /* empty */;
       5'h13:
           /* empty */;
       5'h14:
           /* empty */;
+      5'h10:
+          /* empty */;
       5'h15:
           /* empty */;
       5'h11:
           /* empty */;
-      5'h16:
-          /* empty */;
-      5'h17:
-          /* empty */;
-      5'h19:
-          /* empty */;
-      5'h18:
-          /* empty */;
       5'h02:
           /* empty */;
-      5'h1a:
+      5'h16:
           if (\$231 ) begin
             done_valid = 1'h1;
           end
@@ -6725,31 +8056,23 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
           /* empty */;
       5'h0f:
           /* empty */;
-      5'h10:
+      5'h07:
           /* empty */;
       5'h12:
-          /* empty */;
-      5'h07:
           /* empty */;
       5'h13:
           /* empty */;
       5'h14:
           /* empty */;
+      5'h10:
+          /* empty */;
       5'h15:
           /* empty */;
       5'h11:
           /* empty */;
-      5'h16:
-          /* empty */;
-      5'h17:
-          /* empty */;
-      5'h19:
-          /* empty */;
-      5'h18:
-          /* empty */;
       5'h02:
           /* empty */;
-      5'h1a:
+      5'h16:
           if (\$231 ) begin
             done_queue = entry[205:204];
           end
@@ -6787,31 +8110,23 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
           /* empty */;
       5'h0f:
           /* empty */;
-      5'h10:
+      5'h07:
           /* empty */;
       5'h12:
-          /* empty */;
-      5'h07:
           /* empty */;
       5'h13:
           /* empty */;
       5'h14:
           /* empty */;
+      5'h10:
+          /* empty */;
       5'h15:
           /* empty */;
       5'h11:
           /* empty */;
-      5'h16:
-          /* empty */;
-      5'h17:
-          /* empty */;
-      5'h19:
-          /* empty */;
-      5'h18:
-          /* empty */;
       5'h02:
           /* empty */;
-      5'h1a:
+      5'h16:
           if (\$231 ) begin
             done_seq = entry[237:206];
           end
@@ -6849,31 +8164,23 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
           /* empty */;
       5'h0f:
           /* empty */;
-      5'h10:
+      5'h07:
           /* empty */;
       5'h12:
-          /* empty */;
-      5'h07:
           /* empty */;
       5'h13:
           /* empty */;
       5'h14:
           /* empty */;
+      5'h10:
+          /* empty */;
       5'h15:
           /* empty */;
       5'h11:
           /* empty */;
-      5'h16:
-          /* empty */;
-      5'h17:
-          /* empty */;
-      5'h19:
-          /* empty */;
-      5'h18:
-          /* empty */;
       5'h02:
           /* empty */;
-      5'h1a:
+      5'h16:
           if (\$231 ) begin
             done_status = status;
           end
@@ -6911,31 +8218,23 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
           /* empty */;
       5'h0f:
           /* empty */;
-      5'h10:
+      5'h07:
           /* empty */;
       5'h12:
-          /* empty */;
-      5'h07:
           /* empty */;
       5'h13:
           /* empty */;
       5'h14:
           /* empty */;
+      5'h10:
+          /* empty */;
       5'h15:
           /* empty */;
       5'h11:
           /* empty */;
-      5'h16:
-          /* empty */;
-      5'h17:
-          /* empty */;
-      5'h19:
-          /* empty */;
-      5'h18:
-          /* empty */;
       5'h02:
           /* empty */;
-      5'h1a:
+      5'h16:
           if (\$231 ) begin
             irq = \$232 ;
           end
@@ -6943,236 +8242,211 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$472  = \$signal$210 ;
-    if (fold_start) begin
-      \$472  = 1'h0;
-    end else if (fold_done) begin
-      \$472  = 1'h1;
-    end
-    if (rst) begin
-      \$472  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$473  = entry;
+    \$430  = entry;
     casez (fsm_state)
       5'h00:
           if (pop_valid) begin
-            \$473  = pop;
+            \$430  = pop;
           end
     endcase
     if (rst) begin
-      \$473  = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$430  = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$474  = fsm_state;
+    \$431  = fsm_state;
     casez (fsm_state)
       5'h00:
           if (pop_valid) begin
-            \$474  = 5'h01;
+            \$431  = 5'h01;
           end
       5'h01:
           (* full_case = 32'd1 *)
-          if (\$275 ) begin
-            \$474  = 5'h02;
+          if (\$271 ) begin
+            \$431  = 5'h02;
           end else if (is_compute) begin
-            \$474  = 5'h03;
+            \$431  = 5'h03;
           end else begin
-            \$474  = 5'h04;
+            \$431  = 5'h04;
           end
       5'h04:
-          \$474  = 5'h05;
+          \$431  = 5'h05;
       5'h05:
-          if (\$278 ) begin
-            \$474  = 5'h02;
+          if (\$274 ) begin
+            \$431  = 5'h02;
           end
       5'h03:
-          \$474  = 5'h06;
+          \$431  = 5'h06;
       5'h06:
-          if (\$279 ) begin
+          if (\$275 ) begin
             (* full_case = 32'd1 *)
-            if (\$280 ) begin
-              \$474  = 5'h07;
+            if (\$276 ) begin
+              \$431  = 5'h07;
             end else begin
-              \$474  = 5'h08;
+              \$431  = 5'h08;
             end
           end
       5'h08:
-          \$474  = 5'h09;
+          \$431  = 5'h09;
       5'h09:
           (* full_case = 32'd1 *)
-          if (\$302 ) begin
-            \$474  = 5'h0a;
+          if (\$298 ) begin
+            \$431  = 5'h0a;
           end else begin
-            \$474  = 5'h0b;
+            \$431  = 5'h0b;
           end
       5'h0a:
-          \$474  = 5'h0c;
+          \$431  = 5'h0c;
       5'h0b:
-          \$474  = 5'h0d;
+          \$431  = 5'h0d;
       5'h0c:
-          if (\$337 ) begin
+          if (\$333 ) begin
             (* full_case = 32'd1 *)
-            if (\$338 ) begin
-              \$474  = 5'h0b;
+            if (\$334 ) begin
+              \$431  = 5'h0b;
             end else begin
-              \$474  = 5'h0e;
+              \$431  = 5'h0e;
             end
           end
       5'h0d:
-          if (\$371 ) begin
-            \$474  = 5'h0e;
+          if (\$367 ) begin
+            \$431  = 5'h0e;
           end
       5'h0e:
-          if (\$373 ) begin
-            \$474  = 5'h0f;
+          if (\$369 ) begin
+            \$431  = 5'h0f;
           end
       5'h0f:
-          \$474  = 5'h10;
-      5'h10:
-          if (\$374 ) begin
-            (* full_case = 32'd1 *)
-            casez (dest)
-              2'h0:
-                  \$474  = 5'h11;
-              2'h1:
-                  \$474  = 5'h11;
-              2'h2:
-                  \$474  = 5'h12;
-              2'h3:
-                  \$474  = 5'h12;
-            endcase
-          end
-      5'h12:
           (* full_case = 32'd1 *)
-          if (\$418 ) begin
-            \$474  = 5'h0f;
-          end else if (\$420 ) begin
-            \$474  = 5'h0f;
-          end else begin
-            (* full_case = 32'd1 *)
-            if (\$423 ) begin
-              \$474  = 5'h07;
-            end else begin
-              \$474  = 5'h08;
-            end
-          end
+          casez (dest)
+            2'h0, 2'h1:
+                if (\$390 ) begin
+                  (* full_case = 32'd1 *)
+                  if (\$391 ) begin
+                    \$431  = 5'h10;
+                  end else begin
+                    \$431  = 5'h11;
+                  end
+                end
+            default:
+                if (sum_valid) begin
+                  (* full_case = 32'd1 *)
+                  if (\$395 ) begin
+                  end else if (\$397 ) begin
+                  end else begin
+                    (* full_case = 32'd1 *)
+                    if (\$400 ) begin
+                      \$431  = 5'h07;
+                    end else begin
+                      \$431  = 5'h08;
+                    end
+                  end
+                end
+          endcase
       5'h07:
-          \$474  = 5'h13;
-      5'h13:
+          \$431  = 5'h12;
+      5'h12:
           if (done) begin
             (* full_case = 32'd1 *)
-            if (\$425 ) begin
-              \$474  = 5'h07;
+            if (\$402 ) begin
+              \$431  = 5'h07;
             end else begin
               (* full_case = 32'd1 *)
-              if (\$427 ) begin
-                \$474  = 5'h08;
+              if (\$404 ) begin
+                \$431  = 5'h08;
               end else begin
-                \$474  = 5'h14;
+                \$431  = 5'h13;
               end
             end
           end
+      5'h13:
+          \$431  = 5'h14;
       5'h14:
-          \$474  = 5'h15;
+          if (\$419 ) begin
+            (* full_case = 32'd1 *)
+            if (entry[11]) begin
+              \$431  = 5'h10;
+            end else begin
+              \$431  = 5'h11;
+            end
+          end
+      5'h10:
+          \$431  = 5'h15;
       5'h15:
-          \$474  = 5'h11;
+          if (\$420 ) begin
+            (* full_case = 32'd1 *)
+            if (\$422 ) begin
+              \$431  = 5'h10;
+            end else begin
+              \$431  = 5'h11;
+            end
+          end
       5'h11:
-          \$474  = 5'h16;
-      5'h16:
-          if (\$448 ) begin
-            (* full_case = 32'd1 *)
-            if (\$454 ) begin
-              \$474  = 5'h11;
-            end else if (\$456 ) begin
-              \$474  = 5'h14;
-            end else if (\$signal$239 ) begin
-              \$474  = 5'h10;
-            end else if (\$460 ) begin
-              \$474  = 5'h17;
-            end else begin
-              \$474  = 5'h18;
-            end
-          end
-      5'h17:
-          \$474  = 5'h19;
-      5'h19:
-          if (\$462 ) begin
-            (* full_case = 32'd1 *)
-            if (\$464 ) begin
-              \$474  = 5'h17;
-            end else begin
-              \$474  = 5'h18;
-            end
-          end
-      5'h18:
           (* full_case = 32'd1 *)
-          if (\$470 ) begin
-            \$474  = 5'h03;
+          if (\$428 ) begin
+            \$431  = 5'h03;
           end else begin
-            \$474  = 5'h02;
+            \$431  = 5'h02;
           end
       5'h02:
-          \$474  = 5'h1a;
-      5'h1a:
-          if (\$471 ) begin
-            \$474  = 5'h00;
+          \$431  = 5'h16;
+      5'h16:
+          if (\$429 ) begin
+            \$431  = 5'h00;
           end
     endcase
     if (rst) begin
-      \$474  = 5'h00;
+      \$431  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$475  = status;
+    \$432  = status;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          \$475  = \status$270 ;
+          \$432  = \status$274 ;
     endcase
     if (rst) begin
-      \$475  = 8'h00;
+      \$432  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$476  = \$signal$160 ;
+    \$433  = \$signal$166 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          \$476  = \$265 [63:0];
+          \$433  = \$261 [63:0];
     endcase
     if (rst) begin
-      \$476  = 64'h0000000000000000;
+      \$433  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$477  = \$signal$159 ;
+    \$434  = \$signal$165 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          \$477  = \$271 [63:0];
+          \$434  = \$267 [63:0];
     endcase
     if (rst) begin
-      \$477  = 64'h0000000000000000;
+      \$434  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$478  = \$signal$162 ;
+    \$435  = \$signal$168 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          \$478  = 20'h00000;
+          \$435  = 20'h00000;
       5'h04:
           /* empty */;
       5'h05:
@@ -7197,41 +8471,33 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
           /* empty */;
       5'h0f:
           /* empty */;
-      5'h10:
+      5'h07:
           /* empty */;
       5'h12:
-          /* empty */;
-      5'h07:
           /* empty */;
       5'h13:
           /* empty */;
       5'h14:
+          /* empty */;
+      5'h10:
           /* empty */;
       5'h15:
           /* empty */;
       5'h11:
-          /* empty */;
-      5'h16:
-          /* empty */;
-      5'h17:
-          /* empty */;
-      5'h19:
-          /* empty */;
-      5'h18:
-          \$478  = \$466 [19:0];
+          \$435  = \$424 [19:0];
     endcase
     if (rst) begin
-      \$478  = 20'h00000;
+      \$435  = 20'h00000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$479  = \$signal$164 ;
+    \$436  = \$signal$170 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          \$479  = 44'h00000000000;
+          \$436  = 44'h00000000000;
       5'h04:
           /* empty */;
       5'h05:
@@ -7256,41 +8522,33 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
           /* empty */;
       5'h0f:
           /* empty */;
-      5'h10:
+      5'h07:
           /* empty */;
       5'h12:
-          /* empty */;
-      5'h07:
           /* empty */;
       5'h13:
           /* empty */;
       5'h14:
+          /* empty */;
+      5'h10:
           /* empty */;
       5'h15:
           /* empty */;
       5'h11:
-          /* empty */;
-      5'h16:
-          /* empty */;
-      5'h17:
-          /* empty */;
-      5'h19:
-          /* empty */;
-      5'h18:
-          \$479  = \$468 [43:0];
+          \$436  = \$426 [43:0];
     endcase
     if (rst) begin
-      \$479  = 44'h00000000000;
+      \$436  = 44'h00000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$480  = \$signal$213 ;
+    \$437  = \$signal$216 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          \$480  = 48'h000000000000;
+          \$437  = 48'h000000000000;
       5'h04:
           /* empty */;
       5'h05:
@@ -7314,1769 +8572,78 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0e:
           /* empty */;
       5'h0f:
-          /* empty */;
-      5'h10:
-          if (\$374 ) begin
-            casez (dest)
-              2'h0:
+          casez (dest)
+            2'h0, 2'h1:
+                if (\$378 ) begin
                   (* full_case = 32'd1 *)
-                  if (\$386 ) begin
-                  end else if (\$388 ) begin
-                    \$480  = \$392 [47:0];
+                  if (\$382 ) begin
                   end else begin
-                    \$480  = \$394 [47:0];
+                    \$437  = \$389 [47:0];
                   end
-              2'h1:
-                  (* full_case = 32'd1 *)
-                  if (\$406 ) begin
-                  end else if (\$408 ) begin
-                    \$480  = \$412 [47:0];
-                  end else begin
-                    \$480  = \$414 [47:0];
-                  end
-            endcase
-          end
-      5'h12:
-          /* empty */;
+                end
+          endcase
       5'h07:
+          /* empty */;
+      5'h12:
           /* empty */;
       5'h13:
           /* empty */;
       5'h14:
-          /* empty */;
-      5'h15:
-          (* full_case = 32'd1 *)
-          if (\$439 ) begin
-          end else if (\$441 ) begin
-            \$480  = \$445 [47:0];
-          end else begin
-            \$480  = \$447 [47:0];
-          end
-    endcase
-    if (rst) begin
-      \$480  = 48'h000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$481  = \$signal$214 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          (* full_case = 32'd1 *)
-          if (\$272 ) begin
-            \$481  = 2'h2;
-          end else if (\$273 ) begin
-            \$481  = 2'h1;
-          end else if (\$274 ) begin
-            \$481  = 2'h1;
-          end else begin
-            \$481  = 2'h1;
-          end
-    endcase
-    if (rst) begin
-      \$481  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$482  = \$signal$148 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          (* full_case = 32'd1 *)
-          if (\$272 ) begin
-            \$482  = entry[123:104];
-          end else if (\$273 ) begin
-            \$482  = entry[203:184];
-          end else if (\$274 ) begin
-            \$482  = entry[123:104];
-          end else begin
-            \$482  = entry[143:124];
-          end
-    endcase
-    if (rst) begin
-      \$482  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$483  = \$signal$216 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          \$483  = \$signal$161 ;
-    endcase
-    if (rst) begin
-      \$483  = 3'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$484  = \$signal$273 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          \$484  = 1'h0;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h10:
-          /* empty */;
-      5'h12:
-          (* full_case = 32'd1 *)
-          if (\$418 ) begin
-          end else if (\$420 ) begin
-          end else begin
-            \$484  = 1'h1;
-          end
-    endcase
-    if (rst) begin
-      \$484  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$485  = fold_row;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          if (\$279 ) begin
-            \$485  = 2'h0;
-          end
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          if (\$373 ) begin
-            \$485  = 2'h0;
-          end
-      5'h0f:
-          /* empty */;
-      5'h10:
-          if (\$374 ) begin
-            casez (dest)
-              2'h0:
-                  (* full_case = 32'd1 *)
-                  if (\$386 ) begin
-                  end else if (\$388 ) begin
-                    \$485  = \$390 [1:0];
-                  end else begin
-                    \$485  = 2'h0;
-                  end
-              2'h1:
-                  (* full_case = 32'd1 *)
-                  if (\$406 ) begin
-                  end else if (\$408 ) begin
-                    \$485  = \$410 [1:0];
-                  end else begin
-                    \$485  = 2'h0;
-                  end
-            endcase
-          end
-      5'h12:
-          (* full_case = 32'd1 *)
-          if (\$418 ) begin
-          end else if (\$420 ) begin
-            \$485  = \$422 [1:0];
-          end else begin
-            \$485  = 2'h0;
-          end
-      5'h07:
-          /* empty */;
-      5'h13:
-          if (done) begin
+          if (\$405 ) begin
             (* full_case = 32'd1 *)
-            if (\$425 ) begin
-              \$485  = \$426 [1:0];
+            if (\$409 ) begin
             end else begin
-              \$485  = 2'h0;
+              \$437  = \$416 [47:0];
             end
           end
-      5'h14:
+    endcase
+    if (rst) begin
+      \$437  = 48'h000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$438  = \$signal$218 ;
+    casez (fsm_state)
+      5'h00:
           /* empty */;
-      5'h15:
+      5'h01:
           (* full_case = 32'd1 *)
-          if (\$439 ) begin
-          end else if (\$441 ) begin
-            \$485  = \$443 [1:0];
+          if (\$268 ) begin
+            \$438  = 2'h2;
+          end else if (\$269 ) begin
+            \$438  = 2'h1;
+          end else if (\$270 ) begin
+            \$438  = 2'h1;
           end else begin
-            \$485  = 2'h0;
-          end
-      5'h11:
-          /* empty */;
-      5'h16:
-          /* empty */;
-      5'h17:
-          /* empty */;
-      5'h19:
-          if (\$462 ) begin
-            if (\$464 ) begin
-              \$485  = \$465 [1:0];
-            end
+            \$438  = 2'h1;
           end
     endcase
     if (rst) begin
-      \$485  = 2'h0;
+      \$438  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$486  = \$signal$104 ;
+    \$439  = \$signal$153 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          if (\$279 ) begin
-            \$486  = 20'h00000;
-          end
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          if (\$373 ) begin
-            \$486  = 20'h00000;
-          end
-      5'h0f:
-          /* empty */;
-      5'h10:
-          if (\$374 ) begin
-            casez (dest)
-              2'h0:
-                  (* full_case = 32'd1 *)
-                  if (\$386 ) begin
-                    \$486  = \$389 [19:0];
-                  end else if (\$388 ) begin
-                    \$486  = 20'h00000;
-                  end else begin
-                    \$486  = 20'h00000;
-                  end
-              2'h1:
-                  (* full_case = 32'd1 *)
-                  if (\$406 ) begin
-                    \$486  = \$409 [19:0];
-                  end else if (\$408 ) begin
-                    \$486  = 20'h00000;
-                  end else begin
-                    \$486  = 20'h00000;
-                  end
-            endcase
-          end
-      5'h12:
           (* full_case = 32'd1 *)
-          if (\$418 ) begin
-            \$486  = \$421 [19:0];
-          end else if (\$420 ) begin
-            \$486  = 20'h00000;
+          if (\$268 ) begin
+            \$439  = entry[123:104];
+          end else if (\$269 ) begin
+            \$439  = entry[203:184];
+          end else if (\$270 ) begin
+            \$439  = entry[123:104];
           end else begin
-            \$486  = 20'h00000;
-          end
-      5'h07:
-          /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
-          /* empty */;
-      5'h15:
-          (* full_case = 32'd1 *)
-          if (\$439 ) begin
-            \$486  = \$442 [19:0];
-          end else if (\$441 ) begin
-            \$486  = 20'h00000;
-          end else begin
-            \$486  = 20'h00000;
+            \$439  = entry[143:124];
           end
     endcase
     if (rst) begin
-      \$486  = 20'h00000;
+      \$439  = 20'h00000;
     end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$487  = \$signal$178 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          (* full_case = 32'd1 *)
-          if (\$281 ) begin
-            \$487  = entry[83:20];
-          end else begin
-            \$487  = \$287 [63:0];
-          end
-    endcase
-    if (rst) begin
-      \$487  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$488  = \$signal$98 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          (* full_case = 32'd1 *)
-          if (\$281 ) begin
-            \$488  = entry[123:104];
-          end else begin
-            \$488  = entry[143:124];
-          end
-    endcase
-    if (rst) begin
-      \$488  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$489  = n_cols;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          (* full_case = 32'd1 *)
-          if (\$281 ) begin
-            \$489  = entry[143:124];
-          end else begin
-            \$489  = entry[123:104];
-          end
-    endcase
-    if (rst) begin
-      \$489  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$490  = dest;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          (* full_case = 32'd1 *)
-          if (\$281 ) begin
-            \$490  = \$285 ;
-          end else begin
-            \$490  = { 1'h0, \$289  };
-          end
-    endcase
-    if (rst) begin
-      \$490  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$491  = \$signal$112 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$491  = \$like ;
-    endcase
-    if (rst) begin
-      \$491  = 3'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$492  = \$signal$106 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$492  = \$16 [19:0];
-    endcase
-    if (rst) begin
-      \$492  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$493  = \$signal$196 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$493  = plan_sets;
-    endcase
-    if (rst) begin
-      \$493  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$494  = \$signal$180 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$494  = \$290 ;
-    endcase
-    if (rst) begin
-      \$494  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$495  = rest_rows;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$495  = \$293 [4:0];
-    endcase
-    if (rst) begin
-      \$495  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$496  = main_elems;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$496  = \$296 [43:0];
-    endcase
-    if (rst) begin
-      \$496  = 44'h00000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$497  = \$signal$184 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$497  = 20'h00000;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          \$497  = \$336 [19:0];
-      5'h0d:
-          \$497  = \$370 [19:0];
-    endcase
-    if (rst) begin
-      \$497  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$498  = fold_sets;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$498  = \$298 [1:0];
-    endcase
-    if (rst) begin
-      \$498  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$499  = groups_seen0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$499  = 2'h0;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          if (\$313 ) begin
-            if (\$314 ) begin
-              \$499  = \$315 [1:0];
-            end
-          end
-      5'h0d:
-          if (\$347 ) begin
-            if (\$348 ) begin
-              \$499  = \$349 [1:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$499  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$500  = set_index0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$500  = 2'h0;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          if (\$313 ) begin
-            (* full_case = 32'd1 *)
-            if (\$317 ) begin
-              \$500  = 2'h0;
-            end else begin
-              \$500  = \$318 [1:0];
-            end
-          end
-      5'h0d:
-          if (\$347 ) begin
-            (* full_case = 32'd1 *)
-            if (\$351 ) begin
-              \$500  = 2'h0;
-            end else begin
-              \$500  = \$352 [1:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$500  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$501  = set_base0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$501  = 20'h00000;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          if (\$313 ) begin
-            (* full_case = 32'd1 *)
-            if (\$317 ) begin
-              \$501  = 20'h00000;
-            end else begin
-              \$501  = \$319 [19:0];
-            end
-          end
-      5'h0d:
-          if (\$347 ) begin
-            (* full_case = 32'd1 *)
-            if (\$351 ) begin
-              \$501  = 20'h00000;
-            end else begin
-              \$501  = \$353 [19:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$501  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$502  = fold_sets1;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$502  = \$300 [1:0];
-    endcase
-    if (rst) begin
-      \$502  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$503  = groups_seen1;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$503  = 2'h0;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          if (\$328 ) begin
-            if (\$329 ) begin
-              \$503  = \$330 [1:0];
-            end
-          end
-      5'h0d:
-          if (\$362 ) begin
-            if (\$363 ) begin
-              \$503  = \$364 [1:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$503  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$504  = set_index1;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$504  = 2'h0;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          if (\$328 ) begin
-            (* full_case = 32'd1 *)
-            if (\$332 ) begin
-              \$504  = 2'h0;
-            end else begin
-              \$504  = \$333 [1:0];
-            end
-          end
-      5'h0d:
-          if (\$362 ) begin
-            (* full_case = 32'd1 *)
-            if (\$366 ) begin
-              \$504  = 2'h0;
-            end else begin
-              \$504  = \$367 [1:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$504  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$505  = set_base1;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$505  = 20'h00000;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          if (\$328 ) begin
-            (* full_case = 32'd1 *)
-            if (\$332 ) begin
-              \$505  = 20'h00000;
-            end else begin
-              \$505  = \$334 [19:0];
-            end
-          end
-      5'h0d:
-          if (\$362 ) begin
-            (* full_case = 32'd1 *)
-            if (\$366 ) begin
-              \$505  = 20'h00000;
-            end else begin
-              \$505  = \$368 [19:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$505  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$506  = \$signal$206 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          \$506  = \$303 [19:0];
-      5'h0b:
-          \$506  = \$304 [19:0];
-    endcase
-    if (rst) begin
-      \$506  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$507  = drain;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          \$507  = 3'h5;
-      5'h0d:
-          \$507  = 3'h5;
-      5'h0e:
-          \$507  = \$372 [2:0];
-    endcase
-    if (rst) begin
-      \$507  = 3'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$508  = \$signal$243 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h10:
-          if (\$374 ) begin
-            casez (dest)
-              2'h0:
-                  \$508  = { 1'h0, \$376  };
-              2'h1:
-                  \$508  = \$396 [1535:0];
-            endcase
-          end
-      5'h12:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
-          /* empty */;
-      5'h15:
-          \$508  = { 1'h0, \$429  };
-    endcase
-    if (rst) begin
-      \$508  = 1536'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$509  = \$signal$245 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h10:
-          if (\$374 ) begin
-            casez (dest)
-              2'h0:
-                  \$509  = \$379 [191:0];
-              2'h1:
-                  \$509  = \$399 [191:0];
-            endcase
-          end
-      5'h12:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
-          /* empty */;
-      5'h15:
-          \$509  = \$432 [191:0];
-    endcase
-    if (rst) begin
-      \$509  = 192'h000000000000000000000000000000000000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$510  = \$signal$241 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h10:
-          if (\$374 ) begin
-            casez (dest)
-              2'h0:
-                  \$510  = \$382 [63:0];
-              2'h1:
-                  \$510  = \$402 [63:0];
-            endcase
-          end
-      5'h12:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
-          /* empty */;
-      5'h15:
-          \$510  = \$435 [63:0];
-    endcase
-    if (rst) begin
-      \$510  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$511  = piece_line;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h10:
-          if (\$374 ) begin
-            casez (dest)
-              2'h0:
-                  \$511  = 2'h0;
-              2'h1:
-                  \$511  = 2'h0;
-            endcase
-          end
-      5'h12:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
-          /* empty */;
-      5'h15:
-          \$511  = 2'h0;
-      5'h11:
-          /* empty */;
-      5'h16:
-          if (\$448 ) begin
-            if (\$454 ) begin
-              \$511  = \$461 [1:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$511  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$512  = \$signal$239 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h10:
-          if (\$374 ) begin
-            casez (dest)
-              2'h0:
-                  \$512  = more;
-              2'h1:
-                  \$512  = \more$220 ;
-            endcase
-          end
-      5'h12:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
-          /* empty */;
-      5'h15:
-          \$512  = \more$238 ;
-    endcase
-    if (rst) begin
-      \$512  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$513  = anchor_m0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h10:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h13:
-          if (done) begin
-            casez (fold_row)
-              2'h0:
-                  \$513  = m;
-            endcase
-          end
-    endcase
-    if (rst) begin
-      \$513  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$514  = anchor_m1;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h10:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h13:
-          if (done) begin
-            casez (fold_row)
-              2'h0:
-                  /* empty */;
-              2'h1:
-                  \$514  = m;
-            endcase
-          end
-    endcase
-    if (rst) begin
-      \$514  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$515  = anchor_m2;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h10:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h13:
-          if (done) begin
-            casez (fold_row)
-              2'h0:
-                  /* empty */;
-              2'h1:
-                  /* empty */;
-              2'h2:
-                  \$515  = m;
-            endcase
-          end
-    endcase
-    if (rst) begin
-      \$515  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$516  = anchor_m3;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h10:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h13:
-          if (done) begin
-            (* full_case = 32'd1 *)
-            casez (fold_row)
-              2'h0:
-                  /* empty */;
-              2'h1:
-                  /* empty */;
-              2'h2:
-                  /* empty */;
-              2'h3:
-                  \$516  = m;
-            endcase
-          end
-    endcase
-    if (rst) begin
-      \$516  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$517  = anchor_l0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h10:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h13:
-          if (done) begin
-            casez (fold_row)
-              2'h0:
-                  \$517  = l;
-            endcase
-          end
-    endcase
-    if (rst) begin
-      \$517  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$518  = anchor_l1;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h10:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h13:
-          if (done) begin
-            casez (fold_row)
-              2'h0:
-                  /* empty */;
-              2'h1:
-                  \$518  = l;
-            endcase
-          end
-    endcase
-    if (rst) begin
-      \$518  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$519  = anchor_l2;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h10:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h13:
-          if (done) begin
-            casez (fold_row)
-              2'h0:
-                  /* empty */;
-              2'h1:
-                  /* empty */;
-              2'h2:
-                  \$519  = l;
-            endcase
-          end
-    endcase
-    if (rst) begin
-      \$519  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$520  = anchor_l3;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h10:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h13:
-          if (done) begin
-            (* full_case = 32'd1 *)
-            casez (fold_row)
-              2'h0:
-                  /* empty */;
-              2'h1:
-                  /* empty */;
-              2'h2:
-                  /* empty */;
-              2'h3:
-                  \$520  = l;
-            endcase
-          end
-    endcase
-    if (rst) begin
-      \$520  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    (* full_case = 32'd1 *)
-    casez (fold_row)
-      2'h0:
-          \$223  = anchor_m0;
-      2'h1:
-          \$223  = anchor_m1;
-      2'h2:
-          \$223  = anchor_m2;
-      2'h3:
-          \$223  = anchor_m3;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    (* full_case = 32'd1 *)
-    casez (fold_row)
-      2'h0:
-          \$224  = anchor_l0;
-      2'h1:
-          \$224  = anchor_l1;
-      2'h2:
-          \$224  = anchor_l2;
-      2'h3:
-          \$224  = anchor_l3;
-    endcase
   end
   assign bus__arid = 8'h00;
   assign \bus__arid$1  = 8'h00;
@@ -9127,23 +8694,22 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   assign \bus__wready$67  = bus__wready;
   assign \bus__bvalid$69  = bus__bvalid;
   assign out__data = src__data;
-  assign \src__data$72  = src__data;
   assign desc = entry[203:0];
   assign log2_slot = regs[267:260];
   assign data_base = regs[191:128];
   assign data_limit = regs[255:192];
   assign \$signal  = n_cols;
-  assign \split$93  = split;
-  assign \$like$95  = \$16 [19:0];
+  assign \split$98  = split;
+  assign \$like$100  = \$16 [19:0];
   assign plan_groups = \$24 [19:0];
   assign row_groups0 = \$27 [19:0];
-  assign \$signal$102  = fold_row;
-  assign fold_word = \$signal$104 [6:0];
-  assign fold_n_words = \$signal$106 [7:0];
+  assign \$signal$107  = fold_row;
+  assign fold_word = \$signal$109 [6:0];
+  assign fold_n_words = \$signal$111 [7:0];
   assign sets_used0 = fold_sets;
   assign sets_used1 = fold_sets1;
-  assign fold_pack = \$29 [5:0];
-  assign count_now = \$36 [5:0];
+  assign \$signal$117  = fold_pack_log2;
+  assign count_now = \$35 [5:0];
   assign \entry.desc  = entry[203:0];
   assign \entry.desc.type  = entry[1:0];
   assign \entry.desc.op  = entry[5:2];
@@ -9244,48 +8810,44 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   assign \$16  = { \$15 [21], \$15 [21], \$15 [21], \$15 [21], \$15 [21], \$15 [21:5] };
   assign \$26  = { 1'h0, \$25 [20:1] };
   assign \$28  = { 1'h0, \$24 [19:1] };
-  assign \$31  = { 2'h0, \$signal$104 , 5'h00 };
-  assign \$34  = { 2'h0, \$signal$104 , 5'h00 };
-  assign \$47  = { \$46 [25], \$46 [25], \$46 [25], \$46 [25], \$46 [25], \$46 [25:5] };
-  assign \$49  = { 1'h0, \$signal$164 [43:5], 6'h00 };
-  assign \$53  = { \$52 [45], \$52 [45], \$52 [45], \$52 [45], \$52 [45], \$52 [45:5] };
-  assign \$57  = { \$56 [45], \$56 [45], \$56 [45], \$56 [45], \$56 [45], \$56 [45:5] };
-  assign \$58  = { 1'h0, main_elems[43:5], 6'h00 };
-  assign \$64  = { \$63 [22], \$63 [22], \$63 [22], \$63 [22], \$63 [22], \$63 [22:5] };
-  assign \$70  = { \$69 [22], \$69 [22], \$69 [22], \$69 [22], \$69 [22], \$69 [22:5] };
-  assign \$97  = \$96 ;
-  assign \$101  = \$100 ;
-  assign \$107  = \$106 ;
-  assign \$112  = \$111 ;
-  assign \$116  = \$115 ;
-  assign \$151  = \$150 ;
-  assign \$155  = \$154 ;
-  assign \$161  = \$160 ;
-  assign \$166  = \$165 ;
-  assign \$170  = \$169 ;
-  assign \$180  = { 2'h0, \$signal$104 , 5'h00 };
-  assign \$185  = { 2'h0, \$184 , 5'h00 };
-  assign \$190  = { 2'h0, \$signal$104 , 5'h00 };
-  assign \$195  = { 2'h0, \$194 , 5'h00 };
-  assign \$204  = { 2'h0, \$signal$104 , 5'h00 };
-  assign \$209  = { 2'h0, \$208 , 5'h00 };
-  assign \$219  = { 1'h0, piece_line, 6'h00 };
+  assign \$30  = { 2'h0, \$signal$154 , 5'h00 };
+  assign \$33  = { 2'h0, \$signal$154 , 5'h00 };
+  assign \$46  = { \$45 [25], \$45 [25], \$45 [25], \$45 [25], \$45 [25], \$45 [25:5] };
+  assign \$48  = { 1'h0, \$signal$170 [43:5], 6'h00 };
+  assign \$52  = { \$51 [45], \$51 [45], \$51 [45], \$51 [45], \$51 [45], \$51 [45:5] };
+  assign \$56  = { \$55 [45], \$55 [45], \$55 [45], \$55 [45], \$55 [45], \$55 [45:5] };
+  assign \$57  = { 1'h0, main_elems[43:5], 6'h00 };
+  assign \$63  = { \$62 [22], \$62 [22], \$62 [22], \$62 [22], \$62 [22], \$62 [22:5] };
+  assign \$69  = { \$68 [22], \$68 [22], \$68 [22], \$68 [22], \$68 [22], \$68 [22:5] };
+  assign \$96  = \$95 ;
+  assign \$100  = \$99 ;
+  assign \$106  = \$105 ;
+  assign \$111  = \$110 ;
+  assign \$115  = \$114 ;
+  assign \$150  = \$149 ;
+  assign \$154  = \$153 ;
+  assign \$160  = \$159 ;
+  assign \$165  = \$164 ;
+  assign \$169  = \$168 ;
+  assign \$183  = { 1'h0, \$signal$216 [47:6], 6'h00 };
+  assign \$190  = { \$189 [28], \$189 [28], \$189 [28], \$189 [28], \$189 [28], \$189 [28], \$189 [28:6] };
+  assign \$196  = { 2'h0, \$195 , 5'h00 };
+  assign \$208  = { 1'h0, \$signal$216 [47:6], 6'h00 };
+  assign \$215  = { \$214 [28], \$214 [28], \$214 [28], \$214 [28], \$214 [28], \$214 [28], \$214 [28:6] };
+  assign \$218  = { 2'h0, \$217 , 5'h00 };
   assign \$228  = { 1'h0, \$227 , 6'h00 };
-  assign \$286  = { 1'h0, operand_lines, 6'h00 };
-  assign \$322  = \$321 ;
-  assign \$356  = \$355 ;
-  assign \$381  = { 1'h0, \$signal$212 [47:6], 6'h00 };
-  assign \$384  = { 2'h0, \$383 , 5'h00 };
-  assign \$401  = { 1'h0, \$signal$218 [47:6], 6'h00 };
-  assign \$404  = { 2'h0, \$403 , 5'h00 };
-  assign \$416  = { 2'h0, \$415 , 5'h00 };
-  assign \$434  = { 1'h0, \$signal$236 [47:6], 6'h00 };
-  assign \$437  = { 2'h0, \$436 , 5'h00 };
+  assign \$282  = { 1'h0, operand_lines, 6'h00 };
+  assign \$318  = \$317 ;
+  assign \$352  = \$351 ;
+  assign \$372  = { 2'h0, \$371 , 5'h00 };
+  assign \$380  = { 2'h0, \$379 , 5'h00 };
+  assign \$393  = { 2'h0, \$392 , 5'h00 };
+  assign \$407  = { 2'h0, \$406 , 5'h00 };
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.compute (rst, split, fold_pack, in_we, in_row, in_word, in_data, mac, k_base, acc_addr, active, w_data, first, mac1, k_base1, acc_addr1, active1, w_data1, first1, fold_start, acc_we
-, acc_row, acc_word, acc_data, \rd_row$471 , rd_addr, fold_row, fold_word, n_cols, fold_n_words, fold_sets, fold_sets1, sum_fp32, rd_in_data, rd_acc_data, sum_fp16, fold_done, clk);
+module \ndp_device.control_unit.compute (rst, split, fold_ready, sum_valid, sum_fp32, in_we, in_row, in_word, in_data, mac, k_base, acc_addr, active, w_data, first, mac1, k_base1, acc_addr1, active1, w_data1, first1
+, req_valid, out_ready, acc_we, acc_row, acc_word, acc_data, \rd_row$471 , rd_addr, n_cols, pack_log2, n_words, sets, sets1, req_row, req_word, rd_in_data, rd_acc_data, sum_fp16, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$68  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -9414,70 +8976,34 @@ module \ndp_device.control_unit.compute (rst, split, fold_pack, in_we, in_row, i
   wire [15:0] \$111 ;
   reg [15:0] \$1110 ;
   reg [31:0] \$1111 ;
-  reg [15:0] \$1112 ;
-  reg [31:0] \$1113 ;
-  reg [15:0] \$1114 ;
-  reg [31:0] \$1115 ;
-  reg [15:0] \$1116 ;
-  reg [31:0] \$1117 ;
-  reg [15:0] \$1118 ;
-  reg [31:0] \$1119 ;
+  reg [1:0] \$1112 ;
   wire [5:0] \$112 ;
-  reg [15:0] \$1120 ;
-  reg [31:0] \$1121 ;
-  reg [15:0] \$1122 ;
-  reg [31:0] \$1123 ;
-  reg [15:0] \$1124 ;
-  reg [31:0] \$1125 ;
-  reg [15:0] \$1126 ;
-  reg [31:0] \$1127 ;
-  reg [15:0] \$1128 ;
-  reg [31:0] \$1129 ;
   wire [15:0] \$113 ;
-  reg [15:0] \$1130 ;
-  reg [31:0] \$1131 ;
-  reg [15:0] \$1132 ;
-  reg [31:0] \$1133 ;
-  reg [15:0] \$1134 ;
-  reg [31:0] \$1135 ;
-  reg [15:0] \$1136 ;
-  reg [31:0] \$1137 ;
-  reg [15:0] \$1138 ;
-  reg [31:0] \$1139 ;
   wire [5:0] \$114 ;
-  reg [15:0] \$1140 ;
-  reg [31:0] \$1141 ;
-  reg [15:0] \$1142 ;
-  reg [31:0] \$1143 ;
-  reg [15:0] \$1144 ;
-  reg [31:0] \$1145 ;
-  reg [15:0] \$1146 ;
-  reg [31:0] \$1147 ;
-  reg [15:0] \$1148 ;
-  reg [31:0] \$1149 ;
   wire [15:0] \$115 ;
-  reg [1:0] \$1150 ;
-  reg [1023:0] \$1151 ;
-  reg [6:0] \$1152 ;
-  reg [6:0] \$1153 ;
-  reg [1:0] \$1154 ;
-  reg [1:0] \$1155 ;
-  reg [1:0] \$1156 ;
-  reg [5:0] \$1157 ;
-  reg [1:0] \$1158 ;
-  reg [1023:0] \$1159 ;
   wire [5:0] \$116 ;
-  reg [1:0] \$1160 ;
   wire [15:0] \$117 ;
   wire [5:0] \$118 ;
   wire [15:0] \$119 ;
   wire [4:0] \$12 ;
   wire [5:0] \$120 ;
   wire [15:0] \$121 ;
+  wire [9:0] \$1215 ;
+  wire [9:0] \$1219 ;
   wire [5:0] \$122 ;
+  wire [9:0] \$1223 ;
+  wire [9:0] \$1227 ;
   wire [15:0] \$123 ;
+  wire [9:0] \$1231 ;
+  wire [9:0] \$1235 ;
+  wire [9:0] \$1239 ;
   wire [5:0] \$124 ;
+  wire [9:0] \$1243 ;
+  wire [9:0] \$1247 ;
   wire [15:0] \$125 ;
+  wire [9:0] \$1251 ;
+  wire [9:0] \$1255 ;
+  wire [9:0] \$1259 ;
   wire [5:0] \$126 ;
   wire [9:0] \$1263 ;
   wire [9:0] \$1267 ;
@@ -9508,71 +9034,71 @@ module \ndp_device.control_unit.compute (rst, split, fold_pack, in_we, in_row, i
   wire [9:0] \$1335 ;
   wire [9:0] \$1339 ;
   wire [5:0] \$134 ;
-  wire [9:0] \$1343 ;
-  wire [9:0] \$1347 ;
+  wire [9:0] \$1344 ;
+  wire [9:0] \$1349 ;
   wire [15:0] \$135 ;
-  wire [9:0] \$1351 ;
-  wire [9:0] \$1355 ;
+  wire [9:0] \$1354 ;
   wire [9:0] \$1359 ;
   wire [5:0] \$136 ;
-  wire [9:0] \$1363 ;
-  wire [9:0] \$1367 ;
+  wire [9:0] \$1364 ;
+  wire [9:0] \$1369 ;
   wire [15:0] \$137 ;
-  wire [9:0] \$1371 ;
-  wire [9:0] \$1375 ;
+  wire [9:0] \$1374 ;
   wire [9:0] \$1379 ;
   wire [5:0] \$138 ;
-  wire [9:0] \$1383 ;
-  wire [9:0] \$1387 ;
+  wire [9:0] \$1384 ;
+  wire [9:0] \$1389 ;
   wire [15:0] \$139 ;
-  wire [9:0] \$1392 ;
-  wire [9:0] \$1397 ;
+  wire [9:0] \$1394 ;
+  wire [9:0] \$1399 ;
   reg [4:0] \$14 ;
   wire [5:0] \$140 ;
-  wire [9:0] \$1402 ;
-  wire [9:0] \$1407 ;
+  wire [9:0] \$1404 ;
+  wire [9:0] \$1409 ;
   wire [15:0] \$141 ;
-  wire [9:0] \$1412 ;
-  wire [9:0] \$1417 ;
+  wire [9:0] \$1414 ;
+  wire [9:0] \$1419 ;
   wire [5:0] \$142 ;
-  wire [9:0] \$1422 ;
-  wire [9:0] \$1427 ;
+  wire [9:0] \$1424 ;
+  wire [9:0] \$1429 ;
   wire [15:0] \$143 ;
-  wire [9:0] \$1432 ;
-  wire [9:0] \$1437 ;
+  wire [9:0] \$1434 ;
+  wire [9:0] \$1439 ;
   wire [5:0] \$144 ;
-  wire [9:0] \$1442 ;
-  wire [9:0] \$1447 ;
+  wire [9:0] \$1444 ;
+  wire [9:0] \$1449 ;
   wire [15:0] \$145 ;
-  wire [9:0] \$1452 ;
-  wire [9:0] \$1457 ;
+  wire [9:0] \$1454 ;
+  wire [9:0] \$1459 ;
   wire [5:0] \$146 ;
-  wire [9:0] \$1462 ;
-  wire [9:0] \$1467 ;
+  wire [9:0] \$1464 ;
+  wire [9:0] \$1469 ;
   wire [15:0] \$147 ;
-  wire [9:0] \$1472 ;
-  wire [9:0] \$1477 ;
+  wire [9:0] \$1474 ;
+  wire [9:0] \$1479 ;
   wire [5:0] \$148 ;
-  wire [9:0] \$1482 ;
-  wire [9:0] \$1487 ;
+  wire [9:0] \$1484 ;
+  wire [9:0] \$1489 ;
   wire [15:0] \$149 ;
-  wire [9:0] \$1492 ;
-  wire [9:0] \$1497 ;
+  wire [9:0] \$1494 ;
+  wire [9:0] \$1499 ;
   wire [4:0] \$15 ;
   wire [5:0] \$150 ;
-  wire [9:0] \$1502 ;
+  wire [9:0] \$1503 ;
   wire [9:0] \$1507 ;
   wire [15:0] \$151 ;
-  wire [9:0] \$1512 ;
-  wire [9:0] \$1517 ;
+  wire [9:0] \$1511 ;
+  wire [9:0] \$1515 ;
+  wire [9:0] \$1519 ;
   wire [5:0] \$152 ;
-  wire [9:0] \$1522 ;
+  wire [9:0] \$1523 ;
   wire [9:0] \$1527 ;
   wire [15:0] \$153 ;
-  wire [9:0] \$1532 ;
-  wire [9:0] \$1537 ;
+  wire [9:0] \$1531 ;
+  wire [9:0] \$1535 ;
+  wire [9:0] \$1539 ;
   wire [5:0] \$154 ;
-  wire [9:0] \$1542 ;
+  wire [9:0] \$1543 ;
   wire [9:0] \$1547 ;
   wire [15:0] \$155 ;
   wire [9:0] \$1551 ;
@@ -9649,24 +9175,12 @@ module \ndp_device.control_unit.compute (rst, split, fold_pack, in_we, in_row, i
   wire [19:0] \$175 ;
   wire [9:0] \$1751 ;
   wire [9:0] \$1755 ;
-  wire [9:0] \$1759 ;
   wire [5:0] \$176 ;
-  wire [9:0] \$1763 ;
-  wire [9:0] \$1767 ;
   wire [15:0] \$177 ;
-  wire [9:0] \$1771 ;
-  wire [9:0] \$1775 ;
-  wire [9:0] \$1779 ;
   wire [19:0] \$178 ;
-  wire [9:0] \$1783 ;
-  wire [9:0] \$1787 ;
   wire [5:0] \$179 ;
-  wire [9:0] \$1791 ;
-  wire [9:0] \$1795 ;
-  wire [9:0] \$1799 ;
   wire [4:0] \$18 ;
   wire [15:0] \$180 ;
-  wire [9:0] \$1803 ;
   wire [19:0] \$181 ;
   wire [5:0] \$182 ;
   wire [15:0] \$183 ;
@@ -9899,565 +9413,565 @@ module \ndp_device.control_unit.compute (rst, split, fold_pack, in_we, in_row, i
   wire [5:0] \$388 ;
   wire [15:0] \$389 ;
   wire [4:0] \$39 ;
-  wire [8:0] \$390 ;
-  wire [2:0] \$391 ;
-  wire [25:0] \$392 ;
-  wire [25:0] \$393 ;
+  wire \$390 ;
+  wire \$391 ;
+  wire \$392 ;
+  wire \$393 ;
   wire \$394 ;
   wire \$395 ;
   wire \$396 ;
-  wire \$397 ;
+  wire [19:0] \$397 ;
   wire \$398 ;
   wire \$399 ;
   wire \$4 ;
   wire \$40 ;
-  wire [8:0] \$400 ;
+  wire \$400 ;
   wire \$401 ;
   wire \$402 ;
   wire \$403 ;
-  wire [2:0] \$404 ;
-  wire [2:0] \$405 ;
-  wire [11:0] \$406 ;
-  wire [1023:0] \$407 ;
-  wire [5:0] \$408 ;
-  wire \$409 ;
+  wire \$404 ;
+  wire \$405 ;
+  wire [31:0] \$406 ;
+  wire \$407 ;
+  wire [31:0] \$408 ;
+  wire [31:0] \$409 ;
   reg [4:0] \$41 ;
-  wire [2:0] \$410 ;
-  wire \$411 ;
-  wire \$412 ;
+  wire \$410 ;
+  wire [31:0] \$411 ;
+  wire [31:0] \$412 ;
   wire \$413 ;
-  wire \$414 ;
-  wire \$415 ;
+  wire [31:0] \$414 ;
+  wire [31:0] \$415 ;
   wire \$416 ;
-  wire \$417 ;
-  wire [19:0] \$418 ;
+  wire [31:0] \$417 ;
+  wire [31:0] \$418 ;
   wire \$419 ;
   wire [4:0] \$42 ;
-  wire \$420 ;
-  wire \$421 ;
+  wire [31:0] \$420 ;
+  wire [31:0] \$421 ;
   wire \$422 ;
-  wire \$423 ;
-  wire \$424 ;
+  wire [31:0] \$423 ;
+  wire [31:0] \$424 ;
   wire \$425 ;
-  wire \$426 ;
-  wire \$427 ;
+  wire [31:0] \$426 ;
+  wire [31:0] \$427 ;
   wire \$428 ;
-  wire \$429 ;
+  wire [31:0] \$429 ;
   wire \$43 ;
-  wire [6:0] \$430 ;
+  wire [31:0] \$430 ;
   wire \$431 ;
-  wire \$432 ;
-  wire \$433 ;
-  wire [1:0] \$434 ;
-  wire \$435 ;
-  wire \$436 ;
+  wire [31:0] \$432 ;
+  wire [31:0] \$433 ;
+  wire \$434 ;
+  wire [31:0] \$435 ;
+  wire [31:0] \$436 ;
   wire \$437 ;
-  wire \$438 ;
-  wire \$439 ;
+  wire [31:0] \$438 ;
+  wire [31:0] \$439 ;
   reg [4:0] \$44 ;
   wire \$440 ;
-  wire \$441 ;
-  wire \$442 ;
+  wire [31:0] \$441 ;
+  wire [31:0] \$442 ;
   wire \$443 ;
   wire [31:0] \$444 ;
-  wire \$445 ;
-  wire [31:0] \$446 ;
+  wire [31:0] \$445 ;
+  wire \$446 ;
   wire [31:0] \$447 ;
-  wire \$448 ;
-  wire [31:0] \$449 ;
+  wire [31:0] \$448 ;
+  wire \$449 ;
   wire [4:0] \$45 ;
   wire [31:0] \$450 ;
-  wire \$451 ;
-  wire [31:0] \$452 ;
+  wire [31:0] \$451 ;
+  wire \$452 ;
   wire [31:0] \$453 ;
-  wire \$454 ;
-  wire [31:0] \$455 ;
+  wire [31:0] \$454 ;
+  wire \$455 ;
   wire [31:0] \$456 ;
-  wire \$457 ;
-  wire [31:0] \$458 ;
+  wire [31:0] \$457 ;
+  wire \$458 ;
   wire [31:0] \$459 ;
   wire \$46 ;
-  wire \$460 ;
-  wire [31:0] \$461 ;
+  wire [31:0] \$460 ;
+  wire \$461 ;
   wire [31:0] \$462 ;
-  wire \$463 ;
-  wire [31:0] \$464 ;
+  wire [31:0] \$463 ;
+  wire \$464 ;
   wire [31:0] \$465 ;
-  wire \$466 ;
-  wire [31:0] \$467 ;
+  wire [31:0] \$466 ;
+  wire \$467 ;
   wire [31:0] \$468 ;
-  wire \$469 ;
+  wire [31:0] \$469 ;
   reg [4:0] \$47 ;
-  wire [31:0] \$470 ;
+  wire \$470 ;
   wire [31:0] \$471 ;
-  wire \$472 ;
-  wire [31:0] \$473 ;
+  wire [31:0] \$472 ;
+  wire \$473 ;
   wire [31:0] \$474 ;
-  wire \$475 ;
-  wire [31:0] \$476 ;
+  wire [31:0] \$475 ;
+  wire \$476 ;
   wire [31:0] \$477 ;
-  wire \$478 ;
-  wire [31:0] \$479 ;
+  wire [31:0] \$478 ;
+  wire \$479 ;
   wire [4:0] \$48 ;
   wire [31:0] \$480 ;
-  wire \$481 ;
-  wire [31:0] \$482 ;
+  wire [31:0] \$481 ;
+  wire \$482 ;
   wire [31:0] \$483 ;
-  wire \$484 ;
-  wire [31:0] \$485 ;
+  wire [31:0] \$484 ;
+  wire \$485 ;
   wire [31:0] \$486 ;
-  wire \$487 ;
-  wire [31:0] \$488 ;
+  wire [31:0] \$487 ;
+  wire \$488 ;
   wire [31:0] \$489 ;
   wire \$49 ;
-  wire \$490 ;
-  wire [31:0] \$491 ;
+  wire [31:0] \$490 ;
+  wire \$491 ;
   wire [31:0] \$492 ;
-  wire \$493 ;
-  wire [31:0] \$494 ;
+  wire [31:0] \$493 ;
+  wire \$494 ;
   wire [31:0] \$495 ;
-  wire \$496 ;
-  wire [31:0] \$497 ;
+  wire [31:0] \$496 ;
+  wire \$497 ;
   wire [31:0] \$498 ;
-  wire \$499 ;
+  wire [31:0] \$499 ;
   reg [4:0] \$5 ;
   reg [4:0] \$50 ;
-  wire [31:0] \$500 ;
+  wire \$500 ;
   wire [31:0] \$501 ;
-  wire \$502 ;
-  wire [31:0] \$503 ;
+  wire [31:0] \$502 ;
+  wire \$503 ;
   wire [31:0] \$504 ;
-  wire \$505 ;
-  wire [31:0] \$506 ;
+  wire [31:0] \$505 ;
+  wire \$506 ;
   wire [31:0] \$507 ;
-  wire \$508 ;
-  wire [31:0] \$509 ;
+  wire [31:0] \$508 ;
+  wire \$509 ;
   wire [4:0] \$51 ;
   wire [31:0] \$510 ;
-  wire \$511 ;
-  wire [31:0] \$512 ;
+  wire [31:0] \$511 ;
+  wire \$512 ;
   wire [31:0] \$513 ;
-  wire \$514 ;
-  wire [31:0] \$515 ;
+  wire [31:0] \$514 ;
+  wire \$515 ;
   wire [31:0] \$516 ;
-  wire \$517 ;
-  wire [31:0] \$518 ;
+  wire [31:0] \$517 ;
+  wire \$518 ;
   wire [31:0] \$519 ;
   wire \$52 ;
-  wire \$520 ;
-  wire [31:0] \$521 ;
+  wire [31:0] \$520 ;
+  wire \$521 ;
   wire [31:0] \$522 ;
-  wire \$523 ;
-  wire [31:0] \$524 ;
+  wire [31:0] \$523 ;
+  wire \$524 ;
   wire [31:0] \$525 ;
-  wire \$526 ;
-  wire [31:0] \$527 ;
+  wire [31:0] \$526 ;
+  wire \$527 ;
   wire [31:0] \$528 ;
-  wire \$529 ;
+  wire [31:0] \$529 ;
   reg [4:0] \$53 ;
-  wire [31:0] \$530 ;
+  wire \$530 ;
   wire [31:0] \$531 ;
-  wire \$532 ;
-  wire [31:0] \$533 ;
+  wire [31:0] \$532 ;
+  wire \$533 ;
   wire [31:0] \$534 ;
-  wire \$535 ;
-  wire [31:0] \$536 ;
+  wire [31:0] \$535 ;
+  wire \$536 ;
   wire [31:0] \$537 ;
-  wire \$538 ;
-  wire [31:0] \$539 ;
+  wire [31:0] \$538 ;
+  wire \$539 ;
   wire [4:0] \$54 ;
   wire [31:0] \$540 ;
-  wire \$541 ;
-  wire [31:0] \$542 ;
+  wire [31:0] \$541 ;
+  wire \$542 ;
   wire [31:0] \$543 ;
-  wire \$544 ;
-  wire [31:0] \$545 ;
+  wire [31:0] \$544 ;
+  wire \$545 ;
   wire [31:0] \$546 ;
-  wire \$547 ;
-  wire [31:0] \$548 ;
+  wire [31:0] \$547 ;
+  wire \$548 ;
   wire [31:0] \$549 ;
   wire \$55 ;
-  wire \$550 ;
-  wire [31:0] \$551 ;
+  wire [31:0] \$550 ;
+  wire \$551 ;
   wire [31:0] \$552 ;
-  wire \$553 ;
-  wire [31:0] \$554 ;
+  wire [31:0] \$553 ;
+  wire \$554 ;
   wire [31:0] \$555 ;
-  wire \$556 ;
-  wire [31:0] \$557 ;
+  wire [31:0] \$556 ;
+  wire \$557 ;
   wire [31:0] \$558 ;
-  wire \$559 ;
+  wire [31:0] \$559 ;
   reg [4:0] \$56 ;
-  wire [31:0] \$560 ;
+  wire \$560 ;
   wire [31:0] \$561 ;
-  wire \$562 ;
-  wire [31:0] \$563 ;
+  wire [31:0] \$562 ;
+  wire \$563 ;
   wire [31:0] \$564 ;
-  wire \$565 ;
-  wire [31:0] \$566 ;
+  wire [31:0] \$565 ;
+  wire \$566 ;
   wire [31:0] \$567 ;
-  wire \$568 ;
-  wire [31:0] \$569 ;
+  wire [31:0] \$568 ;
+  wire \$569 ;
   wire [4:0] \$57 ;
   wire [31:0] \$570 ;
-  wire \$571 ;
-  wire [31:0] \$572 ;
+  wire [31:0] \$571 ;
+  wire \$572 ;
   wire [31:0] \$573 ;
-  wire \$574 ;
-  wire [31:0] \$575 ;
+  wire [31:0] \$574 ;
+  wire \$575 ;
   wire [31:0] \$576 ;
-  wire \$577 ;
-  wire [31:0] \$578 ;
+  wire [31:0] \$577 ;
+  wire \$578 ;
   wire [31:0] \$579 ;
   wire \$58 ;
-  wire \$580 ;
-  wire [31:0] \$581 ;
+  wire [31:0] \$580 ;
+  wire \$581 ;
   wire [31:0] \$582 ;
-  wire \$583 ;
-  wire [31:0] \$584 ;
+  wire [31:0] \$583 ;
+  wire \$584 ;
   wire [31:0] \$585 ;
-  wire \$586 ;
-  wire [31:0] \$587 ;
+  wire [31:0] \$586 ;
+  wire \$587 ;
   wire [31:0] \$588 ;
-  wire \$589 ;
+  wire [31:0] \$589 ;
   reg [4:0] \$59 ;
-  wire [31:0] \$590 ;
+  wire \$590 ;
   wire [31:0] \$591 ;
-  wire \$592 ;
-  wire [31:0] \$593 ;
+  wire [31:0] \$592 ;
+  wire \$593 ;
   wire [31:0] \$594 ;
-  wire \$595 ;
-  wire [31:0] \$596 ;
+  wire [31:0] \$595 ;
+  wire \$596 ;
   wire [31:0] \$597 ;
-  wire \$598 ;
-  wire [31:0] \$599 ;
+  wire [31:0] \$598 ;
+  wire \$599 ;
   wire [4:0] \$6 ;
   wire [4:0] \$60 ;
   wire [31:0] \$600 ;
-  wire \$601 ;
-  wire [31:0] \$602 ;
+  wire [31:0] \$601 ;
+  wire \$602 ;
   wire [31:0] \$603 ;
-  wire \$604 ;
-  wire [31:0] \$605 ;
+  wire [31:0] \$604 ;
+  wire \$605 ;
   wire [31:0] \$606 ;
-  wire \$607 ;
-  wire [31:0] \$608 ;
+  wire [31:0] \$607 ;
+  wire \$608 ;
   wire [31:0] \$609 ;
   wire \$61 ;
-  wire \$610 ;
-  wire [31:0] \$611 ;
+  wire [31:0] \$610 ;
+  wire \$611 ;
   wire [31:0] \$612 ;
-  wire \$613 ;
-  wire [31:0] \$614 ;
+  wire [31:0] \$613 ;
+  wire \$614 ;
   wire [31:0] \$615 ;
-  wire \$616 ;
-  wire [31:0] \$617 ;
+  wire [31:0] \$616 ;
+  wire \$617 ;
   wire [31:0] \$618 ;
-  wire \$619 ;
+  wire [31:0] \$619 ;
   reg [4:0] \$62 ;
-  wire [31:0] \$620 ;
+  wire \$620 ;
   wire [31:0] \$621 ;
-  wire \$622 ;
-  wire [31:0] \$623 ;
+  wire [31:0] \$622 ;
+  wire \$623 ;
   wire [31:0] \$624 ;
-  wire \$625 ;
-  wire [31:0] \$626 ;
+  wire [31:0] \$625 ;
+  wire \$626 ;
   wire [31:0] \$627 ;
-  wire \$628 ;
-  wire [31:0] \$629 ;
+  wire [31:0] \$628 ;
+  wire \$629 ;
   wire [4:0] \$63 ;
   wire [31:0] \$630 ;
-  wire \$631 ;
-  wire [31:0] \$632 ;
+  wire [31:0] \$631 ;
+  wire \$632 ;
   wire [31:0] \$633 ;
-  wire \$634 ;
-  wire [31:0] \$635 ;
+  wire [31:0] \$634 ;
+  wire \$635 ;
   wire [31:0] \$636 ;
-  wire \$637 ;
-  wire [31:0] \$638 ;
+  wire [31:0] \$637 ;
+  wire \$638 ;
   wire [31:0] \$639 ;
   wire \$64 ;
-  wire \$640 ;
-  wire [31:0] \$641 ;
+  wire [31:0] \$640 ;
+  wire \$641 ;
   wire [31:0] \$642 ;
-  wire \$643 ;
-  wire [31:0] \$644 ;
+  wire [31:0] \$643 ;
+  wire \$644 ;
   wire [31:0] \$645 ;
-  wire \$646 ;
-  wire [31:0] \$647 ;
+  wire [31:0] \$646 ;
+  wire \$647 ;
   wire [31:0] \$648 ;
-  wire \$649 ;
+  wire [31:0] \$649 ;
   reg [4:0] \$65 ;
-  wire [31:0] \$650 ;
+  wire \$650 ;
   wire [31:0] \$651 ;
-  wire \$652 ;
-  wire [31:0] \$653 ;
+  wire [31:0] \$652 ;
+  wire \$653 ;
   wire [31:0] \$654 ;
-  wire \$655 ;
-  wire [31:0] \$656 ;
+  wire [31:0] \$655 ;
+  wire \$656 ;
   wire [31:0] \$657 ;
-  wire \$658 ;
-  wire [31:0] \$659 ;
+  wire [31:0] \$658 ;
+  wire \$659 ;
   wire [4:0] \$66 ;
   wire [31:0] \$660 ;
-  wire \$661 ;
-  wire [31:0] \$662 ;
+  wire [31:0] \$661 ;
+  wire \$662 ;
   wire [31:0] \$663 ;
-  wire \$664 ;
-  wire [31:0] \$665 ;
+  wire [31:0] \$664 ;
+  wire \$665 ;
   wire [31:0] \$666 ;
-  wire \$667 ;
-  wire [31:0] \$668 ;
+  wire [31:0] \$667 ;
+  wire \$668 ;
   wire [31:0] \$669 ;
   wire \$67 ;
-  wire \$670 ;
-  wire [31:0] \$671 ;
+  wire [31:0] \$670 ;
+  wire \$671 ;
   wire [31:0] \$672 ;
-  wire \$673 ;
-  wire [31:0] \$674 ;
+  wire [31:0] \$673 ;
+  wire \$674 ;
   wire [31:0] \$675 ;
-  wire \$676 ;
-  wire [31:0] \$677 ;
+  wire [31:0] \$676 ;
+  wire \$677 ;
   wire [31:0] \$678 ;
-  wire \$679 ;
+  wire [31:0] \$679 ;
   reg [4:0] \$68 ;
-  wire [31:0] \$680 ;
+  wire \$680 ;
   wire [31:0] \$681 ;
-  wire \$682 ;
-  wire [31:0] \$683 ;
+  wire [31:0] \$682 ;
+  wire \$683 ;
   wire [31:0] \$684 ;
-  wire \$685 ;
-  wire [31:0] \$686 ;
+  wire [31:0] \$685 ;
+  wire \$686 ;
   wire [31:0] \$687 ;
-  wire \$688 ;
-  wire [31:0] \$689 ;
+  wire [31:0] \$688 ;
+  wire \$689 ;
   wire [4:0] \$69 ;
   wire [31:0] \$690 ;
-  wire \$691 ;
-  wire [31:0] \$692 ;
+  wire [31:0] \$691 ;
+  wire \$692 ;
   wire [31:0] \$693 ;
-  wire \$694 ;
-  wire [31:0] \$695 ;
+  wire [31:0] \$694 ;
+  wire \$695 ;
   wire [31:0] \$696 ;
-  wire \$697 ;
-  wire [31:0] \$698 ;
+  wire [31:0] \$697 ;
+  wire \$698 ;
   wire [31:0] \$699 ;
   wire \$7 ;
   wire \$70 ;
-  wire \$700 ;
-  wire [31:0] \$701 ;
+  wire [31:0] \$700 ;
+  wire \$701 ;
   wire [31:0] \$702 ;
-  wire \$703 ;
-  wire [31:0] \$704 ;
+  wire [31:0] \$703 ;
+  wire \$704 ;
   wire [31:0] \$705 ;
-  wire \$706 ;
-  wire [31:0] \$707 ;
+  wire [31:0] \$706 ;
+  wire \$707 ;
   wire [31:0] \$708 ;
-  wire \$709 ;
+  wire [31:0] \$709 ;
   reg [4:0] \$71 ;
-  wire [31:0] \$710 ;
+  wire \$710 ;
   wire [31:0] \$711 ;
-  wire \$712 ;
-  wire [31:0] \$713 ;
+  wire [31:0] \$712 ;
+  wire \$713 ;
   wire [31:0] \$714 ;
-  wire \$715 ;
-  wire [31:0] \$716 ;
+  wire [31:0] \$715 ;
+  wire \$716 ;
   wire [31:0] \$717 ;
-  wire \$718 ;
-  wire [31:0] \$719 ;
+  wire [31:0] \$718 ;
+  wire \$719 ;
   wire [4:0] \$72 ;
   wire [31:0] \$720 ;
-  wire \$721 ;
-  wire [31:0] \$722 ;
+  wire [31:0] \$721 ;
+  wire \$722 ;
   wire [31:0] \$723 ;
-  wire \$724 ;
-  wire [31:0] \$725 ;
+  wire [31:0] \$724 ;
+  wire \$725 ;
   wire [31:0] \$726 ;
-  wire \$727 ;
-  wire [31:0] \$728 ;
+  wire [31:0] \$727 ;
+  wire \$728 ;
   wire [31:0] \$729 ;
   wire \$73 ;
-  wire \$730 ;
-  wire [31:0] \$731 ;
+  wire [31:0] \$730 ;
+  wire \$731 ;
   wire [31:0] \$732 ;
-  wire \$733 ;
-  wire [31:0] \$734 ;
+  wire [31:0] \$733 ;
+  wire \$734 ;
   wire [31:0] \$735 ;
-  wire \$736 ;
-  wire [31:0] \$737 ;
+  wire [31:0] \$736 ;
+  wire \$737 ;
   wire [31:0] \$738 ;
-  wire \$739 ;
+  wire [31:0] \$739 ;
   reg [4:0] \$74 ;
-  wire [31:0] \$740 ;
+  wire \$740 ;
   wire [31:0] \$741 ;
-  wire \$742 ;
-  wire [31:0] \$743 ;
+  wire [31:0] \$742 ;
+  wire \$743 ;
   wire [31:0] \$744 ;
-  wire \$745 ;
-  wire [31:0] \$746 ;
+  wire [31:0] \$745 ;
+  wire \$746 ;
   wire [31:0] \$747 ;
-  wire \$748 ;
-  wire [31:0] \$749 ;
+  wire [31:0] \$748 ;
+  wire \$749 ;
   wire [4:0] \$75 ;
   wire [31:0] \$750 ;
-  wire \$751 ;
-  wire [31:0] \$752 ;
+  wire [31:0] \$751 ;
+  wire \$752 ;
   wire [31:0] \$753 ;
-  wire \$754 ;
-  wire [31:0] \$755 ;
+  wire [31:0] \$754 ;
+  wire \$755 ;
   wire [31:0] \$756 ;
-  wire \$757 ;
-  wire [31:0] \$758 ;
+  wire [31:0] \$757 ;
+  wire \$758 ;
   wire [31:0] \$759 ;
   wire \$76 ;
-  wire \$760 ;
-  wire [31:0] \$761 ;
+  wire [31:0] \$760 ;
+  wire \$761 ;
   wire [31:0] \$762 ;
-  wire \$763 ;
-  wire [31:0] \$764 ;
+  wire [31:0] \$763 ;
+  wire \$764 ;
   wire [31:0] \$765 ;
-  wire \$766 ;
-  wire [31:0] \$767 ;
+  wire [31:0] \$766 ;
+  wire \$767 ;
   wire [31:0] \$768 ;
-  wire \$769 ;
+  wire [31:0] \$769 ;
   reg [4:0] \$77 ;
-  wire [31:0] \$770 ;
+  wire \$770 ;
   wire [31:0] \$771 ;
-  wire \$772 ;
-  wire [31:0] \$773 ;
+  wire [31:0] \$772 ;
+  wire \$773 ;
   wire [31:0] \$774 ;
-  wire \$775 ;
-  wire [31:0] \$776 ;
+  wire [31:0] \$775 ;
+  wire \$776 ;
   wire [31:0] \$777 ;
-  wire \$778 ;
-  wire [31:0] \$779 ;
+  wire [31:0] \$778 ;
+  wire \$779 ;
   wire [4:0] \$78 ;
   wire [31:0] \$780 ;
-  wire \$781 ;
-  wire [31:0] \$782 ;
+  wire [31:0] \$781 ;
+  wire \$782 ;
   wire [31:0] \$783 ;
-  wire \$784 ;
-  wire [31:0] \$785 ;
+  wire [31:0] \$784 ;
+  wire \$785 ;
   wire [31:0] \$786 ;
-  wire \$787 ;
-  wire [31:0] \$788 ;
+  wire [31:0] \$787 ;
+  wire \$788 ;
   wire [31:0] \$789 ;
   wire \$79 ;
-  wire \$790 ;
-  wire [31:0] \$791 ;
-  wire [31:0] \$792 ;
-  wire \$793 ;
-  wire [31:0] \$794 ;
-  wire [31:0] \$795 ;
-  wire \$796 ;
-  wire [31:0] \$797 ;
-  wire [31:0] \$798 ;
-  wire \$799 ;
+  reg [4:0] \$790 ;
+  reg [4:0] \$791 ;
+  reg [4:0] \$792 ;
+  reg [4:0] \$793 ;
+  reg [4:0] \$794 ;
+  reg [4:0] \$795 ;
+  reg [4:0] \$796 ;
+  reg [4:0] \$797 ;
+  reg [4:0] \$798 ;
+  reg [4:0] \$799 ;
   reg [4:0] \$8 ;
   reg [4:0] \$80 ;
-  wire [31:0] \$800 ;
-  wire [31:0] \$801 ;
-  wire \$802 ;
-  wire [31:0] \$803 ;
-  wire [31:0] \$804 ;
-  wire \$805 ;
-  wire [31:0] \$806 ;
-  wire [31:0] \$807 ;
-  wire \$808 ;
-  wire [31:0] \$809 ;
+  reg [4:0] \$800 ;
+  reg [4:0] \$801 ;
+  reg [4:0] \$802 ;
+  reg [4:0] \$803 ;
+  reg [4:0] \$804 ;
+  reg [4:0] \$805 ;
+  reg [4:0] \$806 ;
+  reg [4:0] \$807 ;
+  reg [4:0] \$808 ;
+  reg [4:0] \$809 ;
   wire [4:0] \$81 ;
-  wire [31:0] \$810 ;
-  wire \$811 ;
-  wire [31:0] \$812 ;
-  wire [31:0] \$813 ;
-  wire \$814 ;
-  wire [31:0] \$815 ;
-  wire [31:0] \$816 ;
-  wire \$817 ;
-  wire [31:0] \$818 ;
-  wire [31:0] \$819 ;
+  reg [4:0] \$810 ;
+  reg [4:0] \$811 ;
+  reg [4:0] \$812 ;
+  reg [4:0] \$813 ;
+  reg [4:0] \$814 ;
+  reg [4:0] \$815 ;
+  reg [4:0] \$816 ;
+  reg [4:0] \$817 ;
+  reg [4:0] \$818 ;
+  reg [4:0] \$819 ;
   wire \$82 ;
-  wire \$820 ;
-  wire [31:0] \$821 ;
-  wire [31:0] \$822 ;
-  wire \$823 ;
-  wire [31:0] \$824 ;
-  wire [31:0] \$825 ;
-  wire \$826 ;
-  wire [31:0] \$827 ;
-  reg [4:0] \$828 ;
-  reg [4:0] \$829 ;
+  reg [4:0] \$820 ;
+  reg [4:0] \$821 ;
+  reg \$822 ;
+  reg \$823 ;
+  reg [6:0] \$824 ;
+  reg [5:0] \$825 ;
+  reg [511:0] \$826 ;
+  reg \$827 ;
+  reg \$828 ;
+  reg \$829 ;
   reg [4:0] \$83 ;
-  reg [4:0] \$830 ;
-  reg [4:0] \$831 ;
-  reg [4:0] \$832 ;
-  reg [4:0] \$833 ;
-  reg [4:0] \$834 ;
-  reg [4:0] \$835 ;
-  reg [4:0] \$836 ;
-  reg [4:0] \$837 ;
-  reg [4:0] \$838 ;
-  reg [4:0] \$839 ;
+  reg \$830 ;
+  reg [6:0] \$831 ;
+  reg [6:0] \$832 ;
+  reg [5:0] \$833 ;
+  reg [5:0] \$834 ;
+  reg \$835 ;
+  reg \$836 ;
+  reg [6:0] \$837 ;
+  reg [6:0] \$838 ;
+  reg \$839 ;
   wire [4:0] \$84 ;
-  reg [4:0] \$840 ;
-  reg [4:0] \$841 ;
-  reg [4:0] \$842 ;
-  reg [4:0] \$843 ;
-  reg [4:0] \$844 ;
-  reg [4:0] \$845 ;
-  reg [4:0] \$846 ;
-  reg [4:0] \$847 ;
-  reg [4:0] \$848 ;
-  reg [4:0] \$849 ;
+  reg \$840 ;
+  reg [6:0] \$841 ;
+  reg [5:0] \$842 ;
+  reg [511:0] \$843 ;
+  reg \$844 ;
+  reg \$845 ;
+  reg \$846 ;
+  reg \$847 ;
+  reg [6:0] \$848 ;
+  reg [6:0] \$849 ;
   wire \$85 ;
-  reg [4:0] \$850 ;
-  reg [4:0] \$851 ;
-  reg [4:0] \$852 ;
-  reg [4:0] \$853 ;
-  reg [4:0] \$854 ;
-  reg [4:0] \$855 ;
-  reg [4:0] \$856 ;
-  reg [4:0] \$857 ;
-  reg [4:0] \$858 ;
-  reg [4:0] \$859 ;
+  reg [5:0] \$850 ;
+  reg [5:0] \$851 ;
+  reg \$852 ;
+  reg \$853 ;
+  reg [6:0] \$854 ;
+  reg [6:0] \$855 ;
+  reg [15:0] \$856 ;
+  reg [31:0] \$857 ;
+  reg [15:0] \$858 ;
+  reg [31:0] \$859 ;
   reg [4:0] \$86 ;
-  reg \$860 ;
-  reg \$861 ;
-  reg [6:0] \$862 ;
-  reg [5:0] \$863 ;
-  reg [511:0] \$864 ;
-  reg \$865 ;
-  reg \$866 ;
-  reg \$867 ;
-  reg \$868 ;
-  reg [6:0] \$869 ;
+  reg [15:0] \$860 ;
+  reg [31:0] \$861 ;
+  reg [15:0] \$862 ;
+  reg [31:0] \$863 ;
+  reg [15:0] \$864 ;
+  reg [31:0] \$865 ;
+  reg [15:0] \$866 ;
+  reg [31:0] \$867 ;
+  reg [15:0] \$868 ;
+  reg [31:0] \$869 ;
   wire [4:0] \$87 ;
-  reg [6:0] \$870 ;
-  reg [5:0] \$871 ;
-  reg [5:0] \$872 ;
-  reg \$873 ;
-  reg \$874 ;
-  reg [6:0] \$875 ;
-  reg [6:0] \$876 ;
-  reg \$877 ;
-  reg \$878 ;
-  reg [6:0] \$879 ;
+  reg [15:0] \$870 ;
+  reg [31:0] \$871 ;
+  reg [15:0] \$872 ;
+  reg [31:0] \$873 ;
+  reg [15:0] \$874 ;
+  reg [31:0] \$875 ;
+  reg [15:0] \$876 ;
+  reg [31:0] \$877 ;
+  reg [15:0] \$878 ;
+  reg [31:0] \$879 ;
   wire \$88 ;
-  reg [5:0] \$880 ;
-  reg [511:0] \$881 ;
-  reg \$882 ;
-  reg \$883 ;
-  reg \$884 ;
-  reg \$885 ;
-  reg [6:0] \$886 ;
-  reg [6:0] \$887 ;
-  reg [5:0] \$888 ;
-  reg [5:0] \$889 ;
+  reg [15:0] \$880 ;
+  reg [31:0] \$881 ;
+  reg [15:0] \$882 ;
+  reg [31:0] \$883 ;
+  reg [15:0] \$884 ;
+  reg [31:0] \$885 ;
+  reg [15:0] \$886 ;
+  reg [31:0] \$887 ;
+  reg [15:0] \$888 ;
+  reg [31:0] \$889 ;
   reg [4:0] \$89 ;
-  reg \$890 ;
-  reg \$891 ;
-  reg [6:0] \$892 ;
-  reg [6:0] \$893 ;
+  reg [15:0] \$890 ;
+  reg [31:0] \$891 ;
+  reg [15:0] \$892 ;
+  reg [31:0] \$893 ;
   reg [15:0] \$894 ;
   reg [31:0] \$895 ;
   reg [15:0] \$896 ;
@@ -10575,53 +10089,57 @@ module \ndp_device.control_unit.compute (rst, split, fold_pack, in_we, in_row, i
   reg [31:0] \$997 ;
   reg [15:0] \$998 ;
   reg [31:0] \$999 ;
-  reg [1023:0] \$signal  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-  reg [6:0] \$signal$476  = 7'h00;
-  reg [6:0] \$signal$489 ;
   wire [6:0] \$signature__addr ;
-  wire [6:0] \$signature__addr$531 ;
-  (* init = 7'h00 *)
-  wire [6:0] \$signature__addr$534 ;
-  wire [6:0] \$signature__addr$535 ;
-  wire [6:0] \$signature__addr$574 ;
-  wire [6:0] \$signature__addr$578 ;
-  (* init = 7'h00 *)
-  wire [6:0] \$signature__addr$580 ;
-  wire [6:0] \$signature__addr$581 ;
-  wire [6:0] \$signature__addr$616 ;
-  wire [6:0] \$signature__addr$620 ;
-  (* init = 7'h00 *)
-  wire [6:0] \$signature__addr$622 ;
-  wire [6:0] \$signature__addr$623 ;
-  wire [6:0] \$signature__addr$658 ;
-  wire [6:0] \$signature__addr$662 ;
-  (* init = 7'h00 *)
-  wire [6:0] \$signature__addr$664 ;
-  wire [6:0] \$signature__addr$665 ;
+  wire [6:0] \$signature__addr$480 ;
+  wire [6:0] \$signature__addr$484 ;
+  wire [6:0] \$signature__addr$523 ;
+  wire [6:0] \$signature__addr$527 ;
+  wire [6:0] \$signature__addr$530 ;
+  wire [6:0] \$signature__addr$565 ;
+  wire [6:0] \$signature__addr$569 ;
+  wire [6:0] \$signature__addr$572 ;
+  wire [6:0] \$signature__addr$607 ;
+  wire [6:0] \$signature__addr$611 ;
+  wire [6:0] \$signature__addr$614 ;
+  wire [6:0] \$signature__addr$684 ;
+  wire [6:0] \$signature__addr$686 ;
+  wire [6:0] \$signature__addr$687 ;
+  wire [6:0] \$signature__addr$688 ;
+  wire [6:0] \$signature__addr$695 ;
+  wire [6:0] \$signature__addr$697 ;
+  wire [6:0] \$signature__addr$698 ;
+  wire [6:0] \$signature__addr$699 ;
   wire [511:0] \$signature__data ;
-  wire [1023:0] \$signature__data$540 ;
-  wire [511:0] \$signature__data$575 ;
-  wire [1023:0] \$signature__data$583 ;
-  wire [511:0] \$signature__data$617 ;
-  wire [1023:0] \$signature__data$625 ;
-  wire [511:0] \$signature__data$659 ;
-  wire [1023:0] \$signature__data$667 ;
-  wire [511:0] \$signature__data$701 ;
-  wire [511:0] \$signature__data$704 ;
-  wire [511:0] \$signature__data$706 ;
-  wire [511:0] \$signature__data$708 ;
-  wire [1023:0] \$signature__data$754 ;
-  wire [1023:0] \$signature__data$755 ;
-  wire [1023:0] \$signature__data$756 ;
-  wire [1023:0] \$signature__data$757 ;
+  wire [1023:0] \$signature__data$489 ;
+  wire [511:0] \$signature__data$524 ;
+  wire [1023:0] \$signature__data$532 ;
+  wire [511:0] \$signature__data$566 ;
+  wire [1023:0] \$signature__data$574 ;
+  wire [511:0] \$signature__data$608 ;
+  wire [1023:0] \$signature__data$616 ;
+  wire [511:0] \$signature__data$650 ;
+  wire [511:0] \$signature__data$653 ;
+  wire [511:0] \$signature__data$655 ;
+  wire [511:0] \$signature__data$657 ;
+  wire [1023:0] \$signature__data$691 ;
+  wire [1023:0] \$signature__data$692 ;
+  wire [1023:0] \$signature__data$693 ;
+  wire [1023:0] \$signature__data$694 ;
+  wire [1023:0] \$signature__data$702 ;
+  wire [1023:0] \$signature__data$703 ;
+  wire [1023:0] \$signature__data$704 ;
+  wire [1023:0] \$signature__data$705 ;
   wire \$signature__en ;
-  wire \$signature__en$537 ;
-  wire \$signature__en$576 ;
-  wire \$signature__en$582 ;
-  wire \$signature__en$618 ;
-  wire \$signature__en$624 ;
-  wire \$signature__en$660 ;
-  wire \$signature__en$666 ;
+  wire \$signature__en$486 ;
+  wire \$signature__en$525 ;
+  wire \$signature__en$531 ;
+  wire \$signature__en$567 ;
+  wire \$signature__en$573 ;
+  wire \$signature__en$609 ;
+  wire \$signature__en$615 ;
+  wire [6:0] a_addr;
+  reg [1023:0] a_data;
+  wire [1:0] a_row;
   input [6:0] acc_addr;
   wire [6:0] acc_addr;
   input [6:0] acc_addr1;
@@ -10638,24 +10156,28 @@ module \ndp_device.control_unit.compute (rst, split, fold_pack, in_we, in_row, i
   reg [6:0] \acc_addr_row1_d2$79  = 7'h00;
   input [1023:0] acc_data;
   wire [1023:0] acc_data;
-  wire [6:0] acc_fold__addr;
-  wire [6:0] \acc_fold__addr$711 ;
-  wire [6:0] \acc_fold__addr$712 ;
-  wire [6:0] \acc_fold__addr$713 ;
-  wire [1023:0] acc_fold__data;
-  wire [1023:0] \acc_fold__data$716 ;
-  wire [1023:0] \acc_fold__data$717 ;
-  wire [1023:0] \acc_fold__data$718 ;
+  (* init = 7'h00 *)
+  wire [6:0] acc_r__addr;
+  (* init = 7'h00 *)
+  wire [6:0] \acc_r__addr$529 ;
+  (* init = 7'h00 *)
+  wire [6:0] \acc_r__addr$571 ;
+  (* init = 7'h00 *)
+  wire [6:0] \acc_r__addr$613 ;
+  wire [1023:0] acc_r__data;
+  wire [1023:0] \acc_r__data$707 ;
+  wire [1023:0] \acc_r__data$708 ;
+  wire [1023:0] \acc_r__data$709 ;
   input [1:0] acc_row;
   wire [1:0] acc_row;
   wire [6:0] acc_s__addr;
-  wire [6:0] \acc_s__addr$579 ;
-  wire [6:0] \acc_s__addr$621 ;
-  wire [6:0] \acc_s__addr$663 ;
+  wire [6:0] \acc_s__addr$528 ;
+  wire [6:0] \acc_s__addr$570 ;
+  wire [6:0] \acc_s__addr$612 ;
   wire [1023:0] acc_s__data;
-  wire [1023:0] \acc_s__data$705 ;
-  wire [1023:0] \acc_s__data$707 ;
-  wire [1023:0] \acc_s__data$709 ;
+  wire [1023:0] \acc_s__data$654 ;
+  wire [1023:0] \acc_s__data$656 ;
+  wire [1023:0] \acc_s__data$658 ;
   input acc_we;
   wire acc_we;
   input [6:0] acc_word;
@@ -10670,10 +10192,13 @@ module \ndp_device.control_unit.compute (rst, split, fold_pack, in_we, in_row, i
   reg [5:0] active_row1_d1 = 6'h00;
   reg [5:0] \active_row1_d1$74  = 6'h00;
   reg [5:0] active_row1_d2 = 6'h00;
+  wire [6:0] b_addr;
+  reg [1023:0] b_data;
+  wire [1:0] b_row;
   wire [6:0] bank_r__addr;
-  wire [6:0] \bank_r__addr$577 ;
-  wire [6:0] \bank_r__addr$619 ;
-  wire [6:0] \bank_r__addr$661 ;
+  wire [6:0] \bank_r__addr$526 ;
+  wire [6:0] \bank_r__addr$568 ;
+  wire [6:0] \bank_r__addr$610 ;
   wire [511:0] bank_r__data;
   wire [511:0] \bank_r__data$179 ;
   wire [511:0] \bank_r__data$277 ;
@@ -10690,87 +10215,15 @@ module \ndp_device.control_unit.compute (rst, split, fold_pack, in_we, in_row, i
   reg first_row1_d1 = 1'h0;
   reg \first_row1_d1$70  = 1'h0;
   reg first_row1_d2 = 1'h0;
-  output fold_done;
-  reg fold_done;
-  input [7:0] fold_n_words;
   wire [7:0] fold_n_words;
-  input [5:0] fold_pack;
-  wire [5:0] fold_pack;
-  input [1:0] fold_row;
+  wire [2:0] fold_pack_log2;
+  output fold_ready;
+  wire fold_ready;
   wire [1:0] fold_row;
-  input [1:0] fold_sets;
   wire [1:0] fold_sets;
-  input [1:0] fold_sets1;
   wire [1:0] fold_sets1;
-  input fold_start;
-  wire fold_start;
-  reg [1:0] fold_state = 2'h0;
-  wire [31:0] fold_sum_0;
-  wire [31:0] fold_sum_1;
-  wire [31:0] fold_sum_10;
-  wire [31:0] fold_sum_11;
-  wire [31:0] fold_sum_12;
-  wire [31:0] fold_sum_13;
-  wire [31:0] fold_sum_14;
-  wire [31:0] fold_sum_15;
-  wire [31:0] fold_sum_16;
-  wire [31:0] fold_sum_17;
-  wire [31:0] fold_sum_18;
-  wire [31:0] fold_sum_19;
-  wire [31:0] fold_sum_2;
-  wire [31:0] fold_sum_20;
-  wire [31:0] fold_sum_21;
-  wire [31:0] fold_sum_22;
-  wire [31:0] fold_sum_23;
-  wire [31:0] fold_sum_24;
-  wire [31:0] fold_sum_25;
-  wire [31:0] fold_sum_26;
-  wire [31:0] fold_sum_27;
-  wire [31:0] fold_sum_28;
-  wire [31:0] fold_sum_29;
-  wire [31:0] fold_sum_3;
-  wire [31:0] fold_sum_30;
-  wire [31:0] fold_sum_31;
-  wire [31:0] fold_sum_4;
-  wire [31:0] fold_sum_5;
-  wire [31:0] fold_sum_6;
-  wire [31:0] fold_sum_7;
-  wire [31:0] fold_sum_8;
-  wire [31:0] fold_sum_9;
-  input [6:0] fold_word;
+  wire fold_valid;
   wire [6:0] fold_word;
-  wire [15:0] half_0;
-  wire [15:0] half_1;
-  wire [15:0] half_10;
-  wire [15:0] half_11;
-  wire [15:0] half_12;
-  wire [15:0] half_13;
-  wire [15:0] half_14;
-  wire [15:0] half_15;
-  wire [15:0] half_16;
-  wire [15:0] half_17;
-  wire [15:0] half_18;
-  wire [15:0] half_19;
-  wire [15:0] half_2;
-  wire [15:0] half_20;
-  wire [15:0] half_21;
-  wire [15:0] half_22;
-  wire [15:0] half_23;
-  wire [15:0] half_24;
-  wire [15:0] half_25;
-  wire [15:0] half_26;
-  wire [15:0] half_27;
-  wire [15:0] half_28;
-  wire [15:0] half_29;
-  wire [15:0] half_3;
-  wire [15:0] half_30;
-  wire [15:0] half_31;
-  wire [15:0] half_4;
-  wire [15:0] half_5;
-  wire [15:0] half_6;
-  wire [15:0] half_7;
-  wire [15:0] half_8;
-  wire [15:0] half_9;
   input [511:0] in_data;
   wire [511:0] in_data;
   input [1:0] in_row;
@@ -10831,7 +10284,16 @@ module \ndp_device.control_unit.compute (rst, split, fold_pack, in_we, in_row, i
   reg \mac_row1_d2$77  = 1'h0;
   input [19:0] n_cols;
   wire [19:0] n_cols;
-  reg [1023:0] operand = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  wire [19:0] \n_cols$659 ;
+  input [7:0] n_words;
+  wire [7:0] n_words;
+  wire [511:0] out_fp16;
+  wire [1023:0] out_fp32;
+  input out_ready;
+  wire out_ready;
+  wire out_valid;
+  input [2:0] pack_log2;
+  wire [2:0] pack_log2;
   wire [31:0] product_0_0;
   wire [31:0] product_0_1;
   wire [31:0] product_0_10;
@@ -11097,16 +10559,21 @@ module \ndp_device.control_unit.compute (rst, split, fold_pack, in_we, in_row, i
   reg [1:0] rd_row = 2'h0;
   input [1:0] \rd_row$471 ;
   wire [1:0] \rd_row$471 ;
-  reg [1023:0] read_data;
-  reg [1:0] read_row;
+  wire req_ready;
+  input [1:0] req_row;
+  wire [1:0] req_row;
+  input req_valid;
+  wire req_valid;
+  input [6:0] req_word;
+  wire [6:0] req_word;
   input rst;
   wire rst;
-  reg [1:0] set_left = 2'h0;
-  reg [1:0] sets1 = 2'h0;
-  reg [5:0] shift = 6'h00;
+  input [1:0] sets;
+  wire [1:0] sets;
+  input [1:0] sets1;
+  wire [1:0] sets1;
   input split;
   wire split;
-  reg [1:0] src_row = 2'h0;
   wire [31:0] sum_0_0;
   wire [31:0] sum_0_1;
   wire [31:0] sum_0_10;
@@ -11237,17 +10704,17 @@ module \ndp_device.control_unit.compute (rst, split, fold_pack, in_we, in_row, i
   wire [31:0] sum_3_9;
   output [511:0] sum_fp16;
   wire [511:0] sum_fp16;
-  (* init = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000 *)
   output [1023:0] sum_fp32;
   wire [1023:0] sum_fp32;
+  wire sum_ready;
+  output sum_valid;
+  wire sum_valid;
   reg [511:0] w_d1 = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   input [511:0] w_data;
   wire [511:0] w_data;
   input [511:0] w_data1;
   wire [511:0] w_data1;
   reg [511:0] w_row1_d1 = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-  reg [1:0] \wait  = 2'h0;
-  reg [6:0] word = 7'h00;
   reg [15:0] x_0_0 = 16'h0000;
   reg [15:0] x_0_1 = 16'h0000;
   reg [15:0] x_0_10 = 16'h0000;
@@ -11508,16 +10975,17 @@ module \ndp_device.control_unit.compute (rst, split, fold_pack, in_we, in_row, i
     acc_bank0[127] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   end
   always @(posedge clk) begin
-    if (\$signature__en$537 )
-      acc_bank0[\$signature__addr$535 ] <= \$signature__data$540 ;
+    if (\$signature__en$486 )
+      acc_bank0[\$signature__addr$484 ] <= \$signature__data$489 ;
   end
   reg [1023:0] _0_;
   always @(posedge clk) begin
     _0_ <= acc_bank0[rd_addr];
   end
   assign acc_s__data = _0_;
-  assign acc_fold__data = acc_bank0[\$signal$489 ];
-  assign \$signature__data$754  = acc_bank0[acc_addr_d2];
+  assign \$signature__data$702  = acc_bank0[\$signature__addr$695 ];
+  assign \$signature__data$691  = acc_bank0[req_word];
+  assign acc_r__data = acc_bank0[acc_addr_d2];
   reg [1023:0] acc_bank1 [127:0];
   initial begin
     acc_bank1[0] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
@@ -11650,16 +11118,17 @@ module \ndp_device.control_unit.compute (rst, split, fold_pack, in_we, in_row, i
     acc_bank1[127] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   end
   always @(posedge clk) begin
-    if (\$signature__en$582 )
-      acc_bank1[\$signature__addr$581 ] <= \$signature__data$583 ;
+    if (\$signature__en$531 )
+      acc_bank1[\$signature__addr$530 ] <= \$signature__data$532 ;
   end
   reg [1023:0] _1_;
   always @(posedge clk) begin
     _1_ <= acc_bank1[rd_addr];
   end
-  assign \acc_s__data$705  = _1_;
-  assign \acc_fold__data$716  = acc_bank1[\$signal$489 ];
-  assign \$signature__data$755  = acc_bank1[acc_addr_row1_d2];
+  assign \acc_s__data$654  = _1_;
+  assign \$signature__data$703  = acc_bank1[\$signature__addr$695 ];
+  assign \$signature__data$692  = acc_bank1[req_word];
+  assign \acc_r__data$707  = acc_bank1[acc_addr_row1_d2];
   reg [1023:0] acc_bank2 [127:0];
   initial begin
     acc_bank2[0] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
@@ -11792,16 +11261,17 @@ module \ndp_device.control_unit.compute (rst, split, fold_pack, in_we, in_row, i
     acc_bank2[127] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   end
   always @(posedge clk) begin
-    if (\$signature__en$624 )
-      acc_bank2[\$signature__addr$623 ] <= \$signature__data$625 ;
+    if (\$signature__en$573 )
+      acc_bank2[\$signature__addr$572 ] <= \$signature__data$574 ;
   end
   reg [1023:0] _2_;
   always @(posedge clk) begin
     _2_ <= acc_bank2[rd_addr];
   end
-  assign \acc_s__data$707  = _2_;
-  assign \acc_fold__data$717  = acc_bank2[\$signal$489 ];
-  assign \$signature__data$756  = acc_bank2[acc_addr_d2];
+  assign \acc_s__data$656  = _2_;
+  assign \$signature__data$704  = acc_bank2[\$signature__addr$695 ];
+  assign \$signature__data$693  = acc_bank2[req_word];
+  assign \acc_r__data$708  = acc_bank2[acc_addr_d2];
   reg [1023:0] acc_bank3 [127:0];
   initial begin
     acc_bank3[0] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
@@ -11934,16 +11404,17 @@ module \ndp_device.control_unit.compute (rst, split, fold_pack, in_we, in_row, i
     acc_bank3[127] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   end
   always @(posedge clk) begin
-    if (\$signature__en$666 )
-      acc_bank3[\$signature__addr$665 ] <= \$signature__data$667 ;
+    if (\$signature__en$615 )
+      acc_bank3[\$signature__addr$614 ] <= \$signature__data$616 ;
   end
   reg [1023:0] _3_;
   always @(posedge clk) begin
     _3_ <= acc_bank3[rd_addr];
   end
-  assign \acc_s__data$709  = _3_;
-  assign \acc_fold__data$718  = acc_bank3[\$signal$489 ];
-  assign \$signature__data$757  = acc_bank3[acc_addr_d2];
+  assign \acc_s__data$658  = _3_;
+  assign \$signature__data$705  = acc_bank3[\$signature__addr$695 ];
+  assign \$signature__data$694  = acc_bank3[req_word];
+  assign \acc_r__data$709  = acc_bank3[acc_addr_d2];
   reg [511:0] in_bank0 [127:0];
   initial begin
     in_bank0[0] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
@@ -12083,7 +11554,7 @@ module \ndp_device.control_unit.compute (rst, split, fold_pack, in_we, in_row, i
   always @(posedge clk) begin
     _4_ <= in_bank0[rd_addr];
   end
-  assign \$signature__data$701  = _4_;
+  assign \$signature__data$650  = _4_;
   assign bank_r__data = in_bank0[k_base[11:5]];
   reg [511:0] in_bank1 [127:0];
   initial begin
@@ -12217,15 +11688,15 @@ module \ndp_device.control_unit.compute (rst, split, fold_pack, in_we, in_row, i
     in_bank1[127] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   end
   always @(posedge clk) begin
-    if (\$signature__en$576 )
+    if (\$signature__en$525 )
       in_bank1[in_word] <= in_data;
   end
   reg [511:0] _5_;
   always @(posedge clk) begin
     _5_ <= in_bank1[rd_addr];
   end
-  assign \$signature__data$704  = _5_;
-  assign \bank_r__data$179  = in_bank1[\$418 [11:5]];
+  assign \$signature__data$653  = _5_;
+  assign \bank_r__data$179  = in_bank1[\$397 [11:5]];
   reg [511:0] in_bank2 [127:0];
   initial begin
     in_bank2[0] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
@@ -12358,14 +11829,14 @@ module \ndp_device.control_unit.compute (rst, split, fold_pack, in_we, in_row, i
     in_bank2[127] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   end
   always @(posedge clk) begin
-    if (\$signature__en$618 )
+    if (\$signature__en$567 )
       in_bank2[in_word] <= in_data;
   end
   reg [511:0] _6_;
   always @(posedge clk) begin
     _6_ <= in_bank2[rd_addr];
   end
-  assign \$signature__data$706  = _6_;
+  assign \$signature__data$655  = _6_;
   assign \bank_r__data$277  = in_bank2[k_base[11:5]];
   reg [511:0] in_bank3 [127:0];
   initial begin
@@ -12499,14 +11970,14 @@ module \ndp_device.control_unit.compute (rst, split, fold_pack, in_we, in_row, i
     in_bank3[127] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   end
   always @(posedge clk) begin
-    if (\$signature__en$660 )
+    if (\$signature__en$609 )
       in_bank3[in_word] <= in_data;
   end
   reg [511:0] _7_;
   always @(posedge clk) begin
     _7_ <= in_bank3[rd_addr];
   end
-  assign \$signature__data$708  = _7_;
+  assign \$signature__data$657  = _7_;
   assign \bank_r__data$374  = in_bank3[k_base[11:5]];
   assign \$1  = n_cols > 6'h20;
   assign \$3  = \$1  ? 5'h00 : \$2 ;
@@ -12578,2786 +12049,2399 @@ module \ndp_device.control_unit.compute (rst, split, fold_pack, in_we, in_row, i
   assign \$100  = split ? active1 : active;
   assign \$101  = split ? w_data1 : w_data;
   assign \$102  = k_base[4:0] + lane_row0;
-  assign \$1263  = \$102 [4:0] * 5'h10;
-  assign \$103  = bank_r__data >> \$1263 ;
+  assign \$1215  = \$102 [4:0] * 5'h10;
+  assign \$103  = bank_r__data >> \$1215 ;
   assign \$104  = k_base[4:0] + lane_row1;
-  assign \$1267  = \$104 [4:0] * 5'h10;
-  assign \$105  = bank_r__data >> \$1267 ;
+  assign \$1219  = \$104 [4:0] * 5'h10;
+  assign \$105  = bank_r__data >> \$1219 ;
   assign \$106  = k_base[4:0] + lane_row2;
-  assign \$1271  = \$106 [4:0] * 5'h10;
-  assign \$107  = bank_r__data >> \$1271 ;
+  assign \$1223  = \$106 [4:0] * 5'h10;
+  assign \$107  = bank_r__data >> \$1223 ;
   assign \$108  = k_base[4:0] + lane_row3;
-  assign \$1275  = \$108 [4:0] * 5'h10;
-  assign \$109  = bank_r__data >> \$1275 ;
+  assign \$1227  = \$108 [4:0] * 5'h10;
+  assign \$109  = bank_r__data >> \$1227 ;
   assign \$110  = k_base[4:0] + lane_row4;
-  assign \$1279  = \$110 [4:0] * 5'h10;
-  assign \$111  = bank_r__data >> \$1279 ;
+  assign \$1231  = \$110 [4:0] * 5'h10;
+  assign \$111  = bank_r__data >> \$1231 ;
   assign \$112  = k_base[4:0] + lane_row5;
-  assign \$1283  = \$112 [4:0] * 5'h10;
-  assign \$113  = bank_r__data >> \$1283 ;
+  assign \$1235  = \$112 [4:0] * 5'h10;
+  assign \$113  = bank_r__data >> \$1235 ;
   assign \$114  = k_base[4:0] + lane_row6;
-  assign \$1287  = \$114 [4:0] * 5'h10;
-  assign \$115  = bank_r__data >> \$1287 ;
+  assign \$1239  = \$114 [4:0] * 5'h10;
+  assign \$115  = bank_r__data >> \$1239 ;
   assign \$116  = k_base[4:0] + lane_row7;
-  assign \$1291  = \$116 [4:0] * 5'h10;
-  assign \$117  = bank_r__data >> \$1291 ;
+  assign \$1243  = \$116 [4:0] * 5'h10;
+  assign \$117  = bank_r__data >> \$1243 ;
   assign \$118  = k_base[4:0] + lane_row8;
-  assign \$1295  = \$118 [4:0] * 5'h10;
-  assign \$119  = bank_r__data >> \$1295 ;
+  assign \$1247  = \$118 [4:0] * 5'h10;
+  assign \$119  = bank_r__data >> \$1247 ;
   assign \$120  = k_base[4:0] + lane_row9;
-  assign \$1299  = \$120 [4:0] * 5'h10;
-  assign \$121  = bank_r__data >> \$1299 ;
+  assign \$1251  = \$120 [4:0] * 5'h10;
+  assign \$121  = bank_r__data >> \$1251 ;
   assign \$122  = k_base[4:0] + lane_row10;
-  assign \$1303  = \$122 [4:0] * 5'h10;
-  assign \$123  = bank_r__data >> \$1303 ;
+  assign \$1255  = \$122 [4:0] * 5'h10;
+  assign \$123  = bank_r__data >> \$1255 ;
   assign \$124  = k_base[4:0] + lane_row11;
-  assign \$1307  = \$124 [4:0] * 5'h10;
-  assign \$125  = bank_r__data >> \$1307 ;
+  assign \$1259  = \$124 [4:0] * 5'h10;
+  assign \$125  = bank_r__data >> \$1259 ;
   assign \$126  = k_base[4:0] + lane_row12;
-  assign \$1311  = \$126 [4:0] * 5'h10;
-  assign \$127  = bank_r__data >> \$1311 ;
+  assign \$1263  = \$126 [4:0] * 5'h10;
+  assign \$127  = bank_r__data >> \$1263 ;
   assign \$128  = k_base[4:0] + lane_row13;
-  assign \$1315  = \$128 [4:0] * 5'h10;
-  assign \$129  = bank_r__data >> \$1315 ;
+  assign \$1267  = \$128 [4:0] * 5'h10;
+  assign \$129  = bank_r__data >> \$1267 ;
   assign \$130  = k_base[4:0] + lane_row14;
-  assign \$1319  = \$130 [4:0] * 5'h10;
-  assign \$131  = bank_r__data >> \$1319 ;
+  assign \$1271  = \$130 [4:0] * 5'h10;
+  assign \$131  = bank_r__data >> \$1271 ;
   assign \$132  = k_base[4:0] + lane_row15;
-  assign \$1323  = \$132 [4:0] * 5'h10;
-  assign \$133  = bank_r__data >> \$1323 ;
+  assign \$1275  = \$132 [4:0] * 5'h10;
+  assign \$133  = bank_r__data >> \$1275 ;
   assign \$134  = k_base[4:0] + lane_row16;
-  assign \$1327  = \$134 [4:0] * 5'h10;
-  assign \$135  = bank_r__data >> \$1327 ;
+  assign \$1279  = \$134 [4:0] * 5'h10;
+  assign \$135  = bank_r__data >> \$1279 ;
   assign \$136  = k_base[4:0] + lane_row17;
-  assign \$1331  = \$136 [4:0] * 5'h10;
-  assign \$137  = bank_r__data >> \$1331 ;
+  assign \$1283  = \$136 [4:0] * 5'h10;
+  assign \$137  = bank_r__data >> \$1283 ;
   assign \$138  = k_base[4:0] + lane_row18;
-  assign \$1335  = \$138 [4:0] * 5'h10;
-  assign \$139  = bank_r__data >> \$1335 ;
+  assign \$1287  = \$138 [4:0] * 5'h10;
+  assign \$139  = bank_r__data >> \$1287 ;
   assign \$140  = k_base[4:0] + lane_row19;
-  assign \$1339  = \$140 [4:0] * 5'h10;
-  assign \$141  = bank_r__data >> \$1339 ;
+  assign \$1291  = \$140 [4:0] * 5'h10;
+  assign \$141  = bank_r__data >> \$1291 ;
   assign \$142  = k_base[4:0] + lane_row20;
-  assign \$1343  = \$142 [4:0] * 5'h10;
-  assign \$143  = bank_r__data >> \$1343 ;
+  assign \$1295  = \$142 [4:0] * 5'h10;
+  assign \$143  = bank_r__data >> \$1295 ;
   assign \$144  = k_base[4:0] + lane_row21;
-  assign \$1347  = \$144 [4:0] * 5'h10;
-  assign \$145  = bank_r__data >> \$1347 ;
+  assign \$1299  = \$144 [4:0] * 5'h10;
+  assign \$145  = bank_r__data >> \$1299 ;
   assign \$146  = k_base[4:0] + lane_row22;
-  assign \$1351  = \$146 [4:0] * 5'h10;
-  assign \$147  = bank_r__data >> \$1351 ;
+  assign \$1303  = \$146 [4:0] * 5'h10;
+  assign \$147  = bank_r__data >> \$1303 ;
   assign \$148  = k_base[4:0] + lane_row23;
-  assign \$1355  = \$148 [4:0] * 5'h10;
-  assign \$149  = bank_r__data >> \$1355 ;
+  assign \$1307  = \$148 [4:0] * 5'h10;
+  assign \$149  = bank_r__data >> \$1307 ;
   assign \$150  = k_base[4:0] + lane_row24;
-  assign \$1359  = \$150 [4:0] * 5'h10;
-  assign \$151  = bank_r__data >> \$1359 ;
+  assign \$1311  = \$150 [4:0] * 5'h10;
+  assign \$151  = bank_r__data >> \$1311 ;
   assign \$152  = k_base[4:0] + lane_row25;
-  assign \$1363  = \$152 [4:0] * 5'h10;
-  assign \$153  = bank_r__data >> \$1363 ;
+  assign \$1315  = \$152 [4:0] * 5'h10;
+  assign \$153  = bank_r__data >> \$1315 ;
   assign \$154  = k_base[4:0] + lane_row26;
-  assign \$1367  = \$154 [4:0] * 5'h10;
-  assign \$155  = bank_r__data >> \$1367 ;
+  assign \$1319  = \$154 [4:0] * 5'h10;
+  assign \$155  = bank_r__data >> \$1319 ;
   assign \$156  = k_base[4:0] + lane_row27;
-  assign \$1371  = \$156 [4:0] * 5'h10;
-  assign \$157  = bank_r__data >> \$1371 ;
+  assign \$1323  = \$156 [4:0] * 5'h10;
+  assign \$157  = bank_r__data >> \$1323 ;
   assign \$158  = k_base[4:0] + lane_row28;
-  assign \$1375  = \$158 [4:0] * 5'h10;
-  assign \$159  = bank_r__data >> \$1375 ;
+  assign \$1327  = \$158 [4:0] * 5'h10;
+  assign \$159  = bank_r__data >> \$1327 ;
   assign \$160  = k_base[4:0] + lane_row29;
-  assign \$1379  = \$160 [4:0] * 5'h10;
-  assign \$161  = bank_r__data >> \$1379 ;
+  assign \$1331  = \$160 [4:0] * 5'h10;
+  assign \$161  = bank_r__data >> \$1331 ;
   assign \$162  = k_base[4:0] + lane_row30;
-  assign \$1383  = \$162 [4:0] * 5'h10;
-  assign \$163  = bank_r__data >> \$1383 ;
+  assign \$1335  = \$162 [4:0] * 5'h10;
+  assign \$163  = bank_r__data >> \$1335 ;
   assign \$164  = k_base[4:0] + lane_row31;
-  assign \$1387  = \$164 [4:0] * 5'h10;
-  assign \$165  = bank_r__data >> \$1387 ;
+  assign \$1339  = \$164 [4:0] * 5'h10;
+  assign \$165  = bank_r__data >> \$1339 ;
   assign \$166  = split ? k_base1 : k_base;
   assign \$167  = \$166 [4:0] + lane_row0;
-  assign \$1392  = \$167 [4:0] * 5'h10;
-  assign \$168  = \bank_r__data$179  >> \$1392 ;
+  assign \$1344  = \$167 [4:0] * 5'h10;
+  assign \$168  = \bank_r__data$179  >> \$1344 ;
   assign \$169  = split ? k_base1 : k_base;
   assign \$170  = \$169 [4:0] + lane_row1;
-  assign \$1397  = \$170 [4:0] * 5'h10;
-  assign \$171  = \bank_r__data$179  >> \$1397 ;
+  assign \$1349  = \$170 [4:0] * 5'h10;
+  assign \$171  = \bank_r__data$179  >> \$1349 ;
   assign \$172  = split ? k_base1 : k_base;
   assign \$173  = \$172 [4:0] + lane_row2;
-  assign \$1402  = \$173 [4:0] * 5'h10;
-  assign \$174  = \bank_r__data$179  >> \$1402 ;
+  assign \$1354  = \$173 [4:0] * 5'h10;
+  assign \$174  = \bank_r__data$179  >> \$1354 ;
   assign \$175  = split ? k_base1 : k_base;
   assign \$176  = \$175 [4:0] + lane_row3;
-  assign \$1407  = \$176 [4:0] * 5'h10;
-  assign \$177  = \bank_r__data$179  >> \$1407 ;
+  assign \$1359  = \$176 [4:0] * 5'h10;
+  assign \$177  = \bank_r__data$179  >> \$1359 ;
   assign \$178  = split ? k_base1 : k_base;
   assign \$179  = \$178 [4:0] + lane_row4;
-  assign \$1412  = \$179 [4:0] * 5'h10;
-  assign \$180  = \bank_r__data$179  >> \$1412 ;
+  assign \$1364  = \$179 [4:0] * 5'h10;
+  assign \$180  = \bank_r__data$179  >> \$1364 ;
   assign \$181  = split ? k_base1 : k_base;
   assign \$182  = \$181 [4:0] + lane_row5;
-  assign \$1417  = \$182 [4:0] * 5'h10;
-  assign \$183  = \bank_r__data$179  >> \$1417 ;
+  assign \$1369  = \$182 [4:0] * 5'h10;
+  assign \$183  = \bank_r__data$179  >> \$1369 ;
   assign \$184  = split ? k_base1 : k_base;
   assign \$185  = \$184 [4:0] + lane_row6;
-  assign \$1422  = \$185 [4:0] * 5'h10;
-  assign \$186  = \bank_r__data$179  >> \$1422 ;
+  assign \$1374  = \$185 [4:0] * 5'h10;
+  assign \$186  = \bank_r__data$179  >> \$1374 ;
   assign \$187  = split ? k_base1 : k_base;
   assign \$188  = \$187 [4:0] + lane_row7;
-  assign \$1427  = \$188 [4:0] * 5'h10;
-  assign \$189  = \bank_r__data$179  >> \$1427 ;
+  assign \$1379  = \$188 [4:0] * 5'h10;
+  assign \$189  = \bank_r__data$179  >> \$1379 ;
   assign \$190  = split ? k_base1 : k_base;
   assign \$191  = \$190 [4:0] + lane_row8;
-  assign \$1432  = \$191 [4:0] * 5'h10;
-  assign \$192  = \bank_r__data$179  >> \$1432 ;
+  assign \$1384  = \$191 [4:0] * 5'h10;
+  assign \$192  = \bank_r__data$179  >> \$1384 ;
   assign \$193  = split ? k_base1 : k_base;
   assign \$194  = \$193 [4:0] + lane_row9;
-  assign \$1437  = \$194 [4:0] * 5'h10;
-  assign \$195  = \bank_r__data$179  >> \$1437 ;
+  assign \$1389  = \$194 [4:0] * 5'h10;
+  assign \$195  = \bank_r__data$179  >> \$1389 ;
   assign \$196  = split ? k_base1 : k_base;
   assign \$197  = \$196 [4:0] + lane_row10;
-  assign \$1442  = \$197 [4:0] * 5'h10;
-  assign \$198  = \bank_r__data$179  >> \$1442 ;
+  assign \$1394  = \$197 [4:0] * 5'h10;
+  assign \$198  = \bank_r__data$179  >> \$1394 ;
   assign \$199  = split ? k_base1 : k_base;
   assign \$200  = \$199 [4:0] + lane_row11;
-  assign \$1447  = \$200 [4:0] * 5'h10;
-  assign \$201  = \bank_r__data$179  >> \$1447 ;
+  assign \$1399  = \$200 [4:0] * 5'h10;
+  assign \$201  = \bank_r__data$179  >> \$1399 ;
   assign \$202  = split ? k_base1 : k_base;
   assign \$203  = \$202 [4:0] + lane_row12;
-  assign \$1452  = \$203 [4:0] * 5'h10;
-  assign \$204  = \bank_r__data$179  >> \$1452 ;
+  assign \$1404  = \$203 [4:0] * 5'h10;
+  assign \$204  = \bank_r__data$179  >> \$1404 ;
   assign \$205  = split ? k_base1 : k_base;
   assign \$206  = \$205 [4:0] + lane_row13;
-  assign \$1457  = \$206 [4:0] * 5'h10;
-  assign \$207  = \bank_r__data$179  >> \$1457 ;
+  assign \$1409  = \$206 [4:0] * 5'h10;
+  assign \$207  = \bank_r__data$179  >> \$1409 ;
   assign \$208  = split ? k_base1 : k_base;
   assign \$209  = \$208 [4:0] + lane_row14;
-  assign \$1462  = \$209 [4:0] * 5'h10;
-  assign \$210  = \bank_r__data$179  >> \$1462 ;
+  assign \$1414  = \$209 [4:0] * 5'h10;
+  assign \$210  = \bank_r__data$179  >> \$1414 ;
   assign \$211  = split ? k_base1 : k_base;
   assign \$212  = \$211 [4:0] + lane_row15;
-  assign \$1467  = \$212 [4:0] * 5'h10;
-  assign \$213  = \bank_r__data$179  >> \$1467 ;
+  assign \$1419  = \$212 [4:0] * 5'h10;
+  assign \$213  = \bank_r__data$179  >> \$1419 ;
   assign \$214  = split ? k_base1 : k_base;
   assign \$215  = \$214 [4:0] + lane_row16;
-  assign \$1472  = \$215 [4:0] * 5'h10;
-  assign \$216  = \bank_r__data$179  >> \$1472 ;
+  assign \$1424  = \$215 [4:0] * 5'h10;
+  assign \$216  = \bank_r__data$179  >> \$1424 ;
   assign \$217  = split ? k_base1 : k_base;
   assign \$218  = \$217 [4:0] + lane_row17;
-  assign \$1477  = \$218 [4:0] * 5'h10;
-  assign \$219  = \bank_r__data$179  >> \$1477 ;
+  assign \$1429  = \$218 [4:0] * 5'h10;
+  assign \$219  = \bank_r__data$179  >> \$1429 ;
   assign \$220  = split ? k_base1 : k_base;
   assign \$221  = \$220 [4:0] + lane_row18;
-  assign \$1482  = \$221 [4:0] * 5'h10;
-  assign \$222  = \bank_r__data$179  >> \$1482 ;
+  assign \$1434  = \$221 [4:0] * 5'h10;
+  assign \$222  = \bank_r__data$179  >> \$1434 ;
   assign \$223  = split ? k_base1 : k_base;
   assign \$224  = \$223 [4:0] + lane_row19;
-  assign \$1487  = \$224 [4:0] * 5'h10;
-  assign \$225  = \bank_r__data$179  >> \$1487 ;
+  assign \$1439  = \$224 [4:0] * 5'h10;
+  assign \$225  = \bank_r__data$179  >> \$1439 ;
   assign \$226  = split ? k_base1 : k_base;
   assign \$227  = \$226 [4:0] + lane_row20;
-  assign \$1492  = \$227 [4:0] * 5'h10;
-  assign \$228  = \bank_r__data$179  >> \$1492 ;
+  assign \$1444  = \$227 [4:0] * 5'h10;
+  assign \$228  = \bank_r__data$179  >> \$1444 ;
   assign \$229  = split ? k_base1 : k_base;
   assign \$230  = \$229 [4:0] + lane_row21;
-  assign \$1497  = \$230 [4:0] * 5'h10;
-  assign \$231  = \bank_r__data$179  >> \$1497 ;
+  assign \$1449  = \$230 [4:0] * 5'h10;
+  assign \$231  = \bank_r__data$179  >> \$1449 ;
   assign \$232  = split ? k_base1 : k_base;
   assign \$233  = \$232 [4:0] + lane_row22;
-  assign \$1502  = \$233 [4:0] * 5'h10;
-  assign \$234  = \bank_r__data$179  >> \$1502 ;
+  assign \$1454  = \$233 [4:0] * 5'h10;
+  assign \$234  = \bank_r__data$179  >> \$1454 ;
   assign \$235  = split ? k_base1 : k_base;
   assign \$236  = \$235 [4:0] + lane_row23;
-  assign \$1507  = \$236 [4:0] * 5'h10;
-  assign \$237  = \bank_r__data$179  >> \$1507 ;
+  assign \$1459  = \$236 [4:0] * 5'h10;
+  assign \$237  = \bank_r__data$179  >> \$1459 ;
   assign \$238  = split ? k_base1 : k_base;
   assign \$239  = \$238 [4:0] + lane_row24;
-  assign \$1512  = \$239 [4:0] * 5'h10;
-  assign \$240  = \bank_r__data$179  >> \$1512 ;
+  assign \$1464  = \$239 [4:0] * 5'h10;
+  assign \$240  = \bank_r__data$179  >> \$1464 ;
   assign \$241  = split ? k_base1 : k_base;
   assign \$242  = \$241 [4:0] + lane_row25;
-  assign \$1517  = \$242 [4:0] * 5'h10;
-  assign \$243  = \bank_r__data$179  >> \$1517 ;
+  assign \$1469  = \$242 [4:0] * 5'h10;
+  assign \$243  = \bank_r__data$179  >> \$1469 ;
   assign \$244  = split ? k_base1 : k_base;
   assign \$245  = \$244 [4:0] + lane_row26;
-  assign \$1522  = \$245 [4:0] * 5'h10;
-  assign \$246  = \bank_r__data$179  >> \$1522 ;
+  assign \$1474  = \$245 [4:0] * 5'h10;
+  assign \$246  = \bank_r__data$179  >> \$1474 ;
   assign \$247  = split ? k_base1 : k_base;
   assign \$248  = \$247 [4:0] + lane_row27;
-  assign \$1527  = \$248 [4:0] * 5'h10;
-  assign \$249  = \bank_r__data$179  >> \$1527 ;
+  assign \$1479  = \$248 [4:0] * 5'h10;
+  assign \$249  = \bank_r__data$179  >> \$1479 ;
   assign \$250  = split ? k_base1 : k_base;
   assign \$251  = \$250 [4:0] + lane_row28;
-  assign \$1532  = \$251 [4:0] * 5'h10;
-  assign \$252  = \bank_r__data$179  >> \$1532 ;
+  assign \$1484  = \$251 [4:0] * 5'h10;
+  assign \$252  = \bank_r__data$179  >> \$1484 ;
   assign \$253  = split ? k_base1 : k_base;
   assign \$254  = \$253 [4:0] + lane_row29;
-  assign \$1537  = \$254 [4:0] * 5'h10;
-  assign \$255  = \bank_r__data$179  >> \$1537 ;
+  assign \$1489  = \$254 [4:0] * 5'h10;
+  assign \$255  = \bank_r__data$179  >> \$1489 ;
   assign \$256  = split ? k_base1 : k_base;
   assign \$257  = \$256 [4:0] + lane_row30;
-  assign \$1542  = \$257 [4:0] * 5'h10;
-  assign \$258  = \bank_r__data$179  >> \$1542 ;
+  assign \$1494  = \$257 [4:0] * 5'h10;
+  assign \$258  = \bank_r__data$179  >> \$1494 ;
   assign \$259  = split ? k_base1 : k_base;
   assign \$260  = \$259 [4:0] + lane_row31;
-  assign \$1547  = \$260 [4:0] * 5'h10;
-  assign \$261  = \bank_r__data$179  >> \$1547 ;
+  assign \$1499  = \$260 [4:0] * 5'h10;
+  assign \$261  = \bank_r__data$179  >> \$1499 ;
   assign \$262  = k_base[4:0] + lane_row0;
-  assign \$1551  = \$262 [4:0] * 5'h10;
-  assign \$263  = \bank_r__data$277  >> \$1551 ;
+  assign \$1503  = \$262 [4:0] * 5'h10;
+  assign \$263  = \bank_r__data$277  >> \$1503 ;
   assign \$264  = k_base[4:0] + lane_row1;
-  assign \$1555  = \$264 [4:0] * 5'h10;
-  assign \$265  = \bank_r__data$277  >> \$1555 ;
+  assign \$1507  = \$264 [4:0] * 5'h10;
+  assign \$265  = \bank_r__data$277  >> \$1507 ;
   assign \$266  = k_base[4:0] + lane_row2;
-  assign \$1559  = \$266 [4:0] * 5'h10;
-  assign \$267  = \bank_r__data$277  >> \$1559 ;
+  assign \$1511  = \$266 [4:0] * 5'h10;
+  assign \$267  = \bank_r__data$277  >> \$1511 ;
   assign \$268  = k_base[4:0] + lane_row3;
-  assign \$1563  = \$268 [4:0] * 5'h10;
-  assign \$269  = \bank_r__data$277  >> \$1563 ;
+  assign \$1515  = \$268 [4:0] * 5'h10;
+  assign \$269  = \bank_r__data$277  >> \$1515 ;
   assign \$270  = k_base[4:0] + lane_row4;
-  assign \$1567  = \$270 [4:0] * 5'h10;
-  assign \$271  = \bank_r__data$277  >> \$1567 ;
+  assign \$1519  = \$270 [4:0] * 5'h10;
+  assign \$271  = \bank_r__data$277  >> \$1519 ;
   assign \$272  = k_base[4:0] + lane_row5;
-  assign \$1571  = \$272 [4:0] * 5'h10;
-  assign \$273  = \bank_r__data$277  >> \$1571 ;
+  assign \$1523  = \$272 [4:0] * 5'h10;
+  assign \$273  = \bank_r__data$277  >> \$1523 ;
   assign \$274  = k_base[4:0] + lane_row6;
-  assign \$1575  = \$274 [4:0] * 5'h10;
-  assign \$275  = \bank_r__data$277  >> \$1575 ;
+  assign \$1527  = \$274 [4:0] * 5'h10;
+  assign \$275  = \bank_r__data$277  >> \$1527 ;
   assign \$276  = k_base[4:0] + lane_row7;
-  assign \$1579  = \$276 [4:0] * 5'h10;
-  assign \$277  = \bank_r__data$277  >> \$1579 ;
+  assign \$1531  = \$276 [4:0] * 5'h10;
+  assign \$277  = \bank_r__data$277  >> \$1531 ;
   assign \$278  = k_base[4:0] + lane_row8;
-  assign \$1583  = \$278 [4:0] * 5'h10;
-  assign \$279  = \bank_r__data$277  >> \$1583 ;
+  assign \$1535  = \$278 [4:0] * 5'h10;
+  assign \$279  = \bank_r__data$277  >> \$1535 ;
   assign \$280  = k_base[4:0] + lane_row9;
-  assign \$1587  = \$280 [4:0] * 5'h10;
-  assign \$281  = \bank_r__data$277  >> \$1587 ;
+  assign \$1539  = \$280 [4:0] * 5'h10;
+  assign \$281  = \bank_r__data$277  >> \$1539 ;
   assign \$282  = k_base[4:0] + lane_row10;
-  assign \$1591  = \$282 [4:0] * 5'h10;
-  assign \$283  = \bank_r__data$277  >> \$1591 ;
+  assign \$1543  = \$282 [4:0] * 5'h10;
+  assign \$283  = \bank_r__data$277  >> \$1543 ;
   assign \$284  = k_base[4:0] + lane_row11;
-  assign \$1595  = \$284 [4:0] * 5'h10;
-  assign \$285  = \bank_r__data$277  >> \$1595 ;
+  assign \$1547  = \$284 [4:0] * 5'h10;
+  assign \$285  = \bank_r__data$277  >> \$1547 ;
   assign \$286  = k_base[4:0] + lane_row12;
-  assign \$1599  = \$286 [4:0] * 5'h10;
-  assign \$287  = \bank_r__data$277  >> \$1599 ;
+  assign \$1551  = \$286 [4:0] * 5'h10;
+  assign \$287  = \bank_r__data$277  >> \$1551 ;
   assign \$288  = k_base[4:0] + lane_row13;
-  assign \$1603  = \$288 [4:0] * 5'h10;
-  assign \$289  = \bank_r__data$277  >> \$1603 ;
+  assign \$1555  = \$288 [4:0] * 5'h10;
+  assign \$289  = \bank_r__data$277  >> \$1555 ;
   assign \$290  = k_base[4:0] + lane_row14;
-  assign \$1607  = \$290 [4:0] * 5'h10;
-  assign \$291  = \bank_r__data$277  >> \$1607 ;
+  assign \$1559  = \$290 [4:0] * 5'h10;
+  assign \$291  = \bank_r__data$277  >> \$1559 ;
   assign \$292  = k_base[4:0] + lane_row15;
-  assign \$1611  = \$292 [4:0] * 5'h10;
-  assign \$293  = \bank_r__data$277  >> \$1611 ;
+  assign \$1563  = \$292 [4:0] * 5'h10;
+  assign \$293  = \bank_r__data$277  >> \$1563 ;
   assign \$294  = k_base[4:0] + lane_row16;
-  assign \$1615  = \$294 [4:0] * 5'h10;
-  assign \$295  = \bank_r__data$277  >> \$1615 ;
+  assign \$1567  = \$294 [4:0] * 5'h10;
+  assign \$295  = \bank_r__data$277  >> \$1567 ;
   assign \$296  = k_base[4:0] + lane_row17;
-  assign \$1619  = \$296 [4:0] * 5'h10;
-  assign \$297  = \bank_r__data$277  >> \$1619 ;
+  assign \$1571  = \$296 [4:0] * 5'h10;
+  assign \$297  = \bank_r__data$277  >> \$1571 ;
   assign \$298  = k_base[4:0] + lane_row18;
-  assign \$1623  = \$298 [4:0] * 5'h10;
-  assign \$299  = \bank_r__data$277  >> \$1623 ;
+  assign \$1575  = \$298 [4:0] * 5'h10;
+  assign \$299  = \bank_r__data$277  >> \$1575 ;
   assign \$300  = k_base[4:0] + lane_row19;
-  assign \$1627  = \$300 [4:0] * 5'h10;
-  assign \$301  = \bank_r__data$277  >> \$1627 ;
+  assign \$1579  = \$300 [4:0] * 5'h10;
+  assign \$301  = \bank_r__data$277  >> \$1579 ;
   assign \$302  = k_base[4:0] + lane_row20;
-  assign \$1631  = \$302 [4:0] * 5'h10;
-  assign \$303  = \bank_r__data$277  >> \$1631 ;
+  assign \$1583  = \$302 [4:0] * 5'h10;
+  assign \$303  = \bank_r__data$277  >> \$1583 ;
   assign \$304  = k_base[4:0] + lane_row21;
-  assign \$1635  = \$304 [4:0] * 5'h10;
-  assign \$305  = \bank_r__data$277  >> \$1635 ;
+  assign \$1587  = \$304 [4:0] * 5'h10;
+  assign \$305  = \bank_r__data$277  >> \$1587 ;
   assign \$306  = k_base[4:0] + lane_row22;
-  assign \$1639  = \$306 [4:0] * 5'h10;
-  assign \$307  = \bank_r__data$277  >> \$1639 ;
+  assign \$1591  = \$306 [4:0] * 5'h10;
+  assign \$307  = \bank_r__data$277  >> \$1591 ;
   assign \$308  = k_base[4:0] + lane_row23;
-  assign \$1643  = \$308 [4:0] * 5'h10;
-  assign \$309  = \bank_r__data$277  >> \$1643 ;
+  assign \$1595  = \$308 [4:0] * 5'h10;
+  assign \$309  = \bank_r__data$277  >> \$1595 ;
   assign \$310  = k_base[4:0] + lane_row24;
-  assign \$1647  = \$310 [4:0] * 5'h10;
-  assign \$311  = \bank_r__data$277  >> \$1647 ;
+  assign \$1599  = \$310 [4:0] * 5'h10;
+  assign \$311  = \bank_r__data$277  >> \$1599 ;
   assign \$312  = k_base[4:0] + lane_row25;
-  assign \$1651  = \$312 [4:0] * 5'h10;
-  assign \$313  = \bank_r__data$277  >> \$1651 ;
+  assign \$1603  = \$312 [4:0] * 5'h10;
+  assign \$313  = \bank_r__data$277  >> \$1603 ;
   assign \$314  = k_base[4:0] + lane_row26;
-  assign \$1655  = \$314 [4:0] * 5'h10;
-  assign \$315  = \bank_r__data$277  >> \$1655 ;
+  assign \$1607  = \$314 [4:0] * 5'h10;
+  assign \$315  = \bank_r__data$277  >> \$1607 ;
   assign \$316  = k_base[4:0] + lane_row27;
-  assign \$1659  = \$316 [4:0] * 5'h10;
-  assign \$317  = \bank_r__data$277  >> \$1659 ;
+  assign \$1611  = \$316 [4:0] * 5'h10;
+  assign \$317  = \bank_r__data$277  >> \$1611 ;
   assign \$318  = k_base[4:0] + lane_row28;
-  assign \$1663  = \$318 [4:0] * 5'h10;
-  assign \$319  = \bank_r__data$277  >> \$1663 ;
+  assign \$1615  = \$318 [4:0] * 5'h10;
+  assign \$319  = \bank_r__data$277  >> \$1615 ;
   assign \$320  = k_base[4:0] + lane_row29;
-  assign \$1667  = \$320 [4:0] * 5'h10;
-  assign \$321  = \bank_r__data$277  >> \$1667 ;
+  assign \$1619  = \$320 [4:0] * 5'h10;
+  assign \$321  = \bank_r__data$277  >> \$1619 ;
   assign \$322  = k_base[4:0] + lane_row30;
-  assign \$1671  = \$322 [4:0] * 5'h10;
-  assign \$323  = \bank_r__data$277  >> \$1671 ;
+  assign \$1623  = \$322 [4:0] * 5'h10;
+  assign \$323  = \bank_r__data$277  >> \$1623 ;
   assign \$324  = k_base[4:0] + lane_row31;
-  assign \$1675  = \$324 [4:0] * 5'h10;
-  assign \$325  = \bank_r__data$277  >> \$1675 ;
+  assign \$1627  = \$324 [4:0] * 5'h10;
+  assign \$325  = \bank_r__data$277  >> \$1627 ;
   assign \$326  = k_base[4:0] + lane_row0;
-  assign \$1679  = \$326 [4:0] * 5'h10;
-  assign \$327  = \bank_r__data$374  >> \$1679 ;
+  assign \$1631  = \$326 [4:0] * 5'h10;
+  assign \$327  = \bank_r__data$374  >> \$1631 ;
   assign \$328  = k_base[4:0] + lane_row1;
-  assign \$1683  = \$328 [4:0] * 5'h10;
-  assign \$329  = \bank_r__data$374  >> \$1683 ;
+  assign \$1635  = \$328 [4:0] * 5'h10;
+  assign \$329  = \bank_r__data$374  >> \$1635 ;
   assign \$330  = k_base[4:0] + lane_row2;
-  assign \$1687  = \$330 [4:0] * 5'h10;
-  assign \$331  = \bank_r__data$374  >> \$1687 ;
+  assign \$1639  = \$330 [4:0] * 5'h10;
+  assign \$331  = \bank_r__data$374  >> \$1639 ;
   assign \$332  = k_base[4:0] + lane_row3;
-  assign \$1691  = \$332 [4:0] * 5'h10;
-  assign \$333  = \bank_r__data$374  >> \$1691 ;
+  assign \$1643  = \$332 [4:0] * 5'h10;
+  assign \$333  = \bank_r__data$374  >> \$1643 ;
   assign \$334  = k_base[4:0] + lane_row4;
-  assign \$1695  = \$334 [4:0] * 5'h10;
-  assign \$335  = \bank_r__data$374  >> \$1695 ;
+  assign \$1647  = \$334 [4:0] * 5'h10;
+  assign \$335  = \bank_r__data$374  >> \$1647 ;
   assign \$336  = k_base[4:0] + lane_row5;
-  assign \$1699  = \$336 [4:0] * 5'h10;
-  assign \$337  = \bank_r__data$374  >> \$1699 ;
+  assign \$1651  = \$336 [4:0] * 5'h10;
+  assign \$337  = \bank_r__data$374  >> \$1651 ;
   assign \$338  = k_base[4:0] + lane_row6;
-  assign \$1703  = \$338 [4:0] * 5'h10;
-  assign \$339  = \bank_r__data$374  >> \$1703 ;
+  assign \$1655  = \$338 [4:0] * 5'h10;
+  assign \$339  = \bank_r__data$374  >> \$1655 ;
   assign \$340  = k_base[4:0] + lane_row7;
-  assign \$1707  = \$340 [4:0] * 5'h10;
-  assign \$341  = \bank_r__data$374  >> \$1707 ;
+  assign \$1659  = \$340 [4:0] * 5'h10;
+  assign \$341  = \bank_r__data$374  >> \$1659 ;
   assign \$342  = k_base[4:0] + lane_row8;
-  assign \$1711  = \$342 [4:0] * 5'h10;
-  assign \$343  = \bank_r__data$374  >> \$1711 ;
+  assign \$1663  = \$342 [4:0] * 5'h10;
+  assign \$343  = \bank_r__data$374  >> \$1663 ;
   assign \$344  = k_base[4:0] + lane_row9;
-  assign \$1715  = \$344 [4:0] * 5'h10;
-  assign \$345  = \bank_r__data$374  >> \$1715 ;
+  assign \$1667  = \$344 [4:0] * 5'h10;
+  assign \$345  = \bank_r__data$374  >> \$1667 ;
   assign \$346  = k_base[4:0] + lane_row10;
-  assign \$1719  = \$346 [4:0] * 5'h10;
-  assign \$347  = \bank_r__data$374  >> \$1719 ;
+  assign \$1671  = \$346 [4:0] * 5'h10;
+  assign \$347  = \bank_r__data$374  >> \$1671 ;
   assign \$348  = k_base[4:0] + lane_row11;
-  assign \$1723  = \$348 [4:0] * 5'h10;
-  assign \$349  = \bank_r__data$374  >> \$1723 ;
+  assign \$1675  = \$348 [4:0] * 5'h10;
+  assign \$349  = \bank_r__data$374  >> \$1675 ;
   assign \$350  = k_base[4:0] + lane_row12;
-  assign \$1727  = \$350 [4:0] * 5'h10;
-  assign \$351  = \bank_r__data$374  >> \$1727 ;
+  assign \$1679  = \$350 [4:0] * 5'h10;
+  assign \$351  = \bank_r__data$374  >> \$1679 ;
   assign \$352  = k_base[4:0] + lane_row13;
-  assign \$1731  = \$352 [4:0] * 5'h10;
-  assign \$353  = \bank_r__data$374  >> \$1731 ;
+  assign \$1683  = \$352 [4:0] * 5'h10;
+  assign \$353  = \bank_r__data$374  >> \$1683 ;
   assign \$354  = k_base[4:0] + lane_row14;
-  assign \$1735  = \$354 [4:0] * 5'h10;
-  assign \$355  = \bank_r__data$374  >> \$1735 ;
+  assign \$1687  = \$354 [4:0] * 5'h10;
+  assign \$355  = \bank_r__data$374  >> \$1687 ;
   assign \$356  = k_base[4:0] + lane_row15;
-  assign \$1739  = \$356 [4:0] * 5'h10;
-  assign \$357  = \bank_r__data$374  >> \$1739 ;
+  assign \$1691  = \$356 [4:0] * 5'h10;
+  assign \$357  = \bank_r__data$374  >> \$1691 ;
   assign \$358  = k_base[4:0] + lane_row16;
-  assign \$1743  = \$358 [4:0] * 5'h10;
-  assign \$359  = \bank_r__data$374  >> \$1743 ;
+  assign \$1695  = \$358 [4:0] * 5'h10;
+  assign \$359  = \bank_r__data$374  >> \$1695 ;
   assign \$360  = k_base[4:0] + lane_row17;
-  assign \$1747  = \$360 [4:0] * 5'h10;
-  assign \$361  = \bank_r__data$374  >> \$1747 ;
+  assign \$1699  = \$360 [4:0] * 5'h10;
+  assign \$361  = \bank_r__data$374  >> \$1699 ;
   assign \$362  = k_base[4:0] + lane_row18;
-  assign \$1751  = \$362 [4:0] * 5'h10;
-  assign \$363  = \bank_r__data$374  >> \$1751 ;
+  assign \$1703  = \$362 [4:0] * 5'h10;
+  assign \$363  = \bank_r__data$374  >> \$1703 ;
   assign \$364  = k_base[4:0] + lane_row19;
-  assign \$1755  = \$364 [4:0] * 5'h10;
-  assign \$365  = \bank_r__data$374  >> \$1755 ;
+  assign \$1707  = \$364 [4:0] * 5'h10;
+  assign \$365  = \bank_r__data$374  >> \$1707 ;
   assign \$366  = k_base[4:0] + lane_row20;
-  assign \$1759  = \$366 [4:0] * 5'h10;
-  assign \$367  = \bank_r__data$374  >> \$1759 ;
+  assign \$1711  = \$366 [4:0] * 5'h10;
+  assign \$367  = \bank_r__data$374  >> \$1711 ;
   assign \$368  = k_base[4:0] + lane_row21;
-  assign \$1763  = \$368 [4:0] * 5'h10;
-  assign \$369  = \bank_r__data$374  >> \$1763 ;
+  assign \$1715  = \$368 [4:0] * 5'h10;
+  assign \$369  = \bank_r__data$374  >> \$1715 ;
   assign \$370  = k_base[4:0] + lane_row22;
-  assign \$1767  = \$370 [4:0] * 5'h10;
-  assign \$371  = \bank_r__data$374  >> \$1767 ;
+  assign \$1719  = \$370 [4:0] * 5'h10;
+  assign \$371  = \bank_r__data$374  >> \$1719 ;
   assign \$372  = k_base[4:0] + lane_row23;
-  assign \$1771  = \$372 [4:0] * 5'h10;
-  assign \$373  = \bank_r__data$374  >> \$1771 ;
+  assign \$1723  = \$372 [4:0] * 5'h10;
+  assign \$373  = \bank_r__data$374  >> \$1723 ;
   assign \$374  = k_base[4:0] + lane_row24;
-  assign \$1775  = \$374 [4:0] * 5'h10;
-  assign \$375  = \bank_r__data$374  >> \$1775 ;
+  assign \$1727  = \$374 [4:0] * 5'h10;
+  assign \$375  = \bank_r__data$374  >> \$1727 ;
   assign \$376  = k_base[4:0] + lane_row25;
-  assign \$1779  = \$376 [4:0] * 5'h10;
-  assign \$377  = \bank_r__data$374  >> \$1779 ;
+  assign \$1731  = \$376 [4:0] * 5'h10;
+  assign \$377  = \bank_r__data$374  >> \$1731 ;
   assign \$378  = k_base[4:0] + lane_row26;
-  assign \$1783  = \$378 [4:0] * 5'h10;
-  assign \$379  = \bank_r__data$374  >> \$1783 ;
+  assign \$1735  = \$378 [4:0] * 5'h10;
+  assign \$379  = \bank_r__data$374  >> \$1735 ;
   assign \$380  = k_base[4:0] + lane_row27;
-  assign \$1787  = \$380 [4:0] * 5'h10;
-  assign \$381  = \bank_r__data$374  >> \$1787 ;
+  assign \$1739  = \$380 [4:0] * 5'h10;
+  assign \$381  = \bank_r__data$374  >> \$1739 ;
   assign \$382  = k_base[4:0] + lane_row28;
-  assign \$1791  = \$382 [4:0] * 5'h10;
-  assign \$383  = \bank_r__data$374  >> \$1791 ;
+  assign \$1743  = \$382 [4:0] * 5'h10;
+  assign \$383  = \bank_r__data$374  >> \$1743 ;
   assign \$384  = k_base[4:0] + lane_row29;
-  assign \$1795  = \$384 [4:0] * 5'h10;
-  assign \$385  = \bank_r__data$374  >> \$1795 ;
+  assign \$1747  = \$384 [4:0] * 5'h10;
+  assign \$385  = \bank_r__data$374  >> \$1747 ;
   assign \$386  = k_base[4:0] + lane_row30;
-  assign \$1799  = \$386 [4:0] * 5'h10;
-  assign \$387  = \bank_r__data$374  >> \$1799 ;
+  assign \$1751  = \$386 [4:0] * 5'h10;
+  assign \$387  = \bank_r__data$374  >> \$1751 ;
   assign \$388  = k_base[4:0] + lane_row31;
-  assign \$1803  = \$388 [4:0] * 5'h10;
-  assign \$389  = \bank_r__data$374  >> \$1803 ;
-  assign \$390  = fold_word + fold_n_words;
-  assign \$391  = fold_sets - 1'h1;
-  assign \$392  = fold_pack * n_cols;
-  assign \$394  = | set_left;
-  assign \$395  = ! set_left;
-  assign \$396  = | sets1;
-  assign \$397  = \$395  & \$396 ;
-  assign \$398  = \$394  | \$397 ;
-  assign \$399  = shift >= n_cols;
-  assign \$400  = \$signal$489  + fold_n_words;
-  assign \$401  = ! set_left;
-  assign \$402  = | sets1;
-  assign \$403  = \$401  & \$402 ;
-  assign \$404  = sets1 - 1'h1;
-  assign \$405  = set_left - 1'h1;
-  assign \$406  = shift * 6'h20;
-  assign \$407  = \$signal  >> \$406 ;
-  assign \$409  = \wait  == 1'h1;
-  assign \$410  = \wait  - 1'h1;
-  assign \$411  = ! in_row;
-  assign \$signature__en  = in_we & \$411 ;
-  assign \$signature__addr$535  = \mac_d2$54  ? \acc_addr_d2$56  : acc_word;
-  assign \$412  = ! acc_row;
-  assign \$413  = acc_we & \$412 ;
-  assign \$signature__en$537  = \mac_d2$54  | \$413 ;
-  assign \$signature__data$540  = \mac_d2$54  ? { sum_0_31, sum_0_30, sum_0_29, sum_0_28, sum_0_27, sum_0_26, sum_0_25, sum_0_24, sum_0_23, sum_0_22, sum_0_21, sum_0_20, sum_0_19, sum_0_18, sum_0_17, sum_0_16, sum_0_15, sum_0_14, sum_0_13, sum_0_12, sum_0_11, sum_0_10, sum_0_9, sum_0_8, sum_0_7, sum_0_6, sum_0_5, sum_0_4, sum_0_3, sum_0_2, sum_0_1, sum_0_0 } : acc_data;
-  assign \$414  = in_row == 1'h1;
-  assign \$415  = ! in_row;
-  assign \$416  = \$415  & split;
-  assign \$417  = \$414  | \$416 ;
-  assign \$signature__en$576  = in_we & \$417 ;
-  assign \$418  = split ? k_base1 : k_base;
-  assign \$signature__addr$581  = \mac_row1_d2$77  ? \acc_addr_row1_d2$79  : acc_word;
-  assign \$419  = acc_row == 1'h1;
-  assign \$420  = acc_we & \$419 ;
-  assign \$signature__en$582  = \mac_row1_d2$77  | \$420 ;
-  assign \$signature__data$583  = \mac_row1_d2$77  ? { sum_1_31, sum_1_30, sum_1_29, sum_1_28, sum_1_27, sum_1_26, sum_1_25, sum_1_24, sum_1_23, sum_1_22, sum_1_21, sum_1_20, sum_1_19, sum_1_18, sum_1_17, sum_1_16, sum_1_15, sum_1_14, sum_1_13, sum_1_12, sum_1_11, sum_1_10, sum_1_9, sum_1_8, sum_1_7, sum_1_6, sum_1_5, sum_1_4, sum_1_3, sum_1_2, sum_1_1, sum_1_0 } : acc_data;
-  assign \$421  = in_row == 2'h2;
-  assign \$signature__en$618  = in_we & \$421 ;
-  assign \$signature__addr$623  = \mac_d2$54  ? \acc_addr_d2$56  : acc_word;
-  assign \$422  = acc_row == 2'h2;
-  assign \$423  = acc_we & \$422 ;
-  assign \$signature__en$624  = \mac_d2$54  | \$423 ;
-  assign \$signature__data$625  = \mac_d2$54  ? { sum_2_31, sum_2_30, sum_2_29, sum_2_28, sum_2_27, sum_2_26, sum_2_25, sum_2_24, sum_2_23, sum_2_22, sum_2_21, sum_2_20, sum_2_19, sum_2_18, sum_2_17, sum_2_16, sum_2_15, sum_2_14, sum_2_13, sum_2_12, sum_2_11, sum_2_10, sum_2_9, sum_2_8, sum_2_7, sum_2_6, sum_2_5, sum_2_4, sum_2_3, sum_2_2, sum_2_1, sum_2_0 } : acc_data;
-  assign \$424  = in_row == 2'h3;
-  assign \$signature__en$660  = in_we & \$424 ;
-  assign \$signature__addr$665  = \mac_d2$54  ? \acc_addr_d2$56  : acc_word;
-  assign \$425  = acc_row == 2'h3;
-  assign \$426  = acc_we & \$425 ;
-  assign \$signature__en$666  = \mac_d2$54  | \$426 ;
-  assign \$signature__data$667  = \mac_d2$54  ? { sum_3_31, sum_3_30, sum_3_29, sum_3_28, sum_3_27, sum_3_26, sum_3_25, sum_3_24, sum_3_23, sum_3_22, sum_3_21, sum_3_20, sum_3_19, sum_3_18, sum_3_17, sum_3_16, sum_3_15, sum_3_14, sum_3_13, sum_3_12, sum_3_11, sum_3_10, sum_3_9, sum_3_8, sum_3_7, sum_3_6, sum_3_5, sum_3_4, sum_3_3, sum_3_2, sum_3_1, sum_3_0 } : acc_data;
-  assign \$427  = ! set_left;
-  assign \$428  = | sets1;
-  assign \$429  = \$427  & \$428 ;
-  assign \$430  = \$429  ? word : \$signal$476 ;
-  assign \$431  = ! set_left;
-  assign \$432  = | sets1;
-  assign \$433  = \$431  & \$432 ;
-  assign \$434  = \$433  ? 2'h1 : src_row;
-  assign \$435  = | set_left;
-  assign \$436  = ! set_left;
-  assign \$437  = | sets1;
-  assign \$438  = \$436  & \$437 ;
-  assign \$439  = \$435  | \$438 ;
-  assign \$440  = shift >= n_cols;
-  assign \$441  = ! fold_state;
-  assign \$442  = fold_state == 1'h1;
-  assign \$443  = fold_state == 2'h2;
-  assign \$444  = first_d2 ? 32'd0 : \$signature__data$754 [31:0];
-  assign \$445  = active_d2 > 1'h0;
-  assign \$446  = \$445  ? product_r_0_0 : 32'd0;
-  assign \$447  = first_d2 ? 32'd0 : \$signature__data$754 [63:32];
-  assign \$448  = active_d2 > 1'h1;
-  assign \$449  = \$448  ? product_r_0_1 : 32'd0;
-  assign \$450  = first_d2 ? 32'd0 : \$signature__data$754 [95:64];
-  assign \$451  = active_d2 > 2'h2;
-  assign \$452  = \$451  ? product_r_0_2 : 32'd0;
-  assign \$453  = first_d2 ? 32'd0 : \$signature__data$754 [127:96];
-  assign \$454  = active_d2 > 2'h3;
-  assign \$455  = \$454  ? product_r_0_3 : 32'd0;
-  assign \$456  = first_d2 ? 32'd0 : \$signature__data$754 [159:128];
-  assign \$457  = active_d2 > 3'h4;
-  assign \$458  = \$457  ? product_r_0_4 : 32'd0;
-  assign \$459  = first_d2 ? 32'd0 : \$signature__data$754 [191:160];
-  assign \$460  = active_d2 > 3'h5;
-  assign \$461  = \$460  ? product_r_0_5 : 32'd0;
-  assign \$462  = first_d2 ? 32'd0 : \$signature__data$754 [223:192];
-  assign \$463  = active_d2 > 3'h6;
-  assign \$464  = \$463  ? product_r_0_6 : 32'd0;
-  assign \$465  = first_d2 ? 32'd0 : \$signature__data$754 [255:224];
-  assign \$466  = active_d2 > 3'h7;
-  assign \$467  = \$466  ? product_r_0_7 : 32'd0;
-  assign \$468  = first_d2 ? 32'd0 : \$signature__data$754 [287:256];
-  assign \$469  = active_d2 > 4'h8;
-  assign \$470  = \$469  ? product_r_0_8 : 32'd0;
-  assign \$471  = first_d2 ? 32'd0 : \$signature__data$754 [319:288];
-  assign \$472  = active_d2 > 4'h9;
-  assign \$473  = \$472  ? product_r_0_9 : 32'd0;
-  assign \$474  = first_d2 ? 32'd0 : \$signature__data$754 [351:320];
-  assign \$475  = active_d2 > 4'ha;
-  assign \$476  = \$475  ? product_r_0_10 : 32'd0;
-  assign \$477  = first_d2 ? 32'd0 : \$signature__data$754 [383:352];
-  assign \$478  = active_d2 > 4'hb;
-  assign \$479  = \$478  ? product_r_0_11 : 32'd0;
-  assign \$480  = first_d2 ? 32'd0 : \$signature__data$754 [415:384];
-  assign \$481  = active_d2 > 4'hc;
-  assign \$482  = \$481  ? product_r_0_12 : 32'd0;
-  assign \$483  = first_d2 ? 32'd0 : \$signature__data$754 [447:416];
-  assign \$484  = active_d2 > 4'hd;
-  assign \$485  = \$484  ? product_r_0_13 : 32'd0;
-  assign \$486  = first_d2 ? 32'd0 : \$signature__data$754 [479:448];
-  assign \$487  = active_d2 > 4'he;
-  assign \$488  = \$487  ? product_r_0_14 : 32'd0;
-  assign \$489  = first_d2 ? 32'd0 : \$signature__data$754 [511:480];
-  assign \$490  = active_d2 > 4'hf;
-  assign \$491  = \$490  ? product_r_0_15 : 32'd0;
-  assign \$492  = first_d2 ? 32'd0 : \$signature__data$754 [543:512];
-  assign \$493  = active_d2 > 5'h10;
-  assign \$494  = \$493  ? product_r_0_16 : 32'd0;
-  assign \$495  = first_d2 ? 32'd0 : \$signature__data$754 [575:544];
-  assign \$496  = active_d2 > 5'h11;
-  assign \$497  = \$496  ? product_r_0_17 : 32'd0;
-  assign \$498  = first_d2 ? 32'd0 : \$signature__data$754 [607:576];
-  assign \$499  = active_d2 > 5'h12;
-  assign \$500  = \$499  ? product_r_0_18 : 32'd0;
-  assign \$501  = first_d2 ? 32'd0 : \$signature__data$754 [639:608];
-  assign \$502  = active_d2 > 5'h13;
-  assign \$503  = \$502  ? product_r_0_19 : 32'd0;
-  assign \$504  = first_d2 ? 32'd0 : \$signature__data$754 [671:640];
-  assign \$505  = active_d2 > 5'h14;
-  assign \$506  = \$505  ? product_r_0_20 : 32'd0;
-  assign \$507  = first_d2 ? 32'd0 : \$signature__data$754 [703:672];
-  assign \$508  = active_d2 > 5'h15;
-  assign \$509  = \$508  ? product_r_0_21 : 32'd0;
-  assign \$510  = first_d2 ? 32'd0 : \$signature__data$754 [735:704];
-  assign \$511  = active_d2 > 5'h16;
-  assign \$512  = \$511  ? product_r_0_22 : 32'd0;
-  assign \$513  = first_d2 ? 32'd0 : \$signature__data$754 [767:736];
-  assign \$514  = active_d2 > 5'h17;
-  assign \$515  = \$514  ? product_r_0_23 : 32'd0;
-  assign \$516  = first_d2 ? 32'd0 : \$signature__data$754 [799:768];
-  assign \$517  = active_d2 > 5'h18;
-  assign \$518  = \$517  ? product_r_0_24 : 32'd0;
-  assign \$519  = first_d2 ? 32'd0 : \$signature__data$754 [831:800];
-  assign \$520  = active_d2 > 5'h19;
-  assign \$521  = \$520  ? product_r_0_25 : 32'd0;
-  assign \$522  = first_d2 ? 32'd0 : \$signature__data$754 [863:832];
-  assign \$523  = active_d2 > 5'h1a;
-  assign \$524  = \$523  ? product_r_0_26 : 32'd0;
-  assign \$525  = first_d2 ? 32'd0 : \$signature__data$754 [895:864];
-  assign \$526  = active_d2 > 5'h1b;
-  assign \$527  = \$526  ? product_r_0_27 : 32'd0;
-  assign \$528  = first_d2 ? 32'd0 : \$signature__data$754 [927:896];
-  assign \$529  = active_d2 > 5'h1c;
-  assign \$530  = \$529  ? product_r_0_28 : 32'd0;
-  assign \$531  = first_d2 ? 32'd0 : \$signature__data$754 [959:928];
-  assign \$532  = active_d2 > 5'h1d;
-  assign \$533  = \$532  ? product_r_0_29 : 32'd0;
-  assign \$534  = first_d2 ? 32'd0 : \$signature__data$754 [991:960];
-  assign \$535  = active_d2 > 5'h1e;
-  assign \$536  = \$535  ? product_r_0_30 : 32'd0;
-  assign \$537  = first_d2 ? 32'd0 : \$signature__data$754 [1023:992];
-  assign \$538  = active_d2 > 5'h1f;
-  assign \$539  = \$538  ? product_r_0_31 : 32'd0;
-  assign \$540  = first_row1_d2 ? 32'd0 : \$signature__data$755 [31:0];
-  assign \$541  = active_row1_d2 > 1'h0;
-  assign \$542  = \$541  ? product_r_1_0 : 32'd0;
-  assign \$543  = first_row1_d2 ? 32'd0 : \$signature__data$755 [63:32];
-  assign \$544  = active_row1_d2 > 1'h1;
-  assign \$545  = \$544  ? product_r_1_1 : 32'd0;
-  assign \$546  = first_row1_d2 ? 32'd0 : \$signature__data$755 [95:64];
-  assign \$547  = active_row1_d2 > 2'h2;
-  assign \$548  = \$547  ? product_r_1_2 : 32'd0;
-  assign \$549  = first_row1_d2 ? 32'd0 : \$signature__data$755 [127:96];
-  assign \$550  = active_row1_d2 > 2'h3;
-  assign \$551  = \$550  ? product_r_1_3 : 32'd0;
-  assign \$552  = first_row1_d2 ? 32'd0 : \$signature__data$755 [159:128];
-  assign \$553  = active_row1_d2 > 3'h4;
-  assign \$554  = \$553  ? product_r_1_4 : 32'd0;
-  assign \$555  = first_row1_d2 ? 32'd0 : \$signature__data$755 [191:160];
-  assign \$556  = active_row1_d2 > 3'h5;
-  assign \$557  = \$556  ? product_r_1_5 : 32'd0;
-  assign \$558  = first_row1_d2 ? 32'd0 : \$signature__data$755 [223:192];
-  assign \$559  = active_row1_d2 > 3'h6;
-  assign \$560  = \$559  ? product_r_1_6 : 32'd0;
-  assign \$561  = first_row1_d2 ? 32'd0 : \$signature__data$755 [255:224];
-  assign \$562  = active_row1_d2 > 3'h7;
-  assign \$563  = \$562  ? product_r_1_7 : 32'd0;
-  assign \$564  = first_row1_d2 ? 32'd0 : \$signature__data$755 [287:256];
-  assign \$565  = active_row1_d2 > 4'h8;
-  assign \$566  = \$565  ? product_r_1_8 : 32'd0;
-  assign \$567  = first_row1_d2 ? 32'd0 : \$signature__data$755 [319:288];
-  assign \$568  = active_row1_d2 > 4'h9;
-  assign \$569  = \$568  ? product_r_1_9 : 32'd0;
-  assign \$570  = first_row1_d2 ? 32'd0 : \$signature__data$755 [351:320];
-  assign \$571  = active_row1_d2 > 4'ha;
-  assign \$572  = \$571  ? product_r_1_10 : 32'd0;
-  assign \$573  = first_row1_d2 ? 32'd0 : \$signature__data$755 [383:352];
-  assign \$574  = active_row1_d2 > 4'hb;
-  assign \$575  = \$574  ? product_r_1_11 : 32'd0;
-  assign \$576  = first_row1_d2 ? 32'd0 : \$signature__data$755 [415:384];
-  assign \$577  = active_row1_d2 > 4'hc;
-  assign \$578  = \$577  ? product_r_1_12 : 32'd0;
-  assign \$579  = first_row1_d2 ? 32'd0 : \$signature__data$755 [447:416];
-  assign \$580  = active_row1_d2 > 4'hd;
-  assign \$581  = \$580  ? product_r_1_13 : 32'd0;
-  assign \$582  = first_row1_d2 ? 32'd0 : \$signature__data$755 [479:448];
-  assign \$583  = active_row1_d2 > 4'he;
-  assign \$584  = \$583  ? product_r_1_14 : 32'd0;
-  assign \$585  = first_row1_d2 ? 32'd0 : \$signature__data$755 [511:480];
-  assign \$586  = active_row1_d2 > 4'hf;
-  assign \$587  = \$586  ? product_r_1_15 : 32'd0;
-  assign \$588  = first_row1_d2 ? 32'd0 : \$signature__data$755 [543:512];
-  assign \$589  = active_row1_d2 > 5'h10;
-  assign \$590  = \$589  ? product_r_1_16 : 32'd0;
-  assign \$591  = first_row1_d2 ? 32'd0 : \$signature__data$755 [575:544];
-  assign \$592  = active_row1_d2 > 5'h11;
-  assign \$593  = \$592  ? product_r_1_17 : 32'd0;
-  assign \$594  = first_row1_d2 ? 32'd0 : \$signature__data$755 [607:576];
-  assign \$595  = active_row1_d2 > 5'h12;
-  assign \$596  = \$595  ? product_r_1_18 : 32'd0;
-  assign \$597  = first_row1_d2 ? 32'd0 : \$signature__data$755 [639:608];
-  assign \$598  = active_row1_d2 > 5'h13;
-  assign \$599  = \$598  ? product_r_1_19 : 32'd0;
-  assign \$600  = first_row1_d2 ? 32'd0 : \$signature__data$755 [671:640];
-  assign \$601  = active_row1_d2 > 5'h14;
-  assign \$602  = \$601  ? product_r_1_20 : 32'd0;
-  assign \$603  = first_row1_d2 ? 32'd0 : \$signature__data$755 [703:672];
-  assign \$604  = active_row1_d2 > 5'h15;
-  assign \$605  = \$604  ? product_r_1_21 : 32'd0;
-  assign \$606  = first_row1_d2 ? 32'd0 : \$signature__data$755 [735:704];
-  assign \$607  = active_row1_d2 > 5'h16;
-  assign \$608  = \$607  ? product_r_1_22 : 32'd0;
-  assign \$609  = first_row1_d2 ? 32'd0 : \$signature__data$755 [767:736];
-  assign \$610  = active_row1_d2 > 5'h17;
-  assign \$611  = \$610  ? product_r_1_23 : 32'd0;
-  assign \$612  = first_row1_d2 ? 32'd0 : \$signature__data$755 [799:768];
-  assign \$613  = active_row1_d2 > 5'h18;
-  assign \$614  = \$613  ? product_r_1_24 : 32'd0;
-  assign \$615  = first_row1_d2 ? 32'd0 : \$signature__data$755 [831:800];
-  assign \$616  = active_row1_d2 > 5'h19;
-  assign \$617  = \$616  ? product_r_1_25 : 32'd0;
-  assign \$618  = first_row1_d2 ? 32'd0 : \$signature__data$755 [863:832];
-  assign \$619  = active_row1_d2 > 5'h1a;
-  assign \$620  = \$619  ? product_r_1_26 : 32'd0;
-  assign \$621  = first_row1_d2 ? 32'd0 : \$signature__data$755 [895:864];
-  assign \$622  = active_row1_d2 > 5'h1b;
-  assign \$623  = \$622  ? product_r_1_27 : 32'd0;
-  assign \$624  = first_row1_d2 ? 32'd0 : \$signature__data$755 [927:896];
-  assign \$625  = active_row1_d2 > 5'h1c;
-  assign \$626  = \$625  ? product_r_1_28 : 32'd0;
-  assign \$627  = first_row1_d2 ? 32'd0 : \$signature__data$755 [959:928];
-  assign \$628  = active_row1_d2 > 5'h1d;
-  assign \$629  = \$628  ? product_r_1_29 : 32'd0;
-  assign \$630  = first_row1_d2 ? 32'd0 : \$signature__data$755 [991:960];
-  assign \$631  = active_row1_d2 > 5'h1e;
-  assign \$632  = \$631  ? product_r_1_30 : 32'd0;
-  assign \$633  = first_row1_d2 ? 32'd0 : \$signature__data$755 [1023:992];
-  assign \$634  = active_row1_d2 > 5'h1f;
-  assign \$635  = \$634  ? product_r_1_31 : 32'd0;
-  assign \$636  = first_d2 ? 32'd0 : \$signature__data$756 [31:0];
-  assign \$637  = active_d2 > 1'h0;
-  assign \$638  = \$637  ? product_r_2_0 : 32'd0;
-  assign \$639  = first_d2 ? 32'd0 : \$signature__data$756 [63:32];
-  assign \$640  = active_d2 > 1'h1;
-  assign \$641  = \$640  ? product_r_2_1 : 32'd0;
-  assign \$642  = first_d2 ? 32'd0 : \$signature__data$756 [95:64];
-  assign \$643  = active_d2 > 2'h2;
-  assign \$644  = \$643  ? product_r_2_2 : 32'd0;
-  assign \$645  = first_d2 ? 32'd0 : \$signature__data$756 [127:96];
-  assign \$646  = active_d2 > 2'h3;
-  assign \$647  = \$646  ? product_r_2_3 : 32'd0;
-  assign \$648  = first_d2 ? 32'd0 : \$signature__data$756 [159:128];
-  assign \$649  = active_d2 > 3'h4;
-  assign \$650  = \$649  ? product_r_2_4 : 32'd0;
-  assign \$651  = first_d2 ? 32'd0 : \$signature__data$756 [191:160];
-  assign \$652  = active_d2 > 3'h5;
-  assign \$653  = \$652  ? product_r_2_5 : 32'd0;
-  assign \$654  = first_d2 ? 32'd0 : \$signature__data$756 [223:192];
-  assign \$655  = active_d2 > 3'h6;
-  assign \$656  = \$655  ? product_r_2_6 : 32'd0;
-  assign \$657  = first_d2 ? 32'd0 : \$signature__data$756 [255:224];
-  assign \$658  = active_d2 > 3'h7;
-  assign \$659  = \$658  ? product_r_2_7 : 32'd0;
-  assign \$660  = first_d2 ? 32'd0 : \$signature__data$756 [287:256];
-  assign \$661  = active_d2 > 4'h8;
-  assign \$662  = \$661  ? product_r_2_8 : 32'd0;
-  assign \$663  = first_d2 ? 32'd0 : \$signature__data$756 [319:288];
-  assign \$664  = active_d2 > 4'h9;
-  assign \$665  = \$664  ? product_r_2_9 : 32'd0;
-  assign \$666  = first_d2 ? 32'd0 : \$signature__data$756 [351:320];
-  assign \$667  = active_d2 > 4'ha;
-  assign \$668  = \$667  ? product_r_2_10 : 32'd0;
-  assign \$669  = first_d2 ? 32'd0 : \$signature__data$756 [383:352];
-  assign \$670  = active_d2 > 4'hb;
-  assign \$671  = \$670  ? product_r_2_11 : 32'd0;
-  assign \$672  = first_d2 ? 32'd0 : \$signature__data$756 [415:384];
-  assign \$673  = active_d2 > 4'hc;
-  assign \$674  = \$673  ? product_r_2_12 : 32'd0;
-  assign \$675  = first_d2 ? 32'd0 : \$signature__data$756 [447:416];
-  assign \$676  = active_d2 > 4'hd;
-  assign \$677  = \$676  ? product_r_2_13 : 32'd0;
-  assign \$678  = first_d2 ? 32'd0 : \$signature__data$756 [479:448];
-  assign \$679  = active_d2 > 4'he;
-  assign \$680  = \$679  ? product_r_2_14 : 32'd0;
-  assign \$681  = first_d2 ? 32'd0 : \$signature__data$756 [511:480];
-  assign \$682  = active_d2 > 4'hf;
-  assign \$683  = \$682  ? product_r_2_15 : 32'd0;
-  assign \$684  = first_d2 ? 32'd0 : \$signature__data$756 [543:512];
-  assign \$685  = active_d2 > 5'h10;
-  assign \$686  = \$685  ? product_r_2_16 : 32'd0;
-  assign \$687  = first_d2 ? 32'd0 : \$signature__data$756 [575:544];
-  assign \$688  = active_d2 > 5'h11;
-  assign \$689  = \$688  ? product_r_2_17 : 32'd0;
-  assign \$690  = first_d2 ? 32'd0 : \$signature__data$756 [607:576];
-  assign \$691  = active_d2 > 5'h12;
-  assign \$692  = \$691  ? product_r_2_18 : 32'd0;
-  assign \$693  = first_d2 ? 32'd0 : \$signature__data$756 [639:608];
-  assign \$694  = active_d2 > 5'h13;
-  assign \$695  = \$694  ? product_r_2_19 : 32'd0;
-  assign \$696  = first_d2 ? 32'd0 : \$signature__data$756 [671:640];
-  assign \$697  = active_d2 > 5'h14;
-  assign \$698  = \$697  ? product_r_2_20 : 32'd0;
-  assign \$699  = first_d2 ? 32'd0 : \$signature__data$756 [703:672];
-  assign \$700  = active_d2 > 5'h15;
-  assign \$701  = \$700  ? product_r_2_21 : 32'd0;
-  assign \$702  = first_d2 ? 32'd0 : \$signature__data$756 [735:704];
-  assign \$703  = active_d2 > 5'h16;
-  assign \$704  = \$703  ? product_r_2_22 : 32'd0;
-  assign \$705  = first_d2 ? 32'd0 : \$signature__data$756 [767:736];
-  assign \$706  = active_d2 > 5'h17;
-  assign \$707  = \$706  ? product_r_2_23 : 32'd0;
-  assign \$708  = first_d2 ? 32'd0 : \$signature__data$756 [799:768];
-  assign \$709  = active_d2 > 5'h18;
-  assign \$710  = \$709  ? product_r_2_24 : 32'd0;
-  assign \$711  = first_d2 ? 32'd0 : \$signature__data$756 [831:800];
-  assign \$712  = active_d2 > 5'h19;
-  assign \$713  = \$712  ? product_r_2_25 : 32'd0;
-  assign \$714  = first_d2 ? 32'd0 : \$signature__data$756 [863:832];
-  assign \$715  = active_d2 > 5'h1a;
-  assign \$716  = \$715  ? product_r_2_26 : 32'd0;
-  assign \$717  = first_d2 ? 32'd0 : \$signature__data$756 [895:864];
-  assign \$718  = active_d2 > 5'h1b;
-  assign \$719  = \$718  ? product_r_2_27 : 32'd0;
-  assign \$720  = first_d2 ? 32'd0 : \$signature__data$756 [927:896];
-  assign \$721  = active_d2 > 5'h1c;
-  assign \$722  = \$721  ? product_r_2_28 : 32'd0;
-  assign \$723  = first_d2 ? 32'd0 : \$signature__data$756 [959:928];
-  assign \$724  = active_d2 > 5'h1d;
-  assign \$725  = \$724  ? product_r_2_29 : 32'd0;
-  assign \$726  = first_d2 ? 32'd0 : \$signature__data$756 [991:960];
-  assign \$727  = active_d2 > 5'h1e;
-  assign \$728  = \$727  ? product_r_2_30 : 32'd0;
-  assign \$729  = first_d2 ? 32'd0 : \$signature__data$756 [1023:992];
-  assign \$730  = active_d2 > 5'h1f;
-  assign \$731  = \$730  ? product_r_2_31 : 32'd0;
-  assign \$732  = first_d2 ? 32'd0 : \$signature__data$757 [31:0];
-  assign \$733  = active_d2 > 1'h0;
-  assign \$734  = \$733  ? product_r_3_0 : 32'd0;
-  assign \$735  = first_d2 ? 32'd0 : \$signature__data$757 [63:32];
-  assign \$736  = active_d2 > 1'h1;
-  assign \$737  = \$736  ? product_r_3_1 : 32'd0;
-  assign \$738  = first_d2 ? 32'd0 : \$signature__data$757 [95:64];
-  assign \$739  = active_d2 > 2'h2;
-  assign \$740  = \$739  ? product_r_3_2 : 32'd0;
-  assign \$741  = first_d2 ? 32'd0 : \$signature__data$757 [127:96];
-  assign \$742  = active_d2 > 2'h3;
-  assign \$743  = \$742  ? product_r_3_3 : 32'd0;
-  assign \$744  = first_d2 ? 32'd0 : \$signature__data$757 [159:128];
-  assign \$745  = active_d2 > 3'h4;
-  assign \$746  = \$745  ? product_r_3_4 : 32'd0;
-  assign \$747  = first_d2 ? 32'd0 : \$signature__data$757 [191:160];
-  assign \$748  = active_d2 > 3'h5;
-  assign \$749  = \$748  ? product_r_3_5 : 32'd0;
-  assign \$750  = first_d2 ? 32'd0 : \$signature__data$757 [223:192];
-  assign \$751  = active_d2 > 3'h6;
-  assign \$752  = \$751  ? product_r_3_6 : 32'd0;
-  assign \$753  = first_d2 ? 32'd0 : \$signature__data$757 [255:224];
-  assign \$754  = active_d2 > 3'h7;
-  assign \$755  = \$754  ? product_r_3_7 : 32'd0;
-  assign \$756  = first_d2 ? 32'd0 : \$signature__data$757 [287:256];
-  assign \$757  = active_d2 > 4'h8;
-  assign \$758  = \$757  ? product_r_3_8 : 32'd0;
-  assign \$759  = first_d2 ? 32'd0 : \$signature__data$757 [319:288];
-  assign \$760  = active_d2 > 4'h9;
-  assign \$761  = \$760  ? product_r_3_9 : 32'd0;
-  assign \$762  = first_d2 ? 32'd0 : \$signature__data$757 [351:320];
-  assign \$763  = active_d2 > 4'ha;
-  assign \$764  = \$763  ? product_r_3_10 : 32'd0;
-  assign \$765  = first_d2 ? 32'd0 : \$signature__data$757 [383:352];
-  assign \$766  = active_d2 > 4'hb;
-  assign \$767  = \$766  ? product_r_3_11 : 32'd0;
-  assign \$768  = first_d2 ? 32'd0 : \$signature__data$757 [415:384];
-  assign \$769  = active_d2 > 4'hc;
-  assign \$770  = \$769  ? product_r_3_12 : 32'd0;
-  assign \$771  = first_d2 ? 32'd0 : \$signature__data$757 [447:416];
-  assign \$772  = active_d2 > 4'hd;
-  assign \$773  = \$772  ? product_r_3_13 : 32'd0;
-  assign \$774  = first_d2 ? 32'd0 : \$signature__data$757 [479:448];
-  assign \$775  = active_d2 > 4'he;
-  assign \$776  = \$775  ? product_r_3_14 : 32'd0;
-  assign \$777  = first_d2 ? 32'd0 : \$signature__data$757 [511:480];
-  assign \$778  = active_d2 > 4'hf;
-  assign \$779  = \$778  ? product_r_3_15 : 32'd0;
-  assign \$780  = first_d2 ? 32'd0 : \$signature__data$757 [543:512];
-  assign \$781  = active_d2 > 5'h10;
-  assign \$782  = \$781  ? product_r_3_16 : 32'd0;
-  assign \$783  = first_d2 ? 32'd0 : \$signature__data$757 [575:544];
-  assign \$784  = active_d2 > 5'h11;
-  assign \$785  = \$784  ? product_r_3_17 : 32'd0;
-  assign \$786  = first_d2 ? 32'd0 : \$signature__data$757 [607:576];
-  assign \$787  = active_d2 > 5'h12;
-  assign \$788  = \$787  ? product_r_3_18 : 32'd0;
-  assign \$789  = first_d2 ? 32'd0 : \$signature__data$757 [639:608];
-  assign \$790  = active_d2 > 5'h13;
-  assign \$791  = \$790  ? product_r_3_19 : 32'd0;
-  assign \$792  = first_d2 ? 32'd0 : \$signature__data$757 [671:640];
-  assign \$793  = active_d2 > 5'h14;
-  assign \$794  = \$793  ? product_r_3_20 : 32'd0;
-  assign \$795  = first_d2 ? 32'd0 : \$signature__data$757 [703:672];
-  assign \$796  = active_d2 > 5'h15;
-  assign \$797  = \$796  ? product_r_3_21 : 32'd0;
-  assign \$798  = first_d2 ? 32'd0 : \$signature__data$757 [735:704];
-  assign \$799  = active_d2 > 5'h16;
-  assign \$800  = \$799  ? product_r_3_22 : 32'd0;
-  assign \$801  = first_d2 ? 32'd0 : \$signature__data$757 [767:736];
-  assign \$802  = active_d2 > 5'h17;
-  assign \$803  = \$802  ? product_r_3_23 : 32'd0;
-  assign \$804  = first_d2 ? 32'd0 : \$signature__data$757 [799:768];
-  assign \$805  = active_d2 > 5'h18;
-  assign \$806  = \$805  ? product_r_3_24 : 32'd0;
-  assign \$807  = first_d2 ? 32'd0 : \$signature__data$757 [831:800];
-  assign \$808  = active_d2 > 5'h19;
-  assign \$809  = \$808  ? product_r_3_25 : 32'd0;
-  assign \$810  = first_d2 ? 32'd0 : \$signature__data$757 [863:832];
-  assign \$811  = active_d2 > 5'h1a;
-  assign \$812  = \$811  ? product_r_3_26 : 32'd0;
-  assign \$813  = first_d2 ? 32'd0 : \$signature__data$757 [895:864];
-  assign \$814  = active_d2 > 5'h1b;
-  assign \$815  = \$814  ? product_r_3_27 : 32'd0;
-  assign \$816  = first_d2 ? 32'd0 : \$signature__data$757 [927:896];
-  assign \$817  = active_d2 > 5'h1c;
-  assign \$818  = \$817  ? product_r_3_28 : 32'd0;
-  assign \$819  = first_d2 ? 32'd0 : \$signature__data$757 [959:928];
-  assign \$820  = active_d2 > 5'h1d;
-  assign \$821  = \$820  ? product_r_3_29 : 32'd0;
-  assign \$822  = first_d2 ? 32'd0 : \$signature__data$757 [991:960];
-  assign \$823  = active_d2 > 5'h1e;
-  assign \$824  = \$823  ? product_r_3_30 : 32'd0;
-  assign \$825  = first_d2 ? 32'd0 : \$signature__data$757 [1023:992];
-  assign \$826  = active_d2 > 5'h1f;
-  assign \$827  = \$826  ? product_r_3_31 : 32'd0;
-  always @(posedge clk)
-    lane_row0 <= \$828 ;
-  always @(posedge clk)
-    lane_row1 <= \$829 ;
-  always @(posedge clk)
-    lane_row2 <= \$830 ;
-  always @(posedge clk)
-    lane_row3 <= \$831 ;
-  always @(posedge clk)
-    lane_row4 <= \$832 ;
-  always @(posedge clk)
-    lane_row5 <= \$833 ;
-  always @(posedge clk)
-    lane_row6 <= \$834 ;
-  always @(posedge clk)
-    lane_row7 <= \$835 ;
-  always @(posedge clk)
-    lane_row8 <= \$836 ;
-  always @(posedge clk)
-    lane_row9 <= \$837 ;
-  always @(posedge clk)
-    lane_row10 <= \$838 ;
-  always @(posedge clk)
-    lane_row11 <= \$839 ;
-  always @(posedge clk)
-    lane_row12 <= \$840 ;
-  always @(posedge clk)
-    lane_row13 <= \$841 ;
-  always @(posedge clk)
-    lane_row14 <= \$842 ;
-  always @(posedge clk)
-    lane_row15 <= \$843 ;
-  always @(posedge clk)
-    lane_row16 <= \$844 ;
-  always @(posedge clk)
-    lane_row17 <= \$845 ;
-  always @(posedge clk)
-    lane_row18 <= \$846 ;
-  always @(posedge clk)
-    lane_row19 <= \$847 ;
-  always @(posedge clk)
-    lane_row20 <= \$848 ;
-  always @(posedge clk)
-    lane_row21 <= \$849 ;
-  always @(posedge clk)
-    lane_row22 <= \$850 ;
-  always @(posedge clk)
-    lane_row23 <= \$851 ;
-  always @(posedge clk)
-    lane_row24 <= \$852 ;
-  always @(posedge clk)
-    lane_row25 <= \$853 ;
-  always @(posedge clk)
-    lane_row26 <= \$854 ;
-  always @(posedge clk)
-    lane_row27 <= \$855 ;
-  always @(posedge clk)
-    lane_row28 <= \$856 ;
-  always @(posedge clk)
-    lane_row29 <= \$857 ;
-  always @(posedge clk)
-    lane_row30 <= \$858 ;
-  always @(posedge clk)
-    lane_row31 <= \$859 ;
-  always @(posedge clk)
-    mac_d1 <= \$860 ;
-  always @(posedge clk)
-    first_d1 <= \$861 ;
-  always @(posedge clk)
-    acc_addr_d1 <= \$862 ;
-  always @(posedge clk)
-    active_d1 <= \$863 ;
-  always @(posedge clk)
-    w_d1 <= \$864 ;
-  always @(posedge clk)
-    \mac_d1$45  <= \$865 ;
-  always @(posedge clk)
-    mac_d2 <= \$866 ;
-  always @(posedge clk)
-    \first_d1$47  <= \$867 ;
-  always @(posedge clk)
-    first_d2 <= \$868 ;
-  always @(posedge clk)
-    \acc_addr_d1$49  <= \$869 ;
-  always @(posedge clk)
-    acc_addr_d2 <= \$870 ;
-  always @(posedge clk)
-    \active_d1$51  <= \$871 ;
-  always @(posedge clk)
-    active_d2 <= \$872 ;
-  always @(posedge clk)
-    \mac_d1$53  <= \$873 ;
-  always @(posedge clk)
-    \mac_d2$54  <= \$874 ;
-  always @(posedge clk)
-    \acc_addr_d1$55  <= \$875 ;
-  always @(posedge clk)
-    \acc_addr_d2$56  <= \$876 ;
-  always @(posedge clk)
-    mac_row1_d1 <= \$877 ;
-  always @(posedge clk)
-    first_row1_d1 <= \$878 ;
-  always @(posedge clk)
-    acc_addr_row1_d1 <= \$879 ;
-  always @(posedge clk)
-    active_row1_d1 <= \$880 ;
-  always @(posedge clk)
-    w_row1_d1 <= \$881 ;
-  always @(posedge clk)
-    \mac_row1_d1$68  <= \$882 ;
-  always @(posedge clk)
-    mac_row1_d2 <= \$883 ;
-  always @(posedge clk)
-    \first_row1_d1$70  <= \$884 ;
-  always @(posedge clk)
-    first_row1_d2 <= \$885 ;
-  always @(posedge clk)
-    \acc_addr_row1_d1$72  <= \$886 ;
-  always @(posedge clk)
-    acc_addr_row1_d2 <= \$887 ;
-  always @(posedge clk)
-    \active_row1_d1$74  <= \$888 ;
-  always @(posedge clk)
-    active_row1_d2 <= \$889 ;
-  always @(posedge clk)
-    \mac_row1_d1$76  <= \$890 ;
-  always @(posedge clk)
-    \mac_row1_d2$77  <= \$891 ;
-  always @(posedge clk)
-    \acc_addr_row1_d1$78  <= \$892 ;
-  always @(posedge clk)
-    \acc_addr_row1_d2$79  <= \$893 ;
-  always @(posedge clk)
-    x_0_0 <= \$894 ;
-  always @(posedge clk)
-    product_r_0_0 <= \$895 ;
-  always @(posedge clk)
-    x_0_1 <= \$896 ;
-  always @(posedge clk)
-    product_r_0_1 <= \$897 ;
-  always @(posedge clk)
-    x_0_2 <= \$898 ;
-  always @(posedge clk)
-    product_r_0_2 <= \$899 ;
-  always @(posedge clk)
-    x_0_3 <= \$900 ;
-  always @(posedge clk)
-    product_r_0_3 <= \$901 ;
-  always @(posedge clk)
-    x_0_4 <= \$902 ;
-  always @(posedge clk)
-    product_r_0_4 <= \$903 ;
-  always @(posedge clk)
-    x_0_5 <= \$904 ;
-  always @(posedge clk)
-    product_r_0_5 <= \$905 ;
-  always @(posedge clk)
-    x_0_6 <= \$906 ;
-  always @(posedge clk)
-    product_r_0_6 <= \$907 ;
-  always @(posedge clk)
-    x_0_7 <= \$908 ;
-  always @(posedge clk)
-    product_r_0_7 <= \$909 ;
-  always @(posedge clk)
-    x_0_8 <= \$910 ;
-  always @(posedge clk)
-    product_r_0_8 <= \$911 ;
-  always @(posedge clk)
-    x_0_9 <= \$912 ;
-  always @(posedge clk)
-    product_r_0_9 <= \$913 ;
-  always @(posedge clk)
-    x_0_10 <= \$914 ;
-  always @(posedge clk)
-    product_r_0_10 <= \$915 ;
-  always @(posedge clk)
-    x_0_11 <= \$916 ;
-  always @(posedge clk)
-    product_r_0_11 <= \$917 ;
-  always @(posedge clk)
-    x_0_12 <= \$918 ;
-  always @(posedge clk)
-    product_r_0_12 <= \$919 ;
-  always @(posedge clk)
-    x_0_13 <= \$920 ;
-  always @(posedge clk)
-    product_r_0_13 <= \$921 ;
-  always @(posedge clk)
-    x_0_14 <= \$922 ;
-  always @(posedge clk)
-    product_r_0_14 <= \$923 ;
-  always @(posedge clk)
-    x_0_15 <= \$924 ;
-  always @(posedge clk)
-    product_r_0_15 <= \$925 ;
-  always @(posedge clk)
-    x_0_16 <= \$926 ;
-  always @(posedge clk)
-    product_r_0_16 <= \$927 ;
-  always @(posedge clk)
-    x_0_17 <= \$928 ;
-  always @(posedge clk)
-    product_r_0_17 <= \$929 ;
-  always @(posedge clk)
-    x_0_18 <= \$930 ;
-  always @(posedge clk)
-    product_r_0_18 <= \$931 ;
-  always @(posedge clk)
-    x_0_19 <= \$932 ;
-  always @(posedge clk)
-    product_r_0_19 <= \$933 ;
-  always @(posedge clk)
-    x_0_20 <= \$934 ;
-  always @(posedge clk)
-    product_r_0_20 <= \$935 ;
-  always @(posedge clk)
-    x_0_21 <= \$936 ;
-  always @(posedge clk)
-    product_r_0_21 <= \$937 ;
-  always @(posedge clk)
-    x_0_22 <= \$938 ;
-  always @(posedge clk)
-    product_r_0_22 <= \$939 ;
-  always @(posedge clk)
-    x_0_23 <= \$940 ;
-  always @(posedge clk)
-    product_r_0_23 <= \$941 ;
-  always @(posedge clk)
-    x_0_24 <= \$942 ;
-  always @(posedge clk)
-    product_r_0_24 <= \$943 ;
-  always @(posedge clk)
-    x_0_25 <= \$944 ;
-  always @(posedge clk)
-    product_r_0_25 <= \$945 ;
-  always @(posedge clk)
-    x_0_26 <= \$946 ;
-  always @(posedge clk)
-    product_r_0_26 <= \$947 ;
-  always @(posedge clk)
-    x_0_27 <= \$948 ;
-  always @(posedge clk)
-    product_r_0_27 <= \$949 ;
-  always @(posedge clk)
-    x_0_28 <= \$950 ;
-  always @(posedge clk)
-    product_r_0_28 <= \$951 ;
-  always @(posedge clk)
-    x_0_29 <= \$952 ;
-  always @(posedge clk)
-    product_r_0_29 <= \$953 ;
-  always @(posedge clk)
-    x_0_30 <= \$954 ;
+  assign \$1755  = \$388 [4:0] * 5'h10;
+  assign \$389  = \bank_r__data$374  >> \$1755 ;
+  assign \$390  = ! in_row;
+  assign \$signature__en  = in_we & \$390 ;
+  assign \$signature__addr$484  = \mac_d2$54  ? \acc_addr_d2$56  : acc_word;
+  assign \$391  = ! acc_row;
+  assign \$392  = acc_we & \$391 ;
+  assign \$signature__en$486  = \mac_d2$54  | \$392 ;
+  assign \$signature__data$489  = \mac_d2$54  ? { sum_0_31, sum_0_30, sum_0_29, sum_0_28, sum_0_27, sum_0_26, sum_0_25, sum_0_24, sum_0_23, sum_0_22, sum_0_21, sum_0_20, sum_0_19, sum_0_18, sum_0_17, sum_0_16, sum_0_15, sum_0_14, sum_0_13, sum_0_12, sum_0_11, sum_0_10, sum_0_9, sum_0_8, sum_0_7, sum_0_6, sum_0_5, sum_0_4, sum_0_3, sum_0_2, sum_0_1, sum_0_0 } : acc_data;
+  assign \$393  = in_row == 1'h1;
+  assign \$394  = ! in_row;
+  assign \$395  = \$394  & split;
+  assign \$396  = \$393  | \$395 ;
+  assign \$signature__en$525  = in_we & \$396 ;
+  assign \$397  = split ? k_base1 : k_base;
+  assign \$signature__addr$530  = \mac_row1_d2$77  ? \acc_addr_row1_d2$79  : acc_word;
+  assign \$398  = acc_row == 1'h1;
+  assign \$399  = acc_we & \$398 ;
+  assign \$signature__en$531  = \mac_row1_d2$77  | \$399 ;
+  assign \$signature__data$532  = \mac_row1_d2$77  ? { sum_1_31, sum_1_30, sum_1_29, sum_1_28, sum_1_27, sum_1_26, sum_1_25, sum_1_24, sum_1_23, sum_1_22, sum_1_21, sum_1_20, sum_1_19, sum_1_18, sum_1_17, sum_1_16, sum_1_15, sum_1_14, sum_1_13, sum_1_12, sum_1_11, sum_1_10, sum_1_9, sum_1_8, sum_1_7, sum_1_6, sum_1_5, sum_1_4, sum_1_3, sum_1_2, sum_1_1, sum_1_0 } : acc_data;
+  assign \$400  = in_row == 2'h2;
+  assign \$signature__en$567  = in_we & \$400 ;
+  assign \$signature__addr$572  = \mac_d2$54  ? \acc_addr_d2$56  : acc_word;
+  assign \$401  = acc_row == 2'h2;
+  assign \$402  = acc_we & \$401 ;
+  assign \$signature__en$573  = \mac_d2$54  | \$402 ;
+  assign \$signature__data$574  = \mac_d2$54  ? { sum_2_31, sum_2_30, sum_2_29, sum_2_28, sum_2_27, sum_2_26, sum_2_25, sum_2_24, sum_2_23, sum_2_22, sum_2_21, sum_2_20, sum_2_19, sum_2_18, sum_2_17, sum_2_16, sum_2_15, sum_2_14, sum_2_13, sum_2_12, sum_2_11, sum_2_10, sum_2_9, sum_2_8, sum_2_7, sum_2_6, sum_2_5, sum_2_4, sum_2_3, sum_2_2, sum_2_1, sum_2_0 } : acc_data;
+  assign \$403  = in_row == 2'h3;
+  assign \$signature__en$609  = in_we & \$403 ;
+  assign \$signature__addr$614  = \mac_d2$54  ? \acc_addr_d2$56  : acc_word;
+  assign \$404  = acc_row == 2'h3;
+  assign \$405  = acc_we & \$404 ;
+  assign \$signature__en$615  = \mac_d2$54  | \$405 ;
+  assign \$signature__data$616  = \mac_d2$54  ? { sum_3_31, sum_3_30, sum_3_29, sum_3_28, sum_3_27, sum_3_26, sum_3_25, sum_3_24, sum_3_23, sum_3_22, sum_3_21, sum_3_20, sum_3_19, sum_3_18, sum_3_17, sum_3_16, sum_3_15, sum_3_14, sum_3_13, sum_3_12, sum_3_11, sum_3_10, sum_3_9, sum_3_8, sum_3_7, sum_3_6, sum_3_5, sum_3_4, sum_3_3, sum_3_2, sum_3_1, sum_3_0 } : acc_data;
+  assign \$406  = first_d2 ? 32'd0 : acc_r__data[31:0];
+  assign \$407  = active_d2 > 1'h0;
+  assign \$408  = \$407  ? product_r_0_0 : 32'd0;
+  assign \$409  = first_d2 ? 32'd0 : acc_r__data[63:32];
+  assign \$410  = active_d2 > 1'h1;
+  assign \$411  = \$410  ? product_r_0_1 : 32'd0;
+  assign \$412  = first_d2 ? 32'd0 : acc_r__data[95:64];
+  assign \$413  = active_d2 > 2'h2;
+  assign \$414  = \$413  ? product_r_0_2 : 32'd0;
+  assign \$415  = first_d2 ? 32'd0 : acc_r__data[127:96];
+  assign \$416  = active_d2 > 2'h3;
+  assign \$417  = \$416  ? product_r_0_3 : 32'd0;
+  assign \$418  = first_d2 ? 32'd0 : acc_r__data[159:128];
+  assign \$419  = active_d2 > 3'h4;
+  assign \$420  = \$419  ? product_r_0_4 : 32'd0;
+  assign \$421  = first_d2 ? 32'd0 : acc_r__data[191:160];
+  assign \$422  = active_d2 > 3'h5;
+  assign \$423  = \$422  ? product_r_0_5 : 32'd0;
+  assign \$424  = first_d2 ? 32'd0 : acc_r__data[223:192];
+  assign \$425  = active_d2 > 3'h6;
+  assign \$426  = \$425  ? product_r_0_6 : 32'd0;
+  assign \$427  = first_d2 ? 32'd0 : acc_r__data[255:224];
+  assign \$428  = active_d2 > 3'h7;
+  assign \$429  = \$428  ? product_r_0_7 : 32'd0;
+  assign \$430  = first_d2 ? 32'd0 : acc_r__data[287:256];
+  assign \$431  = active_d2 > 4'h8;
+  assign \$432  = \$431  ? product_r_0_8 : 32'd0;
+  assign \$433  = first_d2 ? 32'd0 : acc_r__data[319:288];
+  assign \$434  = active_d2 > 4'h9;
+  assign \$435  = \$434  ? product_r_0_9 : 32'd0;
+  assign \$436  = first_d2 ? 32'd0 : acc_r__data[351:320];
+  assign \$437  = active_d2 > 4'ha;
+  assign \$438  = \$437  ? product_r_0_10 : 32'd0;
+  assign \$439  = first_d2 ? 32'd0 : acc_r__data[383:352];
+  assign \$440  = active_d2 > 4'hb;
+  assign \$441  = \$440  ? product_r_0_11 : 32'd0;
+  assign \$442  = first_d2 ? 32'd0 : acc_r__data[415:384];
+  assign \$443  = active_d2 > 4'hc;
+  assign \$444  = \$443  ? product_r_0_12 : 32'd0;
+  assign \$445  = first_d2 ? 32'd0 : acc_r__data[447:416];
+  assign \$446  = active_d2 > 4'hd;
+  assign \$447  = \$446  ? product_r_0_13 : 32'd0;
+  assign \$448  = first_d2 ? 32'd0 : acc_r__data[479:448];
+  assign \$449  = active_d2 > 4'he;
+  assign \$450  = \$449  ? product_r_0_14 : 32'd0;
+  assign \$451  = first_d2 ? 32'd0 : acc_r__data[511:480];
+  assign \$452  = active_d2 > 4'hf;
+  assign \$453  = \$452  ? product_r_0_15 : 32'd0;
+  assign \$454  = first_d2 ? 32'd0 : acc_r__data[543:512];
+  assign \$455  = active_d2 > 5'h10;
+  assign \$456  = \$455  ? product_r_0_16 : 32'd0;
+  assign \$457  = first_d2 ? 32'd0 : acc_r__data[575:544];
+  assign \$458  = active_d2 > 5'h11;
+  assign \$459  = \$458  ? product_r_0_17 : 32'd0;
+  assign \$460  = first_d2 ? 32'd0 : acc_r__data[607:576];
+  assign \$461  = active_d2 > 5'h12;
+  assign \$462  = \$461  ? product_r_0_18 : 32'd0;
+  assign \$463  = first_d2 ? 32'd0 : acc_r__data[639:608];
+  assign \$464  = active_d2 > 5'h13;
+  assign \$465  = \$464  ? product_r_0_19 : 32'd0;
+  assign \$466  = first_d2 ? 32'd0 : acc_r__data[671:640];
+  assign \$467  = active_d2 > 5'h14;
+  assign \$468  = \$467  ? product_r_0_20 : 32'd0;
+  assign \$469  = first_d2 ? 32'd0 : acc_r__data[703:672];
+  assign \$470  = active_d2 > 5'h15;
+  assign \$471  = \$470  ? product_r_0_21 : 32'd0;
+  assign \$472  = first_d2 ? 32'd0 : acc_r__data[735:704];
+  assign \$473  = active_d2 > 5'h16;
+  assign \$474  = \$473  ? product_r_0_22 : 32'd0;
+  assign \$475  = first_d2 ? 32'd0 : acc_r__data[767:736];
+  assign \$476  = active_d2 > 5'h17;
+  assign \$477  = \$476  ? product_r_0_23 : 32'd0;
+  assign \$478  = first_d2 ? 32'd0 : acc_r__data[799:768];
+  assign \$479  = active_d2 > 5'h18;
+  assign \$480  = \$479  ? product_r_0_24 : 32'd0;
+  assign \$481  = first_d2 ? 32'd0 : acc_r__data[831:800];
+  assign \$482  = active_d2 > 5'h19;
+  assign \$483  = \$482  ? product_r_0_25 : 32'd0;
+  assign \$484  = first_d2 ? 32'd0 : acc_r__data[863:832];
+  assign \$485  = active_d2 > 5'h1a;
+  assign \$486  = \$485  ? product_r_0_26 : 32'd0;
+  assign \$487  = first_d2 ? 32'd0 : acc_r__data[895:864];
+  assign \$488  = active_d2 > 5'h1b;
+  assign \$489  = \$488  ? product_r_0_27 : 32'd0;
+  assign \$490  = first_d2 ? 32'd0 : acc_r__data[927:896];
+  assign \$491  = active_d2 > 5'h1c;
+  assign \$492  = \$491  ? product_r_0_28 : 32'd0;
+  assign \$493  = first_d2 ? 32'd0 : acc_r__data[959:928];
+  assign \$494  = active_d2 > 5'h1d;
+  assign \$495  = \$494  ? product_r_0_29 : 32'd0;
+  assign \$496  = first_d2 ? 32'd0 : acc_r__data[991:960];
+  assign \$497  = active_d2 > 5'h1e;
+  assign \$498  = \$497  ? product_r_0_30 : 32'd0;
+  assign \$499  = first_d2 ? 32'd0 : acc_r__data[1023:992];
+  assign \$500  = active_d2 > 5'h1f;
+  assign \$501  = \$500  ? product_r_0_31 : 32'd0;
+  assign \$502  = first_row1_d2 ? 32'd0 : \acc_r__data$707 [31:0];
+  assign \$503  = active_row1_d2 > 1'h0;
+  assign \$504  = \$503  ? product_r_1_0 : 32'd0;
+  assign \$505  = first_row1_d2 ? 32'd0 : \acc_r__data$707 [63:32];
+  assign \$506  = active_row1_d2 > 1'h1;
+  assign \$507  = \$506  ? product_r_1_1 : 32'd0;
+  assign \$508  = first_row1_d2 ? 32'd0 : \acc_r__data$707 [95:64];
+  assign \$509  = active_row1_d2 > 2'h2;
+  assign \$510  = \$509  ? product_r_1_2 : 32'd0;
+  assign \$511  = first_row1_d2 ? 32'd0 : \acc_r__data$707 [127:96];
+  assign \$512  = active_row1_d2 > 2'h3;
+  assign \$513  = \$512  ? product_r_1_3 : 32'd0;
+  assign \$514  = first_row1_d2 ? 32'd0 : \acc_r__data$707 [159:128];
+  assign \$515  = active_row1_d2 > 3'h4;
+  assign \$516  = \$515  ? product_r_1_4 : 32'd0;
+  assign \$517  = first_row1_d2 ? 32'd0 : \acc_r__data$707 [191:160];
+  assign \$518  = active_row1_d2 > 3'h5;
+  assign \$519  = \$518  ? product_r_1_5 : 32'd0;
+  assign \$520  = first_row1_d2 ? 32'd0 : \acc_r__data$707 [223:192];
+  assign \$521  = active_row1_d2 > 3'h6;
+  assign \$522  = \$521  ? product_r_1_6 : 32'd0;
+  assign \$523  = first_row1_d2 ? 32'd0 : \acc_r__data$707 [255:224];
+  assign \$524  = active_row1_d2 > 3'h7;
+  assign \$525  = \$524  ? product_r_1_7 : 32'd0;
+  assign \$526  = first_row1_d2 ? 32'd0 : \acc_r__data$707 [287:256];
+  assign \$527  = active_row1_d2 > 4'h8;
+  assign \$528  = \$527  ? product_r_1_8 : 32'd0;
+  assign \$529  = first_row1_d2 ? 32'd0 : \acc_r__data$707 [319:288];
+  assign \$530  = active_row1_d2 > 4'h9;
+  assign \$531  = \$530  ? product_r_1_9 : 32'd0;
+  assign \$532  = first_row1_d2 ? 32'd0 : \acc_r__data$707 [351:320];
+  assign \$533  = active_row1_d2 > 4'ha;
+  assign \$534  = \$533  ? product_r_1_10 : 32'd0;
+  assign \$535  = first_row1_d2 ? 32'd0 : \acc_r__data$707 [383:352];
+  assign \$536  = active_row1_d2 > 4'hb;
+  assign \$537  = \$536  ? product_r_1_11 : 32'd0;
+  assign \$538  = first_row1_d2 ? 32'd0 : \acc_r__data$707 [415:384];
+  assign \$539  = active_row1_d2 > 4'hc;
+  assign \$540  = \$539  ? product_r_1_12 : 32'd0;
+  assign \$541  = first_row1_d2 ? 32'd0 : \acc_r__data$707 [447:416];
+  assign \$542  = active_row1_d2 > 4'hd;
+  assign \$543  = \$542  ? product_r_1_13 : 32'd0;
+  assign \$544  = first_row1_d2 ? 32'd0 : \acc_r__data$707 [479:448];
+  assign \$545  = active_row1_d2 > 4'he;
+  assign \$546  = \$545  ? product_r_1_14 : 32'd0;
+  assign \$547  = first_row1_d2 ? 32'd0 : \acc_r__data$707 [511:480];
+  assign \$548  = active_row1_d2 > 4'hf;
+  assign \$549  = \$548  ? product_r_1_15 : 32'd0;
+  assign \$550  = first_row1_d2 ? 32'd0 : \acc_r__data$707 [543:512];
+  assign \$551  = active_row1_d2 > 5'h10;
+  assign \$552  = \$551  ? product_r_1_16 : 32'd0;
+  assign \$553  = first_row1_d2 ? 32'd0 : \acc_r__data$707 [575:544];
+  assign \$554  = active_row1_d2 > 5'h11;
+  assign \$555  = \$554  ? product_r_1_17 : 32'd0;
+  assign \$556  = first_row1_d2 ? 32'd0 : \acc_r__data$707 [607:576];
+  assign \$557  = active_row1_d2 > 5'h12;
+  assign \$558  = \$557  ? product_r_1_18 : 32'd0;
+  assign \$559  = first_row1_d2 ? 32'd0 : \acc_r__data$707 [639:608];
+  assign \$560  = active_row1_d2 > 5'h13;
+  assign \$561  = \$560  ? product_r_1_19 : 32'd0;
+  assign \$562  = first_row1_d2 ? 32'd0 : \acc_r__data$707 [671:640];
+  assign \$563  = active_row1_d2 > 5'h14;
+  assign \$564  = \$563  ? product_r_1_20 : 32'd0;
+  assign \$565  = first_row1_d2 ? 32'd0 : \acc_r__data$707 [703:672];
+  assign \$566  = active_row1_d2 > 5'h15;
+  assign \$567  = \$566  ? product_r_1_21 : 32'd0;
+  assign \$568  = first_row1_d2 ? 32'd0 : \acc_r__data$707 [735:704];
+  assign \$569  = active_row1_d2 > 5'h16;
+  assign \$570  = \$569  ? product_r_1_22 : 32'd0;
+  assign \$571  = first_row1_d2 ? 32'd0 : \acc_r__data$707 [767:736];
+  assign \$572  = active_row1_d2 > 5'h17;
+  assign \$573  = \$572  ? product_r_1_23 : 32'd0;
+  assign \$574  = first_row1_d2 ? 32'd0 : \acc_r__data$707 [799:768];
+  assign \$575  = active_row1_d2 > 5'h18;
+  assign \$576  = \$575  ? product_r_1_24 : 32'd0;
+  assign \$577  = first_row1_d2 ? 32'd0 : \acc_r__data$707 [831:800];
+  assign \$578  = active_row1_d2 > 5'h19;
+  assign \$579  = \$578  ? product_r_1_25 : 32'd0;
+  assign \$580  = first_row1_d2 ? 32'd0 : \acc_r__data$707 [863:832];
+  assign \$581  = active_row1_d2 > 5'h1a;
+  assign \$582  = \$581  ? product_r_1_26 : 32'd0;
+  assign \$583  = first_row1_d2 ? 32'd0 : \acc_r__data$707 [895:864];
+  assign \$584  = active_row1_d2 > 5'h1b;
+  assign \$585  = \$584  ? product_r_1_27 : 32'd0;
+  assign \$586  = first_row1_d2 ? 32'd0 : \acc_r__data$707 [927:896];
+  assign \$587  = active_row1_d2 > 5'h1c;
+  assign \$588  = \$587  ? product_r_1_28 : 32'd0;
+  assign \$589  = first_row1_d2 ? 32'd0 : \acc_r__data$707 [959:928];
+  assign \$590  = active_row1_d2 > 5'h1d;
+  assign \$591  = \$590  ? product_r_1_29 : 32'd0;
+  assign \$592  = first_row1_d2 ? 32'd0 : \acc_r__data$707 [991:960];
+  assign \$593  = active_row1_d2 > 5'h1e;
+  assign \$594  = \$593  ? product_r_1_30 : 32'd0;
+  assign \$595  = first_row1_d2 ? 32'd0 : \acc_r__data$707 [1023:992];
+  assign \$596  = active_row1_d2 > 5'h1f;
+  assign \$597  = \$596  ? product_r_1_31 : 32'd0;
+  assign \$598  = first_d2 ? 32'd0 : \acc_r__data$708 [31:0];
+  assign \$599  = active_d2 > 1'h0;
+  assign \$600  = \$599  ? product_r_2_0 : 32'd0;
+  assign \$601  = first_d2 ? 32'd0 : \acc_r__data$708 [63:32];
+  assign \$602  = active_d2 > 1'h1;
+  assign \$603  = \$602  ? product_r_2_1 : 32'd0;
+  assign \$604  = first_d2 ? 32'd0 : \acc_r__data$708 [95:64];
+  assign \$605  = active_d2 > 2'h2;
+  assign \$606  = \$605  ? product_r_2_2 : 32'd0;
+  assign \$607  = first_d2 ? 32'd0 : \acc_r__data$708 [127:96];
+  assign \$608  = active_d2 > 2'h3;
+  assign \$609  = \$608  ? product_r_2_3 : 32'd0;
+  assign \$610  = first_d2 ? 32'd0 : \acc_r__data$708 [159:128];
+  assign \$611  = active_d2 > 3'h4;
+  assign \$612  = \$611  ? product_r_2_4 : 32'd0;
+  assign \$613  = first_d2 ? 32'd0 : \acc_r__data$708 [191:160];
+  assign \$614  = active_d2 > 3'h5;
+  assign \$615  = \$614  ? product_r_2_5 : 32'd0;
+  assign \$616  = first_d2 ? 32'd0 : \acc_r__data$708 [223:192];
+  assign \$617  = active_d2 > 3'h6;
+  assign \$618  = \$617  ? product_r_2_6 : 32'd0;
+  assign \$619  = first_d2 ? 32'd0 : \acc_r__data$708 [255:224];
+  assign \$620  = active_d2 > 3'h7;
+  assign \$621  = \$620  ? product_r_2_7 : 32'd0;
+  assign \$622  = first_d2 ? 32'd0 : \acc_r__data$708 [287:256];
+  assign \$623  = active_d2 > 4'h8;
+  assign \$624  = \$623  ? product_r_2_8 : 32'd0;
+  assign \$625  = first_d2 ? 32'd0 : \acc_r__data$708 [319:288];
+  assign \$626  = active_d2 > 4'h9;
+  assign \$627  = \$626  ? product_r_2_9 : 32'd0;
+  assign \$628  = first_d2 ? 32'd0 : \acc_r__data$708 [351:320];
+  assign \$629  = active_d2 > 4'ha;
+  assign \$630  = \$629  ? product_r_2_10 : 32'd0;
+  assign \$631  = first_d2 ? 32'd0 : \acc_r__data$708 [383:352];
+  assign \$632  = active_d2 > 4'hb;
+  assign \$633  = \$632  ? product_r_2_11 : 32'd0;
+  assign \$634  = first_d2 ? 32'd0 : \acc_r__data$708 [415:384];
+  assign \$635  = active_d2 > 4'hc;
+  assign \$636  = \$635  ? product_r_2_12 : 32'd0;
+  assign \$637  = first_d2 ? 32'd0 : \acc_r__data$708 [447:416];
+  assign \$638  = active_d2 > 4'hd;
+  assign \$639  = \$638  ? product_r_2_13 : 32'd0;
+  assign \$640  = first_d2 ? 32'd0 : \acc_r__data$708 [479:448];
+  assign \$641  = active_d2 > 4'he;
+  assign \$642  = \$641  ? product_r_2_14 : 32'd0;
+  assign \$643  = first_d2 ? 32'd0 : \acc_r__data$708 [511:480];
+  assign \$644  = active_d2 > 4'hf;
+  assign \$645  = \$644  ? product_r_2_15 : 32'd0;
+  assign \$646  = first_d2 ? 32'd0 : \acc_r__data$708 [543:512];
+  assign \$647  = active_d2 > 5'h10;
+  assign \$648  = \$647  ? product_r_2_16 : 32'd0;
+  assign \$649  = first_d2 ? 32'd0 : \acc_r__data$708 [575:544];
+  assign \$650  = active_d2 > 5'h11;
+  assign \$651  = \$650  ? product_r_2_17 : 32'd0;
+  assign \$652  = first_d2 ? 32'd0 : \acc_r__data$708 [607:576];
+  assign \$653  = active_d2 > 5'h12;
+  assign \$654  = \$653  ? product_r_2_18 : 32'd0;
+  assign \$655  = first_d2 ? 32'd0 : \acc_r__data$708 [639:608];
+  assign \$656  = active_d2 > 5'h13;
+  assign \$657  = \$656  ? product_r_2_19 : 32'd0;
+  assign \$658  = first_d2 ? 32'd0 : \acc_r__data$708 [671:640];
+  assign \$659  = active_d2 > 5'h14;
+  assign \$660  = \$659  ? product_r_2_20 : 32'd0;
+  assign \$661  = first_d2 ? 32'd0 : \acc_r__data$708 [703:672];
+  assign \$662  = active_d2 > 5'h15;
+  assign \$663  = \$662  ? product_r_2_21 : 32'd0;
+  assign \$664  = first_d2 ? 32'd0 : \acc_r__data$708 [735:704];
+  assign \$665  = active_d2 > 5'h16;
+  assign \$666  = \$665  ? product_r_2_22 : 32'd0;
+  assign \$667  = first_d2 ? 32'd0 : \acc_r__data$708 [767:736];
+  assign \$668  = active_d2 > 5'h17;
+  assign \$669  = \$668  ? product_r_2_23 : 32'd0;
+  assign \$670  = first_d2 ? 32'd0 : \acc_r__data$708 [799:768];
+  assign \$671  = active_d2 > 5'h18;
+  assign \$672  = \$671  ? product_r_2_24 : 32'd0;
+  assign \$673  = first_d2 ? 32'd0 : \acc_r__data$708 [831:800];
+  assign \$674  = active_d2 > 5'h19;
+  assign \$675  = \$674  ? product_r_2_25 : 32'd0;
+  assign \$676  = first_d2 ? 32'd0 : \acc_r__data$708 [863:832];
+  assign \$677  = active_d2 > 5'h1a;
+  assign \$678  = \$677  ? product_r_2_26 : 32'd0;
+  assign \$679  = first_d2 ? 32'd0 : \acc_r__data$708 [895:864];
+  assign \$680  = active_d2 > 5'h1b;
+  assign \$681  = \$680  ? product_r_2_27 : 32'd0;
+  assign \$682  = first_d2 ? 32'd0 : \acc_r__data$708 [927:896];
+  assign \$683  = active_d2 > 5'h1c;
+  assign \$684  = \$683  ? product_r_2_28 : 32'd0;
+  assign \$685  = first_d2 ? 32'd0 : \acc_r__data$708 [959:928];
+  assign \$686  = active_d2 > 5'h1d;
+  assign \$687  = \$686  ? product_r_2_29 : 32'd0;
+  assign \$688  = first_d2 ? 32'd0 : \acc_r__data$708 [991:960];
+  assign \$689  = active_d2 > 5'h1e;
+  assign \$690  = \$689  ? product_r_2_30 : 32'd0;
+  assign \$691  = first_d2 ? 32'd0 : \acc_r__data$708 [1023:992];
+  assign \$692  = active_d2 > 5'h1f;
+  assign \$693  = \$692  ? product_r_2_31 : 32'd0;
+  assign \$694  = first_d2 ? 32'd0 : \acc_r__data$709 [31:0];
+  assign \$695  = active_d2 > 1'h0;
+  assign \$696  = \$695  ? product_r_3_0 : 32'd0;
+  assign \$697  = first_d2 ? 32'd0 : \acc_r__data$709 [63:32];
+  assign \$698  = active_d2 > 1'h1;
+  assign \$699  = \$698  ? product_r_3_1 : 32'd0;
+  assign \$700  = first_d2 ? 32'd0 : \acc_r__data$709 [95:64];
+  assign \$701  = active_d2 > 2'h2;
+  assign \$702  = \$701  ? product_r_3_2 : 32'd0;
+  assign \$703  = first_d2 ? 32'd0 : \acc_r__data$709 [127:96];
+  assign \$704  = active_d2 > 2'h3;
+  assign \$705  = \$704  ? product_r_3_3 : 32'd0;
+  assign \$706  = first_d2 ? 32'd0 : \acc_r__data$709 [159:128];
+  assign \$707  = active_d2 > 3'h4;
+  assign \$708  = \$707  ? product_r_3_4 : 32'd0;
+  assign \$709  = first_d2 ? 32'd0 : \acc_r__data$709 [191:160];
+  assign \$710  = active_d2 > 3'h5;
+  assign \$711  = \$710  ? product_r_3_5 : 32'd0;
+  assign \$712  = first_d2 ? 32'd0 : \acc_r__data$709 [223:192];
+  assign \$713  = active_d2 > 3'h6;
+  assign \$714  = \$713  ? product_r_3_6 : 32'd0;
+  assign \$715  = first_d2 ? 32'd0 : \acc_r__data$709 [255:224];
+  assign \$716  = active_d2 > 3'h7;
+  assign \$717  = \$716  ? product_r_3_7 : 32'd0;
+  assign \$718  = first_d2 ? 32'd0 : \acc_r__data$709 [287:256];
+  assign \$719  = active_d2 > 4'h8;
+  assign \$720  = \$719  ? product_r_3_8 : 32'd0;
+  assign \$721  = first_d2 ? 32'd0 : \acc_r__data$709 [319:288];
+  assign \$722  = active_d2 > 4'h9;
+  assign \$723  = \$722  ? product_r_3_9 : 32'd0;
+  assign \$724  = first_d2 ? 32'd0 : \acc_r__data$709 [351:320];
+  assign \$725  = active_d2 > 4'ha;
+  assign \$726  = \$725  ? product_r_3_10 : 32'd0;
+  assign \$727  = first_d2 ? 32'd0 : \acc_r__data$709 [383:352];
+  assign \$728  = active_d2 > 4'hb;
+  assign \$729  = \$728  ? product_r_3_11 : 32'd0;
+  assign \$730  = first_d2 ? 32'd0 : \acc_r__data$709 [415:384];
+  assign \$731  = active_d2 > 4'hc;
+  assign \$732  = \$731  ? product_r_3_12 : 32'd0;
+  assign \$733  = first_d2 ? 32'd0 : \acc_r__data$709 [447:416];
+  assign \$734  = active_d2 > 4'hd;
+  assign \$735  = \$734  ? product_r_3_13 : 32'd0;
+  assign \$736  = first_d2 ? 32'd0 : \acc_r__data$709 [479:448];
+  assign \$737  = active_d2 > 4'he;
+  assign \$738  = \$737  ? product_r_3_14 : 32'd0;
+  assign \$739  = first_d2 ? 32'd0 : \acc_r__data$709 [511:480];
+  assign \$740  = active_d2 > 4'hf;
+  assign \$741  = \$740  ? product_r_3_15 : 32'd0;
+  assign \$742  = first_d2 ? 32'd0 : \acc_r__data$709 [543:512];
+  assign \$743  = active_d2 > 5'h10;
+  assign \$744  = \$743  ? product_r_3_16 : 32'd0;
+  assign \$745  = first_d2 ? 32'd0 : \acc_r__data$709 [575:544];
+  assign \$746  = active_d2 > 5'h11;
+  assign \$747  = \$746  ? product_r_3_17 : 32'd0;
+  assign \$748  = first_d2 ? 32'd0 : \acc_r__data$709 [607:576];
+  assign \$749  = active_d2 > 5'h12;
+  assign \$750  = \$749  ? product_r_3_18 : 32'd0;
+  assign \$751  = first_d2 ? 32'd0 : \acc_r__data$709 [639:608];
+  assign \$752  = active_d2 > 5'h13;
+  assign \$753  = \$752  ? product_r_3_19 : 32'd0;
+  assign \$754  = first_d2 ? 32'd0 : \acc_r__data$709 [671:640];
+  assign \$755  = active_d2 > 5'h14;
+  assign \$756  = \$755  ? product_r_3_20 : 32'd0;
+  assign \$757  = first_d2 ? 32'd0 : \acc_r__data$709 [703:672];
+  assign \$758  = active_d2 > 5'h15;
+  assign \$759  = \$758  ? product_r_3_21 : 32'd0;
+  assign \$760  = first_d2 ? 32'd0 : \acc_r__data$709 [735:704];
+  assign \$761  = active_d2 > 5'h16;
+  assign \$762  = \$761  ? product_r_3_22 : 32'd0;
+  assign \$763  = first_d2 ? 32'd0 : \acc_r__data$709 [767:736];
+  assign \$764  = active_d2 > 5'h17;
+  assign \$765  = \$764  ? product_r_3_23 : 32'd0;
+  assign \$766  = first_d2 ? 32'd0 : \acc_r__data$709 [799:768];
+  assign \$767  = active_d2 > 5'h18;
+  assign \$768  = \$767  ? product_r_3_24 : 32'd0;
+  assign \$769  = first_d2 ? 32'd0 : \acc_r__data$709 [831:800];
+  assign \$770  = active_d2 > 5'h19;
+  assign \$771  = \$770  ? product_r_3_25 : 32'd0;
+  assign \$772  = first_d2 ? 32'd0 : \acc_r__data$709 [863:832];
+  assign \$773  = active_d2 > 5'h1a;
+  assign \$774  = \$773  ? product_r_3_26 : 32'd0;
+  assign \$775  = first_d2 ? 32'd0 : \acc_r__data$709 [895:864];
+  assign \$776  = active_d2 > 5'h1b;
+  assign \$777  = \$776  ? product_r_3_27 : 32'd0;
+  assign \$778  = first_d2 ? 32'd0 : \acc_r__data$709 [927:896];
+  assign \$779  = active_d2 > 5'h1c;
+  assign \$780  = \$779  ? product_r_3_28 : 32'd0;
+  assign \$781  = first_d2 ? 32'd0 : \acc_r__data$709 [959:928];
+  assign \$782  = active_d2 > 5'h1d;
+  assign \$783  = \$782  ? product_r_3_29 : 32'd0;
+  assign \$784  = first_d2 ? 32'd0 : \acc_r__data$709 [991:960];
+  assign \$785  = active_d2 > 5'h1e;
+  assign \$786  = \$785  ? product_r_3_30 : 32'd0;
+  assign \$787  = first_d2 ? 32'd0 : \acc_r__data$709 [1023:992];
+  assign \$788  = active_d2 > 5'h1f;
+  assign \$789  = \$788  ? product_r_3_31 : 32'd0;
+  always @(posedge clk)
+    lane_row0 <= \$790 ;
+  always @(posedge clk)
+    lane_row1 <= \$791 ;
+  always @(posedge clk)
+    lane_row2 <= \$792 ;
+  always @(posedge clk)
+    lane_row3 <= \$793 ;
+  always @(posedge clk)
+    lane_row4 <= \$794 ;
+  always @(posedge clk)
+    lane_row5 <= \$795 ;
+  always @(posedge clk)
+    lane_row6 <= \$796 ;
+  always @(posedge clk)
+    lane_row7 <= \$797 ;
+  always @(posedge clk)
+    lane_row8 <= \$798 ;
+  always @(posedge clk)
+    lane_row9 <= \$799 ;
+  always @(posedge clk)
+    lane_row10 <= \$800 ;
+  always @(posedge clk)
+    lane_row11 <= \$801 ;
+  always @(posedge clk)
+    lane_row12 <= \$802 ;
+  always @(posedge clk)
+    lane_row13 <= \$803 ;
+  always @(posedge clk)
+    lane_row14 <= \$804 ;
+  always @(posedge clk)
+    lane_row15 <= \$805 ;
+  always @(posedge clk)
+    lane_row16 <= \$806 ;
+  always @(posedge clk)
+    lane_row17 <= \$807 ;
+  always @(posedge clk)
+    lane_row18 <= \$808 ;
+  always @(posedge clk)
+    lane_row19 <= \$809 ;
+  always @(posedge clk)
+    lane_row20 <= \$810 ;
+  always @(posedge clk)
+    lane_row21 <= \$811 ;
+  always @(posedge clk)
+    lane_row22 <= \$812 ;
+  always @(posedge clk)
+    lane_row23 <= \$813 ;
+  always @(posedge clk)
+    lane_row24 <= \$814 ;
+  always @(posedge clk)
+    lane_row25 <= \$815 ;
+  always @(posedge clk)
+    lane_row26 <= \$816 ;
+  always @(posedge clk)
+    lane_row27 <= \$817 ;
+  always @(posedge clk)
+    lane_row28 <= \$818 ;
+  always @(posedge clk)
+    lane_row29 <= \$819 ;
+  always @(posedge clk)
+    lane_row30 <= \$820 ;
+  always @(posedge clk)
+    lane_row31 <= \$821 ;
+  always @(posedge clk)
+    mac_d1 <= \$822 ;
+  always @(posedge clk)
+    first_d1 <= \$823 ;
+  always @(posedge clk)
+    acc_addr_d1 <= \$824 ;
+  always @(posedge clk)
+    active_d1 <= \$825 ;
+  always @(posedge clk)
+    w_d1 <= \$826 ;
+  always @(posedge clk)
+    \mac_d1$45  <= \$827 ;
+  always @(posedge clk)
+    mac_d2 <= \$828 ;
+  always @(posedge clk)
+    \first_d1$47  <= \$829 ;
+  always @(posedge clk)
+    first_d2 <= \$830 ;
+  always @(posedge clk)
+    \acc_addr_d1$49  <= \$831 ;
+  always @(posedge clk)
+    acc_addr_d2 <= \$832 ;
+  always @(posedge clk)
+    \active_d1$51  <= \$833 ;
+  always @(posedge clk)
+    active_d2 <= \$834 ;
+  always @(posedge clk)
+    \mac_d1$53  <= \$835 ;
+  always @(posedge clk)
+    \mac_d2$54  <= \$836 ;
+  always @(posedge clk)
+    \acc_addr_d1$55  <= \$837 ;
+  always @(posedge clk)
+    \acc_addr_d2$56  <= \$838 ;
+  always @(posedge clk)
+    mac_row1_d1 <= \$839 ;
+  always @(posedge clk)
+    first_row1_d1 <= \$840 ;
+  always @(posedge clk)
+    acc_addr_row1_d1 <= \$841 ;
+  always @(posedge clk)
+    active_row1_d1 <= \$842 ;
+  always @(posedge clk)
+    w_row1_d1 <= \$843 ;
+  always @(posedge clk)
+    \mac_row1_d1$68  <= \$844 ;
+  always @(posedge clk)
+    mac_row1_d2 <= \$845 ;
+  always @(posedge clk)
+    \first_row1_d1$70  <= \$846 ;
+  always @(posedge clk)
+    first_row1_d2 <= \$847 ;
+  always @(posedge clk)
+    \acc_addr_row1_d1$72  <= \$848 ;
+  always @(posedge clk)
+    acc_addr_row1_d2 <= \$849 ;
+  always @(posedge clk)
+    \active_row1_d1$74  <= \$850 ;
+  always @(posedge clk)
+    active_row1_d2 <= \$851 ;
+  always @(posedge clk)
+    \mac_row1_d1$76  <= \$852 ;
+  always @(posedge clk)
+    \mac_row1_d2$77  <= \$853 ;
+  always @(posedge clk)
+    \acc_addr_row1_d1$78  <= \$854 ;
+  always @(posedge clk)
+    \acc_addr_row1_d2$79  <= \$855 ;
+  always @(posedge clk)
+    x_0_0 <= \$856 ;
+  always @(posedge clk)
+    product_r_0_0 <= \$857 ;
+  always @(posedge clk)
+    x_0_1 <= \$858 ;
+  always @(posedge clk)
+    product_r_0_1 <= \$859 ;
+  always @(posedge clk)
+    x_0_2 <= \$860 ;
+  always @(posedge clk)
+    product_r_0_2 <= \$861 ;
+  always @(posedge clk)
+    x_0_3 <= \$862 ;
+  always @(posedge clk)
+    product_r_0_3 <= \$863 ;
+  always @(posedge clk)
+    x_0_4 <= \$864 ;
+  always @(posedge clk)
+    product_r_0_4 <= \$865 ;
+  always @(posedge clk)
+    x_0_5 <= \$866 ;
+  always @(posedge clk)
+    product_r_0_5 <= \$867 ;
+  always @(posedge clk)
+    x_0_6 <= \$868 ;
+  always @(posedge clk)
+    product_r_0_6 <= \$869 ;
+  always @(posedge clk)
+    x_0_7 <= \$870 ;
+  always @(posedge clk)
+    product_r_0_7 <= \$871 ;
+  always @(posedge clk)
+    x_0_8 <= \$872 ;
+  always @(posedge clk)
+    product_r_0_8 <= \$873 ;
+  always @(posedge clk)
+    x_0_9 <= \$874 ;
+  always @(posedge clk)
+    product_r_0_9 <= \$875 ;
+  always @(posedge clk)
+    x_0_10 <= \$876 ;
+  always @(posedge clk)
+    product_r_0_10 <= \$877 ;
+  always @(posedge clk)
+    x_0_11 <= \$878 ;
+  always @(posedge clk)
+    product_r_0_11 <= \$879 ;
+  always @(posedge clk)
+    x_0_12 <= \$880 ;
+  always @(posedge clk)
+    product_r_0_12 <= \$881 ;
+  always @(posedge clk)
+    x_0_13 <= \$882 ;
+  always @(posedge clk)
+    product_r_0_13 <= \$883 ;
+  always @(posedge clk)
+    x_0_14 <= \$884 ;
+  always @(posedge clk)
+    product_r_0_14 <= \$885 ;
+  always @(posedge clk)
+    x_0_15 <= \$886 ;
+  always @(posedge clk)
+    product_r_0_15 <= \$887 ;
+  always @(posedge clk)
+    x_0_16 <= \$888 ;
+  always @(posedge clk)
+    product_r_0_16 <= \$889 ;
+  always @(posedge clk)
+    x_0_17 <= \$890 ;
+  always @(posedge clk)
+    product_r_0_17 <= \$891 ;
+  always @(posedge clk)
+    x_0_18 <= \$892 ;
+  always @(posedge clk)
+    product_r_0_18 <= \$893 ;
+  always @(posedge clk)
+    x_0_19 <= \$894 ;
+  always @(posedge clk)
+    product_r_0_19 <= \$895 ;
+  always @(posedge clk)
+    x_0_20 <= \$896 ;
+  always @(posedge clk)
+    product_r_0_20 <= \$897 ;
+  always @(posedge clk)
+    x_0_21 <= \$898 ;
   always @(posedge clk)
-    product_r_0_30 <= \$955 ;
+    product_r_0_21 <= \$899 ;
   always @(posedge clk)
-    x_0_31 <= \$956 ;
+    x_0_22 <= \$900 ;
   always @(posedge clk)
-    product_r_0_31 <= \$957 ;
+    product_r_0_22 <= \$901 ;
   always @(posedge clk)
-    x_1_0 <= \$958 ;
+    x_0_23 <= \$902 ;
   always @(posedge clk)
-    product_r_1_0 <= \$959 ;
+    product_r_0_23 <= \$903 ;
   always @(posedge clk)
-    x_1_1 <= \$960 ;
+    x_0_24 <= \$904 ;
   always @(posedge clk)
-    product_r_1_1 <= \$961 ;
+    product_r_0_24 <= \$905 ;
   always @(posedge clk)
-    x_1_2 <= \$962 ;
+    x_0_25 <= \$906 ;
   always @(posedge clk)
-    product_r_1_2 <= \$963 ;
+    product_r_0_25 <= \$907 ;
   always @(posedge clk)
-    x_1_3 <= \$964 ;
+    x_0_26 <= \$908 ;
   always @(posedge clk)
-    product_r_1_3 <= \$965 ;
+    product_r_0_26 <= \$909 ;
   always @(posedge clk)
-    x_1_4 <= \$966 ;
+    x_0_27 <= \$910 ;
   always @(posedge clk)
-    product_r_1_4 <= \$967 ;
+    product_r_0_27 <= \$911 ;
   always @(posedge clk)
-    x_1_5 <= \$968 ;
+    x_0_28 <= \$912 ;
   always @(posedge clk)
-    product_r_1_5 <= \$969 ;
+    product_r_0_28 <= \$913 ;
   always @(posedge clk)
-    x_1_6 <= \$970 ;
+    x_0_29 <= \$914 ;
   always @(posedge clk)
-    product_r_1_6 <= \$971 ;
+    product_r_0_29 <= \$915 ;
   always @(posedge clk)
-    x_1_7 <= \$972 ;
+    x_0_30 <= \$916 ;
   always @(posedge clk)
-    product_r_1_7 <= \$973 ;
+    product_r_0_30 <= \$917 ;
   always @(posedge clk)
-    x_1_8 <= \$974 ;
+    x_0_31 <= \$918 ;
   always @(posedge clk)
-    product_r_1_8 <= \$975 ;
+    product_r_0_31 <= \$919 ;
   always @(posedge clk)
-    x_1_9 <= \$976 ;
+    x_1_0 <= \$920 ;
   always @(posedge clk)
-    product_r_1_9 <= \$977 ;
+    product_r_1_0 <= \$921 ;
   always @(posedge clk)
-    x_1_10 <= \$978 ;
+    x_1_1 <= \$922 ;
   always @(posedge clk)
-    product_r_1_10 <= \$979 ;
+    product_r_1_1 <= \$923 ;
   always @(posedge clk)
-    x_1_11 <= \$980 ;
+    x_1_2 <= \$924 ;
   always @(posedge clk)
-    product_r_1_11 <= \$981 ;
+    product_r_1_2 <= \$925 ;
   always @(posedge clk)
-    x_1_12 <= \$982 ;
+    x_1_3 <= \$926 ;
   always @(posedge clk)
-    product_r_1_12 <= \$983 ;
+    product_r_1_3 <= \$927 ;
   always @(posedge clk)
-    x_1_13 <= \$984 ;
+    x_1_4 <= \$928 ;
   always @(posedge clk)
-    product_r_1_13 <= \$985 ;
+    product_r_1_4 <= \$929 ;
   always @(posedge clk)
-    x_1_14 <= \$986 ;
+    x_1_5 <= \$930 ;
   always @(posedge clk)
-    product_r_1_14 <= \$987 ;
+    product_r_1_5 <= \$931 ;
   always @(posedge clk)
-    x_1_15 <= \$988 ;
+    x_1_6 <= \$932 ;
   always @(posedge clk)
-    product_r_1_15 <= \$989 ;
+    product_r_1_6 <= \$933 ;
   always @(posedge clk)
-    x_1_16 <= \$990 ;
+    x_1_7 <= \$934 ;
   always @(posedge clk)
-    product_r_1_16 <= \$991 ;
+    product_r_1_7 <= \$935 ;
   always @(posedge clk)
-    x_1_17 <= \$992 ;
+    x_1_8 <= \$936 ;
   always @(posedge clk)
-    product_r_1_17 <= \$993 ;
+    product_r_1_8 <= \$937 ;
   always @(posedge clk)
-    x_1_18 <= \$994 ;
+    x_1_9 <= \$938 ;
   always @(posedge clk)
-    product_r_1_18 <= \$995 ;
+    product_r_1_9 <= \$939 ;
   always @(posedge clk)
-    x_1_19 <= \$996 ;
+    x_1_10 <= \$940 ;
   always @(posedge clk)
-    product_r_1_19 <= \$997 ;
+    product_r_1_10 <= \$941 ;
   always @(posedge clk)
-    x_1_20 <= \$998 ;
+    x_1_11 <= \$942 ;
   always @(posedge clk)
-    product_r_1_20 <= \$999 ;
+    product_r_1_11 <= \$943 ;
   always @(posedge clk)
-    x_1_21 <= \$1000 ;
+    x_1_12 <= \$944 ;
   always @(posedge clk)
-    product_r_1_21 <= \$1001 ;
+    product_r_1_12 <= \$945 ;
   always @(posedge clk)
-    x_1_22 <= \$1002 ;
+    x_1_13 <= \$946 ;
   always @(posedge clk)
-    product_r_1_22 <= \$1003 ;
+    product_r_1_13 <= \$947 ;
   always @(posedge clk)
-    x_1_23 <= \$1004 ;
+    x_1_14 <= \$948 ;
   always @(posedge clk)
-    product_r_1_23 <= \$1005 ;
+    product_r_1_14 <= \$949 ;
   always @(posedge clk)
-    x_1_24 <= \$1006 ;
+    x_1_15 <= \$950 ;
   always @(posedge clk)
-    product_r_1_24 <= \$1007 ;
+    product_r_1_15 <= \$951 ;
   always @(posedge clk)
-    x_1_25 <= \$1008 ;
+    x_1_16 <= \$952 ;
   always @(posedge clk)
-    product_r_1_25 <= \$1009 ;
+    product_r_1_16 <= \$953 ;
   always @(posedge clk)
-    x_1_26 <= \$1010 ;
+    x_1_17 <= \$954 ;
   always @(posedge clk)
-    product_r_1_26 <= \$1011 ;
+    product_r_1_17 <= \$955 ;
   always @(posedge clk)
-    x_1_27 <= \$1012 ;
+    x_1_18 <= \$956 ;
   always @(posedge clk)
-    product_r_1_27 <= \$1013 ;
+    product_r_1_18 <= \$957 ;
   always @(posedge clk)
-    x_1_28 <= \$1014 ;
+    x_1_19 <= \$958 ;
   always @(posedge clk)
-    product_r_1_28 <= \$1015 ;
+    product_r_1_19 <= \$959 ;
   always @(posedge clk)
-    x_1_29 <= \$1016 ;
+    x_1_20 <= \$960 ;
   always @(posedge clk)
-    product_r_1_29 <= \$1017 ;
+    product_r_1_20 <= \$961 ;
   always @(posedge clk)
-    x_1_30 <= \$1018 ;
+    x_1_21 <= \$962 ;
   always @(posedge clk)
-    product_r_1_30 <= \$1019 ;
+    product_r_1_21 <= \$963 ;
   always @(posedge clk)
-    x_1_31 <= \$1020 ;
+    x_1_22 <= \$964 ;
   always @(posedge clk)
-    product_r_1_31 <= \$1021 ;
+    product_r_1_22 <= \$965 ;
   always @(posedge clk)
-    x_2_0 <= \$1022 ;
+    x_1_23 <= \$966 ;
   always @(posedge clk)
-    product_r_2_0 <= \$1023 ;
+    product_r_1_23 <= \$967 ;
   always @(posedge clk)
-    x_2_1 <= \$1024 ;
+    x_1_24 <= \$968 ;
   always @(posedge clk)
-    product_r_2_1 <= \$1025 ;
+    product_r_1_24 <= \$969 ;
   always @(posedge clk)
-    x_2_2 <= \$1026 ;
+    x_1_25 <= \$970 ;
   always @(posedge clk)
-    product_r_2_2 <= \$1027 ;
+    product_r_1_25 <= \$971 ;
   always @(posedge clk)
-    x_2_3 <= \$1028 ;
+    x_1_26 <= \$972 ;
   always @(posedge clk)
-    product_r_2_3 <= \$1029 ;
+    product_r_1_26 <= \$973 ;
   always @(posedge clk)
-    x_2_4 <= \$1030 ;
+    x_1_27 <= \$974 ;
   always @(posedge clk)
-    product_r_2_4 <= \$1031 ;
+    product_r_1_27 <= \$975 ;
   always @(posedge clk)
-    x_2_5 <= \$1032 ;
+    x_1_28 <= \$976 ;
   always @(posedge clk)
-    product_r_2_5 <= \$1033 ;
+    product_r_1_28 <= \$977 ;
   always @(posedge clk)
-    x_2_6 <= \$1034 ;
+    x_1_29 <= \$978 ;
   always @(posedge clk)
-    product_r_2_6 <= \$1035 ;
+    product_r_1_29 <= \$979 ;
   always @(posedge clk)
-    x_2_7 <= \$1036 ;
+    x_1_30 <= \$980 ;
   always @(posedge clk)
-    product_r_2_7 <= \$1037 ;
+    product_r_1_30 <= \$981 ;
   always @(posedge clk)
-    x_2_8 <= \$1038 ;
+    x_1_31 <= \$982 ;
   always @(posedge clk)
-    product_r_2_8 <= \$1039 ;
+    product_r_1_31 <= \$983 ;
   always @(posedge clk)
-    x_2_9 <= \$1040 ;
+    x_2_0 <= \$984 ;
   always @(posedge clk)
-    product_r_2_9 <= \$1041 ;
+    product_r_2_0 <= \$985 ;
   always @(posedge clk)
-    x_2_10 <= \$1042 ;
+    x_2_1 <= \$986 ;
   always @(posedge clk)
-    product_r_2_10 <= \$1043 ;
+    product_r_2_1 <= \$987 ;
   always @(posedge clk)
-    x_2_11 <= \$1044 ;
+    x_2_2 <= \$988 ;
   always @(posedge clk)
-    product_r_2_11 <= \$1045 ;
+    product_r_2_2 <= \$989 ;
   always @(posedge clk)
-    x_2_12 <= \$1046 ;
+    x_2_3 <= \$990 ;
   always @(posedge clk)
-    product_r_2_12 <= \$1047 ;
+    product_r_2_3 <= \$991 ;
   always @(posedge clk)
-    x_2_13 <= \$1048 ;
+    x_2_4 <= \$992 ;
   always @(posedge clk)
-    product_r_2_13 <= \$1049 ;
+    product_r_2_4 <= \$993 ;
   always @(posedge clk)
-    x_2_14 <= \$1050 ;
+    x_2_5 <= \$994 ;
   always @(posedge clk)
-    product_r_2_14 <= \$1051 ;
+    product_r_2_5 <= \$995 ;
   always @(posedge clk)
-    x_2_15 <= \$1052 ;
+    x_2_6 <= \$996 ;
   always @(posedge clk)
-    product_r_2_15 <= \$1053 ;
+    product_r_2_6 <= \$997 ;
   always @(posedge clk)
-    x_2_16 <= \$1054 ;
+    x_2_7 <= \$998 ;
   always @(posedge clk)
-    product_r_2_16 <= \$1055 ;
+    product_r_2_7 <= \$999 ;
   always @(posedge clk)
-    x_2_17 <= \$1056 ;
+    x_2_8 <= \$1000 ;
   always @(posedge clk)
-    product_r_2_17 <= \$1057 ;
+    product_r_2_8 <= \$1001 ;
   always @(posedge clk)
-    x_2_18 <= \$1058 ;
+    x_2_9 <= \$1002 ;
   always @(posedge clk)
-    product_r_2_18 <= \$1059 ;
+    product_r_2_9 <= \$1003 ;
   always @(posedge clk)
-    x_2_19 <= \$1060 ;
+    x_2_10 <= \$1004 ;
   always @(posedge clk)
-    product_r_2_19 <= \$1061 ;
+    product_r_2_10 <= \$1005 ;
   always @(posedge clk)
-    x_2_20 <= \$1062 ;
+    x_2_11 <= \$1006 ;
   always @(posedge clk)
-    product_r_2_20 <= \$1063 ;
+    product_r_2_11 <= \$1007 ;
   always @(posedge clk)
-    x_2_21 <= \$1064 ;
+    x_2_12 <= \$1008 ;
   always @(posedge clk)
-    product_r_2_21 <= \$1065 ;
+    product_r_2_12 <= \$1009 ;
   always @(posedge clk)
-    x_2_22 <= \$1066 ;
+    x_2_13 <= \$1010 ;
   always @(posedge clk)
-    product_r_2_22 <= \$1067 ;
+    product_r_2_13 <= \$1011 ;
   always @(posedge clk)
-    x_2_23 <= \$1068 ;
+    x_2_14 <= \$1012 ;
   always @(posedge clk)
-    product_r_2_23 <= \$1069 ;
+    product_r_2_14 <= \$1013 ;
   always @(posedge clk)
-    x_2_24 <= \$1070 ;
+    x_2_15 <= \$1014 ;
   always @(posedge clk)
-    product_r_2_24 <= \$1071 ;
+    product_r_2_15 <= \$1015 ;
   always @(posedge clk)
-    x_2_25 <= \$1072 ;
+    x_2_16 <= \$1016 ;
   always @(posedge clk)
-    product_r_2_25 <= \$1073 ;
+    product_r_2_16 <= \$1017 ;
   always @(posedge clk)
-    x_2_26 <= \$1074 ;
+    x_2_17 <= \$1018 ;
   always @(posedge clk)
-    product_r_2_26 <= \$1075 ;
+    product_r_2_17 <= \$1019 ;
   always @(posedge clk)
-    x_2_27 <= \$1076 ;
+    x_2_18 <= \$1020 ;
   always @(posedge clk)
-    product_r_2_27 <= \$1077 ;
+    product_r_2_18 <= \$1021 ;
   always @(posedge clk)
-    x_2_28 <= \$1078 ;
+    x_2_19 <= \$1022 ;
   always @(posedge clk)
-    product_r_2_28 <= \$1079 ;
+    product_r_2_19 <= \$1023 ;
   always @(posedge clk)
-    x_2_29 <= \$1080 ;
+    x_2_20 <= \$1024 ;
   always @(posedge clk)
-    product_r_2_29 <= \$1081 ;
+    product_r_2_20 <= \$1025 ;
   always @(posedge clk)
-    x_2_30 <= \$1082 ;
+    x_2_21 <= \$1026 ;
   always @(posedge clk)
-    product_r_2_30 <= \$1083 ;
+    product_r_2_21 <= \$1027 ;
   always @(posedge clk)
-    x_2_31 <= \$1084 ;
+    x_2_22 <= \$1028 ;
   always @(posedge clk)
-    product_r_2_31 <= \$1085 ;
+    product_r_2_22 <= \$1029 ;
   always @(posedge clk)
-    x_3_0 <= \$1086 ;
+    x_2_23 <= \$1030 ;
   always @(posedge clk)
-    product_r_3_0 <= \$1087 ;
+    product_r_2_23 <= \$1031 ;
   always @(posedge clk)
-    x_3_1 <= \$1088 ;
+    x_2_24 <= \$1032 ;
   always @(posedge clk)
-    product_r_3_1 <= \$1089 ;
+    product_r_2_24 <= \$1033 ;
   always @(posedge clk)
-    x_3_2 <= \$1090 ;
+    x_2_25 <= \$1034 ;
   always @(posedge clk)
-    product_r_3_2 <= \$1091 ;
+    product_r_2_25 <= \$1035 ;
   always @(posedge clk)
-    x_3_3 <= \$1092 ;
+    x_2_26 <= \$1036 ;
   always @(posedge clk)
-    product_r_3_3 <= \$1093 ;
+    product_r_2_26 <= \$1037 ;
   always @(posedge clk)
-    x_3_4 <= \$1094 ;
+    x_2_27 <= \$1038 ;
   always @(posedge clk)
-    product_r_3_4 <= \$1095 ;
+    product_r_2_27 <= \$1039 ;
   always @(posedge clk)
-    x_3_5 <= \$1096 ;
+    x_2_28 <= \$1040 ;
   always @(posedge clk)
-    product_r_3_5 <= \$1097 ;
+    product_r_2_28 <= \$1041 ;
   always @(posedge clk)
-    x_3_6 <= \$1098 ;
+    x_2_29 <= \$1042 ;
   always @(posedge clk)
-    product_r_3_6 <= \$1099 ;
+    product_r_2_29 <= \$1043 ;
   always @(posedge clk)
-    x_3_7 <= \$1100 ;
+    x_2_30 <= \$1044 ;
   always @(posedge clk)
-    product_r_3_7 <= \$1101 ;
+    product_r_2_30 <= \$1045 ;
   always @(posedge clk)
-    x_3_8 <= \$1102 ;
+    x_2_31 <= \$1046 ;
   always @(posedge clk)
-    product_r_3_8 <= \$1103 ;
+    product_r_2_31 <= \$1047 ;
   always @(posedge clk)
-    x_3_9 <= \$1104 ;
+    x_3_0 <= \$1048 ;
   always @(posedge clk)
-    product_r_3_9 <= \$1105 ;
+    product_r_3_0 <= \$1049 ;
   always @(posedge clk)
-    x_3_10 <= \$1106 ;
+    x_3_1 <= \$1050 ;
   always @(posedge clk)
-    product_r_3_10 <= \$1107 ;
+    product_r_3_1 <= \$1051 ;
   always @(posedge clk)
-    x_3_11 <= \$1108 ;
+    x_3_2 <= \$1052 ;
   always @(posedge clk)
-    product_r_3_11 <= \$1109 ;
+    product_r_3_2 <= \$1053 ;
   always @(posedge clk)
-    x_3_12 <= \$1110 ;
+    x_3_3 <= \$1054 ;
   always @(posedge clk)
-    product_r_3_12 <= \$1111 ;
+    product_r_3_3 <= \$1055 ;
   always @(posedge clk)
-    x_3_13 <= \$1112 ;
+    x_3_4 <= \$1056 ;
   always @(posedge clk)
-    product_r_3_13 <= \$1113 ;
+    product_r_3_4 <= \$1057 ;
   always @(posedge clk)
-    x_3_14 <= \$1114 ;
+    x_3_5 <= \$1058 ;
   always @(posedge clk)
-    product_r_3_14 <= \$1115 ;
+    product_r_3_5 <= \$1059 ;
   always @(posedge clk)
-    x_3_15 <= \$1116 ;
+    x_3_6 <= \$1060 ;
   always @(posedge clk)
-    product_r_3_15 <= \$1117 ;
+    product_r_3_6 <= \$1061 ;
   always @(posedge clk)
-    x_3_16 <= \$1118 ;
+    x_3_7 <= \$1062 ;
   always @(posedge clk)
-    product_r_3_16 <= \$1119 ;
+    product_r_3_7 <= \$1063 ;
   always @(posedge clk)
-    x_3_17 <= \$1120 ;
+    x_3_8 <= \$1064 ;
   always @(posedge clk)
-    product_r_3_17 <= \$1121 ;
+    product_r_3_8 <= \$1065 ;
   always @(posedge clk)
-    x_3_18 <= \$1122 ;
+    x_3_9 <= \$1066 ;
   always @(posedge clk)
-    product_r_3_18 <= \$1123 ;
+    product_r_3_9 <= \$1067 ;
   always @(posedge clk)
-    x_3_19 <= \$1124 ;
+    x_3_10 <= \$1068 ;
   always @(posedge clk)
-    product_r_3_19 <= \$1125 ;
+    product_r_3_10 <= \$1069 ;
   always @(posedge clk)
-    x_3_20 <= \$1126 ;
+    x_3_11 <= \$1070 ;
   always @(posedge clk)
-    product_r_3_20 <= \$1127 ;
+    product_r_3_11 <= \$1071 ;
   always @(posedge clk)
-    x_3_21 <= \$1128 ;
+    x_3_12 <= \$1072 ;
   always @(posedge clk)
-    product_r_3_21 <= \$1129 ;
+    product_r_3_12 <= \$1073 ;
   always @(posedge clk)
-    x_3_22 <= \$1130 ;
+    x_3_13 <= \$1074 ;
   always @(posedge clk)
-    product_r_3_22 <= \$1131 ;
+    product_r_3_13 <= \$1075 ;
   always @(posedge clk)
-    x_3_23 <= \$1132 ;
+    x_3_14 <= \$1076 ;
   always @(posedge clk)
-    product_r_3_23 <= \$1133 ;
+    product_r_3_14 <= \$1077 ;
   always @(posedge clk)
-    x_3_24 <= \$1134 ;
+    x_3_15 <= \$1078 ;
   always @(posedge clk)
-    product_r_3_24 <= \$1135 ;
+    product_r_3_15 <= \$1079 ;
   always @(posedge clk)
-    x_3_25 <= \$1136 ;
+    x_3_16 <= \$1080 ;
   always @(posedge clk)
-    product_r_3_25 <= \$1137 ;
+    product_r_3_16 <= \$1081 ;
   always @(posedge clk)
-    x_3_26 <= \$1138 ;
+    x_3_17 <= \$1082 ;
   always @(posedge clk)
-    product_r_3_26 <= \$1139 ;
+    product_r_3_17 <= \$1083 ;
   always @(posedge clk)
-    x_3_27 <= \$1140 ;
+    x_3_18 <= \$1084 ;
   always @(posedge clk)
-    product_r_3_27 <= \$1141 ;
+    product_r_3_18 <= \$1085 ;
   always @(posedge clk)
-    x_3_28 <= \$1142 ;
+    x_3_19 <= \$1086 ;
   always @(posedge clk)
-    product_r_3_28 <= \$1143 ;
+    product_r_3_19 <= \$1087 ;
   always @(posedge clk)
-    x_3_29 <= \$1144 ;
+    x_3_20 <= \$1088 ;
   always @(posedge clk)
-    product_r_3_29 <= \$1145 ;
+    product_r_3_20 <= \$1089 ;
   always @(posedge clk)
-    x_3_30 <= \$1146 ;
+    x_3_21 <= \$1090 ;
   always @(posedge clk)
-    product_r_3_30 <= \$1147 ;
+    product_r_3_21 <= \$1091 ;
   always @(posedge clk)
-    x_3_31 <= \$1148 ;
+    x_3_22 <= \$1092 ;
   always @(posedge clk)
-    product_r_3_31 <= \$1149 ;
+    product_r_3_22 <= \$1093 ;
   always @(posedge clk)
-    rd_row <= \$1150 ;
+    x_3_23 <= \$1094 ;
   always @(posedge clk)
-    \$signal  <= \$1151 ;
+    product_r_3_23 <= \$1095 ;
   always @(posedge clk)
-    \$signal$476  <= \$1152 ;
+    x_3_24 <= \$1096 ;
   always @(posedge clk)
-    word <= \$1153 ;
+    product_r_3_24 <= \$1097 ;
   always @(posedge clk)
-    src_row <= \$1154 ;
+    x_3_25 <= \$1098 ;
   always @(posedge clk)
-    set_left <= \$1155 ;
+    product_r_3_25 <= \$1099 ;
   always @(posedge clk)
-    sets1 <= \$1156 ;
+    x_3_26 <= \$1100 ;
   always @(posedge clk)
-    shift <= \$1157 ;
+    product_r_3_26 <= \$1101 ;
   always @(posedge clk)
-    fold_state <= \$1158 ;
+    x_3_27 <= \$1102 ;
   always @(posedge clk)
-    operand <= \$1159 ;
+    product_r_3_27 <= \$1103 ;
   always @(posedge clk)
-    \wait  <= \$1160 ;
+    x_3_28 <= \$1104 ;
+  always @(posedge clk)
+    product_r_3_28 <= \$1105 ;
+  always @(posedge clk)
+    x_3_29 <= \$1106 ;
+  always @(posedge clk)
+    product_r_3_29 <= \$1107 ;
+  always @(posedge clk)
+    x_3_30 <= \$1108 ;
+  always @(posedge clk)
+    product_r_3_30 <= \$1109 ;
+  always @(posedge clk)
+    x_3_31 <= \$1110 ;
+  always @(posedge clk)
+    product_r_3_31 <= \$1111 ;
+  always @(posedge clk)
+    rd_row <= \$1112 ;
   ndp_fp32_add_pipe add_0_0 (
-    .a(\$444 ),
-    .b(\$446 ),
+    .a(\$406 ),
+    .b(\$408 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_0)
   );
   ndp_fp32_add_pipe add_0_1 (
-    .a(\$447 ),
-    .b(\$449 ),
+    .a(\$409 ),
+    .b(\$411 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_1)
   );
   ndp_fp32_add_pipe add_0_10 (
-    .a(\$474 ),
-    .b(\$476 ),
+    .a(\$436 ),
+    .b(\$438 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_10)
   );
   ndp_fp32_add_pipe add_0_11 (
-    .a(\$477 ),
-    .b(\$479 ),
+    .a(\$439 ),
+    .b(\$441 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_11)
   );
   ndp_fp32_add_pipe add_0_12 (
-    .a(\$480 ),
-    .b(\$482 ),
+    .a(\$442 ),
+    .b(\$444 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_12)
   );
   ndp_fp32_add_pipe add_0_13 (
-    .a(\$483 ),
-    .b(\$485 ),
+    .a(\$445 ),
+    .b(\$447 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_13)
   );
   ndp_fp32_add_pipe add_0_14 (
-    .a(\$486 ),
-    .b(\$488 ),
+    .a(\$448 ),
+    .b(\$450 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_14)
   );
   ndp_fp32_add_pipe add_0_15 (
-    .a(\$489 ),
-    .b(\$491 ),
+    .a(\$451 ),
+    .b(\$453 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_15)
   );
   ndp_fp32_add_pipe add_0_16 (
-    .a(\$492 ),
-    .b(\$494 ),
+    .a(\$454 ),
+    .b(\$456 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_16)
   );
   ndp_fp32_add_pipe add_0_17 (
-    .a(\$495 ),
-    .b(\$497 ),
+    .a(\$457 ),
+    .b(\$459 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_17)
   );
   ndp_fp32_add_pipe add_0_18 (
-    .a(\$498 ),
-    .b(\$500 ),
+    .a(\$460 ),
+    .b(\$462 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_18)
   );
   ndp_fp32_add_pipe add_0_19 (
-    .a(\$501 ),
-    .b(\$503 ),
+    .a(\$463 ),
+    .b(\$465 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_19)
   );
   ndp_fp32_add_pipe add_0_2 (
-    .a(\$450 ),
-    .b(\$452 ),
+    .a(\$412 ),
+    .b(\$414 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_2)
   );
   ndp_fp32_add_pipe add_0_20 (
-    .a(\$504 ),
-    .b(\$506 ),
+    .a(\$466 ),
+    .b(\$468 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_20)
   );
   ndp_fp32_add_pipe add_0_21 (
-    .a(\$507 ),
-    .b(\$509 ),
+    .a(\$469 ),
+    .b(\$471 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_21)
   );
   ndp_fp32_add_pipe add_0_22 (
-    .a(\$510 ),
-    .b(\$512 ),
+    .a(\$472 ),
+    .b(\$474 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_22)
   );
   ndp_fp32_add_pipe add_0_23 (
-    .a(\$513 ),
-    .b(\$515 ),
+    .a(\$475 ),
+    .b(\$477 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_23)
   );
   ndp_fp32_add_pipe add_0_24 (
-    .a(\$516 ),
-    .b(\$518 ),
+    .a(\$478 ),
+    .b(\$480 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_24)
   );
   ndp_fp32_add_pipe add_0_25 (
-    .a(\$519 ),
-    .b(\$521 ),
+    .a(\$481 ),
+    .b(\$483 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_25)
   );
   ndp_fp32_add_pipe add_0_26 (
-    .a(\$522 ),
-    .b(\$524 ),
+    .a(\$484 ),
+    .b(\$486 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_26)
   );
   ndp_fp32_add_pipe add_0_27 (
-    .a(\$525 ),
-    .b(\$527 ),
+    .a(\$487 ),
+    .b(\$489 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_27)
   );
   ndp_fp32_add_pipe add_0_28 (
-    .a(\$528 ),
-    .b(\$530 ),
+    .a(\$490 ),
+    .b(\$492 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_28)
   );
   ndp_fp32_add_pipe add_0_29 (
-    .a(\$531 ),
-    .b(\$533 ),
+    .a(\$493 ),
+    .b(\$495 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_29)
   );
   ndp_fp32_add_pipe add_0_3 (
-    .a(\$453 ),
-    .b(\$455 ),
+    .a(\$415 ),
+    .b(\$417 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_3)
   );
   ndp_fp32_add_pipe add_0_30 (
-    .a(\$534 ),
-    .b(\$536 ),
+    .a(\$496 ),
+    .b(\$498 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_30)
   );
   ndp_fp32_add_pipe add_0_31 (
-    .a(\$537 ),
-    .b(\$539 ),
+    .a(\$499 ),
+    .b(\$501 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_31)
   );
   ndp_fp32_add_pipe add_0_4 (
-    .a(\$456 ),
-    .b(\$458 ),
+    .a(\$418 ),
+    .b(\$420 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_4)
   );
   ndp_fp32_add_pipe add_0_5 (
-    .a(\$459 ),
-    .b(\$461 ),
+    .a(\$421 ),
+    .b(\$423 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_5)
   );
   ndp_fp32_add_pipe add_0_6 (
-    .a(\$462 ),
-    .b(\$464 ),
+    .a(\$424 ),
+    .b(\$426 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_6)
   );
   ndp_fp32_add_pipe add_0_7 (
-    .a(\$465 ),
-    .b(\$467 ),
+    .a(\$427 ),
+    .b(\$429 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_7)
   );
   ndp_fp32_add_pipe add_0_8 (
-    .a(\$468 ),
-    .b(\$470 ),
+    .a(\$430 ),
+    .b(\$432 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_8)
   );
   ndp_fp32_add_pipe add_0_9 (
-    .a(\$471 ),
-    .b(\$473 ),
+    .a(\$433 ),
+    .b(\$435 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_9)
   );
   ndp_fp32_add_pipe add_1_0 (
-    .a(\$540 ),
-    .b(\$542 ),
+    .a(\$502 ),
+    .b(\$504 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_0)
   );
   ndp_fp32_add_pipe add_1_1 (
-    .a(\$543 ),
-    .b(\$545 ),
+    .a(\$505 ),
+    .b(\$507 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_1)
   );
   ndp_fp32_add_pipe add_1_10 (
-    .a(\$570 ),
-    .b(\$572 ),
+    .a(\$532 ),
+    .b(\$534 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_10)
   );
   ndp_fp32_add_pipe add_1_11 (
-    .a(\$573 ),
-    .b(\$575 ),
+    .a(\$535 ),
+    .b(\$537 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_11)
   );
   ndp_fp32_add_pipe add_1_12 (
-    .a(\$576 ),
-    .b(\$578 ),
+    .a(\$538 ),
+    .b(\$540 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_12)
   );
   ndp_fp32_add_pipe add_1_13 (
-    .a(\$579 ),
-    .b(\$581 ),
+    .a(\$541 ),
+    .b(\$543 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_13)
   );
   ndp_fp32_add_pipe add_1_14 (
-    .a(\$582 ),
-    .b(\$584 ),
+    .a(\$544 ),
+    .b(\$546 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_14)
   );
   ndp_fp32_add_pipe add_1_15 (
-    .a(\$585 ),
-    .b(\$587 ),
+    .a(\$547 ),
+    .b(\$549 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_15)
   );
   ndp_fp32_add_pipe add_1_16 (
-    .a(\$588 ),
-    .b(\$590 ),
+    .a(\$550 ),
+    .b(\$552 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_16)
   );
   ndp_fp32_add_pipe add_1_17 (
-    .a(\$591 ),
-    .b(\$593 ),
+    .a(\$553 ),
+    .b(\$555 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_17)
   );
   ndp_fp32_add_pipe add_1_18 (
-    .a(\$594 ),
-    .b(\$596 ),
+    .a(\$556 ),
+    .b(\$558 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_18)
   );
   ndp_fp32_add_pipe add_1_19 (
-    .a(\$597 ),
-    .b(\$599 ),
+    .a(\$559 ),
+    .b(\$561 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_19)
   );
   ndp_fp32_add_pipe add_1_2 (
-    .a(\$546 ),
-    .b(\$548 ),
+    .a(\$508 ),
+    .b(\$510 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_2)
   );
   ndp_fp32_add_pipe add_1_20 (
-    .a(\$600 ),
-    .b(\$602 ),
+    .a(\$562 ),
+    .b(\$564 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_20)
   );
   ndp_fp32_add_pipe add_1_21 (
-    .a(\$603 ),
-    .b(\$605 ),
+    .a(\$565 ),
+    .b(\$567 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_21)
   );
   ndp_fp32_add_pipe add_1_22 (
-    .a(\$606 ),
-    .b(\$608 ),
+    .a(\$568 ),
+    .b(\$570 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_22)
   );
   ndp_fp32_add_pipe add_1_23 (
-    .a(\$609 ),
-    .b(\$611 ),
+    .a(\$571 ),
+    .b(\$573 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_23)
   );
   ndp_fp32_add_pipe add_1_24 (
-    .a(\$612 ),
-    .b(\$614 ),
+    .a(\$574 ),
+    .b(\$576 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_24)
   );
   ndp_fp32_add_pipe add_1_25 (
-    .a(\$615 ),
-    .b(\$617 ),
+    .a(\$577 ),
+    .b(\$579 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_25)
   );
   ndp_fp32_add_pipe add_1_26 (
-    .a(\$618 ),
-    .b(\$620 ),
+    .a(\$580 ),
+    .b(\$582 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_26)
   );
   ndp_fp32_add_pipe add_1_27 (
-    .a(\$621 ),
-    .b(\$623 ),
+    .a(\$583 ),
+    .b(\$585 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_27)
   );
   ndp_fp32_add_pipe add_1_28 (
-    .a(\$624 ),
-    .b(\$626 ),
+    .a(\$586 ),
+    .b(\$588 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_28)
   );
   ndp_fp32_add_pipe add_1_29 (
-    .a(\$627 ),
-    .b(\$629 ),
+    .a(\$589 ),
+    .b(\$591 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_29)
   );
   ndp_fp32_add_pipe add_1_3 (
-    .a(\$549 ),
-    .b(\$551 ),
+    .a(\$511 ),
+    .b(\$513 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_3)
   );
   ndp_fp32_add_pipe add_1_30 (
-    .a(\$630 ),
-    .b(\$632 ),
+    .a(\$592 ),
+    .b(\$594 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_30)
   );
   ndp_fp32_add_pipe add_1_31 (
-    .a(\$633 ),
-    .b(\$635 ),
+    .a(\$595 ),
+    .b(\$597 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_31)
   );
   ndp_fp32_add_pipe add_1_4 (
-    .a(\$552 ),
-    .b(\$554 ),
+    .a(\$514 ),
+    .b(\$516 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_4)
   );
   ndp_fp32_add_pipe add_1_5 (
-    .a(\$555 ),
-    .b(\$557 ),
+    .a(\$517 ),
+    .b(\$519 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_5)
   );
   ndp_fp32_add_pipe add_1_6 (
-    .a(\$558 ),
-    .b(\$560 ),
+    .a(\$520 ),
+    .b(\$522 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_6)
   );
   ndp_fp32_add_pipe add_1_7 (
-    .a(\$561 ),
-    .b(\$563 ),
+    .a(\$523 ),
+    .b(\$525 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_7)
   );
   ndp_fp32_add_pipe add_1_8 (
-    .a(\$564 ),
-    .b(\$566 ),
+    .a(\$526 ),
+    .b(\$528 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_8)
   );
   ndp_fp32_add_pipe add_1_9 (
-    .a(\$567 ),
-    .b(\$569 ),
+    .a(\$529 ),
+    .b(\$531 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_9)
   );
   ndp_fp32_add_pipe add_2_0 (
-    .a(\$636 ),
-    .b(\$638 ),
+    .a(\$598 ),
+    .b(\$600 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_0)
   );
   ndp_fp32_add_pipe add_2_1 (
-    .a(\$639 ),
-    .b(\$641 ),
+    .a(\$601 ),
+    .b(\$603 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_1)
   );
   ndp_fp32_add_pipe add_2_10 (
-    .a(\$666 ),
-    .b(\$668 ),
+    .a(\$628 ),
+    .b(\$630 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_10)
   );
   ndp_fp32_add_pipe add_2_11 (
-    .a(\$669 ),
-    .b(\$671 ),
+    .a(\$631 ),
+    .b(\$633 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_11)
   );
   ndp_fp32_add_pipe add_2_12 (
-    .a(\$672 ),
-    .b(\$674 ),
+    .a(\$634 ),
+    .b(\$636 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_12)
   );
   ndp_fp32_add_pipe add_2_13 (
-    .a(\$675 ),
-    .b(\$677 ),
+    .a(\$637 ),
+    .b(\$639 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_13)
   );
   ndp_fp32_add_pipe add_2_14 (
-    .a(\$678 ),
-    .b(\$680 ),
+    .a(\$640 ),
+    .b(\$642 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_14)
   );
   ndp_fp32_add_pipe add_2_15 (
-    .a(\$681 ),
-    .b(\$683 ),
+    .a(\$643 ),
+    .b(\$645 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_15)
   );
   ndp_fp32_add_pipe add_2_16 (
-    .a(\$684 ),
-    .b(\$686 ),
+    .a(\$646 ),
+    .b(\$648 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_16)
   );
   ndp_fp32_add_pipe add_2_17 (
-    .a(\$687 ),
-    .b(\$689 ),
+    .a(\$649 ),
+    .b(\$651 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_17)
   );
   ndp_fp32_add_pipe add_2_18 (
-    .a(\$690 ),
-    .b(\$692 ),
+    .a(\$652 ),
+    .b(\$654 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_18)
   );
   ndp_fp32_add_pipe add_2_19 (
-    .a(\$693 ),
-    .b(\$695 ),
+    .a(\$655 ),
+    .b(\$657 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_19)
   );
   ndp_fp32_add_pipe add_2_2 (
-    .a(\$642 ),
-    .b(\$644 ),
+    .a(\$604 ),
+    .b(\$606 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_2)
   );
   ndp_fp32_add_pipe add_2_20 (
-    .a(\$696 ),
-    .b(\$698 ),
+    .a(\$658 ),
+    .b(\$660 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_20)
   );
   ndp_fp32_add_pipe add_2_21 (
-    .a(\$699 ),
-    .b(\$701 ),
+    .a(\$661 ),
+    .b(\$663 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_21)
   );
   ndp_fp32_add_pipe add_2_22 (
-    .a(\$702 ),
-    .b(\$704 ),
+    .a(\$664 ),
+    .b(\$666 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_22)
   );
   ndp_fp32_add_pipe add_2_23 (
-    .a(\$705 ),
-    .b(\$707 ),
+    .a(\$667 ),
+    .b(\$669 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_23)
   );
   ndp_fp32_add_pipe add_2_24 (
-    .a(\$708 ),
-    .b(\$710 ),
+    .a(\$670 ),
+    .b(\$672 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_24)
   );
   ndp_fp32_add_pipe add_2_25 (
-    .a(\$711 ),
-    .b(\$713 ),
+    .a(\$673 ),
+    .b(\$675 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_25)
   );
   ndp_fp32_add_pipe add_2_26 (
-    .a(\$714 ),
-    .b(\$716 ),
+    .a(\$676 ),
+    .b(\$678 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_26)
   );
   ndp_fp32_add_pipe add_2_27 (
-    .a(\$717 ),
-    .b(\$719 ),
+    .a(\$679 ),
+    .b(\$681 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_27)
   );
   ndp_fp32_add_pipe add_2_28 (
-    .a(\$720 ),
-    .b(\$722 ),
+    .a(\$682 ),
+    .b(\$684 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_28)
   );
   ndp_fp32_add_pipe add_2_29 (
-    .a(\$723 ),
-    .b(\$725 ),
+    .a(\$685 ),
+    .b(\$687 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_29)
   );
   ndp_fp32_add_pipe add_2_3 (
-    .a(\$645 ),
-    .b(\$647 ),
+    .a(\$607 ),
+    .b(\$609 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_3)
   );
   ndp_fp32_add_pipe add_2_30 (
-    .a(\$726 ),
-    .b(\$728 ),
+    .a(\$688 ),
+    .b(\$690 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_30)
   );
   ndp_fp32_add_pipe add_2_31 (
-    .a(\$729 ),
-    .b(\$731 ),
+    .a(\$691 ),
+    .b(\$693 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_31)
   );
   ndp_fp32_add_pipe add_2_4 (
-    .a(\$648 ),
-    .b(\$650 ),
+    .a(\$610 ),
+    .b(\$612 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_4)
   );
   ndp_fp32_add_pipe add_2_5 (
-    .a(\$651 ),
-    .b(\$653 ),
+    .a(\$613 ),
+    .b(\$615 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_5)
   );
   ndp_fp32_add_pipe add_2_6 (
-    .a(\$654 ),
-    .b(\$656 ),
+    .a(\$616 ),
+    .b(\$618 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_6)
   );
   ndp_fp32_add_pipe add_2_7 (
-    .a(\$657 ),
-    .b(\$659 ),
+    .a(\$619 ),
+    .b(\$621 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_7)
   );
   ndp_fp32_add_pipe add_2_8 (
-    .a(\$660 ),
-    .b(\$662 ),
+    .a(\$622 ),
+    .b(\$624 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_8)
   );
   ndp_fp32_add_pipe add_2_9 (
-    .a(\$663 ),
-    .b(\$665 ),
+    .a(\$625 ),
+    .b(\$627 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_9)
   );
   ndp_fp32_add_pipe add_3_0 (
-    .a(\$732 ),
-    .b(\$734 ),
+    .a(\$694 ),
+    .b(\$696 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_0)
   );
   ndp_fp32_add_pipe add_3_1 (
-    .a(\$735 ),
-    .b(\$737 ),
+    .a(\$697 ),
+    .b(\$699 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_1)
   );
   ndp_fp32_add_pipe add_3_10 (
-    .a(\$762 ),
-    .b(\$764 ),
+    .a(\$724 ),
+    .b(\$726 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_10)
   );
   ndp_fp32_add_pipe add_3_11 (
-    .a(\$765 ),
-    .b(\$767 ),
+    .a(\$727 ),
+    .b(\$729 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_11)
   );
   ndp_fp32_add_pipe add_3_12 (
-    .a(\$768 ),
-    .b(\$770 ),
+    .a(\$730 ),
+    .b(\$732 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_12)
   );
   ndp_fp32_add_pipe add_3_13 (
-    .a(\$771 ),
-    .b(\$773 ),
+    .a(\$733 ),
+    .b(\$735 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_13)
   );
   ndp_fp32_add_pipe add_3_14 (
-    .a(\$774 ),
-    .b(\$776 ),
+    .a(\$736 ),
+    .b(\$738 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_14)
   );
   ndp_fp32_add_pipe add_3_15 (
-    .a(\$777 ),
-    .b(\$779 ),
+    .a(\$739 ),
+    .b(\$741 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_15)
   );
   ndp_fp32_add_pipe add_3_16 (
-    .a(\$780 ),
-    .b(\$782 ),
+    .a(\$742 ),
+    .b(\$744 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_16)
   );
   ndp_fp32_add_pipe add_3_17 (
-    .a(\$783 ),
-    .b(\$785 ),
+    .a(\$745 ),
+    .b(\$747 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_17)
   );
   ndp_fp32_add_pipe add_3_18 (
-    .a(\$786 ),
-    .b(\$788 ),
+    .a(\$748 ),
+    .b(\$750 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_18)
   );
   ndp_fp32_add_pipe add_3_19 (
-    .a(\$789 ),
-    .b(\$791 ),
+    .a(\$751 ),
+    .b(\$753 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_19)
   );
   ndp_fp32_add_pipe add_3_2 (
-    .a(\$738 ),
-    .b(\$740 ),
+    .a(\$700 ),
+    .b(\$702 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_2)
   );
   ndp_fp32_add_pipe add_3_20 (
-    .a(\$792 ),
-    .b(\$794 ),
+    .a(\$754 ),
+    .b(\$756 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_20)
   );
   ndp_fp32_add_pipe add_3_21 (
-    .a(\$795 ),
-    .b(\$797 ),
+    .a(\$757 ),
+    .b(\$759 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_21)
   );
   ndp_fp32_add_pipe add_3_22 (
-    .a(\$798 ),
-    .b(\$800 ),
+    .a(\$760 ),
+    .b(\$762 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_22)
   );
   ndp_fp32_add_pipe add_3_23 (
-    .a(\$801 ),
-    .b(\$803 ),
+    .a(\$763 ),
+    .b(\$765 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_23)
   );
   ndp_fp32_add_pipe add_3_24 (
-    .a(\$804 ),
-    .b(\$806 ),
+    .a(\$766 ),
+    .b(\$768 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_24)
   );
   ndp_fp32_add_pipe add_3_25 (
-    .a(\$807 ),
-    .b(\$809 ),
+    .a(\$769 ),
+    .b(\$771 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_25)
   );
   ndp_fp32_add_pipe add_3_26 (
-    .a(\$810 ),
-    .b(\$812 ),
+    .a(\$772 ),
+    .b(\$774 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_26)
   );
   ndp_fp32_add_pipe add_3_27 (
-    .a(\$813 ),
-    .b(\$815 ),
+    .a(\$775 ),
+    .b(\$777 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_27)
   );
   ndp_fp32_add_pipe add_3_28 (
-    .a(\$816 ),
-    .b(\$818 ),
+    .a(\$778 ),
+    .b(\$780 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_28)
   );
   ndp_fp32_add_pipe add_3_29 (
-    .a(\$819 ),
-    .b(\$821 ),
+    .a(\$781 ),
+    .b(\$783 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_29)
   );
   ndp_fp32_add_pipe add_3_3 (
-    .a(\$741 ),
-    .b(\$743 ),
+    .a(\$703 ),
+    .b(\$705 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_3)
   );
   ndp_fp32_add_pipe add_3_30 (
-    .a(\$822 ),
-    .b(\$824 ),
+    .a(\$784 ),
+    .b(\$786 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_30)
   );
   ndp_fp32_add_pipe add_3_31 (
-    .a(\$825 ),
-    .b(\$827 ),
+    .a(\$787 ),
+    .b(\$789 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_31)
   );
   ndp_fp32_add_pipe add_3_4 (
-    .a(\$744 ),
-    .b(\$746 ),
+    .a(\$706 ),
+    .b(\$708 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_4)
   );
   ndp_fp32_add_pipe add_3_5 (
-    .a(\$747 ),
-    .b(\$749 ),
+    .a(\$709 ),
+    .b(\$711 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_5)
   );
   ndp_fp32_add_pipe add_3_6 (
-    .a(\$750 ),
-    .b(\$752 ),
+    .a(\$712 ),
+    .b(\$714 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_6)
   );
   ndp_fp32_add_pipe add_3_7 (
-    .a(\$753 ),
-    .b(\$755 ),
+    .a(\$715 ),
+    .b(\$717 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_7)
   );
   ndp_fp32_add_pipe add_3_8 (
-    .a(\$756 ),
-    .b(\$758 ),
+    .a(\$718 ),
+    .b(\$720 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_8)
   );
   ndp_fp32_add_pipe add_3_9 (
-    .a(\$759 ),
-    .b(\$761 ),
+    .a(\$721 ),
+    .b(\$723 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_9)
   );
-  ndp_fp32_to_fp16 cvt_0 (
-    .a(\$signal [31:0]),
-    .h(half_0)
-  );
-  ndp_fp32_to_fp16 cvt_1 (
-    .a(\$signal [63:32]),
-    .h(half_1)
-  );
-  ndp_fp32_to_fp16 cvt_10 (
-    .a(\$signal [351:320]),
-    .h(half_10)
-  );
-  ndp_fp32_to_fp16 cvt_11 (
-    .a(\$signal [383:352]),
-    .h(half_11)
-  );
-  ndp_fp32_to_fp16 cvt_12 (
-    .a(\$signal [415:384]),
-    .h(half_12)
-  );
-  ndp_fp32_to_fp16 cvt_13 (
-    .a(\$signal [447:416]),
-    .h(half_13)
-  );
-  ndp_fp32_to_fp16 cvt_14 (
-    .a(\$signal [479:448]),
-    .h(half_14)
-  );
-  ndp_fp32_to_fp16 cvt_15 (
-    .a(\$signal [511:480]),
-    .h(half_15)
-  );
-  ndp_fp32_to_fp16 cvt_16 (
-    .a(\$signal [543:512]),
-    .h(half_16)
-  );
-  ndp_fp32_to_fp16 cvt_17 (
-    .a(\$signal [575:544]),
-    .h(half_17)
-  );
-  ndp_fp32_to_fp16 cvt_18 (
-    .a(\$signal [607:576]),
-    .h(half_18)
-  );
-  ndp_fp32_to_fp16 cvt_19 (
-    .a(\$signal [639:608]),
-    .h(half_19)
-  );
-  ndp_fp32_to_fp16 cvt_2 (
-    .a(\$signal [95:64]),
-    .h(half_2)
-  );
-  ndp_fp32_to_fp16 cvt_20 (
-    .a(\$signal [671:640]),
-    .h(half_20)
-  );
-  ndp_fp32_to_fp16 cvt_21 (
-    .a(\$signal [703:672]),
-    .h(half_21)
-  );
-  ndp_fp32_to_fp16 cvt_22 (
-    .a(\$signal [735:704]),
-    .h(half_22)
-  );
-  ndp_fp32_to_fp16 cvt_23 (
-    .a(\$signal [767:736]),
-    .h(half_23)
-  );
-  ndp_fp32_to_fp16 cvt_24 (
-    .a(\$signal [799:768]),
-    .h(half_24)
-  );
-  ndp_fp32_to_fp16 cvt_25 (
-    .a(\$signal [831:800]),
-    .h(half_25)
-  );
-  ndp_fp32_to_fp16 cvt_26 (
-    .a(\$signal [863:832]),
-    .h(half_26)
-  );
-  ndp_fp32_to_fp16 cvt_27 (
-    .a(\$signal [895:864]),
-    .h(half_27)
-  );
-  ndp_fp32_to_fp16 cvt_28 (
-    .a(\$signal [927:896]),
-    .h(half_28)
-  );
-  ndp_fp32_to_fp16 cvt_29 (
-    .a(\$signal [959:928]),
-    .h(half_29)
-  );
-  ndp_fp32_to_fp16 cvt_3 (
-    .a(\$signal [127:96]),
-    .h(half_3)
-  );
-  ndp_fp32_to_fp16 cvt_30 (
-    .a(\$signal [991:960]),
-    .h(half_30)
-  );
-  ndp_fp32_to_fp16 cvt_31 (
-    .a(\$signal [1023:992]),
-    .h(half_31)
-  );
-  ndp_fp32_to_fp16 cvt_4 (
-    .a(\$signal [159:128]),
-    .h(half_4)
-  );
-  ndp_fp32_to_fp16 cvt_5 (
-    .a(\$signal [191:160]),
-    .h(half_5)
-  );
-  ndp_fp32_to_fp16 cvt_6 (
-    .a(\$signal [223:192]),
-    .h(half_6)
-  );
-  ndp_fp32_to_fp16 cvt_7 (
-    .a(\$signal [255:224]),
-    .h(half_7)
-  );
-  ndp_fp32_to_fp16 cvt_8 (
-    .a(\$signal [287:256]),
-    .h(half_8)
-  );
-  ndp_fp32_to_fp16 cvt_9 (
-    .a(\$signal [319:288]),
-    .h(half_9)
-  );
-  ndp_fp32_add_pipe fold_add_0 (
-    .a(\$signal [31:0]),
-    .b(operand[31:0]),
+  \ndp_device.control_unit.compute.fold  fold (
+    .a_addr(req_word),
+    .a_data(a_data),
+    .a_row(req_row),
+    .b_addr(\$signature__addr$695 ),
+    .b_data(b_data),
+    .b_row(b_row),
     .clk(clk),
+    .n_cols(n_cols),
+    .n_words(n_words),
+    .out_fp16(sum_fp16),
+    .out_fp32(sum_fp32),
+    .out_ready(out_ready),
+    .out_valid(sum_valid),
+    .pack_log2(pack_log2),
+    .req_ready(fold_ready),
+    .req_valid(req_valid),
     .rst(rst),
-    .s(fold_sum_0)
-  );
-  ndp_fp32_add_pipe fold_add_1 (
-    .a(\$signal [63:32]),
-    .b(operand[63:32]),
-    .clk(clk),
-    .rst(rst),
-    .s(fold_sum_1)
-  );
-  ndp_fp32_add_pipe fold_add_10 (
-    .a(\$signal [351:320]),
-    .b(operand[351:320]),
-    .clk(clk),
-    .rst(rst),
-    .s(fold_sum_10)
-  );
-  ndp_fp32_add_pipe fold_add_11 (
-    .a(\$signal [383:352]),
-    .b(operand[383:352]),
-    .clk(clk),
-    .rst(rst),
-    .s(fold_sum_11)
-  );
-  ndp_fp32_add_pipe fold_add_12 (
-    .a(\$signal [415:384]),
-    .b(operand[415:384]),
-    .clk(clk),
-    .rst(rst),
-    .s(fold_sum_12)
-  );
-  ndp_fp32_add_pipe fold_add_13 (
-    .a(\$signal [447:416]),
-    .b(operand[447:416]),
-    .clk(clk),
-    .rst(rst),
-    .s(fold_sum_13)
-  );
-  ndp_fp32_add_pipe fold_add_14 (
-    .a(\$signal [479:448]),
-    .b(operand[479:448]),
-    .clk(clk),
-    .rst(rst),
-    .s(fold_sum_14)
-  );
-  ndp_fp32_add_pipe fold_add_15 (
-    .a(\$signal [511:480]),
-    .b(operand[511:480]),
-    .clk(clk),
-    .rst(rst),
-    .s(fold_sum_15)
-  );
-  ndp_fp32_add_pipe fold_add_16 (
-    .a(\$signal [543:512]),
-    .b(operand[543:512]),
-    .clk(clk),
-    .rst(rst),
-    .s(fold_sum_16)
-  );
-  ndp_fp32_add_pipe fold_add_17 (
-    .a(\$signal [575:544]),
-    .b(operand[575:544]),
-    .clk(clk),
-    .rst(rst),
-    .s(fold_sum_17)
-  );
-  ndp_fp32_add_pipe fold_add_18 (
-    .a(\$signal [607:576]),
-    .b(operand[607:576]),
-    .clk(clk),
-    .rst(rst),
-    .s(fold_sum_18)
-  );
-  ndp_fp32_add_pipe fold_add_19 (
-    .a(\$signal [639:608]),
-    .b(operand[639:608]),
-    .clk(clk),
-    .rst(rst),
-    .s(fold_sum_19)
-  );
-  ndp_fp32_add_pipe fold_add_2 (
-    .a(\$signal [95:64]),
-    .b(operand[95:64]),
-    .clk(clk),
-    .rst(rst),
-    .s(fold_sum_2)
-  );
-  ndp_fp32_add_pipe fold_add_20 (
-    .a(\$signal [671:640]),
-    .b(operand[671:640]),
-    .clk(clk),
-    .rst(rst),
-    .s(fold_sum_20)
-  );
-  ndp_fp32_add_pipe fold_add_21 (
-    .a(\$signal [703:672]),
-    .b(operand[703:672]),
-    .clk(clk),
-    .rst(rst),
-    .s(fold_sum_21)
-  );
-  ndp_fp32_add_pipe fold_add_22 (
-    .a(\$signal [735:704]),
-    .b(operand[735:704]),
-    .clk(clk),
-    .rst(rst),
-    .s(fold_sum_22)
-  );
-  ndp_fp32_add_pipe fold_add_23 (
-    .a(\$signal [767:736]),
-    .b(operand[767:736]),
-    .clk(clk),
-    .rst(rst),
-    .s(fold_sum_23)
-  );
-  ndp_fp32_add_pipe fold_add_24 (
-    .a(\$signal [799:768]),
-    .b(operand[799:768]),
-    .clk(clk),
-    .rst(rst),
-    .s(fold_sum_24)
-  );
-  ndp_fp32_add_pipe fold_add_25 (
-    .a(\$signal [831:800]),
-    .b(operand[831:800]),
-    .clk(clk),
-    .rst(rst),
-    .s(fold_sum_25)
-  );
-  ndp_fp32_add_pipe fold_add_26 (
-    .a(\$signal [863:832]),
-    .b(operand[863:832]),
-    .clk(clk),
-    .rst(rst),
-    .s(fold_sum_26)
-  );
-  ndp_fp32_add_pipe fold_add_27 (
-    .a(\$signal [895:864]),
-    .b(operand[895:864]),
-    .clk(clk),
-    .rst(rst),
-    .s(fold_sum_27)
-  );
-  ndp_fp32_add_pipe fold_add_28 (
-    .a(\$signal [927:896]),
-    .b(operand[927:896]),
-    .clk(clk),
-    .rst(rst),
-    .s(fold_sum_28)
-  );
-  ndp_fp32_add_pipe fold_add_29 (
-    .a(\$signal [959:928]),
-    .b(operand[959:928]),
-    .clk(clk),
-    .rst(rst),
-    .s(fold_sum_29)
-  );
-  ndp_fp32_add_pipe fold_add_3 (
-    .a(\$signal [127:96]),
-    .b(operand[127:96]),
-    .clk(clk),
-    .rst(rst),
-    .s(fold_sum_3)
-  );
-  ndp_fp32_add_pipe fold_add_30 (
-    .a(\$signal [991:960]),
-    .b(operand[991:960]),
-    .clk(clk),
-    .rst(rst),
-    .s(fold_sum_30)
-  );
-  ndp_fp32_add_pipe fold_add_31 (
-    .a(\$signal [1023:992]),
-    .b(operand[1023:992]),
-    .clk(clk),
-    .rst(rst),
-    .s(fold_sum_31)
-  );
-  ndp_fp32_add_pipe fold_add_4 (
-    .a(\$signal [159:128]),
-    .b(operand[159:128]),
-    .clk(clk),
-    .rst(rst),
-    .s(fold_sum_4)
-  );
-  ndp_fp32_add_pipe fold_add_5 (
-    .a(\$signal [191:160]),
-    .b(operand[191:160]),
-    .clk(clk),
-    .rst(rst),
-    .s(fold_sum_5)
-  );
-  ndp_fp32_add_pipe fold_add_6 (
-    .a(\$signal [223:192]),
-    .b(operand[223:192]),
-    .clk(clk),
-    .rst(rst),
-    .s(fold_sum_6)
-  );
-  ndp_fp32_add_pipe fold_add_7 (
-    .a(\$signal [255:224]),
-    .b(operand[255:224]),
-    .clk(clk),
-    .rst(rst),
-    .s(fold_sum_7)
-  );
-  ndp_fp32_add_pipe fold_add_8 (
-    .a(\$signal [287:256]),
-    .b(operand[287:256]),
-    .clk(clk),
-    .rst(rst),
-    .s(fold_sum_8)
-  );
-  ndp_fp32_add_pipe fold_add_9 (
-    .a(\$signal [319:288]),
-    .b(operand[319:288]),
-    .clk(clk),
-    .rst(rst),
-    .s(fold_sum_9)
+    .sets(sets),
+    .sets1(sets1)
   );
   ndp_fp16_mul_pipe mul_0_0 (
     .a(x_0_0),
@@ -18561,2452 +17645,2263 @@ module \ndp_device.control_unit.compute (rst, split, fold_pack, in_we, in_row, i
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$828  = \$3 ;
+    \$790  = \$3 ;
     if (rst) begin
-      \$828  = 5'h00;
+      \$790  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$829  = \$6 ;
+    \$791  = \$6 ;
     if (rst) begin
-      \$829  = 5'h00;
+      \$791  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$830  = \$9 ;
+    \$792  = \$9 ;
     if (rst) begin
-      \$830  = 5'h00;
+      \$792  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$831  = \$12 ;
+    \$793  = \$12 ;
     if (rst) begin
-      \$831  = 5'h00;
+      \$793  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$832  = \$15 ;
+    \$794  = \$15 ;
     if (rst) begin
-      \$832  = 5'h00;
+      \$794  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$833  = \$18 ;
+    \$795  = \$18 ;
     if (rst) begin
-      \$833  = 5'h00;
+      \$795  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$834  = \$21 ;
+    \$796  = \$21 ;
     if (rst) begin
-      \$834  = 5'h00;
+      \$796  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$835  = \$24 ;
+    \$797  = \$24 ;
     if (rst) begin
-      \$835  = 5'h00;
+      \$797  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$836  = \$27 ;
+    \$798  = \$27 ;
     if (rst) begin
-      \$836  = 5'h00;
+      \$798  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$837  = \$30 ;
+    \$799  = \$30 ;
     if (rst) begin
-      \$837  = 5'h00;
+      \$799  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$838  = \$33 ;
+    \$800  = \$33 ;
     if (rst) begin
-      \$838  = 5'h00;
+      \$800  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$839  = \$36 ;
+    \$801  = \$36 ;
     if (rst) begin
-      \$839  = 5'h00;
+      \$801  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$840  = \$39 ;
+    \$802  = \$39 ;
     if (rst) begin
-      \$840  = 5'h00;
+      \$802  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$841  = \$42 ;
+    \$803  = \$42 ;
     if (rst) begin
-      \$841  = 5'h00;
+      \$803  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$842  = \$45 ;
+    \$804  = \$45 ;
     if (rst) begin
-      \$842  = 5'h00;
+      \$804  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$843  = \$48 ;
+    \$805  = \$48 ;
     if (rst) begin
-      \$843  = 5'h00;
+      \$805  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$844  = \$51 ;
+    \$806  = \$51 ;
     if (rst) begin
-      \$844  = 5'h00;
+      \$806  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$845  = \$54 ;
+    \$807  = \$54 ;
     if (rst) begin
-      \$845  = 5'h00;
+      \$807  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$846  = \$57 ;
+    \$808  = \$57 ;
     if (rst) begin
-      \$846  = 5'h00;
+      \$808  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$847  = \$60 ;
+    \$809  = \$60 ;
     if (rst) begin
-      \$847  = 5'h00;
+      \$809  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$848  = \$63 ;
+    \$810  = \$63 ;
     if (rst) begin
-      \$848  = 5'h00;
+      \$810  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$849  = \$66 ;
+    \$811  = \$66 ;
     if (rst) begin
-      \$849  = 5'h00;
+      \$811  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$850  = \$69 ;
+    \$812  = \$69 ;
     if (rst) begin
-      \$850  = 5'h00;
+      \$812  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$851  = \$72 ;
+    \$813  = \$72 ;
     if (rst) begin
-      \$851  = 5'h00;
+      \$813  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$852  = \$75 ;
+    \$814  = \$75 ;
     if (rst) begin
-      \$852  = 5'h00;
+      \$814  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$853  = \$78 ;
+    \$815  = \$78 ;
     if (rst) begin
-      \$853  = 5'h00;
+      \$815  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$854  = \$81 ;
+    \$816  = \$81 ;
     if (rst) begin
-      \$854  = 5'h00;
+      \$816  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$855  = \$84 ;
+    \$817  = \$84 ;
     if (rst) begin
-      \$855  = 5'h00;
+      \$817  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$856  = \$87 ;
+    \$818  = \$87 ;
     if (rst) begin
-      \$856  = 5'h00;
+      \$818  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$857  = \$90 ;
+    \$819  = \$90 ;
     if (rst) begin
-      \$857  = 5'h00;
+      \$819  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$858  = \$93 ;
+    \$820  = \$93 ;
     if (rst) begin
-      \$858  = 5'h00;
+      \$820  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$859  = \$96 ;
+    \$821  = \$96 ;
     if (rst) begin
-      \$859  = 5'h00;
+      \$821  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$860  = mac;
+    \$822  = mac;
     if (rst) begin
-      \$860  = 1'h0;
+      \$822  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$861  = first;
+    \$823  = first;
     if (rst) begin
-      \$861  = 1'h0;
+      \$823  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$862  = acc_addr;
+    \$824  = acc_addr;
     if (rst) begin
-      \$862  = 7'h00;
+      \$824  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$863  = active;
+    \$825  = active;
     if (rst) begin
-      \$863  = 6'h00;
+      \$825  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$864  = w_data;
+    \$826  = w_data;
     if (rst) begin
-      \$864  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$826  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$865  = mac_d1;
+    \$827  = mac_d1;
     if (rst) begin
-      \$865  = 1'h0;
+      \$827  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$866  = \mac_d1$45 ;
+    \$828  = \mac_d1$45 ;
     if (rst) begin
-      \$866  = 1'h0;
+      \$828  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$867  = first_d1;
+    \$829  = first_d1;
     if (rst) begin
-      \$867  = 1'h0;
+      \$829  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$868  = \first_d1$47 ;
+    \$830  = \first_d1$47 ;
     if (rst) begin
-      \$868  = 1'h0;
+      \$830  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$869  = acc_addr_d1;
+    \$831  = acc_addr_d1;
     if (rst) begin
-      \$869  = 7'h00;
+      \$831  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$870  = \acc_addr_d1$49 ;
+    \$832  = \acc_addr_d1$49 ;
     if (rst) begin
-      \$870  = 7'h00;
+      \$832  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$871  = active_d1;
+    \$833  = active_d1;
     if (rst) begin
-      \$871  = 6'h00;
+      \$833  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$872  = \active_d1$51 ;
+    \$834  = \active_d1$51 ;
     if (rst) begin
-      \$872  = 6'h00;
+      \$834  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$873  = mac_d2;
+    \$835  = mac_d2;
     if (rst) begin
-      \$873  = 1'h0;
+      \$835  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$874  = \mac_d1$53 ;
+    \$836  = \mac_d1$53 ;
     if (rst) begin
-      \$874  = 1'h0;
+      \$836  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$875  = acc_addr_d2;
+    \$837  = acc_addr_d2;
     if (rst) begin
-      \$875  = 7'h00;
+      \$837  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$876  = \acc_addr_d1$55 ;
+    \$838  = \acc_addr_d1$55 ;
     if (rst) begin
-      \$876  = 7'h00;
+      \$838  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$877  = \$97 ;
+    \$839  = \$97 ;
     if (rst) begin
-      \$877  = 1'h0;
+      \$839  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$878  = \$98 ;
+    \$840  = \$98 ;
     if (rst) begin
-      \$878  = 1'h0;
+      \$840  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$879  = \$99 ;
+    \$841  = \$99 ;
     if (rst) begin
-      \$879  = 7'h00;
+      \$841  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$880  = \$100 ;
+    \$842  = \$100 ;
     if (rst) begin
-      \$880  = 6'h00;
+      \$842  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$881  = \$101 ;
+    \$843  = \$101 ;
     if (rst) begin
-      \$881  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$843  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$882  = mac_row1_d1;
+    \$844  = mac_row1_d1;
     if (rst) begin
-      \$882  = 1'h0;
+      \$844  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$883  = \mac_row1_d1$68 ;
+    \$845  = \mac_row1_d1$68 ;
     if (rst) begin
-      \$883  = 1'h0;
+      \$845  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$884  = first_row1_d1;
+    \$846  = first_row1_d1;
     if (rst) begin
-      \$884  = 1'h0;
+      \$846  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$885  = \first_row1_d1$70 ;
+    \$847  = \first_row1_d1$70 ;
     if (rst) begin
-      \$885  = 1'h0;
+      \$847  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$886  = acc_addr_row1_d1;
+    \$848  = acc_addr_row1_d1;
     if (rst) begin
-      \$886  = 7'h00;
+      \$848  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$887  = \acc_addr_row1_d1$72 ;
+    \$849  = \acc_addr_row1_d1$72 ;
     if (rst) begin
-      \$887  = 7'h00;
+      \$849  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$888  = active_row1_d1;
+    \$850  = active_row1_d1;
     if (rst) begin
-      \$888  = 6'h00;
+      \$850  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$889  = \active_row1_d1$74 ;
+    \$851  = \active_row1_d1$74 ;
     if (rst) begin
-      \$889  = 6'h00;
+      \$851  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$890  = mac_row1_d2;
+    \$852  = mac_row1_d2;
     if (rst) begin
-      \$890  = 1'h0;
+      \$852  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$891  = \mac_row1_d1$76 ;
+    \$853  = \mac_row1_d1$76 ;
     if (rst) begin
-      \$891  = 1'h0;
+      \$853  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$892  = acc_addr_row1_d2;
+    \$854  = acc_addr_row1_d2;
     if (rst) begin
-      \$892  = 7'h00;
+      \$854  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$893  = \acc_addr_row1_d1$78 ;
+    \$855  = \acc_addr_row1_d1$78 ;
     if (rst) begin
-      \$893  = 7'h00;
+      \$855  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$894  = \$103 ;
+    \$856  = \$103 ;
+    if (rst) begin
+      \$856  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$857  = product_0_0;
+    if (rst) begin
+      \$857  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$858  = \$105 ;
+    if (rst) begin
+      \$858  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$859  = product_0_1;
+    if (rst) begin
+      \$859  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$860  = \$107 ;
+    if (rst) begin
+      \$860  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$861  = product_0_2;
+    if (rst) begin
+      \$861  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$862  = \$109 ;
+    if (rst) begin
+      \$862  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$863  = product_0_3;
+    if (rst) begin
+      \$863  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$864  = \$111 ;
+    if (rst) begin
+      \$864  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$865  = product_0_4;
+    if (rst) begin
+      \$865  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$866  = \$113 ;
+    if (rst) begin
+      \$866  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$867  = product_0_5;
+    if (rst) begin
+      \$867  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$868  = \$115 ;
+    if (rst) begin
+      \$868  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$869  = product_0_6;
+    if (rst) begin
+      \$869  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$870  = \$117 ;
+    if (rst) begin
+      \$870  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$871  = product_0_7;
+    if (rst) begin
+      \$871  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$872  = \$119 ;
+    if (rst) begin
+      \$872  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$873  = product_0_8;
+    if (rst) begin
+      \$873  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$874  = \$121 ;
+    if (rst) begin
+      \$874  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$875  = product_0_9;
+    if (rst) begin
+      \$875  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$876  = \$123 ;
+    if (rst) begin
+      \$876  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$877  = product_0_10;
+    if (rst) begin
+      \$877  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$878  = \$125 ;
+    if (rst) begin
+      \$878  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$879  = product_0_11;
+    if (rst) begin
+      \$879  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$880  = \$127 ;
+    if (rst) begin
+      \$880  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$881  = product_0_12;
+    if (rst) begin
+      \$881  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$882  = \$129 ;
+    if (rst) begin
+      \$882  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$883  = product_0_13;
+    if (rst) begin
+      \$883  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$884  = \$131 ;
+    if (rst) begin
+      \$884  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$885  = product_0_14;
+    if (rst) begin
+      \$885  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$886  = \$133 ;
+    if (rst) begin
+      \$886  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$887  = product_0_15;
+    if (rst) begin
+      \$887  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$888  = \$135 ;
+    if (rst) begin
+      \$888  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$889  = product_0_16;
+    if (rst) begin
+      \$889  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$890  = \$137 ;
+    if (rst) begin
+      \$890  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$891  = product_0_17;
+    if (rst) begin
+      \$891  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$892  = \$139 ;
+    if (rst) begin
+      \$892  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$893  = product_0_18;
+    if (rst) begin
+      \$893  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$894  = \$141 ;
     if (rst) begin
       \$894  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$895  = product_0_0;
+    \$895  = product_0_19;
     if (rst) begin
       \$895  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$896  = \$105 ;
+    \$896  = \$143 ;
     if (rst) begin
       \$896  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$897  = product_0_1;
+    \$897  = product_0_20;
     if (rst) begin
       \$897  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$898  = \$107 ;
+    \$898  = \$145 ;
     if (rst) begin
       \$898  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$899  = product_0_2;
+    \$899  = product_0_21;
     if (rst) begin
       \$899  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$900  = \$109 ;
+    \$900  = \$147 ;
     if (rst) begin
       \$900  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$901  = product_0_3;
+    \$901  = product_0_22;
     if (rst) begin
       \$901  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$902  = \$111 ;
+    \$902  = \$149 ;
     if (rst) begin
       \$902  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$903  = product_0_4;
+    \$903  = product_0_23;
     if (rst) begin
       \$903  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$904  = \$113 ;
+    \$904  = \$151 ;
     if (rst) begin
       \$904  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$905  = product_0_5;
+    \$905  = product_0_24;
     if (rst) begin
       \$905  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$906  = \$115 ;
+    \$906  = \$153 ;
     if (rst) begin
       \$906  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$907  = product_0_6;
+    \$907  = product_0_25;
     if (rst) begin
       \$907  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$908  = \$117 ;
+    \$908  = \$155 ;
     if (rst) begin
       \$908  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$909  = product_0_7;
+    \$909  = product_0_26;
     if (rst) begin
       \$909  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$910  = \$119 ;
+    \$910  = \$157 ;
     if (rst) begin
       \$910  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$911  = product_0_8;
+    \$911  = product_0_27;
     if (rst) begin
       \$911  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$912  = \$121 ;
+    \$912  = \$159 ;
     if (rst) begin
       \$912  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$913  = product_0_9;
+    \$913  = product_0_28;
     if (rst) begin
       \$913  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$914  = \$123 ;
+    \$914  = \$161 ;
     if (rst) begin
       \$914  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$915  = product_0_10;
+    \$915  = product_0_29;
     if (rst) begin
       \$915  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$916  = \$125 ;
+    \$916  = \$163 ;
     if (rst) begin
       \$916  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$917  = product_0_11;
+    \$917  = product_0_30;
     if (rst) begin
       \$917  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$918  = \$127 ;
+    \$918  = \$165 ;
     if (rst) begin
       \$918  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$919  = product_0_12;
+    \$919  = product_0_31;
     if (rst) begin
       \$919  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$920  = \$129 ;
+    \$920  = \$168 ;
     if (rst) begin
       \$920  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$921  = product_0_13;
+    \$921  = product_1_0;
     if (rst) begin
       \$921  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$922  = \$131 ;
+    \$922  = \$171 ;
     if (rst) begin
       \$922  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$923  = product_0_14;
+    \$923  = product_1_1;
     if (rst) begin
       \$923  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$924  = \$133 ;
+    \$924  = \$174 ;
     if (rst) begin
       \$924  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$925  = product_0_15;
+    \$925  = product_1_2;
     if (rst) begin
       \$925  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$926  = \$135 ;
+    \$926  = \$177 ;
     if (rst) begin
       \$926  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$927  = product_0_16;
+    \$927  = product_1_3;
     if (rst) begin
       \$927  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$928  = \$137 ;
+    \$928  = \$180 ;
     if (rst) begin
       \$928  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$929  = product_0_17;
+    \$929  = product_1_4;
     if (rst) begin
       \$929  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$930  = \$139 ;
+    \$930  = \$183 ;
     if (rst) begin
       \$930  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$931  = product_0_18;
+    \$931  = product_1_5;
     if (rst) begin
       \$931  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$932  = \$141 ;
+    \$932  = \$186 ;
     if (rst) begin
       \$932  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$933  = product_0_19;
+    \$933  = product_1_6;
     if (rst) begin
       \$933  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$934  = \$143 ;
+    \$934  = \$189 ;
     if (rst) begin
       \$934  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$935  = product_0_20;
+    \$935  = product_1_7;
     if (rst) begin
       \$935  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$936  = \$145 ;
+    \$936  = \$192 ;
     if (rst) begin
       \$936  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$937  = product_0_21;
+    \$937  = product_1_8;
     if (rst) begin
       \$937  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$938  = \$147 ;
+    \$938  = \$195 ;
     if (rst) begin
       \$938  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$939  = product_0_22;
+    \$939  = product_1_9;
     if (rst) begin
       \$939  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$940  = \$149 ;
+    \$940  = \$198 ;
     if (rst) begin
       \$940  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$941  = product_0_23;
+    \$941  = product_1_10;
     if (rst) begin
       \$941  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$942  = \$151 ;
+    \$942  = \$201 ;
     if (rst) begin
       \$942  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$943  = product_0_24;
+    \$943  = product_1_11;
     if (rst) begin
       \$943  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$944  = \$153 ;
+    \$944  = \$204 ;
     if (rst) begin
       \$944  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$945  = product_0_25;
+    \$945  = product_1_12;
     if (rst) begin
       \$945  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$946  = \$155 ;
+    \$946  = \$207 ;
     if (rst) begin
       \$946  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$947  = product_0_26;
+    \$947  = product_1_13;
     if (rst) begin
       \$947  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$948  = \$157 ;
+    \$948  = \$210 ;
     if (rst) begin
       \$948  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$949  = product_0_27;
+    \$949  = product_1_14;
     if (rst) begin
       \$949  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$950  = \$159 ;
+    \$950  = \$213 ;
     if (rst) begin
       \$950  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$951  = product_0_28;
+    \$951  = product_1_15;
     if (rst) begin
       \$951  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$952  = \$161 ;
+    \$952  = \$216 ;
     if (rst) begin
       \$952  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$953  = product_0_29;
+    \$953  = product_1_16;
     if (rst) begin
       \$953  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$954  = \$163 ;
+    \$954  = \$219 ;
     if (rst) begin
       \$954  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$955  = product_0_30;
+    \$955  = product_1_17;
     if (rst) begin
       \$955  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$956  = \$165 ;
+    \$956  = \$222 ;
     if (rst) begin
       \$956  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$957  = product_0_31;
+    \$957  = product_1_18;
     if (rst) begin
       \$957  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$958  = \$168 ;
+    \$958  = \$225 ;
     if (rst) begin
       \$958  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$959  = product_1_0;
+    \$959  = product_1_19;
     if (rst) begin
       \$959  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$960  = \$171 ;
+    \$960  = \$228 ;
     if (rst) begin
       \$960  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$961  = product_1_1;
+    \$961  = product_1_20;
     if (rst) begin
       \$961  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$962  = \$174 ;
+    \$962  = \$231 ;
     if (rst) begin
       \$962  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$963  = product_1_2;
+    \$963  = product_1_21;
     if (rst) begin
       \$963  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$964  = \$177 ;
+    \$964  = \$234 ;
     if (rst) begin
       \$964  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$965  = product_1_3;
+    \$965  = product_1_22;
     if (rst) begin
       \$965  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$966  = \$180 ;
+    \$966  = \$237 ;
     if (rst) begin
       \$966  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$967  = product_1_4;
+    \$967  = product_1_23;
     if (rst) begin
       \$967  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$968  = \$183 ;
+    \$968  = \$240 ;
     if (rst) begin
       \$968  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$969  = product_1_5;
+    \$969  = product_1_24;
     if (rst) begin
       \$969  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$970  = \$186 ;
+    \$970  = \$243 ;
     if (rst) begin
       \$970  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$971  = product_1_6;
+    \$971  = product_1_25;
     if (rst) begin
       \$971  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$972  = \$189 ;
+    \$972  = \$246 ;
     if (rst) begin
       \$972  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$973  = product_1_7;
+    \$973  = product_1_26;
     if (rst) begin
       \$973  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$974  = \$192 ;
+    \$974  = \$249 ;
     if (rst) begin
       \$974  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$975  = product_1_8;
+    \$975  = product_1_27;
     if (rst) begin
       \$975  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$976  = \$195 ;
+    \$976  = \$252 ;
     if (rst) begin
       \$976  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$977  = product_1_9;
+    \$977  = product_1_28;
     if (rst) begin
       \$977  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$978  = \$198 ;
+    \$978  = \$255 ;
     if (rst) begin
       \$978  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$979  = product_1_10;
+    \$979  = product_1_29;
     if (rst) begin
       \$979  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$980  = \$201 ;
+    \$980  = \$258 ;
     if (rst) begin
       \$980  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$981  = product_1_11;
+    \$981  = product_1_30;
     if (rst) begin
       \$981  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$982  = \$204 ;
+    \$982  = \$261 ;
     if (rst) begin
       \$982  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$983  = product_1_12;
+    \$983  = product_1_31;
     if (rst) begin
       \$983  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$984  = \$207 ;
+    \$984  = \$263 ;
     if (rst) begin
       \$984  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$985  = product_1_13;
+    \$985  = product_2_0;
     if (rst) begin
       \$985  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$986  = \$210 ;
+    \$986  = \$265 ;
     if (rst) begin
       \$986  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$987  = product_1_14;
+    \$987  = product_2_1;
     if (rst) begin
       \$987  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$988  = \$213 ;
+    \$988  = \$267 ;
     if (rst) begin
       \$988  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$989  = product_1_15;
+    \$989  = product_2_2;
     if (rst) begin
       \$989  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$990  = \$216 ;
+    \$990  = \$269 ;
     if (rst) begin
       \$990  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$991  = product_1_16;
+    \$991  = product_2_3;
     if (rst) begin
       \$991  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$992  = \$219 ;
+    \$992  = \$271 ;
     if (rst) begin
       \$992  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$993  = product_1_17;
+    \$993  = product_2_4;
     if (rst) begin
       \$993  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$994  = \$222 ;
+    \$994  = \$273 ;
     if (rst) begin
       \$994  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$995  = product_1_18;
+    \$995  = product_2_5;
     if (rst) begin
       \$995  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$996  = \$225 ;
+    \$996  = \$275 ;
     if (rst) begin
       \$996  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$997  = product_1_19;
+    \$997  = product_2_6;
     if (rst) begin
       \$997  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$998  = \$228 ;
+    \$998  = \$277 ;
     if (rst) begin
       \$998  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$999  = product_1_20;
+    \$999  = product_2_7;
     if (rst) begin
       \$999  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1000  = \$231 ;
+    \$1000  = \$279 ;
     if (rst) begin
       \$1000  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1001  = product_1_21;
+    \$1001  = product_2_8;
     if (rst) begin
       \$1001  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1002  = \$234 ;
+    \$1002  = \$281 ;
     if (rst) begin
       \$1002  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1003  = product_1_22;
+    \$1003  = product_2_9;
     if (rst) begin
       \$1003  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1004  = \$237 ;
+    \$1004  = \$283 ;
     if (rst) begin
       \$1004  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1005  = product_1_23;
+    \$1005  = product_2_10;
     if (rst) begin
       \$1005  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1006  = \$240 ;
+    \$1006  = \$285 ;
     if (rst) begin
       \$1006  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1007  = product_1_24;
+    \$1007  = product_2_11;
     if (rst) begin
       \$1007  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1008  = \$243 ;
+    \$1008  = \$287 ;
     if (rst) begin
       \$1008  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1009  = product_1_25;
+    \$1009  = product_2_12;
     if (rst) begin
       \$1009  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1010  = \$246 ;
+    \$1010  = \$289 ;
     if (rst) begin
       \$1010  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1011  = product_1_26;
+    \$1011  = product_2_13;
     if (rst) begin
       \$1011  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1012  = \$249 ;
+    \$1012  = \$291 ;
     if (rst) begin
       \$1012  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1013  = product_1_27;
+    \$1013  = product_2_14;
     if (rst) begin
       \$1013  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1014  = \$252 ;
+    \$1014  = \$293 ;
     if (rst) begin
       \$1014  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1015  = product_1_28;
+    \$1015  = product_2_15;
     if (rst) begin
       \$1015  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1016  = \$255 ;
+    \$1016  = \$295 ;
     if (rst) begin
       \$1016  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1017  = product_1_29;
+    \$1017  = product_2_16;
     if (rst) begin
       \$1017  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1018  = \$258 ;
+    \$1018  = \$297 ;
     if (rst) begin
       \$1018  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1019  = product_1_30;
+    \$1019  = product_2_17;
     if (rst) begin
       \$1019  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1020  = \$261 ;
+    \$1020  = \$299 ;
     if (rst) begin
       \$1020  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1021  = product_1_31;
+    \$1021  = product_2_18;
     if (rst) begin
       \$1021  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1022  = \$263 ;
+    \$1022  = \$301 ;
     if (rst) begin
       \$1022  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1023  = product_2_0;
+    \$1023  = product_2_19;
     if (rst) begin
       \$1023  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1024  = \$265 ;
+    \$1024  = \$303 ;
     if (rst) begin
       \$1024  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1025  = product_2_1;
+    \$1025  = product_2_20;
     if (rst) begin
       \$1025  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1026  = \$267 ;
+    \$1026  = \$305 ;
     if (rst) begin
       \$1026  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1027  = product_2_2;
+    \$1027  = product_2_21;
     if (rst) begin
       \$1027  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1028  = \$269 ;
+    \$1028  = \$307 ;
     if (rst) begin
       \$1028  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1029  = product_2_3;
+    \$1029  = product_2_22;
     if (rst) begin
       \$1029  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1030  = \$271 ;
+    \$1030  = \$309 ;
     if (rst) begin
       \$1030  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1031  = product_2_4;
+    \$1031  = product_2_23;
     if (rst) begin
       \$1031  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1032  = \$273 ;
+    \$1032  = \$311 ;
     if (rst) begin
       \$1032  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1033  = product_2_5;
+    \$1033  = product_2_24;
     if (rst) begin
       \$1033  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1034  = \$275 ;
+    \$1034  = \$313 ;
     if (rst) begin
       \$1034  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1035  = product_2_6;
+    \$1035  = product_2_25;
     if (rst) begin
       \$1035  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1036  = \$277 ;
+    \$1036  = \$315 ;
     if (rst) begin
       \$1036  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1037  = product_2_7;
+    \$1037  = product_2_26;
     if (rst) begin
       \$1037  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1038  = \$279 ;
+    \$1038  = \$317 ;
     if (rst) begin
       \$1038  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1039  = product_2_8;
+    \$1039  = product_2_27;
     if (rst) begin
       \$1039  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1040  = \$281 ;
+    \$1040  = \$319 ;
     if (rst) begin
       \$1040  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1041  = product_2_9;
+    \$1041  = product_2_28;
     if (rst) begin
       \$1041  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1042  = \$283 ;
+    \$1042  = \$321 ;
     if (rst) begin
       \$1042  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1043  = product_2_10;
+    \$1043  = product_2_29;
     if (rst) begin
       \$1043  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1044  = \$285 ;
+    \$1044  = \$323 ;
     if (rst) begin
       \$1044  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1045  = product_2_11;
+    \$1045  = product_2_30;
     if (rst) begin
       \$1045  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1046  = \$287 ;
+    \$1046  = \$325 ;
     if (rst) begin
       \$1046  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1047  = product_2_12;
+    \$1047  = product_2_31;
     if (rst) begin
       \$1047  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1048  = \$289 ;
+    \$1048  = \$327 ;
     if (rst) begin
       \$1048  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1049  = product_2_13;
+    \$1049  = product_3_0;
     if (rst) begin
       \$1049  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1050  = \$291 ;
+    \$1050  = \$329 ;
     if (rst) begin
       \$1050  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1051  = product_2_14;
+    \$1051  = product_3_1;
     if (rst) begin
       \$1051  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1052  = \$293 ;
+    \$1052  = \$331 ;
     if (rst) begin
       \$1052  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1053  = product_2_15;
+    \$1053  = product_3_2;
     if (rst) begin
       \$1053  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1054  = \$295 ;
+    \$1054  = \$333 ;
     if (rst) begin
       \$1054  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1055  = product_2_16;
+    \$1055  = product_3_3;
     if (rst) begin
       \$1055  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1056  = \$297 ;
+    \$1056  = \$335 ;
     if (rst) begin
       \$1056  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1057  = product_2_17;
+    \$1057  = product_3_4;
     if (rst) begin
       \$1057  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1058  = \$299 ;
+    \$1058  = \$337 ;
     if (rst) begin
       \$1058  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1059  = product_2_18;
+    \$1059  = product_3_5;
     if (rst) begin
       \$1059  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1060  = \$301 ;
+    \$1060  = \$339 ;
     if (rst) begin
       \$1060  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1061  = product_2_19;
+    \$1061  = product_3_6;
     if (rst) begin
       \$1061  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1062  = \$303 ;
+    \$1062  = \$341 ;
     if (rst) begin
       \$1062  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1063  = product_2_20;
+    \$1063  = product_3_7;
     if (rst) begin
       \$1063  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1064  = \$305 ;
+    \$1064  = \$343 ;
     if (rst) begin
       \$1064  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1065  = product_2_21;
+    \$1065  = product_3_8;
     if (rst) begin
       \$1065  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1066  = \$307 ;
+    \$1066  = \$345 ;
     if (rst) begin
       \$1066  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1067  = product_2_22;
+    \$1067  = product_3_9;
     if (rst) begin
       \$1067  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1068  = \$309 ;
+    \$1068  = \$347 ;
     if (rst) begin
       \$1068  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1069  = product_2_23;
+    \$1069  = product_3_10;
     if (rst) begin
       \$1069  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1070  = \$311 ;
+    \$1070  = \$349 ;
     if (rst) begin
       \$1070  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1071  = product_2_24;
+    \$1071  = product_3_11;
     if (rst) begin
       \$1071  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1072  = \$313 ;
+    \$1072  = \$351 ;
     if (rst) begin
       \$1072  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1073  = product_2_25;
+    \$1073  = product_3_12;
     if (rst) begin
       \$1073  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1074  = \$315 ;
+    \$1074  = \$353 ;
     if (rst) begin
       \$1074  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1075  = product_2_26;
+    \$1075  = product_3_13;
     if (rst) begin
       \$1075  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1076  = \$317 ;
+    \$1076  = \$355 ;
     if (rst) begin
       \$1076  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1077  = product_2_27;
+    \$1077  = product_3_14;
     if (rst) begin
       \$1077  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1078  = \$319 ;
+    \$1078  = \$357 ;
     if (rst) begin
       \$1078  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1079  = product_2_28;
+    \$1079  = product_3_15;
     if (rst) begin
       \$1079  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1080  = \$321 ;
+    \$1080  = \$359 ;
     if (rst) begin
       \$1080  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1081  = product_2_29;
+    \$1081  = product_3_16;
     if (rst) begin
       \$1081  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1082  = \$323 ;
+    \$1082  = \$361 ;
     if (rst) begin
       \$1082  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1083  = product_2_30;
+    \$1083  = product_3_17;
     if (rst) begin
       \$1083  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1084  = \$325 ;
+    \$1084  = \$363 ;
     if (rst) begin
       \$1084  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1085  = product_2_31;
+    \$1085  = product_3_18;
     if (rst) begin
       \$1085  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1086  = \$327 ;
+    \$1086  = \$365 ;
     if (rst) begin
       \$1086  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1087  = product_3_0;
+    \$1087  = product_3_19;
     if (rst) begin
       \$1087  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1088  = \$329 ;
+    \$1088  = \$367 ;
     if (rst) begin
       \$1088  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1089  = product_3_1;
+    \$1089  = product_3_20;
     if (rst) begin
       \$1089  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1090  = \$331 ;
+    \$1090  = \$369 ;
     if (rst) begin
       \$1090  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1091  = product_3_2;
+    \$1091  = product_3_21;
     if (rst) begin
       \$1091  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1092  = \$333 ;
+    \$1092  = \$371 ;
     if (rst) begin
       \$1092  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1093  = product_3_3;
+    \$1093  = product_3_22;
     if (rst) begin
       \$1093  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1094  = \$335 ;
+    \$1094  = \$373 ;
     if (rst) begin
       \$1094  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1095  = product_3_4;
+    \$1095  = product_3_23;
     if (rst) begin
       \$1095  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1096  = \$337 ;
+    \$1096  = \$375 ;
     if (rst) begin
       \$1096  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1097  = product_3_5;
+    \$1097  = product_3_24;
     if (rst) begin
       \$1097  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1098  = \$339 ;
+    \$1098  = \$377 ;
     if (rst) begin
       \$1098  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1099  = product_3_6;
+    \$1099  = product_3_25;
     if (rst) begin
       \$1099  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1100  = \$341 ;
+    \$1100  = \$379 ;
     if (rst) begin
       \$1100  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1101  = product_3_7;
+    \$1101  = product_3_26;
     if (rst) begin
       \$1101  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1102  = \$343 ;
+    \$1102  = \$381 ;
     if (rst) begin
       \$1102  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1103  = product_3_8;
+    \$1103  = product_3_27;
     if (rst) begin
       \$1103  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1104  = \$345 ;
+    \$1104  = \$383 ;
     if (rst) begin
       \$1104  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1105  = product_3_9;
+    \$1105  = product_3_28;
     if (rst) begin
       \$1105  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1106  = \$347 ;
+    \$1106  = \$385 ;
     if (rst) begin
       \$1106  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1107  = product_3_10;
+    \$1107  = product_3_29;
     if (rst) begin
       \$1107  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1108  = \$349 ;
+    \$1108  = \$387 ;
     if (rst) begin
       \$1108  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1109  = product_3_11;
+    \$1109  = product_3_30;
     if (rst) begin
       \$1109  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1110  = \$351 ;
+    \$1110  = \$389 ;
     if (rst) begin
       \$1110  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1111  = product_3_12;
+    \$1111  = product_3_31;
     if (rst) begin
       \$1111  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1112  = \$353 ;
+    \$1112  = \rd_row$471 ;
     if (rst) begin
-      \$1112  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1113  = product_3_13;
-    if (rst) begin
-      \$1113  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1114  = \$355 ;
-    if (rst) begin
-      \$1114  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1115  = product_3_14;
-    if (rst) begin
-      \$1115  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1116  = \$357 ;
-    if (rst) begin
-      \$1116  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1117  = product_3_15;
-    if (rst) begin
-      \$1117  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1118  = \$359 ;
-    if (rst) begin
-      \$1118  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1119  = product_3_16;
-    if (rst) begin
-      \$1119  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1120  = \$361 ;
-    if (rst) begin
-      \$1120  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1121  = product_3_17;
-    if (rst) begin
-      \$1121  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1122  = \$363 ;
-    if (rst) begin
-      \$1122  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1123  = product_3_18;
-    if (rst) begin
-      \$1123  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1124  = \$365 ;
-    if (rst) begin
-      \$1124  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1125  = product_3_19;
-    if (rst) begin
-      \$1125  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1126  = \$367 ;
-    if (rst) begin
-      \$1126  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1127  = product_3_20;
-    if (rst) begin
-      \$1127  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1128  = \$369 ;
-    if (rst) begin
-      \$1128  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1129  = product_3_21;
-    if (rst) begin
-      \$1129  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1130  = \$371 ;
-    if (rst) begin
-      \$1130  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1131  = product_3_22;
-    if (rst) begin
-      \$1131  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1132  = \$373 ;
-    if (rst) begin
-      \$1132  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1133  = product_3_23;
-    if (rst) begin
-      \$1133  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1134  = \$375 ;
-    if (rst) begin
-      \$1134  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1135  = product_3_24;
-    if (rst) begin
-      \$1135  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1136  = \$377 ;
-    if (rst) begin
-      \$1136  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1137  = product_3_25;
-    if (rst) begin
-      \$1137  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1138  = \$379 ;
-    if (rst) begin
-      \$1138  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1139  = product_3_26;
-    if (rst) begin
-      \$1139  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1140  = \$381 ;
-    if (rst) begin
-      \$1140  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1141  = product_3_27;
-    if (rst) begin
-      \$1141  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1142  = \$383 ;
-    if (rst) begin
-      \$1142  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1143  = product_3_28;
-    if (rst) begin
-      \$1143  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1144  = \$385 ;
-    if (rst) begin
-      \$1144  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1145  = product_3_29;
-    if (rst) begin
-      \$1145  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1146  = \$387 ;
-    if (rst) begin
-      \$1146  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1147  = product_3_30;
-    if (rst) begin
-      \$1147  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1148  = \$389 ;
-    if (rst) begin
-      \$1148  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1149  = product_3_31;
-    if (rst) begin
-      \$1149  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1150  = \rd_row$471 ;
-    if (rst) begin
-      \$1150  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1151  = \$signal ;
-    casez (fold_state)
-      2'h0:
-          if (fold_start) begin
-            \$1151  = read_data;
-          end
-      2'h1:
-          /* empty */;
-      2'h2:
-          if (\$409 ) begin
-            \$1151  = { fold_sum_31, fold_sum_30, fold_sum_29, fold_sum_28, fold_sum_27, fold_sum_26, fold_sum_25, fold_sum_24, fold_sum_23, fold_sum_22, fold_sum_21, fold_sum_20, fold_sum_19, fold_sum_18, fold_sum_17, fold_sum_16, fold_sum_15, fold_sum_14, fold_sum_13, fold_sum_12, fold_sum_11, fold_sum_10, fold_sum_9, fold_sum_8, fold_sum_7, fold_sum_6, fold_sum_5, fold_sum_4, fold_sum_3, fold_sum_2, fold_sum_1, fold_sum_0 };
-          end
-    endcase
-    if (rst) begin
-      \$1151  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1152  = \$signal$476 ;
-    casez (fold_state)
-      2'h0:
-          if (fold_start) begin
-            \$1152  = \$390 [6:0];
-          end
-      2'h1:
-          if (\$398 ) begin
-            \$1152  = \$400 [6:0];
-          end
-    endcase
-    if (rst) begin
-      \$1152  = 7'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1153  = word;
-    casez (fold_state)
-      2'h0:
-          if (fold_start) begin
-            \$1153  = fold_word;
-          end
-    endcase
-    if (rst) begin
-      \$1153  = 7'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1154  = src_row;
-    casez (fold_state)
-      2'h0:
-          if (fold_start) begin
-            \$1154  = fold_row;
-          end
-      2'h1:
-          if (\$398 ) begin
-            if (\$403 ) begin
-              \$1154  = 2'h1;
-            end
-          end
-    endcase
-    if (rst) begin
-      \$1154  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1155  = set_left;
-    casez (fold_state)
-      2'h0:
-          if (fold_start) begin
-            \$1155  = \$391 [1:0];
-          end
-      2'h1:
-          if (\$398 ) begin
-            (* full_case = 32'd1 *)
-            if (\$403 ) begin
-              \$1155  = \$404 [1:0];
-            end else begin
-              \$1155  = \$405 [1:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$1155  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1156  = sets1;
-    casez (fold_state)
-      2'h0:
-          if (fold_start) begin
-            \$1156  = fold_sets1;
-          end
-      2'h1:
-          if (\$398 ) begin
-            if (\$403 ) begin
-              \$1156  = 2'h0;
-            end
-          end
-    endcase
-    if (rst) begin
-      \$1156  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1157  = shift;
-    casez (fold_state)
-      2'h0:
-          if (fold_start) begin
-            \$1157  = \$393 [5:0];
-          end
-      2'h1:
-          if (\$398 ) begin
-          end else if (\$399 ) begin
-            \$1157  = \$408 ;
-          end
-    endcase
-    if (rst) begin
-      \$1157  = 6'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1158  = fold_state;
-    casez (fold_state)
-      2'h0:
-          if (fold_start) begin
-            \$1158  = 2'h1;
-          end
-      2'h1:
-          (* full_case = 32'd1 *)
-          if (\$398 ) begin
-            \$1158  = 2'h2;
-          end else if (\$399 ) begin
-            \$1158  = 2'h2;
-          end else begin
-            \$1158  = 2'h0;
-          end
-      2'h2:
-          if (\$409 ) begin
-            \$1158  = 2'h1;
-          end
-    endcase
-    if (rst) begin
-      \$1158  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1159  = operand;
-    casez (fold_state)
-      2'h0:
-          /* empty */;
-      2'h1:
-          if (\$398 ) begin
-            \$1159  = read_data;
-          end else if (\$399 ) begin
-            \$1159  = \$407 ;
-          end
-    endcase
-    if (rst) begin
-      \$1159  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1160  = \wait ;
-    casez (fold_state)
-      2'h0:
-          /* empty */;
-      2'h1:
-          if (\$398 ) begin
-            \$1160  = 2'h3;
-          end else if (\$399 ) begin
-            \$1160  = 2'h3;
-          end
-      2'h2:
-          \$1160  = \$410 [1:0];
-    endcase
-    if (rst) begin
-      \$1160  = 2'h0;
+      \$1112  = 2'h0;
     end
   end
   always @* begin
@@ -21014,13 +19909,13 @@ module \ndp_device.control_unit.compute (rst, split, fold_pack, in_we, in_row, i
     (* full_case = 32'd1 *)
     casez (rd_row)
       2'h0:
-          rd_in_data = \$signature__data$701 ;
+          rd_in_data = \$signature__data$650 ;
       2'h1:
-          rd_in_data = \$signature__data$704 ;
+          rd_in_data = \$signature__data$653 ;
       2'h2:
-          rd_in_data = \$signature__data$706 ;
+          rd_in_data = \$signature__data$655 ;
       2'h3:
-          rd_in_data = \$signature__data$708 ;
+          rd_in_data = \$signature__data$657 ;
     endcase
   end
   always @* begin
@@ -21030,130 +19925,871 @@ module \ndp_device.control_unit.compute (rst, split, fold_pack, in_we, in_row, i
       2'h0:
           rd_acc_data = acc_s__data;
       2'h1:
-          rd_acc_data = \acc_s__data$705 ;
+          rd_acc_data = \acc_s__data$654 ;
       2'h2:
-          rd_acc_data = \acc_s__data$707 ;
+          rd_acc_data = \acc_s__data$656 ;
       2'h3:
-          rd_acc_data = \acc_s__data$709 ;
+          rd_acc_data = \acc_s__data$658 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     (* full_case = 32'd1 *)
-    casez (read_row)
+    casez (req_row)
       2'h0:
-          read_data = acc_fold__data;
+          a_data = \$signature__data$691 ;
       2'h1:
-          read_data = \acc_fold__data$716 ;
+          a_data = \$signature__data$692 ;
       2'h2:
-          read_data = \acc_fold__data$717 ;
+          a_data = \$signature__data$693 ;
       2'h3:
-          read_data = \acc_fold__data$718 ;
+          a_data = \$signature__data$694 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$signal$489  = 7'h00;
-    casez (fold_state)
+    (* full_case = 32'd1 *)
+    casez (b_row)
       2'h0:
-          \$signal$489  = fold_word;
+          b_data = \$signature__data$702 ;
       2'h1:
-          \$signal$489  = \$430 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    read_row = 2'h0;
-    casez (fold_state)
-      2'h0:
-          read_row = fold_row;
-      2'h1:
-          read_row = \$434 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    fold_done = 1'h0;
-    casez (fold_state)
-      2'h0:
-          /* empty */;
-      2'h1:
-          (* full_case = 32'd1 *)
-          if (\$439 ) begin
-          end else if (\$440 ) begin
-          end else begin
-            fold_done = 1'h1;
-          end
+          b_data = \$signature__data$703 ;
+      2'h2:
+          b_data = \$signature__data$704 ;
+      2'h3:
+          b_data = \$signature__data$705 ;
     endcase
   end
   assign \$signature__addr  = in_word;
   assign \$signature__data  = in_data;
   assign bank_r__addr = k_base[11:5];
-  assign \$signature__addr$531  = rd_addr;
+  assign \$signature__addr$480  = rd_addr;
   assign acc_s__addr = rd_addr;
-  assign \$signature__addr$534  = acc_addr_d2;
-  assign \$signature__addr$574  = in_word;
-  assign \$signature__data$575  = in_data;
-  assign \bank_r__addr$577  = \$418 [11:5];
-  assign \$signature__addr$578  = rd_addr;
-  assign \acc_s__addr$579  = rd_addr;
-  assign \$signature__addr$580  = acc_addr_row1_d2;
-  assign \$signature__addr$616  = in_word;
-  assign \$signature__data$617  = in_data;
-  assign \bank_r__addr$619  = k_base[11:5];
-  assign \$signature__addr$620  = rd_addr;
-  assign \acc_s__addr$621  = rd_addr;
-  assign \$signature__addr$622  = acc_addr_d2;
-  assign \$signature__addr$658  = in_word;
-  assign \$signature__data$659  = in_data;
-  assign \bank_r__addr$661  = k_base[11:5];
-  assign \$signature__addr$662  = rd_addr;
-  assign \acc_s__addr$663  = rd_addr;
-  assign \$signature__addr$664  = acc_addr_d2;
-  assign acc_fold__addr = \$signal$489 ;
-  assign \acc_fold__addr$711  = \$signal$489 ;
-  assign \acc_fold__addr$712  = \$signal$489 ;
-  assign \acc_fold__addr$713  = \$signal$489 ;
-  assign sum_fp32 = \$signal ;
-  assign sum_fp16[511:496] = half_31;
-  assign sum_fp16[495:480] = half_30;
-  assign sum_fp16[479:464] = half_29;
-  assign sum_fp16[463:448] = half_28;
-  assign sum_fp16[447:432] = half_27;
-  assign sum_fp16[431:416] = half_26;
-  assign sum_fp16[415:400] = half_25;
-  assign sum_fp16[399:384] = half_24;
-  assign sum_fp16[383:368] = half_23;
-  assign sum_fp16[367:352] = half_22;
-  assign sum_fp16[351:336] = half_21;
-  assign sum_fp16[335:320] = half_20;
-  assign sum_fp16[319:304] = half_19;
-  assign sum_fp16[303:288] = half_18;
-  assign sum_fp16[287:272] = half_17;
-  assign sum_fp16[271:256] = half_16;
-  assign sum_fp16[255:240] = half_15;
-  assign sum_fp16[239:224] = half_14;
-  assign sum_fp16[223:208] = half_13;
-  assign sum_fp16[207:192] = half_12;
-  assign sum_fp16[191:176] = half_11;
-  assign sum_fp16[175:160] = half_10;
-  assign sum_fp16[159:144] = half_9;
-  assign sum_fp16[143:128] = half_8;
-  assign sum_fp16[127:112] = half_7;
-  assign sum_fp16[111:96] = half_6;
-  assign sum_fp16[95:80] = half_5;
-  assign sum_fp16[79:64] = half_4;
-  assign sum_fp16[63:48] = half_3;
-  assign sum_fp16[47:32] = half_2;
-  assign sum_fp16[31:16] = half_1;
-  assign sum_fp16[15:0] = half_0;
-  assign \$393  = { 1'h0, \$392 [25:1] };
-  assign \$408  = { 1'h0, shift[5:1] };
+  assign acc_r__addr = acc_addr_d2;
+  assign \$signature__addr$523  = in_word;
+  assign \$signature__data$524  = in_data;
+  assign \bank_r__addr$526  = \$397 [11:5];
+  assign \$signature__addr$527  = rd_addr;
+  assign \acc_s__addr$528  = rd_addr;
+  assign \acc_r__addr$529  = acc_addr_row1_d2;
+  assign \$signature__addr$565  = in_word;
+  assign \$signature__data$566  = in_data;
+  assign \bank_r__addr$568  = k_base[11:5];
+  assign \$signature__addr$569  = rd_addr;
+  assign \acc_s__addr$570  = rd_addr;
+  assign \acc_r__addr$571  = acc_addr_d2;
+  assign \$signature__addr$607  = in_word;
+  assign \$signature__data$608  = in_data;
+  assign \bank_r__addr$610  = k_base[11:5];
+  assign \$signature__addr$611  = rd_addr;
+  assign \acc_s__addr$612  = rd_addr;
+  assign \acc_r__addr$613  = acc_addr_d2;
+  assign \n_cols$659  = n_cols;
+  assign fold_n_words = n_words;
+  assign fold_sets = sets;
+  assign fold_sets1 = sets1;
+  assign fold_pack_log2 = pack_log2;
+  assign fold_valid = req_valid;
+  assign req_ready = fold_ready;
+  assign fold_row = req_row;
+  assign fold_word = req_word;
+  assign out_valid = sum_valid;
+  assign sum_ready = out_ready;
+  assign out_fp32 = sum_fp32;
+  assign out_fp16 = sum_fp16;
+  assign \$signature__addr$684  = req_word;
+  assign a_addr = req_word;
+  assign \$signature__addr$686  = req_word;
+  assign \$signature__addr$687  = req_word;
+  assign \$signature__addr$688  = req_word;
+  assign a_row = req_row;
+  assign b_addr = \$signature__addr$695 ;
+  assign \$signature__addr$697  = \$signature__addr$695 ;
+  assign \$signature__addr$698  = \$signature__addr$695 ;
+  assign \$signature__addr$699  = \$signature__addr$695 ;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.decoder (is_compute, operand_lines, stats_offset, \port$5640$128 , log2_slot, desc, status, is_load);
+module \ndp_device.control_unit.compute.fold (rst, req_ready, b_row, b_addr, out_valid, out_fp32, req_valid, out_ready, n_cols, pack_log2, n_words, sets, sets1, a_row, a_addr, a_data, b_data, out_fp16, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$69  = 0;
+  wire \$1 ;
+  wire \$10 ;
+  wire [8:0] \$11 ;
+  wire \$12 ;
+  wire \$13 ;
+  wire [8:0] \$14 ;
+  wire \$15 ;
+  wire \$16 ;
+  wire [8:0] \$17 ;
+  wire \$18 ;
+  wire \$19 ;
+  wire [2:0] \$2 ;
+  wire [8:0] \$20 ;
+  wire [8:0] \$21 ;
+  wire [8:0] \$22 ;
+  wire \$23 ;
+  wire \$24 ;
+  wire \$25 ;
+  wire [8:0] \$26 ;
+  wire [8:0] \$27 ;
+  wire [9:0] \$28 ;
+  wire \$29 ;
+  wire [2:0] \$3 ;
+  wire \$30 ;
+  wire \$31 ;
+  wire [8:0] \$32 ;
+  wire [8:0] \$33 ;
+  wire [8:0] \$34 ;
+  wire [9:0] \$35 ;
+  wire [8:0] \$36 ;
+  wire [9:0] \$37 ;
+  wire [26:0] \$38 ;
+  wire [8:0] \$39 ;
+  wire [2:0] \$4 ;
+  wire [26:0] \$40 ;
+  wire [8:0] \$41 ;
+  wire \$42 ;
+  wire \$43 ;
+  wire \$44 ;
+  wire \$45 ;
+  wire \$46 ;
+  wire \$47 ;
+  wire [2:0] \$48 ;
+  wire \$49 ;
+  wire [3:0] \$5 ;
+  wire [11:0] \$50 ;
+  wire [1023:0] \$51 ;
+  wire [1023:0] \$52 ;
+  wire [8:0] \$53 ;
+  wire \$54 ;
+  wire \$55 ;
+  wire \$56 ;
+  wire \$57 ;
+  wire \$58 ;
+  wire [3:0] \$59 ;
+  wire [8:0] \$6 ;
+  wire [3:0] \$60 ;
+  wire [4:0] \$61 ;
+  wire [5:0] \$62 ;
+  wire [4:0] \$63 ;
+  wire [5:0] \$64 ;
+  reg [17:0] \$65 ;
+  reg [17:0] \$66 ;
+  reg [1023:0] \$67 ;
+  reg [1023:0] \$68 ;
+  reg [17:0] \$69 ;
+  wire \$7 ;
+  reg [2:0] \$70 ;
+  reg [2:0] \$71 ;
+  reg [3:0] \$72 ;
+  reg [3:0] \$73 ;
+  wire \$8 ;
+  wire \$9 ;
+  wire [7:0] \$signal ;
+  reg [1023:0] \$signal$108  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  wire [1:0] \$signal$14 ;
+  wire [6:0] \$signal$15 ;
+  wire \$signal$58 ;
+  (* init = 3'h0 *)
+  wire [2:0] \$signal$64 ;
+  reg [2:0] \$signature__addr  = 3'h0;
+  wire [1023:0] \$signature__data ;
+  wire \$signature__en ;
+  input [6:0] a_addr;
+  wire [6:0] a_addr;
+  input [1023:0] a_data;
+  wire [1023:0] a_data;
+  input [1:0] a_row;
+  wire [1:0] a_row;
+  output [6:0] b_addr;
+  wire [6:0] b_addr;
+  input [1023:0] b_data;
+  wire [1023:0] b_data;
+  output [1:0] b_row;
+  wire [1:0] b_row;
+  input clk;
+  wire clk;
+  reg [17:0] entered = 18'h00000;
+  wire [31:0] fold_sum_0;
+  wire [31:0] fold_sum_1;
+  wire [31:0] fold_sum_10;
+  wire [31:0] fold_sum_11;
+  wire [31:0] fold_sum_12;
+  wire [31:0] fold_sum_13;
+  wire [31:0] fold_sum_14;
+  wire [31:0] fold_sum_15;
+  wire [31:0] fold_sum_16;
+  wire [31:0] fold_sum_17;
+  wire [31:0] fold_sum_18;
+  wire [31:0] fold_sum_19;
+  wire [31:0] fold_sum_2;
+  wire [31:0] fold_sum_20;
+  wire [31:0] fold_sum_21;
+  wire [31:0] fold_sum_22;
+  wire [31:0] fold_sum_23;
+  wire [31:0] fold_sum_24;
+  wire [31:0] fold_sum_25;
+  wire [31:0] fold_sum_26;
+  wire [31:0] fold_sum_27;
+  wire [31:0] fold_sum_28;
+  wire [31:0] fold_sum_29;
+  wire [31:0] fold_sum_3;
+  wire [31:0] fold_sum_30;
+  wire [31:0] fold_sum_31;
+  wire [31:0] fold_sum_4;
+  wire [31:0] fold_sum_5;
+  wire [31:0] fold_sum_6;
+  wire [31:0] fold_sum_7;
+  wire [31:0] fold_sum_8;
+  wire [31:0] fold_sum_9;
+  reg [17:0] fold_tag_s1 = 18'h00000;
+  reg [17:0] fold_tag_s2 = 18'h00000;
+  wire [15:0] half_0;
+  wire [15:0] half_1;
+  wire [15:0] half_10;
+  wire [15:0] half_11;
+  wire [15:0] half_12;
+  wire [15:0] half_13;
+  wire [15:0] half_14;
+  wire [15:0] half_15;
+  wire [15:0] half_16;
+  wire [15:0] half_17;
+  wire [15:0] half_18;
+  wire [15:0] half_19;
+  wire [15:0] half_2;
+  wire [15:0] half_20;
+  wire [15:0] half_21;
+  wire [15:0] half_22;
+  wire [15:0] half_23;
+  wire [15:0] half_24;
+  wire [15:0] half_25;
+  wire [15:0] half_26;
+  wire [15:0] half_27;
+  wire [15:0] half_28;
+  wire [15:0] half_29;
+  wire [15:0] half_3;
+  wire [15:0] half_30;
+  wire [15:0] half_31;
+  wire [15:0] half_4;
+  wire [15:0] half_5;
+  wire [15:0] half_6;
+  wire [15:0] half_7;
+  wire [15:0] half_8;
+  wire [15:0] half_9;
+  reg [3:0] held = 4'h0;
+  reg [3:0] level = 4'h0;
+  input [19:0] n_cols;
+  wire [19:0] n_cols;
+  input [7:0] n_words;
+  wire [7:0] n_words;
+  reg [1023:0] operand = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  output [511:0] out_fp16;
+  wire [511:0] out_fp16;
+  output [1023:0] out_fp32;
+  wire [1023:0] out_fp32;
+  input out_ready;
+  wire out_ready;
+  output out_valid;
+  wire out_valid;
+  wire [1:0] own_adds;
+  input [2:0] pack_log2;
+  wire [2:0] pack_log2;
+  wire pop;
+  reg [2:0] read__addr = 3'h0;
+  wire [1023:0] read__data;
+  output req_ready;
+  wire req_ready;
+  wire [1:0] req_row;
+  input req_valid;
+  wire req_valid;
+  wire [6:0] req_word;
+  input rst;
+  wire rst;
+  wire [1:0] set_;
+  input [1:0] sets;
+  wire [1:0] sets;
+  input [1:0] sets1;
+  wire [1:0] sets1;
+  wire [1023:0] source;
+  wire [7:0] step;
+  (* init = 3'h0 *)
+  wire [2:0] tail;
+  wire take;
+  wire [5:0] tree_lanes;
+  wire [7:0] tree_step;
+  reg [1023:0] fifo [7:0];
+  initial begin
+    fifo[0] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    fifo[1] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    fifo[2] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    fifo[3] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    fifo[4] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    fifo[5] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    fifo[6] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    fifo[7] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  end
+  always @(posedge clk) begin
+    if (\$signal$58 )
+      fifo[\$signature__addr ] <= \$signature__data ;
+  end
+  assign out_fp32 = fifo[read__addr];
+  assign \$23  = \$22  < \$5 ;
+  assign \$24  = fold_tag_s2[0] & \$23 ;
+  assign source = \$24  ? { fold_sum_31, fold_sum_30, fold_sum_29, fold_sum_28, fold_sum_27, fold_sum_26, fold_sum_25, fold_sum_24, fold_sum_23, fold_sum_22, fold_sum_21, fold_sum_20, fold_sum_19, fold_sum_18, fold_sum_17, fold_sum_16, fold_sum_15, fold_sum_14, fold_sum_13, fold_sum_12, fold_sum_11, fold_sum_10, fold_sum_9, fold_sum_8, fold_sum_7, fold_sum_6, fold_sum_5, fold_sum_4, fold_sum_3, fold_sum_2, fold_sum_1, fold_sum_0 } : a_data;
+  assign \$25  = \$21 [7:0] < \$3 [1:0];
+  assign \$26  = \$21 [7:0] + 1'h1;
+  assign \$27  = \$21 [7:0] - \$3 [1:0];
+  assign \$28  = \$25  ? { 1'h0, \$26  } : { \$27 [8], \$27  };
+  assign \$29  = \$21 [7:0] < \$3 [1:0];
+  assign b_row = \$29  ? \$signal$14  : 2'h1;
+  assign \$30  = ! \$28 [1:0];
+  assign \$31  = \$28 [1:0] == 1'h1;
+  assign \$33  = \$31  ? { 1'h0, n_words } : \$32 ;
+  assign \$34  = \$30  ? 9'h000 : \$33 ;
+  assign \$35  = \$signal$15  + \$34 ;
+  assign \$36  = \$21 [7:0] - \$3 [1:0];
+  assign \$37  = $signed(\$36 ) - $signed({ 1'h0, sets1 });
+  assign \$38  = n_cols << pack_log2;
+  assign \$39  = \$37 [7:0] + 1'h1;
+  assign \$40  = \$38  >> \$39 ;
+  assign \$41  = fold_tag_s2[17:10] + 1'h1;
+  assign \$42  = \$41  < \$5 ;
+  assign \$43  = fold_tag_s2[0] & \$42 ;
+  assign \$44  = ~ \$43 ;
+  assign \$45  = fold_tag_s2[0] & \$44 ;
+  assign \$46  = ! \$5 ;
+  assign \$47  = take & \$46 ;
+  assign \$signal$58  = \$45  | \$47 ;
+  assign \$signature__data  = fold_tag_s2[0] ? { fold_sum_31, fold_sum_30, fold_sum_29, fold_sum_28, fold_sum_27, fold_sum_26, fold_sum_25, fold_sum_24, fold_sum_23, fold_sum_22, fold_sum_21, fold_sum_20, fold_sum_19, fold_sum_18, fold_sum_17, fold_sum_16, fold_sum_15, fold_sum_14, fold_sum_13, fold_sum_12, fold_sum_11, fold_sum_10, fold_sum_9, fold_sum_8, fold_sum_7, fold_sum_6, fold_sum_5, fold_sum_4, fold_sum_3, fold_sum_2, fold_sum_1, fold_sum_0 } : a_data;
+  assign out_valid = | level;
+  assign pop = out_valid & out_ready;
+  assign \$48  = \$3 [1:0] + sets1;
+  assign \$49  = \$21 [7:0] < \$48 ;
+  assign \$50  = \$40 [5:0] * 6'h20;
+  assign \$51  = source >> \$50 ;
+  assign \$52  = \$49  ? b_data : \$51 ;
+  assign \$53  = fold_tag_s2[17:10] + 1'h1;
+  assign \$54  = \$53  < \$5 ;
+  assign \$55  = fold_tag_s2[0] & \$54 ;
+  assign \$56  = | \$5 ;
+  assign \$57  = take & \$56 ;
+  assign \$58  = \$55  | \$57 ;
+  assign \$59  = \$signature__addr  + \$signal$58 ;
+  assign \$60  = read__addr + pop;
+  assign \$61  = level + \$signal$58 ;
+  assign \$62  = \$61  - pop;
+  assign \$63  = held + take;
+  assign \$64  = \$63  - pop;
+  always @(posedge clk)
+    fold_tag_s1 <= \$65 ;
+  always @(posedge clk)
+    fold_tag_s2 <= \$66 ;
+  always @(posedge clk)
+    \$signal$108  <= \$67 ;
+  always @(posedge clk)
+    operand <= \$68 ;
+  always @(posedge clk)
+    entered <= \$69 ;
+  always @(posedge clk)
+    \$signature__addr  <= \$70 ;
+  always @(posedge clk)
+    read__addr <= \$71 ;
+  always @(posedge clk)
+    level <= \$72 ;
+  always @(posedge clk)
+    held <= \$73 ;
+  assign \$1  = | sets;
+  assign \$2  = sets - 1'h1;
+  assign \$3  = \$1  ? \$2  : 3'h0;
+  assign \$4  = \$3 [1:0] + sets1;
+  assign \$5  = \$4  + pack_log2;
+  assign \$6  = fold_tag_s2[17:10] + 1'h1;
+  assign \$7  = \$6  < \$5 ;
+  assign \$8  = fold_tag_s2[0] & \$7 ;
+  assign \$9  = ~ \$8 ;
+  assign \$10  = held < 4'h8;
+  assign req_ready = \$9  & \$10 ;
+  assign take = req_valid & req_ready;
+  assign \$11  = fold_tag_s2[17:10] + 1'h1;
+  assign \$12  = \$11  < \$5 ;
+  assign \$13  = fold_tag_s2[0] & \$12 ;
+  assign \$signal$14  = \$13  ? fold_tag_s2[2:1] : a_row;
+  assign \$14  = fold_tag_s2[17:10] + 1'h1;
+  assign \$15  = \$14  < \$5 ;
+  assign \$16  = fold_tag_s2[0] & \$15 ;
+  assign \$signal$15  = \$16  ? fold_tag_s2[9:3] : a_addr;
+  assign \$17  = fold_tag_s2[17:10] + 1'h1;
+  assign \$18  = \$17  < \$5 ;
+  assign \$19  = fold_tag_s2[0] & \$18 ;
+  assign \$20  = fold_tag_s2[17:10] + 1'h1;
+  assign \$21  = \$19  ? \$20  : 9'h000;
+  assign \$22  = fold_tag_s2[17:10] + 1'h1;
+  ndp_fp32_to_fp16 cvt_0 (
+    .a(out_fp32[31:0]),
+    .h(half_0)
+  );
+  ndp_fp32_to_fp16 cvt_1 (
+    .a(out_fp32[63:32]),
+    .h(half_1)
+  );
+  ndp_fp32_to_fp16 cvt_10 (
+    .a(out_fp32[351:320]),
+    .h(half_10)
+  );
+  ndp_fp32_to_fp16 cvt_11 (
+    .a(out_fp32[383:352]),
+    .h(half_11)
+  );
+  ndp_fp32_to_fp16 cvt_12 (
+    .a(out_fp32[415:384]),
+    .h(half_12)
+  );
+  ndp_fp32_to_fp16 cvt_13 (
+    .a(out_fp32[447:416]),
+    .h(half_13)
+  );
+  ndp_fp32_to_fp16 cvt_14 (
+    .a(out_fp32[479:448]),
+    .h(half_14)
+  );
+  ndp_fp32_to_fp16 cvt_15 (
+    .a(out_fp32[511:480]),
+    .h(half_15)
+  );
+  ndp_fp32_to_fp16 cvt_16 (
+    .a(out_fp32[543:512]),
+    .h(half_16)
+  );
+  ndp_fp32_to_fp16 cvt_17 (
+    .a(out_fp32[575:544]),
+    .h(half_17)
+  );
+  ndp_fp32_to_fp16 cvt_18 (
+    .a(out_fp32[607:576]),
+    .h(half_18)
+  );
+  ndp_fp32_to_fp16 cvt_19 (
+    .a(out_fp32[639:608]),
+    .h(half_19)
+  );
+  ndp_fp32_to_fp16 cvt_2 (
+    .a(out_fp32[95:64]),
+    .h(half_2)
+  );
+  ndp_fp32_to_fp16 cvt_20 (
+    .a(out_fp32[671:640]),
+    .h(half_20)
+  );
+  ndp_fp32_to_fp16 cvt_21 (
+    .a(out_fp32[703:672]),
+    .h(half_21)
+  );
+  ndp_fp32_to_fp16 cvt_22 (
+    .a(out_fp32[735:704]),
+    .h(half_22)
+  );
+  ndp_fp32_to_fp16 cvt_23 (
+    .a(out_fp32[767:736]),
+    .h(half_23)
+  );
+  ndp_fp32_to_fp16 cvt_24 (
+    .a(out_fp32[799:768]),
+    .h(half_24)
+  );
+  ndp_fp32_to_fp16 cvt_25 (
+    .a(out_fp32[831:800]),
+    .h(half_25)
+  );
+  ndp_fp32_to_fp16 cvt_26 (
+    .a(out_fp32[863:832]),
+    .h(half_26)
+  );
+  ndp_fp32_to_fp16 cvt_27 (
+    .a(out_fp32[895:864]),
+    .h(half_27)
+  );
+  ndp_fp32_to_fp16 cvt_28 (
+    .a(out_fp32[927:896]),
+    .h(half_28)
+  );
+  ndp_fp32_to_fp16 cvt_29 (
+    .a(out_fp32[959:928]),
+    .h(half_29)
+  );
+  ndp_fp32_to_fp16 cvt_3 (
+    .a(out_fp32[127:96]),
+    .h(half_3)
+  );
+  ndp_fp32_to_fp16 cvt_30 (
+    .a(out_fp32[991:960]),
+    .h(half_30)
+  );
+  ndp_fp32_to_fp16 cvt_31 (
+    .a(out_fp32[1023:992]),
+    .h(half_31)
+  );
+  ndp_fp32_to_fp16 cvt_4 (
+    .a(out_fp32[159:128]),
+    .h(half_4)
+  );
+  ndp_fp32_to_fp16 cvt_5 (
+    .a(out_fp32[191:160]),
+    .h(half_5)
+  );
+  ndp_fp32_to_fp16 cvt_6 (
+    .a(out_fp32[223:192]),
+    .h(half_6)
+  );
+  ndp_fp32_to_fp16 cvt_7 (
+    .a(out_fp32[255:224]),
+    .h(half_7)
+  );
+  ndp_fp32_to_fp16 cvt_8 (
+    .a(out_fp32[287:256]),
+    .h(half_8)
+  );
+  ndp_fp32_to_fp16 cvt_9 (
+    .a(out_fp32[319:288]),
+    .h(half_9)
+  );
+  ndp_fp32_add_pipe fold_add_0 (
+    .a(\$signal$108 [31:0]),
+    .b(operand[31:0]),
+    .clk(clk),
+    .rst(rst),
+    .s(fold_sum_0)
+  );
+  ndp_fp32_add_pipe fold_add_1 (
+    .a(\$signal$108 [63:32]),
+    .b(operand[63:32]),
+    .clk(clk),
+    .rst(rst),
+    .s(fold_sum_1)
+  );
+  ndp_fp32_add_pipe fold_add_10 (
+    .a(\$signal$108 [351:320]),
+    .b(operand[351:320]),
+    .clk(clk),
+    .rst(rst),
+    .s(fold_sum_10)
+  );
+  ndp_fp32_add_pipe fold_add_11 (
+    .a(\$signal$108 [383:352]),
+    .b(operand[383:352]),
+    .clk(clk),
+    .rst(rst),
+    .s(fold_sum_11)
+  );
+  ndp_fp32_add_pipe fold_add_12 (
+    .a(\$signal$108 [415:384]),
+    .b(operand[415:384]),
+    .clk(clk),
+    .rst(rst),
+    .s(fold_sum_12)
+  );
+  ndp_fp32_add_pipe fold_add_13 (
+    .a(\$signal$108 [447:416]),
+    .b(operand[447:416]),
+    .clk(clk),
+    .rst(rst),
+    .s(fold_sum_13)
+  );
+  ndp_fp32_add_pipe fold_add_14 (
+    .a(\$signal$108 [479:448]),
+    .b(operand[479:448]),
+    .clk(clk),
+    .rst(rst),
+    .s(fold_sum_14)
+  );
+  ndp_fp32_add_pipe fold_add_15 (
+    .a(\$signal$108 [511:480]),
+    .b(operand[511:480]),
+    .clk(clk),
+    .rst(rst),
+    .s(fold_sum_15)
+  );
+  ndp_fp32_add_pipe fold_add_16 (
+    .a(\$signal$108 [543:512]),
+    .b(operand[543:512]),
+    .clk(clk),
+    .rst(rst),
+    .s(fold_sum_16)
+  );
+  ndp_fp32_add_pipe fold_add_17 (
+    .a(\$signal$108 [575:544]),
+    .b(operand[575:544]),
+    .clk(clk),
+    .rst(rst),
+    .s(fold_sum_17)
+  );
+  ndp_fp32_add_pipe fold_add_18 (
+    .a(\$signal$108 [607:576]),
+    .b(operand[607:576]),
+    .clk(clk),
+    .rst(rst),
+    .s(fold_sum_18)
+  );
+  ndp_fp32_add_pipe fold_add_19 (
+    .a(\$signal$108 [639:608]),
+    .b(operand[639:608]),
+    .clk(clk),
+    .rst(rst),
+    .s(fold_sum_19)
+  );
+  ndp_fp32_add_pipe fold_add_2 (
+    .a(\$signal$108 [95:64]),
+    .b(operand[95:64]),
+    .clk(clk),
+    .rst(rst),
+    .s(fold_sum_2)
+  );
+  ndp_fp32_add_pipe fold_add_20 (
+    .a(\$signal$108 [671:640]),
+    .b(operand[671:640]),
+    .clk(clk),
+    .rst(rst),
+    .s(fold_sum_20)
+  );
+  ndp_fp32_add_pipe fold_add_21 (
+    .a(\$signal$108 [703:672]),
+    .b(operand[703:672]),
+    .clk(clk),
+    .rst(rst),
+    .s(fold_sum_21)
+  );
+  ndp_fp32_add_pipe fold_add_22 (
+    .a(\$signal$108 [735:704]),
+    .b(operand[735:704]),
+    .clk(clk),
+    .rst(rst),
+    .s(fold_sum_22)
+  );
+  ndp_fp32_add_pipe fold_add_23 (
+    .a(\$signal$108 [767:736]),
+    .b(operand[767:736]),
+    .clk(clk),
+    .rst(rst),
+    .s(fold_sum_23)
+  );
+  ndp_fp32_add_pipe fold_add_24 (
+    .a(\$signal$108 [799:768]),
+    .b(operand[799:768]),
+    .clk(clk),
+    .rst(rst),
+    .s(fold_sum_24)
+  );
+  ndp_fp32_add_pipe fold_add_25 (
+    .a(\$signal$108 [831:800]),
+    .b(operand[831:800]),
+    .clk(clk),
+    .rst(rst),
+    .s(fold_sum_25)
+  );
+  ndp_fp32_add_pipe fold_add_26 (
+    .a(\$signal$108 [863:832]),
+    .b(operand[863:832]),
+    .clk(clk),
+    .rst(rst),
+    .s(fold_sum_26)
+  );
+  ndp_fp32_add_pipe fold_add_27 (
+    .a(\$signal$108 [895:864]),
+    .b(operand[895:864]),
+    .clk(clk),
+    .rst(rst),
+    .s(fold_sum_27)
+  );
+  ndp_fp32_add_pipe fold_add_28 (
+    .a(\$signal$108 [927:896]),
+    .b(operand[927:896]),
+    .clk(clk),
+    .rst(rst),
+    .s(fold_sum_28)
+  );
+  ndp_fp32_add_pipe fold_add_29 (
+    .a(\$signal$108 [959:928]),
+    .b(operand[959:928]),
+    .clk(clk),
+    .rst(rst),
+    .s(fold_sum_29)
+  );
+  ndp_fp32_add_pipe fold_add_3 (
+    .a(\$signal$108 [127:96]),
+    .b(operand[127:96]),
+    .clk(clk),
+    .rst(rst),
+    .s(fold_sum_3)
+  );
+  ndp_fp32_add_pipe fold_add_30 (
+    .a(\$signal$108 [991:960]),
+    .b(operand[991:960]),
+    .clk(clk),
+    .rst(rst),
+    .s(fold_sum_30)
+  );
+  ndp_fp32_add_pipe fold_add_31 (
+    .a(\$signal$108 [1023:992]),
+    .b(operand[1023:992]),
+    .clk(clk),
+    .rst(rst),
+    .s(fold_sum_31)
+  );
+  ndp_fp32_add_pipe fold_add_4 (
+    .a(\$signal$108 [159:128]),
+    .b(operand[159:128]),
+    .clk(clk),
+    .rst(rst),
+    .s(fold_sum_4)
+  );
+  ndp_fp32_add_pipe fold_add_5 (
+    .a(\$signal$108 [191:160]),
+    .b(operand[191:160]),
+    .clk(clk),
+    .rst(rst),
+    .s(fold_sum_5)
+  );
+  ndp_fp32_add_pipe fold_add_6 (
+    .a(\$signal$108 [223:192]),
+    .b(operand[223:192]),
+    .clk(clk),
+    .rst(rst),
+    .s(fold_sum_6)
+  );
+  ndp_fp32_add_pipe fold_add_7 (
+    .a(\$signal$108 [255:224]),
+    .b(operand[255:224]),
+    .clk(clk),
+    .rst(rst),
+    .s(fold_sum_7)
+  );
+  ndp_fp32_add_pipe fold_add_8 (
+    .a(\$signal$108 [287:256]),
+    .b(operand[287:256]),
+    .clk(clk),
+    .rst(rst),
+    .s(fold_sum_8)
+  );
+  ndp_fp32_add_pipe fold_add_9 (
+    .a(\$signal$108 [319:288]),
+    .b(operand[319:288]),
+    .clk(clk),
+    .rst(rst),
+    .s(fold_sum_9)
+  );
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
+    \$65  = entered;
+    if (rst) begin
+      \$65  = 18'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
+    \$66  = fold_tag_s1;
+    if (rst) begin
+      \$66  = 18'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
+    \$67  = source;
+    if (rst) begin
+      \$67  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
+    \$68  = \$52 ;
+    if (rst) begin
+      \$68  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
+    \$69  = { \$21 [7:0], \$signal$15 , \$signal$14 , \$58  };
+    if (rst) begin
+      \$69  = 18'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
+    \$70  = \$59 [2:0];
+    if (rst) begin
+      \$70  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
+    \$71  = \$60 [2:0];
+    if (rst) begin
+      \$71  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
+    \$72  = \$62 [3:0];
+    if (rst) begin
+      \$72  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
+    \$73  = \$64 [3:0];
+    if (rst) begin
+      \$73  = 4'h0;
+    end
+  end
+  assign own_adds = \$3 [1:0];
+  assign \$signal  = { 4'h0, \$5  };
+  assign req_row = a_row;
+  assign req_word = a_addr;
+  assign step = \$21 [7:0];
+  assign set_ = \$28 [1:0];
+  assign tree_step = \$37 [7:0];
+  assign tree_lanes = \$40 [5:0];
+  assign \$signature__en  = \$signal$58 ;
+  assign tail = \$signature__addr ;
+  assign \$signal$64  = read__addr;
+  assign read__data = out_fp32;
+  assign b_addr = \$35 [6:0];
+  assign out_fp16[511:496] = half_31;
+  assign out_fp16[495:480] = half_30;
+  assign out_fp16[479:464] = half_29;
+  assign out_fp16[463:448] = half_28;
+  assign out_fp16[447:432] = half_27;
+  assign out_fp16[431:416] = half_26;
+  assign out_fp16[415:400] = half_25;
+  assign out_fp16[399:384] = half_24;
+  assign out_fp16[383:368] = half_23;
+  assign out_fp16[367:352] = half_22;
+  assign out_fp16[351:336] = half_21;
+  assign out_fp16[335:320] = half_20;
+  assign out_fp16[319:304] = half_19;
+  assign out_fp16[303:288] = half_18;
+  assign out_fp16[287:272] = half_17;
+  assign out_fp16[271:256] = half_16;
+  assign out_fp16[255:240] = half_15;
+  assign out_fp16[239:224] = half_14;
+  assign out_fp16[223:208] = half_13;
+  assign out_fp16[207:192] = half_12;
+  assign out_fp16[191:176] = half_11;
+  assign out_fp16[175:160] = half_10;
+  assign out_fp16[159:144] = half_9;
+  assign out_fp16[143:128] = half_8;
+  assign out_fp16[127:112] = half_7;
+  assign out_fp16[111:96] = half_6;
+  assign out_fp16[95:80] = half_5;
+  assign out_fp16[79:64] = half_4;
+  assign out_fp16[63:48] = half_3;
+  assign out_fp16[47:32] = half_2;
+  assign out_fp16[31:16] = half_1;
+  assign out_fp16[15:0] = half_0;
+  assign \$32  = { n_words, 1'h0 };
+endmodule
+
+(* generator = "Amaranth" *)
+module \ndp_device.control_unit.decoder (is_compute, operand_lines, stats_offset, \port$5665$128 , log2_slot, desc, status, is_load);
+  reg \$auto$verilog_backend.cc:2355:dump_module$70  = 0;
   wire [26:0] \$1 ;
   wire \$10 ;
   wire \$100 ;
@@ -21348,8 +20984,8 @@ module \ndp_device.control_unit.decoder (is_compute, operand_lines, stats_offset
   output [39:0] operand_lines;
   wire [39:0] operand_lines;
   wire [39:0] out_elems;
-  input [127:0] \port$5640$128 ;
-  wire [127:0] \port$5640$128 ;
+  input [127:0] \port$5665$128 ;
+  wire [127:0] \port$5665$128 ;
   reg [49:0] result;
   wire [49:0] room;
   output [47:0] stats_offset;
@@ -21426,8 +21062,8 @@ module \ndp_device.control_unit.decoder (is_compute, operand_lines, stats_offset
   assign \$74  = ~ \$73 ;
   assign \$75  = ! desc[25:20];
   assign \$76  = ! desc[103:84];
-  assign \$77  = desc[83:20] >= \port$5640$128 [63:0];
-  assign \$78  = \$2  <= \port$5640$128 [127:64];
+  assign \$77  = desc[83:20] >= \port$5665$128 [63:0];
+  assign \$78  = \$2  <= \port$5665$128 [127:64];
   assign \$79  = \$77  & \$78 ;
   assign \$80  = \$76  | \$79 ;
   assign \$81  = \$75  & \$80 ;
@@ -21509,7 +21145,7 @@ module \ndp_device.control_unit.decoder (is_compute, operand_lines, stats_offset
   assign \$162  = \$85  ? \$105  : \$161 ;
   assign \$163  = ~ \$162 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$70 ) begin end
     (* full_case = 32'd1 *)
     if (\$25 ) begin
       result = { 2'h0, \$31  };
@@ -21522,7 +21158,7 @@ module \ndp_device.control_unit.decoder (is_compute, operand_lines, stats_offset
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$70 ) begin end
     (* full_case = 32'd1 *)
     if (\$65 ) begin
       status = 8'h01;
@@ -21541,8 +21177,8 @@ module \ndp_device.control_unit.decoder (is_compute, operand_lines, stats_offset
   assign \$signal$9  = \$14 [39:0];
   assign o_lines = \$19 [43:0];
   assign room = \$38 [49:0];
-  assign data_base = \port$5640$128 [63:0];
-  assign data_limit = \port$5640$128 [127:64];
+  assign data_base = \port$5665$128 [63:0];
+  assign data_limit = \port$5665$128 [127:64];
   assign operand_lines = \$14 [39:0];
   assign stats_offset = \$22 [47:0];
   assign \desc.type  = desc[1:0];
@@ -21577,8 +21213,187 @@ module \ndp_device.control_unit.decoder (is_compute, operand_lines, stats_offset
 endmodule
 
 (* generator = "Amaranth" *)
+module \ndp_device.control_unit.packer (rst, out__valid, w_ready, out__ready, start, offset, w_valid, w_data, w_bytes, w_last, out__data, out__strb, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$71  = 0;
+  wire \$1 ;
+  wire [8:0] \$10 ;
+  wire \$11 ;
+  wire \$12 ;
+  wire \$13 ;
+  wire [1535:0] \$14 ;
+  wire [1535:0] \$15 ;
+  wire [10:0] \$16 ;
+  wire [2047:0] \$17 ;
+  wire [2048:0] \$18 ;
+  wire [1023:0] \$19 ;
+  wire \$2 ;
+  wire [10:0] \$20 ;
+  wire [3070:0] \$21 ;
+  wire [3070:0] \$22 ;
+  wire \$23 ;
+  wire [191:0] \$24 ;
+  wire [191:0] \$25 ;
+  wire [255:0] \$26 ;
+  wire [256:0] \$27 ;
+  wire [511:0] \$28 ;
+  wire [511:0] \$29 ;
+  wire \$3 ;
+  wire [8:0] \$30 ;
+  wire \$31 ;
+  wire [1535:0] \$32 ;
+  wire [1535:0] \$33 ;
+  wire \$34 ;
+  wire [191:0] \$35 ;
+  wire [191:0] \$36 ;
+  reg [1535:0] \$37 ;
+  reg [191:0] \$38 ;
+  reg [7:0] \$39 ;
+  wire \$4 ;
+  reg \$40 ;
+  wire \$5 ;
+  wire [8:0] \$6 ;
+  wire [8:0] \$7 ;
+  wire [8:0] \$8 ;
+  wire \$9 ;
+  reg [1535:0] \$signal  = 1536'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  wire [7:0] after;
+  input clk;
+  wire clk;
+  reg closing = 1'h0;
+  reg [7:0] fill = 8'h00;
+  input [5:0] offset;
+  wire [5:0] offset;
+  output [511:0] out__data;
+  wire [511:0] out__data;
+  input out__ready;
+  wire out__ready;
+  output [63:0] out__strb;
+  wire [63:0] out__strb;
+  output out__valid;
+  wire out__valid;
+  input rst;
+  wire rst;
+  input start;
+  wire start;
+  reg [191:0] strb = 192'h000000000000000000000000000000000000000000000000;
+  input [7:0] w_bytes;
+  wire [7:0] w_bytes;
+  input [1023:0] w_data;
+  wire [1023:0] w_data;
+  input w_last;
+  wire w_last;
+  output w_ready;
+  wire w_ready;
+  input w_valid;
+  wire w_valid;
+  assign \$1  = fill >= 7'h40;
+  assign \$2  = | fill;
+  assign \$3  = closing & \$2 ;
+  assign out__valid = \$1  | \$3 ;
+  assign \$4  = out__valid & out__ready;
+  assign \$5  = fill >= 7'h40;
+  assign \$6  = fill - 7'h40;
+  assign \$7  = \$5  ? \$6  : 9'h000;
+  assign \$8  = \$4  ? \$7  : { 1'h0, fill };
+  assign \$9  = ~ closing;
+  assign \$10  = \$8 [7:0] + w_bytes;
+  assign \$11  = \$10  <= 8'hc0;
+  assign w_ready = \$9  & \$11 ;
+  assign \$12  = w_valid & w_ready;
+  assign \$13  = out__valid & out__ready;
+  assign \$15  = \$13  ? \$14  : \$signal ;
+  assign \$17  = 1'h1 << \$16 ;
+  assign \$18  = \$17  - 1'h1;
+  assign \$19  = w_data & \$18 [1023:0];
+  assign \$21  = \$19  << \$20 ;
+  assign \$22  = { 1535'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, \$15  } | \$21 ;
+  assign \$23  = out__valid & out__ready;
+  assign \$25  = \$23  ? \$24  : strb;
+  assign \$26  = 1'h1 << w_bytes;
+  assign \$27  = \$26  - 1'h1;
+  assign \$28  = $signed(\$27 ) << \$8 [7:0];
+  assign \$29  = { 320'h00000000000000000000000000000000000000000000000000000000000000000000000000000000, \$25  } | \$28 ;
+  assign \$30  = \$8 [7:0] + w_bytes;
+  assign \$31  = out__valid & out__ready;
+  assign \$33  = \$31  ? \$32  : \$signal ;
+  assign \$34  = out__valid & out__ready;
+  assign \$36  = \$34  ? \$35  : strb;
+  always @(posedge clk)
+    \$signal  <= \$37 ;
+  always @(posedge clk)
+    strb <= \$38 ;
+  always @(posedge clk)
+    fill <= \$39 ;
+  always @(posedge clk)
+    closing <= \$40 ;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
+    (* full_case = 32'd1 *)
+    if (start) begin
+      \$37  = 1536'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    end else if (\$12 ) begin
+      \$37  = \$22 [1535:0];
+    end else begin
+      \$37  = \$33 ;
+    end
+    if (rst) begin
+      \$37  = 1536'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
+    (* full_case = 32'd1 *)
+    if (start) begin
+      \$38  = 192'h000000000000000000000000000000000000000000000000;
+    end else if (\$12 ) begin
+      \$38  = \$29 [191:0];
+    end else begin
+      \$38  = \$36 ;
+    end
+    if (rst) begin
+      \$38  = 192'h000000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
+    (* full_case = 32'd1 *)
+    if (start) begin
+      \$39  = { 2'h0, offset };
+    end else if (\$12 ) begin
+      \$39  = \$30 [7:0];
+    end else begin
+      \$39  = \$8 [7:0];
+    end
+    if (rst) begin
+      \$39  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
+    \$40  = closing;
+    if (start) begin
+      \$40  = 1'h0;
+    end else if (\$12 ) begin
+      \$40  = w_last;
+    end
+    if (rst) begin
+      \$40  = 1'h0;
+    end
+  end
+  assign after = \$8 [7:0];
+  assign out__data = \$signal [511:0];
+  assign out__strb = strb[63:0];
+  assign \$14  = { 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, \$signal [1535:512] };
+  assign \$16  = { w_bytes, 3'h0 };
+  assign \$20  = { \$8 [7:0], 3'h0 };
+  assign \$24  = { 64'h0000000000000000, strb[191:64] };
+  assign \$32  = { 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, \$signal [1535:512] };
+  assign \$35  = { 64'h0000000000000000, strb[191:64] };
+endmodule
+
+(* generator = "Amaranth" *)
 module \ndp_device.control_unit.reader (bus__rlast, clk, rst, r_en, bus__arlen, bus__arvalid, busy, out__data, start, beats, \addr$31 , addr, out__valid, bus__arready, bus__rvalid, w_data);
-  reg \$auto$verilog_backend.cc:2355:dump_module$70  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$72  = 0;
   wire [7:0] \$1 ;
   wire \$10 ;
   wire \$11 ;
@@ -21707,7 +21522,7 @@ module \ndp_device.control_unit.reader (bus__rlast, clk, rst, r_en, bus__arlen, 
     .w_port__data(w_data)
   );
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$70 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
     \$28  = addr;
     if (\$14 ) begin
       \$28  = \$16 [63:0];
@@ -21720,7 +21535,7 @@ module \ndp_device.control_unit.reader (bus__rlast, clk, rst, r_en, bus__arlen, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$70 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
     \$29  = left;
     if (\$14 ) begin
       \$29  = \$17 [31:0];
@@ -21733,14 +21548,14 @@ module \ndp_device.control_unit.reader (bus__rlast, clk, rst, r_en, bus__arlen, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$70 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
     \$30  = \$22 [7:0];
     if (rst) begin
       \$30  = 8'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$70 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
     \$31  = \$27 [1:0];
     if (rst) begin
       \$31  = 2'h0;
@@ -21765,7 +21580,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \ndp_device.control_unit.reader.buffer (clk, rst, r_en, w_en, w_level, r_data, r_rdy, w_port__data);
-  reg \$auto$verilog_backend.cc:2355:dump_module$71  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$73  = 0;
   wire \$1 ;
   wire \$10 ;
   wire [7:0] \$11 ;
@@ -22014,7 +21829,7 @@ module \ndp_device.control_unit.reader.buffer (clk, rst, r_en, w_en, w_level, r_
   always @(posedge clk)
     r_rdy <= \$33 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
     \$30  = w_port__addr;
     if (\$3 ) begin
       \$30  = \$6 [6:0];
@@ -22024,7 +21839,7 @@ module \ndp_device.control_unit.reader.buffer (clk, rst, r_en, w_en, w_level, r_
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
     \$31  = r_port__addr;
     if (\$9 ) begin
       \$31  = \$12 [6:0];
@@ -22034,7 +21849,7 @@ module \ndp_device.control_unit.reader.buffer (clk, rst, r_en, w_en, w_level, r_
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
     \$32  = inner_level;
     if (\$18 ) begin
       \$32  = \$19 [6:0];
@@ -22047,7 +21862,7 @@ module \ndp_device.control_unit.reader.buffer (clk, rst, r_en, w_en, w_level, r_
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
     \$33  = r_rdy;
     if (\$29 ) begin
       \$33  = 1'h1;
@@ -22068,7 +21883,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \partial$388 , src_addr, l, m, dst_en, dst_addr, \dst_data$425 , clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$72  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$74  = 0;
   wire [20:0] \$1 ;
   wire [31:0] \$10 ;
   wire \$100 ;
@@ -26297,7 +26112,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     .s(d9)
   );
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$106  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -26309,7 +26124,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$116  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -26321,7 +26136,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$126  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -26333,7 +26148,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$136  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -26345,7 +26160,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$146  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -26357,7 +26172,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$156  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -26369,7 +26184,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$166  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -26381,7 +26196,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$176  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -26393,7 +26208,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$186  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -26405,7 +26220,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$196  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -26417,7 +26232,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$206  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -26429,7 +26244,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$216  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -26441,7 +26256,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$226  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -26453,7 +26268,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$236  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -26465,7 +26280,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$246  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -26477,7 +26292,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$256  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -26489,7 +26304,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$266  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -26501,7 +26316,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$276  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -26513,7 +26328,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$286  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -26525,7 +26340,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$296  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -26537,7 +26352,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$306  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -26549,7 +26364,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$316  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -26561,7 +26376,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$326  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -26573,7 +26388,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$336  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -26585,7 +26400,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$346  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -26597,7 +26412,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$356  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -26609,7 +26424,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$366  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -26621,7 +26436,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$376  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -26633,7 +26448,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$386  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -26645,7 +26460,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$396  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -26657,7 +26472,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$406  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -26669,7 +26484,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$416  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -26681,7 +26496,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     count = 21'h000000;
     casez (fsm_state)
       4'h0:
@@ -26691,7 +26506,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$signal  = 1'h0;
     casez (fsm_state)
       4'h0:
@@ -26701,7 +26516,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$signal$12  = 1'h0;
     casez (fsm_state)
       4'h0:
@@ -26731,7 +26546,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \start$13  = 1'h0;
     casez (fsm_state)
       4'h0:
@@ -26757,7 +26572,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     acc_a0 = 32'd0;
     if (\$105 ) begin
       acc_a0 = \$106 ;
@@ -26770,7 +26585,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     acc_b0 = 32'd0;
     if (\$105 ) begin
       acc_b0 = e_reg0;
@@ -26794,7 +26609,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     acc_a1 = 32'd0;
     if (\$115 ) begin
       acc_a1 = \$116 ;
@@ -26807,7 +26622,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     acc_b1 = 32'd0;
     if (\$115 ) begin
       acc_b1 = e_reg1;
@@ -26829,7 +26644,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     acc_a2 = 32'd0;
     if (\$125 ) begin
       acc_a2 = \$126 ;
@@ -26842,7 +26657,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     acc_b2 = 32'd0;
     if (\$125 ) begin
       acc_b2 = e_reg2;
@@ -26862,7 +26677,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     acc_a3 = 32'd0;
     if (\$135 ) begin
       acc_a3 = \$136 ;
@@ -26875,7 +26690,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     acc_b3 = 32'd0;
     if (\$135 ) begin
       acc_b3 = e_reg3;
@@ -26895,7 +26710,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     acc_a4 = 32'd0;
     if (\$145 ) begin
       acc_a4 = \$146 ;
@@ -26908,7 +26723,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     acc_b4 = 32'd0;
     if (\$145 ) begin
       acc_b4 = e_reg4;
@@ -26926,7 +26741,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     acc_a5 = 32'd0;
     if (\$155 ) begin
       acc_a5 = \$156 ;
@@ -26939,7 +26754,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     acc_b5 = 32'd0;
     if (\$155 ) begin
       acc_b5 = e_reg5;
@@ -26957,7 +26772,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     acc_a6 = 32'd0;
     if (\$165 ) begin
       acc_a6 = \$166 ;
@@ -26970,7 +26785,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     acc_b6 = 32'd0;
     if (\$165 ) begin
       acc_b6 = e_reg6;
@@ -26988,7 +26803,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     acc_a7 = 32'd0;
     if (\$175 ) begin
       acc_a7 = \$176 ;
@@ -27001,7 +26816,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     acc_b7 = 32'd0;
     if (\$175 ) begin
       acc_b7 = e_reg7;
@@ -27019,7 +26834,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     acc_a8 = 32'd0;
     if (\$185 ) begin
       acc_a8 = \$186 ;
@@ -27032,7 +26847,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     acc_b8 = 32'd0;
     if (\$185 ) begin
       acc_b8 = e_reg8;
@@ -27048,7 +26863,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     acc_a9 = 32'd0;
     if (\$195 ) begin
       acc_a9 = \$196 ;
@@ -27061,7 +26876,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     acc_b9 = 32'd0;
     if (\$195 ) begin
       acc_b9 = e_reg9;
@@ -27077,7 +26892,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     acc_a10 = 32'd0;
     if (\$205 ) begin
       acc_a10 = \$206 ;
@@ -27090,7 +26905,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     acc_b10 = 32'd0;
     if (\$205 ) begin
       acc_b10 = e_reg10;
@@ -27106,7 +26921,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     acc_a11 = 32'd0;
     if (\$215 ) begin
       acc_a11 = \$216 ;
@@ -27119,7 +26934,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     acc_b11 = 32'd0;
     if (\$215 ) begin
       acc_b11 = e_reg11;
@@ -27135,7 +26950,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     acc_a12 = 32'd0;
     if (\$225 ) begin
       acc_a12 = \$226 ;
@@ -27148,7 +26963,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     acc_b12 = 32'd0;
     if (\$225 ) begin
       acc_b12 = e_reg12;
@@ -27164,7 +26979,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     acc_a13 = 32'd0;
     if (\$235 ) begin
       acc_a13 = \$236 ;
@@ -27177,7 +26992,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     acc_b13 = 32'd0;
     if (\$235 ) begin
       acc_b13 = e_reg13;
@@ -27193,7 +27008,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     acc_a14 = 32'd0;
     if (\$245 ) begin
       acc_a14 = \$246 ;
@@ -27206,7 +27021,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     acc_b14 = 32'd0;
     if (\$245 ) begin
       acc_b14 = e_reg14;
@@ -27222,7 +27037,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     acc_a15 = 32'd0;
     if (\$255 ) begin
       acc_a15 = \$256 ;
@@ -27235,7 +27050,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     acc_b15 = 32'd0;
     if (\$255 ) begin
       acc_b15 = e_reg15;
@@ -27251,7 +27066,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     acc_a16 = 32'd0;
     if (\$265 ) begin
       acc_a16 = \$266 ;
@@ -27264,7 +27079,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     acc_b16 = 32'd0;
     if (\$265 ) begin
       acc_b16 = e_reg16;
@@ -27275,7 +27090,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     acc_a17 = 32'd0;
     if (\$275 ) begin
       acc_a17 = \$276 ;
@@ -27288,7 +27103,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     acc_b17 = 32'd0;
     if (\$275 ) begin
       acc_b17 = e_reg17;
@@ -27299,7 +27114,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     acc_a18 = 32'd0;
     if (\$285 ) begin
       acc_a18 = \$286 ;
@@ -27312,7 +27127,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     acc_b18 = 32'd0;
     if (\$285 ) begin
       acc_b18 = e_reg18;
@@ -27323,7 +27138,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     acc_a19 = 32'd0;
     if (\$295 ) begin
       acc_a19 = \$296 ;
@@ -27336,7 +27151,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     acc_b19 = 32'd0;
     if (\$295 ) begin
       acc_b19 = e_reg19;
@@ -27347,7 +27162,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     acc_a20 = 32'd0;
     if (\$305 ) begin
       acc_a20 = \$306 ;
@@ -27360,7 +27175,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     acc_b20 = 32'd0;
     if (\$305 ) begin
       acc_b20 = e_reg20;
@@ -27371,7 +27186,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     acc_a21 = 32'd0;
     if (\$315 ) begin
       acc_a21 = \$316 ;
@@ -27384,7 +27199,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     acc_b21 = 32'd0;
     if (\$315 ) begin
       acc_b21 = e_reg21;
@@ -27395,7 +27210,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     acc_a22 = 32'd0;
     if (\$325 ) begin
       acc_a22 = \$326 ;
@@ -27408,7 +27223,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     acc_b22 = 32'd0;
     if (\$325 ) begin
       acc_b22 = e_reg22;
@@ -27419,7 +27234,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     acc_a23 = 32'd0;
     if (\$335 ) begin
       acc_a23 = \$336 ;
@@ -27432,7 +27247,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     acc_b23 = 32'd0;
     if (\$335 ) begin
       acc_b23 = e_reg23;
@@ -27443,7 +27258,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     acc_a24 = 32'd0;
     if (\$345 ) begin
       acc_a24 = \$346 ;
@@ -27456,7 +27271,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     acc_b24 = 32'd0;
     if (\$345 ) begin
       acc_b24 = e_reg24;
@@ -27467,7 +27282,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     acc_a25 = 32'd0;
     if (\$355 ) begin
       acc_a25 = \$356 ;
@@ -27480,7 +27295,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     acc_b25 = 32'd0;
     if (\$355 ) begin
       acc_b25 = e_reg25;
@@ -27491,7 +27306,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     acc_a26 = 32'd0;
     if (\$365 ) begin
       acc_a26 = \$366 ;
@@ -27504,7 +27319,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     acc_b26 = 32'd0;
     if (\$365 ) begin
       acc_b26 = e_reg26;
@@ -27515,7 +27330,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     acc_a27 = 32'd0;
     if (\$375 ) begin
       acc_a27 = \$376 ;
@@ -27528,7 +27343,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     acc_b27 = 32'd0;
     if (\$375 ) begin
       acc_b27 = e_reg27;
@@ -27539,7 +27354,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     acc_a28 = 32'd0;
     if (\$385 ) begin
       acc_a28 = \$386 ;
@@ -27552,7 +27367,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     acc_b28 = 32'd0;
     if (\$385 ) begin
       acc_b28 = e_reg28;
@@ -27563,7 +27378,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     acc_a29 = 32'd0;
     if (\$395 ) begin
       acc_a29 = \$396 ;
@@ -27576,7 +27391,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     acc_b29 = 32'd0;
     if (\$395 ) begin
       acc_b29 = e_reg29;
@@ -27587,7 +27402,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     acc_a30 = 32'd0;
     if (\$405 ) begin
       acc_a30 = \$406 ;
@@ -27600,7 +27415,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     acc_b30 = 32'd0;
     if (\$405 ) begin
       acc_b30 = e_reg30;
@@ -27611,7 +27426,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     acc_a31 = 32'd0;
     if (\$415 ) begin
       acc_a31 = \$416 ;
@@ -27624,7 +27439,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     acc_b31 = 32'd0;
     if (\$415 ) begin
       acc_b31 = e_reg31;
@@ -27635,91 +27450,91 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1003  = \$signal ;
     if (rst) begin
       \$1003  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1004  = src_addr;
     if (rst) begin
       \$1004  = 15'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1005  = \$signal$12 ;
     if (rst) begin
       \$1005  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1006  = src_addr;
     if (rst) begin
       \$1006  = 15'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1007  = v1;
     if (rst) begin
       \$1007  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1008  = w1;
     if (rst) begin
       \$1008  = 15'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1009  = v2;
     if (rst) begin
       \$1009  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1010  = w2;
     if (rst) begin
       \$1010  = 15'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1011  = v3;
     if (rst) begin
       \$1011  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1012  = w3;
     if (rst) begin
       \$1012  = 15'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1013  = v4;
     if (rst) begin
       \$1013  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1014  = w4;
     if (rst) begin
       \$1014  = 15'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1015  = n_words;
     casez (fsm_state)
       4'h0:
@@ -27732,7 +27547,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1016  = last_count;
     casez (fsm_state)
       4'h0:
@@ -27745,7 +27560,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1017  = partial;
     casez (fsm_state)
       4'h0:
@@ -27758,7 +27573,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1018  = src_addr;
     casez (fsm_state)
       4'h0:
@@ -27795,7 +27610,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1019  = out_pass;
     casez (fsm_state)
       4'h0:
@@ -27830,7 +27645,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1020  = key0;
     casez (fsm_state)
       4'h0:
@@ -27849,7 +27664,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1021  = key1;
     casez (fsm_state)
       4'h0:
@@ -27868,7 +27683,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1022  = key2;
     casez (fsm_state)
       4'h0:
@@ -27887,7 +27702,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1023  = key3;
     casez (fsm_state)
       4'h0:
@@ -27906,7 +27721,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1024  = key4;
     casez (fsm_state)
       4'h0:
@@ -27925,7 +27740,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1025  = key5;
     casez (fsm_state)
       4'h0:
@@ -27944,7 +27759,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1026  = key6;
     casez (fsm_state)
       4'h0:
@@ -27963,7 +27778,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1027  = key7;
     casez (fsm_state)
       4'h0:
@@ -27982,7 +27797,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1028  = key8;
     casez (fsm_state)
       4'h0:
@@ -28001,7 +27816,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1029  = key9;
     casez (fsm_state)
       4'h0:
@@ -28020,7 +27835,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1030  = key10;
     casez (fsm_state)
       4'h0:
@@ -28039,7 +27854,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1031  = key11;
     casez (fsm_state)
       4'h0:
@@ -28058,7 +27873,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1032  = key12;
     casez (fsm_state)
       4'h0:
@@ -28077,7 +27892,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1033  = key13;
     casez (fsm_state)
       4'h0:
@@ -28096,7 +27911,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1034  = key14;
     casez (fsm_state)
       4'h0:
@@ -28115,7 +27930,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1035  = key15;
     casez (fsm_state)
       4'h0:
@@ -28134,7 +27949,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1036  = key16;
     casez (fsm_state)
       4'h0:
@@ -28153,7 +27968,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1037  = key17;
     casez (fsm_state)
       4'h0:
@@ -28172,7 +27987,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1038  = key18;
     casez (fsm_state)
       4'h0:
@@ -28191,7 +28006,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1039  = key19;
     casez (fsm_state)
       4'h0:
@@ -28210,7 +28025,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1040  = key20;
     casez (fsm_state)
       4'h0:
@@ -28229,7 +28044,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1041  = key21;
     casez (fsm_state)
       4'h0:
@@ -28248,7 +28063,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1042  = key22;
     casez (fsm_state)
       4'h0:
@@ -28267,7 +28082,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1043  = key23;
     casez (fsm_state)
       4'h0:
@@ -28286,7 +28101,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1044  = key24;
     casez (fsm_state)
       4'h0:
@@ -28305,7 +28120,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1045  = key25;
     casez (fsm_state)
       4'h0:
@@ -28324,7 +28139,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1046  = key26;
     casez (fsm_state)
       4'h0:
@@ -28343,7 +28158,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1047  = key27;
     casez (fsm_state)
       4'h0:
@@ -28362,7 +28177,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1048  = key28;
     casez (fsm_state)
       4'h0:
@@ -28381,7 +28196,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1049  = key29;
     casez (fsm_state)
       4'h0:
@@ -28400,7 +28215,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1050  = key30;
     casez (fsm_state)
       4'h0:
@@ -28419,7 +28234,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1051  = key31;
     casez (fsm_state)
       4'h0:
@@ -28438,7 +28253,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1052  = nan0;
     casez (fsm_state)
       4'h0:
@@ -28456,7 +28271,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1053  = nan1;
     casez (fsm_state)
       4'h0:
@@ -28474,7 +28289,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1054  = nan2;
     casez (fsm_state)
       4'h0:
@@ -28492,7 +28307,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1055  = nan3;
     casez (fsm_state)
       4'h0:
@@ -28510,7 +28325,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1056  = nan4;
     casez (fsm_state)
       4'h0:
@@ -28528,7 +28343,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1057  = nan5;
     casez (fsm_state)
       4'h0:
@@ -28546,7 +28361,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1058  = nan6;
     casez (fsm_state)
       4'h0:
@@ -28564,7 +28379,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1059  = nan7;
     casez (fsm_state)
       4'h0:
@@ -28582,7 +28397,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1060  = nan8;
     casez (fsm_state)
       4'h0:
@@ -28600,7 +28415,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1061  = nan9;
     casez (fsm_state)
       4'h0:
@@ -28618,7 +28433,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1062  = nan10;
     casez (fsm_state)
       4'h0:
@@ -28636,7 +28451,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1063  = nan11;
     casez (fsm_state)
       4'h0:
@@ -28654,7 +28469,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1064  = nan12;
     casez (fsm_state)
       4'h0:
@@ -28672,7 +28487,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1065  = nan13;
     casez (fsm_state)
       4'h0:
@@ -28690,7 +28505,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1066  = nan14;
     casez (fsm_state)
       4'h0:
@@ -28708,7 +28523,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1067  = nan15;
     casez (fsm_state)
       4'h0:
@@ -28726,7 +28541,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1068  = nan16;
     casez (fsm_state)
       4'h0:
@@ -28744,7 +28559,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1069  = nan17;
     casez (fsm_state)
       4'h0:
@@ -28762,7 +28577,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1070  = nan18;
     casez (fsm_state)
       4'h0:
@@ -28780,7 +28595,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1071  = nan19;
     casez (fsm_state)
       4'h0:
@@ -28798,7 +28613,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1072  = nan20;
     casez (fsm_state)
       4'h0:
@@ -28816,7 +28631,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1073  = nan21;
     casez (fsm_state)
       4'h0:
@@ -28834,7 +28649,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1074  = nan22;
     casez (fsm_state)
       4'h0:
@@ -28852,7 +28667,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1075  = nan23;
     casez (fsm_state)
       4'h0:
@@ -28870,7 +28685,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1076  = nan24;
     casez (fsm_state)
       4'h0:
@@ -28888,7 +28703,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1077  = nan25;
     casez (fsm_state)
       4'h0:
@@ -28906,7 +28721,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1078  = nan26;
     casez (fsm_state)
       4'h0:
@@ -28924,7 +28739,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1079  = nan27;
     casez (fsm_state)
       4'h0:
@@ -28942,7 +28757,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1080  = nan28;
     casez (fsm_state)
       4'h0:
@@ -28960,7 +28775,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1081  = nan29;
     casez (fsm_state)
       4'h0:
@@ -28978,7 +28793,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1082  = nan30;
     casez (fsm_state)
       4'h0:
@@ -28996,7 +28811,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1083  = nan31;
     casez (fsm_state)
       4'h0:
@@ -29014,7 +28829,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1084  = l;
     casez (fsm_state)
       4'h0:
@@ -29052,7 +28867,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1085  = p0_1;
     casez (fsm_state)
       4'h0:
@@ -29075,7 +28890,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1086  = p0_2;
     casez (fsm_state)
       4'h0:
@@ -29100,7 +28915,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1087  = p1_0;
     casez (fsm_state)
       4'h0:
@@ -29136,7 +28951,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1088  = p1_1;
     casez (fsm_state)
       4'h0:
@@ -29159,7 +28974,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1089  = p1_2;
     casez (fsm_state)
       4'h0:
@@ -29184,7 +28999,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1090  = p2_0;
     casez (fsm_state)
       4'h0:
@@ -29218,7 +29033,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1091  = p2_1;
     casez (fsm_state)
       4'h0:
@@ -29241,7 +29056,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1092  = p2_2;
     casez (fsm_state)
       4'h0:
@@ -29266,7 +29081,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1093  = p3_0;
     casez (fsm_state)
       4'h0:
@@ -29300,7 +29115,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1094  = p3_1;
     casez (fsm_state)
       4'h0:
@@ -29323,7 +29138,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1095  = p3_2;
     casez (fsm_state)
       4'h0:
@@ -29348,7 +29163,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1096  = p4_0;
     casez (fsm_state)
       4'h0:
@@ -29380,7 +29195,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1097  = p4_1;
     casez (fsm_state)
       4'h0:
@@ -29403,7 +29218,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1098  = p4_2;
     casez (fsm_state)
       4'h0:
@@ -29428,7 +29243,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1099  = p5_0;
     casez (fsm_state)
       4'h0:
@@ -29460,7 +29275,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1100  = p5_1;
     casez (fsm_state)
       4'h0:
@@ -29483,7 +29298,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1101  = p5_2;
     casez (fsm_state)
       4'h0:
@@ -29508,7 +29323,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1102  = p6_0;
     casez (fsm_state)
       4'h0:
@@ -29540,7 +29355,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1103  = p6_1;
     casez (fsm_state)
       4'h0:
@@ -29563,7 +29378,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1104  = p6_2;
     casez (fsm_state)
       4'h0:
@@ -29588,7 +29403,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1105  = p7_0;
     casez (fsm_state)
       4'h0:
@@ -29620,7 +29435,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1106  = p7_1;
     casez (fsm_state)
       4'h0:
@@ -29643,7 +29458,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1107  = p7_2;
     casez (fsm_state)
       4'h0:
@@ -29668,7 +29483,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1108  = p8_0;
     casez (fsm_state)
       4'h0:
@@ -29698,7 +29513,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1109  = p8_1;
     casez (fsm_state)
       4'h0:
@@ -29721,7 +29536,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1110  = p8_2;
     casez (fsm_state)
       4'h0:
@@ -29746,7 +29561,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1111  = p9_0;
     casez (fsm_state)
       4'h0:
@@ -29776,7 +29591,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1112  = p9_1;
     casez (fsm_state)
       4'h0:
@@ -29799,7 +29614,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1113  = p9_2;
     casez (fsm_state)
       4'h0:
@@ -29824,7 +29639,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1114  = p10_0;
     casez (fsm_state)
       4'h0:
@@ -29854,7 +29669,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1115  = p10_1;
     casez (fsm_state)
       4'h0:
@@ -29877,7 +29692,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1116  = p10_2;
     casez (fsm_state)
       4'h0:
@@ -29902,7 +29717,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1117  = p11_0;
     casez (fsm_state)
       4'h0:
@@ -29932,7 +29747,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1118  = p11_1;
     casez (fsm_state)
       4'h0:
@@ -29955,7 +29770,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1119  = p11_2;
     casez (fsm_state)
       4'h0:
@@ -29980,7 +29795,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1120  = p12_0;
     casez (fsm_state)
       4'h0:
@@ -30010,7 +29825,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1121  = p12_1;
     casez (fsm_state)
       4'h0:
@@ -30033,7 +29848,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1122  = p12_2;
     casez (fsm_state)
       4'h0:
@@ -30058,7 +29873,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1123  = p13_0;
     casez (fsm_state)
       4'h0:
@@ -30088,7 +29903,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1124  = p13_1;
     casez (fsm_state)
       4'h0:
@@ -30111,7 +29926,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1125  = p13_2;
     casez (fsm_state)
       4'h0:
@@ -30136,7 +29951,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1126  = p14_0;
     casez (fsm_state)
       4'h0:
@@ -30166,7 +29981,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1127  = p14_1;
     casez (fsm_state)
       4'h0:
@@ -30189,7 +30004,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1128  = p14_2;
     casez (fsm_state)
       4'h0:
@@ -30214,7 +30029,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1129  = p15_0;
     casez (fsm_state)
       4'h0:
@@ -30244,7 +30059,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1130  = p15_1;
     casez (fsm_state)
       4'h0:
@@ -30267,7 +30082,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1131  = p15_2;
     casez (fsm_state)
       4'h0:
@@ -30292,7 +30107,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1132  = p16_0;
     casez (fsm_state)
       4'h0:
@@ -30317,7 +30132,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1133  = p16_1;
     casez (fsm_state)
       4'h0:
@@ -30340,7 +30155,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1134  = p16_2;
     casez (fsm_state)
       4'h0:
@@ -30365,7 +30180,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1135  = p17_0;
     casez (fsm_state)
       4'h0:
@@ -30390,7 +30205,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1136  = p17_1;
     casez (fsm_state)
       4'h0:
@@ -30413,7 +30228,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1137  = p17_2;
     casez (fsm_state)
       4'h0:
@@ -30438,7 +30253,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1138  = p18_0;
     casez (fsm_state)
       4'h0:
@@ -30463,7 +30278,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1139  = p18_1;
     casez (fsm_state)
       4'h0:
@@ -30486,7 +30301,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1140  = p18_2;
     casez (fsm_state)
       4'h0:
@@ -30511,7 +30326,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1141  = p19_0;
     casez (fsm_state)
       4'h0:
@@ -30536,7 +30351,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1142  = p19_1;
     casez (fsm_state)
       4'h0:
@@ -30559,7 +30374,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1143  = p19_2;
     casez (fsm_state)
       4'h0:
@@ -30584,7 +30399,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1144  = p20_0;
     casez (fsm_state)
       4'h0:
@@ -30609,7 +30424,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1145  = p20_1;
     casez (fsm_state)
       4'h0:
@@ -30632,7 +30447,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1146  = p20_2;
     casez (fsm_state)
       4'h0:
@@ -30657,7 +30472,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1147  = p21_0;
     casez (fsm_state)
       4'h0:
@@ -30682,7 +30497,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1148  = p21_1;
     casez (fsm_state)
       4'h0:
@@ -30705,7 +30520,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1149  = p21_2;
     casez (fsm_state)
       4'h0:
@@ -30730,7 +30545,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1150  = p22_0;
     casez (fsm_state)
       4'h0:
@@ -30755,7 +30570,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1151  = p22_1;
     casez (fsm_state)
       4'h0:
@@ -30778,7 +30593,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1152  = p22_2;
     casez (fsm_state)
       4'h0:
@@ -30803,7 +30618,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1153  = p23_0;
     casez (fsm_state)
       4'h0:
@@ -30828,7 +30643,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1154  = p23_1;
     casez (fsm_state)
       4'h0:
@@ -30851,7 +30666,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1155  = p23_2;
     casez (fsm_state)
       4'h0:
@@ -30876,7 +30691,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1156  = p24_0;
     casez (fsm_state)
       4'h0:
@@ -30901,7 +30716,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1157  = p24_1;
     casez (fsm_state)
       4'h0:
@@ -30924,7 +30739,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1158  = p24_2;
     casez (fsm_state)
       4'h0:
@@ -30949,7 +30764,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1159  = p25_0;
     casez (fsm_state)
       4'h0:
@@ -30974,7 +30789,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1160  = p25_1;
     casez (fsm_state)
       4'h0:
@@ -30997,7 +30812,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1161  = p25_2;
     casez (fsm_state)
       4'h0:
@@ -31022,7 +30837,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1162  = p26_0;
     casez (fsm_state)
       4'h0:
@@ -31047,7 +30862,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1163  = p26_1;
     casez (fsm_state)
       4'h0:
@@ -31070,7 +30885,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1164  = p26_2;
     casez (fsm_state)
       4'h0:
@@ -31095,7 +30910,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1165  = p27_0;
     casez (fsm_state)
       4'h0:
@@ -31120,7 +30935,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1166  = p27_1;
     casez (fsm_state)
       4'h0:
@@ -31143,7 +30958,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1167  = p27_2;
     casez (fsm_state)
       4'h0:
@@ -31168,7 +30983,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1168  = p28_0;
     casez (fsm_state)
       4'h0:
@@ -31193,7 +31008,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1169  = p28_1;
     casez (fsm_state)
       4'h0:
@@ -31216,7 +31031,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1170  = p28_2;
     casez (fsm_state)
       4'h0:
@@ -31241,7 +31056,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1171  = p29_0;
     casez (fsm_state)
       4'h0:
@@ -31266,7 +31081,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1172  = p29_1;
     casez (fsm_state)
       4'h0:
@@ -31289,7 +31104,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1173  = p29_2;
     casez (fsm_state)
       4'h0:
@@ -31314,7 +31129,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1174  = p30_0;
     casez (fsm_state)
       4'h0:
@@ -31339,7 +31154,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1175  = p30_1;
     casez (fsm_state)
       4'h0:
@@ -31362,7 +31177,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1176  = p30_2;
     casez (fsm_state)
       4'h0:
@@ -31387,7 +31202,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1177  = p31_0;
     casez (fsm_state)
       4'h0:
@@ -31412,7 +31227,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1178  = p31_1;
     casez (fsm_state)
       4'h0:
@@ -31435,7 +31250,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1179  = p31_2;
     casez (fsm_state)
       4'h0:
@@ -31460,7 +31275,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1180  = m;
     casez (fsm_state)
       4'h0:
@@ -31478,7 +31293,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1181  = fsm_state;
     casez (fsm_state)
       4'h0:
@@ -31538,7 +31353,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1182  = acc_set;
     casez (fsm_state)
       4'h0:
@@ -31558,7 +31373,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1183  = \wait ;
     casez (fsm_state)
       4'h0:
@@ -31593,7 +31408,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1184  = level;
     casez (fsm_state)
       4'h0:
@@ -31620,7 +31435,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1185  = 1'h0;
     if (\$774 ) begin
       if (partial) begin
@@ -31635,7 +31450,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1186  = w4;
     if (\$778 ) begin
       \$1186  = w5;
@@ -31645,455 +31460,455 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1187  = dst_data;
     if (rst) begin
       \$1187  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1188  = d0;
     if (rst) begin
       \$1188  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1189  = e0;
     if (rst) begin
       \$1189  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1190  = d1;
     if (rst) begin
       \$1190  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1191  = e1;
     if (rst) begin
       \$1191  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1192  = d2;
     if (rst) begin
       \$1192  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1193  = e2;
     if (rst) begin
       \$1193  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1194  = d3;
     if (rst) begin
       \$1194  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1195  = e3;
     if (rst) begin
       \$1195  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1196  = d4;
     if (rst) begin
       \$1196  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1197  = e4;
     if (rst) begin
       \$1197  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1198  = d5;
     if (rst) begin
       \$1198  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1199  = e5;
     if (rst) begin
       \$1199  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1200  = d6;
     if (rst) begin
       \$1200  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1201  = e6;
     if (rst) begin
       \$1201  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1202  = d7;
     if (rst) begin
       \$1202  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1203  = e7;
     if (rst) begin
       \$1203  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1204  = d8;
     if (rst) begin
       \$1204  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1205  = e8;
     if (rst) begin
       \$1205  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1206  = d9;
     if (rst) begin
       \$1206  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1207  = e9;
     if (rst) begin
       \$1207  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1208  = d10;
     if (rst) begin
       \$1208  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1209  = e10;
     if (rst) begin
       \$1209  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1210  = d11;
     if (rst) begin
       \$1210  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1211  = e11;
     if (rst) begin
       \$1211  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1212  = d12;
     if (rst) begin
       \$1212  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1213  = e12;
     if (rst) begin
       \$1213  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1214  = d13;
     if (rst) begin
       \$1214  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1215  = e13;
     if (rst) begin
       \$1215  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1216  = d14;
     if (rst) begin
       \$1216  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1217  = e14;
     if (rst) begin
       \$1217  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1218  = d15;
     if (rst) begin
       \$1218  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1219  = e15;
     if (rst) begin
       \$1219  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1220  = d16;
     if (rst) begin
       \$1220  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1221  = e16;
     if (rst) begin
       \$1221  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1222  = d17;
     if (rst) begin
       \$1222  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1223  = e17;
     if (rst) begin
       \$1223  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1224  = d18;
     if (rst) begin
       \$1224  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1225  = e18;
     if (rst) begin
       \$1225  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1226  = d19;
     if (rst) begin
       \$1226  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1227  = e19;
     if (rst) begin
       \$1227  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1228  = d20;
     if (rst) begin
       \$1228  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1229  = e20;
     if (rst) begin
       \$1229  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1230  = d21;
     if (rst) begin
       \$1230  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1231  = e21;
     if (rst) begin
       \$1231  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1232  = d22;
     if (rst) begin
       \$1232  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1233  = e22;
     if (rst) begin
       \$1233  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1234  = d23;
     if (rst) begin
       \$1234  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1235  = e23;
     if (rst) begin
       \$1235  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1236  = d24;
     if (rst) begin
       \$1236  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1237  = e24;
     if (rst) begin
       \$1237  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1238  = d25;
     if (rst) begin
       \$1238  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1239  = e25;
     if (rst) begin
       \$1239  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1240  = d26;
     if (rst) begin
       \$1240  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1241  = e26;
     if (rst) begin
       \$1241  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1242  = d27;
     if (rst) begin
       \$1242  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1243  = e27;
     if (rst) begin
       \$1243  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1244  = d28;
     if (rst) begin
       \$1244  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1245  = e28;
     if (rst) begin
       \$1245  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1246  = d29;
     if (rst) begin
       \$1246  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1247  = e29;
     if (rst) begin
       \$1247  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1248  = d30;
     if (rst) begin
       \$1248  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1249  = e30;
     if (rst) begin
       \$1249  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1250  = d31;
     if (rst) begin
       \$1250  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$1251  = e31;
     if (rst) begin
       \$1251  = 32'd0;
@@ -32269,7 +32084,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$73  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$75  = 0;
   wire \$1 ;
   wire \$10 ;
   wire \$11 ;
@@ -32376,7 +32191,7 @@ module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
   always @(posedge clk)
     \$signal$15  <= \$35 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$75 ) begin end
     \$24  = 1'h0;
     if (start) begin
     end else if (running) begin
@@ -32389,7 +32204,7 @@ module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$75 ) begin end
     \$25  = rem;
     if (start) begin
       \$25  = { 1'h0, \$2  };
@@ -32401,7 +32216,7 @@ module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$75 ) begin end
     \$26  = den;
     if (start) begin
       \$26  = { 1'h1, x[22:0] };
@@ -32411,7 +32226,7 @@ module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$75 ) begin end
     \$27  = q;
     if (start) begin
       \$27  = 25'h0000000;
@@ -32423,7 +32238,7 @@ module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$75 ) begin end
     \$28  = count;
     if (start) begin
       \$28  = 5'h19;
@@ -32435,7 +32250,7 @@ module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$75 ) begin end
     \$29  = running;
     if (start) begin
       \$29  = 1'h1;
@@ -32449,7 +32264,7 @@ module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$75 ) begin end
     \$30  = exp;
     if (start) begin
       \$30  = \$5 [7:0];
@@ -32459,7 +32274,7 @@ module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$75 ) begin end
     \$31  = \$signal ;
     if (start) begin
       \$31  = x[31];
@@ -32469,7 +32284,7 @@ module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$75 ) begin end
     \$32  = \$signal$12 ;
     if (start) begin
       \$32  = \$8 ;
@@ -32479,7 +32294,7 @@ module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$75 ) begin end
     \$33  = \$signal$13 ;
     if (start) begin
       \$33  = \$9 ;
@@ -32489,7 +32304,7 @@ module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$75 ) begin end
     \$34  = \$signal$14 ;
     if (start) begin
       \$34  = \$10 ;
@@ -32499,7 +32314,7 @@ module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$75 ) begin end
     \$35  = \$signal$15 ;
     if (start) begin
       \$35  = \$11 ;
@@ -32509,7 +32324,7 @@ module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$75 ) begin end
     (* full_case = 32'd1 *)
     if (\$signal$12 ) begin
       r = 32'd2143289344;
@@ -32527,7 +32342,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \ndp_device.control_unit.unpacker (rst, src__valid, src__data, count, pair_count, data, valid, pair_valid, pair_data, last, pull, start, offset, rows, cols, beats, pair, row, col, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$74  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$76  = 0;
   wire [20:0] \$1 ;
   wire [20:0] \$10 ;
   wire \$11 ;
@@ -32741,14 +32556,14 @@ module \ndp_device.control_unit.unpacker (rst, src__valid, src__data, count, pai
   assign \$28  = paired & \$27 ;
   assign \$29  = \$26  + \$28 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     retire = 2'h0;
     if (valid) begin
       retire = \$31 [1:0];
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     \$53  = busy;
     if (start) begin
       \$53  = 1'h1;
@@ -32761,7 +32576,7 @@ module \ndp_device.control_unit.unpacker (rst, src__valid, src__data, count, pai
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     \$54  = pos;
     if (start) begin
       \$54  = offset;
@@ -32774,7 +32589,7 @@ module \ndp_device.control_unit.unpacker (rst, src__valid, src__data, count, pai
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     \$55  = \$signal$11 ;
     if (start) begin
       \$55  = rows;
@@ -32784,7 +32599,7 @@ module \ndp_device.control_unit.unpacker (rst, src__valid, src__data, count, pai
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     \$56  = \$signal$7 ;
     if (start) begin
       \$56  = cols;
@@ -32794,7 +32609,7 @@ module \ndp_device.control_unit.unpacker (rst, src__valid, src__data, count, pai
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     \$57  = \$signal$28 ;
     if (start) begin
       \$57  = beats;
@@ -32804,7 +32619,7 @@ module \ndp_device.control_unit.unpacker (rst, src__valid, src__data, count, pai
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     \$58  = \$signal$10 ;
     if (start) begin
       \$58  = pair;
@@ -32814,7 +32629,7 @@ module \ndp_device.control_unit.unpacker (rst, src__valid, src__data, count, pai
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     \$59  = row;
     if (start) begin
       \$59  = 20'h00000;
@@ -32829,7 +32644,7 @@ module \ndp_device.control_unit.unpacker (rst, src__valid, src__data, count, pai
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     \$60  = col;
     if (start) begin
       \$60  = 20'h00000;
@@ -32847,7 +32662,7 @@ module \ndp_device.control_unit.unpacker (rst, src__valid, src__data, count, pai
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     \$61  = taken;
     if (start) begin
       \$61  = 32'd0;
@@ -32860,7 +32675,7 @@ module \ndp_device.control_unit.unpacker (rst, src__valid, src__data, count, pai
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     \$62  = \$51 [1:0];
     if (\$52 ) begin
       \$62  = 2'h0;
@@ -32870,7 +32685,7 @@ module \ndp_device.control_unit.unpacker (rst, src__valid, src__data, count, pai
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     \$63  = win0;
     casez (retire)
       2'h1:
@@ -32889,7 +32704,7 @@ module \ndp_device.control_unit.unpacker (rst, src__valid, src__data, count, pai
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     \$64  = win1;
     casez (retire)
       2'h1:
@@ -32908,7 +32723,7 @@ module \ndp_device.control_unit.unpacker (rst, src__valid, src__data, count, pai
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     \$65  = win2;
     if (pull) begin
       casez (\$49 )
@@ -32937,9 +32752,9 @@ module \ndp_device.control_unit.unpacker (rst, src__valid, src__data, count, pai
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.writer (rst, src__valid, src__data, bus__awlen, bus__wdata, bus__wstrb, bus__wlast, start, from_stream, beats, \addr$29 , line, \strb$33 , busy, bus__awvalid, bus__wvalid, src__ready, bus__bready, addr, bus__awready, bus__wready
-, bus__bvalid, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$75  = 0;
+module \ndp_device.control_unit.writer (rst, bus__awlen, bus__wdata, bus__wstrb, bus__wlast, src__data, src__strb, src__valid, start, from_stream, beats, \addr$30 , line, \strb$34 , busy, bus__awvalid, bus__wvalid, src__ready, bus__bready, addr, bus__awready
+, bus__wready, bus__bvalid, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$77  = 0;
   wire [7:0] \$1 ;
   wire \$10 ;
   wire \$11 ;
@@ -32973,8 +32788,8 @@ module \ndp_device.control_unit.writer (rst, src__valid, src__data, bus__awlen, 
   reg [511:0] \$signal$12  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   output [63:0] addr;
   reg [63:0] addr = 64'h0000000000000000;
-  input [63:0] \addr$29 ;
-  wire [63:0] \addr$29 ;
+  input [63:0] \addr$30 ;
+  wire [63:0] \addr$30 ;
   input [31:0] beats;
   wire [31:0] beats;
   wire [6:0] burst;
@@ -33021,13 +32836,15 @@ module \ndp_device.control_unit.writer (rst, src__valid, src__data, bus__awlen, 
   wire [511:0] src__data;
   output src__ready;
   reg src__ready;
+  input [63:0] src__strb;
+  wire [63:0] src__strb;
   input src__valid;
   wire src__valid;
   input start;
   wire start;
   reg [63:0] strb = 64'h0000000000000000;
-  input [63:0] \strb$33 ;
-  wire [63:0] \strb$33 ;
+  input [63:0] \strb$34 ;
+  wire [63:0] \strb$34 ;
   wire [6:0] to_boundary;
   assign \$1  = 7'h40 - addr[11:6];
   assign \$2  = \$1 [6:0] < 7'h40;
@@ -33036,7 +32853,7 @@ module \ndp_device.control_unit.writer (rst, src__valid, src__data, bus__awlen, 
   assign \$4  = \$3  ? left : { 25'h0000000, limit };
   assign bus__awlen = \$4 [6:0] - 1'h1;
   assign bus__wdata = \$signal  ? src__data : \$signal$12 ;
-  assign bus__wstrb = \$signal  ? 64'hffffffffffffffff : strb;
+  assign bus__wstrb = \$signal  ? src__strb : strb;
   assign bus__wlast = in_burst == 1'h1;
   assign \$5  = ! left;
   assign \$6  = \$signal  ? src__valid : 1'h1;
@@ -33070,7 +32887,7 @@ module \ndp_device.control_unit.writer (rst, src__valid, src__data, bus__awlen, 
   always @(posedge clk)
     in_burst <= \$29 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$75 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     busy = 1'h0;
     (* full_case = 32'd1 *)
     casez (fsm_state)
@@ -33087,7 +32904,7 @@ module \ndp_device.control_unit.writer (rst, src__valid, src__data, bus__awlen, 
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$75 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     bus__awvalid = 1'h0;
     casez (fsm_state)
       2'h0:
@@ -33101,7 +32918,7 @@ module \ndp_device.control_unit.writer (rst, src__valid, src__data, bus__awlen, 
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$75 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     bus__wvalid = 1'h0;
     casez (fsm_state)
       2'h0:
@@ -33113,7 +32930,7 @@ module \ndp_device.control_unit.writer (rst, src__valid, src__data, bus__awlen, 
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$75 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     src__ready = 1'h0;
     casez (fsm_state)
       2'h0:
@@ -33125,7 +32942,7 @@ module \ndp_device.control_unit.writer (rst, src__valid, src__data, bus__awlen, 
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$75 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     bus__bready = 1'h0;
     (* full_case = 32'd1 *)
     casez (fsm_state)
@@ -33140,12 +32957,12 @@ module \ndp_device.control_unit.writer (rst, src__valid, src__data, bus__awlen, 
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$75 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$23  = addr;
     casez (fsm_state)
       2'h0:
           if (start) begin
-            \$23  = \addr$29 ;
+            \$23  = \addr$30 ;
           end
       2'h1:
           (* full_case = 32'd1 *)
@@ -33161,7 +32978,7 @@ module \ndp_device.control_unit.writer (rst, src__valid, src__data, bus__awlen, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$75 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$24  = \$signal ;
     casez (fsm_state)
       2'h0:
@@ -33174,7 +32991,7 @@ module \ndp_device.control_unit.writer (rst, src__valid, src__data, bus__awlen, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$75 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$25  = left;
     casez (fsm_state)
       2'h0:
@@ -33195,7 +33012,7 @@ module \ndp_device.control_unit.writer (rst, src__valid, src__data, bus__awlen, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$75 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$26  = \$signal$12 ;
     casez (fsm_state)
       2'h0:
@@ -33208,12 +33025,12 @@ module \ndp_device.control_unit.writer (rst, src__valid, src__data, bus__awlen, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$75 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$27  = strb;
     casez (fsm_state)
       2'h0:
           if (start) begin
-            \$27  = \strb$33 ;
+            \$27  = \strb$34 ;
           end
     endcase
     if (rst) begin
@@ -33221,7 +33038,7 @@ module \ndp_device.control_unit.writer (rst, src__valid, src__data, bus__awlen, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$75 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$28  = fsm_state;
     (* full_case = 32'd1 *)
     casez (fsm_state)
@@ -33256,7 +33073,7 @@ module \ndp_device.control_unit.writer (rst, src__valid, src__data, bus__awlen, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$75 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$29  = in_burst;
     casez (fsm_state)
       2'h0:
@@ -33293,7 +33110,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
 , ports__1__araddr, ports__1__arvalid, ports__1__rready, ports__2__araddr, ports__2__awvalid, ports__2__wvalid, ports__2__bready, ports__2__awaddr, dram__arid, dram__araddr, dram__arlen, dram__arsize, dram__arburst, dram__arlock, dram__arcache, dram__arprot, dram__arvalid, ports__0__arready, ports__1__arready, ports__2__arready, ports__0__rvalid
 , dram__rready, ports__1__rvalid, ports__2__rvalid, dram__awid, dram__awaddr, dram__awlen, dram__awsize, dram__awburst, dram__awlock, dram__awcache, dram__awprot, dram__awvalid, ports__0__awready, ports__1__awready, ports__2__awready, dram__wdata, dram__wstrb, dram__wlast, dram__wvalid, ports__0__wready, ports__1__wready
 , ports__2__wready, ports__0__bid, ports__0__bresp, ports__1__bid, ports__1__bresp, ports__2__bid, ports__2__bresp, ports__0__bvalid, dram__bready, ports__1__bvalid, ports__2__bvalid, dram__awready);
-  reg \$auto$verilog_backend.cc:2355:dump_module$76  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$78  = 0;
   wire \$1 ;
   wire [2:0] \$10 ;
   wire \$11 ;
@@ -33607,7 +33424,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
   assign \$21  = \$20  & dram__wlast;
   assign \$22  = dram__bvalid & dram__bready;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     ports__1__bvalid = 1'h0;
     (* full_case = 32'd1 *)
     casez (write_state)
@@ -33627,7 +33444,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     ports__2__bvalid = 1'h0;
     (* full_case = 32'd1 *)
     casez (write_state)
@@ -33649,14 +33466,14 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$23  = \$13 [1:0];
     if (rst) begin
       \$23  = 2'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$24  = \$signal ;
     if (\$14 ) begin
       if (\$15 ) begin
@@ -33670,7 +33487,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$25  = addr_phase;
     (* full_case = 32'd1 *)
     if (\$14 ) begin
@@ -33691,7 +33508,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$26  = \$signal$77 ;
     casez (write_state)
       2'h0:
@@ -33704,7 +33521,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$27  = w_last;
     casez (write_state)
       2'h0:
@@ -33717,7 +33534,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$28  = write_state;
     (* full_case = 32'd1 *)
     casez (write_state)
@@ -33743,7 +33560,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     others = 1'h0;
     casez (\$signal )
       2'h0:
@@ -33755,7 +33572,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     owner_request = 1'h0;
     casez (\$signal )
       2'h0:
@@ -33767,7 +33584,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     ar_pick = 2'h0;
     casez (\$signal )
       2'h0:
@@ -33809,7 +33626,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     ar_any = 1'h0;
     casez (\$signal )
       2'h0:
@@ -33851,7 +33668,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     dram__arid = 8'h00;
     (* full_case = 32'd1 *)
     if (\$4 ) begin
@@ -33867,7 +33684,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     dram__araddr = 64'h0000000000000000;
     (* full_case = 32'd1 *)
     if (\$4 ) begin
@@ -33883,7 +33700,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     dram__arlen = 8'h00;
     (* full_case = 32'd1 *)
     if (\$4 ) begin
@@ -33899,7 +33716,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     dram__arsize = 3'h0;
     (* full_case = 32'd1 *)
     if (\$4 ) begin
@@ -33915,7 +33732,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     dram__arburst = 2'h0;
     (* full_case = 32'd1 *)
     if (\$4 ) begin
@@ -33931,7 +33748,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     dram__arlock = 1'h0;
     (* full_case = 32'd1 *)
     if (\$4 ) begin
@@ -33947,7 +33764,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     dram__arcache = 4'h0;
     (* full_case = 32'd1 *)
     if (\$4 ) begin
@@ -33963,7 +33780,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     dram__arprot = 3'h0;
     (* full_case = 32'd1 *)
     if (\$4 ) begin
@@ -33979,7 +33796,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     dram__arvalid = 1'h0;
     (* full_case = 32'd1 *)
     if (\$4 ) begin
@@ -33995,7 +33812,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     ports__0__arready = 1'h0;
     (* full_case = 32'd1 *)
     if (\$4 ) begin
@@ -34007,7 +33824,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     ports__1__arready = 1'h0;
     (* full_case = 32'd1 *)
     if (\$4 ) begin
@@ -34021,7 +33838,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     ports__2__arready = 1'h0;
     (* full_case = 32'd1 *)
     if (\$4 ) begin
@@ -34037,7 +33854,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     ports__0__rvalid = 1'h0;
     casez (\$signal )
       2'h0:
@@ -34045,7 +33862,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     dram__rready = 1'h0;
     casez (\$signal )
       2'h0:
@@ -34057,7 +33874,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     ports__1__rvalid = 1'h0;
     casez (\$signal )
       2'h0:
@@ -34067,7 +33884,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     ports__2__rvalid = 1'h0;
     casez (\$signal )
       2'h0:
@@ -34079,7 +33896,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     aw_pick = 2'h0;
     casez (w_last)
       2'h0:
@@ -34112,7 +33929,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     aw_any = 1'h0;
     casez (w_last)
       2'h0:
@@ -34145,7 +33962,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     dram__awid = 8'h00;
     casez (write_state)
       2'h0:
@@ -34162,7 +33979,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     dram__awaddr = 64'h0000000000000000;
     casez (write_state)
       2'h0:
@@ -34179,7 +33996,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     dram__awlen = 8'h00;
     casez (write_state)
       2'h0:
@@ -34196,7 +34013,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     dram__awsize = 3'h0;
     casez (write_state)
       2'h0:
@@ -34213,7 +34030,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     dram__awburst = 2'h0;
     casez (write_state)
       2'h0:
@@ -34230,7 +34047,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     dram__awlock = 1'h0;
     casez (write_state)
       2'h0:
@@ -34247,7 +34064,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     dram__awcache = 4'h0;
     casez (write_state)
       2'h0:
@@ -34264,7 +34081,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     dram__awprot = 3'h0;
     casez (write_state)
       2'h0:
@@ -34281,7 +34098,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     dram__awvalid = 1'h0;
     casez (write_state)
       2'h0:
@@ -34298,7 +34115,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     ports__0__awready = 1'h0;
     casez (write_state)
       2'h0:
@@ -34311,7 +34128,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     ports__1__awready = 1'h0;
     casez (write_state)
       2'h0:
@@ -34326,7 +34143,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     ports__2__awready = 1'h0;
     casez (write_state)
       2'h0:
@@ -34343,7 +34160,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     dram__wdata = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     casez (write_state)
       2'h0:
@@ -34362,7 +34179,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     dram__wstrb = 64'h0000000000000000;
     casez (write_state)
       2'h0:
@@ -34381,7 +34198,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     dram__wlast = 1'h0;
     casez (write_state)
       2'h0:
@@ -34400,7 +34217,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     dram__wvalid = 1'h0;
     casez (write_state)
       2'h0:
@@ -34419,7 +34236,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     ports__0__wready = 1'h0;
     casez (write_state)
       2'h0:
@@ -34434,7 +34251,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     ports__1__wready = 1'h0;
     casez (write_state)
       2'h0:
@@ -34451,7 +34268,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     ports__2__wready = 1'h0;
     casez (write_state)
       2'h0:
@@ -34470,7 +34287,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     ports__0__bid = 8'h00;
     (* full_case = 32'd1 *)
     casez (write_state)
@@ -34485,7 +34302,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     ports__0__bresp = 2'h0;
     (* full_case = 32'd1 *)
     casez (write_state)
@@ -34500,7 +34317,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     ports__1__bid = 8'h00;
     (* full_case = 32'd1 *)
     casez (write_state)
@@ -34515,7 +34332,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     ports__1__bresp = 2'h0;
     (* full_case = 32'd1 *)
     casez (write_state)
@@ -34530,7 +34347,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     ports__2__bid = 8'h00;
     (* full_case = 32'd1 *)
     casez (write_state)
@@ -34545,7 +34362,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     ports__2__bresp = 2'h0;
     (* full_case = 32'd1 *)
     casez (write_state)
@@ -34560,7 +34377,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     ports__0__bvalid = 1'h0;
     (* full_case = 32'd1 *)
     casez (write_state)
@@ -34578,7 +34395,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     dram__bready = 1'h0;
     (* full_case = 32'd1 *)
     casez (write_state)
@@ -34755,7 +34572,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \ndp_device.instruction_buffer.fifo (rst, w_rdy, w_level, r_data, w_en, w_port__data, r_rdy, r_en, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$77  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$79  = 0;
   wire \$1 ;
   wire \$10 ;
   wire [2:0] \$11 ;
@@ -34881,7 +34698,7 @@ module \ndp_device.instruction_buffer.fifo (rst, w_rdy, w_level, r_data, w_en, w
   always @(posedge clk)
     r_rdy <= \$33 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
     \$30  = w_port__addr;
     if (\$3 ) begin
       \$30  = \$6 [1:0];
@@ -34891,7 +34708,7 @@ module \ndp_device.instruction_buffer.fifo (rst, w_rdy, w_level, r_data, w_en, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
     \$31  = r_port__addr;
     if (\$9 ) begin
       \$31  = \$12 [1:0];
@@ -34901,7 +34718,7 @@ module \ndp_device.instruction_buffer.fifo (rst, w_rdy, w_level, r_data, w_en, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
     \$32  = inner_level;
     if (\$18 ) begin
       \$32  = \$19 [1:0];
@@ -34914,7 +34731,7 @@ module \ndp_device.instruction_buffer.fifo (rst, w_rdy, w_level, r_data, w_en, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
     \$33  = r_rdy;
     if (\$29 ) begin
       \$33  = 1'h1;
@@ -34938,7 +34755,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
 , mem__arvalid, mem__rready, mem__awuser, mem__aruser, down__rid, down__rdata, down__rresp, down__rlast, clk, rst, queues__0, queues__1, queues__2, queues__3, mem__arready, down__arid, down__araddr, down__arlen, down__arsize, down__arburst, down__arlock
 , down__arcache, down__arprot, down__arvalid, mem__rid, mem__rdata, mem__rresp, mem__rlast, mem__rvalid, down__rready, mem__awready, down__awid, down__awaddr, down__awlen, down__awsize, down__awburst, down__awlock, down__awcache, down__awprot, down__awvalid, down__wdata, down__wstrb
 , down__wlast, down__wvalid, mem__wready, mem__bid, mem__bresp, mem__bvalid, down__bready, down__arready, down__rvalid, down__awready, down__wready, down__bid, down__bresp, down__bvalid, mem__awid);
-  reg \$auto$verilog_backend.cc:2355:dump_module$78  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$80  = 0;
   wire [8:0] \$1 ;
   wire [8:0] \$10 ;
   wire \$100 ;
@@ -35738,7 +35555,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
   always @(posedge clk)
     write_state <= \$276 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     mem__arready = 1'h0;
     casez (read_state)
       3'h0:
@@ -35746,7 +35563,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     down__arid = 8'h00;
     casez (read_state)
       3'h0:
@@ -35758,7 +35575,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     down__araddr = 64'h0000000000000000;
     casez (read_state)
       3'h0:
@@ -35770,7 +35587,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     down__arlen = 8'h00;
     casez (read_state)
       3'h0:
@@ -35782,7 +35599,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     down__arsize = 3'h0;
     casez (read_state)
       3'h0:
@@ -35794,7 +35611,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     down__arburst = 2'h0;
     casez (read_state)
       3'h0:
@@ -35806,7 +35623,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     down__arlock = 1'h0;
     casez (read_state)
       3'h0:
@@ -35818,7 +35635,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     down__arcache = 4'h0;
     casez (read_state)
       3'h0:
@@ -35830,7 +35647,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     down__arprot = 3'h0;
     casez (read_state)
       3'h0:
@@ -35842,7 +35659,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     down__arvalid = 1'h0;
     casez (read_state)
       3'h0:
@@ -35854,7 +35671,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     mem__rid = 8'h00;
     casez (read_state)
       3'h0:
@@ -35870,7 +35687,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     mem__rdata = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     casez (read_state)
       3'h0:
@@ -35886,7 +35703,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     mem__rresp = 2'h0;
     casez (read_state)
       3'h0:
@@ -35902,7 +35719,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     mem__rlast = 1'h0;
     casez (read_state)
       3'h0:
@@ -35918,7 +35735,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     mem__rvalid = 1'h0;
     casez (read_state)
       3'h0:
@@ -35934,7 +35751,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     down__rready = 1'h0;
     casez (read_state)
       3'h0:
@@ -35948,7 +35765,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     mem__awready = 1'h0;
     casez (write_state)
       3'h0:
@@ -35956,7 +35773,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     down__awid = 8'h00;
     casez (write_state)
       3'h0:
@@ -35968,7 +35785,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     down__awaddr = 64'h0000000000000000;
     casez (write_state)
       3'h0:
@@ -35980,7 +35797,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     down__awlen = 8'h00;
     casez (write_state)
       3'h0:
@@ -35992,7 +35809,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     down__awsize = 3'h0;
     casez (write_state)
       3'h0:
@@ -36004,7 +35821,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     down__awburst = 2'h0;
     casez (write_state)
       3'h0:
@@ -36016,7 +35833,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     down__awlock = 1'h0;
     casez (write_state)
       3'h0:
@@ -36028,7 +35845,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     down__awcache = 4'h0;
     casez (write_state)
       3'h0:
@@ -36040,7 +35857,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     down__awprot = 3'h0;
     casez (write_state)
       3'h0:
@@ -36052,7 +35869,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     down__awvalid = 1'h0;
     casez (write_state)
       3'h0:
@@ -36064,7 +35881,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     down__wdata = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     casez (write_state)
       3'h0:
@@ -36078,7 +35895,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     down__wstrb = 64'h0000000000000000;
     casez (write_state)
       3'h0:
@@ -36092,7 +35909,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     down__wlast = 1'h0;
     casez (write_state)
       3'h0:
@@ -36106,7 +35923,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     down__wvalid = 1'h0;
     casez (write_state)
       3'h0:
@@ -36120,7 +35937,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     mem__wready = 1'h0;
     casez (write_state)
       3'h0:
@@ -36138,7 +35955,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     mem__bid = 8'h00;
     casez (write_state)
       3'h0:
@@ -36158,7 +35975,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     mem__bresp = 2'h0;
     casez (write_state)
       3'h0:
@@ -36178,7 +35995,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     mem__bvalid = 1'h0;
     casez (write_state)
       3'h0:
@@ -36198,7 +36015,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     down__bready = 1'h0;
     casez (write_state)
       3'h0:
@@ -36214,7 +36031,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     \$256  = hold_arid;
     casez (read_state)
       3'h0:
@@ -36227,7 +36044,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     \$257  = hold_araddr;
     casez (read_state)
       3'h0:
@@ -36240,7 +36057,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     \$258  = hold_arlen;
     casez (read_state)
       3'h0:
@@ -36253,7 +36070,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     \$259  = hold_arsize;
     casez (read_state)
       3'h0:
@@ -36266,7 +36083,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     \$260  = hold_arburst;
     casez (read_state)
       3'h0:
@@ -36279,7 +36096,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     \$261  = hold_arlock;
     casez (read_state)
       3'h0:
@@ -36292,7 +36109,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     \$262  = hold_arcache;
     casez (read_state)
       3'h0:
@@ -36305,7 +36122,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     \$263  = hold_arprot;
     casez (read_state)
       3'h0:
@@ -36318,7 +36135,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     \$264  = ar_user;
     casez (read_state)
       3'h0:
@@ -36331,7 +36148,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     \$265  = read_state;
     casez (read_state)
       3'h0:
@@ -36365,7 +36182,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     \$266  = r_left;
     casez (read_state)
       3'h0:
@@ -36386,7 +36203,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     \$267  = hold_awid;
     casez (write_state)
       3'h0:
@@ -36399,7 +36216,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     \$268  = hold_awaddr;
     casez (write_state)
       3'h0:
@@ -36412,7 +36229,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     \$269  = hold_awlen;
     casez (write_state)
       3'h0:
@@ -36425,7 +36242,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     \$270  = hold_awsize;
     casez (write_state)
       3'h0:
@@ -36438,7 +36255,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     \$271  = hold_awburst;
     casez (write_state)
       3'h0:
@@ -36451,7 +36268,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     \$272  = hold_awlock;
     casez (write_state)
       3'h0:
@@ -36464,7 +36281,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     \$273  = hold_awcache;
     casez (write_state)
       3'h0:
@@ -36477,7 +36294,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     \$274  = hold_awprot;
     casez (write_state)
       3'h0:
@@ -36490,7 +36307,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     \$275  = aw_user;
     casez (write_state)
       3'h0:
@@ -36503,7 +36320,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     \$276  = write_state;
     casez (write_state)
       3'h0:
@@ -36591,7 +36408,7 @@ endmodule
 (* generator = "Amaranth" *)
 module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__bready, io__araddr, io__arvalid, io__rready, io__awuser, clk, rst, io__awready, io__wready, io__arready, reset__0, reset__1, reset__2, reset__3, io__bvalid, b_resp, queues__0
 , queues__1, queues__2, queues__3, io__rvalid, r_data, done_valid, done_queue, done_seq, done_status, io__awaddr);
-  reg \$auto$verilog_backend.cc:2355:dump_module$79  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$81  = 0;
   wire \$1 ;
   wire \$10 ;
   wire [31:0] \$100 ;
@@ -37387,7 +37204,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
   always @(posedge clk)
     r_data <= \$319 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$294  = 1'h0;
     if (\$10 ) begin
       casez (\$signal [15:2])
@@ -37422,7 +37239,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$295  = 1'h0;
     if (\$10 ) begin
       casez (\$signal [15:2])
@@ -37481,7 +37298,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$296  = 1'h0;
     if (\$10 ) begin
       casez (\$signal [15:2])
@@ -37564,7 +37381,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$297  = 1'h0;
     if (\$10 ) begin
       casez (\$signal [15:2])
@@ -37671,7 +37488,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$298  = head0;
     if (done_valid) begin
       casez (done_queue)
@@ -37712,7 +37529,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$299  = status0;
     if (done_valid) begin
       casez (done_queue)
@@ -37757,7 +37574,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$300  = head1;
     if (done_valid) begin
       casez (done_queue)
@@ -37824,7 +37641,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$301  = status1;
     if (done_valid) begin
       casez (done_queue)
@@ -37895,7 +37712,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$302  = head2;
     if (done_valid) begin
       casez (done_queue)
@@ -37988,7 +37805,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$303  = status2;
     if (done_valid) begin
       casez (done_queue)
@@ -38085,7 +37902,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$304  = head3;
     if (done_valid) begin
       (* full_case = 32'd1 *)
@@ -38205,7 +38022,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$305  = status3;
     if (done_valid) begin
       (* full_case = 32'd1 *)
@@ -38329,7 +38146,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$306  = \$signal ;
     if (\$5 ) begin
       \$306  = io__awaddr;
@@ -38339,7 +38156,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$307  = \$signal$22 ;
     if (\$5 ) begin
       \$307  = io__awuser;
@@ -38349,7 +38166,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$308  = aw_full;
     if (\$5 ) begin
       \$308  = 1'h1;
@@ -38362,7 +38179,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$309  = \$signal$27 ;
     if (\$6 ) begin
       \$309  = io__wdata;
@@ -38372,7 +38189,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$310  = \$signal$29 ;
     if (\$6 ) begin
       \$310  = io__wstrb;
@@ -38382,7 +38199,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$311  = \$signal$31 ;
     if (\$6 ) begin
       \$311  = 1'h1;
@@ -38395,7 +38212,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$312  = \$signal$32 ;
     if (\$7 ) begin
       \$312  = 1'h0;
@@ -38408,7 +38225,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$313  = b_resp;
     if (\$10 ) begin
       \$313  = 2'h0;
@@ -38421,7 +38238,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$314  = queues__0;
     if (\$10 ) begin
       casez (\$signal [15:2])
@@ -38482,7 +38299,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$315  = queues__1;
     if (\$10 ) begin
       casez (\$signal [15:2])
@@ -38567,7 +38384,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$316  = queues__2;
     if (\$10 ) begin
       casez (\$signal [15:2])
@@ -38676,7 +38493,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$317  = queues__3;
     if (\$10 ) begin
       casez (\$signal [15:2])
@@ -38809,7 +38626,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$318  = \$signal$41 ;
     if (\$283 ) begin
       \$318  = 1'h0;
@@ -38822,7 +38639,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$319  = r_data;
     if (\$284 ) begin
       \$319  = 32'd0;
@@ -38946,7 +38763,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     refuse = 1'h0;
     if (\$287 ) begin
       refuse = \$289 ;

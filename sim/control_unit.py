@@ -6,9 +6,9 @@ cycle after both are idle. GEMM runs per group of ROWS input rows: the input pha
 (reader + unpacker into the input buffer), the weight phase (reader + unpacker through
 the PE array: the k-groups of whole packs, then the last k-group as a run of its own,
 isa/pe_array.py; one input row: slots of paired chunks), DRAIN until the last sums are
-written, then per LANES columns of each row one result piece: the fold unit's steps
-(`Plan.fold_steps`), then one to three single-line writes, during which the next word
-folds.
+written, then READOUT: the words through the fold unit (sim/fold_unit.py), into the
+buffers or through the line packer (sim/line_packer.py) into one write run per group
+(sim/dram_writer.py), each stage waiting on the next as the RTL's handshakes do.
 COMPLETE issues the completion line; the unit is back in IDLE the cycle after that
 write has been answered.
 """
@@ -21,16 +21,14 @@ from isa.descriptor import Flag
 from isa.pe_array import plan as pe_plan
 from isa.slots import CQ_CYCLES, CQ_SEQ, CQ_STATUS, HEADER_BYTES, LINE_BYTES
 from isa.validate import lines, stats_offset
-from . import dram_reader, dram_writer, softmax_unit, unpacker
+from . import dram_reader, dram_writer, fold_unit, line_packer, softmax_unit, unpacker
 from .compute_unit import ComputeUnit
 from .decoder import decode
 
 DECODE_CYCLES = 2        # pop -> first cycle of the next state (DECODE in between)
 STAGE_CYCLES = 2         # STAGE, PLAN: before a stage's WEIGHTS_START
 PIPE_DEPTH = 6           # a chunk -> its sums visible to the fold unit (hw/compute_unit.py)
-FOLD_CYCLES = 2          # FOLD (the fold starts), FOLD_WAIT's cycle that sees the sum
-FOLD_STEP_CYCLES = 4     # one fold add: operands registered, then the adder's three stages
-BANK_READ_CYCLES = 2     # BANK_READ, BANK_PIECE: a word of SOFTMAX's rows read back
+BANK_START_CYCLES = 1    # BANK_START: SOFTMAX's write run starts, then BANK_OUT
 SFU_START_CYCLES = 1     # SFU_START, before the unit's own cycles (sim/softmax_unit.py)
 
 
@@ -142,21 +140,19 @@ class ControlUnit:
             rows = min(cfg.rows, m - m0)
             in_elem = m0 * cols
             t = self._phase(t, in_addr + (in_elem // lanes) * cfg.beat_bytes, in_elem % lanes, rows, cols, busy)
+            # the group's results: bytes m0 * out_n * esize on, from the line holding the first
+            first = m0 * out_n * esize
+            run = (out_addr + first // cfg.beat_bytes * cfg.beat_bytes, first % cfg.beat_bytes)
             for addr, sk, sn, to_result in stages:
                 p = pe_plan(sn, lanes, m)
                 t = self._stage(t + STAGE_CYCLES, addr, sk, sn, p, busy)
-                steps = p.fold_steps(sk)
-                words = -(-sn // lanes)
-                if to_result:
-                    t += self._readout(steps, line * self._piece_lines(m0, rows, out_n, esize))
-                else:
-                    t += rows * words * (FOLD_CYCLES + steps * FOLD_STEP_CYCLES + 1)
-                    if op == Op.ATTENTION:
-                        t += rows * (SFU_START_CYCLES + softmax_unit.cycles(sfu_length, True, cfg))
+                t = self._readout(t, self._word_bytes(rows, sn, esize), p.fold_steps(sk),
+                                  run if to_result else None)
+                if op == Op.ATTENTION and not to_result:
+                    t += rows * (SFU_START_CYCLES + softmax_unit.cycles(sfu_length, True, cfg))
             if op == Op.SOFTMAX:
                 t += rows * (SFU_START_CYCLES + softmax_unit.cycles(sfu_length, partial, cfg))
-                words = -(-cols // lanes)
-                t += rows * words * BANK_READ_CYCLES + line * int(self._piece_lines(m0, rows, out_n, 2).sum())
+                t = self._readout(t + BANK_START_CYCLES, self._word_bytes(rows, cols, 2), None, run)
             if anchors:
                 t += rows * line
             t += 1                                                        # GROUP_END
@@ -175,22 +171,33 @@ class ControlUnit:
                             main_elems % lanes, 1, rest_rows * n, busy)
         return t + PIPE_DEPTH - 1
 
-    @staticmethod
-    def _readout(steps, write_cycles):
-        """From FOLD to the state after the last piece of a stage whose words go out as
-        result pieces, `write_cycles` being each piece's line writes: the fold unit adds a
-        word's sums while the previous word's piece is written (it starts in that piece's
-        first PIECE_LINE), so words follow each other by the longer of the two."""
-        fold = FOLD_CYCLES + steps * FOLD_STEP_CYCLES            # fold start -> FOLD_WAIT sees the sum
-        write = 1 + write_cycles                                 # FOLD_WAIT -> the piece's lines -> next state
-        return fold - 1 + int(np.maximum(write[:-1], fold).sum()) + int(write[-1])
+    def _readout(self, start, word_bytes, steps, run):
+        """READOUT (BANK_OUT for steps None) from its first cycle `start`: the words of
+        `word_bytes` bytes each through the fold unit, `steps` adds each (steps None:
+        SOFTMAX's input buffer, a word the second cycle after the previous one was taken),
+        into the buffers (run None) or through the line packer into the write run (addr,
+        offset) that the writer started at start - 1. Returns the next state's first cycle."""
+        cfg = self.cfg
+        taken, popped = [], []
+        if run is not None:
+            addr, offset = run
+            lines = -(-(offset + int(np.sum(word_bytes))) // cfg.beat_bytes)
+            writer = dram_writer.StreamRun(start - 1, addr, lines, cfg)
+            packer = line_packer.Run(offset, word_bytes, cfg.beat_bytes, writer.take)
+        delay = fold_unit.out_delay(steps or 0)
+        for i in range(len(word_bytes)):
+            if steps is None:
+                ready = start + 1 if i == 0 else popped[-1] + 2
+            else:
+                taken.append(fold_unit.next_take(start, taken, popped, steps))
+                ready = taken[-1] + delay
+            if i:
+                ready = max(ready, popped[-1] + 1)
+            popped.append(packer.take_word(i, ready) if run is not None else ready)
+        return popped[-1] + 1 if run is None else writer.done() + 1
 
-    def _piece_lines(self, m0, rows, n, esize):
-        """Lines each result piece of rows m0 .. m0 + rows - 1 touches, in order: each word
-        of LANES values, at its byte offset, is written line by line."""
-        lanes, line = self.cfg.lanes, self.cfg.beat_bytes
-        cols = np.arange(0, n, lanes, dtype=np.int64)
-        counts = np.minimum(n - cols, lanes)
-        start = (np.arange(m0, m0 + rows, dtype=np.int64)[:, None] * n + cols[None, :]) * esize
-        end = start + counts[None, :] * esize
-        return ((end - 1) // line - start // line + 1).reshape(-1)
+    def _word_bytes(self, rows, n, esize):
+        """Bytes of each word of LANES values, rows of N in order."""
+        lanes = self.cfg.lanes
+        counts = np.minimum(n - np.arange(0, n, lanes, dtype=np.int64), lanes) * esize
+        return np.tile(counts, rows)

@@ -39,3 +39,30 @@ def run_write(start, addr, available, cfg):
 def run_write_done(start, addr, available, cfg):
     """First cycle `busy` is low after writing a run whose beats are available at `available`."""
     return run_write(start, addr, available, cfg)[1]
+
+
+class StreamRun:
+    """A run of `lines` lines from a source that shows them one at a time, the writer
+    started at `start`: `take(l, shown)` is the cycle line l, shown from `shown` on, is
+    taken; `done()` the first cycle `busy` is low after the last line."""
+
+    def __init__(self, start, addr, lines, cfg):
+        self.latency = cfg.dram_write_latency
+        self.bursts = burst_lengths(addr, lines, cfg).tolist()[::-1]
+        self.left = self.bursts.pop()
+        self.data_from = start + ISSUE_DELAY + DATA_DELAY
+        self.response = None
+
+    def take(self, index, shown):
+        cycle = max(shown, self.data_from)
+        self.data_from = cycle + 1
+        self.left -= 1
+        if self.left == 0:
+            self.response = cycle + self.latency
+            if self.bursts:
+                self.left = self.bursts.pop()
+                self.data_from = self.response + ISSUE_DELAY + DATA_DELAY
+        return cycle
+
+    def done(self):
+        return self.response + IDLE_DELAY

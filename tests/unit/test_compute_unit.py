@@ -2,8 +2,8 @@
 the input buffer, the k-groups of a weight matrix as the control unit sends them (one
 slot per cycle, `isa/pe_array.py`'s sets, packing and, for one input row, k-groups over
 two PE rows with paired chunks; written here from the plan, not from the control unit),
-then the fold unit per word; the sums must be the golden model's, bit for bit, in FP16
-and in FP32."""
+then the words streamed through the fold unit to a consumer that stalls at random; the sums
+must be the golden model's, bit for bit, in FP16 and in FP32."""
 import dataclasses
 
 import numpy as np
@@ -40,13 +40,14 @@ def slots(m, k, n, lanes):
     return out
 
 
-def run_unit(x, wt):
+def run_unit(x, wt, stall=0.0):
     lanes = CFG.lanes
     m, k = x.shape
     n = wt.shape[1]
     p = plan(n, lanes, m)
     dut = ComputeUnit(CFG, shared_cells=False)
     got16, got32 = {}, {}
+    stall_rng = np.random.default_rng(5)
 
     def pack16(values):
         return sum(int(v) << (16 * j) for j, v in enumerate(values))
@@ -78,28 +79,34 @@ def run_unit(x, wt):
             ctx.set(getattr(dut, names[0]), 0)
         await ctx.tick().repeat(PIPE_DEPTH)
         sets_used = p.sets_used(k) + [0]
-        for r in range(m):
-            for w in range(p.n_words):
-                ctx.set(dut.fold_row, r)
-                ctx.set(dut.fold_word, w)
-                ctx.set(dut.fold_n_words, p.n_words)
-                ctx.set(dut.fold_sets, sets_used[0])
-                ctx.set(dut.fold_sets1, sets_used[1])
-                ctx.set(dut.fold_pack, p.pack)
-                ctx.set(dut.fold_start, 1)
-                await ctx.tick()
-                ctx.set(dut.fold_start, 0)
-                for _ in range(64):
-                    if ctx.get(dut.fold_done):
-                        break
-                    await ctx.tick()
-                assert ctx.get(dut.fold_done), "the fold unit never finished"
-                count = min(lanes, n - w * lanes)
-                s16, s32 = ctx.get(dut.sum_fp16), ctx.get(dut.sum_fp32)
-                for j in range(count):
-                    got16[(r, w * lanes + j)] = (s16 >> (16 * j)) & 0xFFFF
-                    got32[(r, w * lanes + j)] = (s32 >> (32 * j)) & 0xFFFFFFFF
-                await ctx.tick()
+        ctx.set(dut.fold_n_words, p.n_words)
+        ctx.set(dut.fold_sets, sets_used[0])
+        ctx.set(dut.fold_sets1, sets_used[1])
+        ctx.set(dut.fold_pack_log2, p.pack.bit_length() - 1)
+        # the words stream through the fold unit; the consumer stalls at random
+        words = [(r, w) for r in range(m) for w in range(p.n_words)]
+        asked, out = 0, []
+        for _ in range(64 * len(words)):
+            if len(out) == len(words):
+                break
+            if asked < len(words):
+                ctx.set(dut.fold_valid, 1)
+                ctx.set(dut.fold_row, words[asked][0])
+                ctx.set(dut.fold_word, words[asked][1])
+            else:
+                ctx.set(dut.fold_valid, 0)
+            ctx.set(dut.sum_ready, int(stall_rng.random() >= stall))
+            took = asked < len(words) and ctx.get(dut.fold_ready)
+            if ctx.get(dut.sum_valid) and ctx.get(dut.sum_ready):
+                out.append((ctx.get(dut.sum_fp16), ctx.get(dut.sum_fp32)))
+            await ctx.tick()
+            asked += took
+        assert len(out) == len(words), "the fold unit lost or held back words"
+        for (r, w), (s16, s32) in zip(words, out):
+            count = min(lanes, n - w * lanes)
+            for j in range(count):
+                got16[(r, w * lanes + j)] = (s16 >> (16 * j)) & 0xFFFF
+                got32[(r, w * lanes + j)] = (s32 >> (32 * j)) & 0xFFFFFFFF
 
     sim = Simulator(dut)
     sim.add_clock(1e-8)
@@ -120,7 +127,7 @@ def test_compute_unit_matches_golden(m, k, n):
     x = (rng.standard_normal((m, k)) * np.exp2(rng.integers(-6, 6, (m, k)))).astype(np.float16)
     wt = (rng.standard_normal((k, n)) * np.exp2(rng.integers(-6, 6, (k, n)))).astype(np.float16)
     x.reshape(-1)[::5] = -0.0
-    got16, got32 = run_unit(x, wt)
+    got16, got32 = run_unit(x, wt, stall=0.4)
     sums = golden.gemm_fp32(x.astype(np.float32), wt.astype(np.float32), CFG.lanes)
     assert np.array_equal(got16, golden.to_fp16(sums).view(np.uint16))
     assert np.array_equal(got32, sums.view(np.uint32))

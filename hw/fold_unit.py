@@ -1,0 +1,128 @@
+"""The fold unit: reads a stage's results out of the output buffer, one word (LANES
+outputs of one row) per request, in `isa/pe_array.py`'s order: the word's sets in order
+(with the split, PE row 0's, then PE row 1's), then the packed rows pairwise
+(lane j += lane j + h * N), one LANES-wide FP32 add per step.
+
+The words stream: a request can be taken every cycle. The adder array is pipelined
+(ADD_STAGES logic stages) and its operands are registered, so one word's next add can
+start ADD_STAGES cycles after its last; meanwhile the adder takes other words' adds. A
+word leaving the adder with steps to go re-enters it at once, ahead of a new request, so
+the words come out in request order, one every max(1, steps) cycles:
+
+    cycle c                 request taken: the word's first set and its first operand
+                            read, registered as the adder's operands (step 0)
+    c + ADD_STAGES - 1      the sum: re-entered with the next operand (step 1), or
+                            written into the output FIFO
+    c + STEP_CYCLES * steps + 1   the word at the FIFO's head (`out_valid`)
+
+A word without adds (steps = 0: one set, no split, no packing) goes into the FIFO as it is
+read: `out_valid` the cycle after the request. The FIFO holds FIFO_DEPTH words; a request
+is taken only when the words taken and not yet read out are fewer, so a consumer that
+stalls (the DRAM writer between bursts) stops the requests, never loses a sum.
+"""
+from amaranth import Cat, Module, Mux, Signal, unsigned
+from amaranth.lib import wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from isa.pe_array import ACC_INTERLEAVE
+from .fp import ADD_STAGES
+from .fp_cells import add_cell
+from .unpacker import DIM_BITS
+
+STEP_CYCLES = ADD_STAGES          # a word's add -> its next add (operands registered, then the adder)
+FIFO_DEPTH = 8                    # words between the adder and the consumer
+
+
+class FoldUnit(wiring.Component):
+    def __init__(self, cfg, acc_depth, shared_cells=True):
+        self._cfg, self._shared, self.acc_depth = cfg, shared_cells, acc_depth
+        lanes, rows = cfg.lanes, cfg.rows
+        super().__init__({
+            # the stage's plan, constant through its readout: N, words per set, the sets
+            # that received a k-group in the row and (split) in PE row 1, log2 of the packing
+            "n_cols": In(DIM_BITS), "n_words": In(range(acc_depth + 1)),
+            "sets": In(range(ACC_INTERLEAVE + 1)), "sets1": In(range(ACC_INTERLEAVE + 1)),
+            "pack_log2": In(range((lanes - 1).bit_length() + 1)),
+            # requests: one word of one row
+            "req_valid": In(1), "req_ready": Out(1), "req_row": In(range(rows)), "req_word": In(range(acc_depth)),
+            # two combinational reads of the output buffer: a word's first set, an operand
+            "a_row": Out(range(rows)), "a_addr": Out(range(acc_depth)), "a_data": In(32 * lanes),
+            "b_row": Out(range(rows)), "b_addr": Out(range(acc_depth)), "b_data": In(32 * lanes),
+            # the sums, in request order
+            "out_valid": Out(1), "out_ready": In(1), "out_fp32": Out(32 * lanes), "out_fp16": Out(16 * lanes),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        lanes = self._cfg.lanes
+        row_bits, word_bits = len(self.req_row), len(self.req_word)
+        steps, own_adds = Signal(8), Signal(range(ACC_INTERLEAVE))
+        # adds per word: the row's sets after its first, PE row 1's sets, the lane tree
+        m.d.comb += [own_adds.eq(Mux(self.sets != 0, self.sets - 1, 0)),
+                     steps.eq(own_adds + self.sets1 + self.pack_log2)]
+
+        # the adder's operands (registered) with the add's word and step (`entered`: valid,
+        # row, word, step), and that tag delayed to the cycle its sum leaves the adder
+        total, operand = Signal(32 * lanes), Signal(32 * lanes)
+        sums = []
+        for j in range(lanes):
+            s = Signal(32, name=f"fold_sum_{j}")
+            add_cell(m, f"fold_add_{j}", "ndp_fp32_add_pipe", self._shared,
+                     a=total.word_select(j, 32), b=operand.word_select(j, 32), s=s)
+            sums.append(s)
+        entered = Signal(1 + row_bits + word_bits + 8)
+        tag = entered
+        for i in range(ADD_STAGES - 1):
+            later = Signal.like(tag, name=f"fold_tag_s{i + 1}")
+            m.d.sync += later.eq(tag)
+            tag = later
+        done_valid, done_row, done_word, done_step = (
+            tag[0], tag[1:1 + row_bits], tag[1 + row_bits:1 + row_bits + word_bits], tag[-8:])
+        again = done_valid & (done_step + 1 < steps)
+
+        # credits: words taken and not yet read out of the FIFO
+        held = Signal(range(FIFO_DEPTH + 1))
+        take = Signal()
+        m.d.comb += [self.req_ready.eq(~again & (held < FIFO_DEPTH)), take.eq(self.req_valid & self.req_ready),
+                     self.a_row.eq(self.req_row), self.a_addr.eq(self.req_word)]
+
+        # the add entering the adder: the sum going round again, or a new word
+        row, word, step = Signal(row_bits), Signal(word_bits), Signal(8)
+        source = Signal(32 * lanes)
+        m.d.comb += [row.eq(Mux(again, done_row, self.req_row)), word.eq(Mux(again, done_word, self.req_word)),
+                     step.eq(Mux(again, done_step + 1, 0)), source.eq(Mux(again, Cat(*sums), self.a_data))]
+        # its operand: a set of the row, a set of PE row 1, or the running total's packed
+        # rows h * N lanes up (h = pack / 2, pack / 4, .., 1)
+        own, from_buffer = step < own_adds, step < own_adds + self.sets1
+        set_ = Signal(2)
+        m.d.comb += set_.eq(Mux(own, step + 1, step - own_adds))
+        m.d.comb += [self.b_row.eq(Mux(own, row, 1)),
+                     self.b_addr.eq(word + Mux(set_ == 0, 0, Mux(set_ == 1, self.n_words, self.n_words << 1)))]
+        tree_lanes = Signal(range(2 * lanes))
+        tree_step = Signal(8)
+        m.d.comb += [tree_step.eq(step - own_adds - self.sets1),
+                     tree_lanes.eq(((self.n_cols << self.pack_log2) >> (tree_step + 1))[:len(tree_lanes)])]
+        m.d.sync += [total.eq(source), operand.eq(Mux(from_buffer, self.b_data, source >> (tree_lanes * 32))),
+                     entered.eq(Cat(again | (take & (steps != 0)), row, word, step))]
+
+        # the FIFO: a finished sum, or a word without adds as it was read
+        fifo = Memory(shape=unsigned(32 * lanes), depth=FIFO_DEPTH, init=[])
+        m.submodules.fifo = fifo
+        write, read = fifo.write_port(), fifo.read_port(domain="comb")
+        head, tail = Signal(range(FIFO_DEPTH)), Signal(range(FIFO_DEPTH))
+        level = Signal(range(FIFO_DEPTH + 1))
+        push, pop = Signal(), Signal()
+        m.d.comb += [push.eq((done_valid & ~again) | (take & (steps == 0))),
+                     write.en.eq(push), write.addr.eq(tail),
+                     write.data.eq(Mux(done_valid, Cat(*sums), self.a_data)),
+                     read.addr.eq(head),
+                     self.out_valid.eq(level != 0), pop.eq(self.out_valid & self.out_ready),
+                     self.out_fp32.eq(read.data)]
+        m.d.sync += [tail.eq(tail + push), head.eq(head + pop), level.eq(level + push - pop),
+                     held.eq(held + take - pop)]
+        for j in range(lanes):
+            half = Signal(16, name=f"half_{j}")
+            add_cell(m, f"cvt_{j}", "ndp_fp32_to_fp16", self._shared, a=read.data.word_select(j, 32), h=half)
+            m.d.comb += self.out_fp16.word_select(j, 16).eq(half)
+        return m

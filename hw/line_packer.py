@@ -1,0 +1,60 @@
+"""The line packer: turns a stage's result words into the lines the DRAM writer takes.
+
+A group's results are one run of bytes (its rows one after the other, each row's words in
+order), starting at any byte of a line. The packer takes the words in order, each a
+number of bytes (up to two lines: LANES FP32 values), appends them to a buffer of
+BUFFER_LINES lines and hands out each line when it is full, with the strobes of the
+bytes it holds; the last line goes out once the word marked `last` is in. The first line
+has no strobes below `offset`, so bytes around the run are left as they are.
+
+A word is taken while the buffer has room for it after this cycle's line leaves, so
+words of one line each (FP16) go through at one per cycle and FP32 words at one per two.
+"""
+from amaranth import Const, Module, Mux, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from .stream import LineStream
+
+BUFFER_LINES = 3         # two lines of a word at any offset, and the line going out
+
+
+class LinePacker(wiring.Component):
+    def __init__(self, cfg):
+        self._cfg = cfg
+        line = cfg.beat_bytes
+        super().__init__({
+            "start": In(1), "offset": In(range(line)),      # a new run: its first byte in the line
+            "w_valid": In(1), "w_ready": Out(1), "w_data": In(32 * cfg.lanes),
+            "w_bytes": In(range(4 * cfg.lanes + 1)), "w_last": In(1),
+            "out": Out(LineStream(cfg.data_bits)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        line, bits = self._cfg.beat_bytes, self._cfg.data_bits
+        size = BUFFER_LINES * line
+        data, strb = Signal(BUFFER_LINES * bits), Signal(size)
+        fill = Signal(range(size + 1))                       # bytes up to the last one held
+        closing = Signal()                                   # the last word is in
+
+        m.d.comb += [self.out.data.eq(data[:bits]), self.out.strb.eq(strb[:line]),
+                     self.out.valid.eq((fill >= line) | (closing & (fill != 0)))]
+        taken = self.out.valid & self.out.ready
+        after = Signal.like(fill)                            # bytes held once this cycle's line left
+        m.d.comb += after.eq(Mux(taken, Mux(fill >= line, fill - line, 0), fill))
+        m.d.comb += self.w_ready.eq(~closing & (after + self.w_bytes <= size))
+        take = self.w_valid & self.w_ready
+
+        kept_data = Mux(taken, data >> bits, data)
+        kept_strb = Mux(taken, strb >> line, strb)
+        word = self.w_data & ((Const(1, 1) << (self.w_bytes << 3)) - 1)[:len(self.w_data)]
+        word_strb = (Const(1, 1) << self.w_bytes) - 1
+        with m.If(self.start):
+            m.d.sync += [data.eq(0), strb.eq(0), fill.eq(self.offset), closing.eq(0)]
+        with m.Elif(take):
+            m.d.sync += [data.eq(kept_data | (word << (after << 3))), strb.eq(kept_strb | (word_strb << after)),
+                         fill.eq(after + self.w_bytes), closing.eq(self.w_last)]
+        with m.Else():
+            m.d.sync += [data.eq(kept_data), strb.eq(kept_strb), fill.eq(after)]
+        return m

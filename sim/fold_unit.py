@@ -1,0 +1,30 @@
+"""Model of hw/fold_unit.py: when it takes each request and when each word's sums come out.
+
+A request is taken at the earliest one cycle after the previous one, while fewer than
+FIFO_DEPTH words are taken and not yet read out (word i waits for word i - FIFO_DEPTH to
+be read, the cycle after), and not in a cycle where an earlier word re-enters the adder
+(word j re-enters STEP_CYCLES, 2 * STEP_CYCLES, .. (steps - 1) * STEP_CYCLES cycles after
+it was taken). Word i is at the FIFO's head `out_delay(steps)` cycles after it was taken.
+"""
+STEP_CYCLES = 3          # a word's add -> its next add (hw/fold_unit.py)
+FIFO_DEPTH = 8
+
+
+def out_delay(steps):
+    """Cycles from a word's request taken to its sums at the FIFO's head."""
+    return STEP_CYCLES * steps + 1 if steps else 1
+
+
+def next_take(start, taken, popped, steps):
+    """The cycle the request after `taken` (cycles of those taken so far) is taken, with
+    requests from `start` on; `popped` holds when the words were read out (at least up to
+    the one FIFO_DEPTH back)."""
+    i = len(taken)
+    cycle = start if i == 0 else taken[-1] + 1
+    if i >= FIFO_DEPTH:
+        cycle = max(cycle, popped[i - FIFO_DEPTH] + 1)
+    if steps > 1:
+        reentries = {t + STEP_CYCLES * j for t in taken[-STEP_CYCLES * (steps - 1):] for j in range(1, steps)}
+        while cycle in reentries:
+            cycle += 1
+    return cycle
