@@ -83,7 +83,7 @@ class ComputeUnit(wiring.Component):
             "acc_we": In(1), "acc_row": In(range(rows)), "acc_word": In(range(self.acc_depth)),
             "acc_data": In(32 * lanes),
             # synchronous reads of one row's buffers (the softmax unit's source, result
-            # pieces read back from the input buffer): data the cycle after the address
+            # rows read back from the input buffer): data the cycle after the address
             "rd_row": In(range(rows)), "rd_addr": In(range(max(self.k_words, self.acc_depth))),
             "rd_in_data": Out(16 * lanes), "rd_acc_data": Out(32 * lanes),
         })

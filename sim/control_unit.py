@@ -102,7 +102,7 @@ class ControlUnit:
 
     def _compute(self, start, desc, sq_slot, out_addr, busy, writes):
         """A read-compute descriptor from GROUP on: per group of ROWS input rows, the input,
-        the op's stages, its softmax rows and result pieces (as hw/control_unit.py's FSM).
+        the op's stages, its softmax rows and result runs (as hw/control_unit.py's FSM).
         Appends the result writes; returns the COMPLETE cycle."""
         cfg, lanes, op = self.cfg, self.cfg.lanes, desc.op
         m, k, n = desc.in_rows, desc.dev_rows, desc.dev_cols
