@@ -32,6 +32,7 @@ from .unpacker import DIM_BITS
 
 STEP_CYCLES = ADD_STAGES          # a word's add -> its next add (operands registered, then the adder)
 FIFO_DEPTH = 8                    # words between the adder and the consumer
+assert FIFO_DEPTH & (FIFO_DEPTH - 1) == 0, "the FIFO's pointers wrap around"
 
 
 class FoldUnit(wiring.Component):

@@ -38,7 +38,7 @@ class ComputeUnit:
 
     @staticmethod
     def _widen(raw, rows, cols):
-        return np.frombuffer(raw, np.float16, rows * cols).reshape(rows, cols).astype(np.float32)
+        return golden.widen(np.frombuffer(raw, np.float16, rows * cols).reshape(rows, cols))
 
     def _input(self, x_addr, m, k):
         return self._widen(self.memory.array(x_addr, m * k * 2), m, k)
@@ -51,7 +51,7 @@ class ComputeUnit:
     def lora_xab(self, x_addr, a_addr, b_addr, m, d, r):
         """The FP16 result bytes of fp16(x A) B: x [m x d], A [d x r], B [r x d]."""
         h = golden.to_fp16(golden.gemm_fp32(self._input(x_addr, m, d), self._operand(a_addr, d, r), self.lanes))
-        sums = golden.gemm_fp32(h.astype(np.float32), self._operand(b_addr, r, d), self.lanes)
+        sums = golden.gemm_fp32(golden.widen(h), self._operand(b_addr, r, d), self.lanes)
         return golden.to_fp16(sums).tobytes()
 
     def attention(self, q_addr, k_addr, v_addr, m, d, t):

@@ -22,15 +22,35 @@ k-groups over two PE rows for one input row, fold at readout); in short, for out
 - A partial sum started from +0 is never -0, so zero padding (products +0 * +0) adds
   exactly; the code below pads K freely.
 
-numpy's float32 multiply and add are IEEE binary32 with RNE, and its float32 -> float16
-conversion rounds to nearest even, so this is the hardware's arithmetic exactly.
+numpy's (and numba's compiled) float32 multiply and add are IEEE binary32 with RNE, and
+numpy's float32 -> float16 conversion rounds to nearest even, so this is the hardware's
+arithmetic exactly. The long in-order sums run compiled (numba): one numpy call per step
+would cost the model most of its time.
 """
+import numba
 import numpy as np
 
 from isa import exp_approx as exp_constants
 from isa.pe_array import plan as pe_plan
 
 CANONICAL_NAN_FP16 = 0x7E00
+# every FP16 bit pattern widened to float32 by numpy itself: a compiled lookup is the
+# same conversion, several times faster than `astype` on large operands
+_WIDENED = np.arange(1 << 16, dtype=np.uint16).view(np.float16).astype(np.float32)
+
+
+@numba.njit(cache=True)
+def _lookup(bits, table):
+    out = np.empty(bits.size, np.float32)
+    for i in range(bits.size):
+        out[i] = table[bits[i]]
+    return out
+
+
+def widen(a):
+    """A float16 array widened to float32 (exact)."""
+    a = np.ascontiguousarray(a, dtype=np.float16)
+    return _lookup(a.view(np.uint16).reshape(-1), _WIDENED).reshape(a.shape)
 
 
 def gemm(x, w, lanes):
@@ -42,7 +62,7 @@ def gemm(x, w, lanes):
         raise TypeError(f"gemm takes float16 arrays, got {x.dtype!r} and {w.dtype!r}")
     if x.ndim != 2 or w.ndim != 2 or x.shape[1] != w.shape[0]:
         raise ValueError(f"gemm shapes do not chain: {x.shape!r} x {w.shape!r}")
-    return to_fp16(gemm_fp32(x.astype(np.float32), w.astype(np.float32), lanes))
+    return to_fp16(gemm_fp32(widen(x), widen(w), lanes))
 
 
 def to_fp16(sums):
@@ -51,14 +71,13 @@ def to_fp16(sums):
         return canonical_nan(sums.astype(np.float16))
 
 
-BLOCK_ELEMS = 1 << 16       # products held at once when the partial sums are few
-SMALL_OUTPUT = 128          # below this many partial sums, one numpy call per step would cost most
-PRODUCT_BLOCK_ELEMS = 1 << 18   # products computed ahead of their adds (1 MiB)
 
 
 def gemm_fp32(x32, w32, lanes):
     """The FP32 sums (before the FP16 rounding), from the FP16 operands already widened to
     float32 (exactly). Returns float32 [M x N]."""
+    if x32.dtype != np.float32 or w32.dtype != np.float32:
+        raise TypeError(f"gemm_fp32 takes float32 arrays, got {x32.dtype!r} and {w32.dtype!r}")
     m, k = x32.shape
     n = w32.shape[1]
     p = pe_plan(n, lanes, m)
@@ -86,31 +105,20 @@ def gemm_fp32(x32, w32, lanes):
     return t[:, 0]
 
 
+@numba.njit(cache=True)
 def _sequential_sums(xs, ws):
     """acc[m, j, n] = sum over c, in order of c, of xs[m, c, j] * ws[c, j, n], starting from +0,
-    one RNE add per c.
-
-    Many sums: the products of a block of c's at once (exact), then one in-place add per c.
-    Few: the products of a block of c's at once, summed with `np.add.accumulate`, which
-    adds in order by definition (out[i] = out[i-1] + in[i], no pairwise regrouping) after
-    the running sum; a leading +0 keeps the start of the sum at +0 (the first product may
-    be -0)."""
+    one RNE add per c (compiled: IEEE binary32, no reassociation, no contraction)."""
     m, steps, depth = xs.shape
     n = ws.shape[2]
-    if m * depth * n >= SMALL_OUTPUT:
-        acc = np.zeros((m, depth, n), dtype=np.float32)
-        block = max(1, PRODUCT_BLOCK_ELEMS // (m * depth * n))
-        for c0 in range(0, steps, block):
-            products = xs[:, c0:c0 + block, :, None] * ws[None, c0:c0 + block]     # exact
-            for c in range(products.shape[1]):
-                np.add(acc, products[:, c], out=acc)                   # one RNE add per step
-        return acc
-    block = max(1, BLOCK_ELEMS // (m * depth * n))
-    running = np.zeros((m, 1, depth, n), dtype=np.float32)
-    for c0 in range(0, steps, block):
-        products = xs[:, c0:c0 + block, :, None] * ws[None, c0:c0 + block]
-        running = np.add.accumulate(np.concatenate([running, products], axis=1), axis=1)[:, -1:]
-    return running[:, 0]
+    acc = np.zeros((m, depth, n), np.float32)
+    for i in range(m):
+        for c in range(steps):
+            for j in range(depth):
+                x = xs[i, c, j]
+                for t in range(n):
+                    acc[i, j, t] += x * ws[c, j, t]
+    return acc
 
 
 def gemv(x, w, lanes):
@@ -268,7 +276,7 @@ def attention_partial(q, k_t, v, lanes):
     q, k_t, v = (np.asarray(a) for a in (q, k_t, v))
     if q.shape[1] != k_t.shape[0] or k_t.shape[1] != v.shape[0] or v.shape[1] != k_t.shape[0]:
         raise ValueError(f"attention shapes do not chain: q {q.shape!r}, K^T {k_t.shape!r}, V {v.shape!r}")
-    scores = gemm_fp32(q.astype(np.float32), k_t.astype(np.float32), lanes)
+    scores = gemm_fp32(widen(q), widen(k_t), lanes)
     s, m, l = softmax_rows(_fp32_canonical(scores), partial=True, lanes=lanes)
-    out = gemm_fp32(s.astype(np.float32), v.astype(np.float32), lanes)
+    out = gemm_fp32(widen(s), widen(v), lanes)
     return _fp32_canonical(out), m, l

@@ -152,19 +152,38 @@ def test_vectorized_is_the_documented_order(m, k, n, lanes):
 
 
 @pytest.mark.parametrize("m,k,n", [(1, 4096, 8), (3, 700, 5), (7, 33, 300), (2, 5, 2000), (1, 20000, 1)])
-def test_blocked_and_looped_paths_agree(m, k, n):
-    """The two numpy paths of `_sequential_sums` (per-step loop, blocked accumulate)."""
+def test_compiled_sums_match_numpy_steps(m, k, n):
+    """The compiled in-order sums (`_sequential_sums`) against numpy, one add per step,
+    with infinities, NaNs, FP16 subnormals and -0 among the operands."""
     rng = np.random.default_rng(k)
-    xs = rng.standard_normal((m, k // 4 + 1, 3)).astype(np.float16).astype(np.float32)
-    ws = rng.standard_normal((k // 4 + 1, 3, n)).astype(np.float16).astype(np.float32)
-    blocked = golden._sequential_sums(xs, ws)
-    looped = np.zeros_like(blocked)
-    for c in range(xs.shape[1]):
-        looped = looped + xs[:, c, :, None] * ws[None, c]
-    assert np.array_equal(blocked.view(np.uint32), looped.view(np.uint32))
+    xs = rng.standard_normal((m, k // 4 + 1, 3)).astype(np.float16)
+    ws = (rng.standard_normal((k // 4 + 1, 3, n)) * np.exp2(rng.integers(-20, 12, (k // 4 + 1, 3, n)))).astype(np.float16)
+    xs.reshape(-1)[::7] = -0.0
+    ws[1, 1, -1], ws[-1, 0, 0] = np.inf, np.nan
+    xs, ws = xs.astype(np.float32), ws.astype(np.float32)
+    compiled = golden._sequential_sums(xs, ws)
+    looped = np.zeros_like(compiled)
+    with np.errstate(invalid="ignore", over="ignore"):
+        for c in range(xs.shape[1]):
+            looped = looped + xs[:, c, :, None] * ws[None, c]
+    # the same NaNs (their sign and payload depend on operand order in the machine code;
+    # every result NaN is canonical on the device), every other sum bit for bit
+    assert np.array_equal(np.isnan(compiled), np.isnan(looped))
+    numbers = ~np.isnan(looped)
+    assert np.isnan(looped).any() and numbers.any()
+    assert np.array_equal(compiled[numbers].view(np.uint32), looped[numbers].view(np.uint32))
 
 
 def test_negative_zero_products_sum_to_positive_zero():
     x, w = f16([[-0.0, 0.0, -0.0]]), f16([[1.0], [-1.0], [2.0]])
     assert golden.gemm(x, w, LANES).view(np.uint16)[0, 0] == 0x0000
     assert ACC_INTERLEAVE == 3
+
+
+def test_widen_is_numpys_conversion():
+    """golden.widen (a compiled table lookup) gives numpy's float16 -> float32 conversion for
+    every bit pattern, NaN payloads included, in any array layout."""
+    every = np.arange(1 << 16, dtype=np.uint16).view(np.float16)
+    assert np.array_equal(golden.widen(every).view(np.uint32), every.astype(np.float32).view(np.uint32))
+    grid = every.reshape(256, 256)[::3, ::-2]
+    assert np.array_equal(golden.widen(grid).view(np.uint32), grid.astype(np.float32).view(np.uint32))
