@@ -119,8 +119,8 @@ class ControlUnit(wiring.Component):
         is_softmax, is_attention, is_xab = (d.op == Op.SOFTMAX), (d.op == Op.ATTENTION), (d.op == Op.LORA_XAB)
         partial = d.flags[1]
 
-        # ---- the current stage: weights, K, N, where its words go, and its plan
-        stage, st_addr, st_k, st_n = Signal(), Signal(64), Signal(DIM_BITS), Signal(DIM_BITS)
+        # ---- the current stage: K, N, where its words go, and its plan
+        stage, st_k, st_n = Signal(), Signal(DIM_BITS), Signal(DIM_BITS)
         dest = Signal(range(4))
         m.d.comb += cu.n_cols.eq(st_n)
         pack_log2, n_words, sets = Signal(range(lane_bits + 1)), Signal(DIM_BITS), Signal(range(ACC_INTERLEAVE + 1))
@@ -130,10 +130,16 @@ class ControlUnit(wiring.Component):
         m.d.comb += [split.eq(m_rows == 1), cu.split.eq(split)]
         sets_used = [Signal(range(ACC_INTERLEAVE + 1), name=f"sets_used{q}") for q in range(SPLIT_ROWS)]
         main_elems = Signal(44)
-        plan_pack_log2, plan_n_words, plan_sets = Signal.like(pack_log2), Signal.like(n_words), Signal.like(sets)
-        for p in range(lane_bits + 1):
-            with m.If((st_n << p) <= lanes):
-                m.d.comb += plan_pack_log2.eq(p)
+        def packing(n, name):
+            """log2 of the plan's packing for N = n: the largest pack with pack * n <= LANES."""
+            log2 = Signal.like(pack_log2, name=name)
+            for p in range(lane_bits + 1):
+                with m.If((n << p) <= lanes):
+                    m.d.comb += log2.eq(p)
+            return log2
+
+        plan_n_words, plan_sets = Signal.like(n_words), Signal.like(sets)
+        plan_pack_log2 = packing(st_n, "plan_pack_log2")
         m.d.comb += [plan_n_words.eq((st_n + lanes - 1) >> lane_bits), plan_sets.eq(ACC_INTERLEAVE)]
         for s_ in reversed(range(1, ACC_INTERLEAVE)):
             with m.If(plan_n_words * s_ >= ACC_INTERLEAVE):
@@ -219,6 +225,50 @@ class ControlUnit(wiring.Component):
         last_word = ((word + 1) << lane_bits) >= out_n
         last_row = row + 1 == group_rows
 
+        # ---- the fetcher: starts the reader on each run of the descriptor in the order the
+        # unpacker takes them (per group: the input rows, then per stage its whole packs and
+        # its last k-group), each as soon as the reader has issued the previous run's last
+        # burst, so a run's DRAM latency hides behind the runs before it
+        INPUT_RUN, MAIN_RUN, REST_RUN = range(3)
+        f_on, f_kind, f_stage = Signal(), Signal(range(3)), Signal()
+        f_m0, f_in_elem = Signal(DIM_BITS), Signal(44)
+        stages = Mux(is_softmax, 0, Mux(is_attention | is_xab, 2, 1))
+        f_rows = Mux(m_rows - f_m0 < cfg.rows, m_rows - f_m0, cfg.rows)
+        # stage 1's operand starts at the line after stage 0's
+        f_addr = Mux(f_stage, d.dev_addr + (dec.operand_lines << line_bits), d.dev_addr)
+        f_k, f_n = Mux(f_stage, d.dev_cols, d.dev_rows), Mux(f_stage, d.dev_rows, d.dev_cols)
+        f_pack_log2 = packing(f_n, "fetch_pack_log2")
+        f_main = Signal(44)
+        m.d.comb += f_main.eq((f_k >> f_pack_log2 << f_pack_log2) * f_n)
+        f_rest_elems = (f_k & ((1 << f_pack_log2) - 1)) * f_n
+        run_addr, run_beats, run_any = Signal(64), Signal(32), Signal()
+        with m.Switch(f_kind):
+            with m.Case(INPUT_RUN):
+                offset = f_in_elem[:lane_bits]
+                m.d.comb += [run_addr.eq(sq_slot + HEADER_BYTES + (f_in_elem[lane_bits:] << line_bits)),
+                             run_beats.eq((offset + f_rows * d.in_cols + lanes - 1) >> lane_bits), run_any.eq(1)]
+            with m.Case(MAIN_RUN):
+                m.d.comb += [run_addr.eq(f_addr), run_beats.eq((f_main + lanes - 1) >> lane_bits),
+                             run_any.eq(f_main != 0)]
+            with m.Case(REST_RUN):
+                m.d.comb += [run_addr.eq(f_addr + (f_main[lane_bits:] << line_bits)),
+                             run_beats.eq((f_main[:lane_bits] + f_rest_elems + lanes - 1) >> lane_bits),
+                             run_any.eq(f_rest_elems != 0)]
+        with m.If(f_on & (~run_any | reader.issued_all)):
+            m.d.comb += [reader.start.eq(run_any), reader.addr.eq(run_addr), reader.beats.eq(run_beats)]
+            # the next run: the stage's last k-group, the next stage, or the next group's rows
+            with m.If(f_kind == MAIN_RUN):
+                m.d.sync += f_kind.eq(REST_RUN)
+            with m.Elif((f_kind == INPUT_RUN) & (stages != 0)):
+                m.d.sync += [f_kind.eq(MAIN_RUN), f_stage.eq(0)]
+            with m.Elif((f_kind == REST_RUN) & (f_stage + 1 < stages)):
+                m.d.sync += [f_kind.eq(MAIN_RUN), f_stage.eq(1)]
+            with m.Else():
+                m.d.sync += [f_kind.eq(INPUT_RUN), f_m0.eq(f_m0 + cfg.rows),
+                             f_in_elem.eq(f_in_elem + cfg.rows * d.in_cols)]
+                with m.If(f_m0 + cfg.rows >= m_rows):
+                    m.d.sync += f_on.eq(0)
+
         with m.FSM():
             with m.State("IDLE"):
                 m.d.comb += self.pop_ready.eq(1)
@@ -238,6 +288,8 @@ class ControlUnit(wiring.Component):
                     m.d.sync += [esize_log2.eq(1), out_n.eq(d.dev_rows)]
                 with m.Else():
                     m.d.sync += [esize_log2.eq(1), out_n.eq(d.dev_cols)]
+                m.d.sync += [f_on.eq((dec.status == Status.OK) & dec.is_compute), f_kind.eq(INPUT_RUN),
+                             f_stage.eq(0), f_m0.eq(0), f_in_elem.eq(0)]
                 with m.If(dec.status != Status.OK):
                     m.next = "COMPLETE"
                 with m.Elif(dec.is_compute):
@@ -265,10 +317,7 @@ class ControlUnit(wiring.Component):
                 offset = in_elem[:lane_bits]
                 m.d.comb += run_beats.eq((offset + rows_now * d.in_cols + lanes - 1) >> lane_bits)
                 m.d.sync += [group_rows.eq(rows_now), stage.eq(0)]
-                m.d.comb += [reader.start.eq(1),
-                             reader.addr.eq(sq_slot + HEADER_BYTES + (in_elem[lane_bits:] << line_bits)),
-                             reader.beats.eq(run_beats),
-                             unpack.start.eq(1), unpack.offset.eq(offset), unpack.rows.eq(rows_now),
+                m.d.comb += [unpack.start.eq(1), unpack.offset.eq(offset), unpack.rows.eq(rows_now),
                              unpack.cols.eq(d.in_cols),
                              unpack.beats.eq(run_beats)]
                 m.next = "INPUT"
@@ -285,12 +334,10 @@ class ControlUnit(wiring.Component):
             # ---- a stage: one weight matrix through the PE array
             with m.State("STAGE"):
                 with m.If(stage == 0):
-                    m.d.sync += [st_addr.eq(d.dev_addr), st_k.eq(d.dev_rows), st_n.eq(d.dev_cols),
+                    m.d.sync += [st_k.eq(d.dev_rows), st_n.eq(d.dev_cols),
                                  dest.eq(Mux(is_attention, TO_SCORES, Mux(is_xab, TO_INPUT, TO_RESULT16)))]
                 with m.Else():
-                    # the second operand starts at the line after the first's
-                    m.d.sync += [st_addr.eq(d.dev_addr + (dec.operand_lines << line_bits)),
-                                 st_k.eq(d.dev_cols), st_n.eq(d.dev_rows),
+                    m.d.sync += [st_k.eq(d.dev_cols), st_n.eq(d.dev_rows),
                                  dest.eq(Mux(is_attention, TO_RESULT32, TO_RESULT16))]
                 m.next = "PLAN"
             with m.State("PLAN"):
@@ -310,9 +357,7 @@ class ControlUnit(wiring.Component):
                 # the k-groups of whole packs: (K // pack) rows of pack * N elements
                 cols = (st_n << pack_log2)[:DIM_BITS]
                 m.d.sync += run_cols.eq(cols)
-                m.d.comb += [reader.start.eq(1), reader.addr.eq(st_addr),
-                             reader.beats.eq((main_elems + lanes - 1) >> lane_bits),
-                             unpack.start.eq(1), unpack.offset.eq(0), unpack.rows.eq(full_groups),
+                m.d.comb += [unpack.start.eq(1), unpack.offset.eq(0), unpack.rows.eq(full_groups),
                              unpack.cols.eq(cols), unpack.beats.eq((main_elems + lanes - 1) >> lane_bits),
                              unpack.pair.eq(split)]
                 m.next = "WEIGHTS"
@@ -321,9 +366,7 @@ class ControlUnit(wiring.Component):
                 cols = (rest_rows * st_n)[:DIM_BITS]
                 offset = main_elems[:lane_bits]
                 m.d.sync += run_cols.eq(cols)
-                m.d.comb += [reader.start.eq(1), reader.addr.eq(st_addr + (main_elems[lane_bits:] << line_bits)),
-                             reader.beats.eq((offset + cols + lanes - 1) >> lane_bits),
-                             unpack.start.eq(1), unpack.offset.eq(offset), unpack.rows.eq(1),
+                m.d.comb += [unpack.start.eq(1), unpack.offset.eq(offset), unpack.rows.eq(1),
                              unpack.cols.eq(cols), unpack.beats.eq((offset + cols + lanes - 1) >> lane_bits)]
                 m.next = "REST"
 

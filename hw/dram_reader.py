@@ -4,6 +4,10 @@ A run is cut into INCR bursts that never cross a 4 KiB boundary. Up to `dram_max
 bursts are in flight at once, so the next burst's latency hides behind the current one's
 beats; a burst is issued only when the buffer has room for it after every beat already
 asked for, so the R channel is never back-pressured by a full buffer.
+
+A new run may start as soon as the current one has issued its last burst (`issued_all`):
+its bursts follow the current run's in flight, and its beats queue behind theirs in the
+buffer.
 """
 from amaranth import Module, Signal
 from amaranth.lib import wiring, fifo
@@ -21,7 +25,7 @@ class DramReader(wiring.Component):
         super().__init__({
             "bus": Out(device_bus(cfg)),
             "start": In(1), "addr": In(64), "beats": In(RUN_BEATS_BITS),
-            "busy": Out(1),
+            "busy": Out(1), "issued_all": Out(1),
             "out": Out(BeatStream(cfg.data_bits)),
         })
 
@@ -53,5 +57,5 @@ class DramReader(wiring.Component):
                      in_flight.eq(in_flight + issued - (beat_in & bus.rlast))]
         with m.If(self.start):
             m.d.sync += [addr.eq(self.addr), left.eq(self.beats)]
-        m.d.comb += self.busy.eq(self.start | (left != 0) | (in_flight != 0))
+        m.d.comb += [self.busy.eq(self.start | (left != 0) | (in_flight != 0)), self.issued_all.eq(left == 0)]
         return m

@@ -2638,31 +2638,31 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   wire \$1 ;
   wire [26:0] \$10 ;
   wire \$100 ;
-  wire [7:0] \$101 ;
-  wire [20:0] \$102 ;
-  wire [20:0] \$103 ;
-  wire [19:0] \$104 ;
-  wire \$105 ;
+  wire \$101 ;
+  wire \$102 ;
+  wire [64:0] \$103 ;
+  wire [64:0] \$104 ;
+  wire [20:0] \$105 ;
   wire \$106 ;
-  wire [14:0] \$107 ;
+  wire [20:0] \$107 ;
   wire [20:0] \$108 ;
-  wire [19:0] \$109 ;
+  wire [22:0] \$109 ;
   wire \$11 ;
-  wire \$110 ;
-  wire \$111 ;
-  wire [5:0] \$112 ;
-  wire [19:0] \$113 ;
-  wire \$114 ;
-  wire \$115 ;
-  wire [511:0] \$116 ;
-  wire \$117 ;
-  wire [20:0] \$118 ;
-  wire \$119 ;
+  wire [23:0] \$110 ;
+  wire [24:0] \$111 ;
+  wire [25:0] \$112 ;
+  wire [25:0] \$113 ;
+  wire [26:0] \$114 ;
+  wire [44:0] \$115 ;
+  wire [45:0] \$116 ;
+  wire [45:0] \$117 ;
+  wire [24:0] \$118 ;
+  wire [24:0] \$119 ;
   wire [26:0] \$12 ;
-  wire \$120 ;
-  wire \$121 ;
-  wire \$122 ;
-  wire [1:0] \$123 ;
+  wire [20:0] \$120 ;
+  wire [21:0] \$121 ;
+  wire [22:0] \$122 ;
+  wire [22:0] \$123 ;
   wire [19:0] \$124 ;
   wire \$125 ;
   wire \$126 ;
@@ -2722,148 +2722,148 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   wire \$175 ;
   wire \$176 ;
   wire [1:0] \$177 ;
-  wire \$178 ;
+  wire [19:0] \$178 ;
   wire \$179 ;
   wire \$18 ;
   wire \$180 ;
   wire \$181 ;
-  wire [64:0] \$182 ;
-  wire [48:0] \$183 ;
-  wire [65:0] \$184 ;
-  wire [22:0] \$185 ;
-  wire [25:0] \$186 ;
-  wire [26:0] \$187 ;
-  wire [27:0] \$188 ;
-  wire [28:0] \$189 ;
+  wire [19:0] \$182 ;
+  wire \$183 ;
+  wire \$184 ;
+  wire [7:0] \$185 ;
+  wire [20:0] \$186 ;
+  wire [20:0] \$187 ;
+  wire [19:0] \$188 ;
+  wire \$189 ;
   wire [20:0] \$19 ;
-  wire [28:0] \$190 ;
-  wire \$191 ;
-  wire \$192 ;
-  wire [1023:0] \$193 ;
-  wire [8:0] \$194 ;
-  wire [20:0] \$195 ;
-  wire [27:0] \$196 ;
-  wire \$197 ;
-  wire [2:0] \$198 ;
+  wire \$190 ;
+  wire [14:0] \$191 ;
+  wire [20:0] \$192 ;
+  wire [19:0] \$193 ;
+  wire \$194 ;
+  wire \$195 ;
+  wire [5:0] \$196 ;
+  wire [19:0] \$197 ;
+  wire \$198 ;
   wire \$199 ;
   wire [20:0] \$2 ;
   wire \$20 ;
-  wire \$200 ;
+  wire [511:0] \$200 ;
   wire \$201 ;
-  wire \$202 ;
+  wire [19:0] \$202 ;
   wire \$203 ;
-  wire [19:0] \$204 ;
+  wire \$204 ;
   wire \$205 ;
-  wire \$206 ;
-  wire [64:0] \$207 ;
-  wire [48:0] \$208 ;
-  wire [65:0] \$209 ;
+  wire [19:0] \$206 ;
+  wire \$207 ;
+  wire \$208 ;
+  wire [7:0] \$209 ;
   wire [7:0] \$21 ;
-  wire [22:0] \$210 ;
-  wire [25:0] \$211 ;
-  wire [26:0] \$212 ;
-  wire [27:0] \$213 ;
-  wire [28:0] \$214 ;
-  wire [28:0] \$215 ;
-  wire [8:0] \$216 ;
-  wire [20:0] \$217 ;
-  wire [27:0] \$218 ;
+  wire [20:0] \$210 ;
+  wire [20:0] \$211 ;
+  wire [19:0] \$212 ;
+  wire \$213 ;
+  wire \$214 ;
+  wire [14:0] \$215 ;
+  wire [20:0] \$216 ;
+  wire [19:0] \$217 ;
+  wire \$218 ;
   wire \$219 ;
   wire [20:0] \$22 ;
-  wire [2:0] \$220 ;
-  wire \$221 ;
+  wire [5:0] \$220 ;
+  wire [19:0] \$221 ;
   wire \$222 ;
-  reg [31:0] \$223 ;
-  reg [31:0] \$224 ;
-  wire [64:0] \$225 ;
-  wire [65:0] \$226 ;
-  wire [20:0] \$227 ;
-  wire [27:0] \$228 ;
-  wire [66:0] \$229 ;
+  wire \$223 ;
+  wire [511:0] \$224 ;
+  wire \$225 ;
+  wire [20:0] \$226 ;
+  wire \$227 ;
+  wire \$228 ;
+  wire \$229 ;
   wire [21:0] \$23 ;
-  wire [64:0] \$230 ;
-  wire \$231 ;
-  wire [3:0] \$232 ;
+  wire \$230 ;
+  wire [1:0] \$231 ;
+  wire \$232 ;
   wire \$233 ;
   wire \$234 ;
   wire \$235 ;
-  wire \$236 ;
-  wire \$237 ;
-  wire \$238 ;
-  wire \$239 ;
+  wire [64:0] \$236 ;
+  wire [48:0] \$237 ;
+  wire [65:0] \$238 ;
+  wire [22:0] \$239 ;
   wire [21:0] \$24 ;
-  wire \$240 ;
-  wire \$241 ;
-  wire \$242 ;
-  wire \$243 ;
-  wire \$244 ;
+  wire [25:0] \$240 ;
+  wire [26:0] \$241 ;
+  wire [27:0] \$242 ;
+  wire [28:0] \$243 ;
+  wire [28:0] \$244 ;
   wire \$245 ;
   wire \$246 ;
-  wire \$247 ;
-  wire \$248 ;
-  wire \$249 ;
+  wire [1023:0] \$247 ;
+  wire [8:0] \$248 ;
+  wire [20:0] \$249 ;
   wire [20:0] \$25 ;
-  wire \$250 ;
+  wire [27:0] \$250 ;
   wire \$251 ;
-  wire \$252 ;
+  wire [2:0] \$252 ;
   wire \$253 ;
   wire \$254 ;
   wire \$255 ;
-  wire [64:0] \$256 ;
-  wire [15:0] \$257 ;
-  wire [16:0] \$258 ;
-  wire [16:0] \$259 ;
+  wire \$256 ;
+  wire \$257 ;
+  wire [19:0] \$258 ;
+  wire \$259 ;
   wire [20:0] \$26 ;
-  wire [79:0] \$260 ;
-  wire [80:0] \$261 ;
-  wire [64:0] \$262 ;
-  wire [15:0] \$263 ;
-  wire [16:0] \$264 ;
-  wire [16:0] \$265 ;
-  wire [79:0] \$266 ;
-  wire [80:0] \$267 ;
-  wire \$268 ;
-  wire \$269 ;
+  wire \$260 ;
+  wire [64:0] \$261 ;
+  wire [48:0] \$262 ;
+  wire [65:0] \$263 ;
+  wire [22:0] \$264 ;
+  wire [25:0] \$265 ;
+  wire [26:0] \$266 ;
+  wire [27:0] \$267 ;
+  wire [28:0] \$268 ;
+  wire [28:0] \$269 ;
   wire [20:0] \$27 ;
-  wire \$270 ;
-  wire \$271 ;
-  wire \$272 ;
+  wire [8:0] \$270 ;
+  wire [20:0] \$271 ;
+  wire [27:0] \$272 ;
   wire \$273 ;
-  wire \$274 ;
+  wire [2:0] \$274 ;
   wire \$275 ;
   wire \$276 ;
-  wire \$277 ;
-  wire \$278 ;
-  wire \$279 ;
+  reg [31:0] \$277 ;
+  reg [31:0] \$278 ;
+  wire [64:0] \$279 ;
   wire [19:0] \$28 ;
-  wire [1:0] \$280 ;
-  wire [1:0] \$281 ;
-  wire [46:0] \$282 ;
-  wire [64:0] \$283 ;
-  wire \$284 ;
+  wire [65:0] \$280 ;
+  wire [20:0] \$281 ;
+  wire [27:0] \$282 ;
+  wire [66:0] \$283 ;
+  wire [64:0] \$284 ;
   wire \$285 ;
-  wire [19:0] \$286 ;
-  wire [7:0] \$287 ;
-  wire [8:0] \$288 ;
-  wire [20:0] \$289 ;
+  wire [3:0] \$286 ;
+  wire \$287 ;
+  wire \$288 ;
+  wire \$289 ;
   wire \$29 ;
-  wire [19:0] \$290 ;
-  wire [26:0] \$291 ;
-  wire [46:0] \$292 ;
+  wire \$290 ;
+  wire \$291 ;
+  wire \$292 ;
   wire \$293 ;
-  wire [19:0] \$294 ;
+  wire \$294 ;
   wire \$295 ;
-  wire [19:0] \$296 ;
-  wire [19:0] \$297 ;
+  wire \$296 ;
+  wire \$297 ;
   wire \$298 ;
-  wire [26:0] \$299 ;
+  wire \$299 ;
   wire \$3 ;
   wire [26:0] \$30 ;
-  wire [24:0] \$300 ;
-  wire [19:0] \$301 ;
+  wire \$300 ;
+  wire \$301 ;
   wire \$302 ;
   wire \$303 ;
-  wire [20:0] \$304 ;
+  wire \$304 ;
   wire \$305 ;
   wire \$306 ;
   wire \$307 ;
@@ -2871,248 +2871,333 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   wire \$309 ;
   wire [20:0] \$31 ;
   wire \$310 ;
-  wire [2:0] \$311 ;
-  wire [2:0] \$312 ;
+  wire \$311 ;
+  wire \$312 ;
   wire \$313 ;
-  wire [2:0] \$314 ;
-  wire [20:0] \$315 ;
-  wire [19:0] \$316 ;
+  wire \$314 ;
+  wire \$315 ;
+  wire \$316 ;
   wire \$317 ;
   wire \$318 ;
-  wire [20:0] \$319 ;
+  wire [1:0] \$319 ;
   wire \$32 ;
-  wire \$320 ;
+  wire [1:0] \$320 ;
   wire \$321 ;
   wire \$322 ;
   wire \$323 ;
-  wire \$324 ;
+  wire [1:0] \$324 ;
   wire \$325 ;
-  wire [2:0] \$326 ;
-  wire [2:0] \$327 ;
+  wire \$326 ;
+  wire \$327 ;
   wire \$328 ;
-  wire [2:0] \$329 ;
+  wire [1:0] \$329 ;
   wire [26:0] \$33 ;
-  wire [20:0] \$330 ;
-  wire [8:0] \$331 ;
-  wire [20:0] \$332 ;
-  wire \$333 ;
-  wire \$334 ;
-  wire [19:0] \$335 ;
-  wire \$336 ;
+  wire [1:0] \$330 ;
+  wire \$331 ;
+  wire \$332 ;
+  wire [20:0] \$333 ;
+  wire [22:0] \$334 ;
+  wire [44:0] \$335 ;
+  wire [20:0] \$336 ;
   wire \$337 ;
-  wire [20:0] \$338 ;
-  wire \$339 ;
+  wire [64:0] \$338 ;
+  wire [15:0] \$339 ;
   wire [20:0] \$34 ;
-  wire \$340 ;
-  wire \$341 ;
-  wire \$342 ;
-  wire \$343 ;
-  wire \$344 ;
-  wire [2:0] \$345 ;
-  wire [2:0] \$346 ;
-  wire \$347 ;
-  wire [2:0] \$348 ;
-  wire [20:0] \$349 ;
+  wire [16:0] \$340 ;
+  wire [16:0] \$341 ;
+  wire [79:0] \$342 ;
+  wire [80:0] \$343 ;
+  wire [64:0] \$344 ;
+  wire [15:0] \$345 ;
+  wire [16:0] \$346 ;
+  wire [16:0] \$347 ;
+  wire [79:0] \$348 ;
+  wire [80:0] \$349 ;
   wire [20:0] \$35 ;
-  wire [19:0] \$350 ;
+  wire \$350 ;
   wire \$351 ;
   wire \$352 ;
-  wire [20:0] \$353 ;
+  wire \$353 ;
   wire \$354 ;
   wire \$355 ;
   wire \$356 ;
   wire \$357 ;
   wire \$358 ;
   wire \$359 ;
-  wire [64:0] \$36 ;
-  wire [2:0] \$360 ;
-  wire [2:0] \$361 ;
+  wire [19:0] \$36 ;
+  wire \$360 ;
+  wire \$361 ;
   wire \$362 ;
-  wire [2:0] \$363 ;
-  wire [20:0] \$364 ;
-  wire [8:0] \$365 ;
-  wire [20:0] \$366 ;
+  wire \$363 ;
+  wire [1:0] \$364 ;
+  wire [1:0] \$365 ;
+  wire \$366 ;
   wire \$367 ;
-  wire [3:0] \$368 ;
-  wire \$369 ;
-  wire [64:0] \$37 ;
-  wire \$370 ;
+  wire [19:0] \$368 ;
+  wire [7:0] \$369 ;
+  wire [20:0] \$37 ;
+  wire [8:0] \$370 ;
   wire [20:0] \$371 ;
-  wire [27:0] \$372 ;
-  wire \$373 ;
-  wire [2:0] \$374 ;
+  wire [19:0] \$372 ;
+  wire [26:0] \$373 ;
+  wire [46:0] \$374 ;
   wire \$375 ;
-  wire [20:0] \$376 ;
-  wire [2:0] \$377 ;
-  wire \$378 ;
-  wire [20:0] \$379 ;
-  wire [20:0] \$38 ;
-  wire [27:0] \$380 ;
-  wire \$381 ;
-  wire \$382 ;
-  wire [20:0] \$383 ;
-  wire [2:0] \$384 ;
+  wire [19:0] \$376 ;
+  wire \$377 ;
+  wire [19:0] \$378 ;
+  wire [19:0] \$379 ;
+  wire \$38 ;
+  wire \$380 ;
+  wire [26:0] \$381 ;
+  wire [24:0] \$382 ;
+  wire [19:0] \$383 ;
+  wire \$384 ;
   wire \$385 ;
-  wire [2:0] \$386 ;
-  wire [2:0] \$387 ;
-  wire [22:0] \$388 ;
-  wire [48:0] \$389 ;
-  wire \$39 ;
+  wire [20:0] \$386 ;
+  wire \$387 ;
+  wire \$388 ;
+  wire \$389 ;
+  wire [19:0] \$39 ;
   wire \$390 ;
   wire \$391 ;
-  wire [20:0] \$392 ;
-  wire [27:0] \$393 ;
-  wire \$394 ;
+  wire \$392 ;
+  wire [2:0] \$393 ;
+  wire [2:0] \$394 ;
   wire \$395 ;
   wire [2:0] \$396 ;
-  wire \$397 ;
-  wire [20:0] \$398 ;
-  wire [2:0] \$399 ;
+  wire [20:0] \$397 ;
+  wire [19:0] \$398 ;
+  wire \$399 ;
   wire [20:0] \$4 ;
   wire [20:0] \$40 ;
   wire \$400 ;
-  wire [2:0] \$401 ;
+  wire [20:0] \$401 ;
   wire \$402 ;
-  wire [2:0] \$403 ;
+  wire \$403 ;
   wire \$404 ;
   wire \$405 ;
-  wire [20:0] \$406 ;
-  wire [27:0] \$407 ;
-  wire \$408 ;
-  wire \$409 ;
-  wire [20:0] \$41 ;
-  wire [20:0] \$410 ;
+  wire \$406 ;
+  wire \$407 ;
+  wire [2:0] \$408 ;
+  wire [2:0] \$409 ;
+  wire \$41 ;
+  wire \$410 ;
   wire [2:0] \$411 ;
-  wire \$412 ;
-  wire [2:0] \$413 ;
-  wire [2:0] \$414 ;
-  wire [22:0] \$415 ;
-  wire [48:0] \$416 ;
-  wire \$417 ;
+  wire [20:0] \$412 ;
+  wire [8:0] \$413 ;
+  wire [20:0] \$414 ;
+  wire \$415 ;
+  wire \$416 ;
+  wire [19:0] \$417 ;
   wire \$418 ;
   wire \$419 ;
-  wire [22:0] \$42 ;
-  wire \$420 ;
-  wire [2:0] \$421 ;
+  wire [19:0] \$42 ;
+  wire [20:0] \$420 ;
+  wire \$421 ;
   wire \$422 ;
-  wire [2:0] \$423 ;
-  wire [20:0] \$424 ;
-  wire [22:0] \$425 ;
-  wire [44:0] \$426 ;
-  wire [20:0] \$427 ;
-  wire \$428 ;
+  wire \$423 ;
+  wire \$424 ;
+  wire \$425 ;
+  wire \$426 ;
+  wire [2:0] \$427 ;
+  wire [2:0] \$428 ;
   wire \$429 ;
-  wire [23:0] \$43 ;
-  reg [333:0] \$430 ;
-  reg [4:0] \$431 ;
-  reg [7:0] \$432 ;
-  reg [63:0] \$433 ;
-  reg [63:0] \$434 ;
-  reg [19:0] \$435 ;
-  reg [43:0] \$436 ;
-  reg [47:0] \$437 ;
-  reg [1:0] \$438 ;
-  reg [19:0] \$439 ;
-  wire [24:0] \$44 ;
-  reg [2:0] \$440 ;
-  reg \$441 ;
-  reg [1:0] \$442 ;
-  reg [19:0] \$443 ;
-  reg [63:0] \$444 ;
-  reg [19:0] \$445 ;
-  reg [19:0] \$446 ;
-  reg [1:0] \$447 ;
-  reg [2:0] \$448 ;
-  reg [19:0] \$449 ;
-  wire [25:0] \$45 ;
-  reg [1:0] \$450 ;
-  reg [19:0] \$451 ;
-  reg [4:0] \$452 ;
-  reg [43:0] \$453 ;
-  reg [19:0] \$454 ;
-  reg [1:0] \$455 ;
-  reg [1:0] \$456 ;
-  reg [1:0] \$457 ;
-  reg [19:0] \$458 ;
-  reg [1:0] \$459 ;
-  wire [25:0] \$46 ;
-  reg [1:0] \$460 ;
-  reg [1:0] \$461 ;
-  reg [19:0] \$462 ;
-  reg [19:0] \$463 ;
-  reg [2:0] \$464 ;
-  reg [1:0] \$465 ;
-  reg [19:0] \$466 ;
-  reg \$467 ;
-  reg [31:0] \$468 ;
-  reg [31:0] \$469 ;
-  wire [64:0] \$47 ;
-  reg [31:0] \$470 ;
-  reg [31:0] \$471 ;
-  reg [31:0] \$472 ;
-  reg [31:0] \$473 ;
-  reg [31:0] \$474 ;
-  reg [31:0] \$475 ;
-  reg \$476 ;
-  wire [45:0] \$48 ;
-  wire [65:0] \$49 ;
+  wire [22:0] \$43 ;
+  wire [2:0] \$430 ;
+  wire [20:0] \$431 ;
+  wire [19:0] \$432 ;
+  wire \$433 ;
+  wire \$434 ;
+  wire [20:0] \$435 ;
+  wire \$436 ;
+  wire \$437 ;
+  wire \$438 ;
+  wire \$439 ;
+  wire \$44 ;
+  wire \$440 ;
+  wire \$441 ;
+  wire [2:0] \$442 ;
+  wire [2:0] \$443 ;
+  wire \$444 ;
+  wire [2:0] \$445 ;
+  wire [20:0] \$446 ;
+  wire [8:0] \$447 ;
+  wire [20:0] \$448 ;
+  wire \$449 ;
+  wire [19:0] \$45 ;
+  wire [3:0] \$450 ;
+  wire \$451 ;
+  wire \$452 ;
+  wire [20:0] \$453 ;
+  wire [27:0] \$454 ;
+  wire \$455 ;
+  wire [2:0] \$456 ;
+  wire \$457 ;
+  wire [20:0] \$458 ;
+  wire [2:0] \$459 ;
+  wire [22:0] \$46 ;
+  wire \$460 ;
+  wire [20:0] \$461 ;
+  wire [27:0] \$462 ;
+  wire \$463 ;
+  wire \$464 ;
+  wire [20:0] \$465 ;
+  wire [2:0] \$466 ;
+  wire \$467 ;
+  wire [2:0] \$468 ;
+  wire [2:0] \$469 ;
+  wire \$47 ;
+  wire [22:0] \$470 ;
+  wire [48:0] \$471 ;
+  wire \$472 ;
+  wire \$473 ;
+  wire [20:0] \$474 ;
+  wire [27:0] \$475 ;
+  wire \$476 ;
+  wire \$477 ;
+  wire [2:0] \$478 ;
+  wire \$479 ;
+  wire [19:0] \$48 ;
+  wire [20:0] \$480 ;
+  wire [2:0] \$481 ;
+  wire \$482 ;
+  wire [2:0] \$483 ;
+  wire \$484 ;
+  wire [2:0] \$485 ;
+  wire \$486 ;
+  wire \$487 ;
+  wire [20:0] \$488 ;
+  wire [27:0] \$489 ;
+  wire [26:0] \$49 ;
+  wire \$490 ;
+  wire \$491 ;
+  wire [20:0] \$492 ;
+  wire [2:0] \$493 ;
+  wire \$494 ;
+  wire [2:0] \$495 ;
+  wire [2:0] \$496 ;
+  wire [22:0] \$497 ;
+  wire [48:0] \$498 ;
+  wire \$499 ;
   wire \$5 ;
-  wire [44:0] \$50 ;
-  wire [45:0] \$51 ;
-  wire [45:0] \$52 ;
-  wire [26:0] \$53 ;
-  wire [44:0] \$54 ;
-  wire [45:0] \$55 ;
-  wire [45:0] \$56 ;
-  wire [45:0] \$57 ;
-  wire [64:0] \$58 ;
-  wire [24:0] \$59 ;
+  wire \$50 ;
+  wire \$500 ;
+  wire \$501 ;
+  wire \$502 ;
+  wire [2:0] \$503 ;
+  wire \$504 ;
+  wire [2:0] \$505 ;
+  wire [20:0] \$506 ;
+  wire [22:0] \$507 ;
+  wire [44:0] \$508 ;
+  wire [20:0] \$509 ;
+  wire [19:0] \$51 ;
+  wire \$510 ;
+  wire \$511 ;
+  reg [1:0] \$512 ;
+  reg \$513 ;
+  reg [19:0] \$514 ;
+  reg [43:0] \$515 ;
+  reg \$516 ;
+  reg [333:0] \$517 ;
+  reg [4:0] \$518 ;
+  reg [7:0] \$519 ;
+  wire [26:0] \$52 ;
+  reg [63:0] \$520 ;
+  reg [63:0] \$521 ;
+  reg [19:0] \$522 ;
+  reg [43:0] \$523 ;
+  reg [47:0] \$524 ;
+  reg [1:0] \$525 ;
+  reg [19:0] \$526 ;
+  reg [2:0] \$527 ;
+  reg \$528 ;
+  reg [1:0] \$529 ;
+  wire \$53 ;
+  reg [19:0] \$530 ;
+  reg [19:0] \$531 ;
+  reg [19:0] \$532 ;
+  reg [1:0] \$533 ;
+  reg [2:0] \$534 ;
+  reg [19:0] \$535 ;
+  reg [1:0] \$536 ;
+  reg [19:0] \$537 ;
+  reg [4:0] \$538 ;
+  reg [43:0] \$539 ;
+  wire [19:0] \$54 ;
+  reg [19:0] \$540 ;
+  reg [1:0] \$541 ;
+  reg [1:0] \$542 ;
+  reg [1:0] \$543 ;
+  reg [19:0] \$544 ;
+  reg [1:0] \$545 ;
+  reg [1:0] \$546 ;
+  reg [1:0] \$547 ;
+  reg [19:0] \$548 ;
+  reg [19:0] \$549 ;
+  wire [19:0] \$55 ;
+  reg [2:0] \$550 ;
+  reg [1:0] \$551 ;
+  reg [19:0] \$552 ;
+  reg \$553 ;
+  reg [31:0] \$554 ;
+  reg [31:0] \$555 ;
+  reg [31:0] \$556 ;
+  reg [31:0] \$557 ;
+  reg [31:0] \$558 ;
+  reg [31:0] \$559 ;
+  wire [26:0] \$56 ;
+  reg [31:0] \$560 ;
+  reg [31:0] \$561 ;
+  reg \$562 ;
+  wire [19:0] \$57 ;
+  wire [46:0] \$58 ;
+  wire [64:0] \$59 ;
   wire [22:0] \$6 ;
-  wire [20:0] \$60 ;
-  wire [21:0] \$61 ;
-  wire [22:0] \$62 ;
-  wire [22:0] \$63 ;
-  wire [24:0] \$64 ;
-  wire [24:0] \$65 ;
-  wire [20:0] \$66 ;
-  wire [21:0] \$67 ;
-  wire [22:0] \$68 ;
-  wire [22:0] \$69 ;
+  wire [45:0] \$60 ;
+  wire [65:0] \$61 ;
+  wire [20:0] \$62 ;
+  wire \$63 ;
+  wire [20:0] \$64 ;
+  wire [20:0] \$65 ;
+  wire [40:0] \$66 ;
+  wire [41:0] \$67 ;
+  wire [42:0] \$68 ;
+  wire [43:0] \$69 ;
   wire \$7 ;
-  wire [19:0] \$70 ;
-  wire \$71 ;
-  wire \$72 ;
-  wire \$73 ;
-  wire [19:0] \$74 ;
-  wire \$75 ;
-  wire \$76 ;
-  wire [7:0] \$77 ;
-  wire [20:0] \$78 ;
-  wire [20:0] \$79 ;
+  wire [43:0] \$70 ;
+  wire [46:0] \$71 ;
+  wire [64:0] \$72 ;
+  wire [64:0] \$73 ;
+  wire [44:0] \$74 ;
+  wire [45:0] \$75 ;
+  wire [45:0] \$76 ;
+  wire \$77 ;
+  wire [46:0] \$78 ;
+  wire [64:0] \$79 ;
   wire [22:0] \$8 ;
-  wire [19:0] \$80 ;
-  wire \$81 ;
-  wire \$82 ;
-  wire [14:0] \$83 ;
-  wire [20:0] \$84 ;
-  wire [19:0] \$85 ;
-  wire \$86 ;
-  wire \$87 ;
-  wire [5:0] \$88 ;
-  wire [19:0] \$89 ;
+  wire [64:0] \$80 ;
+  wire [45:0] \$81 ;
+  wire [65:0] \$82 ;
+  wire [19:0] \$83 ;
+  wire [7:0] \$84 ;
+  wire [8:0] \$85 ;
+  wire [20:0] \$86 ;
+  wire [19:0] \$87 ;
+  wire [40:0] \$88 ;
+  wire [41:0] \$89 ;
   wire \$9 ;
-  wire \$90 ;
-  wire \$91 ;
-  wire [511:0] \$92 ;
-  wire \$93 ;
-  wire [19:0] \$94 ;
-  wire \$95 ;
-  wire \$96 ;
-  wire \$97 ;
-  wire [19:0] \$98 ;
+  wire [42:0] \$90 ;
+  wire [43:0] \$91 ;
+  wire [43:0] \$92 ;
+  wire [19:0] \$93 ;
+  wire [7:0] \$94 ;
+  wire [8:0] \$95 ;
+  wire [20:0] \$96 ;
+  wire [19:0] \$97 ;
+  wire [40:0] \$98 ;
   wire \$99 ;
-  reg [2:0] \$like ;
-  wire [19:0] \$like$100 ;
+  wire [19:0] \$like ;
   (* init = 20'h00000 *)
   wire [19:0] \$signal ;
   reg [19:0] \$signal$103  = 20'h00000;
@@ -3124,23 +3209,27 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   wire [2:0] \$signal$117 ;
   reg [19:0] \$signal$153  = 20'h00000;
   reg [19:0] \$signal$154  = 20'h00000;
-  reg [63:0] \$signal$165  = 64'h0000000000000000;
-  reg [63:0] \$signal$166  = 64'h0000000000000000;
-  reg [2:0] \$signal$167 ;
-  reg [19:0] \$signal$168  = 20'h00000;
-  reg [43:0] \$signal$170  = 44'h00000000000;
-  reg [63:0] \$signal$184  = 64'h0000000000000000;
-  reg [19:0] \$signal$186  = 20'h00000;
-  reg [19:0] \$signal$190  = 20'h00000;
-  reg [1:0] \$signal$202  = 2'h0;
-  reg [19:0] \$signal$212  = 20'h00000;
-  reg [47:0] \$signal$216  = 48'h000000000000;
-  reg [2:0] \$signal$217  = 3'h0;
-  reg [1:0] \$signal$218  = 2'h0;
-  reg \$signal$222  = 1'h0;
-  reg [1:0] \$signal$230  = 2'h0;
-  reg [511:0] \$signal$262 ;
-  reg \$signal$277  = 1'h0;
+  reg [1:0] \$signal$158  = 2'h0;
+  reg [63:0] \$signal$159 ;
+  reg [63:0] \$signal$160  = 64'h0000000000000000;
+  reg [31:0] \$signal$162 ;
+  reg [19:0] \$signal$163  = 20'h00000;
+  reg \$signal$166  = 1'h0;
+  reg [63:0] \$signal$178  = 64'h0000000000000000;
+  reg [2:0] \$signal$179 ;
+  reg [19:0] \$signal$180  = 20'h00000;
+  reg [43:0] \$signal$182  = 44'h00000000000;
+  reg [19:0] \$signal$196  = 20'h00000;
+  reg [19:0] \$signal$201  = 20'h00000;
+  reg [1:0] \$signal$213  = 2'h0;
+  reg [19:0] \$signal$223  = 20'h00000;
+  reg [47:0] \$signal$227  = 48'h000000000000;
+  reg [2:0] \$signal$228  = 3'h0;
+  reg [1:0] \$signal$229  = 2'h0;
+  reg \$signal$233  = 1'h0;
+  reg [1:0] \$signal$241  = 2'h0;
+  reg [511:0] \$signal$273 ;
+  reg \$signal$288  = 1'h0;
   reg [6:0] acc_addr;
   reg [6:0] acc_addr1;
   reg [1023:0] acc_data;
@@ -3150,7 +3239,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   reg [5:0] active;
   reg [5:0] active1;
   reg [63:0] addr;
-  reg [63:0] \addr$164 ;
+  reg [63:0] \addr$177 ;
   reg [31:0] anchor_l0 = 32'd0;
   reg [31:0] anchor_l1 = 32'd0;
   reg [31:0] anchor_l2 = 32'd0;
@@ -3161,8 +3250,8 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   reg [31:0] anchor_m3 = 32'd0;
   reg bank_valid = 1'h0;
   reg [31:0] beats;
-  reg [31:0] \beats$161 ;
   reg [31:0] \beats$175 ;
+  reg [31:0] \beats$187 ;
   output [63:0] bus__araddr;
   wire [63:0] bus__araddr;
   wire [63:0] \bus__araddr$3 ;
@@ -3256,7 +3345,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   wire bus__wvalid;
   wire \bus__wvalid$45 ;
   wire busy;
-  wire \busy$276 ;
+  wire \busy$287 ;
   input clk;
   wire clk;
   wire [19:0] col;
@@ -3296,7 +3385,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   wire [511:0] dst_data;
   wire dst_en;
   reg [1:0] ended;
-  reg [1:0] \ended$213 ;
+  reg [1:0] \ended$224 ;
   reg [333:0] entry = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   wire [203:0] \entry.desc ;
   wire [63:0] \entry.desc.dev_addr ;
@@ -3313,6 +3402,10 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   wire [1:0] \entry.queue ;
   wire [63:0] \entry.seq ;
   wire [63:0] \entry.taken ;
+  reg [43:0] f_in_elem = 44'h00000000000;
+  wire [43:0] f_main;
+  reg f_stage = 1'h0;
+  reg [2:0] fetch_pack_log2;
   reg first;
   reg first1;
   wire [7:0] fold_n_words;
@@ -3335,13 +3428,14 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   reg [3:0] irq;
   wire is_compute;
   wire is_load;
+  wire issued_all;
   reg [19:0] k_base;
   reg [19:0] k_base1;
   wire [31:0] l;
   wire last;
   reg [19:0] length;
   reg [511:0] line;
-  reg [511:0] \line$258 ;
+  reg [511:0] \line$269 ;
   wire [7:0] log2_slot;
   wire [31:0] m;
   reg mac;
@@ -3349,7 +3443,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   reg [43:0] main_elems = 44'h00000000000;
   reg [19:0] n_cols = 20'h00000;
   reg [4:0] offset;
-  reg [5:0] \offset$220 ;
+  reg [5:0] \offset$231 ;
   wire [39:0] operand_lines;
   wire [511:0] out__data;
   wire [511:0] \out__data$81 ;
@@ -3364,6 +3458,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   wire pair_valid;
   reg partial;
   wire [19:0] plan_groups;
+  reg [2:0] plan_pack_log2;
   reg [1:0] plan_sets;
   input [333:0] pop;
   wire [333:0] pop;
@@ -3456,6 +3551,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   reg [19:0] rows;
   input rst;
   wire rst;
+  reg run_any;
   reg [31:0] run_beats;
   reg [19:0] set_base0 = 20'h00000;
   reg [19:0] set_base1 = 20'h00000;
@@ -3477,13 +3573,13 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   wire [14:0] src_addr;
   wire [1023:0] src_data;
   reg start;
-  reg \start$158 ;
-  reg \start$171 ;
-  reg \start$219 ;
-  reg \start$243 ;
+  reg \start$173 ;
+  reg \start$183 ;
+  reg \start$230 ;
+  reg \start$254 ;
   wire [47:0] stats_offset;
   reg [7:0] status = 8'h00;
-  wire [7:0] \status$274 ;
+  wire [7:0] \status$285 ;
   reg [31:0] status_word;
   reg [63:0] strb;
   wire [511:0] sum_fp16;
@@ -3493,7 +3589,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   wire valid;
   reg [7:0] w_bytes;
   reg [511:0] w_data;
-  reg [1023:0] \w_data$225 ;
+  reg [1023:0] \w_data$236 ;
   reg [511:0] w_data1;
   reg w_last;
   wire w_ready;
@@ -3530,80 +3626,182 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   wire [31:0] widened_7;
   wire [31:0] widened_8;
   wire [31:0] widened_9;
+  assign \$433  = split & \$432 [0];
+  assign \$435  = col + count;
+  assign \$436  = \$435  == \$signal$223 ;
+  assign \$437  = valid & \$436 ;
+  assign \$438  = pair_count == \$signal$223 ;
+  assign \$439  = pair_valid & \$438 ;
+  assign \$440  = \$434  ? \$437  : \$439 ;
+  assign \$441  = groups_seen1 < \$signal$213 ;
+  assign \$442  = groups_seen1 + 1'h1;
+  assign \$443  = set_index1 + 1'h1;
+  assign \$444  = \$443  == \$signal$213 ;
+  assign \$445  = set_index1 + 1'h1;
+  assign \$446  = set_base1 + \$signal$111 ;
+  assign \$447  = \ended$224  << fold_pack_log2;
+  assign \$448  = \$signal$201  + \$447 ;
+  assign \$449  = valid & last;
+  assign \$450  = drain - 1'h1;
+  assign \$451  = drain == 1'h1;
+  assign \$452  = fold_valid & fold_ready;
+  assign \$453  = \$signal$109  + 1'h1;
+  assign \$455  = \$454  < n_cols;
+  assign \$456  = fold_row + 1'h1;
+  assign \$457  = \$456  < \$signal$228 ;
+  assign \$458  = \$signal$109  + 1'h1;
+  assign \$459  = fold_row + 1'h1;
+  assign \$460  = sum_valid & w_ready;
+  assign \$461  = \$signal$154  + 1'h1;
+  assign \$463  = \$462  >= \$signal$153 ;
+  assign \$464  = ~ \$463 ;
+  assign \$465  = \$signal$154  + 1'h1;
+  assign \$466  = \$signal$241  + 1'h1;
+  assign \$467  = \$466  == \$signal$228 ;
+  assign \$468  = \$signal$241  + 1'h1;
+  assign \$469  = \$467  ? 3'h0 : \$468 ;
+  assign \$470  = \$signal$153  << \$signal$229 ;
+  assign \$471  = \$signal$227  + \$470 ;
+  assign \$472  = ~ busy;
+  assign \$473  = entry[5:2] == 2'h3;
+  assign \$474  = \$signal$154  + 1'h1;
+  assign \$476  = \$475  >= n_cols;
+  assign \$477  = ~ \$476 ;
+  assign \$478  = \$signal$241  + 1'h1;
+  assign \$479  = \$478  < \$signal$228 ;
+  assign \$480  = \$signal$154  + 1'h1;
+  assign \$481  = \$signal$241  + 1'h1;
+  assign \$482  = dest == 2'h3;
+  assign \$483  = \$signal$241  + 1'h1;
+  assign \$484  = \$483  < \$signal$228 ;
+  assign \$485  = \$signal$241  + 1'h1;
+  assign \$486  = entry[5:2] == 2'h3;
+  assign \$487  = bank_valid & w_ready;
+  assign \$488  = \$signal$154  + 1'h1;
+  assign \$490  = \$489  >= \$signal$153 ;
+  assign \$491  = ~ \$490 ;
+  assign \$492  = \$signal$154  + 1'h1;
+  assign \$493  = \$signal$241  + 1'h1;
+  assign \$494  = \$493  == \$signal$228 ;
+  assign \$495  = \$signal$241  + 1'h1;
+  assign \$496  = \$494  ? 3'h0 : \$495 ;
+  assign \$497  = \$signal$153  << \$signal$229 ;
+  assign \$498  = \$signal$227  + \$497 ;
+  assign \$499  = bank_valid & w_ready;
+  assign \$500  = ~ \$499 ;
+  assign \$501  = ~ busy;
+  assign \$502  = ~ busy;
+  assign \$503  = \$signal$241  + 1'h1;
+  assign \$504  = \$503  < \$signal$228 ;
+  assign \$505  = \$signal$241  + 1'h1;
+  assign \$506  = \$signal$180  + 3'h4;
+  assign \$507  = 3'h4 * entry[203:184];
+  assign \$508  = \$signal$182  + \$507 ;
+  assign \$509  = \$signal$180  + 3'h4;
+  assign \$510  = \$509  < entry[183:164];
+  assign \$511  = ~ busy;
   always @(posedge clk)
-    \$signal$217  <= \$440 ;
+    \$signal$158  <= \$512 ;
   always @(posedge clk)
-    \$signal$277  <= \$441 ;
+    f_stage <= \$513 ;
   always @(posedge clk)
-    \$signal$230  <= \$442 ;
+    \$signal$163  <= \$514 ;
   always @(posedge clk)
-    \$signal$154  <= \$443 ;
+    f_in_elem <= \$515 ;
   always @(posedge clk)
-    \$signal$184  <= \$444 ;
+    \$signal$166  <= \$516 ;
   always @(posedge clk)
-    \$signal$103  <= \$445 ;
+    entry <= \$517 ;
   always @(posedge clk)
-    n_cols <= \$446 ;
+    fsm_state <= \$518 ;
   always @(posedge clk)
-    dest <= \$447 ;
+    status <= \$519 ;
   always @(posedge clk)
-    fold_pack_log2 <= \$448 ;
+    \$signal$160  <= \$520 ;
   always @(posedge clk)
-    \$signal$111  <= \$449 ;
+    \$signal$178  <= \$521 ;
   always @(posedge clk)
-    \$signal$202  <= \$450 ;
+    \$signal$180  <= \$522 ;
   always @(posedge clk)
-    \$signal$186  <= \$451 ;
+    \$signal$182  <= \$523 ;
   always @(posedge clk)
-    rest_rows <= \$452 ;
+    \$signal$227  <= \$524 ;
   always @(posedge clk)
-    main_elems <= \$453 ;
+    \$signal$229  <= \$525 ;
   always @(posedge clk)
-    \$signal$190  <= \$454 ;
+    \$signal$153  <= \$526 ;
   always @(posedge clk)
-    fold_sets <= \$455 ;
+    \$signal$228  <= \$527 ;
   always @(posedge clk)
-    groups_seen0 <= \$456 ;
+    \$signal$288  <= \$528 ;
   always @(posedge clk)
-    set_index0 <= \$457 ;
+    \$signal$241  <= \$529 ;
   always @(posedge clk)
-    set_base0 <= \$458 ;
+    \$signal$154  <= \$530 ;
   always @(posedge clk)
-    fold_sets1 <= \$459 ;
+    \$signal$103  <= \$531 ;
   always @(posedge clk)
-    groups_seen1 <= \$460 ;
+    n_cols <= \$532 ;
   always @(posedge clk)
-    set_index1 <= \$461 ;
+    dest <= \$533 ;
   always @(posedge clk)
-    set_base1 <= \$462 ;
+    fold_pack_log2 <= \$534 ;
   always @(posedge clk)
-    \$signal$212  <= \$463 ;
+    \$signal$111  <= \$535 ;
   always @(posedge clk)
-    drain <= \$464 ;
+    \$signal$213  <= \$536 ;
   always @(posedge clk)
-    fold_row <= \$465 ;
+    \$signal$196  <= \$537 ;
   always @(posedge clk)
-    \$signal$109  <= \$466 ;
+    rest_rows <= \$538 ;
   always @(posedge clk)
-    \$signal$222  <= \$467 ;
+    main_elems <= \$539 ;
   always @(posedge clk)
-    anchor_m0 <= \$468 ;
+    \$signal$201  <= \$540 ;
   always @(posedge clk)
-    anchor_m1 <= \$469 ;
+    fold_sets <= \$541 ;
   always @(posedge clk)
-    anchor_m2 <= \$470 ;
+    groups_seen0 <= \$542 ;
   always @(posedge clk)
-    anchor_m3 <= \$471 ;
+    set_index0 <= \$543 ;
   always @(posedge clk)
-    anchor_l0 <= \$472 ;
+    set_base0 <= \$544 ;
   always @(posedge clk)
-    anchor_l1 <= \$473 ;
+    fold_sets1 <= \$545 ;
   always @(posedge clk)
-    anchor_l2 <= \$474 ;
+    groups_seen1 <= \$546 ;
   always @(posedge clk)
-    anchor_l3 <= \$475 ;
+    set_index1 <= \$547 ;
   always @(posedge clk)
-    bank_valid <= \$476 ;
+    set_base1 <= \$548 ;
+  always @(posedge clk)
+    \$signal$223  <= \$549 ;
+  always @(posedge clk)
+    drain <= \$550 ;
+  always @(posedge clk)
+    fold_row <= \$551 ;
+  always @(posedge clk)
+    \$signal$109  <= \$552 ;
+  always @(posedge clk)
+    \$signal$233  <= \$553 ;
+  always @(posedge clk)
+    anchor_m0 <= \$554 ;
+  always @(posedge clk)
+    anchor_m1 <= \$555 ;
+  always @(posedge clk)
+    anchor_m2 <= \$556 ;
+  always @(posedge clk)
+    anchor_m3 <= \$557 ;
+  always @(posedge clk)
+    anchor_l0 <= \$558 ;
+  always @(posedge clk)
+    anchor_l1 <= \$559 ;
+  always @(posedge clk)
+    anchor_l2 <= \$560 ;
+  always @(posedge clk)
+    anchor_l3 <= \$561 ;
+  always @(posedge clk)
+    bank_valid <= \$562 ;
   assign \$1  = ~ copying;
   assign src__valid = out__valid & \$1 ;
   assign out__ready = copying ? \src__ready$77  : src__ready;
@@ -3620,10 +3818,10 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   assign \$18  = \$17  >= 2'h3;
   assign \$19  = \$16 [19:0] * 1'h1;
   assign \$20  = \$19  >= 2'h3;
-  assign \$21  = 1'h1 << \$like ;
+  assign \$21  = 1'h1 << plan_pack_log2;
   assign \$22  = \$signal$103  + \$21 ;
   assign \$23  = \$22  - 1'h1;
-  assign \$24  = $signed(\$23 ) >>> \$like ;
+  assign \$24  = $signed(\$23 ) >>> plan_pack_log2;
   assign \$25  = \$24 [19:0] + 1'h1;
   assign \$27  = split ? \$26  : { 1'h0, \$24 [19:0] };
   assign row_groups1 = split ? \$28  : 20'h00000;
@@ -3633,387 +3831,367 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   assign \$32  = $signed(\$31 ) < $signed(7'h20);
   assign \$34  = \$signal$153  - \$33 [19:0];
   assign \$35  = \$32  ? \$34  : 21'h000020;
-  assign \$36  = \$signal$165  + 7'h40;
-  assign \$37  = \$signal$166  + 7'h40;
-  assign \$38  = entry[183:164] - \$signal$168 ;
-  assign \$39  = $signed(\$38 ) < $signed(4'h4);
-  assign \$40  = entry[183:164] - \$signal$168 ;
-  assign \$41  = \$39  ? \$40  : 21'h000004;
-  assign \$42  = \$signal$167  * entry[203:184];
-  assign \$43  = \$signal$170 [4:0] + \$42 ;
-  assign \$44  = \$43  + 6'h20;
-  assign \$45  = \$44  - 1'h1;
-  assign \$47  = \$signal$166  + 7'h40;
-  assign \$49  = \$47  + \$48 ;
-  assign \$50  = main_elems + 6'h20;
-  assign \$51  = \$50  - 1'h1;
-  assign \$53  = n_cols << fold_pack_log2;
-  assign \$54  = main_elems + 6'h20;
-  assign \$55  = \$54  - 1'h1;
-  assign \$58  = \$signal$184  + \$57 ;
-  assign \$59  = rest_rows * n_cols;
-  assign \$60  = main_elems[4:0] + \$59 [19:0];
-  assign \$61  = \$60  + 6'h20;
-  assign \$62  = \$61  - 1'h1;
-  assign \$64  = rest_rows * n_cols;
-  assign \$65  = rest_rows * n_cols;
-  assign \$66  = main_elems[4:0] + \$65 [19:0];
-  assign \$67  = \$66  + 6'h20;
-  assign \$68  = \$67  - 1'h1;
-  assign \$70  = \$signal$190  >> fold_pack_log2;
-  assign \$71  = split & \$70 [0];
-  assign \$72  = ! \$71 ;
-  assign \$73  = \$71  ? pair_valid : valid;
-  assign \$74  = \$signal$190  >> fold_pack_log2;
-  assign \$75  = split & \$74 [0];
-  assign \$76  = ! \$75 ;
-  assign \$77  = 1'h1 << fold_pack_log2;
-  assign \$78  = \$signal$190  + \$77 ;
-  assign \$79  = \$75  ? \$78  : { 1'h0, \$signal$190  };
-  assign \$80  = \$signal$190  >> fold_pack_log2;
-  assign \$81  = split & \$80 [0];
-  assign \$82  = ! \$81 ;
-  assign \$83  = \$81  ? 15'h0000 : col[19:5];
-  assign \$84  = set_base0 + \$83 ;
-  assign \$85  = \$signal$190  >> fold_pack_log2;
-  assign \$86  = split & \$85 [0];
-  assign \$87  = ! \$86 ;
-  assign \$88  = \$86  ? pair_count : count;
-  assign \$89  = \$signal$190  >> fold_pack_log2;
-  assign \$90  = split & \$89 [0];
-  assign \$91  = ! \$90 ;
-  assign \$92  = \$90  ? pair_data : data;
-  assign \$93  = groups_seen0 < \$signal$202 ;
-  assign \$94  = \$signal$190  >> fold_pack_log2;
-  assign \$95  = split & \$94 [0];
-  assign \$97  = \$96  ? valid : pair_valid;
-  assign \$98  = \$signal$190  >> fold_pack_log2;
-  assign \$99  = split & \$98 [0];
-  assign \$101  = 1'h1 << fold_pack_log2;
-  assign \$102  = \$signal$190  + \$101 ;
-  assign \$103  = \$100  ? { 1'h0, \$signal$190  } : \$102 ;
-  assign \$104  = \$signal$190  >> fold_pack_log2;
-  assign \$105  = split & \$104 [0];
-  assign \$107  = \$106  ? col[19:5] : 15'h0000;
-  assign \$108  = set_base1 + \$107 ;
-  assign \$109  = \$signal$190  >> fold_pack_log2;
-  assign \$110  = split & \$109 [0];
-  assign \$112  = \$111  ? count : pair_count;
-  assign \$113  = \$signal$190  >> fold_pack_log2;
-  assign \$114  = split & \$113 [0];
-  assign \$116  = \$115  ? data : pair_data;
-  assign \$117  = groups_seen1 < \$signal$202 ;
-  assign \$118  = col + count;
-  assign \$119  = \$118  == \$signal$212 ;
-  assign \$120  = valid & \$119 ;
-  assign \$121  = pair_count == \$signal$212 ;
-  assign \$122  = pair_valid & \$121 ;
-  assign \$123  = \$120  + \$122 ;
-  assign \$124  = \$signal$190  >> fold_pack_log2;
+  assign \$36  = f_stage ? entry[123:104] : entry[143:124];
+  assign \$38  = \$37  <= 6'h20;
+  assign \$39  = f_stage ? entry[123:104] : entry[143:124];
+  assign \$41  = \$40  <= 6'h20;
+  assign \$42  = f_stage ? entry[123:104] : entry[143:124];
+  assign \$44  = \$43  <= 6'h20;
+  assign \$45  = f_stage ? entry[123:104] : entry[143:124];
+  assign \$47  = \$46  <= 6'h20;
+  assign \$48  = f_stage ? entry[123:104] : entry[143:124];
+  assign \$50  = \$49  <= 6'h20;
+  assign \$51  = f_stage ? entry[123:104] : entry[143:124];
+  assign \$53  = \$52  <= 6'h20;
+  assign \$54  = f_stage ? entry[143:124] : entry[123:104];
+  assign \$55  = \$54  >> fetch_pack_log2;
+  assign \$56  = \$55  << fetch_pack_log2;
+  assign \$57  = f_stage ? entry[123:104] : entry[143:124];
+  assign \$58  = \$56  * \$57 ;
+  assign \$59  = \$signal$160  + 7'h40;
+  assign \$61  = \$59  + \$60 ;
+  assign \$62  = entry[183:164] - \$signal$163 ;
+  assign \$63  = $signed(\$62 ) < $signed(4'h4);
+  assign \$64  = entry[183:164] - \$signal$163 ;
+  assign \$65  = \$63  ? \$64  : 21'h000004;
+  assign \$66  = $signed(\$65 ) * $signed({ 1'h0, entry[203:184] });
+  assign \$67  = $signed({ 1'h0, f_in_elem[4:0] }) + $signed(\$66 );
+  assign \$68  = $signed(\$67 ) + $signed(7'h20);
+  assign \$69  = $signed(\$68 ) - $signed(2'h1);
+  assign \$72  = entry[83:20] + \$71 ;
+  assign \$73  = f_stage ? \$72  : { 1'h0, entry[83:20] };
+  assign \$74  = \$58 [43:0] + 6'h20;
+  assign \$75  = \$74  - 1'h1;
+  assign \$77  = | \$58 [43:0];
+  assign \$79  = entry[83:20] + \$78 ;
+  assign \$80  = f_stage ? \$79  : { 1'h0, entry[83:20] };
+  assign \$82  = \$80  + \$81 ;
+  assign \$83  = f_stage ? entry[143:124] : entry[123:104];
+  assign \$84  = 1'h1 << fetch_pack_log2;
+  assign \$85  = \$84  - 1'h1;
+  assign \$86  = { 1'h0, \$83  } & { \$85 [8], \$85 [8], \$85 [8], \$85 [8], \$85 [8], \$85 [8], \$85 [8], \$85 [8], \$85 [8], \$85 [8], \$85 [8], \$85 [8], \$85  };
+  assign \$87  = f_stage ? entry[123:104] : entry[143:124];
+  assign \$88  = $signed(\$86 ) * $signed({ 1'h0, \$87  });
+  assign \$89  = $signed({ 1'h0, \$58 [4:0] }) + $signed(\$88 );
+  assign \$90  = $signed(\$89 ) + $signed(7'h20);
+  assign \$91  = $signed(\$90 ) - $signed(2'h1);
+  assign \$93  = f_stage ? entry[143:124] : entry[123:104];
+  assign \$94  = 1'h1 << fetch_pack_log2;
+  assign \$95  = \$94  - 1'h1;
+  assign \$96  = { 1'h0, \$93  } & { \$95 [8], \$95 [8], \$95 [8], \$95 [8], \$95 [8], \$95 [8], \$95 [8], \$95 [8], \$95 [8], \$95 [8], \$95 [8], \$95 [8], \$95  };
+  assign \$97  = f_stage ? entry[123:104] : entry[143:124];
+  assign \$98  = $signed(\$96 ) * $signed({ 1'h0, \$97  });
+  assign \$99  = | \$98 ;
+  assign \$100  = ~ run_any;
+  assign \$101  = \$100  | issued_all;
+  assign \$102  = \$signal$166  & \$101 ;
+  assign \$103  = \$signal$178  + 7'h40;
+  assign \$104  = \$signal$160  + 7'h40;
+  assign \$105  = entry[183:164] - \$signal$180 ;
+  assign \$106  = $signed(\$105 ) < $signed(4'h4);
+  assign \$107  = entry[183:164] - \$signal$180 ;
+  assign \$108  = \$106  ? \$107  : 21'h000004;
+  assign \$109  = \$signal$179  * entry[203:184];
+  assign \$110  = \$signal$182 [4:0] + \$109 ;
+  assign \$111  = \$110  + 6'h20;
+  assign \$112  = \$111  - 1'h1;
+  assign \$114  = n_cols << fold_pack_log2;
+  assign \$115  = main_elems + 6'h20;
+  assign \$116  = \$115  - 1'h1;
+  assign \$118  = rest_rows * n_cols;
+  assign \$119  = rest_rows * n_cols;
+  assign \$120  = main_elems[4:0] + \$119 [19:0];
+  assign \$121  = \$120  + 6'h20;
+  assign \$122  = \$121  - 1'h1;
+  assign \$124  = \$signal$201  >> fold_pack_log2;
   assign \$125  = split & \$124 [0];
   assign \$126  = ! \$125 ;
   assign \$127  = \$125  ? pair_valid : valid;
-  assign \$128  = \$signal$190  >> fold_pack_log2;
+  assign \$128  = \$signal$201  >> fold_pack_log2;
   assign \$129  = split & \$128 [0];
   assign \$130  = ! \$129 ;
   assign \$131  = 1'h1 << fold_pack_log2;
-  assign \$132  = \$signal$190  + \$131 ;
-  assign \$133  = \$129  ? \$132  : { 1'h0, \$signal$190  };
-  assign \$134  = \$signal$190  >> fold_pack_log2;
+  assign \$132  = \$signal$201  + \$131 ;
+  assign \$133  = \$129  ? \$132  : { 1'h0, \$signal$201  };
+  assign \$134  = \$signal$201  >> fold_pack_log2;
   assign \$135  = split & \$134 [0];
   assign \$136  = ! \$135 ;
   assign \$137  = \$135  ? 15'h0000 : col[19:5];
   assign \$138  = set_base0 + \$137 ;
-  assign \$139  = \$signal$190  >> fold_pack_log2;
+  assign \$139  = \$signal$201  >> fold_pack_log2;
   assign \$140  = split & \$139 [0];
   assign \$141  = ! \$140 ;
   assign \$142  = \$140  ? pair_count : count;
-  assign \$143  = \$signal$190  >> fold_pack_log2;
+  assign \$143  = \$signal$201  >> fold_pack_log2;
   assign \$144  = split & \$143 [0];
   assign \$145  = ! \$144 ;
   assign \$146  = \$144  ? pair_data : data;
-  assign \$147  = groups_seen0 < \$signal$202 ;
-  assign \$148  = \$signal$190  >> fold_pack_log2;
+  assign \$147  = groups_seen0 < \$signal$213 ;
+  assign \$148  = \$signal$201  >> fold_pack_log2;
   assign \$149  = split & \$148 [0];
   assign \$151  = \$150  ? valid : pair_valid;
-  assign \$152  = \$signal$190  >> fold_pack_log2;
+  assign \$152  = \$signal$201  >> fold_pack_log2;
   assign \$153  = split & \$152 [0];
   assign \$155  = 1'h1 << fold_pack_log2;
-  assign \$156  = \$signal$190  + \$155 ;
-  assign \$157  = \$154  ? { 1'h0, \$signal$190  } : \$156 ;
-  assign \$158  = \$signal$190  >> fold_pack_log2;
+  assign \$156  = \$signal$201  + \$155 ;
+  assign \$157  = \$154  ? { 1'h0, \$signal$201  } : \$156 ;
+  assign \$158  = \$signal$201  >> fold_pack_log2;
   assign \$159  = split & \$158 [0];
   assign \$161  = \$160  ? col[19:5] : 15'h0000;
   assign \$162  = set_base1 + \$161 ;
-  assign \$163  = \$signal$190  >> fold_pack_log2;
+  assign \$163  = \$signal$201  >> fold_pack_log2;
   assign \$164  = split & \$163 [0];
   assign \$166  = \$165  ? count : pair_count;
-  assign \$167  = \$signal$190  >> fold_pack_log2;
+  assign \$167  = \$signal$201  >> fold_pack_log2;
   assign \$168  = split & \$167 [0];
   assign \$170  = \$169  ? data : pair_data;
-  assign \$171  = groups_seen1 < \$signal$202 ;
+  assign \$171  = groups_seen1 < \$signal$213 ;
   assign \$172  = col + count;
-  assign \$173  = \$172  == \$signal$212 ;
+  assign \$173  = \$172  == \$signal$223 ;
   assign \$174  = valid & \$173 ;
-  assign \$175  = pair_count == \$signal$212 ;
+  assign \$175  = pair_count == \$signal$223 ;
   assign \$176  = pair_valid & \$175 ;
   assign \$177  = \$174  + \$176 ;
-  assign \$178  = drain == 1'h1;
-  assign \$179  = ! dest;
-  assign \$180  = dest == 1'h1;
-  assign \$181  = \$179  | \$180 ;
-  assign \$182  = \$signal$165  + 7'h40;
-  assign \$184  = \$182  + \$183 ;
-  assign \$185  = \$signal$153  << \$signal$218 ;
-  assign \$186  = \$signal$217  * \$185 ;
-  assign \$187  = \$signal$216 [5:0] + \$186 ;
-  assign \$188  = \$187  + 7'h40;
-  assign \$189  = \$188  - 1'h1;
-  assign \$191  = ~ \$signal$222 ;
-  assign \$192  = ! dest;
-  assign \$193  = \$192  ? { 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, sum_fp16 } : sum_fp32;
-  assign \$194  = \$35 [5:0] << \$signal$218 ;
-  assign \$195  = \$signal$154  + 1'h1;
-  assign \$197  = \$196  >= \$signal$153 ;
-  assign \$198  = \$signal$230  + 1'h1;
-  assign \$199  = \$198  == \$signal$217 ;
-  assign \$200  = \$197  & \$199 ;
-  assign \$201  = sum_valid & w_ready;
-  assign \$202  = dest == 2'h2;
-  assign \$203  = entry[5:2] == 2'h3;
-  assign \$204  = \$203  ? entry[143:124] : entry[203:184];
-  assign \$205  = entry[5:2] == 2'h3;
-  assign \$206  = \$205  | entry[11];
-  assign \$207  = \$signal$165  + 7'h40;
-  assign \$209  = \$207  + \$208 ;
-  assign \$210  = \$signal$153  << \$signal$218 ;
-  assign \$211  = \$signal$217  * \$210 ;
-  assign \$212  = \$signal$216 [5:0] + \$211 ;
-  assign \$213  = \$212  + 7'h40;
-  assign \$214  = \$213  - 1'h1;
-  assign \$216  = \$35 [5:0] << \$signal$218 ;
-  assign \$217  = \$signal$154  + 1'h1;
-  assign \$219  = \$218  >= \$signal$153 ;
-  assign \$220  = \$signal$230  + 1'h1;
-  assign \$221  = \$220  == \$signal$217 ;
-  assign \$222  = \$219  & \$221 ;
-  assign \$225  = \$signal$165  + 7'h40;
-  assign \$226  = \$225  + stats_offset;
-  assign \$227  = \$signal$168  + \$signal$230 ;
-  assign \$229  = \$226  + \$228 ;
-  assign \$230  = cycle - entry[333:270];
-  assign \$231  = ~ busy;
-  assign \$232  = regs[289] << entry[205:204];
-  assign \$233  = ! fsm_state;
-  assign \$234  = fsm_state == 1'h1;
-  assign \$235  = fsm_state == 2'h2;
-  assign \$236  = fsm_state == 2'h3;
-  assign \$237  = fsm_state == 3'h4;
-  assign \$238  = fsm_state == 3'h5;
-  assign \$239  = fsm_state == 3'h6;
-  assign \$240  = fsm_state == 3'h7;
-  assign \$241  = fsm_state == 4'h8;
-  assign \$242  = fsm_state == 4'h9;
-  assign \$243  = fsm_state == 4'ha;
-  assign \$244  = fsm_state == 4'hb;
-  assign \$245  = fsm_state == 4'hc;
-  assign \$246  = fsm_state == 4'hd;
-  assign \$247  = fsm_state == 4'he;
-  assign \$248  = fsm_state == 4'hf;
-  assign \$249  = fsm_state == 5'h10;
-  assign \$250  = fsm_state == 5'h11;
-  assign \$251  = fsm_state == 5'h12;
-  assign \$252  = fsm_state == 5'h13;
-  assign \$253  = fsm_state == 5'h14;
-  assign \$254  = fsm_state == 5'h15;
-  assign \$255  = fsm_state == 5'h16;
-  assign \$256  = entry[269:206] - 1'h1;
-  assign \$257  = 1'h1 << regs[259:256];
-  assign \$258  = \$257  - 1'h1;
-  assign \$259  = { 1'h0, \$256 [15:0] } & \$258 ;
-  assign \$260  = $signed(\$259 ) << regs[265:260];
-  assign \$261  = $signed({ 1'h0, regs[63:0] }) + $signed(\$260 );
-  assign \$262  = entry[269:206] - 1'h1;
-  assign \$263  = 1'h1 << regs[259:256];
-  assign \$264  = \$263  - 1'h1;
-  assign \$265  = { 1'h0, \$262 [15:0] } & \$264 ;
-  assign \$266  = $signed(\$265 ) << regs[265:260];
-  assign \$267  = $signed({ 1'h0, regs[127:64] }) + $signed(\$266 );
-  assign \$268  = entry[5:2] == 2'h3;
-  assign \$269  = entry[5:2] == 2'h2;
-  assign \$270  = entry[5:2] == 3'h4;
-  assign \$271  = | \status$274 ;
-  assign \$272  = ~ \busy$276 ;
-  assign \$273  = ~ busy;
-  assign \$274  = \$272  & \$273 ;
-  assign \$275  = valid & last;
-  assign \$276  = entry[5:2] == 2'h2;
-  assign \$277  = ! \$signal$277 ;
-  assign \$278  = entry[5:2] == 2'h3;
-  assign \$279  = entry[5:2] == 3'h4;
-  assign \$280  = \$279  ? 2'h2 : 2'h0;
-  assign \$281  = \$278  ? 2'h3 : \$280 ;
-  assign \$283  = entry[83:20] + \$282 ;
-  assign \$284  = entry[5:2] == 2'h3;
-  assign \$285  = \$284  ? 1'h1 : 1'h0;
-  assign \$286  = \$signal$103  >> \$like ;
-  assign \$287  = 1'h1 << \$like ;
-  assign \$288  = \$287  - 1'h1;
-  assign \$289  = { 1'h0, \$signal$103  } & { \$288 [8], \$288 [8], \$288 [8], \$288 [8], \$288 [8], \$288 [8], \$288 [8], \$288 [8], \$288 [8], \$288 [8], \$288 [8], \$288 [8], \$288  };
-  assign \$290  = \$signal$103  >> \$like ;
-  assign \$291  = \$290  << \$like ;
-  assign \$292  = \$291  * n_cols;
-  assign \$293  = \$27 [19:0] < plan_sets;
-  assign \$294  = \$293  ? \$27 [19:0] : { 18'h00000, plan_sets };
-  assign \$295  = row_groups1 < plan_sets;
-  assign \$296  = \$295  ? row_groups1 : { 18'h00000, plan_sets };
-  assign \$297  = \$signal$103  >> \$like ;
-  assign \$298  = | \$297 ;
-  assign \$299  = n_cols << fold_pack_log2;
-  assign \$300  = rest_rows * n_cols;
-  assign \$301  = \$signal$190  >> fold_pack_log2;
-  assign \$302  = split & \$301 [0];
-  assign \$303  = ! \$302 ;
-  assign \$304  = col + count;
-  assign \$305  = \$304  == \$signal$212 ;
-  assign \$306  = valid & \$305 ;
-  assign \$307  = pair_count == \$signal$212 ;
-  assign \$308  = pair_valid & \$307 ;
-  assign \$309  = \$302  ? \$308  : \$306 ;
-  assign \$310  = groups_seen0 < \$signal$202 ;
-  assign \$311  = groups_seen0 + 1'h1;
-  assign \$312  = set_index0 + 1'h1;
-  assign \$313  = \$312  == \$signal$202 ;
-  assign \$314  = set_index0 + 1'h1;
-  assign \$315  = set_base0 + \$signal$111 ;
-  assign \$316  = \$signal$190  >> fold_pack_log2;
-  assign \$317  = split & \$316 [0];
-  assign \$319  = col + count;
-  assign \$320  = \$319  == \$signal$212 ;
-  assign \$321  = valid & \$320 ;
-  assign \$322  = pair_count == \$signal$212 ;
-  assign \$323  = pair_valid & \$322 ;
-  assign \$324  = \$318  ? \$321  : \$323 ;
-  assign \$325  = groups_seen1 < \$signal$202 ;
-  assign \$326  = groups_seen1 + 1'h1;
-  assign \$327  = set_index1 + 1'h1;
-  assign \$328  = \$327  == \$signal$202 ;
-  assign \$329  = set_index1 + 1'h1;
-  assign \$330  = set_base1 + \$signal$111 ;
-  assign \$331  = ended << fold_pack_log2;
-  assign \$332  = \$signal$190  + \$331 ;
-  assign \$333  = valid & last;
-  assign \$334  = | rest_rows;
-  assign \$335  = \$signal$190  >> fold_pack_log2;
-  assign \$336  = split & \$335 [0];
-  assign \$337  = ! \$336 ;
-  assign \$338  = col + count;
-  assign \$339  = \$338  == \$signal$212 ;
-  assign \$340  = valid & \$339 ;
-  assign \$341  = pair_count == \$signal$212 ;
-  assign \$342  = pair_valid & \$341 ;
-  assign \$343  = \$336  ? \$342  : \$340 ;
-  assign \$344  = groups_seen0 < \$signal$202 ;
-  assign \$345  = groups_seen0 + 1'h1;
-  assign \$346  = set_index0 + 1'h1;
-  assign \$347  = \$346  == \$signal$202 ;
-  assign \$348  = set_index0 + 1'h1;
-  assign \$349  = set_base0 + \$signal$111 ;
-  assign \$350  = \$signal$190  >> fold_pack_log2;
-  assign \$351  = split & \$350 [0];
-  assign \$353  = col + count;
-  assign \$354  = \$353  == \$signal$212 ;
-  assign \$355  = valid & \$354 ;
-  assign \$356  = pair_count == \$signal$212 ;
-  assign \$357  = pair_valid & \$356 ;
-  assign \$358  = \$352  ? \$355  : \$357 ;
-  assign \$359  = groups_seen1 < \$signal$202 ;
-  assign \$360  = groups_seen1 + 1'h1;
-  assign \$361  = set_index1 + 1'h1;
-  assign \$362  = \$361  == \$signal$202 ;
-  assign \$363  = set_index1 + 1'h1;
-  assign \$364  = set_base1 + \$signal$111 ;
-  assign \$365  = \ended$213  << fold_pack_log2;
-  assign \$366  = \$signal$190  + \$365 ;
-  assign \$367  = valid & last;
-  assign \$368  = drain - 1'h1;
-  assign \$369  = drain == 1'h1;
-  assign \$370  = fold_valid & fold_ready;
-  assign \$371  = \$signal$109  + 1'h1;
-  assign \$373  = \$372  < n_cols;
-  assign \$374  = fold_row + 1'h1;
-  assign \$375  = \$374  < \$signal$217 ;
-  assign \$376  = \$signal$109  + 1'h1;
-  assign \$377  = fold_row + 1'h1;
-  assign \$378  = sum_valid & w_ready;
-  assign \$379  = \$signal$154  + 1'h1;
-  assign \$381  = \$380  >= \$signal$153 ;
-  assign \$382  = ~ \$381 ;
-  assign \$383  = \$signal$154  + 1'h1;
-  assign \$384  = \$signal$230  + 1'h1;
-  assign \$385  = \$384  == \$signal$217 ;
-  assign \$386  = \$signal$230  + 1'h1;
-  assign \$387  = \$385  ? 3'h0 : \$386 ;
-  assign \$388  = \$signal$153  << \$signal$218 ;
-  assign \$389  = \$signal$216  + \$388 ;
-  assign \$390  = ~ busy;
-  assign \$391  = entry[5:2] == 2'h3;
-  assign \$392  = \$signal$154  + 1'h1;
-  assign \$394  = \$393  >= n_cols;
-  assign \$395  = ~ \$394 ;
-  assign \$396  = \$signal$230  + 1'h1;
-  assign \$397  = \$396  < \$signal$217 ;
-  assign \$398  = \$signal$154  + 1'h1;
-  assign \$399  = \$signal$230  + 1'h1;
-  assign \$400  = dest == 2'h3;
-  assign \$401  = \$signal$230  + 1'h1;
-  assign \$402  = \$401  < \$signal$217 ;
-  assign \$403  = \$signal$230  + 1'h1;
-  assign \$404  = entry[5:2] == 2'h3;
-  assign \$405  = bank_valid & w_ready;
-  assign \$406  = \$signal$154  + 1'h1;
-  assign \$408  = \$407  >= \$signal$153 ;
-  assign \$409  = ~ \$408 ;
-  assign \$410  = \$signal$154  + 1'h1;
-  assign \$411  = \$signal$230  + 1'h1;
-  assign \$412  = \$411  == \$signal$217 ;
-  assign \$413  = \$signal$230  + 1'h1;
-  assign \$414  = \$412  ? 3'h0 : \$413 ;
-  assign \$415  = \$signal$153  << \$signal$218 ;
-  assign \$416  = \$signal$216  + \$415 ;
-  assign \$417  = bank_valid & w_ready;
-  assign \$418  = ~ \$417 ;
-  assign \$419  = ~ busy;
-  assign \$420  = ~ busy;
-  assign \$421  = \$signal$230  + 1'h1;
-  assign \$422  = \$421  < \$signal$217 ;
-  assign \$423  = \$signal$230  + 1'h1;
-  assign \$424  = \$signal$168  + 3'h4;
-  assign \$425  = 3'h4 * entry[203:184];
-  assign \$426  = \$signal$170  + \$425 ;
-  assign \$427  = \$signal$168  + 3'h4;
-  assign \$428  = \$427  < entry[183:164];
-  assign \$429  = ~ busy;
-  always @(posedge clk)
-    entry <= \$430 ;
-  always @(posedge clk)
-    fsm_state <= \$431 ;
-  always @(posedge clk)
-    status <= \$432 ;
-  always @(posedge clk)
-    \$signal$166  <= \$433 ;
-  always @(posedge clk)
-    \$signal$165  <= \$434 ;
-  always @(posedge clk)
-    \$signal$168  <= \$435 ;
-  always @(posedge clk)
-    \$signal$170  <= \$436 ;
-  always @(posedge clk)
-    \$signal$216  <= \$437 ;
-  always @(posedge clk)
-    \$signal$218  <= \$438 ;
-  always @(posedge clk)
-    \$signal$153  <= \$439 ;
+  assign \$178  = \$signal$201  >> fold_pack_log2;
+  assign \$179  = split & \$178 [0];
+  assign \$180  = ! \$179 ;
+  assign \$181  = \$179  ? pair_valid : valid;
+  assign \$182  = \$signal$201  >> fold_pack_log2;
+  assign \$183  = split & \$182 [0];
+  assign \$184  = ! \$183 ;
+  assign \$185  = 1'h1 << fold_pack_log2;
+  assign \$186  = \$signal$201  + \$185 ;
+  assign \$187  = \$183  ? \$186  : { 1'h0, \$signal$201  };
+  assign \$188  = \$signal$201  >> fold_pack_log2;
+  assign \$189  = split & \$188 [0];
+  assign \$190  = ! \$189 ;
+  assign \$191  = \$189  ? 15'h0000 : col[19:5];
+  assign \$192  = set_base0 + \$191 ;
+  assign \$193  = \$signal$201  >> fold_pack_log2;
+  assign \$194  = split & \$193 [0];
+  assign \$195  = ! \$194 ;
+  assign \$196  = \$194  ? pair_count : count;
+  assign \$197  = \$signal$201  >> fold_pack_log2;
+  assign \$198  = split & \$197 [0];
+  assign \$199  = ! \$198 ;
+  assign \$200  = \$198  ? pair_data : data;
+  assign \$201  = groups_seen0 < \$signal$213 ;
+  assign \$202  = \$signal$201  >> fold_pack_log2;
+  assign \$203  = split & \$202 [0];
+  assign \$205  = \$204  ? valid : pair_valid;
+  assign \$206  = \$signal$201  >> fold_pack_log2;
+  assign \$207  = split & \$206 [0];
+  assign \$209  = 1'h1 << fold_pack_log2;
+  assign \$210  = \$signal$201  + \$209 ;
+  assign \$211  = \$208  ? { 1'h0, \$signal$201  } : \$210 ;
+  assign \$212  = \$signal$201  >> fold_pack_log2;
+  assign \$213  = split & \$212 [0];
+  assign \$215  = \$214  ? col[19:5] : 15'h0000;
+  assign \$216  = set_base1 + \$215 ;
+  assign \$217  = \$signal$201  >> fold_pack_log2;
+  assign \$218  = split & \$217 [0];
+  assign \$220  = \$219  ? count : pair_count;
+  assign \$221  = \$signal$201  >> fold_pack_log2;
+  assign \$222  = split & \$221 [0];
+  assign \$224  = \$223  ? data : pair_data;
+  assign \$225  = groups_seen1 < \$signal$213 ;
+  assign \$226  = col + count;
+  assign \$227  = \$226  == \$signal$223 ;
+  assign \$228  = valid & \$227 ;
+  assign \$229  = pair_count == \$signal$223 ;
+  assign \$230  = pair_valid & \$229 ;
+  assign \$231  = \$228  + \$230 ;
+  assign \$232  = drain == 1'h1;
+  assign \$233  = ! dest;
+  assign \$234  = dest == 1'h1;
+  assign \$235  = \$233  | \$234 ;
+  assign \$236  = \$signal$178  + 7'h40;
+  assign \$238  = \$236  + \$237 ;
+  assign \$239  = \$signal$153  << \$signal$229 ;
+  assign \$240  = \$signal$228  * \$239 ;
+  assign \$241  = \$signal$227 [5:0] + \$240 ;
+  assign \$242  = \$241  + 7'h40;
+  assign \$243  = \$242  - 1'h1;
+  assign \$245  = ~ \$signal$233 ;
+  assign \$246  = ! dest;
+  assign \$247  = \$246  ? { 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, sum_fp16 } : sum_fp32;
+  assign \$248  = \$35 [5:0] << \$signal$229 ;
+  assign \$249  = \$signal$154  + 1'h1;
+  assign \$251  = \$250  >= \$signal$153 ;
+  assign \$252  = \$signal$241  + 1'h1;
+  assign \$253  = \$252  == \$signal$228 ;
+  assign \$254  = \$251  & \$253 ;
+  assign \$255  = sum_valid & w_ready;
+  assign \$256  = dest == 2'h2;
+  assign \$257  = entry[5:2] == 2'h3;
+  assign \$258  = \$257  ? entry[143:124] : entry[203:184];
+  assign \$259  = entry[5:2] == 2'h3;
+  assign \$260  = \$259  | entry[11];
+  assign \$261  = \$signal$178  + 7'h40;
+  assign \$263  = \$261  + \$262 ;
+  assign \$264  = \$signal$153  << \$signal$229 ;
+  assign \$265  = \$signal$228  * \$264 ;
+  assign \$266  = \$signal$227 [5:0] + \$265 ;
+  assign \$267  = \$266  + 7'h40;
+  assign \$268  = \$267  - 1'h1;
+  assign \$270  = \$35 [5:0] << \$signal$229 ;
+  assign \$271  = \$signal$154  + 1'h1;
+  assign \$273  = \$272  >= \$signal$153 ;
+  assign \$274  = \$signal$241  + 1'h1;
+  assign \$275  = \$274  == \$signal$228 ;
+  assign \$276  = \$273  & \$275 ;
+  assign \$279  = \$signal$178  + 7'h40;
+  assign \$280  = \$279  + stats_offset;
+  assign \$281  = \$signal$180  + \$signal$241 ;
+  assign \$283  = \$280  + \$282 ;
+  assign \$284  = cycle - entry[333:270];
+  assign \$285  = ~ busy;
+  assign \$286  = regs[289] << entry[205:204];
+  assign \$287  = ! fsm_state;
+  assign \$288  = fsm_state == 1'h1;
+  assign \$289  = fsm_state == 2'h2;
+  assign \$290  = fsm_state == 2'h3;
+  assign \$291  = fsm_state == 3'h4;
+  assign \$292  = fsm_state == 3'h5;
+  assign \$293  = fsm_state == 3'h6;
+  assign \$294  = fsm_state == 3'h7;
+  assign \$295  = fsm_state == 4'h8;
+  assign \$296  = fsm_state == 4'h9;
+  assign \$297  = fsm_state == 4'ha;
+  assign \$298  = fsm_state == 4'hb;
+  assign \$299  = fsm_state == 4'hc;
+  assign \$300  = fsm_state == 4'hd;
+  assign \$301  = fsm_state == 4'he;
+  assign \$302  = fsm_state == 4'hf;
+  assign \$303  = fsm_state == 5'h10;
+  assign \$304  = fsm_state == 5'h11;
+  assign \$305  = fsm_state == 5'h12;
+  assign \$306  = fsm_state == 5'h13;
+  assign \$307  = fsm_state == 5'h14;
+  assign \$308  = fsm_state == 5'h15;
+  assign \$309  = fsm_state == 5'h16;
+  assign \$310  = ~ run_any;
+  assign \$311  = \$310  | issued_all;
+  assign \$312  = \$signal$166  & \$311 ;
+  assign \$313  = \$signal$158  == 1'h1;
+  assign \$314  = ! \$signal$158 ;
+  assign \$315  = entry[5:2] == 2'h2;
+  assign \$316  = entry[5:2] == 2'h3;
+  assign \$317  = entry[5:2] == 3'h4;
+  assign \$318  = \$316  | \$317 ;
+  assign \$319  = \$318  ? 2'h2 : 2'h1;
+  assign \$320  = \$315  ? 2'h0 : \$319 ;
+  assign \$321  = | \$320 ;
+  assign \$322  = \$314  & \$321 ;
+  assign \$323  = \$signal$158  == 2'h2;
+  assign \$324  = f_stage + 1'h1;
+  assign \$325  = entry[5:2] == 2'h2;
+  assign \$326  = entry[5:2] == 2'h3;
+  assign \$327  = entry[5:2] == 3'h4;
+  assign \$328  = \$326  | \$327 ;
+  assign \$329  = \$328  ? 2'h2 : 2'h1;
+  assign \$330  = \$325  ? 2'h0 : \$329 ;
+  assign \$331  = \$324  < \$330 ;
+  assign \$332  = \$323  & \$331 ;
+  assign \$333  = \$signal$163  + 3'h4;
+  assign \$334  = 3'h4 * entry[203:184];
+  assign \$335  = f_in_elem + \$334 ;
+  assign \$336  = \$signal$163  + 3'h4;
+  assign \$337  = \$336  >= entry[183:164];
+  assign \$338  = entry[269:206] - 1'h1;
+  assign \$339  = 1'h1 << regs[259:256];
+  assign \$340  = \$339  - 1'h1;
+  assign \$341  = { 1'h0, \$338 [15:0] } & \$340 ;
+  assign \$342  = $signed(\$341 ) << regs[265:260];
+  assign \$343  = $signed({ 1'h0, regs[63:0] }) + $signed(\$342 );
+  assign \$344  = entry[269:206] - 1'h1;
+  assign \$345  = 1'h1 << regs[259:256];
+  assign \$346  = \$345  - 1'h1;
+  assign \$347  = { 1'h0, \$344 [15:0] } & \$346 ;
+  assign \$348  = $signed(\$347 ) << regs[265:260];
+  assign \$349  = $signed({ 1'h0, regs[127:64] }) + $signed(\$348 );
+  assign \$350  = entry[5:2] == 2'h3;
+  assign \$351  = entry[5:2] == 2'h2;
+  assign \$352  = entry[5:2] == 3'h4;
+  assign \$353  = ! \status$285 ;
+  assign \$354  = \$353  & is_compute;
+  assign \$355  = | \status$285 ;
+  assign \$356  = ~ \busy$287 ;
+  assign \$357  = ~ busy;
+  assign \$358  = \$356  & \$357 ;
+  assign \$359  = valid & last;
+  assign \$360  = entry[5:2] == 2'h2;
+  assign \$361  = ! \$signal$288 ;
+  assign \$362  = entry[5:2] == 2'h3;
+  assign \$363  = entry[5:2] == 3'h4;
+  assign \$364  = \$363  ? 2'h2 : 2'h0;
+  assign \$365  = \$362  ? 2'h3 : \$364 ;
+  assign \$366  = entry[5:2] == 2'h3;
+  assign \$367  = \$366  ? 1'h1 : 1'h0;
+  assign \$368  = \$signal$103  >> plan_pack_log2;
+  assign \$369  = 1'h1 << plan_pack_log2;
+  assign \$370  = \$369  - 1'h1;
+  assign \$371  = { 1'h0, \$signal$103  } & { \$370 [8], \$370 [8], \$370 [8], \$370 [8], \$370 [8], \$370 [8], \$370 [8], \$370 [8], \$370 [8], \$370 [8], \$370 [8], \$370 [8], \$370  };
+  assign \$372  = \$signal$103  >> plan_pack_log2;
+  assign \$373  = \$372  << plan_pack_log2;
+  assign \$374  = \$373  * n_cols;
+  assign \$375  = \$27 [19:0] < plan_sets;
+  assign \$376  = \$375  ? \$27 [19:0] : { 18'h00000, plan_sets };
+  assign \$377  = row_groups1 < plan_sets;
+  assign \$378  = \$377  ? row_groups1 : { 18'h00000, plan_sets };
+  assign \$379  = \$signal$103  >> plan_pack_log2;
+  assign \$380  = | \$379 ;
+  assign \$381  = n_cols << fold_pack_log2;
+  assign \$382  = rest_rows * n_cols;
+  assign \$383  = \$signal$201  >> fold_pack_log2;
+  assign \$384  = split & \$383 [0];
+  assign \$385  = ! \$384 ;
+  assign \$386  = col + count;
+  assign \$387  = \$386  == \$signal$223 ;
+  assign \$388  = valid & \$387 ;
+  assign \$389  = pair_count == \$signal$223 ;
+  assign \$390  = pair_valid & \$389 ;
+  assign \$391  = \$384  ? \$390  : \$388 ;
+  assign \$392  = groups_seen0 < \$signal$213 ;
+  assign \$393  = groups_seen0 + 1'h1;
+  assign \$394  = set_index0 + 1'h1;
+  assign \$395  = \$394  == \$signal$213 ;
+  assign \$396  = set_index0 + 1'h1;
+  assign \$397  = set_base0 + \$signal$111 ;
+  assign \$398  = \$signal$201  >> fold_pack_log2;
+  assign \$399  = split & \$398 [0];
+  assign \$401  = col + count;
+  assign \$402  = \$401  == \$signal$223 ;
+  assign \$403  = valid & \$402 ;
+  assign \$404  = pair_count == \$signal$223 ;
+  assign \$405  = pair_valid & \$404 ;
+  assign \$406  = \$400  ? \$403  : \$405 ;
+  assign \$407  = groups_seen1 < \$signal$213 ;
+  assign \$408  = groups_seen1 + 1'h1;
+  assign \$409  = set_index1 + 1'h1;
+  assign \$410  = \$409  == \$signal$213 ;
+  assign \$411  = set_index1 + 1'h1;
+  assign \$412  = set_base1 + \$signal$111 ;
+  assign \$413  = ended << fold_pack_log2;
+  assign \$414  = \$signal$201  + \$413 ;
+  assign \$415  = valid & last;
+  assign \$416  = | rest_rows;
+  assign \$417  = \$signal$201  >> fold_pack_log2;
+  assign \$418  = split & \$417 [0];
+  assign \$419  = ! \$418 ;
+  assign \$420  = col + count;
+  assign \$421  = \$420  == \$signal$223 ;
+  assign \$422  = valid & \$421 ;
+  assign \$423  = pair_count == \$signal$223 ;
+  assign \$424  = pair_valid & \$423 ;
+  assign \$425  = \$418  ? \$424  : \$422 ;
+  assign \$426  = groups_seen0 < \$signal$213 ;
+  assign \$427  = groups_seen0 + 1'h1;
+  assign \$428  = set_index0 + 1'h1;
+  assign \$429  = \$428  == \$signal$213 ;
+  assign \$430  = set_index0 + 1'h1;
+  assign \$431  = set_base0 + \$signal$111 ;
+  assign \$432  = \$signal$201  >> fold_pack_log2;
   \ndp_device.control_unit.compute  compute (
     .acc_addr(acc_addr),
     .acc_addr1(acc_addr1),
@@ -4062,36 +4240,37 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
     .is_load(is_load),
     .log2_slot(regs[267:260]),
     .operand_lines(operand_lines),
-    .\port$5665$128 (regs[255:128]),
+    .\port$5774$128 (regs[255:128]),
     .stats_offset(stats_offset),
-    .status(\status$274 )
+    .status(\status$285 )
   );
   \ndp_device.control_unit.packer  packer (
     .clk(clk),
-    .offset(\offset$220 ),
+    .offset(\offset$231 ),
     .out__data(\out__data$81 ),
     .out__ready(\out__ready$84 ),
     .out__strb(out__strb),
     .out__valid(\out__valid$83 ),
     .rst(rst),
-    .start(\start$219 ),
+    .start(\start$230 ),
     .w_bytes(w_bytes),
-    .w_data(\w_data$225 ),
+    .w_data(\w_data$236 ),
     .w_last(w_last),
     .w_ready(w_ready),
     .w_valid(w_valid)
   );
   \ndp_device.control_unit.reader  reader (
     .addr(bus__araddr),
-    .\addr$31 (addr),
+    .\addr$32 (addr),
     .beats(beats),
     .bus__arlen(bus__arlen),
     .bus__arready(bus__arready),
     .bus__arvalid(bus__arvalid),
     .bus__rlast(bus__rlast),
     .bus__rvalid(bus__rvalid),
-    .busy(\busy$276 ),
+    .busy(\busy$287 ),
     .clk(clk),
+    .issued_all(issued_all),
     .out__data(src__data),
     .out__valid(out__valid),
     .r_en(out__ready),
@@ -4112,10 +4291,10 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
     .rst(rst),
     .src_addr(src_addr),
     .src_data(src_data),
-    .start(\start$243 )
+    .start(\start$254 )
   );
   \ndp_device.control_unit.unpacker  unpacker (
-    .beats(\beats$175 ),
+    .beats(\beats$187 ),
     .clk(clk),
     .col(col),
     .cols(cols),
@@ -4133,7 +4312,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
     .rst(rst),
     .src__data(src__data),
     .src__valid(src__valid),
-    .start(\start$171 ),
+    .start(\start$183 ),
     .valid(valid)
   );
   ndp_fp16_mul widen_0 (
@@ -4298,8 +4477,8 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   );
   \ndp_device.control_unit.writer  writer (
     .addr(bus__awaddr),
-    .\addr$30 (\addr$164 ),
-    .beats(\beats$161 ),
+    .\addr$30 (\addr$177 ),
+    .beats(\beats$175 ),
     .bus__awlen(bus__awlen),
     .bus__awready(bus__awready),
     .bus__awvalid(bus__awvalid),
@@ -4313,1533 +4492,15 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
     .busy(busy),
     .clk(clk),
     .from_stream(from_stream),
-    .line(\line$258 ),
+    .line(\line$269 ),
     .rst(rst),
     .src__data(\src__data$78 ),
     .src__ready(\src__ready$77 ),
     .src__strb(src__strb),
     .src__valid(\src__valid$80 ),
-    .start(\start$158 ),
+    .start(\start$173 ),
     .\strb$34 (strb)
   );
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$440  = \$signal$217 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          \$440  = \$signal$167 ;
-    endcase
-    if (rst) begin
-      \$440  = 3'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$441  = \$signal$277 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          \$441  = 1'h0;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          (* full_case = 32'd1 *)
-          casez (dest)
-            2'h0, 2'h1:
-                /* empty */;
-            default:
-                if (sum_valid) begin
-                  (* full_case = 32'd1 *)
-                  if (\$395 ) begin
-                  end else if (\$397 ) begin
-                  end else begin
-                    \$441  = 1'h1;
-                  end
-                end
-          endcase
-    endcase
-    if (rst) begin
-      \$441  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$442  = \$signal$230 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          if (\$275 ) begin
-            \$442  = 2'h0;
-          end
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          if (\$369 ) begin
-            \$442  = 2'h0;
-          end
-      5'h0f:
-          (* full_case = 32'd1 *)
-          casez (dest)
-            2'h0, 2'h1:
-                if (\$378 ) begin
-                  (* full_case = 32'd1 *)
-                  if (\$382 ) begin
-                  end else begin
-                    \$442  = \$387 [1:0];
-                  end
-                end
-            default:
-                if (sum_valid) begin
-                  (* full_case = 32'd1 *)
-                  if (\$395 ) begin
-                  end else if (\$397 ) begin
-                    \$442  = \$399 [1:0];
-                  end else begin
-                    \$442  = 2'h0;
-                  end
-                end
-          endcase
-      5'h07:
-          /* empty */;
-      5'h12:
-          if (done) begin
-            (* full_case = 32'd1 *)
-            if (\$402 ) begin
-              \$442  = \$403 [1:0];
-            end else begin
-              \$442  = 2'h0;
-            end
-          end
-      5'h13:
-          /* empty */;
-      5'h14:
-          if (\$405 ) begin
-            (* full_case = 32'd1 *)
-            if (\$409 ) begin
-            end else begin
-              \$442  = \$414 [1:0];
-            end
-          end
-      5'h10:
-          /* empty */;
-      5'h15:
-          if (\$420 ) begin
-            if (\$422 ) begin
-              \$442  = \$423 [1:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$442  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$443  = \$signal$154 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          if (\$275 ) begin
-            \$443  = 20'h00000;
-          end
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          if (\$369 ) begin
-            \$443  = 20'h00000;
-          end
-      5'h0f:
-          (* full_case = 32'd1 *)
-          casez (dest)
-            2'h0, 2'h1:
-                if (\$378 ) begin
-                  (* full_case = 32'd1 *)
-                  if (\$382 ) begin
-                    \$443  = \$383 [19:0];
-                  end else begin
-                    \$443  = 20'h00000;
-                  end
-                end
-            default:
-                if (sum_valid) begin
-                  (* full_case = 32'd1 *)
-                  if (\$395 ) begin
-                    \$443  = \$398 [19:0];
-                  end else if (\$397 ) begin
-                    \$443  = 20'h00000;
-                  end else begin
-                    \$443  = 20'h00000;
-                  end
-                end
-          endcase
-      5'h07:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
-          if (\$405 ) begin
-            (* full_case = 32'd1 *)
-            if (\$409 ) begin
-              \$443  = \$410 [19:0];
-            end else begin
-              \$443  = 20'h00000;
-            end
-          end
-    endcase
-    if (rst) begin
-      \$443  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$444  = \$signal$184 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          (* full_case = 32'd1 *)
-          if (\$277 ) begin
-            \$444  = entry[83:20];
-          end else begin
-            \$444  = \$283 [63:0];
-          end
-    endcase
-    if (rst) begin
-      \$444  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$445  = \$signal$103 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          (* full_case = 32'd1 *)
-          if (\$277 ) begin
-            \$445  = entry[123:104];
-          end else begin
-            \$445  = entry[143:124];
-          end
-    endcase
-    if (rst) begin
-      \$445  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$446  = n_cols;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          (* full_case = 32'd1 *)
-          if (\$277 ) begin
-            \$446  = entry[143:124];
-          end else begin
-            \$446  = entry[123:104];
-          end
-    endcase
-    if (rst) begin
-      \$446  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$447  = dest;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          (* full_case = 32'd1 *)
-          if (\$277 ) begin
-            \$447  = \$281 ;
-          end else begin
-            \$447  = { 1'h0, \$285  };
-          end
-    endcase
-    if (rst) begin
-      \$447  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$448  = fold_pack_log2;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$448  = \$like ;
-    endcase
-    if (rst) begin
-      \$448  = 3'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$449  = \$signal$111 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$449  = \$16 [19:0];
-    endcase
-    if (rst) begin
-      \$449  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$450  = \$signal$202 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$450  = plan_sets;
-    endcase
-    if (rst) begin
-      \$450  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$451  = \$signal$186 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$451  = \$286 ;
-    endcase
-    if (rst) begin
-      \$451  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$452  = rest_rows;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$452  = \$289 [4:0];
-    endcase
-    if (rst) begin
-      \$452  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$453  = main_elems;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$453  = \$292 [43:0];
-    endcase
-    if (rst) begin
-      \$453  = 44'h00000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$454  = \$signal$190 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$454  = 20'h00000;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          \$454  = \$332 [19:0];
-      5'h0d:
-          \$454  = \$366 [19:0];
-    endcase
-    if (rst) begin
-      \$454  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$455  = fold_sets;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$455  = \$294 [1:0];
-    endcase
-    if (rst) begin
-      \$455  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$456  = groups_seen0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$456  = 2'h0;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          if (\$309 ) begin
-            if (\$310 ) begin
-              \$456  = \$311 [1:0];
-            end
-          end
-      5'h0d:
-          if (\$343 ) begin
-            if (\$344 ) begin
-              \$456  = \$345 [1:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$456  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$457  = set_index0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$457  = 2'h0;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          if (\$309 ) begin
-            (* full_case = 32'd1 *)
-            if (\$313 ) begin
-              \$457  = 2'h0;
-            end else begin
-              \$457  = \$314 [1:0];
-            end
-          end
-      5'h0d:
-          if (\$343 ) begin
-            (* full_case = 32'd1 *)
-            if (\$347 ) begin
-              \$457  = 2'h0;
-            end else begin
-              \$457  = \$348 [1:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$457  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$458  = set_base0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$458  = 20'h00000;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          if (\$309 ) begin
-            (* full_case = 32'd1 *)
-            if (\$313 ) begin
-              \$458  = 20'h00000;
-            end else begin
-              \$458  = \$315 [19:0];
-            end
-          end
-      5'h0d:
-          if (\$343 ) begin
-            (* full_case = 32'd1 *)
-            if (\$347 ) begin
-              \$458  = 20'h00000;
-            end else begin
-              \$458  = \$349 [19:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$458  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$459  = fold_sets1;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$459  = \$296 [1:0];
-    endcase
-    if (rst) begin
-      \$459  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$460  = groups_seen1;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$460  = 2'h0;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          if (\$324 ) begin
-            if (\$325 ) begin
-              \$460  = \$326 [1:0];
-            end
-          end
-      5'h0d:
-          if (\$358 ) begin
-            if (\$359 ) begin
-              \$460  = \$360 [1:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$460  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$461  = set_index1;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$461  = 2'h0;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          if (\$324 ) begin
-            (* full_case = 32'd1 *)
-            if (\$328 ) begin
-              \$461  = 2'h0;
-            end else begin
-              \$461  = \$329 [1:0];
-            end
-          end
-      5'h0d:
-          if (\$358 ) begin
-            (* full_case = 32'd1 *)
-            if (\$362 ) begin
-              \$461  = 2'h0;
-            end else begin
-              \$461  = \$363 [1:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$461  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$462  = set_base1;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$462  = 20'h00000;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          if (\$324 ) begin
-            (* full_case = 32'd1 *)
-            if (\$328 ) begin
-              \$462  = 20'h00000;
-            end else begin
-              \$462  = \$330 [19:0];
-            end
-          end
-      5'h0d:
-          if (\$358 ) begin
-            (* full_case = 32'd1 *)
-            if (\$362 ) begin
-              \$462  = 20'h00000;
-            end else begin
-              \$462  = \$364 [19:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$462  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$463  = \$signal$212 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          \$463  = \$299 [19:0];
-      5'h0b:
-          \$463  = \$300 [19:0];
-    endcase
-    if (rst) begin
-      \$463  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$464  = drain;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          \$464  = 3'h5;
-      5'h0d:
-          \$464  = 3'h5;
-      5'h0e:
-          \$464  = \$368 [2:0];
-    endcase
-    if (rst) begin
-      \$464  = 3'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$465  = fold_row;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          if (\$369 ) begin
-            \$465  = 2'h0;
-          end
-      5'h0f:
-          if (\$370 ) begin
-            if (\$373 ) begin
-            end else if (\$375 ) begin
-              \$465  = \$377 [1:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$465  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$466  = \$signal$109 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          if (\$369 ) begin
-            \$466  = 20'h00000;
-          end
-      5'h0f:
-          if (\$370 ) begin
-            if (\$373 ) begin
-              \$466  = \$376 [19:0];
-            end else if (\$375 ) begin
-              \$466  = 20'h00000;
-            end
-          end
-    endcase
-    if (rst) begin
-      \$466  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$467  = \$signal$222 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          if (\$369 ) begin
-            \$467  = 1'h0;
-          end
-      5'h0f:
-          if (\$370 ) begin
-            (* full_case = 32'd1 *)
-            if (\$373 ) begin
-            end else if (\$375 ) begin
-            end else begin
-              \$467  = 1'h1;
-            end
-          end
-    endcase
-    if (rst) begin
-      \$467  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$468  = anchor_m0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h12:
-          if (done) begin
-            casez (\$signal$230 )
-              2'h0:
-                  \$468  = m;
-            endcase
-          end
-    endcase
-    if (rst) begin
-      \$468  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$469  = anchor_m1;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h12:
-          if (done) begin
-            casez (\$signal$230 )
-              2'h0:
-                  /* empty */;
-              2'h1:
-                  \$469  = m;
-            endcase
-          end
-    endcase
-    if (rst) begin
-      \$469  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$470  = anchor_m2;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h12:
-          if (done) begin
-            casez (\$signal$230 )
-              2'h0:
-                  /* empty */;
-              2'h1:
-                  /* empty */;
-              2'h2:
-                  \$470  = m;
-            endcase
-          end
-    endcase
-    if (rst) begin
-      \$470  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$471  = anchor_m3;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h12:
-          if (done) begin
-            (* full_case = 32'd1 *)
-            casez (\$signal$230 )
-              2'h0:
-                  /* empty */;
-              2'h1:
-                  /* empty */;
-              2'h2:
-                  /* empty */;
-              2'h3:
-                  \$471  = m;
-            endcase
-          end
-    endcase
-    if (rst) begin
-      \$471  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$472  = anchor_l0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h12:
-          if (done) begin
-            casez (\$signal$230 )
-              2'h0:
-                  \$472  = l;
-            endcase
-          end
-    endcase
-    if (rst) begin
-      \$472  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$473  = anchor_l1;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h12:
-          if (done) begin
-            casez (\$signal$230 )
-              2'h0:
-                  /* empty */;
-              2'h1:
-                  \$473  = l;
-            endcase
-          end
-    endcase
-    if (rst) begin
-      \$473  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$474  = anchor_l2;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h12:
-          if (done) begin
-            casez (\$signal$230 )
-              2'h0:
-                  /* empty */;
-              2'h1:
-                  /* empty */;
-              2'h2:
-                  \$474  = l;
-            endcase
-          end
-    endcase
-    if (rst) begin
-      \$474  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$475  = anchor_l3;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h12:
-          if (done) begin
-            (* full_case = 32'd1 *)
-            casez (\$signal$230 )
-              2'h0:
-                  /* empty */;
-              2'h1:
-                  /* empty */;
-              2'h2:
-                  /* empty */;
-              2'h3:
-                  \$475  = l;
-            endcase
-          end
-    endcase
-    if (rst) begin
-      \$475  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$476  = bank_valid;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h13:
-          \$476  = 1'h0;
-      5'h14:
-          \$476  = \$418 ;
-    endcase
-    if (rst) begin
-      \$476  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    (* full_case = 32'd1 *)
-    casez (\$signal$230 )
-      2'h0:
-          \$223  = anchor_m0;
-      2'h1:
-          \$223  = anchor_m1;
-      2'h2:
-          \$223  = anchor_m2;
-      2'h3:
-          \$223  = anchor_m3;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    (* full_case = 32'd1 *)
-    casez (\$signal$230 )
-      2'h0:
-          \$224  = anchor_l0;
-      2'h1:
-          \$224  = anchor_l1;
-      2'h2:
-          \$224  = anchor_l2;
-      2'h3:
-          \$224  = anchor_l3;
-    endcase
-  end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     (* full_case = 32'd1 *)
@@ -5892,24 +4553,24 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$like  = 3'h0;
+    plan_pack_log2 = 3'h0;
     if (\$3 ) begin
-      \$like  = 3'h0;
+      plan_pack_log2 = 3'h0;
     end
     if (\$5 ) begin
-      \$like  = 3'h1;
+      plan_pack_log2 = 3'h1;
     end
     if (\$7 ) begin
-      \$like  = 3'h2;
+      plan_pack_log2 = 3'h2;
     end
     if (\$9 ) begin
-      \$like  = 3'h3;
+      plan_pack_log2 = 3'h3;
     end
     if (\$11 ) begin
-      \$like  = 3'h4;
+      plan_pack_log2 = 3'h4;
     end
     if (\$13 ) begin
-      \$like  = 3'h5;
+      plan_pack_log2 = 3'h5;
     end
   end
   always @* begin
@@ -5921,6 +4582,114 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
     if (\$20 ) begin
       plan_sets = 2'h1;
     end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    fetch_pack_log2 = 3'h0;
+    if (\$38 ) begin
+      fetch_pack_log2 = 3'h0;
+    end
+    if (\$41 ) begin
+      fetch_pack_log2 = 3'h1;
+    end
+    if (\$44 ) begin
+      fetch_pack_log2 = 3'h2;
+    end
+    if (\$47 ) begin
+      fetch_pack_log2 = 3'h3;
+    end
+    if (\$50 ) begin
+      fetch_pack_log2 = 3'h4;
+    end
+    if (\$53 ) begin
+      fetch_pack_log2 = 3'h5;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$signal$159  = 64'h0000000000000000;
+    casez (\$signal$158 )
+      2'h0:
+          \$signal$159  = \$61 [63:0];
+      2'h1:
+          \$signal$159  = \$73 [63:0];
+      2'h2:
+          \$signal$159  = \$82 [63:0];
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$signal$162  = 32'd0;
+    casez (\$signal$158 )
+      2'h0:
+          \$signal$162  = \$70 [31:0];
+      2'h1:
+          \$signal$162  = \$76 [31:0];
+      2'h2:
+          \$signal$162  = \$92 [31:0];
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    run_any = 1'h0;
+    casez (\$signal$158 )
+      2'h0:
+          run_any = 1'h1;
+      2'h1:
+          run_any = \$77 ;
+      2'h2:
+          run_any = \$99 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    start = 1'h0;
+    if (\$102 ) begin
+      start = run_any;
+    end
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          start = 1'h1;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    addr = 64'h0000000000000000;
+    if (\$102 ) begin
+      addr = \$signal$159 ;
+    end
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          (* full_case = 32'd1 *)
+          if (is_load) begin
+            addr = entry[83:20];
+          end else begin
+            addr = \$104 [63:0];
+          end
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    beats = 32'd0;
+    if (\$102 ) begin
+      beats = \$signal$162 ;
+    end
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          beats = { 12'h000, entry[103:84] };
+    endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
@@ -5946,40 +4715,14 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    start = 1'h0;
+    \start$173  = 1'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
           /* empty */;
       5'h04:
-          start = 1'h1;
-      5'h05:
-          /* empty */;
-      5'h03:
-          start = 1'h1;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          start = 1'h1;
-      5'h0b:
-          start = 1'h1;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \start$158  = 1'h0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          \start$158  = 1'h1;
+          \start$173  = 1'h1;
       5'h05:
           /* empty */;
       5'h03:
@@ -5999,9 +4742,9 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0d:
           /* empty */;
       5'h0e:
-          if (\$178 ) begin
-            if (\$181 ) begin
-              \start$158  = 1'h1;
+          if (\$232 ) begin
+            if (\$235 ) begin
+              \start$173  = 1'h1;
             end
           end
       5'h0f:
@@ -6011,17 +4754,17 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h12:
           /* empty */;
       5'h13:
-          \start$158  = 1'h1;
+          \start$173  = 1'h1;
       5'h14:
           /* empty */;
       5'h10:
-          \start$158  = 1'h1;
+          \start$173  = 1'h1;
       5'h15:
           /* empty */;
       5'h11:
           /* empty */;
       5'h02:
-          \start$158  = 1'h1;
+          \start$173  = 1'h1;
     endcase
   end
   always @* begin
@@ -6053,8 +4796,8 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0d:
           /* empty */;
       5'h0e:
-          if (\$178 ) begin
-            if (\$181 ) begin
+          if (\$232 ) begin
+            if (\$235 ) begin
               from_stream = 1'h1;
             end
           end
@@ -6070,40 +4813,14 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    beats = 32'd0;
+    \beats$175  = 32'd0;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
           /* empty */;
       5'h04:
-          beats = { 12'h000, entry[103:84] };
-      5'h05:
-          /* empty */;
-      5'h03:
-          beats = run_beats;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          beats = \$52 [31:0];
-      5'h0b:
-          beats = { \$63 [22], \$63 [22], \$63 [22], \$63 [22], \$63 [22], \$63 [22], \$63 [22], \$63 [22], \$63 [22], \$63  };
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \beats$161  = 32'd0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          \beats$161  = { 12'h000, entry[103:84] };
+          \beats$175  = { 12'h000, entry[103:84] };
       5'h05:
           /* empty */;
       5'h03:
@@ -6123,9 +4840,9 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0d:
           /* empty */;
       5'h0e:
-          if (\$178 ) begin
-            if (\$181 ) begin
-              \beats$161  = { \$190 [28], \$190 [28], \$190 [28], \$190  };
+          if (\$232 ) begin
+            if (\$235 ) begin
+              \beats$175  = { \$244 [28], \$244 [28], \$244 [28], \$244  };
             end
           end
       5'h0f:
@@ -6135,12 +4852,12 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h12:
           /* empty */;
       5'h13:
-          \beats$161  = { \$215 [28], \$215 [28], \$215 [28], \$215  };
+          \beats$175  = { \$269 [28], \$269 [28], \$269 [28], \$269  };
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    addr = 64'h0000000000000000;
+    \addr$177  = 64'h0000000000000000;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -6149,40 +4866,9 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h04:
           (* full_case = 32'd1 *)
           if (is_load) begin
-            addr = entry[83:20];
+            \addr$177  = \$103 [63:0];
           end else begin
-            addr = \$37 [63:0];
-          end
-      5'h05:
-          /* empty */;
-      5'h03:
-          addr = \$49 [63:0];
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          addr = \$signal$184 ;
-      5'h0b:
-          addr = \$58 [63:0];
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \addr$164  = 64'h0000000000000000;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          (* full_case = 32'd1 *)
-          if (is_load) begin
-            \addr$164  = \$36 [63:0];
-          end else begin
-            \addr$164  = entry[83:20];
+            \addr$177  = entry[83:20];
           end
       5'h05:
           /* empty */;
@@ -6203,9 +4889,9 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0d:
           /* empty */;
       5'h0e:
-          if (\$178 ) begin
-            if (\$181 ) begin
-              \addr$164  = \$184 [63:0];
+          if (\$232 ) begin
+            if (\$235 ) begin
+              \addr$177  = \$238 [63:0];
             end
           end
       5'h0f:
@@ -6215,22 +4901,22 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h12:
           /* empty */;
       5'h13:
-          \addr$164  = \$209 [63:0];
+          \addr$177  = \$263 [63:0];
       5'h14:
           /* empty */;
       5'h10:
-          \addr$164  = \$229 [63:0];
+          \addr$177  = \$283 [63:0];
       5'h15:
           /* empty */;
       5'h11:
           /* empty */;
       5'h02:
-          \addr$164  = \$signal$165 ;
+          \addr$177  = \$signal$178 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$signal$167  = 3'h0;
+    \$signal$179  = 3'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -6241,7 +4927,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h05:
           /* empty */;
       5'h03:
-          \$signal$167  = \$41 [2:0];
+          \$signal$179  = \$108 [2:0];
     endcase
   end
   always @* begin
@@ -6257,12 +4943,12 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h05:
           /* empty */;
       5'h03:
-          run_beats = { \$46 [25], \$46 [25], \$46 [25], \$46 [25], \$46 [25], \$46 [25], \$46  };
+          run_beats = { \$113 [25], \$113 [25], \$113 [25], \$113 [25], \$113 [25], \$113 [25], \$113  };
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \start$171  = 1'h0;
+    \start$183  = 1'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -6273,7 +4959,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h05:
           /* empty */;
       5'h03:
-          \start$171  = 1'h1;
+          \start$183  = 1'h1;
       5'h06:
           /* empty */;
       5'h08:
@@ -6281,9 +4967,9 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h09:
           /* empty */;
       5'h0a:
-          \start$171  = 1'h1;
+          \start$183  = 1'h1;
       5'h0b:
-          \start$171  = 1'h1;
+          \start$183  = 1'h1;
     endcase
   end
   always @* begin
@@ -6299,7 +4985,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h05:
           /* empty */;
       5'h03:
-          offset = \$signal$170 [4:0];
+          offset = \$signal$182 [4:0];
       5'h06:
           /* empty */;
       5'h08:
@@ -6325,7 +5011,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h05:
           /* empty */;
       5'h03:
-          rows = { 17'h00000, \$signal$167  };
+          rows = { 17'h00000, \$signal$179  };
       5'h06:
           /* empty */;
       5'h08:
@@ -6333,7 +5019,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h09:
           /* empty */;
       5'h0a:
-          rows = \$signal$186 ;
+          rows = \$signal$196 ;
       5'h0b:
           rows = 20'h00001;
     endcase
@@ -6359,14 +5045,14 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h09:
           /* empty */;
       5'h0a:
-          cols = \$53 [19:0];
+          cols = \$114 [19:0];
       5'h0b:
-          cols = \$64 [19:0];
+          cols = \$118 [19:0];
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \beats$175  = 32'd0;
+    \beats$187  = 32'd0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -6377,7 +5063,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h05:
           /* empty */;
       5'h03:
-          \beats$175  = run_beats;
+          \beats$187  = run_beats;
       5'h06:
           /* empty */;
       5'h08:
@@ -6385,9 +5071,9 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h09:
           /* empty */;
       5'h0a:
-          \beats$175  = \$56 [31:0];
+          \beats$187  = \$117 [31:0];
       5'h0b:
-          \beats$175  = { \$69 [22], \$69 [22], \$69 [22], \$69 [22], \$69 [22], \$69 [22], \$69 [22], \$69 [22], \$69 [22], \$69  };
+          \beats$187  = { \$123 [22], \$123 [22], \$123 [22], \$123 [22], \$123 [22], \$123 [22], \$123 [22], \$123 [22], \$123 [22], \$123  };
     endcase
   end
   always @* begin
@@ -6426,7 +5112,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
             2'h0, 2'h1:
                 /* empty */;
             default:
-                if (\$202 ) begin
+                if (\$256 ) begin
                   in_we = sum_valid;
                 end
           endcase
@@ -6472,14 +5158,14 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
             2'h0, 2'h1:
                 /* empty */;
             default:
-                if (\$202 ) begin
-                  in_row = \$signal$230 ;
+                if (\$256 ) begin
+                  in_row = \$signal$241 ;
                 end
           endcase
       5'h07:
-          in_row = \$signal$230 ;
+          in_row = \$signal$241 ;
       5'h12:
-          in_row = \$signal$230 ;
+          in_row = \$signal$241 ;
     endcase
   end
   always @* begin
@@ -6518,7 +5204,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
             2'h0, 2'h1:
                 /* empty */;
             default:
-                if (\$202 ) begin
+                if (\$256 ) begin
                   in_word = \$signal$154 [6:0];
                 end
           endcase
@@ -6564,7 +5250,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
             2'h0, 2'h1:
                 /* empty */;
             default:
-                if (\$202 ) begin
+                if (\$256 ) begin
                   in_data = sum_fp16;
                 end
           endcase
@@ -6623,9 +5309,9 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0b:
           /* empty */;
       5'h0c:
-          mac = \$73 ;
-      5'h0d:
           mac = \$127 ;
+      5'h0d:
+          mac = \$181 ;
     endcase
   end
   always @* begin
@@ -6653,9 +5339,9 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0b:
           /* empty */;
       5'h0c:
-          k_base = \$79 [19:0];
-      5'h0d:
           k_base = \$133 [19:0];
+      5'h0d:
+          k_base = \$187 [19:0];
     endcase
   end
   always @* begin
@@ -6683,9 +5369,9 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0b:
           /* empty */;
       5'h0c:
-          acc_addr = \$84 [6:0];
-      5'h0d:
           acc_addr = \$138 [6:0];
+      5'h0d:
+          acc_addr = \$192 [6:0];
     endcase
   end
   always @* begin
@@ -6713,9 +5399,9 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0b:
           /* empty */;
       5'h0c:
-          active = \$88 ;
-      5'h0d:
           active = \$142 ;
+      5'h0d:
+          active = \$196 ;
     endcase
   end
   always @* begin
@@ -6743,9 +5429,9 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0b:
           /* empty */;
       5'h0c:
-          w_data = \$92 ;
-      5'h0d:
           w_data = \$146 ;
+      5'h0d:
+          w_data = \$200 ;
     endcase
   end
   always @* begin
@@ -6773,9 +5459,9 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0b:
           /* empty */;
       5'h0c:
-          first = \$93 ;
-      5'h0d:
           first = \$147 ;
+      5'h0d:
+          first = \$201 ;
     endcase
   end
   always @* begin
@@ -6803,9 +5489,9 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0b:
           /* empty */;
       5'h0c:
-          mac1 = \$97 ;
-      5'h0d:
           mac1 = \$151 ;
+      5'h0d:
+          mac1 = \$205 ;
     endcase
   end
   always @* begin
@@ -6833,9 +5519,9 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0b:
           /* empty */;
       5'h0c:
-          k_base1 = \$103 [19:0];
-      5'h0d:
           k_base1 = \$157 [19:0];
+      5'h0d:
+          k_base1 = \$211 [19:0];
     endcase
   end
   always @* begin
@@ -6863,9 +5549,9 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0b:
           /* empty */;
       5'h0c:
-          acc_addr1 = \$108 [6:0];
-      5'h0d:
           acc_addr1 = \$162 [6:0];
+      5'h0d:
+          acc_addr1 = \$216 [6:0];
     endcase
   end
   always @* begin
@@ -6893,9 +5579,9 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0b:
           /* empty */;
       5'h0c:
-          active1 = \$112 ;
-      5'h0d:
           active1 = \$166 ;
+      5'h0d:
+          active1 = \$220 ;
     endcase
   end
   always @* begin
@@ -6923,9 +5609,9 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0b:
           /* empty */;
       5'h0c:
-          w_data1 = \$116 ;
-      5'h0d:
           w_data1 = \$170 ;
+      5'h0d:
+          w_data1 = \$224 ;
     endcase
   end
   always @* begin
@@ -6953,9 +5639,9 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0b:
           /* empty */;
       5'h0c:
-          first1 = \$117 ;
-      5'h0d:
           first1 = \$171 ;
+      5'h0d:
+          first1 = \$225 ;
     endcase
   end
   always @* begin
@@ -6983,12 +5669,12 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0b:
           /* empty */;
       5'h0c:
-          ended = \$123 ;
+          ended = \$177 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \ended$213  = 2'h0;
+    \ended$224  = 2'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -7013,56 +5699,12 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0c:
           /* empty */;
       5'h0d:
-          \ended$213  = \$177 ;
+          \ended$224  = \$231 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \start$219  = 1'h0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          if (\$178 ) begin
-            if (\$181 ) begin
-              \start$219  = 1'h1;
-            end
-          end
-      5'h0f:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h13:
-          \start$219  = 1'h1;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \offset$220  = 6'h00;
+    \start$230  = 1'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -7089,9 +5731,9 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0d:
           /* empty */;
       5'h0e:
-          if (\$178 ) begin
-            if (\$181 ) begin
-              \offset$220  = \$signal$216 [5:0];
+          if (\$232 ) begin
+            if (\$235 ) begin
+              \start$230  = 1'h1;
             end
           end
       5'h0f:
@@ -7101,7 +5743,51 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h12:
           /* empty */;
       5'h13:
-          \offset$220  = \$signal$216 [5:0];
+          \start$230  = 1'h1;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \offset$231  = 6'h00;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          if (\$232 ) begin
+            if (\$235 ) begin
+              \offset$231  = \$signal$227 [5:0];
+            end
+          end
+      5'h0f:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h13:
+          \offset$231  = \$signal$227 [5:0];
     endcase
   end
   always @* begin
@@ -7135,7 +5821,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0e:
           /* empty */;
       5'h0f:
-          fold_valid = \$191 ;
+          fold_valid = \$245 ;
     endcase
   end
   always @* begin
@@ -7185,7 +5871,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \w_data$225  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    \w_data$236  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -7216,7 +5902,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0f:
           casez (dest)
             2'h0, 2'h1:
-                \w_data$225  = \$193 ;
+                \w_data$236  = \$247 ;
           endcase
       5'h07:
           /* empty */;
@@ -7225,7 +5911,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h13:
           /* empty */;
       5'h14:
-          \w_data$225  = { 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, rd_in_data };
+          \w_data$236  = { 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, rd_in_data };
     endcase
   end
   always @* begin
@@ -7261,7 +5947,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0f:
           casez (dest)
             2'h0, 2'h1:
-                w_bytes = \$194 [7:0];
+                w_bytes = \$248 [7:0];
           endcase
       5'h07:
           /* empty */;
@@ -7270,7 +5956,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h13:
           /* empty */;
       5'h14:
-          w_bytes = \$216 [7:0];
+          w_bytes = \$270 [7:0];
     endcase
   end
   always @* begin
@@ -7306,7 +5992,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0f:
           casez (dest)
             2'h0, 2'h1:
-                w_last = \$200 ;
+                w_last = \$254 ;
           endcase
       5'h07:
           /* empty */;
@@ -7315,7 +6001,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h13:
           /* empty */;
       5'h14:
-          w_last = \$222 ;
+          w_last = \$276 ;
     endcase
   end
   always @* begin
@@ -7352,7 +6038,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
           (* full_case = 32'd1 *)
           casez (dest)
             2'h0, 2'h1:
-                sum_ready = \$201 ;
+                sum_ready = \$255 ;
             default:
                 sum_ready = 1'h1;
           endcase
@@ -7395,7 +6081,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
                 /* empty */;
             default:
                 (* full_case = 32'd1 *)
-                if (\$202 ) begin
+                if (\$256 ) begin
                 end else begin
                   acc_we = sum_valid;
                 end
@@ -7439,9 +6125,9 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
                 /* empty */;
             default:
                 (* full_case = 32'd1 *)
-                if (\$202 ) begin
+                if (\$256 ) begin
                 end else begin
-                  acc_row = \$signal$230 ;
+                  acc_row = \$signal$241 ;
                 end
           endcase
     endcase
@@ -7483,7 +6169,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
                 /* empty */;
             default:
                 (* full_case = 32'd1 *)
-                if (\$202 ) begin
+                if (\$256 ) begin
                 end else begin
                   acc_word = \$signal$154 [6:0];
                 end
@@ -7527,7 +6213,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
                 /* empty */;
             default:
                 (* full_case = 32'd1 *)
-                if (\$202 ) begin
+                if (\$256 ) begin
                 end else begin
                   acc_data = sum_fp32;
                 end
@@ -7567,13 +6253,13 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0f:
           /* empty */;
       5'h07:
-          rd_row = \$signal$230 ;
+          rd_row = \$signal$241 ;
       5'h12:
-          rd_row = \$signal$230 ;
+          rd_row = \$signal$241 ;
       5'h13:
           /* empty */;
       5'h14:
-          rd_row = \$signal$230 ;
+          rd_row = \$signal$241 ;
     endcase
   end
   always @* begin
@@ -7620,7 +6306,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \start$243  = 1'h0;
+    \start$254  = 1'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -7651,7 +6337,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0f:
           /* empty */;
       5'h07:
-          \start$243  = 1'h1;
+          \start$254  = 1'h1;
     endcase
   end
   always @* begin
@@ -7687,7 +6373,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0f:
           /* empty */;
       5'h07:
-          length = \$204 ;
+          length = \$258 ;
     endcase
   end
   always @* begin
@@ -7723,7 +6409,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0f:
           /* empty */;
       5'h07:
-          partial = \$206 ;
+          partial = \$260 ;
     endcase
   end
   always @* begin
@@ -7767,12 +6453,12 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h14:
           /* empty */;
       5'h10:
-          line = { 448'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, \$224 , \$223  };
+          line = { 448'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, \$278 , \$277  };
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \line$258  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    \line$269  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -7811,13 +6497,13 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h14:
           /* empty */;
       5'h10:
-          \line$258  = line;
+          \line$269  = line;
       5'h15:
           /* empty */;
       5'h11:
           /* empty */;
       5'h02:
-          \line$258  = \$signal$262 ;
+          \line$269  = \$signal$273 ;
     endcase
   end
   always @* begin
@@ -7922,7 +6608,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$signal$262  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    \$signal$273  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -7967,7 +6653,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h11:
           /* empty */;
       5'h02:
-          \$signal$262  = { 320'h00000000000000000000000000000000000000000000000000000000000000000000000000000000, \$230 [63:0], 32'h00000000, status_word, entry[269:206] };
+          \$signal$273  = { 320'h00000000000000000000000000000000000000000000000000000000000000000000000000000000, \$284 [63:0], 32'h00000000, status_word, entry[269:206] };
     endcase
   end
   always @* begin
@@ -8019,7 +6705,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h02:
           /* empty */;
       5'h16:
-          if (\$231 ) begin
+          if (\$285 ) begin
             done_valid = 1'h1;
           end
     endcase
@@ -8073,7 +6759,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h02:
           /* empty */;
       5'h16:
-          if (\$231 ) begin
+          if (\$285 ) begin
             done_queue = entry[205:204];
           end
     endcase
@@ -8127,7 +6813,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h02:
           /* empty */;
       5'h16:
-          if (\$231 ) begin
+          if (\$285 ) begin
             done_seq = entry[237:206];
           end
     endcase
@@ -8181,7 +6867,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h02:
           /* empty */;
       5'h16:
-          if (\$231 ) begin
+          if (\$285 ) begin
             done_status = status;
           end
     endcase
@@ -8235,218 +6921,332 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h02:
           /* empty */;
       5'h16:
-          if (\$231 ) begin
-            irq = \$232 ;
+          if (\$285 ) begin
+            irq = \$286 ;
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$430  = entry;
+    \$512  = \$signal$158 ;
+    if (\$312 ) begin
+      (* full_case = 32'd1 *)
+      if (\$313 ) begin
+        \$512  = 2'h2;
+      end else if (\$322 ) begin
+        \$512  = 2'h1;
+      end else if (\$332 ) begin
+        \$512  = 2'h1;
+      end else begin
+        \$512  = 2'h0;
+      end
+    end
     casez (fsm_state)
       5'h00:
-          if (pop_valid) begin
-            \$430  = pop;
-          end
+          /* empty */;
+      5'h01:
+          \$512  = 2'h0;
     endcase
     if (rst) begin
-      \$430  = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$512  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$431  = fsm_state;
+    \$513  = f_stage;
+    if (\$312 ) begin
+      if (\$313 ) begin
+      end else if (\$322 ) begin
+        \$513  = 1'h0;
+      end else if (\$332 ) begin
+        \$513  = 1'h1;
+      end
+    end
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          \$513  = 1'h0;
+    endcase
+    if (rst) begin
+      \$513  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$514  = \$signal$163 ;
+    if (\$312 ) begin
+      (* full_case = 32'd1 *)
+      if (\$313 ) begin
+      end else if (\$322 ) begin
+      end else if (\$332 ) begin
+      end else begin
+        \$514  = \$333 [19:0];
+      end
+    end
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          \$514  = 20'h00000;
+    endcase
+    if (rst) begin
+      \$514  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$515  = f_in_elem;
+    if (\$312 ) begin
+      (* full_case = 32'd1 *)
+      if (\$313 ) begin
+      end else if (\$322 ) begin
+      end else if (\$332 ) begin
+      end else begin
+        \$515  = \$335 [43:0];
+      end
+    end
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          \$515  = 44'h00000000000;
+    endcase
+    if (rst) begin
+      \$515  = 44'h00000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$516  = \$signal$166 ;
+    if (\$312 ) begin
+      (* full_case = 32'd1 *)
+      if (\$313 ) begin
+      end else if (\$322 ) begin
+      end else if (\$332 ) begin
+      end else begin
+        if (\$337 ) begin
+          \$516  = 1'h0;
+        end
+      end
+    end
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          \$516  = \$354 ;
+    endcase
+    if (rst) begin
+      \$516  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$517  = entry;
     casez (fsm_state)
       5'h00:
           if (pop_valid) begin
-            \$431  = 5'h01;
+            \$517  = pop;
+          end
+    endcase
+    if (rst) begin
+      \$517  = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$518  = fsm_state;
+    casez (fsm_state)
+      5'h00:
+          if (pop_valid) begin
+            \$518  = 5'h01;
           end
       5'h01:
           (* full_case = 32'd1 *)
-          if (\$271 ) begin
-            \$431  = 5'h02;
+          if (\$355 ) begin
+            \$518  = 5'h02;
           end else if (is_compute) begin
-            \$431  = 5'h03;
+            \$518  = 5'h03;
           end else begin
-            \$431  = 5'h04;
+            \$518  = 5'h04;
           end
       5'h04:
-          \$431  = 5'h05;
+          \$518  = 5'h05;
       5'h05:
-          if (\$274 ) begin
-            \$431  = 5'h02;
+          if (\$358 ) begin
+            \$518  = 5'h02;
           end
       5'h03:
-          \$431  = 5'h06;
+          \$518  = 5'h06;
       5'h06:
-          if (\$275 ) begin
+          if (\$359 ) begin
             (* full_case = 32'd1 *)
-            if (\$276 ) begin
-              \$431  = 5'h07;
+            if (\$360 ) begin
+              \$518  = 5'h07;
             end else begin
-              \$431  = 5'h08;
+              \$518  = 5'h08;
             end
           end
       5'h08:
-          \$431  = 5'h09;
+          \$518  = 5'h09;
       5'h09:
           (* full_case = 32'd1 *)
-          if (\$298 ) begin
-            \$431  = 5'h0a;
+          if (\$380 ) begin
+            \$518  = 5'h0a;
           end else begin
-            \$431  = 5'h0b;
+            \$518  = 5'h0b;
           end
       5'h0a:
-          \$431  = 5'h0c;
+          \$518  = 5'h0c;
       5'h0b:
-          \$431  = 5'h0d;
+          \$518  = 5'h0d;
       5'h0c:
-          if (\$333 ) begin
+          if (\$415 ) begin
             (* full_case = 32'd1 *)
-            if (\$334 ) begin
-              \$431  = 5'h0b;
+            if (\$416 ) begin
+              \$518  = 5'h0b;
             end else begin
-              \$431  = 5'h0e;
+              \$518  = 5'h0e;
             end
           end
       5'h0d:
-          if (\$367 ) begin
-            \$431  = 5'h0e;
+          if (\$449 ) begin
+            \$518  = 5'h0e;
           end
       5'h0e:
-          if (\$369 ) begin
-            \$431  = 5'h0f;
+          if (\$451 ) begin
+            \$518  = 5'h0f;
           end
       5'h0f:
           (* full_case = 32'd1 *)
           casez (dest)
             2'h0, 2'h1:
-                if (\$390 ) begin
+                if (\$472 ) begin
                   (* full_case = 32'd1 *)
-                  if (\$391 ) begin
-                    \$431  = 5'h10;
+                  if (\$473 ) begin
+                    \$518  = 5'h10;
                   end else begin
-                    \$431  = 5'h11;
+                    \$518  = 5'h11;
                   end
                 end
             default:
                 if (sum_valid) begin
                   (* full_case = 32'd1 *)
-                  if (\$395 ) begin
-                  end else if (\$397 ) begin
+                  if (\$477 ) begin
+                  end else if (\$479 ) begin
                   end else begin
                     (* full_case = 32'd1 *)
-                    if (\$400 ) begin
-                      \$431  = 5'h07;
+                    if (\$482 ) begin
+                      \$518  = 5'h07;
                     end else begin
-                      \$431  = 5'h08;
+                      \$518  = 5'h08;
                     end
                   end
                 end
           endcase
       5'h07:
-          \$431  = 5'h12;
+          \$518  = 5'h12;
       5'h12:
           if (done) begin
             (* full_case = 32'd1 *)
-            if (\$402 ) begin
-              \$431  = 5'h07;
+            if (\$484 ) begin
+              \$518  = 5'h07;
             end else begin
               (* full_case = 32'd1 *)
-              if (\$404 ) begin
-                \$431  = 5'h08;
+              if (\$486 ) begin
+                \$518  = 5'h08;
               end else begin
-                \$431  = 5'h13;
+                \$518  = 5'h13;
               end
             end
           end
       5'h13:
-          \$431  = 5'h14;
+          \$518  = 5'h14;
       5'h14:
-          if (\$419 ) begin
+          if (\$501 ) begin
             (* full_case = 32'd1 *)
             if (entry[11]) begin
-              \$431  = 5'h10;
+              \$518  = 5'h10;
             end else begin
-              \$431  = 5'h11;
+              \$518  = 5'h11;
             end
           end
       5'h10:
-          \$431  = 5'h15;
+          \$518  = 5'h15;
       5'h15:
-          if (\$420 ) begin
+          if (\$502 ) begin
             (* full_case = 32'd1 *)
-            if (\$422 ) begin
-              \$431  = 5'h10;
+            if (\$504 ) begin
+              \$518  = 5'h10;
             end else begin
-              \$431  = 5'h11;
+              \$518  = 5'h11;
             end
           end
       5'h11:
           (* full_case = 32'd1 *)
-          if (\$428 ) begin
-            \$431  = 5'h03;
+          if (\$510 ) begin
+            \$518  = 5'h03;
           end else begin
-            \$431  = 5'h02;
+            \$518  = 5'h02;
           end
       5'h02:
-          \$431  = 5'h16;
+          \$518  = 5'h16;
       5'h16:
-          if (\$429 ) begin
-            \$431  = 5'h00;
+          if (\$511 ) begin
+            \$518  = 5'h00;
           end
     endcase
     if (rst) begin
-      \$431  = 5'h00;
+      \$518  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$432  = status;
+    \$519  = status;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          \$432  = \status$274 ;
+          \$519  = \status$285 ;
     endcase
     if (rst) begin
-      \$432  = 8'h00;
+      \$519  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$433  = \$signal$166 ;
+    \$520  = \$signal$160 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          \$433  = \$261 [63:0];
+          \$520  = \$343 [63:0];
     endcase
     if (rst) begin
-      \$433  = 64'h0000000000000000;
+      \$520  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$434  = \$signal$165 ;
+    \$521  = \$signal$178 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          \$434  = \$267 [63:0];
+          \$521  = \$349 [63:0];
     endcase
     if (rst) begin
-      \$434  = 64'h0000000000000000;
+      \$521  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$435  = \$signal$168 ;
+    \$522  = \$signal$180 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          \$435  = 20'h00000;
+          \$522  = 20'h00000;
       5'h04:
           /* empty */;
       5'h05:
@@ -8484,20 +7284,20 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h15:
           /* empty */;
       5'h11:
-          \$435  = \$424 [19:0];
+          \$522  = \$506 [19:0];
     endcase
     if (rst) begin
-      \$435  = 20'h00000;
+      \$522  = 20'h00000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$436  = \$signal$170 ;
+    \$523  = \$signal$182 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          \$436  = 44'h00000000000;
+          \$523  = 44'h00000000000;
       5'h04:
           /* empty */;
       5'h05:
@@ -8535,20 +7335,20 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h15:
           /* empty */;
       5'h11:
-          \$436  = \$426 [43:0];
+          \$523  = \$508 [43:0];
     endcase
     if (rst) begin
-      \$436  = 44'h00000000000;
+      \$523  = 44'h00000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$437  = \$signal$216 ;
+    \$524  = \$signal$227 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          \$437  = 48'h000000000000;
+          \$524  = 48'h000000000000;
       5'h04:
           /* empty */;
       5'h05:
@@ -8574,11 +7374,11 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h0f:
           casez (dest)
             2'h0, 2'h1:
-                if (\$378 ) begin
+                if (\$460 ) begin
                   (* full_case = 32'd1 *)
-                  if (\$382 ) begin
+                  if (\$464 ) begin
                   end else begin
-                    \$437  = \$389 [47:0];
+                    \$524  = \$471 [47:0];
                   end
                 end
           endcase
@@ -8589,61 +7389,1551 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
       5'h13:
           /* empty */;
       5'h14:
-          if (\$405 ) begin
+          if (\$487 ) begin
             (* full_case = 32'd1 *)
-            if (\$409 ) begin
+            if (\$491 ) begin
             end else begin
-              \$437  = \$416 [47:0];
+              \$524  = \$498 [47:0];
             end
           end
     endcase
     if (rst) begin
-      \$437  = 48'h000000000000;
+      \$524  = 48'h000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$438  = \$signal$218 ;
+    \$525  = \$signal$229 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
           (* full_case = 32'd1 *)
-          if (\$268 ) begin
-            \$438  = 2'h2;
-          end else if (\$269 ) begin
-            \$438  = 2'h1;
-          end else if (\$270 ) begin
-            \$438  = 2'h1;
+          if (\$350 ) begin
+            \$525  = 2'h2;
+          end else if (\$351 ) begin
+            \$525  = 2'h1;
+          end else if (\$352 ) begin
+            \$525  = 2'h1;
           end else begin
-            \$438  = 2'h1;
+            \$525  = 2'h1;
           end
     endcase
     if (rst) begin
-      \$438  = 2'h0;
+      \$525  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$439  = \$signal$153 ;
+    \$526  = \$signal$153 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
           (* full_case = 32'd1 *)
-          if (\$268 ) begin
-            \$439  = entry[123:104];
-          end else if (\$269 ) begin
-            \$439  = entry[203:184];
-          end else if (\$270 ) begin
-            \$439  = entry[123:104];
+          if (\$350 ) begin
+            \$526  = entry[123:104];
+          end else if (\$351 ) begin
+            \$526  = entry[203:184];
+          end else if (\$352 ) begin
+            \$526  = entry[123:104];
           end else begin
-            \$439  = entry[143:124];
+            \$526  = entry[143:124];
           end
     endcase
     if (rst) begin
-      \$439  = 20'h00000;
+      \$526  = 20'h00000;
     end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$527  = \$signal$228 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          \$527  = \$signal$179 ;
+    endcase
+    if (rst) begin
+      \$527  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$528  = \$signal$288 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          \$528  = 1'h0;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          (* full_case = 32'd1 *)
+          casez (dest)
+            2'h0, 2'h1:
+                /* empty */;
+            default:
+                if (sum_valid) begin
+                  (* full_case = 32'd1 *)
+                  if (\$477 ) begin
+                  end else if (\$479 ) begin
+                  end else begin
+                    \$528  = 1'h1;
+                  end
+                end
+          endcase
+    endcase
+    if (rst) begin
+      \$528  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$529  = \$signal$241 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          if (\$359 ) begin
+            \$529  = 2'h0;
+          end
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          if (\$451 ) begin
+            \$529  = 2'h0;
+          end
+      5'h0f:
+          (* full_case = 32'd1 *)
+          casez (dest)
+            2'h0, 2'h1:
+                if (\$460 ) begin
+                  (* full_case = 32'd1 *)
+                  if (\$464 ) begin
+                  end else begin
+                    \$529  = \$469 [1:0];
+                  end
+                end
+            default:
+                if (sum_valid) begin
+                  (* full_case = 32'd1 *)
+                  if (\$477 ) begin
+                  end else if (\$479 ) begin
+                    \$529  = \$481 [1:0];
+                  end else begin
+                    \$529  = 2'h0;
+                  end
+                end
+          endcase
+      5'h07:
+          /* empty */;
+      5'h12:
+          if (done) begin
+            (* full_case = 32'd1 *)
+            if (\$484 ) begin
+              \$529  = \$485 [1:0];
+            end else begin
+              \$529  = 2'h0;
+            end
+          end
+      5'h13:
+          /* empty */;
+      5'h14:
+          if (\$487 ) begin
+            (* full_case = 32'd1 *)
+            if (\$491 ) begin
+            end else begin
+              \$529  = \$496 [1:0];
+            end
+          end
+      5'h10:
+          /* empty */;
+      5'h15:
+          if (\$502 ) begin
+            if (\$504 ) begin
+              \$529  = \$505 [1:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \$529  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$530  = \$signal$154 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          if (\$359 ) begin
+            \$530  = 20'h00000;
+          end
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          if (\$451 ) begin
+            \$530  = 20'h00000;
+          end
+      5'h0f:
+          (* full_case = 32'd1 *)
+          casez (dest)
+            2'h0, 2'h1:
+                if (\$460 ) begin
+                  (* full_case = 32'd1 *)
+                  if (\$464 ) begin
+                    \$530  = \$465 [19:0];
+                  end else begin
+                    \$530  = 20'h00000;
+                  end
+                end
+            default:
+                if (sum_valid) begin
+                  (* full_case = 32'd1 *)
+                  if (\$477 ) begin
+                    \$530  = \$480 [19:0];
+                  end else if (\$479 ) begin
+                    \$530  = 20'h00000;
+                  end else begin
+                    \$530  = 20'h00000;
+                  end
+                end
+          endcase
+      5'h07:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          if (\$487 ) begin
+            (* full_case = 32'd1 *)
+            if (\$491 ) begin
+              \$530  = \$492 [19:0];
+            end else begin
+              \$530  = 20'h00000;
+            end
+          end
+    endcase
+    if (rst) begin
+      \$530  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$531  = \$signal$103 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          (* full_case = 32'd1 *)
+          if (\$361 ) begin
+            \$531  = entry[123:104];
+          end else begin
+            \$531  = entry[143:124];
+          end
+    endcase
+    if (rst) begin
+      \$531  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$532  = n_cols;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          (* full_case = 32'd1 *)
+          if (\$361 ) begin
+            \$532  = entry[143:124];
+          end else begin
+            \$532  = entry[123:104];
+          end
+    endcase
+    if (rst) begin
+      \$532  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$533  = dest;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          (* full_case = 32'd1 *)
+          if (\$361 ) begin
+            \$533  = \$365 ;
+          end else begin
+            \$533  = { 1'h0, \$367  };
+          end
+    endcase
+    if (rst) begin
+      \$533  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$534  = fold_pack_log2;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$534  = plan_pack_log2;
+    endcase
+    if (rst) begin
+      \$534  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$535  = \$signal$111 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$535  = \$16 [19:0];
+    endcase
+    if (rst) begin
+      \$535  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$536  = \$signal$213 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$536  = plan_sets;
+    endcase
+    if (rst) begin
+      \$536  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$537  = \$signal$196 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$537  = \$368 ;
+    endcase
+    if (rst) begin
+      \$537  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$538  = rest_rows;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$538  = \$371 [4:0];
+    endcase
+    if (rst) begin
+      \$538  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$539  = main_elems;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$539  = \$374 [43:0];
+    endcase
+    if (rst) begin
+      \$539  = 44'h00000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$540  = \$signal$201 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$540  = 20'h00000;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          \$540  = \$414 [19:0];
+      5'h0d:
+          \$540  = \$448 [19:0];
+    endcase
+    if (rst) begin
+      \$540  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$541  = fold_sets;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$541  = \$376 [1:0];
+    endcase
+    if (rst) begin
+      \$541  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$542  = groups_seen0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$542  = 2'h0;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          if (\$391 ) begin
+            if (\$392 ) begin
+              \$542  = \$393 [1:0];
+            end
+          end
+      5'h0d:
+          if (\$425 ) begin
+            if (\$426 ) begin
+              \$542  = \$427 [1:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \$542  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$543  = set_index0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$543  = 2'h0;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          if (\$391 ) begin
+            (* full_case = 32'd1 *)
+            if (\$395 ) begin
+              \$543  = 2'h0;
+            end else begin
+              \$543  = \$396 [1:0];
+            end
+          end
+      5'h0d:
+          if (\$425 ) begin
+            (* full_case = 32'd1 *)
+            if (\$429 ) begin
+              \$543  = 2'h0;
+            end else begin
+              \$543  = \$430 [1:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \$543  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$544  = set_base0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$544  = 20'h00000;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          if (\$391 ) begin
+            (* full_case = 32'd1 *)
+            if (\$395 ) begin
+              \$544  = 20'h00000;
+            end else begin
+              \$544  = \$397 [19:0];
+            end
+          end
+      5'h0d:
+          if (\$425 ) begin
+            (* full_case = 32'd1 *)
+            if (\$429 ) begin
+              \$544  = 20'h00000;
+            end else begin
+              \$544  = \$431 [19:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \$544  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$545  = fold_sets1;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$545  = \$378 [1:0];
+    endcase
+    if (rst) begin
+      \$545  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$546  = groups_seen1;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$546  = 2'h0;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          if (\$406 ) begin
+            if (\$407 ) begin
+              \$546  = \$408 [1:0];
+            end
+          end
+      5'h0d:
+          if (\$440 ) begin
+            if (\$441 ) begin
+              \$546  = \$442 [1:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \$546  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$547  = set_index1;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$547  = 2'h0;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          if (\$406 ) begin
+            (* full_case = 32'd1 *)
+            if (\$410 ) begin
+              \$547  = 2'h0;
+            end else begin
+              \$547  = \$411 [1:0];
+            end
+          end
+      5'h0d:
+          if (\$440 ) begin
+            (* full_case = 32'd1 *)
+            if (\$444 ) begin
+              \$547  = 2'h0;
+            end else begin
+              \$547  = \$445 [1:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \$547  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$548  = set_base1;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$548  = 20'h00000;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          if (\$406 ) begin
+            (* full_case = 32'd1 *)
+            if (\$410 ) begin
+              \$548  = 20'h00000;
+            end else begin
+              \$548  = \$412 [19:0];
+            end
+          end
+      5'h0d:
+          if (\$440 ) begin
+            (* full_case = 32'd1 *)
+            if (\$444 ) begin
+              \$548  = 20'h00000;
+            end else begin
+              \$548  = \$446 [19:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \$548  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$549  = \$signal$223 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          \$549  = \$381 [19:0];
+      5'h0b:
+          \$549  = \$382 [19:0];
+    endcase
+    if (rst) begin
+      \$549  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$550  = drain;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          \$550  = 3'h5;
+      5'h0d:
+          \$550  = 3'h5;
+      5'h0e:
+          \$550  = \$450 [2:0];
+    endcase
+    if (rst) begin
+      \$550  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$551  = fold_row;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          if (\$451 ) begin
+            \$551  = 2'h0;
+          end
+      5'h0f:
+          if (\$452 ) begin
+            if (\$455 ) begin
+            end else if (\$457 ) begin
+              \$551  = \$459 [1:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \$551  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$552  = \$signal$109 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          if (\$451 ) begin
+            \$552  = 20'h00000;
+          end
+      5'h0f:
+          if (\$452 ) begin
+            if (\$455 ) begin
+              \$552  = \$458 [19:0];
+            end else if (\$457 ) begin
+              \$552  = 20'h00000;
+            end
+          end
+    endcase
+    if (rst) begin
+      \$552  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$553  = \$signal$233 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          if (\$451 ) begin
+            \$553  = 1'h0;
+          end
+      5'h0f:
+          if (\$452 ) begin
+            (* full_case = 32'd1 *)
+            if (\$455 ) begin
+            end else if (\$457 ) begin
+            end else begin
+              \$553  = 1'h1;
+            end
+          end
+    endcase
+    if (rst) begin
+      \$553  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$554  = anchor_m0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          if (done) begin
+            casez (\$signal$241 )
+              2'h0:
+                  \$554  = m;
+            endcase
+          end
+    endcase
+    if (rst) begin
+      \$554  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$555  = anchor_m1;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          if (done) begin
+            casez (\$signal$241 )
+              2'h0:
+                  /* empty */;
+              2'h1:
+                  \$555  = m;
+            endcase
+          end
+    endcase
+    if (rst) begin
+      \$555  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$556  = anchor_m2;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          if (done) begin
+            casez (\$signal$241 )
+              2'h0:
+                  /* empty */;
+              2'h1:
+                  /* empty */;
+              2'h2:
+                  \$556  = m;
+            endcase
+          end
+    endcase
+    if (rst) begin
+      \$556  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$557  = anchor_m3;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          if (done) begin
+            (* full_case = 32'd1 *)
+            casez (\$signal$241 )
+              2'h0:
+                  /* empty */;
+              2'h1:
+                  /* empty */;
+              2'h2:
+                  /* empty */;
+              2'h3:
+                  \$557  = m;
+            endcase
+          end
+    endcase
+    if (rst) begin
+      \$557  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$558  = anchor_l0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          if (done) begin
+            casez (\$signal$241 )
+              2'h0:
+                  \$558  = l;
+            endcase
+          end
+    endcase
+    if (rst) begin
+      \$558  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$559  = anchor_l1;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          if (done) begin
+            casez (\$signal$241 )
+              2'h0:
+                  /* empty */;
+              2'h1:
+                  \$559  = l;
+            endcase
+          end
+    endcase
+    if (rst) begin
+      \$559  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$560  = anchor_l2;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          if (done) begin
+            casez (\$signal$241 )
+              2'h0:
+                  /* empty */;
+              2'h1:
+                  /* empty */;
+              2'h2:
+                  \$560  = l;
+            endcase
+          end
+    endcase
+    if (rst) begin
+      \$560  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$561  = anchor_l3;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          if (done) begin
+            (* full_case = 32'd1 *)
+            casez (\$signal$241 )
+              2'h0:
+                  /* empty */;
+              2'h1:
+                  /* empty */;
+              2'h2:
+                  /* empty */;
+              2'h3:
+                  \$561  = l;
+            endcase
+          end
+    endcase
+    if (rst) begin
+      \$561  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$562  = bank_valid;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h13:
+          \$562  = 1'h0;
+      5'h14:
+          \$562  = \$500 ;
+    endcase
+    if (rst) begin
+      \$562  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    (* full_case = 32'd1 *)
+    casez (\$signal$241 )
+      2'h0:
+          \$277  = anchor_m0;
+      2'h1:
+          \$277  = anchor_m1;
+      2'h2:
+          \$277  = anchor_m2;
+      2'h3:
+          \$277  = anchor_m3;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    (* full_case = 32'd1 *)
+    casez (\$signal$241 )
+      2'h0:
+          \$278  = anchor_l0;
+      2'h1:
+          \$278  = anchor_l1;
+      2'h2:
+          \$278  = anchor_l2;
+      2'h3:
+          \$278  = anchor_l3;
+    endcase
   end
   assign bus__arid = 8'h00;
   assign \bus__arid$1  = 8'h00;
@@ -8700,7 +8990,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   assign data_limit = regs[255:192];
   assign \$signal  = n_cols;
   assign \split$98  = split;
-  assign \$like$100  = \$16 [19:0];
+  assign \$like  = \$16 [19:0];
   assign plan_groups = \$24 [19:0];
   assign row_groups0 = \$27 [19:0];
   assign \$signal$107  = fold_row;
@@ -8710,6 +9000,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   assign sets_used1 = fold_sets1;
   assign \$signal$117  = fold_pack_log2;
   assign count_now = \$35 [5:0];
+  assign f_main = \$58 [43:0];
   assign \entry.desc  = entry[203:0];
   assign \entry.desc.type  = entry[1:0];
   assign \entry.desc.op  = entry[5:2];
@@ -8812,37 +9103,45 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   assign \$28  = { 1'h0, \$24 [19:1] };
   assign \$30  = { 2'h0, \$signal$154 , 5'h00 };
   assign \$33  = { 2'h0, \$signal$154 , 5'h00 };
-  assign \$46  = { \$45 [25], \$45 [25], \$45 [25], \$45 [25], \$45 [25], \$45 [25:5] };
-  assign \$48  = { 1'h0, \$signal$170 [43:5], 6'h00 };
-  assign \$52  = { \$51 [45], \$51 [45], \$51 [45], \$51 [45], \$51 [45], \$51 [45:5] };
-  assign \$56  = { \$55 [45], \$55 [45], \$55 [45], \$55 [45], \$55 [45], \$55 [45:5] };
-  assign \$57  = { 1'h0, main_elems[43:5], 6'h00 };
-  assign \$63  = { \$62 [22], \$62 [22], \$62 [22], \$62 [22], \$62 [22], \$62 [22:5] };
-  assign \$69  = { \$68 [22], \$68 [22], \$68 [22], \$68 [22], \$68 [22], \$68 [22:5] };
-  assign \$96  = \$95 ;
-  assign \$100  = \$99 ;
-  assign \$106  = \$105 ;
-  assign \$111  = \$110 ;
-  assign \$115  = \$114 ;
+  assign \$37  = { 1'h0, \$36  };
+  assign \$40  = { \$39 , 1'h0 };
+  assign \$43  = { 1'h0, \$42 , 2'h0 };
+  assign \$46  = { \$45 , 3'h0 };
+  assign \$49  = { 3'h0, \$48 , 4'h0 };
+  assign \$52  = { 2'h0, \$51 , 5'h00 };
+  assign \$60  = { 1'h0, f_in_elem[43:5], 6'h00 };
+  assign \$70  = { \$69 [43], \$69 [43], \$69 [43], \$69 [43], \$69 [43], \$69 [43:5] };
+  assign \$71  = { 1'h0, operand_lines, 6'h00 };
+  assign \$76  = { \$75 [45], \$75 [45], \$75 [45], \$75 [45], \$75 [45], \$75 [45:5] };
+  assign \$78  = { 1'h0, operand_lines, 6'h00 };
+  assign \$81  = { 1'h0, \$58 [43:5], 6'h00 };
+  assign \$92  = { \$91 [43], \$91 [43], \$91 [43], \$91 [43], \$91 [43], \$91 [43:5] };
+  assign \$113  = { \$112 [25], \$112 [25], \$112 [25], \$112 [25], \$112 [25], \$112 [25:5] };
+  assign \$117  = { \$116 [45], \$116 [45], \$116 [45], \$116 [45], \$116 [45], \$116 [45:5] };
+  assign \$123  = { \$122 [22], \$122 [22], \$122 [22], \$122 [22], \$122 [22], \$122 [22:5] };
   assign \$150  = \$149 ;
   assign \$154  = \$153 ;
   assign \$160  = \$159 ;
   assign \$165  = \$164 ;
   assign \$169  = \$168 ;
-  assign \$183  = { 1'h0, \$signal$216 [47:6], 6'h00 };
-  assign \$190  = { \$189 [28], \$189 [28], \$189 [28], \$189 [28], \$189 [28], \$189 [28], \$189 [28:6] };
-  assign \$196  = { 2'h0, \$195 , 5'h00 };
-  assign \$208  = { 1'h0, \$signal$216 [47:6], 6'h00 };
-  assign \$215  = { \$214 [28], \$214 [28], \$214 [28], \$214 [28], \$214 [28], \$214 [28], \$214 [28:6] };
-  assign \$218  = { 2'h0, \$217 , 5'h00 };
-  assign \$228  = { 1'h0, \$227 , 6'h00 };
-  assign \$282  = { 1'h0, operand_lines, 6'h00 };
-  assign \$318  = \$317 ;
-  assign \$352  = \$351 ;
-  assign \$372  = { 2'h0, \$371 , 5'h00 };
-  assign \$380  = { 2'h0, \$379 , 5'h00 };
-  assign \$393  = { 2'h0, \$392 , 5'h00 };
-  assign \$407  = { 2'h0, \$406 , 5'h00 };
+  assign \$204  = \$203 ;
+  assign \$208  = \$207 ;
+  assign \$214  = \$213 ;
+  assign \$219  = \$218 ;
+  assign \$223  = \$222 ;
+  assign \$237  = { 1'h0, \$signal$227 [47:6], 6'h00 };
+  assign \$244  = { \$243 [28], \$243 [28], \$243 [28], \$243 [28], \$243 [28], \$243 [28], \$243 [28:6] };
+  assign \$250  = { 2'h0, \$249 , 5'h00 };
+  assign \$262  = { 1'h0, \$signal$227 [47:6], 6'h00 };
+  assign \$269  = { \$268 [28], \$268 [28], \$268 [28], \$268 [28], \$268 [28], \$268 [28], \$268 [28:6] };
+  assign \$272  = { 2'h0, \$271 , 5'h00 };
+  assign \$282  = { 1'h0, \$281 , 6'h00 };
+  assign \$400  = \$399 ;
+  assign \$434  = \$433 ;
+  assign \$454  = { 2'h0, \$453 , 5'h00 };
+  assign \$462  = { 2'h0, \$461 , 5'h00 };
+  assign \$475  = { 2'h0, \$474 , 5'h00 };
+  assign \$489  = { 2'h0, \$488 , 5'h00 };
 endmodule
 
 (* generator = "Amaranth" *)
@@ -20788,7 +21087,7 @@ module \ndp_device.control_unit.compute.fold (rst, req_ready, b_row, b_addr, out
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.decoder (is_compute, operand_lines, stats_offset, \port$5665$128 , log2_slot, desc, status, is_load);
+module \ndp_device.control_unit.decoder (is_compute, operand_lines, stats_offset, \port$5774$128 , log2_slot, desc, status, is_load);
   reg \$auto$verilog_backend.cc:2355:dump_module$70  = 0;
   wire [26:0] \$1 ;
   wire \$10 ;
@@ -20984,8 +21283,8 @@ module \ndp_device.control_unit.decoder (is_compute, operand_lines, stats_offset
   output [39:0] operand_lines;
   wire [39:0] operand_lines;
   wire [39:0] out_elems;
-  input [127:0] \port$5665$128 ;
-  wire [127:0] \port$5665$128 ;
+  input [127:0] \port$5774$128 ;
+  wire [127:0] \port$5774$128 ;
   reg [49:0] result;
   wire [49:0] room;
   output [47:0] stats_offset;
@@ -21062,8 +21361,8 @@ module \ndp_device.control_unit.decoder (is_compute, operand_lines, stats_offset
   assign \$74  = ~ \$73 ;
   assign \$75  = ! desc[25:20];
   assign \$76  = ! desc[103:84];
-  assign \$77  = desc[83:20] >= \port$5665$128 [63:0];
-  assign \$78  = \$2  <= \port$5665$128 [127:64];
+  assign \$77  = desc[83:20] >= \port$5774$128 [63:0];
+  assign \$78  = \$2  <= \port$5774$128 [127:64];
   assign \$79  = \$77  & \$78 ;
   assign \$80  = \$76  | \$79 ;
   assign \$81  = \$75  & \$80 ;
@@ -21177,8 +21476,8 @@ module \ndp_device.control_unit.decoder (is_compute, operand_lines, stats_offset
   assign \$signal$9  = \$14 [39:0];
   assign o_lines = \$19 [43:0];
   assign room = \$38 [49:0];
-  assign data_base = \port$5665$128 [63:0];
-  assign data_limit = \port$5665$128 [127:64];
+  assign data_base = \port$5774$128 [63:0];
+  assign data_limit = \port$5774$128 [127:64];
   assign operand_lines = \$14 [39:0];
   assign stats_offset = \$22 [47:0];
   assign \desc.type  = desc[1:0];
@@ -21392,7 +21691,7 @@ module \ndp_device.control_unit.packer (rst, out__valid, w_ready, out__ready, st
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.reader (bus__rlast, clk, rst, r_en, bus__arlen, bus__arvalid, busy, out__data, start, beats, \addr$31 , addr, out__valid, bus__arready, bus__rvalid, w_data);
+module \ndp_device.control_unit.reader (bus__rlast, clk, rst, r_en, bus__arlen, bus__arvalid, busy, issued_all, out__data, start, \addr$32 , beats, addr, out__valid, bus__arready, bus__rvalid, w_data);
   reg \$auto$verilog_backend.cc:2355:dump_module$72  = 0;
   wire [7:0] \$1 ;
   wire \$10 ;
@@ -21427,8 +21726,8 @@ module \ndp_device.control_unit.reader (bus__rlast, clk, rst, r_en, bus__arlen, 
   wire [9:0] \$9 ;
   output [63:0] addr;
   reg [63:0] addr = 64'h0000000000000000;
-  input [63:0] \addr$31 ;
-  wire [63:0] \addr$31 ;
+  input [63:0] \addr$32 ;
+  wire [63:0] \addr$32 ;
   input [31:0] beats;
   wire [31:0] beats;
   wire [6:0] burst;
@@ -21454,6 +21753,8 @@ module \ndp_device.control_unit.reader (bus__rlast, clk, rst, r_en, bus__arlen, 
   input clk;
   wire clk;
   reg [1:0] in_flight = 2'h0;
+  output issued_all;
+  wire issued_all;
   reg [31:0] left = 32'd0;
   wire [7:0] level;
   wire [6:0] limit;
@@ -21492,6 +21793,7 @@ module \ndp_device.control_unit.reader (bus__rlast, clk, rst, r_en, bus__arlen, 
   assign \$12  = start | \$11 ;
   assign \$13  = | in_flight;
   assign busy = \$12  | \$13 ;
+  assign issued_all = ! left;
   assign \$14  = bus__arvalid & bus__arready;
   assign \$16  = addr + \$15 ;
   assign \$17  = left - \$4 [6:0];
@@ -21528,7 +21830,7 @@ module \ndp_device.control_unit.reader (bus__rlast, clk, rst, r_en, bus__arlen, 
       \$28  = \$16 [63:0];
     end
     if (start) begin
-      \$28  = \addr$31 ;
+      \$28  = \addr$32 ;
     end
     if (rst) begin
       \$28  = 64'h0000000000000000;

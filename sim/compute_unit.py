@@ -17,6 +17,7 @@ CACHE_BYTES = 512 << 20
 class ComputeUnit:
     def __init__(self, memory, lanes):
         self.memory, self.lanes = memory, lanes
+        golden.load_kernels()
         self._operands = collections.OrderedDict()   # (addr, k, n) -> (versions, float32 array)
         self._cached_bytes = 0
 

@@ -55,6 +55,9 @@ class ControlUnit:
         cfg, desc = self.cfg, entry.desc
         status, kind = decode(desc, regs, cfg)
         start = pop + DECODE_CYCLES
+        # the reader through the descriptor's runs, and the first cycle the fetcher (or
+        # COPY_START) may start the next one
+        self._reader, self._fetch_from = dram_reader.Reader(), start
         sq_slot, cq_slot = regs.slot_addr(regs.sq_base, entry.seq), regs.slot_addr(regs.cq_base, entry.seq)
         busy = []
         writes = []
@@ -64,7 +67,7 @@ class ControlUnit:
             lines = desc.dev_size
             src, dst = ((desc.dev_addr, cq_slot + HEADER_BYTES) if kind == "load"
                         else (sq_slot + HEADER_BYTES, desc.dev_addr))
-            run = self._read(start, src, lines, busy, lambda shown: dram_writer.run_write(start, dst, shown, cfg)[0])
+            run = self._read(src, lines, busy, lambda shown: dram_writer.run_write(start, dst, shown, cfg)[0])
             complete = dram_writer.run_write_done(start, dst, run[2] + dram_reader.BUFFER_LATENCY, cfg) + 1
             writes.append((dst, self.memory.read(src, lines * LINE_BYTES)))
         else:
@@ -78,26 +81,36 @@ class ControlUnit:
         free = dram_writer.line_write_done(complete, cfg) + 1
         return Schedule(complete, status, writes, busy, free)
 
-    def _read(self, start, addr, beats, busy, consumer):
-        """A reader run for `consumer` (see sim/dram_reader.run); records its bursts."""
+    def _read(self, addr, beats, busy, consumer):
+        """The descriptor's next reader run, for `consumer` (see sim/dram_reader.run),
+        started as the fetcher does: once the reader has issued the previous run's last
+        burst, and a cycle after the previous start (or skipped run) at the earliest.
+        Records its bursts."""
         self.reads.append((addr, beats * self.cfg.beat_bytes))
-        run = dram_reader.run(start, addr, beats, self.cfg, consumer, self._steals)
+        start = self._fetch_from
+        if self._reader.issued_all is not None:
+            start = max(start, self._reader.issued_all)
+        self._fetch_from = start + 1
+        run = dram_reader.run(start, addr, beats, self.cfg, consumer, self._steals, self._reader)
         handshakes, lengths, arrivals, _ = run
         # each burst is in flight from its address handshake to its last beat
         busy.extend(zip(handshakes.tolist(), arrivals[np.cumsum(lengths) - 1].tolist()))
         return run
 
     def _phase(self, start, addr, offset, rows, cols, busy, pair=False):
-        """A reader + unpacker run; returns the cycle after its last slot."""
+        """A reader run (fetched ahead) through the unpacker started at `start`; returns the
+        cycle after its last slot."""
         lanes = self.cfg.lanes
         ends = unpacker.slot_ends(offset, rows, cols, lanes, pair)
         last_beats = unpacker.last_beats(ends, lanes)
         times = []
 
         def unpack(shown):
-            times[:] = [unpacker.slot_times(shown, last_beats)]
-            return unpacker.pull_times(shown, times[0], ends, lanes)
-        self._read(start, addr, unpacker.run_beats(offset, rows, cols, lanes), busy, unpack)
+            # beats fetched ahead wait in the buffer until the unpacker is active
+            available = np.maximum(shown, start + 1)
+            times[:] = [unpacker.slot_times(available, last_beats)]
+            return unpacker.pull_times(available, times[0], ends, lanes)
+        self._read(addr, unpacker.run_beats(offset, rows, cols, lanes), busy, unpack)
         return int(times[0][-1]) + 1
 
     def _compute(self, start, desc, sq_slot, out_addr, busy, writes):
@@ -160,15 +173,20 @@ class ControlUnit:
 
     def _stage(self, t, addr, k, n, p, busy):
         """WEIGHTS_START (at t) .. DRAIN: the k-groups of whole packs (paired chunks with the
-        split), then the last k-group; returns the first cycle of FOLD."""
+        split), then the last k-group; returns the first cycle of READOUT. The fetcher
+        spends a cycle on each of the two runs that is empty."""
         lanes = self.cfg.lanes
         full_groups, rest_rows = divmod(k, p.pack)
         main_elems = full_groups * p.pack * n
         if full_groups:
             t = self._phase(t, addr, 0, full_groups, p.pack * n, busy, pair=p.split > 1)
+        else:
+            self._fetch_from += 1
         if rest_rows:
             t = self._phase(t, addr + (main_elems // lanes) * self.cfg.beat_bytes,
                             main_elems % lanes, 1, rest_rows * n, busy)
+        else:
+            self._fetch_from += 1
         return t + PIPE_DEPTH - 1
 
     def _readout(self, start, word_bytes, steps, run):

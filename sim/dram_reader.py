@@ -18,6 +18,10 @@ buffered FIFO) shows a beat to its reader BUFFER_LATENCY cycles after it arrived
 The buffer's room depends on when the consumer (the unpacker, or the writer of a copy)
 takes each beat, which depends on when the beats arrive: `run` finds the fixed point,
 starting from a consumer that takes each beat as soon as it shows.
+
+A descriptor's runs follow each other through one `Reader`: a run may start once the
+previous one has issued its last burst, its bursts count against the previous runs' in
+flight and in the buffer, and its beats arrive after theirs.
 """
 import numpy as np
 
@@ -45,14 +49,15 @@ def burst_lengths(addr, beats, cfg):
     return lengths
 
 
-def burst_schedule(start, addr, beats, cfg, steals=(), pulls=None):
+def burst_schedule(start, addr, beats, cfg, steals=(), pulls=None, before=None):
     """(address handshake of each burst, burst lengths) of a run.
 
     `steals` are (request, handshake, beat, control_first) of single-line reads by another
     engine (the command engine): a burst whose grant would be decided from `request` on
     waits until two cycles after that read's beat, unless it was decided in the cycle of
     the request and won it (`control_first`, round-robin). `pulls` are the cycles the consumer takes
-    each beat from the buffer; by default, as soon as each shows."""
+    each beat from the buffer; by default, as soon as each shows. `before` is the
+    descriptor's earlier runs on the same reader (a `Reader`), or None."""
     lengths = burst_lengths(addr, beats, cfg)
     count = len(lengths)
     if not count:
@@ -60,42 +65,49 @@ def burst_schedule(start, addr, beats, cfg, steals=(), pulls=None):
     steals = sorted(steals)
     # plain Python numbers in the loop: numpy scalars cost several times more per access
     lens = lengths.tolist()
-    requested = np.cumsum(lengths).tolist()
-    first_beat = [r - n for r, n in zip(requested, lens)]    # run index of each burst's first beat
+    # the earlier runs' beats taken and bursts' last beats (all on the R channel before ours)
+    earlier_pulls = before.pulls if before is not None else []
+    last = list(before.last_beats) if before is not None else []
+    ahead, bursts_ahead = len(earlier_pulls), len(last)
+    requested = (np.cumsum(lengths) + ahead).tolist()        # beats asked for, with the earlier runs'
+    first_beat = [r - n for r, n in zip(requested, lens)]    # index of each burst's first beat
     pulls = pulls.tolist() if pulls is not None else None
     handshakes = []
-    last = []                                                # cycle of each burst's last beat
-    first_pull = []                                          # cycle its first beat is pulled
+    first_pull = []                                          # cycle a burst's first beat is pulled
     latency, room, max_reads = cfg.dram_read_latency, cfg.dram_buf_beats, cfg.dram_max_reads
     j = 0                                                    # the burst holding the freeing beat
     for i in range(count):
         h = start + ISSUE_DELAY if i == 0 else handshakes[i - 1] + GRANT_DELAY
-        if i >= max_reads:
-            h = max(h, last[i - max_reads] + GRANT_DELAY)
+        if bursts_ahead + i >= max_reads:
+            h = max(h, last[bursts_ahead + i - max_reads] + GRANT_DELAY)
         freeing = requested[i] - room - 1              # the pull that makes room for burst i
-        if freeing >= 0:
+        if freeing >= ahead:
             if pulls is not None:
-                h = max(h, pulls[freeing] + GRANT_DELAY)
+                h = max(h, pulls[freeing - ahead] + GRANT_DELAY)
             else:
                 while j + 1 < i and first_beat[j + 1] <= freeing:
                     j += 1
                 h = max(h, first_pull[j] + (freeing - first_beat[j]) + GRANT_DELAY)
+        elif freeing >= 0:
+            h = max(h, earlier_pulls[freeing] + GRANT_DELAY)
         for request, _, beat, control_first in steals:
             if request <= h - 1 <= beat and not (control_first and h - 1 == request):
                 h = beat + GRANT_DELAY
         handshakes.append(h)
-        arrive = h + latency if i == 0 else max(h + latency, last[i - 1] + 1)
+        arrive = h + latency if not last else max(h + latency, last[-1] + 1)
         last.append(arrive + lens[i] - 1)
         pull = arrive + BUFFER_LATENCY
         first_pull.append(pull if i == 0 else max(pull, first_pull[i - 1] + lens[i - 1]))
     return np.array(handshakes, np.int64), lengths
 
 
-def arrivals(handshakes, lengths, cfg):
+def arrivals(handshakes, lengths, cfg, after=None):
     """Cycle each beat of a burst schedule is on the R channel (numpy int64 array): a
     burst's beats follow each other, from `dram_read_latency` after its handshake or right
-    after the previous burst."""
+    after the previous burst (the first, right after the cycle `after`, if given)."""
     starts = handshakes + cfg.dram_read_latency
+    if after is not None and len(starts):
+        starts[0] = max(starts[0], after + 1)
     if len(starts) > 1:
         # first[i] = max(starts[i], first[i-1] + lengths[i-1]): a max-plus scan
         offsets = np.concatenate([[0], np.cumsum(lengths[:-1])])
@@ -107,14 +119,30 @@ def arrivals(handshakes, lengths, cfg):
 MAX_ROUNDS = 8
 
 
-def run(start, addr, beats, cfg, consumer, steals=()):
+class Reader:
+    """The reader through one descriptor's runs: what a run needs of the runs before it."""
+
+    def __init__(self):
+        self.pulls = []          # cycle each earlier beat was taken from the buffer
+        self.last_beats = []     # cycle each earlier burst's last beat was on the R channel
+        self.issued_all = None   # first cycle the last run's bursts were all issued
+
+    def add(self, handshakes, lengths, beat_times, pulls):
+        self.pulls.extend(pulls.tolist())
+        self.last_beats.extend(beat_times[np.cumsum(lengths) - 1].tolist())
+        self.issued_all = int(handshakes[-1]) + 1
+
+
+def run(start, addr, beats, cfg, consumer, steals=(), before=None):
     """A run read for `consumer`, a function from the cycles each beat shows at the
-    buffer's output to the cycles it takes them. Returns (handshakes, lengths, arrivals,
-    pulls): the schedule, and when each beat arrives and is taken."""
+    buffer's output to the cycles it takes them, after the earlier runs of `before` (a
+    Reader, which the run is added to). Returns (handshakes, lengths, arrivals, pulls):
+    the schedule, and when each beat arrives and is taken."""
     pulls = None
+    after = before.last_beats[-1] if before is not None and before.last_beats else None
     for _ in range(MAX_ROUNDS):
-        handshakes, lengths = burst_schedule(start, addr, beats, cfg, steals, pulls)
-        beat_times = arrivals(handshakes, lengths, cfg)
+        handshakes, lengths = burst_schedule(start, addr, beats, cfg, steals, pulls, before)
+        beat_times = arrivals(handshakes, lengths, cfg, after)
         shown = beat_times + BUFFER_LATENCY
         taken = consumer(shown)
         # the first round assumed each beat taken as it shows, later ones the last pulls
@@ -122,6 +150,8 @@ def run(start, addr, beats, cfg, consumer, steals=()):
         pulls = taken
         if converged:
             break
+    if before is not None:
+        before.add(handshakes, lengths, beat_times, pulls)
     return handshakes, lengths, beat_times, pulls
 
 

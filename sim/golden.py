@@ -47,6 +47,13 @@ def _lookup(bits, table):
     return out
 
 
+def load_kernels():
+    """Compile (or load from numba's cache) the compiled kernels for the types the model
+    uses, so that the first descriptor does not pay for it."""
+    _lookup(np.zeros(1, np.uint16), _WIDENED)
+    _sequential_sums(np.zeros((1, 1, 1), np.float32), np.zeros((1, 1, 1), np.float32))
+
+
 def widen(a):
     """A float16 array widened to float32 (exact)."""
     a = np.ascontiguousarray(a, dtype=np.float16)
