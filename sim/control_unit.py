@@ -57,7 +57,7 @@ class ControlUnit:
         start = pop + DECODE_CYCLES
         # the reader through the descriptor's runs, and the first cycle the fetcher (or
         # COPY_START) may start the next one
-        self._reader, self._fetch_from = dram_reader.Reader(), start
+        self._reader, self._fetch_from = dram_reader.Reader(cfg), start
         sq_slot, cq_slot = regs.slot_addr(regs.sq_base, entry.seq), regs.slot_addr(regs.cq_base, entry.seq)
         busy = []
         writes = []
@@ -81,7 +81,7 @@ class ControlUnit:
         free = dram_writer.line_write_done(complete, cfg) + 1
         return Schedule(complete, status, writes, busy, free)
 
-    def _read(self, addr, beats, busy, consumer):
+    def _read(self, addr, beats, busy, consumer, floor=0):
         """The descriptor's next reader run, for `consumer` (see sim/dram_reader.run),
         started as the fetcher does: once the reader has issued the previous run's last
         burst, and a cycle after the previous start (or skipped run) at the earliest.
@@ -91,7 +91,7 @@ class ControlUnit:
         if self._reader.issued_all is not None:
             start = max(start, self._reader.issued_all)
         self._fetch_from = start + 1
-        run = dram_reader.run(start, addr, beats, self.cfg, consumer, self._steals, self._reader)
+        run = dram_reader.run(start, addr, beats, self.cfg, consumer, self._steals, self._reader, floor)
         handshakes, lengths, arrivals, _ = run
         # each burst is in flight from its address handshake to its last beat
         busy.extend(zip(handshakes.tolist(), arrivals[np.cumsum(lengths) - 1].tolist()))
@@ -110,7 +110,7 @@ class ControlUnit:
             available = np.maximum(shown, start + 1)
             times[:] = [unpacker.slot_times(available, last_beats)]
             return unpacker.pull_times(available, times[0], ends, lanes)
-        self._read(addr, unpacker.run_beats(offset, rows, cols, lanes), busy, unpack)
+        self._read(addr, unpacker.run_beats(offset, rows, cols, lanes), busy, unpack, start + 1)
         return int(times[0][-1]) + 1
 
     def _compute(self, start, desc, sq_slot, out_addr, busy, writes):

@@ -49,15 +49,16 @@ def burst_lengths(addr, beats, cfg):
     return lengths
 
 
-def burst_schedule(start, addr, beats, cfg, steals=(), pulls=None, before=None):
+def burst_schedule(start, addr, beats, cfg, steals=(), pulls=None, before=None, floor=0):
     """(address handshake of each burst, burst lengths) of a run.
 
     `steals` are (request, handshake, beat, control_first) of single-line reads by another
     engine (the command engine): a burst whose grant would be decided from `request` on
     waits until two cycles after that read's beat, unless it was decided in the cycle of
     the request and won it (`control_first`, round-robin). `pulls` are the cycles the consumer takes
-    each beat from the buffer; by default, as soon as each shows. `before` is the
-    descriptor's earlier runs on the same reader (a `Reader`), or None."""
+    each beat from the buffer; by default, one per cycle as soon as each shows, from cycle
+    `floor` on. `before` is the descriptor's earlier runs on the same reader (a `Reader`),
+    or None."""
     lengths = burst_lengths(addr, beats, cfg)
     count = len(lengths)
     if not count:
@@ -65,10 +66,12 @@ def burst_schedule(start, addr, beats, cfg, steals=(), pulls=None, before=None):
     steals = sorted(steals)
     # plain Python numbers in the loop: numpy scalars cost several times more per access
     lens = lengths.tolist()
-    # the earlier runs' beats taken and bursts' last beats (all on the R channel before ours)
+    # the earlier runs: their beats and bursts, the pulls of their last beats and the last
+    # beats of their last bursts (the only ones the room and the in-flight count look at)
+    ahead, bursts_ahead = (before.beats, before.bursts) if before is not None else (0, 0)
     earlier_pulls = before.pulls if before is not None else []
     last = list(before.last_beats) if before is not None else []
-    ahead, bursts_ahead = len(earlier_pulls), len(last)
+    pulls_base, last_base = ahead - len(earlier_pulls), bursts_ahead - len(last)
     requested = (np.cumsum(lengths) + ahead).tolist()        # beats asked for, with the earlier runs'
     first_beat = [r - n for r, n in zip(requested, lens)]    # index of each burst's first beat
     pulls = pulls.tolist() if pulls is not None else None
@@ -79,7 +82,7 @@ def burst_schedule(start, addr, beats, cfg, steals=(), pulls=None, before=None):
     for i in range(count):
         h = start + ISSUE_DELAY if i == 0 else handshakes[i - 1] + GRANT_DELAY
         if bursts_ahead + i >= max_reads:
-            h = max(h, last[bursts_ahead + i - max_reads] + GRANT_DELAY)
+            h = max(h, last[bursts_ahead + i - max_reads - last_base] + GRANT_DELAY)
         freeing = requested[i] - room - 1              # the pull that makes room for burst i
         if freeing >= ahead:
             if pulls is not None:
@@ -89,14 +92,14 @@ def burst_schedule(start, addr, beats, cfg, steals=(), pulls=None, before=None):
                     j += 1
                 h = max(h, first_pull[j] + (freeing - first_beat[j]) + GRANT_DELAY)
         elif freeing >= 0:
-            h = max(h, earlier_pulls[freeing] + GRANT_DELAY)
+            h = max(h, earlier_pulls[freeing - pulls_base] + GRANT_DELAY)
         for request, _, beat, control_first in steals:
             if request <= h - 1 <= beat and not (control_first and h - 1 == request):
                 h = beat + GRANT_DELAY
         handshakes.append(h)
         arrive = h + latency if not last else max(h + latency, last[-1] + 1)
         last.append(arrive + lens[i] - 1)
-        pull = arrive + BUFFER_LATENCY
+        pull = max(arrive + BUFFER_LATENCY, floor)
         first_pull.append(pull if i == 0 else max(pull, first_pull[i - 1] + lens[i - 1]))
     return np.array(handshakes, np.int64), lengths
 
@@ -122,31 +125,39 @@ MAX_ROUNDS = 8
 class Reader:
     """The reader through one descriptor's runs: what a run needs of the runs before it."""
 
-    def __init__(self):
-        self.pulls = []          # cycle each earlier beat was taken from the buffer
-        self.last_beats = []     # cycle each earlier burst's last beat was on the R channel
-        self.issued_all = None   # first cycle the last run's bursts were all issued
+    def __init__(self, cfg):
+        self.cfg = cfg
+        self.beats = self.bursts = 0  # beats and bursts of the earlier runs
+        self.pulls = []               # the cycle the last dram_buf_beats of them were taken
+        self.last_beats = []          # the cycle of the last beat of the last dram_max_reads bursts
+        self.issued_all = None        # first cycle the last run's bursts were all issued
 
     def add(self, handshakes, lengths, beat_times, pulls):
-        self.pulls.extend(pulls.tolist())
-        self.last_beats.extend(beat_times[np.cumsum(lengths) - 1].tolist())
+        room, reads = self.cfg.dram_buf_beats, self.cfg.dram_max_reads
+        self.beats, self.bursts = self.beats + len(pulls), self.bursts + len(lengths)
+        self.pulls = (self.pulls + pulls[-room:].tolist())[-room:]
+        self.last_beats = (self.last_beats + beat_times[np.cumsum(lengths)[-reads:] - 1].tolist())[-reads:]
         self.issued_all = int(handshakes[-1]) + 1
 
 
-def run(start, addr, beats, cfg, consumer, steals=(), before=None):
+def run(start, addr, beats, cfg, consumer, steals=(), before=None, floor=0):
     """A run read for `consumer`, a function from the cycles each beat shows at the
-    buffer's output to the cycles it takes them, after the earlier runs of `before` (a
-    Reader, which the run is added to). Returns (handshakes, lengths, arrivals, pulls):
-    the schedule, and when each beat arrives and is taken."""
+    buffer's output to the cycles it takes them (from cycle `floor` on), after the earlier
+    runs of `before` (a Reader, which the run is added to). Returns (handshakes, lengths,
+    arrivals, pulls): the schedule, and when each beat arrives and is taken."""
     pulls = None
     after = before.last_beats[-1] if before is not None and before.last_beats else None
     for _ in range(MAX_ROUNDS):
-        handshakes, lengths = burst_schedule(start, addr, beats, cfg, steals, pulls, before)
+        handshakes, lengths = burst_schedule(start, addr, beats, cfg, steals, pulls, before, floor)
         beat_times = arrivals(handshakes, lengths, cfg, after)
         shown = beat_times + BUFFER_LATENCY
         taken = consumer(shown)
-        # the first round assumed each beat taken as it shows, later ones the last pulls
-        converged = np.array_equal(taken, shown if pulls is None else pulls)
+        if pulls is None:
+            # the first round assumed each beat taken as it shows, one per cycle, from
+            # `floor` on (a max-plus scan); later ones the last pulls
+            index = np.arange(len(shown), dtype=np.int64)
+            pulls = index + np.maximum.accumulate(np.maximum(shown, floor) - index)
+        converged = np.array_equal(taken, pulls)
         pulls = taken
         if converged:
             break

@@ -50,7 +50,10 @@ def _lookup(bits, table):
 def load_kernels():
     """Compile (or load from numba's cache) the compiled kernels for the types the model
     uses, so that the first descriptor does not pay for it."""
-    _lookup(np.zeros(1, np.uint16), _WIDENED)
+    bits = np.zeros(1, np.uint16)
+    _lookup(bits, _WIDENED)
+    bits.flags.writeable = False            # operands read in place from the model's memory
+    _lookup(bits, _WIDENED)
     _sequential_sums(np.zeros((1, 1, 1), np.float32), np.zeros((1, 1, 1), np.float32))
 
 
