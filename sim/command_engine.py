@@ -30,8 +30,8 @@ class CommandEngine:
 
     def eligible(self, regs, q, cycle):
         ahead = (regs.tail - (self.next_seq[q] - 1)) & 0xFFFFFFFF
-        return (regs.enable and regs.config_ok() and 0 < ahead < (1 << 31)
-                and cycle >= self.backoff_until[q])
+        return (regs.enable and 0 < ahead < (1 << 31) and cycle >= self.backoff_until[q]
+                and regs.config_ok())
 
     def pick(self, queues, cycle):
         """The queue IDLE picks at `cycle`, or None."""

@@ -23,6 +23,7 @@ A descriptor's runs follow each other through one `Reader`: a run may start once
 previous one has issued its last burst, its bursts count against the previous runs' in
 flight and in the buffer, and its beats arrive after theirs.
 """
+import numba
 import numpy as np
 
 ISSUE_DELAY = 2          # start -> first address handshake
@@ -63,45 +64,68 @@ def burst_schedule(start, addr, beats, cfg, steals=(), pulls=None, before=None, 
     count = len(lengths)
     if not count:
         return np.empty(0, np.int64), lengths
-    steals = sorted(steals)
-    # plain Python numbers in the loop: numpy scalars cost several times more per access
-    lens = lengths.tolist()
+    steals = np.array(sorted(steals), np.int64).reshape(-1, 4)
     # the earlier runs: their beats and bursts, the pulls of their last beats and the last
     # beats of their last bursts (the only ones the room and the in-flight count look at)
     ahead, bursts_ahead = (before.beats, before.bursts) if before is not None else (0, 0)
-    earlier_pulls = before.pulls if before is not None else []
-    last = list(before.last_beats) if before is not None else []
-    pulls_base, last_base = ahead - len(earlier_pulls), bursts_ahead - len(last)
-    requested = (np.cumsum(lengths) + ahead).tolist()        # beats asked for, with the earlier runs'
-    first_beat = [r - n for r, n in zip(requested, lens)]    # index of each burst's first beat
-    pulls = pulls.tolist() if pulls is not None else None
-    handshakes = []
-    first_pull = []                                          # cycle a burst's first beat is pulled
-    latency, room, max_reads = cfg.dram_read_latency, cfg.dram_buf_beats, cfg.dram_max_reads
+    earlier_pulls = np.array(before.pulls if before is not None else [], np.int64)
+    last = np.array(before.last_beats if before is not None else [], np.int64)
+    handshakes = _handshakes(start, lengths, ahead, bursts_ahead, earlier_pulls, last,
+                             np.zeros(0, np.int64) if pulls is None else pulls.astype(np.int64), pulls is not None,
+                             steals, cfg.dram_read_latency, cfg.dram_buf_beats, cfg.dram_max_reads, floor)
+    return handshakes, lengths
+
+
+def load_kernels():
+    """Compile (or load from numba's cache) the compiled loop, before the first run."""
+    burst_schedule(0, 0, 1, _KernelConfig, steals=[(0, 0, 0, 0)], pulls=np.zeros(1, np.int64))
+    burst_schedule(0, 0, 1, _KernelConfig)
+
+
+class _KernelConfig:
+    beat_bytes, max_burst_beats, dram_read_latency, dram_buf_beats, dram_max_reads = 64, 16, 2, 16, 2
+
+
+@numba.njit(cache=True)
+def _handshakes(start, lens, ahead, bursts_ahead, earlier_pulls, earlier_last, pulls, has_pulls, steals,
+                latency, room, max_reads, floor):
+    """burst_schedule's loop over the bursts (compiled: one burst depends on the last)."""
+    count = len(lens)
+    pulls_base, last_base = ahead - len(earlier_pulls), bursts_ahead - len(earlier_last)
+    last = np.empty(len(earlier_last) + count, np.int64)     # cycle of each burst's last beat
+    last[:len(earlier_last)] = earlier_last
+    handshakes = np.empty(count, np.int64)
+    first_pull = np.empty(count, np.int64)                   # cycle a burst's first beat is pulled
+    requested = ahead                                        # beats asked for, with the earlier runs'
     j = 0                                                    # the burst holding the freeing beat
+    first_beat_j = ahead
     for i in range(count):
+        requested += lens[i]
         h = start + ISSUE_DELAY if i == 0 else handshakes[i - 1] + GRANT_DELAY
         if bursts_ahead + i >= max_reads:
             h = max(h, last[bursts_ahead + i - max_reads - last_base] + GRANT_DELAY)
-        freeing = requested[i] - room - 1              # the pull that makes room for burst i
+        freeing = requested - room - 1                       # the pull that makes room for burst i
         if freeing >= ahead:
-            if pulls is not None:
+            if has_pulls:
                 h = max(h, pulls[freeing - ahead] + GRANT_DELAY)
             else:
-                while j + 1 < i and first_beat[j + 1] <= freeing:
+                while j + 1 < i and first_beat_j + lens[j] <= freeing:
+                    first_beat_j += lens[j]
                     j += 1
-                h = max(h, first_pull[j] + (freeing - first_beat[j]) + GRANT_DELAY)
+                h = max(h, first_pull[j] + (freeing - first_beat_j) + GRANT_DELAY)
         elif freeing >= 0:
             h = max(h, earlier_pulls[freeing - pulls_base] + GRANT_DELAY)
-        for request, _, beat, control_first in steals:
+        for k in range(len(steals)):
+            request, beat, control_first = steals[k, 0], steals[k, 2], steals[k, 3]
             if request <= h - 1 <= beat and not (control_first and h - 1 == request):
                 h = beat + GRANT_DELAY
-        handshakes.append(h)
-        arrive = h + latency if not last else max(h + latency, last[-1] + 1)
-        last.append(arrive + lens[i] - 1)
+        handshakes[i] = h
+        n_last = len(earlier_last) + i
+        arrive = h + latency if n_last == 0 else max(h + latency, last[n_last - 1] + 1)
+        last[n_last] = arrive + lens[i] - 1
         pull = max(arrive + BUFFER_LATENCY, floor)
-        first_pull.append(pull if i == 0 else max(pull, first_pull[i - 1] + lens[i - 1]))
-    return np.array(handshakes, np.int64), lengths
+        first_pull[i] = pull if i == 0 else max(pull, first_pull[i - 1] + lens[i - 1])
+    return handshakes
 
 
 def arrivals(handshakes, lengths, cfg, after=None):
