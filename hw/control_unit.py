@@ -22,7 +22,10 @@ unpacker, the compute unit, the softmax unit and the DRAM writer, and sequences 
                          rows go out as FP16 results (and, PARTIAL, the anchor lines)
   The readout streams: the fold unit takes a word per cycle (hw/fold_unit.py); results
   go through the line packer (hw/line_packer.py) into one write run per group, the
-  group's rows being one run of bytes in the completion slot.
+  group's rows being one run of bytes in the completion slot. The DRAM runs (the group's
+  input rows, each stage's weights) are started by a fetcher of their own, each as soon
+  as the reader has issued the previous run: the reads run ahead of the unpacker, which
+  finds the beats waiting in the DRAM buffer.
 - then, after every result write has been answered, status, cycles and completion
   word go out in one line-sized write, and the queue's HEAD, STATUS and irq follow.
 Nothing is carried from one descriptor to the next: a chain lives inside one descriptor,

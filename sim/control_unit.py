@@ -200,8 +200,8 @@ class ControlUnit:
         taken, popped = [], []
         if run is not None:
             addr, offset = run
-            lines = -(-(offset + int(np.sum(word_bytes))) // cfg.beat_bytes)
-            writer = dram_writer.StreamRun(start - 1, addr, lines, cfg)
+            run_lines = -(-(offset + int(np.sum(word_bytes))) // cfg.beat_bytes)
+            writer = dram_writer.StreamRun(start - 1, addr, run_lines, cfg)
             packer = line_packer.Run(offset, word_bytes, cfg.beat_bytes, writer.take)
         delay = fold_unit.out_delay(steps or 0)
         for i in range(len(word_bytes)):
