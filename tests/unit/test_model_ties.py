@@ -289,6 +289,67 @@ def test_dram_reader_schedule(run):
     assert shown == model_reader.beat_available(0, addr, beats, cfg).tolist()
 
 
+def paced(ready, floor):
+    """A consumer that takes each beat, in order, in the first cycle from `floor` on where
+    `ready` is high, once it shows."""
+    def take(shown):
+        out, t = [], floor
+        for s in shown.tolist():
+            t = max(t, s)
+            while not ready[t]:
+                t += 1
+            out.append(t)
+            t += 1
+        return np.array(out, np.int64)
+    return take
+
+
+# two runs back to back (the second started once the first is all issued), a consumer
+# slower than the DRAM so that the buffer's room holds the bursts back, across the runs
+@pytest.mark.parametrize("cfg,first,second,period", [
+    (CFG, (0x0, 200), (0x8000, 70), 2), (CFG, (0x0FC0, 3), (0x40, 150), 3), (CFG, (0x1000, 64), (0x3000, 64), 1),
+    (SMALL, (0x0, 100), (0xF40, 40), 2), (SLOW, (0x0FC0, 70), (0x40, 5), 3)],
+    ids=lambda v: getattr(v, "name", str(v)))
+def test_dram_reader_back_to_back(cfg, first, second, period):
+    """Through the arbiter: a descriptor's runs on one reader (the fetcher's order) against
+    sim/dram_reader.Reader: the handshakes, the beats and when the consumer takes them."""
+    reader = DramReader(cfg)
+    top, bus = placed(cfg, reader, CONTROL_PORT, via_arbiter=True)
+    dram = Dram(cfg, bus)
+    beats = first[1] + second[1]
+    ready = [t % period == 0 for t in range(period * 8 * beats + 2000)]
+    pulls = []
+
+    async def bench(ctx):
+        clock = Clock(ctx, dram)
+        ctx.set(reader.start, 1)
+        ctx.set(reader.addr, first[0])
+        ctx.set(reader.beats, first[1])
+        started = 1
+        while len(pulls) < beats:
+            ctx.set(reader.out.ready, ready[clock.t])
+            if ctx.get(reader.out.valid) and ready[clock.t]:
+                pulls.append(clock.t)
+            await clock.tick()
+            ctx.set(reader.start, 0)
+            if started == 1 and ctx.get(reader.issued_all):
+                ctx.set(reader.start, 1)
+                ctx.set(reader.addr, second[0])
+                ctx.set(reader.beats, second[1])
+                started = 2
+
+    simulate(top, bench)
+    model = model_reader.Reader(cfg)
+    runs = [model_reader.run(0, first[0], first[1], cfg, paced(ready, 0), before=model)]
+    after = int(runs[0][3][-1]) + 1
+    runs.append(model_reader.run(model.issued_all, second[0], second[1], cfg, paced(ready, after),
+                                 before=model, floor=after))
+    handshakes = [h for run in runs for h in run[0].tolist()]
+    assert [t for t, _, _ in dram.ar] == handshakes
+    assert dram.r == [b for run in runs for b in run[2].tolist()]
+    assert pulls == [p for run in runs for p in run[3].tolist()]
+
+
 # ---- 3. DRAM writer ---------------------------------------------------------------------
 
 def writer_run(cfg, addr, available=None, via_arbiter=True):
