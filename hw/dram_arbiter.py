@@ -1,7 +1,9 @@
 """The DRAM arbiter: several AXI4 managers share the one `dram` port.
 
-Reads and writes are arbitrated independently, round-robin. Writes: one transaction at a
-time, so the B response routes back by the grant. Reads: the port that owns the read
+Reads and writes are arbitrated independently, round-robin. Writes: the port that owns the
+write channel may post bursts (the next address while earlier ones await their
+response) while no other port asks; the channel changes hands only once every response
+is back, so B responses route back by the grant. Reads: the port that owns the read
 channel may keep up to `dram_max_reads` bursts in flight (the DRAM returns one ID's bursts
 in order, and every port uses one ID); it keeps the channel while no other port asks,
 otherwise its bursts drain and the next port in round-robin order gets it. R beats route
@@ -12,6 +14,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from .axi import AXI4Signature, device_bus
+from .dram_writer import WRITES_IN_FLIGHT
 
 
 class DramArbiter(wiring.Component):
@@ -73,24 +76,38 @@ class DramArbiter(wiring.Component):
 
         # ---- writes
         w_grant, w_last = Signal(range(n)), Signal(range(n))
-        pick, any_ = self._pick(m, [p.awvalid for p in ports], w_last, "aw")
+        w_requests = [p.awvalid for p in ports]
+        pick, any_ = self._pick(m, w_requests, w_last, "aw")
+        w_in_flight = Signal(range(WRITES_IN_FLIGHT + 1))   # the owner's bursts awaiting their response
+        answered = dram.bvalid & dram.bready
+        m.d.sync += w_in_flight.eq(w_in_flight + (dram.awvalid & dram.awready) - answered)
+        owner_aw, others_aw = Signal(), Signal()
+        with m.Switch(w_grant):
+            for i in range(n):
+                with m.Case(i):
+                    m.d.comb += [owner_aw.eq(w_requests[i]),
+                                 others_aw.eq(Cat(*(r for j, r in enumerate(w_requests) if j != i)).any())]
+        self._route_response(m, w_grant, AXI4Signature.B, "bvalid", "bready")
+        granted = Signal()                          # the grant's first burst is still to go
         with m.FSM(name="write"):
             with m.State("IDLE"):
                 with m.If(any_):
-                    m.d.sync += [w_grant.eq(pick), w_last.eq(pick)]
+                    m.d.sync += [w_grant.eq(pick), w_last.eq(pick), granted.eq(1)]
                     m.next = "ADDR"
             with m.State("ADDR"):
-                self._route_request(m, w_grant, AXI4Signature.AW, "awvalid", "awready")
-                with m.If(dram.awready):
-                    m.next = "DATA"
+                # the grant's first burst; then the owner's next ones while no other port
+                # waits (else the owner's responses drain and the channel goes round)
+                with m.If(owner_aw & (granted | ~others_aw)):
+                    self._route_request(m, w_grant, AXI4Signature.AW, "awvalid", "awready")
+                    with m.If(dram.awready):
+                        m.d.sync += granted.eq(0)
+                        m.next = "DATA"
+                with m.Elif((w_in_flight == 0) | ((w_in_flight == 1) & answered)):
+                    m.next = "IDLE"
             with m.State("DATA"):
                 self._route_request(m, w_grant, AXI4Signature.W, "wvalid", "wready")
                 with m.If(dram.wvalid & dram.wready & dram.wlast):
-                    m.next = "RESPONSE"
-            with m.State("RESPONSE"):
-                self._route_response(m, w_grant, AXI4Signature.B, "bvalid", "bready")
-                with m.If(dram.bvalid & dram.bready):
-                    m.next = "IDLE"
+                    m.next = "ADDR"
         return m
 
     def _route_request(self, m, grant, names, valid, ready):

@@ -2,8 +2,10 @@
 strobes (load/store copies, result runs) or one line held in a register with byte
 strobes (anchors, completions).
 
-Each burst waits for its write response before the next starts, so when `busy` falls
-every write of the run has been answered: what the completion ordering needs.
+Writes are posted: the next burst's address goes out right after the current burst's
+last beat, with up to WRITES_IN_FLIGHT bursts awaiting their response; `busy` falls the
+cycle after the run's last response, so when it falls every write of the run has been
+answered: what the completion ordering needs.
 """
 from amaranth import Module, Signal, Mux
 from amaranth.lib import wiring
@@ -12,6 +14,8 @@ from amaranth.lib.wiring import In, Out
 from .axi import device_bus, burst_length, BURST_INCR
 from .dram_reader import RUN_BEATS_BITS
 from .stream import LineStream
+
+WRITES_IN_FLIGHT = 16        # bursts written and not yet answered
 
 
 class DramWriter(wiring.Component):
@@ -42,6 +46,13 @@ class DramWriter(wiring.Component):
                      bus.wstrb.eq(Mux(from_stream, self.src.strb, strb)),
                      bus.wlast.eq(in_burst == 1)]
 
+        # bursts whose address went out and whose response has not come back
+        in_flight = Signal(range(WRITES_IN_FLIGHT + 1))
+        answered = bus.bvalid & bus.bready
+        m.d.comb += bus.bready.eq(in_flight != 0)
+        m.d.sync += in_flight.eq(in_flight + (bus.awvalid & bus.awready) - answered)
+        last_answered = (in_flight == 0) | ((in_flight == 1) & answered)
+
         with m.FSM():
             with m.State("IDLE"):
                 with m.If(self.start):
@@ -53,8 +64,12 @@ class DramWriter(wiring.Component):
             with m.State("ISSUE"):
                 m.d.comb += self.busy.eq(1)
                 with m.If(left == 0):
-                    m.next = "IDLE"
-                with m.Else():
+                    # the run's bursts are all written: wait for their responses
+                    with m.If(last_answered):
+                        m.next = "IDLE"
+                    with m.Else():
+                        m.next = "ANSWERS"
+                with m.Elif(in_flight < WRITES_IN_FLIGHT):
                     m.d.comb += bus.awvalid.eq(1)
                     with m.If(bus.awready):
                         m.d.sync += [in_burst.eq(burst), addr.eq(addr + (burst << beat_log2)),
@@ -67,11 +82,9 @@ class DramWriter(wiring.Component):
                 with m.If(valid & bus.wready):
                     m.d.sync += in_burst.eq(in_burst - 1)
                     with m.If(in_burst == 1):
-                        m.next = "RESPONSE"
-            with m.State("RESPONSE"):
-                m.d.comb += [self.busy.eq(1), bus.bready.eq(1)]
-                with m.If(bus.bvalid & (left == 0)):
-                    m.next = "IDLE"                    # the run's last response
-                with m.Elif(bus.bvalid):
-                    m.next = "ISSUE"
+                        m.next = "ISSUE"
+            with m.State("ANSWERS"):
+                m.d.comb += self.busy.eq(1)
+                with m.If(last_answered):
+                    m.next = "IDLE"
         return m

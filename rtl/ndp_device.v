@@ -810,9 +810,9 @@ module ndp_device(mem__awaddr, mem__awlen, mem__awsize, mem__awburst, mem__awloc
     .bus__awlen(ports__2__awlen),
     .bus__awready(\bus__awready$364 ),
     .bus__awvalid(ports__2__awvalid),
-    .bus__bid(\bus__bid$370 ),
+    .bus__bid(dram__bid),
     .bus__bready(ports__2__bready),
-    .bus__bresp(\bus__bresp$374 ),
+    .bus__bresp(dram__bresp),
     .bus__bvalid(\bus__bvalid$376 ),
     .bus__rdata(dram__rdata),
     .bus__rid(dram__rid),
@@ -862,9 +862,7 @@ module ndp_device(mem__awaddr, mem__awlen, mem__awsize, mem__awburst, mem__awloc
     .dram__awready(dram__awready),
     .dram__awsize(dram__awsize),
     .dram__awvalid(dram__awvalid),
-    .dram__bid(dram__bid),
     .dram__bready(dram__bready),
-    .dram__bresp(dram__bresp),
     .dram__bvalid(dram__bvalid),
     .dram__rready(dram__rready),
     .dram__rvalid(dram__rvalid),
@@ -893,9 +891,9 @@ module ndp_device(mem__awaddr, mem__awlen, mem__awsize, mem__awburst, mem__awloc
     .ports__0__awready(down__awready),
     .ports__0__awsize(ports__0__awsize),
     .ports__0__awvalid(ports__0__awvalid),
-    .ports__0__bid(down__bid),
+    .ports__0__bid(dram__bid),
     .ports__0__bready(ports__0__bready),
-    .ports__0__bresp(down__bresp),
+    .ports__0__bresp(dram__bresp),
     .ports__0__bvalid(down__bvalid),
     .ports__0__rdata(dram__rdata),
     .ports__0__rid(dram__rid),
@@ -912,8 +910,6 @@ module ndp_device(mem__awaddr, mem__awlen, mem__awsize, mem__awburst, mem__awloc
     .ports__1__arready(bus__arready),
     .ports__1__arvalid(ports__1__arvalid),
     .ports__1__awready(bus__awready),
-    .ports__1__bid(bus__bid),
-    .ports__1__bresp(bus__bresp),
     .ports__1__bvalid(bus__bvalid),
     .ports__1__rready(ports__1__rready),
     .ports__1__rvalid(bus__rvalid),
@@ -926,9 +922,7 @@ module ndp_device(mem__awaddr, mem__awlen, mem__awsize, mem__awburst, mem__awloc
     .ports__2__awlen(ports__2__awlen),
     .ports__2__awready(\bus__awready$364 ),
     .ports__2__awvalid(ports__2__awvalid),
-    .ports__2__bid(\bus__bid$370 ),
     .ports__2__bready(ports__2__bready),
-    .ports__2__bresp(\bus__bresp$374 ),
     .ports__2__bvalid(\bus__bvalid$376 ),
     .ports__2__rvalid(\bus__rvalid$388 ),
     .ports__2__wdata(ports__2__wdata),
@@ -970,9 +964,9 @@ module ndp_device(mem__awaddr, mem__awlen, mem__awsize, mem__awburst, mem__awloc
     .down__awready(down__awready),
     .down__awsize(ports__0__awsize),
     .down__awvalid(ports__0__awvalid),
-    .down__bid(down__bid),
+    .down__bid(dram__bid),
     .down__bready(ports__0__bready),
-    .down__bresp(down__bresp),
+    .down__bresp(dram__bresp),
     .down__bvalid(down__bvalid),
     .down__rdata(dram__rdata),
     .down__rid(dram__rid),
@@ -1181,9 +1175,11 @@ module ndp_device(mem__awaddr, mem__awlen, mem__awsize, mem__awburst, mem__awloc
   assign ports__0__awready = down__awready;
   assign down__awsize = ports__0__awsize;
   assign down__awvalid = ports__0__awvalid;
-  assign ports__0__bid = down__bid;
+  assign down__bid = dram__bid;
+  assign ports__0__bid = dram__bid;
   assign down__bready = ports__0__bready;
-  assign ports__0__bresp = down__bresp;
+  assign down__bresp = dram__bresp;
+  assign ports__0__bresp = dram__bresp;
   assign ports__0__bvalid = down__bvalid;
   assign down__rdata = dram__rdata;
   assign ports__0__rdata = dram__rdata;
@@ -1236,10 +1232,12 @@ module ndp_device(mem__awaddr, mem__awlen, mem__awsize, mem__awburst, mem__awloc
   assign bus__awsize = 3'h0;
   assign ports__1__awvalid = 1'h0;
   assign bus__awvalid = 1'h0;
-  assign ports__1__bid = bus__bid;
+  assign bus__bid = dram__bid;
+  assign ports__1__bid = dram__bid;
   assign ports__1__bready = 1'h0;
   assign bus__bready = 1'h0;
-  assign ports__1__bresp = bus__bresp;
+  assign bus__bresp = dram__bresp;
+  assign ports__1__bresp = dram__bresp;
   assign ports__1__bvalid = bus__bvalid;
   assign bus__rdata = dram__rdata;
   assign ports__1__rdata = dram__rdata;
@@ -1292,9 +1290,11 @@ module ndp_device(mem__awaddr, mem__awlen, mem__awsize, mem__awburst, mem__awloc
   assign ports__2__awsize = 3'h6;
   assign \bus__awsize$367  = 3'h6;
   assign \bus__awvalid$369  = ports__2__awvalid;
-  assign ports__2__bid = \bus__bid$370 ;
+  assign \bus__bid$370  = dram__bid;
+  assign ports__2__bid = dram__bid;
   assign \bus__bready$373  = ports__2__bready;
-  assign ports__2__bresp = \bus__bresp$374 ;
+  assign \bus__bresp$374  = dram__bresp;
+  assign ports__2__bresp = dram__bresp;
   assign ports__2__bvalid = \bus__bvalid$376 ;
   assign \bus__rdata$378  = dram__rdata;
   assign ports__2__rdata = dram__rdata;
@@ -2632,8 +2632,8 @@ module \ndp_device.command_engine (bus__rresp, clk, rst, push_ready, cycle, rese
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, pop, bus__arlen, bus__arvalid, bus__awlen, bus__wdata, bus__wstrb, bus__wlast, cycle, queues__0, queues__1, queues__2, queues__3, pop_valid, pop_ready, done_valid, done_queue
-, done_seq, done_status, irq, bus__araddr, bus__awvalid, bus__wvalid, bus__bready, bus__awaddr, bus__arready, bus__rvalid, bus__awready, bus__wready, bus__bid, bus__bresp, bus__bvalid, bus__rid);
+module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, bus__rlast, clk, rst, pop, bus__arlen, bus__arvalid, bus__awlen, bus__wdata, bus__wstrb, bus__wlast, bus__bready, cycle, queues__0, queues__1, queues__2, queues__3, pop_valid
+, pop_ready, done_valid, done_queue, done_seq, done_status, irq, bus__araddr, bus__awvalid, bus__wvalid, bus__awaddr, bus__arready, bus__rvalid, bus__bvalid, bus__awready, bus__wready, bus__bid);
   reg \$auto$verilog_backend.cc:2355:dump_module$67  = 0;
   wire \$1 ;
   wire [26:0] \$10 ;
@@ -4240,7 +4240,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
     .is_load(is_load),
     .log2_slot(regs[267:260]),
     .operand_lines(operand_lines),
-    .\port$5774$128 (regs[255:128]),
+    .\port$5820$128 (regs[255:128]),
     .stats_offset(stats_offset),
     .status(\status$285 )
   );
@@ -4477,7 +4477,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
   );
   \ndp_device.control_unit.writer  writer (
     .addr(bus__awaddr),
-    .\addr$30 (\addr$177 ),
+    .\addr$33 (\addr$177 ),
     .beats(\beats$175 ),
     .bus__awlen(bus__awlen),
     .bus__awready(bus__awready),
@@ -4499,7 +4499,7 @@ module \ndp_device.control_unit (bus__rdata, bus__rresp, bus__rlast, clk, rst, p
     .src__strb(src__strb),
     .src__valid(\src__valid$80 ),
     .start(\start$173 ),
-    .\strb$34 (strb)
+    .\strb$37 (strb)
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
@@ -21087,7 +21087,7 @@ module \ndp_device.control_unit.compute.fold (rst, req_ready, b_row, b_addr, out
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.decoder (is_compute, operand_lines, stats_offset, \port$5774$128 , log2_slot, desc, status, is_load);
+module \ndp_device.control_unit.decoder (is_compute, operand_lines, stats_offset, \port$5820$128 , log2_slot, desc, status, is_load);
   reg \$auto$verilog_backend.cc:2355:dump_module$70  = 0;
   wire [26:0] \$1 ;
   wire \$10 ;
@@ -21283,8 +21283,8 @@ module \ndp_device.control_unit.decoder (is_compute, operand_lines, stats_offset
   output [39:0] operand_lines;
   wire [39:0] operand_lines;
   wire [39:0] out_elems;
-  input [127:0] \port$5774$128 ;
-  wire [127:0] \port$5774$128 ;
+  input [127:0] \port$5820$128 ;
+  wire [127:0] \port$5820$128 ;
   reg [49:0] result;
   wire [49:0] room;
   output [47:0] stats_offset;
@@ -21361,8 +21361,8 @@ module \ndp_device.control_unit.decoder (is_compute, operand_lines, stats_offset
   assign \$74  = ~ \$73 ;
   assign \$75  = ! desc[25:20];
   assign \$76  = ! desc[103:84];
-  assign \$77  = desc[83:20] >= \port$5774$128 [63:0];
-  assign \$78  = \$2  <= \port$5774$128 [127:64];
+  assign \$77  = desc[83:20] >= \port$5820$128 [63:0];
+  assign \$78  = \$2  <= \port$5820$128 [127:64];
   assign \$79  = \$77  & \$78 ;
   assign \$80  = \$76  | \$79 ;
   assign \$81  = \$75  & \$80 ;
@@ -21476,8 +21476,8 @@ module \ndp_device.control_unit.decoder (is_compute, operand_lines, stats_offset
   assign \$signal$9  = \$14 [39:0];
   assign o_lines = \$19 [43:0];
   assign room = \$38 [49:0];
-  assign data_base = \port$5774$128 [63:0];
-  assign data_limit = \port$5774$128 [127:64];
+  assign data_base = \port$5820$128 [63:0];
+  assign data_limit = \port$5820$128 [127:64];
   assign operand_lines = \$14 [39:0];
   assign stats_offset = \$22 [47:0];
   assign \desc.type  = desc[1:0];
@@ -33054,33 +33054,48 @@ module \ndp_device.control_unit.unpacker (rst, src__valid, src__data, count, pai
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.writer (rst, bus__awlen, bus__wdata, bus__wstrb, bus__wlast, src__data, src__strb, src__valid, start, from_stream, beats, \addr$30 , line, \strb$34 , busy, bus__awvalid, bus__wvalid, src__ready, bus__bready, addr, bus__awready
-, bus__wready, bus__bvalid, clk);
+module \ndp_device.control_unit.writer (rst, bus__awlen, bus__wdata, bus__wstrb, bus__wlast, bus__bready, src__data, src__strb, src__valid, start, from_stream, beats, \addr$33 , line, \strb$37 , busy, bus__awvalid, bus__wvalid, src__ready, addr, bus__bvalid
+, bus__awready, bus__wready, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$77  = 0;
   wire [7:0] \$1 ;
   wire \$10 ;
   wire \$11 ;
-  wire [31:0] \$12 ;
+  wire \$12 ;
   wire \$13 ;
-  wire [13:0] \$14 ;
-  wire [64:0] \$15 ;
-  wire [32:0] \$16 ;
-  wire \$17 ;
+  wire [5:0] \$14 ;
+  wire \$15 ;
+  wire [6:0] \$16 ;
+  wire [31:0] \$17 ;
   wire \$18 ;
-  wire [7:0] \$19 ;
+  wire \$19 ;
   wire \$2 ;
   wire \$20 ;
   wire \$21 ;
   wire \$22 ;
-  reg [63:0] \$23 ;
-  reg \$24 ;
-  reg [31:0] \$25 ;
-  reg [511:0] \$26 ;
-  reg [63:0] \$27 ;
-  reg [1:0] \$28 ;
-  reg [6:0] \$29 ;
+  wire \$23 ;
+  wire \$24 ;
+  wire [13:0] \$25 ;
+  wire [64:0] \$26 ;
+  wire [32:0] \$27 ;
+  wire \$28 ;
+  wire \$29 ;
   wire \$3 ;
+  wire [7:0] \$30 ;
+  wire \$31 ;
+  wire \$32 ;
+  wire \$33 ;
+  wire \$34 ;
+  wire \$35 ;
+  wire \$36 ;
+  reg [4:0] \$37 ;
+  reg [63:0] \$38 ;
+  reg \$39 ;
   wire [31:0] \$4 ;
+  reg [31:0] \$40 ;
+  reg [511:0] \$41 ;
+  reg [63:0] \$42 ;
+  reg [1:0] \$43 ;
+  reg [6:0] \$44 ;
   wire \$5 ;
   wire \$6 ;
   wire \$7 ;
@@ -33090,8 +33105,8 @@ module \ndp_device.control_unit.writer (rst, bus__awlen, bus__wdata, bus__wstrb,
   reg [511:0] \$signal$12  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   output [63:0] addr;
   reg [63:0] addr = 64'h0000000000000000;
-  input [63:0] \addr$30 ;
-  wire [63:0] \addr$30 ;
+  input [63:0] \addr$33 ;
+  wire [63:0] \addr$33 ;
   input [31:0] beats;
   wire [31:0] beats;
   wire [6:0] burst;
@@ -33107,7 +33122,7 @@ module \ndp_device.control_unit.writer (rst, bus__awlen, bus__wdata, bus__wstrb,
   output bus__awvalid;
   reg bus__awvalid;
   output bus__bready;
-  reg bus__bready;
+  wire bus__bready;
   input bus__bvalid;
   wire bus__bvalid;
   output [511:0] bus__wdata;
@@ -33128,6 +33143,7 @@ module \ndp_device.control_unit.writer (rst, bus__awlen, bus__wdata, bus__wstrb,
   wire from_stream;
   reg [1:0] fsm_state = 2'h0;
   reg [6:0] in_burst = 7'h00;
+  reg [4:0] in_flight = 5'h00;
   reg [31:0] left = 32'd0;
   wire [6:0] limit;
   input [511:0] line;
@@ -33145,9 +33161,17 @@ module \ndp_device.control_unit.writer (rst, bus__awlen, bus__wdata, bus__wstrb,
   input start;
   wire start;
   reg [63:0] strb = 64'h0000000000000000;
-  input [63:0] \strb$34 ;
-  wire [63:0] \strb$34 ;
+  input [63:0] \strb$37 ;
+  wire [63:0] \strb$37 ;
   wire [6:0] to_boundary;
+  always @(posedge clk)
+    \$signal$12  <= \$41 ;
+  always @(posedge clk)
+    strb <= \$42 ;
+  always @(posedge clk)
+    fsm_state <= \$43 ;
+  always @(posedge clk)
+    in_burst <= \$44 ;
   assign \$1  = 7'h40 - addr[11:6];
   assign \$2  = \$1 [6:0] < 7'h40;
   assign limit = \$2  ? \$1 [6:0] : 7'h40;
@@ -33157,37 +33181,118 @@ module \ndp_device.control_unit.writer (rst, bus__awlen, bus__wdata, bus__wstrb,
   assign bus__wdata = \$signal  ? src__data : \$signal$12 ;
   assign bus__wstrb = \$signal  ? src__strb : strb;
   assign bus__wlast = in_burst == 1'h1;
+  assign bus__bready = | in_flight;
   assign \$5  = ! left;
-  assign \$6  = \$signal  ? src__valid : 1'h1;
-  assign \$7  = \$signal  & bus__wready;
-  assign \$8  = ! fsm_state;
-  assign \$9  = fsm_state == 1'h1;
-  assign \$10  = fsm_state == 2'h2;
-  assign \$11  = fsm_state == 2'h3;
-  assign \$12  = from_stream ? beats : 32'd1;
-  assign \$13  = ! left;
-  assign \$15  = addr + \$14 ;
-  assign \$16  = left - \$4 [6:0];
-  assign \$17  = \$signal  ? src__valid : 1'h1;
-  assign \$18  = \$17  & bus__wready;
-  assign \$19  = in_burst - 1'h1;
-  assign \$20  = in_burst == 1'h1;
-  assign \$21  = ! left;
-  assign \$22  = bus__bvalid & \$21 ;
+  assign \$6  = in_flight < 5'h10;
+  assign \$7  = \$signal  ? src__valid : 1'h1;
+  assign \$8  = \$signal  & bus__wready;
+  assign \$9  = ! fsm_state;
+  assign \$10  = fsm_state == 1'h1;
+  assign \$11  = fsm_state == 2'h2;
+  assign \$12  = fsm_state == 2'h3;
+  assign \$13  = bus__awvalid & bus__awready;
+  assign \$14  = in_flight + \$13 ;
+  assign \$15  = bus__bvalid & bus__bready;
+  assign \$16  = \$14  - \$15 ;
+  assign \$17  = from_stream ? beats : 32'd1;
+  assign \$18  = ! left;
+  assign \$19  = in_flight < 5'h10;
+  assign \$20  = ! in_flight;
+  assign \$21  = in_flight == 1'h1;
+  assign \$22  = bus__bvalid & bus__bready;
+  assign \$23  = \$21  & \$22 ;
+  assign \$24  = \$20  | \$23 ;
+  assign \$26  = addr + \$25 ;
+  assign \$27  = left - \$4 [6:0];
+  assign \$28  = \$signal  ? src__valid : 1'h1;
+  assign \$29  = \$28  & bus__wready;
+  assign \$30  = in_burst - 1'h1;
+  assign \$31  = in_burst == 1'h1;
+  assign \$32  = ! in_flight;
+  assign \$33  = in_flight == 1'h1;
+  assign \$34  = bus__bvalid & bus__bready;
+  assign \$35  = \$33  & \$34 ;
+  assign \$36  = \$32  | \$35 ;
   always @(posedge clk)
-    addr <= \$23 ;
+    in_flight <= \$37 ;
   always @(posedge clk)
-    \$signal  <= \$24 ;
+    addr <= \$38 ;
   always @(posedge clk)
-    left <= \$25 ;
+    \$signal  <= \$39 ;
   always @(posedge clk)
-    \$signal$12  <= \$26 ;
-  always @(posedge clk)
-    strb <= \$27 ;
-  always @(posedge clk)
-    fsm_state <= \$28 ;
-  always @(posedge clk)
-    in_burst <= \$29 ;
+    left <= \$40 ;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$42  = strb;
+    casez (fsm_state)
+      2'h0:
+          if (start) begin
+            \$42  = \strb$37 ;
+          end
+    endcase
+    if (rst) begin
+      \$42  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$43  = fsm_state;
+    (* full_case = 32'd1 *)
+    casez (fsm_state)
+      2'h0:
+          if (start) begin
+            \$43  = 2'h1;
+          end
+      2'h1:
+          if (\$18 ) begin
+            (* full_case = 32'd1 *)
+            if (\$24 ) begin
+              \$43  = 2'h0;
+            end else begin
+              \$43  = 2'h2;
+            end
+          end else if (\$19 ) begin
+            if (bus__awready) begin
+              \$43  = 2'h3;
+            end
+          end
+      2'h3:
+          if (\$29 ) begin
+            if (\$31 ) begin
+              \$43  = 2'h1;
+            end
+          end
+      2'h2:
+          if (\$36 ) begin
+            \$43  = 2'h0;
+          end
+    endcase
+    if (rst) begin
+      \$43  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$44  = in_burst;
+    casez (fsm_state)
+      2'h0:
+          /* empty */;
+      2'h1:
+          if (\$18 ) begin
+          end else if (\$19 ) begin
+            if (bus__awready) begin
+              \$44  = \$4 [6:0];
+            end
+          end
+      2'h3:
+          if (\$29 ) begin
+            \$44  = \$30 [6:0];
+          end
+    endcase
+    if (rst) begin
+      \$44  = 7'h00;
+    end
+  end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     busy = 1'h0;
@@ -33199,9 +33304,9 @@ module \ndp_device.control_unit.writer (rst, bus__awlen, bus__wdata, bus__wstrb,
           end
       2'h1:
           busy = 1'h1;
-      2'h2:
-          busy = 1'h1;
       2'h3:
+          busy = 1'h1;
+      2'h2:
           busy = 1'h1;
     endcase
   end
@@ -33212,9 +33317,8 @@ module \ndp_device.control_unit.writer (rst, bus__awlen, bus__wdata, bus__wstrb,
       2'h0:
           /* empty */;
       2'h1:
-          (* full_case = 32'd1 *)
           if (\$5 ) begin
-          end else begin
+          end else if (\$6 ) begin
             bus__awvalid = 1'h1;
           end
     endcase
@@ -33227,8 +33331,8 @@ module \ndp_device.control_unit.writer (rst, bus__awlen, bus__wdata, bus__wstrb,
           /* empty */;
       2'h1:
           /* empty */;
-      2'h2:
-          bus__wvalid = \$6 ;
+      2'h3:
+          bus__wvalid = \$7 ;
     endcase
   end
   always @* begin
@@ -33239,162 +33343,81 @@ module \ndp_device.control_unit.writer (rst, bus__awlen, bus__wdata, bus__wstrb,
           /* empty */;
       2'h1:
           /* empty */;
-      2'h2:
-          src__ready = \$7 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    bus__bready = 1'h0;
-    (* full_case = 32'd1 *)
-    casez (fsm_state)
-      2'h0:
-          /* empty */;
-      2'h1:
-          /* empty */;
-      2'h2:
-          /* empty */;
       2'h3:
-          bus__bready = 1'h1;
+          src__ready = \$8 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$23  = addr;
+    \$37  = \$16 [4:0];
+    if (rst) begin
+      \$37  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$38  = addr;
     casez (fsm_state)
       2'h0:
           if (start) begin
-            \$23  = \addr$30 ;
+            \$38  = \addr$33 ;
           end
       2'h1:
-          (* full_case = 32'd1 *)
-          if (\$13 ) begin
-          end else begin
-            if (bus__awready) begin
-              \$23  = \$15 [63:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$23  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$24  = \$signal ;
-    casez (fsm_state)
-      2'h0:
-          if (start) begin
-            \$24  = from_stream;
-          end
-    endcase
-    if (rst) begin
-      \$24  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$25  = left;
-    casez (fsm_state)
-      2'h0:
-          if (start) begin
-            \$25  = \$12 ;
-          end
-      2'h1:
-          (* full_case = 32'd1 *)
-          if (\$13 ) begin
-          end else begin
-            if (bus__awready) begin
-              \$25  = \$16 [31:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$25  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$26  = \$signal$12 ;
-    casez (fsm_state)
-      2'h0:
-          if (start) begin
-            \$26  = line;
-          end
-    endcase
-    if (rst) begin
-      \$26  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$27  = strb;
-    casez (fsm_state)
-      2'h0:
-          if (start) begin
-            \$27  = \strb$34 ;
-          end
-    endcase
-    if (rst) begin
-      \$27  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$28  = fsm_state;
-    (* full_case = 32'd1 *)
-    casez (fsm_state)
-      2'h0:
-          if (start) begin
-            \$28  = 2'h1;
-          end
-      2'h1:
-          (* full_case = 32'd1 *)
-          if (\$13 ) begin
-            \$28  = 2'h0;
-          end else begin
-            if (bus__awready) begin
-              \$28  = 2'h2;
-            end
-          end
-      2'h2:
           if (\$18 ) begin
-            if (\$20 ) begin
-              \$28  = 2'h3;
+          end else if (\$19 ) begin
+            if (bus__awready) begin
+              \$38  = \$26 [63:0];
             end
-          end
-      2'h3:
-          if (\$22 ) begin
-            \$28  = 2'h0;
-          end else if (bus__bvalid) begin
-            \$28  = 2'h1;
           end
     endcase
     if (rst) begin
-      \$28  = 2'h0;
+      \$38  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$29  = in_burst;
+    \$39  = \$signal ;
     casez (fsm_state)
       2'h0:
-          /* empty */;
-      2'h1:
-          (* full_case = 32'd1 *)
-          if (\$13 ) begin
-          end else begin
-            if (bus__awready) begin
-              \$29  = \$4 [6:0];
-            end
-          end
-      2'h2:
-          if (\$18 ) begin
-            \$29  = \$19 [6:0];
+          if (start) begin
+            \$39  = from_stream;
           end
     endcase
     if (rst) begin
-      \$29  = 7'h00;
+      \$39  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$40  = left;
+    casez (fsm_state)
+      2'h0:
+          if (start) begin
+            \$40  = \$17 ;
+          end
+      2'h1:
+          if (\$18 ) begin
+          end else if (\$19 ) begin
+            if (bus__awready) begin
+              \$40  = \$27 [31:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \$40  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$41  = \$signal$12 ;
+    casez (fsm_state)
+      2'h0:
+          if (start) begin
+            \$41  = line;
+          end
+    endcase
+    if (rst) begin
+      \$41  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   assign to_boundary = \$1 [6:0];
@@ -33403,21 +33426,21 @@ module \ndp_device.control_unit.writer (rst, bus__awlen, bus__wdata, bus__wstrb,
   assign bus__awburst = 2'h1;
   assign bus__awcache = 4'h3;
   assign bus__awaddr = addr;
-  assign \$14  = { 1'h0, \$4 [6:0], 6'h00 };
+  assign \$25  = { 1'h0, \$4 [6:0], 6'h00 };
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bvalid, dram__arready, ports__0__rid, ports__0__rdata, ports__0__rresp, ports__0__rlast, dram__rvalid, clk, rst, ports__2__arlen, ports__2__arvalid, ports__2__awlen, ports__2__wdata, ports__2__wstrb, ports__2__wlast, ports__0__arid, ports__0__araddr, ports__0__arlen
-, ports__0__arsize, ports__0__arburst, ports__0__arlock, ports__0__arcache, ports__0__arprot, ports__0__arvalid, ports__0__rready, ports__0__awid, ports__0__awaddr, ports__0__awlen, ports__0__awsize, ports__0__awburst, ports__0__awlock, ports__0__awcache, ports__0__awprot, ports__0__awvalid, ports__0__wdata, ports__0__wstrb, ports__0__wlast, ports__0__wvalid, ports__0__bready
-, ports__1__araddr, ports__1__arvalid, ports__1__rready, ports__2__araddr, ports__2__awvalid, ports__2__wvalid, ports__2__bready, ports__2__awaddr, dram__arid, dram__araddr, dram__arlen, dram__arsize, dram__arburst, dram__arlock, dram__arcache, dram__arprot, dram__arvalid, ports__0__arready, ports__1__arready, ports__2__arready, ports__0__rvalid
-, dram__rready, ports__1__rvalid, ports__2__rvalid, dram__awid, dram__awaddr, dram__awlen, dram__awsize, dram__awburst, dram__awlock, dram__awcache, dram__awprot, dram__awvalid, ports__0__awready, ports__1__awready, ports__2__awready, dram__wdata, dram__wstrb, dram__wlast, dram__wvalid, ports__0__wready, ports__1__wready
-, ports__2__wready, ports__0__bid, ports__0__bresp, ports__1__bid, ports__1__bresp, ports__2__bid, ports__2__bresp, ports__0__bvalid, dram__bready, ports__1__bvalid, ports__2__bvalid, dram__awready);
+module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, dram__bvalid, dram__arready, ports__0__rid, ports__0__rdata, ports__0__rresp, ports__0__rlast, dram__rvalid, clk, rst, ports__2__arlen, ports__2__arvalid, ports__2__awlen, ports__2__wdata, ports__2__wstrb, ports__2__wlast, ports__2__bready, ports__0__arid, ports__0__araddr
+, ports__0__arlen, ports__0__arsize, ports__0__arburst, ports__0__arlock, ports__0__arcache, ports__0__arprot, ports__0__arvalid, ports__0__rready, ports__0__awid, ports__0__awaddr, ports__0__awlen, ports__0__awsize, ports__0__awburst, ports__0__awlock, ports__0__awcache, ports__0__awprot, ports__0__awvalid, ports__0__wdata, ports__0__wstrb, ports__0__wlast, ports__0__wvalid
+, ports__0__bready, ports__1__araddr, ports__1__arvalid, ports__1__rready, ports__2__araddr, ports__2__awvalid, ports__2__wvalid, ports__2__awaddr, dram__arid, dram__araddr, dram__arlen, dram__arsize, dram__arburst, dram__arlock, dram__arcache, dram__arprot, dram__arvalid, ports__0__arready, ports__1__arready, ports__2__arready, ports__0__rvalid
+, dram__rready, ports__1__rvalid, ports__2__rvalid, ports__0__bvalid, dram__bready, ports__1__bvalid, ports__2__bvalid, dram__awid, dram__awaddr, dram__awlen, dram__awsize, dram__awburst, dram__awlock, dram__awcache, dram__awprot, dram__awvalid, ports__0__awready, ports__1__awready, ports__2__awready, dram__wdata, dram__wstrb
+, dram__wlast, dram__wvalid, ports__0__wready, ports__1__wready, ports__2__wready, dram__awready);
   reg \$auto$verilog_backend.cc:2355:dump_module$78  = 0;
   wire \$1 ;
-  wire [2:0] \$10 ;
+  wire \$10 ;
   wire \$11 ;
   wire \$12 ;
-  wire [3:0] \$13 ;
+  wire \$13 ;
   wire \$14 ;
   wire \$15 ;
   wire \$16 ;
@@ -33425,24 +33448,48 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
   wire \$18 ;
   wire \$19 ;
   wire \$2 ;
-  wire \$20 ;
+  wire [2:0] \$20 ;
   wire \$21 ;
   wire \$22 ;
-  reg [1:0] \$23 ;
-  reg [1:0] \$24 ;
-  reg \$25 ;
-  reg [1:0] \$26 ;
-  reg [1:0] \$27 ;
-  reg [1:0] \$28 ;
+  wire [3:0] \$23 ;
+  wire \$24 ;
+  wire \$25 ;
+  wire \$26 ;
+  wire \$27 ;
+  wire \$28 ;
+  wire \$29 ;
   wire \$3 ;
+  wire \$30 ;
+  wire [5:0] \$31 ;
+  wire \$32 ;
+  wire [6:0] \$33 ;
+  wire \$34 ;
+  wire \$35 ;
+  wire \$36 ;
+  wire \$37 ;
+  wire \$38 ;
+  wire \$39 ;
   wire \$4 ;
+  wire \$40 ;
+  wire \$41 ;
+  wire \$42 ;
+  wire \$43 ;
+  reg [1:0] \$44 ;
+  reg [1:0] \$45 ;
+  reg \$46 ;
+  reg [4:0] \$47 ;
+  reg [1:0] \$48 ;
+  reg [1:0] \$49 ;
   wire \$5 ;
+  reg \$50 ;
+  reg [1:0] \$51 ;
   wire \$6 ;
   wire \$7 ;
   wire \$8 ;
   wire \$9 ;
   reg [1:0] \$signal  = 2'h0;
-  reg [1:0] \$signal$77  = 2'h0;
+  reg [1:0] \$signal$76  = 2'h0;
+  reg \$signal$77 ;
   reg addr_phase = 1'h0;
   reg ar_any;
   reg [1:0] ar_pick;
@@ -33490,11 +33537,9 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
   reg [2:0] dram__awsize;
   output dram__awvalid;
   reg dram__awvalid;
-  input [7:0] dram__bid;
   wire [7:0] dram__bid;
   output dram__bready;
   reg dram__bready;
-  input [1:0] dram__bresp;
   wire [1:0] dram__bresp;
   input dram__bvalid;
   wire dram__bvalid;
@@ -33516,8 +33561,10 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
   reg [63:0] dram__wstrb;
   output dram__wvalid;
   reg dram__wvalid;
+  reg granted = 1'h0;
   reg [1:0] in_flight = 2'h0;
   reg others;
+  reg others_aw;
   reg owner_request;
   input [63:0] ports__0__araddr;
   wire [63:0] ports__0__araddr;
@@ -33559,12 +33606,12 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
   wire [2:0] ports__0__awsize;
   input ports__0__awvalid;
   wire ports__0__awvalid;
-  output [7:0] ports__0__bid;
-  reg [7:0] ports__0__bid;
+  input [7:0] ports__0__bid;
+  wire [7:0] ports__0__bid;
   input ports__0__bready;
   wire ports__0__bready;
-  output [1:0] ports__0__bresp;
-  reg [1:0] ports__0__bresp;
+  input [1:0] ports__0__bresp;
+  wire [1:0] ports__0__bresp;
   output ports__0__bvalid;
   reg ports__0__bvalid;
   input [511:0] ports__0__rdata;
@@ -33613,11 +33660,9 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
   reg ports__1__awready;
   wire [2:0] ports__1__awsize;
   wire ports__1__awvalid;
-  output [7:0] ports__1__bid;
-  reg [7:0] ports__1__bid;
+  wire [7:0] ports__1__bid;
   wire ports__1__bready;
-  output [1:0] ports__1__bresp;
-  reg [1:0] ports__1__bresp;
+  wire [1:0] ports__1__bresp;
   output ports__1__bvalid;
   reg ports__1__bvalid;
   wire [511:0] ports__1__rdata;
@@ -33662,12 +33707,10 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
   wire [2:0] ports__2__awsize;
   input ports__2__awvalid;
   wire ports__2__awvalid;
-  output [7:0] ports__2__bid;
-  reg [7:0] ports__2__bid;
+  wire [7:0] ports__2__bid;
   input ports__2__bready;
   wire ports__2__bready;
-  output [1:0] ports__2__bresp;
-  reg [1:0] ports__2__bresp;
+  wire [1:0] ports__2__bresp;
   output ports__2__bvalid;
   reg ports__2__bvalid;
   wire [511:0] ports__2__rdata;
@@ -33689,302 +33732,66 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
   wire ports__2__wvalid;
   input rst;
   wire rst;
+  reg [4:0] w_in_flight = 5'h00;
   reg [1:0] w_last = 2'h0;
   reg [1:0] write_state = 2'h0;
   always @(posedge clk)
-    in_flight <= \$23 ;
+    in_flight <= \$44 ;
   always @(posedge clk)
-    \$signal  <= \$24 ;
+    \$signal  <= \$45 ;
   always @(posedge clk)
-    addr_phase <= \$25 ;
+    addr_phase <= \$46 ;
   always @(posedge clk)
-    \$signal$77  <= \$26 ;
+    w_in_flight <= \$47 ;
   always @(posedge clk)
-    w_last <= \$27 ;
+    \$signal$76  <= \$48 ;
   always @(posedge clk)
-    write_state <= \$28 ;
+    w_last <= \$49 ;
+  always @(posedge clk)
+    granted <= \$50 ;
+  always @(posedge clk)
+    write_state <= \$51 ;
   assign \$1  = | { ports__2__arvalid, ports__1__arvalid };
   assign \$2  = | { ports__2__arvalid, ports__0__arvalid };
   assign \$3  = | { ports__1__arvalid, ports__0__arvalid };
   assign \$4  = ~ addr_phase;
-  assign \$5  = ! write_state;
-  assign \$6  = write_state == 1'h1;
-  assign \$7  = write_state == 2'h2;
-  assign \$8  = write_state == 2'h3;
-  assign \$9  = dram__arvalid & dram__arready;
-  assign \$10  = in_flight + \$9 ;
-  assign \$11  = dram__rvalid & dram__rready;
-  assign \$12  = \$11  & ports__0__rlast;
-  assign \$13  = \$10  - \$12 ;
-  assign \$14  = ~ addr_phase;
-  assign \$15  = ! in_flight;
-  assign \$16  = ~ others;
-  assign \$17  = owner_request & \$16 ;
-  assign \$18  = in_flight < 2'h2;
-  assign \$19  = \$17  & \$18 ;
-  assign \$20  = dram__wvalid & dram__wready;
-  assign \$21  = \$20  & dram__wlast;
-  assign \$22  = dram__bvalid & dram__bready;
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
-    ports__1__bvalid = 1'h0;
-    (* full_case = 32'd1 *)
-    casez (write_state)
-      2'h0:
-          /* empty */;
-      2'h1:
-          /* empty */;
-      2'h2:
-          /* empty */;
-      2'h3:
-          casez (\$signal$77 )
-            2'h0:
-                /* empty */;
-            2'h1:
-                ports__1__bvalid = dram__bvalid;
-          endcase
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
-    ports__2__bvalid = 1'h0;
-    (* full_case = 32'd1 *)
-    casez (write_state)
-      2'h0:
-          /* empty */;
-      2'h1:
-          /* empty */;
-      2'h2:
-          /* empty */;
-      2'h3:
-          casez (\$signal$77 )
-            2'h0:
-                /* empty */;
-            2'h1:
-                /* empty */;
-            2'h2:
-                ports__2__bvalid = dram__bvalid;
-          endcase
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
-    \$23  = \$13 [1:0];
-    if (rst) begin
-      \$23  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
-    \$24  = \$signal ;
-    if (\$14 ) begin
-      if (\$15 ) begin
-        if (ar_any) begin
-          \$24  = ar_pick;
-        end
-      end
-    end
-    if (rst) begin
-      \$24  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
-    \$25  = addr_phase;
-    (* full_case = 32'd1 *)
-    if (\$14 ) begin
-      if (\$15 ) begin
-        if (ar_any) begin
-          \$25  = 1'h1;
-        end
-      end else if (\$19 ) begin
-        \$25  = 1'h1;
-      end
-    end else begin
-      if (dram__arready) begin
-        \$25  = 1'h0;
-      end
-    end
-    if (rst) begin
-      \$25  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
-    \$26  = \$signal$77 ;
-    casez (write_state)
-      2'h0:
-          if (aw_any) begin
-            \$26  = aw_pick;
-          end
-    endcase
-    if (rst) begin
-      \$26  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
-    \$27  = w_last;
-    casez (write_state)
-      2'h0:
-          if (aw_any) begin
-            \$27  = aw_pick;
-          end
-    endcase
-    if (rst) begin
-      \$27  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
-    \$28  = write_state;
-    (* full_case = 32'd1 *)
-    casez (write_state)
-      2'h0:
-          if (aw_any) begin
-            \$28  = 2'h1;
-          end
-      2'h1:
-          if (dram__awready) begin
-            \$28  = 2'h2;
-          end
-      2'h2:
-          if (\$21 ) begin
-            \$28  = 2'h3;
-          end
-      2'h3:
-          if (\$22 ) begin
-            \$28  = 2'h0;
-          end
-    endcase
-    if (rst) begin
-      \$28  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
-    others = 1'h0;
-    casez (\$signal )
-      2'h0:
-          others = \$1 ;
-      2'h1:
-          others = \$2 ;
-      2'h2:
-          others = \$3 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
-    owner_request = 1'h0;
-    casez (\$signal )
-      2'h0:
-          owner_request = ports__0__arvalid;
-      2'h1:
-          owner_request = ports__1__arvalid;
-      2'h2:
-          owner_request = ports__2__arvalid;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
-    ar_pick = 2'h0;
-    casez (\$signal )
-      2'h0:
-        begin
-          if (ports__0__arvalid) begin
-            ar_pick = 2'h0;
-          end
-          if (ports__2__arvalid) begin
-            ar_pick = 2'h2;
-          end
-          if (ports__1__arvalid) begin
-            ar_pick = 2'h1;
-          end
-        end
-      2'h1:
-        begin
-          if (ports__1__arvalid) begin
-            ar_pick = 2'h1;
-          end
-          if (ports__0__arvalid) begin
-            ar_pick = 2'h0;
-          end
-          if (ports__2__arvalid) begin
-            ar_pick = 2'h2;
-          end
-        end
-      2'h2:
-        begin
-          if (ports__2__arvalid) begin
-            ar_pick = 2'h2;
-          end
-          if (ports__1__arvalid) begin
-            ar_pick = 2'h1;
-          end
-          if (ports__0__arvalid) begin
-            ar_pick = 2'h0;
-          end
-        end
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
-    ar_any = 1'h0;
-    casez (\$signal )
-      2'h0:
-        begin
-          if (ports__0__arvalid) begin
-            ar_any = 1'h1;
-          end
-          if (ports__2__arvalid) begin
-            ar_any = 1'h1;
-          end
-          if (ports__1__arvalid) begin
-            ar_any = 1'h1;
-          end
-        end
-      2'h1:
-        begin
-          if (ports__1__arvalid) begin
-            ar_any = 1'h1;
-          end
-          if (ports__0__arvalid) begin
-            ar_any = 1'h1;
-          end
-          if (ports__2__arvalid) begin
-            ar_any = 1'h1;
-          end
-        end
-      2'h2:
-        begin
-          if (ports__2__arvalid) begin
-            ar_any = 1'h1;
-          end
-          if (ports__1__arvalid) begin
-            ar_any = 1'h1;
-          end
-          if (ports__0__arvalid) begin
-            ar_any = 1'h1;
-          end
-        end
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
-    dram__arid = 8'h00;
-    (* full_case = 32'd1 *)
-    if (\$4 ) begin
-    end else begin
-      casez (\$signal )
-        2'h0:
-            dram__arid = ports__0__arid;
-        2'h1:
-            dram__arid = 8'h00;
-        2'h2:
-            dram__arid = 8'h00;
-      endcase
-    end
-  end
+  assign \$6  = | { ports__2__awvalid, ports__0__awvalid };
+  assign \$8  = ~ others_aw;
+  assign \$9  = granted | \$8 ;
+  assign \$10  = \$signal$77  & \$9 ;
+  assign \$11  = ! w_in_flight;
+  assign \$12  = w_in_flight == 1'h1;
+  assign \$13  = dram__bvalid & dram__bready;
+  assign \$14  = \$12  & \$13 ;
+  assign \$15  = \$11  | \$14 ;
+  assign \$16  = ! write_state;
+  assign \$17  = write_state == 1'h1;
+  assign \$18  = write_state == 2'h2;
+  assign \$19  = dram__arvalid & dram__arready;
+  assign \$20  = in_flight + \$19 ;
+  assign \$21  = dram__rvalid & dram__rready;
+  assign \$22  = \$21  & ports__0__rlast;
+  assign \$23  = \$20  - \$22 ;
+  assign \$24  = ~ addr_phase;
+  assign \$25  = ! in_flight;
+  assign \$26  = ~ others;
+  assign \$27  = owner_request & \$26 ;
+  assign \$28  = in_flight < 2'h2;
+  assign \$29  = \$27  & \$28 ;
+  assign \$30  = dram__awvalid & dram__awready;
+  assign \$31  = w_in_flight + \$30 ;
+  assign \$32  = dram__bvalid & dram__bready;
+  assign \$33  = \$31  - \$32 ;
+  assign \$34  = ~ others_aw;
+  assign \$35  = granted | \$34 ;
+  assign \$36  = \$signal$77  & \$35 ;
+  assign \$37  = ! w_in_flight;
+  assign \$38  = w_in_flight == 1'h1;
+  assign \$39  = dram__bvalid & dram__bready;
+  assign \$40  = \$38  & \$39 ;
+  assign \$41  = \$37  | \$40 ;
+  assign \$42  = dram__wvalid & dram__wready;
+  assign \$43  = \$42  & dram__wlast;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     dram__araddr = 64'h0000000000000000;
@@ -34265,19 +34072,87 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    \$signal$77  = 1'h0;
+    casez (\$signal$76 )
+      2'h0:
+          \$signal$77  = ports__0__awvalid;
+      2'h1:
+          \$signal$77  = 1'h0;
+      2'h2:
+          \$signal$77  = ports__2__awvalid;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    others_aw = 1'h0;
+    casez (\$signal$76 )
+      2'h0:
+          others_aw = \$5 ;
+      2'h1:
+          others_aw = \$6 ;
+      2'h2:
+          others_aw = \$7 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    ports__0__bvalid = 1'h0;
+    casez (\$signal$76 )
+      2'h0:
+          ports__0__bvalid = dram__bvalid;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    dram__bready = 1'h0;
+    casez (\$signal$76 )
+      2'h0:
+          dram__bready = ports__0__bready;
+      2'h1:
+          dram__bready = 1'h0;
+      2'h2:
+          dram__bready = ports__2__bready;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    ports__1__bvalid = 1'h0;
+    casez (\$signal$76 )
+      2'h0:
+          /* empty */;
+      2'h1:
+          ports__1__bvalid = dram__bvalid;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    ports__2__bvalid = 1'h0;
+    casez (\$signal$76 )
+      2'h0:
+          /* empty */;
+      2'h1:
+          /* empty */;
+      2'h2:
+          ports__2__bvalid = dram__bvalid;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     dram__awid = 8'h00;
     casez (write_state)
       2'h0:
           /* empty */;
       2'h1:
-          casez (\$signal$77 )
-            2'h0:
-                dram__awid = ports__0__awid;
-            2'h1:
-                dram__awid = 8'h00;
-            2'h2:
-                dram__awid = 8'h00;
-          endcase
+          if (\$10 ) begin
+            casez (\$signal$76 )
+              2'h0:
+                  dram__awid = ports__0__awid;
+              2'h1:
+                  dram__awid = 8'h00;
+              2'h2:
+                  dram__awid = 8'h00;
+            endcase
+          end
     endcase
   end
   always @* begin
@@ -34287,14 +34162,16 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
       2'h0:
           /* empty */;
       2'h1:
-          casez (\$signal$77 )
-            2'h0:
-                dram__awaddr = ports__0__awaddr;
-            2'h1:
-                dram__awaddr = 64'h0000000000000000;
-            2'h2:
-                dram__awaddr = ports__2__awaddr;
-          endcase
+          if (\$10 ) begin
+            casez (\$signal$76 )
+              2'h0:
+                  dram__awaddr = ports__0__awaddr;
+              2'h1:
+                  dram__awaddr = 64'h0000000000000000;
+              2'h2:
+                  dram__awaddr = ports__2__awaddr;
+            endcase
+          end
     endcase
   end
   always @* begin
@@ -34304,14 +34181,16 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
       2'h0:
           /* empty */;
       2'h1:
-          casez (\$signal$77 )
-            2'h0:
-                dram__awlen = ports__0__awlen;
-            2'h1:
-                dram__awlen = 8'h00;
-            2'h2:
-                dram__awlen = ports__2__awlen;
-          endcase
+          if (\$10 ) begin
+            casez (\$signal$76 )
+              2'h0:
+                  dram__awlen = ports__0__awlen;
+              2'h1:
+                  dram__awlen = 8'h00;
+              2'h2:
+                  dram__awlen = ports__2__awlen;
+            endcase
+          end
     endcase
   end
   always @* begin
@@ -34321,14 +34200,16 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
       2'h0:
           /* empty */;
       2'h1:
-          casez (\$signal$77 )
-            2'h0:
-                dram__awsize = ports__0__awsize;
-            2'h1:
-                dram__awsize = 3'h0;
-            2'h2:
-                dram__awsize = 3'h6;
-          endcase
+          if (\$10 ) begin
+            casez (\$signal$76 )
+              2'h0:
+                  dram__awsize = ports__0__awsize;
+              2'h1:
+                  dram__awsize = 3'h0;
+              2'h2:
+                  dram__awsize = 3'h6;
+            endcase
+          end
     endcase
   end
   always @* begin
@@ -34338,14 +34219,16 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
       2'h0:
           /* empty */;
       2'h1:
-          casez (\$signal$77 )
-            2'h0:
-                dram__awburst = ports__0__awburst;
-            2'h1:
-                dram__awburst = 2'h0;
-            2'h2:
-                dram__awburst = 2'h1;
-          endcase
+          if (\$10 ) begin
+            casez (\$signal$76 )
+              2'h0:
+                  dram__awburst = ports__0__awburst;
+              2'h1:
+                  dram__awburst = 2'h0;
+              2'h2:
+                  dram__awburst = 2'h1;
+            endcase
+          end
     endcase
   end
   always @* begin
@@ -34355,14 +34238,16 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
       2'h0:
           /* empty */;
       2'h1:
-          casez (\$signal$77 )
-            2'h0:
-                dram__awlock = ports__0__awlock;
-            2'h1:
-                dram__awlock = 1'h0;
-            2'h2:
-                dram__awlock = 1'h0;
-          endcase
+          if (\$10 ) begin
+            casez (\$signal$76 )
+              2'h0:
+                  dram__awlock = ports__0__awlock;
+              2'h1:
+                  dram__awlock = 1'h0;
+              2'h2:
+                  dram__awlock = 1'h0;
+            endcase
+          end
     endcase
   end
   always @* begin
@@ -34372,14 +34257,16 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
       2'h0:
           /* empty */;
       2'h1:
-          casez (\$signal$77 )
-            2'h0:
-                dram__awcache = ports__0__awcache;
-            2'h1:
-                dram__awcache = 4'h0;
-            2'h2:
-                dram__awcache = 4'h3;
-          endcase
+          if (\$10 ) begin
+            casez (\$signal$76 )
+              2'h0:
+                  dram__awcache = ports__0__awcache;
+              2'h1:
+                  dram__awcache = 4'h0;
+              2'h2:
+                  dram__awcache = 4'h3;
+            endcase
+          end
     endcase
   end
   always @* begin
@@ -34389,14 +34276,16 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
       2'h0:
           /* empty */;
       2'h1:
-          casez (\$signal$77 )
-            2'h0:
-                dram__awprot = ports__0__awprot;
-            2'h1:
-                dram__awprot = 3'h0;
-            2'h2:
-                dram__awprot = 3'h0;
-          endcase
+          if (\$10 ) begin
+            casez (\$signal$76 )
+              2'h0:
+                  dram__awprot = ports__0__awprot;
+              2'h1:
+                  dram__awprot = 3'h0;
+              2'h2:
+                  dram__awprot = 3'h0;
+            endcase
+          end
     endcase
   end
   always @* begin
@@ -34406,14 +34295,16 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
       2'h0:
           /* empty */;
       2'h1:
-          casez (\$signal$77 )
-            2'h0:
-                dram__awvalid = ports__0__awvalid;
-            2'h1:
-                dram__awvalid = 1'h0;
-            2'h2:
-                dram__awvalid = ports__2__awvalid;
-          endcase
+          if (\$10 ) begin
+            casez (\$signal$76 )
+              2'h0:
+                  dram__awvalid = ports__0__awvalid;
+              2'h1:
+                  dram__awvalid = 1'h0;
+              2'h2:
+                  dram__awvalid = ports__2__awvalid;
+            endcase
+          end
     endcase
   end
   always @* begin
@@ -34423,10 +34314,12 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
       2'h0:
           /* empty */;
       2'h1:
-          casez (\$signal$77 )
-            2'h0:
-                ports__0__awready = dram__awready;
-          endcase
+          if (\$10 ) begin
+            casez (\$signal$76 )
+              2'h0:
+                  ports__0__awready = dram__awready;
+            endcase
+          end
     endcase
   end
   always @* begin
@@ -34436,12 +34329,14 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
       2'h0:
           /* empty */;
       2'h1:
-          casez (\$signal$77 )
-            2'h0:
-                /* empty */;
-            2'h1:
-                ports__1__awready = dram__awready;
-          endcase
+          if (\$10 ) begin
+            casez (\$signal$76 )
+              2'h0:
+                  /* empty */;
+              2'h1:
+                  ports__1__awready = dram__awready;
+            endcase
+          end
     endcase
   end
   always @* begin
@@ -34451,14 +34346,16 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
       2'h0:
           /* empty */;
       2'h1:
-          casez (\$signal$77 )
-            2'h0:
-                /* empty */;
-            2'h1:
-                /* empty */;
-            2'h2:
-                ports__2__awready = dram__awready;
-          endcase
+          if (\$10 ) begin
+            casez (\$signal$76 )
+              2'h0:
+                  /* empty */;
+              2'h1:
+                  /* empty */;
+              2'h2:
+                  ports__2__awready = dram__awready;
+            endcase
+          end
     endcase
   end
   always @* begin
@@ -34470,7 +34367,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
       2'h1:
           /* empty */;
       2'h2:
-          casez (\$signal$77 )
+          casez (\$signal$76 )
             2'h0:
                 dram__wdata = ports__0__wdata;
             2'h1:
@@ -34489,7 +34386,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
       2'h1:
           /* empty */;
       2'h2:
-          casez (\$signal$77 )
+          casez (\$signal$76 )
             2'h0:
                 dram__wstrb = ports__0__wstrb;
             2'h1:
@@ -34508,7 +34405,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
       2'h1:
           /* empty */;
       2'h2:
-          casez (\$signal$77 )
+          casez (\$signal$76 )
             2'h0:
                 dram__wlast = ports__0__wlast;
             2'h1:
@@ -34527,7 +34424,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
       2'h1:
           /* empty */;
       2'h2:
-          casez (\$signal$77 )
+          casez (\$signal$76 )
             2'h0:
                 dram__wvalid = ports__0__wvalid;
             2'h1:
@@ -34546,7 +34443,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
       2'h1:
           /* empty */;
       2'h2:
-          casez (\$signal$77 )
+          casez (\$signal$76 )
             2'h0:
                 ports__0__wready = dram__wready;
           endcase
@@ -34561,7 +34458,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
       2'h1:
           /* empty */;
       2'h2:
-          casez (\$signal$77 )
+          casez (\$signal$76 )
             2'h0:
                 /* empty */;
             2'h1:
@@ -34578,7 +34475,7 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
       2'h1:
           /* empty */;
       2'h2:
-          casez (\$signal$77 )
+          casez (\$signal$76 )
             2'h0:
                 /* empty */;
             2'h1:
@@ -34590,133 +34487,246 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
-    ports__0__bid = 8'h00;
+    \$44  = \$23 [1:0];
+    if (rst) begin
+      \$44  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    \$45  = \$signal ;
+    if (\$24 ) begin
+      if (\$25 ) begin
+        if (ar_any) begin
+          \$45  = ar_pick;
+        end
+      end
+    end
+    if (rst) begin
+      \$45  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    \$46  = addr_phase;
     (* full_case = 32'd1 *)
+    if (\$24 ) begin
+      if (\$25 ) begin
+        if (ar_any) begin
+          \$46  = 1'h1;
+        end
+      end else if (\$29 ) begin
+        \$46  = 1'h1;
+      end
+    end else begin
+      if (dram__arready) begin
+        \$46  = 1'h0;
+      end
+    end
+    if (rst) begin
+      \$46  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    \$47  = \$33 [4:0];
+    if (rst) begin
+      \$47  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    \$48  = \$signal$76 ;
     casez (write_state)
       2'h0:
-          /* empty */;
+          if (aw_any) begin
+            \$48  = aw_pick;
+          end
+    endcase
+    if (rst) begin
+      \$48  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    \$49  = w_last;
+    casez (write_state)
+      2'h0:
+          if (aw_any) begin
+            \$49  = aw_pick;
+          end
+    endcase
+    if (rst) begin
+      \$49  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    \$50  = granted;
+    casez (write_state)
+      2'h0:
+          if (aw_any) begin
+            \$50  = 1'h1;
+          end
       2'h1:
-          /* empty */;
+          if (\$36 ) begin
+            if (dram__awready) begin
+              \$50  = 1'h0;
+            end
+          end
+    endcase
+    if (rst) begin
+      \$50  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    \$51  = write_state;
+    casez (write_state)
+      2'h0:
+          if (aw_any) begin
+            \$51  = 2'h1;
+          end
+      2'h1:
+          if (\$36 ) begin
+            if (dram__awready) begin
+              \$51  = 2'h2;
+            end
+          end else if (\$41 ) begin
+            \$51  = 2'h0;
+          end
       2'h2:
-          /* empty */;
-      2'h3:
-          ports__0__bid = dram__bid;
+          if (\$43 ) begin
+            \$51  = 2'h1;
+          end
+    endcase
+    if (rst) begin
+      \$51  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    others = 1'h0;
+    casez (\$signal )
+      2'h0:
+          others = \$1 ;
+      2'h1:
+          others = \$2 ;
+      2'h2:
+          others = \$3 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
-    ports__0__bresp = 2'h0;
-    (* full_case = 32'd1 *)
-    casez (write_state)
+    owner_request = 1'h0;
+    casez (\$signal )
       2'h0:
-          /* empty */;
+          owner_request = ports__0__arvalid;
       2'h1:
-          /* empty */;
+          owner_request = ports__1__arvalid;
       2'h2:
-          /* empty */;
-      2'h3:
-          ports__0__bresp = dram__bresp;
+          owner_request = ports__2__arvalid;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
-    ports__1__bid = 8'h00;
-    (* full_case = 32'd1 *)
-    casez (write_state)
+    ar_pick = 2'h0;
+    casez (\$signal )
       2'h0:
-          /* empty */;
+        begin
+          if (ports__0__arvalid) begin
+            ar_pick = 2'h0;
+          end
+          if (ports__2__arvalid) begin
+            ar_pick = 2'h2;
+          end
+          if (ports__1__arvalid) begin
+            ar_pick = 2'h1;
+          end
+        end
       2'h1:
-          /* empty */;
+        begin
+          if (ports__1__arvalid) begin
+            ar_pick = 2'h1;
+          end
+          if (ports__0__arvalid) begin
+            ar_pick = 2'h0;
+          end
+          if (ports__2__arvalid) begin
+            ar_pick = 2'h2;
+          end
+        end
       2'h2:
-          /* empty */;
-      2'h3:
-          ports__1__bid = dram__bid;
+        begin
+          if (ports__2__arvalid) begin
+            ar_pick = 2'h2;
+          end
+          if (ports__1__arvalid) begin
+            ar_pick = 2'h1;
+          end
+          if (ports__0__arvalid) begin
+            ar_pick = 2'h0;
+          end
+        end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
-    ports__1__bresp = 2'h0;
-    (* full_case = 32'd1 *)
-    casez (write_state)
+    ar_any = 1'h0;
+    casez (\$signal )
       2'h0:
-          /* empty */;
+        begin
+          if (ports__0__arvalid) begin
+            ar_any = 1'h1;
+          end
+          if (ports__2__arvalid) begin
+            ar_any = 1'h1;
+          end
+          if (ports__1__arvalid) begin
+            ar_any = 1'h1;
+          end
+        end
       2'h1:
-          /* empty */;
+        begin
+          if (ports__1__arvalid) begin
+            ar_any = 1'h1;
+          end
+          if (ports__0__arvalid) begin
+            ar_any = 1'h1;
+          end
+          if (ports__2__arvalid) begin
+            ar_any = 1'h1;
+          end
+        end
       2'h2:
-          /* empty */;
-      2'h3:
-          ports__1__bresp = dram__bresp;
+        begin
+          if (ports__2__arvalid) begin
+            ar_any = 1'h1;
+          end
+          if (ports__1__arvalid) begin
+            ar_any = 1'h1;
+          end
+          if (ports__0__arvalid) begin
+            ar_any = 1'h1;
+          end
+        end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
-    ports__2__bid = 8'h00;
+    dram__arid = 8'h00;
     (* full_case = 32'd1 *)
-    casez (write_state)
-      2'h0:
-          /* empty */;
-      2'h1:
-          /* empty */;
-      2'h2:
-          /* empty */;
-      2'h3:
-          ports__2__bid = dram__bid;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
-    ports__2__bresp = 2'h0;
-    (* full_case = 32'd1 *)
-    casez (write_state)
-      2'h0:
-          /* empty */;
-      2'h1:
-          /* empty */;
-      2'h2:
-          /* empty */;
-      2'h3:
-          ports__2__bresp = dram__bresp;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
-    ports__0__bvalid = 1'h0;
-    (* full_case = 32'd1 *)
-    casez (write_state)
-      2'h0:
-          /* empty */;
-      2'h1:
-          /* empty */;
-      2'h2:
-          /* empty */;
-      2'h3:
-          casez (\$signal$77 )
-            2'h0:
-                ports__0__bvalid = dram__bvalid;
-          endcase
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
-    dram__bready = 1'h0;
-    (* full_case = 32'd1 *)
-    casez (write_state)
-      2'h0:
-          /* empty */;
-      2'h1:
-          /* empty */;
-      2'h2:
-          /* empty */;
-      2'h3:
-          casez (\$signal$77 )
-            2'h0:
-                dram__bready = ports__0__bready;
-            2'h1:
-                dram__bready = 1'h0;
-            2'h2:
-                dram__bready = ports__2__bready;
-          endcase
-    endcase
+    if (\$4 ) begin
+    end else begin
+      casez (\$signal )
+        2'h0:
+            dram__arid = ports__0__arid;
+        2'h1:
+            dram__arid = 8'h00;
+        2'h2:
+            dram__arid = 8'h00;
+      endcase
+    end
   end
   assign ports__1__arid = 8'h00;
   assign ports__1__arlen = 8'h00;
@@ -34745,6 +34755,13 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
   assign ports__2__rlast = ports__0__rlast;
   assign ports__2__rready = 1'h1;
   assign ports__1__awvalid = 1'h0;
+  assign dram__bid = ports__0__bid;
+  assign dram__bresp = ports__0__bresp;
+  assign ports__1__bid = ports__0__bid;
+  assign ports__1__bresp = ports__0__bresp;
+  assign ports__2__bid = ports__0__bid;
+  assign ports__2__bresp = ports__0__bresp;
+  assign ports__1__bready = 1'h0;
   assign ports__1__awid = 8'h00;
   assign ports__1__awaddr = 64'h0000000000000000;
   assign ports__1__awlen = 8'h00;
@@ -34763,7 +34780,8 @@ module \ndp_device.dram_arbiter (dram__wready, dram__bid, dram__bresp, dram__bva
   assign ports__1__wstrb = 64'h0000000000000000;
   assign ports__1__wlast = 1'h0;
   assign ports__1__wvalid = 1'h0;
-  assign ports__1__bready = 1'h0;
+  assign \$5  = ports__2__awvalid;
+  assign \$7  = ports__0__awvalid;
 endmodule
 
 (* generator = "Amaranth" *)
@@ -35054,9 +35072,9 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awburst, mem__awlock, mem__awcache, mem__awprot, mem__awvalid, mem__wdata, mem__wstrb, mem__wlast, mem__wvalid, mem__bready, mem__arid, mem__araddr, mem__arlen, mem__arsize, mem__arburst, mem__arlock, mem__arcache, mem__arprot
-, mem__arvalid, mem__rready, mem__awuser, mem__aruser, down__rid, down__rdata, down__rresp, down__rlast, clk, rst, queues__0, queues__1, queues__2, queues__3, mem__arready, down__arid, down__araddr, down__arlen, down__arsize, down__arburst, down__arlock
-, down__arcache, down__arprot, down__arvalid, mem__rid, mem__rdata, mem__rresp, mem__rlast, mem__rvalid, down__rready, mem__awready, down__awid, down__awaddr, down__awlen, down__awsize, down__awburst, down__awlock, down__awcache, down__awprot, down__awvalid, down__wdata, down__wstrb
-, down__wlast, down__wvalid, mem__wready, mem__bid, mem__bresp, mem__bvalid, down__bready, down__arready, down__rvalid, down__awready, down__wready, down__bid, down__bresp, down__bvalid, mem__awid);
+, mem__arvalid, mem__rready, mem__awuser, mem__aruser, down__bid, down__bresp, down__rid, down__rdata, down__rresp, down__rlast, clk, rst, queues__0, queues__1, queues__2, queues__3, mem__arready, down__arid, down__araddr, down__arlen, down__arsize
+, down__arburst, down__arlock, down__arcache, down__arprot, down__arvalid, mem__rid, mem__rdata, mem__rresp, mem__rlast, mem__rvalid, down__rready, mem__awready, down__awid, down__awaddr, down__awlen, down__awsize, down__awburst, down__awlock, down__awcache, down__awprot, down__awvalid
+, down__wdata, down__wstrb, down__wlast, down__wvalid, mem__wready, mem__bid, mem__bresp, mem__bvalid, down__bready, down__arready, down__rvalid, down__bvalid, down__awready, down__wready, mem__awid);
   reg \$auto$verilog_backend.cc:2355:dump_module$80  = 0;
   wire [8:0] \$1 ;
   wire [8:0] \$10 ;

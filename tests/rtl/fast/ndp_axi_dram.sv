@@ -4,7 +4,8 @@
 // this model runs inside the Verilator build, so long runs need Python only to wait.
 //
 // - Reads: up to 4 bursts accepted ahead, served in order, back to back. Writes: one
-//   burst at a time (the device's DRAM arbiter issues one write at a time).
+//   burst's data at a time; up to B_SLOTS responses wait their turn, so the next burst's
+//   address is taken while earlier ones await their response (the device posts writes).
 // - INCR bursts up to 256 beats (FIXED: the address stays); beats of DATA_BITS (512 in the
 //   spec's default: 64 bytes), byte strobes. Narrow beats are served from the line holding
 //   the beat's address, so the lanes AXI defines for them are right. WRAP is not
@@ -135,48 +136,51 @@ module ndp_axi_dram #(
     end
 
     // ---- write channel -------------------------------------------------------------
-    typedef enum logic [1:0] {W_IDLE, W_DATA, W_WAIT, W_RESP} wstate_t;
+    localparam int B_SLOTS = 32;
+    typedef enum logic {W_IDLE, W_DATA} wstate_t;
     wstate_t     wstate = W_IDLE;
     logic [63:0] waddr;
     logic [2:0]  wsize;
     logic [1:0]  wburst;
-    int unsigned wwait;
+    logic [7:0]  wid;
+    // the responses of the bursts written: due edge and ID, in order
+    longint unsigned b_due [B_SLOTS];
+    logic [7:0]      b_id [B_SLOTS];
+    int unsigned     b_head = 0, b_count = 0;
 
-    assign awready = wstate == W_IDLE && !rst;
+    assign awready = wstate == W_IDLE && b_count < B_SLOTS && !rst;
     assign wready = wstate == W_DATA;
     assign bresp = OKAY;
+    assign bvalid = b_count != 0 && b_due[b_head] <= now;
+    assign bid = b_id[b_head];
 
     always_ff @(posedge clk) begin
         if (rst) begin
             wstate <= W_IDLE;
-            bvalid <= 1'b0;
-        end else case (wstate)
-            W_IDLE: if (awvalid) begin
-                waddr <= awaddr; wsize <= awsize; wburst <= awburst; bid <= awid;
-                wstate <= W_DATA;
+            b_head <= 0; b_count <= 0;
+        end else begin
+            int unsigned count = b_count;
+            if (bvalid && bready) begin
+                b_head <= (b_head + 1) % B_SLOTS;
+                count = count - 1;
             end
-            W_DATA: if (wvalid) begin
-                ndp_dram_write(waddr, wdata, wstrb);
-                waddr <= next_addr(waddr, wsize, wburst);
-                if (wlast) begin
-                    if (write_latency <= 1) begin
-                        bvalid <= 1'b1;
-                        wstate <= W_RESP;
-                    end else begin
-                        wwait <= write_latency - 2;
-                        wstate <= W_WAIT;
+            case (wstate)
+                W_IDLE: if (awvalid) begin
+                    waddr <= awaddr; wsize <= awsize; wburst <= awburst; wid <= awid;
+                    wstate <= W_DATA;
+                end
+                W_DATA: if (wvalid) begin
+                    ndp_dram_write(waddr, wdata, wstrb);
+                    waddr <= next_addr(waddr, wsize, wburst);
+                    if (wlast) begin
+                        b_due[(b_head + b_count) % B_SLOTS] <= now + write_latency;
+                        b_id[(b_head + b_count) % B_SLOTS] <= wid;
+                        count = count + 1;
+                        wstate <= W_IDLE;
                     end
                 end
-            end
-            W_WAIT: if (wwait == 0) begin
-                bvalid <= 1'b1;
-                wstate <= W_RESP;
-            end else
-                wwait <= wwait - 1;
-            W_RESP: if (bready) begin
-                bvalid <= 1'b0;
-                wstate <= W_IDLE;
-            end
-        endcase
+            endcase
+            b_count <= count;
+        end
     end
 endmodule
