@@ -47,7 +47,7 @@ class ControlUnit:
         self.memory = memory
         self.reads = []                 # (address, bytes) of every run the reader made
         self.compute = ComputeUnit(memory, cfg.lanes)
-        dram_reader.load_kernels()
+        dram_reader.load_kernels(cfg)
 
     def execute(self, entry, regs, pop, steals=()):
         """The schedule of `entry` popped at cycle `pop` on a queue with registers `regs`;

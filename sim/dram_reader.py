@@ -76,14 +76,9 @@ def burst_schedule(start, addr, beats, cfg, steals=(), pulls=None, before=None, 
     return handshakes, lengths
 
 
-def load_kernels():
+def load_kernels(cfg):
     """Compile (or load from numba's cache) the compiled loop, before the first run."""
-    burst_schedule(0, 0, 1, _KernelConfig, steals=[(0, 0, 0, 0)], pulls=np.zeros(1, np.int64))
-    burst_schedule(0, 0, 1, _KernelConfig)
-
-
-class _KernelConfig:
-    beat_bytes, max_burst_beats, dram_read_latency, dram_buf_beats, dram_max_reads = 64, 16, 2, 16, 2
+    burst_schedule(0, 0, 1, cfg, steals=[(0, 0, 0, 0)], pulls=np.zeros(1, np.int64))
 
 
 @numba.njit(cache=True)

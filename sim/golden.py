@@ -81,8 +81,6 @@ def to_fp16(sums):
         return canonical_nan(sums.astype(np.float16))
 
 
-
-
 def gemm_fp32(x32, w32, lanes):
     """The FP32 sums (before the FP16 rounding), from the FP16 operands already widened to
     float32 (exactly). Returns float32 [M x N]."""

@@ -420,12 +420,17 @@ def test_dram_writer_line(cfg, addr):
 
 @pytest.mark.parametrize("run", WRITER_RUNS, ids=lambda r: f"{r[0].name}-{r[1]:#x}-{r[2]}-{r[3]}")
 def test_dram_writer_run(run):
-    """from_stream=1, through the arbiter: busy first low at the model's run_write_done."""
+    """from_stream=1, through the arbiter: busy first low at the model's run_write_done, and
+    at StreamRun's (the result runs' model, a line at a time) fed the same lines."""
     cfg, addr, kind, beats = run
     available = write_availability(cfg, kind, beats, np.random.default_rng(beats))
     done, aw = writer_run(cfg, addr, available)
     assert [n for _, _, n in aw] == model_reader.burst_lengths(addr, beats, cfg).tolist()
     assert done == model_writer.run_write_done(0, addr, np.asarray(available, np.int64), cfg)
+    stream = model_writer.StreamRun(0, addr, beats, cfg)
+    for index, shown in enumerate(available):
+        stream.take(index, shown)
+    assert done == stream.done()
 
 
 def test_dram_writer_bare():
