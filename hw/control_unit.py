@@ -122,10 +122,19 @@ class ControlUnit(wiring.Component):
         is_softmax, is_attention, is_xab = (d.op == Op.SOFTMAX), (d.op == Op.ATTENTION), (d.op == Op.LORA_XAB)
         partial = d.flags[1]
 
+        def stage_operand(s):
+            """Stage s's weights: (address, K, N). Stage 1's start at the line after stage 0's,
+            K and N swapped (x A, then . B; q K^T, then S V)."""
+            return (Mux(s, d.dev_addr + (dec.operand_lines << line_bits), d.dev_addr),
+                    Mux(s, d.dev_cols, d.dev_rows), Mux(s, d.dev_rows, d.dev_cols))
+
         # ---- the current stage: K, N, where its words go, and its plan
-        stage, st_k, st_n = Signal(), Signal(DIM_BITS), Signal(DIM_BITS)
+        stage = Signal()
+        _, st_k, st_n = stage_operand(stage)
         dest = Signal(range(4))
-        m.d.comb += cu.n_cols.eq(st_n)
+        m.d.comb += [cu.n_cols.eq(st_n),
+                     dest.eq(Mux(stage, Mux(is_attention, TO_RESULT32, TO_RESULT16),
+                                 Mux(is_attention, TO_SCORES, Mux(is_xab, TO_INPUT, TO_RESULT16))))]
         pack_log2, n_words, sets = Signal(range(lane_bits + 1)), Signal(DIM_BITS), Signal(range(ACC_INTERLEAVE + 1))
         full_groups, rest_rows = Signal(DIM_BITS), Signal(range(lanes))
         # a stage of one input row spreads its k-groups over PE rows 0 and 1 (isa/pe_array.py)
@@ -133,6 +142,7 @@ class ControlUnit(wiring.Component):
         m.d.comb += [split.eq(m_rows == 1), cu.split.eq(split)]
         sets_used = [Signal(range(ACC_INTERLEAVE + 1), name=f"sets_used{q}") for q in range(SPLIT_ROWS)]
         main_elems = Signal(44)
+
         def packing(n, name):
             """log2 of the plan's packing for N = n: the largest pack with pack * n <= LANES."""
             log2 = Signal.like(pack_log2, name=name)
@@ -140,6 +150,15 @@ class ControlUnit(wiring.Component):
                 with m.If((n << p) <= lanes):
                     m.d.comb += log2.eq(p)
             return log2
+
+        def weight_elems(k, n, log2):
+            """Elements of a stage's two weight runs for packing 2^log2: the k-groups of whole
+            packs, and the last k-group (K mod pack rows of N)."""
+            return (k >> log2 << log2) * n, (k & ((1 << log2) - 1)) * n
+
+        def run_beats_of(offset, elems):
+            """Beats of a run of `elems` elements starting `offset` elements into its first beat."""
+            return (offset + elems + lanes - 1) >> lane_bits
 
         plan_n_words, plan_sets = Signal.like(n_words), Signal.like(sets)
         plan_pack_log2 = packing(st_n, "plan_pack_log2")
@@ -237,25 +256,23 @@ class ControlUnit(wiring.Component):
         f_m0, f_in_elem = Signal(DIM_BITS), Signal(44)
         stages = Mux(is_softmax, 0, Mux(is_attention | is_xab, 2, 1))
         f_rows = Mux(m_rows - f_m0 < cfg.rows, m_rows - f_m0, cfg.rows)
-        # stage 1's operand starts at the line after stage 0's
-        f_addr = Mux(f_stage, d.dev_addr + (dec.operand_lines << line_bits), d.dev_addr)
-        f_k, f_n = Mux(f_stage, d.dev_cols, d.dev_rows), Mux(f_stage, d.dev_rows, d.dev_cols)
+        f_addr, f_k, f_n = stage_operand(f_stage)
         f_pack_log2 = packing(f_n, "fetch_pack_log2")
-        f_main = Signal(44)
-        m.d.comb += f_main.eq((f_k >> f_pack_log2 << f_pack_log2) * f_n)
-        f_rest_elems = (f_k & ((1 << f_pack_log2) - 1)) * f_n
+        f_main, f_rest_elems = Signal(44), Signal(44)
+        main_, rest_ = weight_elems(f_k, f_n, f_pack_log2)
+        m.d.comb += [f_main.eq(main_), f_rest_elems.eq(rest_)]
         run_addr, run_beats, run_any = Signal(64), Signal(32), Signal()
         with m.Switch(f_kind):
             with m.Case(INPUT_RUN):
                 offset = f_in_elem[:lane_bits]
                 m.d.comb += [run_addr.eq(sq_slot + HEADER_BYTES + (f_in_elem[lane_bits:] << line_bits)),
-                             run_beats.eq((offset + f_rows * d.in_cols + lanes - 1) >> lane_bits), run_any.eq(1)]
+                             run_beats.eq(run_beats_of(offset, f_rows * d.in_cols)), run_any.eq(1)]
             with m.Case(MAIN_RUN):
-                m.d.comb += [run_addr.eq(f_addr), run_beats.eq((f_main + lanes - 1) >> lane_bits),
+                m.d.comb += [run_addr.eq(f_addr), run_beats.eq(run_beats_of(0, f_main)),
                              run_any.eq(f_main != 0)]
             with m.Case(REST_RUN):
                 m.d.comb += [run_addr.eq(f_addr + (f_main[lane_bits:] << line_bits)),
-                             run_beats.eq((f_main[:lane_bits] + f_rest_elems + lanes - 1) >> lane_bits),
+                             run_beats.eq(run_beats_of(f_main[:lane_bits], f_rest_elems)),
                              run_any.eq(f_rest_elems != 0)]
         with m.If(f_on & (~run_any | reader.issued_all)):
             m.d.comb += [reader.start.eq(run_any), reader.addr.eq(run_addr), reader.beats.eq(run_beats)]
@@ -318,7 +335,7 @@ class ControlUnit(wiring.Component):
                 rows_now, run_beats = Signal(range(cfg.rows + 1)), Signal(32)
                 m.d.comb += rows_now.eq(Mux(m_rows - m0 < cfg.rows, m_rows - m0, cfg.rows))
                 offset = in_elem[:lane_bits]
-                m.d.comb += run_beats.eq((offset + rows_now * d.in_cols + lanes - 1) >> lane_bits)
+                m.d.comb += run_beats.eq(run_beats_of(offset, rows_now * d.in_cols))
                 m.d.sync += [group_rows.eq(rows_now), stage.eq(0)]
                 m.d.comb += [unpack.start.eq(1), unpack.offset.eq(offset), unpack.rows.eq(rows_now),
                              unpack.cols.eq(d.in_cols),
@@ -334,20 +351,14 @@ class ControlUnit(wiring.Component):
                     with m.Else():
                         m.next = "STAGE"
 
-            # ---- a stage: one weight matrix through the PE array
+            # ---- a stage: one weight matrix through the PE array (`stage` selects it)
             with m.State("STAGE"):
-                with m.If(stage == 0):
-                    m.d.sync += [st_k.eq(d.dev_rows), st_n.eq(d.dev_cols),
-                                 dest.eq(Mux(is_attention, TO_SCORES, Mux(is_xab, TO_INPUT, TO_RESULT16)))]
-                with m.Else():
-                    m.d.sync += [st_k.eq(d.dev_cols), st_n.eq(d.dev_rows),
-                                 dest.eq(Mux(is_attention, TO_RESULT32, TO_RESULT16))]
                 m.next = "PLAN"
             with m.State("PLAN"):
                 m.d.sync += [pack_log2.eq(plan_pack_log2), n_words.eq(plan_n_words), sets.eq(plan_sets),
                              full_groups.eq(st_k >> plan_pack_log2),
                              rest_rows.eq(st_k & ((1 << plan_pack_log2) - 1)),
-                             main_elems.eq((st_k >> plan_pack_log2 << plan_pack_log2) * st_n),
+                             main_elems.eq(weight_elems(st_k, st_n, plan_pack_log2)[0]),
                              k_base.eq(0)]
                 for q in range(SPLIT_ROWS):
                     m.d.sync += [sets_used[q].eq(Mux(row_groups[q] < plan_sets, row_groups[q], plan_sets)),
@@ -361,7 +372,7 @@ class ControlUnit(wiring.Component):
                 cols = (st_n << pack_log2)[:DIM_BITS]
                 m.d.sync += run_cols.eq(cols)
                 m.d.comb += [unpack.start.eq(1), unpack.offset.eq(0), unpack.rows.eq(full_groups),
-                             unpack.cols.eq(cols), unpack.beats.eq((main_elems + lanes - 1) >> lane_bits),
+                             unpack.cols.eq(cols), unpack.beats.eq(run_beats_of(0, main_elems)),
                              unpack.pair.eq(split)]
                 m.next = "WEIGHTS"
             with m.State("REST_START"):
@@ -370,7 +381,7 @@ class ControlUnit(wiring.Component):
                 offset = main_elems[:lane_bits]
                 m.d.sync += run_cols.eq(cols)
                 m.d.comb += [unpack.start.eq(1), unpack.offset.eq(offset), unpack.rows.eq(1),
-                             unpack.cols.eq(cols), unpack.beats.eq((offset + cols + lanes - 1) >> lane_bits)]
+                             unpack.cols.eq(cols), unpack.beats.eq(run_beats_of(offset, cols))]
                 m.next = "REST"
 
             def k_group_chunks():

@@ -2636,229 +2636,229 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
 , pop_ready, done_valid, done_queue, done_seq, done_status, irq, bus__araddr, bus__awvalid, bus__wvalid, bus__awaddr, bus__arready, bus__rvalid, bus__bvalid, bus__awready, bus__wready, bus__bid);
   reg \$auto$verilog_backend.cc:2355:dump_module$67  = 0;
   wire \$1 ;
-  wire [26:0] \$10 ;
-  wire \$100 ;
-  wire \$101 ;
-  wire \$102 ;
-  wire [64:0] \$103 ;
-  wire [64:0] \$104 ;
-  wire [20:0] \$105 ;
-  wire \$106 ;
-  wire [20:0] \$107 ;
-  wire [20:0] \$108 ;
-  wire [22:0] \$109 ;
-  wire \$11 ;
-  wire [23:0] \$110 ;
-  wire [24:0] \$111 ;
-  wire [25:0] \$112 ;
-  wire [25:0] \$113 ;
-  wire [26:0] \$114 ;
-  wire [44:0] \$115 ;
-  wire [45:0] \$116 ;
-  wire [45:0] \$117 ;
-  wire [24:0] \$118 ;
-  wire [24:0] \$119 ;
-  wire [26:0] \$12 ;
-  wire [20:0] \$120 ;
-  wire [21:0] \$121 ;
-  wire [22:0] \$122 ;
-  wire [22:0] \$123 ;
-  wire [19:0] \$124 ;
-  wire \$125 ;
-  wire \$126 ;
-  wire \$127 ;
-  wire [19:0] \$128 ;
-  wire \$129 ;
+  wire \$10 ;
+  wire [64:0] \$100 ;
+  wire [64:0] \$101 ;
+  wire [45:0] \$102 ;
+  wire [65:0] \$103 ;
+  wire [44:0] \$104 ;
+  wire [45:0] \$105 ;
+  wire [46:0] \$106 ;
+  wire [46:0] \$107 ;
+  wire \$108 ;
+  wire \$109 ;
+  wire [19:0] \$11 ;
+  wire \$110 ;
+  wire \$111 ;
+  wire [64:0] \$112 ;
+  wire [64:0] \$113 ;
+  wire [20:0] \$114 ;
+  wire \$115 ;
+  wire [20:0] \$116 ;
+  wire [20:0] \$117 ;
+  wire [22:0] \$118 ;
+  wire [23:0] \$119 ;
+  wire [20:0] \$12 ;
+  wire [24:0] \$120 ;
+  wire [25:0] \$121 ;
+  wire [25:0] \$122 ;
+  wire [19:0] \$123 ;
+  wire [26:0] \$124 ;
+  wire [44:0] \$125 ;
+  wire [45:0] \$126 ;
+  wire [46:0] \$127 ;
+  wire [46:0] \$128 ;
+  wire [19:0] \$129 ;
   wire \$13 ;
-  wire \$130 ;
-  wire [7:0] \$131 ;
-  wire [20:0] \$132 ;
+  wire [24:0] \$130 ;
+  wire [19:0] \$131 ;
+  wire [24:0] \$132 ;
   wire [20:0] \$133 ;
-  wire [19:0] \$134 ;
-  wire \$135 ;
-  wire \$136 ;
-  wire [14:0] \$137 ;
-  wire [20:0] \$138 ;
-  wire [19:0] \$139 ;
-  wire [20:0] \$14 ;
+  wire [21:0] \$134 ;
+  wire [22:0] \$135 ;
+  wire [22:0] \$136 ;
+  wire [19:0] \$137 ;
+  wire \$138 ;
+  wire \$139 ;
+  wire [19:0] \$14 ;
   wire \$140 ;
-  wire \$141 ;
-  wire [5:0] \$142 ;
-  wire [19:0] \$143 ;
-  wire \$144 ;
-  wire \$145 ;
-  wire [511:0] \$146 ;
-  wire \$147 ;
-  wire [19:0] \$148 ;
+  wire [19:0] \$141 ;
+  wire \$142 ;
+  wire \$143 ;
+  wire [7:0] \$144 ;
+  wire [20:0] \$145 ;
+  wire [20:0] \$146 ;
+  wire [19:0] \$147 ;
+  wire \$148 ;
   wire \$149 ;
-  wire [21:0] \$15 ;
-  wire \$150 ;
-  wire \$151 ;
+  wire [22:0] \$15 ;
+  wire [14:0] \$150 ;
+  wire [20:0] \$151 ;
   wire [19:0] \$152 ;
   wire \$153 ;
   wire \$154 ;
-  wire [7:0] \$155 ;
-  wire [20:0] \$156 ;
-  wire [20:0] \$157 ;
-  wire [19:0] \$158 ;
-  wire \$159 ;
-  wire [21:0] \$16 ;
+  wire [5:0] \$155 ;
+  wire [19:0] \$156 ;
+  wire \$157 ;
+  wire \$158 ;
+  wire [511:0] \$159 ;
+  wire \$16 ;
   wire \$160 ;
-  wire [14:0] \$161 ;
-  wire [20:0] \$162 ;
-  wire [19:0] \$163 ;
+  wire [19:0] \$161 ;
+  wire \$162 ;
+  wire \$163 ;
   wire \$164 ;
-  wire \$165 ;
-  wire [5:0] \$166 ;
-  wire [19:0] \$167 ;
-  wire \$168 ;
-  wire \$169 ;
-  wire [21:0] \$17 ;
-  wire [511:0] \$170 ;
-  wire \$171 ;
-  wire [20:0] \$172 ;
+  wire [19:0] \$165 ;
+  wire \$166 ;
+  wire \$167 ;
+  wire [7:0] \$168 ;
+  wire [20:0] \$169 ;
+  wire [19:0] \$17 ;
+  wire [20:0] \$170 ;
+  wire [19:0] \$171 ;
+  wire \$172 ;
   wire \$173 ;
-  wire \$174 ;
-  wire \$175 ;
-  wire \$176 ;
-  wire [1:0] \$177 ;
-  wire [19:0] \$178 ;
-  wire \$179 ;
-  wire \$18 ;
-  wire \$180 ;
+  wire [14:0] \$174 ;
+  wire [20:0] \$175 ;
+  wire [19:0] \$176 ;
+  wire \$177 ;
+  wire \$178 ;
+  wire [5:0] \$179 ;
+  wire [22:0] \$18 ;
+  wire [19:0] \$180 ;
   wire \$181 ;
-  wire [19:0] \$182 ;
-  wire \$183 ;
+  wire \$182 ;
+  wire [511:0] \$183 ;
   wire \$184 ;
-  wire [7:0] \$185 ;
-  wire [20:0] \$186 ;
-  wire [20:0] \$187 ;
-  wire [19:0] \$188 ;
+  wire [20:0] \$185 ;
+  wire \$186 ;
+  wire \$187 ;
+  wire \$188 ;
   wire \$189 ;
-  wire [20:0] \$19 ;
-  wire \$190 ;
-  wire [14:0] \$191 ;
-  wire [20:0] \$192 ;
-  wire [19:0] \$193 ;
+  wire \$19 ;
+  wire [1:0] \$190 ;
+  wire [19:0] \$191 ;
+  wire \$192 ;
+  wire \$193 ;
   wire \$194 ;
-  wire \$195 ;
-  wire [5:0] \$196 ;
-  wire [19:0] \$197 ;
-  wire \$198 ;
-  wire \$199 ;
-  wire [20:0] \$2 ;
-  wire \$20 ;
-  wire [511:0] \$200 ;
-  wire \$201 ;
-  wire [19:0] \$202 ;
+  wire [19:0] \$195 ;
+  wire \$196 ;
+  wire \$197 ;
+  wire [7:0] \$198 ;
+  wire [20:0] \$199 ;
+  wire \$2 ;
+  wire [19:0] \$20 ;
+  wire [20:0] \$200 ;
+  wire [19:0] \$201 ;
+  wire \$202 ;
   wire \$203 ;
-  wire \$204 ;
-  wire \$205 ;
+  wire [14:0] \$204 ;
+  wire [20:0] \$205 ;
   wire [19:0] \$206 ;
   wire \$207 ;
   wire \$208 ;
-  wire [7:0] \$209 ;
-  wire [7:0] \$21 ;
-  wire [20:0] \$210 ;
-  wire [20:0] \$211 ;
-  wire [19:0] \$212 ;
-  wire \$213 ;
+  wire [5:0] \$209 ;
+  wire [26:0] \$21 ;
+  wire [19:0] \$210 ;
+  wire \$211 ;
+  wire \$212 ;
+  wire [511:0] \$213 ;
   wire \$214 ;
-  wire [14:0] \$215 ;
-  wire [20:0] \$216 ;
-  wire [19:0] \$217 ;
+  wire [19:0] \$215 ;
+  wire \$216 ;
+  wire \$217 ;
   wire \$218 ;
-  wire \$219 ;
-  wire [20:0] \$22 ;
-  wire [5:0] \$220 ;
-  wire [19:0] \$221 ;
-  wire \$222 ;
-  wire \$223 ;
-  wire [511:0] \$224 ;
-  wire \$225 ;
-  wire [20:0] \$226 ;
+  wire [19:0] \$219 ;
+  wire \$22 ;
+  wire \$220 ;
+  wire \$221 ;
+  wire [7:0] \$222 ;
+  wire [20:0] \$223 ;
+  wire [20:0] \$224 ;
+  wire [19:0] \$225 ;
+  wire \$226 ;
   wire \$227 ;
-  wire \$228 ;
-  wire \$229 ;
-  wire [21:0] \$23 ;
-  wire \$230 ;
-  wire [1:0] \$231 ;
+  wire [14:0] \$228 ;
+  wire [20:0] \$229 ;
+  wire [19:0] \$23 ;
+  wire [19:0] \$230 ;
+  wire \$231 ;
   wire \$232 ;
-  wire \$233 ;
-  wire \$234 ;
+  wire [5:0] \$233 ;
+  wire [19:0] \$234 ;
   wire \$235 ;
-  wire [64:0] \$236 ;
-  wire [48:0] \$237 ;
-  wire [65:0] \$238 ;
-  wire [22:0] \$239 ;
-  wire [21:0] \$24 ;
-  wire [25:0] \$240 ;
-  wire [26:0] \$241 ;
-  wire [27:0] \$242 ;
-  wire [28:0] \$243 ;
-  wire [28:0] \$244 ;
+  wire \$236 ;
+  wire [511:0] \$237 ;
+  wire \$238 ;
+  wire [20:0] \$239 ;
+  wire [26:0] \$24 ;
+  wire \$240 ;
+  wire \$241 ;
+  wire \$242 ;
+  wire \$243 ;
+  wire [1:0] \$244 ;
   wire \$245 ;
   wire \$246 ;
-  wire [1023:0] \$247 ;
-  wire [8:0] \$248 ;
-  wire [20:0] \$249 ;
-  wire [20:0] \$25 ;
-  wire [27:0] \$250 ;
-  wire \$251 ;
-  wire [2:0] \$252 ;
-  wire \$253 ;
-  wire \$254 ;
-  wire \$255 ;
-  wire \$256 ;
-  wire \$257 ;
-  wire [19:0] \$258 ;
+  wire \$247 ;
+  wire \$248 ;
+  wire [64:0] \$249 ;
+  wire \$25 ;
+  wire [48:0] \$250 ;
+  wire [65:0] \$251 ;
+  wire [22:0] \$252 ;
+  wire [25:0] \$253 ;
+  wire [26:0] \$254 ;
+  wire [27:0] \$255 ;
+  wire [28:0] \$256 ;
+  wire [28:0] \$257 ;
+  wire \$258 ;
   wire \$259 ;
-  wire [20:0] \$26 ;
-  wire \$260 ;
-  wire [64:0] \$261 ;
-  wire [48:0] \$262 ;
-  wire [65:0] \$263 ;
-  wire [22:0] \$264 ;
-  wire [25:0] \$265 ;
-  wire [26:0] \$266 ;
-  wire [27:0] \$267 ;
-  wire [28:0] \$268 ;
-  wire [28:0] \$269 ;
+  wire [19:0] \$26 ;
+  wire [1023:0] \$260 ;
+  wire [8:0] \$261 ;
+  wire [20:0] \$262 ;
+  wire [27:0] \$263 ;
+  wire \$264 ;
+  wire [2:0] \$265 ;
+  wire \$266 ;
+  wire \$267 ;
+  wire \$268 ;
+  wire \$269 ;
   wire [20:0] \$27 ;
-  wire [8:0] \$270 ;
-  wire [20:0] \$271 ;
-  wire [27:0] \$272 ;
+  wire \$270 ;
+  wire [19:0] \$271 ;
+  wire \$272 ;
   wire \$273 ;
-  wire [2:0] \$274 ;
-  wire \$275 ;
-  wire \$276 ;
-  reg [31:0] \$277 ;
-  reg [31:0] \$278 ;
-  wire [64:0] \$279 ;
-  wire [19:0] \$28 ;
-  wire [65:0] \$280 ;
-  wire [20:0] \$281 ;
-  wire [27:0] \$282 ;
-  wire [66:0] \$283 ;
-  wire [64:0] \$284 ;
-  wire \$285 ;
-  wire [3:0] \$286 ;
-  wire \$287 ;
+  wire [64:0] \$274 ;
+  wire [48:0] \$275 ;
+  wire [65:0] \$276 ;
+  wire [22:0] \$277 ;
+  wire [25:0] \$278 ;
+  wire [26:0] \$279 ;
+  wire [21:0] \$28 ;
+  wire [27:0] \$280 ;
+  wire [28:0] \$281 ;
+  wire [28:0] \$282 ;
+  wire [8:0] \$283 ;
+  wire [20:0] \$284 ;
+  wire [27:0] \$285 ;
+  wire \$286 ;
+  wire [2:0] \$287 ;
   wire \$288 ;
   wire \$289 ;
-  wire \$29 ;
-  wire \$290 ;
-  wire \$291 ;
-  wire \$292 ;
-  wire \$293 ;
-  wire \$294 ;
-  wire \$295 ;
-  wire \$296 ;
-  wire \$297 ;
+  wire [21:0] \$29 ;
+  reg [31:0] \$290 ;
+  reg [31:0] \$291 ;
+  wire [64:0] \$292 ;
+  wire [65:0] \$293 ;
+  wire [20:0] \$294 ;
+  wire [27:0] \$295 ;
+  wire [66:0] \$296 ;
+  wire [64:0] \$297 ;
   wire \$298 ;
-  wire \$299 ;
+  wire [3:0] \$299 ;
   wire \$3 ;
-  wire [26:0] \$30 ;
+  wire [21:0] \$30 ;
   wire \$300 ;
   wire \$301 ;
   wire \$302 ;
@@ -2869,7 +2869,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$307 ;
   wire \$308 ;
   wire \$309 ;
-  wire [20:0] \$31 ;
+  wire \$31 ;
   wire \$310 ;
   wire \$311 ;
   wire \$312 ;
@@ -2879,357 +2879,366 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$316 ;
   wire \$317 ;
   wire \$318 ;
-  wire [1:0] \$319 ;
-  wire \$32 ;
-  wire [1:0] \$320 ;
+  wire \$319 ;
+  wire [20:0] \$32 ;
+  wire \$320 ;
   wire \$321 ;
   wire \$322 ;
   wire \$323 ;
-  wire [1:0] \$324 ;
+  wire \$324 ;
   wire \$325 ;
   wire \$326 ;
   wire \$327 ;
   wire \$328 ;
-  wire [1:0] \$329 ;
-  wire [26:0] \$33 ;
-  wire [1:0] \$330 ;
+  wire \$329 ;
+  wire \$33 ;
+  wire \$330 ;
   wire \$331 ;
-  wire \$332 ;
-  wire [20:0] \$333 ;
-  wire [22:0] \$334 ;
-  wire [44:0] \$335 ;
-  wire [20:0] \$336 ;
-  wire \$337 ;
-  wire [64:0] \$338 ;
-  wire [15:0] \$339 ;
-  wire [20:0] \$34 ;
-  wire [16:0] \$340 ;
-  wire [16:0] \$341 ;
-  wire [79:0] \$342 ;
-  wire [80:0] \$343 ;
-  wire [64:0] \$344 ;
-  wire [15:0] \$345 ;
-  wire [16:0] \$346 ;
-  wire [16:0] \$347 ;
-  wire [79:0] \$348 ;
-  wire [80:0] \$349 ;
-  wire [20:0] \$35 ;
+  wire [1:0] \$332 ;
+  wire [1:0] \$333 ;
+  wire \$334 ;
+  wire \$335 ;
+  wire \$336 ;
+  wire [1:0] \$337 ;
+  wire \$338 ;
+  wire \$339 ;
+  wire [19:0] \$34 ;
+  wire \$340 ;
+  wire \$341 ;
+  wire [1:0] \$342 ;
+  wire [1:0] \$343 ;
+  wire \$344 ;
+  wire \$345 ;
+  wire [20:0] \$346 ;
+  wire [22:0] \$347 ;
+  wire [44:0] \$348 ;
+  wire [20:0] \$349 ;
+  wire [7:0] \$35 ;
   wire \$350 ;
-  wire \$351 ;
-  wire \$352 ;
-  wire \$353 ;
-  wire \$354 ;
-  wire \$355 ;
-  wire \$356 ;
-  wire \$357 ;
-  wire \$358 ;
-  wire \$359 ;
-  wire [19:0] \$36 ;
-  wire \$360 ;
-  wire \$361 ;
-  wire \$362 ;
+  wire [64:0] \$351 ;
+  wire [15:0] \$352 ;
+  wire [16:0] \$353 ;
+  wire [16:0] \$354 ;
+  wire [79:0] \$355 ;
+  wire [80:0] \$356 ;
+  wire [64:0] \$357 ;
+  wire [15:0] \$358 ;
+  wire [16:0] \$359 ;
+  wire [20:0] \$36 ;
+  wire [16:0] \$360 ;
+  wire [79:0] \$361 ;
+  wire [80:0] \$362 ;
   wire \$363 ;
-  wire [1:0] \$364 ;
-  wire [1:0] \$365 ;
+  wire \$364 ;
+  wire \$365 ;
   wire \$366 ;
   wire \$367 ;
-  wire [19:0] \$368 ;
-  wire [7:0] \$369 ;
-  wire [20:0] \$37 ;
-  wire [8:0] \$370 ;
-  wire [20:0] \$371 ;
-  wire [19:0] \$372 ;
-  wire [26:0] \$373 ;
-  wire [46:0] \$374 ;
-  wire \$375 ;
+  wire \$368 ;
+  wire \$369 ;
+  wire [21:0] \$37 ;
+  wire \$370 ;
+  wire \$371 ;
+  wire \$372 ;
+  wire \$373 ;
+  wire [19:0] \$374 ;
+  wire [19:0] \$375 ;
   wire [19:0] \$376 ;
-  wire \$377 ;
-  wire [19:0] \$378 ;
-  wire [19:0] \$379 ;
-  wire \$38 ;
-  wire \$380 ;
-  wire [26:0] \$381 ;
-  wire [24:0] \$382 ;
+  wire [7:0] \$377 ;
+  wire [8:0] \$378 ;
+  wire [20:0] \$379 ;
+  wire [21:0] \$38 ;
+  wire [19:0] \$380 ;
+  wire [19:0] \$381 ;
+  wire [26:0] \$382 ;
   wire [19:0] \$383 ;
-  wire \$384 ;
+  wire [46:0] \$384 ;
   wire \$385 ;
-  wire [20:0] \$386 ;
+  wire [19:0] \$386 ;
   wire \$387 ;
-  wire \$388 ;
-  wire \$389 ;
-  wire [19:0] \$39 ;
-  wire \$390 ;
+  wire [19:0] \$388 ;
+  wire [19:0] \$389 ;
+  wire [20:0] \$39 ;
+  wire [19:0] \$390 ;
   wire \$391 ;
-  wire \$392 ;
-  wire [2:0] \$393 ;
-  wire [2:0] \$394 ;
-  wire \$395 ;
-  wire [2:0] \$396 ;
-  wire [20:0] \$397 ;
-  wire [19:0] \$398 ;
-  wire \$399 ;
-  wire [20:0] \$4 ;
+  wire [19:0] \$392 ;
+  wire [26:0] \$393 ;
+  wire [19:0] \$394 ;
+  wire [24:0] \$395 ;
+  wire [19:0] \$396 ;
+  wire \$397 ;
+  wire \$398 ;
+  wire [20:0] \$399 ;
+  wire \$4 ;
   wire [20:0] \$40 ;
   wire \$400 ;
-  wire [20:0] \$401 ;
+  wire \$401 ;
   wire \$402 ;
   wire \$403 ;
   wire \$404 ;
   wire \$405 ;
-  wire \$406 ;
-  wire \$407 ;
-  wire [2:0] \$408 ;
+  wire [2:0] \$406 ;
+  wire [2:0] \$407 ;
+  wire \$408 ;
   wire [2:0] \$409 ;
-  wire \$41 ;
-  wire \$410 ;
-  wire [2:0] \$411 ;
-  wire [20:0] \$412 ;
-  wire [8:0] \$413 ;
+  wire [20:0] \$41 ;
+  wire [20:0] \$410 ;
+  wire [19:0] \$411 ;
+  wire \$412 ;
+  wire \$413 ;
   wire [20:0] \$414 ;
   wire \$415 ;
   wire \$416 ;
-  wire [19:0] \$417 ;
+  wire \$417 ;
   wire \$418 ;
   wire \$419 ;
   wire [19:0] \$42 ;
-  wire [20:0] \$420 ;
-  wire \$421 ;
-  wire \$422 ;
+  wire \$420 ;
+  wire [2:0] \$421 ;
+  wire [2:0] \$422 ;
   wire \$423 ;
-  wire \$424 ;
-  wire \$425 ;
-  wire \$426 ;
-  wire [2:0] \$427 ;
-  wire [2:0] \$428 ;
+  wire [2:0] \$424 ;
+  wire [20:0] \$425 ;
+  wire [8:0] \$426 ;
+  wire [20:0] \$427 ;
+  wire \$428 ;
   wire \$429 ;
-  wire [22:0] \$43 ;
-  wire [2:0] \$430 ;
-  wire [20:0] \$431 ;
-  wire [19:0] \$432 ;
-  wire \$433 ;
+  wire \$43 ;
+  wire [19:0] \$430 ;
+  wire \$431 ;
+  wire \$432 ;
+  wire [20:0] \$433 ;
   wire \$434 ;
-  wire [20:0] \$435 ;
+  wire \$435 ;
   wire \$436 ;
   wire \$437 ;
   wire \$438 ;
   wire \$439 ;
-  wire \$44 ;
-  wire \$440 ;
-  wire \$441 ;
-  wire [2:0] \$442 ;
+  wire [26:0] \$44 ;
+  wire [2:0] \$440 ;
+  wire [2:0] \$441 ;
+  wire \$442 ;
   wire [2:0] \$443 ;
-  wire \$444 ;
-  wire [2:0] \$445 ;
-  wire [20:0] \$446 ;
-  wire [8:0] \$447 ;
+  wire [20:0] \$444 ;
+  wire [19:0] \$445 ;
+  wire \$446 ;
+  wire \$447 ;
   wire [20:0] \$448 ;
   wire \$449 ;
-  wire [19:0] \$45 ;
-  wire [3:0] \$450 ;
+  wire [20:0] \$45 ;
+  wire \$450 ;
   wire \$451 ;
   wire \$452 ;
-  wire [20:0] \$453 ;
-  wire [27:0] \$454 ;
-  wire \$455 ;
+  wire \$453 ;
+  wire \$454 ;
+  wire [2:0] \$455 ;
   wire [2:0] \$456 ;
   wire \$457 ;
-  wire [20:0] \$458 ;
-  wire [2:0] \$459 ;
-  wire [22:0] \$46 ;
-  wire \$460 ;
+  wire [2:0] \$458 ;
+  wire [20:0] \$459 ;
+  wire \$46 ;
+  wire [8:0] \$460 ;
   wire [20:0] \$461 ;
-  wire [27:0] \$462 ;
-  wire \$463 ;
+  wire \$462 ;
+  wire [3:0] \$463 ;
   wire \$464 ;
-  wire [20:0] \$465 ;
-  wire [2:0] \$466 ;
-  wire \$467 ;
-  wire [2:0] \$468 ;
-  wire [2:0] \$469 ;
-  wire \$47 ;
-  wire [22:0] \$470 ;
-  wire [48:0] \$471 ;
-  wire \$472 ;
-  wire \$473 ;
-  wire [20:0] \$474 ;
-  wire [27:0] \$475 ;
-  wire \$476 ;
+  wire \$465 ;
+  wire [20:0] \$466 ;
+  wire [27:0] \$467 ;
+  wire [19:0] \$468 ;
+  wire \$469 ;
+  wire [26:0] \$47 ;
+  wire [2:0] \$470 ;
+  wire \$471 ;
+  wire [20:0] \$472 ;
+  wire [2:0] \$473 ;
+  wire \$474 ;
+  wire [20:0] \$475 ;
+  wire [27:0] \$476 ;
   wire \$477 ;
-  wire [2:0] \$478 ;
-  wire \$479 ;
-  wire [19:0] \$48 ;
-  wire [20:0] \$480 ;
-  wire [2:0] \$481 ;
-  wire \$482 ;
+  wire \$478 ;
+  wire [20:0] \$479 ;
+  wire [20:0] \$48 ;
+  wire [2:0] \$480 ;
+  wire \$481 ;
+  wire [2:0] \$482 ;
   wire [2:0] \$483 ;
-  wire \$484 ;
-  wire [2:0] \$485 ;
+  wire [22:0] \$484 ;
+  wire [48:0] \$485 ;
   wire \$486 ;
   wire \$487 ;
   wire [20:0] \$488 ;
   wire [27:0] \$489 ;
-  wire [26:0] \$49 ;
-  wire \$490 ;
+  wire [20:0] \$49 ;
+  wire [19:0] \$490 ;
   wire \$491 ;
-  wire [20:0] \$492 ;
+  wire \$492 ;
   wire [2:0] \$493 ;
   wire \$494 ;
-  wire [2:0] \$495 ;
+  wire [20:0] \$495 ;
   wire [2:0] \$496 ;
-  wire [22:0] \$497 ;
-  wire [48:0] \$498 ;
+  wire \$497 ;
+  wire [2:0] \$498 ;
   wire \$499 ;
   wire \$5 ;
-  wire \$50 ;
-  wire \$500 ;
+  wire [19:0] \$50 ;
+  wire [2:0] \$500 ;
   wire \$501 ;
   wire \$502 ;
-  wire [2:0] \$503 ;
-  wire \$504 ;
-  wire [2:0] \$505 ;
-  wire [20:0] \$506 ;
-  wire [22:0] \$507 ;
-  wire [44:0] \$508 ;
-  wire [20:0] \$509 ;
-  wire [19:0] \$51 ;
-  wire \$510 ;
-  wire \$511 ;
-  reg [1:0] \$512 ;
-  reg \$513 ;
-  reg [19:0] \$514 ;
-  reg [43:0] \$515 ;
-  reg \$516 ;
-  reg [333:0] \$517 ;
-  reg [4:0] \$518 ;
-  reg [7:0] \$519 ;
-  wire [26:0] \$52 ;
-  reg [63:0] \$520 ;
-  reg [63:0] \$521 ;
-  reg [19:0] \$522 ;
-  reg [43:0] \$523 ;
-  reg [47:0] \$524 ;
-  reg [1:0] \$525 ;
-  reg [19:0] \$526 ;
-  reg [2:0] \$527 ;
+  wire [20:0] \$503 ;
+  wire [27:0] \$504 ;
+  wire \$505 ;
+  wire \$506 ;
+  wire [20:0] \$507 ;
+  wire [2:0] \$508 ;
+  wire \$509 ;
+  wire [20:0] \$51 ;
+  wire [2:0] \$510 ;
+  wire [2:0] \$511 ;
+  wire [22:0] \$512 ;
+  wire [48:0] \$513 ;
+  wire \$514 ;
+  wire \$515 ;
+  wire \$516 ;
+  wire \$517 ;
+  wire [2:0] \$518 ;
+  wire \$519 ;
+  wire \$52 ;
+  wire [2:0] \$520 ;
+  wire [20:0] \$521 ;
+  wire [22:0] \$522 ;
+  wire [44:0] \$523 ;
+  wire [20:0] \$524 ;
+  wire \$525 ;
+  wire \$526 ;
+  reg [1:0] \$527 ;
   reg \$528 ;
-  reg [1:0] \$529 ;
-  wire \$53 ;
-  reg [19:0] \$530 ;
-  reg [19:0] \$531 ;
-  reg [19:0] \$532 ;
-  reg [1:0] \$533 ;
-  reg [2:0] \$534 ;
-  reg [19:0] \$535 ;
-  reg [1:0] \$536 ;
+  reg [19:0] \$529 ;
+  wire [19:0] \$53 ;
+  reg [43:0] \$530 ;
+  reg \$531 ;
+  reg [333:0] \$532 ;
+  reg [4:0] \$533 ;
+  reg [7:0] \$534 ;
+  reg [63:0] \$535 ;
+  reg [63:0] \$536 ;
   reg [19:0] \$537 ;
-  reg [4:0] \$538 ;
-  reg [43:0] \$539 ;
-  wire [19:0] \$54 ;
-  reg [19:0] \$540 ;
-  reg [1:0] \$541 ;
-  reg [1:0] \$542 ;
-  reg [1:0] \$543 ;
-  reg [19:0] \$544 ;
-  reg [1:0] \$545 ;
-  reg [1:0] \$546 ;
-  reg [1:0] \$547 ;
-  reg [19:0] \$548 ;
+  reg [43:0] \$538 ;
+  reg [47:0] \$539 ;
+  wire [20:0] \$54 ;
+  reg [1:0] \$540 ;
+  reg [19:0] \$541 ;
+  reg [2:0] \$542 ;
+  reg \$543 ;
+  reg [1:0] \$544 ;
+  reg [19:0] \$545 ;
+  reg [2:0] \$546 ;
+  reg [19:0] \$547 ;
+  reg [1:0] \$548 ;
   reg [19:0] \$549 ;
-  wire [19:0] \$55 ;
-  reg [2:0] \$550 ;
-  reg [1:0] \$551 ;
+  wire \$55 ;
+  reg [4:0] \$550 ;
+  reg [43:0] \$551 ;
   reg [19:0] \$552 ;
-  reg \$553 ;
-  reg [31:0] \$554 ;
-  reg [31:0] \$555 ;
-  reg [31:0] \$556 ;
-  reg [31:0] \$557 ;
-  reg [31:0] \$558 ;
-  reg [31:0] \$559 ;
-  wire [26:0] \$56 ;
-  reg [31:0] \$560 ;
-  reg [31:0] \$561 ;
-  reg \$562 ;
-  wire [19:0] \$57 ;
-  wire [46:0] \$58 ;
-  wire [64:0] \$59 ;
-  wire [22:0] \$6 ;
-  wire [45:0] \$60 ;
-  wire [65:0] \$61 ;
-  wire [20:0] \$62 ;
-  wire \$63 ;
-  wire [20:0] \$64 ;
-  wire [20:0] \$65 ;
-  wire [40:0] \$66 ;
-  wire [41:0] \$67 ;
-  wire [42:0] \$68 ;
-  wire [43:0] \$69 ;
-  wire \$7 ;
-  wire [43:0] \$70 ;
-  wire [46:0] \$71 ;
-  wire [64:0] \$72 ;
-  wire [64:0] \$73 ;
-  wire [44:0] \$74 ;
-  wire [45:0] \$75 ;
-  wire [45:0] \$76 ;
-  wire \$77 ;
-  wire [46:0] \$78 ;
+  reg [1:0] \$553 ;
+  reg [1:0] \$554 ;
+  reg [1:0] \$555 ;
+  reg [19:0] \$556 ;
+  reg [1:0] \$557 ;
+  reg [1:0] \$558 ;
+  reg [1:0] \$559 ;
+  wire [19:0] \$56 ;
+  reg [19:0] \$560 ;
+  reg [19:0] \$561 ;
+  reg [2:0] \$562 ;
+  reg [1:0] \$563 ;
+  reg [19:0] \$564 ;
+  reg \$565 ;
+  reg [31:0] \$566 ;
+  reg [31:0] \$567 ;
+  reg [31:0] \$568 ;
+  reg [31:0] \$569 ;
+  wire [22:0] \$57 ;
+  reg [31:0] \$570 ;
+  reg [31:0] \$571 ;
+  reg [31:0] \$572 ;
+  reg [31:0] \$573 ;
+  reg \$574 ;
+  wire \$58 ;
+  wire [19:0] \$59 ;
+  wire [1:0] \$6 ;
+  wire [22:0] \$60 ;
+  wire \$61 ;
+  wire [19:0] \$62 ;
+  wire [26:0] \$63 ;
+  wire \$64 ;
+  wire [19:0] \$65 ;
+  wire [26:0] \$66 ;
+  wire \$67 ;
+  wire [19:0] \$68 ;
+  wire [19:0] \$69 ;
+  wire [1:0] \$7 ;
+  wire [26:0] \$70 ;
+  wire [19:0] \$71 ;
+  wire [46:0] \$72 ;
+  wire [19:0] \$73 ;
+  wire [7:0] \$74 ;
+  wire [8:0] \$75 ;
+  wire [20:0] \$76 ;
+  wire [19:0] \$77 ;
+  wire [40:0] \$78 ;
   wire [64:0] \$79 ;
-  wire [22:0] \$8 ;
-  wire [64:0] \$80 ;
-  wire [45:0] \$81 ;
-  wire [65:0] \$82 ;
-  wire [19:0] \$83 ;
-  wire [7:0] \$84 ;
-  wire [8:0] \$85 ;
-  wire [20:0] \$86 ;
-  wire [19:0] \$87 ;
-  wire [40:0] \$88 ;
-  wire [41:0] \$89 ;
-  wire \$9 ;
-  wire [42:0] \$90 ;
-  wire [43:0] \$91 ;
-  wire [43:0] \$92 ;
-  wire [19:0] \$93 ;
-  wire [7:0] \$94 ;
-  wire [8:0] \$95 ;
-  wire [20:0] \$96 ;
-  wire [19:0] \$97 ;
-  wire [40:0] \$98 ;
-  wire \$99 ;
+  wire [19:0] \$8 ;
+  wire [45:0] \$80 ;
+  wire [65:0] \$81 ;
+  wire [20:0] \$82 ;
+  wire \$83 ;
+  wire [20:0] \$84 ;
+  wire [20:0] \$85 ;
+  wire [40:0] \$86 ;
+  wire [41:0] \$87 ;
+  wire [42:0] \$88 ;
+  wire [43:0] \$89 ;
+  wire [20:0] \$9 ;
+  wire [43:0] \$90 ;
+  wire [46:0] \$91 ;
+  wire [64:0] \$92 ;
+  wire [64:0] \$93 ;
+  wire [44:0] \$94 ;
+  wire [45:0] \$95 ;
+  wire [46:0] \$96 ;
+  wire [46:0] \$97 ;
+  wire \$98 ;
+  wire [46:0] \$99 ;
   wire [19:0] \$like ;
-  (* init = 20'h00000 *)
-  wire [19:0] \$signal ;
-  reg [19:0] \$signal$103  = 20'h00000;
   (* init = 2'h0 *)
-  wire [1:0] \$signal$107 ;
+  wire [1:0] \$signal ;
   reg [19:0] \$signal$109  = 20'h00000;
   reg [19:0] \$signal$111  = 20'h00000;
   (* init = 3'h0 *)
   wire [2:0] \$signal$117 ;
   reg [19:0] \$signal$153  = 20'h00000;
   reg [19:0] \$signal$154  = 20'h00000;
-  reg [1:0] \$signal$158  = 2'h0;
-  reg [63:0] \$signal$159 ;
-  reg [63:0] \$signal$160  = 64'h0000000000000000;
-  reg [31:0] \$signal$162 ;
-  reg [19:0] \$signal$163  = 20'h00000;
-  reg \$signal$166  = 1'h0;
-  reg [63:0] \$signal$178  = 64'h0000000000000000;
-  reg [2:0] \$signal$179 ;
-  reg [19:0] \$signal$180  = 20'h00000;
-  reg [43:0] \$signal$182  = 44'h00000000000;
-  reg [19:0] \$signal$196  = 20'h00000;
-  reg [19:0] \$signal$201  = 20'h00000;
-  reg [1:0] \$signal$213  = 2'h0;
-  reg [19:0] \$signal$223  = 20'h00000;
+  wire [43:0] \$signal$157 ;
+  reg [1:0] \$signal$159  = 2'h0;
+  reg [63:0] \$signal$160 ;
+  reg [63:0] \$signal$161  = 64'h0000000000000000;
+  reg [31:0] \$signal$163 ;
+  reg [19:0] \$signal$164  = 20'h00000;
+  reg \$signal$167  = 1'h0;
+  reg [63:0] \$signal$179  = 64'h0000000000000000;
+  reg [2:0] \$signal$180 ;
+  reg [19:0] \$signal$181  = 20'h00000;
+  reg [43:0] \$signal$183  = 44'h00000000000;
+  reg [19:0] \$signal$197  = 20'h00000;
+  reg [19:0] \$signal$202  = 20'h00000;
+  reg [1:0] \$signal$214  = 2'h0;
+  reg [19:0] \$signal$224  = 20'h00000;
   reg [47:0] \$signal$227  = 48'h000000000000;
   reg [2:0] \$signal$228  = 3'h0;
   reg [1:0] \$signal$229  = 2'h0;
   reg \$signal$233  = 1'h0;
   reg [1:0] \$signal$241  = 2'h0;
   reg [511:0] \$signal$273 ;
-  reg \$signal$288  = 1'h0;
   reg [6:0] acc_addr;
   reg [6:0] acc_addr1;
   reg [1023:0] acc_data;
@@ -3239,7 +3248,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   reg [5:0] active;
   reg [5:0] active1;
   reg [63:0] addr;
-  reg [63:0] \addr$177 ;
+  reg [63:0] \addr$178 ;
   reg [31:0] anchor_l0 = 32'd0;
   reg [31:0] anchor_l1 = 32'd0;
   reg [31:0] anchor_l2 = 32'd0;
@@ -3250,8 +3259,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   reg [31:0] anchor_m3 = 32'd0;
   reg bank_valid = 1'h0;
   reg [31:0] beats;
-  reg [31:0] \beats$175 ;
-  reg [31:0] \beats$187 ;
+  reg [31:0] \beats$176 ;
+  reg [31:0] \beats$188 ;
   output [63:0] bus__araddr;
   wire [63:0] bus__araddr;
   wire [63:0] \bus__araddr$3 ;
@@ -3370,7 +3379,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire [19:0] \desc.in_size ;
   wire [3:0] \desc.op ;
   wire [1:0] \desc.type ;
-  reg [1:0] dest = 2'h0;
+  wire [1:0] dest;
   wire done;
   output [1:0] done_queue;
   reg [1:0] done_queue;
@@ -3385,7 +3394,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire [511:0] dst_data;
   wire dst_en;
   reg [1:0] ended;
-  reg [1:0] \ended$224 ;
+  reg [1:0] \ended$225 ;
   reg [333:0] entry = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   wire [203:0] \entry.desc ;
   wire [63:0] \entry.desc.dev_addr ;
@@ -3403,7 +3412,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire [63:0] \entry.seq ;
   wire [63:0] \entry.taken ;
   reg [43:0] f_in_elem = 44'h00000000000;
-  wire [43:0] f_main;
+  wire [43:0] f_rest_elems;
   reg f_stage = 1'h0;
   reg [2:0] fetch_pack_log2;
   reg first;
@@ -3441,7 +3450,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   reg mac;
   reg mac1;
   reg [43:0] main_elems = 44'h00000000000;
-  reg [19:0] n_cols = 20'h00000;
+  wire [19:0] n_cols;
   reg [4:0] offset;
   reg [5:0] \offset$231 ;
   wire [39:0] operand_lines;
@@ -3562,7 +3571,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   (* init = 2'h0 *)
   wire [1:0] sets_used1;
   wire split;
-  wire \split$98 ;
+  wire \split$99 ;
   wire [511:0] src__data;
   reg [511:0] \src__data$78 ;
   wire src__ready;
@@ -3572,9 +3581,10 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   reg \src__valid$80 ;
   wire [14:0] src_addr;
   wire [1023:0] src_data;
+  reg stage = 1'h0;
   reg start;
-  reg \start$173 ;
-  reg \start$183 ;
+  reg \start$174 ;
+  reg \start$184 ;
   reg \start$230 ;
   reg \start$254 ;
   wire [47:0] stats_offset;
@@ -3626,572 +3636,583 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire [31:0] widened_7;
   wire [31:0] widened_8;
   wire [31:0] widened_9;
-  assign \$433  = split & \$432 [0];
-  assign \$435  = col + count;
-  assign \$436  = \$435  == \$signal$223 ;
-  assign \$437  = valid & \$436 ;
-  assign \$438  = pair_count == \$signal$223 ;
-  assign \$439  = pair_valid & \$438 ;
-  assign \$440  = \$434  ? \$437  : \$439 ;
-  assign \$441  = groups_seen1 < \$signal$213 ;
-  assign \$442  = groups_seen1 + 1'h1;
-  assign \$443  = set_index1 + 1'h1;
-  assign \$444  = \$443  == \$signal$213 ;
-  assign \$445  = set_index1 + 1'h1;
-  assign \$446  = set_base1 + \$signal$111 ;
-  assign \$447  = \ended$224  << fold_pack_log2;
-  assign \$448  = \$signal$201  + \$447 ;
-  assign \$449  = valid & last;
-  assign \$450  = drain - 1'h1;
-  assign \$451  = drain == 1'h1;
-  assign \$452  = fold_valid & fold_ready;
-  assign \$453  = \$signal$109  + 1'h1;
-  assign \$455  = \$454  < n_cols;
-  assign \$456  = fold_row + 1'h1;
-  assign \$457  = \$456  < \$signal$228 ;
-  assign \$458  = \$signal$109  + 1'h1;
-  assign \$459  = fold_row + 1'h1;
-  assign \$460  = sum_valid & w_ready;
-  assign \$461  = \$signal$154  + 1'h1;
-  assign \$463  = \$462  >= \$signal$153 ;
-  assign \$464  = ~ \$463 ;
-  assign \$465  = \$signal$154  + 1'h1;
-  assign \$466  = \$signal$241  + 1'h1;
-  assign \$467  = \$466  == \$signal$228 ;
-  assign \$468  = \$signal$241  + 1'h1;
-  assign \$469  = \$467  ? 3'h0 : \$468 ;
-  assign \$470  = \$signal$153  << \$signal$229 ;
-  assign \$471  = \$signal$227  + \$470 ;
-  assign \$472  = ~ busy;
-  assign \$473  = entry[5:2] == 2'h3;
-  assign \$474  = \$signal$154  + 1'h1;
-  assign \$476  = \$475  >= n_cols;
-  assign \$477  = ~ \$476 ;
-  assign \$478  = \$signal$241  + 1'h1;
-  assign \$479  = \$478  < \$signal$228 ;
-  assign \$480  = \$signal$154  + 1'h1;
-  assign \$481  = \$signal$241  + 1'h1;
-  assign \$482  = dest == 2'h3;
-  assign \$483  = \$signal$241  + 1'h1;
-  assign \$484  = \$483  < \$signal$228 ;
-  assign \$485  = \$signal$241  + 1'h1;
-  assign \$486  = entry[5:2] == 2'h3;
-  assign \$487  = bank_valid & w_ready;
+  assign \$419  = \$413  ? \$416  : \$418 ;
+  assign \$420  = groups_seen1 < \$signal$214 ;
+  assign \$421  = groups_seen1 + 1'h1;
+  assign \$422  = set_index1 + 1'h1;
+  assign \$423  = \$422  == \$signal$214 ;
+  assign \$424  = set_index1 + 1'h1;
+  assign \$425  = set_base1 + \$signal$111 ;
+  assign \$426  = ended << fold_pack_log2;
+  assign \$427  = \$signal$202  + \$426 ;
+  assign \$428  = valid & last;
+  assign \$429  = | rest_rows;
+  assign \$430  = \$signal$202  >> fold_pack_log2;
+  assign \$431  = split & \$430 [0];
+  assign \$432  = ! \$431 ;
+  assign \$433  = col + count;
+  assign \$434  = \$433  == \$signal$224 ;
+  assign \$435  = valid & \$434 ;
+  assign \$436  = pair_count == \$signal$224 ;
+  assign \$437  = pair_valid & \$436 ;
+  assign \$438  = \$431  ? \$437  : \$435 ;
+  assign \$439  = groups_seen0 < \$signal$214 ;
+  assign \$440  = groups_seen0 + 1'h1;
+  assign \$441  = set_index0 + 1'h1;
+  assign \$442  = \$441  == \$signal$214 ;
+  assign \$443  = set_index0 + 1'h1;
+  assign \$444  = set_base0 + \$signal$111 ;
+  assign \$445  = \$signal$202  >> fold_pack_log2;
+  assign \$446  = split & \$445 [0];
+  assign \$448  = col + count;
+  assign \$449  = \$448  == \$signal$224 ;
+  assign \$450  = valid & \$449 ;
+  assign \$451  = pair_count == \$signal$224 ;
+  assign \$452  = pair_valid & \$451 ;
+  assign \$453  = \$447  ? \$450  : \$452 ;
+  assign \$454  = groups_seen1 < \$signal$214 ;
+  assign \$455  = groups_seen1 + 1'h1;
+  assign \$456  = set_index1 + 1'h1;
+  assign \$457  = \$456  == \$signal$214 ;
+  assign \$458  = set_index1 + 1'h1;
+  assign \$459  = set_base1 + \$signal$111 ;
+  assign \$460  = \ended$225  << fold_pack_log2;
+  assign \$461  = \$signal$202  + \$460 ;
+  assign \$462  = valid & last;
+  assign \$463  = drain - 1'h1;
+  assign \$464  = drain == 1'h1;
+  assign \$465  = fold_valid & fold_ready;
+  assign \$466  = \$signal$109  + 1'h1;
+  assign \$468  = stage ? entry[123:104] : entry[143:124];
+  assign \$469  = \$467  < \$468 ;
+  assign \$470  = fold_row + 1'h1;
+  assign \$471  = \$470  < \$signal$228 ;
+  assign \$472  = \$signal$109  + 1'h1;
+  assign \$473  = fold_row + 1'h1;
+  assign \$474  = sum_valid & w_ready;
+  assign \$475  = \$signal$154  + 1'h1;
+  assign \$477  = \$476  >= \$signal$153 ;
+  assign \$478  = ~ \$477 ;
+  assign \$479  = \$signal$154  + 1'h1;
+  assign \$480  = \$signal$241  + 1'h1;
+  assign \$481  = \$480  == \$signal$228 ;
+  assign \$482  = \$signal$241  + 1'h1;
+  assign \$483  = \$481  ? 3'h0 : \$482 ;
+  assign \$484  = \$signal$153  << \$signal$229 ;
+  assign \$485  = \$signal$227  + \$484 ;
+  assign \$486  = ~ busy;
+  assign \$487  = entry[5:2] == 2'h3;
   assign \$488  = \$signal$154  + 1'h1;
-  assign \$490  = \$489  >= \$signal$153 ;
-  assign \$491  = ~ \$490 ;
-  assign \$492  = \$signal$154  + 1'h1;
+  assign \$490  = stage ? entry[123:104] : entry[143:124];
+  assign \$491  = \$489  >= \$490 ;
+  assign \$492  = ~ \$491 ;
   assign \$493  = \$signal$241  + 1'h1;
-  assign \$494  = \$493  == \$signal$228 ;
-  assign \$495  = \$signal$241  + 1'h1;
-  assign \$496  = \$494  ? 3'h0 : \$495 ;
-  assign \$497  = \$signal$153  << \$signal$229 ;
-  assign \$498  = \$signal$227  + \$497 ;
-  assign \$499  = bank_valid & w_ready;
-  assign \$500  = ~ \$499 ;
-  assign \$501  = ~ busy;
-  assign \$502  = ~ busy;
-  assign \$503  = \$signal$241  + 1'h1;
-  assign \$504  = \$503  < \$signal$228 ;
-  assign \$505  = \$signal$241  + 1'h1;
-  assign \$506  = \$signal$180  + 3'h4;
-  assign \$507  = 3'h4 * entry[203:184];
-  assign \$508  = \$signal$182  + \$507 ;
-  assign \$509  = \$signal$180  + 3'h4;
-  assign \$510  = \$509  < entry[183:164];
-  assign \$511  = ~ busy;
+  assign \$494  = \$493  < \$signal$228 ;
+  assign \$495  = \$signal$154  + 1'h1;
+  assign \$496  = \$signal$241  + 1'h1;
+  assign \$497  = dest == 2'h3;
+  assign \$498  = \$signal$241  + 1'h1;
+  assign \$499  = \$498  < \$signal$228 ;
+  assign \$500  = \$signal$241  + 1'h1;
+  assign \$501  = entry[5:2] == 2'h3;
+  assign \$502  = bank_valid & w_ready;
+  assign \$503  = \$signal$154  + 1'h1;
+  assign \$505  = \$504  >= \$signal$153 ;
+  assign \$506  = ~ \$505 ;
+  assign \$507  = \$signal$154  + 1'h1;
+  assign \$508  = \$signal$241  + 1'h1;
+  assign \$509  = \$508  == \$signal$228 ;
+  assign \$510  = \$signal$241  + 1'h1;
+  assign \$511  = \$509  ? 3'h0 : \$510 ;
+  assign \$512  = \$signal$153  << \$signal$229 ;
+  assign \$513  = \$signal$227  + \$512 ;
+  assign \$514  = bank_valid & w_ready;
+  assign \$515  = ~ \$514 ;
+  assign \$516  = ~ busy;
+  assign \$517  = ~ busy;
+  assign \$518  = \$signal$241  + 1'h1;
+  assign \$519  = \$518  < \$signal$228 ;
+  assign \$520  = \$signal$241  + 1'h1;
+  assign \$521  = \$signal$181  + 3'h4;
+  assign \$522  = 3'h4 * entry[203:184];
+  assign \$523  = \$signal$183  + \$522 ;
+  assign \$524  = \$signal$181  + 3'h4;
+  assign \$525  = \$524  < entry[183:164];
+  assign \$526  = ~ busy;
   always @(posedge clk)
-    \$signal$158  <= \$512 ;
+    \$signal$159  <= \$527 ;
   always @(posedge clk)
-    f_stage <= \$513 ;
+    f_stage <= \$528 ;
   always @(posedge clk)
-    \$signal$163  <= \$514 ;
+    \$signal$164  <= \$529 ;
   always @(posedge clk)
-    f_in_elem <= \$515 ;
+    f_in_elem <= \$530 ;
   always @(posedge clk)
-    \$signal$166  <= \$516 ;
+    \$signal$167  <= \$531 ;
   always @(posedge clk)
-    entry <= \$517 ;
+    entry <= \$532 ;
   always @(posedge clk)
-    fsm_state <= \$518 ;
+    fsm_state <= \$533 ;
   always @(posedge clk)
-    status <= \$519 ;
+    status <= \$534 ;
   always @(posedge clk)
-    \$signal$160  <= \$520 ;
+    \$signal$161  <= \$535 ;
   always @(posedge clk)
-    \$signal$178  <= \$521 ;
+    \$signal$179  <= \$536 ;
   always @(posedge clk)
-    \$signal$180  <= \$522 ;
+    \$signal$181  <= \$537 ;
   always @(posedge clk)
-    \$signal$182  <= \$523 ;
+    \$signal$183  <= \$538 ;
   always @(posedge clk)
-    \$signal$227  <= \$524 ;
+    \$signal$227  <= \$539 ;
   always @(posedge clk)
-    \$signal$229  <= \$525 ;
+    \$signal$229  <= \$540 ;
   always @(posedge clk)
-    \$signal$153  <= \$526 ;
+    \$signal$153  <= \$541 ;
   always @(posedge clk)
-    \$signal$228  <= \$527 ;
+    \$signal$228  <= \$542 ;
   always @(posedge clk)
-    \$signal$288  <= \$528 ;
+    stage <= \$543 ;
   always @(posedge clk)
-    \$signal$241  <= \$529 ;
+    \$signal$241  <= \$544 ;
   always @(posedge clk)
-    \$signal$154  <= \$530 ;
+    \$signal$154  <= \$545 ;
   always @(posedge clk)
-    \$signal$103  <= \$531 ;
+    fold_pack_log2 <= \$546 ;
   always @(posedge clk)
-    n_cols <= \$532 ;
+    \$signal$111  <= \$547 ;
   always @(posedge clk)
-    dest <= \$533 ;
+    \$signal$214  <= \$548 ;
   always @(posedge clk)
-    fold_pack_log2 <= \$534 ;
+    \$signal$197  <= \$549 ;
   always @(posedge clk)
-    \$signal$111  <= \$535 ;
+    rest_rows <= \$550 ;
   always @(posedge clk)
-    \$signal$213  <= \$536 ;
+    main_elems <= \$551 ;
   always @(posedge clk)
-    \$signal$196  <= \$537 ;
+    \$signal$202  <= \$552 ;
   always @(posedge clk)
-    rest_rows <= \$538 ;
+    fold_sets <= \$553 ;
   always @(posedge clk)
-    main_elems <= \$539 ;
+    groups_seen0 <= \$554 ;
   always @(posedge clk)
-    \$signal$201  <= \$540 ;
+    set_index0 <= \$555 ;
   always @(posedge clk)
-    fold_sets <= \$541 ;
+    set_base0 <= \$556 ;
   always @(posedge clk)
-    groups_seen0 <= \$542 ;
+    fold_sets1 <= \$557 ;
   always @(posedge clk)
-    set_index0 <= \$543 ;
+    groups_seen1 <= \$558 ;
   always @(posedge clk)
-    set_base0 <= \$544 ;
+    set_index1 <= \$559 ;
   always @(posedge clk)
-    fold_sets1 <= \$545 ;
+    set_base1 <= \$560 ;
   always @(posedge clk)
-    groups_seen1 <= \$546 ;
+    \$signal$224  <= \$561 ;
   always @(posedge clk)
-    set_index1 <= \$547 ;
+    drain <= \$562 ;
   always @(posedge clk)
-    set_base1 <= \$548 ;
+    fold_row <= \$563 ;
   always @(posedge clk)
-    \$signal$223  <= \$549 ;
+    \$signal$109  <= \$564 ;
   always @(posedge clk)
-    drain <= \$550 ;
+    \$signal$233  <= \$565 ;
   always @(posedge clk)
-    fold_row <= \$551 ;
+    anchor_m0 <= \$566 ;
   always @(posedge clk)
-    \$signal$109  <= \$552 ;
+    anchor_m1 <= \$567 ;
   always @(posedge clk)
-    \$signal$233  <= \$553 ;
+    anchor_m2 <= \$568 ;
   always @(posedge clk)
-    anchor_m0 <= \$554 ;
+    anchor_m3 <= \$569 ;
   always @(posedge clk)
-    anchor_m1 <= \$555 ;
+    anchor_l0 <= \$570 ;
   always @(posedge clk)
-    anchor_m2 <= \$556 ;
+    anchor_l1 <= \$571 ;
   always @(posedge clk)
-    anchor_m3 <= \$557 ;
+    anchor_l2 <= \$572 ;
   always @(posedge clk)
-    anchor_l0 <= \$558 ;
+    anchor_l3 <= \$573 ;
   always @(posedge clk)
-    anchor_l1 <= \$559 ;
-  always @(posedge clk)
-    anchor_l2 <= \$560 ;
-  always @(posedge clk)
-    anchor_l3 <= \$561 ;
-  always @(posedge clk)
-    bank_valid <= \$562 ;
+    bank_valid <= \$574 ;
   assign \$1  = ~ copying;
   assign src__valid = out__valid & \$1 ;
   assign out__ready = copying ? \src__ready$77  : src__ready;
+  assign n_cols = stage ? entry[123:104] : entry[143:124];
+  assign \$2  = entry[5:2] == 2'h3;
+  assign \$3  = \$2  ? 1'h1 : 1'h0;
+  assign \$4  = entry[5:2] == 2'h3;
+  assign \$5  = entry[5:2] == 3'h4;
+  assign \$6  = \$5  ? 2'h2 : 2'h0;
+  assign \$7  = \$4  ? 2'h3 : \$6 ;
+  assign dest = stage ? { 1'h0, \$3  } : \$7 ;
   assign split = entry[183:164] == 1'h1;
-  assign \$3  = \$2  <= 6'h20;
-  assign \$5  = \$4  <= 6'h20;
-  assign \$7  = \$6  <= 6'h20;
-  assign \$9  = \$8  <= 6'h20;
-  assign \$11  = \$10  <= 6'h20;
+  assign \$8  = stage ? entry[123:104] : entry[143:124];
+  assign \$10  = \$9  <= 6'h20;
+  assign \$11  = stage ? entry[123:104] : entry[143:124];
   assign \$13  = \$12  <= 6'h20;
-  assign \$14  = n_cols + 6'h20;
-  assign \$15  = \$14  - 1'h1;
-  assign \$17  = \$16 [19:0] * 2'h2;
-  assign \$18  = \$17  >= 2'h3;
-  assign \$19  = \$16 [19:0] * 1'h1;
-  assign \$20  = \$19  >= 2'h3;
-  assign \$21  = 1'h1 << plan_pack_log2;
-  assign \$22  = \$signal$103  + \$21 ;
-  assign \$23  = \$22  - 1'h1;
-  assign \$24  = $signed(\$23 ) >>> plan_pack_log2;
-  assign \$25  = \$24 [19:0] + 1'h1;
-  assign \$27  = split ? \$26  : { 1'h0, \$24 [19:0] };
-  assign row_groups1 = split ? \$28  : 20'h00000;
-  assign \$29  = entry[5:2] == 2'h3;
-  assign src_data = \$29  ? rd_acc_data : { widened_31, widened_30, widened_29, widened_28, widened_27, widened_26, widened_25, widened_24, widened_23, widened_22, widened_21, widened_20, widened_19, widened_18, widened_17, widened_16, widened_15, widened_14, widened_13, widened_12, widened_11, widened_10, widened_9, widened_8, widened_7, widened_6, widened_5, widened_4, widened_3, widened_2, widened_1, widened_0 };
-  assign \$31  = \$signal$153  - \$30 [19:0];
-  assign \$32  = $signed(\$31 ) < $signed(7'h20);
-  assign \$34  = \$signal$153  - \$33 [19:0];
-  assign \$35  = \$32  ? \$34  : 21'h000020;
-  assign \$36  = f_stage ? entry[123:104] : entry[143:124];
-  assign \$38  = \$37  <= 6'h20;
-  assign \$39  = f_stage ? entry[123:104] : entry[143:124];
-  assign \$41  = \$40  <= 6'h20;
-  assign \$42  = f_stage ? entry[123:104] : entry[143:124];
-  assign \$44  = \$43  <= 6'h20;
-  assign \$45  = f_stage ? entry[123:104] : entry[143:124];
-  assign \$47  = \$46  <= 6'h20;
-  assign \$48  = f_stage ? entry[123:104] : entry[143:124];
-  assign \$50  = \$49  <= 6'h20;
-  assign \$51  = f_stage ? entry[123:104] : entry[143:124];
-  assign \$53  = \$52  <= 6'h20;
-  assign \$54  = f_stage ? entry[143:124] : entry[123:104];
-  assign \$55  = \$54  >> fetch_pack_log2;
-  assign \$56  = \$55  << fetch_pack_log2;
-  assign \$57  = f_stage ? entry[123:104] : entry[143:124];
-  assign \$58  = \$56  * \$57 ;
-  assign \$59  = \$signal$160  + 7'h40;
-  assign \$61  = \$59  + \$60 ;
-  assign \$62  = entry[183:164] - \$signal$163 ;
-  assign \$63  = $signed(\$62 ) < $signed(4'h4);
-  assign \$64  = entry[183:164] - \$signal$163 ;
-  assign \$65  = \$63  ? \$64  : 21'h000004;
-  assign \$66  = $signed(\$65 ) * $signed({ 1'h0, entry[203:184] });
-  assign \$67  = $signed({ 1'h0, f_in_elem[4:0] }) + $signed(\$66 );
-  assign \$68  = $signed(\$67 ) + $signed(7'h20);
-  assign \$69  = $signed(\$68 ) - $signed(2'h1);
-  assign \$72  = entry[83:20] + \$71 ;
-  assign \$73  = f_stage ? \$72  : { 1'h0, entry[83:20] };
-  assign \$74  = \$58 [43:0] + 6'h20;
+  assign \$14  = stage ? entry[123:104] : entry[143:124];
+  assign \$16  = \$15  <= 6'h20;
+  assign \$17  = stage ? entry[123:104] : entry[143:124];
+  assign \$19  = \$18  <= 6'h20;
+  assign \$20  = stage ? entry[123:104] : entry[143:124];
+  assign \$22  = \$21  <= 6'h20;
+  assign \$23  = stage ? entry[123:104] : entry[143:124];
+  assign \$25  = \$24  <= 6'h20;
+  assign \$26  = stage ? entry[123:104] : entry[143:124];
+  assign \$27  = \$26  + 6'h20;
+  assign \$28  = \$27  - 1'h1;
+  assign \$30  = \$29 [19:0] * 2'h2;
+  assign \$31  = \$30  >= 2'h3;
+  assign \$32  = \$29 [19:0] * 1'h1;
+  assign \$33  = \$32  >= 2'h3;
+  assign \$34  = stage ? entry[143:124] : entry[123:104];
+  assign \$35  = 1'h1 << plan_pack_log2;
+  assign \$36  = \$34  + \$35 ;
+  assign \$37  = \$36  - 1'h1;
+  assign \$38  = $signed(\$37 ) >>> plan_pack_log2;
+  assign \$39  = \$38 [19:0] + 1'h1;
+  assign \$41  = split ? \$40  : { 1'h0, \$38 [19:0] };
+  assign row_groups1 = split ? \$42  : 20'h00000;
+  assign \$43  = entry[5:2] == 2'h3;
+  assign src_data = \$43  ? rd_acc_data : { widened_31, widened_30, widened_29, widened_28, widened_27, widened_26, widened_25, widened_24, widened_23, widened_22, widened_21, widened_20, widened_19, widened_18, widened_17, widened_16, widened_15, widened_14, widened_13, widened_12, widened_11, widened_10, widened_9, widened_8, widened_7, widened_6, widened_5, widened_4, widened_3, widened_2, widened_1, widened_0 };
+  assign \$45  = \$signal$153  - \$44 [19:0];
+  assign \$46  = $signed(\$45 ) < $signed(7'h20);
+  assign \$48  = \$signal$153  - \$47 [19:0];
+  assign \$49  = \$46  ? \$48  : 21'h000020;
+  assign \$50  = f_stage ? entry[123:104] : entry[143:124];
+  assign \$52  = \$51  <= 6'h20;
+  assign \$53  = f_stage ? entry[123:104] : entry[143:124];
+  assign \$55  = \$54  <= 6'h20;
+  assign \$56  = f_stage ? entry[123:104] : entry[143:124];
+  assign \$58  = \$57  <= 6'h20;
+  assign \$59  = f_stage ? entry[123:104] : entry[143:124];
+  assign \$61  = \$60  <= 6'h20;
+  assign \$62  = f_stage ? entry[123:104] : entry[143:124];
+  assign \$64  = \$63  <= 6'h20;
+  assign \$65  = f_stage ? entry[123:104] : entry[143:124];
+  assign \$67  = \$66  <= 6'h20;
+  assign \$68  = f_stage ? entry[143:124] : entry[123:104];
+  assign \$69  = \$68  >> fetch_pack_log2;
+  assign \$70  = \$69  << fetch_pack_log2;
+  assign \$71  = f_stage ? entry[123:104] : entry[143:124];
+  assign \$72  = \$70  * \$71 ;
+  assign \$73  = f_stage ? entry[143:124] : entry[123:104];
+  assign \$74  = 1'h1 << fetch_pack_log2;
   assign \$75  = \$74  - 1'h1;
-  assign \$77  = | \$58 [43:0];
-  assign \$79  = entry[83:20] + \$78 ;
-  assign \$80  = f_stage ? \$79  : { 1'h0, entry[83:20] };
-  assign \$82  = \$80  + \$81 ;
-  assign \$83  = f_stage ? entry[143:124] : entry[123:104];
-  assign \$84  = 1'h1 << fetch_pack_log2;
-  assign \$85  = \$84  - 1'h1;
-  assign \$86  = { 1'h0, \$83  } & { \$85 [8], \$85 [8], \$85 [8], \$85 [8], \$85 [8], \$85 [8], \$85 [8], \$85 [8], \$85 [8], \$85 [8], \$85 [8], \$85 [8], \$85  };
-  assign \$87  = f_stage ? entry[123:104] : entry[143:124];
-  assign \$88  = $signed(\$86 ) * $signed({ 1'h0, \$87  });
-  assign \$89  = $signed({ 1'h0, \$58 [4:0] }) + $signed(\$88 );
-  assign \$90  = $signed(\$89 ) + $signed(7'h20);
-  assign \$91  = $signed(\$90 ) - $signed(2'h1);
-  assign \$93  = f_stage ? entry[143:124] : entry[123:104];
-  assign \$94  = 1'h1 << fetch_pack_log2;
-  assign \$95  = \$94  - 1'h1;
-  assign \$96  = { 1'h0, \$93  } & { \$95 [8], \$95 [8], \$95 [8], \$95 [8], \$95 [8], \$95 [8], \$95 [8], \$95 [8], \$95 [8], \$95 [8], \$95 [8], \$95 [8], \$95  };
-  assign \$97  = f_stage ? entry[123:104] : entry[143:124];
-  assign \$98  = $signed(\$96 ) * $signed({ 1'h0, \$97  });
-  assign \$99  = | \$98 ;
-  assign \$100  = ~ run_any;
-  assign \$101  = \$100  | issued_all;
-  assign \$102  = \$signal$166  & \$101 ;
-  assign \$103  = \$signal$178  + 7'h40;
-  assign \$104  = \$signal$160  + 7'h40;
-  assign \$105  = entry[183:164] - \$signal$180 ;
-  assign \$106  = $signed(\$105 ) < $signed(4'h4);
-  assign \$107  = entry[183:164] - \$signal$180 ;
-  assign \$108  = \$106  ? \$107  : 21'h000004;
-  assign \$109  = \$signal$179  * entry[203:184];
-  assign \$110  = \$signal$182 [4:0] + \$109 ;
-  assign \$111  = \$110  + 6'h20;
-  assign \$112  = \$111  - 1'h1;
-  assign \$114  = n_cols << fold_pack_log2;
-  assign \$115  = main_elems + 6'h20;
-  assign \$116  = \$115  - 1'h1;
-  assign \$118  = rest_rows * n_cols;
-  assign \$119  = rest_rows * n_cols;
-  assign \$120  = main_elems[4:0] + \$119 [19:0];
-  assign \$121  = \$120  + 6'h20;
-  assign \$122  = \$121  - 1'h1;
-  assign \$124  = \$signal$201  >> fold_pack_log2;
-  assign \$125  = split & \$124 [0];
-  assign \$126  = ! \$125 ;
-  assign \$127  = \$125  ? pair_valid : valid;
-  assign \$128  = \$signal$201  >> fold_pack_log2;
-  assign \$129  = split & \$128 [0];
-  assign \$130  = ! \$129 ;
-  assign \$131  = 1'h1 << fold_pack_log2;
-  assign \$132  = \$signal$201  + \$131 ;
-  assign \$133  = \$129  ? \$132  : { 1'h0, \$signal$201  };
-  assign \$134  = \$signal$201  >> fold_pack_log2;
-  assign \$135  = split & \$134 [0];
-  assign \$136  = ! \$135 ;
-  assign \$137  = \$135  ? 15'h0000 : col[19:5];
-  assign \$138  = set_base0 + \$137 ;
-  assign \$139  = \$signal$201  >> fold_pack_log2;
-  assign \$140  = split & \$139 [0];
-  assign \$141  = ! \$140 ;
-  assign \$142  = \$140  ? pair_count : count;
-  assign \$143  = \$signal$201  >> fold_pack_log2;
-  assign \$144  = split & \$143 [0];
-  assign \$145  = ! \$144 ;
-  assign \$146  = \$144  ? pair_data : data;
-  assign \$147  = groups_seen0 < \$signal$213 ;
-  assign \$148  = \$signal$201  >> fold_pack_log2;
-  assign \$149  = split & \$148 [0];
-  assign \$151  = \$150  ? valid : pair_valid;
-  assign \$152  = \$signal$201  >> fold_pack_log2;
+  assign \$76  = { 1'h0, \$73  } & { \$75 [8], \$75 [8], \$75 [8], \$75 [8], \$75 [8], \$75 [8], \$75 [8], \$75 [8], \$75 [8], \$75 [8], \$75 [8], \$75 [8], \$75  };
+  assign \$77  = f_stage ? entry[123:104] : entry[143:124];
+  assign \$78  = $signed(\$76 ) * $signed({ 1'h0, \$77  });
+  assign \$79  = \$signal$161  + 7'h40;
+  assign \$81  = \$79  + \$80 ;
+  assign \$82  = entry[183:164] - \$signal$164 ;
+  assign \$83  = $signed(\$82 ) < $signed(4'h4);
+  assign \$84  = entry[183:164] - \$signal$164 ;
+  assign \$85  = \$83  ? \$84  : 21'h000004;
+  assign \$86  = $signed(\$85 ) * $signed({ 1'h0, entry[203:184] });
+  assign \$87  = $signed({ 1'h0, f_in_elem[4:0] }) + $signed(\$86 );
+  assign \$88  = $signed(\$87 ) + $signed(7'h20);
+  assign \$89  = $signed(\$88 ) - $signed(2'h1);
+  assign \$92  = entry[83:20] + \$91 ;
+  assign \$93  = f_stage ? \$92  : { 1'h0, entry[83:20] };
+  assign \$94  = 1'h0 + \$72 [43:0];
+  assign \$95  = \$94  + 6'h20;
+  assign \$96  = \$95  - 1'h1;
+  assign \$98  = | \$72 [43:0];
+  assign \$100  = entry[83:20] + \$99 ;
+  assign \$101  = f_stage ? \$100  : { 1'h0, entry[83:20] };
+  assign \$103  = \$101  + \$102 ;
+  assign \$104  = \$72 [4:0] + { \$78 [40], \$78 [40], \$78 [40], \$78  };
+  assign \$105  = \$104  + 6'h20;
+  assign \$106  = \$105  - 1'h1;
+  assign \$108  = | $signed(\$78 );
+  assign \$109  = ~ run_any;
+  assign \$110  = \$109  | issued_all;
+  assign \$111  = \$signal$167  & \$110 ;
+  assign \$112  = \$signal$179  + 7'h40;
+  assign \$113  = \$signal$161  + 7'h40;
+  assign \$114  = entry[183:164] - \$signal$181 ;
+  assign \$115  = $signed(\$114 ) < $signed(4'h4);
+  assign \$116  = entry[183:164] - \$signal$181 ;
+  assign \$117  = \$115  ? \$116  : 21'h000004;
+  assign \$118  = \$signal$180  * entry[203:184];
+  assign \$119  = \$signal$183 [4:0] + \$118 ;
+  assign \$120  = \$119  + 6'h20;
+  assign \$121  = \$120  - 1'h1;
+  assign \$123  = stage ? entry[123:104] : entry[143:124];
+  assign \$124  = \$123  << fold_pack_log2;
+  assign \$125  = 1'h0 + main_elems;
+  assign \$126  = \$125  + 6'h20;
+  assign \$127  = \$126  - 1'h1;
+  assign \$129  = stage ? entry[123:104] : entry[143:124];
+  assign \$130  = rest_rows * \$129 ;
+  assign \$131  = stage ? entry[123:104] : entry[143:124];
+  assign \$132  = rest_rows * \$131 ;
+  assign \$133  = main_elems[4:0] + \$132 [19:0];
+  assign \$134  = \$133  + 6'h20;
+  assign \$135  = \$134  - 1'h1;
+  assign \$137  = \$signal$202  >> fold_pack_log2;
+  assign \$138  = split & \$137 [0];
+  assign \$139  = ! \$138 ;
+  assign \$140  = \$138  ? pair_valid : valid;
+  assign \$141  = \$signal$202  >> fold_pack_log2;
+  assign \$142  = split & \$141 [0];
+  assign \$143  = ! \$142 ;
+  assign \$144  = 1'h1 << fold_pack_log2;
+  assign \$145  = \$signal$202  + \$144 ;
+  assign \$146  = \$142  ? \$145  : { 1'h0, \$signal$202  };
+  assign \$147  = \$signal$202  >> fold_pack_log2;
+  assign \$148  = split & \$147 [0];
+  assign \$149  = ! \$148 ;
+  assign \$150  = \$148  ? 15'h0000 : col[19:5];
+  assign \$151  = set_base0 + \$150 ;
+  assign \$152  = \$signal$202  >> fold_pack_log2;
   assign \$153  = split & \$152 [0];
-  assign \$155  = 1'h1 << fold_pack_log2;
-  assign \$156  = \$signal$201  + \$155 ;
-  assign \$157  = \$154  ? { 1'h0, \$signal$201  } : \$156 ;
-  assign \$158  = \$signal$201  >> fold_pack_log2;
-  assign \$159  = split & \$158 [0];
-  assign \$161  = \$160  ? col[19:5] : 15'h0000;
-  assign \$162  = set_base1 + \$161 ;
-  assign \$163  = \$signal$201  >> fold_pack_log2;
-  assign \$164  = split & \$163 [0];
-  assign \$166  = \$165  ? count : pair_count;
-  assign \$167  = \$signal$201  >> fold_pack_log2;
-  assign \$168  = split & \$167 [0];
-  assign \$170  = \$169  ? data : pair_data;
-  assign \$171  = groups_seen1 < \$signal$213 ;
-  assign \$172  = col + count;
-  assign \$173  = \$172  == \$signal$223 ;
-  assign \$174  = valid & \$173 ;
-  assign \$175  = pair_count == \$signal$223 ;
-  assign \$176  = pair_valid & \$175 ;
-  assign \$177  = \$174  + \$176 ;
-  assign \$178  = \$signal$201  >> fold_pack_log2;
-  assign \$179  = split & \$178 [0];
-  assign \$180  = ! \$179 ;
-  assign \$181  = \$179  ? pair_valid : valid;
-  assign \$182  = \$signal$201  >> fold_pack_log2;
-  assign \$183  = split & \$182 [0];
-  assign \$184  = ! \$183 ;
-  assign \$185  = 1'h1 << fold_pack_log2;
-  assign \$186  = \$signal$201  + \$185 ;
-  assign \$187  = \$183  ? \$186  : { 1'h0, \$signal$201  };
-  assign \$188  = \$signal$201  >> fold_pack_log2;
-  assign \$189  = split & \$188 [0];
-  assign \$190  = ! \$189 ;
-  assign \$191  = \$189  ? 15'h0000 : col[19:5];
-  assign \$192  = set_base0 + \$191 ;
-  assign \$193  = \$signal$201  >> fold_pack_log2;
-  assign \$194  = split & \$193 [0];
-  assign \$195  = ! \$194 ;
-  assign \$196  = \$194  ? pair_count : count;
-  assign \$197  = \$signal$201  >> fold_pack_log2;
-  assign \$198  = split & \$197 [0];
-  assign \$199  = ! \$198 ;
-  assign \$200  = \$198  ? pair_data : data;
-  assign \$201  = groups_seen0 < \$signal$213 ;
-  assign \$202  = \$signal$201  >> fold_pack_log2;
-  assign \$203  = split & \$202 [0];
-  assign \$205  = \$204  ? valid : pair_valid;
-  assign \$206  = \$signal$201  >> fold_pack_log2;
+  assign \$154  = ! \$153 ;
+  assign \$155  = \$153  ? pair_count : count;
+  assign \$156  = \$signal$202  >> fold_pack_log2;
+  assign \$157  = split & \$156 [0];
+  assign \$158  = ! \$157 ;
+  assign \$159  = \$157  ? pair_data : data;
+  assign \$160  = groups_seen0 < \$signal$214 ;
+  assign \$161  = \$signal$202  >> fold_pack_log2;
+  assign \$162  = split & \$161 [0];
+  assign \$164  = \$163  ? valid : pair_valid;
+  assign \$165  = \$signal$202  >> fold_pack_log2;
+  assign \$166  = split & \$165 [0];
+  assign \$168  = 1'h1 << fold_pack_log2;
+  assign \$169  = \$signal$202  + \$168 ;
+  assign \$170  = \$167  ? { 1'h0, \$signal$202  } : \$169 ;
+  assign \$171  = \$signal$202  >> fold_pack_log2;
+  assign \$172  = split & \$171 [0];
+  assign \$174  = \$173  ? col[19:5] : 15'h0000;
+  assign \$175  = set_base1 + \$174 ;
+  assign \$176  = \$signal$202  >> fold_pack_log2;
+  assign \$177  = split & \$176 [0];
+  assign \$179  = \$178  ? count : pair_count;
+  assign \$180  = \$signal$202  >> fold_pack_log2;
+  assign \$181  = split & \$180 [0];
+  assign \$183  = \$182  ? data : pair_data;
+  assign \$184  = groups_seen1 < \$signal$214 ;
+  assign \$185  = col + count;
+  assign \$186  = \$185  == \$signal$224 ;
+  assign \$187  = valid & \$186 ;
+  assign \$188  = pair_count == \$signal$224 ;
+  assign \$189  = pair_valid & \$188 ;
+  assign \$190  = \$187  + \$189 ;
+  assign \$191  = \$signal$202  >> fold_pack_log2;
+  assign \$192  = split & \$191 [0];
+  assign \$193  = ! \$192 ;
+  assign \$194  = \$192  ? pair_valid : valid;
+  assign \$195  = \$signal$202  >> fold_pack_log2;
+  assign \$196  = split & \$195 [0];
+  assign \$197  = ! \$196 ;
+  assign \$198  = 1'h1 << fold_pack_log2;
+  assign \$199  = \$signal$202  + \$198 ;
+  assign \$200  = \$196  ? \$199  : { 1'h0, \$signal$202  };
+  assign \$201  = \$signal$202  >> fold_pack_log2;
+  assign \$202  = split & \$201 [0];
+  assign \$203  = ! \$202 ;
+  assign \$204  = \$202  ? 15'h0000 : col[19:5];
+  assign \$205  = set_base0 + \$204 ;
+  assign \$206  = \$signal$202  >> fold_pack_log2;
   assign \$207  = split & \$206 [0];
-  assign \$209  = 1'h1 << fold_pack_log2;
-  assign \$210  = \$signal$201  + \$209 ;
-  assign \$211  = \$208  ? { 1'h0, \$signal$201  } : \$210 ;
-  assign \$212  = \$signal$201  >> fold_pack_log2;
-  assign \$213  = split & \$212 [0];
-  assign \$215  = \$214  ? col[19:5] : 15'h0000;
-  assign \$216  = set_base1 + \$215 ;
-  assign \$217  = \$signal$201  >> fold_pack_log2;
-  assign \$218  = split & \$217 [0];
-  assign \$220  = \$219  ? count : pair_count;
-  assign \$221  = \$signal$201  >> fold_pack_log2;
-  assign \$222  = split & \$221 [0];
-  assign \$224  = \$223  ? data : pair_data;
-  assign \$225  = groups_seen1 < \$signal$213 ;
-  assign \$226  = col + count;
-  assign \$227  = \$226  == \$signal$223 ;
-  assign \$228  = valid & \$227 ;
-  assign \$229  = pair_count == \$signal$223 ;
-  assign \$230  = pair_valid & \$229 ;
-  assign \$231  = \$228  + \$230 ;
-  assign \$232  = drain == 1'h1;
-  assign \$233  = ! dest;
-  assign \$234  = dest == 1'h1;
-  assign \$235  = \$233  | \$234 ;
-  assign \$236  = \$signal$178  + 7'h40;
-  assign \$238  = \$236  + \$237 ;
-  assign \$239  = \$signal$153  << \$signal$229 ;
-  assign \$240  = \$signal$228  * \$239 ;
-  assign \$241  = \$signal$227 [5:0] + \$240 ;
-  assign \$242  = \$241  + 7'h40;
-  assign \$243  = \$242  - 1'h1;
-  assign \$245  = ~ \$signal$233 ;
+  assign \$208  = ! \$207 ;
+  assign \$209  = \$207  ? pair_count : count;
+  assign \$210  = \$signal$202  >> fold_pack_log2;
+  assign \$211  = split & \$210 [0];
+  assign \$212  = ! \$211 ;
+  assign \$213  = \$211  ? pair_data : data;
+  assign \$214  = groups_seen0 < \$signal$214 ;
+  assign \$215  = \$signal$202  >> fold_pack_log2;
+  assign \$216  = split & \$215 [0];
+  assign \$218  = \$217  ? valid : pair_valid;
+  assign \$219  = \$signal$202  >> fold_pack_log2;
+  assign \$220  = split & \$219 [0];
+  assign \$222  = 1'h1 << fold_pack_log2;
+  assign \$223  = \$signal$202  + \$222 ;
+  assign \$224  = \$221  ? { 1'h0, \$signal$202  } : \$223 ;
+  assign \$225  = \$signal$202  >> fold_pack_log2;
+  assign \$226  = split & \$225 [0];
+  assign \$228  = \$227  ? col[19:5] : 15'h0000;
+  assign \$229  = set_base1 + \$228 ;
+  assign \$230  = \$signal$202  >> fold_pack_log2;
+  assign \$231  = split & \$230 [0];
+  assign \$233  = \$232  ? count : pair_count;
+  assign \$234  = \$signal$202  >> fold_pack_log2;
+  assign \$235  = split & \$234 [0];
+  assign \$237  = \$236  ? data : pair_data;
+  assign \$238  = groups_seen1 < \$signal$214 ;
+  assign \$239  = col + count;
+  assign \$240  = \$239  == \$signal$224 ;
+  assign \$241  = valid & \$240 ;
+  assign \$242  = pair_count == \$signal$224 ;
+  assign \$243  = pair_valid & \$242 ;
+  assign \$244  = \$241  + \$243 ;
+  assign \$245  = drain == 1'h1;
   assign \$246  = ! dest;
-  assign \$247  = \$246  ? { 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, sum_fp16 } : sum_fp32;
-  assign \$248  = \$35 [5:0] << \$signal$229 ;
-  assign \$249  = \$signal$154  + 1'h1;
-  assign \$251  = \$250  >= \$signal$153 ;
-  assign \$252  = \$signal$241  + 1'h1;
-  assign \$253  = \$252  == \$signal$228 ;
-  assign \$254  = \$251  & \$253 ;
-  assign \$255  = sum_valid & w_ready;
-  assign \$256  = dest == 2'h2;
-  assign \$257  = entry[5:2] == 2'h3;
-  assign \$258  = \$257  ? entry[143:124] : entry[203:184];
-  assign \$259  = entry[5:2] == 2'h3;
-  assign \$260  = \$259  | entry[11];
-  assign \$261  = \$signal$178  + 7'h40;
-  assign \$263  = \$261  + \$262 ;
-  assign \$264  = \$signal$153  << \$signal$229 ;
-  assign \$265  = \$signal$228  * \$264 ;
-  assign \$266  = \$signal$227 [5:0] + \$265 ;
-  assign \$267  = \$266  + 7'h40;
-  assign \$268  = \$267  - 1'h1;
-  assign \$270  = \$35 [5:0] << \$signal$229 ;
-  assign \$271  = \$signal$154  + 1'h1;
-  assign \$273  = \$272  >= \$signal$153 ;
-  assign \$274  = \$signal$241  + 1'h1;
-  assign \$275  = \$274  == \$signal$228 ;
-  assign \$276  = \$273  & \$275 ;
-  assign \$279  = \$signal$178  + 7'h40;
-  assign \$280  = \$279  + stats_offset;
-  assign \$281  = \$signal$180  + \$signal$241 ;
-  assign \$283  = \$280  + \$282 ;
-  assign \$284  = cycle - entry[333:270];
-  assign \$285  = ~ busy;
-  assign \$286  = regs[289] << entry[205:204];
-  assign \$287  = ! fsm_state;
-  assign \$288  = fsm_state == 1'h1;
-  assign \$289  = fsm_state == 2'h2;
-  assign \$290  = fsm_state == 2'h3;
-  assign \$291  = fsm_state == 3'h4;
-  assign \$292  = fsm_state == 3'h5;
-  assign \$293  = fsm_state == 3'h6;
-  assign \$294  = fsm_state == 3'h7;
-  assign \$295  = fsm_state == 4'h8;
-  assign \$296  = fsm_state == 4'h9;
-  assign \$297  = fsm_state == 4'ha;
-  assign \$298  = fsm_state == 4'hb;
-  assign \$299  = fsm_state == 4'hc;
-  assign \$300  = fsm_state == 4'hd;
-  assign \$301  = fsm_state == 4'he;
-  assign \$302  = fsm_state == 4'hf;
-  assign \$303  = fsm_state == 5'h10;
-  assign \$304  = fsm_state == 5'h11;
-  assign \$305  = fsm_state == 5'h12;
-  assign \$306  = fsm_state == 5'h13;
-  assign \$307  = fsm_state == 5'h14;
-  assign \$308  = fsm_state == 5'h15;
-  assign \$309  = fsm_state == 5'h16;
-  assign \$310  = ~ run_any;
-  assign \$311  = \$310  | issued_all;
-  assign \$312  = \$signal$166  & \$311 ;
-  assign \$313  = \$signal$158  == 1'h1;
-  assign \$314  = ! \$signal$158 ;
-  assign \$315  = entry[5:2] == 2'h2;
-  assign \$316  = entry[5:2] == 2'h3;
-  assign \$317  = entry[5:2] == 3'h4;
-  assign \$318  = \$316  | \$317 ;
-  assign \$319  = \$318  ? 2'h2 : 2'h1;
-  assign \$320  = \$315  ? 2'h0 : \$319 ;
-  assign \$321  = | \$320 ;
-  assign \$322  = \$314  & \$321 ;
-  assign \$323  = \$signal$158  == 2'h2;
-  assign \$324  = f_stage + 1'h1;
-  assign \$325  = entry[5:2] == 2'h2;
-  assign \$326  = entry[5:2] == 2'h3;
-  assign \$327  = entry[5:2] == 3'h4;
-  assign \$328  = \$326  | \$327 ;
-  assign \$329  = \$328  ? 2'h2 : 2'h1;
-  assign \$330  = \$325  ? 2'h0 : \$329 ;
-  assign \$331  = \$324  < \$330 ;
-  assign \$332  = \$323  & \$331 ;
-  assign \$333  = \$signal$163  + 3'h4;
-  assign \$334  = 3'h4 * entry[203:184];
-  assign \$335  = f_in_elem + \$334 ;
-  assign \$336  = \$signal$163  + 3'h4;
-  assign \$337  = \$336  >= entry[183:164];
-  assign \$338  = entry[269:206] - 1'h1;
-  assign \$339  = 1'h1 << regs[259:256];
-  assign \$340  = \$339  - 1'h1;
-  assign \$341  = { 1'h0, \$338 [15:0] } & \$340 ;
-  assign \$342  = $signed(\$341 ) << regs[265:260];
-  assign \$343  = $signed({ 1'h0, regs[63:0] }) + $signed(\$342 );
-  assign \$344  = entry[269:206] - 1'h1;
-  assign \$345  = 1'h1 << regs[259:256];
-  assign \$346  = \$345  - 1'h1;
-  assign \$347  = { 1'h0, \$344 [15:0] } & \$346 ;
-  assign \$348  = $signed(\$347 ) << regs[265:260];
-  assign \$349  = $signed({ 1'h0, regs[127:64] }) + $signed(\$348 );
-  assign \$350  = entry[5:2] == 2'h3;
-  assign \$351  = entry[5:2] == 2'h2;
-  assign \$352  = entry[5:2] == 3'h4;
-  assign \$353  = ! \status$285 ;
-  assign \$354  = \$353  & is_compute;
-  assign \$355  = | \status$285 ;
-  assign \$356  = ~ \busy$287 ;
-  assign \$357  = ~ busy;
-  assign \$358  = \$356  & \$357 ;
-  assign \$359  = valid & last;
-  assign \$360  = entry[5:2] == 2'h2;
-  assign \$361  = ! \$signal$288 ;
-  assign \$362  = entry[5:2] == 2'h3;
-  assign \$363  = entry[5:2] == 3'h4;
-  assign \$364  = \$363  ? 2'h2 : 2'h0;
-  assign \$365  = \$362  ? 2'h3 : \$364 ;
-  assign \$366  = entry[5:2] == 2'h3;
-  assign \$367  = \$366  ? 1'h1 : 1'h0;
-  assign \$368  = \$signal$103  >> plan_pack_log2;
-  assign \$369  = 1'h1 << plan_pack_log2;
-  assign \$370  = \$369  - 1'h1;
-  assign \$371  = { 1'h0, \$signal$103  } & { \$370 [8], \$370 [8], \$370 [8], \$370 [8], \$370 [8], \$370 [8], \$370 [8], \$370 [8], \$370 [8], \$370 [8], \$370 [8], \$370 [8], \$370  };
-  assign \$372  = \$signal$103  >> plan_pack_log2;
-  assign \$373  = \$372  << plan_pack_log2;
-  assign \$374  = \$373  * n_cols;
-  assign \$375  = \$27 [19:0] < plan_sets;
-  assign \$376  = \$375  ? \$27 [19:0] : { 18'h00000, plan_sets };
-  assign \$377  = row_groups1 < plan_sets;
-  assign \$378  = \$377  ? row_groups1 : { 18'h00000, plan_sets };
-  assign \$379  = \$signal$103  >> plan_pack_log2;
-  assign \$380  = | \$379 ;
-  assign \$381  = n_cols << fold_pack_log2;
-  assign \$382  = rest_rows * n_cols;
-  assign \$383  = \$signal$201  >> fold_pack_log2;
-  assign \$384  = split & \$383 [0];
-  assign \$385  = ! \$384 ;
-  assign \$386  = col + count;
-  assign \$387  = \$386  == \$signal$223 ;
-  assign \$388  = valid & \$387 ;
-  assign \$389  = pair_count == \$signal$223 ;
-  assign \$390  = pair_valid & \$389 ;
-  assign \$391  = \$384  ? \$390  : \$388 ;
-  assign \$392  = groups_seen0 < \$signal$213 ;
-  assign \$393  = groups_seen0 + 1'h1;
-  assign \$394  = set_index0 + 1'h1;
-  assign \$395  = \$394  == \$signal$213 ;
-  assign \$396  = set_index0 + 1'h1;
-  assign \$397  = set_base0 + \$signal$111 ;
-  assign \$398  = \$signal$201  >> fold_pack_log2;
-  assign \$399  = split & \$398 [0];
-  assign \$401  = col + count;
-  assign \$402  = \$401  == \$signal$223 ;
-  assign \$403  = valid & \$402 ;
-  assign \$404  = pair_count == \$signal$223 ;
-  assign \$405  = pair_valid & \$404 ;
-  assign \$406  = \$400  ? \$403  : \$405 ;
-  assign \$407  = groups_seen1 < \$signal$213 ;
-  assign \$408  = groups_seen1 + 1'h1;
-  assign \$409  = set_index1 + 1'h1;
-  assign \$410  = \$409  == \$signal$213 ;
-  assign \$411  = set_index1 + 1'h1;
-  assign \$412  = set_base1 + \$signal$111 ;
-  assign \$413  = ended << fold_pack_log2;
-  assign \$414  = \$signal$201  + \$413 ;
-  assign \$415  = valid & last;
-  assign \$416  = | rest_rows;
-  assign \$417  = \$signal$201  >> fold_pack_log2;
-  assign \$418  = split & \$417 [0];
-  assign \$419  = ! \$418 ;
-  assign \$420  = col + count;
-  assign \$421  = \$420  == \$signal$223 ;
-  assign \$422  = valid & \$421 ;
-  assign \$423  = pair_count == \$signal$223 ;
-  assign \$424  = pair_valid & \$423 ;
-  assign \$425  = \$418  ? \$424  : \$422 ;
-  assign \$426  = groups_seen0 < \$signal$213 ;
-  assign \$427  = groups_seen0 + 1'h1;
-  assign \$428  = set_index0 + 1'h1;
-  assign \$429  = \$428  == \$signal$213 ;
-  assign \$430  = set_index0 + 1'h1;
-  assign \$431  = set_base0 + \$signal$111 ;
-  assign \$432  = \$signal$201  >> fold_pack_log2;
+  assign \$247  = dest == 1'h1;
+  assign \$248  = \$246  | \$247 ;
+  assign \$249  = \$signal$179  + 7'h40;
+  assign \$251  = \$249  + \$250 ;
+  assign \$252  = \$signal$153  << \$signal$229 ;
+  assign \$253  = \$signal$228  * \$252 ;
+  assign \$254  = \$signal$227 [5:0] + \$253 ;
+  assign \$255  = \$254  + 7'h40;
+  assign \$256  = \$255  - 1'h1;
+  assign \$258  = ~ \$signal$233 ;
+  assign \$259  = ! dest;
+  assign \$260  = \$259  ? { 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, sum_fp16 } : sum_fp32;
+  assign \$261  = \$49 [5:0] << \$signal$229 ;
+  assign \$262  = \$signal$154  + 1'h1;
+  assign \$264  = \$263  >= \$signal$153 ;
+  assign \$265  = \$signal$241  + 1'h1;
+  assign \$266  = \$265  == \$signal$228 ;
+  assign \$267  = \$264  & \$266 ;
+  assign \$268  = sum_valid & w_ready;
+  assign \$269  = dest == 2'h2;
+  assign \$270  = entry[5:2] == 2'h3;
+  assign \$271  = \$270  ? entry[143:124] : entry[203:184];
+  assign \$272  = entry[5:2] == 2'h3;
+  assign \$273  = \$272  | entry[11];
+  assign \$274  = \$signal$179  + 7'h40;
+  assign \$276  = \$274  + \$275 ;
+  assign \$277  = \$signal$153  << \$signal$229 ;
+  assign \$278  = \$signal$228  * \$277 ;
+  assign \$279  = \$signal$227 [5:0] + \$278 ;
+  assign \$280  = \$279  + 7'h40;
+  assign \$281  = \$280  - 1'h1;
+  assign \$283  = \$49 [5:0] << \$signal$229 ;
+  assign \$284  = \$signal$154  + 1'h1;
+  assign \$286  = \$285  >= \$signal$153 ;
+  assign \$287  = \$signal$241  + 1'h1;
+  assign \$288  = \$287  == \$signal$228 ;
+  assign \$289  = \$286  & \$288 ;
+  assign \$292  = \$signal$179  + 7'h40;
+  assign \$293  = \$292  + stats_offset;
+  assign \$294  = \$signal$181  + \$signal$241 ;
+  assign \$296  = \$293  + \$295 ;
+  assign \$297  = cycle - entry[333:270];
+  assign \$298  = ~ busy;
+  assign \$299  = regs[289] << entry[205:204];
+  assign \$300  = ! fsm_state;
+  assign \$301  = fsm_state == 1'h1;
+  assign \$302  = fsm_state == 2'h2;
+  assign \$303  = fsm_state == 2'h3;
+  assign \$304  = fsm_state == 3'h4;
+  assign \$305  = fsm_state == 3'h5;
+  assign \$306  = fsm_state == 3'h6;
+  assign \$307  = fsm_state == 3'h7;
+  assign \$308  = fsm_state == 4'h8;
+  assign \$309  = fsm_state == 4'h9;
+  assign \$310  = fsm_state == 4'ha;
+  assign \$311  = fsm_state == 4'hb;
+  assign \$312  = fsm_state == 4'hc;
+  assign \$313  = fsm_state == 4'hd;
+  assign \$314  = fsm_state == 4'he;
+  assign \$315  = fsm_state == 4'hf;
+  assign \$316  = fsm_state == 5'h10;
+  assign \$317  = fsm_state == 5'h11;
+  assign \$318  = fsm_state == 5'h12;
+  assign \$319  = fsm_state == 5'h13;
+  assign \$320  = fsm_state == 5'h14;
+  assign \$321  = fsm_state == 5'h15;
+  assign \$322  = fsm_state == 5'h16;
+  assign \$323  = ~ run_any;
+  assign \$324  = \$323  | issued_all;
+  assign \$325  = \$signal$167  & \$324 ;
+  assign \$326  = \$signal$159  == 1'h1;
+  assign \$327  = ! \$signal$159 ;
+  assign \$328  = entry[5:2] == 2'h2;
+  assign \$329  = entry[5:2] == 2'h3;
+  assign \$330  = entry[5:2] == 3'h4;
+  assign \$331  = \$329  | \$330 ;
+  assign \$332  = \$331  ? 2'h2 : 2'h1;
+  assign \$333  = \$328  ? 2'h0 : \$332 ;
+  assign \$334  = | \$333 ;
+  assign \$335  = \$327  & \$334 ;
+  assign \$336  = \$signal$159  == 2'h2;
+  assign \$337  = f_stage + 1'h1;
+  assign \$338  = entry[5:2] == 2'h2;
+  assign \$339  = entry[5:2] == 2'h3;
+  assign \$340  = entry[5:2] == 3'h4;
+  assign \$341  = \$339  | \$340 ;
+  assign \$342  = \$341  ? 2'h2 : 2'h1;
+  assign \$343  = \$338  ? 2'h0 : \$342 ;
+  assign \$344  = \$337  < \$343 ;
+  assign \$345  = \$336  & \$344 ;
+  assign \$346  = \$signal$164  + 3'h4;
+  assign \$347  = 3'h4 * entry[203:184];
+  assign \$348  = f_in_elem + \$347 ;
+  assign \$349  = \$signal$164  + 3'h4;
+  assign \$350  = \$349  >= entry[183:164];
+  assign \$351  = entry[269:206] - 1'h1;
+  assign \$352  = 1'h1 << regs[259:256];
+  assign \$353  = \$352  - 1'h1;
+  assign \$354  = { 1'h0, \$351 [15:0] } & \$353 ;
+  assign \$355  = $signed(\$354 ) << regs[265:260];
+  assign \$356  = $signed({ 1'h0, regs[63:0] }) + $signed(\$355 );
+  assign \$357  = entry[269:206] - 1'h1;
+  assign \$358  = 1'h1 << regs[259:256];
+  assign \$359  = \$358  - 1'h1;
+  assign \$360  = { 1'h0, \$357 [15:0] } & \$359 ;
+  assign \$361  = $signed(\$360 ) << regs[265:260];
+  assign \$362  = $signed({ 1'h0, regs[127:64] }) + $signed(\$361 );
+  assign \$363  = entry[5:2] == 2'h3;
+  assign \$364  = entry[5:2] == 2'h2;
+  assign \$365  = entry[5:2] == 3'h4;
+  assign \$366  = ! \status$285 ;
+  assign \$367  = \$366  & is_compute;
+  assign \$368  = | \status$285 ;
+  assign \$369  = ~ \busy$287 ;
+  assign \$370  = ~ busy;
+  assign \$371  = \$369  & \$370 ;
+  assign \$372  = valid & last;
+  assign \$373  = entry[5:2] == 2'h2;
+  assign \$374  = stage ? entry[143:124] : entry[123:104];
+  assign \$375  = \$374  >> plan_pack_log2;
+  assign \$376  = stage ? entry[143:124] : entry[123:104];
+  assign \$377  = 1'h1 << plan_pack_log2;
+  assign \$378  = \$377  - 1'h1;
+  assign \$379  = { 1'h0, \$376  } & { \$378 [8], \$378 [8], \$378 [8], \$378 [8], \$378 [8], \$378 [8], \$378 [8], \$378 [8], \$378 [8], \$378 [8], \$378 [8], \$378 [8], \$378  };
+  assign \$380  = stage ? entry[143:124] : entry[123:104];
+  assign \$381  = \$380  >> plan_pack_log2;
+  assign \$382  = \$381  << plan_pack_log2;
+  assign \$383  = stage ? entry[123:104] : entry[143:124];
+  assign \$384  = \$382  * \$383 ;
+  assign \$385  = \$41 [19:0] < plan_sets;
+  assign \$386  = \$385  ? \$41 [19:0] : { 18'h00000, plan_sets };
+  assign \$387  = row_groups1 < plan_sets;
+  assign \$388  = \$387  ? row_groups1 : { 18'h00000, plan_sets };
+  assign \$389  = stage ? entry[143:124] : entry[123:104];
+  assign \$390  = \$389  >> plan_pack_log2;
+  assign \$391  = | \$390 ;
+  assign \$392  = stage ? entry[123:104] : entry[143:124];
+  assign \$393  = \$392  << fold_pack_log2;
+  assign \$394  = stage ? entry[123:104] : entry[143:124];
+  assign \$395  = rest_rows * \$394 ;
+  assign \$396  = \$signal$202  >> fold_pack_log2;
+  assign \$397  = split & \$396 [0];
+  assign \$398  = ! \$397 ;
+  assign \$399  = col + count;
+  assign \$400  = \$399  == \$signal$224 ;
+  assign \$401  = valid & \$400 ;
+  assign \$402  = pair_count == \$signal$224 ;
+  assign \$403  = pair_valid & \$402 ;
+  assign \$404  = \$397  ? \$403  : \$401 ;
+  assign \$405  = groups_seen0 < \$signal$214 ;
+  assign \$406  = groups_seen0 + 1'h1;
+  assign \$407  = set_index0 + 1'h1;
+  assign \$408  = \$407  == \$signal$214 ;
+  assign \$409  = set_index0 + 1'h1;
+  assign \$410  = set_base0 + \$signal$111 ;
+  assign \$411  = \$signal$202  >> fold_pack_log2;
+  assign \$412  = split & \$411 [0];
+  assign \$414  = col + count;
+  assign \$415  = \$414  == \$signal$224 ;
+  assign \$416  = valid & \$415 ;
+  assign \$417  = pair_count == \$signal$224 ;
+  assign \$418  = pair_valid & \$417 ;
   \ndp_device.control_unit.compute  compute (
     .acc_addr(acc_addr),
     .acc_addr1(acc_addr1),
@@ -4240,7 +4261,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .is_load(is_load),
     .log2_slot(regs[267:260]),
     .operand_lines(operand_lines),
-    .\port$5820$128 (regs[255:128]),
+    .\port$5835$128 (regs[255:128]),
     .stats_offset(stats_offset),
     .status(\status$285 )
   );
@@ -4294,7 +4315,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .start(\start$254 )
   );
   \ndp_device.control_unit.unpacker  unpacker (
-    .beats(\beats$187 ),
+    .beats(\beats$188 ),
     .clk(clk),
     .col(col),
     .cols(cols),
@@ -4312,7 +4333,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .rst(rst),
     .src__data(src__data),
     .src__valid(src__valid),
-    .start(\start$183 ),
+    .start(\start$184 ),
     .valid(valid)
   );
   ndp_fp16_mul widen_0 (
@@ -4477,8 +4498,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   );
   \ndp_device.control_unit.writer  writer (
     .addr(bus__awaddr),
-    .\addr$33 (\addr$177 ),
-    .beats(\beats$175 ),
+    .\addr$33 (\addr$178 ),
+    .beats(\beats$176 ),
     .bus__awlen(bus__awlen),
     .bus__awready(bus__awready),
     .bus__awvalid(bus__awvalid),
@@ -4498,7 +4519,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .src__ready(\src__ready$77 ),
     .src__strb(src__strb),
     .src__valid(\src__valid$80 ),
-    .start(\start$173 ),
+    .start(\start$174 ),
     .\strb$37 (strb)
   );
   always @* begin
@@ -4554,97 +4575,97 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     plan_pack_log2 = 3'h0;
-    if (\$3 ) begin
+    if (\$10 ) begin
       plan_pack_log2 = 3'h0;
     end
-    if (\$5 ) begin
+    if (\$13 ) begin
       plan_pack_log2 = 3'h1;
     end
-    if (\$7 ) begin
+    if (\$16 ) begin
       plan_pack_log2 = 3'h2;
     end
-    if (\$9 ) begin
+    if (\$19 ) begin
       plan_pack_log2 = 3'h3;
     end
-    if (\$11 ) begin
+    if (\$22 ) begin
       plan_pack_log2 = 3'h4;
     end
-    if (\$13 ) begin
+    if (\$25 ) begin
       plan_pack_log2 = 3'h5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     plan_sets = 2'h3;
-    if (\$18 ) begin
+    if (\$31 ) begin
       plan_sets = 2'h2;
     end
-    if (\$20 ) begin
+    if (\$33 ) begin
       plan_sets = 2'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     fetch_pack_log2 = 3'h0;
-    if (\$38 ) begin
+    if (\$52 ) begin
       fetch_pack_log2 = 3'h0;
     end
-    if (\$41 ) begin
+    if (\$55 ) begin
       fetch_pack_log2 = 3'h1;
     end
-    if (\$44 ) begin
+    if (\$58 ) begin
       fetch_pack_log2 = 3'h2;
     end
-    if (\$47 ) begin
+    if (\$61 ) begin
       fetch_pack_log2 = 3'h3;
     end
-    if (\$50 ) begin
+    if (\$64 ) begin
       fetch_pack_log2 = 3'h4;
     end
-    if (\$53 ) begin
+    if (\$67 ) begin
       fetch_pack_log2 = 3'h5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$signal$159  = 64'h0000000000000000;
-    casez (\$signal$158 )
+    \$signal$160  = 64'h0000000000000000;
+    casez (\$signal$159 )
       2'h0:
-          \$signal$159  = \$61 [63:0];
+          \$signal$160  = \$81 [63:0];
       2'h1:
-          \$signal$159  = \$73 [63:0];
+          \$signal$160  = \$93 [63:0];
       2'h2:
-          \$signal$159  = \$82 [63:0];
+          \$signal$160  = \$103 [63:0];
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$signal$162  = 32'd0;
-    casez (\$signal$158 )
+    \$signal$163  = 32'd0;
+    casez (\$signal$159 )
       2'h0:
-          \$signal$162  = \$70 [31:0];
+          \$signal$163  = \$90 [31:0];
       2'h1:
-          \$signal$162  = \$76 [31:0];
+          \$signal$163  = \$97 [31:0];
       2'h2:
-          \$signal$162  = \$92 [31:0];
+          \$signal$163  = \$107 [31:0];
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     run_any = 1'h0;
-    casez (\$signal$158 )
+    casez (\$signal$159 )
       2'h0:
           run_any = 1'h1;
       2'h1:
-          run_any = \$77 ;
+          run_any = \$98 ;
       2'h2:
-          run_any = \$99 ;
+          run_any = \$108 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     start = 1'h0;
-    if (\$102 ) begin
+    if (\$111 ) begin
       start = run_any;
     end
     casez (fsm_state)
@@ -4659,8 +4680,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     addr = 64'h0000000000000000;
-    if (\$102 ) begin
-      addr = \$signal$159 ;
+    if (\$111 ) begin
+      addr = \$signal$160 ;
     end
     casez (fsm_state)
       5'h00:
@@ -4672,15 +4693,15 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           if (is_load) begin
             addr = entry[83:20];
           end else begin
-            addr = \$104 [63:0];
+            addr = \$113 [63:0];
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     beats = 32'd0;
-    if (\$102 ) begin
-      beats = \$signal$162 ;
+    if (\$111 ) begin
+      beats = \$signal$163 ;
     end
     casez (fsm_state)
       5'h00:
@@ -4715,14 +4736,14 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \start$173  = 1'h0;
+    \start$174  = 1'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
           /* empty */;
       5'h04:
-          \start$173  = 1'h1;
+          \start$174  = 1'h1;
       5'h05:
           /* empty */;
       5'h03:
@@ -4742,9 +4763,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0d:
           /* empty */;
       5'h0e:
-          if (\$232 ) begin
-            if (\$235 ) begin
-              \start$173  = 1'h1;
+          if (\$245 ) begin
+            if (\$248 ) begin
+              \start$174  = 1'h1;
             end
           end
       5'h0f:
@@ -4754,17 +4775,17 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h12:
           /* empty */;
       5'h13:
-          \start$173  = 1'h1;
+          \start$174  = 1'h1;
       5'h14:
           /* empty */;
       5'h10:
-          \start$173  = 1'h1;
+          \start$174  = 1'h1;
       5'h15:
           /* empty */;
       5'h11:
           /* empty */;
       5'h02:
-          \start$173  = 1'h1;
+          \start$174  = 1'h1;
     endcase
   end
   always @* begin
@@ -4796,8 +4817,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0d:
           /* empty */;
       5'h0e:
-          if (\$232 ) begin
-            if (\$235 ) begin
+          if (\$245 ) begin
+            if (\$248 ) begin
               from_stream = 1'h1;
             end
           end
@@ -4813,14 +4834,14 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \beats$175  = 32'd0;
+    \beats$176  = 32'd0;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
           /* empty */;
       5'h04:
-          \beats$175  = { 12'h000, entry[103:84] };
+          \beats$176  = { 12'h000, entry[103:84] };
       5'h05:
           /* empty */;
       5'h03:
@@ -4840,9 +4861,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0d:
           /* empty */;
       5'h0e:
-          if (\$232 ) begin
-            if (\$235 ) begin
-              \beats$175  = { \$244 [28], \$244 [28], \$244 [28], \$244  };
+          if (\$245 ) begin
+            if (\$248 ) begin
+              \beats$176  = { \$257 [28], \$257 [28], \$257 [28], \$257  };
             end
           end
       5'h0f:
@@ -4852,12 +4873,12 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h12:
           /* empty */;
       5'h13:
-          \beats$175  = { \$269 [28], \$269 [28], \$269 [28], \$269  };
+          \beats$176  = { \$282 [28], \$282 [28], \$282 [28], \$282  };
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \addr$177  = 64'h0000000000000000;
+    \addr$178  = 64'h0000000000000000;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -4866,9 +4887,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h04:
           (* full_case = 32'd1 *)
           if (is_load) begin
-            \addr$177  = \$103 [63:0];
+            \addr$178  = \$112 [63:0];
           end else begin
-            \addr$177  = entry[83:20];
+            \addr$178  = entry[83:20];
           end
       5'h05:
           /* empty */;
@@ -4889,9 +4910,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0d:
           /* empty */;
       5'h0e:
-          if (\$232 ) begin
-            if (\$235 ) begin
-              \addr$177  = \$238 [63:0];
+          if (\$245 ) begin
+            if (\$248 ) begin
+              \addr$178  = \$251 [63:0];
             end
           end
       5'h0f:
@@ -4901,22 +4922,22 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h12:
           /* empty */;
       5'h13:
-          \addr$177  = \$263 [63:0];
+          \addr$178  = \$276 [63:0];
       5'h14:
           /* empty */;
       5'h10:
-          \addr$177  = \$283 [63:0];
+          \addr$178  = \$296 [63:0];
       5'h15:
           /* empty */;
       5'h11:
           /* empty */;
       5'h02:
-          \addr$177  = \$signal$178 ;
+          \addr$178  = \$signal$179 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$signal$179  = 3'h0;
+    \$signal$180  = 3'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -4927,7 +4948,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h05:
           /* empty */;
       5'h03:
-          \$signal$179  = \$108 [2:0];
+          \$signal$180  = \$117 [2:0];
     endcase
   end
   always @* begin
@@ -4943,12 +4964,12 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h05:
           /* empty */;
       5'h03:
-          run_beats = { \$113 [25], \$113 [25], \$113 [25], \$113 [25], \$113 [25], \$113 [25], \$113  };
+          run_beats = { \$122 [25], \$122 [25], \$122 [25], \$122 [25], \$122 [25], \$122 [25], \$122  };
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \start$183  = 1'h0;
+    \start$184  = 1'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -4959,7 +4980,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h05:
           /* empty */;
       5'h03:
-          \start$183  = 1'h1;
+          \start$184  = 1'h1;
       5'h06:
           /* empty */;
       5'h08:
@@ -4967,9 +4988,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h09:
           /* empty */;
       5'h0a:
-          \start$183  = 1'h1;
+          \start$184  = 1'h1;
       5'h0b:
-          \start$183  = 1'h1;
+          \start$184  = 1'h1;
     endcase
   end
   always @* begin
@@ -4985,7 +5006,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h05:
           /* empty */;
       5'h03:
-          offset = \$signal$182 [4:0];
+          offset = \$signal$183 [4:0];
       5'h06:
           /* empty */;
       5'h08:
@@ -5011,7 +5032,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h05:
           /* empty */;
       5'h03:
-          rows = { 17'h00000, \$signal$179  };
+          rows = { 17'h00000, \$signal$180  };
       5'h06:
           /* empty */;
       5'h08:
@@ -5019,7 +5040,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h09:
           /* empty */;
       5'h0a:
-          rows = \$signal$196 ;
+          rows = \$signal$197 ;
       5'h0b:
           rows = 20'h00001;
     endcase
@@ -5045,14 +5066,14 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h09:
           /* empty */;
       5'h0a:
-          cols = \$114 [19:0];
+          cols = \$124 [19:0];
       5'h0b:
-          cols = \$118 [19:0];
+          cols = \$130 [19:0];
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \beats$187  = 32'd0;
+    \beats$188  = 32'd0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -5063,7 +5084,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h05:
           /* empty */;
       5'h03:
-          \beats$187  = run_beats;
+          \beats$188  = run_beats;
       5'h06:
           /* empty */;
       5'h08:
@@ -5071,9 +5092,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h09:
           /* empty */;
       5'h0a:
-          \beats$187  = \$117 [31:0];
+          \beats$188  = \$128 [31:0];
       5'h0b:
-          \beats$187  = { \$123 [22], \$123 [22], \$123 [22], \$123 [22], \$123 [22], \$123 [22], \$123 [22], \$123 [22], \$123 [22], \$123  };
+          \beats$188  = { \$136 [22], \$136 [22], \$136 [22], \$136 [22], \$136 [22], \$136 [22], \$136 [22], \$136 [22], \$136 [22], \$136  };
     endcase
   end
   always @* begin
@@ -5112,7 +5133,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
             2'h0, 2'h1:
                 /* empty */;
             default:
-                if (\$256 ) begin
+                if (\$269 ) begin
                   in_we = sum_valid;
                 end
           endcase
@@ -5158,7 +5179,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
             2'h0, 2'h1:
                 /* empty */;
             default:
-                if (\$256 ) begin
+                if (\$269 ) begin
                   in_row = \$signal$241 ;
                 end
           endcase
@@ -5204,7 +5225,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
             2'h0, 2'h1:
                 /* empty */;
             default:
-                if (\$256 ) begin
+                if (\$269 ) begin
                   in_word = \$signal$154 [6:0];
                 end
           endcase
@@ -5250,7 +5271,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
             2'h0, 2'h1:
                 /* empty */;
             default:
-                if (\$256 ) begin
+                if (\$269 ) begin
                   in_data = sum_fp16;
                 end
           endcase
@@ -5309,9 +5330,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0b:
           /* empty */;
       5'h0c:
-          mac = \$127 ;
+          mac = \$140 ;
       5'h0d:
-          mac = \$181 ;
+          mac = \$194 ;
     endcase
   end
   always @* begin
@@ -5339,9 +5360,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0b:
           /* empty */;
       5'h0c:
-          k_base = \$133 [19:0];
+          k_base = \$146 [19:0];
       5'h0d:
-          k_base = \$187 [19:0];
+          k_base = \$200 [19:0];
     endcase
   end
   always @* begin
@@ -5369,9 +5390,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0b:
           /* empty */;
       5'h0c:
-          acc_addr = \$138 [6:0];
+          acc_addr = \$151 [6:0];
       5'h0d:
-          acc_addr = \$192 [6:0];
+          acc_addr = \$205 [6:0];
     endcase
   end
   always @* begin
@@ -5399,9 +5420,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0b:
           /* empty */;
       5'h0c:
-          active = \$142 ;
+          active = \$155 ;
       5'h0d:
-          active = \$196 ;
+          active = \$209 ;
     endcase
   end
   always @* begin
@@ -5429,9 +5450,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0b:
           /* empty */;
       5'h0c:
-          w_data = \$146 ;
+          w_data = \$159 ;
       5'h0d:
-          w_data = \$200 ;
+          w_data = \$213 ;
     endcase
   end
   always @* begin
@@ -5459,9 +5480,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0b:
           /* empty */;
       5'h0c:
-          first = \$147 ;
+          first = \$160 ;
       5'h0d:
-          first = \$201 ;
+          first = \$214 ;
     endcase
   end
   always @* begin
@@ -5489,9 +5510,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0b:
           /* empty */;
       5'h0c:
-          mac1 = \$151 ;
+          mac1 = \$164 ;
       5'h0d:
-          mac1 = \$205 ;
+          mac1 = \$218 ;
     endcase
   end
   always @* begin
@@ -5519,9 +5540,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0b:
           /* empty */;
       5'h0c:
-          k_base1 = \$157 [19:0];
+          k_base1 = \$170 [19:0];
       5'h0d:
-          k_base1 = \$211 [19:0];
+          k_base1 = \$224 [19:0];
     endcase
   end
   always @* begin
@@ -5549,9 +5570,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0b:
           /* empty */;
       5'h0c:
-          acc_addr1 = \$162 [6:0];
+          acc_addr1 = \$175 [6:0];
       5'h0d:
-          acc_addr1 = \$216 [6:0];
+          acc_addr1 = \$229 [6:0];
     endcase
   end
   always @* begin
@@ -5579,9 +5600,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0b:
           /* empty */;
       5'h0c:
-          active1 = \$166 ;
+          active1 = \$179 ;
       5'h0d:
-          active1 = \$220 ;
+          active1 = \$233 ;
     endcase
   end
   always @* begin
@@ -5609,9 +5630,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0b:
           /* empty */;
       5'h0c:
-          w_data1 = \$170 ;
+          w_data1 = \$183 ;
       5'h0d:
-          w_data1 = \$224 ;
+          w_data1 = \$237 ;
     endcase
   end
   always @* begin
@@ -5639,9 +5660,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0b:
           /* empty */;
       5'h0c:
-          first1 = \$171 ;
+          first1 = \$184 ;
       5'h0d:
-          first1 = \$225 ;
+          first1 = \$238 ;
     endcase
   end
   always @* begin
@@ -5669,12 +5690,12 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0b:
           /* empty */;
       5'h0c:
-          ended = \$177 ;
+          ended = \$190 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \ended$224  = 2'h0;
+    \ended$225  = 2'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -5699,7 +5720,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0c:
           /* empty */;
       5'h0d:
-          \ended$224  = \$231 ;
+          \ended$225  = \$244 ;
     endcase
   end
   always @* begin
@@ -5731,8 +5752,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0d:
           /* empty */;
       5'h0e:
-          if (\$232 ) begin
-            if (\$235 ) begin
+          if (\$245 ) begin
+            if (\$248 ) begin
               \start$230  = 1'h1;
             end
           end
@@ -5775,8 +5796,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0d:
           /* empty */;
       5'h0e:
-          if (\$232 ) begin
-            if (\$235 ) begin
+          if (\$245 ) begin
+            if (\$248 ) begin
               \offset$231  = \$signal$227 [5:0];
             end
           end
@@ -5821,7 +5842,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0e:
           /* empty */;
       5'h0f:
-          fold_valid = \$245 ;
+          fold_valid = \$258 ;
     endcase
   end
   always @* begin
@@ -5902,7 +5923,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0f:
           casez (dest)
             2'h0, 2'h1:
-                \w_data$236  = \$247 ;
+                \w_data$236  = \$260 ;
           endcase
       5'h07:
           /* empty */;
@@ -5947,7 +5968,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0f:
           casez (dest)
             2'h0, 2'h1:
-                w_bytes = \$248 [7:0];
+                w_bytes = \$261 [7:0];
           endcase
       5'h07:
           /* empty */;
@@ -5956,7 +5977,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h13:
           /* empty */;
       5'h14:
-          w_bytes = \$270 [7:0];
+          w_bytes = \$283 [7:0];
     endcase
   end
   always @* begin
@@ -5992,7 +6013,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0f:
           casez (dest)
             2'h0, 2'h1:
-                w_last = \$254 ;
+                w_last = \$267 ;
           endcase
       5'h07:
           /* empty */;
@@ -6001,7 +6022,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h13:
           /* empty */;
       5'h14:
-          w_last = \$276 ;
+          w_last = \$289 ;
     endcase
   end
   always @* begin
@@ -6038,7 +6059,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           (* full_case = 32'd1 *)
           casez (dest)
             2'h0, 2'h1:
-                sum_ready = \$255 ;
+                sum_ready = \$268 ;
             default:
                 sum_ready = 1'h1;
           endcase
@@ -6081,7 +6102,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
                 /* empty */;
             default:
                 (* full_case = 32'd1 *)
-                if (\$256 ) begin
+                if (\$269 ) begin
                 end else begin
                   acc_we = sum_valid;
                 end
@@ -6125,7 +6146,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
                 /* empty */;
             default:
                 (* full_case = 32'd1 *)
-                if (\$256 ) begin
+                if (\$269 ) begin
                 end else begin
                   acc_row = \$signal$241 ;
                 end
@@ -6169,7 +6190,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
                 /* empty */;
             default:
                 (* full_case = 32'd1 *)
-                if (\$256 ) begin
+                if (\$269 ) begin
                 end else begin
                   acc_word = \$signal$154 [6:0];
                 end
@@ -6213,7 +6234,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
                 /* empty */;
             default:
                 (* full_case = 32'd1 *)
-                if (\$256 ) begin
+                if (\$269 ) begin
                 end else begin
                   acc_data = sum_fp32;
                 end
@@ -6373,7 +6394,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0f:
           /* empty */;
       5'h07:
-          length = \$258 ;
+          length = \$271 ;
     endcase
   end
   always @* begin
@@ -6409,7 +6430,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0f:
           /* empty */;
       5'h07:
-          partial = \$260 ;
+          partial = \$273 ;
     endcase
   end
   always @* begin
@@ -6453,7 +6474,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h14:
           /* empty */;
       5'h10:
-          line = { 448'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, \$278 , \$277  };
+          line = { 448'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, \$291 , \$290  };
     endcase
   end
   always @* begin
@@ -6653,7 +6674,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h11:
           /* empty */;
       5'h02:
-          \$signal$273  = { 320'h00000000000000000000000000000000000000000000000000000000000000000000000000000000, \$284 [63:0], 32'h00000000, status_word, entry[269:206] };
+          \$signal$273  = { 320'h00000000000000000000000000000000000000000000000000000000000000000000000000000000, \$297 [63:0], 32'h00000000, status_word, entry[269:206] };
     endcase
   end
   always @* begin
@@ -6705,7 +6726,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h02:
           /* empty */;
       5'h16:
-          if (\$285 ) begin
+          if (\$298 ) begin
             done_valid = 1'h1;
           end
     endcase
@@ -6759,7 +6780,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h02:
           /* empty */;
       5'h16:
-          if (\$285 ) begin
+          if (\$298 ) begin
             done_queue = entry[205:204];
           end
     endcase
@@ -6813,7 +6834,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h02:
           /* empty */;
       5'h16:
-          if (\$285 ) begin
+          if (\$298 ) begin
             done_seq = entry[237:206];
           end
     endcase
@@ -6867,7 +6888,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h02:
           /* empty */;
       5'h16:
-          if (\$285 ) begin
+          if (\$298 ) begin
             done_status = status;
           end
     endcase
@@ -6921,112 +6942,112 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h02:
           /* empty */;
       5'h16:
-          if (\$285 ) begin
-            irq = \$286 ;
+          if (\$298 ) begin
+            irq = \$299 ;
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$512  = \$signal$158 ;
-    if (\$312 ) begin
+    \$527  = \$signal$159 ;
+    if (\$325 ) begin
       (* full_case = 32'd1 *)
-      if (\$313 ) begin
-        \$512  = 2'h2;
-      end else if (\$322 ) begin
-        \$512  = 2'h1;
-      end else if (\$332 ) begin
-        \$512  = 2'h1;
+      if (\$326 ) begin
+        \$527  = 2'h2;
+      end else if (\$335 ) begin
+        \$527  = 2'h1;
+      end else if (\$345 ) begin
+        \$527  = 2'h1;
       end else begin
-        \$512  = 2'h0;
+        \$527  = 2'h0;
       end
     end
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          \$512  = 2'h0;
+          \$527  = 2'h0;
     endcase
     if (rst) begin
-      \$512  = 2'h0;
+      \$527  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$513  = f_stage;
-    if (\$312 ) begin
-      if (\$313 ) begin
-      end else if (\$322 ) begin
-        \$513  = 1'h0;
-      end else if (\$332 ) begin
-        \$513  = 1'h1;
+    \$528  = f_stage;
+    if (\$325 ) begin
+      if (\$326 ) begin
+      end else if (\$335 ) begin
+        \$528  = 1'h0;
+      end else if (\$345 ) begin
+        \$528  = 1'h1;
       end
     end
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          \$513  = 1'h0;
+          \$528  = 1'h0;
     endcase
     if (rst) begin
-      \$513  = 1'h0;
+      \$528  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$514  = \$signal$163 ;
-    if (\$312 ) begin
+    \$529  = \$signal$164 ;
+    if (\$325 ) begin
       (* full_case = 32'd1 *)
-      if (\$313 ) begin
-      end else if (\$322 ) begin
-      end else if (\$332 ) begin
+      if (\$326 ) begin
+      end else if (\$335 ) begin
+      end else if (\$345 ) begin
       end else begin
-        \$514  = \$333 [19:0];
+        \$529  = \$346 [19:0];
       end
     end
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          \$514  = 20'h00000;
+          \$529  = 20'h00000;
     endcase
     if (rst) begin
-      \$514  = 20'h00000;
+      \$529  = 20'h00000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$515  = f_in_elem;
-    if (\$312 ) begin
+    \$530  = f_in_elem;
+    if (\$325 ) begin
       (* full_case = 32'd1 *)
-      if (\$313 ) begin
-      end else if (\$322 ) begin
-      end else if (\$332 ) begin
+      if (\$326 ) begin
+      end else if (\$335 ) begin
+      end else if (\$345 ) begin
       end else begin
-        \$515  = \$335 [43:0];
+        \$530  = \$348 [43:0];
       end
     end
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          \$515  = 44'h00000000000;
+          \$530  = 44'h00000000000;
     endcase
     if (rst) begin
-      \$515  = 44'h00000000000;
+      \$530  = 44'h00000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$516  = \$signal$166 ;
-    if (\$312 ) begin
+    \$531  = \$signal$167 ;
+    if (\$325 ) begin
       (* full_case = 32'd1 *)
-      if (\$313 ) begin
-      end else if (\$322 ) begin
-      end else if (\$332 ) begin
+      if (\$326 ) begin
+      end else if (\$335 ) begin
+      end else if (\$345 ) begin
       end else begin
-        if (\$337 ) begin
-          \$516  = 1'h0;
+        if (\$350 ) begin
+          \$531  = 1'h0;
         end
       end
     end
@@ -7034,219 +7055,219 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h00:
           /* empty */;
       5'h01:
-          \$516  = \$354 ;
+          \$531  = \$367 ;
     endcase
     if (rst) begin
-      \$516  = 1'h0;
+      \$531  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$517  = entry;
+    \$532  = entry;
     casez (fsm_state)
       5'h00:
           if (pop_valid) begin
-            \$517  = pop;
+            \$532  = pop;
           end
     endcase
     if (rst) begin
-      \$517  = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$532  = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$518  = fsm_state;
+    \$533  = fsm_state;
     casez (fsm_state)
       5'h00:
           if (pop_valid) begin
-            \$518  = 5'h01;
+            \$533  = 5'h01;
           end
       5'h01:
           (* full_case = 32'd1 *)
-          if (\$355 ) begin
-            \$518  = 5'h02;
+          if (\$368 ) begin
+            \$533  = 5'h02;
           end else if (is_compute) begin
-            \$518  = 5'h03;
+            \$533  = 5'h03;
           end else begin
-            \$518  = 5'h04;
+            \$533  = 5'h04;
           end
       5'h04:
-          \$518  = 5'h05;
+          \$533  = 5'h05;
       5'h05:
-          if (\$358 ) begin
-            \$518  = 5'h02;
+          if (\$371 ) begin
+            \$533  = 5'h02;
           end
       5'h03:
-          \$518  = 5'h06;
+          \$533  = 5'h06;
       5'h06:
-          if (\$359 ) begin
+          if (\$372 ) begin
             (* full_case = 32'd1 *)
-            if (\$360 ) begin
-              \$518  = 5'h07;
+            if (\$373 ) begin
+              \$533  = 5'h07;
             end else begin
-              \$518  = 5'h08;
+              \$533  = 5'h08;
             end
           end
       5'h08:
-          \$518  = 5'h09;
+          \$533  = 5'h09;
       5'h09:
           (* full_case = 32'd1 *)
-          if (\$380 ) begin
-            \$518  = 5'h0a;
+          if (\$391 ) begin
+            \$533  = 5'h0a;
           end else begin
-            \$518  = 5'h0b;
+            \$533  = 5'h0b;
           end
       5'h0a:
-          \$518  = 5'h0c;
+          \$533  = 5'h0c;
       5'h0b:
-          \$518  = 5'h0d;
+          \$533  = 5'h0d;
       5'h0c:
-          if (\$415 ) begin
+          if (\$428 ) begin
             (* full_case = 32'd1 *)
-            if (\$416 ) begin
-              \$518  = 5'h0b;
+            if (\$429 ) begin
+              \$533  = 5'h0b;
             end else begin
-              \$518  = 5'h0e;
+              \$533  = 5'h0e;
             end
           end
       5'h0d:
-          if (\$449 ) begin
-            \$518  = 5'h0e;
+          if (\$462 ) begin
+            \$533  = 5'h0e;
           end
       5'h0e:
-          if (\$451 ) begin
-            \$518  = 5'h0f;
+          if (\$464 ) begin
+            \$533  = 5'h0f;
           end
       5'h0f:
           (* full_case = 32'd1 *)
           casez (dest)
             2'h0, 2'h1:
-                if (\$472 ) begin
+                if (\$486 ) begin
                   (* full_case = 32'd1 *)
-                  if (\$473 ) begin
-                    \$518  = 5'h10;
+                  if (\$487 ) begin
+                    \$533  = 5'h10;
                   end else begin
-                    \$518  = 5'h11;
+                    \$533  = 5'h11;
                   end
                 end
             default:
                 if (sum_valid) begin
                   (* full_case = 32'd1 *)
-                  if (\$477 ) begin
-                  end else if (\$479 ) begin
+                  if (\$492 ) begin
+                  end else if (\$494 ) begin
                   end else begin
                     (* full_case = 32'd1 *)
-                    if (\$482 ) begin
-                      \$518  = 5'h07;
+                    if (\$497 ) begin
+                      \$533  = 5'h07;
                     end else begin
-                      \$518  = 5'h08;
+                      \$533  = 5'h08;
                     end
                   end
                 end
           endcase
       5'h07:
-          \$518  = 5'h12;
+          \$533  = 5'h12;
       5'h12:
           if (done) begin
             (* full_case = 32'd1 *)
-            if (\$484 ) begin
-              \$518  = 5'h07;
+            if (\$499 ) begin
+              \$533  = 5'h07;
             end else begin
               (* full_case = 32'd1 *)
-              if (\$486 ) begin
-                \$518  = 5'h08;
+              if (\$501 ) begin
+                \$533  = 5'h08;
               end else begin
-                \$518  = 5'h13;
+                \$533  = 5'h13;
               end
             end
           end
       5'h13:
-          \$518  = 5'h14;
+          \$533  = 5'h14;
       5'h14:
-          if (\$501 ) begin
+          if (\$516 ) begin
             (* full_case = 32'd1 *)
             if (entry[11]) begin
-              \$518  = 5'h10;
+              \$533  = 5'h10;
             end else begin
-              \$518  = 5'h11;
+              \$533  = 5'h11;
             end
           end
       5'h10:
-          \$518  = 5'h15;
+          \$533  = 5'h15;
       5'h15:
-          if (\$502 ) begin
+          if (\$517 ) begin
             (* full_case = 32'd1 *)
-            if (\$504 ) begin
-              \$518  = 5'h10;
+            if (\$519 ) begin
+              \$533  = 5'h10;
             end else begin
-              \$518  = 5'h11;
+              \$533  = 5'h11;
             end
           end
       5'h11:
           (* full_case = 32'd1 *)
-          if (\$510 ) begin
-            \$518  = 5'h03;
+          if (\$525 ) begin
+            \$533  = 5'h03;
           end else begin
-            \$518  = 5'h02;
+            \$533  = 5'h02;
           end
       5'h02:
-          \$518  = 5'h16;
+          \$533  = 5'h16;
       5'h16:
-          if (\$511 ) begin
-            \$518  = 5'h00;
+          if (\$526 ) begin
+            \$533  = 5'h00;
           end
     endcase
     if (rst) begin
-      \$518  = 5'h00;
+      \$533  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$519  = status;
+    \$534  = status;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          \$519  = \status$285 ;
+          \$534  = \status$285 ;
     endcase
     if (rst) begin
-      \$519  = 8'h00;
+      \$534  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$520  = \$signal$160 ;
+    \$535  = \$signal$161 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          \$520  = \$343 [63:0];
+          \$535  = \$356 [63:0];
     endcase
     if (rst) begin
-      \$520  = 64'h0000000000000000;
+      \$535  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$521  = \$signal$178 ;
+    \$536  = \$signal$179 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          \$521  = \$349 [63:0];
+          \$536  = \$362 [63:0];
     endcase
     if (rst) begin
-      \$521  = 64'h0000000000000000;
+      \$536  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$522  = \$signal$180 ;
+    \$537  = \$signal$181 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          \$522  = 20'h00000;
+          \$537  = 20'h00000;
       5'h04:
           /* empty */;
       5'h05:
@@ -7284,20 +7305,20 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h15:
           /* empty */;
       5'h11:
-          \$522  = \$506 [19:0];
+          \$537  = \$521 [19:0];
     endcase
     if (rst) begin
-      \$522  = 20'h00000;
+      \$537  = 20'h00000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$523  = \$signal$182 ;
+    \$538  = \$signal$183 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          \$523  = 44'h00000000000;
+          \$538  = 44'h00000000000;
       5'h04:
           /* empty */;
       5'h05:
@@ -7335,20 +7356,20 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h15:
           /* empty */;
       5'h11:
-          \$523  = \$508 [43:0];
+          \$538  = \$523 [43:0];
     endcase
     if (rst) begin
-      \$523  = 44'h00000000000;
+      \$538  = 44'h00000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$524  = \$signal$227 ;
+    \$539  = \$signal$227 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          \$524  = 48'h000000000000;
+          \$539  = 48'h000000000000;
       5'h04:
           /* empty */;
       5'h05:
@@ -7374,11 +7395,11 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0f:
           casez (dest)
             2'h0, 2'h1:
-                if (\$460 ) begin
+                if (\$474 ) begin
                   (* full_case = 32'd1 *)
-                  if (\$464 ) begin
+                  if (\$478 ) begin
                   end else begin
-                    \$524  = \$471 [47:0];
+                    \$539  = \$485 [47:0];
                   end
                 end
           endcase
@@ -7389,65 +7410,65 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h13:
           /* empty */;
       5'h14:
-          if (\$487 ) begin
+          if (\$502 ) begin
             (* full_case = 32'd1 *)
-            if (\$491 ) begin
+            if (\$506 ) begin
             end else begin
-              \$524  = \$498 [47:0];
+              \$539  = \$513 [47:0];
             end
           end
     endcase
     if (rst) begin
-      \$524  = 48'h000000000000;
+      \$539  = 48'h000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$525  = \$signal$229 ;
+    \$540  = \$signal$229 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
           (* full_case = 32'd1 *)
-          if (\$350 ) begin
-            \$525  = 2'h2;
-          end else if (\$351 ) begin
-            \$525  = 2'h1;
-          end else if (\$352 ) begin
-            \$525  = 2'h1;
+          if (\$363 ) begin
+            \$540  = 2'h2;
+          end else if (\$364 ) begin
+            \$540  = 2'h1;
+          end else if (\$365 ) begin
+            \$540  = 2'h1;
           end else begin
-            \$525  = 2'h1;
+            \$540  = 2'h1;
           end
     endcase
     if (rst) begin
-      \$525  = 2'h0;
+      \$540  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$526  = \$signal$153 ;
+    \$541  = \$signal$153 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
           (* full_case = 32'd1 *)
-          if (\$350 ) begin
-            \$526  = entry[123:104];
-          end else if (\$351 ) begin
-            \$526  = entry[203:184];
-          end else if (\$352 ) begin
-            \$526  = entry[123:104];
+          if (\$363 ) begin
+            \$541  = entry[123:104];
+          end else if (\$364 ) begin
+            \$541  = entry[203:184];
+          end else if (\$365 ) begin
+            \$541  = entry[123:104];
           end else begin
-            \$526  = entry[143:124];
+            \$541  = entry[143:124];
           end
     endcase
     if (rst) begin
-      \$526  = 20'h00000;
+      \$541  = 20'h00000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$527  = \$signal$228 ;
+    \$542  = \$signal$228 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -7458,15 +7479,15 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h05:
           /* empty */;
       5'h03:
-          \$527  = \$signal$179 ;
+          \$542  = \$signal$180 ;
     endcase
     if (rst) begin
-      \$527  = 3'h0;
+      \$542  = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$528  = \$signal$288 ;
+    \$543  = stage;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -7477,7 +7498,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h05:
           /* empty */;
       5'h03:
-          \$528  = 1'h0;
+          \$543  = 1'h0;
       5'h06:
           /* empty */;
       5'h08:
@@ -7502,21 +7523,21 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
             default:
                 if (sum_valid) begin
                   (* full_case = 32'd1 *)
-                  if (\$477 ) begin
-                  end else if (\$479 ) begin
+                  if (\$492 ) begin
+                  end else if (\$494 ) begin
                   end else begin
-                    \$528  = 1'h1;
+                    \$543  = 1'h1;
                   end
                 end
           endcase
     endcase
     if (rst) begin
-      \$528  = 1'h0;
+      \$543  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$529  = \$signal$241 ;
+    \$544  = \$signal$241 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -7529,8 +7550,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h03:
           /* empty */;
       5'h06:
-          if (\$359 ) begin
-            \$529  = 2'h0;
+          if (\$372 ) begin
+            \$544  = 2'h0;
           end
       5'h08:
           /* empty */;
@@ -7545,28 +7566,28 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0d:
           /* empty */;
       5'h0e:
-          if (\$451 ) begin
-            \$529  = 2'h0;
+          if (\$464 ) begin
+            \$544  = 2'h0;
           end
       5'h0f:
           (* full_case = 32'd1 *)
           casez (dest)
             2'h0, 2'h1:
-                if (\$460 ) begin
+                if (\$474 ) begin
                   (* full_case = 32'd1 *)
-                  if (\$464 ) begin
+                  if (\$478 ) begin
                   end else begin
-                    \$529  = \$469 [1:0];
+                    \$544  = \$483 [1:0];
                   end
                 end
             default:
                 if (sum_valid) begin
                   (* full_case = 32'd1 *)
-                  if (\$477 ) begin
-                  end else if (\$479 ) begin
-                    \$529  = \$481 [1:0];
+                  if (\$492 ) begin
+                  end else if (\$494 ) begin
+                    \$544  = \$496 [1:0];
                   end else begin
-                    \$529  = 2'h0;
+                    \$544  = 2'h0;
                   end
                 end
           endcase
@@ -7575,38 +7596,38 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h12:
           if (done) begin
             (* full_case = 32'd1 *)
-            if (\$484 ) begin
-              \$529  = \$485 [1:0];
+            if (\$499 ) begin
+              \$544  = \$500 [1:0];
             end else begin
-              \$529  = 2'h0;
+              \$544  = 2'h0;
             end
           end
       5'h13:
           /* empty */;
       5'h14:
-          if (\$487 ) begin
+          if (\$502 ) begin
             (* full_case = 32'd1 *)
-            if (\$491 ) begin
+            if (\$506 ) begin
             end else begin
-              \$529  = \$496 [1:0];
+              \$544  = \$511 [1:0];
             end
           end
       5'h10:
           /* empty */;
       5'h15:
-          if (\$502 ) begin
-            if (\$504 ) begin
-              \$529  = \$505 [1:0];
+          if (\$517 ) begin
+            if (\$519 ) begin
+              \$544  = \$520 [1:0];
             end
           end
     endcase
     if (rst) begin
-      \$529  = 2'h0;
+      \$544  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$530  = \$signal$154 ;
+    \$545  = \$signal$154 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -7619,8 +7640,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h03:
           /* empty */;
       5'h06:
-          if (\$359 ) begin
-            \$530  = 20'h00000;
+          if (\$372 ) begin
+            \$545  = 20'h00000;
           end
       5'h08:
           /* empty */;
@@ -7635,30 +7656,30 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0d:
           /* empty */;
       5'h0e:
-          if (\$451 ) begin
-            \$530  = 20'h00000;
+          if (\$464 ) begin
+            \$545  = 20'h00000;
           end
       5'h0f:
           (* full_case = 32'd1 *)
           casez (dest)
             2'h0, 2'h1:
-                if (\$460 ) begin
+                if (\$474 ) begin
                   (* full_case = 32'd1 *)
-                  if (\$464 ) begin
-                    \$530  = \$465 [19:0];
+                  if (\$478 ) begin
+                    \$545  = \$479 [19:0];
                   end else begin
-                    \$530  = 20'h00000;
+                    \$545  = 20'h00000;
                   end
                 end
             default:
                 if (sum_valid) begin
                   (* full_case = 32'd1 *)
-                  if (\$477 ) begin
-                    \$530  = \$480 [19:0];
-                  end else if (\$479 ) begin
-                    \$530  = 20'h00000;
+                  if (\$492 ) begin
+                    \$545  = \$495 [19:0];
+                  end else if (\$494 ) begin
+                    \$545  = 20'h00000;
                   end else begin
-                    \$530  = 20'h00000;
+                    \$545  = 20'h00000;
                   end
                 end
           endcase
@@ -7669,106 +7690,22 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h13:
           /* empty */;
       5'h14:
-          if (\$487 ) begin
+          if (\$502 ) begin
             (* full_case = 32'd1 *)
-            if (\$491 ) begin
-              \$530  = \$492 [19:0];
+            if (\$506 ) begin
+              \$545  = \$507 [19:0];
             end else begin
-              \$530  = 20'h00000;
+              \$545  = 20'h00000;
             end
           end
     endcase
     if (rst) begin
-      \$530  = 20'h00000;
+      \$545  = 20'h00000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$531  = \$signal$103 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          (* full_case = 32'd1 *)
-          if (\$361 ) begin
-            \$531  = entry[123:104];
-          end else begin
-            \$531  = entry[143:124];
-          end
-    endcase
-    if (rst) begin
-      \$531  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$532  = n_cols;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          (* full_case = 32'd1 *)
-          if (\$361 ) begin
-            \$532  = entry[143:124];
-          end else begin
-            \$532  = entry[123:104];
-          end
-    endcase
-    if (rst) begin
-      \$532  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$533  = dest;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          (* full_case = 32'd1 *)
-          if (\$361 ) begin
-            \$533  = \$365 ;
-          end else begin
-            \$533  = { 1'h0, \$367  };
-          end
-    endcase
-    if (rst) begin
-      \$533  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$534  = fold_pack_log2;
+    \$546  = fold_pack_log2;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -7785,15 +7722,15 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h08:
           /* empty */;
       5'h09:
-          \$534  = plan_pack_log2;
+          \$546  = plan_pack_log2;
     endcase
     if (rst) begin
-      \$534  = 3'h0;
+      \$546  = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$535  = \$signal$111 ;
+    \$547  = \$signal$111 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -7810,15 +7747,15 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h08:
           /* empty */;
       5'h09:
-          \$535  = \$16 [19:0];
+          \$547  = \$29 [19:0];
     endcase
     if (rst) begin
-      \$535  = 20'h00000;
+      \$547  = 20'h00000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$536  = \$signal$213 ;
+    \$548  = \$signal$214 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -7835,15 +7772,15 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h08:
           /* empty */;
       5'h09:
-          \$536  = plan_sets;
+          \$548  = plan_sets;
     endcase
     if (rst) begin
-      \$536  = 2'h0;
+      \$548  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$537  = \$signal$196 ;
+    \$549  = \$signal$197 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -7860,439 +7797,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h08:
           /* empty */;
       5'h09:
-          \$537  = \$368 ;
-    endcase
-    if (rst) begin
-      \$537  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$538  = rest_rows;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$538  = \$371 [4:0];
-    endcase
-    if (rst) begin
-      \$538  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$539  = main_elems;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$539  = \$374 [43:0];
-    endcase
-    if (rst) begin
-      \$539  = 44'h00000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$540  = \$signal$201 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$540  = 20'h00000;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          \$540  = \$414 [19:0];
-      5'h0d:
-          \$540  = \$448 [19:0];
-    endcase
-    if (rst) begin
-      \$540  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$541  = fold_sets;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$541  = \$376 [1:0];
-    endcase
-    if (rst) begin
-      \$541  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$542  = groups_seen0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$542  = 2'h0;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          if (\$391 ) begin
-            if (\$392 ) begin
-              \$542  = \$393 [1:0];
-            end
-          end
-      5'h0d:
-          if (\$425 ) begin
-            if (\$426 ) begin
-              \$542  = \$427 [1:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$542  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$543  = set_index0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$543  = 2'h0;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          if (\$391 ) begin
-            (* full_case = 32'd1 *)
-            if (\$395 ) begin
-              \$543  = 2'h0;
-            end else begin
-              \$543  = \$396 [1:0];
-            end
-          end
-      5'h0d:
-          if (\$425 ) begin
-            (* full_case = 32'd1 *)
-            if (\$429 ) begin
-              \$543  = 2'h0;
-            end else begin
-              \$543  = \$430 [1:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$543  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$544  = set_base0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$544  = 20'h00000;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          if (\$391 ) begin
-            (* full_case = 32'd1 *)
-            if (\$395 ) begin
-              \$544  = 20'h00000;
-            end else begin
-              \$544  = \$397 [19:0];
-            end
-          end
-      5'h0d:
-          if (\$425 ) begin
-            (* full_case = 32'd1 *)
-            if (\$429 ) begin
-              \$544  = 20'h00000;
-            end else begin
-              \$544  = \$431 [19:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$544  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$545  = fold_sets1;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$545  = \$378 [1:0];
-    endcase
-    if (rst) begin
-      \$545  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$546  = groups_seen1;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$546  = 2'h0;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          if (\$406 ) begin
-            if (\$407 ) begin
-              \$546  = \$408 [1:0];
-            end
-          end
-      5'h0d:
-          if (\$440 ) begin
-            if (\$441 ) begin
-              \$546  = \$442 [1:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$546  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$547  = set_index1;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$547  = 2'h0;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          if (\$406 ) begin
-            (* full_case = 32'd1 *)
-            if (\$410 ) begin
-              \$547  = 2'h0;
-            end else begin
-              \$547  = \$411 [1:0];
-            end
-          end
-      5'h0d:
-          if (\$440 ) begin
-            (* full_case = 32'd1 *)
-            if (\$444 ) begin
-              \$547  = 2'h0;
-            end else begin
-              \$547  = \$445 [1:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$547  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$548  = set_base1;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$548  = 20'h00000;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          if (\$406 ) begin
-            (* full_case = 32'd1 *)
-            if (\$410 ) begin
-              \$548  = 20'h00000;
-            end else begin
-              \$548  = \$412 [19:0];
-            end
-          end
-      5'h0d:
-          if (\$440 ) begin
-            (* full_case = 32'd1 *)
-            if (\$444 ) begin
-              \$548  = 20'h00000;
-            end else begin
-              \$548  = \$446 [19:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$548  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$549  = \$signal$223 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          \$549  = \$381 [19:0];
-      5'h0b:
-          \$549  = \$382 [19:0];
+          \$549  = \$375 ;
     endcase
     if (rst) begin
       \$549  = 20'h00000;
@@ -8300,7 +7805,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$550  = drain;
+    \$550  = rest_rows;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8317,25 +7822,15 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h08:
           /* empty */;
       5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          \$550  = 3'h5;
-      5'h0d:
-          \$550  = 3'h5;
-      5'h0e:
-          \$550  = \$450 [2:0];
+          \$550  = \$379 [4:0];
     endcase
     if (rst) begin
-      \$550  = 3'h0;
+      \$550  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$551  = fold_row;
+    \$551  = main_elems;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8352,34 +7847,15 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h08:
           /* empty */;
       5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          if (\$451 ) begin
-            \$551  = 2'h0;
-          end
-      5'h0f:
-          if (\$452 ) begin
-            if (\$455 ) begin
-            end else if (\$457 ) begin
-              \$551  = \$459 [1:0];
-            end
-          end
+          \$551  = \$384 [43:0];
     endcase
     if (rst) begin
-      \$551  = 2'h0;
+      \$551  = 44'h00000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$552  = \$signal$109 ;
+    \$552  = \$signal$202 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8396,27 +7872,15 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h08:
           /* empty */;
       5'h09:
-          /* empty */;
+          \$552  = 20'h00000;
       5'h0a:
           /* empty */;
       5'h0b:
           /* empty */;
       5'h0c:
-          /* empty */;
+          \$552  = \$427 [19:0];
       5'h0d:
-          /* empty */;
-      5'h0e:
-          if (\$451 ) begin
-            \$552  = 20'h00000;
-          end
-      5'h0f:
-          if (\$452 ) begin
-            if (\$455 ) begin
-              \$552  = \$458 [19:0];
-            end else if (\$457 ) begin
-              \$552  = 20'h00000;
-            end
-          end
+          \$552  = \$461 [19:0];
     endcase
     if (rst) begin
       \$552  = 20'h00000;
@@ -8424,7 +7888,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$553  = \$signal$233 ;
+    \$553  = fold_sets;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8441,36 +7905,509 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h08:
           /* empty */;
       5'h09:
+          \$553  = \$386 [1:0];
+    endcase
+    if (rst) begin
+      \$553  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$554  = groups_seen0;
+    casez (fsm_state)
+      5'h00:
           /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$554  = 2'h0;
       5'h0a:
           /* empty */;
       5'h0b:
           /* empty */;
       5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          if (\$451 ) begin
-            \$553  = 1'h0;
+          if (\$404 ) begin
+            if (\$405 ) begin
+              \$554  = \$406 [1:0];
+            end
           end
-      5'h0f:
-          if (\$452 ) begin
-            (* full_case = 32'd1 *)
-            if (\$455 ) begin
-            end else if (\$457 ) begin
-            end else begin
-              \$553  = 1'h1;
+      5'h0d:
+          if (\$438 ) begin
+            if (\$439 ) begin
+              \$554  = \$440 [1:0];
             end
           end
     endcase
     if (rst) begin
-      \$553  = 1'h0;
+      \$554  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$554  = anchor_m0;
+    \$555  = set_index0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$555  = 2'h0;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          if (\$404 ) begin
+            (* full_case = 32'd1 *)
+            if (\$408 ) begin
+              \$555  = 2'h0;
+            end else begin
+              \$555  = \$409 [1:0];
+            end
+          end
+      5'h0d:
+          if (\$438 ) begin
+            (* full_case = 32'd1 *)
+            if (\$442 ) begin
+              \$555  = 2'h0;
+            end else begin
+              \$555  = \$443 [1:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \$555  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$556  = set_base0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$556  = 20'h00000;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          if (\$404 ) begin
+            (* full_case = 32'd1 *)
+            if (\$408 ) begin
+              \$556  = 20'h00000;
+            end else begin
+              \$556  = \$410 [19:0];
+            end
+          end
+      5'h0d:
+          if (\$438 ) begin
+            (* full_case = 32'd1 *)
+            if (\$442 ) begin
+              \$556  = 20'h00000;
+            end else begin
+              \$556  = \$444 [19:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \$556  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$557  = fold_sets1;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$557  = \$388 [1:0];
+    endcase
+    if (rst) begin
+      \$557  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$558  = groups_seen1;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$558  = 2'h0;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          if (\$419 ) begin
+            if (\$420 ) begin
+              \$558  = \$421 [1:0];
+            end
+          end
+      5'h0d:
+          if (\$453 ) begin
+            if (\$454 ) begin
+              \$558  = \$455 [1:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \$558  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$559  = set_index1;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$559  = 2'h0;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          if (\$419 ) begin
+            (* full_case = 32'd1 *)
+            if (\$423 ) begin
+              \$559  = 2'h0;
+            end else begin
+              \$559  = \$424 [1:0];
+            end
+          end
+      5'h0d:
+          if (\$453 ) begin
+            (* full_case = 32'd1 *)
+            if (\$457 ) begin
+              \$559  = 2'h0;
+            end else begin
+              \$559  = \$458 [1:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \$559  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$560  = set_base1;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$560  = 20'h00000;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          if (\$419 ) begin
+            (* full_case = 32'd1 *)
+            if (\$423 ) begin
+              \$560  = 20'h00000;
+            end else begin
+              \$560  = \$425 [19:0];
+            end
+          end
+      5'h0d:
+          if (\$453 ) begin
+            (* full_case = 32'd1 *)
+            if (\$457 ) begin
+              \$560  = 20'h00000;
+            end else begin
+              \$560  = \$459 [19:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \$560  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$561  = \$signal$224 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          \$561  = \$393 [19:0];
+      5'h0b:
+          \$561  = \$395 [19:0];
+    endcase
+    if (rst) begin
+      \$561  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$562  = drain;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          \$562  = 3'h5;
+      5'h0d:
+          \$562  = 3'h5;
+      5'h0e:
+          \$562  = \$463 [2:0];
+    endcase
+    if (rst) begin
+      \$562  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$563  = fold_row;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          if (\$464 ) begin
+            \$563  = 2'h0;
+          end
+      5'h0f:
+          if (\$465 ) begin
+            if (\$469 ) begin
+            end else if (\$471 ) begin
+              \$563  = \$473 [1:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \$563  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$564  = \$signal$109 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          if (\$464 ) begin
+            \$564  = 20'h00000;
+          end
+      5'h0f:
+          if (\$465 ) begin
+            if (\$469 ) begin
+              \$564  = \$472 [19:0];
+            end else if (\$471 ) begin
+              \$564  = 20'h00000;
+            end
+          end
+    endcase
+    if (rst) begin
+      \$564  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$565  = \$signal$233 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          if (\$464 ) begin
+            \$565  = 1'h0;
+          end
+      5'h0f:
+          if (\$465 ) begin
+            (* full_case = 32'd1 *)
+            if (\$469 ) begin
+            end else if (\$471 ) begin
+            end else begin
+              \$565  = 1'h1;
+            end
+          end
+    endcase
+    if (rst) begin
+      \$565  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$566  = anchor_m0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8506,17 +8443,17 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           if (done) begin
             casez (\$signal$241 )
               2'h0:
-                  \$554  = m;
+                  \$566  = m;
             endcase
           end
     endcase
     if (rst) begin
-      \$554  = 32'd0;
+      \$566  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$555  = anchor_m1;
+    \$567  = anchor_m1;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8554,17 +8491,17 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
               2'h0:
                   /* empty */;
               2'h1:
-                  \$555  = m;
+                  \$567  = m;
             endcase
           end
     endcase
     if (rst) begin
-      \$555  = 32'd0;
+      \$567  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$556  = anchor_m2;
+    \$568  = anchor_m2;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8604,17 +8541,17 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
               2'h1:
                   /* empty */;
               2'h2:
-                  \$556  = m;
+                  \$568  = m;
             endcase
           end
     endcase
     if (rst) begin
-      \$556  = 32'd0;
+      \$568  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$557  = anchor_m3;
+    \$569  = anchor_m3;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8657,17 +8594,17 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
               2'h2:
                   /* empty */;
               2'h3:
-                  \$557  = m;
+                  \$569  = m;
             endcase
           end
     endcase
     if (rst) begin
-      \$557  = 32'd0;
+      \$569  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$558  = anchor_l0;
+    \$570  = anchor_l0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8703,17 +8640,17 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           if (done) begin
             casez (\$signal$241 )
               2'h0:
-                  \$558  = l;
+                  \$570  = l;
             endcase
           end
     endcase
     if (rst) begin
-      \$558  = 32'd0;
+      \$570  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$559  = anchor_l1;
+    \$571  = anchor_l1;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8751,17 +8688,17 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
               2'h0:
                   /* empty */;
               2'h1:
-                  \$559  = l;
+                  \$571  = l;
             endcase
           end
     endcase
     if (rst) begin
-      \$559  = 32'd0;
+      \$571  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$560  = anchor_l2;
+    \$572  = anchor_l2;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8801,17 +8738,17 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
               2'h1:
                   /* empty */;
               2'h2:
-                  \$560  = l;
+                  \$572  = l;
             endcase
           end
     endcase
     if (rst) begin
-      \$560  = 32'd0;
+      \$572  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$561  = anchor_l3;
+    \$573  = anchor_l3;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8854,17 +8791,17 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
               2'h2:
                   /* empty */;
               2'h3:
-                  \$561  = l;
+                  \$573  = l;
             endcase
           end
     endcase
     if (rst) begin
-      \$561  = 32'd0;
+      \$573  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$562  = bank_valid;
+    \$574  = bank_valid;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8899,12 +8836,12 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h12:
           /* empty */;
       5'h13:
-          \$562  = 1'h0;
+          \$574  = 1'h0;
       5'h14:
-          \$562  = \$500 ;
+          \$574  = \$515 ;
     endcase
     if (rst) begin
-      \$562  = 1'h0;
+      \$574  = 1'h0;
     end
   end
   always @* begin
@@ -8912,13 +8849,13 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     (* full_case = 32'd1 *)
     casez (\$signal$241 )
       2'h0:
-          \$277  = anchor_m0;
+          \$290  = anchor_m0;
       2'h1:
-          \$277  = anchor_m1;
+          \$290  = anchor_m1;
       2'h2:
-          \$277  = anchor_m2;
+          \$290  = anchor_m2;
       2'h3:
-          \$277  = anchor_m3;
+          \$290  = anchor_m3;
     endcase
   end
   always @* begin
@@ -8926,13 +8863,13 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     (* full_case = 32'd1 *)
     casez (\$signal$241 )
       2'h0:
-          \$278  = anchor_l0;
+          \$291  = anchor_l0;
       2'h1:
-          \$278  = anchor_l1;
+          \$291  = anchor_l1;
       2'h2:
-          \$278  = anchor_l2;
+          \$291  = anchor_l2;
       2'h3:
-          \$278  = anchor_l3;
+          \$291  = anchor_l3;
     endcase
   end
   assign bus__arid = 8'h00;
@@ -8988,19 +8925,19 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign log2_slot = regs[267:260];
   assign data_base = regs[191:128];
   assign data_limit = regs[255:192];
-  assign \$signal  = n_cols;
-  assign \split$98  = split;
-  assign \$like  = \$16 [19:0];
-  assign plan_groups = \$24 [19:0];
-  assign row_groups0 = \$27 [19:0];
-  assign \$signal$107  = fold_row;
+  assign \split$99  = split;
+  assign \$like  = \$29 [19:0];
+  assign plan_groups = \$38 [19:0];
+  assign row_groups0 = \$41 [19:0];
+  assign \$signal  = fold_row;
   assign fold_word = \$signal$109 [6:0];
   assign fold_n_words = \$signal$111 [7:0];
   assign sets_used0 = fold_sets;
   assign sets_used1 = fold_sets1;
   assign \$signal$117  = fold_pack_log2;
-  assign count_now = \$35 [5:0];
-  assign f_main = \$58 [43:0];
+  assign count_now = \$49 [5:0];
+  assign \$signal$157  = \$72 [43:0];
+  assign f_rest_elems = { \$78 [40], \$78 [40], \$78 [40], \$78  };
   assign \entry.desc  = entry[203:0];
   assign \entry.desc.type  = entry[1:0];
   assign \entry.desc.op  = entry[5:2];
@@ -9092,61 +9029,61 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \pop.queue  = pop[205:204];
   assign \pop.seq  = pop[269:206];
   assign \pop.taken  = pop[333:270];
-  assign \$2  = { 1'h0, n_cols };
-  assign \$4  = { n_cols, 1'h0 };
-  assign \$6  = { 1'h0, n_cols, 2'h0 };
-  assign \$8  = { n_cols, 3'h0 };
-  assign \$10  = { 3'h0, n_cols, 4'h0 };
-  assign \$12  = { 2'h0, n_cols, 5'h00 };
-  assign \$16  = { \$15 [21], \$15 [21], \$15 [21], \$15 [21], \$15 [21], \$15 [21:5] };
-  assign \$26  = { 1'h0, \$25 [20:1] };
-  assign \$28  = { 1'h0, \$24 [19:1] };
-  assign \$30  = { 2'h0, \$signal$154 , 5'h00 };
-  assign \$33  = { 2'h0, \$signal$154 , 5'h00 };
-  assign \$37  = { 1'h0, \$36  };
-  assign \$40  = { \$39 , 1'h0 };
-  assign \$43  = { 1'h0, \$42 , 2'h0 };
-  assign \$46  = { \$45 , 3'h0 };
-  assign \$49  = { 3'h0, \$48 , 4'h0 };
-  assign \$52  = { 2'h0, \$51 , 5'h00 };
-  assign \$60  = { 1'h0, f_in_elem[43:5], 6'h00 };
-  assign \$70  = { \$69 [43], \$69 [43], \$69 [43], \$69 [43], \$69 [43], \$69 [43:5] };
-  assign \$71  = { 1'h0, operand_lines, 6'h00 };
-  assign \$76  = { \$75 [45], \$75 [45], \$75 [45], \$75 [45], \$75 [45], \$75 [45:5] };
-  assign \$78  = { 1'h0, operand_lines, 6'h00 };
-  assign \$81  = { 1'h0, \$58 [43:5], 6'h00 };
-  assign \$92  = { \$91 [43], \$91 [43], \$91 [43], \$91 [43], \$91 [43], \$91 [43:5] };
-  assign \$113  = { \$112 [25], \$112 [25], \$112 [25], \$112 [25], \$112 [25], \$112 [25:5] };
-  assign \$117  = { \$116 [45], \$116 [45], \$116 [45], \$116 [45], \$116 [45], \$116 [45:5] };
-  assign \$123  = { \$122 [22], \$122 [22], \$122 [22], \$122 [22], \$122 [22], \$122 [22:5] };
-  assign \$150  = \$149 ;
-  assign \$154  = \$153 ;
-  assign \$160  = \$159 ;
-  assign \$165  = \$164 ;
-  assign \$169  = \$168 ;
-  assign \$204  = \$203 ;
-  assign \$208  = \$207 ;
-  assign \$214  = \$213 ;
-  assign \$219  = \$218 ;
-  assign \$223  = \$222 ;
-  assign \$237  = { 1'h0, \$signal$227 [47:6], 6'h00 };
-  assign \$244  = { \$243 [28], \$243 [28], \$243 [28], \$243 [28], \$243 [28], \$243 [28], \$243 [28:6] };
-  assign \$250  = { 2'h0, \$249 , 5'h00 };
-  assign \$262  = { 1'h0, \$signal$227 [47:6], 6'h00 };
-  assign \$269  = { \$268 [28], \$268 [28], \$268 [28], \$268 [28], \$268 [28], \$268 [28], \$268 [28:6] };
-  assign \$272  = { 2'h0, \$271 , 5'h00 };
-  assign \$282  = { 1'h0, \$281 , 6'h00 };
-  assign \$400  = \$399 ;
-  assign \$434  = \$433 ;
-  assign \$454  = { 2'h0, \$453 , 5'h00 };
-  assign \$462  = { 2'h0, \$461 , 5'h00 };
-  assign \$475  = { 2'h0, \$474 , 5'h00 };
+  assign \$9  = { 1'h0, \$8  };
+  assign \$12  = { \$11 , 1'h0 };
+  assign \$15  = { 1'h0, \$14 , 2'h0 };
+  assign \$18  = { \$17 , 3'h0 };
+  assign \$21  = { 3'h0, \$20 , 4'h0 };
+  assign \$24  = { 2'h0, \$23 , 5'h00 };
+  assign \$29  = { \$28 [21], \$28 [21], \$28 [21], \$28 [21], \$28 [21], \$28 [21:5] };
+  assign \$40  = { 1'h0, \$39 [20:1] };
+  assign \$42  = { 1'h0, \$38 [19:1] };
+  assign \$44  = { 2'h0, \$signal$154 , 5'h00 };
+  assign \$47  = { 2'h0, \$signal$154 , 5'h00 };
+  assign \$51  = { 1'h0, \$50  };
+  assign \$54  = { \$53 , 1'h0 };
+  assign \$57  = { 1'h0, \$56 , 2'h0 };
+  assign \$60  = { \$59 , 3'h0 };
+  assign \$63  = { 3'h0, \$62 , 4'h0 };
+  assign \$66  = { 2'h0, \$65 , 5'h00 };
+  assign \$80  = { 1'h0, f_in_elem[43:5], 6'h00 };
+  assign \$90  = { \$89 [43], \$89 [43], \$89 [43], \$89 [43], \$89 [43], \$89 [43:5] };
+  assign \$91  = { 1'h0, operand_lines, 6'h00 };
+  assign \$97  = { \$96 [46], \$96 [46], \$96 [46], \$96 [46], \$96 [46], \$96 [46:5] };
+  assign \$99  = { 1'h0, operand_lines, 6'h00 };
+  assign \$102  = { 1'h0, \$72 [43:5], 6'h00 };
+  assign \$107  = { \$106 [46], \$106 [46], \$106 [46], \$106 [46], \$106 [46], \$106 [46:5] };
+  assign \$122  = { \$121 [25], \$121 [25], \$121 [25], \$121 [25], \$121 [25], \$121 [25:5] };
+  assign \$128  = { \$127 [46], \$127 [46], \$127 [46], \$127 [46], \$127 [46], \$127 [46:5] };
+  assign \$136  = { \$135 [22], \$135 [22], \$135 [22], \$135 [22], \$135 [22], \$135 [22:5] };
+  assign \$163  = \$162 ;
+  assign \$167  = \$166 ;
+  assign \$173  = \$172 ;
+  assign \$178  = \$177 ;
+  assign \$182  = \$181 ;
+  assign \$217  = \$216 ;
+  assign \$221  = \$220 ;
+  assign \$227  = \$226 ;
+  assign \$232  = \$231 ;
+  assign \$236  = \$235 ;
+  assign \$250  = { 1'h0, \$signal$227 [47:6], 6'h00 };
+  assign \$257  = { \$256 [28], \$256 [28], \$256 [28], \$256 [28], \$256 [28], \$256 [28], \$256 [28:6] };
+  assign \$263  = { 2'h0, \$262 , 5'h00 };
+  assign \$275  = { 1'h0, \$signal$227 [47:6], 6'h00 };
+  assign \$282  = { \$281 [28], \$281 [28], \$281 [28], \$281 [28], \$281 [28], \$281 [28], \$281 [28:6] };
+  assign \$285  = { 2'h0, \$284 , 5'h00 };
+  assign \$295  = { 1'h0, \$294 , 6'h00 };
+  assign \$413  = \$412 ;
+  assign \$447  = \$446 ;
+  assign \$467  = { 2'h0, \$466 , 5'h00 };
+  assign \$476  = { 2'h0, \$475 , 5'h00 };
   assign \$489  = { 2'h0, \$488 , 5'h00 };
+  assign \$504  = { 2'h0, \$503 , 5'h00 };
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.compute (rst, split, fold_ready, sum_valid, sum_fp32, in_we, in_row, in_word, in_data, mac, k_base, acc_addr, active, w_data, first, mac1, k_base1, acc_addr1, active1, w_data1, first1
-, req_valid, out_ready, acc_we, acc_row, acc_word, acc_data, \rd_row$471 , rd_addr, n_cols, pack_log2, n_words, sets, sets1, req_row, req_word, rd_in_data, rd_acc_data, sum_fp16, clk);
+module \ndp_device.control_unit.compute (rst, n_cols, split, fold_ready, sum_valid, sum_fp32, in_we, in_row, in_word, in_data, mac, k_base, acc_addr, active, w_data, first, mac1, k_base1, acc_addr1, active1, w_data1
+, first1, req_valid, out_ready, acc_we, acc_row, acc_word, acc_data, \rd_row$471 , rd_addr, pack_log2, n_words, sets, sets1, req_row, req_word, rd_in_data, rd_acc_data, sum_fp16, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$68  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -20309,7 +20246,7 @@ module \ndp_device.control_unit.compute (rst, split, fold_ready, sum_valid, sum_
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.compute.fold (rst, req_ready, b_row, b_addr, out_valid, out_fp32, req_valid, out_ready, n_cols, pack_log2, n_words, sets, sets1, a_row, a_addr, a_data, b_data, out_fp16, clk);
+module \ndp_device.control_unit.compute.fold (rst, n_cols, req_ready, b_row, b_addr, out_valid, out_fp32, req_valid, out_ready, pack_log2, n_words, sets, sets1, a_row, a_addr, a_data, b_data, out_fp16, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$69  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -21087,7 +21024,7 @@ module \ndp_device.control_unit.compute.fold (rst, req_ready, b_row, b_addr, out
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.decoder (is_compute, operand_lines, stats_offset, \port$5820$128 , log2_slot, desc, status, is_load);
+module \ndp_device.control_unit.decoder (is_compute, operand_lines, stats_offset, \port$5835$128 , log2_slot, desc, status, is_load);
   reg \$auto$verilog_backend.cc:2355:dump_module$70  = 0;
   wire [26:0] \$1 ;
   wire \$10 ;
@@ -21283,8 +21220,8 @@ module \ndp_device.control_unit.decoder (is_compute, operand_lines, stats_offset
   output [39:0] operand_lines;
   wire [39:0] operand_lines;
   wire [39:0] out_elems;
-  input [127:0] \port$5820$128 ;
-  wire [127:0] \port$5820$128 ;
+  input [127:0] \port$5835$128 ;
+  wire [127:0] \port$5835$128 ;
   reg [49:0] result;
   wire [49:0] room;
   output [47:0] stats_offset;
@@ -21361,8 +21298,8 @@ module \ndp_device.control_unit.decoder (is_compute, operand_lines, stats_offset
   assign \$74  = ~ \$73 ;
   assign \$75  = ! desc[25:20];
   assign \$76  = ! desc[103:84];
-  assign \$77  = desc[83:20] >= \port$5820$128 [63:0];
-  assign \$78  = \$2  <= \port$5820$128 [127:64];
+  assign \$77  = desc[83:20] >= \port$5835$128 [63:0];
+  assign \$78  = \$2  <= \port$5835$128 [127:64];
   assign \$79  = \$77  & \$78 ;
   assign \$80  = \$76  | \$79 ;
   assign \$81  = \$75  & \$80 ;
@@ -21476,8 +21413,8 @@ module \ndp_device.control_unit.decoder (is_compute, operand_lines, stats_offset
   assign \$signal$9  = \$14 [39:0];
   assign o_lines = \$19 [43:0];
   assign room = \$38 [49:0];
-  assign data_base = \port$5820$128 [63:0];
-  assign data_limit = \port$5820$128 [127:64];
+  assign data_base = \port$5835$128 [63:0];
+  assign data_limit = \port$5835$128 [127:64];
   assign operand_lines = \$14 [39:0];
   assign stats_offset = \$22 [47:0];
   assign \desc.type  = desc[1:0];
