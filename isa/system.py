@@ -1,0 +1,153 @@
+"""The system around the device, as data: GPUs, links and models (`configs/gpus`,
+`configs/links`, `configs/models` beside this file).
+
+Like the device configs (`isa.config`), a file names the few published numbers and the
+rest is derived here once, for the scheduler and the serving simulator alike.
+"""
+import dataclasses
+import functools
+import json
+import pathlib
+
+from .config import CONFIG_DIR
+
+FP16_BYTES = 2
+
+
+def _need(cond, kind, name, what):
+    if not cond:
+        raise ValueError(f"{kind} config {name!r}: {what}")
+
+
+@dataclasses.dataclass(frozen=True)
+class GpuConfig:
+    """A GPU as the roofline sees it."""
+    name: str
+    hbm_bytes: float
+    hbm_bytes_per_s: float
+    fp16_flops: float           # dense FP16 tensor-core peak
+    kernel_launch_s: float      # fixed cost of one kernel launch
+
+    def __post_init__(self):
+        for field in ("hbm_bytes", "hbm_bytes_per_s", "fp16_flops"):
+            _need(getattr(self, field) > 0, "gpu", self.name, f"{field} must be > 0, got {getattr(self, field)!r}")
+        _need(self.kernel_launch_s >= 0, "gpu", self.name,
+              f"kernel_launch_s must be >= 0, got {self.kernel_launch_s!r}")
+
+    def roofline_s(self, flops, hbm_bytes):
+        """Time of a kernel that does `flops` and moves `hbm_bytes`, without its launch."""
+        return max(flops / self.fp16_flops, hbm_bytes / self.hbm_bytes_per_s)
+
+
+@dataclasses.dataclass(frozen=True)
+class LinkConfig:
+    """A memory-semantic link as PLoRA's cost model sees it: two numbers (section VI-B,
+    'the model touches the interconnect only through its bandwidth W_link and its
+    round-trip latency L_link')."""
+    name: str
+    bytes_per_s: float          # W_link, per direction
+    latency_s: float            # one way
+
+    def __post_init__(self):
+        _need(self.bytes_per_s > 0, "link", self.name, f"bytes_per_s must be > 0, got {self.bytes_per_s!r}")
+        _need(self.latency_s >= 0, "link", self.name, f"latency_s must be >= 0, got {self.latency_s!r}")
+
+    @property
+    def round_trip_s(self):
+        """L_link."""
+        return 2 * self.latency_s
+
+    def transfer_s(self, nbytes):
+        """Time `nbytes` occupy one direction of the link."""
+        return nbytes / self.bytes_per_s
+
+
+@dataclasses.dataclass(frozen=True)
+class Projection:
+    """One weight matrix LoRA is injected into: x (.. x d_in) W (d_in x d_out)."""
+    name: str
+    d_in: int
+    d_out: int
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelConfig:
+    """A decoder-only transformer by its published shapes."""
+    name: str
+    hidden: int
+    layers: int
+    q_heads: int
+    kv_heads: int
+    head_dim: int
+    ffn: int                    # FFN width (one expert's for MoE)
+    vocab: int
+    params: float               # total parameters, for the resident base weights
+    experts: int = 1
+    active_experts: int = 1
+
+    def __post_init__(self):
+        for field in ("hidden", "layers", "q_heads", "kv_heads", "head_dim", "ffn", "vocab",
+                      "experts", "active_experts"):
+            value = getattr(self, field)
+            _need(isinstance(value, int) and value >= 1, "model", self.name, f"{field} must be an integer >= 1, got {value!r}")
+        _need(self.q_heads % self.kv_heads == 0, "model", self.name,
+              f"q_heads={self.q_heads!r} must be a multiple of kv_heads={self.kv_heads!r}")
+        _need(self.active_experts <= self.experts, "model", self.name,
+              f"active_experts={self.active_experts!r} exceeds experts={self.experts!r}")
+
+    @property
+    def group(self):
+        """Query heads per KV head (1 for MHA)."""
+        return self.q_heads // self.kv_heads
+
+    @functools.cached_property
+    def projections(self):
+        """The weights LoRA is injected into, per layer: Q/K/V, the output projection and the
+        FFN (seed 000, section VII-A: 'we add adapters to all weight matrices'). For MoE the
+        FFN adapter is on each active expert's gate/up/down; it is counted once per active
+        expert by `ffn_copies`."""
+        q, kv = self.q_heads * self.head_dim, self.kv_heads * self.head_dim
+        return (Projection("q", self.hidden, q), Projection("k", self.hidden, kv),
+                Projection("v", self.hidden, kv), Projection("o", q, self.hidden),
+                Projection("gate", self.hidden, self.ffn), Projection("up", self.hidden, self.ffn),
+                Projection("down", self.ffn, self.hidden))
+
+    def copies(self, projection):
+        """How many times a token passes through `projection` per layer (active experts for the FFN)."""
+        return self.active_experts if projection.name in ("gate", "up", "down") else 1
+
+    @property
+    def weight_bytes(self):
+        return self.params * FP16_BYTES
+
+    def kv_bytes_per_token(self):
+        """K and V of one token over every layer, FP16."""
+        return 2 * self.layers * self.kv_heads * self.head_dim * FP16_BYTES
+
+
+def _load(kind, cls, name_or_path):
+    folder = CONFIG_DIR / kind
+    path = pathlib.Path(name_or_path)
+    if path.suffix != ".json":
+        path = folder / f"{name_or_path}.json"
+    if not path.exists():
+        known = sorted(p.stem for p in folder.glob("*.json"))
+        raise FileNotFoundError(f"no {kind[:-1]} config {str(name_or_path)!r}; known: {known}")
+    data = {k: v for k, v in json.loads(path.read_text()).items() if not k.startswith("_")}
+    data.setdefault("name", path.stem)
+    try:
+        return cls(**data)
+    except TypeError as exc:
+        raise ValueError(f"{kind[:-1]} config {str(name_or_path)!r}: {exc}") from None
+
+
+def load_gpu(name_or_path="h100"):
+    return _load("gpus", GpuConfig, name_or_path)
+
+
+def load_link(name_or_path="cxl3.1"):
+    return _load("links", LinkConfig, name_or_path)
+
+
+def load_model(name_or_path="llama2-7b"):
+    return _load("models", ModelConfig, name_or_path)

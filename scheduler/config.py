@@ -1,0 +1,109 @@
+"""The scheduler's configuration as a file (`configs/<name>.json` beside this file).
+
+Knob names follow the serving systems users know where the meaning carries over
+(docs/scheduler.md maps each): vLLM's `max_loras`, `max_cpu_loras`, `max_lora_rank`,
+`gpu_memory_utilization`; SGLang's `max_loras_per_batch`. The PLoRA ones are section VI-A's.
+"""
+import dataclasses
+import json
+import pathlib
+
+import isa
+from isa.system import load_gpu, load_link, load_model
+
+CONFIG_DIR = pathlib.Path(__file__).parent / "configs"
+
+
+@dataclasses.dataclass(frozen=True)
+class SchedulerConfig:
+    name: str = "default"
+    gpu: str = "h100"                   # isa/configs/gpus/<gpu>.json
+    link: str = "cxl3.1"                # isa/configs/links/<link>.json
+    device: str = "paper"               # isa/configs/<device>.json
+    model: str = "llama2-7b"            # isa/configs/models/<model>.json
+    num_devices: int = 4
+    # GPU memory for adapters and KV duplicates: gpu_budget_bytes if given, else
+    # gpu_memory_utilization x HBM - base weights - activation_reserve_bytes
+    gpu_memory_utilization: float = 0.9
+    activation_reserve_bytes: float = 4e9
+    gpu_budget_bytes: float = None
+    max_loras: int = 256                # adapters with any part cached on the GPU
+    max_cpu_loras: int = 4096           # adapters registered in the device pool
+    max_lora_rank: int = 128
+    max_loras_per_batch: int = 1024     # distinct adapters in one step's batch
+    temperature_increment: float = 1.0  # added to an adapter's temperature per new request
+    temperature_relaxation: float = 0.1  # fraction of the gap to the mean closed per step
+    hot_set_size: int = 50              # hottest non-serving adapters pre-cached
+    expected_steps: float = 214         # decode steps a batch is expected to last (load amortization)
+    kv_page_tokens: int = 128           # tokens per KV page on a device (one ATTENTION operand)
+
+    def __post_init__(self):
+        def need(cond, what):
+            if not cond:
+                raise ValueError(f"scheduler config {self.name!r}: {what}")
+        for field in ("num_devices", "max_loras", "max_cpu_loras", "max_lora_rank",
+                      "max_loras_per_batch", "kv_page_tokens"):
+            value = getattr(self, field)
+            need(isinstance(value, int) and not isinstance(value, bool) and value >= 1,
+                 f"{field} must be an integer >= 1, got {value!r}")
+        need(isinstance(self.hot_set_size, int) and self.hot_set_size >= 0,
+             f"hot_set_size must be an integer >= 0, got {self.hot_set_size!r}")
+        need(0 < self.gpu_memory_utilization <= 1,
+             f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization!r}")
+        need(self.gpu_budget_bytes is None or self.gpu_budget_bytes >= 0,
+             f"gpu_budget_bytes must be >= 0 or null, got {self.gpu_budget_bytes!r}")
+        need(self.activation_reserve_bytes >= 0,
+             f"activation_reserve_bytes must be >= 0, got {self.activation_reserve_bytes!r}")
+        need(self.temperature_increment > 0,
+             f"temperature_increment must be > 0, got {self.temperature_increment!r}")
+        need(0 <= self.temperature_relaxation <= 1,
+             f"temperature_relaxation must be in [0, 1], got {self.temperature_relaxation!r}")
+        need(self.expected_steps >= 1, f"expected_steps must be >= 1, got {self.expected_steps!r}")
+        need(self.max_cpu_loras >= self.max_loras,
+             f"max_cpu_loras={self.max_cpu_loras!r} must be >= max_loras={self.max_loras!r} (as in vLLM)")
+
+    def with_(self, **changes):
+        return dataclasses.replace(self, **changes)
+
+    # the configs this one names, loaded
+    def gpu_config(self):
+        return load_gpu(self.gpu)
+
+    def link_config(self):
+        return load_link(self.link)
+
+    def device_config(self):
+        return isa.load_config(self.device)
+
+    def model_config(self):
+        return load_model(self.model)
+
+    def gpu_budget(self):
+        """Bytes of GPU memory the scheduler may fill with adapters and KV duplicates."""
+        if self.gpu_budget_bytes is not None:
+            return float(self.gpu_budget_bytes)
+        gpu, model = self.gpu_config(), self.model_config()
+        budget = self.gpu_memory_utilization * gpu.hbm_bytes - model.weight_bytes - self.activation_reserve_bytes
+        if budget < 0:
+            raise ValueError(f"scheduler config {self.name!r}: {model.name!r}'s weights "
+                             f"({model.weight_bytes / 1e9:.1f} GB) and the activation reserve "
+                             f"({self.activation_reserve_bytes / 1e9:.1f} GB) exceed "
+                             f"{self.gpu_memory_utilization!r} of {gpu.name!r}'s {gpu.hbm_bytes / 1e9:.0f} GB")
+        return budget
+
+
+def load_scheduler_config(name_or_path="default", **overrides):
+    path = pathlib.Path(name_or_path)
+    if path.suffix != ".json":
+        path = CONFIG_DIR / f"{name_or_path}.json"
+    if not path.exists():
+        known = sorted(p.stem for p in CONFIG_DIR.glob("*.json"))
+        raise FileNotFoundError(f"no scheduler config {str(name_or_path)!r}; known: {known}")
+    data = {k: v for k, v in json.loads(path.read_text()).items() if not k.startswith("_")}
+    data.setdefault("name", path.stem)
+    unknown = set(data) | set(overrides)
+    unknown -= {f.name for f in dataclasses.fields(SchedulerConfig)}
+    if unknown:
+        raise ValueError(f"scheduler config {str(name_or_path)!r}: unknown knobs {sorted(unknown)!r}")
+    data.update(overrides)
+    return SchedulerConfig(**data)

@@ -1,0 +1,107 @@
+"""The crossover table (seed 000, Fig. 3a): which strategy is cheapest for one injected
+weight of D x D at rank R, per GPU-memory state, as the batch grows.
+
+- P1 (A and B cached): every strategy, none loads anything; E1 needs no link.
+- P2 (nothing cached): E2 and E3 as they are; E1 and E4 only after loading their factors,
+  charged by the scheduler's rule (`cost.amortized_load_s`: the load over the steps a batch
+  is expected to last).
+- P3 (B cached): E2, E3 and E4; E1 after loading A, by the same rule.
+
+E3 and E4 send x (and y or m) over the link, B_i (D + D) or B_i (D + R) bytes, so they win at
+small batches; E2 moves the adapter, R (D + D) bytes whatever B_i, so it wins at large ones.
+"""
+import dataclasses
+
+from .cost import STRATEGIES, CostModel, Strategy, amortized_load_s, factor_bytes
+
+STATES = {"P1": frozenset("AB"), "P2": frozenset(), "P3": frozenset("B")}
+RANKS = (8, 16, 32, 64, 128)
+SHOWN_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+FLIP_STEPS = (1, 2, 4)          # besides the config's expected_steps
+
+
+@dataclasses.dataclass(frozen=True)
+class Row:
+    rank: int
+    state: str
+    strategy: Strategy
+    loads: bool                 # charged the amortized load of factors the state lacks
+    costs: tuple                # seconds at batch 1..max_batch
+
+
+def rows_for(cost, d, rank, expected_steps, max_batch, states=tuple(STATES), strategies=STRATEGIES):
+    out = []
+    a_bytes, b_bytes = factor_bytes(d, d, rank)
+    for state in states:
+        held = STATES[state]
+        for s in strategies:
+            missing = s.gpu_parts - held
+            load = amortized_load_s(cost.link, (a_bytes if "A" in missing else 0) + (b_bytes if "B" in missing else 0),
+                                    expected_steps)
+            costs = []
+            for b in range(1, max_batch + 1):
+                c = cost.lora_cost(s, b, d, d, rank)
+                costs.append(c.total_s + load if c.feasible else float("inf"))
+            out.append(Row(rank, state, s, bool(missing), tuple(costs)))
+    return out
+
+
+def best_runs(rows):
+    """[(first batch, last batch, strategy name)] of the cheapest row at each batch."""
+    runs = []
+    for i in range(len(rows[0].costs)):
+        best = min(rows, key=lambda r: (r.costs[i], r.strategy.name))
+        name = best.strategy.name + ("+load" if best.loads else "")
+        if runs and runs[-1][2] == name:
+            runs[-1] = (runs[-1][0], i + 1, name)
+        else:
+            runs.append((i + 1, i + 1, name))
+    return runs
+
+
+def first_cheaper(rows, cheaper, than):
+    """The first batch at which strategy `cheaper` costs less than `than` in `rows` (one state)."""
+    a = next(r for r in rows if r.strategy is cheaper)
+    b = next(r for r in rows if r.strategy is than)
+    return next((i + 1 for i, (x, y) in enumerate(zip(a.costs, b.costs)) if x < y), None)
+
+
+def crossovers(config, timing, out=print, d=4096, ranks=RANKS, max_batch=256):
+    cost = CostModel(config.gpu_config(), config.link_config(), timing, config.num_devices)
+    link = config.link_config()
+    out(f"crossovers: one injected weight, D = {d}, on {config.device!r} devices over {link.name!r} "
+        f"({link.bytes_per_s / 1e9:g} GB/s, L_link {link.round_trip_s * 1e9:g} ns), GPU {config.gpu!r}; "
+        f"costs in us per layer; '+load' = the factors the state lacks loaded once and charged over "
+        f"expected_steps = {config.expected_steps:g} steps")
+    printed = 0
+    summary = {}
+    for rank in ranks:
+        rows = rows_for(cost, d, rank, config.expected_steps, max_batch)
+        out(f"\nR = {rank}")
+        out(f"  {'state':<5} {'strategy':<8} " + " ".join(f"{'B=' + str(b):>9}" for b in SHOWN_BATCHES if b <= max_batch))
+        for r in rows:
+            name = r.strategy.name + ("+load" if r.loads else "")
+            cells = " ".join(f"{r.costs[b - 1] * 1e6:>9.2f}" if r.costs[b - 1] != float("inf") else f"{'-':>9}"
+                             for b in SHOWN_BATCHES if b <= max_batch)
+            out(f"  {r.state:<5} {name:<8} {cells}")
+            printed += 1
+        for state in STATES:
+            mine = [r for r in rows if r.state == state]
+            as_is = [r for r in mine if not r.loads]
+            runs = " | ".join(f"{name} {lo}-{hi}" for lo, hi, name in best_runs(as_is))
+            out(f"  {state} best without loads: {runs}")
+            if any(r.loads for r in mine):
+                runs = " | ".join(f"{name} {lo}-{hi}" for lo, hi, name in best_runs(mine))
+                out(f"  {state} best with the load rule: {runs}")
+        p2 = [r for r in rows if r.state == "P2" and not r.loads]
+        p3 = [r for r in rows if r.state == "P3" and not r.loads]
+        summary[rank] = (first_cheaper(p2, Strategy.E2, Strategy.E3), first_cheaper(p3, Strategy.E2, Strategy.E4))
+        flips = []
+        for steps in sorted({*FLIP_STEPS, config.expected_steps}):
+            rule = rows_for(cost, d, rank, steps, max_batch, states=("P3",), strategies=(Strategy.E1, Strategy.E4))
+            flips.append(f"{first_cheaper(rule, Strategy.E1, Strategy.E4)} if it lasts {steps:g} steps")
+        out(f"  E2 beats E3 from batch {summary[rank][0]}, E4 from batch {summary[rank][1]}")
+        out("  the load rule moves a P3 adapter to P1 (E4 -> E1, loading A) from batch " + ", ".join(flips))
+    e3, e4 = summary.get(16, (None, None))
+    out(f"crossovers n={printed} e3_to_e2_at_R16={e3} e4_to_e2_at_R16={e4}")
+    return summary
