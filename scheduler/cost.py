@@ -10,8 +10,10 @@ Three sources of time, and no other:
 one layer's attention for a batch (Table V). Everything is per layer and per injected
 weight; `site_cost` multiplies up to a whole adapter's use of one projection.
 """
+import collections
 import dataclasses
 import enum
+import functools
 import math
 
 from driver.device import KvBlock, attention_descriptor
@@ -77,6 +79,9 @@ class CostModel:
         if num_devices < 1:
             raise ValueError(f"num_devices must be >= 1, got {num_devices!r}")
         self.gpu, self.link, self.timing, self.num_devices = gpu, link, timing, num_devices
+        # the scheduler asks for the same few shapes every step
+        self._attention_s = functools.lru_cache(maxsize=1 << 14)(timing.attention)
+        self.lora_cost = functools.lru_cache(maxsize=1 << 16)(self.lora_cost)
 
     # ---- Table IV: LoRA ---------------------------------------------------------------
 
@@ -137,15 +142,16 @@ class CostModel:
         n = self.num_devices
         per_device = [0.0] * n
         partial_bytes = q_bytes = 0.0
-        for t, on_gpu in zip(contexts, gpu_tokens, strict=True):
+        result = attention_result_bytes(group, head_dim)
+        for (t, on_gpu), count in collections.Counter(zip(contexts, gpu_tokens, strict=True)).items():
             if not 0 <= on_gpu <= t or on_gpu % (n * page_tokens):
                 raise ValueError(f"GPU share {on_gpu!r} of a {t!r}-token context must be whole pages on "
                                  f"every device (a multiple of {n} x {page_tokens}) in [0, {t}]")
             for j, pages in enumerate(device_pages(t - on_gpu, n, page_tokens)):
                 for tokens in pages:
-                    per_device[j] += kv_heads * self.timing.attention(group, head_dim, tokens)
-                partial_bytes += len(pages) * kv_heads * attention_result_bytes(group, head_dim)
-                q_bytes += q_heads * head_dim * FP16_BYTES if pages else 0
+                    per_device[j] += count * kv_heads * self._attention_s(group, head_dim, tokens)
+                partial_bytes += count * len(pages) * kv_heads * result
+                q_bytes += count * q_heads * head_dim * FP16_BYTES if pages else 0
         gpu_total = sum(gpu_tokens)
         kv_token_bytes = 2 * kv_heads * head_dim * FP16_BYTES
         gpu_s = self.gpu.roofline_s(4 * q_heads * head_dim * gpu_total, gpu_total * kv_token_bytes)

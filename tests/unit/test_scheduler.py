@@ -1,0 +1,225 @@
+"""The scheduler against independent references: Table IV's formulas written out again
+here, Algorithm 1's rule (the fastest candidate that fits), the GPU budget under random
+churn (hypothesis), and the temperature rule computed by hand."""
+import math
+import random
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from scheduler.config import load_scheduler_config
+from scheduler.cost import CostModel, Strategy, amortized_load_s
+from scheduler.device_timing import DeviceTiming
+from scheduler.scheduler import Request, Scheduler, SchedulerError, Site
+from scheduler.temperature import Temperatures
+
+
+@pytest.fixture(scope="module")
+def config():
+    return load_scheduler_config()
+
+
+@pytest.fixture(scope="module")
+def timing(config):
+    return DeviceTiming(config.device_config())
+
+
+@pytest.fixture(scope="module")
+def cost(config, timing):
+    return CostModel(config.gpu_config(), config.link_config(), timing, config.num_devices)
+
+
+# ---- Table IV ---------------------------------------------------------------------------
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(b=st.integers(1, 256), d_in=st.sampled_from([1024, 2048, 4096, 5120, 11008]),
+       d_out=st.sampled_from([1024, 4096, 5120, 14336]), r=st.sampled_from([8, 16, 32, 64, 128]))
+def test_link_and_gpu_bytes_are_table_iv(cost, b, d_in, d_out, r):
+    e1, e2, e3, e4 = (cost.lora_cost(s, b, d_in, d_out, r) for s in Strategy)
+    adapter = r * (d_in + d_out) * 2
+    assert (e1.link_bytes, e1.gpu_bytes) == (0, adapter)
+    assert (e2.link_to_device, e2.link_to_gpu, e2.gpu_bytes) == (0, adapter, 0)
+    assert (e3.link_to_device, e3.link_to_gpu, e3.gpu_bytes) == (b * d_in * 2, b * d_out * 2, 0)
+    assert (e4.link_to_device, e4.link_to_gpu, e4.gpu_bytes) == (b * d_in * 2, b * r * 2, r * d_out * 2)
+    assert e3.feasible == (d_in == d_out)
+
+
+def test_times_compose_as_derived(config, cost, timing):
+    """Each exchange: L_link, the bytes each way at W_link, the device time from the model."""
+    link, gpu = config.link_config(), config.gpu_config()
+    b, d, r = 37, 4096, 16
+    w = link.bytes_per_s
+    e3 = cost.lora_cost(Strategy.E3, b, d, d, r)
+    assert e3.total_s == pytest.approx(link.round_trip_s + 2 * b * d * 2 / w + timing.lora_xab(b, d, r), rel=1e-12)
+    e4 = cost.lora_cost(Strategy.E4, b, d, d, r)
+    mb = max(2 * b * r * d / gpu.fp16_flops, (r * d + b * r + b * d) * 2 / gpu.hbm_bytes_per_s)
+    assert e4.total_s == pytest.approx(link.round_trip_s + (b * d + b * r) * 2 / w + timing.lora_xa(b, d, r) + mb,
+                                       rel=1e-12)
+    e2 = cost.lora_cost(Strategy.E2, b, d, d, r)
+    assert e2.total_s == pytest.approx(link.round_trip_s + 2 * r * d * 2 / w, rel=1e-12)
+    e1 = cost.lora_cost(Strategy.E1, b, d, d, r)
+    assert e1.total_s == pytest.approx(max(4 * b * r * d / gpu.fp16_flops, (2 * r * d + 2 * b * d) * 2 /
+                                           gpu.hbm_bytes_per_s), rel=1e-12)
+
+
+def test_link_is_two_numbers(config, timing):
+    """NVLink-C2C is a config change: only W_link and L_link move the link terms."""
+    fast = CostModel(config.gpu_config(), load_scheduler_config(link="nvlink-c2c").link_config(), timing, 4)
+    slow = CostModel(config.gpu_config(), config.link_config(), timing, 4)
+    a, b = (m.lora_cost(Strategy.E3, 64, 4096, 4096, 16) for m in (fast, slow))
+    assert a.device_s == b.device_s and a.total_s < b.total_s
+    assert (b.total_s - b.device_s - 0.4e-6) / (a.total_s - a.device_s - 0.4e-6) == pytest.approx(450 / 128)
+
+
+def test_attention_splits_and_balances(config, cost, timing):
+    """Table V: nothing duplicated, the devices do everything; all duplicated, the GPU does;
+    T_ATT is the max of the two plus the merge."""
+    ctx = [1000, 3000]
+    none = cost.attention_cost(ctx, [0, 0], 32, 32, 128, 128)
+    assert none.gpu_s == 0 and none.device_s > 0
+    # 1000 tokens over 4 devices: 250 each, pages of 128 and 122
+    expected = 32 * (timing.attention(1, 128, 128) + timing.attention(1, 128, 122))
+    expected += 32 * (5 * timing.attention(1, 128, 128) + timing.attention(1, 128, 110))
+    assert none.per_device_s[0] == pytest.approx(expected, rel=1e-12)
+    full = cost.attention_cost([1024], [1024], 32, 32, 128, 128)
+    assert full.device_s == 0 and full.gpu_kv_bytes == 1024 * 2 * 32 * 128 * 2
+    with pytest.raises(ValueError, match="whole pages"):
+        cost.attention_cost([1000], [100], 32, 32, 128, 128)
+
+
+# ---- Algorithm 1 --------------------------------------------------------------------------
+
+def small_scheduler(budget, **knobs):
+    config = load_scheduler_config(gpu_budget_bytes=budget, **knobs)
+    return Scheduler(config)
+
+
+@pytest.mark.parametrize("budget", [0.0, 3e6, 40e6, 1e12])
+def test_choice_is_the_fastest_that_fits(budget):
+    """With nothing to evict, each site takes the cheapest candidate (step + amortized load)
+    among those whose missing factors fit what is free."""
+    for b in (1, 3, 8, 20, 64, 256):
+        sched = small_scheduler(budget, model="tiny", hot_set_size=0)
+        sched.register(0, 16)
+        free = sched.free_bytes()
+        plan = sched.step([Request(i, 0, 100, True) for i in range(b)])
+        for site, decision in plan.decisions.items():
+            fits = []
+            for s in Strategy:
+                t, why = sched.site_cost(site, s, b)
+                need = sched.site_bytes(site, s.gpu_parts)
+                if why is None and need <= free:
+                    fits.append((t + sched.load_s(need), s))
+            best = min(fits, key=lambda x: (x[0], x[1].name))
+            assert decision.chosen.strategy == best[1], decision.explain()
+            free -= sched.site_bytes(site, decision.chosen.strategy.gpu_parts)
+
+
+def test_new_request_flips_e4_to_e1_and_evicts_kv():
+    """Section VI: a request pushes an adapter's batch past the point where caching both
+    matrices wins; A is loaded and KV duplicates are evicted to fit it."""
+    sched = small_scheduler(None)
+    sched.register(0, 128)
+    b_only = sum(sched.site_bytes(s, frozenset("B")) for s in sched.sites(0))
+    a_bytes = sum(sched.site_bytes(s, frozenset("A")) for s in sched.sites(0))
+    # the GPU holds B and as much KV as fits beside it: A fits only by evicting KV
+    contexts = [2048] * 64
+    sched.budget = b_only + sched.kv_bytes(1.0, contexts)
+    for s in sched.sites(0):
+        sched._hold(s, frozenset("B"))
+    sched.p_kv = 1.0
+    plan = sched.step([Request(i, 0, 2048, i == 63) for i in range(64)])
+    assert {d.chosen.strategy for d in plan.decisions.values()} == {Strategy.E1}, plan.explain()
+    kv = [e for e in plan.evictions if e.kind == "kv"]
+    unit = 128 * 4 * sched.model.kv_bytes_per_token()
+    assert kv and sum(e.nbytes for e in kv) == math.ceil(a_bytes / unit) * unit   # no more KV than needed
+    assert plan.p_kv < 1.0 and plan.used_bytes <= plan.budget_bytes
+    assert sum(n for _, parts, n in plan.loads) == a_bytes and all(parts == {"A"} for _, parts, _ in plan.loads)
+    assert "lines 15-20" in plan.explain()
+
+
+def test_cold_adapters_are_evicted_first():
+    sched = small_scheduler(None, model="tiny", hot_set_size=1)
+    for a in range(4):
+        sched.register(a, 64)
+    whole = sum(sched.site_bytes(s, frozenset("AB")) for s in sched.sites(0))
+    sched.budget = 3 * whole
+    for a in (1, 2, 3):
+        for s in sched.sites(a):
+            sched._hold(s, frozenset("AB"))
+    sched.temps.arrive(3)           # adapter 3 is hot, 1 and 2 are cold; 1 the coldest by id
+    plan = sched.step([Request(0, 0, 64, True)] * 64)
+    kinds = [(e.kind, e.target) for e in plan.evictions]
+    assert kinds and kinds[0] == ("cold", 1), plan.explain()
+    assert all(k == "cold" for k, _ in kinds)
+    assert any(s.adapter == 3 for s in sched.cached)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1), budget_adapters=st.floats(0.0, 12.0),
+       max_loras=st.integers(1, 8), hot=st.integers(0, 6))
+def test_budget_holds_under_churn(seed, budget_adapters, max_loras, hot):
+    """Random arrivals, departures and growing contexts over 200 steps: the GPU never holds
+    more than its budget or more than max_loras adapters, whatever the knobs."""
+    rng = random.Random(seed)
+    probe = small_scheduler(0.0, model="tiny")
+    probe.register(0, 128)
+    unit = sum(probe.site_bytes(s, frozenset("AB")) for s in probe.sites(0))
+    sched = small_scheduler(budget_adapters * unit, model="tiny", max_loras=max_loras, hot_set_size=hot,
+                            kv_page_tokens=16)
+    for a in range(20):
+        sched.register(a, rng.choice([8, 16, 32, 64, 128]))
+    live, rid = [], 0
+    for _ in range(200):
+        live = [(r, a, c + 1) for r, a, c in live if rng.random() > 0.15]
+        arrivals = rng.randint(0, 6)
+        for _ in range(arrivals):
+            live.append((rid, rng.randrange(5) if rng.random() < 0.7 else rng.randrange(20), rng.randint(1, 600)))
+            rid += 1
+        new = {r for r, _, _ in live[len(live) - arrivals:]}
+        plan = sched.step([Request(r, a, c, r in new) for r, a, c in live])
+        assert plan.used_bytes <= sched.budget * (1 + 1e-12)
+        assert len(sched.cached_adapters()) <= max_loras
+        assert sched.used_bytes() == pytest.approx(
+            sum(sched.site_bytes(s, p) for s, p in sched.cached.items()) + sched.kv_bytes(sched.p_kv))
+
+
+def test_bad_requests_are_refused():
+    sched = small_scheduler(1e9, model="tiny", max_loras_per_batch=2, max_lora_rank=64, max_cpu_loras=300)
+    with pytest.raises(SchedulerError, match="max_lora_rank"):
+        sched.register(0, 128)
+    for a in range(3):
+        sched.register(a, 8)
+    with pytest.raises(SchedulerError, match="not registered"):
+        sched.step([Request(0, 7, 10)])
+    with pytest.raises(SchedulerError, match="max_loras_per_batch"):
+        sched.step([Request(i, i, 10) for i in range(3)])
+    with pytest.raises(SchedulerError, match="context"):
+        sched.step([Request(0, 0, 0)])
+    with pytest.raises(ValueError, match="unknown knobs"):
+        load_scheduler_config(max_lora=3)
+
+
+# ---- temperatures ---------------------------------------------------------------------------
+
+@settings(max_examples=40, deadline=None)
+@given(events=st.lists(st.lists(st.integers(0, 9), max_size=6), min_size=1, max_size=30))
+def test_temperatures_follow_the_rule(events):
+    """Each request adds the increment; each step every temperature moves 0.1 of its gap
+    toward the mean; the mean is what relaxing leaves unchanged."""
+    temps = Temperatures(1.0, 0.1)
+    ref = {a: 0.0 for a in range(10)}
+    for a in ref:
+        temps.register(a)
+    for step in events:
+        for a in step:
+            temps.arrive(a)
+            ref[a] += 1.0
+        mean = sum(ref.values()) / len(ref)
+        ref = {a: t + 0.1 * (mean - t) for a, t in ref.items()}
+        temps.relax()
+        for a in ref:
+            assert temps[a] == pytest.approx(ref[a], abs=1e-12)
+        assert temps.mean() == pytest.approx(mean)
+    hottest = sorted(ref, key=lambda a: (-ref[a], a))[:3]
+    assert [a for a in temps.hottest(3)] == hottest or math.isclose(ref[hottest[2]], ref[temps.hottest(3)[2]])
