@@ -6,11 +6,19 @@
     w = await dev.upload(weights)                # K x N float16
     y = await dev.gemv(x, w)                     # (K,) float16 -> (N,) float16
 
+A pool of devices (driver.pool.DevicePool) on the model shares one simulated clock
+(driver.clock), so work on several devices overlaps in simulated time:
+
+    async def main():
+        pool = await DevicePool.model(isa.load_config("default"), 2, log2_depth=2, log2_slot=16)
+        ...
+    driver.clock.run(main())
+
 The RTL transport is not imported here, so the driver imports without cocotb.
 """
 from .errors import (ArgumentError, CompletionError, DeviceNotFound, DeviceTimeout,
                      MemAccessError, NdpError, OutOfDeviceMemory, QueueFull,
-                     RegisterAccessError, ShapeError)
+                     RegisterAccessError, ShapeError, SimulationDeadlock)
 from .transport import Transport
 from .queue import Completion, Queue
 from .device import (Capabilities, DeviceTensor, KvBlock, LoraAdapter, NdpDevice, attention_descriptor,
@@ -19,13 +27,18 @@ from .device import (Capabilities, DeviceTensor, KvBlock, LoraAdapter, NdpDevice
 from .attention import (attention_reference, kv_operand_bytes, kv_operand_lines, kv_v_offset,
                         merge_attention, partial_attention_reference, query_groups,
                         scale_query, split_tokens)
+from .alloc import RangeAllocator
+from .clock import SimClock, VirtualTimeLoop
+from .pool import DevicePool, Ticket
+from .kv_cache import PagedKvCache
 
 __all__ = ["ArgumentError", "CompletionError", "DeviceNotFound", "DeviceTimeout",
            "MemAccessError", "NdpError", "OutOfDeviceMemory", "QueueFull",
-           "RegisterAccessError", "ShapeError", "Transport", "Completion", "Queue",
+           "RegisterAccessError", "ShapeError", "SimulationDeadlock", "Transport", "Completion", "Queue",
            "Capabilities", "DeviceTensor", "KvBlock", "LoraAdapter", "NdpDevice",
            "attention_descriptor", "load_descriptor", "lora_xab_descriptor", "matmul_descriptor",
            "softmax_descriptor", "store_descriptor",
            "attention_reference", "kv_operand_bytes", "kv_operand_lines", "kv_v_offset",
            "merge_attention", "partial_attention_reference", "query_groups", "scale_query",
-           "split_tokens"]
+           "split_tokens", "RangeAllocator", "SimClock", "VirtualTimeLoop", "DevicePool", "Ticket",
+           "PagedKvCache"]

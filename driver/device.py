@@ -165,7 +165,6 @@ class NdpDevice:
         self.transport = transport
         self.caps = caps
         self.queues = {}                # index -> Queue, as configured by this driver
-        self.last_completion = None     # of the newest numpy entry-point call
 
     @classmethod
     async def open(cls, transport):
@@ -182,18 +181,20 @@ class NdpDevice:
             raise DeviceNotFound(f"device reports NUM_QUEUES={caps.num_queues!r}, ROWS={caps.rows!r}")
         return cls(transport, caps)
 
-    @property
-    def last_cycles(self):
-        """Device cycles of the newest numpy entry-point call (from its completion)."""
-        return None if self.last_completion is None else self.last_completion.cycles
-
     # ---- queues ------------------------------------------------------------------------
 
     async def configure_queue(self, q, sq_base, cq_base, data_base, data_limit,
-                              log2_depth, log2_slot, pasid=regs.HOST_PASID, irq=False):
-        """Program queue `q` and enable it; returns its Queue (next seq 1)."""
+                              log2_depth, log2_slot, pasid=regs.HOST_PASID, irq=False,
+                              allocator=None):
+        """Program queue `q` and enable it; returns its Queue (next seq 1).
+
+        `allocator`: a driver.alloc.RangeAllocator inside the data range, to share one
+        data range among queues (DevicePool does); by default the queue gets its own."""
         self._check_queue_args(q, sq_base, cq_base, data_base, data_limit,
                                log2_depth, log2_slot, pasid)
+        if allocator is not None and not (data_base <= allocator.base and allocator.limit <= data_limit):
+            raise ArgumentError(f"queue {q!r}: {allocator!r} reaches outside the data range "
+                                f"[{data_base:#x}, {data_limit:#x})")
         # Disable first: enabling again resets the queue's counts (a 0 -> 1 edge), and a
         # disabled queue's slots accept the host's writes below.
         await self._write_reg(regs.queue_reg(q, regs.CTRL), 0)
@@ -222,7 +223,7 @@ class NdpDevice:
         await self._write_reg(regs.queue_reg(q, regs.CTRL), ctrl)
 
         queue = Queue(self.transport, q, sq_base, cq_base, data_base, data_limit,
-                      log2_depth, log2_slot, pasid, irq)
+                      log2_depth, log2_slot, pasid, irq, allocator)
         self.queues[q] = queue
         return queue
 
@@ -301,6 +302,25 @@ class NdpDevice:
         addr = queue.allocate(nbytes)
         await self.transport.mem_write(addr, _padded_bytes(array, nbytes), queue.pasid)
         return DeviceTensor(addr, rows, cols, Dtype.FP16)
+
+    def free(self, placed):
+        """Give back the range of a DeviceTensor, LoraAdapter or KvBlock that upload,
+        upload_lora or upload_kv placed, to the allocator of the queue that placed it."""
+        if not isinstance(placed, (DeviceTensor, LoraAdapter, KvBlock)):
+            raise ArgumentError(f"expected a DeviceTensor, LoraAdapter or KvBlock, got {placed!r}")
+        allocators = {id(q.allocator): q.allocator for q in self.queues.values()}.values()
+        owners = [a for a in allocators if a.size_of(placed.addr) is not None]
+        if not owners:
+            raise ArgumentError(f"{placed!r} was not placed by any configured queue "
+                                f"(queues {sorted(self.queues)!r})")
+        if len(owners) > 1:     # queues given overlapping data ranges, each its own allocator
+            raise ArgumentError(f"{placed!r}: {len(owners)!r} queues' allocators hold an allocation "
+                                f"at {placed.addr:#x}; free it through its Queue")
+        [owner] = owners
+        if owner.size_of(placed.addr) < placed.size_lines * slots.LINE_BYTES:
+            raise ArgumentError(f"{placed!r} is larger than the {owner.size_of(placed.addr)!r} bytes "
+                                f"allocated at {placed.addr:#x}")
+        owner.free(placed.addr)
 
     async def gemv(self, x, tensor, queue=None, timeout_cycles=None, return_completion=False):
         """x (K,) float16 times tensor (K x N) -> (N,) float16, computed on the device."""
@@ -453,7 +473,7 @@ class NdpDevice:
                 queue = min(owners, key=lambda q: len(work[q.index]))
                 rows = q[heads] if scaled else scale_query(q[heads])
                 desc = attention_descriptor(block, len(heads))
-                self._check_fits(queue, desc)
+                self.check_fits(queue, desc)
                 work[queue.index].append((r, h, desc, _padded_bytes(rows, payload_bytes(desc))))
         pending = []
         for queue in queue_list:
@@ -503,12 +523,11 @@ class NdpDevice:
             raise ArgumentError(f"only FP16 tensors are supported, got dtype {tensor.dtype!r}")
 
     async def _run(self, queue, desc, payload, timeout_cycles):
-        self._check_fits(queue, desc)
+        self.check_fits(queue, desc)
         completion = await queue.run(desc, payload, timeout_cycles)
-        self.last_completion = completion
         return completion.check()
 
-    def _check_fits(self, queue, desc):
+    def check_fits(self, queue, desc):
         """Refuse, before touching the device, what the device would refuse."""
         room = queue.payload_room
         if payload_bytes(desc) > room:

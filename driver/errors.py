@@ -47,9 +47,11 @@ class CompletionError(NdpError):
 class DeviceTimeout(NdpError):
     """No completion arrived within the allowed number of device cycles."""
 
-    def __init__(self, queue, seq, timeout_cycles):
+    def __init__(self, queue, seq, timeout_cycles, device=None):
         self.queue, self.seq, self.timeout_cycles = queue, seq, timeout_cycles
-        super().__init__(f"queue {queue!r} seq {seq!r}: no completion after "
+        self.device = device
+        where = "" if device is None else f"device {device!r} "
+        super().__init__(f"{where}queue {queue!r} seq {seq!r}: no completion after "
                          f"{timeout_cycles!r} device cycles")
 
 
@@ -71,4 +73,9 @@ class ShapeError(ArgumentError):
 
 
 class OutOfDeviceMemory(NdpError):
-    """The queue's data range has no room left for an upload."""
+    """A data range (a queue's, or a pooled device's) has no room left for an allocation."""
+
+
+class SimulationDeadlock(NdpError):
+    """On simulated time (driver.clock): nothing is ready and no timer is scheduled, so no
+    coroutine can ever make progress."""

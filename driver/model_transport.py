@@ -4,6 +4,9 @@ Host accesses take model time as the RTL bench's bus functional models take bus 
 (measured on the cocotbext-axi bench), so a descriptor stream sees about the same
 overlap of host and device work on both backends. The access itself is instant.
 """
+import asyncio
+import contextlib
+
 from isa.slots import LINE_BYTES
 from sim import mem_frontend
 from sim.device import NdpModel
@@ -25,50 +28,96 @@ def _lines(addr, length):
 
 
 class ModelTransport(Transport):
+    """The model behind the transport methods.
+
+    Without a `clock`, the transport counts its own cycles (`now`) and time passes only
+    when the host lets it. With a driver.clock.SimClock, `now` is the clock's time in this
+    device's cycles, every passage of time is a sleep on the clock, and host accesses take
+    the device's one CXL port in turn: devices sharing the clock run in parallel in
+    simulated time (use it inside driver.clock.run).
+    """
     supports_irq = True
 
-    def __init__(self, cfg, model=None):
+    def __init__(self, cfg, model=None, clock=None):
+        self.cfg = cfg
         self.model = model or NdpModel(cfg)
-        self.now = 0
+        self.clock = clock
+        self._own_now = 0
         self._irq_taken = [0] * cfg.num_queues
+        # one host access at a time, as on the one port; nothing to order without a clock,
+        # where an access never suspends
+        self._port = asyncio.Lock() if clock else contextlib.nullcontext()
+        self._sleepers = set()          # futures of wait_irq calls sleeping on the clock
 
-    def _run_to(self, cycle):
-        self.now = max(self.now, cycle)
+    @property
+    def now(self):
+        if self.clock is None:
+            return self._own_now
+        return round(self.clock.now * self.cfg.clock_hz)
+
+    async def _run_to(self, cycle, wakeable=False):
+        """Let time pass up to `cycle` (never back), then run the model's events up to now.
+
+        `wakeable`: return early once a host access has changed the model (see _wake)."""
+        if self.clock is None:
+            self._own_now = max(self._own_now, cycle)
+        else:
+            interrupt = None
+            if wakeable:
+                interrupt = asyncio.get_running_loop().create_future()
+                self._sleepers.add(interrupt)
+            try:
+                await self.clock.sleep_until(cycle / self.cfg.clock_hz, interrupt)
+            finally:
+                self._sleepers.discard(interrupt)
         self.model.advance(self.now)
 
+    def _wake(self):
+        """A host access changed the model, so its next event may be sooner than a sleeping
+        wait_irq computed."""
+        for future in self._sleepers:
+            if not future.done():
+                future.set_result(None)
+
     async def mem_write(self, addr, data, pasid):
-        self._run_to(self.now)
-        if mem_frontend.refused(self.model.regfile.queues, addr, len(data), pasid):
-            raise MemAccessError(addr, len(data), pasid, "SLVERR", write=True)
-        self.model.memory.write(addr, data)
-        self._run_to(self.now + MEM_WRITE_CYCLES + _lines(addr, len(data)))
+        async with self._port:
+            await self._run_to(self.now)
+            if mem_frontend.refused(self.model.regfile.queues, addr, len(data), pasid):
+                raise MemAccessError(addr, len(data), pasid, "SLVERR", write=True)
+            self.model.memory.write(addr, data)
+            self._wake()
+            await self._run_to(self.now + MEM_WRITE_CYCLES + _lines(addr, len(data)))
 
     async def mem_read(self, addr, length, pasid):
-        self._run_to(self.now)
-        if mem_frontend.refused(self.model.regfile.queues, addr, length, pasid):
-            raise MemAccessError(addr, length, pasid, "SLVERR", write=False)
-        data = self.model.memory.read(addr, length)
-        self._run_to(self.now + MEM_READ_CYCLES + _lines(addr, length))
-        return data
+        async with self._port:
+            await self._run_to(self.now)
+            if mem_frontend.refused(self.model.regfile.queues, addr, length, pasid):
+                raise MemAccessError(addr, length, pasid, "SLVERR", write=False)
+            data = self.model.memory.read(addr, length)
+            await self._run_to(self.now + MEM_READ_CYCLES + _lines(addr, length))
+            return data
 
     async def reg_write(self, offset, value, pasid):
-        start = self.now
-        self._run_to(start + REG_WRITE_TAKES_EFFECT)
-        try:
-            self.model.reg_write(offset, value, pasid)
-        except RefusedAccess:
-            raise RegisterAccessError(offset, pasid, "SLVERR", write=True) from None
-        finally:
-            self._run_to(start + REG_WRITE_CYCLES)
+        async with self._port:
+            start = self.now
+            await self._run_to(start + REG_WRITE_TAKES_EFFECT)
+            try:
+                self.model.reg_write(offset, value, pasid)
+            except RefusedAccess:
+                raise RegisterAccessError(offset, pasid, "SLVERR", write=True) from None
+            finally:
+                self._wake()
+                await self._run_to(start + REG_WRITE_CYCLES)
 
     async def reg_read(self, offset, pasid=0):
-        self._run_to(self.now)
-        value = self.model.reg_read(offset, pasid)
-        self._run_to(self.now + REG_READ_CYCLES)
-        return value
+        async with self._port:
+            await self._run_to(self.now)
+            value = self.model.reg_read(offset, pasid)
+            await self._run_to(self.now + REG_READ_CYCLES)
+            return value
 
     async def wait_cycles(self, n):
-        self._run_to(self.now + max(0, n))
+        await self._run_to(self.now + max(0, n))
 
     async def wait_irq(self, queue, timeout_cycles):
         deadline = self.now + max(0, timeout_cycles)
@@ -76,8 +125,6 @@ class ModelTransport(Transport):
             if self.model.irq_count[queue] > self._irq_taken[queue]:
                 self._irq_taken[queue] += 1
                 return True
-            step = self.model.next_event_cycle()
-            if step > deadline:
-                self._run_to(deadline)
+            if self.now >= deadline:
                 return False
-            self._run_to(step)
+            await self._run_to(min(self.model.next_event_cycle(), deadline), wakeable=True)

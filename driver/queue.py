@@ -3,11 +3,9 @@ import dataclasses
 import struct
 
 from isa import Descriptor, Status, regs, result_bytes, slots
-from isa.slots import LINE_BYTES
-from isa.validate import lines
-
+from .alloc import RangeAllocator
 from .transport import REG_BITS
-from .errors import ArgumentError, CompletionError, DeviceTimeout, NdpError, OutOfDeviceMemory, QueueFull
+from .errors import ArgumentError, CompletionError, DeviceTimeout, NdpError, QueueFull
 
 U64 = struct.Struct("<Q")       # the valid word and the completion word
 U32 = struct.Struct("<I")       # the completion status
@@ -37,8 +35,8 @@ class Queue:
     """A configured queue: its geometry, its PASID, its sequence numbers and its data range.
 
     Made by NdpDevice.configure_queue. Sequence numbers start at 1; seq s uses slot
-    (s - 1) mod depth of both rings. A slot is in use from submit until wait has read
-    its completion: only then may seq s + depth overwrite it.
+    (s - 1) mod depth of both rings. A slot is in use from submit until wait (or poll)
+    has read its completion: only then may seq s + depth overwrite it.
     """
     POLL_CYCLES = 64                # cycles between two polls of the completion word
     IRQ_POLL_CYCLES = 1024          # with interrupts, still re-read this often: a pulse
@@ -46,7 +44,7 @@ class Queue:
     DEFAULT_TIMEOUT_CYCLES = 1_000_000
 
     def __init__(self, transport, index, sq_base, cq_base, data_base, data_limit,
-                 log2_depth, log2_slot, pasid, irq):
+                 log2_depth, log2_slot, pasid, irq, allocator=None):
         self.transport = transport
         self.index = index
         self.sq_base, self.cq_base = sq_base, cq_base
@@ -57,7 +55,10 @@ class Queue:
         self.next_seq = 1
         self._tail = 0                  # newest seq whose valid word is written
         self._in_use = {}               # seq -> descriptor, submitted and not yet waited for
-        self._next_free = data_base     # bump allocator over [data_base, data_limit)
+        # placement in the data range; queues sharing one data range share one allocator
+        if allocator is None:
+            allocator = RangeAllocator(data_base, data_limit, name=f"queue {index}")
+        self.allocator = allocator
 
     @property
     def depth(self):
@@ -106,6 +107,17 @@ class Queue:
 
         With ring=False the doorbell is left for `ring()`: a host that fills several
         queues first and then rings them all lets the device start on all at once."""
+        taken = self.take(items)
+        await self.write(taken)
+        if ring:
+            await self.ring()
+        return [seq for seq, _, _ in taken]
+
+    def take(self, items):
+        """Check (descriptor, payload) pairs and take their sequence numbers, all or none;
+        returns [(seq, descriptor, payload)] for `write`. It never awaits, so coroutines
+        submitting to the same queue concurrently never get the same number, and a caller
+        can take on several queues at once before writing to any."""
         items = [(desc, bytes(payload)) for desc, payload in items]
         for desc, payload in items:
             if not isinstance(desc, Descriptor):
@@ -113,23 +125,26 @@ class Queue:
             if len(payload) > self.payload_room:
                 raise ArgumentError(f"payload of {len(payload)!r} bytes does not fit the "
                                     f"{self.payload_room!r} bytes of a {self.slot_bytes!r}-byte slot")
-        # Take every sequence number before the first await, so that coroutines
-        # submitting to the same queue concurrently never get the same one.
+        self.check_room(len(items))
         first = self.next_seq
-        seqs = list(range(first, first + len(items)))
-        for seq in seqs:
-            blocking = seq - self.depth
-            if blocking in self._in_use:
-                raise QueueFull(self.index, seq, blocking)
-        for seq, (desc, _) in zip(seqs, items):
+        taken = [(first + i, desc, payload) for i, (desc, payload) in enumerate(items)]
+        for seq, desc, _ in taken:
             self._in_use[seq] = desc
         self.next_seq = first + len(items)
+        return taken
 
-        for seq, (desc, payload) in zip(seqs, items):
+    async def write(self, taken):
+        """Write the slots of what `take` returned, in order; the doorbell is left for `ring`."""
+        for seq, desc, payload in taken:
             await self._write_slot(seq, desc, payload)
-        if ring:
-            await self.ring()
-        return seqs
+
+    def check_room(self, count):
+        """Raise QueueFull unless the next `count` sequence numbers all find their slot
+        free: not held by an earlier seq still in use, nor by one of these (more than depth)."""
+        for seq in range(self.next_seq, self.next_seq + count):
+            blocking = seq - self.depth
+            if blocking in self._in_use or blocking >= self.next_seq:
+                raise QueueFull(self.index, seq, blocking)
 
     async def _write_slot(self, seq, desc, payload):
         slot = self.sq_slot(seq)
@@ -156,22 +171,26 @@ class Queue:
         A non-OK status is returned, not raised (see Completion.check). Raises
         DeviceTimeout after about `timeout_cycles` device cycles without it.
         """
-        if seq not in self._in_use:
-            raise NdpError(f"queue {self.index!r}: seq {seq!r} is not outstanding "
-                           f"(outstanding: {self.outstanding!r})")
+        self._outstanding(seq)
         if timeout_cycles is None:
             timeout_cycles = self.DEFAULT_TIMEOUT_CYCLES
-        desc = self._in_use[seq]
-        slot = self.cq_slot(seq)
         waited = 0
         while True:
-            header = await self.transport.mem_read(slot, slots.HEADER_BYTES, self.pasid)
-            if U64.unpack_from(header, slots.CQ_SEQ)[0] == seq:
-                break
+            completion = await self.poll(seq)
+            if completion is not None:
+                return completion
             if waited >= timeout_cycles:
                 raise DeviceTimeout(self.index, seq, timeout_cycles)
             waited += await self._pause(timeout_cycles - waited)
 
+    async def poll(self, seq):
+        """One read of the completion header of `seq`: None if it is not written yet, else
+        its Completion, with the result payload read (status unchecked)."""
+        desc = self._outstanding(seq)
+        slot = self.cq_slot(seq)
+        header = await self.transport.mem_read(slot, slots.HEADER_BYTES, self.pasid)
+        if U64.unpack_from(header, slots.CQ_SEQ)[0] != seq:
+            return None
         status_value = U32.unpack_from(header, slots.CQ_STATUS)[0]
         try:
             status = Status(status_value)
@@ -184,8 +203,15 @@ class Queue:
         if status == Status.OK and size:
             result = await self.transport.mem_read(slot + slots.CQ_PAYLOAD, size, self.pasid)
         # Only now may seq + depth reuse this slot.
-        del self._in_use[seq]
+        self._in_use.pop(seq, None)
         return Completion(seq, status, cycles, result, self.index, desc)
+
+    def _outstanding(self, seq):
+        """The descriptor of `seq`, which must be submitted and not yet completed here."""
+        if seq not in self._in_use:
+            raise NdpError(f"queue {self.index!r}: seq {seq!r} is not outstanding "
+                           f"(outstanding: {self.outstanding!r})")
+        return self._in_use[seq]
 
     async def _pause(self, cycles_left):
         """Let time pass before the next poll; returns the cycles to count against the timeout."""
@@ -222,16 +248,14 @@ class Queue:
     # ---- data range --------------------------------------------------------------------
 
     def allocate(self, nbytes):
-        """A 64-byte aligned range of `nbytes` in the queue's data range (bump allocator)."""
-        addr = self._next_free
-        size = lines(nbytes) * LINE_BYTES
-        if addr + size > self.data_limit:
-            raise OutOfDeviceMemory(f"queue {self.index!r}: {nbytes!r} bytes do not fit; "
-                                    f"{self.data_limit - addr!r} of the data range "
-                                    f"[{self.data_base:#x}, {self.data_limit:#x}) are left")
-        self._next_free = addr + size
-        return addr
+        """A 64-byte aligned range of `nbytes` in the queue's data range (first fit)."""
+        return self.allocator.allocate(nbytes)
+
+    def free(self, addr):
+        """Give back the range `allocate` returned at `addr`."""
+        self.allocator.free(addr)
 
     def free_all(self):
-        """Forget every allocation: later uploads reuse the data range from its start."""
-        self._next_free = self.data_base
+        """Forget every allocation of the allocator (shared by every queue given it):
+        later uploads reuse the data range from its start."""
+        self.allocator.free_all()

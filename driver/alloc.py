@@ -1,0 +1,110 @@
+"""Placement of tensors in a device's data range: first fit, per tensor, with free."""
+import bisect
+import operator
+
+from isa.slots import LINE_BYTES
+
+from .errors import ArgumentError, OutOfDeviceMemory
+
+
+def _int(value, name, minimum=0):
+    try:
+        value = operator.index(value)
+    except TypeError:
+        raise ArgumentError(f"{name} must be an integer, got {value!r}") from None
+    if isinstance(value, bool) or value < minimum:
+        raise ArgumentError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return value
+
+
+class RangeAllocator:
+    """First-fit allocation of `align`-aligned ranges in [base, limit).
+
+    Each allocation is rounded up to a multiple of `align`, so every free extent starts
+    aligned; freeing merges an extent with its free neighbours, so a range freed piece by
+    piece can be allocated again whole. `name` prefixes the error messages.
+    """
+
+    def __init__(self, base, limit, align=LINE_BYTES, name=None):
+        self.base = _int(base, "base")
+        self.limit = _int(limit, "limit")
+        self.align = _int(align, "align", 1)
+        if self.align & (self.align - 1):
+            raise ArgumentError(f"align must be a power of two, got {align!r}")
+        if self.base % self.align:
+            raise ArgumentError(f"base {self.base:#x} is not {self.align!r}-byte aligned")
+        if self.limit < self.base:
+            raise ArgumentError(f"limit {self.limit:#x} is below base {self.base:#x}")
+        self.name = name
+        self.free_all()
+
+    def __repr__(self):
+        return (f"RangeAllocator({self.base:#x}, {self.limit:#x}, align={self.align!r}, "
+                f"used_bytes={self.used_bytes!r})")
+
+    def free_all(self):
+        """Forget every allocation: the whole range is free again."""
+        self._starts = [self.base] if self.limit > self.base else []    # free extents, sorted
+        self._ends = [self.limit] if self.limit > self.base else []
+        self._sizes = {}                                                 # addr -> bytes taken
+
+    # ---- queries ---------------------------------------------------------------------------
+
+    @property
+    def used_bytes(self):
+        return sum(self._sizes.values())
+
+    @property
+    def free_bytes(self):
+        return self.limit - self.base - self.used_bytes
+
+    @property
+    def largest_free(self):
+        """Bytes of the largest extent one allocation could take."""
+        return max((self._usable(i) for i in range(len(self._starts))), default=0)
+
+    def _usable(self, i):
+        # the last extent may end unaligned at `limit`; an allocation takes whole units
+        return (self._ends[i] - self._starts[i]) // self.align * self.align
+
+    def size_of(self, addr):
+        """Bytes taken by the allocation at `addr` (rounded up to `align`), None if none."""
+        return self._sizes.get(addr)
+
+    # ---- changes ---------------------------------------------------------------------------
+
+    def allocate(self, nbytes):
+        """The lowest aligned address of a free range of `nbytes`; OutOfDeviceMemory if none."""
+        nbytes = _int(nbytes, "nbytes", 1)
+        size = -(-nbytes // self.align) * self.align
+        for i in range(len(self._starts)):
+            if self._usable(i) >= size:
+                addr = self._starts[i]
+                if self._ends[i] - addr == size:
+                    del self._starts[i], self._ends[i]
+                else:
+                    self._starts[i] = addr + size
+                self._sizes[addr] = size
+                return addr
+        where = f"{self.name}: " if self.name else ""
+        raise OutOfDeviceMemory(
+            f"{where}{nbytes!r} bytes do not fit: {self.free_bytes!r} bytes are free, the largest "
+            f"free extent is {self.largest_free!r} bytes, in the range [{self.base:#x}, {self.limit:#x})")
+
+    def free(self, addr):
+        """Give back the allocation that starts at `addr`."""
+        size = self._sizes.pop(addr, None)
+        if size is None:
+            where = f"{self.name}: " if self.name else ""
+            shown = f"{addr:#x}" if isinstance(addr, int) else repr(addr)
+            raise ArgumentError(f"{where}address {shown} is not allocated")
+        end = addr + size
+        i = bisect.bisect(self._starts, addr)
+        if i < len(self._starts) and self._starts[i] == end:        # merge with the next
+            end = self._ends[i]
+            del self._starts[i], self._ends[i]
+        if i and self._ends[i - 1] == addr:                         # merge with the previous
+            self._ends[i - 1] = end
+        else:
+            self._starts.insert(i, addr)
+            self._ends.insert(i, end)

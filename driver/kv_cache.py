@@ -1,0 +1,201 @@
+"""The KV cache of PLoRA section V-B on a DevicePool: token i of every request lives on
+device i mod N, and each decode step appends one token to one device.
+
+Each device then computes integral attention on its share (NdpDevice.attention_partial
+per page) and the host merges the partials (driver.attention.merge_attention).
+"""
+import dataclasses
+import itertools
+import operator
+
+import numpy as np
+
+from isa.slots import LINE_BYTES
+
+from .attention import kv_operand_bytes, kv_operand_lines
+from .device import KvBlock, _fp16_array, attention_descriptor
+from .errors import ArgumentError, OutOfDeviceMemory, ShapeError
+
+
+@dataclasses.dataclass
+class _Page:
+    device: int
+    addr: int
+    first: int              # device-local index of its first token (token first * N + device)
+    k: np.ndarray = None    # its tokens' keys and values (t x d), kept while it may grow
+    v: np.ndarray = None
+    t: int = 0
+
+
+@dataclasses.dataclass
+class _Request:
+    layers: int
+    heads: int
+    tokens: int
+    pages: dict             # (layer, head, device) -> [_Page], in token order
+
+
+def _count(value, name):
+    try:
+        value = operator.index(value)
+    except TypeError:
+        raise ArgumentError(f"{name} must be an integer, got {value!r}") from None
+    if isinstance(value, bool) or value < 1:
+        raise ArgumentError(f"{name} must be an integer >= 1, got {value!r}")
+    return value
+
+
+class PagedKvCache:
+    """Per (request, layer, KV head), device j of the pool's N holds tokens j, j + N,
+    j + 2N, ... in pages of up to `page_tokens` tokens, each page one ATTENTION operand
+    (a KvBlock: K^T, then V; driver.attention.kv_operand_bytes) in a range allocated for
+    a full page.
+
+    A page only grows at its end, but K^T is d x t: one more token changes the stride of
+    every row, so the tail page is laid out again and rewritten whole, from the host's
+    copy of its tokens (kept until the page is full). The spec's TRANS_W, not implemented
+    yet, would let the device transpose one row in instead.
+    """
+
+    def __init__(self, pool, head_dim, page_tokens):
+        self.pool = pool
+        self.head_dim = _count(head_dim, "head_dim")
+        self.page_tokens = _count(page_tokens, "page_tokens")
+        full = KvBlock(0, self.head_dim, self.page_tokens)
+        for i, dev in enumerate(pool.devices):
+            # ATTENTION's two products: K^T is d x T (K = d, N = T), then S V (K = T, N = d)
+            limit = min(dev.caps.k_max, dev.caps.n_max)
+            for name, value in (("page_tokens", self.page_tokens), ("head_dim", self.head_dim)):
+                if value > limit:
+                    raise ShapeError(f"{name}={value!r} exceeds device {i}'s min(k_max, n_max)="
+                                     f"{limit!r}: an ATTENTION descriptor cannot hold it")
+        try:
+            attention_descriptor(full, 1)
+        except ValueError as exc:
+            raise ShapeError(f"a page of {self.page_tokens!r} tokens of d={self.head_dim!r} does "
+                             f"not fit a descriptor: {exc}") from None
+        self._page_bytes = kv_operand_lines(self.head_dim, self.page_tokens) * LINE_BYTES
+        self._requests = {}
+
+    def __contains__(self, rid):
+        return rid in self._requests
+
+    # ---- reading ---------------------------------------------------------------------------
+
+    def tokens(self, rid):
+        """Tokens the request holds."""
+        return self._request(rid).tokens
+
+    def pages(self, rid, layer, head):
+        """[(device, KvBlock, global token indices it holds)] of one layer's KV head, by
+        device, then in token order: one attention_partial each, merged, covers the request."""
+        request = self._request(rid)
+        layer = self._position(layer, "layer", request.layers)
+        head = self._position(head, "head", request.heads)
+        n = len(self.pool)
+        return [(device, KvBlock(page.addr, self.head_dim, page.t),
+                 range(page.first * n + device, (page.first + page.t) * n + device, n))
+                for device in range(n) for page in request.pages[(layer, head, device)]]
+
+    def _request(self, rid):
+        try:
+            return self._requests[rid]
+        except (KeyError, TypeError):
+            raise ArgumentError(f"request {rid!r} is not in the KV cache") from None
+
+    @staticmethod
+    def _position(value, name, count):
+        if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < count:
+            raise ArgumentError(f"{name} {value!r} is not in range({count!r})")
+        return value
+
+    # ---- changing --------------------------------------------------------------------------
+
+    async def add_request(self, rid, k, v):
+        """Place a request's prefill: k, v float16 (layers, kv_heads, T, head_dim)."""
+        if rid in self._requests:
+            raise ArgumentError(f"request {rid!r} is in the KV cache already")
+        k, v = self._kv(k, v, 4, "(layers, kv_heads, T, head_dim)")
+        layers, heads, total, _ = k.shape
+        n = len(self.pool)
+        request = _Request(layers, heads, total, {})
+        wanted = []
+        for layer, head, device in itertools.product(range(layers), range(heads), range(n)):
+            local = len(range(device, total, n))
+            wanted += [(layer, head, device, first) for first in range(0, local, self.page_tokens)]
+        pages = self._new_pages(wanted)
+        for (layer, head, device, _), page in zip(wanted, pages):
+            request.pages.setdefault((layer, head, device), []).append(page)
+        try:
+            for layer, head, device in itertools.product(range(layers), range(heads), range(n)):
+                request.pages.setdefault((layer, head, device), [])
+                local_k, local_v = k[layer, head, device::n], v[layer, head, device::n]
+                for page in request.pages[(layer, head, device)]:
+                    end = page.first + self.page_tokens
+                    await self._write(page, local_k[page.first:end], local_v[page.first:end])
+        except BaseException:
+            self._free_pages(pages)
+            raise
+        self._requests[rid] = request
+
+    async def append(self, rid, k_tok, v_tok):
+        """Append one decode token, k_tok and v_tok float16 (layers, kv_heads, head_dim), to
+        every layer and head of the request: token T goes to device T mod N."""
+        request = self._request(rid)
+        k_tok, v_tok = self._kv(k_tok, v_tok, 3, "(layers, kv_heads, head_dim)")
+        if k_tok.shape[:2] != (request.layers, request.heads):
+            raise ShapeError(f"request {rid!r} has {(request.layers, request.heads)!r} (layers, "
+                             f"kv_heads), the token {k_tok.shape[:2]!r}")
+        n = len(self.pool)
+        device, local = request.tokens % n, request.tokens // n
+        heads = list(itertools.product(range(request.layers), range(request.heads)))
+        if local % self.page_tokens == 0:       # every tail page on that device is full
+            pages = self._new_pages([(layer, head, device, local) for layer, head in heads])
+            for (layer, head), page in zip(heads, pages):
+                request.pages[(layer, head, device)].append(page)
+        for layer, head in heads:
+            page = request.pages[(layer, head, device)][-1]
+            await self._write(page, np.concatenate([page.k, k_tok[layer, head][None]]),
+                              np.concatenate([page.v, v_tok[layer, head][None]]))
+        request.tokens += 1
+
+    async def free_request(self, rid):
+        """Give back every page of the request."""
+        request = self._request(rid)
+        self._free_pages([page for pages in request.pages.values() for page in pages])
+        del self._requests[rid]
+
+    def _free_pages(self, pages):
+        for page in pages:
+            self.pool.free(page.device, page.addr)
+
+    def _new_pages(self, wanted):
+        """Allocate a page for each (layer, head, device, first): all, or none and
+        OutOfDeviceMemory."""
+        pages = []
+        try:
+            for _, _, device, first in wanted:
+                addr = self.pool.allocate(device, self._page_bytes)
+                pages.append(_Page(device, addr, first, self._empty(), self._empty()))
+        except OutOfDeviceMemory:
+            self._free_pages(pages)
+            raise
+        return pages
+
+    def _empty(self):
+        return np.zeros((0, self.head_dim), np.float16)
+
+    async def _write(self, page, k, v):
+        """Lay out the page's tokens k, v (t x d) and write them; a full page's copy is dropped."""
+        await self.pool.mem_write(page.device, page.addr, kv_operand_bytes(k, v))
+        page.t = len(k)
+        page.k, page.v = (None, None) if page.t == self.page_tokens else (k.copy(), v.copy())
+
+    def _kv(self, k, v, ndim, shape):
+        _fp16_array(k, "k", ndim)
+        _fp16_array(v, "v", ndim)
+        if k.shape != v.shape:
+            raise ShapeError(f"k and v must have the same shape {shape}, got {k.shape!r} and {v.shape!r}")
+        if k.shape[-1] != self.head_dim:
+            raise ShapeError(f"k has head_dim {k.shape[-1]!r}, the cache's is {self.head_dim!r}")
+        return k, v
