@@ -107,7 +107,8 @@ class Decision:
 class StepPlan:
     step: int
     decisions: dict             # Site -> Decision
-    p_kv: float                 # KV share duplicated on the GPU
+    p_kv: float                 # KV share duplicated on the GPU (realized: whole pages)
+    kv_tokens: dict             # rid -> the prefix of its tokens duplicated on the GPU
     kv_bytes: float
     kv_load_bytes: float        # KV copied to the GPU this step (the share grew)
     loads: list                 # (Site, parts, bytes) loaded into GPU memory this step
@@ -301,7 +302,10 @@ class Scheduler:
         self.p_kv = max(self.p_kv, self._kv_share_fitting(self.budget - self.adapter_bytes(), self._best_kv_share()))
         self._check_budget("duplicating KV")
         precached = self._precache(serving, loads)
-        return StepPlan(self.step_count, decisions, self.p_kv, self.kv_bytes(self.p_kv),
+        shares = self.kv_share(self.p_kv)
+        realized = sum(shares) / sum(self.contexts) if self.contexts else 0.0
+        return StepPlan(self.step_count, decisions, realized, {r.rid: t for r, t in zip(requests, shares)},
+                        self.kv_bytes(self.p_kv),
                         max(0.0, self.kv_bytes(self.p_kv) - kv_before), loads, evictions, precached,
                         self.used_bytes(), self.budget)
 

@@ -1,0 +1,89 @@
+"""Descriptor emission: one step's work as the exact descriptor stream per device and the
+GPU-side work list, from the scheduler's decisions (seed 000, sections V-A and V-B).
+
+Per layer the work comes in rounds, each depending on the previous one's results:
+- a LoRA round for a set of projections (q, k, v; then o; then gate, up; then down): per
+  adapter and projection, one descriptor with all of the adapter's rows: E3 a LORA_XAB
+  chain, E4 a GEMM on A (m = x A, then m B on the GPU); E1 and E2 are GPU work;
+- the attention round: per request, KV head and device page not duplicated on the GPU,
+  one ATTENTION descriptor (the head's group of query heads as its rows); the GPU computes
+  its own share (the duplicated prefix and the step's new token) and merges.
+The descriptors are the driver's builders over the placed tensors; nothing here touches
+a device.
+"""
+import dataclasses
+
+from driver.device import attention_descriptor, lora_xab_descriptor, matmul_descriptor
+from isa import Op
+
+from .cost import Strategy
+
+
+@dataclasses.dataclass(frozen=True)
+class DeviceOp:
+    device: int
+    descriptor: object
+    kind: str                   # "lora_xab" (E3), "lora_xa" (E4), "attention"
+    key: tuple                  # (adapter, projection) or (request, kv head, first token)
+    rows: tuple                 # requests whose rows form the input (LoRA), or the query heads
+
+
+@dataclasses.dataclass(frozen=True)
+class GpuOp:
+    kind: str                   # "lora_e1", "lora_e2", "lora_mb" (E4's second half), "attention_share"
+    key: tuple
+    rows: tuple
+
+
+@dataclasses.dataclass
+class Round:
+    name: str
+    device_ops: list
+    gpu_ops: list
+
+    def per_device(self):
+        out = {}
+        for op in self.device_ops:
+            out.setdefault(op.device, []).append(op)
+        return out
+
+
+def lora_round(name, projections, rows_by_adapter, strategy_of, handles, device_of):
+    """Rounds of LoRA products. `rows_by_adapter`: adapter -> the requests (rows of x) it
+    serves; `strategy_of(adapter, projection)` -> Strategy; `handles[(adapter, projection)]`
+    -> the placed operand (a LoraAdapter for a square weight, else a DeviceTensor of A)."""
+    device_ops, gpu_ops = [], []
+    for adapter, rows in sorted(rows_by_adapter.items()):
+        rows = tuple(rows)
+        for projection in projections:
+            key, s = (adapter, projection), strategy_of(adapter, projection)
+            if s is Strategy.E3:
+                desc = lora_xab_descriptor(handles[key], len(rows))
+                device_ops.append(DeviceOp(device_of(adapter), desc, "lora_xab", key, rows))
+            elif s is Strategy.E4:
+                a = getattr(handles[key], "a", handles[key])
+                desc = matmul_descriptor(Op.GEMM, a, len(rows))
+                device_ops.append(DeviceOp(device_of(adapter), desc, "lora_xa", key, rows))
+                gpu_ops.append(GpuOp("lora_mb", key, rows))
+            else:
+                gpu_ops.append(GpuOp("lora_e1" if s is Strategy.E1 else "lora_e2", key, rows))
+    return Round(name, device_ops, gpu_ops)
+
+
+def attention_round(kv_cache, layer, requests, gpu_tokens, groups):
+    """One ATTENTION descriptor per request, KV head and page on a device whose tokens
+    are not duplicated on the GPU; `gpu_tokens[rid]` is the duplicated prefix (whole pages
+    on every device, Scheduler.kv_share); `groups[h]` the query heads of KV head h."""
+    device_ops, gpu_ops = [], []
+    for rid in requests:
+        for head, q_heads in enumerate(groups):
+            for device, block, tokens in kv_cache.pages(rid, layer, head):
+                if tokens[0] < gpu_tokens[rid]:
+                    if tokens[-1] >= gpu_tokens[rid]:
+                        raise ValueError(f"request {rid!r}: the GPU share {gpu_tokens[rid]!r} cuts a page "
+                                         f"({tokens[0]}..{tokens[-1]}) on device {device}")
+                    continue
+                desc = attention_descriptor(block, len(q_heads))
+                device_ops.append(DeviceOp(device, desc, "attention", (rid, head, tokens[0]), tuple(q_heads)))
+            gpu_ops.append(GpuOp("attention_share", (rid, head, gpu_tokens[rid]), tuple(q_heads)))
+    return Round("attention", device_ops, gpu_ops)

@@ -1,0 +1,215 @@
+"""Replay of a decode step through the driver on a device pool, against a dense float64
+computation of the same layers.
+
+One forward function (`Step.forward`) runs a decoder layer (LoRA on Q/K/V/O and the FFN,
+GQA attention over the KV cache, residuals; no norms) with two backends for its LoRA
+products and attention: `DenseBackend`, float64 on the float16 weights, and `PoolBackend`,
+which emits the scheduler's descriptor stream (scheduler.emit), submits it to the pool,
+collects the completions as they arrive and does the GPU's share in float64. Only the
+device's own roundings (its FP16 results, E3's FP16 x A, attention's FP16 S) separate the
+two, so a descriptor with a wrong address, rows, token split or merge shows at once.
+"""
+import math
+
+import numpy as np
+
+from driver.attention import merge_attention, partial_attention_reference, query_groups, scale_query
+from driver.device import FP16, _attention_result
+from driver.kv_cache import PagedKvCache
+from isa import payload_bytes
+
+from .cost import Strategy
+from .emit import attention_round, lora_round
+
+ROUNDS = (("qkv", ("q", "k", "v")), ("o", ("o",)), ("gate_up", ("gate", "up")), ("down", ("down",)))
+
+
+def _silu(x):
+    return x / (1 + np.exp(-x))
+
+
+class Step:
+    """A model's weights, adapters, requests and KV cache, made up from `rng` (FP16)."""
+
+    def __init__(self, model, ranks, requests, rng):
+        """`ranks`: adapter -> rank; `requests`: [(rid, adapter, context tokens)]."""
+        self.model, self.ranks, self.requests = model, dict(ranks), list(requests)
+        d = model.hidden
+        self.base = {(layer, p.name): self._fp16(rng, (p.d_in, p.d_out), p.d_in)
+                     for layer in range(model.layers) for p in model.projections}
+        self.lora = {(a, layer, p.name): (self._fp16(rng, (p.d_in, r), p.d_in), self._fp16(rng, (r, p.d_out), r))
+                     for a, r in self.ranks.items() for layer in range(model.layers) for p in model.projections}
+        shape = (model.layers, model.kv_heads)
+        self.kv = {rid: (self._fp16(rng, (*shape, t, model.head_dim), 1), self._fp16(rng, (*shape, t, model.head_dim), 1))
+                   for rid, _, t in self.requests}
+        self.x = np.stack([self._fp16(rng, (d,), 1) for _ in self.requests]).astype(np.float64)
+        self.groups = query_groups(model.q_heads, model.kv_heads)
+
+    @staticmethod
+    def _fp16(rng, shape, fan_in):
+        return (rng.standard_normal(shape) / math.sqrt(fan_in)).astype(np.float16)
+
+    def rows_by_adapter(self):
+        out = {}
+        for i, (_, adapter, _) in enumerate(self.requests):
+            out.setdefault(adapter, []).append(i)
+        return out
+
+    async def forward(self, backend):
+        """The step's output rows (requests x hidden, float64) and each request's new K, V
+        per layer (float16), through `backend`'s LoRA and attention."""
+        m = self.model
+        h = self.x
+        new_kv = []
+        for layer in range(m.layers):
+            def proj(name, x):
+                return x @ self.base[(layer, name)].astype(np.float64)
+            delta = await backend.lora(self, layer, ("q", "k", "v"), h)
+            q, k, v = (proj(n, h) + delta[n] for n in ("q", "k", "v"))
+            k16 = k.reshape(len(self.requests), m.kv_heads, m.head_dim).astype(np.float16)
+            v16 = v.reshape(len(self.requests), m.kv_heads, m.head_dim).astype(np.float16)
+            new_kv.append((k16, v16))
+            attn = await backend.attention(self, layer, q.reshape(len(self.requests), m.q_heads, m.head_dim), k16, v16)
+            attn = attn.reshape(len(self.requests), -1)
+            h = h + proj("o", attn) + (await backend.lora(self, layer, ("o",), attn))["o"]
+            delta = await backend.lora(self, layer, ("gate", "up"), h)
+            f = _silu(proj("gate", h) + delta["gate"]) * (proj("up", h) + delta["up"])
+            h = h + proj("down", f) + (await backend.lora(self, layer, ("down",), f))["down"]
+        return h, new_kv
+
+
+class DenseBackend:
+    """float64 on the float16 weights and KV."""
+
+    async def lora(self, step, layer, projections, x):
+        out = {}
+        for name in projections:
+            d_out = next(p.d_out for p in step.model.projections if p.name == name)
+            y = np.zeros((len(step.requests), d_out))
+            for i, (_, adapter, _) in enumerate(step.requests):
+                a, b = step.lora[(adapter, layer, name)]
+                y[i] = x[i] @ a.astype(np.float64) @ b.astype(np.float64)
+            out[name] = y
+        return out
+
+    async def attention(self, step, layer, q, k_new, v_new):
+        out = np.zeros(q.shape)
+        for i, (rid, _, _) in enumerate(step.requests):
+            k_all, v_all = step.kv[rid]
+            for head, heads in enumerate(step.groups):
+                k = np.concatenate([k_all[layer, head], k_new[i, head][None]]).astype(np.float64)
+                v = np.concatenate([v_all[layer, head], v_new[i, head][None]]).astype(np.float64)
+                p = q[i, heads] @ k.T / math.sqrt(step.model.head_dim)
+                e = np.exp(p - p.max(axis=1, keepdims=True))
+                out[i, heads] = (e @ v) / e.sum(axis=1, keepdims=True)
+        return out
+
+
+class PoolBackend:
+    """The scheduler's descriptor stream on a DevicePool; the GPU's share in float64.
+
+    `strategy_of(adapter, projection)` gives each site's strategy (from a StepPlan, or
+    forced); `gpu_tokens[rid]` the KV prefix duplicated on the GPU. `rounds` collects every
+    emitted Round, so a caller can inspect the exact stream."""
+
+    def __init__(self, pool, strategy_of, gpu_tokens, page_tokens):
+        self.pool, self.strategy_of, self.gpu_tokens = pool, strategy_of, gpu_tokens
+        self.page_tokens = page_tokens
+        self.handles, self.rounds = {}, []
+        self.kv_cache = None
+
+    def device_of(self, adapter):
+        return adapter % len(self.pool)
+
+    async def place(self, step):
+        """Upload every adapter's factors to its device and every request's KV."""
+        for (adapter, layer, name), (a, b) in step.lora.items():
+            dev = self.device_of(adapter)
+            square = a.shape[0] == b.shape[1]
+            self.handles[(adapter, layer, name)] = (await self.pool.upload_lora(dev, a, b) if square
+                                                    else await self.pool.upload(dev, a))
+        self.kv_cache = PagedKvCache(self.pool, step.model.head_dim, self.page_tokens)
+        for rid, (k, v) in step.kv.items():
+            await self.kv_cache.add_request(rid, k, v)
+
+    async def _run(self, rnd):
+        """Submit a round's descriptors (in chunks the queues hold) and collect them as they come."""
+        self.rounds.append(rnd)
+        payloads = self._payloads
+        results = {}
+        room = min(len(dev.queues) * min(q.depth for q in dev.queues.values()) for dev in self.pool.devices)
+        ops = rnd.device_ops
+        for start in range(0, len(ops), room):
+            chunk = ops[start:start + room]
+            tickets = await self.pool.submit_many([(op.device, op.descriptor, payloads[id(op)]) for op in chunk])
+            which = {id(t): op for t, op in zip(tickets, chunk)}
+            async for ticket, completion in self.pool.as_completed(tickets):
+                results[id(which[id(ticket)])] = completion.check()
+        return results
+
+    async def lora(self, step, layer, projections, x):
+        rows = step.rows_by_adapter()
+        handles = {(a, name): self.handles[(a, layer, name)] for a in rows for name in projections}
+        rnd = lora_round(f"layer {layer} {'/'.join(projections)}", projections, rows, self.strategy_of,
+                         handles, self.device_of)
+        x16 = x.astype(np.float16)
+        self._payloads = {id(op): x16[list(op.rows)].tobytes() for op in rnd.device_ops}
+        results = await self._run(rnd)
+        out = {name: np.zeros((len(step.requests), next(p.d_out for p in step.model.projections if p.name == name)))
+               for name in projections}
+        for op in rnd.device_ops:
+            a, b = step.lora[(op.key[0], layer, op.key[1])]
+            data = results[id(op)].result
+            if op.kind == "lora_xab":       # E3: y from the device
+                out[op.key[1]][list(op.rows)] = np.frombuffer(data, FP16, len(op.rows) * b.shape[1]).reshape(len(op.rows), -1)
+            else:                           # E4: m = x A from the device, m B on the GPU
+                m = np.frombuffer(data, FP16, len(op.rows) * a.shape[1]).reshape(len(op.rows), -1)
+                out[op.key[1]][list(op.rows)] = m.astype(np.float64) @ b.astype(np.float64)
+        for op in rnd.gpu_ops:
+            if op.kind in ("lora_e1", "lora_e2"):
+                a, b = step.lora[(op.key[0], layer, op.key[1])]
+                out[op.key[1]][list(op.rows)] = x[list(op.rows)] @ a.astype(np.float64) @ b.astype(np.float64)
+        return out
+
+    async def attention(self, step, layer, q, k_new, v_new):
+        index = {rid: i for i, (rid, _, _) in enumerate(step.requests)}
+        rnd = attention_round(self.kv_cache, layer, list(index), self.gpu_tokens, step.groups)
+        q16 = q.astype(np.float16)
+        self._payloads = {}
+        for op in rnd.device_ops:
+            rows = scale_query(q16[index[op.key[0]], list(op.rows)])
+            self._payloads[id(op)] = rows.tobytes() + bytes(payload_bytes(op.descriptor) - rows.nbytes)
+        results = await self._run(rnd)
+        partials = {}
+        for op in rnd.device_ops:
+            rid, head, _ = op.key
+            partials.setdefault((rid, head), []).append(_attention_result(results[id(op)].result, op.descriptor))
+        out = np.zeros(q.shape)
+        for op in rnd.gpu_ops:              # the GPU's share: the duplicated prefix and the new token
+            rid, head, prefix = op.key
+            i = index[rid]
+            k_all, v_all = step.kv[rid]
+            k = np.concatenate([k_all[layer, head][:prefix], k_new[i, head][None]])
+            v = np.concatenate([v_all[layer, head][:prefix], v_new[i, head][None]])
+            mine = partial_attention_reference(scale_query(q16[i, list(op.rows)]), k, v)
+            out[i, list(op.rows)] = merge_attention([mine] + partials.get((rid, head), []))
+        return out
+
+
+def plan_strategies(plan):
+    """strategy_of from a StepPlan's decisions."""
+    chosen = {(site.adapter, site.projection): d.chosen.strategy for site, d in plan.decisions.items()}
+    return lambda adapter, projection: chosen[(adapter, projection)]
+
+
+def forced_strategies(model, ranks):
+    """A mix that exercises every strategy: adapter a takes E1..E4 in turn by projection,
+    E3 only where the weight is square (LORA_XAB), else E4."""
+    order = (Strategy.E3, Strategy.E4, Strategy.E1, Strategy.E2)
+    square = {p.name: p.d_in == p.d_out for p in model.projections}
+    names = [p.name for p in model.projections]
+
+    def strategy_of(adapter, projection):
+        s = order[(adapter + names.index(projection)) % len(order)]
+        return Strategy.E4 if s is Strategy.E3 and not square[projection] else s
+    return strategy_of
