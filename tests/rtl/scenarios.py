@@ -604,3 +604,29 @@ async def decode_step_burst(env):
         for h, (g, e) in enumerate(zip(heads_got, heads_want)):
             for name, a, b in zip("Oml", g, e):
                 assert_fp32_equal(a, b, f"attention_decode request {req} head {h} {name}")
+
+
+@scenario
+async def scheduler_step_replay(env):
+    """A decode step as the scheduler emits it (scheduler.emit: E3 LORA_XAB, E4 GEMMs, one
+    ATTENTION per request, KV head and page past the GPU's share), for the tiny two-layer
+    GQA model with every strategy on some site, replayed on this one device through the
+    pool API: the step's output matches a dense float64 computation within the tolerance
+    of tests/unit/test_replay.py (the device's FP16 roundings only)."""
+    from backend import DRAM_BYTES
+    from driver import DevicePool
+    from isa.system import load_model
+    from scheduler.replay import DenseBackend, PoolBackend, Step, forced_strategies
+    model = load_model("tiny")
+    ranks = {0: 8, 1: 16}
+    requests = [(1, 0, 20), (2, 1, 37), (3, 0, 9)]
+    step = Step(model, ranks, requests, np.random.default_rng(COMPUTE_SEED))
+    pool = await DevicePool.open([env.transport], log2_depth=3, log2_slot=13, data_limit=DRAM_BYTES)
+    backend = PoolBackend(pool, forced_strategies(model, ranks), {1: 16, 2: 16, 3: 0}, 8)
+    await backend.place(step)
+    out, _ = await step.forward(backend)
+    ref, _ = await step.forward(DenseBackend())
+    kinds = {op.kind for r in backend.rounds for op in r.device_ops}
+    assert kinds == {"lora_xab", "lora_xa", "attention"}, kinds
+    error = np.abs(out - ref).max() / np.abs(ref).max()
+    assert error < 2e-3, f"replayed step differs from float64 by {error:.2e} of its largest value"

@@ -1,0 +1,372 @@
+"""Device time of one NDP descriptor for the scheduler's cost model, from the cycle model.
+
+The project's rule: a device time comes from the cycle-approximate model of sim/, never a
+second guess. Running the model for every candidate the scheduler ranks would be too slow,
+so `DeviceTiming` keeps a table of model runs per (op, fixed dims), measured lazily at a
+few points of the varying dim, interpolated between them and cached on disk.
+
+    timing = DeviceTiming(isa.load_config("paper"))
+    timing.lora_xa(b, d_in, r)     # E4: m = x A, one GEMM (b x d_in times d_in x r)
+    timing.lora_xab(b, d, r)       # E3: y = (x A) B, one LORA_XAB descriptor (square D)
+    timing.attention(rows, d, t)   # one ATTENTION descriptor: rows query heads, one KV head
+    timing.gemm(m, k, n)           # any GEMM descriptor
+All return seconds of device time (completion cycles / clock_hz) of one descriptor, from
+the cycle the device sees the descriptor to the cycle it issues its completion. A shape
+the device cannot run raises driver.ShapeError naming the limit; without exceptions,
+`timing.feasible(op, *dims)` says whether it runs and `why_infeasible(cfg, op, *dims)`
+returns that message (or None). `timing.cycles(op, *dims)` is the table in cycles,
+`timing.measure(op, *dims)` / `measure_cycles` one direct model run (no table).
+
+Why the interpolation is nearly exact (docs/model.md, sim/control_unit.py): the control
+unit runs the input in groups of cfg.rows rows and streams the whole weight operand once
+per group, so with the weights fixed the time is affine in the number of groups
+G = ceil(b / rows) (measured: equal steps per group to a cycle). A last group with fewer
+rows only shortens that group's input phase and readout, by an amount that does not depend
+on G. One input row in all (b == 1) is a different plan (k-groups split over two PE rows,
+isa/pe_array.py) and gets its own point. So for batch ops:
+    t(b) = lerp over G between the full-group points b = rows * 2^i bracketing G
+           + (t(rows + j) - t(2 rows))  when the last group has j < rows rows.
+Attention varies with the token count t instead: t is the second product's K and the first
+product's N, whose packing (pack = lanes / t rounded down to a power of two) changes at the
+powers of two below `lanes`, and whose words (ceil(t / lanes): PE words, readout words,
+softmax words) step up past each multiple of `lanes`. Between two such knots the time is
+linear in t up to a few cycles (the last k-group of the second product), so t is
+interpolated linearly between lo + 1 and hi, the first and last t of its segment (lo, hi].
+
+`python -m scheduler.device_timing --config paper --samples 40 --seed 1` checks the table
+against direct model runs on random shapes of the scheduler's domain.
+"""
+import argparse
+import dataclasses
+import hashlib
+import json
+import os
+import pathlib
+import tempfile
+
+import numpy as np
+
+import isa
+from driver import NdpDevice, ShapeError
+from driver.device import DeviceTensor, KvBlock, LoraAdapter
+from driver.device import attention_descriptor, lora_xab_descriptor, matmul_descriptor
+from driver.model_transport import ModelTransport
+from isa.validate import payload_bytes, result_bytes
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+DEFAULT_CACHE = ROOT / "build" / "timing"
+CACHE_ENV = "NDP_TIMING_CACHE"
+# the sources whose change may change a cycle count: the model, its definitions, and the
+# way this module lays out and runs a measurement
+MODEL_SOURCES = ("sim/*.py", "isa/*.py", "driver/*.py", "scheduler/device_timing.py")
+
+OPS = ("gemm", "lora_xa", "lora_xab", "attention")
+# the scheduler's domain (seed 000: Llama2-7B/13B, Llama3-8B, Qwen3-30B; LoRA on every weight
+# matrix, ranks 8..128; MHA and GQA with head dims 64 and 128), for the check
+D_MODEL = (2048, 4096, 5120, 8192)                       # hidden sizes: square adapters (E3)
+D_IN = (1024, 2048, 4096, 5120, 8192, 11008, 13824, 14336)   # any A's input dim (E4): + KV, FFN
+RANKS = (8, 16, 32, 64, 128)
+HEAD_ROWS, HEAD_DIMS, MAX_TOKENS, MAX_BATCH = (1, 4, 8), (64, 128), 8192, 256
+
+
+def why_infeasible(cfg, op, *dims):
+    """None if `op` on `dims` (see DeviceTiming) is one descriptor the device runs, else
+    the limit it breaks, as a message."""
+    if op not in OPS:
+        raise ValueError(f"unknown op {op!r}; known: {OPS}")
+    if len(dims) != 3 or any(not isinstance(x, (int, np.integer)) or x < 1 for x in dims):
+        return f"{op} needs three dims >= 1, got {dims!r}"
+    if op in ("gemm", "lora_xa"):
+        m, k, n = dims
+        products = [(k, n, "")]
+    elif op == "lora_xab":
+        m, k, n = dims          # b, D, R: X A (K = D, N = R), then H B (K = R, N = D)
+        products = [(k, n, " (x A)"), (n, k, " (second product, (x A) B)")]
+    else:
+        m, k, n = dims          # rows, d, t: q K^T (K = d, N = t), then S V (K = t, N = d)
+        products = [(k, n, " (q K^T)"), (n, k, " (second product, S V)")]
+    for pk, pn, what in products:
+        if pk > cfg.k_max:
+            return f"{op} {dims}: K={pk}{what} exceeds k_max={cfg.k_max} of config {cfg.name!r}"
+        if pn > cfg.n_max:
+            return f"{op} {dims}: N={pn}{what} exceeds n_max={cfg.n_max} of config {cfg.name!r}"
+    try:        # the descriptor's field widths (in_rows, in_size, dev_size: 20 bits)
+        _descriptor(op, dims, 0)
+    except ValueError as exc:
+        return f"{op} {dims}: does not fit a descriptor: {exc}"
+    return None
+
+
+def _descriptor(op, dims, addr):
+    m, k, n = dims
+    if op == "lora_xab":
+        return lora_xab_descriptor(LoraAdapter(addr, k, n), m)
+    if op == "attention":
+        return attention_descriptor(KvBlock(addr, k, n), m)
+    return matmul_descriptor(isa.Op.GEMM, DeviceTensor(addr, k, n), m)
+
+
+def model_hash():
+    digest = hashlib.sha256()
+    for pattern in MODEL_SOURCES:
+        for path in sorted(ROOT.glob(pattern)):
+            digest.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+def cache_key(cfg, sources=None):
+    """What a cached table is valid for: every field of the config and the model's sources."""
+    fields = json.dumps(dataclasses.asdict(cfg), sort_keys=True)
+    return hashlib.sha256((fields + (sources or model_hash())).encode()).hexdigest()[:20]
+
+
+def _drive(coro):
+    """Run a driver coroutine on ModelTransport to its end. That transport never waits on
+    anything outside itself, so no event loop is needed (and this works inside one)."""
+    try:
+        coro.send(None)
+    except StopIteration as stop:
+        return stop.value
+    coro.close()
+    raise RuntimeError("the driver suspended on the model transport")
+
+
+class DeviceTiming:
+    def __init__(self, cfg, cache_dir=None):
+        self.cfg = cfg
+        folder = pathlib.Path(cache_dir or os.environ.get(CACHE_ENV) or DEFAULT_CACHE)
+        self.sources = model_hash()
+        self.key = cache_key(cfg, self.sources)
+        self.path = folder / f"{cfg.name}-{self.key}.json"
+        self.tables = {}            # "op d1 d2" -> {varying dim: cycles}
+        self.model_runs = 0         # model runs made by this instance (the tests count them)
+        self._dev = None
+        try:
+            saved = json.loads(self.path.read_text())
+            if saved.get("key") == self.key:
+                self.tables = {name: {int(x): c for x, c in points.items()}
+                               for name, points in saved["tables"].items()}
+        except (OSError, ValueError, KeyError):
+            pass                    # no cache yet, or an unreadable one: measure again
+
+    # ---- the scheduler's API: seconds of one descriptor ---------------------------------
+
+    def lora_xa(self, b, d_in, r):
+        """LoRA E4, m = x A: one GEMM (b x d_in times d_in x r), as driver lora_xa sends it
+        (GEMM also for b == 1)."""
+        return self.seconds("lora_xa", b, d_in, r)
+
+    def lora_xab(self, b, d, r, d_out=None):
+        """LoRA E3, y = (x A) B: one LORA_XAB descriptor (A d x r, B r x d); the device
+        has no E3 for d_out != d."""
+        if d_out is not None and d_out != d:
+            raise ShapeError(f"lora_xab needs a square adapter: LORA_XAB computes y = (x A) B "
+                             f"with A D x R and B R x D, got d_in={d} != d_out={d_out}")
+        return self.seconds("lora_xab", b, d, r)
+
+    def attention(self, rows, d, t):
+        """One ATTENTION descriptor: `rows` query heads sharing one KV head of head dim d,
+        t tokens of it on this device."""
+        return self.seconds("attention", rows, d, t)
+
+    def gemm(self, m, k, n):
+        return self.seconds("gemm", m, k, n)
+
+    def feasible(self, op, *dims):
+        """Whether the device runs `op` on `dims` as one descriptor (why_infeasible says why not)."""
+        return why_infeasible(self.cfg, op, *dims) is None
+
+    def seconds(self, op, *dims):
+        return self.cycles(op, *dims) / self.cfg.clock_hz
+
+    def measure(self, op, *dims):
+        """Seconds of one direct model run (no table)."""
+        return self.measure_cycles(op, *dims) / self.cfg.clock_hz
+
+    # ---- the table ------------------------------------------------------------------------
+
+    def cycles(self, op, *dims):
+        """Device cycles of `op` on `dims` from the table (a float: interpolated), measuring
+        on the model the points it lacks and saving them."""
+        self._check(op, dims)
+        dims, op = tuple(int(x) for x in dims), "gemm" if op == "lora_xa" else op
+        before = self.model_runs
+        if op == "attention":
+            value = self._tokens(op, dims)
+        else:
+            value = self._batch(op, dims)
+        if self.model_runs != before:
+            self._save()
+        return value
+
+    def _point(self, op, fixed, x):
+        """The table's point at varying dim x (b, or attention's t), measured now if missing."""
+        table = self.tables.setdefault(f"{op} {fixed[0]} {fixed[1]}", {})
+        if x not in table:
+            table[x] = self.measure_cycles(op, *((*fixed, x) if op == "attention" else (x, *fixed)))
+        return table[x]
+
+    def _batch(self, op, dims):
+        b, fixed, rows = dims[0], dims[1:], self.cfg.rows
+        if b == 1:
+            return float(self._point(op, fixed, 1))     # the split plan: a point of its own
+        groups = -(-b // rows)
+        last = b - rows * (groups - 1)                  # rows in the last group
+        lo = 1 << (groups.bit_length() - 1)             # the powers of two bracketing G
+        value = self._lerp(op, fixed, groups, lo, groups if lo == groups else 2 * lo, scale=rows)
+        if last < rows:
+            value += self._point(op, fixed, rows + last) - self._point(op, fixed, 2 * rows)
+        return value
+
+    def _tokens(self, op, dims):
+        t, fixed, lanes = dims[2], dims[:2], self.cfg.lanes
+        # t's segment (lo, hi] between knots: the powers of two up to lanes, then the
+        # multiples of lanes; interpolated between its first and last t
+        hi = 1 << (t - 1).bit_length() if t <= lanes else -(-t // lanes) * lanes
+        lo = hi // 2 if t <= lanes else hi - lanes
+        return self._lerp(op, fixed, t, min(lo + 1, hi), hi)
+
+    def _lerp(self, op, fixed, x, lo, hi, scale=1):
+        """Linear in x between the points at scale * lo and scale * hi (exact at both)."""
+        y_lo = self._point(op, fixed, scale * lo)
+        if x == lo:
+            return float(y_lo)
+        y_hi = self._point(op, fixed, scale * hi)
+        return y_lo + (y_hi - y_lo) * (x - lo) / (hi - lo)
+
+    def _save(self):
+        """Merge this instance's points into the cache file; written to a temporary file
+        and renamed, so that a reader (or a concurrent writer) never sees half a file."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tables = {}
+        try:
+            saved = json.loads(self.path.read_text())
+            if saved.get("key") == self.key:
+                tables = saved["tables"]
+        except (OSError, ValueError, KeyError):
+            pass
+        for name, points in self.tables.items():
+            tables.setdefault(name, {}).update({str(x): c for x, c in points.items()})
+        data = {"key": self.key, "config": dataclasses.asdict(self.cfg), "model_hash": self.sources,
+                "tables": {name: dict(sorted(p.items(), key=lambda kv: int(kv[0])))
+                           for name, p in sorted(tables.items())}}
+        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=self.path.name, suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w") as f:
+                json.dump(data, f, indent=1)
+            os.chmod(tmp, 0o644)                # mkstemp's 0600 would hide it from others
+            os.replace(tmp, self.path)
+        except BaseException:
+            os.unlink(tmp)
+            raise
+
+    # ---- direct model runs ----------------------------------------------------------------
+
+    def _check(self, op, dims):
+        reason = why_infeasible(self.cfg, op, *dims)
+        if reason:
+            raise ShapeError(reason)
+
+    def measure_cycles(self, op, *dims):
+        """Device cycles of one descriptor run on the model now, through the driver as a host
+        sends it (completion.cycles), as sim/figures.py's Runner does; the same count for
+        the same shape whatever ran before on this instance."""
+        self._check(op, dims)
+        return _drive(self._measure(op, tuple(int(x) for x in dims)))
+
+    async def _measure(self, op, dims):
+        cfg = self.cfg
+        desc = _descriptor(op, dims, 0)
+        # slots big enough for the input and the result; rings from 0, the data range after
+        # them. Every base is aligned to the slot size (>= 4 KiB), so the cycles do not
+        # depend on it: the device cuts bursts at 4 KiB boundaries. Interrupts: the driver
+        # then waits for the completion instead of polling it (half the wall time; the
+        # model leaves the host's reads out of the device's cycles either way).
+        log2_slot = max(12, (max(payload_bytes(desc), result_bytes(desc)) + 64 - 1).bit_length())
+        if self._dev is None:
+            self._dev = await NdpDevice.open(ModelTransport(cfg))
+            self._log2_slot = None
+        dev = self._dev
+        if self._log2_slot != log2_slot:
+            ring = 2 << log2_slot                                   # two slots per ring
+            if 2 * ring >= cfg.dram_bytes:
+                raise ShapeError(f"{op} {dims}: its slots do not fit the {cfg.dram_bytes}-byte DRAM")
+            self._queue = await dev.configure_queue(0, sq_base=0, cq_base=ring, data_base=2 * ring,
+                                                    data_limit=cfg.dram_bytes, log2_depth=1,
+                                                    log2_slot=log2_slot, irq=True)
+            self._log2_slot = log2_slot
+        queue = self._queue
+        queue.free_all()
+        m, k, n = dims
+        zeros = lambda *shape: np.zeros(shape, np.float16)      # noqa: E731  (values do not change cycles)
+        if op == "lora_xab":
+            adapter = await dev.upload_lora(zeros(k, n), zeros(n, k))
+            _, completion = await dev.lora_xab(zeros(m, k), adapter, return_completion=True,
+                                               timeout_cycles=1 << 40)
+        elif op == "attention":
+            block = await dev.upload_kv(zeros(n, k), zeros(n, k))
+            _, completion = await dev.attention_partial(zeros(m, k), block, scaled=True,
+                                                        return_completion=True, timeout_cycles=1 << 40)
+        else:
+            tensor = await dev.upload(zeros(k, n))
+            _, completion = await dev.gemm(zeros(m, k), tensor, return_completion=True,
+                                           timeout_cycles=1 << 40)
+        self.model_runs += 1
+        return completion.cycles
+
+
+# ---- the check: table against direct model runs -----------------------------------------
+
+def random_shape(cfg, op, rng):
+    """Random dims of `op` from the scheduler's domain that the device runs (None if none)."""
+    if op == "attention":
+        t_max = min(cfg.k_max, cfg.n_max, MAX_TOKENS)
+        choices = [(rows, d) for rows in HEAD_ROWS for d in HEAD_DIMS if d <= min(cfg.k_max, cfg.n_max)]
+        if not choices or t_max < 1:
+            return None
+        rows, d = choices[rng.integers(len(choices))]
+        return rows, d, int(rng.integers(1, t_max + 1))
+    dims = D_MODEL if op == "lora_xab" else D_IN
+    choices = [(d, r) for d in dims for r in RANKS if why_infeasible(cfg, op, 1, d, r) is None]
+    if not choices:
+        return None
+    d, r = choices[rng.integers(len(choices))]
+    return int(rng.integers(1, MAX_BATCH + 1)), d, r
+
+
+def check(cfg, samples, seed, cache_dir=None, out=print):
+    """Compare the table with direct model runs on `samples` random shapes per op; returns
+    the relative errors."""
+    timing, rng, errors = DeviceTiming(cfg, cache_dir), np.random.default_rng(seed), []
+    for op in ("lora_xa", "lora_xab", "attention"):
+        rows = []
+        for _ in range(samples):
+            dims = random_shape(cfg, op, rng)
+            if dims is None:
+                break
+            table, model = timing.cycles(op, *dims), timing.measure_cycles(op, *dims)
+            rows.append((abs(table - model) / model, dims, table, model))
+        if not rows:
+            out(f"{op:<10} no shape of the domain fits config {cfg.name!r}")
+            continue
+        worst = max(rows)
+        out(f"{op:<10} n={len(rows)} median_error={np.median([r[0] for r in rows]):.3%} "
+            f"max_error={worst[0]:.3%} (worst {worst[1]}: table {worst[2]:.1f}, model {worst[3]} cycles)")
+        errors += [r[0] for r in rows]
+    out(f"device_timing config={cfg.name} n={len(errors)} median_error={np.median(errors or [0]):.3%} "
+        f"max_error={max(errors or [0]):.3%}")
+    return errors
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", default="paper")
+    parser.add_argument("--samples", type=int, default=40, help="random shapes per op")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--cache-dir", default=None, help=f"default ${CACHE_ENV}, else {DEFAULT_CACHE}")
+    args = parser.parse_args(argv)
+    check(isa.load_config(args.config), args.samples, args.seed, args.cache_dir)
+
+
+if __name__ == "__main__":
+    main()
