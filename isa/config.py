@@ -99,13 +99,19 @@ class DeviceConfig:
         return min(4096 // self.beat_bytes, self.dram_buf_beats // 2)
 
 
-def load_config(name_or_path="default"):
+def read_config(folder, kind, name_or_path):
+    """The fields of config `<folder>/<name>.json`, or of a .json path: keys starting with
+    '_' (comments) dropped, `name` the file's stem unless the file sets it."""
     path = pathlib.Path(name_or_path)
-    if not path.suffix:
-        path = CONFIG_DIR / f"{name_or_path}.json"
+    if path.suffix != ".json":
+        path = pathlib.Path(folder) / f"{name_or_path}.json"
     if not path.exists():
-        known = sorted(p.stem for p in CONFIG_DIR.glob("*.json"))
-        raise FileNotFoundError(f"no device config {str(name_or_path)!r}; known: {known}")
+        known = sorted(p.stem for p in pathlib.Path(folder).glob("*.json"))
+        raise FileNotFoundError(f"no {kind} config {str(name_or_path)!r}; known: {known}")
     data = {k: v for k, v in json.loads(path.read_text()).items() if not k.startswith("_")}
     data.setdefault("name", path.stem)
-    return DeviceConfig(**data)
+    return data
+
+
+def load_config(name_or_path="default"):
+    return DeviceConfig(**read_config(CONFIG_DIR, "device", name_or_path))

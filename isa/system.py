@@ -6,10 +6,8 @@ rest is derived here once, for the scheduler and the serving simulator alike.
 """
 import dataclasses
 import functools
-import json
-import pathlib
 
-from .config import CONFIG_DIR
+from .config import CONFIG_DIR, read_config
 
 FP16_BYTES = 2
 
@@ -126,15 +124,7 @@ class ModelConfig:
 
 
 def _load(kind, cls, name_or_path):
-    folder = CONFIG_DIR / kind
-    path = pathlib.Path(name_or_path)
-    if path.suffix != ".json":
-        path = folder / f"{name_or_path}.json"
-    if not path.exists():
-        known = sorted(p.stem for p in folder.glob("*.json"))
-        raise FileNotFoundError(f"no {kind[:-1]} config {str(name_or_path)!r}; known: {known}")
-    data = {k: v for k, v in json.loads(path.read_text()).items() if not k.startswith("_")}
-    data.setdefault("name", path.stem)
+    data = read_config(CONFIG_DIR / kind, kind[:-1], name_or_path)
     try:
         return cls(**data)
     except TypeError as exc:

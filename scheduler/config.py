@@ -5,10 +5,10 @@ Knob names follow the serving systems users know where the meaning carries over
 `gpu_memory_utilization`; SGLang's `max_loras_per_batch`. The PLoRA ones are section VI-A's.
 """
 import dataclasses
-import json
 import pathlib
 
 import isa
+from isa.config import read_config
 from isa.system import load_gpu, load_link, load_model
 
 CONFIG_DIR = pathlib.Path(__file__).parent / "configs"
@@ -93,14 +93,7 @@ class SchedulerConfig:
 
 
 def load_scheduler_config(name_or_path="default", **overrides):
-    path = pathlib.Path(name_or_path)
-    if path.suffix != ".json":
-        path = CONFIG_DIR / f"{name_or_path}.json"
-    if not path.exists():
-        known = sorted(p.stem for p in CONFIG_DIR.glob("*.json"))
-        raise FileNotFoundError(f"no scheduler config {str(name_or_path)!r}; known: {known}")
-    data = {k: v for k, v in json.loads(path.read_text()).items() if not k.startswith("_")}
-    data.setdefault("name", path.stem)
+    data = read_config(CONFIG_DIR, "scheduler", name_or_path)
     unknown = set(data) | set(overrides)
     unknown -= {f.name for f in dataclasses.fields(SchedulerConfig)}
     if unknown:

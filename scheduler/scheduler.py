@@ -147,6 +147,8 @@ class Scheduler:
         self.contexts = ()          # the current batch's contexts (KV duplicates follow them)
         self.step_count = 0
         self._strategy_cost = functools.lru_cache(maxsize=1 << 16)(self._strategy_cost_uncached)
+        # many shares round to the same whole pages: the grid and the eviction pricing repeat them
+        self._attention_s = functools.lru_cache(maxsize=256)(self._attention_s_uncached)
         self._projections = {p.name: p for p in self.model.projections}
 
     # ---- adapters -----------------------------------------------------------------------
@@ -245,8 +247,10 @@ class Scheduler:
         contexts = self.contexts if contexts is None else contexts
         if not contexts:
             return 0.0
+        return self._attention_s(tuple(contexts), tuple(self.kv_share(p_kv, contexts)))
+
+    def _attention_s_uncached(self, contexts, shares):
         m = self.model
-        shares = self.kv_share(p_kv, contexts)
         cost = self.cost.attention_cost(contexts, shares, m.q_heads, m.kv_heads, m.head_dim,
                                         self.config.kv_page_tokens)
         return cost.total_s * m.layers
