@@ -282,7 +282,7 @@ class Scheduler:
         evictions, loads = [], []
         self.contexts = tuple(r.context for r in requests)
         # the duplicates follow the contexts: shrink the share if they outgrew the budget
-        while self.p_kv > 0 and self.used_bytes() > self.budget:
+        if self.p_kv > 0 and self.used_bytes() > self.budget:
             old = self.p_kv
             self.p_kv = self._kv_share_fitting(self.budget - self.adapter_bytes(), self.p_kv)
             evictions.append(Eviction("kv", self.p_kv, frozenset(), self.kv_bytes(old) - self.kv_bytes(self.p_kv), 0.0))
@@ -295,6 +295,8 @@ class Scheduler:
                 for e in decision.chosen.evictions:
                     self._apply_eviction(e)
                     evictions.append(e)
+                    if e.kind == "serving" and e.target in decisions:
+                        decisions[e.target] = self._downgrade(decisions[e.target], site)
                 missing = decision.chosen.strategy.gpu_parts - self.cached.get(site, frozenset())
                 if missing:
                     self._hold(site, self.cached.get(site, frozenset()) | missing)
@@ -368,6 +370,21 @@ class Scheduler:
         else:
             reason = "fastest after evictions, re-ranked with their penalties (lines 15-20)"
         return Decision(site, b, rank, parts, table, chosen, reason)
+
+    def _downgrade(self, decision, taker):
+        """A site decided earlier this step lost factors to `taker`: its fastest strategy
+        among those the factors left allow."""
+        parts = self.cached.get(decision.site, frozenset())
+        allowed = [c for c in decision.candidates if not c.infeasible and c.strategy.gpu_parts <= parts]
+        if not allowed:
+            _, s = self.best_with(decision.site, parts, decision.batch)
+            step_s, _ = self.site_cost(decision.site, s, decision.batch)
+            allowed = [Candidate(s, step_s)]
+        chosen = dataclasses.replace(min(allowed, key=lambda c: (c.step_s, c.strategy.name)),
+                                     load_s=0.0, need_bytes=0.0, evictions=())
+        return dataclasses.replace(decision, chosen=chosen,
+                                   reason=f"downgraded: its factors were evicted for {taker.adapter}/{taker.projection} "
+                                          f"(lines 15-18)")
 
     def _eviction_plan(self, site, short, need_slot, serving, batch):
         """Residents to evict so that `short` more bytes (and a cache slot, if `need_slot`)

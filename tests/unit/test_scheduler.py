@@ -160,7 +160,9 @@ def test_cold_adapters_are_evicted_first():
        max_loras=st.integers(1, 8), hot=st.integers(0, 6))
 def test_budget_holds_under_churn(seed, budget_adapters, max_loras, hot):
     """Random arrivals, departures and growing contexts over 200 steps: the GPU never holds
-    more than its budget or more than max_loras adapters, whatever the knobs."""
+    more than its budget or more than max_loras adapters, whatever the knobs, and every
+    decision's strategy needs only factors the GPU still holds at the step's end (a site
+    that lost factors to a later one is downgraded)."""
     rng = random.Random(seed)
     probe = small_scheduler(0.0, model="tiny")
     probe.register(0, 128)
@@ -180,6 +182,8 @@ def test_budget_holds_under_churn(seed, budget_adapters, max_loras, hot):
         plan = sched.step([Request(r, a, c, r in new) for r, a, c in live])
         assert plan.used_bytes <= sched.budget * (1 + 1e-12)
         assert len(sched.cached_adapters()) <= max_loras
+        for site, decision in plan.decisions.items():    # every plan runs on what the GPU holds
+            assert decision.chosen.strategy.gpu_parts <= sched.cached.get(site, frozenset()), decision.explain()
         assert sched.used_bytes() == pytest.approx(
             sum(sched.site_bytes(s, p) for s, p in sched.cached.items()) + sched.kv_bytes(sched.p_kv))
 
