@@ -155,7 +155,7 @@ def test_cold_adapters_are_evicted_first():
     assert any(s.adapter == 3 for s in sched.cached)
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 2**32 - 1), budget_adapters=st.floats(0.0, 12.0),
        max_loras=st.integers(1, 8), hot=st.integers(0, 6))
 def test_budget_holds_under_churn(seed, budget_adapters, max_loras, hot):
