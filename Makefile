@@ -57,9 +57,8 @@ crossovers: $(STAMP)
 timing-check: $(STAMP)
 	$(RUN) -m scheduler.cli timing-check --config paper
 
-# two workers (the machines have 2 cores): the Verilator benches stay together on one
 test: $(STAMP)
-	$(RUN) -m pytest -q -n 2 --dist loadgroup tests
+	$(RUN) -m pytest -q tests
 
 clean:
 	rm -rf build
