@@ -1,20 +1,9 @@
 """Placement of tensors in a device's data range: first fit, per tensor, with free."""
 import bisect
-import operator
 
 from isa.slots import LINE_BYTES
 
-from .errors import ArgumentError, OutOfDeviceMemory
-
-
-def _int(value, name, minimum=0):
-    try:
-        value = operator.index(value)
-    except TypeError:
-        raise ArgumentError(f"{name} must be an integer, got {value!r}") from None
-    if isinstance(value, bool) or value < minimum:
-        raise ArgumentError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return value
+from .errors import ArgumentError, OutOfDeviceMemory, count_arg
 
 
 class RangeAllocator:
@@ -26,9 +15,9 @@ class RangeAllocator:
     """
 
     def __init__(self, base, limit, align=LINE_BYTES, name=None):
-        self.base = _int(base, "base")
-        self.limit = _int(limit, "limit")
-        self.align = _int(align, "align", 1)
+        self.base = count_arg(base, "base")
+        self.limit = count_arg(limit, "limit")
+        self.align = count_arg(align, "align", 1)
         if self.align & (self.align - 1):
             raise ArgumentError(f"align must be a power of two, got {align!r}")
         if self.base % self.align:
@@ -75,7 +64,7 @@ class RangeAllocator:
 
     def allocate(self, nbytes):
         """The lowest aligned address of a free range of `nbytes`; OutOfDeviceMemory if none."""
-        nbytes = _int(nbytes, "nbytes", 1)
+        nbytes = count_arg(nbytes, "nbytes", 1)
         size = -(-nbytes // self.align) * self.align
         for i in range(len(self._starts)):
             if self._usable(i) >= size:

@@ -15,7 +15,6 @@ A device holding no tokens contributes None, or m = -inf with l = 0 (and o = 0).
 inputs. `kv_operand_bytes` lays out one KV head's shard in HDM for the device op.
 """
 import math
-import operator
 
 import numpy as np
 
@@ -23,23 +22,10 @@ from isa.slots import LINE_BYTES
 from isa.validate import lines
 
 from .device import FP16
-from .errors import ArgumentError, ShapeError
+from .errors import ArgumentError, ShapeError, count_arg
 
 
 # ---- argument checks --------------------------------------------------------------------
-
-def _count(value, name, minimum):
-    """An integer argument (bool refused) of at least `minimum`."""
-    if isinstance(value, (bool, np.bool_)):
-        raise ArgumentError(f"{name} must be an integer, got {value!r}")
-    try:
-        value = operator.index(value)
-    except TypeError:
-        raise ArgumentError(f"{name} must be an integer, got {type(value).__name__!r}") from None
-    if value < minimum:
-        raise ArgumentError(f"{name} must be >= {minimum}, got {value!r}")
-    return value
-
 
 def _fp16_matrix(array, name, allow_empty_rows=False):
     """A 2-D float16 numpy array; zero rows only where allowed, never zero columns."""
@@ -184,8 +170,8 @@ def split_tokens(total, devices, rng=None):
     numpy Generator, or a seed for np.random.default_rng): a random uneven split in which
     each device is, at random, empty, given one token, or given a random share of the rest.
     """
-    total = _count(total, "total", 0)
-    devices = _count(devices, "devices", 1)
+    total = count_arg(total, "total", 0)
+    devices = count_arg(devices, "devices", 1)
     if rng is None:
         base, extra = divmod(total, devices)
         return [base + (i < extra) for i in range(devices)]
@@ -208,13 +194,13 @@ def split_tokens(total, devices, rng=None):
 
 def kv_v_offset(d, t):
     """Byte offset of V in the operand: K^T (d x T FP16) rounded up to whole 64-byte lines."""
-    d, t = _count(d, "d", 1), _count(t, "t", 1)
+    d, t = count_arg(d, "d", 1), count_arg(t, "t", 1)
     return lines(d * t * 2) * LINE_BYTES
 
 
 def kv_operand_lines(d, t):
     """Size of one KV head's operand in 64-byte lines: K^T's lines plus V's lines."""
-    d, t = _count(d, "d", 1), _count(t, "t", 1)
+    d, t = count_arg(d, "d", 1), count_arg(t, "t", 1)
     return lines(d * t * 2) + lines(t * d * 2)
 
 
@@ -239,8 +225,8 @@ def kv_operand_bytes(k, v):
 
 def query_groups(num_q_heads, num_kv_heads):
     """For each KV head, the indices of the query heads sharing it (consecutive heads)."""
-    num_q_heads = _count(num_q_heads, "num_q_heads", 1)
-    num_kv_heads = _count(num_kv_heads, "num_kv_heads", 1)
+    num_q_heads = count_arg(num_q_heads, "num_q_heads", 1)
+    num_kv_heads = count_arg(num_kv_heads, "num_kv_heads", 1)
     if num_q_heads % num_kv_heads:
         raise ArgumentError(f"num_q_heads {num_q_heads!r} is not a multiple of "
                             f"num_kv_heads {num_kv_heads!r}")

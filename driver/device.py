@@ -149,7 +149,7 @@ def _anchors(result, offset, m):
     return lines_[:, 0].astype(np.float32), lines_[:, 1].astype(np.float32)
 
 
-def _attention_result(result, desc):
+def attention_result(result, desc):
     """(O float32 (M x d), m, l) from an ATTENTION descriptor's result payload."""
     m, d = desc.in_rows, desc.in_cols
     o = np.frombuffer(result, "<f4", m * d).astype(np.float32).reshape(m, d)
@@ -435,7 +435,7 @@ class NdpDevice:
         desc = attention_descriptor(kv, m)
         payload = _padded_bytes(q if scaled else scale_query(q), payload_bytes(desc))
         completion = await self._run(queue, desc, payload, timeout_cycles)
-        out = _attention_result(completion.result, desc)
+        out = attention_result(completion.result, desc)
         return (out, completion) if return_completion else out
 
     async def attention_decode(self, requests, queues=None, scaled=False, timeout_cycles=None):
@@ -487,7 +487,7 @@ class NdpDevice:
         results = [[None] * len(blocks) for _, blocks in requests]
         for queue, seq, r, h, desc in pending:
             completion = (await queue.wait(seq, timeout_cycles)).check()
-            results[r][h] = _attention_result(completion.result, desc)
+            results[r][h] = attention_result(completion.result, desc)
         return results
 
     def _check_adapter(self, adapter):

@@ -3,6 +3,10 @@
 Argument errors also derive from `ValueError`, so callers that validate their own input
 the ordinary Python way catch them too.
 """
+import operator
+
+import numpy as np
+
 from isa import Status
 
 
@@ -66,6 +70,27 @@ class QueueFull(NdpError):
 
 class ArgumentError(NdpError, ValueError):
     """A bad host-side argument, found before the device is touched."""
+
+
+def count_arg(value, name, minimum=0):
+    """An integer argument (bool refused) of at least `minimum`; ArgumentError naming it."""
+    if isinstance(value, (bool, np.bool_)):
+        raise ArgumentError(f"{name} must be an integer, got {value!r}")
+    try:
+        value = operator.index(value)
+    except TypeError:
+        raise ArgumentError(f"{name} must be an integer, got {type(value).__name__!r}") from None
+    if value < minimum:
+        raise ArgumentError(f"{name} must be >= {minimum}, got {value!r}")
+    return value
+
+
+def index_arg(value, name, count):
+    """An integer argument in range(count); ArgumentError naming it."""
+    value = count_arg(value, name)
+    if value >= count:
+        raise ArgumentError(f"{name} {value!r} is not in range({count!r})")
+    return value
 
 
 class ShapeError(ArgumentError):

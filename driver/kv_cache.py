@@ -6,7 +6,6 @@ per page) and the host merges the partials (driver.attention.merge_attention).
 """
 import dataclasses
 import itertools
-import operator
 
 import numpy as np
 
@@ -14,7 +13,7 @@ from isa.slots import LINE_BYTES
 
 from .attention import kv_operand_bytes, kv_operand_lines
 from .device import KvBlock, _fp16_array, attention_descriptor
-from .errors import ArgumentError, OutOfDeviceMemory, ShapeError
+from .errors import ArgumentError, OutOfDeviceMemory, ShapeError, count_arg, index_arg
 
 
 @dataclasses.dataclass
@@ -35,16 +34,6 @@ class _Request:
     pages: dict             # (layer, head, device) -> [_Page], in token order
 
 
-def _count(value, name):
-    try:
-        value = operator.index(value)
-    except TypeError:
-        raise ArgumentError(f"{name} must be an integer, got {value!r}") from None
-    if isinstance(value, bool) or value < 1:
-        raise ArgumentError(f"{name} must be an integer >= 1, got {value!r}")
-    return value
-
-
 class PagedKvCache:
     """Per (request, layer, KV head), device j of the pool's N holds tokens j, j + N,
     j + 2N, ... in pages of up to `page_tokens` tokens, each page one ATTENTION operand
@@ -59,8 +48,8 @@ class PagedKvCache:
 
     def __init__(self, pool, head_dim, page_tokens):
         self.pool = pool
-        self.head_dim = _count(head_dim, "head_dim")
-        self.page_tokens = _count(page_tokens, "page_tokens")
+        self.head_dim = count_arg(head_dim, "head_dim", 1)
+        self.page_tokens = count_arg(page_tokens, "page_tokens", 1)
         full = KvBlock(0, self.head_dim, self.page_tokens)
         for i, dev in enumerate(pool.devices):
             # ATTENTION's two products: K^T is d x T (K = d, N = T), then S V (K = T, N = d)
@@ -90,8 +79,8 @@ class PagedKvCache:
         """[(device, KvBlock, global token indices it holds)] of one layer's KV head, by
         device, then in token order: one attention_partial each, merged, covers the request."""
         request = self._request(rid)
-        layer = self._position(layer, "layer", request.layers)
-        head = self._position(head, "head", request.heads)
+        layer = index_arg(layer, "layer", request.layers)
+        head = index_arg(head, "head", request.heads)
         n = len(self.pool)
         return [(device, KvBlock(page.addr, self.head_dim, page.t),
                  range(page.first * n + device, (page.first + page.t) * n + device, n))
@@ -102,12 +91,6 @@ class PagedKvCache:
             return self._requests[rid]
         except (KeyError, TypeError):
             raise ArgumentError(f"request {rid!r} is not in the KV cache") from None
-
-    @staticmethod
-    def _position(value, name, count):
-        if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < count:
-            raise ArgumentError(f"{name} {value!r} is not in range({count!r})")
-        return value
 
     # ---- changing --------------------------------------------------------------------------
 

@@ -53,7 +53,7 @@ class ModelTransport(Transport):
     def now(self):
         if self.clock is None:
             return self._own_now
-        return round(self.clock.now * self.cfg.clock_hz)
+        return self.clock.cycle(self.cfg.clock_hz)
 
     async def _run_to(self, cycle, wakeable=False):
         """Let time pass up to `cycle` (never back), then run the model's events up to now.

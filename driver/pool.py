@@ -15,13 +15,12 @@ runs under cocotb's scheduler on the RTL as under asyncio on the model.
 """
 import collections
 import dataclasses
-import operator
 
 from isa import Descriptor, payload_bytes
 
 from .alloc import RangeAllocator
 from .device import NdpDevice
-from .errors import ArgumentError, DeviceTimeout, NdpError
+from .errors import ArgumentError, DeviceTimeout, NdpError, index_arg
 from .queue import Queue
 
 
@@ -37,16 +36,6 @@ class Ticket:
 
     def __await__(self):
         return self.owner.wait(self.seq).__await__()
-
-
-def _index(value, name, count):
-    try:
-        value = operator.index(value)
-    except TypeError:
-        raise ArgumentError(f"{name} must be an integer, got {value!r}") from None
-    if not 0 <= value < count:
-        raise ArgumentError(f"{name} {value!r} is not in range({count!r})")
-    return value
 
 
 class DevicePool:
@@ -137,7 +126,7 @@ class DevicePool:
 
     def device(self, device):
         """The NdpDevice of index `device`."""
-        return self.devices[_index(device, "device", len(self.devices))]
+        return self.devices[index_arg(device, "device", len(self.devices))]
 
     async def submit(self, device, desc, payload=b"", queue=None):
         """Submit one descriptor to `device` (to `queue`, default its least loaded queue);
@@ -201,7 +190,7 @@ class DevicePool:
         if not 2 <= len(item) <= 4:
             raise ArgumentError(f"item {n}: expected (device, desc[, payload[, queue]]), got {item!r}")
         device, desc, payload, queue = item + (b"", None)[len(item) - 2:]
-        return _index(device, f"item {n}: device", len(self.devices)), desc, bytes(payload), queue
+        return index_arg(device, f"item {n}: device", len(self.devices)), desc, bytes(payload), queue
 
     # ---- completions -----------------------------------------------------------------------
 
@@ -265,10 +254,10 @@ class DevicePool:
     def allocate(self, device, nbytes):
         """A 64-byte aligned range of `nbytes` in the device's data range (first fit);
         OutOfDeviceMemory, naming the device, when none is free."""
-        return self.allocators[_index(device, "device", len(self))].allocate(nbytes)
+        return self.allocators[index_arg(device, "device", len(self))].allocate(nbytes)
 
     def free(self, device, addr):
-        self.allocators[_index(device, "device", len(self))].free(addr)
+        self.allocators[index_arg(device, "device", len(self))].free(addr)
 
     async def upload(self, device, array):
         """Place a 2-D float16 array on `device`; returns its DeviceTensor."""

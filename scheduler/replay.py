@@ -14,7 +14,7 @@ import math
 import numpy as np
 
 from driver.attention import merge_attention, partial_attention_reference, query_groups, scale_query
-from driver.device import FP16, _attention_result
+from driver.device import FP16, attention_result
 from driver.kv_cache import PagedKvCache
 from isa import payload_bytes
 
@@ -183,7 +183,7 @@ class PoolBackend:
         partials = {}
         for op in rnd.device_ops:
             rid, head, _ = op.key
-            partials.setdefault((rid, head), []).append(_attention_result(results[id(op)].result, op.descriptor))
+            partials.setdefault((rid, head), []).append(attention_result(results[id(op)].result, op.descriptor))
         out = np.zeros(q.shape)
         for op in rnd.gpu_ops:              # the GPU's share: the duplicated prefix and the new token
             rid, head, prefix = op.key
