@@ -14,7 +14,6 @@ import collections
 import dataclasses
 import enum
 import functools
-import math
 
 from driver.device import KvBlock, attention_descriptor
 from driver.errors import ShapeError

@@ -16,7 +16,6 @@ import numpy as np
 from driver.attention import merge_attention, partial_attention_reference, query_groups, scale_query
 from driver.device import FP16, attention_result
 from driver.kv_cache import PagedKvCache
-from isa import payload_bytes
 
 from .cost import Strategy
 from .emit import attention_round, lora_round
@@ -132,10 +131,10 @@ class PoolBackend:
         for rid, (k, v) in step.kv.items():
             await self.kv_cache.add_request(rid, k, v)
 
-    async def _run(self, rnd):
-        """Submit a round's descriptors (in chunks the queues hold) and collect them as they come."""
+    async def _run(self, rnd, payloads):
+        """Submit a round's descriptors with their payloads (by id of the op), in chunks the
+        queues hold, and collect them as they come."""
         self.rounds.append(rnd)
-        payloads = self._payloads
         results = {}
         room = min(len(dev.queues) * min(q.depth for q in dev.queues.values()) for dev in self.pool.devices)
         ops = rnd.device_ops
@@ -153,8 +152,8 @@ class PoolBackend:
         rnd = lora_round(f"layer {layer} {'/'.join(projections)}", projections, rows, self.strategy_of,
                          handles, self.device_of)
         x16 = x.astype(np.float16)
-        self._payloads = {id(op): x16[list(op.rows)].tobytes() for op in rnd.device_ops}
-        results = await self._run(rnd)
+        payloads = {id(op): x16[list(op.rows)].tobytes() for op in rnd.device_ops}
+        results = await self._run(rnd, payloads)
         out = {name: np.zeros((len(step.requests), next(p.d_out for p in step.model.projections if p.name == name)))
                for name in projections}
         for op in rnd.device_ops:
@@ -175,11 +174,11 @@ class PoolBackend:
         index = {rid: i for i, (rid, _, _) in enumerate(step.requests)}
         rnd = attention_round(self.kv_cache, layer, list(index), self.gpu_tokens, step.groups)
         q16 = q.astype(np.float16)
-        self._payloads = {}
+        payloads = {}
         for op in rnd.device_ops:
             rows = scale_query(q16[index[op.key[0]], list(op.rows)])
-            self._payloads[id(op)] = rows.tobytes() + bytes(payload_bytes(op.descriptor) - rows.nbytes)
-        results = await self._run(rnd)
+            payloads[id(op)] = rows.tobytes()       # the pool pads it to the descriptor's in_size
+        results = await self._run(rnd, payloads)
         partials = {}
         for op in rnd.device_ops:
             rid, head, _ = op.key

@@ -146,7 +146,6 @@ class Scheduler:
         self.p_kv = 0.0
         self.contexts = ()          # the current batch's contexts (KV duplicates follow them)
         self.step_count = 0
-        self._strategy_cost = functools.lru_cache(maxsize=1 << 16)(self._strategy_cost_uncached)
         # many shares round to the same whole pages: the grid and the eviction pricing repeat them
         self._attention_s = functools.lru_cache(maxsize=256)(self._attention_s_uncached)
         self._projections = {p.name: p for p in self.model.projections}
@@ -226,15 +225,12 @@ class Scheduler:
 
     # ---- costs --------------------------------------------------------------------------
 
-    def _strategy_cost_uncached(self, projection, strategy, batch, rank):
-        p = self._projections[projection]
-        c = self.cost.lora_cost(strategy, batch, p.d_in, p.d_out, rank)
-        scale = self.model.layers * self.model.copies(p)
-        return c.total_s * scale, c.infeasible
-
     def site_cost(self, site, strategy, batch):
-        """(this step's time of the site under `strategy` over every layer, why infeasible)."""
-        return self._strategy_cost(site.projection, strategy, batch, self.ranks[site.adapter])
+        """(this step's time of the site under `strategy` over every layer, why infeasible);
+        the cost model caches the per-layer cost."""
+        p = self._projections[site.projection]
+        c = self.cost.lora_cost(strategy, batch, p.d_in, p.d_out, self.ranks[site.adapter])
+        return c.total_s * self.model.layers * self.model.copies(p), c.infeasible
 
     def best_with(self, site, parts, batch):
         """The fastest feasible strategy needing only `parts` on the GPU: (time, strategy)."""
@@ -375,14 +371,8 @@ class Scheduler:
         """A site decided earlier this step lost factors to `taker`: its fastest strategy
         among those the factors left allow."""
         parts = self.cached.get(decision.site, frozenset())
-        allowed = [c for c in decision.candidates if not c.infeasible and c.strategy.gpu_parts <= parts]
-        if not allowed:
-            _, s = self.best_with(decision.site, parts, decision.batch)
-            step_s, _ = self.site_cost(decision.site, s, decision.batch)
-            allowed = [Candidate(s, step_s)]
-        chosen = dataclasses.replace(min(allowed, key=lambda c: (c.step_s, c.strategy.name)),
-                                     load_s=0.0, need_bytes=0.0, evictions=())
-        return dataclasses.replace(decision, chosen=chosen,
+        step_s, strategy = self.best_with(decision.site, parts, decision.batch)
+        return dataclasses.replace(decision, chosen=Candidate(strategy, step_s),
                                    reason=f"downgraded: its factors were evicted for {taker.adapter}/{taker.projection} "
                                           f"(lines 15-18)")
 
