@@ -51,7 +51,8 @@ from driver import NdpDevice, ShapeError
 from driver.device import DeviceTensor, KvBlock, LoraAdapter
 from driver.device import attention_descriptor, lora_xab_descriptor, matmul_descriptor
 from driver.model_transport import ModelTransport
-from isa.validate import payload_bytes, result_bytes
+from isa import Status, slots
+from isa.validate import QueueView, check_descriptor, payload_bytes, result_bytes
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DEFAULT_CACHE = ROOT / "build" / "timing"
@@ -76,25 +77,27 @@ def why_infeasible(cfg, op, *dims):
         raise ValueError(f"unknown op {op!r}; known: {OPS}")
     if len(dims) != 3 or any(not isinstance(x, (int, np.integer)) or x < 1 for x in dims):
         return f"{op} needs three dims >= 1, got {dims!r}"
-    if op in ("gemm", "lora_xa"):
-        m, k, n = dims
-        products = [(k, n, "")]
-    elif op == "lora_xab":
-        m, k, n = dims          # b, D, R: X A (K = D, N = R), then H B (K = R, N = D)
+    try:        # the descriptor's field widths (in_rows, in_size, dev_size: 20 bits)
+        desc = _descriptor(op, dims, 0)
+    except ValueError as exc:
+        return f"{op} {dims}: does not fit a descriptor: {exc}"
+    # the device's own decode rules decide (isa/validate.py); slots are sized to the shape
+    status = check_descriptor(desc, QueueView(slots.MAX_LOG2_RING, 0, 1 << 64), cfg)
+    if status == Status.OK:
+        return None
+    m, k, n = dims              # say which limit: each product's K and N (shape_ok)
+    if op == "lora_xab":        # b, D, R: X A (K = D, N = R), then H B (K = R, N = D)
         products = [(k, n, " (x A)"), (n, k, " (second product, (x A) B)")]
-    else:
-        m, k, n = dims          # rows, d, t: q K^T (K = d, N = t), then S V (K = t, N = d)
+    elif op == "attention":     # rows, d, t: q K^T (K = d, N = t), then S V (K = t, N = d)
         products = [(k, n, " (q K^T)"), (n, k, " (second product, S V)")]
+    else:
+        products = [(k, n, "")]
     for pk, pn, what in products:
         if pk > cfg.k_max:
             return f"{op} {dims}: K={pk}{what} exceeds k_max={cfg.k_max} of config {cfg.name!r}"
         if pn > cfg.n_max:
             return f"{op} {dims}: N={pn}{what} exceeds n_max={cfg.n_max} of config {cfg.name!r}"
-    try:        # the descriptor's field widths (in_rows, in_size, dev_size: 20 bits)
-        _descriptor(op, dims, 0)
-    except ValueError as exc:
-        return f"{op} {dims}: does not fit a descriptor: {exc}"
-    return None
+    return f"{op} {dims}: the device answers {status.name}"
 
 
 def _descriptor(op, dims, addr):
