@@ -68,7 +68,8 @@ def test_link_is_two_numbers(config, timing):
     slow = CostModel(config.gpu_config(), config.link_config(), timing, 4)
     a, b = (m.lora_cost(Strategy.E3, 64, 4096, 4096, 16) for m in (fast, slow))
     assert a.device_s == b.device_s and a.total_s < b.total_s
-    assert (b.total_s - b.device_s - 0.4e-6) / (a.total_s - a.device_s - 0.4e-6) == pytest.approx(450 / 128)
+    transfer = [c.total_s - c.device_s - m.link.round_trip_s for c, m in ((a, fast), (b, slow))]
+    assert transfer[1] / transfer[0] == pytest.approx(fast.link.bytes_per_s / slow.link.bytes_per_s)
 
 
 def test_attention_splits_and_balances(config, cost, timing):
