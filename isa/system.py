@@ -61,6 +61,24 @@ class LinkConfig:
 
 
 @dataclasses.dataclass(frozen=True)
+class CpuConfig:
+    """A host CPU as CPU-LoRA-Offload sees it: a roofline and the software cost of one
+    GPU -> CPU -> GPU exchange."""
+    name: str
+    mem_bytes_per_s: float
+    flops: float
+    exchange_s: float
+
+    def __post_init__(self):
+        for field in ("mem_bytes_per_s", "flops"):
+            _need(getattr(self, field) > 0, "cpu", self.name, f"{field} must be > 0, got {getattr(self, field)!r}")
+        _need(self.exchange_s >= 0, "cpu", self.name, f"exchange_s must be >= 0, got {self.exchange_s!r}")
+
+    def roofline_s(self, flops, mem_bytes):
+        return max(flops / self.flops, mem_bytes / self.mem_bytes_per_s)
+
+
+@dataclasses.dataclass(frozen=True)
 class Projection:
     """One weight matrix LoRA is injected into: x (.. x d_in) W (d_in x d_out)."""
     name: str
@@ -137,6 +155,10 @@ def load_gpu(name_or_path="h100"):
 
 def load_link(name_or_path="cxl3.1"):
     return _load("links", LinkConfig, name_or_path)
+
+
+def load_cpu(name_or_path="xeon-8480"):
+    return _load("cpus", CpuConfig, name_or_path)
 
 
 def load_model(name_or_path="llama2-7b"):

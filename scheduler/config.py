@@ -12,6 +12,7 @@ from isa.config import read_config
 from isa.system import load_gpu, load_link, load_model
 
 CONFIG_DIR = pathlib.Path(__file__).parent / "configs"
+KV_SCALE = {"fp16": 1.0, "int8": 0.5, "int4": 0.25}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,6 +37,14 @@ class SchedulerConfig:
     hot_set_size: int = 50              # hottest non-serving adapters pre-cached
     expected_steps: float = 214         # decode steps a batch is expected to last (load amortization)
     kv_page_tokens: int = 128           # tokens per KV page on a device (one ATTENTION operand)
+    # the link's two numbers, if not the link config's (a sweep's point)
+    link_bytes_per_s: float = None
+    link_latency_s: float = None
+    # what the system around the scheduler allows (the serving simulator's ablations):
+    strategies: tuple = ("E1", "E2", "E3", "E4")    # Algorithm 1's candidates
+    forced_strategy: str = None         # "E3"/"E4": every site takes it, no Algorithm 1 (N(E3), ND(E4), ...)
+    distributed_attention: bool = True  # devices compute attention partials (else the GPU reads the KV)
+    kv_precision: str = "fp16"          # KV cache elements: fp16, int8 or int4
 
     def __post_init__(self):
         def need(cond, what):
@@ -59,6 +68,19 @@ class SchedulerConfig:
         need(0 <= self.temperature_relaxation <= 1,
              f"temperature_relaxation must be in [0, 1], got {self.temperature_relaxation!r}")
         need(self.expected_steps >= 1, f"expected_steps must be >= 1, got {self.expected_steps!r}")
+        object.__setattr__(self, "strategies", tuple(self.strategies))
+        need(self.strategies and set(self.strategies) <= {"E1", "E2", "E3", "E4"},
+             f"strategies must be a non-empty subset of E1..E4, got {self.strategies!r}")
+        need("E2" in self.strategies or self.forced_strategy,
+             f"strategies must include E2, the one that needs no GPU memory, got {self.strategies!r}")
+        need(self.forced_strategy in (None, "E3", "E4"),
+             f"forced_strategy must be null, 'E3' or 'E4', got {self.forced_strategy!r}")
+        need(self.kv_precision in KV_SCALE,
+             f"kv_precision must be one of {sorted(KV_SCALE)}, got {self.kv_precision!r}")
+        need(self.link_bytes_per_s is None or self.link_bytes_per_s > 0,
+             f"link_bytes_per_s must be > 0, got {self.link_bytes_per_s!r}")
+        need(self.link_latency_s is None or self.link_latency_s >= 0,
+             f"link_latency_s must be >= 0, got {self.link_latency_s!r}")
         need(self.max_cpu_loras >= self.max_loras,
              f"max_cpu_loras={self.max_cpu_loras!r} must be >= max_loras={self.max_loras!r} (as in vLLM)")
 
@@ -70,7 +92,15 @@ class SchedulerConfig:
         return load_gpu(self.gpu)
 
     def link_config(self):
-        return load_link(self.link)
+        link = load_link(self.link)
+        changes = {k: v for k, v in (("bytes_per_s", self.link_bytes_per_s), ("latency_s", self.link_latency_s))
+                   if v is not None}
+        return dataclasses.replace(link, **changes)
+
+    @property
+    def kv_scale(self):
+        """KV bytes per element over FP16's two."""
+        return KV_SCALE[self.kv_precision]
 
     def device_config(self):
         return isa.load_config(self.device)

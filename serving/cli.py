@@ -1,0 +1,145 @@
+"""`plora`: the project's command line, the scheduler's commands and the serving simulator's.
+
+    plora simulate [--config default] [--set system=ns ...]   one run: summary, CSVs
+    plora sweep --axis link_gb_s=8,16,... [--address tcp://...]  a grid of runs on Dask
+    plora reproduce [--out build/reproduce]                    the paper's claims (make reproduce)
+    plora serve-bench                                          the simulator's speed (make serve-bench)
+    plora systems                                              the systems and what each models
+    plora crossovers | steps | timing-check                    the scheduler's (scheduler/cli.py)
+"""
+import json
+import pathlib
+
+import click
+
+from scheduler.cli import main
+
+from .config import load_serving_config, load_system_config, system_names
+
+
+def _value(text):
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    return {"null": None, "true": True, "false": False}.get(text, text)
+
+
+def _serving_config(name, overrides):
+    changes = {}
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise click.BadParameter(f"expected FIELD=VALUE, got {item!r}", param_hint="--set")
+        changes[key] = _value(value)
+    try:
+        return load_serving_config(name, **changes)
+    except (ValueError, FileNotFoundError) as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+config_option = click.option("--config", "config_name", default="default", show_default=True,
+                             help="run config: a name in serving/configs/runs or a JSON path")
+set_option = click.option("--set", "overrides", multiple=True, metavar="FIELD=VALUE",
+                          help="override a field of the run config (repeatable), e.g. system=ns, requests=200")
+
+
+def _echo_summary(summary):
+    for key, value in summary.items():
+        click.echo(f"{key:20s} {value:.6g}" if isinstance(value, float) else f"{key:20s} {value}")
+
+
+@main.command()
+@config_option
+@set_option
+@click.option("--out", type=click.Path(file_okay=False, path_type=pathlib.Path), default=None,
+              help="write steps.csv, requests.csv and summary.json here")
+def simulate(config_name, overrides, out):
+    """Serve one workload on one system and print the summary."""
+    from .engine import ServingError, run
+    cfg = _serving_config(config_name, overrides)
+    try:
+        result = run(cfg)
+    except (ServingError, ValueError, FileNotFoundError) as exc:
+        raise click.ClickException(str(exc)) from None
+    summary = result.summary()
+    _echo_summary(summary)
+    if out:
+        out.mkdir(parents=True, exist_ok=True)
+        result.write_steps_csv(out / "steps.csv")
+        result.write_requests_csv(out / "requests.csv")
+        (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+        click.echo(f"wrote {out}/steps.csv, requests.csv, summary.json")
+
+
+@main.command()
+@config_option
+@set_option
+@click.option("--axis", "axes", multiple=True, required=True, metavar="NAME=V1,V2,...",
+              help="a sweep axis: link_gb_s, latency_ns, devices, batch or any run config field (repeatable)")
+@click.option("--address", default=None, help="a Dask scheduler's address; default: a local cluster")
+@click.option("--workers", default=None, type=int, help="local cluster workers (default: one per core)")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=pathlib.Path), default="build/sweep.csv",
+              show_default=True)
+def sweep(config_name, overrides, axes, address, workers, out):
+    """Run a grid of configs (in parallel on Dask) and write one CSV row per point."""
+    from .sweep import points, sweep as run_sweep, write_csv
+    base = _serving_config(config_name, overrides)
+    grid = {}
+    for item in axes:
+        name, sep, values = item.partition("=")
+        if not sep or not values:
+            raise click.BadParameter(f"expected NAME=V1,V2,..., got {item!r}", param_hint="--axis")
+        grid[name] = [_value(v) for v in values.split(",")]
+    try:
+        labelled = points(base, grid)
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
+    rows = run_sweep([cfg for _, cfg in labelled], address=address, workers=workers)
+    rows = [dict(summary, **{f"axis_{k}": v for k, v in labels.items()}) for (labels, _), summary in zip(labelled, rows)]
+    write_csv(rows, out)
+    for row in rows:
+        axes_text = " ".join(f"{k[5:]}={v}" for k, v in row.items() if k.startswith("axis_"))
+        click.echo(f"{axes_text:40s} tok/s {row['throughput_tok_s']:9.1f}  tpot {row['tpot_ms']:8.2f} ms  "
+                   f"link {row['link_util']:.2f}")
+    click.echo(f"wrote {out}")
+
+
+@main.command()
+@click.option("--out", type=click.Path(file_okay=False, path_type=pathlib.Path), default="build/reproduce",
+              show_default=True)
+@click.option("--requests", default=128, show_default=True, help="requests per run (batch 32, offline)")
+@click.option("--address", default=None, help="a Dask scheduler's address; default: a local cluster")
+@click.option("--workers", default=None, type=int)
+def reproduce(out, requests, address, workers):
+    """The paper's claims (sections VII-D, VIII) beside the simulator's, CSVs and figures in --out."""
+    from .reproduce import reproduce as run_reproduce
+    out.mkdir(parents=True, exist_ok=True)
+    run_reproduce(out, requests=requests, address=address, workers=workers, echo=click.echo)
+
+
+@main.command("serve-bench")
+@click.option("--config", "config_name", default="serve-bench", show_default=True)
+@set_option
+def serve_bench(config_name, overrides):
+    """Simulation speed on a 10,000-request trace (one core)."""
+    from .engine import run
+    cfg = _serving_config(config_name, overrides)
+    result = run(cfg)
+    s = result.summary()
+    click.echo(f"simulated {s['sim_s']:.1f} s of serving: {s['throughput_tok_s']:.0f} tok/s, TPOT {s['tpot_ms']:.2f} ms, "
+               f"TTFT {s['ttft_s']:.3f} s")
+    click.echo(f"serving requests={s['requests']} steps={s['steps']} wall_s={result.wall_s:.1f} "
+               f"steps_per_s={s['steps'] / result.wall_s:.0f}")
+
+
+@main.command()
+def systems():
+    """The systems a run can name, and what each models."""
+    for name in system_names():
+        click.echo(f"{name:18s} {load_system_config(name).description}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,119 @@
+"""A serving run as data: which system, on which hardware, under which workload.
+
+Two kinds of file (beside this module, `configs/`):
+- `systems/<name>.json`: a system the paper evaluates (section VII-A), PLoRA, its ablations
+  and the baselines, each as a few switches on one mechanism (docs/serving.md says why
+  each switch models what the paper describes);
+- `runs/<name>.json`: a run: model, GPU, link, device and count, system, workload, batch,
+  KV precision, seed. Any field can be overridden (`--set key=value` on the CLI).
+"""
+import dataclasses
+import pathlib
+
+from isa.config import read_config
+from scheduler.config import KV_SCALE as KV_PRECISIONS
+
+CONFIG_DIR = pathlib.Path(__file__).parent / "configs"
+STRATEGY_NAMES = ("E1", "E2", "E3", "E4")
+
+
+def _need(cond, kind, name, what):
+    if not cond:
+        raise ValueError(f"{kind} config {name!r}: {what}")
+
+
+@dataclasses.dataclass(frozen=True)
+class SystemConfig:
+    """How a system serves adapters and KV beyond HBM.
+
+    kind "pool": adapters and KV live behind the link (the device pool, or Grace's memory);
+      every step the host scheduler (Algorithm 1 over `strategies`, or one `forced_strategy`)
+      places each adapter's product and the KV duplicates.
+    kind "host": adapters live in host DRAM behind PCIe and the KV cache in HBM only
+      (S-LoRA); `lora` says who computes an adapter the GPU does not hold: "gpu" loads it
+      into HBM first (S-LoRA's staging), "cpu" computes it on the host (CPU-LoRA-Offload).
+    """
+    name: str
+    kind: str = "pool"
+    description: str = ""
+    strategies: tuple = STRATEGY_NAMES      # pool: Algorithm 1's candidates
+    forced_strategy: str = None             # pool: "E3" / "E4" for every site (N(E3), ND(E4), ...)
+    distributed_attention: bool = True      # pool: devices compute attention partials (D)
+    link: str = None                        # the link this system uses; None: the run's
+    policy_link: str = None                 # pool: the link the scheduler assumes; None: the one used
+    per_adapter_launch: bool = False        # every adapter product is its own kernel (PLoRA-NoCXL)
+    lora: str = "gpu"                       # host: "gpu" (stage into HBM) or "cpu"
+    cpu: str = None                         # host, lora "cpu": isa/configs/cpus/<cpu>.json
+    pool_bytes: float = None                # memory behind the link; None: devices x dram_bytes
+
+    def __post_init__(self):
+        need = lambda c, w: _need(c, "system", self.name, w)   # noqa: E731
+        need(self.kind in ("pool", "host"), f"kind must be 'pool' or 'host', got {self.kind!r}")
+        object.__setattr__(self, "strategies", tuple(self.strategies))
+        need(self.strategies and set(self.strategies) <= set(STRATEGY_NAMES),
+             f"strategies must be a non-empty subset of {STRATEGY_NAMES}, got {self.strategies!r}")
+        need(self.forced_strategy in (None, "E3", "E4"),
+             f"forced_strategy must be null, 'E3' or 'E4', got {self.forced_strategy!r}")
+        need(self.lora in ("gpu", "cpu"), f"lora must be 'gpu' or 'cpu', got {self.lora!r}")
+        need(self.lora != "cpu" or self.cpu, "lora 'cpu' needs a cpu config")
+        need(self.pool_bytes is None or self.pool_bytes > 0, f"pool_bytes must be > 0, got {self.pool_bytes!r}")
+
+
+@dataclasses.dataclass(frozen=True)
+class ServingConfig:
+    name: str = "default"
+    system: str = "plora"                   # configs/systems/<system>.json
+    workload: str = "uniform"               # configs/workloads/<workload>.json (or a path)
+    scheduler: str = "default"              # scheduler/configs/<scheduler>.json: the knobs
+    model: str = "llama2-7b"
+    gpu: str = "h100"
+    link: str = "cxl3.1"
+    link_bytes_per_s: float = None          # overrides the link config's bandwidth (sweeps)
+    link_latency_s: float = None            # overrides its one-way latency
+    device: str = "paper"
+    num_devices: int = 4
+    max_batch: int = 32                     # running requests (vLLM's max_num_seqs)
+    max_prefill_tokens: int = 8192          # prompt tokens one prefill iteration takes
+    kv_precision: str = "fp16"
+    requests: int = None                    # overrides the workload's request count
+    seed: int = None                        # overrides the workload's seed
+    trace: str = None                       # a trace CSV instead of the workload's generator
+
+    def __post_init__(self):
+        need = lambda c, w: _need(c, "serving", self.name, w)   # noqa: E731
+        for field in ("num_devices", "max_batch", "max_prefill_tokens"):
+            value = getattr(self, field)
+            need(isinstance(value, int) and not isinstance(value, bool) and value >= 1,
+                 f"{field} must be an integer >= 1, got {value!r}")
+        need(self.kv_precision in KV_PRECISIONS,
+             f"kv_precision must be one of {sorted(KV_PRECISIONS)}, got {self.kv_precision!r}")
+        need(self.link_bytes_per_s is None or self.link_bytes_per_s > 0,
+             f"link_bytes_per_s must be > 0, got {self.link_bytes_per_s!r}")
+        need(self.link_latency_s is None or self.link_latency_s >= 0,
+             f"link_latency_s must be >= 0, got {self.link_latency_s!r}")
+        need(self.requests is None or (isinstance(self.requests, int) and self.requests >= 1),
+             f"requests must be an integer >= 1, got {self.requests!r}")
+
+    def with_(self, **changes):
+        return dataclasses.replace(self, **changes)
+
+
+def _load(cls, folder, kind, name_or_path, overrides):
+    data = read_config(CONFIG_DIR / folder, kind, name_or_path)
+    data.update(overrides)
+    unknown = set(data) - {f.name for f in dataclasses.fields(cls)}
+    if unknown:
+        raise ValueError(f"{kind} config {str(name_or_path)!r}: unknown fields {sorted(unknown)!r}")
+    return cls(**data)
+
+
+def load_system_config(name_or_path, **overrides):
+    return _load(SystemConfig, "systems", "system", name_or_path, overrides)
+
+
+def load_serving_config(name_or_path="default", **overrides):
+    return _load(ServingConfig, "runs", "serving", name_or_path, overrides)
+
+
+def system_names():
+    return sorted(p.stem for p in (CONFIG_DIR / "systems").glob("*.json"))

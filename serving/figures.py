@@ -1,0 +1,121 @@
+"""Figures shaped like seed 000's Figs. 8, 9, 11, 12 and 13, from sweep rows (the summaries
+`serving.sweep` returns, or the CSVs it writes). Each function writes one PNG and returns its
+path; none runs a simulation.
+"""
+import collections
+import pathlib
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+LABELS = {"plora": "PLoRA (NSD)", "plora-nocxl": "PLoRA-NoCXL", "grace-hopper": "Grace-Hopper",
+          "pure-cxl": "Pure CXL", "s-lora": "S-LoRA", "cpu-lora-offload": "CPU-LoRA-Offload",
+          "ns": "NS", "nd-e3": "ND(E3)", "nd-e4": "ND(E4)", "n-e3": "N(E3)", "n-e4": "N(E4)"}
+
+
+def _save(fig, path):
+    path = pathlib.Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def _grouped_bars(ax, rows, group, series, value, log=False):
+    groups = list(dict.fromkeys(r[group] for r in rows))
+    names = list(dict.fromkeys(r[series] for r in rows))
+    table = {(r[group], r[series]): r[value] for r in rows}
+    width = 0.8 / max(1, len(names))
+    for i, name in enumerate(names):
+        xs = [g + (i - (len(names) - 1) / 2) * width for g in range(len(groups))]
+        ax.bar(xs, [table.get((g, name), float("nan")) for g in groups], width, label=LABELS.get(name, name))
+    ax.set_xticks(range(len(groups)), groups, rotation=20)
+    if log:
+        ax.set_yscale("log")
+
+
+def fig8_tpot(rows, path):
+    """Fig. 8: TPOT of every system per workload, a panel per model."""
+    models = list(dict.fromkeys(r["model"] for r in rows))
+    fig, axes = plt.subplots(1, len(models), figsize=(5 * len(models), 3.6), squeeze=False)
+    for ax, model in zip(axes[0], models):
+        _grouped_bars(ax, [r for r in rows if r["model"] == model], "workload", "system", "tpot_ms", log=True)
+        ax.set_title(model)
+        ax.set_ylabel("TPOT (ms)")
+    axes[0][-1].legend(fontsize=7)
+    return _save(fig, path)
+
+
+def fig9_ablation(rows, path):
+    """Fig. 9: throughput of each ablation over NSD's, per workload."""
+    base = {r["workload"]: r["throughput_tok_s"] for r in rows if r["system"] == "plora"}
+    norm = [dict(r, speed=r["throughput_tok_s"] / base[r["workload"]]) for r in rows if r["workload"] in base]
+    fig, ax = plt.subplots(figsize=(7, 3.6))
+    _grouped_bars(ax, norm, "workload", "system", "speed")
+    ax.set_ylabel("throughput / NSD")
+    ax.legend(fontsize=7)
+    return _save(fig, path)
+
+
+def fig11_breakdown(rows, path):
+    """Fig. 11: (a) one layer's decode latency by component per system; (b) KV duplicated on
+    the GPU per model and workload (PLoRA)."""
+    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.6))
+    parts = (("layer_gemm_us", "base GEMMs"), ("layer_lora_us", "LoRA"), ("layer_attention_us", "attention"),
+             ("layer_launch_us", "launches"))
+    systems = [r for r in rows if r.get("breakdown")]
+    bottom = [0.0] * len(systems)
+    for key, label in parts:
+        values = [r[key] for r in systems]
+        a.bar(range(len(systems)), values, bottom=bottom, label=label)
+        bottom = [x + y for x, y in zip(bottom, values)]
+    a.set_xticks(range(len(systems)), [LABELS.get(r["system"], r["system"]) for r in systems], rotation=20)
+    a.set_ylabel("one layer (us)")
+    a.legend(fontsize=7)
+    kv = [r for r in rows if r["system"] == "plora" and r.get("kv_panel")]
+    _grouped_bars(b, [dict(r, kv_pct=100 * r["kv_dup_frac"]) for r in kv], "workload", "model", "kv_pct")
+    b.set_ylabel("KV duplicated on the GPU (%)")
+    b.legend(fontsize=7)
+    return _save(fig, path)
+
+
+def fig12_saturation(saturation, path):
+    """Fig. 12: the saturation bandwidth (smallest ladder point within 1 % of the plateau) per
+    model, short and long KV. `saturation`: [(model, workload, GB/s)]."""
+    fig, ax = plt.subplots(figsize=(6, 3.6))
+    _grouped_bars(ax, [dict(model=m, workload=w, gbs=g) for m, w, g in saturation], "model", "workload", "gbs")
+    ax.set_ylabel("saturation bandwidth (GB/s)")
+    ax.legend(fontsize=7)
+    return _save(fig, path)
+
+
+def _curves(ax, rows, x, key, log_x=True):
+    series = collections.defaultdict(list)
+    for r in rows:
+        series[key(r)].append((r[x], r["throughput_tok_s"]))
+    for name, points in series.items():
+        points.sort()
+        ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", ms=3, label=name)
+    if log_x:
+        ax.set_xscale("log")
+    ax.set_ylabel("tokens/s")
+    ax.legend(fontsize=6)
+
+
+def fig13_link(ladder, devices, latency, path):
+    """Fig. 13: (a) throughput over the link ladder; (c) over the device count at two links;
+    (d) over the one-way latency."""
+    fig, (a, c, d) = plt.subplots(1, 3, figsize=(15, 3.8))
+    _curves(a, ladder, "link_gb_s", lambda r: f"{LABELS.get(r['system'], r['system'])} {r['model']} {r['workload']}")
+    a.set_xlabel("link bandwidth (GB/s)")
+    a.set_title("(a) link ladder")
+    _curves(c, devices, "num_devices", lambda r: f"{r['workload']} @ {r['link_gb_s']:.0f} GB/s", log_x=True)
+    c.set_xlabel("devices")
+    c.set_title("(c) pool size")
+    _curves(d, latency, "link_latency_ns", lambda r: r["workload"], log_x=False)
+    d.set_xlabel("one-way link latency (ns)")
+    d.set_title("(d) link latency")
+    return _save(fig, path)

@@ -1,0 +1,98 @@
+"""Sweeps: many serving runs, one per point of a grid, on a Dask cluster.
+
+By default a local cluster of one single-threaded worker process per core starts for the
+sweep and stops after it; given a scheduler address (`tcp://host:8786`) the points go to that
+cluster instead. Dask (distributed) rather than a pool of our own: it ships the points to
+workers anywhere, retries a lost worker's points, and its dashboard shows a long sweep.
+
+The axes users sweep (issue 11, section VIII): the link bandwidth over the nine-point ladder,
+the one-way latency, the device count, the KV precision and the batch size; any other field
+of the run config can be an axis too.
+"""
+import csv
+import dataclasses
+import itertools
+import math
+import os
+import pathlib
+
+from tqdm import tqdm
+
+from .engine import run
+
+# section VIII: 'nine points from 8 to 1800 GB/s, spanning the PCIe 5.0, CXL 3.1,
+# NVLink-C2C, NVLink 5 and NVLink 6 classes'
+LADDER_GB_S = (8, 16, 32, 64, 128, 256, 450, 900, 1800)
+LATENCY_NS = (50, 100, 200, 500, 1000, 2000)            # Finding 4: 50 to 2000 ns
+DEVICES = (1, 2, 4, 8, 16, 32, 64)                       # Fig. 13(c): up to 64 devices
+KV_PRECISIONS = ("fp16", "int8", "int4")
+
+# axis name -> (run config field, unit the axis is given in)
+AXES = {"link_gb_s": ("link_bytes_per_s", 1e9), "latency_ns": ("link_latency_s", 1e-9),
+        "devices": ("num_devices", 1), "batch": ("max_batch", 1)}
+
+
+def axis_field(axis, value):
+    """The run config field and value of one axis point (link_gb_s=128 -> link_bytes_per_s=1.28e11)."""
+    if axis in AXES:
+        field, unit = AXES[axis]
+        return field, (int(value) if unit == 1 else float(value) * unit)
+    return axis, value
+
+
+def points(base, grid):
+    """The cartesian product of `grid` (axis -> values) applied to `base`: [(labels, config)]."""
+    names = list(grid)
+    fields = {f.name for f in dataclasses.fields(base)}
+    for axis in names:
+        if axis_field(axis, None)[0] not in fields:
+            raise ValueError(f"unknown sweep axis {axis!r}: use one of {sorted(AXES)} or a run config field")
+    out = []
+    for values in itertools.product(*(grid[n] for n in names)):
+        labels = dict(zip(names, values))
+        out.append((labels, base.with_(**dict(axis_field(a, v) for a, v in labels.items()))))
+    return out
+
+
+def run_point(cfg):
+    """One point's summary (what a worker returns; the step logs stay on the worker)."""
+    return run(cfg, progress=False).summary()
+
+
+def sweep(configs, address=None, workers=None, progress=True, desc="sweep"):
+    """Summaries of `configs`, in order, computed on a Dask cluster (local unless `address`)."""
+    from dask.distributed import Client, LocalCluster, as_completed
+
+    configs = list(configs)
+    if address:
+        client, cluster = Client(address), None
+    else:
+        cluster = LocalCluster(n_workers=workers or os.cpu_count() or 1, threads_per_worker=1,
+                               processes=True, dashboard_address=None)
+        client = Client(cluster)
+    try:
+        futures = client.map(run_point, configs, pure=False)
+        index = {f.key: i for i, f in enumerate(futures)}
+        results = [None] * len(configs)
+        with tqdm(total=len(configs), desc=desc, unit="point", disable=not progress) as bar:
+            for future in as_completed(futures):
+                results[index[future.key]] = future.result()
+                bar.update()
+        return results
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+
+
+def write_csv(rows, path):
+    """Rows (dicts) to CSV, columns in first-seen order."""
+    path = pathlib.Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    columns = list(dict.fromkeys(k for row in rows for k in row))
+    with path.open("w", newline="") as f:
+        w = csv.DictWriter(f, columns)
+        w.writeheader()
+        for row in rows:
+            w.writerow({k: ("" if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()})
+    return path

@@ -1,0 +1,352 @@
+"""The systems a serving run compares, as cost models of one iteration (prefill or decode).
+
+Decode is layer-sequential, and each layer is two waves (seed 000, section VIII, Finding 4:
+'two round trips per layer, one LoRA wave and one attention return'):
+- the LoRA wave: the GPU runs the layer's weight GEMMs and its share of the LoRA products
+  while the devices run theirs (E3, E4) and the link carries x out and results back (and E2's
+  factors); the wave takes the longer of the GPU's stream and the device side,
+  L_link + W(to devices) + the busiest device + W(to the GPU);
+- the attention wave: T_ATT of Table V (the cost model's `attention_cost`), GPU share and
+  device (or link) share in parallel, then the merge.
+A step is `layers` of both waves plus the LM head. The devices' time is the cycle model's,
+through the scheduler's timing table; the GPU's the roofline of `serving.gpu_model`.
+
+`PoolSystem` serves PLoRA, its ablations, Pure CXL, Grace-Hopper and PLoRA-NoCXL: the host
+scheduler runs every decode step and decides each adapter's strategy and the KV duplicates;
+the system prices what it decided with the run's link (which PLoRA's policy may not assume,
+section VIII: 'its selection policy stays tuned for 128 GB/s'). `HostSystem` serves the
+adapters-in-host-DRAM baselines (S-LoRA staging over PCIe, CPU-LoRA-Offload) with the KV
+cache in HBM only.
+"""
+import collections
+import dataclasses
+import functools
+import math
+
+from isa import load_config as load_device_config
+from isa.system import FP16_BYTES, load_cpu, load_gpu, load_link, load_model
+from scheduler.config import load_scheduler_config
+from scheduler.cost import CostModel, Strategy, factor_bytes
+from scheduler.device_timing import DeviceTiming
+from scheduler.replay import ROUNDS
+from scheduler.scheduler import Request as SchedRequest
+from scheduler.scheduler import Scheduler
+
+from .config import KV_PRECISIONS
+from .gpu_model import GpuModel
+
+STRATEGY_COLUMNS = tuple(s.name for s in Strategy)
+
+
+@dataclasses.dataclass
+class StepCost:
+    """One iteration's time and what it moved (times are the whole step, over all layers)."""
+    seconds: float
+    gemm_s: float = 0.0             # the base model's weight GEMMs and LM head
+    lora_s: float = 0.0             # what the LoRA products add to the LoRA waves
+    attention_s: float = 0.0        # the attention waves (prefill: the prompts' self-attention)
+    launch_s: float = 0.0           # kernel launches and host exchanges on the GPU's stream
+    link_to_device: float = 0.0     # bytes GPU -> pool over the GPU's link
+    link_to_gpu: float = 0.0        # bytes pool -> GPU
+    kv_bytes: float = 0.0           # KV cache of the batch
+    kv_gpu_bytes: float = 0.0       # of which duplicated on (or resident in) HBM
+    mix: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+
+
+@dataclasses.dataclass
+class Live:
+    """A request the engine is serving."""
+    rid: int
+    adapter: int
+    prompt: int
+    output: int
+    arrival_s: float
+    generated: int = 0
+    first_token_s: float = None
+    new: bool = True                # its first decode step is next (raises the adapter's temperature)
+
+    @property
+    def context(self):
+        return self.prompt + self.generated
+
+    @property
+    def reserved_tokens(self):
+        return self.prompt + self.output
+
+
+class System:
+    """What the engine needs of a system: admission and the cost of each iteration."""
+
+    def __init__(self, run, system, ranks):
+        self.run, self.system = run, system
+        self.ranks = tuple(ranks)
+        self.model = load_model(run.model)
+        self.gpu = load_gpu(run.gpu)
+        self.link = self._link(system.link or run.link)
+        self.gpu_model = GpuModel(self.gpu, self.model)
+        self.kv_scale = KV_PRECISIONS[run.kv_precision]
+        m = self.model
+        self.kv_token_layer = 2 * m.kv_heads * m.head_dim * FP16_BYTES * self.kv_scale
+        self.kv_token = self.kv_token_layer * m.layers
+        # every layer's factors of an adapter, per projection: (A bytes, B bytes) x copies
+        self.adapter_bytes = [sum(sum(factor_bytes(p.d_in, p.d_out, r)) * m.copies(p) * m.layers
+                                  for p in m.projections) for r in self.ranks]
+
+    def _link(self, name):
+        link = load_link(name)
+        changes = {}
+        if self.run.link_bytes_per_s is not None:
+            changes["bytes_per_s"] = self.run.link_bytes_per_s
+        if self.run.link_latency_s is not None:
+            changes["latency_s"] = self.run.link_latency_s
+        return dataclasses.replace(link, **changes)
+
+    def kv_capacity_bytes(self):
+        raise NotImplementedError
+
+    def fits(self, running, request):
+        """Whether `request` can be admitted beside `running` (its whole context reserved)."""
+        tokens = sum(r.reserved_tokens for r in running) + request.reserved_tokens
+        return tokens * self.kv_token <= self.kv_capacity_bytes()
+
+    def head(self, sequences):
+        return self.gpu_model.head_s(sequences)
+
+
+class PoolSystem(System):
+    def __init__(self, run, system, ranks, timing=None):
+        super().__init__(run, system, ranks)
+        device = load_device_config(run.device)
+        self.timing = timing or DeviceTiming(device)
+        policy_link = load_link(system.policy_link) if system.policy_link else self.link
+        sched_cfg = load_scheduler_config(
+            run.scheduler, gpu=run.gpu, model=run.model, device=run.device, num_devices=run.num_devices,
+            link=policy_link.name, link_bytes_per_s=policy_link.bytes_per_s, link_latency_s=policy_link.latency_s,
+            strategies=list(system.strategies), forced_strategy=system.forced_strategy,
+            distributed_attention=system.distributed_attention, kv_precision=run.kv_precision,
+            max_cpu_loras=max(len(ranks), load_scheduler_config(run.scheduler).max_cpu_loras))
+        self.scheduler = Scheduler(sched_cfg, self.timing)
+        for a, r in enumerate(self.ranks):
+            self.scheduler.register(a, r)
+        # the run's link prices what the policy decided
+        self.cost = CostModel(self.gpu, self.link, self.timing, run.num_devices,
+                              distributed_attention=system.distributed_attention, kv_scale=self.kv_scale)
+        self.pool_bytes = system.pool_bytes or run.num_devices * device.dram_bytes
+        self._lora_wave = functools.lru_cache(maxsize=1 << 12)(self._lora_wave_uncached)
+
+    def kv_capacity_bytes(self):
+        return self.pool_bytes - sum(self.adapter_bytes)
+
+    # ---- decode ---------------------------------------------------------------------------
+
+    def decode(self, running):
+        plan = self.scheduler.step([SchedRequest(r.rid, r.adapter, r.context, r.new) for r in running])
+        m = self.model
+        gemm = self.gpu_model.layer_s(len(running))
+        choices = tuple(sorted((site.adapter, site.projection, d.batch, d.chosen.strategy.name)
+                               for site, d in plan.decisions.items()))
+        gpu_lora, launches, device_side, to_dev, to_gpu = self._lora_wave(choices)
+        lora_wave = max(gemm + gpu_lora + launches, device_side)
+        contexts = [r.context for r in running]
+        shares = [plan.kv_tokens[r.rid] for r in running]
+        att = self.cost.attention_cost(contexts, shares, m.q_heads, m.kv_heads, m.head_dim,
+                                       self.scheduler.config.kv_page_tokens)
+        att_launch = self.run.num_devices * self.gpu.kernel_launch_s if self.system.per_adapter_launch else 0.0
+        head = self.head(len(running))
+        layer = lora_wave + att.total_s + att_launch
+        return StepCost(m.layers * layer + head, gemm_s=m.layers * gemm + head,
+                        lora_s=m.layers * (lora_wave - gemm - launches),
+                        attention_s=m.layers * att.total_s, launch_s=m.layers * (launches + att_launch),
+                        link_to_device=m.layers * (to_dev + att.link_to_device),
+                        link_to_gpu=m.layers * (to_gpu + att.link_to_gpu),
+                        kv_bytes=sum(contexts) * self.kv_token, kv_gpu_bytes=sum(shares) * self.kv_token,
+                        mix=plan.strategy_mix())
+
+    def _lora_wave_uncached(self, choices):
+        """One layer's LoRA wave for the decided (adapter, projection, batch, strategy):
+        (GPU seconds, launch seconds, device side seconds, bytes to the devices, bytes back)."""
+        m = self.model
+        projections = {p.name: p for p in m.projections}
+        gpu_s = to_dev = to_gpu = 0.0
+        busy = [0.0] * self.run.num_devices
+        launches = 0
+        for adapter, projection, batch, name in choices:
+            p = projections[projection]
+            c = self.cost.lora_cost(Strategy[name], batch, p.d_in, p.d_out, self.ranks[adapter])
+            k = m.copies(p)
+            gpu_s += k * c.gpu_s
+            to_dev += k * c.link_to_device
+            to_gpu += k * c.link_to_gpu
+            busy[self.scheduler.device_of(adapter)] += k * c.device_s
+            launches += k
+        launch_s = launches * self.gpu.kernel_launch_s if self.system.per_adapter_launch else 0.0
+        device_side = 0.0
+        if to_dev or to_gpu:
+            device_side = (self.link.round_trip_s + self.link.transfer_s(to_dev) + max(busy)
+                           + self.link.transfer_s(to_gpu))
+        return gpu_s, launch_s, device_side, to_dev, to_gpu
+
+    # ---- prefill --------------------------------------------------------------------------
+
+    def prefill(self, new):
+        """The prompts of `new` in one iteration. Every adapter's product runs on the GPU: at a
+        prompt's hundreds of tokens per adapter the GPU strategies win (Fig. 3a's crossovers),
+        E1 where the GPU holds the factors, else E2 reading them over the link; the prompts'
+        K and V go to the pool over the link."""
+        m = self.model
+        tokens = sum(r.prompt for r in new)
+        gemm = self.gpu_model.layer_s(tokens)
+        att = self.gpu_model.prefill_attention_s([r.prompt for r in new])
+        per_adapter = collections.Counter()
+        for r in new:
+            per_adapter[r.adapter] += r.prompt
+        gpu_lora = to_gpu = 0.0
+        launches = 0
+        mix = collections.Counter()
+        for adapter, b in per_adapter.items():
+            for p in m.projections:
+                held = self.scheduler.cached.get((adapter, p.name), frozenset())
+                s = Strategy.E1 if {"A", "B"} <= held else Strategy.E2
+                c = self.cost.lora_cost(s, b, p.d_in, p.d_out, self.ranks[adapter])
+                k = m.copies(p)
+                gpu_lora += k * c.gpu_s
+                to_gpu += k * c.link_to_gpu
+                launches += k
+                mix[s.name] += 1
+        launch_s = launches * self.gpu.kernel_launch_s if self.system.per_adapter_launch else 0.0
+        to_dev = tokens * self.kv_token_layer
+        link_s = self.link.round_trip_s + self.link.transfer_s(max(to_dev, to_gpu))
+        layer = max(gemm + att + gpu_lora + launch_s, link_s)
+        head = self.head(len(new))
+        return StepCost(m.layers * layer + head, gemm_s=m.layers * gemm + head,
+                        lora_s=m.layers * (layer - gemm - att - launch_s), attention_s=m.layers * att,
+                        launch_s=m.layers * launch_s, link_to_device=m.layers * to_dev,
+                        link_to_gpu=m.layers * to_gpu, kv_bytes=tokens * self.kv_token, mix=mix)
+
+
+class HostSystem(System):
+    """Adapters in host DRAM behind PCIe, the KV cache in HBM only (S-LoRA's memory layout).
+
+    lora "gpu" (S-LoRA): an adapter is staged into HBM when its request is admitted (its
+    load over the link overlaps the prefill's compute, S-LoRA's prefetch) and computed by
+    batched SGMV kernels; idle adapters are evicted least recently used when the KV cache
+    or a new adapter needs the room (unified paging). lora "cpu" (CPU-LoRA-Offload): each of
+    the layer's four dependent LoRA rounds (Q/K/V, O, gate/up, down) stops the GPU, copies x
+    over the link, runs on the host CPU, copies the result back and relaunches."""
+
+    def __init__(self, run, system, ranks):
+        super().__init__(run, system, ranks)
+        self.budget = load_scheduler_config(run.scheduler, gpu=run.gpu, model=run.model).gpu_budget()
+        self.resident = collections.OrderedDict()      # adapter -> bytes, least recent first
+        self.cpu = load_cpu(system.cpu) if system.lora == "cpu" else None
+
+    def kv_capacity_bytes(self):
+        return self.budget
+
+    def fits(self, running, request):
+        if self.cpu is None:
+            serving = {r.adapter for r in running} | {request.adapter}
+            adapters = sum(self.adapter_bytes[a] for a in serving)
+        else:
+            adapters = 0.0
+        tokens = sum(r.reserved_tokens for r in running) + request.reserved_tokens
+        return tokens * self.kv_token + adapters <= self.budget
+
+    def _stage(self, adapters, running):
+        """Make `adapters` resident, evicting idle ones least recently used; bytes loaded."""
+        kv = sum(r.reserved_tokens for r in running) * self.kv_token
+        serving = {r.adapter for r in running}
+        loaded = 0.0
+        for a in adapters:
+            if a in self.resident:
+                self.resident.move_to_end(a)
+                continue
+            need = self.adapter_bytes[a]
+            for victim in [v for v in self.resident if v not in serving and v not in adapters]:
+                if kv + sum(self.resident.values()) + need <= self.budget:
+                    break
+                del self.resident[victim]
+            self.resident[a] = need
+            loaded += need
+        return loaded
+
+    def _lora_gpu_s(self, rows):
+        """One layer's SGMV time for `rows` (adapter -> tokens) from resident factors."""
+        m = self.model
+        total = 0.0
+        for a, b in rows.items():
+            for p in m.projections:
+                r = self.ranks[a]
+                a_bytes, b_bytes = factor_bytes(p.d_in, p.d_out, r)
+                flops = 2 * b * r * (p.d_in + p.d_out)
+                total += m.copies(p) * self.gpu.roofline_s(flops, a_bytes + b_bytes + b * (p.d_in + p.d_out) * FP16_BYTES)
+        return total
+
+    def _cpu_rounds_s(self, rows):
+        """One layer's four CPU rounds for `rows` (adapter -> tokens): (seconds, bytes to the
+        host, bytes back)."""
+        m = self.model
+        projections = {p.name: p for p in m.projections}
+        tokens = sum(rows.values())
+        total = to_host = back = 0.0
+        for _, names in ROUNDS:
+            flops = nbytes = 0.0
+            x_bytes = tokens * projections[names[0]].d_in * FP16_BYTES
+            y_bytes = sum(tokens * projections[n].d_out * FP16_BYTES for n in names)
+            for a, b in rows.items():
+                r = self.ranks[a]
+                for n in names:
+                    p = projections[n]
+                    flops += m.copies(p) * 2 * b * r * (p.d_in + p.d_out)
+                    nbytes += m.copies(p) * sum(factor_bytes(p.d_in, p.d_out, r))
+            total += (self.cpu.exchange_s + self.link.round_trip_s + self.link.transfer_s(x_bytes)
+                      + self.cpu.roofline_s(flops, nbytes) + self.link.transfer_s(y_bytes))
+            to_host += x_bytes
+            back += y_bytes
+        return total, to_host, back
+
+    def _lora(self, rows):
+        """(GPU LoRA seconds, host round seconds, bytes to the host, bytes back) of one layer."""
+        if self.cpu is None:
+            return self._lora_gpu_s(rows), 0.0, 0.0, 0.0
+        return (0.0, *self._cpu_rounds_s(rows))
+
+    def decode(self, running):
+        m = self.model
+        gemm = self.gpu_model.layer_s(len(running))
+        tokens = sum(r.context for r in running)
+        att = self.gpu_model.gpu_attention_s(tokens, self.kv_token_layer)
+        lora, rounds, to_host, back = self._lora(collections.Counter(r.adapter for r in running))
+        layer = gemm + lora + rounds + att
+        head = self.head(len(running))
+        return StepCost(m.layers * layer + head, gemm_s=m.layers * gemm + head, lora_s=m.layers * lora,
+                        attention_s=m.layers * att, launch_s=m.layers * rounds,
+                        link_to_device=m.layers * to_host, link_to_gpu=m.layers * back,
+                        kv_bytes=tokens * self.kv_token, kv_gpu_bytes=tokens * self.kv_token)
+
+    def prefill(self, new, running=()):
+        """The prompts of `new`; S-LoRA stages their adapters meanwhile (the step lasts at
+        least the load)."""
+        m = self.model
+        tokens = sum(r.prompt for r in new)
+        gemm = self.gpu_model.layer_s(tokens)
+        att = self.gpu_model.prefill_attention_s([r.prompt for r in new])
+        rows = collections.Counter()
+        for r in new:
+            rows[r.adapter] += r.prompt
+        lora, rounds, to_host, back = self._lora(rows)
+        loaded = self._stage(list(rows), list(running) + list(new)) if self.cpu is None else 0.0
+        compute = m.layers * (gemm + att + lora + rounds)
+        load_s = self.link.round_trip_s + self.link.transfer_s(loaded) if loaded else 0.0
+        head = self.head(len(new))
+        step = max(compute, load_s)
+        return StepCost(step + head, gemm_s=m.layers * gemm + head, lora_s=step - m.layers * (gemm + att + rounds),
+                        attention_s=m.layers * att, launch_s=m.layers * rounds,
+                        link_to_device=m.layers * to_host, link_to_gpu=loaded + m.layers * back,
+                        kv_bytes=tokens * self.kv_token, kv_gpu_bytes=tokens * self.kv_token)
+
+
+def build_system(run, system, ranks, timing=None):
+    if system.kind == "pool":
+        return PoolSystem(run, system, ranks, timing)
+    return HostSystem(run, system, ranks)
