@@ -112,11 +112,12 @@ def sweep(config_name, overrides, axes, address, workers, out):
 @click.option("--requests", default=128, show_default=True, help="requests per run (batch 32, offline)")
 @click.option("--address", default=None, help="a Dask scheduler's address; default: a local cluster")
 @click.option("--workers", default=None, type=int)
-def reproduce(out, requests, address, workers):
+@click.option("--reuse", is_flag=True, help="read the sweeps' CSVs from --out if they exist (figures, table only)")
+def reproduce(out, requests, address, workers, reuse):
     """The paper's claims (sections VII-D, VIII) beside the simulator's, CSVs and figures in --out."""
     from .reproduce import reproduce as run_reproduce
     out.mkdir(parents=True, exist_ok=True)
-    run_reproduce(out, requests=requests, address=address, workers=workers, echo=click.echo)
+    run_reproduce(out, requests=requests, address=address, workers=workers, echo=click.echo, reuse=reuse)
 
 
 @main.command("serve-bench")

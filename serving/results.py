@@ -81,7 +81,7 @@ class RunResult:
         layers = self.system.model.layers
         out = dict(
             system=self.system_cfg.name, workload=self.workload.name, model=run.model, device=run.device,
-            num_devices=run.num_devices, link_gb_s=link.bytes_per_s / 1e9, link_latency_ns=link.latency_s * 1e9,
+            num_devices=run.num_devices, link_gb_s=round(link.bytes_per_s / 1e9, 6), link_latency_ns=round(link.latency_s * 1e9, 6),
             kv_precision=run.kv_precision, max_batch=run.max_batch, requests=len(self.done), steps=len(log),
             decode_steps=len(sec), sim_s=float(log.array("t_s")[-1]) if len(log) else 0.0,
             throughput_tok_s=outputs / makespan if makespan > 0 else math.nan,

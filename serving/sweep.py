@@ -45,7 +45,7 @@ def points(base, grid):
     names = list(grid)
     fields = {f.name for f in dataclasses.fields(base)}
     for axis in names:
-        if axis_field(axis, None)[0] not in fields:
+        if AXES.get(axis, (axis,))[0] not in fields:
             raise ValueError(f"unknown sweep axis {axis!r}: use one of {sorted(AXES)} or a run config field")
     out = []
     for values in itertools.product(*(grid[n] for n in names)):
@@ -96,3 +96,18 @@ def write_csv(rows, path):
         for row in rows:
             w.writerow({k: ("" if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()})
     return path
+
+
+def _parse(text):
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    return {"": math.nan, "True": True, "False": False}.get(text, text)
+
+
+def read_csv(path):
+    """Rows written by write_csv, numbers parsed back (an empty cell is NaN)."""
+    with pathlib.Path(path).open(newline="") as f:
+        return [{k: _parse(v) for k, v in row.items()} for row in csv.DictReader(f)]
