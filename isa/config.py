@@ -113,5 +113,27 @@ def read_config(folder, kind, name_or_path):
     return data
 
 
+def parse_value(text):
+    """A config value written as text (a CLI's KEY=VALUE, a CSV cell): int, float, null,
+    true, false, else the string itself."""
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    return {"null": None, "true": True, "false": False}.get(text, text)
+
+
+def parse_overrides(items, what="KNOB"):
+    """`KEY=VALUE` strings to a dict of parsed values; ValueError naming a malformed one."""
+    changes = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ValueError(f"expected {what}=VALUE, got {item!r}")
+        changes[key] = parse_value(value)
+    return changes
+
+
 def load_config(name_or_path="default"):
     return DeviceConfig(**read_config(CONFIG_DIR, "device", name_or_path))

@@ -10,23 +10,16 @@ import random
 import click
 
 import isa
+from isa.config import parse_overrides
 
 from .config import load_scheduler_config
 
 
 def _config(name, overrides):
-    changes = {}
-    for item in overrides:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise click.BadParameter(f"expected KNOB=VALUE, got {item!r}", param_hint="--set")
-        try:
-            changes[key] = int(value)
-        except ValueError:
-            try:
-                changes[key] = float(value)
-            except ValueError:
-                changes[key] = value
+    try:
+        changes = parse_overrides(overrides)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--set") from None
     try:
         return load_scheduler_config(name, **changes)
     except (ValueError, FileNotFoundError) as exc:

@@ -12,27 +12,17 @@ import pathlib
 
 import click
 
+from isa.config import parse_overrides, parse_value
 from scheduler.cli import main
 
 from .config import load_serving_config, load_system_config, system_names
 
 
-def _value(text):
-    for cast in (int, float):
-        try:
-            return cast(text)
-        except ValueError:
-            pass
-    return {"null": None, "true": True, "false": False}.get(text, text)
-
-
 def _serving_config(name, overrides):
-    changes = {}
-    for item in overrides:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise click.BadParameter(f"expected FIELD=VALUE, got {item!r}", param_hint="--set")
-        changes[key] = _value(value)
+    try:
+        changes = parse_overrides(overrides, "FIELD")
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--set") from None
     try:
         return load_serving_config(name, **changes)
     except (ValueError, FileNotFoundError) as exc:
@@ -91,7 +81,7 @@ def sweep(config_name, overrides, axes, address, workers, out):
         name, sep, values = item.partition("=")
         if not sep or not values:
             raise click.BadParameter(f"expected NAME=V1,V2,..., got {item!r}", param_hint="--axis")
-        grid[name] = [_value(v) for v in values.split(",")]
+        grid[name] = [parse_value(v) for v in values.split(",")]
     try:
         labelled = points(base, grid)
     except ValueError as exc:

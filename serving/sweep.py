@@ -18,6 +18,8 @@ import pathlib
 
 from tqdm import tqdm
 
+from isa.config import parse_value
+
 from .engine import run
 
 # section VIII: 'nine points from 8 to 1800 GB/s, spanning the PCIe 5.0, CXL 3.1,
@@ -98,16 +100,7 @@ def write_csv(rows, path):
     return path
 
 
-def _parse(text):
-    for cast in (int, float):
-        try:
-            return cast(text)
-        except ValueError:
-            pass
-    return {"": math.nan, "True": True, "False": False}.get(text, text)
-
-
 def read_csv(path):
     """Rows written by write_csv, numbers parsed back (an empty cell is NaN)."""
     with pathlib.Path(path).open(newline="") as f:
-        return [{k: _parse(v) for k, v in row.items()} for row in csv.DictReader(f)]
+        return [{k: math.nan if v == "" else parse_value(v) for k, v in row.items()} for row in csv.DictReader(f)]

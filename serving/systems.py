@@ -21,7 +21,6 @@ cache in HBM only.
 import collections
 import dataclasses
 import functools
-import math
 
 from isa import load_config as load_device_config
 from isa.system import FP16_BYTES, load_cpu, load_gpu, load_link, load_model

@@ -1,0 +1,215 @@
+"""The serving loop (serving.engine) against conservation laws: every request served once
+with all its tokens, the batch and prefill limits, occupancy rebuilt from the per-request
+times matching every step's row, arrival before admission, the clock as the sum of the
+steps (plus idle gaps only when nothing runs), and the memory boundary of admission."""
+import math
+
+import numpy as np
+import pytest
+
+from isa.system import load_model
+from serving.config import SystemConfig, load_serving_config, load_system_config
+from serving.engine import ServingError, device_timing, load_workload, simulate
+from serving.workload import Request, Workload
+
+RANKS = (8, 16, 32, 64, 128)
+RUN = load_serving_config("default")
+
+
+def hand_workload(specs, ranks=RANKS, name="hand"):
+    """specs: (arrival_s, adapter, prompt, output) in arrival order."""
+    return Workload(name, tuple(ranks), tuple(Request(i, *s) for i, s in enumerate(specs)), "hand-built")
+
+
+def mixed_workload(n=14, seed=3, arrivals=None):
+    """Short requests over a few adapters, some with a single output token."""
+    rng = np.random.default_rng(seed)
+    specs = []
+    for i in range(n):
+        output = 1 if i % 5 == 2 else int(rng.integers(2, 30))
+        specs.append((0.0 if arrivals is None else arrivals[i], int(rng.integers(0, 6)), int(rng.integers(5, 300)),
+                      output))
+    return hand_workload(specs, ranks=(8, 16, 32, 64, 128, 16))
+
+
+def sim(workload, system="plora", **changes):
+    run = RUN.with_(**changes)
+    return simulate(run, load_system_config(system), workload, device_timing(run.device), progress=False)
+
+
+def rows(result):
+    cols = result.log.columns
+    return [dict(zip(cols, values)) for values in zip(*cols.values())]
+
+
+def served(result):
+    """rid -> (Live, finish time)."""
+    return {live.rid: (live, t) for live, t in result.done}
+
+
+CASES = [("plora", dict()), ("plora", dict(max_batch=3, max_prefill_tokens=400)),
+         ("s-lora", dict(max_batch=4)), ("pure-cxl", dict(max_batch=5, max_prefill_tokens=300))]
+
+
+@pytest.fixture(scope="module", params=CASES, ids=lambda c: f"{c[0]}-{'-'.join(f'{k}{v}' for k, v in c[1].items())}")
+def case(request):
+    system, changes = request.param
+    workload = mixed_workload()
+    return workload, RUN.with_(**changes), sim(workload, system, **changes)
+
+
+def test_every_request_finishes_exactly_once_with_all_its_tokens(case):
+    workload, _, result = case
+    rids = [live.rid for live, _ in result.done]
+    assert sorted(rids) == [r.rid for r in workload.requests]
+    by_rid = {r.rid: r for r in workload.requests}
+    for live, finish in result.done:
+        r = by_rid[live.rid]
+        assert (live.adapter, live.prompt, live.output, live.generated) == (
+            r.adapter, r.prompt_tokens, r.output_tokens, r.output_tokens)
+        assert r.arrival_s < live.first_token_s <= finish
+        assert (finish == live.first_token_s) == (r.output_tokens == 1)
+    # tokens: one per request a prefill admits, one per running request a decode step
+    assert sum(row["requests"] for row in rows(result)) == sum(r.output_tokens for r in workload.requests)
+    s = result.summary()
+    assert s["requests"] == len(workload.requests) and s["steps"] == len(rows(result))
+
+
+def test_each_step_row_is_the_batch_rebuilt_from_request_times(case):
+    """A request runs from its first token (its prefill's end) to its finish: a decode step
+    ending at t serves exactly the requests with first < t <= finish, a prefill ending at t
+    admits those whose first token is t (its tokens: their prompts); each request is in
+    output - 1 decode steps."""
+    workload, run, result = case
+    done = served(result)
+    decode_steps = {rid: 0 for rid in done}
+    for row in rows(result):
+        t = row["t_s"]
+        if row["kind"] == "decode":
+            batch = [rid for rid, (live, f) in done.items() if live.first_token_s < t <= f]
+            assert row["requests"] == row["tokens"] == len(batch)
+            assert 1 <= row["requests"] <= run.max_batch
+            for rid in batch:
+                decode_steps[rid] += 1
+        else:
+            assert row["kind"] == "prefill"
+            new = [live for live, _ in done.values() if live.first_token_s == t]
+            running = [rid for rid, (live, f) in done.items() if live.first_token_s < t < f]
+            assert row["requests"] == len(new) >= 1
+            assert row["tokens"] == sum(live.prompt for live in new)
+            assert len(running) + len(new) <= run.max_batch
+            assert row["tokens"] <= run.max_prefill_tokens or len(new) == 1
+    assert all(decode_steps[rid] == live.output - 1 for rid, (live, _) in done.items())
+
+
+def test_offline_clock_is_the_sum_of_the_steps(case):
+    _, _, result = case
+    seconds = [row["seconds"] for row in rows(result)]
+    assert all(s > 0 for s in seconds)
+    assert result.summary()["sim_s"] == pytest.approx(math.fsum(seconds), rel=1e-12)
+    t = [row["t_s"] for row in rows(result)]
+    assert t == sorted(t)
+
+
+def test_admission_is_first_come_first_served(case):
+    workload, _, result = case
+    first = [served(result)[r.rid][0].first_token_s for r in workload.requests]
+    assert first == sorted(first)
+
+
+@pytest.fixture(scope="module")
+def poisson():
+    workload = load_workload("poisson", 16, None, None)
+    return workload, sim(workload, "plora", max_batch=4)
+
+
+def test_poisson_requests_are_not_admitted_before_they_arrive(poisson, tmp_path):
+    workload, result = poisson
+    path = result.write_requests_csv(tmp_path / "requests.csv")
+    prefill = {row["t_s"]: row["seconds"] for row in rows(result) if row["kind"] == "prefill"}
+    import csv
+    with path.open() as f:
+        table = list(csv.DictReader(f))
+    assert len(table) == 16
+    arrivals = {r.rid: r.arrival_s for r in workload.requests}
+    assert len(set(arrivals.values())) == 16 and min(arrivals.values()) > 0
+    for rec in table:
+        first, arrival = float(rec["first_token_s"]), float(rec["arrival_s"])
+        assert arrival == arrivals[int(rec["rid"])]
+        # the prefill that gave its first token started no earlier than its arrival
+        assert first - arrival >= prefill[first] * (1 - 1e-12)
+        assert float(rec["ttft_s"]) == pytest.approx(first - arrival, rel=1e-12, abs=1e-15)
+
+
+def test_poisson_clock_idles_only_when_nothing_runs(poisson):
+    workload, result = poisson
+    done = served(result)
+    arrivals = sorted(r.arrival_s for r in workload.requests)
+    steps = rows(result)
+    prev = 0.0
+    idle = 0.0
+    for row in steps:
+        start = row["t_s"] - row["seconds"]
+        gap = start - prev
+        assert gap >= -1e-12 * max(1.0, prev)
+        if gap > 1e-12 * max(1.0, prev):
+            # nothing ran across the gap, and it ended with an arrival, admitted at once
+            assert not [rid for rid, (live, f) in done.items() if live.first_token_s <= prev < f]
+            assert row["kind"] == "prefill"
+            assert min(arrivals, key=lambda a: abs(a - start)) == pytest.approx(start, rel=1e-12)
+            idle += gap
+        prev = row["t_s"]
+    assert idle > 0      # 16 requests at 20 per second: the GPU waits for some of them
+    assert steps[0]["t_s"] - steps[0]["seconds"] == pytest.approx(arrivals[0], rel=1e-12)
+    assert result.summary()["sim_s"] == pytest.approx(math.fsum(r["seconds"] for r in steps) + idle, rel=1e-9)
+
+
+def test_same_inputs_same_run():
+    workload = mixed_workload(n=8, seed=9)
+    a, b = sim(workload, "plora", max_batch=3), sim(workload, "plora", max_batch=3)
+    assert a.log.columns == b.log.columns
+
+
+# ---- memory -----------------------------------------------------------------------------
+
+def adapter_bytes(model, rank):
+    """Every layer's A and B of one adapter over Q, K, V, O and the FFN's gate, up, down."""
+    m = model
+    q, kv = m.q_heads * m.head_dim, m.kv_heads * m.head_dim
+    dims = ((m.hidden, q), (m.hidden, kv), (m.hidden, kv), (q, m.hidden),
+            (m.hidden, m.ffn), (m.hidden, m.ffn), (m.ffn, m.hidden))
+    return m.layers * sum(rank * (d_in + d_out) * 2 for d_in, d_out in dims)
+
+
+def test_admission_holds_the_whole_context_to_the_byte():
+    """A pool holding the adapters and exactly 1000 tokens of KV: a 1000-token context is
+    served, a 1001-token one raises ServingError naming the request; two 500-token ones
+    run together, a third waits for them."""
+    m = load_model(RUN.model)
+    kv_token = 2 * m.layers * m.kv_heads * m.head_dim * 2
+    ranks = (8, 64)
+    pool = sum(adapter_bytes(m, r) for r in ranks) + 1000 * kv_token
+    system = SystemConfig(name="small-pool", pool_bytes=float(pool))
+    run = RUN.with_(max_batch=8)
+    timing = device_timing(run.device)
+
+    ok = simulate(run, system, hand_workload([(0.0, 0, 990, 10)], ranks), timing, progress=False)
+    assert len(ok.done) == 1
+
+    wl = hand_workload([(0.0, 0, 500, 3), (0.0, 1, 497, 3), (0.0, 1, 991, 10)], ranks)
+    with pytest.raises(ServingError, match=r"request 2\b"):
+        simulate(run, system, wl, timing, progress=False)
+
+    three = simulate(run, system, hand_workload([(0.0, 0, 490, 10), (0.0, 1, 490, 10), (0.0, 0, 10, 10)], ranks),
+                     timing, progress=False)
+    first = {live.rid: live.first_token_s for live, _ in three.done}
+    finish = {live.rid: t for live, t in three.done}
+    assert first[0] == first[1] < first[2]
+    assert first[2] > max(finish[0], finish[1]) - 1e-15
+
+
+@pytest.mark.parametrize("system", ["plora", "s-lora"])
+def test_a_request_larger_than_memory_names_itself(system):
+    wl = hand_workload([(0.0, 0, 100, 5), (0.0, 1, 100, 5), (0.0, 2, 4_000_000, 5), (0.0, 3, 100, 5)])
+    with pytest.raises(ServingError, match=r"request 2: a 4000005-token context"):
+        sim(wl, system)
