@@ -103,11 +103,13 @@ def sweep(config_name, overrides, axes, address, workers, out):
 @click.option("--address", default=None, help="a Dask scheduler's address; default: a local cluster")
 @click.option("--workers", default=None, type=int)
 @click.option("--reuse", is_flag=True, help="read the sweeps' CSVs from --out if they exist (figures, table only)")
-def reproduce(out, requests, address, workers, reuse):
+@set_option
+def reproduce(out, requests, address, workers, reuse, overrides):
     """The paper's claims (sections VII-D, VIII) beside the simulator's, CSVs and figures in --out."""
     from .reproduce import reproduce as run_reproduce
     out.mkdir(parents=True, exist_ok=True)
-    run_reproduce(out, requests=requests, address=address, workers=workers, echo=click.echo, reuse=reuse)
+    run_reproduce(out, requests=requests, address=address, workers=workers, echo=click.echo, reuse=reuse,
+                  base=_serving_config("default", overrides))
 
 
 @main.command("serve-bench")

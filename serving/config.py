@@ -75,6 +75,7 @@ class ServingConfig:
     max_batch: int = 32                     # running requests (vLLM's max_num_seqs)
     max_prefill_tokens: int = 8192          # prompt tokens one prefill iteration takes
     kv_precision: str = "fp16"
+    overlap: str = "wave"                   # "wave": device work hides within its wave; "step": the paper's
     requests: int = None                    # overrides the workload's request count
     seed: int = None                        # overrides the workload's seed
     trace: str = None                       # a trace CSV instead of the workload's generator
@@ -87,6 +88,7 @@ class ServingConfig:
                  f"{field} must be an integer >= 1, got {value!r}")
         need(self.kv_precision in KV_PRECISIONS,
              f"kv_precision must be one of {sorted(KV_PRECISIONS)}, got {self.kv_precision!r}")
+        need(self.overlap in ("wave", "step"), f"overlap must be 'wave' or 'step', got {self.overlap!r}")
         need(self.link_bytes_per_s is None or self.link_bytes_per_s > 0,
              f"link_bytes_per_s must be > 0, got {self.link_bytes_per_s!r}")
         need(self.link_latency_s is None or self.link_latency_s >= 0,

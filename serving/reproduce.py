@@ -210,8 +210,8 @@ def print_table(table, echo=print):
     echo(f"reproduction claims={len(table)} within_10pct={sum(c.within for c in table)}")
 
 
-def reproduce(out, requests=128, address=None, workers=None, echo=print, reuse=False):
-    base = load_serving_config("default")
+def reproduce(out, requests=128, address=None, workers=None, echo=print, reuse=False, base=None):
+    base = base or load_serving_config("default")
     results = run_sweeps(base, requests, address, workers, out, reuse)
     table = claims(results, base)
     figures(results, out)

@@ -210,6 +210,106 @@ def test_admission_holds_the_whole_context_to_the_byte():
 
 @pytest.mark.parametrize("system", ["plora", "s-lora"])
 def test_a_request_larger_than_memory_names_itself(system):
-    wl = hand_workload([(0.0, 0, 100, 5), (0.0, 1, 100, 5), (0.0, 2, 4_000_000, 5), (0.0, 3, 100, 5)])
-    with pytest.raises(ServingError, match=r"request 2: a 4000005-token context"):
+    wl = hand_workload([(0.0, 0, 100, 5), (0.0, 1, 100, 5), (0.0, 2, 5_000_000, 5), (0.0, 3, 100, 5)])
+    with pytest.raises(ServingError, match=r"request 2: a 5000005-token context"):
         sim(wl, system)
+
+
+# ---- results: the summary recomputed from the CSVs --------------------------------------
+
+def read_csv(path):
+    import csv
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def percentile(values, q):
+    """Linear interpolation between closest ranks (numpy's default), by hand."""
+    xs = sorted(values)
+    pos = (len(xs) - 1) * q / 100
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory):
+    """A run with staggered arrivals, single-token requests and full batches, as CSVs."""
+    arrivals = [0.0] * 6 + [0.05 * i for i in range(1, 9)]
+    workload = mixed_workload(n=14, seed=5, arrivals=arrivals)
+    result = sim(workload, "plora", max_batch=4)
+    out = tmp_path_factory.mktemp("results")
+    return (result, read_csv(result.write_steps_csv(out / "steps.csv")),
+            read_csv(result.write_requests_csv(out / "requests.csv")))
+
+
+def test_csvs_hold_the_run_exactly(written):
+    result, steps, requests = written
+    assert len(steps) == len(result.log)
+    for column, values in result.log.columns.items():
+        got = [row[column] for row in steps]
+        assert got == [v if isinstance(v, str) else repr(v) if isinstance(v, float) else str(v) for v in values]
+    assert [int(r["rid"]) for r in requests] == list(range(14))
+    ranks = result.workload.ranks
+    for rec in requests:
+        assert int(rec["rank"]) == ranks[int(rec["adapter"])]
+
+
+def test_summary_recomputed_from_the_csvs(written):
+    result, steps, requests = written
+    s = result.summary()
+    run = result.run
+    decode = [r for r in steps if r["kind"] == "decode"]
+    sec = [float(r["seconds"]) for r in decode]
+    n = [int(r["requests"]) for r in decode]
+    assert (s["steps"], s["decode_steps"], s["requests"]) == (len(steps), len(decode), len(requests))
+    assert s["sim_s"] == float(steps[-1]["t_s"])
+    assert s["decode_tok_s"] == pytest.approx(sum(n) / math.fsum(sec), rel=1e-12)
+    full = [(k, x) for k, x in zip(n, sec) if k == run.max_batch]
+    assert full, "the run should reach a full batch"
+    assert s["full_batch_tok_s"] == pytest.approx(sum(k for k, _ in full) / math.fsum(x for _, x in full), rel=1e-12)
+    assert s["full_batch_step_ms"] == pytest.approx(1e3 * math.fsum(x for _, x in full) / len(full), rel=1e-12)
+
+    first = {int(r["rid"]): float(r["first_token_s"]) for r in requests}
+    finish = {int(r["rid"]): float(r["finish_s"]) for r in requests}
+    arrival = {int(r["rid"]): float(r["arrival_s"]) for r in requests}
+    output = {int(r["rid"]): int(r["output_tokens"]) for r in requests}
+    tpot = {}
+    for rec in requests:
+        rid = int(rec["rid"])
+        if output[rid] == 1:
+            assert rec["tpot_s"] == ""
+        else:
+            tpot[rid] = (finish[rid] - first[rid]) / (output[rid] - 1)
+            assert float(rec["tpot_s"]) == pytest.approx(tpot[rid], rel=1e-12)
+    assert len(tpot) < len(requests)        # single-token requests have no TPOT
+    ttft = [first[r] - arrival[r] for r in first]
+    assert s["tpot_ms"] == pytest.approx(1e3 * math.fsum(tpot.values()) / len(tpot), rel=1e-12)
+    assert s["tpot_p50_ms"] == pytest.approx(1e3 * percentile(tpot.values(), 50), rel=1e-12)
+    assert s["tpot_p99_ms"] == pytest.approx(1e3 * percentile(tpot.values(), 99), rel=1e-12)
+    assert s["ttft_s"] == pytest.approx(math.fsum(ttft) / len(ttft), rel=1e-12)
+    assert s["ttft_p99_s"] == pytest.approx(percentile(ttft, 99), rel=1e-12)
+    makespan = max(finish.values()) - min(arrival.values())
+    assert s["throughput_tok_s"] == pytest.approx(sum(output.values()) / makespan, rel=1e-12)
+
+    bw = s["link_gb_s"] * 1e9
+    busier = math.fsum(max(float(r["link_to_device"]), float(r["link_to_gpu"])) for r in decode)
+    assert s["link_util"] == pytest.approx(busier / (bw * math.fsum(sec)), rel=1e-12)
+    assert 0 < s["link_util"] < 1
+    kv = math.fsum(float(r["kv_bytes"]) for r in decode)
+    assert s["kv_dup_frac"] == pytest.approx(math.fsum(float(r["kv_gpu_bytes"]) for r in decode) / kv, rel=1e-12)
+    sites = {k: sum(int(r[k]) for r in decode) for k in ("E1", "E2", "E3", "E4")}
+    for k, v in sites.items():
+        assert s[f"share_{k}"] == pytest.approx(v / sum(sites.values()), rel=1e-12)
+    assert sum(s[f"share_{k}"] for k in sites) == pytest.approx(1.0, rel=1e-12)
+    layers = load_model(run.model).layers
+    for col, key in (("gemm_s", "layer_gemm_us"), ("lora_s", "layer_lora_us"), ("attention_s", "layer_attention_us"),
+                     ("launch_s", "layer_launch_us")):
+        mean = math.fsum(float(r[col]) for r in decode) / len(decode)
+        assert s[key] == pytest.approx(mean / layers * 1e6, rel=1e-12, abs=1e-12)
+
+
+def test_summary_of_a_run_that_never_fills_the_batch():
+    s = sim(hand_workload([(0.0, 0, 50, 4), (0.0, 1, 60, 1)]), "plora", max_batch=8).summary()
+    assert math.isnan(s["full_batch_tok_s"]) and math.isnan(s["full_batch_step_ms"])
+    assert s["decode_steps"] == 3 and s["requests"] == 2
