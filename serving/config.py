@@ -44,7 +44,7 @@ class SystemConfig:
     per_adapter_launch: bool = False        # every adapter product is its own kernel (PLoRA-NoCXL)
     lora: str = "gpu"                       # host: "gpu" (stage into HBM) or "cpu"
     cpu: str = None                         # host, lora "cpu": isa/configs/cpus/<cpu>.json
-    pool_bytes: float = None                # memory behind the link; None: devices x dram_bytes
+    pool_bytes: float = None                # pool: memory behind the link; None: devices x dram_bytes
 
     def __post_init__(self):
         need = lambda c, w: _need(c, "system", self.name, w)   # noqa: E731

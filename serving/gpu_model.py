@@ -70,7 +70,9 @@ class GpuModel:
         return self.gemm(sequences, self.model.hidden, self.model.vocab).seconds
 
     def weights_floor_s(self):
-        """The HBM floor of a decode step: every layer's weights and the LM head read once."""
+        """The HBM floor of a dense model's decode step: every layer's weights and the LM head
+        read once. For a mixture of experts it counts every expert, more than a small batch
+        reads (layer_s counts the experts its tokens touch)."""
         m = self.model
         per_layer = sum(d_in * d_out * (m.experts if e else 1) for _, d_in, d_out, e in self.gemms)
         return (m.layers * per_layer + m.hidden * m.vocab) * FP16_BYTES / self.gpu.hbm_bytes_per_s

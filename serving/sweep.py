@@ -38,7 +38,11 @@ def axis_field(axis, value):
     """The run config field and value of one axis point (link_gb_s=128 -> link_bytes_per_s=1.28e11)."""
     if axis in AXES:
         field, unit = AXES[axis]
-        return field, (int(value) if unit == 1 else float(value) * unit)
+        if unit == 1:
+            if isinstance(value, bool) or not float(value).is_integer():
+                raise ValueError(f"sweep axis {axis!r} takes integers, got {value!r}")
+            return field, int(value)
+        return field, float(value) * unit
     return axis, value
 
 
@@ -70,7 +74,7 @@ def sweep(configs, address=None, workers=None, progress=True, desc="sweep"):
         client, cluster = Client(address), None
     else:
         cluster = LocalCluster(n_workers=workers or os.cpu_count() or 1, threads_per_worker=1,
-                               processes=True, dashboard_address=None)
+                               processes=True, dashboard_address=":0")
         client = Client(cluster)
     try:
         futures = client.map(run_point, configs, pure=False)
@@ -100,7 +104,11 @@ def write_csv(rows, path):
     return path
 
 
+CSV_BOOLS = {"True": True, "False": False}     # how csv writes Python's booleans
+
+
 def read_csv(path):
     """Rows written by write_csv, numbers parsed back (an empty cell is NaN)."""
     with pathlib.Path(path).open(newline="") as f:
-        return [{k: math.nan if v == "" else parse_value(v) for k, v in row.items()} for row in csv.DictReader(f)]
+        return [{k: math.nan if v == "" else CSV_BOOLS.get(v, parse_value(v)) for k, v in row.items()}
+                for row in csv.DictReader(f)]
