@@ -80,7 +80,8 @@ class RunResult:
         total_sites = sum(sites.values())
         layers = self.system.model.layers
         out = dict(
-            system=self.system_cfg.name, workload=self.workload.name, model=run.model, device=run.device,
+            system=self.system_cfg.name, workload=self.workload.name, workload_source=self.workload.source,
+            model=run.model, device=run.device,
             num_devices=run.num_devices, link_gb_s=round(link.bytes_per_s / 1e9, 6), link_latency_ns=round(link.latency_s * 1e9, 6),
             kv_precision=run.kv_precision, max_batch=run.max_batch, requests=len(self.done), steps=len(log),
             decode_steps=len(sec), sim_s=float(log.array("t_s")[-1]) if len(log) else 0.0,
