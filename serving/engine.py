@@ -36,7 +36,7 @@ def simulate(run, system_cfg, workload, timing=None, progress=None):
     log = StepLog()
     t = 0.0
     bar = tqdm(total=len(pending), desc=f"{system_cfg.name} {workload.name}", unit="req",
-               disable=progress is False, delay=3.0, leave=False)
+               disable=progress is False, delay=3.0, mininterval=2.0, leave=False)
     while pending or running:
         admit, tokens = [], 0
         while pending and pending[0].arrival_s <= t and len(running) + len(admit) < run.max_batch:

@@ -80,7 +80,7 @@ def sweep(configs, address=None, workers=None, progress=True, desc="sweep"):
         futures = client.map(run_point, configs, pure=False)
         index = {f.key: i for i, f in enumerate(futures)}
         results = [None] * len(configs)
-        with tqdm(total=len(configs), desc=desc, unit="point", disable=not progress) as bar:
+        with tqdm(total=len(configs), desc=desc, unit="point", disable=not progress, mininterval=2.0) as bar:
             for future in as_completed(futures):
                 results[index[future.key]] = future.result()
                 bar.update()
