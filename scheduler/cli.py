@@ -15,15 +15,20 @@ from isa.config import parse_overrides
 from .config import load_scheduler_config
 
 
-def _config(name, overrides):
+def config_from(loader, name, overrides, what="KNOB"):
+    """`loader(name, **KEY=VALUE overrides)`, its errors as click's (one for every CLI)."""
     try:
-        changes = parse_overrides(overrides)
+        changes = parse_overrides(overrides, what)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--set") from None
     try:
-        return load_scheduler_config(name, **changes)
+        return loader(name, **changes)
     except (ValueError, FileNotFoundError) as exc:
         raise click.ClickException(str(exc)) from None
+
+
+def _config(name, overrides):
+    return config_from(load_scheduler_config, name, overrides)
 
 
 config_option = click.option("--config", "config_name", default="default", show_default=True,

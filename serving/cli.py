@@ -12,21 +12,14 @@ import pathlib
 
 import click
 
-from isa.config import parse_overrides, parse_value
-from scheduler.cli import main
+from isa.config import parse_value
+from scheduler.cli import config_from, main
 
 from .config import load_serving_config, load_system_config, system_names
 
 
 def _serving_config(name, overrides):
-    try:
-        changes = parse_overrides(overrides, "FIELD")
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--set") from None
-    try:
-        return load_serving_config(name, **changes)
-    except (ValueError, FileNotFoundError) as exc:
-        raise click.ClickException(str(exc)) from None
+    return config_from(load_serving_config, name, overrides, "FIELD")
 
 
 config_option = click.option("--config", "config_name", default="default", show_default=True,

@@ -54,7 +54,7 @@ def simulate(run, system_cfg, workload, timing=None, progress=None):
             pending.popleft()
             tokens += live.prompt
         if admit:
-            cost = system.prefill(admit) if system_cfg.kind == "pool" else system.prefill(admit, running)
+            cost = system.prefill(admit, running)
             t += cost.seconds
             log.add("prefill", t, len(admit), tokens, cost)
             for live in admit:

@@ -198,8 +198,8 @@ class PoolSystem(System):
 
     # ---- prefill --------------------------------------------------------------------------
 
-    def prefill(self, new):
-        """The prompts of `new` in one iteration. Every adapter's product runs on the GPU: at a
+    def prefill(self, new, running=()):
+        """The prompts of `new` in one iteration (`running` waits). Every adapter's product runs on the GPU: at a
         prompt's hundreds of tokens per adapter the GPU strategies win (Fig. 3a's crossovers),
         E1 where the GPU holds the factors, else E2 reading them over the link; the prompts'
         K and V go to the pool over the link."""
