@@ -32,10 +32,11 @@ Nothing is carried from one descriptor to the next: a chain lives inside one des
 so a failed descriptor leaves nothing a later one could compute on.
 """
 from amaranth import Module, Signal, Mux, Cat, Const, Array
-from amaranth.lib import wiring
+from amaranth.lib import fifo, wiring
 from amaranth.lib.wiring import In, Out
 
 from isa import Status, Op
+from isa.microarch import REPORTS_IN_FLIGHT
 from isa.pe_array import ACC_INTERLEAVE, SPLIT_ROWS
 from isa.slots import CQ_SEQ, CQ_STATUS, CQ_CYCLES, HEADER_BYTES
 from .axi import device_bus, AXI4Signature
@@ -45,10 +46,12 @@ from .decoder import Decoder
 from .dram_reader import DramReader
 from .dram_writer import DramWriter
 from .fp_cells import add_cell
+from .front_end import FrontEnd
 from .line_packer import LinePacker
 from .queue_geometry import slot_addr
 from .regfile import QueueRegs
 from .softmax_unit import SoftmaxUnit
+from .stage_plan import packing, run_beats_of, stage_operand, weight_elems
 from .unpacker import Unpacker, DIM_BITS
 
 FP16_ONE = 0x3C00
@@ -76,6 +79,7 @@ class ControlUnit(wiring.Component):
         cfg = self._cfg
         lanes, lane_bits = cfg.lanes, (cfg.lanes - 1).bit_length()
         line_bits = (cfg.beat_bytes - 1).bit_length()
+        m.submodules.front = front = FrontEnd(cfg)
         m.submodules.decoder = dec = Decoder(cfg)
         m.submodules.reader = reader = DramReader(cfg)
         m.submodules.writer = writer = DramWriter(cfg)
@@ -106,6 +110,13 @@ class ControlUnit(wiring.Component):
             m.d.comb += [writer.src.data.eq(packer.out.data), writer.src.strb.eq(packer.out.strb),
                          writer.src.valid.eq(packer.out.valid), packer.out.ready.eq(writer.src.ready)]
 
+        # the front end pops, decodes and starts the reads, one descriptor ahead
+        for q in range(cfg.num_queues):
+            m.d.comb += front.queues[q].eq(self.queues[q])
+        m.d.comb += [front.pop_valid.eq(self.pop_valid), self.pop_ready.eq(front.pop_ready), front.pop.eq(self.pop),
+                     reader.start.eq(front.run_start), reader.addr.eq(front.run_addr),
+                     reader.beats.eq(front.run_beats), front.run_issued.eq(reader.issued_all)]
+
         entry = Signal(ibuf_entry(cfg))
         regs = Signal(QueueRegs)
         with m.Switch(entry.queue):
@@ -118,19 +129,19 @@ class ControlUnit(wiring.Component):
 
         status = Signal(8)
         sq_slot, cq_slot = Signal(64), Signal(64)
+        # the completion waiting for its line to be written: the writer takes no other job
+        # meanwhile, so the line follows every result write and precedes the next ones
+        pending, pending_entry, pending_status = Signal(), Signal(ibuf_entry(cfg)), Signal(8)
+        pending_slot, pending_store = Signal(64), Signal()
+        writer_free = Signal()
+        m.d.comb += writer_free.eq(writer.idle & ~pending)
         m_rows = d.in_rows
         is_softmax, is_attention, is_xab = (d.op == Op.SOFTMAX), (d.op == Op.ATTENTION), (d.op == Op.LORA_XAB)
         partial = d.flags[1]
 
-        def stage_operand(s):
-            """Stage s's weights: (address, K, N). Stage 1's start at the line after stage 0's,
-            K and N swapped (x A, then . B; q K^T, then S V)."""
-            return (Mux(s, d.dev_addr + (dec.operand_lines << line_bits), d.dev_addr),
-                    Mux(s, d.dev_cols, d.dev_rows), Mux(s, d.dev_rows, d.dev_cols))
-
         # ---- the current stage: K, N, where its words go, and its plan
         stage = Signal()
-        _, st_k, st_n = stage_operand(stage)
+        _, st_k, st_n = stage_operand(d, dec.operand_lines, stage, line_bits)
         dest = Signal(range(4))
         m.d.comb += [cu.n_cols.eq(st_n),
                      dest.eq(Mux(stage, Mux(is_attention, TO_RESULT32, TO_RESULT16),
@@ -143,25 +154,8 @@ class ControlUnit(wiring.Component):
         sets_used = [Signal(range(ACC_INTERLEAVE + 1), name=f"sets_used{q}") for q in range(SPLIT_ROWS)]
         main_elems = Signal(44)
 
-        def packing(n, name):
-            """log2 of the plan's packing for N = n: the largest pack with pack * n <= LANES."""
-            log2 = Signal.like(pack_log2, name=name)
-            for p in range(lane_bits + 1):
-                with m.If((n << p) <= lanes):
-                    m.d.comb += log2.eq(p)
-            return log2
-
-        def weight_elems(k, n, log2):
-            """Elements of a stage's two weight runs for packing 2^log2: the k-groups of whole
-            packs, and the last k-group (K mod pack rows of N)."""
-            return (k >> log2 << log2) * n, (k & ((1 << log2) - 1)) * n
-
-        def run_beats_of(offset, elems):
-            """Beats of a run of `elems` elements starting `offset` elements into its first beat."""
-            return (offset + elems + lanes - 1) >> lane_bits
-
         plan_n_words, plan_sets = Signal.like(n_words), Signal.like(sets)
-        plan_pack_log2 = packing(st_n, "plan_pack_log2")
+        plan_pack_log2 = packing(m, st_n, lanes, "plan_pack_log2")
         m.d.comb += [plan_n_words.eq((st_n + lanes - 1) >> lane_bits), plan_sets.eq(ACC_INTERLEAVE)]
         for s_ in reversed(range(1, ACC_INTERLEAVE)):
             with m.If(plan_n_words * s_ >= ACC_INTERLEAVE):
@@ -247,53 +241,11 @@ class ControlUnit(wiring.Component):
         last_word = ((word + 1) << lane_bits) >= out_n
         last_row = row + 1 == group_rows
 
-        # ---- the fetcher: starts the reader on each run of the descriptor in the order the
-        # unpacker takes them (per group: the input rows, then per stage its whole packs and
-        # its last k-group), each as soon as the reader has issued the previous run's last
-        # burst, so a run's DRAM latency hides behind the runs before it
-        INPUT_RUN, MAIN_RUN, REST_RUN = range(3)
-        f_on, f_kind, f_stage = Signal(), Signal(range(3)), Signal()
-        f_m0, f_in_elem = Signal(DIM_BITS), Signal(44)
-        stages = Mux(is_softmax, 0, Mux(is_attention | is_xab, 2, 1))
-        f_rows = Mux(m_rows - f_m0 < cfg.rows, m_rows - f_m0, cfg.rows)
-        f_addr, f_k, f_n = stage_operand(f_stage)
-        f_pack_log2 = packing(f_n, "fetch_pack_log2")
-        f_main, f_rest_elems = Signal(44), Signal(44)
-        main_, rest_ = weight_elems(f_k, f_n, f_pack_log2)
-        m.d.comb += [f_main.eq(main_), f_rest_elems.eq(rest_)]
-        run_addr, run_beats, run_any = Signal(64), Signal(32), Signal()
-        with m.Switch(f_kind):
-            with m.Case(INPUT_RUN):
-                offset = f_in_elem[:lane_bits]
-                m.d.comb += [run_addr.eq(sq_slot + HEADER_BYTES + (f_in_elem[lane_bits:] << line_bits)),
-                             run_beats.eq(run_beats_of(offset, f_rows * d.in_cols)), run_any.eq(1)]
-            with m.Case(MAIN_RUN):
-                m.d.comb += [run_addr.eq(f_addr), run_beats.eq(run_beats_of(0, f_main)),
-                             run_any.eq(f_main != 0)]
-            with m.Case(REST_RUN):
-                m.d.comb += [run_addr.eq(f_addr + (f_main[lane_bits:] << line_bits)),
-                             run_beats.eq(run_beats_of(f_main[:lane_bits], f_rest_elems)),
-                             run_any.eq(f_rest_elems != 0)]
-        with m.If(f_on & (~run_any | reader.issued_all)):
-            m.d.comb += [reader.start.eq(run_any), reader.addr.eq(run_addr), reader.beats.eq(run_beats)]
-            # the next run: the stage's last k-group, the next stage, or the next group's rows
-            with m.If(f_kind == MAIN_RUN):
-                m.d.sync += f_kind.eq(REST_RUN)
-            with m.Elif((f_kind == INPUT_RUN) & (stages != 0)):
-                m.d.sync += [f_kind.eq(MAIN_RUN), f_stage.eq(0)]
-            with m.Elif((f_kind == REST_RUN) & (f_stage + 1 < stages)):
-                m.d.sync += [f_kind.eq(MAIN_RUN), f_stage.eq(1)]
-            with m.Else():
-                m.d.sync += [f_kind.eq(INPUT_RUN), f_m0.eq(f_m0 + cfg.rows),
-                             f_in_elem.eq(f_in_elem + cfg.rows * d.in_cols)]
-                with m.If(f_m0 + cfg.rows >= m_rows):
-                    m.d.sync += f_on.eq(0)
-
         with m.FSM():
             with m.State("IDLE"):
-                m.d.comb += self.pop_ready.eq(1)
-                with m.If(self.pop_valid):
-                    m.d.sync += entry.eq(self.pop)
+                m.d.comb += front.take.eq(front.task_valid)
+                with m.If(front.task_valid):
+                    m.d.sync += entry.eq(front.task)
                     m.next = "DECODE"
             with m.State("DECODE"):
                 m.d.sync += [status.eq(dec.status), sq_slot.eq(slot_addr(regs.sq_base, entry.seq, regs)),
@@ -308,8 +260,6 @@ class ControlUnit(wiring.Component):
                     m.d.sync += [esize_log2.eq(1), out_n.eq(d.dev_rows)]
                 with m.Else():
                     m.d.sync += [esize_log2.eq(1), out_n.eq(d.dev_cols)]
-                m.d.sync += [f_on.eq((dec.status == Status.OK) & dec.is_compute), f_kind.eq(INPUT_RUN),
-                             f_stage.eq(0), f_m0.eq(0), f_in_elem.eq(0)]
                 with m.If(dec.status != Status.OK):
                     m.next = "COMPLETE"
                 with m.Elif(dec.is_compute):
@@ -317,17 +267,15 @@ class ControlUnit(wiring.Component):
                 with m.Else():
                     m.next = "COPY_START"
             with m.State("COPY_START"):
-                # load: device operand -> completion slot; store: submission slot -> device operand
-                m.d.comb += [copying.eq(1), reader.start.eq(1), writer.start.eq(1), writer.from_stream.eq(1),
-                             reader.beats.eq(d.dev_size), writer.beats.eq(d.dev_size)]
-                with m.If(dec.is_load):
-                    m.d.comb += [reader.addr.eq(d.dev_addr), writer.addr.eq(cq_slot + HEADER_BYTES)]
-                with m.Else():
-                    m.d.comb += [reader.addr.eq(sq_slot + HEADER_BYTES), writer.addr.eq(d.dev_addr)]
-                m.next = "COPY"
+                # load: device operand -> completion slot; store: submission slot -> device
+                # operand; the front end started the read
+                with m.If(writer_free):
+                    m.d.comb += [writer.start.eq(1), writer.from_stream.eq(1), writer.beats.eq(d.dev_size),
+                                 writer.addr.eq(Mux(dec.is_load, cq_slot + HEADER_BYTES, d.dev_addr))]
+                    m.next = "COPY"
             with m.State("COPY"):
                 m.d.comb += copying.eq(1)
-                with m.If(~reader.busy & ~writer.busy):
+                with m.If(writer.idle):
                     m.next = "COMPLETE"
 
             # ---- a group of up to ROWS input rows
@@ -335,7 +283,7 @@ class ControlUnit(wiring.Component):
                 rows_now, run_beats = Signal(range(cfg.rows + 1)), Signal(32)
                 m.d.comb += rows_now.eq(Mux(m_rows - m0 < cfg.rows, m_rows - m0, cfg.rows))
                 offset = in_elem[:lane_bits]
-                m.d.comb += run_beats.eq(run_beats_of(offset, rows_now * d.in_cols))
+                m.d.comb += run_beats.eq(run_beats_of(offset, rows_now * d.in_cols, lanes))
                 m.d.sync += [group_rows.eq(rows_now), stage.eq(0)]
                 m.d.comb += [unpack.start.eq(1), unpack.offset.eq(offset), unpack.rows.eq(rows_now),
                              unpack.cols.eq(d.in_cols),
@@ -372,7 +320,7 @@ class ControlUnit(wiring.Component):
                 cols = (st_n << pack_log2)[:DIM_BITS]
                 m.d.sync += run_cols.eq(cols)
                 m.d.comb += [unpack.start.eq(1), unpack.offset.eq(0), unpack.rows.eq(full_groups),
-                             unpack.cols.eq(cols), unpack.beats.eq(run_beats_of(0, main_elems)),
+                             unpack.cols.eq(cols), unpack.beats.eq(run_beats_of(0, main_elems, lanes)),
                              unpack.pair.eq(split)]
                 m.next = "WEIGHTS"
             with m.State("REST_START"):
@@ -381,7 +329,7 @@ class ControlUnit(wiring.Component):
                 offset = main_elems[:lane_bits]
                 m.d.sync += run_cols.eq(cols)
                 m.d.comb += [unpack.start.eq(1), unpack.offset.eq(offset), unpack.rows.eq(1),
-                             unpack.cols.eq(cols), unpack.beats.eq(run_beats_of(offset, cols))]
+                             unpack.cols.eq(cols), unpack.beats.eq(run_beats_of(offset, cols, lanes))]
                 m.next = "REST"
 
             def k_group_chunks():
@@ -429,10 +377,12 @@ class ControlUnit(wiring.Component):
             with m.State("DRAIN"):
                 # the last chunk's sums are written PIPE_DEPTH cycles after it; results
                 # start their write run meanwhile
-                m.d.sync += drain.eq(drain - 1)
-                with m.If(drain == 1):
+                to_result = (dest == TO_RESULT16) | (dest == TO_RESULT32)
+                with m.If(drain != 1):
+                    m.d.sync += drain.eq(drain - 1)
+                with m.Elif(~to_result | writer_free):
                     m.d.sync += [row.eq(0), word.eq(0), ask_row.eq(0), ask_word.eq(0), asked_all.eq(0)]
-                    with m.If((dest == TO_RESULT16) | (dest == TO_RESULT32)):
+                    with m.If(to_result):
                         start_results()
                     m.next = "READOUT"
 
@@ -444,8 +394,8 @@ class ControlUnit(wiring.Component):
                     with m.Case(TO_RESULT16, TO_RESULT32):
                         m.d.comb += cu.sum_ready.eq(
                             take_word(cu.sum_valid, Mux(dest == TO_RESULT16, cu.sum_fp16, cu.sum_fp32)))
-                        # the run's last line answered
-                        with m.If(~writer.busy):
+                        # the run's last line written
+                        with m.If(writer.idle):
                             with m.If(is_attention):
                                 m.next = "ANCHORS"
                             with m.Else():
@@ -499,14 +449,15 @@ class ControlUnit(wiring.Component):
 
             # ---- SOFTMAX's rows, read back from the input buffer a word at a time
             with m.State("BANK_START"):
-                start_results()
-                m.d.sync += bank_valid.eq(0)
-                m.next = "BANK_OUT"
+                with m.If(writer_free):
+                    start_results()
+                    m.d.sync += bank_valid.eq(0)
+                    m.next = "BANK_OUT"
             with m.State("BANK_OUT"):
                 # (row, word)'s data is out the cycle after its address, and held with it
                 m.d.comb += [cu.rd_row.eq(row), cu.rd_addr.eq(word)]
                 m.d.sync += bank_valid.eq(~take_word(bank_valid, cu.rd_in_data))
-                with m.If(~writer.busy):
+                with m.If(writer.idle):
                     with m.If(partial):
                         m.next = "ANCHORS"
                     with m.Else():
@@ -516,12 +467,13 @@ class ControlUnit(wiring.Component):
             with m.State("ANCHORS"):
                 line = Signal(cfg.data_bits)
                 m.d.comb += line.eq(Cat(anchors_m[row], anchors_l[row]))
-                m.d.comb += [writer.start.eq(1),
-                             writer.addr.eq(cq_slot + HEADER_BYTES + dec.stats_offset + ((m0 + row) << line_bits)),
-                             writer.line.eq(line), writer.strb.eq((1 << cfg.beat_bytes) - 1)]
-                m.next = "ANCHORS_WAIT"
+                with m.If(writer_free):
+                    m.d.comb += [writer.start.eq(1),
+                                 writer.addr.eq(cq_slot + HEADER_BYTES + dec.stats_offset + ((m0 + row) << line_bits)),
+                                 writer.line.eq(line), writer.strb.eq((1 << cfg.beat_bytes) - 1)]
+                    m.next = "ANCHORS_WAIT"
             with m.State("ANCHORS_WAIT"):
-                with m.If(~writer.busy):
+                with m.If(writer.idle):
                     with m.If(row + 1 < group_rows):
                         m.d.sync += row.eq(row + 1)
                         m.next = "ANCHORS"
@@ -535,19 +487,43 @@ class ControlUnit(wiring.Component):
                     m.next = "COMPLETE"
 
             with m.State("COMPLETE"):
-                cycles = (self.cycle - entry.taken)[:64]
-                # completion line: sequence number, status, zero, cycles, zeros
-                assert (CQ_SEQ, CQ_STATUS, CQ_CYCLES) == (0, 8, 16)
-                header, status_word = Signal(cfg.data_bits), Signal(32)
-                m.d.comb += [status_word.eq(status), header.eq(Cat(entry.seq, status_word, Const(0, 32), cycles))]
-                m.d.comb += [writer.start.eq(1), writer.addr.eq(cq_slot), writer.line.eq(header),
-                             writer.strb.eq((1 << cfg.beat_bytes) - 1)]
-                m.next = "COMPLETE_WAIT"
-            with m.State("COMPLETE_WAIT"):
-                with m.If(~writer.busy):
-                    m.d.comb += [self.done_valid.eq(1), self.done_queue.eq(entry.queue),
-                                 self.done_seq.eq(entry.seq[:32]), self.done_status.eq(status),
-                                 self.irq.eq(regs.irq_en << entry.queue)]
+                # the completion waits, in order, for every result write to be answered
+                with m.If(~pending):
+                    m.d.sync += [pending.eq(1), pending_entry.eq(entry), pending_status.eq(status),
+                                 pending_slot.eq(cq_slot),
+                                 pending_store.eq((status == Status.OK) & dec.is_store)]
                     m.next = "IDLE"
+
+        # ---- completions: the line once every write before it is answered, then, once the
+        # line is answered, HEAD, STATUS and the interrupt
+        m.submodules.reports = reports = fifo.SyncFIFO(width=len(Cat(pending_entry.queue, pending_entry.seq[:32],
+                                                                     pending_status, pending_store)),
+                                                       depth=REPORTS_IN_FLIGHT)
+        with m.If(pending & writer.quiet & reports.w_rdy):
+            cycles = (self.cycle - pending_entry.taken)[:64]
+            # completion line: sequence number, status, zero, cycles, zeros
+            assert (CQ_SEQ, CQ_STATUS, CQ_CYCLES) == (0, 8, 16)
+            header, status_word = Signal(cfg.data_bits), Signal(32)
+            m.d.comb += [status_word.eq(pending_status),
+                         header.eq(Cat(pending_entry.seq, status_word, Const(0, 32), cycles))]
+            m.d.comb += [writer.start.eq(1), writer.addr.eq(pending_slot), writer.line.eq(header),
+                         writer.strb.eq((1 << cfg.beat_bytes) - 1), writer.report.eq(1),
+                         reports.w_en.eq(1),
+                         reports.w_data.eq(Cat(pending_entry.queue, pending_entry.seq[:32], pending_status,
+                                               pending_store))]
+            m.d.sync += pending.eq(0)
+        done_queue, done_seq = reports.r_data[:len(self.done_queue)], reports.r_data[len(self.done_queue):][:32]
+        done_status = reports.r_data[len(self.done_queue) + 32:][:8]
+        done_store = reports.r_data[-1]
+        irq_en = Signal()
+        with m.Switch(done_queue):
+            for q, queue_regs in enumerate(self.queues):
+                with m.Case(q):
+                    m.d.comb += irq_en.eq(queue_regs.irq_en)
+        m.d.comb += [reports.r_en.eq(writer.reported),
+                     self.done_valid.eq(writer.reported), self.done_queue.eq(done_queue),
+                     self.done_seq.eq(done_seq), self.done_status.eq(done_status),
+                     self.irq.eq(Mux(writer.reported & irq_en, 1 << done_queue, 0)),
+                     front.report.eq(writer.reported), front.report_store.eq(done_store)]
         return m
 

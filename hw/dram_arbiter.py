@@ -1,20 +1,24 @@
-"""The DRAM arbiter: several AXI4 managers share the one `dram` port.
+"""The DRAM arbiter: several AXI4 managers share the device's one internal memory bus.
 
-Reads and writes are arbitrated independently, round-robin. Writes: the port that owns the
-write channel may post bursts (the next address while earlier ones await their
-response) while no other port asks; the channel changes hands only once every response
-is back, so B responses route back by the grant. Reads: the port that owns the read
-channel may keep up to `dram_max_reads` bursts in flight (the DRAM returns one ID's bursts
-in order, and every port uses one ID); it keeps the channel while no other port asks,
-otherwise its bursts drain and the next port in round-robin order gets it. R beats route
-to the owner.
+Reads and writes are arbitrated independently, round-robin, one burst per grant; the
+responses find their way back through a FIFO of the granted port per burst, which works
+because the memory behind the bus returns every burst's responses in the order of the
+address handshakes (one ID: the DRAM, or the channel interleaver, answers in order).
+So no port waits for another's bursts to drain before it is granted.
+
+Reads: a grant is decided in one cycle and the granted port's AR is presented from the
+next (one AR per two cycles at most). R beats go to the port at the FIFO's head, which
+is popped with the burst's last beat.
+
+Writes: a granted port sends its AW, then its burst's W beats (the W channel follows the
+AW order); while no other port asks, the owner's next AW goes right after its last W
+beat. B responses go to the port at the head of the write FIFO.
 """
 from amaranth import Cat, Module, Signal
-from amaranth.lib import wiring
+from amaranth.lib import fifo, wiring
 from amaranth.lib.wiring import In, Out
 
 from .axi import AXI4Signature, device_bus
-from .dram_writer import WRITES_IN_FLIGHT
 
 
 class DramArbiter(wiring.Component):
@@ -41,68 +45,52 @@ class DramArbiter(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        ports, dram, n = self.ports, self.dram, self._n
+        ports, dram, n, cfg = self.ports, self.dram, self._n, self._cfg
+        tag_bits = max(1, (n - 1).bit_length())
 
         # ---- reads
-        owner, in_flight = Signal(range(n)), Signal(range(self._cfg.dram_max_reads + 1))
-        addr_phase = Signal()               # the owner's AR is presented to the DRAM
-        requests = [p.arvalid for p in ports]
-        others = Signal()                   # a port other than the owner asks
-        with m.Switch(owner):
-            for i in range(n):
-                with m.Case(i):
-                    m.d.comb += others.eq(Cat(*(r for j, r in enumerate(requests) if j != i)).any())
-        owner_request = Signal()
-        with m.Switch(owner):
-            for i in range(n):
-                with m.Case(i):
-                    m.d.comb += owner_request.eq(requests[i])
-        pick, any_ = self._pick(m, requests, owner, "ar")
-        beat_done = dram.rvalid & dram.rready & dram.rlast
-        issued = dram.arvalid & dram.arready
-        m.d.sync += in_flight.eq(in_flight + issued - beat_done)
+        m.submodules.read_tags = read_tags = fifo.SyncFIFO(width=tag_bits, depth=cfg.bus_reads_in_flight)
+        owner, addr_phase = Signal(range(n)), Signal()
+        pick, any_ = self._pick(m, [p.arvalid for p in ports], owner, "ar")
         with m.If(~addr_phase):
-            with m.If(in_flight == 0):
-                # the channel is free: the next requester in round-robin order takes it
-                with m.If(any_):
-                    m.d.sync += [owner.eq(pick), addr_phase.eq(1)]
-            with m.Elif(owner_request & ~others & (in_flight < self._cfg.dram_max_reads)):
-                m.d.sync += addr_phase.eq(1)
+            with m.If(any_ & read_tags.w_rdy):
+                m.d.sync += [owner.eq(pick), addr_phase.eq(1)]
         with m.Else():
             self._route_request(m, owner, AXI4Signature.AR, "arvalid", "arready")
             with m.If(dram.arready):
                 m.d.sync += addr_phase.eq(0)
-        self._route_response(m, owner, AXI4Signature.R, "rvalid", "rready")
+        m.d.comb += [read_tags.w_data.eq(owner), read_tags.w_en.eq(dram.arvalid & dram.arready),
+                     read_tags.r_en.eq(dram.rvalid & dram.rready & dram.rlast)]
+        self._route_response(m, read_tags.r_data, AXI4Signature.R, "rvalid", "rready")
 
         # ---- writes
-        w_grant, w_last = Signal(range(n)), Signal(range(n))
+        m.submodules.write_tags = write_tags = fifo.SyncFIFO(width=tag_bits, depth=cfg.bus_writes_in_flight)
+        w_grant = Signal(range(n))
         w_requests = [p.awvalid for p in ports]
-        pick, any_ = self._pick(m, w_requests, w_last, "aw")
-        w_in_flight = Signal(range(WRITES_IN_FLIGHT + 1))   # the owner's bursts awaiting their response
-        answered = dram.bvalid & dram.bready
-        m.d.sync += w_in_flight.eq(w_in_flight + (dram.awvalid & dram.awready) - answered)
+        pick, any_ = self._pick(m, w_requests, w_grant, "aw")
         owner_aw, others_aw = Signal(), Signal()
         with m.Switch(w_grant):
             for i in range(n):
                 with m.Case(i):
                     m.d.comb += [owner_aw.eq(w_requests[i]),
                                  others_aw.eq(Cat(*(r for j, r in enumerate(w_requests) if j != i)).any())]
-        self._route_response(m, w_grant, AXI4Signature.B, "bvalid", "bready")
+        m.d.comb += [write_tags.w_data.eq(w_grant), write_tags.w_en.eq(dram.awvalid & dram.awready),
+                     write_tags.r_en.eq(dram.bvalid & dram.bready)]
+        self._route_response(m, write_tags.r_data, AXI4Signature.B, "bvalid", "bready")
         granted = Signal()                          # the grant's first burst is still to go
         with m.FSM(name="write"):
             with m.State("IDLE"):
-                with m.If(any_):
-                    m.d.sync += [w_grant.eq(pick), w_last.eq(pick), granted.eq(1)]
+                with m.If(any_ & write_tags.w_rdy):
+                    m.d.sync += [w_grant.eq(pick), granted.eq(1)]
                     m.next = "ADDR"
             with m.State("ADDR"):
-                # the grant's first burst; then the owner's next ones while no other port
-                # waits (else the owner's responses drain and the channel goes round)
-                with m.If(owner_aw & (granted | ~others_aw)):
+                # the grant's first burst; then the owner's next ones while no other port asks
+                with m.If(owner_aw & (granted | (~others_aw & write_tags.w_rdy))):
                     self._route_request(m, w_grant, AXI4Signature.AW, "awvalid", "awready")
                     with m.If(dram.awready):
                         m.d.sync += granted.eq(0)
                         m.next = "DATA"
-                with m.Elif((w_in_flight == 0) | ((w_in_flight == 1) & answered)):
+                with m.Elif(~owner_aw | others_aw):
                     m.next = "IDLE"
             with m.State("DATA"):
                 self._route_request(m, w_grant, AXI4Signature.W, "wvalid", "wready")

@@ -2,20 +2,21 @@
 strobes (load/store copies, result runs) or one line held in a register with byte
 strobes (anchors, completions).
 
-Writes are posted: the next burst's address goes out right after the current burst's
-last beat, with up to WRITES_IN_FLIGHT bursts awaiting their response; `busy` falls the
-cycle after the run's last response, so when it falls every write of the run has been
-answered: what the completion ordering needs.
+Writes are posted, across jobs too: the next burst's address goes out right after the
+current burst's last beat, with up to WRITES_IN_FLIGHT bursts awaiting their response,
+and the writer is `idle` (ready for its next job) as soon as a job's last beat is out.
+`quiet` says every write issued so far has been answered: what a completion waits for.
+A job started with `report` marks its last burst; `reported` pulses when that burst's
+response comes back (the completion line's answer, after which HEAD may move).
 """
 from amaranth import Module, Signal, Mux
-from amaranth.lib import wiring
+from amaranth.lib import fifo, wiring
 from amaranth.lib.wiring import In, Out
 
+from isa.microarch import WRITES_IN_FLIGHT
 from .axi import device_bus, burst_length, BURST_INCR
 from .dram_reader import RUN_BEATS_BITS
 from .stream import LineStream
-
-WRITES_IN_FLIGHT = 16        # bursts written and not yet answered
 
 
 class DramWriter(wiring.Component):
@@ -27,7 +28,8 @@ class DramWriter(wiring.Component):
             "from_stream": In(1),                      # 1: `beats` lines from `src`
             "beats": In(RUN_BEATS_BITS),
             "line": In(cfg.data_bits), "strb": In(cfg.beat_bytes),   # 0: this one line
-            "busy": Out(1),
+            "report": In(1),
+            "idle": Out(1), "quiet": Out(1), "reported": Out(1),
             "src": In(LineStream(cfg.data_bits)),
         })
 
@@ -36,7 +38,7 @@ class DramWriter(wiring.Component):
         cfg, bus = self._cfg, self.bus
         beat_log2 = (cfg.beat_bytes - 1).bit_length()
         addr, left = Signal(64, name="addr"), Signal(RUN_BEATS_BITS, name="left")
-        from_stream, line, strb = Signal(), Signal(cfg.data_bits), Signal(cfg.beat_bytes)
+        from_stream, line, strb, report = Signal(), Signal(cfg.data_bits), Signal(cfg.beat_bytes), Signal()
         burst = burst_length(m, addr, left, cfg)
         in_burst = Signal(range(cfg.max_burst_beats + 1))
 
@@ -46,45 +48,38 @@ class DramWriter(wiring.Component):
                      bus.wstrb.eq(Mux(from_stream, self.src.strb, strb)),
                      bus.wlast.eq(in_burst == 1)]
 
-        # bursts whose address went out and whose response has not come back
-        in_flight = Signal(range(WRITES_IN_FLIGHT + 1))
+        # per burst issued and not yet answered: whether it ends a reporting job
+        m.submodules.tags = tags = fifo.SyncFIFO(width=1, depth=WRITES_IN_FLIGHT)
+        issued = bus.awvalid & bus.awready
         answered = bus.bvalid & bus.bready
-        m.d.comb += bus.bready.eq(in_flight != 0)
-        m.d.sync += in_flight.eq(in_flight + (bus.awvalid & bus.awready) - answered)
-        last_answered = (in_flight == 0) | ((in_flight == 1) & answered)
+        m.d.comb += [bus.bready.eq(tags.r_rdy), tags.r_en.eq(answered),
+                     self.reported.eq(answered & tags.r_data),
+                     tags.w_en.eq(issued), tags.w_data.eq(report & (left == burst))]
 
         with m.FSM():
             with m.State("IDLE"):
+                m.d.comb += [self.idle.eq(1), self.quiet.eq(~tags.r_rdy)]
                 with m.If(self.start):
-                    m.d.comb += self.busy.eq(1)
                     m.d.sync += [addr.eq(self.addr), from_stream.eq(self.from_stream),
                                  left.eq(Mux(self.from_stream, self.beats, 1)),
-                                 line.eq(self.line), strb.eq(self.strb)]
-                    m.next = "ISSUE"
+                                 line.eq(self.line), strb.eq(self.strb), report.eq(self.report)]
+                    with m.If(~self.from_stream | (self.beats != 0)):
+                        m.next = "ISSUE"
             with m.State("ISSUE"):
-                m.d.comb += self.busy.eq(1)
-                with m.If(left == 0):
-                    # the run's bursts are all written: wait for their responses
-                    with m.If(last_answered):
-                        m.next = "IDLE"
-                    with m.Else():
-                        m.next = "ANSWERS"
-                with m.Elif(in_flight < WRITES_IN_FLIGHT):
+                with m.If(tags.w_rdy):
                     m.d.comb += bus.awvalid.eq(1)
                     with m.If(bus.awready):
                         m.d.sync += [in_burst.eq(burst), addr.eq(addr + (burst << beat_log2)),
                                      left.eq(left - burst)]
                         m.next = "DATA"
             with m.State("DATA"):
-                m.d.comb += self.busy.eq(1)
                 valid = Mux(from_stream, self.src.valid, 1)
                 m.d.comb += [bus.wvalid.eq(valid), self.src.ready.eq(from_stream & bus.wready)]
                 with m.If(valid & bus.wready):
                     m.d.sync += in_burst.eq(in_burst - 1)
                     with m.If(in_burst == 1):
-                        m.next = "ISSUE"
-            with m.State("ANSWERS"):
-                m.d.comb += self.busy.eq(1)
-                with m.If(last_answered):
-                    m.next = "IDLE"
+                        with m.If(left == 0):
+                            m.next = "IDLE"
+                        with m.Else():
+                            m.next = "ISSUE"
         return m

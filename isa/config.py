@@ -8,6 +8,7 @@ import functools
 import json
 import pathlib
 
+from .microarch import HOST_BURSTS_IN_FLIGHT, WRITES_IN_FLIGHT
 from .pe_array import SPLIT_ROWS
 
 CONFIG_DIR = pathlib.Path(__file__).parent / "configs"
@@ -92,6 +93,17 @@ class DeviceConfig:
     @functools.cached_property
     def dram_buf_beats(self):
         return self.dram_buf_bytes // self.beat_bytes
+
+    @functools.cached_property
+    def bus_reads_in_flight(self):
+        """Read bursts the internal bus can have outstanding: the control unit's reader, the
+        command engine's one and the host path's (the arbiter's routing FIFO)."""
+        return self.dram_max_reads + 1 + HOST_BURSTS_IN_FLIGHT
+
+    @functools.cached_property
+    def bus_writes_in_flight(self):
+        """Write bursts the internal bus can have outstanding: the control unit's and the host's."""
+        return WRITES_IN_FLIGHT + HOST_BURSTS_IN_FLIGHT
 
     @functools.cached_property
     def max_burst_beats(self):

@@ -10,6 +10,7 @@ module ndp_device(mem__awaddr, mem__awlen, mem__awsize, mem__awburst, mem__awloc
   reg \$auto$verilog_backend.cc:2355:dump_module$65  = 0;
   wire [64:0] \$1 ;
   reg [63:0] \$2 ;
+  wire [41:0] \$3 ;
   wire [63:0] bus__araddr;
   wire [63:0] \bus__araddr$331 ;
   wire [1:0] bus__arburst;
@@ -826,18 +827,16 @@ module ndp_device(mem__awaddr, mem__awlen, mem__awsize, mem__awburst, mem__awloc
     .bus__wvalid(ports__2__wvalid),
     .clk(clk),
     .cycle(cycle),
-    .done_queue(done_queue),
-    .done_seq(done_seq),
-    .done_status(done_status),
-    .done_valid(done_valid),
     .irq(irq),
     .pop(pop),
     .pop_ready(pop_ready),
     .pop_valid(pop_valid),
+    .\port$5947$0 (\$3 ),
     .queues__0(queues__0),
     .queues__1(queues__1),
     .queues__2(queues__2),
     .queues__3(queues__3),
+    .r_en(done_valid),
     .rst(rst)
   );
   \ndp_device.dram_arbiter  dram_arbiter (
@@ -864,6 +863,7 @@ module ndp_device(mem__awaddr, mem__awlen, mem__awsize, mem__awburst, mem__awloc
     .dram__awvalid(dram__awvalid),
     .dram__bready(dram__bready),
     .dram__bvalid(dram__bvalid),
+    .dram__rlast(dram__rlast),
     .dram__rready(dram__rready),
     .dram__rvalid(dram__rvalid),
     .dram__wdata(dram__wdata),
@@ -897,7 +897,6 @@ module ndp_device(mem__awaddr, mem__awlen, mem__awsize, mem__awburst, mem__awloc
     .ports__0__bvalid(down__bvalid),
     .ports__0__rdata(dram__rdata),
     .ports__0__rid(dram__rid),
-    .ports__0__rlast(dram__rlast),
     .ports__0__rready(ports__0__rready),
     .ports__0__rresp(dram__rresp),
     .ports__0__rvalid(down__rvalid),
@@ -1025,9 +1024,6 @@ module ndp_device(mem__awaddr, mem__awlen, mem__awsize, mem__awburst, mem__awloc
   \ndp_device.regfile  regfile (
     .b_resp(io__bresp),
     .clk(clk),
-    .done_queue(done_queue),
-    .done_seq(done_seq),
-    .done_status(done_status),
     .done_valid(done_valid),
     .io__araddr(io__araddr),
     .io__arready(io__arready),
@@ -1044,6 +1040,7 @@ module ndp_device(mem__awaddr, mem__awlen, mem__awsize, mem__awburst, mem__awloc
     .io__wready(io__wready),
     .io__wstrb(io__wstrb),
     .io__wvalid(io__wvalid),
+    .\port$5947$0 (\$3 ),
     .queues__0(queues__0),
     .queues__1(queues__1),
     .queues__2(queues__2),
@@ -1337,9 +1334,12 @@ module ndp_device(mem__awaddr, mem__awlen, mem__awsize, mem__awburst, mem__awloc
   assign \pop_ready$435  = pop_ready;
   assign \pop$437  = pop;
   assign \done_valid$439  = done_valid;
-  assign \done_queue$441  = done_queue;
-  assign \done_seq$443  = done_seq;
-  assign \done_status$445  = done_status;
+  assign done_queue = \$3 [1:0];
+  assign \done_queue$441  = \$3 [1:0];
+  assign done_seq = \$3 [33:2];
+  assign \done_seq$443  = \$3 [33:2];
+  assign done_status = \$3 [41:34];
+  assign \done_status$445  = \$3 [41:34];
   assign \irq$446  = irq;
   assign io__rresp = 2'h0;
   assign \queues__0.sq_base  = queues__0[63:0];
@@ -2632,613 +2632,543 @@ module \ndp_device.command_engine (bus__rresp, clk, rst, push_ready, cycle, rese
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, bus__rlast, clk, rst, pop, bus__arlen, bus__arvalid, bus__awlen, bus__wdata, bus__wstrb, bus__wlast, bus__bready, cycle, queues__0, queues__1, queues__2, queues__3, pop_valid
-, pop_ready, done_valid, done_queue, done_seq, done_status, irq, bus__araddr, bus__awvalid, bus__wvalid, bus__awaddr, bus__arready, bus__rvalid, bus__bvalid, bus__awready, bus__wready, bus__bid);
+module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, bus__rlast, clk, rst, pop, irq, bus__arlen, bus__arvalid, bus__awlen, bus__wdata, bus__wstrb, bus__wlast, r_en, bus__bready, \port$5947$0 , cycle, queues__0, queues__1
+, queues__2, queues__3, pop_valid, pop_ready, bus__araddr, bus__awvalid, bus__wvalid, bus__awaddr, bus__arready, bus__rvalid, bus__bvalid, bus__awready, bus__wready, bus__bid);
   reg \$auto$verilog_backend.cc:2355:dump_module$67  = 0;
   wire \$1 ;
-  wire \$10 ;
-  wire [64:0] \$100 ;
-  wire [64:0] \$101 ;
-  wire [45:0] \$102 ;
-  wire [65:0] \$103 ;
-  wire [44:0] \$104 ;
-  wire [45:0] \$105 ;
-  wire [46:0] \$106 ;
-  wire [46:0] \$107 ;
-  wire \$108 ;
-  wire \$109 ;
-  wire [19:0] \$11 ;
-  wire \$110 ;
+  wire [20:0] \$10 ;
+  wire [19:0] \$100 ;
+  wire \$101 ;
+  wire \$102 ;
+  wire \$103 ;
+  wire [19:0] \$104 ;
+  wire \$105 ;
+  wire \$106 ;
+  wire [7:0] \$107 ;
+  wire [20:0] \$108 ;
+  wire [20:0] \$109 ;
+  wire \$11 ;
+  wire [19:0] \$110 ;
   wire \$111 ;
-  wire [64:0] \$112 ;
-  wire [64:0] \$113 ;
+  wire \$112 ;
+  wire [14:0] \$113 ;
   wire [20:0] \$114 ;
-  wire \$115 ;
-  wire [20:0] \$116 ;
-  wire [20:0] \$117 ;
-  wire [22:0] \$118 ;
-  wire [23:0] \$119 ;
-  wire [20:0] \$12 ;
-  wire [24:0] \$120 ;
-  wire [25:0] \$121 ;
-  wire [25:0] \$122 ;
-  wire [19:0] \$123 ;
-  wire [26:0] \$124 ;
-  wire [44:0] \$125 ;
-  wire [45:0] \$126 ;
-  wire [46:0] \$127 ;
-  wire [46:0] \$128 ;
-  wire [19:0] \$129 ;
-  wire \$13 ;
-  wire [24:0] \$130 ;
-  wire [19:0] \$131 ;
-  wire [24:0] \$132 ;
-  wire [20:0] \$133 ;
-  wire [21:0] \$134 ;
-  wire [22:0] \$135 ;
-  wire [22:0] \$136 ;
-  wire [19:0] \$137 ;
-  wire \$138 ;
-  wire \$139 ;
-  wire [19:0] \$14 ;
-  wire \$140 ;
-  wire [19:0] \$141 ;
+  wire [19:0] \$115 ;
+  wire \$116 ;
+  wire \$117 ;
+  wire [5:0] \$118 ;
+  wire [19:0] \$119 ;
+  wire [19:0] \$12 ;
+  wire \$120 ;
+  wire \$121 ;
+  wire [511:0] \$122 ;
+  wire \$123 ;
+  wire [20:0] \$124 ;
+  wire \$125 ;
+  wire \$126 ;
+  wire \$127 ;
+  wire \$128 ;
+  wire [1:0] \$129 ;
+  wire [20:0] \$13 ;
+  wire [19:0] \$130 ;
+  wire \$131 ;
+  wire \$132 ;
+  wire \$133 ;
+  wire [19:0] \$134 ;
+  wire \$135 ;
+  wire \$136 ;
+  wire [7:0] \$137 ;
+  wire [20:0] \$138 ;
+  wire [20:0] \$139 ;
+  wire \$14 ;
+  wire [19:0] \$140 ;
+  wire \$141 ;
   wire \$142 ;
-  wire \$143 ;
-  wire [7:0] \$144 ;
-  wire [20:0] \$145 ;
-  wire [20:0] \$146 ;
-  wire [19:0] \$147 ;
-  wire \$148 ;
-  wire \$149 ;
-  wire [22:0] \$15 ;
-  wire [14:0] \$150 ;
-  wire [20:0] \$151 ;
-  wire [19:0] \$152 ;
+  wire [14:0] \$143 ;
+  wire [20:0] \$144 ;
+  wire [19:0] \$145 ;
+  wire \$146 ;
+  wire \$147 ;
+  wire [5:0] \$148 ;
+  wire [19:0] \$149 ;
+  wire [19:0] \$15 ;
+  wire \$150 ;
+  wire \$151 ;
+  wire [511:0] \$152 ;
   wire \$153 ;
-  wire \$154 ;
-  wire [5:0] \$155 ;
-  wire [19:0] \$156 ;
+  wire [19:0] \$154 ;
+  wire \$155 ;
+  wire \$156 ;
   wire \$157 ;
-  wire \$158 ;
-  wire [511:0] \$159 ;
-  wire \$16 ;
+  wire [19:0] \$158 ;
+  wire \$159 ;
+  wire [22:0] \$16 ;
   wire \$160 ;
-  wire [19:0] \$161 ;
-  wire \$162 ;
-  wire \$163 ;
-  wire \$164 ;
-  wire [19:0] \$165 ;
+  wire [7:0] \$161 ;
+  wire [20:0] \$162 ;
+  wire [20:0] \$163 ;
+  wire [19:0] \$164 ;
+  wire \$165 ;
   wire \$166 ;
-  wire \$167 ;
-  wire [7:0] \$168 ;
-  wire [20:0] \$169 ;
-  wire [19:0] \$17 ;
-  wire [20:0] \$170 ;
-  wire [19:0] \$171 ;
-  wire \$172 ;
-  wire \$173 ;
-  wire [14:0] \$174 ;
-  wire [20:0] \$175 ;
-  wire [19:0] \$176 ;
+  wire [14:0] \$167 ;
+  wire [20:0] \$168 ;
+  wire [19:0] \$169 ;
+  wire \$17 ;
+  wire \$170 ;
+  wire \$171 ;
+  wire [5:0] \$172 ;
+  wire [19:0] \$173 ;
+  wire \$174 ;
+  wire \$175 ;
+  wire [511:0] \$176 ;
   wire \$177 ;
-  wire \$178 ;
-  wire [5:0] \$179 ;
-  wire [22:0] \$18 ;
-  wire [19:0] \$180 ;
+  wire [20:0] \$178 ;
+  wire \$179 ;
+  wire [19:0] \$18 ;
+  wire \$180 ;
   wire \$181 ;
   wire \$182 ;
-  wire [511:0] \$183 ;
+  wire [1:0] \$183 ;
   wire \$184 ;
-  wire [20:0] \$185 ;
+  wire \$185 ;
   wire \$186 ;
   wire \$187 ;
   wire \$188 ;
   wire \$189 ;
-  wire \$19 ;
-  wire [1:0] \$190 ;
-  wire [19:0] \$191 ;
+  wire [22:0] \$19 ;
+  wire \$190 ;
+  wire \$191 ;
   wire \$192 ;
-  wire \$193 ;
-  wire \$194 ;
-  wire [19:0] \$195 ;
-  wire \$196 ;
-  wire \$197 ;
-  wire [7:0] \$198 ;
-  wire [20:0] \$199 ;
+  wire [64:0] \$193 ;
+  wire [48:0] \$194 ;
+  wire [65:0] \$195 ;
+  wire [22:0] \$196 ;
+  wire [25:0] \$197 ;
+  wire [26:0] \$198 ;
+  wire [27:0] \$199 ;
   wire \$2 ;
-  wire [19:0] \$20 ;
-  wire [20:0] \$200 ;
-  wire [19:0] \$201 ;
+  wire \$20 ;
+  wire [28:0] \$200 ;
+  wire [28:0] \$201 ;
   wire \$202 ;
   wire \$203 ;
-  wire [14:0] \$204 ;
-  wire [20:0] \$205 ;
-  wire [19:0] \$206 ;
-  wire \$207 ;
+  wire [1023:0] \$204 ;
+  wire [8:0] \$205 ;
+  wire [20:0] \$206 ;
+  wire [27:0] \$207 ;
   wire \$208 ;
-  wire [5:0] \$209 ;
-  wire [26:0] \$21 ;
-  wire [19:0] \$210 ;
+  wire [2:0] \$209 ;
+  wire [19:0] \$21 ;
+  wire \$210 ;
   wire \$211 ;
   wire \$212 ;
-  wire [511:0] \$213 ;
+  wire \$213 ;
   wire \$214 ;
   wire [19:0] \$215 ;
   wire \$216 ;
   wire \$217 ;
-  wire \$218 ;
-  wire [19:0] \$219 ;
-  wire \$22 ;
-  wire \$220 ;
-  wire \$221 ;
-  wire [7:0] \$222 ;
-  wire [20:0] \$223 ;
-  wire [20:0] \$224 ;
-  wire [19:0] \$225 ;
-  wire \$226 ;
-  wire \$227 ;
-  wire [14:0] \$228 ;
-  wire [20:0] \$229 ;
-  wire [19:0] \$23 ;
-  wire [19:0] \$230 ;
-  wire \$231 ;
+  wire [64:0] \$218 ;
+  wire [48:0] \$219 ;
+  wire [26:0] \$22 ;
+  wire [65:0] \$220 ;
+  wire [22:0] \$221 ;
+  wire [25:0] \$222 ;
+  wire [26:0] \$223 ;
+  wire [27:0] \$224 ;
+  wire [28:0] \$225 ;
+  wire [28:0] \$226 ;
+  wire [8:0] \$227 ;
+  wire [20:0] \$228 ;
+  wire [27:0] \$229 ;
+  wire \$23 ;
+  wire \$230 ;
+  wire [2:0] \$231 ;
   wire \$232 ;
-  wire [5:0] \$233 ;
-  wire [19:0] \$234 ;
-  wire \$235 ;
-  wire \$236 ;
-  wire [511:0] \$237 ;
-  wire \$238 ;
-  wire [20:0] \$239 ;
-  wire [26:0] \$24 ;
-  wire \$240 ;
+  wire \$233 ;
+  reg [31:0] \$234 ;
+  reg [31:0] \$235 ;
+  wire [64:0] \$236 ;
+  wire [65:0] \$237 ;
+  wire [20:0] \$238 ;
+  wire [27:0] \$239 ;
+  wire [19:0] \$24 ;
+  wire [66:0] \$240 ;
   wire \$241 ;
   wire \$242 ;
-  wire \$243 ;
-  wire [1:0] \$244 ;
-  wire \$245 ;
+  wire [64:0] \$243 ;
+  wire \$244 ;
+  wire [3:0] \$245 ;
   wire \$246 ;
   wire \$247 ;
   wire \$248 ;
-  wire [64:0] \$249 ;
-  wire \$25 ;
-  wire [48:0] \$250 ;
-  wire [65:0] \$251 ;
-  wire [22:0] \$252 ;
-  wire [25:0] \$253 ;
-  wire [26:0] \$254 ;
-  wire [27:0] \$255 ;
-  wire [28:0] \$256 ;
-  wire [28:0] \$257 ;
+  wire \$249 ;
+  wire [26:0] \$25 ;
+  wire \$250 ;
+  wire \$251 ;
+  wire \$252 ;
+  wire \$253 ;
+  wire \$254 ;
+  wire \$255 ;
+  wire \$256 ;
+  wire \$257 ;
   wire \$258 ;
   wire \$259 ;
-  wire [19:0] \$26 ;
-  wire [1023:0] \$260 ;
-  wire [8:0] \$261 ;
-  wire [20:0] \$262 ;
-  wire [27:0] \$263 ;
+  wire \$26 ;
+  wire \$260 ;
+  wire \$261 ;
+  wire \$262 ;
+  wire \$263 ;
   wire \$264 ;
-  wire [2:0] \$265 ;
+  wire \$265 ;
   wire \$266 ;
   wire \$267 ;
-  wire \$268 ;
-  wire \$269 ;
-  wire [20:0] \$27 ;
-  wire \$270 ;
-  wire [19:0] \$271 ;
-  wire \$272 ;
-  wire \$273 ;
+  wire [64:0] \$268 ;
+  wire [15:0] \$269 ;
+  wire [19:0] \$27 ;
+  wire [16:0] \$270 ;
+  wire [16:0] \$271 ;
+  wire [79:0] \$272 ;
+  wire [80:0] \$273 ;
   wire [64:0] \$274 ;
-  wire [48:0] \$275 ;
-  wire [65:0] \$276 ;
-  wire [22:0] \$277 ;
-  wire [25:0] \$278 ;
-  wire [26:0] \$279 ;
-  wire [21:0] \$28 ;
-  wire [27:0] \$280 ;
-  wire [28:0] \$281 ;
-  wire [28:0] \$282 ;
-  wire [8:0] \$283 ;
-  wire [20:0] \$284 ;
-  wire [27:0] \$285 ;
-  wire \$286 ;
-  wire [2:0] \$287 ;
-  wire \$288 ;
-  wire \$289 ;
+  wire [15:0] \$275 ;
+  wire [16:0] \$276 ;
+  wire [16:0] \$277 ;
+  wire [79:0] \$278 ;
+  wire [80:0] \$279 ;
+  wire [20:0] \$28 ;
+  wire \$280 ;
+  wire \$281 ;
+  wire \$282 ;
+  wire \$283 ;
+  wire \$284 ;
+  wire \$285 ;
+  wire [19:0] \$286 ;
+  wire [19:0] \$287 ;
+  wire [19:0] \$288 ;
+  wire [7:0] \$289 ;
   wire [21:0] \$29 ;
-  reg [31:0] \$290 ;
-  reg [31:0] \$291 ;
-  wire [64:0] \$292 ;
-  wire [65:0] \$293 ;
-  wire [20:0] \$294 ;
-  wire [27:0] \$295 ;
-  wire [66:0] \$296 ;
-  wire [64:0] \$297 ;
-  wire \$298 ;
-  wire [3:0] \$299 ;
+  wire [8:0] \$290 ;
+  wire [20:0] \$291 ;
+  wire [19:0] \$292 ;
+  wire [19:0] \$293 ;
+  wire [26:0] \$294 ;
+  wire [19:0] \$295 ;
+  wire [46:0] \$296 ;
+  wire \$297 ;
+  wire [19:0] \$298 ;
+  wire \$299 ;
   wire \$3 ;
   wire [21:0] \$30 ;
-  wire \$300 ;
-  wire \$301 ;
-  wire \$302 ;
+  wire [19:0] \$300 ;
+  wire [19:0] \$301 ;
+  wire [19:0] \$302 ;
   wire \$303 ;
-  wire \$304 ;
-  wire \$305 ;
-  wire \$306 ;
-  wire \$307 ;
-  wire \$308 ;
+  wire [19:0] \$304 ;
+  wire [26:0] \$305 ;
+  wire [19:0] \$306 ;
+  wire [24:0] \$307 ;
+  wire [19:0] \$308 ;
   wire \$309 ;
-  wire \$31 ;
+  wire [21:0] \$31 ;
   wire \$310 ;
-  wire \$311 ;
+  wire [20:0] \$311 ;
   wire \$312 ;
   wire \$313 ;
   wire \$314 ;
   wire \$315 ;
   wire \$316 ;
   wire \$317 ;
-  wire \$318 ;
-  wire \$319 ;
-  wire [20:0] \$32 ;
+  wire [2:0] \$318 ;
+  wire [2:0] \$319 ;
+  wire \$32 ;
   wire \$320 ;
-  wire \$321 ;
-  wire \$322 ;
-  wire \$323 ;
+  wire [2:0] \$321 ;
+  wire [20:0] \$322 ;
+  wire [19:0] \$323 ;
   wire \$324 ;
   wire \$325 ;
-  wire \$326 ;
+  wire [20:0] \$326 ;
   wire \$327 ;
   wire \$328 ;
   wire \$329 ;
-  wire \$33 ;
+  wire [20:0] \$33 ;
   wire \$330 ;
   wire \$331 ;
-  wire [1:0] \$332 ;
-  wire [1:0] \$333 ;
-  wire \$334 ;
+  wire \$332 ;
+  wire [2:0] \$333 ;
+  wire [2:0] \$334 ;
   wire \$335 ;
-  wire \$336 ;
-  wire [1:0] \$337 ;
-  wire \$338 ;
-  wire \$339 ;
-  wire [19:0] \$34 ;
+  wire [2:0] \$336 ;
+  wire [20:0] \$337 ;
+  wire [8:0] \$338 ;
+  wire [20:0] \$339 ;
+  wire \$34 ;
   wire \$340 ;
   wire \$341 ;
-  wire [1:0] \$342 ;
-  wire [1:0] \$343 ;
+  wire [19:0] \$342 ;
+  wire \$343 ;
   wire \$344 ;
-  wire \$345 ;
-  wire [20:0] \$346 ;
-  wire [22:0] \$347 ;
-  wire [44:0] \$348 ;
-  wire [20:0] \$349 ;
-  wire [7:0] \$35 ;
+  wire [20:0] \$345 ;
+  wire \$346 ;
+  wire \$347 ;
+  wire \$348 ;
+  wire \$349 ;
+  wire [19:0] \$35 ;
   wire \$350 ;
-  wire [64:0] \$351 ;
-  wire [15:0] \$352 ;
-  wire [16:0] \$353 ;
-  wire [16:0] \$354 ;
-  wire [79:0] \$355 ;
-  wire [80:0] \$356 ;
-  wire [64:0] \$357 ;
-  wire [15:0] \$358 ;
-  wire [16:0] \$359 ;
-  wire [20:0] \$36 ;
-  wire [16:0] \$360 ;
-  wire [79:0] \$361 ;
-  wire [80:0] \$362 ;
+  wire \$351 ;
+  wire [2:0] \$352 ;
+  wire [2:0] \$353 ;
+  wire \$354 ;
+  wire [2:0] \$355 ;
+  wire [20:0] \$356 ;
+  wire [19:0] \$357 ;
+  wire \$358 ;
+  wire \$359 ;
+  wire [7:0] \$36 ;
+  wire [20:0] \$360 ;
+  wire \$361 ;
+  wire \$362 ;
   wire \$363 ;
   wire \$364 ;
   wire \$365 ;
   wire \$366 ;
-  wire \$367 ;
-  wire \$368 ;
+  wire [2:0] \$367 ;
+  wire [2:0] \$368 ;
   wire \$369 ;
-  wire [21:0] \$37 ;
-  wire \$370 ;
-  wire \$371 ;
-  wire \$372 ;
-  wire \$373 ;
-  wire [19:0] \$374 ;
-  wire [19:0] \$375 ;
-  wire [19:0] \$376 ;
-  wire [7:0] \$377 ;
-  wire [8:0] \$378 ;
-  wire [20:0] \$379 ;
+  wire [20:0] \$37 ;
+  wire [2:0] \$370 ;
+  wire [20:0] \$371 ;
+  wire [8:0] \$372 ;
+  wire [20:0] \$373 ;
+  wire \$374 ;
+  wire \$375 ;
+  wire \$376 ;
+  wire \$377 ;
+  wire \$378 ;
+  wire \$379 ;
   wire [21:0] \$38 ;
-  wire [19:0] \$380 ;
-  wire [19:0] \$381 ;
-  wire [26:0] \$382 ;
-  wire [19:0] \$383 ;
-  wire [46:0] \$384 ;
-  wire \$385 ;
-  wire [19:0] \$386 ;
-  wire \$387 ;
-  wire [19:0] \$388 ;
-  wire [19:0] \$389 ;
-  wire [20:0] \$39 ;
-  wire [19:0] \$390 ;
+  wire \$380 ;
+  wire [3:0] \$381 ;
+  wire \$382 ;
+  wire [20:0] \$383 ;
+  wire [27:0] \$384 ;
+  wire [19:0] \$385 ;
+  wire \$386 ;
+  wire [2:0] \$387 ;
+  wire \$388 ;
+  wire [20:0] \$389 ;
+  wire [21:0] \$39 ;
+  wire [2:0] \$390 ;
   wire \$391 ;
-  wire [19:0] \$392 ;
-  wire [26:0] \$393 ;
-  wire [19:0] \$394 ;
-  wire [24:0] \$395 ;
-  wire [19:0] \$396 ;
-  wire \$397 ;
+  wire [20:0] \$392 ;
+  wire [27:0] \$393 ;
+  wire \$394 ;
+  wire \$395 ;
+  wire [20:0] \$396 ;
+  wire [2:0] \$397 ;
   wire \$398 ;
-  wire [20:0] \$399 ;
+  wire [2:0] \$399 ;
   wire \$4 ;
   wire [20:0] \$40 ;
-  wire \$400 ;
-  wire \$401 ;
-  wire \$402 ;
+  wire [2:0] \$400 ;
+  wire [22:0] \$401 ;
+  wire [48:0] \$402 ;
   wire \$403 ;
-  wire \$404 ;
-  wire \$405 ;
-  wire [2:0] \$406 ;
-  wire [2:0] \$407 ;
+  wire [20:0] \$404 ;
+  wire [27:0] \$405 ;
+  wire [19:0] \$406 ;
+  wire \$407 ;
   wire \$408 ;
   wire [2:0] \$409 ;
   wire [20:0] \$41 ;
-  wire [20:0] \$410 ;
-  wire [19:0] \$411 ;
-  wire \$412 ;
+  wire \$410 ;
+  wire [20:0] \$411 ;
+  wire [2:0] \$412 ;
   wire \$413 ;
-  wire [20:0] \$414 ;
+  wire [2:0] \$414 ;
   wire \$415 ;
-  wire \$416 ;
+  wire [2:0] \$416 ;
   wire \$417 ;
   wire \$418 ;
-  wire \$419 ;
-  wire [19:0] \$42 ;
-  wire \$420 ;
-  wire [2:0] \$421 ;
-  wire [2:0] \$422 ;
-  wire \$423 ;
+  wire [20:0] \$419 ;
+  wire [20:0] \$42 ;
+  wire [27:0] \$420 ;
+  wire \$421 ;
+  wire \$422 ;
+  wire [20:0] \$423 ;
   wire [2:0] \$424 ;
-  wire [20:0] \$425 ;
-  wire [8:0] \$426 ;
-  wire [20:0] \$427 ;
-  wire \$428 ;
-  wire \$429 ;
-  wire \$43 ;
-  wire [19:0] \$430 ;
+  wire \$425 ;
+  wire [2:0] \$426 ;
+  wire [2:0] \$427 ;
+  wire [22:0] \$428 ;
+  wire [48:0] \$429 ;
+  wire [19:0] \$43 ;
+  wire \$430 ;
   wire \$431 ;
-  wire \$432 ;
-  wire [20:0] \$433 ;
-  wire \$434 ;
-  wire \$435 ;
-  wire \$436 ;
-  wire \$437 ;
-  wire \$438 ;
+  wire [2:0] \$432 ;
+  wire \$433 ;
+  wire [2:0] \$434 ;
+  wire [20:0] \$435 ;
+  wire [22:0] \$436 ;
+  wire [44:0] \$437 ;
+  wire [20:0] \$438 ;
   wire \$439 ;
-  wire [26:0] \$44 ;
-  wire [2:0] \$440 ;
-  wire [2:0] \$441 ;
+  wire \$44 ;
+  wire \$440 ;
+  wire \$441 ;
   wire \$442 ;
-  wire [2:0] \$443 ;
-  wire [20:0] \$444 ;
-  wire [19:0] \$445 ;
-  wire \$446 ;
-  wire \$447 ;
-  wire [20:0] \$448 ;
-  wire \$449 ;
-  wire [20:0] \$45 ;
-  wire \$450 ;
-  wire \$451 ;
-  wire \$452 ;
-  wire \$453 ;
-  wire \$454 ;
-  wire [2:0] \$455 ;
-  wire [2:0] \$456 ;
-  wire \$457 ;
-  wire [2:0] \$458 ;
-  wire [20:0] \$459 ;
-  wire \$46 ;
-  wire [8:0] \$460 ;
-  wire [20:0] \$461 ;
-  wire \$462 ;
-  wire [3:0] \$463 ;
-  wire \$464 ;
-  wire \$465 ;
-  wire [20:0] \$466 ;
-  wire [27:0] \$467 ;
-  wire [19:0] \$468 ;
-  wire \$469 ;
-  wire [26:0] \$47 ;
-  wire [2:0] \$470 ;
-  wire \$471 ;
-  wire [20:0] \$472 ;
-  wire [2:0] \$473 ;
-  wire \$474 ;
-  wire [20:0] \$475 ;
-  wire [27:0] \$476 ;
-  wire \$477 ;
-  wire \$478 ;
-  wire [20:0] \$479 ;
-  wire [20:0] \$48 ;
-  wire [2:0] \$480 ;
-  wire \$481 ;
-  wire [2:0] \$482 ;
-  wire [2:0] \$483 ;
-  wire [22:0] \$484 ;
-  wire [48:0] \$485 ;
-  wire \$486 ;
-  wire \$487 ;
-  wire [20:0] \$488 ;
-  wire [27:0] \$489 ;
+  wire \$443 ;
+  wire \$444 ;
+  reg [333:0] \$445 ;
+  reg [4:0] \$446 ;
+  reg [7:0] \$447 ;
+  reg [63:0] \$448 ;
+  reg [63:0] \$449 ;
+  wire [26:0] \$45 ;
+  reg [19:0] \$450 ;
+  reg [43:0] \$451 ;
+  reg [47:0] \$452 ;
+  reg [1:0] \$453 ;
+  reg [19:0] \$454 ;
+  reg [2:0] \$455 ;
+  reg \$456 ;
+  reg [1:0] \$457 ;
+  reg [19:0] \$458 ;
+  reg [2:0] \$459 ;
+  wire [20:0] \$46 ;
+  reg [19:0] \$460 ;
+  reg [1:0] \$461 ;
+  reg [19:0] \$462 ;
+  reg [4:0] \$463 ;
+  reg [43:0] \$464 ;
+  reg [19:0] \$465 ;
+  reg [1:0] \$466 ;
+  reg [1:0] \$467 ;
+  reg [1:0] \$468 ;
+  reg [19:0] \$469 ;
+  wire \$47 ;
+  reg [1:0] \$470 ;
+  reg [1:0] \$471 ;
+  reg [1:0] \$472 ;
+  reg [19:0] \$473 ;
+  reg [19:0] \$474 ;
+  reg [2:0] \$475 ;
+  reg [1:0] \$476 ;
+  reg [19:0] \$477 ;
+  reg \$478 ;
+  reg [31:0] \$479 ;
+  wire [26:0] \$48 ;
+  reg [31:0] \$480 ;
+  reg [31:0] \$481 ;
+  reg [31:0] \$482 ;
+  reg [31:0] \$483 ;
+  reg [31:0] \$484 ;
+  reg [31:0] \$485 ;
+  reg [31:0] \$486 ;
+  reg \$487 ;
+  reg \$488 ;
+  reg [333:0] \$489 ;
   wire [20:0] \$49 ;
-  wire [19:0] \$490 ;
-  wire \$491 ;
-  wire \$492 ;
-  wire [2:0] \$493 ;
-  wire \$494 ;
-  wire [20:0] \$495 ;
-  wire [2:0] \$496 ;
-  wire \$497 ;
-  wire [2:0] \$498 ;
-  wire \$499 ;
+  reg [7:0] \$490 ;
+  reg [63:0] \$491 ;
+  reg \$492 ;
   wire \$5 ;
-  wire [19:0] \$50 ;
-  wire [2:0] \$500 ;
-  wire \$501 ;
-  wire \$502 ;
-  wire [20:0] \$503 ;
-  wire [27:0] \$504 ;
-  wire \$505 ;
-  wire \$506 ;
-  wire [20:0] \$507 ;
-  wire [2:0] \$508 ;
-  wire \$509 ;
-  wire [20:0] \$51 ;
-  wire [2:0] \$510 ;
-  wire [2:0] \$511 ;
-  wire [22:0] \$512 ;
-  wire [48:0] \$513 ;
-  wire \$514 ;
-  wire \$515 ;
-  wire \$516 ;
-  wire \$517 ;
-  wire [2:0] \$518 ;
-  wire \$519 ;
-  wire \$52 ;
-  wire [2:0] \$520 ;
-  wire [20:0] \$521 ;
-  wire [22:0] \$522 ;
-  wire [44:0] \$523 ;
-  wire [20:0] \$524 ;
-  wire \$525 ;
-  wire \$526 ;
-  reg [1:0] \$527 ;
-  reg \$528 ;
-  reg [19:0] \$529 ;
-  wire [19:0] \$53 ;
-  reg [43:0] \$530 ;
-  reg \$531 ;
-  reg [333:0] \$532 ;
-  reg [4:0] \$533 ;
-  reg [7:0] \$534 ;
-  reg [63:0] \$535 ;
-  reg [63:0] \$536 ;
-  reg [19:0] \$537 ;
-  reg [43:0] \$538 ;
-  reg [47:0] \$539 ;
-  wire [20:0] \$54 ;
-  reg [1:0] \$540 ;
-  reg [19:0] \$541 ;
-  reg [2:0] \$542 ;
-  reg \$543 ;
-  reg [1:0] \$544 ;
-  reg [19:0] \$545 ;
-  reg [2:0] \$546 ;
-  reg [19:0] \$547 ;
-  reg [1:0] \$548 ;
-  reg [19:0] \$549 ;
-  wire \$55 ;
-  reg [4:0] \$550 ;
-  reg [43:0] \$551 ;
-  reg [19:0] \$552 ;
-  reg [1:0] \$553 ;
-  reg [1:0] \$554 ;
-  reg [1:0] \$555 ;
-  reg [19:0] \$556 ;
-  reg [1:0] \$557 ;
-  reg [1:0] \$558 ;
-  reg [1:0] \$559 ;
-  wire [19:0] \$56 ;
-  reg [19:0] \$560 ;
-  reg [19:0] \$561 ;
-  reg [2:0] \$562 ;
-  reg [1:0] \$563 ;
-  reg [19:0] \$564 ;
-  reg \$565 ;
-  reg [31:0] \$566 ;
-  reg [31:0] \$567 ;
-  reg [31:0] \$568 ;
-  reg [31:0] \$569 ;
+  wire [20:0] \$50 ;
+  wire [64:0] \$51 ;
+  wire [64:0] \$52 ;
+  wire [20:0] \$53 ;
+  wire \$54 ;
+  wire [20:0] \$55 ;
+  wire [20:0] \$56 ;
   wire [22:0] \$57 ;
-  reg [31:0] \$570 ;
-  reg [31:0] \$571 ;
-  reg [31:0] \$572 ;
-  reg [31:0] \$573 ;
-  reg \$574 ;
-  wire \$58 ;
-  wire [19:0] \$59 ;
-  wire [1:0] \$6 ;
-  wire [22:0] \$60 ;
-  wire \$61 ;
+  wire [23:0] \$58 ;
+  wire [24:0] \$59 ;
+  wire \$6 ;
+  wire [25:0] \$60 ;
+  wire [25:0] \$61 ;
   wire [19:0] \$62 ;
   wire [26:0] \$63 ;
-  wire \$64 ;
-  wire [19:0] \$65 ;
-  wire [26:0] \$66 ;
-  wire \$67 ;
+  wire [44:0] \$64 ;
+  wire [45:0] \$65 ;
+  wire [46:0] \$66 ;
+  wire [46:0] \$67 ;
   wire [19:0] \$68 ;
-  wire [19:0] \$69 ;
+  wire [24:0] \$69 ;
   wire [1:0] \$7 ;
-  wire [26:0] \$70 ;
-  wire [19:0] \$71 ;
-  wire [46:0] \$72 ;
-  wire [19:0] \$73 ;
-  wire [7:0] \$74 ;
-  wire [8:0] \$75 ;
-  wire [20:0] \$76 ;
-  wire [19:0] \$77 ;
-  wire [40:0] \$78 ;
-  wire [64:0] \$79 ;
-  wire [19:0] \$8 ;
-  wire [45:0] \$80 ;
-  wire [65:0] \$81 ;
-  wire [20:0] \$82 ;
-  wire \$83 ;
+  wire [19:0] \$70 ;
+  wire [24:0] \$71 ;
+  wire [20:0] \$72 ;
+  wire [21:0] \$73 ;
+  wire [22:0] \$74 ;
+  wire [22:0] \$75 ;
+  wire [19:0] \$76 ;
+  wire \$77 ;
+  wire \$78 ;
+  wire \$79 ;
+  wire [1:0] \$8 ;
+  wire [19:0] \$80 ;
+  wire \$81 ;
+  wire \$82 ;
+  wire [7:0] \$83 ;
   wire [20:0] \$84 ;
   wire [20:0] \$85 ;
-  wire [40:0] \$86 ;
-  wire [41:0] \$87 ;
-  wire [42:0] \$88 ;
-  wire [43:0] \$89 ;
-  wire [20:0] \$9 ;
-  wire [43:0] \$90 ;
-  wire [46:0] \$91 ;
-  wire [64:0] \$92 ;
-  wire [64:0] \$93 ;
-  wire [44:0] \$94 ;
-  wire [45:0] \$95 ;
-  wire [46:0] \$96 ;
-  wire [46:0] \$97 ;
-  wire \$98 ;
-  wire [46:0] \$99 ;
+  wire [19:0] \$86 ;
+  wire \$87 ;
+  wire \$88 ;
+  wire [14:0] \$89 ;
+  wire [19:0] \$9 ;
+  wire [20:0] \$90 ;
+  wire [19:0] \$91 ;
+  wire \$92 ;
+  wire \$93 ;
+  wire [5:0] \$94 ;
+  wire [19:0] \$95 ;
+  wire \$96 ;
+  wire \$97 ;
+  wire [511:0] \$98 ;
+  wire \$99 ;
   wire [19:0] \$like ;
+  reg \$signal  = 1'h0;
   (* init = 2'h0 *)
-  wire [1:0] \$signal ;
-  reg [19:0] \$signal$109  = 20'h00000;
-  reg [19:0] \$signal$111  = 20'h00000;
+  wire [1:0] \$signal$128 ;
+  reg [19:0] \$signal$130  = 20'h00000;
+  reg [19:0] \$signal$132  = 20'h00000;
   (* init = 3'h0 *)
-  wire [2:0] \$signal$117 ;
-  reg [19:0] \$signal$153  = 20'h00000;
-  reg [19:0] \$signal$154  = 20'h00000;
-  wire [43:0] \$signal$157 ;
-  reg [1:0] \$signal$159  = 2'h0;
-  reg [63:0] \$signal$160 ;
-  reg [63:0] \$signal$161  = 64'h0000000000000000;
-  reg [31:0] \$signal$163 ;
-  reg [19:0] \$signal$164  = 20'h00000;
-  reg \$signal$167  = 1'h0;
-  reg [63:0] \$signal$179  = 64'h0000000000000000;
-  reg [2:0] \$signal$180 ;
-  reg [19:0] \$signal$181  = 20'h00000;
-  reg [43:0] \$signal$183  = 44'h00000000000;
-  reg [19:0] \$signal$197  = 20'h00000;
+  wire [2:0] \$signal$138 ;
+  reg [19:0] \$signal$174  = 20'h00000;
+  reg [19:0] \$signal$175  = 20'h00000;
+  reg [63:0] \$signal$184  = 64'h0000000000000000;
+  reg [2:0] \$signal$185 ;
+  reg [19:0] \$signal$186  = 20'h00000;
+  reg [43:0] \$signal$188  = 44'h00000000000;
   reg [19:0] \$signal$202  = 20'h00000;
-  reg [1:0] \$signal$214  = 2'h0;
-  reg [19:0] \$signal$224  = 20'h00000;
-  reg [47:0] \$signal$227  = 48'h000000000000;
-  reg [2:0] \$signal$228  = 3'h0;
-  reg [1:0] \$signal$229  = 2'h0;
-  reg \$signal$233  = 1'h0;
-  reg [1:0] \$signal$241  = 2'h0;
-  reg [511:0] \$signal$273 ;
+  reg [19:0] \$signal$207  = 20'h00000;
+  reg [1:0] \$signal$219  = 2'h0;
+  reg [19:0] \$signal$229  = 20'h00000;
+  reg [47:0] \$signal$232  = 48'h000000000000;
+  reg [2:0] \$signal$233  = 3'h0;
+  reg [1:0] \$signal$234  = 2'h0;
+  reg \$signal$238  = 1'h0;
+  reg [1:0] \$signal$246  = 2'h0;
+  reg [511:0] \$signal$280 ;
+  reg [333:0] \$signal$281  = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  wire [203:0] \$signal$281.desc ;
+  wire [63:0] \$signal$281.desc.dev_addr ;
+  wire [19:0] \$signal$281.desc.dev_cols ;
+  wire [19:0] \$signal$281.desc.dev_rows ;
+  wire [19:0] \$signal$281.desc.dev_size ;
+  wire [3:0] \$signal$281.desc.dtype ;
+  wire [9:0] \$signal$281.desc.flags ;
+  wire [19:0] \$signal$281.desc.in_cols ;
+  wire [19:0] \$signal$281.desc.in_rows ;
+  wire [19:0] \$signal$281.desc.in_size ;
+  wire [3:0] \$signal$281.desc.op ;
+  wire [1:0] \$signal$281.desc.type ;
+  wire [1:0] \$signal$281.queue ;
+  wire [63:0] \$signal$281.seq ;
+  wire [63:0] \$signal$281.taken ;
+  reg [63:0] \$signal$283  = 64'h0000000000000000;
+  reg [63:0] \$signal$304  = 64'h0000000000000000;
   reg [6:0] acc_addr;
   reg [6:0] acc_addr1;
   reg [1023:0] acc_data;
@@ -3247,8 +3177,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   reg [6:0] acc_word;
   reg [5:0] active;
   reg [5:0] active1;
-  reg [63:0] addr;
-  reg [63:0] \addr$178 ;
+  wire [63:0] addr;
+  reg [63:0] \addr$182 ;
   reg [31:0] anchor_l0 = 32'd0;
   reg [31:0] anchor_l1 = 32'd0;
   reg [31:0] anchor_l2 = 32'd0;
@@ -3258,9 +3188,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   reg [31:0] anchor_m2 = 32'd0;
   reg [31:0] anchor_m3 = 32'd0;
   reg bank_valid = 1'h0;
-  reg [31:0] beats;
-  reg [31:0] \beats$176 ;
-  reg [31:0] \beats$188 ;
+  wire [31:0] beats;
+  reg [31:0] \beats$181 ;
+  reg [31:0] \beats$193 ;
   output [63:0] bus__araddr;
   wire [63:0] bus__araddr;
   wire [63:0] \bus__araddr$3 ;
@@ -3353,8 +3283,6 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   output bus__wvalid;
   wire bus__wvalid;
   wire \bus__wvalid$45 ;
-  wire busy;
-  wire \busy$287 ;
   input clk;
   wire clk;
   wire [19:0] col;
@@ -3381,20 +3309,16 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire [1:0] \desc.type ;
   wire [1:0] dest;
   wire done;
-  output [1:0] done_queue;
-  reg [1:0] done_queue;
-  output [31:0] done_seq;
-  reg [31:0] done_seq;
-  output [7:0] done_status;
-  reg [7:0] done_status;
-  output done_valid;
-  reg done_valid;
+  wire [1:0] done_queue;
+  wire [31:0] done_seq;
+  wire [7:0] done_status;
+  wire done_valid;
   reg [2:0] drain = 3'h0;
   wire [14:0] dst_addr;
   wire [511:0] dst_data;
   wire dst_en;
   reg [1:0] ended;
-  reg [1:0] \ended$225 ;
+  reg [1:0] \ended$230 ;
   reg [333:0] entry = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   wire [203:0] \entry.desc ;
   wire [63:0] \entry.desc.dev_addr ;
@@ -3411,10 +3335,6 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire [1:0] \entry.queue ;
   wire [63:0] \entry.seq ;
   wire [63:0] \entry.taken ;
-  reg [43:0] f_in_elem = 44'h00000000000;
-  wire [43:0] f_rest_elems;
-  reg f_stage = 1'h0;
-  reg [2:0] fetch_pack_log2;
   reg first;
   reg first1;
   wire [7:0] fold_n_words;
@@ -3429,14 +3349,17 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   reg [4:0] fsm_state = 5'h00;
   reg [1:0] groups_seen0 = 2'h0;
   reg [1:0] groups_seen1 = 2'h0;
+  wire idle;
   reg [511:0] in_data;
   reg [1:0] in_row;
   reg in_we;
   reg [6:0] in_word;
   output [3:0] irq;
-  reg [3:0] irq;
+  wire [3:0] irq;
+  reg irq_en;
   wire is_compute;
   wire is_load;
+  wire is_store;
   wire issued_all;
   reg [19:0] k_base;
   reg [19:0] k_base1;
@@ -3444,7 +3367,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire last;
   reg [19:0] length;
   reg [511:0] line;
-  reg [511:0] \line$269 ;
+  reg [511:0] \line$274 ;
   wire [7:0] log2_slot;
   wire [31:0] m;
   reg mac;
@@ -3452,8 +3375,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   reg [43:0] main_elems = 44'h00000000000;
   wire [19:0] n_cols;
   reg [4:0] offset;
-  reg [5:0] \offset$231 ;
-  wire [39:0] operand_lines;
+  reg [5:0] \offset$236 ;
   wire [511:0] out__data;
   wire [511:0] \out__data$81 ;
   wire out__ready;
@@ -3466,11 +3388,29 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire [511:0] pair_data;
   wire pair_valid;
   reg partial;
+  reg [7:0] pending_status = 8'h00;
+  reg pending_store = 1'h0;
   wire [19:0] plan_groups;
   reg [2:0] plan_pack_log2;
   reg [1:0] plan_sets;
   input [333:0] pop;
   wire [333:0] pop;
+  wire [333:0] \pop$98 ;
+  wire [203:0] \pop$98.desc ;
+  wire [63:0] \pop$98.desc.dev_addr ;
+  wire [19:0] \pop$98.desc.dev_cols ;
+  wire [19:0] \pop$98.desc.dev_rows ;
+  wire [19:0] \pop$98.desc.dev_size ;
+  wire [3:0] \pop$98.desc.dtype ;
+  wire [9:0] \pop$98.desc.flags ;
+  wire [19:0] \pop$98.desc.in_cols ;
+  wire [19:0] \pop$98.desc.in_rows ;
+  wire [19:0] \pop$98.desc.in_size ;
+  wire [3:0] \pop$98.desc.op ;
+  wire [1:0] \pop$98.desc.type ;
+  wire [1:0] \pop$98.queue ;
+  wire [63:0] \pop$98.seq ;
+  wire [63:0] \pop$98.taken ;
   wire [203:0] \pop.desc ;
   wire [63:0] \pop.desc.dev_addr ;
   wire [19:0] \pop.desc.dev_cols ;
@@ -3487,11 +3427,26 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire [63:0] \pop.seq ;
   wire [63:0] \pop.taken ;
   output pop_ready;
-  reg pop_ready;
+  wire pop_ready;
+  wire \pop_ready$96 ;
   input pop_valid;
   wire pop_valid;
+  wire \pop_valid$94 ;
+  output [41:0] \port$5947$0 ;
+  wire [41:0] \port$5947$0 ;
   input [321:0] queues__0;
   wire [321:0] queues__0;
+  wire [321:0] \queues__0$86 ;
+  wire [63:0] \queues__0$86.cq_base ;
+  wire [63:0] \queues__0$86.data_base ;
+  wire [63:0] \queues__0$86.data_limit ;
+  wire \queues__0$86.enable ;
+  wire \queues__0$86.irq_en ;
+  wire [3:0] \queues__0$86.log2_depth ;
+  wire [7:0] \queues__0$86.log2_slot ;
+  wire [19:0] \queues__0$86.pasid ;
+  wire [63:0] \queues__0$86.sq_base ;
+  wire [31:0] \queues__0$86.tail ;
   wire [63:0] \queues__0.cq_base ;
   wire [63:0] \queues__0.data_base ;
   wire [63:0] \queues__0.data_limit ;
@@ -3504,6 +3459,17 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire [31:0] \queues__0.tail ;
   input [321:0] queues__1;
   wire [321:0] queues__1;
+  wire [321:0] \queues__1$88 ;
+  wire [63:0] \queues__1$88.cq_base ;
+  wire [63:0] \queues__1$88.data_base ;
+  wire [63:0] \queues__1$88.data_limit ;
+  wire \queues__1$88.enable ;
+  wire \queues__1$88.irq_en ;
+  wire [3:0] \queues__1$88.log2_depth ;
+  wire [7:0] \queues__1$88.log2_slot ;
+  wire [19:0] \queues__1$88.pasid ;
+  wire [63:0] \queues__1$88.sq_base ;
+  wire [31:0] \queues__1$88.tail ;
   wire [63:0] \queues__1.cq_base ;
   wire [63:0] \queues__1.data_base ;
   wire [63:0] \queues__1.data_limit ;
@@ -3516,6 +3482,17 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire [31:0] \queues__1.tail ;
   input [321:0] queues__2;
   wire [321:0] queues__2;
+  wire [321:0] \queues__2$90 ;
+  wire [63:0] \queues__2$90.cq_base ;
+  wire [63:0] \queues__2$90.data_base ;
+  wire [63:0] \queues__2$90.data_limit ;
+  wire \queues__2$90.enable ;
+  wire \queues__2$90.irq_en ;
+  wire [3:0] \queues__2$90.log2_depth ;
+  wire [7:0] \queues__2$90.log2_slot ;
+  wire [19:0] \queues__2$90.pasid ;
+  wire [63:0] \queues__2$90.sq_base ;
+  wire [31:0] \queues__2$90.tail ;
   wire [63:0] \queues__2.cq_base ;
   wire [63:0] \queues__2.data_base ;
   wire [63:0] \queues__2.data_limit ;
@@ -3528,6 +3505,17 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire [31:0] \queues__2.tail ;
   input [321:0] queues__3;
   wire [321:0] queues__3;
+  wire [321:0] \queues__3$92 ;
+  wire [63:0] \queues__3$92.cq_base ;
+  wire [63:0] \queues__3$92.data_base ;
+  wire [63:0] \queues__3$92.data_limit ;
+  wire \queues__3$92.enable ;
+  wire \queues__3$92.irq_en ;
+  wire [3:0] \queues__3$92.log2_depth ;
+  wire [7:0] \queues__3$92.log2_slot ;
+  wire [19:0] \queues__3$92.pasid ;
+  wire [63:0] \queues__3$92.sq_base ;
+  wire [31:0] \queues__3$92.tail ;
   wire [63:0] \queues__3.cq_base ;
   wire [63:0] \queues__3.data_base ;
   wire [63:0] \queues__3.data_limit ;
@@ -3538,6 +3526,10 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire [19:0] \queues__3.pasid ;
   wire [63:0] \queues__3.sq_base ;
   wire [31:0] \queues__3.tail ;
+  wire quiet;
+  wire [42:0] r_data;
+  output r_en;
+  wire r_en;
   wire [1023:0] rd_acc_data;
   reg [6:0] rd_addr;
   wire [511:0] rd_in_data;
@@ -3553,6 +3545,10 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire [19:0] \regs.pasid ;
   wire [63:0] \regs.sq_base ;
   wire [31:0] \regs.tail ;
+  reg report;
+  wire \report$297 ;
+  wire report_store;
+  wire reported;
   reg [4:0] rest_rows = 5'h00;
   wire [19:0] row;
   wire [19:0] row_groups0;
@@ -3560,8 +3556,11 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   reg [19:0] rows;
   input rst;
   wire rst;
-  reg run_any;
-  reg [31:0] run_beats;
+  wire [63:0] run_addr;
+  wire [31:0] run_beats;
+  reg [31:0] \run_beats$187 ;
+  wire run_issued;
+  wire run_start;
   reg [19:0] set_base0 = 20'h00000;
   reg [19:0] set_base1 = 20'h00000;
   reg [1:0] set_index0 = 2'h0;
@@ -3571,7 +3570,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   (* init = 2'h0 *)
   wire [1:0] sets_used1;
   wire split;
-  wire \split$99 ;
+  wire \split$120 ;
   wire [511:0] src__data;
   reg [511:0] \src__data$78 ;
   wire src__ready;
@@ -3582,26 +3581,47 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire [14:0] src_addr;
   wire [1023:0] src_data;
   reg stage = 1'h0;
-  reg start;
-  reg \start$174 ;
-  reg \start$184 ;
-  reg \start$230 ;
-  reg \start$254 ;
+  wire start;
+  reg \start$179 ;
+  reg \start$189 ;
+  reg \start$235 ;
+  reg \start$259 ;
   wire [47:0] stats_offset;
   reg [7:0] status = 8'h00;
-  wire [7:0] \status$285 ;
+  wire [7:0] \status$303 ;
   reg [31:0] status_word;
   reg [63:0] strb;
   wire [511:0] sum_fp16;
   wire [1023:0] sum_fp32;
   reg sum_ready;
   wire sum_valid;
+  reg take;
+  wire [333:0] \task ;
+  wire [203:0] \task.desc ;
+  wire [63:0] \task.desc.dev_addr ;
+  wire [19:0] \task.desc.dev_cols ;
+  wire [19:0] \task.desc.dev_rows ;
+  wire [19:0] \task.desc.dev_size ;
+  wire [3:0] \task.desc.dtype ;
+  wire [9:0] \task.desc.flags ;
+  wire [19:0] \task.desc.in_cols ;
+  wire [19:0] \task.desc.in_rows ;
+  wire [19:0] \task.desc.in_size ;
+  wire [3:0] \task.desc.op ;
+  wire [1:0] \task.desc.type ;
+  wire [1:0] \task.queue ;
+  wire [63:0] \task.seq ;
+  wire [63:0] \task.taken ;
+  wire task_valid;
   wire valid;
   reg [7:0] w_bytes;
   reg [511:0] w_data;
-  reg [1023:0] \w_data$236 ;
+  reg [1023:0] \w_data$241 ;
+  reg [42:0] \w_data$286 ;
   reg [511:0] w_data1;
+  reg w_en;
   reg w_last;
+  wire w_rdy;
   wire w_ready;
   reg w_valid;
   wire [31:0] widened_0;
@@ -3636,583 +3656,517 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire [31:0] widened_7;
   wire [31:0] widened_8;
   wire [31:0] widened_9;
-  assign \$419  = \$413  ? \$416  : \$418 ;
-  assign \$420  = groups_seen1 < \$signal$214 ;
-  assign \$421  = groups_seen1 + 1'h1;
-  assign \$422  = set_index1 + 1'h1;
-  assign \$423  = \$422  == \$signal$214 ;
-  assign \$424  = set_index1 + 1'h1;
-  assign \$425  = set_base1 + \$signal$111 ;
-  assign \$426  = ended << fold_pack_log2;
-  assign \$427  = \$signal$202  + \$426 ;
-  assign \$428  = valid & last;
-  assign \$429  = | rest_rows;
-  assign \$430  = \$signal$202  >> fold_pack_log2;
-  assign \$431  = split & \$430 [0];
-  assign \$432  = ! \$431 ;
-  assign \$433  = col + count;
-  assign \$434  = \$433  == \$signal$224 ;
-  assign \$435  = valid & \$434 ;
-  assign \$436  = pair_count == \$signal$224 ;
-  assign \$437  = pair_valid & \$436 ;
-  assign \$438  = \$431  ? \$437  : \$435 ;
-  assign \$439  = groups_seen0 < \$signal$214 ;
-  assign \$440  = groups_seen0 + 1'h1;
-  assign \$441  = set_index0 + 1'h1;
-  assign \$442  = \$441  == \$signal$214 ;
-  assign \$443  = set_index0 + 1'h1;
-  assign \$444  = set_base0 + \$signal$111 ;
-  assign \$445  = \$signal$202  >> fold_pack_log2;
-  assign \$446  = split & \$445 [0];
-  assign \$448  = col + count;
-  assign \$449  = \$448  == \$signal$224 ;
-  assign \$450  = valid & \$449 ;
-  assign \$451  = pair_count == \$signal$224 ;
-  assign \$452  = pair_valid & \$451 ;
-  assign \$453  = \$447  ? \$450  : \$452 ;
-  assign \$454  = groups_seen1 < \$signal$214 ;
-  assign \$455  = groups_seen1 + 1'h1;
-  assign \$456  = set_index1 + 1'h1;
-  assign \$457  = \$456  == \$signal$214 ;
-  assign \$458  = set_index1 + 1'h1;
-  assign \$459  = set_base1 + \$signal$111 ;
-  assign \$460  = \ended$225  << fold_pack_log2;
-  assign \$461  = \$signal$202  + \$460 ;
-  assign \$462  = valid & last;
-  assign \$463  = drain - 1'h1;
-  assign \$464  = drain == 1'h1;
-  assign \$465  = fold_valid & fold_ready;
-  assign \$466  = \$signal$109  + 1'h1;
-  assign \$468  = stage ? entry[123:104] : entry[143:124];
-  assign \$469  = \$467  < \$468 ;
-  assign \$470  = fold_row + 1'h1;
-  assign \$471  = \$470  < \$signal$228 ;
-  assign \$472  = \$signal$109  + 1'h1;
-  assign \$473  = fold_row + 1'h1;
-  assign \$474  = sum_valid & w_ready;
-  assign \$475  = \$signal$154  + 1'h1;
-  assign \$477  = \$476  >= \$signal$153 ;
-  assign \$478  = ~ \$477 ;
-  assign \$479  = \$signal$154  + 1'h1;
-  assign \$480  = \$signal$241  + 1'h1;
-  assign \$481  = \$480  == \$signal$228 ;
-  assign \$482  = \$signal$241  + 1'h1;
-  assign \$483  = \$481  ? 3'h0 : \$482 ;
-  assign \$484  = \$signal$153  << \$signal$229 ;
-  assign \$485  = \$signal$227  + \$484 ;
-  assign \$486  = ~ busy;
-  assign \$487  = entry[5:2] == 2'h3;
-  assign \$488  = \$signal$154  + 1'h1;
-  assign \$490  = stage ? entry[123:104] : entry[143:124];
-  assign \$491  = \$489  >= \$490 ;
-  assign \$492  = ~ \$491 ;
-  assign \$493  = \$signal$241  + 1'h1;
-  assign \$494  = \$493  < \$signal$228 ;
-  assign \$495  = \$signal$154  + 1'h1;
-  assign \$496  = \$signal$241  + 1'h1;
-  assign \$497  = dest == 2'h3;
-  assign \$498  = \$signal$241  + 1'h1;
-  assign \$499  = \$498  < \$signal$228 ;
-  assign \$500  = \$signal$241  + 1'h1;
-  assign \$501  = entry[5:2] == 2'h3;
-  assign \$502  = bank_valid & w_ready;
-  assign \$503  = \$signal$154  + 1'h1;
-  assign \$505  = \$504  >= \$signal$153 ;
-  assign \$506  = ~ \$505 ;
-  assign \$507  = \$signal$154  + 1'h1;
-  assign \$508  = \$signal$241  + 1'h1;
-  assign \$509  = \$508  == \$signal$228 ;
-  assign \$510  = \$signal$241  + 1'h1;
-  assign \$511  = \$509  ? 3'h0 : \$510 ;
-  assign \$512  = \$signal$153  << \$signal$229 ;
-  assign \$513  = \$signal$227  + \$512 ;
-  assign \$514  = bank_valid & w_ready;
-  assign \$515  = ~ \$514 ;
-  assign \$516  = ~ busy;
-  assign \$517  = ~ busy;
-  assign \$518  = \$signal$241  + 1'h1;
-  assign \$519  = \$518  < \$signal$228 ;
-  assign \$520  = \$signal$241  + 1'h1;
-  assign \$521  = \$signal$181  + 3'h4;
-  assign \$522  = 3'h4 * entry[203:184];
-  assign \$523  = \$signal$183  + \$522 ;
-  assign \$524  = \$signal$181  + 3'h4;
-  assign \$525  = \$524  < entry[183:164];
-  assign \$526  = ~ busy;
+  wire writer_free;
   always @(posedge clk)
-    \$signal$159  <= \$527 ;
+    entry <= \$445 ;
   always @(posedge clk)
-    f_stage <= \$528 ;
+    fsm_state <= \$446 ;
   always @(posedge clk)
-    \$signal$164  <= \$529 ;
+    status <= \$447 ;
   always @(posedge clk)
-    f_in_elem <= \$530 ;
+    \$signal$304  <= \$448 ;
   always @(posedge clk)
-    \$signal$167  <= \$531 ;
+    \$signal$184  <= \$449 ;
   always @(posedge clk)
-    entry <= \$532 ;
+    \$signal$186  <= \$450 ;
   always @(posedge clk)
-    fsm_state <= \$533 ;
+    \$signal$188  <= \$451 ;
   always @(posedge clk)
-    status <= \$534 ;
+    \$signal$232  <= \$452 ;
   always @(posedge clk)
-    \$signal$161  <= \$535 ;
+    \$signal$234  <= \$453 ;
   always @(posedge clk)
-    \$signal$179  <= \$536 ;
+    \$signal$174  <= \$454 ;
   always @(posedge clk)
-    \$signal$181  <= \$537 ;
+    \$signal$233  <= \$455 ;
   always @(posedge clk)
-    \$signal$183  <= \$538 ;
+    stage <= \$456 ;
   always @(posedge clk)
-    \$signal$227  <= \$539 ;
+    \$signal$246  <= \$457 ;
   always @(posedge clk)
-    \$signal$229  <= \$540 ;
+    \$signal$175  <= \$458 ;
   always @(posedge clk)
-    \$signal$153  <= \$541 ;
+    fold_pack_log2 <= \$459 ;
   always @(posedge clk)
-    \$signal$228  <= \$542 ;
+    \$signal$132  <= \$460 ;
   always @(posedge clk)
-    stage <= \$543 ;
+    \$signal$219  <= \$461 ;
   always @(posedge clk)
-    \$signal$241  <= \$544 ;
+    \$signal$202  <= \$462 ;
   always @(posedge clk)
-    \$signal$154  <= \$545 ;
+    rest_rows <= \$463 ;
   always @(posedge clk)
-    fold_pack_log2 <= \$546 ;
+    main_elems <= \$464 ;
   always @(posedge clk)
-    \$signal$111  <= \$547 ;
+    \$signal$207  <= \$465 ;
   always @(posedge clk)
-    \$signal$214  <= \$548 ;
+    fold_sets <= \$466 ;
   always @(posedge clk)
-    \$signal$197  <= \$549 ;
+    groups_seen0 <= \$467 ;
   always @(posedge clk)
-    rest_rows <= \$550 ;
+    set_index0 <= \$468 ;
   always @(posedge clk)
-    main_elems <= \$551 ;
+    set_base0 <= \$469 ;
   always @(posedge clk)
-    \$signal$202  <= \$552 ;
+    fold_sets1 <= \$470 ;
   always @(posedge clk)
-    fold_sets <= \$553 ;
+    groups_seen1 <= \$471 ;
   always @(posedge clk)
-    groups_seen0 <= \$554 ;
+    set_index1 <= \$472 ;
   always @(posedge clk)
-    set_index0 <= \$555 ;
+    set_base1 <= \$473 ;
   always @(posedge clk)
-    set_base0 <= \$556 ;
+    \$signal$229  <= \$474 ;
   always @(posedge clk)
-    fold_sets1 <= \$557 ;
+    drain <= \$475 ;
   always @(posedge clk)
-    groups_seen1 <= \$558 ;
+    fold_row <= \$476 ;
   always @(posedge clk)
-    set_index1 <= \$559 ;
+    \$signal$130  <= \$477 ;
   always @(posedge clk)
-    set_base1 <= \$560 ;
+    \$signal$238  <= \$478 ;
   always @(posedge clk)
-    \$signal$224  <= \$561 ;
+    anchor_m0 <= \$479 ;
   always @(posedge clk)
-    drain <= \$562 ;
+    anchor_m1 <= \$480 ;
   always @(posedge clk)
-    fold_row <= \$563 ;
+    anchor_m2 <= \$481 ;
   always @(posedge clk)
-    \$signal$109  <= \$564 ;
+    anchor_m3 <= \$482 ;
   always @(posedge clk)
-    \$signal$233  <= \$565 ;
+    anchor_l0 <= \$483 ;
   always @(posedge clk)
-    anchor_m0 <= \$566 ;
+    anchor_l1 <= \$484 ;
   always @(posedge clk)
-    anchor_m1 <= \$567 ;
+    anchor_l2 <= \$485 ;
   always @(posedge clk)
-    anchor_m2 <= \$568 ;
+    anchor_l3 <= \$486 ;
   always @(posedge clk)
-    anchor_m3 <= \$569 ;
+    bank_valid <= \$487 ;
   always @(posedge clk)
-    anchor_l0 <= \$570 ;
+    \$signal  <= \$488 ;
   always @(posedge clk)
-    anchor_l1 <= \$571 ;
+    \$signal$281  <= \$489 ;
   always @(posedge clk)
-    anchor_l2 <= \$572 ;
+    pending_status <= \$490 ;
   always @(posedge clk)
-    anchor_l3 <= \$573 ;
+    \$signal$283  <= \$491 ;
   always @(posedge clk)
-    bank_valid <= \$574 ;
+    pending_store <= \$492 ;
   assign \$1  = ~ copying;
   assign src__valid = out__valid & \$1 ;
   assign out__ready = copying ? \src__ready$77  : src__ready;
+  assign \$2  = ~ \$signal ;
+  assign writer_free = idle & \$2 ;
   assign n_cols = stage ? entry[123:104] : entry[143:124];
-  assign \$2  = entry[5:2] == 2'h3;
-  assign \$3  = \$2  ? 1'h1 : 1'h0;
-  assign \$4  = entry[5:2] == 2'h3;
-  assign \$5  = entry[5:2] == 3'h4;
-  assign \$6  = \$5  ? 2'h2 : 2'h0;
-  assign \$7  = \$4  ? 2'h3 : \$6 ;
-  assign dest = stage ? { 1'h0, \$3  } : \$7 ;
+  assign \$3  = entry[5:2] == 2'h3;
+  assign \$4  = \$3  ? 1'h1 : 1'h0;
+  assign \$5  = entry[5:2] == 2'h3;
+  assign \$6  = entry[5:2] == 3'h4;
+  assign \$7  = \$6  ? 2'h2 : 2'h0;
+  assign \$8  = \$5  ? 2'h3 : \$7 ;
+  assign dest = stage ? { 1'h0, \$4  } : \$8 ;
   assign split = entry[183:164] == 1'h1;
-  assign \$8  = stage ? entry[123:104] : entry[143:124];
-  assign \$10  = \$9  <= 6'h20;
-  assign \$11  = stage ? entry[123:104] : entry[143:124];
-  assign \$13  = \$12  <= 6'h20;
-  assign \$14  = stage ? entry[123:104] : entry[143:124];
-  assign \$16  = \$15  <= 6'h20;
-  assign \$17  = stage ? entry[123:104] : entry[143:124];
-  assign \$19  = \$18  <= 6'h20;
-  assign \$20  = stage ? entry[123:104] : entry[143:124];
-  assign \$22  = \$21  <= 6'h20;
-  assign \$23  = stage ? entry[123:104] : entry[143:124];
-  assign \$25  = \$24  <= 6'h20;
-  assign \$26  = stage ? entry[123:104] : entry[143:124];
-  assign \$27  = \$26  + 6'h20;
-  assign \$28  = \$27  - 1'h1;
-  assign \$30  = \$29 [19:0] * 2'h2;
-  assign \$31  = \$30  >= 2'h3;
-  assign \$32  = \$29 [19:0] * 1'h1;
-  assign \$33  = \$32  >= 2'h3;
-  assign \$34  = stage ? entry[143:124] : entry[123:104];
-  assign \$35  = 1'h1 << plan_pack_log2;
-  assign \$36  = \$34  + \$35 ;
-  assign \$37  = \$36  - 1'h1;
-  assign \$38  = $signed(\$37 ) >>> plan_pack_log2;
-  assign \$39  = \$38 [19:0] + 1'h1;
-  assign \$41  = split ? \$40  : { 1'h0, \$38 [19:0] };
-  assign row_groups1 = split ? \$42  : 20'h00000;
-  assign \$43  = entry[5:2] == 2'h3;
-  assign src_data = \$43  ? rd_acc_data : { widened_31, widened_30, widened_29, widened_28, widened_27, widened_26, widened_25, widened_24, widened_23, widened_22, widened_21, widened_20, widened_19, widened_18, widened_17, widened_16, widened_15, widened_14, widened_13, widened_12, widened_11, widened_10, widened_9, widened_8, widened_7, widened_6, widened_5, widened_4, widened_3, widened_2, widened_1, widened_0 };
-  assign \$45  = \$signal$153  - \$44 [19:0];
-  assign \$46  = $signed(\$45 ) < $signed(7'h20);
-  assign \$48  = \$signal$153  - \$47 [19:0];
-  assign \$49  = \$46  ? \$48  : 21'h000020;
-  assign \$50  = f_stage ? entry[123:104] : entry[143:124];
-  assign \$52  = \$51  <= 6'h20;
-  assign \$53  = f_stage ? entry[123:104] : entry[143:124];
-  assign \$55  = \$54  <= 6'h20;
-  assign \$56  = f_stage ? entry[123:104] : entry[143:124];
-  assign \$58  = \$57  <= 6'h20;
-  assign \$59  = f_stage ? entry[123:104] : entry[143:124];
-  assign \$61  = \$60  <= 6'h20;
-  assign \$62  = f_stage ? entry[123:104] : entry[143:124];
-  assign \$64  = \$63  <= 6'h20;
-  assign \$65  = f_stage ? entry[123:104] : entry[143:124];
-  assign \$67  = \$66  <= 6'h20;
-  assign \$68  = f_stage ? entry[143:124] : entry[123:104];
-  assign \$69  = \$68  >> fetch_pack_log2;
-  assign \$70  = \$69  << fetch_pack_log2;
-  assign \$71  = f_stage ? entry[123:104] : entry[143:124];
-  assign \$72  = \$70  * \$71 ;
-  assign \$73  = f_stage ? entry[143:124] : entry[123:104];
-  assign \$74  = 1'h1 << fetch_pack_log2;
-  assign \$75  = \$74  - 1'h1;
-  assign \$76  = { 1'h0, \$73  } & { \$75 [8], \$75 [8], \$75 [8], \$75 [8], \$75 [8], \$75 [8], \$75 [8], \$75 [8], \$75 [8], \$75 [8], \$75 [8], \$75 [8], \$75  };
-  assign \$77  = f_stage ? entry[123:104] : entry[143:124];
-  assign \$78  = $signed(\$76 ) * $signed({ 1'h0, \$77  });
-  assign \$79  = \$signal$161  + 7'h40;
-  assign \$81  = \$79  + \$80 ;
-  assign \$82  = entry[183:164] - \$signal$164 ;
-  assign \$83  = $signed(\$82 ) < $signed(4'h4);
-  assign \$84  = entry[183:164] - \$signal$164 ;
-  assign \$85  = \$83  ? \$84  : 21'h000004;
-  assign \$86  = $signed(\$85 ) * $signed({ 1'h0, entry[203:184] });
-  assign \$87  = $signed({ 1'h0, f_in_elem[4:0] }) + $signed(\$86 );
-  assign \$88  = $signed(\$87 ) + $signed(7'h20);
-  assign \$89  = $signed(\$88 ) - $signed(2'h1);
-  assign \$92  = entry[83:20] + \$91 ;
-  assign \$93  = f_stage ? \$92  : { 1'h0, entry[83:20] };
-  assign \$94  = 1'h0 + \$72 [43:0];
-  assign \$95  = \$94  + 6'h20;
-  assign \$96  = \$95  - 1'h1;
-  assign \$98  = | \$72 [43:0];
-  assign \$100  = entry[83:20] + \$99 ;
-  assign \$101  = f_stage ? \$100  : { 1'h0, entry[83:20] };
-  assign \$103  = \$101  + \$102 ;
-  assign \$104  = \$72 [4:0] + { \$78 [40], \$78 [40], \$78 [40], \$78  };
-  assign \$105  = \$104  + 6'h20;
-  assign \$106  = \$105  - 1'h1;
-  assign \$108  = | $signed(\$78 );
-  assign \$109  = ~ run_any;
-  assign \$110  = \$109  | issued_all;
-  assign \$111  = \$signal$167  & \$110 ;
-  assign \$112  = \$signal$179  + 7'h40;
-  assign \$113  = \$signal$161  + 7'h40;
-  assign \$114  = entry[183:164] - \$signal$181 ;
-  assign \$115  = $signed(\$114 ) < $signed(4'h4);
-  assign \$116  = entry[183:164] - \$signal$181 ;
-  assign \$117  = \$115  ? \$116  : 21'h000004;
-  assign \$118  = \$signal$180  * entry[203:184];
-  assign \$119  = \$signal$183 [4:0] + \$118 ;
-  assign \$120  = \$119  + 6'h20;
-  assign \$121  = \$120  - 1'h1;
-  assign \$123  = stage ? entry[123:104] : entry[143:124];
-  assign \$124  = \$123  << fold_pack_log2;
-  assign \$125  = 1'h0 + main_elems;
-  assign \$126  = \$125  + 6'h20;
-  assign \$127  = \$126  - 1'h1;
-  assign \$129  = stage ? entry[123:104] : entry[143:124];
-  assign \$130  = rest_rows * \$129 ;
-  assign \$131  = stage ? entry[123:104] : entry[143:124];
-  assign \$132  = rest_rows * \$131 ;
-  assign \$133  = main_elems[4:0] + \$132 [19:0];
-  assign \$134  = \$133  + 6'h20;
-  assign \$135  = \$134  - 1'h1;
-  assign \$137  = \$signal$202  >> fold_pack_log2;
-  assign \$138  = split & \$137 [0];
-  assign \$139  = ! \$138 ;
-  assign \$140  = \$138  ? pair_valid : valid;
-  assign \$141  = \$signal$202  >> fold_pack_log2;
-  assign \$142  = split & \$141 [0];
-  assign \$143  = ! \$142 ;
-  assign \$144  = 1'h1 << fold_pack_log2;
-  assign \$145  = \$signal$202  + \$144 ;
-  assign \$146  = \$142  ? \$145  : { 1'h0, \$signal$202  };
-  assign \$147  = \$signal$202  >> fold_pack_log2;
-  assign \$148  = split & \$147 [0];
-  assign \$149  = ! \$148 ;
-  assign \$150  = \$148  ? 15'h0000 : col[19:5];
-  assign \$151  = set_base0 + \$150 ;
-  assign \$152  = \$signal$202  >> fold_pack_log2;
-  assign \$153  = split & \$152 [0];
-  assign \$154  = ! \$153 ;
-  assign \$155  = \$153  ? pair_count : count;
-  assign \$156  = \$signal$202  >> fold_pack_log2;
-  assign \$157  = split & \$156 [0];
-  assign \$158  = ! \$157 ;
-  assign \$159  = \$157  ? pair_data : data;
-  assign \$160  = groups_seen0 < \$signal$214 ;
-  assign \$161  = \$signal$202  >> fold_pack_log2;
-  assign \$162  = split & \$161 [0];
-  assign \$164  = \$163  ? valid : pair_valid;
-  assign \$165  = \$signal$202  >> fold_pack_log2;
-  assign \$166  = split & \$165 [0];
-  assign \$168  = 1'h1 << fold_pack_log2;
-  assign \$169  = \$signal$202  + \$168 ;
-  assign \$170  = \$167  ? { 1'h0, \$signal$202  } : \$169 ;
-  assign \$171  = \$signal$202  >> fold_pack_log2;
-  assign \$172  = split & \$171 [0];
-  assign \$174  = \$173  ? col[19:5] : 15'h0000;
-  assign \$175  = set_base1 + \$174 ;
-  assign \$176  = \$signal$202  >> fold_pack_log2;
-  assign \$177  = split & \$176 [0];
-  assign \$179  = \$178  ? count : pair_count;
-  assign \$180  = \$signal$202  >> fold_pack_log2;
-  assign \$181  = split & \$180 [0];
-  assign \$183  = \$182  ? data : pair_data;
-  assign \$184  = groups_seen1 < \$signal$214 ;
-  assign \$185  = col + count;
-  assign \$186  = \$185  == \$signal$224 ;
-  assign \$187  = valid & \$186 ;
-  assign \$188  = pair_count == \$signal$224 ;
-  assign \$189  = pair_valid & \$188 ;
-  assign \$190  = \$187  + \$189 ;
-  assign \$191  = \$signal$202  >> fold_pack_log2;
-  assign \$192  = split & \$191 [0];
-  assign \$193  = ! \$192 ;
-  assign \$194  = \$192  ? pair_valid : valid;
-  assign \$195  = \$signal$202  >> fold_pack_log2;
-  assign \$196  = split & \$195 [0];
-  assign \$197  = ! \$196 ;
-  assign \$198  = 1'h1 << fold_pack_log2;
-  assign \$199  = \$signal$202  + \$198 ;
-  assign \$200  = \$196  ? \$199  : { 1'h0, \$signal$202  };
-  assign \$201  = \$signal$202  >> fold_pack_log2;
-  assign \$202  = split & \$201 [0];
-  assign \$203  = ! \$202 ;
-  assign \$204  = \$202  ? 15'h0000 : col[19:5];
-  assign \$205  = set_base0 + \$204 ;
-  assign \$206  = \$signal$202  >> fold_pack_log2;
-  assign \$207  = split & \$206 [0];
-  assign \$208  = ! \$207 ;
-  assign \$209  = \$207  ? pair_count : count;
-  assign \$210  = \$signal$202  >> fold_pack_log2;
-  assign \$211  = split & \$210 [0];
-  assign \$212  = ! \$211 ;
-  assign \$213  = \$211  ? pair_data : data;
-  assign \$214  = groups_seen0 < \$signal$214 ;
-  assign \$215  = \$signal$202  >> fold_pack_log2;
-  assign \$216  = split & \$215 [0];
-  assign \$218  = \$217  ? valid : pair_valid;
-  assign \$219  = \$signal$202  >> fold_pack_log2;
-  assign \$220  = split & \$219 [0];
-  assign \$222  = 1'h1 << fold_pack_log2;
-  assign \$223  = \$signal$202  + \$222 ;
-  assign \$224  = \$221  ? { 1'h0, \$signal$202  } : \$223 ;
-  assign \$225  = \$signal$202  >> fold_pack_log2;
-  assign \$226  = split & \$225 [0];
-  assign \$228  = \$227  ? col[19:5] : 15'h0000;
-  assign \$229  = set_base1 + \$228 ;
-  assign \$230  = \$signal$202  >> fold_pack_log2;
-  assign \$231  = split & \$230 [0];
-  assign \$233  = \$232  ? count : pair_count;
-  assign \$234  = \$signal$202  >> fold_pack_log2;
-  assign \$235  = split & \$234 [0];
-  assign \$237  = \$236  ? data : pair_data;
-  assign \$238  = groups_seen1 < \$signal$214 ;
-  assign \$239  = col + count;
-  assign \$240  = \$239  == \$signal$224 ;
-  assign \$241  = valid & \$240 ;
-  assign \$242  = pair_count == \$signal$224 ;
-  assign \$243  = pair_valid & \$242 ;
-  assign \$244  = \$241  + \$243 ;
-  assign \$245  = drain == 1'h1;
-  assign \$246  = ! dest;
-  assign \$247  = dest == 1'h1;
-  assign \$248  = \$246  | \$247 ;
-  assign \$249  = \$signal$179  + 7'h40;
-  assign \$251  = \$249  + \$250 ;
-  assign \$252  = \$signal$153  << \$signal$229 ;
-  assign \$253  = \$signal$228  * \$252 ;
-  assign \$254  = \$signal$227 [5:0] + \$253 ;
-  assign \$255  = \$254  + 7'h40;
-  assign \$256  = \$255  - 1'h1;
-  assign \$258  = ~ \$signal$233 ;
-  assign \$259  = ! dest;
-  assign \$260  = \$259  ? { 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, sum_fp16 } : sum_fp32;
-  assign \$261  = \$49 [5:0] << \$signal$229 ;
-  assign \$262  = \$signal$154  + 1'h1;
-  assign \$264  = \$263  >= \$signal$153 ;
-  assign \$265  = \$signal$241  + 1'h1;
-  assign \$266  = \$265  == \$signal$228 ;
-  assign \$267  = \$264  & \$266 ;
-  assign \$268  = sum_valid & w_ready;
-  assign \$269  = dest == 2'h2;
-  assign \$270  = entry[5:2] == 2'h3;
-  assign \$271  = \$270  ? entry[143:124] : entry[203:184];
-  assign \$272  = entry[5:2] == 2'h3;
-  assign \$273  = \$272  | entry[11];
-  assign \$274  = \$signal$179  + 7'h40;
-  assign \$276  = \$274  + \$275 ;
-  assign \$277  = \$signal$153  << \$signal$229 ;
-  assign \$278  = \$signal$228  * \$277 ;
-  assign \$279  = \$signal$227 [5:0] + \$278 ;
-  assign \$280  = \$279  + 7'h40;
-  assign \$281  = \$280  - 1'h1;
-  assign \$283  = \$49 [5:0] << \$signal$229 ;
-  assign \$284  = \$signal$154  + 1'h1;
-  assign \$286  = \$285  >= \$signal$153 ;
-  assign \$287  = \$signal$241  + 1'h1;
-  assign \$288  = \$287  == \$signal$228 ;
-  assign \$289  = \$286  & \$288 ;
-  assign \$292  = \$signal$179  + 7'h40;
-  assign \$293  = \$292  + stats_offset;
-  assign \$294  = \$signal$181  + \$signal$241 ;
-  assign \$296  = \$293  + \$295 ;
-  assign \$297  = cycle - entry[333:270];
-  assign \$298  = ~ busy;
-  assign \$299  = regs[289] << entry[205:204];
-  assign \$300  = ! fsm_state;
-  assign \$301  = fsm_state == 1'h1;
-  assign \$302  = fsm_state == 2'h2;
-  assign \$303  = fsm_state == 2'h3;
-  assign \$304  = fsm_state == 3'h4;
-  assign \$305  = fsm_state == 3'h5;
-  assign \$306  = fsm_state == 3'h6;
-  assign \$307  = fsm_state == 3'h7;
-  assign \$308  = fsm_state == 4'h8;
-  assign \$309  = fsm_state == 4'h9;
-  assign \$310  = fsm_state == 4'ha;
-  assign \$311  = fsm_state == 4'hb;
-  assign \$312  = fsm_state == 4'hc;
-  assign \$313  = fsm_state == 4'hd;
-  assign \$314  = fsm_state == 4'he;
-  assign \$315  = fsm_state == 4'hf;
-  assign \$316  = fsm_state == 5'h10;
-  assign \$317  = fsm_state == 5'h11;
-  assign \$318  = fsm_state == 5'h12;
-  assign \$319  = fsm_state == 5'h13;
-  assign \$320  = fsm_state == 5'h14;
-  assign \$321  = fsm_state == 5'h15;
-  assign \$322  = fsm_state == 5'h16;
-  assign \$323  = ~ run_any;
-  assign \$324  = \$323  | issued_all;
-  assign \$325  = \$signal$167  & \$324 ;
-  assign \$326  = \$signal$159  == 1'h1;
-  assign \$327  = ! \$signal$159 ;
-  assign \$328  = entry[5:2] == 2'h2;
-  assign \$329  = entry[5:2] == 2'h3;
-  assign \$330  = entry[5:2] == 3'h4;
-  assign \$331  = \$329  | \$330 ;
-  assign \$332  = \$331  ? 2'h2 : 2'h1;
-  assign \$333  = \$328  ? 2'h0 : \$332 ;
-  assign \$334  = | \$333 ;
-  assign \$335  = \$327  & \$334 ;
-  assign \$336  = \$signal$159  == 2'h2;
-  assign \$337  = f_stage + 1'h1;
-  assign \$338  = entry[5:2] == 2'h2;
-  assign \$339  = entry[5:2] == 2'h3;
-  assign \$340  = entry[5:2] == 3'h4;
-  assign \$341  = \$339  | \$340 ;
-  assign \$342  = \$341  ? 2'h2 : 2'h1;
-  assign \$343  = \$338  ? 2'h0 : \$342 ;
-  assign \$344  = \$337  < \$343 ;
-  assign \$345  = \$336  & \$344 ;
-  assign \$346  = \$signal$164  + 3'h4;
-  assign \$347  = 3'h4 * entry[203:184];
-  assign \$348  = f_in_elem + \$347 ;
-  assign \$349  = \$signal$164  + 3'h4;
-  assign \$350  = \$349  >= entry[183:164];
-  assign \$351  = entry[269:206] - 1'h1;
-  assign \$352  = 1'h1 << regs[259:256];
-  assign \$353  = \$352  - 1'h1;
-  assign \$354  = { 1'h0, \$351 [15:0] } & \$353 ;
-  assign \$355  = $signed(\$354 ) << regs[265:260];
-  assign \$356  = $signed({ 1'h0, regs[63:0] }) + $signed(\$355 );
-  assign \$357  = entry[269:206] - 1'h1;
-  assign \$358  = 1'h1 << regs[259:256];
-  assign \$359  = \$358  - 1'h1;
-  assign \$360  = { 1'h0, \$357 [15:0] } & \$359 ;
-  assign \$361  = $signed(\$360 ) << regs[265:260];
-  assign \$362  = $signed({ 1'h0, regs[127:64] }) + $signed(\$361 );
-  assign \$363  = entry[5:2] == 2'h3;
-  assign \$364  = entry[5:2] == 2'h2;
-  assign \$365  = entry[5:2] == 3'h4;
-  assign \$366  = ! \status$285 ;
-  assign \$367  = \$366  & is_compute;
-  assign \$368  = | \status$285 ;
-  assign \$369  = ~ \busy$287 ;
-  assign \$370  = ~ busy;
-  assign \$371  = \$369  & \$370 ;
-  assign \$372  = valid & last;
-  assign \$373  = entry[5:2] == 2'h2;
-  assign \$374  = stage ? entry[143:124] : entry[123:104];
-  assign \$375  = \$374  >> plan_pack_log2;
-  assign \$376  = stage ? entry[143:124] : entry[123:104];
-  assign \$377  = 1'h1 << plan_pack_log2;
-  assign \$378  = \$377  - 1'h1;
-  assign \$379  = { 1'h0, \$376  } & { \$378 [8], \$378 [8], \$378 [8], \$378 [8], \$378 [8], \$378 [8], \$378 [8], \$378 [8], \$378 [8], \$378 [8], \$378 [8], \$378 [8], \$378  };
-  assign \$380  = stage ? entry[143:124] : entry[123:104];
-  assign \$381  = \$380  >> plan_pack_log2;
-  assign \$382  = \$381  << plan_pack_log2;
-  assign \$383  = stage ? entry[123:104] : entry[143:124];
-  assign \$384  = \$382  * \$383 ;
-  assign \$385  = \$41 [19:0] < plan_sets;
-  assign \$386  = \$385  ? \$41 [19:0] : { 18'h00000, plan_sets };
-  assign \$387  = row_groups1 < plan_sets;
-  assign \$388  = \$387  ? row_groups1 : { 18'h00000, plan_sets };
-  assign \$389  = stage ? entry[143:124] : entry[123:104];
-  assign \$390  = \$389  >> plan_pack_log2;
-  assign \$391  = | \$390 ;
-  assign \$392  = stage ? entry[123:104] : entry[143:124];
-  assign \$393  = \$392  << fold_pack_log2;
-  assign \$394  = stage ? entry[123:104] : entry[143:124];
-  assign \$395  = rest_rows * \$394 ;
-  assign \$396  = \$signal$202  >> fold_pack_log2;
-  assign \$397  = split & \$396 [0];
-  assign \$398  = ! \$397 ;
-  assign \$399  = col + count;
-  assign \$400  = \$399  == \$signal$224 ;
-  assign \$401  = valid & \$400 ;
-  assign \$402  = pair_count == \$signal$224 ;
-  assign \$403  = pair_valid & \$402 ;
-  assign \$404  = \$397  ? \$403  : \$401 ;
-  assign \$405  = groups_seen0 < \$signal$214 ;
-  assign \$406  = groups_seen0 + 1'h1;
-  assign \$407  = set_index0 + 1'h1;
-  assign \$408  = \$407  == \$signal$214 ;
-  assign \$409  = set_index0 + 1'h1;
-  assign \$410  = set_base0 + \$signal$111 ;
-  assign \$411  = \$signal$202  >> fold_pack_log2;
-  assign \$412  = split & \$411 [0];
-  assign \$414  = col + count;
-  assign \$415  = \$414  == \$signal$224 ;
-  assign \$416  = valid & \$415 ;
-  assign \$417  = pair_count == \$signal$224 ;
-  assign \$418  = pair_valid & \$417 ;
+  assign \$9  = stage ? entry[123:104] : entry[143:124];
+  assign \$11  = \$10  <= 6'h20;
+  assign \$12  = stage ? entry[123:104] : entry[143:124];
+  assign \$14  = \$13  <= 6'h20;
+  assign \$15  = stage ? entry[123:104] : entry[143:124];
+  assign \$17  = \$16  <= 6'h20;
+  assign \$18  = stage ? entry[123:104] : entry[143:124];
+  assign \$20  = \$19  <= 6'h20;
+  assign \$21  = stage ? entry[123:104] : entry[143:124];
+  assign \$23  = \$22  <= 6'h20;
+  assign \$24  = stage ? entry[123:104] : entry[143:124];
+  assign \$26  = \$25  <= 6'h20;
+  assign \$27  = stage ? entry[123:104] : entry[143:124];
+  assign \$28  = \$27  + 6'h20;
+  assign \$29  = \$28  - 1'h1;
+  assign \$31  = \$30 [19:0] * 2'h2;
+  assign \$32  = \$31  >= 2'h3;
+  assign \$33  = \$30 [19:0] * 1'h1;
+  assign \$34  = \$33  >= 2'h3;
+  assign \$35  = stage ? entry[143:124] : entry[123:104];
+  assign \$36  = 1'h1 << plan_pack_log2;
+  assign \$37  = \$35  + \$36 ;
+  assign \$38  = \$37  - 1'h1;
+  assign \$39  = $signed(\$38 ) >>> plan_pack_log2;
+  assign \$40  = \$39 [19:0] + 1'h1;
+  assign \$42  = split ? \$41  : { 1'h0, \$39 [19:0] };
+  assign row_groups1 = split ? \$43  : 20'h00000;
+  assign \$44  = entry[5:2] == 2'h3;
+  assign src_data = \$44  ? rd_acc_data : { widened_31, widened_30, widened_29, widened_28, widened_27, widened_26, widened_25, widened_24, widened_23, widened_22, widened_21, widened_20, widened_19, widened_18, widened_17, widened_16, widened_15, widened_14, widened_13, widened_12, widened_11, widened_10, widened_9, widened_8, widened_7, widened_6, widened_5, widened_4, widened_3, widened_2, widened_1, widened_0 };
+  assign \$46  = \$signal$174  - \$45 [19:0];
+  assign \$47  = $signed(\$46 ) < $signed(7'h20);
+  assign \$49  = \$signal$174  - \$48 [19:0];
+  assign \$50  = \$47  ? \$49  : 21'h000020;
+  assign \$51  = \$signal$184  + 7'h40;
+  assign \$52  = is_load ? \$51  : { 1'h0, entry[83:20] };
+  assign \$53  = entry[183:164] - \$signal$186 ;
+  assign \$54  = $signed(\$53 ) < $signed(4'h4);
+  assign \$55  = entry[183:164] - \$signal$186 ;
+  assign \$56  = \$54  ? \$55  : 21'h000004;
+  assign \$57  = \$signal$185  * entry[203:184];
+  assign \$58  = \$signal$188 [4:0] + \$57 ;
+  assign \$59  = \$58  + 6'h20;
+  assign \$60  = \$59  - 1'h1;
+  assign \$62  = stage ? entry[123:104] : entry[143:124];
+  assign \$63  = \$62  << fold_pack_log2;
+  assign \$64  = 1'h0 + main_elems;
+  assign \$65  = \$64  + 6'h20;
+  assign \$66  = \$65  - 1'h1;
+  assign \$68  = stage ? entry[123:104] : entry[143:124];
+  assign \$69  = rest_rows * \$68 ;
+  assign \$70  = stage ? entry[123:104] : entry[143:124];
+  assign \$71  = rest_rows * \$70 ;
+  assign \$72  = main_elems[4:0] + \$71 [19:0];
+  assign \$73  = \$72  + 6'h20;
+  assign \$74  = \$73  - 1'h1;
+  assign \$76  = \$signal$207  >> fold_pack_log2;
+  assign \$77  = split & \$76 [0];
+  assign \$78  = ! \$77 ;
+  assign \$79  = \$77  ? pair_valid : valid;
+  assign \$80  = \$signal$207  >> fold_pack_log2;
+  assign \$81  = split & \$80 [0];
+  assign \$82  = ! \$81 ;
+  assign \$83  = 1'h1 << fold_pack_log2;
+  assign \$84  = \$signal$207  + \$83 ;
+  assign \$85  = \$81  ? \$84  : { 1'h0, \$signal$207  };
+  assign \$86  = \$signal$207  >> fold_pack_log2;
+  assign \$87  = split & \$86 [0];
+  assign \$88  = ! \$87 ;
+  assign \$89  = \$87  ? 15'h0000 : col[19:5];
+  assign \$90  = set_base0 + \$89 ;
+  assign \$91  = \$signal$207  >> fold_pack_log2;
+  assign \$92  = split & \$91 [0];
+  assign \$93  = ! \$92 ;
+  assign \$94  = \$92  ? pair_count : count;
+  assign \$95  = \$signal$207  >> fold_pack_log2;
+  assign \$96  = split & \$95 [0];
+  assign \$97  = ! \$96 ;
+  assign \$98  = \$96  ? pair_data : data;
+  assign \$99  = groups_seen0 < \$signal$219 ;
+  assign \$100  = \$signal$207  >> fold_pack_log2;
+  assign \$101  = split & \$100 [0];
+  assign \$103  = \$102  ? valid : pair_valid;
+  assign \$104  = \$signal$207  >> fold_pack_log2;
+  assign \$105  = split & \$104 [0];
+  assign \$107  = 1'h1 << fold_pack_log2;
+  assign \$108  = \$signal$207  + \$107 ;
+  assign \$109  = \$106  ? { 1'h0, \$signal$207  } : \$108 ;
+  assign \$110  = \$signal$207  >> fold_pack_log2;
+  assign \$111  = split & \$110 [0];
+  assign \$113  = \$112  ? col[19:5] : 15'h0000;
+  assign \$114  = set_base1 + \$113 ;
+  assign \$115  = \$signal$207  >> fold_pack_log2;
+  assign \$116  = split & \$115 [0];
+  assign \$118  = \$117  ? count : pair_count;
+  assign \$119  = \$signal$207  >> fold_pack_log2;
+  assign \$120  = split & \$119 [0];
+  assign \$122  = \$121  ? data : pair_data;
+  assign \$123  = groups_seen1 < \$signal$219 ;
+  assign \$124  = col + count;
+  assign \$125  = \$124  == \$signal$229 ;
+  assign \$126  = valid & \$125 ;
+  assign \$127  = pair_count == \$signal$229 ;
+  assign \$128  = pair_valid & \$127 ;
+  assign \$129  = \$126  + \$128 ;
+  assign \$130  = \$signal$207  >> fold_pack_log2;
+  assign \$131  = split & \$130 [0];
+  assign \$132  = ! \$131 ;
+  assign \$133  = \$131  ? pair_valid : valid;
+  assign \$134  = \$signal$207  >> fold_pack_log2;
+  assign \$135  = split & \$134 [0];
+  assign \$136  = ! \$135 ;
+  assign \$137  = 1'h1 << fold_pack_log2;
+  assign \$138  = \$signal$207  + \$137 ;
+  assign \$139  = \$135  ? \$138  : { 1'h0, \$signal$207  };
+  assign \$140  = \$signal$207  >> fold_pack_log2;
+  assign \$141  = split & \$140 [0];
+  assign \$142  = ! \$141 ;
+  assign \$143  = \$141  ? 15'h0000 : col[19:5];
+  assign \$144  = set_base0 + \$143 ;
+  assign \$145  = \$signal$207  >> fold_pack_log2;
+  assign \$146  = split & \$145 [0];
+  assign \$147  = ! \$146 ;
+  assign \$148  = \$146  ? pair_count : count;
+  assign \$149  = \$signal$207  >> fold_pack_log2;
+  assign \$150  = split & \$149 [0];
+  assign \$151  = ! \$150 ;
+  assign \$152  = \$150  ? pair_data : data;
+  assign \$153  = groups_seen0 < \$signal$219 ;
+  assign \$154  = \$signal$207  >> fold_pack_log2;
+  assign \$155  = split & \$154 [0];
+  assign \$157  = \$156  ? valid : pair_valid;
+  assign \$158  = \$signal$207  >> fold_pack_log2;
+  assign \$159  = split & \$158 [0];
+  assign \$161  = 1'h1 << fold_pack_log2;
+  assign \$162  = \$signal$207  + \$161 ;
+  assign \$163  = \$160  ? { 1'h0, \$signal$207  } : \$162 ;
+  assign \$164  = \$signal$207  >> fold_pack_log2;
+  assign \$165  = split & \$164 [0];
+  assign \$167  = \$166  ? col[19:5] : 15'h0000;
+  assign \$168  = set_base1 + \$167 ;
+  assign \$169  = \$signal$207  >> fold_pack_log2;
+  assign \$170  = split & \$169 [0];
+  assign \$172  = \$171  ? count : pair_count;
+  assign \$173  = \$signal$207  >> fold_pack_log2;
+  assign \$174  = split & \$173 [0];
+  assign \$176  = \$175  ? data : pair_data;
+  assign \$177  = groups_seen1 < \$signal$219 ;
+  assign \$178  = col + count;
+  assign \$179  = \$178  == \$signal$229 ;
+  assign \$180  = valid & \$179 ;
+  assign \$181  = pair_count == \$signal$229 ;
+  assign \$182  = pair_valid & \$181 ;
+  assign \$183  = \$180  + \$182 ;
+  assign \$184  = drain != 1'h1;
+  assign \$185  = ! dest;
+  assign \$186  = dest == 1'h1;
+  assign \$187  = \$185  | \$186 ;
+  assign \$188  = ~ \$187 ;
+  assign \$189  = \$188  | writer_free;
+  assign \$190  = ! dest;
+  assign \$191  = dest == 1'h1;
+  assign \$192  = \$190  | \$191 ;
+  assign \$193  = \$signal$184  + 7'h40;
+  assign \$195  = \$193  + \$194 ;
+  assign \$196  = \$signal$174  << \$signal$234 ;
+  assign \$197  = \$signal$233  * \$196 ;
+  assign \$198  = \$signal$232 [5:0] + \$197 ;
+  assign \$199  = \$198  + 7'h40;
+  assign \$200  = \$199  - 1'h1;
+  assign \$202  = ~ \$signal$238 ;
+  assign \$203  = ! dest;
+  assign \$204  = \$203  ? { 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, sum_fp16 } : sum_fp32;
+  assign \$205  = \$50 [5:0] << \$signal$234 ;
+  assign \$206  = \$signal$175  + 1'h1;
+  assign \$208  = \$207  >= \$signal$174 ;
+  assign \$209  = \$signal$246  + 1'h1;
+  assign \$210  = \$209  == \$signal$233 ;
+  assign \$211  = \$208  & \$210 ;
+  assign \$212  = sum_valid & w_ready;
+  assign \$213  = dest == 2'h2;
+  assign \$214  = entry[5:2] == 2'h3;
+  assign \$215  = \$214  ? entry[143:124] : entry[203:184];
+  assign \$216  = entry[5:2] == 2'h3;
+  assign \$217  = \$216  | entry[11];
+  assign \$218  = \$signal$184  + 7'h40;
+  assign \$220  = \$218  + \$219 ;
+  assign \$221  = \$signal$174  << \$signal$234 ;
+  assign \$222  = \$signal$233  * \$221 ;
+  assign \$223  = \$signal$232 [5:0] + \$222 ;
+  assign \$224  = \$223  + 7'h40;
+  assign \$225  = \$224  - 1'h1;
+  assign \$227  = \$50 [5:0] << \$signal$234 ;
+  assign \$228  = \$signal$175  + 1'h1;
+  assign \$230  = \$229  >= \$signal$174 ;
+  assign \$231  = \$signal$246  + 1'h1;
+  assign \$232  = \$231  == \$signal$233 ;
+  assign \$233  = \$230  & \$232 ;
+  assign \$236  = \$signal$184  + 7'h40;
+  assign \$237  = \$236  + stats_offset;
+  assign \$238  = \$signal$186  + \$signal$246 ;
+  assign \$240  = \$237  + \$239 ;
+  assign \$241  = \$signal  & quiet;
+  assign \$242  = \$241  & w_rdy;
+  assign \$243  = cycle - \$signal$281 [333:270];
+  assign \$244  = r_en & irq_en;
+  assign \$245  = 1'h1 << r_data[1:0];
+  assign irq = \$244  ? \$245  : 4'h0;
+  assign \$246  = ! fsm_state;
+  assign \$247  = fsm_state == 1'h1;
+  assign \$248  = fsm_state == 2'h2;
+  assign \$249  = fsm_state == 2'h3;
+  assign \$250  = fsm_state == 3'h4;
+  assign \$251  = fsm_state == 3'h5;
+  assign \$252  = fsm_state == 3'h6;
+  assign \$253  = fsm_state == 3'h7;
+  assign \$254  = fsm_state == 4'h8;
+  assign \$255  = fsm_state == 4'h9;
+  assign \$256  = fsm_state == 4'ha;
+  assign \$257  = fsm_state == 4'hb;
+  assign \$258  = fsm_state == 4'hc;
+  assign \$259  = fsm_state == 4'hd;
+  assign \$260  = fsm_state == 4'he;
+  assign \$261  = fsm_state == 4'hf;
+  assign \$262  = fsm_state == 5'h10;
+  assign \$263  = fsm_state == 5'h11;
+  assign \$264  = fsm_state == 5'h12;
+  assign \$265  = fsm_state == 5'h13;
+  assign \$266  = fsm_state == 5'h14;
+  assign \$267  = fsm_state == 5'h15;
+  assign \$268  = entry[269:206] - 1'h1;
+  assign \$269  = 1'h1 << regs[259:256];
+  assign \$270  = \$269  - 1'h1;
+  assign \$271  = { 1'h0, \$268 [15:0] } & \$270 ;
+  assign \$272  = $signed(\$271 ) << regs[265:260];
+  assign \$273  = $signed({ 1'h0, regs[63:0] }) + $signed(\$272 );
+  assign \$274  = entry[269:206] - 1'h1;
+  assign \$275  = 1'h1 << regs[259:256];
+  assign \$276  = \$275  - 1'h1;
+  assign \$277  = { 1'h0, \$274 [15:0] } & \$276 ;
+  assign \$278  = $signed(\$277 ) << regs[265:260];
+  assign \$279  = $signed({ 1'h0, regs[127:64] }) + $signed(\$278 );
+  assign \$280  = entry[5:2] == 2'h3;
+  assign \$281  = entry[5:2] == 2'h2;
+  assign \$282  = entry[5:2] == 3'h4;
+  assign \$283  = | \status$303 ;
+  assign \$284  = valid & last;
+  assign \$285  = entry[5:2] == 2'h2;
+  assign \$286  = stage ? entry[143:124] : entry[123:104];
+  assign \$287  = \$286  >> plan_pack_log2;
+  assign \$288  = stage ? entry[143:124] : entry[123:104];
+  assign \$289  = 1'h1 << plan_pack_log2;
+  assign \$290  = \$289  - 1'h1;
+  assign \$291  = { 1'h0, \$288  } & { \$290 [8], \$290 [8], \$290 [8], \$290 [8], \$290 [8], \$290 [8], \$290 [8], \$290 [8], \$290 [8], \$290 [8], \$290 [8], \$290 [8], \$290  };
+  assign \$292  = stage ? entry[143:124] : entry[123:104];
+  assign \$293  = \$292  >> plan_pack_log2;
+  assign \$294  = \$293  << plan_pack_log2;
+  assign \$295  = stage ? entry[123:104] : entry[143:124];
+  assign \$296  = \$294  * \$295 ;
+  assign \$297  = \$42 [19:0] < plan_sets;
+  assign \$298  = \$297  ? \$42 [19:0] : { 18'h00000, plan_sets };
+  assign \$299  = row_groups1 < plan_sets;
+  assign \$300  = \$299  ? row_groups1 : { 18'h00000, plan_sets };
+  assign \$301  = stage ? entry[143:124] : entry[123:104];
+  assign \$302  = \$301  >> plan_pack_log2;
+  assign \$303  = | \$302 ;
+  assign \$304  = stage ? entry[123:104] : entry[143:124];
+  assign \$305  = \$304  << fold_pack_log2;
+  assign \$306  = stage ? entry[123:104] : entry[143:124];
+  assign \$307  = rest_rows * \$306 ;
+  assign \$308  = \$signal$207  >> fold_pack_log2;
+  assign \$309  = split & \$308 [0];
+  assign \$310  = ! \$309 ;
+  assign \$311  = col + count;
+  assign \$312  = \$311  == \$signal$229 ;
+  assign \$313  = valid & \$312 ;
+  assign \$314  = pair_count == \$signal$229 ;
+  assign \$315  = pair_valid & \$314 ;
+  assign \$316  = \$309  ? \$315  : \$313 ;
+  assign \$317  = groups_seen0 < \$signal$219 ;
+  assign \$318  = groups_seen0 + 1'h1;
+  assign \$319  = set_index0 + 1'h1;
+  assign \$320  = \$319  == \$signal$219 ;
+  assign \$321  = set_index0 + 1'h1;
+  assign \$322  = set_base0 + \$signal$132 ;
+  assign \$323  = \$signal$207  >> fold_pack_log2;
+  assign \$324  = split & \$323 [0];
+  assign \$326  = col + count;
+  assign \$327  = \$326  == \$signal$229 ;
+  assign \$328  = valid & \$327 ;
+  assign \$329  = pair_count == \$signal$229 ;
+  assign \$330  = pair_valid & \$329 ;
+  assign \$331  = \$325  ? \$328  : \$330 ;
+  assign \$332  = groups_seen1 < \$signal$219 ;
+  assign \$333  = groups_seen1 + 1'h1;
+  assign \$334  = set_index1 + 1'h1;
+  assign \$335  = \$334  == \$signal$219 ;
+  assign \$336  = set_index1 + 1'h1;
+  assign \$337  = set_base1 + \$signal$132 ;
+  assign \$338  = ended << fold_pack_log2;
+  assign \$339  = \$signal$207  + \$338 ;
+  assign \$340  = valid & last;
+  assign \$341  = | rest_rows;
+  assign \$342  = \$signal$207  >> fold_pack_log2;
+  assign \$343  = split & \$342 [0];
+  assign \$344  = ! \$343 ;
+  assign \$345  = col + count;
+  assign \$346  = \$345  == \$signal$229 ;
+  assign \$347  = valid & \$346 ;
+  assign \$348  = pair_count == \$signal$229 ;
+  assign \$349  = pair_valid & \$348 ;
+  assign \$350  = \$343  ? \$349  : \$347 ;
+  assign \$351  = groups_seen0 < \$signal$219 ;
+  assign \$352  = groups_seen0 + 1'h1;
+  assign \$353  = set_index0 + 1'h1;
+  assign \$354  = \$353  == \$signal$219 ;
+  assign \$355  = set_index0 + 1'h1;
+  assign \$356  = set_base0 + \$signal$132 ;
+  assign \$357  = \$signal$207  >> fold_pack_log2;
+  assign \$358  = split & \$357 [0];
+  assign \$360  = col + count;
+  assign \$361  = \$360  == \$signal$229 ;
+  assign \$362  = valid & \$361 ;
+  assign \$363  = pair_count == \$signal$229 ;
+  assign \$364  = pair_valid & \$363 ;
+  assign \$365  = \$359  ? \$362  : \$364 ;
+  assign \$366  = groups_seen1 < \$signal$219 ;
+  assign \$367  = groups_seen1 + 1'h1;
+  assign \$368  = set_index1 + 1'h1;
+  assign \$369  = \$368  == \$signal$219 ;
+  assign \$370  = set_index1 + 1'h1;
+  assign \$371  = set_base1 + \$signal$132 ;
+  assign \$372  = \ended$230  << fold_pack_log2;
+  assign \$373  = \$signal$207  + \$372 ;
+  assign \$374  = valid & last;
+  assign \$375  = drain != 1'h1;
+  assign \$376  = ! dest;
+  assign \$377  = dest == 1'h1;
+  assign \$378  = \$376  | \$377 ;
+  assign \$379  = ~ \$378 ;
+  assign \$380  = \$379  | writer_free;
+  assign \$381  = drain - 1'h1;
+  assign \$382  = fold_valid & fold_ready;
+  assign \$383  = \$signal$130  + 1'h1;
+  assign \$385  = stage ? entry[123:104] : entry[143:124];
+  assign \$386  = \$384  < \$385 ;
+  assign \$387  = fold_row + 1'h1;
+  assign \$388  = \$387  < \$signal$233 ;
+  assign \$389  = \$signal$130  + 1'h1;
+  assign \$390  = fold_row + 1'h1;
+  assign \$391  = sum_valid & w_ready;
+  assign \$392  = \$signal$175  + 1'h1;
+  assign \$394  = \$393  >= \$signal$174 ;
+  assign \$395  = ~ \$394 ;
+  assign \$396  = \$signal$175  + 1'h1;
+  assign \$397  = \$signal$246  + 1'h1;
+  assign \$398  = \$397  == \$signal$233 ;
+  assign \$399  = \$signal$246  + 1'h1;
+  assign \$400  = \$398  ? 3'h0 : \$399 ;
+  assign \$401  = \$signal$174  << \$signal$234 ;
+  assign \$402  = \$signal$232  + \$401 ;
+  assign \$403  = entry[5:2] == 2'h3;
+  assign \$404  = \$signal$175  + 1'h1;
+  assign \$406  = stage ? entry[123:104] : entry[143:124];
+  assign \$407  = \$405  >= \$406 ;
+  assign \$408  = ~ \$407 ;
+  assign \$409  = \$signal$246  + 1'h1;
+  assign \$410  = \$409  < \$signal$233 ;
+  assign \$411  = \$signal$175  + 1'h1;
+  assign \$412  = \$signal$246  + 1'h1;
+  assign \$413  = dest == 2'h3;
+  assign \$414  = \$signal$246  + 1'h1;
+  assign \$415  = \$414  < \$signal$233 ;
+  assign \$416  = \$signal$246  + 1'h1;
+  assign \$417  = entry[5:2] == 2'h3;
+  assign \$418  = bank_valid & w_ready;
+  assign \$419  = \$signal$175  + 1'h1;
+  assign \$421  = \$420  >= \$signal$174 ;
+  assign \$422  = ~ \$421 ;
+  assign \$423  = \$signal$175  + 1'h1;
+  assign \$424  = \$signal$246  + 1'h1;
+  assign \$425  = \$424  == \$signal$233 ;
+  assign \$426  = \$signal$246  + 1'h1;
+  assign \$427  = \$425  ? 3'h0 : \$426 ;
+  assign \$428  = \$signal$174  << \$signal$234 ;
+  assign \$429  = \$signal$232  + \$428 ;
+  assign \$430  = bank_valid & w_ready;
+  assign \$431  = ~ \$430 ;
+  assign \$432  = \$signal$246  + 1'h1;
+  assign \$433  = \$432  < \$signal$233 ;
+  assign \$434  = \$signal$246  + 1'h1;
+  assign \$435  = \$signal$186  + 3'h4;
+  assign \$436  = 3'h4 * entry[203:184];
+  assign \$437  = \$signal$188  + \$436 ;
+  assign \$438  = \$signal$186  + 3'h4;
+  assign \$439  = \$438  < entry[183:164];
+  assign \$440  = ~ \$signal ;
+  assign \$441  = ! status;
+  assign \$442  = \$441  & is_store;
+  assign \$443  = \$signal  & quiet;
+  assign \$444  = \$443  & w_rdy;
   \ndp_device.control_unit.compute  compute (
     .acc_addr(acc_addr),
     .acc_addr1(acc_addr1),
@@ -4235,7 +4189,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .mac(mac),
     .mac1(mac1),
     .n_cols(n_cols),
-    .n_words(\$signal$111 [7:0]),
+    .n_words(\$signal$132 [7:0]),
     .out_ready(sum_ready),
     .pack_log2(fold_pack_log2),
     .rd_acc_data(rd_acc_data),
@@ -4244,7 +4198,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .\rd_row$471 (rd_row),
     .req_row(fold_row),
     .req_valid(fold_valid),
-    .req_word(\$signal$109 [6:0]),
+    .req_word(\$signal$130 [6:0]),
     .rst(rst),
     .sets(fold_sets),
     .sets1(fold_sets1),
@@ -4259,23 +4213,43 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .desc(entry[203:0]),
     .is_compute(is_compute),
     .is_load(is_load),
+    .is_store(is_store),
     .log2_slot(regs[267:260]),
-    .operand_lines(operand_lines),
-    .\port$5835$128 (regs[255:128]),
+    .\port$6309$128 (regs[255:128]),
     .stats_offset(stats_offset),
-    .status(\status$285 )
+    .status(\status$303 )
+  );
+  \ndp_device.control_unit.front  front (
+    .clk(clk),
+    .pop(pop),
+    .pop_ready(pop_ready),
+    .pop_valid(pop_valid),
+    .queues__0(queues__0),
+    .queues__1(queues__1),
+    .queues__2(queues__2),
+    .queues__3(queues__3),
+    .report(r_en),
+    .report_store(r_data[42]),
+    .rst(rst),
+    .run_addr(addr),
+    .run_beats(beats),
+    .run_issued(run_issued),
+    .run_start(start),
+    .take(take),
+    .\task (\task ),
+    .task_valid(task_valid)
   );
   \ndp_device.control_unit.packer  packer (
     .clk(clk),
-    .offset(\offset$231 ),
+    .offset(\offset$236 ),
     .out__data(\out__data$81 ),
     .out__ready(\out__ready$84 ),
     .out__strb(out__strb),
     .out__valid(\out__valid$83 ),
     .rst(rst),
-    .start(\start$230 ),
+    .start(\start$235 ),
     .w_bytes(w_bytes),
-    .w_data(\w_data$236 ),
+    .w_data(\w_data$241 ),
     .w_last(w_last),
     .w_ready(w_ready),
     .w_valid(w_valid)
@@ -4289,15 +4263,23 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .bus__arvalid(bus__arvalid),
     .bus__rlast(bus__rlast),
     .bus__rvalid(bus__rvalid),
-    .busy(\busy$287 ),
     .clk(clk),
-    .issued_all(issued_all),
+    .issued_all(run_issued),
     .out__data(src__data),
     .out__valid(out__valid),
     .r_en(out__ready),
     .rst(rst),
     .start(start),
     .w_data(bus__rdata)
+  );
+  \ndp_device.control_unit.reports  reports (
+    .clk(clk),
+    .r_data(r_data),
+    .r_en(r_en),
+    .rst(rst),
+    .w_en(w_en),
+    .w_port__data(\w_data$286 ),
+    .w_rdy(w_rdy)
   );
   \ndp_device.control_unit.softmax  softmax (
     .clk(clk),
@@ -4312,10 +4294,10 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .rst(rst),
     .src_addr(src_addr),
     .src_data(src_data),
-    .start(\start$254 )
+    .start(\start$259 )
   );
   \ndp_device.control_unit.unpacker  unpacker (
-    .beats(\beats$188 ),
+    .beats(\beats$193 ),
     .clk(clk),
     .col(col),
     .cols(cols),
@@ -4333,7 +4315,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .rst(rst),
     .src__data(src__data),
     .src__valid(src__valid),
-    .start(\start$184 ),
+    .start(\start$189 ),
     .valid(valid)
   );
   ndp_fp16_mul widen_0 (
@@ -4498,8 +4480,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   );
   \ndp_device.control_unit.writer  writer (
     .addr(bus__awaddr),
-    .\addr$33 (\addr$178 ),
-    .beats(\beats$176 ),
+    .\addr$41 (\addr$182 ),
+    .beats(\beats$181 ),
     .bus__awlen(bus__awlen),
     .bus__awready(bus__awready),
     .bus__awvalid(bus__awvalid),
@@ -4510,18 +4492,2387 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .bus__wready(bus__wready),
     .bus__wstrb(bus__wstrb),
     .bus__wvalid(bus__wvalid),
-    .busy(busy),
     .clk(clk),
     .from_stream(from_stream),
-    .line(\line$269 ),
+    .idle(idle),
+    .line(\line$274 ),
+    .quiet(quiet),
+    .report(report),
+    .reported(r_en),
     .rst(rst),
     .src__data(\src__data$78 ),
     .src__ready(\src__ready$77 ),
     .src__strb(src__strb),
     .src__valid(\src__valid$80 ),
-    .start(\start$174 ),
-    .\strb$37 (strb)
+    .start(\start$179 ),
+    .strb(strb)
   );
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    length = 20'h00000;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h07:
+          length = \$215 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    partial = 1'h0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h07:
+          partial = \$217 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    line = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          /* empty */;
+      5'h10:
+          line = { 448'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, \$235 , \$234  };
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \line$274  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          /* empty */;
+      5'h10:
+          if (writer_free) begin
+            \line$274  = line;
+          end
+    endcase
+    if (\$242 ) begin
+      \line$274  = \$signal$280 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    strb = 64'h0000000000000000;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          /* empty */;
+      5'h10:
+          if (writer_free) begin
+            strb = 64'hffffffffffffffff;
+          end
+    endcase
+    if (\$242 ) begin
+      strb = 64'hffffffffffffffff;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    status_word = 32'd0;
+    if (\$242 ) begin
+      status_word = { 24'h000000, pending_status };
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$signal$280  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    if (\$242 ) begin
+      \$signal$280  = { 320'h00000000000000000000000000000000000000000000000000000000000000000000000000000000, \$243 [63:0], 32'h00000000, status_word, \$signal$281 [269:206] };
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    report = 1'h0;
+    if (\$242 ) begin
+      report = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    w_en = 1'h0;
+    if (\$242 ) begin
+      w_en = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \w_data$286  = 43'h00000000000;
+    if (\$242 ) begin
+      \w_data$286  = { pending_store, pending_status, \$signal$281 [237:204] };
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    (* full_case = 32'd1 *)
+    casez (r_data[1:0])
+      2'h0:
+          irq_en = queues__0[289];
+      2'h1:
+          irq_en = queues__1[289];
+      2'h2:
+          irq_en = queues__2[289];
+      2'h3:
+          irq_en = queues__3[289];
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$445  = entry;
+    casez (fsm_state)
+      5'h00:
+          if (task_valid) begin
+            \$445  = \task ;
+          end
+    endcase
+    if (rst) begin
+      \$445  = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$446  = fsm_state;
+    casez (fsm_state)
+      5'h00:
+          if (task_valid) begin
+            \$446  = 5'h01;
+          end
+      5'h01:
+          (* full_case = 32'd1 *)
+          if (\$283 ) begin
+            \$446  = 5'h02;
+          end else if (is_compute) begin
+            \$446  = 5'h03;
+          end else begin
+            \$446  = 5'h04;
+          end
+      5'h04:
+          if (writer_free) begin
+            \$446  = 5'h05;
+          end
+      5'h05:
+          if (idle) begin
+            \$446  = 5'h02;
+          end
+      5'h03:
+          \$446  = 5'h06;
+      5'h06:
+          if (\$284 ) begin
+            (* full_case = 32'd1 *)
+            if (\$285 ) begin
+              \$446  = 5'h07;
+            end else begin
+              \$446  = 5'h08;
+            end
+          end
+      5'h08:
+          \$446  = 5'h09;
+      5'h09:
+          (* full_case = 32'd1 *)
+          if (\$303 ) begin
+            \$446  = 5'h0a;
+          end else begin
+            \$446  = 5'h0b;
+          end
+      5'h0a:
+          \$446  = 5'h0c;
+      5'h0b:
+          \$446  = 5'h0d;
+      5'h0c:
+          if (\$340 ) begin
+            (* full_case = 32'd1 *)
+            if (\$341 ) begin
+              \$446  = 5'h0b;
+            end else begin
+              \$446  = 5'h0e;
+            end
+          end
+      5'h0d:
+          if (\$374 ) begin
+            \$446  = 5'h0e;
+          end
+      5'h0e:
+          if (\$375 ) begin
+          end else if (\$380 ) begin
+            \$446  = 5'h0f;
+          end
+      5'h0f:
+          (* full_case = 32'd1 *)
+          casez (dest)
+            2'h0, 2'h1:
+                if (idle) begin
+                  (* full_case = 32'd1 *)
+                  if (\$403 ) begin
+                    \$446  = 5'h10;
+                  end else begin
+                    \$446  = 5'h11;
+                  end
+                end
+            default:
+                if (sum_valid) begin
+                  (* full_case = 32'd1 *)
+                  if (\$408 ) begin
+                  end else if (\$410 ) begin
+                  end else begin
+                    (* full_case = 32'd1 *)
+                    if (\$413 ) begin
+                      \$446  = 5'h07;
+                    end else begin
+                      \$446  = 5'h08;
+                    end
+                  end
+                end
+          endcase
+      5'h07:
+          \$446  = 5'h12;
+      5'h12:
+          if (done) begin
+            (* full_case = 32'd1 *)
+            if (\$415 ) begin
+              \$446  = 5'h07;
+            end else begin
+              (* full_case = 32'd1 *)
+              if (\$417 ) begin
+                \$446  = 5'h08;
+              end else begin
+                \$446  = 5'h13;
+              end
+            end
+          end
+      5'h13:
+          if (writer_free) begin
+            \$446  = 5'h14;
+          end
+      5'h14:
+          if (idle) begin
+            (* full_case = 32'd1 *)
+            if (entry[11]) begin
+              \$446  = 5'h10;
+            end else begin
+              \$446  = 5'h11;
+            end
+          end
+      5'h10:
+          if (writer_free) begin
+            \$446  = 5'h15;
+          end
+      5'h15:
+          if (idle) begin
+            (* full_case = 32'd1 *)
+            if (\$433 ) begin
+              \$446  = 5'h10;
+            end else begin
+              \$446  = 5'h11;
+            end
+          end
+      5'h11:
+          (* full_case = 32'd1 *)
+          if (\$439 ) begin
+            \$446  = 5'h03;
+          end else begin
+            \$446  = 5'h02;
+          end
+      5'h02:
+          if (\$440 ) begin
+            \$446  = 5'h00;
+          end
+    endcase
+    if (rst) begin
+      \$446  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$447  = status;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          \$447  = \status$303 ;
+    endcase
+    if (rst) begin
+      \$447  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$448  = \$signal$304 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          \$448  = \$273 [63:0];
+    endcase
+    if (rst) begin
+      \$448  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$449  = \$signal$184 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          \$449  = \$279 [63:0];
+    endcase
+    if (rst) begin
+      \$449  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$450  = \$signal$186 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          \$450  = 20'h00000;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h15:
+          /* empty */;
+      5'h11:
+          \$450  = \$435 [19:0];
+    endcase
+    if (rst) begin
+      \$450  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$451  = \$signal$188 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          \$451  = 44'h00000000000;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h15:
+          /* empty */;
+      5'h11:
+          \$451  = \$437 [43:0];
+    endcase
+    if (rst) begin
+      \$451  = 44'h00000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$452  = \$signal$232 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          \$452  = 48'h000000000000;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          casez (dest)
+            2'h0, 2'h1:
+                if (\$391 ) begin
+                  (* full_case = 32'd1 *)
+                  if (\$395 ) begin
+                  end else begin
+                    \$452  = \$402 [47:0];
+                  end
+                end
+          endcase
+      5'h07:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          if (\$418 ) begin
+            (* full_case = 32'd1 *)
+            if (\$422 ) begin
+            end else begin
+              \$452  = \$429 [47:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \$452  = 48'h000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$453  = \$signal$234 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          (* full_case = 32'd1 *)
+          if (\$280 ) begin
+            \$453  = 2'h2;
+          end else if (\$281 ) begin
+            \$453  = 2'h1;
+          end else if (\$282 ) begin
+            \$453  = 2'h1;
+          end else begin
+            \$453  = 2'h1;
+          end
+    endcase
+    if (rst) begin
+      \$453  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$454  = \$signal$174 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          (* full_case = 32'd1 *)
+          if (\$280 ) begin
+            \$454  = entry[123:104];
+          end else if (\$281 ) begin
+            \$454  = entry[203:184];
+          end else if (\$282 ) begin
+            \$454  = entry[123:104];
+          end else begin
+            \$454  = entry[143:124];
+          end
+    endcase
+    if (rst) begin
+      \$454  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$455  = \$signal$233 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          \$455  = \$signal$185 ;
+    endcase
+    if (rst) begin
+      \$455  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$456  = stage;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          \$456  = 1'h0;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          (* full_case = 32'd1 *)
+          casez (dest)
+            2'h0, 2'h1:
+                /* empty */;
+            default:
+                if (sum_valid) begin
+                  (* full_case = 32'd1 *)
+                  if (\$408 ) begin
+                  end else if (\$410 ) begin
+                  end else begin
+                    \$456  = 1'h1;
+                  end
+                end
+          endcase
+    endcase
+    if (rst) begin
+      \$456  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$457  = \$signal$246 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          if (\$284 ) begin
+            \$457  = 2'h0;
+          end
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          if (\$375 ) begin
+          end else if (\$380 ) begin
+            \$457  = 2'h0;
+          end
+      5'h0f:
+          (* full_case = 32'd1 *)
+          casez (dest)
+            2'h0, 2'h1:
+                if (\$391 ) begin
+                  (* full_case = 32'd1 *)
+                  if (\$395 ) begin
+                  end else begin
+                    \$457  = \$400 [1:0];
+                  end
+                end
+            default:
+                if (sum_valid) begin
+                  (* full_case = 32'd1 *)
+                  if (\$408 ) begin
+                  end else if (\$410 ) begin
+                    \$457  = \$412 [1:0];
+                  end else begin
+                    \$457  = 2'h0;
+                  end
+                end
+          endcase
+      5'h07:
+          /* empty */;
+      5'h12:
+          if (done) begin
+            (* full_case = 32'd1 *)
+            if (\$415 ) begin
+              \$457  = \$416 [1:0];
+            end else begin
+              \$457  = 2'h0;
+            end
+          end
+      5'h13:
+          /* empty */;
+      5'h14:
+          if (\$418 ) begin
+            (* full_case = 32'd1 *)
+            if (\$422 ) begin
+            end else begin
+              \$457  = \$427 [1:0];
+            end
+          end
+      5'h10:
+          /* empty */;
+      5'h15:
+          if (idle) begin
+            if (\$433 ) begin
+              \$457  = \$434 [1:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \$457  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$458  = \$signal$175 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          if (\$284 ) begin
+            \$458  = 20'h00000;
+          end
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          if (\$375 ) begin
+          end else if (\$380 ) begin
+            \$458  = 20'h00000;
+          end
+      5'h0f:
+          (* full_case = 32'd1 *)
+          casez (dest)
+            2'h0, 2'h1:
+                if (\$391 ) begin
+                  (* full_case = 32'd1 *)
+                  if (\$395 ) begin
+                    \$458  = \$396 [19:0];
+                  end else begin
+                    \$458  = 20'h00000;
+                  end
+                end
+            default:
+                if (sum_valid) begin
+                  (* full_case = 32'd1 *)
+                  if (\$408 ) begin
+                    \$458  = \$411 [19:0];
+                  end else if (\$410 ) begin
+                    \$458  = 20'h00000;
+                  end else begin
+                    \$458  = 20'h00000;
+                  end
+                end
+          endcase
+      5'h07:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          if (\$418 ) begin
+            (* full_case = 32'd1 *)
+            if (\$422 ) begin
+              \$458  = \$423 [19:0];
+            end else begin
+              \$458  = 20'h00000;
+            end
+          end
+    endcase
+    if (rst) begin
+      \$458  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$459  = fold_pack_log2;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$459  = plan_pack_log2;
+    endcase
+    if (rst) begin
+      \$459  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$460  = \$signal$132 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$460  = \$30 [19:0];
+    endcase
+    if (rst) begin
+      \$460  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$461  = \$signal$219 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$461  = plan_sets;
+    endcase
+    if (rst) begin
+      \$461  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$462  = \$signal$202 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$462  = \$287 ;
+    endcase
+    if (rst) begin
+      \$462  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$463  = rest_rows;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$463  = \$291 [4:0];
+    endcase
+    if (rst) begin
+      \$463  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$464  = main_elems;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$464  = \$296 [43:0];
+    endcase
+    if (rst) begin
+      \$464  = 44'h00000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$465  = \$signal$207 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$465  = 20'h00000;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          \$465  = \$339 [19:0];
+      5'h0d:
+          \$465  = \$373 [19:0];
+    endcase
+    if (rst) begin
+      \$465  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$466  = fold_sets;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$466  = \$298 [1:0];
+    endcase
+    if (rst) begin
+      \$466  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$467  = groups_seen0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$467  = 2'h0;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          if (\$316 ) begin
+            if (\$317 ) begin
+              \$467  = \$318 [1:0];
+            end
+          end
+      5'h0d:
+          if (\$350 ) begin
+            if (\$351 ) begin
+              \$467  = \$352 [1:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \$467  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$468  = set_index0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$468  = 2'h0;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          if (\$316 ) begin
+            (* full_case = 32'd1 *)
+            if (\$320 ) begin
+              \$468  = 2'h0;
+            end else begin
+              \$468  = \$321 [1:0];
+            end
+          end
+      5'h0d:
+          if (\$350 ) begin
+            (* full_case = 32'd1 *)
+            if (\$354 ) begin
+              \$468  = 2'h0;
+            end else begin
+              \$468  = \$355 [1:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \$468  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$469  = set_base0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$469  = 20'h00000;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          if (\$316 ) begin
+            (* full_case = 32'd1 *)
+            if (\$320 ) begin
+              \$469  = 20'h00000;
+            end else begin
+              \$469  = \$322 [19:0];
+            end
+          end
+      5'h0d:
+          if (\$350 ) begin
+            (* full_case = 32'd1 *)
+            if (\$354 ) begin
+              \$469  = 20'h00000;
+            end else begin
+              \$469  = \$356 [19:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \$469  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$470  = fold_sets1;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$470  = \$300 [1:0];
+    endcase
+    if (rst) begin
+      \$470  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$471  = groups_seen1;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$471  = 2'h0;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          if (\$331 ) begin
+            if (\$332 ) begin
+              \$471  = \$333 [1:0];
+            end
+          end
+      5'h0d:
+          if (\$365 ) begin
+            if (\$366 ) begin
+              \$471  = \$367 [1:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \$471  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$472  = set_index1;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$472  = 2'h0;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          if (\$331 ) begin
+            (* full_case = 32'd1 *)
+            if (\$335 ) begin
+              \$472  = 2'h0;
+            end else begin
+              \$472  = \$336 [1:0];
+            end
+          end
+      5'h0d:
+          if (\$365 ) begin
+            (* full_case = 32'd1 *)
+            if (\$369 ) begin
+              \$472  = 2'h0;
+            end else begin
+              \$472  = \$370 [1:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \$472  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$473  = set_base1;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$473  = 20'h00000;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          if (\$331 ) begin
+            (* full_case = 32'd1 *)
+            if (\$335 ) begin
+              \$473  = 20'h00000;
+            end else begin
+              \$473  = \$337 [19:0];
+            end
+          end
+      5'h0d:
+          if (\$365 ) begin
+            (* full_case = 32'd1 *)
+            if (\$369 ) begin
+              \$473  = 20'h00000;
+            end else begin
+              \$473  = \$371 [19:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \$473  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$474  = \$signal$229 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          \$474  = \$305 [19:0];
+      5'h0b:
+          \$474  = \$307 [19:0];
+    endcase
+    if (rst) begin
+      \$474  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$475  = drain;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          \$475  = 3'h5;
+      5'h0d:
+          \$475  = 3'h5;
+      5'h0e:
+          if (\$375 ) begin
+            \$475  = \$381 [2:0];
+          end
+    endcase
+    if (rst) begin
+      \$475  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$476  = fold_row;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          if (\$375 ) begin
+          end else if (\$380 ) begin
+            \$476  = 2'h0;
+          end
+      5'h0f:
+          if (\$382 ) begin
+            if (\$386 ) begin
+            end else if (\$388 ) begin
+              \$476  = \$390 [1:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \$476  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$477  = \$signal$130 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          if (\$375 ) begin
+          end else if (\$380 ) begin
+            \$477  = 20'h00000;
+          end
+      5'h0f:
+          if (\$382 ) begin
+            if (\$386 ) begin
+              \$477  = \$389 [19:0];
+            end else if (\$388 ) begin
+              \$477  = 20'h00000;
+            end
+          end
+    endcase
+    if (rst) begin
+      \$477  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$478  = \$signal$238 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          if (\$375 ) begin
+          end else if (\$380 ) begin
+            \$478  = 1'h0;
+          end
+      5'h0f:
+          if (\$382 ) begin
+            (* full_case = 32'd1 *)
+            if (\$386 ) begin
+            end else if (\$388 ) begin
+            end else begin
+              \$478  = 1'h1;
+            end
+          end
+    endcase
+    if (rst) begin
+      \$478  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$479  = anchor_m0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          if (done) begin
+            casez (\$signal$246 )
+              2'h0:
+                  \$479  = m;
+            endcase
+          end
+    endcase
+    if (rst) begin
+      \$479  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$480  = anchor_m1;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          if (done) begin
+            casez (\$signal$246 )
+              2'h0:
+                  /* empty */;
+              2'h1:
+                  \$480  = m;
+            endcase
+          end
+    endcase
+    if (rst) begin
+      \$480  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$481  = anchor_m2;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          if (done) begin
+            casez (\$signal$246 )
+              2'h0:
+                  /* empty */;
+              2'h1:
+                  /* empty */;
+              2'h2:
+                  \$481  = m;
+            endcase
+          end
+    endcase
+    if (rst) begin
+      \$481  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$482  = anchor_m3;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          if (done) begin
+            (* full_case = 32'd1 *)
+            casez (\$signal$246 )
+              2'h0:
+                  /* empty */;
+              2'h1:
+                  /* empty */;
+              2'h2:
+                  /* empty */;
+              2'h3:
+                  \$482  = m;
+            endcase
+          end
+    endcase
+    if (rst) begin
+      \$482  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$483  = anchor_l0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          if (done) begin
+            casez (\$signal$246 )
+              2'h0:
+                  \$483  = l;
+            endcase
+          end
+    endcase
+    if (rst) begin
+      \$483  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$484  = anchor_l1;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          if (done) begin
+            casez (\$signal$246 )
+              2'h0:
+                  /* empty */;
+              2'h1:
+                  \$484  = l;
+            endcase
+          end
+    endcase
+    if (rst) begin
+      \$484  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$485  = anchor_l2;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          if (done) begin
+            casez (\$signal$246 )
+              2'h0:
+                  /* empty */;
+              2'h1:
+                  /* empty */;
+              2'h2:
+                  \$485  = l;
+            endcase
+          end
+    endcase
+    if (rst) begin
+      \$485  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$486  = anchor_l3;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          if (done) begin
+            (* full_case = 32'd1 *)
+            casez (\$signal$246 )
+              2'h0:
+                  /* empty */;
+              2'h1:
+                  /* empty */;
+              2'h2:
+                  /* empty */;
+              2'h3:
+                  \$486  = l;
+            endcase
+          end
+    endcase
+    if (rst) begin
+      \$486  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$487  = bank_valid;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h13:
+          if (writer_free) begin
+            \$487  = 1'h0;
+          end
+      5'h14:
+          \$487  = \$431 ;
+    endcase
+    if (rst) begin
+      \$487  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$488  = \$signal ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h15:
+          /* empty */;
+      5'h11:
+          /* empty */;
+      5'h02:
+          if (\$440 ) begin
+            \$488  = 1'h1;
+          end
+    endcase
+    if (\$444 ) begin
+      \$488  = 1'h0;
+    end
+    if (rst) begin
+      \$488  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$489  = \$signal$281 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h15:
+          /* empty */;
+      5'h11:
+          /* empty */;
+      5'h02:
+          if (\$440 ) begin
+            \$489  = entry;
+          end
+    endcase
+    if (rst) begin
+      \$489  = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$490  = pending_status;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h15:
+          /* empty */;
+      5'h11:
+          /* empty */;
+      5'h02:
+          if (\$440 ) begin
+            \$490  = status;
+          end
+    endcase
+    if (rst) begin
+      \$490  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$491  = \$signal$283 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h15:
+          /* empty */;
+      5'h11:
+          /* empty */;
+      5'h02:
+          if (\$440 ) begin
+            \$491  = \$signal$184 ;
+          end
+    endcase
+    if (rst) begin
+      \$491  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$492  = pending_store;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h15:
+          /* empty */;
+      5'h11:
+          /* empty */;
+      5'h02:
+          if (\$440 ) begin
+            \$492  = \$442 ;
+          end
+    endcase
+    if (rst) begin
+      \$492  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    (* full_case = 32'd1 *)
+    casez (\$signal$246 )
+      2'h0:
+          \$234  = anchor_m0;
+      2'h1:
+          \$234  = anchor_m1;
+      2'h2:
+          \$234  = anchor_m2;
+      2'h3:
+          \$234  = anchor_m3;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    (* full_case = 32'd1 *)
+    casez (\$signal$246 )
+      2'h0:
+          \$235  = anchor_l0;
+      2'h1:
+          \$235  = anchor_l1;
+      2'h2:
+          \$235  = anchor_l2;
+      2'h3:
+          \$235  = anchor_l3;
+    endcase
+  end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     (* full_case = 32'd1 *)
@@ -4575,175 +6926,55 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     plan_pack_log2 = 3'h0;
-    if (\$10 ) begin
+    if (\$11 ) begin
       plan_pack_log2 = 3'h0;
     end
-    if (\$13 ) begin
+    if (\$14 ) begin
       plan_pack_log2 = 3'h1;
     end
-    if (\$16 ) begin
+    if (\$17 ) begin
       plan_pack_log2 = 3'h2;
     end
-    if (\$19 ) begin
+    if (\$20 ) begin
       plan_pack_log2 = 3'h3;
     end
-    if (\$22 ) begin
+    if (\$23 ) begin
       plan_pack_log2 = 3'h4;
     end
-    if (\$25 ) begin
+    if (\$26 ) begin
       plan_pack_log2 = 3'h5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     plan_sets = 2'h3;
-    if (\$31 ) begin
+    if (\$32 ) begin
       plan_sets = 2'h2;
     end
-    if (\$33 ) begin
+    if (\$34 ) begin
       plan_sets = 2'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    fetch_pack_log2 = 3'h0;
-    if (\$52 ) begin
-      fetch_pack_log2 = 3'h0;
-    end
-    if (\$55 ) begin
-      fetch_pack_log2 = 3'h1;
-    end
-    if (\$58 ) begin
-      fetch_pack_log2 = 3'h2;
-    end
-    if (\$61 ) begin
-      fetch_pack_log2 = 3'h3;
-    end
-    if (\$64 ) begin
-      fetch_pack_log2 = 3'h4;
-    end
-    if (\$67 ) begin
-      fetch_pack_log2 = 3'h5;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$signal$160  = 64'h0000000000000000;
-    casez (\$signal$159 )
-      2'h0:
-          \$signal$160  = \$81 [63:0];
-      2'h1:
-          \$signal$160  = \$93 [63:0];
-      2'h2:
-          \$signal$160  = \$103 [63:0];
+    take = 1'h0;
+    casez (fsm_state)
+      5'h00:
+          take = task_valid;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$signal$163  = 32'd0;
-    casez (\$signal$159 )
-      2'h0:
-          \$signal$163  = \$90 [31:0];
-      2'h1:
-          \$signal$163  = \$97 [31:0];
-      2'h2:
-          \$signal$163  = \$107 [31:0];
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    run_any = 1'h0;
-    casez (\$signal$159 )
-      2'h0:
-          run_any = 1'h1;
-      2'h1:
-          run_any = \$98 ;
-      2'h2:
-          run_any = \$108 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    start = 1'h0;
-    if (\$111 ) begin
-      start = run_any;
-    end
+    \start$179  = 1'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
           /* empty */;
       5'h04:
-          start = 1'h1;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    addr = 64'h0000000000000000;
-    if (\$111 ) begin
-      addr = \$signal$160 ;
-    end
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          (* full_case = 32'd1 *)
-          if (is_load) begin
-            addr = entry[83:20];
-          end else begin
-            addr = \$113 [63:0];
+          if (writer_free) begin
+            \start$179  = 1'h1;
           end
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    beats = 32'd0;
-    if (\$111 ) begin
-      beats = \$signal$163 ;
-    end
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          beats = { 12'h000, entry[103:84] };
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    pop_ready = 1'h0;
-    casez (fsm_state)
-      5'h00:
-          pop_ready = 1'h1;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    copying = 1'h0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          copying = 1'h1;
-      5'h05:
-          copying = 1'h1;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \start$174  = 1'h0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          \start$174  = 1'h1;
       5'h05:
           /* empty */;
       5'h03:
@@ -4763,9 +6994,10 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0d:
           /* empty */;
       5'h0e:
-          if (\$245 ) begin
-            if (\$248 ) begin
-              \start$174  = 1'h1;
+          if (\$184 ) begin
+          end else if (\$189 ) begin
+            if (\$192 ) begin
+              \start$179  = 1'h1;
             end
           end
       5'h0f:
@@ -4775,18 +7007,19 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h12:
           /* empty */;
       5'h13:
-          \start$174  = 1'h1;
+          if (writer_free) begin
+            \start$179  = 1'h1;
+          end
       5'h14:
           /* empty */;
       5'h10:
-          \start$174  = 1'h1;
-      5'h15:
-          /* empty */;
-      5'h11:
-          /* empty */;
-      5'h02:
-          \start$174  = 1'h1;
+          if (writer_free) begin
+            \start$179  = 1'h1;
+          end
     endcase
+    if (\$242 ) begin
+      \start$179  = 1'h1;
+    end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
@@ -4797,7 +7030,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h01:
           /* empty */;
       5'h04:
-          from_stream = 1'h1;
+          if (writer_free) begin
+            from_stream = 1'h1;
+          end
       5'h05:
           /* empty */;
       5'h03:
@@ -4817,8 +7052,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0d:
           /* empty */;
       5'h0e:
-          if (\$245 ) begin
-            if (\$248 ) begin
+          if (\$184 ) begin
+          end else if (\$189 ) begin
+            if (\$192 ) begin
               from_stream = 1'h1;
             end
           end
@@ -4829,67 +7065,22 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h12:
           /* empty */;
       5'h13:
-          from_stream = 1'h1;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \beats$176  = 32'd0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          \beats$176  = { 12'h000, entry[103:84] };
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          if (\$245 ) begin
-            if (\$248 ) begin
-              \beats$176  = { \$257 [28], \$257 [28], \$257 [28], \$257  };
-            end
+          if (writer_free) begin
+            from_stream = 1'h1;
           end
-      5'h0f:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h13:
-          \beats$176  = { \$282 [28], \$282 [28], \$282 [28], \$282  };
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \addr$178  = 64'h0000000000000000;
+    \beats$181  = 32'd0;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
           /* empty */;
       5'h04:
-          (* full_case = 32'd1 *)
-          if (is_load) begin
-            \addr$178  = \$112 [63:0];
-          end else begin
-            \addr$178  = entry[83:20];
+          if (writer_free) begin
+            \beats$181  = { 12'h000, entry[103:84] };
           end
       5'h05:
           /* empty */;
@@ -4910,9 +7101,10 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0d:
           /* empty */;
       5'h0e:
-          if (\$245 ) begin
-            if (\$248 ) begin
-              \addr$178  = \$251 [63:0];
+          if (\$184 ) begin
+          end else if (\$189 ) begin
+            if (\$192 ) begin
+              \beats$181  = { \$201 [28], \$201 [28], \$201 [28], \$201  };
             end
           end
       5'h0f:
@@ -4922,22 +7114,86 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h12:
           /* empty */;
       5'h13:
-          \addr$178  = \$276 [63:0];
+          if (writer_free) begin
+            \beats$181  = { \$226 [28], \$226 [28], \$226 [28], \$226  };
+          end
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \addr$182  = 64'h0000000000000000;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          if (writer_free) begin
+            \addr$182  = \$52 [63:0];
+          end
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          if (\$184 ) begin
+          end else if (\$189 ) begin
+            if (\$192 ) begin
+              \addr$182  = \$195 [63:0];
+            end
+          end
+      5'h0f:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h13:
+          if (writer_free) begin
+            \addr$182  = \$220 [63:0];
+          end
       5'h14:
           /* empty */;
       5'h10:
-          \addr$178  = \$296 [63:0];
-      5'h15:
+          if (writer_free) begin
+            \addr$182  = \$240 [63:0];
+          end
+    endcase
+    if (\$242 ) begin
+      \addr$182  = \$signal$283 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    copying = 1'h0;
+    casez (fsm_state)
+      5'h00:
           /* empty */;
-      5'h11:
+      5'h01:
           /* empty */;
-      5'h02:
-          \addr$178  = \$signal$179 ;
+      5'h04:
+          /* empty */;
+      5'h05:
+          copying = 1'h1;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$signal$180  = 3'h0;
+    \$signal$185  = 3'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -4948,12 +7204,12 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h05:
           /* empty */;
       5'h03:
-          \$signal$180  = \$117 [2:0];
+          \$signal$185  = \$56 [2:0];
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    run_beats = 32'd0;
+    \run_beats$187  = 32'd0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -4964,12 +7220,12 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h05:
           /* empty */;
       5'h03:
-          run_beats = { \$122 [25], \$122 [25], \$122 [25], \$122 [25], \$122 [25], \$122 [25], \$122  };
+          \run_beats$187  = { \$61 [25], \$61 [25], \$61 [25], \$61 [25], \$61 [25], \$61 [25], \$61  };
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \start$184  = 1'h0;
+    \start$189  = 1'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -4980,7 +7236,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h05:
           /* empty */;
       5'h03:
-          \start$184  = 1'h1;
+          \start$189  = 1'h1;
       5'h06:
           /* empty */;
       5'h08:
@@ -4988,9 +7244,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h09:
           /* empty */;
       5'h0a:
-          \start$184  = 1'h1;
+          \start$189  = 1'h1;
       5'h0b:
-          \start$184  = 1'h1;
+          \start$189  = 1'h1;
     endcase
   end
   always @* begin
@@ -5006,7 +7262,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h05:
           /* empty */;
       5'h03:
-          offset = \$signal$183 [4:0];
+          offset = \$signal$188 [4:0];
       5'h06:
           /* empty */;
       5'h08:
@@ -5032,7 +7288,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h05:
           /* empty */;
       5'h03:
-          rows = { 17'h00000, \$signal$180  };
+          rows = { 17'h00000, \$signal$185  };
       5'h06:
           /* empty */;
       5'h08:
@@ -5040,7 +7296,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h09:
           /* empty */;
       5'h0a:
-          rows = \$signal$197 ;
+          rows = \$signal$202 ;
       5'h0b:
           rows = 20'h00001;
     endcase
@@ -5066,14 +7322,14 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h09:
           /* empty */;
       5'h0a:
-          cols = \$124 [19:0];
+          cols = \$63 [19:0];
       5'h0b:
-          cols = \$130 [19:0];
+          cols = \$69 [19:0];
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \beats$188  = 32'd0;
+    \beats$193  = 32'd0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -5084,7 +7340,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h05:
           /* empty */;
       5'h03:
-          \beats$188  = run_beats;
+          \beats$193  = \run_beats$187 ;
       5'h06:
           /* empty */;
       5'h08:
@@ -5092,9 +7348,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h09:
           /* empty */;
       5'h0a:
-          \beats$188  = \$128 [31:0];
+          \beats$193  = \$67 [31:0];
       5'h0b:
-          \beats$188  = { \$136 [22], \$136 [22], \$136 [22], \$136 [22], \$136 [22], \$136 [22], \$136 [22], \$136 [22], \$136 [22], \$136  };
+          \beats$193  = { \$75 [22], \$75 [22], \$75 [22], \$75 [22], \$75 [22], \$75 [22], \$75 [22], \$75 [22], \$75 [22], \$75  };
     endcase
   end
   always @* begin
@@ -5133,7 +7389,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
             2'h0, 2'h1:
                 /* empty */;
             default:
-                if (\$269 ) begin
+                if (\$213 ) begin
                   in_we = sum_valid;
                 end
           endcase
@@ -5179,14 +7435,14 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
             2'h0, 2'h1:
                 /* empty */;
             default:
-                if (\$269 ) begin
-                  in_row = \$signal$241 ;
+                if (\$213 ) begin
+                  in_row = \$signal$246 ;
                 end
           endcase
       5'h07:
-          in_row = \$signal$241 ;
+          in_row = \$signal$246 ;
       5'h12:
-          in_row = \$signal$241 ;
+          in_row = \$signal$246 ;
     endcase
   end
   always @* begin
@@ -5225,8 +7481,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
             2'h0, 2'h1:
                 /* empty */;
             default:
-                if (\$269 ) begin
-                  in_word = \$signal$154 [6:0];
+                if (\$213 ) begin
+                  in_word = \$signal$175 [6:0];
                 end
           endcase
       5'h07:
@@ -5271,7 +7527,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
             2'h0, 2'h1:
                 /* empty */;
             default:
-                if (\$269 ) begin
+                if (\$213 ) begin
                   in_data = sum_fp16;
                 end
           endcase
@@ -5330,9 +7586,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0b:
           /* empty */;
       5'h0c:
-          mac = \$140 ;
+          mac = \$79 ;
       5'h0d:
-          mac = \$194 ;
+          mac = \$133 ;
     endcase
   end
   always @* begin
@@ -5360,9 +7616,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0b:
           /* empty */;
       5'h0c:
-          k_base = \$146 [19:0];
+          k_base = \$85 [19:0];
       5'h0d:
-          k_base = \$200 [19:0];
+          k_base = \$139 [19:0];
     endcase
   end
   always @* begin
@@ -5390,9 +7646,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0b:
           /* empty */;
       5'h0c:
-          acc_addr = \$151 [6:0];
+          acc_addr = \$90 [6:0];
       5'h0d:
-          acc_addr = \$205 [6:0];
+          acc_addr = \$144 [6:0];
     endcase
   end
   always @* begin
@@ -5420,9 +7676,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0b:
           /* empty */;
       5'h0c:
-          active = \$155 ;
+          active = \$94 ;
       5'h0d:
-          active = \$209 ;
+          active = \$148 ;
     endcase
   end
   always @* begin
@@ -5450,9 +7706,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0b:
           /* empty */;
       5'h0c:
-          w_data = \$159 ;
+          w_data = \$98 ;
       5'h0d:
-          w_data = \$213 ;
+          w_data = \$152 ;
     endcase
   end
   always @* begin
@@ -5480,9 +7736,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0b:
           /* empty */;
       5'h0c:
-          first = \$160 ;
+          first = \$99 ;
       5'h0d:
-          first = \$214 ;
+          first = \$153 ;
     endcase
   end
   always @* begin
@@ -5510,9 +7766,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0b:
           /* empty */;
       5'h0c:
-          mac1 = \$164 ;
+          mac1 = \$103 ;
       5'h0d:
-          mac1 = \$218 ;
+          mac1 = \$157 ;
     endcase
   end
   always @* begin
@@ -5540,9 +7796,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0b:
           /* empty */;
       5'h0c:
-          k_base1 = \$170 [19:0];
+          k_base1 = \$109 [19:0];
       5'h0d:
-          k_base1 = \$224 [19:0];
+          k_base1 = \$163 [19:0];
     endcase
   end
   always @* begin
@@ -5570,9 +7826,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0b:
           /* empty */;
       5'h0c:
-          acc_addr1 = \$175 [6:0];
+          acc_addr1 = \$114 [6:0];
       5'h0d:
-          acc_addr1 = \$229 [6:0];
+          acc_addr1 = \$168 [6:0];
     endcase
   end
   always @* begin
@@ -5600,9 +7856,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0b:
           /* empty */;
       5'h0c:
-          active1 = \$179 ;
+          active1 = \$118 ;
       5'h0d:
-          active1 = \$233 ;
+          active1 = \$172 ;
     endcase
   end
   always @* begin
@@ -5630,9 +7886,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0b:
           /* empty */;
       5'h0c:
-          w_data1 = \$183 ;
+          w_data1 = \$122 ;
       5'h0d:
-          w_data1 = \$237 ;
+          w_data1 = \$176 ;
     endcase
   end
   always @* begin
@@ -5660,9 +7916,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0b:
           /* empty */;
       5'h0c:
-          first1 = \$184 ;
+          first1 = \$123 ;
       5'h0d:
-          first1 = \$238 ;
+          first1 = \$177 ;
     endcase
   end
   always @* begin
@@ -5690,12 +7946,12 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0b:
           /* empty */;
       5'h0c:
-          ended = \$190 ;
+          ended = \$129 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \ended$225  = 2'h0;
+    \ended$230  = 2'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -5720,56 +7976,12 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0c:
           /* empty */;
       5'h0d:
-          \ended$225  = \$244 ;
+          \ended$230  = \$183 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \start$230  = 1'h0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          if (\$245 ) begin
-            if (\$248 ) begin
-              \start$230  = 1'h1;
-            end
-          end
-      5'h0f:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h13:
-          \start$230  = 1'h1;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \offset$231  = 6'h00;
+    \start$235  = 1'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -5796,9 +8008,10 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0d:
           /* empty */;
       5'h0e:
-          if (\$245 ) begin
-            if (\$248 ) begin
-              \offset$231  = \$signal$227 [5:0];
+          if (\$184 ) begin
+          end else if (\$189 ) begin
+            if (\$192 ) begin
+              \start$235  = 1'h1;
             end
           end
       5'h0f:
@@ -5808,7 +8021,56 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h12:
           /* empty */;
       5'h13:
-          \offset$231  = \$signal$227 [5:0];
+          if (writer_free) begin
+            \start$235  = 1'h1;
+          end
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \offset$236  = 6'h00;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          if (\$184 ) begin
+          end else if (\$189 ) begin
+            if (\$192 ) begin
+              \offset$236  = \$signal$232 [5:0];
+            end
+          end
+      5'h0f:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h13:
+          if (writer_free) begin
+            \offset$236  = \$signal$232 [5:0];
+          end
     endcase
   end
   always @* begin
@@ -5842,7 +8104,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0e:
           /* empty */;
       5'h0f:
-          fold_valid = \$258 ;
+          fold_valid = \$202 ;
     endcase
   end
   always @* begin
@@ -5892,7 +8154,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \w_data$236  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    \w_data$241  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -5923,7 +8185,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0f:
           casez (dest)
             2'h0, 2'h1:
-                \w_data$236  = \$260 ;
+                \w_data$241  = \$204 ;
           endcase
       5'h07:
           /* empty */;
@@ -5932,7 +8194,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h13:
           /* empty */;
       5'h14:
-          \w_data$236  = { 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, rd_in_data };
+          \w_data$241  = { 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, rd_in_data };
     endcase
   end
   always @* begin
@@ -5968,7 +8230,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0f:
           casez (dest)
             2'h0, 2'h1:
-                w_bytes = \$261 [7:0];
+                w_bytes = \$205 [7:0];
           endcase
       5'h07:
           /* empty */;
@@ -5977,7 +8239,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h13:
           /* empty */;
       5'h14:
-          w_bytes = \$283 [7:0];
+          w_bytes = \$227 [7:0];
     endcase
   end
   always @* begin
@@ -6013,7 +8275,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0f:
           casez (dest)
             2'h0, 2'h1:
-                w_last = \$267 ;
+                w_last = \$211 ;
           endcase
       5'h07:
           /* empty */;
@@ -6022,7 +8284,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h13:
           /* empty */;
       5'h14:
-          w_last = \$289 ;
+          w_last = \$233 ;
     endcase
   end
   always @* begin
@@ -6059,7 +8321,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           (* full_case = 32'd1 *)
           casez (dest)
             2'h0, 2'h1:
-                sum_ready = \$268 ;
+                sum_ready = \$212 ;
             default:
                 sum_ready = 1'h1;
           endcase
@@ -6102,7 +8364,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
                 /* empty */;
             default:
                 (* full_case = 32'd1 *)
-                if (\$269 ) begin
+                if (\$213 ) begin
                 end else begin
                   acc_we = sum_valid;
                 end
@@ -6146,9 +8408,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
                 /* empty */;
             default:
                 (* full_case = 32'd1 *)
-                if (\$269 ) begin
+                if (\$213 ) begin
                 end else begin
-                  acc_row = \$signal$241 ;
+                  acc_row = \$signal$246 ;
                 end
           endcase
     endcase
@@ -6190,9 +8452,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
                 /* empty */;
             default:
                 (* full_case = 32'd1 *)
-                if (\$269 ) begin
+                if (\$213 ) begin
                 end else begin
-                  acc_word = \$signal$154 [6:0];
+                  acc_word = \$signal$175 [6:0];
                 end
           endcase
     endcase
@@ -6234,7 +8496,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
                 /* empty */;
             default:
                 (* full_case = 32'd1 *)
-                if (\$269 ) begin
+                if (\$213 ) begin
                 end else begin
                   acc_data = sum_fp32;
                 end
@@ -6274,13 +8536,13 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0f:
           /* empty */;
       5'h07:
-          rd_row = \$signal$241 ;
+          rd_row = \$signal$246 ;
       5'h12:
-          rd_row = \$signal$241 ;
+          rd_row = \$signal$246 ;
       5'h13:
           /* empty */;
       5'h14:
-          rd_row = \$signal$241 ;
+          rd_row = \$signal$246 ;
     endcase
   end
   always @* begin
@@ -6322,12 +8584,12 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h13:
           /* empty */;
       5'h14:
-          rd_addr = \$signal$154 [6:0];
+          rd_addr = \$signal$175 [6:0];
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \start$254  = 1'h0;
+    \start$259  = 1'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -6358,2518 +8620,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0f:
           /* empty */;
       5'h07:
-          \start$254  = 1'h1;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    length = 20'h00000;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h07:
-          length = \$271 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    partial = 1'h0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h07:
-          partial = \$273 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    line = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
-          /* empty */;
-      5'h10:
-          line = { 448'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, \$291 , \$290  };
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \line$269  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
-          /* empty */;
-      5'h10:
-          \line$269  = line;
-      5'h15:
-          /* empty */;
-      5'h11:
-          /* empty */;
-      5'h02:
-          \line$269  = \$signal$273 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    strb = 64'h0000000000000000;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
-          /* empty */;
-      5'h10:
-          strb = 64'hffffffffffffffff;
-      5'h15:
-          /* empty */;
-      5'h11:
-          /* empty */;
-      5'h02:
-          strb = 64'hffffffffffffffff;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    status_word = 32'd0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
-          /* empty */;
-      5'h10:
-          /* empty */;
-      5'h15:
-          /* empty */;
-      5'h11:
-          /* empty */;
-      5'h02:
-          status_word = { 24'h000000, status };
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$signal$273  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
-          /* empty */;
-      5'h10:
-          /* empty */;
-      5'h15:
-          /* empty */;
-      5'h11:
-          /* empty */;
-      5'h02:
-          \$signal$273  = { 320'h00000000000000000000000000000000000000000000000000000000000000000000000000000000, \$297 [63:0], 32'h00000000, status_word, entry[269:206] };
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    done_valid = 1'h0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
-          /* empty */;
-      5'h10:
-          /* empty */;
-      5'h15:
-          /* empty */;
-      5'h11:
-          /* empty */;
-      5'h02:
-          /* empty */;
-      5'h16:
-          if (\$298 ) begin
-            done_valid = 1'h1;
-          end
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    done_queue = 2'h0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
-          /* empty */;
-      5'h10:
-          /* empty */;
-      5'h15:
-          /* empty */;
-      5'h11:
-          /* empty */;
-      5'h02:
-          /* empty */;
-      5'h16:
-          if (\$298 ) begin
-            done_queue = entry[205:204];
-          end
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    done_seq = 32'd0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
-          /* empty */;
-      5'h10:
-          /* empty */;
-      5'h15:
-          /* empty */;
-      5'h11:
-          /* empty */;
-      5'h02:
-          /* empty */;
-      5'h16:
-          if (\$298 ) begin
-            done_seq = entry[237:206];
-          end
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    done_status = 8'h00;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
-          /* empty */;
-      5'h10:
-          /* empty */;
-      5'h15:
-          /* empty */;
-      5'h11:
-          /* empty */;
-      5'h02:
-          /* empty */;
-      5'h16:
-          if (\$298 ) begin
-            done_status = status;
-          end
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    irq = 4'h0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
-          /* empty */;
-      5'h10:
-          /* empty */;
-      5'h15:
-          /* empty */;
-      5'h11:
-          /* empty */;
-      5'h02:
-          /* empty */;
-      5'h16:
-          if (\$298 ) begin
-            irq = \$299 ;
-          end
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$527  = \$signal$159 ;
-    if (\$325 ) begin
-      (* full_case = 32'd1 *)
-      if (\$326 ) begin
-        \$527  = 2'h2;
-      end else if (\$335 ) begin
-        \$527  = 2'h1;
-      end else if (\$345 ) begin
-        \$527  = 2'h1;
-      end else begin
-        \$527  = 2'h0;
-      end
-    end
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          \$527  = 2'h0;
-    endcase
-    if (rst) begin
-      \$527  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$528  = f_stage;
-    if (\$325 ) begin
-      if (\$326 ) begin
-      end else if (\$335 ) begin
-        \$528  = 1'h0;
-      end else if (\$345 ) begin
-        \$528  = 1'h1;
-      end
-    end
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          \$528  = 1'h0;
-    endcase
-    if (rst) begin
-      \$528  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$529  = \$signal$164 ;
-    if (\$325 ) begin
-      (* full_case = 32'd1 *)
-      if (\$326 ) begin
-      end else if (\$335 ) begin
-      end else if (\$345 ) begin
-      end else begin
-        \$529  = \$346 [19:0];
-      end
-    end
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          \$529  = 20'h00000;
-    endcase
-    if (rst) begin
-      \$529  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$530  = f_in_elem;
-    if (\$325 ) begin
-      (* full_case = 32'd1 *)
-      if (\$326 ) begin
-      end else if (\$335 ) begin
-      end else if (\$345 ) begin
-      end else begin
-        \$530  = \$348 [43:0];
-      end
-    end
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          \$530  = 44'h00000000000;
-    endcase
-    if (rst) begin
-      \$530  = 44'h00000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$531  = \$signal$167 ;
-    if (\$325 ) begin
-      (* full_case = 32'd1 *)
-      if (\$326 ) begin
-      end else if (\$335 ) begin
-      end else if (\$345 ) begin
-      end else begin
-        if (\$350 ) begin
-          \$531  = 1'h0;
-        end
-      end
-    end
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          \$531  = \$367 ;
-    endcase
-    if (rst) begin
-      \$531  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$532  = entry;
-    casez (fsm_state)
-      5'h00:
-          if (pop_valid) begin
-            \$532  = pop;
-          end
-    endcase
-    if (rst) begin
-      \$532  = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$533  = fsm_state;
-    casez (fsm_state)
-      5'h00:
-          if (pop_valid) begin
-            \$533  = 5'h01;
-          end
-      5'h01:
-          (* full_case = 32'd1 *)
-          if (\$368 ) begin
-            \$533  = 5'h02;
-          end else if (is_compute) begin
-            \$533  = 5'h03;
-          end else begin
-            \$533  = 5'h04;
-          end
-      5'h04:
-          \$533  = 5'h05;
-      5'h05:
-          if (\$371 ) begin
-            \$533  = 5'h02;
-          end
-      5'h03:
-          \$533  = 5'h06;
-      5'h06:
-          if (\$372 ) begin
-            (* full_case = 32'd1 *)
-            if (\$373 ) begin
-              \$533  = 5'h07;
-            end else begin
-              \$533  = 5'h08;
-            end
-          end
-      5'h08:
-          \$533  = 5'h09;
-      5'h09:
-          (* full_case = 32'd1 *)
-          if (\$391 ) begin
-            \$533  = 5'h0a;
-          end else begin
-            \$533  = 5'h0b;
-          end
-      5'h0a:
-          \$533  = 5'h0c;
-      5'h0b:
-          \$533  = 5'h0d;
-      5'h0c:
-          if (\$428 ) begin
-            (* full_case = 32'd1 *)
-            if (\$429 ) begin
-              \$533  = 5'h0b;
-            end else begin
-              \$533  = 5'h0e;
-            end
-          end
-      5'h0d:
-          if (\$462 ) begin
-            \$533  = 5'h0e;
-          end
-      5'h0e:
-          if (\$464 ) begin
-            \$533  = 5'h0f;
-          end
-      5'h0f:
-          (* full_case = 32'd1 *)
-          casez (dest)
-            2'h0, 2'h1:
-                if (\$486 ) begin
-                  (* full_case = 32'd1 *)
-                  if (\$487 ) begin
-                    \$533  = 5'h10;
-                  end else begin
-                    \$533  = 5'h11;
-                  end
-                end
-            default:
-                if (sum_valid) begin
-                  (* full_case = 32'd1 *)
-                  if (\$492 ) begin
-                  end else if (\$494 ) begin
-                  end else begin
-                    (* full_case = 32'd1 *)
-                    if (\$497 ) begin
-                      \$533  = 5'h07;
-                    end else begin
-                      \$533  = 5'h08;
-                    end
-                  end
-                end
-          endcase
-      5'h07:
-          \$533  = 5'h12;
-      5'h12:
-          if (done) begin
-            (* full_case = 32'd1 *)
-            if (\$499 ) begin
-              \$533  = 5'h07;
-            end else begin
-              (* full_case = 32'd1 *)
-              if (\$501 ) begin
-                \$533  = 5'h08;
-              end else begin
-                \$533  = 5'h13;
-              end
-            end
-          end
-      5'h13:
-          \$533  = 5'h14;
-      5'h14:
-          if (\$516 ) begin
-            (* full_case = 32'd1 *)
-            if (entry[11]) begin
-              \$533  = 5'h10;
-            end else begin
-              \$533  = 5'h11;
-            end
-          end
-      5'h10:
-          \$533  = 5'h15;
-      5'h15:
-          if (\$517 ) begin
-            (* full_case = 32'd1 *)
-            if (\$519 ) begin
-              \$533  = 5'h10;
-            end else begin
-              \$533  = 5'h11;
-            end
-          end
-      5'h11:
-          (* full_case = 32'd1 *)
-          if (\$525 ) begin
-            \$533  = 5'h03;
-          end else begin
-            \$533  = 5'h02;
-          end
-      5'h02:
-          \$533  = 5'h16;
-      5'h16:
-          if (\$526 ) begin
-            \$533  = 5'h00;
-          end
-    endcase
-    if (rst) begin
-      \$533  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$534  = status;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          \$534  = \status$285 ;
-    endcase
-    if (rst) begin
-      \$534  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$535  = \$signal$161 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          \$535  = \$356 [63:0];
-    endcase
-    if (rst) begin
-      \$535  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$536  = \$signal$179 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          \$536  = \$362 [63:0];
-    endcase
-    if (rst) begin
-      \$536  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$537  = \$signal$181 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          \$537  = 20'h00000;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
-          /* empty */;
-      5'h10:
-          /* empty */;
-      5'h15:
-          /* empty */;
-      5'h11:
-          \$537  = \$521 [19:0];
-    endcase
-    if (rst) begin
-      \$537  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$538  = \$signal$183 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          \$538  = 44'h00000000000;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
-          /* empty */;
-      5'h10:
-          /* empty */;
-      5'h15:
-          /* empty */;
-      5'h11:
-          \$538  = \$523 [43:0];
-    endcase
-    if (rst) begin
-      \$538  = 44'h00000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$539  = \$signal$227 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          \$539  = 48'h000000000000;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          casez (dest)
-            2'h0, 2'h1:
-                if (\$474 ) begin
-                  (* full_case = 32'd1 *)
-                  if (\$478 ) begin
-                  end else begin
-                    \$539  = \$485 [47:0];
-                  end
-                end
-          endcase
-      5'h07:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
-          if (\$502 ) begin
-            (* full_case = 32'd1 *)
-            if (\$506 ) begin
-            end else begin
-              \$539  = \$513 [47:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$539  = 48'h000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$540  = \$signal$229 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          (* full_case = 32'd1 *)
-          if (\$363 ) begin
-            \$540  = 2'h2;
-          end else if (\$364 ) begin
-            \$540  = 2'h1;
-          end else if (\$365 ) begin
-            \$540  = 2'h1;
-          end else begin
-            \$540  = 2'h1;
-          end
-    endcase
-    if (rst) begin
-      \$540  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$541  = \$signal$153 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          (* full_case = 32'd1 *)
-          if (\$363 ) begin
-            \$541  = entry[123:104];
-          end else if (\$364 ) begin
-            \$541  = entry[203:184];
-          end else if (\$365 ) begin
-            \$541  = entry[123:104];
-          end else begin
-            \$541  = entry[143:124];
-          end
-    endcase
-    if (rst) begin
-      \$541  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$542  = \$signal$228 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          \$542  = \$signal$180 ;
-    endcase
-    if (rst) begin
-      \$542  = 3'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$543  = stage;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          \$543  = 1'h0;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          (* full_case = 32'd1 *)
-          casez (dest)
-            2'h0, 2'h1:
-                /* empty */;
-            default:
-                if (sum_valid) begin
-                  (* full_case = 32'd1 *)
-                  if (\$492 ) begin
-                  end else if (\$494 ) begin
-                  end else begin
-                    \$543  = 1'h1;
-                  end
-                end
-          endcase
-    endcase
-    if (rst) begin
-      \$543  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$544  = \$signal$241 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          if (\$372 ) begin
-            \$544  = 2'h0;
-          end
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          if (\$464 ) begin
-            \$544  = 2'h0;
-          end
-      5'h0f:
-          (* full_case = 32'd1 *)
-          casez (dest)
-            2'h0, 2'h1:
-                if (\$474 ) begin
-                  (* full_case = 32'd1 *)
-                  if (\$478 ) begin
-                  end else begin
-                    \$544  = \$483 [1:0];
-                  end
-                end
-            default:
-                if (sum_valid) begin
-                  (* full_case = 32'd1 *)
-                  if (\$492 ) begin
-                  end else if (\$494 ) begin
-                    \$544  = \$496 [1:0];
-                  end else begin
-                    \$544  = 2'h0;
-                  end
-                end
-          endcase
-      5'h07:
-          /* empty */;
-      5'h12:
-          if (done) begin
-            (* full_case = 32'd1 *)
-            if (\$499 ) begin
-              \$544  = \$500 [1:0];
-            end else begin
-              \$544  = 2'h0;
-            end
-          end
-      5'h13:
-          /* empty */;
-      5'h14:
-          if (\$502 ) begin
-            (* full_case = 32'd1 *)
-            if (\$506 ) begin
-            end else begin
-              \$544  = \$511 [1:0];
-            end
-          end
-      5'h10:
-          /* empty */;
-      5'h15:
-          if (\$517 ) begin
-            if (\$519 ) begin
-              \$544  = \$520 [1:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$544  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$545  = \$signal$154 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          if (\$372 ) begin
-            \$545  = 20'h00000;
-          end
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          if (\$464 ) begin
-            \$545  = 20'h00000;
-          end
-      5'h0f:
-          (* full_case = 32'd1 *)
-          casez (dest)
-            2'h0, 2'h1:
-                if (\$474 ) begin
-                  (* full_case = 32'd1 *)
-                  if (\$478 ) begin
-                    \$545  = \$479 [19:0];
-                  end else begin
-                    \$545  = 20'h00000;
-                  end
-                end
-            default:
-                if (sum_valid) begin
-                  (* full_case = 32'd1 *)
-                  if (\$492 ) begin
-                    \$545  = \$495 [19:0];
-                  end else if (\$494 ) begin
-                    \$545  = 20'h00000;
-                  end else begin
-                    \$545  = 20'h00000;
-                  end
-                end
-          endcase
-      5'h07:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
-          if (\$502 ) begin
-            (* full_case = 32'd1 *)
-            if (\$506 ) begin
-              \$545  = \$507 [19:0];
-            end else begin
-              \$545  = 20'h00000;
-            end
-          end
-    endcase
-    if (rst) begin
-      \$545  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$546  = fold_pack_log2;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$546  = plan_pack_log2;
-    endcase
-    if (rst) begin
-      \$546  = 3'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$547  = \$signal$111 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$547  = \$29 [19:0];
-    endcase
-    if (rst) begin
-      \$547  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$548  = \$signal$214 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$548  = plan_sets;
-    endcase
-    if (rst) begin
-      \$548  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$549  = \$signal$197 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$549  = \$375 ;
-    endcase
-    if (rst) begin
-      \$549  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$550  = rest_rows;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$550  = \$379 [4:0];
-    endcase
-    if (rst) begin
-      \$550  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$551  = main_elems;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$551  = \$384 [43:0];
-    endcase
-    if (rst) begin
-      \$551  = 44'h00000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$552  = \$signal$202 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$552  = 20'h00000;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          \$552  = \$427 [19:0];
-      5'h0d:
-          \$552  = \$461 [19:0];
-    endcase
-    if (rst) begin
-      \$552  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$553  = fold_sets;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$553  = \$386 [1:0];
-    endcase
-    if (rst) begin
-      \$553  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$554  = groups_seen0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$554  = 2'h0;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          if (\$404 ) begin
-            if (\$405 ) begin
-              \$554  = \$406 [1:0];
-            end
-          end
-      5'h0d:
-          if (\$438 ) begin
-            if (\$439 ) begin
-              \$554  = \$440 [1:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$554  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$555  = set_index0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$555  = 2'h0;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          if (\$404 ) begin
-            (* full_case = 32'd1 *)
-            if (\$408 ) begin
-              \$555  = 2'h0;
-            end else begin
-              \$555  = \$409 [1:0];
-            end
-          end
-      5'h0d:
-          if (\$438 ) begin
-            (* full_case = 32'd1 *)
-            if (\$442 ) begin
-              \$555  = 2'h0;
-            end else begin
-              \$555  = \$443 [1:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$555  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$556  = set_base0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$556  = 20'h00000;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          if (\$404 ) begin
-            (* full_case = 32'd1 *)
-            if (\$408 ) begin
-              \$556  = 20'h00000;
-            end else begin
-              \$556  = \$410 [19:0];
-            end
-          end
-      5'h0d:
-          if (\$438 ) begin
-            (* full_case = 32'd1 *)
-            if (\$442 ) begin
-              \$556  = 20'h00000;
-            end else begin
-              \$556  = \$444 [19:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$556  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$557  = fold_sets1;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$557  = \$388 [1:0];
-    endcase
-    if (rst) begin
-      \$557  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$558  = groups_seen1;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$558  = 2'h0;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          if (\$419 ) begin
-            if (\$420 ) begin
-              \$558  = \$421 [1:0];
-            end
-          end
-      5'h0d:
-          if (\$453 ) begin
-            if (\$454 ) begin
-              \$558  = \$455 [1:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$558  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$559  = set_index1;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$559  = 2'h0;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          if (\$419 ) begin
-            (* full_case = 32'd1 *)
-            if (\$423 ) begin
-              \$559  = 2'h0;
-            end else begin
-              \$559  = \$424 [1:0];
-            end
-          end
-      5'h0d:
-          if (\$453 ) begin
-            (* full_case = 32'd1 *)
-            if (\$457 ) begin
-              \$559  = 2'h0;
-            end else begin
-              \$559  = \$458 [1:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$559  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$560  = set_base1;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$560  = 20'h00000;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          if (\$419 ) begin
-            (* full_case = 32'd1 *)
-            if (\$423 ) begin
-              \$560  = 20'h00000;
-            end else begin
-              \$560  = \$425 [19:0];
-            end
-          end
-      5'h0d:
-          if (\$453 ) begin
-            (* full_case = 32'd1 *)
-            if (\$457 ) begin
-              \$560  = 20'h00000;
-            end else begin
-              \$560  = \$459 [19:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$560  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$561  = \$signal$224 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          \$561  = \$393 [19:0];
-      5'h0b:
-          \$561  = \$395 [19:0];
-    endcase
-    if (rst) begin
-      \$561  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$562  = drain;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          \$562  = 3'h5;
-      5'h0d:
-          \$562  = 3'h5;
-      5'h0e:
-          \$562  = \$463 [2:0];
-    endcase
-    if (rst) begin
-      \$562  = 3'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$563  = fold_row;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          if (\$464 ) begin
-            \$563  = 2'h0;
-          end
-      5'h0f:
-          if (\$465 ) begin
-            if (\$469 ) begin
-            end else if (\$471 ) begin
-              \$563  = \$473 [1:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$563  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$564  = \$signal$109 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          if (\$464 ) begin
-            \$564  = 20'h00000;
-          end
-      5'h0f:
-          if (\$465 ) begin
-            if (\$469 ) begin
-              \$564  = \$472 [19:0];
-            end else if (\$471 ) begin
-              \$564  = 20'h00000;
-            end
-          end
-    endcase
-    if (rst) begin
-      \$564  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$565  = \$signal$233 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          if (\$464 ) begin
-            \$565  = 1'h0;
-          end
-      5'h0f:
-          if (\$465 ) begin
-            (* full_case = 32'd1 *)
-            if (\$469 ) begin
-            end else if (\$471 ) begin
-            end else begin
-              \$565  = 1'h1;
-            end
-          end
-    endcase
-    if (rst) begin
-      \$565  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$566  = anchor_m0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h12:
-          if (done) begin
-            casez (\$signal$241 )
-              2'h0:
-                  \$566  = m;
-            endcase
-          end
-    endcase
-    if (rst) begin
-      \$566  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$567  = anchor_m1;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h12:
-          if (done) begin
-            casez (\$signal$241 )
-              2'h0:
-                  /* empty */;
-              2'h1:
-                  \$567  = m;
-            endcase
-          end
-    endcase
-    if (rst) begin
-      \$567  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$568  = anchor_m2;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h12:
-          if (done) begin
-            casez (\$signal$241 )
-              2'h0:
-                  /* empty */;
-              2'h1:
-                  /* empty */;
-              2'h2:
-                  \$568  = m;
-            endcase
-          end
-    endcase
-    if (rst) begin
-      \$568  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$569  = anchor_m3;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h12:
-          if (done) begin
-            (* full_case = 32'd1 *)
-            casez (\$signal$241 )
-              2'h0:
-                  /* empty */;
-              2'h1:
-                  /* empty */;
-              2'h2:
-                  /* empty */;
-              2'h3:
-                  \$569  = m;
-            endcase
-          end
-    endcase
-    if (rst) begin
-      \$569  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$570  = anchor_l0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h12:
-          if (done) begin
-            casez (\$signal$241 )
-              2'h0:
-                  \$570  = l;
-            endcase
-          end
-    endcase
-    if (rst) begin
-      \$570  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$571  = anchor_l1;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h12:
-          if (done) begin
-            casez (\$signal$241 )
-              2'h0:
-                  /* empty */;
-              2'h1:
-                  \$571  = l;
-            endcase
-          end
-    endcase
-    if (rst) begin
-      \$571  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$572  = anchor_l2;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h12:
-          if (done) begin
-            casez (\$signal$241 )
-              2'h0:
-                  /* empty */;
-              2'h1:
-                  /* empty */;
-              2'h2:
-                  \$572  = l;
-            endcase
-          end
-    endcase
-    if (rst) begin
-      \$572  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$573  = anchor_l3;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h12:
-          if (done) begin
-            (* full_case = 32'd1 *)
-            casez (\$signal$241 )
-              2'h0:
-                  /* empty */;
-              2'h1:
-                  /* empty */;
-              2'h2:
-                  /* empty */;
-              2'h3:
-                  \$573  = l;
-            endcase
-          end
-    endcase
-    if (rst) begin
-      \$573  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$574  = bank_valid;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h13:
-          \$574  = 1'h0;
-      5'h14:
-          \$574  = \$515 ;
-    endcase
-    if (rst) begin
-      \$574  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    (* full_case = 32'd1 *)
-    casez (\$signal$241 )
-      2'h0:
-          \$290  = anchor_m0;
-      2'h1:
-          \$290  = anchor_m1;
-      2'h2:
-          \$290  = anchor_m2;
-      2'h3:
-          \$290  = anchor_m3;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    (* full_case = 32'd1 *)
-    casez (\$signal$241 )
-      2'h0:
-          \$291  = anchor_l0;
-      2'h1:
-          \$291  = anchor_l1;
-      2'h2:
-          \$291  = anchor_l2;
-      2'h3:
-          \$291  = anchor_l3;
+          \start$259  = 1'h1;
     endcase
   end
   assign bus__arid = 8'h00;
@@ -8921,23 +8672,150 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \bus__wready$67  = bus__wready;
   assign \bus__bvalid$69  = bus__bvalid;
   assign out__data = src__data;
+  assign \queues__0$86  = queues__0;
+  assign \queues__1$88  = queues__1;
+  assign \queues__2$90  = queues__2;
+  assign \queues__3$92  = queues__3;
+  assign \pop_valid$94  = pop_valid;
+  assign \pop_ready$96  = pop_ready;
+  assign \pop$98  = pop;
+  assign run_start = start;
+  assign run_addr = addr;
+  assign run_beats = beats;
+  assign issued_all = run_issued;
   assign desc = entry[203:0];
   assign log2_slot = regs[267:260];
   assign data_base = regs[191:128];
   assign data_limit = regs[255:192];
-  assign \split$99  = split;
-  assign \$like  = \$29 [19:0];
-  assign plan_groups = \$38 [19:0];
-  assign row_groups0 = \$41 [19:0];
-  assign \$signal  = fold_row;
-  assign fold_word = \$signal$109 [6:0];
-  assign fold_n_words = \$signal$111 [7:0];
+  assign \split$120  = split;
+  assign \$like  = \$30 [19:0];
+  assign plan_groups = \$39 [19:0];
+  assign row_groups0 = \$42 [19:0];
+  assign \$signal$128  = fold_row;
+  assign fold_word = \$signal$130 [6:0];
+  assign fold_n_words = \$signal$132 [7:0];
   assign sets_used0 = fold_sets;
   assign sets_used1 = fold_sets1;
-  assign \$signal$117  = fold_pack_log2;
-  assign count_now = \$49 [5:0];
-  assign \$signal$157  = \$72 [43:0];
-  assign f_rest_elems = { \$78 [40], \$78 [40], \$78 [40], \$78  };
+  assign \$signal$138  = fold_pack_log2;
+  assign count_now = \$50 [5:0];
+  assign reported = r_en;
+  assign done_valid = r_en;
+  assign done_queue = r_data[1:0];
+  assign done_seq = r_data[33:2];
+  assign done_status = r_data[41:34];
+  assign \report$297  = r_en;
+  assign report_store = r_data[42];
+  assign \port$5947$0  = r_data[41:0];
+  assign \queues__0.sq_base  = queues__0[63:0];
+  assign \queues__0.cq_base  = queues__0[127:64];
+  assign \queues__0.data_base  = queues__0[191:128];
+  assign \queues__0.data_limit  = queues__0[255:192];
+  assign \queues__0.log2_depth  = queues__0[259:256];
+  assign \queues__0.log2_slot  = queues__0[267:260];
+  assign \queues__0.pasid  = queues__0[287:268];
+  assign \queues__0.enable  = queues__0[288];
+  assign \queues__0.irq_en  = queues__0[289];
+  assign \queues__0.tail  = queues__0[321:290];
+  assign \queues__0$86.sq_base  = queues__0[63:0];
+  assign \queues__0$86.cq_base  = queues__0[127:64];
+  assign \queues__0$86.data_base  = queues__0[191:128];
+  assign \queues__0$86.data_limit  = queues__0[255:192];
+  assign \queues__0$86.log2_depth  = queues__0[259:256];
+  assign \queues__0$86.log2_slot  = queues__0[267:260];
+  assign \queues__0$86.pasid  = queues__0[287:268];
+  assign \queues__0$86.enable  = queues__0[288];
+  assign \queues__0$86.irq_en  = queues__0[289];
+  assign \queues__0$86.tail  = queues__0[321:290];
+  assign \queues__1.sq_base  = queues__1[63:0];
+  assign \queues__1.cq_base  = queues__1[127:64];
+  assign \queues__1.data_base  = queues__1[191:128];
+  assign \queues__1.data_limit  = queues__1[255:192];
+  assign \queues__1.log2_depth  = queues__1[259:256];
+  assign \queues__1.log2_slot  = queues__1[267:260];
+  assign \queues__1.pasid  = queues__1[287:268];
+  assign \queues__1.enable  = queues__1[288];
+  assign \queues__1.irq_en  = queues__1[289];
+  assign \queues__1.tail  = queues__1[321:290];
+  assign \queues__1$88.sq_base  = queues__1[63:0];
+  assign \queues__1$88.cq_base  = queues__1[127:64];
+  assign \queues__1$88.data_base  = queues__1[191:128];
+  assign \queues__1$88.data_limit  = queues__1[255:192];
+  assign \queues__1$88.log2_depth  = queues__1[259:256];
+  assign \queues__1$88.log2_slot  = queues__1[267:260];
+  assign \queues__1$88.pasid  = queues__1[287:268];
+  assign \queues__1$88.enable  = queues__1[288];
+  assign \queues__1$88.irq_en  = queues__1[289];
+  assign \queues__1$88.tail  = queues__1[321:290];
+  assign \queues__2.sq_base  = queues__2[63:0];
+  assign \queues__2.cq_base  = queues__2[127:64];
+  assign \queues__2.data_base  = queues__2[191:128];
+  assign \queues__2.data_limit  = queues__2[255:192];
+  assign \queues__2.log2_depth  = queues__2[259:256];
+  assign \queues__2.log2_slot  = queues__2[267:260];
+  assign \queues__2.pasid  = queues__2[287:268];
+  assign \queues__2.enable  = queues__2[288];
+  assign \queues__2.irq_en  = queues__2[289];
+  assign \queues__2.tail  = queues__2[321:290];
+  assign \queues__2$90.sq_base  = queues__2[63:0];
+  assign \queues__2$90.cq_base  = queues__2[127:64];
+  assign \queues__2$90.data_base  = queues__2[191:128];
+  assign \queues__2$90.data_limit  = queues__2[255:192];
+  assign \queues__2$90.log2_depth  = queues__2[259:256];
+  assign \queues__2$90.log2_slot  = queues__2[267:260];
+  assign \queues__2$90.pasid  = queues__2[287:268];
+  assign \queues__2$90.enable  = queues__2[288];
+  assign \queues__2$90.irq_en  = queues__2[289];
+  assign \queues__2$90.tail  = queues__2[321:290];
+  assign \queues__3.sq_base  = queues__3[63:0];
+  assign \queues__3.cq_base  = queues__3[127:64];
+  assign \queues__3.data_base  = queues__3[191:128];
+  assign \queues__3.data_limit  = queues__3[255:192];
+  assign \queues__3.log2_depth  = queues__3[259:256];
+  assign \queues__3.log2_slot  = queues__3[267:260];
+  assign \queues__3.pasid  = queues__3[287:268];
+  assign \queues__3.enable  = queues__3[288];
+  assign \queues__3.irq_en  = queues__3[289];
+  assign \queues__3.tail  = queues__3[321:290];
+  assign \queues__3$92.sq_base  = queues__3[63:0];
+  assign \queues__3$92.cq_base  = queues__3[127:64];
+  assign \queues__3$92.data_base  = queues__3[191:128];
+  assign \queues__3$92.data_limit  = queues__3[255:192];
+  assign \queues__3$92.log2_depth  = queues__3[259:256];
+  assign \queues__3$92.log2_slot  = queues__3[267:260];
+  assign \queues__3$92.pasid  = queues__3[287:268];
+  assign \queues__3$92.enable  = queues__3[288];
+  assign \queues__3$92.irq_en  = queues__3[289];
+  assign \queues__3$92.tail  = queues__3[321:290];
+  assign \pop.desc  = pop[203:0];
+  assign \pop.desc.type  = pop[1:0];
+  assign \pop.desc.op  = pop[5:2];
+  assign \pop.desc.dtype  = pop[9:6];
+  assign \pop.desc.flags  = pop[19:10];
+  assign \pop.desc.dev_addr  = pop[83:20];
+  assign \pop.desc.dev_size  = pop[103:84];
+  assign \pop.desc.dev_rows  = pop[123:104];
+  assign \pop.desc.dev_cols  = pop[143:124];
+  assign \pop.desc.in_size  = pop[163:144];
+  assign \pop.desc.in_rows  = pop[183:164];
+  assign \pop.desc.in_cols  = pop[203:184];
+  assign \pop.queue  = pop[205:204];
+  assign \pop.seq  = pop[269:206];
+  assign \pop.taken  = pop[333:270];
+  assign \pop$98.desc  = pop[203:0];
+  assign \pop$98.desc.type  = pop[1:0];
+  assign \pop$98.desc.op  = pop[5:2];
+  assign \pop$98.desc.dtype  = pop[9:6];
+  assign \pop$98.desc.flags  = pop[19:10];
+  assign \pop$98.desc.dev_addr  = pop[83:20];
+  assign \pop$98.desc.dev_size  = pop[103:84];
+  assign \pop$98.desc.dev_rows  = pop[123:104];
+  assign \pop$98.desc.dev_cols  = pop[143:124];
+  assign \pop$98.desc.in_size  = pop[163:144];
+  assign \pop$98.desc.in_rows  = pop[183:164];
+  assign \pop$98.desc.in_cols  = pop[203:184];
+  assign \pop$98.queue  = pop[205:204];
+  assign \pop$98.seq  = pop[269:206];
+  assign \pop$98.taken  = pop[333:270];
   assign \entry.desc  = entry[203:0];
   assign \entry.desc.type  = entry[1:0];
   assign \entry.desc.op  = entry[5:2];
@@ -8963,46 +8841,6 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \regs.enable  = regs[288];
   assign \regs.irq_en  = regs[289];
   assign \regs.tail  = regs[321:290];
-  assign \queues__0.sq_base  = queues__0[63:0];
-  assign \queues__0.cq_base  = queues__0[127:64];
-  assign \queues__0.data_base  = queues__0[191:128];
-  assign \queues__0.data_limit  = queues__0[255:192];
-  assign \queues__0.log2_depth  = queues__0[259:256];
-  assign \queues__0.log2_slot  = queues__0[267:260];
-  assign \queues__0.pasid  = queues__0[287:268];
-  assign \queues__0.enable  = queues__0[288];
-  assign \queues__0.irq_en  = queues__0[289];
-  assign \queues__0.tail  = queues__0[321:290];
-  assign \queues__1.sq_base  = queues__1[63:0];
-  assign \queues__1.cq_base  = queues__1[127:64];
-  assign \queues__1.data_base  = queues__1[191:128];
-  assign \queues__1.data_limit  = queues__1[255:192];
-  assign \queues__1.log2_depth  = queues__1[259:256];
-  assign \queues__1.log2_slot  = queues__1[267:260];
-  assign \queues__1.pasid  = queues__1[287:268];
-  assign \queues__1.enable  = queues__1[288];
-  assign \queues__1.irq_en  = queues__1[289];
-  assign \queues__1.tail  = queues__1[321:290];
-  assign \queues__2.sq_base  = queues__2[63:0];
-  assign \queues__2.cq_base  = queues__2[127:64];
-  assign \queues__2.data_base  = queues__2[191:128];
-  assign \queues__2.data_limit  = queues__2[255:192];
-  assign \queues__2.log2_depth  = queues__2[259:256];
-  assign \queues__2.log2_slot  = queues__2[267:260];
-  assign \queues__2.pasid  = queues__2[287:268];
-  assign \queues__2.enable  = queues__2[288];
-  assign \queues__2.irq_en  = queues__2[289];
-  assign \queues__2.tail  = queues__2[321:290];
-  assign \queues__3.sq_base  = queues__3[63:0];
-  assign \queues__3.cq_base  = queues__3[127:64];
-  assign \queues__3.data_base  = queues__3[191:128];
-  assign \queues__3.data_limit  = queues__3[255:192];
-  assign \queues__3.log2_depth  = queues__3[259:256];
-  assign \queues__3.log2_slot  = queues__3[267:260];
-  assign \queues__3.pasid  = queues__3[287:268];
-  assign \queues__3.enable  = queues__3[288];
-  assign \queues__3.irq_en  = queues__3[289];
-  assign \queues__3.tail  = queues__3[321:290];
   assign \desc.type  = entry[1:0];
   assign \desc.op  = entry[5:2];
   assign \desc.dtype  = entry[9:6];
@@ -9014,71 +8852,73 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \desc.in_size  = entry[163:144];
   assign \desc.in_rows  = entry[183:164];
   assign \desc.in_cols  = entry[203:184];
-  assign \pop.desc  = pop[203:0];
-  assign \pop.desc.type  = pop[1:0];
-  assign \pop.desc.op  = pop[5:2];
-  assign \pop.desc.dtype  = pop[9:6];
-  assign \pop.desc.flags  = pop[19:10];
-  assign \pop.desc.dev_addr  = pop[83:20];
-  assign \pop.desc.dev_size  = pop[103:84];
-  assign \pop.desc.dev_rows  = pop[123:104];
-  assign \pop.desc.dev_cols  = pop[143:124];
-  assign \pop.desc.in_size  = pop[163:144];
-  assign \pop.desc.in_rows  = pop[183:164];
-  assign \pop.desc.in_cols  = pop[203:184];
-  assign \pop.queue  = pop[205:204];
-  assign \pop.seq  = pop[269:206];
-  assign \pop.taken  = pop[333:270];
-  assign \$9  = { 1'h0, \$8  };
-  assign \$12  = { \$11 , 1'h0 };
-  assign \$15  = { 1'h0, \$14 , 2'h0 };
-  assign \$18  = { \$17 , 3'h0 };
-  assign \$21  = { 3'h0, \$20 , 4'h0 };
-  assign \$24  = { 2'h0, \$23 , 5'h00 };
-  assign \$29  = { \$28 [21], \$28 [21], \$28 [21], \$28 [21], \$28 [21], \$28 [21:5] };
-  assign \$40  = { 1'h0, \$39 [20:1] };
-  assign \$42  = { 1'h0, \$38 [19:1] };
-  assign \$44  = { 2'h0, \$signal$154 , 5'h00 };
-  assign \$47  = { 2'h0, \$signal$154 , 5'h00 };
-  assign \$51  = { 1'h0, \$50  };
-  assign \$54  = { \$53 , 1'h0 };
-  assign \$57  = { 1'h0, \$56 , 2'h0 };
-  assign \$60  = { \$59 , 3'h0 };
-  assign \$63  = { 3'h0, \$62 , 4'h0 };
-  assign \$66  = { 2'h0, \$65 , 5'h00 };
-  assign \$80  = { 1'h0, f_in_elem[43:5], 6'h00 };
-  assign \$90  = { \$89 [43], \$89 [43], \$89 [43], \$89 [43], \$89 [43], \$89 [43:5] };
-  assign \$91  = { 1'h0, operand_lines, 6'h00 };
-  assign \$97  = { \$96 [46], \$96 [46], \$96 [46], \$96 [46], \$96 [46], \$96 [46:5] };
-  assign \$99  = { 1'h0, operand_lines, 6'h00 };
-  assign \$102  = { 1'h0, \$72 [43:5], 6'h00 };
-  assign \$107  = { \$106 [46], \$106 [46], \$106 [46], \$106 [46], \$106 [46], \$106 [46:5] };
-  assign \$122  = { \$121 [25], \$121 [25], \$121 [25], \$121 [25], \$121 [25], \$121 [25:5] };
-  assign \$128  = { \$127 [46], \$127 [46], \$127 [46], \$127 [46], \$127 [46], \$127 [46:5] };
-  assign \$136  = { \$135 [22], \$135 [22], \$135 [22], \$135 [22], \$135 [22], \$135 [22:5] };
-  assign \$163  = \$162 ;
-  assign \$167  = \$166 ;
-  assign \$173  = \$172 ;
-  assign \$178  = \$177 ;
-  assign \$182  = \$181 ;
-  assign \$217  = \$216 ;
-  assign \$221  = \$220 ;
-  assign \$227  = \$226 ;
-  assign \$232  = \$231 ;
-  assign \$236  = \$235 ;
-  assign \$250  = { 1'h0, \$signal$227 [47:6], 6'h00 };
-  assign \$257  = { \$256 [28], \$256 [28], \$256 [28], \$256 [28], \$256 [28], \$256 [28], \$256 [28:6] };
-  assign \$263  = { 2'h0, \$262 , 5'h00 };
-  assign \$275  = { 1'h0, \$signal$227 [47:6], 6'h00 };
-  assign \$282  = { \$281 [28], \$281 [28], \$281 [28], \$281 [28], \$281 [28], \$281 [28], \$281 [28:6] };
-  assign \$285  = { 2'h0, \$284 , 5'h00 };
-  assign \$295  = { 1'h0, \$294 , 6'h00 };
-  assign \$413  = \$412 ;
-  assign \$447  = \$446 ;
-  assign \$467  = { 2'h0, \$466 , 5'h00 };
-  assign \$476  = { 2'h0, \$475 , 5'h00 };
-  assign \$489  = { 2'h0, \$488 , 5'h00 };
-  assign \$504  = { 2'h0, \$503 , 5'h00 };
+  assign \$signal$281.desc  = \$signal$281 [203:0];
+  assign \$signal$281.desc.type  = \$signal$281 [1:0];
+  assign \$signal$281.desc.op  = \$signal$281 [5:2];
+  assign \$signal$281.desc.dtype  = \$signal$281 [9:6];
+  assign \$signal$281.desc.flags  = \$signal$281 [19:10];
+  assign \$signal$281.desc.dev_addr  = \$signal$281 [83:20];
+  assign \$signal$281.desc.dev_size  = \$signal$281 [103:84];
+  assign \$signal$281.desc.dev_rows  = \$signal$281 [123:104];
+  assign \$signal$281.desc.dev_cols  = \$signal$281 [143:124];
+  assign \$signal$281.desc.in_size  = \$signal$281 [163:144];
+  assign \$signal$281.desc.in_rows  = \$signal$281 [183:164];
+  assign \$signal$281.desc.in_cols  = \$signal$281 [203:184];
+  assign \$signal$281.queue  = \$signal$281 [205:204];
+  assign \$signal$281.seq  = \$signal$281 [269:206];
+  assign \$signal$281.taken  = \$signal$281 [333:270];
+  assign \task.desc  = \task [203:0];
+  assign \task.desc.type  = \task [1:0];
+  assign \task.desc.op  = \task [5:2];
+  assign \task.desc.dtype  = \task [9:6];
+  assign \task.desc.flags  = \task [19:10];
+  assign \task.desc.dev_addr  = \task [83:20];
+  assign \task.desc.dev_size  = \task [103:84];
+  assign \task.desc.dev_rows  = \task [123:104];
+  assign \task.desc.dev_cols  = \task [143:124];
+  assign \task.desc.in_size  = \task [163:144];
+  assign \task.desc.in_rows  = \task [183:164];
+  assign \task.desc.in_cols  = \task [203:184];
+  assign \task.queue  = \task [205:204];
+  assign \task.seq  = \task [269:206];
+  assign \task.taken  = \task [333:270];
+  assign \$10  = { 1'h0, \$9  };
+  assign \$13  = { \$12 , 1'h0 };
+  assign \$16  = { 1'h0, \$15 , 2'h0 };
+  assign \$19  = { \$18 , 3'h0 };
+  assign \$22  = { 3'h0, \$21 , 4'h0 };
+  assign \$25  = { 2'h0, \$24 , 5'h00 };
+  assign \$30  = { \$29 [21], \$29 [21], \$29 [21], \$29 [21], \$29 [21], \$29 [21:5] };
+  assign \$41  = { 1'h0, \$40 [20:1] };
+  assign \$43  = { 1'h0, \$39 [19:1] };
+  assign \$45  = { 2'h0, \$signal$175 , 5'h00 };
+  assign \$48  = { 2'h0, \$signal$175 , 5'h00 };
+  assign \$61  = { \$60 [25], \$60 [25], \$60 [25], \$60 [25], \$60 [25], \$60 [25:5] };
+  assign \$67  = { \$66 [46], \$66 [46], \$66 [46], \$66 [46], \$66 [46], \$66 [46:5] };
+  assign \$75  = { \$74 [22], \$74 [22], \$74 [22], \$74 [22], \$74 [22], \$74 [22:5] };
+  assign \$102  = \$101 ;
+  assign \$106  = \$105 ;
+  assign \$112  = \$111 ;
+  assign \$117  = \$116 ;
+  assign \$121  = \$120 ;
+  assign \$156  = \$155 ;
+  assign \$160  = \$159 ;
+  assign \$166  = \$165 ;
+  assign \$171  = \$170 ;
+  assign \$175  = \$174 ;
+  assign \$194  = { 1'h0, \$signal$232 [47:6], 6'h00 };
+  assign \$201  = { \$200 [28], \$200 [28], \$200 [28], \$200 [28], \$200 [28], \$200 [28], \$200 [28:6] };
+  assign \$207  = { 2'h0, \$206 , 5'h00 };
+  assign \$219  = { 1'h0, \$signal$232 [47:6], 6'h00 };
+  assign \$226  = { \$225 [28], \$225 [28], \$225 [28], \$225 [28], \$225 [28], \$225 [28], \$225 [28:6] };
+  assign \$229  = { 2'h0, \$228 , 5'h00 };
+  assign \$239  = { 1'h0, \$238 , 6'h00 };
+  assign \$325  = \$324 ;
+  assign \$359  = \$358 ;
+  assign \$384  = { 2'h0, \$383 , 5'h00 };
+  assign \$393  = { 2'h0, \$392 , 5'h00 };
+  assign \$405  = { 2'h0, \$404 , 5'h00 };
+  assign \$420  = { 2'h0, \$419 , 5'h00 };
 endmodule
 
 (* generator = "Amaranth" *)
@@ -21024,7 +20864,7 @@ module \ndp_device.control_unit.compute.fold (rst, n_cols, req_ready, b_row, b_a
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.decoder (is_compute, operand_lines, stats_offset, \port$5835$128 , log2_slot, desc, status, is_load);
+module \ndp_device.control_unit.decoder (is_store, is_compute, stats_offset, \port$6309$128 , log2_slot, desc, status, is_load);
   reg \$auto$verilog_backend.cc:2355:dump_module$70  = 0;
   wire [26:0] \$1 ;
   wire \$10 ;
@@ -21213,15 +21053,15 @@ module \ndp_device.control_unit.decoder (is_compute, operand_lines, stats_offset
   wire is_compute;
   output is_load;
   wire is_load;
+  output is_store;
   wire is_store;
   input [7:0] log2_slot;
   wire [7:0] log2_slot;
   wire [43:0] o_lines;
-  output [39:0] operand_lines;
   wire [39:0] operand_lines;
   wire [39:0] out_elems;
-  input [127:0] \port$5835$128 ;
-  wire [127:0] \port$5835$128 ;
+  input [127:0] \port$6309$128 ;
+  wire [127:0] \port$6309$128 ;
   reg [49:0] result;
   wire [49:0] room;
   output [47:0] stats_offset;
@@ -21298,8 +21138,8 @@ module \ndp_device.control_unit.decoder (is_compute, operand_lines, stats_offset
   assign \$74  = ~ \$73 ;
   assign \$75  = ! desc[25:20];
   assign \$76  = ! desc[103:84];
-  assign \$77  = desc[83:20] >= \port$5835$128 [63:0];
-  assign \$78  = \$2  <= \port$5835$128 [127:64];
+  assign \$77  = desc[83:20] >= \port$6309$128 [63:0];
+  assign \$78  = \$2  <= \port$6309$128 [127:64];
   assign \$79  = \$77  & \$78 ;
   assign \$80  = \$76  | \$79 ;
   assign \$81  = \$75  & \$80 ;
@@ -21412,10 +21252,10 @@ module \ndp_device.control_unit.decoder (is_compute, operand_lines, stats_offset
   assign \$signal$8  = \$8 [39:0];
   assign \$signal$9  = \$14 [39:0];
   assign o_lines = \$19 [43:0];
-  assign room = \$38 [49:0];
-  assign data_base = \port$5835$128 [63:0];
-  assign data_limit = \port$5835$128 [127:64];
   assign operand_lines = \$14 [39:0];
+  assign room = \$38 [49:0];
+  assign data_base = \port$6309$128 [63:0];
+  assign data_limit = \port$6309$128 [127:64];
   assign stats_offset = \$22 [47:0];
   assign \desc.type  = desc[1:0];
   assign \desc.op  = desc[5:2];
@@ -21449,8 +21289,1668 @@ module \ndp_device.control_unit.decoder (is_compute, operand_lines, stats_offset
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.packer (rst, out__valid, w_ready, out__ready, start, offset, w_valid, w_data, w_bytes, w_last, out__data, out__strb, clk);
+module \ndp_device.control_unit.front (rst, pop, task_valid, \task , run_issued, report, report_store, queues__0, queues__1, queues__2, queues__3, pop_valid, take, run_start, run_addr, run_beats, pop_ready, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$71  = 0;
+  wire [64:0] \$1 ;
+  wire \$10 ;
+  wire \$100 ;
+  wire [8:0] \$101 ;
+  wire \$102 ;
+  wire [8:0] \$103 ;
+  wire [63:0] \$104 ;
+  wire [64:0] \$105 ;
+  wire [64:0] \$106 ;
+  wire \$107 ;
+  wire \$108 ;
+  wire [26:0] \$109 ;
+  wire [8:0] \$11 ;
+  wire [64:0] \$110 ;
+  wire \$111 ;
+  wire \$112 ;
+  wire \$113 ;
+  wire \$114 ;
+  wire [19:0] \$115 ;
+  wire [20:0] \$116 ;
+  wire \$117 ;
+  wire [19:0] \$118 ;
+  wire [20:0] \$119 ;
+  wire [63:0] \$12 ;
+  wire \$120 ;
+  wire [19:0] \$121 ;
+  wire [22:0] \$122 ;
+  wire \$123 ;
+  wire [19:0] \$124 ;
+  wire [22:0] \$125 ;
+  wire \$126 ;
+  wire [19:0] \$127 ;
+  wire [26:0] \$128 ;
+  wire \$129 ;
+  wire [64:0] \$13 ;
+  wire [19:0] \$130 ;
+  wire [26:0] \$131 ;
+  wire \$132 ;
+  wire [19:0] \$133 ;
+  wire [19:0] \$134 ;
+  wire [26:0] \$135 ;
+  wire [19:0] \$136 ;
+  wire [46:0] \$137 ;
+  wire [19:0] \$138 ;
+  wire [7:0] \$139 ;
+  wire [64:0] \$14 ;
+  wire [8:0] \$140 ;
+  wire [20:0] \$141 ;
+  wire [19:0] \$142 ;
+  wire [40:0] \$143 ;
+  wire [64:0] \$144 ;
+  wire [45:0] \$145 ;
+  wire [65:0] \$146 ;
+  wire [20:0] \$147 ;
+  wire \$148 ;
+  wire [20:0] \$149 ;
+  wire \$15 ;
+  wire [20:0] \$150 ;
+  wire [40:0] \$151 ;
+  wire [41:0] \$152 ;
+  wire [42:0] \$153 ;
+  wire [43:0] \$154 ;
+  wire [43:0] \$155 ;
+  wire [46:0] \$156 ;
+  wire [64:0] \$157 ;
+  wire [64:0] \$158 ;
+  wire [44:0] \$159 ;
+  wire [63:0] \$16 ;
+  wire [45:0] \$160 ;
+  wire [46:0] \$161 ;
+  wire [46:0] \$162 ;
+  wire \$163 ;
+  wire [46:0] \$164 ;
+  wire [64:0] \$165 ;
+  wire [64:0] \$166 ;
+  wire [45:0] \$167 ;
+  wire [65:0] \$168 ;
+  wire [44:0] \$169 ;
+  wire [64:0] \$17 ;
+  wire [45:0] \$170 ;
+  wire [46:0] \$171 ;
+  wire [46:0] \$172 ;
+  wire \$173 ;
+  wire [64:0] \$174 ;
+  wire [64:0] \$175 ;
+  wire \$176 ;
+  wire \$177 ;
+  wire \$178 ;
+  wire \$179 ;
+  wire \$18 ;
+  wire \$180 ;
+  wire \$181 ;
+  wire \$182 ;
+  wire \$183 ;
+  wire \$184 ;
+  wire \$185 ;
+  wire \$186 ;
+  wire \$187 ;
+  wire \$188 ;
+  wire \$189 ;
+  wire \$19 ;
+  wire \$190 ;
+  wire \$191 ;
+  wire \$192 ;
+  wire \$193 ;
+  wire \$194 ;
+  wire \$195 ;
+  wire \$196 ;
+  wire \$197 ;
+  wire \$198 ;
+  wire \$199 ;
+  wire [15:0] \$2 ;
+  wire \$20 ;
+  wire [8:0] \$200 ;
+  wire [9:0] \$201 ;
+  wire [8:0] \$202 ;
+  wire \$203 ;
+  wire [9:0] \$204 ;
+  wire \$205 ;
+  wire \$206 ;
+  wire \$207 ;
+  wire \$208 ;
+  wire \$209 ;
+  wire [8:0] \$21 ;
+  wire \$210 ;
+  wire \$211 ;
+  wire \$212 ;
+  wire \$213 ;
+  wire \$214 ;
+  wire [1:0] \$215 ;
+  wire [1:0] \$216 ;
+  wire \$217 ;
+  wire \$218 ;
+  wire \$219 ;
+  wire \$22 ;
+  wire [1:0] \$220 ;
+  wire \$221 ;
+  wire \$222 ;
+  wire \$223 ;
+  wire \$224 ;
+  wire [1:0] \$225 ;
+  wire [1:0] \$226 ;
+  wire \$227 ;
+  wire \$228 ;
+  wire [20:0] \$229 ;
+  wire [8:0] \$23 ;
+  wire [22:0] \$230 ;
+  wire [44:0] \$231 ;
+  wire [20:0] \$232 ;
+  wire \$233 ;
+  wire \$234 ;
+  wire \$235 ;
+  wire \$236 ;
+  wire \$237 ;
+  wire \$238 ;
+  wire \$239 ;
+  wire [63:0] \$24 ;
+  wire [1:0] \$240 ;
+  wire \$241 ;
+  wire \$242 ;
+  wire \$243 ;
+  wire \$244 ;
+  wire \$245 ;
+  wire [1:0] \$246 ;
+  wire \$247 ;
+  wire \$248 ;
+  reg [7:0] \$249 ;
+  wire [64:0] \$25 ;
+  reg [7:0] \$250 ;
+  reg \$251 ;
+  reg [1:0] \$252 ;
+  reg \$253 ;
+  reg [19:0] \$254 ;
+  reg [43:0] \$255 ;
+  reg \$256 ;
+  reg [333:0] \$257 ;
+  reg \$258 ;
+  reg [2:0] \$259 ;
+  wire [64:0] \$26 ;
+  wire \$27 ;
+  wire \$28 ;
+  wire [26:0] \$29 ;
+  wire [16:0] \$3 ;
+  wire [64:0] \$30 ;
+  wire \$31 ;
+  wire \$32 ;
+  wire \$33 ;
+  wire \$34 ;
+  wire [8:0] \$35 ;
+  wire \$36 ;
+  wire [8:0] \$37 ;
+  wire [63:0] \$38 ;
+  wire [64:0] \$39 ;
+  wire [16:0] \$4 ;
+  wire [64:0] \$40 ;
+  wire \$41 ;
+  wire [63:0] \$42 ;
+  wire [64:0] \$43 ;
+  wire \$44 ;
+  wire \$45 ;
+  wire \$46 ;
+  wire [8:0] \$47 ;
+  wire \$48 ;
+  wire [8:0] \$49 ;
+  wire [79:0] \$5 ;
+  wire [63:0] \$50 ;
+  wire [64:0] \$51 ;
+  wire [64:0] \$52 ;
+  wire \$53 ;
+  wire \$54 ;
+  wire [26:0] \$55 ;
+  wire [64:0] \$56 ;
+  wire \$57 ;
+  wire \$58 ;
+  wire \$59 ;
+  wire [80:0] \$6 ;
+  wire \$60 ;
+  wire \$61 ;
+  wire [8:0] \$62 ;
+  wire \$63 ;
+  wire [8:0] \$64 ;
+  wire [63:0] \$65 ;
+  wire [64:0] \$66 ;
+  wire [64:0] \$67 ;
+  wire \$68 ;
+  wire [63:0] \$69 ;
+  wire \$7 ;
+  wire [64:0] \$70 ;
+  wire \$71 ;
+  wire \$72 ;
+  wire \$73 ;
+  wire [8:0] \$74 ;
+  wire \$75 ;
+  wire [8:0] \$76 ;
+  wire [63:0] \$77 ;
+  wire [64:0] \$78 ;
+  wire [64:0] \$79 ;
+  wire \$8 ;
+  wire \$80 ;
+  wire \$81 ;
+  wire [26:0] \$82 ;
+  wire [64:0] \$83 ;
+  wire \$84 ;
+  wire \$85 ;
+  wire \$86 ;
+  wire \$87 ;
+  wire \$88 ;
+  wire [8:0] \$89 ;
+  wire [8:0] \$9 ;
+  wire \$90 ;
+  wire [8:0] \$91 ;
+  wire [63:0] \$92 ;
+  wire [64:0] \$93 ;
+  wire [64:0] \$94 ;
+  wire \$95 ;
+  wire [63:0] \$96 ;
+  wire [64:0] \$97 ;
+  wire \$98 ;
+  wire \$99 ;
+  reg [333:0] \$signal  = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  wire \$signal$11 ;
+  reg \$signal$12 ;
+  reg \$signal$16  = 1'h0;
+  wire [43:0] \$signal$18 ;
+  reg [1:0] \$signal$20  = 2'h0;
+  reg [63:0] \$signal$21 ;
+  reg [43:0] \$signal$22  = 44'h00000000000;
+  reg [31:0] \$signal$23 ;
+  reg [19:0] \$signal$24  = 20'h00000;
+  reg \$signal$28  = 1'h0;
+  reg \$signal$34  = 1'h0;
+  reg [7:0] \$signal$43  = 8'h00;
+  wire [203:0] \$signal.desc ;
+  wire [63:0] \$signal.desc.dev_addr ;
+  wire [19:0] \$signal.desc.dev_cols ;
+  wire [19:0] \$signal.desc.dev_rows ;
+  wire [19:0] \$signal.desc.dev_size ;
+  wire [3:0] \$signal.desc.dtype ;
+  wire [9:0] \$signal.desc.flags ;
+  wire [19:0] \$signal.desc.in_cols ;
+  wire [19:0] \$signal.desc.in_rows ;
+  wire [19:0] \$signal.desc.in_size ;
+  wire [3:0] \$signal.desc.op ;
+  wire [1:0] \$signal.desc.type ;
+  wire [1:0] \$signal.queue ;
+  wire [63:0] \$signal.seq ;
+  wire [63:0] \$signal.taken ;
+  input clk;
+  wire clk;
+  wire [63:0] data_base;
+  wire [63:0] data_limit;
+  wire [203:0] desc;
+  wire [63:0] \desc.dev_addr ;
+  wire [19:0] \desc.dev_cols ;
+  wire [19:0] \desc.dev_rows ;
+  wire [19:0] \desc.dev_size ;
+  wire [3:0] \desc.dtype ;
+  wire [9:0] \desc.flags ;
+  wire [19:0] \desc.in_cols ;
+  wire [19:0] \desc.in_rows ;
+  wire [19:0] \desc.in_size ;
+  wire [3:0] \desc.op ;
+  wire [1:0] \desc.type ;
+  wire [43:0] f_rest_elems;
+  reg [2:0] fetch_pack_log2;
+  reg [2:0] fsm_state = 3'h0;
+  reg handed = 1'h0;
+  wire is_compute;
+  wire is_load;
+  wire is_store;
+  wire [7:0] log2_slot;
+  wire [39:0] operand_lines;
+  input [333:0] pop;
+  wire [333:0] pop;
+  wire [203:0] \pop.desc ;
+  wire [63:0] \pop.desc.dev_addr ;
+  wire [19:0] \pop.desc.dev_cols ;
+  wire [19:0] \pop.desc.dev_rows ;
+  wire [19:0] \pop.desc.dev_size ;
+  wire [3:0] \pop.desc.dtype ;
+  wire [9:0] \pop.desc.flags ;
+  wire [19:0] \pop.desc.in_cols ;
+  wire [19:0] \pop.desc.in_rows ;
+  wire [19:0] \pop.desc.in_size ;
+  wire [3:0] \pop.desc.op ;
+  wire [1:0] \pop.desc.type ;
+  wire [1:0] \pop.queue ;
+  wire [63:0] \pop.seq ;
+  wire [63:0] \pop.taken ;
+  output pop_ready;
+  reg pop_ready;
+  input pop_valid;
+  wire pop_valid;
+  reg popping;
+  input [321:0] queues__0;
+  wire [321:0] queues__0;
+  wire [63:0] \queues__0.cq_base ;
+  wire [63:0] \queues__0.data_base ;
+  wire [63:0] \queues__0.data_limit ;
+  wire \queues__0.enable ;
+  wire \queues__0.irq_en ;
+  wire [3:0] \queues__0.log2_depth ;
+  wire [7:0] \queues__0.log2_slot ;
+  wire [19:0] \queues__0.pasid ;
+  wire [63:0] \queues__0.sq_base ;
+  wire [31:0] \queues__0.tail ;
+  input [321:0] queues__1;
+  wire [321:0] queues__1;
+  wire [63:0] \queues__1.cq_base ;
+  wire [63:0] \queues__1.data_base ;
+  wire [63:0] \queues__1.data_limit ;
+  wire \queues__1.enable ;
+  wire \queues__1.irq_en ;
+  wire [3:0] \queues__1.log2_depth ;
+  wire [7:0] \queues__1.log2_slot ;
+  wire [19:0] \queues__1.pasid ;
+  wire [63:0] \queues__1.sq_base ;
+  wire [31:0] \queues__1.tail ;
+  input [321:0] queues__2;
+  wire [321:0] queues__2;
+  wire [63:0] \queues__2.cq_base ;
+  wire [63:0] \queues__2.data_base ;
+  wire [63:0] \queues__2.data_limit ;
+  wire \queues__2.enable ;
+  wire \queues__2.irq_en ;
+  wire [3:0] \queues__2.log2_depth ;
+  wire [7:0] \queues__2.log2_slot ;
+  wire [19:0] \queues__2.pasid ;
+  wire [63:0] \queues__2.sq_base ;
+  wire [31:0] \queues__2.tail ;
+  input [321:0] queues__3;
+  wire [321:0] queues__3;
+  wire [63:0] \queues__3.cq_base ;
+  wire [63:0] \queues__3.data_base ;
+  wire [63:0] \queues__3.data_limit ;
+  wire \queues__3.enable ;
+  wire \queues__3.irq_en ;
+  wire [3:0] \queues__3.log2_depth ;
+  wire [7:0] \queues__3.log2_slot ;
+  wire [19:0] \queues__3.pasid ;
+  wire [63:0] \queues__3.sq_base ;
+  wire [31:0] \queues__3.tail ;
+  wire reads_cq;
+  reg [321:0] regs;
+  wire [63:0] \regs.cq_base ;
+  wire [63:0] \regs.data_base ;
+  wire [63:0] \regs.data_limit ;
+  wire \regs.enable ;
+  wire \regs.irq_en ;
+  wire [3:0] \regs.log2_depth ;
+  wire [7:0] \regs.log2_slot ;
+  wire [19:0] \regs.pasid ;
+  wire [63:0] \regs.sq_base ;
+  wire [31:0] \regs.tail ;
+  input report;
+  wire report;
+  input report_store;
+  wire report_store;
+  input rst;
+  wire rst;
+  output [63:0] run_addr;
+  reg [63:0] run_addr;
+  reg run_any;
+  output [31:0] run_beats;
+  reg [31:0] run_beats;
+  input run_issued;
+  wire run_issued;
+  output run_start;
+  reg run_start;
+  wire [63:0] sq_slot;
+  wire [7:0] status;
+  reg [7:0] stores = 8'h00;
+  input take;
+  wire take;
+  output [333:0] \task ;
+  wire [333:0] \task ;
+  wire [203:0] \task.desc ;
+  wire [63:0] \task.desc.dev_addr ;
+  wire [19:0] \task.desc.dev_cols ;
+  wire [19:0] \task.desc.dev_rows ;
+  wire [19:0] \task.desc.dev_size ;
+  wire [3:0] \task.desc.dtype ;
+  wire [9:0] \task.desc.flags ;
+  wire [19:0] \task.desc.in_cols ;
+  wire [19:0] \task.desc.in_rows ;
+  wire [19:0] \task.desc.in_size ;
+  wire [3:0] \task.desc.op ;
+  wire [1:0] \task.desc.type ;
+  wire [1:0] \task.queue ;
+  wire [63:0] \task.seq ;
+  wire [63:0] \task.taken ;
+  output task_valid;
+  wire task_valid;
+  assign \$1  = \$signal [269:206] - 1'h1;
+  assign \$2  = 1'h1 << regs[259:256];
+  assign \$3  = \$2  - 1'h1;
+  assign \$4  = { 1'h0, \$1 [15:0] } & \$3 ;
+  assign \$5  = $signed(\$4 ) << regs[265:260];
+  assign \$6  = $signed({ 1'h0, regs[63:0] }) + $signed(\$5 );
+  assign \$7  = ! status;
+  assign \$8  = \$signal$12  & \$7 ;
+  assign \$signal$11  = \$8  & is_store;
+  assign \$9  = queues__0[259:256] + queues__0[267:260];
+  assign \$10  = \$9  >= 7'h40;
+  assign \$11  = queues__0[259:256] + queues__0[267:260];
+  assign \$12  = 1'h1 << \$11 [5:0];
+  assign \$13  = queues__0[127:64] + \$12 ;
+  assign \$14  = \$10  ? 65'h10000000000000000 : \$13 ;
+  assign \$15  = \$6 [63:0] < \$14 ;
+  assign \$16  = 1'h1 << regs[265:260];
+  assign \$17  = \$6 [63:0] + \$16 ;
+  assign \$18  = queues__0[127:64] < \$17 ;
+  assign \$19  = \$15  & \$18 ;
+  assign \$20  = | \$signal [103:84];
+  assign \$21  = queues__0[259:256] + queues__0[267:260];
+  assign \$22  = \$21  >= 7'h40;
+  assign \$23  = queues__0[259:256] + queues__0[267:260];
+  assign \$24  = 1'h1 << \$23 [5:0];
+  assign \$25  = queues__0[127:64] + \$24 ;
+  assign \$26  = \$22  ? 65'h10000000000000000 : \$25 ;
+  assign \$27  = \$signal [83:20] < \$26 ;
+  assign \$28  = \$20  & \$27 ;
+  assign \$30  = \$signal [83:20] + \$29 ;
+  assign \$31  = queues__0[127:64] < \$30 ;
+  assign \$32  = \$28  & \$31 ;
+  assign \$33  = \$19  | \$32 ;
+  assign \$34  = queues__0[288] & \$33 ;
+  assign \$35  = queues__1[259:256] + queues__1[267:260];
+  assign \$36  = \$35  >= 7'h40;
+  assign \$37  = queues__1[259:256] + queues__1[267:260];
+  assign \$38  = 1'h1 << \$37 [5:0];
+  assign \$39  = queues__1[127:64] + \$38 ;
+  assign \$40  = \$36  ? 65'h10000000000000000 : \$39 ;
+  assign \$41  = \$6 [63:0] < \$40 ;
+  assign \$42  = 1'h1 << regs[265:260];
+  assign \$43  = \$6 [63:0] + \$42 ;
+  assign \$44  = queues__1[127:64] < \$43 ;
+  assign \$45  = \$41  & \$44 ;
+  assign \$46  = | \$signal [103:84];
+  assign \$47  = queues__1[259:256] + queues__1[267:260];
+  assign \$48  = \$47  >= 7'h40;
+  assign \$49  = queues__1[259:256] + queues__1[267:260];
+  assign \$50  = 1'h1 << \$49 [5:0];
+  assign \$51  = queues__1[127:64] + \$50 ;
+  assign \$52  = \$48  ? 65'h10000000000000000 : \$51 ;
+  assign \$53  = \$signal [83:20] < \$52 ;
+  assign \$54  = \$46  & \$53 ;
+  assign \$56  = \$signal [83:20] + \$55 ;
+  assign \$57  = queues__1[127:64] < \$56 ;
+  assign \$58  = \$54  & \$57 ;
+  assign \$59  = \$45  | \$58 ;
+  assign \$60  = queues__1[288] & \$59 ;
+  assign \$61  = \$34  | \$60 ;
+  assign \$62  = queues__2[259:256] + queues__2[267:260];
+  assign \$63  = \$62  >= 7'h40;
+  assign \$64  = queues__2[259:256] + queues__2[267:260];
+  assign \$65  = 1'h1 << \$64 [5:0];
+  assign \$66  = queues__2[127:64] + \$65 ;
+  assign \$67  = \$63  ? 65'h10000000000000000 : \$66 ;
+  assign \$68  = \$6 [63:0] < \$67 ;
+  assign \$69  = 1'h1 << regs[265:260];
+  assign \$70  = \$6 [63:0] + \$69 ;
+  assign \$71  = queues__2[127:64] < \$70 ;
+  assign \$72  = \$68  & \$71 ;
+  assign \$73  = | \$signal [103:84];
+  assign \$74  = queues__2[259:256] + queues__2[267:260];
+  assign \$75  = \$74  >= 7'h40;
+  assign \$76  = queues__2[259:256] + queues__2[267:260];
+  assign \$77  = 1'h1 << \$76 [5:0];
+  assign \$78  = queues__2[127:64] + \$77 ;
+  assign \$79  = \$75  ? 65'h10000000000000000 : \$78 ;
+  assign \$80  = \$signal [83:20] < \$79 ;
+  assign \$81  = \$73  & \$80 ;
+  assign \$83  = \$signal [83:20] + \$82 ;
+  assign \$84  = queues__2[127:64] < \$83 ;
+  assign \$85  = \$81  & \$84 ;
+  assign \$86  = \$72  | \$85 ;
+  assign \$87  = queues__2[288] & \$86 ;
+  assign \$88  = \$61  | \$87 ;
+  assign \$89  = queues__3[259:256] + queues__3[267:260];
+  assign \$90  = \$89  >= 7'h40;
+  assign \$91  = queues__3[259:256] + queues__3[267:260];
+  assign \$92  = 1'h1 << \$91 [5:0];
+  assign \$93  = queues__3[127:64] + \$92 ;
+  assign \$94  = \$90  ? 65'h10000000000000000 : \$93 ;
+  assign \$95  = \$6 [63:0] < \$94 ;
+  assign \$96  = 1'h1 << regs[265:260];
+  assign \$97  = \$6 [63:0] + \$96 ;
+  assign \$98  = queues__3[127:64] < \$97 ;
+  assign \$99  = \$95  & \$98 ;
+  assign \$100  = | \$signal [103:84];
+  assign \$101  = queues__3[259:256] + queues__3[267:260];
+  assign \$102  = \$101  >= 7'h40;
+  assign \$103  = queues__3[259:256] + queues__3[267:260];
+  assign \$104  = 1'h1 << \$103 [5:0];
+  assign \$105  = queues__3[127:64] + \$104 ;
+  assign \$106  = \$102  ? 65'h10000000000000000 : \$105 ;
+  assign \$107  = \$signal [83:20] < \$106 ;
+  assign \$108  = \$100  & \$107 ;
+  assign \$110  = \$signal [83:20] + \$109 ;
+  assign \$111  = queues__3[127:64] < \$110 ;
+  assign \$112  = \$108  & \$111 ;
+  assign \$113  = \$99  | \$112 ;
+  assign \$114  = queues__3[288] & \$113 ;
+  assign reads_cq = \$88  | \$114 ;
+  assign \$115  = \$signal$16  ? \$signal [123:104] : \$signal [143:124];
+  assign \$117  = \$116  <= 6'h20;
+  assign \$118  = \$signal$16  ? \$signal [123:104] : \$signal [143:124];
+  assign \$120  = \$119  <= 6'h20;
+  assign \$121  = \$signal$16  ? \$signal [123:104] : \$signal [143:124];
+  assign \$123  = \$122  <= 6'h20;
+  assign \$124  = \$signal$16  ? \$signal [123:104] : \$signal [143:124];
+  assign \$126  = \$125  <= 6'h20;
+  assign \$127  = \$signal$16  ? \$signal [123:104] : \$signal [143:124];
+  assign \$129  = \$128  <= 6'h20;
+  assign \$130  = \$signal$16  ? \$signal [123:104] : \$signal [143:124];
+  assign \$132  = \$131  <= 6'h20;
+  assign \$133  = \$signal$16  ? \$signal [143:124] : \$signal [123:104];
+  assign \$134  = \$133  >> fetch_pack_log2;
+  assign \$135  = \$134  << fetch_pack_log2;
+  assign \$136  = \$signal$16  ? \$signal [123:104] : \$signal [143:124];
+  assign \$137  = \$135  * \$136 ;
+  assign \$138  = \$signal$16  ? \$signal [143:124] : \$signal [123:104];
+  assign \$139  = 1'h1 << fetch_pack_log2;
+  assign \$140  = \$139  - 1'h1;
+  assign \$141  = { 1'h0, \$138  } & { \$140 [8], \$140 [8], \$140 [8], \$140 [8], \$140 [8], \$140 [8], \$140 [8], \$140 [8], \$140 [8], \$140 [8], \$140 [8], \$140 [8], \$140  };
+  assign \$142  = \$signal$16  ? \$signal [123:104] : \$signal [143:124];
+  assign \$143  = $signed(\$141 ) * $signed({ 1'h0, \$142  });
+  assign \$144  = \$6 [63:0] + 7'h40;
+  assign \$146  = \$144  + \$145 ;
+  assign \$147  = \$signal [183:164] - \$signal$24 ;
+  assign \$148  = $signed(\$147 ) < $signed(4'h4);
+  assign \$149  = \$signal [183:164] - \$signal$24 ;
+  assign \$150  = \$148  ? \$149  : 21'h000004;
+  assign \$151  = $signed(\$150 ) * $signed({ 1'h0, \$signal [203:184] });
+  assign \$152  = $signed({ 1'h0, \$signal$22 [4:0] }) + $signed(\$151 );
+  assign \$153  = $signed(\$152 ) + $signed(7'h20);
+  assign \$154  = $signed(\$153 ) - $signed(2'h1);
+  assign \$157  = \$signal [83:20] + \$156 ;
+  assign \$158  = \$signal$16  ? \$157  : { 1'h0, \$signal [83:20] };
+  assign \$159  = 1'h0 + \$137 [43:0];
+  assign \$160  = \$159  + 6'h20;
+  assign \$161  = \$160  - 1'h1;
+  assign \$163  = | \$137 [43:0];
+  assign \$165  = \$signal [83:20] + \$164 ;
+  assign \$166  = \$signal$16  ? \$165  : { 1'h0, \$signal [83:20] };
+  assign \$168  = \$166  + \$167 ;
+  assign \$169  = \$137 [4:0] + { \$143 [40], \$143 [40], \$143 [40], \$143  };
+  assign \$170  = \$169  + 6'h20;
+  assign \$171  = \$170  - 1'h1;
+  assign \$173  = | $signed(\$143 );
+  assign \$174  = \$6 [63:0] + 7'h40;
+  assign \$175  = is_load ? { 1'h0, \$signal [83:20] } : \$174 ;
+  assign \$176  = | \$signal [103:84];
+  assign \$177  = ~ run_any;
+  assign \$178  = \$177  | run_issued;
+  assign \$179  = \$signal$28  & \$178 ;
+  assign \$180  = ~ handed;
+  assign \$181  = \$signal$34  & \$180 ;
+  assign task_valid = \$181  | popping;
+  assign \$182  = ~ handed;
+  assign \$183  = \$signal$34  & \$182 ;
+  assign \task  = \$183  ? \$signal  : pop;
+  assign \$184  = ! status;
+  assign \$185  = ~ \$184 ;
+  assign \$186  = | stores;
+  assign \$187  = | \$signal$43 ;
+  assign \$188  = reads_cq & \$187 ;
+  assign \$189  = \$186  | \$188 ;
+  assign \$190  = | stores;
+  assign \$191  = | \$signal$43 ;
+  assign \$192  = reads_cq & \$191 ;
+  assign \$193  = \$190  | \$192 ;
+  assign \$194  = ~ \$193 ;
+  assign \$195  = ! fsm_state;
+  assign \$196  = fsm_state == 1'h1;
+  assign \$197  = fsm_state == 2'h2;
+  assign \$198  = fsm_state == 2'h3;
+  assign \$199  = fsm_state == 3'h4;
+  assign \$200  = \$signal$43  + \$signal$12 ;
+  assign \$201  = \$200  - report;
+  assign \$202  = stores + \$signal$11 ;
+  assign \$203  = report & report_store;
+  assign \$204  = \$202  - \$203 ;
+  assign \$205  = ~ run_any;
+  assign \$206  = \$205  | run_issued;
+  assign \$207  = \$signal$28  & \$206 ;
+  assign \$208  = \$signal$20  == 2'h3;
+  assign \$209  = \$signal$20  == 1'h1;
+  assign \$210  = ! \$signal$20 ;
+  assign \$211  = \$signal [5:2] == 2'h2;
+  assign \$212  = \$signal [5:2] == 2'h3;
+  assign \$213  = \$signal [5:2] == 3'h4;
+  assign \$214  = \$212  | \$213 ;
+  assign \$215  = \$214  ? 2'h2 : 2'h1;
+  assign \$216  = \$211  ? 2'h0 : \$215 ;
+  assign \$217  = | \$216 ;
+  assign \$218  = \$210  & \$217 ;
+  assign \$219  = \$signal$20  == 2'h2;
+  assign \$220  = \$signal$16  + 1'h1;
+  assign \$221  = \$signal [5:2] == 2'h2;
+  assign \$222  = \$signal [5:2] == 2'h3;
+  assign \$223  = \$signal [5:2] == 3'h4;
+  assign \$224  = \$222  | \$223 ;
+  assign \$225  = \$224  ? 2'h2 : 2'h1;
+  assign \$226  = \$221  ? 2'h0 : \$225 ;
+  assign \$227  = \$220  < \$226 ;
+  assign \$228  = \$219  & \$227 ;
+  assign \$229  = \$signal$24  + 3'h4;
+  assign \$230  = 3'h4 * \$signal [203:184];
+  assign \$231  = \$signal$22  + \$230 ;
+  assign \$232  = \$signal$24  + 3'h4;
+  assign \$233  = \$232  >= \$signal [183:164];
+  assign \$234  = ! status;
+  assign \$235  = ~ \$234 ;
+  assign \$236  = | stores;
+  assign \$237  = | \$signal$43 ;
+  assign \$238  = reads_cq & \$237 ;
+  assign \$239  = \$236  | \$238 ;
+  assign \$240  = is_compute ? 2'h0 : 2'h3;
+  assign \$241  = | stores;
+  assign \$242  = | \$signal$43 ;
+  assign \$243  = reads_cq & \$242 ;
+  assign \$244  = \$241  | \$243 ;
+  assign \$245  = ~ \$244 ;
+  assign \$246  = is_compute ? 2'h0 : 2'h3;
+  assign \$247  = ~ \$signal$28 ;
+  assign \$248  = handed | take;
+  always @(posedge clk)
+    \$signal$43  <= \$249 ;
+  always @(posedge clk)
+    stores <= \$250 ;
+  always @(posedge clk)
+    \$signal$28  <= \$251 ;
+  always @(posedge clk)
+    \$signal$20  <= \$252 ;
+  always @(posedge clk)
+    \$signal$16  <= \$253 ;
+  always @(posedge clk)
+    \$signal$24  <= \$254 ;
+  always @(posedge clk)
+    \$signal$22  <= \$255 ;
+  always @(posedge clk)
+    handed <= \$256 ;
+  always @(posedge clk)
+    \$signal  <= \$257 ;
+  always @(posedge clk)
+    \$signal$34  <= \$258 ;
+  always @(posedge clk)
+    fsm_state <= \$259 ;
+  \ndp_device.control_unit.front.decoder  decoder (
+    .desc(\$signal [203:0]),
+    .is_compute(is_compute),
+    .is_load(is_load),
+    .is_store(is_store),
+    .log2_slot(regs[267:260]),
+    .operand_lines(operand_lines),
+    .\port$6468$128 (regs[255:128]),
+    .status(status)
+  );
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
+    (* full_case = 32'd1 *)
+    casez (\$signal [205:204])
+      2'h0:
+          regs = queues__0;
+      2'h1:
+          regs = queues__1;
+      2'h2:
+          regs = queues__2;
+      2'h3:
+          regs = queues__3;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
+    fetch_pack_log2 = 3'h0;
+    if (\$117 ) begin
+      fetch_pack_log2 = 3'h0;
+    end
+    if (\$120 ) begin
+      fetch_pack_log2 = 3'h1;
+    end
+    if (\$123 ) begin
+      fetch_pack_log2 = 3'h2;
+    end
+    if (\$126 ) begin
+      fetch_pack_log2 = 3'h3;
+    end
+    if (\$129 ) begin
+      fetch_pack_log2 = 3'h4;
+    end
+    if (\$132 ) begin
+      fetch_pack_log2 = 3'h5;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
+    (* full_case = 32'd1 *)
+    casez (\$signal$20 )
+      2'h0:
+          \$signal$21  = \$146 [63:0];
+      2'h1:
+          \$signal$21  = \$158 [63:0];
+      2'h2:
+          \$signal$21  = \$168 [63:0];
+      2'h3:
+          \$signal$21  = \$175 [63:0];
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
+    (* full_case = 32'd1 *)
+    casez (\$signal$20 )
+      2'h0:
+          \$signal$23  = \$155 [31:0];
+      2'h1:
+          \$signal$23  = \$162 [31:0];
+      2'h2:
+          \$signal$23  = \$172 [31:0];
+      2'h3:
+          \$signal$23  = { 12'h000, \$signal [103:84] };
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
+    (* full_case = 32'd1 *)
+    casez (\$signal$20 )
+      2'h0:
+          run_any = 1'h1;
+      2'h1:
+          run_any = \$163 ;
+      2'h2:
+          run_any = \$173 ;
+      2'h3:
+          run_any = \$176 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
+    run_start = 1'h0;
+    if (\$179 ) begin
+      run_start = run_any;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
+    run_addr = 64'h0000000000000000;
+    if (\$179 ) begin
+      run_addr = \$signal$21 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
+    run_beats = 32'd0;
+    if (\$179 ) begin
+      run_beats = \$signal$23 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
+    pop_ready = 1'h0;
+    casez (fsm_state)
+      3'h0:
+          pop_ready = 1'h1;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
+    popping = 1'h0;
+    casez (fsm_state)
+      3'h0:
+          popping = pop_valid;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
+    \$signal$12  = 1'h0;
+    casez (fsm_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          (* full_case = 32'd1 *)
+          if (\$185 ) begin
+            \$signal$12  = 1'h1;
+          end else if (\$189 ) begin
+          end else begin
+            \$signal$12  = 1'h1;
+          end
+      3'h3:
+          if (\$194 ) begin
+            \$signal$12  = 1'h1;
+          end
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
+    \$249  = \$201 [7:0];
+    if (rst) begin
+      \$249  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
+    \$250  = \$204 [7:0];
+    if (rst) begin
+      \$250  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
+    \$251  = \$signal$28 ;
+    if (\$207 ) begin
+      (* full_case = 32'd1 *)
+      if (\$208 ) begin
+        \$251  = 1'h0;
+      end else if (\$209 ) begin
+      end else if (\$218 ) begin
+      end else if (\$228 ) begin
+      end else begin
+        if (\$233 ) begin
+          \$251  = 1'h0;
+        end
+      end
+    end
+    casez (fsm_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          (* full_case = 32'd1 *)
+          if (\$235 ) begin
+          end else if (\$239 ) begin
+          end else begin
+            \$251  = 1'h1;
+          end
+      3'h3:
+          if (\$245 ) begin
+            \$251  = 1'h1;
+          end
+    endcase
+    if (rst) begin
+      \$251  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
+    \$252  = \$signal$20 ;
+    if (\$207 ) begin
+      (* full_case = 32'd1 *)
+      if (\$208 ) begin
+      end else if (\$209 ) begin
+        \$252  = 2'h2;
+      end else if (\$218 ) begin
+        \$252  = 2'h1;
+      end else if (\$228 ) begin
+        \$252  = 2'h1;
+      end else begin
+        \$252  = 2'h0;
+      end
+    end
+    casez (fsm_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          (* full_case = 32'd1 *)
+          if (\$235 ) begin
+          end else if (\$239 ) begin
+          end else begin
+            \$252  = \$240 ;
+          end
+      3'h3:
+          if (\$245 ) begin
+            \$252  = \$246 ;
+          end
+    endcase
+    if (rst) begin
+      \$252  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
+    \$253  = \$signal$16 ;
+    if (\$207 ) begin
+      if (\$208 ) begin
+      end else if (\$209 ) begin
+      end else if (\$218 ) begin
+        \$253  = 1'h0;
+      end else if (\$228 ) begin
+        \$253  = 1'h1;
+      end
+    end
+    casez (fsm_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          (* full_case = 32'd1 *)
+          if (\$235 ) begin
+          end else if (\$239 ) begin
+          end else begin
+            \$253  = 1'h0;
+          end
+      3'h3:
+          if (\$245 ) begin
+            \$253  = 1'h0;
+          end
+    endcase
+    if (rst) begin
+      \$253  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
+    \$254  = \$signal$24 ;
+    if (\$207 ) begin
+      (* full_case = 32'd1 *)
+      if (\$208 ) begin
+      end else if (\$209 ) begin
+      end else if (\$218 ) begin
+      end else if (\$228 ) begin
+      end else begin
+        \$254  = \$229 [19:0];
+      end
+    end
+    casez (fsm_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          (* full_case = 32'd1 *)
+          if (\$235 ) begin
+          end else if (\$239 ) begin
+          end else begin
+            \$254  = 20'h00000;
+          end
+      3'h3:
+          if (\$245 ) begin
+            \$254  = 20'h00000;
+          end
+    endcase
+    if (rst) begin
+      \$254  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
+    \$255  = \$signal$22 ;
+    if (\$207 ) begin
+      (* full_case = 32'd1 *)
+      if (\$208 ) begin
+      end else if (\$209 ) begin
+      end else if (\$218 ) begin
+      end else if (\$228 ) begin
+      end else begin
+        \$255  = \$231 [43:0];
+      end
+    end
+    casez (fsm_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          (* full_case = 32'd1 *)
+          if (\$235 ) begin
+          end else if (\$239 ) begin
+          end else begin
+            \$255  = 44'h00000000000;
+          end
+      3'h3:
+          if (\$245 ) begin
+            \$255  = 44'h00000000000;
+          end
+    endcase
+    if (rst) begin
+      \$255  = 44'h00000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
+    \$256  = handed;
+    if (take) begin
+      \$256  = 1'h1;
+    end
+    casez (fsm_state)
+      3'h0:
+          if (pop_valid) begin
+            \$256  = take;
+          end
+    endcase
+    if (rst) begin
+      \$256  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
+    \$257  = \$signal ;
+    casez (fsm_state)
+      3'h0:
+          if (pop_valid) begin
+            \$257  = pop;
+          end
+    endcase
+    if (rst) begin
+      \$257  = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
+    \$258  = \$signal$34 ;
+    casez (fsm_state)
+      3'h0:
+          if (pop_valid) begin
+            \$258  = 1'h1;
+          end
+      3'h1:
+          /* empty */;
+      3'h3:
+          /* empty */;
+      3'h4:
+          /* empty */;
+      3'h2:
+          if (\$248 ) begin
+            \$258  = 1'h0;
+          end
+    endcase
+    if (rst) begin
+      \$258  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
+    \$259  = fsm_state;
+    casez (fsm_state)
+      3'h0:
+          if (pop_valid) begin
+            \$259  = 3'h1;
+          end
+      3'h1:
+          (* full_case = 32'd1 *)
+          if (\$235 ) begin
+            \$259  = 3'h2;
+          end else if (\$239 ) begin
+            \$259  = 3'h3;
+          end else begin
+            \$259  = 3'h4;
+          end
+      3'h3:
+          if (\$245 ) begin
+            \$259  = 3'h4;
+          end
+      3'h4:
+          if (\$247 ) begin
+            \$259  = 3'h2;
+          end
+      3'h2:
+          if (\$248 ) begin
+            \$259  = 3'h0;
+          end
+    endcase
+    if (rst) begin
+      \$259  = 3'h0;
+    end
+  end
+  assign desc = \$signal [203:0];
+  assign log2_slot = regs[267:260];
+  assign data_base = regs[191:128];
+  assign data_limit = regs[255:192];
+  assign sq_slot = \$6 [63:0];
+  assign \$signal$18  = \$137 [43:0];
+  assign f_rest_elems = { \$143 [40], \$143 [40], \$143 [40], \$143  };
+  assign \$signal.desc  = \$signal [203:0];
+  assign \$signal.desc.type  = \$signal [1:0];
+  assign \$signal.desc.op  = \$signal [5:2];
+  assign \$signal.desc.dtype  = \$signal [9:6];
+  assign \$signal.desc.flags  = \$signal [19:10];
+  assign \$signal.desc.dev_addr  = \$signal [83:20];
+  assign \$signal.desc.dev_size  = \$signal [103:84];
+  assign \$signal.desc.dev_rows  = \$signal [123:104];
+  assign \$signal.desc.dev_cols  = \$signal [143:124];
+  assign \$signal.desc.in_size  = \$signal [163:144];
+  assign \$signal.desc.in_rows  = \$signal [183:164];
+  assign \$signal.desc.in_cols  = \$signal [203:184];
+  assign \$signal.queue  = \$signal [205:204];
+  assign \$signal.seq  = \$signal [269:206];
+  assign \$signal.taken  = \$signal [333:270];
+  assign \regs.sq_base  = regs[63:0];
+  assign \regs.cq_base  = regs[127:64];
+  assign \regs.data_base  = regs[191:128];
+  assign \regs.data_limit  = regs[255:192];
+  assign \regs.log2_depth  = regs[259:256];
+  assign \regs.log2_slot  = regs[267:260];
+  assign \regs.pasid  = regs[287:268];
+  assign \regs.enable  = regs[288];
+  assign \regs.irq_en  = regs[289];
+  assign \regs.tail  = regs[321:290];
+  assign \queues__0.sq_base  = queues__0[63:0];
+  assign \queues__0.cq_base  = queues__0[127:64];
+  assign \queues__0.data_base  = queues__0[191:128];
+  assign \queues__0.data_limit  = queues__0[255:192];
+  assign \queues__0.log2_depth  = queues__0[259:256];
+  assign \queues__0.log2_slot  = queues__0[267:260];
+  assign \queues__0.pasid  = queues__0[287:268];
+  assign \queues__0.enable  = queues__0[288];
+  assign \queues__0.irq_en  = queues__0[289];
+  assign \queues__0.tail  = queues__0[321:290];
+  assign \queues__1.sq_base  = queues__1[63:0];
+  assign \queues__1.cq_base  = queues__1[127:64];
+  assign \queues__1.data_base  = queues__1[191:128];
+  assign \queues__1.data_limit  = queues__1[255:192];
+  assign \queues__1.log2_depth  = queues__1[259:256];
+  assign \queues__1.log2_slot  = queues__1[267:260];
+  assign \queues__1.pasid  = queues__1[287:268];
+  assign \queues__1.enable  = queues__1[288];
+  assign \queues__1.irq_en  = queues__1[289];
+  assign \queues__1.tail  = queues__1[321:290];
+  assign \queues__2.sq_base  = queues__2[63:0];
+  assign \queues__2.cq_base  = queues__2[127:64];
+  assign \queues__2.data_base  = queues__2[191:128];
+  assign \queues__2.data_limit  = queues__2[255:192];
+  assign \queues__2.log2_depth  = queues__2[259:256];
+  assign \queues__2.log2_slot  = queues__2[267:260];
+  assign \queues__2.pasid  = queues__2[287:268];
+  assign \queues__2.enable  = queues__2[288];
+  assign \queues__2.irq_en  = queues__2[289];
+  assign \queues__2.tail  = queues__2[321:290];
+  assign \queues__3.sq_base  = queues__3[63:0];
+  assign \queues__3.cq_base  = queues__3[127:64];
+  assign \queues__3.data_base  = queues__3[191:128];
+  assign \queues__3.data_limit  = queues__3[255:192];
+  assign \queues__3.log2_depth  = queues__3[259:256];
+  assign \queues__3.log2_slot  = queues__3[267:260];
+  assign \queues__3.pasid  = queues__3[287:268];
+  assign \queues__3.enable  = queues__3[288];
+  assign \queues__3.irq_en  = queues__3[289];
+  assign \queues__3.tail  = queues__3[321:290];
+  assign \desc.type  = \$signal [1:0];
+  assign \desc.op  = \$signal [5:2];
+  assign \desc.dtype  = \$signal [9:6];
+  assign \desc.flags  = \$signal [19:10];
+  assign \desc.dev_addr  = \$signal [83:20];
+  assign \desc.dev_size  = \$signal [103:84];
+  assign \desc.dev_rows  = \$signal [123:104];
+  assign \desc.dev_cols  = \$signal [143:124];
+  assign \desc.in_size  = \$signal [163:144];
+  assign \desc.in_rows  = \$signal [183:164];
+  assign \desc.in_cols  = \$signal [203:184];
+  assign \task.desc  = \task [203:0];
+  assign \task.desc.type  = \task [1:0];
+  assign \task.desc.op  = \task [5:2];
+  assign \task.desc.dtype  = \task [9:6];
+  assign \task.desc.flags  = \task [19:10];
+  assign \task.desc.dev_addr  = \task [83:20];
+  assign \task.desc.dev_size  = \task [103:84];
+  assign \task.desc.dev_rows  = \task [123:104];
+  assign \task.desc.dev_cols  = \task [143:124];
+  assign \task.desc.in_size  = \task [163:144];
+  assign \task.desc.in_rows  = \task [183:164];
+  assign \task.desc.in_cols  = \task [203:184];
+  assign \task.queue  = \task [205:204];
+  assign \task.seq  = \task [269:206];
+  assign \task.taken  = \task [333:270];
+  assign \pop.desc  = pop[203:0];
+  assign \pop.desc.type  = pop[1:0];
+  assign \pop.desc.op  = pop[5:2];
+  assign \pop.desc.dtype  = pop[9:6];
+  assign \pop.desc.flags  = pop[19:10];
+  assign \pop.desc.dev_addr  = pop[83:20];
+  assign \pop.desc.dev_size  = pop[103:84];
+  assign \pop.desc.dev_rows  = pop[123:104];
+  assign \pop.desc.dev_cols  = pop[143:124];
+  assign \pop.desc.in_size  = pop[163:144];
+  assign \pop.desc.in_rows  = pop[183:164];
+  assign \pop.desc.in_cols  = pop[203:184];
+  assign \pop.queue  = pop[205:204];
+  assign \pop.seq  = pop[269:206];
+  assign \pop.taken  = pop[333:270];
+  assign \$55  = { 1'h0, \$signal [103:84], 6'h00 };
+  assign \$29  = { 1'h0, \$signal [103:84], 6'h00 };
+  assign \$82  = { 1'h0, \$signal [103:84], 6'h00 };
+  assign \$109  = { 1'h0, \$signal [103:84], 6'h00 };
+  assign \$116  = { 1'h0, \$115  };
+  assign \$119  = { \$118 , 1'h0 };
+  assign \$122  = { 1'h0, \$121 , 2'h0 };
+  assign \$125  = { \$124 , 3'h0 };
+  assign \$128  = { 3'h0, \$127 , 4'h0 };
+  assign \$131  = { 2'h0, \$130 , 5'h00 };
+  assign \$145  = { 1'h0, \$signal$22 [43:5], 6'h00 };
+  assign \$155  = { \$154 [43], \$154 [43], \$154 [43], \$154 [43], \$154 [43], \$154 [43:5] };
+  assign \$156  = { 1'h0, operand_lines, 6'h00 };
+  assign \$162  = { \$161 [46], \$161 [46], \$161 [46], \$161 [46], \$161 [46], \$161 [46:5] };
+  assign \$164  = { 1'h0, operand_lines, 6'h00 };
+  assign \$167  = { 1'h0, \$137 [43:5], 6'h00 };
+  assign \$172  = { \$171 [46], \$171 [46], \$171 [46], \$171 [46], \$171 [46], \$171 [46:5] };
+endmodule
+
+(* generator = "Amaranth" *)
+module \ndp_device.control_unit.front.decoder (is_store, is_compute, operand_lines, \port$6468$128 , log2_slot, desc, status, is_load);
+  reg \$auto$verilog_backend.cc:2355:dump_module$72  = 0;
+  wire [26:0] \$1 ;
+  wire \$10 ;
+  wire \$100 ;
+  wire [26:0] \$101 ;
+  wire \$102 ;
+  wire \$103 ;
+  wire \$104 ;
+  wire \$105 ;
+  wire \$106 ;
+  wire \$107 ;
+  wire \$108 ;
+  wire \$109 ;
+  wire [40:0] \$11 ;
+  wire \$110 ;
+  wire \$111 ;
+  wire [40:0] \$112 ;
+  wire [40:0] \$113 ;
+  wire \$114 ;
+  wire \$115 ;
+  wire \$116 ;
+  wire \$117 ;
+  wire \$118 ;
+  wire \$119 ;
+  wire [41:0] \$12 ;
+  wire \$120 ;
+  wire [26:0] \$121 ;
+  wire \$122 ;
+  wire \$123 ;
+  wire \$124 ;
+  wire \$125 ;
+  wire \$126 ;
+  wire \$127 ;
+  wire \$128 ;
+  wire [26:0] \$129 ;
+  wire [42:0] \$13 ;
+  wire \$130 ;
+  wire \$131 ;
+  wire \$132 ;
+  wire \$133 ;
+  wire \$134 ;
+  wire \$135 ;
+  wire \$136 ;
+  wire \$137 ;
+  wire \$138 ;
+  wire \$139 ;
+  wire [42:0] \$14 ;
+  wire \$140 ;
+  wire \$141 ;
+  wire \$142 ;
+  wire \$143 ;
+  wire \$144 ;
+  wire \$145 ;
+  wire \$146 ;
+  wire \$147 ;
+  wire \$148 ;
+  wire \$149 ;
+  wire [39:0] \$15 ;
+  wire \$150 ;
+  wire \$151 ;
+  wire \$152 ;
+  wire \$153 ;
+  wire [26:0] \$154 ;
+  wire \$155 ;
+  wire \$156 ;
+  wire \$157 ;
+  wire \$158 ;
+  wire \$159 ;
+  wire [42:0] \$16 ;
+  wire \$160 ;
+  wire \$161 ;
+  wire \$162 ;
+  wire \$163 ;
+  wire [43:0] \$17 ;
+  wire [44:0] \$18 ;
+  wire [44:0] \$19 ;
+  wire [64:0] \$2 ;
+  wire \$20 ;
+  wire [43:0] \$21 ;
+  wire [50:0] \$22 ;
+  wire \$23 ;
+  wire \$24 ;
+  wire \$25 ;
+  wire \$26 ;
+  wire \$27 ;
+  wire [40:0] \$28 ;
+  wire [47:0] \$29 ;
+  wire \$3 ;
+  wire [40:0] \$30 ;
+  wire [47:0] \$31 ;
+  wire [44:0] \$32 ;
+  wire [51:0] \$33 ;
+  wire [39:0] \$34 ;
+  wire [40:0] \$35 ;
+  wire [40:0] \$36 ;
+  wire [63:0] \$37 ;
+  wire [64:0] \$38 ;
+  wire \$39 ;
+  wire \$4 ;
+  wire \$40 ;
+  wire \$41 ;
+  wire \$42 ;
+  wire \$43 ;
+  wire \$44 ;
+  wire \$45 ;
+  wire \$46 ;
+  wire \$47 ;
+  wire \$48 ;
+  wire \$49 ;
+  wire [40:0] \$5 ;
+  wire \$50 ;
+  wire \$51 ;
+  wire \$52 ;
+  wire \$53 ;
+  wire \$54 ;
+  wire \$55 ;
+  wire \$56 ;
+  wire \$57 ;
+  wire \$58 ;
+  wire \$59 ;
+  wire [41:0] \$6 ;
+  wire \$60 ;
+  wire [10:0] \$61 ;
+  wire \$62 ;
+  wire \$63 ;
+  wire \$64 ;
+  wire \$65 ;
+  wire \$66 ;
+  wire \$67 ;
+  wire \$68 ;
+  wire \$69 ;
+  wire [42:0] \$7 ;
+  wire \$70 ;
+  wire \$71 ;
+  wire \$72 ;
+  wire \$73 ;
+  wire \$74 ;
+  wire \$75 ;
+  wire \$76 ;
+  wire \$77 ;
+  wire \$78 ;
+  wire \$79 ;
+  wire [42:0] \$8 ;
+  wire \$80 ;
+  wire \$81 ;
+  wire \$82 ;
+  wire \$83 ;
+  wire \$84 ;
+  wire \$85 ;
+  wire \$86 ;
+  wire \$87 ;
+  wire \$88 ;
+  wire \$89 ;
+  wire \$9 ;
+  wire \$90 ;
+  wire \$91 ;
+  wire \$92 ;
+  wire \$93 ;
+  wire \$94 ;
+  wire \$95 ;
+  wire \$96 ;
+  wire \$97 ;
+  wire \$98 ;
+  wire \$99 ;
+  wire [39:0] \$signal ;
+  wire [39:0] \$signal$6 ;
+  wire [39:0] \$signal$8 ;
+  wire [39:0] \$signal$9 ;
+  wire [63:0] data_base;
+  wire [63:0] data_limit;
+  input [203:0] desc;
+  wire [203:0] desc;
+  wire [63:0] \desc.dev_addr ;
+  wire [19:0] \desc.dev_cols ;
+  wire [19:0] \desc.dev_rows ;
+  wire [19:0] \desc.dev_size ;
+  wire [3:0] \desc.dtype ;
+  wire [9:0] \desc.flags ;
+  wire [19:0] \desc.in_cols ;
+  wire [19:0] \desc.in_rows ;
+  wire [19:0] \desc.in_size ;
+  wire [3:0] \desc.op ;
+  wire [1:0] \desc.type ;
+  wire [65:0] dev_end;
+  output is_compute;
+  wire is_compute;
+  output is_load;
+  wire is_load;
+  output is_store;
+  wire is_store;
+  input [7:0] log2_slot;
+  wire [7:0] log2_slot;
+  wire [43:0] o_lines;
+  output [39:0] operand_lines;
+  wire [39:0] operand_lines;
+  wire [39:0] out_elems;
+  input [127:0] \port$6468$128 ;
+  wire [127:0] \port$6468$128 ;
+  reg [49:0] result;
+  wire [49:0] room;
+  wire [47:0] stats_offset;
+  output [7:0] status;
+  reg [7:0] status;
+  assign is_load = ! desc[1:0];
+  assign is_store = desc[1:0] == 1'h1;
+  assign is_compute = desc[1:0] == 2'h2;
+  assign \$2  = desc[83:20] + \$1 ;
+  assign \$signal  = desc[183:164] * desc[203:184];
+  assign \$signal$6  = desc[123:104] * desc[143:124];
+  assign out_elems = desc[183:164] * desc[143:124];
+  assign \$3  = desc[9:6] == 2'h2;
+  assign \$4  = \$3  ? 1'h0 : 1'h1;
+  assign \$5  = \$signal  << \$4 ;
+  assign \$6  = \$5  + 7'h40;
+  assign \$7  = \$6  - 1'h1;
+  assign \$9  = desc[9:6] == 2'h2;
+  assign \$10  = \$9  ? 1'h0 : 1'h1;
+  assign \$11  = \$signal$6  << \$10 ;
+  assign \$12  = \$11  + 7'h40;
+  assign \$13  = \$12  - 1'h1;
+  assign \$15  = desc[183:164] * desc[123:104];
+  assign \$17  = \$16  + 7'h40;
+  assign \$18  = \$17  - 1'h1;
+  assign \$20  = desc[5:2] == 2'h3;
+  assign \$21  = \$20  ? \$19 [43:0] : { 4'h0, \$8 [39:0] };
+  assign \$23  = desc[1:0] == 2'h2;
+  assign \$24  = desc[5:2] == 2'h2;
+  assign \$25  = \$23  & \$24 ;
+  assign \$26  = desc[5:2] == 2'h3;
+  assign \$27  = desc[5:2] == 3'h4;
+  assign \$28  = \$8 [39:0] + desc[183:164];
+  assign \$31  = desc[11] ? \$29  : { 7'h00, \$30  };
+  assign \$32  = \$19 [43:0] + desc[183:164];
+  assign \$34  = desc[183:164] * desc[123:104];
+  assign \$37  = 1'h1 << log2_slot[5:0];
+  assign \$38  = \$37  - 7'h40;
+  assign \$39  = ! desc[19:10];
+  assign \$40  = ! desc[1:0];
+  assign \$41  = desc[1:0] == 1'h1;
+  assign \$42  = \$40  | \$41 ;
+  assign \$43  = ! desc[5:2];
+  assign \$44  = \$42  & \$43 ;
+  assign \$45  = desc[1:0] == 2'h2;
+  assign \$46  = ! desc[5:2];
+  assign \$47  = desc[5:2] == 1'h1;
+  assign \$48  = \$46  | \$47 ;
+  assign \$49  = \$45  & \$48 ;
+  assign \$50  = \$44  | \$49 ;
+  assign \$51  = desc[1:0] == 2'h2;
+  assign \$52  = desc[5:2] == 2'h3;
+  assign \$53  = desc[5:2] == 3'h4;
+  assign \$54  = \$52  | \$53 ;
+  assign \$55  = \$51  & \$54 ;
+  assign \$56  = \$50  | \$55 ;
+  assign \$57  = \$39  & \$56 ;
+  assign \$58  = desc[1:0] == 2'h2;
+  assign \$59  = desc[5:2] == 2'h2;
+  assign \$60  = \$58  & \$59 ;
+  assign \$62  = ! \$61 ;
+  assign \$63  = \$60  & \$62 ;
+  assign \$64  = \$57  | \$63 ;
+  assign \$65  = ~ \$64 ;
+  assign \$66  = desc[1:0] == 2'h2;
+  assign \$67  = ! desc[9:6];
+  assign \$68  = ! desc[9:6];
+  assign \$69  = desc[9:6] == 1'h1;
+  assign \$70  = \$68  | \$69 ;
+  assign \$71  = desc[9:6] == 2'h2;
+  assign \$72  = \$70  | \$71 ;
+  assign \$73  = \$66  ? \$67  : \$72 ;
+  assign \$74  = ~ \$73 ;
+  assign \$75  = ! desc[25:20];
+  assign \$76  = ! desc[103:84];
+  assign \$77  = desc[83:20] >= \port$6468$128 [63:0];
+  assign \$78  = \$2  <= \port$6468$128 [127:64];
+  assign \$79  = \$77  & \$78 ;
+  assign \$80  = \$76  | \$79 ;
+  assign \$81  = \$75  & \$80 ;
+  assign \$82  = ~ \$81 ;
+  assign \$83  = desc[1:0] == 2'h2;
+  assign \$84  = desc[5:2] == 2'h2;
+  assign \$85  = \$83  & \$84 ;
+  assign \$86  = ! desc[83:20];
+  assign \$87  = ! desc[103:84];
+  assign \$88  = \$86  & \$87 ;
+  assign \$89  = ! desc[123:104];
+  assign \$90  = \$88  & \$89 ;
+  assign \$91  = ! desc[143:124];
+  assign \$92  = \$90  & \$91 ;
+  assign \$93  = | desc[183:164];
+  assign \$94  = \$92  & \$93 ;
+  assign \$95  = | desc[203:184];
+  assign \$96  = \$94  & \$95 ;
+  assign \$97  = desc[203:184] <= 13'h1000;
+  assign \$98  = \$96  & \$97 ;
+  assign \$99  = desc[163:144] == \$8 [39:0];
+  assign \$100  = \$98  & \$99 ;
+  assign \$102  = \$101  <= \$38 [49:0];
+  assign \$103  = \$100  & \$102 ;
+  assign \$104  = result <= \$38 [49:0];
+  assign \$105  = \$103  & \$104 ;
+  assign \$106  = desc[163:144] == \$8 [39:0];
+  assign \$107  = desc[1:0] == 2'h2;
+  assign \$108  = desc[5:2] == 2'h3;
+  assign \$109  = desc[5:2] == 3'h4;
+  assign \$110  = \$108  | \$109 ;
+  assign \$111  = \$107  & \$110 ;
+  assign \$113  = \$111  ? \$112  : { 1'h0, \$14 [39:0] };
+  assign \$114  = desc[103:84] == \$113 ;
+  assign \$115  = \$106  & \$114 ;
+  assign \$116  = | desc[123:104];
+  assign \$117  = \$115  & \$116 ;
+  assign \$118  = | desc[143:124];
+  assign \$119  = \$117  & \$118 ;
+  assign \$120  = ! desc[1:0];
+  assign \$122  = \$121  <= \$38 [49:0];
+  assign \$123  = desc[1:0] == 1'h1;
+  assign \$124  = | desc[183:164];
+  assign \$125  = | desc[203:184];
+  assign \$126  = \$124  & \$125 ;
+  assign \$127  = desc[163:144] == desc[103:84];
+  assign \$128  = \$126  & \$127 ;
+  assign \$130  = \$129  <= \$38 [49:0];
+  assign \$131  = \$128  & \$130 ;
+  assign \$132  = | desc[183:164];
+  assign \$133  = desc[203:184] == desc[123:104];
+  assign \$134  = \$132  & \$133 ;
+  assign \$135  = | desc[5:2];
+  assign \$136  = desc[183:164] == 1'h1;
+  assign \$137  = \$135  | \$136 ;
+  assign \$138  = \$134  & \$137 ;
+  assign \$139  = desc[123:104] <= 13'h1000;
+  assign \$140  = \$138  & \$139 ;
+  assign \$141  = desc[143:124] <= 13'h1000;
+  assign \$142  = \$140  & \$141 ;
+  assign \$143  = desc[1:0] == 2'h2;
+  assign \$144  = desc[5:2] == 2'h3;
+  assign \$145  = desc[5:2] == 3'h4;
+  assign \$146  = \$144  | \$145 ;
+  assign \$147  = \$143  & \$146 ;
+  assign \$148  = ~ \$147 ;
+  assign \$149  = desc[143:124] <= 13'h1000;
+  assign \$150  = desc[123:104] <= 13'h1000;
+  assign \$151  = \$149  & \$150 ;
+  assign \$152  = \$148  | \$151 ;
+  assign \$153  = \$142  & \$152 ;
+  assign \$155  = \$154  <= \$38 [49:0];
+  assign \$156  = \$153  & \$155 ;
+  assign \$157  = result <= \$38 [49:0];
+  assign \$158  = \$156  & \$157 ;
+  assign \$159  = \$123  ? \$131  : \$158 ;
+  assign \$160  = \$120  ? \$122  : \$159 ;
+  assign \$161  = \$119  & \$160 ;
+  assign \$162  = \$85  ? \$105  : \$161 ;
+  assign \$163  = ~ \$162 ;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    (* full_case = 32'd1 *)
+    if (\$25 ) begin
+      result = { 2'h0, \$31  };
+    end else if (\$26 ) begin
+      result = \$33 [49:0];
+    end else if (\$27 ) begin
+      result = { 9'h000, \$35  };
+    end else begin
+      result = { 9'h000, \$36  };
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    (* full_case = 32'd1 *)
+    if (\$65 ) begin
+      status = 8'h01;
+    end else if (\$74 ) begin
+      status = 8'h02;
+    end else if (\$82 ) begin
+      status = 8'h03;
+    end else if (\$163 ) begin
+      status = 8'h04;
+    end else begin
+      status = 8'h00;
+    end
+  end
+  assign dev_end = { 1'h0, \$2  };
+  assign \$signal$8  = \$8 [39:0];
+  assign \$signal$9  = \$14 [39:0];
+  assign o_lines = \$19 [43:0];
+  assign stats_offset = \$22 [47:0];
+  assign room = \$38 [49:0];
+  assign data_base = \port$6468$128 [63:0];
+  assign data_limit = \port$6468$128 [127:64];
+  assign operand_lines = \$14 [39:0];
+  assign \desc.type  = desc[1:0];
+  assign \desc.op  = desc[5:2];
+  assign \desc.dtype  = desc[9:6];
+  assign \desc.flags  = desc[19:10];
+  assign \desc.dev_addr  = desc[83:20];
+  assign \desc.dev_size  = desc[103:84];
+  assign \desc.dev_rows  = desc[123:104];
+  assign \desc.dev_cols  = desc[143:124];
+  assign \desc.in_size  = desc[163:144];
+  assign \desc.in_rows  = desc[183:164];
+  assign \desc.in_cols  = desc[203:184];
+  assign \$1  = { 1'h0, desc[103:84], 6'h00 };
+  assign \$8  = { \$7 [42], \$7 [42], \$7 [42], \$7 [42], \$7 [42], \$7 [42], \$7 [42:6] };
+  assign \$14  = { \$13 [42], \$13 [42], \$13 [42], \$13 [42], \$13 [42], \$13 [42], \$13 [42:6] };
+  assign \$16  = { 1'h0, \$15 , 2'h0 };
+  assign \$19  = { \$18 [44], \$18 [44], \$18 [44], \$18 [44], \$18 [44], \$18 [44], \$18 [44:6] };
+  assign \$22  = { 1'h0, \$21 , 6'h00 };
+  assign \$29  = { 1'h0, \$28 , 6'h00 };
+  assign \$30  = { \$signal , 1'h0 };
+  assign \$33  = { 1'h0, \$32 , 6'h00 };
+  assign \$35  = { \$34 , 1'h0 };
+  assign \$36  = { out_elems, 1'h0 };
+  assign \$61 [1] = 1'h0;
+  assign { \$61 [10:2], \$61 [0] } = { 1'h0, desc[19:12], desc[10] };
+  assign \$101  = { 1'h0, desc[163:144], 6'h00 };
+  assign \$112  = { \$14 [39:0], 1'h0 };
+  assign \$121  = { 1'h0, desc[103:84], 6'h00 };
+  assign \$129  = { 1'h0, desc[163:144], 6'h00 };
+  assign \$154  = { 1'h0, desc[163:144], 6'h00 };
+endmodule
+
+(* generator = "Amaranth" *)
+module \ndp_device.control_unit.packer (rst, out__valid, w_ready, out__ready, start, offset, w_valid, w_data, w_bytes, w_last, out__data, out__strb, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$73  = 0;
   wire \$1 ;
   wire [8:0] \$10 ;
   wire \$11 ;
@@ -21563,7 +23063,7 @@ module \ndp_device.control_unit.packer (rst, out__valid, w_ready, out__ready, st
   always @(posedge clk)
     closing <= \$40 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
     (* full_case = 32'd1 *)
     if (start) begin
       \$37  = 1536'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
@@ -21577,7 +23077,7 @@ module \ndp_device.control_unit.packer (rst, out__valid, w_ready, out__ready, st
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
     (* full_case = 32'd1 *)
     if (start) begin
       \$38  = 192'h000000000000000000000000000000000000000000000000;
@@ -21591,7 +23091,7 @@ module \ndp_device.control_unit.packer (rst, out__valid, w_ready, out__ready, st
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
     (* full_case = 32'd1 *)
     if (start) begin
       \$39  = { 2'h0, offset };
@@ -21605,7 +23105,7 @@ module \ndp_device.control_unit.packer (rst, out__valid, w_ready, out__ready, st
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
     \$40  = closing;
     if (start) begin
       \$40  = 1'h0;
@@ -21628,8 +23128,8 @@ module \ndp_device.control_unit.packer (rst, out__valid, w_ready, out__ready, st
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.reader (bus__rlast, clk, rst, r_en, bus__arlen, bus__arvalid, busy, issued_all, out__data, start, \addr$32 , beats, addr, out__valid, bus__arready, bus__rvalid, w_data);
-  reg \$auto$verilog_backend.cc:2355:dump_module$72  = 0;
+module \ndp_device.control_unit.reader (bus__rlast, clk, rst, r_en, bus__arlen, bus__arvalid, issued_all, out__data, start, \addr$32 , beats, addr, out__valid, bus__arready, bus__rvalid, w_data);
+  reg \$auto$verilog_backend.cc:2355:dump_module$74  = 0;
   wire [7:0] \$1 ;
   wire \$10 ;
   wire \$11 ;
@@ -21685,7 +23185,6 @@ module \ndp_device.control_unit.reader (bus__rlast, clk, rst, r_en, bus__arlen, 
   wire bus__rready;
   input bus__rvalid;
   wire bus__rvalid;
-  output busy;
   wire busy;
   input clk;
   wire clk;
@@ -21761,7 +23260,7 @@ module \ndp_device.control_unit.reader (bus__rlast, clk, rst, r_en, bus__arlen, 
     .w_port__data(w_data)
   );
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$28  = addr;
     if (\$14 ) begin
       \$28  = \$16 [63:0];
@@ -21774,7 +23273,7 @@ module \ndp_device.control_unit.reader (bus__rlast, clk, rst, r_en, bus__arlen, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$29  = left;
     if (\$14 ) begin
       \$29  = \$17 [31:0];
@@ -21787,14 +23286,14 @@ module \ndp_device.control_unit.reader (bus__rlast, clk, rst, r_en, bus__arlen, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$30  = \$22 [7:0];
     if (rst) begin
       \$30  = 8'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$31  = \$27 [1:0];
     if (rst) begin
       \$31  = 2'h0;
@@ -21819,7 +23318,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \ndp_device.control_unit.reader.buffer (clk, rst, r_en, w_en, w_level, r_data, r_rdy, w_port__data);
-  reg \$auto$verilog_backend.cc:2355:dump_module$73  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$75  = 0;
   wire \$1 ;
   wire \$10 ;
   wire [7:0] \$11 ;
@@ -22068,7 +23567,7 @@ module \ndp_device.control_unit.reader.buffer (clk, rst, r_en, w_en, w_level, r_
   always @(posedge clk)
     r_rdy <= \$33 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$75 ) begin end
     \$30  = w_port__addr;
     if (\$3 ) begin
       \$30  = \$6 [6:0];
@@ -22078,7 +23577,7 @@ module \ndp_device.control_unit.reader.buffer (clk, rst, r_en, w_en, w_level, r_
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$75 ) begin end
     \$31  = r_port__addr;
     if (\$9 ) begin
       \$31  = \$12 [6:0];
@@ -22088,7 +23587,7 @@ module \ndp_device.control_unit.reader.buffer (clk, rst, r_en, w_en, w_level, r_
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$75 ) begin end
     \$32  = inner_level;
     if (\$18 ) begin
       \$32  = \$19 [6:0];
@@ -22101,7 +23600,7 @@ module \ndp_device.control_unit.reader.buffer (clk, rst, r_en, w_en, w_level, r_
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$75 ) begin end
     \$33  = r_rdy;
     if (\$29 ) begin
       \$33  = 1'h1;
@@ -22121,8 +23620,133 @@ module \ndp_device.control_unit.reader.buffer (clk, rst, r_en, w_en, w_level, r_
 endmodule
 
 (* generator = "Amaranth" *)
+module \ndp_device.control_unit.reports (rst, r_en, w_rdy, r_data, w_en, w_port__data, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$76  = 0;
+  wire \$1 ;
+  wire \$10 ;
+  wire \$11 ;
+  wire \$12 ;
+  wire \$13 ;
+  wire [3:0] \$14 ;
+  reg [1:0] \$15 ;
+  reg [1:0] \$16 ;
+  reg [2:0] \$17 ;
+  wire [2:0] \$2 ;
+  wire \$3 ;
+  wire [2:0] \$4 ;
+  wire \$5 ;
+  wire \$6 ;
+  wire \$7 ;
+  wire \$8 ;
+  wire [3:0] \$9 ;
+  input clk;
+  wire clk;
+  (* init = 2'h0 *)
+  wire [1:0] consume;
+  reg [2:0] level = 3'h0;
+  (* init = 2'h0 *)
+  wire [1:0] produce;
+  output [42:0] r_data;
+  wire [42:0] r_data;
+  input r_en;
+  wire r_en;
+  (* init = 3'h0 *)
+  wire [2:0] r_level;
+  reg [1:0] r_port__addr = 2'h0;
+  wire [42:0] r_port__data;
+  wire r_rdy;
+  input rst;
+  wire rst;
+  wire [42:0] w_data;
+  input w_en;
+  wire w_en;
+  (* init = 3'h0 *)
+  wire [2:0] w_level;
+  reg [1:0] w_port__addr = 2'h0;
+  input [42:0] w_port__data;
+  wire [42:0] w_port__data;
+  wire w_port__en;
+  output w_rdy;
+  wire w_rdy;
+  reg [42:0] storage [3:0];
+  initial begin
+    storage[0] = 43'h00000000000;
+    storage[1] = 43'h00000000000;
+    storage[2] = 43'h00000000000;
+    storage[3] = 43'h00000000000;
+  end
+  always @(posedge clk) begin
+    if (w_port__en)
+      storage[w_port__addr] <= w_port__data;
+  end
+  assign r_data = storage[r_port__addr];
+  assign w_rdy = level != 3'h4;
+  assign r_rdy = | level;
+  assign w_port__en = w_en & w_rdy;
+  assign \$1  = w_rdy & w_en;
+  assign \$2  = w_port__addr + 1'h1;
+  assign \$3  = r_rdy & r_en;
+  assign \$4  = r_port__addr + 1'h1;
+  assign \$5  = w_rdy & w_en;
+  assign \$6  = r_rdy & r_en;
+  assign \$7  = ~ \$6 ;
+  assign \$8  = \$5  & \$7 ;
+  assign \$9  = level + 1'h1;
+  assign \$10  = r_rdy & r_en;
+  assign \$11  = w_rdy & w_en;
+  assign \$12  = ~ \$11 ;
+  assign \$13  = \$10  & \$12 ;
+  assign \$14  = level - 1'h1;
+  always @(posedge clk)
+    w_port__addr <= \$15 ;
+  always @(posedge clk)
+    r_port__addr <= \$16 ;
+  always @(posedge clk)
+    level <= \$17 ;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    \$15  = w_port__addr;
+    if (\$1 ) begin
+      \$15  = \$2 [1:0];
+    end
+    if (rst) begin
+      \$15  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    \$16  = r_port__addr;
+    if (\$3 ) begin
+      \$16  = \$4 [1:0];
+    end
+    if (rst) begin
+      \$16  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    \$17  = level;
+    if (\$8 ) begin
+      \$17  = \$9 [2:0];
+    end
+    if (\$13 ) begin
+      \$17  = \$14 [2:0];
+    end
+    if (rst) begin
+      \$17  = 3'h0;
+    end
+  end
+  assign w_level = level;
+  assign r_level = level;
+  assign produce = w_port__addr;
+  assign w_data = w_port__data;
+  assign consume = r_port__addr;
+  assign r_port__data = r_data;
+endmodule
+
+(* generator = "Amaranth" *)
 module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \partial$388 , src_addr, l, m, dst_en, dst_addr, \dst_data$425 , clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$74  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$77  = 0;
   wire [20:0] \$1 ;
   wire [31:0] \$10 ;
   wire \$100 ;
@@ -26351,7 +27975,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     .s(d9)
   );
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$106  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -26363,7 +27987,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$116  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -26375,7 +27999,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$126  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -26387,7 +28011,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$136  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -26399,7 +28023,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$146  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -26411,7 +28035,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$156  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -26423,7 +28047,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$166  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -26435,7 +28059,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$176  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -26447,7 +28071,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$186  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -26459,7 +28083,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$196  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -26471,7 +28095,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$206  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -26483,7 +28107,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$216  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -26495,7 +28119,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$226  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -26507,7 +28131,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$236  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -26519,7 +28143,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$246  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -26531,7 +28155,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$256  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -26543,7 +28167,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$266  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -26555,7 +28179,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$276  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -26567,7 +28191,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$286  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -26579,7 +28203,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$296  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -26591,7 +28215,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$306  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -26603,7 +28227,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$316  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -26615,7 +28239,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$326  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -26627,7 +28251,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$336  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -26639,7 +28263,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$346  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -26651,7 +28275,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$356  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -26663,7 +28287,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$366  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -26675,7 +28299,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$376  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -26687,7 +28311,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$386  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -26699,7 +28323,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$396  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -26711,7 +28335,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$406  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -26723,7 +28347,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$416  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -26735,7 +28359,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     count = 21'h000000;
     casez (fsm_state)
       4'h0:
@@ -26745,7 +28369,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$signal  = 1'h0;
     casez (fsm_state)
       4'h0:
@@ -26755,7 +28379,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$signal$12  = 1'h0;
     casez (fsm_state)
       4'h0:
@@ -26785,7 +28409,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \start$13  = 1'h0;
     casez (fsm_state)
       4'h0:
@@ -26811,7 +28435,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     acc_a0 = 32'd0;
     if (\$105 ) begin
       acc_a0 = \$106 ;
@@ -26824,7 +28448,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     acc_b0 = 32'd0;
     if (\$105 ) begin
       acc_b0 = e_reg0;
@@ -26848,7 +28472,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     acc_a1 = 32'd0;
     if (\$115 ) begin
       acc_a1 = \$116 ;
@@ -26861,7 +28485,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     acc_b1 = 32'd0;
     if (\$115 ) begin
       acc_b1 = e_reg1;
@@ -26883,7 +28507,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     acc_a2 = 32'd0;
     if (\$125 ) begin
       acc_a2 = \$126 ;
@@ -26896,7 +28520,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     acc_b2 = 32'd0;
     if (\$125 ) begin
       acc_b2 = e_reg2;
@@ -26916,7 +28540,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     acc_a3 = 32'd0;
     if (\$135 ) begin
       acc_a3 = \$136 ;
@@ -26929,7 +28553,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     acc_b3 = 32'd0;
     if (\$135 ) begin
       acc_b3 = e_reg3;
@@ -26949,7 +28573,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     acc_a4 = 32'd0;
     if (\$145 ) begin
       acc_a4 = \$146 ;
@@ -26962,7 +28586,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     acc_b4 = 32'd0;
     if (\$145 ) begin
       acc_b4 = e_reg4;
@@ -26980,7 +28604,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     acc_a5 = 32'd0;
     if (\$155 ) begin
       acc_a5 = \$156 ;
@@ -26993,7 +28617,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     acc_b5 = 32'd0;
     if (\$155 ) begin
       acc_b5 = e_reg5;
@@ -27011,7 +28635,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     acc_a6 = 32'd0;
     if (\$165 ) begin
       acc_a6 = \$166 ;
@@ -27024,7 +28648,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     acc_b6 = 32'd0;
     if (\$165 ) begin
       acc_b6 = e_reg6;
@@ -27042,7 +28666,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     acc_a7 = 32'd0;
     if (\$175 ) begin
       acc_a7 = \$176 ;
@@ -27055,7 +28679,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     acc_b7 = 32'd0;
     if (\$175 ) begin
       acc_b7 = e_reg7;
@@ -27073,7 +28697,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     acc_a8 = 32'd0;
     if (\$185 ) begin
       acc_a8 = \$186 ;
@@ -27086,7 +28710,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     acc_b8 = 32'd0;
     if (\$185 ) begin
       acc_b8 = e_reg8;
@@ -27102,7 +28726,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     acc_a9 = 32'd0;
     if (\$195 ) begin
       acc_a9 = \$196 ;
@@ -27115,7 +28739,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     acc_b9 = 32'd0;
     if (\$195 ) begin
       acc_b9 = e_reg9;
@@ -27131,7 +28755,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     acc_a10 = 32'd0;
     if (\$205 ) begin
       acc_a10 = \$206 ;
@@ -27144,7 +28768,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     acc_b10 = 32'd0;
     if (\$205 ) begin
       acc_b10 = e_reg10;
@@ -27160,7 +28784,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     acc_a11 = 32'd0;
     if (\$215 ) begin
       acc_a11 = \$216 ;
@@ -27173,7 +28797,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     acc_b11 = 32'd0;
     if (\$215 ) begin
       acc_b11 = e_reg11;
@@ -27189,7 +28813,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     acc_a12 = 32'd0;
     if (\$225 ) begin
       acc_a12 = \$226 ;
@@ -27202,7 +28826,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     acc_b12 = 32'd0;
     if (\$225 ) begin
       acc_b12 = e_reg12;
@@ -27218,7 +28842,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     acc_a13 = 32'd0;
     if (\$235 ) begin
       acc_a13 = \$236 ;
@@ -27231,7 +28855,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     acc_b13 = 32'd0;
     if (\$235 ) begin
       acc_b13 = e_reg13;
@@ -27247,7 +28871,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     acc_a14 = 32'd0;
     if (\$245 ) begin
       acc_a14 = \$246 ;
@@ -27260,7 +28884,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     acc_b14 = 32'd0;
     if (\$245 ) begin
       acc_b14 = e_reg14;
@@ -27276,7 +28900,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     acc_a15 = 32'd0;
     if (\$255 ) begin
       acc_a15 = \$256 ;
@@ -27289,7 +28913,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     acc_b15 = 32'd0;
     if (\$255 ) begin
       acc_b15 = e_reg15;
@@ -27305,7 +28929,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     acc_a16 = 32'd0;
     if (\$265 ) begin
       acc_a16 = \$266 ;
@@ -27318,7 +28942,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     acc_b16 = 32'd0;
     if (\$265 ) begin
       acc_b16 = e_reg16;
@@ -27329,7 +28953,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     acc_a17 = 32'd0;
     if (\$275 ) begin
       acc_a17 = \$276 ;
@@ -27342,7 +28966,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     acc_b17 = 32'd0;
     if (\$275 ) begin
       acc_b17 = e_reg17;
@@ -27353,7 +28977,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     acc_a18 = 32'd0;
     if (\$285 ) begin
       acc_a18 = \$286 ;
@@ -27366,7 +28990,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     acc_b18 = 32'd0;
     if (\$285 ) begin
       acc_b18 = e_reg18;
@@ -27377,7 +29001,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     acc_a19 = 32'd0;
     if (\$295 ) begin
       acc_a19 = \$296 ;
@@ -27390,7 +29014,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     acc_b19 = 32'd0;
     if (\$295 ) begin
       acc_b19 = e_reg19;
@@ -27401,7 +29025,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     acc_a20 = 32'd0;
     if (\$305 ) begin
       acc_a20 = \$306 ;
@@ -27414,7 +29038,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     acc_b20 = 32'd0;
     if (\$305 ) begin
       acc_b20 = e_reg20;
@@ -27425,7 +29049,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     acc_a21 = 32'd0;
     if (\$315 ) begin
       acc_a21 = \$316 ;
@@ -27438,7 +29062,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     acc_b21 = 32'd0;
     if (\$315 ) begin
       acc_b21 = e_reg21;
@@ -27449,7 +29073,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     acc_a22 = 32'd0;
     if (\$325 ) begin
       acc_a22 = \$326 ;
@@ -27462,7 +29086,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     acc_b22 = 32'd0;
     if (\$325 ) begin
       acc_b22 = e_reg22;
@@ -27473,7 +29097,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     acc_a23 = 32'd0;
     if (\$335 ) begin
       acc_a23 = \$336 ;
@@ -27486,7 +29110,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     acc_b23 = 32'd0;
     if (\$335 ) begin
       acc_b23 = e_reg23;
@@ -27497,7 +29121,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     acc_a24 = 32'd0;
     if (\$345 ) begin
       acc_a24 = \$346 ;
@@ -27510,7 +29134,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     acc_b24 = 32'd0;
     if (\$345 ) begin
       acc_b24 = e_reg24;
@@ -27521,7 +29145,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     acc_a25 = 32'd0;
     if (\$355 ) begin
       acc_a25 = \$356 ;
@@ -27534,7 +29158,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     acc_b25 = 32'd0;
     if (\$355 ) begin
       acc_b25 = e_reg25;
@@ -27545,7 +29169,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     acc_a26 = 32'd0;
     if (\$365 ) begin
       acc_a26 = \$366 ;
@@ -27558,7 +29182,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     acc_b26 = 32'd0;
     if (\$365 ) begin
       acc_b26 = e_reg26;
@@ -27569,7 +29193,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     acc_a27 = 32'd0;
     if (\$375 ) begin
       acc_a27 = \$376 ;
@@ -27582,7 +29206,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     acc_b27 = 32'd0;
     if (\$375 ) begin
       acc_b27 = e_reg27;
@@ -27593,7 +29217,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     acc_a28 = 32'd0;
     if (\$385 ) begin
       acc_a28 = \$386 ;
@@ -27606,7 +29230,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     acc_b28 = 32'd0;
     if (\$385 ) begin
       acc_b28 = e_reg28;
@@ -27617,7 +29241,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     acc_a29 = 32'd0;
     if (\$395 ) begin
       acc_a29 = \$396 ;
@@ -27630,7 +29254,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     acc_b29 = 32'd0;
     if (\$395 ) begin
       acc_b29 = e_reg29;
@@ -27641,7 +29265,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     acc_a30 = 32'd0;
     if (\$405 ) begin
       acc_a30 = \$406 ;
@@ -27654,7 +29278,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     acc_b30 = 32'd0;
     if (\$405 ) begin
       acc_b30 = e_reg30;
@@ -27665,7 +29289,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     acc_a31 = 32'd0;
     if (\$415 ) begin
       acc_a31 = \$416 ;
@@ -27678,7 +29302,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     acc_b31 = 32'd0;
     if (\$415 ) begin
       acc_b31 = e_reg31;
@@ -27689,91 +29313,91 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1003  = \$signal ;
     if (rst) begin
       \$1003  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1004  = src_addr;
     if (rst) begin
       \$1004  = 15'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1005  = \$signal$12 ;
     if (rst) begin
       \$1005  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1006  = src_addr;
     if (rst) begin
       \$1006  = 15'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1007  = v1;
     if (rst) begin
       \$1007  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1008  = w1;
     if (rst) begin
       \$1008  = 15'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1009  = v2;
     if (rst) begin
       \$1009  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1010  = w2;
     if (rst) begin
       \$1010  = 15'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1011  = v3;
     if (rst) begin
       \$1011  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1012  = w3;
     if (rst) begin
       \$1012  = 15'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1013  = v4;
     if (rst) begin
       \$1013  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1014  = w4;
     if (rst) begin
       \$1014  = 15'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1015  = n_words;
     casez (fsm_state)
       4'h0:
@@ -27786,7 +29410,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1016  = last_count;
     casez (fsm_state)
       4'h0:
@@ -27799,7 +29423,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1017  = partial;
     casez (fsm_state)
       4'h0:
@@ -27812,7 +29436,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1018  = src_addr;
     casez (fsm_state)
       4'h0:
@@ -27849,7 +29473,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1019  = out_pass;
     casez (fsm_state)
       4'h0:
@@ -27884,7 +29508,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1020  = key0;
     casez (fsm_state)
       4'h0:
@@ -27903,7 +29527,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1021  = key1;
     casez (fsm_state)
       4'h0:
@@ -27922,7 +29546,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1022  = key2;
     casez (fsm_state)
       4'h0:
@@ -27941,7 +29565,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1023  = key3;
     casez (fsm_state)
       4'h0:
@@ -27960,7 +29584,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1024  = key4;
     casez (fsm_state)
       4'h0:
@@ -27979,7 +29603,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1025  = key5;
     casez (fsm_state)
       4'h0:
@@ -27998,7 +29622,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1026  = key6;
     casez (fsm_state)
       4'h0:
@@ -28017,7 +29641,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1027  = key7;
     casez (fsm_state)
       4'h0:
@@ -28036,7 +29660,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1028  = key8;
     casez (fsm_state)
       4'h0:
@@ -28055,7 +29679,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1029  = key9;
     casez (fsm_state)
       4'h0:
@@ -28074,7 +29698,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1030  = key10;
     casez (fsm_state)
       4'h0:
@@ -28093,7 +29717,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1031  = key11;
     casez (fsm_state)
       4'h0:
@@ -28112,7 +29736,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1032  = key12;
     casez (fsm_state)
       4'h0:
@@ -28131,7 +29755,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1033  = key13;
     casez (fsm_state)
       4'h0:
@@ -28150,7 +29774,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1034  = key14;
     casez (fsm_state)
       4'h0:
@@ -28169,7 +29793,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1035  = key15;
     casez (fsm_state)
       4'h0:
@@ -28188,7 +29812,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1036  = key16;
     casez (fsm_state)
       4'h0:
@@ -28207,7 +29831,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1037  = key17;
     casez (fsm_state)
       4'h0:
@@ -28226,7 +29850,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1038  = key18;
     casez (fsm_state)
       4'h0:
@@ -28245,7 +29869,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1039  = key19;
     casez (fsm_state)
       4'h0:
@@ -28264,7 +29888,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1040  = key20;
     casez (fsm_state)
       4'h0:
@@ -28283,7 +29907,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1041  = key21;
     casez (fsm_state)
       4'h0:
@@ -28302,7 +29926,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1042  = key22;
     casez (fsm_state)
       4'h0:
@@ -28321,7 +29945,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1043  = key23;
     casez (fsm_state)
       4'h0:
@@ -28340,7 +29964,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1044  = key24;
     casez (fsm_state)
       4'h0:
@@ -28359,7 +29983,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1045  = key25;
     casez (fsm_state)
       4'h0:
@@ -28378,7 +30002,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1046  = key26;
     casez (fsm_state)
       4'h0:
@@ -28397,7 +30021,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1047  = key27;
     casez (fsm_state)
       4'h0:
@@ -28416,7 +30040,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1048  = key28;
     casez (fsm_state)
       4'h0:
@@ -28435,7 +30059,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1049  = key29;
     casez (fsm_state)
       4'h0:
@@ -28454,7 +30078,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1050  = key30;
     casez (fsm_state)
       4'h0:
@@ -28473,7 +30097,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1051  = key31;
     casez (fsm_state)
       4'h0:
@@ -28492,7 +30116,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1052  = nan0;
     casez (fsm_state)
       4'h0:
@@ -28510,7 +30134,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1053  = nan1;
     casez (fsm_state)
       4'h0:
@@ -28528,7 +30152,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1054  = nan2;
     casez (fsm_state)
       4'h0:
@@ -28546,7 +30170,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1055  = nan3;
     casez (fsm_state)
       4'h0:
@@ -28564,7 +30188,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1056  = nan4;
     casez (fsm_state)
       4'h0:
@@ -28582,7 +30206,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1057  = nan5;
     casez (fsm_state)
       4'h0:
@@ -28600,7 +30224,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1058  = nan6;
     casez (fsm_state)
       4'h0:
@@ -28618,7 +30242,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1059  = nan7;
     casez (fsm_state)
       4'h0:
@@ -28636,7 +30260,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1060  = nan8;
     casez (fsm_state)
       4'h0:
@@ -28654,7 +30278,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1061  = nan9;
     casez (fsm_state)
       4'h0:
@@ -28672,7 +30296,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1062  = nan10;
     casez (fsm_state)
       4'h0:
@@ -28690,7 +30314,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1063  = nan11;
     casez (fsm_state)
       4'h0:
@@ -28708,7 +30332,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1064  = nan12;
     casez (fsm_state)
       4'h0:
@@ -28726,7 +30350,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1065  = nan13;
     casez (fsm_state)
       4'h0:
@@ -28744,7 +30368,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1066  = nan14;
     casez (fsm_state)
       4'h0:
@@ -28762,7 +30386,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1067  = nan15;
     casez (fsm_state)
       4'h0:
@@ -28780,7 +30404,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1068  = nan16;
     casez (fsm_state)
       4'h0:
@@ -28798,7 +30422,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1069  = nan17;
     casez (fsm_state)
       4'h0:
@@ -28816,7 +30440,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1070  = nan18;
     casez (fsm_state)
       4'h0:
@@ -28834,7 +30458,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1071  = nan19;
     casez (fsm_state)
       4'h0:
@@ -28852,7 +30476,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1072  = nan20;
     casez (fsm_state)
       4'h0:
@@ -28870,7 +30494,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1073  = nan21;
     casez (fsm_state)
       4'h0:
@@ -28888,7 +30512,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1074  = nan22;
     casez (fsm_state)
       4'h0:
@@ -28906,7 +30530,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1075  = nan23;
     casez (fsm_state)
       4'h0:
@@ -28924,7 +30548,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1076  = nan24;
     casez (fsm_state)
       4'h0:
@@ -28942,7 +30566,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1077  = nan25;
     casez (fsm_state)
       4'h0:
@@ -28960,7 +30584,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1078  = nan26;
     casez (fsm_state)
       4'h0:
@@ -28978,7 +30602,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1079  = nan27;
     casez (fsm_state)
       4'h0:
@@ -28996,7 +30620,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1080  = nan28;
     casez (fsm_state)
       4'h0:
@@ -29014,7 +30638,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1081  = nan29;
     casez (fsm_state)
       4'h0:
@@ -29032,7 +30656,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1082  = nan30;
     casez (fsm_state)
       4'h0:
@@ -29050,7 +30674,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1083  = nan31;
     casez (fsm_state)
       4'h0:
@@ -29068,7 +30692,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1084  = l;
     casez (fsm_state)
       4'h0:
@@ -29106,7 +30730,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1085  = p0_1;
     casez (fsm_state)
       4'h0:
@@ -29129,7 +30753,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1086  = p0_2;
     casez (fsm_state)
       4'h0:
@@ -29154,7 +30778,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1087  = p1_0;
     casez (fsm_state)
       4'h0:
@@ -29190,7 +30814,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1088  = p1_1;
     casez (fsm_state)
       4'h0:
@@ -29213,7 +30837,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1089  = p1_2;
     casez (fsm_state)
       4'h0:
@@ -29238,7 +30862,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1090  = p2_0;
     casez (fsm_state)
       4'h0:
@@ -29272,7 +30896,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1091  = p2_1;
     casez (fsm_state)
       4'h0:
@@ -29295,7 +30919,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1092  = p2_2;
     casez (fsm_state)
       4'h0:
@@ -29320,7 +30944,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1093  = p3_0;
     casez (fsm_state)
       4'h0:
@@ -29354,7 +30978,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1094  = p3_1;
     casez (fsm_state)
       4'h0:
@@ -29377,7 +31001,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1095  = p3_2;
     casez (fsm_state)
       4'h0:
@@ -29402,7 +31026,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1096  = p4_0;
     casez (fsm_state)
       4'h0:
@@ -29434,7 +31058,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1097  = p4_1;
     casez (fsm_state)
       4'h0:
@@ -29457,7 +31081,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1098  = p4_2;
     casez (fsm_state)
       4'h0:
@@ -29482,7 +31106,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1099  = p5_0;
     casez (fsm_state)
       4'h0:
@@ -29514,7 +31138,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1100  = p5_1;
     casez (fsm_state)
       4'h0:
@@ -29537,7 +31161,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1101  = p5_2;
     casez (fsm_state)
       4'h0:
@@ -29562,7 +31186,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1102  = p6_0;
     casez (fsm_state)
       4'h0:
@@ -29594,7 +31218,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1103  = p6_1;
     casez (fsm_state)
       4'h0:
@@ -29617,7 +31241,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1104  = p6_2;
     casez (fsm_state)
       4'h0:
@@ -29642,7 +31266,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1105  = p7_0;
     casez (fsm_state)
       4'h0:
@@ -29674,7 +31298,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1106  = p7_1;
     casez (fsm_state)
       4'h0:
@@ -29697,7 +31321,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1107  = p7_2;
     casez (fsm_state)
       4'h0:
@@ -29722,7 +31346,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1108  = p8_0;
     casez (fsm_state)
       4'h0:
@@ -29752,7 +31376,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1109  = p8_1;
     casez (fsm_state)
       4'h0:
@@ -29775,7 +31399,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1110  = p8_2;
     casez (fsm_state)
       4'h0:
@@ -29800,7 +31424,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1111  = p9_0;
     casez (fsm_state)
       4'h0:
@@ -29830,7 +31454,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1112  = p9_1;
     casez (fsm_state)
       4'h0:
@@ -29853,7 +31477,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1113  = p9_2;
     casez (fsm_state)
       4'h0:
@@ -29878,7 +31502,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1114  = p10_0;
     casez (fsm_state)
       4'h0:
@@ -29908,7 +31532,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1115  = p10_1;
     casez (fsm_state)
       4'h0:
@@ -29931,7 +31555,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1116  = p10_2;
     casez (fsm_state)
       4'h0:
@@ -29956,7 +31580,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1117  = p11_0;
     casez (fsm_state)
       4'h0:
@@ -29986,7 +31610,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1118  = p11_1;
     casez (fsm_state)
       4'h0:
@@ -30009,7 +31633,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1119  = p11_2;
     casez (fsm_state)
       4'h0:
@@ -30034,7 +31658,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1120  = p12_0;
     casez (fsm_state)
       4'h0:
@@ -30064,7 +31688,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1121  = p12_1;
     casez (fsm_state)
       4'h0:
@@ -30087,7 +31711,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1122  = p12_2;
     casez (fsm_state)
       4'h0:
@@ -30112,7 +31736,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1123  = p13_0;
     casez (fsm_state)
       4'h0:
@@ -30142,7 +31766,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1124  = p13_1;
     casez (fsm_state)
       4'h0:
@@ -30165,7 +31789,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1125  = p13_2;
     casez (fsm_state)
       4'h0:
@@ -30190,7 +31814,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1126  = p14_0;
     casez (fsm_state)
       4'h0:
@@ -30220,7 +31844,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1127  = p14_1;
     casez (fsm_state)
       4'h0:
@@ -30243,7 +31867,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1128  = p14_2;
     casez (fsm_state)
       4'h0:
@@ -30268,7 +31892,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1129  = p15_0;
     casez (fsm_state)
       4'h0:
@@ -30298,7 +31922,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1130  = p15_1;
     casez (fsm_state)
       4'h0:
@@ -30321,7 +31945,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1131  = p15_2;
     casez (fsm_state)
       4'h0:
@@ -30346,7 +31970,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1132  = p16_0;
     casez (fsm_state)
       4'h0:
@@ -30371,7 +31995,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1133  = p16_1;
     casez (fsm_state)
       4'h0:
@@ -30394,7 +32018,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1134  = p16_2;
     casez (fsm_state)
       4'h0:
@@ -30419,7 +32043,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1135  = p17_0;
     casez (fsm_state)
       4'h0:
@@ -30444,7 +32068,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1136  = p17_1;
     casez (fsm_state)
       4'h0:
@@ -30467,7 +32091,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1137  = p17_2;
     casez (fsm_state)
       4'h0:
@@ -30492,7 +32116,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1138  = p18_0;
     casez (fsm_state)
       4'h0:
@@ -30517,7 +32141,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1139  = p18_1;
     casez (fsm_state)
       4'h0:
@@ -30540,7 +32164,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1140  = p18_2;
     casez (fsm_state)
       4'h0:
@@ -30565,7 +32189,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1141  = p19_0;
     casez (fsm_state)
       4'h0:
@@ -30590,7 +32214,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1142  = p19_1;
     casez (fsm_state)
       4'h0:
@@ -30613,7 +32237,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1143  = p19_2;
     casez (fsm_state)
       4'h0:
@@ -30638,7 +32262,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1144  = p20_0;
     casez (fsm_state)
       4'h0:
@@ -30663,7 +32287,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1145  = p20_1;
     casez (fsm_state)
       4'h0:
@@ -30686,7 +32310,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1146  = p20_2;
     casez (fsm_state)
       4'h0:
@@ -30711,7 +32335,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1147  = p21_0;
     casez (fsm_state)
       4'h0:
@@ -30736,7 +32360,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1148  = p21_1;
     casez (fsm_state)
       4'h0:
@@ -30759,7 +32383,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1149  = p21_2;
     casez (fsm_state)
       4'h0:
@@ -30784,7 +32408,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1150  = p22_0;
     casez (fsm_state)
       4'h0:
@@ -30809,7 +32433,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1151  = p22_1;
     casez (fsm_state)
       4'h0:
@@ -30832,7 +32456,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1152  = p22_2;
     casez (fsm_state)
       4'h0:
@@ -30857,7 +32481,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1153  = p23_0;
     casez (fsm_state)
       4'h0:
@@ -30882,7 +32506,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1154  = p23_1;
     casez (fsm_state)
       4'h0:
@@ -30905,7 +32529,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1155  = p23_2;
     casez (fsm_state)
       4'h0:
@@ -30930,7 +32554,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1156  = p24_0;
     casez (fsm_state)
       4'h0:
@@ -30955,7 +32579,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1157  = p24_1;
     casez (fsm_state)
       4'h0:
@@ -30978,7 +32602,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1158  = p24_2;
     casez (fsm_state)
       4'h0:
@@ -31003,7 +32627,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1159  = p25_0;
     casez (fsm_state)
       4'h0:
@@ -31028,7 +32652,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1160  = p25_1;
     casez (fsm_state)
       4'h0:
@@ -31051,7 +32675,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1161  = p25_2;
     casez (fsm_state)
       4'h0:
@@ -31076,7 +32700,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1162  = p26_0;
     casez (fsm_state)
       4'h0:
@@ -31101,7 +32725,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1163  = p26_1;
     casez (fsm_state)
       4'h0:
@@ -31124,7 +32748,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1164  = p26_2;
     casez (fsm_state)
       4'h0:
@@ -31149,7 +32773,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1165  = p27_0;
     casez (fsm_state)
       4'h0:
@@ -31174,7 +32798,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1166  = p27_1;
     casez (fsm_state)
       4'h0:
@@ -31197,7 +32821,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1167  = p27_2;
     casez (fsm_state)
       4'h0:
@@ -31222,7 +32846,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1168  = p28_0;
     casez (fsm_state)
       4'h0:
@@ -31247,7 +32871,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1169  = p28_1;
     casez (fsm_state)
       4'h0:
@@ -31270,7 +32894,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1170  = p28_2;
     casez (fsm_state)
       4'h0:
@@ -31295,7 +32919,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1171  = p29_0;
     casez (fsm_state)
       4'h0:
@@ -31320,7 +32944,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1172  = p29_1;
     casez (fsm_state)
       4'h0:
@@ -31343,7 +32967,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1173  = p29_2;
     casez (fsm_state)
       4'h0:
@@ -31368,7 +32992,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1174  = p30_0;
     casez (fsm_state)
       4'h0:
@@ -31393,7 +33017,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1175  = p30_1;
     casez (fsm_state)
       4'h0:
@@ -31416,7 +33040,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1176  = p30_2;
     casez (fsm_state)
       4'h0:
@@ -31441,7 +33065,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1177  = p31_0;
     casez (fsm_state)
       4'h0:
@@ -31466,7 +33090,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1178  = p31_1;
     casez (fsm_state)
       4'h0:
@@ -31489,7 +33113,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1179  = p31_2;
     casez (fsm_state)
       4'h0:
@@ -31514,7 +33138,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1180  = m;
     casez (fsm_state)
       4'h0:
@@ -31532,7 +33156,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1181  = fsm_state;
     casez (fsm_state)
       4'h0:
@@ -31592,7 +33216,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1182  = acc_set;
     casez (fsm_state)
       4'h0:
@@ -31612,7 +33236,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1183  = \wait ;
     casez (fsm_state)
       4'h0:
@@ -31647,7 +33271,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1184  = level;
     casez (fsm_state)
       4'h0:
@@ -31674,7 +33298,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1185  = 1'h0;
     if (\$774 ) begin
       if (partial) begin
@@ -31689,7 +33313,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1186  = w4;
     if (\$778 ) begin
       \$1186  = w5;
@@ -31699,455 +33323,455 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1187  = dst_data;
     if (rst) begin
       \$1187  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1188  = d0;
     if (rst) begin
       \$1188  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1189  = e0;
     if (rst) begin
       \$1189  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1190  = d1;
     if (rst) begin
       \$1190  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1191  = e1;
     if (rst) begin
       \$1191  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1192  = d2;
     if (rst) begin
       \$1192  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1193  = e2;
     if (rst) begin
       \$1193  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1194  = d3;
     if (rst) begin
       \$1194  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1195  = e3;
     if (rst) begin
       \$1195  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1196  = d4;
     if (rst) begin
       \$1196  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1197  = e4;
     if (rst) begin
       \$1197  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1198  = d5;
     if (rst) begin
       \$1198  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1199  = e5;
     if (rst) begin
       \$1199  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1200  = d6;
     if (rst) begin
       \$1200  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1201  = e6;
     if (rst) begin
       \$1201  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1202  = d7;
     if (rst) begin
       \$1202  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1203  = e7;
     if (rst) begin
       \$1203  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1204  = d8;
     if (rst) begin
       \$1204  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1205  = e8;
     if (rst) begin
       \$1205  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1206  = d9;
     if (rst) begin
       \$1206  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1207  = e9;
     if (rst) begin
       \$1207  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1208  = d10;
     if (rst) begin
       \$1208  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1209  = e10;
     if (rst) begin
       \$1209  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1210  = d11;
     if (rst) begin
       \$1210  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1211  = e11;
     if (rst) begin
       \$1211  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1212  = d12;
     if (rst) begin
       \$1212  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1213  = e12;
     if (rst) begin
       \$1213  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1214  = d13;
     if (rst) begin
       \$1214  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1215  = e13;
     if (rst) begin
       \$1215  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1216  = d14;
     if (rst) begin
       \$1216  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1217  = e14;
     if (rst) begin
       \$1217  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1218  = d15;
     if (rst) begin
       \$1218  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1219  = e15;
     if (rst) begin
       \$1219  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1220  = d16;
     if (rst) begin
       \$1220  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1221  = e16;
     if (rst) begin
       \$1221  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1222  = d17;
     if (rst) begin
       \$1222  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1223  = e17;
     if (rst) begin
       \$1223  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1224  = d18;
     if (rst) begin
       \$1224  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1225  = e18;
     if (rst) begin
       \$1225  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1226  = d19;
     if (rst) begin
       \$1226  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1227  = e19;
     if (rst) begin
       \$1227  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1228  = d20;
     if (rst) begin
       \$1228  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1229  = e20;
     if (rst) begin
       \$1229  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1230  = d21;
     if (rst) begin
       \$1230  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1231  = e21;
     if (rst) begin
       \$1231  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1232  = d22;
     if (rst) begin
       \$1232  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1233  = e22;
     if (rst) begin
       \$1233  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1234  = d23;
     if (rst) begin
       \$1234  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1235  = e23;
     if (rst) begin
       \$1235  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1236  = d24;
     if (rst) begin
       \$1236  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1237  = e24;
     if (rst) begin
       \$1237  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1238  = d25;
     if (rst) begin
       \$1238  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1239  = e25;
     if (rst) begin
       \$1239  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1240  = d26;
     if (rst) begin
       \$1240  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1241  = e26;
     if (rst) begin
       \$1241  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1242  = d27;
     if (rst) begin
       \$1242  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1243  = e27;
     if (rst) begin
       \$1243  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1244  = d28;
     if (rst) begin
       \$1244  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1245  = e28;
     if (rst) begin
       \$1245  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1246  = d29;
     if (rst) begin
       \$1246  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1247  = e29;
     if (rst) begin
       \$1247  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1248  = d30;
     if (rst) begin
       \$1248  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1249  = e30;
     if (rst) begin
       \$1249  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1250  = d31;
     if (rst) begin
       \$1250  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$1251  = e31;
     if (rst) begin
       \$1251  = 32'd0;
@@ -32323,7 +33947,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$75  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$78  = 0;
   wire \$1 ;
   wire \$10 ;
   wire \$11 ;
@@ -32430,7 +34054,7 @@ module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
   always @(posedge clk)
     \$signal$15  <= \$35 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$75 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$24  = 1'h0;
     if (start) begin
     end else if (running) begin
@@ -32443,7 +34067,7 @@ module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$75 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$25  = rem;
     if (start) begin
       \$25  = { 1'h0, \$2  };
@@ -32455,7 +34079,7 @@ module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$75 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$26  = den;
     if (start) begin
       \$26  = { 1'h1, x[22:0] };
@@ -32465,7 +34089,7 @@ module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$75 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$27  = q;
     if (start) begin
       \$27  = 25'h0000000;
@@ -32477,7 +34101,7 @@ module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$75 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$28  = count;
     if (start) begin
       \$28  = 5'h19;
@@ -32489,7 +34113,7 @@ module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$75 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$29  = running;
     if (start) begin
       \$29  = 1'h1;
@@ -32503,7 +34127,7 @@ module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$75 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$30  = exp;
     if (start) begin
       \$30  = \$5 [7:0];
@@ -32513,7 +34137,7 @@ module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$75 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$31  = \$signal ;
     if (start) begin
       \$31  = x[31];
@@ -32523,7 +34147,7 @@ module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$75 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$32  = \$signal$12 ;
     if (start) begin
       \$32  = \$8 ;
@@ -32533,7 +34157,7 @@ module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$75 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$33  = \$signal$13 ;
     if (start) begin
       \$33  = \$9 ;
@@ -32543,7 +34167,7 @@ module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$75 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$34  = \$signal$14 ;
     if (start) begin
       \$34  = \$10 ;
@@ -32553,7 +34177,7 @@ module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$75 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$35  = \$signal$15 ;
     if (start) begin
       \$35  = \$11 ;
@@ -32563,7 +34187,7 @@ module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$75 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     (* full_case = 32'd1 *)
     if (\$signal$12 ) begin
       r = 32'd2143289344;
@@ -32581,7 +34205,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \ndp_device.control_unit.unpacker (rst, src__valid, src__data, count, pair_count, data, valid, pair_valid, pair_data, last, pull, start, offset, rows, cols, beats, pair, row, col, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$76  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$79  = 0;
   wire [20:0] \$1 ;
   wire [20:0] \$10 ;
   wire \$11 ;
@@ -32795,14 +34419,14 @@ module \ndp_device.control_unit.unpacker (rst, src__valid, src__data, count, pai
   assign \$28  = paired & \$27 ;
   assign \$29  = \$26  + \$28 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
     retire = 2'h0;
     if (valid) begin
       retire = \$31 [1:0];
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
     \$53  = busy;
     if (start) begin
       \$53  = 1'h1;
@@ -32815,7 +34439,7 @@ module \ndp_device.control_unit.unpacker (rst, src__valid, src__data, count, pai
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
     \$54  = pos;
     if (start) begin
       \$54  = offset;
@@ -32828,7 +34452,7 @@ module \ndp_device.control_unit.unpacker (rst, src__valid, src__data, count, pai
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
     \$55  = \$signal$11 ;
     if (start) begin
       \$55  = rows;
@@ -32838,7 +34462,7 @@ module \ndp_device.control_unit.unpacker (rst, src__valid, src__data, count, pai
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
     \$56  = \$signal$7 ;
     if (start) begin
       \$56  = cols;
@@ -32848,7 +34472,7 @@ module \ndp_device.control_unit.unpacker (rst, src__valid, src__data, count, pai
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
     \$57  = \$signal$28 ;
     if (start) begin
       \$57  = beats;
@@ -32858,7 +34482,7 @@ module \ndp_device.control_unit.unpacker (rst, src__valid, src__data, count, pai
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
     \$58  = \$signal$10 ;
     if (start) begin
       \$58  = pair;
@@ -32868,7 +34492,7 @@ module \ndp_device.control_unit.unpacker (rst, src__valid, src__data, count, pai
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
     \$59  = row;
     if (start) begin
       \$59  = 20'h00000;
@@ -32883,7 +34507,7 @@ module \ndp_device.control_unit.unpacker (rst, src__valid, src__data, count, pai
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
     \$60  = col;
     if (start) begin
       \$60  = 20'h00000;
@@ -32901,7 +34525,7 @@ module \ndp_device.control_unit.unpacker (rst, src__valid, src__data, count, pai
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
     \$61  = taken;
     if (start) begin
       \$61  = 32'd0;
@@ -32914,7 +34538,7 @@ module \ndp_device.control_unit.unpacker (rst, src__valid, src__data, count, pai
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
     \$62  = \$51 [1:0];
     if (\$52 ) begin
       \$62  = 2'h0;
@@ -32924,7 +34548,7 @@ module \ndp_device.control_unit.unpacker (rst, src__valid, src__data, count, pai
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
     \$63  = win0;
     casez (retire)
       2'h1:
@@ -32943,7 +34567,7 @@ module \ndp_device.control_unit.unpacker (rst, src__valid, src__data, count, pai
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
     \$64  = win1;
     casez (retire)
       2'h1:
@@ -32962,7 +34586,7 @@ module \ndp_device.control_unit.unpacker (rst, src__valid, src__data, count, pai
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
     \$65  = win2;
     if (pull) begin
       casez (\$49 )
@@ -32991,48 +34615,36 @@ module \ndp_device.control_unit.unpacker (rst, src__valid, src__data, count, pai
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.writer (rst, bus__awlen, bus__wdata, bus__wstrb, bus__wlast, bus__bready, src__data, src__strb, src__valid, start, from_stream, beats, \addr$33 , line, \strb$37 , busy, bus__awvalid, bus__wvalid, src__ready, addr, bus__bvalid
-, bus__awready, bus__wready, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$77  = 0;
+module \ndp_device.control_unit.writer (rst, bus__awlen, bus__wdata, bus__wstrb, bus__wlast, reported, bus__bready, src__data, src__strb, src__valid, start, from_stream, beats, \addr$41 , line, strb, report, idle, quiet, bus__awvalid, bus__wvalid
+, src__ready, addr, bus__bvalid, bus__awready, bus__wready, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$80  = 0;
   wire [7:0] \$1 ;
   wire \$10 ;
   wire \$11 ;
   wire \$12 ;
-  wire \$13 ;
-  wire [5:0] \$14 ;
+  wire [31:0] \$13 ;
+  wire \$14 ;
   wire \$15 ;
-  wire [6:0] \$16 ;
-  wire [31:0] \$17 ;
-  wire \$18 ;
-  wire \$19 ;
+  wire \$16 ;
+  wire [13:0] \$17 ;
+  wire [64:0] \$18 ;
+  wire [32:0] \$19 ;
   wire \$2 ;
   wire \$20 ;
   wire \$21 ;
-  wire \$22 ;
+  wire [7:0] \$22 ;
   wire \$23 ;
   wire \$24 ;
-  wire [13:0] \$25 ;
-  wire [64:0] \$26 ;
-  wire [32:0] \$27 ;
-  wire \$28 ;
-  wire \$29 ;
+  reg [63:0] \$25 ;
+  reg \$26 ;
+  reg [31:0] \$27 ;
+  reg [511:0] \$28 ;
+  reg [63:0] \$29 ;
   wire \$3 ;
-  wire [7:0] \$30 ;
-  wire \$31 ;
-  wire \$32 ;
-  wire \$33 ;
-  wire \$34 ;
-  wire \$35 ;
-  wire \$36 ;
-  reg [4:0] \$37 ;
-  reg [63:0] \$38 ;
-  reg \$39 ;
+  reg \$30 ;
+  reg [1:0] \$31 ;
+  reg [6:0] \$32 ;
   wire [31:0] \$4 ;
-  reg [31:0] \$40 ;
-  reg [511:0] \$41 ;
-  reg [63:0] \$42 ;
-  reg [1:0] \$43 ;
-  reg [6:0] \$44 ;
   wire \$5 ;
   wire \$6 ;
   wire \$7 ;
@@ -33040,10 +34652,12 @@ module \ndp_device.control_unit.writer (rst, bus__awlen, bus__wdata, bus__wstrb,
   wire \$9 ;
   reg \$signal  = 1'h0;
   reg [511:0] \$signal$12  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  reg [63:0] \$signal$15  = 64'h0000000000000000;
+  reg \$signal$29  = 1'h0;
   output [63:0] addr;
   reg [63:0] addr = 64'h0000000000000000;
-  input [63:0] \addr$33 ;
-  wire [63:0] \addr$33 ;
+  input [63:0] \addr$41 ;
+  wire [63:0] \addr$41 ;
   input [31:0] beats;
   wire [31:0] beats;
   wire [6:0] burst;
@@ -33072,19 +34686,27 @@ module \ndp_device.control_unit.writer (rst, bus__awlen, bus__wdata, bus__wstrb,
   wire [63:0] bus__wstrb;
   output bus__wvalid;
   reg bus__wvalid;
-  output busy;
-  reg busy;
   input clk;
   wire clk;
   input from_stream;
   wire from_stream;
   reg [1:0] fsm_state = 2'h0;
+  output idle;
+  reg idle;
   reg [6:0] in_burst = 7'h00;
-  reg [4:0] in_flight = 5'h00;
   reg [31:0] left = 32'd0;
   wire [6:0] limit;
   input [511:0] line;
   wire [511:0] line;
+  output quiet;
+  reg quiet;
+  wire r_data;
+  wire r_en;
+  wire r_rdy;
+  input report;
+  wire report;
+  output reported;
+  wire reported;
   input rst;
   wire rst;
   input [511:0] src__data;
@@ -33097,18 +34719,12 @@ module \ndp_device.control_unit.writer (rst, bus__awlen, bus__wdata, bus__wstrb,
   wire src__valid;
   input start;
   wire start;
-  reg [63:0] strb = 64'h0000000000000000;
-  input [63:0] \strb$37 ;
-  wire [63:0] \strb$37 ;
+  input [63:0] strb;
+  wire [63:0] strb;
   wire [6:0] to_boundary;
-  always @(posedge clk)
-    \$signal$12  <= \$41 ;
-  always @(posedge clk)
-    strb <= \$42 ;
-  always @(posedge clk)
-    fsm_state <= \$43 ;
-  always @(posedge clk)
-    in_burst <= \$44 ;
+  wire w_data;
+  wire w_en;
+  wire w_rdy;
   assign \$1  = 7'h40 - addr[11:6];
   assign \$2  = \$1 [6:0] < 7'h40;
   assign limit = \$2  ? \$1 [6:0] : 7'h40;
@@ -33116,245 +34732,250 @@ module \ndp_device.control_unit.writer (rst, bus__awlen, bus__wdata, bus__wstrb,
   assign \$4  = \$3  ? left : { 25'h0000000, limit };
   assign bus__awlen = \$4 [6:0] - 1'h1;
   assign bus__wdata = \$signal  ? src__data : \$signal$12 ;
-  assign bus__wstrb = \$signal  ? src__strb : strb;
+  assign bus__wstrb = \$signal  ? src__strb : \$signal$15 ;
   assign bus__wlast = in_burst == 1'h1;
-  assign bus__bready = | in_flight;
-  assign \$5  = ! left;
-  assign \$6  = in_flight < 5'h10;
-  assign \$7  = \$signal  ? src__valid : 1'h1;
-  assign \$8  = \$signal  & bus__wready;
-  assign \$9  = ! fsm_state;
-  assign \$10  = fsm_state == 1'h1;
-  assign \$11  = fsm_state == 2'h2;
-  assign \$12  = fsm_state == 2'h3;
-  assign \$13  = bus__awvalid & bus__awready;
-  assign \$14  = in_flight + \$13 ;
-  assign \$15  = bus__bvalid & bus__bready;
-  assign \$16  = \$14  - \$15 ;
-  assign \$17  = from_stream ? beats : 32'd1;
-  assign \$18  = ! left;
-  assign \$19  = in_flight < 5'h10;
-  assign \$20  = ! in_flight;
-  assign \$21  = in_flight == 1'h1;
-  assign \$22  = bus__bvalid & bus__bready;
-  assign \$23  = \$21  & \$22 ;
-  assign \$24  = \$20  | \$23 ;
-  assign \$26  = addr + \$25 ;
-  assign \$27  = left - \$4 [6:0];
-  assign \$28  = \$signal  ? src__valid : 1'h1;
-  assign \$29  = \$28  & bus__wready;
-  assign \$30  = in_burst - 1'h1;
-  assign \$31  = in_burst == 1'h1;
-  assign \$32  = ! in_flight;
-  assign \$33  = in_flight == 1'h1;
-  assign \$34  = bus__bvalid & bus__bready;
-  assign \$35  = \$33  & \$34 ;
-  assign \$36  = \$32  | \$35 ;
+  assign r_en = bus__bvalid & bus__bready;
+  assign \$5  = bus__bvalid & bus__bready;
+  assign reported = \$5  & r_data;
+  assign w_en = bus__awvalid & bus__awready;
+  assign \$6  = left == \$4 [6:0];
+  assign w_data = \$signal$29  & \$6 ;
+  assign \$7  = ~ bus__bready;
+  assign \$8  = \$signal  ? src__valid : 1'h1;
+  assign \$9  = \$signal  & bus__wready;
+  assign \$10  = ! fsm_state;
+  assign \$11  = fsm_state == 1'h1;
+  assign \$12  = fsm_state == 2'h2;
+  assign \$13  = from_stream ? beats : 32'd1;
+  assign \$14  = ~ from_stream;
+  assign \$15  = | beats;
+  assign \$16  = \$14  | \$15 ;
+  assign \$18  = addr + \$17 ;
+  assign \$19  = left - \$4 [6:0];
+  assign \$20  = \$signal  ? src__valid : 1'h1;
+  assign \$21  = \$20  & bus__wready;
+  assign \$22  = in_burst - 1'h1;
+  assign \$23  = in_burst == 1'h1;
+  assign \$24  = ! left;
   always @(posedge clk)
-    in_flight <= \$37 ;
+    addr <= \$25 ;
   always @(posedge clk)
-    addr <= \$38 ;
+    \$signal  <= \$26 ;
   always @(posedge clk)
-    \$signal  <= \$39 ;
+    left <= \$27 ;
   always @(posedge clk)
-    left <= \$40 ;
+    \$signal$12  <= \$28 ;
+  always @(posedge clk)
+    \$signal$15  <= \$29 ;
+  always @(posedge clk)
+    \$signal$29  <= \$30 ;
+  always @(posedge clk)
+    fsm_state <= \$31 ;
+  always @(posedge clk)
+    in_burst <= \$32 ;
+  \ndp_device.control_unit.writer.tags  tags (
+    .clk(clk),
+    .r_data(r_data),
+    .r_en(r_en),
+    .r_rdy(bus__bready),
+    .rst(rst),
+    .w_en(w_en),
+    .w_port__data(w_data),
+    .w_rdy(w_rdy)
+  );
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$42  = strb;
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    idle = 1'h0;
     casez (fsm_state)
       2'h0:
-          if (start) begin
-            \$42  = \strb$37 ;
-          end
-    endcase
-    if (rst) begin
-      \$42  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$43  = fsm_state;
-    (* full_case = 32'd1 *)
-    casez (fsm_state)
-      2'h0:
-          if (start) begin
-            \$43  = 2'h1;
-          end
-      2'h1:
-          if (\$18 ) begin
-            (* full_case = 32'd1 *)
-            if (\$24 ) begin
-              \$43  = 2'h0;
-            end else begin
-              \$43  = 2'h2;
-            end
-          end else if (\$19 ) begin
-            if (bus__awready) begin
-              \$43  = 2'h3;
-            end
-          end
-      2'h3:
-          if (\$29 ) begin
-            if (\$31 ) begin
-              \$43  = 2'h1;
-            end
-          end
-      2'h2:
-          if (\$36 ) begin
-            \$43  = 2'h0;
-          end
-    endcase
-    if (rst) begin
-      \$43  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$44  = in_burst;
-    casez (fsm_state)
-      2'h0:
-          /* empty */;
-      2'h1:
-          if (\$18 ) begin
-          end else if (\$19 ) begin
-            if (bus__awready) begin
-              \$44  = \$4 [6:0];
-            end
-          end
-      2'h3:
-          if (\$29 ) begin
-            \$44  = \$30 [6:0];
-          end
-    endcase
-    if (rst) begin
-      \$44  = 7'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    busy = 1'h0;
-    (* full_case = 32'd1 *)
-    casez (fsm_state)
-      2'h0:
-          if (start) begin
-            busy = 1'h1;
-          end
-      2'h1:
-          busy = 1'h1;
-      2'h3:
-          busy = 1'h1;
-      2'h2:
-          busy = 1'h1;
+          idle = 1'h1;
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    quiet = 1'h0;
+    casez (fsm_state)
+      2'h0:
+          quiet = \$7 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     bus__awvalid = 1'h0;
     casez (fsm_state)
       2'h0:
           /* empty */;
       2'h1:
-          if (\$5 ) begin
-          end else if (\$6 ) begin
+          if (w_rdy) begin
             bus__awvalid = 1'h1;
           end
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     bus__wvalid = 1'h0;
     casez (fsm_state)
       2'h0:
           /* empty */;
       2'h1:
           /* empty */;
-      2'h3:
-          bus__wvalid = \$7 ;
+      2'h2:
+          bus__wvalid = \$8 ;
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     src__ready = 1'h0;
     casez (fsm_state)
       2'h0:
           /* empty */;
       2'h1:
           /* empty */;
-      2'h3:
-          src__ready = \$8 ;
+      2'h2:
+          src__ready = \$9 ;
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$37  = \$16 [4:0];
-    if (rst) begin
-      \$37  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$38  = addr;
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    \$25  = addr;
     casez (fsm_state)
       2'h0:
           if (start) begin
-            \$38  = \addr$33 ;
+            \$25  = \addr$41 ;
           end
       2'h1:
-          if (\$18 ) begin
-          end else if (\$19 ) begin
+          if (w_rdy) begin
             if (bus__awready) begin
-              \$38  = \$26 [63:0];
+              \$25  = \$18 [63:0];
             end
           end
     endcase
     if (rst) begin
-      \$38  = 64'h0000000000000000;
+      \$25  = 64'h0000000000000000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$39  = \$signal ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    \$26  = \$signal ;
     casez (fsm_state)
       2'h0:
           if (start) begin
-            \$39  = from_stream;
+            \$26  = from_stream;
           end
     endcase
     if (rst) begin
-      \$39  = 1'h0;
+      \$26  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$40  = left;
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    \$27  = left;
     casez (fsm_state)
       2'h0:
           if (start) begin
-            \$40  = \$17 ;
+            \$27  = \$13 ;
           end
       2'h1:
-          if (\$18 ) begin
-          end else if (\$19 ) begin
+          if (w_rdy) begin
             if (bus__awready) begin
-              \$40  = \$27 [31:0];
+              \$27  = \$19 [31:0];
             end
           end
     endcase
     if (rst) begin
-      \$40  = 32'd0;
+      \$27  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$41  = \$signal$12 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    \$28  = \$signal$12 ;
     casez (fsm_state)
       2'h0:
           if (start) begin
-            \$41  = line;
+            \$28  = line;
           end
     endcase
     if (rst) begin
-      \$41  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$28  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    \$29  = \$signal$15 ;
+    casez (fsm_state)
+      2'h0:
+          if (start) begin
+            \$29  = strb;
+          end
+    endcase
+    if (rst) begin
+      \$29  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    \$30  = \$signal$29 ;
+    casez (fsm_state)
+      2'h0:
+          if (start) begin
+            \$30  = report;
+          end
+    endcase
+    if (rst) begin
+      \$30  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    \$31  = fsm_state;
+    casez (fsm_state)
+      2'h0:
+          if (start) begin
+            if (\$16 ) begin
+              \$31  = 2'h1;
+            end
+          end
+      2'h1:
+          if (w_rdy) begin
+            if (bus__awready) begin
+              \$31  = 2'h2;
+            end
+          end
+      2'h2:
+          if (\$21 ) begin
+            if (\$23 ) begin
+              (* full_case = 32'd1 *)
+              if (\$24 ) begin
+                \$31  = 2'h0;
+              end else begin
+                \$31  = 2'h1;
+              end
+            end
+          end
+    endcase
+    if (rst) begin
+      \$31  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    \$32  = in_burst;
+    casez (fsm_state)
+      2'h0:
+          /* empty */;
+      2'h1:
+          if (w_rdy) begin
+            if (bus__awready) begin
+              \$32  = \$4 [6:0];
+            end
+          end
+      2'h2:
+          if (\$21 ) begin
+            \$32  = \$22 [6:0];
+          end
+    endcase
+    if (rst) begin
+      \$32  = 7'h00;
     end
   end
   assign to_boundary = \$1 [6:0];
@@ -33363,16 +34984,155 @@ module \ndp_device.control_unit.writer (rst, bus__awlen, bus__wdata, bus__wstrb,
   assign bus__awburst = 2'h1;
   assign bus__awcache = 4'h3;
   assign bus__awaddr = addr;
-  assign \$25  = { 1'h0, \$4 [6:0], 6'h00 };
+  assign r_rdy = bus__bready;
+  assign \$17  = { 1'h0, \$4 [6:0], 6'h00 };
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, dram__bvalid, dram__arready, ports__0__rid, ports__0__rdata, ports__0__rresp, ports__0__rlast, dram__rvalid, clk, rst, ports__2__arlen, ports__2__arvalid, ports__2__awlen, ports__2__wdata, ports__2__wstrb, ports__2__wlast, ports__2__bready, ports__0__arid, ports__0__araddr
+module \ndp_device.control_unit.writer.tags (rst, r_en, w_en, w_port__data, w_rdy, r_rdy, r_data, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$81  = 0;
+  wire \$1 ;
+  wire \$10 ;
+  wire \$11 ;
+  wire \$12 ;
+  wire \$13 ;
+  wire [5:0] \$14 ;
+  reg [3:0] \$15 ;
+  reg [3:0] \$16 ;
+  reg [4:0] \$17 ;
+  wire [4:0] \$2 ;
+  wire \$3 ;
+  wire [4:0] \$4 ;
+  wire \$5 ;
+  wire \$6 ;
+  wire \$7 ;
+  wire \$8 ;
+  wire [5:0] \$9 ;
+  input clk;
+  wire clk;
+  (* init = 4'h0 *)
+  wire [3:0] consume;
+  reg [4:0] level = 5'h00;
+  (* init = 4'h0 *)
+  wire [3:0] produce;
+  output r_data;
+  wire r_data;
+  input r_en;
+  wire r_en;
+  (* init = 5'h00 *)
+  wire [4:0] r_level;
+  reg [3:0] r_port__addr = 4'h0;
+  wire r_port__data;
+  output r_rdy;
+  wire r_rdy;
+  input rst;
+  wire rst;
+  wire w_data;
+  input w_en;
+  wire w_en;
+  (* init = 5'h00 *)
+  wire [4:0] w_level;
+  reg [3:0] w_port__addr = 4'h0;
+  input w_port__data;
+  wire w_port__data;
+  wire w_port__en;
+  output w_rdy;
+  wire w_rdy;
+  reg [0:0] storage [15:0];
+  initial begin
+    storage[0] = 1'h0;
+    storage[1] = 1'h0;
+    storage[2] = 1'h0;
+    storage[3] = 1'h0;
+    storage[4] = 1'h0;
+    storage[5] = 1'h0;
+    storage[6] = 1'h0;
+    storage[7] = 1'h0;
+    storage[8] = 1'h0;
+    storage[9] = 1'h0;
+    storage[10] = 1'h0;
+    storage[11] = 1'h0;
+    storage[12] = 1'h0;
+    storage[13] = 1'h0;
+    storage[14] = 1'h0;
+    storage[15] = 1'h0;
+  end
+  always @(posedge clk) begin
+    if (w_port__en)
+      storage[w_port__addr] <= w_port__data;
+  end
+  assign r_data = storage[r_port__addr];
+  assign w_rdy = level != 5'h10;
+  assign r_rdy = | level;
+  assign w_port__en = w_en & w_rdy;
+  assign \$1  = w_rdy & w_en;
+  assign \$2  = w_port__addr + 1'h1;
+  assign \$3  = r_rdy & r_en;
+  assign \$4  = r_port__addr + 1'h1;
+  assign \$5  = w_rdy & w_en;
+  assign \$6  = r_rdy & r_en;
+  assign \$7  = ~ \$6 ;
+  assign \$8  = \$5  & \$7 ;
+  assign \$9  = level + 1'h1;
+  assign \$10  = r_rdy & r_en;
+  assign \$11  = w_rdy & w_en;
+  assign \$12  = ~ \$11 ;
+  assign \$13  = \$10  & \$12 ;
+  assign \$14  = level - 1'h1;
+  always @(posedge clk)
+    w_port__addr <= \$15 ;
+  always @(posedge clk)
+    r_port__addr <= \$16 ;
+  always @(posedge clk)
+    level <= \$17 ;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    \$15  = w_port__addr;
+    if (\$1 ) begin
+      \$15  = \$2 [3:0];
+    end
+    if (rst) begin
+      \$15  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    \$16  = r_port__addr;
+    if (\$3 ) begin
+      \$16  = \$4 [3:0];
+    end
+    if (rst) begin
+      \$16  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    \$17  = level;
+    if (\$8 ) begin
+      \$17  = \$9 [4:0];
+    end
+    if (\$13 ) begin
+      \$17  = \$14 [4:0];
+    end
+    if (rst) begin
+      \$17  = 5'h00;
+    end
+  end
+  assign w_level = level;
+  assign r_level = level;
+  assign produce = w_port__addr;
+  assign w_data = w_port__data;
+  assign consume = r_port__addr;
+  assign r_port__data = r_data;
+endmodule
+
+(* generator = "Amaranth" *)
+module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, dram__bvalid, dram__arready, ports__0__rid, ports__0__rdata, ports__0__rresp, dram__rlast, dram__rvalid, clk, rst, ports__2__arlen, ports__2__arvalid, ports__2__awlen, ports__2__wdata, ports__2__wstrb, ports__2__wlast, ports__2__bready, ports__0__arid, ports__0__araddr
 , ports__0__arlen, ports__0__arsize, ports__0__arburst, ports__0__arlock, ports__0__arcache, ports__0__arprot, ports__0__arvalid, ports__0__rready, ports__0__awid, ports__0__awaddr, ports__0__awlen, ports__0__awsize, ports__0__awburst, ports__0__awlock, ports__0__awcache, ports__0__awprot, ports__0__awvalid, ports__0__wdata, ports__0__wstrb, ports__0__wlast, ports__0__wvalid
 , ports__0__bready, ports__1__araddr, ports__1__arvalid, ports__1__rready, ports__2__araddr, ports__2__awvalid, ports__2__wvalid, ports__2__awaddr, dram__arid, dram__araddr, dram__arlen, dram__arsize, dram__arburst, dram__arlock, dram__arcache, dram__arprot, dram__arvalid, ports__0__arready, ports__1__arready, ports__2__arready, ports__0__rvalid
 , dram__rready, ports__1__rvalid, ports__2__rvalid, ports__0__bvalid, dram__bready, ports__1__bvalid, ports__2__bvalid, dram__awid, dram__awaddr, dram__awlen, dram__awsize, dram__awburst, dram__awlock, dram__awcache, dram__awprot, dram__awvalid, ports__0__awready, ports__1__awready, ports__2__awready, dram__wdata, dram__wstrb
 , dram__wlast, dram__wvalid, ports__0__wready, ports__1__wready, ports__2__wready, dram__awready);
-  reg \$auto$verilog_backend.cc:2355:dump_module$78  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$82  = 0;
   wire \$1 ;
   wire \$10 ;
   wire \$11 ;
@@ -33385,48 +35145,26 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
   wire \$18 ;
   wire \$19 ;
   wire \$2 ;
-  wire [2:0] \$20 ;
+  wire \$20 ;
   wire \$21 ;
   wire \$22 ;
-  wire [3:0] \$23 ;
+  wire \$23 ;
   wire \$24 ;
   wire \$25 ;
-  wire \$26 ;
-  wire \$27 ;
-  wire \$28 ;
-  wire \$29 ;
+  reg [1:0] \$26 ;
+  reg \$27 ;
+  reg [1:0] \$28 ;
+  reg \$29 ;
   wire \$3 ;
-  wire \$30 ;
-  wire [5:0] \$31 ;
-  wire \$32 ;
-  wire [6:0] \$33 ;
-  wire \$34 ;
-  wire \$35 ;
-  wire \$36 ;
-  wire \$37 ;
-  wire \$38 ;
-  wire \$39 ;
+  reg [1:0] \$30 ;
   wire \$4 ;
-  wire \$40 ;
-  wire \$41 ;
-  wire \$42 ;
-  wire \$43 ;
-  reg [1:0] \$44 ;
-  reg [1:0] \$45 ;
-  reg \$46 ;
-  reg [4:0] \$47 ;
-  reg [1:0] \$48 ;
-  reg [1:0] \$49 ;
   wire \$5 ;
-  reg \$50 ;
-  reg [1:0] \$51 ;
   wire \$6 ;
   wire \$7 ;
   wire \$8 ;
   wire \$9 ;
   reg [1:0] \$signal  = 2'h0;
-  reg [1:0] \$signal$76  = 2'h0;
-  reg \$signal$77 ;
+  reg \$signal$78 ;
   reg addr_phase = 1'h0;
   reg ar_any;
   reg [1:0] ar_pick;
@@ -33482,6 +35220,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
   wire dram__bvalid;
   wire [511:0] dram__rdata;
   wire [7:0] dram__rid;
+  input dram__rlast;
   wire dram__rlast;
   output dram__rready;
   reg dram__rready;
@@ -33499,10 +35238,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
   output dram__wvalid;
   reg dram__wvalid;
   reg granted = 1'h0;
-  reg [1:0] in_flight = 2'h0;
-  reg others;
   reg others_aw;
-  reg owner_request;
   input [63:0] ports__0__araddr;
   wire [63:0] ports__0__araddr;
   input [1:0] ports__0__arburst;
@@ -33555,7 +35291,6 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
   wire [511:0] ports__0__rdata;
   input [7:0] ports__0__rid;
   wire [7:0] ports__0__rid;
-  input ports__0__rlast;
   wire ports__0__rlast;
   input ports__0__rready;
   wire ports__0__rready;
@@ -33667,674 +35402,79 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
   wire [63:0] ports__2__wstrb;
   input ports__2__wvalid;
   wire ports__2__wvalid;
+  wire [1:0] r_data;
+  wire [1:0] \r_data$95 ;
+  wire r_en;
+  wire \r_en$84 ;
   input rst;
   wire rst;
-  reg [4:0] w_in_flight = 5'h00;
-  reg [1:0] w_last = 2'h0;
+  (* init = 2'h0 *)
+  wire [1:0] w_data;
+  (* init = 2'h0 *)
+  wire [1:0] \w_data$80 ;
+  wire w_en;
+  wire \w_en$81 ;
+  reg [1:0] w_grant = 2'h0;
+  wire w_rdy;
+  wire \w_rdy$162 ;
   reg [1:0] write_state = 2'h0;
   always @(posedge clk)
-    in_flight <= \$44 ;
+    \$signal  <= \$26 ;
   always @(posedge clk)
-    \$signal  <= \$45 ;
+    addr_phase <= \$27 ;
   always @(posedge clk)
-    addr_phase <= \$46 ;
+    w_grant <= \$28 ;
   always @(posedge clk)
-    w_in_flight <= \$47 ;
+    granted <= \$29 ;
   always @(posedge clk)
-    \$signal$76  <= \$48 ;
-  always @(posedge clk)
-    w_last <= \$49 ;
-  always @(posedge clk)
-    granted <= \$50 ;
-  always @(posedge clk)
-    write_state <= \$51 ;
-  assign \$1  = | { ports__2__arvalid, ports__1__arvalid };
-  assign \$2  = | { ports__2__arvalid, ports__0__arvalid };
-  assign \$3  = | { ports__1__arvalid, ports__0__arvalid };
-  assign \$4  = ~ addr_phase;
-  assign \$6  = | { ports__2__awvalid, ports__0__awvalid };
-  assign \$8  = ~ others_aw;
-  assign \$9  = granted | \$8 ;
-  assign \$10  = \$signal$77  & \$9 ;
-  assign \$11  = ! w_in_flight;
-  assign \$12  = w_in_flight == 1'h1;
-  assign \$13  = dram__bvalid & dram__bready;
-  assign \$14  = \$12  & \$13 ;
-  assign \$15  = \$11  | \$14 ;
-  assign \$16  = ! write_state;
-  assign \$17  = write_state == 1'h1;
-  assign \$18  = write_state == 2'h2;
-  assign \$19  = dram__arvalid & dram__arready;
-  assign \$20  = in_flight + \$19 ;
-  assign \$21  = dram__rvalid & dram__rready;
-  assign \$22  = \$21  & ports__0__rlast;
-  assign \$23  = \$20  - \$22 ;
-  assign \$24  = ~ addr_phase;
-  assign \$25  = ! in_flight;
-  assign \$26  = ~ others;
-  assign \$27  = owner_request & \$26 ;
-  assign \$28  = in_flight < 2'h2;
-  assign \$29  = \$27  & \$28 ;
-  assign \$30  = dram__awvalid & dram__awready;
-  assign \$31  = w_in_flight + \$30 ;
-  assign \$32  = dram__bvalid & dram__bready;
-  assign \$33  = \$31  - \$32 ;
-  assign \$34  = ~ others_aw;
-  assign \$35  = granted | \$34 ;
-  assign \$36  = \$signal$77  & \$35 ;
-  assign \$37  = ! w_in_flight;
-  assign \$38  = w_in_flight == 1'h1;
-  assign \$39  = dram__bvalid & dram__bready;
-  assign \$40  = \$38  & \$39 ;
-  assign \$41  = \$37  | \$40 ;
-  assign \$42  = dram__wvalid & dram__wready;
-  assign \$43  = \$42  & dram__wlast;
+    write_state <= \$30 ;
+  assign \$1  = ~ addr_phase;
+  assign w_en = dram__arvalid & dram__arready;
+  assign \$2  = dram__rvalid & dram__rready;
+  assign r_en = \$2  & dram__rlast;
+  assign \$4  = | { ports__2__awvalid, ports__0__awvalid };
+  assign \w_en$81  = dram__awvalid & dram__awready;
+  assign \r_en$84  = dram__bvalid & dram__bready;
+  assign \$6  = ~ others_aw;
+  assign \$7  = \$6  & w_rdy;
+  assign \$8  = granted | \$7 ;
+  assign \$9  = \$signal$78  & \$8 ;
+  assign \$10  = ~ \$signal$78 ;
+  assign \$11  = \$10  | others_aw;
+  assign \$12  = ! write_state;
+  assign \$13  = write_state == 1'h1;
+  assign \$14  = write_state == 2'h2;
+  assign \$15  = ~ addr_phase;
+  assign \$16  = ar_any & \w_rdy$162 ;
+  assign \$17  = aw_any & w_rdy;
+  assign \$18  = ~ others_aw;
+  assign \$19  = \$18  & w_rdy;
+  assign \$20  = granted | \$19 ;
+  assign \$21  = \$signal$78  & \$20 ;
+  assign \$22  = ~ \$signal$78 ;
+  assign \$23  = \$22  | others_aw;
+  assign \$24  = dram__wvalid & dram__wready;
+  assign \$25  = \$24  & dram__wlast;
+  \ndp_device.dram_arbiter.read_tags  read_tags (
+    .clk(clk),
+    .r_data(r_data),
+    .r_en(r_en),
+    .rst(rst),
+    .w_en(w_en),
+    .w_port__data(\$signal ),
+    .w_rdy(\w_rdy$162 )
+  );
+  \ndp_device.dram_arbiter.write_tags  write_tags (
+    .clk(clk),
+    .r_data(\r_data$95 ),
+    .r_en(\r_en$84 ),
+    .rst(rst),
+    .w_en(\w_en$81 ),
+    .w_port__data(w_grant),
+    .w_rdy(w_rdy)
+  );
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
-    dram__araddr = 64'h0000000000000000;
-    (* full_case = 32'd1 *)
-    if (\$4 ) begin
-    end else begin
-      casez (\$signal )
-        2'h0:
-            dram__araddr = ports__0__araddr;
-        2'h1:
-            dram__araddr = ports__1__araddr;
-        2'h2:
-            dram__araddr = ports__2__araddr;
-      endcase
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
-    dram__arlen = 8'h00;
-    (* full_case = 32'd1 *)
-    if (\$4 ) begin
-    end else begin
-      casez (\$signal )
-        2'h0:
-            dram__arlen = ports__0__arlen;
-        2'h1:
-            dram__arlen = 8'h00;
-        2'h2:
-            dram__arlen = ports__2__arlen;
-      endcase
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
-    dram__arsize = 3'h0;
-    (* full_case = 32'd1 *)
-    if (\$4 ) begin
-    end else begin
-      casez (\$signal )
-        2'h0:
-            dram__arsize = ports__0__arsize;
-        2'h1:
-            dram__arsize = 3'h6;
-        2'h2:
-            dram__arsize = 3'h6;
-      endcase
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
-    dram__arburst = 2'h0;
-    (* full_case = 32'd1 *)
-    if (\$4 ) begin
-    end else begin
-      casez (\$signal )
-        2'h0:
-            dram__arburst = ports__0__arburst;
-        2'h1:
-            dram__arburst = 2'h1;
-        2'h2:
-            dram__arburst = 2'h1;
-      endcase
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
-    dram__arlock = 1'h0;
-    (* full_case = 32'd1 *)
-    if (\$4 ) begin
-    end else begin
-      casez (\$signal )
-        2'h0:
-            dram__arlock = ports__0__arlock;
-        2'h1:
-            dram__arlock = 1'h0;
-        2'h2:
-            dram__arlock = 1'h0;
-      endcase
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
-    dram__arcache = 4'h0;
-    (* full_case = 32'd1 *)
-    if (\$4 ) begin
-    end else begin
-      casez (\$signal )
-        2'h0:
-            dram__arcache = ports__0__arcache;
-        2'h1:
-            dram__arcache = 4'h3;
-        2'h2:
-            dram__arcache = 4'h3;
-      endcase
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
-    dram__arprot = 3'h0;
-    (* full_case = 32'd1 *)
-    if (\$4 ) begin
-    end else begin
-      casez (\$signal )
-        2'h0:
-            dram__arprot = ports__0__arprot;
-        2'h1:
-            dram__arprot = 3'h0;
-        2'h2:
-            dram__arprot = 3'h0;
-      endcase
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
-    dram__arvalid = 1'h0;
-    (* full_case = 32'd1 *)
-    if (\$4 ) begin
-    end else begin
-      casez (\$signal )
-        2'h0:
-            dram__arvalid = ports__0__arvalid;
-        2'h1:
-            dram__arvalid = ports__1__arvalid;
-        2'h2:
-            dram__arvalid = ports__2__arvalid;
-      endcase
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
-    ports__0__arready = 1'h0;
-    (* full_case = 32'd1 *)
-    if (\$4 ) begin
-    end else begin
-      casez (\$signal )
-        2'h0:
-            ports__0__arready = dram__arready;
-      endcase
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
-    ports__1__arready = 1'h0;
-    (* full_case = 32'd1 *)
-    if (\$4 ) begin
-    end else begin
-      casez (\$signal )
-        2'h0:
-            /* empty */;
-        2'h1:
-            ports__1__arready = dram__arready;
-      endcase
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
-    ports__2__arready = 1'h0;
-    (* full_case = 32'd1 *)
-    if (\$4 ) begin
-    end else begin
-      casez (\$signal )
-        2'h0:
-            /* empty */;
-        2'h1:
-            /* empty */;
-        2'h2:
-            ports__2__arready = dram__arready;
-      endcase
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
-    ports__0__rvalid = 1'h0;
-    casez (\$signal )
-      2'h0:
-          ports__0__rvalid = dram__rvalid;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
-    dram__rready = 1'h0;
-    casez (\$signal )
-      2'h0:
-          dram__rready = ports__0__rready;
-      2'h1:
-          dram__rready = ports__1__rready;
-      2'h2:
-          dram__rready = 1'h1;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
-    ports__1__rvalid = 1'h0;
-    casez (\$signal )
-      2'h0:
-          /* empty */;
-      2'h1:
-          ports__1__rvalid = dram__rvalid;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
-    ports__2__rvalid = 1'h0;
-    casez (\$signal )
-      2'h0:
-          /* empty */;
-      2'h1:
-          /* empty */;
-      2'h2:
-          ports__2__rvalid = dram__rvalid;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
-    aw_pick = 2'h0;
-    casez (w_last)
-      2'h0:
-        begin
-          if (ports__0__awvalid) begin
-            aw_pick = 2'h0;
-          end
-          if (ports__2__awvalid) begin
-            aw_pick = 2'h2;
-          end
-        end
-      2'h1:
-        begin
-          if (ports__0__awvalid) begin
-            aw_pick = 2'h0;
-          end
-          if (ports__2__awvalid) begin
-            aw_pick = 2'h2;
-          end
-        end
-      2'h2:
-        begin
-          if (ports__2__awvalid) begin
-            aw_pick = 2'h2;
-          end
-          if (ports__0__awvalid) begin
-            aw_pick = 2'h0;
-          end
-        end
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
-    aw_any = 1'h0;
-    casez (w_last)
-      2'h0:
-        begin
-          if (ports__0__awvalid) begin
-            aw_any = 1'h1;
-          end
-          if (ports__2__awvalid) begin
-            aw_any = 1'h1;
-          end
-        end
-      2'h1:
-        begin
-          if (ports__0__awvalid) begin
-            aw_any = 1'h1;
-          end
-          if (ports__2__awvalid) begin
-            aw_any = 1'h1;
-          end
-        end
-      2'h2:
-        begin
-          if (ports__2__awvalid) begin
-            aw_any = 1'h1;
-          end
-          if (ports__0__awvalid) begin
-            aw_any = 1'h1;
-          end
-        end
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
-    \$signal$77  = 1'h0;
-    casez (\$signal$76 )
-      2'h0:
-          \$signal$77  = ports__0__awvalid;
-      2'h1:
-          \$signal$77  = 1'h0;
-      2'h2:
-          \$signal$77  = ports__2__awvalid;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
-    others_aw = 1'h0;
-    casez (\$signal$76 )
-      2'h0:
-          others_aw = \$5 ;
-      2'h1:
-          others_aw = \$6 ;
-      2'h2:
-          others_aw = \$7 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
-    ports__0__bvalid = 1'h0;
-    casez (\$signal$76 )
-      2'h0:
-          ports__0__bvalid = dram__bvalid;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
-    dram__bready = 1'h0;
-    casez (\$signal$76 )
-      2'h0:
-          dram__bready = ports__0__bready;
-      2'h1:
-          dram__bready = 1'h0;
-      2'h2:
-          dram__bready = ports__2__bready;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
-    ports__1__bvalid = 1'h0;
-    casez (\$signal$76 )
-      2'h0:
-          /* empty */;
-      2'h1:
-          ports__1__bvalid = dram__bvalid;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
-    ports__2__bvalid = 1'h0;
-    casez (\$signal$76 )
-      2'h0:
-          /* empty */;
-      2'h1:
-          /* empty */;
-      2'h2:
-          ports__2__bvalid = dram__bvalid;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
-    dram__awid = 8'h00;
-    casez (write_state)
-      2'h0:
-          /* empty */;
-      2'h1:
-          if (\$10 ) begin
-            casez (\$signal$76 )
-              2'h0:
-                  dram__awid = ports__0__awid;
-              2'h1:
-                  dram__awid = 8'h00;
-              2'h2:
-                  dram__awid = 8'h00;
-            endcase
-          end
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
-    dram__awaddr = 64'h0000000000000000;
-    casez (write_state)
-      2'h0:
-          /* empty */;
-      2'h1:
-          if (\$10 ) begin
-            casez (\$signal$76 )
-              2'h0:
-                  dram__awaddr = ports__0__awaddr;
-              2'h1:
-                  dram__awaddr = 64'h0000000000000000;
-              2'h2:
-                  dram__awaddr = ports__2__awaddr;
-            endcase
-          end
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
-    dram__awlen = 8'h00;
-    casez (write_state)
-      2'h0:
-          /* empty */;
-      2'h1:
-          if (\$10 ) begin
-            casez (\$signal$76 )
-              2'h0:
-                  dram__awlen = ports__0__awlen;
-              2'h1:
-                  dram__awlen = 8'h00;
-              2'h2:
-                  dram__awlen = ports__2__awlen;
-            endcase
-          end
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
-    dram__awsize = 3'h0;
-    casez (write_state)
-      2'h0:
-          /* empty */;
-      2'h1:
-          if (\$10 ) begin
-            casez (\$signal$76 )
-              2'h0:
-                  dram__awsize = ports__0__awsize;
-              2'h1:
-                  dram__awsize = 3'h0;
-              2'h2:
-                  dram__awsize = 3'h6;
-            endcase
-          end
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
-    dram__awburst = 2'h0;
-    casez (write_state)
-      2'h0:
-          /* empty */;
-      2'h1:
-          if (\$10 ) begin
-            casez (\$signal$76 )
-              2'h0:
-                  dram__awburst = ports__0__awburst;
-              2'h1:
-                  dram__awburst = 2'h0;
-              2'h2:
-                  dram__awburst = 2'h1;
-            endcase
-          end
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
-    dram__awlock = 1'h0;
-    casez (write_state)
-      2'h0:
-          /* empty */;
-      2'h1:
-          if (\$10 ) begin
-            casez (\$signal$76 )
-              2'h0:
-                  dram__awlock = ports__0__awlock;
-              2'h1:
-                  dram__awlock = 1'h0;
-              2'h2:
-                  dram__awlock = 1'h0;
-            endcase
-          end
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
-    dram__awcache = 4'h0;
-    casez (write_state)
-      2'h0:
-          /* empty */;
-      2'h1:
-          if (\$10 ) begin
-            casez (\$signal$76 )
-              2'h0:
-                  dram__awcache = ports__0__awcache;
-              2'h1:
-                  dram__awcache = 4'h0;
-              2'h2:
-                  dram__awcache = 4'h3;
-            endcase
-          end
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
-    dram__awprot = 3'h0;
-    casez (write_state)
-      2'h0:
-          /* empty */;
-      2'h1:
-          if (\$10 ) begin
-            casez (\$signal$76 )
-              2'h0:
-                  dram__awprot = ports__0__awprot;
-              2'h1:
-                  dram__awprot = 3'h0;
-              2'h2:
-                  dram__awprot = 3'h0;
-            endcase
-          end
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
-    dram__awvalid = 1'h0;
-    casez (write_state)
-      2'h0:
-          /* empty */;
-      2'h1:
-          if (\$10 ) begin
-            casez (\$signal$76 )
-              2'h0:
-                  dram__awvalid = ports__0__awvalid;
-              2'h1:
-                  dram__awvalid = 1'h0;
-              2'h2:
-                  dram__awvalid = ports__2__awvalid;
-            endcase
-          end
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
-    ports__0__awready = 1'h0;
-    casez (write_state)
-      2'h0:
-          /* empty */;
-      2'h1:
-          if (\$10 ) begin
-            casez (\$signal$76 )
-              2'h0:
-                  ports__0__awready = dram__awready;
-            endcase
-          end
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
-    ports__1__awready = 1'h0;
-    casez (write_state)
-      2'h0:
-          /* empty */;
-      2'h1:
-          if (\$10 ) begin
-            casez (\$signal$76 )
-              2'h0:
-                  /* empty */;
-              2'h1:
-                  ports__1__awready = dram__awready;
-            endcase
-          end
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
-    ports__2__awready = 1'h0;
-    casez (write_state)
-      2'h0:
-          /* empty */;
-      2'h1:
-          if (\$10 ) begin
-            casez (\$signal$76 )
-              2'h0:
-                  /* empty */;
-              2'h1:
-                  /* empty */;
-              2'h2:
-                  ports__2__awready = dram__awready;
-            endcase
-          end
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
-    dram__wdata = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    casez (write_state)
-      2'h0:
-          /* empty */;
-      2'h1:
-          /* empty */;
-      2'h2:
-          casez (\$signal$76 )
-            2'h0:
-                dram__wdata = ports__0__wdata;
-            2'h1:
-                dram__wdata = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-            2'h2:
-                dram__wdata = ports__2__wdata;
-          endcase
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
-    dram__wstrb = 64'h0000000000000000;
-    casez (write_state)
-      2'h0:
-          /* empty */;
-      2'h1:
-          /* empty */;
-      2'h2:
-          casez (\$signal$76 )
-            2'h0:
-                dram__wstrb = ports__0__wstrb;
-            2'h1:
-                dram__wstrb = 64'h0000000000000000;
-            2'h2:
-                dram__wstrb = ports__2__wstrb;
-          endcase
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
     dram__wlast = 1'h0;
     casez (write_state)
       2'h0:
@@ -34342,7 +35482,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
       2'h1:
           /* empty */;
       2'h2:
-          casez (\$signal$76 )
+          casez (w_grant)
             2'h0:
                 dram__wlast = ports__0__wlast;
             2'h1:
@@ -34353,7 +35493,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
     dram__wvalid = 1'h0;
     casez (write_state)
       2'h0:
@@ -34361,7 +35501,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
       2'h1:
           /* empty */;
       2'h2:
-          casez (\$signal$76 )
+          casez (w_grant)
             2'h0:
                 dram__wvalid = ports__0__wvalid;
             2'h1:
@@ -34372,7 +35512,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
     ports__0__wready = 1'h0;
     casez (write_state)
       2'h0:
@@ -34380,14 +35520,14 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
       2'h1:
           /* empty */;
       2'h2:
-          casez (\$signal$76 )
+          casez (w_grant)
             2'h0:
                 ports__0__wready = dram__wready;
           endcase
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
     ports__1__wready = 1'h0;
     casez (write_state)
       2'h0:
@@ -34395,7 +35535,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
       2'h1:
           /* empty */;
       2'h2:
-          casez (\$signal$76 )
+          casez (w_grant)
             2'h0:
                 /* empty */;
             2'h1:
@@ -34404,7 +35544,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
     ports__2__wready = 1'h0;
     casez (write_state)
       2'h0:
@@ -34412,7 +35552,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
       2'h1:
           /* empty */;
       2'h2:
-          casez (\$signal$76 )
+          casez (w_grant)
             2'h0:
                 /* empty */;
             2'h1:
@@ -34423,150 +35563,93 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
-    \$44  = \$23 [1:0];
-    if (rst) begin
-      \$44  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
-    \$45  = \$signal ;
-    if (\$24 ) begin
-      if (\$25 ) begin
-        if (ar_any) begin
-          \$45  = ar_pick;
-        end
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    \$26  = \$signal ;
+    if (\$15 ) begin
+      if (\$16 ) begin
+        \$26  = ar_pick;
       end
     end
     if (rst) begin
-      \$45  = 2'h0;
+      \$26  = 2'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
-    \$46  = addr_phase;
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    \$27  = addr_phase;
     (* full_case = 32'd1 *)
-    if (\$24 ) begin
-      if (\$25 ) begin
-        if (ar_any) begin
-          \$46  = 1'h1;
-        end
-      end else if (\$29 ) begin
-        \$46  = 1'h1;
+    if (\$15 ) begin
+      if (\$16 ) begin
+        \$27  = 1'h1;
       end
     end else begin
       if (dram__arready) begin
-        \$46  = 1'h0;
+        \$27  = 1'h0;
       end
     end
     if (rst) begin
-      \$46  = 1'h0;
+      \$27  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
-    \$47  = \$33 [4:0];
-    if (rst) begin
-      \$47  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
-    \$48  = \$signal$76 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    \$28  = w_grant;
     casez (write_state)
       2'h0:
-          if (aw_any) begin
-            \$48  = aw_pick;
+          if (\$17 ) begin
+            \$28  = aw_pick;
           end
     endcase
     if (rst) begin
-      \$48  = 2'h0;
+      \$28  = 2'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
-    \$49  = w_last;
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    \$29  = granted;
     casez (write_state)
       2'h0:
-          if (aw_any) begin
-            \$49  = aw_pick;
-          end
-    endcase
-    if (rst) begin
-      \$49  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
-    \$50  = granted;
-    casez (write_state)
-      2'h0:
-          if (aw_any) begin
-            \$50  = 1'h1;
+          if (\$17 ) begin
+            \$29  = 1'h1;
           end
       2'h1:
-          if (\$36 ) begin
+          if (\$21 ) begin
             if (dram__awready) begin
-              \$50  = 1'h0;
+              \$29  = 1'h0;
             end
           end
     endcase
     if (rst) begin
-      \$50  = 1'h0;
+      \$29  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
-    \$51  = write_state;
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    \$30  = write_state;
     casez (write_state)
       2'h0:
-          if (aw_any) begin
-            \$51  = 2'h1;
+          if (\$17 ) begin
+            \$30  = 2'h1;
           end
       2'h1:
-          if (\$36 ) begin
+          if (\$21 ) begin
             if (dram__awready) begin
-              \$51  = 2'h2;
+              \$30  = 2'h2;
             end
-          end else if (\$41 ) begin
-            \$51  = 2'h0;
+          end else if (\$23 ) begin
+            \$30  = 2'h0;
           end
       2'h2:
-          if (\$43 ) begin
-            \$51  = 2'h1;
+          if (\$25 ) begin
+            \$30  = 2'h1;
           end
     endcase
     if (rst) begin
-      \$51  = 2'h0;
+      \$30  = 2'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
-    others = 1'h0;
-    casez (\$signal )
-      2'h0:
-          others = \$1 ;
-      2'h1:
-          others = \$2 ;
-      2'h2:
-          others = \$3 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
-    owner_request = 1'h0;
-    casez (\$signal )
-      2'h0:
-          owner_request = ports__0__arvalid;
-      2'h1:
-          owner_request = ports__1__arvalid;
-      2'h2:
-          owner_request = ports__2__arvalid;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
     ar_pick = 2'h0;
     casez (\$signal )
       2'h0:
@@ -34608,7 +35691,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
     ar_any = 1'h0;
     casez (\$signal )
       2'h0:
@@ -34650,10 +35733,10 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
     dram__arid = 8'h00;
     (* full_case = 32'd1 *)
-    if (\$4 ) begin
+    if (\$1 ) begin
     end else begin
       casez (\$signal )
         2'h0:
@@ -34664,6 +35747,610 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
             dram__arid = 8'h00;
       endcase
     end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    dram__araddr = 64'h0000000000000000;
+    (* full_case = 32'd1 *)
+    if (\$1 ) begin
+    end else begin
+      casez (\$signal )
+        2'h0:
+            dram__araddr = ports__0__araddr;
+        2'h1:
+            dram__araddr = ports__1__araddr;
+        2'h2:
+            dram__araddr = ports__2__araddr;
+      endcase
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    dram__arlen = 8'h00;
+    (* full_case = 32'd1 *)
+    if (\$1 ) begin
+    end else begin
+      casez (\$signal )
+        2'h0:
+            dram__arlen = ports__0__arlen;
+        2'h1:
+            dram__arlen = 8'h00;
+        2'h2:
+            dram__arlen = ports__2__arlen;
+      endcase
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    dram__arsize = 3'h0;
+    (* full_case = 32'd1 *)
+    if (\$1 ) begin
+    end else begin
+      casez (\$signal )
+        2'h0:
+            dram__arsize = ports__0__arsize;
+        2'h1:
+            dram__arsize = 3'h6;
+        2'h2:
+            dram__arsize = 3'h6;
+      endcase
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    dram__arburst = 2'h0;
+    (* full_case = 32'd1 *)
+    if (\$1 ) begin
+    end else begin
+      casez (\$signal )
+        2'h0:
+            dram__arburst = ports__0__arburst;
+        2'h1:
+            dram__arburst = 2'h1;
+        2'h2:
+            dram__arburst = 2'h1;
+      endcase
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    dram__arlock = 1'h0;
+    (* full_case = 32'd1 *)
+    if (\$1 ) begin
+    end else begin
+      casez (\$signal )
+        2'h0:
+            dram__arlock = ports__0__arlock;
+        2'h1:
+            dram__arlock = 1'h0;
+        2'h2:
+            dram__arlock = 1'h0;
+      endcase
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    dram__arcache = 4'h0;
+    (* full_case = 32'd1 *)
+    if (\$1 ) begin
+    end else begin
+      casez (\$signal )
+        2'h0:
+            dram__arcache = ports__0__arcache;
+        2'h1:
+            dram__arcache = 4'h3;
+        2'h2:
+            dram__arcache = 4'h3;
+      endcase
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    dram__arprot = 3'h0;
+    (* full_case = 32'd1 *)
+    if (\$1 ) begin
+    end else begin
+      casez (\$signal )
+        2'h0:
+            dram__arprot = ports__0__arprot;
+        2'h1:
+            dram__arprot = 3'h0;
+        2'h2:
+            dram__arprot = 3'h0;
+      endcase
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    dram__arvalid = 1'h0;
+    (* full_case = 32'd1 *)
+    if (\$1 ) begin
+    end else begin
+      casez (\$signal )
+        2'h0:
+            dram__arvalid = ports__0__arvalid;
+        2'h1:
+            dram__arvalid = ports__1__arvalid;
+        2'h2:
+            dram__arvalid = ports__2__arvalid;
+      endcase
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    ports__0__arready = 1'h0;
+    (* full_case = 32'd1 *)
+    if (\$1 ) begin
+    end else begin
+      casez (\$signal )
+        2'h0:
+            ports__0__arready = dram__arready;
+      endcase
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    ports__1__arready = 1'h0;
+    (* full_case = 32'd1 *)
+    if (\$1 ) begin
+    end else begin
+      casez (\$signal )
+        2'h0:
+            /* empty */;
+        2'h1:
+            ports__1__arready = dram__arready;
+      endcase
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    ports__2__arready = 1'h0;
+    (* full_case = 32'd1 *)
+    if (\$1 ) begin
+    end else begin
+      casez (\$signal )
+        2'h0:
+            /* empty */;
+        2'h1:
+            /* empty */;
+        2'h2:
+            ports__2__arready = dram__arready;
+      endcase
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    ports__0__rvalid = 1'h0;
+    casez (r_data)
+      2'h0:
+          ports__0__rvalid = dram__rvalid;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    dram__rready = 1'h0;
+    casez (r_data)
+      2'h0:
+          dram__rready = ports__0__rready;
+      2'h1:
+          dram__rready = ports__1__rready;
+      2'h2:
+          dram__rready = 1'h1;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    ports__1__rvalid = 1'h0;
+    casez (r_data)
+      2'h0:
+          /* empty */;
+      2'h1:
+          ports__1__rvalid = dram__rvalid;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    ports__2__rvalid = 1'h0;
+    casez (r_data)
+      2'h0:
+          /* empty */;
+      2'h1:
+          /* empty */;
+      2'h2:
+          ports__2__rvalid = dram__rvalid;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    aw_pick = 2'h0;
+    casez (w_grant)
+      2'h0:
+        begin
+          if (ports__0__awvalid) begin
+            aw_pick = 2'h0;
+          end
+          if (ports__2__awvalid) begin
+            aw_pick = 2'h2;
+          end
+        end
+      2'h1:
+        begin
+          if (ports__0__awvalid) begin
+            aw_pick = 2'h0;
+          end
+          if (ports__2__awvalid) begin
+            aw_pick = 2'h2;
+          end
+        end
+      2'h2:
+        begin
+          if (ports__2__awvalid) begin
+            aw_pick = 2'h2;
+          end
+          if (ports__0__awvalid) begin
+            aw_pick = 2'h0;
+          end
+        end
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    aw_any = 1'h0;
+    casez (w_grant)
+      2'h0:
+        begin
+          if (ports__0__awvalid) begin
+            aw_any = 1'h1;
+          end
+          if (ports__2__awvalid) begin
+            aw_any = 1'h1;
+          end
+        end
+      2'h1:
+        begin
+          if (ports__0__awvalid) begin
+            aw_any = 1'h1;
+          end
+          if (ports__2__awvalid) begin
+            aw_any = 1'h1;
+          end
+        end
+      2'h2:
+        begin
+          if (ports__2__awvalid) begin
+            aw_any = 1'h1;
+          end
+          if (ports__0__awvalid) begin
+            aw_any = 1'h1;
+          end
+        end
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    \$signal$78  = 1'h0;
+    casez (w_grant)
+      2'h0:
+          \$signal$78  = ports__0__awvalid;
+      2'h1:
+          \$signal$78  = 1'h0;
+      2'h2:
+          \$signal$78  = ports__2__awvalid;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    others_aw = 1'h0;
+    casez (w_grant)
+      2'h0:
+          others_aw = \$3 ;
+      2'h1:
+          others_aw = \$4 ;
+      2'h2:
+          others_aw = \$5 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    ports__0__bvalid = 1'h0;
+    casez (\r_data$95 )
+      2'h0:
+          ports__0__bvalid = dram__bvalid;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    dram__bready = 1'h0;
+    casez (\r_data$95 )
+      2'h0:
+          dram__bready = ports__0__bready;
+      2'h1:
+          dram__bready = 1'h0;
+      2'h2:
+          dram__bready = ports__2__bready;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    ports__1__bvalid = 1'h0;
+    casez (\r_data$95 )
+      2'h0:
+          /* empty */;
+      2'h1:
+          ports__1__bvalid = dram__bvalid;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    ports__2__bvalid = 1'h0;
+    casez (\r_data$95 )
+      2'h0:
+          /* empty */;
+      2'h1:
+          /* empty */;
+      2'h2:
+          ports__2__bvalid = dram__bvalid;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    dram__awid = 8'h00;
+    casez (write_state)
+      2'h0:
+          /* empty */;
+      2'h1:
+          if (\$9 ) begin
+            casez (w_grant)
+              2'h0:
+                  dram__awid = ports__0__awid;
+              2'h1:
+                  dram__awid = 8'h00;
+              2'h2:
+                  dram__awid = 8'h00;
+            endcase
+          end
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    dram__awaddr = 64'h0000000000000000;
+    casez (write_state)
+      2'h0:
+          /* empty */;
+      2'h1:
+          if (\$9 ) begin
+            casez (w_grant)
+              2'h0:
+                  dram__awaddr = ports__0__awaddr;
+              2'h1:
+                  dram__awaddr = 64'h0000000000000000;
+              2'h2:
+                  dram__awaddr = ports__2__awaddr;
+            endcase
+          end
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    dram__awlen = 8'h00;
+    casez (write_state)
+      2'h0:
+          /* empty */;
+      2'h1:
+          if (\$9 ) begin
+            casez (w_grant)
+              2'h0:
+                  dram__awlen = ports__0__awlen;
+              2'h1:
+                  dram__awlen = 8'h00;
+              2'h2:
+                  dram__awlen = ports__2__awlen;
+            endcase
+          end
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    dram__awsize = 3'h0;
+    casez (write_state)
+      2'h0:
+          /* empty */;
+      2'h1:
+          if (\$9 ) begin
+            casez (w_grant)
+              2'h0:
+                  dram__awsize = ports__0__awsize;
+              2'h1:
+                  dram__awsize = 3'h0;
+              2'h2:
+                  dram__awsize = 3'h6;
+            endcase
+          end
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    dram__awburst = 2'h0;
+    casez (write_state)
+      2'h0:
+          /* empty */;
+      2'h1:
+          if (\$9 ) begin
+            casez (w_grant)
+              2'h0:
+                  dram__awburst = ports__0__awburst;
+              2'h1:
+                  dram__awburst = 2'h0;
+              2'h2:
+                  dram__awburst = 2'h1;
+            endcase
+          end
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    dram__awlock = 1'h0;
+    casez (write_state)
+      2'h0:
+          /* empty */;
+      2'h1:
+          if (\$9 ) begin
+            casez (w_grant)
+              2'h0:
+                  dram__awlock = ports__0__awlock;
+              2'h1:
+                  dram__awlock = 1'h0;
+              2'h2:
+                  dram__awlock = 1'h0;
+            endcase
+          end
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    dram__awcache = 4'h0;
+    casez (write_state)
+      2'h0:
+          /* empty */;
+      2'h1:
+          if (\$9 ) begin
+            casez (w_grant)
+              2'h0:
+                  dram__awcache = ports__0__awcache;
+              2'h1:
+                  dram__awcache = 4'h0;
+              2'h2:
+                  dram__awcache = 4'h3;
+            endcase
+          end
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    dram__awprot = 3'h0;
+    casez (write_state)
+      2'h0:
+          /* empty */;
+      2'h1:
+          if (\$9 ) begin
+            casez (w_grant)
+              2'h0:
+                  dram__awprot = ports__0__awprot;
+              2'h1:
+                  dram__awprot = 3'h0;
+              2'h2:
+                  dram__awprot = 3'h0;
+            endcase
+          end
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    dram__awvalid = 1'h0;
+    casez (write_state)
+      2'h0:
+          /* empty */;
+      2'h1:
+          if (\$9 ) begin
+            casez (w_grant)
+              2'h0:
+                  dram__awvalid = ports__0__awvalid;
+              2'h1:
+                  dram__awvalid = 1'h0;
+              2'h2:
+                  dram__awvalid = ports__2__awvalid;
+            endcase
+          end
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    ports__0__awready = 1'h0;
+    casez (write_state)
+      2'h0:
+          /* empty */;
+      2'h1:
+          if (\$9 ) begin
+            casez (w_grant)
+              2'h0:
+                  ports__0__awready = dram__awready;
+            endcase
+          end
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    ports__1__awready = 1'h0;
+    casez (write_state)
+      2'h0:
+          /* empty */;
+      2'h1:
+          if (\$9 ) begin
+            casez (w_grant)
+              2'h0:
+                  /* empty */;
+              2'h1:
+                  ports__1__awready = dram__awready;
+            endcase
+          end
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    ports__2__awready = 1'h0;
+    casez (write_state)
+      2'h0:
+          /* empty */;
+      2'h1:
+          if (\$9 ) begin
+            casez (w_grant)
+              2'h0:
+                  /* empty */;
+              2'h1:
+                  /* empty */;
+              2'h2:
+                  ports__2__awready = dram__awready;
+            endcase
+          end
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    dram__wdata = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    casez (write_state)
+      2'h0:
+          /* empty */;
+      2'h1:
+          /* empty */;
+      2'h2:
+          casez (w_grant)
+            2'h0:
+                dram__wdata = ports__0__wdata;
+            2'h1:
+                dram__wdata = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+            2'h2:
+                dram__wdata = ports__2__wdata;
+          endcase
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    dram__wstrb = 64'h0000000000000000;
+    casez (write_state)
+      2'h0:
+          /* empty */;
+      2'h1:
+          /* empty */;
+      2'h2:
+          casez (w_grant)
+            2'h0:
+                dram__wstrb = ports__0__wstrb;
+            2'h1:
+                dram__wstrb = 64'h0000000000000000;
+            2'h2:
+                dram__wstrb = ports__2__wstrb;
+          endcase
+    endcase
   end
   assign ports__1__arid = 8'h00;
   assign ports__1__arlen = 8'h00;
@@ -34678,20 +36365,22 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
   assign ports__2__arlock = 1'h0;
   assign ports__2__arcache = 4'h3;
   assign ports__2__arprot = 3'h0;
+  assign w_data = \$signal ;
   assign dram__rid = ports__0__rid;
   assign dram__rdata = ports__0__rdata;
   assign dram__rresp = ports__0__rresp;
-  assign dram__rlast = ports__0__rlast;
+  assign ports__0__rlast = dram__rlast;
   assign ports__1__rid = ports__0__rid;
   assign ports__1__rdata = ports__0__rdata;
   assign ports__1__rresp = ports__0__rresp;
-  assign ports__1__rlast = ports__0__rlast;
+  assign ports__1__rlast = dram__rlast;
   assign ports__2__rid = ports__0__rid;
   assign ports__2__rdata = ports__0__rdata;
   assign ports__2__rresp = ports__0__rresp;
-  assign ports__2__rlast = ports__0__rlast;
+  assign ports__2__rlast = dram__rlast;
   assign ports__2__rready = 1'h1;
   assign ports__1__awvalid = 1'h0;
+  assign \w_data$80  = w_grant;
   assign dram__bid = ports__0__bid;
   assign dram__bresp = ports__0__bresp;
   assign ports__1__bid = ports__0__bid;
@@ -34717,8 +36406,293 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
   assign ports__1__wstrb = 64'h0000000000000000;
   assign ports__1__wlast = 1'h0;
   assign ports__1__wvalid = 1'h0;
-  assign \$5  = ports__2__awvalid;
-  assign \$7  = ports__0__awvalid;
+  assign \$3  = ports__2__awvalid;
+  assign \$5  = ports__0__awvalid;
+endmodule
+
+(* generator = "Amaranth" *)
+module \ndp_device.dram_arbiter.read_tags (rst, w_en, r_en, w_rdy, r_data, w_port__data, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$83  = 0;
+  wire \$1 ;
+  wire \$10 ;
+  wire \$11 ;
+  wire \$12 ;
+  wire [3:0] \$13 ;
+  wire \$14 ;
+  wire \$15 ;
+  wire \$16 ;
+  wire \$17 ;
+  wire [3:0] \$18 ;
+  reg [2:0] \$19 ;
+  wire \$2 ;
+  reg [2:0] \$20 ;
+  reg [2:0] \$21 ;
+  wire [3:0] \$3 ;
+  wire [3:0] \$4 ;
+  wire \$5 ;
+  wire \$6 ;
+  wire [3:0] \$7 ;
+  wire [3:0] \$8 ;
+  wire \$9 ;
+  input clk;
+  wire clk;
+  (* init = 3'h0 *)
+  wire [2:0] consume;
+  reg [2:0] level = 3'h0;
+  (* init = 3'h0 *)
+  wire [2:0] produce;
+  output [1:0] r_data;
+  wire [1:0] r_data;
+  input r_en;
+  wire r_en;
+  (* init = 3'h0 *)
+  wire [2:0] r_level;
+  reg [2:0] r_port__addr = 3'h0;
+  wire [1:0] r_port__data;
+  wire r_rdy;
+  input rst;
+  wire rst;
+  wire [1:0] w_data;
+  input w_en;
+  wire w_en;
+  (* init = 3'h0 *)
+  wire [2:0] w_level;
+  reg [2:0] w_port__addr = 3'h0;
+  input [1:0] w_port__data;
+  wire [1:0] w_port__data;
+  wire w_port__en;
+  output w_rdy;
+  wire w_rdy;
+  reg [1:0] storage [6:0];
+  initial begin
+    storage[0] = 2'h0;
+    storage[1] = 2'h0;
+    storage[2] = 2'h0;
+    storage[3] = 2'h0;
+    storage[4] = 2'h0;
+    storage[5] = 2'h0;
+    storage[6] = 2'h0;
+  end
+  always @(posedge clk) begin
+    if (w_port__en)
+      storage[w_port__addr] <= w_port__data;
+  end
+  assign r_data = storage[r_port__addr];
+  assign w_rdy = level != 3'h7;
+  assign r_rdy = | level;
+  assign w_port__en = w_en & w_rdy;
+  assign \$1  = w_rdy & w_en;
+  assign \$2  = w_port__addr == 3'h6;
+  assign \$3  = w_port__addr + 1'h1;
+  assign \$4  = \$2  ? 4'h0 : \$3 ;
+  assign \$5  = r_rdy & r_en;
+  assign \$6  = r_port__addr == 3'h6;
+  assign \$7  = r_port__addr + 1'h1;
+  assign \$8  = \$6  ? 4'h0 : \$7 ;
+  assign \$9  = w_rdy & w_en;
+  assign \$10  = r_rdy & r_en;
+  assign \$11  = ~ \$10 ;
+  assign \$12  = \$9  & \$11 ;
+  assign \$13  = level + 1'h1;
+  assign \$14  = r_rdy & r_en;
+  assign \$15  = w_rdy & w_en;
+  assign \$16  = ~ \$15 ;
+  assign \$17  = \$14  & \$16 ;
+  assign \$18  = level - 1'h1;
+  always @(posedge clk)
+    w_port__addr <= \$19 ;
+  always @(posedge clk)
+    r_port__addr <= \$20 ;
+  always @(posedge clk)
+    level <= \$21 ;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    \$19  = w_port__addr;
+    if (\$1 ) begin
+      \$19  = \$4 [2:0];
+    end
+    if (rst) begin
+      \$19  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    \$20  = r_port__addr;
+    if (\$5 ) begin
+      \$20  = \$8 [2:0];
+    end
+    if (rst) begin
+      \$20  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    \$21  = level;
+    if (\$12 ) begin
+      \$21  = \$13 [2:0];
+    end
+    if (\$17 ) begin
+      \$21  = \$18 [2:0];
+    end
+    if (rst) begin
+      \$21  = 3'h0;
+    end
+  end
+  assign w_level = level;
+  assign r_level = level;
+  assign produce = w_port__addr;
+  assign w_data = w_port__data;
+  assign consume = r_port__addr;
+  assign r_port__data = r_data;
+endmodule
+
+(* generator = "Amaranth" *)
+module \ndp_device.dram_arbiter.write_tags (rst, w_en, r_en, w_rdy, r_data, w_port__data, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$84  = 0;
+  wire \$1 ;
+  wire \$10 ;
+  wire \$11 ;
+  wire \$12 ;
+  wire [5:0] \$13 ;
+  wire \$14 ;
+  wire \$15 ;
+  wire \$16 ;
+  wire \$17 ;
+  wire [5:0] \$18 ;
+  reg [4:0] \$19 ;
+  wire \$2 ;
+  reg [4:0] \$20 ;
+  reg [4:0] \$21 ;
+  wire [5:0] \$3 ;
+  wire [5:0] \$4 ;
+  wire \$5 ;
+  wire \$6 ;
+  wire [5:0] \$7 ;
+  wire [5:0] \$8 ;
+  wire \$9 ;
+  input clk;
+  wire clk;
+  (* init = 5'h00 *)
+  wire [4:0] consume;
+  reg [4:0] level = 5'h00;
+  (* init = 5'h00 *)
+  wire [4:0] produce;
+  output [1:0] r_data;
+  wire [1:0] r_data;
+  input r_en;
+  wire r_en;
+  (* init = 5'h00 *)
+  wire [4:0] r_level;
+  reg [4:0] r_port__addr = 5'h00;
+  wire [1:0] r_port__data;
+  wire r_rdy;
+  input rst;
+  wire rst;
+  wire [1:0] w_data;
+  input w_en;
+  wire w_en;
+  (* init = 5'h00 *)
+  wire [4:0] w_level;
+  reg [4:0] w_port__addr = 5'h00;
+  input [1:0] w_port__data;
+  wire [1:0] w_port__data;
+  wire w_port__en;
+  output w_rdy;
+  wire w_rdy;
+  reg [1:0] storage [19:0];
+  initial begin
+    storage[0] = 2'h0;
+    storage[1] = 2'h0;
+    storage[2] = 2'h0;
+    storage[3] = 2'h0;
+    storage[4] = 2'h0;
+    storage[5] = 2'h0;
+    storage[6] = 2'h0;
+    storage[7] = 2'h0;
+    storage[8] = 2'h0;
+    storage[9] = 2'h0;
+    storage[10] = 2'h0;
+    storage[11] = 2'h0;
+    storage[12] = 2'h0;
+    storage[13] = 2'h0;
+    storage[14] = 2'h0;
+    storage[15] = 2'h0;
+    storage[16] = 2'h0;
+    storage[17] = 2'h0;
+    storage[18] = 2'h0;
+    storage[19] = 2'h0;
+  end
+  always @(posedge clk) begin
+    if (w_port__en)
+      storage[w_port__addr] <= w_port__data;
+  end
+  assign r_data = storage[r_port__addr];
+  assign w_rdy = level != 5'h14;
+  assign r_rdy = | level;
+  assign w_port__en = w_en & w_rdy;
+  assign \$1  = w_rdy & w_en;
+  assign \$2  = w_port__addr == 5'h13;
+  assign \$3  = w_port__addr + 1'h1;
+  assign \$4  = \$2  ? 6'h00 : \$3 ;
+  assign \$5  = r_rdy & r_en;
+  assign \$6  = r_port__addr == 5'h13;
+  assign \$7  = r_port__addr + 1'h1;
+  assign \$8  = \$6  ? 6'h00 : \$7 ;
+  assign \$9  = w_rdy & w_en;
+  assign \$10  = r_rdy & r_en;
+  assign \$11  = ~ \$10 ;
+  assign \$12  = \$9  & \$11 ;
+  assign \$13  = level + 1'h1;
+  assign \$14  = r_rdy & r_en;
+  assign \$15  = w_rdy & w_en;
+  assign \$16  = ~ \$15 ;
+  assign \$17  = \$14  & \$16 ;
+  assign \$18  = level - 1'h1;
+  always @(posedge clk)
+    w_port__addr <= \$19 ;
+  always @(posedge clk)
+    r_port__addr <= \$20 ;
+  always @(posedge clk)
+    level <= \$21 ;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
+    \$19  = w_port__addr;
+    if (\$1 ) begin
+      \$19  = \$4 [4:0];
+    end
+    if (rst) begin
+      \$19  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
+    \$20  = r_port__addr;
+    if (\$5 ) begin
+      \$20  = \$8 [4:0];
+    end
+    if (rst) begin
+      \$20  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
+    \$21  = level;
+    if (\$12 ) begin
+      \$21  = \$13 [4:0];
+    end
+    if (\$17 ) begin
+      \$21  = \$18 [4:0];
+    end
+    if (rst) begin
+      \$21  = 5'h00;
+    end
+  end
+  assign w_level = level;
+  assign r_level = level;
+  assign produce = w_port__addr;
+  assign w_data = w_port__data;
+  assign consume = r_port__addr;
+  assign r_port__data = r_data;
 endmodule
 
 (* generator = "Amaranth" *)
@@ -34829,7 +36803,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \ndp_device.instruction_buffer.fifo (rst, w_rdy, w_level, r_data, w_en, w_port__data, r_rdy, r_en, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$79  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$85  = 0;
   wire \$1 ;
   wire \$10 ;
   wire [2:0] \$11 ;
@@ -34955,7 +36929,7 @@ module \ndp_device.instruction_buffer.fifo (rst, w_rdy, w_level, r_data, w_en, w
   always @(posedge clk)
     r_rdy <= \$33 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
     \$30  = w_port__addr;
     if (\$3 ) begin
       \$30  = \$6 [1:0];
@@ -34965,7 +36939,7 @@ module \ndp_device.instruction_buffer.fifo (rst, w_rdy, w_level, r_data, w_en, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
     \$31  = r_port__addr;
     if (\$9 ) begin
       \$31  = \$12 [1:0];
@@ -34975,7 +36949,7 @@ module \ndp_device.instruction_buffer.fifo (rst, w_rdy, w_level, r_data, w_en, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
     \$32  = inner_level;
     if (\$18 ) begin
       \$32  = \$19 [1:0];
@@ -34988,7 +36962,7 @@ module \ndp_device.instruction_buffer.fifo (rst, w_rdy, w_level, r_data, w_en, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
     \$33  = r_rdy;
     if (\$29 ) begin
       \$33  = 1'h1;
@@ -35012,7 +36986,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
 , mem__arvalid, mem__rready, mem__awuser, mem__aruser, down__bid, down__bresp, down__rid, down__rdata, down__rresp, down__rlast, clk, rst, queues__0, queues__1, queues__2, queues__3, mem__arready, down__arid, down__araddr, down__arlen, down__arsize
 , down__arburst, down__arlock, down__arcache, down__arprot, down__arvalid, mem__rid, mem__rdata, mem__rresp, mem__rlast, mem__rvalid, down__rready, mem__awready, down__awid, down__awaddr, down__awlen, down__awsize, down__awburst, down__awlock, down__awcache, down__awprot, down__awvalid
 , down__wdata, down__wstrb, down__wlast, down__wvalid, mem__wready, mem__bid, mem__bresp, mem__bvalid, down__bready, down__arready, down__rvalid, down__bvalid, down__awready, down__wready, mem__awid);
-  reg \$auto$verilog_backend.cc:2355:dump_module$80  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$86  = 0;
   wire [8:0] \$1 ;
   wire [8:0] \$10 ;
   wire \$100 ;
@@ -35812,7 +37786,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
   always @(posedge clk)
     write_state <= \$276 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
     mem__arready = 1'h0;
     casez (read_state)
       3'h0:
@@ -35820,7 +37794,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
     down__arid = 8'h00;
     casez (read_state)
       3'h0:
@@ -35832,7 +37806,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
     down__araddr = 64'h0000000000000000;
     casez (read_state)
       3'h0:
@@ -35844,7 +37818,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
     down__arlen = 8'h00;
     casez (read_state)
       3'h0:
@@ -35856,7 +37830,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
     down__arsize = 3'h0;
     casez (read_state)
       3'h0:
@@ -35868,7 +37842,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
     down__arburst = 2'h0;
     casez (read_state)
       3'h0:
@@ -35880,7 +37854,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
     down__arlock = 1'h0;
     casez (read_state)
       3'h0:
@@ -35892,7 +37866,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
     down__arcache = 4'h0;
     casez (read_state)
       3'h0:
@@ -35904,7 +37878,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
     down__arprot = 3'h0;
     casez (read_state)
       3'h0:
@@ -35916,7 +37890,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
     down__arvalid = 1'h0;
     casez (read_state)
       3'h0:
@@ -35928,7 +37902,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
     mem__rid = 8'h00;
     casez (read_state)
       3'h0:
@@ -35944,7 +37918,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
     mem__rdata = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     casez (read_state)
       3'h0:
@@ -35960,7 +37934,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
     mem__rresp = 2'h0;
     casez (read_state)
       3'h0:
@@ -35976,7 +37950,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
     mem__rlast = 1'h0;
     casez (read_state)
       3'h0:
@@ -35992,7 +37966,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
     mem__rvalid = 1'h0;
     casez (read_state)
       3'h0:
@@ -36008,7 +37982,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
     down__rready = 1'h0;
     casez (read_state)
       3'h0:
@@ -36022,7 +37996,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
     mem__awready = 1'h0;
     casez (write_state)
       3'h0:
@@ -36030,7 +38004,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
     down__awid = 8'h00;
     casez (write_state)
       3'h0:
@@ -36042,7 +38016,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
     down__awaddr = 64'h0000000000000000;
     casez (write_state)
       3'h0:
@@ -36054,7 +38028,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
     down__awlen = 8'h00;
     casez (write_state)
       3'h0:
@@ -36066,7 +38040,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
     down__awsize = 3'h0;
     casez (write_state)
       3'h0:
@@ -36078,7 +38052,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
     down__awburst = 2'h0;
     casez (write_state)
       3'h0:
@@ -36090,7 +38064,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
     down__awlock = 1'h0;
     casez (write_state)
       3'h0:
@@ -36102,7 +38076,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
     down__awcache = 4'h0;
     casez (write_state)
       3'h0:
@@ -36114,7 +38088,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
     down__awprot = 3'h0;
     casez (write_state)
       3'h0:
@@ -36126,7 +38100,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
     down__awvalid = 1'h0;
     casez (write_state)
       3'h0:
@@ -36138,7 +38112,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
     down__wdata = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     casez (write_state)
       3'h0:
@@ -36152,7 +38126,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
     down__wstrb = 64'h0000000000000000;
     casez (write_state)
       3'h0:
@@ -36166,7 +38140,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
     down__wlast = 1'h0;
     casez (write_state)
       3'h0:
@@ -36180,7 +38154,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
     down__wvalid = 1'h0;
     casez (write_state)
       3'h0:
@@ -36194,7 +38168,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
     mem__wready = 1'h0;
     casez (write_state)
       3'h0:
@@ -36212,7 +38186,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
     mem__bid = 8'h00;
     casez (write_state)
       3'h0:
@@ -36232,7 +38206,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
     mem__bresp = 2'h0;
     casez (write_state)
       3'h0:
@@ -36252,7 +38226,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
     mem__bvalid = 1'h0;
     casez (write_state)
       3'h0:
@@ -36272,7 +38246,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
     down__bready = 1'h0;
     casez (write_state)
       3'h0:
@@ -36288,7 +38262,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
     \$256  = hold_arid;
     casez (read_state)
       3'h0:
@@ -36301,7 +38275,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
     \$257  = hold_araddr;
     casez (read_state)
       3'h0:
@@ -36314,7 +38288,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
     \$258  = hold_arlen;
     casez (read_state)
       3'h0:
@@ -36327,7 +38301,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
     \$259  = hold_arsize;
     casez (read_state)
       3'h0:
@@ -36340,7 +38314,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
     \$260  = hold_arburst;
     casez (read_state)
       3'h0:
@@ -36353,7 +38327,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
     \$261  = hold_arlock;
     casez (read_state)
       3'h0:
@@ -36366,7 +38340,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
     \$262  = hold_arcache;
     casez (read_state)
       3'h0:
@@ -36379,7 +38353,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
     \$263  = hold_arprot;
     casez (read_state)
       3'h0:
@@ -36392,7 +38366,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
     \$264  = ar_user;
     casez (read_state)
       3'h0:
@@ -36405,7 +38379,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
     \$265  = read_state;
     casez (read_state)
       3'h0:
@@ -36439,7 +38413,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
     \$266  = r_left;
     casez (read_state)
       3'h0:
@@ -36460,7 +38434,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
     \$267  = hold_awid;
     casez (write_state)
       3'h0:
@@ -36473,7 +38447,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
     \$268  = hold_awaddr;
     casez (write_state)
       3'h0:
@@ -36486,7 +38460,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
     \$269  = hold_awlen;
     casez (write_state)
       3'h0:
@@ -36499,7 +38473,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
     \$270  = hold_awsize;
     casez (write_state)
       3'h0:
@@ -36512,7 +38486,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
     \$271  = hold_awburst;
     casez (write_state)
       3'h0:
@@ -36525,7 +38499,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
     \$272  = hold_awlock;
     casez (write_state)
       3'h0:
@@ -36538,7 +38512,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
     \$273  = hold_awcache;
     casez (write_state)
       3'h0:
@@ -36551,7 +38525,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
     \$274  = hold_awprot;
     casez (write_state)
       3'h0:
@@ -36564,7 +38538,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
     \$275  = aw_user;
     casez (write_state)
       3'h0:
@@ -36577,7 +38551,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
     \$276  = write_state;
     casez (write_state)
       3'h0:
@@ -36663,9 +38637,9 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__bready, io__araddr, io__arvalid, io__rready, io__awuser, clk, rst, io__awready, io__wready, io__arready, reset__0, reset__1, reset__2, reset__3, io__bvalid, b_resp, queues__0
-, queues__1, queues__2, queues__3, io__rvalid, r_data, done_valid, done_queue, done_seq, done_status, io__awaddr);
-  reg \$auto$verilog_backend.cc:2355:dump_module$81  = 0;
+module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__bready, io__araddr, io__arvalid, io__rready, io__awuser, clk, rst, io__awready, io__wready, io__arready, done_valid, \port$5947$0 , reset__0, reset__1, reset__2, reset__3, io__bvalid
+, b_resp, queues__0, queues__1, queues__2, queues__3, io__rvalid, r_data, io__awaddr);
+  reg \$auto$verilog_backend.cc:2355:dump_module$87  = 0;
   wire \$1 ;
   wire \$10 ;
   wire [31:0] \$100 ;
@@ -36997,11 +38971,8 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
   reg [1:0] b_resp = 2'h0;
   input clk;
   wire clk;
-  input [1:0] done_queue;
   wire [1:0] done_queue;
-  input [31:0] done_seq;
   wire [31:0] done_seq;
-  input [7:0] done_status;
   wire [7:0] done_status;
   input done_valid;
   wire done_valid;
@@ -37047,6 +39018,8 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
   input io__wvalid;
   wire io__wvalid;
   wire [31:0] mask;
+  input [41:0] \port$5947$0 ;
+  wire [41:0] \port$5947$0 ;
   output [321:0] queues__0;
   reg [321:0] queues__0 = 322'h000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   wire [63:0] \queues__0.cq_base ;
@@ -37112,10 +39085,10 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
   reg [31:0] status1 = 32'd0;
   reg [31:0] status2 = 32'd0;
   reg [31:0] status3 = 32'd0;
-  assign \$1  = | done_status;
-  assign \$2  = | done_status;
-  assign \$3  = | done_status;
-  assign \$4  = | done_status;
+  assign \$1  = | \port$5947$0 [41:34];
+  assign \$2  = | \port$5947$0 [41:34];
+  assign \$3  = | \port$5947$0 [41:34];
+  assign \$4  = | \port$5947$0 [41:34];
   assign \$5  = io__awvalid & io__awready;
   assign \$6  = io__wvalid & io__wready;
   assign \$7  = \$signal$32  & io__bready;
@@ -37461,7 +39434,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
   always @(posedge clk)
     r_data <= \$319 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     \$294  = 1'h0;
     if (\$10 ) begin
       casez (\$signal [15:2])
@@ -37496,7 +39469,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     \$295  = 1'h0;
     if (\$10 ) begin
       casez (\$signal [15:2])
@@ -37555,7 +39528,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     \$296  = 1'h0;
     if (\$10 ) begin
       casez (\$signal [15:2])
@@ -37638,7 +39611,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     \$297  = 1'h0;
     if (\$10 ) begin
       casez (\$signal [15:2])
@@ -37745,12 +39718,12 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     \$298  = head0;
     if (done_valid) begin
-      casez (done_queue)
+      casez (\port$5947$0 [1:0])
         2'h0:
-            \$298  = done_seq;
+            \$298  = \port$5947$0 [33:2];
       endcase
     end
     if (\$10 ) begin
@@ -37786,13 +39759,13 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     \$299  = status0;
     if (done_valid) begin
-      casez (done_queue)
+      casez (\port$5947$0 [1:0])
         2'h0:
             if (\$1 ) begin
-              \$299  = { 24'h800000, done_status };
+              \$299  = { 24'h800000, \port$5947$0 [41:34] };
             end
       endcase
     end
@@ -37831,14 +39804,14 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     \$300  = head1;
     if (done_valid) begin
-      casez (done_queue)
+      casez (\port$5947$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
-            \$300  = done_seq;
+            \$300  = \port$5947$0 [33:2];
       endcase
     end
     if (\$10 ) begin
@@ -37898,15 +39871,15 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     \$301  = status1;
     if (done_valid) begin
-      casez (done_queue)
+      casez (\port$5947$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
             if (\$2 ) begin
-              \$301  = { 24'h800000, done_status };
+              \$301  = { 24'h800000, \port$5947$0 [41:34] };
             end
       endcase
     end
@@ -37969,16 +39942,16 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     \$302  = head2;
     if (done_valid) begin
-      casez (done_queue)
+      casez (\port$5947$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
             /* empty */;
         2'h2:
-            \$302  = done_seq;
+            \$302  = \port$5947$0 [33:2];
       endcase
     end
     if (\$10 ) begin
@@ -38062,17 +40035,17 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     \$303  = status2;
     if (done_valid) begin
-      casez (done_queue)
+      casez (\port$5947$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
             /* empty */;
         2'h2:
             if (\$3 ) begin
-              \$303  = { 24'h800000, done_status };
+              \$303  = { 24'h800000, \port$5947$0 [41:34] };
             end
       endcase
     end
@@ -38159,11 +40132,11 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     \$304  = head3;
     if (done_valid) begin
       (* full_case = 32'd1 *)
-      casez (done_queue)
+      casez (\port$5947$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
@@ -38171,7 +40144,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
         2'h2:
             /* empty */;
         2'h3:
-            \$304  = done_seq;
+            \$304  = \port$5947$0 [33:2];
       endcase
     end
     if (\$10 ) begin
@@ -38279,11 +40252,11 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     \$305  = status3;
     if (done_valid) begin
       (* full_case = 32'd1 *)
-      casez (done_queue)
+      casez (\port$5947$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
@@ -38292,7 +40265,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
             /* empty */;
         2'h3:
             if (\$4 ) begin
-              \$305  = { 24'h800000, done_status };
+              \$305  = { 24'h800000, \port$5947$0 [41:34] };
             end
       endcase
     end
@@ -38403,7 +40376,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     \$306  = \$signal ;
     if (\$5 ) begin
       \$306  = io__awaddr;
@@ -38413,7 +40386,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     \$307  = \$signal$22 ;
     if (\$5 ) begin
       \$307  = io__awuser;
@@ -38423,7 +40396,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     \$308  = aw_full;
     if (\$5 ) begin
       \$308  = 1'h1;
@@ -38436,7 +40409,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     \$309  = \$signal$27 ;
     if (\$6 ) begin
       \$309  = io__wdata;
@@ -38446,7 +40419,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     \$310  = \$signal$29 ;
     if (\$6 ) begin
       \$310  = io__wstrb;
@@ -38456,7 +40429,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     \$311  = \$signal$31 ;
     if (\$6 ) begin
       \$311  = 1'h1;
@@ -38469,7 +40442,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     \$312  = \$signal$32 ;
     if (\$7 ) begin
       \$312  = 1'h0;
@@ -38482,7 +40455,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     \$313  = b_resp;
     if (\$10 ) begin
       \$313  = 2'h0;
@@ -38495,7 +40468,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     \$314  = queues__0;
     if (\$10 ) begin
       casez (\$signal [15:2])
@@ -38556,7 +40529,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     \$315  = queues__1;
     if (\$10 ) begin
       casez (\$signal [15:2])
@@ -38641,7 +40614,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     \$316  = queues__2;
     if (\$10 ) begin
       casez (\$signal [15:2])
@@ -38750,7 +40723,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     \$317  = queues__3;
     if (\$10 ) begin
       casez (\$signal [15:2])
@@ -38883,7 +40856,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     \$318  = \$signal$41 ;
     if (\$283 ) begin
       \$318  = 1'h0;
@@ -38896,7 +40869,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     \$319  = r_data;
     if (\$284 ) begin
       \$319  = 32'd0;
@@ -39020,7 +40993,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     refuse = 1'h0;
     if (\$287 ) begin
       refuse = \$289 ;
@@ -39122,6 +41095,9 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
       endcase
     end
   end
+  assign done_queue = \port$5947$0 [1:0];
+  assign done_seq = \port$5947$0 [33:2];
+  assign done_status = \port$5947$0 [41:34];
   assign mask = { \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3:2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2:1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1:0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0] };
   assign io__bresp = b_resp;
   assign io__rdata = r_data;

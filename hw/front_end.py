@@ -1,0 +1,184 @@
+"""The control unit's front end: takes descriptors from the instruction buffer, decodes
+them and starts their DRAM runs ahead of the execution, one descriptor ahead.
+
+    IDLE    pop the next descriptor (while none is held, or the one held is handed to the
+            control unit and its runs are all started)
+    DECODE  its status; one that failed reads nothing: DONE
+    HAZARD  wait, when the descriptor could read bytes an earlier one still writes:
+            - after a STORE (it writes device memory) until every earlier STORE is reported;
+            - when it reads inside an enabled queue's CQ ring (where results and
+              completions land) until every earlier descriptor is reported
+    FETCH   start the reader on each run in the order the control unit takes them (per
+            group of ROWS input rows: the input rows, then per stage its whole packs and
+            its last k-group; LOAD and STORE: the one copy run), each as soon as the reader
+            has issued the previous run's bursts, so each run's DRAM latency hides behind
+            the runs before it, the previous descriptor's included
+    DONE    wait to hand the descriptor over
+
+The control unit takes the held descriptor (`task`) when it is idle, or the one being
+popped in the same cycle. A descriptor counts as in flight from DECODE until the control
+unit reports its completion (`report`).
+"""
+from amaranth import Module, Mux, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from isa import DescType, Op, Status
+from isa.slots import HEADER_BYTES
+from .command_engine import ibuf_entry
+from .decoder import Decoder
+from .dram_reader import RUN_BEATS_BITS
+from .queue_geometry import ring_end, slot_addr
+from .regfile import QueueRegs
+from .stage_plan import packing, run_beats_of, stage_count, stage_operand, weight_elems
+from .unpacker import DIM_BITS
+
+IN_FLIGHT_BITS = 8          # descriptors popped and not yet reported (ibuf, front end, control unit, reports)
+
+
+class FrontEnd(wiring.Component):
+    def __init__(self, cfg):
+        self._cfg = cfg
+        nq = cfg.num_queues
+        super().__init__({
+            "queues": In(QueueRegs).array(nq),
+            "pop_valid": In(1), "pop_ready": Out(1), "pop": In(ibuf_entry(cfg)),
+            # the reader's run starts
+            "run_start": Out(1), "run_addr": Out(64), "run_beats": Out(RUN_BEATS_BITS), "run_issued": In(1),
+            # the descriptor for the control unit
+            "task_valid": Out(1), "task": Out(ibuf_entry(cfg)), "take": In(1),
+            # a descriptor's completion reported; whether it was a STORE that ran
+            "report": In(1), "report_store": In(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self._cfg
+        lanes, lane_bits = cfg.lanes, (cfg.lanes - 1).bit_length()
+        line_bits = (cfg.beat_bytes - 1).bit_length()
+        m.submodules.decoder = dec = Decoder(cfg)
+
+        entry, held, handed = Signal(ibuf_entry(cfg)), Signal(), Signal()
+        regs = Signal(QueueRegs)
+        with m.Switch(entry.queue):
+            for q, queue_regs in enumerate(self.queues):
+                with m.Case(q):
+                    m.d.comb += regs.eq(queue_regs)
+        d = entry.desc
+        m.d.comb += [dec.desc.eq(d), dec.log2_slot.eq(regs.log2_slot),
+                     dec.data_base.eq(regs.data_base), dec.data_limit.eq(regs.data_limit)]
+        sq_slot = Signal(64)
+        m.d.comb += sq_slot.eq(slot_addr(regs.sq_base, entry.seq, regs))
+
+        # ---- descriptors in flight, and the STOREs among them
+        in_flight, stores = Signal(IN_FLIGHT_BITS), Signal(IN_FLIGHT_BITS)
+        issue, issue_store = Signal(), Signal()
+        m.d.sync += [in_flight.eq(in_flight + issue - self.report),
+                     stores.eq(stores + issue_store - (self.report & self.report_store))]
+        ok = dec.status == Status.OK
+        m.d.comb += issue_store.eq(issue & ok & dec.is_store)
+
+        # the ranges it reads: its submission slot, its device operand
+        slot_end = sq_slot + (1 << regs.log2_slot[:6])
+        dev_end = d.dev_addr + (d.dev_size << 6)
+        in_cq = []
+        for q_regs in self.queues:
+            end = ring_end(q_regs.cq_base, q_regs)
+            in_cq.append(q_regs.enable & (
+                ((sq_slot < end) & (q_regs.cq_base < slot_end))
+                | ((d.dev_size != 0) & (d.dev_addr < end) & (q_regs.cq_base < dev_end))))
+        reads_cq = Signal()
+        m.d.comb += reads_cq.eq(_any(in_cq))
+        hazard = ((stores != 0) | (reads_cq & (in_flight != 0)))
+
+        # ---- the fetcher's progress through the runs
+        INPUT_RUN, MAIN_RUN, REST_RUN, COPY_RUN = range(4)
+        f_on, f_kind, f_stage = Signal(), Signal(range(4)), Signal()
+        f_m0, f_in_elem = Signal(DIM_BITS), Signal(44)
+        m_rows = d.in_rows
+        stages = stage_count(d)
+        f_rows = Mux(m_rows - f_m0 < cfg.rows, m_rows - f_m0, cfg.rows)
+        f_addr, f_k, f_n = stage_operand(d, dec.operand_lines, f_stage, line_bits)
+        f_pack_log2 = packing(m, f_n, lanes, "fetch_pack_log2")
+        f_main, f_rest_elems = Signal(44), Signal(44)
+        main_, rest_ = weight_elems(f_k, f_n, f_pack_log2)
+        m.d.comb += [f_main.eq(main_), f_rest_elems.eq(rest_)]
+        run_addr, run_beats, run_any = Signal(64), Signal(RUN_BEATS_BITS), Signal()
+        with m.Switch(f_kind):
+            with m.Case(INPUT_RUN):
+                offset = f_in_elem[:lane_bits]
+                m.d.comb += [run_addr.eq(sq_slot + HEADER_BYTES + (f_in_elem[lane_bits:] << line_bits)),
+                             run_beats.eq(run_beats_of(offset, f_rows * d.in_cols, lanes)), run_any.eq(1)]
+            with m.Case(MAIN_RUN):
+                m.d.comb += [run_addr.eq(f_addr), run_beats.eq(run_beats_of(0, f_main, lanes)),
+                             run_any.eq(f_main != 0)]
+            with m.Case(REST_RUN):
+                m.d.comb += [run_addr.eq(f_addr + (f_main[lane_bits:] << line_bits)),
+                             run_beats.eq(run_beats_of(f_main[:lane_bits], f_rest_elems, lanes)),
+                             run_any.eq(f_rest_elems != 0)]
+            with m.Case(COPY_RUN):
+                m.d.comb += [run_addr.eq(Mux(dec.is_load, d.dev_addr, sq_slot + HEADER_BYTES)),
+                             run_beats.eq(d.dev_size), run_any.eq(d.dev_size != 0)]
+        with m.If(f_on & (~run_any | self.run_issued)):
+            m.d.comb += [self.run_start.eq(run_any), self.run_addr.eq(run_addr), self.run_beats.eq(run_beats)]
+            # the next run: the stage's last k-group, the next stage, or the next group's rows
+            with m.If(f_kind == COPY_RUN):
+                m.d.sync += f_on.eq(0)
+            with m.Elif(f_kind == MAIN_RUN):
+                m.d.sync += f_kind.eq(REST_RUN)
+            with m.Elif((f_kind == INPUT_RUN) & (stages != 0)):
+                m.d.sync += [f_kind.eq(MAIN_RUN), f_stage.eq(0)]
+            with m.Elif((f_kind == REST_RUN) & (f_stage + 1 < stages)):
+                m.d.sync += [f_kind.eq(MAIN_RUN), f_stage.eq(1)]
+            with m.Else():
+                m.d.sync += [f_kind.eq(INPUT_RUN), f_m0.eq(f_m0 + cfg.rows),
+                             f_in_elem.eq(f_in_elem + cfg.rows * d.in_cols)]
+                with m.If(f_m0 + cfg.rows >= m_rows):
+                    m.d.sync += f_on.eq(0)
+
+        # ---- the hand-over: the held descriptor, or the one popped this cycle
+        popping = Signal()
+        m.d.comb += [self.task_valid.eq((held & ~handed) | popping),
+                     self.task.eq(Mux(held & ~handed, entry, self.pop))]
+        with m.If(self.take):
+            m.d.sync += handed.eq(1)
+
+        def fetch_start():
+            m.d.comb += issue.eq(1)
+            m.d.sync += [f_on.eq(1), f_kind.eq(Mux(dec.is_compute, INPUT_RUN, COPY_RUN)), f_stage.eq(0),
+                         f_m0.eq(0), f_in_elem.eq(0)]
+
+        with m.FSM():
+            with m.State("IDLE"):
+                m.d.comb += [self.pop_ready.eq(1), popping.eq(self.pop_valid)]
+                with m.If(self.pop_valid):
+                    m.d.sync += [entry.eq(self.pop), held.eq(1), handed.eq(self.take)]
+                    m.next = "DECODE"
+            with m.State("DECODE"):
+                with m.If(~ok):
+                    m.d.comb += issue.eq(1)
+                    m.next = "DONE"
+                with m.Elif(hazard):
+                    m.next = "HAZARD"
+                with m.Else():
+                    fetch_start()
+                    m.next = "FETCH"
+            with m.State("HAZARD"):
+                with m.If(~hazard):
+                    fetch_start()
+                    m.next = "FETCH"
+            with m.State("FETCH"):
+                with m.If(~f_on):
+                    m.next = "DONE"
+            with m.State("DONE"):
+                with m.If(handed | self.take):
+                    m.d.sync += held.eq(0)
+                    m.next = "IDLE"
+        return m
+
+
+def _any(bits):
+    out = bits[0]
+    for b in bits[1:]:
+        out = out | b
+    return out

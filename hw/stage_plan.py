@@ -1,0 +1,48 @@
+"""A descriptor's stages and DRAM runs, as combinational logic: one definition for the
+front end's fetcher (which starts the runs) and the control unit (which consumes them in
+the same order). The arithmetic is `isa/pe_array.py`'s plan.
+
+A read-compute descriptor runs per group of up to ROWS input rows: the group's input
+rows (one run from the submission slot), then per stage its weights as two runs: the
+k-groups of whole packs, then the last k-group (K mod pack rows of N) when K is not a
+multiple of the packing.
+"""
+from amaranth import Mux, Signal
+
+from isa import Op
+
+
+def stage_count(desc):
+    """Weight stages of the op: 0 (SOFTMAX), 1 (GEMV, GEMM) or 2 (the chains)."""
+    is_softmax = desc.op == Op.SOFTMAX
+    chained = (desc.op == Op.ATTENTION) | (desc.op == Op.LORA_XAB)
+    return Mux(is_softmax, 0, Mux(chained, 2, 1))
+
+
+def stage_operand(desc, operand_lines, stage, line_bits):
+    """Stage `stage`'s weights: (address, K, N). Stage 1's start at the line after stage
+    0's, K and N swapped (x A, then . B; q K^T, then S V)."""
+    return (Mux(stage, desc.dev_addr + (operand_lines << line_bits), desc.dev_addr),
+            Mux(stage, desc.dev_cols, desc.dev_rows), Mux(stage, desc.dev_rows, desc.dev_cols))
+
+
+def packing(m, n, lanes, name):
+    """log2 of the plan's packing for N = n: the largest pack with pack * n <= LANES."""
+    lane_bits = (lanes - 1).bit_length()
+    log2 = Signal(range(lane_bits + 1), name=name)
+    for p in range(lane_bits + 1):
+        with m.If((n << p) <= lanes):
+            m.d.comb += log2.eq(p)
+    return log2
+
+
+def weight_elems(k, n, log2):
+    """Elements of a stage's two weight runs for packing 2^log2: the k-groups of whole
+    packs, and the last k-group (K mod pack rows of N)."""
+    return (k >> log2 << log2) * n, (k & ((1 << log2) - 1)) * n
+
+
+def run_beats_of(offset, elems, lanes):
+    """Beats of a run of `elems` elements starting `offset` elements into its first beat."""
+    lane_bits = (lanes - 1).bit_length()
+    return (offset + elems + lanes - 1) >> lane_bits
