@@ -1,9 +1,9 @@
 """Model of hw/command_engine.py: doorbell -> valid word -> instruction buffer.
 
 From IDLE with an eligible queue (round-robin after the last one served): LATCH, then
-the read of the slot's first line: its address handshake three cycles after IDLE (or
-once the control unit's reader lets go of the read channel), the line
-`dram_read_latency` cycles later. A matching valid word is taken at that cycle and
+the read of the slot's first line: its address handshake three cycles after IDLE (later
+when the arbiter presents a reader burst then), the line `dram_read_latency` cycles later,
+after the reader bursts issued before it (the DRAM answers in order). A matching valid word is taken at that cycle and
 pushed the next (waiting while the instruction buffer is full); otherwise the queue
 backs off BACKOFF cycles.
 """
@@ -44,18 +44,18 @@ class CommandEngine:
 
     def fetch(self, queues, q, cycle, grant):
         """Read the expected slot of queue q from IDLE at `cycle`; returns the entry taken
-        (or None) and the cycle its line arrived. `grant(request)` is the arbiter's
-        address handshake for a read asked for at cycle `request`."""
+        (or None), the read's address handshake and the cycle its line arrived.
+        `grant(request)` is the (address handshake, beat) of a read asked for at cycle
+        `request`."""
         self.last = q
         regs = queues[q]
-        handshake = grant(cycle + ADDR_DELAY - 1)
-        arrival = handshake + self.cfg.dram_read_latency
+        handshake, arrival = grant(cycle + ADDR_DELAY - 1)
         seq = self.next_seq[q]
         line = self.memory.read(regs.slot_addr(regs.sq_base, seq), 64)
         if int.from_bytes(line[SQ_VALID:SQ_VALID + 8], "little") != seq:
             self.backoff_until[q] = arrival + 1 + BACKOFF
             self.idle_at = arrival + 1
-            return None, arrival
+            return None, handshake, arrival
         self.next_seq[q] = seq + 1
         desc = Descriptor.unpack(line[:DESC_WORD_BYTES])
-        return Entry(desc, q, seq, taken=arrival), arrival
+        return Entry(desc, q, seq, taken=arrival), handshake, arrival

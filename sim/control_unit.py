@@ -1,23 +1,35 @@
-"""Model of hw/control_unit.py: one descriptor's schedule, results and completion.
+"""Model of hw/control_unit.py and hw/front_end.py: one descriptor's schedule, results
+and completion, given what the descriptors before it left (`State`).
 
-Cycle by cycle as the RTL's FSM: IDLE pops, DECODE takes one cycle; an error goes
-straight to COMPLETE. LOAD/STORE start the reader and writer together and complete the
-cycle after both are idle. GEMM runs per group of ROWS input rows: the input phase
-(reader + unpacker into the input buffer), the weight phase (reader + unpacker through
-the PE array: the k-groups of whole packs, then the last k-group as a run of its own,
-isa/pe_array.py; one input row: slots of paired chunks), DRAIN until the last sums are
-written, then READOUT: the words through the fold unit (sim/fold_unit.py), into the
-buffers or through the line packer (sim/line_packer.py) into one write run per group
-(sim/dram_writer.py), each stage waiting on the next as the RTL's handshakes do.
-COMPLETE issues the completion line; the unit is back in IDLE the cycle after that
-write has been answered.
+The front end pops the descriptor (cycle `pop`), decodes it the next cycle and, unless it
+failed, starts its reader runs from the cycle after, or, on a hazard (sim's `hazard_until`
+as hw/front_end.py's rule), from the cycle after the report that clears it; each run once
+the reader has issued the previous run's bursts (the previous descriptor's included). It
+pops the next descriptor three cycles after its last run started, once the control unit
+has taken this one.
+
+The control unit takes the descriptor in IDLE (from the pop on, once it is idle);
+DECODE takes one cycle; an error goes straight to COMPLETE. LOAD/STORE start the writer
+(once it is free) on the reader's lines and go to COMPLETE when it has written them.
+GEMM runs per group of ROWS input rows: the input phase (unpacker into the input buffer),
+the weight phase (unpacker through the PE array: the k-groups of whole packs, then the
+last k-group as a run of its own, isa/pe_array.py; one input row: slots of paired
+chunks), DRAIN until the last sums are written, then READOUT: the words through the fold
+unit (sim/fold_unit.py), into the buffers or through the line packer (sim/line_packer.py)
+into one write run per group (sim/dram_writer.py). A write job starts only when the
+writer is free: idle, and no completion waiting for its line. COMPLETE leaves the
+completion waiting (once the previous one's line is out); its line is written once every
+write before it has been answered (the writer quiet), and HEAD moves when that line is
+answered.
 """
+import copy
 import dataclasses
 
 import numpy as np
 
-from isa import Status, Op
+from isa import DescType, Status, Op
 from isa.descriptor import Flag
+from isa.microarch import REPORTS_IN_FLIGHT
 from isa.pe_array import plan as pe_plan
 from isa.slots import CQ_CYCLES, CQ_SEQ, CQ_STATUS, HEADER_BYTES, LINE_BYTES
 from isa.validate import lines, stats_offset
@@ -25,20 +37,61 @@ from . import dram_reader, dram_writer, fold_unit, line_packer, softmax_unit, un
 from .compute_unit import ComputeUnit
 from .decoder import decode
 
-DECODE_CYCLES = 2        # pop -> first cycle of the next state (DECODE in between)
+DECODE_CYCLES = 2        # take -> first cycle of the next state (DECODE in between)
 STAGE_CYCLES = 2         # STAGE, PLAN: before a stage's WEIGHTS_START
 PIPE_DEPTH = 6           # a chunk -> its sums visible to the fold unit (hw/compute_unit.py)
 BANK_START_CYCLES = 1    # BANK_START: SOFTMAX's write run starts, then BANK_OUT
 SFU_START_CYCLES = 1     # SFU_START, before the unit's own cycles (sim/softmax_unit.py)
+FRONT_POP_DELAY = 3      # the front end's last run start -> its next pop (FETCH, DONE, IDLE)
+
+
+@dataclasses.dataclass
+class State:
+    """What a descriptor's schedule takes from the descriptors before it."""
+    reader: object                      # sim/dram_reader.Reader, across descriptors
+    writer: object                      # sim/dram_writer.Writer, across descriptors
+    front_free: int = 0                 # first cycle the front end can pop
+    fsm_free: int = 0                   # first cycle the control unit is in IDLE
+    pending_free: int = 0               # first cycle no completion waits for its line
+    last_report: int = -1               # the newest report (completion line answered)
+    last_store_report: int = -1         # ... of a STORE that ran
+    reports: tuple = ()                 # the last REPORTS_IN_FLIGHT report cycles
+
+    @classmethod
+    def initial(cls, cfg):
+        return cls(dram_reader.Reader(cfg), dram_writer.Writer(cfg))
+
+    def copy(self):
+        return copy.deepcopy(self)
 
 
 @dataclasses.dataclass
 class Schedule:
-    complete: int                       # cycle of COMPLETE: the completion's `cycles` end here
+    take: int                           # the control unit takes the descriptor
+    complete: int                       # the completion line's write starts: `cycles` end here
     status: Status
-    writes: list                        # (addr, bytes) the descriptor writes, results first
+    writes: list                        # (addr, bytes) the descriptor writes before its completion
+    header: tuple                       # (addr, bytes) of the completion line
+    header_lands: int                   # the cycle the completion line's beat is written
+    report: int                         # the completion line answered: HEAD, STATUS, irq next cycle
     read_busy: list                     # (handshake, last beat) of each of the reader's bursts
-    free: int                           # first cycle the control unit is back in IDLE
+
+
+def hazard_until(desc, kind, status, sq_slot, regs, queues, state):
+    """The cycle from which the front end may start the descriptor's reads (hw/front_end.py):
+    after every earlier STORE's report, and, when it reads inside an enabled queue's CQ
+    ring, after every earlier descriptor's."""
+    clear = state.last_store_report + 1
+    slot_end = sq_slot + (1 << regs.log2_slot)
+    dev_end = desc.dev_addr + desc.dev_size * LINE_BYTES
+    for q in queues:
+        if not q.enable:
+            continue
+        end = q.ring_end(q.cq_base)
+        if (sq_slot < end and q.cq_base < slot_end) or (desc.dev_size and desc.dev_addr < end
+                                                        and q.cq_base < dev_end):
+            clear = max(clear, state.last_report + 1)
+    return clear
 
 
 class ControlUnit:
@@ -49,50 +102,87 @@ class ControlUnit:
         self.compute = ComputeUnit(memory, cfg.lanes)
         dram_reader.load_kernels(cfg)
 
-    def execute(self, entry, regs, pop, steals=()):
-        """The schedule of `entry` popped at cycle `pop` on a queue with registers `regs`;
-        `steals` are the command engine's reads that the reader's bursts wait for."""
-        self._steals = steals
+    def execute(self, entry, regs, queues, pop, state, steals=(), compute_results=True):
+        """The schedule of `entry` popped by the front end at cycle `pop` on a queue with
+        registers `regs` (`queues`: every queue's), after the descriptors that left `state`
+        (not changed); `steals` are the command engine's reads among the reader's bursts.
+        Returns (schedule, the state it leaves). With `compute_results` false the result
+        bytes are not computed (a re-schedule: only the times change)."""
         cfg, desc = self.cfg, entry.desc
+        state = state.copy()
+        self._steals, self._state, self._results = steals, state, compute_results
         status, kind = decode(desc, regs, cfg)
-        start = pop + DECODE_CYCLES
-        # the reader through the descriptor's runs, and the first cycle the fetcher (or
-        # COPY_START) may start the next one
-        self._reader, self._fetch_from = dram_reader.Reader(cfg), start
         sq_slot, cq_slot = regs.slot_addr(regs.sq_base, entry.seq), regs.slot_addr(regs.cq_base, entry.seq)
-        busy = []
-        writes = []
+        # the front end: DECODE, then (hazard permitting) the fetcher from the cycle after
+        fetch = pop + 1
+        if status == Status.OK:
+            fetch = max(fetch, hazard_until(desc, kind, status, sq_slot, regs, queues, state))
+        self._fetch_from = fetch + 1
+        last_run = None
+        take = max(pop, state.fsm_free)
+        start = take + DECODE_CYCLES
+        busy, writes = [], []
         if status != Status.OK:
             complete = start
         elif kind in ("load", "store"):
-            lines = desc.dev_size
+            lines_ = desc.dev_size
             src, dst = ((desc.dev_addr, cq_slot + HEADER_BYTES) if kind == "load"
                         else (sq_slot + HEADER_BYTES, desc.dev_addr))
-            run = self._read(src, lines, busy, lambda shown: dram_writer.run_write(start, dst, shown, cfg)[0])
-            complete = dram_writer.run_write_done(start, dst, run[2] + dram_reader.BUFFER_LATENCY, cfg) + 1
-            writes.append((dst, self.memory.read(src, lines * LINE_BYTES)))
+            copy_start = max(start, self._writer_free())
+            writer = state.writer
+
+            def consumer(shown):
+                trial = writer.copy()
+                return trial.run(copy_start, dst, shown)
+            run = self._read(src, lines_, busy, consumer)
+            taken = writer.run(copy_start, dst, run[2] + dram_reader.BUFFER_LATENCY)
+            assert np.array_equal(taken, run[3])
+            complete = max(copy_start + 1, writer.idle_at) + 1
+            if compute_results:
+                writes.append((dst, self.memory.read(src, lines_ * LINE_BYTES)))
         else:
             complete = self._compute(start, desc, sq_slot, cq_slot + HEADER_BYTES, busy, writes)
+        if status == Status.OK:
+            last_run = self._fetch_from - 1
+        # COMPLETE leaves the completion waiting once the previous one's line is out
+        complete = max(complete, state.pending_free)
+        state.fsm_free = complete + 1
+        front_end_done = (last_run if last_run is not None else pop) + FRONT_POP_DELAY
+        state.front_free = max(front_end_done, take + 1)
+        # the completion line: every write before it answered, a report slot free
+        line_start = max(complete + 1, state.writer.quiet_at())
+        if len(state.reports) >= REPORTS_IN_FLIGHT:
+            line_start = max(line_start, state.reports[-REPORTS_IN_FLIGHT] + 1)
+        lands, report = state.writer.line(line_start)
+        state.pending_free = line_start + 1
         header = bytearray(HEADER_BYTES)       # the whole first line, zeros but for these
         header[CQ_SEQ:CQ_SEQ + 8] = entry.seq.to_bytes(8, "little")
         header[CQ_STATUS:CQ_STATUS + 4] = int(status).to_bytes(4, "little")
-        header[CQ_CYCLES:CQ_CYCLES + 8] = (complete - entry.taken).to_bytes(8, "little")
-        writes.append((cq_slot, bytes(header)))
-        # COMPLETE starts the completion line's write; COMPLETE_WAIT sees it done, then IDLE
-        free = dram_writer.line_write_done(complete, cfg) + 1
-        return Schedule(complete, status, writes, busy, free)
+        header[CQ_CYCLES:CQ_CYCLES + 8] = (line_start - entry.taken).to_bytes(8, "little")
+        state.last_report = report
+        if status == Status.OK and kind == "store":
+            state.last_store_report = report
+        state.reports = (state.reports + (report,))[-REPORTS_IN_FLIGHT:]
+        schedule = Schedule(take, line_start, status, writes, (cq_slot, bytes(header)), lands, report, busy)
+        return schedule, state
+
+    def _writer_free(self):
+        """First cycle the writer may take one of the control unit's jobs."""
+        return max(self._state.writer.idle_at, self._state.pending_free)
 
     def _read(self, addr, beats, busy, consumer, floor=0):
         """The descriptor's next reader run, for `consumer` (see sim/dram_reader.run),
         started as the fetcher does: once the reader has issued the previous run's last
         burst, and a cycle after the previous start (or skipped run) at the earliest.
         Records its bursts."""
-        self.reads.append((addr, beats * self.cfg.beat_bytes))
+        if self._results:
+            self.reads.append((addr, beats * self.cfg.beat_bytes))
+        reader = self._state.reader
         start = self._fetch_from
-        if self._reader.issued_all is not None:
-            start = max(start, self._reader.issued_all)
+        if reader.issued_all is not None:
+            start = max(start, reader.issued_all)
         self._fetch_from = start + 1
-        run = dram_reader.run(start, addr, beats, self.cfg, consumer, self._steals, self._reader, floor)
+        run = dram_reader.run(start, addr, beats, self.cfg, consumer, self._steals, reader, floor)
         handshakes, lengths, arrivals, _ = run
         # each burst is in flight from its address handshake to its last beat
         busy.extend(zip(handshakes.tolist(), arrivals[np.cumsum(lengths) - 1].tolist()))
@@ -124,31 +214,15 @@ class ControlUnit:
         partial = bool(desc.flags & Flag.PARTIAL)
         second = desc.dev_addr + lines(k * n * 2) * LINE_BYTES
         if op == Op.SOFTMAX:
-            out, anchors_m, anchors_l = self.compute.softmax(in_addr, m, cols, partial)
-            stages, sfu_length, esize, out_n = [], cols, 2, cols
-            writes.append((out_addr, out.tobytes()))
-            anchors = partial
-        elif op == Op.ATTENTION:
-            o, anchors_m, anchors_l = self.compute.attention(in_addr, desc.dev_addr, second, m, k, n)
-            stages, sfu_length, esize, out_n = [(desc.dev_addr, k, n, False), (second, n, k, True)], n, 4, k
-            writes.append((out_addr, o.tobytes()))
-            anchors = True
-        elif op == Op.LORA_XAB:
-            writes.append((out_addr, self.compute.lora_xab(in_addr, desc.dev_addr, second, m, k, n)))
-            stages, sfu_length, esize, out_n = [(desc.dev_addr, k, n, False), (second, n, k, True)], 0, 2, k
-            anchors = False
+            stages, sfu_length, esize, out_n, anchors = [], cols, 2, cols, partial
+        elif op in (Op.ATTENTION, Op.LORA_XAB):
+            stages = [(desc.dev_addr, k, n, False), (second, n, k, True)]
+            sfu_length, esize, out_n, anchors = (n, 4, k, True) if op == Op.ATTENTION else (0, 2, k, False)
         else:
-            writes.append((out_addr, self.compute.gemm(in_addr, desc.dev_addr, m, k, n)))
-            stages, sfu_length, esize, out_n = [(desc.dev_addr, k, n, True)], 0, 2, n
-            anchors = False
-        if anchors:
-            stats = bytearray(m * LINE_BYTES)
-            for r in range(m):
-                stats[r * LINE_BYTES:r * LINE_BYTES + 8] = (np.float32(anchors_m[r]).tobytes()
-                                                            + np.float32(anchors_l[r]).tobytes())
-            writes.append((out_addr + stats_offset(desc), bytes(stats)))
+            stages, sfu_length, esize, out_n, anchors = [(desc.dev_addr, k, n, True)], 0, 2, n, False
+        if self._results:
+            self._results_of(desc, in_addr, out_addr, second, partial, anchors, writes)
 
-        line = dram_writer.line_write_done(0, cfg) + 1     # a line write, from its start to the next state
         t = start
         for m0 in range(0, m, cfg.rows):
             rows = min(cfg.rows, m - m0)
@@ -160,17 +234,45 @@ class ControlUnit:
             for addr, sk, sn, to_result in stages:
                 p = pe_plan(sn, lanes, m)
                 t = self._stage(t + STAGE_CYCLES, addr, sk, sn, p, busy)
+                if to_result:               # DRAIN starts the write run once the writer is free
+                    t = max(t, self._writer_free() + 1)
                 t = self._readout(t, self._word_bytes(rows, sn, esize), p.fold_steps(sk),
                                   run if to_result else None)
                 if op == Op.ATTENTION and not to_result:
                     t += rows * (SFU_START_CYCLES + softmax_unit.cycles(sfu_length, True, cfg))
             if op == Op.SOFTMAX:
                 t += rows * (SFU_START_CYCLES + softmax_unit.cycles(sfu_length, partial, cfg))
-                t = self._readout(t + BANK_START_CYCLES, self._word_bytes(rows, cols, 2), None, run)
+                t = max(t, self._writer_free()) + BANK_START_CYCLES
+                t = self._readout(t, self._word_bytes(rows, cols, 2), None, run)
             if anchors:
-                t += rows * line
+                # ANCHORS (once the writer is free) starts a line, ANCHORS_WAIT until it is out
+                writer = self._state.writer
+                for _ in range(rows):
+                    writer.line(max(t, self._writer_free()))
+                    t = writer.idle_at + 1
             t += 1                                                        # GROUP_END
         return t
+
+    def _results_of(self, desc, in_addr, out_addr, second, partial, anchors, writes):
+        """The result bytes of a read-compute descriptor (the golden model), into `writes`."""
+        m, k, n, cols, op = desc.in_rows, desc.dev_rows, desc.dev_cols, desc.in_cols, desc.op
+        anchors_m = anchors_l = None
+        if op == Op.SOFTMAX:
+            out, anchors_m, anchors_l = self.compute.softmax(in_addr, m, cols, partial)
+            writes.append((out_addr, out.tobytes()))
+        elif op == Op.ATTENTION:
+            o, anchors_m, anchors_l = self.compute.attention(in_addr, desc.dev_addr, second, m, k, n)
+            writes.append((out_addr, o.tobytes()))
+        elif op == Op.LORA_XAB:
+            writes.append((out_addr, self.compute.lora_xab(in_addr, desc.dev_addr, second, m, k, n)))
+        else:
+            writes.append((out_addr, self.compute.gemm(in_addr, desc.dev_addr, m, k, n)))
+        if anchors:
+            stats = bytearray(m * LINE_BYTES)
+            for r in range(m):
+                stats[r * LINE_BYTES:r * LINE_BYTES + 8] = (np.float32(anchors_m[r]).tobytes()
+                                                            + np.float32(anchors_l[r]).tobytes())
+            writes.append((out_addr + stats_offset(desc), bytes(stats)))
 
     def _stage(self, t, addr, k, n, p, busy):
         """WEIGHTS_START (at t) .. DRAIN: the k-groups of whole packs (paired chunks with the
@@ -195,14 +297,15 @@ class ControlUnit:
         `word_bytes` bytes each through the fold unit, `steps` adds each (steps None:
         SOFTMAX's input buffer, a word the second cycle after the previous one was taken),
         into the buffers (run None) or through the line packer into the write run (addr,
-        offset) that the writer started at start - 1. Returns the next state's first cycle."""
+        offset) that the writer starts at start - 1. Returns the next state's first cycle."""
         cfg = self.cfg
         taken, popped = [], []
         if run is not None:
             addr, offset = run
             run_lines = -(-(offset + int(np.sum(word_bytes))) // cfg.beat_bytes)
-            writer = dram_writer.StreamRun(start - 1, addr, run_lines, cfg)
-            packer = line_packer.Run(offset, word_bytes, cfg.beat_bytes, writer.take)
+            writer = self._state.writer
+            writer.stream(start - 1, addr, run_lines)
+            packer = line_packer.Run(offset, word_bytes, cfg.beat_bytes, lambda index, shown: writer.take(shown))
         delay = fold_unit.out_delay(steps or 0)
         for i in range(len(word_bytes)):
             if steps is None:
@@ -213,7 +316,8 @@ class ControlUnit:
             if i:
                 ready = max(ready, popped[-1] + 1)
             popped.append(packer.take_word(i, ready) if run is not None else ready)
-        return popped[-1] + 1 if run is None else writer.done() + 1
+        # READOUT ends once the writer has taken the run's last line
+        return popped[-1] + 1 if run is None else writer.idle_at + 1
 
     def _word_bytes(self, rows, n, esize):
         """Bytes of each word of LANES values, rows of N in order."""

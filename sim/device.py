@@ -2,22 +2,38 @@
 events instead of clock cycles.
 
 Time only moves when the host lets it (`advance`). Each step is the earliest of: the
-command engine fetching a slot, the control unit popping a descriptor (its whole
-schedule is computed then, from sim/control_unit.py), or a completion taking effect.
-A descriptor's result and completion reach DRAM at its COMPLETE cycle; HEAD, STATUS and
-the interrupt follow when the completion write is answered, as in the RTL.
+command engine fetching a slot, the front end popping a descriptor (its whole schedule is
+computed then, from sim/control_unit.py, after the schedules of the descriptors before
+it), or an effect taking place (a completion line landing, HEAD, STATUS and the interrupt
+when it is answered). A descriptor's result bytes are in the model's memory from its
+schedule on (the host reads them only after the completion); its completion line lands
+when the RTL writes it.
+
+The front end runs ahead of the control unit, so several descriptors' reads can be in
+flight; a command-engine read that the arbiter takes among their bursts delays the later
+ones, so every descriptor with a burst after it is scheduled again, in order, from the
+state the one before it left.
 """
 import heapq
 
 from . import command_engine, dram_reader
 from .command_engine import CommandEngine
-from .control_unit import ControlUnit
+from .control_unit import ControlUnit, State
 from .instruction_buffer import InstructionBuffer
 from .memory import SparseMemory
 from .regfile import RegisterFile
-from . import dram_writer
 
 NEVER = float("inf")
+STEAL_HORIZON = 1 << 12     # command-engine reads older than this (cycles) no longer matter
+
+
+class _Scheduled:
+    """A descriptor whose schedule may still change: what it was scheduled from, and its schedule."""
+
+    def __init__(self, entry, regs, queues, pop, before):
+        self.entry, self.regs, self.queues, self.pop, self.before = entry, regs, queues, pop, before
+        self.schedule = None
+        self.generation = 0
 
 
 class NdpModel:
@@ -29,16 +45,12 @@ class NdpModel:
         self.engine = CommandEngine(cfg, self.memory)
         self.ibuf = InstructionBuffer(cfg.ibuf_depth)
         self.control = ControlUnit(cfg, self.memory)
-        self.control_free = 0
-        self._pending = []               # (cycle, order, action) completions taking effect
+        self.state = State.initial(cfg)  # what the newest scheduled descriptor leaves
+        self.open = []                   # scheduled descriptors a command-engine read may still delay
+        self._pending = []               # (cycle, order, action) effects taking place
         self._order = 0
-        self._read_busy = []             # (handshake, last beat) of the running descriptor's bursts
         self._fetch_reads = []           # (request, handshake, beat, control_first) of the command engine's reads
-        self._control_first = False
-        self._running = None             # (entry, regs, pop, schedule) of the newest popped descriptor
-        # bumped at every (re)schedule; an effect of an older schedule is dropped. Only the
-        # running descriptor can have effects pending: a pop first applies all earlier ones.
-        self._generation = 0
+        self.pop_cycle = 0
         self.irq_count = [0] * cfg.num_queues
 
     # ---- host side ----------------------------------------------------------------------
@@ -82,7 +94,7 @@ class NdpModel:
                 candidates.append((min(waits), lambda: self._wake(min(waits))))
         head = self.ibuf.head()
         if head is not None:
-            pop_at = max(self.control_free, head.ready)
+            pop_at = max(self.state.front_free, head.ready)
             candidates.append((pop_at, lambda: self._pop(pop_at)))
         return min(candidates, key=lambda c: c[0]) if candidates else None
 
@@ -94,74 +106,99 @@ class NdpModel:
     def _wake(self, cycle):
         self.engine.idle_at = max(self.engine.idle_at, cycle)
 
+    def _bursts(self):
+        """(handshake, last beat) of every burst of the descriptors scheduled and open."""
+        return sorted(b for s in self.open for b in s.schedule.read_busy)
+
     def _fetch_handshake(self, request):
-        """The arbiter grants a fetch asking at `request` at once; or, while the control
-        unit's reader has bursts in flight, two cycles after the last of them; or, when
-        the reader asks in the same cycle and the fetch engine had the channel last
-        (round-robin), after the reader's burst."""
-        ends = [last for handshake, last in self._read_busy if handshake <= request <= last]
-        self._control_first = False
-        if not ends and self._last_grant_was_fetch(request):
-            ends = [last for handshake, last in self._read_busy if handshake == request + 1]
-            self._control_first = bool(ends)
-        return max(ends) + dram_reader.GRANT_DELAY if ends else request + 1
+        """(handshake, beat) of a command-engine read asking from cycle `request`: the
+        arbiter picks it in the first cycle it is not presenting a reader burst (the
+        handshake cycle), ahead of a reader burst picked in the same cycle unless the
+        engine had the last grant (round-robin); the DRAM answers in order, so its beat
+        follows the reader bursts issued before it."""
+        bursts = self._bursts()
+        handshakes = {h for h, _ in bursts}
+        control_first = self._last_grant_was_fetch(request)
+        pick = request
+        while True:
+            if pick in handshakes:
+                pick += 1
+            elif control_first and pick + 1 in handshakes:
+                pick, control_first = pick + 2, False
+            else:
+                break
+        handshake = pick + 1
+        beat = handshake + self.cfg.dram_read_latency
+        earlier = [last for h, last in bursts if h < handshake]
+        if earlier:
+            beat = max(beat, max(earlier) + 1)
+        self._control_first = self._last_grant_was_fetch(request)
+        return handshake, beat
 
     def _last_grant_was_fetch(self, request):
         fetches = [handshake for _, handshake, _, _ in self._fetch_reads if handshake <= request]
-        bursts = [handshake for handshake, _ in self._read_busy if handshake <= request]
+        bursts = [handshake for handshake, _ in self._bursts() if handshake <= request]
         return bool(fetches) and (not bursts or max(fetches) > max(bursts))
 
     def _fetch(self, cycle):
         q = self.engine.pick(self.regfile.queues, cycle)
-        entry, arrival = self.engine.fetch(self.regfile.queues, q, cycle, self._fetch_handshake)
-        self._steal((cycle + command_engine.ADDR_DELAY - 1, arrival - self.cfg.dram_read_latency, arrival,
-                     self._control_first))
+        entry, handshake, arrival = self.engine.fetch(self.regfile.queues, q, cycle, self._fetch_handshake)
+        self._steal((cycle + command_engine.ADDR_DELAY - 1, handshake, arrival, self._control_first))
         if entry is None:
             return
         push = arrival + 1
         if self.ibuf.full():
-            # PUSH waits for the control unit to pop the oldest entry
+            # PUSH waits for the front end to pop the oldest entry
             head = self.ibuf.head()
-            self._pop(max(self.control_free, head.ready))
-            push = max(push, self.control_pop_cycle)
+            self._pop(max(self.state.front_free, head.ready))
+            push = max(push, self.pop_cycle)
         self.ibuf.push(entry, push)
         self.engine.idle_at = push + 1
 
     def _steal(self, read):
-        """A command-engine read holds the read channel: the running descriptor's later
-        bursts wait for it, so its schedule is computed again."""
-        self._fetch_reads = [r for r in self._fetch_reads if r[2] >= read[0] - 1024] + [read]
-        if self._running is None:
-            return
-        entry, regs, pop, schedule = self._running
-        if read[2] + 1 < pop or read[0] > schedule.complete:
-            return
-        if not any(handshake - 1 >= read[0] for handshake, _ in schedule.read_busy):
-            return
-        self._schedule(entry, regs, pop)
+        """A command-engine read among the reader's bursts: the descriptors with a burst
+        from its request on are scheduled again, in order."""
+        self._fetch_reads = [r for r in self._fetch_reads if r[2] >= read[0] - STEAL_HORIZON] + [read]
+        for index, scheduled in enumerate(self.open):
+            if any(handshake >= read[0] for handshake, _ in scheduled.schedule.read_busy):
+                self._reschedule(index)
+                return
 
     def _pop(self, cycle):
-        while self._pending and self._pending[0][0] <= cycle:     # earlier results land first
+        while self._pending and self._pending[0][0] <= cycle:     # earlier effects first
             self._apply_pending()
         entry = self.ibuf.pop()
-        self.control_pop_cycle = cycle
-        self._schedule(entry, self.regfile.queues[entry.queue], cycle)
+        self.pop_cycle = cycle
+        # the oldest descriptors whose bursts were all issued before now: no command-engine
+        # read to come can delay them any more
+        while self.open and all(handshake < self.now for handshake, _ in self.open[0].schedule.read_busy):
+            self.open.pop(0)
+        queues = [q.copy() for q in self.regfile.queues]
+        scheduled = _Scheduled(entry, queues[entry.queue], queues, cycle, self.state)
+        self.open.append(scheduled)
+        self._schedule(scheduled, compute_results=True)
 
-    def _schedule(self, entry, regs, pop):
-        """(Re)compute the schedule of the descriptor popped at `pop`, and its effects."""
-        schedule = self.control.execute(entry, regs, pop, self._fetch_reads)
-        self._running = (entry, regs, pop, schedule)
-        self._generation += 1
-        generation = self._generation
-        self.control_free = schedule.free
-        self._read_busy = schedule.read_busy
-        done = schedule.free - 1            # the completion write answered: HEAD, STATUS, irq
+    def _schedule(self, scheduled, compute_results):
+        """(Re)compute a descriptor's schedule from the state it was scheduled from, and its effects."""
+        schedule, self.state = self.control.execute(scheduled.entry, scheduled.regs, scheduled.queues, scheduled.pop,
+                                                    scheduled.before, self._fetch_reads, compute_results)
+        scheduled.schedule = schedule
+        scheduled.generation += 1
+        generation = scheduled.generation
+        if compute_results:
+            self._write(schedule.writes)
 
         def current(action):
-            return lambda: action() if generation == self._generation else None
-        self._push(schedule.complete + dram_writer.ISSUE_DELAY + dram_writer.DATA_DELAY,
-                   current(lambda: self._write(schedule.writes)))
-        self._push(done, current(lambda: self._complete(entry, schedule)))
+            return lambda: action() if generation == scheduled.generation else None
+        self._push(schedule.header_lands, current(lambda: self._write([schedule.header])))
+        self._push(schedule.report + 1, current(lambda: self._complete(scheduled.entry, schedule)))
+
+    def _reschedule(self, index):
+        state = self.open[index].before
+        for scheduled in self.open[index:]:
+            scheduled.before = state
+            self._schedule(scheduled, compute_results=False)
+            state = self.state
 
     def _push(self, cycle, action):
         heapq.heappush(self._pending, (cycle, self._order, action))

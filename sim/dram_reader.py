@@ -8,20 +8,21 @@ earliest of:
 - two cycles after the last beat of burst i - dram_max_reads (the in-flight count);
 - two cycles after the consumer took the beat that makes room in the DRAM buffer for
   every beat asked for so far (the buffer never back-pressures the R channel);
-- and, if the command engine asked for the channel while the burst was due, two cycles
-  after that read's beat (the arbiter lets the owner's bursts drain, grants the other
-  port, then the owner again).
-The DRAM returns a burst's beats one per cycle, the first `dram_read_latency` cycles
-after its handshake and after the previous burst's last beat. The DRAM buffer (a
-buffered FIFO) shows a beat to its reader BUFFER_LATENCY cycles after it arrived.
+- and not in the two cycles of a command-engine read the arbiter took instead (its pick
+  and its handshake): then two cycles after that read's handshake.
+The DRAM returns bursts in the order of their handshakes, a burst's beats one per cycle,
+the first `dram_read_latency` cycles after its handshake and after the previous burst's
+(or the command engine's read's) last beat. The DRAM buffer (a buffered FIFO) shows a
+beat to its reader BUFFER_LATENCY cycles after it arrived.
 
 The buffer's room depends on when the consumer (the unpacker, or the writer of a copy)
 takes each beat, which depends on when the beats arrive: `run` finds the fixed point,
 starting from a consumer that takes each beat as soon as it shows.
 
-A descriptor's runs follow each other through one `Reader`: a run may start once the
-previous one has issued its last burst, its bursts count against the previous runs' in
-flight and in the buffer, and its beats arrive after theirs.
+The runs follow each other through one `Reader`, across descriptors (the front end
+fetches ahead): a run may start once the previous one has issued its last burst, its
+bursts count against the previous runs' in flight and in the buffer, and its beats
+arrive after theirs.
 """
 import numba
 import numpy as np
@@ -51,29 +52,32 @@ def burst_lengths(addr, beats, cfg):
 
 
 def burst_schedule(start, addr, beats, cfg, steals=(), pulls=None, before=None, floor=0):
-    """(address handshake of each burst, burst lengths) of a run.
+    """(address handshake of each burst, burst lengths, the cycle each beat is on the R
+    channel) of a run.
 
     `steals` are (request, handshake, beat, control_first) of single-line reads by another
-    engine (the command engine): a burst whose grant would be decided from `request` on
-    waits until two cycles after that read's beat, unless it was decided in the cycle of
-    the request and won it (`control_first`, round-robin). `pulls` are the cycles the consumer takes
-    each beat from the buffer; by default, one per cycle as soon as each shows, from cycle
-    `floor` on. `before` is the descriptor's earlier runs on the same reader (a `Reader`),
-    or None."""
+    engine (the command engine): the arbiter does not pick a burst in the cycle it picked
+    that read, nor in the cycle of the read's handshake, and the DRAM answers in order, so
+    the bursts after the read have their beats after its beat. `pulls` are the cycles the
+    consumer takes each beat from the buffer; by default, one per cycle as soon as each
+    shows, from cycle `floor` on. `before` is the earlier runs on the same reader (a
+    `Reader`), or None."""
     lengths = burst_lengths(addr, beats, cfg)
     count = len(lengths)
     if not count:
-        return np.empty(0, np.int64), lengths
-    steals = np.array(sorted(steals), np.int64).reshape(-1, 4)
+        return np.empty(0, np.int64), lengths, np.empty(0, np.int64)
+    steals = np.array(sorted(steals, key=lambda s: s[1]), np.int64).reshape(-1, 4)
     # the earlier runs: their beats and bursts, the pulls of their last beats and the last
     # beats of their last bursts (the only ones the room and the in-flight count look at)
     ahead, bursts_ahead = (before.beats, before.bursts) if before is not None else (0, 0)
     earlier_pulls = np.array(before.pulls if before is not None else [], np.int64)
     last = np.array(before.last_beats if before is not None else [], np.int64)
-    handshakes = _handshakes(start, lengths, ahead, bursts_ahead, earlier_pulls, last,
-                             np.zeros(0, np.int64) if pulls is None else pulls.astype(np.int64), pulls is not None,
-                             steals, cfg.dram_read_latency, cfg.dram_buf_beats, cfg.dram_max_reads, floor)
-    return handshakes, lengths
+    handshakes, firsts = _handshakes(start, lengths, ahead, bursts_ahead, earlier_pulls, last,
+                                     np.zeros(0, np.int64) if pulls is None else pulls.astype(np.int64),
+                                     pulls is not None, steals, cfg.dram_read_latency, cfg.dram_buf_beats,
+                                     cfg.dram_max_reads, floor)
+    index = np.arange(int(lengths.sum()), dtype=np.int64) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    return handshakes, lengths, np.repeat(firsts, lengths) + index
 
 
 def load_kernels(cfg):
@@ -84,12 +88,14 @@ def load_kernels(cfg):
 @numba.njit(cache=True)
 def _handshakes(start, lens, ahead, bursts_ahead, earlier_pulls, earlier_last, pulls, has_pulls, steals,
                 latency, room, max_reads, floor):
-    """burst_schedule's loop over the bursts (compiled: one burst depends on the last)."""
+    """burst_schedule's loop over the bursts (compiled: one burst depends on the last):
+    each burst's handshake and first beat."""
     count = len(lens)
     pulls_base, last_base = ahead - len(earlier_pulls), bursts_ahead - len(earlier_last)
     last = np.empty(len(earlier_last) + count, np.int64)     # cycle of each burst's last beat
     last[:len(earlier_last)] = earlier_last
     handshakes = np.empty(count, np.int64)
+    firsts = np.empty(count, np.int64)
     first_pull = np.empty(count, np.int64)                   # cycle a burst's first beat is pulled
     requested = ahead                                        # beats asked for, with the earlier runs'
     j = 0                                                    # the burst holding the freeing beat
@@ -111,31 +117,20 @@ def _handshakes(start, lens, ahead, bursts_ahead, earlier_pulls, earlier_last, p
         elif freeing >= 0:
             h = max(h, earlier_pulls[freeing - pulls_base] + GRANT_DELAY)
         for k in range(len(steals)):
-            request, beat, control_first = steals[k, 0], steals[k, 2], steals[k, 3]
-            if request <= h - 1 <= beat and not (control_first and h - 1 == request):
-                h = beat + GRANT_DELAY
+            # the arbiter picked the read in the cycle before its handshake
+            if steals[k, 1] - 1 <= h - 1 <= steals[k, 1]:
+                h = steals[k, 1] + GRANT_DELAY
         handshakes[i] = h
         n_last = len(earlier_last) + i
         arrive = h + latency if n_last == 0 else max(h + latency, last[n_last - 1] + 1)
+        for k in range(len(steals)):
+            if steals[k, 1] < h:
+                arrive = max(arrive, steals[k, 2] + 1)
+        firsts[i] = arrive
         last[n_last] = arrive + lens[i] - 1
         pull = max(arrive + BUFFER_LATENCY, floor)
         first_pull[i] = pull if i == 0 else max(pull, first_pull[i - 1] + lens[i - 1])
-    return handshakes
-
-
-def arrivals(handshakes, lengths, cfg, after=None):
-    """Cycle each beat of a burst schedule is on the R channel (numpy int64 array): a
-    burst's beats follow each other, from `dram_read_latency` after its handshake or right
-    after the previous burst (the first, right after the cycle `after`, if given)."""
-    starts = handshakes + cfg.dram_read_latency
-    if after is not None and len(starts):
-        starts[0] = max(starts[0], after + 1)
-    if len(starts) > 1:
-        # first[i] = max(starts[i], first[i-1] + lengths[i-1]): a max-plus scan
-        offsets = np.concatenate([[0], np.cumsum(lengths[:-1])])
-        starts = offsets + np.maximum.accumulate(starts - offsets)
-    index = np.arange(int(lengths.sum()), dtype=np.int64) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-    return np.repeat(starts, lengths) + index
+    return handshakes, firsts
 
 
 MAX_ROUNDS = 8
@@ -165,10 +160,8 @@ def run(start, addr, beats, cfg, consumer, steals=(), before=None, floor=0):
     runs of `before` (a Reader, which the run is added to). Returns (handshakes, lengths,
     arrivals, pulls): the schedule, and when each beat arrives and is taken."""
     pulls = None
-    after = before.last_beats[-1] if before is not None and before.last_beats else None
     for _ in range(MAX_ROUNDS):
-        handshakes, lengths = burst_schedule(start, addr, beats, cfg, steals, pulls, before, floor)
-        beat_times = arrivals(handshakes, lengths, cfg, after)
+        handshakes, lengths, beat_times = burst_schedule(start, addr, beats, cfg, steals, pulls, before, floor)
         shown = beat_times + BUFFER_LATENCY
         taken = consumer(shown)
         if pulls is None:
@@ -187,7 +180,7 @@ def run(start, addr, beats, cfg, consumer, steals=(), before=None, floor=0):
 
 def beat_arrivals(start, addr, beats, cfg, steals=()):
     """Cycle each beat of the run is on the R channel."""
-    return arrivals(*burst_schedule(start, addr, beats, cfg, steals), cfg)
+    return burst_schedule(start, addr, beats, cfg, steals)[2]
 
 
 def beat_available(start, addr, beats, cfg, steals=()):

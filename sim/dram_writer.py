@@ -1,95 +1,96 @@
-"""Model of hw/dram_writer.py: how long its writes take.
+"""Model of hw/dram_writer.py: when its writes go out and when they are answered.
 
-A run's first address handshake comes two cycles after `start`; each later burst's the
-cycle after the previous burst's last beat (writes are posted), once fewer than
-WRITES_IN_FLIGHT bursts await their response. A burst's data beats go from the cycle
-after its handshake on, one per cycle when the source has them. The response comes
-`dram_write_latency` cycles after the burst's last beat (one per cycle, in order), and
-`busy` falls the cycle after the last response.
+The writer takes one job at a time (a run of lines from a stream, or one line) and posts
+its bursts, across jobs too:
+- a job's first address handshake comes two cycles after its start (the arbiter's grant);
+  a later burst's the cycle after the previous burst's last beat;
+- a burst is sent only while fewer than WRITES_IN_FLIGHT bursts await their response: one
+  held back by that limit goes out two cycles after the response that frees it (the
+  cycle it asks, then the arbiter's grant);
+- its data beats go from the cycle after its handshake, one per cycle when the source has
+  them; its response comes `dram_write_latency` cycles after its last beat, after the
+  previous burst's;
+- the writer is idle (takes its next job) the cycle after a job's last beat, and quiet
+  (every write answered: what a completion waits for) from the cycle after the last
+  response.
 """
+import copy
+
 import numpy as np
 
+from isa.microarch import WRITES_IN_FLIGHT
 from .dram_reader import burst_lengths
 
-ISSUE_DELAY = 2          # start -> the first address handshake
+ISSUE_DELAY = 2          # start -> the job's first address handshake
 DATA_DELAY = 1           # address handshake -> first data beat
-IDLE_DELAY = 1           # last response -> busy low
-WRITES_IN_FLIGHT = 16    # bursts written and not yet answered (hw/dram_writer.py)
 
 
-def line_write_done(start, cfg):
-    """First cycle `busy` is low after a single-line write started at `start`."""
-    return start + ISSUE_DELAY + DATA_DELAY + cfg.dram_write_latency + IDLE_DELAY
+class Writer:
+    """The writer's state across jobs: when it is idle, and every burst's response."""
 
-
-class _Bursts:
-    """When each burst of a run may send data, and when its response comes."""
-
-    def __init__(self, start, cfg):
+    def __init__(self, cfg):
         self.latency = cfg.dram_write_latency
-        self.handshake = start + ISSUE_DELAY          # the next burst's, at the earliest
-        self.responses = []
+        self.cfg = cfg
+        self.idle_at = 0                 # first cycle it can take a job
+        self.responses = []              # the response cycle of each burst, in order
+        self._job = None                 # (burst lengths left, lines left in the burst, next beat)
 
-    def data_from(self):
-        """The first cycle the next burst's first beat can go."""
-        handshake, sent = self.handshake, len(self.responses)
-        if sent >= WRITES_IN_FLIGHT:
-            handshake = max(handshake, self.responses[sent - WRITES_IN_FLIGHT] + 1)
-        return handshake + DATA_DELAY
+    def copy(self):
+        return copy.deepcopy(self)
 
-    def written(self, last_beat):
-        """The burst's last beat went at `last_beat`."""
+    def quiet_at(self):
+        """First cycle every write issued so far has been answered and the writer is idle."""
+        return max(self.idle_at, self.responses[-1] + 1 if self.responses else 0)
+
+    def _handshake(self, natural, first):
+        """A burst's address handshake, `natural` without the in-flight limit."""
+        sent = len(self.responses)
+        if sent < WRITES_IN_FLIGHT:
+            return natural
+        free = self.responses[sent - WRITES_IN_FLIGHT] + 1      # the cycle it may ask
+        if first:
+            return max(natural - 1, free) + 1
+        return natural if free <= natural else free + 1
+
+    def _written(self, last_beat):
         response = last_beat + self.latency
         if self.responses:
             response = max(response, self.responses[-1] + 1)
         self.responses.append(response)
-        self.handshake = last_beat + 1
 
-    def done(self):
-        return self.responses[-1] + IDLE_DELAY
+    def line(self, start):
+        """A one-line job started at `start`; returns (the cycle its beat is written, the
+        cycle of its response)."""
+        assert start >= self.idle_at, (start, self.idle_at)
+        beat = self._handshake(start + ISSUE_DELAY, True) + DATA_DELAY
+        self._written(beat)
+        self.idle_at = beat + 1
+        return beat, self.responses[-1]
 
+    def stream(self, start, addr, lines):
+        """Start a job of `lines` lines from a stream at `start`; then `take` each line."""
+        assert start >= self.idle_at, (start, self.idle_at)
+        self._job = [burst_lengths(addr, lines, self.cfg).tolist()[::-1], 0, None, start]
 
-def run_write(start, addr, available, cfg):
-    """(the cycle each beat is taken from the source, the first cycle `busy` is low after
-    writing a run whose beats are available at `available`)."""
-    bursts = _Bursts(start, cfg)
-    first = 0
-    taken = np.empty(len(available), np.int64)
-    for length in burst_lengths(addr, len(available), cfg).tolist():
-        part = available[first:first + length]
-        index = np.arange(length, dtype=np.int64)
-        beats = index + np.maximum.accumulate(np.maximum(part, bursts.data_from()) - index)
-        taken[first:first + length] = beats
-        bursts.written(int(beats[-1]))
-        first += length
-    return taken, bursts.done()
-
-
-def run_write_done(start, addr, available, cfg):
-    """First cycle `busy` is low after writing a run whose beats are available at `available`."""
-    return run_write(start, addr, available, cfg)[1]
-
-
-class StreamRun:
-    """A run of `lines` lines from a source that shows them one at a time, the writer
-    started at `start`: `take(l, shown)` is the cycle line l, shown from `shown` on, is
-    taken; `done()` the first cycle `busy` is low after the last line."""
-
-    def __init__(self, start, addr, lines, cfg):
-        self.bursts = _Bursts(start, cfg)
-        self.lengths = burst_lengths(addr, lines, cfg).tolist()[::-1]
-        self.left = 0                                  # lines of the burst going out
-        self.next_beat = None
-
-    def take(self, index, shown):
-        if self.left == 0:
-            self.left, self.next_beat = self.lengths.pop(), self.bursts.data_from()
-        cycle = max(shown, self.next_beat)
-        self.next_beat = cycle + 1
-        self.left -= 1
-        if self.left == 0:
-            self.bursts.written(cycle)
+    def take(self, shown):
+        """The cycle the job's next line, shown from `shown` on, is taken."""
+        job = self._job
+        lengths, left, next_beat, start = job
+        if left == 0:
+            first = next_beat is None
+            natural = start + ISSUE_DELAY if first else next_beat
+            left, next_beat = lengths.pop(), self._handshake(natural, first) + DATA_DELAY
+        cycle = max(shown, next_beat)
+        left -= 1
+        if left == 0:
+            self._written(cycle)
+            if not lengths:
+                self.idle_at, self._job = cycle + 1, None
+                return cycle
+        job[1], job[2] = left, cycle + 1
         return cycle
 
-    def done(self):
-        return self.bursts.done()
+    def run(self, start, addr, available):
+        """A stream job whose lines are available at `available`: the cycle each is taken."""
+        self.stream(start, addr, len(available))
+        return np.array([self.take(int(shown)) for shown in available], np.int64)

@@ -36,6 +36,9 @@ class QueueRegs:
     def ring_end(self, base):
         return base + (1 << (self.log2_depth + self.log2_slot))
 
+    def copy(self):
+        return dataclasses.replace(self)
+
 
 _PAIRS = {R.SQ_BASE_LO: "sq_base", R.CQ_BASE_LO: "cq_base", R.DATA_BASE_LO: "data_base",
           R.DATA_LIMIT_LO: "data_limit"}
