@@ -16,7 +16,7 @@ state the one before it left.
 """
 import heapq
 
-from . import command_engine, dram_reader
+from . import command_engine, dram_arbiter
 from .command_engine import CommandEngine
 from .control_unit import ControlUnit, State
 from .instruction_buffer import InstructionBuffer
@@ -111,29 +111,9 @@ class NdpModel:
         return sorted(b for s in self.open for b in s.schedule.read_busy)
 
     def _fetch_handshake(self, request):
-        """(handshake, beat) of a command-engine read asking from cycle `request`: the
-        arbiter picks it in the first cycle it is not presenting a reader burst (the
-        handshake cycle), ahead of a reader burst picked in the same cycle unless the
-        engine had the last grant (round-robin); the DRAM answers in order, so its beat
-        follows the reader bursts issued before it."""
-        bursts = self._bursts()
-        handshakes = {h for h, _ in bursts}
-        control_first = self._last_grant_was_fetch(request)
-        pick = request
-        while True:
-            if pick in handshakes:
-                pick += 1
-            elif control_first and pick + 1 in handshakes:
-                pick, control_first = pick + 2, False
-            else:
-                break
-        handshake = pick + 1
-        beat = handshake + self.cfg.dram_read_latency
-        earlier = [last for h, last in bursts if h < handshake]
-        if earlier:
-            beat = max(beat, max(earlier) + 1)
+        """(handshake, beat) of a command-engine read asking from cycle `request`."""
         self._control_first = self._last_grant_was_fetch(request)
-        return handshake, beat
+        return dram_arbiter.engine_grant(request, self._bursts(), self._control_first, self.cfg.dram_read_latency)
 
     def _last_grant_was_fetch(self, request):
         fetches = [handshake for _, handshake, _, _ in self._fetch_reads if handshake <= request]

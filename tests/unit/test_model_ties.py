@@ -43,6 +43,7 @@ from hw.mem_frontend import MemFrontend
 from hw.regfile import RegisterFile
 from hw.unpacker import Unpacker
 from sim import command_engine as model_engine
+from sim import dram_arbiter as model_arbiter
 from sim import dram_reader as model_reader
 from sim import dram_writer as model_writer
 from sim import mem_frontend as model_frontend
@@ -286,7 +287,7 @@ def test_dram_reader_schedule(run):
     """Through the arbiter: the handshakes, beats and buffer output are the model's, offset 0."""
     cfg, addr, beats = run
     ar, r, shown = reader_run(cfg, addr, beats)
-    handshakes, lengths = model_reader.burst_schedule(0, addr, beats, cfg)
+    handshakes, lengths, _ = model_reader.burst_schedule(0, addr, beats, cfg)
     addrs = addr + cfg.beat_bytes * (np.cumsum(lengths) - lengths)
     assert ar == list(zip(handshakes.tolist(), addrs.tolist(), lengths.tolist()))
     assert r == model_reader.beat_arrivals(0, addr, beats, cfg).tolist()
@@ -354,17 +355,99 @@ def test_dram_reader_back_to_back(cfg, first, second, period):
     assert pulls == [p for run in runs for p in run[3].tolist()]
 
 
+class EngineRead:
+    """A one-line read on the command engine's arbiter port, asked from cycle `request`
+    and held until its handshake, as hw/command_engine.py's ADDR state does. Logs its
+    handshake and beat."""
+    def __init__(self, bus, request, addr):
+        self.bus, self.request, self.addr = bus, request, addr
+        self.handshake = self.beat = None
+
+    def drive(self, ctx, t):
+        bus = self.bus
+        ctx.set(bus.arvalid, t >= self.request and self.handshake is None)
+        ctx.set(bus.araddr, self.addr)
+        ctx.set(bus.arlen, 0)
+        ctx.set(bus.rready, 1)
+
+    def sample(self, ctx, t):
+        if self.handshake is None and ctx.get(self.bus.arvalid) and ctx.get(self.bus.arready):
+            self.handshake = t
+        if ctx.get(self.bus.rvalid) and self.beat is None and self.handshake is not None:
+            self.beat = t
+
+
+class ReaderAndEngine(Elaboratable):
+    """A DramReader and a bare engine port behind the three-port DramArbiter of hw/device.py."""
+    def __init__(self, cfg):
+        self.reader, self.arbiter = DramReader(cfg), DramArbiter(cfg, 3)
+        self.engine, self.dram = self.arbiter.ports[ENGINE_PORT], self.arbiter.dram
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.reader, m.submodules.arbiter = self.reader, self.arbiter
+        connect(m, self.reader.bus, self.arbiter.ports[CONTROL_PORT])
+        return m
+
+
+ENGINE_ADDR = 0x7_0000                            # the engine's line, apart from the runs
+
+
+# a run, and a command-engine read asking at a cycle among its bursts (or before them)
+@pytest.mark.parametrize("cfg,addr,beats,asked", [
+    (CFG, 0x0, 200, 1), (CFG, 0x0, 200, 2), (CFG, 0x0, 200, 3), (CFG, 0x0, 200, 9), (CFG, 0x0, 200, 10),
+    (CFG, 0x0FC0, 70, 40), (SMALL, 0x0, 100, 7), (SMALL, 0x0, 100, 8), (SLOW, 0x40, 90, 15), (SLOW, 0x40, 90, 16)],
+    ids=lambda v: getattr(v, "name", str(v)))
+def test_engine_read_among_reader_bursts(cfg, addr, beats, asked):
+    """Through the arbiter: the engine's handshake and beat are sim/dram_arbiter.engine_grant's
+    (from the reader's schedule without it), and the reader's bursts and beats are
+    sim/dram_reader's with that read among its `steals`."""
+    top = ReaderAndEngine(cfg)
+    reader = top.reader
+    dram = Dram(cfg, top.dram)
+    engine = EngineRead(top.engine, asked, ENGINE_ADDR)
+    shown = []
+
+    async def bench(ctx):
+        clock = Clock(ctx, dram, engine)
+        ctx.set(reader.out.ready, 1)
+        ctx.set(reader.start, 1)
+        ctx.set(reader.addr, addr)
+        ctx.set(reader.beats, beats)
+        for _ in range(4 * beats + 50 * (beats // cfg.max_burst_beats + 2)):
+            if ctx.get(reader.out.valid):
+                shown.append(clock.t)
+            await clock.tick()
+            ctx.set(reader.start, 0)
+            if len(shown) == beats and engine.beat is not None:
+                break
+
+    simulate(top, bench)
+    handshakes, lengths, arrivals = model_reader.burst_schedule(0, addr, beats, cfg)
+    bursts = list(zip(handshakes.tolist(), arrivals[np.cumsum(lengths) - 1].tolist()))
+    grant = model_arbiter.engine_grant(asked, bursts, False, cfg.dram_read_latency)
+    assert (engine.handshake, engine.beat) == grant
+    steal = [(asked, grant[0], grant[1], 0)]
+    handshakes, lengths, arrivals = model_reader.burst_schedule(0, addr, beats, cfg, steals=steal)
+    reader_ar = [t for t, a, _ in dram.ar if a != ENGINE_ADDR]
+    assert reader_ar == handshakes.tolist()
+    assert [t for t in dram.r if t != engine.beat] == arrivals.tolist()
+    assert shown == (arrivals + model_reader.BUFFER_LATENCY).tolist()
+
+
 # ---- 3. DRAM writer ---------------------------------------------------------------------
 
-def writer_run(cfg, addr, available=None, via_arbiter=True):
-    """First cycle `busy` is low after a write started at cycle 0: one line when
-    `available` is None, else a run from the stream whose beats are available then;
-    and the AW handshakes as (cycle, addr, beats)."""
+def writer_run(cfg, addr, available=None, via_arbiter=True, then_line=None):
+    """A job started at cycle 0: one line when `available` is None, else a run from the
+    stream whose beats are available then; with `then_line`, a one-line job with `report`
+    started at that cycle or as soon as the writer is idle again. Returns the first cycle
+    the writer is idle again after each job, the first cycle it is quiet after the last,
+    the AW handshakes as (cycle, addr, beats), the B handshakes and the `reported` pulses."""
     writer = DramWriter(cfg)
     top, bus = placed(cfg, writer, CONTROL_PORT, via_arbiter)
     dram = Dram(cfg, bus)
     src = Source(writer.src, available or [])
-    done = []
+    idle, quiet, reported = [], [], []
 
     async def bench(ctx):
         clock = Clock(ctx, src, dram)
@@ -374,18 +457,47 @@ def writer_run(cfg, addr, available=None, via_arbiter=True):
         ctx.set(writer.beats, len(available or []))
         ctx.set(writer.line, 0x1234)
         ctx.set(writer.strb, 0x0F0F)
-        limit = max(available or [0]) + 10 * len(available or [1]) + 200
+        jobs = 1 if then_line is None else 2
+        limit = max(available or [0]) + 10 * len(available or [1]) + 400
         for _ in range(limit):
             await clock.tick()
             ctx.set(writer.start, 0)
-            if not ctx.get(writer.busy):
-                done.append(clock.t)
+            if ctx.get(writer.reported):
+                reported.append(clock.t)
+            if len(idle) < jobs and ctx.get(writer.idle) and clock.t > (idle[-1] if idle else 0):
+                idle.append(clock.t)
+                if len(idle) < jobs:
+                    while clock.t < then_line:
+                        await clock.tick()
+                        if ctx.get(writer.reported):
+                            reported.append(clock.t)
+                    ctx.set(writer.start, 1)
+                    ctx.set(writer.from_stream, 0)
+                    ctx.set(writer.addr, addr + 0x4000)
+                    ctx.set(writer.report, 1)
+            elif len(idle) == jobs and ctx.get(writer.quiet):
+                quiet.append(clock.t)
                 break
 
     simulate(top, bench)
-    assert done, "the writer never went idle"
-    assert len(src.taken) == len(available or []) and len(dram.w) == max(1, len(available or []))
-    return done[0], dram.aw
+    assert quiet, "the writer never went quiet"
+    assert len(src.taken) == len(available or []) and len(dram.w) == max(1, len(available or [])) + (then_line is not None)
+    return idle, quiet[0], dram.aw, dram.b, reported
+
+
+def model_writer_run(cfg, addr, available=None, then_line=None):
+    """The model's (idle cycles, quiet cycle, AW handshake cycles, responses, reported) for `writer_run`."""
+    writer = model_writer.Writer(cfg)
+    if available is None:
+        writer.line(0)
+    else:
+        writer.run(0, addr, np.asarray(available, np.int64))
+    idle = [writer.idle_at]
+    reported = []
+    if then_line is not None:
+        reported.append(writer.line(max(then_line, writer.idle_at))[1])
+        idle.append(writer.idle_at)
+    return idle, writer.quiet_at(), writer.responses, reported
 
 
 WRITER_RUNS = [  # (config, addr, kind of availability, beats)
@@ -412,36 +524,37 @@ def write_availability(cfg, kind, beats, rng):
 @pytest.mark.parametrize("cfg", [CFG, SLOW], ids=lambda c: c.name)
 @pytest.mark.parametrize("addr", [0x0, 0x0FC0, 0x12340])
 def test_dram_writer_line(cfg, addr):
-    """from_stream=0, through the arbiter: busy first low at the model's line_write_done."""
-    done, aw = writer_run(cfg, addr)
+    """from_stream=0, through the arbiter: the handshake, idle, response and quiet cycles
+    are sim/dram_writer.Writer.line's."""
+    idle, quiet, aw, b, _ = writer_run(cfg, addr)
     assert aw == [(model_writer.ISSUE_DELAY, addr, 1)]
-    assert done == model_writer.line_write_done(0, cfg)
+    assert (idle, quiet, b, []) == model_writer_run(cfg, addr)
 
 
 @pytest.mark.parametrize("run", WRITER_RUNS, ids=lambda r: f"{r[0].name}-{r[1]:#x}-{r[2]}-{r[3]}")
 def test_dram_writer_run(run):
-    """from_stream=1, through the arbiter: busy first low at the model's run_write_done, and
-    at StreamRun's (the result runs' model, a line at a time) fed the same lines."""
+    """from_stream=1, through the arbiter, then a reporting line posted behind the run:
+    the bursts are cut as the reader's, and the idle, response, quiet and reported cycles
+    are sim/dram_writer.Writer's (its in-flight limit across the two jobs included)."""
     cfg, addr, kind, beats = run
     available = write_availability(cfg, kind, beats, np.random.default_rng(beats))
-    done, aw = writer_run(cfg, addr, available)
-    assert [n for _, _, n in aw] == model_reader.burst_lengths(addr, beats, cfg).tolist()
-    assert done == model_writer.run_write_done(0, addr, np.asarray(available, np.int64), cfg)
-    stream = model_writer.StreamRun(0, addr, beats, cfg)
-    for index, shown in enumerate(available):
-        stream.take(index, shown)
-    assert done == stream.done()
+    idle, quiet, aw, b, reported = writer_run(cfg, addr, available, then_line=0)
+    assert [n for _, _, n in aw][:-1] == model_reader.burst_lengths(addr, beats, cfg).tolist()
+    assert (idle, quiet, b, reported) == model_writer_run(cfg, addr, available, then_line=0)
+    assert reported == b[-1:]
 
 
 def test_dram_writer_bare():
     """The bare writer on an always-ready responder: GRANT cycles before the model, where the
-    source does not bind. Only the run's first handshake waits for the arbiter's grant: the
-    owner's later bursts go at once (posted writes), bare or not."""
-    assert writer_run(CFG, 0x40, via_arbiter=False)[0] == model_writer.line_write_done(0, CFG) - GRANT
+    source does not bind. Only a job's first handshake waits for the arbiter's grant: its
+    later bursts go at once (posted writes), bare or not."""
+    idle, quiet, _, _, _ = writer_run(CFG, 0x40, via_arbiter=False)
+    model_idle, model_quiet, _, _ = model_writer_run(CFG, 0x40)
+    assert (idle, quiet) == ([model_idle[0] - GRANT], model_quiet - GRANT)
     for cfg, addr, beats in ((CFG, 0x0FC0, 10), (SMALL, 0x0, 100)):
-        done, aw = writer_run(cfg, addr, [0] * beats, via_arbiter=False)
-        expected = model_writer.run_write_done(0, addr, np.zeros(beats, np.int64), cfg)
-        assert len(aw) > 1 and done == expected - GRANT
+        idle, quiet, aw, _, _ = writer_run(cfg, addr, [0] * beats, via_arbiter=False)
+        model_idle, model_quiet, _, _ = model_writer_run(cfg, addr, [0] * beats)
+        assert len(aw) > 1 and (idle, quiet) == ([model_idle[0] - GRANT], model_quiet - GRANT)
 
 
 # ---- 4. register file -------------------------------------------------------------------
@@ -765,14 +878,15 @@ def engine_model(cfg):
     engine = model_engine.CommandEngine(cfg, memory)
     queues = [model_regfile.QueueRegs(**ENGINE_REGS, tail=1)] + \
         [model_regfile.QueueRegs() for _ in range(cfg.num_queues - 1)]
-    grant = lambda request: request + GRANT        # noqa: E731  the arbiter with no burst in the way
+    def grant(request):                             # the arbiter with no burst in the way
+        return request + GRANT, request + GRANT + cfg.dram_read_latency
     arrivals, pushes = [], []
 
     def fetch(ring):
         t = max(engine.idle_at, ring)               # as sim/device.py: from IDLE, once eligible
         while engine.pick(queues, t) is None:
             t += 1
-        entry, arrival = engine.fetch(queues, engine.pick(queues, t), t, grant)
+        entry, _, arrival = engine.fetch(queues, engine.pick(queues, t), t, grant)
         arrivals.append(arrival)
         if entry is not None:
             pushes.append((arrival + 1, entry.seq, entry.taken))
