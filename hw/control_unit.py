@@ -51,7 +51,7 @@ from .line_packer import LinePacker
 from .queue_geometry import slot_addr
 from .regfile import QueueRegs
 from .softmax_unit import SoftmaxUnit
-from .stage_plan import packing, run_beats_of, stage_operand, weight_elems
+from .stage_plan import packing, run_span, stage_operand, weight_elems
 from .unpacker import Unpacker, DIM_BITS
 
 FP16_ONE = 0x3C00
@@ -78,7 +78,7 @@ class ControlUnit(wiring.Component):
         m = Module()
         cfg = self._cfg
         lanes, lane_bits = cfg.lanes, (cfg.lanes - 1).bit_length()
-        line_bits = (cfg.beat_bytes - 1).bit_length()
+        line_log2 = (cfg.port_bytes - 1).bit_length()
         m.submodules.front = front = FrontEnd(cfg)
         m.submodules.decoder = dec = Decoder(cfg)
         m.submodules.reader = reader = DramReader(cfg)
@@ -97,25 +97,18 @@ class ControlUnit(wiring.Component):
             m.d.comb += getattr(reader.bus, s).eq(getattr(self.bus, s))
         for s in AXI4Signature.B + ("awready", "wready", "bvalid"):
             m.d.comb += getattr(writer.bus, s).eq(getattr(self.bus, s))
-        # the DRAM buffer feeds the unpacker, or the writer for copies
-        copying = Signal()
-        m.d.comb += [unpack.src.data.eq(reader.out.data),
-                     unpack.src.valid.eq(reader.out.valid & ~copying),
-                     reader.out.ready.eq(Mux(copying, writer.src.ready, unpack.src.ready))]
-        # the writer's lines: the reader's beats (all bytes) for copies, else the packer's
-        with m.If(copying):
-            m.d.comb += [writer.src.data.eq(reader.out.data), writer.src.strb.eq((1 << cfg.beat_bytes) - 1),
-                         writer.src.valid.eq(reader.out.valid)]
-        with m.Else():
-            m.d.comb += [writer.src.data.eq(packer.out.data), writer.src.strb.eq(packer.out.strb),
-                         writer.src.valid.eq(packer.out.valid), packer.out.ready.eq(writer.src.ready)]
+        # the DRAM buffer feeds the unpacker; the line packer feeds the writer (results, and
+        # copies, which the unpacker and the packer realign from the source's slots to the
+        # destination's)
+        wiring.connect(m, reader.out, unpack.src)
+        wiring.connect(m, packer.out, writer.src)
 
         # the front end pops, decodes and starts the reads, one descriptor ahead
         for q in range(cfg.num_queues):
             m.d.comb += front.queues[q].eq(self.queues[q])
         m.d.comb += [front.pop_valid.eq(self.pop_valid), self.pop_ready.eq(front.pop_ready), front.pop.eq(self.pop),
                      reader.start.eq(front.run_start), reader.addr.eq(front.run_addr),
-                     reader.beats.eq(front.run_beats), front.run_issued.eq(reader.issued_all)]
+                     reader.lines.eq(front.run_lines), front.run_issued.eq(reader.issued_all)]
 
         entry = Signal(ibuf_entry(cfg))
         regs = Signal(QueueRegs)
@@ -141,7 +134,7 @@ class ControlUnit(wiring.Component):
 
         # ---- the current stage: K, N, where its words go, and its plan
         stage = Signal()
-        _, st_k, st_n = stage_operand(d, dec.operand_lines, stage, line_bits)
+        st_addr, st_k, st_n = stage_operand(d, dec.operand_lines, stage)
         dest = Signal(range(4))
         m.d.comb += [cu.n_cols.eq(st_n),
                      dest.eq(Mux(stage, Mux(is_attention, TO_RESULT32, TO_RESULT16),
@@ -195,11 +188,13 @@ class ControlUnit(wiring.Component):
             """Start the group's write run: its rows are bytes out_byte .. out_byte +
             group_rows * row_bytes - 1 of the completion slot's data, lines from the one
             holding the first."""
-            first_line = cq_slot + HEADER_BYTES + (out_byte[line_bits:] << line_bits)
-            offset = out_byte[:line_bits]
-            lines_ = (offset + group_rows * row_bytes + cfg.beat_bytes - 1) >> line_bits
-            m.d.comb += [writer.start.eq(1), writer.from_stream.eq(1), writer.addr.eq(first_line),
-                         writer.beats.eq(lines_), packer.start.eq(1), packer.offset.eq(offset)]
+            first = Signal(64, name="result_first")            # the byte address of its first byte
+            m.d.comb += first.eq(cq_slot + HEADER_BYTES + out_byte)
+            lines_ = (first[:line_log2] + group_rows * row_bytes + cfg.port_bytes - 1) >> line_log2
+            m.d.comb += [writer.start.eq(1), writer.from_stream.eq(1),
+                         writer.addr.eq(Cat(Const(0, line_log2), first[line_log2:])),
+                         writer.lines.eq(lines_), packer.start.eq(1),
+                         packer.offset.eq(first[:(cfg.beat_bytes - 1).bit_length()])]
 
         def ask_words():
             """Ask the fold unit for the stage's words in order, one a cycle while it takes them."""
@@ -268,26 +263,33 @@ class ControlUnit(wiring.Component):
                     m.next = "COPY_START"
             with m.State("COPY_START"):
                 # load: device operand -> completion slot; store: submission slot -> device
-                # operand; the front end started the read
+                # operand (the front end started the read): one row of 32 elements a line
                 with m.If(writer_free):
-                    m.d.comb += [writer.start.eq(1), writer.from_stream.eq(1), writer.beats.eq(d.dev_size),
-                                 writer.addr.eq(Mux(dec.is_load, cq_slot + HEADER_BYTES, d.dev_addr))]
+                    src = Mux(dec.is_load, d.dev_addr, sq_slot + HEADER_BYTES)
+                    dst = Mux(dec.is_load, cq_slot + HEADER_BYTES, d.dev_addr)
+                    _, _, offset, beats = run_span(m, src, 0, d.dev_size << 5, cfg, "copy_span")
+                    m.d.comb += [writer.start.eq(1), writer.from_stream.eq(1), writer.lines.eq(d.dev_size),
+                                 writer.addr.eq(dst), packer.start.eq(1),
+                                 packer.offset.eq(dst[:(cfg.beat_bytes - 1).bit_length()]),
+                                 unpack.start.eq(1), unpack.offset.eq(offset), unpack.rows.eq(1),
+                                 unpack.cols.eq(d.dev_size << 5), unpack.beats.eq(beats)]
                     m.next = "COPY"
             with m.State("COPY"):
-                m.d.comb += copying.eq(1)
+                m.d.comb += [packer.w_valid.eq(unpack.valid), packer.w_data.eq(unpack.data),
+                             packer.w_bytes.eq(unpack.count << 1), packer.w_last.eq(unpack.last),
+                             unpack.hold.eq(~packer.w_ready)]
                 with m.If(writer.idle):
                     m.next = "COMPLETE"
 
             # ---- a group of up to ROWS input rows
             with m.State("GROUP"):
-                rows_now, run_beats = Signal(range(cfg.rows + 1)), Signal(32)
+                rows_now = Signal(range(cfg.rows + 1))
                 m.d.comb += rows_now.eq(Mux(m_rows - m0 < cfg.rows, m_rows - m0, cfg.rows))
-                offset = in_elem[:lane_bits]
-                m.d.comb += run_beats.eq(run_beats_of(offset, rows_now * d.in_cols, lanes))
+                _, _, offset, beats = run_span(m, sq_slot + HEADER_BYTES, in_elem, rows_now * d.in_cols, cfg,
+                                               "input_span")
                 m.d.sync += [group_rows.eq(rows_now), stage.eq(0)]
                 m.d.comb += [unpack.start.eq(1), unpack.offset.eq(offset), unpack.rows.eq(rows_now),
-                             unpack.cols.eq(d.in_cols),
-                             unpack.beats.eq(run_beats)]
+                             unpack.cols.eq(d.in_cols), unpack.beats.eq(beats)]
                 m.next = "INPUT"
             with m.State("INPUT"):
                 m.d.comb += [cu.in_we.eq(unpack.valid), cu.in_row.eq(unpack.row),
@@ -318,18 +320,18 @@ class ControlUnit(wiring.Component):
             with m.State("WEIGHTS_START"):
                 # the k-groups of whole packs: (K // pack) rows of pack * N elements
                 cols = (st_n << pack_log2)[:DIM_BITS]
+                _, _, offset, beats = run_span(m, st_addr, 0, main_elems, cfg, "main_span")
                 m.d.sync += run_cols.eq(cols)
-                m.d.comb += [unpack.start.eq(1), unpack.offset.eq(0), unpack.rows.eq(full_groups),
-                             unpack.cols.eq(cols), unpack.beats.eq(run_beats_of(0, main_elems, lanes)),
-                             unpack.pair.eq(split)]
+                m.d.comb += [unpack.start.eq(1), unpack.offset.eq(offset), unpack.rows.eq(full_groups),
+                             unpack.cols.eq(cols), unpack.beats.eq(beats), unpack.pair.eq(split)]
                 m.next = "WEIGHTS"
             with m.State("REST_START"):
                 # the last k-group, K % pack rows, from where the whole packs end
                 cols = (rest_rows * st_n)[:DIM_BITS]
-                offset = main_elems[:lane_bits]
+                _, _, offset, beats = run_span(m, st_addr, main_elems, cols, cfg, "rest_span")
                 m.d.sync += run_cols.eq(cols)
                 m.d.comb += [unpack.start.eq(1), unpack.offset.eq(offset), unpack.rows.eq(1),
-                             unpack.cols.eq(cols), unpack.beats.eq(run_beats_of(offset, cols, lanes))]
+                             unpack.cols.eq(cols), unpack.beats.eq(beats)]
                 m.next = "REST"
 
             def k_group_chunks():
@@ -469,8 +471,8 @@ class ControlUnit(wiring.Component):
                 m.d.comb += line.eq(Cat(anchors_m[row], anchors_l[row]))
                 with m.If(writer_free):
                     m.d.comb += [writer.start.eq(1),
-                                 writer.addr.eq(cq_slot + HEADER_BYTES + dec.stats_offset + ((m0 + row) << line_bits)),
-                                 writer.line.eq(line), writer.strb.eq((1 << cfg.beat_bytes) - 1)]
+                                 writer.addr.eq(cq_slot + HEADER_BYTES + dec.stats_offset + ((m0 + row) << line_log2)),
+                                 writer.line.eq(line), writer.strb.eq((1 << cfg.port_bytes) - 1)]
                     m.next = "ANCHORS_WAIT"
             with m.State("ANCHORS_WAIT"):
                 with m.If(writer.idle):
@@ -507,7 +509,7 @@ class ControlUnit(wiring.Component):
             m.d.comb += [status_word.eq(pending_status),
                          header.eq(Cat(pending_entry.seq, status_word, Const(0, 32), cycles))]
             m.d.comb += [writer.start.eq(1), writer.addr.eq(pending_slot), writer.line.eq(header),
-                         writer.strb.eq((1 << cfg.beat_bytes) - 1), writer.report.eq(1),
+                         writer.strb.eq((1 << cfg.port_bytes) - 1), writer.report.eq(1),
                          reports.w_en.eq(1),
                          reports.w_data.eq(Cat(pending_entry.queue, pending_entry.seq[:32], pending_status,
                                                pending_store))]

@@ -10,9 +10,10 @@ Reads: a grant is decided in one cycle and the granted port's AR is presented fr
 next (one AR per two cycles at most). R beats go to the port at the FIFO's head, which
 is popped with the burst's last beat.
 
-Writes: a granted port sends its AW, then its burst's W beats (the W channel follows the
-AW order); while no other port asks, the owner's next AW goes right after its last W
-beat. B responses go to the port at the head of the write FIFO.
+Writes: AW as reads' AR (one per two cycles at most); the W channel carries the bursts'
+data in the order of their AWs (a FIFO of the granted port per burst), so a port may send
+its next AW while its current burst's data is still going. B responses go to the port at
+the head of the write FIFO.
 """
 from amaranth import Cat, Module, Signal
 from amaranth.lib import fifo, wiring
@@ -56,46 +57,33 @@ class DramArbiter(wiring.Component):
             with m.If(any_ & read_tags.w_rdy):
                 m.d.sync += [owner.eq(pick), addr_phase.eq(1)]
         with m.Else():
-            self._route_request(m, owner, AXI4Signature.AR, "arvalid", "arready")
+            self._route_request(m, owner, dram.signature.ar_names, "arvalid", "arready")
             with m.If(dram.arready):
                 m.d.sync += addr_phase.eq(0)
         m.d.comb += [read_tags.w_data.eq(owner), read_tags.w_en.eq(dram.arvalid & dram.arready),
                      read_tags.r_en.eq(dram.rvalid & dram.rready & dram.rlast)]
         self._route_response(m, read_tags.r_data, AXI4Signature.R, "rvalid", "rready")
 
-        # ---- writes
+        # ---- writes: AW as the reads' AR; the W channel follows the AW order
         m.submodules.write_tags = write_tags = fifo.SyncFIFO(width=tag_bits, depth=cfg.bus_writes_in_flight)
-        w_grant = Signal(range(n))
-        w_requests = [p.awvalid for p in ports]
-        pick, any_ = self._pick(m, w_requests, w_grant, "aw")
-        owner_aw, others_aw = Signal(), Signal()
-        with m.Switch(w_grant):
-            for i in range(n):
-                with m.Case(i):
-                    m.d.comb += [owner_aw.eq(w_requests[i]),
-                                 others_aw.eq(Cat(*(r for j, r in enumerate(w_requests) if j != i)).any())]
-        m.d.comb += [write_tags.w_data.eq(w_grant), write_tags.w_en.eq(dram.awvalid & dram.awready),
-                     write_tags.r_en.eq(dram.bvalid & dram.bready)]
+        m.submodules.write_order = write_order = fifo.SyncFIFO(width=tag_bits, depth=cfg.bus_writes_in_flight)
+        aw_owner, aw_phase = Signal(range(n)), Signal()
+        pick, any_ = self._pick(m, [p.awvalid for p in ports], aw_owner, "aw")
+        with m.If(~aw_phase):
+            with m.If(any_ & write_tags.w_rdy & write_order.w_rdy):
+                m.d.sync += [aw_owner.eq(pick), aw_phase.eq(1)]
+        with m.Else():
+            self._route_request(m, aw_owner, dram.signature.aw_names, "awvalid", "awready")
+            with m.If(dram.awready):
+                m.d.sync += aw_phase.eq(0)
+        issued = dram.awvalid & dram.awready
+        m.d.comb += [write_tags.w_data.eq(aw_owner), write_tags.w_en.eq(issued),
+                     write_order.w_data.eq(aw_owner), write_order.w_en.eq(issued),
+                     write_tags.r_en.eq(dram.bvalid & dram.bready),
+                     write_order.r_en.eq(dram.wvalid & dram.wready & dram.wlast)]
+        with m.If(write_order.r_rdy):
+            self._route_request(m, write_order.r_data, AXI4Signature.W, "wvalid", "wready")
         self._route_response(m, write_tags.r_data, AXI4Signature.B, "bvalid", "bready")
-        granted = Signal()                          # the grant's first burst is still to go
-        with m.FSM(name="write"):
-            with m.State("IDLE"):
-                with m.If(any_ & write_tags.w_rdy):
-                    m.d.sync += [w_grant.eq(pick), granted.eq(1)]
-                    m.next = "ADDR"
-            with m.State("ADDR"):
-                # the grant's first burst; then the owner's next ones while no other port asks
-                with m.If(owner_aw & (granted | (~others_aw & write_tags.w_rdy))):
-                    self._route_request(m, w_grant, AXI4Signature.AW, "awvalid", "awready")
-                    with m.If(dram.awready):
-                        m.d.sync += granted.eq(0)
-                        m.next = "DATA"
-                with m.Elif(~owner_aw | others_aw):
-                    m.next = "IDLE"
-            with m.State("DATA"):
-                self._route_request(m, w_grant, AXI4Signature.W, "wvalid", "wready")
-                with m.If(dram.wvalid & dram.wready & dram.wlast):
-                    m.next = "ADDR"
         return m
 
     def _route_request(self, m, grant, names, valid, ready):

@@ -1,9 +1,14 @@
 """The DRAM reader: streams a run of 64-byte lines from DRAM into the DRAM buffer.
 
-A run is cut into INCR bursts that never cross a 4 KiB boundary. Up to `dram_max_reads`
-bursts are in flight at once, so the next burst's latency hides behind the current one's
-beats; a burst is issued only when the buffer has room for it after every beat already
-asked for, so the R channel is never back-pressured by a full buffer.
+A run is a number of lines from a line's address; it is cut into bursts that never cross
+the burst boundary (4 KiB on one channel, a stripe of every channel's granule on
+several: hw/axi.py burst_length). Up to `dram_max_reads` bursts are in flight at once, so
+the next burst's latency hides behind the current one's beats; a burst is issued only
+when the buffer has room for it after every beat already asked for, so the R channel is
+never back-pressured by a full buffer. A beat of the data path holds a line of every
+channel; the first and last beats of a run that starts or ends inside a beat hold lines
+of the run only where it has them (the unpacker's `offset` and its count of beats say
+which).
 
 A new run may start as soon as the current one has issued its last burst (`issued_all`):
 its bursts follow the current run's in flight, and its beats queue behind theirs in the
@@ -13,10 +18,8 @@ from amaranth import Module, Signal
 from amaranth.lib import wiring, fifo
 from amaranth.lib.wiring import In, Out
 
-from .axi import device_bus, burst_length, BURST_INCR
+from .axi import device_bus, burst_length, BURST_INCR, RUN_LINES_BITS
 from .stream import BeatStream
-
-RUN_BEATS_BITS = 32
 
 
 class DramReader(wiring.Component):
@@ -24,38 +27,40 @@ class DramReader(wiring.Component):
         self._cfg = cfg
         super().__init__({
             "bus": Out(device_bus(cfg)),
-            "start": In(1), "addr": In(64), "beats": In(RUN_BEATS_BITS),
+            "start": In(1), "addr": In(64), "lines": In(RUN_LINES_BITS),
             "busy": Out(1), "issued_all": Out(1),
-            "out": Out(BeatStream(cfg.data_bits)),
+            "out": Out(BeatStream(cfg.beat_bits)),
         })
 
     def elaborate(self, platform):
         m = Module()
         cfg, bus = self._cfg, self.bus
-        beat_log2 = (cfg.beat_bytes - 1).bit_length()
-        m.submodules.buffer = buffer = fifo.SyncFIFOBuffered(width=cfg.data_bits, depth=cfg.dram_buf_beats)
+        line_log2 = (cfg.port_bytes - 1).bit_length()
+        m.submodules.buffer = buffer = fifo.SyncFIFOBuffered(width=cfg.beat_bits, depth=cfg.dram_buf_beats)
         m.d.comb += [self.out.data.eq(buffer.r_data), self.out.valid.eq(buffer.r_rdy),
                      buffer.r_en.eq(self.out.ready)]
 
-        addr, left = Signal(64, name="addr"), Signal(RUN_BEATS_BITS, name="left")
+        addr, left = Signal(64, name="addr"), Signal(RUN_LINES_BITS, name="left")
         # beats asked for and not yet arrived, and bursts in flight
         pending = Signal(range(cfg.dram_buf_beats + 1))
         in_flight = Signal(range(cfg.dram_max_reads + 1))
-        burst = burst_length(m, addr, left, cfg)
+        lines, beats = burst_length(m, addr, left, cfg)
 
-        m.d.comb += [bus.arsize.eq(beat_log2), bus.arburst.eq(BURST_INCR), bus.arcache.eq(0b0011),
-                     bus.araddr.eq(addr), bus.arlen.eq(burst - 1), bus.rready.eq(1)]
+        m.d.comb += [bus.arsize.eq(line_log2), bus.arburst.eq(BURST_INCR), bus.arcache.eq(0b0011),
+                     bus.araddr.eq(addr), bus.arlen.eq(beats - 1), bus.rready.eq(1)]
+        if cfg.dram_channels > 1:
+            m.d.comb += bus.arlines.eq(lines)
         beat_in = bus.rvalid & bus.rready
         m.d.comb += [buffer.w_data.eq(bus.rdata), buffer.w_en.eq(beat_in)]
 
         room = (cfg.dram_buf_beats - buffer.level - pending)
-        m.d.comb += bus.arvalid.eq((left != 0) & (in_flight < cfg.dram_max_reads) & (room >= burst))
+        m.d.comb += bus.arvalid.eq((left != 0) & (in_flight < cfg.dram_max_reads) & (room >= beats))
         issued = bus.arvalid & bus.arready
         with m.If(issued):
-            m.d.sync += [addr.eq(addr + (burst << beat_log2)), left.eq(left - burst)]
-        m.d.sync += [pending.eq(pending + (issued * burst)[:len(pending)] - beat_in),
+            m.d.sync += [addr.eq(addr + (lines << line_log2)), left.eq(left - lines)]
+        m.d.sync += [pending.eq(pending + (issued * beats)[:len(pending)] - beat_in),
                      in_flight.eq(in_flight + issued - (beat_in & bus.rlast))]
         with m.If(self.start):
-            m.d.sync += [addr.eq(self.addr), left.eq(self.beats)]
+            m.d.sync += [addr.eq(self.addr), left.eq(self.lines)]
         m.d.comb += [self.busy.eq(self.start | (left != 0) | (in_flight != 0)), self.issued_all.eq(left == 0)]
         return m

@@ -27,10 +27,10 @@ from isa import DescType, Op, Status
 from isa.slots import HEADER_BYTES
 from .command_engine import ibuf_entry
 from .decoder import Decoder
-from .dram_reader import RUN_BEATS_BITS
+from .axi import RUN_LINES_BITS
 from .queue_geometry import ring_end, slot_addr
 from .regfile import QueueRegs
-from .stage_plan import packing, run_beats_of, stage_count, stage_operand, weight_elems
+from .stage_plan import packing, run_span, stage_count, stage_operand, weight_elems
 from .unpacker import DIM_BITS
 
 IN_FLIGHT_BITS = 8          # descriptors popped and not yet reported (ibuf, front end, control unit, reports)
@@ -44,7 +44,7 @@ class FrontEnd(wiring.Component):
             "queues": In(QueueRegs).array(nq),
             "pop_valid": In(1), "pop_ready": Out(1), "pop": In(ibuf_entry(cfg)),
             # the reader's run starts
-            "run_start": Out(1), "run_addr": Out(64), "run_beats": Out(RUN_BEATS_BITS), "run_issued": In(1),
+            "run_start": Out(1), "run_addr": Out(64), "run_lines": Out(RUN_LINES_BITS), "run_issued": In(1),
             # the descriptor for the control unit
             "task_valid": Out(1), "task": Out(ibuf_entry(cfg)), "take": In(1),
             # a descriptor's completion reported; whether it was a STORE that ran
@@ -54,8 +54,7 @@ class FrontEnd(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         cfg = self._cfg
-        lanes, lane_bits = cfg.lanes, (cfg.lanes - 1).bit_length()
-        line_bits = (cfg.beat_bytes - 1).bit_length()
+        lanes = cfg.lanes
         m.submodules.decoder = dec = Decoder(cfg)
 
         entry, held, handed = Signal(ibuf_entry(cfg)), Signal(), Signal()
@@ -98,29 +97,27 @@ class FrontEnd(wiring.Component):
         m_rows = d.in_rows
         stages = stage_count(d)
         f_rows = Mux(m_rows - f_m0 < cfg.rows, m_rows - f_m0, cfg.rows)
-        f_addr, f_k, f_n = stage_operand(d, dec.operand_lines, f_stage, line_bits)
+        f_addr, f_k, f_n = stage_operand(d, dec.operand_lines, f_stage)
         f_pack_log2 = packing(m, f_n, lanes, "fetch_pack_log2")
         f_main, f_rest_elems = Signal(44), Signal(44)
         main_, rest_ = weight_elems(f_k, f_n, f_pack_log2)
         m.d.comb += [f_main.eq(main_), f_rest_elems.eq(rest_)]
-        run_addr, run_beats, run_any = Signal(64), Signal(RUN_BEATS_BITS), Signal()
+        input_run = run_span(m, sq_slot + HEADER_BYTES, f_in_elem, f_rows * d.in_cols, cfg, "input_run")
+        main_run = run_span(m, f_addr, 0, f_main, cfg, "main_run")
+        rest_run = run_span(m, f_addr, f_main, f_rest_elems, cfg, "rest_run")
+        run_addr, run_lines, run_any = Signal(64), Signal(RUN_LINES_BITS), Signal()
         with m.Switch(f_kind):
             with m.Case(INPUT_RUN):
-                offset = f_in_elem[:lane_bits]
-                m.d.comb += [run_addr.eq(sq_slot + HEADER_BYTES + (f_in_elem[lane_bits:] << line_bits)),
-                             run_beats.eq(run_beats_of(offset, f_rows * d.in_cols, lanes)), run_any.eq(1)]
+                m.d.comb += [run_addr.eq(input_run[0]), run_lines.eq(input_run[1]), run_any.eq(1)]
             with m.Case(MAIN_RUN):
-                m.d.comb += [run_addr.eq(f_addr), run_beats.eq(run_beats_of(0, f_main, lanes)),
-                             run_any.eq(f_main != 0)]
+                m.d.comb += [run_addr.eq(main_run[0]), run_lines.eq(main_run[1]), run_any.eq(f_main != 0)]
             with m.Case(REST_RUN):
-                m.d.comb += [run_addr.eq(f_addr + (f_main[lane_bits:] << line_bits)),
-                             run_beats.eq(run_beats_of(f_main[:lane_bits], f_rest_elems, lanes)),
-                             run_any.eq(f_rest_elems != 0)]
+                m.d.comb += [run_addr.eq(rest_run[0]), run_lines.eq(rest_run[1]), run_any.eq(f_rest_elems != 0)]
             with m.Case(COPY_RUN):
                 m.d.comb += [run_addr.eq(Mux(dec.is_load, d.dev_addr, sq_slot + HEADER_BYTES)),
-                             run_beats.eq(d.dev_size), run_any.eq(d.dev_size != 0)]
+                             run_lines.eq(d.dev_size), run_any.eq(d.dev_size != 0)]
         with m.If(f_on & (~run_any | self.run_issued)):
-            m.d.comb += [self.run_start.eq(run_any), self.run_addr.eq(run_addr), self.run_beats.eq(run_beats)]
+            m.d.comb += [self.run_start.eq(run_any), self.run_addr.eq(run_addr), self.run_lines.eq(run_lines)]
             # the next run: the stage's last k-group, the next stage, or the next group's rows
             with m.If(f_kind == COPY_RUN):
                 m.d.sync += f_on.eq(0)

@@ -27,12 +27,12 @@ class LinePacker(wiring.Component):
             "start": In(1), "offset": In(range(line)),      # a new run: its first byte in the line
             "w_valid": In(1), "w_ready": Out(1), "w_data": In(32 * cfg.lanes),
             "w_bytes": In(range(4 * cfg.lanes + 1)), "w_last": In(1),
-            "out": Out(LineStream(cfg.data_bits)),
+            "out": Out(LineStream(cfg.beat_bits)),
         })
 
     def elaborate(self, platform):
         m = Module()
-        line, bits = self._cfg.beat_bytes, self._cfg.data_bits
+        line, bits = self._cfg.beat_bytes, self._cfg.beat_bits
         size = BUFFER_LINES * line
         data, strb = Signal(BUFFER_LINES * bits), Signal(size)
         fill = Signal(range(size + 1))                       # bytes up to the last one held

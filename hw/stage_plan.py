@@ -7,9 +7,10 @@ rows (one run from the submission slot), then per stage its weights as two runs:
 k-groups of whole packs, then the last k-group (K mod pack rows of N) when K is not a
 multiple of the packing.
 """
-from amaranth import Mux, Signal
+from amaranth import Cat, Const, Mux, Signal
 
 from isa import Op
+from isa.slots import LINE_BYTES
 
 
 def stage_count(desc):
@@ -19,10 +20,11 @@ def stage_count(desc):
     return Mux(is_softmax, 0, Mux(chained, 2, 1))
 
 
-def stage_operand(desc, operand_lines, stage, line_bits):
-    """Stage `stage`'s weights: (address, K, N). Stage 1's start at the line after stage
-    0's, K and N swapped (x A, then . B; q K^T, then S V)."""
-    return (Mux(stage, desc.dev_addr + (operand_lines << line_bits), desc.dev_addr),
+def stage_operand(desc, operand_lines, stage):
+    """Stage `stage`'s weights: (address, K, N). Stage 1's start at the 64-byte line after
+    stage 0's, K and N swapped (x A, then . B; q K^T, then S V)."""
+    line_log2 = (LINE_BYTES - 1).bit_length()
+    return (Mux(stage, desc.dev_addr + (operand_lines << line_log2), desc.dev_addr),
             Mux(stage, desc.dev_cols, desc.dev_rows), Mux(stage, desc.dev_rows, desc.dev_cols))
 
 
@@ -46,3 +48,21 @@ def run_beats_of(offset, elems, lanes):
     """Beats of a run of `elems` elements starting `offset` elements into its first beat."""
     lane_bits = (lanes - 1).bit_length()
     return (offset + elems + lanes - 1) >> lane_bits
+
+
+def run_span(m, base, elem, elems, cfg, name):
+    """A run of `elems` FP16 elements from element `elem` of an array at `base` (a line's
+    address): (the address of its first line, its lines, and, for the unpacker, the
+    elements before it in its first beat and its beats). A beat holds a line of every
+    channel, at the slots of their addresses, so a run need not start at a beat."""
+    line_log2 = (LINE_BYTES - 1).bit_length()
+    beat_log2 = (cfg.beat_bytes - 1).bit_length()
+    first = Signal(64, name=f"{name}_first")               # the byte address of its first element
+    m.d.comb += first.eq(base + (elem << 1))
+    line_addr = Signal(64, name=f"{name}_line")
+    lines, offset, beats = Signal(44, name=f"{name}_lines"), Signal(beat_log2, name=f"{name}_offset"), Signal(44)
+    m.d.comb += [line_addr.eq(Cat(Const(0, line_log2), first[line_log2:])),
+                 lines.eq((first[:line_log2] + (elems << 1) + LINE_BYTES - 1) >> line_log2),
+                 offset.eq(first[1:beat_log2]),
+                 beats.eq(run_beats_of(offset, elems, cfg.lanes))]
+    return line_addr, lines, offset, beats

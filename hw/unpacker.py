@@ -5,7 +5,7 @@ multiple of LANES, realigned so that column `col + j` is lane j.
 The matrix starts `offset` elements into the first beat; rows need not be aligned to
 beats. It takes exactly `beats` beats from the stream, so the stream is empty after the
 last chunk. It holds a window of WINDOW_BEATS beats and emits one *slot* per cycle while
-the beats keep up; the consumer always accepts. A slot is one chunk, or, with `pair` set
+the beats keep up, unless the consumer holds it back (`hold`). A slot is one chunk, or, with `pair` set
 (a stage of one input row, isa/pe_array.py), two: the last chunk of row r with the first
 chunk of row r + 1, at every row boundary when a row is several chunks long, else when r
 is even (`Plan.pairs_with_next`). The pair's second chunk is `pair_*`.
@@ -14,10 +14,11 @@ from amaranth import Module, Signal, Cat, Mux
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from .dram_reader import RUN_BEATS_BITS
+from .axi import RUN_LINES_BITS as RUN_BEATS_BITS
 from .stream import BeatStream
 
-DIM_BITS = 20
+DIM_BITS = 20                # a descriptor's dims
+COLS_BITS = 32               # a row's elements: a dim, or a copy's 32 elements per line
 WINDOW_BEATS = 3            # a pair spans up to 2 LANES elements from any position in a beat
 
 
@@ -26,26 +27,27 @@ class Unpacker(wiring.Component):
         self._cfg = cfg
         lanes = cfg.lanes
         super().__init__({
-            "start": In(1), "offset": In(range(lanes)), "rows": In(DIM_BITS), "cols": In(DIM_BITS),
+            "start": In(1), "offset": In(range(lanes)), "rows": In(DIM_BITS), "cols": In(COLS_BITS),
             "beats": In(RUN_BEATS_BITS), "pair": In(1),
+            "hold": In(1),                        # the consumer takes no slot this cycle
             "busy": Out(1),
-            "src": In(BeatStream(cfg.data_bits)),
+            "src": In(BeatStream(cfg.beat_bits)),
             # the slot: its first chunk, and `last` when the slot ends the run
             "valid": Out(1), "data": Out(16 * lanes),
-            "row": Out(DIM_BITS), "col": Out(DIM_BITS), "count": Out(range(lanes + 1)), "last": Out(1),
+            "row": Out(DIM_BITS), "col": Out(COLS_BITS), "count": Out(range(lanes + 1)), "last": Out(1),
             # its second chunk (row + 1, column 0), when there is one
             "pair_valid": Out(1), "pair_data": Out(16 * lanes), "pair_count": Out(range(lanes + 1)),
         })
 
     def elaborate(self, platform):
         m = Module()
-        lanes, width = self._cfg.lanes, self._cfg.data_bits
+        lanes, width = self._cfg.lanes, self._cfg.beat_bits
         win = [Signal(width, name=f"win{i}") for i in range(WINDOW_BEATS)]
         held = Signal(range(WINDOW_BEATS + 1))    # beats in the window
         pos = Signal(range(lanes))                # first unconsumed element of win[0]
         taken = Signal(RUN_BEATS_BITS)
-        rows, cols, beats, pair = Signal(DIM_BITS), Signal(DIM_BITS), Signal(RUN_BEATS_BITS), Signal()
-        row, col = Signal(DIM_BITS), Signal(DIM_BITS)
+        rows, cols, beats, pair = Signal(DIM_BITS), Signal(COLS_BITS), Signal(RUN_BEATS_BITS), Signal()
+        row, col = Signal(DIM_BITS), Signal(COLS_BITS)
         active = Signal()
         m.d.comb += [self.busy.eq(active), self.row.eq(row), self.col.eq(col)]
 
@@ -68,7 +70,7 @@ class Unpacker(wiring.Component):
         m.d.comb += need.eq(need_first + Mux(paired, pair_count, 0))
         window = Cat(*win)
         m.d.comb += [self.count.eq(count), self.data.eq(window.bit_select(pos * 16, 16 * lanes)),
-                     self.valid.eq(active & (need <= held * lanes)),
+                     self.valid.eq(active & (need <= held * lanes) & ~self.hold),
                      self.pair_valid.eq(self.valid & paired), self.pair_count.eq(pair_count),
                      self.pair_data.eq(window.bit_select(need_first * 16, 16 * lanes))]
         pair_ends_row = pair_count == cols

@@ -12,12 +12,13 @@ from .microarch import HOST_BURSTS_IN_FLIGHT, WRITES_IN_FLIGHT
 from .pe_array import SPLIT_ROWS
 
 CONFIG_DIR = pathlib.Path(__file__).parent / "configs"
+GRANULE_BYTES = 256      # HDM interleaving granule across DRAM channels (spec section 6)
 
 
 @dataclasses.dataclass(frozen=True)
 class DeviceConfig:
     name: str
-    lanes: int             # FP16 elements taken from DRAM per cycle (= DRAM port width / 16)
+    lanes: int             # FP16 elements taken from DRAM per cycle (= channels x port width / 16)
     rows: int              # input rows computed in parallel
     num_queues: int
     in_buf_bytes: int      # input buffer: rows banks of k_max FP16 elements
@@ -33,7 +34,8 @@ class DeviceConfig:
     # the CXL link between host/GPU and device, for end-to-end estimates
     link_bytes_per_s: float = 128e9
     link_latency_s: float = 200e-9
-    data_bits: int = 512   # mem and dram data width (spec section 5)
+    dram_channels: int = 1  # DRAM channels, HDM interleaved across them in 256-byte granules (spec 6)
+    data_bits: int = 512   # width of the mem port and of each DRAM channel's port (spec 5, 6)
     addr_bits: int = 64
     id_bits: int = 8
     user_bits: int = 20
@@ -44,10 +46,15 @@ class DeviceConfig:
         def need(cond, what):
             if not cond:
                 raise ValueError(f"config {self.name!r}: {what}")
-        need(self.data_bits >= 512 and self.data_bits & (self.data_bits - 1) == 0,
-             f"data_bits must be a power of two >= 512 (512 in the spec's default), got {self.data_bits!r}")
-        need(self.lanes == self.data_bits // 16,
-             f"lanes must equal the DRAM port width in FP16 elements ({self.data_bits // 16}), got {self.lanes!r}")
+        need(self.data_bits == 512, f"data_bits must be 512, the spec's port width (sections 5, 6), "
+             f"got {self.data_bits!r}; a wider DRAM is several channels (dram_channels)")
+        need(self.dram_channels >= 1 and self.dram_channels & (self.dram_channels - 1) == 0
+             and self.dram_channels <= 64,
+             f"dram_channels must be a power of two from 1 to 64, got {self.dram_channels!r}")
+        need(self.lanes == self.dram_channels * self.data_bits // 16,
+             f"lanes must equal the channels' width in FP16 elements "
+             f"({self.dram_channels} x {self.data_bits // 16} = {self.dram_channels * self.data_bits // 16}), "
+             f"got {self.lanes!r}")
         need(self.rows >= SPLIT_ROWS, f"rows must be >= {SPLIT_ROWS} (a one-row stage spreads its k-groups "
              f"over {SPLIT_ROWS} PE rows, isa/pe_array.py), got {self.rows!r}")
         need(1 <= self.num_queues <= 16, f"num_queues must be 1..16, got {self.num_queues!r}")
@@ -77,8 +84,23 @@ class DeviceConfig:
         return self.beat_bytes * self.clock_hz
 
     @functools.cached_property
-    def beat_bytes(self):
+    def port_bytes(self):
+        """Bytes per beat of the mem port and of each DRAM channel: one 64-byte line."""
         return self.data_bits // 8
+
+    @functools.cached_property
+    def beat_bytes(self):
+        """Bytes of one beat of the device's internal data path: a line of every channel."""
+        return self.port_bytes * self.dram_channels
+
+    @functools.cached_property
+    def beat_bits(self):
+        return 8 * self.beat_bytes
+
+    @functools.cached_property
+    def stripe_bytes(self):
+        """Bytes of HDM that hold one 256-byte granule of every channel (spec 6)."""
+        return GRANULE_BYTES * self.dram_channels
 
     @functools.cached_property
     def k_max(self):
@@ -106,9 +128,16 @@ class DeviceConfig:
         return WRITES_IN_FLIGHT + HOST_BURSTS_IN_FLIGHT
 
     @functools.cached_property
+    def burst_boundary(self):
+        """No burst of the device's data path crosses a multiple of this many bytes: 4 KiB
+        (AXI4's rule) on one channel; with several, a stripe, so that a burst holds at
+        most one granule per channel, and each channel's part never crosses a granule."""
+        return 4096 if self.dram_channels == 1 else min(4096, self.stripe_bytes)
+
+    @functools.cached_property
     def max_burst_beats(self):
-        """Longest burst the device issues: 4 KiB, the AXI4 boundary, and at most half the DRAM buffer."""
-        return min(4096 // self.beat_bytes, self.dram_buf_beats // 2)
+        """Longest burst the device issues: to the burst boundary, and at most half the DRAM buffer."""
+        return min(self.burst_boundary // self.beat_bytes, self.dram_buf_beats // 2)
 
 
 def read_config(folder, kind, name_or_path):

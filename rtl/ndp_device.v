@@ -831,7 +831,7 @@ module ndp_device(mem__awaddr, mem__awlen, mem__awsize, mem__awburst, mem__awloc
     .pop(pop),
     .pop_ready(pop_ready),
     .pop_valid(pop_valid),
-    .\port$5947$0 (\$3 ),
+    .\port$6071$0 (\$3 ),
     .queues__0(queues__0),
     .queues__1(queues__1),
     .queues__2(queues__2),
@@ -1040,7 +1040,7 @@ module ndp_device(mem__awaddr, mem__awlen, mem__awsize, mem__awburst, mem__awloc
     .io__wready(io__wready),
     .io__wstrb(io__wstrb),
     .io__wvalid(io__wvalid),
-    .\port$5947$0 (\$3 ),
+    .\port$6071$0 (\$3 ),
     .queues__0(queues__0),
     .queues__1(queues__1),
     .queues__2(queues__2),
@@ -2632,543 +2632,588 @@ module \ndp_device.command_engine (bus__rresp, clk, rst, push_ready, cycle, rese
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, bus__rlast, clk, rst, pop, irq, bus__arlen, bus__arvalid, bus__awlen, bus__wdata, bus__wstrb, bus__wlast, r_en, bus__bready, \port$5947$0 , cycle, queues__0, queues__1
-, queues__2, queues__3, pop_valid, pop_ready, bus__araddr, bus__awvalid, bus__wvalid, bus__awaddr, bus__arready, bus__rvalid, bus__bvalid, bus__awready, bus__wready, bus__bid);
+module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, bus__rlast, clk, rst, pop, irq, bus__arlen, bus__arvalid, bus__awlen, bus__wdata, bus__wstrb, r_en, bus__wvalid, bus__wlast, bus__bready, \port$6071$0 , cycle, queues__0
+, queues__1, queues__2, queues__3, pop_valid, pop_ready, bus__araddr, bus__awvalid, bus__awaddr, bus__arready, bus__rvalid, bus__awready, bus__wready, bus__bvalid, bus__bid);
   reg \$auto$verilog_backend.cc:2355:dump_module$67  = 0;
   wire \$1 ;
-  wire [20:0] \$10 ;
-  wire [19:0] \$100 ;
-  wire \$101 ;
-  wire \$102 ;
-  wire \$103 ;
-  wire [19:0] \$104 ;
-  wire \$105 ;
-  wire \$106 ;
-  wire [7:0] \$107 ;
-  wire [20:0] \$108 ;
-  wire [20:0] \$109 ;
-  wire \$11 ;
-  wire [19:0] \$110 ;
-  wire \$111 ;
-  wire \$112 ;
-  wire [14:0] \$113 ;
-  wire [20:0] \$114 ;
-  wire [19:0] \$115 ;
-  wire \$116 ;
-  wire \$117 ;
-  wire [5:0] \$118 ;
-  wire [19:0] \$119 ;
-  wire [19:0] \$12 ;
-  wire \$120 ;
-  wire \$121 ;
-  wire [511:0] \$122 ;
-  wire \$123 ;
-  wire [20:0] \$124 ;
+  wire \$10 ;
+  wire [46:0] \$100 ;
+  wire [46:0] \$101 ;
+  wire [19:0] \$102 ;
+  wire [26:0] \$103 ;
+  wire [46:0] \$104 ;
+  wire [64:0] \$105 ;
+  wire [64:0] \$106 ;
+  wire [44:0] \$107 ;
+  wire [65:0] \$108 ;
+  wire [19:0] \$109 ;
+  wire [19:0] \$11 ;
+  wire [24:0] \$110 ;
+  wire [20:0] \$111 ;
+  wire [21:0] \$112 ;
+  wire [22:0] \$113 ;
+  wire [23:0] \$114 ;
+  wire [23:0] \$115 ;
+  wire [19:0] \$116 ;
+  wire [24:0] \$117 ;
+  wire [20:0] \$118 ;
+  wire [21:0] \$119 ;
+  wire [20:0] \$12 ;
+  wire [22:0] \$120 ;
+  wire [22:0] \$121 ;
+  wire [19:0] \$122 ;
+  wire [24:0] \$123 ;
+  wire [19:0] \$124 ;
   wire \$125 ;
   wire \$126 ;
   wire \$127 ;
-  wire \$128 ;
-  wire [1:0] \$129 ;
-  wire [20:0] \$13 ;
-  wire [19:0] \$130 ;
-  wire \$131 ;
-  wire \$132 ;
-  wire \$133 ;
+  wire [19:0] \$128 ;
+  wire \$129 ;
+  wire \$13 ;
+  wire \$130 ;
+  wire [7:0] \$131 ;
+  wire [20:0] \$132 ;
+  wire [20:0] \$133 ;
   wire [19:0] \$134 ;
   wire \$135 ;
   wire \$136 ;
-  wire [7:0] \$137 ;
-  wire [20:0] \$138 ;
-  wire [20:0] \$139 ;
-  wire \$14 ;
-  wire [19:0] \$140 ;
+  wire [26:0] \$137 ;
+  wire [27:0] \$138 ;
+  wire [19:0] \$139 ;
+  wire [19:0] \$14 ;
+  wire \$140 ;
   wire \$141 ;
-  wire \$142 ;
-  wire [14:0] \$143 ;
-  wire [20:0] \$144 ;
-  wire [19:0] \$145 ;
-  wire \$146 ;
+  wire [5:0] \$142 ;
+  wire [19:0] \$143 ;
+  wire \$144 ;
+  wire \$145 ;
+  wire [511:0] \$146 ;
   wire \$147 ;
-  wire [5:0] \$148 ;
-  wire [19:0] \$149 ;
-  wire [19:0] \$15 ;
+  wire [19:0] \$148 ;
+  wire \$149 ;
+  wire [22:0] \$15 ;
   wire \$150 ;
   wire \$151 ;
-  wire [511:0] \$152 ;
+  wire [19:0] \$152 ;
   wire \$153 ;
-  wire [19:0] \$154 ;
-  wire \$155 ;
-  wire \$156 ;
-  wire \$157 ;
+  wire \$154 ;
+  wire [7:0] \$155 ;
+  wire [20:0] \$156 ;
+  wire [20:0] \$157 ;
   wire [19:0] \$158 ;
   wire \$159 ;
-  wire [22:0] \$16 ;
+  wire \$16 ;
   wire \$160 ;
-  wire [7:0] \$161 ;
-  wire [20:0] \$162 ;
-  wire [20:0] \$163 ;
-  wire [19:0] \$164 ;
+  wire [26:0] \$161 ;
+  wire [27:0] \$162 ;
+  wire [19:0] \$163 ;
+  wire \$164 ;
   wire \$165 ;
-  wire \$166 ;
-  wire [14:0] \$167 ;
-  wire [20:0] \$168 ;
-  wire [19:0] \$169 ;
-  wire \$17 ;
-  wire \$170 ;
+  wire [5:0] \$166 ;
+  wire [19:0] \$167 ;
+  wire \$168 ;
+  wire \$169 ;
+  wire [19:0] \$17 ;
+  wire [511:0] \$170 ;
   wire \$171 ;
-  wire [5:0] \$172 ;
-  wire [19:0] \$173 ;
+  wire [32:0] \$172 ;
+  wire \$173 ;
   wire \$174 ;
   wire \$175 ;
-  wire [511:0] \$176 ;
-  wire \$177 ;
-  wire [20:0] \$178 ;
+  wire \$176 ;
+  wire [1:0] \$177 ;
+  wire [19:0] \$178 ;
   wire \$179 ;
-  wire [19:0] \$18 ;
+  wire [22:0] \$18 ;
   wire \$180 ;
   wire \$181 ;
-  wire \$182 ;
-  wire [1:0] \$183 ;
+  wire [19:0] \$182 ;
+  wire \$183 ;
   wire \$184 ;
-  wire \$185 ;
-  wire \$186 ;
-  wire \$187 ;
-  wire \$188 ;
+  wire [7:0] \$185 ;
+  wire [20:0] \$186 ;
+  wire [20:0] \$187 ;
+  wire [19:0] \$188 ;
   wire \$189 ;
-  wire [22:0] \$19 ;
+  wire \$19 ;
   wire \$190 ;
-  wire \$191 ;
-  wire \$192 ;
-  wire [64:0] \$193 ;
-  wire [48:0] \$194 ;
-  wire [65:0] \$195 ;
-  wire [22:0] \$196 ;
-  wire [25:0] \$197 ;
-  wire [26:0] \$198 ;
-  wire [27:0] \$199 ;
+  wire [26:0] \$191 ;
+  wire [27:0] \$192 ;
+  wire [19:0] \$193 ;
+  wire \$194 ;
+  wire \$195 ;
+  wire [5:0] \$196 ;
+  wire [19:0] \$197 ;
+  wire \$198 ;
+  wire \$199 ;
   wire \$2 ;
-  wire \$20 ;
-  wire [28:0] \$200 ;
-  wire [28:0] \$201 ;
-  wire \$202 ;
+  wire [19:0] \$20 ;
+  wire [511:0] \$200 ;
+  wire \$201 ;
+  wire [19:0] \$202 ;
   wire \$203 ;
-  wire [1023:0] \$204 ;
-  wire [8:0] \$205 ;
-  wire [20:0] \$206 ;
-  wire [27:0] \$207 ;
+  wire \$204 ;
+  wire \$205 ;
+  wire [19:0] \$206 ;
+  wire \$207 ;
   wire \$208 ;
-  wire [2:0] \$209 ;
-  wire [19:0] \$21 ;
-  wire \$210 ;
-  wire \$211 ;
-  wire \$212 ;
+  wire [7:0] \$209 ;
+  wire [26:0] \$21 ;
+  wire [20:0] \$210 ;
+  wire [20:0] \$211 ;
+  wire [19:0] \$212 ;
   wire \$213 ;
   wire \$214 ;
-  wire [19:0] \$215 ;
-  wire \$216 ;
-  wire \$217 ;
-  wire [64:0] \$218 ;
-  wire [48:0] \$219 ;
-  wire [26:0] \$22 ;
-  wire [65:0] \$220 ;
-  wire [22:0] \$221 ;
-  wire [25:0] \$222 ;
-  wire [26:0] \$223 ;
-  wire [27:0] \$224 ;
-  wire [28:0] \$225 ;
-  wire [28:0] \$226 ;
-  wire [8:0] \$227 ;
-  wire [20:0] \$228 ;
-  wire [27:0] \$229 ;
-  wire \$23 ;
+  wire [26:0] \$215 ;
+  wire [27:0] \$216 ;
+  wire [19:0] \$217 ;
+  wire \$218 ;
+  wire \$219 ;
+  wire \$22 ;
+  wire [5:0] \$220 ;
+  wire [19:0] \$221 ;
+  wire \$222 ;
+  wire \$223 ;
+  wire [511:0] \$224 ;
+  wire \$225 ;
+  wire [32:0] \$226 ;
+  wire \$227 ;
+  wire \$228 ;
+  wire \$229 ;
+  wire [19:0] \$23 ;
   wire \$230 ;
-  wire [2:0] \$231 ;
+  wire [1:0] \$231 ;
   wire \$232 ;
   wire \$233 ;
-  reg [31:0] \$234 ;
-  reg [31:0] \$235 ;
-  wire [64:0] \$236 ;
-  wire [65:0] \$237 ;
-  wire [20:0] \$238 ;
-  wire [27:0] \$239 ;
-  wire [19:0] \$24 ;
-  wire [66:0] \$240 ;
-  wire \$241 ;
-  wire \$242 ;
-  wire [64:0] \$243 ;
-  wire \$244 ;
-  wire [3:0] \$245 ;
-  wire \$246 ;
-  wire \$247 ;
-  wire \$248 ;
+  wire \$234 ;
+  wire \$235 ;
+  wire \$236 ;
+  wire \$237 ;
+  wire \$238 ;
+  wire \$239 ;
+  wire [26:0] \$24 ;
+  wire \$240 ;
+  wire [64:0] \$241 ;
+  wire [65:0] \$242 ;
+  wire [22:0] \$243 ;
+  wire [25:0] \$244 ;
+  wire [26:0] \$245 ;
+  wire [27:0] \$246 ;
+  wire [28:0] \$247 ;
+  wire [28:0] \$248 ;
   wire \$249 ;
-  wire [26:0] \$25 ;
+  wire \$25 ;
   wire \$250 ;
-  wire \$251 ;
-  wire \$252 ;
-  wire \$253 ;
-  wire \$254 ;
+  wire [1023:0] \$251 ;
+  wire [8:0] \$252 ;
+  wire [20:0] \$253 ;
+  wire [27:0] \$254 ;
   wire \$255 ;
-  wire \$256 ;
+  wire [2:0] \$256 ;
   wire \$257 ;
   wire \$258 ;
   wire \$259 ;
-  wire \$26 ;
+  wire [19:0] \$26 ;
   wire \$260 ;
   wire \$261 ;
-  wire \$262 ;
+  wire [19:0] \$262 ;
   wire \$263 ;
   wire \$264 ;
-  wire \$265 ;
-  wire \$266 ;
-  wire \$267 ;
-  wire [64:0] \$268 ;
-  wire [15:0] \$269 ;
-  wire [19:0] \$27 ;
-  wire [16:0] \$270 ;
-  wire [16:0] \$271 ;
-  wire [79:0] \$272 ;
-  wire [80:0] \$273 ;
-  wire [64:0] \$274 ;
-  wire [15:0] \$275 ;
-  wire [16:0] \$276 ;
-  wire [16:0] \$277 ;
-  wire [79:0] \$278 ;
-  wire [80:0] \$279 ;
-  wire [20:0] \$28 ;
-  wire \$280 ;
-  wire \$281 ;
-  wire \$282 ;
-  wire \$283 ;
-  wire \$284 ;
-  wire \$285 ;
-  wire [19:0] \$286 ;
-  wire [19:0] \$287 ;
-  wire [19:0] \$288 ;
-  wire [7:0] \$289 ;
+  wire [64:0] \$265 ;
+  wire [65:0] \$266 ;
+  wire [22:0] \$267 ;
+  wire [25:0] \$268 ;
+  wire [26:0] \$269 ;
+  wire [20:0] \$27 ;
+  wire [27:0] \$270 ;
+  wire [28:0] \$271 ;
+  wire [28:0] \$272 ;
+  wire [8:0] \$273 ;
+  wire [20:0] \$274 ;
+  wire [27:0] \$275 ;
+  wire \$276 ;
+  wire [2:0] \$277 ;
+  wire \$278 ;
+  wire \$279 ;
+  wire [21:0] \$28 ;
+  reg [31:0] \$280 ;
+  reg [31:0] \$281 ;
+  wire [64:0] \$282 ;
+  wire [65:0] \$283 ;
+  wire [20:0] \$284 ;
+  wire [27:0] \$285 ;
+  wire [66:0] \$286 ;
+  wire \$287 ;
+  wire \$288 ;
+  wire [64:0] \$289 ;
   wire [21:0] \$29 ;
-  wire [8:0] \$290 ;
-  wire [20:0] \$291 ;
-  wire [19:0] \$292 ;
-  wire [19:0] \$293 ;
-  wire [26:0] \$294 ;
-  wire [19:0] \$295 ;
-  wire [46:0] \$296 ;
+  wire \$290 ;
+  wire [3:0] \$291 ;
+  wire \$292 ;
+  wire \$293 ;
+  wire \$294 ;
+  wire \$295 ;
+  wire \$296 ;
   wire \$297 ;
-  wire [19:0] \$298 ;
+  wire \$298 ;
   wire \$299 ;
   wire \$3 ;
   wire [21:0] \$30 ;
-  wire [19:0] \$300 ;
-  wire [19:0] \$301 ;
-  wire [19:0] \$302 ;
+  wire \$300 ;
+  wire \$301 ;
+  wire \$302 ;
   wire \$303 ;
-  wire [19:0] \$304 ;
-  wire [26:0] \$305 ;
-  wire [19:0] \$306 ;
-  wire [24:0] \$307 ;
-  wire [19:0] \$308 ;
+  wire \$304 ;
+  wire \$305 ;
+  wire \$306 ;
+  wire \$307 ;
+  wire \$308 ;
   wire \$309 ;
-  wire [21:0] \$31 ;
+  wire \$31 ;
   wire \$310 ;
-  wire [20:0] \$311 ;
+  wire \$311 ;
   wire \$312 ;
   wire \$313 ;
-  wire \$314 ;
-  wire \$315 ;
-  wire \$316 ;
-  wire \$317 ;
-  wire [2:0] \$318 ;
-  wire [2:0] \$319 ;
-  wire \$32 ;
-  wire \$320 ;
-  wire [2:0] \$321 ;
-  wire [20:0] \$322 ;
-  wire [19:0] \$323 ;
-  wire \$324 ;
-  wire \$325 ;
-  wire [20:0] \$326 ;
+  wire [64:0] \$314 ;
+  wire [15:0] \$315 ;
+  wire [16:0] \$316 ;
+  wire [16:0] \$317 ;
+  wire [79:0] \$318 ;
+  wire [80:0] \$319 ;
+  wire [20:0] \$32 ;
+  wire [64:0] \$320 ;
+  wire [15:0] \$321 ;
+  wire [16:0] \$322 ;
+  wire [16:0] \$323 ;
+  wire [79:0] \$324 ;
+  wire [80:0] \$325 ;
+  wire \$326 ;
   wire \$327 ;
   wire \$328 ;
   wire \$329 ;
-  wire [20:0] \$33 ;
+  wire \$33 ;
   wire \$330 ;
   wire \$331 ;
-  wire \$332 ;
-  wire [2:0] \$333 ;
-  wire [2:0] \$334 ;
-  wire \$335 ;
-  wire [2:0] \$336 ;
+  wire [19:0] \$332 ;
+  wire [19:0] \$333 ;
+  wire [19:0] \$334 ;
+  wire [7:0] \$335 ;
+  wire [8:0] \$336 ;
   wire [20:0] \$337 ;
-  wire [8:0] \$338 ;
-  wire [20:0] \$339 ;
-  wire \$34 ;
-  wire \$340 ;
-  wire \$341 ;
-  wire [19:0] \$342 ;
+  wire [19:0] \$338 ;
+  wire [19:0] \$339 ;
+  wire [19:0] \$34 ;
+  wire [26:0] \$340 ;
+  wire [19:0] \$341 ;
+  wire [46:0] \$342 ;
   wire \$343 ;
-  wire \$344 ;
-  wire [20:0] \$345 ;
-  wire \$346 ;
-  wire \$347 ;
-  wire \$348 ;
+  wire [19:0] \$344 ;
+  wire \$345 ;
+  wire [19:0] \$346 ;
+  wire [19:0] \$347 ;
+  wire [19:0] \$348 ;
   wire \$349 ;
-  wire [19:0] \$35 ;
-  wire \$350 ;
-  wire \$351 ;
-  wire [2:0] \$352 ;
-  wire [2:0] \$353 ;
-  wire \$354 ;
-  wire [2:0] \$355 ;
-  wire [20:0] \$356 ;
-  wire [19:0] \$357 ;
+  wire [7:0] \$35 ;
+  wire [19:0] \$350 ;
+  wire [26:0] \$351 ;
+  wire [19:0] \$352 ;
+  wire [24:0] \$353 ;
+  wire [19:0] \$354 ;
+  wire \$355 ;
+  wire \$356 ;
+  wire [32:0] \$357 ;
   wire \$358 ;
   wire \$359 ;
-  wire [7:0] \$36 ;
-  wire [20:0] \$360 ;
+  wire [20:0] \$36 ;
+  wire \$360 ;
   wire \$361 ;
   wire \$362 ;
   wire \$363 ;
-  wire \$364 ;
-  wire \$365 ;
+  wire [2:0] \$364 ;
+  wire [2:0] \$365 ;
   wire \$366 ;
   wire [2:0] \$367 ;
-  wire [2:0] \$368 ;
-  wire \$369 ;
-  wire [20:0] \$37 ;
-  wire [2:0] \$370 ;
-  wire [20:0] \$371 ;
-  wire [8:0] \$372 ;
-  wire [20:0] \$373 ;
+  wire [20:0] \$368 ;
+  wire [19:0] \$369 ;
+  wire [21:0] \$37 ;
+  wire \$370 ;
+  wire \$371 ;
+  wire [32:0] \$372 ;
+  wire \$373 ;
   wire \$374 ;
   wire \$375 ;
   wire \$376 ;
   wire \$377 ;
   wire \$378 ;
-  wire \$379 ;
+  wire [2:0] \$379 ;
   wire [21:0] \$38 ;
-  wire \$380 ;
-  wire [3:0] \$381 ;
-  wire \$382 ;
+  wire [2:0] \$380 ;
+  wire \$381 ;
+  wire [2:0] \$382 ;
   wire [20:0] \$383 ;
-  wire [27:0] \$384 ;
-  wire [19:0] \$385 ;
+  wire [8:0] \$384 ;
+  wire [20:0] \$385 ;
   wire \$386 ;
-  wire [2:0] \$387 ;
-  wire \$388 ;
-  wire [20:0] \$389 ;
-  wire [21:0] \$39 ;
-  wire [2:0] \$390 ;
-  wire \$391 ;
-  wire [20:0] \$392 ;
-  wire [27:0] \$393 ;
+  wire \$387 ;
+  wire [19:0] \$388 ;
+  wire \$389 ;
+  wire [20:0] \$39 ;
+  wire \$390 ;
+  wire [32:0] \$391 ;
+  wire \$392 ;
+  wire \$393 ;
   wire \$394 ;
   wire \$395 ;
-  wire [20:0] \$396 ;
-  wire [2:0] \$397 ;
-  wire \$398 ;
+  wire \$396 ;
+  wire \$397 ;
+  wire [2:0] \$398 ;
   wire [2:0] \$399 ;
   wire \$4 ;
   wire [20:0] \$40 ;
-  wire [2:0] \$400 ;
-  wire [22:0] \$401 ;
-  wire [48:0] \$402 ;
-  wire \$403 ;
-  wire [20:0] \$404 ;
-  wire [27:0] \$405 ;
-  wire [19:0] \$406 ;
+  wire \$400 ;
+  wire [2:0] \$401 ;
+  wire [20:0] \$402 ;
+  wire [19:0] \$403 ;
+  wire \$404 ;
+  wire \$405 ;
+  wire [32:0] \$406 ;
   wire \$407 ;
   wire \$408 ;
-  wire [2:0] \$409 ;
+  wire \$409 ;
   wire [20:0] \$41 ;
   wire \$410 ;
-  wire [20:0] \$411 ;
-  wire [2:0] \$412 ;
-  wire \$413 ;
+  wire \$411 ;
+  wire \$412 ;
+  wire [2:0] \$413 ;
   wire [2:0] \$414 ;
   wire \$415 ;
   wire [2:0] \$416 ;
-  wire \$417 ;
-  wire \$418 ;
+  wire [20:0] \$417 ;
+  wire [8:0] \$418 ;
   wire [20:0] \$419 ;
-  wire [20:0] \$42 ;
-  wire [27:0] \$420 ;
+  wire [19:0] \$42 ;
+  wire \$420 ;
   wire \$421 ;
   wire \$422 ;
-  wire [20:0] \$423 ;
-  wire [2:0] \$424 ;
+  wire \$423 ;
+  wire \$424 ;
   wire \$425 ;
-  wire [2:0] \$426 ;
-  wire [2:0] \$427 ;
-  wire [22:0] \$428 ;
-  wire [48:0] \$429 ;
-  wire [19:0] \$43 ;
-  wire \$430 ;
-  wire \$431 ;
-  wire [2:0] \$432 ;
-  wire \$433 ;
-  wire [2:0] \$434 ;
+  wire \$426 ;
+  wire [3:0] \$427 ;
+  wire \$428 ;
+  wire [20:0] \$429 ;
+  wire \$43 ;
+  wire [27:0] \$430 ;
+  wire [19:0] \$431 ;
+  wire \$432 ;
+  wire [2:0] \$433 ;
+  wire \$434 ;
   wire [20:0] \$435 ;
-  wire [22:0] \$436 ;
-  wire [44:0] \$437 ;
+  wire [2:0] \$436 ;
+  wire \$437 ;
   wire [20:0] \$438 ;
-  wire \$439 ;
-  wire \$44 ;
+  wire [27:0] \$439 ;
+  wire [26:0] \$44 ;
   wire \$440 ;
   wire \$441 ;
-  wire \$442 ;
-  wire \$443 ;
+  wire [20:0] \$442 ;
+  wire [2:0] \$443 ;
   wire \$444 ;
-  reg [333:0] \$445 ;
-  reg [4:0] \$446 ;
-  reg [7:0] \$447 ;
-  reg [63:0] \$448 ;
-  reg [63:0] \$449 ;
-  wire [26:0] \$45 ;
-  reg [19:0] \$450 ;
-  reg [43:0] \$451 ;
-  reg [47:0] \$452 ;
-  reg [1:0] \$453 ;
-  reg [19:0] \$454 ;
-  reg [2:0] \$455 ;
-  reg \$456 ;
-  reg [1:0] \$457 ;
-  reg [19:0] \$458 ;
-  reg [2:0] \$459 ;
-  wire [20:0] \$46 ;
-  reg [19:0] \$460 ;
-  reg [1:0] \$461 ;
-  reg [19:0] \$462 ;
-  reg [4:0] \$463 ;
-  reg [43:0] \$464 ;
-  reg [19:0] \$465 ;
-  reg [1:0] \$466 ;
-  reg [1:0] \$467 ;
-  reg [1:0] \$468 ;
-  reg [19:0] \$469 ;
-  wire \$47 ;
-  reg [1:0] \$470 ;
-  reg [1:0] \$471 ;
-  reg [1:0] \$472 ;
-  reg [19:0] \$473 ;
-  reg [19:0] \$474 ;
-  reg [2:0] \$475 ;
-  reg [1:0] \$476 ;
-  reg [19:0] \$477 ;
-  reg \$478 ;
-  reg [31:0] \$479 ;
-  wire [26:0] \$48 ;
-  reg [31:0] \$480 ;
-  reg [31:0] \$481 ;
-  reg [31:0] \$482 ;
-  reg [31:0] \$483 ;
-  reg [31:0] \$484 ;
-  reg [31:0] \$485 ;
-  reg [31:0] \$486 ;
-  reg \$487 ;
-  reg \$488 ;
-  reg [333:0] \$489 ;
+  wire [2:0] \$445 ;
+  wire [2:0] \$446 ;
+  wire [22:0] \$447 ;
+  wire [48:0] \$448 ;
+  wire \$449 ;
+  wire [20:0] \$45 ;
+  wire [20:0] \$450 ;
+  wire [27:0] \$451 ;
+  wire [19:0] \$452 ;
+  wire \$453 ;
+  wire \$454 ;
+  wire [2:0] \$455 ;
+  wire \$456 ;
+  wire [20:0] \$457 ;
+  wire [2:0] \$458 ;
+  wire \$459 ;
+  wire \$46 ;
+  wire [2:0] \$460 ;
+  wire \$461 ;
+  wire [2:0] \$462 ;
+  wire \$463 ;
+  wire \$464 ;
+  wire [20:0] \$465 ;
+  wire [27:0] \$466 ;
+  wire \$467 ;
+  wire \$468 ;
+  wire [20:0] \$469 ;
+  wire [26:0] \$47 ;
+  wire [2:0] \$470 ;
+  wire \$471 ;
+  wire [2:0] \$472 ;
+  wire [2:0] \$473 ;
+  wire [22:0] \$474 ;
+  wire [48:0] \$475 ;
+  wire \$476 ;
+  wire \$477 ;
+  wire [2:0] \$478 ;
+  wire \$479 ;
+  wire [20:0] \$48 ;
+  wire [2:0] \$480 ;
+  wire [20:0] \$481 ;
+  wire [22:0] \$482 ;
+  wire [44:0] \$483 ;
+  wire [20:0] \$484 ;
+  wire \$485 ;
+  wire \$486 ;
+  wire \$487 ;
+  wire \$488 ;
+  wire \$489 ;
   wire [20:0] \$49 ;
-  reg [7:0] \$490 ;
-  reg [63:0] \$491 ;
-  reg \$492 ;
+  wire \$490 ;
+  reg [333:0] \$491 ;
+  reg [4:0] \$492 ;
+  reg [7:0] \$493 ;
+  reg [63:0] \$494 ;
+  reg [63:0] \$495 ;
+  reg [19:0] \$496 ;
+  reg [43:0] \$497 ;
+  reg [47:0] \$498 ;
+  reg [1:0] \$499 ;
   wire \$5 ;
-  wire [20:0] \$50 ;
+  wire [64:0] \$50 ;
+  reg [19:0] \$500 ;
+  reg [2:0] \$501 ;
+  reg \$502 ;
+  reg [1:0] \$503 ;
+  reg [19:0] \$504 ;
+  reg [2:0] \$505 ;
+  reg [19:0] \$506 ;
+  reg [1:0] \$507 ;
+  reg [19:0] \$508 ;
+  reg [4:0] \$509 ;
   wire [64:0] \$51 ;
-  wire [64:0] \$52 ;
-  wire [20:0] \$53 ;
-  wire \$54 ;
-  wire [20:0] \$55 ;
-  wire [20:0] \$56 ;
-  wire [22:0] \$57 ;
-  wire [23:0] \$58 ;
-  wire [24:0] \$59 ;
-  wire \$6 ;
-  wire [25:0] \$60 ;
-  wire [25:0] \$61 ;
-  wire [19:0] \$62 ;
-  wire [26:0] \$63 ;
-  wire [44:0] \$64 ;
-  wire [45:0] \$65 ;
-  wire [46:0] \$66 ;
-  wire [46:0] \$67 ;
-  wire [19:0] \$68 ;
-  wire [24:0] \$69 ;
+  reg [43:0] \$510 ;
+  reg [19:0] \$511 ;
+  reg [1:0] \$512 ;
+  reg [1:0] \$513 ;
+  reg [1:0] \$514 ;
+  reg [19:0] \$515 ;
+  reg [1:0] \$516 ;
+  reg [1:0] \$517 ;
+  reg [1:0] \$518 ;
+  reg [19:0] \$519 ;
+  wire [65:0] \$52 ;
+  reg [19:0] \$520 ;
+  reg [2:0] \$521 ;
+  reg [1:0] \$522 ;
+  reg [19:0] \$523 ;
+  reg \$524 ;
+  reg [31:0] \$525 ;
+  reg [31:0] \$526 ;
+  reg [31:0] \$527 ;
+  reg [31:0] \$528 ;
+  reg [31:0] \$529 ;
+  wire [26:0] \$53 ;
+  reg [31:0] \$530 ;
+  reg [31:0] \$531 ;
+  reg [31:0] \$532 ;
+  reg \$533 ;
+  reg \$534 ;
+  reg [333:0] \$535 ;
+  reg [7:0] \$536 ;
+  reg [63:0] \$537 ;
+  reg \$538 ;
+  wire [27:0] \$54 ;
+  wire [28:0] \$55 ;
+  wire [29:0] \$56 ;
+  wire [30:0] \$57 ;
+  wire [30:0] \$58 ;
+  wire [26:0] \$59 ;
+  wire [1:0] \$6 ;
+  wire [27:0] \$60 ;
+  wire [28:0] \$61 ;
+  wire [29:0] \$62 ;
+  wire [29:0] \$63 ;
+  wire [64:0] \$64 ;
+  wire [64:0] \$65 ;
+  wire [64:0] \$66 ;
+  wire [64:0] \$67 ;
+  wire [26:0] \$68 ;
+  wire [6:0] \$69 ;
   wire [1:0] \$7 ;
-  wire [19:0] \$70 ;
-  wire [24:0] \$71 ;
-  wire [20:0] \$72 ;
-  wire [21:0] \$73 ;
-  wire [22:0] \$74 ;
-  wire [22:0] \$75 ;
-  wire [19:0] \$76 ;
-  wire \$77 ;
-  wire \$78 ;
-  wire \$79 ;
-  wire [1:0] \$8 ;
-  wire [19:0] \$80 ;
-  wire \$81 ;
-  wire \$82 ;
-  wire [7:0] \$83 ;
-  wire [20:0] \$84 ;
-  wire [20:0] \$85 ;
-  wire [19:0] \$86 ;
-  wire \$87 ;
-  wire \$88 ;
-  wire [14:0] \$89 ;
-  wire [19:0] \$9 ;
-  wire [20:0] \$90 ;
-  wire [19:0] \$91 ;
-  wire \$92 ;
-  wire \$93 ;
-  wire [5:0] \$94 ;
-  wire [19:0] \$95 ;
-  wire \$96 ;
-  wire \$97 ;
-  wire [511:0] \$98 ;
-  wire \$99 ;
+  wire \$70 ;
+  wire [20:0] \$71 ;
+  wire \$72 ;
+  wire [20:0] \$73 ;
+  wire [20:0] \$74 ;
+  wire [64:0] \$75 ;
+  wire [44:0] \$76 ;
+  wire [65:0] \$77 ;
+  wire [22:0] \$78 ;
+  wire [23:0] \$79 ;
+  wire [19:0] \$8 ;
+  wire [24:0] \$80 ;
+  wire [25:0] \$81 ;
+  wire [26:0] \$82 ;
+  wire [26:0] \$83 ;
+  wire [22:0] \$84 ;
+  wire [23:0] \$85 ;
+  wire [24:0] \$86 ;
+  wire [25:0] \$87 ;
+  wire [25:0] \$88 ;
+  wire [46:0] \$89 ;
+  wire [20:0] \$9 ;
+  wire [64:0] \$90 ;
+  wire [64:0] \$91 ;
+  wire [65:0] \$92 ;
+  wire [44:0] \$93 ;
+  wire [45:0] \$94 ;
+  wire [46:0] \$95 ;
+  wire [47:0] \$96 ;
+  wire [47:0] \$97 ;
+  wire [44:0] \$98 ;
+  wire [45:0] \$99 ;
   wire [19:0] \$like ;
   reg \$signal  = 1'h0;
   (* init = 2'h0 *)
-  wire [1:0] \$signal$128 ;
-  reg [19:0] \$signal$130  = 20'h00000;
-  reg [19:0] \$signal$132  = 20'h00000;
+  wire [1:0] \$signal$127 ;
+  reg [19:0] \$signal$129  = 20'h00000;
+  reg [19:0] \$signal$131  = 20'h00000;
   (* init = 3'h0 *)
-  wire [2:0] \$signal$138 ;
+  wire [2:0] \$signal$137 ;
+  reg [19:0] \$signal$173  = 20'h00000;
   reg [19:0] \$signal$174  = 20'h00000;
-  reg [19:0] \$signal$175  = 20'h00000;
-  reg [63:0] \$signal$184  = 64'h0000000000000000;
-  reg [2:0] \$signal$185 ;
-  reg [19:0] \$signal$186  = 20'h00000;
-  reg [43:0] \$signal$188  = 44'h00000000000;
-  reg [19:0] \$signal$202  = 20'h00000;
-  reg [19:0] \$signal$207  = 20'h00000;
-  reg [1:0] \$signal$219  = 2'h0;
-  reg [19:0] \$signal$229  = 20'h00000;
-  reg [47:0] \$signal$232  = 48'h000000000000;
-  reg [2:0] \$signal$233  = 3'h0;
-  reg [1:0] \$signal$234  = 2'h0;
-  reg \$signal$238  = 1'h0;
-  reg [1:0] \$signal$246  = 2'h0;
-  reg [511:0] \$signal$280 ;
-  reg [333:0] \$signal$281  = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-  wire [203:0] \$signal$281.desc ;
-  wire [63:0] \$signal$281.desc.dev_addr ;
-  wire [19:0] \$signal$281.desc.dev_cols ;
-  wire [19:0] \$signal$281.desc.dev_rows ;
-  wire [19:0] \$signal$281.desc.dev_size ;
-  wire [3:0] \$signal$281.desc.dtype ;
-  wire [9:0] \$signal$281.desc.flags ;
-  wire [19:0] \$signal$281.desc.in_cols ;
-  wire [19:0] \$signal$281.desc.in_rows ;
-  wire [19:0] \$signal$281.desc.in_size ;
-  wire [3:0] \$signal$281.desc.op ;
-  wire [1:0] \$signal$281.desc.type ;
-  wire [1:0] \$signal$281.queue ;
-  wire [63:0] \$signal$281.seq ;
-  wire [63:0] \$signal$281.taken ;
-  reg [63:0] \$signal$283  = 64'h0000000000000000;
-  reg [63:0] \$signal$304  = 64'h0000000000000000;
+  reg [63:0] \$signal$180  = 64'h0000000000000000;
+  reg [63:0] \$signal$189  = 64'h0000000000000000;
+  reg [19:0] \$signal$208  = 20'h00000;
+  reg [43:0] \$signal$210  = 44'h00000000000;
+  reg [19:0] \$signal$228  = 20'h00000;
+  reg [19:0] \$signal$237  = 20'h00000;
+  reg [1:0] \$signal$248  = 2'h0;
+  reg [19:0] \$signal$258  = 20'h00000;
+  reg [47:0] \$signal$262  = 48'h000000000000;
+  reg [2:0] \$signal$263  = 3'h0;
+  reg [1:0] \$signal$264  = 2'h0;
+  reg \$signal$266  = 1'h0;
+  reg [1:0] \$signal$270  = 2'h0;
+  reg [511:0] \$signal$304 ;
+  reg [333:0] \$signal$305  = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  wire [203:0] \$signal$305.desc ;
+  wire [63:0] \$signal$305.desc.dev_addr ;
+  wire [19:0] \$signal$305.desc.dev_cols ;
+  wire [19:0] \$signal$305.desc.dev_rows ;
+  wire [19:0] \$signal$305.desc.dev_size ;
+  wire [3:0] \$signal$305.desc.dtype ;
+  wire [9:0] \$signal$305.desc.flags ;
+  wire [19:0] \$signal$305.desc.in_cols ;
+  wire [19:0] \$signal$305.desc.in_rows ;
+  wire [19:0] \$signal$305.desc.in_size ;
+  wire [3:0] \$signal$305.desc.op ;
+  wire [1:0] \$signal$305.desc.type ;
+  wire [1:0] \$signal$305.queue ;
+  wire [63:0] \$signal$305.seq ;
+  wire [63:0] \$signal$305.taken ;
+  reg [63:0] \$signal$307  = 64'h0000000000000000;
   reg [6:0] acc_addr;
   reg [6:0] acc_addr1;
   reg [1023:0] acc_data;
@@ -3178,7 +3223,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   reg [5:0] active;
   reg [5:0] active1;
   wire [63:0] addr;
-  reg [63:0] \addr$182 ;
+  reg [63:0] \addr$188 ;
   reg [31:0] anchor_l0 = 32'd0;
   reg [31:0] anchor_l1 = 32'd0;
   reg [31:0] anchor_l2 = 32'd0;
@@ -3188,9 +3233,11 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   reg [31:0] anchor_m2 = 32'd0;
   reg [31:0] anchor_m3 = 32'd0;
   reg bank_valid = 1'h0;
-  wire [31:0] beats;
-  reg [31:0] \beats$181 ;
-  reg [31:0] \beats$193 ;
+  reg [43:0] beats;
+  reg [31:0] \beats$196 ;
+  reg [43:0] \beats$214 ;
+  reg [43:0] \beats$227 ;
+  reg [43:0] \beats$235 ;
   output [63:0] bus__araddr;
   wire [63:0] bus__araddr;
   wire [63:0] \bus__araddr$3 ;
@@ -3285,9 +3332,12 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \bus__wvalid$45 ;
   input clk;
   wire clk;
-  wire [19:0] col;
-  reg [19:0] cols;
-  reg copying;
+  wire [31:0] col;
+  reg [31:0] cols;
+  reg [63:0] copy_span_first;
+  reg [63:0] copy_span_line;
+  reg [43:0] copy_span_lines;
+  reg [5:0] copy_span_offset;
   wire [5:0] count;
   wire [5:0] count_now;
   input [63:0] cycle;
@@ -3318,7 +3368,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire [511:0] dst_data;
   wire dst_en;
   reg [1:0] ended;
-  reg [1:0] \ended$230 ;
+  reg [1:0] \ended$259 ;
   reg [333:0] entry = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   wire [203:0] \entry.desc ;
   wire [63:0] \entry.desc.dev_addr ;
@@ -3349,11 +3399,16 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   reg [4:0] fsm_state = 5'h00;
   reg [1:0] groups_seen0 = 2'h0;
   reg [1:0] groups_seen1 = 2'h0;
+  reg hold;
   wire idle;
   reg [511:0] in_data;
   reg [1:0] in_row;
   reg in_we;
   reg [6:0] in_word;
+  reg [63:0] input_span_first;
+  reg [63:0] input_span_line;
+  reg [43:0] input_span_lines;
+  reg [5:0] input_span_offset;
   output [3:0] irq;
   wire [3:0] irq;
   reg irq_en;
@@ -3367,19 +3422,26 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire last;
   reg [19:0] length;
   reg [511:0] line;
-  reg [511:0] \line$274 ;
+  reg [511:0] \line$298 ;
+  wire [31:0] lines;
+  reg [31:0] \lines$187 ;
   wire [7:0] log2_slot;
   wire [31:0] m;
   reg mac;
   reg mac1;
   reg [43:0] main_elems = 44'h00000000000;
+  reg [63:0] main_span_first;
+  reg [63:0] main_span_line;
+  reg [43:0] main_span_lines;
+  reg [5:0] main_span_offset;
   wire [19:0] n_cols;
-  reg [4:0] offset;
-  reg [5:0] \offset$236 ;
+  reg [5:0] offset;
+  reg [4:0] \offset$193 ;
+  wire [39:0] operand_lines;
   wire [511:0] out__data;
-  wire [511:0] \out__data$81 ;
+  wire [511:0] \out__data$77 ;
   wire out__ready;
-  reg \out__ready$84 ;
+  wire \out__ready$78 ;
   wire [63:0] out__strb;
   wire out__valid;
   wire \out__valid$83 ;
@@ -3395,22 +3457,22 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   reg [1:0] plan_sets;
   input [333:0] pop;
   wire [333:0] pop;
-  wire [333:0] \pop$98 ;
-  wire [203:0] \pop$98.desc ;
-  wire [63:0] \pop$98.desc.dev_addr ;
-  wire [19:0] \pop$98.desc.dev_cols ;
-  wire [19:0] \pop$98.desc.dev_rows ;
-  wire [19:0] \pop$98.desc.dev_size ;
-  wire [3:0] \pop$98.desc.dtype ;
-  wire [9:0] \pop$98.desc.flags ;
-  wire [19:0] \pop$98.desc.in_cols ;
-  wire [19:0] \pop$98.desc.in_rows ;
-  wire [19:0] \pop$98.desc.in_size ;
-  wire [3:0] \pop$98.desc.op ;
-  wire [1:0] \pop$98.desc.type ;
-  wire [1:0] \pop$98.queue ;
-  wire [63:0] \pop$98.seq ;
-  wire [63:0] \pop$98.taken ;
+  wire [333:0] \pop$97 ;
+  wire [203:0] \pop$97.desc ;
+  wire [63:0] \pop$97.desc.dev_addr ;
+  wire [19:0] \pop$97.desc.dev_cols ;
+  wire [19:0] \pop$97.desc.dev_rows ;
+  wire [19:0] \pop$97.desc.dev_size ;
+  wire [3:0] \pop$97.desc.dtype ;
+  wire [9:0] \pop$97.desc.flags ;
+  wire [19:0] \pop$97.desc.in_cols ;
+  wire [19:0] \pop$97.desc.in_rows ;
+  wire [19:0] \pop$97.desc.in_size ;
+  wire [3:0] \pop$97.desc.op ;
+  wire [1:0] \pop$97.desc.type ;
+  wire [1:0] \pop$97.queue ;
+  wire [63:0] \pop$97.seq ;
+  wire [63:0] \pop$97.taken ;
   wire [203:0] \pop.desc ;
   wire [63:0] \pop.desc.dev_addr ;
   wire [19:0] \pop.desc.dev_cols ;
@@ -3428,25 +3490,25 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire [63:0] \pop.taken ;
   output pop_ready;
   wire pop_ready;
-  wire \pop_ready$96 ;
+  wire \pop_ready$95 ;
   input pop_valid;
   wire pop_valid;
-  wire \pop_valid$94 ;
-  output [41:0] \port$5947$0 ;
-  wire [41:0] \port$5947$0 ;
+  wire \pop_valid$93 ;
+  output [41:0] \port$6071$0 ;
+  wire [41:0] \port$6071$0 ;
   input [321:0] queues__0;
   wire [321:0] queues__0;
-  wire [321:0] \queues__0$86 ;
-  wire [63:0] \queues__0$86.cq_base ;
-  wire [63:0] \queues__0$86.data_base ;
-  wire [63:0] \queues__0$86.data_limit ;
-  wire \queues__0$86.enable ;
-  wire \queues__0$86.irq_en ;
-  wire [3:0] \queues__0$86.log2_depth ;
-  wire [7:0] \queues__0$86.log2_slot ;
-  wire [19:0] \queues__0$86.pasid ;
-  wire [63:0] \queues__0$86.sq_base ;
-  wire [31:0] \queues__0$86.tail ;
+  wire [321:0] \queues__0$85 ;
+  wire [63:0] \queues__0$85.cq_base ;
+  wire [63:0] \queues__0$85.data_base ;
+  wire [63:0] \queues__0$85.data_limit ;
+  wire \queues__0$85.enable ;
+  wire \queues__0$85.irq_en ;
+  wire [3:0] \queues__0$85.log2_depth ;
+  wire [7:0] \queues__0$85.log2_slot ;
+  wire [19:0] \queues__0$85.pasid ;
+  wire [63:0] \queues__0$85.sq_base ;
+  wire [31:0] \queues__0$85.tail ;
   wire [63:0] \queues__0.cq_base ;
   wire [63:0] \queues__0.data_base ;
   wire [63:0] \queues__0.data_limit ;
@@ -3459,17 +3521,17 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire [31:0] \queues__0.tail ;
   input [321:0] queues__1;
   wire [321:0] queues__1;
-  wire [321:0] \queues__1$88 ;
-  wire [63:0] \queues__1$88.cq_base ;
-  wire [63:0] \queues__1$88.data_base ;
-  wire [63:0] \queues__1$88.data_limit ;
-  wire \queues__1$88.enable ;
-  wire \queues__1$88.irq_en ;
-  wire [3:0] \queues__1$88.log2_depth ;
-  wire [7:0] \queues__1$88.log2_slot ;
-  wire [19:0] \queues__1$88.pasid ;
-  wire [63:0] \queues__1$88.sq_base ;
-  wire [31:0] \queues__1$88.tail ;
+  wire [321:0] \queues__1$87 ;
+  wire [63:0] \queues__1$87.cq_base ;
+  wire [63:0] \queues__1$87.data_base ;
+  wire [63:0] \queues__1$87.data_limit ;
+  wire \queues__1$87.enable ;
+  wire \queues__1$87.irq_en ;
+  wire [3:0] \queues__1$87.log2_depth ;
+  wire [7:0] \queues__1$87.log2_slot ;
+  wire [19:0] \queues__1$87.pasid ;
+  wire [63:0] \queues__1$87.sq_base ;
+  wire [31:0] \queues__1$87.tail ;
   wire [63:0] \queues__1.cq_base ;
   wire [63:0] \queues__1.data_base ;
   wire [63:0] \queues__1.data_limit ;
@@ -3482,17 +3544,17 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire [31:0] \queues__1.tail ;
   input [321:0] queues__2;
   wire [321:0] queues__2;
-  wire [321:0] \queues__2$90 ;
-  wire [63:0] \queues__2$90.cq_base ;
-  wire [63:0] \queues__2$90.data_base ;
-  wire [63:0] \queues__2$90.data_limit ;
-  wire \queues__2$90.enable ;
-  wire \queues__2$90.irq_en ;
-  wire [3:0] \queues__2$90.log2_depth ;
-  wire [7:0] \queues__2$90.log2_slot ;
-  wire [19:0] \queues__2$90.pasid ;
-  wire [63:0] \queues__2$90.sq_base ;
-  wire [31:0] \queues__2$90.tail ;
+  wire [321:0] \queues__2$89 ;
+  wire [63:0] \queues__2$89.cq_base ;
+  wire [63:0] \queues__2$89.data_base ;
+  wire [63:0] \queues__2$89.data_limit ;
+  wire \queues__2$89.enable ;
+  wire \queues__2$89.irq_en ;
+  wire [3:0] \queues__2$89.log2_depth ;
+  wire [7:0] \queues__2$89.log2_slot ;
+  wire [19:0] \queues__2$89.pasid ;
+  wire [63:0] \queues__2$89.sq_base ;
+  wire [31:0] \queues__2$89.tail ;
   wire [63:0] \queues__2.cq_base ;
   wire [63:0] \queues__2.data_base ;
   wire [63:0] \queues__2.data_limit ;
@@ -3505,17 +3567,17 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire [31:0] \queues__2.tail ;
   input [321:0] queues__3;
   wire [321:0] queues__3;
-  wire [321:0] \queues__3$92 ;
-  wire [63:0] \queues__3$92.cq_base ;
-  wire [63:0] \queues__3$92.data_base ;
-  wire [63:0] \queues__3$92.data_limit ;
-  wire \queues__3$92.enable ;
-  wire \queues__3$92.irq_en ;
-  wire [3:0] \queues__3$92.log2_depth ;
-  wire [7:0] \queues__3$92.log2_slot ;
-  wire [19:0] \queues__3$92.pasid ;
-  wire [63:0] \queues__3$92.sq_base ;
-  wire [31:0] \queues__3$92.tail ;
+  wire [321:0] \queues__3$91 ;
+  wire [63:0] \queues__3$91.cq_base ;
+  wire [63:0] \queues__3$91.data_base ;
+  wire [63:0] \queues__3$91.data_limit ;
+  wire \queues__3$91.enable ;
+  wire \queues__3$91.irq_en ;
+  wire [3:0] \queues__3$91.log2_depth ;
+  wire [7:0] \queues__3$91.log2_slot ;
+  wire [19:0] \queues__3$91.pasid ;
+  wire [63:0] \queues__3$91.sq_base ;
+  wire [31:0] \queues__3$91.tail ;
   wire [63:0] \queues__3.cq_base ;
   wire [63:0] \queues__3.data_base ;
   wire [63:0] \queues__3.data_limit ;
@@ -3546,20 +3608,26 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire [63:0] \regs.sq_base ;
   wire [31:0] \regs.tail ;
   reg report;
-  wire \report$297 ;
+  wire \report$321 ;
   wire report_store;
   wire reported;
   reg [4:0] rest_rows = 5'h00;
+  reg [63:0] rest_span_first;
+  reg [63:0] rest_span_line;
+  reg [43:0] rest_span_lines;
+  reg [5:0] rest_span_offset;
+  reg [63:0] result_first;
+  reg [63:0] \result_first$285 ;
   wire [19:0] row;
   wire [19:0] row_groups0;
   wire [19:0] row_groups1;
   reg [19:0] rows;
+  reg [2:0] rows_now;
   input rst;
   wire rst;
   wire [63:0] run_addr;
-  wire [31:0] run_beats;
-  reg [31:0] \run_beats$187 ;
   wire run_issued;
+  wire [31:0] run_lines;
   wire run_start;
   reg [19:0] set_base0 = 20'h00000;
   reg [19:0] set_base1 = 20'h00000;
@@ -3570,25 +3638,25 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   (* init = 2'h0 *)
   wire [1:0] sets_used1;
   wire split;
-  wire \split$120 ;
+  wire \split$119 ;
   wire [511:0] src__data;
-  reg [511:0] \src__data$78 ;
+  wire [511:0] \src__data$76 ;
   wire src__ready;
-  wire \src__ready$77 ;
-  reg [63:0] src__strb;
+  wire \src__ready$79 ;
+  wire [63:0] src__strb;
   wire src__valid;
-  reg \src__valid$80 ;
+  wire \src__valid$82 ;
   wire [14:0] src_addr;
   wire [1023:0] src_data;
   reg stage = 1'h0;
   wire start;
-  reg \start$179 ;
-  reg \start$189 ;
-  reg \start$235 ;
-  reg \start$259 ;
+  reg \start$185 ;
+  reg \start$190 ;
+  reg \start$192 ;
+  reg \start$282 ;
   wire [47:0] stats_offset;
   reg [7:0] status = 8'h00;
-  wire [7:0] \status$303 ;
+  wire [7:0] \status$327 ;
   reg [31:0] status_word;
   reg [63:0] strb;
   wire [511:0] sum_fp16;
@@ -3615,9 +3683,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire task_valid;
   wire valid;
   reg [7:0] w_bytes;
-  reg [511:0] w_data;
-  reg [1023:0] \w_data$241 ;
-  reg [42:0] \w_data$286 ;
+  reg [1023:0] w_data;
+  reg [511:0] \w_data$244 ;
+  reg [42:0] \w_data$310 ;
   reg [511:0] w_data1;
   reg w_en;
   reg w_last;
@@ -3657,516 +3725,545 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire [31:0] widened_8;
   wire [31:0] widened_9;
   wire writer_free;
+  assign \$455  = \$signal$270  + 1'h1;
+  assign \$456  = \$455  < \$signal$263 ;
+  assign \$457  = \$signal$174  + 1'h1;
+  assign \$458  = \$signal$270  + 1'h1;
+  assign \$459  = dest == 2'h3;
+  assign \$460  = \$signal$270  + 1'h1;
+  assign \$461  = \$460  < \$signal$263 ;
+  assign \$462  = \$signal$270  + 1'h1;
+  assign \$463  = entry[5:2] == 2'h3;
+  assign \$464  = bank_valid & w_ready;
+  assign \$465  = \$signal$174  + 1'h1;
+  assign \$467  = \$466  >= \$signal$173 ;
+  assign \$468  = ~ \$467 ;
+  assign \$469  = \$signal$174  + 1'h1;
+  assign \$470  = \$signal$270  + 1'h1;
+  assign \$471  = \$470  == \$signal$263 ;
+  assign \$472  = \$signal$270  + 1'h1;
+  assign \$473  = \$471  ? 3'h0 : \$472 ;
+  assign \$474  = \$signal$173  << \$signal$264 ;
+  assign \$475  = \$signal$262  + \$474 ;
+  assign \$476  = bank_valid & w_ready;
+  assign \$477  = ~ \$476 ;
+  assign \$478  = \$signal$270  + 1'h1;
+  assign \$479  = \$478  < \$signal$263 ;
+  assign \$480  = \$signal$270  + 1'h1;
+  assign \$481  = \$signal$208  + 3'h4;
+  assign \$482  = 3'h4 * entry[203:184];
+  assign \$483  = \$signal$210  + \$482 ;
+  assign \$484  = \$signal$208  + 3'h4;
+  assign \$485  = \$484  < entry[183:164];
+  assign \$486  = ~ \$signal ;
+  assign \$487  = ! status;
+  assign \$488  = \$487  & is_store;
+  assign \$489  = \$signal  & quiet;
+  assign \$490  = \$489  & w_rdy;
   always @(posedge clk)
-    entry <= \$445 ;
+    entry <= \$491 ;
   always @(posedge clk)
-    fsm_state <= \$446 ;
+    fsm_state <= \$492 ;
   always @(posedge clk)
-    status <= \$447 ;
+    status <= \$493 ;
   always @(posedge clk)
-    \$signal$304  <= \$448 ;
+    \$signal$180  <= \$494 ;
   always @(posedge clk)
-    \$signal$184  <= \$449 ;
+    \$signal$189  <= \$495 ;
   always @(posedge clk)
-    \$signal$186  <= \$450 ;
+    \$signal$208  <= \$496 ;
   always @(posedge clk)
-    \$signal$188  <= \$451 ;
+    \$signal$210  <= \$497 ;
   always @(posedge clk)
-    \$signal$232  <= \$452 ;
+    \$signal$262  <= \$498 ;
   always @(posedge clk)
-    \$signal$234  <= \$453 ;
+    \$signal$264  <= \$499 ;
   always @(posedge clk)
-    \$signal$174  <= \$454 ;
+    \$signal$173  <= \$500 ;
   always @(posedge clk)
-    \$signal$233  <= \$455 ;
+    \$signal$263  <= \$501 ;
   always @(posedge clk)
-    stage <= \$456 ;
+    stage <= \$502 ;
   always @(posedge clk)
-    \$signal$246  <= \$457 ;
+    \$signal$270  <= \$503 ;
   always @(posedge clk)
-    \$signal$175  <= \$458 ;
+    \$signal$174  <= \$504 ;
   always @(posedge clk)
-    fold_pack_log2 <= \$459 ;
+    fold_pack_log2 <= \$505 ;
   always @(posedge clk)
-    \$signal$132  <= \$460 ;
+    \$signal$131  <= \$506 ;
   always @(posedge clk)
-    \$signal$219  <= \$461 ;
+    \$signal$248  <= \$507 ;
   always @(posedge clk)
-    \$signal$202  <= \$462 ;
+    \$signal$228  <= \$508 ;
   always @(posedge clk)
-    rest_rows <= \$463 ;
+    rest_rows <= \$509 ;
   always @(posedge clk)
-    main_elems <= \$464 ;
+    main_elems <= \$510 ;
   always @(posedge clk)
-    \$signal$207  <= \$465 ;
+    \$signal$237  <= \$511 ;
   always @(posedge clk)
-    fold_sets <= \$466 ;
+    fold_sets <= \$512 ;
   always @(posedge clk)
-    groups_seen0 <= \$467 ;
+    groups_seen0 <= \$513 ;
   always @(posedge clk)
-    set_index0 <= \$468 ;
+    set_index0 <= \$514 ;
   always @(posedge clk)
-    set_base0 <= \$469 ;
+    set_base0 <= \$515 ;
   always @(posedge clk)
-    fold_sets1 <= \$470 ;
+    fold_sets1 <= \$516 ;
   always @(posedge clk)
-    groups_seen1 <= \$471 ;
+    groups_seen1 <= \$517 ;
   always @(posedge clk)
-    set_index1 <= \$472 ;
+    set_index1 <= \$518 ;
   always @(posedge clk)
-    set_base1 <= \$473 ;
+    set_base1 <= \$519 ;
   always @(posedge clk)
-    \$signal$229  <= \$474 ;
+    \$signal$258  <= \$520 ;
   always @(posedge clk)
-    drain <= \$475 ;
+    drain <= \$521 ;
   always @(posedge clk)
-    fold_row <= \$476 ;
+    fold_row <= \$522 ;
   always @(posedge clk)
-    \$signal$130  <= \$477 ;
+    \$signal$129  <= \$523 ;
   always @(posedge clk)
-    \$signal$238  <= \$478 ;
+    \$signal$266  <= \$524 ;
   always @(posedge clk)
-    anchor_m0 <= \$479 ;
+    anchor_m0 <= \$525 ;
   always @(posedge clk)
-    anchor_m1 <= \$480 ;
+    anchor_m1 <= \$526 ;
   always @(posedge clk)
-    anchor_m2 <= \$481 ;
+    anchor_m2 <= \$527 ;
   always @(posedge clk)
-    anchor_m3 <= \$482 ;
+    anchor_m3 <= \$528 ;
   always @(posedge clk)
-    anchor_l0 <= \$483 ;
+    anchor_l0 <= \$529 ;
   always @(posedge clk)
-    anchor_l1 <= \$484 ;
+    anchor_l1 <= \$530 ;
   always @(posedge clk)
-    anchor_l2 <= \$485 ;
+    anchor_l2 <= \$531 ;
   always @(posedge clk)
-    anchor_l3 <= \$486 ;
+    anchor_l3 <= \$532 ;
   always @(posedge clk)
-    bank_valid <= \$487 ;
+    bank_valid <= \$533 ;
   always @(posedge clk)
-    \$signal  <= \$488 ;
+    \$signal  <= \$534 ;
   always @(posedge clk)
-    \$signal$281  <= \$489 ;
+    \$signal$305  <= \$535 ;
   always @(posedge clk)
-    pending_status <= \$490 ;
+    pending_status <= \$536 ;
   always @(posedge clk)
-    \$signal$283  <= \$491 ;
+    \$signal$307  <= \$537 ;
   always @(posedge clk)
-    pending_store <= \$492 ;
-  assign \$1  = ~ copying;
-  assign src__valid = out__valid & \$1 ;
-  assign out__ready = copying ? \src__ready$77  : src__ready;
-  assign \$2  = ~ \$signal ;
-  assign writer_free = idle & \$2 ;
+    pending_store <= \$538 ;
+  assign \$1  = ~ \$signal ;
+  assign writer_free = idle & \$1 ;
   assign n_cols = stage ? entry[123:104] : entry[143:124];
-  assign \$3  = entry[5:2] == 2'h3;
-  assign \$4  = \$3  ? 1'h1 : 1'h0;
-  assign \$5  = entry[5:2] == 2'h3;
-  assign \$6  = entry[5:2] == 3'h4;
-  assign \$7  = \$6  ? 2'h2 : 2'h0;
-  assign \$8  = \$5  ? 2'h3 : \$7 ;
-  assign dest = stage ? { 1'h0, \$4  } : \$8 ;
+  assign \$2  = entry[5:2] == 2'h3;
+  assign \$3  = \$2  ? 1'h1 : 1'h0;
+  assign \$4  = entry[5:2] == 2'h3;
+  assign \$5  = entry[5:2] == 3'h4;
+  assign \$6  = \$5  ? 2'h2 : 2'h0;
+  assign \$7  = \$4  ? 2'h3 : \$6 ;
+  assign dest = stage ? { 1'h0, \$3  } : \$7 ;
   assign split = entry[183:164] == 1'h1;
-  assign \$9  = stage ? entry[123:104] : entry[143:124];
-  assign \$11  = \$10  <= 6'h20;
-  assign \$12  = stage ? entry[123:104] : entry[143:124];
-  assign \$14  = \$13  <= 6'h20;
-  assign \$15  = stage ? entry[123:104] : entry[143:124];
-  assign \$17  = \$16  <= 6'h20;
-  assign \$18  = stage ? entry[123:104] : entry[143:124];
-  assign \$20  = \$19  <= 6'h20;
-  assign \$21  = stage ? entry[123:104] : entry[143:124];
-  assign \$23  = \$22  <= 6'h20;
-  assign \$24  = stage ? entry[123:104] : entry[143:124];
-  assign \$26  = \$25  <= 6'h20;
-  assign \$27  = stage ? entry[123:104] : entry[143:124];
-  assign \$28  = \$27  + 6'h20;
-  assign \$29  = \$28  - 1'h1;
-  assign \$31  = \$30 [19:0] * 2'h2;
-  assign \$32  = \$31  >= 2'h3;
-  assign \$33  = \$30 [19:0] * 1'h1;
-  assign \$34  = \$33  >= 2'h3;
-  assign \$35  = stage ? entry[143:124] : entry[123:104];
-  assign \$36  = 1'h1 << plan_pack_log2;
-  assign \$37  = \$35  + \$36 ;
-  assign \$38  = \$37  - 1'h1;
-  assign \$39  = $signed(\$38 ) >>> plan_pack_log2;
-  assign \$40  = \$39 [19:0] + 1'h1;
-  assign \$42  = split ? \$41  : { 1'h0, \$39 [19:0] };
-  assign row_groups1 = split ? \$43  : 20'h00000;
-  assign \$44  = entry[5:2] == 2'h3;
-  assign src_data = \$44  ? rd_acc_data : { widened_31, widened_30, widened_29, widened_28, widened_27, widened_26, widened_25, widened_24, widened_23, widened_22, widened_21, widened_20, widened_19, widened_18, widened_17, widened_16, widened_15, widened_14, widened_13, widened_12, widened_11, widened_10, widened_9, widened_8, widened_7, widened_6, widened_5, widened_4, widened_3, widened_2, widened_1, widened_0 };
-  assign \$46  = \$signal$174  - \$45 [19:0];
-  assign \$47  = $signed(\$46 ) < $signed(7'h20);
-  assign \$49  = \$signal$174  - \$48 [19:0];
-  assign \$50  = \$47  ? \$49  : 21'h000020;
-  assign \$51  = \$signal$184  + 7'h40;
-  assign \$52  = is_load ? \$51  : { 1'h0, entry[83:20] };
-  assign \$53  = entry[183:164] - \$signal$186 ;
-  assign \$54  = $signed(\$53 ) < $signed(4'h4);
-  assign \$55  = entry[183:164] - \$signal$186 ;
-  assign \$56  = \$54  ? \$55  : 21'h000004;
-  assign \$57  = \$signal$185  * entry[203:184];
-  assign \$58  = \$signal$188 [4:0] + \$57 ;
-  assign \$59  = \$58  + 6'h20;
-  assign \$60  = \$59  - 1'h1;
-  assign \$62  = stage ? entry[123:104] : entry[143:124];
-  assign \$63  = \$62  << fold_pack_log2;
-  assign \$64  = 1'h0 + main_elems;
-  assign \$65  = \$64  + 6'h20;
-  assign \$66  = \$65  - 1'h1;
-  assign \$68  = stage ? entry[123:104] : entry[143:124];
-  assign \$69  = rest_rows * \$68 ;
-  assign \$70  = stage ? entry[123:104] : entry[143:124];
-  assign \$71  = rest_rows * \$70 ;
-  assign \$72  = main_elems[4:0] + \$71 [19:0];
-  assign \$73  = \$72  + 6'h20;
-  assign \$74  = \$73  - 1'h1;
-  assign \$76  = \$signal$207  >> fold_pack_log2;
-  assign \$77  = split & \$76 [0];
-  assign \$78  = ! \$77 ;
-  assign \$79  = \$77  ? pair_valid : valid;
-  assign \$80  = \$signal$207  >> fold_pack_log2;
-  assign \$81  = split & \$80 [0];
-  assign \$82  = ! \$81 ;
-  assign \$83  = 1'h1 << fold_pack_log2;
-  assign \$84  = \$signal$207  + \$83 ;
-  assign \$85  = \$81  ? \$84  : { 1'h0, \$signal$207  };
-  assign \$86  = \$signal$207  >> fold_pack_log2;
-  assign \$87  = split & \$86 [0];
-  assign \$88  = ! \$87 ;
-  assign \$89  = \$87  ? 15'h0000 : col[19:5];
-  assign \$90  = set_base0 + \$89 ;
-  assign \$91  = \$signal$207  >> fold_pack_log2;
-  assign \$92  = split & \$91 [0];
-  assign \$93  = ! \$92 ;
-  assign \$94  = \$92  ? pair_count : count;
-  assign \$95  = \$signal$207  >> fold_pack_log2;
-  assign \$96  = split & \$95 [0];
-  assign \$97  = ! \$96 ;
-  assign \$98  = \$96  ? pair_data : data;
-  assign \$99  = groups_seen0 < \$signal$219 ;
-  assign \$100  = \$signal$207  >> fold_pack_log2;
-  assign \$101  = split & \$100 [0];
-  assign \$103  = \$102  ? valid : pair_valid;
-  assign \$104  = \$signal$207  >> fold_pack_log2;
-  assign \$105  = split & \$104 [0];
-  assign \$107  = 1'h1 << fold_pack_log2;
-  assign \$108  = \$signal$207  + \$107 ;
-  assign \$109  = \$106  ? { 1'h0, \$signal$207  } : \$108 ;
-  assign \$110  = \$signal$207  >> fold_pack_log2;
-  assign \$111  = split & \$110 [0];
-  assign \$113  = \$112  ? col[19:5] : 15'h0000;
-  assign \$114  = set_base1 + \$113 ;
-  assign \$115  = \$signal$207  >> fold_pack_log2;
-  assign \$116  = split & \$115 [0];
-  assign \$118  = \$117  ? count : pair_count;
-  assign \$119  = \$signal$207  >> fold_pack_log2;
-  assign \$120  = split & \$119 [0];
-  assign \$122  = \$121  ? data : pair_data;
-  assign \$123  = groups_seen1 < \$signal$219 ;
-  assign \$124  = col + count;
-  assign \$125  = \$124  == \$signal$229 ;
-  assign \$126  = valid & \$125 ;
-  assign \$127  = pair_count == \$signal$229 ;
-  assign \$128  = pair_valid & \$127 ;
-  assign \$129  = \$126  + \$128 ;
-  assign \$130  = \$signal$207  >> fold_pack_log2;
-  assign \$131  = split & \$130 [0];
-  assign \$132  = ! \$131 ;
-  assign \$133  = \$131  ? pair_valid : valid;
-  assign \$134  = \$signal$207  >> fold_pack_log2;
+  assign \$8  = stage ? entry[123:104] : entry[143:124];
+  assign \$10  = \$9  <= 6'h20;
+  assign \$11  = stage ? entry[123:104] : entry[143:124];
+  assign \$13  = \$12  <= 6'h20;
+  assign \$14  = stage ? entry[123:104] : entry[143:124];
+  assign \$16  = \$15  <= 6'h20;
+  assign \$17  = stage ? entry[123:104] : entry[143:124];
+  assign \$19  = \$18  <= 6'h20;
+  assign \$20  = stage ? entry[123:104] : entry[143:124];
+  assign \$22  = \$21  <= 6'h20;
+  assign \$23  = stage ? entry[123:104] : entry[143:124];
+  assign \$25  = \$24  <= 6'h20;
+  assign \$26  = stage ? entry[123:104] : entry[143:124];
+  assign \$27  = \$26  + 6'h20;
+  assign \$28  = \$27  - 1'h1;
+  assign \$30  = \$29 [19:0] * 2'h2;
+  assign \$31  = \$30  >= 2'h3;
+  assign \$32  = \$29 [19:0] * 1'h1;
+  assign \$33  = \$32  >= 2'h3;
+  assign \$34  = stage ? entry[143:124] : entry[123:104];
+  assign \$35  = 1'h1 << plan_pack_log2;
+  assign \$36  = \$34  + \$35 ;
+  assign \$37  = \$36  - 1'h1;
+  assign \$38  = $signed(\$37 ) >>> plan_pack_log2;
+  assign \$39  = \$38 [19:0] + 1'h1;
+  assign \$41  = split ? \$40  : { 1'h0, \$38 [19:0] };
+  assign row_groups1 = split ? \$42  : 20'h00000;
+  assign \$43  = entry[5:2] == 2'h3;
+  assign src_data = \$43  ? rd_acc_data : { widened_31, widened_30, widened_29, widened_28, widened_27, widened_26, widened_25, widened_24, widened_23, widened_22, widened_21, widened_20, widened_19, widened_18, widened_17, widened_16, widened_15, widened_14, widened_13, widened_12, widened_11, widened_10, widened_9, widened_8, widened_7, widened_6, widened_5, widened_4, widened_3, widened_2, widened_1, widened_0 };
+  assign \$45  = \$signal$173  - \$44 [19:0];
+  assign \$46  = $signed(\$45 ) < $signed(7'h20);
+  assign \$48  = \$signal$173  - \$47 [19:0];
+  assign \$49  = \$46  ? \$48  : 21'h000020;
+  assign \$50  = \$signal$180  + 7'h40;
+  assign \$51  = is_load ? { 1'h0, entry[83:20] } : \$50 ;
+  assign \$52  = \$51  + 1'h0;
+  assign \$55  = copy_span_first[5:0] + \$54 ;
+  assign \$56  = \$55  + 7'h40;
+  assign \$57  = \$56  - 1'h1;
+  assign \$60  = copy_span_offset + \$59 ;
+  assign \$61  = \$60  + 6'h20;
+  assign \$62  = \$61  - 1'h1;
+  assign \$64  = \$signal$189  + 7'h40;
+  assign \$65  = is_load ? \$64  : { 1'h0, entry[83:20] };
+  assign \$66  = \$signal$189  + 7'h40;
+  assign \$67  = is_load ? \$66  : { 1'h0, entry[83:20] };
+  assign \$70  = ~ w_ready;
+  assign \$71  = entry[183:164] - \$signal$208 ;
+  assign \$72  = $signed(\$71 ) < $signed(4'h4);
+  assign \$73  = entry[183:164] - \$signal$208 ;
+  assign \$74  = \$72  ? \$73  : 21'h000004;
+  assign \$75  = \$signal$180  + 7'h40;
+  assign \$77  = \$75  + \$76 ;
+  assign \$78  = rows_now * entry[203:184];
+  assign \$80  = input_span_first[5:0] + \$79 ;
+  assign \$81  = \$80  + 7'h40;
+  assign \$82  = \$81  - 1'h1;
+  assign \$84  = rows_now * entry[203:184];
+  assign \$85  = input_span_offset + \$84 ;
+  assign \$86  = \$85  + 6'h20;
+  assign \$87  = \$86  - 1'h1;
+  assign \$90  = entry[83:20] + \$89 ;
+  assign \$91  = stage ? \$90  : { 1'h0, entry[83:20] };
+  assign \$92  = \$91  + 1'h0;
+  assign \$94  = main_span_first[5:0] + \$93 ;
+  assign \$95  = \$94  + 7'h40;
+  assign \$96  = \$95  - 1'h1;
+  assign \$98  = main_span_offset + main_elems;
+  assign \$99  = \$98  + 6'h20;
+  assign \$100  = \$99  - 1'h1;
+  assign \$102  = stage ? entry[123:104] : entry[143:124];
+  assign \$103  = \$102  << fold_pack_log2;
+  assign \$105  = entry[83:20] + \$104 ;
+  assign \$106  = stage ? \$105  : { 1'h0, entry[83:20] };
+  assign \$108  = \$106  + \$107 ;
+  assign \$109  = stage ? entry[123:104] : entry[143:124];
+  assign \$110  = rest_rows * \$109 ;
+  assign \$112  = rest_span_first[5:0] + \$111 ;
+  assign \$113  = \$112  + 7'h40;
+  assign \$114  = \$113  - 1'h1;
+  assign \$116  = stage ? entry[123:104] : entry[143:124];
+  assign \$117  = rest_rows * \$116 ;
+  assign \$118  = rest_span_offset + \$117 [19:0];
+  assign \$119  = \$118  + 6'h20;
+  assign \$120  = \$119  - 1'h1;
+  assign \$122  = stage ? entry[123:104] : entry[143:124];
+  assign \$123  = rest_rows * \$122 ;
+  assign \$124  = \$signal$237  >> fold_pack_log2;
+  assign \$125  = split & \$124 [0];
+  assign \$126  = ! \$125 ;
+  assign \$127  = \$125  ? pair_valid : valid;
+  assign \$128  = \$signal$237  >> fold_pack_log2;
+  assign \$129  = split & \$128 [0];
+  assign \$130  = ! \$129 ;
+  assign \$131  = 1'h1 << fold_pack_log2;
+  assign \$132  = \$signal$237  + \$131 ;
+  assign \$133  = \$129  ? \$132  : { 1'h0, \$signal$237  };
+  assign \$134  = \$signal$237  >> fold_pack_log2;
   assign \$135  = split & \$134 [0];
   assign \$136  = ! \$135 ;
-  assign \$137  = 1'h1 << fold_pack_log2;
-  assign \$138  = \$signal$207  + \$137 ;
-  assign \$139  = \$135  ? \$138  : { 1'h0, \$signal$207  };
-  assign \$140  = \$signal$207  >> fold_pack_log2;
-  assign \$141  = split & \$140 [0];
-  assign \$142  = ! \$141 ;
-  assign \$143  = \$141  ? 15'h0000 : col[19:5];
-  assign \$144  = set_base0 + \$143 ;
-  assign \$145  = \$signal$207  >> fold_pack_log2;
-  assign \$146  = split & \$145 [0];
-  assign \$147  = ! \$146 ;
-  assign \$148  = \$146  ? pair_count : count;
-  assign \$149  = \$signal$207  >> fold_pack_log2;
-  assign \$150  = split & \$149 [0];
-  assign \$151  = ! \$150 ;
-  assign \$152  = \$150  ? pair_data : data;
-  assign \$153  = groups_seen0 < \$signal$219 ;
-  assign \$154  = \$signal$207  >> fold_pack_log2;
-  assign \$155  = split & \$154 [0];
-  assign \$157  = \$156  ? valid : pair_valid;
-  assign \$158  = \$signal$207  >> fold_pack_log2;
+  assign \$137  = \$135  ? 27'h0000000 : col[31:5];
+  assign \$138  = set_base0 + \$137 ;
+  assign \$139  = \$signal$237  >> fold_pack_log2;
+  assign \$140  = split & \$139 [0];
+  assign \$141  = ! \$140 ;
+  assign \$142  = \$140  ? pair_count : count;
+  assign \$143  = \$signal$237  >> fold_pack_log2;
+  assign \$144  = split & \$143 [0];
+  assign \$145  = ! \$144 ;
+  assign \$146  = \$144  ? pair_data : data;
+  assign \$147  = groups_seen0 < \$signal$248 ;
+  assign \$148  = \$signal$237  >> fold_pack_log2;
+  assign \$149  = split & \$148 [0];
+  assign \$151  = \$150  ? valid : pair_valid;
+  assign \$152  = \$signal$237  >> fold_pack_log2;
+  assign \$153  = split & \$152 [0];
+  assign \$155  = 1'h1 << fold_pack_log2;
+  assign \$156  = \$signal$237  + \$155 ;
+  assign \$157  = \$154  ? { 1'h0, \$signal$237  } : \$156 ;
+  assign \$158  = \$signal$237  >> fold_pack_log2;
   assign \$159  = split & \$158 [0];
-  assign \$161  = 1'h1 << fold_pack_log2;
-  assign \$162  = \$signal$207  + \$161 ;
-  assign \$163  = \$160  ? { 1'h0, \$signal$207  } : \$162 ;
-  assign \$164  = \$signal$207  >> fold_pack_log2;
-  assign \$165  = split & \$164 [0];
-  assign \$167  = \$166  ? col[19:5] : 15'h0000;
-  assign \$168  = set_base1 + \$167 ;
-  assign \$169  = \$signal$207  >> fold_pack_log2;
-  assign \$170  = split & \$169 [0];
-  assign \$172  = \$171  ? count : pair_count;
-  assign \$173  = \$signal$207  >> fold_pack_log2;
-  assign \$174  = split & \$173 [0];
-  assign \$176  = \$175  ? data : pair_data;
-  assign \$177  = groups_seen1 < \$signal$219 ;
-  assign \$178  = col + count;
-  assign \$179  = \$178  == \$signal$229 ;
-  assign \$180  = valid & \$179 ;
-  assign \$181  = pair_count == \$signal$229 ;
-  assign \$182  = pair_valid & \$181 ;
-  assign \$183  = \$180  + \$182 ;
-  assign \$184  = drain != 1'h1;
-  assign \$185  = ! dest;
-  assign \$186  = dest == 1'h1;
-  assign \$187  = \$185  | \$186 ;
-  assign \$188  = ~ \$187 ;
-  assign \$189  = \$188  | writer_free;
-  assign \$190  = ! dest;
-  assign \$191  = dest == 1'h1;
-  assign \$192  = \$190  | \$191 ;
-  assign \$193  = \$signal$184  + 7'h40;
-  assign \$195  = \$193  + \$194 ;
-  assign \$196  = \$signal$174  << \$signal$234 ;
-  assign \$197  = \$signal$233  * \$196 ;
-  assign \$198  = \$signal$232 [5:0] + \$197 ;
-  assign \$199  = \$198  + 7'h40;
-  assign \$200  = \$199  - 1'h1;
-  assign \$202  = ~ \$signal$238 ;
-  assign \$203  = ! dest;
-  assign \$204  = \$203  ? { 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, sum_fp16 } : sum_fp32;
-  assign \$205  = \$50 [5:0] << \$signal$234 ;
-  assign \$206  = \$signal$175  + 1'h1;
-  assign \$208  = \$207  >= \$signal$174 ;
-  assign \$209  = \$signal$246  + 1'h1;
-  assign \$210  = \$209  == \$signal$233 ;
-  assign \$211  = \$208  & \$210 ;
-  assign \$212  = sum_valid & w_ready;
-  assign \$213  = dest == 2'h2;
-  assign \$214  = entry[5:2] == 2'h3;
-  assign \$215  = \$214  ? entry[143:124] : entry[203:184];
-  assign \$216  = entry[5:2] == 2'h3;
-  assign \$217  = \$216  | entry[11];
-  assign \$218  = \$signal$184  + 7'h40;
-  assign \$220  = \$218  + \$219 ;
-  assign \$221  = \$signal$174  << \$signal$234 ;
-  assign \$222  = \$signal$233  * \$221 ;
-  assign \$223  = \$signal$232 [5:0] + \$222 ;
-  assign \$224  = \$223  + 7'h40;
-  assign \$225  = \$224  - 1'h1;
-  assign \$227  = \$50 [5:0] << \$signal$234 ;
-  assign \$228  = \$signal$175  + 1'h1;
-  assign \$230  = \$229  >= \$signal$174 ;
-  assign \$231  = \$signal$246  + 1'h1;
-  assign \$232  = \$231  == \$signal$233 ;
-  assign \$233  = \$230  & \$232 ;
-  assign \$236  = \$signal$184  + 7'h40;
-  assign \$237  = \$236  + stats_offset;
-  assign \$238  = \$signal$186  + \$signal$246 ;
-  assign \$240  = \$237  + \$239 ;
-  assign \$241  = \$signal  & quiet;
-  assign \$242  = \$241  & w_rdy;
-  assign \$243  = cycle - \$signal$281 [333:270];
-  assign \$244  = r_en & irq_en;
-  assign \$245  = 1'h1 << r_data[1:0];
-  assign irq = \$244  ? \$245  : 4'h0;
-  assign \$246  = ! fsm_state;
-  assign \$247  = fsm_state == 1'h1;
-  assign \$248  = fsm_state == 2'h2;
-  assign \$249  = fsm_state == 2'h3;
-  assign \$250  = fsm_state == 3'h4;
-  assign \$251  = fsm_state == 3'h5;
-  assign \$252  = fsm_state == 3'h6;
-  assign \$253  = fsm_state == 3'h7;
-  assign \$254  = fsm_state == 4'h8;
-  assign \$255  = fsm_state == 4'h9;
-  assign \$256  = fsm_state == 4'ha;
-  assign \$257  = fsm_state == 4'hb;
-  assign \$258  = fsm_state == 4'hc;
-  assign \$259  = fsm_state == 4'hd;
-  assign \$260  = fsm_state == 4'he;
-  assign \$261  = fsm_state == 4'hf;
-  assign \$262  = fsm_state == 5'h10;
-  assign \$263  = fsm_state == 5'h11;
-  assign \$264  = fsm_state == 5'h12;
-  assign \$265  = fsm_state == 5'h13;
-  assign \$266  = fsm_state == 5'h14;
-  assign \$267  = fsm_state == 5'h15;
-  assign \$268  = entry[269:206] - 1'h1;
-  assign \$269  = 1'h1 << regs[259:256];
-  assign \$270  = \$269  - 1'h1;
-  assign \$271  = { 1'h0, \$268 [15:0] } & \$270 ;
-  assign \$272  = $signed(\$271 ) << regs[265:260];
-  assign \$273  = $signed({ 1'h0, regs[63:0] }) + $signed(\$272 );
-  assign \$274  = entry[269:206] - 1'h1;
-  assign \$275  = 1'h1 << regs[259:256];
-  assign \$276  = \$275  - 1'h1;
-  assign \$277  = { 1'h0, \$274 [15:0] } & \$276 ;
-  assign \$278  = $signed(\$277 ) << regs[265:260];
-  assign \$279  = $signed({ 1'h0, regs[127:64] }) + $signed(\$278 );
-  assign \$280  = entry[5:2] == 2'h3;
-  assign \$281  = entry[5:2] == 2'h2;
-  assign \$282  = entry[5:2] == 3'h4;
-  assign \$283  = | \status$303 ;
-  assign \$284  = valid & last;
-  assign \$285  = entry[5:2] == 2'h2;
-  assign \$286  = stage ? entry[143:124] : entry[123:104];
-  assign \$287  = \$286  >> plan_pack_log2;
-  assign \$288  = stage ? entry[143:124] : entry[123:104];
-  assign \$289  = 1'h1 << plan_pack_log2;
-  assign \$290  = \$289  - 1'h1;
-  assign \$291  = { 1'h0, \$288  } & { \$290 [8], \$290 [8], \$290 [8], \$290 [8], \$290 [8], \$290 [8], \$290 [8], \$290 [8], \$290 [8], \$290 [8], \$290 [8], \$290 [8], \$290  };
-  assign \$292  = stage ? entry[143:124] : entry[123:104];
-  assign \$293  = \$292  >> plan_pack_log2;
-  assign \$294  = \$293  << plan_pack_log2;
-  assign \$295  = stage ? entry[123:104] : entry[143:124];
-  assign \$296  = \$294  * \$295 ;
-  assign \$297  = \$42 [19:0] < plan_sets;
-  assign \$298  = \$297  ? \$42 [19:0] : { 18'h00000, plan_sets };
-  assign \$299  = row_groups1 < plan_sets;
-  assign \$300  = \$299  ? row_groups1 : { 18'h00000, plan_sets };
-  assign \$301  = stage ? entry[143:124] : entry[123:104];
-  assign \$302  = \$301  >> plan_pack_log2;
-  assign \$303  = | \$302 ;
-  assign \$304  = stage ? entry[123:104] : entry[143:124];
-  assign \$305  = \$304  << fold_pack_log2;
-  assign \$306  = stage ? entry[123:104] : entry[143:124];
-  assign \$307  = rest_rows * \$306 ;
-  assign \$308  = \$signal$207  >> fold_pack_log2;
-  assign \$309  = split & \$308 [0];
-  assign \$310  = ! \$309 ;
-  assign \$311  = col + count;
-  assign \$312  = \$311  == \$signal$229 ;
-  assign \$313  = valid & \$312 ;
-  assign \$314  = pair_count == \$signal$229 ;
-  assign \$315  = pair_valid & \$314 ;
-  assign \$316  = \$309  ? \$315  : \$313 ;
-  assign \$317  = groups_seen0 < \$signal$219 ;
-  assign \$318  = groups_seen0 + 1'h1;
-  assign \$319  = set_index0 + 1'h1;
-  assign \$320  = \$319  == \$signal$219 ;
-  assign \$321  = set_index0 + 1'h1;
-  assign \$322  = set_base0 + \$signal$132 ;
-  assign \$323  = \$signal$207  >> fold_pack_log2;
-  assign \$324  = split & \$323 [0];
-  assign \$326  = col + count;
-  assign \$327  = \$326  == \$signal$229 ;
-  assign \$328  = valid & \$327 ;
-  assign \$329  = pair_count == \$signal$229 ;
-  assign \$330  = pair_valid & \$329 ;
-  assign \$331  = \$325  ? \$328  : \$330 ;
-  assign \$332  = groups_seen1 < \$signal$219 ;
-  assign \$333  = groups_seen1 + 1'h1;
-  assign \$334  = set_index1 + 1'h1;
-  assign \$335  = \$334  == \$signal$219 ;
-  assign \$336  = set_index1 + 1'h1;
-  assign \$337  = set_base1 + \$signal$132 ;
-  assign \$338  = ended << fold_pack_log2;
-  assign \$339  = \$signal$207  + \$338 ;
-  assign \$340  = valid & last;
-  assign \$341  = | rest_rows;
-  assign \$342  = \$signal$207  >> fold_pack_log2;
-  assign \$343  = split & \$342 [0];
-  assign \$344  = ! \$343 ;
-  assign \$345  = col + count;
-  assign \$346  = \$345  == \$signal$229 ;
-  assign \$347  = valid & \$346 ;
-  assign \$348  = pair_count == \$signal$229 ;
-  assign \$349  = pair_valid & \$348 ;
-  assign \$350  = \$343  ? \$349  : \$347 ;
-  assign \$351  = groups_seen0 < \$signal$219 ;
-  assign \$352  = groups_seen0 + 1'h1;
-  assign \$353  = set_index0 + 1'h1;
-  assign \$354  = \$353  == \$signal$219 ;
-  assign \$355  = set_index0 + 1'h1;
-  assign \$356  = set_base0 + \$signal$132 ;
-  assign \$357  = \$signal$207  >> fold_pack_log2;
-  assign \$358  = split & \$357 [0];
-  assign \$360  = col + count;
-  assign \$361  = \$360  == \$signal$229 ;
-  assign \$362  = valid & \$361 ;
-  assign \$363  = pair_count == \$signal$229 ;
-  assign \$364  = pair_valid & \$363 ;
-  assign \$365  = \$359  ? \$362  : \$364 ;
-  assign \$366  = groups_seen1 < \$signal$219 ;
-  assign \$367  = groups_seen1 + 1'h1;
-  assign \$368  = set_index1 + 1'h1;
-  assign \$369  = \$368  == \$signal$219 ;
-  assign \$370  = set_index1 + 1'h1;
-  assign \$371  = set_base1 + \$signal$132 ;
-  assign \$372  = \ended$230  << fold_pack_log2;
-  assign \$373  = \$signal$207  + \$372 ;
-  assign \$374  = valid & last;
-  assign \$375  = drain != 1'h1;
-  assign \$376  = ! dest;
-  assign \$377  = dest == 1'h1;
-  assign \$378  = \$376  | \$377 ;
-  assign \$379  = ~ \$378 ;
-  assign \$380  = \$379  | writer_free;
-  assign \$381  = drain - 1'h1;
-  assign \$382  = fold_valid & fold_ready;
-  assign \$383  = \$signal$130  + 1'h1;
-  assign \$385  = stage ? entry[123:104] : entry[143:124];
-  assign \$386  = \$384  < \$385 ;
-  assign \$387  = fold_row + 1'h1;
-  assign \$388  = \$387  < \$signal$233 ;
-  assign \$389  = \$signal$130  + 1'h1;
-  assign \$390  = fold_row + 1'h1;
-  assign \$391  = sum_valid & w_ready;
-  assign \$392  = \$signal$175  + 1'h1;
-  assign \$394  = \$393  >= \$signal$174 ;
-  assign \$395  = ~ \$394 ;
-  assign \$396  = \$signal$175  + 1'h1;
-  assign \$397  = \$signal$246  + 1'h1;
-  assign \$398  = \$397  == \$signal$233 ;
-  assign \$399  = \$signal$246  + 1'h1;
-  assign \$400  = \$398  ? 3'h0 : \$399 ;
-  assign \$401  = \$signal$174  << \$signal$234 ;
-  assign \$402  = \$signal$232  + \$401 ;
-  assign \$403  = entry[5:2] == 2'h3;
-  assign \$404  = \$signal$175  + 1'h1;
-  assign \$406  = stage ? entry[123:104] : entry[143:124];
-  assign \$407  = \$405  >= \$406 ;
-  assign \$408  = ~ \$407 ;
-  assign \$409  = \$signal$246  + 1'h1;
-  assign \$410  = \$409  < \$signal$233 ;
-  assign \$411  = \$signal$175  + 1'h1;
-  assign \$412  = \$signal$246  + 1'h1;
-  assign \$413  = dest == 2'h3;
-  assign \$414  = \$signal$246  + 1'h1;
-  assign \$415  = \$414  < \$signal$233 ;
-  assign \$416  = \$signal$246  + 1'h1;
-  assign \$417  = entry[5:2] == 2'h3;
-  assign \$418  = bank_valid & w_ready;
-  assign \$419  = \$signal$175  + 1'h1;
-  assign \$421  = \$420  >= \$signal$174 ;
-  assign \$422  = ~ \$421 ;
-  assign \$423  = \$signal$175  + 1'h1;
-  assign \$424  = \$signal$246  + 1'h1;
-  assign \$425  = \$424  == \$signal$233 ;
-  assign \$426  = \$signal$246  + 1'h1;
-  assign \$427  = \$425  ? 3'h0 : \$426 ;
-  assign \$428  = \$signal$174  << \$signal$234 ;
-  assign \$429  = \$signal$232  + \$428 ;
-  assign \$430  = bank_valid & w_ready;
-  assign \$431  = ~ \$430 ;
-  assign \$432  = \$signal$246  + 1'h1;
-  assign \$433  = \$432  < \$signal$233 ;
-  assign \$434  = \$signal$246  + 1'h1;
-  assign \$435  = \$signal$186  + 3'h4;
-  assign \$436  = 3'h4 * entry[203:184];
-  assign \$437  = \$signal$188  + \$436 ;
-  assign \$438  = \$signal$186  + 3'h4;
-  assign \$439  = \$438  < entry[183:164];
-  assign \$440  = ~ \$signal ;
-  assign \$441  = ! status;
-  assign \$442  = \$441  & is_store;
-  assign \$443  = \$signal  & quiet;
-  assign \$444  = \$443  & w_rdy;
+  assign \$161  = \$160  ? col[31:5] : 27'h0000000;
+  assign \$162  = set_base1 + \$161 ;
+  assign \$163  = \$signal$237  >> fold_pack_log2;
+  assign \$164  = split & \$163 [0];
+  assign \$166  = \$165  ? count : pair_count;
+  assign \$167  = \$signal$237  >> fold_pack_log2;
+  assign \$168  = split & \$167 [0];
+  assign \$170  = \$169  ? data : pair_data;
+  assign \$171  = groups_seen1 < \$signal$248 ;
+  assign \$172  = col + count;
+  assign \$173  = \$172  == \$signal$258 ;
+  assign \$174  = valid & \$173 ;
+  assign \$175  = pair_count == \$signal$258 ;
+  assign \$176  = pair_valid & \$175 ;
+  assign \$177  = \$174  + \$176 ;
+  assign \$178  = \$signal$237  >> fold_pack_log2;
+  assign \$179  = split & \$178 [0];
+  assign \$180  = ! \$179 ;
+  assign \$181  = \$179  ? pair_valid : valid;
+  assign \$182  = \$signal$237  >> fold_pack_log2;
+  assign \$183  = split & \$182 [0];
+  assign \$184  = ! \$183 ;
+  assign \$185  = 1'h1 << fold_pack_log2;
+  assign \$186  = \$signal$237  + \$185 ;
+  assign \$187  = \$183  ? \$186  : { 1'h0, \$signal$237  };
+  assign \$188  = \$signal$237  >> fold_pack_log2;
+  assign \$189  = split & \$188 [0];
+  assign \$190  = ! \$189 ;
+  assign \$191  = \$189  ? 27'h0000000 : col[31:5];
+  assign \$192  = set_base0 + \$191 ;
+  assign \$193  = \$signal$237  >> fold_pack_log2;
+  assign \$194  = split & \$193 [0];
+  assign \$195  = ! \$194 ;
+  assign \$196  = \$194  ? pair_count : count;
+  assign \$197  = \$signal$237  >> fold_pack_log2;
+  assign \$198  = split & \$197 [0];
+  assign \$199  = ! \$198 ;
+  assign \$200  = \$198  ? pair_data : data;
+  assign \$201  = groups_seen0 < \$signal$248 ;
+  assign \$202  = \$signal$237  >> fold_pack_log2;
+  assign \$203  = split & \$202 [0];
+  assign \$205  = \$204  ? valid : pair_valid;
+  assign \$206  = \$signal$237  >> fold_pack_log2;
+  assign \$207  = split & \$206 [0];
+  assign \$209  = 1'h1 << fold_pack_log2;
+  assign \$210  = \$signal$237  + \$209 ;
+  assign \$211  = \$208  ? { 1'h0, \$signal$237  } : \$210 ;
+  assign \$212  = \$signal$237  >> fold_pack_log2;
+  assign \$213  = split & \$212 [0];
+  assign \$215  = \$214  ? col[31:5] : 27'h0000000;
+  assign \$216  = set_base1 + \$215 ;
+  assign \$217  = \$signal$237  >> fold_pack_log2;
+  assign \$218  = split & \$217 [0];
+  assign \$220  = \$219  ? count : pair_count;
+  assign \$221  = \$signal$237  >> fold_pack_log2;
+  assign \$222  = split & \$221 [0];
+  assign \$224  = \$223  ? data : pair_data;
+  assign \$225  = groups_seen1 < \$signal$248 ;
+  assign \$226  = col + count;
+  assign \$227  = \$226  == \$signal$258 ;
+  assign \$228  = valid & \$227 ;
+  assign \$229  = pair_count == \$signal$258 ;
+  assign \$230  = pair_valid & \$229 ;
+  assign \$231  = \$228  + \$230 ;
+  assign \$232  = drain != 1'h1;
+  assign \$233  = ! dest;
+  assign \$234  = dest == 1'h1;
+  assign \$235  = \$233  | \$234 ;
+  assign \$236  = ~ \$235 ;
+  assign \$237  = \$236  | writer_free;
+  assign \$238  = ! dest;
+  assign \$239  = dest == 1'h1;
+  assign \$240  = \$238  | \$239 ;
+  assign \$241  = \$signal$189  + 7'h40;
+  assign \$242  = \$241  + \$signal$262 ;
+  assign \$243  = \$signal$173  << \$signal$264 ;
+  assign \$244  = \$signal$263  * \$243 ;
+  assign \$245  = result_first[5:0] + \$244 ;
+  assign \$246  = \$245  + 7'h40;
+  assign \$247  = \$246  - 1'h1;
+  assign \$249  = ~ \$signal$266 ;
+  assign \$250  = ! dest;
+  assign \$251  = \$250  ? { 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, sum_fp16 } : sum_fp32;
+  assign \$252  = \$49 [5:0] << \$signal$264 ;
+  assign \$253  = \$signal$174  + 1'h1;
+  assign \$255  = \$254  >= \$signal$173 ;
+  assign \$256  = \$signal$270  + 1'h1;
+  assign \$257  = \$256  == \$signal$263 ;
+  assign \$258  = \$255  & \$257 ;
+  assign \$259  = sum_valid & w_ready;
+  assign \$260  = dest == 2'h2;
+  assign \$261  = entry[5:2] == 2'h3;
+  assign \$262  = \$261  ? entry[143:124] : entry[203:184];
+  assign \$263  = entry[5:2] == 2'h3;
+  assign \$264  = \$263  | entry[11];
+  assign \$265  = \$signal$189  + 7'h40;
+  assign \$266  = \$265  + \$signal$262 ;
+  assign \$267  = \$signal$173  << \$signal$264 ;
+  assign \$268  = \$signal$263  * \$267 ;
+  assign \$269  = \result_first$285 [5:0] + \$268 ;
+  assign \$270  = \$269  + 7'h40;
+  assign \$271  = \$270  - 1'h1;
+  assign \$273  = \$49 [5:0] << \$signal$264 ;
+  assign \$274  = \$signal$174  + 1'h1;
+  assign \$276  = \$275  >= \$signal$173 ;
+  assign \$277  = \$signal$270  + 1'h1;
+  assign \$278  = \$277  == \$signal$263 ;
+  assign \$279  = \$276  & \$278 ;
+  assign \$282  = \$signal$189  + 7'h40;
+  assign \$283  = \$282  + stats_offset;
+  assign \$284  = \$signal$208  + \$signal$270 ;
+  assign \$286  = \$283  + \$285 ;
+  assign \$287  = \$signal  & quiet;
+  assign \$288  = \$287  & w_rdy;
+  assign \$289  = cycle - \$signal$305 [333:270];
+  assign \$290  = r_en & irq_en;
+  assign \$291  = 1'h1 << r_data[1:0];
+  assign irq = \$290  ? \$291  : 4'h0;
+  assign \$292  = ! fsm_state;
+  assign \$293  = fsm_state == 1'h1;
+  assign \$294  = fsm_state == 2'h2;
+  assign \$295  = fsm_state == 2'h3;
+  assign \$296  = fsm_state == 3'h4;
+  assign \$297  = fsm_state == 3'h5;
+  assign \$298  = fsm_state == 3'h6;
+  assign \$299  = fsm_state == 3'h7;
+  assign \$300  = fsm_state == 4'h8;
+  assign \$301  = fsm_state == 4'h9;
+  assign \$302  = fsm_state == 4'ha;
+  assign \$303  = fsm_state == 4'hb;
+  assign \$304  = fsm_state == 4'hc;
+  assign \$305  = fsm_state == 4'hd;
+  assign \$306  = fsm_state == 4'he;
+  assign \$307  = fsm_state == 4'hf;
+  assign \$308  = fsm_state == 5'h10;
+  assign \$309  = fsm_state == 5'h11;
+  assign \$310  = fsm_state == 5'h12;
+  assign \$311  = fsm_state == 5'h13;
+  assign \$312  = fsm_state == 5'h14;
+  assign \$313  = fsm_state == 5'h15;
+  assign \$314  = entry[269:206] - 1'h1;
+  assign \$315  = 1'h1 << regs[259:256];
+  assign \$316  = \$315  - 1'h1;
+  assign \$317  = { 1'h0, \$314 [15:0] } & \$316 ;
+  assign \$318  = $signed(\$317 ) << regs[265:260];
+  assign \$319  = $signed({ 1'h0, regs[63:0] }) + $signed(\$318 );
+  assign \$320  = entry[269:206] - 1'h1;
+  assign \$321  = 1'h1 << regs[259:256];
+  assign \$322  = \$321  - 1'h1;
+  assign \$323  = { 1'h0, \$320 [15:0] } & \$322 ;
+  assign \$324  = $signed(\$323 ) << regs[265:260];
+  assign \$325  = $signed({ 1'h0, regs[127:64] }) + $signed(\$324 );
+  assign \$326  = entry[5:2] == 2'h3;
+  assign \$327  = entry[5:2] == 2'h2;
+  assign \$328  = entry[5:2] == 3'h4;
+  assign \$329  = | \status$327 ;
+  assign \$330  = valid & last;
+  assign \$331  = entry[5:2] == 2'h2;
+  assign \$332  = stage ? entry[143:124] : entry[123:104];
+  assign \$333  = \$332  >> plan_pack_log2;
+  assign \$334  = stage ? entry[143:124] : entry[123:104];
+  assign \$335  = 1'h1 << plan_pack_log2;
+  assign \$336  = \$335  - 1'h1;
+  assign \$337  = { 1'h0, \$334  } & { \$336 [8], \$336 [8], \$336 [8], \$336 [8], \$336 [8], \$336 [8], \$336 [8], \$336 [8], \$336 [8], \$336 [8], \$336 [8], \$336 [8], \$336  };
+  assign \$338  = stage ? entry[143:124] : entry[123:104];
+  assign \$339  = \$338  >> plan_pack_log2;
+  assign \$340  = \$339  << plan_pack_log2;
+  assign \$341  = stage ? entry[123:104] : entry[143:124];
+  assign \$342  = \$340  * \$341 ;
+  assign \$343  = \$41 [19:0] < plan_sets;
+  assign \$344  = \$343  ? \$41 [19:0] : { 18'h00000, plan_sets };
+  assign \$345  = row_groups1 < plan_sets;
+  assign \$346  = \$345  ? row_groups1 : { 18'h00000, plan_sets };
+  assign \$347  = stage ? entry[143:124] : entry[123:104];
+  assign \$348  = \$347  >> plan_pack_log2;
+  assign \$349  = | \$348 ;
+  assign \$350  = stage ? entry[123:104] : entry[143:124];
+  assign \$351  = \$350  << fold_pack_log2;
+  assign \$352  = stage ? entry[123:104] : entry[143:124];
+  assign \$353  = rest_rows * \$352 ;
+  assign \$354  = \$signal$237  >> fold_pack_log2;
+  assign \$355  = split & \$354 [0];
+  assign \$356  = ! \$355 ;
+  assign \$357  = col + count;
+  assign \$358  = \$357  == \$signal$258 ;
+  assign \$359  = valid & \$358 ;
+  assign \$360  = pair_count == \$signal$258 ;
+  assign \$361  = pair_valid & \$360 ;
+  assign \$362  = \$355  ? \$361  : \$359 ;
+  assign \$363  = groups_seen0 < \$signal$248 ;
+  assign \$364  = groups_seen0 + 1'h1;
+  assign \$365  = set_index0 + 1'h1;
+  assign \$366  = \$365  == \$signal$248 ;
+  assign \$367  = set_index0 + 1'h1;
+  assign \$368  = set_base0 + \$signal$131 ;
+  assign \$369  = \$signal$237  >> fold_pack_log2;
+  assign \$370  = split & \$369 [0];
+  assign \$372  = col + count;
+  assign \$373  = \$372  == \$signal$258 ;
+  assign \$374  = valid & \$373 ;
+  assign \$375  = pair_count == \$signal$258 ;
+  assign \$376  = pair_valid & \$375 ;
+  assign \$377  = \$371  ? \$374  : \$376 ;
+  assign \$378  = groups_seen1 < \$signal$248 ;
+  assign \$379  = groups_seen1 + 1'h1;
+  assign \$380  = set_index1 + 1'h1;
+  assign \$381  = \$380  == \$signal$248 ;
+  assign \$382  = set_index1 + 1'h1;
+  assign \$383  = set_base1 + \$signal$131 ;
+  assign \$384  = ended << fold_pack_log2;
+  assign \$385  = \$signal$237  + \$384 ;
+  assign \$386  = valid & last;
+  assign \$387  = | rest_rows;
+  assign \$388  = \$signal$237  >> fold_pack_log2;
+  assign \$389  = split & \$388 [0];
+  assign \$390  = ! \$389 ;
+  assign \$391  = col + count;
+  assign \$392  = \$391  == \$signal$258 ;
+  assign \$393  = valid & \$392 ;
+  assign \$394  = pair_count == \$signal$258 ;
+  assign \$395  = pair_valid & \$394 ;
+  assign \$396  = \$389  ? \$395  : \$393 ;
+  assign \$397  = groups_seen0 < \$signal$248 ;
+  assign \$398  = groups_seen0 + 1'h1;
+  assign \$399  = set_index0 + 1'h1;
+  assign \$400  = \$399  == \$signal$248 ;
+  assign \$401  = set_index0 + 1'h1;
+  assign \$402  = set_base0 + \$signal$131 ;
+  assign \$403  = \$signal$237  >> fold_pack_log2;
+  assign \$404  = split & \$403 [0];
+  assign \$406  = col + count;
+  assign \$407  = \$406  == \$signal$258 ;
+  assign \$408  = valid & \$407 ;
+  assign \$409  = pair_count == \$signal$258 ;
+  assign \$410  = pair_valid & \$409 ;
+  assign \$411  = \$405  ? \$408  : \$410 ;
+  assign \$412  = groups_seen1 < \$signal$248 ;
+  assign \$413  = groups_seen1 + 1'h1;
+  assign \$414  = set_index1 + 1'h1;
+  assign \$415  = \$414  == \$signal$248 ;
+  assign \$416  = set_index1 + 1'h1;
+  assign \$417  = set_base1 + \$signal$131 ;
+  assign \$418  = \ended$259  << fold_pack_log2;
+  assign \$419  = \$signal$237  + \$418 ;
+  assign \$420  = valid & last;
+  assign \$421  = drain != 1'h1;
+  assign \$422  = ! dest;
+  assign \$423  = dest == 1'h1;
+  assign \$424  = \$422  | \$423 ;
+  assign \$425  = ~ \$424 ;
+  assign \$426  = \$425  | writer_free;
+  assign \$427  = drain - 1'h1;
+  assign \$428  = fold_valid & fold_ready;
+  assign \$429  = \$signal$129  + 1'h1;
+  assign \$431  = stage ? entry[123:104] : entry[143:124];
+  assign \$432  = \$430  < \$431 ;
+  assign \$433  = fold_row + 1'h1;
+  assign \$434  = \$433  < \$signal$263 ;
+  assign \$435  = \$signal$129  + 1'h1;
+  assign \$436  = fold_row + 1'h1;
+  assign \$437  = sum_valid & w_ready;
+  assign \$438  = \$signal$174  + 1'h1;
+  assign \$440  = \$439  >= \$signal$173 ;
+  assign \$441  = ~ \$440 ;
+  assign \$442  = \$signal$174  + 1'h1;
+  assign \$443  = \$signal$270  + 1'h1;
+  assign \$444  = \$443  == \$signal$263 ;
+  assign \$445  = \$signal$270  + 1'h1;
+  assign \$446  = \$444  ? 3'h0 : \$445 ;
+  assign \$447  = \$signal$173  << \$signal$264 ;
+  assign \$448  = \$signal$262  + \$447 ;
+  assign \$449  = entry[5:2] == 2'h3;
+  assign \$450  = \$signal$174  + 1'h1;
+  assign \$452  = stage ? entry[123:104] : entry[143:124];
+  assign \$453  = \$451  >= \$452 ;
+  assign \$454  = ~ \$453 ;
   \ndp_device.control_unit.compute  compute (
     .acc_addr(acc_addr),
     .acc_addr1(acc_addr1),
@@ -4189,7 +4286,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .mac(mac),
     .mac1(mac1),
     .n_cols(n_cols),
-    .n_words(\$signal$132 [7:0]),
+    .n_words(\$signal$131 [7:0]),
     .out_ready(sum_ready),
     .pack_log2(fold_pack_log2),
     .rd_acc_data(rd_acc_data),
@@ -4198,7 +4295,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .\rd_row$471 (rd_row),
     .req_row(fold_row),
     .req_valid(fold_valid),
-    .req_word(\$signal$130 [6:0]),
+    .req_word(\$signal$129 [6:0]),
     .rst(rst),
     .sets(fold_sets),
     .sets1(fold_sets1),
@@ -4206,7 +4303,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .sum_fp16(sum_fp16),
     .sum_fp32(sum_fp32),
     .sum_valid(sum_valid),
-    .w_data(w_data),
+    .w_data(\w_data$244 ),
     .w_data1(w_data1)
   );
   \ndp_device.control_unit.decoder  decoder (
@@ -4215,9 +4312,10 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .is_load(is_load),
     .is_store(is_store),
     .log2_slot(regs[267:260]),
-    .\port$6309$128 (regs[255:128]),
+    .operand_lines(operand_lines),
+    .\port$6440$128 (regs[255:128]),
     .stats_offset(stats_offset),
-    .status(\status$303 )
+    .status(\status$327 )
   );
   \ndp_device.control_unit.front  front (
     .clk(clk),
@@ -4232,8 +4330,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .report_store(r_data[42]),
     .rst(rst),
     .run_addr(addr),
-    .run_beats(beats),
     .run_issued(run_issued),
+    .run_lines(lines),
     .run_start(start),
     .take(take),
     .\task (\task ),
@@ -4241,23 +4339,22 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   );
   \ndp_device.control_unit.packer  packer (
     .clk(clk),
-    .offset(\offset$236 ),
-    .out__data(\out__data$81 ),
-    .out__ready(\out__ready$84 ),
-    .out__strb(out__strb),
-    .out__valid(\out__valid$83 ),
+    .offset(offset),
+    .out__data(\src__data$76 ),
+    .out__ready(\out__ready$78 ),
+    .out__strb(src__strb),
+    .out__valid(\src__valid$82 ),
     .rst(rst),
-    .start(\start$235 ),
+    .start(\start$190 ),
     .w_bytes(w_bytes),
-    .w_data(\w_data$241 ),
+    .w_data(w_data),
     .w_last(w_last),
     .w_ready(w_ready),
     .w_valid(w_valid)
   );
   \ndp_device.control_unit.reader  reader (
     .addr(bus__araddr),
-    .\addr$32 (addr),
-    .beats(beats),
+    .\addr$33 (addr),
     .bus__arlen(bus__arlen),
     .bus__arready(bus__arready),
     .bus__arvalid(bus__arvalid),
@@ -4265,8 +4362,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .bus__rvalid(bus__rvalid),
     .clk(clk),
     .issued_all(run_issued),
+    .lines(lines),
     .out__data(src__data),
-    .out__valid(out__valid),
+    .out__valid(src__valid),
     .r_en(out__ready),
     .rst(rst),
     .start(start),
@@ -4278,7 +4376,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .r_en(r_en),
     .rst(rst),
     .w_en(w_en),
-    .w_port__data(\w_data$286 ),
+    .w_port__data(\w_data$310 ),
     .w_rdy(w_rdy)
   );
   \ndp_device.control_unit.softmax  softmax (
@@ -4294,28 +4392,29 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .rst(rst),
     .src_addr(src_addr),
     .src_data(src_data),
-    .start(\start$259 )
+    .start(\start$282 )
   );
   \ndp_device.control_unit.unpacker  unpacker (
-    .beats(\beats$193 ),
+    .beats(\beats$196 ),
     .clk(clk),
     .col(col),
     .cols(cols),
     .count(count),
     .data(data),
+    .hold(hold),
     .last(last),
-    .offset(offset),
+    .offset(\offset$193 ),
     .pair(pair),
     .pair_count(pair_count),
     .pair_data(pair_data),
     .pair_valid(pair_valid),
-    .pull(src__ready),
+    .pull(out__ready),
     .row(row),
     .rows(rows),
     .rst(rst),
     .src__data(src__data),
     .src__valid(src__valid),
-    .start(\start$189 ),
+    .start(\start$192 ),
     .valid(valid)
   );
   ndp_fp16_mul widen_0 (
@@ -4480,8 +4579,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   );
   \ndp_device.control_unit.writer  writer (
     .addr(bus__awaddr),
-    .\addr$41 (\addr$182 ),
-    .beats(\beats$181 ),
+    .\addr$52 (\addr$188 ),
     .bus__awlen(bus__awlen),
     .bus__awready(bus__awready),
     .bus__awvalid(bus__awvalid),
@@ -4495,18 +4593,2168 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .clk(clk),
     .from_stream(from_stream),
     .idle(idle),
-    .line(\line$274 ),
+    .line(\line$298 ),
+    .lines(\lines$187 ),
     .quiet(quiet),
     .report(report),
     .reported(r_en),
     .rst(rst),
-    .src__data(\src__data$78 ),
-    .src__ready(\src__ready$77 ),
+    .src__data(\src__data$76 ),
+    .src__ready(\out__ready$78 ),
     .src__strb(src__strb),
-    .src__valid(\src__valid$80 ),
-    .start(\start$179 ),
+    .src__valid(\src__valid$82 ),
+    .start(\start$185 ),
     .strb(strb)
   );
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    (* full_case = 32'd1 *)
+    casez (entry[205:204])
+      2'h0:
+          regs = queues__0;
+      2'h1:
+          regs = queues__1;
+      2'h2:
+          regs = queues__2;
+      2'h3:
+          regs = queues__3;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    plan_pack_log2 = 3'h0;
+    if (\$10 ) begin
+      plan_pack_log2 = 3'h0;
+    end
+    if (\$13 ) begin
+      plan_pack_log2 = 3'h1;
+    end
+    if (\$16 ) begin
+      plan_pack_log2 = 3'h2;
+    end
+    if (\$19 ) begin
+      plan_pack_log2 = 3'h3;
+    end
+    if (\$22 ) begin
+      plan_pack_log2 = 3'h4;
+    end
+    if (\$25 ) begin
+      plan_pack_log2 = 3'h5;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    plan_sets = 2'h3;
+    if (\$31 ) begin
+      plan_sets = 2'h2;
+    end
+    if (\$33 ) begin
+      plan_sets = 2'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    take = 1'h0;
+    casez (fsm_state)
+      5'h00:
+          take = task_valid;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    copy_span_first = 64'h0000000000000000;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          if (writer_free) begin
+            copy_span_first = \$52 [63:0];
+          end
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    copy_span_line = 64'h0000000000000000;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          if (writer_free) begin
+            copy_span_line = { copy_span_first[63:6], 6'h00 };
+          end
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    copy_span_lines = 44'h00000000000;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          if (writer_free) begin
+            copy_span_lines = { \$58 [30], \$58 [30], \$58 [30], \$58 [30], \$58 [30], \$58 [30], \$58 [30], \$58 [30], \$58 [30], \$58 [30], \$58 [30], \$58 [30], \$58 [30], \$58  };
+          end
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    copy_span_offset = 6'h00;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          if (writer_free) begin
+            copy_span_offset = { 1'h0, copy_span_first[5:1] };
+          end
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    beats = 44'h00000000000;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          if (writer_free) begin
+            beats = { \$63 [29], \$63 [29], \$63 [29], \$63 [29], \$63 [29], \$63 [29], \$63 [29], \$63 [29], \$63 [29], \$63 [29], \$63 [29], \$63 [29], \$63 [29], \$63 [29], \$63  };
+          end
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \start$185  = 1'h0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          if (writer_free) begin
+            \start$185  = 1'h1;
+          end
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          if (\$232 ) begin
+          end else if (\$237 ) begin
+            if (\$240 ) begin
+              \start$185  = 1'h1;
+            end
+          end
+      5'h0f:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h13:
+          if (writer_free) begin
+            \start$185  = 1'h1;
+          end
+      5'h14:
+          /* empty */;
+      5'h10:
+          if (writer_free) begin
+            \start$185  = 1'h1;
+          end
+    endcase
+    if (\$288 ) begin
+      \start$185  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    from_stream = 1'h0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          if (writer_free) begin
+            from_stream = 1'h1;
+          end
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          if (\$232 ) begin
+          end else if (\$237 ) begin
+            if (\$240 ) begin
+              from_stream = 1'h1;
+            end
+          end
+      5'h0f:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h13:
+          if (writer_free) begin
+            from_stream = 1'h1;
+          end
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \lines$187  = 32'd0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          if (writer_free) begin
+            \lines$187  = { 12'h000, entry[103:84] };
+          end
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          if (\$232 ) begin
+          end else if (\$237 ) begin
+            if (\$240 ) begin
+              \lines$187  = { \$248 [28], \$248 [28], \$248 [28], \$248  };
+            end
+          end
+      5'h0f:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h13:
+          if (writer_free) begin
+            \lines$187  = { \$272 [28], \$272 [28], \$272 [28], \$272  };
+          end
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \addr$188  = 64'h0000000000000000;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          if (writer_free) begin
+            \addr$188  = \$65 [63:0];
+          end
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          if (\$232 ) begin
+          end else if (\$237 ) begin
+            if (\$240 ) begin
+              \addr$188  = { result_first[63:6], 6'h00 };
+            end
+          end
+      5'h0f:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h13:
+          if (writer_free) begin
+            \addr$188  = { \result_first$285 [63:6], 6'h00 };
+          end
+      5'h14:
+          /* empty */;
+      5'h10:
+          if (writer_free) begin
+            \addr$188  = \$286 [63:0];
+          end
+    endcase
+    if (\$288 ) begin
+      \addr$188  = \$signal$307 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \start$190  = 1'h0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          if (writer_free) begin
+            \start$190  = 1'h1;
+          end
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          if (\$232 ) begin
+          end else if (\$237 ) begin
+            if (\$240 ) begin
+              \start$190  = 1'h1;
+            end
+          end
+      5'h0f:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h13:
+          if (writer_free) begin
+            \start$190  = 1'h1;
+          end
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    offset = 6'h00;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          if (writer_free) begin
+            offset = \$67 [5:0];
+          end
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          if (\$232 ) begin
+          end else if (\$237 ) begin
+            if (\$240 ) begin
+              offset = result_first[5:0];
+            end
+          end
+      5'h0f:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h13:
+          if (writer_free) begin
+            offset = \result_first$285 [5:0];
+          end
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \start$192  = 1'h0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          if (writer_free) begin
+            \start$192  = 1'h1;
+          end
+      5'h05:
+          /* empty */;
+      5'h03:
+          \start$192  = 1'h1;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          \start$192  = 1'h1;
+      5'h0b:
+          \start$192  = 1'h1;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \offset$193  = 5'h00;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          if (writer_free) begin
+            \offset$193  = copy_span_offset[4:0];
+          end
+      5'h05:
+          /* empty */;
+      5'h03:
+          \offset$193  = input_span_offset[4:0];
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          \offset$193  = main_span_offset[4:0];
+      5'h0b:
+          \offset$193  = rest_span_offset[4:0];
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    rows = 20'h00000;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          if (writer_free) begin
+            rows = 20'h00001;
+          end
+      5'h05:
+          /* empty */;
+      5'h03:
+          rows = { 17'h00000, rows_now };
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          rows = \$signal$228 ;
+      5'h0b:
+          rows = 20'h00001;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    cols = 32'd0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          if (writer_free) begin
+            cols = { 5'h00, \$68  };
+          end
+      5'h05:
+          /* empty */;
+      5'h03:
+          cols = { 12'h000, entry[203:184] };
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          cols = { 12'h000, \$103 [19:0] };
+      5'h0b:
+          cols = { 12'h000, \$123 [19:0] };
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \beats$196  = 32'd0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          if (writer_free) begin
+            \beats$196  = beats[31:0];
+          end
+      5'h05:
+          /* empty */;
+      5'h03:
+          \beats$196  = \beats$214 [31:0];
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          \beats$196  = \beats$227 [31:0];
+      5'h0b:
+          \beats$196  = \beats$235 [31:0];
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    w_valid = 1'h0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          w_valid = valid;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          casez (dest)
+            2'h0, 2'h1:
+                w_valid = sum_valid;
+          endcase
+      5'h07:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          w_valid = bank_valid;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    w_data = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          w_data = { 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, data };
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          casez (dest)
+            2'h0, 2'h1:
+                w_data = \$251 ;
+          endcase
+      5'h07:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          w_data = { 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, rd_in_data };
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    w_bytes = 8'h00;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          w_bytes = { 1'h0, \$69  };
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          casez (dest)
+            2'h0, 2'h1:
+                w_bytes = \$252 [7:0];
+          endcase
+      5'h07:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          w_bytes = \$273 [7:0];
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    w_last = 1'h0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          w_last = last;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          casez (dest)
+            2'h0, 2'h1:
+                w_last = \$258 ;
+          endcase
+      5'h07:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          w_last = \$279 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    hold = 1'h0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          hold = \$70 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    rows_now = 3'h0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          rows_now = \$74 [2:0];
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    input_span_first = 64'h0000000000000000;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          input_span_first = \$77 [63:0];
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    input_span_line = 64'h0000000000000000;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          input_span_line = { input_span_first[63:6], 6'h00 };
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    input_span_lines = 44'h00000000000;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          input_span_lines = { \$83 [26], \$83 [26], \$83 [26], \$83 [26], \$83 [26], \$83 [26], \$83 [26], \$83 [26], \$83 [26], \$83 [26], \$83 [26], \$83 [26], \$83 [26], \$83 [26], \$83 [26], \$83 [26], \$83 [26], \$83  };
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    input_span_offset = 6'h00;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          input_span_offset = { 1'h0, input_span_first[5:1] };
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \beats$214  = 44'h00000000000;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          \beats$214  = { \$88 [25], \$88 [25], \$88 [25], \$88 [25], \$88 [25], \$88 [25], \$88 [25], \$88 [25], \$88 [25], \$88 [25], \$88 [25], \$88 [25], \$88 [25], \$88 [25], \$88 [25], \$88 [25], \$88 [25], \$88 [25], \$88  };
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    in_we = 1'h0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          in_we = valid;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          (* full_case = 32'd1 *)
+          casez (dest)
+            2'h0, 2'h1:
+                /* empty */;
+            default:
+                if (\$260 ) begin
+                  in_we = sum_valid;
+                end
+          endcase
+      5'h07:
+          in_we = dst_en;
+      5'h12:
+          in_we = dst_en;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    in_row = 2'h0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          in_row = row[1:0];
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          (* full_case = 32'd1 *)
+          casez (dest)
+            2'h0, 2'h1:
+                /* empty */;
+            default:
+                if (\$260 ) begin
+                  in_row = \$signal$270 ;
+                end
+          endcase
+      5'h07:
+          in_row = \$signal$270 ;
+      5'h12:
+          in_row = \$signal$270 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    in_word = 7'h00;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          in_word = col[11:5];
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          (* full_case = 32'd1 *)
+          casez (dest)
+            2'h0, 2'h1:
+                /* empty */;
+            default:
+                if (\$260 ) begin
+                  in_word = \$signal$174 [6:0];
+                end
+          endcase
+      5'h07:
+          in_word = dst_addr[6:0];
+      5'h12:
+          in_word = dst_addr[6:0];
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    in_data = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          in_data = data;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          (* full_case = 32'd1 *)
+          casez (dest)
+            2'h0, 2'h1:
+                /* empty */;
+            default:
+                if (\$260 ) begin
+                  in_data = sum_fp16;
+                end
+          endcase
+      5'h07:
+          in_data = dst_data;
+      5'h12:
+          in_data = dst_data;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    main_span_first = 64'h0000000000000000;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          main_span_first = \$92 [63:0];
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    main_span_line = 64'h0000000000000000;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          main_span_line = { main_span_first[63:6], 6'h00 };
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    main_span_lines = 44'h00000000000;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          main_span_lines = \$97 [43:0];
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    main_span_offset = 6'h00;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          main_span_offset = { 1'h0, main_span_first[5:1] };
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \beats$227  = 44'h00000000000;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          \beats$227  = \$101 [43:0];
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    pair = 1'h0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          pair = split;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    rest_span_first = 64'h0000000000000000;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          rest_span_first = \$108 [63:0];
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    rest_span_line = 64'h0000000000000000;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          rest_span_line = { rest_span_first[63:6], 6'h00 };
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    rest_span_lines = 44'h00000000000;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          rest_span_lines = { \$115 [23], \$115 [23], \$115 [23], \$115 [23], \$115 [23], \$115 [23], \$115 [23], \$115 [23], \$115 [23], \$115 [23], \$115 [23], \$115 [23], \$115 [23], \$115 [23], \$115 [23], \$115 [23], \$115 [23], \$115 [23], \$115 [23], \$115 [23], \$115  };
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    rest_span_offset = 6'h00;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          rest_span_offset = { 1'h0, rest_span_first[5:1] };
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \beats$235  = 44'h00000000000;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          \beats$235  = { \$121 [22], \$121 [22], \$121 [22], \$121 [22], \$121 [22], \$121 [22], \$121 [22], \$121 [22], \$121 [22], \$121 [22], \$121 [22], \$121 [22], \$121 [22], \$121 [22], \$121 [22], \$121 [22], \$121 [22], \$121 [22], \$121 [22], \$121 [22], \$121 [22], \$121  };
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    mac = 1'h0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          mac = \$127 ;
+      5'h0d:
+          mac = \$181 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    k_base = 20'h00000;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          k_base = \$133 [19:0];
+      5'h0d:
+          k_base = \$187 [19:0];
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    acc_addr = 7'h00;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          acc_addr = \$138 [6:0];
+      5'h0d:
+          acc_addr = \$192 [6:0];
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    active = 6'h00;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          active = \$142 ;
+      5'h0d:
+          active = \$196 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \w_data$244  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          \w_data$244  = \$146 ;
+      5'h0d:
+          \w_data$244  = \$200 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    first = 1'h0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          first = \$147 ;
+      5'h0d:
+          first = \$201 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    mac1 = 1'h0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          mac1 = \$151 ;
+      5'h0d:
+          mac1 = \$205 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    k_base1 = 20'h00000;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          k_base1 = \$157 [19:0];
+      5'h0d:
+          k_base1 = \$211 [19:0];
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    acc_addr1 = 7'h00;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          acc_addr1 = \$162 [6:0];
+      5'h0d:
+          acc_addr1 = \$216 [6:0];
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    active1 = 6'h00;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          active1 = \$166 ;
+      5'h0d:
+          active1 = \$220 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    w_data1 = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          w_data1 = \$170 ;
+      5'h0d:
+          w_data1 = \$224 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    first1 = 1'h0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          first1 = \$171 ;
+      5'h0d:
+          first1 = \$225 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    ended = 2'h0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          ended = \$177 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \ended$259  = 2'h0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          \ended$259  = \$231 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    result_first = 64'h0000000000000000;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          if (\$232 ) begin
+          end else if (\$237 ) begin
+            if (\$240 ) begin
+              result_first = \$242 [63:0];
+            end
+          end
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    fold_valid = 1'h0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          fold_valid = \$249 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    sum_ready = 1'h0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          (* full_case = 32'd1 *)
+          casez (dest)
+            2'h0, 2'h1:
+                sum_ready = \$259 ;
+            default:
+                sum_ready = 1'h1;
+          endcase
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    acc_we = 1'h0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          (* full_case = 32'd1 *)
+          casez (dest)
+            2'h0, 2'h1:
+                /* empty */;
+            default:
+                (* full_case = 32'd1 *)
+                if (\$260 ) begin
+                end else begin
+                  acc_we = sum_valid;
+                end
+          endcase
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    acc_row = 2'h0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          (* full_case = 32'd1 *)
+          casez (dest)
+            2'h0, 2'h1:
+                /* empty */;
+            default:
+                (* full_case = 32'd1 *)
+                if (\$260 ) begin
+                end else begin
+                  acc_row = \$signal$270 ;
+                end
+          endcase
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    acc_word = 7'h00;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          (* full_case = 32'd1 *)
+          casez (dest)
+            2'h0, 2'h1:
+                /* empty */;
+            default:
+                (* full_case = 32'd1 *)
+                if (\$260 ) begin
+                end else begin
+                  acc_word = \$signal$174 [6:0];
+                end
+          endcase
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    acc_data = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          (* full_case = 32'd1 *)
+          casez (dest)
+            2'h0, 2'h1:
+                /* empty */;
+            default:
+                (* full_case = 32'd1 *)
+                if (\$260 ) begin
+                end else begin
+                  acc_data = sum_fp32;
+                end
+          endcase
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    rd_row = 2'h0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h07:
+          rd_row = \$signal$270 ;
+      5'h12:
+          rd_row = \$signal$270 ;
+      5'h13:
+          /* empty */;
+      5'h14:
+          rd_row = \$signal$270 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    rd_addr = 7'h00;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h07:
+          rd_addr = src_addr[6:0];
+      5'h12:
+          rd_addr = src_addr[6:0];
+      5'h13:
+          /* empty */;
+      5'h14:
+          rd_addr = \$signal$174 [6:0];
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \start$282  = 1'h0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h07:
+          \start$282  = 1'h1;
+    endcase
+  end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     length = 20'h00000;
@@ -4540,7 +6788,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0f:
           /* empty */;
       5'h07:
-          length = \$215 ;
+          length = \$262 ;
     endcase
   end
   always @* begin
@@ -4576,7 +6824,49 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0f:
           /* empty */;
       5'h07:
-          partial = \$217 ;
+          partial = \$264 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \result_first$285  = 64'h0000000000000000;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h13:
+          if (writer_free) begin
+            \result_first$285  = \$266 [63:0];
+          end
     endcase
   end
   always @* begin
@@ -4620,12 +6910,12 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h14:
           /* empty */;
       5'h10:
-          line = { 448'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, \$235 , \$234  };
+          line = { 448'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, \$281 , \$280  };
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \line$274  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    \line$298  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -4665,11 +6955,11 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h10:
           if (writer_free) begin
-            \line$274  = line;
+            \line$298  = line;
           end
     endcase
-    if (\$242 ) begin
-      \line$274  = \$signal$280 ;
+    if (\$288 ) begin
+      \line$298  = \$signal$304 ;
     end
   end
   always @* begin
@@ -4717,43 +7007,43 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
             strb = 64'hffffffffffffffff;
           end
     endcase
-    if (\$242 ) begin
+    if (\$288 ) begin
       strb = 64'hffffffffffffffff;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     status_word = 32'd0;
-    if (\$242 ) begin
+    if (\$288 ) begin
       status_word = { 24'h000000, pending_status };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$signal$280  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    if (\$242 ) begin
-      \$signal$280  = { 320'h00000000000000000000000000000000000000000000000000000000000000000000000000000000, \$243 [63:0], 32'h00000000, status_word, \$signal$281 [269:206] };
+    \$signal$304  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    if (\$288 ) begin
+      \$signal$304  = { 320'h00000000000000000000000000000000000000000000000000000000000000000000000000000000, \$289 [63:0], 32'h00000000, status_word, \$signal$305 [269:206] };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     report = 1'h0;
-    if (\$242 ) begin
+    if (\$288 ) begin
       report = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     w_en = 1'h0;
-    if (\$242 ) begin
+    if (\$288 ) begin
       w_en = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \w_data$286  = 43'h00000000000;
-    if (\$242 ) begin
-      \w_data$286  = { pending_store, pending_status, \$signal$281 [237:204] };
+    \w_data$310  = 43'h00000000000;
+    if (\$288 ) begin
+      \w_data$310  = { pending_store, pending_status, \$signal$305 [237:204] };
     end
   end
   always @* begin
@@ -4772,83 +7062,83 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$445  = entry;
+    \$491  = entry;
     casez (fsm_state)
       5'h00:
           if (task_valid) begin
-            \$445  = \task ;
+            \$491  = \task ;
           end
     endcase
     if (rst) begin
-      \$445  = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$491  = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$446  = fsm_state;
+    \$492  = fsm_state;
     casez (fsm_state)
       5'h00:
           if (task_valid) begin
-            \$446  = 5'h01;
+            \$492  = 5'h01;
           end
       5'h01:
           (* full_case = 32'd1 *)
-          if (\$283 ) begin
-            \$446  = 5'h02;
+          if (\$329 ) begin
+            \$492  = 5'h02;
           end else if (is_compute) begin
-            \$446  = 5'h03;
+            \$492  = 5'h03;
           end else begin
-            \$446  = 5'h04;
+            \$492  = 5'h04;
           end
       5'h04:
           if (writer_free) begin
-            \$446  = 5'h05;
+            \$492  = 5'h05;
           end
       5'h05:
           if (idle) begin
-            \$446  = 5'h02;
+            \$492  = 5'h02;
           end
       5'h03:
-          \$446  = 5'h06;
+          \$492  = 5'h06;
       5'h06:
-          if (\$284 ) begin
+          if (\$330 ) begin
             (* full_case = 32'd1 *)
-            if (\$285 ) begin
-              \$446  = 5'h07;
+            if (\$331 ) begin
+              \$492  = 5'h07;
             end else begin
-              \$446  = 5'h08;
+              \$492  = 5'h08;
             end
           end
       5'h08:
-          \$446  = 5'h09;
+          \$492  = 5'h09;
       5'h09:
           (* full_case = 32'd1 *)
-          if (\$303 ) begin
-            \$446  = 5'h0a;
+          if (\$349 ) begin
+            \$492  = 5'h0a;
           end else begin
-            \$446  = 5'h0b;
+            \$492  = 5'h0b;
           end
       5'h0a:
-          \$446  = 5'h0c;
+          \$492  = 5'h0c;
       5'h0b:
-          \$446  = 5'h0d;
+          \$492  = 5'h0d;
       5'h0c:
-          if (\$340 ) begin
+          if (\$386 ) begin
             (* full_case = 32'd1 *)
-            if (\$341 ) begin
-              \$446  = 5'h0b;
+            if (\$387 ) begin
+              \$492  = 5'h0b;
             end else begin
-              \$446  = 5'h0e;
+              \$492  = 5'h0e;
             end
           end
       5'h0d:
-          if (\$374 ) begin
-            \$446  = 5'h0e;
+          if (\$420 ) begin
+            \$492  = 5'h0e;
           end
       5'h0e:
-          if (\$375 ) begin
-          end else if (\$380 ) begin
-            \$446  = 5'h0f;
+          if (\$421 ) begin
+          end else if (\$426 ) begin
+            \$492  = 5'h0f;
           end
       5'h0f:
           (* full_case = 32'd1 *)
@@ -4856,132 +7146,132 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
             2'h0, 2'h1:
                 if (idle) begin
                   (* full_case = 32'd1 *)
-                  if (\$403 ) begin
-                    \$446  = 5'h10;
+                  if (\$449 ) begin
+                    \$492  = 5'h10;
                   end else begin
-                    \$446  = 5'h11;
+                    \$492  = 5'h11;
                   end
                 end
             default:
                 if (sum_valid) begin
                   (* full_case = 32'd1 *)
-                  if (\$408 ) begin
-                  end else if (\$410 ) begin
+                  if (\$454 ) begin
+                  end else if (\$456 ) begin
                   end else begin
                     (* full_case = 32'd1 *)
-                    if (\$413 ) begin
-                      \$446  = 5'h07;
+                    if (\$459 ) begin
+                      \$492  = 5'h07;
                     end else begin
-                      \$446  = 5'h08;
+                      \$492  = 5'h08;
                     end
                   end
                 end
           endcase
       5'h07:
-          \$446  = 5'h12;
+          \$492  = 5'h12;
       5'h12:
           if (done) begin
             (* full_case = 32'd1 *)
-            if (\$415 ) begin
-              \$446  = 5'h07;
+            if (\$461 ) begin
+              \$492  = 5'h07;
             end else begin
               (* full_case = 32'd1 *)
-              if (\$417 ) begin
-                \$446  = 5'h08;
+              if (\$463 ) begin
+                \$492  = 5'h08;
               end else begin
-                \$446  = 5'h13;
+                \$492  = 5'h13;
               end
             end
           end
       5'h13:
           if (writer_free) begin
-            \$446  = 5'h14;
+            \$492  = 5'h14;
           end
       5'h14:
           if (idle) begin
             (* full_case = 32'd1 *)
             if (entry[11]) begin
-              \$446  = 5'h10;
+              \$492  = 5'h10;
             end else begin
-              \$446  = 5'h11;
+              \$492  = 5'h11;
             end
           end
       5'h10:
           if (writer_free) begin
-            \$446  = 5'h15;
+            \$492  = 5'h15;
           end
       5'h15:
           if (idle) begin
             (* full_case = 32'd1 *)
-            if (\$433 ) begin
-              \$446  = 5'h10;
+            if (\$479 ) begin
+              \$492  = 5'h10;
             end else begin
-              \$446  = 5'h11;
+              \$492  = 5'h11;
             end
           end
       5'h11:
           (* full_case = 32'd1 *)
-          if (\$439 ) begin
-            \$446  = 5'h03;
+          if (\$485 ) begin
+            \$492  = 5'h03;
           end else begin
-            \$446  = 5'h02;
+            \$492  = 5'h02;
           end
       5'h02:
-          if (\$440 ) begin
-            \$446  = 5'h00;
+          if (\$486 ) begin
+            \$492  = 5'h00;
           end
     endcase
     if (rst) begin
-      \$446  = 5'h00;
+      \$492  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$447  = status;
+    \$493  = status;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          \$447  = \status$303 ;
+          \$493  = \status$327 ;
     endcase
     if (rst) begin
-      \$447  = 8'h00;
+      \$493  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$448  = \$signal$304 ;
+    \$494  = \$signal$180 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          \$448  = \$273 [63:0];
+          \$494  = \$319 [63:0];
     endcase
     if (rst) begin
-      \$448  = 64'h0000000000000000;
+      \$494  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$449  = \$signal$184 ;
+    \$495  = \$signal$189 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          \$449  = \$279 [63:0];
+          \$495  = \$325 [63:0];
     endcase
     if (rst) begin
-      \$449  = 64'h0000000000000000;
+      \$495  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$450  = \$signal$186 ;
+    \$496  = \$signal$208 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          \$450  = 20'h00000;
+          \$496  = 20'h00000;
       5'h04:
           /* empty */;
       5'h05:
@@ -5019,20 +7309,20 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h15:
           /* empty */;
       5'h11:
-          \$450  = \$435 [19:0];
+          \$496  = \$481 [19:0];
     endcase
     if (rst) begin
-      \$450  = 20'h00000;
+      \$496  = 20'h00000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$451  = \$signal$188 ;
+    \$497  = \$signal$210 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          \$451  = 44'h00000000000;
+          \$497  = 44'h00000000000;
       5'h04:
           /* empty */;
       5'h05:
@@ -5070,20 +7360,20 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h15:
           /* empty */;
       5'h11:
-          \$451  = \$437 [43:0];
+          \$497  = \$483 [43:0];
     endcase
     if (rst) begin
-      \$451  = 44'h00000000000;
+      \$497  = 44'h00000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$452  = \$signal$232 ;
+    \$498  = \$signal$262 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          \$452  = 48'h000000000000;
+          \$498  = 48'h000000000000;
       5'h04:
           /* empty */;
       5'h05:
@@ -5109,11 +7399,11 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0f:
           casez (dest)
             2'h0, 2'h1:
-                if (\$391 ) begin
+                if (\$437 ) begin
                   (* full_case = 32'd1 *)
-                  if (\$395 ) begin
+                  if (\$441 ) begin
                   end else begin
-                    \$452  = \$402 [47:0];
+                    \$498  = \$448 [47:0];
                   end
                 end
           endcase
@@ -5124,65 +7414,65 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h13:
           /* empty */;
       5'h14:
-          if (\$418 ) begin
+          if (\$464 ) begin
             (* full_case = 32'd1 *)
-            if (\$422 ) begin
+            if (\$468 ) begin
             end else begin
-              \$452  = \$429 [47:0];
+              \$498  = \$475 [47:0];
             end
           end
     endcase
     if (rst) begin
-      \$452  = 48'h000000000000;
+      \$498  = 48'h000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$453  = \$signal$234 ;
+    \$499  = \$signal$264 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
           (* full_case = 32'd1 *)
-          if (\$280 ) begin
-            \$453  = 2'h2;
-          end else if (\$281 ) begin
-            \$453  = 2'h1;
-          end else if (\$282 ) begin
-            \$453  = 2'h1;
+          if (\$326 ) begin
+            \$499  = 2'h2;
+          end else if (\$327 ) begin
+            \$499  = 2'h1;
+          end else if (\$328 ) begin
+            \$499  = 2'h1;
           end else begin
-            \$453  = 2'h1;
+            \$499  = 2'h1;
           end
     endcase
     if (rst) begin
-      \$453  = 2'h0;
+      \$499  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$454  = \$signal$174 ;
+    \$500  = \$signal$173 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
           (* full_case = 32'd1 *)
-          if (\$280 ) begin
-            \$454  = entry[123:104];
-          end else if (\$281 ) begin
-            \$454  = entry[203:184];
-          end else if (\$282 ) begin
-            \$454  = entry[123:104];
+          if (\$326 ) begin
+            \$500  = entry[123:104];
+          end else if (\$327 ) begin
+            \$500  = entry[203:184];
+          end else if (\$328 ) begin
+            \$500  = entry[123:104];
           end else begin
-            \$454  = entry[143:124];
+            \$500  = entry[143:124];
           end
     endcase
     if (rst) begin
-      \$454  = 20'h00000;
+      \$500  = 20'h00000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$455  = \$signal$233 ;
+    \$501  = \$signal$263 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -5193,15 +7483,15 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h05:
           /* empty */;
       5'h03:
-          \$455  = \$signal$185 ;
+          \$501  = rows_now;
     endcase
     if (rst) begin
-      \$455  = 3'h0;
+      \$501  = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$456  = stage;
+    \$502  = stage;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -5212,7 +7502,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h05:
           /* empty */;
       5'h03:
-          \$456  = 1'h0;
+          \$502  = 1'h0;
       5'h06:
           /* empty */;
       5'h08:
@@ -5237,21 +7527,21 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
             default:
                 if (sum_valid) begin
                   (* full_case = 32'd1 *)
-                  if (\$408 ) begin
-                  end else if (\$410 ) begin
+                  if (\$454 ) begin
+                  end else if (\$456 ) begin
                   end else begin
-                    \$456  = 1'h1;
+                    \$502  = 1'h1;
                   end
                 end
           endcase
     endcase
     if (rst) begin
-      \$456  = 1'h0;
+      \$502  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$457  = \$signal$246 ;
+    \$503  = \$signal$270 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -5264,8 +7554,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h03:
           /* empty */;
       5'h06:
-          if (\$284 ) begin
-            \$457  = 2'h0;
+          if (\$330 ) begin
+            \$503  = 2'h0;
           end
       5'h08:
           /* empty */;
@@ -5280,29 +7570,29 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0d:
           /* empty */;
       5'h0e:
-          if (\$375 ) begin
-          end else if (\$380 ) begin
-            \$457  = 2'h0;
+          if (\$421 ) begin
+          end else if (\$426 ) begin
+            \$503  = 2'h0;
           end
       5'h0f:
           (* full_case = 32'd1 *)
           casez (dest)
             2'h0, 2'h1:
-                if (\$391 ) begin
+                if (\$437 ) begin
                   (* full_case = 32'd1 *)
-                  if (\$395 ) begin
+                  if (\$441 ) begin
                   end else begin
-                    \$457  = \$400 [1:0];
+                    \$503  = \$446 [1:0];
                   end
                 end
             default:
                 if (sum_valid) begin
                   (* full_case = 32'd1 *)
-                  if (\$408 ) begin
-                  end else if (\$410 ) begin
-                    \$457  = \$412 [1:0];
+                  if (\$454 ) begin
+                  end else if (\$456 ) begin
+                    \$503  = \$458 [1:0];
                   end else begin
-                    \$457  = 2'h0;
+                    \$503  = 2'h0;
                   end
                 end
           endcase
@@ -5310,39 +7600,574 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h12:
           if (done) begin
+            (* full_case = 32'd1 *)
+            if (\$461 ) begin
+              \$503  = \$462 [1:0];
+            end else begin
+              \$503  = 2'h0;
+            end
+          end
+      5'h13:
+          /* empty */;
+      5'h14:
+          if (\$464 ) begin
+            (* full_case = 32'd1 *)
+            if (\$468 ) begin
+            end else begin
+              \$503  = \$473 [1:0];
+            end
+          end
+      5'h10:
+          /* empty */;
+      5'h15:
+          if (idle) begin
+            if (\$479 ) begin
+              \$503  = \$480 [1:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \$503  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$504  = \$signal$174 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          if (\$330 ) begin
+            \$504  = 20'h00000;
+          end
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          if (\$421 ) begin
+          end else if (\$426 ) begin
+            \$504  = 20'h00000;
+          end
+      5'h0f:
+          (* full_case = 32'd1 *)
+          casez (dest)
+            2'h0, 2'h1:
+                if (\$437 ) begin
+                  (* full_case = 32'd1 *)
+                  if (\$441 ) begin
+                    \$504  = \$442 [19:0];
+                  end else begin
+                    \$504  = 20'h00000;
+                  end
+                end
+            default:
+                if (sum_valid) begin
+                  (* full_case = 32'd1 *)
+                  if (\$454 ) begin
+                    \$504  = \$457 [19:0];
+                  end else if (\$456 ) begin
+                    \$504  = 20'h00000;
+                  end else begin
+                    \$504  = 20'h00000;
+                  end
+                end
+          endcase
+      5'h07:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          if (\$464 ) begin
+            (* full_case = 32'd1 *)
+            if (\$468 ) begin
+              \$504  = \$469 [19:0];
+            end else begin
+              \$504  = 20'h00000;
+            end
+          end
+    endcase
+    if (rst) begin
+      \$504  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$505  = fold_pack_log2;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$505  = plan_pack_log2;
+    endcase
+    if (rst) begin
+      \$505  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$506  = \$signal$131 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$506  = \$29 [19:0];
+    endcase
+    if (rst) begin
+      \$506  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$507  = \$signal$248 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$507  = plan_sets;
+    endcase
+    if (rst) begin
+      \$507  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$508  = \$signal$228 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$508  = \$333 ;
+    endcase
+    if (rst) begin
+      \$508  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$509  = rest_rows;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$509  = \$337 [4:0];
+    endcase
+    if (rst) begin
+      \$509  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$510  = main_elems;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$510  = \$342 [43:0];
+    endcase
+    if (rst) begin
+      \$510  = 44'h00000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$511  = \$signal$237 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$511  = 20'h00000;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          \$511  = \$385 [19:0];
+      5'h0d:
+          \$511  = \$419 [19:0];
+    endcase
+    if (rst) begin
+      \$511  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$512  = fold_sets;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$512  = \$344 [1:0];
+    endcase
+    if (rst) begin
+      \$512  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$513  = groups_seen0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$513  = 2'h0;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          if (\$362 ) begin
+            if (\$363 ) begin
+              \$513  = \$364 [1:0];
+            end
+          end
+      5'h0d:
+          if (\$396 ) begin
+            if (\$397 ) begin
+              \$513  = \$398 [1:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \$513  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$514  = set_index0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$514  = 2'h0;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          if (\$362 ) begin
+            (* full_case = 32'd1 *)
+            if (\$366 ) begin
+              \$514  = 2'h0;
+            end else begin
+              \$514  = \$367 [1:0];
+            end
+          end
+      5'h0d:
+          if (\$396 ) begin
+            (* full_case = 32'd1 *)
+            if (\$400 ) begin
+              \$514  = 2'h0;
+            end else begin
+              \$514  = \$401 [1:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \$514  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$515  = set_base0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$515  = 20'h00000;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          if (\$362 ) begin
+            (* full_case = 32'd1 *)
+            if (\$366 ) begin
+              \$515  = 20'h00000;
+            end else begin
+              \$515  = \$368 [19:0];
+            end
+          end
+      5'h0d:
+          if (\$396 ) begin
+            (* full_case = 32'd1 *)
+            if (\$400 ) begin
+              \$515  = 20'h00000;
+            end else begin
+              \$515  = \$402 [19:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \$515  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$516  = fold_sets1;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$516  = \$346 [1:0];
+    endcase
+    if (rst) begin
+      \$516  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$517  = groups_seen1;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$517  = 2'h0;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          if (\$377 ) begin
+            if (\$378 ) begin
+              \$517  = \$379 [1:0];
+            end
+          end
+      5'h0d:
+          if (\$411 ) begin
+            if (\$412 ) begin
+              \$517  = \$413 [1:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \$517  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$518  = set_index1;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$518  = 2'h0;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          if (\$377 ) begin
+            (* full_case = 32'd1 *)
+            if (\$381 ) begin
+              \$518  = 2'h0;
+            end else begin
+              \$518  = \$382 [1:0];
+            end
+          end
+      5'h0d:
+          if (\$411 ) begin
             (* full_case = 32'd1 *)
             if (\$415 ) begin
-              \$457  = \$416 [1:0];
+              \$518  = 2'h0;
             end else begin
-              \$457  = 2'h0;
-            end
-          end
-      5'h13:
-          /* empty */;
-      5'h14:
-          if (\$418 ) begin
-            (* full_case = 32'd1 *)
-            if (\$422 ) begin
-            end else begin
-              \$457  = \$427 [1:0];
-            end
-          end
-      5'h10:
-          /* empty */;
-      5'h15:
-          if (idle) begin
-            if (\$433 ) begin
-              \$457  = \$434 [1:0];
+              \$518  = \$416 [1:0];
             end
           end
     endcase
     if (rst) begin
-      \$457  = 2'h0;
+      \$518  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$458  = \$signal$175 ;
+    \$519  = set_base1;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -5355,9 +8180,120 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h03:
           /* empty */;
       5'h06:
-          if (\$284 ) begin
-            \$458  = 20'h00000;
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$519  = 20'h00000;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          if (\$377 ) begin
+            (* full_case = 32'd1 *)
+            if (\$381 ) begin
+              \$519  = 20'h00000;
+            end else begin
+              \$519  = \$383 [19:0];
+            end
           end
+      5'h0d:
+          if (\$411 ) begin
+            (* full_case = 32'd1 *)
+            if (\$415 ) begin
+              \$519  = 20'h00000;
+            end else begin
+              \$519  = \$417 [19:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \$519  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$520  = \$signal$258 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          \$520  = \$351 [19:0];
+      5'h0b:
+          \$520  = \$353 [19:0];
+    endcase
+    if (rst) begin
+      \$520  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$521  = drain;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          \$521  = 3'h5;
+      5'h0d:
+          \$521  = 3'h5;
+      5'h0e:
+          if (\$421 ) begin
+            \$521  = \$427 [2:0];
+          end
+    endcase
+    if (rst) begin
+      \$521  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$522  = fold_row;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
       5'h08:
           /* empty */;
       5'h09:
@@ -5371,626 +8307,25 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0d:
           /* empty */;
       5'h0e:
-          if (\$375 ) begin
-          end else if (\$380 ) begin
-            \$458  = 20'h00000;
+          if (\$421 ) begin
+          end else if (\$426 ) begin
+            \$522  = 2'h0;
           end
       5'h0f:
-          (* full_case = 32'd1 *)
-          casez (dest)
-            2'h0, 2'h1:
-                if (\$391 ) begin
-                  (* full_case = 32'd1 *)
-                  if (\$395 ) begin
-                    \$458  = \$396 [19:0];
-                  end else begin
-                    \$458  = 20'h00000;
-                  end
-                end
-            default:
-                if (sum_valid) begin
-                  (* full_case = 32'd1 *)
-                  if (\$408 ) begin
-                    \$458  = \$411 [19:0];
-                  end else if (\$410 ) begin
-                    \$458  = 20'h00000;
-                  end else begin
-                    \$458  = 20'h00000;
-                  end
-                end
-          endcase
-      5'h07:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
-          if (\$418 ) begin
-            (* full_case = 32'd1 *)
-            if (\$422 ) begin
-              \$458  = \$423 [19:0];
-            end else begin
-              \$458  = 20'h00000;
+          if (\$428 ) begin
+            if (\$432 ) begin
+            end else if (\$434 ) begin
+              \$522  = \$436 [1:0];
             end
           end
     endcase
     if (rst) begin
-      \$458  = 20'h00000;
+      \$522  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$459  = fold_pack_log2;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$459  = plan_pack_log2;
-    endcase
-    if (rst) begin
-      \$459  = 3'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$460  = \$signal$132 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$460  = \$30 [19:0];
-    endcase
-    if (rst) begin
-      \$460  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$461  = \$signal$219 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$461  = plan_sets;
-    endcase
-    if (rst) begin
-      \$461  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$462  = \$signal$202 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$462  = \$287 ;
-    endcase
-    if (rst) begin
-      \$462  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$463  = rest_rows;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$463  = \$291 [4:0];
-    endcase
-    if (rst) begin
-      \$463  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$464  = main_elems;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$464  = \$296 [43:0];
-    endcase
-    if (rst) begin
-      \$464  = 44'h00000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$465  = \$signal$207 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$465  = 20'h00000;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          \$465  = \$339 [19:0];
-      5'h0d:
-          \$465  = \$373 [19:0];
-    endcase
-    if (rst) begin
-      \$465  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$466  = fold_sets;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$466  = \$298 [1:0];
-    endcase
-    if (rst) begin
-      \$466  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$467  = groups_seen0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$467  = 2'h0;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          if (\$316 ) begin
-            if (\$317 ) begin
-              \$467  = \$318 [1:0];
-            end
-          end
-      5'h0d:
-          if (\$350 ) begin
-            if (\$351 ) begin
-              \$467  = \$352 [1:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$467  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$468  = set_index0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$468  = 2'h0;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          if (\$316 ) begin
-            (* full_case = 32'd1 *)
-            if (\$320 ) begin
-              \$468  = 2'h0;
-            end else begin
-              \$468  = \$321 [1:0];
-            end
-          end
-      5'h0d:
-          if (\$350 ) begin
-            (* full_case = 32'd1 *)
-            if (\$354 ) begin
-              \$468  = 2'h0;
-            end else begin
-              \$468  = \$355 [1:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$468  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$469  = set_base0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$469  = 20'h00000;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          if (\$316 ) begin
-            (* full_case = 32'd1 *)
-            if (\$320 ) begin
-              \$469  = 20'h00000;
-            end else begin
-              \$469  = \$322 [19:0];
-            end
-          end
-      5'h0d:
-          if (\$350 ) begin
-            (* full_case = 32'd1 *)
-            if (\$354 ) begin
-              \$469  = 20'h00000;
-            end else begin
-              \$469  = \$356 [19:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$469  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$470  = fold_sets1;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$470  = \$300 [1:0];
-    endcase
-    if (rst) begin
-      \$470  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$471  = groups_seen1;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$471  = 2'h0;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          if (\$331 ) begin
-            if (\$332 ) begin
-              \$471  = \$333 [1:0];
-            end
-          end
-      5'h0d:
-          if (\$365 ) begin
-            if (\$366 ) begin
-              \$471  = \$367 [1:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$471  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$472  = set_index1;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$472  = 2'h0;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          if (\$331 ) begin
-            (* full_case = 32'd1 *)
-            if (\$335 ) begin
-              \$472  = 2'h0;
-            end else begin
-              \$472  = \$336 [1:0];
-            end
-          end
-      5'h0d:
-          if (\$365 ) begin
-            (* full_case = 32'd1 *)
-            if (\$369 ) begin
-              \$472  = 2'h0;
-            end else begin
-              \$472  = \$370 [1:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$472  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$473  = set_base1;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$473  = 20'h00000;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          if (\$331 ) begin
-            (* full_case = 32'd1 *)
-            if (\$335 ) begin
-              \$473  = 20'h00000;
-            end else begin
-              \$473  = \$337 [19:0];
-            end
-          end
-      5'h0d:
-          if (\$365 ) begin
-            (* full_case = 32'd1 *)
-            if (\$369 ) begin
-              \$473  = 20'h00000;
-            end else begin
-              \$473  = \$371 [19:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$473  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$474  = \$signal$229 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          \$474  = \$305 [19:0];
-      5'h0b:
-          \$474  = \$307 [19:0];
-    endcase
-    if (rst) begin
-      \$474  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$475  = drain;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          \$475  = 3'h5;
-      5'h0d:
-          \$475  = 3'h5;
-      5'h0e:
-          if (\$375 ) begin
-            \$475  = \$381 [2:0];
-          end
-    endcase
-    if (rst) begin
-      \$475  = 3'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$476  = fold_row;
+    \$523  = \$signal$129 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -6017,25 +8352,26 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0d:
           /* empty */;
       5'h0e:
-          if (\$375 ) begin
-          end else if (\$380 ) begin
-            \$476  = 2'h0;
+          if (\$421 ) begin
+          end else if (\$426 ) begin
+            \$523  = 20'h00000;
           end
       5'h0f:
-          if (\$382 ) begin
-            if (\$386 ) begin
-            end else if (\$388 ) begin
-              \$476  = \$390 [1:0];
+          if (\$428 ) begin
+            if (\$432 ) begin
+              \$523  = \$435 [19:0];
+            end else if (\$434 ) begin
+              \$523  = 20'h00000;
             end
           end
     endcase
     if (rst) begin
-      \$476  = 2'h0;
+      \$523  = 20'h00000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$477  = \$signal$130 ;
+    \$524  = \$signal$266 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -6062,73 +8398,27 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0d:
           /* empty */;
       5'h0e:
-          if (\$375 ) begin
-          end else if (\$380 ) begin
-            \$477  = 20'h00000;
+          if (\$421 ) begin
+          end else if (\$426 ) begin
+            \$524  = 1'h0;
           end
       5'h0f:
-          if (\$382 ) begin
-            if (\$386 ) begin
-              \$477  = \$389 [19:0];
-            end else if (\$388 ) begin
-              \$477  = 20'h00000;
-            end
-          end
-    endcase
-    if (rst) begin
-      \$477  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$478  = \$signal$238 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          if (\$375 ) begin
-          end else if (\$380 ) begin
-            \$478  = 1'h0;
-          end
-      5'h0f:
-          if (\$382 ) begin
+          if (\$428 ) begin
             (* full_case = 32'd1 *)
-            if (\$386 ) begin
-            end else if (\$388 ) begin
+            if (\$432 ) begin
+            end else if (\$434 ) begin
             end else begin
-              \$478  = 1'h1;
+              \$524  = 1'h1;
             end
           end
     endcase
     if (rst) begin
-      \$478  = 1'h0;
+      \$524  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$479  = anchor_m0;
+    \$525  = anchor_m0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -6162,19 +8452,19 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h12:
           if (done) begin
-            casez (\$signal$246 )
+            casez (\$signal$270 )
               2'h0:
-                  \$479  = m;
+                  \$525  = m;
             endcase
           end
     endcase
     if (rst) begin
-      \$479  = 32'd0;
+      \$525  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$480  = anchor_m1;
+    \$526  = anchor_m1;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -6208,21 +8498,21 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h12:
           if (done) begin
-            casez (\$signal$246 )
+            casez (\$signal$270 )
               2'h0:
                   /* empty */;
               2'h1:
-                  \$480  = m;
+                  \$526  = m;
             endcase
           end
     endcase
     if (rst) begin
-      \$480  = 32'd0;
+      \$526  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$481  = anchor_m2;
+    \$527  = anchor_m2;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -6256,23 +8546,23 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h12:
           if (done) begin
-            casez (\$signal$246 )
+            casez (\$signal$270 )
               2'h0:
                   /* empty */;
               2'h1:
                   /* empty */;
               2'h2:
-                  \$481  = m;
+                  \$527  = m;
             endcase
           end
     endcase
     if (rst) begin
-      \$481  = 32'd0;
+      \$527  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$482  = anchor_m3;
+    \$528  = anchor_m3;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -6307,7 +8597,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h12:
           if (done) begin
             (* full_case = 32'd1 *)
-            casez (\$signal$246 )
+            casez (\$signal$270 )
               2'h0:
                   /* empty */;
               2'h1:
@@ -6315,17 +8605,17 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
               2'h2:
                   /* empty */;
               2'h3:
-                  \$482  = m;
+                  \$528  = m;
             endcase
           end
     endcase
     if (rst) begin
-      \$482  = 32'd0;
+      \$528  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$483  = anchor_l0;
+    \$529  = anchor_l0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -6359,19 +8649,19 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h12:
           if (done) begin
-            casez (\$signal$246 )
+            casez (\$signal$270 )
               2'h0:
-                  \$483  = l;
+                  \$529  = l;
             endcase
           end
     endcase
     if (rst) begin
-      \$483  = 32'd0;
+      \$529  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$484  = anchor_l1;
+    \$530  = anchor_l1;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -6405,21 +8695,21 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h12:
           if (done) begin
-            casez (\$signal$246 )
+            casez (\$signal$270 )
               2'h0:
                   /* empty */;
               2'h1:
-                  \$484  = l;
+                  \$530  = l;
             endcase
           end
     endcase
     if (rst) begin
-      \$484  = 32'd0;
+      \$530  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$485  = anchor_l2;
+    \$531  = anchor_l2;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -6453,23 +8743,23 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h12:
           if (done) begin
-            casez (\$signal$246 )
+            casez (\$signal$270 )
               2'h0:
                   /* empty */;
               2'h1:
                   /* empty */;
               2'h2:
-                  \$485  = l;
+                  \$531  = l;
             endcase
           end
     endcase
     if (rst) begin
-      \$485  = 32'd0;
+      \$531  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$486  = anchor_l3;
+    \$532  = anchor_l3;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -6504,7 +8794,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h12:
           if (done) begin
             (* full_case = 32'd1 *)
-            casez (\$signal$246 )
+            casez (\$signal$270 )
               2'h0:
                   /* empty */;
               2'h1:
@@ -6512,17 +8802,17 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
               2'h2:
                   /* empty */;
               2'h3:
-                  \$486  = l;
+                  \$532  = l;
             endcase
           end
     endcase
     if (rst) begin
-      \$486  = 32'd0;
+      \$532  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$487  = bank_valid;
+    \$533  = bank_valid;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -6558,18 +8848,18 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h13:
           if (writer_free) begin
-            \$487  = 1'h0;
+            \$533  = 1'h0;
           end
       5'h14:
-          \$487  = \$431 ;
+          \$533  = \$477 ;
     endcase
     if (rst) begin
-      \$487  = 1'h0;
+      \$533  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$488  = \$signal ;
+    \$534  = \$signal ;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -6614,20 +8904,20 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h11:
           /* empty */;
       5'h02:
-          if (\$440 ) begin
-            \$488  = 1'h1;
+          if (\$486 ) begin
+            \$534  = 1'h1;
           end
     endcase
-    if (\$444 ) begin
-      \$488  = 1'h0;
+    if (\$490 ) begin
+      \$534  = 1'h0;
     end
     if (rst) begin
-      \$488  = 1'h0;
+      \$534  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$489  = \$signal$281 ;
+    \$535  = \$signal$305 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -6672,17 +8962,17 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h11:
           /* empty */;
       5'h02:
-          if (\$440 ) begin
-            \$489  = entry;
+          if (\$486 ) begin
+            \$535  = entry;
           end
     endcase
     if (rst) begin
-      \$489  = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$535  = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$490  = pending_status;
+    \$536  = pending_status;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -6727,17 +9017,17 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h11:
           /* empty */;
       5'h02:
-          if (\$440 ) begin
-            \$490  = status;
+          if (\$486 ) begin
+            \$536  = status;
           end
     endcase
     if (rst) begin
-      \$490  = 8'h00;
+      \$536  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$491  = \$signal$283 ;
+    \$537  = \$signal$307 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -6782,17 +9072,17 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h11:
           /* empty */;
       5'h02:
-          if (\$440 ) begin
-            \$491  = \$signal$184 ;
+          if (\$486 ) begin
+            \$537  = \$signal$189 ;
           end
     endcase
     if (rst) begin
-      \$491  = 64'h0000000000000000;
+      \$537  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$492  = pending_store;
+    \$538  = pending_store;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -6837,1790 +9127,40 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h11:
           /* empty */;
       5'h02:
-          if (\$440 ) begin
-            \$492  = \$442 ;
+          if (\$486 ) begin
+            \$538  = \$488 ;
           end
     endcase
     if (rst) begin
-      \$492  = 1'h0;
+      \$538  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     (* full_case = 32'd1 *)
-    casez (\$signal$246 )
+    casez (\$signal$270 )
       2'h0:
-          \$234  = anchor_m0;
+          \$280  = anchor_m0;
       2'h1:
-          \$234  = anchor_m1;
+          \$280  = anchor_m1;
       2'h2:
-          \$234  = anchor_m2;
+          \$280  = anchor_m2;
       2'h3:
-          \$234  = anchor_m3;
+          \$280  = anchor_m3;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     (* full_case = 32'd1 *)
-    casez (\$signal$246 )
+    casez (\$signal$270 )
       2'h0:
-          \$235  = anchor_l0;
+          \$281  = anchor_l0;
       2'h1:
-          \$235  = anchor_l1;
+          \$281  = anchor_l1;
       2'h2:
-          \$235  = anchor_l2;
+          \$281  = anchor_l2;
       2'h3:
-          \$235  = anchor_l3;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    (* full_case = 32'd1 *)
-    if (copying) begin
-      \src__data$78  = src__data;
-    end else begin
-      \src__data$78  = \out__data$81 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    (* full_case = 32'd1 *)
-    if (copying) begin
-      src__strb = 64'hffffffffffffffff;
-    end else begin
-      src__strb = out__strb;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    (* full_case = 32'd1 *)
-    if (copying) begin
-      \src__valid$80  = out__valid;
-    end else begin
-      \src__valid$80  = \out__valid$83 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \out__ready$84  = 1'h0;
-    (* full_case = 32'd1 *)
-    if (copying) begin
-    end else begin
-      \out__ready$84  = \src__ready$77 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    (* full_case = 32'd1 *)
-    casez (entry[205:204])
-      2'h0:
-          regs = queues__0;
-      2'h1:
-          regs = queues__1;
-      2'h2:
-          regs = queues__2;
-      2'h3:
-          regs = queues__3;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    plan_pack_log2 = 3'h0;
-    if (\$11 ) begin
-      plan_pack_log2 = 3'h0;
-    end
-    if (\$14 ) begin
-      plan_pack_log2 = 3'h1;
-    end
-    if (\$17 ) begin
-      plan_pack_log2 = 3'h2;
-    end
-    if (\$20 ) begin
-      plan_pack_log2 = 3'h3;
-    end
-    if (\$23 ) begin
-      plan_pack_log2 = 3'h4;
-    end
-    if (\$26 ) begin
-      plan_pack_log2 = 3'h5;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    plan_sets = 2'h3;
-    if (\$32 ) begin
-      plan_sets = 2'h2;
-    end
-    if (\$34 ) begin
-      plan_sets = 2'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    take = 1'h0;
-    casez (fsm_state)
-      5'h00:
-          take = task_valid;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \start$179  = 1'h0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          if (writer_free) begin
-            \start$179  = 1'h1;
-          end
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          if (\$184 ) begin
-          end else if (\$189 ) begin
-            if (\$192 ) begin
-              \start$179  = 1'h1;
-            end
-          end
-      5'h0f:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h13:
-          if (writer_free) begin
-            \start$179  = 1'h1;
-          end
-      5'h14:
-          /* empty */;
-      5'h10:
-          if (writer_free) begin
-            \start$179  = 1'h1;
-          end
-    endcase
-    if (\$242 ) begin
-      \start$179  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    from_stream = 1'h0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          if (writer_free) begin
-            from_stream = 1'h1;
-          end
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          if (\$184 ) begin
-          end else if (\$189 ) begin
-            if (\$192 ) begin
-              from_stream = 1'h1;
-            end
-          end
-      5'h0f:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h13:
-          if (writer_free) begin
-            from_stream = 1'h1;
-          end
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \beats$181  = 32'd0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          if (writer_free) begin
-            \beats$181  = { 12'h000, entry[103:84] };
-          end
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          if (\$184 ) begin
-          end else if (\$189 ) begin
-            if (\$192 ) begin
-              \beats$181  = { \$201 [28], \$201 [28], \$201 [28], \$201  };
-            end
-          end
-      5'h0f:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h13:
-          if (writer_free) begin
-            \beats$181  = { \$226 [28], \$226 [28], \$226 [28], \$226  };
-          end
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \addr$182  = 64'h0000000000000000;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          if (writer_free) begin
-            \addr$182  = \$52 [63:0];
-          end
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          if (\$184 ) begin
-          end else if (\$189 ) begin
-            if (\$192 ) begin
-              \addr$182  = \$195 [63:0];
-            end
-          end
-      5'h0f:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h13:
-          if (writer_free) begin
-            \addr$182  = \$220 [63:0];
-          end
-      5'h14:
-          /* empty */;
-      5'h10:
-          if (writer_free) begin
-            \addr$182  = \$240 [63:0];
-          end
-    endcase
-    if (\$242 ) begin
-      \addr$182  = \$signal$283 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    copying = 1'h0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          copying = 1'h1;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$signal$185  = 3'h0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          \$signal$185  = \$56 [2:0];
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \run_beats$187  = 32'd0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          \run_beats$187  = { \$61 [25], \$61 [25], \$61 [25], \$61 [25], \$61 [25], \$61 [25], \$61  };
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \start$189  = 1'h0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          \start$189  = 1'h1;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          \start$189  = 1'h1;
-      5'h0b:
-          \start$189  = 1'h1;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    offset = 5'h00;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          offset = \$signal$188 [4:0];
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          offset = 5'h00;
-      5'h0b:
-          offset = main_elems[4:0];
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    rows = 20'h00000;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          rows = { 17'h00000, \$signal$185  };
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          rows = \$signal$202 ;
-      5'h0b:
-          rows = 20'h00001;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    cols = 20'h00000;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          cols = entry[203:184];
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          cols = \$63 [19:0];
-      5'h0b:
-          cols = \$69 [19:0];
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \beats$193  = 32'd0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          \beats$193  = \run_beats$187 ;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          \beats$193  = \$67 [31:0];
-      5'h0b:
-          \beats$193  = { \$75 [22], \$75 [22], \$75 [22], \$75 [22], \$75 [22], \$75 [22], \$75 [22], \$75 [22], \$75 [22], \$75  };
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    in_we = 1'h0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          in_we = valid;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          (* full_case = 32'd1 *)
-          casez (dest)
-            2'h0, 2'h1:
-                /* empty */;
-            default:
-                if (\$213 ) begin
-                  in_we = sum_valid;
-                end
-          endcase
-      5'h07:
-          in_we = dst_en;
-      5'h12:
-          in_we = dst_en;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    in_row = 2'h0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          in_row = row[1:0];
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          (* full_case = 32'd1 *)
-          casez (dest)
-            2'h0, 2'h1:
-                /* empty */;
-            default:
-                if (\$213 ) begin
-                  in_row = \$signal$246 ;
-                end
-          endcase
-      5'h07:
-          in_row = \$signal$246 ;
-      5'h12:
-          in_row = \$signal$246 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    in_word = 7'h00;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          in_word = col[11:5];
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          (* full_case = 32'd1 *)
-          casez (dest)
-            2'h0, 2'h1:
-                /* empty */;
-            default:
-                if (\$213 ) begin
-                  in_word = \$signal$175 [6:0];
-                end
-          endcase
-      5'h07:
-          in_word = dst_addr[6:0];
-      5'h12:
-          in_word = dst_addr[6:0];
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    in_data = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          in_data = data;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          (* full_case = 32'd1 *)
-          casez (dest)
-            2'h0, 2'h1:
-                /* empty */;
-            default:
-                if (\$213 ) begin
-                  in_data = sum_fp16;
-                end
-          endcase
-      5'h07:
-          in_data = dst_data;
-      5'h12:
-          in_data = dst_data;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    pair = 1'h0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          pair = split;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    mac = 1'h0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          mac = \$79 ;
-      5'h0d:
-          mac = \$133 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    k_base = 20'h00000;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          k_base = \$85 [19:0];
-      5'h0d:
-          k_base = \$139 [19:0];
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    acc_addr = 7'h00;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          acc_addr = \$90 [6:0];
-      5'h0d:
-          acc_addr = \$144 [6:0];
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    active = 6'h00;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          active = \$94 ;
-      5'h0d:
-          active = \$148 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    w_data = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          w_data = \$98 ;
-      5'h0d:
-          w_data = \$152 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    first = 1'h0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          first = \$99 ;
-      5'h0d:
-          first = \$153 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    mac1 = 1'h0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          mac1 = \$103 ;
-      5'h0d:
-          mac1 = \$157 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    k_base1 = 20'h00000;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          k_base1 = \$109 [19:0];
-      5'h0d:
-          k_base1 = \$163 [19:0];
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    acc_addr1 = 7'h00;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          acc_addr1 = \$114 [6:0];
-      5'h0d:
-          acc_addr1 = \$168 [6:0];
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    active1 = 6'h00;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          active1 = \$118 ;
-      5'h0d:
-          active1 = \$172 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    w_data1 = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          w_data1 = \$122 ;
-      5'h0d:
-          w_data1 = \$176 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    first1 = 1'h0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          first1 = \$123 ;
-      5'h0d:
-          first1 = \$177 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    ended = 2'h0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          ended = \$129 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \ended$230  = 2'h0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          \ended$230  = \$183 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \start$235  = 1'h0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          if (\$184 ) begin
-          end else if (\$189 ) begin
-            if (\$192 ) begin
-              \start$235  = 1'h1;
-            end
-          end
-      5'h0f:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h13:
-          if (writer_free) begin
-            \start$235  = 1'h1;
-          end
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \offset$236  = 6'h00;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          if (\$184 ) begin
-          end else if (\$189 ) begin
-            if (\$192 ) begin
-              \offset$236  = \$signal$232 [5:0];
-            end
-          end
-      5'h0f:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h13:
-          if (writer_free) begin
-            \offset$236  = \$signal$232 [5:0];
-          end
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    fold_valid = 1'h0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          fold_valid = \$202 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    w_valid = 1'h0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          casez (dest)
-            2'h0, 2'h1:
-                w_valid = sum_valid;
-          endcase
-      5'h07:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
-          w_valid = bank_valid;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \w_data$241  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          casez (dest)
-            2'h0, 2'h1:
-                \w_data$241  = \$204 ;
-          endcase
-      5'h07:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
-          \w_data$241  = { 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, rd_in_data };
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    w_bytes = 8'h00;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          casez (dest)
-            2'h0, 2'h1:
-                w_bytes = \$205 [7:0];
-          endcase
-      5'h07:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
-          w_bytes = \$227 [7:0];
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    w_last = 1'h0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          casez (dest)
-            2'h0, 2'h1:
-                w_last = \$211 ;
-          endcase
-      5'h07:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
-          w_last = \$233 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    sum_ready = 1'h0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          (* full_case = 32'd1 *)
-          casez (dest)
-            2'h0, 2'h1:
-                sum_ready = \$212 ;
-            default:
-                sum_ready = 1'h1;
-          endcase
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    acc_we = 1'h0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          (* full_case = 32'd1 *)
-          casez (dest)
-            2'h0, 2'h1:
-                /* empty */;
-            default:
-                (* full_case = 32'd1 *)
-                if (\$213 ) begin
-                end else begin
-                  acc_we = sum_valid;
-                end
-          endcase
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    acc_row = 2'h0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          (* full_case = 32'd1 *)
-          casez (dest)
-            2'h0, 2'h1:
-                /* empty */;
-            default:
-                (* full_case = 32'd1 *)
-                if (\$213 ) begin
-                end else begin
-                  acc_row = \$signal$246 ;
-                end
-          endcase
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    acc_word = 7'h00;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          (* full_case = 32'd1 *)
-          casez (dest)
-            2'h0, 2'h1:
-                /* empty */;
-            default:
-                (* full_case = 32'd1 *)
-                if (\$213 ) begin
-                end else begin
-                  acc_word = \$signal$175 [6:0];
-                end
-          endcase
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    acc_data = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          (* full_case = 32'd1 *)
-          casez (dest)
-            2'h0, 2'h1:
-                /* empty */;
-            default:
-                (* full_case = 32'd1 *)
-                if (\$213 ) begin
-                end else begin
-                  acc_data = sum_fp32;
-                end
-          endcase
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    rd_row = 2'h0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h07:
-          rd_row = \$signal$246 ;
-      5'h12:
-          rd_row = \$signal$246 ;
-      5'h13:
-          /* empty */;
-      5'h14:
-          rd_row = \$signal$246 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    rd_addr = 7'h00;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h07:
-          rd_addr = src_addr[6:0];
-      5'h12:
-          rd_addr = src_addr[6:0];
-      5'h13:
-          /* empty */;
-      5'h14:
-          rd_addr = \$signal$175 [6:0];
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \start$259  = 1'h0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h07:
-          \start$259  = 1'h1;
+          \$281  = anchor_l3;
     endcase
   end
   assign bus__arid = 8'h00;
@@ -8672,40 +9212,46 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \bus__wready$67  = bus__wready;
   assign \bus__bvalid$69  = bus__bvalid;
   assign out__data = src__data;
-  assign \queues__0$86  = queues__0;
-  assign \queues__1$88  = queues__1;
-  assign \queues__2$90  = queues__2;
-  assign \queues__3$92  = queues__3;
-  assign \pop_valid$94  = pop_valid;
-  assign \pop_ready$96  = pop_ready;
-  assign \pop$98  = pop;
+  assign src__ready = out__ready;
+  assign out__valid = src__valid;
+  assign \out__data$77  = \src__data$76 ;
+  assign \src__ready$79  = \out__ready$78 ;
+  assign out__strb = src__strb;
+  assign \out__valid$83  = \src__valid$82 ;
+  assign \queues__0$85  = queues__0;
+  assign \queues__1$87  = queues__1;
+  assign \queues__2$89  = queues__2;
+  assign \queues__3$91  = queues__3;
+  assign \pop_valid$93  = pop_valid;
+  assign \pop_ready$95  = pop_ready;
+  assign \pop$97  = pop;
   assign run_start = start;
   assign run_addr = addr;
-  assign run_beats = beats;
+  assign run_lines = lines;
   assign issued_all = run_issued;
   assign desc = entry[203:0];
   assign log2_slot = regs[267:260];
   assign data_base = regs[191:128];
   assign data_limit = regs[255:192];
-  assign \split$120  = split;
-  assign \$like  = \$30 [19:0];
-  assign plan_groups = \$39 [19:0];
-  assign row_groups0 = \$42 [19:0];
-  assign \$signal$128  = fold_row;
-  assign fold_word = \$signal$130 [6:0];
-  assign fold_n_words = \$signal$132 [7:0];
+  assign \split$119  = split;
+  assign \$like  = \$29 [19:0];
+  assign plan_groups = \$38 [19:0];
+  assign row_groups0 = \$41 [19:0];
+  assign \$signal$127  = fold_row;
+  assign fold_word = \$signal$129 [6:0];
+  assign fold_n_words = \$signal$131 [7:0];
   assign sets_used0 = fold_sets;
   assign sets_used1 = fold_sets1;
-  assign \$signal$138  = fold_pack_log2;
-  assign count_now = \$50 [5:0];
+  assign \$signal$137  = fold_pack_log2;
+  assign count_now = \$49 [5:0];
   assign reported = r_en;
   assign done_valid = r_en;
   assign done_queue = r_data[1:0];
   assign done_seq = r_data[33:2];
   assign done_status = r_data[41:34];
-  assign \report$297  = r_en;
+  assign \report$321  = r_en;
   assign report_store = r_data[42];
-  assign \port$5947$0  = r_data[41:0];
+  assign \port$6071$0  = r_data[41:0];
   assign \queues__0.sq_base  = queues__0[63:0];
   assign \queues__0.cq_base  = queues__0[127:64];
   assign \queues__0.data_base  = queues__0[191:128];
@@ -8716,16 +9262,16 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \queues__0.enable  = queues__0[288];
   assign \queues__0.irq_en  = queues__0[289];
   assign \queues__0.tail  = queues__0[321:290];
-  assign \queues__0$86.sq_base  = queues__0[63:0];
-  assign \queues__0$86.cq_base  = queues__0[127:64];
-  assign \queues__0$86.data_base  = queues__0[191:128];
-  assign \queues__0$86.data_limit  = queues__0[255:192];
-  assign \queues__0$86.log2_depth  = queues__0[259:256];
-  assign \queues__0$86.log2_slot  = queues__0[267:260];
-  assign \queues__0$86.pasid  = queues__0[287:268];
-  assign \queues__0$86.enable  = queues__0[288];
-  assign \queues__0$86.irq_en  = queues__0[289];
-  assign \queues__0$86.tail  = queues__0[321:290];
+  assign \queues__0$85.sq_base  = queues__0[63:0];
+  assign \queues__0$85.cq_base  = queues__0[127:64];
+  assign \queues__0$85.data_base  = queues__0[191:128];
+  assign \queues__0$85.data_limit  = queues__0[255:192];
+  assign \queues__0$85.log2_depth  = queues__0[259:256];
+  assign \queues__0$85.log2_slot  = queues__0[267:260];
+  assign \queues__0$85.pasid  = queues__0[287:268];
+  assign \queues__0$85.enable  = queues__0[288];
+  assign \queues__0$85.irq_en  = queues__0[289];
+  assign \queues__0$85.tail  = queues__0[321:290];
   assign \queues__1.sq_base  = queues__1[63:0];
   assign \queues__1.cq_base  = queues__1[127:64];
   assign \queues__1.data_base  = queues__1[191:128];
@@ -8736,16 +9282,16 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \queues__1.enable  = queues__1[288];
   assign \queues__1.irq_en  = queues__1[289];
   assign \queues__1.tail  = queues__1[321:290];
-  assign \queues__1$88.sq_base  = queues__1[63:0];
-  assign \queues__1$88.cq_base  = queues__1[127:64];
-  assign \queues__1$88.data_base  = queues__1[191:128];
-  assign \queues__1$88.data_limit  = queues__1[255:192];
-  assign \queues__1$88.log2_depth  = queues__1[259:256];
-  assign \queues__1$88.log2_slot  = queues__1[267:260];
-  assign \queues__1$88.pasid  = queues__1[287:268];
-  assign \queues__1$88.enable  = queues__1[288];
-  assign \queues__1$88.irq_en  = queues__1[289];
-  assign \queues__1$88.tail  = queues__1[321:290];
+  assign \queues__1$87.sq_base  = queues__1[63:0];
+  assign \queues__1$87.cq_base  = queues__1[127:64];
+  assign \queues__1$87.data_base  = queues__1[191:128];
+  assign \queues__1$87.data_limit  = queues__1[255:192];
+  assign \queues__1$87.log2_depth  = queues__1[259:256];
+  assign \queues__1$87.log2_slot  = queues__1[267:260];
+  assign \queues__1$87.pasid  = queues__1[287:268];
+  assign \queues__1$87.enable  = queues__1[288];
+  assign \queues__1$87.irq_en  = queues__1[289];
+  assign \queues__1$87.tail  = queues__1[321:290];
   assign \queues__2.sq_base  = queues__2[63:0];
   assign \queues__2.cq_base  = queues__2[127:64];
   assign \queues__2.data_base  = queues__2[191:128];
@@ -8756,16 +9302,16 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \queues__2.enable  = queues__2[288];
   assign \queues__2.irq_en  = queues__2[289];
   assign \queues__2.tail  = queues__2[321:290];
-  assign \queues__2$90.sq_base  = queues__2[63:0];
-  assign \queues__2$90.cq_base  = queues__2[127:64];
-  assign \queues__2$90.data_base  = queues__2[191:128];
-  assign \queues__2$90.data_limit  = queues__2[255:192];
-  assign \queues__2$90.log2_depth  = queues__2[259:256];
-  assign \queues__2$90.log2_slot  = queues__2[267:260];
-  assign \queues__2$90.pasid  = queues__2[287:268];
-  assign \queues__2$90.enable  = queues__2[288];
-  assign \queues__2$90.irq_en  = queues__2[289];
-  assign \queues__2$90.tail  = queues__2[321:290];
+  assign \queues__2$89.sq_base  = queues__2[63:0];
+  assign \queues__2$89.cq_base  = queues__2[127:64];
+  assign \queues__2$89.data_base  = queues__2[191:128];
+  assign \queues__2$89.data_limit  = queues__2[255:192];
+  assign \queues__2$89.log2_depth  = queues__2[259:256];
+  assign \queues__2$89.log2_slot  = queues__2[267:260];
+  assign \queues__2$89.pasid  = queues__2[287:268];
+  assign \queues__2$89.enable  = queues__2[288];
+  assign \queues__2$89.irq_en  = queues__2[289];
+  assign \queues__2$89.tail  = queues__2[321:290];
   assign \queues__3.sq_base  = queues__3[63:0];
   assign \queues__3.cq_base  = queues__3[127:64];
   assign \queues__3.data_base  = queues__3[191:128];
@@ -8776,16 +9322,16 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \queues__3.enable  = queues__3[288];
   assign \queues__3.irq_en  = queues__3[289];
   assign \queues__3.tail  = queues__3[321:290];
-  assign \queues__3$92.sq_base  = queues__3[63:0];
-  assign \queues__3$92.cq_base  = queues__3[127:64];
-  assign \queues__3$92.data_base  = queues__3[191:128];
-  assign \queues__3$92.data_limit  = queues__3[255:192];
-  assign \queues__3$92.log2_depth  = queues__3[259:256];
-  assign \queues__3$92.log2_slot  = queues__3[267:260];
-  assign \queues__3$92.pasid  = queues__3[287:268];
-  assign \queues__3$92.enable  = queues__3[288];
-  assign \queues__3$92.irq_en  = queues__3[289];
-  assign \queues__3$92.tail  = queues__3[321:290];
+  assign \queues__3$91.sq_base  = queues__3[63:0];
+  assign \queues__3$91.cq_base  = queues__3[127:64];
+  assign \queues__3$91.data_base  = queues__3[191:128];
+  assign \queues__3$91.data_limit  = queues__3[255:192];
+  assign \queues__3$91.log2_depth  = queues__3[259:256];
+  assign \queues__3$91.log2_slot  = queues__3[267:260];
+  assign \queues__3$91.pasid  = queues__3[287:268];
+  assign \queues__3$91.enable  = queues__3[288];
+  assign \queues__3$91.irq_en  = queues__3[289];
+  assign \queues__3$91.tail  = queues__3[321:290];
   assign \pop.desc  = pop[203:0];
   assign \pop.desc.type  = pop[1:0];
   assign \pop.desc.op  = pop[5:2];
@@ -8801,21 +9347,21 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \pop.queue  = pop[205:204];
   assign \pop.seq  = pop[269:206];
   assign \pop.taken  = pop[333:270];
-  assign \pop$98.desc  = pop[203:0];
-  assign \pop$98.desc.type  = pop[1:0];
-  assign \pop$98.desc.op  = pop[5:2];
-  assign \pop$98.desc.dtype  = pop[9:6];
-  assign \pop$98.desc.flags  = pop[19:10];
-  assign \pop$98.desc.dev_addr  = pop[83:20];
-  assign \pop$98.desc.dev_size  = pop[103:84];
-  assign \pop$98.desc.dev_rows  = pop[123:104];
-  assign \pop$98.desc.dev_cols  = pop[143:124];
-  assign \pop$98.desc.in_size  = pop[163:144];
-  assign \pop$98.desc.in_rows  = pop[183:164];
-  assign \pop$98.desc.in_cols  = pop[203:184];
-  assign \pop$98.queue  = pop[205:204];
-  assign \pop$98.seq  = pop[269:206];
-  assign \pop$98.taken  = pop[333:270];
+  assign \pop$97.desc  = pop[203:0];
+  assign \pop$97.desc.type  = pop[1:0];
+  assign \pop$97.desc.op  = pop[5:2];
+  assign \pop$97.desc.dtype  = pop[9:6];
+  assign \pop$97.desc.flags  = pop[19:10];
+  assign \pop$97.desc.dev_addr  = pop[83:20];
+  assign \pop$97.desc.dev_size  = pop[103:84];
+  assign \pop$97.desc.dev_rows  = pop[123:104];
+  assign \pop$97.desc.dev_cols  = pop[143:124];
+  assign \pop$97.desc.in_size  = pop[163:144];
+  assign \pop$97.desc.in_rows  = pop[183:164];
+  assign \pop$97.desc.in_cols  = pop[203:184];
+  assign \pop$97.queue  = pop[205:204];
+  assign \pop$97.seq  = pop[269:206];
+  assign \pop$97.taken  = pop[333:270];
   assign \entry.desc  = entry[203:0];
   assign \entry.desc.type  = entry[1:0];
   assign \entry.desc.op  = entry[5:2];
@@ -8852,21 +9398,21 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \desc.in_size  = entry[163:144];
   assign \desc.in_rows  = entry[183:164];
   assign \desc.in_cols  = entry[203:184];
-  assign \$signal$281.desc  = \$signal$281 [203:0];
-  assign \$signal$281.desc.type  = \$signal$281 [1:0];
-  assign \$signal$281.desc.op  = \$signal$281 [5:2];
-  assign \$signal$281.desc.dtype  = \$signal$281 [9:6];
-  assign \$signal$281.desc.flags  = \$signal$281 [19:10];
-  assign \$signal$281.desc.dev_addr  = \$signal$281 [83:20];
-  assign \$signal$281.desc.dev_size  = \$signal$281 [103:84];
-  assign \$signal$281.desc.dev_rows  = \$signal$281 [123:104];
-  assign \$signal$281.desc.dev_cols  = \$signal$281 [143:124];
-  assign \$signal$281.desc.in_size  = \$signal$281 [163:144];
-  assign \$signal$281.desc.in_rows  = \$signal$281 [183:164];
-  assign \$signal$281.desc.in_cols  = \$signal$281 [203:184];
-  assign \$signal$281.queue  = \$signal$281 [205:204];
-  assign \$signal$281.seq  = \$signal$281 [269:206];
-  assign \$signal$281.taken  = \$signal$281 [333:270];
+  assign \$signal$305.desc  = \$signal$305 [203:0];
+  assign \$signal$305.desc.type  = \$signal$305 [1:0];
+  assign \$signal$305.desc.op  = \$signal$305 [5:2];
+  assign \$signal$305.desc.dtype  = \$signal$305 [9:6];
+  assign \$signal$305.desc.flags  = \$signal$305 [19:10];
+  assign \$signal$305.desc.dev_addr  = \$signal$305 [83:20];
+  assign \$signal$305.desc.dev_size  = \$signal$305 [103:84];
+  assign \$signal$305.desc.dev_rows  = \$signal$305 [123:104];
+  assign \$signal$305.desc.dev_cols  = \$signal$305 [143:124];
+  assign \$signal$305.desc.in_size  = \$signal$305 [163:144];
+  assign \$signal$305.desc.in_rows  = \$signal$305 [183:164];
+  assign \$signal$305.desc.in_cols  = \$signal$305 [203:184];
+  assign \$signal$305.queue  = \$signal$305 [205:204];
+  assign \$signal$305.seq  = \$signal$305 [269:206];
+  assign \$signal$305.taken  = \$signal$305 [333:270];
   assign \task.desc  = \task [203:0];
   assign \task.desc.type  = \task [1:0];
   assign \task.desc.op  = \task [5:2];
@@ -8882,43 +9428,58 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \task.queue  = \task [205:204];
   assign \task.seq  = \task [269:206];
   assign \task.taken  = \task [333:270];
-  assign \$10  = { 1'h0, \$9  };
-  assign \$13  = { \$12 , 1'h0 };
-  assign \$16  = { 1'h0, \$15 , 2'h0 };
-  assign \$19  = { \$18 , 3'h0 };
-  assign \$22  = { 3'h0, \$21 , 4'h0 };
-  assign \$25  = { 2'h0, \$24 , 5'h00 };
-  assign \$30  = { \$29 [21], \$29 [21], \$29 [21], \$29 [21], \$29 [21], \$29 [21:5] };
-  assign \$41  = { 1'h0, \$40 [20:1] };
-  assign \$43  = { 1'h0, \$39 [19:1] };
-  assign \$45  = { 2'h0, \$signal$175 , 5'h00 };
-  assign \$48  = { 2'h0, \$signal$175 , 5'h00 };
-  assign \$61  = { \$60 [25], \$60 [25], \$60 [25], \$60 [25], \$60 [25], \$60 [25:5] };
-  assign \$67  = { \$66 [46], \$66 [46], \$66 [46], \$66 [46], \$66 [46], \$66 [46:5] };
-  assign \$75  = { \$74 [22], \$74 [22], \$74 [22], \$74 [22], \$74 [22], \$74 [22:5] };
-  assign \$102  = \$101 ;
-  assign \$106  = \$105 ;
-  assign \$112  = \$111 ;
-  assign \$117  = \$116 ;
-  assign \$121  = \$120 ;
-  assign \$156  = \$155 ;
+  assign \$9  = { 1'h0, \$8  };
+  assign \$12  = { \$11 , 1'h0 };
+  assign \$15  = { 1'h0, \$14 , 2'h0 };
+  assign \$18  = { \$17 , 3'h0 };
+  assign \$21  = { 3'h0, \$20 , 4'h0 };
+  assign \$24  = { 2'h0, \$23 , 5'h00 };
+  assign \$29  = { \$28 [21], \$28 [21], \$28 [21], \$28 [21], \$28 [21], \$28 [21:5] };
+  assign \$40  = { 1'h0, \$39 [20:1] };
+  assign \$42  = { 1'h0, \$38 [19:1] };
+  assign \$44  = { 2'h0, \$signal$174 , 5'h00 };
+  assign \$47  = { 2'h0, \$signal$174 , 5'h00 };
+  assign \$53  = { 2'h0, entry[103:84], 5'h00 };
+  assign \$54  = { \$53 , 1'h0 };
+  assign \$58  = { \$57 [30], \$57 [30], \$57 [30], \$57 [30], \$57 [30], \$57 [30], \$57 [30:6] };
+  assign \$59  = { 2'h0, entry[103:84], 5'h00 };
+  assign \$63  = { \$62 [29], \$62 [29], \$62 [29], \$62 [29], \$62 [29], \$62 [29:5] };
+  assign \$68  = { 2'h0, entry[103:84], 5'h00 };
+  assign \$69  = { count, 1'h0 };
+  assign \$76  = { \$signal$210 , 1'h0 };
+  assign \$79  = { \$78 , 1'h0 };
+  assign \$83  = { \$82 [26], \$82 [26], \$82 [26], \$82 [26], \$82 [26], \$82 [26], \$82 [26:6] };
+  assign \$88  = { \$87 [25], \$87 [25], \$87 [25], \$87 [25], \$87 [25], \$87 [25:5] };
+  assign \$89  = { 1'h0, operand_lines, 6'h00 };
+  assign \$93  = { main_elems, 1'h0 };
+  assign \$97  = { \$96 [47], \$96 [47], \$96 [47], \$96 [47], \$96 [47], \$96 [47], \$96 [47:6] };
+  assign \$101  = { \$100 [46], \$100 [46], \$100 [46], \$100 [46], \$100 [46], \$100 [46:5] };
+  assign \$104  = { 1'h0, operand_lines, 6'h00 };
+  assign \$107  = { main_elems, 1'h0 };
+  assign \$111  = { \$110 [19:0], 1'h0 };
+  assign \$115  = { \$114 [23], \$114 [23], \$114 [23], \$114 [23], \$114 [23], \$114 [23], \$114 [23:6] };
+  assign \$121  = { \$120 [22], \$120 [22], \$120 [22], \$120 [22], \$120 [22], \$120 [22:5] };
+  assign \$150  = \$149 ;
+  assign \$154  = \$153 ;
   assign \$160  = \$159 ;
-  assign \$166  = \$165 ;
-  assign \$171  = \$170 ;
-  assign \$175  = \$174 ;
-  assign \$194  = { 1'h0, \$signal$232 [47:6], 6'h00 };
-  assign \$201  = { \$200 [28], \$200 [28], \$200 [28], \$200 [28], \$200 [28], \$200 [28], \$200 [28:6] };
-  assign \$207  = { 2'h0, \$206 , 5'h00 };
-  assign \$219  = { 1'h0, \$signal$232 [47:6], 6'h00 };
-  assign \$226  = { \$225 [28], \$225 [28], \$225 [28], \$225 [28], \$225 [28], \$225 [28], \$225 [28:6] };
-  assign \$229  = { 2'h0, \$228 , 5'h00 };
-  assign \$239  = { 1'h0, \$238 , 6'h00 };
-  assign \$325  = \$324 ;
-  assign \$359  = \$358 ;
-  assign \$384  = { 2'h0, \$383 , 5'h00 };
-  assign \$393  = { 2'h0, \$392 , 5'h00 };
-  assign \$405  = { 2'h0, \$404 , 5'h00 };
-  assign \$420  = { 2'h0, \$419 , 5'h00 };
+  assign \$165  = \$164 ;
+  assign \$169  = \$168 ;
+  assign \$204  = \$203 ;
+  assign \$208  = \$207 ;
+  assign \$214  = \$213 ;
+  assign \$219  = \$218 ;
+  assign \$223  = \$222 ;
+  assign \$248  = { \$247 [28], \$247 [28], \$247 [28], \$247 [28], \$247 [28], \$247 [28], \$247 [28:6] };
+  assign \$254  = { 2'h0, \$253 , 5'h00 };
+  assign \$272  = { \$271 [28], \$271 [28], \$271 [28], \$271 [28], \$271 [28], \$271 [28], \$271 [28:6] };
+  assign \$275  = { 2'h0, \$274 , 5'h00 };
+  assign \$285  = { 1'h0, \$284 , 6'h00 };
+  assign \$371  = \$370 ;
+  assign \$405  = \$404 ;
+  assign \$430  = { 2'h0, \$429 , 5'h00 };
+  assign \$439  = { 2'h0, \$438 , 5'h00 };
+  assign \$451  = { 2'h0, \$450 , 5'h00 };
+  assign \$466  = { 2'h0, \$465 , 5'h00 };
 endmodule
 
 (* generator = "Amaranth" *)
@@ -20864,7 +21425,7 @@ module \ndp_device.control_unit.compute.fold (rst, n_cols, req_ready, b_row, b_a
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.decoder (is_store, is_compute, stats_offset, \port$6309$128 , log2_slot, desc, status, is_load);
+module \ndp_device.control_unit.decoder (is_store, is_compute, operand_lines, stats_offset, \port$6440$128 , log2_slot, desc, status, is_load);
   reg \$auto$verilog_backend.cc:2355:dump_module$70  = 0;
   wire [26:0] \$1 ;
   wire \$10 ;
@@ -21058,10 +21619,11 @@ module \ndp_device.control_unit.decoder (is_store, is_compute, stats_offset, \po
   input [7:0] log2_slot;
   wire [7:0] log2_slot;
   wire [43:0] o_lines;
+  output [39:0] operand_lines;
   wire [39:0] operand_lines;
   wire [39:0] out_elems;
-  input [127:0] \port$6309$128 ;
-  wire [127:0] \port$6309$128 ;
+  input [127:0] \port$6440$128 ;
+  wire [127:0] \port$6440$128 ;
   reg [49:0] result;
   wire [49:0] room;
   output [47:0] stats_offset;
@@ -21138,8 +21700,8 @@ module \ndp_device.control_unit.decoder (is_store, is_compute, stats_offset, \po
   assign \$74  = ~ \$73 ;
   assign \$75  = ! desc[25:20];
   assign \$76  = ! desc[103:84];
-  assign \$77  = desc[83:20] >= \port$6309$128 [63:0];
-  assign \$78  = \$2  <= \port$6309$128 [127:64];
+  assign \$77  = desc[83:20] >= \port$6440$128 [63:0];
+  assign \$78  = \$2  <= \port$6440$128 [127:64];
   assign \$79  = \$77  & \$78 ;
   assign \$80  = \$76  | \$79 ;
   assign \$81  = \$75  & \$80 ;
@@ -21252,10 +21814,10 @@ module \ndp_device.control_unit.decoder (is_store, is_compute, stats_offset, \po
   assign \$signal$8  = \$8 [39:0];
   assign \$signal$9  = \$14 [39:0];
   assign o_lines = \$19 [43:0];
-  assign operand_lines = \$14 [39:0];
   assign room = \$38 [49:0];
-  assign data_base = \port$6309$128 [63:0];
-  assign data_limit = \port$6309$128 [127:64];
+  assign data_base = \port$6440$128 [63:0];
+  assign data_limit = \port$6440$128 [127:64];
+  assign operand_lines = \$14 [39:0];
   assign stats_offset = \$22 [47:0];
   assign \desc.type  = desc[1:0];
   assign \desc.op  = desc[5:2];
@@ -21289,7 +21851,7 @@ module \ndp_device.control_unit.decoder (is_store, is_compute, stats_offset, \po
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.front (rst, pop, task_valid, \task , run_issued, report, report_store, queues__0, queues__1, queues__2, queues__3, pop_valid, take, run_start, run_addr, run_beats, pop_ready, clk);
+module \ndp_device.control_unit.front (rst, pop, task_valid, \task , run_issued, report, report_store, queues__0, queues__1, queues__2, queues__3, pop_valid, take, run_start, run_addr, run_lines, pop_ready, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$71  = 0;
   wire [64:0] \$1 ;
   wire \$10 ;
@@ -21342,7 +21904,7 @@ module \ndp_device.control_unit.front (rst, pop, task_valid, \task , run_issued,
   wire [19:0] \$142 ;
   wire [40:0] \$143 ;
   wire [64:0] \$144 ;
-  wire [45:0] \$145 ;
+  wire [44:0] \$145 ;
   wire [65:0] \$146 ;
   wire [20:0] \$147 ;
   wire \$148 ;
@@ -21353,62 +21915,62 @@ module \ndp_device.control_unit.front (rst, pop, task_valid, \task , run_issued,
   wire [41:0] \$152 ;
   wire [42:0] \$153 ;
   wire [43:0] \$154 ;
-  wire [43:0] \$155 ;
-  wire [46:0] \$156 ;
-  wire [64:0] \$157 ;
-  wire [64:0] \$158 ;
-  wire [44:0] \$159 ;
+  wire [44:0] \$155 ;
+  wire [44:0] \$156 ;
+  wire [20:0] \$157 ;
+  wire \$158 ;
+  wire [20:0] \$159 ;
   wire [63:0] \$16 ;
-  wire [45:0] \$160 ;
-  wire [46:0] \$161 ;
-  wire [46:0] \$162 ;
-  wire \$163 ;
-  wire [46:0] \$164 ;
-  wire [64:0] \$165 ;
+  wire [20:0] \$160 ;
+  wire [40:0] \$161 ;
+  wire [41:0] \$162 ;
+  wire [42:0] \$163 ;
+  wire [43:0] \$164 ;
+  wire [46:0] \$165 ;
   wire [64:0] \$166 ;
-  wire [45:0] \$167 ;
+  wire [64:0] \$167 ;
   wire [65:0] \$168 ;
   wire [44:0] \$169 ;
   wire [64:0] \$17 ;
   wire [45:0] \$170 ;
   wire [46:0] \$171 ;
-  wire [46:0] \$172 ;
-  wire \$173 ;
-  wire [64:0] \$174 ;
-  wire [64:0] \$175 ;
-  wire \$176 ;
-  wire \$177 ;
-  wire \$178 ;
-  wire \$179 ;
+  wire [47:0] \$172 ;
+  wire [47:0] \$173 ;
+  wire [44:0] \$174 ;
+  wire [45:0] \$175 ;
+  wire [46:0] \$176 ;
+  wire [46:0] \$177 ;
+  wire [46:0] \$178 ;
+  wire [64:0] \$179 ;
   wire \$18 ;
-  wire \$180 ;
-  wire \$181 ;
-  wire \$182 ;
-  wire \$183 ;
-  wire \$184 ;
-  wire \$185 ;
-  wire \$186 ;
-  wire \$187 ;
-  wire \$188 ;
-  wire \$189 ;
+  wire [64:0] \$180 ;
+  wire [44:0] \$181 ;
+  wire [65:0] \$182 ;
+  wire [44:0] \$183 ;
+  wire [45:0] \$184 ;
+  wire [46:0] \$185 ;
+  wire [47:0] \$186 ;
+  wire [47:0] \$187 ;
+  wire [44:0] \$188 ;
+  wire [45:0] \$189 ;
   wire \$19 ;
-  wire \$190 ;
-  wire \$191 ;
+  wire [46:0] \$190 ;
+  wire [46:0] \$191 ;
   wire \$192 ;
   wire \$193 ;
-  wire \$194 ;
-  wire \$195 ;
+  wire [64:0] \$194 ;
+  wire [64:0] \$195 ;
   wire \$196 ;
   wire \$197 ;
   wire \$198 ;
   wire \$199 ;
   wire [15:0] \$2 ;
   wire \$20 ;
-  wire [8:0] \$200 ;
-  wire [9:0] \$201 ;
-  wire [8:0] \$202 ;
+  wire \$200 ;
+  wire \$201 ;
+  wire \$202 ;
   wire \$203 ;
-  wire [9:0] \$204 ;
+  wire \$204 ;
   wire \$205 ;
   wire \$206 ;
   wire \$207 ;
@@ -21420,30 +21982,30 @@ module \ndp_device.control_unit.front (rst, pop, task_valid, \task , run_issued,
   wire \$212 ;
   wire \$213 ;
   wire \$214 ;
-  wire [1:0] \$215 ;
-  wire [1:0] \$216 ;
+  wire \$215 ;
+  wire \$216 ;
   wire \$217 ;
   wire \$218 ;
   wire \$219 ;
   wire \$22 ;
-  wire [1:0] \$220 ;
-  wire \$221 ;
-  wire \$222 ;
+  wire [8:0] \$220 ;
+  wire [9:0] \$221 ;
+  wire [8:0] \$222 ;
   wire \$223 ;
-  wire \$224 ;
-  wire [1:0] \$225 ;
-  wire [1:0] \$226 ;
+  wire [9:0] \$224 ;
+  wire \$225 ;
+  wire \$226 ;
   wire \$227 ;
   wire \$228 ;
-  wire [20:0] \$229 ;
+  wire \$229 ;
   wire [8:0] \$23 ;
-  wire [22:0] \$230 ;
-  wire [44:0] \$231 ;
-  wire [20:0] \$232 ;
+  wire \$230 ;
+  wire \$231 ;
+  wire \$232 ;
   wire \$233 ;
   wire \$234 ;
-  wire \$235 ;
-  wire \$236 ;
+  wire [1:0] \$235 ;
+  wire [1:0] \$236 ;
   wire \$237 ;
   wire \$238 ;
   wire \$239 ;
@@ -21453,24 +22015,44 @@ module \ndp_device.control_unit.front (rst, pop, task_valid, \task , run_issued,
   wire \$242 ;
   wire \$243 ;
   wire \$244 ;
-  wire \$245 ;
+  wire [1:0] \$245 ;
   wire [1:0] \$246 ;
   wire \$247 ;
   wire \$248 ;
-  reg [7:0] \$249 ;
+  wire [20:0] \$249 ;
   wire [64:0] \$25 ;
-  reg [7:0] \$250 ;
-  reg \$251 ;
-  reg [1:0] \$252 ;
-  reg \$253 ;
-  reg [19:0] \$254 ;
-  reg [43:0] \$255 ;
-  reg \$256 ;
-  reg [333:0] \$257 ;
-  reg \$258 ;
-  reg [2:0] \$259 ;
+  wire [22:0] \$250 ;
+  wire [44:0] \$251 ;
+  wire [20:0] \$252 ;
+  wire \$253 ;
+  wire \$254 ;
+  wire \$255 ;
+  wire \$256 ;
+  wire \$257 ;
+  wire \$258 ;
+  wire \$259 ;
   wire [64:0] \$26 ;
+  wire [1:0] \$260 ;
+  wire \$261 ;
+  wire \$262 ;
+  wire \$263 ;
+  wire \$264 ;
+  wire \$265 ;
+  wire [1:0] \$266 ;
+  wire \$267 ;
+  wire \$268 ;
+  reg [7:0] \$269 ;
   wire \$27 ;
+  reg [7:0] \$270 ;
+  reg \$271 ;
+  reg [1:0] \$272 ;
+  reg \$273 ;
+  reg [19:0] \$274 ;
+  reg [43:0] \$275 ;
+  reg \$276 ;
+  reg [333:0] \$277 ;
+  reg \$278 ;
+  reg [2:0] \$279 ;
   wire \$28 ;
   wire [26:0] \$29 ;
   wire [16:0] \$3 ;
@@ -21555,14 +22137,14 @@ module \ndp_device.control_unit.front (rst, pop, task_valid, \task , run_issued,
   reg \$signal$12 ;
   reg \$signal$16  = 1'h0;
   wire [43:0] \$signal$18 ;
-  reg [1:0] \$signal$20  = 2'h0;
-  reg [63:0] \$signal$21 ;
-  reg [43:0] \$signal$22  = 44'h00000000000;
-  reg [31:0] \$signal$23 ;
+  reg [43:0] \$signal$21  = 44'h00000000000;
   reg [19:0] \$signal$24  = 20'h00000;
-  reg \$signal$28  = 1'h0;
-  reg \$signal$34  = 1'h0;
-  reg [7:0] \$signal$43  = 8'h00;
+  reg [1:0] \$signal$38  = 2'h0;
+  reg [63:0] \$signal$39 ;
+  reg [31:0] \$signal$40 ;
+  reg \$signal$43  = 1'h0;
+  reg \$signal$49  = 1'h0;
+  reg [7:0] \$signal$58  = 8'h00;
   wire [203:0] \$signal.desc ;
   wire [63:0] \$signal.desc.dev_addr ;
   wire [19:0] \$signal.desc.dev_cols ;
@@ -21578,6 +22160,9 @@ module \ndp_device.control_unit.front (rst, pop, task_valid, \task , run_issued,
   wire [1:0] \$signal.queue ;
   wire [63:0] \$signal.seq ;
   wire [63:0] \$signal.taken ;
+  wire [43:0] beats;
+  wire [43:0] \beats$32 ;
+  wire [43:0] \beats$37 ;
   input clk;
   wire clk;
   wire [63:0] data_base;
@@ -21598,10 +22183,18 @@ module \ndp_device.control_unit.front (rst, pop, task_valid, \task , run_issued,
   reg [2:0] fetch_pack_log2;
   reg [2:0] fsm_state = 3'h0;
   reg handed = 1'h0;
+  wire [63:0] input_run_first;
+  wire [63:0] input_run_line;
+  wire [43:0] input_run_lines;
+  wire [5:0] input_run_offset;
   wire is_compute;
   wire is_load;
   wire is_store;
   wire [7:0] log2_slot;
+  wire [63:0] main_run_first;
+  wire [63:0] main_run_line;
+  wire [43:0] main_run_lines;
+  wire [5:0] main_run_offset;
   wire [39:0] operand_lines;
   input [333:0] pop;
   wire [333:0] pop;
@@ -21689,15 +22282,19 @@ module \ndp_device.control_unit.front (rst, pop, task_valid, \task , run_issued,
   wire report;
   input report_store;
   wire report_store;
+  wire [63:0] rest_run_first;
+  wire [63:0] rest_run_line;
+  wire [43:0] rest_run_lines;
+  wire [5:0] rest_run_offset;
   input rst;
   wire rst;
   output [63:0] run_addr;
   reg [63:0] run_addr;
   reg run_any;
-  output [31:0] run_beats;
-  reg [31:0] run_beats;
   input run_issued;
   wire run_issued;
+  output [31:0] run_lines;
+  reg [31:0] run_lines;
   output run_start;
   reg run_start;
   wire [63:0] sq_slot;
@@ -21866,121 +22463,136 @@ module \ndp_device.control_unit.front (rst, pop, task_valid, \task , run_issued,
   assign \$149  = \$signal [183:164] - \$signal$24 ;
   assign \$150  = \$148  ? \$149  : 21'h000004;
   assign \$151  = $signed(\$150 ) * $signed({ 1'h0, \$signal [203:184] });
-  assign \$152  = $signed({ 1'h0, \$signal$22 [4:0] }) + $signed(\$151 );
-  assign \$153  = $signed(\$152 ) + $signed(7'h20);
-  assign \$154  = $signed(\$153 ) - $signed(2'h1);
-  assign \$157  = \$signal [83:20] + \$156 ;
-  assign \$158  = \$signal$16  ? \$157  : { 1'h0, \$signal [83:20] };
-  assign \$159  = 1'h0 + \$137 [43:0];
-  assign \$160  = \$159  + 6'h20;
-  assign \$161  = \$160  - 1'h1;
-  assign \$163  = | \$137 [43:0];
-  assign \$165  = \$signal [83:20] + \$164 ;
-  assign \$166  = \$signal$16  ? \$165  : { 1'h0, \$signal [83:20] };
-  assign \$168  = \$166  + \$167 ;
-  assign \$169  = \$137 [4:0] + { \$143 [40], \$143 [40], \$143 [40], \$143  };
-  assign \$170  = \$169  + 6'h20;
-  assign \$171  = \$170  - 1'h1;
-  assign \$173  = | $signed(\$143 );
-  assign \$174  = \$6 [63:0] + 7'h40;
-  assign \$175  = is_load ? { 1'h0, \$signal [83:20] } : \$174 ;
-  assign \$176  = | \$signal [103:84];
-  assign \$177  = ~ run_any;
-  assign \$178  = \$177  | run_issued;
-  assign \$179  = \$signal$28  & \$178 ;
-  assign \$180  = ~ handed;
-  assign \$181  = \$signal$34  & \$180 ;
-  assign task_valid = \$181  | popping;
-  assign \$182  = ~ handed;
-  assign \$183  = \$signal$34  & \$182 ;
-  assign \task  = \$183  ? \$signal  : pop;
-  assign \$184  = ! status;
-  assign \$185  = ~ \$184 ;
-  assign \$186  = | stores;
-  assign \$187  = | \$signal$43 ;
-  assign \$188  = reads_cq & \$187 ;
-  assign \$189  = \$186  | \$188 ;
-  assign \$190  = | stores;
-  assign \$191  = | \$signal$43 ;
-  assign \$192  = reads_cq & \$191 ;
-  assign \$193  = \$190  | \$192 ;
-  assign \$194  = ~ \$193 ;
-  assign \$195  = ! fsm_state;
-  assign \$196  = fsm_state == 1'h1;
-  assign \$197  = fsm_state == 2'h2;
-  assign \$198  = fsm_state == 2'h3;
-  assign \$199  = fsm_state == 3'h4;
-  assign \$200  = \$signal$43  + \$signal$12 ;
-  assign \$201  = \$200  - report;
-  assign \$202  = stores + \$signal$11 ;
-  assign \$203  = report & report_store;
-  assign \$204  = \$202  - \$203 ;
-  assign \$205  = ~ run_any;
-  assign \$206  = \$205  | run_issued;
-  assign \$207  = \$signal$28  & \$206 ;
-  assign \$208  = \$signal$20  == 2'h3;
-  assign \$209  = \$signal$20  == 1'h1;
-  assign \$210  = ! \$signal$20 ;
-  assign \$211  = \$signal [5:2] == 2'h2;
-  assign \$212  = \$signal [5:2] == 2'h3;
-  assign \$213  = \$signal [5:2] == 3'h4;
-  assign \$214  = \$212  | \$213 ;
-  assign \$215  = \$214  ? 2'h2 : 2'h1;
-  assign \$216  = \$211  ? 2'h0 : \$215 ;
-  assign \$217  = | \$216 ;
-  assign \$218  = \$210  & \$217 ;
-  assign \$219  = \$signal$20  == 2'h2;
-  assign \$220  = \$signal$16  + 1'h1;
-  assign \$221  = \$signal [5:2] == 2'h2;
-  assign \$222  = \$signal [5:2] == 2'h3;
-  assign \$223  = \$signal [5:2] == 3'h4;
-  assign \$224  = \$222  | \$223 ;
-  assign \$225  = \$224  ? 2'h2 : 2'h1;
-  assign \$226  = \$221  ? 2'h0 : \$225 ;
-  assign \$227  = \$220  < \$226 ;
-  assign \$228  = \$219  & \$227 ;
-  assign \$229  = \$signal$24  + 3'h4;
-  assign \$230  = 3'h4 * \$signal [203:184];
-  assign \$231  = \$signal$22  + \$230 ;
-  assign \$232  = \$signal$24  + 3'h4;
-  assign \$233  = \$232  >= \$signal [183:164];
-  assign \$234  = ! status;
-  assign \$235  = ~ \$234 ;
-  assign \$236  = | stores;
-  assign \$237  = | \$signal$43 ;
-  assign \$238  = reads_cq & \$237 ;
-  assign \$239  = \$236  | \$238 ;
-  assign \$240  = is_compute ? 2'h0 : 2'h3;
-  assign \$241  = | stores;
-  assign \$242  = | \$signal$43 ;
-  assign \$243  = reads_cq & \$242 ;
-  assign \$244  = \$241  | \$243 ;
-  assign \$245  = ~ \$244 ;
-  assign \$246  = is_compute ? 2'h0 : 2'h3;
-  assign \$247  = ~ \$signal$28 ;
-  assign \$248  = handed | take;
+  assign \$153  = $signed({ 1'h0, \$146 [5:0] }) + $signed(\$152 );
+  assign \$154  = $signed(\$153 ) + $signed(8'h40);
+  assign \$155  = $signed(\$154 ) - $signed(2'h1);
+  assign \$157  = \$signal [183:164] - \$signal$24 ;
+  assign \$158  = $signed(\$157 ) < $signed(4'h4);
+  assign \$159  = \$signal [183:164] - \$signal$24 ;
+  assign \$160  = \$158  ? \$159  : 21'h000004;
+  assign \$161  = $signed(\$160 ) * $signed({ 1'h0, \$signal [203:184] });
+  assign \$162  = $signed({ 1'h0, \$146 [5:1] }) + $signed(\$161 );
+  assign \$163  = $signed(\$162 ) + $signed(7'h20);
+  assign \$164  = $signed(\$163 ) - $signed(2'h1);
+  assign \$166  = \$signal [83:20] + \$165 ;
+  assign \$167  = \$signal$16  ? \$166  : { 1'h0, \$signal [83:20] };
+  assign \$168  = \$167  + 1'h0;
+  assign \$170  = \$168 [5:0] + \$169 ;
+  assign \$171  = \$170  + 7'h40;
+  assign \$172  = \$171  - 1'h1;
+  assign \$174  = \$168 [5:1] + \$137 [43:0];
+  assign \$175  = \$174  + 6'h20;
+  assign \$176  = \$175  - 1'h1;
+  assign \$179  = \$signal [83:20] + \$178 ;
+  assign \$180  = \$signal$16  ? \$179  : { 1'h0, \$signal [83:20] };
+  assign \$182  = \$180  + \$181 ;
+  assign \$184  = \$182 [5:0] + \$183 ;
+  assign \$185  = \$184  + 7'h40;
+  assign \$186  = \$185  - 1'h1;
+  assign \$188  = \$182 [5:1] + { \$143 [40], \$143 [40], \$143 [40], \$143  };
+  assign \$189  = \$188  + 6'h20;
+  assign \$190  = \$189  - 1'h1;
+  assign \$192  = | \$137 [43:0];
+  assign \$193  = | $signed(\$143 );
+  assign \$194  = \$6 [63:0] + 7'h40;
+  assign \$195  = is_load ? { 1'h0, \$signal [83:20] } : \$194 ;
+  assign \$196  = | \$signal [103:84];
+  assign \$197  = ~ run_any;
+  assign \$198  = \$197  | run_issued;
+  assign \$199  = \$signal$43  & \$198 ;
+  assign \$200  = ~ handed;
+  assign \$201  = \$signal$49  & \$200 ;
+  assign task_valid = \$201  | popping;
+  assign \$202  = ~ handed;
+  assign \$203  = \$signal$49  & \$202 ;
+  assign \task  = \$203  ? \$signal  : pop;
+  assign \$204  = ! status;
+  assign \$205  = ~ \$204 ;
+  assign \$206  = | stores;
+  assign \$207  = | \$signal$58 ;
+  assign \$208  = reads_cq & \$207 ;
+  assign \$209  = \$206  | \$208 ;
+  assign \$210  = | stores;
+  assign \$211  = | \$signal$58 ;
+  assign \$212  = reads_cq & \$211 ;
+  assign \$213  = \$210  | \$212 ;
+  assign \$214  = ~ \$213 ;
+  assign \$215  = ! fsm_state;
+  assign \$216  = fsm_state == 1'h1;
+  assign \$217  = fsm_state == 2'h2;
+  assign \$218  = fsm_state == 2'h3;
+  assign \$219  = fsm_state == 3'h4;
+  assign \$220  = \$signal$58  + \$signal$12 ;
+  assign \$221  = \$220  - report;
+  assign \$222  = stores + \$signal$11 ;
+  assign \$223  = report & report_store;
+  assign \$224  = \$222  - \$223 ;
+  assign \$225  = ~ run_any;
+  assign \$226  = \$225  | run_issued;
+  assign \$227  = \$signal$43  & \$226 ;
+  assign \$228  = \$signal$38  == 2'h3;
+  assign \$229  = \$signal$38  == 1'h1;
+  assign \$230  = ! \$signal$38 ;
+  assign \$231  = \$signal [5:2] == 2'h2;
+  assign \$232  = \$signal [5:2] == 2'h3;
+  assign \$233  = \$signal [5:2] == 3'h4;
+  assign \$234  = \$232  | \$233 ;
+  assign \$235  = \$234  ? 2'h2 : 2'h1;
+  assign \$236  = \$231  ? 2'h0 : \$235 ;
+  assign \$237  = | \$236 ;
+  assign \$238  = \$230  & \$237 ;
+  assign \$239  = \$signal$38  == 2'h2;
+  assign \$240  = \$signal$16  + 1'h1;
+  assign \$241  = \$signal [5:2] == 2'h2;
+  assign \$242  = \$signal [5:2] == 2'h3;
+  assign \$243  = \$signal [5:2] == 3'h4;
+  assign \$244  = \$242  | \$243 ;
+  assign \$245  = \$244  ? 2'h2 : 2'h1;
+  assign \$246  = \$241  ? 2'h0 : \$245 ;
+  assign \$247  = \$240  < \$246 ;
+  assign \$248  = \$239  & \$247 ;
+  assign \$249  = \$signal$24  + 3'h4;
+  assign \$250  = 3'h4 * \$signal [203:184];
+  assign \$251  = \$signal$21  + \$250 ;
+  assign \$252  = \$signal$24  + 3'h4;
+  assign \$253  = \$252  >= \$signal [183:164];
+  assign \$254  = ! status;
+  assign \$255  = ~ \$254 ;
+  assign \$256  = | stores;
+  assign \$257  = | \$signal$58 ;
+  assign \$258  = reads_cq & \$257 ;
+  assign \$259  = \$256  | \$258 ;
+  assign \$260  = is_compute ? 2'h0 : 2'h3;
+  assign \$261  = | stores;
+  assign \$262  = | \$signal$58 ;
+  assign \$263  = reads_cq & \$262 ;
+  assign \$264  = \$261  | \$263 ;
+  assign \$265  = ~ \$264 ;
+  assign \$266  = is_compute ? 2'h0 : 2'h3;
+  assign \$267  = ~ \$signal$43 ;
+  assign \$268  = handed | take;
   always @(posedge clk)
-    \$signal$43  <= \$249 ;
+    \$signal$58  <= \$269 ;
   always @(posedge clk)
-    stores <= \$250 ;
+    stores <= \$270 ;
   always @(posedge clk)
-    \$signal$28  <= \$251 ;
+    \$signal$43  <= \$271 ;
   always @(posedge clk)
-    \$signal$20  <= \$252 ;
+    \$signal$38  <= \$272 ;
   always @(posedge clk)
-    \$signal$16  <= \$253 ;
+    \$signal$16  <= \$273 ;
   always @(posedge clk)
-    \$signal$24  <= \$254 ;
+    \$signal$24  <= \$274 ;
   always @(posedge clk)
-    \$signal$22  <= \$255 ;
+    \$signal$21  <= \$275 ;
   always @(posedge clk)
-    handed <= \$256 ;
+    handed <= \$276 ;
   always @(posedge clk)
-    \$signal  <= \$257 ;
+    \$signal  <= \$277 ;
   always @(posedge clk)
-    \$signal$34  <= \$258 ;
+    \$signal$49  <= \$278 ;
   always @(posedge clk)
-    fsm_state <= \$259 ;
+    fsm_state <= \$279 ;
   \ndp_device.control_unit.front.decoder  decoder (
     .desc(\$signal [203:0]),
     .is_compute(is_compute),
@@ -21988,7 +22600,7 @@ module \ndp_device.control_unit.front (rst, pop, task_valid, \task , run_issued,
     .is_store(is_store),
     .log2_slot(regs[267:260]),
     .operand_lines(operand_lines),
-    .\port$6468$128 (regs[255:128]),
+    .\port$6620$128 (regs[255:128]),
     .status(status)
   );
   always @* begin
@@ -22030,64 +22642,64 @@ module \ndp_device.control_unit.front (rst, pop, task_valid, \task , run_issued,
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     (* full_case = 32'd1 *)
-    casez (\$signal$20 )
+    casez (\$signal$38 )
       2'h0:
-          \$signal$21  = \$146 [63:0];
+          \$signal$39  = { \$146 [63:6], 6'h00 };
       2'h1:
-          \$signal$21  = \$158 [63:0];
+          \$signal$39  = { \$168 [63:6], 6'h00 };
       2'h2:
-          \$signal$21  = \$168 [63:0];
+          \$signal$39  = { \$182 [63:6], 6'h00 };
       2'h3:
-          \$signal$21  = \$175 [63:0];
+          \$signal$39  = \$195 [63:0];
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     (* full_case = 32'd1 *)
-    casez (\$signal$20 )
+    casez (\$signal$38 )
       2'h0:
-          \$signal$23  = \$155 [31:0];
+          \$signal$40  = \$156 [31:0];
       2'h1:
-          \$signal$23  = \$162 [31:0];
+          \$signal$40  = \$173 [31:0];
       2'h2:
-          \$signal$23  = \$172 [31:0];
+          \$signal$40  = \$187 [31:0];
       2'h3:
-          \$signal$23  = { 12'h000, \$signal [103:84] };
+          \$signal$40  = { 12'h000, \$signal [103:84] };
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     (* full_case = 32'd1 *)
-    casez (\$signal$20 )
+    casez (\$signal$38 )
       2'h0:
           run_any = 1'h1;
       2'h1:
-          run_any = \$163 ;
+          run_any = \$192 ;
       2'h2:
-          run_any = \$173 ;
+          run_any = \$193 ;
       2'h3:
-          run_any = \$176 ;
+          run_any = \$196 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     run_start = 1'h0;
-    if (\$179 ) begin
+    if (\$199 ) begin
       run_start = run_any;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     run_addr = 64'h0000000000000000;
-    if (\$179 ) begin
-      run_addr = \$signal$21 ;
+    if (\$199 ) begin
+      run_addr = \$signal$39 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
-    run_beats = 32'd0;
-    if (\$179 ) begin
-      run_beats = \$signal$23 ;
+    run_lines = 32'd0;
+    if (\$199 ) begin
+      run_lines = \$signal$40 ;
     end
   end
   always @* begin
@@ -22114,45 +22726,45 @@ module \ndp_device.control_unit.front (rst, pop, task_valid, \task , run_issued,
           /* empty */;
       3'h1:
           (* full_case = 32'd1 *)
-          if (\$185 ) begin
+          if (\$205 ) begin
             \$signal$12  = 1'h1;
-          end else if (\$189 ) begin
+          end else if (\$209 ) begin
           end else begin
             \$signal$12  = 1'h1;
           end
       3'h3:
-          if (\$194 ) begin
+          if (\$214 ) begin
             \$signal$12  = 1'h1;
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
-    \$249  = \$201 [7:0];
+    \$269  = \$221 [7:0];
     if (rst) begin
-      \$249  = 8'h00;
+      \$269  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
-    \$250  = \$204 [7:0];
+    \$270  = \$224 [7:0];
     if (rst) begin
-      \$250  = 8'h00;
+      \$270  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
-    \$251  = \$signal$28 ;
-    if (\$207 ) begin
+    \$271  = \$signal$43 ;
+    if (\$227 ) begin
       (* full_case = 32'd1 *)
-      if (\$208 ) begin
-        \$251  = 1'h0;
-      end else if (\$209 ) begin
-      end else if (\$218 ) begin
-      end else if (\$228 ) begin
+      if (\$228 ) begin
+        \$271  = 1'h0;
+      end else if (\$229 ) begin
+      end else if (\$238 ) begin
+      end else if (\$248 ) begin
       end else begin
-        if (\$233 ) begin
-          \$251  = 1'h0;
+        if (\$253 ) begin
+          \$271  = 1'h0;
         end
       end
     end
@@ -22161,34 +22773,34 @@ module \ndp_device.control_unit.front (rst, pop, task_valid, \task , run_issued,
           /* empty */;
       3'h1:
           (* full_case = 32'd1 *)
-          if (\$235 ) begin
-          end else if (\$239 ) begin
+          if (\$255 ) begin
+          end else if (\$259 ) begin
           end else begin
-            \$251  = 1'h1;
+            \$271  = 1'h1;
           end
       3'h3:
-          if (\$245 ) begin
-            \$251  = 1'h1;
+          if (\$265 ) begin
+            \$271  = 1'h1;
           end
     endcase
     if (rst) begin
-      \$251  = 1'h0;
+      \$271  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
-    \$252  = \$signal$20 ;
-    if (\$207 ) begin
+    \$272  = \$signal$38 ;
+    if (\$227 ) begin
       (* full_case = 32'd1 *)
-      if (\$208 ) begin
-      end else if (\$209 ) begin
-        \$252  = 2'h2;
-      end else if (\$218 ) begin
-        \$252  = 2'h1;
-      end else if (\$228 ) begin
-        \$252  = 2'h1;
+      if (\$228 ) begin
+      end else if (\$229 ) begin
+        \$272  = 2'h2;
+      end else if (\$238 ) begin
+        \$272  = 2'h1;
+      end else if (\$248 ) begin
+        \$272  = 2'h1;
       end else begin
-        \$252  = 2'h0;
+        \$272  = 2'h0;
       end
     end
     casez (fsm_state)
@@ -22196,30 +22808,30 @@ module \ndp_device.control_unit.front (rst, pop, task_valid, \task , run_issued,
           /* empty */;
       3'h1:
           (* full_case = 32'd1 *)
-          if (\$235 ) begin
-          end else if (\$239 ) begin
+          if (\$255 ) begin
+          end else if (\$259 ) begin
           end else begin
-            \$252  = \$240 ;
+            \$272  = \$260 ;
           end
       3'h3:
-          if (\$245 ) begin
-            \$252  = \$246 ;
+          if (\$265 ) begin
+            \$272  = \$266 ;
           end
     endcase
     if (rst) begin
-      \$252  = 2'h0;
+      \$272  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
-    \$253  = \$signal$16 ;
-    if (\$207 ) begin
-      if (\$208 ) begin
-      end else if (\$209 ) begin
-      end else if (\$218 ) begin
-        \$253  = 1'h0;
-      end else if (\$228 ) begin
-        \$253  = 1'h1;
+    \$273  = \$signal$16 ;
+    if (\$227 ) begin
+      if (\$228 ) begin
+      end else if (\$229 ) begin
+      end else if (\$238 ) begin
+        \$273  = 1'h0;
+      end else if (\$248 ) begin
+        \$273  = 1'h1;
       end
     end
     casez (fsm_state)
@@ -22227,31 +22839,31 @@ module \ndp_device.control_unit.front (rst, pop, task_valid, \task , run_issued,
           /* empty */;
       3'h1:
           (* full_case = 32'd1 *)
-          if (\$235 ) begin
-          end else if (\$239 ) begin
+          if (\$255 ) begin
+          end else if (\$259 ) begin
           end else begin
-            \$253  = 1'h0;
+            \$273  = 1'h0;
           end
       3'h3:
-          if (\$245 ) begin
-            \$253  = 1'h0;
+          if (\$265 ) begin
+            \$273  = 1'h0;
           end
     endcase
     if (rst) begin
-      \$253  = 1'h0;
+      \$273  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
-    \$254  = \$signal$24 ;
-    if (\$207 ) begin
+    \$274  = \$signal$24 ;
+    if (\$227 ) begin
       (* full_case = 32'd1 *)
-      if (\$208 ) begin
-      end else if (\$209 ) begin
-      end else if (\$218 ) begin
-      end else if (\$228 ) begin
+      if (\$228 ) begin
+      end else if (\$229 ) begin
+      end else if (\$238 ) begin
+      end else if (\$248 ) begin
       end else begin
-        \$254  = \$229 [19:0];
+        \$274  = \$249 [19:0];
       end
     end
     casez (fsm_state)
@@ -22259,31 +22871,31 @@ module \ndp_device.control_unit.front (rst, pop, task_valid, \task , run_issued,
           /* empty */;
       3'h1:
           (* full_case = 32'd1 *)
-          if (\$235 ) begin
-          end else if (\$239 ) begin
+          if (\$255 ) begin
+          end else if (\$259 ) begin
           end else begin
-            \$254  = 20'h00000;
+            \$274  = 20'h00000;
           end
       3'h3:
-          if (\$245 ) begin
-            \$254  = 20'h00000;
+          if (\$265 ) begin
+            \$274  = 20'h00000;
           end
     endcase
     if (rst) begin
-      \$254  = 20'h00000;
+      \$274  = 20'h00000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
-    \$255  = \$signal$22 ;
-    if (\$207 ) begin
+    \$275  = \$signal$21 ;
+    if (\$227 ) begin
       (* full_case = 32'd1 *)
-      if (\$208 ) begin
-      end else if (\$209 ) begin
-      end else if (\$218 ) begin
-      end else if (\$228 ) begin
+      if (\$228 ) begin
+      end else if (\$229 ) begin
+      end else if (\$238 ) begin
+      end else if (\$248 ) begin
       end else begin
-        \$255  = \$231 [43:0];
+        \$275  = \$251 [43:0];
       end
     end
     casez (fsm_state)
@@ -22291,56 +22903,56 @@ module \ndp_device.control_unit.front (rst, pop, task_valid, \task , run_issued,
           /* empty */;
       3'h1:
           (* full_case = 32'd1 *)
-          if (\$235 ) begin
-          end else if (\$239 ) begin
+          if (\$255 ) begin
+          end else if (\$259 ) begin
           end else begin
-            \$255  = 44'h00000000000;
+            \$275  = 44'h00000000000;
           end
       3'h3:
-          if (\$245 ) begin
-            \$255  = 44'h00000000000;
+          if (\$265 ) begin
+            \$275  = 44'h00000000000;
           end
     endcase
     if (rst) begin
-      \$255  = 44'h00000000000;
+      \$275  = 44'h00000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
-    \$256  = handed;
+    \$276  = handed;
     if (take) begin
-      \$256  = 1'h1;
+      \$276  = 1'h1;
     end
     casez (fsm_state)
       3'h0:
           if (pop_valid) begin
-            \$256  = take;
+            \$276  = take;
           end
     endcase
     if (rst) begin
-      \$256  = 1'h0;
+      \$276  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
-    \$257  = \$signal ;
+    \$277  = \$signal ;
     casez (fsm_state)
       3'h0:
           if (pop_valid) begin
-            \$257  = pop;
+            \$277  = pop;
           end
     endcase
     if (rst) begin
-      \$257  = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$277  = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
-    \$258  = \$signal$34 ;
+    \$278  = \$signal$49 ;
     casez (fsm_state)
       3'h0:
           if (pop_valid) begin
-            \$258  = 1'h1;
+            \$278  = 1'h1;
           end
       3'h1:
           /* empty */;
@@ -22349,46 +22961,46 @@ module \ndp_device.control_unit.front (rst, pop, task_valid, \task , run_issued,
       3'h4:
           /* empty */;
       3'h2:
-          if (\$248 ) begin
-            \$258  = 1'h0;
+          if (\$268 ) begin
+            \$278  = 1'h0;
           end
     endcase
     if (rst) begin
-      \$258  = 1'h0;
+      \$278  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
-    \$259  = fsm_state;
+    \$279  = fsm_state;
     casez (fsm_state)
       3'h0:
           if (pop_valid) begin
-            \$259  = 3'h1;
+            \$279  = 3'h1;
           end
       3'h1:
           (* full_case = 32'd1 *)
-          if (\$235 ) begin
-            \$259  = 3'h2;
-          end else if (\$239 ) begin
-            \$259  = 3'h3;
+          if (\$255 ) begin
+            \$279  = 3'h2;
+          end else if (\$259 ) begin
+            \$279  = 3'h3;
           end else begin
-            \$259  = 3'h4;
+            \$279  = 3'h4;
           end
       3'h3:
-          if (\$245 ) begin
-            \$259  = 3'h4;
+          if (\$265 ) begin
+            \$279  = 3'h4;
           end
       3'h4:
-          if (\$247 ) begin
-            \$259  = 3'h2;
+          if (\$267 ) begin
+            \$279  = 3'h2;
           end
       3'h2:
-          if (\$248 ) begin
-            \$259  = 3'h0;
+          if (\$268 ) begin
+            \$279  = 3'h0;
           end
     endcase
     if (rst) begin
-      \$259  = 3'h0;
+      \$279  = 3'h0;
     end
   end
   assign desc = \$signal [203:0];
@@ -22398,6 +23010,20 @@ module \ndp_device.control_unit.front (rst, pop, task_valid, \task , run_issued,
   assign sq_slot = \$6 [63:0];
   assign \$signal$18  = \$137 [43:0];
   assign f_rest_elems = { \$143 [40], \$143 [40], \$143 [40], \$143  };
+  assign input_run_first = \$146 [63:0];
+  assign input_run_line = { \$146 [63:6], 6'h00 };
+  assign input_run_lines = \$156 [43:0];
+  assign input_run_offset = { 1'h0, \$146 [5:1] };
+  assign main_run_first = \$168 [63:0];
+  assign main_run_line = { \$168 [63:6], 6'h00 };
+  assign main_run_lines = \$173 [43:0];
+  assign main_run_offset = { 1'h0, \$168 [5:1] };
+  assign \beats$32  = \$177 [43:0];
+  assign rest_run_first = \$182 [63:0];
+  assign rest_run_line = { \$182 [63:6], 6'h00 };
+  assign rest_run_lines = \$187 [43:0];
+  assign rest_run_offset = { 1'h0, \$182 [5:1] };
+  assign \beats$37  = \$191 [43:0];
   assign \$signal.desc  = \$signal [203:0];
   assign \$signal.desc.type  = \$signal [1:0];
   assign \$signal.desc.op  = \$signal [5:2];
@@ -22504,8 +23130,8 @@ module \ndp_device.control_unit.front (rst, pop, task_valid, \task , run_issued,
   assign \pop.queue  = pop[205:204];
   assign \pop.seq  = pop[269:206];
   assign \pop.taken  = pop[333:270];
-  assign \$55  = { 1'h0, \$signal [103:84], 6'h00 };
   assign \$29  = { 1'h0, \$signal [103:84], 6'h00 };
+  assign \$55  = { 1'h0, \$signal [103:84], 6'h00 };
   assign \$82  = { 1'h0, \$signal [103:84], 6'h00 };
   assign \$109  = { 1'h0, \$signal [103:84], 6'h00 };
   assign \$116  = { 1'h0, \$115  };
@@ -22514,17 +23140,23 @@ module \ndp_device.control_unit.front (rst, pop, task_valid, \task , run_issued,
   assign \$125  = { \$124 , 3'h0 };
   assign \$128  = { 3'h0, \$127 , 4'h0 };
   assign \$131  = { 2'h0, \$130 , 5'h00 };
-  assign \$145  = { 1'h0, \$signal$22 [43:5], 6'h00 };
-  assign \$155  = { \$154 [43], \$154 [43], \$154 [43], \$154 [43], \$154 [43], \$154 [43:5] };
-  assign \$156  = { 1'h0, operand_lines, 6'h00 };
-  assign \$162  = { \$161 [46], \$161 [46], \$161 [46], \$161 [46], \$161 [46], \$161 [46:5] };
-  assign \$164  = { 1'h0, operand_lines, 6'h00 };
-  assign \$167  = { 1'h0, \$137 [43:5], 6'h00 };
-  assign \$172  = { \$171 [46], \$171 [46], \$171 [46], \$171 [46], \$171 [46], \$171 [46:5] };
+  assign \$145  = { \$signal$21 , 1'h0 };
+  assign \$152  = { \$151 , 1'h0 };
+  assign \$156  = { \$155 [44], \$155 [44], \$155 [44], \$155 [44], \$155 [44], \$155 [44], \$155 [44:6] };
+  assign beats = { \$164 [43], \$164 [43], \$164 [43], \$164 [43], \$164 [43], \$164 [43:5] };
+  assign \$165  = { 1'h0, operand_lines, 6'h00 };
+  assign \$169  = { \$137 [43:0], 1'h0 };
+  assign \$173  = { \$172 [47], \$172 [47], \$172 [47], \$172 [47], \$172 [47], \$172 [47], \$172 [47:6] };
+  assign \$177  = { \$176 [46], \$176 [46], \$176 [46], \$176 [46], \$176 [46], \$176 [46:5] };
+  assign \$178  = { 1'h0, operand_lines, 6'h00 };
+  assign \$181  = { \$137 [43:0], 1'h0 };
+  assign \$183  = { \$143 [40], \$143 [40], \$143 [40], \$143 , 1'h0 };
+  assign \$187  = { \$186 [47], \$186 [47], \$186 [47], \$186 [47], \$186 [47], \$186 [47], \$186 [47:6] };
+  assign \$191  = { \$190 [46], \$190 [46], \$190 [46], \$190 [46], \$190 [46], \$190 [46:5] };
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.front.decoder (is_store, is_compute, operand_lines, \port$6468$128 , log2_slot, desc, status, is_load);
+module \ndp_device.control_unit.front.decoder (is_store, is_compute, operand_lines, \port$6620$128 , log2_slot, desc, status, is_load);
   reg \$auto$verilog_backend.cc:2355:dump_module$72  = 0;
   wire [26:0] \$1 ;
   wire \$10 ;
@@ -22721,8 +23353,8 @@ module \ndp_device.control_unit.front.decoder (is_store, is_compute, operand_lin
   output [39:0] operand_lines;
   wire [39:0] operand_lines;
   wire [39:0] out_elems;
-  input [127:0] \port$6468$128 ;
-  wire [127:0] \port$6468$128 ;
+  input [127:0] \port$6620$128 ;
+  wire [127:0] \port$6620$128 ;
   reg [49:0] result;
   wire [49:0] room;
   wire [47:0] stats_offset;
@@ -22798,8 +23430,8 @@ module \ndp_device.control_unit.front.decoder (is_store, is_compute, operand_lin
   assign \$74  = ~ \$73 ;
   assign \$75  = ! desc[25:20];
   assign \$76  = ! desc[103:84];
-  assign \$77  = desc[83:20] >= \port$6468$128 [63:0];
-  assign \$78  = \$2  <= \port$6468$128 [127:64];
+  assign \$77  = desc[83:20] >= \port$6620$128 [63:0];
+  assign \$78  = \$2  <= \port$6620$128 [127:64];
   assign \$79  = \$77  & \$78 ;
   assign \$80  = \$76  | \$79 ;
   assign \$81  = \$75  & \$80 ;
@@ -22914,8 +23546,8 @@ module \ndp_device.control_unit.front.decoder (is_store, is_compute, operand_lin
   assign o_lines = \$19 [43:0];
   assign stats_offset = \$22 [47:0];
   assign room = \$38 [49:0];
-  assign data_base = \port$6468$128 [63:0];
-  assign data_limit = \port$6468$128 [127:64];
+  assign data_base = \port$6620$128 [63:0];
+  assign data_limit = \port$6620$128 [127:64];
   assign operand_lines = \$14 [39:0];
   assign \desc.type  = desc[1:0];
   assign \desc.op  = desc[5:2];
@@ -22949,7 +23581,7 @@ module \ndp_device.control_unit.front.decoder (is_store, is_compute, operand_lin
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.packer (rst, out__valid, w_ready, out__ready, start, offset, w_valid, w_data, w_bytes, w_last, out__data, out__strb, clk);
+module \ndp_device.control_unit.packer (rst, out__ready, out__valid, w_ready, start, offset, w_valid, w_data, w_bytes, w_last, out__data, out__strb, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$73  = 0;
   wire \$1 ;
   wire [8:0] \$10 ;
@@ -23128,46 +23760,49 @@ module \ndp_device.control_unit.packer (rst, out__valid, w_ready, out__ready, st
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.reader (bus__rlast, clk, rst, r_en, bus__arlen, bus__arvalid, issued_all, out__data, start, \addr$32 , beats, addr, out__valid, bus__arready, bus__rvalid, w_data);
+module \ndp_device.control_unit.reader (bus__rlast, clk, rst, bus__arlen, bus__arvalid, issued_all, out__data, r_en, start, \addr$33 , lines, addr, out__valid, bus__arready, bus__rvalid, w_data);
   reg \$auto$verilog_backend.cc:2355:dump_module$74  = 0;
   wire [7:0] \$1 ;
   wire \$10 ;
   wire \$11 ;
-  wire \$12 ;
-  wire \$13 ;
+  wire [8:0] \$12 ;
+  wire [9:0] \$13 ;
   wire \$14 ;
-  wire [13:0] \$15 ;
-  wire [64:0] \$16 ;
-  wire [32:0] \$17 ;
+  wire \$15 ;
+  wire \$16 ;
+  wire \$17 ;
   wire \$18 ;
-  wire [7:0] \$19 ;
+  wire [13:0] \$19 ;
   wire \$2 ;
-  wire [8:0] \$20 ;
-  wire \$21 ;
-  wire [9:0] \$22 ;
-  wire \$23 ;
-  wire [2:0] \$24 ;
+  wire [64:0] \$20 ;
+  wire [32:0] \$21 ;
+  wire \$22 ;
+  wire [7:0] \$23 ;
+  wire [8:0] \$24 ;
   wire \$25 ;
-  wire \$26 ;
-  wire [3:0] \$27 ;
-  reg [63:0] \$28 ;
-  reg [31:0] \$29 ;
+  wire [9:0] \$26 ;
+  wire \$27 ;
+  wire [2:0] \$28 ;
+  wire \$29 ;
   wire \$3 ;
-  reg [7:0] \$30 ;
-  reg [1:0] \$31 ;
+  wire \$30 ;
+  wire [3:0] \$31 ;
+  reg [63:0] \$32 ;
+  reg [31:0] \$33 ;
+  reg [7:0] \$34 ;
+  reg [1:0] \$35 ;
   wire [31:0] \$4 ;
-  wire \$5 ;
-  wire \$6 ;
-  wire \$7 ;
-  wire [8:0] \$8 ;
-  wire [9:0] \$9 ;
+  wire [7:0] \$5 ;
+  wire [8:0] \$6 ;
+  wire [9:0] \$7 ;
+  wire [9:0] \$8 ;
+  wire \$9 ;
   output [63:0] addr;
   reg [63:0] addr = 64'h0000000000000000;
-  input [63:0] \addr$32 ;
-  wire [63:0] \addr$32 ;
-  input [31:0] beats;
-  wire [31:0] beats;
-  wire [6:0] burst;
+  input [63:0] \addr$33 ;
+  wire [63:0] \addr$33 ;
+  wire [6:0] burst_beats;
+  wire [6:0] burst_lines;
   (* init = 64'h0000000000000000 *)
   wire [63:0] bus__araddr;
   wire [1:0] bus__arburst;
@@ -23194,6 +23829,8 @@ module \ndp_device.control_unit.reader (bus__rlast, clk, rst, r_en, bus__arlen, 
   reg [31:0] left = 32'd0;
   wire [7:0] level;
   wire [6:0] limit;
+  input [31:0] lines;
+  wire [31:0] lines;
   output [511:0] out__data;
   wire [511:0] out__data;
   wire out__ready;
@@ -23217,38 +23854,41 @@ module \ndp_device.control_unit.reader (bus__rlast, clk, rst, r_en, bus__arlen, 
   assign limit = \$2  ? \$1 [6:0] : 7'h40;
   assign \$3  = left < limit;
   assign \$4  = \$3  ? left : { 25'h0000000, limit };
-  assign bus__arlen = \$4 [6:0] - 1'h1;
-  assign \$5  = | left;
-  assign \$6  = in_flight < 2'h2;
-  assign \$7  = \$5  & \$6 ;
-  assign \$8  = 8'h80 - level;
-  assign \$9  = $signed(\$8 ) - $signed({ 1'h0, pending });
-  assign \$10  = $signed(\$9 ) >= $signed({ 1'h0, \$4 [6:0] });
-  assign bus__arvalid = \$7  & \$10 ;
-  assign \$11  = | left;
-  assign \$12  = start | \$11 ;
-  assign \$13  = | in_flight;
-  assign busy = \$12  | \$13 ;
+  assign \$5  = 1'h0 + \$4 [6:0];
+  assign \$6  = \$5  + 1'h1;
+  assign \$7  = \$6  - 1'h1;
+  assign bus__arlen = \$8 [6:0] - 1'h1;
+  assign \$9  = | left;
+  assign \$10  = in_flight < 2'h2;
+  assign \$11  = \$9  & \$10 ;
+  assign \$12  = 8'h80 - level;
+  assign \$13  = $signed(\$12 ) - $signed({ 1'h0, pending });
+  assign \$14  = $signed(\$13 ) >= $signed({ 1'h0, \$8 [6:0] });
+  assign bus__arvalid = \$11  & \$14 ;
+  assign \$15  = | left;
+  assign \$16  = start | \$15 ;
+  assign \$17  = | in_flight;
+  assign busy = \$16  | \$17 ;
   assign issued_all = ! left;
-  assign \$14  = bus__arvalid & bus__arready;
-  assign \$16  = addr + \$15 ;
-  assign \$17  = left - \$4 [6:0];
   assign \$18  = bus__arvalid & bus__arready;
-  assign \$19  = \$18  * \$4 [6:0];
-  assign \$20  = pending + \$19 ;
-  assign \$22  = \$20  - \$21 ;
-  assign \$23  = bus__arvalid & bus__arready;
-  assign \$24  = in_flight + \$23 ;
-  assign \$26  = \$25  & bus__rlast;
-  assign \$27  = \$24  - \$26 ;
+  assign \$20  = addr + \$19 ;
+  assign \$21  = left - \$4 [6:0];
+  assign \$22  = bus__arvalid & bus__arready;
+  assign \$23  = \$22  * \$8 [6:0];
+  assign \$24  = pending + \$23 ;
+  assign \$26  = \$24  - \$25 ;
+  assign \$27  = bus__arvalid & bus__arready;
+  assign \$28  = in_flight + \$27 ;
+  assign \$30  = \$29  & bus__rlast;
+  assign \$31  = \$28  - \$30 ;
   always @(posedge clk)
-    addr <= \$28 ;
+    addr <= \$32 ;
   always @(posedge clk)
-    left <= \$29 ;
+    left <= \$33 ;
   always @(posedge clk)
-    pending <= \$30 ;
+    pending <= \$34 ;
   always @(posedge clk)
-    in_flight <= \$31 ;
+    in_flight <= \$35 ;
   \ndp_device.control_unit.reader.buffer  buffer (
     .clk(clk),
     .r_data(out__data),
@@ -23261,63 +23901,65 @@ module \ndp_device.control_unit.reader (bus__rlast, clk, rst, r_en, bus__arlen, 
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$28  = addr;
-    if (\$14 ) begin
-      \$28  = \$16 [63:0];
+    \$32  = addr;
+    if (\$18 ) begin
+      \$32  = \$20 [63:0];
     end
     if (start) begin
-      \$28  = \addr$32 ;
+      \$32  = \addr$33 ;
     end
     if (rst) begin
-      \$28  = 64'h0000000000000000;
+      \$32  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$29  = left;
-    if (\$14 ) begin
-      \$29  = \$17 [31:0];
+    \$33  = left;
+    if (\$18 ) begin
+      \$33  = \$21 [31:0];
     end
     if (start) begin
-      \$29  = beats;
+      \$33  = lines;
     end
     if (rst) begin
-      \$29  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$30  = \$22 [7:0];
-    if (rst) begin
-      \$30  = 8'h00;
+      \$33  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$31  = \$27 [1:0];
+    \$34  = \$26 [7:0];
     if (rst) begin
-      \$31  = 2'h0;
+      \$34  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$35  = \$31 [1:0];
+    if (rst) begin
+      \$35  = 2'h0;
     end
   end
   assign r_data = out__data;
   assign r_rdy = out__valid;
   assign out__ready = r_en;
   assign to_boundary = \$1 [6:0];
-  assign burst = \$4 [6:0];
+  assign burst_lines = \$4 [6:0];
+  assign burst_beats = \$8 [6:0];
   assign bus__arsize = 3'h6;
   assign bus__arburst = 2'h1;
   assign bus__arcache = 4'h3;
   assign bus__araddr = addr;
   assign bus__rready = 1'h1;
   assign bus__rdata = w_data;
+  assign \$8  = \$7 ;
   assign w_en = bus__rvalid;
-  assign \$15  = { 1'h0, \$4 [6:0], 6'h00 };
-  assign \$21  = bus__rvalid;
+  assign \$19  = { 1'h0, \$4 [6:0], 6'h00 };
   assign \$25  = bus__rvalid;
+  assign \$29  = bus__rvalid;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.reader.buffer (clk, rst, r_en, w_en, w_level, r_data, r_rdy, w_port__data);
+module \ndp_device.control_unit.reader.buffer (clk, rst, w_en, w_level, r_data, r_en, r_rdy, w_port__data);
   reg \$auto$verilog_backend.cc:2355:dump_module$75  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -34204,9 +34846,10 @@ module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.unpacker (rst, src__valid, src__data, count, pair_count, data, valid, pair_valid, pair_data, last, pull, start, offset, rows, cols, beats, pair, row, col, clk);
+module \ndp_device.control_unit.unpacker (rst, src__data, count, pair_count, data, valid, pair_valid, pair_data, last, pull, start, offset, rows, cols, beats, hold, pair, src__valid, row, col, clk
+);
   reg \$auto$verilog_backend.cc:2355:dump_module$79  = 0;
-  wire [20:0] \$1 ;
+  wire [32:0] \$1 ;
   wire [20:0] \$10 ;
   wire \$11 ;
   wire \$12 ;
@@ -34220,63 +34863,65 @@ module \ndp_device.control_unit.unpacker (rst, src__valid, src__data, count, pai
   wire \$2 ;
   wire [7:0] \$20 ;
   wire \$21 ;
-  wire [6:0] \$22 ;
-  wire [11:0] \$23 ;
-  wire [20:0] \$24 ;
-  wire \$25 ;
-  wire [20:0] \$26 ;
+  wire \$22 ;
+  wire \$23 ;
+  wire [6:0] \$24 ;
+  wire [11:0] \$25 ;
+  wire [32:0] \$26 ;
   wire \$27 ;
-  wire \$28 ;
-  wire [21:0] \$29 ;
-  wire [20:0] \$3 ;
+  wire [20:0] \$28 ;
+  wire \$29 ;
+  wire [32:0] \$3 ;
   wire \$30 ;
-  wire [6:0] \$31 ;
-  wire [2:0] \$32 ;
-  wire \$33 ;
-  wire \$34 ;
+  wire [21:0] \$31 ;
+  wire \$32 ;
+  wire [6:0] \$33 ;
+  wire [2:0] \$34 ;
   wire \$35 ;
   wire \$36 ;
-  wire [20:0] \$37 ;
+  wire \$37 ;
   wire \$38 ;
-  wire [20:0] \$39 ;
-  wire [20:0] \$4 ;
+  wire [32:0] \$39 ;
+  wire [32:0] \$4 ;
   wire \$40 ;
-  wire \$41 ;
-  wire [21:0] \$42 ;
+  wire [20:0] \$41 ;
+  wire \$42 ;
   wire \$43 ;
-  wire \$44 ;
+  wire [21:0] \$44 ;
   wire \$45 ;
-  wire [5:0] \$46 ;
-  wire [20:0] \$47 ;
-  wire [32:0] \$48 ;
-  wire [2:0] \$49 ;
+  wire \$46 ;
+  wire \$47 ;
+  wire [5:0] \$48 ;
+  wire [32:0] \$49 ;
   wire \$5 ;
-  wire [2:0] \$50 ;
-  wire [3:0] \$51 ;
-  wire \$52 ;
-  reg \$53 ;
-  reg [4:0] \$54 ;
-  reg [19:0] \$55 ;
-  reg [19:0] \$56 ;
-  reg [31:0] \$57 ;
-  reg \$58 ;
-  reg [19:0] \$59 ;
-  wire [19:0] \$6 ;
-  reg [19:0] \$60 ;
-  reg [31:0] \$61 ;
-  reg [1:0] \$62 ;
-  reg [511:0] \$63 ;
-  reg [511:0] \$64 ;
+  wire [32:0] \$50 ;
+  wire [2:0] \$51 ;
+  wire [2:0] \$52 ;
+  wire [3:0] \$53 ;
+  wire \$54 ;
+  reg \$55 ;
+  reg [4:0] \$56 ;
+  reg [19:0] \$57 ;
+  reg [31:0] \$58 ;
+  reg [31:0] \$59 ;
+  wire [31:0] \$6 ;
+  reg \$60 ;
+  reg [19:0] \$61 ;
+  reg [31:0] \$62 ;
+  reg [31:0] \$63 ;
+  reg [1:0] \$64 ;
   reg [511:0] \$65 ;
-  wire [20:0] \$7 ;
+  reg [511:0] \$66 ;
+  reg [511:0] \$67 ;
+  wire [32:0] \$7 ;
   wire \$8 ;
   wire \$9 ;
   (* init = 20'h00000 *)
   wire [19:0] \$signal ;
   reg \$signal$10  = 1'h0;
   reg [19:0] \$signal$11  = 20'h00000;
-  reg [31:0] \$signal$28  = 32'd0;
-  reg [19:0] \$signal$7  = 20'h00000;
+  reg [31:0] \$signal$29  = 32'd0;
+  reg [31:0] \$signal$7  = 32'd0;
   (* init = 1'h0 *)
   wire active;
   input [31:0] beats;
@@ -34284,18 +34929,20 @@ module \ndp_device.control_unit.unpacker (rst, src__valid, src__data, count, pai
   reg busy = 1'h0;
   input clk;
   wire clk;
-  output [19:0] col;
-  reg [19:0] col = 20'h00000;
-  (* init = 20'h00000 *)
-  wire [19:0] \col$5 ;
-  input [19:0] cols;
-  wire [19:0] cols;
+  output [31:0] col;
+  reg [31:0] col = 32'd0;
+  (* init = 32'd0 *)
+  wire [31:0] \col$5 ;
+  input [31:0] cols;
+  wire [31:0] cols;
   output [5:0] count;
   wire [5:0] count;
   wire [5:0] \count$14 ;
   output [511:0] data;
   wire [511:0] data;
   reg [1:0] held = 2'h0;
+  input hold;
+  wire hold;
   output last;
   wire last;
   wire [6:0] need;
@@ -34305,7 +34952,7 @@ module \ndp_device.control_unit.unpacker (rst, src__valid, src__data, count, pai
   wire pair;
   output [5:0] pair_count;
   wire [5:0] pair_count;
-  wire [5:0] \pair_count$22 ;
+  wire [5:0] \pair_count$23 ;
   output [511:0] pair_data;
   wire [511:0] pair_data;
   output pair_valid;
@@ -34334,62 +34981,66 @@ module \ndp_device.control_unit.unpacker (rst, src__valid, src__data, count, pai
   reg [511:0] win0 = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   reg [511:0] win1 = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   reg [511:0] win2 = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-  assign \$30  = \$29  == \$signal$11 ;
-  assign last = \$25  & \$30 ;
-  assign \$32  = held - retire;
-  assign \$33  = $signed(\$32 ) < $signed(3'h3);
-  assign \$34  = busy & \$33 ;
-  assign \$35  = taken < \$signal$28 ;
-  assign \$36  = \$34  & \$35 ;
-  assign pull = \$36  & src__valid;
-  assign \$37  = col + \$4 [5:0];
-  assign \$38  = \$37  == \$signal$7 ;
-  assign \$39  = row + 1'h1;
-  assign \$40  = \$6 [5:0] == \$signal$7 ;
-  assign \$41  = paired & \$40 ;
-  assign \$42  = \$39  + \$41 ;
-  assign \$43  = \$6 [5:0] == \$signal$7 ;
-  assign \$44  = ~ \$43 ;
-  assign \$45  = paired & \$44 ;
-  assign \$46  = \$45  ? \$6 [5:0] : 6'h00;
-  assign \$47  = col + \$4 [5:0];
-  assign \$48  = taken + 1'h1;
-  assign \$49  = held - retire;
-  assign \$50  = held - retire;
-  assign \$51  = $signed(\$50 ) + $signed({ 1'h0, pull });
-  assign \$52  = valid & last;
+  assign \$28  = row + 1'h1;
+  assign \$29  = \$6 [5:0] == \$signal$7 ;
+  assign \$30  = paired & \$29 ;
+  assign \$31  = \$28  + \$30 ;
+  assign \$32  = \$31  == \$signal$11 ;
+  assign last = \$27  & \$32 ;
+  assign \$34  = held - retire;
+  assign \$35  = $signed(\$34 ) < $signed(3'h3);
+  assign \$36  = busy & \$35 ;
+  assign \$37  = taken < \$signal$29 ;
+  assign \$38  = \$36  & \$37 ;
+  assign pull = \$38  & src__valid;
+  assign \$39  = col + \$4 [5:0];
+  assign \$40  = \$39  == \$signal$7 ;
+  assign \$41  = row + 1'h1;
+  assign \$42  = \$6 [5:0] == \$signal$7 ;
+  assign \$43  = paired & \$42 ;
+  assign \$44  = \$41  + \$43 ;
+  assign \$45  = \$6 [5:0] == \$signal$7 ;
+  assign \$46  = ~ \$45 ;
+  assign \$47  = paired & \$46 ;
+  assign \$48  = \$47  ? \$6 [5:0] : 6'h00;
+  assign \$49  = col + \$4 [5:0];
+  assign \$50  = taken + 1'h1;
+  assign \$51  = held - retire;
+  assign \$52  = held - retire;
+  assign \$53  = $signed(\$52 ) + $signed({ 1'h0, pull });
+  assign \$54  = valid & last;
   always @(posedge clk)
-    busy <= \$53 ;
+    busy <= \$55 ;
   always @(posedge clk)
-    pos <= \$54 ;
+    pos <= \$56 ;
   always @(posedge clk)
-    \$signal$11  <= \$55 ;
+    \$signal$11  <= \$57 ;
   always @(posedge clk)
-    \$signal$7  <= \$56 ;
+    \$signal$7  <= \$58 ;
   always @(posedge clk)
-    \$signal$28  <= \$57 ;
+    \$signal$29  <= \$59 ;
   always @(posedge clk)
-    \$signal$10  <= \$58 ;
+    \$signal$10  <= \$60 ;
   always @(posedge clk)
-    row <= \$59 ;
+    row <= \$61 ;
   always @(posedge clk)
-    col <= \$60 ;
+    col <= \$62 ;
   always @(posedge clk)
-    taken <= \$61 ;
+    taken <= \$63 ;
   always @(posedge clk)
-    held <= \$62 ;
+    held <= \$64 ;
   always @(posedge clk)
-    win0 <= \$63 ;
+    win0 <= \$65 ;
   always @(posedge clk)
-    win1 <= \$64 ;
+    win1 <= \$66 ;
   always @(posedge clk)
-    win2 <= \$65 ;
+    win2 <= \$67 ;
   assign \$1  = \$signal$7  - col;
   assign \$2  = $signed(\$1 ) < $signed(7'h20);
   assign \$3  = \$signal$7  - col;
-  assign \$4  = \$2  ? \$3  : 21'h000020;
+  assign \$4  = \$2  ? \$3  : 33'h000000020;
   assign \$5  = \$signal$7  < 6'h20;
-  assign \$6  = \$5  ? \$signal$7  : 20'h00020;
+  assign \$6  = \$5  ? \$signal$7  : 32'd32;
   assign \$7  = col + \$4 [5:0];
   assign \$8  = \$7  == \$signal$7 ;
   assign \$9  = \$signal$10  & \$8 ;
@@ -34407,194 +35058,156 @@ module \ndp_device.control_unit.unpacker (rst, src__valid, src__data, count, pai
   assign data = { win2, win1, win0 } >> \$19 ;
   assign \$20  = held * 6'h20;
   assign \$21  = \$18 [6:0] <= \$20 ;
-  assign valid = busy & \$21 ;
+  assign \$22  = busy & \$21 ;
+  assign \$23  = ~ hold;
+  assign valid = \$22  & \$23 ;
   assign pair_valid = valid & paired;
-  assign \$22  = pos + \$4 [5:0];
-  assign \$23  = \$22  * 5'h10;
-  assign pair_data = { win2, win1, win0 } >> \$23 ;
-  assign \$24  = col + \$4 [5:0];
-  assign \$25  = \$24  == \$signal$7 ;
-  assign \$26  = row + 1'h1;
-  assign \$27  = \$6 [5:0] == \$signal$7 ;
-  assign \$28  = paired & \$27 ;
-  assign \$29  = \$26  + \$28 ;
+  assign \$24  = pos + \$4 [5:0];
+  assign \$25  = \$24  * 5'h10;
+  assign pair_data = { win2, win1, win0 } >> \$25 ;
+  assign \$26  = col + \$4 [5:0];
+  assign \$27  = \$26  == \$signal$7 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
     retire = 2'h0;
     if (valid) begin
-      retire = \$31 [1:0];
+      retire = \$33 [1:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
-    \$53  = busy;
+    \$55  = busy;
     if (start) begin
-      \$53  = 1'h1;
+      \$55  = 1'h1;
     end
-    if (\$52 ) begin
-      \$53  = 1'h0;
+    if (\$54 ) begin
+      \$55  = 1'h0;
     end
     if (rst) begin
-      \$53  = 1'h0;
+      \$55  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
-    \$54  = pos;
+    \$56  = pos;
     if (start) begin
-      \$54  = offset;
+      \$56  = offset;
     end
     if (valid) begin
-      \$54  = \$18 [4:0];
+      \$56  = \$18 [4:0];
     end
     if (rst) begin
-      \$54  = 5'h00;
+      \$56  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
-    \$55  = \$signal$11 ;
+    \$57  = \$signal$11 ;
     if (start) begin
-      \$55  = rows;
+      \$57  = rows;
     end
     if (rst) begin
-      \$55  = 20'h00000;
+      \$57  = 20'h00000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
-    \$56  = \$signal$7 ;
+    \$58  = \$signal$7 ;
     if (start) begin
-      \$56  = cols;
+      \$58  = cols;
     end
     if (rst) begin
-      \$56  = 20'h00000;
+      \$58  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
-    \$57  = \$signal$28 ;
+    \$59  = \$signal$29 ;
     if (start) begin
-      \$57  = beats;
+      \$59  = beats;
     end
     if (rst) begin
-      \$57  = 32'd0;
+      \$59  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
-    \$58  = \$signal$10 ;
+    \$60  = \$signal$10 ;
     if (start) begin
-      \$58  = pair;
+      \$60  = pair;
     end
     if (rst) begin
-      \$58  = 1'h0;
+      \$60  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
-    \$59  = row;
+    \$61  = row;
     if (start) begin
-      \$59  = 20'h00000;
+      \$61  = 20'h00000;
     end
     if (valid) begin
-      if (\$38 ) begin
-        \$59  = \$42 [19:0];
+      if (\$40 ) begin
+        \$61  = \$44 [19:0];
       end
     end
     if (rst) begin
-      \$59  = 20'h00000;
+      \$61  = 20'h00000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
-    \$60  = col;
+    \$62  = col;
     if (start) begin
-      \$60  = 20'h00000;
+      \$62  = 32'd0;
     end
     if (valid) begin
       (* full_case = 32'd1 *)
-      if (\$38 ) begin
-        \$60  = { 14'h0000, \$46  };
+      if (\$40 ) begin
+        \$62  = { 26'h0000000, \$48  };
       end else begin
-        \$60  = \$47 [19:0];
+        \$62  = \$49 [31:0];
       end
     end
     if (rst) begin
-      \$60  = 20'h00000;
+      \$62  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
-    \$61  = taken;
+    \$63  = taken;
     if (start) begin
-      \$61  = 32'd0;
+      \$63  = 32'd0;
     end
     if (pull) begin
-      \$61  = \$48 [31:0];
+      \$63  = \$50 [31:0];
     end
     if (rst) begin
-      \$61  = 32'd0;
+      \$63  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
-    \$62  = \$51 [1:0];
-    if (\$52 ) begin
-      \$62  = 2'h0;
+    \$64  = \$53 [1:0];
+    if (\$54 ) begin
+      \$64  = 2'h0;
     end
     if (rst) begin
-      \$62  = 2'h0;
+      \$64  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
-    \$63  = win0;
+    \$65  = win0;
     casez (retire)
       2'h1:
-          \$63  = win1;
+          \$65  = win1;
       2'h2:
-          \$63  = win2;
+          \$65  = win2;
     endcase
     if (pull) begin
-      casez (\$49 )
+      casez (\$51 )
         3'h0:
-            \$63  = src__data;
-      endcase
-    end
-    if (rst) begin
-      \$63  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
-    \$64  = win1;
-    casez (retire)
-      2'h1:
-          \$64  = win2;
-    endcase
-    if (pull) begin
-      casez (\$49 )
-        3'h0:
-            /* empty */;
-        3'h1:
-            \$64  = src__data;
-      endcase
-    end
-    if (rst) begin
-      \$64  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
-    \$65  = win2;
-    if (pull) begin
-      casez (\$49 )
-        3'h0:
-            /* empty */;
-        3'h1:
-            /* empty */;
-        3'h2:
             \$65  = src__data;
       endcase
     end
@@ -34602,65 +35215,128 @@ module \ndp_device.control_unit.unpacker (rst, src__valid, src__data, count, pai
       \$65  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
+    \$66  = win1;
+    casez (retire)
+      2'h1:
+          \$66  = win2;
+    endcase
+    if (pull) begin
+      casez (\$51 )
+        3'h0:
+            /* empty */;
+        3'h1:
+            \$66  = src__data;
+      endcase
+    end
+    if (rst) begin
+      \$66  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
+    \$67  = win2;
+    if (pull) begin
+      casez (\$51 )
+        3'h0:
+            /* empty */;
+        3'h1:
+            /* empty */;
+        3'h2:
+            \$67  = src__data;
+      endcase
+    end
+    if (rst) begin
+      \$67  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    end
+  end
   assign active = busy;
   assign \$signal  = row;
   assign \col$5  = col;
   assign need = \$18 [6:0];
   assign \count$14  = \$4 [5:0];
-  assign \pair_count$22  = \$6 [5:0];
+  assign \pair_count$23  = \$6 [5:0];
   assign src__ready = pull;
   assign count = \$4 [5:0];
   assign pair_count = \$6 [5:0];
-  assign \$31  = { 5'h00, \$18 [6:5] };
+  assign \$33  = { 5'h00, \$18 [6:5] };
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.writer (rst, bus__awlen, bus__wdata, bus__wstrb, bus__wlast, reported, bus__bready, src__data, src__strb, src__valid, start, from_stream, beats, \addr$41 , line, strb, report, idle, quiet, bus__awvalid, bus__wvalid
-, src__ready, addr, bus__bvalid, bus__awready, bus__wready, clk);
+module \ndp_device.control_unit.writer (rst, bus__awlen, bus__wdata, bus__wstrb, reported, bus__wvalid, bus__wlast, src__ready, bus__bready, src__valid, start, from_stream, lines, \addr$52 , line, strb, report, idle, quiet, bus__awvalid, addr
+, src__data, src__strb, bus__awready, bus__wready, bus__bvalid, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$80  = 0;
   wire [7:0] \$1 ;
   wire \$10 ;
   wire \$11 ;
   wire \$12 ;
-  wire [31:0] \$13 ;
+  wire \$13 ;
   wire \$14 ;
   wire \$15 ;
   wire \$16 ;
-  wire [13:0] \$17 ;
-  wire [64:0] \$18 ;
-  wire [32:0] \$19 ;
+  wire \$17 ;
+  wire \$18 ;
+  wire \$19 ;
   wire \$2 ;
   wire \$20 ;
   wire \$21 ;
-  wire [7:0] \$22 ;
+  wire \$22 ;
   wire \$23 ;
   wire \$24 ;
-  reg [63:0] \$25 ;
-  reg \$26 ;
-  reg [31:0] \$27 ;
-  reg [511:0] \$28 ;
-  reg [63:0] \$29 ;
+  wire \$25 ;
+  wire \$26 ;
+  wire \$27 ;
+  wire \$28 ;
+  wire \$29 ;
   wire \$3 ;
-  reg \$30 ;
-  reg [1:0] \$31 ;
-  reg [6:0] \$32 ;
+  wire \$30 ;
+  wire \$31 ;
+  wire \$32 ;
+  wire \$33 ;
+  wire \$34 ;
+  wire \$35 ;
+  wire \$36 ;
+  wire \$37 ;
+  wire [13:0] \$38 ;
+  wire [64:0] \$39 ;
   wire [31:0] \$4 ;
-  wire \$5 ;
-  wire \$6 ;
-  wire \$7 ;
-  wire \$8 ;
+  wire [32:0] \$40 ;
+  wire \$41 ;
+  wire \$42 ;
+  wire \$43 ;
+  wire \$44 ;
+  wire [7:0] \$45 ;
+  wire \$46 ;
+  wire [31:0] \$47 ;
+  wire \$48 ;
+  wire \$49 ;
+  wire [7:0] \$5 ;
+  wire \$50 ;
+  reg [63:0] \$51 ;
+  reg [31:0] \$52 ;
+  reg [6:0] \$53 ;
+  reg \$54 ;
+  reg \$55 ;
+  reg [511:0] \$56 ;
+  reg [63:0] \$57 ;
+  reg \$58 ;
+  reg \$59 ;
+  wire [8:0] \$6 ;
+  wire [9:0] \$7 ;
+  wire [9:0] \$8 ;
   wire \$9 ;
   reg \$signal  = 1'h0;
-  reg [511:0] \$signal$12  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-  reg [63:0] \$signal$15  = 64'h0000000000000000;
-  reg \$signal$29  = 1'h0;
+  reg [511:0] \$signal$13  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  reg [63:0] \$signal$16  = 64'h0000000000000000;
+  reg \$signal$28  = 1'h0;
   output [63:0] addr;
   reg [63:0] addr = 64'h0000000000000000;
-  input [63:0] \addr$41 ;
-  wire [63:0] \addr$41 ;
-  input [31:0] beats;
-  wire [31:0] beats;
-  wire [6:0] burst;
+  input [63:0] \addr$52 ;
+  wire [63:0] \addr$52 ;
+  wire [6:0] beats_left;
+  wire [6:0] burst_beats;
+  wire [6:0] burst_lines;
   (* init = 64'h0000000000000000 *)
   wire [63:0] bus__awaddr;
   wire [1:0] bus__awburst;
@@ -34685,34 +35361,42 @@ module \ndp_device.control_unit.writer (rst, bus__awlen, bus__wdata, bus__wstrb,
   output [63:0] bus__wstrb;
   wire [63:0] bus__wstrb;
   output bus__wvalid;
-  reg bus__wvalid;
+  wire bus__wvalid;
   input clk;
   wire clk;
   input from_stream;
   wire from_stream;
-  reg [1:0] fsm_state = 2'h0;
+  reg fsm_state = 1'h0;
   output idle;
   reg idle;
   reg [6:0] in_burst = 7'h00;
+  wire last_beat;
   reg [31:0] left = 32'd0;
+  wire [4:0] level;
   wire [6:0] limit;
   input [511:0] line;
   wire [511:0] line;
+  input [31:0] lines;
+  wire [31:0] lines;
   output quiet;
   reg quiet;
   wire r_data;
+  wire [6:0] \r_data$33 ;
   wire r_en;
+  wire \r_en$41 ;
   wire r_rdy;
+  wire \r_rdy$36 ;
   input report;
   wire report;
   output reported;
   wire reported;
   input rst;
   wire rst;
+  reg sending = 1'h0;
   input [511:0] src__data;
   wire [511:0] src__data;
   output src__ready;
-  reg src__ready;
+  wire src__ready;
   input [63:0] src__strb;
   wire [63:0] src__strb;
   input src__valid;
@@ -34723,56 +35407,102 @@ module \ndp_device.control_unit.writer (rst, bus__awlen, bus__wdata, bus__wstrb,
   wire [63:0] strb;
   wire [6:0] to_boundary;
   wire w_data;
+  wire [6:0] \w_data$30 ;
   wire w_en;
+  wire \w_en$29 ;
   wire w_rdy;
+  wire \w_rdy$48 ;
+  assign \$27  = \$25  & \$26 ;
+  assign \$28  = ~ \r_rdy$36 ;
+  assign \$29  = level == 1'h1;
+  assign \$30  = sending ? \$28  : \$29 ;
+  assign last_beat = \$27  & \$30 ;
+  assign \$31  = ~ bus__bready;
+  assign \$32  = | left;
+  assign \$33  = \$32  & w_rdy;
+  assign \$34  = \$33  & \w_rdy$48 ;
+  assign \$35  = ! fsm_state;
+  assign \$37  = bus__awvalid & bus__awready;
+  assign \$39  = addr + \$38 ;
+  assign \$40  = left - \$4 [6:0];
+  assign \$41  = sending | \r_rdy$36 ;
+  assign \$42  = \$signal  ? src__valid : 1'h1;
+  assign \$43  = \$41  & \$42 ;
+  assign \$44  = \$43  & bus__wready;
+  assign \$45  = beats_left - 1'h1;
+  assign \$46  = beats_left != 1'h1;
+  assign \$47  = from_stream ? lines : 32'd1;
+  assign \$48  = ~ from_stream;
+  assign \$49  = | lines;
+  assign \$50  = \$48  | \$49 ;
+  always @(posedge clk)
+    addr <= \$51 ;
+  always @(posedge clk)
+    left <= \$52 ;
+  always @(posedge clk)
+    in_burst <= \$53 ;
+  always @(posedge clk)
+    sending <= \$54 ;
+  always @(posedge clk)
+    \$signal  <= \$55 ;
+  always @(posedge clk)
+    \$signal$13  <= \$56 ;
+  always @(posedge clk)
+    \$signal$16  <= \$57 ;
+  always @(posedge clk)
+    \$signal$28  <= \$58 ;
+  always @(posedge clk)
+    fsm_state <= \$59 ;
   assign \$1  = 7'h40 - addr[11:6];
   assign \$2  = \$1 [6:0] < 7'h40;
   assign limit = \$2  ? \$1 [6:0] : 7'h40;
   assign \$3  = left < limit;
   assign \$4  = \$3  ? left : { 25'h0000000, limit };
-  assign bus__awlen = \$4 [6:0] - 1'h1;
-  assign bus__wdata = \$signal  ? src__data : \$signal$12 ;
-  assign bus__wstrb = \$signal  ? src__strb : \$signal$15 ;
-  assign bus__wlast = in_burst == 1'h1;
+  assign \$5  = 1'h0 + \$4 [6:0];
+  assign \$6  = \$5  + 1'h1;
+  assign \$7  = \$6  - 1'h1;
+  assign bus__awlen = \$8 [6:0] - 1'h1;
+  assign bus__wdata = \$signal  ? src__data : \$signal$13 ;
+  assign bus__wstrb = \$signal  ? src__strb : \$signal$16 ;
   assign r_en = bus__bvalid & bus__bready;
-  assign \$5  = bus__bvalid & bus__bready;
-  assign reported = \$5  & r_data;
+  assign \$9  = bus__bvalid & bus__bready;
+  assign reported = \$9  & r_data;
   assign w_en = bus__awvalid & bus__awready;
-  assign \$6  = left == \$4 [6:0];
-  assign w_data = \$signal$29  & \$6 ;
-  assign \$7  = ~ bus__bready;
-  assign \$8  = \$signal  ? src__valid : 1'h1;
-  assign \$9  = \$signal  & bus__wready;
-  assign \$10  = ! fsm_state;
-  assign \$11  = fsm_state == 1'h1;
-  assign \$12  = fsm_state == 2'h2;
-  assign \$13  = from_stream ? beats : 32'd1;
-  assign \$14  = ~ from_stream;
-  assign \$15  = | beats;
-  assign \$16  = \$14  | \$15 ;
-  assign \$18  = addr + \$17 ;
-  assign \$19  = left - \$4 [6:0];
-  assign \$20  = \$signal  ? src__valid : 1'h1;
-  assign \$21  = \$20  & bus__wready;
-  assign \$22  = in_burst - 1'h1;
-  assign \$23  = in_burst == 1'h1;
-  assign \$24  = ! left;
-  always @(posedge clk)
-    addr <= \$25 ;
-  always @(posedge clk)
-    \$signal  <= \$26 ;
-  always @(posedge clk)
-    left <= \$27 ;
-  always @(posedge clk)
-    \$signal$12  <= \$28 ;
-  always @(posedge clk)
-    \$signal$15  <= \$29 ;
-  always @(posedge clk)
-    \$signal$29  <= \$30 ;
-  always @(posedge clk)
-    fsm_state <= \$31 ;
-  always @(posedge clk)
-    in_burst <= \$32 ;
+  assign \$10  = left == \$4 [6:0];
+  assign w_data = \$signal$28  & \$10 ;
+  assign \w_en$29  = bus__awvalid & bus__awready;
+  assign beats_left = sending ? in_burst : \r_data$33 ;
+  assign \$11  = sending | \r_rdy$36 ;
+  assign \$12  = \$signal  ? src__valid : 1'h1;
+  assign bus__wvalid = \$11  & \$12 ;
+  assign bus__wlast = beats_left == 1'h1;
+  assign \$13  = sending | \r_rdy$36 ;
+  assign \$14  = \$13  & \$signal ;
+  assign src__ready = \$14  & bus__wready;
+  assign \$15  = ~ sending;
+  assign \$16  = sending | \r_rdy$36 ;
+  assign \$17  = \$signal  ? src__valid : 1'h1;
+  assign \$18  = \$16  & \$17 ;
+  assign \$19  = \$18  & bus__wready;
+  assign \r_en$41  = \$15  & \$19 ;
+  assign \$20  = ! left;
+  assign \$21  = sending | \r_rdy$36 ;
+  assign \$22  = \$signal  ? src__valid : 1'h1;
+  assign \$23  = \$21  & \$22 ;
+  assign \$24  = \$23  & bus__wready;
+  assign \$25  = \$20  & \$24 ;
+  assign \$26  = beats_left == 1'h1;
+  \ndp_device.control_unit.writer.counts  counts (
+    .clk(clk),
+    .level(level),
+    .r_data(\r_data$33 ),
+    .r_en(\r_en$41 ),
+    .r_rdy(\r_rdy$36 ),
+    .rst(rst),
+    .w_en(\w_en$29 ),
+    .w_port__data(\$8 [6:0]),
+    .w_rdy(\w_rdy$48 )
+  );
   \ndp_device.control_unit.writer.tags  tags (
     .clk(clk),
     .r_data(r_data),
@@ -34787,7 +35517,7 @@ module \ndp_device.control_unit.writer (rst, bus__awlen, bus__wdata, bus__wstrb,
     if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     idle = 1'h0;
     casez (fsm_state)
-      2'h0:
+      1'h0:
           idle = 1'h1;
     endcase
   end
@@ -34795,202 +35525,301 @@ module \ndp_device.control_unit.writer (rst, bus__awlen, bus__wdata, bus__wstrb,
     if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     quiet = 1'h0;
     casez (fsm_state)
-      2'h0:
-          quiet = \$7 ;
+      1'h0:
+          quiet = \$31 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     bus__awvalid = 1'h0;
+    (* full_case = 32'd1 *)
     casez (fsm_state)
-      2'h0:
+      1'h0:
           /* empty */;
-      2'h1:
-          if (w_rdy) begin
-            bus__awvalid = 1'h1;
-          end
+      1'h1:
+          bus__awvalid = \$34 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
-    bus__wvalid = 1'h0;
+    \$51  = addr;
+    if (\$37 ) begin
+      \$51  = \$39 [63:0];
+    end
     casez (fsm_state)
-      2'h0:
-          /* empty */;
-      2'h1:
-          /* empty */;
-      2'h2:
-          bus__wvalid = \$8 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
-    src__ready = 1'h0;
-    casez (fsm_state)
-      2'h0:
-          /* empty */;
-      2'h1:
-          /* empty */;
-      2'h2:
-          src__ready = \$9 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
-    \$25  = addr;
-    casez (fsm_state)
-      2'h0:
+      1'h0:
           if (start) begin
-            \$25  = \addr$41 ;
+            \$51  = \addr$52 ;
           end
-      2'h1:
-          if (w_rdy) begin
-            if (bus__awready) begin
-              \$25  = \$18 [63:0];
+    endcase
+    if (rst) begin
+      \$51  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    \$52  = left;
+    if (\$37 ) begin
+      \$52  = \$40 [31:0];
+    end
+    casez (fsm_state)
+      1'h0:
+          if (start) begin
+            \$52  = \$47 ;
+          end
+    endcase
+    if (rst) begin
+      \$52  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    \$53  = in_burst;
+    if (\$44 ) begin
+      \$53  = \$45 [6:0];
+    end
+    if (rst) begin
+      \$53  = 7'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    \$54  = sending;
+    if (\$44 ) begin
+      \$54  = \$46 ;
+    end
+    if (rst) begin
+      \$54  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    \$55  = \$signal ;
+    casez (fsm_state)
+      1'h0:
+          if (start) begin
+            \$55  = from_stream;
+          end
+    endcase
+    if (rst) begin
+      \$55  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    \$56  = \$signal$13 ;
+    casez (fsm_state)
+      1'h0:
+          if (start) begin
+            \$56  = line;
+          end
+    endcase
+    if (rst) begin
+      \$56  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    \$57  = \$signal$16 ;
+    casez (fsm_state)
+      1'h0:
+          if (start) begin
+            \$57  = strb;
+          end
+    endcase
+    if (rst) begin
+      \$57  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    \$58  = \$signal$28 ;
+    casez (fsm_state)
+      1'h0:
+          if (start) begin
+            \$58  = report;
+          end
+    endcase
+    if (rst) begin
+      \$58  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    \$59  = fsm_state;
+    (* full_case = 32'd1 *)
+    casez (fsm_state)
+      1'h0:
+          if (start) begin
+            if (\$50 ) begin
+              \$59  = 1'h1;
             end
           end
-    endcase
-    if (rst) begin
-      \$25  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
-    \$26  = \$signal ;
-    casez (fsm_state)
-      2'h0:
-          if (start) begin
-            \$26  = from_stream;
+      1'h1:
+          if (last_beat) begin
+            \$59  = 1'h0;
           end
     endcase
     if (rst) begin
-      \$26  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
-    \$27  = left;
-    casez (fsm_state)
-      2'h0:
-          if (start) begin
-            \$27  = \$13 ;
-          end
-      2'h1:
-          if (w_rdy) begin
-            if (bus__awready) begin
-              \$27  = \$19 [31:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$27  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
-    \$28  = \$signal$12 ;
-    casez (fsm_state)
-      2'h0:
-          if (start) begin
-            \$28  = line;
-          end
-    endcase
-    if (rst) begin
-      \$28  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
-    \$29  = \$signal$15 ;
-    casez (fsm_state)
-      2'h0:
-          if (start) begin
-            \$29  = strb;
-          end
-    endcase
-    if (rst) begin
-      \$29  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
-    \$30  = \$signal$29 ;
-    casez (fsm_state)
-      2'h0:
-          if (start) begin
-            \$30  = report;
-          end
-    endcase
-    if (rst) begin
-      \$30  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
-    \$31  = fsm_state;
-    casez (fsm_state)
-      2'h0:
-          if (start) begin
-            if (\$16 ) begin
-              \$31  = 2'h1;
-            end
-          end
-      2'h1:
-          if (w_rdy) begin
-            if (bus__awready) begin
-              \$31  = 2'h2;
-            end
-          end
-      2'h2:
-          if (\$21 ) begin
-            if (\$23 ) begin
-              (* full_case = 32'd1 *)
-              if (\$24 ) begin
-                \$31  = 2'h0;
-              end else begin
-                \$31  = 2'h1;
-              end
-            end
-          end
-    endcase
-    if (rst) begin
-      \$31  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
-    \$32  = in_burst;
-    casez (fsm_state)
-      2'h0:
-          /* empty */;
-      2'h1:
-          if (w_rdy) begin
-            if (bus__awready) begin
-              \$32  = \$4 [6:0];
-            end
-          end
-      2'h2:
-          if (\$21 ) begin
-            \$32  = \$22 [6:0];
-          end
-    endcase
-    if (rst) begin
-      \$32  = 7'h00;
+      \$59  = 1'h0;
     end
   end
   assign to_boundary = \$1 [6:0];
-  assign burst = \$4 [6:0];
+  assign burst_lines = \$4 [6:0];
+  assign burst_beats = \$8 [6:0];
   assign bus__awsize = 3'h6;
   assign bus__awburst = 2'h1;
   assign bus__awcache = 4'h3;
   assign bus__awaddr = addr;
   assign r_rdy = bus__bready;
-  assign \$17  = { 1'h0, \$4 [6:0], 6'h00 };
+  assign \w_data$30  = \$8 [6:0];
+  assign \$8  = \$7 ;
+  assign \$36  = fsm_state;
+  assign \$38  = { 1'h0, \$4 [6:0], 6'h00 };
+endmodule
+
+(* generator = "Amaranth" *)
+module \ndp_device.control_unit.writer.counts (rst, w_port__data, w_en, r_en, w_rdy, r_rdy, r_data, level, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$81  = 0;
+  wire \$1 ;
+  wire \$10 ;
+  wire \$11 ;
+  wire \$12 ;
+  wire \$13 ;
+  wire [5:0] \$14 ;
+  reg [3:0] \$15 ;
+  reg [3:0] \$16 ;
+  reg [4:0] \$17 ;
+  wire [4:0] \$2 ;
+  wire \$3 ;
+  wire [4:0] \$4 ;
+  wire \$5 ;
+  wire \$6 ;
+  wire \$7 ;
+  wire \$8 ;
+  wire [5:0] \$9 ;
+  input clk;
+  wire clk;
+  (* init = 4'h0 *)
+  wire [3:0] consume;
+  output [4:0] level;
+  reg [4:0] level = 5'h00;
+  (* init = 4'h0 *)
+  wire [3:0] produce;
+  output [6:0] r_data;
+  wire [6:0] r_data;
+  input r_en;
+  wire r_en;
+  (* init = 5'h00 *)
+  wire [4:0] r_level;
+  reg [3:0] r_port__addr = 4'h0;
+  wire [6:0] r_port__data;
+  output r_rdy;
+  wire r_rdy;
+  input rst;
+  wire rst;
+  wire [6:0] w_data;
+  input w_en;
+  wire w_en;
+  (* init = 5'h00 *)
+  wire [4:0] w_level;
+  reg [3:0] w_port__addr = 4'h0;
+  input [6:0] w_port__data;
+  wire [6:0] w_port__data;
+  wire w_port__en;
+  output w_rdy;
+  wire w_rdy;
+  reg [6:0] storage [15:0];
+  initial begin
+    storage[0] = 7'h00;
+    storage[1] = 7'h00;
+    storage[2] = 7'h00;
+    storage[3] = 7'h00;
+    storage[4] = 7'h00;
+    storage[5] = 7'h00;
+    storage[6] = 7'h00;
+    storage[7] = 7'h00;
+    storage[8] = 7'h00;
+    storage[9] = 7'h00;
+    storage[10] = 7'h00;
+    storage[11] = 7'h00;
+    storage[12] = 7'h00;
+    storage[13] = 7'h00;
+    storage[14] = 7'h00;
+    storage[15] = 7'h00;
+  end
+  always @(posedge clk) begin
+    if (w_port__en)
+      storage[w_port__addr] <= w_port__data;
+  end
+  assign r_data = storage[r_port__addr];
+  assign w_rdy = level != 5'h10;
+  assign r_rdy = | level;
+  assign w_port__en = w_en & w_rdy;
+  assign \$1  = w_rdy & w_en;
+  assign \$2  = w_port__addr + 1'h1;
+  assign \$3  = r_rdy & r_en;
+  assign \$4  = r_port__addr + 1'h1;
+  assign \$5  = w_rdy & w_en;
+  assign \$6  = r_rdy & r_en;
+  assign \$7  = ~ \$6 ;
+  assign \$8  = \$5  & \$7 ;
+  assign \$9  = level + 1'h1;
+  assign \$10  = r_rdy & r_en;
+  assign \$11  = w_rdy & w_en;
+  assign \$12  = ~ \$11 ;
+  assign \$13  = \$10  & \$12 ;
+  assign \$14  = level - 1'h1;
+  always @(posedge clk)
+    w_port__addr <= \$15 ;
+  always @(posedge clk)
+    r_port__addr <= \$16 ;
+  always @(posedge clk)
+    level <= \$17 ;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    \$15  = w_port__addr;
+    if (\$1 ) begin
+      \$15  = \$2 [3:0];
+    end
+    if (rst) begin
+      \$15  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    \$16  = r_port__addr;
+    if (\$3 ) begin
+      \$16  = \$4 [3:0];
+    end
+    if (rst) begin
+      \$16  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    \$17  = level;
+    if (\$8 ) begin
+      \$17  = \$9 [4:0];
+    end
+    if (\$13 ) begin
+      \$17  = \$14 [4:0];
+    end
+    if (rst) begin
+      \$17  = 5'h00;
+    end
+  end
+  assign w_level = level;
+  assign r_level = level;
+  assign produce = w_port__addr;
+  assign w_data = w_port__data;
+  assign consume = r_port__addr;
+  assign r_port__data = r_data;
 endmodule
 
 (* generator = "Amaranth" *)
 module \ndp_device.control_unit.writer.tags (rst, r_en, w_en, w_port__data, w_rdy, r_rdy, r_data, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$81  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$82  = 0;
   wire \$1 ;
   wire \$10 ;
   wire \$11 ;
@@ -35086,7 +35915,7 @@ module \ndp_device.control_unit.writer.tags (rst, r_en, w_en, w_port__data, w_rd
   always @(posedge clk)
     level <= \$17 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
     \$15  = w_port__addr;
     if (\$1 ) begin
       \$15  = \$2 [3:0];
@@ -35096,7 +35925,7 @@ module \ndp_device.control_unit.writer.tags (rst, r_en, w_en, w_port__data, w_rd
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
     \$16  = r_port__addr;
     if (\$3 ) begin
       \$16  = \$4 [3:0];
@@ -35106,7 +35935,7 @@ module \ndp_device.control_unit.writer.tags (rst, r_en, w_en, w_port__data, w_rd
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
     \$17  = level;
     if (\$8 ) begin
       \$17  = \$9 [4:0];
@@ -35127,36 +35956,19 @@ module \ndp_device.control_unit.writer.tags (rst, r_en, w_en, w_port__data, w_rd
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, dram__bvalid, dram__arready, ports__0__rid, ports__0__rdata, ports__0__rresp, dram__rlast, dram__rvalid, clk, rst, ports__2__arlen, ports__2__arvalid, ports__2__awlen, ports__2__wdata, ports__2__wstrb, ports__2__wlast, ports__2__bready, ports__0__arid, ports__0__araddr
-, ports__0__arlen, ports__0__arsize, ports__0__arburst, ports__0__arlock, ports__0__arcache, ports__0__arprot, ports__0__arvalid, ports__0__rready, ports__0__awid, ports__0__awaddr, ports__0__awlen, ports__0__awsize, ports__0__awburst, ports__0__awlock, ports__0__awcache, ports__0__awprot, ports__0__awvalid, ports__0__wdata, ports__0__wstrb, ports__0__wlast, ports__0__wvalid
-, ports__0__bready, ports__1__araddr, ports__1__arvalid, ports__1__rready, ports__2__araddr, ports__2__awvalid, ports__2__wvalid, ports__2__awaddr, dram__arid, dram__araddr, dram__arlen, dram__arsize, dram__arburst, dram__arlock, dram__arcache, dram__arprot, dram__arvalid, ports__0__arready, ports__1__arready, ports__2__arready, ports__0__rvalid
-, dram__rready, ports__1__rvalid, ports__2__rvalid, ports__0__bvalid, dram__bready, ports__1__bvalid, ports__2__bvalid, dram__awid, dram__awaddr, dram__awlen, dram__awsize, dram__awburst, dram__awlock, dram__awcache, dram__awprot, dram__awvalid, ports__0__awready, ports__1__awready, ports__2__awready, dram__wdata, dram__wstrb
-, dram__wlast, dram__wvalid, ports__0__wready, ports__1__wready, ports__2__wready, dram__awready);
-  reg \$auto$verilog_backend.cc:2355:dump_module$82  = 0;
+module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, dram__bvalid, dram__arready, ports__0__rid, ports__0__rdata, ports__0__rresp, dram__rlast, dram__rvalid, clk, rst, ports__2__arlen, ports__2__arvalid, ports__2__awlen, ports__2__wdata, ports__2__wstrb, ports__2__wvalid, ports__2__wlast, ports__2__bready, ports__0__arid
+, ports__0__araddr, ports__0__arlen, ports__0__arsize, ports__0__arburst, ports__0__arlock, ports__0__arcache, ports__0__arprot, ports__0__arvalid, ports__0__rready, ports__0__awid, ports__0__awaddr, ports__0__awlen, ports__0__awsize, ports__0__awburst, ports__0__awlock, ports__0__awcache, ports__0__awprot, ports__0__awvalid, ports__0__wdata, ports__0__wstrb, ports__0__wlast
+, ports__0__wvalid, ports__0__bready, ports__1__araddr, ports__1__arvalid, ports__1__rready, ports__2__araddr, ports__2__awvalid, ports__2__awaddr, dram__arid, dram__araddr, dram__arlen, dram__arsize, dram__arburst, dram__arlock, dram__arcache, dram__arprot, dram__arvalid, ports__0__arready, ports__1__arready, ports__2__arready, ports__0__rvalid
+, dram__rready, ports__1__rvalid, ports__2__rvalid, dram__awid, dram__awaddr, dram__awlen, dram__awsize, dram__awburst, dram__awlock, dram__awcache, dram__awprot, dram__awvalid, ports__0__awready, ports__1__awready, ports__2__awready, dram__wdata, dram__wstrb, dram__wlast, dram__wvalid, ports__0__wready, ports__1__wready
+, ports__2__wready, ports__0__bvalid, dram__bready, ports__1__bvalid, ports__2__bvalid, dram__awready);
+  reg \$auto$verilog_backend.cc:2355:dump_module$83  = 0;
   wire \$1 ;
-  wire \$10 ;
-  wire \$11 ;
-  wire \$12 ;
-  wire \$13 ;
-  wire \$14 ;
-  wire \$15 ;
-  wire \$16 ;
-  wire \$17 ;
-  wire \$18 ;
-  wire \$19 ;
+  reg [1:0] \$10 ;
+  reg \$11 ;
+  reg [1:0] \$12 ;
+  reg \$13 ;
   wire \$2 ;
-  wire \$20 ;
-  wire \$21 ;
-  wire \$22 ;
-  wire \$23 ;
-  wire \$24 ;
-  wire \$25 ;
-  reg [1:0] \$26 ;
-  reg \$27 ;
-  reg [1:0] \$28 ;
-  reg \$29 ;
   wire \$3 ;
-  reg [1:0] \$30 ;
   wire \$4 ;
   wire \$5 ;
   wire \$6 ;
@@ -35164,11 +35976,12 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
   wire \$8 ;
   wire \$9 ;
   reg [1:0] \$signal  = 2'h0;
-  reg \$signal$78 ;
+  reg [1:0] \$signal$72  = 2'h0;
   reg addr_phase = 1'h0;
   reg ar_any;
   reg [1:0] ar_pick;
   reg aw_any;
+  reg aw_phase = 1'h0;
   reg [1:0] aw_pick;
   input clk;
   wire clk;
@@ -35237,8 +36050,6 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
   reg [63:0] dram__wstrb;
   output dram__wvalid;
   reg dram__wvalid;
-  reg granted = 1'h0;
-  reg others_aw;
   input [63:0] ports__0__araddr;
   wire [63:0] ports__0__araddr;
   input [1:0] ports__0__arburst;
@@ -35403,58 +36214,49 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
   input ports__2__wvalid;
   wire ports__2__wvalid;
   wire [1:0] r_data;
-  wire [1:0] \r_data$95 ;
+  wire [1:0] \r_data$128 ;
+  wire [1:0] \r_data$154 ;
   wire r_en;
-  wire \r_en$84 ;
+  wire \r_en$120 ;
+  wire \r_en$123 ;
+  wire r_rdy;
   input rst;
   wire rst;
   (* init = 2'h0 *)
   wire [1:0] w_data;
   (* init = 2'h0 *)
-  wire [1:0] \w_data$80 ;
+  wire [1:0] \w_data$116 ;
+  (* init = 2'h0 *)
+  wire [1:0] \w_data$118 ;
   wire w_en;
-  wire \w_en$81 ;
-  reg [1:0] w_grant = 2'h0;
+  wire \w_en$117 ;
+  wire \w_en$119 ;
   wire w_rdy;
-  wire \w_rdy$162 ;
-  reg [1:0] write_state = 2'h0;
-  always @(posedge clk)
-    \$signal  <= \$26 ;
-  always @(posedge clk)
-    addr_phase <= \$27 ;
-  always @(posedge clk)
-    w_grant <= \$28 ;
-  always @(posedge clk)
-    granted <= \$29 ;
-  always @(posedge clk)
-    write_state <= \$30 ;
+  wire \w_rdy$164 ;
+  wire \w_rdy$165 ;
   assign \$1  = ~ addr_phase;
   assign w_en = dram__arvalid & dram__arready;
   assign \$2  = dram__rvalid & dram__rready;
   assign r_en = \$2  & dram__rlast;
-  assign \$4  = | { ports__2__awvalid, ports__0__awvalid };
-  assign \w_en$81  = dram__awvalid & dram__awready;
-  assign \r_en$84  = dram__bvalid & dram__bready;
-  assign \$6  = ~ others_aw;
-  assign \$7  = \$6  & w_rdy;
-  assign \$8  = granted | \$7 ;
-  assign \$9  = \$signal$78  & \$8 ;
-  assign \$10  = ~ \$signal$78 ;
-  assign \$11  = \$10  | others_aw;
-  assign \$12  = ! write_state;
-  assign \$13  = write_state == 1'h1;
-  assign \$14  = write_state == 2'h2;
-  assign \$15  = ~ addr_phase;
-  assign \$16  = ar_any & \w_rdy$162 ;
-  assign \$17  = aw_any & w_rdy;
-  assign \$18  = ~ others_aw;
-  assign \$19  = \$18  & w_rdy;
-  assign \$20  = granted | \$19 ;
-  assign \$21  = \$signal$78  & \$20 ;
-  assign \$22  = ~ \$signal$78 ;
-  assign \$23  = \$22  | others_aw;
-  assign \$24  = dram__wvalid & dram__wready;
-  assign \$25  = \$24  & dram__wlast;
+  assign \$3  = ~ aw_phase;
+  assign \w_en$117  = dram__awvalid & dram__awready;
+  assign \w_en$119  = dram__awvalid & dram__awready;
+  assign \r_en$120  = dram__bvalid & dram__bready;
+  assign \$4  = dram__wvalid & dram__wready;
+  assign \r_en$123  = \$4  & dram__wlast;
+  assign \$5  = ~ addr_phase;
+  assign \$6  = ar_any & w_rdy;
+  assign \$7  = ~ aw_phase;
+  assign \$8  = aw_any & \w_rdy$164 ;
+  assign \$9  = \$8  & \w_rdy$165 ;
+  always @(posedge clk)
+    \$signal  <= \$10 ;
+  always @(posedge clk)
+    addr_phase <= \$11 ;
+  always @(posedge clk)
+    \$signal$72  <= \$12 ;
+  always @(posedge clk)
+    aw_phase <= \$13 ;
   \ndp_device.dram_arbiter.read_tags  read_tags (
     .clk(clk),
     .r_data(r_data),
@@ -35462,194 +36264,29 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     .rst(rst),
     .w_en(w_en),
     .w_port__data(\$signal ),
-    .w_rdy(\w_rdy$162 )
+    .w_rdy(w_rdy)
+  );
+  \ndp_device.dram_arbiter.write_order  write_order (
+    .clk(clk),
+    .r_data(\r_data$128 ),
+    .r_en(\r_en$123 ),
+    .r_rdy(r_rdy),
+    .rst(rst),
+    .w_en(\w_en$119 ),
+    .w_port__data(\$signal$72 ),
+    .w_rdy(\w_rdy$165 )
   );
   \ndp_device.dram_arbiter.write_tags  write_tags (
     .clk(clk),
-    .r_data(\r_data$95 ),
-    .r_en(\r_en$84 ),
+    .r_data(\r_data$154 ),
+    .r_en(\r_en$120 ),
     .rst(rst),
-    .w_en(\w_en$81 ),
-    .w_port__data(w_grant),
-    .w_rdy(w_rdy)
+    .w_en(\w_en$117 ),
+    .w_port__data(\$signal$72 ),
+    .w_rdy(\w_rdy$164 )
   );
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
-    dram__wlast = 1'h0;
-    casez (write_state)
-      2'h0:
-          /* empty */;
-      2'h1:
-          /* empty */;
-      2'h2:
-          casez (w_grant)
-            2'h0:
-                dram__wlast = ports__0__wlast;
-            2'h1:
-                dram__wlast = 1'h0;
-            2'h2:
-                dram__wlast = ports__2__wlast;
-          endcase
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
-    dram__wvalid = 1'h0;
-    casez (write_state)
-      2'h0:
-          /* empty */;
-      2'h1:
-          /* empty */;
-      2'h2:
-          casez (w_grant)
-            2'h0:
-                dram__wvalid = ports__0__wvalid;
-            2'h1:
-                dram__wvalid = 1'h0;
-            2'h2:
-                dram__wvalid = ports__2__wvalid;
-          endcase
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
-    ports__0__wready = 1'h0;
-    casez (write_state)
-      2'h0:
-          /* empty */;
-      2'h1:
-          /* empty */;
-      2'h2:
-          casez (w_grant)
-            2'h0:
-                ports__0__wready = dram__wready;
-          endcase
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
-    ports__1__wready = 1'h0;
-    casez (write_state)
-      2'h0:
-          /* empty */;
-      2'h1:
-          /* empty */;
-      2'h2:
-          casez (w_grant)
-            2'h0:
-                /* empty */;
-            2'h1:
-                ports__1__wready = dram__wready;
-          endcase
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
-    ports__2__wready = 1'h0;
-    casez (write_state)
-      2'h0:
-          /* empty */;
-      2'h1:
-          /* empty */;
-      2'h2:
-          casez (w_grant)
-            2'h0:
-                /* empty */;
-            2'h1:
-                /* empty */;
-            2'h2:
-                ports__2__wready = dram__wready;
-          endcase
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
-    \$26  = \$signal ;
-    if (\$15 ) begin
-      if (\$16 ) begin
-        \$26  = ar_pick;
-      end
-    end
-    if (rst) begin
-      \$26  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
-    \$27  = addr_phase;
-    (* full_case = 32'd1 *)
-    if (\$15 ) begin
-      if (\$16 ) begin
-        \$27  = 1'h1;
-      end
-    end else begin
-      if (dram__arready) begin
-        \$27  = 1'h0;
-      end
-    end
-    if (rst) begin
-      \$27  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
-    \$28  = w_grant;
-    casez (write_state)
-      2'h0:
-          if (\$17 ) begin
-            \$28  = aw_pick;
-          end
-    endcase
-    if (rst) begin
-      \$28  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
-    \$29  = granted;
-    casez (write_state)
-      2'h0:
-          if (\$17 ) begin
-            \$29  = 1'h1;
-          end
-      2'h1:
-          if (\$21 ) begin
-            if (dram__awready) begin
-              \$29  = 1'h0;
-            end
-          end
-    endcase
-    if (rst) begin
-      \$29  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
-    \$30  = write_state;
-    casez (write_state)
-      2'h0:
-          if (\$17 ) begin
-            \$30  = 2'h1;
-          end
-      2'h1:
-          if (\$21 ) begin
-            if (dram__awready) begin
-              \$30  = 2'h2;
-            end
-          end else if (\$23 ) begin
-            \$30  = 2'h0;
-          end
-      2'h2:
-          if (\$25 ) begin
-            \$30  = 2'h1;
-          end
-    endcase
-    if (rst) begin
-      \$30  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     ar_pick = 2'h0;
     casez (\$signal )
       2'h0:
@@ -35691,7 +36328,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     ar_any = 1'h0;
     casez (\$signal )
       2'h0:
@@ -35733,7 +36370,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     dram__arid = 8'h00;
     (* full_case = 32'd1 *)
     if (\$1 ) begin
@@ -35749,7 +36386,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     dram__araddr = 64'h0000000000000000;
     (* full_case = 32'd1 *)
     if (\$1 ) begin
@@ -35765,7 +36402,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     dram__arlen = 8'h00;
     (* full_case = 32'd1 *)
     if (\$1 ) begin
@@ -35781,7 +36418,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     dram__arsize = 3'h0;
     (* full_case = 32'd1 *)
     if (\$1 ) begin
@@ -35797,7 +36434,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     dram__arburst = 2'h0;
     (* full_case = 32'd1 *)
     if (\$1 ) begin
@@ -35813,7 +36450,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     dram__arlock = 1'h0;
     (* full_case = 32'd1 *)
     if (\$1 ) begin
@@ -35829,7 +36466,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     dram__arcache = 4'h0;
     (* full_case = 32'd1 *)
     if (\$1 ) begin
@@ -35845,7 +36482,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     dram__arprot = 3'h0;
     (* full_case = 32'd1 *)
     if (\$1 ) begin
@@ -35861,7 +36498,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     dram__arvalid = 1'h0;
     (* full_case = 32'd1 *)
     if (\$1 ) begin
@@ -35877,7 +36514,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     ports__0__arready = 1'h0;
     (* full_case = 32'd1 *)
     if (\$1 ) begin
@@ -35889,7 +36526,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     ports__1__arready = 1'h0;
     (* full_case = 32'd1 *)
     if (\$1 ) begin
@@ -35903,7 +36540,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     ports__2__arready = 1'h0;
     (* full_case = 32'd1 *)
     if (\$1 ) begin
@@ -35919,7 +36556,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     ports__0__rvalid = 1'h0;
     casez (r_data)
       2'h0:
@@ -35927,7 +36564,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     dram__rready = 1'h0;
     casez (r_data)
       2'h0:
@@ -35939,7 +36576,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     ports__1__rvalid = 1'h0;
     casez (r_data)
       2'h0:
@@ -35949,7 +36586,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     ports__2__rvalid = 1'h0;
     casez (r_data)
       2'h0:
@@ -35961,9 +36598,9 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     aw_pick = 2'h0;
-    casez (w_grant)
+    casez (\$signal$72 )
       2'h0:
         begin
           if (ports__0__awvalid) begin
@@ -35994,9 +36631,9 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     aw_any = 1'h0;
-    casez (w_grant)
+    casez (\$signal$72 )
       2'h0:
         begin
           if (ports__0__awvalid) begin
@@ -36027,41 +36664,295 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
-    \$signal$78  = 1'h0;
-    casez (w_grant)
-      2'h0:
-          \$signal$78  = ports__0__awvalid;
-      2'h1:
-          \$signal$78  = 1'h0;
-      2'h2:
-          \$signal$78  = ports__2__awvalid;
-    endcase
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    dram__awid = 8'h00;
+    (* full_case = 32'd1 *)
+    if (\$3 ) begin
+    end else begin
+      casez (\$signal$72 )
+        2'h0:
+            dram__awid = ports__0__awid;
+        2'h1:
+            dram__awid = 8'h00;
+        2'h2:
+            dram__awid = 8'h00;
+      endcase
+    end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
-    others_aw = 1'h0;
-    casez (w_grant)
-      2'h0:
-          others_aw = \$3 ;
-      2'h1:
-          others_aw = \$4 ;
-      2'h2:
-          others_aw = \$5 ;
-    endcase
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    dram__awaddr = 64'h0000000000000000;
+    (* full_case = 32'd1 *)
+    if (\$3 ) begin
+    end else begin
+      casez (\$signal$72 )
+        2'h0:
+            dram__awaddr = ports__0__awaddr;
+        2'h1:
+            dram__awaddr = 64'h0000000000000000;
+        2'h2:
+            dram__awaddr = ports__2__awaddr;
+      endcase
+    end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    dram__awlen = 8'h00;
+    (* full_case = 32'd1 *)
+    if (\$3 ) begin
+    end else begin
+      casez (\$signal$72 )
+        2'h0:
+            dram__awlen = ports__0__awlen;
+        2'h1:
+            dram__awlen = 8'h00;
+        2'h2:
+            dram__awlen = ports__2__awlen;
+      endcase
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    dram__awsize = 3'h0;
+    (* full_case = 32'd1 *)
+    if (\$3 ) begin
+    end else begin
+      casez (\$signal$72 )
+        2'h0:
+            dram__awsize = ports__0__awsize;
+        2'h1:
+            dram__awsize = 3'h0;
+        2'h2:
+            dram__awsize = 3'h6;
+      endcase
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    dram__awburst = 2'h0;
+    (* full_case = 32'd1 *)
+    if (\$3 ) begin
+    end else begin
+      casez (\$signal$72 )
+        2'h0:
+            dram__awburst = ports__0__awburst;
+        2'h1:
+            dram__awburst = 2'h0;
+        2'h2:
+            dram__awburst = 2'h1;
+      endcase
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    dram__awlock = 1'h0;
+    (* full_case = 32'd1 *)
+    if (\$3 ) begin
+    end else begin
+      casez (\$signal$72 )
+        2'h0:
+            dram__awlock = ports__0__awlock;
+        2'h1:
+            dram__awlock = 1'h0;
+        2'h2:
+            dram__awlock = 1'h0;
+      endcase
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    dram__awcache = 4'h0;
+    (* full_case = 32'd1 *)
+    if (\$3 ) begin
+    end else begin
+      casez (\$signal$72 )
+        2'h0:
+            dram__awcache = ports__0__awcache;
+        2'h1:
+            dram__awcache = 4'h0;
+        2'h2:
+            dram__awcache = 4'h3;
+      endcase
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    dram__awprot = 3'h0;
+    (* full_case = 32'd1 *)
+    if (\$3 ) begin
+    end else begin
+      casez (\$signal$72 )
+        2'h0:
+            dram__awprot = ports__0__awprot;
+        2'h1:
+            dram__awprot = 3'h0;
+        2'h2:
+            dram__awprot = 3'h0;
+      endcase
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    dram__awvalid = 1'h0;
+    (* full_case = 32'd1 *)
+    if (\$3 ) begin
+    end else begin
+      casez (\$signal$72 )
+        2'h0:
+            dram__awvalid = ports__0__awvalid;
+        2'h1:
+            dram__awvalid = 1'h0;
+        2'h2:
+            dram__awvalid = ports__2__awvalid;
+      endcase
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    ports__0__awready = 1'h0;
+    (* full_case = 32'd1 *)
+    if (\$3 ) begin
+    end else begin
+      casez (\$signal$72 )
+        2'h0:
+            ports__0__awready = dram__awready;
+      endcase
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    ports__1__awready = 1'h0;
+    (* full_case = 32'd1 *)
+    if (\$3 ) begin
+    end else begin
+      casez (\$signal$72 )
+        2'h0:
+            /* empty */;
+        2'h1:
+            ports__1__awready = dram__awready;
+      endcase
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    ports__2__awready = 1'h0;
+    (* full_case = 32'd1 *)
+    if (\$3 ) begin
+    end else begin
+      casez (\$signal$72 )
+        2'h0:
+            /* empty */;
+        2'h1:
+            /* empty */;
+        2'h2:
+            ports__2__awready = dram__awready;
+      endcase
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    dram__wdata = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    if (r_rdy) begin
+      casez (\r_data$128 )
+        2'h0:
+            dram__wdata = ports__0__wdata;
+        2'h1:
+            dram__wdata = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+        2'h2:
+            dram__wdata = ports__2__wdata;
+      endcase
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    dram__wstrb = 64'h0000000000000000;
+    if (r_rdy) begin
+      casez (\r_data$128 )
+        2'h0:
+            dram__wstrb = ports__0__wstrb;
+        2'h1:
+            dram__wstrb = 64'h0000000000000000;
+        2'h2:
+            dram__wstrb = ports__2__wstrb;
+      endcase
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    dram__wlast = 1'h0;
+    if (r_rdy) begin
+      casez (\r_data$128 )
+        2'h0:
+            dram__wlast = ports__0__wlast;
+        2'h1:
+            dram__wlast = 1'h0;
+        2'h2:
+            dram__wlast = ports__2__wlast;
+      endcase
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    dram__wvalid = 1'h0;
+    if (r_rdy) begin
+      casez (\r_data$128 )
+        2'h0:
+            dram__wvalid = ports__0__wvalid;
+        2'h1:
+            dram__wvalid = 1'h0;
+        2'h2:
+            dram__wvalid = ports__2__wvalid;
+      endcase
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    ports__0__wready = 1'h0;
+    if (r_rdy) begin
+      casez (\r_data$128 )
+        2'h0:
+            ports__0__wready = dram__wready;
+      endcase
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    ports__1__wready = 1'h0;
+    if (r_rdy) begin
+      casez (\r_data$128 )
+        2'h0:
+            /* empty */;
+        2'h1:
+            ports__1__wready = dram__wready;
+      endcase
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    ports__2__wready = 1'h0;
+    if (r_rdy) begin
+      casez (\r_data$128 )
+        2'h0:
+            /* empty */;
+        2'h1:
+            /* empty */;
+        2'h2:
+            ports__2__wready = dram__wready;
+      endcase
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     ports__0__bvalid = 1'h0;
-    casez (\r_data$95 )
+    casez (\r_data$154 )
       2'h0:
           ports__0__bvalid = dram__bvalid;
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     dram__bready = 1'h0;
-    casez (\r_data$95 )
+    casez (\r_data$154 )
       2'h0:
           dram__bready = ports__0__bready;
       2'h1:
@@ -36071,9 +36962,9 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     ports__1__bvalid = 1'h0;
-    casez (\r_data$95 )
+    casez (\r_data$154 )
       2'h0:
           /* empty */;
       2'h1:
@@ -36081,9 +36972,9 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     ports__2__bvalid = 1'h0;
-    casez (\r_data$95 )
+    casez (\r_data$154 )
       2'h0:
           /* empty */;
       2'h1:
@@ -36093,264 +36984,62 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
-    dram__awid = 8'h00;
-    casez (write_state)
-      2'h0:
-          /* empty */;
-      2'h1:
-          if (\$9 ) begin
-            casez (w_grant)
-              2'h0:
-                  dram__awid = ports__0__awid;
-              2'h1:
-                  dram__awid = 8'h00;
-              2'h2:
-                  dram__awid = 8'h00;
-            endcase
-          end
-    endcase
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    \$10  = \$signal ;
+    if (\$5 ) begin
+      if (\$6 ) begin
+        \$10  = ar_pick;
+      end
+    end
+    if (rst) begin
+      \$10  = 2'h0;
+    end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
-    dram__awaddr = 64'h0000000000000000;
-    casez (write_state)
-      2'h0:
-          /* empty */;
-      2'h1:
-          if (\$9 ) begin
-            casez (w_grant)
-              2'h0:
-                  dram__awaddr = ports__0__awaddr;
-              2'h1:
-                  dram__awaddr = 64'h0000000000000000;
-              2'h2:
-                  dram__awaddr = ports__2__awaddr;
-            endcase
-          end
-    endcase
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    \$11  = addr_phase;
+    (* full_case = 32'd1 *)
+    if (\$5 ) begin
+      if (\$6 ) begin
+        \$11  = 1'h1;
+      end
+    end else begin
+      if (dram__arready) begin
+        \$11  = 1'h0;
+      end
+    end
+    if (rst) begin
+      \$11  = 1'h0;
+    end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
-    dram__awlen = 8'h00;
-    casez (write_state)
-      2'h0:
-          /* empty */;
-      2'h1:
-          if (\$9 ) begin
-            casez (w_grant)
-              2'h0:
-                  dram__awlen = ports__0__awlen;
-              2'h1:
-                  dram__awlen = 8'h00;
-              2'h2:
-                  dram__awlen = ports__2__awlen;
-            endcase
-          end
-    endcase
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    \$12  = \$signal$72 ;
+    if (\$7 ) begin
+      if (\$9 ) begin
+        \$12  = aw_pick;
+      end
+    end
+    if (rst) begin
+      \$12  = 2'h0;
+    end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
-    dram__awsize = 3'h0;
-    casez (write_state)
-      2'h0:
-          /* empty */;
-      2'h1:
-          if (\$9 ) begin
-            casez (w_grant)
-              2'h0:
-                  dram__awsize = ports__0__awsize;
-              2'h1:
-                  dram__awsize = 3'h0;
-              2'h2:
-                  dram__awsize = 3'h6;
-            endcase
-          end
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
-    dram__awburst = 2'h0;
-    casez (write_state)
-      2'h0:
-          /* empty */;
-      2'h1:
-          if (\$9 ) begin
-            casez (w_grant)
-              2'h0:
-                  dram__awburst = ports__0__awburst;
-              2'h1:
-                  dram__awburst = 2'h0;
-              2'h2:
-                  dram__awburst = 2'h1;
-            endcase
-          end
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
-    dram__awlock = 1'h0;
-    casez (write_state)
-      2'h0:
-          /* empty */;
-      2'h1:
-          if (\$9 ) begin
-            casez (w_grant)
-              2'h0:
-                  dram__awlock = ports__0__awlock;
-              2'h1:
-                  dram__awlock = 1'h0;
-              2'h2:
-                  dram__awlock = 1'h0;
-            endcase
-          end
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
-    dram__awcache = 4'h0;
-    casez (write_state)
-      2'h0:
-          /* empty */;
-      2'h1:
-          if (\$9 ) begin
-            casez (w_grant)
-              2'h0:
-                  dram__awcache = ports__0__awcache;
-              2'h1:
-                  dram__awcache = 4'h0;
-              2'h2:
-                  dram__awcache = 4'h3;
-            endcase
-          end
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
-    dram__awprot = 3'h0;
-    casez (write_state)
-      2'h0:
-          /* empty */;
-      2'h1:
-          if (\$9 ) begin
-            casez (w_grant)
-              2'h0:
-                  dram__awprot = ports__0__awprot;
-              2'h1:
-                  dram__awprot = 3'h0;
-              2'h2:
-                  dram__awprot = 3'h0;
-            endcase
-          end
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
-    dram__awvalid = 1'h0;
-    casez (write_state)
-      2'h0:
-          /* empty */;
-      2'h1:
-          if (\$9 ) begin
-            casez (w_grant)
-              2'h0:
-                  dram__awvalid = ports__0__awvalid;
-              2'h1:
-                  dram__awvalid = 1'h0;
-              2'h2:
-                  dram__awvalid = ports__2__awvalid;
-            endcase
-          end
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
-    ports__0__awready = 1'h0;
-    casez (write_state)
-      2'h0:
-          /* empty */;
-      2'h1:
-          if (\$9 ) begin
-            casez (w_grant)
-              2'h0:
-                  ports__0__awready = dram__awready;
-            endcase
-          end
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
-    ports__1__awready = 1'h0;
-    casez (write_state)
-      2'h0:
-          /* empty */;
-      2'h1:
-          if (\$9 ) begin
-            casez (w_grant)
-              2'h0:
-                  /* empty */;
-              2'h1:
-                  ports__1__awready = dram__awready;
-            endcase
-          end
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
-    ports__2__awready = 1'h0;
-    casez (write_state)
-      2'h0:
-          /* empty */;
-      2'h1:
-          if (\$9 ) begin
-            casez (w_grant)
-              2'h0:
-                  /* empty */;
-              2'h1:
-                  /* empty */;
-              2'h2:
-                  ports__2__awready = dram__awready;
-            endcase
-          end
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
-    dram__wdata = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    casez (write_state)
-      2'h0:
-          /* empty */;
-      2'h1:
-          /* empty */;
-      2'h2:
-          casez (w_grant)
-            2'h0:
-                dram__wdata = ports__0__wdata;
-            2'h1:
-                dram__wdata = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-            2'h2:
-                dram__wdata = ports__2__wdata;
-          endcase
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
-    dram__wstrb = 64'h0000000000000000;
-    casez (write_state)
-      2'h0:
-          /* empty */;
-      2'h1:
-          /* empty */;
-      2'h2:
-          casez (w_grant)
-            2'h0:
-                dram__wstrb = ports__0__wstrb;
-            2'h1:
-                dram__wstrb = 64'h0000000000000000;
-            2'h2:
-                dram__wstrb = ports__2__wstrb;
-          endcase
-    endcase
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    \$13  = aw_phase;
+    (* full_case = 32'd1 *)
+    if (\$7 ) begin
+      if (\$9 ) begin
+        \$13  = 1'h1;
+      end
+    end else begin
+      if (dram__awready) begin
+        \$13  = 1'h0;
+      end
+    end
+    if (rst) begin
+      \$13  = 1'h0;
+    end
   end
   assign ports__1__arid = 8'h00;
   assign ports__1__arlen = 8'h00;
@@ -36380,14 +37069,6 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
   assign ports__2__rlast = dram__rlast;
   assign ports__2__rready = 1'h1;
   assign ports__1__awvalid = 1'h0;
-  assign \w_data$80  = w_grant;
-  assign dram__bid = ports__0__bid;
-  assign dram__bresp = ports__0__bresp;
-  assign ports__1__bid = ports__0__bid;
-  assign ports__1__bresp = ports__0__bresp;
-  assign ports__2__bid = ports__0__bid;
-  assign ports__2__bresp = ports__0__bresp;
-  assign ports__1__bready = 1'h0;
   assign ports__1__awid = 8'h00;
   assign ports__1__awaddr = 64'h0000000000000000;
   assign ports__1__awlen = 8'h00;
@@ -36402,17 +37083,24 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
   assign ports__2__awlock = 1'h0;
   assign ports__2__awcache = 4'h3;
   assign ports__2__awprot = 3'h0;
+  assign \w_data$116  = \$signal$72 ;
+  assign \w_data$118  = \$signal$72 ;
   assign ports__1__wdata = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   assign ports__1__wstrb = 64'h0000000000000000;
   assign ports__1__wlast = 1'h0;
   assign ports__1__wvalid = 1'h0;
-  assign \$3  = ports__2__awvalid;
-  assign \$5  = ports__0__awvalid;
+  assign dram__bid = ports__0__bid;
+  assign dram__bresp = ports__0__bresp;
+  assign ports__1__bid = ports__0__bid;
+  assign ports__1__bresp = ports__0__bresp;
+  assign ports__2__bid = ports__0__bid;
+  assign ports__2__bresp = ports__0__bresp;
+  assign ports__1__bready = 1'h0;
 endmodule
 
 (* generator = "Amaranth" *)
 module \ndp_device.dram_arbiter.read_tags (rst, w_en, r_en, w_rdy, r_data, w_port__data, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$83  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$84  = 0;
   wire \$1 ;
   wire \$10 ;
   wire \$11 ;
@@ -36506,7 +37194,7 @@ module \ndp_device.dram_arbiter.read_tags (rst, w_en, r_en, w_rdy, r_data, w_por
   always @(posedge clk)
     level <= \$21 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
     \$19  = w_port__addr;
     if (\$1 ) begin
       \$19  = \$4 [2:0];
@@ -36516,7 +37204,7 @@ module \ndp_device.dram_arbiter.read_tags (rst, w_en, r_en, w_rdy, r_data, w_por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
     \$20  = r_port__addr;
     if (\$5 ) begin
       \$20  = \$8 [2:0];
@@ -36526,7 +37214,7 @@ module \ndp_device.dram_arbiter.read_tags (rst, w_en, r_en, w_rdy, r_data, w_por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
     \$21  = level;
     if (\$12 ) begin
       \$21  = \$13 [2:0];
@@ -36547,8 +37235,158 @@ module \ndp_device.dram_arbiter.read_tags (rst, w_en, r_en, w_rdy, r_data, w_por
 endmodule
 
 (* generator = "Amaranth" *)
+module \ndp_device.dram_arbiter.write_order (rst, w_en, r_en, w_rdy, r_rdy, r_data, w_port__data, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$85  = 0;
+  wire \$1 ;
+  wire \$10 ;
+  wire \$11 ;
+  wire \$12 ;
+  wire [5:0] \$13 ;
+  wire \$14 ;
+  wire \$15 ;
+  wire \$16 ;
+  wire \$17 ;
+  wire [5:0] \$18 ;
+  reg [4:0] \$19 ;
+  wire \$2 ;
+  reg [4:0] \$20 ;
+  reg [4:0] \$21 ;
+  wire [5:0] \$3 ;
+  wire [5:0] \$4 ;
+  wire \$5 ;
+  wire \$6 ;
+  wire [5:0] \$7 ;
+  wire [5:0] \$8 ;
+  wire \$9 ;
+  input clk;
+  wire clk;
+  (* init = 5'h00 *)
+  wire [4:0] consume;
+  reg [4:0] level = 5'h00;
+  (* init = 5'h00 *)
+  wire [4:0] produce;
+  output [1:0] r_data;
+  wire [1:0] r_data;
+  input r_en;
+  wire r_en;
+  (* init = 5'h00 *)
+  wire [4:0] r_level;
+  reg [4:0] r_port__addr = 5'h00;
+  wire [1:0] r_port__data;
+  output r_rdy;
+  wire r_rdy;
+  input rst;
+  wire rst;
+  wire [1:0] w_data;
+  input w_en;
+  wire w_en;
+  (* init = 5'h00 *)
+  wire [4:0] w_level;
+  reg [4:0] w_port__addr = 5'h00;
+  input [1:0] w_port__data;
+  wire [1:0] w_port__data;
+  wire w_port__en;
+  output w_rdy;
+  wire w_rdy;
+  reg [1:0] storage [19:0];
+  initial begin
+    storage[0] = 2'h0;
+    storage[1] = 2'h0;
+    storage[2] = 2'h0;
+    storage[3] = 2'h0;
+    storage[4] = 2'h0;
+    storage[5] = 2'h0;
+    storage[6] = 2'h0;
+    storage[7] = 2'h0;
+    storage[8] = 2'h0;
+    storage[9] = 2'h0;
+    storage[10] = 2'h0;
+    storage[11] = 2'h0;
+    storage[12] = 2'h0;
+    storage[13] = 2'h0;
+    storage[14] = 2'h0;
+    storage[15] = 2'h0;
+    storage[16] = 2'h0;
+    storage[17] = 2'h0;
+    storage[18] = 2'h0;
+    storage[19] = 2'h0;
+  end
+  always @(posedge clk) begin
+    if (w_port__en)
+      storage[w_port__addr] <= w_port__data;
+  end
+  assign r_data = storage[r_port__addr];
+  assign w_rdy = level != 5'h14;
+  assign r_rdy = | level;
+  assign w_port__en = w_en & w_rdy;
+  assign \$1  = w_rdy & w_en;
+  assign \$2  = w_port__addr == 5'h13;
+  assign \$3  = w_port__addr + 1'h1;
+  assign \$4  = \$2  ? 6'h00 : \$3 ;
+  assign \$5  = r_rdy & r_en;
+  assign \$6  = r_port__addr == 5'h13;
+  assign \$7  = r_port__addr + 1'h1;
+  assign \$8  = \$6  ? 6'h00 : \$7 ;
+  assign \$9  = w_rdy & w_en;
+  assign \$10  = r_rdy & r_en;
+  assign \$11  = ~ \$10 ;
+  assign \$12  = \$9  & \$11 ;
+  assign \$13  = level + 1'h1;
+  assign \$14  = r_rdy & r_en;
+  assign \$15  = w_rdy & w_en;
+  assign \$16  = ~ \$15 ;
+  assign \$17  = \$14  & \$16 ;
+  assign \$18  = level - 1'h1;
+  always @(posedge clk)
+    w_port__addr <= \$19 ;
+  always @(posedge clk)
+    r_port__addr <= \$20 ;
+  always @(posedge clk)
+    level <= \$21 ;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
+    \$19  = w_port__addr;
+    if (\$1 ) begin
+      \$19  = \$4 [4:0];
+    end
+    if (rst) begin
+      \$19  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
+    \$20  = r_port__addr;
+    if (\$5 ) begin
+      \$20  = \$8 [4:0];
+    end
+    if (rst) begin
+      \$20  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
+    \$21  = level;
+    if (\$12 ) begin
+      \$21  = \$13 [4:0];
+    end
+    if (\$17 ) begin
+      \$21  = \$18 [4:0];
+    end
+    if (rst) begin
+      \$21  = 5'h00;
+    end
+  end
+  assign w_level = level;
+  assign r_level = level;
+  assign produce = w_port__addr;
+  assign w_data = w_port__data;
+  assign consume = r_port__addr;
+  assign r_port__data = r_data;
+endmodule
+
+(* generator = "Amaranth" *)
 module \ndp_device.dram_arbiter.write_tags (rst, w_en, r_en, w_rdy, r_data, w_port__data, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$84  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$86  = 0;
   wire \$1 ;
   wire \$10 ;
   wire \$11 ;
@@ -36655,7 +37493,7 @@ module \ndp_device.dram_arbiter.write_tags (rst, w_en, r_en, w_rdy, r_data, w_po
   always @(posedge clk)
     level <= \$21 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
     \$19  = w_port__addr;
     if (\$1 ) begin
       \$19  = \$4 [4:0];
@@ -36665,7 +37503,7 @@ module \ndp_device.dram_arbiter.write_tags (rst, w_en, r_en, w_rdy, r_data, w_po
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
     \$20  = r_port__addr;
     if (\$5 ) begin
       \$20  = \$8 [4:0];
@@ -36675,7 +37513,7 @@ module \ndp_device.dram_arbiter.write_tags (rst, w_en, r_en, w_rdy, r_data, w_po
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
     \$21  = level;
     if (\$12 ) begin
       \$21  = \$13 [4:0];
@@ -36803,7 +37641,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \ndp_device.instruction_buffer.fifo (rst, w_rdy, w_level, r_data, w_en, w_port__data, r_rdy, r_en, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$85  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$87  = 0;
   wire \$1 ;
   wire \$10 ;
   wire [2:0] \$11 ;
@@ -36929,7 +37767,7 @@ module \ndp_device.instruction_buffer.fifo (rst, w_rdy, w_level, r_data, w_en, w
   always @(posedge clk)
     r_rdy <= \$33 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     \$30  = w_port__addr;
     if (\$3 ) begin
       \$30  = \$6 [1:0];
@@ -36939,7 +37777,7 @@ module \ndp_device.instruction_buffer.fifo (rst, w_rdy, w_level, r_data, w_en, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     \$31  = r_port__addr;
     if (\$9 ) begin
       \$31  = \$12 [1:0];
@@ -36949,7 +37787,7 @@ module \ndp_device.instruction_buffer.fifo (rst, w_rdy, w_level, r_data, w_en, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     \$32  = inner_level;
     if (\$18 ) begin
       \$32  = \$19 [1:0];
@@ -36962,7 +37800,7 @@ module \ndp_device.instruction_buffer.fifo (rst, w_rdy, w_level, r_data, w_en, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     \$33  = r_rdy;
     if (\$29 ) begin
       \$33  = 1'h1;
@@ -36985,8 +37823,8 @@ endmodule
 module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awburst, mem__awlock, mem__awcache, mem__awprot, mem__awvalid, mem__wdata, mem__wstrb, mem__wlast, mem__wvalid, mem__bready, mem__arid, mem__araddr, mem__arlen, mem__arsize, mem__arburst, mem__arlock, mem__arcache, mem__arprot
 , mem__arvalid, mem__rready, mem__awuser, mem__aruser, down__bid, down__bresp, down__rid, down__rdata, down__rresp, down__rlast, clk, rst, queues__0, queues__1, queues__2, queues__3, mem__arready, down__arid, down__araddr, down__arlen, down__arsize
 , down__arburst, down__arlock, down__arcache, down__arprot, down__arvalid, mem__rid, mem__rdata, mem__rresp, mem__rlast, mem__rvalid, down__rready, mem__awready, down__awid, down__awaddr, down__awlen, down__awsize, down__awburst, down__awlock, down__awcache, down__awprot, down__awvalid
-, down__wdata, down__wstrb, down__wlast, down__wvalid, mem__wready, mem__bid, mem__bresp, mem__bvalid, down__bready, down__arready, down__rvalid, down__bvalid, down__awready, down__wready, mem__awid);
-  reg \$auto$verilog_backend.cc:2355:dump_module$86  = 0;
+, down__wdata, down__wstrb, down__wlast, down__wvalid, mem__wready, mem__bid, mem__bresp, mem__bvalid, down__bready, down__arready, down__rvalid, down__awready, down__wready, down__bvalid, mem__awid);
+  reg \$auto$verilog_backend.cc:2355:dump_module$88  = 0;
   wire [8:0] \$1 ;
   wire [8:0] \$10 ;
   wire \$100 ;
@@ -37786,7 +38624,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
   always @(posedge clk)
     write_state <= \$276 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     mem__arready = 1'h0;
     casez (read_state)
       3'h0:
@@ -37794,7 +38632,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     down__arid = 8'h00;
     casez (read_state)
       3'h0:
@@ -37806,7 +38644,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     down__araddr = 64'h0000000000000000;
     casez (read_state)
       3'h0:
@@ -37818,7 +38656,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     down__arlen = 8'h00;
     casez (read_state)
       3'h0:
@@ -37830,7 +38668,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     down__arsize = 3'h0;
     casez (read_state)
       3'h0:
@@ -37842,7 +38680,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     down__arburst = 2'h0;
     casez (read_state)
       3'h0:
@@ -37854,7 +38692,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     down__arlock = 1'h0;
     casez (read_state)
       3'h0:
@@ -37866,7 +38704,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     down__arcache = 4'h0;
     casez (read_state)
       3'h0:
@@ -37878,7 +38716,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     down__arprot = 3'h0;
     casez (read_state)
       3'h0:
@@ -37890,7 +38728,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     down__arvalid = 1'h0;
     casez (read_state)
       3'h0:
@@ -37902,7 +38740,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     mem__rid = 8'h00;
     casez (read_state)
       3'h0:
@@ -37918,7 +38756,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     mem__rdata = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     casez (read_state)
       3'h0:
@@ -37934,7 +38772,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     mem__rresp = 2'h0;
     casez (read_state)
       3'h0:
@@ -37950,7 +38788,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     mem__rlast = 1'h0;
     casez (read_state)
       3'h0:
@@ -37966,7 +38804,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     mem__rvalid = 1'h0;
     casez (read_state)
       3'h0:
@@ -37982,7 +38820,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     down__rready = 1'h0;
     casez (read_state)
       3'h0:
@@ -37996,7 +38834,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     mem__awready = 1'h0;
     casez (write_state)
       3'h0:
@@ -38004,7 +38842,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     down__awid = 8'h00;
     casez (write_state)
       3'h0:
@@ -38016,7 +38854,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     down__awaddr = 64'h0000000000000000;
     casez (write_state)
       3'h0:
@@ -38028,7 +38866,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     down__awlen = 8'h00;
     casez (write_state)
       3'h0:
@@ -38040,7 +38878,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     down__awsize = 3'h0;
     casez (write_state)
       3'h0:
@@ -38052,7 +38890,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     down__awburst = 2'h0;
     casez (write_state)
       3'h0:
@@ -38064,7 +38902,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     down__awlock = 1'h0;
     casez (write_state)
       3'h0:
@@ -38076,7 +38914,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     down__awcache = 4'h0;
     casez (write_state)
       3'h0:
@@ -38088,7 +38926,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     down__awprot = 3'h0;
     casez (write_state)
       3'h0:
@@ -38100,7 +38938,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     down__awvalid = 1'h0;
     casez (write_state)
       3'h0:
@@ -38112,7 +38950,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     down__wdata = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     casez (write_state)
       3'h0:
@@ -38126,7 +38964,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     down__wstrb = 64'h0000000000000000;
     casez (write_state)
       3'h0:
@@ -38140,7 +38978,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     down__wlast = 1'h0;
     casez (write_state)
       3'h0:
@@ -38154,7 +38992,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     down__wvalid = 1'h0;
     casez (write_state)
       3'h0:
@@ -38168,7 +39006,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     mem__wready = 1'h0;
     casez (write_state)
       3'h0:
@@ -38186,7 +39024,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     mem__bid = 8'h00;
     casez (write_state)
       3'h0:
@@ -38206,7 +39044,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     mem__bresp = 2'h0;
     casez (write_state)
       3'h0:
@@ -38226,7 +39064,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     mem__bvalid = 1'h0;
     casez (write_state)
       3'h0:
@@ -38246,7 +39084,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     down__bready = 1'h0;
     casez (write_state)
       3'h0:
@@ -38262,7 +39100,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$256  = hold_arid;
     casez (read_state)
       3'h0:
@@ -38275,7 +39113,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$257  = hold_araddr;
     casez (read_state)
       3'h0:
@@ -38288,7 +39126,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$258  = hold_arlen;
     casez (read_state)
       3'h0:
@@ -38301,7 +39139,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$259  = hold_arsize;
     casez (read_state)
       3'h0:
@@ -38314,7 +39152,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$260  = hold_arburst;
     casez (read_state)
       3'h0:
@@ -38327,7 +39165,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$261  = hold_arlock;
     casez (read_state)
       3'h0:
@@ -38340,7 +39178,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$262  = hold_arcache;
     casez (read_state)
       3'h0:
@@ -38353,7 +39191,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$263  = hold_arprot;
     casez (read_state)
       3'h0:
@@ -38366,7 +39204,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$264  = ar_user;
     casez (read_state)
       3'h0:
@@ -38379,7 +39217,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$265  = read_state;
     casez (read_state)
       3'h0:
@@ -38413,7 +39251,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$266  = r_left;
     casez (read_state)
       3'h0:
@@ -38434,7 +39272,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$267  = hold_awid;
     casez (write_state)
       3'h0:
@@ -38447,7 +39285,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$268  = hold_awaddr;
     casez (write_state)
       3'h0:
@@ -38460,7 +39298,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$269  = hold_awlen;
     casez (write_state)
       3'h0:
@@ -38473,7 +39311,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$270  = hold_awsize;
     casez (write_state)
       3'h0:
@@ -38486,7 +39324,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$271  = hold_awburst;
     casez (write_state)
       3'h0:
@@ -38499,7 +39337,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$272  = hold_awlock;
     casez (write_state)
       3'h0:
@@ -38512,7 +39350,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$273  = hold_awcache;
     casez (write_state)
       3'h0:
@@ -38525,7 +39363,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$274  = hold_awprot;
     casez (write_state)
       3'h0:
@@ -38538,7 +39376,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$275  = aw_user;
     casez (write_state)
       3'h0:
@@ -38551,7 +39389,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$276  = write_state;
     casez (write_state)
       3'h0:
@@ -38637,9 +39475,9 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__bready, io__araddr, io__arvalid, io__rready, io__awuser, clk, rst, io__awready, io__wready, io__arready, done_valid, \port$5947$0 , reset__0, reset__1, reset__2, reset__3, io__bvalid
+module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__bready, io__araddr, io__arvalid, io__rready, io__awuser, clk, rst, io__awready, io__wready, io__arready, done_valid, \port$6071$0 , reset__0, reset__1, reset__2, reset__3, io__bvalid
 , b_resp, queues__0, queues__1, queues__2, queues__3, io__rvalid, r_data, io__awaddr);
-  reg \$auto$verilog_backend.cc:2355:dump_module$87  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$89  = 0;
   wire \$1 ;
   wire \$10 ;
   wire [31:0] \$100 ;
@@ -39018,8 +39856,8 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
   input io__wvalid;
   wire io__wvalid;
   wire [31:0] mask;
-  input [41:0] \port$5947$0 ;
-  wire [41:0] \port$5947$0 ;
+  input [41:0] \port$6071$0 ;
+  wire [41:0] \port$6071$0 ;
   output [321:0] queues__0;
   reg [321:0] queues__0 = 322'h000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   wire [63:0] \queues__0.cq_base ;
@@ -39085,10 +39923,10 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
   reg [31:0] status1 = 32'd0;
   reg [31:0] status2 = 32'd0;
   reg [31:0] status3 = 32'd0;
-  assign \$1  = | \port$5947$0 [41:34];
-  assign \$2  = | \port$5947$0 [41:34];
-  assign \$3  = | \port$5947$0 [41:34];
-  assign \$4  = | \port$5947$0 [41:34];
+  assign \$1  = | \port$6071$0 [41:34];
+  assign \$2  = | \port$6071$0 [41:34];
+  assign \$3  = | \port$6071$0 [41:34];
+  assign \$4  = | \port$6071$0 [41:34];
   assign \$5  = io__awvalid & io__awready;
   assign \$6  = io__wvalid & io__wready;
   assign \$7  = \$signal$32  & io__bready;
@@ -39434,7 +40272,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
   always @(posedge clk)
     r_data <= \$319 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     \$294  = 1'h0;
     if (\$10 ) begin
       casez (\$signal [15:2])
@@ -39469,7 +40307,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     \$295  = 1'h0;
     if (\$10 ) begin
       casez (\$signal [15:2])
@@ -39528,7 +40366,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     \$296  = 1'h0;
     if (\$10 ) begin
       casez (\$signal [15:2])
@@ -39611,7 +40449,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     \$297  = 1'h0;
     if (\$10 ) begin
       casez (\$signal [15:2])
@@ -39718,12 +40556,12 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     \$298  = head0;
     if (done_valid) begin
-      casez (\port$5947$0 [1:0])
+      casez (\port$6071$0 [1:0])
         2'h0:
-            \$298  = \port$5947$0 [33:2];
+            \$298  = \port$6071$0 [33:2];
       endcase
     end
     if (\$10 ) begin
@@ -39759,13 +40597,13 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     \$299  = status0;
     if (done_valid) begin
-      casez (\port$5947$0 [1:0])
+      casez (\port$6071$0 [1:0])
         2'h0:
             if (\$1 ) begin
-              \$299  = { 24'h800000, \port$5947$0 [41:34] };
+              \$299  = { 24'h800000, \port$6071$0 [41:34] };
             end
       endcase
     end
@@ -39804,14 +40642,14 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     \$300  = head1;
     if (done_valid) begin
-      casez (\port$5947$0 [1:0])
+      casez (\port$6071$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
-            \$300  = \port$5947$0 [33:2];
+            \$300  = \port$6071$0 [33:2];
       endcase
     end
     if (\$10 ) begin
@@ -39871,15 +40709,15 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     \$301  = status1;
     if (done_valid) begin
-      casez (\port$5947$0 [1:0])
+      casez (\port$6071$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
             if (\$2 ) begin
-              \$301  = { 24'h800000, \port$5947$0 [41:34] };
+              \$301  = { 24'h800000, \port$6071$0 [41:34] };
             end
       endcase
     end
@@ -39942,16 +40780,16 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     \$302  = head2;
     if (done_valid) begin
-      casez (\port$5947$0 [1:0])
+      casez (\port$6071$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
             /* empty */;
         2'h2:
-            \$302  = \port$5947$0 [33:2];
+            \$302  = \port$6071$0 [33:2];
       endcase
     end
     if (\$10 ) begin
@@ -40035,17 +40873,17 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     \$303  = status2;
     if (done_valid) begin
-      casez (\port$5947$0 [1:0])
+      casez (\port$6071$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
             /* empty */;
         2'h2:
             if (\$3 ) begin
-              \$303  = { 24'h800000, \port$5947$0 [41:34] };
+              \$303  = { 24'h800000, \port$6071$0 [41:34] };
             end
       endcase
     end
@@ -40132,11 +40970,11 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     \$304  = head3;
     if (done_valid) begin
       (* full_case = 32'd1 *)
-      casez (\port$5947$0 [1:0])
+      casez (\port$6071$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
@@ -40144,7 +40982,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
         2'h2:
             /* empty */;
         2'h3:
-            \$304  = \port$5947$0 [33:2];
+            \$304  = \port$6071$0 [33:2];
       endcase
     end
     if (\$10 ) begin
@@ -40252,11 +41090,11 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     \$305  = status3;
     if (done_valid) begin
       (* full_case = 32'd1 *)
-      casez (\port$5947$0 [1:0])
+      casez (\port$6071$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
@@ -40265,7 +41103,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
             /* empty */;
         2'h3:
             if (\$4 ) begin
-              \$305  = { 24'h800000, \port$5947$0 [41:34] };
+              \$305  = { 24'h800000, \port$6071$0 [41:34] };
             end
       endcase
     end
@@ -40376,7 +41214,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     \$306  = \$signal ;
     if (\$5 ) begin
       \$306  = io__awaddr;
@@ -40386,7 +41224,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     \$307  = \$signal$22 ;
     if (\$5 ) begin
       \$307  = io__awuser;
@@ -40396,7 +41234,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     \$308  = aw_full;
     if (\$5 ) begin
       \$308  = 1'h1;
@@ -40409,7 +41247,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     \$309  = \$signal$27 ;
     if (\$6 ) begin
       \$309  = io__wdata;
@@ -40419,7 +41257,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     \$310  = \$signal$29 ;
     if (\$6 ) begin
       \$310  = io__wstrb;
@@ -40429,7 +41267,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     \$311  = \$signal$31 ;
     if (\$6 ) begin
       \$311  = 1'h1;
@@ -40442,7 +41280,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     \$312  = \$signal$32 ;
     if (\$7 ) begin
       \$312  = 1'h0;
@@ -40455,7 +41293,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     \$313  = b_resp;
     if (\$10 ) begin
       \$313  = 2'h0;
@@ -40468,7 +41306,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     \$314  = queues__0;
     if (\$10 ) begin
       casez (\$signal [15:2])
@@ -40529,7 +41367,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     \$315  = queues__1;
     if (\$10 ) begin
       casez (\$signal [15:2])
@@ -40614,7 +41452,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     \$316  = queues__2;
     if (\$10 ) begin
       casez (\$signal [15:2])
@@ -40723,7 +41561,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     \$317  = queues__3;
     if (\$10 ) begin
       casez (\$signal [15:2])
@@ -40856,7 +41694,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     \$318  = \$signal$41 ;
     if (\$283 ) begin
       \$318  = 1'h0;
@@ -40869,7 +41707,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     \$319  = r_data;
     if (\$284 ) begin
       \$319  = 32'd0;
@@ -40993,7 +41831,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     refuse = 1'h0;
     if (\$287 ) begin
       refuse = \$289 ;
@@ -41095,9 +41933,9 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
       endcase
     end
   end
-  assign done_queue = \port$5947$0 [1:0];
-  assign done_seq = \port$5947$0 [33:2];
-  assign done_status = \port$5947$0 [41:34];
+  assign done_queue = \port$6071$0 [1:0];
+  assign done_seq = \port$6071$0 [33:2];
+  assign done_status = \port$6071$0 [41:34];
   assign mask = { \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3:2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2:1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1:0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0] };
   assign io__bresp = b_resp;
   assign io__rdata = r_data;

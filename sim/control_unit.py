@@ -125,21 +125,11 @@ class ControlUnit:
         if status != Status.OK:
             complete = start
         elif kind in ("load", "store"):
-            lines_ = desc.dev_size
             src, dst = ((desc.dev_addr, cq_slot + HEADER_BYTES) if kind == "load"
                         else (sq_slot + HEADER_BYTES, desc.dev_addr))
-            copy_start = max(start, self._writer_free())
-            writer = state.writer
-
-            def consumer(shown):
-                trial = writer.copy()
-                return trial.run(copy_start, dst, shown)
-            run = self._read(src, lines_, busy, consumer)
-            taken = writer.run(copy_start, dst, run[2] + dram_reader.BUFFER_LATENCY)
-            assert np.array_equal(taken, run[3])
-            complete = max(copy_start + 1, writer.idle_at) + 1
+            complete = self._copy(max(start, self._writer_free()), src, dst, desc.dev_size, busy)
             if compute_results:
-                writes.append((dst, self.memory.read(src, lines_ * LINE_BYTES)))
+                writes.append((dst, self.memory.read(src, desc.dev_size * LINE_BYTES)))
         else:
             complete = self._compute(start, desc, sq_slot, cq_slot + HEADER_BYTES, busy, writes)
         if status == Status.OK:
@@ -165,6 +155,37 @@ class ControlUnit:
         state.reports = (state.reports + (report,))[-REPORTS_IN_FLIGHT:]
         schedule = Schedule(take, line_start, status, writes, (cq_slot, bytes(header)), lands, report, busy)
         return schedule, state
+
+    def _copy(self, start, src, dst, lines_, busy):
+        """COPY_START (at `start`, the writer free) .. COPY: the source's lines through the
+        unpacker (one row of 32 elements a line) and the line packer, which realign them to
+        the destination's slots, into the writer; the unpacker holds a slot back while the
+        packer has no room for it. Returns the COMPLETE cycle."""
+        cfg, lanes = self.cfg, self.cfg.lanes
+        offset, cols = (src % cfg.beat_bytes) // 2, lines_ * 32
+        ends = unpacker.slot_ends(offset, 1, cols, lanes)
+        last_beats = unpacker.last_beats(ends, lanes)
+        word_bytes = 2 * np.diff(np.concatenate([[offset], ends]))
+        final = []
+
+        def through(shown, writer):
+            available = np.maximum(shown, start + 1)
+            index = np.arange(len(available), dtype=np.int64)
+            ready = (index + np.maximum.accumulate(available - index))[last_beats] + 1
+            writer.stream(start, dst, lines_)
+            packer = line_packer.Run(dst % cfg.beat_bytes, word_bytes, cfg.beat_bytes,
+                                     lambda i, shown_at: writer.take(shown_at))
+            times, t = [], start
+            for i, r in enumerate(ready.tolist()):
+                t = packer.take_word(i, max(r, t + 1))
+                times.append(t)
+            times = np.array(times, np.int64)
+            final[:] = [writer]
+            return unpacker.pull_times(available, times, ends, lanes)
+
+        self._read(src, lines_, busy, lambda shown: through(shown, self._state.writer.copy()), start + 1)
+        self._state.writer = final[0]
+        return max(start + 1, self._state.writer.idle_at) + 1
 
     def _writer_free(self):
         """First cycle the writer may take one of the control unit's jobs."""

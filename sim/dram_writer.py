@@ -2,14 +2,13 @@
 
 The writer takes one job at a time (a run of lines from a stream, or one line) and posts
 its bursts, across jobs too:
-- a job's first address handshake comes two cycles after its start (the arbiter's grant);
-  a later burst's the cycle after the previous burst's last beat;
-- a burst is sent only while fewer than WRITES_IN_FLIGHT bursts await their response: one
-  held back by that limit goes out two cycles after the response that frees it (the
-  cycle it asks, then the arbiter's grant);
-- its data beats go from the cycle after its handshake, one per cycle when the source has
-  them; its response comes `dram_write_latency` cycles after its last beat, after the
-  previous burst's;
+- a burst asks for the bus from the cycle after the job's start (the first) or after the
+  previous burst's address handshake, once fewer than WRITES_IN_FLIGHT bursts await
+  their response (from the cycle after the response that frees one); its handshake is
+  the cycle after it asks (the arbiter's grant);
+- the data beats go one per cycle when the source has them, a burst's first the cycle
+  after its handshake at the earliest, back to back across bursts; a burst's response
+  comes `dram_write_latency` cycles after its last beat, after the previous burst's;
 - the writer is idle (takes its next job) the cycle after a job's last beat, and quiet
   (every write answered: what a completion waits for) from the cycle after the last
   response.
@@ -21,7 +20,7 @@ import numpy as np
 from isa.microarch import WRITES_IN_FLIGHT
 from .dram_reader import burst_lengths
 
-ISSUE_DELAY = 2          # start -> the job's first address handshake
+ISSUE_DELAY = 2          # start -> the job's first address handshake, at the earliest
 DATA_DELAY = 1           # address handshake -> first data beat
 
 
@@ -42,15 +41,12 @@ class Writer:
         """First cycle every write issued so far has been answered and the writer is idle."""
         return max(self.idle_at, self.responses[-1] + 1 if self.responses else 0)
 
-    def _handshake(self, natural, first):
-        """A burst's address handshake, `natural` without the in-flight limit."""
+    def _handshake(self, ask):
+        """The address handshake of the next burst, asking from cycle `ask` on."""
         sent = len(self.responses)
-        if sent < WRITES_IN_FLIGHT:
-            return natural
-        free = self.responses[sent - WRITES_IN_FLIGHT] + 1      # the cycle it may ask
-        if first:
-            return max(natural - 1, free) + 1
-        return natural if free <= natural else free + 1
+        if sent >= WRITES_IN_FLIGHT:
+            ask = max(ask, self.responses[sent - WRITES_IN_FLIGHT] + 1)
+        return ask + 1
 
     def _written(self, last_beat):
         response = last_beat + self.latency
@@ -62,24 +58,26 @@ class Writer:
         """A one-line job started at `start`; returns (the cycle its beat is written, the
         cycle of its response)."""
         assert start >= self.idle_at, (start, self.idle_at)
-        beat = self._handshake(start + ISSUE_DELAY, True) + DATA_DELAY
+        beat = self._handshake(start + 1) + DATA_DELAY
         self._written(beat)
         self.idle_at = beat + 1
         return beat, self.responses[-1]
 
     def stream(self, start, addr, lines):
-        """Start a job of `lines` lines from a stream at `start`; then `take` each line."""
+        """Start a job of `lines` lines from a stream at `start`; then `take` each beat."""
         assert start >= self.idle_at, (start, self.idle_at)
-        self._job = [burst_lengths(addr, lines, self.cfg).tolist()[::-1], 0, None, start]
+        lengths = burst_lengths(addr, lines, self.cfg).tolist()[::-1]
+        # bursts left, beats left in the burst, the previous address handshake, the next beat
+        self._job = [lengths, 0, None, start + 1]
+        self._start = start
 
     def take(self, shown):
-        """The cycle the job's next line, shown from `shown` on, is taken."""
+        """The cycle the job's next beat, shown from `shown` on, is taken."""
         job = self._job
-        lengths, left, next_beat, start = job
+        lengths, left, handshake, next_beat = job
         if left == 0:
-            first = next_beat is None
-            natural = start + ISSUE_DELAY if first else next_beat
-            left, next_beat = lengths.pop(), self._handshake(natural, first) + DATA_DELAY
+            handshake = self._handshake(self._start + 1 if handshake is None else handshake + 1)
+            left, next_beat = lengths.pop(), max(next_beat, handshake + DATA_DELAY)
         cycle = max(shown, next_beat)
         left -= 1
         if left == 0:
@@ -87,7 +85,7 @@ class Writer:
             if not lengths:
                 self.idle_at, self._job = cycle + 1, None
                 return cycle
-        job[1], job[2] = left, cycle + 1
+        job[1], job[2], job[3] = left, handshake, cycle + 1
         return cycle
 
     def run(self, start, addr, available):

@@ -260,7 +260,7 @@ def reader_run(cfg, addr, beats, via_arbiter=True):
         ctx.set(reader.out.ready, 1)
         ctx.set(reader.start, 1)
         ctx.set(reader.addr, addr)
-        ctx.set(reader.beats, beats)
+        ctx.set(reader.lines, beats)
         for _ in range(4 * beats + 50 * (beats // cfg.max_burst_beats + 2)):
             if ctx.get(reader.out.valid):
                 shown.append(clock.t)
@@ -329,7 +329,7 @@ def test_dram_reader_back_to_back(cfg, first, second, period):
         clock = Clock(ctx, dram)
         ctx.set(reader.start, 1)
         ctx.set(reader.addr, first[0])
-        ctx.set(reader.beats, first[1])
+        ctx.set(reader.lines, first[1])
         started = 1
         while len(pulls) < beats:
             ctx.set(reader.out.ready, ready[clock.t])
@@ -340,7 +340,7 @@ def test_dram_reader_back_to_back(cfg, first, second, period):
             if started == 1 and ctx.get(reader.issued_all):
                 ctx.set(reader.start, 1)
                 ctx.set(reader.addr, second[0])
-                ctx.set(reader.beats, second[1])
+                ctx.set(reader.lines, second[1])
                 started = 2
 
     simulate(top, bench)
@@ -413,7 +413,7 @@ def test_engine_read_among_reader_bursts(cfg, addr, beats, asked):
         ctx.set(reader.out.ready, 1)
         ctx.set(reader.start, 1)
         ctx.set(reader.addr, addr)
-        ctx.set(reader.beats, beats)
+        ctx.set(reader.lines, beats)
         for _ in range(4 * beats + 50 * (beats // cfg.max_burst_beats + 2)):
             if ctx.get(reader.out.valid):
                 shown.append(clock.t)
@@ -454,7 +454,7 @@ def writer_run(cfg, addr, available=None, via_arbiter=True, then_line=None):
         ctx.set(writer.start, 1)
         ctx.set(writer.addr, addr)
         ctx.set(writer.from_stream, available is not None)
-        ctx.set(writer.beats, len(available or []))
+        ctx.set(writer.lines, len(available or []))
         ctx.set(writer.line, 0x1234)
         ctx.set(writer.strb, 0x0F0F)
         jobs = 1 if then_line is None else 2
@@ -545,16 +545,19 @@ def test_dram_writer_run(run):
 
 
 def test_dram_writer_bare():
-    """The bare writer on an always-ready responder: GRANT cycles before the model, where the
-    source does not bind. Only a job's first handshake waits for the arbiter's grant: its
-    later bursts go at once (posted writes), bare or not."""
-    idle, quiet, _, _, _ = writer_run(CFG, 0x40, via_arbiter=False)
-    model_idle, model_quiet, _, _ = model_writer_run(CFG, 0x40)
-    assert (idle, quiet) == ([model_idle[0] - GRANT], model_quiet - GRANT)
+    """The bare writer on an always-ready responder, where the arbiter's grant (a pick,
+    then the handshake, at most one address every two cycles) is gone: its first address
+    goes the cycle after `start`, the next ones one a cycle, and the beats follow back to
+    back from the cycle after the first address, so a run of n lines is idle again at
+    n + 2; behind the arbiter the model's cycles (checked above) are later by GRANT for
+    the first address and by as much as the grant's cadence holds the later ones back."""
+    idle, quiet, aw, _, _ = writer_run(CFG, 0x40, via_arbiter=False)
+    assert aw == [(1, 0x40, 1)] and idle == [3]
+    assert (idle, quiet) == ([model_writer_run(CFG, 0x40)[0][0] - GRANT], model_writer_run(CFG, 0x40)[1] - GRANT)
     for cfg, addr, beats in ((CFG, 0x0FC0, 10), (SMALL, 0x0, 100)):
-        idle, quiet, aw, _, _ = writer_run(cfg, addr, [0] * beats, via_arbiter=False)
-        model_idle, model_quiet, _, _ = model_writer_run(cfg, addr, [0] * beats)
-        assert len(aw) > 1 and (idle, quiet) == ([model_idle[0] - GRANT], model_quiet - GRANT)
+        idle, _, aw, _, _ = writer_run(cfg, addr, [0] * beats, via_arbiter=False)
+        assert [t for t, _, _ in aw] == list(range(1, len(aw) + 1))
+        assert idle == [beats + 2]
 
 
 # ---- 4. register file -------------------------------------------------------------------
