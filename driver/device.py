@@ -26,6 +26,7 @@ class Capabilities:
     in_buf_bytes: int
     out_buf_bytes: int
     dram_buf_bytes: int
+    dram_channels: int
 
     # The very properties of isa.DeviceConfig: they read only in_buf_bytes, out_buf_bytes
     # and rows, so K and N limits are defined once, in isa.
@@ -174,7 +175,7 @@ class NdpDevice:
             raise DeviceNotFound(f"ID register reads {ident:#010x}, expected {regs.ID_VALUE:#010x}")
         values = {}
         for name in ("VERSION", "NUM_QUEUES", "LANES", "ROWS", "IN_BUF_BYTES",
-                     "OUT_BUF_BYTES", "DRAM_BUF_BYTES"):
+                     "OUT_BUF_BYTES", "DRAM_BUF_BYTES", "DRAM_CHANNELS"):
             values[name.lower()] = await transport.reg_read(getattr(regs, name), regs.HOST_PASID)
         caps = Capabilities(**values)
         if caps.num_queues < 1 or caps.rows < 1:

@@ -76,7 +76,7 @@ class FastRtlTransport(Transport):
     @property
     def dram_latency(self):
         """(read, write) latency of the DRAM model in cycles (see set_dram_latency)."""
-        return int(self.dut.dram.read_latency.value), int(self.dut.dram.write_latency.value)
+        return int(self.dut.dram_read_latency.value), int(self.dut.dram_write_latency.value)
 
     def set_dram_latency(self, read=None, write=None):
         """Cycles from AR to the first R beat and from the last W beat to B (each >= 1) of
@@ -85,7 +85,7 @@ class FastRtlTransport(Transport):
             if value is not None:
                 if value < 1:
                     raise ValueError(f"{name} must be >= 1, got {value!r}")
-                getattr(self.dut.dram, name).value = value
+                getattr(self.dut, f"dram_{name}").value = value
 
     def _map_dram(self):
         lib = ctypes.CDLL(None)         # the simulator executable, linked with -rdynamic

@@ -55,10 +55,17 @@ class CommandEngine(wiring.Component):
         sel, last = Signal(range(nq)), Signal(range(nq))
         sel_seq = Signal(64)
         dropped = Signal()            # the selected queue was reset while its slot was read
-        line_valid = bus.rdata[SQ_VALID * 8:SQ_VALID * 8 + 64]
+        # the slot's first line, in the slot of the beat its address names
+        slot_bits = (cfg.dram_channels - 1).bit_length()
+        line_log2 = (cfg.port_bytes - 1).bit_length()
+        line = bus.rdata.word_select(bus.araddr[line_log2:line_log2 + slot_bits], cfg.data_bits) if slot_bits \
+            else bus.rdata
+        line_valid = line[SQ_VALID * 8:SQ_VALID * 8 + 64]
 
-        m.d.comb += [bus.arlen.eq(0), bus.arsize.eq((cfg.beat_bytes - 1).bit_length()),
+        m.d.comb += [bus.arlen.eq(0), bus.arsize.eq(line_log2),
                      bus.arburst.eq(BURST_INCR), bus.arcache.eq(0b0011)]
+        if slot_bits:
+            m.d.comb += bus.arlines.eq(1)
         with m.Switch(sel):
             for q, regs in enumerate(self.queues):
                 with m.Case(q):
@@ -95,7 +102,7 @@ class CommandEngine(wiring.Component):
                 with m.If(bus.rvalid):
                     hit = (line_valid == sel_seq) & (bus.rresp == 0) & ~dropped
                     with m.If(hit):
-                        m.d.sync += [self.push.desc.eq(bus.rdata[:len(self.push.desc.as_value())]),
+                        m.d.sync += [self.push.desc.eq(line[:len(self.push.desc.as_value())]),
                                      self.push.queue.eq(sel), self.push.seq.eq(sel_seq),
                                      self.push.taken.eq(self.cycle)]
                         m.next = "PUSH"

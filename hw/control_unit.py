@@ -89,8 +89,8 @@ class ControlUnit(wiring.Component):
         m.submodules.packer = packer = LinePacker(cfg)
 
         # the reader owns the read channels of the bus, the writer the write channels
-        read_names = AXI4Signature.AR + ("arvalid", "rready")
-        write_names = AXI4Signature.AW + AXI4Signature.W + ("awvalid", "wvalid", "bready")
+        read_names = device_bus(cfg).ar_names + ("arvalid", "rready")
+        write_names = device_bus(cfg).aw_names + AXI4Signature.W + ("awvalid", "wvalid", "bready")
         m.d.comb += [getattr(self.bus, s).eq(getattr(reader.bus, s)) for s in read_names]
         m.d.comb += [getattr(self.bus, s).eq(getattr(writer.bus, s)) for s in write_names]
         for s in AXI4Signature.R + ("arready", "rvalid"):

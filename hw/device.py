@@ -1,19 +1,25 @@
-"""`ndp_device`: the NDP core beside HDM, with the ports of spec section 5.
+"""`ndp_device`: the NDP core beside HDM, with the ports of spec sections 5 and 6.
 
     io  (CXL.io)  -> RegisterFile ---------------------------.
-    mem (CXL.mem) -> MemFrontend (PASID filter) ----------.  | queue registers
+    mem (CXL.mem) -> MemFrontend (PASID filter) [-> HostBridge]  | queue registers
                      CommandEngine -> InstructionBuffer ---+--+-> ControlUnit -> irq
                                                           v
-                                    DramArbiter -> dram (AXI4 to the memory controllers)
+                                    DramArbiter [-> DramInterleaver] -> dram, or dram0 .. dram<C-1>
+
+The device's blocks share one internal bus whose beat holds a line of every DRAM channel
+(64 bytes with one channel, where it is the `dram` port itself); with several channels the
+interleaver spreads it over the channel ports and the host bridge widens CXL.mem to it.
 """
 from amaranth import Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from .axi import device_bus
+from .axi import device_bus, port_bus
 from .command_engine import CommandEngine
 from .control_unit import ControlUnit
 from .dram_arbiter import DramArbiter
+from .dram_interleaver import DramInterleaver
+from .host_bridge import HostBridge
 from .instruction_buffer import InstructionBuffer
 from .mem_frontend import MemFrontend, mem_signature
 from .regfile import RegisterFile, io_signature
@@ -21,15 +27,13 @@ from .regfile import RegisterFile, io_signature
 
 class NdpDevice(wiring.Component):
     def __init__(self, cfg, shared_cells=True):
-        if cfg.data_bits != 512:
-            # the datapath takes one 64-byte slot header and line per beat, and AXI4's
-            # size field ends at 128-byte beats; wider configs exist for the model only
-            raise ValueError(f"config {cfg.name!r}: the RTL supports data_bits=512 only, got {cfg.data_bits!r}")
         self._cfg, self._shared = cfg, shared_cells
+        drams = ({"dram": Out(device_bus(cfg))} if cfg.dram_channels == 1 else
+                 {f"dram{c}": Out(port_bus(cfg)) for c in range(cfg.dram_channels)})
         super().__init__({
             "mem": In(mem_signature(cfg)),
             "io": In(io_signature(cfg)),
-            "dram": Out(device_bus(cfg)),
+            **drams,
             "irq": Out(cfg.num_queues),
         })
 
@@ -48,8 +52,17 @@ class NdpDevice(wiring.Component):
 
         wiring.connect(m, wiring.flipped(self.io), regfile.io)
         wiring.connect(m, wiring.flipped(self.mem), front.mem)
-        wiring.connect(m, arbiter.dram, wiring.flipped(self.dram))
-        wiring.connect(m, front.down, arbiter.ports[0])
+        if cfg.dram_channels == 1:
+            wiring.connect(m, arbiter.dram, wiring.flipped(self.dram))
+            wiring.connect(m, front.down, arbiter.ports[0])
+        else:
+            m.submodules.interleaver = interleaver = DramInterleaver(cfg)
+            m.submodules.host_bridge = bridge = HostBridge(cfg)
+            wiring.connect(m, arbiter.dram, interleaver.bus)
+            for c in range(cfg.dram_channels):
+                wiring.connect(m, interleaver.channels[c], wiring.flipped(getattr(self, f"dram{c}")))
+            wiring.connect(m, front.down, bridge.host)
+            wiring.connect(m, bridge.bus, arbiter.ports[0])
         wiring.connect(m, engine.bus, arbiter.ports[1])
         wiring.connect(m, control.bus, arbiter.ports[2])
 

@@ -8,7 +8,7 @@ from amaranth import Module, Signal, Mux, Const
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from .axi import AXI4Signature, RESP_SLVERR, BURST_WRAP, device_bus
+from .axi import AXI4Signature, RESP_SLVERR, BURST_WRAP, port_bus
 from .regfile import QueueRegs
 from .queue_geometry import ring_end
 
@@ -23,7 +23,7 @@ class MemFrontend(wiring.Component):
         self._cfg = cfg
         super().__init__({
             "mem": In(mem_signature(cfg)),
-            "down": Out(device_bus(cfg)),
+            "down": Out(port_bus(cfg)),
             "queues": In(QueueRegs).array(cfg.num_queues),
         })
 

@@ -14,6 +14,7 @@ ROWS = 0x010
 IN_BUF_BYTES = 0x014
 OUT_BUF_BYTES = 0x018
 DRAM_BUF_BYTES = 0x01C
+DRAM_CHANNELS = 0x020        # spec section 6
 
 # Queue q block at QUEUE_BASE + QUEUE_STRIDE * q; offsets within the block:
 QUEUE_BASE = 0x100

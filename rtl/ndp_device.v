@@ -831,7 +831,7 @@ module ndp_device(mem__awaddr, mem__awlen, mem__awsize, mem__awburst, mem__awloc
     .pop(pop),
     .pop_ready(pop_ready),
     .pop_valid(pop_valid),
-    .\port$6071$0 (\$3 ),
+    .\port$6072$0 (\$3 ),
     .queues__0(queues__0),
     .queues__1(queues__1),
     .queues__2(queues__2),
@@ -1040,7 +1040,7 @@ module ndp_device(mem__awaddr, mem__awlen, mem__awsize, mem__awburst, mem__awloc
     .io__wready(io__wready),
     .io__wstrb(io__wstrb),
     .io__wvalid(io__wvalid),
-    .\port$6071$0 (\$3 ),
+    .\port$6072$0 (\$3 ),
     .queues__0(queues__0),
     .queues__1(queues__1),
     .queues__2(queues__2),
@@ -2632,7 +2632,7 @@ module \ndp_device.command_engine (bus__rresp, clk, rst, push_ready, cycle, rese
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, bus__rlast, clk, rst, pop, irq, bus__arlen, bus__arvalid, bus__awlen, bus__wdata, bus__wstrb, r_en, bus__wvalid, bus__wlast, bus__bready, \port$6071$0 , cycle, queues__0
+module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, bus__rlast, clk, rst, pop, irq, bus__arlen, bus__arvalid, bus__awlen, bus__wdata, bus__wstrb, r_en, bus__wvalid, bus__wlast, bus__bready, \port$6072$0 , cycle, queues__0
 , queues__1, queues__2, queues__3, pop_valid, pop_ready, bus__araddr, bus__awvalid, bus__awaddr, bus__arready, bus__rvalid, bus__awready, bus__wready, bus__bvalid, bus__bid);
   reg \$auto$verilog_backend.cc:2355:dump_module$67  = 0;
   wire \$1 ;
@@ -3494,8 +3494,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   input pop_valid;
   wire pop_valid;
   wire \pop_valid$93 ;
-  output [41:0] \port$6071$0 ;
-  wire [41:0] \port$6071$0 ;
+  output [41:0] \port$6072$0 ;
+  wire [41:0] \port$6072$0 ;
   input [321:0] queues__0;
   wire [321:0] queues__0;
   wire [321:0] \queues__0$85 ;
@@ -4313,7 +4313,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .is_store(is_store),
     .log2_slot(regs[267:260]),
     .operand_lines(operand_lines),
-    .\port$6440$128 (regs[255:128]),
+    .\port$6441$128 (regs[255:128]),
     .stats_offset(stats_offset),
     .status(\status$327 )
   );
@@ -9251,7 +9251,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign done_status = r_data[41:34];
   assign \report$321  = r_en;
   assign report_store = r_data[42];
-  assign \port$6071$0  = r_data[41:0];
+  assign \port$6072$0  = r_data[41:0];
   assign \queues__0.sq_base  = queues__0[63:0];
   assign \queues__0.cq_base  = queues__0[127:64];
   assign \queues__0.data_base  = queues__0[191:128];
@@ -21425,7 +21425,7 @@ module \ndp_device.control_unit.compute.fold (rst, n_cols, req_ready, b_row, b_a
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.decoder (is_store, is_compute, operand_lines, stats_offset, \port$6440$128 , log2_slot, desc, status, is_load);
+module \ndp_device.control_unit.decoder (is_store, is_compute, operand_lines, stats_offset, \port$6441$128 , log2_slot, desc, status, is_load);
   reg \$auto$verilog_backend.cc:2355:dump_module$70  = 0;
   wire [26:0] \$1 ;
   wire \$10 ;
@@ -21622,8 +21622,8 @@ module \ndp_device.control_unit.decoder (is_store, is_compute, operand_lines, st
   output [39:0] operand_lines;
   wire [39:0] operand_lines;
   wire [39:0] out_elems;
-  input [127:0] \port$6440$128 ;
-  wire [127:0] \port$6440$128 ;
+  input [127:0] \port$6441$128 ;
+  wire [127:0] \port$6441$128 ;
   reg [49:0] result;
   wire [49:0] room;
   output [47:0] stats_offset;
@@ -21700,8 +21700,8 @@ module \ndp_device.control_unit.decoder (is_store, is_compute, operand_lines, st
   assign \$74  = ~ \$73 ;
   assign \$75  = ! desc[25:20];
   assign \$76  = ! desc[103:84];
-  assign \$77  = desc[83:20] >= \port$6440$128 [63:0];
-  assign \$78  = \$2  <= \port$6440$128 [127:64];
+  assign \$77  = desc[83:20] >= \port$6441$128 [63:0];
+  assign \$78  = \$2  <= \port$6441$128 [127:64];
   assign \$79  = \$77  & \$78 ;
   assign \$80  = \$76  | \$79 ;
   assign \$81  = \$75  & \$80 ;
@@ -21815,8 +21815,8 @@ module \ndp_device.control_unit.decoder (is_store, is_compute, operand_lines, st
   assign \$signal$9  = \$14 [39:0];
   assign o_lines = \$19 [43:0];
   assign room = \$38 [49:0];
-  assign data_base = \port$6440$128 [63:0];
-  assign data_limit = \port$6440$128 [127:64];
+  assign data_base = \port$6441$128 [63:0];
+  assign data_limit = \port$6441$128 [127:64];
   assign operand_lines = \$14 [39:0];
   assign stats_offset = \$22 [47:0];
   assign \desc.type  = desc[1:0];
@@ -22600,7 +22600,7 @@ module \ndp_device.control_unit.front (rst, pop, task_valid, \task , run_issued,
     .is_store(is_store),
     .log2_slot(regs[267:260]),
     .operand_lines(operand_lines),
-    .\port$6620$128 (regs[255:128]),
+    .\port$6621$128 (regs[255:128]),
     .status(status)
   );
   always @* begin
@@ -23156,7 +23156,7 @@ module \ndp_device.control_unit.front (rst, pop, task_valid, \task , run_issued,
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.front.decoder (is_store, is_compute, operand_lines, \port$6620$128 , log2_slot, desc, status, is_load);
+module \ndp_device.control_unit.front.decoder (is_store, is_compute, operand_lines, \port$6621$128 , log2_slot, desc, status, is_load);
   reg \$auto$verilog_backend.cc:2355:dump_module$72  = 0;
   wire [26:0] \$1 ;
   wire \$10 ;
@@ -23353,8 +23353,8 @@ module \ndp_device.control_unit.front.decoder (is_store, is_compute, operand_lin
   output [39:0] operand_lines;
   wire [39:0] operand_lines;
   wire [39:0] out_elems;
-  input [127:0] \port$6620$128 ;
-  wire [127:0] \port$6620$128 ;
+  input [127:0] \port$6621$128 ;
+  wire [127:0] \port$6621$128 ;
   reg [49:0] result;
   wire [49:0] room;
   wire [47:0] stats_offset;
@@ -23430,8 +23430,8 @@ module \ndp_device.control_unit.front.decoder (is_store, is_compute, operand_lin
   assign \$74  = ~ \$73 ;
   assign \$75  = ! desc[25:20];
   assign \$76  = ! desc[103:84];
-  assign \$77  = desc[83:20] >= \port$6620$128 [63:0];
-  assign \$78  = \$2  <= \port$6620$128 [127:64];
+  assign \$77  = desc[83:20] >= \port$6621$128 [63:0];
+  assign \$78  = \$2  <= \port$6621$128 [127:64];
   assign \$79  = \$77  & \$78 ;
   assign \$80  = \$76  | \$79 ;
   assign \$81  = \$75  & \$80 ;
@@ -23546,8 +23546,8 @@ module \ndp_device.control_unit.front.decoder (is_store, is_compute, operand_lin
   assign o_lines = \$19 [43:0];
   assign stats_offset = \$22 [47:0];
   assign room = \$38 [49:0];
-  assign data_base = \port$6620$128 [63:0];
-  assign data_limit = \port$6620$128 [127:64];
+  assign data_base = \port$6621$128 [63:0];
+  assign data_limit = \port$6621$128 [127:64];
   assign operand_lines = \$14 [39:0];
   assign \desc.type  = desc[1:0];
   assign \desc.op  = desc[5:2];
@@ -39475,7 +39475,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__bready, io__araddr, io__arvalid, io__rready, io__awuser, clk, rst, io__awready, io__wready, io__arready, done_valid, \port$6071$0 , reset__0, reset__1, reset__2, reset__3, io__bvalid
+module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__bready, io__araddr, io__arvalid, io__rready, io__awuser, clk, rst, io__awready, io__wready, io__arready, done_valid, \port$6072$0 , reset__0, reset__1, reset__2, reset__3, io__bvalid
 , b_resp, queues__0, queues__1, queues__2, queues__3, io__rvalid, r_data, io__awaddr);
   reg \$auto$verilog_backend.cc:2355:dump_module$89  = 0;
   wire \$1 ;
@@ -39856,8 +39856,8 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
   input io__wvalid;
   wire io__wvalid;
   wire [31:0] mask;
-  input [41:0] \port$6071$0 ;
-  wire [41:0] \port$6071$0 ;
+  input [41:0] \port$6072$0 ;
+  wire [41:0] \port$6072$0 ;
   output [321:0] queues__0;
   reg [321:0] queues__0 = 322'h000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   wire [63:0] \queues__0.cq_base ;
@@ -39923,10 +39923,10 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
   reg [31:0] status1 = 32'd0;
   reg [31:0] status2 = 32'd0;
   reg [31:0] status3 = 32'd0;
-  assign \$1  = | \port$6071$0 [41:34];
-  assign \$2  = | \port$6071$0 [41:34];
-  assign \$3  = | \port$6071$0 [41:34];
-  assign \$4  = | \port$6071$0 [41:34];
+  assign \$1  = | \port$6072$0 [41:34];
+  assign \$2  = | \port$6072$0 [41:34];
+  assign \$3  = | \port$6072$0 [41:34];
+  assign \$4  = | \port$6072$0 [41:34];
   assign \$5  = io__awvalid & io__awready;
   assign \$6  = io__wvalid & io__wready;
   assign \$7  = \$signal$32  & io__bready;
@@ -40559,9 +40559,9 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     \$298  = head0;
     if (done_valid) begin
-      casez (\port$6071$0 [1:0])
+      casez (\port$6072$0 [1:0])
         2'h0:
-            \$298  = \port$6071$0 [33:2];
+            \$298  = \port$6072$0 [33:2];
       endcase
     end
     if (\$10 ) begin
@@ -40600,10 +40600,10 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     \$299  = status0;
     if (done_valid) begin
-      casez (\port$6071$0 [1:0])
+      casez (\port$6072$0 [1:0])
         2'h0:
             if (\$1 ) begin
-              \$299  = { 24'h800000, \port$6071$0 [41:34] };
+              \$299  = { 24'h800000, \port$6072$0 [41:34] };
             end
       endcase
     end
@@ -40645,11 +40645,11 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     \$300  = head1;
     if (done_valid) begin
-      casez (\port$6071$0 [1:0])
+      casez (\port$6072$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
-            \$300  = \port$6071$0 [33:2];
+            \$300  = \port$6072$0 [33:2];
       endcase
     end
     if (\$10 ) begin
@@ -40712,12 +40712,12 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     \$301  = status1;
     if (done_valid) begin
-      casez (\port$6071$0 [1:0])
+      casez (\port$6072$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
             if (\$2 ) begin
-              \$301  = { 24'h800000, \port$6071$0 [41:34] };
+              \$301  = { 24'h800000, \port$6072$0 [41:34] };
             end
       endcase
     end
@@ -40783,13 +40783,13 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     \$302  = head2;
     if (done_valid) begin
-      casez (\port$6071$0 [1:0])
+      casez (\port$6072$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
             /* empty */;
         2'h2:
-            \$302  = \port$6071$0 [33:2];
+            \$302  = \port$6072$0 [33:2];
       endcase
     end
     if (\$10 ) begin
@@ -40876,14 +40876,14 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     \$303  = status2;
     if (done_valid) begin
-      casez (\port$6071$0 [1:0])
+      casez (\port$6072$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
             /* empty */;
         2'h2:
             if (\$3 ) begin
-              \$303  = { 24'h800000, \port$6071$0 [41:34] };
+              \$303  = { 24'h800000, \port$6072$0 [41:34] };
             end
       endcase
     end
@@ -40974,7 +40974,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     \$304  = head3;
     if (done_valid) begin
       (* full_case = 32'd1 *)
-      casez (\port$6071$0 [1:0])
+      casez (\port$6072$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
@@ -40982,7 +40982,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
         2'h2:
             /* empty */;
         2'h3:
-            \$304  = \port$6071$0 [33:2];
+            \$304  = \port$6072$0 [33:2];
       endcase
     end
     if (\$10 ) begin
@@ -41094,7 +41094,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     \$305  = status3;
     if (done_valid) begin
       (* full_case = 32'd1 *)
-      casez (\port$6071$0 [1:0])
+      casez (\port$6072$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
@@ -41103,7 +41103,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
             /* empty */;
         2'h3:
             if (\$4 ) begin
-              \$305  = { 24'h800000, \port$6071$0 [41:34] };
+              \$305  = { 24'h800000, \port$6072$0 [41:34] };
             end
       endcase
     end
@@ -41728,6 +41728,8 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
             \$319  = 32'd65536;
         14'h0007:
             \$319  = 32'd8192;
+        14'h0008:
+            \$319  = 32'd1;
         14'h0040:
             \$319  = queues__0[31:0];
         14'h0041:
@@ -41933,9 +41935,9 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
       endcase
     end
   end
-  assign done_queue = \port$6071$0 [1:0];
-  assign done_seq = \port$6071$0 [33:2];
-  assign done_status = \port$6071$0 [41:34];
+  assign done_queue = \port$6072$0 [1:0];
+  assign done_seq = \port$6072$0 [33:2];
+  assign done_status = \port$6072$0 [41:34];
   assign mask = { \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3:2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2:1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1:0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0] };
   assign io__bresp = b_resp;
   assign io__rdata = r_data;

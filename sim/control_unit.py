@@ -143,7 +143,7 @@ class ControlUnit:
         line_start = max(complete + 1, state.writer.quiet_at())
         if len(state.reports) >= REPORTS_IN_FLIGHT:
             line_start = max(line_start, state.reports[-REPORTS_IN_FLIGHT] + 1)
-        lands, report = state.writer.line(line_start)
+        lands, report = state.writer.line(line_start, cq_slot)
         state.pending_free = line_start + 1
         header = bytearray(HEADER_BYTES)       # the whole first line, zeros but for these
         header[CQ_SEQ:CQ_SEQ + 8] = entry.seq.to_bytes(8, "little")
@@ -191,28 +191,32 @@ class ControlUnit:
         """First cycle the writer may take one of the control unit's jobs."""
         return max(self._state.writer.idle_at, self._state.pending_free)
 
-    def _read(self, addr, beats, busy, consumer, floor=0):
-        """The descriptor's next reader run, for `consumer` (see sim/dram_reader.run),
-        started as the fetcher does: once the reader has issued the previous run's last
-        burst, and a cycle after the previous start (or skipped run) at the earliest.
-        Records its bursts."""
+    def _read(self, addr, lines_, busy, consumer, floor=0):
+        """The descriptor's next reader run (`lines_` lines from the line at `addr`), for
+        `consumer` (see sim/dram_reader.run), started as the fetcher does: once the reader
+        has issued the previous run's last burst, and a cycle after the previous start (or
+        skipped run) at the earliest. Records its bursts."""
         if self._results:
-            self.reads.append((addr, beats * self.cfg.beat_bytes))
+            self.reads.append((addr, lines_ * LINE_BYTES))
         reader = self._state.reader
         start = self._fetch_from
         if reader.issued_all is not None:
             start = max(start, reader.issued_all)
         self._fetch_from = start + 1
-        run = dram_reader.run(start, addr, beats, self.cfg, consumer, self._steals, reader, floor)
+        run = dram_reader.run(start, addr, lines_, self.cfg, consumer, self._steals, reader, floor)
         handshakes, lengths, arrivals, _ = run
         # each burst is in flight from its address handshake to its last beat
         busy.extend(zip(handshakes.tolist(), arrivals[np.cumsum(lengths) - 1].tolist()))
         return run
 
-    def _phase(self, start, addr, offset, rows, cols, busy, pair=False):
-        """A reader run (fetched ahead) through the unpacker started at `start`; returns the
-        cycle after its last slot."""
-        lanes = self.cfg.lanes
+    def _phase(self, start, base, elem, rows, cols, busy, pair=False):
+        """A reader run (fetched ahead) through the unpacker started at `start`: `rows` x
+        `cols` FP16 elements from element `elem` of the array at `base`; returns the cycle
+        after its last slot."""
+        cfg, lanes = self.cfg, self.cfg.lanes
+        first = base + 2 * elem                      # its first element's byte (hw/stage_plan.py run_span)
+        addr, lines_ = first - first % LINE_BYTES, -(-(first % LINE_BYTES + 2 * rows * cols) // LINE_BYTES)
+        offset = (first % cfg.beat_bytes) // 2
         ends = unpacker.slot_ends(offset, rows, cols, lanes, pair)
         last_beats = unpacker.last_beats(ends, lanes)
         times = []
@@ -222,7 +226,7 @@ class ControlUnit:
             available = np.maximum(shown, start + 1)
             times[:] = [unpacker.slot_times(available, last_beats)]
             return unpacker.pull_times(available, times[0], ends, lanes)
-        self._read(addr, unpacker.run_beats(offset, rows, cols, lanes), busy, unpack, start + 1)
+        self._read(addr, lines_, busy, unpack, start + 1)
         return int(times[0][-1]) + 1
 
     def _compute(self, start, desc, sq_slot, out_addr, busy, writes):
@@ -248,10 +252,9 @@ class ControlUnit:
         for m0 in range(0, m, cfg.rows):
             rows = min(cfg.rows, m - m0)
             in_elem = m0 * cols
-            t = self._phase(t, in_addr + (in_elem // lanes) * cfg.beat_bytes, in_elem % lanes, rows, cols, busy)
-            # the group's results: bytes m0 * out_n * esize on, from the line holding the first
-            first = m0 * out_n * esize
-            run = (out_addr + first // cfg.beat_bytes * cfg.beat_bytes, first % cfg.beat_bytes)
+            t = self._phase(t, in_addr, in_elem, rows, cols, busy)
+            # the group's results: bytes m0 * out_n * esize on
+            run = out_addr + m0 * out_n * esize
             for addr, sk, sn, to_result in stages:
                 p = pe_plan(sn, lanes, m)
                 t = self._stage(t + STAGE_CYCLES, addr, sk, sn, p, busy)
@@ -268,8 +271,8 @@ class ControlUnit:
             if anchors:
                 # ANCHORS (once the writer is free) starts a line, ANCHORS_WAIT until it is out
                 writer = self._state.writer
-                for _ in range(rows):
-                    writer.line(max(t, self._writer_free()))
+                for r in range(rows):
+                    writer.line(max(t, self._writer_free()), out_addr + stats_offset(desc) + (m0 + r) * LINE_BYTES)
                     t = writer.idle_at + 1
             t += 1                                                        # GROUP_END
         return t
@@ -307,8 +310,7 @@ class ControlUnit:
         else:
             self._fetch_from += 1
         if rest_rows:
-            t = self._phase(t, addr + (main_elems // lanes) * self.cfg.beat_bytes,
-                            main_elems % lanes, 1, rest_rows * n, busy)
+            t = self._phase(t, addr, main_elems, 1, rest_rows * n, busy)
         else:
             self._fetch_from += 1
         return t + PIPE_DEPTH - 1
@@ -317,16 +319,16 @@ class ControlUnit:
         """READOUT (BANK_OUT for steps None) from its first cycle `start`: the words of
         `word_bytes` bytes each through the fold unit, `steps` adds each (steps None:
         SOFTMAX's input buffer, a word the second cycle after the previous one was taken),
-        into the buffers (run None) or through the line packer into the write run (addr,
-        offset) that the writer starts at start - 1. Returns the next state's first cycle."""
+        into the buffers (run None) or through the line packer into the write run from
+        byte `run` that the writer starts at start - 1. Returns the next state's first cycle."""
         cfg = self.cfg
         taken, popped = [], []
         if run is not None:
-            addr, offset = run
-            run_lines = -(-(offset + int(np.sum(word_bytes))) // cfg.beat_bytes)
+            run_lines = -(-(run % LINE_BYTES + int(np.sum(word_bytes))) // LINE_BYTES)
             writer = self._state.writer
-            writer.stream(start - 1, addr, run_lines)
-            packer = line_packer.Run(offset, word_bytes, cfg.beat_bytes, lambda index, shown: writer.take(shown))
+            writer.stream(start - 1, run - run % LINE_BYTES, run_lines)
+            packer = line_packer.Run(run % cfg.beat_bytes, word_bytes, cfg.beat_bytes,
+                                     lambda index, shown: writer.take(shown))
         delay = fold_unit.out_delay(steps or 0)
         for i in range(len(word_bytes)):
             if steps is None:

@@ -32,74 +32,101 @@ GRANT_DELAY = 2          # a handshake, or the cycle an obstacle clears -> the n
 BUFFER_LATENCY = 2       # beat on the R channel -> visible at the buffer's output
 
 
-def burst_lengths(addr, beats, cfg):
-    """The burst lengths of a run of `beats` lines from `addr`, as the RTL cuts it: at
-    every 4 KiB boundary, and into `max_burst_beats` pieces between boundaries."""
-    if beats <= 0:
-        return np.zeros(0, np.int64)
-    page = 4096 // cfg.beat_bytes
-    first_line = addr // cfg.beat_bytes
-    # the run cut at page boundaries, then each piece cut at max_burst_beats
-    cuts = np.arange((first_line // page + 1) * page, first_line + beats, page, dtype=np.int64)
-    edges = np.concatenate([[first_line], cuts, [first_line + beats]])
-    pieces = np.diff(edges)
-    full, rest = np.divmod(pieces, cfg.max_burst_beats)
-    counts = full + (rest > 0)
-    lengths = np.full(int(counts.sum()), cfg.max_burst_beats, np.int64)
-    last = np.cumsum(counts) - 1
-    lengths[last[rest > 0]] = rest[rest > 0]
-    return lengths
+def bursts(addr, lines, cfg):
+    """The bursts of a run of `lines` 64-byte lines from the line at `addr`, as the RTL
+    cuts it (hw/axi.py burst_length): at every burst boundary (4 KiB, or a stripe with
+    several channels), and between boundaries into pieces of at most `max_burst_beats`
+    beats counted from the beat holding the piece's first line. Returns (first line of
+    each burst, its lines, its beats of the data path)."""
+    if lines <= 0:
+        empty = np.zeros(0, np.int64)
+        return empty, empty, empty
+    channels = cfg.dram_channels
+    page = cfg.burst_boundary // cfg.port_bytes
+    most = cfg.max_burst_beats * channels               # lines of max_burst_beats whole beats
+    first = addr // cfg.port_bytes
+    cuts = np.arange((first // page + 1) * page, first + lines, page, dtype=np.int64)
+    edges = np.concatenate([[first], cuts, [first + lines]])
+    pieces, starts = np.diff(edges), edges[:-1]
+    # a piece's first burst ends with the beats it may take from its first line's beat
+    head = np.minimum(pieces, most - starts % channels)
+    full, part = np.divmod(pieces - head, most)
+    counts = 1 + full + (part > 0)
+    sizes = np.full(int(counts.sum()), most, np.int64)
+    begin = np.cumsum(counts) - counts
+    sizes[begin] = head
+    sizes[begin + counts - 1] = np.where(part > 0, part, sizes[begin + counts - 1])
+    firsts = first + np.cumsum(sizes) - sizes
+    beats = (firsts % channels + sizes + channels - 1) // channels
+    return firsts, sizes, beats
 
 
-def burst_schedule(start, addr, beats, cfg, steals=(), pulls=None, before=None, floor=0):
-    """(address handshake of each burst, burst lengths, the cycle each beat is on the R
-    channel) of a run.
+def burst_lengths(addr, lines, cfg):
+    """The beats of each burst of a run of `lines` lines from `addr` (see `bursts`)."""
+    return bursts(addr, lines, cfg)[2]
 
-    `steals` are (request, handshake, beat, control_first) of single-line reads by another
-    engine (the command engine): the arbiter does not pick a burst in the cycle it picked
-    that read, nor in the cycle of the read's handshake, and the DRAM answers in order, so
-    the bursts after the read have their beats after its beat. `pulls` are the cycles the
-    consumer takes each beat from the buffer; by default, one per cycle as soon as each
-    shows, from cycle `floor` on. `before` is the earlier runs on the same reader (a
-    `Reader`), or None."""
-    lengths = burst_lengths(addr, beats, cfg)
+
+def burst_schedule(start, addr, lines, cfg, steals=(), pulls=None, before=None, floor=0):
+    """(address handshake of each burst, its beats, the cycle each beat is on the R
+    channel) of a run of `lines` lines from `addr`.
+
+    `steals` are (request, handshake, beat, control_first, channel) of single-line reads by
+    another engine (the command engine): the arbiter does not pick a burst in the cycle it
+    picked that read, nor in the cycle of the read's handshake, and the memory answers in
+    order, so the bursts after the read have their beats after its beat (and, with several
+    channels, its line takes its turn on its channel). `pulls` are the cycles the consumer
+    takes each beat from the buffer; by default, one per cycle as soon as each shows, from
+    cycle `floor` on. `before` is the earlier runs on the same reader (a `Reader`), or None."""
+    return _schedule(start, addr, lines, cfg, steals, pulls, before, floor)[:3]
+
+
+def _schedule(start, addr, lines, cfg, steals, pulls, before, floor):
+    """burst_schedule, and each channel's last line after the run."""
+    firsts, sizes, lengths = bursts(addr, lines, cfg)
     count = len(lengths)
+    channel_last = (before.channel_last.copy() if before is not None
+                    else np.full(cfg.dram_channels, -(1 << 40), np.int64))
     if not count:
-        return np.empty(0, np.int64), lengths, np.empty(0, np.int64)
-    steals = np.array(sorted(steals, key=lambda s: s[1]), np.int64).reshape(-1, 4)
+        return np.empty(0, np.int64), lengths, np.empty(0, np.int64), channel_last
+    steals = np.array([tuple(s) + (0,) * (5 - len(s)) for s in sorted(steals, key=lambda s: s[1])],
+                      np.int64).reshape(-1, 5)
     # the earlier runs: their beats and bursts, the pulls of their last beats and the last
-    # beats of their last bursts (the only ones the room and the in-flight count look at)
+    # beats of their last bursts (the only ones the room and the in-flight count look at),
+    # and each channel's last line
     ahead, bursts_ahead = (before.beats, before.bursts) if before is not None else (0, 0)
     earlier_pulls = np.array(before.pulls if before is not None else [], np.int64)
     last = np.array(before.last_beats if before is not None else [], np.int64)
-    handshakes, firsts = _handshakes(start, lengths, ahead, bursts_ahead, earlier_pulls, last,
-                                     np.zeros(0, np.int64) if pulls is None else pulls.astype(np.int64),
-                                     pulls is not None, steals, cfg.dram_read_latency, cfg.dram_buf_beats,
-                                     cfg.dram_max_reads, floor)
-    index = np.arange(int(lengths.sum()), dtype=np.int64) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-    return handshakes, lengths, np.repeat(firsts, lengths) + index
+    handshakes, arrivals = _handshakes(start, lengths, firsts, sizes, ahead, bursts_ahead, earlier_pulls, last,
+                                       np.zeros(0, np.int64) if pulls is None else pulls.astype(np.int64),
+                                       pulls is not None, steals, cfg.dram_read_latency, cfg.dram_buf_beats,
+                                       cfg.dram_max_reads, floor, cfg.dram_channels, channel_last)
+    return handshakes, lengths, arrivals, channel_last
 
 
 def load_kernels(cfg):
     """Compile (or load from numba's cache) the compiled loop, before the first run."""
-    burst_schedule(0, 0, 1, cfg, steals=[(0, 0, 0, 0)], pulls=np.zeros(1, np.int64))
+    burst_schedule(0, 0, 1, cfg, steals=[(0, 0, 0, 0, 0)], pulls=np.zeros(1, np.int64))
 
 
 @numba.njit(cache=True)
-def _handshakes(start, lens, ahead, bursts_ahead, earlier_pulls, earlier_last, pulls, has_pulls, steals,
-                latency, room, max_reads, floor):
+def _handshakes(start, lens, firsts, sizes, ahead, bursts_ahead, earlier_pulls, earlier_last, pulls, has_pulls,
+                steals, latency, room, max_reads, floor, channels, channel_last):
     """burst_schedule's loop over the bursts (compiled: one burst depends on the last):
-    each burst's handshake and first beat."""
+    each burst's handshake and the cycle each beat is on the R channel. `channel_last`
+    (each channel's last line) is updated in place."""
     count = len(lens)
     pulls_base, last_base = ahead - len(earlier_pulls), bursts_ahead - len(earlier_last)
     last = np.empty(len(earlier_last) + count, np.int64)     # cycle of each burst's last beat
     last[:len(earlier_last)] = earlier_last
     handshakes = np.empty(count, np.int64)
-    firsts = np.empty(count, np.int64)
+    arrivals = np.empty(lens.sum(), np.int64)
     first_pull = np.empty(count, np.int64)                   # cycle a burst's first beat is pulled
     requested = ahead                                        # beats asked for, with the earlier runs'
     j = 0                                                    # the burst holding the freeing beat
     first_beat_j = ahead
+    applied = np.zeros(len(steals), np.bool_)                # steals before the bursts so far
+    beat_at = 0
+    line_times = np.empty(4 * channels, np.int64)
     for i in range(count):
         requested += lens[i]
         h = start + ISSUE_DELAY if i == 0 else handshakes[i - 1] + GRANT_DELAY
@@ -122,15 +149,43 @@ def _handshakes(start, lens, ahead, bursts_ahead, earlier_pulls, earlier_last, p
                 h = steals[k, 1] + GRANT_DELAY
         handshakes[i] = h
         n_last = len(earlier_last) + i
-        arrive = h + latency if n_last == 0 else max(h + latency, last[n_last - 1] + 1)
+        previous = last[n_last - 1] if n_last > 0 else -(1 << 40)     # the R channel's last beat
         for k in range(len(steals)):
-            if steals[k, 1] < h:
-                arrive = max(arrive, steals[k, 2] + 1)
-        firsts[i] = arrive
-        last[n_last] = arrive + lens[i] - 1
+            if not applied[k] and steals[k, 1] < h:
+                applied[k] = True
+                if channels == 1:
+                    previous = max(previous, steals[k, 2])
+                else:
+                    # the read's line on its channel, then its beat, in order
+                    c = steals[k, 4]
+                    channel_last[c] = max(steals[k, 1] + 1 + latency, channel_last[c] + 1)
+                    previous = max(previous, channel_last[c] + 1)
+        if channels == 1:
+            arrive = max(h + latency, previous + 1)
+            for b in range(lens[i]):
+                arrivals[beat_at + b] = arrive + b
+        else:
+            # each channel's part goes out the cycle after the handshake, its lines one per
+            # cycle after the channel's earlier ones; a beat goes up the cycle after its last
+            # line is in, after the beat before it
+            base_beat = firsts[i] // channels
+            for b in range(lens[i]):
+                line_times[b] = -(1 << 40)
+            for line in range(firsts[i], firsts[i] + sizes[i]):
+                c = (line >> 2) % channels
+                t = max(h + 1 + latency, channel_last[c] + 1)
+                channel_last[c] = t
+                b = line // channels - base_beat
+                line_times[b] = max(line_times[b], t)
+            for b in range(lens[i]):
+                previous = max(line_times[b] + 1, previous + 1)
+                arrivals[beat_at + b] = previous
+            arrive = arrivals[beat_at]
+        last[n_last] = arrivals[beat_at + lens[i] - 1]
+        beat_at += lens[i]
         pull = max(arrive + BUFFER_LATENCY, floor)
         first_pull[i] = pull if i == 0 else max(pull, first_pull[i - 1] + lens[i - 1])
-    return handshakes, firsts
+    return handshakes, arrivals
 
 
 MAX_ROUNDS = 8
@@ -145,6 +200,7 @@ class Reader:
         self.pulls = []               # the cycle the last dram_buf_beats of them were taken
         self.last_beats = []          # the cycle of the last beat of the last dram_max_reads bursts
         self.issued_all = None        # first cycle the last run's bursts were all issued
+        self.channel_last = np.full(cfg.dram_channels, -(1 << 40), np.int64)   # each channel's last line
 
     def add(self, handshakes, lengths, beat_times, pulls):
         room, reads = self.cfg.dram_buf_beats, self.cfg.dram_max_reads
@@ -154,14 +210,15 @@ class Reader:
         self.issued_all = int(handshakes[-1]) + 1
 
 
-def run(start, addr, beats, cfg, consumer, steals=(), before=None, floor=0):
+def run(start, addr, lines, cfg, consumer, steals=(), before=None, floor=0):
     """A run read for `consumer`, a function from the cycles each beat shows at the
     buffer's output to the cycles it takes them (from cycle `floor` on), after the earlier
     runs of `before` (a Reader, which the run is added to). Returns (handshakes, lengths,
     arrivals, pulls): the schedule, and when each beat arrives and is taken."""
     pulls = None
     for _ in range(MAX_ROUNDS):
-        handshakes, lengths, beat_times = burst_schedule(start, addr, beats, cfg, steals, pulls, before, floor)
+        handshakes, lengths, beat_times, channel_last = _schedule(start, addr, lines, cfg, steals, pulls, before,
+                                                                  floor)
         shown = beat_times + BUFFER_LATENCY
         taken = consumer(shown)
         if pulls is None:
@@ -175,12 +232,13 @@ def run(start, addr, beats, cfg, consumer, steals=(), before=None, floor=0):
             break
     if before is not None:
         before.add(handshakes, lengths, beat_times, pulls)
+        before.channel_last = channel_last
     return handshakes, lengths, beat_times, pulls
 
 
-def beat_arrivals(start, addr, beats, cfg, steals=()):
+def beat_arrivals(start, addr, lines, cfg, steals=()):
     """Cycle each beat of the run is on the R channel."""
-    return burst_schedule(start, addr, beats, cfg, steals)[2]
+    return burst_schedule(start, addr, lines, cfg, steals)[2]
 
 
 def beat_available(start, addr, beats, cfg, steals=()):

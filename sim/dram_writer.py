@@ -18,7 +18,8 @@ import copy
 import numpy as np
 
 from isa.microarch import WRITES_IN_FLIGHT
-from .dram_reader import burst_lengths
+from .dram_interleaver import WriteChannels
+from .dram_reader import bursts
 
 ISSUE_DELAY = 2          # start -> the job's first address handshake, at the earliest
 DATA_DELAY = 1           # address handshake -> first data beat
@@ -32,7 +33,8 @@ class Writer:
         self.cfg = cfg
         self.idle_at = 0                 # first cycle it can take a job
         self.responses = []              # the response cycle of each burst, in order
-        self._job = None                 # (burst lengths left, lines left in the burst, next beat)
+        self.channels = WriteChannels(cfg) if cfg.dram_channels > 1 else None
+        self._job = None
 
     def copy(self):
         return copy.deepcopy(self)
@@ -48,44 +50,50 @@ class Writer:
             ask = max(ask, self.responses[sent - WRITES_IN_FLIGHT] + 1)
         return ask + 1
 
-    def _written(self, last_beat):
-        response = last_beat + self.latency
+    def _written(self, handshake, first_line, lines, beat_times):
+        """A burst's beats are all written: its response."""
+        if self.channels is None:
+            response = beat_times[-1] + self.latency
+        else:
+            response = self.channels.burst(handshake, first_line, lines, beat_times) + 1
         if self.responses:
             response = max(response, self.responses[-1] + 1)
         self.responses.append(response)
 
-    def line(self, start):
-        """A one-line job started at `start`; returns (the cycle its beat is written, the
-        cycle of its response)."""
+    def line(self, start, addr):
+        """A one-line job at `addr` started at `start`; returns (the cycle its beat is
+        written, the cycle of its response)."""
         assert start >= self.idle_at, (start, self.idle_at)
-        beat = self._handshake(start + 1) + DATA_DELAY
-        self._written(beat)
+        handshake = self._handshake(start + 1)
+        beat = handshake + DATA_DELAY
+        self._written(handshake, addr // self.cfg.port_bytes, 1, [beat])
         self.idle_at = beat + 1
         return beat, self.responses[-1]
 
     def stream(self, start, addr, lines):
         """Start a job of `lines` lines from a stream at `start`; then `take` each beat."""
         assert start >= self.idle_at, (start, self.idle_at)
-        lengths = burst_lengths(addr, lines, self.cfg).tolist()[::-1]
-        # bursts left, beats left in the burst, the previous address handshake, the next beat
-        self._job = [lengths, 0, None, start + 1]
-        self._start = start
+        firsts, sizes, beats = bursts(addr, lines, self.cfg)
+        self._bursts = list(zip(firsts.tolist(), sizes.tolist(), beats.tolist()))[::-1]
+        self._start, self._handshake_at, self._next_beat = start, None, start + 1
+        self._burst, self._beats = None, []
 
     def take(self, shown):
         """The cycle the job's next beat, shown from `shown` on, is taken."""
-        job = self._job
-        lengths, left, handshake, next_beat = job
-        if left == 0:
-            handshake = self._handshake(self._start + 1 if handshake is None else handshake + 1)
-            left, next_beat = lengths.pop(), max(next_beat, handshake + DATA_DELAY)
-        cycle = max(shown, next_beat)
-        left -= 1
-        if left == 0:
-            self._written(cycle)
-            if not lengths:
-                self.idle_at, self._job = cycle + 1, None
-                return cycle
-        job[1], job[2], job[3] = left, handshake, cycle + 1
+        if self._burst is None:
+            ask = self._start + 1 if self._handshake_at is None else self._handshake_at + 1
+            self._handshake_at = self._handshake(ask)
+            self._burst = self._bursts.pop()
+            self._next_beat = max(self._next_beat, self._handshake_at + DATA_DELAY)
+        cycle = max(shown, self._next_beat)
+        self._beats.append(cycle)
+        self._next_beat = cycle + 1
+        first_line, lines, beats = self._burst
+        if len(self._beats) == beats:
+            self._written(self._handshake_at, first_line, lines, self._beats)
+            self._burst, self._beats = None, []
+            if not self._bursts:
+                self.idle_at = cycle + 1
         return cycle
 
     def run(self, start, addr, available):

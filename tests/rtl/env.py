@@ -35,9 +35,16 @@ class DeviceEnv(Backend):
     def __init__(self, dut):
         self.dut = dut
         self.cfg = isa.load_config(os.environ.get("NDP_CONFIG", "default"))
-        self.dram = AxiRam(AxiBus.from_prefix(dut, "dram_"), dut.clk, dut.rst, size=DRAM_BYTES)
-        self.dram.write_if.log.setLevel(logging.WARNING)
-        self.dram.read_if.log.setLevel(logging.WARNING)
+        # one RAM model per DRAM channel port, all on the same bytes (each port carries the
+        # full HDM address, spec section 6)
+        self.drams = []
+        for prefix in dram_prefixes(self.cfg):
+            ram = AxiRam(AxiBus.from_prefix(dut, prefix), dut.clk, dut.rst, size=DRAM_BYTES,
+                         mem=self.drams[0].mem if self.drams else None)
+            ram.write_if.log.setLevel(logging.WARNING)
+            ram.read_if.log.setLevel(logging.WARNING)
+            self.drams.append(ram)
+        self.dram = self.drams[0]
         self._reads = None
 
     @classmethod
@@ -58,7 +65,7 @@ class DeviceEnv(Backend):
         for bfm in (transport.mem.write_if, transport.mem.read_if, transport.io.write_if, transport.io.read_if):
             bfm.log.setLevel(logging.WARNING)
         self.dev = await NdpDevice.open(transport)
-        self._reads = DramReadMonitor(self.dut)
+        self._reads = DramReadMonitor(self.dut, self.cfg)
         return self.dev
 
     @property
@@ -83,28 +90,36 @@ class DeviceEnv(Backend):
         def stalls(p):
             while True:
                 yield int(rng.random() < p)
-        ram, host = self.dram, self.transport.mem
-        for channel in (ram.write_if.aw_channel, ram.write_if.w_channel, ram.write_if.b_channel,
-                        ram.read_if.ar_channel, ram.read_if.r_channel,
-                        host.write_if.b_channel, host.read_if.r_channel):
+        host = self.transport.mem
+        channels = [host.write_if.b_channel, host.read_if.r_channel]
+        for ram in self.drams:
+            channels += [ram.write_if.aw_channel, ram.write_if.w_channel, ram.write_if.b_channel,
+                         ram.read_if.ar_channel, ram.read_if.r_channel]
+        for channel in channels:
             channel.set_pause_generator(stalls(0.3))
 
 
 
-class DramReadMonitor:
-    """Records every read burst the device issues on its dram port: (address, bytes)."""
+def dram_prefixes(cfg):
+    """The cocotbext-axi prefixes of the DRAM ports: `dram_`, or `dram0_` .. with several channels."""
+    return ["dram_"] if cfg.dram_channels == 1 else [f"dram{c}_" for c in range(cfg.dram_channels)]
 
-    def __init__(self, dut):
+
+class DramReadMonitor:
+    """Records every read burst the device issues on its DRAM ports: (address, bytes)."""
+
+    def __init__(self, dut, cfg):
         self.dut = dut
+        self.ports = [[getattr(dut, f"{prefix}_{name}") for name in ("arvalid", "arready", "arlen", "arsize", "araddr")]
+                      for prefix in dram_prefixes(cfg)]
         self.bursts = []
         cocotb.start_soon(self._watch())
 
     async def _watch(self):
         from cocotb.triggers import RisingEdge
-        dut = self.dut
         while True:
-            await RisingEdge(dut.clk)
-            if int(dut.dram__arvalid.value) and int(dut.dram__arready.value):
-                length = (int(dut.dram__arlen.value) + 1) << int(dut.dram__arsize.value)
-                self.bursts.append((int(dut.dram__araddr.value), length))
+            await RisingEdge(self.dut.clk)
+            for valid, ready, arlen, arsize, araddr in self.ports:
+                if int(valid.value) and int(ready.value):
+                    self.bursts.append((int(araddr.value), (int(arlen.value) + 1) << int(arsize.value)))
 

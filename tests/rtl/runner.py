@@ -90,19 +90,47 @@ FAST_BUILD_ARGS = [
 ]
 
 
+AXI_PORT = {  # member: the array of ndp_fast_top it connects to ('' for outputs left open)
+    "awaddr": "d_awaddr", "awlen": "d_awlen", "awsize": "d_awsize", "awburst": "d_awburst", "awlock": "",
+    "awcache": "", "awprot": "", "awid": "d_awid", "awvalid": "d_awvalid", "awready": "d_awready",
+    "wdata": "d_wdata", "wstrb": "d_wstrb", "wlast": "d_wlast", "wvalid": "d_wvalid", "wready": "d_wready",
+    "bid": "d_bid", "bresp": "d_bresp", "bvalid": "d_bvalid", "bready": "d_bready",
+    "araddr": "d_araddr", "arlen": "d_arlen", "arsize": "d_arsize", "arburst": "d_arburst", "arlock": "",
+    "arcache": "", "arprot": "", "arid": "d_arid", "arvalid": "d_arvalid", "arready": "d_arready",
+    "rdata": "d_rdata", "rid": "d_rid", "rresp": "d_rresp", "rlast": "d_rlast", "rvalid": "d_rvalid",
+    "rready": "d_rready",
+}
+
+
+def device_instance(cfg):
+    """The `ndp_device dev (...)` instance of ndp_fast_top for `cfg`: its DRAM ports
+    (`dram`, or `dram0` .. with several channels) on the top's per-channel arrays."""
+    prefixes = ["dram"] if cfg.dram_channels == 1 else [f"dram{c}" for c in range(cfg.dram_channels)]
+    drams = ",\n".join(f"        .{prefix}__{member}({f'{wire}[{c}]' if wire else ''})"
+                        for c, prefix in enumerate(prefixes) for member, wire in AXI_PORT.items())
+    return (FAST_DIR / "ndp_device_instance.svh.in").read_text().replace("@DRAM_PORTS@", drams)
+
+
 def get_fast_runner(config="default"):
-    """Build ndp_fast_top (device + behavioural DRAM + register sequencer, clock inside)
-    for `config` in build/verilator-fast-<config>; returns the cocotb runner. The DRAM model
-    takes the config's data width and its dram_read_latency / dram_write_latency (the
+    """Build ndp_fast_top (device + behavioural DRAM per channel + register sequencer, clock
+    inside) for `config` in build/verilator-fast-<config>; returns the cocotb runner. The DRAM
+    model takes the config's data width and its dram_read_latency / dram_write_latency (the
     cycle model's), so both backends assume the same memory."""
     import isa
     verilator_env()
     from cocotb_tools.runner import get_runner as cocotb_runner
     cfg = isa.load_config(config)
+    build_dir = BUILD / f"verilator-fast-{config}"
+    build_dir.mkdir(parents=True, exist_ok=True)
+    instance = build_dir / "ndp_device_instance.svh"
+    text = device_instance(cfg)
+    if not instance.exists() or instance.read_text() != text:
+        instance.write_text(text)
     runner = cocotb_runner("verilator")
     runner.build(sources=[rtl_source(config), FAST_DIR / "ndp_axi_dram.sv", FAST_DIR / "ndp_fast_top.sv"],
-                 hdl_toplevel=FAST_TOP, build_dir=BUILD / f"verilator-fast-{config}",
+                 hdl_toplevel=FAST_TOP, build_dir=build_dir, includes=[build_dir],
                  parameters={"NUM_QUEUES": cfg.num_queues, "DATA_BITS": cfg.data_bits,
+                             "CHANNELS": cfg.dram_channels,
                              "READ_LATENCY": cfg.dram_read_latency,
                              "WRITE_LATENCY": cfg.dram_write_latency},
                  timescale=("1ns", "1ps"),

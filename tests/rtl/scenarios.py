@@ -39,16 +39,17 @@ async def capability_registers(env):
     cfg, t = env.cfg, env.transport
     expected = {R.ID: R.ID_VALUE, R.VERSION: R.VERSION_VALUE, R.NUM_QUEUES: cfg.num_queues,
                 R.LANES: cfg.lanes, R.ROWS: cfg.rows, R.IN_BUF_BYTES: cfg.in_buf_bytes,
-                R.OUT_BUF_BYTES: cfg.out_buf_bytes, R.DRAM_BUF_BYTES: cfg.dram_buf_bytes}
+                R.OUT_BUF_BYTES: cfg.out_buf_bytes, R.DRAM_BUF_BYTES: cfg.dram_buf_bytes,
+                R.DRAM_CHANNELS: cfg.dram_channels}
     for off, value in expected.items():
         assert await t.reg_read(off) == value, hex(off)
     # unmapped reads are zero
-    for off in (0x020, 0x0FC, R.queue_reg(cfg.num_queues, 0), 0xFFFC):
+    for off in (0x024, 0x0FC, R.queue_reg(cfg.num_queues, 0), 0xFFFC):
         assert await t.reg_read(off) == 0, hex(off)
     # a global register is read-only: a host write is ignored
     await t.reg_write(R.ID, 0x1234, 0)
     assert await t.reg_read(R.ID) == R.ID_VALUE
-    assert dev.caps.lanes == cfg.lanes
+    assert (dev.caps.lanes, dev.caps.dram_channels) == (cfg.lanes, cfg.dram_channels)
 
 
 @scenario

@@ -118,8 +118,9 @@ class Dram:
     R beats one per cycle from `dram_read_latency` cycles after the AR handshake; each
     burst's B `dram_write_latency` cycles after its last W beat, in order, one per cycle
     at most. Logs the cycle of every handshake."""
-    def __init__(self, cfg, bus, memory=None):
+    def __init__(self, cfg, bus, memory=None, beat_bytes=None):
         self.cfg, self.bus, self.memory = cfg, bus, memory
+        self.beat_bytes = beat_bytes or cfg.beat_bytes      # a channel port's: cfg.port_bytes
         self.ar, self.r, self.aw, self.w, self.b = [], [], [], [], []     # (cycle, ...)
         self._beats = collections.deque()         # (due, data, last)
         self._b_due = collections.deque()       # when each written burst's B may go
@@ -146,7 +147,7 @@ class Dram:
             addr, n = ctx.get(bus.araddr), ctx.get(bus.arlen) + 1
             self.ar.append((t, addr, n))
             for i in range(n):
-                data = self.memory.read(addr + i * cfg.beat_bytes, cfg.beat_bytes) if self.memory else bytes(8)
+                data = self.memory.read(addr + i * self.beat_bytes, self.beat_bytes) if self.memory else bytes(8)
                 self._beats.append((t + cfg.dram_read_latency + i, int.from_bytes(data, "little"), i == n - 1))
         if ctx.get(bus.awvalid):
             self.aw.append((t, ctx.get(bus.awaddr), ctx.get(bus.awlen) + 1))

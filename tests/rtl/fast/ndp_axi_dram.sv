@@ -3,9 +3,11 @@
 // Why not cocotbext-axi's AxiRam: a Python BFM costs a Python round trip per bus beat;
 // this model runs inside the Verilator build, so long runs need Python only to wait.
 //
-// - Reads: up to 4 bursts accepted ahead, served in order, back to back. Writes: one
-//   burst's data at a time; up to B_SLOTS responses wait their turn, so the next burst's
-//   address is taken while earlier ones await their response (the device posts writes).
+// - Reads: up to AR_DEPTH bursts accepted ahead, served in order, back to back. Writes: up
+//   to AW_DEPTH addresses accepted ahead of their data, the data of one burst after the
+//   other's, back to back; up to B_SLOTS responses wait their turn (the device posts
+//   writes). A memory controller's queues: deep enough that a device with several
+//   channels and 100-cycle latencies keeps every channel busy.
 // - INCR bursts up to 256 beats (FIXED: the address stays); beats of DATA_BITS (512 in the
 //   spec's default: 64 bytes), byte strobes. Narrow beats are served from the line holding
 //   the beat's address, so the lanes AXI defines for them are right. WRAP is not
@@ -13,19 +15,19 @@
 // - Latencies count clock edges: an AR taken at edge t gives the first R beat at edge
 //   t + read_latency (>= 1); the W beat with wlast taken at edge t gives B at edge
 //   t + write_latency (>= 1), as isa's dram_read_latency / dram_write_latency define them
-//   for the cycle model. The parameters set the initial values of two public variables,
-//   which a test may overwrite between bursts (no rebuild).
+//   for the cycle model. They are inputs (ndp_fast_top drives every channel's from two
+//   public variables, which a test may change between bursts, no rebuild).
 // - The size is BYTES, or the plusarg +dram_bytes=<n> (no rebuild).
 // - The bytes live in C++ (ndp_fast_dram.cpp), reached through DPI-C per beat, and are
 //   shared with Python through ctypes for the backdoor (FastRtlTransport).
 module ndp_axi_dram #(
     parameter int DATA_BITS = 512,
-    parameter longint BYTES = 64'd1 << 28,      // allocated lazily by the OS: untouched pages cost nothing
-    parameter int READ_LATENCY = 8,
-    parameter int WRITE_LATENCY = 4
+    parameter longint BYTES = 64'd1 << 28       // allocated lazily by the OS: untouched pages cost nothing
 ) (
     input  logic         clk,
     input  logic         rst,
+    input  int unsigned  read_latency,
+    input  int unsigned  write_latency,
     input  logic [63:0]  awaddr,
     input  logic [7:0]   awlen,
     input  logic [2:0]   awsize,
@@ -61,9 +63,6 @@ module ndp_axi_dram #(
     import "DPI-C" function void ndp_dram_write(input longint addr, input bit [DATA_BITS-1:0] data,
                                                 input bit [DATA_BITS/8-1:0] strb);
 
-    int unsigned read_latency  /*verilator public_flat_rw*/ = READ_LATENCY;
-    int unsigned write_latency /*verilator public_flat_rw*/ = WRITE_LATENCY;
-
     initial begin
         longint bytes;
         if (!$value$plusargs("dram_bytes=%d", bytes)) bytes = BYTES;
@@ -83,7 +82,7 @@ module ndp_axi_dram #(
     // ---- read channel --------------------------------------------------------------
     // Up to AR_DEPTH read bursts are accepted ahead; each one's beats follow the previous
     // burst's, from `read_latency` edges after its AR (as cocotbext-axi's AxiRam does).
-    localparam int AR_DEPTH = 4;
+    localparam int AR_DEPTH = 128;
     logic [63:0] q_addr [AR_DEPTH];
     logic [7:0]  q_len [AR_DEPTH], q_id [AR_DEPTH];
     logic [2:0]  q_size [AR_DEPTH];
@@ -136,51 +135,59 @@ module ndp_axi_dram #(
     end
 
     // ---- write channel -------------------------------------------------------------
+    // Addresses queue ahead (AW_DEPTH); the data beats of the head burst are taken one per
+    // cycle and, at its last beat, the next queued burst's follow at once.
+    localparam int AW_DEPTH = 32;
     localparam int B_SLOTS = 32;
-    typedef enum logic {W_IDLE, W_DATA} wstate_t;
-    wstate_t     wstate = W_IDLE;
-    logic [63:0] waddr;
-    logic [2:0]  wsize;
-    logic [1:0]  wburst;
-    logic [7:0]  wid;
+    logic [63:0] a_addr [AW_DEPTH];
+    logic [2:0]  a_size [AW_DEPTH];
+    logic [1:0]  a_burst [AW_DEPTH];
+    logic [7:0]  a_id [AW_DEPTH];
+    int unsigned a_head = 0, a_count = 0;
+    logic [63:0] waddr;                     // the head burst's next beat
+    logic        w_started = 1'b0;          // waddr holds the head burst's next beat
     // the responses of the bursts written: due edge and ID, in order
     longint unsigned b_due [B_SLOTS];
     logic [7:0]      b_id [B_SLOTS];
     int unsigned     b_head = 0, b_count = 0;
 
-    assign awready = wstate == W_IDLE && b_count < B_SLOTS && !rst;
-    assign wready = wstate == W_DATA;
+    assign awready = a_count < AW_DEPTH && !rst;
+    assign wready = a_count != 0 && b_count < B_SLOTS && !rst;
     assign bresp = OKAY;
     assign bvalid = b_count != 0 && b_due[b_head] <= now;
     assign bid = b_id[b_head];
 
     always_ff @(posedge clk) begin
         if (rst) begin
-            wstate <= W_IDLE;
+            a_head <= 0; a_count <= 0; w_started <= 1'b0;
             b_head <= 0; b_count <= 0;
         end else begin
-            int unsigned count = b_count;
+            int unsigned count = b_count, queued = a_count;
+            logic [63:0] here;
             if (bvalid && bready) begin
                 b_head <= (b_head + 1) % B_SLOTS;
                 count = count - 1;
             end
-            case (wstate)
-                W_IDLE: if (awvalid) begin
-                    waddr <= awaddr; wsize <= awsize; wburst <= awburst; wid <= awid;
-                    wstate <= W_DATA;
+            if (awvalid && awready) begin
+                a_addr[(a_head + queued) % AW_DEPTH] <= awaddr; a_size[(a_head + queued) % AW_DEPTH] <= awsize;
+                a_burst[(a_head + queued) % AW_DEPTH] <= awburst; a_id[(a_head + queued) % AW_DEPTH] <= awid;
+                queued = queued + 1;
+            end
+            if (wvalid && wready) begin
+                here = w_started ? waddr : a_addr[a_head];
+                ndp_dram_write(here, wdata, wstrb);
+                waddr <= next_addr(here, a_size[a_head], a_burst[a_head]);
+                w_started <= !wlast;
+                if (wlast) begin
+                    b_due[(b_head + b_count) % B_SLOTS] <= now + write_latency;
+                    b_id[(b_head + b_count) % B_SLOTS] <= a_id[a_head];
+                    count = count + 1;
+                    a_head <= (a_head + 1) % AW_DEPTH;
+                    queued = queued - 1;
                 end
-                W_DATA: if (wvalid) begin
-                    ndp_dram_write(waddr, wdata, wstrb);
-                    waddr <= next_addr(waddr, wsize, wburst);
-                    if (wlast) begin
-                        b_due[(b_head + b_count) % B_SLOTS] <= now + write_latency;
-                        b_id[(b_head + b_count) % B_SLOTS] <= wid;
-                        count = count + 1;
-                        wstate <= W_IDLE;
-                    end
-                end
-            endcase
+            end
             b_count <= count;
+            a_count <= queued;
         end
     end
 endmodule

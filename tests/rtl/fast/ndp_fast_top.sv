@@ -13,7 +13,7 @@
 //   reg_*            one AXI4-Lite access on io: Python sets reg_we/addr/wdata/pasid, then
 //                    toggles reg_req; reg_ack becomes equal to reg_req when reg_rdata and
 //                    reg_resp hold the answer.
-//   dram.*_latency   the DRAM model's latencies (ndp_axi_dram.sv)
+//   dram_read_latency, dram_write_latency   the DRAM models' latencies (ndp_axi_dram.sv)
 //
 // The CXL.mem port (mem__*) is tied idle: host data goes through the DRAM backdoor.
 //
@@ -24,8 +24,9 @@
 // irq counters work whenever Python samples them. Before time first advances, the
 // initializers below have not been applied yet (FastRtlTransport waits for reset).
 module ndp_fast_top #(
-    parameter int NUM_QUEUES = 4,               // these two must match the config the RTL
+    parameter int NUM_QUEUES = 4,               // these three must match the config the RTL
     parameter int DATA_BITS = 512,              // was generated for (runner.py passes them)
+    parameter int CHANNELS = 1,
     parameter int CLK_PERIOD_PS = 10000,        // even; 1 GHz device time would be 1000
     parameter int RESET_CYCLES = 8,
     parameter longint DRAM_BYTES = 64'd1 << 28, // or the plusarg +dram_bytes=<n>
@@ -59,59 +60,42 @@ module ndp_fast_top #(
     logic io_awvalid, io_awready, io_wvalid, io_wready, io_bvalid, io_bready;
     logic io_arvalid, io_arready, io_rvalid, io_rready;
 
-    logic [63:0]  d_awaddr, d_araddr;
-    logic [DATA_BITS/8-1:0] d_wstrb;
-    logic [7:0]   d_awlen, d_arlen, d_awid, d_arid, d_bid, d_rid;
-    logic [2:0]   d_awsize, d_arsize;
-    logic [1:0]   d_awburst, d_arburst, d_bresp, d_rresp;
-    logic [DATA_BITS-1:0] d_wdata, d_rdata;
-    logic d_awvalid, d_awready, d_wlast, d_wvalid, d_wready, d_bvalid, d_bready;
-    logic d_arvalid, d_arready, d_rlast, d_rvalid, d_rready;
+    // the DRAM channels: one behavioural DRAM each, all on the same bytes
+    logic [63:0]  d_awaddr [CHANNELS], d_araddr [CHANNELS];
+    logic [DATA_BITS/8-1:0] d_wstrb [CHANNELS];
+    logic [7:0]   d_awlen [CHANNELS], d_arlen [CHANNELS], d_awid [CHANNELS], d_arid [CHANNELS];
+    logic [7:0]   d_bid [CHANNELS], d_rid [CHANNELS];
+    logic [2:0]   d_awsize [CHANNELS], d_arsize [CHANNELS];
+    logic [1:0]   d_awburst [CHANNELS], d_arburst [CHANNELS], d_bresp [CHANNELS], d_rresp [CHANNELS];
+    logic [DATA_BITS-1:0] d_wdata [CHANNELS], d_rdata [CHANNELS];
+    logic d_awvalid [CHANNELS], d_awready [CHANNELS], d_wlast [CHANNELS], d_wvalid [CHANNELS];
+    logic d_wready [CHANNELS], d_bvalid [CHANNELS], d_bready [CHANNELS];
+    logic d_arvalid [CHANNELS], d_arready [CHANNELS], d_rlast [CHANNELS], d_rvalid [CHANNELS], d_rready [CHANNELS];
 
-    ndp_device dev (
-        .clk(clk), .rst(rst), .irq(irq),
-        // CXL.mem tied idle: no requests, always ready for (never coming) responses
-        .mem__awaddr('0), .mem__awlen('0), .mem__awsize('0), .mem__awburst('0), .mem__awlock('0),
-        .mem__awcache('0), .mem__awprot('0), .mem__awid('0), .mem__awuser('0), .mem__awvalid(1'b0),
-        .mem__awready(), .mem__wdata('0), .mem__wstrb('0), .mem__wlast(1'b0), .mem__wvalid(1'b0),
-        .mem__wready(), .mem__bid(), .mem__bresp(), .mem__bvalid(), .mem__bready(1'b1),
-        .mem__araddr('0), .mem__arlen('0), .mem__arsize('0), .mem__arburst('0), .mem__arlock('0),
-        .mem__arcache('0), .mem__arprot('0), .mem__arid('0), .mem__aruser('0), .mem__arvalid(1'b0),
-        .mem__arready(), .mem__rdata(), .mem__rid(), .mem__rresp(), .mem__rlast(), .mem__rvalid(),
-        .mem__rready(1'b1),
-        // CXL.io from the register sequencer below
-        .io__awaddr(io_awaddr), .io__awprot(3'b0), .io__awuser(io_awuser), .io__awvalid(io_awvalid),
-        .io__awready(io_awready), .io__wdata(io_wdata), .io__wstrb(4'hF), .io__wvalid(io_wvalid),
-        .io__wready(io_wready), .io__bresp(io_bresp), .io__bvalid(io_bvalid), .io__bready(io_bready),
-        .io__araddr(io_araddr), .io__arprot(3'b0), .io__aruser(io_aruser), .io__arvalid(io_arvalid),
-        .io__arready(io_arready), .io__rdata(io_rdata), .io__rresp(io_rresp), .io__rvalid(io_rvalid),
-        .io__rready(io_rready),
-        // device DRAM
-        .dram__awaddr(d_awaddr), .dram__awlen(d_awlen), .dram__awsize(d_awsize),
-        .dram__awburst(d_awburst), .dram__awlock(), .dram__awcache(), .dram__awprot(),
-        .dram__awid(d_awid), .dram__awvalid(d_awvalid), .dram__awready(d_awready),
-        .dram__wdata(d_wdata), .dram__wstrb(d_wstrb), .dram__wlast(d_wlast),
-        .dram__wvalid(d_wvalid), .dram__wready(d_wready),
-        .dram__bid(d_bid), .dram__bresp(d_bresp), .dram__bvalid(d_bvalid), .dram__bready(d_bready),
-        .dram__araddr(d_araddr), .dram__arlen(d_arlen), .dram__arsize(d_arsize),
-        .dram__arburst(d_arburst), .dram__arlock(), .dram__arcache(), .dram__arprot(),
-        .dram__arid(d_arid), .dram__arvalid(d_arvalid), .dram__arready(d_arready),
-        .dram__rdata(d_rdata), .dram__rid(d_rid), .dram__rresp(d_rresp), .dram__rlast(d_rlast),
-        .dram__rvalid(d_rvalid), .dram__rready(d_rready)
-    );
+    // the device: CXL.mem tied idle, CXL.io from the register sequencer below, its DRAM
+    // ports (dram__*, or dram0__* .. per channel) on the arrays above; the instance is
+    // written for the config by tests/rtl/runner.py
+    `include "ndp_device_instance.svh"
 
-    ndp_axi_dram #(.DATA_BITS(DATA_BITS), .BYTES(DRAM_BYTES), .READ_LATENCY(READ_LATENCY),
-                   .WRITE_LATENCY(WRITE_LATENCY)) dram (
-        .clk(clk), .rst(rst),
-        .awaddr(d_awaddr), .awlen(d_awlen), .awsize(d_awsize), .awburst(d_awburst), .awid(d_awid),
-        .awvalid(d_awvalid), .awready(d_awready),
-        .wdata(d_wdata), .wstrb(d_wstrb), .wlast(d_wlast), .wvalid(d_wvalid), .wready(d_wready),
-        .bid(d_bid), .bresp(d_bresp), .bvalid(d_bvalid), .bready(d_bready),
-        .araddr(d_araddr), .arlen(d_arlen), .arsize(d_arsize), .arburst(d_arburst), .arid(d_arid),
-        .arvalid(d_arvalid), .arready(d_arready),
-        .rdata(d_rdata), .rid(d_rid), .rresp(d_rresp), .rlast(d_rlast), .rvalid(d_rvalid),
-        .rready(d_rready)
-    );
+    // the DRAM model's latencies (edges), for every channel; a test may change them
+    // between bursts (FastRtlTransport.set_dram_latency)
+    int unsigned dram_read_latency  /*verilator public_flat_rw*/ = READ_LATENCY;
+    int unsigned dram_write_latency /*verilator public_flat_rw*/ = WRITE_LATENCY;
+
+    for (genvar c = 0; c < CHANNELS; c++) begin : channel
+        ndp_axi_dram #(.DATA_BITS(DATA_BITS), .BYTES(DRAM_BYTES)) dram (
+            .clk(clk), .rst(rst), .read_latency(dram_read_latency), .write_latency(dram_write_latency),
+            .awaddr(d_awaddr[c]), .awlen(d_awlen[c]), .awsize(d_awsize[c]), .awburst(d_awburst[c]),
+            .awid(d_awid[c]), .awvalid(d_awvalid[c]), .awready(d_awready[c]),
+            .wdata(d_wdata[c]), .wstrb(d_wstrb[c]), .wlast(d_wlast[c]), .wvalid(d_wvalid[c]),
+            .wready(d_wready[c]),
+            .bid(d_bid[c]), .bresp(d_bresp[c]), .bvalid(d_bvalid[c]), .bready(d_bready[c]),
+            .araddr(d_araddr[c]), .arlen(d_arlen[c]), .arsize(d_arsize[c]), .arburst(d_arburst[c]),
+            .arid(d_arid[c]), .arvalid(d_arvalid[c]), .arready(d_arready[c]),
+            .rdata(d_rdata[c]), .rid(d_rid[c]), .rresp(d_rresp[c]), .rlast(d_rlast[c]), .rvalid(d_rvalid[c]),
+            .rready(d_rready[c])
+        );
+    end
 
     // ---- interrupt counters: Python waits for one of these to change -------------------
     logic [NUM_QUEUES*32-1:0] irq_count /*verilator public_flat_rd*/ = '0;
