@@ -35,7 +35,7 @@ output buffer (`acc_*`: attention's folded scores) and read one row's input or o
 buffer synchronously (`rd_*`: the softmax unit's source, SOFTMAX's rows read back).
 `tests/unit/test_compute_unit.py` runs this block alone against the golden model.
 """
-from amaranth import Array, Const, Module, Mux, Signal, Cat, unsigned
+from amaranth import Const, Module, Mux, Signal, Cat, unsigned
 from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -94,12 +94,13 @@ class ComputeUnit(wiring.Component):
         lanes, rows = cfg.lanes, cfg.rows
         lane_bits = (lanes - 1).bit_length()
 
-        # the packed row of each lane, j // N (0 when N > j), registered: N is constant
-        # through a descriptor
+        # the packed row of each lane, j // N (0 when N > j, and for N = 0: Amaranth's x // 0
+        # is 0), registered: N is constant through a descriptor. One divider per lane by the
+        # constant j, so the netlist grows linearly in LANES (a table per lane grew as LANES^2)
         lane_row = [Signal(range(lanes), name=f"lane_row{j}") for j in range(lanes)]
         for j in range(lanes):
-            table = Array(Const(j // n if n else 0, range(lanes)) for n in range(lanes + 1))
-            m.d.sync += lane_row[j].eq(Mux(self.n_cols > lanes, 0, table[self.n_cols[:lane_bits + 1]]))
+            row_j = Const(j, lane_bits) // self.n_cols[:lane_bits + 1]
+            m.d.sync += lane_row[j].eq(Mux(self.n_cols > lanes, 0, row_j))
 
         # ---- cycle 0: operand fetch
         def delayed(value, cycles, name):

@@ -28,6 +28,7 @@ from amaranth.lib.wiring import In, Out
 from isa.pe_array import ACC_INTERLEAVE
 from .fp import ADD_STAGES
 from .fp_cells import add_cell
+from .shift import shift_right
 from .unpacker import DIM_BITS
 
 STEP_CYCLES = ADD_STAGES          # a word's add -> its next add (operands registered, then the adder)
@@ -104,7 +105,8 @@ class FoldUnit(wiring.Component):
         tree_step = Signal(8)
         m.d.comb += [tree_step.eq(step - own_adds - self.sets1),
                      tree_lanes.eq(((self.n_cols << self.pack_log2) >> (tree_step + 1))[:len(tree_lanes)])]
-        m.d.sync += [total.eq(source), operand.eq(Mux(from_buffer, self.b_data, source >> (tree_lanes * 32))),
+        tree_operand = shift_right(m, source, tree_lanes, 32, name="tree_operand")   # source >> 32 * tree_lanes
+        m.d.sync += [total.eq(source), operand.eq(Mux(from_buffer, self.b_data, tree_operand)),
                      entered.eq(Cat(again | (take & (steps != 0)), row, word, step))]
 
         # the FIFO: a finished sum, or a word without adds as it was read

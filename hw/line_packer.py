@@ -10,10 +10,11 @@ has no strobes below `offset`, so bytes around the run are left as they are.
 A word is taken while the buffer has room for it after this cycle's line leaves, so
 words of one line each (FP16) go through at one per cycle and FP32 words at one per two.
 """
-from amaranth import Const, Module, Mux, Signal
+from amaranth import Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
+from .shift import mask_below, shift_left
 from .stream import LineStream
 
 BUFFER_LINES = 3         # two lines of a word at any offset, and the line going out
@@ -46,14 +47,21 @@ class LinePacker(wiring.Component):
         m.d.comb += self.w_ready.eq(~closing & (after + self.w_bytes <= size))
         take = self.w_valid & self.w_ready
 
-        kept_data = Mux(taken, data >> bits, data)
-        kept_strb = Mux(taken, strb >> line, strb)
-        word = self.w_data & ((Const(1, 1) << (self.w_bytes << 3)) - 1)[:len(self.w_data)]
-        word_strb = (Const(1, 1) << self.w_bytes) - 1
+        kept_data = Mux(taken, data[bits:], data)
+        kept_strb = Mux(taken, strb[line:], strb)
+        # the word's bytes placed at byte `after` of the buffer, and their strobes (bytes
+        # after .. after + w_bytes - 1), by hw/shift.py (a plain shift of the 3-line buffer
+        # is a netlist quadratic in its width). The byte offsets are always even (the
+        # results are FP16 or FP32 and a run starts at an element); the shifter works on
+        # bytes anyway, so any offset is right, at no cost: as many 16-way stages either way
+        word = self.w_data & mask_below(m, self.w_bytes, 4 * self._cfg.lanes, 8, name="word_mask")
+        placed = shift_left(m, word, after, 8, BUFFER_LINES * bits, name="placed")
+        placed_strb = (mask_below(m, after + self.w_bytes, size, name="strb_end") &
+                       ~mask_below(m, after, size, name="strb_start"))
         with m.If(self.start):
             m.d.sync += [data.eq(0), strb.eq(0), fill.eq(self.offset), closing.eq(0)]
         with m.Elif(take):
-            m.d.sync += [data.eq(kept_data | (word << (after << 3))), strb.eq(kept_strb | (word_strb << after)),
+            m.d.sync += [data.eq(kept_data | placed), strb.eq(kept_strb | placed_strb),
                          fill.eq(after + self.w_bytes), closing.eq(self.w_last)]
         with m.Else():
             m.d.sync += [data.eq(kept_data), strb.eq(kept_strb), fill.eq(after)]

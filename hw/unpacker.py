@@ -15,6 +15,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from .axi import RUN_LINES_BITS as RUN_BEATS_BITS
+from .shift import shift_right
 from .stream import BeatStream
 
 DIM_BITS = 20                # a descriptor's dims
@@ -68,11 +69,15 @@ class Unpacker(wiring.Component):
         need_first = pos + count                  # window elements the slot spans
         need = Signal(range(WINDOW_BEATS * lanes))
         m.d.comb += need.eq(need_first + Mux(paired, pair_count, 0))
+        # the chunks: LANES elements from element pos (need_first) of the window, always
+        # inside it (pos < LANES, need_first < 2 LANES), by barrel shifters on elements
         window = Cat(*win)
-        m.d.comb += [self.count.eq(count), self.data.eq(window.bit_select(pos * 16, 16 * lanes)),
+        first_data = shift_right(m, window, pos, 16, 16 * lanes, name="chunk")
+        second_data = shift_right(m, window, need_first, 16, 16 * lanes, name="pair_chunk")
+        m.d.comb += [self.count.eq(count), self.data.eq(first_data),
                      self.valid.eq(active & (need <= held * lanes) & ~self.hold),
                      self.pair_valid.eq(self.valid & paired), self.pair_count.eq(pair_count),
-                     self.pair_data.eq(window.bit_select(need_first * 16, 16 * lanes))]
+                     self.pair_data.eq(second_data)]
         pair_ends_row = pair_count == cols
         next_row = row + 1 + (paired & pair_ends_row)
         m.d.comb += self.last.eq(end_of_row & (next_row == rows))

@@ -831,7 +831,7 @@ module ndp_device(mem__awaddr, mem__awlen, mem__awsize, mem__awburst, mem__awloc
     .pop(pop),
     .pop_ready(pop_ready),
     .pop_valid(pop_valid),
-    .\port$6072$0 (\$3 ),
+    .\port$6400$0 (\$3 ),
     .queues__0(queues__0),
     .queues__1(queues__1),
     .queues__2(queues__2),
@@ -1040,7 +1040,7 @@ module ndp_device(mem__awaddr, mem__awlen, mem__awsize, mem__awburst, mem__awloc
     .io__wready(io__wready),
     .io__wstrb(io__wstrb),
     .io__wvalid(io__wvalid),
-    .\port$6072$0 (\$3 ),
+    .\port$6400$0 (\$3 ),
     .queues__0(queues__0),
     .queues__1(queues__1),
     .queues__2(queues__2),
@@ -2632,7 +2632,7 @@ module \ndp_device.command_engine (bus__rresp, clk, rst, push_ready, cycle, rese
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, bus__rlast, clk, rst, pop, irq, bus__arlen, bus__arvalid, bus__awlen, bus__wdata, bus__wstrb, r_en, bus__wvalid, bus__wlast, bus__bready, \port$6072$0 , cycle, queues__0
+module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, bus__rlast, clk, rst, pop, irq, bus__arlen, bus__arvalid, bus__awlen, bus__wdata, bus__wstrb, r_en, bus__wvalid, bus__wlast, bus__bready, \port$6400$0 , cycle, queues__0
 , queues__1, queues__2, queues__3, pop_valid, pop_ready, bus__araddr, bus__awvalid, bus__awaddr, bus__arready, bus__rvalid, bus__awready, bus__wready, bus__bvalid, bus__bid);
   reg \$auto$verilog_backend.cc:2355:dump_module$67  = 0;
   wire \$1 ;
@@ -3494,8 +3494,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   input pop_valid;
   wire pop_valid;
   wire \pop_valid$93 ;
-  output [41:0] \port$6072$0 ;
-  wire [41:0] \port$6072$0 ;
+  output [41:0] \port$6400$0 ;
+  wire [41:0] \port$6400$0 ;
   input [321:0] queues__0;
   wire [321:0] queues__0;
   wire [321:0] \queues__0$85 ;
@@ -4313,7 +4313,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .is_store(is_store),
     .log2_slot(regs[267:260]),
     .operand_lines(operand_lines),
-    .\port$6441$128 (regs[255:128]),
+    .\port$6769$128 (regs[255:128]),
     .stats_offset(stats_offset),
     .status(\status$327 )
   );
@@ -4396,17 +4396,17 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   );
   \ndp_device.control_unit.unpacker  unpacker (
     .beats(\beats$196 ),
+    .chunk_d0(data),
     .clk(clk),
     .col(col),
     .cols(cols),
     .count(count),
-    .data(data),
     .hold(hold),
     .last(last),
     .offset(\offset$193 ),
     .pair(pair),
+    .pair_chunk_d0(pair_data),
     .pair_count(pair_count),
-    .pair_data(pair_data),
     .pair_valid(pair_valid),
     .pull(out__ready),
     .row(row),
@@ -9251,7 +9251,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign done_status = r_data[41:34];
   assign \report$321  = r_en;
   assign report_store = r_data[42];
-  assign \port$6072$0  = r_data[41:0];
+  assign \port$6400$0  = r_data[41:0];
   assign \queues__0.sq_base  = queues__0[63:0];
   assign \queues__0.cq_base  = queues__0[127:64];
   assign \queues__0.data_base  = queues__0[191:128];
@@ -9598,7 +9598,7 @@ module \ndp_device.control_unit.compute (rst, n_cols, split, fold_ready, sum_val
   reg [31:0] \$1097 ;
   reg [15:0] \$1098 ;
   reg [31:0] \$1099 ;
-  reg [4:0] \$11 ;
+  wire [5:0] \$11 ;
   wire [5:0] \$110 ;
   reg [15:0] \$1100 ;
   reg [31:0] \$1101 ;
@@ -9614,157 +9614,189 @@ module \ndp_device.control_unit.compute (rst, n_cols, split, fold_ready, sum_val
   reg [15:0] \$1110 ;
   reg [31:0] \$1111 ;
   reg [1:0] \$1112 ;
+  wire [5:0] \$1114 ;
+  wire \$1116 ;
   wire [5:0] \$112 ;
+  wire [5:0] \$1121 ;
+  wire \$1123 ;
+  wire [5:0] \$1128 ;
   wire [15:0] \$113 ;
+  wire \$1130 ;
+  wire [5:0] \$1135 ;
+  wire \$1137 ;
   wire [5:0] \$114 ;
+  wire [5:0] \$1142 ;
+  wire \$1144 ;
+  wire [5:0] \$1149 ;
   wire [15:0] \$115 ;
+  wire \$1151 ;
+  wire [5:0] \$1156 ;
+  wire \$1158 ;
   wire [5:0] \$116 ;
+  wire [5:0] \$1163 ;
+  wire \$1165 ;
   wire [15:0] \$117 ;
+  wire [5:0] \$1170 ;
+  wire \$1172 ;
+  wire [5:0] \$1177 ;
+  wire \$1179 ;
   wire [5:0] \$118 ;
+  wire [5:0] \$1184 ;
+  wire \$1186 ;
   wire [15:0] \$119 ;
+  wire [5:0] \$1191 ;
+  wire \$1193 ;
+  wire [5:0] \$1198 ;
   wire [4:0] \$12 ;
   wire [5:0] \$120 ;
+  wire \$1200 ;
+  wire [5:0] \$1205 ;
+  wire \$1207 ;
   wire [15:0] \$121 ;
-  wire [9:0] \$1215 ;
-  wire [9:0] \$1219 ;
+  wire [5:0] \$1212 ;
+  wire \$1214 ;
+  wire [5:0] \$1219 ;
   wire [5:0] \$122 ;
-  wire [9:0] \$1223 ;
-  wire [9:0] \$1227 ;
+  wire \$1221 ;
+  wire [5:0] \$1226 ;
+  wire \$1228 ;
   wire [15:0] \$123 ;
-  wire [9:0] \$1231 ;
-  wire [9:0] \$1235 ;
-  wire [9:0] \$1239 ;
+  wire [5:0] \$1233 ;
+  wire \$1235 ;
   wire [5:0] \$124 ;
-  wire [9:0] \$1243 ;
-  wire [9:0] \$1247 ;
+  wire [5:0] \$1240 ;
+  wire \$1242 ;
+  wire [5:0] \$1247 ;
+  wire \$1249 ;
   wire [15:0] \$125 ;
-  wire [9:0] \$1251 ;
-  wire [9:0] \$1255 ;
-  wire [9:0] \$1259 ;
+  wire [5:0] \$1254 ;
+  wire \$1256 ;
   wire [5:0] \$126 ;
-  wire [9:0] \$1263 ;
-  wire [9:0] \$1267 ;
+  wire [5:0] \$1261 ;
+  wire \$1263 ;
+  wire [5:0] \$1268 ;
   wire [15:0] \$127 ;
-  wire [9:0] \$1271 ;
-  wire [9:0] \$1275 ;
-  wire [9:0] \$1279 ;
+  wire \$1270 ;
+  wire [5:0] \$1275 ;
+  wire \$1277 ;
   wire [5:0] \$128 ;
-  wire [9:0] \$1283 ;
-  wire [9:0] \$1287 ;
+  wire [5:0] \$1282 ;
+  wire \$1284 ;
+  wire [5:0] \$1289 ;
   wire [15:0] \$129 ;
-  wire [9:0] \$1291 ;
-  wire [9:0] \$1295 ;
-  wire [9:0] \$1299 ;
+  wire \$1291 ;
+  wire [5:0] \$1296 ;
+  wire \$1298 ;
   wire \$13 ;
   wire [5:0] \$130 ;
-  wire [9:0] \$1303 ;
-  wire [9:0] \$1307 ;
+  wire [5:0] \$1303 ;
+  wire \$1305 ;
   wire [15:0] \$131 ;
-  wire [9:0] \$1311 ;
-  wire [9:0] \$1315 ;
-  wire [9:0] \$1319 ;
+  wire [5:0] \$1310 ;
+  wire \$1312 ;
+  wire [5:0] \$1317 ;
+  wire \$1319 ;
   wire [5:0] \$132 ;
-  wire [9:0] \$1323 ;
-  wire [9:0] \$1327 ;
+  wire [5:0] \$1324 ;
+  wire \$1326 ;
   wire [15:0] \$133 ;
-  wire [9:0] \$1331 ;
-  wire [9:0] \$1335 ;
-  wire [9:0] \$1339 ;
+  wire [5:0] \$1331 ;
+  wire \$1333 ;
   wire [5:0] \$134 ;
-  wire [9:0] \$1344 ;
-  wire [9:0] \$1349 ;
+  wire [9:0] \$1343 ;
+  wire [9:0] \$1347 ;
   wire [15:0] \$135 ;
-  wire [9:0] \$1354 ;
+  wire [9:0] \$1351 ;
+  wire [9:0] \$1355 ;
   wire [9:0] \$1359 ;
   wire [5:0] \$136 ;
-  wire [9:0] \$1364 ;
-  wire [9:0] \$1369 ;
+  wire [9:0] \$1363 ;
+  wire [9:0] \$1367 ;
   wire [15:0] \$137 ;
-  wire [9:0] \$1374 ;
+  wire [9:0] \$1371 ;
+  wire [9:0] \$1375 ;
   wire [9:0] \$1379 ;
   wire [5:0] \$138 ;
-  wire [9:0] \$1384 ;
-  wire [9:0] \$1389 ;
+  wire [9:0] \$1383 ;
+  wire [9:0] \$1387 ;
   wire [15:0] \$139 ;
-  wire [9:0] \$1394 ;
+  wire [9:0] \$1391 ;
+  wire [9:0] \$1395 ;
   wire [9:0] \$1399 ;
-  reg [4:0] \$14 ;
+  wire [5:0] \$14 ;
   wire [5:0] \$140 ;
-  wire [9:0] \$1404 ;
-  wire [9:0] \$1409 ;
+  wire [9:0] \$1403 ;
+  wire [9:0] \$1407 ;
   wire [15:0] \$141 ;
-  wire [9:0] \$1414 ;
+  wire [9:0] \$1411 ;
+  wire [9:0] \$1415 ;
   wire [9:0] \$1419 ;
   wire [5:0] \$142 ;
-  wire [9:0] \$1424 ;
-  wire [9:0] \$1429 ;
+  wire [9:0] \$1423 ;
+  wire [9:0] \$1427 ;
   wire [15:0] \$143 ;
-  wire [9:0] \$1434 ;
+  wire [9:0] \$1431 ;
+  wire [9:0] \$1435 ;
   wire [9:0] \$1439 ;
   wire [5:0] \$144 ;
-  wire [9:0] \$1444 ;
-  wire [9:0] \$1449 ;
+  wire [9:0] \$1443 ;
+  wire [9:0] \$1447 ;
   wire [15:0] \$145 ;
-  wire [9:0] \$1454 ;
+  wire [9:0] \$1451 ;
+  wire [9:0] \$1455 ;
   wire [9:0] \$1459 ;
   wire [5:0] \$146 ;
-  wire [9:0] \$1464 ;
-  wire [9:0] \$1469 ;
+  wire [9:0] \$1463 ;
+  wire [9:0] \$1467 ;
   wire [15:0] \$147 ;
-  wire [9:0] \$1474 ;
-  wire [9:0] \$1479 ;
+  wire [9:0] \$1472 ;
+  wire [9:0] \$1477 ;
   wire [5:0] \$148 ;
-  wire [9:0] \$1484 ;
-  wire [9:0] \$1489 ;
+  wire [9:0] \$1482 ;
+  wire [9:0] \$1487 ;
   wire [15:0] \$149 ;
-  wire [9:0] \$1494 ;
-  wire [9:0] \$1499 ;
+  wire [9:0] \$1492 ;
+  wire [9:0] \$1497 ;
   wire [4:0] \$15 ;
   wire [5:0] \$150 ;
-  wire [9:0] \$1503 ;
+  wire [9:0] \$1502 ;
   wire [9:0] \$1507 ;
   wire [15:0] \$151 ;
-  wire [9:0] \$1511 ;
-  wire [9:0] \$1515 ;
-  wire [9:0] \$1519 ;
+  wire [9:0] \$1512 ;
+  wire [9:0] \$1517 ;
   wire [5:0] \$152 ;
-  wire [9:0] \$1523 ;
+  wire [9:0] \$1522 ;
   wire [9:0] \$1527 ;
   wire [15:0] \$153 ;
-  wire [9:0] \$1531 ;
-  wire [9:0] \$1535 ;
-  wire [9:0] \$1539 ;
+  wire [9:0] \$1532 ;
+  wire [9:0] \$1537 ;
   wire [5:0] \$154 ;
-  wire [9:0] \$1543 ;
+  wire [9:0] \$1542 ;
   wire [9:0] \$1547 ;
   wire [15:0] \$155 ;
-  wire [9:0] \$1551 ;
-  wire [9:0] \$1555 ;
-  wire [9:0] \$1559 ;
+  wire [9:0] \$1552 ;
+  wire [9:0] \$1557 ;
   wire [5:0] \$156 ;
-  wire [9:0] \$1563 ;
+  wire [9:0] \$1562 ;
   wire [9:0] \$1567 ;
   wire [15:0] \$157 ;
-  wire [9:0] \$1571 ;
-  wire [9:0] \$1575 ;
-  wire [9:0] \$1579 ;
+  wire [9:0] \$1572 ;
+  wire [9:0] \$1577 ;
   wire [5:0] \$158 ;
-  wire [9:0] \$1583 ;
+  wire [9:0] \$1582 ;
   wire [9:0] \$1587 ;
   wire [15:0] \$159 ;
-  wire [9:0] \$1591 ;
-  wire [9:0] \$1595 ;
-  wire [9:0] \$1599 ;
+  wire [9:0] \$1592 ;
+  wire [9:0] \$1597 ;
   wire \$16 ;
   wire [5:0] \$160 ;
-  wire [9:0] \$1603 ;
+  wire [9:0] \$1602 ;
   wire [9:0] \$1607 ;
   wire [15:0] \$161 ;
-  wire [9:0] \$1611 ;
-  wire [9:0] \$1615 ;
-  wire [9:0] \$1619 ;
+  wire [9:0] \$1612 ;
+  wire [9:0] \$1617 ;
   wire [5:0] \$162 ;
-  wire [9:0] \$1623 ;
+  wire [9:0] \$1622 ;
   wire [9:0] \$1627 ;
   wire [15:0] \$163 ;
   wire [9:0] \$1631 ;
@@ -9791,7 +9823,7 @@ module \ndp_device.control_unit.compute (rst, n_cols, split, fold_ready, sum_val
   wire [9:0] \$1691 ;
   wire [9:0] \$1695 ;
   wire [9:0] \$1699 ;
-  reg [4:0] \$17 ;
+  wire [5:0] \$17 ;
   wire [5:0] \$170 ;
   wire [9:0] \$1703 ;
   wire [9:0] \$1707 ;
@@ -9812,20 +9844,52 @@ module \ndp_device.control_unit.compute (rst, n_cols, split, fold_ready, sum_val
   wire [19:0] \$175 ;
   wire [9:0] \$1751 ;
   wire [9:0] \$1755 ;
+  wire [9:0] \$1759 ;
   wire [5:0] \$176 ;
+  wire [9:0] \$1763 ;
+  wire [9:0] \$1767 ;
   wire [15:0] \$177 ;
+  wire [9:0] \$1771 ;
+  wire [9:0] \$1775 ;
+  wire [9:0] \$1779 ;
   wire [19:0] \$178 ;
+  wire [9:0] \$1783 ;
+  wire [9:0] \$1787 ;
   wire [5:0] \$179 ;
+  wire [9:0] \$1791 ;
+  wire [9:0] \$1795 ;
+  wire [9:0] \$1799 ;
   wire [4:0] \$18 ;
   wire [15:0] \$180 ;
+  wire [9:0] \$1803 ;
+  wire [9:0] \$1807 ;
   wire [19:0] \$181 ;
+  wire [9:0] \$1811 ;
+  wire [9:0] \$1815 ;
+  wire [9:0] \$1819 ;
   wire [5:0] \$182 ;
+  wire [9:0] \$1823 ;
+  wire [9:0] \$1827 ;
   wire [15:0] \$183 ;
+  wire [9:0] \$1831 ;
+  wire [9:0] \$1835 ;
+  wire [9:0] \$1839 ;
   wire [19:0] \$184 ;
+  wire [9:0] \$1843 ;
+  wire [9:0] \$1847 ;
   wire [5:0] \$185 ;
+  wire [9:0] \$1851 ;
+  wire [9:0] \$1855 ;
+  wire [9:0] \$1859 ;
   wire [15:0] \$186 ;
+  wire [9:0] \$1863 ;
+  wire [9:0] \$1867 ;
   wire [19:0] \$187 ;
+  wire [9:0] \$1871 ;
+  wire [9:0] \$1875 ;
+  wire [9:0] \$1879 ;
   wire [5:0] \$188 ;
+  wire [9:0] \$1883 ;
   wire [15:0] \$189 ;
   wire \$19 ;
   wire [19:0] \$190 ;
@@ -9838,8 +9902,8 @@ module \ndp_device.control_unit.compute (rst, n_cols, split, fold_ready, sum_val
   wire [5:0] \$197 ;
   wire [15:0] \$198 ;
   wire [19:0] \$199 ;
-  reg [4:0] \$2 ;
-  reg [4:0] \$20 ;
+  wire [5:0] \$2 ;
+  wire [5:0] \$20 ;
   wire [5:0] \$200 ;
   wire [15:0] \$201 ;
   wire [19:0] \$202 ;
@@ -9872,7 +9936,7 @@ module \ndp_device.control_unit.compute (rst, n_cols, split, fold_ready, sum_val
   wire [5:0] \$227 ;
   wire [15:0] \$228 ;
   wire [19:0] \$229 ;
-  reg [4:0] \$23 ;
+  wire [5:0] \$23 ;
   wire [5:0] \$230 ;
   wire [15:0] \$231 ;
   wire [19:0] \$232 ;
@@ -9905,7 +9969,7 @@ module \ndp_device.control_unit.compute (rst, n_cols, split, fold_ready, sum_val
   wire [5:0] \$257 ;
   wire [15:0] \$258 ;
   wire [19:0] \$259 ;
-  reg [4:0] \$26 ;
+  wire [5:0] \$26 ;
   wire [5:0] \$260 ;
   wire [15:0] \$261 ;
   wire [5:0] \$262 ;
@@ -9938,7 +10002,7 @@ module \ndp_device.control_unit.compute (rst, n_cols, split, fold_ready, sum_val
   wire [15:0] \$287 ;
   wire [5:0] \$288 ;
   wire [15:0] \$289 ;
-  reg [4:0] \$29 ;
+  wire [5:0] \$29 ;
   wire [5:0] \$290 ;
   wire [15:0] \$291 ;
   wire [5:0] \$292 ;
@@ -9972,7 +10036,7 @@ module \ndp_device.control_unit.compute (rst, n_cols, split, fold_ready, sum_val
   wire [15:0] \$317 ;
   wire [5:0] \$318 ;
   wire [15:0] \$319 ;
-  reg [4:0] \$32 ;
+  wire [5:0] \$32 ;
   wire [5:0] \$320 ;
   wire [15:0] \$321 ;
   wire [5:0] \$322 ;
@@ -10005,7 +10069,7 @@ module \ndp_device.control_unit.compute (rst, n_cols, split, fold_ready, sum_val
   wire [15:0] \$347 ;
   wire [5:0] \$348 ;
   wire [15:0] \$349 ;
-  reg [4:0] \$35 ;
+  wire [5:0] \$35 ;
   wire [5:0] \$350 ;
   wire [15:0] \$351 ;
   wire [5:0] \$352 ;
@@ -10038,7 +10102,7 @@ module \ndp_device.control_unit.compute (rst, n_cols, split, fold_ready, sum_val
   wire [15:0] \$377 ;
   wire [5:0] \$378 ;
   wire [15:0] \$379 ;
-  reg [4:0] \$38 ;
+  wire [5:0] \$38 ;
   wire [5:0] \$380 ;
   wire [15:0] \$381 ;
   wire [5:0] \$382 ;
@@ -10072,7 +10136,7 @@ module \ndp_device.control_unit.compute (rst, n_cols, split, fold_ready, sum_val
   wire \$407 ;
   wire [31:0] \$408 ;
   wire [31:0] \$409 ;
-  reg [4:0] \$41 ;
+  wire [5:0] \$41 ;
   wire \$410 ;
   wire [31:0] \$411 ;
   wire [31:0] \$412 ;
@@ -10105,7 +10169,7 @@ module \ndp_device.control_unit.compute (rst, n_cols, split, fold_ready, sum_val
   wire \$437 ;
   wire [31:0] \$438 ;
   wire [31:0] \$439 ;
-  reg [4:0] \$44 ;
+  wire [5:0] \$44 ;
   wire \$440 ;
   wire [31:0] \$441 ;
   wire [31:0] \$442 ;
@@ -10138,7 +10202,7 @@ module \ndp_device.control_unit.compute (rst, n_cols, split, fold_ready, sum_val
   wire \$467 ;
   wire [31:0] \$468 ;
   wire [31:0] \$469 ;
-  reg [4:0] \$47 ;
+  wire [5:0] \$47 ;
   wire \$470 ;
   wire [31:0] \$471 ;
   wire [31:0] \$472 ;
@@ -10171,8 +10235,8 @@ module \ndp_device.control_unit.compute (rst, n_cols, split, fold_ready, sum_val
   wire \$497 ;
   wire [31:0] \$498 ;
   wire [31:0] \$499 ;
-  reg [4:0] \$5 ;
-  reg [4:0] \$50 ;
+  wire [5:0] \$5 ;
+  wire [5:0] \$50 ;
   wire \$500 ;
   wire [31:0] \$501 ;
   wire [31:0] \$502 ;
@@ -10205,7 +10269,7 @@ module \ndp_device.control_unit.compute (rst, n_cols, split, fold_ready, sum_val
   wire \$527 ;
   wire [31:0] \$528 ;
   wire [31:0] \$529 ;
-  reg [4:0] \$53 ;
+  wire [5:0] \$53 ;
   wire \$530 ;
   wire [31:0] \$531 ;
   wire [31:0] \$532 ;
@@ -10238,7 +10302,7 @@ module \ndp_device.control_unit.compute (rst, n_cols, split, fold_ready, sum_val
   wire \$557 ;
   wire [31:0] \$558 ;
   wire [31:0] \$559 ;
-  reg [4:0] \$56 ;
+  wire [5:0] \$56 ;
   wire \$560 ;
   wire [31:0] \$561 ;
   wire [31:0] \$562 ;
@@ -10271,7 +10335,7 @@ module \ndp_device.control_unit.compute (rst, n_cols, split, fold_ready, sum_val
   wire \$587 ;
   wire [31:0] \$588 ;
   wire [31:0] \$589 ;
-  reg [4:0] \$59 ;
+  wire [5:0] \$59 ;
   wire \$590 ;
   wire [31:0] \$591 ;
   wire [31:0] \$592 ;
@@ -10305,7 +10369,7 @@ module \ndp_device.control_unit.compute (rst, n_cols, split, fold_ready, sum_val
   wire \$617 ;
   wire [31:0] \$618 ;
   wire [31:0] \$619 ;
-  reg [4:0] \$62 ;
+  wire [5:0] \$62 ;
   wire \$620 ;
   wire [31:0] \$621 ;
   wire [31:0] \$622 ;
@@ -10338,7 +10402,7 @@ module \ndp_device.control_unit.compute (rst, n_cols, split, fold_ready, sum_val
   wire \$647 ;
   wire [31:0] \$648 ;
   wire [31:0] \$649 ;
-  reg [4:0] \$65 ;
+  wire [5:0] \$65 ;
   wire \$650 ;
   wire [31:0] \$651 ;
   wire [31:0] \$652 ;
@@ -10371,7 +10435,7 @@ module \ndp_device.control_unit.compute (rst, n_cols, split, fold_ready, sum_val
   wire \$677 ;
   wire [31:0] \$678 ;
   wire [31:0] \$679 ;
-  reg [4:0] \$68 ;
+  wire [5:0] \$68 ;
   wire \$680 ;
   wire [31:0] \$681 ;
   wire [31:0] \$682 ;
@@ -10405,7 +10469,7 @@ module \ndp_device.control_unit.compute (rst, n_cols, split, fold_ready, sum_val
   wire \$707 ;
   wire [31:0] \$708 ;
   wire [31:0] \$709 ;
-  reg [4:0] \$71 ;
+  wire [5:0] \$71 ;
   wire \$710 ;
   wire [31:0] \$711 ;
   wire [31:0] \$712 ;
@@ -10438,7 +10502,7 @@ module \ndp_device.control_unit.compute (rst, n_cols, split, fold_ready, sum_val
   wire \$737 ;
   wire [31:0] \$738 ;
   wire [31:0] \$739 ;
-  reg [4:0] \$74 ;
+  wire [5:0] \$74 ;
   wire \$740 ;
   wire [31:0] \$741 ;
   wire [31:0] \$742 ;
@@ -10471,7 +10535,7 @@ module \ndp_device.control_unit.compute (rst, n_cols, split, fold_ready, sum_val
   wire \$767 ;
   wire [31:0] \$768 ;
   wire [31:0] \$769 ;
-  reg [4:0] \$77 ;
+  wire [5:0] \$77 ;
   wire \$770 ;
   wire [31:0] \$771 ;
   wire [31:0] \$772 ;
@@ -10504,8 +10568,8 @@ module \ndp_device.control_unit.compute (rst, n_cols, split, fold_ready, sum_val
   reg [4:0] \$797 ;
   reg [4:0] \$798 ;
   reg [4:0] \$799 ;
-  reg [4:0] \$8 ;
-  reg [4:0] \$80 ;
+  wire [5:0] \$8 ;
+  wire [5:0] \$80 ;
   reg [4:0] \$800 ;
   reg [4:0] \$801 ;
   reg [4:0] \$802 ;
@@ -10538,7 +10602,7 @@ module \ndp_device.control_unit.compute (rst, n_cols, split, fold_ready, sum_val
   reg \$827 ;
   reg \$828 ;
   reg \$829 ;
-  reg [4:0] \$83 ;
+  wire [5:0] \$83 ;
   reg \$830 ;
   reg [6:0] \$831 ;
   reg [6:0] \$832 ;
@@ -10571,7 +10635,7 @@ module \ndp_device.control_unit.compute (rst, n_cols, split, fold_ready, sum_val
   reg [31:0] \$857 ;
   reg [15:0] \$858 ;
   reg [31:0] \$859 ;
-  reg [4:0] \$86 ;
+  wire [5:0] \$86 ;
   reg [15:0] \$860 ;
   reg [31:0] \$861 ;
   reg [15:0] \$862 ;
@@ -10604,7 +10668,7 @@ module \ndp_device.control_unit.compute (rst, n_cols, split, fold_ready, sum_val
   reg [31:0] \$887 ;
   reg [15:0] \$888 ;
   reg [31:0] \$889 ;
-  reg [4:0] \$89 ;
+  wire [5:0] \$89 ;
   reg [15:0] \$890 ;
   reg [31:0] \$891 ;
   reg [15:0] \$892 ;
@@ -10638,7 +10702,7 @@ module \ndp_device.control_unit.compute (rst, n_cols, split, fold_ready, sum_val
   reg [31:0] \$917 ;
   reg [15:0] \$918 ;
   reg [31:0] \$919 ;
-  reg [4:0] \$92 ;
+  wire [5:0] \$92 ;
   reg [15:0] \$920 ;
   reg [31:0] \$921 ;
   reg [15:0] \$922 ;
@@ -10671,7 +10735,7 @@ module \ndp_device.control_unit.compute (rst, n_cols, split, fold_ready, sum_val
   reg [31:0] \$947 ;
   reg [15:0] \$948 ;
   reg [31:0] \$949 ;
-  reg [4:0] \$95 ;
+  wire [5:0] \$95 ;
   reg [15:0] \$950 ;
   reg [31:0] \$951 ;
   reg [15:0] \$952 ;
@@ -12617,490 +12681,586 @@ module \ndp_device.control_unit.compute (rst, n_cols, split, fold_ready, sum_val
   assign \$signature__data$657  = _7_;
   assign \bank_r__data$374  = in_bank3[k_base[11:5]];
   assign \$1  = n_cols > 6'h20;
-  assign \$3  = \$1  ? 5'h00 : \$2 ;
+  assign \$1114  = 1'h0 / n_cols[5:0];
+  assign \$1116  = | n_cols[5:0];
+  assign \$2  = \$1116  ? \$1114  : 6'h00;
+  assign \$3  = \$1  ? 5'h00 : \$2 [4:0];
   assign \$4  = n_cols > 6'h20;
-  assign \$6  = \$4  ? 5'h00 : \$5 ;
+  assign \$1121  = 1'h1 / n_cols[5:0];
+  assign \$1123  = | n_cols[5:0];
+  assign \$5  = \$1123  ? \$1121  : 6'h00;
+  assign \$6  = \$4  ? 5'h00 : \$5 [4:0];
   assign \$7  = n_cols > 6'h20;
-  assign \$9  = \$7  ? 5'h00 : \$8 ;
+  assign \$1128  = 2'h2 / n_cols[5:0];
+  assign \$1130  = | n_cols[5:0];
+  assign \$8  = \$1130  ? \$1128  : 6'h00;
+  assign \$9  = \$7  ? 5'h00 : \$8 [4:0];
   assign \$10  = n_cols > 6'h20;
-  assign \$12  = \$10  ? 5'h00 : \$11 ;
+  assign \$1135  = 2'h3 / n_cols[5:0];
+  assign \$1137  = | n_cols[5:0];
+  assign \$11  = \$1137  ? \$1135  : 6'h00;
+  assign \$12  = \$10  ? 5'h00 : \$11 [4:0];
   assign \$13  = n_cols > 6'h20;
-  assign \$15  = \$13  ? 5'h00 : \$14 ;
+  assign \$1142  = 3'h4 / n_cols[5:0];
+  assign \$1144  = | n_cols[5:0];
+  assign \$14  = \$1144  ? \$1142  : 6'h00;
+  assign \$15  = \$13  ? 5'h00 : \$14 [4:0];
   assign \$16  = n_cols > 6'h20;
-  assign \$18  = \$16  ? 5'h00 : \$17 ;
+  assign \$1149  = 3'h5 / n_cols[5:0];
+  assign \$1151  = | n_cols[5:0];
+  assign \$17  = \$1151  ? \$1149  : 6'h00;
+  assign \$18  = \$16  ? 5'h00 : \$17 [4:0];
   assign \$19  = n_cols > 6'h20;
-  assign \$21  = \$19  ? 5'h00 : \$20 ;
+  assign \$1156  = 3'h6 / n_cols[5:0];
+  assign \$1158  = | n_cols[5:0];
+  assign \$20  = \$1158  ? \$1156  : 6'h00;
+  assign \$21  = \$19  ? 5'h00 : \$20 [4:0];
   assign \$22  = n_cols > 6'h20;
-  assign \$24  = \$22  ? 5'h00 : \$23 ;
+  assign \$1163  = 3'h7 / n_cols[5:0];
+  assign \$1165  = | n_cols[5:0];
+  assign \$23  = \$1165  ? \$1163  : 6'h00;
+  assign \$24  = \$22  ? 5'h00 : \$23 [4:0];
   assign \$25  = n_cols > 6'h20;
-  assign \$27  = \$25  ? 5'h00 : \$26 ;
+  assign \$1170  = 4'h8 / n_cols[5:0];
+  assign \$1172  = | n_cols[5:0];
+  assign \$26  = \$1172  ? \$1170  : 6'h00;
+  assign \$27  = \$25  ? 5'h00 : \$26 [4:0];
   assign \$28  = n_cols > 6'h20;
-  assign \$30  = \$28  ? 5'h00 : \$29 ;
+  assign \$1177  = 4'h9 / n_cols[5:0];
+  assign \$1179  = | n_cols[5:0];
+  assign \$29  = \$1179  ? \$1177  : 6'h00;
+  assign \$30  = \$28  ? 5'h00 : \$29 [4:0];
   assign \$31  = n_cols > 6'h20;
-  assign \$33  = \$31  ? 5'h00 : \$32 ;
+  assign \$1184  = 4'ha / n_cols[5:0];
+  assign \$1186  = | n_cols[5:0];
+  assign \$32  = \$1186  ? \$1184  : 6'h00;
+  assign \$33  = \$31  ? 5'h00 : \$32 [4:0];
   assign \$34  = n_cols > 6'h20;
-  assign \$36  = \$34  ? 5'h00 : \$35 ;
+  assign \$1191  = 4'hb / n_cols[5:0];
+  assign \$1193  = | n_cols[5:0];
+  assign \$35  = \$1193  ? \$1191  : 6'h00;
+  assign \$36  = \$34  ? 5'h00 : \$35 [4:0];
   assign \$37  = n_cols > 6'h20;
-  assign \$39  = \$37  ? 5'h00 : \$38 ;
+  assign \$1198  = 4'hc / n_cols[5:0];
+  assign \$1200  = | n_cols[5:0];
+  assign \$38  = \$1200  ? \$1198  : 6'h00;
+  assign \$39  = \$37  ? 5'h00 : \$38 [4:0];
   assign \$40  = n_cols > 6'h20;
-  assign \$42  = \$40  ? 5'h00 : \$41 ;
+  assign \$1205  = 4'hd / n_cols[5:0];
+  assign \$1207  = | n_cols[5:0];
+  assign \$41  = \$1207  ? \$1205  : 6'h00;
+  assign \$42  = \$40  ? 5'h00 : \$41 [4:0];
   assign \$43  = n_cols > 6'h20;
-  assign \$45  = \$43  ? 5'h00 : \$44 ;
+  assign \$1212  = 4'he / n_cols[5:0];
+  assign \$1214  = | n_cols[5:0];
+  assign \$44  = \$1214  ? \$1212  : 6'h00;
+  assign \$45  = \$43  ? 5'h00 : \$44 [4:0];
   assign \$46  = n_cols > 6'h20;
-  assign \$48  = \$46  ? 5'h00 : \$47 ;
+  assign \$1219  = 4'hf / n_cols[5:0];
+  assign \$1221  = | n_cols[5:0];
+  assign \$47  = \$1221  ? \$1219  : 6'h00;
+  assign \$48  = \$46  ? 5'h00 : \$47 [4:0];
   assign \$49  = n_cols > 6'h20;
-  assign \$51  = \$49  ? 5'h00 : \$50 ;
+  assign \$1226  = 5'h10 / n_cols[5:0];
+  assign \$1228  = | n_cols[5:0];
+  assign \$50  = \$1228  ? \$1226  : 6'h00;
+  assign \$51  = \$49  ? 5'h00 : \$50 [4:0];
   assign \$52  = n_cols > 6'h20;
-  assign \$54  = \$52  ? 5'h00 : \$53 ;
+  assign \$1233  = 5'h11 / n_cols[5:0];
+  assign \$1235  = | n_cols[5:0];
+  assign \$53  = \$1235  ? \$1233  : 6'h00;
+  assign \$54  = \$52  ? 5'h00 : \$53 [4:0];
   assign \$55  = n_cols > 6'h20;
-  assign \$57  = \$55  ? 5'h00 : \$56 ;
+  assign \$1240  = 5'h12 / n_cols[5:0];
+  assign \$1242  = | n_cols[5:0];
+  assign \$56  = \$1242  ? \$1240  : 6'h00;
+  assign \$57  = \$55  ? 5'h00 : \$56 [4:0];
   assign \$58  = n_cols > 6'h20;
-  assign \$60  = \$58  ? 5'h00 : \$59 ;
+  assign \$1247  = 5'h13 / n_cols[5:0];
+  assign \$1249  = | n_cols[5:0];
+  assign \$59  = \$1249  ? \$1247  : 6'h00;
+  assign \$60  = \$58  ? 5'h00 : \$59 [4:0];
   assign \$61  = n_cols > 6'h20;
-  assign \$63  = \$61  ? 5'h00 : \$62 ;
+  assign \$1254  = 5'h14 / n_cols[5:0];
+  assign \$1256  = | n_cols[5:0];
+  assign \$62  = \$1256  ? \$1254  : 6'h00;
+  assign \$63  = \$61  ? 5'h00 : \$62 [4:0];
   assign \$64  = n_cols > 6'h20;
-  assign \$66  = \$64  ? 5'h00 : \$65 ;
+  assign \$1261  = 5'h15 / n_cols[5:0];
+  assign \$1263  = | n_cols[5:0];
+  assign \$65  = \$1263  ? \$1261  : 6'h00;
+  assign \$66  = \$64  ? 5'h00 : \$65 [4:0];
   assign \$67  = n_cols > 6'h20;
-  assign \$69  = \$67  ? 5'h00 : \$68 ;
+  assign \$1268  = 5'h16 / n_cols[5:0];
+  assign \$1270  = | n_cols[5:0];
+  assign \$68  = \$1270  ? \$1268  : 6'h00;
+  assign \$69  = \$67  ? 5'h00 : \$68 [4:0];
   assign \$70  = n_cols > 6'h20;
-  assign \$72  = \$70  ? 5'h00 : \$71 ;
+  assign \$1275  = 5'h17 / n_cols[5:0];
+  assign \$1277  = | n_cols[5:0];
+  assign \$71  = \$1277  ? \$1275  : 6'h00;
+  assign \$72  = \$70  ? 5'h00 : \$71 [4:0];
   assign \$73  = n_cols > 6'h20;
-  assign \$75  = \$73  ? 5'h00 : \$74 ;
+  assign \$1282  = 5'h18 / n_cols[5:0];
+  assign \$1284  = | n_cols[5:0];
+  assign \$74  = \$1284  ? \$1282  : 6'h00;
+  assign \$75  = \$73  ? 5'h00 : \$74 [4:0];
   assign \$76  = n_cols > 6'h20;
-  assign \$78  = \$76  ? 5'h00 : \$77 ;
+  assign \$1289  = 5'h19 / n_cols[5:0];
+  assign \$1291  = | n_cols[5:0];
+  assign \$77  = \$1291  ? \$1289  : 6'h00;
+  assign \$78  = \$76  ? 5'h00 : \$77 [4:0];
   assign \$79  = n_cols > 6'h20;
-  assign \$81  = \$79  ? 5'h00 : \$80 ;
+  assign \$1296  = 5'h1a / n_cols[5:0];
+  assign \$1298  = | n_cols[5:0];
+  assign \$80  = \$1298  ? \$1296  : 6'h00;
+  assign \$81  = \$79  ? 5'h00 : \$80 [4:0];
   assign \$82  = n_cols > 6'h20;
-  assign \$84  = \$82  ? 5'h00 : \$83 ;
+  assign \$1303  = 5'h1b / n_cols[5:0];
+  assign \$1305  = | n_cols[5:0];
+  assign \$83  = \$1305  ? \$1303  : 6'h00;
+  assign \$84  = \$82  ? 5'h00 : \$83 [4:0];
   assign \$85  = n_cols > 6'h20;
-  assign \$87  = \$85  ? 5'h00 : \$86 ;
+  assign \$1310  = 5'h1c / n_cols[5:0];
+  assign \$1312  = | n_cols[5:0];
+  assign \$86  = \$1312  ? \$1310  : 6'h00;
+  assign \$87  = \$85  ? 5'h00 : \$86 [4:0];
   assign \$88  = n_cols > 6'h20;
-  assign \$90  = \$88  ? 5'h00 : \$89 ;
+  assign \$1317  = 5'h1d / n_cols[5:0];
+  assign \$1319  = | n_cols[5:0];
+  assign \$89  = \$1319  ? \$1317  : 6'h00;
+  assign \$90  = \$88  ? 5'h00 : \$89 [4:0];
   assign \$91  = n_cols > 6'h20;
-  assign \$93  = \$91  ? 5'h00 : \$92 ;
+  assign \$1324  = 5'h1e / n_cols[5:0];
+  assign \$1326  = | n_cols[5:0];
+  assign \$92  = \$1326  ? \$1324  : 6'h00;
+  assign \$93  = \$91  ? 5'h00 : \$92 [4:0];
   assign \$94  = n_cols > 6'h20;
-  assign \$96  = \$94  ? 5'h00 : \$95 ;
+  assign \$1331  = 5'h1f / n_cols[5:0];
+  assign \$1333  = | n_cols[5:0];
+  assign \$95  = \$1333  ? \$1331  : 6'h00;
+  assign \$96  = \$94  ? 5'h00 : \$95 [4:0];
   assign \$97  = split ? mac1 : mac;
   assign \$98  = split ? first1 : first;
   assign \$99  = split ? acc_addr1 : acc_addr;
   assign \$100  = split ? active1 : active;
   assign \$101  = split ? w_data1 : w_data;
   assign \$102  = k_base[4:0] + lane_row0;
-  assign \$1215  = \$102 [4:0] * 5'h10;
-  assign \$103  = bank_r__data >> \$1215 ;
+  assign \$1343  = \$102 [4:0] * 5'h10;
+  assign \$103  = bank_r__data >> \$1343 ;
   assign \$104  = k_base[4:0] + lane_row1;
-  assign \$1219  = \$104 [4:0] * 5'h10;
-  assign \$105  = bank_r__data >> \$1219 ;
+  assign \$1347  = \$104 [4:0] * 5'h10;
+  assign \$105  = bank_r__data >> \$1347 ;
   assign \$106  = k_base[4:0] + lane_row2;
-  assign \$1223  = \$106 [4:0] * 5'h10;
-  assign \$107  = bank_r__data >> \$1223 ;
+  assign \$1351  = \$106 [4:0] * 5'h10;
+  assign \$107  = bank_r__data >> \$1351 ;
   assign \$108  = k_base[4:0] + lane_row3;
-  assign \$1227  = \$108 [4:0] * 5'h10;
-  assign \$109  = bank_r__data >> \$1227 ;
+  assign \$1355  = \$108 [4:0] * 5'h10;
+  assign \$109  = bank_r__data >> \$1355 ;
   assign \$110  = k_base[4:0] + lane_row4;
-  assign \$1231  = \$110 [4:0] * 5'h10;
-  assign \$111  = bank_r__data >> \$1231 ;
+  assign \$1359  = \$110 [4:0] * 5'h10;
+  assign \$111  = bank_r__data >> \$1359 ;
   assign \$112  = k_base[4:0] + lane_row5;
-  assign \$1235  = \$112 [4:0] * 5'h10;
-  assign \$113  = bank_r__data >> \$1235 ;
+  assign \$1363  = \$112 [4:0] * 5'h10;
+  assign \$113  = bank_r__data >> \$1363 ;
   assign \$114  = k_base[4:0] + lane_row6;
-  assign \$1239  = \$114 [4:0] * 5'h10;
-  assign \$115  = bank_r__data >> \$1239 ;
+  assign \$1367  = \$114 [4:0] * 5'h10;
+  assign \$115  = bank_r__data >> \$1367 ;
   assign \$116  = k_base[4:0] + lane_row7;
-  assign \$1243  = \$116 [4:0] * 5'h10;
-  assign \$117  = bank_r__data >> \$1243 ;
+  assign \$1371  = \$116 [4:0] * 5'h10;
+  assign \$117  = bank_r__data >> \$1371 ;
   assign \$118  = k_base[4:0] + lane_row8;
-  assign \$1247  = \$118 [4:0] * 5'h10;
-  assign \$119  = bank_r__data >> \$1247 ;
+  assign \$1375  = \$118 [4:0] * 5'h10;
+  assign \$119  = bank_r__data >> \$1375 ;
   assign \$120  = k_base[4:0] + lane_row9;
-  assign \$1251  = \$120 [4:0] * 5'h10;
-  assign \$121  = bank_r__data >> \$1251 ;
+  assign \$1379  = \$120 [4:0] * 5'h10;
+  assign \$121  = bank_r__data >> \$1379 ;
   assign \$122  = k_base[4:0] + lane_row10;
-  assign \$1255  = \$122 [4:0] * 5'h10;
-  assign \$123  = bank_r__data >> \$1255 ;
+  assign \$1383  = \$122 [4:0] * 5'h10;
+  assign \$123  = bank_r__data >> \$1383 ;
   assign \$124  = k_base[4:0] + lane_row11;
-  assign \$1259  = \$124 [4:0] * 5'h10;
-  assign \$125  = bank_r__data >> \$1259 ;
+  assign \$1387  = \$124 [4:0] * 5'h10;
+  assign \$125  = bank_r__data >> \$1387 ;
   assign \$126  = k_base[4:0] + lane_row12;
-  assign \$1263  = \$126 [4:0] * 5'h10;
-  assign \$127  = bank_r__data >> \$1263 ;
+  assign \$1391  = \$126 [4:0] * 5'h10;
+  assign \$127  = bank_r__data >> \$1391 ;
   assign \$128  = k_base[4:0] + lane_row13;
-  assign \$1267  = \$128 [4:0] * 5'h10;
-  assign \$129  = bank_r__data >> \$1267 ;
+  assign \$1395  = \$128 [4:0] * 5'h10;
+  assign \$129  = bank_r__data >> \$1395 ;
   assign \$130  = k_base[4:0] + lane_row14;
-  assign \$1271  = \$130 [4:0] * 5'h10;
-  assign \$131  = bank_r__data >> \$1271 ;
+  assign \$1399  = \$130 [4:0] * 5'h10;
+  assign \$131  = bank_r__data >> \$1399 ;
   assign \$132  = k_base[4:0] + lane_row15;
-  assign \$1275  = \$132 [4:0] * 5'h10;
-  assign \$133  = bank_r__data >> \$1275 ;
+  assign \$1403  = \$132 [4:0] * 5'h10;
+  assign \$133  = bank_r__data >> \$1403 ;
   assign \$134  = k_base[4:0] + lane_row16;
-  assign \$1279  = \$134 [4:0] * 5'h10;
-  assign \$135  = bank_r__data >> \$1279 ;
+  assign \$1407  = \$134 [4:0] * 5'h10;
+  assign \$135  = bank_r__data >> \$1407 ;
   assign \$136  = k_base[4:0] + lane_row17;
-  assign \$1283  = \$136 [4:0] * 5'h10;
-  assign \$137  = bank_r__data >> \$1283 ;
+  assign \$1411  = \$136 [4:0] * 5'h10;
+  assign \$137  = bank_r__data >> \$1411 ;
   assign \$138  = k_base[4:0] + lane_row18;
-  assign \$1287  = \$138 [4:0] * 5'h10;
-  assign \$139  = bank_r__data >> \$1287 ;
+  assign \$1415  = \$138 [4:0] * 5'h10;
+  assign \$139  = bank_r__data >> \$1415 ;
   assign \$140  = k_base[4:0] + lane_row19;
-  assign \$1291  = \$140 [4:0] * 5'h10;
-  assign \$141  = bank_r__data >> \$1291 ;
+  assign \$1419  = \$140 [4:0] * 5'h10;
+  assign \$141  = bank_r__data >> \$1419 ;
   assign \$142  = k_base[4:0] + lane_row20;
-  assign \$1295  = \$142 [4:0] * 5'h10;
-  assign \$143  = bank_r__data >> \$1295 ;
+  assign \$1423  = \$142 [4:0] * 5'h10;
+  assign \$143  = bank_r__data >> \$1423 ;
   assign \$144  = k_base[4:0] + lane_row21;
-  assign \$1299  = \$144 [4:0] * 5'h10;
-  assign \$145  = bank_r__data >> \$1299 ;
+  assign \$1427  = \$144 [4:0] * 5'h10;
+  assign \$145  = bank_r__data >> \$1427 ;
   assign \$146  = k_base[4:0] + lane_row22;
-  assign \$1303  = \$146 [4:0] * 5'h10;
-  assign \$147  = bank_r__data >> \$1303 ;
+  assign \$1431  = \$146 [4:0] * 5'h10;
+  assign \$147  = bank_r__data >> \$1431 ;
   assign \$148  = k_base[4:0] + lane_row23;
-  assign \$1307  = \$148 [4:0] * 5'h10;
-  assign \$149  = bank_r__data >> \$1307 ;
+  assign \$1435  = \$148 [4:0] * 5'h10;
+  assign \$149  = bank_r__data >> \$1435 ;
   assign \$150  = k_base[4:0] + lane_row24;
-  assign \$1311  = \$150 [4:0] * 5'h10;
-  assign \$151  = bank_r__data >> \$1311 ;
+  assign \$1439  = \$150 [4:0] * 5'h10;
+  assign \$151  = bank_r__data >> \$1439 ;
   assign \$152  = k_base[4:0] + lane_row25;
-  assign \$1315  = \$152 [4:0] * 5'h10;
-  assign \$153  = bank_r__data >> \$1315 ;
+  assign \$1443  = \$152 [4:0] * 5'h10;
+  assign \$153  = bank_r__data >> \$1443 ;
   assign \$154  = k_base[4:0] + lane_row26;
-  assign \$1319  = \$154 [4:0] * 5'h10;
-  assign \$155  = bank_r__data >> \$1319 ;
+  assign \$1447  = \$154 [4:0] * 5'h10;
+  assign \$155  = bank_r__data >> \$1447 ;
   assign \$156  = k_base[4:0] + lane_row27;
-  assign \$1323  = \$156 [4:0] * 5'h10;
-  assign \$157  = bank_r__data >> \$1323 ;
+  assign \$1451  = \$156 [4:0] * 5'h10;
+  assign \$157  = bank_r__data >> \$1451 ;
   assign \$158  = k_base[4:0] + lane_row28;
-  assign \$1327  = \$158 [4:0] * 5'h10;
-  assign \$159  = bank_r__data >> \$1327 ;
+  assign \$1455  = \$158 [4:0] * 5'h10;
+  assign \$159  = bank_r__data >> \$1455 ;
   assign \$160  = k_base[4:0] + lane_row29;
-  assign \$1331  = \$160 [4:0] * 5'h10;
-  assign \$161  = bank_r__data >> \$1331 ;
+  assign \$1459  = \$160 [4:0] * 5'h10;
+  assign \$161  = bank_r__data >> \$1459 ;
   assign \$162  = k_base[4:0] + lane_row30;
-  assign \$1335  = \$162 [4:0] * 5'h10;
-  assign \$163  = bank_r__data >> \$1335 ;
+  assign \$1463  = \$162 [4:0] * 5'h10;
+  assign \$163  = bank_r__data >> \$1463 ;
   assign \$164  = k_base[4:0] + lane_row31;
-  assign \$1339  = \$164 [4:0] * 5'h10;
-  assign \$165  = bank_r__data >> \$1339 ;
+  assign \$1467  = \$164 [4:0] * 5'h10;
+  assign \$165  = bank_r__data >> \$1467 ;
   assign \$166  = split ? k_base1 : k_base;
   assign \$167  = \$166 [4:0] + lane_row0;
-  assign \$1344  = \$167 [4:0] * 5'h10;
-  assign \$168  = \bank_r__data$179  >> \$1344 ;
+  assign \$1472  = \$167 [4:0] * 5'h10;
+  assign \$168  = \bank_r__data$179  >> \$1472 ;
   assign \$169  = split ? k_base1 : k_base;
   assign \$170  = \$169 [4:0] + lane_row1;
-  assign \$1349  = \$170 [4:0] * 5'h10;
-  assign \$171  = \bank_r__data$179  >> \$1349 ;
+  assign \$1477  = \$170 [4:0] * 5'h10;
+  assign \$171  = \bank_r__data$179  >> \$1477 ;
   assign \$172  = split ? k_base1 : k_base;
   assign \$173  = \$172 [4:0] + lane_row2;
-  assign \$1354  = \$173 [4:0] * 5'h10;
-  assign \$174  = \bank_r__data$179  >> \$1354 ;
+  assign \$1482  = \$173 [4:0] * 5'h10;
+  assign \$174  = \bank_r__data$179  >> \$1482 ;
   assign \$175  = split ? k_base1 : k_base;
   assign \$176  = \$175 [4:0] + lane_row3;
-  assign \$1359  = \$176 [4:0] * 5'h10;
-  assign \$177  = \bank_r__data$179  >> \$1359 ;
+  assign \$1487  = \$176 [4:0] * 5'h10;
+  assign \$177  = \bank_r__data$179  >> \$1487 ;
   assign \$178  = split ? k_base1 : k_base;
   assign \$179  = \$178 [4:0] + lane_row4;
-  assign \$1364  = \$179 [4:0] * 5'h10;
-  assign \$180  = \bank_r__data$179  >> \$1364 ;
+  assign \$1492  = \$179 [4:0] * 5'h10;
+  assign \$180  = \bank_r__data$179  >> \$1492 ;
   assign \$181  = split ? k_base1 : k_base;
   assign \$182  = \$181 [4:0] + lane_row5;
-  assign \$1369  = \$182 [4:0] * 5'h10;
-  assign \$183  = \bank_r__data$179  >> \$1369 ;
+  assign \$1497  = \$182 [4:0] * 5'h10;
+  assign \$183  = \bank_r__data$179  >> \$1497 ;
   assign \$184  = split ? k_base1 : k_base;
   assign \$185  = \$184 [4:0] + lane_row6;
-  assign \$1374  = \$185 [4:0] * 5'h10;
-  assign \$186  = \bank_r__data$179  >> \$1374 ;
+  assign \$1502  = \$185 [4:0] * 5'h10;
+  assign \$186  = \bank_r__data$179  >> \$1502 ;
   assign \$187  = split ? k_base1 : k_base;
   assign \$188  = \$187 [4:0] + lane_row7;
-  assign \$1379  = \$188 [4:0] * 5'h10;
-  assign \$189  = \bank_r__data$179  >> \$1379 ;
+  assign \$1507  = \$188 [4:0] * 5'h10;
+  assign \$189  = \bank_r__data$179  >> \$1507 ;
   assign \$190  = split ? k_base1 : k_base;
   assign \$191  = \$190 [4:0] + lane_row8;
-  assign \$1384  = \$191 [4:0] * 5'h10;
-  assign \$192  = \bank_r__data$179  >> \$1384 ;
+  assign \$1512  = \$191 [4:0] * 5'h10;
+  assign \$192  = \bank_r__data$179  >> \$1512 ;
   assign \$193  = split ? k_base1 : k_base;
   assign \$194  = \$193 [4:0] + lane_row9;
-  assign \$1389  = \$194 [4:0] * 5'h10;
-  assign \$195  = \bank_r__data$179  >> \$1389 ;
+  assign \$1517  = \$194 [4:0] * 5'h10;
+  assign \$195  = \bank_r__data$179  >> \$1517 ;
   assign \$196  = split ? k_base1 : k_base;
   assign \$197  = \$196 [4:0] + lane_row10;
-  assign \$1394  = \$197 [4:0] * 5'h10;
-  assign \$198  = \bank_r__data$179  >> \$1394 ;
+  assign \$1522  = \$197 [4:0] * 5'h10;
+  assign \$198  = \bank_r__data$179  >> \$1522 ;
   assign \$199  = split ? k_base1 : k_base;
   assign \$200  = \$199 [4:0] + lane_row11;
-  assign \$1399  = \$200 [4:0] * 5'h10;
-  assign \$201  = \bank_r__data$179  >> \$1399 ;
+  assign \$1527  = \$200 [4:0] * 5'h10;
+  assign \$201  = \bank_r__data$179  >> \$1527 ;
   assign \$202  = split ? k_base1 : k_base;
   assign \$203  = \$202 [4:0] + lane_row12;
-  assign \$1404  = \$203 [4:0] * 5'h10;
-  assign \$204  = \bank_r__data$179  >> \$1404 ;
+  assign \$1532  = \$203 [4:0] * 5'h10;
+  assign \$204  = \bank_r__data$179  >> \$1532 ;
   assign \$205  = split ? k_base1 : k_base;
   assign \$206  = \$205 [4:0] + lane_row13;
-  assign \$1409  = \$206 [4:0] * 5'h10;
-  assign \$207  = \bank_r__data$179  >> \$1409 ;
+  assign \$1537  = \$206 [4:0] * 5'h10;
+  assign \$207  = \bank_r__data$179  >> \$1537 ;
   assign \$208  = split ? k_base1 : k_base;
   assign \$209  = \$208 [4:0] + lane_row14;
-  assign \$1414  = \$209 [4:0] * 5'h10;
-  assign \$210  = \bank_r__data$179  >> \$1414 ;
+  assign \$1542  = \$209 [4:0] * 5'h10;
+  assign \$210  = \bank_r__data$179  >> \$1542 ;
   assign \$211  = split ? k_base1 : k_base;
   assign \$212  = \$211 [4:0] + lane_row15;
-  assign \$1419  = \$212 [4:0] * 5'h10;
-  assign \$213  = \bank_r__data$179  >> \$1419 ;
+  assign \$1547  = \$212 [4:0] * 5'h10;
+  assign \$213  = \bank_r__data$179  >> \$1547 ;
   assign \$214  = split ? k_base1 : k_base;
   assign \$215  = \$214 [4:0] + lane_row16;
-  assign \$1424  = \$215 [4:0] * 5'h10;
-  assign \$216  = \bank_r__data$179  >> \$1424 ;
+  assign \$1552  = \$215 [4:0] * 5'h10;
+  assign \$216  = \bank_r__data$179  >> \$1552 ;
   assign \$217  = split ? k_base1 : k_base;
   assign \$218  = \$217 [4:0] + lane_row17;
-  assign \$1429  = \$218 [4:0] * 5'h10;
-  assign \$219  = \bank_r__data$179  >> \$1429 ;
+  assign \$1557  = \$218 [4:0] * 5'h10;
+  assign \$219  = \bank_r__data$179  >> \$1557 ;
   assign \$220  = split ? k_base1 : k_base;
   assign \$221  = \$220 [4:0] + lane_row18;
-  assign \$1434  = \$221 [4:0] * 5'h10;
-  assign \$222  = \bank_r__data$179  >> \$1434 ;
+  assign \$1562  = \$221 [4:0] * 5'h10;
+  assign \$222  = \bank_r__data$179  >> \$1562 ;
   assign \$223  = split ? k_base1 : k_base;
   assign \$224  = \$223 [4:0] + lane_row19;
-  assign \$1439  = \$224 [4:0] * 5'h10;
-  assign \$225  = \bank_r__data$179  >> \$1439 ;
+  assign \$1567  = \$224 [4:0] * 5'h10;
+  assign \$225  = \bank_r__data$179  >> \$1567 ;
   assign \$226  = split ? k_base1 : k_base;
   assign \$227  = \$226 [4:0] + lane_row20;
-  assign \$1444  = \$227 [4:0] * 5'h10;
-  assign \$228  = \bank_r__data$179  >> \$1444 ;
+  assign \$1572  = \$227 [4:0] * 5'h10;
+  assign \$228  = \bank_r__data$179  >> \$1572 ;
   assign \$229  = split ? k_base1 : k_base;
   assign \$230  = \$229 [4:0] + lane_row21;
-  assign \$1449  = \$230 [4:0] * 5'h10;
-  assign \$231  = \bank_r__data$179  >> \$1449 ;
+  assign \$1577  = \$230 [4:0] * 5'h10;
+  assign \$231  = \bank_r__data$179  >> \$1577 ;
   assign \$232  = split ? k_base1 : k_base;
   assign \$233  = \$232 [4:0] + lane_row22;
-  assign \$1454  = \$233 [4:0] * 5'h10;
-  assign \$234  = \bank_r__data$179  >> \$1454 ;
+  assign \$1582  = \$233 [4:0] * 5'h10;
+  assign \$234  = \bank_r__data$179  >> \$1582 ;
   assign \$235  = split ? k_base1 : k_base;
   assign \$236  = \$235 [4:0] + lane_row23;
-  assign \$1459  = \$236 [4:0] * 5'h10;
-  assign \$237  = \bank_r__data$179  >> \$1459 ;
+  assign \$1587  = \$236 [4:0] * 5'h10;
+  assign \$237  = \bank_r__data$179  >> \$1587 ;
   assign \$238  = split ? k_base1 : k_base;
   assign \$239  = \$238 [4:0] + lane_row24;
-  assign \$1464  = \$239 [4:0] * 5'h10;
-  assign \$240  = \bank_r__data$179  >> \$1464 ;
+  assign \$1592  = \$239 [4:0] * 5'h10;
+  assign \$240  = \bank_r__data$179  >> \$1592 ;
   assign \$241  = split ? k_base1 : k_base;
   assign \$242  = \$241 [4:0] + lane_row25;
-  assign \$1469  = \$242 [4:0] * 5'h10;
-  assign \$243  = \bank_r__data$179  >> \$1469 ;
+  assign \$1597  = \$242 [4:0] * 5'h10;
+  assign \$243  = \bank_r__data$179  >> \$1597 ;
   assign \$244  = split ? k_base1 : k_base;
   assign \$245  = \$244 [4:0] + lane_row26;
-  assign \$1474  = \$245 [4:0] * 5'h10;
-  assign \$246  = \bank_r__data$179  >> \$1474 ;
+  assign \$1602  = \$245 [4:0] * 5'h10;
+  assign \$246  = \bank_r__data$179  >> \$1602 ;
   assign \$247  = split ? k_base1 : k_base;
   assign \$248  = \$247 [4:0] + lane_row27;
-  assign \$1479  = \$248 [4:0] * 5'h10;
-  assign \$249  = \bank_r__data$179  >> \$1479 ;
+  assign \$1607  = \$248 [4:0] * 5'h10;
+  assign \$249  = \bank_r__data$179  >> \$1607 ;
   assign \$250  = split ? k_base1 : k_base;
   assign \$251  = \$250 [4:0] + lane_row28;
-  assign \$1484  = \$251 [4:0] * 5'h10;
-  assign \$252  = \bank_r__data$179  >> \$1484 ;
+  assign \$1612  = \$251 [4:0] * 5'h10;
+  assign \$252  = \bank_r__data$179  >> \$1612 ;
   assign \$253  = split ? k_base1 : k_base;
   assign \$254  = \$253 [4:0] + lane_row29;
-  assign \$1489  = \$254 [4:0] * 5'h10;
-  assign \$255  = \bank_r__data$179  >> \$1489 ;
+  assign \$1617  = \$254 [4:0] * 5'h10;
+  assign \$255  = \bank_r__data$179  >> \$1617 ;
   assign \$256  = split ? k_base1 : k_base;
   assign \$257  = \$256 [4:0] + lane_row30;
-  assign \$1494  = \$257 [4:0] * 5'h10;
-  assign \$258  = \bank_r__data$179  >> \$1494 ;
+  assign \$1622  = \$257 [4:0] * 5'h10;
+  assign \$258  = \bank_r__data$179  >> \$1622 ;
   assign \$259  = split ? k_base1 : k_base;
   assign \$260  = \$259 [4:0] + lane_row31;
-  assign \$1499  = \$260 [4:0] * 5'h10;
-  assign \$261  = \bank_r__data$179  >> \$1499 ;
+  assign \$1627  = \$260 [4:0] * 5'h10;
+  assign \$261  = \bank_r__data$179  >> \$1627 ;
   assign \$262  = k_base[4:0] + lane_row0;
-  assign \$1503  = \$262 [4:0] * 5'h10;
-  assign \$263  = \bank_r__data$277  >> \$1503 ;
+  assign \$1631  = \$262 [4:0] * 5'h10;
+  assign \$263  = \bank_r__data$277  >> \$1631 ;
   assign \$264  = k_base[4:0] + lane_row1;
-  assign \$1507  = \$264 [4:0] * 5'h10;
-  assign \$265  = \bank_r__data$277  >> \$1507 ;
+  assign \$1635  = \$264 [4:0] * 5'h10;
+  assign \$265  = \bank_r__data$277  >> \$1635 ;
   assign \$266  = k_base[4:0] + lane_row2;
-  assign \$1511  = \$266 [4:0] * 5'h10;
-  assign \$267  = \bank_r__data$277  >> \$1511 ;
+  assign \$1639  = \$266 [4:0] * 5'h10;
+  assign \$267  = \bank_r__data$277  >> \$1639 ;
   assign \$268  = k_base[4:0] + lane_row3;
-  assign \$1515  = \$268 [4:0] * 5'h10;
-  assign \$269  = \bank_r__data$277  >> \$1515 ;
+  assign \$1643  = \$268 [4:0] * 5'h10;
+  assign \$269  = \bank_r__data$277  >> \$1643 ;
   assign \$270  = k_base[4:0] + lane_row4;
-  assign \$1519  = \$270 [4:0] * 5'h10;
-  assign \$271  = \bank_r__data$277  >> \$1519 ;
+  assign \$1647  = \$270 [4:0] * 5'h10;
+  assign \$271  = \bank_r__data$277  >> \$1647 ;
   assign \$272  = k_base[4:0] + lane_row5;
-  assign \$1523  = \$272 [4:0] * 5'h10;
-  assign \$273  = \bank_r__data$277  >> \$1523 ;
+  assign \$1651  = \$272 [4:0] * 5'h10;
+  assign \$273  = \bank_r__data$277  >> \$1651 ;
   assign \$274  = k_base[4:0] + lane_row6;
-  assign \$1527  = \$274 [4:0] * 5'h10;
-  assign \$275  = \bank_r__data$277  >> \$1527 ;
+  assign \$1655  = \$274 [4:0] * 5'h10;
+  assign \$275  = \bank_r__data$277  >> \$1655 ;
   assign \$276  = k_base[4:0] + lane_row7;
-  assign \$1531  = \$276 [4:0] * 5'h10;
-  assign \$277  = \bank_r__data$277  >> \$1531 ;
+  assign \$1659  = \$276 [4:0] * 5'h10;
+  assign \$277  = \bank_r__data$277  >> \$1659 ;
   assign \$278  = k_base[4:0] + lane_row8;
-  assign \$1535  = \$278 [4:0] * 5'h10;
-  assign \$279  = \bank_r__data$277  >> \$1535 ;
+  assign \$1663  = \$278 [4:0] * 5'h10;
+  assign \$279  = \bank_r__data$277  >> \$1663 ;
   assign \$280  = k_base[4:0] + lane_row9;
-  assign \$1539  = \$280 [4:0] * 5'h10;
-  assign \$281  = \bank_r__data$277  >> \$1539 ;
+  assign \$1667  = \$280 [4:0] * 5'h10;
+  assign \$281  = \bank_r__data$277  >> \$1667 ;
   assign \$282  = k_base[4:0] + lane_row10;
-  assign \$1543  = \$282 [4:0] * 5'h10;
-  assign \$283  = \bank_r__data$277  >> \$1543 ;
+  assign \$1671  = \$282 [4:0] * 5'h10;
+  assign \$283  = \bank_r__data$277  >> \$1671 ;
   assign \$284  = k_base[4:0] + lane_row11;
-  assign \$1547  = \$284 [4:0] * 5'h10;
-  assign \$285  = \bank_r__data$277  >> \$1547 ;
+  assign \$1675  = \$284 [4:0] * 5'h10;
+  assign \$285  = \bank_r__data$277  >> \$1675 ;
   assign \$286  = k_base[4:0] + lane_row12;
-  assign \$1551  = \$286 [4:0] * 5'h10;
-  assign \$287  = \bank_r__data$277  >> \$1551 ;
+  assign \$1679  = \$286 [4:0] * 5'h10;
+  assign \$287  = \bank_r__data$277  >> \$1679 ;
   assign \$288  = k_base[4:0] + lane_row13;
-  assign \$1555  = \$288 [4:0] * 5'h10;
-  assign \$289  = \bank_r__data$277  >> \$1555 ;
+  assign \$1683  = \$288 [4:0] * 5'h10;
+  assign \$289  = \bank_r__data$277  >> \$1683 ;
   assign \$290  = k_base[4:0] + lane_row14;
-  assign \$1559  = \$290 [4:0] * 5'h10;
-  assign \$291  = \bank_r__data$277  >> \$1559 ;
+  assign \$1687  = \$290 [4:0] * 5'h10;
+  assign \$291  = \bank_r__data$277  >> \$1687 ;
   assign \$292  = k_base[4:0] + lane_row15;
-  assign \$1563  = \$292 [4:0] * 5'h10;
-  assign \$293  = \bank_r__data$277  >> \$1563 ;
+  assign \$1691  = \$292 [4:0] * 5'h10;
+  assign \$293  = \bank_r__data$277  >> \$1691 ;
   assign \$294  = k_base[4:0] + lane_row16;
-  assign \$1567  = \$294 [4:0] * 5'h10;
-  assign \$295  = \bank_r__data$277  >> \$1567 ;
+  assign \$1695  = \$294 [4:0] * 5'h10;
+  assign \$295  = \bank_r__data$277  >> \$1695 ;
   assign \$296  = k_base[4:0] + lane_row17;
-  assign \$1571  = \$296 [4:0] * 5'h10;
-  assign \$297  = \bank_r__data$277  >> \$1571 ;
+  assign \$1699  = \$296 [4:0] * 5'h10;
+  assign \$297  = \bank_r__data$277  >> \$1699 ;
   assign \$298  = k_base[4:0] + lane_row18;
-  assign \$1575  = \$298 [4:0] * 5'h10;
-  assign \$299  = \bank_r__data$277  >> \$1575 ;
+  assign \$1703  = \$298 [4:0] * 5'h10;
+  assign \$299  = \bank_r__data$277  >> \$1703 ;
   assign \$300  = k_base[4:0] + lane_row19;
-  assign \$1579  = \$300 [4:0] * 5'h10;
-  assign \$301  = \bank_r__data$277  >> \$1579 ;
+  assign \$1707  = \$300 [4:0] * 5'h10;
+  assign \$301  = \bank_r__data$277  >> \$1707 ;
   assign \$302  = k_base[4:0] + lane_row20;
-  assign \$1583  = \$302 [4:0] * 5'h10;
-  assign \$303  = \bank_r__data$277  >> \$1583 ;
+  assign \$1711  = \$302 [4:0] * 5'h10;
+  assign \$303  = \bank_r__data$277  >> \$1711 ;
   assign \$304  = k_base[4:0] + lane_row21;
-  assign \$1587  = \$304 [4:0] * 5'h10;
-  assign \$305  = \bank_r__data$277  >> \$1587 ;
+  assign \$1715  = \$304 [4:0] * 5'h10;
+  assign \$305  = \bank_r__data$277  >> \$1715 ;
   assign \$306  = k_base[4:0] + lane_row22;
-  assign \$1591  = \$306 [4:0] * 5'h10;
-  assign \$307  = \bank_r__data$277  >> \$1591 ;
+  assign \$1719  = \$306 [4:0] * 5'h10;
+  assign \$307  = \bank_r__data$277  >> \$1719 ;
   assign \$308  = k_base[4:0] + lane_row23;
-  assign \$1595  = \$308 [4:0] * 5'h10;
-  assign \$309  = \bank_r__data$277  >> \$1595 ;
+  assign \$1723  = \$308 [4:0] * 5'h10;
+  assign \$309  = \bank_r__data$277  >> \$1723 ;
   assign \$310  = k_base[4:0] + lane_row24;
-  assign \$1599  = \$310 [4:0] * 5'h10;
-  assign \$311  = \bank_r__data$277  >> \$1599 ;
+  assign \$1727  = \$310 [4:0] * 5'h10;
+  assign \$311  = \bank_r__data$277  >> \$1727 ;
   assign \$312  = k_base[4:0] + lane_row25;
-  assign \$1603  = \$312 [4:0] * 5'h10;
-  assign \$313  = \bank_r__data$277  >> \$1603 ;
+  assign \$1731  = \$312 [4:0] * 5'h10;
+  assign \$313  = \bank_r__data$277  >> \$1731 ;
   assign \$314  = k_base[4:0] + lane_row26;
-  assign \$1607  = \$314 [4:0] * 5'h10;
-  assign \$315  = \bank_r__data$277  >> \$1607 ;
+  assign \$1735  = \$314 [4:0] * 5'h10;
+  assign \$315  = \bank_r__data$277  >> \$1735 ;
   assign \$316  = k_base[4:0] + lane_row27;
-  assign \$1611  = \$316 [4:0] * 5'h10;
-  assign \$317  = \bank_r__data$277  >> \$1611 ;
+  assign \$1739  = \$316 [4:0] * 5'h10;
+  assign \$317  = \bank_r__data$277  >> \$1739 ;
   assign \$318  = k_base[4:0] + lane_row28;
-  assign \$1615  = \$318 [4:0] * 5'h10;
-  assign \$319  = \bank_r__data$277  >> \$1615 ;
+  assign \$1743  = \$318 [4:0] * 5'h10;
+  assign \$319  = \bank_r__data$277  >> \$1743 ;
   assign \$320  = k_base[4:0] + lane_row29;
-  assign \$1619  = \$320 [4:0] * 5'h10;
-  assign \$321  = \bank_r__data$277  >> \$1619 ;
+  assign \$1747  = \$320 [4:0] * 5'h10;
+  assign \$321  = \bank_r__data$277  >> \$1747 ;
   assign \$322  = k_base[4:0] + lane_row30;
-  assign \$1623  = \$322 [4:0] * 5'h10;
-  assign \$323  = \bank_r__data$277  >> \$1623 ;
+  assign \$1751  = \$322 [4:0] * 5'h10;
+  assign \$323  = \bank_r__data$277  >> \$1751 ;
   assign \$324  = k_base[4:0] + lane_row31;
-  assign \$1627  = \$324 [4:0] * 5'h10;
-  assign \$325  = \bank_r__data$277  >> \$1627 ;
+  assign \$1755  = \$324 [4:0] * 5'h10;
+  assign \$325  = \bank_r__data$277  >> \$1755 ;
   assign \$326  = k_base[4:0] + lane_row0;
-  assign \$1631  = \$326 [4:0] * 5'h10;
-  assign \$327  = \bank_r__data$374  >> \$1631 ;
+  assign \$1759  = \$326 [4:0] * 5'h10;
+  assign \$327  = \bank_r__data$374  >> \$1759 ;
   assign \$328  = k_base[4:0] + lane_row1;
-  assign \$1635  = \$328 [4:0] * 5'h10;
-  assign \$329  = \bank_r__data$374  >> \$1635 ;
+  assign \$1763  = \$328 [4:0] * 5'h10;
+  assign \$329  = \bank_r__data$374  >> \$1763 ;
   assign \$330  = k_base[4:0] + lane_row2;
-  assign \$1639  = \$330 [4:0] * 5'h10;
-  assign \$331  = \bank_r__data$374  >> \$1639 ;
+  assign \$1767  = \$330 [4:0] * 5'h10;
+  assign \$331  = \bank_r__data$374  >> \$1767 ;
   assign \$332  = k_base[4:0] + lane_row3;
-  assign \$1643  = \$332 [4:0] * 5'h10;
-  assign \$333  = \bank_r__data$374  >> \$1643 ;
+  assign \$1771  = \$332 [4:0] * 5'h10;
+  assign \$333  = \bank_r__data$374  >> \$1771 ;
   assign \$334  = k_base[4:0] + lane_row4;
-  assign \$1647  = \$334 [4:0] * 5'h10;
-  assign \$335  = \bank_r__data$374  >> \$1647 ;
+  assign \$1775  = \$334 [4:0] * 5'h10;
+  assign \$335  = \bank_r__data$374  >> \$1775 ;
   assign \$336  = k_base[4:0] + lane_row5;
-  assign \$1651  = \$336 [4:0] * 5'h10;
-  assign \$337  = \bank_r__data$374  >> \$1651 ;
+  assign \$1779  = \$336 [4:0] * 5'h10;
+  assign \$337  = \bank_r__data$374  >> \$1779 ;
   assign \$338  = k_base[4:0] + lane_row6;
-  assign \$1655  = \$338 [4:0] * 5'h10;
-  assign \$339  = \bank_r__data$374  >> \$1655 ;
+  assign \$1783  = \$338 [4:0] * 5'h10;
+  assign \$339  = \bank_r__data$374  >> \$1783 ;
   assign \$340  = k_base[4:0] + lane_row7;
-  assign \$1659  = \$340 [4:0] * 5'h10;
-  assign \$341  = \bank_r__data$374  >> \$1659 ;
+  assign \$1787  = \$340 [4:0] * 5'h10;
+  assign \$341  = \bank_r__data$374  >> \$1787 ;
   assign \$342  = k_base[4:0] + lane_row8;
-  assign \$1663  = \$342 [4:0] * 5'h10;
-  assign \$343  = \bank_r__data$374  >> \$1663 ;
+  assign \$1791  = \$342 [4:0] * 5'h10;
+  assign \$343  = \bank_r__data$374  >> \$1791 ;
   assign \$344  = k_base[4:0] + lane_row9;
-  assign \$1667  = \$344 [4:0] * 5'h10;
-  assign \$345  = \bank_r__data$374  >> \$1667 ;
+  assign \$1795  = \$344 [4:0] * 5'h10;
+  assign \$345  = \bank_r__data$374  >> \$1795 ;
   assign \$346  = k_base[4:0] + lane_row10;
-  assign \$1671  = \$346 [4:0] * 5'h10;
-  assign \$347  = \bank_r__data$374  >> \$1671 ;
+  assign \$1799  = \$346 [4:0] * 5'h10;
+  assign \$347  = \bank_r__data$374  >> \$1799 ;
   assign \$348  = k_base[4:0] + lane_row11;
-  assign \$1675  = \$348 [4:0] * 5'h10;
-  assign \$349  = \bank_r__data$374  >> \$1675 ;
+  assign \$1803  = \$348 [4:0] * 5'h10;
+  assign \$349  = \bank_r__data$374  >> \$1803 ;
   assign \$350  = k_base[4:0] + lane_row12;
-  assign \$1679  = \$350 [4:0] * 5'h10;
-  assign \$351  = \bank_r__data$374  >> \$1679 ;
+  assign \$1807  = \$350 [4:0] * 5'h10;
+  assign \$351  = \bank_r__data$374  >> \$1807 ;
   assign \$352  = k_base[4:0] + lane_row13;
-  assign \$1683  = \$352 [4:0] * 5'h10;
-  assign \$353  = \bank_r__data$374  >> \$1683 ;
+  assign \$1811  = \$352 [4:0] * 5'h10;
+  assign \$353  = \bank_r__data$374  >> \$1811 ;
   assign \$354  = k_base[4:0] + lane_row14;
-  assign \$1687  = \$354 [4:0] * 5'h10;
-  assign \$355  = \bank_r__data$374  >> \$1687 ;
+  assign \$1815  = \$354 [4:0] * 5'h10;
+  assign \$355  = \bank_r__data$374  >> \$1815 ;
   assign \$356  = k_base[4:0] + lane_row15;
-  assign \$1691  = \$356 [4:0] * 5'h10;
-  assign \$357  = \bank_r__data$374  >> \$1691 ;
+  assign \$1819  = \$356 [4:0] * 5'h10;
+  assign \$357  = \bank_r__data$374  >> \$1819 ;
   assign \$358  = k_base[4:0] + lane_row16;
-  assign \$1695  = \$358 [4:0] * 5'h10;
-  assign \$359  = \bank_r__data$374  >> \$1695 ;
+  assign \$1823  = \$358 [4:0] * 5'h10;
+  assign \$359  = \bank_r__data$374  >> \$1823 ;
   assign \$360  = k_base[4:0] + lane_row17;
-  assign \$1699  = \$360 [4:0] * 5'h10;
-  assign \$361  = \bank_r__data$374  >> \$1699 ;
+  assign \$1827  = \$360 [4:0] * 5'h10;
+  assign \$361  = \bank_r__data$374  >> \$1827 ;
   assign \$362  = k_base[4:0] + lane_row18;
-  assign \$1703  = \$362 [4:0] * 5'h10;
-  assign \$363  = \bank_r__data$374  >> \$1703 ;
+  assign \$1831  = \$362 [4:0] * 5'h10;
+  assign \$363  = \bank_r__data$374  >> \$1831 ;
   assign \$364  = k_base[4:0] + lane_row19;
-  assign \$1707  = \$364 [4:0] * 5'h10;
-  assign \$365  = \bank_r__data$374  >> \$1707 ;
+  assign \$1835  = \$364 [4:0] * 5'h10;
+  assign \$365  = \bank_r__data$374  >> \$1835 ;
   assign \$366  = k_base[4:0] + lane_row20;
-  assign \$1711  = \$366 [4:0] * 5'h10;
-  assign \$367  = \bank_r__data$374  >> \$1711 ;
+  assign \$1839  = \$366 [4:0] * 5'h10;
+  assign \$367  = \bank_r__data$374  >> \$1839 ;
   assign \$368  = k_base[4:0] + lane_row21;
-  assign \$1715  = \$368 [4:0] * 5'h10;
-  assign \$369  = \bank_r__data$374  >> \$1715 ;
+  assign \$1843  = \$368 [4:0] * 5'h10;
+  assign \$369  = \bank_r__data$374  >> \$1843 ;
   assign \$370  = k_base[4:0] + lane_row22;
-  assign \$1719  = \$370 [4:0] * 5'h10;
-  assign \$371  = \bank_r__data$374  >> \$1719 ;
+  assign \$1847  = \$370 [4:0] * 5'h10;
+  assign \$371  = \bank_r__data$374  >> \$1847 ;
   assign \$372  = k_base[4:0] + lane_row23;
-  assign \$1723  = \$372 [4:0] * 5'h10;
-  assign \$373  = \bank_r__data$374  >> \$1723 ;
+  assign \$1851  = \$372 [4:0] * 5'h10;
+  assign \$373  = \bank_r__data$374  >> \$1851 ;
   assign \$374  = k_base[4:0] + lane_row24;
-  assign \$1727  = \$374 [4:0] * 5'h10;
-  assign \$375  = \bank_r__data$374  >> \$1727 ;
+  assign \$1855  = \$374 [4:0] * 5'h10;
+  assign \$375  = \bank_r__data$374  >> \$1855 ;
   assign \$376  = k_base[4:0] + lane_row25;
-  assign \$1731  = \$376 [4:0] * 5'h10;
-  assign \$377  = \bank_r__data$374  >> \$1731 ;
+  assign \$1859  = \$376 [4:0] * 5'h10;
+  assign \$377  = \bank_r__data$374  >> \$1859 ;
   assign \$378  = k_base[4:0] + lane_row26;
-  assign \$1735  = \$378 [4:0] * 5'h10;
-  assign \$379  = \bank_r__data$374  >> \$1735 ;
+  assign \$1863  = \$378 [4:0] * 5'h10;
+  assign \$379  = \bank_r__data$374  >> \$1863 ;
   assign \$380  = k_base[4:0] + lane_row27;
-  assign \$1739  = \$380 [4:0] * 5'h10;
-  assign \$381  = \bank_r__data$374  >> \$1739 ;
+  assign \$1867  = \$380 [4:0] * 5'h10;
+  assign \$381  = \bank_r__data$374  >> \$1867 ;
   assign \$382  = k_base[4:0] + lane_row28;
-  assign \$1743  = \$382 [4:0] * 5'h10;
-  assign \$383  = \bank_r__data$374  >> \$1743 ;
+  assign \$1871  = \$382 [4:0] * 5'h10;
+  assign \$383  = \bank_r__data$374  >> \$1871 ;
   assign \$384  = k_base[4:0] + lane_row29;
-  assign \$1747  = \$384 [4:0] * 5'h10;
-  assign \$385  = \bank_r__data$374  >> \$1747 ;
+  assign \$1875  = \$384 [4:0] * 5'h10;
+  assign \$385  = \bank_r__data$374  >> \$1875 ;
   assign \$386  = k_base[4:0] + lane_row30;
-  assign \$1751  = \$386 [4:0] * 5'h10;
-  assign \$387  = \bank_r__data$374  >> \$1751 ;
+  assign \$1879  = \$386 [4:0] * 5'h10;
+  assign \$387  = \bank_r__data$374  >> \$1879 ;
   assign \$388  = k_base[4:0] + lane_row31;
-  assign \$1755  = \$388 [4:0] * 5'h10;
-  assign \$389  = \bank_r__data$374  >> \$1755 ;
+  assign \$1883  = \$388 [4:0] * 5'h10;
+  assign \$389  = \bank_r__data$374  >> \$1883 ;
   assign \$390  = ! in_row;
   assign \$signature__en  = in_we & \$390 ;
   assign \$signature__addr$484  = \mac_d2$54  ? \acc_addr_d2$56  : acc_word;
@@ -15978,2310 +16138,6 @@ module \ndp_device.control_unit.compute (rst, n_cols, split, fold_ready, sum_val
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$2  = 5'h00;
-    casez (n_cols[5:0])
-      6'h00:
-          \$2  = 5'h00;
-      6'h01:
-          \$2  = 5'h00;
-      6'h02:
-          \$2  = 5'h00;
-      6'h03:
-          \$2  = 5'h00;
-      6'h04:
-          \$2  = 5'h00;
-      6'h05:
-          \$2  = 5'h00;
-      6'h06:
-          \$2  = 5'h00;
-      6'h07:
-          \$2  = 5'h00;
-      6'h08:
-          \$2  = 5'h00;
-      6'h09:
-          \$2  = 5'h00;
-      6'h0a:
-          \$2  = 5'h00;
-      6'h0b:
-          \$2  = 5'h00;
-      6'h0c:
-          \$2  = 5'h00;
-      6'h0d:
-          \$2  = 5'h00;
-      6'h0e:
-          \$2  = 5'h00;
-      6'h0f:
-          \$2  = 5'h00;
-      6'h10:
-          \$2  = 5'h00;
-      6'h11:
-          \$2  = 5'h00;
-      6'h12:
-          \$2  = 5'h00;
-      6'h13:
-          \$2  = 5'h00;
-      6'h14:
-          \$2  = 5'h00;
-      6'h15:
-          \$2  = 5'h00;
-      6'h16:
-          \$2  = 5'h00;
-      6'h17:
-          \$2  = 5'h00;
-      6'h18:
-          \$2  = 5'h00;
-      6'h19:
-          \$2  = 5'h00;
-      6'h1a:
-          \$2  = 5'h00;
-      6'h1b:
-          \$2  = 5'h00;
-      6'h1c:
-          \$2  = 5'h00;
-      6'h1d:
-          \$2  = 5'h00;
-      6'h1e:
-          \$2  = 5'h00;
-      6'h1f:
-          \$2  = 5'h00;
-      6'h20:
-          \$2  = 5'h00;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$5  = 5'h00;
-    casez (n_cols[5:0])
-      6'h00:
-          \$5  = 5'h00;
-      6'h01:
-          \$5  = 5'h01;
-      6'h02:
-          \$5  = 5'h00;
-      6'h03:
-          \$5  = 5'h00;
-      6'h04:
-          \$5  = 5'h00;
-      6'h05:
-          \$5  = 5'h00;
-      6'h06:
-          \$5  = 5'h00;
-      6'h07:
-          \$5  = 5'h00;
-      6'h08:
-          \$5  = 5'h00;
-      6'h09:
-          \$5  = 5'h00;
-      6'h0a:
-          \$5  = 5'h00;
-      6'h0b:
-          \$5  = 5'h00;
-      6'h0c:
-          \$5  = 5'h00;
-      6'h0d:
-          \$5  = 5'h00;
-      6'h0e:
-          \$5  = 5'h00;
-      6'h0f:
-          \$5  = 5'h00;
-      6'h10:
-          \$5  = 5'h00;
-      6'h11:
-          \$5  = 5'h00;
-      6'h12:
-          \$5  = 5'h00;
-      6'h13:
-          \$5  = 5'h00;
-      6'h14:
-          \$5  = 5'h00;
-      6'h15:
-          \$5  = 5'h00;
-      6'h16:
-          \$5  = 5'h00;
-      6'h17:
-          \$5  = 5'h00;
-      6'h18:
-          \$5  = 5'h00;
-      6'h19:
-          \$5  = 5'h00;
-      6'h1a:
-          \$5  = 5'h00;
-      6'h1b:
-          \$5  = 5'h00;
-      6'h1c:
-          \$5  = 5'h00;
-      6'h1d:
-          \$5  = 5'h00;
-      6'h1e:
-          \$5  = 5'h00;
-      6'h1f:
-          \$5  = 5'h00;
-      6'h20:
-          \$5  = 5'h00;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$8  = 5'h00;
-    casez (n_cols[5:0])
-      6'h00:
-          \$8  = 5'h00;
-      6'h01:
-          \$8  = 5'h02;
-      6'h02:
-          \$8  = 5'h01;
-      6'h03:
-          \$8  = 5'h00;
-      6'h04:
-          \$8  = 5'h00;
-      6'h05:
-          \$8  = 5'h00;
-      6'h06:
-          \$8  = 5'h00;
-      6'h07:
-          \$8  = 5'h00;
-      6'h08:
-          \$8  = 5'h00;
-      6'h09:
-          \$8  = 5'h00;
-      6'h0a:
-          \$8  = 5'h00;
-      6'h0b:
-          \$8  = 5'h00;
-      6'h0c:
-          \$8  = 5'h00;
-      6'h0d:
-          \$8  = 5'h00;
-      6'h0e:
-          \$8  = 5'h00;
-      6'h0f:
-          \$8  = 5'h00;
-      6'h10:
-          \$8  = 5'h00;
-      6'h11:
-          \$8  = 5'h00;
-      6'h12:
-          \$8  = 5'h00;
-      6'h13:
-          \$8  = 5'h00;
-      6'h14:
-          \$8  = 5'h00;
-      6'h15:
-          \$8  = 5'h00;
-      6'h16:
-          \$8  = 5'h00;
-      6'h17:
-          \$8  = 5'h00;
-      6'h18:
-          \$8  = 5'h00;
-      6'h19:
-          \$8  = 5'h00;
-      6'h1a:
-          \$8  = 5'h00;
-      6'h1b:
-          \$8  = 5'h00;
-      6'h1c:
-          \$8  = 5'h00;
-      6'h1d:
-          \$8  = 5'h00;
-      6'h1e:
-          \$8  = 5'h00;
-      6'h1f:
-          \$8  = 5'h00;
-      6'h20:
-          \$8  = 5'h00;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$11  = 5'h00;
-    casez (n_cols[5:0])
-      6'h00:
-          \$11  = 5'h00;
-      6'h01:
-          \$11  = 5'h03;
-      6'h02:
-          \$11  = 5'h01;
-      6'h03:
-          \$11  = 5'h01;
-      6'h04:
-          \$11  = 5'h00;
-      6'h05:
-          \$11  = 5'h00;
-      6'h06:
-          \$11  = 5'h00;
-      6'h07:
-          \$11  = 5'h00;
-      6'h08:
-          \$11  = 5'h00;
-      6'h09:
-          \$11  = 5'h00;
-      6'h0a:
-          \$11  = 5'h00;
-      6'h0b:
-          \$11  = 5'h00;
-      6'h0c:
-          \$11  = 5'h00;
-      6'h0d:
-          \$11  = 5'h00;
-      6'h0e:
-          \$11  = 5'h00;
-      6'h0f:
-          \$11  = 5'h00;
-      6'h10:
-          \$11  = 5'h00;
-      6'h11:
-          \$11  = 5'h00;
-      6'h12:
-          \$11  = 5'h00;
-      6'h13:
-          \$11  = 5'h00;
-      6'h14:
-          \$11  = 5'h00;
-      6'h15:
-          \$11  = 5'h00;
-      6'h16:
-          \$11  = 5'h00;
-      6'h17:
-          \$11  = 5'h00;
-      6'h18:
-          \$11  = 5'h00;
-      6'h19:
-          \$11  = 5'h00;
-      6'h1a:
-          \$11  = 5'h00;
-      6'h1b:
-          \$11  = 5'h00;
-      6'h1c:
-          \$11  = 5'h00;
-      6'h1d:
-          \$11  = 5'h00;
-      6'h1e:
-          \$11  = 5'h00;
-      6'h1f:
-          \$11  = 5'h00;
-      6'h20:
-          \$11  = 5'h00;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$14  = 5'h00;
-    casez (n_cols[5:0])
-      6'h00:
-          \$14  = 5'h00;
-      6'h01:
-          \$14  = 5'h04;
-      6'h02:
-          \$14  = 5'h02;
-      6'h03:
-          \$14  = 5'h01;
-      6'h04:
-          \$14  = 5'h01;
-      6'h05:
-          \$14  = 5'h00;
-      6'h06:
-          \$14  = 5'h00;
-      6'h07:
-          \$14  = 5'h00;
-      6'h08:
-          \$14  = 5'h00;
-      6'h09:
-          \$14  = 5'h00;
-      6'h0a:
-          \$14  = 5'h00;
-      6'h0b:
-          \$14  = 5'h00;
-      6'h0c:
-          \$14  = 5'h00;
-      6'h0d:
-          \$14  = 5'h00;
-      6'h0e:
-          \$14  = 5'h00;
-      6'h0f:
-          \$14  = 5'h00;
-      6'h10:
-          \$14  = 5'h00;
-      6'h11:
-          \$14  = 5'h00;
-      6'h12:
-          \$14  = 5'h00;
-      6'h13:
-          \$14  = 5'h00;
-      6'h14:
-          \$14  = 5'h00;
-      6'h15:
-          \$14  = 5'h00;
-      6'h16:
-          \$14  = 5'h00;
-      6'h17:
-          \$14  = 5'h00;
-      6'h18:
-          \$14  = 5'h00;
-      6'h19:
-          \$14  = 5'h00;
-      6'h1a:
-          \$14  = 5'h00;
-      6'h1b:
-          \$14  = 5'h00;
-      6'h1c:
-          \$14  = 5'h00;
-      6'h1d:
-          \$14  = 5'h00;
-      6'h1e:
-          \$14  = 5'h00;
-      6'h1f:
-          \$14  = 5'h00;
-      6'h20:
-          \$14  = 5'h00;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$17  = 5'h00;
-    casez (n_cols[5:0])
-      6'h00:
-          \$17  = 5'h00;
-      6'h01:
-          \$17  = 5'h05;
-      6'h02:
-          \$17  = 5'h02;
-      6'h03:
-          \$17  = 5'h01;
-      6'h04:
-          \$17  = 5'h01;
-      6'h05:
-          \$17  = 5'h01;
-      6'h06:
-          \$17  = 5'h00;
-      6'h07:
-          \$17  = 5'h00;
-      6'h08:
-          \$17  = 5'h00;
-      6'h09:
-          \$17  = 5'h00;
-      6'h0a:
-          \$17  = 5'h00;
-      6'h0b:
-          \$17  = 5'h00;
-      6'h0c:
-          \$17  = 5'h00;
-      6'h0d:
-          \$17  = 5'h00;
-      6'h0e:
-          \$17  = 5'h00;
-      6'h0f:
-          \$17  = 5'h00;
-      6'h10:
-          \$17  = 5'h00;
-      6'h11:
-          \$17  = 5'h00;
-      6'h12:
-          \$17  = 5'h00;
-      6'h13:
-          \$17  = 5'h00;
-      6'h14:
-          \$17  = 5'h00;
-      6'h15:
-          \$17  = 5'h00;
-      6'h16:
-          \$17  = 5'h00;
-      6'h17:
-          \$17  = 5'h00;
-      6'h18:
-          \$17  = 5'h00;
-      6'h19:
-          \$17  = 5'h00;
-      6'h1a:
-          \$17  = 5'h00;
-      6'h1b:
-          \$17  = 5'h00;
-      6'h1c:
-          \$17  = 5'h00;
-      6'h1d:
-          \$17  = 5'h00;
-      6'h1e:
-          \$17  = 5'h00;
-      6'h1f:
-          \$17  = 5'h00;
-      6'h20:
-          \$17  = 5'h00;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$20  = 5'h00;
-    casez (n_cols[5:0])
-      6'h00:
-          \$20  = 5'h00;
-      6'h01:
-          \$20  = 5'h06;
-      6'h02:
-          \$20  = 5'h03;
-      6'h03:
-          \$20  = 5'h02;
-      6'h04:
-          \$20  = 5'h01;
-      6'h05:
-          \$20  = 5'h01;
-      6'h06:
-          \$20  = 5'h01;
-      6'h07:
-          \$20  = 5'h00;
-      6'h08:
-          \$20  = 5'h00;
-      6'h09:
-          \$20  = 5'h00;
-      6'h0a:
-          \$20  = 5'h00;
-      6'h0b:
-          \$20  = 5'h00;
-      6'h0c:
-          \$20  = 5'h00;
-      6'h0d:
-          \$20  = 5'h00;
-      6'h0e:
-          \$20  = 5'h00;
-      6'h0f:
-          \$20  = 5'h00;
-      6'h10:
-          \$20  = 5'h00;
-      6'h11:
-          \$20  = 5'h00;
-      6'h12:
-          \$20  = 5'h00;
-      6'h13:
-          \$20  = 5'h00;
-      6'h14:
-          \$20  = 5'h00;
-      6'h15:
-          \$20  = 5'h00;
-      6'h16:
-          \$20  = 5'h00;
-      6'h17:
-          \$20  = 5'h00;
-      6'h18:
-          \$20  = 5'h00;
-      6'h19:
-          \$20  = 5'h00;
-      6'h1a:
-          \$20  = 5'h00;
-      6'h1b:
-          \$20  = 5'h00;
-      6'h1c:
-          \$20  = 5'h00;
-      6'h1d:
-          \$20  = 5'h00;
-      6'h1e:
-          \$20  = 5'h00;
-      6'h1f:
-          \$20  = 5'h00;
-      6'h20:
-          \$20  = 5'h00;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$23  = 5'h00;
-    casez (n_cols[5:0])
-      6'h00:
-          \$23  = 5'h00;
-      6'h01:
-          \$23  = 5'h07;
-      6'h02:
-          \$23  = 5'h03;
-      6'h03:
-          \$23  = 5'h02;
-      6'h04:
-          \$23  = 5'h01;
-      6'h05:
-          \$23  = 5'h01;
-      6'h06:
-          \$23  = 5'h01;
-      6'h07:
-          \$23  = 5'h01;
-      6'h08:
-          \$23  = 5'h00;
-      6'h09:
-          \$23  = 5'h00;
-      6'h0a:
-          \$23  = 5'h00;
-      6'h0b:
-          \$23  = 5'h00;
-      6'h0c:
-          \$23  = 5'h00;
-      6'h0d:
-          \$23  = 5'h00;
-      6'h0e:
-          \$23  = 5'h00;
-      6'h0f:
-          \$23  = 5'h00;
-      6'h10:
-          \$23  = 5'h00;
-      6'h11:
-          \$23  = 5'h00;
-      6'h12:
-          \$23  = 5'h00;
-      6'h13:
-          \$23  = 5'h00;
-      6'h14:
-          \$23  = 5'h00;
-      6'h15:
-          \$23  = 5'h00;
-      6'h16:
-          \$23  = 5'h00;
-      6'h17:
-          \$23  = 5'h00;
-      6'h18:
-          \$23  = 5'h00;
-      6'h19:
-          \$23  = 5'h00;
-      6'h1a:
-          \$23  = 5'h00;
-      6'h1b:
-          \$23  = 5'h00;
-      6'h1c:
-          \$23  = 5'h00;
-      6'h1d:
-          \$23  = 5'h00;
-      6'h1e:
-          \$23  = 5'h00;
-      6'h1f:
-          \$23  = 5'h00;
-      6'h20:
-          \$23  = 5'h00;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$26  = 5'h00;
-    casez (n_cols[5:0])
-      6'h00:
-          \$26  = 5'h00;
-      6'h01:
-          \$26  = 5'h08;
-      6'h02:
-          \$26  = 5'h04;
-      6'h03:
-          \$26  = 5'h02;
-      6'h04:
-          \$26  = 5'h02;
-      6'h05:
-          \$26  = 5'h01;
-      6'h06:
-          \$26  = 5'h01;
-      6'h07:
-          \$26  = 5'h01;
-      6'h08:
-          \$26  = 5'h01;
-      6'h09:
-          \$26  = 5'h00;
-      6'h0a:
-          \$26  = 5'h00;
-      6'h0b:
-          \$26  = 5'h00;
-      6'h0c:
-          \$26  = 5'h00;
-      6'h0d:
-          \$26  = 5'h00;
-      6'h0e:
-          \$26  = 5'h00;
-      6'h0f:
-          \$26  = 5'h00;
-      6'h10:
-          \$26  = 5'h00;
-      6'h11:
-          \$26  = 5'h00;
-      6'h12:
-          \$26  = 5'h00;
-      6'h13:
-          \$26  = 5'h00;
-      6'h14:
-          \$26  = 5'h00;
-      6'h15:
-          \$26  = 5'h00;
-      6'h16:
-          \$26  = 5'h00;
-      6'h17:
-          \$26  = 5'h00;
-      6'h18:
-          \$26  = 5'h00;
-      6'h19:
-          \$26  = 5'h00;
-      6'h1a:
-          \$26  = 5'h00;
-      6'h1b:
-          \$26  = 5'h00;
-      6'h1c:
-          \$26  = 5'h00;
-      6'h1d:
-          \$26  = 5'h00;
-      6'h1e:
-          \$26  = 5'h00;
-      6'h1f:
-          \$26  = 5'h00;
-      6'h20:
-          \$26  = 5'h00;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$29  = 5'h00;
-    casez (n_cols[5:0])
-      6'h00:
-          \$29  = 5'h00;
-      6'h01:
-          \$29  = 5'h09;
-      6'h02:
-          \$29  = 5'h04;
-      6'h03:
-          \$29  = 5'h03;
-      6'h04:
-          \$29  = 5'h02;
-      6'h05:
-          \$29  = 5'h01;
-      6'h06:
-          \$29  = 5'h01;
-      6'h07:
-          \$29  = 5'h01;
-      6'h08:
-          \$29  = 5'h01;
-      6'h09:
-          \$29  = 5'h01;
-      6'h0a:
-          \$29  = 5'h00;
-      6'h0b:
-          \$29  = 5'h00;
-      6'h0c:
-          \$29  = 5'h00;
-      6'h0d:
-          \$29  = 5'h00;
-      6'h0e:
-          \$29  = 5'h00;
-      6'h0f:
-          \$29  = 5'h00;
-      6'h10:
-          \$29  = 5'h00;
-      6'h11:
-          \$29  = 5'h00;
-      6'h12:
-          \$29  = 5'h00;
-      6'h13:
-          \$29  = 5'h00;
-      6'h14:
-          \$29  = 5'h00;
-      6'h15:
-          \$29  = 5'h00;
-      6'h16:
-          \$29  = 5'h00;
-      6'h17:
-          \$29  = 5'h00;
-      6'h18:
-          \$29  = 5'h00;
-      6'h19:
-          \$29  = 5'h00;
-      6'h1a:
-          \$29  = 5'h00;
-      6'h1b:
-          \$29  = 5'h00;
-      6'h1c:
-          \$29  = 5'h00;
-      6'h1d:
-          \$29  = 5'h00;
-      6'h1e:
-          \$29  = 5'h00;
-      6'h1f:
-          \$29  = 5'h00;
-      6'h20:
-          \$29  = 5'h00;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$32  = 5'h00;
-    casez (n_cols[5:0])
-      6'h00:
-          \$32  = 5'h00;
-      6'h01:
-          \$32  = 5'h0a;
-      6'h02:
-          \$32  = 5'h05;
-      6'h03:
-          \$32  = 5'h03;
-      6'h04:
-          \$32  = 5'h02;
-      6'h05:
-          \$32  = 5'h02;
-      6'h06:
-          \$32  = 5'h01;
-      6'h07:
-          \$32  = 5'h01;
-      6'h08:
-          \$32  = 5'h01;
-      6'h09:
-          \$32  = 5'h01;
-      6'h0a:
-          \$32  = 5'h01;
-      6'h0b:
-          \$32  = 5'h00;
-      6'h0c:
-          \$32  = 5'h00;
-      6'h0d:
-          \$32  = 5'h00;
-      6'h0e:
-          \$32  = 5'h00;
-      6'h0f:
-          \$32  = 5'h00;
-      6'h10:
-          \$32  = 5'h00;
-      6'h11:
-          \$32  = 5'h00;
-      6'h12:
-          \$32  = 5'h00;
-      6'h13:
-          \$32  = 5'h00;
-      6'h14:
-          \$32  = 5'h00;
-      6'h15:
-          \$32  = 5'h00;
-      6'h16:
-          \$32  = 5'h00;
-      6'h17:
-          \$32  = 5'h00;
-      6'h18:
-          \$32  = 5'h00;
-      6'h19:
-          \$32  = 5'h00;
-      6'h1a:
-          \$32  = 5'h00;
-      6'h1b:
-          \$32  = 5'h00;
-      6'h1c:
-          \$32  = 5'h00;
-      6'h1d:
-          \$32  = 5'h00;
-      6'h1e:
-          \$32  = 5'h00;
-      6'h1f:
-          \$32  = 5'h00;
-      6'h20:
-          \$32  = 5'h00;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$35  = 5'h00;
-    casez (n_cols[5:0])
-      6'h00:
-          \$35  = 5'h00;
-      6'h01:
-          \$35  = 5'h0b;
-      6'h02:
-          \$35  = 5'h05;
-      6'h03:
-          \$35  = 5'h03;
-      6'h04:
-          \$35  = 5'h02;
-      6'h05:
-          \$35  = 5'h02;
-      6'h06:
-          \$35  = 5'h01;
-      6'h07:
-          \$35  = 5'h01;
-      6'h08:
-          \$35  = 5'h01;
-      6'h09:
-          \$35  = 5'h01;
-      6'h0a:
-          \$35  = 5'h01;
-      6'h0b:
-          \$35  = 5'h01;
-      6'h0c:
-          \$35  = 5'h00;
-      6'h0d:
-          \$35  = 5'h00;
-      6'h0e:
-          \$35  = 5'h00;
-      6'h0f:
-          \$35  = 5'h00;
-      6'h10:
-          \$35  = 5'h00;
-      6'h11:
-          \$35  = 5'h00;
-      6'h12:
-          \$35  = 5'h00;
-      6'h13:
-          \$35  = 5'h00;
-      6'h14:
-          \$35  = 5'h00;
-      6'h15:
-          \$35  = 5'h00;
-      6'h16:
-          \$35  = 5'h00;
-      6'h17:
-          \$35  = 5'h00;
-      6'h18:
-          \$35  = 5'h00;
-      6'h19:
-          \$35  = 5'h00;
-      6'h1a:
-          \$35  = 5'h00;
-      6'h1b:
-          \$35  = 5'h00;
-      6'h1c:
-          \$35  = 5'h00;
-      6'h1d:
-          \$35  = 5'h00;
-      6'h1e:
-          \$35  = 5'h00;
-      6'h1f:
-          \$35  = 5'h00;
-      6'h20:
-          \$35  = 5'h00;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$38  = 5'h00;
-    casez (n_cols[5:0])
-      6'h00:
-          \$38  = 5'h00;
-      6'h01:
-          \$38  = 5'h0c;
-      6'h02:
-          \$38  = 5'h06;
-      6'h03:
-          \$38  = 5'h04;
-      6'h04:
-          \$38  = 5'h03;
-      6'h05:
-          \$38  = 5'h02;
-      6'h06:
-          \$38  = 5'h02;
-      6'h07:
-          \$38  = 5'h01;
-      6'h08:
-          \$38  = 5'h01;
-      6'h09:
-          \$38  = 5'h01;
-      6'h0a:
-          \$38  = 5'h01;
-      6'h0b:
-          \$38  = 5'h01;
-      6'h0c:
-          \$38  = 5'h01;
-      6'h0d:
-          \$38  = 5'h00;
-      6'h0e:
-          \$38  = 5'h00;
-      6'h0f:
-          \$38  = 5'h00;
-      6'h10:
-          \$38  = 5'h00;
-      6'h11:
-          \$38  = 5'h00;
-      6'h12:
-          \$38  = 5'h00;
-      6'h13:
-          \$38  = 5'h00;
-      6'h14:
-          \$38  = 5'h00;
-      6'h15:
-          \$38  = 5'h00;
-      6'h16:
-          \$38  = 5'h00;
-      6'h17:
-          \$38  = 5'h00;
-      6'h18:
-          \$38  = 5'h00;
-      6'h19:
-          \$38  = 5'h00;
-      6'h1a:
-          \$38  = 5'h00;
-      6'h1b:
-          \$38  = 5'h00;
-      6'h1c:
-          \$38  = 5'h00;
-      6'h1d:
-          \$38  = 5'h00;
-      6'h1e:
-          \$38  = 5'h00;
-      6'h1f:
-          \$38  = 5'h00;
-      6'h20:
-          \$38  = 5'h00;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$41  = 5'h00;
-    casez (n_cols[5:0])
-      6'h00:
-          \$41  = 5'h00;
-      6'h01:
-          \$41  = 5'h0d;
-      6'h02:
-          \$41  = 5'h06;
-      6'h03:
-          \$41  = 5'h04;
-      6'h04:
-          \$41  = 5'h03;
-      6'h05:
-          \$41  = 5'h02;
-      6'h06:
-          \$41  = 5'h02;
-      6'h07:
-          \$41  = 5'h01;
-      6'h08:
-          \$41  = 5'h01;
-      6'h09:
-          \$41  = 5'h01;
-      6'h0a:
-          \$41  = 5'h01;
-      6'h0b:
-          \$41  = 5'h01;
-      6'h0c:
-          \$41  = 5'h01;
-      6'h0d:
-          \$41  = 5'h01;
-      6'h0e:
-          \$41  = 5'h00;
-      6'h0f:
-          \$41  = 5'h00;
-      6'h10:
-          \$41  = 5'h00;
-      6'h11:
-          \$41  = 5'h00;
-      6'h12:
-          \$41  = 5'h00;
-      6'h13:
-          \$41  = 5'h00;
-      6'h14:
-          \$41  = 5'h00;
-      6'h15:
-          \$41  = 5'h00;
-      6'h16:
-          \$41  = 5'h00;
-      6'h17:
-          \$41  = 5'h00;
-      6'h18:
-          \$41  = 5'h00;
-      6'h19:
-          \$41  = 5'h00;
-      6'h1a:
-          \$41  = 5'h00;
-      6'h1b:
-          \$41  = 5'h00;
-      6'h1c:
-          \$41  = 5'h00;
-      6'h1d:
-          \$41  = 5'h00;
-      6'h1e:
-          \$41  = 5'h00;
-      6'h1f:
-          \$41  = 5'h00;
-      6'h20:
-          \$41  = 5'h00;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$44  = 5'h00;
-    casez (n_cols[5:0])
-      6'h00:
-          \$44  = 5'h00;
-      6'h01:
-          \$44  = 5'h0e;
-      6'h02:
-          \$44  = 5'h07;
-      6'h03:
-          \$44  = 5'h04;
-      6'h04:
-          \$44  = 5'h03;
-      6'h05:
-          \$44  = 5'h02;
-      6'h06:
-          \$44  = 5'h02;
-      6'h07:
-          \$44  = 5'h02;
-      6'h08:
-          \$44  = 5'h01;
-      6'h09:
-          \$44  = 5'h01;
-      6'h0a:
-          \$44  = 5'h01;
-      6'h0b:
-          \$44  = 5'h01;
-      6'h0c:
-          \$44  = 5'h01;
-      6'h0d:
-          \$44  = 5'h01;
-      6'h0e:
-          \$44  = 5'h01;
-      6'h0f:
-          \$44  = 5'h00;
-      6'h10:
-          \$44  = 5'h00;
-      6'h11:
-          \$44  = 5'h00;
-      6'h12:
-          \$44  = 5'h00;
-      6'h13:
-          \$44  = 5'h00;
-      6'h14:
-          \$44  = 5'h00;
-      6'h15:
-          \$44  = 5'h00;
-      6'h16:
-          \$44  = 5'h00;
-      6'h17:
-          \$44  = 5'h00;
-      6'h18:
-          \$44  = 5'h00;
-      6'h19:
-          \$44  = 5'h00;
-      6'h1a:
-          \$44  = 5'h00;
-      6'h1b:
-          \$44  = 5'h00;
-      6'h1c:
-          \$44  = 5'h00;
-      6'h1d:
-          \$44  = 5'h00;
-      6'h1e:
-          \$44  = 5'h00;
-      6'h1f:
-          \$44  = 5'h00;
-      6'h20:
-          \$44  = 5'h00;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$47  = 5'h00;
-    casez (n_cols[5:0])
-      6'h00:
-          \$47  = 5'h00;
-      6'h01:
-          \$47  = 5'h0f;
-      6'h02:
-          \$47  = 5'h07;
-      6'h03:
-          \$47  = 5'h05;
-      6'h04:
-          \$47  = 5'h03;
-      6'h05:
-          \$47  = 5'h03;
-      6'h06:
-          \$47  = 5'h02;
-      6'h07:
-          \$47  = 5'h02;
-      6'h08:
-          \$47  = 5'h01;
-      6'h09:
-          \$47  = 5'h01;
-      6'h0a:
-          \$47  = 5'h01;
-      6'h0b:
-          \$47  = 5'h01;
-      6'h0c:
-          \$47  = 5'h01;
-      6'h0d:
-          \$47  = 5'h01;
-      6'h0e:
-          \$47  = 5'h01;
-      6'h0f:
-          \$47  = 5'h01;
-      6'h10:
-          \$47  = 5'h00;
-      6'h11:
-          \$47  = 5'h00;
-      6'h12:
-          \$47  = 5'h00;
-      6'h13:
-          \$47  = 5'h00;
-      6'h14:
-          \$47  = 5'h00;
-      6'h15:
-          \$47  = 5'h00;
-      6'h16:
-          \$47  = 5'h00;
-      6'h17:
-          \$47  = 5'h00;
-      6'h18:
-          \$47  = 5'h00;
-      6'h19:
-          \$47  = 5'h00;
-      6'h1a:
-          \$47  = 5'h00;
-      6'h1b:
-          \$47  = 5'h00;
-      6'h1c:
-          \$47  = 5'h00;
-      6'h1d:
-          \$47  = 5'h00;
-      6'h1e:
-          \$47  = 5'h00;
-      6'h1f:
-          \$47  = 5'h00;
-      6'h20:
-          \$47  = 5'h00;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$50  = 5'h00;
-    casez (n_cols[5:0])
-      6'h00:
-          \$50  = 5'h00;
-      6'h01:
-          \$50  = 5'h10;
-      6'h02:
-          \$50  = 5'h08;
-      6'h03:
-          \$50  = 5'h05;
-      6'h04:
-          \$50  = 5'h04;
-      6'h05:
-          \$50  = 5'h03;
-      6'h06:
-          \$50  = 5'h02;
-      6'h07:
-          \$50  = 5'h02;
-      6'h08:
-          \$50  = 5'h02;
-      6'h09:
-          \$50  = 5'h01;
-      6'h0a:
-          \$50  = 5'h01;
-      6'h0b:
-          \$50  = 5'h01;
-      6'h0c:
-          \$50  = 5'h01;
-      6'h0d:
-          \$50  = 5'h01;
-      6'h0e:
-          \$50  = 5'h01;
-      6'h0f:
-          \$50  = 5'h01;
-      6'h10:
-          \$50  = 5'h01;
-      6'h11:
-          \$50  = 5'h00;
-      6'h12:
-          \$50  = 5'h00;
-      6'h13:
-          \$50  = 5'h00;
-      6'h14:
-          \$50  = 5'h00;
-      6'h15:
-          \$50  = 5'h00;
-      6'h16:
-          \$50  = 5'h00;
-      6'h17:
-          \$50  = 5'h00;
-      6'h18:
-          \$50  = 5'h00;
-      6'h19:
-          \$50  = 5'h00;
-      6'h1a:
-          \$50  = 5'h00;
-      6'h1b:
-          \$50  = 5'h00;
-      6'h1c:
-          \$50  = 5'h00;
-      6'h1d:
-          \$50  = 5'h00;
-      6'h1e:
-          \$50  = 5'h00;
-      6'h1f:
-          \$50  = 5'h00;
-      6'h20:
-          \$50  = 5'h00;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$53  = 5'h00;
-    casez (n_cols[5:0])
-      6'h00:
-          \$53  = 5'h00;
-      6'h01:
-          \$53  = 5'h11;
-      6'h02:
-          \$53  = 5'h08;
-      6'h03:
-          \$53  = 5'h05;
-      6'h04:
-          \$53  = 5'h04;
-      6'h05:
-          \$53  = 5'h03;
-      6'h06:
-          \$53  = 5'h02;
-      6'h07:
-          \$53  = 5'h02;
-      6'h08:
-          \$53  = 5'h02;
-      6'h09:
-          \$53  = 5'h01;
-      6'h0a:
-          \$53  = 5'h01;
-      6'h0b:
-          \$53  = 5'h01;
-      6'h0c:
-          \$53  = 5'h01;
-      6'h0d:
-          \$53  = 5'h01;
-      6'h0e:
-          \$53  = 5'h01;
-      6'h0f:
-          \$53  = 5'h01;
-      6'h10:
-          \$53  = 5'h01;
-      6'h11:
-          \$53  = 5'h01;
-      6'h12:
-          \$53  = 5'h00;
-      6'h13:
-          \$53  = 5'h00;
-      6'h14:
-          \$53  = 5'h00;
-      6'h15:
-          \$53  = 5'h00;
-      6'h16:
-          \$53  = 5'h00;
-      6'h17:
-          \$53  = 5'h00;
-      6'h18:
-          \$53  = 5'h00;
-      6'h19:
-          \$53  = 5'h00;
-      6'h1a:
-          \$53  = 5'h00;
-      6'h1b:
-          \$53  = 5'h00;
-      6'h1c:
-          \$53  = 5'h00;
-      6'h1d:
-          \$53  = 5'h00;
-      6'h1e:
-          \$53  = 5'h00;
-      6'h1f:
-          \$53  = 5'h00;
-      6'h20:
-          \$53  = 5'h00;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$56  = 5'h00;
-    casez (n_cols[5:0])
-      6'h00:
-          \$56  = 5'h00;
-      6'h01:
-          \$56  = 5'h12;
-      6'h02:
-          \$56  = 5'h09;
-      6'h03:
-          \$56  = 5'h06;
-      6'h04:
-          \$56  = 5'h04;
-      6'h05:
-          \$56  = 5'h03;
-      6'h06:
-          \$56  = 5'h03;
-      6'h07:
-          \$56  = 5'h02;
-      6'h08:
-          \$56  = 5'h02;
-      6'h09:
-          \$56  = 5'h02;
-      6'h0a:
-          \$56  = 5'h01;
-      6'h0b:
-          \$56  = 5'h01;
-      6'h0c:
-          \$56  = 5'h01;
-      6'h0d:
-          \$56  = 5'h01;
-      6'h0e:
-          \$56  = 5'h01;
-      6'h0f:
-          \$56  = 5'h01;
-      6'h10:
-          \$56  = 5'h01;
-      6'h11:
-          \$56  = 5'h01;
-      6'h12:
-          \$56  = 5'h01;
-      6'h13:
-          \$56  = 5'h00;
-      6'h14:
-          \$56  = 5'h00;
-      6'h15:
-          \$56  = 5'h00;
-      6'h16:
-          \$56  = 5'h00;
-      6'h17:
-          \$56  = 5'h00;
-      6'h18:
-          \$56  = 5'h00;
-      6'h19:
-          \$56  = 5'h00;
-      6'h1a:
-          \$56  = 5'h00;
-      6'h1b:
-          \$56  = 5'h00;
-      6'h1c:
-          \$56  = 5'h00;
-      6'h1d:
-          \$56  = 5'h00;
-      6'h1e:
-          \$56  = 5'h00;
-      6'h1f:
-          \$56  = 5'h00;
-      6'h20:
-          \$56  = 5'h00;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$59  = 5'h00;
-    casez (n_cols[5:0])
-      6'h00:
-          \$59  = 5'h00;
-      6'h01:
-          \$59  = 5'h13;
-      6'h02:
-          \$59  = 5'h09;
-      6'h03:
-          \$59  = 5'h06;
-      6'h04:
-          \$59  = 5'h04;
-      6'h05:
-          \$59  = 5'h03;
-      6'h06:
-          \$59  = 5'h03;
-      6'h07:
-          \$59  = 5'h02;
-      6'h08:
-          \$59  = 5'h02;
-      6'h09:
-          \$59  = 5'h02;
-      6'h0a:
-          \$59  = 5'h01;
-      6'h0b:
-          \$59  = 5'h01;
-      6'h0c:
-          \$59  = 5'h01;
-      6'h0d:
-          \$59  = 5'h01;
-      6'h0e:
-          \$59  = 5'h01;
-      6'h0f:
-          \$59  = 5'h01;
-      6'h10:
-          \$59  = 5'h01;
-      6'h11:
-          \$59  = 5'h01;
-      6'h12:
-          \$59  = 5'h01;
-      6'h13:
-          \$59  = 5'h01;
-      6'h14:
-          \$59  = 5'h00;
-      6'h15:
-          \$59  = 5'h00;
-      6'h16:
-          \$59  = 5'h00;
-      6'h17:
-          \$59  = 5'h00;
-      6'h18:
-          \$59  = 5'h00;
-      6'h19:
-          \$59  = 5'h00;
-      6'h1a:
-          \$59  = 5'h00;
-      6'h1b:
-          \$59  = 5'h00;
-      6'h1c:
-          \$59  = 5'h00;
-      6'h1d:
-          \$59  = 5'h00;
-      6'h1e:
-          \$59  = 5'h00;
-      6'h1f:
-          \$59  = 5'h00;
-      6'h20:
-          \$59  = 5'h00;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$62  = 5'h00;
-    casez (n_cols[5:0])
-      6'h00:
-          \$62  = 5'h00;
-      6'h01:
-          \$62  = 5'h14;
-      6'h02:
-          \$62  = 5'h0a;
-      6'h03:
-          \$62  = 5'h06;
-      6'h04:
-          \$62  = 5'h05;
-      6'h05:
-          \$62  = 5'h04;
-      6'h06:
-          \$62  = 5'h03;
-      6'h07:
-          \$62  = 5'h02;
-      6'h08:
-          \$62  = 5'h02;
-      6'h09:
-          \$62  = 5'h02;
-      6'h0a:
-          \$62  = 5'h02;
-      6'h0b:
-          \$62  = 5'h01;
-      6'h0c:
-          \$62  = 5'h01;
-      6'h0d:
-          \$62  = 5'h01;
-      6'h0e:
-          \$62  = 5'h01;
-      6'h0f:
-          \$62  = 5'h01;
-      6'h10:
-          \$62  = 5'h01;
-      6'h11:
-          \$62  = 5'h01;
-      6'h12:
-          \$62  = 5'h01;
-      6'h13:
-          \$62  = 5'h01;
-      6'h14:
-          \$62  = 5'h01;
-      6'h15:
-          \$62  = 5'h00;
-      6'h16:
-          \$62  = 5'h00;
-      6'h17:
-          \$62  = 5'h00;
-      6'h18:
-          \$62  = 5'h00;
-      6'h19:
-          \$62  = 5'h00;
-      6'h1a:
-          \$62  = 5'h00;
-      6'h1b:
-          \$62  = 5'h00;
-      6'h1c:
-          \$62  = 5'h00;
-      6'h1d:
-          \$62  = 5'h00;
-      6'h1e:
-          \$62  = 5'h00;
-      6'h1f:
-          \$62  = 5'h00;
-      6'h20:
-          \$62  = 5'h00;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$65  = 5'h00;
-    casez (n_cols[5:0])
-      6'h00:
-          \$65  = 5'h00;
-      6'h01:
-          \$65  = 5'h15;
-      6'h02:
-          \$65  = 5'h0a;
-      6'h03:
-          \$65  = 5'h07;
-      6'h04:
-          \$65  = 5'h05;
-      6'h05:
-          \$65  = 5'h04;
-      6'h06:
-          \$65  = 5'h03;
-      6'h07:
-          \$65  = 5'h03;
-      6'h08:
-          \$65  = 5'h02;
-      6'h09:
-          \$65  = 5'h02;
-      6'h0a:
-          \$65  = 5'h02;
-      6'h0b:
-          \$65  = 5'h01;
-      6'h0c:
-          \$65  = 5'h01;
-      6'h0d:
-          \$65  = 5'h01;
-      6'h0e:
-          \$65  = 5'h01;
-      6'h0f:
-          \$65  = 5'h01;
-      6'h10:
-          \$65  = 5'h01;
-      6'h11:
-          \$65  = 5'h01;
-      6'h12:
-          \$65  = 5'h01;
-      6'h13:
-          \$65  = 5'h01;
-      6'h14:
-          \$65  = 5'h01;
-      6'h15:
-          \$65  = 5'h01;
-      6'h16:
-          \$65  = 5'h00;
-      6'h17:
-          \$65  = 5'h00;
-      6'h18:
-          \$65  = 5'h00;
-      6'h19:
-          \$65  = 5'h00;
-      6'h1a:
-          \$65  = 5'h00;
-      6'h1b:
-          \$65  = 5'h00;
-      6'h1c:
-          \$65  = 5'h00;
-      6'h1d:
-          \$65  = 5'h00;
-      6'h1e:
-          \$65  = 5'h00;
-      6'h1f:
-          \$65  = 5'h00;
-      6'h20:
-          \$65  = 5'h00;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$68  = 5'h00;
-    casez (n_cols[5:0])
-      6'h00:
-          \$68  = 5'h00;
-      6'h01:
-          \$68  = 5'h16;
-      6'h02:
-          \$68  = 5'h0b;
-      6'h03:
-          \$68  = 5'h07;
-      6'h04:
-          \$68  = 5'h05;
-      6'h05:
-          \$68  = 5'h04;
-      6'h06:
-          \$68  = 5'h03;
-      6'h07:
-          \$68  = 5'h03;
-      6'h08:
-          \$68  = 5'h02;
-      6'h09:
-          \$68  = 5'h02;
-      6'h0a:
-          \$68  = 5'h02;
-      6'h0b:
-          \$68  = 5'h02;
-      6'h0c:
-          \$68  = 5'h01;
-      6'h0d:
-          \$68  = 5'h01;
-      6'h0e:
-          \$68  = 5'h01;
-      6'h0f:
-          \$68  = 5'h01;
-      6'h10:
-          \$68  = 5'h01;
-      6'h11:
-          \$68  = 5'h01;
-      6'h12:
-          \$68  = 5'h01;
-      6'h13:
-          \$68  = 5'h01;
-      6'h14:
-          \$68  = 5'h01;
-      6'h15:
-          \$68  = 5'h01;
-      6'h16:
-          \$68  = 5'h01;
-      6'h17:
-          \$68  = 5'h00;
-      6'h18:
-          \$68  = 5'h00;
-      6'h19:
-          \$68  = 5'h00;
-      6'h1a:
-          \$68  = 5'h00;
-      6'h1b:
-          \$68  = 5'h00;
-      6'h1c:
-          \$68  = 5'h00;
-      6'h1d:
-          \$68  = 5'h00;
-      6'h1e:
-          \$68  = 5'h00;
-      6'h1f:
-          \$68  = 5'h00;
-      6'h20:
-          \$68  = 5'h00;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$71  = 5'h00;
-    casez (n_cols[5:0])
-      6'h00:
-          \$71  = 5'h00;
-      6'h01:
-          \$71  = 5'h17;
-      6'h02:
-          \$71  = 5'h0b;
-      6'h03:
-          \$71  = 5'h07;
-      6'h04:
-          \$71  = 5'h05;
-      6'h05:
-          \$71  = 5'h04;
-      6'h06:
-          \$71  = 5'h03;
-      6'h07:
-          \$71  = 5'h03;
-      6'h08:
-          \$71  = 5'h02;
-      6'h09:
-          \$71  = 5'h02;
-      6'h0a:
-          \$71  = 5'h02;
-      6'h0b:
-          \$71  = 5'h02;
-      6'h0c:
-          \$71  = 5'h01;
-      6'h0d:
-          \$71  = 5'h01;
-      6'h0e:
-          \$71  = 5'h01;
-      6'h0f:
-          \$71  = 5'h01;
-      6'h10:
-          \$71  = 5'h01;
-      6'h11:
-          \$71  = 5'h01;
-      6'h12:
-          \$71  = 5'h01;
-      6'h13:
-          \$71  = 5'h01;
-      6'h14:
-          \$71  = 5'h01;
-      6'h15:
-          \$71  = 5'h01;
-      6'h16:
-          \$71  = 5'h01;
-      6'h17:
-          \$71  = 5'h01;
-      6'h18:
-          \$71  = 5'h00;
-      6'h19:
-          \$71  = 5'h00;
-      6'h1a:
-          \$71  = 5'h00;
-      6'h1b:
-          \$71  = 5'h00;
-      6'h1c:
-          \$71  = 5'h00;
-      6'h1d:
-          \$71  = 5'h00;
-      6'h1e:
-          \$71  = 5'h00;
-      6'h1f:
-          \$71  = 5'h00;
-      6'h20:
-          \$71  = 5'h00;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$74  = 5'h00;
-    casez (n_cols[5:0])
-      6'h00:
-          \$74  = 5'h00;
-      6'h01:
-          \$74  = 5'h18;
-      6'h02:
-          \$74  = 5'h0c;
-      6'h03:
-          \$74  = 5'h08;
-      6'h04:
-          \$74  = 5'h06;
-      6'h05:
-          \$74  = 5'h04;
-      6'h06:
-          \$74  = 5'h04;
-      6'h07:
-          \$74  = 5'h03;
-      6'h08:
-          \$74  = 5'h03;
-      6'h09:
-          \$74  = 5'h02;
-      6'h0a:
-          \$74  = 5'h02;
-      6'h0b:
-          \$74  = 5'h02;
-      6'h0c:
-          \$74  = 5'h02;
-      6'h0d:
-          \$74  = 5'h01;
-      6'h0e:
-          \$74  = 5'h01;
-      6'h0f:
-          \$74  = 5'h01;
-      6'h10:
-          \$74  = 5'h01;
-      6'h11:
-          \$74  = 5'h01;
-      6'h12:
-          \$74  = 5'h01;
-      6'h13:
-          \$74  = 5'h01;
-      6'h14:
-          \$74  = 5'h01;
-      6'h15:
-          \$74  = 5'h01;
-      6'h16:
-          \$74  = 5'h01;
-      6'h17:
-          \$74  = 5'h01;
-      6'h18:
-          \$74  = 5'h01;
-      6'h19:
-          \$74  = 5'h00;
-      6'h1a:
-          \$74  = 5'h00;
-      6'h1b:
-          \$74  = 5'h00;
-      6'h1c:
-          \$74  = 5'h00;
-      6'h1d:
-          \$74  = 5'h00;
-      6'h1e:
-          \$74  = 5'h00;
-      6'h1f:
-          \$74  = 5'h00;
-      6'h20:
-          \$74  = 5'h00;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$77  = 5'h00;
-    casez (n_cols[5:0])
-      6'h00:
-          \$77  = 5'h00;
-      6'h01:
-          \$77  = 5'h19;
-      6'h02:
-          \$77  = 5'h0c;
-      6'h03:
-          \$77  = 5'h08;
-      6'h04:
-          \$77  = 5'h06;
-      6'h05:
-          \$77  = 5'h05;
-      6'h06:
-          \$77  = 5'h04;
-      6'h07:
-          \$77  = 5'h03;
-      6'h08:
-          \$77  = 5'h03;
-      6'h09:
-          \$77  = 5'h02;
-      6'h0a:
-          \$77  = 5'h02;
-      6'h0b:
-          \$77  = 5'h02;
-      6'h0c:
-          \$77  = 5'h02;
-      6'h0d:
-          \$77  = 5'h01;
-      6'h0e:
-          \$77  = 5'h01;
-      6'h0f:
-          \$77  = 5'h01;
-      6'h10:
-          \$77  = 5'h01;
-      6'h11:
-          \$77  = 5'h01;
-      6'h12:
-          \$77  = 5'h01;
-      6'h13:
-          \$77  = 5'h01;
-      6'h14:
-          \$77  = 5'h01;
-      6'h15:
-          \$77  = 5'h01;
-      6'h16:
-          \$77  = 5'h01;
-      6'h17:
-          \$77  = 5'h01;
-      6'h18:
-          \$77  = 5'h01;
-      6'h19:
-          \$77  = 5'h01;
-      6'h1a:
-          \$77  = 5'h00;
-      6'h1b:
-          \$77  = 5'h00;
-      6'h1c:
-          \$77  = 5'h00;
-      6'h1d:
-          \$77  = 5'h00;
-      6'h1e:
-          \$77  = 5'h00;
-      6'h1f:
-          \$77  = 5'h00;
-      6'h20:
-          \$77  = 5'h00;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$80  = 5'h00;
-    casez (n_cols[5:0])
-      6'h00:
-          \$80  = 5'h00;
-      6'h01:
-          \$80  = 5'h1a;
-      6'h02:
-          \$80  = 5'h0d;
-      6'h03:
-          \$80  = 5'h08;
-      6'h04:
-          \$80  = 5'h06;
-      6'h05:
-          \$80  = 5'h05;
-      6'h06:
-          \$80  = 5'h04;
-      6'h07:
-          \$80  = 5'h03;
-      6'h08:
-          \$80  = 5'h03;
-      6'h09:
-          \$80  = 5'h02;
-      6'h0a:
-          \$80  = 5'h02;
-      6'h0b:
-          \$80  = 5'h02;
-      6'h0c:
-          \$80  = 5'h02;
-      6'h0d:
-          \$80  = 5'h02;
-      6'h0e:
-          \$80  = 5'h01;
-      6'h0f:
-          \$80  = 5'h01;
-      6'h10:
-          \$80  = 5'h01;
-      6'h11:
-          \$80  = 5'h01;
-      6'h12:
-          \$80  = 5'h01;
-      6'h13:
-          \$80  = 5'h01;
-      6'h14:
-          \$80  = 5'h01;
-      6'h15:
-          \$80  = 5'h01;
-      6'h16:
-          \$80  = 5'h01;
-      6'h17:
-          \$80  = 5'h01;
-      6'h18:
-          \$80  = 5'h01;
-      6'h19:
-          \$80  = 5'h01;
-      6'h1a:
-          \$80  = 5'h01;
-      6'h1b:
-          \$80  = 5'h00;
-      6'h1c:
-          \$80  = 5'h00;
-      6'h1d:
-          \$80  = 5'h00;
-      6'h1e:
-          \$80  = 5'h00;
-      6'h1f:
-          \$80  = 5'h00;
-      6'h20:
-          \$80  = 5'h00;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$83  = 5'h00;
-    casez (n_cols[5:0])
-      6'h00:
-          \$83  = 5'h00;
-      6'h01:
-          \$83  = 5'h1b;
-      6'h02:
-          \$83  = 5'h0d;
-      6'h03:
-          \$83  = 5'h09;
-      6'h04:
-          \$83  = 5'h06;
-      6'h05:
-          \$83  = 5'h05;
-      6'h06:
-          \$83  = 5'h04;
-      6'h07:
-          \$83  = 5'h03;
-      6'h08:
-          \$83  = 5'h03;
-      6'h09:
-          \$83  = 5'h03;
-      6'h0a:
-          \$83  = 5'h02;
-      6'h0b:
-          \$83  = 5'h02;
-      6'h0c:
-          \$83  = 5'h02;
-      6'h0d:
-          \$83  = 5'h02;
-      6'h0e:
-          \$83  = 5'h01;
-      6'h0f:
-          \$83  = 5'h01;
-      6'h10:
-          \$83  = 5'h01;
-      6'h11:
-          \$83  = 5'h01;
-      6'h12:
-          \$83  = 5'h01;
-      6'h13:
-          \$83  = 5'h01;
-      6'h14:
-          \$83  = 5'h01;
-      6'h15:
-          \$83  = 5'h01;
-      6'h16:
-          \$83  = 5'h01;
-      6'h17:
-          \$83  = 5'h01;
-      6'h18:
-          \$83  = 5'h01;
-      6'h19:
-          \$83  = 5'h01;
-      6'h1a:
-          \$83  = 5'h01;
-      6'h1b:
-          \$83  = 5'h01;
-      6'h1c:
-          \$83  = 5'h00;
-      6'h1d:
-          \$83  = 5'h00;
-      6'h1e:
-          \$83  = 5'h00;
-      6'h1f:
-          \$83  = 5'h00;
-      6'h20:
-          \$83  = 5'h00;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$86  = 5'h00;
-    casez (n_cols[5:0])
-      6'h00:
-          \$86  = 5'h00;
-      6'h01:
-          \$86  = 5'h1c;
-      6'h02:
-          \$86  = 5'h0e;
-      6'h03:
-          \$86  = 5'h09;
-      6'h04:
-          \$86  = 5'h07;
-      6'h05:
-          \$86  = 5'h05;
-      6'h06:
-          \$86  = 5'h04;
-      6'h07:
-          \$86  = 5'h04;
-      6'h08:
-          \$86  = 5'h03;
-      6'h09:
-          \$86  = 5'h03;
-      6'h0a:
-          \$86  = 5'h02;
-      6'h0b:
-          \$86  = 5'h02;
-      6'h0c:
-          \$86  = 5'h02;
-      6'h0d:
-          \$86  = 5'h02;
-      6'h0e:
-          \$86  = 5'h02;
-      6'h0f:
-          \$86  = 5'h01;
-      6'h10:
-          \$86  = 5'h01;
-      6'h11:
-          \$86  = 5'h01;
-      6'h12:
-          \$86  = 5'h01;
-      6'h13:
-          \$86  = 5'h01;
-      6'h14:
-          \$86  = 5'h01;
-      6'h15:
-          \$86  = 5'h01;
-      6'h16:
-          \$86  = 5'h01;
-      6'h17:
-          \$86  = 5'h01;
-      6'h18:
-          \$86  = 5'h01;
-      6'h19:
-          \$86  = 5'h01;
-      6'h1a:
-          \$86  = 5'h01;
-      6'h1b:
-          \$86  = 5'h01;
-      6'h1c:
-          \$86  = 5'h01;
-      6'h1d:
-          \$86  = 5'h00;
-      6'h1e:
-          \$86  = 5'h00;
-      6'h1f:
-          \$86  = 5'h00;
-      6'h20:
-          \$86  = 5'h00;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$89  = 5'h00;
-    casez (n_cols[5:0])
-      6'h00:
-          \$89  = 5'h00;
-      6'h01:
-          \$89  = 5'h1d;
-      6'h02:
-          \$89  = 5'h0e;
-      6'h03:
-          \$89  = 5'h09;
-      6'h04:
-          \$89  = 5'h07;
-      6'h05:
-          \$89  = 5'h05;
-      6'h06:
-          \$89  = 5'h04;
-      6'h07:
-          \$89  = 5'h04;
-      6'h08:
-          \$89  = 5'h03;
-      6'h09:
-          \$89  = 5'h03;
-      6'h0a:
-          \$89  = 5'h02;
-      6'h0b:
-          \$89  = 5'h02;
-      6'h0c:
-          \$89  = 5'h02;
-      6'h0d:
-          \$89  = 5'h02;
-      6'h0e:
-          \$89  = 5'h02;
-      6'h0f:
-          \$89  = 5'h01;
-      6'h10:
-          \$89  = 5'h01;
-      6'h11:
-          \$89  = 5'h01;
-      6'h12:
-          \$89  = 5'h01;
-      6'h13:
-          \$89  = 5'h01;
-      6'h14:
-          \$89  = 5'h01;
-      6'h15:
-          \$89  = 5'h01;
-      6'h16:
-          \$89  = 5'h01;
-      6'h17:
-          \$89  = 5'h01;
-      6'h18:
-          \$89  = 5'h01;
-      6'h19:
-          \$89  = 5'h01;
-      6'h1a:
-          \$89  = 5'h01;
-      6'h1b:
-          \$89  = 5'h01;
-      6'h1c:
-          \$89  = 5'h01;
-      6'h1d:
-          \$89  = 5'h01;
-      6'h1e:
-          \$89  = 5'h00;
-      6'h1f:
-          \$89  = 5'h00;
-      6'h20:
-          \$89  = 5'h00;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$92  = 5'h00;
-    casez (n_cols[5:0])
-      6'h00:
-          \$92  = 5'h00;
-      6'h01:
-          \$92  = 5'h1e;
-      6'h02:
-          \$92  = 5'h0f;
-      6'h03:
-          \$92  = 5'h0a;
-      6'h04:
-          \$92  = 5'h07;
-      6'h05:
-          \$92  = 5'h06;
-      6'h06:
-          \$92  = 5'h05;
-      6'h07:
-          \$92  = 5'h04;
-      6'h08:
-          \$92  = 5'h03;
-      6'h09:
-          \$92  = 5'h03;
-      6'h0a:
-          \$92  = 5'h03;
-      6'h0b:
-          \$92  = 5'h02;
-      6'h0c:
-          \$92  = 5'h02;
-      6'h0d:
-          \$92  = 5'h02;
-      6'h0e:
-          \$92  = 5'h02;
-      6'h0f:
-          \$92  = 5'h02;
-      6'h10:
-          \$92  = 5'h01;
-      6'h11:
-          \$92  = 5'h01;
-      6'h12:
-          \$92  = 5'h01;
-      6'h13:
-          \$92  = 5'h01;
-      6'h14:
-          \$92  = 5'h01;
-      6'h15:
-          \$92  = 5'h01;
-      6'h16:
-          \$92  = 5'h01;
-      6'h17:
-          \$92  = 5'h01;
-      6'h18:
-          \$92  = 5'h01;
-      6'h19:
-          \$92  = 5'h01;
-      6'h1a:
-          \$92  = 5'h01;
-      6'h1b:
-          \$92  = 5'h01;
-      6'h1c:
-          \$92  = 5'h01;
-      6'h1d:
-          \$92  = 5'h01;
-      6'h1e:
-          \$92  = 5'h01;
-      6'h1f:
-          \$92  = 5'h00;
-      6'h20:
-          \$92  = 5'h00;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$95  = 5'h00;
-    casez (n_cols[5:0])
-      6'h00:
-          \$95  = 5'h00;
-      6'h01:
-          \$95  = 5'h1f;
-      6'h02:
-          \$95  = 5'h0f;
-      6'h03:
-          \$95  = 5'h0a;
-      6'h04:
-          \$95  = 5'h07;
-      6'h05:
-          \$95  = 5'h06;
-      6'h06:
-          \$95  = 5'h05;
-      6'h07:
-          \$95  = 5'h04;
-      6'h08:
-          \$95  = 5'h03;
-      6'h09:
-          \$95  = 5'h03;
-      6'h0a:
-          \$95  = 5'h03;
-      6'h0b:
-          \$95  = 5'h02;
-      6'h0c:
-          \$95  = 5'h02;
-      6'h0d:
-          \$95  = 5'h02;
-      6'h0e:
-          \$95  = 5'h02;
-      6'h0f:
-          \$95  = 5'h02;
-      6'h10:
-          \$95  = 5'h01;
-      6'h11:
-          \$95  = 5'h01;
-      6'h12:
-          \$95  = 5'h01;
-      6'h13:
-          \$95  = 5'h01;
-      6'h14:
-          \$95  = 5'h01;
-      6'h15:
-          \$95  = 5'h01;
-      6'h16:
-          \$95  = 5'h01;
-      6'h17:
-          \$95  = 5'h01;
-      6'h18:
-          \$95  = 5'h01;
-      6'h19:
-          \$95  = 5'h01;
-      6'h1a:
-          \$95  = 5'h01;
-      6'h1b:
-          \$95  = 5'h01;
-      6'h1c:
-          \$95  = 5'h01;
-      6'h1d:
-          \$95  = 5'h01;
-      6'h1e:
-          \$95  = 5'h01;
-      6'h1f:
-          \$95  = 5'h01;
-      6'h20:
-          \$95  = 5'h00;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     \$790  = \$3 ;
     if (rst) begin
       \$790  = 5'h00;
@@ -20694,41 +18550,39 @@ module \ndp_device.control_unit.compute.fold (rst, n_cols, req_ready, b_row, b_a
   wire [2:0] \$48 ;
   wire \$49 ;
   wire [3:0] \$5 ;
-  wire [11:0] \$50 ;
-  wire [1023:0] \$51 ;
-  wire [1023:0] \$52 ;
-  wire [8:0] \$53 ;
+  wire [1023:0] \$50 ;
+  wire [8:0] \$51 ;
+  wire \$52 ;
+  wire \$53 ;
   wire \$54 ;
   wire \$55 ;
   wire \$56 ;
-  wire \$57 ;
-  wire \$58 ;
-  wire [3:0] \$59 ;
+  wire [3:0] \$57 ;
+  wire [3:0] \$58 ;
+  wire [4:0] \$59 ;
   wire [8:0] \$6 ;
-  wire [3:0] \$60 ;
+  wire [5:0] \$60 ;
   wire [4:0] \$61 ;
   wire [5:0] \$62 ;
-  wire [4:0] \$63 ;
-  wire [5:0] \$64 ;
-  reg [17:0] \$65 ;
-  reg [17:0] \$66 ;
-  reg [1023:0] \$67 ;
-  reg [1023:0] \$68 ;
-  reg [17:0] \$69 ;
+  reg [17:0] \$63 ;
+  reg [17:0] \$64 ;
+  reg [1023:0] \$65 ;
+  reg [1023:0] \$66 ;
+  reg [17:0] \$67 ;
+  reg [2:0] \$68 ;
+  reg [2:0] \$69 ;
   wire \$7 ;
-  reg [2:0] \$70 ;
-  reg [2:0] \$71 ;
-  reg [3:0] \$72 ;
-  reg [3:0] \$73 ;
+  reg [3:0] \$70 ;
+  reg [3:0] \$71 ;
   wire \$8 ;
   wire \$9 ;
   wire [7:0] \$signal ;
-  reg [1023:0] \$signal$108  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  reg [1023:0] \$signal$110  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   wire [1:0] \$signal$14 ;
   wire [6:0] \$signal$15 ;
-  wire \$signal$58 ;
+  wire \$signal$60 ;
   (* init = 3'h0 *)
-  wire [2:0] \$signal$64 ;
+  wire [2:0] \$signal$66 ;
   reg [2:0] \$signature__addr  = 3'h0;
   wire [1023:0] \$signature__data ;
   wire \$signature__en ;
@@ -20853,6 +18707,8 @@ module \ndp_device.control_unit.compute.fold (rst, n_cols, req_ready, b_row, b_a
   wire [2:0] tail;
   wire take;
   wire [5:0] tree_lanes;
+  reg [1023:0] tree_operand_d0;
+  reg [1023:0] tree_operand_d4;
   wire [7:0] tree_step;
   reg [1023:0] fifo [7:0];
   initial begin
@@ -20866,12 +18722,10 @@ module \ndp_device.control_unit.compute.fold (rst, n_cols, req_ready, b_row, b_a
     fifo[7] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   end
   always @(posedge clk) begin
-    if (\$signal$58 )
+    if (\$signal$60 )
       fifo[\$signature__addr ] <= \$signature__data ;
   end
   assign out_fp32 = fifo[read__addr];
-  assign \$23  = \$22  < \$5 ;
-  assign \$24  = fold_tag_s2[0] & \$23 ;
   assign source = \$24  ? { fold_sum_31, fold_sum_30, fold_sum_29, fold_sum_28, fold_sum_27, fold_sum_26, fold_sum_25, fold_sum_24, fold_sum_23, fold_sum_22, fold_sum_21, fold_sum_20, fold_sum_19, fold_sum_18, fold_sum_17, fold_sum_16, fold_sum_15, fold_sum_14, fold_sum_13, fold_sum_12, fold_sum_11, fold_sum_10, fold_sum_9, fold_sum_8, fold_sum_7, fold_sum_6, fold_sum_5, fold_sum_4, fold_sum_3, fold_sum_2, fold_sum_1, fold_sum_0 } : a_data;
   assign \$25  = \$21 [7:0] < \$3 [1:0];
   assign \$26  = \$21 [7:0] + 1'h1;
@@ -20896,45 +18750,43 @@ module \ndp_device.control_unit.compute.fold (rst, n_cols, req_ready, b_row, b_a
   assign \$45  = fold_tag_s2[0] & \$44 ;
   assign \$46  = ! \$5 ;
   assign \$47  = take & \$46 ;
-  assign \$signal$58  = \$45  | \$47 ;
+  assign \$signal$60  = \$45  | \$47 ;
   assign \$signature__data  = fold_tag_s2[0] ? { fold_sum_31, fold_sum_30, fold_sum_29, fold_sum_28, fold_sum_27, fold_sum_26, fold_sum_25, fold_sum_24, fold_sum_23, fold_sum_22, fold_sum_21, fold_sum_20, fold_sum_19, fold_sum_18, fold_sum_17, fold_sum_16, fold_sum_15, fold_sum_14, fold_sum_13, fold_sum_12, fold_sum_11, fold_sum_10, fold_sum_9, fold_sum_8, fold_sum_7, fold_sum_6, fold_sum_5, fold_sum_4, fold_sum_3, fold_sum_2, fold_sum_1, fold_sum_0 } : a_data;
   assign out_valid = | level;
   assign pop = out_valid & out_ready;
   assign \$48  = \$3 [1:0] + sets1;
   assign \$49  = \$21 [7:0] < \$48 ;
-  assign \$50  = \$40 [5:0] * 6'h20;
-  assign \$51  = source >> \$50 ;
-  assign \$52  = \$49  ? b_data : \$51 ;
-  assign \$53  = fold_tag_s2[17:10] + 1'h1;
-  assign \$54  = \$53  < \$5 ;
-  assign \$55  = fold_tag_s2[0] & \$54 ;
-  assign \$56  = | \$5 ;
-  assign \$57  = take & \$56 ;
-  assign \$58  = \$55  | \$57 ;
-  assign \$59  = \$signature__addr  + \$signal$58 ;
-  assign \$60  = read__addr + pop;
-  assign \$61  = level + \$signal$58 ;
+  assign \$50  = \$49  ? b_data : tree_operand_d0;
+  assign \$51  = fold_tag_s2[17:10] + 1'h1;
+  assign \$52  = \$51  < \$5 ;
+  assign \$53  = fold_tag_s2[0] & \$52 ;
+  assign \$54  = | \$5 ;
+  assign \$55  = take & \$54 ;
+  assign \$56  = \$53  | \$55 ;
+  assign \$57  = \$signature__addr  + \$signal$60 ;
+  assign \$58  = read__addr + pop;
+  assign \$59  = level + \$signal$60 ;
+  assign \$60  = \$59  - pop;
+  assign \$61  = held + take;
   assign \$62  = \$61  - pop;
-  assign \$63  = held + take;
-  assign \$64  = \$63  - pop;
   always @(posedge clk)
-    fold_tag_s1 <= \$65 ;
+    fold_tag_s1 <= \$63 ;
   always @(posedge clk)
-    fold_tag_s2 <= \$66 ;
+    fold_tag_s2 <= \$64 ;
   always @(posedge clk)
-    \$signal$108  <= \$67 ;
+    \$signal$110  <= \$65 ;
   always @(posedge clk)
-    operand <= \$68 ;
+    operand <= \$66 ;
   always @(posedge clk)
-    entered <= \$69 ;
+    entered <= \$67 ;
   always @(posedge clk)
-    \$signature__addr  <= \$70 ;
+    \$signature__addr  <= \$68 ;
   always @(posedge clk)
-    read__addr <= \$71 ;
+    read__addr <= \$69 ;
   always @(posedge clk)
-    level <= \$72 ;
+    level <= \$70 ;
   always @(posedge clk)
-    held <= \$73 ;
+    held <= \$71 ;
   assign \$1  = | sets;
   assign \$2  = sets - 1'h1;
   assign \$3  = \$1  ? \$2  : 3'h0;
@@ -20961,6 +18813,8 @@ module \ndp_device.control_unit.compute.fold (rst, n_cols, req_ready, b_row, b_a
   assign \$20  = fold_tag_s2[17:10] + 1'h1;
   assign \$21  = \$19  ? \$20  : 9'h000;
   assign \$22  = fold_tag_s2[17:10] + 1'h1;
+  assign \$23  = \$22  < \$5 ;
+  assign \$24  = fold_tag_s2[0] & \$23 ;
   ndp_fp32_to_fp16 cvt_0 (
     .a(out_fp32[31:0]),
     .h(half_0)
@@ -21090,224 +18944,224 @@ module \ndp_device.control_unit.compute.fold (rst, n_cols, req_ready, b_row, b_a
     .h(half_9)
   );
   ndp_fp32_add_pipe fold_add_0 (
-    .a(\$signal$108 [31:0]),
+    .a(\$signal$110 [31:0]),
     .b(operand[31:0]),
     .clk(clk),
     .rst(rst),
     .s(fold_sum_0)
   );
   ndp_fp32_add_pipe fold_add_1 (
-    .a(\$signal$108 [63:32]),
+    .a(\$signal$110 [63:32]),
     .b(operand[63:32]),
     .clk(clk),
     .rst(rst),
     .s(fold_sum_1)
   );
   ndp_fp32_add_pipe fold_add_10 (
-    .a(\$signal$108 [351:320]),
+    .a(\$signal$110 [351:320]),
     .b(operand[351:320]),
     .clk(clk),
     .rst(rst),
     .s(fold_sum_10)
   );
   ndp_fp32_add_pipe fold_add_11 (
-    .a(\$signal$108 [383:352]),
+    .a(\$signal$110 [383:352]),
     .b(operand[383:352]),
     .clk(clk),
     .rst(rst),
     .s(fold_sum_11)
   );
   ndp_fp32_add_pipe fold_add_12 (
-    .a(\$signal$108 [415:384]),
+    .a(\$signal$110 [415:384]),
     .b(operand[415:384]),
     .clk(clk),
     .rst(rst),
     .s(fold_sum_12)
   );
   ndp_fp32_add_pipe fold_add_13 (
-    .a(\$signal$108 [447:416]),
+    .a(\$signal$110 [447:416]),
     .b(operand[447:416]),
     .clk(clk),
     .rst(rst),
     .s(fold_sum_13)
   );
   ndp_fp32_add_pipe fold_add_14 (
-    .a(\$signal$108 [479:448]),
+    .a(\$signal$110 [479:448]),
     .b(operand[479:448]),
     .clk(clk),
     .rst(rst),
     .s(fold_sum_14)
   );
   ndp_fp32_add_pipe fold_add_15 (
-    .a(\$signal$108 [511:480]),
+    .a(\$signal$110 [511:480]),
     .b(operand[511:480]),
     .clk(clk),
     .rst(rst),
     .s(fold_sum_15)
   );
   ndp_fp32_add_pipe fold_add_16 (
-    .a(\$signal$108 [543:512]),
+    .a(\$signal$110 [543:512]),
     .b(operand[543:512]),
     .clk(clk),
     .rst(rst),
     .s(fold_sum_16)
   );
   ndp_fp32_add_pipe fold_add_17 (
-    .a(\$signal$108 [575:544]),
+    .a(\$signal$110 [575:544]),
     .b(operand[575:544]),
     .clk(clk),
     .rst(rst),
     .s(fold_sum_17)
   );
   ndp_fp32_add_pipe fold_add_18 (
-    .a(\$signal$108 [607:576]),
+    .a(\$signal$110 [607:576]),
     .b(operand[607:576]),
     .clk(clk),
     .rst(rst),
     .s(fold_sum_18)
   );
   ndp_fp32_add_pipe fold_add_19 (
-    .a(\$signal$108 [639:608]),
+    .a(\$signal$110 [639:608]),
     .b(operand[639:608]),
     .clk(clk),
     .rst(rst),
     .s(fold_sum_19)
   );
   ndp_fp32_add_pipe fold_add_2 (
-    .a(\$signal$108 [95:64]),
+    .a(\$signal$110 [95:64]),
     .b(operand[95:64]),
     .clk(clk),
     .rst(rst),
     .s(fold_sum_2)
   );
   ndp_fp32_add_pipe fold_add_20 (
-    .a(\$signal$108 [671:640]),
+    .a(\$signal$110 [671:640]),
     .b(operand[671:640]),
     .clk(clk),
     .rst(rst),
     .s(fold_sum_20)
   );
   ndp_fp32_add_pipe fold_add_21 (
-    .a(\$signal$108 [703:672]),
+    .a(\$signal$110 [703:672]),
     .b(operand[703:672]),
     .clk(clk),
     .rst(rst),
     .s(fold_sum_21)
   );
   ndp_fp32_add_pipe fold_add_22 (
-    .a(\$signal$108 [735:704]),
+    .a(\$signal$110 [735:704]),
     .b(operand[735:704]),
     .clk(clk),
     .rst(rst),
     .s(fold_sum_22)
   );
   ndp_fp32_add_pipe fold_add_23 (
-    .a(\$signal$108 [767:736]),
+    .a(\$signal$110 [767:736]),
     .b(operand[767:736]),
     .clk(clk),
     .rst(rst),
     .s(fold_sum_23)
   );
   ndp_fp32_add_pipe fold_add_24 (
-    .a(\$signal$108 [799:768]),
+    .a(\$signal$110 [799:768]),
     .b(operand[799:768]),
     .clk(clk),
     .rst(rst),
     .s(fold_sum_24)
   );
   ndp_fp32_add_pipe fold_add_25 (
-    .a(\$signal$108 [831:800]),
+    .a(\$signal$110 [831:800]),
     .b(operand[831:800]),
     .clk(clk),
     .rst(rst),
     .s(fold_sum_25)
   );
   ndp_fp32_add_pipe fold_add_26 (
-    .a(\$signal$108 [863:832]),
+    .a(\$signal$110 [863:832]),
     .b(operand[863:832]),
     .clk(clk),
     .rst(rst),
     .s(fold_sum_26)
   );
   ndp_fp32_add_pipe fold_add_27 (
-    .a(\$signal$108 [895:864]),
+    .a(\$signal$110 [895:864]),
     .b(operand[895:864]),
     .clk(clk),
     .rst(rst),
     .s(fold_sum_27)
   );
   ndp_fp32_add_pipe fold_add_28 (
-    .a(\$signal$108 [927:896]),
+    .a(\$signal$110 [927:896]),
     .b(operand[927:896]),
     .clk(clk),
     .rst(rst),
     .s(fold_sum_28)
   );
   ndp_fp32_add_pipe fold_add_29 (
-    .a(\$signal$108 [959:928]),
+    .a(\$signal$110 [959:928]),
     .b(operand[959:928]),
     .clk(clk),
     .rst(rst),
     .s(fold_sum_29)
   );
   ndp_fp32_add_pipe fold_add_3 (
-    .a(\$signal$108 [127:96]),
+    .a(\$signal$110 [127:96]),
     .b(operand[127:96]),
     .clk(clk),
     .rst(rst),
     .s(fold_sum_3)
   );
   ndp_fp32_add_pipe fold_add_30 (
-    .a(\$signal$108 [991:960]),
+    .a(\$signal$110 [991:960]),
     .b(operand[991:960]),
     .clk(clk),
     .rst(rst),
     .s(fold_sum_30)
   );
   ndp_fp32_add_pipe fold_add_31 (
-    .a(\$signal$108 [1023:992]),
+    .a(\$signal$110 [1023:992]),
     .b(operand[1023:992]),
     .clk(clk),
     .rst(rst),
     .s(fold_sum_31)
   );
   ndp_fp32_add_pipe fold_add_4 (
-    .a(\$signal$108 [159:128]),
+    .a(\$signal$110 [159:128]),
     .b(operand[159:128]),
     .clk(clk),
     .rst(rst),
     .s(fold_sum_4)
   );
   ndp_fp32_add_pipe fold_add_5 (
-    .a(\$signal$108 [191:160]),
+    .a(\$signal$110 [191:160]),
     .b(operand[191:160]),
     .clk(clk),
     .rst(rst),
     .s(fold_sum_5)
   );
   ndp_fp32_add_pipe fold_add_6 (
-    .a(\$signal$108 [223:192]),
+    .a(\$signal$110 [223:192]),
     .b(operand[223:192]),
     .clk(clk),
     .rst(rst),
     .s(fold_sum_6)
   );
   ndp_fp32_add_pipe fold_add_7 (
-    .a(\$signal$108 [255:224]),
+    .a(\$signal$110 [255:224]),
     .b(operand[255:224]),
     .clk(clk),
     .rst(rst),
     .s(fold_sum_7)
   );
   ndp_fp32_add_pipe fold_add_8 (
-    .a(\$signal$108 [287:256]),
+    .a(\$signal$110 [287:256]),
     .b(operand[287:256]),
     .clk(clk),
     .rst(rst),
     .s(fold_sum_8)
   );
   ndp_fp32_add_pipe fold_add_9 (
-    .a(\$signal$108 [319:288]),
+    .a(\$signal$110 [319:288]),
     .b(operand[319:288]),
     .clk(clk),
     .rst(rst),
@@ -21315,65 +19169,117 @@ module \ndp_device.control_unit.compute.fold (rst, n_cols, req_ready, b_row, b_a
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
-    \$65  = entered;
+    (* full_case = 32'd1 *)
+    casez (\$40 [5:4])
+      2'h0:
+          tree_operand_d4 = source;
+      2'h1:
+          tree_operand_d4 = { 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, source[1023:512] };
+      2'h2:
+          tree_operand_d4 = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      2'h3:
+          tree_operand_d4 = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
+    (* full_case = 32'd1 *)
+    casez (\$40 [3:0])
+      4'h0:
+          tree_operand_d0 = tree_operand_d4;
+      4'h1:
+          tree_operand_d0 = { 32'h00000000, tree_operand_d4[1023:32] };
+      4'h2:
+          tree_operand_d0 = { 64'h0000000000000000, tree_operand_d4[1023:64] };
+      4'h3:
+          tree_operand_d0 = { 96'h000000000000000000000000, tree_operand_d4[1023:96] };
+      4'h4:
+          tree_operand_d0 = { 128'h00000000000000000000000000000000, tree_operand_d4[1023:128] };
+      4'h5:
+          tree_operand_d0 = { 160'h0000000000000000000000000000000000000000, tree_operand_d4[1023:160] };
+      4'h6:
+          tree_operand_d0 = { 192'h000000000000000000000000000000000000000000000000, tree_operand_d4[1023:192] };
+      4'h7:
+          tree_operand_d0 = { 224'h00000000000000000000000000000000000000000000000000000000, tree_operand_d4[1023:224] };
+      4'h8:
+          tree_operand_d0 = { 256'h0000000000000000000000000000000000000000000000000000000000000000, tree_operand_d4[1023:256] };
+      4'h9:
+          tree_operand_d0 = { 288'h000000000000000000000000000000000000000000000000000000000000000000000000, tree_operand_d4[1023:288] };
+      4'ha:
+          tree_operand_d0 = { 320'h00000000000000000000000000000000000000000000000000000000000000000000000000000000, tree_operand_d4[1023:320] };
+      4'hb:
+          tree_operand_d0 = { 352'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, tree_operand_d4[1023:352] };
+      4'hc:
+          tree_operand_d0 = { 384'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, tree_operand_d4[1023:384] };
+      4'hd:
+          tree_operand_d0 = { 416'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, tree_operand_d4[1023:416] };
+      4'he:
+          tree_operand_d0 = { 448'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, tree_operand_d4[1023:448] };
+      4'hf:
+          tree_operand_d0 = { 480'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, tree_operand_d4[1023:480] };
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
+    \$63  = entered;
     if (rst) begin
-      \$65  = 18'h00000;
+      \$63  = 18'h00000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
-    \$66  = fold_tag_s1;
+    \$64  = fold_tag_s1;
     if (rst) begin
-      \$66  = 18'h00000;
+      \$64  = 18'h00000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
-    \$67  = source;
+    \$65  = source;
     if (rst) begin
-      \$67  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$65  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
-    \$68  = \$52 ;
+    \$66  = \$50 ;
     if (rst) begin
-      \$68  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$66  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
-    \$69  = { \$21 [7:0], \$signal$15 , \$signal$14 , \$58  };
+    \$67  = { \$21 [7:0], \$signal$15 , \$signal$14 , \$56  };
     if (rst) begin
-      \$69  = 18'h00000;
+      \$67  = 18'h00000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
-    \$70  = \$59 [2:0];
+    \$68  = \$57 [2:0];
     if (rst) begin
-      \$70  = 3'h0;
+      \$68  = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
-    \$71  = \$60 [2:0];
+    \$69  = \$58 [2:0];
     if (rst) begin
-      \$71  = 3'h0;
+      \$69  = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
-    \$72  = \$62 [3:0];
+    \$70  = \$60 [3:0];
     if (rst) begin
-      \$72  = 4'h0;
+      \$70  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
-    \$73  = \$64 [3:0];
+    \$71  = \$62 [3:0];
     if (rst) begin
-      \$73  = 4'h0;
+      \$71  = 4'h0;
     end
   end
   assign own_adds = \$3 [1:0];
@@ -21384,9 +19290,9 @@ module \ndp_device.control_unit.compute.fold (rst, n_cols, req_ready, b_row, b_a
   assign set_ = \$28 [1:0];
   assign tree_step = \$37 [7:0];
   assign tree_lanes = \$40 [5:0];
-  assign \$signature__en  = \$signal$58 ;
+  assign \$signature__en  = \$signal$60 ;
   assign tail = \$signature__addr ;
-  assign \$signal$64  = read__addr;
+  assign \$signal$66  = read__addr;
   assign read__data = out_fp32;
   assign b_addr = \$35 [6:0];
   assign out_fp16[511:496] = half_31;
@@ -21425,7 +19331,7 @@ module \ndp_device.control_unit.compute.fold (rst, n_cols, req_ready, b_row, b_a
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.decoder (is_store, is_compute, operand_lines, stats_offset, \port$6441$128 , log2_slot, desc, status, is_load);
+module \ndp_device.control_unit.decoder (is_store, is_compute, operand_lines, stats_offset, \port$6769$128 , log2_slot, desc, status, is_load);
   reg \$auto$verilog_backend.cc:2355:dump_module$70  = 0;
   wire [26:0] \$1 ;
   wire \$10 ;
@@ -21622,8 +19528,8 @@ module \ndp_device.control_unit.decoder (is_store, is_compute, operand_lines, st
   output [39:0] operand_lines;
   wire [39:0] operand_lines;
   wire [39:0] out_elems;
-  input [127:0] \port$6441$128 ;
-  wire [127:0] \port$6441$128 ;
+  input [127:0] \port$6769$128 ;
+  wire [127:0] \port$6769$128 ;
   reg [49:0] result;
   wire [49:0] room;
   output [47:0] stats_offset;
@@ -21700,8 +19606,8 @@ module \ndp_device.control_unit.decoder (is_store, is_compute, operand_lines, st
   assign \$74  = ~ \$73 ;
   assign \$75  = ! desc[25:20];
   assign \$76  = ! desc[103:84];
-  assign \$77  = desc[83:20] >= \port$6441$128 [63:0];
-  assign \$78  = \$2  <= \port$6441$128 [127:64];
+  assign \$77  = desc[83:20] >= \port$6769$128 [63:0];
+  assign \$78  = \$2  <= \port$6769$128 [127:64];
   assign \$79  = \$77  & \$78 ;
   assign \$80  = \$76  | \$79 ;
   assign \$81  = \$75  & \$80 ;
@@ -21815,8 +19721,8 @@ module \ndp_device.control_unit.decoder (is_store, is_compute, operand_lines, st
   assign \$signal$9  = \$14 [39:0];
   assign o_lines = \$19 [43:0];
   assign room = \$38 [49:0];
-  assign data_base = \port$6441$128 [63:0];
-  assign data_limit = \port$6441$128 [127:64];
+  assign data_base = \port$6769$128 [63:0];
+  assign data_limit = \port$6769$128 [127:64];
   assign operand_lines = \$14 [39:0];
   assign stats_offset = \$22 [47:0];
   assign \desc.type  = desc[1:0];
@@ -22600,7 +20506,7 @@ module \ndp_device.control_unit.front (rst, pop, task_valid, \task , run_issued,
     .is_store(is_store),
     .log2_slot(regs[267:260]),
     .operand_lines(operand_lines),
-    .\port$6621$128 (regs[255:128]),
+    .\port$6949$128 (regs[255:128]),
     .status(status)
   );
   always @* begin
@@ -23156,7 +21062,7 @@ module \ndp_device.control_unit.front (rst, pop, task_valid, \task , run_issued,
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.front.decoder (is_store, is_compute, operand_lines, \port$6621$128 , log2_slot, desc, status, is_load);
+module \ndp_device.control_unit.front.decoder (is_store, is_compute, operand_lines, \port$6949$128 , log2_slot, desc, status, is_load);
   reg \$auto$verilog_backend.cc:2355:dump_module$72  = 0;
   wire [26:0] \$1 ;
   wire \$10 ;
@@ -23353,8 +21259,8 @@ module \ndp_device.control_unit.front.decoder (is_store, is_compute, operand_lin
   output [39:0] operand_lines;
   wire [39:0] operand_lines;
   wire [39:0] out_elems;
-  input [127:0] \port$6621$128 ;
-  wire [127:0] \port$6621$128 ;
+  input [127:0] \port$6949$128 ;
+  wire [127:0] \port$6949$128 ;
   reg [49:0] result;
   wire [49:0] room;
   wire [47:0] stats_offset;
@@ -23430,8 +21336,8 @@ module \ndp_device.control_unit.front.decoder (is_store, is_compute, operand_lin
   assign \$74  = ~ \$73 ;
   assign \$75  = ! desc[25:20];
   assign \$76  = ! desc[103:84];
-  assign \$77  = desc[83:20] >= \port$6621$128 [63:0];
-  assign \$78  = \$2  <= \port$6621$128 [127:64];
+  assign \$77  = desc[83:20] >= \port$6949$128 [63:0];
+  assign \$78  = \$2  <= \port$6949$128 [127:64];
   assign \$79  = \$77  & \$78 ;
   assign \$80  = \$76  | \$79 ;
   assign \$81  = \$75  & \$80 ;
@@ -23546,8 +21452,8 @@ module \ndp_device.control_unit.front.decoder (is_store, is_compute, operand_lin
   assign o_lines = \$19 [43:0];
   assign stats_offset = \$22 [47:0];
   assign room = \$38 [49:0];
-  assign data_base = \port$6621$128 [63:0];
-  assign data_limit = \port$6621$128 [127:64];
+  assign data_base = \port$6949$128 [63:0];
+  assign data_limit = \port$6949$128 [127:64];
   assign operand_lines = \$14 [39:0];
   assign \desc.type  = desc[1:0];
   assign \desc.op  = desc[5:2];
@@ -23585,44 +21491,238 @@ module \ndp_device.control_unit.packer (rst, out__ready, out__valid, w_ready, st
   reg \$auto$verilog_backend.cc:2355:dump_module$73  = 0;
   wire \$1 ;
   wire [8:0] \$10 ;
+  wire \$100 ;
+  wire \$101 ;
+  wire [31:0] \$102 ;
+  wire [31:0] \$103 ;
+  wire \$104 ;
+  wire \$105 ;
+  wire [31:0] \$106 ;
+  wire [31:0] \$107 ;
+  wire \$108 ;
+  wire \$109 ;
   wire \$11 ;
+  wire [31:0] \$110 ;
+  wire [31:0] \$111 ;
+  wire \$112 ;
+  wire \$113 ;
+  wire [31:0] \$114 ;
+  wire [31:0] \$115 ;
+  wire \$116 ;
+  wire \$117 ;
+  wire [31:0] \$118 ;
+  wire [31:0] \$119 ;
   wire \$12 ;
+  wire \$120 ;
+  wire \$121 ;
+  wire [31:0] \$122 ;
+  wire [31:0] \$123 ;
+  wire \$124 ;
+  wire \$125 ;
+  wire [31:0] \$126 ;
+  wire [31:0] \$127 ;
+  wire \$128 ;
+  wire \$129 ;
   wire \$13 ;
-  wire [1535:0] \$14 ;
-  wire [1535:0] \$15 ;
-  wire [10:0] \$16 ;
-  wire [2047:0] \$17 ;
-  wire [2048:0] \$18 ;
-  wire [1023:0] \$19 ;
+  wire [31:0] \$130 ;
+  wire [31:0] \$131 ;
+  wire \$132 ;
+  wire \$133 ;
+  wire [31:0] \$134 ;
+  wire [31:0] \$135 ;
+  wire \$136 ;
+  wire \$137 ;
+  wire [31:0] \$138 ;
+  wire [31:0] \$139 ;
+  wire [31:0] \$14 ;
+  wire [1023:0] \$140 ;
+  wire [1023:0] \$141 ;
+  wire [1023:0] \$142 ;
+  wire [1023:0] \$143 ;
+  wire [1023:0] \$144 ;
+  wire [1023:0] \$145 ;
+  wire [1023:0] \$146 ;
+  wire [1023:0] \$147 ;
+  wire [1023:0] \$148 ;
+  wire [1023:0] \$149 ;
+  wire [31:0] \$15 ;
+  wire [1023:0] \$150 ;
+  wire [1023:0] \$151 ;
+  wire [1023:0] \$152 ;
+  wire [1023:0] \$153 ;
+  wire [1023:0] \$154 ;
+  wire [1023:0] \$155 ;
+  wire [8:0] \$156 ;
+  wire [8:0] \$157 ;
+  wire \$158 ;
+  wire [8:0] \$159 ;
+  wire \$16 ;
+  wire \$160 ;
+  wire [31:0] \$161 ;
+  wire [31:0] \$162 ;
+  wire [8:0] \$163 ;
+  wire \$164 ;
+  wire [8:0] \$165 ;
+  wire \$166 ;
+  wire [31:0] \$167 ;
+  wire [31:0] \$168 ;
+  wire [8:0] \$169 ;
+  wire \$17 ;
+  wire \$170 ;
+  wire [8:0] \$171 ;
+  wire \$172 ;
+  wire [31:0] \$173 ;
+  wire [31:0] \$174 ;
+  wire [8:0] \$175 ;
+  wire \$176 ;
+  wire [8:0] \$177 ;
+  wire \$178 ;
+  wire [31:0] \$179 ;
+  wire [31:0] \$18 ;
+  wire [31:0] \$180 ;
+  wire [8:0] \$181 ;
+  wire \$182 ;
+  wire [8:0] \$183 ;
+  wire \$184 ;
+  wire [31:0] \$185 ;
+  wire [31:0] \$186 ;
+  wire [8:0] \$187 ;
+  wire \$188 ;
+  wire [8:0] \$189 ;
+  wire [31:0] \$19 ;
+  wire \$190 ;
+  wire [31:0] \$191 ;
+  wire [31:0] \$192 ;
+  wire \$193 ;
+  wire \$194 ;
+  wire [31:0] \$195 ;
+  wire [31:0] \$196 ;
+  wire \$197 ;
+  wire \$198 ;
+  wire [31:0] \$199 ;
   wire \$2 ;
-  wire [10:0] \$20 ;
-  wire [3070:0] \$21 ;
-  wire [3070:0] \$22 ;
-  wire \$23 ;
-  wire [191:0] \$24 ;
-  wire [191:0] \$25 ;
-  wire [255:0] \$26 ;
-  wire [256:0] \$27 ;
-  wire [511:0] \$28 ;
-  wire [511:0] \$29 ;
+  wire \$20 ;
+  wire [31:0] \$200 ;
+  wire \$201 ;
+  wire \$202 ;
+  wire [31:0] \$203 ;
+  wire [31:0] \$204 ;
+  wire \$205 ;
+  wire \$206 ;
+  wire [31:0] \$207 ;
+  wire [31:0] \$208 ;
+  wire \$209 ;
+  wire \$21 ;
+  wire \$210 ;
+  wire [31:0] \$211 ;
+  wire [31:0] \$212 ;
+  wire \$213 ;
+  wire \$214 ;
+  wire [31:0] \$215 ;
+  wire [31:0] \$216 ;
+  wire \$217 ;
+  wire \$218 ;
+  wire [1535:0] \$219 ;
+  wire [31:0] \$22 ;
+  wire [1535:0] \$220 ;
+  wire \$221 ;
+  wire [191:0] \$222 ;
+  wire [191:0] \$223 ;
+  wire [191:0] \$224 ;
+  wire [191:0] \$225 ;
+  wire [8:0] \$226 ;
+  wire \$227 ;
+  wire [1535:0] \$228 ;
+  wire \$229 ;
+  wire [31:0] \$23 ;
+  wire [191:0] \$230 ;
+  reg [1535:0] \$231 ;
+  reg [191:0] \$232 ;
+  reg [7:0] \$233 ;
+  reg \$234 ;
+  wire \$24 ;
+  wire \$25 ;
+  wire [31:0] \$26 ;
+  wire [31:0] \$27 ;
+  wire \$28 ;
+  wire \$29 ;
   wire \$3 ;
-  wire [8:0] \$30 ;
-  wire \$31 ;
-  wire [1535:0] \$32 ;
-  wire [1535:0] \$33 ;
-  wire \$34 ;
-  wire [191:0] \$35 ;
-  wire [191:0] \$36 ;
-  reg [1535:0] \$37 ;
-  reg [191:0] \$38 ;
-  reg [7:0] \$39 ;
+  wire [31:0] \$30 ;
+  wire [31:0] \$31 ;
+  wire \$32 ;
+  wire \$33 ;
+  wire [31:0] \$34 ;
+  wire [31:0] \$35 ;
+  wire \$36 ;
+  wire \$37 ;
+  wire [31:0] \$38 ;
+  wire [31:0] \$39 ;
   wire \$4 ;
-  reg \$40 ;
+  wire \$40 ;
+  wire \$41 ;
+  wire [31:0] \$42 ;
+  wire [31:0] \$43 ;
+  wire \$44 ;
+  wire \$45 ;
+  wire [31:0] \$46 ;
+  wire [31:0] \$47 ;
+  wire \$48 ;
+  wire \$49 ;
   wire \$5 ;
+  wire [31:0] \$50 ;
+  wire [31:0] \$51 ;
+  wire \$52 ;
+  wire \$53 ;
+  wire [31:0] \$54 ;
+  wire [31:0] \$55 ;
+  wire \$56 ;
+  wire \$57 ;
+  wire [31:0] \$58 ;
+  wire [31:0] \$59 ;
   wire [8:0] \$6 ;
+  wire \$60 ;
+  wire \$61 ;
+  wire [31:0] \$62 ;
+  wire [31:0] \$63 ;
+  wire \$64 ;
+  wire \$65 ;
+  wire [31:0] \$66 ;
+  wire [31:0] \$67 ;
+  wire \$68 ;
+  wire \$69 ;
   wire [8:0] \$7 ;
+  wire [31:0] \$70 ;
+  wire [31:0] \$71 ;
+  wire \$72 ;
+  wire \$73 ;
+  wire [31:0] \$74 ;
+  wire [31:0] \$75 ;
+  wire \$76 ;
+  wire \$77 ;
+  wire [31:0] \$78 ;
+  wire [31:0] \$79 ;
   wire [8:0] \$8 ;
+  wire \$80 ;
+  wire \$81 ;
+  wire [31:0] \$82 ;
+  wire [31:0] \$83 ;
+  wire \$84 ;
+  wire \$85 ;
+  wire [31:0] \$86 ;
+  wire [31:0] \$87 ;
+  wire \$88 ;
+  wire \$89 ;
   wire \$9 ;
+  wire [31:0] \$90 ;
+  wire [31:0] \$91 ;
+  wire \$92 ;
+  wire \$93 ;
+  wire [31:0] \$94 ;
+  wire [31:0] \$95 ;
+  wire \$96 ;
+  wire \$97 ;
+  wire [31:0] \$98 ;
+  wire [31:0] \$99 ;
   reg [1535:0] \$signal  = 1536'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   wire [7:0] after;
   input clk;
@@ -23639,11 +21739,17 @@ module \ndp_device.control_unit.packer (rst, out__ready, out__valid, w_ready, st
   wire [63:0] out__strb;
   output out__valid;
   wire out__valid;
+  reg [1143:0] placed_d0;
+  reg [1535:0] placed_d4;
   input rst;
   wire rst;
   input start;
   wire start;
   reg [191:0] strb = 192'h000000000000000000000000000000000000000000000000;
+  wire [191:0] strb_end;
+  reg [31:0] strb_end_partial;
+  wire [191:0] strb_start;
+  reg [31:0] strb_start_partial;
   input [7:0] w_bytes;
   wire [7:0] w_bytes;
   input [1023:0] w_data;
@@ -23654,6 +21760,8 @@ module \ndp_device.control_unit.packer (rst, out__ready, out__valid, w_ready, st
   wire w_ready;
   input w_valid;
   wire w_valid;
+  wire [1023:0] word_mask;
+  reg [31:0] word_mask_partial;
   assign \$1  = fill >= 7'h40;
   assign \$2  = | fill;
   assign \$3  = closing & \$2 ;
@@ -23667,96 +21775,523 @@ module \ndp_device.control_unit.packer (rst, out__ready, out__valid, w_ready, st
   assign \$10  = \$8 [7:0] + w_bytes;
   assign \$11  = \$10  <= 8'hc0;
   assign w_ready = \$9  & \$11 ;
-  assign \$12  = w_valid & w_ready;
-  assign \$13  = out__valid & out__ready;
-  assign \$15  = \$13  ? \$14  : \$signal ;
-  assign \$17  = 1'h1 << \$16 ;
-  assign \$18  = \$17  - 1'h1;
-  assign \$19  = w_data & \$18 [1023:0];
-  assign \$21  = \$19  << \$20 ;
-  assign \$22  = { 1535'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, \$15  } | \$21 ;
-  assign \$23  = out__valid & out__ready;
-  assign \$25  = \$23  ? \$24  : strb;
-  assign \$26  = 1'h1 << w_bytes;
-  assign \$27  = \$26  - 1'h1;
-  assign \$28  = $signed(\$27 ) << \$8 [7:0];
-  assign \$29  = { 320'h00000000000000000000000000000000000000000000000000000000000000000000000000000000, \$25  } | \$28 ;
-  assign \$30  = \$8 [7:0] + w_bytes;
-  assign \$31  = out__valid & out__ready;
-  assign \$33  = \$31  ? \$32  : \$signal ;
-  assign \$34  = out__valid & out__ready;
-  assign \$36  = \$34  ? \$35  : strb;
+  assign \$12  = w_bytes[7:2] > 1'h0;
+  assign \$13  = ! w_bytes[7:2];
+  assign \$14  = \$13  ? word_mask_partial : 32'd0;
+  assign \$15  = \$12  ? 32'd4294967295 : \$14 ;
+  assign \$16  = w_bytes[7:2] > 1'h1;
+  assign \$17  = w_bytes[7:2] == 1'h1;
+  assign \$18  = \$17  ? word_mask_partial : 32'd0;
+  assign \$19  = \$16  ? 32'd4294967295 : \$18 ;
+  assign \$20  = w_bytes[7:2] > 2'h2;
+  assign \$21  = w_bytes[7:2] == 2'h2;
+  assign \$22  = \$21  ? word_mask_partial : 32'd0;
+  assign \$23  = \$20  ? 32'd4294967295 : \$22 ;
+  assign \$24  = w_bytes[7:2] > 2'h3;
+  assign \$25  = w_bytes[7:2] == 2'h3;
+  assign \$26  = \$25  ? word_mask_partial : 32'd0;
+  assign \$27  = \$24  ? 32'd4294967295 : \$26 ;
+  assign \$28  = w_bytes[7:2] > 3'h4;
+  assign \$29  = w_bytes[7:2] == 3'h4;
+  assign \$30  = \$29  ? word_mask_partial : 32'd0;
+  assign \$31  = \$28  ? 32'd4294967295 : \$30 ;
+  assign \$32  = w_bytes[7:2] > 3'h5;
+  assign \$33  = w_bytes[7:2] == 3'h5;
+  assign \$34  = \$33  ? word_mask_partial : 32'd0;
+  assign \$35  = \$32  ? 32'd4294967295 : \$34 ;
+  assign \$36  = w_bytes[7:2] > 3'h6;
+  assign \$37  = w_bytes[7:2] == 3'h6;
+  assign \$38  = \$37  ? word_mask_partial : 32'd0;
+  assign \$39  = \$36  ? 32'd4294967295 : \$38 ;
+  assign \$40  = w_bytes[7:2] > 3'h7;
+  assign \$41  = w_bytes[7:2] == 3'h7;
+  assign \$42  = \$41  ? word_mask_partial : 32'd0;
+  assign \$43  = \$40  ? 32'd4294967295 : \$42 ;
+  assign \$44  = w_bytes[7:2] > 4'h8;
+  assign \$45  = w_bytes[7:2] == 4'h8;
+  assign \$46  = \$45  ? word_mask_partial : 32'd0;
+  assign \$47  = \$44  ? 32'd4294967295 : \$46 ;
+  assign \$48  = w_bytes[7:2] > 4'h9;
+  assign \$49  = w_bytes[7:2] == 4'h9;
+  assign \$50  = \$49  ? word_mask_partial : 32'd0;
+  assign \$51  = \$48  ? 32'd4294967295 : \$50 ;
+  assign \$52  = w_bytes[7:2] > 4'ha;
+  assign \$53  = w_bytes[7:2] == 4'ha;
+  assign \$54  = \$53  ? word_mask_partial : 32'd0;
+  assign \$55  = \$52  ? 32'd4294967295 : \$54 ;
+  assign \$56  = w_bytes[7:2] > 4'hb;
+  assign \$57  = w_bytes[7:2] == 4'hb;
+  assign \$58  = \$57  ? word_mask_partial : 32'd0;
+  assign \$59  = \$56  ? 32'd4294967295 : \$58 ;
+  assign \$60  = w_bytes[7:2] > 4'hc;
+  assign \$61  = w_bytes[7:2] == 4'hc;
+  assign \$62  = \$61  ? word_mask_partial : 32'd0;
+  assign \$63  = \$60  ? 32'd4294967295 : \$62 ;
+  assign \$64  = w_bytes[7:2] > 4'hd;
+  assign \$65  = w_bytes[7:2] == 4'hd;
+  assign \$66  = \$65  ? word_mask_partial : 32'd0;
+  assign \$67  = \$64  ? 32'd4294967295 : \$66 ;
+  assign \$68  = w_bytes[7:2] > 4'he;
+  assign \$69  = w_bytes[7:2] == 4'he;
+  assign \$70  = \$69  ? word_mask_partial : 32'd0;
+  assign \$71  = \$68  ? 32'd4294967295 : \$70 ;
+  assign \$72  = w_bytes[7:2] > 4'hf;
+  assign \$73  = w_bytes[7:2] == 4'hf;
+  assign \$74  = \$73  ? word_mask_partial : 32'd0;
+  assign \$75  = \$72  ? 32'd4294967295 : \$74 ;
+  assign \$76  = w_bytes[7:2] > 5'h10;
+  assign \$77  = w_bytes[7:2] == 5'h10;
+  assign \$78  = \$77  ? word_mask_partial : 32'd0;
+  assign \$79  = \$76  ? 32'd4294967295 : \$78 ;
+  assign \$80  = w_bytes[7:2] > 5'h11;
+  assign \$81  = w_bytes[7:2] == 5'h11;
+  assign \$82  = \$81  ? word_mask_partial : 32'd0;
+  assign \$83  = \$80  ? 32'd4294967295 : \$82 ;
+  assign \$84  = w_bytes[7:2] > 5'h12;
+  assign \$85  = w_bytes[7:2] == 5'h12;
+  assign \$86  = \$85  ? word_mask_partial : 32'd0;
+  assign \$87  = \$84  ? 32'd4294967295 : \$86 ;
+  assign \$88  = w_bytes[7:2] > 5'h13;
+  assign \$89  = w_bytes[7:2] == 5'h13;
+  assign \$90  = \$89  ? word_mask_partial : 32'd0;
+  assign \$91  = \$88  ? 32'd4294967295 : \$90 ;
+  assign \$92  = w_bytes[7:2] > 5'h14;
+  assign \$93  = w_bytes[7:2] == 5'h14;
+  assign \$94  = \$93  ? word_mask_partial : 32'd0;
+  assign \$95  = \$92  ? 32'd4294967295 : \$94 ;
+  assign \$96  = w_bytes[7:2] > 5'h15;
+  assign \$97  = w_bytes[7:2] == 5'h15;
+  assign \$98  = \$97  ? word_mask_partial : 32'd0;
+  assign \$99  = \$96  ? 32'd4294967295 : \$98 ;
+  assign \$100  = w_bytes[7:2] > 5'h16;
+  assign \$101  = w_bytes[7:2] == 5'h16;
+  assign \$102  = \$101  ? word_mask_partial : 32'd0;
+  assign \$103  = \$100  ? 32'd4294967295 : \$102 ;
+  assign \$104  = w_bytes[7:2] > 5'h17;
+  assign \$105  = w_bytes[7:2] == 5'h17;
+  assign \$106  = \$105  ? word_mask_partial : 32'd0;
+  assign \$107  = \$104  ? 32'd4294967295 : \$106 ;
+  assign \$108  = w_bytes[7:2] > 5'h18;
+  assign \$109  = w_bytes[7:2] == 5'h18;
+  assign \$110  = \$109  ? word_mask_partial : 32'd0;
+  assign \$111  = \$108  ? 32'd4294967295 : \$110 ;
+  assign \$112  = w_bytes[7:2] > 5'h19;
+  assign \$113  = w_bytes[7:2] == 5'h19;
+  assign \$114  = \$113  ? word_mask_partial : 32'd0;
+  assign \$115  = \$112  ? 32'd4294967295 : \$114 ;
+  assign \$116  = w_bytes[7:2] > 5'h1a;
+  assign \$117  = w_bytes[7:2] == 5'h1a;
+  assign \$118  = \$117  ? word_mask_partial : 32'd0;
+  assign \$119  = \$116  ? 32'd4294967295 : \$118 ;
+  assign \$120  = w_bytes[7:2] > 5'h1b;
+  assign \$121  = w_bytes[7:2] == 5'h1b;
+  assign \$122  = \$121  ? word_mask_partial : 32'd0;
+  assign \$123  = \$120  ? 32'd4294967295 : \$122 ;
+  assign \$124  = w_bytes[7:2] > 5'h1c;
+  assign \$125  = w_bytes[7:2] == 5'h1c;
+  assign \$126  = \$125  ? word_mask_partial : 32'd0;
+  assign \$127  = \$124  ? 32'd4294967295 : \$126 ;
+  assign \$128  = w_bytes[7:2] > 5'h1d;
+  assign \$129  = w_bytes[7:2] == 5'h1d;
+  assign \$130  = \$129  ? word_mask_partial : 32'd0;
+  assign \$131  = \$128  ? 32'd4294967295 : \$130 ;
+  assign \$132  = w_bytes[7:2] > 5'h1e;
+  assign \$133  = w_bytes[7:2] == 5'h1e;
+  assign \$134  = \$133  ? word_mask_partial : 32'd0;
+  assign \$135  = \$132  ? 32'd4294967295 : \$134 ;
+  assign \$136  = w_bytes[7:2] > 5'h1f;
+  assign \$137  = w_bytes[7:2] == 5'h1f;
+  assign \$138  = \$137  ? word_mask_partial : 32'd0;
+  assign \$139  = \$136  ? 32'd4294967295 : \$138 ;
+  assign \$140  = w_data & { \$139 , \$135 , \$131 , \$127 , \$123 , \$119 , \$115 , \$111 , \$107 , \$103 , \$99 , \$95 , \$91 , \$87 , \$83 , \$79 , \$75 , \$71 , \$67 , \$63 , \$59 , \$55 , \$51 , \$47 , \$43 , \$39 , \$35 , \$31 , \$27 , \$23 , \$19 , \$15  };
+  assign \$141  = w_data & { \$139 , \$135 , \$131 , \$127 , \$123 , \$119 , \$115 , \$111 , \$107 , \$103 , \$99 , \$95 , \$91 , \$87 , \$83 , \$79 , \$75 , \$71 , \$67 , \$63 , \$59 , \$55 , \$51 , \$47 , \$43 , \$39 , \$35 , \$31 , \$27 , \$23 , \$19 , \$15  };
+  assign \$142  = w_data & { \$139 , \$135 , \$131 , \$127 , \$123 , \$119 , \$115 , \$111 , \$107 , \$103 , \$99 , \$95 , \$91 , \$87 , \$83 , \$79 , \$75 , \$71 , \$67 , \$63 , \$59 , \$55 , \$51 , \$47 , \$43 , \$39 , \$35 , \$31 , \$27 , \$23 , \$19 , \$15  };
+  assign \$143  = w_data & { \$139 , \$135 , \$131 , \$127 , \$123 , \$119 , \$115 , \$111 , \$107 , \$103 , \$99 , \$95 , \$91 , \$87 , \$83 , \$79 , \$75 , \$71 , \$67 , \$63 , \$59 , \$55 , \$51 , \$47 , \$43 , \$39 , \$35 , \$31 , \$27 , \$23 , \$19 , \$15  };
+  assign \$144  = w_data & { \$139 , \$135 , \$131 , \$127 , \$123 , \$119 , \$115 , \$111 , \$107 , \$103 , \$99 , \$95 , \$91 , \$87 , \$83 , \$79 , \$75 , \$71 , \$67 , \$63 , \$59 , \$55 , \$51 , \$47 , \$43 , \$39 , \$35 , \$31 , \$27 , \$23 , \$19 , \$15  };
+  assign \$145  = w_data & { \$139 , \$135 , \$131 , \$127 , \$123 , \$119 , \$115 , \$111 , \$107 , \$103 , \$99 , \$95 , \$91 , \$87 , \$83 , \$79 , \$75 , \$71 , \$67 , \$63 , \$59 , \$55 , \$51 , \$47 , \$43 , \$39 , \$35 , \$31 , \$27 , \$23 , \$19 , \$15  };
+  assign \$146  = w_data & { \$139 , \$135 , \$131 , \$127 , \$123 , \$119 , \$115 , \$111 , \$107 , \$103 , \$99 , \$95 , \$91 , \$87 , \$83 , \$79 , \$75 , \$71 , \$67 , \$63 , \$59 , \$55 , \$51 , \$47 , \$43 , \$39 , \$35 , \$31 , \$27 , \$23 , \$19 , \$15  };
+  assign \$147  = w_data & { \$139 , \$135 , \$131 , \$127 , \$123 , \$119 , \$115 , \$111 , \$107 , \$103 , \$99 , \$95 , \$91 , \$87 , \$83 , \$79 , \$75 , \$71 , \$67 , \$63 , \$59 , \$55 , \$51 , \$47 , \$43 , \$39 , \$35 , \$31 , \$27 , \$23 , \$19 , \$15  };
+  assign \$148  = w_data & { \$139 , \$135 , \$131 , \$127 , \$123 , \$119 , \$115 , \$111 , \$107 , \$103 , \$99 , \$95 , \$91 , \$87 , \$83 , \$79 , \$75 , \$71 , \$67 , \$63 , \$59 , \$55 , \$51 , \$47 , \$43 , \$39 , \$35 , \$31 , \$27 , \$23 , \$19 , \$15  };
+  assign \$149  = w_data & { \$139 , \$135 , \$131 , \$127 , \$123 , \$119 , \$115 , \$111 , \$107 , \$103 , \$99 , \$95 , \$91 , \$87 , \$83 , \$79 , \$75 , \$71 , \$67 , \$63 , \$59 , \$55 , \$51 , \$47 , \$43 , \$39 , \$35 , \$31 , \$27 , \$23 , \$19 , \$15  };
+  assign \$150  = w_data & { \$139 , \$135 , \$131 , \$127 , \$123 , \$119 , \$115 , \$111 , \$107 , \$103 , \$99 , \$95 , \$91 , \$87 , \$83 , \$79 , \$75 , \$71 , \$67 , \$63 , \$59 , \$55 , \$51 , \$47 , \$43 , \$39 , \$35 , \$31 , \$27 , \$23 , \$19 , \$15  };
+  assign \$151  = w_data & { \$139 , \$135 , \$131 , \$127 , \$123 , \$119 , \$115 , \$111 , \$107 , \$103 , \$99 , \$95 , \$91 , \$87 , \$83 , \$79 , \$75 , \$71 , \$67 , \$63 , \$59 , \$55 , \$51 , \$47 , \$43 , \$39 , \$35 , \$31 , \$27 , \$23 , \$19 , \$15  };
+  assign \$152  = w_data & { \$139 , \$135 , \$131 , \$127 , \$123 , \$119 , \$115 , \$111 , \$107 , \$103 , \$99 , \$95 , \$91 , \$87 , \$83 , \$79 , \$75 , \$71 , \$67 , \$63 , \$59 , \$55 , \$51 , \$47 , \$43 , \$39 , \$35 , \$31 , \$27 , \$23 , \$19 , \$15  };
+  assign \$153  = w_data & { \$139 , \$135 , \$131 , \$127 , \$123 , \$119 , \$115 , \$111 , \$107 , \$103 , \$99 , \$95 , \$91 , \$87 , \$83 , \$79 , \$75 , \$71 , \$67 , \$63 , \$59 , \$55 , \$51 , \$47 , \$43 , \$39 , \$35 , \$31 , \$27 , \$23 , \$19 , \$15  };
+  assign \$154  = w_data & { \$139 , \$135 , \$131 , \$127 , \$123 , \$119 , \$115 , \$111 , \$107 , \$103 , \$99 , \$95 , \$91 , \$87 , \$83 , \$79 , \$75 , \$71 , \$67 , \$63 , \$59 , \$55 , \$51 , \$47 , \$43 , \$39 , \$35 , \$31 , \$27 , \$23 , \$19 , \$15  };
+  assign \$155  = w_data & { \$139 , \$135 , \$131 , \$127 , \$123 , \$119 , \$115 , \$111 , \$107 , \$103 , \$99 , \$95 , \$91 , \$87 , \$83 , \$79 , \$75 , \$71 , \$67 , \$63 , \$59 , \$55 , \$51 , \$47 , \$43 , \$39 , \$35 , \$31 , \$27 , \$23 , \$19 , \$15  };
+  assign \$156  = \$8 [7:0] + w_bytes;
+  assign \$157  = \$8 [7:0] + w_bytes;
+  assign \$158  = \$157 [8:5] > 1'h0;
+  assign \$159  = \$8 [7:0] + w_bytes;
+  assign \$160  = ! \$159 [8:5];
+  assign \$161  = \$160  ? strb_end_partial : 32'd0;
+  assign \$162  = \$158  ? 32'd4294967295 : \$161 ;
+  assign \$163  = \$8 [7:0] + w_bytes;
+  assign \$164  = \$163 [8:5] > 1'h1;
+  assign \$165  = \$8 [7:0] + w_bytes;
+  assign \$166  = \$165 [8:5] == 1'h1;
+  assign \$167  = \$166  ? strb_end_partial : 32'd0;
+  assign \$168  = \$164  ? 32'd4294967295 : \$167 ;
+  assign \$169  = \$8 [7:0] + w_bytes;
+  assign \$170  = \$169 [8:5] > 2'h2;
+  assign \$171  = \$8 [7:0] + w_bytes;
+  assign \$172  = \$171 [8:5] == 2'h2;
+  assign \$173  = \$172  ? strb_end_partial : 32'd0;
+  assign \$174  = \$170  ? 32'd4294967295 : \$173 ;
+  assign \$175  = \$8 [7:0] + w_bytes;
+  assign \$176  = \$175 [8:5] > 2'h3;
+  assign \$177  = \$8 [7:0] + w_bytes;
+  assign \$178  = \$177 [8:5] == 2'h3;
+  assign \$179  = \$178  ? strb_end_partial : 32'd0;
+  assign \$180  = \$176  ? 32'd4294967295 : \$179 ;
+  assign \$181  = \$8 [7:0] + w_bytes;
+  assign \$182  = \$181 [8:5] > 3'h4;
+  assign \$183  = \$8 [7:0] + w_bytes;
+  assign \$184  = \$183 [8:5] == 3'h4;
+  assign \$185  = \$184  ? strb_end_partial : 32'd0;
+  assign \$186  = \$182  ? 32'd4294967295 : \$185 ;
+  assign \$187  = \$8 [7:0] + w_bytes;
+  assign \$188  = \$187 [8:5] > 3'h5;
+  assign \$189  = \$8 [7:0] + w_bytes;
+  assign \$190  = \$189 [8:5] == 3'h5;
+  assign \$191  = \$190  ? strb_end_partial : 32'd0;
+  assign \$192  = \$188  ? 32'd4294967295 : \$191 ;
+  assign \$193  = \$8 [7:5] > 1'h0;
+  assign \$194  = ! \$8 [7:5];
+  assign \$195  = \$194  ? strb_start_partial : 32'd0;
+  assign \$196  = \$193  ? 32'd4294967295 : \$195 ;
+  assign \$197  = \$8 [7:5] > 1'h1;
+  assign \$198  = \$8 [7:5] == 1'h1;
+  assign \$199  = \$198  ? strb_start_partial : 32'd0;
+  assign \$200  = \$197  ? 32'd4294967295 : \$199 ;
+  assign \$201  = \$8 [7:5] > 2'h2;
+  assign \$202  = \$8 [7:5] == 2'h2;
+  assign \$203  = \$202  ? strb_start_partial : 32'd0;
+  assign \$204  = \$201  ? 32'd4294967295 : \$203 ;
+  assign \$205  = \$8 [7:5] > 2'h3;
+  assign \$206  = \$8 [7:5] == 2'h3;
+  assign \$207  = \$206  ? strb_start_partial : 32'd0;
+  assign \$208  = \$205  ? 32'd4294967295 : \$207 ;
+  assign \$209  = \$8 [7:5] > 3'h4;
+  assign \$210  = \$8 [7:5] == 3'h4;
+  assign \$211  = \$210  ? strb_start_partial : 32'd0;
+  assign \$212  = \$209  ? 32'd4294967295 : \$211 ;
+  assign \$213  = \$8 [7:5] > 3'h5;
+  assign \$214  = \$8 [7:5] == 3'h5;
+  assign \$215  = \$214  ? strb_start_partial : 32'd0;
+  assign \$216  = \$213  ? 32'd4294967295 : \$215 ;
+  assign \$217  = w_valid & w_ready;
+  assign \$218  = out__valid & out__ready;
+  assign \$219  = \$218  ? { 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, \$signal [1535:512] } : \$signal ;
+  assign \$220  = \$219  | placed_d4;
+  assign \$221  = out__valid & out__ready;
+  assign \$222  = \$221  ? { 64'h0000000000000000, strb[191:64] } : strb;
+  assign \$223  = ~ { \$216 , \$212 , \$208 , \$204 , \$200 , \$196  };
+  assign \$224  = { \$192 , \$186 , \$180 , \$174 , \$168 , \$162  } & \$223 ;
+  assign \$225  = \$222  | \$224 ;
+  assign \$226  = \$8 [7:0] + w_bytes;
+  assign \$227  = out__valid & out__ready;
+  assign \$228  = \$227  ? { 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, \$signal [1535:512] } : \$signal ;
+  assign \$229  = out__valid & out__ready;
+  assign \$230  = \$229  ? { 64'h0000000000000000, strb[191:64] } : strb;
   always @(posedge clk)
-    \$signal  <= \$37 ;
+    \$signal  <= \$231 ;
   always @(posedge clk)
-    strb <= \$38 ;
+    strb <= \$232 ;
   always @(posedge clk)
-    fill <= \$39 ;
+    fill <= \$233 ;
   always @(posedge clk)
-    closing <= \$40 ;
+    closing <= \$234 ;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    (* full_case = 32'd1 *)
+    casez (w_bytes[1:0])
+      2'h0:
+          word_mask_partial = 32'd0;
+      2'h1:
+          word_mask_partial = 32'd255;
+      2'h2:
+          word_mask_partial = 32'd65535;
+      2'h3:
+          word_mask_partial = 32'd16777215;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    (* full_case = 32'd1 *)
+    casez (\$8 [3:0])
+      4'h0:
+          placed_d0 = { 120'h000000000000000000000000000000, \$140  };
+      4'h1:
+          placed_d0 = { 112'h0000000000000000000000000000, \$141 , 8'h00 };
+      4'h2:
+          placed_d0 = { 104'h00000000000000000000000000, \$142 , 16'h0000 };
+      4'h3:
+          placed_d0 = { 96'h000000000000000000000000, \$143 , 24'h000000 };
+      4'h4:
+          placed_d0 = { 88'h0000000000000000000000, \$144 , 32'h00000000 };
+      4'h5:
+          placed_d0 = { 80'h00000000000000000000, \$145 , 40'h0000000000 };
+      4'h6:
+          placed_d0 = { 72'h000000000000000000, \$146 , 48'h000000000000 };
+      4'h7:
+          placed_d0 = { 64'h0000000000000000, \$147 , 56'h00000000000000 };
+      4'h8:
+          placed_d0 = { 56'h00000000000000, \$148 , 64'h0000000000000000 };
+      4'h9:
+          placed_d0 = { 48'h000000000000, \$149 , 72'h000000000000000000 };
+      4'ha:
+          placed_d0 = { 40'h0000000000, \$150 , 80'h00000000000000000000 };
+      4'hb:
+          placed_d0 = { 32'h00000000, \$151 , 88'h0000000000000000000000 };
+      4'hc:
+          placed_d0 = { 24'h000000, \$152 , 96'h000000000000000000000000 };
+      4'hd:
+          placed_d0 = { 16'h0000, \$153 , 104'h00000000000000000000000000 };
+      4'he:
+          placed_d0 = { 8'h00, \$154 , 112'h0000000000000000000000000000 };
+      4'hf:
+          placed_d0 = { \$155 , 120'h000000000000000000000000000000 };
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    (* full_case = 32'd1 *)
+    casez (\$8 [7:4])
+      4'h0:
+          placed_d4 = { 392'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, placed_d0 };
+      4'h1:
+          placed_d4 = { 264'h000000000000000000000000000000000000000000000000000000000000000000, placed_d0, 128'h00000000000000000000000000000000 };
+      4'h2:
+          placed_d4 = { 136'h0000000000000000000000000000000000, placed_d0, 256'h0000000000000000000000000000000000000000000000000000000000000000 };
+      4'h3:
+          placed_d4 = { 8'h00, placed_d0, 384'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000 };
+      4'h4:
+          placed_d4 = { placed_d0[1023:0], 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000 };
+      4'h5:
+          placed_d4 = { placed_d0[895:0], 640'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000 };
+      4'h6:
+          placed_d4 = { placed_d0[767:0], 768'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000 };
+      4'h7:
+          placed_d4 = { placed_d0[639:0], 896'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000 };
+      4'h8:
+          placed_d4 = { placed_d0[511:0], 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000 };
+      4'h9:
+          placed_d4 = { placed_d0[383:0], 1152'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000 };
+      4'ha:
+          placed_d4 = { placed_d0[255:0], 1280'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000 };
+      4'hb:
+          placed_d4 = { placed_d0[127:0], 1408'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000 };
+      4'hc:
+          placed_d4 = 1536'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      4'hd:
+          placed_d4 = 1536'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      4'he:
+          placed_d4 = 1536'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      4'hf:
+          placed_d4 = 1536'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    (* full_case = 32'd1 *)
+    casez (\$156 [4:0])
+      5'h00:
+          strb_end_partial = 32'd0;
+      5'h01:
+          strb_end_partial = 32'd1;
+      5'h02:
+          strb_end_partial = 32'd3;
+      5'h03:
+          strb_end_partial = 32'd7;
+      5'h04:
+          strb_end_partial = 32'd15;
+      5'h05:
+          strb_end_partial = 32'd31;
+      5'h06:
+          strb_end_partial = 32'd63;
+      5'h07:
+          strb_end_partial = 32'd127;
+      5'h08:
+          strb_end_partial = 32'd255;
+      5'h09:
+          strb_end_partial = 32'd511;
+      5'h0a:
+          strb_end_partial = 32'd1023;
+      5'h0b:
+          strb_end_partial = 32'd2047;
+      5'h0c:
+          strb_end_partial = 32'd4095;
+      5'h0d:
+          strb_end_partial = 32'd8191;
+      5'h0e:
+          strb_end_partial = 32'd16383;
+      5'h0f:
+          strb_end_partial = 32'd32767;
+      5'h10:
+          strb_end_partial = 32'd65535;
+      5'h11:
+          strb_end_partial = 32'd131071;
+      5'h12:
+          strb_end_partial = 32'd262143;
+      5'h13:
+          strb_end_partial = 32'd524287;
+      5'h14:
+          strb_end_partial = 32'd1048575;
+      5'h15:
+          strb_end_partial = 32'd2097151;
+      5'h16:
+          strb_end_partial = 32'd4194303;
+      5'h17:
+          strb_end_partial = 32'd8388607;
+      5'h18:
+          strb_end_partial = 32'd16777215;
+      5'h19:
+          strb_end_partial = 32'd33554431;
+      5'h1a:
+          strb_end_partial = 32'd67108863;
+      5'h1b:
+          strb_end_partial = 32'd134217727;
+      5'h1c:
+          strb_end_partial = 32'd268435455;
+      5'h1d:
+          strb_end_partial = 32'd536870911;
+      5'h1e:
+          strb_end_partial = 32'd1073741823;
+      5'h1f:
+          strb_end_partial = 32'd2147483647;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    (* full_case = 32'd1 *)
+    casez (\$8 [4:0])
+      5'h00:
+          strb_start_partial = 32'd0;
+      5'h01:
+          strb_start_partial = 32'd1;
+      5'h02:
+          strb_start_partial = 32'd3;
+      5'h03:
+          strb_start_partial = 32'd7;
+      5'h04:
+          strb_start_partial = 32'd15;
+      5'h05:
+          strb_start_partial = 32'd31;
+      5'h06:
+          strb_start_partial = 32'd63;
+      5'h07:
+          strb_start_partial = 32'd127;
+      5'h08:
+          strb_start_partial = 32'd255;
+      5'h09:
+          strb_start_partial = 32'd511;
+      5'h0a:
+          strb_start_partial = 32'd1023;
+      5'h0b:
+          strb_start_partial = 32'd2047;
+      5'h0c:
+          strb_start_partial = 32'd4095;
+      5'h0d:
+          strb_start_partial = 32'd8191;
+      5'h0e:
+          strb_start_partial = 32'd16383;
+      5'h0f:
+          strb_start_partial = 32'd32767;
+      5'h10:
+          strb_start_partial = 32'd65535;
+      5'h11:
+          strb_start_partial = 32'd131071;
+      5'h12:
+          strb_start_partial = 32'd262143;
+      5'h13:
+          strb_start_partial = 32'd524287;
+      5'h14:
+          strb_start_partial = 32'd1048575;
+      5'h15:
+          strb_start_partial = 32'd2097151;
+      5'h16:
+          strb_start_partial = 32'd4194303;
+      5'h17:
+          strb_start_partial = 32'd8388607;
+      5'h18:
+          strb_start_partial = 32'd16777215;
+      5'h19:
+          strb_start_partial = 32'd33554431;
+      5'h1a:
+          strb_start_partial = 32'd67108863;
+      5'h1b:
+          strb_start_partial = 32'd134217727;
+      5'h1c:
+          strb_start_partial = 32'd268435455;
+      5'h1d:
+          strb_start_partial = 32'd536870911;
+      5'h1e:
+          strb_start_partial = 32'd1073741823;
+      5'h1f:
+          strb_start_partial = 32'd2147483647;
+    endcase
+  end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
     (* full_case = 32'd1 *)
     if (start) begin
-      \$37  = 1536'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    end else if (\$12 ) begin
-      \$37  = \$22 [1535:0];
+      \$231  = 1536'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    end else if (\$217 ) begin
+      \$231  = \$220 ;
     end else begin
-      \$37  = \$33 ;
+      \$231  = \$228 ;
     end
     if (rst) begin
-      \$37  = 1536'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$231  = 1536'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
     (* full_case = 32'd1 *)
     if (start) begin
-      \$38  = 192'h000000000000000000000000000000000000000000000000;
-    end else if (\$12 ) begin
-      \$38  = \$29 [191:0];
+      \$232  = 192'h000000000000000000000000000000000000000000000000;
+    end else if (\$217 ) begin
+      \$232  = \$225 ;
     end else begin
-      \$38  = \$36 ;
+      \$232  = \$230 ;
     end
     if (rst) begin
-      \$38  = 192'h000000000000000000000000000000000000000000000000;
+      \$232  = 192'h000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
     (* full_case = 32'd1 *)
     if (start) begin
-      \$39  = { 2'h0, offset };
-    end else if (\$12 ) begin
-      \$39  = \$30 [7:0];
+      \$233  = { 2'h0, offset };
+    end else if (\$217 ) begin
+      \$233  = \$226 [7:0];
     end else begin
-      \$39  = \$8 [7:0];
+      \$233  = \$8 [7:0];
     end
     if (rst) begin
-      \$39  = 8'h00;
+      \$233  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
-    \$40  = closing;
+    \$234  = closing;
     if (start) begin
-      \$40  = 1'h0;
-    end else if (\$12 ) begin
-      \$40  = w_last;
+      \$234  = 1'h0;
+    end else if (\$217 ) begin
+      \$234  = w_last;
     end
     if (rst) begin
-      \$40  = 1'h0;
+      \$234  = 1'h0;
     end
   end
   assign after = \$8 [7:0];
+  assign word_mask = { \$139 , \$135 , \$131 , \$127 , \$123 , \$119 , \$115 , \$111 , \$107 , \$103 , \$99 , \$95 , \$91 , \$87 , \$83 , \$79 , \$75 , \$71 , \$67 , \$63 , \$59 , \$55 , \$51 , \$47 , \$43 , \$39 , \$35 , \$31 , \$27 , \$23 , \$19 , \$15  };
+  assign strb_end = { \$192 , \$186 , \$180 , \$174 , \$168 , \$162  };
+  assign strb_start = { \$216 , \$212 , \$208 , \$204 , \$200 , \$196  };
   assign out__data = \$signal [511:0];
   assign out__strb = strb[63:0];
-  assign \$14  = { 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, \$signal [1535:512] };
-  assign \$16  = { w_bytes, 3'h0 };
-  assign \$20  = { \$8 [7:0], 3'h0 };
-  assign \$24  = { 64'h0000000000000000, strb[191:64] };
-  assign \$32  = { 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, \$signal [1535:512] };
-  assign \$35  = { 64'h0000000000000000, strb[191:64] };
 endmodule
 
 (* generator = "Amaranth" *)
@@ -34846,7 +33381,7 @@ module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.unpacker (rst, src__data, count, pair_count, data, valid, pair_valid, pair_data, last, pull, start, offset, rows, cols, beats, hold, pair, src__valid, row, col, clk
+module \ndp_device.control_unit.unpacker (rst, src__data, count, pair_count, valid, pair_valid, last, pull, start, offset, rows, cols, beats, hold, pair, src__valid, chunk_d0, pair_chunk_d0, row, col, clk
 );
   reg \$auto$verilog_backend.cc:2355:dump_module$79  = 0;
   wire [32:0] \$1 ;
@@ -34859,60 +33394,59 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, pair_count, dat
   wire [6:0] \$16 ;
   wire [5:0] \$17 ;
   wire [7:0] \$18 ;
-  wire [9:0] \$19 ;
+  wire [6:0] \$19 ;
   wire \$2 ;
-  wire [7:0] \$20 ;
-  wire \$21 ;
+  wire [6:0] \$20 ;
+  wire [7:0] \$21 ;
   wire \$22 ;
   wire \$23 ;
-  wire [6:0] \$24 ;
-  wire [11:0] \$25 ;
-  wire [32:0] \$26 ;
-  wire \$27 ;
-  wire [20:0] \$28 ;
+  wire \$24 ;
+  wire [32:0] \$25 ;
+  wire \$26 ;
+  wire [20:0] \$27 ;
+  wire \$28 ;
   wire \$29 ;
   wire [32:0] \$3 ;
-  wire \$30 ;
-  wire [21:0] \$31 ;
-  wire \$32 ;
-  wire [6:0] \$33 ;
-  wire [2:0] \$34 ;
+  wire [21:0] \$30 ;
+  wire \$31 ;
+  wire [6:0] \$32 ;
+  wire [2:0] \$33 ;
+  wire \$34 ;
   wire \$35 ;
   wire \$36 ;
   wire \$37 ;
-  wire \$38 ;
-  wire [32:0] \$39 ;
+  wire [32:0] \$38 ;
+  wire \$39 ;
   wire [32:0] \$4 ;
-  wire \$40 ;
-  wire [20:0] \$41 ;
+  wire [20:0] \$40 ;
+  wire \$41 ;
   wire \$42 ;
-  wire \$43 ;
-  wire [21:0] \$44 ;
+  wire [21:0] \$43 ;
+  wire \$44 ;
   wire \$45 ;
   wire \$46 ;
-  wire \$47 ;
-  wire [5:0] \$48 ;
+  wire [5:0] \$47 ;
+  wire [32:0] \$48 ;
   wire [32:0] \$49 ;
   wire \$5 ;
-  wire [32:0] \$50 ;
+  wire [2:0] \$50 ;
   wire [2:0] \$51 ;
-  wire [2:0] \$52 ;
-  wire [3:0] \$53 ;
-  wire \$54 ;
-  reg \$55 ;
-  reg [4:0] \$56 ;
-  reg [19:0] \$57 ;
+  wire [3:0] \$52 ;
+  wire \$53 ;
+  reg \$54 ;
+  reg [4:0] \$55 ;
+  reg [19:0] \$56 ;
+  reg [31:0] \$57 ;
   reg [31:0] \$58 ;
-  reg [31:0] \$59 ;
+  reg \$59 ;
   wire [31:0] \$6 ;
-  reg \$60 ;
-  reg [19:0] \$61 ;
+  reg [19:0] \$60 ;
+  reg [31:0] \$61 ;
   reg [31:0] \$62 ;
-  reg [31:0] \$63 ;
-  reg [1:0] \$64 ;
+  reg [1:0] \$63 ;
+  reg [511:0] \$64 ;
   reg [511:0] \$65 ;
   reg [511:0] \$66 ;
-  reg [511:0] \$67 ;
   wire [32:0] \$7 ;
   wire \$8 ;
   wire \$9 ;
@@ -34920,13 +33454,16 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, pair_count, dat
   wire [19:0] \$signal ;
   reg \$signal$10  = 1'h0;
   reg [19:0] \$signal$11  = 20'h00000;
-  reg [31:0] \$signal$29  = 32'd0;
+  reg [31:0] \$signal$33  = 32'd0;
   reg [31:0] \$signal$7  = 32'd0;
   (* init = 1'h0 *)
   wire active;
   input [31:0] beats;
   wire [31:0] beats;
   reg busy = 1'h0;
+  output [511:0] chunk_d0;
+  reg [511:0] chunk_d0;
+  reg [751:0] chunk_d4;
   input clk;
   wire clk;
   output [31:0] col;
@@ -34937,8 +33474,7 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, pair_count, dat
   wire [31:0] cols;
   output [5:0] count;
   wire [5:0] count;
-  wire [5:0] \count$14 ;
-  output [511:0] data;
+  wire [5:0] \count$21 ;
   wire [511:0] data;
   reg [1:0] held = 2'h0;
   input hold;
@@ -34950,10 +33486,12 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, pair_count, dat
   wire [4:0] offset;
   input pair;
   wire pair;
+  output [511:0] pair_chunk_d0;
+  reg [511:0] pair_chunk_d0;
+  reg [751:0] pair_chunk_d4;
   output [5:0] pair_count;
   wire [5:0] pair_count;
-  wire [5:0] \pair_count$23 ;
-  output [511:0] pair_data;
+  wire [5:0] \pair_count$27 ;
   wire [511:0] pair_data;
   output pair_valid;
   wire pair_valid;
@@ -34981,60 +33519,56 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, pair_count, dat
   reg [511:0] win0 = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   reg [511:0] win1 = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   reg [511:0] win2 = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-  assign \$28  = row + 1'h1;
-  assign \$29  = \$6 [5:0] == \$signal$7 ;
-  assign \$30  = paired & \$29 ;
-  assign \$31  = \$28  + \$30 ;
-  assign \$32  = \$31  == \$signal$11 ;
-  assign last = \$27  & \$32 ;
-  assign \$34  = held - retire;
-  assign \$35  = $signed(\$34 ) < $signed(3'h3);
-  assign \$36  = busy & \$35 ;
-  assign \$37  = taken < \$signal$29 ;
-  assign \$38  = \$36  & \$37 ;
-  assign pull = \$38  & src__valid;
-  assign \$39  = col + \$4 [5:0];
-  assign \$40  = \$39  == \$signal$7 ;
-  assign \$41  = row + 1'h1;
-  assign \$42  = \$6 [5:0] == \$signal$7 ;
-  assign \$43  = paired & \$42 ;
-  assign \$44  = \$41  + \$43 ;
-  assign \$45  = \$6 [5:0] == \$signal$7 ;
-  assign \$46  = ~ \$45 ;
-  assign \$47  = paired & \$46 ;
-  assign \$48  = \$47  ? \$6 [5:0] : 6'h00;
-  assign \$49  = col + \$4 [5:0];
-  assign \$50  = taken + 1'h1;
+  assign \$31  = \$30  == \$signal$11 ;
+  assign last = \$26  & \$31 ;
+  assign \$33  = held - retire;
+  assign \$34  = $signed(\$33 ) < $signed(3'h3);
+  assign \$35  = busy & \$34 ;
+  assign \$36  = taken < \$signal$33 ;
+  assign \$37  = \$35  & \$36 ;
+  assign pull = \$37  & src__valid;
+  assign \$38  = col + \$4 [5:0];
+  assign \$39  = \$38  == \$signal$7 ;
+  assign \$40  = row + 1'h1;
+  assign \$41  = \$6 [5:0] == \$signal$7 ;
+  assign \$42  = paired & \$41 ;
+  assign \$43  = \$40  + \$42 ;
+  assign \$44  = \$6 [5:0] == \$signal$7 ;
+  assign \$45  = ~ \$44 ;
+  assign \$46  = paired & \$45 ;
+  assign \$47  = \$46  ? \$6 [5:0] : 6'h00;
+  assign \$48  = col + \$4 [5:0];
+  assign \$49  = taken + 1'h1;
+  assign \$50  = held - retire;
   assign \$51  = held - retire;
-  assign \$52  = held - retire;
-  assign \$53  = $signed(\$52 ) + $signed({ 1'h0, pull });
-  assign \$54  = valid & last;
+  assign \$52  = $signed(\$51 ) + $signed({ 1'h0, pull });
+  assign \$53  = valid & last;
   always @(posedge clk)
-    busy <= \$55 ;
+    busy <= \$54 ;
   always @(posedge clk)
-    pos <= \$56 ;
+    pos <= \$55 ;
   always @(posedge clk)
-    \$signal$11  <= \$57 ;
+    \$signal$11  <= \$56 ;
   always @(posedge clk)
-    \$signal$7  <= \$58 ;
+    \$signal$7  <= \$57 ;
   always @(posedge clk)
-    \$signal$29  <= \$59 ;
+    \$signal$33  <= \$58 ;
   always @(posedge clk)
-    \$signal$10  <= \$60 ;
+    \$signal$10  <= \$59 ;
   always @(posedge clk)
-    row <= \$61 ;
+    row <= \$60 ;
   always @(posedge clk)
-    col <= \$62 ;
+    col <= \$61 ;
   always @(posedge clk)
-    taken <= \$63 ;
+    taken <= \$62 ;
   always @(posedge clk)
-    held <= \$64 ;
+    held <= \$63 ;
   always @(posedge clk)
-    win0 <= \$65 ;
+    win0 <= \$64 ;
   always @(posedge clk)
-    win1 <= \$66 ;
+    win1 <= \$65 ;
   always @(posedge clk)
-    win2 <= \$67 ;
+    win2 <= \$66 ;
   assign \$1  = \$signal$7  - col;
   assign \$2  = $signed(\$1 ) < $signed(7'h20);
   assign \$3  = \$signal$7  - col;
@@ -35054,67 +33588,186 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, pair_count, dat
   assign \$16  = pos + \$4 [5:0];
   assign \$17  = paired ? \$6 [5:0] : 6'h00;
   assign \$18  = \$16  + \$17 ;
-  assign \$19  = pos * 5'h10;
-  assign data = { win2, win1, win0 } >> \$19 ;
-  assign \$20  = held * 6'h20;
-  assign \$21  = \$18 [6:0] <= \$20 ;
-  assign \$22  = busy & \$21 ;
-  assign \$23  = ~ hold;
-  assign valid = \$22  & \$23 ;
+  assign \$19  = pos + \$4 [5:0];
+  assign \$20  = pos + \$4 [5:0];
+  assign \$21  = held * 6'h20;
+  assign \$22  = \$18 [6:0] <= \$21 ;
+  assign \$23  = busy & \$22 ;
+  assign \$24  = ~ hold;
+  assign valid = \$23  & \$24 ;
   assign pair_valid = valid & paired;
-  assign \$24  = pos + \$4 [5:0];
-  assign \$25  = \$24  * 5'h10;
-  assign pair_data = { win2, win1, win0 } >> \$25 ;
-  assign \$26  = col + \$4 [5:0];
-  assign \$27  = \$26  == \$signal$7 ;
+  assign \$25  = col + \$4 [5:0];
+  assign \$26  = \$25  == \$signal$7 ;
+  assign \$27  = row + 1'h1;
+  assign \$28  = \$6 [5:0] == \$signal$7 ;
+  assign \$29  = paired & \$28 ;
+  assign \$30  = \$27  + \$29 ;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
+    (* full_case = 32'd1 *)
+    casez (pos[4])
+      1'h0:
+          chunk_d4 = { win1[239:0], win0 };
+      1'h1:
+          chunk_d4 = { win1[495:0], win0[511:256] };
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
+    (* full_case = 32'd1 *)
+    casez (pos[3:0])
+      4'h0:
+          chunk_d0 = chunk_d4[511:0];
+      4'h1:
+          chunk_d0 = chunk_d4[527:16];
+      4'h2:
+          chunk_d0 = chunk_d4[543:32];
+      4'h3:
+          chunk_d0 = chunk_d4[559:48];
+      4'h4:
+          chunk_d0 = chunk_d4[575:64];
+      4'h5:
+          chunk_d0 = chunk_d4[591:80];
+      4'h6:
+          chunk_d0 = chunk_d4[607:96];
+      4'h7:
+          chunk_d0 = chunk_d4[623:112];
+      4'h8:
+          chunk_d0 = chunk_d4[639:128];
+      4'h9:
+          chunk_d0 = chunk_d4[655:144];
+      4'ha:
+          chunk_d0 = chunk_d4[671:160];
+      4'hb:
+          chunk_d0 = chunk_d4[687:176];
+      4'hc:
+          chunk_d0 = chunk_d4[703:192];
+      4'hd:
+          chunk_d0 = chunk_d4[719:208];
+      4'he:
+          chunk_d0 = chunk_d4[735:224];
+      4'hf:
+          chunk_d0 = chunk_d4[751:240];
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
+    (* full_case = 32'd1 *)
+    casez (\$19 [6:4])
+      3'h0:
+          pair_chunk_d4 = { win1[239:0], win0 };
+      3'h1:
+          pair_chunk_d4 = { win1[495:0], win0[511:256] };
+      3'h2:
+          pair_chunk_d4 = { win2[239:0], win1 };
+      3'h3:
+          pair_chunk_d4 = { win2[495:0], win1[511:256] };
+      3'h4:
+          pair_chunk_d4 = { 240'h000000000000000000000000000000000000000000000000000000000000, win2 };
+      3'h5:
+          pair_chunk_d4 = { 496'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, win2[511:256] };
+      3'h6:
+          pair_chunk_d4 = 752'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      3'h7:
+          pair_chunk_d4 = 752'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
+    (* full_case = 32'd1 *)
+    casez (\$20 [3:0])
+      4'h0:
+          pair_chunk_d0 = pair_chunk_d4[511:0];
+      4'h1:
+          pair_chunk_d0 = pair_chunk_d4[527:16];
+      4'h2:
+          pair_chunk_d0 = pair_chunk_d4[543:32];
+      4'h3:
+          pair_chunk_d0 = pair_chunk_d4[559:48];
+      4'h4:
+          pair_chunk_d0 = pair_chunk_d4[575:64];
+      4'h5:
+          pair_chunk_d0 = pair_chunk_d4[591:80];
+      4'h6:
+          pair_chunk_d0 = pair_chunk_d4[607:96];
+      4'h7:
+          pair_chunk_d0 = pair_chunk_d4[623:112];
+      4'h8:
+          pair_chunk_d0 = pair_chunk_d4[639:128];
+      4'h9:
+          pair_chunk_d0 = pair_chunk_d4[655:144];
+      4'ha:
+          pair_chunk_d0 = pair_chunk_d4[671:160];
+      4'hb:
+          pair_chunk_d0 = pair_chunk_d4[687:176];
+      4'hc:
+          pair_chunk_d0 = pair_chunk_d4[703:192];
+      4'hd:
+          pair_chunk_d0 = pair_chunk_d4[719:208];
+      4'he:
+          pair_chunk_d0 = pair_chunk_d4[735:224];
+      4'hf:
+          pair_chunk_d0 = pair_chunk_d4[751:240];
+    endcase
+  end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
     retire = 2'h0;
     if (valid) begin
-      retire = \$33 [1:0];
+      retire = \$32 [1:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
-    \$55  = busy;
+    \$54  = busy;
     if (start) begin
-      \$55  = 1'h1;
+      \$54  = 1'h1;
     end
-    if (\$54 ) begin
-      \$55  = 1'h0;
+    if (\$53 ) begin
+      \$54  = 1'h0;
     end
     if (rst) begin
-      \$55  = 1'h0;
+      \$54  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
-    \$56  = pos;
+    \$55  = pos;
     if (start) begin
-      \$56  = offset;
+      \$55  = offset;
     end
     if (valid) begin
-      \$56  = \$18 [4:0];
+      \$55  = \$18 [4:0];
     end
     if (rst) begin
-      \$56  = 5'h00;
+      \$55  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
-    \$57  = \$signal$11 ;
+    \$56  = \$signal$11 ;
     if (start) begin
-      \$57  = rows;
+      \$56  = rows;
     end
     if (rst) begin
-      \$57  = 20'h00000;
+      \$56  = 20'h00000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
-    \$58  = \$signal$7 ;
+    \$57  = \$signal$7 ;
     if (start) begin
-      \$58  = cols;
+      \$57  = cols;
+    end
+    if (rst) begin
+      \$57  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
+    \$58  = \$signal$33 ;
+    if (start) begin
+      \$58  = beats;
     end
     if (rst) begin
       \$58  = 32'd0;
@@ -35122,52 +33775,55 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, pair_count, dat
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
-    \$59  = \$signal$29 ;
+    \$59  = \$signal$10 ;
     if (start) begin
-      \$59  = beats;
+      \$59  = pair;
     end
     if (rst) begin
-      \$59  = 32'd0;
+      \$59  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
-    \$60  = \$signal$10 ;
+    \$60  = row;
     if (start) begin
-      \$60  = pair;
-    end
-    if (rst) begin
-      \$60  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
-    \$61  = row;
-    if (start) begin
-      \$61  = 20'h00000;
+      \$60  = 20'h00000;
     end
     if (valid) begin
-      if (\$40 ) begin
-        \$61  = \$44 [19:0];
+      if (\$39 ) begin
+        \$60  = \$43 [19:0];
       end
     end
     if (rst) begin
-      \$61  = 20'h00000;
+      \$60  = 20'h00000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
-    \$62  = col;
+    \$61  = col;
     if (start) begin
-      \$62  = 32'd0;
+      \$61  = 32'd0;
     end
     if (valid) begin
       (* full_case = 32'd1 *)
-      if (\$40 ) begin
-        \$62  = { 26'h0000000, \$48  };
+      if (\$39 ) begin
+        \$61  = { 26'h0000000, \$47  };
       end else begin
-        \$62  = \$49 [31:0];
+        \$61  = \$48 [31:0];
       end
+    end
+    if (rst) begin
+      \$61  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
+    \$62  = taken;
+    if (start) begin
+      \$62  = 32'd0;
+    end
+    if (pull) begin
+      \$62  = \$49 [31:0];
     end
     if (rst) begin
       \$62  = 32'd0;
@@ -35175,39 +33831,45 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, pair_count, dat
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
-    \$63  = taken;
-    if (start) begin
-      \$63  = 32'd0;
-    end
-    if (pull) begin
-      \$63  = \$50 [31:0];
+    \$63  = \$52 [1:0];
+    if (\$53 ) begin
+      \$63  = 2'h0;
     end
     if (rst) begin
-      \$63  = 32'd0;
+      \$63  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
-    \$64  = \$53 [1:0];
-    if (\$54 ) begin
-      \$64  = 2'h0;
-    end
-    if (rst) begin
-      \$64  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
-    \$65  = win0;
+    \$64  = win0;
     casez (retire)
       2'h1:
-          \$65  = win1;
+          \$64  = win1;
       2'h2:
+          \$64  = win2;
+    endcase
+    if (pull) begin
+      casez (\$50 )
+        3'h0:
+            \$64  = src__data;
+      endcase
+    end
+    if (rst) begin
+      \$64  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
+    \$65  = win1;
+    casez (retire)
+      2'h1:
           \$65  = win2;
     endcase
     if (pull) begin
-      casez (\$51 )
+      casez (\$50 )
         3'h0:
+            /* empty */;
+        3'h1:
             \$65  = src__data;
       endcase
     end
@@ -35217,16 +33879,14 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, pair_count, dat
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
-    \$66  = win1;
-    casez (retire)
-      2'h1:
-          \$66  = win2;
-    endcase
+    \$66  = win2;
     if (pull) begin
-      casez (\$51 )
+      casez (\$50 )
         3'h0:
             /* empty */;
         3'h1:
+            /* empty */;
+        3'h2:
             \$66  = src__data;
       endcase
     end
@@ -35234,33 +33894,18 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, pair_count, dat
       \$66  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
-    \$67  = win2;
-    if (pull) begin
-      casez (\$51 )
-        3'h0:
-            /* empty */;
-        3'h1:
-            /* empty */;
-        3'h2:
-            \$67  = src__data;
-      endcase
-    end
-    if (rst) begin
-      \$67  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    end
-  end
   assign active = busy;
   assign \$signal  = row;
   assign \col$5  = col;
   assign need = \$18 [6:0];
-  assign \count$14  = \$4 [5:0];
-  assign \pair_count$23  = \$6 [5:0];
+  assign \count$21  = \$4 [5:0];
+  assign data = chunk_d0;
+  assign \pair_count$27  = \$6 [5:0];
+  assign pair_data = pair_chunk_d0;
   assign src__ready = pull;
   assign count = \$4 [5:0];
   assign pair_count = \$6 [5:0];
-  assign \$33  = { 5'h00, \$18 [6:5] };
+  assign \$32  = { 5'h00, \$18 [6:5] };
 endmodule
 
 (* generator = "Amaranth" *)
@@ -39475,7 +38120,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__bready, io__araddr, io__arvalid, io__rready, io__awuser, clk, rst, io__awready, io__wready, io__arready, done_valid, \port$6072$0 , reset__0, reset__1, reset__2, reset__3, io__bvalid
+module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__bready, io__araddr, io__arvalid, io__rready, io__awuser, clk, rst, io__awready, io__wready, io__arready, done_valid, \port$6400$0 , reset__0, reset__1, reset__2, reset__3, io__bvalid
 , b_resp, queues__0, queues__1, queues__2, queues__3, io__rvalid, r_data, io__awaddr);
   reg \$auto$verilog_backend.cc:2355:dump_module$89  = 0;
   wire \$1 ;
@@ -39856,8 +38501,8 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
   input io__wvalid;
   wire io__wvalid;
   wire [31:0] mask;
-  input [41:0] \port$6072$0 ;
-  wire [41:0] \port$6072$0 ;
+  input [41:0] \port$6400$0 ;
+  wire [41:0] \port$6400$0 ;
   output [321:0] queues__0;
   reg [321:0] queues__0 = 322'h000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   wire [63:0] \queues__0.cq_base ;
@@ -39923,10 +38568,10 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
   reg [31:0] status1 = 32'd0;
   reg [31:0] status2 = 32'd0;
   reg [31:0] status3 = 32'd0;
-  assign \$1  = | \port$6072$0 [41:34];
-  assign \$2  = | \port$6072$0 [41:34];
-  assign \$3  = | \port$6072$0 [41:34];
-  assign \$4  = | \port$6072$0 [41:34];
+  assign \$1  = | \port$6400$0 [41:34];
+  assign \$2  = | \port$6400$0 [41:34];
+  assign \$3  = | \port$6400$0 [41:34];
+  assign \$4  = | \port$6400$0 [41:34];
   assign \$5  = io__awvalid & io__awready;
   assign \$6  = io__wvalid & io__wready;
   assign \$7  = \$signal$32  & io__bready;
@@ -40559,9 +39204,9 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     \$298  = head0;
     if (done_valid) begin
-      casez (\port$6072$0 [1:0])
+      casez (\port$6400$0 [1:0])
         2'h0:
-            \$298  = \port$6072$0 [33:2];
+            \$298  = \port$6400$0 [33:2];
       endcase
     end
     if (\$10 ) begin
@@ -40600,10 +39245,10 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     \$299  = status0;
     if (done_valid) begin
-      casez (\port$6072$0 [1:0])
+      casez (\port$6400$0 [1:0])
         2'h0:
             if (\$1 ) begin
-              \$299  = { 24'h800000, \port$6072$0 [41:34] };
+              \$299  = { 24'h800000, \port$6400$0 [41:34] };
             end
       endcase
     end
@@ -40645,11 +39290,11 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     \$300  = head1;
     if (done_valid) begin
-      casez (\port$6072$0 [1:0])
+      casez (\port$6400$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
-            \$300  = \port$6072$0 [33:2];
+            \$300  = \port$6400$0 [33:2];
       endcase
     end
     if (\$10 ) begin
@@ -40712,12 +39357,12 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     \$301  = status1;
     if (done_valid) begin
-      casez (\port$6072$0 [1:0])
+      casez (\port$6400$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
             if (\$2 ) begin
-              \$301  = { 24'h800000, \port$6072$0 [41:34] };
+              \$301  = { 24'h800000, \port$6400$0 [41:34] };
             end
       endcase
     end
@@ -40783,13 +39428,13 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     \$302  = head2;
     if (done_valid) begin
-      casez (\port$6072$0 [1:0])
+      casez (\port$6400$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
             /* empty */;
         2'h2:
-            \$302  = \port$6072$0 [33:2];
+            \$302  = \port$6400$0 [33:2];
       endcase
     end
     if (\$10 ) begin
@@ -40876,14 +39521,14 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     \$303  = status2;
     if (done_valid) begin
-      casez (\port$6072$0 [1:0])
+      casez (\port$6400$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
             /* empty */;
         2'h2:
             if (\$3 ) begin
-              \$303  = { 24'h800000, \port$6072$0 [41:34] };
+              \$303  = { 24'h800000, \port$6400$0 [41:34] };
             end
       endcase
     end
@@ -40974,7 +39619,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     \$304  = head3;
     if (done_valid) begin
       (* full_case = 32'd1 *)
-      casez (\port$6072$0 [1:0])
+      casez (\port$6400$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
@@ -40982,7 +39627,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
         2'h2:
             /* empty */;
         2'h3:
-            \$304  = \port$6072$0 [33:2];
+            \$304  = \port$6400$0 [33:2];
       endcase
     end
     if (\$10 ) begin
@@ -41094,7 +39739,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     \$305  = status3;
     if (done_valid) begin
       (* full_case = 32'd1 *)
-      casez (\port$6072$0 [1:0])
+      casez (\port$6400$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
@@ -41103,7 +39748,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
             /* empty */;
         2'h3:
             if (\$4 ) begin
-              \$305  = { 24'h800000, \port$6072$0 [41:34] };
+              \$305  = { 24'h800000, \port$6400$0 [41:34] };
             end
       endcase
     end
@@ -41935,9 +40580,9 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
       endcase
     end
   end
-  assign done_queue = \port$6072$0 [1:0];
-  assign done_seq = \port$6072$0 [33:2];
-  assign done_status = \port$6072$0 [41:34];
+  assign done_queue = \port$6400$0 [1:0];
+  assign done_seq = \port$6400$0 [33:2];
+  assign done_status = \port$6400$0 [41:34];
   assign mask = { \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3:2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2:1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1:0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0] };
   assign io__bresp = b_resp;
   assign io__rdata = r_data;
