@@ -33,9 +33,11 @@ demo: $(STAMP) rtl
 lint: $(STAMP)
 	$(RUN) -m pytest -q tests/rtl/test_lint.py
 
-# the cycle model against the RTL on a random descriptor stream
+# the cycle model against the RTL on a random descriptor stream: make validate [CONFIG=paper] [COUNT=n]
+CONFIG ?= default
+COUNT ?= 240
 validate: $(STAMP)
-	$(RUN) tests/rtl/validate.py
+	$(RUN) tests/rtl/validate.py --config $(CONFIG) --count $(COUNT)
 
 # the paper config's figures from the cycle model
 figures: $(STAMP)

@@ -2,7 +2,9 @@
 
 Host accesses take model time as the RTL bench's bus functional models take bus cycles
 (measured on the cocotbext-axi bench), so a descriptor stream sees about the same
-overlap of host and device work on both backends. The access itself is instant.
+overlap of host and device work on both backends. The access itself is instant. With
+`backdoor_memory`, memory accesses take no time, as on the fast co-simulation path
+(driver/fast_rtl_transport.py), whose register accesses take the same cycles as here.
 """
 import asyncio
 import contextlib
@@ -38,8 +40,9 @@ class ModelTransport(Transport):
     """
     supports_irq = True
 
-    def __init__(self, cfg, model=None, clock=None):
+    def __init__(self, cfg, model=None, clock=None, backdoor_memory=False):
         self.cfg = cfg
+        self._mem_cycles = (0, 0, 0) if backdoor_memory else (MEM_WRITE_CYCLES, MEM_READ_CYCLES, 1)
         self.model = model or NdpModel(cfg)
         self.clock = clock
         self._own_now = 0
@@ -86,7 +89,8 @@ class ModelTransport(Transport):
                 raise MemAccessError(addr, len(data), pasid, "SLVERR", write=True)
             self.model.memory.write(addr, data)
             self._wake()
-            await self._run_to(self.now + MEM_WRITE_CYCLES + _lines(addr, len(data)))
+            write, _, per_line = self._mem_cycles
+            await self._run_to(self.now + write + per_line * _lines(addr, len(data)))
 
     async def mem_read(self, addr, length, pasid):
         async with self._port:
@@ -94,7 +98,8 @@ class ModelTransport(Transport):
             if mem_frontend.refused(self.model.regfile.queues, addr, length, pasid):
                 raise MemAccessError(addr, length, pasid, "SLVERR", write=False)
             data = self.model.memory.read(addr, length)
-            await self._run_to(self.now + MEM_READ_CYCLES + _lines(addr, length))
+            _, read, per_line = self._mem_cycles
+            await self._run_to(self.now + read + per_line * _lines(addr, length))
             return data
 
     async def reg_write(self, offset, value, pasid):

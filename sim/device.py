@@ -16,7 +16,7 @@ state the one before it left.
 """
 import heapq
 
-from . import command_engine, dram_arbiter
+from . import command_engine, dram_arbiter, dram_interleaver
 from .command_engine import CommandEngine
 from .control_unit import ControlUnit, State
 from .instruction_buffer import InstructionBuffer
@@ -113,17 +113,20 @@ class NdpModel:
     def _fetch_handshake(self, request):
         """(handshake, beat) of a command-engine read asking from cycle `request`."""
         self._control_first = self._last_grant_was_fetch(request)
-        return dram_arbiter.engine_grant(request, self._bursts(), self._control_first, self.cfg.dram_read_latency)
+        return dram_arbiter.engine_grant(request, self._bursts(), self._control_first, self.cfg)
 
     def _last_grant_was_fetch(self, request):
-        fetches = [handshake for _, handshake, _, _ in self._fetch_reads if handshake <= request]
+        fetches = [read[1] for read in self._fetch_reads if read[1] <= request]
         bursts = [handshake for handshake, _ in self._bursts() if handshake <= request]
         return bool(fetches) and (not bursts or max(fetches) > max(bursts))
 
     def _fetch(self, cycle):
         q = self.engine.pick(self.regfile.queues, cycle)
+        regs = self.regfile.queues[q]
+        line = regs.slot_addr(regs.sq_base, self.engine.next_seq[q]) // self.cfg.port_bytes
         entry, handshake, arrival = self.engine.fetch(self.regfile.queues, q, cycle, self._fetch_handshake)
-        self._steal((cycle + command_engine.ADDR_DELAY - 1, handshake, arrival, self._control_first))
+        self._steal((cycle + command_engine.ADDR_DELAY - 1, handshake, arrival, self._control_first,
+                     dram_interleaver.channel_of(line, self.cfg.dram_channels)))
         if entry is None:
             return
         push = arrival + 1

@@ -11,10 +11,14 @@ after the read's) is sim/dram_reader.py's `steals`.
 """
 
 
-def engine_grant(request, bursts, control_first, latency):
+def engine_grant(request, bursts, control_first, cfg):
     """(handshake, beat) of a command-engine read asking from `request`, among the reader
     bursts `bursts` ((handshake, last beat) each) already scheduled; `control_first`: the
-    engine had the last grant, so a reader burst picked in the same cycle goes first."""
+    engine had the last grant, so a reader burst picked in the same cycle goes first. With
+    several channels the line comes through the interleaver (sim/dram_interleaver.py): its
+    channel's part a cycle after the handshake, the beat a cycle after the line; its
+    channel's earlier lines all belong to beats before it, so they never make it later."""
+    latency = cfg.dram_read_latency + (2 if cfg.dram_channels > 1 else 0)
     handshakes = {h for h, _ in bursts}
     pick = request
     while True:

@@ -14,8 +14,6 @@ address has gone (from the cycle after) and after its previous line; the channel
 burst's answer comes the cycle after the last of its channels' answers, after the
 previous burst's.
 """
-import numpy as np
-
 NEVER = -(1 << 40)
 
 
@@ -29,9 +27,9 @@ class WriteChannels:
 
     def __init__(self, cfg):
         self.channels, self.latency = cfg.dram_channels, cfg.dram_write_latency
-        self.aw = np.full(self.channels, NEVER, np.int64)
-        self.w = np.full(self.channels, NEVER, np.int64)
-        self.b = np.full(self.channels, NEVER, np.int64)
+        self.aw = [NEVER] * self.channels
+        self.w = [NEVER] * self.channels
+        self.b = [NEVER] * self.channels
 
     def burst(self, handshake, first_line, lines, beat_times):
         """The cycle the last of the channels' answers to a burst comes (the join answers

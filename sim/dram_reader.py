@@ -86,8 +86,9 @@ def _schedule(start, addr, lines, cfg, steals, pulls, before, floor):
     count = len(lengths)
     channel_last = (before.channel_last.copy() if before is not None
                     else np.full(cfg.dram_channels, -(1 << 40), np.int64))
+    stolen = before.stolen_through if before is not None else -(1 << 40)
     if not count:
-        return np.empty(0, np.int64), lengths, np.empty(0, np.int64), channel_last
+        return np.empty(0, np.int64), lengths, np.empty(0, np.int64), channel_last, stolen
     steals = np.array([tuple(s) + (0,) * (5 - len(s)) for s in sorted(steals, key=lambda s: s[1])],
                       np.int64).reshape(-1, 5)
     # the earlier runs: their beats and bursts, the pulls of their last beats and the last
@@ -96,11 +97,12 @@ def _schedule(start, addr, lines, cfg, steals, pulls, before, floor):
     ahead, bursts_ahead = (before.beats, before.bursts) if before is not None else (0, 0)
     earlier_pulls = np.array(before.pulls if before is not None else [], np.int64)
     last = np.array(before.last_beats if before is not None else [], np.int64)
-    handshakes, arrivals = _handshakes(start, lengths, firsts, sizes, ahead, bursts_ahead, earlier_pulls, last,
-                                       np.zeros(0, np.int64) if pulls is None else pulls.astype(np.int64),
-                                       pulls is not None, steals, cfg.dram_read_latency, cfg.dram_buf_beats,
-                                       cfg.dram_max_reads, floor, cfg.dram_channels, channel_last)
-    return handshakes, lengths, arrivals, channel_last
+    handshakes, arrivals, stolen = _handshakes(start, lengths, firsts, sizes, ahead, bursts_ahead, earlier_pulls,
+                                               last, np.zeros(0, np.int64) if pulls is None else pulls.astype(np.int64),
+                                               pulls is not None, steals, stolen, cfg.dram_read_latency,
+                                               cfg.dram_buf_beats, cfg.dram_max_reads, floor, cfg.dram_channels,
+                                               channel_last)
+    return handshakes, lengths, arrivals, channel_last, stolen
 
 
 def load_kernels(cfg):
@@ -110,10 +112,11 @@ def load_kernels(cfg):
 
 @numba.njit(cache=True)
 def _handshakes(start, lens, firsts, sizes, ahead, bursts_ahead, earlier_pulls, earlier_last, pulls, has_pulls,
-                steals, latency, room, max_reads, floor, channels, channel_last):
+                steals, stolen, latency, room, max_reads, floor, channels, channel_last):
     """burst_schedule's loop over the bursts (compiled: one burst depends on the last):
-    each burst's handshake and the cycle each beat is on the R channel. `channel_last`
-    (each channel's last line) is updated in place."""
+    each burst's handshake, the cycle each beat is on the R channel, and the handshake of
+    the last steal now counted. `channel_last` (each channel's last line) is updated in
+    place; a steal whose handshake is at or before `stolen` is in it already."""
     count = len(lens)
     pulls_base, last_base = ahead - len(earlier_pulls), bursts_ahead - len(earlier_last)
     last = np.empty(len(earlier_last) + count, np.int64)     # cycle of each burst's last beat
@@ -124,7 +127,7 @@ def _handshakes(start, lens, firsts, sizes, ahead, bursts_ahead, earlier_pulls, 
     requested = ahead                                        # beats asked for, with the earlier runs'
     j = 0                                                    # the burst holding the freeing beat
     first_beat_j = ahead
-    applied = np.zeros(len(steals), np.bool_)                # steals before the bursts so far
+    applied = steals[:, 1] <= stolen                          # steals before the bursts so far
     beat_at = 0
     line_times = np.empty(4 * channels, np.int64)
     for i in range(count):
@@ -153,6 +156,7 @@ def _handshakes(start, lens, firsts, sizes, ahead, bursts_ahead, earlier_pulls, 
         for k in range(len(steals)):
             if not applied[k] and steals[k, 1] < h:
                 applied[k] = True
+                stolen = max(stolen, steals[k, 1])
                 if channels == 1:
                     previous = max(previous, steals[k, 2])
                 else:
@@ -185,7 +189,7 @@ def _handshakes(start, lens, firsts, sizes, ahead, bursts_ahead, earlier_pulls, 
         beat_at += lens[i]
         pull = max(arrive + BUFFER_LATENCY, floor)
         first_pull[i] = pull if i == 0 else max(pull, first_pull[i - 1] + lens[i - 1])
-    return handshakes, arrivals
+    return handshakes, arrivals, stolen
 
 
 MAX_ROUNDS = 8
@@ -201,6 +205,7 @@ class Reader:
         self.last_beats = []          # the cycle of the last beat of the last dram_max_reads bursts
         self.issued_all = None        # first cycle the last run's bursts were all issued
         self.channel_last = np.full(cfg.dram_channels, -(1 << 40), np.int64)   # each channel's last line
+        self.stolen_through = -(1 << 40)      # the handshake of the last command-engine read counted in it
 
     def add(self, handshakes, lengths, beat_times, pulls):
         room, reads = self.cfg.dram_buf_beats, self.cfg.dram_max_reads
@@ -217,8 +222,8 @@ def run(start, addr, lines, cfg, consumer, steals=(), before=None, floor=0):
     arrivals, pulls): the schedule, and when each beat arrives and is taken."""
     pulls = None
     for _ in range(MAX_ROUNDS):
-        handshakes, lengths, beat_times, channel_last = _schedule(start, addr, lines, cfg, steals, pulls, before,
-                                                                  floor)
+        handshakes, lengths, beat_times, channel_last, stolen = _schedule(start, addr, lines, cfg, steals, pulls,
+                                                                          before, floor)
         shown = beat_times + BUFFER_LATENCY
         taken = consumer(shown)
         if pulls is None:
@@ -232,7 +237,7 @@ def run(start, addr, lines, cfg, consumer, steals=(), before=None, floor=0):
             break
     if before is not None:
         before.add(handshakes, lengths, beat_times, pulls)
-        before.channel_last = channel_last
+        before.channel_last, before.stolen_through = channel_last, stolen
     return handshakes, lengths, beat_times, pulls
 
 

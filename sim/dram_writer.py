@@ -96,7 +96,8 @@ class Writer:
                 self.idle_at = cycle + 1
         return cycle
 
-    def run(self, start, addr, available):
-        """A stream job whose lines are available at `available`: the cycle each is taken."""
-        self.stream(start, addr, len(available))
+    def run(self, start, addr, lines, available):
+        """A stream job of `lines` lines whose beats are available at `available`: the
+        cycle each beat is taken."""
+        self.stream(start, addr, lines)
         return np.array([self.take(int(shown)) for shown in available], np.int64)

@@ -6,15 +6,18 @@ import os
 import cocotb
 
 import stream
-from env import DeviceEnv
+from env import backend_class
 
 
 @cocotb.test()
 async def validate(dut):
-    env = DeviceEnv(dut)
-    dev = await env.start()
+    """On the top this simulation was built with: the cocotbext-axi bench, or the fast path."""
+    env = await backend_class().open(dut)
+    dev = env.dev
     seed, count = int(os.environ["VALIDATE_SEED"]), int(os.environ["VALIDATE_COUNT"])
     queues = await stream.configure(dev, env.cfg)
-    records = await stream.run(dev, queues, stream.generate(seed, count, env.cfg), seed)
+    batches = (stream.from_json(os.environ["VALIDATE_STREAM"]) if os.environ.get("VALIDATE_STREAM")
+               else stream.generate(seed, count, env.cfg))
+    records = await stream.run(dev, queues, batches, seed)
     with open(os.environ["VALIDATE_OUT"], "w") as f:
         json.dump(records, f)

@@ -11,6 +11,7 @@ host's share of the DRAM arbiter, so host reads during a descriptor would show u
 cycle error that is not the model's.
 """
 import dataclasses
+import json
 import random
 
 import numpy as np
@@ -105,6 +106,15 @@ def generate(seed, count, cfg):
         made += len(batch)
         batches.append(batch)
     return batches
+
+
+def to_json(batches):
+    return json.dumps([[dataclasses.asdict(item) for item in batch] for batch in batches])
+
+
+def from_json(text):
+    """Batches written by `to_json` (a stream to replay: validate.py --stream)."""
+    return [[Item(**item) for item in batch] for batch in json.loads(text)]
 
 
 def pasid_of(q):

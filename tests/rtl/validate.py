@@ -1,17 +1,23 @@
 """`make validate`: the cycle model against the RTL on a random descriptor stream.
 
-Runs the same stream through the driver on the model (sim/) and on the RTL (Verilator,
-cocotbext-axi bench), then compares, per descriptor, the result bytes and the status
-(both must match exactly) and the cycles. Prints the error table, the error
-distribution, and ends with
-    cycle error median=<percent>% worst=<percent>% n=<descriptors> mismatched_bytes=<count>
+Runs the same stream through the driver on the model (sim/) and on the RTL (Verilator),
+then compares, per descriptor, the result bytes and the status (both must match exactly)
+and the cycles. Prints the error table, the error distribution, and ends with
+    cycle error median=<percent>% worst=<percent>% n=<descriptors> mismatched_bytes=<count> config=<name>
 
-    python tests/rtl/validate.py [--seed S] [--count N] [--config NAME]
+The RTL runs on the cocotbext-axi bench (host data over CXL.mem) for a config whose DRAM
+is that bench's RAM model (one channel, the 2-cycle latencies the model assumes), else
+on the fast co-simulation path (one behavioural DRAM per channel at the config's
+latencies, host data through the DRAM backdoor, so the model's host memory accesses take
+no time there either); `--backend` chooses.
+
+    python tests/rtl/validate.py [--seed S] [--count N] [--config NAME] [--backend bfm|fast]
 """
 import argparse
 import asyncio
 import json
 import os
+import pathlib
 import statistics
 import sys
 
@@ -24,19 +30,27 @@ from driver import NdpDevice  # noqa: E402
 from driver.model_transport import ModelTransport  # noqa: E402
 
 
-def run_model(cfg, seed, count):
+def default_backend(cfg):
+    """The cocotbext-axi bench where its RAM model is the config's DRAM, else the fast path."""
+    bfm = cfg.dram_channels == 1 and (cfg.dram_read_latency, cfg.dram_write_latency) == (2, 2)
+    return "bfm" if bfm else "fast"
+
+
+def run_model(cfg, seed, count, backend="bfm", batches=None):
     async def main():
-        dev = await NdpDevice.open(ModelTransport(cfg))
+        dev = await NdpDevice.open(ModelTransport(cfg, backdoor_memory=backend == "fast"))
         queues = await stream.configure(dev, cfg)
-        return await stream.run(dev, queues, stream.generate(seed, count, cfg), seed)
+        return await stream.run(dev, queues, batches or stream.generate(seed, count, cfg), seed)
     return asyncio.run(main())
 
 
-def run_rtl(config, seed, count):
-    out = runner.BUILD / f"validate-{config}-{seed}-{count}.json"
-    runner.run("cocotb_validate", config=config,
-               env={"VALIDATE_SEED": str(seed), "VALIDATE_COUNT": str(count), "VALIDATE_OUT": str(out),
-                    "COCOTB_LOG_LEVEL": "WARNING", "PYTHONWARNINGS": "ignore::DeprecationWarning"})
+def run_rtl(config, seed, count, backend="bfm", batches=None):
+    out = runner.BUILD / f"validate-{config}-{backend}-{seed}-{count}.json"
+    run = runner.run if backend == "bfm" else runner.run_fast
+    run("cocotb_validate", config=config,
+        env={"VALIDATE_SEED": str(seed), "VALIDATE_COUNT": str(count), "VALIDATE_OUT": str(out),
+             "VALIDATE_STREAM": stream.to_json(batches) if batches else "",
+             "COCOTB_LOG_LEVEL": "WARNING", "PYTHONWARNINGS": "ignore::DeprecationWarning"})
     return json.loads(out.read_text())
 
 
@@ -57,7 +71,7 @@ def compare(model, rtl):
                   "mismatched_bytes": mismatched_bytes, "status_mismatches": status_mismatches}
 
 
-def report(rows, summary, out=sys.stdout):
+def report(rows, summary, config, out=sys.stdout):
     print(f"{'#':>4} {'descriptor':<22} {'q':>2} {'status rtl/model':<22} {'rtl cyc':>8} {'model':>8} "
           f"{'err %':>7} {'bytes':>5}", file=out)
     for i, label, q, rs, ms, rc, mc, err, differ in rows:
@@ -72,7 +86,7 @@ def report(rows, summary, out=sys.stdout):
               file=out)
     print(f"status mismatches: {summary['status_mismatches']}", file=out)
     print(f"cycle error median={summary['median']:.2f}% worst={summary['worst']:.2f}% n={summary['n']} "
-          f"mismatched_bytes={summary['mismatched_bytes']}", file=out)
+          f"mismatched_bytes={summary['mismatched_bytes']} config={config}", file=out)
 
 
 def main(argv=None):
@@ -80,12 +94,17 @@ def main(argv=None):
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--count", type=int, default=240)
     parser.add_argument("--config", default="default")
+    parser.add_argument("--backend", choices=("bfm", "fast"), help="the RTL's bench (default: see above)")
+    parser.add_argument("--stream", type=pathlib.Path,
+                        help="replay this stream (JSON batches of tests/rtl/stream.py Items) instead")
     args = parser.parse_args(argv)
     cfg = isa.load_config(args.config)
-    model = run_model(cfg, args.seed, args.count)
-    rtl = run_rtl(args.config, args.seed, args.count)
+    backend = args.backend or default_backend(cfg)
+    batches = stream.from_json(args.stream.read_text()) if args.stream else None
+    model = run_model(cfg, args.seed, args.count, backend, batches)
+    rtl = run_rtl(args.config, args.seed, args.count, backend, batches)
     rows, summary = compare(model, rtl)
-    report(rows, summary)
+    report(rows, summary, cfg.name)
     return summary
 
 

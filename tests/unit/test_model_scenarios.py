@@ -13,7 +13,7 @@ from backend import ModelBackend  # noqa: E402
 MODEL_SCENARIOS = [name for name in scenarios.ALL if name not in ModelBackend.unsupported]
 
 
-@pytest.mark.parametrize("config", ["default", "small"])
+@pytest.mark.parametrize("config", ["default", "small", "quad"])
 @pytest.mark.parametrize("name", MODEL_SCENARIOS)
 def test_scenario_on_model(name, config):
     async def main():

@@ -426,7 +426,7 @@ def test_engine_read_among_reader_bursts(cfg, addr, beats, asked):
     simulate(top, bench)
     handshakes, lengths, arrivals = model_reader.burst_schedule(0, addr, beats, cfg)
     bursts = list(zip(handshakes.tolist(), arrivals[np.cumsum(lengths) - 1].tolist()))
-    grant = model_arbiter.engine_grant(asked, bursts, False, cfg.dram_read_latency)
+    grant = model_arbiter.engine_grant(asked, bursts, False, cfg)
     assert (engine.handshake, engine.beat) == grant
     steal = [(asked, grant[0], grant[1], 0)]
     handshakes, lengths, arrivals = model_reader.burst_schedule(0, addr, beats, cfg, steals=steal)
@@ -490,13 +490,13 @@ def model_writer_run(cfg, addr, available=None, then_line=None):
     """The model's (idle cycles, quiet cycle, AW handshake cycles, responses, reported) for `writer_run`."""
     writer = model_writer.Writer(cfg)
     if available is None:
-        writer.line(0)
+        writer.line(0, addr)
     else:
-        writer.run(0, addr, np.asarray(available, np.int64))
+        writer.run(0, addr, len(available), np.asarray(available, np.int64))
     idle = [writer.idle_at]
     reported = []
     if then_line is not None:
-        reported.append(writer.line(max(then_line, writer.idle_at))[1])
+        reported.append(writer.line(max(then_line, writer.idle_at), addr + 0x4000)[1])
         idle.append(writer.idle_at)
     return idle, writer.quiet_at(), writer.responses, reported
 
