@@ -64,6 +64,9 @@ class ComputeUnit(wiring.Component):
             "in_data": In(16 * lanes),
             # the descriptor's N (for the packed-row of each lane), and one input row
             "n_cols": In(DIM_BITS), "split": In(1),
+            # the accumulator bank the PE array writes; the bank the fold unit (and the
+            # acc_* / rd_* ports) use: two banks, so one is read out while the other fills
+            "bank": In(1), "fold_bank": In(1),
             # one chunk: to every PE row, or with `split` to PE row 0
             "mac": In(1), "first": In(1), "acc_addr": In(range(self.acc_depth)), "k_base": In(DIM_BITS),
             "active": In(range(lanes + 1)), "w_data": In(16 * lanes),
@@ -74,7 +77,7 @@ class ComputeUnit(wiring.Component):
             # request order; the plan of the stage read out: words per set, the sets that
             # received a k-group in the row and (split) in PE row 1, log2 of the packing
             "fold_valid": In(1), "fold_ready": Out(1), "fold_row": In(range(rows)),
-            "fold_word": In(range(self.acc_depth)),
+            "fold_word": In(range(self.acc_depth)), "fold_n_cols": In(DIM_BITS),
             "fold_n_words": In(range(self.acc_depth + 1)), "fold_sets": In(range(ACC_INTERLEAVE + 1)),
             "fold_sets1": In(range(ACC_INTERLEAVE + 1)), "fold_pack_log2": In(range(lane_bits + 1)),
             "sum_valid": Out(1), "sum_ready": In(1), "sum_fp32": Out(32 * lanes), "sum_fp16": Out(16 * lanes),
@@ -92,6 +95,10 @@ class ComputeUnit(wiring.Component):
         m = Module()
         cfg = self._cfg
         lanes, rows = cfg.lanes, cfg.rows
+
+        def in_bank(addr, bank):
+            """A word's address in the accumulator memory: bank 1 after bank 0's words."""
+            return Mux(bank, addr + self.acc_depth, addr)
         lane_bits = (lanes - 1).bit_length()
 
         # the packed row of each lane, j // N (0 when N > j, and for N = 0: Amaranth's x // 0
@@ -133,7 +140,7 @@ class ComputeUnit(wiring.Component):
         for r in range(rows):
             pipe = pipes[1] if r == 1 else pipes[0]
             bank = Memory(shape=unsigned(16 * lanes), depth=self.k_words, init=[])
-            acc = Memory(shape=unsigned(32 * lanes), depth=self.acc_depth, init=[])
+            acc = Memory(shape=unsigned(32 * lanes), depth=2 * self.acc_depth, init=[])
             m.submodules[f"in_bank{r}"], m.submodules[f"acc_bank{r}"] = bank, acc
             bank_w, bank_r = bank.write_port(), bank.read_port(domain="comb")
             acc_w, acc_r = acc.write_port(), acc.read_port(domain="comb")
@@ -144,12 +151,14 @@ class ComputeUnit(wiring.Component):
             m.d.comb += [bank_w.addr.eq(self.in_word), bank_w.data.eq(self.in_data),
                          bank_w.en.eq(self.in_we & row_hit),
                          bank_r.addr.eq(pipe["k_base"][lane_bits:]),
-                         bank_s.addr.eq(self.rd_addr[:len(bank_s.addr)]), acc_s.addr.eq(self.rd_addr[:len(acc_s.addr)])]
+                         bank_s.addr.eq(self.rd_addr[:len(bank_s.addr)]),
+                         acc_s.addr.eq(in_bank(self.rd_addr[:len(self.acc_word)], self.fold_bank))]
             in_reads.append(bank_s.data)
             acc_reads.append(acc_s.data)
-            m.d.comb += acc_r.addr.eq(pipe["acc_addr_r"])
+            m.d.comb += acc_r.addr.eq(in_bank(pipe["acc_addr_r"], self.bank))
             # the PE array's write-back, or a word from outside (never in the same cycle)
-            m.d.comb += [acc_w.addr.eq(Mux(pipe["mac_w"], pipe["acc_addr_w"], self.acc_word)),
+            m.d.comb += [acc_w.addr.eq(Mux(pipe["mac_w"], in_bank(pipe["acc_addr_w"], self.bank),
+                                           in_bank(self.acc_word, self.fold_bank))),
                          acc_w.en.eq(pipe["mac_w"] | (self.acc_we & (self.acc_row == r)))]
             word_sel = pipe["k_base"][:lane_bits]
             sums = []
@@ -179,7 +188,7 @@ class ComputeUnit(wiring.Component):
 
         # the fold unit's two reads: a word's first set, and an add's operand
         m.submodules.fold = fold = FoldUnit(cfg, self.acc_depth, self._shared)
-        m.d.comb += [fold.n_cols.eq(self.n_cols), fold.n_words.eq(self.fold_n_words),
+        m.d.comb += [fold.n_cols.eq(self.fold_n_cols), fold.n_words.eq(self.fold_n_words),
                      fold.sets.eq(self.fold_sets), fold.sets1.eq(self.fold_sets1),
                      fold.pack_log2.eq(self.fold_pack_log2),
                      fold.req_valid.eq(self.fold_valid), self.fold_ready.eq(fold.req_ready),
@@ -189,7 +198,7 @@ class ComputeUnit(wiring.Component):
         for port, (row, addr, data) in enumerate([(fold.a_row, fold.a_addr, fold.a_data),
                                                   (fold.b_row, fold.b_addr, fold.b_data)]):
             for r, reads in enumerate(fold_reads):
-                m.d.comb += reads[port].addr.eq(addr)
+                m.d.comb += reads[port].addr.eq(in_bank(addr, self.fold_bank))
             with m.Switch(row):
                 for r, reads in enumerate(fold_reads):
                     with m.Case(r):

@@ -49,15 +49,13 @@ from .fp_cells import add_cell
 from .front_end import FrontEnd
 from .line_packer import LinePacker
 from .queue_geometry import slot_addr
+from .readout import FROM_FOLD, FROM_INPUT, TO_INPUT, TO_RESULT16, TO_RESULT32, TO_SCORES, Readout
 from .regfile import QueueRegs
 from .softmax_unit import SoftmaxUnit
 from .stage_plan import packing, run_span, stage_operand, weight_elems
 from .unpacker import Unpacker, DIM_BITS
 
 FP16_ONE = 0x3C00
-
-# where a stage's folded words go
-TO_RESULT16, TO_RESULT32, TO_INPUT, TO_SCORES = range(4)
 
 
 class ControlUnit(wiring.Component):
@@ -87,6 +85,7 @@ class ControlUnit(wiring.Component):
         m.submodules.compute = cu = ComputeUnit(cfg, self._shared)
         m.submodules.softmax = sfu = SoftmaxUnit(cfg, self._shared)
         m.submodules.packer = packer = LinePacker(cfg)
+        m.submodules.readout = readout = Readout(cfg, cu.acc_depth, cu.k_words)
 
         # the reader owns the read channels of the bus, the writer the write channels
         read_names = device_bus(cfg).ar_names + ("arvalid", "rready")
@@ -160,12 +159,15 @@ class ControlUnit(wiring.Component):
         m.d.comb += [row_groups[0].eq(Mux(split, (plan_groups + 1) >> 1, plan_groups)),
                      row_groups[1].eq(Mux(split, plan_groups >> 1, 0))]
 
-        # ---- progress: group (first row, rows, input offset), readout (row, word), results
+        # ---- progress: group (first row, rows, input offset), the row (softmax, anchors), results
         m0, group_rows, in_elem = Signal(DIM_BITS), Signal(range(cfg.rows + 1)), Signal(44)
-        row, word = Signal(range(cfg.rows)), Signal(DIM_BITS)
-        # result rows: values per row and their size, the byte offset of the current row
+        row = Signal(range(cfg.rows))
+        # result rows: values per row and their size, the byte offset of the group's first row
         esize_log2, out_byte, out_n = Signal(2), Signal(48), Signal(DIM_BITS)
         row_bytes = (out_n << esize_log2)[:24]
+        # the accumulator bank the next stage writes: the other one is being read out
+        acc_bank = Signal()
+        m.d.comb += cu.bank.eq(acc_bank)
         anchors_m = Array(Signal(32, name=f"anchor_m{r}") for r in range(cfg.rows))
         anchors_l = Array(Signal(32, name=f"anchor_l{r}") for r in range(cfg.rows))
         # weight stream progress: columns of the run's k-groups, first element of the
@@ -176,18 +178,25 @@ class ControlUnit(wiring.Component):
         set_index = [Signal(range(ACC_INTERLEAVE), name=f"set_index{q}") for q in range(SPLIT_ROWS)]
         set_base = [Signal(DIM_BITS, name=f"set_base{q}") for q in range(SPLIT_ROWS)]
         drain = Signal(range(PIPE_DEPTH))
-        # readout: `row`, `word` count the words taken from the fold unit (or the input
-        # buffer); `ask_row`, `ask_word` the words asked of the fold unit
-        ask_row, ask_word, asked_all = Signal(range(cfg.rows)), Signal(DIM_BITS), Signal()
-        bank_valid = Signal()                   # SOFTMAX: the input buffer's word for (row, word) is out
-        m.d.comb += [cu.fold_row.eq(ask_row), cu.fold_word.eq(ask_word), cu.fold_n_words.eq(n_words),
-                     cu.fold_sets.eq(sets_used[0]), cu.fold_sets1.eq(sets_used[1]),
-                     cu.fold_pack_log2.eq(pack_log2)]
+
+        # the readout: its fold requests and sums, its words to the packer or the buffers
+        m.d.comb += [cu.fold_valid.eq(readout.fold_valid), readout.fold_ready.eq(cu.fold_ready),
+                     cu.fold_row.eq(readout.fold_row), cu.fold_word.eq(readout.fold_word),
+                     cu.fold_n_cols.eq(readout.fold_n_cols), cu.fold_n_words.eq(readout.fold_n_words),
+                     cu.fold_sets.eq(readout.fold_sets), cu.fold_sets1.eq(readout.fold_sets1),
+                     cu.fold_pack_log2.eq(readout.fold_pack_log2), cu.fold_bank.eq(readout.fold_bank),
+                     readout.sum_valid.eq(cu.sum_valid), cu.sum_ready.eq(readout.sum_ready),
+                     readout.sum_fp32.eq(cu.sum_fp32), readout.sum_fp16.eq(cu.sum_fp16),
+                     readout.rd_in_data.eq(cu.rd_in_data)]
+        readout_free = ~readout.busy
+        m.d.comb += [packer.w_valid.eq(readout.w_valid), readout.w_ready.eq(packer.w_ready),
+                     packer.w_data.eq(readout.w_data), packer.w_bytes.eq(readout.w_bytes),
+                     packer.w_last.eq(readout.w_last)]
 
         def start_results():
             """Start the group's write run: its rows are bytes out_byte .. out_byte +
             group_rows * row_bytes - 1 of the completion slot's data, lines from the one
-            holding the first."""
+            holding the first; the group's results go after it."""
             first = Signal(64, name="result_first")            # the byte address of its first byte
             m.d.comb += first.eq(cq_slot + HEADER_BYTES + out_byte)
             lines_ = (first[:line_log2] + group_rows * row_bytes + cfg.port_bytes - 1) >> line_log2
@@ -195,30 +204,18 @@ class ControlUnit(wiring.Component):
                          writer.addr.eq(Cat(Const(0, line_log2), first[line_log2:])),
                          writer.lines.eq(lines_), packer.start.eq(1),
                          packer.offset.eq(first[:(cfg.beat_bytes - 1).bit_length()])]
+            m.d.sync += out_byte.eq(out_byte + group_rows * row_bytes)
 
-        def ask_words():
-            """Ask the fold unit for the stage's words in order, one a cycle while it takes them."""
-            m.d.comb += cu.fold_valid.eq(~asked_all)
-            with m.If(cu.fold_valid & cu.fold_ready):
-                with m.If(((ask_word + 1) << lane_bits) < st_n):
-                    m.d.sync += ask_word.eq(ask_word + 1)
-                with m.Elif(ask_row + 1 < group_rows):
-                    m.d.sync += [ask_word.eq(0), ask_row.eq(ask_row + 1)]
-                with m.Else():
-                    m.d.sync += asked_all.eq(1)
-
-        def take_word(valid, values):
-            """Offer the word (row, word) of `values` to the line packer; returns whether it
-            was taken. Moves on to the next word, or the next row, of the results."""
-            m.d.comb += [packer.w_valid.eq(valid), packer.w_data.eq(values),
-                         packer.w_bytes.eq(count_now << esize_log2), packer.w_last.eq(last_word & last_row)]
-            taken = valid & packer.w_ready
-            with m.If(taken):
-                with m.If(~last_word):
-                    m.d.sync += word.eq(word + 1)
-                with m.Else():
-                    m.d.sync += [word.eq(0), row.eq(Mux(last_row, 0, row + 1)), out_byte.eq(out_byte + row_bytes)]
-            return taken
+        def start_readout(source, job_dest):
+            """Start the readout of the stage just drained (or of SOFTMAX's rows); the next
+            stage writes the other accumulator bank."""
+            m.d.comb += [readout.start.eq(1), readout.source.eq(source), readout.dest.eq(job_dest),
+                         readout.rows.eq(group_rows), readout.n.eq(Mux(source == FROM_FOLD, st_n, out_n)),
+                         readout.n_words.eq(n_words), readout.sets.eq(sets_used[0]),
+                         readout.sets1.eq(sets_used[1]), readout.pack_log2.eq(pack_log2),
+                         readout.bank.eq(acc_bank)]
+            if source == FROM_FOLD:
+                m.d.sync += acc_bank.eq(~acc_bank)
 
         # the softmax unit reads one row of the input buffer (widened to FP32: times 1.0 is
         # exact) or of the output buffer, and writes FP16 words into the input buffer
@@ -230,11 +227,6 @@ class ControlUnit(wiring.Component):
             widened.append(w)
         m.d.comb += sfu.src_data.eq(Mux(is_attention, cu.rd_acc_data, Cat(*widened)))
 
-        count_now = Signal(range(lanes + 1))
-        col_now = (word << lane_bits)[:DIM_BITS]
-        m.d.comb += count_now.eq(Mux(out_n - col_now < lanes, out_n - col_now, lanes))
-        last_word = ((word + 1) << lane_bits) >= out_n
-        last_row = row + 1 == group_rows
 
         with m.FSM():
             with m.State("IDLE"):
@@ -264,7 +256,7 @@ class ControlUnit(wiring.Component):
             with m.State("COPY_START"):
                 # load: device operand -> completion slot; store: submission slot -> device
                 # operand (the front end started the read): one row of 32 elements a line
-                with m.If(writer_free):
+                with m.If(readout_free & writer_free):
                     src = Mux(dec.is_load, d.dev_addr, sq_slot + HEADER_BYTES)
                     dst = Mux(dec.is_load, cq_slot + HEADER_BYTES, d.dev_addr)
                     _, _, offset, beats = run_span(m, src, 0, d.dev_size << 5, cfg, "copy_span")
@@ -295,7 +287,7 @@ class ControlUnit(wiring.Component):
                 m.d.comb += [cu.in_we.eq(unpack.valid), cu.in_row.eq(unpack.row),
                              cu.in_word.eq(unpack.col[lane_bits:]), cu.in_data.eq(unpack.data)]
                 with m.If(unpack.valid & unpack.last):
-                    m.d.sync += [row.eq(0), word.eq(0)]
+                    m.d.sync += row.eq(0)
                     with m.If(is_softmax):
                         m.next = "SFU_START"
                     with m.Else():
@@ -377,51 +369,34 @@ class ControlUnit(wiring.Component):
                 with m.If(k_group_chunks()):
                     m.next = "DRAIN"
             with m.State("DRAIN"):
-                # the last chunk's sums are written PIPE_DEPTH cycles after it; results
-                # start their write run meanwhile
+                # the last chunk's sums are written PIPE_DEPTH cycles after it; then the
+                # readout: results go out beside the next stage (the other accumulator
+                # bank), a chain's words are waited for
                 to_result = (dest == TO_RESULT16) | (dest == TO_RESULT32)
                 with m.If(drain != 1):
                     m.d.sync += drain.eq(drain - 1)
-                with m.Elif(~to_result | writer_free):
-                    m.d.sync += [row.eq(0), word.eq(0), ask_row.eq(0), ask_word.eq(0), asked_all.eq(0)]
+                with m.Elif(readout_free & (~to_result | writer_free)):
+                    start_readout(FROM_FOLD, dest)
                     with m.If(to_result):
                         start_results()
-                    m.next = "READOUT"
-
-            # ---- readout: the stage's words through the fold unit, where the stage says
-            with m.State("READOUT"):
-                ask_words()
-                stage_last_word = ((word + 1) << lane_bits) >= st_n
-                with m.Switch(dest):
-                    with m.Case(TO_RESULT16, TO_RESULT32):
-                        m.d.comb += cu.sum_ready.eq(
-                            take_word(cu.sum_valid, Mux(dest == TO_RESULT16, cu.sum_fp16, cu.sum_fp32)))
-                        # the run's last line written
-                        with m.If(writer.idle):
-                            with m.If(is_attention):
-                                m.next = "ANCHORS"
-                            with m.Else():
-                                m.next = "GROUP_END"
-                    with m.Default():
-                        # the stage's words are this stage's N (out_n is the result rows' N)
-                        m.d.comb += cu.sum_ready.eq(1)
-                        with m.If(dest == TO_INPUT):
-                            m.d.comb += [cu.in_we.eq(cu.sum_valid), cu.in_row.eq(row), cu.in_word.eq(word),
-                                         cu.in_data.eq(cu.sum_fp16)]
+                        with m.If(is_attention):
+                            m.next = "ANCHORS"
                         with m.Else():
-                            m.d.comb += [cu.acc_we.eq(cu.sum_valid), cu.acc_row.eq(row), cu.acc_word.eq(word),
-                                         cu.acc_data.eq(cu.sum_fp32)]
-                        with m.If(cu.sum_valid):
-                            with m.If(~stage_last_word):
-                                m.d.sync += word.eq(word + 1)
-                            with m.Elif(row + 1 < group_rows):
-                                m.d.sync += [word.eq(0), row.eq(row + 1)]
-                            with m.Else():
-                                m.d.sync += [word.eq(0), row.eq(0), stage.eq(1)]
-                                with m.If(dest == TO_SCORES):
-                                    m.next = "SFU_START"
-                                with m.Else():
-                                    m.next = "STAGE"
+                            m.next = "GROUP_END"
+                    with m.Else():
+                        m.next = "READOUT_WAIT"
+            with m.State("READOUT_WAIT"):
+                # a chain's words into the input buffer (x A) or the output buffer (scores)
+                m.d.comb += [cu.in_we.eq(readout.in_we), cu.in_row.eq(readout.buf_row),
+                             cu.in_word.eq(readout.buf_word), cu.in_data.eq(readout.buf_data16),
+                             cu.acc_we.eq(readout.acc_we), cu.acc_row.eq(readout.buf_row),
+                             cu.acc_word.eq(readout.buf_word), cu.acc_data.eq(readout.buf_data32)]
+                with m.If(readout.done):
+                    m.d.sync += stage.eq(1)
+                    with m.If(dest == TO_SCORES):
+                        m.next = "SFU_START"
+                    with m.Else():
+                        m.next = "STAGE"
 
             # ---- the softmax unit, row by row: attention's scores, or SOFTMAX's input rows
             def sfu_ports():
@@ -451,15 +426,14 @@ class ControlUnit(wiring.Component):
 
             # ---- SOFTMAX's rows, read back from the input buffer a word at a time
             with m.State("BANK_START"):
-                with m.If(writer_free):
+                with m.If(readout_free & writer_free):
                     start_results()
-                    m.d.sync += bank_valid.eq(0)
+                    start_readout(FROM_INPUT, TO_RESULT16)
                     m.next = "BANK_OUT"
             with m.State("BANK_OUT"):
-                # (row, word)'s data is out the cycle after its address, and held with it
-                m.d.comb += [cu.rd_row.eq(row), cu.rd_addr.eq(word)]
-                m.d.sync += bank_valid.eq(~take_word(bank_valid, cu.rd_in_data))
-                with m.If(writer.idle):
+                # the next group's input goes into these banks: wait for the last word
+                m.d.comb += [cu.rd_row.eq(readout.rd_row), cu.rd_addr.eq(readout.rd_addr)]
+                with m.If(readout.done):
                     with m.If(partial):
                         m.next = "ANCHORS"
                     with m.Else():
@@ -469,7 +443,7 @@ class ControlUnit(wiring.Component):
             with m.State("ANCHORS"):
                 line = Signal(cfg.data_bits)
                 m.d.comb += line.eq(Cat(anchors_m[row], anchors_l[row]))
-                with m.If(writer_free):
+                with m.If(readout_free & writer_free):
                     m.d.comb += [writer.start.eq(1),
                                  writer.addr.eq(cq_slot + HEADER_BYTES + dec.stats_offset + ((m0 + row) << line_log2)),
                                  writer.line.eq(line), writer.strb.eq((1 << cfg.port_bytes) - 1)]
@@ -489,7 +463,8 @@ class ControlUnit(wiring.Component):
                     m.next = "COMPLETE"
 
             with m.State("COMPLETE"):
-                # the completion waits, in order, for every result write to be answered
+                # the completion waits, in order, for every result write to be answered (the
+                # writer is busy with the results' run until the readout's last line)
                 with m.If(~pending):
                     m.d.sync += [pending.eq(1), pending_entry.eq(entry), pending_status.eq(status),
                                  pending_slot.eq(cq_slot),

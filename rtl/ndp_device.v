@@ -831,7 +831,7 @@ module ndp_device(mem__awaddr, mem__awlen, mem__awsize, mem__awburst, mem__awloc
     .pop(pop),
     .pop_ready(pop_ready),
     .pop_valid(pop_valid),
-    .\port$6400$0 (\$3 ),
+    .\port$6519$0 (\$3 ),
     .queues__0(queues__0),
     .queues__1(queues__1),
     .queues__2(queues__2),
@@ -1040,7 +1040,7 @@ module ndp_device(mem__awaddr, mem__awlen, mem__awsize, mem__awburst, mem__awloc
     .io__wready(io__wready),
     .io__wstrb(io__wstrb),
     .io__wvalid(io__wvalid),
-    .\port$6400$0 (\$3 ),
+    .\port$6519$0 (\$3 ),
     .queues__0(queues__0),
     .queues__1(queues__1),
     .queues__2(queues__2),
@@ -2632,163 +2632,163 @@ module \ndp_device.command_engine (bus__rresp, clk, rst, push_ready, cycle, rese
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, bus__rlast, clk, rst, pop, irq, bus__arlen, bus__arvalid, bus__awlen, bus__wdata, bus__wstrb, r_en, bus__wvalid, bus__wlast, bus__bready, \port$6400$0 , cycle, queues__0
+module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, bus__rlast, clk, rst, pop, irq, bus__arlen, bus__arvalid, bus__awlen, bus__wdata, bus__wstrb, r_en, bus__wvalid, bus__wlast, bus__bready, \port$6519$0 , cycle, queues__0
 , queues__1, queues__2, queues__3, pop_valid, pop_ready, bus__araddr, bus__awvalid, bus__awaddr, bus__arready, bus__rvalid, bus__awready, bus__wready, bus__bvalid, bus__bid);
   reg \$auto$verilog_backend.cc:2355:dump_module$67  = 0;
   wire \$1 ;
   wire \$10 ;
   wire [46:0] \$100 ;
-  wire [46:0] \$101 ;
-  wire [19:0] \$102 ;
-  wire [26:0] \$103 ;
-  wire [46:0] \$104 ;
-  wire [64:0] \$105 ;
-  wire [64:0] \$106 ;
-  wire [44:0] \$107 ;
-  wire [65:0] \$108 ;
-  wire [19:0] \$109 ;
+  wire [64:0] \$101 ;
+  wire [64:0] \$102 ;
+  wire [44:0] \$103 ;
+  wire [65:0] \$104 ;
+  wire [19:0] \$105 ;
+  wire [24:0] \$106 ;
+  wire [20:0] \$107 ;
+  wire [21:0] \$108 ;
+  wire [22:0] \$109 ;
   wire [19:0] \$11 ;
-  wire [24:0] \$110 ;
-  wire [20:0] \$111 ;
-  wire [21:0] \$112 ;
-  wire [22:0] \$113 ;
-  wire [23:0] \$114 ;
-  wire [23:0] \$115 ;
-  wire [19:0] \$116 ;
-  wire [24:0] \$117 ;
-  wire [20:0] \$118 ;
-  wire [21:0] \$119 ;
+  wire [23:0] \$110 ;
+  wire [23:0] \$111 ;
+  wire [19:0] \$112 ;
+  wire [24:0] \$113 ;
+  wire [20:0] \$114 ;
+  wire [21:0] \$115 ;
+  wire [22:0] \$116 ;
+  wire [22:0] \$117 ;
+  wire [19:0] \$118 ;
+  wire [24:0] \$119 ;
   wire [20:0] \$12 ;
-  wire [22:0] \$120 ;
-  wire [22:0] \$121 ;
-  wire [19:0] \$122 ;
-  wire [24:0] \$123 ;
+  wire [19:0] \$120 ;
+  wire \$121 ;
+  wire \$122 ;
+  wire \$123 ;
   wire [19:0] \$124 ;
   wire \$125 ;
   wire \$126 ;
-  wire \$127 ;
-  wire [19:0] \$128 ;
-  wire \$129 ;
+  wire [7:0] \$127 ;
+  wire [20:0] \$128 ;
+  wire [20:0] \$129 ;
   wire \$13 ;
-  wire \$130 ;
-  wire [7:0] \$131 ;
-  wire [20:0] \$132 ;
-  wire [20:0] \$133 ;
-  wire [19:0] \$134 ;
-  wire \$135 ;
+  wire [19:0] \$130 ;
+  wire \$131 ;
+  wire \$132 ;
+  wire [26:0] \$133 ;
+  wire [27:0] \$134 ;
+  wire [19:0] \$135 ;
   wire \$136 ;
-  wire [26:0] \$137 ;
-  wire [27:0] \$138 ;
+  wire \$137 ;
+  wire [5:0] \$138 ;
   wire [19:0] \$139 ;
   wire [19:0] \$14 ;
   wire \$140 ;
   wire \$141 ;
-  wire [5:0] \$142 ;
-  wire [19:0] \$143 ;
-  wire \$144 ;
+  wire [511:0] \$142 ;
+  wire \$143 ;
+  wire [19:0] \$144 ;
   wire \$145 ;
-  wire [511:0] \$146 ;
+  wire \$146 ;
   wire \$147 ;
   wire [19:0] \$148 ;
   wire \$149 ;
   wire [22:0] \$15 ;
   wire \$150 ;
-  wire \$151 ;
-  wire [19:0] \$152 ;
-  wire \$153 ;
-  wire \$154 ;
-  wire [7:0] \$155 ;
-  wire [20:0] \$156 ;
-  wire [20:0] \$157 ;
-  wire [19:0] \$158 ;
-  wire \$159 ;
+  wire [7:0] \$151 ;
+  wire [20:0] \$152 ;
+  wire [20:0] \$153 ;
+  wire [19:0] \$154 ;
+  wire \$155 ;
+  wire \$156 ;
+  wire [26:0] \$157 ;
+  wire [27:0] \$158 ;
+  wire [19:0] \$159 ;
   wire \$16 ;
   wire \$160 ;
-  wire [26:0] \$161 ;
-  wire [27:0] \$162 ;
+  wire \$161 ;
+  wire [5:0] \$162 ;
   wire [19:0] \$163 ;
   wire \$164 ;
   wire \$165 ;
-  wire [5:0] \$166 ;
-  wire [19:0] \$167 ;
-  wire \$168 ;
+  wire [511:0] \$166 ;
+  wire \$167 ;
+  wire [32:0] \$168 ;
   wire \$169 ;
   wire [19:0] \$17 ;
-  wire [511:0] \$170 ;
+  wire \$170 ;
   wire \$171 ;
-  wire [32:0] \$172 ;
-  wire \$173 ;
-  wire \$174 ;
+  wire \$172 ;
+  wire [1:0] \$173 ;
+  wire [19:0] \$174 ;
   wire \$175 ;
   wire \$176 ;
-  wire [1:0] \$177 ;
+  wire \$177 ;
   wire [19:0] \$178 ;
   wire \$179 ;
   wire [22:0] \$18 ;
   wire \$180 ;
-  wire \$181 ;
-  wire [19:0] \$182 ;
-  wire \$183 ;
-  wire \$184 ;
-  wire [7:0] \$185 ;
-  wire [20:0] \$186 ;
-  wire [20:0] \$187 ;
-  wire [19:0] \$188 ;
-  wire \$189 ;
+  wire [7:0] \$181 ;
+  wire [20:0] \$182 ;
+  wire [20:0] \$183 ;
+  wire [19:0] \$184 ;
+  wire \$185 ;
+  wire \$186 ;
+  wire [26:0] \$187 ;
+  wire [27:0] \$188 ;
+  wire [19:0] \$189 ;
   wire \$19 ;
   wire \$190 ;
-  wire [26:0] \$191 ;
-  wire [27:0] \$192 ;
+  wire \$191 ;
+  wire [5:0] \$192 ;
   wire [19:0] \$193 ;
   wire \$194 ;
   wire \$195 ;
-  wire [5:0] \$196 ;
-  wire [19:0] \$197 ;
-  wire \$198 ;
+  wire [511:0] \$196 ;
+  wire \$197 ;
+  wire [19:0] \$198 ;
   wire \$199 ;
   wire \$2 ;
   wire [19:0] \$20 ;
-  wire [511:0] \$200 ;
+  wire \$200 ;
   wire \$201 ;
   wire [19:0] \$202 ;
   wire \$203 ;
   wire \$204 ;
-  wire \$205 ;
-  wire [19:0] \$206 ;
-  wire \$207 ;
-  wire \$208 ;
-  wire [7:0] \$209 ;
+  wire [7:0] \$205 ;
+  wire [20:0] \$206 ;
+  wire [20:0] \$207 ;
+  wire [19:0] \$208 ;
+  wire \$209 ;
   wire [26:0] \$21 ;
-  wire [20:0] \$210 ;
-  wire [20:0] \$211 ;
-  wire [19:0] \$212 ;
-  wire \$213 ;
+  wire \$210 ;
+  wire [26:0] \$211 ;
+  wire [27:0] \$212 ;
+  wire [19:0] \$213 ;
   wire \$214 ;
-  wire [26:0] \$215 ;
-  wire [27:0] \$216 ;
+  wire \$215 ;
+  wire [5:0] \$216 ;
   wire [19:0] \$217 ;
   wire \$218 ;
   wire \$219 ;
   wire \$22 ;
-  wire [5:0] \$220 ;
-  wire [19:0] \$221 ;
-  wire \$222 ;
+  wire [511:0] \$220 ;
+  wire \$221 ;
+  wire [32:0] \$222 ;
   wire \$223 ;
-  wire [511:0] \$224 ;
+  wire \$224 ;
   wire \$225 ;
-  wire [32:0] \$226 ;
-  wire \$227 ;
+  wire \$226 ;
+  wire [1:0] \$227 ;
   wire \$228 ;
   wire \$229 ;
   wire [19:0] \$23 ;
   wire \$230 ;
-  wire [1:0] \$231 ;
+  wire \$231 ;
   wire \$232 ;
   wire \$233 ;
   wire \$234 ;
   wire \$235 ;
-  wire \$236 ;
-  wire \$237 ;
+  wire [19:0] \$236 ;
+  wire [19:0] \$237 ;
   wire \$238 ;
   wire \$239 ;
   wire [26:0] \$24 ;
@@ -2803,52 +2803,52 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire [28:0] \$248 ;
   wire \$249 ;
   wire \$25 ;
-  wire \$250 ;
-  wire [1023:0] \$251 ;
-  wire [8:0] \$252 ;
-  wire [20:0] \$253 ;
-  wire [27:0] \$254 ;
-  wire \$255 ;
-  wire [2:0] \$256 ;
-  wire \$257 ;
-  wire \$258 ;
-  wire \$259 ;
+  wire [19:0] \$250 ;
+  wire \$251 ;
+  wire \$252 ;
+  wire \$253 ;
+  wire \$254 ;
+  wire [64:0] \$255 ;
+  wire [65:0] \$256 ;
+  wire [22:0] \$257 ;
+  wire [25:0] \$258 ;
+  wire [26:0] \$259 ;
   wire [19:0] \$26 ;
-  wire \$260 ;
-  wire \$261 ;
-  wire [19:0] \$262 ;
-  wire \$263 ;
-  wire \$264 ;
-  wire [64:0] \$265 ;
-  wire [65:0] \$266 ;
-  wire [22:0] \$267 ;
-  wire [25:0] \$268 ;
-  wire [26:0] \$269 ;
+  wire [27:0] \$260 ;
+  wire [28:0] \$261 ;
+  wire [28:0] \$262 ;
+  wire [19:0] \$263 ;
+  wire [19:0] \$264 ;
+  reg [31:0] \$265 ;
+  reg [31:0] \$266 ;
+  wire \$267 ;
+  wire \$268 ;
+  wire [64:0] \$269 ;
   wire [20:0] \$27 ;
-  wire [27:0] \$270 ;
-  wire [28:0] \$271 ;
-  wire [28:0] \$272 ;
-  wire [8:0] \$273 ;
-  wire [20:0] \$274 ;
-  wire [27:0] \$275 ;
-  wire \$276 ;
-  wire [2:0] \$277 ;
-  wire \$278 ;
+  wire [65:0] \$270 ;
+  wire [20:0] \$271 ;
+  wire [27:0] \$272 ;
+  wire [66:0] \$273 ;
+  wire \$274 ;
+  wire \$275 ;
+  wire [64:0] \$276 ;
+  wire \$277 ;
+  wire [3:0] \$278 ;
   wire \$279 ;
   wire [21:0] \$28 ;
-  reg [31:0] \$280 ;
-  reg [31:0] \$281 ;
-  wire [64:0] \$282 ;
-  wire [65:0] \$283 ;
-  wire [20:0] \$284 ;
-  wire [27:0] \$285 ;
-  wire [66:0] \$286 ;
+  wire \$280 ;
+  wire \$281 ;
+  wire \$282 ;
+  wire \$283 ;
+  wire \$284 ;
+  wire \$285 ;
+  wire \$286 ;
   wire \$287 ;
   wire \$288 ;
-  wire [64:0] \$289 ;
+  wire \$289 ;
   wire [21:0] \$29 ;
   wire \$290 ;
-  wire [3:0] \$291 ;
+  wire \$291 ;
   wire \$292 ;
   wire \$293 ;
   wire \$294 ;
@@ -2860,370 +2860,323 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$3 ;
   wire [21:0] \$30 ;
   wire \$300 ;
-  wire \$301 ;
-  wire \$302 ;
-  wire \$303 ;
-  wire \$304 ;
-  wire \$305 ;
-  wire \$306 ;
-  wire \$307 ;
-  wire \$308 ;
-  wire \$309 ;
+  wire [64:0] \$301 ;
+  wire [15:0] \$302 ;
+  wire [16:0] \$303 ;
+  wire [16:0] \$304 ;
+  wire [79:0] \$305 ;
+  wire [80:0] \$306 ;
+  wire [64:0] \$307 ;
+  wire [15:0] \$308 ;
+  wire [16:0] \$309 ;
   wire \$31 ;
-  wire \$310 ;
-  wire \$311 ;
-  wire \$312 ;
+  wire [16:0] \$310 ;
+  wire [79:0] \$311 ;
+  wire [80:0] \$312 ;
   wire \$313 ;
-  wire [64:0] \$314 ;
-  wire [15:0] \$315 ;
-  wire [16:0] \$316 ;
-  wire [16:0] \$317 ;
-  wire [79:0] \$318 ;
-  wire [80:0] \$319 ;
+  wire \$314 ;
+  wire \$315 ;
+  wire \$316 ;
+  wire \$317 ;
+  wire \$318 ;
+  wire \$319 ;
   wire [20:0] \$32 ;
-  wire [64:0] \$320 ;
-  wire [15:0] \$321 ;
-  wire [16:0] \$322 ;
-  wire [16:0] \$323 ;
-  wire [79:0] \$324 ;
-  wire [80:0] \$325 ;
-  wire \$326 ;
-  wire \$327 ;
-  wire \$328 ;
-  wire \$329 ;
+  wire \$320 ;
+  wire [19:0] \$321 ;
+  wire [19:0] \$322 ;
+  wire [19:0] \$323 ;
+  wire [7:0] \$324 ;
+  wire [8:0] \$325 ;
+  wire [20:0] \$326 ;
+  wire [19:0] \$327 ;
+  wire [19:0] \$328 ;
+  wire [26:0] \$329 ;
   wire \$33 ;
-  wire \$330 ;
-  wire \$331 ;
-  wire [19:0] \$332 ;
+  wire [19:0] \$330 ;
+  wire [46:0] \$331 ;
+  wire \$332 ;
   wire [19:0] \$333 ;
-  wire [19:0] \$334 ;
-  wire [7:0] \$335 ;
-  wire [8:0] \$336 ;
-  wire [20:0] \$337 ;
-  wire [19:0] \$338 ;
+  wire \$334 ;
+  wire [19:0] \$335 ;
+  wire [19:0] \$336 ;
+  wire [19:0] \$337 ;
+  wire \$338 ;
   wire [19:0] \$339 ;
   wire [19:0] \$34 ;
   wire [26:0] \$340 ;
   wire [19:0] \$341 ;
-  wire [46:0] \$342 ;
-  wire \$343 ;
-  wire [19:0] \$344 ;
+  wire [24:0] \$342 ;
+  wire [19:0] \$343 ;
+  wire \$344 ;
   wire \$345 ;
-  wire [19:0] \$346 ;
-  wire [19:0] \$347 ;
-  wire [19:0] \$348 ;
+  wire [32:0] \$346 ;
+  wire \$347 ;
+  wire \$348 ;
   wire \$349 ;
   wire [7:0] \$35 ;
-  wire [19:0] \$350 ;
-  wire [26:0] \$351 ;
-  wire [19:0] \$352 ;
-  wire [24:0] \$353 ;
-  wire [19:0] \$354 ;
+  wire \$350 ;
+  wire \$351 ;
+  wire \$352 ;
+  wire [2:0] \$353 ;
+  wire [2:0] \$354 ;
   wire \$355 ;
-  wire \$356 ;
-  wire [32:0] \$357 ;
-  wire \$358 ;
+  wire [2:0] \$356 ;
+  wire [20:0] \$357 ;
+  wire [19:0] \$358 ;
   wire \$359 ;
   wire [20:0] \$36 ;
   wire \$360 ;
-  wire \$361 ;
+  wire [32:0] \$361 ;
   wire \$362 ;
   wire \$363 ;
-  wire [2:0] \$364 ;
-  wire [2:0] \$365 ;
+  wire \$364 ;
+  wire \$365 ;
   wire \$366 ;
-  wire [2:0] \$367 ;
-  wire [20:0] \$368 ;
-  wire [19:0] \$369 ;
+  wire \$367 ;
+  wire [2:0] \$368 ;
+  wire [2:0] \$369 ;
   wire [21:0] \$37 ;
   wire \$370 ;
-  wire \$371 ;
-  wire [32:0] \$372 ;
-  wire \$373 ;
-  wire \$374 ;
+  wire [2:0] \$371 ;
+  wire [20:0] \$372 ;
+  wire [8:0] \$373 ;
+  wire [20:0] \$374 ;
   wire \$375 ;
   wire \$376 ;
-  wire \$377 ;
+  wire [19:0] \$377 ;
   wire \$378 ;
-  wire [2:0] \$379 ;
+  wire \$379 ;
   wire [21:0] \$38 ;
-  wire [2:0] \$380 ;
+  wire [32:0] \$380 ;
   wire \$381 ;
-  wire [2:0] \$382 ;
-  wire [20:0] \$383 ;
-  wire [8:0] \$384 ;
-  wire [20:0] \$385 ;
+  wire \$382 ;
+  wire \$383 ;
+  wire \$384 ;
+  wire \$385 ;
   wire \$386 ;
-  wire \$387 ;
-  wire [19:0] \$388 ;
+  wire [2:0] \$387 ;
+  wire [2:0] \$388 ;
   wire \$389 ;
   wire [20:0] \$39 ;
-  wire \$390 ;
-  wire [32:0] \$391 ;
-  wire \$392 ;
+  wire [2:0] \$390 ;
+  wire [20:0] \$391 ;
+  wire [19:0] \$392 ;
   wire \$393 ;
   wire \$394 ;
-  wire \$395 ;
+  wire [32:0] \$395 ;
   wire \$396 ;
   wire \$397 ;
-  wire [2:0] \$398 ;
-  wire [2:0] \$399 ;
+  wire \$398 ;
+  wire \$399 ;
   wire \$4 ;
   wire [20:0] \$40 ;
   wire \$400 ;
-  wire [2:0] \$401 ;
-  wire [20:0] \$402 ;
-  wire [19:0] \$403 ;
+  wire \$401 ;
+  wire [2:0] \$402 ;
+  wire [2:0] \$403 ;
   wire \$404 ;
-  wire \$405 ;
-  wire [32:0] \$406 ;
-  wire \$407 ;
-  wire \$408 ;
+  wire [2:0] \$405 ;
+  wire [20:0] \$406 ;
+  wire [8:0] \$407 ;
+  wire [20:0] \$408 ;
   wire \$409 ;
   wire [20:0] \$41 ;
   wire \$410 ;
   wire \$411 ;
   wire \$412 ;
-  wire [2:0] \$413 ;
-  wire [2:0] \$414 ;
+  wire \$413 ;
+  wire \$414 ;
   wire \$415 ;
-  wire [2:0] \$416 ;
-  wire [20:0] \$417 ;
-  wire [8:0] \$418 ;
-  wire [20:0] \$419 ;
+  wire \$416 ;
+  wire \$417 ;
+  wire [3:0] \$418 ;
+  wire \$419 ;
   wire [19:0] \$42 ;
   wire \$420 ;
   wire \$421 ;
   wire \$422 ;
-  wire \$423 ;
-  wire \$424 ;
-  wire \$425 ;
+  wire [22:0] \$423 ;
+  wire [25:0] \$424 ;
+  wire [48:0] \$425 ;
   wire \$426 ;
-  wire [3:0] \$427 ;
-  wire \$428 ;
-  wire [20:0] \$429 ;
+  wire \$427 ;
+  wire [2:0] \$428 ;
+  wire \$429 ;
   wire \$43 ;
-  wire [27:0] \$430 ;
-  wire [19:0] \$431 ;
+  wire [2:0] \$430 ;
+  wire \$431 ;
   wire \$432 ;
-  wire [2:0] \$433 ;
-  wire \$434 ;
-  wire [20:0] \$435 ;
-  wire [2:0] \$436 ;
+  wire \$433 ;
+  wire [22:0] \$434 ;
+  wire [25:0] \$435 ;
+  wire [48:0] \$436 ;
   wire \$437 ;
-  wire [20:0] \$438 ;
-  wire [27:0] \$439 ;
-  wire [26:0] \$44 ;
+  wire \$438 ;
+  wire [2:0] \$439 ;
+  wire \$44 ;
   wire \$440 ;
-  wire \$441 ;
+  wire [2:0] \$441 ;
   wire [20:0] \$442 ;
-  wire [2:0] \$443 ;
-  wire \$444 ;
-  wire [2:0] \$445 ;
-  wire [2:0] \$446 ;
-  wire [22:0] \$447 ;
-  wire [48:0] \$448 ;
+  wire [22:0] \$443 ;
+  wire [44:0] \$444 ;
+  wire [20:0] \$445 ;
+  wire \$446 ;
+  wire \$447 ;
+  wire \$448 ;
   wire \$449 ;
-  wire [20:0] \$45 ;
-  wire [20:0] \$450 ;
-  wire [27:0] \$451 ;
-  wire [19:0] \$452 ;
-  wire \$453 ;
-  wire \$454 ;
-  wire [2:0] \$455 ;
-  wire \$456 ;
-  wire [20:0] \$457 ;
-  wire [2:0] \$458 ;
-  wire \$459 ;
-  wire \$46 ;
-  wire [2:0] \$460 ;
-  wire \$461 ;
-  wire [2:0] \$462 ;
-  wire \$463 ;
-  wire \$464 ;
-  wire [20:0] \$465 ;
-  wire [27:0] \$466 ;
-  wire \$467 ;
-  wire \$468 ;
-  wire [20:0] \$469 ;
-  wire [26:0] \$47 ;
-  wire [2:0] \$470 ;
-  wire \$471 ;
-  wire [2:0] \$472 ;
-  wire [2:0] \$473 ;
-  wire [22:0] \$474 ;
-  wire [48:0] \$475 ;
-  wire \$476 ;
-  wire \$477 ;
-  wire [2:0] \$478 ;
-  wire \$479 ;
-  wire [20:0] \$48 ;
-  wire [2:0] \$480 ;
-  wire [20:0] \$481 ;
-  wire [22:0] \$482 ;
-  wire [44:0] \$483 ;
-  wire [20:0] \$484 ;
-  wire \$485 ;
-  wire \$486 ;
-  wire \$487 ;
-  wire \$488 ;
-  wire \$489 ;
-  wire [20:0] \$49 ;
-  wire \$490 ;
-  reg [333:0] \$491 ;
-  reg [4:0] \$492 ;
+  wire \$45 ;
+  wire \$450 ;
+  wire \$451 ;
+  reg [333:0] \$452 ;
+  reg [4:0] \$453 ;
+  reg [7:0] \$454 ;
+  reg [63:0] \$455 ;
+  reg [63:0] \$456 ;
+  reg [19:0] \$457 ;
+  reg [43:0] \$458 ;
+  reg [47:0] \$459 ;
+  wire [64:0] \$46 ;
+  reg [1:0] \$460 ;
+  reg [19:0] \$461 ;
+  reg [2:0] \$462 ;
+  reg \$463 ;
+  reg [1:0] \$464 ;
+  reg [2:0] \$465 ;
+  reg [19:0] \$466 ;
+  reg [1:0] \$467 ;
+  reg [19:0] \$468 ;
+  reg [4:0] \$469 ;
+  wire [64:0] \$47 ;
+  reg [43:0] \$470 ;
+  reg [19:0] \$471 ;
+  reg [1:0] \$472 ;
+  reg [1:0] \$473 ;
+  reg [1:0] \$474 ;
+  reg [19:0] \$475 ;
+  reg [1:0] \$476 ;
+  reg [1:0] \$477 ;
+  reg [1:0] \$478 ;
+  reg [19:0] \$479 ;
+  wire [65:0] \$48 ;
+  reg [19:0] \$480 ;
+  reg [2:0] \$481 ;
+  reg \$482 ;
+  reg [31:0] \$483 ;
+  reg [31:0] \$484 ;
+  reg [31:0] \$485 ;
+  reg [31:0] \$486 ;
+  reg [31:0] \$487 ;
+  reg [31:0] \$488 ;
+  reg [31:0] \$489 ;
+  wire [26:0] \$49 ;
+  reg [31:0] \$490 ;
+  reg \$491 ;
+  reg [333:0] \$492 ;
   reg [7:0] \$493 ;
   reg [63:0] \$494 ;
-  reg [63:0] \$495 ;
-  reg [19:0] \$496 ;
-  reg [43:0] \$497 ;
-  reg [47:0] \$498 ;
-  reg [1:0] \$499 ;
+  reg \$495 ;
   wire \$5 ;
-  wire [64:0] \$50 ;
-  reg [19:0] \$500 ;
-  reg [2:0] \$501 ;
-  reg \$502 ;
-  reg [1:0] \$503 ;
-  reg [19:0] \$504 ;
-  reg [2:0] \$505 ;
-  reg [19:0] \$506 ;
-  reg [1:0] \$507 ;
-  reg [19:0] \$508 ;
-  reg [4:0] \$509 ;
-  wire [64:0] \$51 ;
-  reg [43:0] \$510 ;
-  reg [19:0] \$511 ;
-  reg [1:0] \$512 ;
-  reg [1:0] \$513 ;
-  reg [1:0] \$514 ;
-  reg [19:0] \$515 ;
-  reg [1:0] \$516 ;
-  reg [1:0] \$517 ;
-  reg [1:0] \$518 ;
-  reg [19:0] \$519 ;
-  wire [65:0] \$52 ;
-  reg [19:0] \$520 ;
-  reg [2:0] \$521 ;
-  reg [1:0] \$522 ;
-  reg [19:0] \$523 ;
-  reg \$524 ;
-  reg [31:0] \$525 ;
-  reg [31:0] \$526 ;
-  reg [31:0] \$527 ;
-  reg [31:0] \$528 ;
-  reg [31:0] \$529 ;
-  wire [26:0] \$53 ;
-  reg [31:0] \$530 ;
-  reg [31:0] \$531 ;
-  reg [31:0] \$532 ;
-  reg \$533 ;
-  reg \$534 ;
-  reg [333:0] \$535 ;
-  reg [7:0] \$536 ;
-  reg [63:0] \$537 ;
-  reg \$538 ;
-  wire [27:0] \$54 ;
-  wire [28:0] \$55 ;
-  wire [29:0] \$56 ;
-  wire [30:0] \$57 ;
-  wire [30:0] \$58 ;
-  wire [26:0] \$59 ;
+  wire [27:0] \$50 ;
+  wire [28:0] \$51 ;
+  wire [29:0] \$52 ;
+  wire [30:0] \$53 ;
+  wire [30:0] \$54 ;
+  wire [26:0] \$55 ;
+  wire [27:0] \$56 ;
+  wire [28:0] \$57 ;
+  wire [29:0] \$58 ;
+  wire [29:0] \$59 ;
   wire [1:0] \$6 ;
-  wire [27:0] \$60 ;
-  wire [28:0] \$61 ;
-  wire [29:0] \$62 ;
-  wire [29:0] \$63 ;
-  wire [64:0] \$64 ;
-  wire [64:0] \$65 ;
-  wire [64:0] \$66 ;
-  wire [64:0] \$67 ;
-  wire [26:0] \$68 ;
-  wire [6:0] \$69 ;
+  wire [64:0] \$60 ;
+  wire [64:0] \$61 ;
+  wire [64:0] \$62 ;
+  wire [64:0] \$63 ;
+  wire [26:0] \$64 ;
+  wire [6:0] \$65 ;
+  wire \$66 ;
+  wire [20:0] \$67 ;
+  wire \$68 ;
+  wire [20:0] \$69 ;
   wire [1:0] \$7 ;
-  wire \$70 ;
-  wire [20:0] \$71 ;
-  wire \$72 ;
-  wire [20:0] \$73 ;
-  wire [20:0] \$74 ;
-  wire [64:0] \$75 ;
-  wire [44:0] \$76 ;
-  wire [65:0] \$77 ;
-  wire [22:0] \$78 ;
-  wire [23:0] \$79 ;
+  wire [20:0] \$70 ;
+  wire [64:0] \$71 ;
+  wire [44:0] \$72 ;
+  wire [65:0] \$73 ;
+  wire [22:0] \$74 ;
+  wire [23:0] \$75 ;
+  wire [24:0] \$76 ;
+  wire [25:0] \$77 ;
+  wire [26:0] \$78 ;
+  wire [26:0] \$79 ;
   wire [19:0] \$8 ;
-  wire [24:0] \$80 ;
-  wire [25:0] \$81 ;
-  wire [26:0] \$82 ;
-  wire [26:0] \$83 ;
-  wire [22:0] \$84 ;
-  wire [23:0] \$85 ;
-  wire [24:0] \$86 ;
-  wire [25:0] \$87 ;
-  wire [25:0] \$88 ;
-  wire [46:0] \$89 ;
+  wire [22:0] \$80 ;
+  wire [23:0] \$81 ;
+  wire [24:0] \$82 ;
+  wire [25:0] \$83 ;
+  wire [25:0] \$84 ;
+  wire [46:0] \$85 ;
+  wire [64:0] \$86 ;
+  wire [64:0] \$87 ;
+  wire [65:0] \$88 ;
+  wire [44:0] \$89 ;
   wire [20:0] \$9 ;
-  wire [64:0] \$90 ;
-  wire [64:0] \$91 ;
-  wire [65:0] \$92 ;
-  wire [44:0] \$93 ;
-  wire [45:0] \$94 ;
-  wire [46:0] \$95 ;
-  wire [47:0] \$96 ;
-  wire [47:0] \$97 ;
-  wire [44:0] \$98 ;
-  wire [45:0] \$99 ;
+  wire [45:0] \$90 ;
+  wire [46:0] \$91 ;
+  wire [47:0] \$92 ;
+  wire [47:0] \$93 ;
+  wire [44:0] \$94 ;
+  wire [45:0] \$95 ;
+  wire [46:0] \$96 ;
+  wire [46:0] \$97 ;
+  wire [19:0] \$98 ;
+  wire [26:0] \$99 ;
   wire [19:0] \$like ;
   reg \$signal  = 1'h0;
-  (* init = 2'h0 *)
-  wire [1:0] \$signal$127 ;
-  reg [19:0] \$signal$129  = 20'h00000;
-  reg [19:0] \$signal$131  = 20'h00000;
-  (* init = 3'h0 *)
-  wire [2:0] \$signal$137 ;
-  reg [19:0] \$signal$173  = 20'h00000;
-  reg [19:0] \$signal$174  = 20'h00000;
-  reg [63:0] \$signal$180  = 64'h0000000000000000;
-  reg [63:0] \$signal$189  = 64'h0000000000000000;
-  reg [19:0] \$signal$208  = 20'h00000;
-  reg [43:0] \$signal$210  = 44'h00000000000;
-  reg [19:0] \$signal$228  = 20'h00000;
-  reg [19:0] \$signal$237  = 20'h00000;
-  reg [1:0] \$signal$248  = 2'h0;
-  reg [19:0] \$signal$258  = 20'h00000;
-  reg [47:0] \$signal$262  = 48'h000000000000;
-  reg [2:0] \$signal$263  = 3'h0;
-  reg [1:0] \$signal$264  = 2'h0;
-  reg \$signal$266  = 1'h0;
-  reg [1:0] \$signal$270  = 2'h0;
-  reg [511:0] \$signal$304 ;
-  reg [333:0] \$signal$305  = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-  wire [203:0] \$signal$305.desc ;
-  wire [63:0] \$signal$305.desc.dev_addr ;
-  wire [19:0] \$signal$305.desc.dev_cols ;
-  wire [19:0] \$signal$305.desc.dev_rows ;
-  wire [19:0] \$signal$305.desc.dev_size ;
-  wire [3:0] \$signal$305.desc.dtype ;
-  wire [9:0] \$signal$305.desc.flags ;
-  wire [19:0] \$signal$305.desc.in_cols ;
-  wire [19:0] \$signal$305.desc.in_rows ;
-  wire [19:0] \$signal$305.desc.in_size ;
-  wire [3:0] \$signal$305.desc.op ;
-  wire [1:0] \$signal$305.desc.type ;
-  wire [1:0] \$signal$305.queue ;
-  wire [63:0] \$signal$305.seq ;
-  wire [63:0] \$signal$305.taken ;
-  reg [63:0] \$signal$307  = 64'h0000000000000000;
+  reg [63:0] \$signal$208  = 64'h0000000000000000;
+  reg [63:0] \$signal$217  = 64'h0000000000000000;
+  reg [19:0] \$signal$231  = 20'h00000;
+  reg [43:0] \$signal$233  = 44'h00000000000;
+  reg [19:0] \$signal$251  = 20'h00000;
+  reg [2:0] \$signal$252  = 3'h0;
+  reg [19:0] \$signal$261  = 20'h00000;
+  reg [1:0] \$signal$272  = 2'h0;
+  reg [19:0] \$signal$282  = 20'h00000;
+  reg [2:0] \$signal$289  = 3'h0;
+  reg [19:0] \$signal$291  = 20'h00000;
+  reg [19:0] \$signal$293  = 20'h00000;
+  reg [47:0] \$signal$301  = 48'h000000000000;
+  reg [1:0] \$signal$302  = 2'h0;
+  reg [511:0] \$signal$342 ;
+  reg [333:0] \$signal$343  = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  wire [203:0] \$signal$343.desc ;
+  wire [63:0] \$signal$343.desc.dev_addr ;
+  wire [19:0] \$signal$343.desc.dev_cols ;
+  wire [19:0] \$signal$343.desc.dev_rows ;
+  wire [19:0] \$signal$343.desc.dev_size ;
+  wire [3:0] \$signal$343.desc.dtype ;
+  wire [9:0] \$signal$343.desc.flags ;
+  wire [19:0] \$signal$343.desc.in_cols ;
+  wire [19:0] \$signal$343.desc.in_rows ;
+  wire [19:0] \$signal$343.desc.in_size ;
+  wire [3:0] \$signal$343.desc.op ;
+  wire [1:0] \$signal$343.desc.type ;
+  wire [1:0] \$signal$343.queue ;
+  wire [63:0] \$signal$343.seq ;
+  wire [63:0] \$signal$343.taken ;
+  reg [63:0] \$signal$345  = 64'h0000000000000000;
   reg [6:0] acc_addr;
   reg [6:0] acc_addr1;
+  (* init = 1'h0 *)
+  wire acc_bank;
   reg [1023:0] acc_data;
   reg [1:0] acc_row;
   reg acc_we;
+  wire \acc_we$308 ;
   reg [6:0] acc_word;
   reg [5:0] active;
   reg [5:0] active1;
   wire [63:0] addr;
-  reg [63:0] \addr$188 ;
+  reg [63:0] \addr$216 ;
   reg [31:0] anchor_l0 = 32'd0;
   reg [31:0] anchor_l1 = 32'd0;
   reg [31:0] anchor_l2 = 32'd0;
@@ -3232,12 +3185,17 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   reg [31:0] anchor_m1 = 32'd0;
   reg [31:0] anchor_m2 = 32'd0;
   reg [31:0] anchor_m3 = 32'd0;
-  reg bank_valid = 1'h0;
+  reg bank = 1'h0;
+  reg \bank$299 ;
   reg [43:0] beats;
-  reg [31:0] \beats$196 ;
-  reg [43:0] \beats$214 ;
-  reg [43:0] \beats$227 ;
-  reg [43:0] \beats$235 ;
+  reg [31:0] \beats$224 ;
+  reg [43:0] \beats$237 ;
+  reg [43:0] \beats$250 ;
+  reg [43:0] \beats$259 ;
+  wire [511:0] buf_data16;
+  wire [1023:0] buf_data32;
+  wire [1:0] buf_row;
+  wire [19:0] buf_word;
   output [63:0] bus__araddr;
   wire [63:0] bus__araddr;
   wire [63:0] \bus__araddr$3 ;
@@ -3330,6 +3288,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   output bus__wvalid;
   wire bus__wvalid;
   wire \bus__wvalid$45 ;
+  wire busy;
   input clk;
   wire clk;
   wire [31:0] col;
@@ -3339,7 +3298,6 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   reg [43:0] copy_span_lines;
   reg [5:0] copy_span_offset;
   wire [5:0] count;
-  wire [5:0] count_now;
   input [63:0] cycle;
   wire [63:0] cycle;
   wire [511:0] data;
@@ -3358,7 +3316,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire [3:0] \desc.op ;
   wire [1:0] \desc.type ;
   wire [1:0] dest;
+  reg [1:0] \dest$287 ;
   wire done;
+  wire \done$370 ;
   wire [1:0] done_queue;
   wire [31:0] done_seq;
   wire [7:0] done_status;
@@ -3368,7 +3328,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire [511:0] dst_data;
   wire dst_en;
   reg [1:0] ended;
-  reg [1:0] \ended$259 ;
+  reg [1:0] \ended$283 ;
   reg [333:0] entry = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   wire [203:0] \entry.desc ;
   wire [63:0] \entry.desc.dev_addr ;
@@ -3387,14 +3347,26 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire [63:0] \entry.taken ;
   reg first;
   reg first1;
+  wire fold_bank;
+  wire \fold_bank$147 ;
+  wire [19:0] fold_n_cols;
+  wire [19:0] \fold_n_cols$137 ;
   wire [7:0] fold_n_words;
-  reg [2:0] fold_pack_log2 = 3'h0;
+  wire [7:0] \fold_n_words$139 ;
+  wire [2:0] fold_pack_log2;
+  wire [2:0] \fold_pack_log2$145 ;
   wire fold_ready;
-  reg [1:0] fold_row = 2'h0;
-  reg [1:0] fold_sets = 2'h0;
-  reg [1:0] fold_sets1 = 2'h0;
-  reg fold_valid;
+  wire \fold_ready$131 ;
+  wire [1:0] fold_row;
+  wire [1:0] \fold_row$133 ;
+  wire [1:0] fold_sets;
+  wire [1:0] \fold_sets$141 ;
+  wire [1:0] fold_sets1;
+  wire [1:0] \fold_sets1$143 ;
+  wire fold_valid;
+  wire \fold_valid$129 ;
   wire [6:0] fold_word;
+  wire [6:0] \fold_word$135 ;
   reg from_stream;
   reg [4:0] fsm_state = 5'h00;
   reg [1:0] groups_seen0 = 2'h0;
@@ -3404,6 +3376,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   reg [511:0] in_data;
   reg [1:0] in_row;
   reg in_we;
+  wire \in_we$303 ;
   reg [6:0] in_word;
   reg [63:0] input_span_first;
   reg [63:0] input_span_line;
@@ -3422,9 +3395,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire last;
   reg [19:0] length;
   reg [511:0] line;
-  reg [511:0] \line$298 ;
+  reg [511:0] \line$336 ;
   wire [31:0] lines;
-  reg [31:0] \lines$187 ;
+  reg [31:0] \lines$215 ;
   wire [7:0] log2_slot;
   wire [31:0] m;
   reg mac;
@@ -3434,9 +3407,11 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   reg [63:0] main_span_line;
   reg [43:0] main_span_lines;
   reg [5:0] main_span_offset;
+  reg [19:0] n;
   wire [19:0] n_cols;
+  reg [7:0] n_words;
   reg [5:0] offset;
-  reg [4:0] \offset$193 ;
+  reg [4:0] \offset$221 ;
   wire [39:0] operand_lines;
   wire [511:0] out__data;
   wire [511:0] \out__data$77 ;
@@ -3445,6 +3420,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire [63:0] out__strb;
   wire out__valid;
   wire \out__valid$83 ;
+  reg [2:0] pack_log2;
   reg pair;
   wire [5:0] pair_count;
   wire [511:0] pair_data;
@@ -3494,8 +3470,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   input pop_valid;
   wire pop_valid;
   wire \pop_valid$93 ;
-  output [41:0] \port$6400$0 ;
-  wire [41:0] \port$6400$0 ;
+  output [41:0] \port$6519$0 ;
+  wire [41:0] \port$6519$0 ;
   input [321:0] queues__0;
   wire [321:0] queues__0;
   wire [321:0] \queues__0$85 ;
@@ -3594,8 +3570,11 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire r_en;
   wire [1023:0] rd_acc_data;
   reg [6:0] rd_addr;
+  wire [6:0] \rd_addr$325 ;
   wire [511:0] rd_in_data;
+  wire [511:0] \rd_in_data$157 ;
   reg [1:0] rd_row;
+  wire [1:0] \rd_row$324 ;
   reg [321:0] regs;
   wire [63:0] \regs.cq_base ;
   wire [63:0] \regs.data_base ;
@@ -3608,7 +3587,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire [63:0] \regs.sq_base ;
   wire [31:0] \regs.tail ;
   reg report;
-  wire \report$321 ;
+  wire \report$359 ;
   wire report_store;
   wire reported;
   reg [4:0] rest_rows = 5'h00;
@@ -3617,11 +3596,13 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   reg [43:0] rest_span_lines;
   reg [5:0] rest_span_offset;
   reg [63:0] result_first;
-  reg [63:0] \result_first$285 ;
+  reg [63:0] \result_first$323 ;
   wire [19:0] row;
+  reg [1:0] \row$314  = 2'h0;
   wire [19:0] row_groups0;
   wire [19:0] row_groups1;
   reg [19:0] rows;
+  reg [2:0] \rows$288 ;
   reg [2:0] rows_now;
   input rst;
   wire rst;
@@ -3633,10 +3614,11 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   reg [19:0] set_base1 = 20'h00000;
   reg [1:0] set_index0 = 2'h0;
   reg [1:0] set_index1 = 2'h0;
-  (* init = 2'h0 *)
-  wire [1:0] sets_used0;
-  (* init = 2'h0 *)
-  wire [1:0] sets_used1;
+  reg [1:0] sets;
+  reg [1:0] sets1;
+  reg [1:0] sets_used0 = 2'h0;
+  reg [1:0] sets_used1 = 2'h0;
+  reg source;
   wire split;
   wire \split$119 ;
   wire [511:0] src__data;
@@ -3650,19 +3632,24 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire [1023:0] src_data;
   reg stage = 1'h0;
   wire start;
-  reg \start$185 ;
-  reg \start$190 ;
-  reg \start$192 ;
-  reg \start$282 ;
+  reg \start$213 ;
+  reg \start$218 ;
+  reg \start$220 ;
+  reg \start$285 ;
+  reg \start$320 ;
   wire [47:0] stats_offset;
   reg [7:0] status = 8'h00;
-  wire [7:0] \status$327 ;
+  wire [7:0] \status$365 ;
   reg [31:0] status_word;
   reg [63:0] strb;
   wire [511:0] sum_fp16;
+  wire [511:0] \sum_fp16$155 ;
   wire [1023:0] sum_fp32;
-  reg sum_ready;
+  wire [1023:0] \sum_fp32$153 ;
+  wire sum_ready;
+  wire \sum_ready$151 ;
   wire sum_valid;
+  wire \sum_valid$149 ;
   reg take;
   wire [333:0] \task ;
   wire [203:0] \task.desc ;
@@ -3683,15 +3670,20 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire task_valid;
   wire valid;
   reg [7:0] w_bytes;
+  wire [7:0] \w_bytes$165 ;
   reg [1023:0] w_data;
-  reg [511:0] \w_data$244 ;
-  reg [42:0] \w_data$310 ;
+  wire [1023:0] \w_data$163 ;
+  reg [511:0] \w_data$268 ;
+  reg [42:0] \w_data$348 ;
   reg [511:0] w_data1;
   reg w_en;
   reg w_last;
+  wire \w_last$167 ;
   wire w_rdy;
   wire w_ready;
+  wire \w_ready$161 ;
   reg w_valid;
+  wire \w_valid$159 ;
   wire [31:0] widened_0;
   wire [31:0] widened_1;
   wire [31:0] widened_10;
@@ -3725,137 +3717,94 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire [31:0] widened_8;
   wire [31:0] widened_9;
   wire writer_free;
-  assign \$455  = \$signal$270  + 1'h1;
-  assign \$456  = \$455  < \$signal$263 ;
-  assign \$457  = \$signal$174  + 1'h1;
-  assign \$458  = \$signal$270  + 1'h1;
-  assign \$459  = dest == 2'h3;
-  assign \$460  = \$signal$270  + 1'h1;
-  assign \$461  = \$460  < \$signal$263 ;
-  assign \$462  = \$signal$270  + 1'h1;
-  assign \$463  = entry[5:2] == 2'h3;
-  assign \$464  = bank_valid & w_ready;
-  assign \$465  = \$signal$174  + 1'h1;
-  assign \$467  = \$466  >= \$signal$173 ;
-  assign \$468  = ~ \$467 ;
-  assign \$469  = \$signal$174  + 1'h1;
-  assign \$470  = \$signal$270  + 1'h1;
-  assign \$471  = \$470  == \$signal$263 ;
-  assign \$472  = \$signal$270  + 1'h1;
-  assign \$473  = \$471  ? 3'h0 : \$472 ;
-  assign \$474  = \$signal$173  << \$signal$264 ;
-  assign \$475  = \$signal$262  + \$474 ;
-  assign \$476  = bank_valid & w_ready;
-  assign \$477  = ~ \$476 ;
-  assign \$478  = \$signal$270  + 1'h1;
-  assign \$479  = \$478  < \$signal$263 ;
-  assign \$480  = \$signal$270  + 1'h1;
-  assign \$481  = \$signal$208  + 3'h4;
-  assign \$482  = 3'h4 * entry[203:184];
-  assign \$483  = \$signal$210  + \$482 ;
-  assign \$484  = \$signal$208  + 3'h4;
-  assign \$485  = \$484  < entry[183:164];
-  assign \$486  = ~ \$signal ;
-  assign \$487  = ! status;
-  assign \$488  = \$487  & is_store;
-  assign \$489  = \$signal  & quiet;
-  assign \$490  = \$489  & w_rdy;
   always @(posedge clk)
-    entry <= \$491 ;
+    entry <= \$452 ;
   always @(posedge clk)
-    fsm_state <= \$492 ;
+    fsm_state <= \$453 ;
   always @(posedge clk)
-    status <= \$493 ;
+    status <= \$454 ;
   always @(posedge clk)
-    \$signal$180  <= \$494 ;
+    \$signal$208  <= \$455 ;
   always @(posedge clk)
-    \$signal$189  <= \$495 ;
+    \$signal$217  <= \$456 ;
   always @(posedge clk)
-    \$signal$208  <= \$496 ;
+    \$signal$231  <= \$457 ;
   always @(posedge clk)
-    \$signal$210  <= \$497 ;
+    \$signal$233  <= \$458 ;
   always @(posedge clk)
-    \$signal$262  <= \$498 ;
+    \$signal$301  <= \$459 ;
   always @(posedge clk)
-    \$signal$264  <= \$499 ;
+    \$signal$302  <= \$460 ;
   always @(posedge clk)
-    \$signal$173  <= \$500 ;
+    \$signal$291  <= \$461 ;
   always @(posedge clk)
-    \$signal$263  <= \$501 ;
+    \$signal$289  <= \$462 ;
   always @(posedge clk)
-    stage <= \$502 ;
+    stage <= \$463 ;
   always @(posedge clk)
-    \$signal$270  <= \$503 ;
+    \row$314  <= \$464 ;
   always @(posedge clk)
-    \$signal$174  <= \$504 ;
+    \$signal$252  <= \$465 ;
   always @(posedge clk)
-    fold_pack_log2 <= \$505 ;
+    \$signal$293  <= \$466 ;
   always @(posedge clk)
-    \$signal$131  <= \$506 ;
+    \$signal$272  <= \$467 ;
   always @(posedge clk)
-    \$signal$248  <= \$507 ;
+    \$signal$251  <= \$468 ;
   always @(posedge clk)
-    \$signal$228  <= \$508 ;
+    rest_rows <= \$469 ;
   always @(posedge clk)
-    rest_rows <= \$509 ;
+    main_elems <= \$470 ;
   always @(posedge clk)
-    main_elems <= \$510 ;
+    \$signal$261  <= \$471 ;
   always @(posedge clk)
-    \$signal$237  <= \$511 ;
+    sets_used0 <= \$472 ;
   always @(posedge clk)
-    fold_sets <= \$512 ;
+    groups_seen0 <= \$473 ;
   always @(posedge clk)
-    groups_seen0 <= \$513 ;
+    set_index0 <= \$474 ;
   always @(posedge clk)
-    set_index0 <= \$514 ;
+    set_base0 <= \$475 ;
   always @(posedge clk)
-    set_base0 <= \$515 ;
+    sets_used1 <= \$476 ;
   always @(posedge clk)
-    fold_sets1 <= \$516 ;
+    groups_seen1 <= \$477 ;
   always @(posedge clk)
-    groups_seen1 <= \$517 ;
+    set_index1 <= \$478 ;
   always @(posedge clk)
-    set_index1 <= \$518 ;
+    set_base1 <= \$479 ;
   always @(posedge clk)
-    set_base1 <= \$519 ;
+    \$signal$282  <= \$480 ;
   always @(posedge clk)
-    \$signal$258  <= \$520 ;
+    drain <= \$481 ;
   always @(posedge clk)
-    drain <= \$521 ;
+    bank <= \$482 ;
   always @(posedge clk)
-    fold_row <= \$522 ;
+    anchor_m0 <= \$483 ;
   always @(posedge clk)
-    \$signal$129  <= \$523 ;
+    anchor_m1 <= \$484 ;
   always @(posedge clk)
-    \$signal$266  <= \$524 ;
+    anchor_m2 <= \$485 ;
   always @(posedge clk)
-    anchor_m0 <= \$525 ;
+    anchor_m3 <= \$486 ;
   always @(posedge clk)
-    anchor_m1 <= \$526 ;
+    anchor_l0 <= \$487 ;
   always @(posedge clk)
-    anchor_m2 <= \$527 ;
+    anchor_l1 <= \$488 ;
   always @(posedge clk)
-    anchor_m3 <= \$528 ;
+    anchor_l2 <= \$489 ;
   always @(posedge clk)
-    anchor_l0 <= \$529 ;
+    anchor_l3 <= \$490 ;
   always @(posedge clk)
-    anchor_l1 <= \$530 ;
+    \$signal  <= \$491 ;
   always @(posedge clk)
-    anchor_l2 <= \$531 ;
+    \$signal$343  <= \$492 ;
   always @(posedge clk)
-    anchor_l3 <= \$532 ;
+    pending_status <= \$493 ;
   always @(posedge clk)
-    bank_valid <= \$533 ;
+    \$signal$345  <= \$494 ;
   always @(posedge clk)
-    \$signal  <= \$534 ;
-  always @(posedge clk)
-    \$signal$305  <= \$535 ;
-  always @(posedge clk)
-    pending_status <= \$536 ;
-  always @(posedge clk)
-    \$signal$307  <= \$537 ;
-  always @(posedge clk)
-    pending_store <= \$538 ;
+    pending_store <= \$495 ;
   assign \$1  = ~ \$signal ;
   assign writer_free = idle & \$1 ;
   assign n_cols = stage ? entry[123:104] : entry[143:124];
@@ -3896,374 +3845,376 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign row_groups1 = split ? \$42  : 20'h00000;
   assign \$43  = entry[5:2] == 2'h3;
   assign src_data = \$43  ? rd_acc_data : { widened_31, widened_30, widened_29, widened_28, widened_27, widened_26, widened_25, widened_24, widened_23, widened_22, widened_21, widened_20, widened_19, widened_18, widened_17, widened_16, widened_15, widened_14, widened_13, widened_12, widened_11, widened_10, widened_9, widened_8, widened_7, widened_6, widened_5, widened_4, widened_3, widened_2, widened_1, widened_0 };
-  assign \$45  = \$signal$173  - \$44 [19:0];
-  assign \$46  = $signed(\$45 ) < $signed(7'h20);
-  assign \$48  = \$signal$173  - \$47 [19:0];
-  assign \$49  = \$46  ? \$48  : 21'h000020;
-  assign \$50  = \$signal$180  + 7'h40;
-  assign \$51  = is_load ? { 1'h0, entry[83:20] } : \$50 ;
-  assign \$52  = \$51  + 1'h0;
-  assign \$55  = copy_span_first[5:0] + \$54 ;
-  assign \$56  = \$55  + 7'h40;
-  assign \$57  = \$56  - 1'h1;
-  assign \$60  = copy_span_offset + \$59 ;
-  assign \$61  = \$60  + 6'h20;
-  assign \$62  = \$61  - 1'h1;
-  assign \$64  = \$signal$189  + 7'h40;
-  assign \$65  = is_load ? \$64  : { 1'h0, entry[83:20] };
-  assign \$66  = \$signal$189  + 7'h40;
-  assign \$67  = is_load ? \$66  : { 1'h0, entry[83:20] };
-  assign \$70  = ~ w_ready;
-  assign \$71  = entry[183:164] - \$signal$208 ;
-  assign \$72  = $signed(\$71 ) < $signed(4'h4);
-  assign \$73  = entry[183:164] - \$signal$208 ;
-  assign \$74  = \$72  ? \$73  : 21'h000004;
-  assign \$75  = \$signal$180  + 7'h40;
-  assign \$77  = \$75  + \$76 ;
-  assign \$78  = rows_now * entry[203:184];
-  assign \$80  = input_span_first[5:0] + \$79 ;
-  assign \$81  = \$80  + 7'h40;
-  assign \$82  = \$81  - 1'h1;
-  assign \$84  = rows_now * entry[203:184];
-  assign \$85  = input_span_offset + \$84 ;
-  assign \$86  = \$85  + 6'h20;
-  assign \$87  = \$86  - 1'h1;
-  assign \$90  = entry[83:20] + \$89 ;
-  assign \$91  = stage ? \$90  : { 1'h0, entry[83:20] };
-  assign \$92  = \$91  + 1'h0;
-  assign \$94  = main_span_first[5:0] + \$93 ;
-  assign \$95  = \$94  + 7'h40;
+  assign \$44  = ~ busy;
+  assign \$45  = \$44  & writer_free;
+  assign \$46  = \$signal$208  + 7'h40;
+  assign \$47  = is_load ? { 1'h0, entry[83:20] } : \$46 ;
+  assign \$48  = \$47  + 1'h0;
+  assign \$51  = copy_span_first[5:0] + \$50 ;
+  assign \$52  = \$51  + 7'h40;
+  assign \$53  = \$52  - 1'h1;
+  assign \$56  = copy_span_offset + \$55 ;
+  assign \$57  = \$56  + 6'h20;
+  assign \$58  = \$57  - 1'h1;
+  assign \$60  = \$signal$217  + 7'h40;
+  assign \$61  = is_load ? \$60  : { 1'h0, entry[83:20] };
+  assign \$62  = \$signal$217  + 7'h40;
+  assign \$63  = is_load ? \$62  : { 1'h0, entry[83:20] };
+  assign \$66  = ~ w_ready;
+  assign \$67  = entry[183:164] - \$signal$231 ;
+  assign \$68  = $signed(\$67 ) < $signed(4'h4);
+  assign \$69  = entry[183:164] - \$signal$231 ;
+  assign \$70  = \$68  ? \$69  : 21'h000004;
+  assign \$71  = \$signal$208  + 7'h40;
+  assign \$73  = \$71  + \$72 ;
+  assign \$74  = rows_now * entry[203:184];
+  assign \$76  = input_span_first[5:0] + \$75 ;
+  assign \$77  = \$76  + 7'h40;
+  assign \$78  = \$77  - 1'h1;
+  assign \$80  = rows_now * entry[203:184];
+  assign \$81  = input_span_offset + \$80 ;
+  assign \$82  = \$81  + 6'h20;
+  assign \$83  = \$82  - 1'h1;
+  assign \$86  = entry[83:20] + \$85 ;
+  assign \$87  = stage ? \$86  : { 1'h0, entry[83:20] };
+  assign \$88  = \$87  + 1'h0;
+  assign \$90  = main_span_first[5:0] + \$89 ;
+  assign \$91  = \$90  + 7'h40;
+  assign \$92  = \$91  - 1'h1;
+  assign \$94  = main_span_offset + main_elems;
+  assign \$95  = \$94  + 6'h20;
   assign \$96  = \$95  - 1'h1;
-  assign \$98  = main_span_offset + main_elems;
-  assign \$99  = \$98  + 6'h20;
-  assign \$100  = \$99  - 1'h1;
-  assign \$102  = stage ? entry[123:104] : entry[143:124];
-  assign \$103  = \$102  << fold_pack_log2;
-  assign \$105  = entry[83:20] + \$104 ;
-  assign \$106  = stage ? \$105  : { 1'h0, entry[83:20] };
-  assign \$108  = \$106  + \$107 ;
-  assign \$109  = stage ? entry[123:104] : entry[143:124];
-  assign \$110  = rest_rows * \$109 ;
-  assign \$112  = rest_span_first[5:0] + \$111 ;
-  assign \$113  = \$112  + 7'h40;
-  assign \$114  = \$113  - 1'h1;
-  assign \$116  = stage ? entry[123:104] : entry[143:124];
-  assign \$117  = rest_rows * \$116 ;
-  assign \$118  = rest_span_offset + \$117 [19:0];
-  assign \$119  = \$118  + 6'h20;
-  assign \$120  = \$119  - 1'h1;
-  assign \$122  = stage ? entry[123:104] : entry[143:124];
-  assign \$123  = rest_rows * \$122 ;
-  assign \$124  = \$signal$237  >> fold_pack_log2;
+  assign \$98  = stage ? entry[123:104] : entry[143:124];
+  assign \$99  = \$98  << \$signal$252 ;
+  assign \$101  = entry[83:20] + \$100 ;
+  assign \$102  = stage ? \$101  : { 1'h0, entry[83:20] };
+  assign \$104  = \$102  + \$103 ;
+  assign \$105  = stage ? entry[123:104] : entry[143:124];
+  assign \$106  = rest_rows * \$105 ;
+  assign \$108  = rest_span_first[5:0] + \$107 ;
+  assign \$109  = \$108  + 7'h40;
+  assign \$110  = \$109  - 1'h1;
+  assign \$112  = stage ? entry[123:104] : entry[143:124];
+  assign \$113  = rest_rows * \$112 ;
+  assign \$114  = rest_span_offset + \$113 [19:0];
+  assign \$115  = \$114  + 6'h20;
+  assign \$116  = \$115  - 1'h1;
+  assign \$118  = stage ? entry[123:104] : entry[143:124];
+  assign \$119  = rest_rows * \$118 ;
+  assign \$120  = \$signal$261  >> \$signal$252 ;
+  assign \$121  = split & \$120 [0];
+  assign \$122  = ! \$121 ;
+  assign \$123  = \$121  ? pair_valid : valid;
+  assign \$124  = \$signal$261  >> \$signal$252 ;
   assign \$125  = split & \$124 [0];
   assign \$126  = ! \$125 ;
-  assign \$127  = \$125  ? pair_valid : valid;
-  assign \$128  = \$signal$237  >> fold_pack_log2;
-  assign \$129  = split & \$128 [0];
-  assign \$130  = ! \$129 ;
-  assign \$131  = 1'h1 << fold_pack_log2;
-  assign \$132  = \$signal$237  + \$131 ;
-  assign \$133  = \$129  ? \$132  : { 1'h0, \$signal$237  };
-  assign \$134  = \$signal$237  >> fold_pack_log2;
-  assign \$135  = split & \$134 [0];
-  assign \$136  = ! \$135 ;
-  assign \$137  = \$135  ? 27'h0000000 : col[31:5];
-  assign \$138  = set_base0 + \$137 ;
-  assign \$139  = \$signal$237  >> fold_pack_log2;
+  assign \$127  = 1'h1 << \$signal$252 ;
+  assign \$128  = \$signal$261  + \$127 ;
+  assign \$129  = \$125  ? \$128  : { 1'h0, \$signal$261  };
+  assign \$130  = \$signal$261  >> \$signal$252 ;
+  assign \$131  = split & \$130 [0];
+  assign \$132  = ! \$131 ;
+  assign \$133  = \$131  ? 27'h0000000 : col[31:5];
+  assign \$134  = set_base0 + \$133 ;
+  assign \$135  = \$signal$261  >> \$signal$252 ;
+  assign \$136  = split & \$135 [0];
+  assign \$137  = ! \$136 ;
+  assign \$138  = \$136  ? pair_count : count;
+  assign \$139  = \$signal$261  >> \$signal$252 ;
   assign \$140  = split & \$139 [0];
   assign \$141  = ! \$140 ;
-  assign \$142  = \$140  ? pair_count : count;
-  assign \$143  = \$signal$237  >> fold_pack_log2;
-  assign \$144  = split & \$143 [0];
-  assign \$145  = ! \$144 ;
-  assign \$146  = \$144  ? pair_data : data;
-  assign \$147  = groups_seen0 < \$signal$248 ;
-  assign \$148  = \$signal$237  >> fold_pack_log2;
+  assign \$142  = \$140  ? pair_data : data;
+  assign \$143  = groups_seen0 < \$signal$272 ;
+  assign \$144  = \$signal$261  >> \$signal$252 ;
+  assign \$145  = split & \$144 [0];
+  assign \$147  = \$146  ? valid : pair_valid;
+  assign \$148  = \$signal$261  >> \$signal$252 ;
   assign \$149  = split & \$148 [0];
-  assign \$151  = \$150  ? valid : pair_valid;
-  assign \$152  = \$signal$237  >> fold_pack_log2;
-  assign \$153  = split & \$152 [0];
-  assign \$155  = 1'h1 << fold_pack_log2;
-  assign \$156  = \$signal$237  + \$155 ;
-  assign \$157  = \$154  ? { 1'h0, \$signal$237  } : \$156 ;
-  assign \$158  = \$signal$237  >> fold_pack_log2;
-  assign \$159  = split & \$158 [0];
-  assign \$161  = \$160  ? col[31:5] : 27'h0000000;
-  assign \$162  = set_base1 + \$161 ;
-  assign \$163  = \$signal$237  >> fold_pack_log2;
+  assign \$151  = 1'h1 << \$signal$252 ;
+  assign \$152  = \$signal$261  + \$151 ;
+  assign \$153  = \$150  ? { 1'h0, \$signal$261  } : \$152 ;
+  assign \$154  = \$signal$261  >> \$signal$252 ;
+  assign \$155  = split & \$154 [0];
+  assign \$157  = \$156  ? col[31:5] : 27'h0000000;
+  assign \$158  = set_base1 + \$157 ;
+  assign \$159  = \$signal$261  >> \$signal$252 ;
+  assign \$160  = split & \$159 [0];
+  assign \$162  = \$161  ? count : pair_count;
+  assign \$163  = \$signal$261  >> \$signal$252 ;
   assign \$164  = split & \$163 [0];
-  assign \$166  = \$165  ? count : pair_count;
-  assign \$167  = \$signal$237  >> fold_pack_log2;
-  assign \$168  = split & \$167 [0];
-  assign \$170  = \$169  ? data : pair_data;
-  assign \$171  = groups_seen1 < \$signal$248 ;
-  assign \$172  = col + count;
-  assign \$173  = \$172  == \$signal$258 ;
-  assign \$174  = valid & \$173 ;
-  assign \$175  = pair_count == \$signal$258 ;
-  assign \$176  = pair_valid & \$175 ;
-  assign \$177  = \$174  + \$176 ;
-  assign \$178  = \$signal$237  >> fold_pack_log2;
+  assign \$166  = \$165  ? data : pair_data;
+  assign \$167  = groups_seen1 < \$signal$272 ;
+  assign \$168  = col + count;
+  assign \$169  = \$168  == \$signal$282 ;
+  assign \$170  = valid & \$169 ;
+  assign \$171  = pair_count == \$signal$282 ;
+  assign \$172  = pair_valid & \$171 ;
+  assign \$173  = \$170  + \$172 ;
+  assign \$174  = \$signal$261  >> \$signal$252 ;
+  assign \$175  = split & \$174 [0];
+  assign \$176  = ! \$175 ;
+  assign \$177  = \$175  ? pair_valid : valid;
+  assign \$178  = \$signal$261  >> \$signal$252 ;
   assign \$179  = split & \$178 [0];
   assign \$180  = ! \$179 ;
-  assign \$181  = \$179  ? pair_valid : valid;
-  assign \$182  = \$signal$237  >> fold_pack_log2;
-  assign \$183  = split & \$182 [0];
-  assign \$184  = ! \$183 ;
-  assign \$185  = 1'h1 << fold_pack_log2;
-  assign \$186  = \$signal$237  + \$185 ;
-  assign \$187  = \$183  ? \$186  : { 1'h0, \$signal$237  };
-  assign \$188  = \$signal$237  >> fold_pack_log2;
-  assign \$189  = split & \$188 [0];
-  assign \$190  = ! \$189 ;
-  assign \$191  = \$189  ? 27'h0000000 : col[31:5];
-  assign \$192  = set_base0 + \$191 ;
-  assign \$193  = \$signal$237  >> fold_pack_log2;
+  assign \$181  = 1'h1 << \$signal$252 ;
+  assign \$182  = \$signal$261  + \$181 ;
+  assign \$183  = \$179  ? \$182  : { 1'h0, \$signal$261  };
+  assign \$184  = \$signal$261  >> \$signal$252 ;
+  assign \$185  = split & \$184 [0];
+  assign \$186  = ! \$185 ;
+  assign \$187  = \$185  ? 27'h0000000 : col[31:5];
+  assign \$188  = set_base0 + \$187 ;
+  assign \$189  = \$signal$261  >> \$signal$252 ;
+  assign \$190  = split & \$189 [0];
+  assign \$191  = ! \$190 ;
+  assign \$192  = \$190  ? pair_count : count;
+  assign \$193  = \$signal$261  >> \$signal$252 ;
   assign \$194  = split & \$193 [0];
   assign \$195  = ! \$194 ;
-  assign \$196  = \$194  ? pair_count : count;
-  assign \$197  = \$signal$237  >> fold_pack_log2;
-  assign \$198  = split & \$197 [0];
-  assign \$199  = ! \$198 ;
-  assign \$200  = \$198  ? pair_data : data;
-  assign \$201  = groups_seen0 < \$signal$248 ;
-  assign \$202  = \$signal$237  >> fold_pack_log2;
+  assign \$196  = \$194  ? pair_data : data;
+  assign \$197  = groups_seen0 < \$signal$272 ;
+  assign \$198  = \$signal$261  >> \$signal$252 ;
+  assign \$199  = split & \$198 [0];
+  assign \$201  = \$200  ? valid : pair_valid;
+  assign \$202  = \$signal$261  >> \$signal$252 ;
   assign \$203  = split & \$202 [0];
-  assign \$205  = \$204  ? valid : pair_valid;
-  assign \$206  = \$signal$237  >> fold_pack_log2;
-  assign \$207  = split & \$206 [0];
-  assign \$209  = 1'h1 << fold_pack_log2;
-  assign \$210  = \$signal$237  + \$209 ;
-  assign \$211  = \$208  ? { 1'h0, \$signal$237  } : \$210 ;
-  assign \$212  = \$signal$237  >> fold_pack_log2;
-  assign \$213  = split & \$212 [0];
-  assign \$215  = \$214  ? col[31:5] : 27'h0000000;
-  assign \$216  = set_base1 + \$215 ;
-  assign \$217  = \$signal$237  >> fold_pack_log2;
+  assign \$205  = 1'h1 << \$signal$252 ;
+  assign \$206  = \$signal$261  + \$205 ;
+  assign \$207  = \$204  ? { 1'h0, \$signal$261  } : \$206 ;
+  assign \$208  = \$signal$261  >> \$signal$252 ;
+  assign \$209  = split & \$208 [0];
+  assign \$211  = \$210  ? col[31:5] : 27'h0000000;
+  assign \$212  = set_base1 + \$211 ;
+  assign \$213  = \$signal$261  >> \$signal$252 ;
+  assign \$214  = split & \$213 [0];
+  assign \$216  = \$215  ? count : pair_count;
+  assign \$217  = \$signal$261  >> \$signal$252 ;
   assign \$218  = split & \$217 [0];
-  assign \$220  = \$219  ? count : pair_count;
-  assign \$221  = \$signal$237  >> fold_pack_log2;
-  assign \$222  = split & \$221 [0];
-  assign \$224  = \$223  ? data : pair_data;
-  assign \$225  = groups_seen1 < \$signal$248 ;
-  assign \$226  = col + count;
-  assign \$227  = \$226  == \$signal$258 ;
-  assign \$228  = valid & \$227 ;
-  assign \$229  = pair_count == \$signal$258 ;
-  assign \$230  = pair_valid & \$229 ;
-  assign \$231  = \$228  + \$230 ;
-  assign \$232  = drain != 1'h1;
-  assign \$233  = ! dest;
-  assign \$234  = dest == 1'h1;
-  assign \$235  = \$233  | \$234 ;
-  assign \$236  = ~ \$235 ;
-  assign \$237  = \$236  | writer_free;
+  assign \$220  = \$219  ? data : pair_data;
+  assign \$221  = groups_seen1 < \$signal$272 ;
+  assign \$222  = col + count;
+  assign \$223  = \$222  == \$signal$282 ;
+  assign \$224  = valid & \$223 ;
+  assign \$225  = pair_count == \$signal$282 ;
+  assign \$226  = pair_valid & \$225 ;
+  assign \$227  = \$224  + \$226 ;
+  assign \$228  = drain != 1'h1;
+  assign \$229  = ~ busy;
+  assign \$230  = ! dest;
+  assign \$231  = dest == 1'h1;
+  assign \$232  = \$230  | \$231 ;
+  assign \$233  = ~ \$232 ;
+  assign \$234  = \$233  | writer_free;
+  assign \$235  = \$229  & \$234 ;
+  assign \$236  = stage ? entry[123:104] : entry[143:124];
   assign \$238  = ! dest;
   assign \$239  = dest == 1'h1;
   assign \$240  = \$238  | \$239 ;
-  assign \$241  = \$signal$189  + 7'h40;
-  assign \$242  = \$241  + \$signal$262 ;
-  assign \$243  = \$signal$173  << \$signal$264 ;
-  assign \$244  = \$signal$263  * \$243 ;
+  assign \$241  = \$signal$217  + 7'h40;
+  assign \$242  = \$241  + \$signal$301 ;
+  assign \$243  = \$signal$291  << \$signal$302 ;
+  assign \$244  = \$signal$289  * \$243 ;
   assign \$245  = result_first[5:0] + \$244 ;
   assign \$246  = \$245  + 7'h40;
   assign \$247  = \$246  - 1'h1;
-  assign \$249  = ~ \$signal$266 ;
-  assign \$250  = ! dest;
-  assign \$251  = \$250  ? { 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, sum_fp16 } : sum_fp32;
-  assign \$252  = \$49 [5:0] << \$signal$264 ;
-  assign \$253  = \$signal$174  + 1'h1;
-  assign \$255  = \$254  >= \$signal$173 ;
-  assign \$256  = \$signal$270  + 1'h1;
-  assign \$257  = \$256  == \$signal$263 ;
-  assign \$258  = \$255  & \$257 ;
-  assign \$259  = sum_valid & w_ready;
-  assign \$260  = dest == 2'h2;
-  assign \$261  = entry[5:2] == 2'h3;
-  assign \$262  = \$261  ? entry[143:124] : entry[203:184];
-  assign \$263  = entry[5:2] == 2'h3;
-  assign \$264  = \$263  | entry[11];
-  assign \$265  = \$signal$189  + 7'h40;
-  assign \$266  = \$265  + \$signal$262 ;
-  assign \$267  = \$signal$173  << \$signal$264 ;
-  assign \$268  = \$signal$263  * \$267 ;
-  assign \$269  = \result_first$285 [5:0] + \$268 ;
-  assign \$270  = \$269  + 7'h40;
-  assign \$271  = \$270  - 1'h1;
-  assign \$273  = \$49 [5:0] << \$signal$264 ;
-  assign \$274  = \$signal$174  + 1'h1;
-  assign \$276  = \$275  >= \$signal$173 ;
-  assign \$277  = \$signal$270  + 1'h1;
-  assign \$278  = \$277  == \$signal$263 ;
-  assign \$279  = \$276  & \$278 ;
-  assign \$282  = \$signal$189  + 7'h40;
-  assign \$283  = \$282  + stats_offset;
-  assign \$284  = \$signal$208  + \$signal$270 ;
-  assign \$286  = \$283  + \$285 ;
-  assign \$287  = \$signal  & quiet;
-  assign \$288  = \$287  & w_rdy;
-  assign \$289  = cycle - \$signal$305 [333:270];
-  assign \$290  = r_en & irq_en;
-  assign \$291  = 1'h1 << r_data[1:0];
-  assign irq = \$290  ? \$291  : 4'h0;
-  assign \$292  = ! fsm_state;
-  assign \$293  = fsm_state == 1'h1;
-  assign \$294  = fsm_state == 2'h2;
-  assign \$295  = fsm_state == 2'h3;
-  assign \$296  = fsm_state == 3'h4;
-  assign \$297  = fsm_state == 3'h5;
-  assign \$298  = fsm_state == 3'h6;
-  assign \$299  = fsm_state == 3'h7;
-  assign \$300  = fsm_state == 4'h8;
-  assign \$301  = fsm_state == 4'h9;
-  assign \$302  = fsm_state == 4'ha;
-  assign \$303  = fsm_state == 4'hb;
-  assign \$304  = fsm_state == 4'hc;
-  assign \$305  = fsm_state == 4'hd;
-  assign \$306  = fsm_state == 4'he;
-  assign \$307  = fsm_state == 4'hf;
-  assign \$308  = fsm_state == 5'h10;
-  assign \$309  = fsm_state == 5'h11;
-  assign \$310  = fsm_state == 5'h12;
-  assign \$311  = fsm_state == 5'h13;
-  assign \$312  = fsm_state == 5'h14;
-  assign \$313  = fsm_state == 5'h15;
-  assign \$314  = entry[269:206] - 1'h1;
-  assign \$315  = 1'h1 << regs[259:256];
-  assign \$316  = \$315  - 1'h1;
-  assign \$317  = { 1'h0, \$314 [15:0] } & \$316 ;
-  assign \$318  = $signed(\$317 ) << regs[265:260];
-  assign \$319  = $signed({ 1'h0, regs[63:0] }) + $signed(\$318 );
-  assign \$320  = entry[269:206] - 1'h1;
-  assign \$321  = 1'h1 << regs[259:256];
-  assign \$322  = \$321  - 1'h1;
-  assign \$323  = { 1'h0, \$320 [15:0] } & \$322 ;
-  assign \$324  = $signed(\$323 ) << regs[265:260];
-  assign \$325  = $signed({ 1'h0, regs[127:64] }) + $signed(\$324 );
-  assign \$326  = entry[5:2] == 2'h3;
-  assign \$327  = entry[5:2] == 2'h2;
-  assign \$328  = entry[5:2] == 3'h4;
-  assign \$329  = | \status$327 ;
-  assign \$330  = valid & last;
-  assign \$331  = entry[5:2] == 2'h2;
-  assign \$332  = stage ? entry[143:124] : entry[123:104];
-  assign \$333  = \$332  >> plan_pack_log2;
-  assign \$334  = stage ? entry[143:124] : entry[123:104];
-  assign \$335  = 1'h1 << plan_pack_log2;
-  assign \$336  = \$335  - 1'h1;
-  assign \$337  = { 1'h0, \$334  } & { \$336 [8], \$336 [8], \$336 [8], \$336 [8], \$336 [8], \$336 [8], \$336 [8], \$336 [8], \$336 [8], \$336 [8], \$336 [8], \$336 [8], \$336  };
-  assign \$338  = stage ? entry[143:124] : entry[123:104];
-  assign \$339  = \$338  >> plan_pack_log2;
-  assign \$340  = \$339  << plan_pack_log2;
+  assign \$249  = entry[5:2] == 2'h3;
+  assign \$250  = \$249  ? entry[143:124] : entry[203:184];
+  assign \$251  = entry[5:2] == 2'h3;
+  assign \$252  = \$251  | entry[11];
+  assign \$253  = ~ busy;
+  assign \$254  = \$253  & writer_free;
+  assign \$255  = \$signal$217  + 7'h40;
+  assign \$256  = \$255  + \$signal$301 ;
+  assign \$257  = \$signal$291  << \$signal$302 ;
+  assign \$258  = \$signal$289  * \$257 ;
+  assign \$259  = \result_first$323 [5:0] + \$258 ;
+  assign \$260  = \$259  + 7'h40;
+  assign \$261  = \$260  - 1'h1;
+  assign \$263  = stage ? entry[123:104] : entry[143:124];
+  assign \$267  = ~ busy;
+  assign \$268  = \$267  & writer_free;
+  assign \$269  = \$signal$217  + 7'h40;
+  assign \$270  = \$269  + stats_offset;
+  assign \$271  = \$signal$231  + \row$314 ;
+  assign \$273  = \$270  + \$272 ;
+  assign \$274  = \$signal  & quiet;
+  assign \$275  = \$274  & w_rdy;
+  assign \$276  = cycle - \$signal$343 [333:270];
+  assign \$277  = r_en & irq_en;
+  assign \$278  = 1'h1 << r_data[1:0];
+  assign irq = \$277  ? \$278  : 4'h0;
+  assign \$279  = ! fsm_state;
+  assign \$280  = fsm_state == 1'h1;
+  assign \$281  = fsm_state == 2'h2;
+  assign \$282  = fsm_state == 2'h3;
+  assign \$283  = fsm_state == 3'h4;
+  assign \$284  = fsm_state == 3'h5;
+  assign \$285  = fsm_state == 3'h6;
+  assign \$286  = fsm_state == 3'h7;
+  assign \$287  = fsm_state == 4'h8;
+  assign \$288  = fsm_state == 4'h9;
+  assign \$289  = fsm_state == 4'ha;
+  assign \$290  = fsm_state == 4'hb;
+  assign \$291  = fsm_state == 4'hc;
+  assign \$292  = fsm_state == 4'hd;
+  assign \$293  = fsm_state == 4'he;
+  assign \$294  = fsm_state == 4'hf;
+  assign \$295  = fsm_state == 5'h10;
+  assign \$296  = fsm_state == 5'h11;
+  assign \$297  = fsm_state == 5'h12;
+  assign \$298  = fsm_state == 5'h13;
+  assign \$299  = fsm_state == 5'h14;
+  assign \$300  = fsm_state == 5'h15;
+  assign \$301  = entry[269:206] - 1'h1;
+  assign \$302  = 1'h1 << regs[259:256];
+  assign \$303  = \$302  - 1'h1;
+  assign \$304  = { 1'h0, \$301 [15:0] } & \$303 ;
+  assign \$305  = $signed(\$304 ) << regs[265:260];
+  assign \$306  = $signed({ 1'h0, regs[63:0] }) + $signed(\$305 );
+  assign \$307  = entry[269:206] - 1'h1;
+  assign \$308  = 1'h1 << regs[259:256];
+  assign \$309  = \$308  - 1'h1;
+  assign \$310  = { 1'h0, \$307 [15:0] } & \$309 ;
+  assign \$311  = $signed(\$310 ) << regs[265:260];
+  assign \$312  = $signed({ 1'h0, regs[127:64] }) + $signed(\$311 );
+  assign \$313  = entry[5:2] == 2'h3;
+  assign \$314  = entry[5:2] == 2'h2;
+  assign \$315  = entry[5:2] == 3'h4;
+  assign \$316  = | \status$365 ;
+  assign \$317  = ~ busy;
+  assign \$318  = \$317  & writer_free;
+  assign \$319  = valid & last;
+  assign \$320  = entry[5:2] == 2'h2;
+  assign \$321  = stage ? entry[143:124] : entry[123:104];
+  assign \$322  = \$321  >> plan_pack_log2;
+  assign \$323  = stage ? entry[143:124] : entry[123:104];
+  assign \$324  = 1'h1 << plan_pack_log2;
+  assign \$325  = \$324  - 1'h1;
+  assign \$326  = { 1'h0, \$323  } & { \$325 [8], \$325 [8], \$325 [8], \$325 [8], \$325 [8], \$325 [8], \$325 [8], \$325 [8], \$325 [8], \$325 [8], \$325 [8], \$325 [8], \$325  };
+  assign \$327  = stage ? entry[143:124] : entry[123:104];
+  assign \$328  = \$327  >> plan_pack_log2;
+  assign \$329  = \$328  << plan_pack_log2;
+  assign \$330  = stage ? entry[123:104] : entry[143:124];
+  assign \$331  = \$329  * \$330 ;
+  assign \$332  = \$41 [19:0] < plan_sets;
+  assign \$333  = \$332  ? \$41 [19:0] : { 18'h00000, plan_sets };
+  assign \$334  = row_groups1 < plan_sets;
+  assign \$335  = \$334  ? row_groups1 : { 18'h00000, plan_sets };
+  assign \$336  = stage ? entry[143:124] : entry[123:104];
+  assign \$337  = \$336  >> plan_pack_log2;
+  assign \$338  = | \$337 ;
+  assign \$339  = stage ? entry[123:104] : entry[143:124];
+  assign \$340  = \$339  << \$signal$252 ;
   assign \$341  = stage ? entry[123:104] : entry[143:124];
-  assign \$342  = \$340  * \$341 ;
-  assign \$343  = \$41 [19:0] < plan_sets;
-  assign \$344  = \$343  ? \$41 [19:0] : { 18'h00000, plan_sets };
-  assign \$345  = row_groups1 < plan_sets;
-  assign \$346  = \$345  ? row_groups1 : { 18'h00000, plan_sets };
-  assign \$347  = stage ? entry[143:124] : entry[123:104];
-  assign \$348  = \$347  >> plan_pack_log2;
-  assign \$349  = | \$348 ;
-  assign \$350  = stage ? entry[123:104] : entry[143:124];
-  assign \$351  = \$350  << fold_pack_log2;
-  assign \$352  = stage ? entry[123:104] : entry[143:124];
-  assign \$353  = rest_rows * \$352 ;
-  assign \$354  = \$signal$237  >> fold_pack_log2;
-  assign \$355  = split & \$354 [0];
-  assign \$356  = ! \$355 ;
-  assign \$357  = col + count;
-  assign \$358  = \$357  == \$signal$258 ;
-  assign \$359  = valid & \$358 ;
-  assign \$360  = pair_count == \$signal$258 ;
-  assign \$361  = pair_valid & \$360 ;
-  assign \$362  = \$355  ? \$361  : \$359 ;
-  assign \$363  = groups_seen0 < \$signal$248 ;
-  assign \$364  = groups_seen0 + 1'h1;
-  assign \$365  = set_index0 + 1'h1;
-  assign \$366  = \$365  == \$signal$248 ;
-  assign \$367  = set_index0 + 1'h1;
-  assign \$368  = set_base0 + \$signal$131 ;
-  assign \$369  = \$signal$237  >> fold_pack_log2;
-  assign \$370  = split & \$369 [0];
-  assign \$372  = col + count;
-  assign \$373  = \$372  == \$signal$258 ;
-  assign \$374  = valid & \$373 ;
-  assign \$375  = pair_count == \$signal$258 ;
-  assign \$376  = pair_valid & \$375 ;
-  assign \$377  = \$371  ? \$374  : \$376 ;
-  assign \$378  = groups_seen1 < \$signal$248 ;
-  assign \$379  = groups_seen1 + 1'h1;
-  assign \$380  = set_index1 + 1'h1;
-  assign \$381  = \$380  == \$signal$248 ;
-  assign \$382  = set_index1 + 1'h1;
-  assign \$383  = set_base1 + \$signal$131 ;
-  assign \$384  = ended << fold_pack_log2;
-  assign \$385  = \$signal$237  + \$384 ;
-  assign \$386  = valid & last;
-  assign \$387  = | rest_rows;
-  assign \$388  = \$signal$237  >> fold_pack_log2;
-  assign \$389  = split & \$388 [0];
-  assign \$390  = ! \$389 ;
-  assign \$391  = col + count;
-  assign \$392  = \$391  == \$signal$258 ;
-  assign \$393  = valid & \$392 ;
-  assign \$394  = pair_count == \$signal$258 ;
-  assign \$395  = pair_valid & \$394 ;
-  assign \$396  = \$389  ? \$395  : \$393 ;
-  assign \$397  = groups_seen0 < \$signal$248 ;
-  assign \$398  = groups_seen0 + 1'h1;
-  assign \$399  = set_index0 + 1'h1;
-  assign \$400  = \$399  == \$signal$248 ;
-  assign \$401  = set_index0 + 1'h1;
-  assign \$402  = set_base0 + \$signal$131 ;
-  assign \$403  = \$signal$237  >> fold_pack_log2;
-  assign \$404  = split & \$403 [0];
-  assign \$406  = col + count;
-  assign \$407  = \$406  == \$signal$258 ;
-  assign \$408  = valid & \$407 ;
-  assign \$409  = pair_count == \$signal$258 ;
-  assign \$410  = pair_valid & \$409 ;
-  assign \$411  = \$405  ? \$408  : \$410 ;
-  assign \$412  = groups_seen1 < \$signal$248 ;
-  assign \$413  = groups_seen1 + 1'h1;
-  assign \$414  = set_index1 + 1'h1;
-  assign \$415  = \$414  == \$signal$248 ;
-  assign \$416  = set_index1 + 1'h1;
-  assign \$417  = set_base1 + \$signal$131 ;
-  assign \$418  = \ended$259  << fold_pack_log2;
-  assign \$419  = \$signal$237  + \$418 ;
-  assign \$420  = valid & last;
-  assign \$421  = drain != 1'h1;
-  assign \$422  = ! dest;
-  assign \$423  = dest == 1'h1;
-  assign \$424  = \$422  | \$423 ;
-  assign \$425  = ~ \$424 ;
-  assign \$426  = \$425  | writer_free;
-  assign \$427  = drain - 1'h1;
-  assign \$428  = fold_valid & fold_ready;
-  assign \$429  = \$signal$129  + 1'h1;
-  assign \$431  = stage ? entry[123:104] : entry[143:124];
-  assign \$432  = \$430  < \$431 ;
-  assign \$433  = fold_row + 1'h1;
-  assign \$434  = \$433  < \$signal$263 ;
-  assign \$435  = \$signal$129  + 1'h1;
-  assign \$436  = fold_row + 1'h1;
-  assign \$437  = sum_valid & w_ready;
-  assign \$438  = \$signal$174  + 1'h1;
-  assign \$440  = \$439  >= \$signal$173 ;
-  assign \$441  = ~ \$440 ;
-  assign \$442  = \$signal$174  + 1'h1;
-  assign \$443  = \$signal$270  + 1'h1;
-  assign \$444  = \$443  == \$signal$263 ;
-  assign \$445  = \$signal$270  + 1'h1;
-  assign \$446  = \$444  ? 3'h0 : \$445 ;
-  assign \$447  = \$signal$173  << \$signal$264 ;
-  assign \$448  = \$signal$262  + \$447 ;
-  assign \$449  = entry[5:2] == 2'h3;
-  assign \$450  = \$signal$174  + 1'h1;
-  assign \$452  = stage ? entry[123:104] : entry[143:124];
-  assign \$453  = \$451  >= \$452 ;
-  assign \$454  = ~ \$453 ;
+  assign \$342  = rest_rows * \$341 ;
+  assign \$343  = \$signal$261  >> \$signal$252 ;
+  assign \$344  = split & \$343 [0];
+  assign \$345  = ! \$344 ;
+  assign \$346  = col + count;
+  assign \$347  = \$346  == \$signal$282 ;
+  assign \$348  = valid & \$347 ;
+  assign \$349  = pair_count == \$signal$282 ;
+  assign \$350  = pair_valid & \$349 ;
+  assign \$351  = \$344  ? \$350  : \$348 ;
+  assign \$352  = groups_seen0 < \$signal$272 ;
+  assign \$353  = groups_seen0 + 1'h1;
+  assign \$354  = set_index0 + 1'h1;
+  assign \$355  = \$354  == \$signal$272 ;
+  assign \$356  = set_index0 + 1'h1;
+  assign \$357  = set_base0 + \$signal$293 ;
+  assign \$358  = \$signal$261  >> \$signal$252 ;
+  assign \$359  = split & \$358 [0];
+  assign \$361  = col + count;
+  assign \$362  = \$361  == \$signal$282 ;
+  assign \$363  = valid & \$362 ;
+  assign \$364  = pair_count == \$signal$282 ;
+  assign \$365  = pair_valid & \$364 ;
+  assign \$366  = \$360  ? \$363  : \$365 ;
+  assign \$367  = groups_seen1 < \$signal$272 ;
+  assign \$368  = groups_seen1 + 1'h1;
+  assign \$369  = set_index1 + 1'h1;
+  assign \$370  = \$369  == \$signal$272 ;
+  assign \$371  = set_index1 + 1'h1;
+  assign \$372  = set_base1 + \$signal$293 ;
+  assign \$373  = ended << \$signal$252 ;
+  assign \$374  = \$signal$261  + \$373 ;
+  assign \$375  = valid & last;
+  assign \$376  = | rest_rows;
+  assign \$377  = \$signal$261  >> \$signal$252 ;
+  assign \$378  = split & \$377 [0];
+  assign \$379  = ! \$378 ;
+  assign \$380  = col + count;
+  assign \$381  = \$380  == \$signal$282 ;
+  assign \$382  = valid & \$381 ;
+  assign \$383  = pair_count == \$signal$282 ;
+  assign \$384  = pair_valid & \$383 ;
+  assign \$385  = \$378  ? \$384  : \$382 ;
+  assign \$386  = groups_seen0 < \$signal$272 ;
+  assign \$387  = groups_seen0 + 1'h1;
+  assign \$388  = set_index0 + 1'h1;
+  assign \$389  = \$388  == \$signal$272 ;
+  assign \$390  = set_index0 + 1'h1;
+  assign \$391  = set_base0 + \$signal$293 ;
+  assign \$392  = \$signal$261  >> \$signal$252 ;
+  assign \$393  = split & \$392 [0];
+  assign \$395  = col + count;
+  assign \$396  = \$395  == \$signal$282 ;
+  assign \$397  = valid & \$396 ;
+  assign \$398  = pair_count == \$signal$282 ;
+  assign \$399  = pair_valid & \$398 ;
+  assign \$400  = \$394  ? \$397  : \$399 ;
+  assign \$401  = groups_seen1 < \$signal$272 ;
+  assign \$402  = groups_seen1 + 1'h1;
+  assign \$403  = set_index1 + 1'h1;
+  assign \$404  = \$403  == \$signal$272 ;
+  assign \$405  = set_index1 + 1'h1;
+  assign \$406  = set_base1 + \$signal$293 ;
+  assign \$407  = \ended$283  << \$signal$252 ;
+  assign \$408  = \$signal$261  + \$407 ;
+  assign \$409  = valid & last;
+  assign \$410  = drain != 1'h1;
+  assign \$411  = ~ busy;
+  assign \$412  = ! dest;
+  assign \$413  = dest == 1'h1;
+  assign \$414  = \$412  | \$413 ;
+  assign \$415  = ~ \$414 ;
+  assign \$416  = \$415  | writer_free;
+  assign \$417  = \$411  & \$416 ;
+  assign \$418  = drain - 1'h1;
+  assign \$419  = ~ bank;
+  assign \$420  = ! dest;
+  assign \$421  = dest == 1'h1;
+  assign \$422  = \$420  | \$421 ;
+  assign \$423  = \$signal$291  << \$signal$302 ;
+  assign \$424  = \$signal$289  * \$423 ;
+  assign \$425  = \$signal$301  + \$424 ;
+  assign \$426  = entry[5:2] == 2'h3;
+  assign \$427  = dest == 2'h3;
+  assign \$428  = \row$314  + 1'h1;
+  assign \$429  = \$428  < \$signal$289 ;
+  assign \$430  = \row$314  + 1'h1;
+  assign \$431  = entry[5:2] == 2'h3;
+  assign \$432  = ~ busy;
+  assign \$433  = \$432  & writer_free;
+  assign \$434  = \$signal$291  << \$signal$302 ;
+  assign \$435  = \$signal$289  * \$434 ;
+  assign \$436  = \$signal$301  + \$435 ;
+  assign \$437  = ~ busy;
+  assign \$438  = \$437  & writer_free;
+  assign \$439  = \row$314  + 1'h1;
+  assign \$440  = \$439  < \$signal$289 ;
+  assign \$441  = \row$314  + 1'h1;
+  assign \$442  = \$signal$231  + 3'h4;
+  assign \$443  = 3'h4 * entry[203:184];
+  assign \$444  = \$signal$233  + \$443 ;
+  assign \$445  = \$signal$231  + 3'h4;
+  assign \$446  = \$445  < entry[183:164];
+  assign \$447  = ~ \$signal ;
+  assign \$448  = ! status;
+  assign \$449  = \$448  & is_store;
+  assign \$450  = \$signal  & quiet;
+  assign \$451  = \$450  & w_rdy;
   \ndp_device.control_unit.compute  compute (
     .acc_addr(acc_addr),
     .acc_addr1(acc_addr1),
@@ -4273,9 +4224,11 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .acc_word(acc_word),
     .active(active),
     .active1(active1),
+    .bank(bank),
     .clk(clk),
     .first(first),
     .first1(first1),
+    .fold_bank(fold_bank),
     .fold_ready(fold_ready),
     .in_data(in_data),
     .in_row(in_row),
@@ -4286,7 +4239,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .mac(mac),
     .mac1(mac1),
     .n_cols(n_cols),
-    .n_words(\$signal$131 [7:0]),
+    .\n_cols$661 (fold_n_cols),
+    .n_words(fold_n_words),
     .out_ready(sum_ready),
     .pack_log2(fold_pack_log2),
     .rd_acc_data(rd_acc_data),
@@ -4295,7 +4249,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .\rd_row$471 (rd_row),
     .req_row(fold_row),
     .req_valid(fold_valid),
-    .req_word(\$signal$129 [6:0]),
+    .req_word(fold_word),
     .rst(rst),
     .sets(fold_sets),
     .sets1(fold_sets1),
@@ -4303,7 +4257,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .sum_fp16(sum_fp16),
     .sum_fp32(sum_fp32),
     .sum_valid(sum_valid),
-    .w_data(\w_data$244 ),
+    .w_data(\w_data$268 ),
     .w_data1(w_data1)
   );
   \ndp_device.control_unit.decoder  decoder (
@@ -4313,9 +4267,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .is_store(is_store),
     .log2_slot(regs[267:260]),
     .operand_lines(operand_lines),
-    .\port$6769$128 (regs[255:128]),
+    .\port$6888$128 (regs[255:128]),
     .stats_offset(stats_offset),
-    .status(\status$327 )
+    .status(\status$365 )
   );
   \ndp_device.control_unit.front  front (
     .clk(clk),
@@ -4345,7 +4299,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .out__strb(src__strb),
     .out__valid(\src__valid$82 ),
     .rst(rst),
-    .start(\start$190 ),
+    .start(\start$218 ),
     .w_bytes(w_bytes),
     .w_data(w_data),
     .w_last(w_last),
@@ -4370,18 +4324,58 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .start(start),
     .w_data(bus__rdata)
   );
+  \ndp_device.control_unit.readout  readout (
+    .acc_we(\acc_we$308 ),
+    .bank(\bank$299 ),
+    .busy(busy),
+    .clk(clk),
+    .dest(\dest$287 ),
+    .done(done),
+    .fold_bank(fold_bank),
+    .fold_n_cols(fold_n_cols),
+    .fold_n_words(fold_n_words),
+    .fold_pack_log2(fold_pack_log2),
+    .fold_ready(fold_ready),
+    .fold_row(fold_row),
+    .fold_sets(fold_sets),
+    .fold_sets1(fold_sets1),
+    .fold_valid(fold_valid),
+    .fold_word(fold_word),
+    .in_we(\in_we$303 ),
+    .n(n),
+    .n_words(n_words),
+    .pack_log2(pack_log2),
+    .rd_in_data(rd_in_data),
+    .rd_row(buf_row),
+    .rows(\rows$288 ),
+    .rst(rst),
+    .sets(sets),
+    .sets1(sets1),
+    .source(source),
+    .start(\start$285 ),
+    .sum_fp16(sum_fp16),
+    .sum_fp32(sum_fp32),
+    .sum_ready(sum_ready),
+    .sum_valid(sum_valid),
+    .w_bytes(\w_bytes$165 ),
+    .w_data(\w_data$163 ),
+    .w_last(\w_last$167 ),
+    .w_ready(w_ready),
+    .w_valid(\w_valid$159 ),
+    .word(buf_word)
+  );
   \ndp_device.control_unit.reports  reports (
     .clk(clk),
     .r_data(r_data),
     .r_en(r_en),
     .rst(rst),
     .w_en(w_en),
-    .w_port__data(\w_data$310 ),
+    .w_port__data(\w_data$348 ),
     .w_rdy(w_rdy)
   );
   \ndp_device.control_unit.softmax  softmax (
     .clk(clk),
-    .done(done),
+    .done(\done$370 ),
     .dst_addr(dst_addr),
     .\dst_data$425 (dst_data),
     .dst_en(dst_en),
@@ -4392,10 +4386,10 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .rst(rst),
     .src_addr(src_addr),
     .src_data(src_data),
-    .start(\start$282 )
+    .start(\start$320 )
   );
   \ndp_device.control_unit.unpacker  unpacker (
-    .beats(\beats$196 ),
+    .beats(\beats$224 ),
     .chunk_d0(data),
     .clk(clk),
     .col(col),
@@ -4403,7 +4397,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .count(count),
     .hold(hold),
     .last(last),
-    .offset(\offset$193 ),
+    .offset(\offset$221 ),
     .pair(pair),
     .pair_chunk_d0(pair_data),
     .pair_count(pair_count),
@@ -4414,7 +4408,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .rst(rst),
     .src__data(src__data),
     .src__valid(src__valid),
-    .start(\start$192 ),
+    .start(\start$220 ),
     .valid(valid)
   );
   ndp_fp16_mul widen_0 (
@@ -4579,7 +4573,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   );
   \ndp_device.control_unit.writer  writer (
     .addr(bus__awaddr),
-    .\addr$52 (\addr$188 ),
+    .\addr$52 (\addr$216 ),
     .bus__awlen(bus__awlen),
     .bus__awready(bus__awready),
     .bus__awvalid(bus__awvalid),
@@ -4593,8 +4587,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .clk(clk),
     .from_stream(from_stream),
     .idle(idle),
-    .line(\line$298 ),
-    .lines(\lines$187 ),
+    .line(\line$336 ),
+    .lines(\lines$215 ),
     .quiet(quiet),
     .report(report),
     .reported(r_en),
@@ -4603,9 +4597,3294 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .src__ready(\out__ready$78 ),
     .src__strb(src__strb),
     .src__valid(\src__valid$82 ),
-    .start(\start$185 ),
+    .start(\start$213 ),
     .strb(strb)
   );
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    mac = 1'h0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          mac = \$123 ;
+      5'h0d:
+          mac = \$177 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    k_base = 20'h00000;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          k_base = \$129 [19:0];
+      5'h0d:
+          k_base = \$183 [19:0];
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    acc_addr = 7'h00;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          acc_addr = \$134 [6:0];
+      5'h0d:
+          acc_addr = \$188 [6:0];
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    active = 6'h00;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          active = \$138 ;
+      5'h0d:
+          active = \$192 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \w_data$268  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          \w_data$268  = \$142 ;
+      5'h0d:
+          \w_data$268  = \$196 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    first = 1'h0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          first = \$143 ;
+      5'h0d:
+          first = \$197 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    mac1 = 1'h0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          mac1 = \$147 ;
+      5'h0d:
+          mac1 = \$201 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    k_base1 = 20'h00000;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          k_base1 = \$153 [19:0];
+      5'h0d:
+          k_base1 = \$207 [19:0];
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    acc_addr1 = 7'h00;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          acc_addr1 = \$158 [6:0];
+      5'h0d:
+          acc_addr1 = \$212 [6:0];
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    active1 = 6'h00;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          active1 = \$162 ;
+      5'h0d:
+          active1 = \$216 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    w_data1 = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          w_data1 = \$166 ;
+      5'h0d:
+          w_data1 = \$220 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    first1 = 1'h0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          first1 = \$167 ;
+      5'h0d:
+          first1 = \$221 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    ended = 2'h0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          ended = \$173 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \ended$283  = 2'h0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          \ended$283  = \$227 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \start$285  = 1'h0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          if (\$228 ) begin
+          end else if (\$235 ) begin
+            \start$285  = 1'h1;
+          end
+      5'h11:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h13:
+          if (\$254 ) begin
+            \start$285  = 1'h1;
+          end
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    source = 1'h0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          if (\$228 ) begin
+          end else if (\$235 ) begin
+            source = 1'h0;
+          end
+      5'h11:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h13:
+          if (\$254 ) begin
+            source = 1'h1;
+          end
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \dest$287  = 2'h0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          if (\$228 ) begin
+          end else if (\$235 ) begin
+            \dest$287  = dest;
+          end
+      5'h11:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h13:
+          if (\$254 ) begin
+            \dest$287  = 2'h0;
+          end
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \rows$288  = 3'h0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          if (\$228 ) begin
+          end else if (\$235 ) begin
+            \rows$288  = \$signal$289 ;
+          end
+      5'h11:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h13:
+          if (\$254 ) begin
+            \rows$288  = \$signal$289 ;
+          end
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    n = 20'h00000;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          if (\$228 ) begin
+          end else if (\$235 ) begin
+            n = \$237 ;
+          end
+      5'h11:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h13:
+          if (\$254 ) begin
+            n = \$264 ;
+          end
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    n_words = 8'h00;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          if (\$228 ) begin
+          end else if (\$235 ) begin
+            n_words = \$signal$293 [7:0];
+          end
+      5'h11:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h13:
+          if (\$254 ) begin
+            n_words = \$signal$293 [7:0];
+          end
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    sets = 2'h0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          if (\$228 ) begin
+          end else if (\$235 ) begin
+            sets = sets_used0;
+          end
+      5'h11:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h13:
+          if (\$254 ) begin
+            sets = sets_used0;
+          end
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    sets1 = 2'h0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          if (\$228 ) begin
+          end else if (\$235 ) begin
+            sets1 = sets_used1;
+          end
+      5'h11:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h13:
+          if (\$254 ) begin
+            sets1 = sets_used1;
+          end
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    pack_log2 = 3'h0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          if (\$228 ) begin
+          end else if (\$235 ) begin
+            pack_log2 = \$signal$252 ;
+          end
+      5'h11:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h13:
+          if (\$254 ) begin
+            pack_log2 = \$signal$252 ;
+          end
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \bank$299  = 1'h0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          if (\$228 ) begin
+          end else if (\$235 ) begin
+            \bank$299  = bank;
+          end
+      5'h11:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h13:
+          if (\$254 ) begin
+            \bank$299  = bank;
+          end
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    result_first = 64'h0000000000000000;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          if (\$228 ) begin
+          end else if (\$235 ) begin
+            if (\$240 ) begin
+              result_first = \$242 [63:0];
+            end
+          end
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    acc_we = 1'h0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h11:
+          acc_we = \acc_we$308 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    acc_row = 2'h0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h11:
+          acc_row = buf_row;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    acc_word = 7'h00;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h11:
+          acc_word = buf_word[6:0];
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    acc_data = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h11:
+          acc_data = sum_fp32;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    rd_row = 2'h0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h11:
+          /* empty */;
+      5'h07:
+          rd_row = \row$314 ;
+      5'h12:
+          rd_row = \row$314 ;
+      5'h13:
+          /* empty */;
+      5'h14:
+          rd_row = buf_row;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    rd_addr = 7'h00;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h11:
+          /* empty */;
+      5'h07:
+          rd_addr = src_addr[6:0];
+      5'h12:
+          rd_addr = src_addr[6:0];
+      5'h13:
+          /* empty */;
+      5'h14:
+          rd_addr = buf_word[6:0];
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \start$320  = 1'h0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h11:
+          /* empty */;
+      5'h07:
+          \start$320  = 1'h1;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    length = 20'h00000;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h11:
+          /* empty */;
+      5'h07:
+          length = \$250 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    partial = 1'h0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h11:
+          /* empty */;
+      5'h07:
+          partial = \$252 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \result_first$323  = 64'h0000000000000000;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h11:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h13:
+          if (\$254 ) begin
+            \result_first$323  = \$256 [63:0];
+          end
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    line = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h11:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          /* empty */;
+      5'h0f:
+          line = { 448'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, \$266 , \$265  };
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \line$336  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h11:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          /* empty */;
+      5'h0f:
+          if (\$268 ) begin
+            \line$336  = line;
+          end
+    endcase
+    if (\$275 ) begin
+      \line$336  = \$signal$342 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    strb = 64'h0000000000000000;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h11:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          /* empty */;
+      5'h0f:
+          if (\$268 ) begin
+            strb = 64'hffffffffffffffff;
+          end
+    endcase
+    if (\$275 ) begin
+      strb = 64'hffffffffffffffff;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    status_word = 32'd0;
+    if (\$275 ) begin
+      status_word = { 24'h000000, pending_status };
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$signal$342  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    if (\$275 ) begin
+      \$signal$342  = { 320'h00000000000000000000000000000000000000000000000000000000000000000000000000000000, \$276 [63:0], 32'h00000000, status_word, \$signal$343 [269:206] };
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    report = 1'h0;
+    if (\$275 ) begin
+      report = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    w_en = 1'h0;
+    if (\$275 ) begin
+      w_en = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \w_data$348  = 43'h00000000000;
+    if (\$275 ) begin
+      \w_data$348  = { pending_store, pending_status, \$signal$343 [237:204] };
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    (* full_case = 32'd1 *)
+    casez (r_data[1:0])
+      2'h0:
+          irq_en = queues__0[289];
+      2'h1:
+          irq_en = queues__1[289];
+      2'h2:
+          irq_en = queues__2[289];
+      2'h3:
+          irq_en = queues__3[289];
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$452  = entry;
+    casez (fsm_state)
+      5'h00:
+          if (task_valid) begin
+            \$452  = \task ;
+          end
+    endcase
+    if (rst) begin
+      \$452  = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$453  = fsm_state;
+    casez (fsm_state)
+      5'h00:
+          if (task_valid) begin
+            \$453  = 5'h01;
+          end
+      5'h01:
+          (* full_case = 32'd1 *)
+          if (\$316 ) begin
+            \$453  = 5'h02;
+          end else if (is_compute) begin
+            \$453  = 5'h03;
+          end else begin
+            \$453  = 5'h04;
+          end
+      5'h04:
+          if (\$318 ) begin
+            \$453  = 5'h05;
+          end
+      5'h05:
+          if (idle) begin
+            \$453  = 5'h02;
+          end
+      5'h03:
+          \$453  = 5'h06;
+      5'h06:
+          if (\$319 ) begin
+            (* full_case = 32'd1 *)
+            if (\$320 ) begin
+              \$453  = 5'h07;
+            end else begin
+              \$453  = 5'h08;
+            end
+          end
+      5'h08:
+          \$453  = 5'h09;
+      5'h09:
+          (* full_case = 32'd1 *)
+          if (\$338 ) begin
+            \$453  = 5'h0a;
+          end else begin
+            \$453  = 5'h0b;
+          end
+      5'h0a:
+          \$453  = 5'h0c;
+      5'h0b:
+          \$453  = 5'h0d;
+      5'h0c:
+          if (\$375 ) begin
+            (* full_case = 32'd1 *)
+            if (\$376 ) begin
+              \$453  = 5'h0b;
+            end else begin
+              \$453  = 5'h0e;
+            end
+          end
+      5'h0d:
+          if (\$409 ) begin
+            \$453  = 5'h0e;
+          end
+      5'h0e:
+          if (\$410 ) begin
+          end else if (\$417 ) begin
+            (* full_case = 32'd1 *)
+            if (\$422 ) begin
+              (* full_case = 32'd1 *)
+              if (\$426 ) begin
+                \$453  = 5'h0f;
+              end else begin
+                \$453  = 5'h10;
+              end
+            end else begin
+              \$453  = 5'h11;
+            end
+          end
+      5'h11:
+          if (done) begin
+            (* full_case = 32'd1 *)
+            if (\$427 ) begin
+              \$453  = 5'h07;
+            end else begin
+              \$453  = 5'h08;
+            end
+          end
+      5'h07:
+          \$453  = 5'h12;
+      5'h12:
+          if (\done$370 ) begin
+            (* full_case = 32'd1 *)
+            if (\$429 ) begin
+              \$453  = 5'h07;
+            end else begin
+              (* full_case = 32'd1 *)
+              if (\$431 ) begin
+                \$453  = 5'h08;
+              end else begin
+                \$453  = 5'h13;
+              end
+            end
+          end
+      5'h13:
+          if (\$433 ) begin
+            \$453  = 5'h14;
+          end
+      5'h14:
+          if (done) begin
+            (* full_case = 32'd1 *)
+            if (entry[11]) begin
+              \$453  = 5'h0f;
+            end else begin
+              \$453  = 5'h10;
+            end
+          end
+      5'h0f:
+          if (\$438 ) begin
+            \$453  = 5'h15;
+          end
+      5'h15:
+          if (idle) begin
+            (* full_case = 32'd1 *)
+            if (\$440 ) begin
+              \$453  = 5'h0f;
+            end else begin
+              \$453  = 5'h10;
+            end
+          end
+      5'h10:
+          (* full_case = 32'd1 *)
+          if (\$446 ) begin
+            \$453  = 5'h03;
+          end else begin
+            \$453  = 5'h02;
+          end
+      5'h02:
+          if (\$447 ) begin
+            \$453  = 5'h00;
+          end
+    endcase
+    if (rst) begin
+      \$453  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$454  = status;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          \$454  = \status$365 ;
+    endcase
+    if (rst) begin
+      \$454  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$455  = \$signal$208 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          \$455  = \$306 [63:0];
+    endcase
+    if (rst) begin
+      \$455  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$456  = \$signal$217 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          \$456  = \$312 [63:0];
+    endcase
+    if (rst) begin
+      \$456  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$457  = \$signal$231 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          \$457  = 20'h00000;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h11:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h15:
+          /* empty */;
+      5'h10:
+          \$457  = \$442 [19:0];
+    endcase
+    if (rst) begin
+      \$457  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$458  = \$signal$233 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          \$458  = 44'h00000000000;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h11:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h15:
+          /* empty */;
+      5'h10:
+          \$458  = \$444 [43:0];
+    endcase
+    if (rst) begin
+      \$458  = 44'h00000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$459  = \$signal$301 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          \$459  = 48'h000000000000;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          if (\$410 ) begin
+          end else if (\$417 ) begin
+            if (\$422 ) begin
+              \$459  = \$425 [47:0];
+            end
+          end
+      5'h11:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h13:
+          if (\$433 ) begin
+            \$459  = \$436 [47:0];
+          end
+    endcase
+    if (rst) begin
+      \$459  = 48'h000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$460  = \$signal$302 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          (* full_case = 32'd1 *)
+          if (\$313 ) begin
+            \$460  = 2'h2;
+          end else if (\$314 ) begin
+            \$460  = 2'h1;
+          end else if (\$315 ) begin
+            \$460  = 2'h1;
+          end else begin
+            \$460  = 2'h1;
+          end
+    endcase
+    if (rst) begin
+      \$460  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$461  = \$signal$291 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          (* full_case = 32'd1 *)
+          if (\$313 ) begin
+            \$461  = entry[123:104];
+          end else if (\$314 ) begin
+            \$461  = entry[203:184];
+          end else if (\$315 ) begin
+            \$461  = entry[123:104];
+          end else begin
+            \$461  = entry[143:124];
+          end
+    endcase
+    if (rst) begin
+      \$461  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$462  = \$signal$289 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          \$462  = rows_now;
+    endcase
+    if (rst) begin
+      \$462  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$463  = stage;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          \$463  = 1'h0;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h11:
+          if (done) begin
+            \$463  = 1'h1;
+          end
+    endcase
+    if (rst) begin
+      \$463  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$464  = \row$314 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          if (\$319 ) begin
+            \$464  = 2'h0;
+          end
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h11:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          if (\done$370 ) begin
+            (* full_case = 32'd1 *)
+            if (\$429 ) begin
+              \$464  = \$430 [1:0];
+            end else begin
+              \$464  = 2'h0;
+            end
+          end
+      5'h13:
+          /* empty */;
+      5'h14:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h15:
+          if (idle) begin
+            if (\$440 ) begin
+              \$464  = \$441 [1:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \$464  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$465  = \$signal$252 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$465  = plan_pack_log2;
+    endcase
+    if (rst) begin
+      \$465  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$466  = \$signal$293 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$466  = \$29 [19:0];
+    endcase
+    if (rst) begin
+      \$466  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$467  = \$signal$272 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$467  = plan_sets;
+    endcase
+    if (rst) begin
+      \$467  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$468  = \$signal$251 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$468  = \$322 ;
+    endcase
+    if (rst) begin
+      \$468  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$469  = rest_rows;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$469  = \$326 [4:0];
+    endcase
+    if (rst) begin
+      \$469  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$470  = main_elems;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$470  = \$331 [43:0];
+    endcase
+    if (rst) begin
+      \$470  = 44'h00000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$471  = \$signal$261 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$471  = 20'h00000;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          \$471  = \$374 [19:0];
+      5'h0d:
+          \$471  = \$408 [19:0];
+    endcase
+    if (rst) begin
+      \$471  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$472  = sets_used0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$472  = \$333 [1:0];
+    endcase
+    if (rst) begin
+      \$472  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$473  = groups_seen0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$473  = 2'h0;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          if (\$351 ) begin
+            if (\$352 ) begin
+              \$473  = \$353 [1:0];
+            end
+          end
+      5'h0d:
+          if (\$385 ) begin
+            if (\$386 ) begin
+              \$473  = \$387 [1:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \$473  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$474  = set_index0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$474  = 2'h0;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          if (\$351 ) begin
+            (* full_case = 32'd1 *)
+            if (\$355 ) begin
+              \$474  = 2'h0;
+            end else begin
+              \$474  = \$356 [1:0];
+            end
+          end
+      5'h0d:
+          if (\$385 ) begin
+            (* full_case = 32'd1 *)
+            if (\$389 ) begin
+              \$474  = 2'h0;
+            end else begin
+              \$474  = \$390 [1:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \$474  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$475  = set_base0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$475  = 20'h00000;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          if (\$351 ) begin
+            (* full_case = 32'd1 *)
+            if (\$355 ) begin
+              \$475  = 20'h00000;
+            end else begin
+              \$475  = \$357 [19:0];
+            end
+          end
+      5'h0d:
+          if (\$385 ) begin
+            (* full_case = 32'd1 *)
+            if (\$389 ) begin
+              \$475  = 20'h00000;
+            end else begin
+              \$475  = \$391 [19:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \$475  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$476  = sets_used1;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$476  = \$335 [1:0];
+    endcase
+    if (rst) begin
+      \$476  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$477  = groups_seen1;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$477  = 2'h0;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          if (\$366 ) begin
+            if (\$367 ) begin
+              \$477  = \$368 [1:0];
+            end
+          end
+      5'h0d:
+          if (\$400 ) begin
+            if (\$401 ) begin
+              \$477  = \$402 [1:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \$477  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$478  = set_index1;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$478  = 2'h0;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          if (\$366 ) begin
+            (* full_case = 32'd1 *)
+            if (\$370 ) begin
+              \$478  = 2'h0;
+            end else begin
+              \$478  = \$371 [1:0];
+            end
+          end
+      5'h0d:
+          if (\$400 ) begin
+            (* full_case = 32'd1 *)
+            if (\$404 ) begin
+              \$478  = 2'h0;
+            end else begin
+              \$478  = \$405 [1:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \$478  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$479  = set_base1;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          \$479  = 20'h00000;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          if (\$366 ) begin
+            (* full_case = 32'd1 *)
+            if (\$370 ) begin
+              \$479  = 20'h00000;
+            end else begin
+              \$479  = \$372 [19:0];
+            end
+          end
+      5'h0d:
+          if (\$400 ) begin
+            (* full_case = 32'd1 *)
+            if (\$404 ) begin
+              \$479  = 20'h00000;
+            end else begin
+              \$479  = \$406 [19:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \$479  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$480  = \$signal$282 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          \$480  = \$340 [19:0];
+      5'h0b:
+          \$480  = \$342 [19:0];
+    endcase
+    if (rst) begin
+      \$480  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$481  = drain;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          \$481  = 3'h5;
+      5'h0d:
+          \$481  = 3'h5;
+      5'h0e:
+          if (\$410 ) begin
+            \$481  = \$418 [2:0];
+          end
+    endcase
+    if (rst) begin
+      \$481  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$482  = bank;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          if (\$410 ) begin
+          end else if (\$417 ) begin
+            \$482  = \$419 ;
+          end
+    endcase
+    if (rst) begin
+      \$482  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$483  = anchor_m0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h11:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          if (\done$370 ) begin
+            casez (\row$314 )
+              2'h0:
+                  \$483  = m;
+            endcase
+          end
+    endcase
+    if (rst) begin
+      \$483  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$484  = anchor_m1;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h11:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          if (\done$370 ) begin
+            casez (\row$314 )
+              2'h0:
+                  /* empty */;
+              2'h1:
+                  \$484  = m;
+            endcase
+          end
+    endcase
+    if (rst) begin
+      \$484  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$485  = anchor_m2;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h11:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          if (\done$370 ) begin
+            casez (\row$314 )
+              2'h0:
+                  /* empty */;
+              2'h1:
+                  /* empty */;
+              2'h2:
+                  \$485  = m;
+            endcase
+          end
+    endcase
+    if (rst) begin
+      \$485  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$486  = anchor_m3;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h11:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          if (\done$370 ) begin
+            (* full_case = 32'd1 *)
+            casez (\row$314 )
+              2'h0:
+                  /* empty */;
+              2'h1:
+                  /* empty */;
+              2'h2:
+                  /* empty */;
+              2'h3:
+                  \$486  = m;
+            endcase
+          end
+    endcase
+    if (rst) begin
+      \$486  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$487  = anchor_l0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h11:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          if (\done$370 ) begin
+            casez (\row$314 )
+              2'h0:
+                  \$487  = l;
+            endcase
+          end
+    endcase
+    if (rst) begin
+      \$487  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$488  = anchor_l1;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h11:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          if (\done$370 ) begin
+            casez (\row$314 )
+              2'h0:
+                  /* empty */;
+              2'h1:
+                  \$488  = l;
+            endcase
+          end
+    endcase
+    if (rst) begin
+      \$488  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$489  = anchor_l2;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h11:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          if (\done$370 ) begin
+            casez (\row$314 )
+              2'h0:
+                  /* empty */;
+              2'h1:
+                  /* empty */;
+              2'h2:
+                  \$489  = l;
+            endcase
+          end
+    endcase
+    if (rst) begin
+      \$489  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$490  = anchor_l3;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h11:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          if (\done$370 ) begin
+            (* full_case = 32'd1 *)
+            casez (\row$314 )
+              2'h0:
+                  /* empty */;
+              2'h1:
+                  /* empty */;
+              2'h2:
+                  /* empty */;
+              2'h3:
+                  \$490  = l;
+            endcase
+          end
+    endcase
+    if (rst) begin
+      \$490  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$491  = \$signal ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h11:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h15:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h02:
+          if (\$447 ) begin
+            \$491  = 1'h1;
+          end
+    endcase
+    if (\$451 ) begin
+      \$491  = 1'h0;
+    end
+    if (rst) begin
+      \$491  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$492  = \$signal$343 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h11:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h15:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h02:
+          if (\$447 ) begin
+            \$492  = entry;
+          end
+    endcase
+    if (rst) begin
+      \$492  = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$493  = pending_status;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h11:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h15:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h02:
+          if (\$447 ) begin
+            \$493  = status;
+          end
+    endcase
+    if (rst) begin
+      \$493  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$494  = \$signal$345 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h11:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h15:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h02:
+          if (\$447 ) begin
+            \$494  = \$signal$217 ;
+          end
+    endcase
+    if (rst) begin
+      \$494  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$495  = pending_store;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h11:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h15:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h02:
+          if (\$447 ) begin
+            \$495  = \$449 ;
+          end
+    endcase
+    if (rst) begin
+      \$495  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    (* full_case = 32'd1 *)
+    casez (\row$314 )
+      2'h0:
+          \$265  = anchor_m0;
+      2'h1:
+          \$265  = anchor_m1;
+      2'h2:
+          \$265  = anchor_m2;
+      2'h3:
+          \$265  = anchor_m3;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    (* full_case = 32'd1 *)
+    casez (\row$314 )
+      2'h0:
+          \$266  = anchor_l0;
+      2'h1:
+          \$266  = anchor_l1;
+      2'h2:
+          \$266  = anchor_l2;
+      2'h3:
+          \$266  = anchor_l3;
+    endcase
+  end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     (* full_case = 32'd1 *)
@@ -4654,6 +7933,62 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    w_valid = \w_valid$159 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          w_valid = valid;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    w_data = \w_data$163 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          w_data = { 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, data };
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    w_bytes = \w_bytes$165 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          w_bytes = { 1'h0, \$65  };
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    w_last = \w_last$167 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          w_last = last;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     take = 1'h0;
     casez (fsm_state)
       5'h00:
@@ -4669,8 +8004,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h01:
           /* empty */;
       5'h04:
-          if (writer_free) begin
-            copy_span_first = \$52 [63:0];
+          if (\$45 ) begin
+            copy_span_first = \$48 [63:0];
           end
     endcase
   end
@@ -4683,7 +8018,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h01:
           /* empty */;
       5'h04:
-          if (writer_free) begin
+          if (\$45 ) begin
             copy_span_line = { copy_span_first[63:6], 6'h00 };
           end
     endcase
@@ -4697,8 +8032,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h01:
           /* empty */;
       5'h04:
-          if (writer_free) begin
-            copy_span_lines = { \$58 [30], \$58 [30], \$58 [30], \$58 [30], \$58 [30], \$58 [30], \$58 [30], \$58 [30], \$58 [30], \$58 [30], \$58 [30], \$58 [30], \$58 [30], \$58  };
+          if (\$45 ) begin
+            copy_span_lines = { \$54 [30], \$54 [30], \$54 [30], \$54 [30], \$54 [30], \$54 [30], \$54 [30], \$54 [30], \$54 [30], \$54 [30], \$54 [30], \$54 [30], \$54 [30], \$54  };
           end
     endcase
   end
@@ -4711,7 +8046,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h01:
           /* empty */;
       5'h04:
-          if (writer_free) begin
+          if (\$45 ) begin
             copy_span_offset = { 1'h0, copy_span_first[5:1] };
           end
     endcase
@@ -4725,22 +8060,22 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h01:
           /* empty */;
       5'h04:
-          if (writer_free) begin
-            beats = { \$63 [29], \$63 [29], \$63 [29], \$63 [29], \$63 [29], \$63 [29], \$63 [29], \$63 [29], \$63 [29], \$63 [29], \$63 [29], \$63 [29], \$63 [29], \$63 [29], \$63  };
+          if (\$45 ) begin
+            beats = { \$59 [29], \$59 [29], \$59 [29], \$59 [29], \$59 [29], \$59 [29], \$59 [29], \$59 [29], \$59 [29], \$59 [29], \$59 [29], \$59 [29], \$59 [29], \$59 [29], \$59  };
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \start$185  = 1'h0;
+    \start$213  = 1'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
           /* empty */;
       5'h04:
-          if (writer_free) begin
-            \start$185  = 1'h1;
+          if (\$45 ) begin
+            \start$213  = 1'h1;
           end
       5'h05:
           /* empty */;
@@ -4761,31 +8096,31 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0d:
           /* empty */;
       5'h0e:
-          if (\$232 ) begin
-          end else if (\$237 ) begin
+          if (\$228 ) begin
+          end else if (\$235 ) begin
             if (\$240 ) begin
-              \start$185  = 1'h1;
+              \start$213  = 1'h1;
             end
           end
-      5'h0f:
+      5'h11:
           /* empty */;
       5'h07:
           /* empty */;
       5'h12:
           /* empty */;
       5'h13:
-          if (writer_free) begin
-            \start$185  = 1'h1;
+          if (\$254 ) begin
+            \start$213  = 1'h1;
           end
       5'h14:
           /* empty */;
-      5'h10:
-          if (writer_free) begin
-            \start$185  = 1'h1;
+      5'h0f:
+          if (\$268 ) begin
+            \start$213  = 1'h1;
           end
     endcase
-    if (\$288 ) begin
-      \start$185  = 1'h1;
+    if (\$275 ) begin
+      \start$213  = 1'h1;
     end
   end
   always @* begin
@@ -4797,7 +8132,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h01:
           /* empty */;
       5'h04:
-          if (writer_free) begin
+          if (\$45 ) begin
             from_stream = 1'h1;
           end
       5'h05:
@@ -4819,35 +8154,35 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0d:
           /* empty */;
       5'h0e:
-          if (\$232 ) begin
-          end else if (\$237 ) begin
+          if (\$228 ) begin
+          end else if (\$235 ) begin
             if (\$240 ) begin
               from_stream = 1'h1;
             end
           end
-      5'h0f:
+      5'h11:
           /* empty */;
       5'h07:
           /* empty */;
       5'h12:
           /* empty */;
       5'h13:
-          if (writer_free) begin
+          if (\$254 ) begin
             from_stream = 1'h1;
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \lines$187  = 32'd0;
+    \lines$215  = 32'd0;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
           /* empty */;
       5'h04:
-          if (writer_free) begin
-            \lines$187  = { 12'h000, entry[103:84] };
+          if (\$45 ) begin
+            \lines$215  = { 12'h000, entry[103:84] };
           end
       5'h05:
           /* empty */;
@@ -4868,35 +8203,35 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0d:
           /* empty */;
       5'h0e:
-          if (\$232 ) begin
-          end else if (\$237 ) begin
+          if (\$228 ) begin
+          end else if (\$235 ) begin
             if (\$240 ) begin
-              \lines$187  = { \$248 [28], \$248 [28], \$248 [28], \$248  };
+              \lines$215  = { \$248 [28], \$248 [28], \$248 [28], \$248  };
             end
           end
-      5'h0f:
+      5'h11:
           /* empty */;
       5'h07:
           /* empty */;
       5'h12:
           /* empty */;
       5'h13:
-          if (writer_free) begin
-            \lines$187  = { \$272 [28], \$272 [28], \$272 [28], \$272  };
+          if (\$254 ) begin
+            \lines$215  = { \$262 [28], \$262 [28], \$262 [28], \$262  };
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \addr$188  = 64'h0000000000000000;
+    \addr$216  = 64'h0000000000000000;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
           /* empty */;
       5'h04:
-          if (writer_free) begin
-            \addr$188  = \$65 [63:0];
+          if (\$45 ) begin
+            \addr$216  = \$61 [63:0];
           end
       5'h05:
           /* empty */;
@@ -4917,44 +8252,44 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0d:
           /* empty */;
       5'h0e:
-          if (\$232 ) begin
-          end else if (\$237 ) begin
+          if (\$228 ) begin
+          end else if (\$235 ) begin
             if (\$240 ) begin
-              \addr$188  = { result_first[63:6], 6'h00 };
+              \addr$216  = { result_first[63:6], 6'h00 };
             end
           end
-      5'h0f:
+      5'h11:
           /* empty */;
       5'h07:
           /* empty */;
       5'h12:
           /* empty */;
       5'h13:
-          if (writer_free) begin
-            \addr$188  = { \result_first$285 [63:6], 6'h00 };
+          if (\$254 ) begin
+            \addr$216  = { \result_first$323 [63:6], 6'h00 };
           end
       5'h14:
           /* empty */;
-      5'h10:
-          if (writer_free) begin
-            \addr$188  = \$286 [63:0];
+      5'h0f:
+          if (\$268 ) begin
+            \addr$216  = \$273 [63:0];
           end
     endcase
-    if (\$288 ) begin
-      \addr$188  = \$signal$307 ;
+    if (\$275 ) begin
+      \addr$216  = \$signal$345 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \start$190  = 1'h0;
+    \start$218  = 1'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
           /* empty */;
       5'h04:
-          if (writer_free) begin
-            \start$190  = 1'h1;
+          if (\$45 ) begin
+            \start$218  = 1'h1;
           end
       5'h05:
           /* empty */;
@@ -4975,21 +8310,21 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0d:
           /* empty */;
       5'h0e:
-          if (\$232 ) begin
-          end else if (\$237 ) begin
+          if (\$228 ) begin
+          end else if (\$235 ) begin
             if (\$240 ) begin
-              \start$190  = 1'h1;
+              \start$218  = 1'h1;
             end
           end
-      5'h0f:
+      5'h11:
           /* empty */;
       5'h07:
           /* empty */;
       5'h12:
           /* empty */;
       5'h13:
-          if (writer_free) begin
-            \start$190  = 1'h1;
+          if (\$254 ) begin
+            \start$218  = 1'h1;
           end
     endcase
   end
@@ -5002,8 +8337,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h01:
           /* empty */;
       5'h04:
-          if (writer_free) begin
-            offset = \$67 [5:0];
+          if (\$45 ) begin
+            offset = \$63 [5:0];
           end
       5'h05:
           /* empty */;
@@ -5024,40 +8359,40 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0d:
           /* empty */;
       5'h0e:
-          if (\$232 ) begin
-          end else if (\$237 ) begin
+          if (\$228 ) begin
+          end else if (\$235 ) begin
             if (\$240 ) begin
               offset = result_first[5:0];
             end
           end
-      5'h0f:
+      5'h11:
           /* empty */;
       5'h07:
           /* empty */;
       5'h12:
           /* empty */;
       5'h13:
-          if (writer_free) begin
-            offset = \result_first$285 [5:0];
+          if (\$254 ) begin
+            offset = \result_first$323 [5:0];
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \start$192  = 1'h0;
+    \start$220  = 1'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
           /* empty */;
       5'h04:
-          if (writer_free) begin
-            \start$192  = 1'h1;
+          if (\$45 ) begin
+            \start$220  = 1'h1;
           end
       5'h05:
           /* empty */;
       5'h03:
-          \start$192  = 1'h1;
+          \start$220  = 1'h1;
       5'h06:
           /* empty */;
       5'h08:
@@ -5065,27 +8400,27 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h09:
           /* empty */;
       5'h0a:
-          \start$192  = 1'h1;
+          \start$220  = 1'h1;
       5'h0b:
-          \start$192  = 1'h1;
+          \start$220  = 1'h1;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \offset$193  = 5'h00;
+    \offset$221  = 5'h00;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
           /* empty */;
       5'h04:
-          if (writer_free) begin
-            \offset$193  = copy_span_offset[4:0];
+          if (\$45 ) begin
+            \offset$221  = copy_span_offset[4:0];
           end
       5'h05:
           /* empty */;
       5'h03:
-          \offset$193  = input_span_offset[4:0];
+          \offset$221  = input_span_offset[4:0];
       5'h06:
           /* empty */;
       5'h08:
@@ -5093,9 +8428,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h09:
           /* empty */;
       5'h0a:
-          \offset$193  = main_span_offset[4:0];
+          \offset$221  = main_span_offset[4:0];
       5'h0b:
-          \offset$193  = rest_span_offset[4:0];
+          \offset$221  = rest_span_offset[4:0];
     endcase
   end
   always @* begin
@@ -5107,7 +8442,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h01:
           /* empty */;
       5'h04:
-          if (writer_free) begin
+          if (\$45 ) begin
             rows = 20'h00001;
           end
       5'h05:
@@ -5121,7 +8456,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h09:
           /* empty */;
       5'h0a:
-          rows = \$signal$228 ;
+          rows = \$signal$251 ;
       5'h0b:
           rows = 20'h00001;
     endcase
@@ -5135,8 +8470,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h01:
           /* empty */;
       5'h04:
-          if (writer_free) begin
-            cols = { 5'h00, \$68  };
+          if (\$45 ) begin
+            cols = { 5'h00, \$64  };
           end
       5'h05:
           /* empty */;
@@ -5149,27 +8484,27 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h09:
           /* empty */;
       5'h0a:
-          cols = { 12'h000, \$103 [19:0] };
+          cols = { 12'h000, \$99 [19:0] };
       5'h0b:
-          cols = { 12'h000, \$123 [19:0] };
+          cols = { 12'h000, \$119 [19:0] };
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \beats$196  = 32'd0;
+    \beats$224  = 32'd0;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
           /* empty */;
       5'h04:
-          if (writer_free) begin
-            \beats$196  = beats[31:0];
+          if (\$45 ) begin
+            \beats$224  = beats[31:0];
           end
       5'h05:
           /* empty */;
       5'h03:
-          \beats$196  = \beats$214 [31:0];
+          \beats$224  = \beats$237 [31:0];
       5'h06:
           /* empty */;
       5'h08:
@@ -5177,189 +8512,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h09:
           /* empty */;
       5'h0a:
-          \beats$196  = \beats$227 [31:0];
+          \beats$224  = \beats$250 [31:0];
       5'h0b:
-          \beats$196  = \beats$235 [31:0];
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    w_valid = 1'h0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          w_valid = valid;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          casez (dest)
-            2'h0, 2'h1:
-                w_valid = sum_valid;
-          endcase
-      5'h07:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
-          w_valid = bank_valid;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    w_data = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          w_data = { 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, data };
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          casez (dest)
-            2'h0, 2'h1:
-                w_data = \$251 ;
-          endcase
-      5'h07:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
-          w_data = { 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, rd_in_data };
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    w_bytes = 8'h00;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          w_bytes = { 1'h0, \$69  };
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          casez (dest)
-            2'h0, 2'h1:
-                w_bytes = \$252 [7:0];
-          endcase
-      5'h07:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
-          w_bytes = \$273 [7:0];
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    w_last = 1'h0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          w_last = last;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          casez (dest)
-            2'h0, 2'h1:
-                w_last = \$258 ;
-          endcase
-      5'h07:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
-          w_last = \$279 ;
+          \beats$224  = \beats$259 [31:0];
     endcase
   end
   always @* begin
@@ -5373,7 +8528,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h04:
           /* empty */;
       5'h05:
-          hold = \$70 ;
+          hold = \$66 ;
     endcase
   end
   always @* begin
@@ -5389,7 +8544,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h05:
           /* empty */;
       5'h03:
-          rows_now = \$74 [2:0];
+          rows_now = \$70 [2:0];
     endcase
   end
   always @* begin
@@ -5405,7 +8560,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h05:
           /* empty */;
       5'h03:
-          input_span_first = \$77 [63:0];
+          input_span_first = \$73 [63:0];
     endcase
   end
   always @* begin
@@ -5437,7 +8592,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h05:
           /* empty */;
       5'h03:
-          input_span_lines = { \$83 [26], \$83 [26], \$83 [26], \$83 [26], \$83 [26], \$83 [26], \$83 [26], \$83 [26], \$83 [26], \$83 [26], \$83 [26], \$83 [26], \$83 [26], \$83 [26], \$83 [26], \$83 [26], \$83 [26], \$83  };
+          input_span_lines = { \$79 [26], \$79 [26], \$79 [26], \$79 [26], \$79 [26], \$79 [26], \$79 [26], \$79 [26], \$79 [26], \$79 [26], \$79 [26], \$79 [26], \$79 [26], \$79 [26], \$79 [26], \$79 [26], \$79 [26], \$79  };
     endcase
   end
   always @* begin
@@ -5458,7 +8613,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \beats$214  = 44'h00000000000;
+    \beats$237  = 44'h00000000000;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -5469,7 +8624,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h05:
           /* empty */;
       5'h03:
-          \beats$214  = { \$88 [25], \$88 [25], \$88 [25], \$88 [25], \$88 [25], \$88 [25], \$88 [25], \$88 [25], \$88 [25], \$88 [25], \$88 [25], \$88 [25], \$88 [25], \$88 [25], \$88 [25], \$88 [25], \$88 [25], \$88 [25], \$88  };
+          \beats$237  = { \$84 [25], \$84 [25], \$84 [25], \$84 [25], \$84 [25], \$84 [25], \$84 [25], \$84 [25], \$84 [25], \$84 [25], \$84 [25], \$84 [25], \$84 [25], \$84 [25], \$84 [25], \$84 [25], \$84 [25], \$84 [25], \$84  };
     endcase
   end
   always @* begin
@@ -5502,16 +8657,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0e:
           /* empty */;
-      5'h0f:
-          (* full_case = 32'd1 *)
-          casez (dest)
-            2'h0, 2'h1:
-                /* empty */;
-            default:
-                if (\$260 ) begin
-                  in_we = sum_valid;
-                end
-          endcase
+      5'h11:
+          in_we = \in_we$303 ;
       5'h07:
           in_we = dst_en;
       5'h12:
@@ -5548,20 +8695,12 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0e:
           /* empty */;
-      5'h0f:
-          (* full_case = 32'd1 *)
-          casez (dest)
-            2'h0, 2'h1:
-                /* empty */;
-            default:
-                if (\$260 ) begin
-                  in_row = \$signal$270 ;
-                end
-          endcase
+      5'h11:
+          in_row = buf_row;
       5'h07:
-          in_row = \$signal$270 ;
+          in_row = \row$314 ;
       5'h12:
-          in_row = \$signal$270 ;
+          in_row = \row$314 ;
     endcase
   end
   always @* begin
@@ -5594,16 +8733,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0e:
           /* empty */;
-      5'h0f:
-          (* full_case = 32'd1 *)
-          casez (dest)
-            2'h0, 2'h1:
-                /* empty */;
-            default:
-                if (\$260 ) begin
-                  in_word = \$signal$174 [6:0];
-                end
-          endcase
+      5'h11:
+          in_word = buf_word[6:0];
       5'h07:
           in_word = dst_addr[6:0];
       5'h12:
@@ -5640,16 +8771,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0e:
           /* empty */;
-      5'h0f:
-          (* full_case = 32'd1 *)
-          casez (dest)
-            2'h0, 2'h1:
-                /* empty */;
-            default:
-                if (\$260 ) begin
-                  in_data = sum_fp16;
-                end
-          endcase
+      5'h11:
+          in_data = sum_fp16;
       5'h07:
           in_data = dst_data;
       5'h12:
@@ -5677,7 +8800,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h09:
           /* empty */;
       5'h0a:
-          main_span_first = \$92 [63:0];
+          main_span_first = \$88 [63:0];
     endcase
   end
   always @* begin
@@ -5725,7 +8848,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h09:
           /* empty */;
       5'h0a:
-          main_span_lines = \$97 [43:0];
+          main_span_lines = \$93 [43:0];
     endcase
   end
   always @* begin
@@ -5754,7 +8877,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \beats$227  = 44'h00000000000;
+    \beats$250  = 44'h00000000000;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -5773,7 +8896,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h09:
           /* empty */;
       5'h0a:
-          \beats$227  = \$101 [43:0];
+          \beats$250  = \$97 [43:0];
     endcase
   end
   always @* begin
@@ -5823,7 +8946,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0a:
           /* empty */;
       5'h0b:
-          rest_span_first = \$108 [63:0];
+          rest_span_first = \$104 [63:0];
     endcase
   end
   always @* begin
@@ -5875,7 +8998,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0a:
           /* empty */;
       5'h0b:
-          rest_span_lines = { \$115 [23], \$115 [23], \$115 [23], \$115 [23], \$115 [23], \$115 [23], \$115 [23], \$115 [23], \$115 [23], \$115 [23], \$115 [23], \$115 [23], \$115 [23], \$115 [23], \$115 [23], \$115 [23], \$115 [23], \$115 [23], \$115 [23], \$115 [23], \$115  };
+          rest_span_lines = { \$111 [23], \$111 [23], \$111 [23], \$111 [23], \$111 [23], \$111 [23], \$111 [23], \$111 [23], \$111 [23], \$111 [23], \$111 [23], \$111 [23], \$111 [23], \$111 [23], \$111 [23], \$111 [23], \$111 [23], \$111 [23], \$111 [23], \$111 [23], \$111  };
     endcase
   end
   always @* begin
@@ -5906,7 +9029,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \beats$235  = 44'h00000000000;
+    \beats$259  = 44'h00000000000;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -5927,3240 +9050,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0a:
           /* empty */;
       5'h0b:
-          \beats$235  = { \$121 [22], \$121 [22], \$121 [22], \$121 [22], \$121 [22], \$121 [22], \$121 [22], \$121 [22], \$121 [22], \$121 [22], \$121 [22], \$121 [22], \$121 [22], \$121 [22], \$121 [22], \$121 [22], \$121 [22], \$121 [22], \$121 [22], \$121 [22], \$121 [22], \$121  };
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    mac = 1'h0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          mac = \$127 ;
-      5'h0d:
-          mac = \$181 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    k_base = 20'h00000;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          k_base = \$133 [19:0];
-      5'h0d:
-          k_base = \$187 [19:0];
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    acc_addr = 7'h00;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          acc_addr = \$138 [6:0];
-      5'h0d:
-          acc_addr = \$192 [6:0];
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    active = 6'h00;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          active = \$142 ;
-      5'h0d:
-          active = \$196 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \w_data$244  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          \w_data$244  = \$146 ;
-      5'h0d:
-          \w_data$244  = \$200 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    first = 1'h0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          first = \$147 ;
-      5'h0d:
-          first = \$201 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    mac1 = 1'h0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          mac1 = \$151 ;
-      5'h0d:
-          mac1 = \$205 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    k_base1 = 20'h00000;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          k_base1 = \$157 [19:0];
-      5'h0d:
-          k_base1 = \$211 [19:0];
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    acc_addr1 = 7'h00;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          acc_addr1 = \$162 [6:0];
-      5'h0d:
-          acc_addr1 = \$216 [6:0];
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    active1 = 6'h00;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          active1 = \$166 ;
-      5'h0d:
-          active1 = \$220 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    w_data1 = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          w_data1 = \$170 ;
-      5'h0d:
-          w_data1 = \$224 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    first1 = 1'h0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          first1 = \$171 ;
-      5'h0d:
-          first1 = \$225 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    ended = 2'h0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          ended = \$177 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \ended$259  = 2'h0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          \ended$259  = \$231 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    result_first = 64'h0000000000000000;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          if (\$232 ) begin
-          end else if (\$237 ) begin
-            if (\$240 ) begin
-              result_first = \$242 [63:0];
-            end
-          end
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    fold_valid = 1'h0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          fold_valid = \$249 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    sum_ready = 1'h0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          (* full_case = 32'd1 *)
-          casez (dest)
-            2'h0, 2'h1:
-                sum_ready = \$259 ;
-            default:
-                sum_ready = 1'h1;
-          endcase
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    acc_we = 1'h0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          (* full_case = 32'd1 *)
-          casez (dest)
-            2'h0, 2'h1:
-                /* empty */;
-            default:
-                (* full_case = 32'd1 *)
-                if (\$260 ) begin
-                end else begin
-                  acc_we = sum_valid;
-                end
-          endcase
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    acc_row = 2'h0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          (* full_case = 32'd1 *)
-          casez (dest)
-            2'h0, 2'h1:
-                /* empty */;
-            default:
-                (* full_case = 32'd1 *)
-                if (\$260 ) begin
-                end else begin
-                  acc_row = \$signal$270 ;
-                end
-          endcase
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    acc_word = 7'h00;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          (* full_case = 32'd1 *)
-          casez (dest)
-            2'h0, 2'h1:
-                /* empty */;
-            default:
-                (* full_case = 32'd1 *)
-                if (\$260 ) begin
-                end else begin
-                  acc_word = \$signal$174 [6:0];
-                end
-          endcase
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    acc_data = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          (* full_case = 32'd1 *)
-          casez (dest)
-            2'h0, 2'h1:
-                /* empty */;
-            default:
-                (* full_case = 32'd1 *)
-                if (\$260 ) begin
-                end else begin
-                  acc_data = sum_fp32;
-                end
-          endcase
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    rd_row = 2'h0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h07:
-          rd_row = \$signal$270 ;
-      5'h12:
-          rd_row = \$signal$270 ;
-      5'h13:
-          /* empty */;
-      5'h14:
-          rd_row = \$signal$270 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    rd_addr = 7'h00;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h07:
-          rd_addr = src_addr[6:0];
-      5'h12:
-          rd_addr = src_addr[6:0];
-      5'h13:
-          /* empty */;
-      5'h14:
-          rd_addr = \$signal$174 [6:0];
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \start$282  = 1'h0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h07:
-          \start$282  = 1'h1;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    length = 20'h00000;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h07:
-          length = \$262 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    partial = 1'h0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h07:
-          partial = \$264 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \result_first$285  = 64'h0000000000000000;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h13:
-          if (writer_free) begin
-            \result_first$285  = \$266 [63:0];
-          end
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    line = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
-          /* empty */;
-      5'h10:
-          line = { 448'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, \$281 , \$280  };
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \line$298  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
-          /* empty */;
-      5'h10:
-          if (writer_free) begin
-            \line$298  = line;
-          end
-    endcase
-    if (\$288 ) begin
-      \line$298  = \$signal$304 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    strb = 64'h0000000000000000;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
-          /* empty */;
-      5'h10:
-          if (writer_free) begin
-            strb = 64'hffffffffffffffff;
-          end
-    endcase
-    if (\$288 ) begin
-      strb = 64'hffffffffffffffff;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    status_word = 32'd0;
-    if (\$288 ) begin
-      status_word = { 24'h000000, pending_status };
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$signal$304  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    if (\$288 ) begin
-      \$signal$304  = { 320'h00000000000000000000000000000000000000000000000000000000000000000000000000000000, \$289 [63:0], 32'h00000000, status_word, \$signal$305 [269:206] };
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    report = 1'h0;
-    if (\$288 ) begin
-      report = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    w_en = 1'h0;
-    if (\$288 ) begin
-      w_en = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \w_data$310  = 43'h00000000000;
-    if (\$288 ) begin
-      \w_data$310  = { pending_store, pending_status, \$signal$305 [237:204] };
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    (* full_case = 32'd1 *)
-    casez (r_data[1:0])
-      2'h0:
-          irq_en = queues__0[289];
-      2'h1:
-          irq_en = queues__1[289];
-      2'h2:
-          irq_en = queues__2[289];
-      2'h3:
-          irq_en = queues__3[289];
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$491  = entry;
-    casez (fsm_state)
-      5'h00:
-          if (task_valid) begin
-            \$491  = \task ;
-          end
-    endcase
-    if (rst) begin
-      \$491  = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$492  = fsm_state;
-    casez (fsm_state)
-      5'h00:
-          if (task_valid) begin
-            \$492  = 5'h01;
-          end
-      5'h01:
-          (* full_case = 32'd1 *)
-          if (\$329 ) begin
-            \$492  = 5'h02;
-          end else if (is_compute) begin
-            \$492  = 5'h03;
-          end else begin
-            \$492  = 5'h04;
-          end
-      5'h04:
-          if (writer_free) begin
-            \$492  = 5'h05;
-          end
-      5'h05:
-          if (idle) begin
-            \$492  = 5'h02;
-          end
-      5'h03:
-          \$492  = 5'h06;
-      5'h06:
-          if (\$330 ) begin
-            (* full_case = 32'd1 *)
-            if (\$331 ) begin
-              \$492  = 5'h07;
-            end else begin
-              \$492  = 5'h08;
-            end
-          end
-      5'h08:
-          \$492  = 5'h09;
-      5'h09:
-          (* full_case = 32'd1 *)
-          if (\$349 ) begin
-            \$492  = 5'h0a;
-          end else begin
-            \$492  = 5'h0b;
-          end
-      5'h0a:
-          \$492  = 5'h0c;
-      5'h0b:
-          \$492  = 5'h0d;
-      5'h0c:
-          if (\$386 ) begin
-            (* full_case = 32'd1 *)
-            if (\$387 ) begin
-              \$492  = 5'h0b;
-            end else begin
-              \$492  = 5'h0e;
-            end
-          end
-      5'h0d:
-          if (\$420 ) begin
-            \$492  = 5'h0e;
-          end
-      5'h0e:
-          if (\$421 ) begin
-          end else if (\$426 ) begin
-            \$492  = 5'h0f;
-          end
-      5'h0f:
-          (* full_case = 32'd1 *)
-          casez (dest)
-            2'h0, 2'h1:
-                if (idle) begin
-                  (* full_case = 32'd1 *)
-                  if (\$449 ) begin
-                    \$492  = 5'h10;
-                  end else begin
-                    \$492  = 5'h11;
-                  end
-                end
-            default:
-                if (sum_valid) begin
-                  (* full_case = 32'd1 *)
-                  if (\$454 ) begin
-                  end else if (\$456 ) begin
-                  end else begin
-                    (* full_case = 32'd1 *)
-                    if (\$459 ) begin
-                      \$492  = 5'h07;
-                    end else begin
-                      \$492  = 5'h08;
-                    end
-                  end
-                end
-          endcase
-      5'h07:
-          \$492  = 5'h12;
-      5'h12:
-          if (done) begin
-            (* full_case = 32'd1 *)
-            if (\$461 ) begin
-              \$492  = 5'h07;
-            end else begin
-              (* full_case = 32'd1 *)
-              if (\$463 ) begin
-                \$492  = 5'h08;
-              end else begin
-                \$492  = 5'h13;
-              end
-            end
-          end
-      5'h13:
-          if (writer_free) begin
-            \$492  = 5'h14;
-          end
-      5'h14:
-          if (idle) begin
-            (* full_case = 32'd1 *)
-            if (entry[11]) begin
-              \$492  = 5'h10;
-            end else begin
-              \$492  = 5'h11;
-            end
-          end
-      5'h10:
-          if (writer_free) begin
-            \$492  = 5'h15;
-          end
-      5'h15:
-          if (idle) begin
-            (* full_case = 32'd1 *)
-            if (\$479 ) begin
-              \$492  = 5'h10;
-            end else begin
-              \$492  = 5'h11;
-            end
-          end
-      5'h11:
-          (* full_case = 32'd1 *)
-          if (\$485 ) begin
-            \$492  = 5'h03;
-          end else begin
-            \$492  = 5'h02;
-          end
-      5'h02:
-          if (\$486 ) begin
-            \$492  = 5'h00;
-          end
-    endcase
-    if (rst) begin
-      \$492  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$493  = status;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          \$493  = \status$327 ;
-    endcase
-    if (rst) begin
-      \$493  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$494  = \$signal$180 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          \$494  = \$319 [63:0];
-    endcase
-    if (rst) begin
-      \$494  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$495  = \$signal$189 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          \$495  = \$325 [63:0];
-    endcase
-    if (rst) begin
-      \$495  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$496  = \$signal$208 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          \$496  = 20'h00000;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
-          /* empty */;
-      5'h10:
-          /* empty */;
-      5'h15:
-          /* empty */;
-      5'h11:
-          \$496  = \$481 [19:0];
-    endcase
-    if (rst) begin
-      \$496  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$497  = \$signal$210 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          \$497  = 44'h00000000000;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
-          /* empty */;
-      5'h10:
-          /* empty */;
-      5'h15:
-          /* empty */;
-      5'h11:
-          \$497  = \$483 [43:0];
-    endcase
-    if (rst) begin
-      \$497  = 44'h00000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$498  = \$signal$262 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          \$498  = 48'h000000000000;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          casez (dest)
-            2'h0, 2'h1:
-                if (\$437 ) begin
-                  (* full_case = 32'd1 *)
-                  if (\$441 ) begin
-                  end else begin
-                    \$498  = \$448 [47:0];
-                  end
-                end
-          endcase
-      5'h07:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
-          if (\$464 ) begin
-            (* full_case = 32'd1 *)
-            if (\$468 ) begin
-            end else begin
-              \$498  = \$475 [47:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$498  = 48'h000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$499  = \$signal$264 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          (* full_case = 32'd1 *)
-          if (\$326 ) begin
-            \$499  = 2'h2;
-          end else if (\$327 ) begin
-            \$499  = 2'h1;
-          end else if (\$328 ) begin
-            \$499  = 2'h1;
-          end else begin
-            \$499  = 2'h1;
-          end
-    endcase
-    if (rst) begin
-      \$499  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$500  = \$signal$173 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          (* full_case = 32'd1 *)
-          if (\$326 ) begin
-            \$500  = entry[123:104];
-          end else if (\$327 ) begin
-            \$500  = entry[203:184];
-          end else if (\$328 ) begin
-            \$500  = entry[123:104];
-          end else begin
-            \$500  = entry[143:124];
-          end
-    endcase
-    if (rst) begin
-      \$500  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$501  = \$signal$263 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          \$501  = rows_now;
-    endcase
-    if (rst) begin
-      \$501  = 3'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$502  = stage;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          \$502  = 1'h0;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          (* full_case = 32'd1 *)
-          casez (dest)
-            2'h0, 2'h1:
-                /* empty */;
-            default:
-                if (sum_valid) begin
-                  (* full_case = 32'd1 *)
-                  if (\$454 ) begin
-                  end else if (\$456 ) begin
-                  end else begin
-                    \$502  = 1'h1;
-                  end
-                end
-          endcase
-    endcase
-    if (rst) begin
-      \$502  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$503  = \$signal$270 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          if (\$330 ) begin
-            \$503  = 2'h0;
-          end
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          if (\$421 ) begin
-          end else if (\$426 ) begin
-            \$503  = 2'h0;
-          end
-      5'h0f:
-          (* full_case = 32'd1 *)
-          casez (dest)
-            2'h0, 2'h1:
-                if (\$437 ) begin
-                  (* full_case = 32'd1 *)
-                  if (\$441 ) begin
-                  end else begin
-                    \$503  = \$446 [1:0];
-                  end
-                end
-            default:
-                if (sum_valid) begin
-                  (* full_case = 32'd1 *)
-                  if (\$454 ) begin
-                  end else if (\$456 ) begin
-                    \$503  = \$458 [1:0];
-                  end else begin
-                    \$503  = 2'h0;
-                  end
-                end
-          endcase
-      5'h07:
-          /* empty */;
-      5'h12:
-          if (done) begin
-            (* full_case = 32'd1 *)
-            if (\$461 ) begin
-              \$503  = \$462 [1:0];
-            end else begin
-              \$503  = 2'h0;
-            end
-          end
-      5'h13:
-          /* empty */;
-      5'h14:
-          if (\$464 ) begin
-            (* full_case = 32'd1 *)
-            if (\$468 ) begin
-            end else begin
-              \$503  = \$473 [1:0];
-            end
-          end
-      5'h10:
-          /* empty */;
-      5'h15:
-          if (idle) begin
-            if (\$479 ) begin
-              \$503  = \$480 [1:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$503  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$504  = \$signal$174 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          if (\$330 ) begin
-            \$504  = 20'h00000;
-          end
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          if (\$421 ) begin
-          end else if (\$426 ) begin
-            \$504  = 20'h00000;
-          end
-      5'h0f:
-          (* full_case = 32'd1 *)
-          casez (dest)
-            2'h0, 2'h1:
-                if (\$437 ) begin
-                  (* full_case = 32'd1 *)
-                  if (\$441 ) begin
-                    \$504  = \$442 [19:0];
-                  end else begin
-                    \$504  = 20'h00000;
-                  end
-                end
-            default:
-                if (sum_valid) begin
-                  (* full_case = 32'd1 *)
-                  if (\$454 ) begin
-                    \$504  = \$457 [19:0];
-                  end else if (\$456 ) begin
-                    \$504  = 20'h00000;
-                  end else begin
-                    \$504  = 20'h00000;
-                  end
-                end
-          endcase
-      5'h07:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
-          if (\$464 ) begin
-            (* full_case = 32'd1 *)
-            if (\$468 ) begin
-              \$504  = \$469 [19:0];
-            end else begin
-              \$504  = 20'h00000;
-            end
-          end
-    endcase
-    if (rst) begin
-      \$504  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$505  = fold_pack_log2;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$505  = plan_pack_log2;
-    endcase
-    if (rst) begin
-      \$505  = 3'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$506  = \$signal$131 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$506  = \$29 [19:0];
-    endcase
-    if (rst) begin
-      \$506  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$507  = \$signal$248 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$507  = plan_sets;
-    endcase
-    if (rst) begin
-      \$507  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$508  = \$signal$228 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$508  = \$333 ;
-    endcase
-    if (rst) begin
-      \$508  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$509  = rest_rows;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$509  = \$337 [4:0];
-    endcase
-    if (rst) begin
-      \$509  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$510  = main_elems;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$510  = \$342 [43:0];
-    endcase
-    if (rst) begin
-      \$510  = 44'h00000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$511  = \$signal$237 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$511  = 20'h00000;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          \$511  = \$385 [19:0];
-      5'h0d:
-          \$511  = \$419 [19:0];
-    endcase
-    if (rst) begin
-      \$511  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$512  = fold_sets;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$512  = \$344 [1:0];
-    endcase
-    if (rst) begin
-      \$512  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$513  = groups_seen0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$513  = 2'h0;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          if (\$362 ) begin
-            if (\$363 ) begin
-              \$513  = \$364 [1:0];
-            end
-          end
-      5'h0d:
-          if (\$396 ) begin
-            if (\$397 ) begin
-              \$513  = \$398 [1:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$513  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$514  = set_index0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$514  = 2'h0;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          if (\$362 ) begin
-            (* full_case = 32'd1 *)
-            if (\$366 ) begin
-              \$514  = 2'h0;
-            end else begin
-              \$514  = \$367 [1:0];
-            end
-          end
-      5'h0d:
-          if (\$396 ) begin
-            (* full_case = 32'd1 *)
-            if (\$400 ) begin
-              \$514  = 2'h0;
-            end else begin
-              \$514  = \$401 [1:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$514  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$515  = set_base0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$515  = 20'h00000;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          if (\$362 ) begin
-            (* full_case = 32'd1 *)
-            if (\$366 ) begin
-              \$515  = 20'h00000;
-            end else begin
-              \$515  = \$368 [19:0];
-            end
-          end
-      5'h0d:
-          if (\$396 ) begin
-            (* full_case = 32'd1 *)
-            if (\$400 ) begin
-              \$515  = 20'h00000;
-            end else begin
-              \$515  = \$402 [19:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$515  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$516  = fold_sets1;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$516  = \$346 [1:0];
-    endcase
-    if (rst) begin
-      \$516  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$517  = groups_seen1;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$517  = 2'h0;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          if (\$377 ) begin
-            if (\$378 ) begin
-              \$517  = \$379 [1:0];
-            end
-          end
-      5'h0d:
-          if (\$411 ) begin
-            if (\$412 ) begin
-              \$517  = \$413 [1:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$517  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$518  = set_index1;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$518  = 2'h0;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          if (\$377 ) begin
-            (* full_case = 32'd1 *)
-            if (\$381 ) begin
-              \$518  = 2'h0;
-            end else begin
-              \$518  = \$382 [1:0];
-            end
-          end
-      5'h0d:
-          if (\$411 ) begin
-            (* full_case = 32'd1 *)
-            if (\$415 ) begin
-              \$518  = 2'h0;
-            end else begin
-              \$518  = \$416 [1:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$518  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$519  = set_base1;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          \$519  = 20'h00000;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          if (\$377 ) begin
-            (* full_case = 32'd1 *)
-            if (\$381 ) begin
-              \$519  = 20'h00000;
-            end else begin
-              \$519  = \$383 [19:0];
-            end
-          end
-      5'h0d:
-          if (\$411 ) begin
-            (* full_case = 32'd1 *)
-            if (\$415 ) begin
-              \$519  = 20'h00000;
-            end else begin
-              \$519  = \$417 [19:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$519  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$520  = \$signal$258 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          \$520  = \$351 [19:0];
-      5'h0b:
-          \$520  = \$353 [19:0];
-    endcase
-    if (rst) begin
-      \$520  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$521  = drain;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          \$521  = 3'h5;
-      5'h0d:
-          \$521  = 3'h5;
-      5'h0e:
-          if (\$421 ) begin
-            \$521  = \$427 [2:0];
-          end
-    endcase
-    if (rst) begin
-      \$521  = 3'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$522  = fold_row;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          if (\$421 ) begin
-          end else if (\$426 ) begin
-            \$522  = 2'h0;
-          end
-      5'h0f:
-          if (\$428 ) begin
-            if (\$432 ) begin
-            end else if (\$434 ) begin
-              \$522  = \$436 [1:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$522  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$523  = \$signal$129 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          if (\$421 ) begin
-          end else if (\$426 ) begin
-            \$523  = 20'h00000;
-          end
-      5'h0f:
-          if (\$428 ) begin
-            if (\$432 ) begin
-              \$523  = \$435 [19:0];
-            end else if (\$434 ) begin
-              \$523  = 20'h00000;
-            end
-          end
-    endcase
-    if (rst) begin
-      \$523  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$524  = \$signal$266 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          if (\$421 ) begin
-          end else if (\$426 ) begin
-            \$524  = 1'h0;
-          end
-      5'h0f:
-          if (\$428 ) begin
-            (* full_case = 32'd1 *)
-            if (\$432 ) begin
-            end else if (\$434 ) begin
-            end else begin
-              \$524  = 1'h1;
-            end
-          end
-    endcase
-    if (rst) begin
-      \$524  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$525  = anchor_m0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h12:
-          if (done) begin
-            casez (\$signal$270 )
-              2'h0:
-                  \$525  = m;
-            endcase
-          end
-    endcase
-    if (rst) begin
-      \$525  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$526  = anchor_m1;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h12:
-          if (done) begin
-            casez (\$signal$270 )
-              2'h0:
-                  /* empty */;
-              2'h1:
-                  \$526  = m;
-            endcase
-          end
-    endcase
-    if (rst) begin
-      \$526  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$527  = anchor_m2;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h12:
-          if (done) begin
-            casez (\$signal$270 )
-              2'h0:
-                  /* empty */;
-              2'h1:
-                  /* empty */;
-              2'h2:
-                  \$527  = m;
-            endcase
-          end
-    endcase
-    if (rst) begin
-      \$527  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$528  = anchor_m3;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h12:
-          if (done) begin
-            (* full_case = 32'd1 *)
-            casez (\$signal$270 )
-              2'h0:
-                  /* empty */;
-              2'h1:
-                  /* empty */;
-              2'h2:
-                  /* empty */;
-              2'h3:
-                  \$528  = m;
-            endcase
-          end
-    endcase
-    if (rst) begin
-      \$528  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$529  = anchor_l0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h12:
-          if (done) begin
-            casez (\$signal$270 )
-              2'h0:
-                  \$529  = l;
-            endcase
-          end
-    endcase
-    if (rst) begin
-      \$529  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$530  = anchor_l1;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h12:
-          if (done) begin
-            casez (\$signal$270 )
-              2'h0:
-                  /* empty */;
-              2'h1:
-                  \$530  = l;
-            endcase
-          end
-    endcase
-    if (rst) begin
-      \$530  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$531  = anchor_l2;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h12:
-          if (done) begin
-            casez (\$signal$270 )
-              2'h0:
-                  /* empty */;
-              2'h1:
-                  /* empty */;
-              2'h2:
-                  \$531  = l;
-            endcase
-          end
-    endcase
-    if (rst) begin
-      \$531  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$532  = anchor_l3;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h12:
-          if (done) begin
-            (* full_case = 32'd1 *)
-            casez (\$signal$270 )
-              2'h0:
-                  /* empty */;
-              2'h1:
-                  /* empty */;
-              2'h2:
-                  /* empty */;
-              2'h3:
-                  \$532  = l;
-            endcase
-          end
-    endcase
-    if (rst) begin
-      \$532  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$533  = bank_valid;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h13:
-          if (writer_free) begin
-            \$533  = 1'h0;
-          end
-      5'h14:
-          \$533  = \$477 ;
-    endcase
-    if (rst) begin
-      \$533  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$534  = \$signal ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
-          /* empty */;
-      5'h10:
-          /* empty */;
-      5'h15:
-          /* empty */;
-      5'h11:
-          /* empty */;
-      5'h02:
-          if (\$486 ) begin
-            \$534  = 1'h1;
-          end
-    endcase
-    if (\$490 ) begin
-      \$534  = 1'h0;
-    end
-    if (rst) begin
-      \$534  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$535  = \$signal$305 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
-          /* empty */;
-      5'h10:
-          /* empty */;
-      5'h15:
-          /* empty */;
-      5'h11:
-          /* empty */;
-      5'h02:
-          if (\$486 ) begin
-            \$535  = entry;
-          end
-    endcase
-    if (rst) begin
-      \$535  = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$536  = pending_status;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
-          /* empty */;
-      5'h10:
-          /* empty */;
-      5'h15:
-          /* empty */;
-      5'h11:
-          /* empty */;
-      5'h02:
-          if (\$486 ) begin
-            \$536  = status;
-          end
-    endcase
-    if (rst) begin
-      \$536  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$537  = \$signal$307 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
-          /* empty */;
-      5'h10:
-          /* empty */;
-      5'h15:
-          /* empty */;
-      5'h11:
-          /* empty */;
-      5'h02:
-          if (\$486 ) begin
-            \$537  = \$signal$189 ;
-          end
-    endcase
-    if (rst) begin
-      \$537  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$538  = pending_store;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
-          /* empty */;
-      5'h10:
-          /* empty */;
-      5'h15:
-          /* empty */;
-      5'h11:
-          /* empty */;
-      5'h02:
-          if (\$486 ) begin
-            \$538  = \$488 ;
-          end
-    endcase
-    if (rst) begin
-      \$538  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    (* full_case = 32'd1 *)
-    casez (\$signal$270 )
-      2'h0:
-          \$280  = anchor_m0;
-      2'h1:
-          \$280  = anchor_m1;
-      2'h2:
-          \$280  = anchor_m2;
-      2'h3:
-          \$280  = anchor_m3;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    (* full_case = 32'd1 *)
-    casez (\$signal$270 )
-      2'h0:
-          \$281  = anchor_l0;
-      2'h1:
-          \$281  = anchor_l1;
-      2'h2:
-          \$281  = anchor_l2;
-      2'h3:
-          \$281  = anchor_l3;
+          \beats$259  = { \$117 [22], \$117 [22], \$117 [22], \$117 [22], \$117 [22], \$117 [22], \$117 [22], \$117 [22], \$117 [22], \$117 [22], \$117 [22], \$117 [22], \$117 [22], \$117 [22], \$117 [22], \$117 [22], \$117 [22], \$117 [22], \$117 [22], \$117 [22], \$117 [22], \$117  };
     endcase
   end
   assign bus__arid = 8'h00;
@@ -9237,21 +9127,35 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \$like  = \$29 [19:0];
   assign plan_groups = \$38 [19:0];
   assign row_groups0 = \$41 [19:0];
-  assign \$signal$127  = fold_row;
-  assign fold_word = \$signal$129 [6:0];
-  assign fold_n_words = \$signal$131 [7:0];
-  assign sets_used0 = fold_sets;
-  assign sets_used1 = fold_sets1;
-  assign \$signal$137  = fold_pack_log2;
-  assign count_now = \$49 [5:0];
+  assign acc_bank = bank;
+  assign \fold_valid$129  = fold_valid;
+  assign \fold_ready$131  = fold_ready;
+  assign \fold_row$133  = fold_row;
+  assign \fold_word$135  = fold_word;
+  assign \fold_n_cols$137  = fold_n_cols;
+  assign \fold_n_words$139  = fold_n_words;
+  assign \fold_sets$141  = fold_sets;
+  assign \fold_sets1$143  = fold_sets1;
+  assign \fold_pack_log2$145  = fold_pack_log2;
+  assign \fold_bank$147  = fold_bank;
+  assign \sum_valid$149  = sum_valid;
+  assign \sum_ready$151  = sum_ready;
+  assign \sum_fp32$153  = sum_fp32;
+  assign \sum_fp16$155  = sum_fp16;
+  assign \rd_in_data$157  = rd_in_data;
+  assign \w_ready$161  = w_ready;
+  assign buf_data16 = sum_fp16;
+  assign buf_data32 = sum_fp32;
+  assign \rd_row$324  = buf_row;
+  assign \rd_addr$325  = buf_word[6:0];
   assign reported = r_en;
   assign done_valid = r_en;
   assign done_queue = r_data[1:0];
   assign done_seq = r_data[33:2];
   assign done_status = r_data[41:34];
-  assign \report$321  = r_en;
+  assign \report$359  = r_en;
   assign report_store = r_data[42];
-  assign \port$6400$0  = r_data[41:0];
+  assign \port$6519$0  = r_data[41:0];
   assign \queues__0.sq_base  = queues__0[63:0];
   assign \queues__0.cq_base  = queues__0[127:64];
   assign \queues__0.data_base  = queues__0[191:128];
@@ -9398,21 +9302,21 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \desc.in_size  = entry[163:144];
   assign \desc.in_rows  = entry[183:164];
   assign \desc.in_cols  = entry[203:184];
-  assign \$signal$305.desc  = \$signal$305 [203:0];
-  assign \$signal$305.desc.type  = \$signal$305 [1:0];
-  assign \$signal$305.desc.op  = \$signal$305 [5:2];
-  assign \$signal$305.desc.dtype  = \$signal$305 [9:6];
-  assign \$signal$305.desc.flags  = \$signal$305 [19:10];
-  assign \$signal$305.desc.dev_addr  = \$signal$305 [83:20];
-  assign \$signal$305.desc.dev_size  = \$signal$305 [103:84];
-  assign \$signal$305.desc.dev_rows  = \$signal$305 [123:104];
-  assign \$signal$305.desc.dev_cols  = \$signal$305 [143:124];
-  assign \$signal$305.desc.in_size  = \$signal$305 [163:144];
-  assign \$signal$305.desc.in_rows  = \$signal$305 [183:164];
-  assign \$signal$305.desc.in_cols  = \$signal$305 [203:184];
-  assign \$signal$305.queue  = \$signal$305 [205:204];
-  assign \$signal$305.seq  = \$signal$305 [269:206];
-  assign \$signal$305.taken  = \$signal$305 [333:270];
+  assign \$signal$343.desc  = \$signal$343 [203:0];
+  assign \$signal$343.desc.type  = \$signal$343 [1:0];
+  assign \$signal$343.desc.op  = \$signal$343 [5:2];
+  assign \$signal$343.desc.dtype  = \$signal$343 [9:6];
+  assign \$signal$343.desc.flags  = \$signal$343 [19:10];
+  assign \$signal$343.desc.dev_addr  = \$signal$343 [83:20];
+  assign \$signal$343.desc.dev_size  = \$signal$343 [103:84];
+  assign \$signal$343.desc.dev_rows  = \$signal$343 [123:104];
+  assign \$signal$343.desc.dev_cols  = \$signal$343 [143:124];
+  assign \$signal$343.desc.in_size  = \$signal$343 [163:144];
+  assign \$signal$343.desc.in_rows  = \$signal$343 [183:164];
+  assign \$signal$343.desc.in_cols  = \$signal$343 [203:184];
+  assign \$signal$343.queue  = \$signal$343 [205:204];
+  assign \$signal$343.seq  = \$signal$343 [269:206];
+  assign \$signal$343.taken  = \$signal$343 [333:270];
   assign \task.desc  = \task [203:0];
   assign \task.desc.type  = \task [1:0];
   assign \task.desc.op  = \task [5:2];
@@ -9437,54 +9341,49 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \$29  = { \$28 [21], \$28 [21], \$28 [21], \$28 [21], \$28 [21], \$28 [21:5] };
   assign \$40  = { 1'h0, \$39 [20:1] };
   assign \$42  = { 1'h0, \$38 [19:1] };
-  assign \$44  = { 2'h0, \$signal$174 , 5'h00 };
-  assign \$47  = { 2'h0, \$signal$174 , 5'h00 };
-  assign \$53  = { 2'h0, entry[103:84], 5'h00 };
-  assign \$54  = { \$53 , 1'h0 };
-  assign \$58  = { \$57 [30], \$57 [30], \$57 [30], \$57 [30], \$57 [30], \$57 [30], \$57 [30:6] };
-  assign \$59  = { 2'h0, entry[103:84], 5'h00 };
-  assign \$63  = { \$62 [29], \$62 [29], \$62 [29], \$62 [29], \$62 [29], \$62 [29:5] };
-  assign \$68  = { 2'h0, entry[103:84], 5'h00 };
-  assign \$69  = { count, 1'h0 };
-  assign \$76  = { \$signal$210 , 1'h0 };
-  assign \$79  = { \$78 , 1'h0 };
-  assign \$83  = { \$82 [26], \$82 [26], \$82 [26], \$82 [26], \$82 [26], \$82 [26], \$82 [26:6] };
-  assign \$88  = { \$87 [25], \$87 [25], \$87 [25], \$87 [25], \$87 [25], \$87 [25:5] };
-  assign \$89  = { 1'h0, operand_lines, 6'h00 };
-  assign \$93  = { main_elems, 1'h0 };
-  assign \$97  = { \$96 [47], \$96 [47], \$96 [47], \$96 [47], \$96 [47], \$96 [47], \$96 [47:6] };
-  assign \$101  = { \$100 [46], \$100 [46], \$100 [46], \$100 [46], \$100 [46], \$100 [46:5] };
-  assign \$104  = { 1'h0, operand_lines, 6'h00 };
-  assign \$107  = { main_elems, 1'h0 };
-  assign \$111  = { \$110 [19:0], 1'h0 };
-  assign \$115  = { \$114 [23], \$114 [23], \$114 [23], \$114 [23], \$114 [23], \$114 [23], \$114 [23:6] };
-  assign \$121  = { \$120 [22], \$120 [22], \$120 [22], \$120 [22], \$120 [22], \$120 [22:5] };
+  assign \$49  = { 2'h0, entry[103:84], 5'h00 };
+  assign \$50  = { \$49 , 1'h0 };
+  assign \$54  = { \$53 [30], \$53 [30], \$53 [30], \$53 [30], \$53 [30], \$53 [30], \$53 [30:6] };
+  assign \$55  = { 2'h0, entry[103:84], 5'h00 };
+  assign \$59  = { \$58 [29], \$58 [29], \$58 [29], \$58 [29], \$58 [29], \$58 [29:5] };
+  assign \$64  = { 2'h0, entry[103:84], 5'h00 };
+  assign \$65  = { count, 1'h0 };
+  assign \$72  = { \$signal$233 , 1'h0 };
+  assign \$75  = { \$74 , 1'h0 };
+  assign \$79  = { \$78 [26], \$78 [26], \$78 [26], \$78 [26], \$78 [26], \$78 [26], \$78 [26:6] };
+  assign \$84  = { \$83 [25], \$83 [25], \$83 [25], \$83 [25], \$83 [25], \$83 [25:5] };
+  assign \$85  = { 1'h0, operand_lines, 6'h00 };
+  assign \$89  = { main_elems, 1'h0 };
+  assign \$93  = { \$92 [47], \$92 [47], \$92 [47], \$92 [47], \$92 [47], \$92 [47], \$92 [47:6] };
+  assign \$97  = { \$96 [46], \$96 [46], \$96 [46], \$96 [46], \$96 [46], \$96 [46:5] };
+  assign \$100  = { 1'h0, operand_lines, 6'h00 };
+  assign \$103  = { main_elems, 1'h0 };
+  assign \$107  = { \$106 [19:0], 1'h0 };
+  assign \$111  = { \$110 [23], \$110 [23], \$110 [23], \$110 [23], \$110 [23], \$110 [23], \$110 [23:6] };
+  assign \$117  = { \$116 [22], \$116 [22], \$116 [22], \$116 [22], \$116 [22], \$116 [22:5] };
+  assign \$146  = \$145 ;
   assign \$150  = \$149 ;
-  assign \$154  = \$153 ;
-  assign \$160  = \$159 ;
+  assign \$156  = \$155 ;
+  assign \$161  = \$160 ;
   assign \$165  = \$164 ;
-  assign \$169  = \$168 ;
+  assign \$200  = \$199 ;
   assign \$204  = \$203 ;
-  assign \$208  = \$207 ;
-  assign \$214  = \$213 ;
+  assign \$210  = \$209 ;
+  assign \$215  = \$214 ;
   assign \$219  = \$218 ;
-  assign \$223  = \$222 ;
+  assign \$237  = \$236 ;
   assign \$248  = { \$247 [28], \$247 [28], \$247 [28], \$247 [28], \$247 [28], \$247 [28], \$247 [28:6] };
-  assign \$254  = { 2'h0, \$253 , 5'h00 };
-  assign \$272  = { \$271 [28], \$271 [28], \$271 [28], \$271 [28], \$271 [28], \$271 [28], \$271 [28:6] };
-  assign \$275  = { 2'h0, \$274 , 5'h00 };
-  assign \$285  = { 1'h0, \$284 , 6'h00 };
-  assign \$371  = \$370 ;
-  assign \$405  = \$404 ;
-  assign \$430  = { 2'h0, \$429 , 5'h00 };
-  assign \$439  = { 2'h0, \$438 , 5'h00 };
-  assign \$451  = { 2'h0, \$450 , 5'h00 };
-  assign \$466  = { 2'h0, \$465 , 5'h00 };
+  assign \$262  = { \$261 [28], \$261 [28], \$261 [28], \$261 [28], \$261 [28], \$261 [28], \$261 [28:6] };
+  assign \$264  = \$signal$291 ;
+  assign \$272  = { 1'h0, \$271 , 6'h00 };
+  assign \$360  = \$359 ;
+  assign \$394  = \$393 ;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.compute (rst, n_cols, split, fold_ready, sum_valid, sum_fp32, in_we, in_row, in_word, in_data, mac, k_base, acc_addr, active, w_data, first, mac1, k_base1, acc_addr1, active1, w_data1
-, first1, req_valid, out_ready, acc_we, acc_row, acc_word, acc_data, \rd_row$471 , rd_addr, pack_log2, n_words, sets, sets1, req_row, req_word, rd_in_data, rd_acc_data, sum_fp16, clk);
+module \ndp_device.control_unit.compute (rst, n_cols, split, fold_ready, sum_valid, sum_fp32, req_valid, out_ready, in_we, in_row, in_word, in_data, mac, k_base, acc_addr, active, w_data, first, mac1, k_base1, acc_addr1
+, active1, w_data1, first1, acc_we, acc_row, acc_word, acc_data, \rd_row$471 , rd_addr, bank, rd_in_data, rd_acc_data, sum_fp16, \n_cols$661 , n_words, sets, sets1, pack_log2, fold_bank, req_row, req_word
+, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$68  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -9613,114 +9512,153 @@ module \ndp_device.control_unit.compute (rst, n_cols, split, fold_ready, sum_val
   wire [15:0] \$111 ;
   reg [15:0] \$1110 ;
   reg [31:0] \$1111 ;
-  reg [1:0] \$1112 ;
-  wire [5:0] \$1114 ;
-  wire \$1116 ;
+  reg [15:0] \$1112 ;
+  reg [31:0] \$1113 ;
+  reg [15:0] \$1114 ;
+  reg [31:0] \$1115 ;
+  reg [15:0] \$1116 ;
+  reg [31:0] \$1117 ;
+  reg [15:0] \$1118 ;
+  reg [31:0] \$1119 ;
   wire [5:0] \$112 ;
-  wire [5:0] \$1121 ;
-  wire \$1123 ;
-  wire [5:0] \$1128 ;
+  reg [15:0] \$1120 ;
+  reg [31:0] \$1121 ;
+  reg [15:0] \$1122 ;
+  reg [31:0] \$1123 ;
+  reg [15:0] \$1124 ;
+  reg [31:0] \$1125 ;
+  reg [15:0] \$1126 ;
+  reg [31:0] \$1127 ;
+  reg [15:0] \$1128 ;
+  reg [31:0] \$1129 ;
   wire [15:0] \$113 ;
-  wire \$1130 ;
-  wire [5:0] \$1135 ;
-  wire \$1137 ;
+  reg [15:0] \$1130 ;
+  reg [31:0] \$1131 ;
+  reg [15:0] \$1132 ;
+  reg [31:0] \$1133 ;
+  reg [15:0] \$1134 ;
+  reg [31:0] \$1135 ;
+  reg [15:0] \$1136 ;
+  reg [31:0] \$1137 ;
+  reg [15:0] \$1138 ;
+  reg [31:0] \$1139 ;
   wire [5:0] \$114 ;
-  wire [5:0] \$1142 ;
-  wire \$1144 ;
-  wire [5:0] \$1149 ;
+  reg [15:0] \$1140 ;
+  reg [31:0] \$1141 ;
+  reg [15:0] \$1142 ;
+  reg [31:0] \$1143 ;
+  reg [15:0] \$1144 ;
+  reg [31:0] \$1145 ;
+  reg [15:0] \$1146 ;
+  reg [31:0] \$1147 ;
+  reg [15:0] \$1148 ;
+  reg [31:0] \$1149 ;
   wire [15:0] \$115 ;
-  wire \$1151 ;
-  wire [5:0] \$1156 ;
-  wire \$1158 ;
+  reg [15:0] \$1150 ;
+  reg [31:0] \$1151 ;
+  reg [15:0] \$1152 ;
+  reg [31:0] \$1153 ;
+  reg [15:0] \$1154 ;
+  reg [31:0] \$1155 ;
+  reg [15:0] \$1156 ;
+  reg [31:0] \$1157 ;
+  reg [15:0] \$1158 ;
+  reg [31:0] \$1159 ;
   wire [5:0] \$116 ;
-  wire [5:0] \$1163 ;
-  wire \$1165 ;
+  reg [15:0] \$1160 ;
+  reg [31:0] \$1161 ;
+  reg [15:0] \$1162 ;
+  reg [31:0] \$1163 ;
+  reg [1:0] \$1164 ;
+  wire [5:0] \$1166 ;
+  wire \$1168 ;
   wire [15:0] \$117 ;
-  wire [5:0] \$1170 ;
-  wire \$1172 ;
-  wire [5:0] \$1177 ;
-  wire \$1179 ;
+  wire [5:0] \$1173 ;
+  wire \$1175 ;
   wire [5:0] \$118 ;
-  wire [5:0] \$1184 ;
-  wire \$1186 ;
+  wire [5:0] \$1180 ;
+  wire \$1182 ;
+  wire [5:0] \$1187 ;
+  wire \$1189 ;
   wire [15:0] \$119 ;
-  wire [5:0] \$1191 ;
-  wire \$1193 ;
-  wire [5:0] \$1198 ;
+  wire [5:0] \$1194 ;
+  wire \$1196 ;
   wire [4:0] \$12 ;
   wire [5:0] \$120 ;
-  wire \$1200 ;
-  wire [5:0] \$1205 ;
-  wire \$1207 ;
+  wire [5:0] \$1201 ;
+  wire \$1203 ;
+  wire [5:0] \$1208 ;
   wire [15:0] \$121 ;
-  wire [5:0] \$1212 ;
-  wire \$1214 ;
-  wire [5:0] \$1219 ;
+  wire \$1210 ;
+  wire [5:0] \$1215 ;
+  wire \$1217 ;
   wire [5:0] \$122 ;
-  wire \$1221 ;
-  wire [5:0] \$1226 ;
-  wire \$1228 ;
+  wire [5:0] \$1222 ;
+  wire \$1224 ;
+  wire [5:0] \$1229 ;
   wire [15:0] \$123 ;
-  wire [5:0] \$1233 ;
-  wire \$1235 ;
+  wire \$1231 ;
+  wire [5:0] \$1236 ;
+  wire \$1238 ;
   wire [5:0] \$124 ;
-  wire [5:0] \$1240 ;
-  wire \$1242 ;
-  wire [5:0] \$1247 ;
-  wire \$1249 ;
+  wire [5:0] \$1243 ;
+  wire \$1245 ;
   wire [15:0] \$125 ;
-  wire [5:0] \$1254 ;
-  wire \$1256 ;
+  wire [5:0] \$1250 ;
+  wire \$1252 ;
+  wire [5:0] \$1257 ;
+  wire \$1259 ;
   wire [5:0] \$126 ;
-  wire [5:0] \$1261 ;
-  wire \$1263 ;
-  wire [5:0] \$1268 ;
+  wire [5:0] \$1264 ;
+  wire \$1266 ;
   wire [15:0] \$127 ;
-  wire \$1270 ;
-  wire [5:0] \$1275 ;
-  wire \$1277 ;
+  wire [5:0] \$1271 ;
+  wire \$1273 ;
+  wire [5:0] \$1278 ;
   wire [5:0] \$128 ;
-  wire [5:0] \$1282 ;
-  wire \$1284 ;
-  wire [5:0] \$1289 ;
+  wire \$1280 ;
+  wire [5:0] \$1285 ;
+  wire \$1287 ;
   wire [15:0] \$129 ;
-  wire \$1291 ;
-  wire [5:0] \$1296 ;
-  wire \$1298 ;
+  wire [5:0] \$1292 ;
+  wire \$1294 ;
+  wire [5:0] \$1299 ;
   wire \$13 ;
   wire [5:0] \$130 ;
-  wire [5:0] \$1303 ;
-  wire \$1305 ;
+  wire \$1301 ;
+  wire [5:0] \$1306 ;
+  wire \$1308 ;
   wire [15:0] \$131 ;
-  wire [5:0] \$1310 ;
-  wire \$1312 ;
-  wire [5:0] \$1317 ;
-  wire \$1319 ;
+  wire [5:0] \$1313 ;
+  wire \$1315 ;
   wire [5:0] \$132 ;
-  wire [5:0] \$1324 ;
-  wire \$1326 ;
+  wire [5:0] \$1320 ;
+  wire \$1322 ;
+  wire [5:0] \$1327 ;
+  wire \$1329 ;
   wire [15:0] \$133 ;
-  wire [5:0] \$1331 ;
-  wire \$1333 ;
+  wire [5:0] \$1334 ;
+  wire \$1336 ;
   wire [5:0] \$134 ;
-  wire [9:0] \$1343 ;
-  wire [9:0] \$1347 ;
+  wire [5:0] \$1341 ;
+  wire \$1343 ;
+  wire [5:0] \$1348 ;
   wire [15:0] \$135 ;
-  wire [9:0] \$1351 ;
-  wire [9:0] \$1355 ;
-  wire [9:0] \$1359 ;
+  wire \$1350 ;
+  wire [5:0] \$1355 ;
+  wire \$1357 ;
   wire [5:0] \$136 ;
-  wire [9:0] \$1363 ;
-  wire [9:0] \$1367 ;
+  wire [5:0] \$1362 ;
+  wire \$1364 ;
+  wire [5:0] \$1369 ;
   wire [15:0] \$137 ;
-  wire [9:0] \$1371 ;
-  wire [9:0] \$1375 ;
-  wire [9:0] \$1379 ;
+  wire \$1371 ;
+  wire [5:0] \$1376 ;
+  wire \$1378 ;
   wire [5:0] \$138 ;
-  wire [9:0] \$1383 ;
-  wire [9:0] \$1387 ;
+  wire [5:0] \$1383 ;
+  wire \$1385 ;
   wire [15:0] \$139 ;
-  wire [9:0] \$1391 ;
   wire [9:0] \$1395 ;
   wire [9:0] \$1399 ;
   wire [5:0] \$14 ;
@@ -9749,72 +9687,72 @@ module \ndp_device.control_unit.compute (rst, n_cols, split, fold_ready, sum_val
   wire [9:0] \$1463 ;
   wire [9:0] \$1467 ;
   wire [15:0] \$147 ;
-  wire [9:0] \$1472 ;
-  wire [9:0] \$1477 ;
+  wire [9:0] \$1471 ;
+  wire [9:0] \$1475 ;
+  wire [9:0] \$1479 ;
   wire [5:0] \$148 ;
-  wire [9:0] \$1482 ;
+  wire [9:0] \$1483 ;
   wire [9:0] \$1487 ;
   wire [15:0] \$149 ;
-  wire [9:0] \$1492 ;
-  wire [9:0] \$1497 ;
+  wire [9:0] \$1491 ;
+  wire [9:0] \$1495 ;
+  wire [9:0] \$1499 ;
   wire [4:0] \$15 ;
   wire [5:0] \$150 ;
-  wire [9:0] \$1502 ;
+  wire [9:0] \$1503 ;
   wire [9:0] \$1507 ;
   wire [15:0] \$151 ;
-  wire [9:0] \$1512 ;
-  wire [9:0] \$1517 ;
+  wire [9:0] \$1511 ;
+  wire [9:0] \$1515 ;
+  wire [9:0] \$1519 ;
   wire [5:0] \$152 ;
-  wire [9:0] \$1522 ;
-  wire [9:0] \$1527 ;
+  wire [9:0] \$1524 ;
+  wire [9:0] \$1529 ;
   wire [15:0] \$153 ;
-  wire [9:0] \$1532 ;
-  wire [9:0] \$1537 ;
+  wire [9:0] \$1534 ;
+  wire [9:0] \$1539 ;
   wire [5:0] \$154 ;
-  wire [9:0] \$1542 ;
-  wire [9:0] \$1547 ;
+  wire [9:0] \$1544 ;
+  wire [9:0] \$1549 ;
   wire [15:0] \$155 ;
-  wire [9:0] \$1552 ;
-  wire [9:0] \$1557 ;
+  wire [9:0] \$1554 ;
+  wire [9:0] \$1559 ;
   wire [5:0] \$156 ;
-  wire [9:0] \$1562 ;
-  wire [9:0] \$1567 ;
+  wire [9:0] \$1564 ;
+  wire [9:0] \$1569 ;
   wire [15:0] \$157 ;
-  wire [9:0] \$1572 ;
-  wire [9:0] \$1577 ;
+  wire [9:0] \$1574 ;
+  wire [9:0] \$1579 ;
   wire [5:0] \$158 ;
-  wire [9:0] \$1582 ;
-  wire [9:0] \$1587 ;
+  wire [9:0] \$1584 ;
+  wire [9:0] \$1589 ;
   wire [15:0] \$159 ;
-  wire [9:0] \$1592 ;
-  wire [9:0] \$1597 ;
+  wire [9:0] \$1594 ;
+  wire [9:0] \$1599 ;
   wire \$16 ;
   wire [5:0] \$160 ;
-  wire [9:0] \$1602 ;
-  wire [9:0] \$1607 ;
+  wire [9:0] \$1604 ;
+  wire [9:0] \$1609 ;
   wire [15:0] \$161 ;
-  wire [9:0] \$1612 ;
-  wire [9:0] \$1617 ;
+  wire [9:0] \$1614 ;
+  wire [9:0] \$1619 ;
   wire [5:0] \$162 ;
-  wire [9:0] \$1622 ;
-  wire [9:0] \$1627 ;
+  wire [9:0] \$1624 ;
+  wire [9:0] \$1629 ;
   wire [15:0] \$163 ;
-  wire [9:0] \$1631 ;
-  wire [9:0] \$1635 ;
+  wire [9:0] \$1634 ;
   wire [9:0] \$1639 ;
   wire [5:0] \$164 ;
-  wire [9:0] \$1643 ;
-  wire [9:0] \$1647 ;
+  wire [9:0] \$1644 ;
+  wire [9:0] \$1649 ;
   wire [15:0] \$165 ;
-  wire [9:0] \$1651 ;
-  wire [9:0] \$1655 ;
+  wire [9:0] \$1654 ;
   wire [9:0] \$1659 ;
   wire [19:0] \$166 ;
-  wire [9:0] \$1663 ;
-  wire [9:0] \$1667 ;
+  wire [9:0] \$1664 ;
+  wire [9:0] \$1669 ;
   wire [5:0] \$167 ;
-  wire [9:0] \$1671 ;
-  wire [9:0] \$1675 ;
+  wire [9:0] \$1674 ;
   wire [9:0] \$1679 ;
   wire [15:0] \$168 ;
   wire [9:0] \$1683 ;
@@ -9890,12 +9828,25 @@ module \ndp_device.control_unit.compute (rst, n_cols, split, fold_ready, sum_val
   wire [9:0] \$1879 ;
   wire [5:0] \$188 ;
   wire [9:0] \$1883 ;
+  wire [9:0] \$1887 ;
   wire [15:0] \$189 ;
+  wire [9:0] \$1891 ;
+  wire [9:0] \$1895 ;
+  wire [9:0] \$1899 ;
   wire \$19 ;
   wire [19:0] \$190 ;
+  wire [9:0] \$1903 ;
+  wire [9:0] \$1907 ;
   wire [5:0] \$191 ;
+  wire [9:0] \$1911 ;
+  wire [9:0] \$1915 ;
+  wire [9:0] \$1919 ;
   wire [15:0] \$192 ;
+  wire [9:0] \$1923 ;
+  wire [9:0] \$1927 ;
   wire [19:0] \$193 ;
+  wire [9:0] \$1931 ;
+  wire [9:0] \$1935 ;
   wire [5:0] \$194 ;
   wire [15:0] \$195 ;
   wire [19:0] \$196 ;
@@ -10115,15 +10066,15 @@ module \ndp_device.control_unit.compute (rst, n_cols, split, fold_ready, sum_val
   wire [15:0] \$389 ;
   wire [4:0] \$39 ;
   wire \$390 ;
-  wire \$391 ;
-  wire \$392 ;
-  wire \$393 ;
-  wire \$394 ;
-  wire \$395 ;
-  wire \$396 ;
-  wire [19:0] \$397 ;
-  wire \$398 ;
-  wire \$399 ;
+  wire [8:0] \$391 ;
+  wire [8:0] \$392 ;
+  wire [8:0] \$393 ;
+  wire [8:0] \$394 ;
+  wire [8:0] \$395 ;
+  wire [8:0] \$396 ;
+  wire [8:0] \$397 ;
+  wire [8:0] \$398 ;
+  wire [8:0] \$399 ;
   wire \$4 ;
   wire \$40 ;
   wire \$400 ;
@@ -10132,563 +10083,563 @@ module \ndp_device.control_unit.compute (rst, n_cols, split, fold_ready, sum_val
   wire \$403 ;
   wire \$404 ;
   wire \$405 ;
-  wire [31:0] \$406 ;
-  wire \$407 ;
-  wire [31:0] \$408 ;
-  wire [31:0] \$409 ;
+  wire [19:0] \$406 ;
+  wire [8:0] \$407 ;
+  wire [8:0] \$408 ;
+  wire [8:0] \$409 ;
   wire [5:0] \$41 ;
-  wire \$410 ;
-  wire [31:0] \$411 ;
-  wire [31:0] \$412 ;
-  wire \$413 ;
-  wire [31:0] \$414 ;
-  wire [31:0] \$415 ;
+  wire [8:0] \$410 ;
+  wire [8:0] \$411 ;
+  wire [8:0] \$412 ;
+  wire [8:0] \$413 ;
+  wire [8:0] \$414 ;
+  wire [8:0] \$415 ;
   wire \$416 ;
-  wire [31:0] \$417 ;
-  wire [31:0] \$418 ;
-  wire \$419 ;
+  wire \$417 ;
+  wire \$418 ;
+  wire [8:0] \$419 ;
   wire [4:0] \$42 ;
-  wire [31:0] \$420 ;
-  wire [31:0] \$421 ;
-  wire \$422 ;
-  wire [31:0] \$423 ;
-  wire [31:0] \$424 ;
-  wire \$425 ;
-  wire [31:0] \$426 ;
-  wire [31:0] \$427 ;
+  wire [8:0] \$420 ;
+  wire [8:0] \$421 ;
+  wire [8:0] \$422 ;
+  wire [8:0] \$423 ;
+  wire [8:0] \$424 ;
+  wire [8:0] \$425 ;
+  wire [8:0] \$426 ;
+  wire [8:0] \$427 ;
   wire \$428 ;
-  wire [31:0] \$429 ;
+  wire \$429 ;
   wire \$43 ;
-  wire [31:0] \$430 ;
-  wire \$431 ;
-  wire [31:0] \$432 ;
-  wire [31:0] \$433 ;
-  wire \$434 ;
-  wire [31:0] \$435 ;
-  wire [31:0] \$436 ;
-  wire \$437 ;
-  wire [31:0] \$438 ;
-  wire [31:0] \$439 ;
+  wire \$430 ;
+  wire [8:0] \$431 ;
+  wire [8:0] \$432 ;
+  wire [8:0] \$433 ;
+  wire [8:0] \$434 ;
+  wire [8:0] \$435 ;
+  wire [8:0] \$436 ;
+  wire [8:0] \$437 ;
+  wire [8:0] \$438 ;
+  wire [8:0] \$439 ;
   wire [5:0] \$44 ;
   wire \$440 ;
-  wire [31:0] \$441 ;
-  wire [31:0] \$442 ;
-  wire \$443 ;
-  wire [31:0] \$444 ;
-  wire [31:0] \$445 ;
-  wire \$446 ;
-  wire [31:0] \$447 ;
-  wire [31:0] \$448 ;
-  wire \$449 ;
+  wire \$441 ;
+  wire [8:0] \$442 ;
+  wire [8:0] \$443 ;
+  wire [8:0] \$444 ;
+  wire [8:0] \$445 ;
+  wire [8:0] \$446 ;
+  wire [8:0] \$447 ;
+  wire [8:0] \$448 ;
+  wire [8:0] \$449 ;
   wire [4:0] \$45 ;
-  wire [31:0] \$450 ;
-  wire [31:0] \$451 ;
-  wire \$452 ;
-  wire [31:0] \$453 ;
-  wire [31:0] \$454 ;
-  wire \$455 ;
-  wire [31:0] \$456 ;
-  wire [31:0] \$457 ;
-  wire \$458 ;
-  wire [31:0] \$459 ;
+  wire [8:0] \$450 ;
+  wire [8:0] \$451 ;
+  wire [8:0] \$452 ;
+  wire [8:0] \$453 ;
+  wire [8:0] \$454 ;
+  wire [8:0] \$455 ;
+  wire [8:0] \$456 ;
+  wire [8:0] \$457 ;
+  wire [31:0] \$458 ;
+  wire \$459 ;
   wire \$46 ;
   wire [31:0] \$460 ;
-  wire \$461 ;
-  wire [31:0] \$462 ;
+  wire [31:0] \$461 ;
+  wire \$462 ;
   wire [31:0] \$463 ;
-  wire \$464 ;
-  wire [31:0] \$465 ;
+  wire [31:0] \$464 ;
+  wire \$465 ;
   wire [31:0] \$466 ;
-  wire \$467 ;
-  wire [31:0] \$468 ;
+  wire [31:0] \$467 ;
+  wire \$468 ;
   wire [31:0] \$469 ;
   wire [5:0] \$47 ;
-  wire \$470 ;
-  wire [31:0] \$471 ;
+  wire [31:0] \$470 ;
+  wire \$471 ;
   wire [31:0] \$472 ;
-  wire \$473 ;
-  wire [31:0] \$474 ;
+  wire [31:0] \$473 ;
+  wire \$474 ;
   wire [31:0] \$475 ;
-  wire \$476 ;
-  wire [31:0] \$477 ;
+  wire [31:0] \$476 ;
+  wire \$477 ;
   wire [31:0] \$478 ;
-  wire \$479 ;
+  wire [31:0] \$479 ;
   wire [4:0] \$48 ;
-  wire [31:0] \$480 ;
+  wire \$480 ;
   wire [31:0] \$481 ;
-  wire \$482 ;
-  wire [31:0] \$483 ;
+  wire [31:0] \$482 ;
+  wire \$483 ;
   wire [31:0] \$484 ;
-  wire \$485 ;
-  wire [31:0] \$486 ;
+  wire [31:0] \$485 ;
+  wire \$486 ;
   wire [31:0] \$487 ;
-  wire \$488 ;
-  wire [31:0] \$489 ;
+  wire [31:0] \$488 ;
+  wire \$489 ;
   wire \$49 ;
   wire [31:0] \$490 ;
-  wire \$491 ;
-  wire [31:0] \$492 ;
+  wire [31:0] \$491 ;
+  wire \$492 ;
   wire [31:0] \$493 ;
-  wire \$494 ;
-  wire [31:0] \$495 ;
+  wire [31:0] \$494 ;
+  wire \$495 ;
   wire [31:0] \$496 ;
-  wire \$497 ;
-  wire [31:0] \$498 ;
+  wire [31:0] \$497 ;
+  wire \$498 ;
   wire [31:0] \$499 ;
   wire [5:0] \$5 ;
   wire [5:0] \$50 ;
-  wire \$500 ;
-  wire [31:0] \$501 ;
+  wire [31:0] \$500 ;
+  wire \$501 ;
   wire [31:0] \$502 ;
-  wire \$503 ;
-  wire [31:0] \$504 ;
+  wire [31:0] \$503 ;
+  wire \$504 ;
   wire [31:0] \$505 ;
-  wire \$506 ;
-  wire [31:0] \$507 ;
+  wire [31:0] \$506 ;
+  wire \$507 ;
   wire [31:0] \$508 ;
-  wire \$509 ;
+  wire [31:0] \$509 ;
   wire [4:0] \$51 ;
-  wire [31:0] \$510 ;
+  wire \$510 ;
   wire [31:0] \$511 ;
-  wire \$512 ;
-  wire [31:0] \$513 ;
+  wire [31:0] \$512 ;
+  wire \$513 ;
   wire [31:0] \$514 ;
-  wire \$515 ;
-  wire [31:0] \$516 ;
+  wire [31:0] \$515 ;
+  wire \$516 ;
   wire [31:0] \$517 ;
-  wire \$518 ;
-  wire [31:0] \$519 ;
+  wire [31:0] \$518 ;
+  wire \$519 ;
   wire \$52 ;
   wire [31:0] \$520 ;
-  wire \$521 ;
-  wire [31:0] \$522 ;
+  wire [31:0] \$521 ;
+  wire \$522 ;
   wire [31:0] \$523 ;
-  wire \$524 ;
-  wire [31:0] \$525 ;
+  wire [31:0] \$524 ;
+  wire \$525 ;
   wire [31:0] \$526 ;
-  wire \$527 ;
-  wire [31:0] \$528 ;
+  wire [31:0] \$527 ;
+  wire \$528 ;
   wire [31:0] \$529 ;
   wire [5:0] \$53 ;
-  wire \$530 ;
-  wire [31:0] \$531 ;
+  wire [31:0] \$530 ;
+  wire \$531 ;
   wire [31:0] \$532 ;
-  wire \$533 ;
-  wire [31:0] \$534 ;
+  wire [31:0] \$533 ;
+  wire \$534 ;
   wire [31:0] \$535 ;
-  wire \$536 ;
-  wire [31:0] \$537 ;
+  wire [31:0] \$536 ;
+  wire \$537 ;
   wire [31:0] \$538 ;
-  wire \$539 ;
+  wire [31:0] \$539 ;
   wire [4:0] \$54 ;
-  wire [31:0] \$540 ;
+  wire \$540 ;
   wire [31:0] \$541 ;
-  wire \$542 ;
-  wire [31:0] \$543 ;
+  wire [31:0] \$542 ;
+  wire \$543 ;
   wire [31:0] \$544 ;
-  wire \$545 ;
-  wire [31:0] \$546 ;
+  wire [31:0] \$545 ;
+  wire \$546 ;
   wire [31:0] \$547 ;
-  wire \$548 ;
-  wire [31:0] \$549 ;
+  wire [31:0] \$548 ;
+  wire \$549 ;
   wire \$55 ;
   wire [31:0] \$550 ;
-  wire \$551 ;
-  wire [31:0] \$552 ;
+  wire [31:0] \$551 ;
+  wire \$552 ;
   wire [31:0] \$553 ;
-  wire \$554 ;
-  wire [31:0] \$555 ;
+  wire [31:0] \$554 ;
+  wire \$555 ;
   wire [31:0] \$556 ;
-  wire \$557 ;
-  wire [31:0] \$558 ;
+  wire [31:0] \$557 ;
+  wire \$558 ;
   wire [31:0] \$559 ;
   wire [5:0] \$56 ;
-  wire \$560 ;
-  wire [31:0] \$561 ;
+  wire [31:0] \$560 ;
+  wire \$561 ;
   wire [31:0] \$562 ;
-  wire \$563 ;
-  wire [31:0] \$564 ;
+  wire [31:0] \$563 ;
+  wire \$564 ;
   wire [31:0] \$565 ;
-  wire \$566 ;
-  wire [31:0] \$567 ;
+  wire [31:0] \$566 ;
+  wire \$567 ;
   wire [31:0] \$568 ;
-  wire \$569 ;
+  wire [31:0] \$569 ;
   wire [4:0] \$57 ;
-  wire [31:0] \$570 ;
+  wire \$570 ;
   wire [31:0] \$571 ;
-  wire \$572 ;
-  wire [31:0] \$573 ;
+  wire [31:0] \$572 ;
+  wire \$573 ;
   wire [31:0] \$574 ;
-  wire \$575 ;
-  wire [31:0] \$576 ;
+  wire [31:0] \$575 ;
+  wire \$576 ;
   wire [31:0] \$577 ;
-  wire \$578 ;
-  wire [31:0] \$579 ;
+  wire [31:0] \$578 ;
+  wire \$579 ;
   wire \$58 ;
   wire [31:0] \$580 ;
-  wire \$581 ;
-  wire [31:0] \$582 ;
+  wire [31:0] \$581 ;
+  wire \$582 ;
   wire [31:0] \$583 ;
-  wire \$584 ;
-  wire [31:0] \$585 ;
+  wire [31:0] \$584 ;
+  wire \$585 ;
   wire [31:0] \$586 ;
-  wire \$587 ;
-  wire [31:0] \$588 ;
+  wire [31:0] \$587 ;
+  wire \$588 ;
   wire [31:0] \$589 ;
   wire [5:0] \$59 ;
-  wire \$590 ;
-  wire [31:0] \$591 ;
+  wire [31:0] \$590 ;
+  wire \$591 ;
   wire [31:0] \$592 ;
-  wire \$593 ;
-  wire [31:0] \$594 ;
+  wire [31:0] \$593 ;
+  wire \$594 ;
   wire [31:0] \$595 ;
-  wire \$596 ;
-  wire [31:0] \$597 ;
+  wire [31:0] \$596 ;
+  wire \$597 ;
   wire [31:0] \$598 ;
-  wire \$599 ;
+  wire [31:0] \$599 ;
   wire [4:0] \$6 ;
   wire [4:0] \$60 ;
-  wire [31:0] \$600 ;
+  wire \$600 ;
   wire [31:0] \$601 ;
-  wire \$602 ;
-  wire [31:0] \$603 ;
+  wire [31:0] \$602 ;
+  wire \$603 ;
   wire [31:0] \$604 ;
-  wire \$605 ;
-  wire [31:0] \$606 ;
+  wire [31:0] \$605 ;
+  wire \$606 ;
   wire [31:0] \$607 ;
-  wire \$608 ;
-  wire [31:0] \$609 ;
+  wire [31:0] \$608 ;
+  wire \$609 ;
   wire \$61 ;
   wire [31:0] \$610 ;
-  wire \$611 ;
-  wire [31:0] \$612 ;
+  wire [31:0] \$611 ;
+  wire \$612 ;
   wire [31:0] \$613 ;
-  wire \$614 ;
-  wire [31:0] \$615 ;
+  wire [31:0] \$614 ;
+  wire \$615 ;
   wire [31:0] \$616 ;
-  wire \$617 ;
-  wire [31:0] \$618 ;
+  wire [31:0] \$617 ;
+  wire \$618 ;
   wire [31:0] \$619 ;
   wire [5:0] \$62 ;
-  wire \$620 ;
-  wire [31:0] \$621 ;
+  wire [31:0] \$620 ;
+  wire \$621 ;
   wire [31:0] \$622 ;
-  wire \$623 ;
-  wire [31:0] \$624 ;
+  wire [31:0] \$623 ;
+  wire \$624 ;
   wire [31:0] \$625 ;
-  wire \$626 ;
-  wire [31:0] \$627 ;
+  wire [31:0] \$626 ;
+  wire \$627 ;
   wire [31:0] \$628 ;
-  wire \$629 ;
+  wire [31:0] \$629 ;
   wire [4:0] \$63 ;
-  wire [31:0] \$630 ;
+  wire \$630 ;
   wire [31:0] \$631 ;
-  wire \$632 ;
-  wire [31:0] \$633 ;
+  wire [31:0] \$632 ;
+  wire \$633 ;
   wire [31:0] \$634 ;
-  wire \$635 ;
-  wire [31:0] \$636 ;
+  wire [31:0] \$635 ;
+  wire \$636 ;
   wire [31:0] \$637 ;
-  wire \$638 ;
-  wire [31:0] \$639 ;
+  wire [31:0] \$638 ;
+  wire \$639 ;
   wire \$64 ;
   wire [31:0] \$640 ;
-  wire \$641 ;
-  wire [31:0] \$642 ;
+  wire [31:0] \$641 ;
+  wire \$642 ;
   wire [31:0] \$643 ;
-  wire \$644 ;
-  wire [31:0] \$645 ;
+  wire [31:0] \$644 ;
+  wire \$645 ;
   wire [31:0] \$646 ;
-  wire \$647 ;
-  wire [31:0] \$648 ;
+  wire [31:0] \$647 ;
+  wire \$648 ;
   wire [31:0] \$649 ;
   wire [5:0] \$65 ;
-  wire \$650 ;
-  wire [31:0] \$651 ;
+  wire [31:0] \$650 ;
+  wire \$651 ;
   wire [31:0] \$652 ;
-  wire \$653 ;
-  wire [31:0] \$654 ;
+  wire [31:0] \$653 ;
+  wire \$654 ;
   wire [31:0] \$655 ;
-  wire \$656 ;
-  wire [31:0] \$657 ;
+  wire [31:0] \$656 ;
+  wire \$657 ;
   wire [31:0] \$658 ;
-  wire \$659 ;
+  wire [31:0] \$659 ;
   wire [4:0] \$66 ;
-  wire [31:0] \$660 ;
+  wire \$660 ;
   wire [31:0] \$661 ;
-  wire \$662 ;
-  wire [31:0] \$663 ;
+  wire [31:0] \$662 ;
+  wire \$663 ;
   wire [31:0] \$664 ;
-  wire \$665 ;
-  wire [31:0] \$666 ;
+  wire [31:0] \$665 ;
+  wire \$666 ;
   wire [31:0] \$667 ;
-  wire \$668 ;
-  wire [31:0] \$669 ;
+  wire [31:0] \$668 ;
+  wire \$669 ;
   wire \$67 ;
   wire [31:0] \$670 ;
-  wire \$671 ;
-  wire [31:0] \$672 ;
+  wire [31:0] \$671 ;
+  wire \$672 ;
   wire [31:0] \$673 ;
-  wire \$674 ;
-  wire [31:0] \$675 ;
+  wire [31:0] \$674 ;
+  wire \$675 ;
   wire [31:0] \$676 ;
-  wire \$677 ;
-  wire [31:0] \$678 ;
+  wire [31:0] \$677 ;
+  wire \$678 ;
   wire [31:0] \$679 ;
   wire [5:0] \$68 ;
-  wire \$680 ;
-  wire [31:0] \$681 ;
+  wire [31:0] \$680 ;
+  wire \$681 ;
   wire [31:0] \$682 ;
-  wire \$683 ;
-  wire [31:0] \$684 ;
+  wire [31:0] \$683 ;
+  wire \$684 ;
   wire [31:0] \$685 ;
-  wire \$686 ;
-  wire [31:0] \$687 ;
+  wire [31:0] \$686 ;
+  wire \$687 ;
   wire [31:0] \$688 ;
-  wire \$689 ;
+  wire [31:0] \$689 ;
   wire [4:0] \$69 ;
-  wire [31:0] \$690 ;
+  wire \$690 ;
   wire [31:0] \$691 ;
-  wire \$692 ;
-  wire [31:0] \$693 ;
+  wire [31:0] \$692 ;
+  wire \$693 ;
   wire [31:0] \$694 ;
-  wire \$695 ;
-  wire [31:0] \$696 ;
+  wire [31:0] \$695 ;
+  wire \$696 ;
   wire [31:0] \$697 ;
-  wire \$698 ;
-  wire [31:0] \$699 ;
+  wire [31:0] \$698 ;
+  wire \$699 ;
   wire \$7 ;
   wire \$70 ;
   wire [31:0] \$700 ;
-  wire \$701 ;
-  wire [31:0] \$702 ;
+  wire [31:0] \$701 ;
+  wire \$702 ;
   wire [31:0] \$703 ;
-  wire \$704 ;
-  wire [31:0] \$705 ;
+  wire [31:0] \$704 ;
+  wire \$705 ;
   wire [31:0] \$706 ;
-  wire \$707 ;
-  wire [31:0] \$708 ;
+  wire [31:0] \$707 ;
+  wire \$708 ;
   wire [31:0] \$709 ;
   wire [5:0] \$71 ;
-  wire \$710 ;
-  wire [31:0] \$711 ;
+  wire [31:0] \$710 ;
+  wire \$711 ;
   wire [31:0] \$712 ;
-  wire \$713 ;
-  wire [31:0] \$714 ;
+  wire [31:0] \$713 ;
+  wire \$714 ;
   wire [31:0] \$715 ;
-  wire \$716 ;
-  wire [31:0] \$717 ;
+  wire [31:0] \$716 ;
+  wire \$717 ;
   wire [31:0] \$718 ;
-  wire \$719 ;
+  wire [31:0] \$719 ;
   wire [4:0] \$72 ;
-  wire [31:0] \$720 ;
+  wire \$720 ;
   wire [31:0] \$721 ;
-  wire \$722 ;
-  wire [31:0] \$723 ;
+  wire [31:0] \$722 ;
+  wire \$723 ;
   wire [31:0] \$724 ;
-  wire \$725 ;
-  wire [31:0] \$726 ;
+  wire [31:0] \$725 ;
+  wire \$726 ;
   wire [31:0] \$727 ;
-  wire \$728 ;
-  wire [31:0] \$729 ;
+  wire [31:0] \$728 ;
+  wire \$729 ;
   wire \$73 ;
   wire [31:0] \$730 ;
-  wire \$731 ;
-  wire [31:0] \$732 ;
+  wire [31:0] \$731 ;
+  wire \$732 ;
   wire [31:0] \$733 ;
-  wire \$734 ;
-  wire [31:0] \$735 ;
+  wire [31:0] \$734 ;
+  wire \$735 ;
   wire [31:0] \$736 ;
-  wire \$737 ;
-  wire [31:0] \$738 ;
+  wire [31:0] \$737 ;
+  wire \$738 ;
   wire [31:0] \$739 ;
   wire [5:0] \$74 ;
-  wire \$740 ;
-  wire [31:0] \$741 ;
+  wire [31:0] \$740 ;
+  wire \$741 ;
   wire [31:0] \$742 ;
-  wire \$743 ;
-  wire [31:0] \$744 ;
+  wire [31:0] \$743 ;
+  wire \$744 ;
   wire [31:0] \$745 ;
-  wire \$746 ;
-  wire [31:0] \$747 ;
+  wire [31:0] \$746 ;
+  wire \$747 ;
   wire [31:0] \$748 ;
-  wire \$749 ;
+  wire [31:0] \$749 ;
   wire [4:0] \$75 ;
-  wire [31:0] \$750 ;
+  wire \$750 ;
   wire [31:0] \$751 ;
-  wire \$752 ;
-  wire [31:0] \$753 ;
+  wire [31:0] \$752 ;
+  wire \$753 ;
   wire [31:0] \$754 ;
-  wire \$755 ;
-  wire [31:0] \$756 ;
+  wire [31:0] \$755 ;
+  wire \$756 ;
   wire [31:0] \$757 ;
-  wire \$758 ;
-  wire [31:0] \$759 ;
+  wire [31:0] \$758 ;
+  wire \$759 ;
   wire \$76 ;
   wire [31:0] \$760 ;
-  wire \$761 ;
-  wire [31:0] \$762 ;
+  wire [31:0] \$761 ;
+  wire \$762 ;
   wire [31:0] \$763 ;
-  wire \$764 ;
-  wire [31:0] \$765 ;
+  wire [31:0] \$764 ;
+  wire \$765 ;
   wire [31:0] \$766 ;
-  wire \$767 ;
-  wire [31:0] \$768 ;
+  wire [31:0] \$767 ;
+  wire \$768 ;
   wire [31:0] \$769 ;
   wire [5:0] \$77 ;
-  wire \$770 ;
-  wire [31:0] \$771 ;
+  wire [31:0] \$770 ;
+  wire \$771 ;
   wire [31:0] \$772 ;
-  wire \$773 ;
-  wire [31:0] \$774 ;
+  wire [31:0] \$773 ;
+  wire \$774 ;
   wire [31:0] \$775 ;
-  wire \$776 ;
-  wire [31:0] \$777 ;
+  wire [31:0] \$776 ;
+  wire \$777 ;
   wire [31:0] \$778 ;
-  wire \$779 ;
+  wire [31:0] \$779 ;
   wire [4:0] \$78 ;
-  wire [31:0] \$780 ;
+  wire \$780 ;
   wire [31:0] \$781 ;
-  wire \$782 ;
-  wire [31:0] \$783 ;
+  wire [31:0] \$782 ;
+  wire \$783 ;
   wire [31:0] \$784 ;
-  wire \$785 ;
-  wire [31:0] \$786 ;
+  wire [31:0] \$785 ;
+  wire \$786 ;
   wire [31:0] \$787 ;
-  wire \$788 ;
-  wire [31:0] \$789 ;
+  wire [31:0] \$788 ;
+  wire \$789 ;
   wire \$79 ;
-  reg [4:0] \$790 ;
-  reg [4:0] \$791 ;
-  reg [4:0] \$792 ;
-  reg [4:0] \$793 ;
-  reg [4:0] \$794 ;
-  reg [4:0] \$795 ;
-  reg [4:0] \$796 ;
-  reg [4:0] \$797 ;
-  reg [4:0] \$798 ;
-  reg [4:0] \$799 ;
+  wire [31:0] \$790 ;
+  wire [31:0] \$791 ;
+  wire \$792 ;
+  wire [31:0] \$793 ;
+  wire [31:0] \$794 ;
+  wire \$795 ;
+  wire [31:0] \$796 ;
+  wire [31:0] \$797 ;
+  wire \$798 ;
+  wire [31:0] \$799 ;
   wire [5:0] \$8 ;
   wire [5:0] \$80 ;
-  reg [4:0] \$800 ;
-  reg [4:0] \$801 ;
-  reg [4:0] \$802 ;
-  reg [4:0] \$803 ;
-  reg [4:0] \$804 ;
-  reg [4:0] \$805 ;
-  reg [4:0] \$806 ;
-  reg [4:0] \$807 ;
-  reg [4:0] \$808 ;
-  reg [4:0] \$809 ;
+  wire [31:0] \$800 ;
+  wire \$801 ;
+  wire [31:0] \$802 ;
+  wire [31:0] \$803 ;
+  wire \$804 ;
+  wire [31:0] \$805 ;
+  wire [31:0] \$806 ;
+  wire \$807 ;
+  wire [31:0] \$808 ;
+  wire [31:0] \$809 ;
   wire [4:0] \$81 ;
-  reg [4:0] \$810 ;
-  reg [4:0] \$811 ;
-  reg [4:0] \$812 ;
-  reg [4:0] \$813 ;
-  reg [4:0] \$814 ;
-  reg [4:0] \$815 ;
-  reg [4:0] \$816 ;
-  reg [4:0] \$817 ;
-  reg [4:0] \$818 ;
-  reg [4:0] \$819 ;
+  wire \$810 ;
+  wire [31:0] \$811 ;
+  wire [31:0] \$812 ;
+  wire \$813 ;
+  wire [31:0] \$814 ;
+  wire [31:0] \$815 ;
+  wire \$816 ;
+  wire [31:0] \$817 ;
+  wire [31:0] \$818 ;
+  wire \$819 ;
   wire \$82 ;
-  reg [4:0] \$820 ;
-  reg [4:0] \$821 ;
-  reg \$822 ;
-  reg \$823 ;
-  reg [6:0] \$824 ;
-  reg [5:0] \$825 ;
-  reg [511:0] \$826 ;
-  reg \$827 ;
-  reg \$828 ;
-  reg \$829 ;
+  wire [31:0] \$820 ;
+  wire [31:0] \$821 ;
+  wire \$822 ;
+  wire [31:0] \$823 ;
+  wire [31:0] \$824 ;
+  wire \$825 ;
+  wire [31:0] \$826 ;
+  wire [31:0] \$827 ;
+  wire \$828 ;
+  wire [31:0] \$829 ;
   wire [5:0] \$83 ;
-  reg \$830 ;
-  reg [6:0] \$831 ;
-  reg [6:0] \$832 ;
-  reg [5:0] \$833 ;
-  reg [5:0] \$834 ;
-  reg \$835 ;
-  reg \$836 ;
-  reg [6:0] \$837 ;
-  reg [6:0] \$838 ;
-  reg \$839 ;
+  wire [31:0] \$830 ;
+  wire \$831 ;
+  wire [31:0] \$832 ;
+  wire [31:0] \$833 ;
+  wire \$834 ;
+  wire [31:0] \$835 ;
+  wire [31:0] \$836 ;
+  wire \$837 ;
+  wire [31:0] \$838 ;
+  wire [31:0] \$839 ;
   wire [4:0] \$84 ;
-  reg \$840 ;
-  reg [6:0] \$841 ;
-  reg [5:0] \$842 ;
-  reg [511:0] \$843 ;
-  reg \$844 ;
-  reg \$845 ;
-  reg \$846 ;
-  reg \$847 ;
-  reg [6:0] \$848 ;
-  reg [6:0] \$849 ;
+  wire \$840 ;
+  wire [31:0] \$841 ;
+  reg [4:0] \$842 ;
+  reg [4:0] \$843 ;
+  reg [4:0] \$844 ;
+  reg [4:0] \$845 ;
+  reg [4:0] \$846 ;
+  reg [4:0] \$847 ;
+  reg [4:0] \$848 ;
+  reg [4:0] \$849 ;
   wire \$85 ;
-  reg [5:0] \$850 ;
-  reg [5:0] \$851 ;
-  reg \$852 ;
-  reg \$853 ;
-  reg [6:0] \$854 ;
-  reg [6:0] \$855 ;
-  reg [15:0] \$856 ;
-  reg [31:0] \$857 ;
-  reg [15:0] \$858 ;
-  reg [31:0] \$859 ;
+  reg [4:0] \$850 ;
+  reg [4:0] \$851 ;
+  reg [4:0] \$852 ;
+  reg [4:0] \$853 ;
+  reg [4:0] \$854 ;
+  reg [4:0] \$855 ;
+  reg [4:0] \$856 ;
+  reg [4:0] \$857 ;
+  reg [4:0] \$858 ;
+  reg [4:0] \$859 ;
   wire [5:0] \$86 ;
-  reg [15:0] \$860 ;
-  reg [31:0] \$861 ;
-  reg [15:0] \$862 ;
-  reg [31:0] \$863 ;
-  reg [15:0] \$864 ;
-  reg [31:0] \$865 ;
-  reg [15:0] \$866 ;
-  reg [31:0] \$867 ;
-  reg [15:0] \$868 ;
-  reg [31:0] \$869 ;
+  reg [4:0] \$860 ;
+  reg [4:0] \$861 ;
+  reg [4:0] \$862 ;
+  reg [4:0] \$863 ;
+  reg [4:0] \$864 ;
+  reg [4:0] \$865 ;
+  reg [4:0] \$866 ;
+  reg [4:0] \$867 ;
+  reg [4:0] \$868 ;
+  reg [4:0] \$869 ;
   wire [4:0] \$87 ;
-  reg [15:0] \$870 ;
-  reg [31:0] \$871 ;
-  reg [15:0] \$872 ;
-  reg [31:0] \$873 ;
-  reg [15:0] \$874 ;
-  reg [31:0] \$875 ;
-  reg [15:0] \$876 ;
-  reg [31:0] \$877 ;
-  reg [15:0] \$878 ;
-  reg [31:0] \$879 ;
+  reg [4:0] \$870 ;
+  reg [4:0] \$871 ;
+  reg [4:0] \$872 ;
+  reg [4:0] \$873 ;
+  reg \$874 ;
+  reg \$875 ;
+  reg [6:0] \$876 ;
+  reg [5:0] \$877 ;
+  reg [511:0] \$878 ;
+  reg \$879 ;
   wire \$88 ;
-  reg [15:0] \$880 ;
-  reg [31:0] \$881 ;
-  reg [15:0] \$882 ;
-  reg [31:0] \$883 ;
-  reg [15:0] \$884 ;
-  reg [31:0] \$885 ;
-  reg [15:0] \$886 ;
-  reg [31:0] \$887 ;
-  reg [15:0] \$888 ;
-  reg [31:0] \$889 ;
+  reg \$880 ;
+  reg \$881 ;
+  reg \$882 ;
+  reg [6:0] \$883 ;
+  reg [6:0] \$884 ;
+  reg [5:0] \$885 ;
+  reg [5:0] \$886 ;
+  reg \$887 ;
+  reg \$888 ;
+  reg [6:0] \$889 ;
   wire [5:0] \$89 ;
-  reg [15:0] \$890 ;
-  reg [31:0] \$891 ;
-  reg [15:0] \$892 ;
-  reg [31:0] \$893 ;
-  reg [15:0] \$894 ;
-  reg [31:0] \$895 ;
-  reg [15:0] \$896 ;
-  reg [31:0] \$897 ;
-  reg [15:0] \$898 ;
-  reg [31:0] \$899 ;
+  reg [6:0] \$890 ;
+  reg \$891 ;
+  reg \$892 ;
+  reg [6:0] \$893 ;
+  reg [5:0] \$894 ;
+  reg [511:0] \$895 ;
+  reg \$896 ;
+  reg \$897 ;
+  reg \$898 ;
+  reg \$899 ;
   wire [4:0] \$9 ;
   wire [4:0] \$90 ;
-  reg [15:0] \$900 ;
-  reg [31:0] \$901 ;
-  reg [15:0] \$902 ;
-  reg [31:0] \$903 ;
-  reg [15:0] \$904 ;
-  reg [31:0] \$905 ;
-  reg [15:0] \$906 ;
-  reg [31:0] \$907 ;
+  reg [6:0] \$900 ;
+  reg [6:0] \$901 ;
+  reg [5:0] \$902 ;
+  reg [5:0] \$903 ;
+  reg \$904 ;
+  reg \$905 ;
+  reg [6:0] \$906 ;
+  reg [6:0] \$907 ;
   reg [15:0] \$908 ;
   reg [31:0] \$909 ;
   wire \$91 ;
@@ -10792,52 +10743,52 @@ module \ndp_device.control_unit.compute (rst, n_cols, split, fold_ready, sum_val
   reg [31:0] \$999 ;
   wire [6:0] \$signature__addr ;
   wire [6:0] \$signature__addr$480 ;
-  wire [6:0] \$signature__addr$484 ;
-  wire [6:0] \$signature__addr$523 ;
-  wire [6:0] \$signature__addr$527 ;
-  wire [6:0] \$signature__addr$530 ;
-  wire [6:0] \$signature__addr$565 ;
-  wire [6:0] \$signature__addr$569 ;
-  wire [6:0] \$signature__addr$572 ;
-  wire [6:0] \$signature__addr$607 ;
-  wire [6:0] \$signature__addr$611 ;
-  wire [6:0] \$signature__addr$614 ;
-  wire [6:0] \$signature__addr$684 ;
-  wire [6:0] \$signature__addr$686 ;
-  wire [6:0] \$signature__addr$687 ;
-  wire [6:0] \$signature__addr$688 ;
-  wire [6:0] \$signature__addr$695 ;
-  wire [6:0] \$signature__addr$697 ;
-  wire [6:0] \$signature__addr$698 ;
-  wire [6:0] \$signature__addr$699 ;
+  wire [7:0] \$signature__addr$486 ;
+  wire [6:0] \$signature__addr$525 ;
+  wire [6:0] \$signature__addr$529 ;
+  wire [7:0] \$signature__addr$532 ;
+  wire [6:0] \$signature__addr$567 ;
+  wire [6:0] \$signature__addr$571 ;
+  wire [7:0] \$signature__addr$574 ;
+  wire [6:0] \$signature__addr$609 ;
+  wire [6:0] \$signature__addr$613 ;
+  wire [7:0] \$signature__addr$616 ;
+  wire [7:0] \$signature__addr$687 ;
+  wire [7:0] \$signature__addr$689 ;
+  wire [7:0] \$signature__addr$690 ;
+  wire [7:0] \$signature__addr$691 ;
+  wire [7:0] \$signature__addr$698 ;
+  wire [7:0] \$signature__addr$700 ;
+  wire [7:0] \$signature__addr$701 ;
+  wire [7:0] \$signature__addr$702 ;
   wire [511:0] \$signature__data ;
-  wire [1023:0] \$signature__data$489 ;
-  wire [511:0] \$signature__data$524 ;
-  wire [1023:0] \$signature__data$532 ;
-  wire [511:0] \$signature__data$566 ;
-  wire [1023:0] \$signature__data$574 ;
-  wire [511:0] \$signature__data$608 ;
-  wire [1023:0] \$signature__data$616 ;
-  wire [511:0] \$signature__data$650 ;
-  wire [511:0] \$signature__data$653 ;
+  wire [1023:0] \$signature__data$491 ;
+  wire [511:0] \$signature__data$526 ;
+  wire [1023:0] \$signature__data$534 ;
+  wire [511:0] \$signature__data$568 ;
+  wire [1023:0] \$signature__data$576 ;
+  wire [511:0] \$signature__data$610 ;
+  wire [1023:0] \$signature__data$618 ;
+  wire [511:0] \$signature__data$652 ;
   wire [511:0] \$signature__data$655 ;
   wire [511:0] \$signature__data$657 ;
-  wire [1023:0] \$signature__data$691 ;
-  wire [1023:0] \$signature__data$692 ;
-  wire [1023:0] \$signature__data$693 ;
+  wire [511:0] \$signature__data$659 ;
   wire [1023:0] \$signature__data$694 ;
-  wire [1023:0] \$signature__data$702 ;
-  wire [1023:0] \$signature__data$703 ;
-  wire [1023:0] \$signature__data$704 ;
+  wire [1023:0] \$signature__data$695 ;
+  wire [1023:0] \$signature__data$696 ;
+  wire [1023:0] \$signature__data$697 ;
   wire [1023:0] \$signature__data$705 ;
+  wire [1023:0] \$signature__data$706 ;
+  wire [1023:0] \$signature__data$707 ;
+  wire [1023:0] \$signature__data$708 ;
   wire \$signature__en ;
-  wire \$signature__en$486 ;
-  wire \$signature__en$525 ;
-  wire \$signature__en$531 ;
-  wire \$signature__en$567 ;
-  wire \$signature__en$573 ;
-  wire \$signature__en$609 ;
-  wire \$signature__en$615 ;
+  wire \$signature__en$488 ;
+  wire \$signature__en$527 ;
+  wire \$signature__en$533 ;
+  wire \$signature__en$569 ;
+  wire \$signature__en$575 ;
+  wire \$signature__en$611 ;
+  wire \$signature__en$617 ;
   wire [6:0] a_addr;
   reg [1023:0] a_data;
   wire [1:0] a_row;
@@ -10857,28 +10808,24 @@ module \ndp_device.control_unit.compute (rst, n_cols, split, fold_ready, sum_val
   reg [6:0] \acc_addr_row1_d2$79  = 7'h00;
   input [1023:0] acc_data;
   wire [1023:0] acc_data;
-  (* init = 7'h00 *)
-  wire [6:0] acc_r__addr;
-  (* init = 7'h00 *)
-  wire [6:0] \acc_r__addr$529 ;
-  (* init = 7'h00 *)
-  wire [6:0] \acc_r__addr$571 ;
-  (* init = 7'h00 *)
-  wire [6:0] \acc_r__addr$613 ;
+  wire [7:0] acc_r__addr;
+  wire [7:0] \acc_r__addr$531 ;
+  wire [7:0] \acc_r__addr$573 ;
+  wire [7:0] \acc_r__addr$615 ;
   wire [1023:0] acc_r__data;
-  wire [1023:0] \acc_r__data$707 ;
-  wire [1023:0] \acc_r__data$708 ;
-  wire [1023:0] \acc_r__data$709 ;
+  wire [1023:0] \acc_r__data$710 ;
+  wire [1023:0] \acc_r__data$711 ;
+  wire [1023:0] \acc_r__data$712 ;
   input [1:0] acc_row;
   wire [1:0] acc_row;
-  wire [6:0] acc_s__addr;
-  wire [6:0] \acc_s__addr$528 ;
-  wire [6:0] \acc_s__addr$570 ;
-  wire [6:0] \acc_s__addr$612 ;
+  wire [7:0] acc_s__addr;
+  wire [7:0] \acc_s__addr$530 ;
+  wire [7:0] \acc_s__addr$572 ;
+  wire [7:0] \acc_s__addr$614 ;
   wire [1023:0] acc_s__data;
-  wire [1023:0] \acc_s__data$654 ;
   wire [1023:0] \acc_s__data$656 ;
   wire [1023:0] \acc_s__data$658 ;
+  wire [1023:0] \acc_s__data$660 ;
   input acc_we;
   wire acc_we;
   input [6:0] acc_word;
@@ -10896,10 +10843,12 @@ module \ndp_device.control_unit.compute (rst, n_cols, split, fold_ready, sum_val
   wire [6:0] b_addr;
   reg [1023:0] b_data;
   wire [1:0] b_row;
+  input bank;
+  wire bank;
   wire [6:0] bank_r__addr;
-  wire [6:0] \bank_r__addr$526 ;
-  wire [6:0] \bank_r__addr$568 ;
-  wire [6:0] \bank_r__addr$610 ;
+  wire [6:0] \bank_r__addr$528 ;
+  wire [6:0] \bank_r__addr$570 ;
+  wire [6:0] \bank_r__addr$612 ;
   wire [511:0] bank_r__data;
   wire [511:0] \bank_r__data$179 ;
   wire [511:0] \bank_r__data$277 ;
@@ -10916,6 +10865,9 @@ module \ndp_device.control_unit.compute (rst, n_cols, split, fold_ready, sum_val
   reg first_row1_d1 = 1'h0;
   reg \first_row1_d1$70  = 1'h0;
   reg first_row1_d2 = 1'h0;
+  input fold_bank;
+  wire fold_bank;
+  wire [19:0] fold_n_cols;
   wire [7:0] fold_n_words;
   wire [2:0] fold_pack_log2;
   output fold_ready;
@@ -10985,7 +10937,8 @@ module \ndp_device.control_unit.compute (rst, n_cols, split, fold_ready, sum_val
   reg \mac_row1_d2$77  = 1'h0;
   input [19:0] n_cols;
   wire [19:0] n_cols;
-  wire [19:0] \n_cols$659 ;
+  input [19:0] \n_cols$661 ;
+  wire [19:0] \n_cols$661 ;
   input [7:0] n_words;
   wire [7:0] n_words;
   wire [511:0] out_fp16;
@@ -11544,7 +11497,7 @@ module \ndp_device.control_unit.compute (rst, n_cols, split, fold_ready, sum_val
   reg [15:0] x_3_7 = 16'h0000;
   reg [15:0] x_3_8 = 16'h0000;
   reg [15:0] x_3_9 = 16'h0000;
-  reg [1023:0] acc_bank0 [127:0];
+  reg [1023:0] acc_bank0 [255:0];
   initial begin
     acc_bank0[0] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     acc_bank0[1] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
@@ -11674,20 +11627,148 @@ module \ndp_device.control_unit.compute (rst, n_cols, split, fold_ready, sum_val
     acc_bank0[125] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     acc_bank0[126] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     acc_bank0[127] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[128] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[129] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[130] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[131] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[132] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[133] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[134] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[135] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[136] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[137] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[138] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[139] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[140] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[141] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[142] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[143] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[144] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[145] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[146] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[147] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[148] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[149] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[150] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[151] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[152] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[153] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[154] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[155] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[156] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[157] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[158] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[159] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[160] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[161] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[162] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[163] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[164] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[165] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[166] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[167] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[168] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[169] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[170] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[171] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[172] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[173] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[174] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[175] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[176] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[177] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[178] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[179] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[180] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[181] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[182] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[183] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[184] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[185] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[186] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[187] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[188] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[189] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[190] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[191] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[192] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[193] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[194] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[195] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[196] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[197] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[198] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[199] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[200] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[201] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[202] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[203] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[204] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[205] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[206] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[207] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[208] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[209] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[210] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[211] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[212] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[213] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[214] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[215] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[216] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[217] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[218] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[219] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[220] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[221] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[222] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[223] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[224] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[225] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[226] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[227] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[228] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[229] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[230] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[231] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[232] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[233] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[234] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[235] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[236] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[237] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[238] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[239] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[240] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[241] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[242] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[243] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[244] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[245] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[246] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[247] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[248] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[249] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[250] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[251] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[252] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[253] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[254] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank0[255] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   end
   always @(posedge clk) begin
-    if (\$signature__en$486 )
-      acc_bank0[\$signature__addr$484 ] <= \$signature__data$489 ;
+    if (\$signature__en$488 )
+      acc_bank0[\$399 [7:0]] <= \$signature__data$491 ;
   end
   reg [1023:0] _0_;
   always @(posedge clk) begin
-    _0_ <= acc_bank0[rd_addr];
+    _0_ <= acc_bank0[\$392 [7:0]];
   end
   assign acc_s__data = _0_;
-  assign \$signature__data$702  = acc_bank0[\$signature__addr$695 ];
-  assign \$signature__data$691  = acc_bank0[req_word];
-  assign acc_r__data = acc_bank0[acc_addr_d2];
-  reg [1023:0] acc_bank1 [127:0];
+  assign \$signature__data$705  = acc_bank0[\$451 [7:0]];
+  assign \$signature__data$694  = acc_bank0[\$443 [7:0]];
+  assign acc_r__data = acc_bank0[\$394 [7:0]];
+  reg [1023:0] acc_bank1 [255:0];
   initial begin
     acc_bank1[0] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     acc_bank1[1] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
@@ -11817,20 +11898,148 @@ module \ndp_device.control_unit.compute (rst, n_cols, split, fold_ready, sum_val
     acc_bank1[125] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     acc_bank1[126] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     acc_bank1[127] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[128] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[129] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[130] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[131] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[132] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[133] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[134] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[135] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[136] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[137] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[138] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[139] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[140] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[141] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[142] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[143] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[144] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[145] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[146] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[147] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[148] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[149] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[150] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[151] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[152] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[153] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[154] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[155] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[156] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[157] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[158] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[159] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[160] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[161] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[162] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[163] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[164] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[165] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[166] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[167] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[168] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[169] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[170] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[171] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[172] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[173] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[174] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[175] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[176] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[177] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[178] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[179] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[180] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[181] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[182] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[183] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[184] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[185] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[186] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[187] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[188] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[189] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[190] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[191] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[192] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[193] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[194] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[195] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[196] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[197] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[198] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[199] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[200] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[201] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[202] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[203] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[204] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[205] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[206] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[207] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[208] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[209] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[210] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[211] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[212] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[213] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[214] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[215] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[216] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[217] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[218] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[219] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[220] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[221] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[222] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[223] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[224] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[225] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[226] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[227] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[228] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[229] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[230] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[231] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[232] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[233] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[234] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[235] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[236] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[237] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[238] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[239] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[240] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[241] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[242] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[243] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[244] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[245] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[246] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[247] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[248] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[249] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[250] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[251] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[252] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[253] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[254] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank1[255] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   end
   always @(posedge clk) begin
-    if (\$signature__en$531 )
-      acc_bank1[\$signature__addr$530 ] <= \$signature__data$532 ;
+    if (\$signature__en$533 )
+      acc_bank1[\$415 [7:0]] <= \$signature__data$534 ;
   end
   reg [1023:0] _1_;
   always @(posedge clk) begin
-    _1_ <= acc_bank1[rd_addr];
+    _1_ <= acc_bank1[\$408 [7:0]];
   end
-  assign \acc_s__data$654  = _1_;
-  assign \$signature__data$703  = acc_bank1[\$signature__addr$695 ];
-  assign \$signature__data$692  = acc_bank1[req_word];
-  assign \acc_r__data$707  = acc_bank1[acc_addr_row1_d2];
-  reg [1023:0] acc_bank2 [127:0];
+  assign \acc_s__data$656  = _1_;
+  assign \$signature__data$706  = acc_bank1[\$453 [7:0]];
+  assign \$signature__data$695  = acc_bank1[\$445 [7:0]];
+  assign \acc_r__data$710  = acc_bank1[\$410 [7:0]];
+  reg [1023:0] acc_bank2 [255:0];
   initial begin
     acc_bank2[0] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     acc_bank2[1] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
@@ -11960,20 +12169,148 @@ module \ndp_device.control_unit.compute (rst, n_cols, split, fold_ready, sum_val
     acc_bank2[125] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     acc_bank2[126] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     acc_bank2[127] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[128] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[129] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[130] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[131] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[132] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[133] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[134] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[135] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[136] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[137] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[138] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[139] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[140] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[141] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[142] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[143] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[144] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[145] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[146] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[147] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[148] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[149] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[150] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[151] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[152] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[153] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[154] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[155] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[156] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[157] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[158] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[159] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[160] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[161] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[162] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[163] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[164] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[165] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[166] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[167] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[168] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[169] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[170] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[171] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[172] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[173] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[174] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[175] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[176] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[177] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[178] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[179] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[180] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[181] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[182] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[183] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[184] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[185] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[186] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[187] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[188] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[189] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[190] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[191] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[192] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[193] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[194] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[195] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[196] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[197] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[198] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[199] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[200] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[201] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[202] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[203] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[204] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[205] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[206] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[207] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[208] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[209] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[210] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[211] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[212] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[213] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[214] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[215] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[216] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[217] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[218] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[219] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[220] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[221] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[222] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[223] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[224] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[225] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[226] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[227] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[228] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[229] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[230] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[231] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[232] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[233] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[234] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[235] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[236] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[237] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[238] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[239] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[240] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[241] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[242] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[243] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[244] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[245] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[246] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[247] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[248] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[249] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[250] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[251] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[252] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[253] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[254] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank2[255] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   end
   always @(posedge clk) begin
-    if (\$signature__en$573 )
-      acc_bank2[\$signature__addr$572 ] <= \$signature__data$574 ;
+    if (\$signature__en$575 )
+      acc_bank2[\$427 [7:0]] <= \$signature__data$576 ;
   end
   reg [1023:0] _2_;
   always @(posedge clk) begin
-    _2_ <= acc_bank2[rd_addr];
+    _2_ <= acc_bank2[\$420 [7:0]];
   end
-  assign \acc_s__data$656  = _2_;
-  assign \$signature__data$704  = acc_bank2[\$signature__addr$695 ];
-  assign \$signature__data$693  = acc_bank2[req_word];
-  assign \acc_r__data$708  = acc_bank2[acc_addr_d2];
-  reg [1023:0] acc_bank3 [127:0];
+  assign \acc_s__data$658  = _2_;
+  assign \$signature__data$707  = acc_bank2[\$455 [7:0]];
+  assign \$signature__data$696  = acc_bank2[\$447 [7:0]];
+  assign \acc_r__data$711  = acc_bank2[\$422 [7:0]];
+  reg [1023:0] acc_bank3 [255:0];
   initial begin
     acc_bank3[0] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     acc_bank3[1] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
@@ -12103,19 +12440,147 @@ module \ndp_device.control_unit.compute (rst, n_cols, split, fold_ready, sum_val
     acc_bank3[125] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     acc_bank3[126] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     acc_bank3[127] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[128] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[129] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[130] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[131] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[132] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[133] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[134] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[135] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[136] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[137] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[138] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[139] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[140] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[141] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[142] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[143] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[144] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[145] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[146] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[147] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[148] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[149] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[150] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[151] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[152] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[153] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[154] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[155] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[156] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[157] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[158] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[159] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[160] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[161] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[162] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[163] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[164] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[165] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[166] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[167] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[168] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[169] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[170] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[171] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[172] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[173] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[174] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[175] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[176] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[177] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[178] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[179] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[180] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[181] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[182] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[183] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[184] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[185] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[186] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[187] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[188] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[189] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[190] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[191] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[192] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[193] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[194] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[195] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[196] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[197] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[198] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[199] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[200] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[201] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[202] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[203] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[204] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[205] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[206] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[207] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[208] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[209] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[210] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[211] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[212] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[213] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[214] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[215] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[216] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[217] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[218] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[219] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[220] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[221] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[222] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[223] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[224] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[225] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[226] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[227] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[228] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[229] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[230] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[231] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[232] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[233] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[234] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[235] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[236] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[237] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[238] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[239] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[240] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[241] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[242] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[243] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[244] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[245] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[246] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[247] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[248] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[249] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[250] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[251] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[252] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[253] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[254] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_bank3[255] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   end
   always @(posedge clk) begin
-    if (\$signature__en$615 )
-      acc_bank3[\$signature__addr$614 ] <= \$signature__data$616 ;
+    if (\$signature__en$617 )
+      acc_bank3[\$439 [7:0]] <= \$signature__data$618 ;
   end
   reg [1023:0] _3_;
   always @(posedge clk) begin
-    _3_ <= acc_bank3[rd_addr];
+    _3_ <= acc_bank3[\$432 [7:0]];
   end
-  assign \acc_s__data$658  = _3_;
-  assign \$signature__data$705  = acc_bank3[\$signature__addr$695 ];
-  assign \$signature__data$694  = acc_bank3[req_word];
-  assign \acc_r__data$709  = acc_bank3[acc_addr_d2];
+  assign \acc_s__data$660  = _3_;
+  assign \$signature__data$708  = acc_bank3[\$457 [7:0]];
+  assign \$signature__data$697  = acc_bank3[\$449 [7:0]];
+  assign \acc_r__data$712  = acc_bank3[\$434 [7:0]];
   reg [511:0] in_bank0 [127:0];
   initial begin
     in_bank0[0] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
@@ -12255,7 +12720,7 @@ module \ndp_device.control_unit.compute (rst, n_cols, split, fold_ready, sum_val
   always @(posedge clk) begin
     _4_ <= in_bank0[rd_addr];
   end
-  assign \$signature__data$650  = _4_;
+  assign \$signature__data$652  = _4_;
   assign bank_r__data = in_bank0[k_base[11:5]];
   reg [511:0] in_bank1 [127:0];
   initial begin
@@ -12389,15 +12854,15 @@ module \ndp_device.control_unit.compute (rst, n_cols, split, fold_ready, sum_val
     in_bank1[127] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   end
   always @(posedge clk) begin
-    if (\$signature__en$525 )
+    if (\$signature__en$527 )
       in_bank1[in_word] <= in_data;
   end
   reg [511:0] _5_;
   always @(posedge clk) begin
     _5_ <= in_bank1[rd_addr];
   end
-  assign \$signature__data$653  = _5_;
-  assign \bank_r__data$179  = in_bank1[\$397 [11:5]];
+  assign \$signature__data$655  = _5_;
+  assign \bank_r__data$179  = in_bank1[\$406 [11:5]];
   reg [511:0] in_bank2 [127:0];
   initial begin
     in_bank2[0] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
@@ -12530,14 +12995,14 @@ module \ndp_device.control_unit.compute (rst, n_cols, split, fold_ready, sum_val
     in_bank2[127] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   end
   always @(posedge clk) begin
-    if (\$signature__en$567 )
+    if (\$signature__en$569 )
       in_bank2[in_word] <= in_data;
   end
   reg [511:0] _6_;
   always @(posedge clk) begin
     _6_ <= in_bank2[rd_addr];
   end
-  assign \$signature__data$655  = _6_;
+  assign \$signature__data$657  = _6_;
   assign \bank_r__data$277  = in_bank2[k_base[11:5]];
   reg [511:0] in_bank3 [127:0];
   initial begin
@@ -12671,174 +13136,174 @@ module \ndp_device.control_unit.compute (rst, n_cols, split, fold_ready, sum_val
     in_bank3[127] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   end
   always @(posedge clk) begin
-    if (\$signature__en$609 )
+    if (\$signature__en$611 )
       in_bank3[in_word] <= in_data;
   end
   reg [511:0] _7_;
   always @(posedge clk) begin
     _7_ <= in_bank3[rd_addr];
   end
-  assign \$signature__data$657  = _7_;
+  assign \$signature__data$659  = _7_;
   assign \bank_r__data$374  = in_bank3[k_base[11:5]];
   assign \$1  = n_cols > 6'h20;
-  assign \$1114  = 1'h0 / n_cols[5:0];
-  assign \$1116  = | n_cols[5:0];
-  assign \$2  = \$1116  ? \$1114  : 6'h00;
+  assign \$1166  = 1'h0 / n_cols[5:0];
+  assign \$1168  = | n_cols[5:0];
+  assign \$2  = \$1168  ? \$1166  : 6'h00;
   assign \$3  = \$1  ? 5'h00 : \$2 [4:0];
   assign \$4  = n_cols > 6'h20;
-  assign \$1121  = 1'h1 / n_cols[5:0];
-  assign \$1123  = | n_cols[5:0];
-  assign \$5  = \$1123  ? \$1121  : 6'h00;
+  assign \$1173  = 1'h1 / n_cols[5:0];
+  assign \$1175  = | n_cols[5:0];
+  assign \$5  = \$1175  ? \$1173  : 6'h00;
   assign \$6  = \$4  ? 5'h00 : \$5 [4:0];
   assign \$7  = n_cols > 6'h20;
-  assign \$1128  = 2'h2 / n_cols[5:0];
-  assign \$1130  = | n_cols[5:0];
-  assign \$8  = \$1130  ? \$1128  : 6'h00;
+  assign \$1180  = 2'h2 / n_cols[5:0];
+  assign \$1182  = | n_cols[5:0];
+  assign \$8  = \$1182  ? \$1180  : 6'h00;
   assign \$9  = \$7  ? 5'h00 : \$8 [4:0];
   assign \$10  = n_cols > 6'h20;
-  assign \$1135  = 2'h3 / n_cols[5:0];
-  assign \$1137  = | n_cols[5:0];
-  assign \$11  = \$1137  ? \$1135  : 6'h00;
+  assign \$1187  = 2'h3 / n_cols[5:0];
+  assign \$1189  = | n_cols[5:0];
+  assign \$11  = \$1189  ? \$1187  : 6'h00;
   assign \$12  = \$10  ? 5'h00 : \$11 [4:0];
   assign \$13  = n_cols > 6'h20;
-  assign \$1142  = 3'h4 / n_cols[5:0];
-  assign \$1144  = | n_cols[5:0];
-  assign \$14  = \$1144  ? \$1142  : 6'h00;
+  assign \$1194  = 3'h4 / n_cols[5:0];
+  assign \$1196  = | n_cols[5:0];
+  assign \$14  = \$1196  ? \$1194  : 6'h00;
   assign \$15  = \$13  ? 5'h00 : \$14 [4:0];
   assign \$16  = n_cols > 6'h20;
-  assign \$1149  = 3'h5 / n_cols[5:0];
-  assign \$1151  = | n_cols[5:0];
-  assign \$17  = \$1151  ? \$1149  : 6'h00;
+  assign \$1201  = 3'h5 / n_cols[5:0];
+  assign \$1203  = | n_cols[5:0];
+  assign \$17  = \$1203  ? \$1201  : 6'h00;
   assign \$18  = \$16  ? 5'h00 : \$17 [4:0];
   assign \$19  = n_cols > 6'h20;
-  assign \$1156  = 3'h6 / n_cols[5:0];
-  assign \$1158  = | n_cols[5:0];
-  assign \$20  = \$1158  ? \$1156  : 6'h00;
+  assign \$1208  = 3'h6 / n_cols[5:0];
+  assign \$1210  = | n_cols[5:0];
+  assign \$20  = \$1210  ? \$1208  : 6'h00;
   assign \$21  = \$19  ? 5'h00 : \$20 [4:0];
   assign \$22  = n_cols > 6'h20;
-  assign \$1163  = 3'h7 / n_cols[5:0];
-  assign \$1165  = | n_cols[5:0];
-  assign \$23  = \$1165  ? \$1163  : 6'h00;
+  assign \$1215  = 3'h7 / n_cols[5:0];
+  assign \$1217  = | n_cols[5:0];
+  assign \$23  = \$1217  ? \$1215  : 6'h00;
   assign \$24  = \$22  ? 5'h00 : \$23 [4:0];
   assign \$25  = n_cols > 6'h20;
-  assign \$1170  = 4'h8 / n_cols[5:0];
-  assign \$1172  = | n_cols[5:0];
-  assign \$26  = \$1172  ? \$1170  : 6'h00;
+  assign \$1222  = 4'h8 / n_cols[5:0];
+  assign \$1224  = | n_cols[5:0];
+  assign \$26  = \$1224  ? \$1222  : 6'h00;
   assign \$27  = \$25  ? 5'h00 : \$26 [4:0];
   assign \$28  = n_cols > 6'h20;
-  assign \$1177  = 4'h9 / n_cols[5:0];
-  assign \$1179  = | n_cols[5:0];
-  assign \$29  = \$1179  ? \$1177  : 6'h00;
+  assign \$1229  = 4'h9 / n_cols[5:0];
+  assign \$1231  = | n_cols[5:0];
+  assign \$29  = \$1231  ? \$1229  : 6'h00;
   assign \$30  = \$28  ? 5'h00 : \$29 [4:0];
   assign \$31  = n_cols > 6'h20;
-  assign \$1184  = 4'ha / n_cols[5:0];
-  assign \$1186  = | n_cols[5:0];
-  assign \$32  = \$1186  ? \$1184  : 6'h00;
+  assign \$1236  = 4'ha / n_cols[5:0];
+  assign \$1238  = | n_cols[5:0];
+  assign \$32  = \$1238  ? \$1236  : 6'h00;
   assign \$33  = \$31  ? 5'h00 : \$32 [4:0];
   assign \$34  = n_cols > 6'h20;
-  assign \$1191  = 4'hb / n_cols[5:0];
-  assign \$1193  = | n_cols[5:0];
-  assign \$35  = \$1193  ? \$1191  : 6'h00;
+  assign \$1243  = 4'hb / n_cols[5:0];
+  assign \$1245  = | n_cols[5:0];
+  assign \$35  = \$1245  ? \$1243  : 6'h00;
   assign \$36  = \$34  ? 5'h00 : \$35 [4:0];
   assign \$37  = n_cols > 6'h20;
-  assign \$1198  = 4'hc / n_cols[5:0];
-  assign \$1200  = | n_cols[5:0];
-  assign \$38  = \$1200  ? \$1198  : 6'h00;
+  assign \$1250  = 4'hc / n_cols[5:0];
+  assign \$1252  = | n_cols[5:0];
+  assign \$38  = \$1252  ? \$1250  : 6'h00;
   assign \$39  = \$37  ? 5'h00 : \$38 [4:0];
   assign \$40  = n_cols > 6'h20;
-  assign \$1205  = 4'hd / n_cols[5:0];
-  assign \$1207  = | n_cols[5:0];
-  assign \$41  = \$1207  ? \$1205  : 6'h00;
+  assign \$1257  = 4'hd / n_cols[5:0];
+  assign \$1259  = | n_cols[5:0];
+  assign \$41  = \$1259  ? \$1257  : 6'h00;
   assign \$42  = \$40  ? 5'h00 : \$41 [4:0];
   assign \$43  = n_cols > 6'h20;
-  assign \$1212  = 4'he / n_cols[5:0];
-  assign \$1214  = | n_cols[5:0];
-  assign \$44  = \$1214  ? \$1212  : 6'h00;
+  assign \$1264  = 4'he / n_cols[5:0];
+  assign \$1266  = | n_cols[5:0];
+  assign \$44  = \$1266  ? \$1264  : 6'h00;
   assign \$45  = \$43  ? 5'h00 : \$44 [4:0];
   assign \$46  = n_cols > 6'h20;
-  assign \$1219  = 4'hf / n_cols[5:0];
-  assign \$1221  = | n_cols[5:0];
-  assign \$47  = \$1221  ? \$1219  : 6'h00;
+  assign \$1271  = 4'hf / n_cols[5:0];
+  assign \$1273  = | n_cols[5:0];
+  assign \$47  = \$1273  ? \$1271  : 6'h00;
   assign \$48  = \$46  ? 5'h00 : \$47 [4:0];
   assign \$49  = n_cols > 6'h20;
-  assign \$1226  = 5'h10 / n_cols[5:0];
-  assign \$1228  = | n_cols[5:0];
-  assign \$50  = \$1228  ? \$1226  : 6'h00;
+  assign \$1278  = 5'h10 / n_cols[5:0];
+  assign \$1280  = | n_cols[5:0];
+  assign \$50  = \$1280  ? \$1278  : 6'h00;
   assign \$51  = \$49  ? 5'h00 : \$50 [4:0];
   assign \$52  = n_cols > 6'h20;
-  assign \$1233  = 5'h11 / n_cols[5:0];
-  assign \$1235  = | n_cols[5:0];
-  assign \$53  = \$1235  ? \$1233  : 6'h00;
+  assign \$1285  = 5'h11 / n_cols[5:0];
+  assign \$1287  = | n_cols[5:0];
+  assign \$53  = \$1287  ? \$1285  : 6'h00;
   assign \$54  = \$52  ? 5'h00 : \$53 [4:0];
   assign \$55  = n_cols > 6'h20;
-  assign \$1240  = 5'h12 / n_cols[5:0];
-  assign \$1242  = | n_cols[5:0];
-  assign \$56  = \$1242  ? \$1240  : 6'h00;
+  assign \$1292  = 5'h12 / n_cols[5:0];
+  assign \$1294  = | n_cols[5:0];
+  assign \$56  = \$1294  ? \$1292  : 6'h00;
   assign \$57  = \$55  ? 5'h00 : \$56 [4:0];
   assign \$58  = n_cols > 6'h20;
-  assign \$1247  = 5'h13 / n_cols[5:0];
-  assign \$1249  = | n_cols[5:0];
-  assign \$59  = \$1249  ? \$1247  : 6'h00;
+  assign \$1299  = 5'h13 / n_cols[5:0];
+  assign \$1301  = | n_cols[5:0];
+  assign \$59  = \$1301  ? \$1299  : 6'h00;
   assign \$60  = \$58  ? 5'h00 : \$59 [4:0];
   assign \$61  = n_cols > 6'h20;
-  assign \$1254  = 5'h14 / n_cols[5:0];
-  assign \$1256  = | n_cols[5:0];
-  assign \$62  = \$1256  ? \$1254  : 6'h00;
+  assign \$1306  = 5'h14 / n_cols[5:0];
+  assign \$1308  = | n_cols[5:0];
+  assign \$62  = \$1308  ? \$1306  : 6'h00;
   assign \$63  = \$61  ? 5'h00 : \$62 [4:0];
   assign \$64  = n_cols > 6'h20;
-  assign \$1261  = 5'h15 / n_cols[5:0];
-  assign \$1263  = | n_cols[5:0];
-  assign \$65  = \$1263  ? \$1261  : 6'h00;
+  assign \$1313  = 5'h15 / n_cols[5:0];
+  assign \$1315  = | n_cols[5:0];
+  assign \$65  = \$1315  ? \$1313  : 6'h00;
   assign \$66  = \$64  ? 5'h00 : \$65 [4:0];
   assign \$67  = n_cols > 6'h20;
-  assign \$1268  = 5'h16 / n_cols[5:0];
-  assign \$1270  = | n_cols[5:0];
-  assign \$68  = \$1270  ? \$1268  : 6'h00;
+  assign \$1320  = 5'h16 / n_cols[5:0];
+  assign \$1322  = | n_cols[5:0];
+  assign \$68  = \$1322  ? \$1320  : 6'h00;
   assign \$69  = \$67  ? 5'h00 : \$68 [4:0];
   assign \$70  = n_cols > 6'h20;
-  assign \$1275  = 5'h17 / n_cols[5:0];
-  assign \$1277  = | n_cols[5:0];
-  assign \$71  = \$1277  ? \$1275  : 6'h00;
+  assign \$1327  = 5'h17 / n_cols[5:0];
+  assign \$1329  = | n_cols[5:0];
+  assign \$71  = \$1329  ? \$1327  : 6'h00;
   assign \$72  = \$70  ? 5'h00 : \$71 [4:0];
   assign \$73  = n_cols > 6'h20;
-  assign \$1282  = 5'h18 / n_cols[5:0];
-  assign \$1284  = | n_cols[5:0];
-  assign \$74  = \$1284  ? \$1282  : 6'h00;
+  assign \$1334  = 5'h18 / n_cols[5:0];
+  assign \$1336  = | n_cols[5:0];
+  assign \$74  = \$1336  ? \$1334  : 6'h00;
   assign \$75  = \$73  ? 5'h00 : \$74 [4:0];
   assign \$76  = n_cols > 6'h20;
-  assign \$1289  = 5'h19 / n_cols[5:0];
-  assign \$1291  = | n_cols[5:0];
-  assign \$77  = \$1291  ? \$1289  : 6'h00;
+  assign \$1341  = 5'h19 / n_cols[5:0];
+  assign \$1343  = | n_cols[5:0];
+  assign \$77  = \$1343  ? \$1341  : 6'h00;
   assign \$78  = \$76  ? 5'h00 : \$77 [4:0];
   assign \$79  = n_cols > 6'h20;
-  assign \$1296  = 5'h1a / n_cols[5:0];
-  assign \$1298  = | n_cols[5:0];
-  assign \$80  = \$1298  ? \$1296  : 6'h00;
+  assign \$1348  = 5'h1a / n_cols[5:0];
+  assign \$1350  = | n_cols[5:0];
+  assign \$80  = \$1350  ? \$1348  : 6'h00;
   assign \$81  = \$79  ? 5'h00 : \$80 [4:0];
   assign \$82  = n_cols > 6'h20;
-  assign \$1303  = 5'h1b / n_cols[5:0];
-  assign \$1305  = | n_cols[5:0];
-  assign \$83  = \$1305  ? \$1303  : 6'h00;
+  assign \$1355  = 5'h1b / n_cols[5:0];
+  assign \$1357  = | n_cols[5:0];
+  assign \$83  = \$1357  ? \$1355  : 6'h00;
   assign \$84  = \$82  ? 5'h00 : \$83 [4:0];
   assign \$85  = n_cols > 6'h20;
-  assign \$1310  = 5'h1c / n_cols[5:0];
-  assign \$1312  = | n_cols[5:0];
-  assign \$86  = \$1312  ? \$1310  : 6'h00;
+  assign \$1362  = 5'h1c / n_cols[5:0];
+  assign \$1364  = | n_cols[5:0];
+  assign \$86  = \$1364  ? \$1362  : 6'h00;
   assign \$87  = \$85  ? 5'h00 : \$86 [4:0];
   assign \$88  = n_cols > 6'h20;
-  assign \$1317  = 5'h1d / n_cols[5:0];
-  assign \$1319  = | n_cols[5:0];
-  assign \$89  = \$1319  ? \$1317  : 6'h00;
+  assign \$1369  = 5'h1d / n_cols[5:0];
+  assign \$1371  = | n_cols[5:0];
+  assign \$89  = \$1371  ? \$1369  : 6'h00;
   assign \$90  = \$88  ? 5'h00 : \$89 [4:0];
   assign \$91  = n_cols > 6'h20;
-  assign \$1324  = 5'h1e / n_cols[5:0];
-  assign \$1326  = | n_cols[5:0];
-  assign \$92  = \$1326  ? \$1324  : 6'h00;
+  assign \$1376  = 5'h1e / n_cols[5:0];
+  assign \$1378  = | n_cols[5:0];
+  assign \$92  = \$1378  ? \$1376  : 6'h00;
   assign \$93  = \$91  ? 5'h00 : \$92 [4:0];
   assign \$94  = n_cols > 6'h20;
-  assign \$1331  = 5'h1f / n_cols[5:0];
-  assign \$1333  = | n_cols[5:0];
-  assign \$95  = \$1333  ? \$1331  : 6'h00;
+  assign \$1383  = 5'h1f / n_cols[5:0];
+  assign \$1385  = | n_cols[5:0];
+  assign \$95  = \$1385  ? \$1383  : 6'h00;
   assign \$96  = \$94  ? 5'h00 : \$95 [4:0];
   assign \$97  = split ? mac1 : mac;
   assign \$98  = split ? first1 : first;
@@ -12846,2375 +13311,2423 @@ module \ndp_device.control_unit.compute (rst, n_cols, split, fold_ready, sum_val
   assign \$100  = split ? active1 : active;
   assign \$101  = split ? w_data1 : w_data;
   assign \$102  = k_base[4:0] + lane_row0;
-  assign \$1343  = \$102 [4:0] * 5'h10;
-  assign \$103  = bank_r__data >> \$1343 ;
+  assign \$1395  = \$102 [4:0] * 5'h10;
+  assign \$103  = bank_r__data >> \$1395 ;
   assign \$104  = k_base[4:0] + lane_row1;
-  assign \$1347  = \$104 [4:0] * 5'h10;
-  assign \$105  = bank_r__data >> \$1347 ;
+  assign \$1399  = \$104 [4:0] * 5'h10;
+  assign \$105  = bank_r__data >> \$1399 ;
   assign \$106  = k_base[4:0] + lane_row2;
-  assign \$1351  = \$106 [4:0] * 5'h10;
-  assign \$107  = bank_r__data >> \$1351 ;
+  assign \$1403  = \$106 [4:0] * 5'h10;
+  assign \$107  = bank_r__data >> \$1403 ;
   assign \$108  = k_base[4:0] + lane_row3;
-  assign \$1355  = \$108 [4:0] * 5'h10;
-  assign \$109  = bank_r__data >> \$1355 ;
+  assign \$1407  = \$108 [4:0] * 5'h10;
+  assign \$109  = bank_r__data >> \$1407 ;
   assign \$110  = k_base[4:0] + lane_row4;
-  assign \$1359  = \$110 [4:0] * 5'h10;
-  assign \$111  = bank_r__data >> \$1359 ;
+  assign \$1411  = \$110 [4:0] * 5'h10;
+  assign \$111  = bank_r__data >> \$1411 ;
   assign \$112  = k_base[4:0] + lane_row5;
-  assign \$1363  = \$112 [4:0] * 5'h10;
-  assign \$113  = bank_r__data >> \$1363 ;
+  assign \$1415  = \$112 [4:0] * 5'h10;
+  assign \$113  = bank_r__data >> \$1415 ;
   assign \$114  = k_base[4:0] + lane_row6;
-  assign \$1367  = \$114 [4:0] * 5'h10;
-  assign \$115  = bank_r__data >> \$1367 ;
+  assign \$1419  = \$114 [4:0] * 5'h10;
+  assign \$115  = bank_r__data >> \$1419 ;
   assign \$116  = k_base[4:0] + lane_row7;
-  assign \$1371  = \$116 [4:0] * 5'h10;
-  assign \$117  = bank_r__data >> \$1371 ;
+  assign \$1423  = \$116 [4:0] * 5'h10;
+  assign \$117  = bank_r__data >> \$1423 ;
   assign \$118  = k_base[4:0] + lane_row8;
-  assign \$1375  = \$118 [4:0] * 5'h10;
-  assign \$119  = bank_r__data >> \$1375 ;
+  assign \$1427  = \$118 [4:0] * 5'h10;
+  assign \$119  = bank_r__data >> \$1427 ;
   assign \$120  = k_base[4:0] + lane_row9;
-  assign \$1379  = \$120 [4:0] * 5'h10;
-  assign \$121  = bank_r__data >> \$1379 ;
+  assign \$1431  = \$120 [4:0] * 5'h10;
+  assign \$121  = bank_r__data >> \$1431 ;
   assign \$122  = k_base[4:0] + lane_row10;
-  assign \$1383  = \$122 [4:0] * 5'h10;
-  assign \$123  = bank_r__data >> \$1383 ;
+  assign \$1435  = \$122 [4:0] * 5'h10;
+  assign \$123  = bank_r__data >> \$1435 ;
   assign \$124  = k_base[4:0] + lane_row11;
-  assign \$1387  = \$124 [4:0] * 5'h10;
-  assign \$125  = bank_r__data >> \$1387 ;
+  assign \$1439  = \$124 [4:0] * 5'h10;
+  assign \$125  = bank_r__data >> \$1439 ;
   assign \$126  = k_base[4:0] + lane_row12;
-  assign \$1391  = \$126 [4:0] * 5'h10;
-  assign \$127  = bank_r__data >> \$1391 ;
+  assign \$1443  = \$126 [4:0] * 5'h10;
+  assign \$127  = bank_r__data >> \$1443 ;
   assign \$128  = k_base[4:0] + lane_row13;
-  assign \$1395  = \$128 [4:0] * 5'h10;
-  assign \$129  = bank_r__data >> \$1395 ;
+  assign \$1447  = \$128 [4:0] * 5'h10;
+  assign \$129  = bank_r__data >> \$1447 ;
   assign \$130  = k_base[4:0] + lane_row14;
-  assign \$1399  = \$130 [4:0] * 5'h10;
-  assign \$131  = bank_r__data >> \$1399 ;
+  assign \$1451  = \$130 [4:0] * 5'h10;
+  assign \$131  = bank_r__data >> \$1451 ;
   assign \$132  = k_base[4:0] + lane_row15;
-  assign \$1403  = \$132 [4:0] * 5'h10;
-  assign \$133  = bank_r__data >> \$1403 ;
+  assign \$1455  = \$132 [4:0] * 5'h10;
+  assign \$133  = bank_r__data >> \$1455 ;
   assign \$134  = k_base[4:0] + lane_row16;
-  assign \$1407  = \$134 [4:0] * 5'h10;
-  assign \$135  = bank_r__data >> \$1407 ;
+  assign \$1459  = \$134 [4:0] * 5'h10;
+  assign \$135  = bank_r__data >> \$1459 ;
   assign \$136  = k_base[4:0] + lane_row17;
-  assign \$1411  = \$136 [4:0] * 5'h10;
-  assign \$137  = bank_r__data >> \$1411 ;
+  assign \$1463  = \$136 [4:0] * 5'h10;
+  assign \$137  = bank_r__data >> \$1463 ;
   assign \$138  = k_base[4:0] + lane_row18;
-  assign \$1415  = \$138 [4:0] * 5'h10;
-  assign \$139  = bank_r__data >> \$1415 ;
+  assign \$1467  = \$138 [4:0] * 5'h10;
+  assign \$139  = bank_r__data >> \$1467 ;
   assign \$140  = k_base[4:0] + lane_row19;
-  assign \$1419  = \$140 [4:0] * 5'h10;
-  assign \$141  = bank_r__data >> \$1419 ;
+  assign \$1471  = \$140 [4:0] * 5'h10;
+  assign \$141  = bank_r__data >> \$1471 ;
   assign \$142  = k_base[4:0] + lane_row20;
-  assign \$1423  = \$142 [4:0] * 5'h10;
-  assign \$143  = bank_r__data >> \$1423 ;
+  assign \$1475  = \$142 [4:0] * 5'h10;
+  assign \$143  = bank_r__data >> \$1475 ;
   assign \$144  = k_base[4:0] + lane_row21;
-  assign \$1427  = \$144 [4:0] * 5'h10;
-  assign \$145  = bank_r__data >> \$1427 ;
+  assign \$1479  = \$144 [4:0] * 5'h10;
+  assign \$145  = bank_r__data >> \$1479 ;
   assign \$146  = k_base[4:0] + lane_row22;
-  assign \$1431  = \$146 [4:0] * 5'h10;
-  assign \$147  = bank_r__data >> \$1431 ;
+  assign \$1483  = \$146 [4:0] * 5'h10;
+  assign \$147  = bank_r__data >> \$1483 ;
   assign \$148  = k_base[4:0] + lane_row23;
-  assign \$1435  = \$148 [4:0] * 5'h10;
-  assign \$149  = bank_r__data >> \$1435 ;
+  assign \$1487  = \$148 [4:0] * 5'h10;
+  assign \$149  = bank_r__data >> \$1487 ;
   assign \$150  = k_base[4:0] + lane_row24;
-  assign \$1439  = \$150 [4:0] * 5'h10;
-  assign \$151  = bank_r__data >> \$1439 ;
+  assign \$1491  = \$150 [4:0] * 5'h10;
+  assign \$151  = bank_r__data >> \$1491 ;
   assign \$152  = k_base[4:0] + lane_row25;
-  assign \$1443  = \$152 [4:0] * 5'h10;
-  assign \$153  = bank_r__data >> \$1443 ;
+  assign \$1495  = \$152 [4:0] * 5'h10;
+  assign \$153  = bank_r__data >> \$1495 ;
   assign \$154  = k_base[4:0] + lane_row26;
-  assign \$1447  = \$154 [4:0] * 5'h10;
-  assign \$155  = bank_r__data >> \$1447 ;
+  assign \$1499  = \$154 [4:0] * 5'h10;
+  assign \$155  = bank_r__data >> \$1499 ;
   assign \$156  = k_base[4:0] + lane_row27;
-  assign \$1451  = \$156 [4:0] * 5'h10;
-  assign \$157  = bank_r__data >> \$1451 ;
+  assign \$1503  = \$156 [4:0] * 5'h10;
+  assign \$157  = bank_r__data >> \$1503 ;
   assign \$158  = k_base[4:0] + lane_row28;
-  assign \$1455  = \$158 [4:0] * 5'h10;
-  assign \$159  = bank_r__data >> \$1455 ;
+  assign \$1507  = \$158 [4:0] * 5'h10;
+  assign \$159  = bank_r__data >> \$1507 ;
   assign \$160  = k_base[4:0] + lane_row29;
-  assign \$1459  = \$160 [4:0] * 5'h10;
-  assign \$161  = bank_r__data >> \$1459 ;
+  assign \$1511  = \$160 [4:0] * 5'h10;
+  assign \$161  = bank_r__data >> \$1511 ;
   assign \$162  = k_base[4:0] + lane_row30;
-  assign \$1463  = \$162 [4:0] * 5'h10;
-  assign \$163  = bank_r__data >> \$1463 ;
+  assign \$1515  = \$162 [4:0] * 5'h10;
+  assign \$163  = bank_r__data >> \$1515 ;
   assign \$164  = k_base[4:0] + lane_row31;
-  assign \$1467  = \$164 [4:0] * 5'h10;
-  assign \$165  = bank_r__data >> \$1467 ;
+  assign \$1519  = \$164 [4:0] * 5'h10;
+  assign \$165  = bank_r__data >> \$1519 ;
   assign \$166  = split ? k_base1 : k_base;
   assign \$167  = \$166 [4:0] + lane_row0;
-  assign \$1472  = \$167 [4:0] * 5'h10;
-  assign \$168  = \bank_r__data$179  >> \$1472 ;
+  assign \$1524  = \$167 [4:0] * 5'h10;
+  assign \$168  = \bank_r__data$179  >> \$1524 ;
   assign \$169  = split ? k_base1 : k_base;
   assign \$170  = \$169 [4:0] + lane_row1;
-  assign \$1477  = \$170 [4:0] * 5'h10;
-  assign \$171  = \bank_r__data$179  >> \$1477 ;
+  assign \$1529  = \$170 [4:0] * 5'h10;
+  assign \$171  = \bank_r__data$179  >> \$1529 ;
   assign \$172  = split ? k_base1 : k_base;
   assign \$173  = \$172 [4:0] + lane_row2;
-  assign \$1482  = \$173 [4:0] * 5'h10;
-  assign \$174  = \bank_r__data$179  >> \$1482 ;
+  assign \$1534  = \$173 [4:0] * 5'h10;
+  assign \$174  = \bank_r__data$179  >> \$1534 ;
   assign \$175  = split ? k_base1 : k_base;
   assign \$176  = \$175 [4:0] + lane_row3;
-  assign \$1487  = \$176 [4:0] * 5'h10;
-  assign \$177  = \bank_r__data$179  >> \$1487 ;
+  assign \$1539  = \$176 [4:0] * 5'h10;
+  assign \$177  = \bank_r__data$179  >> \$1539 ;
   assign \$178  = split ? k_base1 : k_base;
   assign \$179  = \$178 [4:0] + lane_row4;
-  assign \$1492  = \$179 [4:0] * 5'h10;
-  assign \$180  = \bank_r__data$179  >> \$1492 ;
+  assign \$1544  = \$179 [4:0] * 5'h10;
+  assign \$180  = \bank_r__data$179  >> \$1544 ;
   assign \$181  = split ? k_base1 : k_base;
   assign \$182  = \$181 [4:0] + lane_row5;
-  assign \$1497  = \$182 [4:0] * 5'h10;
-  assign \$183  = \bank_r__data$179  >> \$1497 ;
+  assign \$1549  = \$182 [4:0] * 5'h10;
+  assign \$183  = \bank_r__data$179  >> \$1549 ;
   assign \$184  = split ? k_base1 : k_base;
   assign \$185  = \$184 [4:0] + lane_row6;
-  assign \$1502  = \$185 [4:0] * 5'h10;
-  assign \$186  = \bank_r__data$179  >> \$1502 ;
+  assign \$1554  = \$185 [4:0] * 5'h10;
+  assign \$186  = \bank_r__data$179  >> \$1554 ;
   assign \$187  = split ? k_base1 : k_base;
   assign \$188  = \$187 [4:0] + lane_row7;
-  assign \$1507  = \$188 [4:0] * 5'h10;
-  assign \$189  = \bank_r__data$179  >> \$1507 ;
+  assign \$1559  = \$188 [4:0] * 5'h10;
+  assign \$189  = \bank_r__data$179  >> \$1559 ;
   assign \$190  = split ? k_base1 : k_base;
   assign \$191  = \$190 [4:0] + lane_row8;
-  assign \$1512  = \$191 [4:0] * 5'h10;
-  assign \$192  = \bank_r__data$179  >> \$1512 ;
+  assign \$1564  = \$191 [4:0] * 5'h10;
+  assign \$192  = \bank_r__data$179  >> \$1564 ;
   assign \$193  = split ? k_base1 : k_base;
   assign \$194  = \$193 [4:0] + lane_row9;
-  assign \$1517  = \$194 [4:0] * 5'h10;
-  assign \$195  = \bank_r__data$179  >> \$1517 ;
+  assign \$1569  = \$194 [4:0] * 5'h10;
+  assign \$195  = \bank_r__data$179  >> \$1569 ;
   assign \$196  = split ? k_base1 : k_base;
   assign \$197  = \$196 [4:0] + lane_row10;
-  assign \$1522  = \$197 [4:0] * 5'h10;
-  assign \$198  = \bank_r__data$179  >> \$1522 ;
+  assign \$1574  = \$197 [4:0] * 5'h10;
+  assign \$198  = \bank_r__data$179  >> \$1574 ;
   assign \$199  = split ? k_base1 : k_base;
   assign \$200  = \$199 [4:0] + lane_row11;
-  assign \$1527  = \$200 [4:0] * 5'h10;
-  assign \$201  = \bank_r__data$179  >> \$1527 ;
+  assign \$1579  = \$200 [4:0] * 5'h10;
+  assign \$201  = \bank_r__data$179  >> \$1579 ;
   assign \$202  = split ? k_base1 : k_base;
   assign \$203  = \$202 [4:0] + lane_row12;
-  assign \$1532  = \$203 [4:0] * 5'h10;
-  assign \$204  = \bank_r__data$179  >> \$1532 ;
+  assign \$1584  = \$203 [4:0] * 5'h10;
+  assign \$204  = \bank_r__data$179  >> \$1584 ;
   assign \$205  = split ? k_base1 : k_base;
   assign \$206  = \$205 [4:0] + lane_row13;
-  assign \$1537  = \$206 [4:0] * 5'h10;
-  assign \$207  = \bank_r__data$179  >> \$1537 ;
+  assign \$1589  = \$206 [4:0] * 5'h10;
+  assign \$207  = \bank_r__data$179  >> \$1589 ;
   assign \$208  = split ? k_base1 : k_base;
   assign \$209  = \$208 [4:0] + lane_row14;
-  assign \$1542  = \$209 [4:0] * 5'h10;
-  assign \$210  = \bank_r__data$179  >> \$1542 ;
+  assign \$1594  = \$209 [4:0] * 5'h10;
+  assign \$210  = \bank_r__data$179  >> \$1594 ;
   assign \$211  = split ? k_base1 : k_base;
   assign \$212  = \$211 [4:0] + lane_row15;
-  assign \$1547  = \$212 [4:0] * 5'h10;
-  assign \$213  = \bank_r__data$179  >> \$1547 ;
+  assign \$1599  = \$212 [4:0] * 5'h10;
+  assign \$213  = \bank_r__data$179  >> \$1599 ;
   assign \$214  = split ? k_base1 : k_base;
   assign \$215  = \$214 [4:0] + lane_row16;
-  assign \$1552  = \$215 [4:0] * 5'h10;
-  assign \$216  = \bank_r__data$179  >> \$1552 ;
+  assign \$1604  = \$215 [4:0] * 5'h10;
+  assign \$216  = \bank_r__data$179  >> \$1604 ;
   assign \$217  = split ? k_base1 : k_base;
   assign \$218  = \$217 [4:0] + lane_row17;
-  assign \$1557  = \$218 [4:0] * 5'h10;
-  assign \$219  = \bank_r__data$179  >> \$1557 ;
+  assign \$1609  = \$218 [4:0] * 5'h10;
+  assign \$219  = \bank_r__data$179  >> \$1609 ;
   assign \$220  = split ? k_base1 : k_base;
   assign \$221  = \$220 [4:0] + lane_row18;
-  assign \$1562  = \$221 [4:0] * 5'h10;
-  assign \$222  = \bank_r__data$179  >> \$1562 ;
+  assign \$1614  = \$221 [4:0] * 5'h10;
+  assign \$222  = \bank_r__data$179  >> \$1614 ;
   assign \$223  = split ? k_base1 : k_base;
   assign \$224  = \$223 [4:0] + lane_row19;
-  assign \$1567  = \$224 [4:0] * 5'h10;
-  assign \$225  = \bank_r__data$179  >> \$1567 ;
+  assign \$1619  = \$224 [4:0] * 5'h10;
+  assign \$225  = \bank_r__data$179  >> \$1619 ;
   assign \$226  = split ? k_base1 : k_base;
   assign \$227  = \$226 [4:0] + lane_row20;
-  assign \$1572  = \$227 [4:0] * 5'h10;
-  assign \$228  = \bank_r__data$179  >> \$1572 ;
+  assign \$1624  = \$227 [4:0] * 5'h10;
+  assign \$228  = \bank_r__data$179  >> \$1624 ;
   assign \$229  = split ? k_base1 : k_base;
   assign \$230  = \$229 [4:0] + lane_row21;
-  assign \$1577  = \$230 [4:0] * 5'h10;
-  assign \$231  = \bank_r__data$179  >> \$1577 ;
+  assign \$1629  = \$230 [4:0] * 5'h10;
+  assign \$231  = \bank_r__data$179  >> \$1629 ;
   assign \$232  = split ? k_base1 : k_base;
   assign \$233  = \$232 [4:0] + lane_row22;
-  assign \$1582  = \$233 [4:0] * 5'h10;
-  assign \$234  = \bank_r__data$179  >> \$1582 ;
+  assign \$1634  = \$233 [4:0] * 5'h10;
+  assign \$234  = \bank_r__data$179  >> \$1634 ;
   assign \$235  = split ? k_base1 : k_base;
   assign \$236  = \$235 [4:0] + lane_row23;
-  assign \$1587  = \$236 [4:0] * 5'h10;
-  assign \$237  = \bank_r__data$179  >> \$1587 ;
+  assign \$1639  = \$236 [4:0] * 5'h10;
+  assign \$237  = \bank_r__data$179  >> \$1639 ;
   assign \$238  = split ? k_base1 : k_base;
   assign \$239  = \$238 [4:0] + lane_row24;
-  assign \$1592  = \$239 [4:0] * 5'h10;
-  assign \$240  = \bank_r__data$179  >> \$1592 ;
+  assign \$1644  = \$239 [4:0] * 5'h10;
+  assign \$240  = \bank_r__data$179  >> \$1644 ;
   assign \$241  = split ? k_base1 : k_base;
   assign \$242  = \$241 [4:0] + lane_row25;
-  assign \$1597  = \$242 [4:0] * 5'h10;
-  assign \$243  = \bank_r__data$179  >> \$1597 ;
+  assign \$1649  = \$242 [4:0] * 5'h10;
+  assign \$243  = \bank_r__data$179  >> \$1649 ;
   assign \$244  = split ? k_base1 : k_base;
   assign \$245  = \$244 [4:0] + lane_row26;
-  assign \$1602  = \$245 [4:0] * 5'h10;
-  assign \$246  = \bank_r__data$179  >> \$1602 ;
+  assign \$1654  = \$245 [4:0] * 5'h10;
+  assign \$246  = \bank_r__data$179  >> \$1654 ;
   assign \$247  = split ? k_base1 : k_base;
   assign \$248  = \$247 [4:0] + lane_row27;
-  assign \$1607  = \$248 [4:0] * 5'h10;
-  assign \$249  = \bank_r__data$179  >> \$1607 ;
+  assign \$1659  = \$248 [4:0] * 5'h10;
+  assign \$249  = \bank_r__data$179  >> \$1659 ;
   assign \$250  = split ? k_base1 : k_base;
   assign \$251  = \$250 [4:0] + lane_row28;
-  assign \$1612  = \$251 [4:0] * 5'h10;
-  assign \$252  = \bank_r__data$179  >> \$1612 ;
+  assign \$1664  = \$251 [4:0] * 5'h10;
+  assign \$252  = \bank_r__data$179  >> \$1664 ;
   assign \$253  = split ? k_base1 : k_base;
   assign \$254  = \$253 [4:0] + lane_row29;
-  assign \$1617  = \$254 [4:0] * 5'h10;
-  assign \$255  = \bank_r__data$179  >> \$1617 ;
+  assign \$1669  = \$254 [4:0] * 5'h10;
+  assign \$255  = \bank_r__data$179  >> \$1669 ;
   assign \$256  = split ? k_base1 : k_base;
   assign \$257  = \$256 [4:0] + lane_row30;
-  assign \$1622  = \$257 [4:0] * 5'h10;
-  assign \$258  = \bank_r__data$179  >> \$1622 ;
+  assign \$1674  = \$257 [4:0] * 5'h10;
+  assign \$258  = \bank_r__data$179  >> \$1674 ;
   assign \$259  = split ? k_base1 : k_base;
   assign \$260  = \$259 [4:0] + lane_row31;
-  assign \$1627  = \$260 [4:0] * 5'h10;
-  assign \$261  = \bank_r__data$179  >> \$1627 ;
+  assign \$1679  = \$260 [4:0] * 5'h10;
+  assign \$261  = \bank_r__data$179  >> \$1679 ;
   assign \$262  = k_base[4:0] + lane_row0;
-  assign \$1631  = \$262 [4:0] * 5'h10;
-  assign \$263  = \bank_r__data$277  >> \$1631 ;
+  assign \$1683  = \$262 [4:0] * 5'h10;
+  assign \$263  = \bank_r__data$277  >> \$1683 ;
   assign \$264  = k_base[4:0] + lane_row1;
-  assign \$1635  = \$264 [4:0] * 5'h10;
-  assign \$265  = \bank_r__data$277  >> \$1635 ;
+  assign \$1687  = \$264 [4:0] * 5'h10;
+  assign \$265  = \bank_r__data$277  >> \$1687 ;
   assign \$266  = k_base[4:0] + lane_row2;
-  assign \$1639  = \$266 [4:0] * 5'h10;
-  assign \$267  = \bank_r__data$277  >> \$1639 ;
+  assign \$1691  = \$266 [4:0] * 5'h10;
+  assign \$267  = \bank_r__data$277  >> \$1691 ;
   assign \$268  = k_base[4:0] + lane_row3;
-  assign \$1643  = \$268 [4:0] * 5'h10;
-  assign \$269  = \bank_r__data$277  >> \$1643 ;
+  assign \$1695  = \$268 [4:0] * 5'h10;
+  assign \$269  = \bank_r__data$277  >> \$1695 ;
   assign \$270  = k_base[4:0] + lane_row4;
-  assign \$1647  = \$270 [4:0] * 5'h10;
-  assign \$271  = \bank_r__data$277  >> \$1647 ;
+  assign \$1699  = \$270 [4:0] * 5'h10;
+  assign \$271  = \bank_r__data$277  >> \$1699 ;
   assign \$272  = k_base[4:0] + lane_row5;
-  assign \$1651  = \$272 [4:0] * 5'h10;
-  assign \$273  = \bank_r__data$277  >> \$1651 ;
+  assign \$1703  = \$272 [4:0] * 5'h10;
+  assign \$273  = \bank_r__data$277  >> \$1703 ;
   assign \$274  = k_base[4:0] + lane_row6;
-  assign \$1655  = \$274 [4:0] * 5'h10;
-  assign \$275  = \bank_r__data$277  >> \$1655 ;
+  assign \$1707  = \$274 [4:0] * 5'h10;
+  assign \$275  = \bank_r__data$277  >> \$1707 ;
   assign \$276  = k_base[4:0] + lane_row7;
-  assign \$1659  = \$276 [4:0] * 5'h10;
-  assign \$277  = \bank_r__data$277  >> \$1659 ;
+  assign \$1711  = \$276 [4:0] * 5'h10;
+  assign \$277  = \bank_r__data$277  >> \$1711 ;
   assign \$278  = k_base[4:0] + lane_row8;
-  assign \$1663  = \$278 [4:0] * 5'h10;
-  assign \$279  = \bank_r__data$277  >> \$1663 ;
+  assign \$1715  = \$278 [4:0] * 5'h10;
+  assign \$279  = \bank_r__data$277  >> \$1715 ;
   assign \$280  = k_base[4:0] + lane_row9;
-  assign \$1667  = \$280 [4:0] * 5'h10;
-  assign \$281  = \bank_r__data$277  >> \$1667 ;
+  assign \$1719  = \$280 [4:0] * 5'h10;
+  assign \$281  = \bank_r__data$277  >> \$1719 ;
   assign \$282  = k_base[4:0] + lane_row10;
-  assign \$1671  = \$282 [4:0] * 5'h10;
-  assign \$283  = \bank_r__data$277  >> \$1671 ;
+  assign \$1723  = \$282 [4:0] * 5'h10;
+  assign \$283  = \bank_r__data$277  >> \$1723 ;
   assign \$284  = k_base[4:0] + lane_row11;
-  assign \$1675  = \$284 [4:0] * 5'h10;
-  assign \$285  = \bank_r__data$277  >> \$1675 ;
+  assign \$1727  = \$284 [4:0] * 5'h10;
+  assign \$285  = \bank_r__data$277  >> \$1727 ;
   assign \$286  = k_base[4:0] + lane_row12;
-  assign \$1679  = \$286 [4:0] * 5'h10;
-  assign \$287  = \bank_r__data$277  >> \$1679 ;
+  assign \$1731  = \$286 [4:0] * 5'h10;
+  assign \$287  = \bank_r__data$277  >> \$1731 ;
   assign \$288  = k_base[4:0] + lane_row13;
-  assign \$1683  = \$288 [4:0] * 5'h10;
-  assign \$289  = \bank_r__data$277  >> \$1683 ;
+  assign \$1735  = \$288 [4:0] * 5'h10;
+  assign \$289  = \bank_r__data$277  >> \$1735 ;
   assign \$290  = k_base[4:0] + lane_row14;
-  assign \$1687  = \$290 [4:0] * 5'h10;
-  assign \$291  = \bank_r__data$277  >> \$1687 ;
+  assign \$1739  = \$290 [4:0] * 5'h10;
+  assign \$291  = \bank_r__data$277  >> \$1739 ;
   assign \$292  = k_base[4:0] + lane_row15;
-  assign \$1691  = \$292 [4:0] * 5'h10;
-  assign \$293  = \bank_r__data$277  >> \$1691 ;
+  assign \$1743  = \$292 [4:0] * 5'h10;
+  assign \$293  = \bank_r__data$277  >> \$1743 ;
   assign \$294  = k_base[4:0] + lane_row16;
-  assign \$1695  = \$294 [4:0] * 5'h10;
-  assign \$295  = \bank_r__data$277  >> \$1695 ;
+  assign \$1747  = \$294 [4:0] * 5'h10;
+  assign \$295  = \bank_r__data$277  >> \$1747 ;
   assign \$296  = k_base[4:0] + lane_row17;
-  assign \$1699  = \$296 [4:0] * 5'h10;
-  assign \$297  = \bank_r__data$277  >> \$1699 ;
+  assign \$1751  = \$296 [4:0] * 5'h10;
+  assign \$297  = \bank_r__data$277  >> \$1751 ;
   assign \$298  = k_base[4:0] + lane_row18;
-  assign \$1703  = \$298 [4:0] * 5'h10;
-  assign \$299  = \bank_r__data$277  >> \$1703 ;
+  assign \$1755  = \$298 [4:0] * 5'h10;
+  assign \$299  = \bank_r__data$277  >> \$1755 ;
   assign \$300  = k_base[4:0] + lane_row19;
-  assign \$1707  = \$300 [4:0] * 5'h10;
-  assign \$301  = \bank_r__data$277  >> \$1707 ;
+  assign \$1759  = \$300 [4:0] * 5'h10;
+  assign \$301  = \bank_r__data$277  >> \$1759 ;
   assign \$302  = k_base[4:0] + lane_row20;
-  assign \$1711  = \$302 [4:0] * 5'h10;
-  assign \$303  = \bank_r__data$277  >> \$1711 ;
+  assign \$1763  = \$302 [4:0] * 5'h10;
+  assign \$303  = \bank_r__data$277  >> \$1763 ;
   assign \$304  = k_base[4:0] + lane_row21;
-  assign \$1715  = \$304 [4:0] * 5'h10;
-  assign \$305  = \bank_r__data$277  >> \$1715 ;
+  assign \$1767  = \$304 [4:0] * 5'h10;
+  assign \$305  = \bank_r__data$277  >> \$1767 ;
   assign \$306  = k_base[4:0] + lane_row22;
-  assign \$1719  = \$306 [4:0] * 5'h10;
-  assign \$307  = \bank_r__data$277  >> \$1719 ;
+  assign \$1771  = \$306 [4:0] * 5'h10;
+  assign \$307  = \bank_r__data$277  >> \$1771 ;
   assign \$308  = k_base[4:0] + lane_row23;
-  assign \$1723  = \$308 [4:0] * 5'h10;
-  assign \$309  = \bank_r__data$277  >> \$1723 ;
+  assign \$1775  = \$308 [4:0] * 5'h10;
+  assign \$309  = \bank_r__data$277  >> \$1775 ;
   assign \$310  = k_base[4:0] + lane_row24;
-  assign \$1727  = \$310 [4:0] * 5'h10;
-  assign \$311  = \bank_r__data$277  >> \$1727 ;
+  assign \$1779  = \$310 [4:0] * 5'h10;
+  assign \$311  = \bank_r__data$277  >> \$1779 ;
   assign \$312  = k_base[4:0] + lane_row25;
-  assign \$1731  = \$312 [4:0] * 5'h10;
-  assign \$313  = \bank_r__data$277  >> \$1731 ;
+  assign \$1783  = \$312 [4:0] * 5'h10;
+  assign \$313  = \bank_r__data$277  >> \$1783 ;
   assign \$314  = k_base[4:0] + lane_row26;
-  assign \$1735  = \$314 [4:0] * 5'h10;
-  assign \$315  = \bank_r__data$277  >> \$1735 ;
+  assign \$1787  = \$314 [4:0] * 5'h10;
+  assign \$315  = \bank_r__data$277  >> \$1787 ;
   assign \$316  = k_base[4:0] + lane_row27;
-  assign \$1739  = \$316 [4:0] * 5'h10;
-  assign \$317  = \bank_r__data$277  >> \$1739 ;
+  assign \$1791  = \$316 [4:0] * 5'h10;
+  assign \$317  = \bank_r__data$277  >> \$1791 ;
   assign \$318  = k_base[4:0] + lane_row28;
-  assign \$1743  = \$318 [4:0] * 5'h10;
-  assign \$319  = \bank_r__data$277  >> \$1743 ;
+  assign \$1795  = \$318 [4:0] * 5'h10;
+  assign \$319  = \bank_r__data$277  >> \$1795 ;
   assign \$320  = k_base[4:0] + lane_row29;
-  assign \$1747  = \$320 [4:0] * 5'h10;
-  assign \$321  = \bank_r__data$277  >> \$1747 ;
+  assign \$1799  = \$320 [4:0] * 5'h10;
+  assign \$321  = \bank_r__data$277  >> \$1799 ;
   assign \$322  = k_base[4:0] + lane_row30;
-  assign \$1751  = \$322 [4:0] * 5'h10;
-  assign \$323  = \bank_r__data$277  >> \$1751 ;
+  assign \$1803  = \$322 [4:0] * 5'h10;
+  assign \$323  = \bank_r__data$277  >> \$1803 ;
   assign \$324  = k_base[4:0] + lane_row31;
-  assign \$1755  = \$324 [4:0] * 5'h10;
-  assign \$325  = \bank_r__data$277  >> \$1755 ;
+  assign \$1807  = \$324 [4:0] * 5'h10;
+  assign \$325  = \bank_r__data$277  >> \$1807 ;
   assign \$326  = k_base[4:0] + lane_row0;
-  assign \$1759  = \$326 [4:0] * 5'h10;
-  assign \$327  = \bank_r__data$374  >> \$1759 ;
+  assign \$1811  = \$326 [4:0] * 5'h10;
+  assign \$327  = \bank_r__data$374  >> \$1811 ;
   assign \$328  = k_base[4:0] + lane_row1;
-  assign \$1763  = \$328 [4:0] * 5'h10;
-  assign \$329  = \bank_r__data$374  >> \$1763 ;
+  assign \$1815  = \$328 [4:0] * 5'h10;
+  assign \$329  = \bank_r__data$374  >> \$1815 ;
   assign \$330  = k_base[4:0] + lane_row2;
-  assign \$1767  = \$330 [4:0] * 5'h10;
-  assign \$331  = \bank_r__data$374  >> \$1767 ;
+  assign \$1819  = \$330 [4:0] * 5'h10;
+  assign \$331  = \bank_r__data$374  >> \$1819 ;
   assign \$332  = k_base[4:0] + lane_row3;
-  assign \$1771  = \$332 [4:0] * 5'h10;
-  assign \$333  = \bank_r__data$374  >> \$1771 ;
+  assign \$1823  = \$332 [4:0] * 5'h10;
+  assign \$333  = \bank_r__data$374  >> \$1823 ;
   assign \$334  = k_base[4:0] + lane_row4;
-  assign \$1775  = \$334 [4:0] * 5'h10;
-  assign \$335  = \bank_r__data$374  >> \$1775 ;
+  assign \$1827  = \$334 [4:0] * 5'h10;
+  assign \$335  = \bank_r__data$374  >> \$1827 ;
   assign \$336  = k_base[4:0] + lane_row5;
-  assign \$1779  = \$336 [4:0] * 5'h10;
-  assign \$337  = \bank_r__data$374  >> \$1779 ;
+  assign \$1831  = \$336 [4:0] * 5'h10;
+  assign \$337  = \bank_r__data$374  >> \$1831 ;
   assign \$338  = k_base[4:0] + lane_row6;
-  assign \$1783  = \$338 [4:0] * 5'h10;
-  assign \$339  = \bank_r__data$374  >> \$1783 ;
+  assign \$1835  = \$338 [4:0] * 5'h10;
+  assign \$339  = \bank_r__data$374  >> \$1835 ;
   assign \$340  = k_base[4:0] + lane_row7;
-  assign \$1787  = \$340 [4:0] * 5'h10;
-  assign \$341  = \bank_r__data$374  >> \$1787 ;
+  assign \$1839  = \$340 [4:0] * 5'h10;
+  assign \$341  = \bank_r__data$374  >> \$1839 ;
   assign \$342  = k_base[4:0] + lane_row8;
-  assign \$1791  = \$342 [4:0] * 5'h10;
-  assign \$343  = \bank_r__data$374  >> \$1791 ;
+  assign \$1843  = \$342 [4:0] * 5'h10;
+  assign \$343  = \bank_r__data$374  >> \$1843 ;
   assign \$344  = k_base[4:0] + lane_row9;
-  assign \$1795  = \$344 [4:0] * 5'h10;
-  assign \$345  = \bank_r__data$374  >> \$1795 ;
+  assign \$1847  = \$344 [4:0] * 5'h10;
+  assign \$345  = \bank_r__data$374  >> \$1847 ;
   assign \$346  = k_base[4:0] + lane_row10;
-  assign \$1799  = \$346 [4:0] * 5'h10;
-  assign \$347  = \bank_r__data$374  >> \$1799 ;
+  assign \$1851  = \$346 [4:0] * 5'h10;
+  assign \$347  = \bank_r__data$374  >> \$1851 ;
   assign \$348  = k_base[4:0] + lane_row11;
-  assign \$1803  = \$348 [4:0] * 5'h10;
-  assign \$349  = \bank_r__data$374  >> \$1803 ;
+  assign \$1855  = \$348 [4:0] * 5'h10;
+  assign \$349  = \bank_r__data$374  >> \$1855 ;
   assign \$350  = k_base[4:0] + lane_row12;
-  assign \$1807  = \$350 [4:0] * 5'h10;
-  assign \$351  = \bank_r__data$374  >> \$1807 ;
+  assign \$1859  = \$350 [4:0] * 5'h10;
+  assign \$351  = \bank_r__data$374  >> \$1859 ;
   assign \$352  = k_base[4:0] + lane_row13;
-  assign \$1811  = \$352 [4:0] * 5'h10;
-  assign \$353  = \bank_r__data$374  >> \$1811 ;
+  assign \$1863  = \$352 [4:0] * 5'h10;
+  assign \$353  = \bank_r__data$374  >> \$1863 ;
   assign \$354  = k_base[4:0] + lane_row14;
-  assign \$1815  = \$354 [4:0] * 5'h10;
-  assign \$355  = \bank_r__data$374  >> \$1815 ;
+  assign \$1867  = \$354 [4:0] * 5'h10;
+  assign \$355  = \bank_r__data$374  >> \$1867 ;
   assign \$356  = k_base[4:0] + lane_row15;
-  assign \$1819  = \$356 [4:0] * 5'h10;
-  assign \$357  = \bank_r__data$374  >> \$1819 ;
+  assign \$1871  = \$356 [4:0] * 5'h10;
+  assign \$357  = \bank_r__data$374  >> \$1871 ;
   assign \$358  = k_base[4:0] + lane_row16;
-  assign \$1823  = \$358 [4:0] * 5'h10;
-  assign \$359  = \bank_r__data$374  >> \$1823 ;
+  assign \$1875  = \$358 [4:0] * 5'h10;
+  assign \$359  = \bank_r__data$374  >> \$1875 ;
   assign \$360  = k_base[4:0] + lane_row17;
-  assign \$1827  = \$360 [4:0] * 5'h10;
-  assign \$361  = \bank_r__data$374  >> \$1827 ;
+  assign \$1879  = \$360 [4:0] * 5'h10;
+  assign \$361  = \bank_r__data$374  >> \$1879 ;
   assign \$362  = k_base[4:0] + lane_row18;
-  assign \$1831  = \$362 [4:0] * 5'h10;
-  assign \$363  = \bank_r__data$374  >> \$1831 ;
+  assign \$1883  = \$362 [4:0] * 5'h10;
+  assign \$363  = \bank_r__data$374  >> \$1883 ;
   assign \$364  = k_base[4:0] + lane_row19;
-  assign \$1835  = \$364 [4:0] * 5'h10;
-  assign \$365  = \bank_r__data$374  >> \$1835 ;
+  assign \$1887  = \$364 [4:0] * 5'h10;
+  assign \$365  = \bank_r__data$374  >> \$1887 ;
   assign \$366  = k_base[4:0] + lane_row20;
-  assign \$1839  = \$366 [4:0] * 5'h10;
-  assign \$367  = \bank_r__data$374  >> \$1839 ;
+  assign \$1891  = \$366 [4:0] * 5'h10;
+  assign \$367  = \bank_r__data$374  >> \$1891 ;
   assign \$368  = k_base[4:0] + lane_row21;
-  assign \$1843  = \$368 [4:0] * 5'h10;
-  assign \$369  = \bank_r__data$374  >> \$1843 ;
+  assign \$1895  = \$368 [4:0] * 5'h10;
+  assign \$369  = \bank_r__data$374  >> \$1895 ;
   assign \$370  = k_base[4:0] + lane_row22;
-  assign \$1847  = \$370 [4:0] * 5'h10;
-  assign \$371  = \bank_r__data$374  >> \$1847 ;
+  assign \$1899  = \$370 [4:0] * 5'h10;
+  assign \$371  = \bank_r__data$374  >> \$1899 ;
   assign \$372  = k_base[4:0] + lane_row23;
-  assign \$1851  = \$372 [4:0] * 5'h10;
-  assign \$373  = \bank_r__data$374  >> \$1851 ;
+  assign \$1903  = \$372 [4:0] * 5'h10;
+  assign \$373  = \bank_r__data$374  >> \$1903 ;
   assign \$374  = k_base[4:0] + lane_row24;
-  assign \$1855  = \$374 [4:0] * 5'h10;
-  assign \$375  = \bank_r__data$374  >> \$1855 ;
+  assign \$1907  = \$374 [4:0] * 5'h10;
+  assign \$375  = \bank_r__data$374  >> \$1907 ;
   assign \$376  = k_base[4:0] + lane_row25;
-  assign \$1859  = \$376 [4:0] * 5'h10;
-  assign \$377  = \bank_r__data$374  >> \$1859 ;
+  assign \$1911  = \$376 [4:0] * 5'h10;
+  assign \$377  = \bank_r__data$374  >> \$1911 ;
   assign \$378  = k_base[4:0] + lane_row26;
-  assign \$1863  = \$378 [4:0] * 5'h10;
-  assign \$379  = \bank_r__data$374  >> \$1863 ;
+  assign \$1915  = \$378 [4:0] * 5'h10;
+  assign \$379  = \bank_r__data$374  >> \$1915 ;
   assign \$380  = k_base[4:0] + lane_row27;
-  assign \$1867  = \$380 [4:0] * 5'h10;
-  assign \$381  = \bank_r__data$374  >> \$1867 ;
+  assign \$1919  = \$380 [4:0] * 5'h10;
+  assign \$381  = \bank_r__data$374  >> \$1919 ;
   assign \$382  = k_base[4:0] + lane_row28;
-  assign \$1871  = \$382 [4:0] * 5'h10;
-  assign \$383  = \bank_r__data$374  >> \$1871 ;
+  assign \$1923  = \$382 [4:0] * 5'h10;
+  assign \$383  = \bank_r__data$374  >> \$1923 ;
   assign \$384  = k_base[4:0] + lane_row29;
-  assign \$1875  = \$384 [4:0] * 5'h10;
-  assign \$385  = \bank_r__data$374  >> \$1875 ;
+  assign \$1927  = \$384 [4:0] * 5'h10;
+  assign \$385  = \bank_r__data$374  >> \$1927 ;
   assign \$386  = k_base[4:0] + lane_row30;
-  assign \$1879  = \$386 [4:0] * 5'h10;
-  assign \$387  = \bank_r__data$374  >> \$1879 ;
+  assign \$1931  = \$386 [4:0] * 5'h10;
+  assign \$387  = \bank_r__data$374  >> \$1931 ;
   assign \$388  = k_base[4:0] + lane_row31;
-  assign \$1883  = \$388 [4:0] * 5'h10;
-  assign \$389  = \bank_r__data$374  >> \$1883 ;
+  assign \$1935  = \$388 [4:0] * 5'h10;
+  assign \$389  = \bank_r__data$374  >> \$1935 ;
   assign \$390  = ! in_row;
   assign \$signature__en  = in_we & \$390 ;
-  assign \$signature__addr$484  = \mac_d2$54  ? \acc_addr_d2$56  : acc_word;
-  assign \$391  = ! acc_row;
-  assign \$392  = acc_we & \$391 ;
-  assign \$signature__en$486  = \mac_d2$54  | \$392 ;
-  assign \$signature__data$489  = \mac_d2$54  ? { sum_0_31, sum_0_30, sum_0_29, sum_0_28, sum_0_27, sum_0_26, sum_0_25, sum_0_24, sum_0_23, sum_0_22, sum_0_21, sum_0_20, sum_0_19, sum_0_18, sum_0_17, sum_0_16, sum_0_15, sum_0_14, sum_0_13, sum_0_12, sum_0_11, sum_0_10, sum_0_9, sum_0_8, sum_0_7, sum_0_6, sum_0_5, sum_0_4, sum_0_3, sum_0_2, sum_0_1, sum_0_0 } : acc_data;
-  assign \$393  = in_row == 1'h1;
-  assign \$394  = ! in_row;
-  assign \$395  = \$394  & split;
-  assign \$396  = \$393  | \$395 ;
-  assign \$signature__en$525  = in_we & \$396 ;
-  assign \$397  = split ? k_base1 : k_base;
-  assign \$signature__addr$530  = \mac_row1_d2$77  ? \acc_addr_row1_d2$79  : acc_word;
-  assign \$398  = acc_row == 1'h1;
-  assign \$399  = acc_we & \$398 ;
-  assign \$signature__en$531  = \mac_row1_d2$77  | \$399 ;
-  assign \$signature__data$532  = \mac_row1_d2$77  ? { sum_1_31, sum_1_30, sum_1_29, sum_1_28, sum_1_27, sum_1_26, sum_1_25, sum_1_24, sum_1_23, sum_1_22, sum_1_21, sum_1_20, sum_1_19, sum_1_18, sum_1_17, sum_1_16, sum_1_15, sum_1_14, sum_1_13, sum_1_12, sum_1_11, sum_1_10, sum_1_9, sum_1_8, sum_1_7, sum_1_6, sum_1_5, sum_1_4, sum_1_3, sum_1_2, sum_1_1, sum_1_0 } : acc_data;
-  assign \$400  = in_row == 2'h2;
-  assign \$signature__en$567  = in_we & \$400 ;
-  assign \$signature__addr$572  = \mac_d2$54  ? \acc_addr_d2$56  : acc_word;
-  assign \$401  = acc_row == 2'h2;
-  assign \$402  = acc_we & \$401 ;
-  assign \$signature__en$573  = \mac_d2$54  | \$402 ;
-  assign \$signature__data$574  = \mac_d2$54  ? { sum_2_31, sum_2_30, sum_2_29, sum_2_28, sum_2_27, sum_2_26, sum_2_25, sum_2_24, sum_2_23, sum_2_22, sum_2_21, sum_2_20, sum_2_19, sum_2_18, sum_2_17, sum_2_16, sum_2_15, sum_2_14, sum_2_13, sum_2_12, sum_2_11, sum_2_10, sum_2_9, sum_2_8, sum_2_7, sum_2_6, sum_2_5, sum_2_4, sum_2_3, sum_2_2, sum_2_1, sum_2_0 } : acc_data;
-  assign \$403  = in_row == 2'h3;
-  assign \$signature__en$609  = in_we & \$403 ;
-  assign \$signature__addr$614  = \mac_d2$54  ? \acc_addr_d2$56  : acc_word;
-  assign \$404  = acc_row == 2'h3;
-  assign \$405  = acc_we & \$404 ;
-  assign \$signature__en$615  = \mac_d2$54  | \$405 ;
-  assign \$signature__data$616  = \mac_d2$54  ? { sum_3_31, sum_3_30, sum_3_29, sum_3_28, sum_3_27, sum_3_26, sum_3_25, sum_3_24, sum_3_23, sum_3_22, sum_3_21, sum_3_20, sum_3_19, sum_3_18, sum_3_17, sum_3_16, sum_3_15, sum_3_14, sum_3_13, sum_3_12, sum_3_11, sum_3_10, sum_3_9, sum_3_8, sum_3_7, sum_3_6, sum_3_5, sum_3_4, sum_3_3, sum_3_2, sum_3_1, sum_3_0 } : acc_data;
-  assign \$406  = first_d2 ? 32'd0 : acc_r__data[31:0];
-  assign \$407  = active_d2 > 1'h0;
-  assign \$408  = \$407  ? product_r_0_0 : 32'd0;
-  assign \$409  = first_d2 ? 32'd0 : acc_r__data[63:32];
-  assign \$410  = active_d2 > 1'h1;
-  assign \$411  = \$410  ? product_r_0_1 : 32'd0;
-  assign \$412  = first_d2 ? 32'd0 : acc_r__data[95:64];
-  assign \$413  = active_d2 > 2'h2;
-  assign \$414  = \$413  ? product_r_0_2 : 32'd0;
-  assign \$415  = first_d2 ? 32'd0 : acc_r__data[127:96];
-  assign \$416  = active_d2 > 2'h3;
-  assign \$417  = \$416  ? product_r_0_3 : 32'd0;
-  assign \$418  = first_d2 ? 32'd0 : acc_r__data[159:128];
-  assign \$419  = active_d2 > 3'h4;
-  assign \$420  = \$419  ? product_r_0_4 : 32'd0;
-  assign \$421  = first_d2 ? 32'd0 : acc_r__data[191:160];
-  assign \$422  = active_d2 > 3'h5;
-  assign \$423  = \$422  ? product_r_0_5 : 32'd0;
-  assign \$424  = first_d2 ? 32'd0 : acc_r__data[223:192];
-  assign \$425  = active_d2 > 3'h6;
-  assign \$426  = \$425  ? product_r_0_6 : 32'd0;
-  assign \$427  = first_d2 ? 32'd0 : acc_r__data[255:224];
-  assign \$428  = active_d2 > 3'h7;
-  assign \$429  = \$428  ? product_r_0_7 : 32'd0;
-  assign \$430  = first_d2 ? 32'd0 : acc_r__data[287:256];
-  assign \$431  = active_d2 > 4'h8;
-  assign \$432  = \$431  ? product_r_0_8 : 32'd0;
-  assign \$433  = first_d2 ? 32'd0 : acc_r__data[319:288];
-  assign \$434  = active_d2 > 4'h9;
-  assign \$435  = \$434  ? product_r_0_9 : 32'd0;
-  assign \$436  = first_d2 ? 32'd0 : acc_r__data[351:320];
-  assign \$437  = active_d2 > 4'ha;
-  assign \$438  = \$437  ? product_r_0_10 : 32'd0;
-  assign \$439  = first_d2 ? 32'd0 : acc_r__data[383:352];
-  assign \$440  = active_d2 > 4'hb;
-  assign \$441  = \$440  ? product_r_0_11 : 32'd0;
-  assign \$442  = first_d2 ? 32'd0 : acc_r__data[415:384];
-  assign \$443  = active_d2 > 4'hc;
-  assign \$444  = \$443  ? product_r_0_12 : 32'd0;
-  assign \$445  = first_d2 ? 32'd0 : acc_r__data[447:416];
-  assign \$446  = active_d2 > 4'hd;
-  assign \$447  = \$446  ? product_r_0_13 : 32'd0;
-  assign \$448  = first_d2 ? 32'd0 : acc_r__data[479:448];
-  assign \$449  = active_d2 > 4'he;
-  assign \$450  = \$449  ? product_r_0_14 : 32'd0;
-  assign \$451  = first_d2 ? 32'd0 : acc_r__data[511:480];
-  assign \$452  = active_d2 > 4'hf;
-  assign \$453  = \$452  ? product_r_0_15 : 32'd0;
-  assign \$454  = first_d2 ? 32'd0 : acc_r__data[543:512];
-  assign \$455  = active_d2 > 5'h10;
-  assign \$456  = \$455  ? product_r_0_16 : 32'd0;
-  assign \$457  = first_d2 ? 32'd0 : acc_r__data[575:544];
-  assign \$458  = active_d2 > 5'h11;
-  assign \$459  = \$458  ? product_r_0_17 : 32'd0;
-  assign \$460  = first_d2 ? 32'd0 : acc_r__data[607:576];
-  assign \$461  = active_d2 > 5'h12;
-  assign \$462  = \$461  ? product_r_0_18 : 32'd0;
-  assign \$463  = first_d2 ? 32'd0 : acc_r__data[639:608];
-  assign \$464  = active_d2 > 5'h13;
-  assign \$465  = \$464  ? product_r_0_19 : 32'd0;
-  assign \$466  = first_d2 ? 32'd0 : acc_r__data[671:640];
-  assign \$467  = active_d2 > 5'h14;
-  assign \$468  = \$467  ? product_r_0_20 : 32'd0;
-  assign \$469  = first_d2 ? 32'd0 : acc_r__data[703:672];
-  assign \$470  = active_d2 > 5'h15;
-  assign \$471  = \$470  ? product_r_0_21 : 32'd0;
-  assign \$472  = first_d2 ? 32'd0 : acc_r__data[735:704];
-  assign \$473  = active_d2 > 5'h16;
-  assign \$474  = \$473  ? product_r_0_22 : 32'd0;
-  assign \$475  = first_d2 ? 32'd0 : acc_r__data[767:736];
-  assign \$476  = active_d2 > 5'h17;
-  assign \$477  = \$476  ? product_r_0_23 : 32'd0;
-  assign \$478  = first_d2 ? 32'd0 : acc_r__data[799:768];
-  assign \$479  = active_d2 > 5'h18;
-  assign \$480  = \$479  ? product_r_0_24 : 32'd0;
-  assign \$481  = first_d2 ? 32'd0 : acc_r__data[831:800];
-  assign \$482  = active_d2 > 5'h19;
-  assign \$483  = \$482  ? product_r_0_25 : 32'd0;
-  assign \$484  = first_d2 ? 32'd0 : acc_r__data[863:832];
-  assign \$485  = active_d2 > 5'h1a;
-  assign \$486  = \$485  ? product_r_0_26 : 32'd0;
-  assign \$487  = first_d2 ? 32'd0 : acc_r__data[895:864];
-  assign \$488  = active_d2 > 5'h1b;
-  assign \$489  = \$488  ? product_r_0_27 : 32'd0;
-  assign \$490  = first_d2 ? 32'd0 : acc_r__data[927:896];
-  assign \$491  = active_d2 > 5'h1c;
-  assign \$492  = \$491  ? product_r_0_28 : 32'd0;
-  assign \$493  = first_d2 ? 32'd0 : acc_r__data[959:928];
-  assign \$494  = active_d2 > 5'h1d;
-  assign \$495  = \$494  ? product_r_0_29 : 32'd0;
-  assign \$496  = first_d2 ? 32'd0 : acc_r__data[991:960];
-  assign \$497  = active_d2 > 5'h1e;
-  assign \$498  = \$497  ? product_r_0_30 : 32'd0;
-  assign \$499  = first_d2 ? 32'd0 : acc_r__data[1023:992];
-  assign \$500  = active_d2 > 5'h1f;
-  assign \$501  = \$500  ? product_r_0_31 : 32'd0;
-  assign \$502  = first_row1_d2 ? 32'd0 : \acc_r__data$707 [31:0];
-  assign \$503  = active_row1_d2 > 1'h0;
-  assign \$504  = \$503  ? product_r_1_0 : 32'd0;
-  assign \$505  = first_row1_d2 ? 32'd0 : \acc_r__data$707 [63:32];
-  assign \$506  = active_row1_d2 > 1'h1;
-  assign \$507  = \$506  ? product_r_1_1 : 32'd0;
-  assign \$508  = first_row1_d2 ? 32'd0 : \acc_r__data$707 [95:64];
-  assign \$509  = active_row1_d2 > 2'h2;
-  assign \$510  = \$509  ? product_r_1_2 : 32'd0;
-  assign \$511  = first_row1_d2 ? 32'd0 : \acc_r__data$707 [127:96];
-  assign \$512  = active_row1_d2 > 2'h3;
-  assign \$513  = \$512  ? product_r_1_3 : 32'd0;
-  assign \$514  = first_row1_d2 ? 32'd0 : \acc_r__data$707 [159:128];
-  assign \$515  = active_row1_d2 > 3'h4;
-  assign \$516  = \$515  ? product_r_1_4 : 32'd0;
-  assign \$517  = first_row1_d2 ? 32'd0 : \acc_r__data$707 [191:160];
-  assign \$518  = active_row1_d2 > 3'h5;
-  assign \$519  = \$518  ? product_r_1_5 : 32'd0;
-  assign \$520  = first_row1_d2 ? 32'd0 : \acc_r__data$707 [223:192];
-  assign \$521  = active_row1_d2 > 3'h6;
-  assign \$522  = \$521  ? product_r_1_6 : 32'd0;
-  assign \$523  = first_row1_d2 ? 32'd0 : \acc_r__data$707 [255:224];
-  assign \$524  = active_row1_d2 > 3'h7;
-  assign \$525  = \$524  ? product_r_1_7 : 32'd0;
-  assign \$526  = first_row1_d2 ? 32'd0 : \acc_r__data$707 [287:256];
-  assign \$527  = active_row1_d2 > 4'h8;
-  assign \$528  = \$527  ? product_r_1_8 : 32'd0;
-  assign \$529  = first_row1_d2 ? 32'd0 : \acc_r__data$707 [319:288];
-  assign \$530  = active_row1_d2 > 4'h9;
-  assign \$531  = \$530  ? product_r_1_9 : 32'd0;
-  assign \$532  = first_row1_d2 ? 32'd0 : \acc_r__data$707 [351:320];
-  assign \$533  = active_row1_d2 > 4'ha;
-  assign \$534  = \$533  ? product_r_1_10 : 32'd0;
-  assign \$535  = first_row1_d2 ? 32'd0 : \acc_r__data$707 [383:352];
-  assign \$536  = active_row1_d2 > 4'hb;
-  assign \$537  = \$536  ? product_r_1_11 : 32'd0;
-  assign \$538  = first_row1_d2 ? 32'd0 : \acc_r__data$707 [415:384];
-  assign \$539  = active_row1_d2 > 4'hc;
-  assign \$540  = \$539  ? product_r_1_12 : 32'd0;
-  assign \$541  = first_row1_d2 ? 32'd0 : \acc_r__data$707 [447:416];
-  assign \$542  = active_row1_d2 > 4'hd;
-  assign \$543  = \$542  ? product_r_1_13 : 32'd0;
-  assign \$544  = first_row1_d2 ? 32'd0 : \acc_r__data$707 [479:448];
-  assign \$545  = active_row1_d2 > 4'he;
-  assign \$546  = \$545  ? product_r_1_14 : 32'd0;
-  assign \$547  = first_row1_d2 ? 32'd0 : \acc_r__data$707 [511:480];
-  assign \$548  = active_row1_d2 > 4'hf;
-  assign \$549  = \$548  ? product_r_1_15 : 32'd0;
-  assign \$550  = first_row1_d2 ? 32'd0 : \acc_r__data$707 [543:512];
-  assign \$551  = active_row1_d2 > 5'h10;
-  assign \$552  = \$551  ? product_r_1_16 : 32'd0;
-  assign \$553  = first_row1_d2 ? 32'd0 : \acc_r__data$707 [575:544];
-  assign \$554  = active_row1_d2 > 5'h11;
-  assign \$555  = \$554  ? product_r_1_17 : 32'd0;
-  assign \$556  = first_row1_d2 ? 32'd0 : \acc_r__data$707 [607:576];
-  assign \$557  = active_row1_d2 > 5'h12;
-  assign \$558  = \$557  ? product_r_1_18 : 32'd0;
-  assign \$559  = first_row1_d2 ? 32'd0 : \acc_r__data$707 [639:608];
-  assign \$560  = active_row1_d2 > 5'h13;
-  assign \$561  = \$560  ? product_r_1_19 : 32'd0;
-  assign \$562  = first_row1_d2 ? 32'd0 : \acc_r__data$707 [671:640];
-  assign \$563  = active_row1_d2 > 5'h14;
-  assign \$564  = \$563  ? product_r_1_20 : 32'd0;
-  assign \$565  = first_row1_d2 ? 32'd0 : \acc_r__data$707 [703:672];
-  assign \$566  = active_row1_d2 > 5'h15;
-  assign \$567  = \$566  ? product_r_1_21 : 32'd0;
-  assign \$568  = first_row1_d2 ? 32'd0 : \acc_r__data$707 [735:704];
-  assign \$569  = active_row1_d2 > 5'h16;
-  assign \$570  = \$569  ? product_r_1_22 : 32'd0;
-  assign \$571  = first_row1_d2 ? 32'd0 : \acc_r__data$707 [767:736];
-  assign \$572  = active_row1_d2 > 5'h17;
-  assign \$573  = \$572  ? product_r_1_23 : 32'd0;
-  assign \$574  = first_row1_d2 ? 32'd0 : \acc_r__data$707 [799:768];
-  assign \$575  = active_row1_d2 > 5'h18;
-  assign \$576  = \$575  ? product_r_1_24 : 32'd0;
-  assign \$577  = first_row1_d2 ? 32'd0 : \acc_r__data$707 [831:800];
-  assign \$578  = active_row1_d2 > 5'h19;
-  assign \$579  = \$578  ? product_r_1_25 : 32'd0;
-  assign \$580  = first_row1_d2 ? 32'd0 : \acc_r__data$707 [863:832];
-  assign \$581  = active_row1_d2 > 5'h1a;
-  assign \$582  = \$581  ? product_r_1_26 : 32'd0;
-  assign \$583  = first_row1_d2 ? 32'd0 : \acc_r__data$707 [895:864];
-  assign \$584  = active_row1_d2 > 5'h1b;
-  assign \$585  = \$584  ? product_r_1_27 : 32'd0;
-  assign \$586  = first_row1_d2 ? 32'd0 : \acc_r__data$707 [927:896];
-  assign \$587  = active_row1_d2 > 5'h1c;
-  assign \$588  = \$587  ? product_r_1_28 : 32'd0;
-  assign \$589  = first_row1_d2 ? 32'd0 : \acc_r__data$707 [959:928];
-  assign \$590  = active_row1_d2 > 5'h1d;
-  assign \$591  = \$590  ? product_r_1_29 : 32'd0;
-  assign \$592  = first_row1_d2 ? 32'd0 : \acc_r__data$707 [991:960];
-  assign \$593  = active_row1_d2 > 5'h1e;
-  assign \$594  = \$593  ? product_r_1_30 : 32'd0;
-  assign \$595  = first_row1_d2 ? 32'd0 : \acc_r__data$707 [1023:992];
-  assign \$596  = active_row1_d2 > 5'h1f;
-  assign \$597  = \$596  ? product_r_1_31 : 32'd0;
-  assign \$598  = first_d2 ? 32'd0 : \acc_r__data$708 [31:0];
-  assign \$599  = active_d2 > 1'h0;
-  assign \$600  = \$599  ? product_r_2_0 : 32'd0;
-  assign \$601  = first_d2 ? 32'd0 : \acc_r__data$708 [63:32];
-  assign \$602  = active_d2 > 1'h1;
-  assign \$603  = \$602  ? product_r_2_1 : 32'd0;
-  assign \$604  = first_d2 ? 32'd0 : \acc_r__data$708 [95:64];
-  assign \$605  = active_d2 > 2'h2;
-  assign \$606  = \$605  ? product_r_2_2 : 32'd0;
-  assign \$607  = first_d2 ? 32'd0 : \acc_r__data$708 [127:96];
-  assign \$608  = active_d2 > 2'h3;
-  assign \$609  = \$608  ? product_r_2_3 : 32'd0;
-  assign \$610  = first_d2 ? 32'd0 : \acc_r__data$708 [159:128];
-  assign \$611  = active_d2 > 3'h4;
-  assign \$612  = \$611  ? product_r_2_4 : 32'd0;
-  assign \$613  = first_d2 ? 32'd0 : \acc_r__data$708 [191:160];
-  assign \$614  = active_d2 > 3'h5;
-  assign \$615  = \$614  ? product_r_2_5 : 32'd0;
-  assign \$616  = first_d2 ? 32'd0 : \acc_r__data$708 [223:192];
-  assign \$617  = active_d2 > 3'h6;
-  assign \$618  = \$617  ? product_r_2_6 : 32'd0;
-  assign \$619  = first_d2 ? 32'd0 : \acc_r__data$708 [255:224];
-  assign \$620  = active_d2 > 3'h7;
-  assign \$621  = \$620  ? product_r_2_7 : 32'd0;
-  assign \$622  = first_d2 ? 32'd0 : \acc_r__data$708 [287:256];
-  assign \$623  = active_d2 > 4'h8;
-  assign \$624  = \$623  ? product_r_2_8 : 32'd0;
-  assign \$625  = first_d2 ? 32'd0 : \acc_r__data$708 [319:288];
-  assign \$626  = active_d2 > 4'h9;
-  assign \$627  = \$626  ? product_r_2_9 : 32'd0;
-  assign \$628  = first_d2 ? 32'd0 : \acc_r__data$708 [351:320];
-  assign \$629  = active_d2 > 4'ha;
-  assign \$630  = \$629  ? product_r_2_10 : 32'd0;
-  assign \$631  = first_d2 ? 32'd0 : \acc_r__data$708 [383:352];
-  assign \$632  = active_d2 > 4'hb;
-  assign \$633  = \$632  ? product_r_2_11 : 32'd0;
-  assign \$634  = first_d2 ? 32'd0 : \acc_r__data$708 [415:384];
-  assign \$635  = active_d2 > 4'hc;
-  assign \$636  = \$635  ? product_r_2_12 : 32'd0;
-  assign \$637  = first_d2 ? 32'd0 : \acc_r__data$708 [447:416];
-  assign \$638  = active_d2 > 4'hd;
-  assign \$639  = \$638  ? product_r_2_13 : 32'd0;
-  assign \$640  = first_d2 ? 32'd0 : \acc_r__data$708 [479:448];
-  assign \$641  = active_d2 > 4'he;
-  assign \$642  = \$641  ? product_r_2_14 : 32'd0;
-  assign \$643  = first_d2 ? 32'd0 : \acc_r__data$708 [511:480];
-  assign \$644  = active_d2 > 4'hf;
-  assign \$645  = \$644  ? product_r_2_15 : 32'd0;
-  assign \$646  = first_d2 ? 32'd0 : \acc_r__data$708 [543:512];
-  assign \$647  = active_d2 > 5'h10;
-  assign \$648  = \$647  ? product_r_2_16 : 32'd0;
-  assign \$649  = first_d2 ? 32'd0 : \acc_r__data$708 [575:544];
-  assign \$650  = active_d2 > 5'h11;
-  assign \$651  = \$650  ? product_r_2_17 : 32'd0;
-  assign \$652  = first_d2 ? 32'd0 : \acc_r__data$708 [607:576];
-  assign \$653  = active_d2 > 5'h12;
-  assign \$654  = \$653  ? product_r_2_18 : 32'd0;
-  assign \$655  = first_d2 ? 32'd0 : \acc_r__data$708 [639:608];
-  assign \$656  = active_d2 > 5'h13;
-  assign \$657  = \$656  ? product_r_2_19 : 32'd0;
-  assign \$658  = first_d2 ? 32'd0 : \acc_r__data$708 [671:640];
-  assign \$659  = active_d2 > 5'h14;
-  assign \$660  = \$659  ? product_r_2_20 : 32'd0;
-  assign \$661  = first_d2 ? 32'd0 : \acc_r__data$708 [703:672];
-  assign \$662  = active_d2 > 5'h15;
-  assign \$663  = \$662  ? product_r_2_21 : 32'd0;
-  assign \$664  = first_d2 ? 32'd0 : \acc_r__data$708 [735:704];
-  assign \$665  = active_d2 > 5'h16;
-  assign \$666  = \$665  ? product_r_2_22 : 32'd0;
-  assign \$667  = first_d2 ? 32'd0 : \acc_r__data$708 [767:736];
-  assign \$668  = active_d2 > 5'h17;
-  assign \$669  = \$668  ? product_r_2_23 : 32'd0;
-  assign \$670  = first_d2 ? 32'd0 : \acc_r__data$708 [799:768];
-  assign \$671  = active_d2 > 5'h18;
-  assign \$672  = \$671  ? product_r_2_24 : 32'd0;
-  assign \$673  = first_d2 ? 32'd0 : \acc_r__data$708 [831:800];
-  assign \$674  = active_d2 > 5'h19;
-  assign \$675  = \$674  ? product_r_2_25 : 32'd0;
-  assign \$676  = first_d2 ? 32'd0 : \acc_r__data$708 [863:832];
-  assign \$677  = active_d2 > 5'h1a;
-  assign \$678  = \$677  ? product_r_2_26 : 32'd0;
-  assign \$679  = first_d2 ? 32'd0 : \acc_r__data$708 [895:864];
-  assign \$680  = active_d2 > 5'h1b;
-  assign \$681  = \$680  ? product_r_2_27 : 32'd0;
-  assign \$682  = first_d2 ? 32'd0 : \acc_r__data$708 [927:896];
-  assign \$683  = active_d2 > 5'h1c;
-  assign \$684  = \$683  ? product_r_2_28 : 32'd0;
-  assign \$685  = first_d2 ? 32'd0 : \acc_r__data$708 [959:928];
-  assign \$686  = active_d2 > 5'h1d;
-  assign \$687  = \$686  ? product_r_2_29 : 32'd0;
-  assign \$688  = first_d2 ? 32'd0 : \acc_r__data$708 [991:960];
-  assign \$689  = active_d2 > 5'h1e;
-  assign \$690  = \$689  ? product_r_2_30 : 32'd0;
-  assign \$691  = first_d2 ? 32'd0 : \acc_r__data$708 [1023:992];
-  assign \$692  = active_d2 > 5'h1f;
-  assign \$693  = \$692  ? product_r_2_31 : 32'd0;
-  assign \$694  = first_d2 ? 32'd0 : \acc_r__data$709 [31:0];
-  assign \$695  = active_d2 > 1'h0;
-  assign \$696  = \$695  ? product_r_3_0 : 32'd0;
-  assign \$697  = first_d2 ? 32'd0 : \acc_r__data$709 [63:32];
-  assign \$698  = active_d2 > 1'h1;
-  assign \$699  = \$698  ? product_r_3_1 : 32'd0;
-  assign \$700  = first_d2 ? 32'd0 : \acc_r__data$709 [95:64];
-  assign \$701  = active_d2 > 2'h2;
-  assign \$702  = \$701  ? product_r_3_2 : 32'd0;
-  assign \$703  = first_d2 ? 32'd0 : \acc_r__data$709 [127:96];
-  assign \$704  = active_d2 > 2'h3;
-  assign \$705  = \$704  ? product_r_3_3 : 32'd0;
-  assign \$706  = first_d2 ? 32'd0 : \acc_r__data$709 [159:128];
-  assign \$707  = active_d2 > 3'h4;
-  assign \$708  = \$707  ? product_r_3_4 : 32'd0;
-  assign \$709  = first_d2 ? 32'd0 : \acc_r__data$709 [191:160];
-  assign \$710  = active_d2 > 3'h5;
-  assign \$711  = \$710  ? product_r_3_5 : 32'd0;
-  assign \$712  = first_d2 ? 32'd0 : \acc_r__data$709 [223:192];
-  assign \$713  = active_d2 > 3'h6;
-  assign \$714  = \$713  ? product_r_3_6 : 32'd0;
-  assign \$715  = first_d2 ? 32'd0 : \acc_r__data$709 [255:224];
-  assign \$716  = active_d2 > 3'h7;
-  assign \$717  = \$716  ? product_r_3_7 : 32'd0;
-  assign \$718  = first_d2 ? 32'd0 : \acc_r__data$709 [287:256];
-  assign \$719  = active_d2 > 4'h8;
-  assign \$720  = \$719  ? product_r_3_8 : 32'd0;
-  assign \$721  = first_d2 ? 32'd0 : \acc_r__data$709 [319:288];
-  assign \$722  = active_d2 > 4'h9;
-  assign \$723  = \$722  ? product_r_3_9 : 32'd0;
-  assign \$724  = first_d2 ? 32'd0 : \acc_r__data$709 [351:320];
-  assign \$725  = active_d2 > 4'ha;
-  assign \$726  = \$725  ? product_r_3_10 : 32'd0;
-  assign \$727  = first_d2 ? 32'd0 : \acc_r__data$709 [383:352];
-  assign \$728  = active_d2 > 4'hb;
-  assign \$729  = \$728  ? product_r_3_11 : 32'd0;
-  assign \$730  = first_d2 ? 32'd0 : \acc_r__data$709 [415:384];
-  assign \$731  = active_d2 > 4'hc;
-  assign \$732  = \$731  ? product_r_3_12 : 32'd0;
-  assign \$733  = first_d2 ? 32'd0 : \acc_r__data$709 [447:416];
-  assign \$734  = active_d2 > 4'hd;
-  assign \$735  = \$734  ? product_r_3_13 : 32'd0;
-  assign \$736  = first_d2 ? 32'd0 : \acc_r__data$709 [479:448];
-  assign \$737  = active_d2 > 4'he;
-  assign \$738  = \$737  ? product_r_3_14 : 32'd0;
-  assign \$739  = first_d2 ? 32'd0 : \acc_r__data$709 [511:480];
-  assign \$740  = active_d2 > 4'hf;
-  assign \$741  = \$740  ? product_r_3_15 : 32'd0;
-  assign \$742  = first_d2 ? 32'd0 : \acc_r__data$709 [543:512];
-  assign \$743  = active_d2 > 5'h10;
-  assign \$744  = \$743  ? product_r_3_16 : 32'd0;
-  assign \$745  = first_d2 ? 32'd0 : \acc_r__data$709 [575:544];
-  assign \$746  = active_d2 > 5'h11;
-  assign \$747  = \$746  ? product_r_3_17 : 32'd0;
-  assign \$748  = first_d2 ? 32'd0 : \acc_r__data$709 [607:576];
-  assign \$749  = active_d2 > 5'h12;
-  assign \$750  = \$749  ? product_r_3_18 : 32'd0;
-  assign \$751  = first_d2 ? 32'd0 : \acc_r__data$709 [639:608];
-  assign \$752  = active_d2 > 5'h13;
-  assign \$753  = \$752  ? product_r_3_19 : 32'd0;
-  assign \$754  = first_d2 ? 32'd0 : \acc_r__data$709 [671:640];
-  assign \$755  = active_d2 > 5'h14;
-  assign \$756  = \$755  ? product_r_3_20 : 32'd0;
-  assign \$757  = first_d2 ? 32'd0 : \acc_r__data$709 [703:672];
-  assign \$758  = active_d2 > 5'h15;
-  assign \$759  = \$758  ? product_r_3_21 : 32'd0;
-  assign \$760  = first_d2 ? 32'd0 : \acc_r__data$709 [735:704];
-  assign \$761  = active_d2 > 5'h16;
-  assign \$762  = \$761  ? product_r_3_22 : 32'd0;
-  assign \$763  = first_d2 ? 32'd0 : \acc_r__data$709 [767:736];
-  assign \$764  = active_d2 > 5'h17;
-  assign \$765  = \$764  ? product_r_3_23 : 32'd0;
-  assign \$766  = first_d2 ? 32'd0 : \acc_r__data$709 [799:768];
-  assign \$767  = active_d2 > 5'h18;
-  assign \$768  = \$767  ? product_r_3_24 : 32'd0;
-  assign \$769  = first_d2 ? 32'd0 : \acc_r__data$709 [831:800];
-  assign \$770  = active_d2 > 5'h19;
-  assign \$771  = \$770  ? product_r_3_25 : 32'd0;
-  assign \$772  = first_d2 ? 32'd0 : \acc_r__data$709 [863:832];
-  assign \$773  = active_d2 > 5'h1a;
-  assign \$774  = \$773  ? product_r_3_26 : 32'd0;
-  assign \$775  = first_d2 ? 32'd0 : \acc_r__data$709 [895:864];
-  assign \$776  = active_d2 > 5'h1b;
-  assign \$777  = \$776  ? product_r_3_27 : 32'd0;
-  assign \$778  = first_d2 ? 32'd0 : \acc_r__data$709 [927:896];
-  assign \$779  = active_d2 > 5'h1c;
-  assign \$780  = \$779  ? product_r_3_28 : 32'd0;
-  assign \$781  = first_d2 ? 32'd0 : \acc_r__data$709 [959:928];
-  assign \$782  = active_d2 > 5'h1d;
-  assign \$783  = \$782  ? product_r_3_29 : 32'd0;
-  assign \$784  = first_d2 ? 32'd0 : \acc_r__data$709 [991:960];
-  assign \$785  = active_d2 > 5'h1e;
-  assign \$786  = \$785  ? product_r_3_30 : 32'd0;
-  assign \$787  = first_d2 ? 32'd0 : \acc_r__data$709 [1023:992];
-  assign \$788  = active_d2 > 5'h1f;
-  assign \$789  = \$788  ? product_r_3_31 : 32'd0;
-  always @(posedge clk)
-    lane_row0 <= \$790 ;
-  always @(posedge clk)
-    lane_row1 <= \$791 ;
-  always @(posedge clk)
-    lane_row2 <= \$792 ;
-  always @(posedge clk)
-    lane_row3 <= \$793 ;
-  always @(posedge clk)
-    lane_row4 <= \$794 ;
-  always @(posedge clk)
-    lane_row5 <= \$795 ;
-  always @(posedge clk)
-    lane_row6 <= \$796 ;
-  always @(posedge clk)
-    lane_row7 <= \$797 ;
-  always @(posedge clk)
-    lane_row8 <= \$798 ;
-  always @(posedge clk)
-    lane_row9 <= \$799 ;
-  always @(posedge clk)
-    lane_row10 <= \$800 ;
-  always @(posedge clk)
-    lane_row11 <= \$801 ;
-  always @(posedge clk)
-    lane_row12 <= \$802 ;
-  always @(posedge clk)
-    lane_row13 <= \$803 ;
-  always @(posedge clk)
-    lane_row14 <= \$804 ;
-  always @(posedge clk)
-    lane_row15 <= \$805 ;
-  always @(posedge clk)
-    lane_row16 <= \$806 ;
-  always @(posedge clk)
-    lane_row17 <= \$807 ;
-  always @(posedge clk)
-    lane_row18 <= \$808 ;
-  always @(posedge clk)
-    lane_row19 <= \$809 ;
-  always @(posedge clk)
-    lane_row20 <= \$810 ;
-  always @(posedge clk)
-    lane_row21 <= \$811 ;
-  always @(posedge clk)
-    lane_row22 <= \$812 ;
-  always @(posedge clk)
-    lane_row23 <= \$813 ;
-  always @(posedge clk)
-    lane_row24 <= \$814 ;
-  always @(posedge clk)
-    lane_row25 <= \$815 ;
-  always @(posedge clk)
-    lane_row26 <= \$816 ;
-  always @(posedge clk)
-    lane_row27 <= \$817 ;
-  always @(posedge clk)
-    lane_row28 <= \$818 ;
-  always @(posedge clk)
-    lane_row29 <= \$819 ;
-  always @(posedge clk)
-    lane_row30 <= \$820 ;
-  always @(posedge clk)
-    lane_row31 <= \$821 ;
-  always @(posedge clk)
-    mac_d1 <= \$822 ;
-  always @(posedge clk)
-    first_d1 <= \$823 ;
-  always @(posedge clk)
-    acc_addr_d1 <= \$824 ;
-  always @(posedge clk)
-    active_d1 <= \$825 ;
-  always @(posedge clk)
-    w_d1 <= \$826 ;
-  always @(posedge clk)
-    \mac_d1$45  <= \$827 ;
-  always @(posedge clk)
-    mac_d2 <= \$828 ;
-  always @(posedge clk)
-    \first_d1$47  <= \$829 ;
-  always @(posedge clk)
-    first_d2 <= \$830 ;
-  always @(posedge clk)
-    \acc_addr_d1$49  <= \$831 ;
-  always @(posedge clk)
-    acc_addr_d2 <= \$832 ;
-  always @(posedge clk)
-    \active_d1$51  <= \$833 ;
-  always @(posedge clk)
-    active_d2 <= \$834 ;
-  always @(posedge clk)
-    \mac_d1$53  <= \$835 ;
-  always @(posedge clk)
-    \mac_d2$54  <= \$836 ;
-  always @(posedge clk)
-    \acc_addr_d1$55  <= \$837 ;
-  always @(posedge clk)
-    \acc_addr_d2$56  <= \$838 ;
-  always @(posedge clk)
-    mac_row1_d1 <= \$839 ;
-  always @(posedge clk)
-    first_row1_d1 <= \$840 ;
-  always @(posedge clk)
-    acc_addr_row1_d1 <= \$841 ;
-  always @(posedge clk)
-    active_row1_d1 <= \$842 ;
-  always @(posedge clk)
-    w_row1_d1 <= \$843 ;
-  always @(posedge clk)
-    \mac_row1_d1$68  <= \$844 ;
-  always @(posedge clk)
-    mac_row1_d2 <= \$845 ;
-  always @(posedge clk)
-    \first_row1_d1$70  <= \$846 ;
-  always @(posedge clk)
-    first_row1_d2 <= \$847 ;
-  always @(posedge clk)
-    \acc_addr_row1_d1$72  <= \$848 ;
-  always @(posedge clk)
-    acc_addr_row1_d2 <= \$849 ;
-  always @(posedge clk)
-    \active_row1_d1$74  <= \$850 ;
-  always @(posedge clk)
-    active_row1_d2 <= \$851 ;
-  always @(posedge clk)
-    \mac_row1_d1$76  <= \$852 ;
-  always @(posedge clk)
-    \mac_row1_d2$77  <= \$853 ;
-  always @(posedge clk)
-    \acc_addr_row1_d1$78  <= \$854 ;
-  always @(posedge clk)
-    \acc_addr_row1_d2$79  <= \$855 ;
-  always @(posedge clk)
-    x_0_0 <= \$856 ;
-  always @(posedge clk)
-    product_r_0_0 <= \$857 ;
-  always @(posedge clk)
-    x_0_1 <= \$858 ;
-  always @(posedge clk)
-    product_r_0_1 <= \$859 ;
-  always @(posedge clk)
-    x_0_2 <= \$860 ;
-  always @(posedge clk)
-    product_r_0_2 <= \$861 ;
-  always @(posedge clk)
-    x_0_3 <= \$862 ;
-  always @(posedge clk)
-    product_r_0_3 <= \$863 ;
-  always @(posedge clk)
-    x_0_4 <= \$864 ;
-  always @(posedge clk)
-    product_r_0_4 <= \$865 ;
-  always @(posedge clk)
-    x_0_5 <= \$866 ;
-  always @(posedge clk)
-    product_r_0_5 <= \$867 ;
-  always @(posedge clk)
-    x_0_6 <= \$868 ;
-  always @(posedge clk)
-    product_r_0_6 <= \$869 ;
-  always @(posedge clk)
-    x_0_7 <= \$870 ;
-  always @(posedge clk)
-    product_r_0_7 <= \$871 ;
-  always @(posedge clk)
-    x_0_8 <= \$872 ;
-  always @(posedge clk)
-    product_r_0_8 <= \$873 ;
-  always @(posedge clk)
-    x_0_9 <= \$874 ;
-  always @(posedge clk)
-    product_r_0_9 <= \$875 ;
-  always @(posedge clk)
-    x_0_10 <= \$876 ;
-  always @(posedge clk)
-    product_r_0_10 <= \$877 ;
-  always @(posedge clk)
-    x_0_11 <= \$878 ;
-  always @(posedge clk)
-    product_r_0_11 <= \$879 ;
-  always @(posedge clk)
-    x_0_12 <= \$880 ;
-  always @(posedge clk)
-    product_r_0_12 <= \$881 ;
-  always @(posedge clk)
-    x_0_13 <= \$882 ;
-  always @(posedge clk)
-    product_r_0_13 <= \$883 ;
-  always @(posedge clk)
-    x_0_14 <= \$884 ;
-  always @(posedge clk)
-    product_r_0_14 <= \$885 ;
-  always @(posedge clk)
-    x_0_15 <= \$886 ;
-  always @(posedge clk)
-    product_r_0_15 <= \$887 ;
-  always @(posedge clk)
-    x_0_16 <= \$888 ;
-  always @(posedge clk)
-    product_r_0_16 <= \$889 ;
-  always @(posedge clk)
-    x_0_17 <= \$890 ;
-  always @(posedge clk)
-    product_r_0_17 <= \$891 ;
-  always @(posedge clk)
-    x_0_18 <= \$892 ;
-  always @(posedge clk)
-    product_r_0_18 <= \$893 ;
-  always @(posedge clk)
-    x_0_19 <= \$894 ;
-  always @(posedge clk)
-    product_r_0_19 <= \$895 ;
-  always @(posedge clk)
-    x_0_20 <= \$896 ;
+  assign \$391  = rd_addr + 8'h80;
+  assign \$392  = fold_bank ? \$391  : { 2'h0, rd_addr };
+  assign \$393  = acc_addr_d2 + 8'h80;
+  assign \$394  = bank ? \$393  : { 2'h0, acc_addr_d2 };
+  assign \$395  = \acc_addr_d2$56  + 8'h80;
+  assign \$396  = bank ? \$395  : { 2'h0, \acc_addr_d2$56  };
+  assign \$397  = acc_word + 8'h80;
+  assign \$398  = fold_bank ? \$397  : { 2'h0, acc_word };
+  assign \$399  = \mac_d2$54  ? \$396  : \$398 ;
+  assign \$400  = ! acc_row;
+  assign \$401  = acc_we & \$400 ;
+  assign \$signature__en$488  = \mac_d2$54  | \$401 ;
+  assign \$signature__data$491  = \mac_d2$54  ? { sum_0_31, sum_0_30, sum_0_29, sum_0_28, sum_0_27, sum_0_26, sum_0_25, sum_0_24, sum_0_23, sum_0_22, sum_0_21, sum_0_20, sum_0_19, sum_0_18, sum_0_17, sum_0_16, sum_0_15, sum_0_14, sum_0_13, sum_0_12, sum_0_11, sum_0_10, sum_0_9, sum_0_8, sum_0_7, sum_0_6, sum_0_5, sum_0_4, sum_0_3, sum_0_2, sum_0_1, sum_0_0 } : acc_data;
+  assign \$402  = in_row == 1'h1;
+  assign \$403  = ! in_row;
+  assign \$404  = \$403  & split;
+  assign \$405  = \$402  | \$404 ;
+  assign \$signature__en$527  = in_we & \$405 ;
+  assign \$406  = split ? k_base1 : k_base;
+  assign \$407  = rd_addr + 8'h80;
+  assign \$408  = fold_bank ? \$407  : { 2'h0, rd_addr };
+  assign \$409  = acc_addr_row1_d2 + 8'h80;
+  assign \$410  = bank ? \$409  : { 2'h0, acc_addr_row1_d2 };
+  assign \$411  = \acc_addr_row1_d2$79  + 8'h80;
+  assign \$412  = bank ? \$411  : { 2'h0, \acc_addr_row1_d2$79  };
+  assign \$413  = acc_word + 8'h80;
+  assign \$414  = fold_bank ? \$413  : { 2'h0, acc_word };
+  assign \$415  = \mac_row1_d2$77  ? \$412  : \$414 ;
+  assign \$416  = acc_row == 1'h1;
+  assign \$417  = acc_we & \$416 ;
+  assign \$signature__en$533  = \mac_row1_d2$77  | \$417 ;
+  assign \$signature__data$534  = \mac_row1_d2$77  ? { sum_1_31, sum_1_30, sum_1_29, sum_1_28, sum_1_27, sum_1_26, sum_1_25, sum_1_24, sum_1_23, sum_1_22, sum_1_21, sum_1_20, sum_1_19, sum_1_18, sum_1_17, sum_1_16, sum_1_15, sum_1_14, sum_1_13, sum_1_12, sum_1_11, sum_1_10, sum_1_9, sum_1_8, sum_1_7, sum_1_6, sum_1_5, sum_1_4, sum_1_3, sum_1_2, sum_1_1, sum_1_0 } : acc_data;
+  assign \$418  = in_row == 2'h2;
+  assign \$signature__en$569  = in_we & \$418 ;
+  assign \$419  = rd_addr + 8'h80;
+  assign \$420  = fold_bank ? \$419  : { 2'h0, rd_addr };
+  assign \$421  = acc_addr_d2 + 8'h80;
+  assign \$422  = bank ? \$421  : { 2'h0, acc_addr_d2 };
+  assign \$423  = \acc_addr_d2$56  + 8'h80;
+  assign \$424  = bank ? \$423  : { 2'h0, \acc_addr_d2$56  };
+  assign \$425  = acc_word + 8'h80;
+  assign \$426  = fold_bank ? \$425  : { 2'h0, acc_word };
+  assign \$427  = \mac_d2$54  ? \$424  : \$426 ;
+  assign \$428  = acc_row == 2'h2;
+  assign \$429  = acc_we & \$428 ;
+  assign \$signature__en$575  = \mac_d2$54  | \$429 ;
+  assign \$signature__data$576  = \mac_d2$54  ? { sum_2_31, sum_2_30, sum_2_29, sum_2_28, sum_2_27, sum_2_26, sum_2_25, sum_2_24, sum_2_23, sum_2_22, sum_2_21, sum_2_20, sum_2_19, sum_2_18, sum_2_17, sum_2_16, sum_2_15, sum_2_14, sum_2_13, sum_2_12, sum_2_11, sum_2_10, sum_2_9, sum_2_8, sum_2_7, sum_2_6, sum_2_5, sum_2_4, sum_2_3, sum_2_2, sum_2_1, sum_2_0 } : acc_data;
+  assign \$430  = in_row == 2'h3;
+  assign \$signature__en$611  = in_we & \$430 ;
+  assign \$431  = rd_addr + 8'h80;
+  assign \$432  = fold_bank ? \$431  : { 2'h0, rd_addr };
+  assign \$433  = acc_addr_d2 + 8'h80;
+  assign \$434  = bank ? \$433  : { 2'h0, acc_addr_d2 };
+  assign \$435  = \acc_addr_d2$56  + 8'h80;
+  assign \$436  = bank ? \$435  : { 2'h0, \acc_addr_d2$56  };
+  assign \$437  = acc_word + 8'h80;
+  assign \$438  = fold_bank ? \$437  : { 2'h0, acc_word };
+  assign \$439  = \mac_d2$54  ? \$436  : \$438 ;
+  assign \$440  = acc_row == 2'h3;
+  assign \$441  = acc_we & \$440 ;
+  assign \$signature__en$617  = \mac_d2$54  | \$441 ;
+  assign \$signature__data$618  = \mac_d2$54  ? { sum_3_31, sum_3_30, sum_3_29, sum_3_28, sum_3_27, sum_3_26, sum_3_25, sum_3_24, sum_3_23, sum_3_22, sum_3_21, sum_3_20, sum_3_19, sum_3_18, sum_3_17, sum_3_16, sum_3_15, sum_3_14, sum_3_13, sum_3_12, sum_3_11, sum_3_10, sum_3_9, sum_3_8, sum_3_7, sum_3_6, sum_3_5, sum_3_4, sum_3_3, sum_3_2, sum_3_1, sum_3_0 } : acc_data;
+  assign \$442  = req_word + 8'h80;
+  assign \$443  = fold_bank ? \$442  : { 2'h0, req_word };
+  assign \$444  = req_word + 8'h80;
+  assign \$445  = fold_bank ? \$444  : { 2'h0, req_word };
+  assign \$446  = req_word + 8'h80;
+  assign \$447  = fold_bank ? \$446  : { 2'h0, req_word };
+  assign \$448  = req_word + 8'h80;
+  assign \$449  = fold_bank ? \$448  : { 2'h0, req_word };
+  assign \$450  = b_addr + 8'h80;
+  assign \$451  = fold_bank ? \$450  : { 2'h0, b_addr };
+  assign \$452  = b_addr + 8'h80;
+  assign \$453  = fold_bank ? \$452  : { 2'h0, b_addr };
+  assign \$454  = b_addr + 8'h80;
+  assign \$455  = fold_bank ? \$454  : { 2'h0, b_addr };
+  assign \$456  = b_addr + 8'h80;
+  assign \$457  = fold_bank ? \$456  : { 2'h0, b_addr };
+  assign \$458  = first_d2 ? 32'd0 : acc_r__data[31:0];
+  assign \$459  = active_d2 > 1'h0;
+  assign \$460  = \$459  ? product_r_0_0 : 32'd0;
+  assign \$461  = first_d2 ? 32'd0 : acc_r__data[63:32];
+  assign \$462  = active_d2 > 1'h1;
+  assign \$463  = \$462  ? product_r_0_1 : 32'd0;
+  assign \$464  = first_d2 ? 32'd0 : acc_r__data[95:64];
+  assign \$465  = active_d2 > 2'h2;
+  assign \$466  = \$465  ? product_r_0_2 : 32'd0;
+  assign \$467  = first_d2 ? 32'd0 : acc_r__data[127:96];
+  assign \$468  = active_d2 > 2'h3;
+  assign \$469  = \$468  ? product_r_0_3 : 32'd0;
+  assign \$470  = first_d2 ? 32'd0 : acc_r__data[159:128];
+  assign \$471  = active_d2 > 3'h4;
+  assign \$472  = \$471  ? product_r_0_4 : 32'd0;
+  assign \$473  = first_d2 ? 32'd0 : acc_r__data[191:160];
+  assign \$474  = active_d2 > 3'h5;
+  assign \$475  = \$474  ? product_r_0_5 : 32'd0;
+  assign \$476  = first_d2 ? 32'd0 : acc_r__data[223:192];
+  assign \$477  = active_d2 > 3'h6;
+  assign \$478  = \$477  ? product_r_0_6 : 32'd0;
+  assign \$479  = first_d2 ? 32'd0 : acc_r__data[255:224];
+  assign \$480  = active_d2 > 3'h7;
+  assign \$481  = \$480  ? product_r_0_7 : 32'd0;
+  assign \$482  = first_d2 ? 32'd0 : acc_r__data[287:256];
+  assign \$483  = active_d2 > 4'h8;
+  assign \$484  = \$483  ? product_r_0_8 : 32'd0;
+  assign \$485  = first_d2 ? 32'd0 : acc_r__data[319:288];
+  assign \$486  = active_d2 > 4'h9;
+  assign \$487  = \$486  ? product_r_0_9 : 32'd0;
+  assign \$488  = first_d2 ? 32'd0 : acc_r__data[351:320];
+  assign \$489  = active_d2 > 4'ha;
+  assign \$490  = \$489  ? product_r_0_10 : 32'd0;
+  assign \$491  = first_d2 ? 32'd0 : acc_r__data[383:352];
+  assign \$492  = active_d2 > 4'hb;
+  assign \$493  = \$492  ? product_r_0_11 : 32'd0;
+  assign \$494  = first_d2 ? 32'd0 : acc_r__data[415:384];
+  assign \$495  = active_d2 > 4'hc;
+  assign \$496  = \$495  ? product_r_0_12 : 32'd0;
+  assign \$497  = first_d2 ? 32'd0 : acc_r__data[447:416];
+  assign \$498  = active_d2 > 4'hd;
+  assign \$499  = \$498  ? product_r_0_13 : 32'd0;
+  assign \$500  = first_d2 ? 32'd0 : acc_r__data[479:448];
+  assign \$501  = active_d2 > 4'he;
+  assign \$502  = \$501  ? product_r_0_14 : 32'd0;
+  assign \$503  = first_d2 ? 32'd0 : acc_r__data[511:480];
+  assign \$504  = active_d2 > 4'hf;
+  assign \$505  = \$504  ? product_r_0_15 : 32'd0;
+  assign \$506  = first_d2 ? 32'd0 : acc_r__data[543:512];
+  assign \$507  = active_d2 > 5'h10;
+  assign \$508  = \$507  ? product_r_0_16 : 32'd0;
+  assign \$509  = first_d2 ? 32'd0 : acc_r__data[575:544];
+  assign \$510  = active_d2 > 5'h11;
+  assign \$511  = \$510  ? product_r_0_17 : 32'd0;
+  assign \$512  = first_d2 ? 32'd0 : acc_r__data[607:576];
+  assign \$513  = active_d2 > 5'h12;
+  assign \$514  = \$513  ? product_r_0_18 : 32'd0;
+  assign \$515  = first_d2 ? 32'd0 : acc_r__data[639:608];
+  assign \$516  = active_d2 > 5'h13;
+  assign \$517  = \$516  ? product_r_0_19 : 32'd0;
+  assign \$518  = first_d2 ? 32'd0 : acc_r__data[671:640];
+  assign \$519  = active_d2 > 5'h14;
+  assign \$520  = \$519  ? product_r_0_20 : 32'd0;
+  assign \$521  = first_d2 ? 32'd0 : acc_r__data[703:672];
+  assign \$522  = active_d2 > 5'h15;
+  assign \$523  = \$522  ? product_r_0_21 : 32'd0;
+  assign \$524  = first_d2 ? 32'd0 : acc_r__data[735:704];
+  assign \$525  = active_d2 > 5'h16;
+  assign \$526  = \$525  ? product_r_0_22 : 32'd0;
+  assign \$527  = first_d2 ? 32'd0 : acc_r__data[767:736];
+  assign \$528  = active_d2 > 5'h17;
+  assign \$529  = \$528  ? product_r_0_23 : 32'd0;
+  assign \$530  = first_d2 ? 32'd0 : acc_r__data[799:768];
+  assign \$531  = active_d2 > 5'h18;
+  assign \$532  = \$531  ? product_r_0_24 : 32'd0;
+  assign \$533  = first_d2 ? 32'd0 : acc_r__data[831:800];
+  assign \$534  = active_d2 > 5'h19;
+  assign \$535  = \$534  ? product_r_0_25 : 32'd0;
+  assign \$536  = first_d2 ? 32'd0 : acc_r__data[863:832];
+  assign \$537  = active_d2 > 5'h1a;
+  assign \$538  = \$537  ? product_r_0_26 : 32'd0;
+  assign \$539  = first_d2 ? 32'd0 : acc_r__data[895:864];
+  assign \$540  = active_d2 > 5'h1b;
+  assign \$541  = \$540  ? product_r_0_27 : 32'd0;
+  assign \$542  = first_d2 ? 32'd0 : acc_r__data[927:896];
+  assign \$543  = active_d2 > 5'h1c;
+  assign \$544  = \$543  ? product_r_0_28 : 32'd0;
+  assign \$545  = first_d2 ? 32'd0 : acc_r__data[959:928];
+  assign \$546  = active_d2 > 5'h1d;
+  assign \$547  = \$546  ? product_r_0_29 : 32'd0;
+  assign \$548  = first_d2 ? 32'd0 : acc_r__data[991:960];
+  assign \$549  = active_d2 > 5'h1e;
+  assign \$550  = \$549  ? product_r_0_30 : 32'd0;
+  assign \$551  = first_d2 ? 32'd0 : acc_r__data[1023:992];
+  assign \$552  = active_d2 > 5'h1f;
+  assign \$553  = \$552  ? product_r_0_31 : 32'd0;
+  assign \$554  = first_row1_d2 ? 32'd0 : \acc_r__data$710 [31:0];
+  assign \$555  = active_row1_d2 > 1'h0;
+  assign \$556  = \$555  ? product_r_1_0 : 32'd0;
+  assign \$557  = first_row1_d2 ? 32'd0 : \acc_r__data$710 [63:32];
+  assign \$558  = active_row1_d2 > 1'h1;
+  assign \$559  = \$558  ? product_r_1_1 : 32'd0;
+  assign \$560  = first_row1_d2 ? 32'd0 : \acc_r__data$710 [95:64];
+  assign \$561  = active_row1_d2 > 2'h2;
+  assign \$562  = \$561  ? product_r_1_2 : 32'd0;
+  assign \$563  = first_row1_d2 ? 32'd0 : \acc_r__data$710 [127:96];
+  assign \$564  = active_row1_d2 > 2'h3;
+  assign \$565  = \$564  ? product_r_1_3 : 32'd0;
+  assign \$566  = first_row1_d2 ? 32'd0 : \acc_r__data$710 [159:128];
+  assign \$567  = active_row1_d2 > 3'h4;
+  assign \$568  = \$567  ? product_r_1_4 : 32'd0;
+  assign \$569  = first_row1_d2 ? 32'd0 : \acc_r__data$710 [191:160];
+  assign \$570  = active_row1_d2 > 3'h5;
+  assign \$571  = \$570  ? product_r_1_5 : 32'd0;
+  assign \$572  = first_row1_d2 ? 32'd0 : \acc_r__data$710 [223:192];
+  assign \$573  = active_row1_d2 > 3'h6;
+  assign \$574  = \$573  ? product_r_1_6 : 32'd0;
+  assign \$575  = first_row1_d2 ? 32'd0 : \acc_r__data$710 [255:224];
+  assign \$576  = active_row1_d2 > 3'h7;
+  assign \$577  = \$576  ? product_r_1_7 : 32'd0;
+  assign \$578  = first_row1_d2 ? 32'd0 : \acc_r__data$710 [287:256];
+  assign \$579  = active_row1_d2 > 4'h8;
+  assign \$580  = \$579  ? product_r_1_8 : 32'd0;
+  assign \$581  = first_row1_d2 ? 32'd0 : \acc_r__data$710 [319:288];
+  assign \$582  = active_row1_d2 > 4'h9;
+  assign \$583  = \$582  ? product_r_1_9 : 32'd0;
+  assign \$584  = first_row1_d2 ? 32'd0 : \acc_r__data$710 [351:320];
+  assign \$585  = active_row1_d2 > 4'ha;
+  assign \$586  = \$585  ? product_r_1_10 : 32'd0;
+  assign \$587  = first_row1_d2 ? 32'd0 : \acc_r__data$710 [383:352];
+  assign \$588  = active_row1_d2 > 4'hb;
+  assign \$589  = \$588  ? product_r_1_11 : 32'd0;
+  assign \$590  = first_row1_d2 ? 32'd0 : \acc_r__data$710 [415:384];
+  assign \$591  = active_row1_d2 > 4'hc;
+  assign \$592  = \$591  ? product_r_1_12 : 32'd0;
+  assign \$593  = first_row1_d2 ? 32'd0 : \acc_r__data$710 [447:416];
+  assign \$594  = active_row1_d2 > 4'hd;
+  assign \$595  = \$594  ? product_r_1_13 : 32'd0;
+  assign \$596  = first_row1_d2 ? 32'd0 : \acc_r__data$710 [479:448];
+  assign \$597  = active_row1_d2 > 4'he;
+  assign \$598  = \$597  ? product_r_1_14 : 32'd0;
+  assign \$599  = first_row1_d2 ? 32'd0 : \acc_r__data$710 [511:480];
+  assign \$600  = active_row1_d2 > 4'hf;
+  assign \$601  = \$600  ? product_r_1_15 : 32'd0;
+  assign \$602  = first_row1_d2 ? 32'd0 : \acc_r__data$710 [543:512];
+  assign \$603  = active_row1_d2 > 5'h10;
+  assign \$604  = \$603  ? product_r_1_16 : 32'd0;
+  assign \$605  = first_row1_d2 ? 32'd0 : \acc_r__data$710 [575:544];
+  assign \$606  = active_row1_d2 > 5'h11;
+  assign \$607  = \$606  ? product_r_1_17 : 32'd0;
+  assign \$608  = first_row1_d2 ? 32'd0 : \acc_r__data$710 [607:576];
+  assign \$609  = active_row1_d2 > 5'h12;
+  assign \$610  = \$609  ? product_r_1_18 : 32'd0;
+  assign \$611  = first_row1_d2 ? 32'd0 : \acc_r__data$710 [639:608];
+  assign \$612  = active_row1_d2 > 5'h13;
+  assign \$613  = \$612  ? product_r_1_19 : 32'd0;
+  assign \$614  = first_row1_d2 ? 32'd0 : \acc_r__data$710 [671:640];
+  assign \$615  = active_row1_d2 > 5'h14;
+  assign \$616  = \$615  ? product_r_1_20 : 32'd0;
+  assign \$617  = first_row1_d2 ? 32'd0 : \acc_r__data$710 [703:672];
+  assign \$618  = active_row1_d2 > 5'h15;
+  assign \$619  = \$618  ? product_r_1_21 : 32'd0;
+  assign \$620  = first_row1_d2 ? 32'd0 : \acc_r__data$710 [735:704];
+  assign \$621  = active_row1_d2 > 5'h16;
+  assign \$622  = \$621  ? product_r_1_22 : 32'd0;
+  assign \$623  = first_row1_d2 ? 32'd0 : \acc_r__data$710 [767:736];
+  assign \$624  = active_row1_d2 > 5'h17;
+  assign \$625  = \$624  ? product_r_1_23 : 32'd0;
+  assign \$626  = first_row1_d2 ? 32'd0 : \acc_r__data$710 [799:768];
+  assign \$627  = active_row1_d2 > 5'h18;
+  assign \$628  = \$627  ? product_r_1_24 : 32'd0;
+  assign \$629  = first_row1_d2 ? 32'd0 : \acc_r__data$710 [831:800];
+  assign \$630  = active_row1_d2 > 5'h19;
+  assign \$631  = \$630  ? product_r_1_25 : 32'd0;
+  assign \$632  = first_row1_d2 ? 32'd0 : \acc_r__data$710 [863:832];
+  assign \$633  = active_row1_d2 > 5'h1a;
+  assign \$634  = \$633  ? product_r_1_26 : 32'd0;
+  assign \$635  = first_row1_d2 ? 32'd0 : \acc_r__data$710 [895:864];
+  assign \$636  = active_row1_d2 > 5'h1b;
+  assign \$637  = \$636  ? product_r_1_27 : 32'd0;
+  assign \$638  = first_row1_d2 ? 32'd0 : \acc_r__data$710 [927:896];
+  assign \$639  = active_row1_d2 > 5'h1c;
+  assign \$640  = \$639  ? product_r_1_28 : 32'd0;
+  assign \$641  = first_row1_d2 ? 32'd0 : \acc_r__data$710 [959:928];
+  assign \$642  = active_row1_d2 > 5'h1d;
+  assign \$643  = \$642  ? product_r_1_29 : 32'd0;
+  assign \$644  = first_row1_d2 ? 32'd0 : \acc_r__data$710 [991:960];
+  assign \$645  = active_row1_d2 > 5'h1e;
+  assign \$646  = \$645  ? product_r_1_30 : 32'd0;
+  assign \$647  = first_row1_d2 ? 32'd0 : \acc_r__data$710 [1023:992];
+  assign \$648  = active_row1_d2 > 5'h1f;
+  assign \$649  = \$648  ? product_r_1_31 : 32'd0;
+  assign \$650  = first_d2 ? 32'd0 : \acc_r__data$711 [31:0];
+  assign \$651  = active_d2 > 1'h0;
+  assign \$652  = \$651  ? product_r_2_0 : 32'd0;
+  assign \$653  = first_d2 ? 32'd0 : \acc_r__data$711 [63:32];
+  assign \$654  = active_d2 > 1'h1;
+  assign \$655  = \$654  ? product_r_2_1 : 32'd0;
+  assign \$656  = first_d2 ? 32'd0 : \acc_r__data$711 [95:64];
+  assign \$657  = active_d2 > 2'h2;
+  assign \$658  = \$657  ? product_r_2_2 : 32'd0;
+  assign \$659  = first_d2 ? 32'd0 : \acc_r__data$711 [127:96];
+  assign \$660  = active_d2 > 2'h3;
+  assign \$661  = \$660  ? product_r_2_3 : 32'd0;
+  assign \$662  = first_d2 ? 32'd0 : \acc_r__data$711 [159:128];
+  assign \$663  = active_d2 > 3'h4;
+  assign \$664  = \$663  ? product_r_2_4 : 32'd0;
+  assign \$665  = first_d2 ? 32'd0 : \acc_r__data$711 [191:160];
+  assign \$666  = active_d2 > 3'h5;
+  assign \$667  = \$666  ? product_r_2_5 : 32'd0;
+  assign \$668  = first_d2 ? 32'd0 : \acc_r__data$711 [223:192];
+  assign \$669  = active_d2 > 3'h6;
+  assign \$670  = \$669  ? product_r_2_6 : 32'd0;
+  assign \$671  = first_d2 ? 32'd0 : \acc_r__data$711 [255:224];
+  assign \$672  = active_d2 > 3'h7;
+  assign \$673  = \$672  ? product_r_2_7 : 32'd0;
+  assign \$674  = first_d2 ? 32'd0 : \acc_r__data$711 [287:256];
+  assign \$675  = active_d2 > 4'h8;
+  assign \$676  = \$675  ? product_r_2_8 : 32'd0;
+  assign \$677  = first_d2 ? 32'd0 : \acc_r__data$711 [319:288];
+  assign \$678  = active_d2 > 4'h9;
+  assign \$679  = \$678  ? product_r_2_9 : 32'd0;
+  assign \$680  = first_d2 ? 32'd0 : \acc_r__data$711 [351:320];
+  assign \$681  = active_d2 > 4'ha;
+  assign \$682  = \$681  ? product_r_2_10 : 32'd0;
+  assign \$683  = first_d2 ? 32'd0 : \acc_r__data$711 [383:352];
+  assign \$684  = active_d2 > 4'hb;
+  assign \$685  = \$684  ? product_r_2_11 : 32'd0;
+  assign \$686  = first_d2 ? 32'd0 : \acc_r__data$711 [415:384];
+  assign \$687  = active_d2 > 4'hc;
+  assign \$688  = \$687  ? product_r_2_12 : 32'd0;
+  assign \$689  = first_d2 ? 32'd0 : \acc_r__data$711 [447:416];
+  assign \$690  = active_d2 > 4'hd;
+  assign \$691  = \$690  ? product_r_2_13 : 32'd0;
+  assign \$692  = first_d2 ? 32'd0 : \acc_r__data$711 [479:448];
+  assign \$693  = active_d2 > 4'he;
+  assign \$694  = \$693  ? product_r_2_14 : 32'd0;
+  assign \$695  = first_d2 ? 32'd0 : \acc_r__data$711 [511:480];
+  assign \$696  = active_d2 > 4'hf;
+  assign \$697  = \$696  ? product_r_2_15 : 32'd0;
+  assign \$698  = first_d2 ? 32'd0 : \acc_r__data$711 [543:512];
+  assign \$699  = active_d2 > 5'h10;
+  assign \$700  = \$699  ? product_r_2_16 : 32'd0;
+  assign \$701  = first_d2 ? 32'd0 : \acc_r__data$711 [575:544];
+  assign \$702  = active_d2 > 5'h11;
+  assign \$703  = \$702  ? product_r_2_17 : 32'd0;
+  assign \$704  = first_d2 ? 32'd0 : \acc_r__data$711 [607:576];
+  assign \$705  = active_d2 > 5'h12;
+  assign \$706  = \$705  ? product_r_2_18 : 32'd0;
+  assign \$707  = first_d2 ? 32'd0 : \acc_r__data$711 [639:608];
+  assign \$708  = active_d2 > 5'h13;
+  assign \$709  = \$708  ? product_r_2_19 : 32'd0;
+  assign \$710  = first_d2 ? 32'd0 : \acc_r__data$711 [671:640];
+  assign \$711  = active_d2 > 5'h14;
+  assign \$712  = \$711  ? product_r_2_20 : 32'd0;
+  assign \$713  = first_d2 ? 32'd0 : \acc_r__data$711 [703:672];
+  assign \$714  = active_d2 > 5'h15;
+  assign \$715  = \$714  ? product_r_2_21 : 32'd0;
+  assign \$716  = first_d2 ? 32'd0 : \acc_r__data$711 [735:704];
+  assign \$717  = active_d2 > 5'h16;
+  assign \$718  = \$717  ? product_r_2_22 : 32'd0;
+  assign \$719  = first_d2 ? 32'd0 : \acc_r__data$711 [767:736];
+  assign \$720  = active_d2 > 5'h17;
+  assign \$721  = \$720  ? product_r_2_23 : 32'd0;
+  assign \$722  = first_d2 ? 32'd0 : \acc_r__data$711 [799:768];
+  assign \$723  = active_d2 > 5'h18;
+  assign \$724  = \$723  ? product_r_2_24 : 32'd0;
+  assign \$725  = first_d2 ? 32'd0 : \acc_r__data$711 [831:800];
+  assign \$726  = active_d2 > 5'h19;
+  assign \$727  = \$726  ? product_r_2_25 : 32'd0;
+  assign \$728  = first_d2 ? 32'd0 : \acc_r__data$711 [863:832];
+  assign \$729  = active_d2 > 5'h1a;
+  assign \$730  = \$729  ? product_r_2_26 : 32'd0;
+  assign \$731  = first_d2 ? 32'd0 : \acc_r__data$711 [895:864];
+  assign \$732  = active_d2 > 5'h1b;
+  assign \$733  = \$732  ? product_r_2_27 : 32'd0;
+  assign \$734  = first_d2 ? 32'd0 : \acc_r__data$711 [927:896];
+  assign \$735  = active_d2 > 5'h1c;
+  assign \$736  = \$735  ? product_r_2_28 : 32'd0;
+  assign \$737  = first_d2 ? 32'd0 : \acc_r__data$711 [959:928];
+  assign \$738  = active_d2 > 5'h1d;
+  assign \$739  = \$738  ? product_r_2_29 : 32'd0;
+  assign \$740  = first_d2 ? 32'd0 : \acc_r__data$711 [991:960];
+  assign \$741  = active_d2 > 5'h1e;
+  assign \$742  = \$741  ? product_r_2_30 : 32'd0;
+  assign \$743  = first_d2 ? 32'd0 : \acc_r__data$711 [1023:992];
+  assign \$744  = active_d2 > 5'h1f;
+  assign \$745  = \$744  ? product_r_2_31 : 32'd0;
+  assign \$746  = first_d2 ? 32'd0 : \acc_r__data$712 [31:0];
+  assign \$747  = active_d2 > 1'h0;
+  assign \$748  = \$747  ? product_r_3_0 : 32'd0;
+  assign \$749  = first_d2 ? 32'd0 : \acc_r__data$712 [63:32];
+  assign \$750  = active_d2 > 1'h1;
+  assign \$751  = \$750  ? product_r_3_1 : 32'd0;
+  assign \$752  = first_d2 ? 32'd0 : \acc_r__data$712 [95:64];
+  assign \$753  = active_d2 > 2'h2;
+  assign \$754  = \$753  ? product_r_3_2 : 32'd0;
+  assign \$755  = first_d2 ? 32'd0 : \acc_r__data$712 [127:96];
+  assign \$756  = active_d2 > 2'h3;
+  assign \$757  = \$756  ? product_r_3_3 : 32'd0;
+  assign \$758  = first_d2 ? 32'd0 : \acc_r__data$712 [159:128];
+  assign \$759  = active_d2 > 3'h4;
+  assign \$760  = \$759  ? product_r_3_4 : 32'd0;
+  assign \$761  = first_d2 ? 32'd0 : \acc_r__data$712 [191:160];
+  assign \$762  = active_d2 > 3'h5;
+  assign \$763  = \$762  ? product_r_3_5 : 32'd0;
+  assign \$764  = first_d2 ? 32'd0 : \acc_r__data$712 [223:192];
+  assign \$765  = active_d2 > 3'h6;
+  assign \$766  = \$765  ? product_r_3_6 : 32'd0;
+  assign \$767  = first_d2 ? 32'd0 : \acc_r__data$712 [255:224];
+  assign \$768  = active_d2 > 3'h7;
+  assign \$769  = \$768  ? product_r_3_7 : 32'd0;
+  assign \$770  = first_d2 ? 32'd0 : \acc_r__data$712 [287:256];
+  assign \$771  = active_d2 > 4'h8;
+  assign \$772  = \$771  ? product_r_3_8 : 32'd0;
+  assign \$773  = first_d2 ? 32'd0 : \acc_r__data$712 [319:288];
+  assign \$774  = active_d2 > 4'h9;
+  assign \$775  = \$774  ? product_r_3_9 : 32'd0;
+  assign \$776  = first_d2 ? 32'd0 : \acc_r__data$712 [351:320];
+  assign \$777  = active_d2 > 4'ha;
+  assign \$778  = \$777  ? product_r_3_10 : 32'd0;
+  assign \$779  = first_d2 ? 32'd0 : \acc_r__data$712 [383:352];
+  assign \$780  = active_d2 > 4'hb;
+  assign \$781  = \$780  ? product_r_3_11 : 32'd0;
+  assign \$782  = first_d2 ? 32'd0 : \acc_r__data$712 [415:384];
+  assign \$783  = active_d2 > 4'hc;
+  assign \$784  = \$783  ? product_r_3_12 : 32'd0;
+  assign \$785  = first_d2 ? 32'd0 : \acc_r__data$712 [447:416];
+  assign \$786  = active_d2 > 4'hd;
+  assign \$787  = \$786  ? product_r_3_13 : 32'd0;
+  assign \$788  = first_d2 ? 32'd0 : \acc_r__data$712 [479:448];
+  assign \$789  = active_d2 > 4'he;
+  assign \$790  = \$789  ? product_r_3_14 : 32'd0;
+  assign \$791  = first_d2 ? 32'd0 : \acc_r__data$712 [511:480];
+  assign \$792  = active_d2 > 4'hf;
+  assign \$793  = \$792  ? product_r_3_15 : 32'd0;
+  assign \$794  = first_d2 ? 32'd0 : \acc_r__data$712 [543:512];
+  assign \$795  = active_d2 > 5'h10;
+  assign \$796  = \$795  ? product_r_3_16 : 32'd0;
+  assign \$797  = first_d2 ? 32'd0 : \acc_r__data$712 [575:544];
+  assign \$798  = active_d2 > 5'h11;
+  assign \$799  = \$798  ? product_r_3_17 : 32'd0;
+  assign \$800  = first_d2 ? 32'd0 : \acc_r__data$712 [607:576];
+  assign \$801  = active_d2 > 5'h12;
+  assign \$802  = \$801  ? product_r_3_18 : 32'd0;
+  assign \$803  = first_d2 ? 32'd0 : \acc_r__data$712 [639:608];
+  assign \$804  = active_d2 > 5'h13;
+  assign \$805  = \$804  ? product_r_3_19 : 32'd0;
+  assign \$806  = first_d2 ? 32'd0 : \acc_r__data$712 [671:640];
+  assign \$807  = active_d2 > 5'h14;
+  assign \$808  = \$807  ? product_r_3_20 : 32'd0;
+  assign \$809  = first_d2 ? 32'd0 : \acc_r__data$712 [703:672];
+  assign \$810  = active_d2 > 5'h15;
+  assign \$811  = \$810  ? product_r_3_21 : 32'd0;
+  assign \$812  = first_d2 ? 32'd0 : \acc_r__data$712 [735:704];
+  assign \$813  = active_d2 > 5'h16;
+  assign \$814  = \$813  ? product_r_3_22 : 32'd0;
+  assign \$815  = first_d2 ? 32'd0 : \acc_r__data$712 [767:736];
+  assign \$816  = active_d2 > 5'h17;
+  assign \$817  = \$816  ? product_r_3_23 : 32'd0;
+  assign \$818  = first_d2 ? 32'd0 : \acc_r__data$712 [799:768];
+  assign \$819  = active_d2 > 5'h18;
+  assign \$820  = \$819  ? product_r_3_24 : 32'd0;
+  assign \$821  = first_d2 ? 32'd0 : \acc_r__data$712 [831:800];
+  assign \$822  = active_d2 > 5'h19;
+  assign \$823  = \$822  ? product_r_3_25 : 32'd0;
+  assign \$824  = first_d2 ? 32'd0 : \acc_r__data$712 [863:832];
+  assign \$825  = active_d2 > 5'h1a;
+  assign \$826  = \$825  ? product_r_3_26 : 32'd0;
+  assign \$827  = first_d2 ? 32'd0 : \acc_r__data$712 [895:864];
+  assign \$828  = active_d2 > 5'h1b;
+  assign \$829  = \$828  ? product_r_3_27 : 32'd0;
+  assign \$830  = first_d2 ? 32'd0 : \acc_r__data$712 [927:896];
+  assign \$831  = active_d2 > 5'h1c;
+  assign \$832  = \$831  ? product_r_3_28 : 32'd0;
+  assign \$833  = first_d2 ? 32'd0 : \acc_r__data$712 [959:928];
+  assign \$834  = active_d2 > 5'h1d;
+  assign \$835  = \$834  ? product_r_3_29 : 32'd0;
+  assign \$836  = first_d2 ? 32'd0 : \acc_r__data$712 [991:960];
+  assign \$837  = active_d2 > 5'h1e;
+  assign \$838  = \$837  ? product_r_3_30 : 32'd0;
+  assign \$839  = first_d2 ? 32'd0 : \acc_r__data$712 [1023:992];
+  assign \$840  = active_d2 > 5'h1f;
+  assign \$841  = \$840  ? product_r_3_31 : 32'd0;
+  always @(posedge clk)
+    lane_row0 <= \$842 ;
+  always @(posedge clk)
+    lane_row1 <= \$843 ;
+  always @(posedge clk)
+    lane_row2 <= \$844 ;
+  always @(posedge clk)
+    lane_row3 <= \$845 ;
+  always @(posedge clk)
+    lane_row4 <= \$846 ;
+  always @(posedge clk)
+    lane_row5 <= \$847 ;
+  always @(posedge clk)
+    lane_row6 <= \$848 ;
+  always @(posedge clk)
+    lane_row7 <= \$849 ;
+  always @(posedge clk)
+    lane_row8 <= \$850 ;
+  always @(posedge clk)
+    lane_row9 <= \$851 ;
+  always @(posedge clk)
+    lane_row10 <= \$852 ;
+  always @(posedge clk)
+    lane_row11 <= \$853 ;
+  always @(posedge clk)
+    lane_row12 <= \$854 ;
+  always @(posedge clk)
+    lane_row13 <= \$855 ;
+  always @(posedge clk)
+    lane_row14 <= \$856 ;
+  always @(posedge clk)
+    lane_row15 <= \$857 ;
+  always @(posedge clk)
+    lane_row16 <= \$858 ;
+  always @(posedge clk)
+    lane_row17 <= \$859 ;
+  always @(posedge clk)
+    lane_row18 <= \$860 ;
+  always @(posedge clk)
+    lane_row19 <= \$861 ;
+  always @(posedge clk)
+    lane_row20 <= \$862 ;
+  always @(posedge clk)
+    lane_row21 <= \$863 ;
+  always @(posedge clk)
+    lane_row22 <= \$864 ;
+  always @(posedge clk)
+    lane_row23 <= \$865 ;
+  always @(posedge clk)
+    lane_row24 <= \$866 ;
+  always @(posedge clk)
+    lane_row25 <= \$867 ;
+  always @(posedge clk)
+    lane_row26 <= \$868 ;
+  always @(posedge clk)
+    lane_row27 <= \$869 ;
+  always @(posedge clk)
+    lane_row28 <= \$870 ;
+  always @(posedge clk)
+    lane_row29 <= \$871 ;
+  always @(posedge clk)
+    lane_row30 <= \$872 ;
+  always @(posedge clk)
+    lane_row31 <= \$873 ;
+  always @(posedge clk)
+    mac_d1 <= \$874 ;
+  always @(posedge clk)
+    first_d1 <= \$875 ;
+  always @(posedge clk)
+    acc_addr_d1 <= \$876 ;
+  always @(posedge clk)
+    active_d1 <= \$877 ;
+  always @(posedge clk)
+    w_d1 <= \$878 ;
+  always @(posedge clk)
+    \mac_d1$45  <= \$879 ;
+  always @(posedge clk)
+    mac_d2 <= \$880 ;
+  always @(posedge clk)
+    \first_d1$47  <= \$881 ;
+  always @(posedge clk)
+    first_d2 <= \$882 ;
+  always @(posedge clk)
+    \acc_addr_d1$49  <= \$883 ;
+  always @(posedge clk)
+    acc_addr_d2 <= \$884 ;
+  always @(posedge clk)
+    \active_d1$51  <= \$885 ;
+  always @(posedge clk)
+    active_d2 <= \$886 ;
+  always @(posedge clk)
+    \mac_d1$53  <= \$887 ;
+  always @(posedge clk)
+    \mac_d2$54  <= \$888 ;
+  always @(posedge clk)
+    \acc_addr_d1$55  <= \$889 ;
+  always @(posedge clk)
+    \acc_addr_d2$56  <= \$890 ;
+  always @(posedge clk)
+    mac_row1_d1 <= \$891 ;
+  always @(posedge clk)
+    first_row1_d1 <= \$892 ;
+  always @(posedge clk)
+    acc_addr_row1_d1 <= \$893 ;
+  always @(posedge clk)
+    active_row1_d1 <= \$894 ;
+  always @(posedge clk)
+    w_row1_d1 <= \$895 ;
+  always @(posedge clk)
+    \mac_row1_d1$68  <= \$896 ;
+  always @(posedge clk)
+    mac_row1_d2 <= \$897 ;
+  always @(posedge clk)
+    \first_row1_d1$70  <= \$898 ;
+  always @(posedge clk)
+    first_row1_d2 <= \$899 ;
+  always @(posedge clk)
+    \acc_addr_row1_d1$72  <= \$900 ;
+  always @(posedge clk)
+    acc_addr_row1_d2 <= \$901 ;
+  always @(posedge clk)
+    \active_row1_d1$74  <= \$902 ;
+  always @(posedge clk)
+    active_row1_d2 <= \$903 ;
+  always @(posedge clk)
+    \mac_row1_d1$76  <= \$904 ;
+  always @(posedge clk)
+    \mac_row1_d2$77  <= \$905 ;
+  always @(posedge clk)
+    \acc_addr_row1_d1$78  <= \$906 ;
+  always @(posedge clk)
+    \acc_addr_row1_d2$79  <= \$907 ;
+  always @(posedge clk)
+    x_0_0 <= \$908 ;
+  always @(posedge clk)
+    product_r_0_0 <= \$909 ;
+  always @(posedge clk)
+    x_0_1 <= \$910 ;
+  always @(posedge clk)
+    product_r_0_1 <= \$911 ;
+  always @(posedge clk)
+    x_0_2 <= \$912 ;
+  always @(posedge clk)
+    product_r_0_2 <= \$913 ;
+  always @(posedge clk)
+    x_0_3 <= \$914 ;
+  always @(posedge clk)
+    product_r_0_3 <= \$915 ;
+  always @(posedge clk)
+    x_0_4 <= \$916 ;
+  always @(posedge clk)
+    product_r_0_4 <= \$917 ;
+  always @(posedge clk)
+    x_0_5 <= \$918 ;
+  always @(posedge clk)
+    product_r_0_5 <= \$919 ;
+  always @(posedge clk)
+    x_0_6 <= \$920 ;
+  always @(posedge clk)
+    product_r_0_6 <= \$921 ;
+  always @(posedge clk)
+    x_0_7 <= \$922 ;
+  always @(posedge clk)
+    product_r_0_7 <= \$923 ;
+  always @(posedge clk)
+    x_0_8 <= \$924 ;
+  always @(posedge clk)
+    product_r_0_8 <= \$925 ;
+  always @(posedge clk)
+    x_0_9 <= \$926 ;
+  always @(posedge clk)
+    product_r_0_9 <= \$927 ;
+  always @(posedge clk)
+    x_0_10 <= \$928 ;
+  always @(posedge clk)
+    product_r_0_10 <= \$929 ;
+  always @(posedge clk)
+    x_0_11 <= \$930 ;
+  always @(posedge clk)
+    product_r_0_11 <= \$931 ;
+  always @(posedge clk)
+    x_0_12 <= \$932 ;
+  always @(posedge clk)
+    product_r_0_12 <= \$933 ;
+  always @(posedge clk)
+    x_0_13 <= \$934 ;
+  always @(posedge clk)
+    product_r_0_13 <= \$935 ;
+  always @(posedge clk)
+    x_0_14 <= \$936 ;
+  always @(posedge clk)
+    product_r_0_14 <= \$937 ;
+  always @(posedge clk)
+    x_0_15 <= \$938 ;
+  always @(posedge clk)
+    product_r_0_15 <= \$939 ;
+  always @(posedge clk)
+    x_0_16 <= \$940 ;
+  always @(posedge clk)
+    product_r_0_16 <= \$941 ;
+  always @(posedge clk)
+    x_0_17 <= \$942 ;
+  always @(posedge clk)
+    product_r_0_17 <= \$943 ;
+  always @(posedge clk)
+    x_0_18 <= \$944 ;
+  always @(posedge clk)
+    product_r_0_18 <= \$945 ;
+  always @(posedge clk)
+    x_0_19 <= \$946 ;
+  always @(posedge clk)
+    product_r_0_19 <= \$947 ;
+  always @(posedge clk)
+    x_0_20 <= \$948 ;
+  always @(posedge clk)
+    product_r_0_20 <= \$949 ;
+  always @(posedge clk)
+    x_0_21 <= \$950 ;
+  always @(posedge clk)
+    product_r_0_21 <= \$951 ;
+  always @(posedge clk)
+    x_0_22 <= \$952 ;
+  always @(posedge clk)
+    product_r_0_22 <= \$953 ;
+  always @(posedge clk)
+    x_0_23 <= \$954 ;
+  always @(posedge clk)
+    product_r_0_23 <= \$955 ;
+  always @(posedge clk)
+    x_0_24 <= \$956 ;
+  always @(posedge clk)
+    product_r_0_24 <= \$957 ;
+  always @(posedge clk)
+    x_0_25 <= \$958 ;
+  always @(posedge clk)
+    product_r_0_25 <= \$959 ;
+  always @(posedge clk)
+    x_0_26 <= \$960 ;
+  always @(posedge clk)
+    product_r_0_26 <= \$961 ;
+  always @(posedge clk)
+    x_0_27 <= \$962 ;
+  always @(posedge clk)
+    product_r_0_27 <= \$963 ;
+  always @(posedge clk)
+    x_0_28 <= \$964 ;
+  always @(posedge clk)
+    product_r_0_28 <= \$965 ;
+  always @(posedge clk)
+    x_0_29 <= \$966 ;
+  always @(posedge clk)
+    product_r_0_29 <= \$967 ;
+  always @(posedge clk)
+    x_0_30 <= \$968 ;
+  always @(posedge clk)
+    product_r_0_30 <= \$969 ;
+  always @(posedge clk)
+    x_0_31 <= \$970 ;
+  always @(posedge clk)
+    product_r_0_31 <= \$971 ;
+  always @(posedge clk)
+    x_1_0 <= \$972 ;
   always @(posedge clk)
-    product_r_0_20 <= \$897 ;
+    product_r_1_0 <= \$973 ;
   always @(posedge clk)
-    x_0_21 <= \$898 ;
+    x_1_1 <= \$974 ;
   always @(posedge clk)
-    product_r_0_21 <= \$899 ;
+    product_r_1_1 <= \$975 ;
   always @(posedge clk)
-    x_0_22 <= \$900 ;
+    x_1_2 <= \$976 ;
   always @(posedge clk)
-    product_r_0_22 <= \$901 ;
+    product_r_1_2 <= \$977 ;
   always @(posedge clk)
-    x_0_23 <= \$902 ;
+    x_1_3 <= \$978 ;
   always @(posedge clk)
-    product_r_0_23 <= \$903 ;
+    product_r_1_3 <= \$979 ;
   always @(posedge clk)
-    x_0_24 <= \$904 ;
+    x_1_4 <= \$980 ;
   always @(posedge clk)
-    product_r_0_24 <= \$905 ;
+    product_r_1_4 <= \$981 ;
   always @(posedge clk)
-    x_0_25 <= \$906 ;
+    x_1_5 <= \$982 ;
   always @(posedge clk)
-    product_r_0_25 <= \$907 ;
+    product_r_1_5 <= \$983 ;
   always @(posedge clk)
-    x_0_26 <= \$908 ;
+    x_1_6 <= \$984 ;
   always @(posedge clk)
-    product_r_0_26 <= \$909 ;
+    product_r_1_6 <= \$985 ;
   always @(posedge clk)
-    x_0_27 <= \$910 ;
+    x_1_7 <= \$986 ;
   always @(posedge clk)
-    product_r_0_27 <= \$911 ;
+    product_r_1_7 <= \$987 ;
   always @(posedge clk)
-    x_0_28 <= \$912 ;
+    x_1_8 <= \$988 ;
   always @(posedge clk)
-    product_r_0_28 <= \$913 ;
+    product_r_1_8 <= \$989 ;
   always @(posedge clk)
-    x_0_29 <= \$914 ;
+    x_1_9 <= \$990 ;
   always @(posedge clk)
-    product_r_0_29 <= \$915 ;
+    product_r_1_9 <= \$991 ;
   always @(posedge clk)
-    x_0_30 <= \$916 ;
+    x_1_10 <= \$992 ;
   always @(posedge clk)
-    product_r_0_30 <= \$917 ;
+    product_r_1_10 <= \$993 ;
   always @(posedge clk)
-    x_0_31 <= \$918 ;
+    x_1_11 <= \$994 ;
   always @(posedge clk)
-    product_r_0_31 <= \$919 ;
+    product_r_1_11 <= \$995 ;
   always @(posedge clk)
-    x_1_0 <= \$920 ;
+    x_1_12 <= \$996 ;
   always @(posedge clk)
-    product_r_1_0 <= \$921 ;
+    product_r_1_12 <= \$997 ;
   always @(posedge clk)
-    x_1_1 <= \$922 ;
+    x_1_13 <= \$998 ;
   always @(posedge clk)
-    product_r_1_1 <= \$923 ;
+    product_r_1_13 <= \$999 ;
   always @(posedge clk)
-    x_1_2 <= \$924 ;
+    x_1_14 <= \$1000 ;
   always @(posedge clk)
-    product_r_1_2 <= \$925 ;
+    product_r_1_14 <= \$1001 ;
   always @(posedge clk)
-    x_1_3 <= \$926 ;
+    x_1_15 <= \$1002 ;
   always @(posedge clk)
-    product_r_1_3 <= \$927 ;
+    product_r_1_15 <= \$1003 ;
   always @(posedge clk)
-    x_1_4 <= \$928 ;
+    x_1_16 <= \$1004 ;
   always @(posedge clk)
-    product_r_1_4 <= \$929 ;
+    product_r_1_16 <= \$1005 ;
   always @(posedge clk)
-    x_1_5 <= \$930 ;
+    x_1_17 <= \$1006 ;
   always @(posedge clk)
-    product_r_1_5 <= \$931 ;
+    product_r_1_17 <= \$1007 ;
   always @(posedge clk)
-    x_1_6 <= \$932 ;
+    x_1_18 <= \$1008 ;
   always @(posedge clk)
-    product_r_1_6 <= \$933 ;
+    product_r_1_18 <= \$1009 ;
   always @(posedge clk)
-    x_1_7 <= \$934 ;
+    x_1_19 <= \$1010 ;
   always @(posedge clk)
-    product_r_1_7 <= \$935 ;
+    product_r_1_19 <= \$1011 ;
   always @(posedge clk)
-    x_1_8 <= \$936 ;
+    x_1_20 <= \$1012 ;
   always @(posedge clk)
-    product_r_1_8 <= \$937 ;
+    product_r_1_20 <= \$1013 ;
   always @(posedge clk)
-    x_1_9 <= \$938 ;
+    x_1_21 <= \$1014 ;
   always @(posedge clk)
-    product_r_1_9 <= \$939 ;
+    product_r_1_21 <= \$1015 ;
   always @(posedge clk)
-    x_1_10 <= \$940 ;
+    x_1_22 <= \$1016 ;
   always @(posedge clk)
-    product_r_1_10 <= \$941 ;
+    product_r_1_22 <= \$1017 ;
   always @(posedge clk)
-    x_1_11 <= \$942 ;
+    x_1_23 <= \$1018 ;
   always @(posedge clk)
-    product_r_1_11 <= \$943 ;
+    product_r_1_23 <= \$1019 ;
   always @(posedge clk)
-    x_1_12 <= \$944 ;
+    x_1_24 <= \$1020 ;
   always @(posedge clk)
-    product_r_1_12 <= \$945 ;
+    product_r_1_24 <= \$1021 ;
   always @(posedge clk)
-    x_1_13 <= \$946 ;
+    x_1_25 <= \$1022 ;
   always @(posedge clk)
-    product_r_1_13 <= \$947 ;
+    product_r_1_25 <= \$1023 ;
   always @(posedge clk)
-    x_1_14 <= \$948 ;
+    x_1_26 <= \$1024 ;
   always @(posedge clk)
-    product_r_1_14 <= \$949 ;
+    product_r_1_26 <= \$1025 ;
   always @(posedge clk)
-    x_1_15 <= \$950 ;
+    x_1_27 <= \$1026 ;
   always @(posedge clk)
-    product_r_1_15 <= \$951 ;
+    product_r_1_27 <= \$1027 ;
   always @(posedge clk)
-    x_1_16 <= \$952 ;
+    x_1_28 <= \$1028 ;
   always @(posedge clk)
-    product_r_1_16 <= \$953 ;
+    product_r_1_28 <= \$1029 ;
   always @(posedge clk)
-    x_1_17 <= \$954 ;
+    x_1_29 <= \$1030 ;
   always @(posedge clk)
-    product_r_1_17 <= \$955 ;
+    product_r_1_29 <= \$1031 ;
   always @(posedge clk)
-    x_1_18 <= \$956 ;
+    x_1_30 <= \$1032 ;
   always @(posedge clk)
-    product_r_1_18 <= \$957 ;
+    product_r_1_30 <= \$1033 ;
   always @(posedge clk)
-    x_1_19 <= \$958 ;
+    x_1_31 <= \$1034 ;
   always @(posedge clk)
-    product_r_1_19 <= \$959 ;
+    product_r_1_31 <= \$1035 ;
   always @(posedge clk)
-    x_1_20 <= \$960 ;
+    x_2_0 <= \$1036 ;
   always @(posedge clk)
-    product_r_1_20 <= \$961 ;
+    product_r_2_0 <= \$1037 ;
   always @(posedge clk)
-    x_1_21 <= \$962 ;
+    x_2_1 <= \$1038 ;
   always @(posedge clk)
-    product_r_1_21 <= \$963 ;
+    product_r_2_1 <= \$1039 ;
   always @(posedge clk)
-    x_1_22 <= \$964 ;
+    x_2_2 <= \$1040 ;
   always @(posedge clk)
-    product_r_1_22 <= \$965 ;
+    product_r_2_2 <= \$1041 ;
   always @(posedge clk)
-    x_1_23 <= \$966 ;
+    x_2_3 <= \$1042 ;
   always @(posedge clk)
-    product_r_1_23 <= \$967 ;
+    product_r_2_3 <= \$1043 ;
   always @(posedge clk)
-    x_1_24 <= \$968 ;
+    x_2_4 <= \$1044 ;
   always @(posedge clk)
-    product_r_1_24 <= \$969 ;
+    product_r_2_4 <= \$1045 ;
   always @(posedge clk)
-    x_1_25 <= \$970 ;
+    x_2_5 <= \$1046 ;
   always @(posedge clk)
-    product_r_1_25 <= \$971 ;
+    product_r_2_5 <= \$1047 ;
   always @(posedge clk)
-    x_1_26 <= \$972 ;
+    x_2_6 <= \$1048 ;
   always @(posedge clk)
-    product_r_1_26 <= \$973 ;
+    product_r_2_6 <= \$1049 ;
   always @(posedge clk)
-    x_1_27 <= \$974 ;
+    x_2_7 <= \$1050 ;
   always @(posedge clk)
-    product_r_1_27 <= \$975 ;
+    product_r_2_7 <= \$1051 ;
   always @(posedge clk)
-    x_1_28 <= \$976 ;
+    x_2_8 <= \$1052 ;
   always @(posedge clk)
-    product_r_1_28 <= \$977 ;
+    product_r_2_8 <= \$1053 ;
   always @(posedge clk)
-    x_1_29 <= \$978 ;
+    x_2_9 <= \$1054 ;
   always @(posedge clk)
-    product_r_1_29 <= \$979 ;
+    product_r_2_9 <= \$1055 ;
   always @(posedge clk)
-    x_1_30 <= \$980 ;
+    x_2_10 <= \$1056 ;
   always @(posedge clk)
-    product_r_1_30 <= \$981 ;
+    product_r_2_10 <= \$1057 ;
   always @(posedge clk)
-    x_1_31 <= \$982 ;
+    x_2_11 <= \$1058 ;
   always @(posedge clk)
-    product_r_1_31 <= \$983 ;
+    product_r_2_11 <= \$1059 ;
   always @(posedge clk)
-    x_2_0 <= \$984 ;
+    x_2_12 <= \$1060 ;
   always @(posedge clk)
-    product_r_2_0 <= \$985 ;
+    product_r_2_12 <= \$1061 ;
   always @(posedge clk)
-    x_2_1 <= \$986 ;
+    x_2_13 <= \$1062 ;
   always @(posedge clk)
-    product_r_2_1 <= \$987 ;
+    product_r_2_13 <= \$1063 ;
   always @(posedge clk)
-    x_2_2 <= \$988 ;
+    x_2_14 <= \$1064 ;
   always @(posedge clk)
-    product_r_2_2 <= \$989 ;
+    product_r_2_14 <= \$1065 ;
   always @(posedge clk)
-    x_2_3 <= \$990 ;
+    x_2_15 <= \$1066 ;
   always @(posedge clk)
-    product_r_2_3 <= \$991 ;
+    product_r_2_15 <= \$1067 ;
   always @(posedge clk)
-    x_2_4 <= \$992 ;
+    x_2_16 <= \$1068 ;
   always @(posedge clk)
-    product_r_2_4 <= \$993 ;
+    product_r_2_16 <= \$1069 ;
   always @(posedge clk)
-    x_2_5 <= \$994 ;
+    x_2_17 <= \$1070 ;
   always @(posedge clk)
-    product_r_2_5 <= \$995 ;
+    product_r_2_17 <= \$1071 ;
   always @(posedge clk)
-    x_2_6 <= \$996 ;
+    x_2_18 <= \$1072 ;
   always @(posedge clk)
-    product_r_2_6 <= \$997 ;
+    product_r_2_18 <= \$1073 ;
   always @(posedge clk)
-    x_2_7 <= \$998 ;
+    x_2_19 <= \$1074 ;
   always @(posedge clk)
-    product_r_2_7 <= \$999 ;
+    product_r_2_19 <= \$1075 ;
   always @(posedge clk)
-    x_2_8 <= \$1000 ;
+    x_2_20 <= \$1076 ;
   always @(posedge clk)
-    product_r_2_8 <= \$1001 ;
+    product_r_2_20 <= \$1077 ;
   always @(posedge clk)
-    x_2_9 <= \$1002 ;
+    x_2_21 <= \$1078 ;
   always @(posedge clk)
-    product_r_2_9 <= \$1003 ;
+    product_r_2_21 <= \$1079 ;
   always @(posedge clk)
-    x_2_10 <= \$1004 ;
+    x_2_22 <= \$1080 ;
   always @(posedge clk)
-    product_r_2_10 <= \$1005 ;
+    product_r_2_22 <= \$1081 ;
   always @(posedge clk)
-    x_2_11 <= \$1006 ;
+    x_2_23 <= \$1082 ;
   always @(posedge clk)
-    product_r_2_11 <= \$1007 ;
+    product_r_2_23 <= \$1083 ;
   always @(posedge clk)
-    x_2_12 <= \$1008 ;
+    x_2_24 <= \$1084 ;
   always @(posedge clk)
-    product_r_2_12 <= \$1009 ;
+    product_r_2_24 <= \$1085 ;
   always @(posedge clk)
-    x_2_13 <= \$1010 ;
+    x_2_25 <= \$1086 ;
   always @(posedge clk)
-    product_r_2_13 <= \$1011 ;
+    product_r_2_25 <= \$1087 ;
   always @(posedge clk)
-    x_2_14 <= \$1012 ;
+    x_2_26 <= \$1088 ;
   always @(posedge clk)
-    product_r_2_14 <= \$1013 ;
+    product_r_2_26 <= \$1089 ;
   always @(posedge clk)
-    x_2_15 <= \$1014 ;
+    x_2_27 <= \$1090 ;
   always @(posedge clk)
-    product_r_2_15 <= \$1015 ;
+    product_r_2_27 <= \$1091 ;
   always @(posedge clk)
-    x_2_16 <= \$1016 ;
+    x_2_28 <= \$1092 ;
   always @(posedge clk)
-    product_r_2_16 <= \$1017 ;
+    product_r_2_28 <= \$1093 ;
   always @(posedge clk)
-    x_2_17 <= \$1018 ;
+    x_2_29 <= \$1094 ;
   always @(posedge clk)
-    product_r_2_17 <= \$1019 ;
+    product_r_2_29 <= \$1095 ;
   always @(posedge clk)
-    x_2_18 <= \$1020 ;
+    x_2_30 <= \$1096 ;
   always @(posedge clk)
-    product_r_2_18 <= \$1021 ;
+    product_r_2_30 <= \$1097 ;
   always @(posedge clk)
-    x_2_19 <= \$1022 ;
+    x_2_31 <= \$1098 ;
   always @(posedge clk)
-    product_r_2_19 <= \$1023 ;
+    product_r_2_31 <= \$1099 ;
   always @(posedge clk)
-    x_2_20 <= \$1024 ;
+    x_3_0 <= \$1100 ;
   always @(posedge clk)
-    product_r_2_20 <= \$1025 ;
+    product_r_3_0 <= \$1101 ;
   always @(posedge clk)
-    x_2_21 <= \$1026 ;
+    x_3_1 <= \$1102 ;
   always @(posedge clk)
-    product_r_2_21 <= \$1027 ;
+    product_r_3_1 <= \$1103 ;
   always @(posedge clk)
-    x_2_22 <= \$1028 ;
+    x_3_2 <= \$1104 ;
   always @(posedge clk)
-    product_r_2_22 <= \$1029 ;
+    product_r_3_2 <= \$1105 ;
   always @(posedge clk)
-    x_2_23 <= \$1030 ;
+    x_3_3 <= \$1106 ;
   always @(posedge clk)
-    product_r_2_23 <= \$1031 ;
+    product_r_3_3 <= \$1107 ;
   always @(posedge clk)
-    x_2_24 <= \$1032 ;
+    x_3_4 <= \$1108 ;
   always @(posedge clk)
-    product_r_2_24 <= \$1033 ;
+    product_r_3_4 <= \$1109 ;
   always @(posedge clk)
-    x_2_25 <= \$1034 ;
+    x_3_5 <= \$1110 ;
   always @(posedge clk)
-    product_r_2_25 <= \$1035 ;
+    product_r_3_5 <= \$1111 ;
   always @(posedge clk)
-    x_2_26 <= \$1036 ;
+    x_3_6 <= \$1112 ;
   always @(posedge clk)
-    product_r_2_26 <= \$1037 ;
+    product_r_3_6 <= \$1113 ;
   always @(posedge clk)
-    x_2_27 <= \$1038 ;
+    x_3_7 <= \$1114 ;
   always @(posedge clk)
-    product_r_2_27 <= \$1039 ;
+    product_r_3_7 <= \$1115 ;
   always @(posedge clk)
-    x_2_28 <= \$1040 ;
+    x_3_8 <= \$1116 ;
   always @(posedge clk)
-    product_r_2_28 <= \$1041 ;
+    product_r_3_8 <= \$1117 ;
   always @(posedge clk)
-    x_2_29 <= \$1042 ;
+    x_3_9 <= \$1118 ;
   always @(posedge clk)
-    product_r_2_29 <= \$1043 ;
+    product_r_3_9 <= \$1119 ;
   always @(posedge clk)
-    x_2_30 <= \$1044 ;
+    x_3_10 <= \$1120 ;
   always @(posedge clk)
-    product_r_2_30 <= \$1045 ;
+    product_r_3_10 <= \$1121 ;
   always @(posedge clk)
-    x_2_31 <= \$1046 ;
+    x_3_11 <= \$1122 ;
   always @(posedge clk)
-    product_r_2_31 <= \$1047 ;
+    product_r_3_11 <= \$1123 ;
   always @(posedge clk)
-    x_3_0 <= \$1048 ;
+    x_3_12 <= \$1124 ;
   always @(posedge clk)
-    product_r_3_0 <= \$1049 ;
+    product_r_3_12 <= \$1125 ;
   always @(posedge clk)
-    x_3_1 <= \$1050 ;
+    x_3_13 <= \$1126 ;
   always @(posedge clk)
-    product_r_3_1 <= \$1051 ;
+    product_r_3_13 <= \$1127 ;
   always @(posedge clk)
-    x_3_2 <= \$1052 ;
+    x_3_14 <= \$1128 ;
   always @(posedge clk)
-    product_r_3_2 <= \$1053 ;
+    product_r_3_14 <= \$1129 ;
   always @(posedge clk)
-    x_3_3 <= \$1054 ;
+    x_3_15 <= \$1130 ;
   always @(posedge clk)
-    product_r_3_3 <= \$1055 ;
+    product_r_3_15 <= \$1131 ;
   always @(posedge clk)
-    x_3_4 <= \$1056 ;
+    x_3_16 <= \$1132 ;
   always @(posedge clk)
-    product_r_3_4 <= \$1057 ;
+    product_r_3_16 <= \$1133 ;
   always @(posedge clk)
-    x_3_5 <= \$1058 ;
+    x_3_17 <= \$1134 ;
   always @(posedge clk)
-    product_r_3_5 <= \$1059 ;
+    product_r_3_17 <= \$1135 ;
   always @(posedge clk)
-    x_3_6 <= \$1060 ;
+    x_3_18 <= \$1136 ;
   always @(posedge clk)
-    product_r_3_6 <= \$1061 ;
+    product_r_3_18 <= \$1137 ;
   always @(posedge clk)
-    x_3_7 <= \$1062 ;
+    x_3_19 <= \$1138 ;
   always @(posedge clk)
-    product_r_3_7 <= \$1063 ;
+    product_r_3_19 <= \$1139 ;
   always @(posedge clk)
-    x_3_8 <= \$1064 ;
+    x_3_20 <= \$1140 ;
   always @(posedge clk)
-    product_r_3_8 <= \$1065 ;
+    product_r_3_20 <= \$1141 ;
   always @(posedge clk)
-    x_3_9 <= \$1066 ;
+    x_3_21 <= \$1142 ;
   always @(posedge clk)
-    product_r_3_9 <= \$1067 ;
+    product_r_3_21 <= \$1143 ;
   always @(posedge clk)
-    x_3_10 <= \$1068 ;
+    x_3_22 <= \$1144 ;
   always @(posedge clk)
-    product_r_3_10 <= \$1069 ;
+    product_r_3_22 <= \$1145 ;
   always @(posedge clk)
-    x_3_11 <= \$1070 ;
+    x_3_23 <= \$1146 ;
   always @(posedge clk)
-    product_r_3_11 <= \$1071 ;
+    product_r_3_23 <= \$1147 ;
   always @(posedge clk)
-    x_3_12 <= \$1072 ;
+    x_3_24 <= \$1148 ;
   always @(posedge clk)
-    product_r_3_12 <= \$1073 ;
+    product_r_3_24 <= \$1149 ;
   always @(posedge clk)
-    x_3_13 <= \$1074 ;
+    x_3_25 <= \$1150 ;
   always @(posedge clk)
-    product_r_3_13 <= \$1075 ;
+    product_r_3_25 <= \$1151 ;
   always @(posedge clk)
-    x_3_14 <= \$1076 ;
+    x_3_26 <= \$1152 ;
   always @(posedge clk)
-    product_r_3_14 <= \$1077 ;
+    product_r_3_26 <= \$1153 ;
   always @(posedge clk)
-    x_3_15 <= \$1078 ;
+    x_3_27 <= \$1154 ;
   always @(posedge clk)
-    product_r_3_15 <= \$1079 ;
+    product_r_3_27 <= \$1155 ;
   always @(posedge clk)
-    x_3_16 <= \$1080 ;
+    x_3_28 <= \$1156 ;
   always @(posedge clk)
-    product_r_3_16 <= \$1081 ;
+    product_r_3_28 <= \$1157 ;
   always @(posedge clk)
-    x_3_17 <= \$1082 ;
+    x_3_29 <= \$1158 ;
   always @(posedge clk)
-    product_r_3_17 <= \$1083 ;
+    product_r_3_29 <= \$1159 ;
   always @(posedge clk)
-    x_3_18 <= \$1084 ;
+    x_3_30 <= \$1160 ;
   always @(posedge clk)
-    product_r_3_18 <= \$1085 ;
+    product_r_3_30 <= \$1161 ;
   always @(posedge clk)
-    x_3_19 <= \$1086 ;
+    x_3_31 <= \$1162 ;
   always @(posedge clk)
-    product_r_3_19 <= \$1087 ;
+    product_r_3_31 <= \$1163 ;
   always @(posedge clk)
-    x_3_20 <= \$1088 ;
-  always @(posedge clk)
-    product_r_3_20 <= \$1089 ;
-  always @(posedge clk)
-    x_3_21 <= \$1090 ;
-  always @(posedge clk)
-    product_r_3_21 <= \$1091 ;
-  always @(posedge clk)
-    x_3_22 <= \$1092 ;
-  always @(posedge clk)
-    product_r_3_22 <= \$1093 ;
-  always @(posedge clk)
-    x_3_23 <= \$1094 ;
-  always @(posedge clk)
-    product_r_3_23 <= \$1095 ;
-  always @(posedge clk)
-    x_3_24 <= \$1096 ;
-  always @(posedge clk)
-    product_r_3_24 <= \$1097 ;
-  always @(posedge clk)
-    x_3_25 <= \$1098 ;
-  always @(posedge clk)
-    product_r_3_25 <= \$1099 ;
-  always @(posedge clk)
-    x_3_26 <= \$1100 ;
-  always @(posedge clk)
-    product_r_3_26 <= \$1101 ;
-  always @(posedge clk)
-    x_3_27 <= \$1102 ;
-  always @(posedge clk)
-    product_r_3_27 <= \$1103 ;
-  always @(posedge clk)
-    x_3_28 <= \$1104 ;
-  always @(posedge clk)
-    product_r_3_28 <= \$1105 ;
-  always @(posedge clk)
-    x_3_29 <= \$1106 ;
-  always @(posedge clk)
-    product_r_3_29 <= \$1107 ;
-  always @(posedge clk)
-    x_3_30 <= \$1108 ;
-  always @(posedge clk)
-    product_r_3_30 <= \$1109 ;
-  always @(posedge clk)
-    x_3_31 <= \$1110 ;
-  always @(posedge clk)
-    product_r_3_31 <= \$1111 ;
-  always @(posedge clk)
-    rd_row <= \$1112 ;
+    rd_row <= \$1164 ;
   ndp_fp32_add_pipe add_0_0 (
-    .a(\$406 ),
-    .b(\$408 ),
+    .a(\$458 ),
+    .b(\$460 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_0)
   );
   ndp_fp32_add_pipe add_0_1 (
-    .a(\$409 ),
-    .b(\$411 ),
+    .a(\$461 ),
+    .b(\$463 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_1)
   );
   ndp_fp32_add_pipe add_0_10 (
-    .a(\$436 ),
-    .b(\$438 ),
+    .a(\$488 ),
+    .b(\$490 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_10)
   );
   ndp_fp32_add_pipe add_0_11 (
-    .a(\$439 ),
-    .b(\$441 ),
+    .a(\$491 ),
+    .b(\$493 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_11)
   );
   ndp_fp32_add_pipe add_0_12 (
-    .a(\$442 ),
-    .b(\$444 ),
+    .a(\$494 ),
+    .b(\$496 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_12)
   );
   ndp_fp32_add_pipe add_0_13 (
-    .a(\$445 ),
-    .b(\$447 ),
+    .a(\$497 ),
+    .b(\$499 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_13)
   );
   ndp_fp32_add_pipe add_0_14 (
-    .a(\$448 ),
-    .b(\$450 ),
+    .a(\$500 ),
+    .b(\$502 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_14)
   );
   ndp_fp32_add_pipe add_0_15 (
-    .a(\$451 ),
-    .b(\$453 ),
+    .a(\$503 ),
+    .b(\$505 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_15)
   );
   ndp_fp32_add_pipe add_0_16 (
-    .a(\$454 ),
-    .b(\$456 ),
+    .a(\$506 ),
+    .b(\$508 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_16)
   );
   ndp_fp32_add_pipe add_0_17 (
-    .a(\$457 ),
-    .b(\$459 ),
+    .a(\$509 ),
+    .b(\$511 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_17)
   );
   ndp_fp32_add_pipe add_0_18 (
-    .a(\$460 ),
-    .b(\$462 ),
+    .a(\$512 ),
+    .b(\$514 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_18)
   );
   ndp_fp32_add_pipe add_0_19 (
-    .a(\$463 ),
-    .b(\$465 ),
+    .a(\$515 ),
+    .b(\$517 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_19)
   );
   ndp_fp32_add_pipe add_0_2 (
-    .a(\$412 ),
-    .b(\$414 ),
+    .a(\$464 ),
+    .b(\$466 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_2)
   );
   ndp_fp32_add_pipe add_0_20 (
-    .a(\$466 ),
-    .b(\$468 ),
+    .a(\$518 ),
+    .b(\$520 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_20)
   );
   ndp_fp32_add_pipe add_0_21 (
-    .a(\$469 ),
-    .b(\$471 ),
+    .a(\$521 ),
+    .b(\$523 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_21)
   );
   ndp_fp32_add_pipe add_0_22 (
-    .a(\$472 ),
-    .b(\$474 ),
+    .a(\$524 ),
+    .b(\$526 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_22)
   );
   ndp_fp32_add_pipe add_0_23 (
-    .a(\$475 ),
-    .b(\$477 ),
+    .a(\$527 ),
+    .b(\$529 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_23)
   );
   ndp_fp32_add_pipe add_0_24 (
-    .a(\$478 ),
-    .b(\$480 ),
+    .a(\$530 ),
+    .b(\$532 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_24)
   );
   ndp_fp32_add_pipe add_0_25 (
-    .a(\$481 ),
-    .b(\$483 ),
+    .a(\$533 ),
+    .b(\$535 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_25)
   );
   ndp_fp32_add_pipe add_0_26 (
-    .a(\$484 ),
-    .b(\$486 ),
+    .a(\$536 ),
+    .b(\$538 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_26)
   );
   ndp_fp32_add_pipe add_0_27 (
-    .a(\$487 ),
-    .b(\$489 ),
+    .a(\$539 ),
+    .b(\$541 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_27)
   );
   ndp_fp32_add_pipe add_0_28 (
-    .a(\$490 ),
-    .b(\$492 ),
+    .a(\$542 ),
+    .b(\$544 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_28)
   );
   ndp_fp32_add_pipe add_0_29 (
-    .a(\$493 ),
-    .b(\$495 ),
+    .a(\$545 ),
+    .b(\$547 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_29)
   );
   ndp_fp32_add_pipe add_0_3 (
-    .a(\$415 ),
-    .b(\$417 ),
+    .a(\$467 ),
+    .b(\$469 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_3)
   );
   ndp_fp32_add_pipe add_0_30 (
-    .a(\$496 ),
-    .b(\$498 ),
+    .a(\$548 ),
+    .b(\$550 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_30)
   );
   ndp_fp32_add_pipe add_0_31 (
-    .a(\$499 ),
-    .b(\$501 ),
+    .a(\$551 ),
+    .b(\$553 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_31)
   );
   ndp_fp32_add_pipe add_0_4 (
-    .a(\$418 ),
-    .b(\$420 ),
+    .a(\$470 ),
+    .b(\$472 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_4)
   );
   ndp_fp32_add_pipe add_0_5 (
-    .a(\$421 ),
-    .b(\$423 ),
+    .a(\$473 ),
+    .b(\$475 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_5)
   );
   ndp_fp32_add_pipe add_0_6 (
-    .a(\$424 ),
-    .b(\$426 ),
+    .a(\$476 ),
+    .b(\$478 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_6)
   );
   ndp_fp32_add_pipe add_0_7 (
-    .a(\$427 ),
-    .b(\$429 ),
+    .a(\$479 ),
+    .b(\$481 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_7)
   );
   ndp_fp32_add_pipe add_0_8 (
-    .a(\$430 ),
-    .b(\$432 ),
+    .a(\$482 ),
+    .b(\$484 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_8)
   );
   ndp_fp32_add_pipe add_0_9 (
-    .a(\$433 ),
-    .b(\$435 ),
+    .a(\$485 ),
+    .b(\$487 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_9)
   );
   ndp_fp32_add_pipe add_1_0 (
-    .a(\$502 ),
-    .b(\$504 ),
+    .a(\$554 ),
+    .b(\$556 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_0)
   );
   ndp_fp32_add_pipe add_1_1 (
-    .a(\$505 ),
-    .b(\$507 ),
+    .a(\$557 ),
+    .b(\$559 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_1)
   );
   ndp_fp32_add_pipe add_1_10 (
-    .a(\$532 ),
-    .b(\$534 ),
+    .a(\$584 ),
+    .b(\$586 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_10)
   );
   ndp_fp32_add_pipe add_1_11 (
-    .a(\$535 ),
-    .b(\$537 ),
+    .a(\$587 ),
+    .b(\$589 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_11)
   );
   ndp_fp32_add_pipe add_1_12 (
-    .a(\$538 ),
-    .b(\$540 ),
+    .a(\$590 ),
+    .b(\$592 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_12)
   );
   ndp_fp32_add_pipe add_1_13 (
-    .a(\$541 ),
-    .b(\$543 ),
+    .a(\$593 ),
+    .b(\$595 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_13)
   );
   ndp_fp32_add_pipe add_1_14 (
-    .a(\$544 ),
-    .b(\$546 ),
+    .a(\$596 ),
+    .b(\$598 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_14)
   );
   ndp_fp32_add_pipe add_1_15 (
-    .a(\$547 ),
-    .b(\$549 ),
+    .a(\$599 ),
+    .b(\$601 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_15)
   );
   ndp_fp32_add_pipe add_1_16 (
-    .a(\$550 ),
-    .b(\$552 ),
+    .a(\$602 ),
+    .b(\$604 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_16)
   );
   ndp_fp32_add_pipe add_1_17 (
-    .a(\$553 ),
-    .b(\$555 ),
+    .a(\$605 ),
+    .b(\$607 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_17)
   );
   ndp_fp32_add_pipe add_1_18 (
-    .a(\$556 ),
-    .b(\$558 ),
+    .a(\$608 ),
+    .b(\$610 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_18)
   );
   ndp_fp32_add_pipe add_1_19 (
-    .a(\$559 ),
-    .b(\$561 ),
+    .a(\$611 ),
+    .b(\$613 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_19)
   );
   ndp_fp32_add_pipe add_1_2 (
-    .a(\$508 ),
-    .b(\$510 ),
+    .a(\$560 ),
+    .b(\$562 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_2)
   );
   ndp_fp32_add_pipe add_1_20 (
-    .a(\$562 ),
-    .b(\$564 ),
+    .a(\$614 ),
+    .b(\$616 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_20)
   );
   ndp_fp32_add_pipe add_1_21 (
-    .a(\$565 ),
-    .b(\$567 ),
+    .a(\$617 ),
+    .b(\$619 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_21)
   );
   ndp_fp32_add_pipe add_1_22 (
-    .a(\$568 ),
-    .b(\$570 ),
+    .a(\$620 ),
+    .b(\$622 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_22)
   );
   ndp_fp32_add_pipe add_1_23 (
-    .a(\$571 ),
-    .b(\$573 ),
+    .a(\$623 ),
+    .b(\$625 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_23)
   );
   ndp_fp32_add_pipe add_1_24 (
-    .a(\$574 ),
-    .b(\$576 ),
+    .a(\$626 ),
+    .b(\$628 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_24)
   );
   ndp_fp32_add_pipe add_1_25 (
-    .a(\$577 ),
-    .b(\$579 ),
+    .a(\$629 ),
+    .b(\$631 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_25)
   );
   ndp_fp32_add_pipe add_1_26 (
-    .a(\$580 ),
-    .b(\$582 ),
+    .a(\$632 ),
+    .b(\$634 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_26)
   );
   ndp_fp32_add_pipe add_1_27 (
-    .a(\$583 ),
-    .b(\$585 ),
+    .a(\$635 ),
+    .b(\$637 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_27)
   );
   ndp_fp32_add_pipe add_1_28 (
-    .a(\$586 ),
-    .b(\$588 ),
+    .a(\$638 ),
+    .b(\$640 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_28)
   );
   ndp_fp32_add_pipe add_1_29 (
-    .a(\$589 ),
-    .b(\$591 ),
+    .a(\$641 ),
+    .b(\$643 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_29)
   );
   ndp_fp32_add_pipe add_1_3 (
-    .a(\$511 ),
-    .b(\$513 ),
+    .a(\$563 ),
+    .b(\$565 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_3)
   );
   ndp_fp32_add_pipe add_1_30 (
-    .a(\$592 ),
-    .b(\$594 ),
+    .a(\$644 ),
+    .b(\$646 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_30)
   );
   ndp_fp32_add_pipe add_1_31 (
-    .a(\$595 ),
-    .b(\$597 ),
+    .a(\$647 ),
+    .b(\$649 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_31)
   );
   ndp_fp32_add_pipe add_1_4 (
-    .a(\$514 ),
-    .b(\$516 ),
+    .a(\$566 ),
+    .b(\$568 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_4)
   );
   ndp_fp32_add_pipe add_1_5 (
-    .a(\$517 ),
-    .b(\$519 ),
+    .a(\$569 ),
+    .b(\$571 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_5)
   );
   ndp_fp32_add_pipe add_1_6 (
-    .a(\$520 ),
-    .b(\$522 ),
+    .a(\$572 ),
+    .b(\$574 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_6)
   );
   ndp_fp32_add_pipe add_1_7 (
-    .a(\$523 ),
-    .b(\$525 ),
+    .a(\$575 ),
+    .b(\$577 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_7)
   );
   ndp_fp32_add_pipe add_1_8 (
-    .a(\$526 ),
-    .b(\$528 ),
+    .a(\$578 ),
+    .b(\$580 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_8)
   );
   ndp_fp32_add_pipe add_1_9 (
-    .a(\$529 ),
-    .b(\$531 ),
+    .a(\$581 ),
+    .b(\$583 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_9)
   );
   ndp_fp32_add_pipe add_2_0 (
-    .a(\$598 ),
-    .b(\$600 ),
+    .a(\$650 ),
+    .b(\$652 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_0)
   );
   ndp_fp32_add_pipe add_2_1 (
-    .a(\$601 ),
-    .b(\$603 ),
+    .a(\$653 ),
+    .b(\$655 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_1)
   );
   ndp_fp32_add_pipe add_2_10 (
-    .a(\$628 ),
-    .b(\$630 ),
+    .a(\$680 ),
+    .b(\$682 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_10)
   );
   ndp_fp32_add_pipe add_2_11 (
-    .a(\$631 ),
-    .b(\$633 ),
+    .a(\$683 ),
+    .b(\$685 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_11)
   );
   ndp_fp32_add_pipe add_2_12 (
-    .a(\$634 ),
-    .b(\$636 ),
+    .a(\$686 ),
+    .b(\$688 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_12)
   );
   ndp_fp32_add_pipe add_2_13 (
-    .a(\$637 ),
-    .b(\$639 ),
+    .a(\$689 ),
+    .b(\$691 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_13)
   );
   ndp_fp32_add_pipe add_2_14 (
-    .a(\$640 ),
-    .b(\$642 ),
+    .a(\$692 ),
+    .b(\$694 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_14)
   );
   ndp_fp32_add_pipe add_2_15 (
-    .a(\$643 ),
-    .b(\$645 ),
+    .a(\$695 ),
+    .b(\$697 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_15)
   );
   ndp_fp32_add_pipe add_2_16 (
-    .a(\$646 ),
-    .b(\$648 ),
+    .a(\$698 ),
+    .b(\$700 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_16)
   );
   ndp_fp32_add_pipe add_2_17 (
-    .a(\$649 ),
-    .b(\$651 ),
+    .a(\$701 ),
+    .b(\$703 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_17)
   );
   ndp_fp32_add_pipe add_2_18 (
-    .a(\$652 ),
-    .b(\$654 ),
+    .a(\$704 ),
+    .b(\$706 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_18)
   );
   ndp_fp32_add_pipe add_2_19 (
-    .a(\$655 ),
-    .b(\$657 ),
+    .a(\$707 ),
+    .b(\$709 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_19)
   );
   ndp_fp32_add_pipe add_2_2 (
-    .a(\$604 ),
-    .b(\$606 ),
+    .a(\$656 ),
+    .b(\$658 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_2)
   );
   ndp_fp32_add_pipe add_2_20 (
-    .a(\$658 ),
-    .b(\$660 ),
+    .a(\$710 ),
+    .b(\$712 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_20)
   );
   ndp_fp32_add_pipe add_2_21 (
-    .a(\$661 ),
-    .b(\$663 ),
+    .a(\$713 ),
+    .b(\$715 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_21)
   );
   ndp_fp32_add_pipe add_2_22 (
-    .a(\$664 ),
-    .b(\$666 ),
+    .a(\$716 ),
+    .b(\$718 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_22)
   );
   ndp_fp32_add_pipe add_2_23 (
-    .a(\$667 ),
-    .b(\$669 ),
+    .a(\$719 ),
+    .b(\$721 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_23)
   );
   ndp_fp32_add_pipe add_2_24 (
-    .a(\$670 ),
-    .b(\$672 ),
+    .a(\$722 ),
+    .b(\$724 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_24)
   );
   ndp_fp32_add_pipe add_2_25 (
-    .a(\$673 ),
-    .b(\$675 ),
+    .a(\$725 ),
+    .b(\$727 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_25)
   );
   ndp_fp32_add_pipe add_2_26 (
-    .a(\$676 ),
-    .b(\$678 ),
+    .a(\$728 ),
+    .b(\$730 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_26)
   );
   ndp_fp32_add_pipe add_2_27 (
-    .a(\$679 ),
-    .b(\$681 ),
+    .a(\$731 ),
+    .b(\$733 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_27)
   );
   ndp_fp32_add_pipe add_2_28 (
-    .a(\$682 ),
-    .b(\$684 ),
+    .a(\$734 ),
+    .b(\$736 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_28)
   );
   ndp_fp32_add_pipe add_2_29 (
-    .a(\$685 ),
-    .b(\$687 ),
+    .a(\$737 ),
+    .b(\$739 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_29)
   );
   ndp_fp32_add_pipe add_2_3 (
-    .a(\$607 ),
-    .b(\$609 ),
+    .a(\$659 ),
+    .b(\$661 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_3)
   );
   ndp_fp32_add_pipe add_2_30 (
-    .a(\$688 ),
-    .b(\$690 ),
+    .a(\$740 ),
+    .b(\$742 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_30)
   );
   ndp_fp32_add_pipe add_2_31 (
-    .a(\$691 ),
-    .b(\$693 ),
+    .a(\$743 ),
+    .b(\$745 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_31)
   );
   ndp_fp32_add_pipe add_2_4 (
-    .a(\$610 ),
-    .b(\$612 ),
+    .a(\$662 ),
+    .b(\$664 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_4)
   );
   ndp_fp32_add_pipe add_2_5 (
-    .a(\$613 ),
-    .b(\$615 ),
+    .a(\$665 ),
+    .b(\$667 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_5)
   );
   ndp_fp32_add_pipe add_2_6 (
-    .a(\$616 ),
-    .b(\$618 ),
+    .a(\$668 ),
+    .b(\$670 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_6)
   );
   ndp_fp32_add_pipe add_2_7 (
-    .a(\$619 ),
-    .b(\$621 ),
+    .a(\$671 ),
+    .b(\$673 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_7)
   );
   ndp_fp32_add_pipe add_2_8 (
-    .a(\$622 ),
-    .b(\$624 ),
+    .a(\$674 ),
+    .b(\$676 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_8)
   );
   ndp_fp32_add_pipe add_2_9 (
-    .a(\$625 ),
-    .b(\$627 ),
+    .a(\$677 ),
+    .b(\$679 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_9)
   );
   ndp_fp32_add_pipe add_3_0 (
-    .a(\$694 ),
-    .b(\$696 ),
+    .a(\$746 ),
+    .b(\$748 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_0)
   );
   ndp_fp32_add_pipe add_3_1 (
-    .a(\$697 ),
-    .b(\$699 ),
+    .a(\$749 ),
+    .b(\$751 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_1)
   );
   ndp_fp32_add_pipe add_3_10 (
-    .a(\$724 ),
-    .b(\$726 ),
+    .a(\$776 ),
+    .b(\$778 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_10)
   );
   ndp_fp32_add_pipe add_3_11 (
-    .a(\$727 ),
-    .b(\$729 ),
+    .a(\$779 ),
+    .b(\$781 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_11)
   );
   ndp_fp32_add_pipe add_3_12 (
-    .a(\$730 ),
-    .b(\$732 ),
+    .a(\$782 ),
+    .b(\$784 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_12)
   );
   ndp_fp32_add_pipe add_3_13 (
-    .a(\$733 ),
-    .b(\$735 ),
+    .a(\$785 ),
+    .b(\$787 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_13)
   );
   ndp_fp32_add_pipe add_3_14 (
-    .a(\$736 ),
-    .b(\$738 ),
+    .a(\$788 ),
+    .b(\$790 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_14)
   );
   ndp_fp32_add_pipe add_3_15 (
-    .a(\$739 ),
-    .b(\$741 ),
+    .a(\$791 ),
+    .b(\$793 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_15)
   );
   ndp_fp32_add_pipe add_3_16 (
-    .a(\$742 ),
-    .b(\$744 ),
+    .a(\$794 ),
+    .b(\$796 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_16)
   );
   ndp_fp32_add_pipe add_3_17 (
-    .a(\$745 ),
-    .b(\$747 ),
+    .a(\$797 ),
+    .b(\$799 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_17)
   );
   ndp_fp32_add_pipe add_3_18 (
-    .a(\$748 ),
-    .b(\$750 ),
+    .a(\$800 ),
+    .b(\$802 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_18)
   );
   ndp_fp32_add_pipe add_3_19 (
-    .a(\$751 ),
-    .b(\$753 ),
+    .a(\$803 ),
+    .b(\$805 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_19)
   );
   ndp_fp32_add_pipe add_3_2 (
-    .a(\$700 ),
-    .b(\$702 ),
+    .a(\$752 ),
+    .b(\$754 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_2)
   );
   ndp_fp32_add_pipe add_3_20 (
-    .a(\$754 ),
-    .b(\$756 ),
+    .a(\$806 ),
+    .b(\$808 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_20)
   );
   ndp_fp32_add_pipe add_3_21 (
-    .a(\$757 ),
-    .b(\$759 ),
+    .a(\$809 ),
+    .b(\$811 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_21)
   );
   ndp_fp32_add_pipe add_3_22 (
-    .a(\$760 ),
-    .b(\$762 ),
+    .a(\$812 ),
+    .b(\$814 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_22)
   );
   ndp_fp32_add_pipe add_3_23 (
-    .a(\$763 ),
-    .b(\$765 ),
+    .a(\$815 ),
+    .b(\$817 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_23)
   );
   ndp_fp32_add_pipe add_3_24 (
-    .a(\$766 ),
-    .b(\$768 ),
+    .a(\$818 ),
+    .b(\$820 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_24)
   );
   ndp_fp32_add_pipe add_3_25 (
-    .a(\$769 ),
-    .b(\$771 ),
+    .a(\$821 ),
+    .b(\$823 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_25)
   );
   ndp_fp32_add_pipe add_3_26 (
-    .a(\$772 ),
-    .b(\$774 ),
+    .a(\$824 ),
+    .b(\$826 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_26)
   );
   ndp_fp32_add_pipe add_3_27 (
-    .a(\$775 ),
-    .b(\$777 ),
+    .a(\$827 ),
+    .b(\$829 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_27)
   );
   ndp_fp32_add_pipe add_3_28 (
-    .a(\$778 ),
-    .b(\$780 ),
+    .a(\$830 ),
+    .b(\$832 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_28)
   );
   ndp_fp32_add_pipe add_3_29 (
-    .a(\$781 ),
-    .b(\$783 ),
+    .a(\$833 ),
+    .b(\$835 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_29)
   );
   ndp_fp32_add_pipe add_3_3 (
-    .a(\$703 ),
-    .b(\$705 ),
+    .a(\$755 ),
+    .b(\$757 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_3)
   );
   ndp_fp32_add_pipe add_3_30 (
-    .a(\$784 ),
-    .b(\$786 ),
+    .a(\$836 ),
+    .b(\$838 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_30)
   );
   ndp_fp32_add_pipe add_3_31 (
-    .a(\$787 ),
-    .b(\$789 ),
+    .a(\$839 ),
+    .b(\$841 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_31)
   );
   ndp_fp32_add_pipe add_3_4 (
-    .a(\$706 ),
-    .b(\$708 ),
+    .a(\$758 ),
+    .b(\$760 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_4)
   );
   ndp_fp32_add_pipe add_3_5 (
-    .a(\$709 ),
-    .b(\$711 ),
+    .a(\$761 ),
+    .b(\$763 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_5)
   );
   ndp_fp32_add_pipe add_3_6 (
-    .a(\$712 ),
-    .b(\$714 ),
+    .a(\$764 ),
+    .b(\$766 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_6)
   );
   ndp_fp32_add_pipe add_3_7 (
-    .a(\$715 ),
-    .b(\$717 ),
+    .a(\$767 ),
+    .b(\$769 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_7)
   );
   ndp_fp32_add_pipe add_3_8 (
-    .a(\$718 ),
-    .b(\$720 ),
+    .a(\$770 ),
+    .b(\$772 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_8)
   );
   ndp_fp32_add_pipe add_3_9 (
-    .a(\$721 ),
-    .b(\$723 ),
+    .a(\$773 ),
+    .b(\$775 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_9)
@@ -15223,11 +15736,11 @@ module \ndp_device.control_unit.compute (rst, n_cols, split, fold_ready, sum_val
     .a_addr(req_word),
     .a_data(a_data),
     .a_row(req_row),
-    .b_addr(\$signature__addr$695 ),
+    .b_addr(b_addr),
     .b_data(b_data),
     .b_row(b_row),
     .clk(clk),
-    .n_cols(n_cols),
+    .n_cols(\n_cols$661 ),
     .n_words(n_words),
     .out_fp16(sum_fp16),
     .out_fp32(sum_fp32),
@@ -16138,2263 +16651,2263 @@ module \ndp_device.control_unit.compute (rst, n_cols, split, fold_ready, sum_val
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$790  = \$3 ;
+    \$842  = \$3 ;
     if (rst) begin
-      \$790  = 5'h00;
+      \$842  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$791  = \$6 ;
+    \$843  = \$6 ;
     if (rst) begin
-      \$791  = 5'h00;
+      \$843  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$792  = \$9 ;
+    \$844  = \$9 ;
     if (rst) begin
-      \$792  = 5'h00;
+      \$844  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$793  = \$12 ;
+    \$845  = \$12 ;
     if (rst) begin
-      \$793  = 5'h00;
+      \$845  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$794  = \$15 ;
+    \$846  = \$15 ;
     if (rst) begin
-      \$794  = 5'h00;
+      \$846  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$795  = \$18 ;
+    \$847  = \$18 ;
     if (rst) begin
-      \$795  = 5'h00;
+      \$847  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$796  = \$21 ;
+    \$848  = \$21 ;
     if (rst) begin
-      \$796  = 5'h00;
+      \$848  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$797  = \$24 ;
+    \$849  = \$24 ;
     if (rst) begin
-      \$797  = 5'h00;
+      \$849  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$798  = \$27 ;
+    \$850  = \$27 ;
     if (rst) begin
-      \$798  = 5'h00;
+      \$850  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$799  = \$30 ;
+    \$851  = \$30 ;
     if (rst) begin
-      \$799  = 5'h00;
+      \$851  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$800  = \$33 ;
+    \$852  = \$33 ;
     if (rst) begin
-      \$800  = 5'h00;
+      \$852  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$801  = \$36 ;
+    \$853  = \$36 ;
     if (rst) begin
-      \$801  = 5'h00;
+      \$853  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$802  = \$39 ;
+    \$854  = \$39 ;
     if (rst) begin
-      \$802  = 5'h00;
+      \$854  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$803  = \$42 ;
+    \$855  = \$42 ;
     if (rst) begin
-      \$803  = 5'h00;
+      \$855  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$804  = \$45 ;
+    \$856  = \$45 ;
     if (rst) begin
-      \$804  = 5'h00;
+      \$856  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$805  = \$48 ;
+    \$857  = \$48 ;
     if (rst) begin
-      \$805  = 5'h00;
+      \$857  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$806  = \$51 ;
+    \$858  = \$51 ;
     if (rst) begin
-      \$806  = 5'h00;
+      \$858  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$807  = \$54 ;
+    \$859  = \$54 ;
     if (rst) begin
-      \$807  = 5'h00;
+      \$859  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$808  = \$57 ;
+    \$860  = \$57 ;
     if (rst) begin
-      \$808  = 5'h00;
+      \$860  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$809  = \$60 ;
+    \$861  = \$60 ;
     if (rst) begin
-      \$809  = 5'h00;
+      \$861  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$810  = \$63 ;
+    \$862  = \$63 ;
     if (rst) begin
-      \$810  = 5'h00;
+      \$862  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$811  = \$66 ;
+    \$863  = \$66 ;
     if (rst) begin
-      \$811  = 5'h00;
+      \$863  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$812  = \$69 ;
+    \$864  = \$69 ;
     if (rst) begin
-      \$812  = 5'h00;
+      \$864  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$813  = \$72 ;
+    \$865  = \$72 ;
     if (rst) begin
-      \$813  = 5'h00;
+      \$865  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$814  = \$75 ;
+    \$866  = \$75 ;
     if (rst) begin
-      \$814  = 5'h00;
+      \$866  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$815  = \$78 ;
+    \$867  = \$78 ;
     if (rst) begin
-      \$815  = 5'h00;
+      \$867  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$816  = \$81 ;
+    \$868  = \$81 ;
     if (rst) begin
-      \$816  = 5'h00;
+      \$868  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$817  = \$84 ;
+    \$869  = \$84 ;
     if (rst) begin
-      \$817  = 5'h00;
+      \$869  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$818  = \$87 ;
+    \$870  = \$87 ;
     if (rst) begin
-      \$818  = 5'h00;
+      \$870  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$819  = \$90 ;
+    \$871  = \$90 ;
     if (rst) begin
-      \$819  = 5'h00;
+      \$871  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$820  = \$93 ;
+    \$872  = \$93 ;
     if (rst) begin
-      \$820  = 5'h00;
+      \$872  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$821  = \$96 ;
+    \$873  = \$96 ;
     if (rst) begin
-      \$821  = 5'h00;
+      \$873  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$822  = mac;
+    \$874  = mac;
     if (rst) begin
-      \$822  = 1'h0;
+      \$874  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$823  = first;
+    \$875  = first;
     if (rst) begin
-      \$823  = 1'h0;
+      \$875  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$824  = acc_addr;
+    \$876  = acc_addr;
     if (rst) begin
-      \$824  = 7'h00;
+      \$876  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$825  = active;
+    \$877  = active;
     if (rst) begin
-      \$825  = 6'h00;
+      \$877  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$826  = w_data;
+    \$878  = w_data;
     if (rst) begin
-      \$826  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$878  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$827  = mac_d1;
+    \$879  = mac_d1;
     if (rst) begin
-      \$827  = 1'h0;
+      \$879  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$828  = \mac_d1$45 ;
+    \$880  = \mac_d1$45 ;
     if (rst) begin
-      \$828  = 1'h0;
+      \$880  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$829  = first_d1;
+    \$881  = first_d1;
     if (rst) begin
-      \$829  = 1'h0;
+      \$881  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$830  = \first_d1$47 ;
+    \$882  = \first_d1$47 ;
     if (rst) begin
-      \$830  = 1'h0;
+      \$882  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$831  = acc_addr_d1;
+    \$883  = acc_addr_d1;
     if (rst) begin
-      \$831  = 7'h00;
+      \$883  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$832  = \acc_addr_d1$49 ;
+    \$884  = \acc_addr_d1$49 ;
     if (rst) begin
-      \$832  = 7'h00;
+      \$884  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$833  = active_d1;
+    \$885  = active_d1;
     if (rst) begin
-      \$833  = 6'h00;
+      \$885  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$834  = \active_d1$51 ;
+    \$886  = \active_d1$51 ;
     if (rst) begin
-      \$834  = 6'h00;
+      \$886  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$835  = mac_d2;
+    \$887  = mac_d2;
     if (rst) begin
-      \$835  = 1'h0;
+      \$887  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$836  = \mac_d1$53 ;
+    \$888  = \mac_d1$53 ;
     if (rst) begin
-      \$836  = 1'h0;
+      \$888  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$837  = acc_addr_d2;
+    \$889  = acc_addr_d2;
     if (rst) begin
-      \$837  = 7'h00;
+      \$889  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$838  = \acc_addr_d1$55 ;
+    \$890  = \acc_addr_d1$55 ;
     if (rst) begin
-      \$838  = 7'h00;
+      \$890  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$839  = \$97 ;
+    \$891  = \$97 ;
     if (rst) begin
-      \$839  = 1'h0;
+      \$891  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$840  = \$98 ;
+    \$892  = \$98 ;
     if (rst) begin
-      \$840  = 1'h0;
+      \$892  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$841  = \$99 ;
+    \$893  = \$99 ;
     if (rst) begin
-      \$841  = 7'h00;
+      \$893  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$842  = \$100 ;
+    \$894  = \$100 ;
     if (rst) begin
-      \$842  = 6'h00;
+      \$894  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$843  = \$101 ;
+    \$895  = \$101 ;
     if (rst) begin
-      \$843  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$895  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$844  = mac_row1_d1;
+    \$896  = mac_row1_d1;
     if (rst) begin
-      \$844  = 1'h0;
+      \$896  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$845  = \mac_row1_d1$68 ;
+    \$897  = \mac_row1_d1$68 ;
     if (rst) begin
-      \$845  = 1'h0;
+      \$897  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$846  = first_row1_d1;
+    \$898  = first_row1_d1;
     if (rst) begin
-      \$846  = 1'h0;
+      \$898  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$847  = \first_row1_d1$70 ;
+    \$899  = \first_row1_d1$70 ;
     if (rst) begin
-      \$847  = 1'h0;
+      \$899  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$848  = acc_addr_row1_d1;
+    \$900  = acc_addr_row1_d1;
     if (rst) begin
-      \$848  = 7'h00;
+      \$900  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$849  = \acc_addr_row1_d1$72 ;
+    \$901  = \acc_addr_row1_d1$72 ;
     if (rst) begin
-      \$849  = 7'h00;
+      \$901  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$850  = active_row1_d1;
+    \$902  = active_row1_d1;
     if (rst) begin
-      \$850  = 6'h00;
+      \$902  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$851  = \active_row1_d1$74 ;
+    \$903  = \active_row1_d1$74 ;
     if (rst) begin
-      \$851  = 6'h00;
+      \$903  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$852  = mac_row1_d2;
+    \$904  = mac_row1_d2;
     if (rst) begin
-      \$852  = 1'h0;
+      \$904  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$853  = \mac_row1_d1$76 ;
+    \$905  = \mac_row1_d1$76 ;
     if (rst) begin
-      \$853  = 1'h0;
+      \$905  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$854  = acc_addr_row1_d2;
+    \$906  = acc_addr_row1_d2;
     if (rst) begin
-      \$854  = 7'h00;
+      \$906  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$855  = \acc_addr_row1_d1$78 ;
+    \$907  = \acc_addr_row1_d1$78 ;
     if (rst) begin
-      \$855  = 7'h00;
+      \$907  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$856  = \$103 ;
-    if (rst) begin
-      \$856  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$857  = product_0_0;
-    if (rst) begin
-      \$857  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$858  = \$105 ;
-    if (rst) begin
-      \$858  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$859  = product_0_1;
-    if (rst) begin
-      \$859  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$860  = \$107 ;
-    if (rst) begin
-      \$860  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$861  = product_0_2;
-    if (rst) begin
-      \$861  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$862  = \$109 ;
-    if (rst) begin
-      \$862  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$863  = product_0_3;
-    if (rst) begin
-      \$863  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$864  = \$111 ;
-    if (rst) begin
-      \$864  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$865  = product_0_4;
-    if (rst) begin
-      \$865  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$866  = \$113 ;
-    if (rst) begin
-      \$866  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$867  = product_0_5;
-    if (rst) begin
-      \$867  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$868  = \$115 ;
-    if (rst) begin
-      \$868  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$869  = product_0_6;
-    if (rst) begin
-      \$869  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$870  = \$117 ;
-    if (rst) begin
-      \$870  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$871  = product_0_7;
-    if (rst) begin
-      \$871  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$872  = \$119 ;
-    if (rst) begin
-      \$872  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$873  = product_0_8;
-    if (rst) begin
-      \$873  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$874  = \$121 ;
-    if (rst) begin
-      \$874  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$875  = product_0_9;
-    if (rst) begin
-      \$875  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$876  = \$123 ;
-    if (rst) begin
-      \$876  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$877  = product_0_10;
-    if (rst) begin
-      \$877  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$878  = \$125 ;
-    if (rst) begin
-      \$878  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$879  = product_0_11;
-    if (rst) begin
-      \$879  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$880  = \$127 ;
-    if (rst) begin
-      \$880  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$881  = product_0_12;
-    if (rst) begin
-      \$881  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$882  = \$129 ;
-    if (rst) begin
-      \$882  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$883  = product_0_13;
-    if (rst) begin
-      \$883  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$884  = \$131 ;
-    if (rst) begin
-      \$884  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$885  = product_0_14;
-    if (rst) begin
-      \$885  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$886  = \$133 ;
-    if (rst) begin
-      \$886  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$887  = product_0_15;
-    if (rst) begin
-      \$887  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$888  = \$135 ;
-    if (rst) begin
-      \$888  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$889  = product_0_16;
-    if (rst) begin
-      \$889  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$890  = \$137 ;
-    if (rst) begin
-      \$890  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$891  = product_0_17;
-    if (rst) begin
-      \$891  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$892  = \$139 ;
-    if (rst) begin
-      \$892  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$893  = product_0_18;
-    if (rst) begin
-      \$893  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$894  = \$141 ;
-    if (rst) begin
-      \$894  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$895  = product_0_19;
-    if (rst) begin
-      \$895  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$896  = \$143 ;
-    if (rst) begin
-      \$896  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$897  = product_0_20;
-    if (rst) begin
-      \$897  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$898  = \$145 ;
-    if (rst) begin
-      \$898  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$899  = product_0_21;
-    if (rst) begin
-      \$899  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$900  = \$147 ;
-    if (rst) begin
-      \$900  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$901  = product_0_22;
-    if (rst) begin
-      \$901  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$902  = \$149 ;
-    if (rst) begin
-      \$902  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$903  = product_0_23;
-    if (rst) begin
-      \$903  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$904  = \$151 ;
-    if (rst) begin
-      \$904  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$905  = product_0_24;
-    if (rst) begin
-      \$905  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$906  = \$153 ;
-    if (rst) begin
-      \$906  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$907  = product_0_25;
-    if (rst) begin
-      \$907  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$908  = \$155 ;
+    \$908  = \$103 ;
     if (rst) begin
       \$908  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$909  = product_0_26;
+    \$909  = product_0_0;
     if (rst) begin
       \$909  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$910  = \$157 ;
+    \$910  = \$105 ;
     if (rst) begin
       \$910  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$911  = product_0_27;
+    \$911  = product_0_1;
     if (rst) begin
       \$911  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$912  = \$159 ;
+    \$912  = \$107 ;
     if (rst) begin
       \$912  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$913  = product_0_28;
+    \$913  = product_0_2;
     if (rst) begin
       \$913  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$914  = \$161 ;
+    \$914  = \$109 ;
     if (rst) begin
       \$914  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$915  = product_0_29;
+    \$915  = product_0_3;
     if (rst) begin
       \$915  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$916  = \$163 ;
+    \$916  = \$111 ;
     if (rst) begin
       \$916  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$917  = product_0_30;
+    \$917  = product_0_4;
     if (rst) begin
       \$917  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$918  = \$165 ;
+    \$918  = \$113 ;
     if (rst) begin
       \$918  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$919  = product_0_31;
+    \$919  = product_0_5;
     if (rst) begin
       \$919  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$920  = \$168 ;
+    \$920  = \$115 ;
     if (rst) begin
       \$920  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$921  = product_1_0;
+    \$921  = product_0_6;
     if (rst) begin
       \$921  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$922  = \$171 ;
+    \$922  = \$117 ;
     if (rst) begin
       \$922  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$923  = product_1_1;
+    \$923  = product_0_7;
     if (rst) begin
       \$923  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$924  = \$174 ;
+    \$924  = \$119 ;
     if (rst) begin
       \$924  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$925  = product_1_2;
+    \$925  = product_0_8;
     if (rst) begin
       \$925  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$926  = \$177 ;
+    \$926  = \$121 ;
     if (rst) begin
       \$926  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$927  = product_1_3;
+    \$927  = product_0_9;
     if (rst) begin
       \$927  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$928  = \$180 ;
+    \$928  = \$123 ;
     if (rst) begin
       \$928  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$929  = product_1_4;
+    \$929  = product_0_10;
     if (rst) begin
       \$929  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$930  = \$183 ;
+    \$930  = \$125 ;
     if (rst) begin
       \$930  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$931  = product_1_5;
+    \$931  = product_0_11;
     if (rst) begin
       \$931  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$932  = \$186 ;
+    \$932  = \$127 ;
     if (rst) begin
       \$932  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$933  = product_1_6;
+    \$933  = product_0_12;
     if (rst) begin
       \$933  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$934  = \$189 ;
+    \$934  = \$129 ;
     if (rst) begin
       \$934  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$935  = product_1_7;
+    \$935  = product_0_13;
     if (rst) begin
       \$935  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$936  = \$192 ;
+    \$936  = \$131 ;
     if (rst) begin
       \$936  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$937  = product_1_8;
+    \$937  = product_0_14;
     if (rst) begin
       \$937  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$938  = \$195 ;
+    \$938  = \$133 ;
     if (rst) begin
       \$938  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$939  = product_1_9;
+    \$939  = product_0_15;
     if (rst) begin
       \$939  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$940  = \$198 ;
+    \$940  = \$135 ;
     if (rst) begin
       \$940  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$941  = product_1_10;
+    \$941  = product_0_16;
     if (rst) begin
       \$941  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$942  = \$201 ;
+    \$942  = \$137 ;
     if (rst) begin
       \$942  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$943  = product_1_11;
+    \$943  = product_0_17;
     if (rst) begin
       \$943  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$944  = \$204 ;
+    \$944  = \$139 ;
     if (rst) begin
       \$944  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$945  = product_1_12;
+    \$945  = product_0_18;
     if (rst) begin
       \$945  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$946  = \$207 ;
+    \$946  = \$141 ;
     if (rst) begin
       \$946  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$947  = product_1_13;
+    \$947  = product_0_19;
     if (rst) begin
       \$947  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$948  = \$210 ;
+    \$948  = \$143 ;
     if (rst) begin
       \$948  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$949  = product_1_14;
+    \$949  = product_0_20;
     if (rst) begin
       \$949  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$950  = \$213 ;
+    \$950  = \$145 ;
     if (rst) begin
       \$950  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$951  = product_1_15;
+    \$951  = product_0_21;
     if (rst) begin
       \$951  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$952  = \$216 ;
+    \$952  = \$147 ;
     if (rst) begin
       \$952  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$953  = product_1_16;
+    \$953  = product_0_22;
     if (rst) begin
       \$953  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$954  = \$219 ;
+    \$954  = \$149 ;
     if (rst) begin
       \$954  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$955  = product_1_17;
+    \$955  = product_0_23;
     if (rst) begin
       \$955  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$956  = \$222 ;
+    \$956  = \$151 ;
     if (rst) begin
       \$956  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$957  = product_1_18;
+    \$957  = product_0_24;
     if (rst) begin
       \$957  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$958  = \$225 ;
+    \$958  = \$153 ;
     if (rst) begin
       \$958  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$959  = product_1_19;
+    \$959  = product_0_25;
     if (rst) begin
       \$959  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$960  = \$228 ;
+    \$960  = \$155 ;
     if (rst) begin
       \$960  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$961  = product_1_20;
+    \$961  = product_0_26;
     if (rst) begin
       \$961  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$962  = \$231 ;
+    \$962  = \$157 ;
     if (rst) begin
       \$962  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$963  = product_1_21;
+    \$963  = product_0_27;
     if (rst) begin
       \$963  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$964  = \$234 ;
+    \$964  = \$159 ;
     if (rst) begin
       \$964  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$965  = product_1_22;
+    \$965  = product_0_28;
     if (rst) begin
       \$965  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$966  = \$237 ;
+    \$966  = \$161 ;
     if (rst) begin
       \$966  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$967  = product_1_23;
+    \$967  = product_0_29;
     if (rst) begin
       \$967  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$968  = \$240 ;
+    \$968  = \$163 ;
     if (rst) begin
       \$968  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$969  = product_1_24;
+    \$969  = product_0_30;
     if (rst) begin
       \$969  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$970  = \$243 ;
+    \$970  = \$165 ;
     if (rst) begin
       \$970  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$971  = product_1_25;
+    \$971  = product_0_31;
     if (rst) begin
       \$971  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$972  = \$246 ;
+    \$972  = \$168 ;
     if (rst) begin
       \$972  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$973  = product_1_26;
+    \$973  = product_1_0;
     if (rst) begin
       \$973  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$974  = \$249 ;
+    \$974  = \$171 ;
     if (rst) begin
       \$974  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$975  = product_1_27;
+    \$975  = product_1_1;
     if (rst) begin
       \$975  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$976  = \$252 ;
+    \$976  = \$174 ;
     if (rst) begin
       \$976  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$977  = product_1_28;
+    \$977  = product_1_2;
     if (rst) begin
       \$977  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$978  = \$255 ;
+    \$978  = \$177 ;
     if (rst) begin
       \$978  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$979  = product_1_29;
+    \$979  = product_1_3;
     if (rst) begin
       \$979  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$980  = \$258 ;
+    \$980  = \$180 ;
     if (rst) begin
       \$980  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$981  = product_1_30;
+    \$981  = product_1_4;
     if (rst) begin
       \$981  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$982  = \$261 ;
+    \$982  = \$183 ;
     if (rst) begin
       \$982  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$983  = product_1_31;
+    \$983  = product_1_5;
     if (rst) begin
       \$983  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$984  = \$263 ;
+    \$984  = \$186 ;
     if (rst) begin
       \$984  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$985  = product_2_0;
+    \$985  = product_1_6;
     if (rst) begin
       \$985  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$986  = \$265 ;
+    \$986  = \$189 ;
     if (rst) begin
       \$986  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$987  = product_2_1;
+    \$987  = product_1_7;
     if (rst) begin
       \$987  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$988  = \$267 ;
+    \$988  = \$192 ;
     if (rst) begin
       \$988  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$989  = product_2_2;
+    \$989  = product_1_8;
     if (rst) begin
       \$989  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$990  = \$269 ;
+    \$990  = \$195 ;
     if (rst) begin
       \$990  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$991  = product_2_3;
+    \$991  = product_1_9;
     if (rst) begin
       \$991  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$992  = \$271 ;
+    \$992  = \$198 ;
     if (rst) begin
       \$992  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$993  = product_2_4;
+    \$993  = product_1_10;
     if (rst) begin
       \$993  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$994  = \$273 ;
+    \$994  = \$201 ;
     if (rst) begin
       \$994  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$995  = product_2_5;
+    \$995  = product_1_11;
     if (rst) begin
       \$995  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$996  = \$275 ;
+    \$996  = \$204 ;
     if (rst) begin
       \$996  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$997  = product_2_6;
+    \$997  = product_1_12;
     if (rst) begin
       \$997  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$998  = \$277 ;
+    \$998  = \$207 ;
     if (rst) begin
       \$998  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$999  = product_2_7;
+    \$999  = product_1_13;
     if (rst) begin
       \$999  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1000  = \$279 ;
+    \$1000  = \$210 ;
     if (rst) begin
       \$1000  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1001  = product_2_8;
+    \$1001  = product_1_14;
     if (rst) begin
       \$1001  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1002  = \$281 ;
+    \$1002  = \$213 ;
     if (rst) begin
       \$1002  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1003  = product_2_9;
+    \$1003  = product_1_15;
     if (rst) begin
       \$1003  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1004  = \$283 ;
+    \$1004  = \$216 ;
     if (rst) begin
       \$1004  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1005  = product_2_10;
+    \$1005  = product_1_16;
     if (rst) begin
       \$1005  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1006  = \$285 ;
+    \$1006  = \$219 ;
     if (rst) begin
       \$1006  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1007  = product_2_11;
+    \$1007  = product_1_17;
     if (rst) begin
       \$1007  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1008  = \$287 ;
+    \$1008  = \$222 ;
     if (rst) begin
       \$1008  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1009  = product_2_12;
+    \$1009  = product_1_18;
     if (rst) begin
       \$1009  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1010  = \$289 ;
+    \$1010  = \$225 ;
     if (rst) begin
       \$1010  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1011  = product_2_13;
+    \$1011  = product_1_19;
     if (rst) begin
       \$1011  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1012  = \$291 ;
+    \$1012  = \$228 ;
     if (rst) begin
       \$1012  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1013  = product_2_14;
+    \$1013  = product_1_20;
     if (rst) begin
       \$1013  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1014  = \$293 ;
+    \$1014  = \$231 ;
     if (rst) begin
       \$1014  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1015  = product_2_15;
+    \$1015  = product_1_21;
     if (rst) begin
       \$1015  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1016  = \$295 ;
+    \$1016  = \$234 ;
     if (rst) begin
       \$1016  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1017  = product_2_16;
+    \$1017  = product_1_22;
     if (rst) begin
       \$1017  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1018  = \$297 ;
+    \$1018  = \$237 ;
     if (rst) begin
       \$1018  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1019  = product_2_17;
+    \$1019  = product_1_23;
     if (rst) begin
       \$1019  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1020  = \$299 ;
+    \$1020  = \$240 ;
     if (rst) begin
       \$1020  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1021  = product_2_18;
+    \$1021  = product_1_24;
     if (rst) begin
       \$1021  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1022  = \$301 ;
+    \$1022  = \$243 ;
     if (rst) begin
       \$1022  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1023  = product_2_19;
+    \$1023  = product_1_25;
     if (rst) begin
       \$1023  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1024  = \$303 ;
+    \$1024  = \$246 ;
     if (rst) begin
       \$1024  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1025  = product_2_20;
+    \$1025  = product_1_26;
     if (rst) begin
       \$1025  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1026  = \$305 ;
+    \$1026  = \$249 ;
     if (rst) begin
       \$1026  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1027  = product_2_21;
+    \$1027  = product_1_27;
     if (rst) begin
       \$1027  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1028  = \$307 ;
+    \$1028  = \$252 ;
     if (rst) begin
       \$1028  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1029  = product_2_22;
+    \$1029  = product_1_28;
     if (rst) begin
       \$1029  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1030  = \$309 ;
+    \$1030  = \$255 ;
     if (rst) begin
       \$1030  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1031  = product_2_23;
+    \$1031  = product_1_29;
     if (rst) begin
       \$1031  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1032  = \$311 ;
+    \$1032  = \$258 ;
     if (rst) begin
       \$1032  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1033  = product_2_24;
+    \$1033  = product_1_30;
     if (rst) begin
       \$1033  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1034  = \$313 ;
+    \$1034  = \$261 ;
     if (rst) begin
       \$1034  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1035  = product_2_25;
+    \$1035  = product_1_31;
     if (rst) begin
       \$1035  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1036  = \$315 ;
+    \$1036  = \$263 ;
     if (rst) begin
       \$1036  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1037  = product_2_26;
+    \$1037  = product_2_0;
     if (rst) begin
       \$1037  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1038  = \$317 ;
+    \$1038  = \$265 ;
     if (rst) begin
       \$1038  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1039  = product_2_27;
+    \$1039  = product_2_1;
     if (rst) begin
       \$1039  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1040  = \$319 ;
+    \$1040  = \$267 ;
     if (rst) begin
       \$1040  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1041  = product_2_28;
+    \$1041  = product_2_2;
     if (rst) begin
       \$1041  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1042  = \$321 ;
+    \$1042  = \$269 ;
     if (rst) begin
       \$1042  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1043  = product_2_29;
+    \$1043  = product_2_3;
     if (rst) begin
       \$1043  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1044  = \$323 ;
+    \$1044  = \$271 ;
     if (rst) begin
       \$1044  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1045  = product_2_30;
+    \$1045  = product_2_4;
     if (rst) begin
       \$1045  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1046  = \$325 ;
+    \$1046  = \$273 ;
     if (rst) begin
       \$1046  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1047  = product_2_31;
+    \$1047  = product_2_5;
     if (rst) begin
       \$1047  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1048  = \$327 ;
+    \$1048  = \$275 ;
     if (rst) begin
       \$1048  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1049  = product_3_0;
+    \$1049  = product_2_6;
     if (rst) begin
       \$1049  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1050  = \$329 ;
+    \$1050  = \$277 ;
     if (rst) begin
       \$1050  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1051  = product_3_1;
+    \$1051  = product_2_7;
     if (rst) begin
       \$1051  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1052  = \$331 ;
+    \$1052  = \$279 ;
     if (rst) begin
       \$1052  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1053  = product_3_2;
+    \$1053  = product_2_8;
     if (rst) begin
       \$1053  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1054  = \$333 ;
+    \$1054  = \$281 ;
     if (rst) begin
       \$1054  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1055  = product_3_3;
+    \$1055  = product_2_9;
     if (rst) begin
       \$1055  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1056  = \$335 ;
+    \$1056  = \$283 ;
     if (rst) begin
       \$1056  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1057  = product_3_4;
+    \$1057  = product_2_10;
     if (rst) begin
       \$1057  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1058  = \$337 ;
+    \$1058  = \$285 ;
     if (rst) begin
       \$1058  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1059  = product_3_5;
+    \$1059  = product_2_11;
     if (rst) begin
       \$1059  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1060  = \$339 ;
+    \$1060  = \$287 ;
     if (rst) begin
       \$1060  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1061  = product_3_6;
+    \$1061  = product_2_12;
     if (rst) begin
       \$1061  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1062  = \$341 ;
+    \$1062  = \$289 ;
     if (rst) begin
       \$1062  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1063  = product_3_7;
+    \$1063  = product_2_13;
     if (rst) begin
       \$1063  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1064  = \$343 ;
+    \$1064  = \$291 ;
     if (rst) begin
       \$1064  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1065  = product_3_8;
+    \$1065  = product_2_14;
     if (rst) begin
       \$1065  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1066  = \$345 ;
+    \$1066  = \$293 ;
     if (rst) begin
       \$1066  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1067  = product_3_9;
+    \$1067  = product_2_15;
     if (rst) begin
       \$1067  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1068  = \$347 ;
+    \$1068  = \$295 ;
     if (rst) begin
       \$1068  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1069  = product_3_10;
+    \$1069  = product_2_16;
     if (rst) begin
       \$1069  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1070  = \$349 ;
+    \$1070  = \$297 ;
     if (rst) begin
       \$1070  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1071  = product_3_11;
+    \$1071  = product_2_17;
     if (rst) begin
       \$1071  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1072  = \$351 ;
+    \$1072  = \$299 ;
     if (rst) begin
       \$1072  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1073  = product_3_12;
+    \$1073  = product_2_18;
     if (rst) begin
       \$1073  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1074  = \$353 ;
+    \$1074  = \$301 ;
     if (rst) begin
       \$1074  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1075  = product_3_13;
+    \$1075  = product_2_19;
     if (rst) begin
       \$1075  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1076  = \$355 ;
+    \$1076  = \$303 ;
     if (rst) begin
       \$1076  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1077  = product_3_14;
+    \$1077  = product_2_20;
     if (rst) begin
       \$1077  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1078  = \$357 ;
+    \$1078  = \$305 ;
     if (rst) begin
       \$1078  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1079  = product_3_15;
+    \$1079  = product_2_21;
     if (rst) begin
       \$1079  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1080  = \$359 ;
+    \$1080  = \$307 ;
     if (rst) begin
       \$1080  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1081  = product_3_16;
+    \$1081  = product_2_22;
     if (rst) begin
       \$1081  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1082  = \$361 ;
+    \$1082  = \$309 ;
     if (rst) begin
       \$1082  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1083  = product_3_17;
+    \$1083  = product_2_23;
     if (rst) begin
       \$1083  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1084  = \$363 ;
+    \$1084  = \$311 ;
     if (rst) begin
       \$1084  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1085  = product_3_18;
+    \$1085  = product_2_24;
     if (rst) begin
       \$1085  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1086  = \$365 ;
+    \$1086  = \$313 ;
     if (rst) begin
       \$1086  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1087  = product_3_19;
+    \$1087  = product_2_25;
     if (rst) begin
       \$1087  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1088  = \$367 ;
+    \$1088  = \$315 ;
     if (rst) begin
       \$1088  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1089  = product_3_20;
+    \$1089  = product_2_26;
     if (rst) begin
       \$1089  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1090  = \$369 ;
+    \$1090  = \$317 ;
     if (rst) begin
       \$1090  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1091  = product_3_21;
+    \$1091  = product_2_27;
     if (rst) begin
       \$1091  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1092  = \$371 ;
+    \$1092  = \$319 ;
     if (rst) begin
       \$1092  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1093  = product_3_22;
+    \$1093  = product_2_28;
     if (rst) begin
       \$1093  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1094  = \$373 ;
+    \$1094  = \$321 ;
     if (rst) begin
       \$1094  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1095  = product_3_23;
+    \$1095  = product_2_29;
     if (rst) begin
       \$1095  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1096  = \$375 ;
+    \$1096  = \$323 ;
     if (rst) begin
       \$1096  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1097  = product_3_24;
+    \$1097  = product_2_30;
     if (rst) begin
       \$1097  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1098  = \$377 ;
+    \$1098  = \$325 ;
     if (rst) begin
       \$1098  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1099  = product_3_25;
+    \$1099  = product_2_31;
     if (rst) begin
       \$1099  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1100  = \$379 ;
+    \$1100  = \$327 ;
     if (rst) begin
       \$1100  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1101  = product_3_26;
+    \$1101  = product_3_0;
     if (rst) begin
       \$1101  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1102  = \$381 ;
+    \$1102  = \$329 ;
     if (rst) begin
       \$1102  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1103  = product_3_27;
+    \$1103  = product_3_1;
     if (rst) begin
       \$1103  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1104  = \$383 ;
+    \$1104  = \$331 ;
     if (rst) begin
       \$1104  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1105  = product_3_28;
+    \$1105  = product_3_2;
     if (rst) begin
       \$1105  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1106  = \$385 ;
+    \$1106  = \$333 ;
     if (rst) begin
       \$1106  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1107  = product_3_29;
+    \$1107  = product_3_3;
     if (rst) begin
       \$1107  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1108  = \$387 ;
+    \$1108  = \$335 ;
     if (rst) begin
       \$1108  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1109  = product_3_30;
+    \$1109  = product_3_4;
     if (rst) begin
       \$1109  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1110  = \$389 ;
+    \$1110  = \$337 ;
     if (rst) begin
       \$1110  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1111  = product_3_31;
+    \$1111  = product_3_5;
     if (rst) begin
       \$1111  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$1112  = \rd_row$471 ;
+    \$1112  = \$339 ;
     if (rst) begin
-      \$1112  = 2'h0;
+      \$1112  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1113  = product_3_6;
+    if (rst) begin
+      \$1113  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1114  = \$341 ;
+    if (rst) begin
+      \$1114  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1115  = product_3_7;
+    if (rst) begin
+      \$1115  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1116  = \$343 ;
+    if (rst) begin
+      \$1116  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1117  = product_3_8;
+    if (rst) begin
+      \$1117  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1118  = \$345 ;
+    if (rst) begin
+      \$1118  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1119  = product_3_9;
+    if (rst) begin
+      \$1119  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1120  = \$347 ;
+    if (rst) begin
+      \$1120  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1121  = product_3_10;
+    if (rst) begin
+      \$1121  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1122  = \$349 ;
+    if (rst) begin
+      \$1122  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1123  = product_3_11;
+    if (rst) begin
+      \$1123  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1124  = \$351 ;
+    if (rst) begin
+      \$1124  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1125  = product_3_12;
+    if (rst) begin
+      \$1125  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1126  = \$353 ;
+    if (rst) begin
+      \$1126  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1127  = product_3_13;
+    if (rst) begin
+      \$1127  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1128  = \$355 ;
+    if (rst) begin
+      \$1128  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1129  = product_3_14;
+    if (rst) begin
+      \$1129  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1130  = \$357 ;
+    if (rst) begin
+      \$1130  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1131  = product_3_15;
+    if (rst) begin
+      \$1131  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1132  = \$359 ;
+    if (rst) begin
+      \$1132  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1133  = product_3_16;
+    if (rst) begin
+      \$1133  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1134  = \$361 ;
+    if (rst) begin
+      \$1134  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1135  = product_3_17;
+    if (rst) begin
+      \$1135  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1136  = \$363 ;
+    if (rst) begin
+      \$1136  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1137  = product_3_18;
+    if (rst) begin
+      \$1137  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1138  = \$365 ;
+    if (rst) begin
+      \$1138  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1139  = product_3_19;
+    if (rst) begin
+      \$1139  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1140  = \$367 ;
+    if (rst) begin
+      \$1140  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1141  = product_3_20;
+    if (rst) begin
+      \$1141  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1142  = \$369 ;
+    if (rst) begin
+      \$1142  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1143  = product_3_21;
+    if (rst) begin
+      \$1143  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1144  = \$371 ;
+    if (rst) begin
+      \$1144  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1145  = product_3_22;
+    if (rst) begin
+      \$1145  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1146  = \$373 ;
+    if (rst) begin
+      \$1146  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1147  = product_3_23;
+    if (rst) begin
+      \$1147  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1148  = \$375 ;
+    if (rst) begin
+      \$1148  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1149  = product_3_24;
+    if (rst) begin
+      \$1149  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1150  = \$377 ;
+    if (rst) begin
+      \$1150  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1151  = product_3_25;
+    if (rst) begin
+      \$1151  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1152  = \$379 ;
+    if (rst) begin
+      \$1152  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1153  = product_3_26;
+    if (rst) begin
+      \$1153  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1154  = \$381 ;
+    if (rst) begin
+      \$1154  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1155  = product_3_27;
+    if (rst) begin
+      \$1155  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1156  = \$383 ;
+    if (rst) begin
+      \$1156  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1157  = product_3_28;
+    if (rst) begin
+      \$1157  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1158  = \$385 ;
+    if (rst) begin
+      \$1158  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1159  = product_3_29;
+    if (rst) begin
+      \$1159  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1160  = \$387 ;
+    if (rst) begin
+      \$1160  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1161  = product_3_30;
+    if (rst) begin
+      \$1161  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1162  = \$389 ;
+    if (rst) begin
+      \$1162  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1163  = product_3_31;
+    if (rst) begin
+      \$1163  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$1164  = \rd_row$471 ;
+    if (rst) begin
+      \$1164  = 2'h0;
     end
   end
   always @* begin
@@ -18402,13 +18915,13 @@ module \ndp_device.control_unit.compute (rst, n_cols, split, fold_ready, sum_val
     (* full_case = 32'd1 *)
     casez (rd_row)
       2'h0:
-          rd_in_data = \$signature__data$650 ;
+          rd_in_data = \$signature__data$652 ;
       2'h1:
-          rd_in_data = \$signature__data$653 ;
-      2'h2:
           rd_in_data = \$signature__data$655 ;
-      2'h3:
+      2'h2:
           rd_in_data = \$signature__data$657 ;
+      2'h3:
+          rd_in_data = \$signature__data$659 ;
     endcase
   end
   always @* begin
@@ -18418,11 +18931,11 @@ module \ndp_device.control_unit.compute (rst, n_cols, split, fold_ready, sum_val
       2'h0:
           rd_acc_data = acc_s__data;
       2'h1:
-          rd_acc_data = \acc_s__data$654 ;
-      2'h2:
           rd_acc_data = \acc_s__data$656 ;
-      2'h3:
+      2'h2:
           rd_acc_data = \acc_s__data$658 ;
+      2'h3:
+          rd_acc_data = \acc_s__data$660 ;
     endcase
   end
   always @* begin
@@ -18430,13 +18943,13 @@ module \ndp_device.control_unit.compute (rst, n_cols, split, fold_ready, sum_val
     (* full_case = 32'd1 *)
     casez (req_row)
       2'h0:
-          a_data = \$signature__data$691 ;
-      2'h1:
-          a_data = \$signature__data$692 ;
-      2'h2:
-          a_data = \$signature__data$693 ;
-      2'h3:
           a_data = \$signature__data$694 ;
+      2'h1:
+          a_data = \$signature__data$695 ;
+      2'h2:
+          a_data = \$signature__data$696 ;
+      2'h3:
+          a_data = \$signature__data$697 ;
     endcase
   end
   always @* begin
@@ -18444,40 +18957,44 @@ module \ndp_device.control_unit.compute (rst, n_cols, split, fold_ready, sum_val
     (* full_case = 32'd1 *)
     casez (b_row)
       2'h0:
-          b_data = \$signature__data$702 ;
-      2'h1:
-          b_data = \$signature__data$703 ;
-      2'h2:
-          b_data = \$signature__data$704 ;
-      2'h3:
           b_data = \$signature__data$705 ;
+      2'h1:
+          b_data = \$signature__data$706 ;
+      2'h2:
+          b_data = \$signature__data$707 ;
+      2'h3:
+          b_data = \$signature__data$708 ;
     endcase
   end
   assign \$signature__addr  = in_word;
   assign \$signature__data  = in_data;
   assign bank_r__addr = k_base[11:5];
   assign \$signature__addr$480  = rd_addr;
-  assign acc_s__addr = rd_addr;
-  assign acc_r__addr = acc_addr_d2;
-  assign \$signature__addr$523  = in_word;
-  assign \$signature__data$524  = in_data;
-  assign \bank_r__addr$526  = \$397 [11:5];
-  assign \$signature__addr$527  = rd_addr;
-  assign \acc_s__addr$528  = rd_addr;
-  assign \acc_r__addr$529  = acc_addr_row1_d2;
-  assign \$signature__addr$565  = in_word;
-  assign \$signature__data$566  = in_data;
-  assign \bank_r__addr$568  = k_base[11:5];
-  assign \$signature__addr$569  = rd_addr;
-  assign \acc_s__addr$570  = rd_addr;
-  assign \acc_r__addr$571  = acc_addr_d2;
-  assign \$signature__addr$607  = in_word;
-  assign \$signature__data$608  = in_data;
-  assign \bank_r__addr$610  = k_base[11:5];
-  assign \$signature__addr$611  = rd_addr;
-  assign \acc_s__addr$612  = rd_addr;
-  assign \acc_r__addr$613  = acc_addr_d2;
-  assign \n_cols$659  = n_cols;
+  assign acc_s__addr = \$392 [7:0];
+  assign acc_r__addr = \$394 [7:0];
+  assign \$signature__addr$486  = \$399 [7:0];
+  assign \$signature__addr$525  = in_word;
+  assign \$signature__data$526  = in_data;
+  assign \bank_r__addr$528  = \$406 [11:5];
+  assign \$signature__addr$529  = rd_addr;
+  assign \acc_s__addr$530  = \$408 [7:0];
+  assign \acc_r__addr$531  = \$410 [7:0];
+  assign \$signature__addr$532  = \$415 [7:0];
+  assign \$signature__addr$567  = in_word;
+  assign \$signature__data$568  = in_data;
+  assign \bank_r__addr$570  = k_base[11:5];
+  assign \$signature__addr$571  = rd_addr;
+  assign \acc_s__addr$572  = \$420 [7:0];
+  assign \acc_r__addr$573  = \$422 [7:0];
+  assign \$signature__addr$574  = \$427 [7:0];
+  assign \$signature__addr$609  = in_word;
+  assign \$signature__data$610  = in_data;
+  assign \bank_r__addr$612  = k_base[11:5];
+  assign \$signature__addr$613  = rd_addr;
+  assign \acc_s__addr$614  = \$432 [7:0];
+  assign \acc_r__addr$615  = \$434 [7:0];
+  assign \$signature__addr$616  = \$439 [7:0];
+  assign fold_n_cols = \n_cols$661 ;
   assign fold_n_words = n_words;
   assign fold_sets = sets;
   assign fold_sets1 = sets1;
@@ -18490,20 +19007,20 @@ module \ndp_device.control_unit.compute (rst, n_cols, split, fold_ready, sum_val
   assign sum_ready = out_ready;
   assign out_fp32 = sum_fp32;
   assign out_fp16 = sum_fp16;
-  assign \$signature__addr$684  = req_word;
+  assign \$signature__addr$687  = \$443 [7:0];
   assign a_addr = req_word;
-  assign \$signature__addr$686  = req_word;
-  assign \$signature__addr$687  = req_word;
-  assign \$signature__addr$688  = req_word;
+  assign \$signature__addr$689  = \$445 [7:0];
+  assign \$signature__addr$690  = \$447 [7:0];
+  assign \$signature__addr$691  = \$449 [7:0];
   assign a_row = req_row;
-  assign b_addr = \$signature__addr$695 ;
-  assign \$signature__addr$697  = \$signature__addr$695 ;
-  assign \$signature__addr$698  = \$signature__addr$695 ;
-  assign \$signature__addr$699  = \$signature__addr$695 ;
+  assign \$signature__addr$698  = \$451 [7:0];
+  assign \$signature__addr$700  = \$453 [7:0];
+  assign \$signature__addr$701  = \$455 [7:0];
+  assign \$signature__addr$702  = \$457 [7:0];
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.compute.fold (rst, n_cols, req_ready, b_row, b_addr, out_valid, out_fp32, req_valid, out_ready, pack_log2, n_words, sets, sets1, a_row, a_addr, a_data, b_data, out_fp16, clk);
+module \ndp_device.control_unit.compute.fold (rst, req_ready, b_row, b_addr, out_valid, out_fp32, req_valid, out_ready, a_data, b_data, out_fp16, n_cols, n_words, sets, sets1, pack_log2, a_row, a_addr, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$69  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -19331,7 +19848,7 @@ module \ndp_device.control_unit.compute.fold (rst, n_cols, req_ready, b_row, b_a
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.decoder (is_store, is_compute, operand_lines, stats_offset, \port$6769$128 , log2_slot, desc, status, is_load);
+module \ndp_device.control_unit.decoder (is_store, is_compute, operand_lines, stats_offset, \port$6888$128 , log2_slot, desc, status, is_load);
   reg \$auto$verilog_backend.cc:2355:dump_module$70  = 0;
   wire [26:0] \$1 ;
   wire \$10 ;
@@ -19528,8 +20045,8 @@ module \ndp_device.control_unit.decoder (is_store, is_compute, operand_lines, st
   output [39:0] operand_lines;
   wire [39:0] operand_lines;
   wire [39:0] out_elems;
-  input [127:0] \port$6769$128 ;
-  wire [127:0] \port$6769$128 ;
+  input [127:0] \port$6888$128 ;
+  wire [127:0] \port$6888$128 ;
   reg [49:0] result;
   wire [49:0] room;
   output [47:0] stats_offset;
@@ -19606,8 +20123,8 @@ module \ndp_device.control_unit.decoder (is_store, is_compute, operand_lines, st
   assign \$74  = ~ \$73 ;
   assign \$75  = ! desc[25:20];
   assign \$76  = ! desc[103:84];
-  assign \$77  = desc[83:20] >= \port$6769$128 [63:0];
-  assign \$78  = \$2  <= \port$6769$128 [127:64];
+  assign \$77  = desc[83:20] >= \port$6888$128 [63:0];
+  assign \$78  = \$2  <= \port$6888$128 [127:64];
   assign \$79  = \$77  & \$78 ;
   assign \$80  = \$76  | \$79 ;
   assign \$81  = \$75  & \$80 ;
@@ -19721,8 +20238,8 @@ module \ndp_device.control_unit.decoder (is_store, is_compute, operand_lines, st
   assign \$signal$9  = \$14 [39:0];
   assign o_lines = \$19 [43:0];
   assign room = \$38 [49:0];
-  assign data_base = \port$6769$128 [63:0];
-  assign data_limit = \port$6769$128 [127:64];
+  assign data_base = \port$6888$128 [63:0];
+  assign data_limit = \port$6888$128 [127:64];
   assign operand_lines = \$14 [39:0];
   assign stats_offset = \$22 [47:0];
   assign \desc.type  = desc[1:0];
@@ -20506,7 +21023,7 @@ module \ndp_device.control_unit.front (rst, pop, task_valid, \task , run_issued,
     .is_store(is_store),
     .log2_slot(regs[267:260]),
     .operand_lines(operand_lines),
-    .\port$6949$128 (regs[255:128]),
+    .\port$7068$128 (regs[255:128]),
     .status(status)
   );
   always @* begin
@@ -21062,7 +21579,7 @@ module \ndp_device.control_unit.front (rst, pop, task_valid, \task , run_issued,
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.front.decoder (is_store, is_compute, operand_lines, \port$6949$128 , log2_slot, desc, status, is_load);
+module \ndp_device.control_unit.front.decoder (is_store, is_compute, operand_lines, \port$7068$128 , log2_slot, desc, status, is_load);
   reg \$auto$verilog_backend.cc:2355:dump_module$72  = 0;
   wire [26:0] \$1 ;
   wire \$10 ;
@@ -21259,8 +21776,8 @@ module \ndp_device.control_unit.front.decoder (is_store, is_compute, operand_lin
   output [39:0] operand_lines;
   wire [39:0] operand_lines;
   wire [39:0] out_elems;
-  input [127:0] \port$6949$128 ;
-  wire [127:0] \port$6949$128 ;
+  input [127:0] \port$7068$128 ;
+  wire [127:0] \port$7068$128 ;
   reg [49:0] result;
   wire [49:0] room;
   wire [47:0] stats_offset;
@@ -21336,8 +21853,8 @@ module \ndp_device.control_unit.front.decoder (is_store, is_compute, operand_lin
   assign \$74  = ~ \$73 ;
   assign \$75  = ! desc[25:20];
   assign \$76  = ! desc[103:84];
-  assign \$77  = desc[83:20] >= \port$6949$128 [63:0];
-  assign \$78  = \$2  <= \port$6949$128 [127:64];
+  assign \$77  = desc[83:20] >= \port$7068$128 [63:0];
+  assign \$78  = \$2  <= \port$7068$128 [127:64];
   assign \$79  = \$77  & \$78 ;
   assign \$80  = \$76  | \$79 ;
   assign \$81  = \$75  & \$80 ;
@@ -21452,8 +21969,8 @@ module \ndp_device.control_unit.front.decoder (is_store, is_compute, operand_lin
   assign o_lines = \$19 [43:0];
   assign stats_offset = \$22 [47:0];
   assign room = \$38 [49:0];
-  assign data_base = \port$6949$128 [63:0];
-  assign data_limit = \port$6949$128 [127:64];
+  assign data_base = \port$7068$128 [63:0];
+  assign data_limit = \port$7068$128 [127:64];
   assign operand_lines = \$14 [39:0];
   assign \desc.type  = desc[1:0];
   assign \desc.op  = desc[5:2];
@@ -21487,7 +22004,7 @@ module \ndp_device.control_unit.front.decoder (is_store, is_compute, operand_lin
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.packer (rst, out__ready, out__valid, w_ready, start, offset, w_valid, w_data, w_bytes, w_last, out__data, out__strb, clk);
+module \ndp_device.control_unit.packer (rst, out__ready, out__valid, w_ready, w_valid, w_data, w_bytes, w_last, start, offset, out__data, out__strb, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$73  = 0;
   wire \$1 ;
   wire [8:0] \$10 ;
@@ -22797,8 +23314,584 @@ module \ndp_device.control_unit.reader.buffer (clk, rst, w_en, w_level, r_data, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.reports (rst, r_en, w_rdy, r_data, w_en, w_port__data, clk);
+module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w_ready, fold_valid, w_valid, w_data, w_bytes, w_last, in_we, acc_we, sum_ready, start, source, dest, rows, n, n_words, sets, sets1
+, pack_log2, bank, rd_in_data, sum_fp16, done, fold_n_cols, busy, fold_n_words, fold_sets, fold_sets1, fold_pack_log2, fold_bank, fold_row, fold_word, rd_row, word, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$76  = 0;
+  wire \$1 ;
+  wire [20:0] \$10 ;
+  reg [1:0] \$100 ;
+  reg [1:0] \$101 ;
+  reg [2:0] \$102 ;
+  reg \$103 ;
+  reg [1:0] \$104 ;
+  reg [19:0] \$105 ;
+  reg \$106 ;
+  reg [1:0] \$107 ;
+  reg [19:0] \$108 ;
+  reg \$109 ;
+  wire \$11 ;
+  wire \$12 ;
+  wire \$13 ;
+  wire \$14 ;
+  wire \$15 ;
+  wire \$16 ;
+  wire \$17 ;
+  wire \$18 ;
+  wire [1023:0] \$19 ;
+  wire \$2 ;
+  wire \$20 ;
+  wire [511:0] \$21 ;
+  wire \$22 ;
+  wire [1:0] \$23 ;
+  wire [8:0] \$24 ;
+  wire [20:0] \$25 ;
+  wire [27:0] \$26 ;
+  wire \$27 ;
+  wire [2:0] \$28 ;
+  wire \$29 ;
+  wire \$3 ;
+  wire \$30 ;
+  wire \$31 ;
+  wire \$32 ;
+  wire \$33 ;
+  wire \$34 ;
+  wire \$35 ;
+  wire \$36 ;
+  wire \$37 ;
+  wire \$38 ;
+  wire \$39 ;
+  wire \$4 ;
+  wire \$40 ;
+  wire \$41 ;
+  wire \$42 ;
+  wire \$43 ;
+  wire \$44 ;
+  wire \$45 ;
+  wire \$46 ;
+  wire \$47 ;
+  wire \$48 ;
+  wire \$49 ;
+  wire [26:0] \$5 ;
+  wire \$50 ;
+  wire [20:0] \$51 ;
+  wire [27:0] \$52 ;
+  wire \$53 ;
+  wire \$54 ;
+  wire [2:0] \$55 ;
+  wire \$56 ;
+  wire \$57 ;
+  wire \$58 ;
+  wire [20:0] \$59 ;
+  wire [20:0] \$6 ;
+  wire [27:0] \$60 ;
+  wire \$61 ;
+  wire [2:0] \$62 ;
+  wire \$63 ;
+  wire [20:0] \$64 ;
+  wire [2:0] \$65 ;
+  wire \$66 ;
+  wire \$67 ;
+  wire \$68 ;
+  wire \$69 ;
+  wire \$7 ;
+  wire \$70 ;
+  wire \$71 ;
+  wire \$72 ;
+  wire \$73 ;
+  wire \$74 ;
+  wire \$75 ;
+  wire \$76 ;
+  wire \$77 ;
+  wire \$78 ;
+  wire \$79 ;
+  wire [26:0] \$8 ;
+  wire \$80 ;
+  wire \$81 ;
+  wire \$82 ;
+  wire \$83 ;
+  wire \$84 ;
+  wire [20:0] \$85 ;
+  wire [27:0] \$86 ;
+  wire \$87 ;
+  wire \$88 ;
+  wire [2:0] \$89 ;
+  wire [20:0] \$9 ;
+  wire \$90 ;
+  wire \$91 ;
+  wire [20:0] \$92 ;
+  wire [2:0] \$93 ;
+  reg \$94 ;
+  reg [1:0] \$95 ;
+  reg [2:0] \$96 ;
+  reg [19:0] \$97 ;
+  reg \$98 ;
+  reg [7:0] \$99 ;
+  (* init = 2'h0 *)
+  wire [1:0] \$like ;
+  (* init = 2'h0 *)
+  wire [1:0] \$like$12 ;
+  reg [2:0] \$like$27  = 3'h0;
+  (* init = 20'h00000 *)
+  wire [19:0] \$signal ;
+  reg [1:0] \$signal$20  = 2'h0;
+  reg [19:0] \$signal$7  = 20'h00000;
+  reg \$signal$9  = 1'h0;
+  output acc_we;
+  wire acc_we;
+  reg asked_all = 1'h0;
+  input bank;
+  wire bank;
+  reg bank_valid = 1'h0;
+  wire [511:0] buf_data16;
+  wire [1023:0] buf_data32;
+  (* init = 2'h0 *)
+  wire [1:0] buf_row;
+  (* init = 20'h00000 *)
+  wire [19:0] buf_word;
+  output busy;
+  reg busy = 1'h0;
+  (* init = 1'h0 *)
+  wire \busy$1 ;
+  input clk;
+  wire clk;
+  wire [5:0] count;
+  input [1:0] dest;
+  wire [1:0] dest;
+  output done;
+  reg done;
+  output fold_bank;
+  reg fold_bank = 1'h0;
+  output [19:0] fold_n_cols;
+  reg [19:0] fold_n_cols = 20'h00000;
+  output [7:0] fold_n_words;
+  reg [7:0] fold_n_words = 8'h00;
+  output [2:0] fold_pack_log2;
+  reg [2:0] fold_pack_log2 = 3'h0;
+  input fold_ready;
+  wire fold_ready;
+  output [1:0] fold_row;
+  reg [1:0] fold_row = 2'h0;
+  output [1:0] fold_sets;
+  reg [1:0] fold_sets = 2'h0;
+  output [1:0] fold_sets1;
+  reg [1:0] fold_sets1 = 2'h0;
+  output fold_valid;
+  wire fold_valid;
+  output [6:0] fold_word;
+  wire [6:0] fold_word;
+  output in_we;
+  wire in_we;
+  input [19:0] n;
+  wire [19:0] n;
+  input [7:0] n_words;
+  wire [7:0] n_words;
+  input [2:0] pack_log2;
+  wire [2:0] pack_log2;
+  wire [6:0] rd_addr;
+  wire rd_en;
+  input [511:0] rd_in_data;
+  wire [511:0] rd_in_data;
+  output [1:0] rd_row;
+  reg [1:0] rd_row = 2'h0;
+  input [2:0] rows;
+  wire [2:0] rows;
+  input rst;
+  wire rst;
+  input [1:0] sets;
+  wire [1:0] sets;
+  input [1:0] sets1;
+  wire [1:0] sets1;
+  input source;
+  wire source;
+  input start;
+  wire start;
+  input [511:0] sum_fp16;
+  wire [511:0] sum_fp16;
+  input [1023:0] sum_fp32;
+  wire [1023:0] sum_fp32;
+  output sum_ready;
+  wire sum_ready;
+  input sum_valid;
+  wire sum_valid;
+  output [7:0] w_bytes;
+  wire [7:0] w_bytes;
+  output [1023:0] w_data;
+  wire [1023:0] w_data;
+  output w_last;
+  wire w_last;
+  input w_ready;
+  wire w_ready;
+  output w_valid;
+  wire w_valid;
+  output [19:0] word;
+  reg [19:0] word = 20'h00000;
+  assign \$1  = ! \$signal$9 ;
+  assign \$2  = busy & \$1 ;
+  assign \$3  = ~ asked_all;
+  assign fold_valid = \$2  & \$3 ;
+  assign rd_en = busy & \$4 ;
+  assign \$6  = fold_n_cols - \$5 [19:0];
+  assign \$7  = $signed(\$6 ) < $signed(7'h20);
+  assign \$9  = fold_n_cols - \$8 [19:0];
+  assign \$10  = \$7  ? \$9  : 21'h000020;
+  assign \$11  = ! \$signal$9 ;
+  assign \$12  = \$signal$9  ? bank_valid : sum_valid;
+  assign \$13  = \$12  & busy;
+  assign \$14  = ! \$signal$20 ;
+  assign \$15  = \$signal$20  == 1'h1;
+  assign \$16  = \$14  | \$15 ;
+  assign w_valid = \$13  & \$16 ;
+  assign \$17  = \$signal$20  == 1'h1;
+  assign \$18  = ! \$signal$9 ;
+  assign \$19  = \$signal$9  ? 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000 : sum_fp32;
+  assign \$20  = ! \$signal$9 ;
+  assign \$21  = \$signal$9  ? rd_in_data : sum_fp16;
+  assign w_data = \$17  ? \$19  : { 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, \$21  };
+  assign \$22  = \$signal$20  == 1'h1;
+  assign \$23  = \$22  ? 2'h2 : 2'h1;
+  assign \$24  = \$10 [5:0] << \$23 ;
+  assign \$25  = word + 1'h1;
+  assign \$27  = \$26  >= fold_n_cols;
+  assign \$28  = rd_row + 1'h1;
+  assign \$29  = \$28  == \$like$27 ;
+  assign w_last = \$27  & \$29 ;
+  assign \$30  = ! \$signal$9 ;
+  assign \$31  = \$signal$9  ? bank_valid : sum_valid;
+  assign \$32  = \$31  & busy;
+  assign \$33  = \$signal$20  == 2'h2;
+  assign in_we = \$32  & \$33 ;
+  assign \$34  = ! \$signal$9 ;
+  assign \$35  = \$signal$9  ? bank_valid : sum_valid;
+  assign \$36  = \$35  & busy;
+  assign \$37  = \$signal$20  == 2'h3;
+  assign acc_we = \$36  & \$37 ;
+  assign \$38  = ! \$signal$9 ;
+  assign \$39  = ! \$signal$20 ;
+  assign \$40  = \$signal$20  == 1'h1;
+  assign \$41  = \$39  | \$40 ;
+  assign \$42  = \$41  ? w_ready : 1'h1;
+  assign sum_ready = \$38  & \$42 ;
+  assign \$43  = ! \$signal$9 ;
+  assign \$44  = \$signal$9  ? bank_valid : sum_valid;
+  assign \$45  = \$44  & busy;
+  assign \$46  = ! \$signal$20 ;
+  assign \$47  = \$signal$20  == 1'h1;
+  assign \$48  = \$46  | \$47 ;
+  assign \$49  = \$48  ? w_ready : 1'h1;
+  assign \$50  = \$45  & \$49 ;
+  assign \$51  = word + 1'h1;
+  assign \$53  = \$52  >= fold_n_cols;
+  assign \$54  = ~ \$53 ;
+  assign \$55  = rd_row + 1'h1;
+  assign \$56  = \$55  == \$like$27 ;
+  assign \$57  = ~ \$56 ;
+  assign \$58  = fold_valid & fold_ready;
+  assign \$59  = \$signal$7  + 1'h1;
+  assign \$61  = \$60  < fold_n_cols;
+  assign \$62  = fold_row + 1'h1;
+  assign \$63  = \$62  < \$like$27 ;
+  assign \$64  = \$signal$7  + 1'h1;
+  assign \$65  = fold_row + 1'h1;
+  assign \$67  = ! \$signal$9 ;
+  assign \$68  = \$signal$9  ? bank_valid : sum_valid;
+  assign \$69  = \$68  & busy;
+  assign \$70  = ! \$signal$20 ;
+  assign \$71  = \$signal$20  == 1'h1;
+  assign \$72  = \$70  | \$71 ;
+  assign \$73  = \$72  ? w_ready : 1'h1;
+  assign \$74  = \$69  & \$73 ;
+  assign \$75  = ~ \$74 ;
+  assign \$76  = busy & \$75 ;
+  assign \$77  = ! \$signal$9 ;
+  assign \$78  = \$signal$9  ? bank_valid : sum_valid;
+  assign \$79  = \$78  & busy;
+  assign \$80  = ! \$signal$20 ;
+  assign \$81  = \$signal$20  == 1'h1;
+  assign \$82  = \$80  | \$81 ;
+  assign \$83  = \$82  ? w_ready : 1'h1;
+  assign \$84  = \$79  & \$83 ;
+  assign \$85  = word + 1'h1;
+  assign \$87  = \$86  >= fold_n_cols;
+  assign \$88  = ~ \$87 ;
+  assign \$89  = rd_row + 1'h1;
+  assign \$90  = \$89  == \$like$27 ;
+  assign \$91  = ~ \$90 ;
+  assign \$92  = word + 1'h1;
+  assign \$93  = rd_row + 1'h1;
+  always @(posedge clk)
+    \$signal$9  <= \$94 ;
+  always @(posedge clk)
+    \$signal$20  <= \$95 ;
+  always @(posedge clk)
+    \$like$27  <= \$96 ;
+  always @(posedge clk)
+    fold_n_cols <= \$97 ;
+  always @(posedge clk)
+    busy <= \$98 ;
+  always @(posedge clk)
+    fold_n_words <= \$99 ;
+  always @(posedge clk)
+    fold_sets <= \$100 ;
+  always @(posedge clk)
+    fold_sets1 <= \$101 ;
+  always @(posedge clk)
+    fold_pack_log2 <= \$102 ;
+  always @(posedge clk)
+    fold_bank <= \$103 ;
+  always @(posedge clk)
+    fold_row <= \$104 ;
+  always @(posedge clk)
+    \$signal$7  <= \$105 ;
+  always @(posedge clk)
+    asked_all <= \$106 ;
+  always @(posedge clk)
+    rd_row <= \$107 ;
+  always @(posedge clk)
+    word <= \$108 ;
+  always @(posedge clk)
+    bank_valid <= \$109 ;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    done = 1'h0;
+    if (\$50 ) begin
+      (* full_case = 32'd1 *)
+      if (\$54 ) begin
+      end else if (\$57 ) begin
+      end else begin
+        done = 1'h1;
+      end
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    \$94  = \$signal$9 ;
+    if (start) begin
+      \$94  = source;
+    end
+    if (rst) begin
+      \$94  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    \$95  = \$signal$20 ;
+    if (start) begin
+      \$95  = dest;
+    end
+    if (rst) begin
+      \$95  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    \$96  = \$like$27 ;
+    if (start) begin
+      \$96  = rows;
+    end
+    if (rst) begin
+      \$96  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    \$97  = fold_n_cols;
+    if (start) begin
+      \$97  = n;
+    end
+    if (rst) begin
+      \$97  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    \$98  = busy;
+    if (start) begin
+      \$98  = 1'h1;
+    end
+    if (\$84 ) begin
+      (* full_case = 32'd1 *)
+      if (\$88 ) begin
+      end else if (\$91 ) begin
+      end else begin
+        \$98  = 1'h0;
+      end
+    end
+    if (rst) begin
+      \$98  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    \$99  = fold_n_words;
+    if (start) begin
+      \$99  = n_words;
+    end
+    if (rst) begin
+      \$99  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    \$100  = fold_sets;
+    if (start) begin
+      \$100  = sets;
+    end
+    if (rst) begin
+      \$100  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    \$101  = fold_sets1;
+    if (start) begin
+      \$101  = sets1;
+    end
+    if (rst) begin
+      \$101  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    \$102  = fold_pack_log2;
+    if (start) begin
+      \$102  = pack_log2;
+    end
+    if (rst) begin
+      \$102  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    \$103  = fold_bank;
+    if (start) begin
+      \$103  = bank;
+    end
+    if (rst) begin
+      \$103  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    \$104  = fold_row;
+    if (start) begin
+      \$104  = 2'h0;
+    end
+    if (\$58 ) begin
+      if (\$61 ) begin
+      end else if (\$63 ) begin
+        \$104  = \$65 [1:0];
+      end
+    end
+    if (rst) begin
+      \$104  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    \$105  = \$signal$7 ;
+    if (start) begin
+      \$105  = 20'h00000;
+    end
+    if (\$58 ) begin
+      if (\$61 ) begin
+        \$105  = \$64 [19:0];
+      end else if (\$63 ) begin
+        \$105  = 20'h00000;
+      end
+    end
+    if (rst) begin
+      \$105  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    \$106  = asked_all;
+    if (start) begin
+      \$106  = 1'h0;
+    end
+    if (\$58 ) begin
+      (* full_case = 32'd1 *)
+      if (\$61 ) begin
+      end else if (\$63 ) begin
+      end else begin
+        \$106  = 1'h1;
+      end
+    end
+    if (rst) begin
+      \$106  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    \$107  = rd_row;
+    if (start) begin
+      \$107  = 2'h0;
+    end
+    if (\$84 ) begin
+      if (\$88 ) begin
+      end else if (\$91 ) begin
+        \$107  = \$93 [1:0];
+      end
+    end
+    if (rst) begin
+      \$107  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    \$108  = word;
+    if (start) begin
+      \$108  = 20'h00000;
+    end
+    if (\$84 ) begin
+      if (\$88 ) begin
+        \$108  = \$92 [19:0];
+      end else if (\$91 ) begin
+        \$108  = 20'h00000;
+      end
+    end
+    if (rst) begin
+      \$108  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    \$109  = bank_valid;
+    if (start) begin
+      \$109  = 1'h0;
+    end
+    if (\$66 ) begin
+      \$109  = \$76 ;
+    end
+    if (rst) begin
+      \$109  = 1'h0;
+    end
+  end
+  assign \busy$1  = busy;
+  assign \$signal  = fold_n_cols;
+  assign \$like  = fold_row;
+  assign \$like$12  = rd_row;
+  assign rd_addr = word[6:0];
+  assign count = \$10 [5:0];
+  assign buf_row = rd_row;
+  assign buf_word = word;
+  assign buf_data32 = sum_fp32;
+  assign buf_data16 = sum_fp16;
+  assign w_bytes = \$24 [7:0];
+  assign fold_word = \$signal$7 [6:0];
+  assign \$4  = \$signal$9 ;
+  assign \$5  = { 2'h0, word, 5'h00 };
+  assign \$8  = { 2'h0, word, 5'h00 };
+  assign \$26  = { 2'h0, \$25 , 5'h00 };
+  assign \$52  = { 2'h0, \$51 , 5'h00 };
+  assign \$60  = { 2'h0, \$59 , 5'h00 };
+  assign \$66  = \$signal$9 ;
+  assign \$86  = { 2'h0, \$85 , 5'h00 };
+endmodule
+
+(* generator = "Amaranth" *)
+module \ndp_device.control_unit.reports (rst, r_en, w_rdy, r_data, w_en, w_port__data, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$77  = 0;
   wire \$1 ;
   wire \$10 ;
   wire \$11 ;
@@ -22881,7 +23974,7 @@ module \ndp_device.control_unit.reports (rst, r_en, w_rdy, r_data, w_en, w_port_
   always @(posedge clk)
     level <= \$17 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$15  = w_port__addr;
     if (\$1 ) begin
       \$15  = \$2 [1:0];
@@ -22891,7 +23984,7 @@ module \ndp_device.control_unit.reports (rst, r_en, w_rdy, r_data, w_en, w_port_
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$16  = r_port__addr;
     if (\$3 ) begin
       \$16  = \$4 [1:0];
@@ -22901,7 +23994,7 @@ module \ndp_device.control_unit.reports (rst, r_en, w_rdy, r_data, w_en, w_port_
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$17  = level;
     if (\$8 ) begin
       \$17  = \$9 [2:0];
@@ -22923,7 +24016,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \partial$388 , src_addr, l, m, dst_en, dst_addr, \dst_data$425 , clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$77  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$78  = 0;
   wire [20:0] \$1 ;
   wire [31:0] \$10 ;
   wire \$100 ;
@@ -27152,7 +28245,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     .s(d9)
   );
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$106  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -27164,7 +28257,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$116  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -27176,7 +28269,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$126  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -27188,7 +28281,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$136  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -27200,7 +28293,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$146  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -27212,7 +28305,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$156  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -27224,7 +28317,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$166  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -27236,7 +28329,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$176  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -27248,7 +28341,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$186  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -27260,7 +28353,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$196  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -27272,7 +28365,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$206  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -27284,7 +28377,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$216  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -27296,7 +28389,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$226  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -27308,7 +28401,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$236  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -27320,7 +28413,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$246  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -27332,7 +28425,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$256  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -27344,7 +28437,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$266  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -27356,7 +28449,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$276  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -27368,7 +28461,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$286  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -27380,7 +28473,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$296  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -27392,7 +28485,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$306  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -27404,7 +28497,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$316  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -27416,7 +28509,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$326  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -27428,7 +28521,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$336  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -27440,7 +28533,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$346  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -27452,7 +28545,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$356  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -27464,7 +28557,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$366  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -27476,7 +28569,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$376  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -27488,7 +28581,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$386  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -27500,7 +28593,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$396  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -27512,7 +28605,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$406  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -27524,7 +28617,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$416  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -27536,7 +28629,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     count = 21'h000000;
     casez (fsm_state)
       4'h0:
@@ -27546,7 +28639,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$signal  = 1'h0;
     casez (fsm_state)
       4'h0:
@@ -27556,7 +28649,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$signal$12  = 1'h0;
     casez (fsm_state)
       4'h0:
@@ -27586,7 +28679,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \start$13  = 1'h0;
     casez (fsm_state)
       4'h0:
@@ -27612,7 +28705,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     acc_a0 = 32'd0;
     if (\$105 ) begin
       acc_a0 = \$106 ;
@@ -27625,7 +28718,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     acc_b0 = 32'd0;
     if (\$105 ) begin
       acc_b0 = e_reg0;
@@ -27649,7 +28742,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     acc_a1 = 32'd0;
     if (\$115 ) begin
       acc_a1 = \$116 ;
@@ -27662,7 +28755,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     acc_b1 = 32'd0;
     if (\$115 ) begin
       acc_b1 = e_reg1;
@@ -27684,7 +28777,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     acc_a2 = 32'd0;
     if (\$125 ) begin
       acc_a2 = \$126 ;
@@ -27697,7 +28790,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     acc_b2 = 32'd0;
     if (\$125 ) begin
       acc_b2 = e_reg2;
@@ -27717,7 +28810,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     acc_a3 = 32'd0;
     if (\$135 ) begin
       acc_a3 = \$136 ;
@@ -27730,7 +28823,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     acc_b3 = 32'd0;
     if (\$135 ) begin
       acc_b3 = e_reg3;
@@ -27750,7 +28843,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     acc_a4 = 32'd0;
     if (\$145 ) begin
       acc_a4 = \$146 ;
@@ -27763,7 +28856,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     acc_b4 = 32'd0;
     if (\$145 ) begin
       acc_b4 = e_reg4;
@@ -27781,7 +28874,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     acc_a5 = 32'd0;
     if (\$155 ) begin
       acc_a5 = \$156 ;
@@ -27794,7 +28887,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     acc_b5 = 32'd0;
     if (\$155 ) begin
       acc_b5 = e_reg5;
@@ -27812,7 +28905,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     acc_a6 = 32'd0;
     if (\$165 ) begin
       acc_a6 = \$166 ;
@@ -27825,7 +28918,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     acc_b6 = 32'd0;
     if (\$165 ) begin
       acc_b6 = e_reg6;
@@ -27843,7 +28936,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     acc_a7 = 32'd0;
     if (\$175 ) begin
       acc_a7 = \$176 ;
@@ -27856,7 +28949,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     acc_b7 = 32'd0;
     if (\$175 ) begin
       acc_b7 = e_reg7;
@@ -27874,7 +28967,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     acc_a8 = 32'd0;
     if (\$185 ) begin
       acc_a8 = \$186 ;
@@ -27887,7 +28980,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     acc_b8 = 32'd0;
     if (\$185 ) begin
       acc_b8 = e_reg8;
@@ -27903,7 +28996,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     acc_a9 = 32'd0;
     if (\$195 ) begin
       acc_a9 = \$196 ;
@@ -27916,7 +29009,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     acc_b9 = 32'd0;
     if (\$195 ) begin
       acc_b9 = e_reg9;
@@ -27932,7 +29025,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     acc_a10 = 32'd0;
     if (\$205 ) begin
       acc_a10 = \$206 ;
@@ -27945,7 +29038,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     acc_b10 = 32'd0;
     if (\$205 ) begin
       acc_b10 = e_reg10;
@@ -27961,7 +29054,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     acc_a11 = 32'd0;
     if (\$215 ) begin
       acc_a11 = \$216 ;
@@ -27974,7 +29067,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     acc_b11 = 32'd0;
     if (\$215 ) begin
       acc_b11 = e_reg11;
@@ -27990,7 +29083,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     acc_a12 = 32'd0;
     if (\$225 ) begin
       acc_a12 = \$226 ;
@@ -28003,7 +29096,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     acc_b12 = 32'd0;
     if (\$225 ) begin
       acc_b12 = e_reg12;
@@ -28019,7 +29112,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     acc_a13 = 32'd0;
     if (\$235 ) begin
       acc_a13 = \$236 ;
@@ -28032,7 +29125,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     acc_b13 = 32'd0;
     if (\$235 ) begin
       acc_b13 = e_reg13;
@@ -28048,7 +29141,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     acc_a14 = 32'd0;
     if (\$245 ) begin
       acc_a14 = \$246 ;
@@ -28061,7 +29154,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     acc_b14 = 32'd0;
     if (\$245 ) begin
       acc_b14 = e_reg14;
@@ -28077,7 +29170,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     acc_a15 = 32'd0;
     if (\$255 ) begin
       acc_a15 = \$256 ;
@@ -28090,7 +29183,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     acc_b15 = 32'd0;
     if (\$255 ) begin
       acc_b15 = e_reg15;
@@ -28106,7 +29199,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     acc_a16 = 32'd0;
     if (\$265 ) begin
       acc_a16 = \$266 ;
@@ -28119,7 +29212,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     acc_b16 = 32'd0;
     if (\$265 ) begin
       acc_b16 = e_reg16;
@@ -28130,7 +29223,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     acc_a17 = 32'd0;
     if (\$275 ) begin
       acc_a17 = \$276 ;
@@ -28143,7 +29236,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     acc_b17 = 32'd0;
     if (\$275 ) begin
       acc_b17 = e_reg17;
@@ -28154,7 +29247,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     acc_a18 = 32'd0;
     if (\$285 ) begin
       acc_a18 = \$286 ;
@@ -28167,7 +29260,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     acc_b18 = 32'd0;
     if (\$285 ) begin
       acc_b18 = e_reg18;
@@ -28178,7 +29271,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     acc_a19 = 32'd0;
     if (\$295 ) begin
       acc_a19 = \$296 ;
@@ -28191,7 +29284,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     acc_b19 = 32'd0;
     if (\$295 ) begin
       acc_b19 = e_reg19;
@@ -28202,7 +29295,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     acc_a20 = 32'd0;
     if (\$305 ) begin
       acc_a20 = \$306 ;
@@ -28215,7 +29308,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     acc_b20 = 32'd0;
     if (\$305 ) begin
       acc_b20 = e_reg20;
@@ -28226,7 +29319,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     acc_a21 = 32'd0;
     if (\$315 ) begin
       acc_a21 = \$316 ;
@@ -28239,7 +29332,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     acc_b21 = 32'd0;
     if (\$315 ) begin
       acc_b21 = e_reg21;
@@ -28250,7 +29343,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     acc_a22 = 32'd0;
     if (\$325 ) begin
       acc_a22 = \$326 ;
@@ -28263,7 +29356,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     acc_b22 = 32'd0;
     if (\$325 ) begin
       acc_b22 = e_reg22;
@@ -28274,7 +29367,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     acc_a23 = 32'd0;
     if (\$335 ) begin
       acc_a23 = \$336 ;
@@ -28287,7 +29380,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     acc_b23 = 32'd0;
     if (\$335 ) begin
       acc_b23 = e_reg23;
@@ -28298,7 +29391,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     acc_a24 = 32'd0;
     if (\$345 ) begin
       acc_a24 = \$346 ;
@@ -28311,7 +29404,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     acc_b24 = 32'd0;
     if (\$345 ) begin
       acc_b24 = e_reg24;
@@ -28322,7 +29415,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     acc_a25 = 32'd0;
     if (\$355 ) begin
       acc_a25 = \$356 ;
@@ -28335,7 +29428,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     acc_b25 = 32'd0;
     if (\$355 ) begin
       acc_b25 = e_reg25;
@@ -28346,7 +29439,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     acc_a26 = 32'd0;
     if (\$365 ) begin
       acc_a26 = \$366 ;
@@ -28359,7 +29452,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     acc_b26 = 32'd0;
     if (\$365 ) begin
       acc_b26 = e_reg26;
@@ -28370,7 +29463,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     acc_a27 = 32'd0;
     if (\$375 ) begin
       acc_a27 = \$376 ;
@@ -28383,7 +29476,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     acc_b27 = 32'd0;
     if (\$375 ) begin
       acc_b27 = e_reg27;
@@ -28394,7 +29487,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     acc_a28 = 32'd0;
     if (\$385 ) begin
       acc_a28 = \$386 ;
@@ -28407,7 +29500,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     acc_b28 = 32'd0;
     if (\$385 ) begin
       acc_b28 = e_reg28;
@@ -28418,7 +29511,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     acc_a29 = 32'd0;
     if (\$395 ) begin
       acc_a29 = \$396 ;
@@ -28431,7 +29524,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     acc_b29 = 32'd0;
     if (\$395 ) begin
       acc_b29 = e_reg29;
@@ -28442,7 +29535,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     acc_a30 = 32'd0;
     if (\$405 ) begin
       acc_a30 = \$406 ;
@@ -28455,7 +29548,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     acc_b30 = 32'd0;
     if (\$405 ) begin
       acc_b30 = e_reg30;
@@ -28466,7 +29559,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     acc_a31 = 32'd0;
     if (\$415 ) begin
       acc_a31 = \$416 ;
@@ -28479,7 +29572,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     acc_b31 = 32'd0;
     if (\$415 ) begin
       acc_b31 = e_reg31;
@@ -28490,91 +29583,91 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1003  = \$signal ;
     if (rst) begin
       \$1003  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1004  = src_addr;
     if (rst) begin
       \$1004  = 15'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1005  = \$signal$12 ;
     if (rst) begin
       \$1005  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1006  = src_addr;
     if (rst) begin
       \$1006  = 15'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1007  = v1;
     if (rst) begin
       \$1007  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1008  = w1;
     if (rst) begin
       \$1008  = 15'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1009  = v2;
     if (rst) begin
       \$1009  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1010  = w2;
     if (rst) begin
       \$1010  = 15'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1011  = v3;
     if (rst) begin
       \$1011  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1012  = w3;
     if (rst) begin
       \$1012  = 15'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1013  = v4;
     if (rst) begin
       \$1013  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1014  = w4;
     if (rst) begin
       \$1014  = 15'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1015  = n_words;
     casez (fsm_state)
       4'h0:
@@ -28587,7 +29680,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1016  = last_count;
     casez (fsm_state)
       4'h0:
@@ -28600,7 +29693,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1017  = partial;
     casez (fsm_state)
       4'h0:
@@ -28613,7 +29706,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1018  = src_addr;
     casez (fsm_state)
       4'h0:
@@ -28650,7 +29743,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1019  = out_pass;
     casez (fsm_state)
       4'h0:
@@ -28685,7 +29778,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1020  = key0;
     casez (fsm_state)
       4'h0:
@@ -28704,7 +29797,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1021  = key1;
     casez (fsm_state)
       4'h0:
@@ -28723,7 +29816,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1022  = key2;
     casez (fsm_state)
       4'h0:
@@ -28742,7 +29835,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1023  = key3;
     casez (fsm_state)
       4'h0:
@@ -28761,7 +29854,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1024  = key4;
     casez (fsm_state)
       4'h0:
@@ -28780,7 +29873,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1025  = key5;
     casez (fsm_state)
       4'h0:
@@ -28799,7 +29892,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1026  = key6;
     casez (fsm_state)
       4'h0:
@@ -28818,7 +29911,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1027  = key7;
     casez (fsm_state)
       4'h0:
@@ -28837,7 +29930,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1028  = key8;
     casez (fsm_state)
       4'h0:
@@ -28856,7 +29949,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1029  = key9;
     casez (fsm_state)
       4'h0:
@@ -28875,7 +29968,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1030  = key10;
     casez (fsm_state)
       4'h0:
@@ -28894,7 +29987,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1031  = key11;
     casez (fsm_state)
       4'h0:
@@ -28913,7 +30006,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1032  = key12;
     casez (fsm_state)
       4'h0:
@@ -28932,7 +30025,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1033  = key13;
     casez (fsm_state)
       4'h0:
@@ -28951,7 +30044,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1034  = key14;
     casez (fsm_state)
       4'h0:
@@ -28970,7 +30063,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1035  = key15;
     casez (fsm_state)
       4'h0:
@@ -28989,7 +30082,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1036  = key16;
     casez (fsm_state)
       4'h0:
@@ -29008,7 +30101,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1037  = key17;
     casez (fsm_state)
       4'h0:
@@ -29027,7 +30120,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1038  = key18;
     casez (fsm_state)
       4'h0:
@@ -29046,7 +30139,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1039  = key19;
     casez (fsm_state)
       4'h0:
@@ -29065,7 +30158,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1040  = key20;
     casez (fsm_state)
       4'h0:
@@ -29084,7 +30177,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1041  = key21;
     casez (fsm_state)
       4'h0:
@@ -29103,7 +30196,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1042  = key22;
     casez (fsm_state)
       4'h0:
@@ -29122,7 +30215,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1043  = key23;
     casez (fsm_state)
       4'h0:
@@ -29141,7 +30234,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1044  = key24;
     casez (fsm_state)
       4'h0:
@@ -29160,7 +30253,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1045  = key25;
     casez (fsm_state)
       4'h0:
@@ -29179,7 +30272,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1046  = key26;
     casez (fsm_state)
       4'h0:
@@ -29198,7 +30291,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1047  = key27;
     casez (fsm_state)
       4'h0:
@@ -29217,7 +30310,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1048  = key28;
     casez (fsm_state)
       4'h0:
@@ -29236,7 +30329,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1049  = key29;
     casez (fsm_state)
       4'h0:
@@ -29255,7 +30348,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1050  = key30;
     casez (fsm_state)
       4'h0:
@@ -29274,7 +30367,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1051  = key31;
     casez (fsm_state)
       4'h0:
@@ -29293,7 +30386,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1052  = nan0;
     casez (fsm_state)
       4'h0:
@@ -29311,7 +30404,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1053  = nan1;
     casez (fsm_state)
       4'h0:
@@ -29329,7 +30422,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1054  = nan2;
     casez (fsm_state)
       4'h0:
@@ -29347,7 +30440,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1055  = nan3;
     casez (fsm_state)
       4'h0:
@@ -29365,7 +30458,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1056  = nan4;
     casez (fsm_state)
       4'h0:
@@ -29383,7 +30476,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1057  = nan5;
     casez (fsm_state)
       4'h0:
@@ -29401,7 +30494,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1058  = nan6;
     casez (fsm_state)
       4'h0:
@@ -29419,7 +30512,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1059  = nan7;
     casez (fsm_state)
       4'h0:
@@ -29437,7 +30530,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1060  = nan8;
     casez (fsm_state)
       4'h0:
@@ -29455,7 +30548,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1061  = nan9;
     casez (fsm_state)
       4'h0:
@@ -29473,7 +30566,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1062  = nan10;
     casez (fsm_state)
       4'h0:
@@ -29491,7 +30584,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1063  = nan11;
     casez (fsm_state)
       4'h0:
@@ -29509,7 +30602,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1064  = nan12;
     casez (fsm_state)
       4'h0:
@@ -29527,7 +30620,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1065  = nan13;
     casez (fsm_state)
       4'h0:
@@ -29545,7 +30638,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1066  = nan14;
     casez (fsm_state)
       4'h0:
@@ -29563,7 +30656,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1067  = nan15;
     casez (fsm_state)
       4'h0:
@@ -29581,7 +30674,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1068  = nan16;
     casez (fsm_state)
       4'h0:
@@ -29599,7 +30692,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1069  = nan17;
     casez (fsm_state)
       4'h0:
@@ -29617,7 +30710,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1070  = nan18;
     casez (fsm_state)
       4'h0:
@@ -29635,7 +30728,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1071  = nan19;
     casez (fsm_state)
       4'h0:
@@ -29653,7 +30746,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1072  = nan20;
     casez (fsm_state)
       4'h0:
@@ -29671,7 +30764,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1073  = nan21;
     casez (fsm_state)
       4'h0:
@@ -29689,7 +30782,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1074  = nan22;
     casez (fsm_state)
       4'h0:
@@ -29707,7 +30800,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1075  = nan23;
     casez (fsm_state)
       4'h0:
@@ -29725,7 +30818,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1076  = nan24;
     casez (fsm_state)
       4'h0:
@@ -29743,7 +30836,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1077  = nan25;
     casez (fsm_state)
       4'h0:
@@ -29761,7 +30854,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1078  = nan26;
     casez (fsm_state)
       4'h0:
@@ -29779,7 +30872,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1079  = nan27;
     casez (fsm_state)
       4'h0:
@@ -29797,7 +30890,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1080  = nan28;
     casez (fsm_state)
       4'h0:
@@ -29815,7 +30908,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1081  = nan29;
     casez (fsm_state)
       4'h0:
@@ -29833,7 +30926,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1082  = nan30;
     casez (fsm_state)
       4'h0:
@@ -29851,7 +30944,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1083  = nan31;
     casez (fsm_state)
       4'h0:
@@ -29869,7 +30962,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1084  = l;
     casez (fsm_state)
       4'h0:
@@ -29907,7 +31000,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1085  = p0_1;
     casez (fsm_state)
       4'h0:
@@ -29930,7 +31023,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1086  = p0_2;
     casez (fsm_state)
       4'h0:
@@ -29955,7 +31048,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1087  = p1_0;
     casez (fsm_state)
       4'h0:
@@ -29991,7 +31084,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1088  = p1_1;
     casez (fsm_state)
       4'h0:
@@ -30014,7 +31107,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1089  = p1_2;
     casez (fsm_state)
       4'h0:
@@ -30039,7 +31132,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1090  = p2_0;
     casez (fsm_state)
       4'h0:
@@ -30073,7 +31166,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1091  = p2_1;
     casez (fsm_state)
       4'h0:
@@ -30096,7 +31189,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1092  = p2_2;
     casez (fsm_state)
       4'h0:
@@ -30121,7 +31214,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1093  = p3_0;
     casez (fsm_state)
       4'h0:
@@ -30155,7 +31248,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1094  = p3_1;
     casez (fsm_state)
       4'h0:
@@ -30178,7 +31271,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1095  = p3_2;
     casez (fsm_state)
       4'h0:
@@ -30203,7 +31296,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1096  = p4_0;
     casez (fsm_state)
       4'h0:
@@ -30235,7 +31328,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1097  = p4_1;
     casez (fsm_state)
       4'h0:
@@ -30258,7 +31351,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1098  = p4_2;
     casez (fsm_state)
       4'h0:
@@ -30283,7 +31376,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1099  = p5_0;
     casez (fsm_state)
       4'h0:
@@ -30315,7 +31408,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1100  = p5_1;
     casez (fsm_state)
       4'h0:
@@ -30338,7 +31431,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1101  = p5_2;
     casez (fsm_state)
       4'h0:
@@ -30363,7 +31456,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1102  = p6_0;
     casez (fsm_state)
       4'h0:
@@ -30395,7 +31488,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1103  = p6_1;
     casez (fsm_state)
       4'h0:
@@ -30418,7 +31511,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1104  = p6_2;
     casez (fsm_state)
       4'h0:
@@ -30443,7 +31536,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1105  = p7_0;
     casez (fsm_state)
       4'h0:
@@ -30475,7 +31568,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1106  = p7_1;
     casez (fsm_state)
       4'h0:
@@ -30498,7 +31591,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1107  = p7_2;
     casez (fsm_state)
       4'h0:
@@ -30523,7 +31616,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1108  = p8_0;
     casez (fsm_state)
       4'h0:
@@ -30553,7 +31646,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1109  = p8_1;
     casez (fsm_state)
       4'h0:
@@ -30576,7 +31669,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1110  = p8_2;
     casez (fsm_state)
       4'h0:
@@ -30601,7 +31694,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1111  = p9_0;
     casez (fsm_state)
       4'h0:
@@ -30631,7 +31724,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1112  = p9_1;
     casez (fsm_state)
       4'h0:
@@ -30654,7 +31747,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1113  = p9_2;
     casez (fsm_state)
       4'h0:
@@ -30679,7 +31772,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1114  = p10_0;
     casez (fsm_state)
       4'h0:
@@ -30709,7 +31802,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1115  = p10_1;
     casez (fsm_state)
       4'h0:
@@ -30732,7 +31825,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1116  = p10_2;
     casez (fsm_state)
       4'h0:
@@ -30757,7 +31850,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1117  = p11_0;
     casez (fsm_state)
       4'h0:
@@ -30787,7 +31880,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1118  = p11_1;
     casez (fsm_state)
       4'h0:
@@ -30810,7 +31903,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1119  = p11_2;
     casez (fsm_state)
       4'h0:
@@ -30835,7 +31928,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1120  = p12_0;
     casez (fsm_state)
       4'h0:
@@ -30865,7 +31958,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1121  = p12_1;
     casez (fsm_state)
       4'h0:
@@ -30888,7 +31981,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1122  = p12_2;
     casez (fsm_state)
       4'h0:
@@ -30913,7 +32006,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1123  = p13_0;
     casez (fsm_state)
       4'h0:
@@ -30943,7 +32036,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1124  = p13_1;
     casez (fsm_state)
       4'h0:
@@ -30966,7 +32059,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1125  = p13_2;
     casez (fsm_state)
       4'h0:
@@ -30991,7 +32084,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1126  = p14_0;
     casez (fsm_state)
       4'h0:
@@ -31021,7 +32114,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1127  = p14_1;
     casez (fsm_state)
       4'h0:
@@ -31044,7 +32137,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1128  = p14_2;
     casez (fsm_state)
       4'h0:
@@ -31069,7 +32162,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1129  = p15_0;
     casez (fsm_state)
       4'h0:
@@ -31099,7 +32192,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1130  = p15_1;
     casez (fsm_state)
       4'h0:
@@ -31122,7 +32215,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1131  = p15_2;
     casez (fsm_state)
       4'h0:
@@ -31147,7 +32240,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1132  = p16_0;
     casez (fsm_state)
       4'h0:
@@ -31172,7 +32265,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1133  = p16_1;
     casez (fsm_state)
       4'h0:
@@ -31195,7 +32288,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1134  = p16_2;
     casez (fsm_state)
       4'h0:
@@ -31220,7 +32313,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1135  = p17_0;
     casez (fsm_state)
       4'h0:
@@ -31245,7 +32338,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1136  = p17_1;
     casez (fsm_state)
       4'h0:
@@ -31268,7 +32361,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1137  = p17_2;
     casez (fsm_state)
       4'h0:
@@ -31293,7 +32386,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1138  = p18_0;
     casez (fsm_state)
       4'h0:
@@ -31318,7 +32411,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1139  = p18_1;
     casez (fsm_state)
       4'h0:
@@ -31341,7 +32434,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1140  = p18_2;
     casez (fsm_state)
       4'h0:
@@ -31366,7 +32459,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1141  = p19_0;
     casez (fsm_state)
       4'h0:
@@ -31391,7 +32484,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1142  = p19_1;
     casez (fsm_state)
       4'h0:
@@ -31414,7 +32507,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1143  = p19_2;
     casez (fsm_state)
       4'h0:
@@ -31439,7 +32532,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1144  = p20_0;
     casez (fsm_state)
       4'h0:
@@ -31464,7 +32557,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1145  = p20_1;
     casez (fsm_state)
       4'h0:
@@ -31487,7 +32580,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1146  = p20_2;
     casez (fsm_state)
       4'h0:
@@ -31512,7 +32605,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1147  = p21_0;
     casez (fsm_state)
       4'h0:
@@ -31537,7 +32630,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1148  = p21_1;
     casez (fsm_state)
       4'h0:
@@ -31560,7 +32653,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1149  = p21_2;
     casez (fsm_state)
       4'h0:
@@ -31585,7 +32678,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1150  = p22_0;
     casez (fsm_state)
       4'h0:
@@ -31610,7 +32703,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1151  = p22_1;
     casez (fsm_state)
       4'h0:
@@ -31633,7 +32726,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1152  = p22_2;
     casez (fsm_state)
       4'h0:
@@ -31658,7 +32751,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1153  = p23_0;
     casez (fsm_state)
       4'h0:
@@ -31683,7 +32776,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1154  = p23_1;
     casez (fsm_state)
       4'h0:
@@ -31706,7 +32799,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1155  = p23_2;
     casez (fsm_state)
       4'h0:
@@ -31731,7 +32824,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1156  = p24_0;
     casez (fsm_state)
       4'h0:
@@ -31756,7 +32849,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1157  = p24_1;
     casez (fsm_state)
       4'h0:
@@ -31779,7 +32872,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1158  = p24_2;
     casez (fsm_state)
       4'h0:
@@ -31804,7 +32897,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1159  = p25_0;
     casez (fsm_state)
       4'h0:
@@ -31829,7 +32922,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1160  = p25_1;
     casez (fsm_state)
       4'h0:
@@ -31852,7 +32945,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1161  = p25_2;
     casez (fsm_state)
       4'h0:
@@ -31877,7 +32970,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1162  = p26_0;
     casez (fsm_state)
       4'h0:
@@ -31902,7 +32995,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1163  = p26_1;
     casez (fsm_state)
       4'h0:
@@ -31925,7 +33018,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1164  = p26_2;
     casez (fsm_state)
       4'h0:
@@ -31950,7 +33043,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1165  = p27_0;
     casez (fsm_state)
       4'h0:
@@ -31975,7 +33068,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1166  = p27_1;
     casez (fsm_state)
       4'h0:
@@ -31998,7 +33091,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1167  = p27_2;
     casez (fsm_state)
       4'h0:
@@ -32023,7 +33116,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1168  = p28_0;
     casez (fsm_state)
       4'h0:
@@ -32048,7 +33141,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1169  = p28_1;
     casez (fsm_state)
       4'h0:
@@ -32071,7 +33164,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1170  = p28_2;
     casez (fsm_state)
       4'h0:
@@ -32096,7 +33189,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1171  = p29_0;
     casez (fsm_state)
       4'h0:
@@ -32121,7 +33214,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1172  = p29_1;
     casez (fsm_state)
       4'h0:
@@ -32144,7 +33237,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1173  = p29_2;
     casez (fsm_state)
       4'h0:
@@ -32169,7 +33262,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1174  = p30_0;
     casez (fsm_state)
       4'h0:
@@ -32194,7 +33287,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1175  = p30_1;
     casez (fsm_state)
       4'h0:
@@ -32217,7 +33310,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1176  = p30_2;
     casez (fsm_state)
       4'h0:
@@ -32242,7 +33335,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1177  = p31_0;
     casez (fsm_state)
       4'h0:
@@ -32267,7 +33360,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1178  = p31_1;
     casez (fsm_state)
       4'h0:
@@ -32290,7 +33383,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1179  = p31_2;
     casez (fsm_state)
       4'h0:
@@ -32315,7 +33408,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1180  = m;
     casez (fsm_state)
       4'h0:
@@ -32333,7 +33426,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1181  = fsm_state;
     casez (fsm_state)
       4'h0:
@@ -32393,7 +33486,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1182  = acc_set;
     casez (fsm_state)
       4'h0:
@@ -32413,7 +33506,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1183  = \wait ;
     casez (fsm_state)
       4'h0:
@@ -32448,7 +33541,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1184  = level;
     casez (fsm_state)
       4'h0:
@@ -32475,7 +33568,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1185  = 1'h0;
     if (\$774 ) begin
       if (partial) begin
@@ -32490,7 +33583,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1186  = w4;
     if (\$778 ) begin
       \$1186  = w5;
@@ -32500,455 +33593,455 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1187  = dst_data;
     if (rst) begin
       \$1187  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1188  = d0;
     if (rst) begin
       \$1188  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1189  = e0;
     if (rst) begin
       \$1189  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1190  = d1;
     if (rst) begin
       \$1190  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1191  = e1;
     if (rst) begin
       \$1191  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1192  = d2;
     if (rst) begin
       \$1192  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1193  = e2;
     if (rst) begin
       \$1193  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1194  = d3;
     if (rst) begin
       \$1194  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1195  = e3;
     if (rst) begin
       \$1195  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1196  = d4;
     if (rst) begin
       \$1196  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1197  = e4;
     if (rst) begin
       \$1197  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1198  = d5;
     if (rst) begin
       \$1198  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1199  = e5;
     if (rst) begin
       \$1199  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1200  = d6;
     if (rst) begin
       \$1200  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1201  = e6;
     if (rst) begin
       \$1201  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1202  = d7;
     if (rst) begin
       \$1202  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1203  = e7;
     if (rst) begin
       \$1203  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1204  = d8;
     if (rst) begin
       \$1204  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1205  = e8;
     if (rst) begin
       \$1205  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1206  = d9;
     if (rst) begin
       \$1206  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1207  = e9;
     if (rst) begin
       \$1207  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1208  = d10;
     if (rst) begin
       \$1208  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1209  = e10;
     if (rst) begin
       \$1209  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1210  = d11;
     if (rst) begin
       \$1210  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1211  = e11;
     if (rst) begin
       \$1211  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1212  = d12;
     if (rst) begin
       \$1212  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1213  = e12;
     if (rst) begin
       \$1213  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1214  = d13;
     if (rst) begin
       \$1214  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1215  = e13;
     if (rst) begin
       \$1215  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1216  = d14;
     if (rst) begin
       \$1216  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1217  = e14;
     if (rst) begin
       \$1217  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1218  = d15;
     if (rst) begin
       \$1218  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1219  = e15;
     if (rst) begin
       \$1219  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1220  = d16;
     if (rst) begin
       \$1220  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1221  = e16;
     if (rst) begin
       \$1221  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1222  = d17;
     if (rst) begin
       \$1222  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1223  = e17;
     if (rst) begin
       \$1223  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1224  = d18;
     if (rst) begin
       \$1224  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1225  = e18;
     if (rst) begin
       \$1225  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1226  = d19;
     if (rst) begin
       \$1226  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1227  = e19;
     if (rst) begin
       \$1227  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1228  = d20;
     if (rst) begin
       \$1228  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1229  = e20;
     if (rst) begin
       \$1229  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1230  = d21;
     if (rst) begin
       \$1230  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1231  = e21;
     if (rst) begin
       \$1231  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1232  = d22;
     if (rst) begin
       \$1232  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1233  = e22;
     if (rst) begin
       \$1233  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1234  = d23;
     if (rst) begin
       \$1234  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1235  = e23;
     if (rst) begin
       \$1235  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1236  = d24;
     if (rst) begin
       \$1236  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1237  = e24;
     if (rst) begin
       \$1237  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1238  = d25;
     if (rst) begin
       \$1238  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1239  = e25;
     if (rst) begin
       \$1239  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1240  = d26;
     if (rst) begin
       \$1240  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1241  = e26;
     if (rst) begin
       \$1241  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1242  = d27;
     if (rst) begin
       \$1242  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1243  = e27;
     if (rst) begin
       \$1243  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1244  = d28;
     if (rst) begin
       \$1244  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1245  = e28;
     if (rst) begin
       \$1245  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1246  = d29;
     if (rst) begin
       \$1246  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1247  = e29;
     if (rst) begin
       \$1247  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1248  = d30;
     if (rst) begin
       \$1248  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1249  = e30;
     if (rst) begin
       \$1249  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1250  = d31;
     if (rst) begin
       \$1250  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$1251  = e31;
     if (rst) begin
       \$1251  = 32'd0;
@@ -33124,7 +34217,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$78  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$79  = 0;
   wire \$1 ;
   wire \$10 ;
   wire \$11 ;
@@ -33231,7 +34324,7 @@ module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
   always @(posedge clk)
     \$signal$15  <= \$35 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
     \$24  = 1'h0;
     if (start) begin
     end else if (running) begin
@@ -33244,7 +34337,7 @@ module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
     \$25  = rem;
     if (start) begin
       \$25  = { 1'h0, \$2  };
@@ -33256,7 +34349,7 @@ module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
     \$26  = den;
     if (start) begin
       \$26  = { 1'h1, x[22:0] };
@@ -33266,7 +34359,7 @@ module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
     \$27  = q;
     if (start) begin
       \$27  = 25'h0000000;
@@ -33278,7 +34371,7 @@ module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
     \$28  = count;
     if (start) begin
       \$28  = 5'h19;
@@ -33290,7 +34383,7 @@ module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
     \$29  = running;
     if (start) begin
       \$29  = 1'h1;
@@ -33304,7 +34397,7 @@ module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
     \$30  = exp;
     if (start) begin
       \$30  = \$5 [7:0];
@@ -33314,7 +34407,7 @@ module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
     \$31  = \$signal ;
     if (start) begin
       \$31  = x[31];
@@ -33324,7 +34417,7 @@ module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
     \$32  = \$signal$12 ;
     if (start) begin
       \$32  = \$8 ;
@@ -33334,7 +34427,7 @@ module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
     \$33  = \$signal$13 ;
     if (start) begin
       \$33  = \$9 ;
@@ -33344,7 +34437,7 @@ module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
     \$34  = \$signal$14 ;
     if (start) begin
       \$34  = \$10 ;
@@ -33354,7 +34447,7 @@ module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
     \$35  = \$signal$15 ;
     if (start) begin
       \$35  = \$11 ;
@@ -33364,7 +34457,7 @@ module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
     (* full_case = 32'd1 *)
     if (\$signal$12 ) begin
       r = 32'd2143289344;
@@ -33383,7 +34476,7 @@ endmodule
 (* generator = "Amaranth" *)
 module \ndp_device.control_unit.unpacker (rst, src__data, count, pair_count, valid, pair_valid, last, pull, start, offset, rows, cols, beats, hold, pair, src__valid, chunk_d0, pair_chunk_d0, row, col, clk
 );
-  reg \$auto$verilog_backend.cc:2355:dump_module$79  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$80  = 0;
   wire [32:0] \$1 ;
   wire [20:0] \$10 ;
   wire \$11 ;
@@ -33603,7 +34696,7 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, pair_count, val
   assign \$29  = paired & \$28 ;
   assign \$30  = \$27  + \$29 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     (* full_case = 32'd1 *)
     casez (pos[4])
       1'h0:
@@ -33613,7 +34706,7 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, pair_count, val
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     (* full_case = 32'd1 *)
     casez (pos[3:0])
       4'h0:
@@ -33651,7 +34744,7 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, pair_count, val
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     (* full_case = 32'd1 *)
     casez (\$19 [6:4])
       3'h0:
@@ -33673,7 +34766,7 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, pair_count, val
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     (* full_case = 32'd1 *)
     casez (\$20 [3:0])
       4'h0:
@@ -33711,14 +34804,14 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, pair_count, val
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     retire = 2'h0;
     if (valid) begin
       retire = \$32 [1:0];
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     \$54  = busy;
     if (start) begin
       \$54  = 1'h1;
@@ -33731,7 +34824,7 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, pair_count, val
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     \$55  = pos;
     if (start) begin
       \$55  = offset;
@@ -33744,7 +34837,7 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, pair_count, val
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     \$56  = \$signal$11 ;
     if (start) begin
       \$56  = rows;
@@ -33754,7 +34847,7 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, pair_count, val
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     \$57  = \$signal$7 ;
     if (start) begin
       \$57  = cols;
@@ -33764,7 +34857,7 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, pair_count, val
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     \$58  = \$signal$33 ;
     if (start) begin
       \$58  = beats;
@@ -33774,7 +34867,7 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, pair_count, val
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     \$59  = \$signal$10 ;
     if (start) begin
       \$59  = pair;
@@ -33784,7 +34877,7 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, pair_count, val
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     \$60  = row;
     if (start) begin
       \$60  = 20'h00000;
@@ -33799,7 +34892,7 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, pair_count, val
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     \$61  = col;
     if (start) begin
       \$61  = 32'd0;
@@ -33817,7 +34910,7 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, pair_count, val
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     \$62  = taken;
     if (start) begin
       \$62  = 32'd0;
@@ -33830,7 +34923,7 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, pair_count, val
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     \$63  = \$52 [1:0];
     if (\$53 ) begin
       \$63  = 2'h0;
@@ -33840,7 +34933,7 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, pair_count, val
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     \$64  = win0;
     casez (retire)
       2'h1:
@@ -33859,7 +34952,7 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, pair_count, val
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     \$65  = win1;
     casez (retire)
       2'h1:
@@ -33878,7 +34971,7 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, pair_count, val
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     \$66  = win2;
     if (pull) begin
       casez (\$50 )
@@ -33911,7 +35004,7 @@ endmodule
 (* generator = "Amaranth" *)
 module \ndp_device.control_unit.writer (rst, bus__awlen, bus__wdata, bus__wstrb, reported, bus__wvalid, bus__wlast, src__ready, bus__bready, src__valid, start, from_stream, lines, \addr$52 , line, strb, report, idle, quiet, bus__awvalid, addr
 , src__data, src__strb, bus__awready, bus__wready, bus__bvalid, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$80  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$81  = 0;
   wire [7:0] \$1 ;
   wire \$10 ;
   wire \$11 ;
@@ -34159,7 +35252,7 @@ module \ndp_device.control_unit.writer (rst, bus__awlen, bus__wdata, bus__wstrb,
     .w_rdy(w_rdy)
   );
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     idle = 1'h0;
     casez (fsm_state)
       1'h0:
@@ -34167,7 +35260,7 @@ module \ndp_device.control_unit.writer (rst, bus__awlen, bus__wdata, bus__wstrb,
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     quiet = 1'h0;
     casez (fsm_state)
       1'h0:
@@ -34175,7 +35268,7 @@ module \ndp_device.control_unit.writer (rst, bus__awlen, bus__wdata, bus__wstrb,
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     bus__awvalid = 1'h0;
     (* full_case = 32'd1 *)
     casez (fsm_state)
@@ -34186,7 +35279,7 @@ module \ndp_device.control_unit.writer (rst, bus__awlen, bus__wdata, bus__wstrb,
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$51  = addr;
     if (\$37 ) begin
       \$51  = \$39 [63:0];
@@ -34202,7 +35295,7 @@ module \ndp_device.control_unit.writer (rst, bus__awlen, bus__wdata, bus__wstrb,
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$52  = left;
     if (\$37 ) begin
       \$52  = \$40 [31:0];
@@ -34218,7 +35311,7 @@ module \ndp_device.control_unit.writer (rst, bus__awlen, bus__wdata, bus__wstrb,
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$53  = in_burst;
     if (\$44 ) begin
       \$53  = \$45 [6:0];
@@ -34228,7 +35321,7 @@ module \ndp_device.control_unit.writer (rst, bus__awlen, bus__wdata, bus__wstrb,
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$54  = sending;
     if (\$44 ) begin
       \$54  = \$46 ;
@@ -34238,7 +35331,7 @@ module \ndp_device.control_unit.writer (rst, bus__awlen, bus__wdata, bus__wstrb,
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$55  = \$signal ;
     casez (fsm_state)
       1'h0:
@@ -34251,7 +35344,7 @@ module \ndp_device.control_unit.writer (rst, bus__awlen, bus__wdata, bus__wstrb,
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$56  = \$signal$13 ;
     casez (fsm_state)
       1'h0:
@@ -34264,7 +35357,7 @@ module \ndp_device.control_unit.writer (rst, bus__awlen, bus__wdata, bus__wstrb,
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$57  = \$signal$16 ;
     casez (fsm_state)
       1'h0:
@@ -34277,7 +35370,7 @@ module \ndp_device.control_unit.writer (rst, bus__awlen, bus__wdata, bus__wstrb,
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$58  = \$signal$28 ;
     casez (fsm_state)
       1'h0:
@@ -34290,7 +35383,7 @@ module \ndp_device.control_unit.writer (rst, bus__awlen, bus__wdata, bus__wstrb,
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$59  = fsm_state;
     (* full_case = 32'd1 *)
     casez (fsm_state)
@@ -34325,7 +35418,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \ndp_device.control_unit.writer.counts (rst, w_port__data, w_en, r_en, w_rdy, r_rdy, r_data, level, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$81  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$82  = 0;
   wire \$1 ;
   wire \$10 ;
   wire \$11 ;
@@ -34422,7 +35515,7 @@ module \ndp_device.control_unit.writer.counts (rst, w_port__data, w_en, r_en, w_
   always @(posedge clk)
     level <= \$17 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
     \$15  = w_port__addr;
     if (\$1 ) begin
       \$15  = \$2 [3:0];
@@ -34432,7 +35525,7 @@ module \ndp_device.control_unit.writer.counts (rst, w_port__data, w_en, r_en, w_
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
     \$16  = r_port__addr;
     if (\$3 ) begin
       \$16  = \$4 [3:0];
@@ -34442,7 +35535,7 @@ module \ndp_device.control_unit.writer.counts (rst, w_port__data, w_en, r_en, w_
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
     \$17  = level;
     if (\$8 ) begin
       \$17  = \$9 [4:0];
@@ -34464,7 +35557,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \ndp_device.control_unit.writer.tags (rst, r_en, w_en, w_port__data, w_rdy, r_rdy, r_data, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$82  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$83  = 0;
   wire \$1 ;
   wire \$10 ;
   wire \$11 ;
@@ -34560,7 +35653,7 @@ module \ndp_device.control_unit.writer.tags (rst, r_en, w_en, w_port__data, w_rd
   always @(posedge clk)
     level <= \$17 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$15  = w_port__addr;
     if (\$1 ) begin
       \$15  = \$2 [3:0];
@@ -34570,7 +35663,7 @@ module \ndp_device.control_unit.writer.tags (rst, r_en, w_en, w_port__data, w_rd
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$16  = r_port__addr;
     if (\$3 ) begin
       \$16  = \$4 [3:0];
@@ -34580,7 +35673,7 @@ module \ndp_device.control_unit.writer.tags (rst, r_en, w_en, w_port__data, w_rd
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$17  = level;
     if (\$8 ) begin
       \$17  = \$9 [4:0];
@@ -34606,7 +35699,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
 , ports__0__wvalid, ports__0__bready, ports__1__araddr, ports__1__arvalid, ports__1__rready, ports__2__araddr, ports__2__awvalid, ports__2__awaddr, dram__arid, dram__araddr, dram__arlen, dram__arsize, dram__arburst, dram__arlock, dram__arcache, dram__arprot, dram__arvalid, ports__0__arready, ports__1__arready, ports__2__arready, ports__0__rvalid
 , dram__rready, ports__1__rvalid, ports__2__rvalid, dram__awid, dram__awaddr, dram__awlen, dram__awsize, dram__awburst, dram__awlock, dram__awcache, dram__awprot, dram__awvalid, ports__0__awready, ports__1__awready, ports__2__awready, dram__wdata, dram__wstrb, dram__wlast, dram__wvalid, ports__0__wready, ports__1__wready
 , ports__2__wready, ports__0__bvalid, dram__bready, ports__1__bvalid, ports__2__bvalid, dram__awready);
-  reg \$auto$verilog_backend.cc:2355:dump_module$83  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$84  = 0;
   wire \$1 ;
   reg [1:0] \$10 ;
   reg \$11 ;
@@ -34931,7 +36024,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     .w_rdy(\w_rdy$164 )
   );
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
     ar_pick = 2'h0;
     casez (\$signal )
       2'h0:
@@ -34973,7 +36066,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
     ar_any = 1'h0;
     casez (\$signal )
       2'h0:
@@ -35015,7 +36108,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
     dram__arid = 8'h00;
     (* full_case = 32'd1 *)
     if (\$1 ) begin
@@ -35031,7 +36124,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
     dram__araddr = 64'h0000000000000000;
     (* full_case = 32'd1 *)
     if (\$1 ) begin
@@ -35047,7 +36140,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
     dram__arlen = 8'h00;
     (* full_case = 32'd1 *)
     if (\$1 ) begin
@@ -35063,7 +36156,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
     dram__arsize = 3'h0;
     (* full_case = 32'd1 *)
     if (\$1 ) begin
@@ -35079,7 +36172,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
     dram__arburst = 2'h0;
     (* full_case = 32'd1 *)
     if (\$1 ) begin
@@ -35095,7 +36188,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
     dram__arlock = 1'h0;
     (* full_case = 32'd1 *)
     if (\$1 ) begin
@@ -35111,7 +36204,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
     dram__arcache = 4'h0;
     (* full_case = 32'd1 *)
     if (\$1 ) begin
@@ -35127,7 +36220,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
     dram__arprot = 3'h0;
     (* full_case = 32'd1 *)
     if (\$1 ) begin
@@ -35143,7 +36236,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
     dram__arvalid = 1'h0;
     (* full_case = 32'd1 *)
     if (\$1 ) begin
@@ -35159,7 +36252,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
     ports__0__arready = 1'h0;
     (* full_case = 32'd1 *)
     if (\$1 ) begin
@@ -35171,7 +36264,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
     ports__1__arready = 1'h0;
     (* full_case = 32'd1 *)
     if (\$1 ) begin
@@ -35185,7 +36278,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
     ports__2__arready = 1'h0;
     (* full_case = 32'd1 *)
     if (\$1 ) begin
@@ -35201,7 +36294,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
     ports__0__rvalid = 1'h0;
     casez (r_data)
       2'h0:
@@ -35209,7 +36302,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
     dram__rready = 1'h0;
     casez (r_data)
       2'h0:
@@ -35221,7 +36314,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
     ports__1__rvalid = 1'h0;
     casez (r_data)
       2'h0:
@@ -35231,7 +36324,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
     ports__2__rvalid = 1'h0;
     casez (r_data)
       2'h0:
@@ -35243,7 +36336,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
     aw_pick = 2'h0;
     casez (\$signal$72 )
       2'h0:
@@ -35276,7 +36369,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
     aw_any = 1'h0;
     casez (\$signal$72 )
       2'h0:
@@ -35309,7 +36402,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
     dram__awid = 8'h00;
     (* full_case = 32'd1 *)
     if (\$3 ) begin
@@ -35325,7 +36418,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
     dram__awaddr = 64'h0000000000000000;
     (* full_case = 32'd1 *)
     if (\$3 ) begin
@@ -35341,7 +36434,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
     dram__awlen = 8'h00;
     (* full_case = 32'd1 *)
     if (\$3 ) begin
@@ -35357,7 +36450,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
     dram__awsize = 3'h0;
     (* full_case = 32'd1 *)
     if (\$3 ) begin
@@ -35373,7 +36466,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
     dram__awburst = 2'h0;
     (* full_case = 32'd1 *)
     if (\$3 ) begin
@@ -35389,7 +36482,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
     dram__awlock = 1'h0;
     (* full_case = 32'd1 *)
     if (\$3 ) begin
@@ -35405,7 +36498,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
     dram__awcache = 4'h0;
     (* full_case = 32'd1 *)
     if (\$3 ) begin
@@ -35421,7 +36514,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
     dram__awprot = 3'h0;
     (* full_case = 32'd1 *)
     if (\$3 ) begin
@@ -35437,7 +36530,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
     dram__awvalid = 1'h0;
     (* full_case = 32'd1 *)
     if (\$3 ) begin
@@ -35453,7 +36546,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
     ports__0__awready = 1'h0;
     (* full_case = 32'd1 *)
     if (\$3 ) begin
@@ -35465,7 +36558,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
     ports__1__awready = 1'h0;
     (* full_case = 32'd1 *)
     if (\$3 ) begin
@@ -35479,7 +36572,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
     ports__2__awready = 1'h0;
     (* full_case = 32'd1 *)
     if (\$3 ) begin
@@ -35495,7 +36588,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
     dram__wdata = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     if (r_rdy) begin
       casez (\r_data$128 )
@@ -35509,7 +36602,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
     dram__wstrb = 64'h0000000000000000;
     if (r_rdy) begin
       casez (\r_data$128 )
@@ -35523,7 +36616,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
     dram__wlast = 1'h0;
     if (r_rdy) begin
       casez (\r_data$128 )
@@ -35537,7 +36630,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
     dram__wvalid = 1'h0;
     if (r_rdy) begin
       casez (\r_data$128 )
@@ -35551,7 +36644,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
     ports__0__wready = 1'h0;
     if (r_rdy) begin
       casez (\r_data$128 )
@@ -35561,7 +36654,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
     ports__1__wready = 1'h0;
     if (r_rdy) begin
       casez (\r_data$128 )
@@ -35573,7 +36666,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
     ports__2__wready = 1'h0;
     if (r_rdy) begin
       casez (\r_data$128 )
@@ -35587,7 +36680,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
     ports__0__bvalid = 1'h0;
     casez (\r_data$154 )
       2'h0:
@@ -35595,7 +36688,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
     dram__bready = 1'h0;
     casez (\r_data$154 )
       2'h0:
@@ -35607,7 +36700,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
     ports__1__bvalid = 1'h0;
     casez (\r_data$154 )
       2'h0:
@@ -35617,7 +36710,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
     ports__2__bvalid = 1'h0;
     casez (\r_data$154 )
       2'h0:
@@ -35629,7 +36722,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
     \$10  = \$signal ;
     if (\$5 ) begin
       if (\$6 ) begin
@@ -35641,7 +36734,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
     \$11  = addr_phase;
     (* full_case = 32'd1 *)
     if (\$5 ) begin
@@ -35658,7 +36751,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
     \$12  = \$signal$72 ;
     if (\$7 ) begin
       if (\$9 ) begin
@@ -35670,7 +36763,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
     \$13  = aw_phase;
     (* full_case = 32'd1 *)
     if (\$7 ) begin
@@ -35745,7 +36838,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \ndp_device.dram_arbiter.read_tags (rst, w_en, r_en, w_rdy, r_data, w_port__data, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$84  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$85  = 0;
   wire \$1 ;
   wire \$10 ;
   wire \$11 ;
@@ -35839,7 +36932,7 @@ module \ndp_device.dram_arbiter.read_tags (rst, w_en, r_en, w_rdy, r_data, w_por
   always @(posedge clk)
     level <= \$21 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
     \$19  = w_port__addr;
     if (\$1 ) begin
       \$19  = \$4 [2:0];
@@ -35849,7 +36942,7 @@ module \ndp_device.dram_arbiter.read_tags (rst, w_en, r_en, w_rdy, r_data, w_por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
     \$20  = r_port__addr;
     if (\$5 ) begin
       \$20  = \$8 [2:0];
@@ -35859,7 +36952,7 @@ module \ndp_device.dram_arbiter.read_tags (rst, w_en, r_en, w_rdy, r_data, w_por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
     \$21  = level;
     if (\$12 ) begin
       \$21  = \$13 [2:0];
@@ -35881,7 +36974,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \ndp_device.dram_arbiter.write_order (rst, w_en, r_en, w_rdy, r_rdy, r_data, w_port__data, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$85  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$86  = 0;
   wire \$1 ;
   wire \$10 ;
   wire \$11 ;
@@ -35989,7 +37082,7 @@ module \ndp_device.dram_arbiter.write_order (rst, w_en, r_en, w_rdy, r_rdy, r_da
   always @(posedge clk)
     level <= \$21 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
     \$19  = w_port__addr;
     if (\$1 ) begin
       \$19  = \$4 [4:0];
@@ -35999,7 +37092,7 @@ module \ndp_device.dram_arbiter.write_order (rst, w_en, r_en, w_rdy, r_rdy, r_da
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
     \$20  = r_port__addr;
     if (\$5 ) begin
       \$20  = \$8 [4:0];
@@ -36009,7 +37102,7 @@ module \ndp_device.dram_arbiter.write_order (rst, w_en, r_en, w_rdy, r_rdy, r_da
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
     \$21  = level;
     if (\$12 ) begin
       \$21  = \$13 [4:0];
@@ -36031,7 +37124,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \ndp_device.dram_arbiter.write_tags (rst, w_en, r_en, w_rdy, r_data, w_port__data, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$86  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$87  = 0;
   wire \$1 ;
   wire \$10 ;
   wire \$11 ;
@@ -36138,7 +37231,7 @@ module \ndp_device.dram_arbiter.write_tags (rst, w_en, r_en, w_rdy, r_data, w_po
   always @(posedge clk)
     level <= \$21 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     \$19  = w_port__addr;
     if (\$1 ) begin
       \$19  = \$4 [4:0];
@@ -36148,7 +37241,7 @@ module \ndp_device.dram_arbiter.write_tags (rst, w_en, r_en, w_rdy, r_data, w_po
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     \$20  = r_port__addr;
     if (\$5 ) begin
       \$20  = \$8 [4:0];
@@ -36158,7 +37251,7 @@ module \ndp_device.dram_arbiter.write_tags (rst, w_en, r_en, w_rdy, r_data, w_po
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     \$21  = level;
     if (\$12 ) begin
       \$21  = \$13 [4:0];
@@ -36286,7 +37379,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \ndp_device.instruction_buffer.fifo (rst, w_rdy, w_level, r_data, w_en, w_port__data, r_rdy, r_en, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$87  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$88  = 0;
   wire \$1 ;
   wire \$10 ;
   wire [2:0] \$11 ;
@@ -36412,7 +37505,7 @@ module \ndp_device.instruction_buffer.fifo (rst, w_rdy, w_level, r_data, w_en, w
   always @(posedge clk)
     r_rdy <= \$33 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$30  = w_port__addr;
     if (\$3 ) begin
       \$30  = \$6 [1:0];
@@ -36422,7 +37515,7 @@ module \ndp_device.instruction_buffer.fifo (rst, w_rdy, w_level, r_data, w_en, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$31  = r_port__addr;
     if (\$9 ) begin
       \$31  = \$12 [1:0];
@@ -36432,7 +37525,7 @@ module \ndp_device.instruction_buffer.fifo (rst, w_rdy, w_level, r_data, w_en, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$32  = inner_level;
     if (\$18 ) begin
       \$32  = \$19 [1:0];
@@ -36445,7 +37538,7 @@ module \ndp_device.instruction_buffer.fifo (rst, w_rdy, w_level, r_data, w_en, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$33  = r_rdy;
     if (\$29 ) begin
       \$33  = 1'h1;
@@ -36469,7 +37562,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
 , mem__arvalid, mem__rready, mem__awuser, mem__aruser, down__bid, down__bresp, down__rid, down__rdata, down__rresp, down__rlast, clk, rst, queues__0, queues__1, queues__2, queues__3, mem__arready, down__arid, down__araddr, down__arlen, down__arsize
 , down__arburst, down__arlock, down__arcache, down__arprot, down__arvalid, mem__rid, mem__rdata, mem__rresp, mem__rlast, mem__rvalid, down__rready, mem__awready, down__awid, down__awaddr, down__awlen, down__awsize, down__awburst, down__awlock, down__awcache, down__awprot, down__awvalid
 , down__wdata, down__wstrb, down__wlast, down__wvalid, mem__wready, mem__bid, mem__bresp, mem__bvalid, down__bready, down__arready, down__rvalid, down__awready, down__wready, down__bvalid, mem__awid);
-  reg \$auto$verilog_backend.cc:2355:dump_module$88  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$89  = 0;
   wire [8:0] \$1 ;
   wire [8:0] \$10 ;
   wire \$100 ;
@@ -37269,7 +38362,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
   always @(posedge clk)
     write_state <= \$276 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     mem__arready = 1'h0;
     casez (read_state)
       3'h0:
@@ -37277,7 +38370,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     down__arid = 8'h00;
     casez (read_state)
       3'h0:
@@ -37289,7 +38382,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     down__araddr = 64'h0000000000000000;
     casez (read_state)
       3'h0:
@@ -37301,7 +38394,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     down__arlen = 8'h00;
     casez (read_state)
       3'h0:
@@ -37313,7 +38406,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     down__arsize = 3'h0;
     casez (read_state)
       3'h0:
@@ -37325,7 +38418,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     down__arburst = 2'h0;
     casez (read_state)
       3'h0:
@@ -37337,7 +38430,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     down__arlock = 1'h0;
     casez (read_state)
       3'h0:
@@ -37349,7 +38442,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     down__arcache = 4'h0;
     casez (read_state)
       3'h0:
@@ -37361,7 +38454,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     down__arprot = 3'h0;
     casez (read_state)
       3'h0:
@@ -37373,7 +38466,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     down__arvalid = 1'h0;
     casez (read_state)
       3'h0:
@@ -37385,7 +38478,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     mem__rid = 8'h00;
     casez (read_state)
       3'h0:
@@ -37401,7 +38494,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     mem__rdata = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     casez (read_state)
       3'h0:
@@ -37417,7 +38510,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     mem__rresp = 2'h0;
     casez (read_state)
       3'h0:
@@ -37433,7 +38526,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     mem__rlast = 1'h0;
     casez (read_state)
       3'h0:
@@ -37449,7 +38542,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     mem__rvalid = 1'h0;
     casez (read_state)
       3'h0:
@@ -37465,7 +38558,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     down__rready = 1'h0;
     casez (read_state)
       3'h0:
@@ -37479,7 +38572,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     mem__awready = 1'h0;
     casez (write_state)
       3'h0:
@@ -37487,7 +38580,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     down__awid = 8'h00;
     casez (write_state)
       3'h0:
@@ -37499,7 +38592,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     down__awaddr = 64'h0000000000000000;
     casez (write_state)
       3'h0:
@@ -37511,7 +38604,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     down__awlen = 8'h00;
     casez (write_state)
       3'h0:
@@ -37523,7 +38616,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     down__awsize = 3'h0;
     casez (write_state)
       3'h0:
@@ -37535,7 +38628,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     down__awburst = 2'h0;
     casez (write_state)
       3'h0:
@@ -37547,7 +38640,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     down__awlock = 1'h0;
     casez (write_state)
       3'h0:
@@ -37559,7 +38652,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     down__awcache = 4'h0;
     casez (write_state)
       3'h0:
@@ -37571,7 +38664,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     down__awprot = 3'h0;
     casez (write_state)
       3'h0:
@@ -37583,7 +38676,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     down__awvalid = 1'h0;
     casez (write_state)
       3'h0:
@@ -37595,7 +38688,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     down__wdata = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     casez (write_state)
       3'h0:
@@ -37609,7 +38702,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     down__wstrb = 64'h0000000000000000;
     casez (write_state)
       3'h0:
@@ -37623,7 +38716,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     down__wlast = 1'h0;
     casez (write_state)
       3'h0:
@@ -37637,7 +38730,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     down__wvalid = 1'h0;
     casez (write_state)
       3'h0:
@@ -37651,7 +38744,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     mem__wready = 1'h0;
     casez (write_state)
       3'h0:
@@ -37669,7 +38762,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     mem__bid = 8'h00;
     casez (write_state)
       3'h0:
@@ -37689,7 +38782,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     mem__bresp = 2'h0;
     casez (write_state)
       3'h0:
@@ -37709,7 +38802,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     mem__bvalid = 1'h0;
     casez (write_state)
       3'h0:
@@ -37729,7 +38822,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     down__bready = 1'h0;
     casez (write_state)
       3'h0:
@@ -37745,7 +38838,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     \$256  = hold_arid;
     casez (read_state)
       3'h0:
@@ -37758,7 +38851,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     \$257  = hold_araddr;
     casez (read_state)
       3'h0:
@@ -37771,7 +38864,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     \$258  = hold_arlen;
     casez (read_state)
       3'h0:
@@ -37784,7 +38877,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     \$259  = hold_arsize;
     casez (read_state)
       3'h0:
@@ -37797,7 +38890,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     \$260  = hold_arburst;
     casez (read_state)
       3'h0:
@@ -37810,7 +38903,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     \$261  = hold_arlock;
     casez (read_state)
       3'h0:
@@ -37823,7 +38916,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     \$262  = hold_arcache;
     casez (read_state)
       3'h0:
@@ -37836,7 +38929,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     \$263  = hold_arprot;
     casez (read_state)
       3'h0:
@@ -37849,7 +38942,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     \$264  = ar_user;
     casez (read_state)
       3'h0:
@@ -37862,7 +38955,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     \$265  = read_state;
     casez (read_state)
       3'h0:
@@ -37896,7 +38989,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     \$266  = r_left;
     casez (read_state)
       3'h0:
@@ -37917,7 +39010,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     \$267  = hold_awid;
     casez (write_state)
       3'h0:
@@ -37930,7 +39023,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     \$268  = hold_awaddr;
     casez (write_state)
       3'h0:
@@ -37943,7 +39036,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     \$269  = hold_awlen;
     casez (write_state)
       3'h0:
@@ -37956,7 +39049,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     \$270  = hold_awsize;
     casez (write_state)
       3'h0:
@@ -37969,7 +39062,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     \$271  = hold_awburst;
     casez (write_state)
       3'h0:
@@ -37982,7 +39075,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     \$272  = hold_awlock;
     casez (write_state)
       3'h0:
@@ -37995,7 +39088,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     \$273  = hold_awcache;
     casez (write_state)
       3'h0:
@@ -38008,7 +39101,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     \$274  = hold_awprot;
     casez (write_state)
       3'h0:
@@ -38021,7 +39114,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     \$275  = aw_user;
     casez (write_state)
       3'h0:
@@ -38034,7 +39127,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     \$276  = write_state;
     casez (write_state)
       3'h0:
@@ -38120,9 +39213,9 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__bready, io__araddr, io__arvalid, io__rready, io__awuser, clk, rst, io__awready, io__wready, io__arready, done_valid, \port$6400$0 , reset__0, reset__1, reset__2, reset__3, io__bvalid
+module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__bready, io__araddr, io__arvalid, io__rready, io__awuser, clk, rst, io__awready, io__wready, io__arready, done_valid, \port$6519$0 , reset__0, reset__1, reset__2, reset__3, io__bvalid
 , b_resp, queues__0, queues__1, queues__2, queues__3, io__rvalid, r_data, io__awaddr);
-  reg \$auto$verilog_backend.cc:2355:dump_module$89  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$90  = 0;
   wire \$1 ;
   wire \$10 ;
   wire [31:0] \$100 ;
@@ -38501,8 +39594,8 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
   input io__wvalid;
   wire io__wvalid;
   wire [31:0] mask;
-  input [41:0] \port$6400$0 ;
-  wire [41:0] \port$6400$0 ;
+  input [41:0] \port$6519$0 ;
+  wire [41:0] \port$6519$0 ;
   output [321:0] queues__0;
   reg [321:0] queues__0 = 322'h000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   wire [63:0] \queues__0.cq_base ;
@@ -38568,10 +39661,10 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
   reg [31:0] status1 = 32'd0;
   reg [31:0] status2 = 32'd0;
   reg [31:0] status3 = 32'd0;
-  assign \$1  = | \port$6400$0 [41:34];
-  assign \$2  = | \port$6400$0 [41:34];
-  assign \$3  = | \port$6400$0 [41:34];
-  assign \$4  = | \port$6400$0 [41:34];
+  assign \$1  = | \port$6519$0 [41:34];
+  assign \$2  = | \port$6519$0 [41:34];
+  assign \$3  = | \port$6519$0 [41:34];
+  assign \$4  = | \port$6519$0 [41:34];
   assign \$5  = io__awvalid & io__awready;
   assign \$6  = io__wvalid & io__wready;
   assign \$7  = \$signal$32  & io__bready;
@@ -38917,7 +40010,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
   always @(posedge clk)
     r_data <= \$319 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
     \$294  = 1'h0;
     if (\$10 ) begin
       casez (\$signal [15:2])
@@ -38952,7 +40045,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
     \$295  = 1'h0;
     if (\$10 ) begin
       casez (\$signal [15:2])
@@ -39011,7 +40104,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
     \$296  = 1'h0;
     if (\$10 ) begin
       casez (\$signal [15:2])
@@ -39094,7 +40187,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
     \$297  = 1'h0;
     if (\$10 ) begin
       casez (\$signal [15:2])
@@ -39201,12 +40294,12 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
     \$298  = head0;
     if (done_valid) begin
-      casez (\port$6400$0 [1:0])
+      casez (\port$6519$0 [1:0])
         2'h0:
-            \$298  = \port$6400$0 [33:2];
+            \$298  = \port$6519$0 [33:2];
       endcase
     end
     if (\$10 ) begin
@@ -39242,13 +40335,13 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
     \$299  = status0;
     if (done_valid) begin
-      casez (\port$6400$0 [1:0])
+      casez (\port$6519$0 [1:0])
         2'h0:
             if (\$1 ) begin
-              \$299  = { 24'h800000, \port$6400$0 [41:34] };
+              \$299  = { 24'h800000, \port$6519$0 [41:34] };
             end
       endcase
     end
@@ -39287,14 +40380,14 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
     \$300  = head1;
     if (done_valid) begin
-      casez (\port$6400$0 [1:0])
+      casez (\port$6519$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
-            \$300  = \port$6400$0 [33:2];
+            \$300  = \port$6519$0 [33:2];
       endcase
     end
     if (\$10 ) begin
@@ -39354,15 +40447,15 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
     \$301  = status1;
     if (done_valid) begin
-      casez (\port$6400$0 [1:0])
+      casez (\port$6519$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
             if (\$2 ) begin
-              \$301  = { 24'h800000, \port$6400$0 [41:34] };
+              \$301  = { 24'h800000, \port$6519$0 [41:34] };
             end
       endcase
     end
@@ -39425,16 +40518,16 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
     \$302  = head2;
     if (done_valid) begin
-      casez (\port$6400$0 [1:0])
+      casez (\port$6519$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
             /* empty */;
         2'h2:
-            \$302  = \port$6400$0 [33:2];
+            \$302  = \port$6519$0 [33:2];
       endcase
     end
     if (\$10 ) begin
@@ -39518,17 +40611,17 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
     \$303  = status2;
     if (done_valid) begin
-      casez (\port$6400$0 [1:0])
+      casez (\port$6519$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
             /* empty */;
         2'h2:
             if (\$3 ) begin
-              \$303  = { 24'h800000, \port$6400$0 [41:34] };
+              \$303  = { 24'h800000, \port$6519$0 [41:34] };
             end
       endcase
     end
@@ -39615,11 +40708,11 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
     \$304  = head3;
     if (done_valid) begin
       (* full_case = 32'd1 *)
-      casez (\port$6400$0 [1:0])
+      casez (\port$6519$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
@@ -39627,7 +40720,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
         2'h2:
             /* empty */;
         2'h3:
-            \$304  = \port$6400$0 [33:2];
+            \$304  = \port$6519$0 [33:2];
       endcase
     end
     if (\$10 ) begin
@@ -39735,11 +40828,11 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
     \$305  = status3;
     if (done_valid) begin
       (* full_case = 32'd1 *)
-      casez (\port$6400$0 [1:0])
+      casez (\port$6519$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
@@ -39748,7 +40841,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
             /* empty */;
         2'h3:
             if (\$4 ) begin
-              \$305  = { 24'h800000, \port$6400$0 [41:34] };
+              \$305  = { 24'h800000, \port$6519$0 [41:34] };
             end
       endcase
     end
@@ -39859,7 +40952,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
     \$306  = \$signal ;
     if (\$5 ) begin
       \$306  = io__awaddr;
@@ -39869,7 +40962,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
     \$307  = \$signal$22 ;
     if (\$5 ) begin
       \$307  = io__awuser;
@@ -39879,7 +40972,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
     \$308  = aw_full;
     if (\$5 ) begin
       \$308  = 1'h1;
@@ -39892,7 +40985,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
     \$309  = \$signal$27 ;
     if (\$6 ) begin
       \$309  = io__wdata;
@@ -39902,7 +40995,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
     \$310  = \$signal$29 ;
     if (\$6 ) begin
       \$310  = io__wstrb;
@@ -39912,7 +41005,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
     \$311  = \$signal$31 ;
     if (\$6 ) begin
       \$311  = 1'h1;
@@ -39925,7 +41018,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
     \$312  = \$signal$32 ;
     if (\$7 ) begin
       \$312  = 1'h0;
@@ -39938,7 +41031,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
     \$313  = b_resp;
     if (\$10 ) begin
       \$313  = 2'h0;
@@ -39951,7 +41044,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
     \$314  = queues__0;
     if (\$10 ) begin
       casez (\$signal [15:2])
@@ -40012,7 +41105,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
     \$315  = queues__1;
     if (\$10 ) begin
       casez (\$signal [15:2])
@@ -40097,7 +41190,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
     \$316  = queues__2;
     if (\$10 ) begin
       casez (\$signal [15:2])
@@ -40206,7 +41299,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
     \$317  = queues__3;
     if (\$10 ) begin
       casez (\$signal [15:2])
@@ -40339,7 +41432,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
     \$318  = \$signal$41 ;
     if (\$283 ) begin
       \$318  = 1'h0;
@@ -40352,7 +41445,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
     \$319  = r_data;
     if (\$284 ) begin
       \$319  = 32'd0;
@@ -40478,7 +41571,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
     refuse = 1'h0;
     if (\$287 ) begin
       refuse = \$289 ;
@@ -40580,9 +41673,9 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
       endcase
     end
   end
-  assign done_queue = \port$6400$0 [1:0];
-  assign done_seq = \port$6400$0 [33:2];
-  assign done_status = \port$6400$0 [41:34];
+  assign done_queue = \port$6519$0 [1:0];
+  assign done_seq = \port$6519$0 [33:2];
+  assign done_status = \port$6519$0 [41:34];
   assign mask = { \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3:2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2:1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1:0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0] };
   assign io__bresp = b_resp;
   assign io__rdata = r_data;

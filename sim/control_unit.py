@@ -53,6 +53,7 @@ class State:
     front_free: int = 0                 # first cycle the front end can pop
     fsm_free: int = 0                   # first cycle the control unit is in IDLE
     pending_free: int = 0               # first cycle no completion waits for its line
+    readout_free: int = 0               # first cycle the readout (hw/readout.py) is free
     last_report: int = -1               # the newest report (completion line answered)
     last_store_report: int = -1         # ... of a STORE that ran
     reports: tuple = ()                 # the last REPORTS_IN_FLIGHT report cycles
@@ -127,14 +128,16 @@ class ControlUnit:
         elif kind in ("load", "store"):
             src, dst = ((desc.dev_addr, cq_slot + HEADER_BYTES) if kind == "load"
                         else (sq_slot + HEADER_BYTES, desc.dev_addr))
-            complete = self._copy(max(start, self._writer_free()), src, dst, desc.dev_size, busy)
+            complete = self._copy(max(start, self._writer_free(), self._readout_free()), src, dst, desc.dev_size,
+                                  busy)
             if compute_results:
                 writes.append((dst, self.memory.read(src, desc.dev_size * LINE_BYTES)))
         else:
             complete = self._compute(start, desc, sq_slot, cq_slot + HEADER_BYTES, busy, writes)
         if status == Status.OK:
             last_run = self._fetch_from - 1
-        # COMPLETE leaves the completion waiting once the previous one's line is out
+        # COMPLETE leaves the completion waiting once the previous one's line is out; its
+        # line waits for the writer, busy with the results' run until the readout is done
         complete = max(complete, state.pending_free)
         state.fsm_free = complete + 1
         front_end_done = (last_run if last_run is not None else pop) + FRONT_POP_DELAY
@@ -186,6 +189,10 @@ class ControlUnit:
         self._read(src, lines_, busy, lambda shown: through(shown, self._state.writer.copy()), start + 1)
         self._state.writer = final[0]
         return max(start + 1, self._state.writer.idle_at) + 1
+
+    def _readout_free(self):
+        """First cycle the readout may take a job."""
+        return self._state.readout_free
 
     def _writer_free(self):
         """First cycle the writer may take one of the control unit's jobs."""
@@ -257,22 +264,26 @@ class ControlUnit:
             run = out_addr + m0 * out_n * esize
             for addr, sk, sn, to_result in stages:
                 p = pe_plan(sn, lanes, m)
-                t = self._stage(t + STAGE_CYCLES, addr, sk, sn, p, busy)
-                if to_result:               # DRAIN starts the write run once the writer is free
-                    t = max(t, self._writer_free() + 1)
-                t = self._readout(t, self._word_bytes(rows, sn, esize), p.fold_steps(sk),
-                                  run if to_result else None)
+                # DRAIN's last cycle starts the readout once the readout (and, for
+                # results, the writer) is free; results go out beside what follows, a
+                # chain's words are waited for
+                drained = self._stage(t + STAGE_CYCLES, addr, sk, sn, p, busy) - 1
+                start_at = max(drained, self._readout_free(), self._writer_free() if to_result else 0)
+                done = self._readout(start_at + 1, self._word_bytes(rows, sn, esize), p.fold_steps(sk),
+                                     run if to_result else None)
+                t = start_at + 1 if to_result else done + 1
                 if op == Op.ATTENTION and not to_result:
                     t += rows * (SFU_START_CYCLES + softmax_unit.cycles(sfu_length, True, cfg))
             if op == Op.SOFTMAX:
                 t += rows * (SFU_START_CYCLES + softmax_unit.cycles(sfu_length, partial, cfg))
-                t = max(t, self._writer_free()) + BANK_START_CYCLES
-                t = self._readout(t, self._word_bytes(rows, cols, 2), None, run)
+                t = max(t, self._writer_free(), self._readout_free()) + BANK_START_CYCLES
+                t = self._readout(t, self._word_bytes(rows, cols, 2), None, run) + 1
             if anchors:
                 # ANCHORS (once the writer is free) starts a line, ANCHORS_WAIT until it is out
                 writer = self._state.writer
                 for r in range(rows):
-                    writer.line(max(t, self._writer_free()), out_addr + stats_offset(desc) + (m0 + r) * LINE_BYTES)
+                    writer.line(max(t, self._writer_free(), self._readout_free()),
+                                out_addr + stats_offset(desc) + (m0 + r) * LINE_BYTES)
                     t = writer.idle_at + 1
             t += 1                                                        # GROUP_END
         return t
@@ -320,7 +331,8 @@ class ControlUnit:
         `word_bytes` bytes each through the fold unit, `steps` adds each (steps None:
         SOFTMAX's input buffer, a word the second cycle after the previous one was taken),
         into the buffers (run None) or through the line packer into the write run from
-        byte `run` that the writer starts at start - 1. Returns the next state's first cycle."""
+        byte `run` that the writer starts at start - 1 (hw/readout.py). Returns the cycle its
+        last word is taken (`done`); the readout is free from the next."""
         cfg = self.cfg
         taken, popped = [], []
         if run is not None:
@@ -339,8 +351,8 @@ class ControlUnit:
             if i:
                 ready = max(ready, popped[-1] + 1)
             popped.append(packer.take_word(i, ready) if run is not None else ready)
-        # READOUT ends once the writer has taken the run's last line
-        return popped[-1] + 1 if run is None else writer.idle_at + 1
+        self._state.readout_free = popped[-1] + 1
+        return popped[-1]
 
     def _word_bytes(self, rows, n, esize):
         """Bytes of each word of LANES values, rows of N in order."""

@@ -52,8 +52,13 @@ def run_unit(x, wt, stall=0.0):
     def pack16(values):
         return sum(int(v) << (16 * j) for j, v in enumerate(values))
 
+    bank = (m + k + n) % 2                 # both accumulator banks see use across the cases
+
     async def bench(ctx):
         ctx.set(dut.n_cols, n)
+        ctx.set(dut.fold_n_cols, n)
+        ctx.set(dut.bank, bank)
+        ctx.set(dut.fold_bank, bank)
         ctx.set(dut.split, p.split > 1)
         for r in range(m):
             row = x[r].view(np.uint16)
