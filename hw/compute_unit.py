@@ -40,6 +40,7 @@ from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
+from isa.microarch import ADD_CYCLES, PRODUCT_CYCLES
 from isa.pe_array import ACC_INTERLEAVE
 from .fp import ADD_STAGES, MUL_STAGES
 from .fold_unit import FoldUnit
@@ -50,6 +51,13 @@ FETCH_STAGES = 1                                 # operand fetch, before the mul
 READ_STAGE = FETCH_STAGES + MUL_STAGES           # cycles from a chunk to its accumulator read
 PIPE_DEPTH = READ_STAGE + ADD_STAGES             # cycles from a chunk to its accumulator visible
 assert ADD_STAGES == ACC_INTERLEAVE, "the interleave of isa/pe_array.py is the adder's depth"
+assert (READ_STAGE, ADD_STAGES) == (PRODUCT_CYCLES, ADD_CYCLES), "isa/microarch.py's cycles are the pipeline's"
+
+
+def tree_node(level, i, lanes):
+    """The lane adder that is node i of the reduction tree's level (1 ..): level 1 on
+    adders 0 .. LANES/2 - 1, level 2 on the next LANES/4, and so on (LANES - 1 in all)."""
+    return lanes - (lanes >> (level - 1)) + i
 
 
 class ComputeUnit(wiring.Component):
@@ -67,6 +75,12 @@ class ComputeUnit(wiring.Component):
             # the accumulator bank the PE array writes; the bank the fold unit (and the
             # acc_* / rd_* ports) use: two banks, so one is read out while the other fills
             "bank": In(1), "fold_bank": In(1),
+            # a transposed stage (TRANS_W, isa/pe_array.py trans_plan): the tree level of a
+            # row's value, whether a row takes several chunks and the adds of its sets
+            "trans": In(1), "t_level": In(range(lane_bits + 1)), "t_scalar": In(1), "t_fold_adds": In(range(3)),
+            # with each chunk of it: the output it holds (its first), the chunk's set in its
+            # row, whether it is its set's first, and the row's last
+            "t_out": In(DIM_BITS), "t_set": In(2), "t_first": In(1), "t_row_end": In(1),
             # one chunk: to every PE row, or with `split` to PE row 0
             "mac": In(1), "first": In(1), "acc_addr": In(range(self.acc_depth)), "k_base": In(DIM_BITS),
             "active": In(range(lanes + 1)), "w_data": In(16 * lanes),
@@ -105,9 +119,14 @@ class ComputeUnit(wiring.Component):
         # is 0), registered: N is constant through a descriptor. One divider per lane by the
         # constant j, so the netlist grows linearly in LANES (a table per lane grew as LANES^2)
         lane_row = [Signal(range(lanes), name=f"lane_row{j}") for j in range(lanes)]
+        # transposed: lane j takes x[k_base + (j mod K)] with packed rows (K = 2^t_level),
+        # x[k_base + j] else (t_level = log2 LANES)
+        level_mask = Signal(lane_bits, name="level_mask")
+        m.d.comb += level_mask.eq((Const(1, lane_bits + 1) << self.t_level) - 1)
         for j in range(lanes):
             row_j = Const(j, lane_bits) // self.n_cols[:lane_bits + 1]
-            m.d.sync += lane_row[j].eq(Mux(self.n_cols > lanes, 0, row_j))
+            m.d.sync += lane_row[j].eq(Mux(self.trans, Const(j, lane_bits) & level_mask,
+                                           Mux(self.n_cols > lanes, 0, row_j)))
 
         # ---- cycle 0: operand fetch
         def delayed(value, cycles, name):
@@ -136,6 +155,40 @@ class ComputeUnit(wiring.Component):
         pipes = [pipeline(chunk0, ""),
                  pipeline({name: Mux(self.split, chunk1[name], chunk0[name]) for name in chunk0}, "_row1")]
 
+        # a transposed stage's chunk control, cycle by cycle after it entered (all PE rows
+        # take the same chunk: no split)
+        ctl_layout = (1, DIM_BITS, 2, 1, 1)            # valid, output, set, first of set, row's last
+        write_last = PRODUCT_CYCLES + ADD_CYCLES * (lane_bits + 3)
+        ctl = [Signal(sum(ctl_layout), name="t_ctl_d0")]
+        m.d.comb += ctl[0].eq(Cat(self.mac & self.trans, self.t_out, self.t_set, self.t_first, self.t_row_end))
+        for t in range(1, write_last + 1):
+            ctl.append(Signal.like(ctl[0], name=f"t_ctl_d{t}"))
+            m.d.sync += ctl[t].eq(ctl[t - 1])
+
+        def fields(word):
+            out, at = [], 0
+            for width in ctl_layout:
+                out.append(word[at:at + width])
+                at += width
+            return out
+        root_at = PRODUCT_CYCLES + ADD_CYCLES * lane_bits       # the whole chunk's tree value
+        direct = [Signal.like(ctl[0], name="t_direct")]          # the chunk at its row value's level
+        with m.Switch(self.t_level):
+            for level in range(lane_bits + 1):
+                with m.Case(level):
+                    m.d.comb += direct[0].eq(ctl[PRODUCT_CYCLES + ADD_CYCLES * level])
+        scalar_ctl = Signal.like(ctl[0], name="t_scalar_ctl")   # a row's last chunk at its value's write
+        m.d.comb += scalar_ctl.eq(Mux(self.t_fold_adds == 2, ctl[root_at + 3 * ADD_CYCLES],
+                                      ctl[root_at + 2 * ADD_CYCLES]))
+        d_valid, d_out, _, _, _ = fields(direct[0])
+        s_valid, s_out, _, _, s_end = fields(scalar_ctl)
+        a_valid, _, a_set, a_first, _ = fields(ctl[root_at])             # at the set's add
+        c_valid, _, c_set, _, _ = fields(ctl[root_at + ADD_CYCLES])      # its sum out
+        write_direct = d_valid & ~self.t_scalar
+        write_scalar = s_valid & s_end & self.t_scalar
+        t_word = Mux(self.t_scalar, s_out, d_out)[lane_bits:]
+        t_lane = Mux(self.t_scalar, s_out, d_out)[:lane_bits]
+
         fold_reads, in_reads, acc_reads = [], [], []
         for r in range(rows):
             pipe = pipes[1] if r == 1 else pipes[0]
@@ -143,7 +196,7 @@ class ComputeUnit(wiring.Component):
             acc = Memory(shape=unsigned(32 * lanes), depth=2 * self.acc_depth, init=[])
             m.submodules[f"in_bank{r}"], m.submodules[f"acc_bank{r}"] = bank, acc
             bank_w, bank_r = bank.write_port(), bank.read_port(domain="comb")
-            acc_w, acc_r = acc.write_port(), acc.read_port(domain="comb")
+            acc_w, acc_r = acc.write_port(granularity=32), acc.read_port(domain="comb")
             acc_fold = acc.read_port(domain="comb"), acc.read_port(domain="comb")
             bank_s, acc_s = bank.read_port(), acc.read_port()
             # with `split`, PE row 1 multiplies by input row 0: it gets every write of row 0
@@ -156,12 +209,8 @@ class ComputeUnit(wiring.Component):
             in_reads.append(bank_s.data)
             acc_reads.append(acc_s.data)
             m.d.comb += acc_r.addr.eq(in_bank(pipe["acc_addr_r"], self.bank))
-            # the PE array's write-back, or a word from outside (never in the same cycle)
-            m.d.comb += [acc_w.addr.eq(Mux(pipe["mac_w"], in_bank(pipe["acc_addr_w"], self.bank),
-                                           in_bank(self.acc_word, self.fold_bank))),
-                         acc_w.en.eq(pipe["mac_w"] | (self.acc_we & (self.acc_row == r)))]
             word_sel = pipe["k_base"][:lane_bits]
-            sums = []
+            products, sums, registered = [], [], []
             for j in range(lanes):
                 x = Signal(16, name=f"x_{r}_{j}")
                 m.d.sync += x.eq(bank_r.data.word_select((word_sel + lane_row[j])[:lane_bits], 16))
@@ -170,13 +219,84 @@ class ComputeUnit(wiring.Component):
                 add_cell(m, f"mul_{r}_{j}", "ndp_fp16_mul_pipe", self._shared,
                          a=x, b=pipe["w_f"].word_select(j, 16), p=product)
                 m.d.sync += product_r.eq(product)
-                # inactive lanes add +0, which leaves a partial sum as it is (never -0)
-                total = Signal(32, name=f"sum_{r}_{j}")
-                add_cell(m, f"add_{r}_{j}", "ndp_fp32_add_pipe", self._shared,
-                         a=Mux(pipe["first_r"], 0, acc_r.data.word_select(j, 32)),
-                         b=Mux(j < pipe["active_r"], product_r, 0), s=total)
-                sums.append(total)
-            m.d.comb += acc_w.data.eq(Mux(pipe["mac_w"], Cat(*sums), self.acc_data))
+                active = Signal(32, name=f"active_product_{r}_{j}")      # inactive lanes: +0
+                m.d.comb += active.eq(Mux(j < pipe["active_r"], product_r, 0))
+                products.append(active)
+                sums.append(Signal(32, name=f"sum_{r}_{j}"))
+                registered.append(Signal(32, name=f"sum_r_{r}_{j}"))
+                m.d.sync += registered[j].eq(sums[j])
+            # the lane adders: each lane's partial sum (+ its product; a partial sum that
+            # started from +0 is never -0, so +0 adds exactly), or, transposed, the nodes of
+            # the products' pairwise tree, a level every ADD_CYCLES
+            tree = {}
+            for level in range(1, lane_bits + 1):
+                below = products if level == 1 else [registered[tree_node(level - 1, i, lanes)]
+                                                     for i in range(lanes >> (level - 1))]
+                for i in range(lanes >> level):
+                    tree[tree_node(level, i, lanes)] = (below[2 * i], below[2 * i + 1])
+            for j in range(lanes):
+                a = Mux(pipe["first_r"], 0, acc_r.data.word_select(j, 32))
+                b = products[j]
+                if j in tree:
+                    a, b = Mux(self.trans, tree[j][0], a), Mux(self.trans, tree[j][1], b)
+                add_cell(m, f"add_{r}_{j}", "ndp_fp32_add_pipe", self._shared, a=a, b=b, s=sums[j])
+
+            # transposed, a row of several chunks: its chunks' values into interleaved sets,
+            # then ((s0 + s1) + s2)
+            set_sum, set_sum_r = Signal(32, name=f"set_sum_{r}"), Signal(32, name=f"set_sum_r_{r}")
+            sets = [Signal(32, name=f"set_{r}_{i}") for i in range(ACC_INTERLEAVE)]
+            m.d.sync += set_sum_r.eq(set_sum)
+            bypass = c_valid & (c_set == a_set)
+            kept = Signal(32, name=f"set_kept_{r}")
+            with m.Switch(a_set):
+                for i in range(ACC_INTERLEAVE):
+                    with m.Case(i):
+                        m.d.comb += kept.eq(sets[i])
+            add_cell(m, f"set_add_{r}", "ndp_fp32_add_pipe", self._shared,
+                     a=Mux(a_first, 0, Mux(bypass, set_sum_r, kept)), b=registered[tree_node(lane_bits, 0, lanes)],
+                     s=set_sum)
+            final = [Mux(c_valid & (c_set == i), set_sum_r, sets[i]) for i in range(ACC_INTERLEAVE)]
+            with m.If(c_valid):
+                with m.Switch(c_set):
+                    for i in range(ACC_INTERLEAVE):
+                        with m.Case(i):
+                            m.d.sync += sets[i].eq(set_sum_r)
+            fold1, fold1_r = Signal(32, name=f"fold1_{r}"), Signal(32, name=f"fold1_r_{r}")
+            fold2, fold2_r = Signal(32, name=f"fold2_{r}"), Signal(32, name=f"fold2_r_{r}")
+            third = delayed(final[2], ADD_CYCLES, f"set2_{r}")
+            add_cell(m, f"fold1_{r}", "ndp_fp32_add_pipe", self._shared, a=final[0], b=final[1], s=fold1)
+            add_cell(m, f"fold2_{r}", "ndp_fp32_add_pipe", self._shared, a=fold1_r, b=third, s=fold2)
+            m.d.sync += [fold1_r.eq(fold1), fold2_r.eq(fold2)]
+            row_value = Mux(self.t_fold_adds == 2, fold2_r, fold1_r)
+
+            # a row's value into the output buffer: with packed rows the K-lane segments'
+            # values (tree level t_level) at their outputs' lanes; else one lane
+            t_data, t_en = [], []
+            for j in range(lanes):
+                node = Signal(32, name=f"t_node_{r}_{j}")
+                enable = Signal(name=f"t_en_{r}_{j}")
+                with m.Switch(self.t_level):
+                    for level in range(lane_bits + 1):
+                        with m.Case(level):
+                            segments = lanes >> level
+                            value = products[j] if level == 0 else registered[tree_node(level, j % segments, lanes)]
+                            high = (segments - 1).bit_length()      # lanes of one chunk's outputs
+                            m.d.comb += [node.eq(value),
+                                         enable.eq(Const(j, lane_bits)[high:] == t_lane[high:] if high < lane_bits
+                                                   else 1)]
+                t_data.append(Mux(self.t_scalar, row_value, node))
+                t_en.append(Mux(self.t_scalar, t_lane == j, enable) & (write_direct | write_scalar))
+            # the PE array's write-back, a transposed row value, or a word from outside
+            # (never two in the same cycle)
+            normal_w = pipe["mac_w"] & ~self.trans
+            with m.If(write_direct | write_scalar):
+                m.d.comb += [acc_w.addr.eq(in_bank(t_word, self.bank)), acc_w.data.eq(Cat(*t_data)),
+                             acc_w.en.eq(Cat(*t_en))]
+            with m.Else():
+                m.d.comb += [acc_w.addr.eq(Mux(normal_w, in_bank(pipe["acc_addr_w"], self.bank),
+                                               in_bank(self.acc_word, self.fold_bank))),
+                             acc_w.data.eq(Mux(normal_w, Cat(*sums), self.acc_data)),
+                             acc_w.en.eq(Mux(normal_w | (self.acc_we & (self.acc_row == r)), (1 << lanes) - 1, 0))]
             fold_reads.append(acc_fold)
 
         rd_row = Signal.like(self.rd_row)

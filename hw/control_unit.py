@@ -36,7 +36,7 @@ from amaranth.lib import fifo, wiring
 from amaranth.lib.wiring import In, Out
 
 from isa import Status, Op
-from isa.microarch import REPORTS_IN_FLIGHT
+from isa.microarch import ADD_CYCLES, PRODUCT_CYCLES, REPORTS_IN_FLIGHT
 from isa.pe_array import ACC_INTERLEAVE, SPLIT_ROWS
 from isa.slots import CQ_SEQ, CQ_STATUS, CQ_CYCLES, HEADER_BYTES
 from .axi import device_bus, AXI4Signature
@@ -52,7 +52,7 @@ from .queue_geometry import slot_addr
 from .readout import FROM_FOLD, FROM_INPUT, TO_INPUT, TO_RESULT16, TO_RESULT32, TO_SCORES, Readout
 from .regfile import QueueRegs
 from .softmax_unit import SoftmaxUnit
-from .stage_plan import packing, run_span, stage_operand, weight_elems
+from .stage_plan import packing, run_span, stage_operand, stage_runs, trans_packing, weight_elems
 from .unpacker import Unpacker, DIM_BITS
 
 FP16_ONE = 0x3C00
@@ -133,16 +133,28 @@ class ControlUnit(wiring.Component):
 
         # ---- the current stage: K, N, where its words go, and its plan
         stage = Signal()
-        st_addr, st_k, st_n = stage_operand(d, dec.operand_lines, stage)
+        st_addr, st_k, st_n, st_trans = stage_operand(d, dec.operand_lines, stage)
         dest = Signal(range(4))
-        m.d.comb += [cu.n_cols.eq(st_n),
+        m.d.comb += [cu.n_cols.eq(st_n), cu.trans.eq(st_trans),
                      dest.eq(Mux(stage, Mux(is_attention, TO_RESULT32, TO_RESULT16),
                                  Mux(is_attention, TO_SCORES, Mux(is_xab, TO_INPUT, TO_RESULT16))))]
         pack_log2, n_words, sets = Signal(range(lane_bits + 1)), Signal(DIM_BITS), Signal(range(ACC_INTERLEAVE + 1))
         full_groups, rest_rows = Signal(DIM_BITS), Signal(range(lanes))
-        # a stage of one input row spreads its k-groups over PE rows 0 and 1 (isa/pe_array.py)
+        # a stage of one input row spreads its k-groups over PE rows 0 and 1 (isa/pe_array.py);
+        # a transposed stage does not (its chunks fill the lanes)
         split = Signal()
-        m.d.comb += [split.eq(m_rows == 1), cu.split.eq(split)]
+        m.d.comb += [split.eq((m_rows == 1) & ~st_trans), cu.split.eq(split)]
+        # the weights as runs of the unpacker: rows of columns, packed 2^log2 rows a chunk;
+        # transposed, the plan of the tree (registered at PLAN)
+        plan_rows_dim, plan_cols_dim, plan_run_log2 = stage_runs(m, st_k, st_n, st_trans, lanes, "plan")
+        _, plan_level, plan_scalar, plan_fold_adds = trans_packing(m, st_k, lanes, "plan_tree")
+        run_log2, rows_dim, cols_dim = Signal(range(lane_bits + 1)), Signal(DIM_BITS), Signal(DIM_BITS)
+        t_level, t_scalar, t_fold_adds = Signal.like(plan_level), Signal(), Signal(range(3))
+        t_out_base = Signal(DIM_BITS)
+        m.d.comb += [cu.t_level.eq(t_level), cu.t_scalar.eq(t_scalar), cu.t_fold_adds.eq(t_fold_adds)]
+        # transposed: the cycle a chunk's row value is written (isa/pe_array.py write_cycle)
+        t_write = Mux(t_scalar, PRODUCT_CYCLES + ADD_CYCLES * (lane_bits + 1 + t_fold_adds),
+                      PRODUCT_CYCLES + ADD_CYCLES * t_level)
         sets_used = [Signal(range(ACC_INTERLEAVE + 1), name=f"sets_used{q}") for q in range(SPLIT_ROWS)]
         main_elems = Signal(44)
 
@@ -177,7 +189,7 @@ class ControlUnit(wiring.Component):
         groups_seen = [Signal(range(ACC_INTERLEAVE + 1), name=f"groups_seen{q}") for q in range(SPLIT_ROWS)]
         set_index = [Signal(range(ACC_INTERLEAVE), name=f"set_index{q}") for q in range(SPLIT_ROWS)]
         set_base = [Signal(DIM_BITS, name=f"set_base{q}") for q in range(SPLIT_ROWS)]
-        drain = Signal(range(PIPE_DEPTH))
+        drain = Signal(range(PRODUCT_CYCLES + ADD_CYCLES * (lane_bits + 3) + 1))
 
         # the readout: its fold requests and sums, its words to the packer or the buffers
         m.d.comb += [cu.fold_valid.eq(readout.fold_valid), readout.fold_ready.eq(cu.fold_ready),
@@ -238,15 +250,17 @@ class ControlUnit(wiring.Component):
                 m.d.sync += [status.eq(dec.status), sq_slot.eq(slot_addr(regs.sq_base, entry.seq, regs)),
                              cq_slot.eq(slot_addr(regs.cq_base, entry.seq, regs)),
                              m0.eq(0), in_elem.eq(0), out_byte.eq(0)]
-                # result rows: FP32 O for attention, else FP16; N of the rows written
+                # result rows: FP32 O for attention, else FP16; their values: the last
+                # product's N (isa/validate.py result_cols)
+                trans = d.flags[0]
                 with m.If(is_attention):
-                    m.d.sync += [esize_log2.eq(2), out_n.eq(d.dev_rows)]
+                    m.d.sync += [esize_log2.eq(2), out_n.eq(Mux(trans, d.dev_cols, d.dev_rows))]
                 with m.Elif(is_softmax):
                     m.d.sync += [esize_log2.eq(1), out_n.eq(d.in_cols)]
                 with m.Elif(is_xab):
                     m.d.sync += [esize_log2.eq(1), out_n.eq(d.dev_rows)]
                 with m.Else():
-                    m.d.sync += [esize_log2.eq(1), out_n.eq(d.dev_cols)]
+                    m.d.sync += [esize_log2.eq(1), out_n.eq(Mux(trans, d.dev_rows, d.dev_cols))]
                 with m.If(dec.status != Status.OK):
                     m.next = "COMPLETE"
                 with m.Elif(dec.is_compute):
@@ -297,29 +311,37 @@ class ControlUnit(wiring.Component):
             with m.State("STAGE"):
                 m.next = "PLAN"
             with m.State("PLAN"):
-                m.d.sync += [pack_log2.eq(plan_pack_log2), n_words.eq(plan_n_words), sets.eq(plan_sets),
-                             full_groups.eq(st_k >> plan_pack_log2),
-                             rest_rows.eq(st_k & ((1 << plan_pack_log2) - 1)),
-                             main_elems.eq(weight_elems(st_k, st_n, plan_pack_log2)[0]),
+                # the readout's plan: packed sets, or, transposed, the rows' values as they are
+                m.d.sync += [pack_log2.eq(Mux(st_trans, 0, plan_pack_log2)), n_words.eq(plan_n_words),
+                             sets.eq(plan_sets), run_log2.eq(plan_run_log2),
+                             rows_dim.eq(plan_rows_dim), cols_dim.eq(plan_cols_dim),
+                             full_groups.eq(plan_rows_dim >> plan_run_log2),
+                             rest_rows.eq(plan_rows_dim & ((1 << plan_run_log2) - 1)),
+                             main_elems.eq(weight_elems(plan_rows_dim, plan_cols_dim, plan_run_log2)[0]),
+                             t_level.eq(plan_level), t_scalar.eq(plan_scalar), t_fold_adds.eq(plan_fold_adds),
                              k_base.eq(0)]
                 for q in range(SPLIT_ROWS):
-                    m.d.sync += [sets_used[q].eq(Mux(row_groups[q] < plan_sets, row_groups[q], plan_sets)),
+                    used = Mux(row_groups[q] < plan_sets, row_groups[q], plan_sets)
+                    m.d.sync += [sets_used[q].eq(Mux(st_trans, int(q == 0), used)),
                                  groups_seen[q].eq(0), set_index[q].eq(0), set_base[q].eq(0)]
-                with m.If((st_k >> plan_pack_log2) != 0):
+                with m.If((plan_rows_dim >> plan_run_log2) != 0):
                     m.next = "WEIGHTS_START"
                 with m.Else():
                     m.next = "REST_START"
             with m.State("WEIGHTS_START"):
-                # the k-groups of whole packs: (K // pack) rows of pack * N elements
-                cols = (st_n << pack_log2)[:DIM_BITS]
+                # the groups of whole packs: (K // pack) rows of pack * N elements (transposed:
+                # N // pack rows of S, pack * K elements)
+                cols = (cols_dim << run_log2)[:DIM_BITS]
+                m.d.sync += t_out_base.eq(0)
                 _, _, offset, beats = run_span(m, st_addr, 0, main_elems, cfg, "main_span")
                 m.d.sync += run_cols.eq(cols)
                 m.d.comb += [unpack.start.eq(1), unpack.offset.eq(offset), unpack.rows.eq(full_groups),
                              unpack.cols.eq(cols), unpack.beats.eq(beats), unpack.pair.eq(split)]
                 m.next = "WEIGHTS"
             with m.State("REST_START"):
-                # the last k-group, K % pack rows, from where the whole packs end
-                cols = (rest_rows * st_n)[:DIM_BITS]
+                # the last group, K % pack rows (N % pack rows of S), where the whole packs end
+                cols = (rest_rows * cols_dim)[:DIM_BITS]
+                m.d.sync += t_out_base.eq(full_groups << run_log2)
                 _, _, offset, beats = run_span(m, st_addr, main_elems, cols, cfg, "rest_span")
                 m.d.sync += run_cols.eq(cols)
                 m.d.comb += [unpack.start.eq(1), unpack.offset.eq(offset), unpack.rows.eq(1),
@@ -342,7 +364,9 @@ class ControlUnit(wiring.Component):
                     # PE row q takes the chunk of its parity
                     valid_q, base_q, word_q, count_q, data_q, ends_q = (
                         Mux(parity == q, a, b) for a, b in zip(first_chunk, pair_chunk))
-                    m.d.comb += [mac.eq(valid_q), kb.eq(base_q), addr.eq(set_base[q] + word_q),
+                    # transposed: lane j multiplies x[col + j] (col a multiple of LANES; 0 with packing)
+                    m.d.comb += [mac.eq(valid_q), kb.eq(Mux(st_trans, unpack.col, base_q)),
+                                 addr.eq(set_base[q] + word_q),
                                  active.eq(count_q), data.eq(data_q), first.eq(groups_seen[q] < sets)]
                     # a group that ends moves its PE row to the next set
                     with m.If(ends_q):
@@ -356,7 +380,11 @@ class ControlUnit(wiring.Component):
                 ended = Signal(range(3))
                 m.d.comb += ended.eq(first_ends + pair_ends)
                 m.d.sync += k_base.eq(k_base + (ended << pack_log2))
-                m.d.sync += drain.eq(PIPE_DEPTH - 1)
+                m.d.sync += drain.eq(Mux(st_trans, t_write, PIPE_DEPTH - 1))
+                # transposed: the chunk's first output, its set in the row, the row's end
+                chunk = unpack.col[lane_bits:]
+                m.d.comb += [cu.t_out.eq(t_out_base + (unpack.row << run_log2)), cu.t_set.eq(chunk % 3),
+                             cu.t_first.eq(chunk < ACC_INTERLEAVE), cu.t_row_end.eq(first_ends)]
                 return unpack.valid & unpack.last
 
             with m.State("WEIGHTS"):

@@ -42,9 +42,11 @@ class Decoder(wiring.Component):
 
         is_softmax = is_compute & (d.op == Op.SOFTMAX)
         chained = is_compute & ((d.op == Op.ATTENTION) | (d.op == Op.LORA_XAB))
-        implemented = (((d.flags == 0) & (
-            (is_rw & (d.op == 0)) | (is_compute & ((d.op == Op.GEMV) | (d.op == Op.GEMM))) | chained))
-            | (is_softmax & ((d.flags & ~int(Flag.PARTIAL)) == 0)))
+        trans = d.flags[0]                     # TRANS_W (isa/validate.py stages)
+        plain = is_compute & ((d.op == Op.GEMV) | (d.op == Op.GEMM) | (d.op == Op.ATTENTION))
+        implemented = (((d.flags == 0) & ((is_rw & (d.op == 0)) | chained))
+                       | (plain & ((d.flags & ~int(Flag.TRANS_W)) == 0))
+                       | (is_softmax & ((d.flags & ~int(Flag.PARTIAL)) == 0)))
         dtype_ok = Mux(is_compute, d.dtype == Dtype.FP16,
                        (d.dtype == Dtype.FP16) | (d.dtype == Dtype.BF16) | (d.dtype == Dtype.INT8))
 
@@ -55,13 +57,17 @@ class Decoder(wiring.Component):
 
         # element size 1 (INT8) or 2 bytes: a left shift by el_log2
         el_log2 = Mux(d.dtype == Dtype.INT8, 0, 1)
+        # the products (isa/validate.py stages): the first's K and N as stored, the
+        # second's swapped; the result rows hold the last product's N values
+        k0, n0 = Mux(trans, d.dev_cols, d.dev_rows), Mux(trans, d.dev_rows, d.dev_cols)
+        out_cols = Mux(chained, k0, n0)
         in_elems, dev_elems, out_elems = Signal(40), Signal(40), Signal(40)
         m.d.comb += [in_elems.eq(d.in_rows * d.in_cols), dev_elems.eq(d.dev_rows * d.dev_cols),
-                     out_elems.eq(d.in_rows * d.dev_cols)]
+                     out_elems.eq(d.in_rows * out_cols)]
         # result bytes (isa/validate.py result_bytes): values, then one line of anchors per row
         in_lines, dev_lines, o_lines = Signal(40), Signal(40), Signal(44)
         m.d.comb += [in_lines.eq(lines(in_elems << el_log2)), dev_lines.eq(lines(dev_elems << el_log2)),
-                     o_lines.eq(lines((d.in_rows * d.dev_rows) << 2))]
+                     o_lines.eq(lines(out_elems << 2))]
         m.d.comb += [self.operand_lines.eq(dev_lines),
                      self.stats_offset.eq(Mux(d.op == Op.ATTENTION, o_lines, in_lines) << line_log2)]
         result = Signal(50)
@@ -69,8 +75,6 @@ class Decoder(wiring.Component):
             m.d.comb += result.eq(Mux(d.flags[1], (in_lines + d.in_rows) << line_log2, in_elems << 1))
         with m.Elif(d.op == Op.ATTENTION):
             m.d.comb += result.eq((o_lines + d.in_rows) << line_log2)
-        with m.Elif(d.op == Op.LORA_XAB):
-            m.d.comb += result.eq((d.in_rows * d.dev_rows) << 1)
         with m.Else():
             m.d.comb += result.eq(out_elems << 1)
         # payload room of a slot; served queues have log2_slot <= 48 (hw/queue_geometry.py)
@@ -82,10 +86,10 @@ class Decoder(wiring.Component):
         load_ok = (d.dev_size << line_log2) <= room
         store_ok = ((d.in_rows != 0) & (d.in_cols != 0) & (d.in_size == d.dev_size)
                     & ((d.in_size << line_log2) <= room))
-        # the second product of a chain: K = dev_cols from the input buffer, N = dev_rows
-        second_ok = ~chained | ((d.dev_cols <= cfg.k_max) & (d.dev_rows <= cfg.n_max))
-        compute_ok = ((d.in_rows != 0) & (d.in_cols == d.dev_rows) & ((d.op != Op.GEMV) | (d.in_rows == 1))
-                      & (d.dev_rows <= cfg.k_max) & (d.dev_cols <= cfg.n_max) & second_ok
+        # the second product of a chain: K = the first's N, from the input buffer
+        second_ok = ~chained | ((n0 <= cfg.k_max) & (k0 <= cfg.n_max))
+        compute_ok = ((d.in_rows != 0) & (d.in_cols == k0) & ((d.op != Op.GEMV) | (d.in_rows == 1))
+                      & (k0 <= cfg.k_max) & (n0 <= cfg.n_max) & second_ok
                       & ((d.in_size << line_log2) <= room) & (result <= room))
         softmax_ok = ((d.dev_addr == 0) & (d.dev_size == 0) & (d.dev_rows == 0) & (d.dev_cols == 0)
                       & (d.in_rows != 0) & (d.in_cols != 0) & (d.in_cols <= cfg.k_max)

@@ -30,7 +30,7 @@ from .decoder import Decoder
 from .axi import RUN_LINES_BITS
 from .queue_geometry import ring_end, slot_addr
 from .regfile import QueueRegs
-from .stage_plan import packing, run_span, stage_count, stage_operand, weight_elems
+from .stage_plan import run_span, stage_count, stage_operand, stage_runs, weight_elems
 from .unpacker import DIM_BITS
 
 IN_FLIGHT_BITS = 8          # descriptors popped and not yet reported (ibuf, front end, control unit, reports)
@@ -97,10 +97,10 @@ class FrontEnd(wiring.Component):
         m_rows = d.in_rows
         stages = stage_count(d)
         f_rows = Mux(m_rows - f_m0 < cfg.rows, m_rows - f_m0, cfg.rows)
-        f_addr, f_k, f_n = stage_operand(d, dec.operand_lines, f_stage)
-        f_pack_log2 = packing(m, f_n, lanes, "fetch_pack_log2")
+        f_addr, f_k, f_n, f_trans = stage_operand(d, dec.operand_lines, f_stage)
+        f_rows_dim, f_cols_dim, f_pack_log2 = stage_runs(m, f_k, f_n, f_trans, lanes, "fetch")
         f_main, f_rest_elems = Signal(44), Signal(44)
-        main_, rest_ = weight_elems(f_k, f_n, f_pack_log2)
+        main_, rest_ = weight_elems(f_rows_dim, f_cols_dim, f_pack_log2)
         m.d.comb += [f_main.eq(main_), f_rest_elems.eq(rest_)]
         input_run = run_span(m, sq_slot + HEADER_BYTES, f_in_elem, f_rows * d.in_cols, cfg, "input_run")
         main_run = run_span(m, f_addr, 0, f_main, cfg, "main_run")

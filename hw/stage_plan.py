@@ -21,11 +21,14 @@ def stage_count(desc):
 
 
 def stage_operand(desc, operand_lines, stage):
-    """Stage `stage`'s weights: (address, K, N). Stage 1's start at the 64-byte line after
+    """Stage `stage`'s weights (isa/validate.py stages): (address, K, N, transposed). Stage
+    0's are stored K x N, or with TRANS_W N x K; stage 1's start at the 64-byte line after
     stage 0's, K and N swapped (x A, then . B; q K^T, then S V)."""
     line_log2 = (LINE_BYTES - 1).bit_length()
+    trans = desc.flags[0]
+    k0, n0 = Mux(trans, desc.dev_cols, desc.dev_rows), Mux(trans, desc.dev_rows, desc.dev_cols)
     return (Mux(stage, desc.dev_addr + (operand_lines << line_log2), desc.dev_addr),
-            Mux(stage, desc.dev_cols, desc.dev_rows), Mux(stage, desc.dev_rows, desc.dev_cols))
+            Mux(stage, n0, k0), Mux(stage, k0, n0), trans & ~stage)
 
 
 def packing(m, n, lanes, name):
@@ -38,9 +41,33 @@ def packing(m, n, lanes, name):
     return log2
 
 
+def trans_packing(m, k, lanes, name):
+    """A transposed stage's plan for K = k (isa/pe_array.py trans_plan): (log2 of the rows
+    of S per chunk, the tree level of a row's value, whether a row takes several chunks,
+    the adds of its sets after its last chunk)."""
+    lane_bits = (lanes - 1).bit_length()
+    pack_log2 = Signal(range(lane_bits + 1), name=f"{name}_pack_log2")
+    level = Signal(range(lane_bits + 1), name=f"{name}_level")
+    scalar, fold_adds = Signal(name=f"{name}_scalar"), Signal(range(3), name=f"{name}_fold_adds")
+    m.d.comb += [level.eq(lane_bits), scalar.eq(k > lanes),
+                 fold_adds.eq(Mux(k > 2 * lanes, 2, Mux(k > lanes, 1, 0)))]
+    for p in range(lane_bits + 1):
+        with m.If(k == (1 << p)):
+            m.d.comb += [pack_log2.eq(lane_bits - p), level.eq(p)]
+    return pack_log2, level, scalar, fold_adds
+
+
+def stage_runs(m, k, n, trans, lanes, name):
+    """How a stage's weights stream (isa/pe_array.py): (rows, columns, log2 of the rows a
+    chunk packs): K rows of N packed by N, or transposed N rows of K packed by K."""
+    normal_log2 = packing(m, n, lanes, f"{name}_pack")
+    trans_log2 = trans_packing(m, k, lanes, f"{name}_trans")[0]
+    return Mux(trans, n, k), Mux(trans, k, n), Mux(trans, trans_log2, normal_log2)
+
+
 def weight_elems(k, n, log2):
-    """Elements of a stage's two weight runs for packing 2^log2: the k-groups of whole
-    packs, and the last k-group (K mod pack rows of N)."""
+    """Elements of a stage's two weight runs for packing 2^log2 (rows of `k`, `n` each): the
+    groups of whole packs, and the last group (k mod pack rows)."""
     return (k >> log2 << log2) * n, (k & ((1 << log2) - 1)) * n
 
 

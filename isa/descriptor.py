@@ -64,10 +64,11 @@ def dtype_bytes(dtype):
 class Flag(enum.IntFlag):
     """Bits of the `flags` field, numbered as in the 204-bit word (bit 10 is flags bit 0).
 
-    TRANS_W is defined by the spec and not implemented (BAD_OP: the device operand of
-    attention is stored K^T, d x T, see docs/read-compute-project.md). Bits 11..19 are the
-    project's own: PARTIAL (bit 11) asks SOFTMAX for FlashAttention's partial form. Any
-    other bit, or PARTIAL on another op, completes with BAD_OP.
+    TRANS_W (the spec's, bit 10): the device matrix is stored N x K and used transposed;
+    GEMV, GEMM, and ATTENTION, whose keys are then stored token-major (T x d, like V).
+    Bits 11..19 are the project's own: PARTIAL (bit 11) asks SOFTMAX for FlashAttention's
+    partial form. Any other bit, TRANS_W on another op, or PARTIAL on another op than
+    SOFTMAX completes with BAD_OP (docs/read-compute-project.md).
     """
     TRANS_W = 1 << 0
     PARTIAL = 1 << 1

@@ -7,3 +7,5 @@ Sizes that follow from a device config are `isa.config.DeviceConfig` properties 
 WRITES_IN_FLIGHT = 16        # write bursts the control unit's writer posts before a response
 HOST_BURSTS_IN_FLIGHT = 4    # CXL.mem bursts the host path keeps on the internal bus per direction
 REPORTS_IN_FLIGHT = 4        # completion lines written and awaiting their response (HEAD, irq after)
+PRODUCT_CYCLES = 3           # a chunk entering the PE array -> its products registered (fetch, multiply)
+ADD_CYCLES = 3               # an FP32 add: its operands -> its sum registered

@@ -29,6 +29,19 @@ The weights W (K x N, row-major, FP16) stream from DRAM one LANES-element chunk 
   fold adds PE row 0's sets in order, then PE row 1's, then the lane tree. Which groups
   share a cycle never changes the sums, only the time.
 
+- **Transposed (TRANS_W): a dot product per stored row.** The device matrix S is stored
+  N x K (out[m, n] = sum_k X[m, k] S[n, k]) and streams as its rows: a chunk holds `pack`
+  whole rows of S when K is a power of two <= LANES (pack = LANES / K), else one chunk of
+  a row (`chunks` = ceil(K / LANES) per row, lanes past the row +0). Lane j multiplies
+  its element by X[m, k] (k = j mod K, or the chunk's first column + j), and each PE row
+  reduces the products with a pairwise tree in lane order: level l adds the values of
+  level l - 1 two by two, (v[2i] + v[2i + 1]), RNE; with packing a row's value is its K
+  lanes' tree (level log2 K), else the whole chunk's (level log2 LANES). A row of several
+  chunks adds its chunks' values into `sets` = ACC_INTERLEAVE interleaved partial sums,
+  chunk c into set c mod 3 (its first from +0), then ((s0 + s1) + s2) over the sets that
+  received one. No packing by a K that is not a power of two: such rows take a chunk
+  each.
+
 A partial sum that started from +0 is never -0, so a set, a PE row or a packed row that
 received no product (+0) adds exactly: the order above is the whole definition, whatever
 K is. With N >= LANES * ACC_INTERLEAVE and more than one input row this is plain
@@ -73,3 +86,35 @@ def plan(n, lanes, in_rows):
         pack *= 2
     n_words = -(-n // lanes)
     return Plan(pack, n_words, -(-ACC_INTERLEAVE // n_words), SPLIT_ROWS if in_rows == 1 else 1)
+
+
+@dataclasses.dataclass(frozen=True)
+class TransPlan:
+    """How a transposed stage (TRANS_W, stored N x K) lays S onto the lanes."""
+    pack: int               # rows of S per chunk
+    chunks: int             # chunks per row of S
+    level: int              # the tree level that holds a row's value (for chunks = 1)
+    sets: int               # partial sums of a row's chunks (chunks > 1)
+
+    def fold_adds(self):
+        """Adds of the sets after a row's last chunk: 0, 1 or 2."""
+        return min(self.chunks, self.sets) - 1 if self.chunks > 1 else 0
+
+    def write_cycle(self, lanes):
+        """Cycles from a chunk entering the PE array to the write of its row's value into
+        the output buffer (hw/compute_unit.py): its products, then the tree's levels (and,
+        with several chunks a row, the set's add and the fold's), each an add."""
+        from .microarch import ADD_CYCLES, PRODUCT_CYCLES
+        if self.chunks == 1:
+            return PRODUCT_CYCLES + ADD_CYCLES * self.level
+        return PRODUCT_CYCLES + ADD_CYCLES * (self.level + 1 + self.fold_adds())
+
+
+def trans_plan(k, lanes):
+    """The plan of a transposed stage with K = k columns per stored row."""
+    if k < 1:
+        raise ValueError(f"K must be >= 1, got {k!r}")
+    lane_log2 = (lanes - 1).bit_length()
+    if k <= lanes and k & (k - 1) == 0:
+        return TransPlan(lanes // k, 1, (k - 1).bit_length(), ACC_INTERLEAVE)
+    return TransPlan(1, -(-k // lanes), lane_log2, ACC_INTERLEAVE)

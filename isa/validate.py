@@ -35,7 +35,9 @@ def implemented(desc):
     if desc.type == DescType.READ_COMPUTE:
         if desc.op == Op.SOFTMAX:
             return (int(desc.flags) & ~int(Flag.PARTIAL)) == 0
-        return desc.op in (Op.GEMV, Op.GEMM, Op.ATTENTION, Op.LORA_XAB) and desc.flags == 0
+        if desc.op in (Op.GEMV, Op.GEMM, Op.ATTENTION):
+            return (int(desc.flags) & ~int(Flag.TRANS_W)) == 0
+        return desc.op == Op.LORA_XAB and desc.flags == 0
     return False
 
 
@@ -51,6 +53,34 @@ def in_bounds(desc, queue):
     if desc.dev_size == 0:
         return True         # an empty operand has no byte outside the range
     return queue.data_base <= desc.dev_addr and desc.dev_addr + desc.dev_size * LINE_BYTES <= queue.data_limit
+
+
+def transposed(desc):
+    """Whether the first product's device matrix is stored N x K and used transposed."""
+    return bool(desc.flags & Flag.TRANS_W)
+
+
+def stages(desc):
+    """The products of a read-compute descriptor as (K, N, transposed), in order: GEMV and
+    GEMM one (K x N, or with TRANS_W stored N x K: dev_rows = N, dev_cols = K); the chains
+    two, the second on the operand after the first: LORA_XAB (D x R), (R x D); ATTENTION
+    (d x T), (T x d), its keys stored d x T (dev_rows = d, dev_cols = T) or, with TRANS_W,
+    token-major T x d (dev_rows = T, dev_cols = d)."""
+    rows, cols = desc.dev_rows, desc.dev_cols
+    trans = transposed(desc)
+    first = (cols, rows) if trans else (rows, cols)
+    if desc.op in (Op.ATTENTION, Op.LORA_XAB):
+        return [(*first, trans), (first[1], first[0], False)]
+    if desc.op == Op.SOFTMAX:
+        return []
+    return [(*first, trans)]
+
+
+def result_cols(desc):
+    """Values per result row: the last product's N (SOFTMAX: its rows' length)."""
+    if desc.op == Op.SOFTMAX:
+        return desc.in_cols
+    return stages(desc)[-1][1]
 
 
 def operand_lines(desc):
@@ -83,12 +113,10 @@ def shape_ok(desc, queue, cfg):
     if desc.type == DescType.STORE:
         return (desc.in_rows != 0 and desc.in_cols != 0 and desc.in_size == desc.dev_size
                 and desc.in_size * LINE_BYTES <= payload_room)
-    k, n = desc.dev_rows, desc.dev_cols
-    fits = k <= cfg.k_max and n <= cfg.n_max
-    if desc.op in (Op.ATTENTION, Op.LORA_XAB):
-        # the second product: K = n (S, or x A, in the input buffer), N = k
-        fits = fits and n <= cfg.k_max and k <= cfg.n_max
-    return (m != 0 and desc.in_cols == k and (desc.op != Op.GEMV or m == 1) and fits
+    products = stages(desc)
+    # every product's K in the input buffer (the second's: S, or x A), its N in the output buffer
+    fits = all(k <= cfg.k_max and n <= cfg.n_max for k, n, _ in products)
+    return (m != 0 and desc.in_cols == products[0][0] and (desc.op != Op.GEMV or m == 1) and fits
             and desc.in_size * LINE_BYTES <= payload_room
             and result_bytes(desc) <= payload_room)
 
@@ -123,9 +151,7 @@ def result_bytes(desc):
         return stats_offset(desc) + desc.in_rows * LINE_BYTES if desc.flags & Flag.PARTIAL else values
     if desc.op == Op.ATTENTION:
         return stats_offset(desc) + desc.in_rows * LINE_BYTES
-    if desc.op == Op.LORA_XAB:
-        return desc.in_rows * desc.dev_rows * 2
-    return desc.in_rows * desc.dev_cols * 2
+    return desc.in_rows * result_cols(desc) * 2
 
 
 def stats_offset(desc):
@@ -133,5 +159,5 @@ def stats_offset(desc):
     ATTENTION): the line after the values. Row r's line holds m (FP32) at byte 0 and l
     (FP32) at byte 4, zeros after."""
     if desc.op == Op.ATTENTION:
-        return lines(desc.in_rows * desc.dev_rows * 4) * LINE_BYTES
+        return lines(desc.in_rows * result_cols(desc) * 4) * LINE_BYTES
     return lines(desc.in_rows * desc.in_cols * 2) * LINE_BYTES

@@ -31,7 +31,7 @@ import numba
 import numpy as np
 
 from isa import exp_approx as exp_constants
-from isa.pe_array import plan as pe_plan
+from isa.pe_array import plan as pe_plan, trans_plan
 
 CANONICAL_NAN_FP16 = 0x7E00
 # every FP16 bit pattern widened to float32 by numpy itself: a compiled lookup is the
@@ -127,6 +127,51 @@ def _sequential_sums(xs, ws):
                 for t in range(n):
                     acc[i, j, t] += x * ws[c, j, t]
     return acc
+
+
+def gemm_trans(x, s, lanes):
+    """out[M x N] = x[M x K] * s^T, s stored N x K (TRANS_W), all float16, in the
+    transposed order of isa/pe_array.py."""
+    x, s = np.asarray(x), np.asarray(s)
+    if x.dtype != np.float16 or s.dtype != np.float16:
+        raise TypeError(f"gemm_trans takes float16 arrays, got {x.dtype!r} and {s.dtype!r}")
+    if x.ndim != 2 or s.ndim != 2 or x.shape[1] != s.shape[1]:
+        raise ValueError(f"gemm_trans shapes do not chain: {x.shape!r} x {s.shape!r}^T")
+    return to_fp16(gemm_trans_fp32(widen(x), widen(s), lanes))
+
+
+def _lane_tree(v):
+    """The pairwise tree over the last axis (a power of two): (v[2i] + v[2i + 1]), RNE."""
+    while v.shape[-1] > 1:
+        v = v[..., 0::2] + v[..., 1::2]
+    return v[..., 0]
+
+
+def gemm_trans_fp32(x32, s32, lanes):
+    """The FP32 sums of a transposed stage: x32 [M x K], s32 [N x K] float32 (widened FP16).
+    Returns float32 [M x N]."""
+    m, k = x32.shape
+    p = trans_plan(k, lanes)
+    with np.errstate(over="ignore", invalid="ignore"):
+        products = x32[:, None, :] * s32[None, :, :]                  # [M, N, K], exact
+        if p.chunks == 1:
+            width = 1 << p.level                                       # K, or LANES past a row's K
+            products = np.concatenate([products, np.zeros((*products.shape[:2], width - k), np.float32)],
+                                      axis=2)
+            return _lane_tree(products)
+        pad = p.chunks * lanes - k
+        products = np.concatenate([products, np.zeros((*products.shape[:2], pad), np.float32)], axis=2)
+        t = _lane_tree(products.reshape(*products.shape[:2], p.chunks, lanes))     # [M, N, chunks]
+        sets = []
+        for i in range(min(p.chunks, p.sets)):
+            acc = np.zeros(t.shape[:2], np.float32)                    # each set from +0
+            for c in range(i, p.chunks, p.sets):
+                acc = acc + t[..., c]
+            sets.append(acc)
+        out = sets[0]
+        for extra in sets[1:]:
+            out = out + extra
+        return out
 
 
 def gemv(x, w, lanes):
@@ -266,6 +311,21 @@ def lora_xab(x, a, b, lanes):
     """LoRA E3 on the device: y = fp16(x A) B, the intermediate rounded to FP16 once (it
     feeds the second product from the input buffer). x [M x D], a [D x R], b [R x D]."""
     return gemm(gemm(x, a, lanes), b, lanes)
+
+
+def attention_partial_trans(q, k, v, lanes):
+    """attention_partial with the keys stored token-major (TRANS_W: k [T x d], like v):
+    P = q K^T as a transposed stage (isa/pe_array.py), then as attention_partial."""
+    for name, a in (("q", q), ("k", k), ("v", v)):
+        if np.asarray(a).dtype != np.float16:
+            raise TypeError(f"attention_partial_trans takes float16 arrays, {name} is {np.asarray(a).dtype!r}")
+    q, k, v = (np.asarray(a) for a in (q, k, v))
+    if q.shape[1] != k.shape[1] or k.shape != v.shape:
+        raise ValueError(f"attention shapes do not chain: q {q.shape!r}, K {k.shape!r}, V {v.shape!r}")
+    scores = gemm_trans_fp32(widen(q), widen(k), lanes)
+    s, m, l = softmax_rows(_fp32_canonical(scores), partial=True, lanes=lanes)
+    out = gemm_fp32(widen(s), widen(v), lanes)
+    return _fp32_canonical(out), m, l
 
 
 def attention_partial(q, k_t, v, lanes):

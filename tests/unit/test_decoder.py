@@ -54,7 +54,10 @@ def good_softmax(m=3, n=40, partial=False):
 def field_boundaries():
     """Every field at 0, 1, its maximum and maximum - 1, on otherwise good descriptors of
     each read-compute op."""
-    for base in (good_gemm(), good_pair(Op.ATTENTION), good_pair(Op.LORA_XAB), good_softmax(partial=True)):
+    trans_attention = Descriptor(**{**good_pair(Op.ATTENTION, d=24, t=40).__dict__, "flags": Flag.TRANS_W,
+                                    "in_cols": 40, "in_size": lines(3 * 40 * 2)})
+    for base in (good_gemm(), good_pair(Op.ATTENTION), good_pair(Op.LORA_XAB), good_softmax(partial=True),
+                 trans_attention):
         for name, _, width in FIELDS:
             for value in {0, 1, 2, (1 << width) - 1, (1 << width) - 2}:
                 yield Descriptor(**{**base.__dict__, name: value})
@@ -67,7 +70,15 @@ def status_cases():
     yield good_gemm(m=1, op=Op.GEMV), Status.OK
     yield Descriptor(type=DescType.RESERVED), Status.BAD_OP
     yield Descriptor(**{**good_gemm().__dict__, "op": 7}), Status.BAD_OP
-    yield Descriptor(**{**good_gemm().__dict__, "flags": 1}), Status.BAD_OP
+    yield Descriptor(**{**good_gemm().__dict__, "flags": 0b100}), Status.BAD_OP
+    # TRANS_W: the device matrix stored N x K (dev_rows = N, dev_cols = K = in_cols)
+    trans = Descriptor(**{**good_gemm(k=24, n=40).__dict__, "flags": Flag.TRANS_W, "in_cols": 40,
+                          "in_size": lines(3 * 40 * 2)})
+    yield trans, Status.OK
+    yield Descriptor(**{**trans.__dict__, "in_cols": 24, "in_size": lines(3 * 24 * 2)}), Status.BAD_SHAPE
+    yield Descriptor(**{**trans.__dict__, "flags": Flag.TRANS_W | Flag.PARTIAL}), Status.BAD_OP
+    yield Descriptor(**{**good_gemm(k=1, n=CFG.k_max + 1).__dict__, "flags": Flag.TRANS_W,
+                        "in_cols": CFG.k_max + 1, "in_size": lines(3 * (CFG.k_max + 1) * 2)}), Status.BAD_SHAPE
     yield Descriptor(**{**good_gemm().__dict__, "dtype": Dtype.BF16}), Status.BAD_DTYPE
     yield good_gemm(addr=0x10040 - 0x20), Status.BOUNDS
     yield good_gemm(addr=q.data_limit - 64), Status.BOUNDS
@@ -83,6 +94,10 @@ def status_cases():
         yield good_pair(op), Status.OK
         yield good_pair(op, m=CFG.rows + 3), Status.OK
         yield Descriptor(**{**good_pair(op).__dict__, "flags": Flag.PARTIAL}), Status.BAD_OP
+        # attention's keys token-major (T x d, like V): dev_rows = T, dev_cols = d = in_cols
+        yield (Descriptor(**{**good_pair(op, d=24, t=40).__dict__, "flags": Flag.TRANS_W, "in_cols": 40,
+                             "in_size": lines(3 * 40 * 2)}),
+               Status.OK if op == Op.ATTENTION else Status.BAD_OP)
         yield Descriptor(**{**good_pair(op).__dict__, "dtype": Dtype.INT8}), Status.BAD_DTYPE
         yield good_pair(op, addr=q.data_limit - 2 * lines(40 * 24 * 2) * 64 + 64), Status.BOUNDS
         yield Descriptor(**{**good_pair(op).__dict__, "dev_size": lines(40 * 24 * 2)}), Status.BAD_SHAPE
@@ -118,7 +133,7 @@ def test_decoder_field_boundaries():
 
 small = st.integers(0, 70)
 descriptors = st.builds(
-    Descriptor, type=st.integers(0, 3), op=st.sampled_from([0, 0, 1, 1, 2, 9]),
+    Descriptor, type=st.integers(0, 3), op=st.sampled_from([0, 0, 1, 1, 2, 3, 9]),
     dtype=st.sampled_from([0, 0, 0, 1, 2, 5]), flags=st.sampled_from([0, 0, 0, 1, 0x200]),
     dev_addr=st.integers(0, 0xA0000).map(lambda a: a & ~0x3F if a % 3 else a),
     dev_size=small, dev_rows=small, dev_cols=small, in_size=small, in_rows=small, in_cols=small)
