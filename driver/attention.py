@@ -193,28 +193,30 @@ def split_tokens(total, devices, rng=None):
 # ---- the KV operand in HDM --------------------------------------------------------------
 
 def kv_v_offset(d, t):
-    """Byte offset of V in the operand: K^T (d x T FP16) rounded up to whole 64-byte lines."""
+    """Byte offset of V in the operand: K (T x d or d x T FP16) rounded up to whole 64-byte lines."""
     d, t = count_arg(d, "d", 1), count_arg(t, "t", 1)
     return lines(d * t * 2) * LINE_BYTES
 
 
 def kv_operand_lines(d, t):
-    """Size of one KV head's operand in 64-byte lines: K^T's lines plus V's lines."""
+    """Size of one KV head's operand in 64-byte lines: K's lines plus V's lines."""
     d, t = count_arg(d, "d", 1), count_arg(t, "t", 1)
     return lines(d * t * 2) + lines(t * d * 2)
 
 
-def kv_operand_bytes(k, v):
-    """The device operand of one KV head: K^T (d x T, so dev_rows = d, dev_cols = T) FP16
-    row-major, zeros up to the next 64-byte boundary, then V (T x d) FP16 row-major, zeros
-    up to the next 64-byte boundary. k and v are (T, d) float16 with T, d >= 1.
+def kv_operand_bytes(k, v, token_major=True):
+    """The device operand of one KV head: K FP16 row-major, token-major (T x d, a token per
+    row: the descriptor's TRANS_W, dev_rows = T, dev_cols = d) or with token_major False
+    transposed (K^T, d x T: dev_rows = d, dev_cols = T), zeros up to the next 64-byte
+    boundary, then V (T x d) FP16 row-major, zeros up to the next 64-byte boundary. k and v
+    are (T, d) float16 with T, d >= 1.
     """
     k = _fp16_matrix(k, "k")
     v = _fp16_matrix(v, "v")
     if k.shape != v.shape:
         raise ShapeError(f"k and v must have the same shape (T, d), got {k.shape!r} and {v.shape!r}")
     t, d = k.shape
-    kt = np.ascontiguousarray(k.T, dtype=FP16).tobytes()
+    kt = np.ascontiguousarray(k if token_major else k.T, dtype=FP16).tobytes()
     vb = np.ascontiguousarray(v, dtype=FP16).tobytes()
     offset = kv_v_offset(d, t)
     data = kt + bytes(offset - len(kt)) + vb

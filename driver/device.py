@@ -85,11 +85,13 @@ class LoraAdapter:
 @dataclasses.dataclass(frozen=True)
 class KvBlock:
     """One KV head's keys and values for a device's share of T tokens, placed by
-    NdpDevice.upload_kv: K^T (d x T), then V (T x d) from the next 64-byte line
-    (driver.attention.kv_operand_bytes; the ATTENTION operand)."""
+    NdpDevice.upload_kv: K, then V (T x d) from the next 64-byte line (driver.attention.
+    kv_operand_bytes; the ATTENTION operand). K is stored token-major (T x d, a token per
+    row, the descriptor's TRANS_W) or, with token_major False, transposed (K^T, d x T)."""
     addr: int
     d: int
     t: int
+    token_major: bool = True
 
     @property
     def size_lines(self):
@@ -103,9 +105,12 @@ def softmax_descriptor(m, n, partial=False):
 
 
 def attention_descriptor(kv, m):
-    """Integral attention of m query rows (one KV head's group) over `kv`."""
+    """Integral attention of m query rows (one KV head's group) over `kv`: its keys as
+    stored, T x d with TRANS_W (dev_rows = T, dev_cols = d), or d x T."""
+    rows, cols = (kv.t, kv.d) if kv.token_major else (kv.d, kv.t)
     return Descriptor(type=DescType.READ_COMPUTE, op=Op.ATTENTION, dtype=Dtype.FP16,
-                      dev_addr=kv.addr, dev_size=kv.size_lines, dev_rows=kv.d, dev_cols=kv.t,
+                      flags=Flag.TRANS_W if kv.token_major else 0,
+                      dev_addr=kv.addr, dev_size=kv.size_lines, dev_rows=rows, dev_cols=cols,
                       in_size=lines(m * kv.d * 2), in_rows=m, in_cols=kv.d)
 
 
@@ -376,17 +381,17 @@ class NdpDevice:
         await self.transport.mem_write(addr, _padded_bytes(a, half) + _padded_bytes(b, half), queue.pasid)
         return LoraAdapter(addr, d, r)
 
-    async def upload_kv(self, k, v, queue=None):
+    async def upload_kv(self, k, v, queue=None, token_major=True):
         """Place one KV head's keys and values, each T x d float16 (a token per row), as the
-        ATTENTION operand: K^T then V."""
+        ATTENTION operand: K (as is, or transposed with token_major False), then V."""
         from .attention import kv_operand_bytes     # driver.attention imports this module
         queue = self.queue(queue)
         _fp16_array(k, "K", 2)
         _fp16_array(v, "V", 2)
-        data = kv_operand_bytes(k, v)
+        data = kv_operand_bytes(k, v, token_major)
         addr = queue.allocate(len(data))
         await self.transport.mem_write(addr, data, queue.pasid)
-        return KvBlock(addr, k.shape[1], k.shape[0])
+        return KvBlock(addr, k.shape[1], k.shape[0], token_major)
 
     async def lora_xa(self, x, adapter, queue=None, timeout_cycles=None, return_completion=False):
         """LoRA E4: m = X A (M x R) float16, one GEMM on the device."""

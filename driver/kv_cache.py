@@ -11,7 +11,7 @@ import numpy as np
 
 from isa.slots import LINE_BYTES
 
-from .attention import kv_operand_bytes, kv_operand_lines
+from .attention import kv_operand_bytes, kv_operand_lines, kv_v_offset
 from .device import KvBlock, _fp16_array, attention_descriptor
 from .errors import ArgumentError, OutOfDeviceMemory, ShapeError, count_arg, index_arg
 
@@ -21,8 +21,7 @@ class _Page:
     device: int
     addr: int
     first: int              # device-local index of its first token (token first * N + device)
-    k: np.ndarray = None    # its tokens' keys and values (t x d), kept while it may grow
-    v: np.ndarray = None
+    v: np.ndarray = None    # its tokens' values (t x d), kept while it may grow (V moves with K's end)
     t: int = 0
 
 
@@ -37,13 +36,13 @@ class _Request:
 class PagedKvCache:
     """Per (request, layer, KV head), device j of the pool's N holds tokens j, j + N,
     j + 2N, ... in pages of up to `page_tokens` tokens, each page one ATTENTION operand
-    (a KvBlock: K^T, then V; driver.attention.kv_operand_bytes) in a range allocated for
-    a full page.
+    (a KvBlock: K token-major, then V; driver.attention.kv_operand_bytes) in a range
+    allocated for a full page.
 
-    A page only grows at its end, but K^T is d x t: one more token changes the stride of
-    every row, so the tail page is laid out again and rewritten whole, from the host's
-    copy of its tokens (kept until the page is full). The spec's TRANS_W, not implemented
-    yet, would let the device transpose one row in instead.
+    A page only grows at its end. Its keys are token-major (the descriptor's TRANS_W), so
+    a token's key is one contiguous row written in place; V starts at the line after K's
+    last, so it moves down by the new row and is written again, from the host's copy of
+    the page's values (kept until the page is full).
     """
 
     def __init__(self, pool, head_dim, page_tokens):
@@ -52,7 +51,7 @@ class PagedKvCache:
         self.page_tokens = count_arg(page_tokens, "page_tokens", 1)
         full = KvBlock(0, self.head_dim, self.page_tokens)
         for i, dev in enumerate(pool.devices):
-            # ATTENTION's two products: K^T is d x T (K = d, N = T), then S V (K = T, N = d)
+            # ATTENTION's two products: q K^T (K = d, N = T), then S V (K = T, N = d)
             limit = min(dev.caps.k_max, dev.caps.n_max)
             for name, value in (("page_tokens", self.page_tokens), ("head_dim", self.head_dim)):
                 if value > limit:
@@ -138,8 +137,7 @@ class PagedKvCache:
                 request.pages[(layer, head, device)].append(page)
         for layer, head in heads:
             page = request.pages[(layer, head, device)][-1]
-            await self._write(page, np.concatenate([page.k, k_tok[layer, head][None]]),
-                              np.concatenate([page.v, v_tok[layer, head][None]]))
+            await self._append(page, k_tok[layer, head], v_tok[layer, head])
         request.tokens += 1
 
     async def free_request(self, rid):
@@ -159,7 +157,7 @@ class PagedKvCache:
         try:
             for _, _, device, first in wanted:
                 addr = self.pool.allocate(device, self._page_bytes)
-                pages.append(_Page(device, addr, first, self._empty(), self._empty()))
+                pages.append(_Page(device, addr, first, self._empty()))
         except OutOfDeviceMemory:
             self._free_pages(pages)
             raise
@@ -171,8 +169,24 @@ class PagedKvCache:
     async def _write(self, page, k, v):
         """Lay out the page's tokens k, v (t x d) and write them; a full page's copy is dropped."""
         await self.pool.mem_write(page.device, page.addr, kv_operand_bytes(k, v))
-        page.t = len(k)
-        page.k, page.v = (None, None) if page.t == self.page_tokens else (k.copy(), v.copy())
+        self._hold(page, v)
+
+    async def _append(self, page, k_row, v_row):
+        """One more token at the page's end: its key row in place after the others, then V
+        again from the line after the keys (kv_v_offset of the new count)."""
+        t, d = page.t, self.head_dim
+        if t == 0:
+            return await self._write(page, k_row[None], v_row[None])
+        v = np.concatenate([page.v, v_row[None]])
+        key = np.ascontiguousarray(k_row).tobytes()
+        gap = kv_v_offset(d, t + 1) - (t + 1) * d * 2          # zeros up to the line V starts on
+        await self.pool.mem_write(page.device, page.addr + t * d * 2,
+                                  key + bytes(gap) + np.ascontiguousarray(v).tobytes())
+        self._hold(page, v)
+
+    def _hold(self, page, v):
+        page.t = len(v)
+        page.v = None if page.t == self.page_tokens else v.copy()
 
     def _kv(self, k, v, ndim, shape):
         _fp16_array(k, "k", ndim)

@@ -435,7 +435,7 @@ class ControlUnit(wiring.Component):
 
             with m.State("SFU_START"):
                 sfu_ports()
-                m.d.comb += [sfu.start.eq(1), sfu.length.eq(Mux(is_attention, d.dev_cols, d.in_cols)),
+                m.d.comb += [sfu.start.eq(1), sfu.length.eq(Mux(is_attention, Mux(d.flags[0], d.dev_rows, d.dev_cols), d.in_cols)),
                              sfu.partial.eq(is_attention | partial)]
                 m.next = "SFU_RUN"
             with m.State("SFU_RUN"):

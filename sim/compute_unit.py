@@ -44,9 +44,14 @@ class ComputeUnit:
     def _input(self, x_addr, m, k):
         return self._widen(self.memory.array(x_addr, m * k * 2), m, k)
 
-    def gemm(self, x_addr, w_addr, m, k, n):
-        """The FP16 result bytes of in[m x k] (at x_addr) * W[k x n] (at w_addr)."""
-        sums = golden.gemm_fp32(self._input(x_addr, m, k), self._operand(w_addr, k, n), self.lanes)
+    def gemm(self, x_addr, w_addr, m, k, n, trans=False):
+        """The FP16 result bytes of in[m x k] (at x_addr) * W[k x n] (at w_addr), or with
+        `trans` * S^T, S stored n x k."""
+        x = self._input(x_addr, m, k)
+        if trans:
+            sums = golden.gemm_trans_fp32(x, self._operand(w_addr, n, k), self.lanes)
+        else:
+            sums = golden.gemm_fp32(x, self._operand(w_addr, k, n), self.lanes)
         return golden.to_fp16(sums).tobytes()
 
     def lora_xab(self, x_addr, a_addr, b_addr, m, d, r):
@@ -55,11 +60,15 @@ class ComputeUnit:
         sums = golden.gemm_fp32(golden.widen(h), self._operand(b_addr, r, d), self.lanes)
         return golden.to_fp16(sums).tobytes()
 
-    def attention(self, q_addr, k_addr, v_addr, m, d, t):
-        """(O, m, l) of golden.attention_partial: q [m x d], K^T [d x t], V [t x d]."""
+    def attention(self, q_addr, k_addr, v_addr, m, d, t, token_major=False):
+        """(O, m, l) of golden.attention_partial: q [m x d], K^T [d x t] (token_major: K
+        [t x d], golden.attention_partial_trans), V [t x d]."""
         q = np.frombuffer(self.memory.array(q_addr, m * d * 2), np.float16).reshape(m, d)
-        k_t = np.frombuffer(self.memory.array(k_addr, d * t * 2), np.float16).reshape(d, t)
         v = np.frombuffer(self.memory.array(v_addr, t * d * 2), np.float16).reshape(t, d)
+        if token_major:
+            k = np.frombuffer(self.memory.array(k_addr, t * d * 2), np.float16).reshape(t, d)
+            return golden.attention_partial_trans(q, k, v, self.lanes)
+        k_t = np.frombuffer(self.memory.array(k_addr, d * t * 2), np.float16).reshape(d, t)
         return golden.attention_partial(q, k_t, v, self.lanes)
 
     def softmax(self, x_addr, m, n, partial):

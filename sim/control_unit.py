@@ -30,7 +30,8 @@ import numpy as np
 from isa import DescType, Status, Op
 from isa.descriptor import Flag
 from isa.microarch import REPORTS_IN_FLIGHT
-from isa.pe_array import plan as pe_plan
+from isa import validate
+from isa.pe_array import TransPlan, plan as pe_plan, trans_plan
 from isa.slots import CQ_CYCLES, CQ_SEQ, CQ_STATUS, HEADER_BYTES, LINE_BYTES
 from isa.validate import lines, stats_offset
 from . import dram_reader, dram_writer, fold_unit, line_packer, softmax_unit, unpacker
@@ -241,17 +242,18 @@ class ControlUnit:
         the op's stages, its softmax rows and result runs (as hw/control_unit.py's FSM).
         Appends the result writes; returns the COMPLETE cycle."""
         cfg, lanes, op = self.cfg, self.cfg.lanes, desc.op
-        m, k, n = desc.in_rows, desc.dev_rows, desc.dev_cols
+        m = desc.in_rows
         in_addr, cols = sq_slot + HEADER_BYTES, desc.in_cols
         partial = bool(desc.flags & Flag.PARTIAL)
-        second = desc.dev_addr + lines(k * n * 2) * LINE_BYTES
-        if op == Op.SOFTMAX:
-            stages, sfu_length, esize, out_n, anchors = [], cols, 2, cols, partial
-        elif op in (Op.ATTENTION, Op.LORA_XAB):
-            stages = [(desc.dev_addr, k, n, False), (second, n, k, True)]
-            sfu_length, esize, out_n, anchors = (n, 4, k, True) if op == Op.ATTENTION else (0, 2, k, False)
-        else:
-            stages, sfu_length, esize, out_n, anchors = [(desc.dev_addr, k, n, True)], 0, 2, n, False
+        second = desc.dev_addr + lines(desc.dev_rows * desc.dev_cols * 2) * LINE_BYTES
+        products = validate.stages(desc)          # (K, N, transposed) of each product
+        # (address, K, N, transposed, whether its words are the results)
+        stages = [(addr, sk, sn, trans, i == len(products) - 1)
+                  for i, (addr, (sk, sn, trans)) in enumerate(zip((desc.dev_addr, second), products))]
+        out_n = validate.result_cols(desc)
+        esize = 4 if op == Op.ATTENTION else 2
+        anchors = op == Op.ATTENTION or (op == Op.SOFTMAX and partial)
+        sfu_length = cols if op == Op.SOFTMAX else (products[0][1] if op == Op.ATTENTION else 0)
         if self._results:
             self._results_of(desc, in_addr, out_addr, second, partial, anchors, writes)
 
@@ -262,15 +264,15 @@ class ControlUnit:
             t = self._phase(t, in_addr, in_elem, rows, cols, busy)
             # the group's results: bytes m0 * out_n * esize on
             run = out_addr + m0 * out_n * esize
-            for addr, sk, sn, to_result in stages:
-                p = pe_plan(sn, lanes, m)
+            for addr, sk, sn, trans, to_result in stages:
+                p = trans_plan(sk, lanes) if trans else pe_plan(sn, lanes, m)
                 # DRAIN's last cycle starts the readout once the readout (and, for
                 # results, the writer) is free; results go out beside what follows, a
                 # chain's words are waited for
                 drained = self._stage(t + STAGE_CYCLES, addr, sk, sn, p, busy) - 1
                 start_at = max(drained, self._readout_free(), self._writer_free() if to_result else 0)
-                done = self._readout(start_at + 1, self._word_bytes(rows, sn, esize), p.fold_steps(sk),
-                                     run if to_result else None)
+                done = self._readout(start_at + 1, self._word_bytes(rows, sn, esize),
+                                     0 if trans else p.fold_steps(sk), run if to_result else None)
                 t = start_at + 1 if to_result else done + 1
                 if op == Op.ATTENTION and not to_result:
                     t += rows * (SFU_START_CYCLES + softmax_unit.cycles(sfu_length, True, cfg))
@@ -290,18 +292,19 @@ class ControlUnit:
 
     def _results_of(self, desc, in_addr, out_addr, second, partial, anchors, writes):
         """The result bytes of a read-compute descriptor (the golden model), into `writes`."""
-        m, k, n, cols, op = desc.in_rows, desc.dev_rows, desc.dev_cols, desc.in_cols, desc.op
+        m, cols, op = desc.in_rows, desc.in_cols, desc.op
+        (k, n, trans), *_ = validate.stages(desc) or [(0, 0, False)]
         anchors_m = anchors_l = None
         if op == Op.SOFTMAX:
             out, anchors_m, anchors_l = self.compute.softmax(in_addr, m, cols, partial)
             writes.append((out_addr, out.tobytes()))
         elif op == Op.ATTENTION:
-            o, anchors_m, anchors_l = self.compute.attention(in_addr, desc.dev_addr, second, m, k, n)
+            o, anchors_m, anchors_l = self.compute.attention(in_addr, desc.dev_addr, second, m, k, n, trans)
             writes.append((out_addr, o.tobytes()))
         elif op == Op.LORA_XAB:
             writes.append((out_addr, self.compute.lora_xab(in_addr, desc.dev_addr, second, m, k, n)))
         else:
-            writes.append((out_addr, self.compute.gemm(in_addr, desc.dev_addr, m, k, n)))
+            writes.append((out_addr, self.compute.gemm(in_addr, desc.dev_addr, m, k, n, trans)))
         if anchors:
             stats = bytearray(m * LINE_BYTES)
             for r in range(m):
@@ -310,21 +313,24 @@ class ControlUnit:
             writes.append((out_addr + stats_offset(desc), bytes(stats)))
 
     def _stage(self, t, addr, k, n, p, busy):
-        """WEIGHTS_START (at t) .. DRAIN: the k-groups of whole packs (paired chunks with the
-        split), then the last k-group; returns the first cycle of READOUT. The fetcher
-        spends a cycle on each of the two runs that is empty."""
-        lanes = self.cfg.lanes
-        full_groups, rest_rows = divmod(k, p.pack)
-        main_elems = full_groups * p.pack * n
+        """WEIGHTS_START (at t) .. DRAIN: the groups of whole packs (paired chunks with the
+        split), then the last group; returns the cycle after DRAIN. The rows are K rows of
+        N, or, transposed (a TransPlan), N rows of K (isa/pe_array.py). The fetcher spends a
+        cycle on each of the two runs that is empty. DRAIN lasts until the last chunk's
+        sums are written: PIPE_DEPTH - 1 cycles after it, or a transposed row's value."""
+        trans = isinstance(p, TransPlan)
+        rows_dim, cols_dim = (n, k) if trans else (k, n)
+        full_groups, rest_rows = divmod(rows_dim, p.pack)
+        main_elems = full_groups * p.pack * cols_dim
         if full_groups:
-            t = self._phase(t, addr, 0, full_groups, p.pack * n, busy, pair=p.split > 1)
+            t = self._phase(t, addr, 0, full_groups, p.pack * cols_dim, busy, pair=not trans and p.split > 1)
         else:
             self._fetch_from += 1
         if rest_rows:
-            t = self._phase(t, addr, main_elems, 1, rest_rows * n, busy)
+            t = self._phase(t, addr, main_elems, 1, rest_rows * cols_dim, busy)
         else:
             self._fetch_from += 1
-        return t + PIPE_DEPTH - 1
+        return t + (p.write_cycle(self.cfg.lanes) if trans else PIPE_DEPTH - 1)
 
     def _readout(self, start, word_bytes, steps, run):
         """READOUT (BANK_OUT for steps None) from its first cycle `start`: the words of

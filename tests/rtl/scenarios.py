@@ -217,7 +217,8 @@ async def every_status_code(env):
     cases = [
         (Status.BAD_OP, Descriptor(type=DescType.RESERVED)),
         (Status.BAD_OP, with_fields(good, op=9)),
-        (Status.BAD_OP, with_fields(good, flags=isa.Flag.TRANS_W)),
+        (Status.BAD_OP, with_fields(good, flags=isa.Flag.TRANS_W | isa.Flag.PARTIAL)),
+        (Status.BAD_SHAPE, with_fields(good, flags=isa.Flag.TRANS_W)),     # stored N x K: in_cols != dev_cols
         (Status.BAD_OP, with_fields(good, flags=isa.Flag.PARTIAL)),                     # PARTIAL on GEMM
         (Status.BAD_OP, with_fields(softmax, flags=isa.Flag.PARTIAL | (1 << 2))),       # an undefined bit
         (Status.BAD_OP, with_fields(attention, flags=isa.Flag.PARTIAL)),
@@ -504,6 +505,14 @@ async def lora_e3_e4(env):
     dev.queue().free_all()
 
 
+def golden_attention(q, k, v, lanes, token_major):
+    """What the device returns for one KV head: k and v (T x d), the keys stored
+    token-major (TRANS_W) or as K^T."""
+    if token_major:
+        return golden.attention_partial_trans(q, k, v, lanes)
+    return golden.attention_partial(q, k.T.copy(), v, lanes)
+
+
 @scenario
 async def attention_split_over_devices(env):
     """Integral attention for one KV head, its tokens split unevenly over shards (devices;
@@ -526,12 +535,15 @@ async def attention_split_over_devices(env):
                 continue
             ks, vs = k[start:start + t], v[start:start + t]
             start += t
-            block = await dev.upload_kv(ks, vs)
-            o, m, l = await dev.attention_partial(q, block)
-            eo, em, el = golden.attention_partial(scale_query(q), ks.T.copy(), vs, lanes)
-            assert_fp32_equal(o, eo, f"O, d={d} t={t}")
-            assert_fp32_equal(m, em, f"m, d={d} t={t}")
-            assert_fp32_equal(l, el, f"l, d={d} t={t}")
+            # both layouts of the keys: token-major (TRANS_W, the driver's) and K^T
+            for token_major in (True, False):
+                block = await dev.upload_kv(ks, vs, token_major=token_major)
+                o, m, l = await dev.attention_partial(q, block)
+                eo, em, el = golden_attention(scale_query(q), ks, vs, lanes, token_major)
+                what = f"d={d} t={t} {'token-major' if token_major else 'K^T'}"
+                assert_fp32_equal(o, eo, f"O, {what}")
+                assert_fp32_equal(m, em, f"m, {what}")
+                assert_fp32_equal(l, el, f"l, {what}")
             partials.append((o, m, l))
         merged = merge_attention(partials)
         error = np.max(np.abs(merged - attention_reference(q, k, v)))
@@ -563,11 +575,12 @@ async def decode_step_burst(env):
             for heads in groups:
                 k = rng.standard_normal((tokens, d)).astype(np.float16)
                 v = rng.standard_normal((tokens, d)).astype(np.float16)
-                block = await dev.upload_kv(k, v, queue=queue.index)
+                token_major = req % 2 == 0              # both layouts in one burst
+                block = await dev.upload_kv(k, v, queue=queue.index, token_major=token_major)
                 qs = scale_query(q[heads])
                 items.append((attention_descriptor(block, len(heads)), qs.tobytes()))
-                expected[(queue.index, queue.next_seq + len(items) - 1)] = golden.attention_partial(
-                    qs, k.T.copy(), v, lanes)
+                expected[(queue.index, queue.next_seq + len(items) - 1)] = golden_attention(
+                    qs, k, v, lanes, token_major)
             seqs = await queue.submit_many(items, ring=False)
             pending += [(queue, seq) for seq in seqs]
         assert all(len(queue.outstanding) >= 4 for queue in queues)
@@ -597,7 +610,7 @@ async def decode_step_burst(env):
             k = rng.standard_normal((7 + req, d)).astype(np.float16)
             v = rng.standard_normal((7 + req, d)).astype(np.float16)
             blocks.append(await dev.upload_kv(k, v, queue=queues[(2 * req + h) % nq].index))
-            want.append(golden.attention_partial(scale_query(q[heads]), k.T.copy(), v, lanes))
+            want.append(golden_attention(scale_query(q[heads]), k, v, lanes, True))
         requests.append((q, blocks))
         expected.append(want)
     got = await dev.attention_decode(requests)

@@ -40,6 +40,7 @@ class Item:
     bad: str = ""
     seed: int = 0
     partial: bool = False
+    trans: bool = False         # TRANS_W: the matrix stored N x K; attention's keys token-major
 
     def arrays(self):
         """The item's data: (device operands, input), drawn from its seed."""
@@ -62,7 +63,7 @@ class Item:
             return f"bad:{self.bad}"
         if self.kind == "softmax":
             return f"softmax{'/p' if self.partial else ''} {self.m}x{self.n}"
-        return f"{self.kind} {self.m}x{self.k}x{self.n}"
+        return f"{self.kind}{'^T' if self.trans else ''} {self.m}x{self.k}x{self.n}"
 
 
 def _dim(rng, top):
@@ -90,12 +91,15 @@ def generate(seed, count, cfg):
                 item.m, item.n, item.partial = rng.randint(1, 2 * cfg.rows), _dim(rng, 300), rng.random() < 0.5
             elif kind == "attention":         # m query heads of a group, d, T tokens
                 item.m, item.k, item.n = rng.randint(1, cfg.rows + 2), rng.choice([16, 32, 64, 128]), _dim(rng, 200)
+                item.trans = rng.random() < 0.5
             elif kind == "xab":               # batch, D, R
                 item.m, item.k, item.n = rng.randint(1, 2 * cfg.rows), _dim(rng, 256), rng.choice([1, 4, 8, 16, 40])
             elif kind == "gemv":
                 item.m, item.k, item.n = 1, _dim(rng, 512), _dim(rng, 256)
+                item.trans = rng.random() < 0.3
             elif kind == "gemm":
                 item.m, item.k, item.n = rng.randint(1, 3 * cfg.rows), _dim(rng, 256), _dim(rng, 200)
+                item.trans = rng.random() < 0.3
             elif kind in ("load", "store"):
                 item.k, item.n = _dim(rng, 100), _dim(rng, 160)
             else:
@@ -145,16 +149,18 @@ async def _prepare(dev, queue, item, data):
     if item.kind == "softmax":
         return softmax_descriptor(m, n, item.partial), data[1].tobytes()
     if item.kind == "attention":
-        block = await dev.upload_kv(*data[0], queue=queue)
+        block = await dev.upload_kv(*data[0], queue=queue, token_major=item.trans)
         return attention_descriptor(block, m), data[1].tobytes()
     if item.kind == "xab":
         adapter = await dev.upload_lora(*data[0], queue=queue)
         return lora_xab_descriptor(adapter, m), data[1].tobytes()
     w, x = data
-    tensor = await dev.upload(w, queue=queue)
+    # TRANS_W: the same K x N matrix stored N x K
+    tensor = await dev.upload(np.ascontiguousarray(w.T) if item.trans else w, queue=queue)
     desc = Descriptor(type=DescType.READ_COMPUTE, op=Op.GEMV if item.kind == "gemv" else Op.GEMM,
-                      dtype=Dtype.FP16, dev_addr=tensor.addr, dev_size=lines(k * n * 2), dev_rows=k,
-                      dev_cols=n, in_size=lines(m * k * 2), in_rows=m, in_cols=k)
+                      dtype=Dtype.FP16, flags=Flag.TRANS_W if item.trans else 0, dev_addr=tensor.addr,
+                      dev_size=lines(k * n * 2), dev_rows=n if item.trans else k,
+                      dev_cols=k if item.trans else n, in_size=lines(m * k * 2), in_rows=m, in_cols=k)
     if item.kind == "bad":
         desc = _break(desc, item.bad, queue)
     return desc, x.tobytes()

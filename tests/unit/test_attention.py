@@ -313,15 +313,19 @@ def fp16_bytes(values):
     return b"".join(struct.pack("<e", float(x)) for x in values)
 
 
-def test_kv_operand_layout_byte_for_byte():
+@pytest.mark.parametrize("token_major", [True, False])
+def test_kv_operand_layout_byte_for_byte(token_major):
     t, d = 5, 3
     k = (np.arange(t * d).reshape(t, d) + 1).astype(np.float16)        # k[t, i] = 3t + i + 1
     v = -(np.arange(t * d).reshape(t, d) + 0.5).astype(np.float16)
-    data = kv_operand_bytes(k, v)
-    kt = fp16_bytes(k[tt, i] for i in range(d) for tt in range(t))     # K^T: d rows of T
+    data = kv_operand_bytes(k, v, token_major)
+    if token_major:
+        kb = fp16_bytes(k[tt, i] for tt in range(t) for i in range(d))     # K: T rows of d
+    else:
+        kb = fp16_bytes(k[tt, i] for i in range(d) for tt in range(t))     # K^T: d rows of T
     vb = fp16_bytes(v[tt, i] for tt in range(t) for i in range(d))     # V: T rows of d
-    assert len(kt) == 30 and kv_v_offset(d, t) == 64
-    expected = kt + bytes(34) + vb + bytes(34)
+    assert len(kb) == 30 and kv_v_offset(d, t) == 64
+    expected = kb + bytes(34) + vb + bytes(34)
     assert data == expected
     assert len(data) == kv_operand_lines(d, t) * 64 == 128
 
@@ -330,9 +334,10 @@ def test_kv_operand_without_padding():
     t, d = 1, 32                                 # K^T 64 bytes exactly, V the same
     rng = np.random.default_rng(2)
     k, v = (rng.standard_normal((t, d)).astype(np.float16) for _ in range(2))
-    data = kv_operand_bytes(k, v)
+    data = kv_operand_bytes(k, v, token_major=False)
     assert kv_v_offset(d, t) == 64 and kv_operand_lines(d, t) == 2
     assert data == k.T.astype("<f2").tobytes() + v.astype("<f2").tobytes()
+    assert kv_operand_bytes(k, v) == k.astype("<f2").tobytes() + v.astype("<f2").tobytes()
 
 
 @settings(max_examples=60, deadline=None)
@@ -345,9 +350,9 @@ def test_kv_operand_size_and_offsets(t, d, seed):
     assert len(data) == kv_operand_lines(d, t) * 64
     assert offset % 64 == 0 and offset - 64 < d * t * 2 <= offset
     assert kv_operand_lines(d, t) == -(-d * t * 2 // 64) * 2
-    kt = np.frombuffer(data[:d * t * 2], "<f2").reshape(d, t)
+    kk = np.frombuffer(data[:d * t * 2], "<f2").reshape(t, d)
     vv = np.frombuffer(data[offset:offset + t * d * 2], "<f2").reshape(t, d)
-    np.testing.assert_array_equal(kt, k.T)
+    np.testing.assert_array_equal(kk, k)
     np.testing.assert_array_equal(vv, v)
     assert not any(data[d * t * 2:offset]) and not any(data[offset + t * d * 2:])
 
