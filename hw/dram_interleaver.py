@@ -29,11 +29,14 @@ BANK_DEPTH = 4          # lines per bank: a channel may run this many bursts ahe
 GRANULE_LINES = 4       # 256-byte granule / 64-byte line
 
 
-def _worst(resps):
-    """AXI responses combined: the largest code (OKAY < EXOKAY < SLVERR < DECERR)."""
+def _worst(m, resps, name):
+    """AXI responses combined: the largest code (OKAY < EXOKAY < SLVERR < DECERR), one
+    signal per step (an expression used twice a step would grow exponentially)."""
     out = resps[0]
-    for r in resps[1:]:
-        out = Mux(r > out, r, out)
+    for i, r in enumerate(resps[1:]):
+        step = Signal(2, name=f"{name}_worst{i}")
+        m.d.comb += step.eq(Mux(r > out, r, out))
+        out = step
     return out
 
 
@@ -148,7 +151,7 @@ class DramInterleaver(wiring.Component):
             resps.append(Mux(valid, resp, 0))
             takes.append((valid, candidates))
         m.d.comb += [bus.rvalid.eq(order.r_rdy & _all(ready)), bus.rdata.eq(Cat(*datas)),
-                     bus.rresp.eq(_worst(resps)), bus.rlast.eq(k == beats_m1), bus.rid.eq(rid)]
+                     bus.rresp.eq(_worst(m, resps, "r")), bus.rlast.eq(k == beats_m1), bus.rid.eq(rid)]
         up = bus.rvalid & bus.rready
         for valid, candidates in takes:
             for r, bank in enumerate(candidates):
@@ -244,7 +247,7 @@ class DramInterleaver(wiring.Component):
         # the burst's response once every channel it touched has answered
         mask = joins.r_data[:n]
         m.d.comb += [bus.bvalid.eq(joins.r_rdy & _all([~mask[c] | b_q[c].r_rdy for c in range(n)])),
-                     bus.bresp.eq(_worst([Mux(mask[c], b_q[c].r_data, 0) for c in range(n)])),
+                     bus.bresp.eq(_worst(m, [Mux(mask[c], b_q[c].r_data, 0) for c in range(n)], "b")),
                      bus.bid.eq(joins.r_data[n:])]
         answered = bus.bvalid & bus.bready
         m.d.comb += joins.r_en.eq(answered)
