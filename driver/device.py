@@ -52,10 +52,13 @@ class DeviceTensor:
         return lines(self.nbytes)
 
 
-def matmul_descriptor(op, tensor, m):
-    """GEMV/GEMM of an m x K input with `tensor` (K x N, not transposed)."""
-    k = tensor.rows
+def matmul_descriptor(op, tensor, m, transposed=False):
+    """GEMV/GEMM of an m x K input with `tensor`: K x N, or with `transposed` stored N x K
+    and used transposed (TRANS_W; a row per output, e.g. a weight kept as PyTorch's
+    nn.Linear keeps it)."""
+    k = tensor.cols if transposed else tensor.rows
     return Descriptor(type=DescType.READ_COMPUTE, op=op, dtype=tensor.dtype,
+                      flags=Flag.TRANS_W if transposed else 0,
                       dev_addr=tensor.addr, dev_size=tensor.size_lines,
                       dev_rows=tensor.rows, dev_cols=tensor.cols,
                       in_size=lines(m * k * dtype_bytes(tensor.dtype)), in_rows=m, in_cols=k)
@@ -328,19 +331,24 @@ class NdpDevice:
                                 f"allocated at {placed.addr:#x}")
         owner.free(placed.addr)
 
-    async def gemv(self, x, tensor, queue=None, timeout_cycles=None, return_completion=False):
-        """x (K,) float16 times tensor (K x N) -> (N,) float16, computed on the device."""
+    async def gemv(self, x, tensor, queue=None, timeout_cycles=None, return_completion=False,
+                   transposed=False):
+        """x (K,) float16 times tensor (K x N) -> (N,) float16, computed on the device; with
+        `transposed`, times tensor^T (the tensor stored N x K, TRANS_W)."""
         _fp16_array(x, "x", 1)
         out = await self._matmul(Op.GEMV, x.reshape(1, -1), tensor, queue, timeout_cycles,
-                                 return_completion)
+                                 return_completion, transposed)
         if return_completion:
             return out[0].reshape(-1), out[1]
         return out.reshape(-1)
 
-    async def gemm(self, x, tensor, queue=None, timeout_cycles=None, return_completion=False):
-        """X (M x K) float16 times tensor (K x N) -> (M x N) float16, computed on the device."""
+    async def gemm(self, x, tensor, queue=None, timeout_cycles=None, return_completion=False,
+                   transposed=False):
+        """X (M x K) float16 times tensor (K x N) -> (M x N) float16, computed on the device;
+        with `transposed`, times tensor^T (the tensor stored N x K, TRANS_W)."""
         _fp16_array(x, "X", 2)
-        return await self._matmul(Op.GEMM, x, tensor, queue, timeout_cycles, return_completion)
+        return await self._matmul(Op.GEMM, x, tensor, queue, timeout_cycles, return_completion,
+                                  transposed)
 
     async def load(self, tensor, queue=None, timeout_cycles=None, return_completion=False):
         """Read `tensor` through the device (descriptor type LOAD); returns its array."""
@@ -500,25 +508,26 @@ class NdpDevice:
         if not isinstance(adapter, LoraAdapter):
             raise ArgumentError(f"expected a LoraAdapter, got {adapter!r}")
 
-    async def _matmul(self, op, x, tensor, queue, timeout_cycles, return_completion):
+    async def _matmul(self, op, x, tensor, queue, timeout_cycles, return_completion, transposed=False):
         queue = self.queue(queue)
         self._check_tensor(tensor)
         m, k = x.shape
-        if k != tensor.rows:
-            raise ShapeError(f"input has K={k!r} columns but the tensor has {tensor.rows!r} rows "
+        tensor_k, n = (tensor.cols, tensor.rows) if transposed else (tensor.rows, tensor.cols)
+        if k != tensor_k:
+            side = "columns (transposed)" if transposed else "rows"
+            raise ShapeError(f"input has K={k!r} columns but the tensor has {tensor_k!r} {side} "
                              f"(shapes {x.shape!r} and {(tensor.rows, tensor.cols)!r})")
         if k > self.caps.k_max:
             raise ShapeError(f"K={k!r} exceeds the device's k_max={self.caps.k_max!r} "
                              f"(IN_BUF_BYTES={self.caps.in_buf_bytes!r}, ROWS={self.caps.rows!r})")
-        if tensor.cols > self.caps.n_max:
-            raise ShapeError(f"N={tensor.cols!r} exceeds the device's n_max={self.caps.n_max!r} "
+        if n > self.caps.n_max:
+            raise ShapeError(f"N={n!r} exceeds the device's n_max={self.caps.n_max!r} "
                              f"(OUT_BUF_BYTES={self.caps.out_buf_bytes!r}, ROWS={self.caps.rows!r})")
         try:
-            desc = matmul_descriptor(op, tensor, m)
+            desc = matmul_descriptor(op, tensor, m, transposed)
         except ValueError as exc:
             raise ShapeError(f"input of shape {x.shape!r} does not fit a descriptor: {exc}") from None
         completion = await self._run(queue, desc, _padded_bytes(x, payload_bytes(desc)), timeout_cycles)
-        n = tensor.cols
         out = np.frombuffer(completion.result, FP16, m * n).astype(np.float16).reshape(m, n)
         return (out, completion) if return_completion else out
 

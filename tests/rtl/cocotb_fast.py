@@ -5,6 +5,7 @@
   the config's k_max), a slower DRAM (same bits, more cycles), a polled (no-irq) queue.
 - `speed`: a stream of long GEMVs; reports simulated device cycles per wall-clock second
   and writes them as JSON to $NDP_FAST_RESULT (bench_fast.py reads it).
+- `roofline`: tests/rtl/roofline.py's back-to-back workloads, by the code the model runs.
 """
 import json
 import os
@@ -147,13 +148,19 @@ async def speed(dut):
 
 @cocotb.test()
 async def roofline(dut):
-    """GEMV/GEMM shapes from $NDP_ROOFLINE_SHAPES (JSON [[m, k, n], ...]): device cycles of
-    each, bit-exact against the golden model; written as JSON to $NDP_FAST_RESULT."""
+    """tests/rtl/roofline.py's workloads from $NDP_ROOFLINE (JSON: works, copies, memory),
+    measured by the same code as on the model; results as JSON to $NDP_FAST_RESULT."""
+    import roofline as rl
+    spec = json.loads(os.environ["NDP_ROOFLINE"])
+    cfg = isa.load_config(os.environ.get("NDP_CONFIG", "default"))
     transport, dev = await open_device(dut)
-    await setup_queue(dev, 0, irq=True)
-    rng = np.random.default_rng(11)
-    cycles = []
-    for m, k, n in json.loads(os.environ["NDP_ROOFLINE_SHAPES"]):
-        cycles.append(await check_matmul(dev, rng, m, k, n))
+    works = [rl.Workload(*w) for w in spec["works"]]
+    t0 = time.perf_counter()
+
+    def progress(result):
+        print(f"rtl_fast roofline {result['name']}: period {result['period']:.1f} "
+              f"({time.perf_counter() - t0:.0f} s)", flush=True)
+    results = await rl.measure_all(dev, lambda: transport.cycle, cfg, works, spec["copies"],
+                                   spec["memory"], progress)
     with open(os.environ["NDP_FAST_RESULT"], "w") as f:
-        json.dump(cycles, f)
+        json.dump(results, f)

@@ -1,16 +1,37 @@
-"""PE-array and DRAM-port utilization: `python tests/rtl/roofline.py [--config NAME] [--model-only]`
+"""DRAM-port and PE-array utilization on the shapes the system sends, back to back:
+`python tests/rtl/roofline.py [--config paper] [--source both|model|rtl] [--copies 8]`
 (`make roofline`).
 
-For GEMV shapes: the DRAM port's bytes per cycle over its peak, counting every byte the
-descriptor moves (weights, input, result, slot header and completion lines). For GEMM
-shapes with in_rows >= ROWS: MACs per cycle over LANES x ROWS. The summary line gives the
-minima over GEMVs with K x N >= 64K (all, and those with K >= 512, where the readout after
-the weights is short beside them) and over compute-bound GEMMs (N >= 16 ROWS). Cycles are
-the completion's device cycles (taken -> completion write), from the RTL on the fast
-co-simulation path and from the cycle model; the RTL runs the default config (or
---config), the model also the paper's config.
+Workloads (D = 4096 clipped to the config's buffers, R in 8 .. 128):
+- gemv, gemv^T: one GEMV, the weight stored K x N or N x K (TRANS_W): E4's x A at batch 1
+  (D x R), B's product (R x D), and square and wide layers;
+- e4: LoRA E4 x A as one GEMM at batch b = 2 .. 256 (the weights read once per ROWS rows);
+- e3: LoRA E3 (x A) B in one descriptor at batch 1, 16, 256;
+- attention: one KV head's 512 tokens at d = 128, keys token-major (TRANS_W) and K^T, for
+  1 and 8 query rows (MHA, and a GQA group).
+
+Each workload runs `copies` identical descriptors submitted at once (one doorbell) on a
+queue of as many slots, each slot the power of two that holds the payload or the result
+after the header. The period is the spacing of their completion interrupts in steady
+state, (t[last] - t[2]) / (copies - 3): the first two pay the pipeline's fill. Every
+completion must be OK and its result equal the first's, which must equal the golden model
+bit for bit. Utilization: the bytes a descriptor must move in the busier direction of the
+DRAM port (reads: its device operand once per group of ROWS input rows, the payload, the
+slot header; writes: the result, the completion line) per period over the aggregate port,
+and MACs per period over the array.
+
+The RTL runs on the fast co-simulation path (tests/rtl/cocotb_fast.py `roofline`, the same
+code through FastRtlTransport), the model through ModelTransport. The last line (the RTL's
+when it ran, else the model's) is
+
+    roofline config=<name> source=<rtl|model> lora_port_util_min_64k=<x>% lora_port_util_min_1m=<x>%
+
+the minimum port utilization over the gemv, gemv^T and e4 workloads with K x N >= 64K and
+>= 1M elements (issue 12's targets: 80 % and 90 %).
 """
 import argparse
+import asyncio
+import dataclasses
 import json
 import os
 import sys
@@ -19,97 +40,289 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import isa  # noqa: E402
+from isa import Op, Status  # noqa: E402
+from isa.slots import HEADER_BYTES, LINE_BYTES  # noqa: E402
+from isa.validate import payload_bytes, result_bytes  # noqa: E402
 from driver import NdpDevice  # noqa: E402
-from driver.model_transport import ModelTransport  # noqa: E402
-from cocotb_demo import moved_bytes  # noqa: E402
+from driver.device import (attention_descriptor, attention_result, lora_xab_descriptor,  # noqa: E402
+                           matmul_descriptor)
+from sim import golden  # noqa: E402
 
-GEMV = [(1, 4096, 16), (1, 4096, 32), (1, 2048, 128), (1, 1024, 1024), (1, 4096, 4096),
-        (1, 4096, 24), (1, 4096, 100), (1, 4096, 1000),
-        (1, 512, 4096), (1, 256, 256), (1, 16, 4096)]          # short K: the readout shows
-GEMM = [(4, 4096, 64), (8, 2048, 256), (16, 1024, 1024), (4, 4096, 4096), (32, 4096, 16)]
-
-
-def shapes(cfg):
-    """The shapes, clipped to the config's buffers (K <= k_max, N <= n_max)."""
-    clip = lambda m, k, n: (m, min(k, cfg.k_max), min(n, cfg.n_max))   # noqa: E731
-    return [clip(*s) for s in GEMV], [clip(*s) for s in GEMM]
+RANKS = (8, 16, 32, 64, 128)
+BATCHES = (2, 4, 8, 16, 32, 64, 128, 256)
+LORA_KINDS = ("gemv", "gemv^T", "e4")      # the summary line's minima run over these
+WARMUP = 2                                 # completions before the steady state
 
 
-def utilization(cfg, m, k, n, cycles):
-    if m == 1:
-        return moved_bytes(cfg, m, k, n) / cycles / cfg.beat_bytes
-    return m * k * n / cycles / cfg.macs
+@dataclasses.dataclass(frozen=True)
+class Workload:
+    kind: str           # gemv, gemv^T, e4, e3, attention, attention^T (keys stored K^T)
+    m: int              # input rows (attention: query rows)
+    k: int              # K (e3: D; attention: d)
+    n: int              # N (e3: R; attention: tokens)
+    rtl: bool = True    # in the RTL's share (the model runs every workload)
+
+    @property
+    def name(self):
+        return f"{self.kind} {self.m}x{self.k}x{self.n}"
+
+    @property
+    def elements(self):
+        return self.k * self.n
 
 
-def model_cycles(cfg, all_shapes):
-    """Device cycles of each shape on the cycle model, through the same driver."""
-    import asyncio
+def workloads(cfg, rtl_batches=(4, 32)):
+    """Every workload, clipped to the config's buffers; `rtl` marks the RTL's share: every
+    gemv/gemv^T/e3/attention workload, e4 at `rtl_batches`."""
+    d = min(4096, cfg.k_max, cfg.n_max)
+    out = []
+    for kind in ("gemv", "gemv^T"):
+        shapes = [(d, r) for r in RANKS] + [(16, d), (128, d), (1024, 1024), (d, 1024), (d, d)]
+        out += [Workload(kind, 1, min(k, cfg.k_max), min(n, cfg.n_max)) for k, n in shapes]
+    out += [Workload("e4", b, d, r, rtl=b in rtl_batches) for r in RANKS for b in BATCHES]
+    out += [Workload("e3", b, d, r, rtl=b <= 16) for r in (16, 64) for b in (1, 16, 256)]
+    tokens = min(512, cfg.k_max, cfg.n_max)
+    out += [Workload(kind, m, 128, tokens) for kind in ("attention", "attention^T") for m in (1, 8)]
+    return out
+
+
+class Prepared:
+    """A workload's operands in device memory, its descriptor, payload and expected result."""
+
+    def __init__(self, cfg, work, rng):
+        self.work = work
+        m, k, n = work.m, work.k, work.n
+        lanes = cfg.lanes
+        x = (rng.standard_normal((m, k))).astype(np.float16)
+        if work.kind.startswith("attention"):
+            keys = rng.standard_normal((n, k)).astype(np.float16)
+            values = rng.standard_normal((n, k)).astype(np.float16)
+            self.operand = ("kv", keys, values, work.kind == "attention")
+            self.expected = (golden.attention_partial_trans(x, keys, values, lanes) if work.kind == "attention"
+                             else golden.attention_partial(x, keys.T.copy(), values, lanes))
+        elif work.kind == "e3":
+            a = (rng.standard_normal((k, n)) / np.sqrt(k)).astype(np.float16)
+            b = (rng.standard_normal((n, k)) / np.sqrt(n)).astype(np.float16)
+            self.operand = ("lora", a, b)
+            self.expected = golden.lora_xab(x, a, b, lanes)
+        else:
+            w = (rng.standard_normal((k, n)) / np.sqrt(k)).astype(np.float16)
+            if work.kind == "gemv^T":
+                self.operand = ("tensor", np.ascontiguousarray(w.T))
+                self.expected = golden.gemm_trans(x, w.T, lanes)
+            else:
+                self.operand = ("tensor", w)
+                self.expected = golden.gemm(x, w, lanes)
+        self.x = x
+
+    async def place(self, dev):
+        kind, *arrays = self.operand
+        work = self.work
+        if kind == "kv":
+            block = await dev.upload_kv(arrays[0], arrays[1], token_major=arrays[2])
+            self.desc = attention_descriptor(block, work.m)
+        elif kind == "lora":
+            self.desc = lora_xab_descriptor(await dev.upload_lora(*arrays), work.m)
+        else:
+            op = Op.GEMV if work.kind.startswith("gemv") else Op.GEMM
+            self.desc = matmul_descriptor(op, await dev.upload(arrays[0]), work.m,
+                                          transposed=work.kind == "gemv^T")
+        data = self.x.tobytes()
+        self.payload = data + bytes(payload_bytes(self.desc) - len(data))
+
+    def check(self, result):
+        """Raise unless `result` (a completion's bytes) is the golden model's, bit for bit."""
+        if self.work.kind.startswith("attention"):
+            got = attention_result(result, self.desc)
+            same = all(np.array_equal(np.asarray(g, np.float32).view(np.uint32),
+                                      np.asarray(e, np.float32).view(np.uint32))
+                       for g, e in zip(got, self.expected))
+        else:
+            expected = np.asarray(self.expected, np.float16).tobytes()
+            same = result[:len(expected)] == expected
+        if not same:
+            raise AssertionError(f"{self.work.name}: the result differs from the golden model")
+
+
+def slot_geometry(desc, copies):
+    """(log2_depth, log2_slot): a slot per copy, each the power of two that holds the
+    header and the larger of payload and result."""
+    need = HEADER_BYTES + max(payload_bytes(desc), result_bytes(desc), LINE_BYTES)
+    return max(1, (copies - 1).bit_length()), (need - 1).bit_length()
+
+
+def moved_bytes(cfg, desc):
+    """Bytes a descriptor must move in the busier direction of the DRAM port (AXI reads and
+    writes have channels of their own, and the DRAM serves both each cycle): reads of the
+    device operand once per group of ROWS input rows, the payload and the slot header;
+    writes of the result and the completion line."""
+    groups = -(-desc.in_rows // cfg.rows)
+    reads = groups * desc.dev_size * LINE_BYTES + payload_bytes(desc) + LINE_BYTES
+    writes = result_bytes(desc) + LINE_BYTES
+    return max(reads, writes)
+
+
+def macs(work):
+    if work.kind in ("e3",) or work.kind.startswith("attention"):
+        return 2 * work.m * work.k * work.n
+    return work.m * work.k * work.n
+
+
+async def measure(dev, now, cfg, work, copies, memory_bytes, rng):
+    """Run `copies` back-to-back descriptors of `work` on queue 0; returns a dict of the
+    period (cycles), the first completion's cycles and the utilizations."""
+    prepared = Prepared(cfg, work, rng)
+    log2_depth, log2_slot = slot_geometry(_shape_descriptor(work), copies)
+    ring = (1 << log2_depth) << log2_slot
+    queue = await dev.configure_queue(0, sq_base=0, cq_base=ring, data_base=2 * ring,
+                                      data_limit=memory_bytes, log2_depth=log2_depth,
+                                      log2_slot=log2_slot, irq=True)
+    await prepared.place(dev)
+    transport = dev.transport
+    while await transport.wait_irq(0, 0):      # pulses of earlier workloads
+        pass
+    budget = copies * (4 * moved_bytes(cfg, prepared.desc) // cfg.beat_bytes + 4 * macs(work) // cfg.macs
+                       + 20_000)
+    seqs = await queue.submit_many([(prepared.desc, prepared.payload)] * copies)
+    times = []
+    for _ in seqs:
+        if not await transport.wait_irq(0, budget):
+            raise AssertionError(f"{work.name}: {len(times)} of {copies} completions in {budget} cycles")
+        times.append(now())
+    completions = [await queue.wait(s) for s in seqs]
+    for c in completions:
+        if c.status != Status.OK:
+            raise AssertionError(f"{work.name}: seq {c.seq} answered {c.status.name}")
+        if c.result != completions[0].result:
+            raise AssertionError(f"{work.name}: seq {c.seq}'s result differs from seq {seqs[0]}'s")
+    prepared.check(completions[0].result)
+    queue.free_all()
+    period = (times[-1] - times[WARMUP]) / (copies - 1 - WARMUP)
+    return {"name": work.name, "period": period, "first_cycles": completions[0].cycles,
+            "port": moved_bytes(cfg, prepared.desc) / period / cfg.beat_bytes,
+            "mac": macs(work) / period / cfg.macs}
+
+
+def _shape_descriptor(work):
+    """The workload's descriptor with a zero address: its payload and result sizes."""
+    from driver.device import DeviceTensor, KvBlock, LoraAdapter
+    if work.kind.startswith("attention"):
+        return attention_descriptor(KvBlock(0, work.k, work.n, work.kind == "attention"), work.m)
+    if work.kind == "e3":
+        return lora_xab_descriptor(LoraAdapter(0, work.k, work.n), work.m)
+    trans = work.kind == "gemv^T"
+    tensor = DeviceTensor(0, work.n, work.k) if trans else DeviceTensor(0, work.k, work.n)
+    return matmul_descriptor(Op.GEMV if work.kind.startswith("gemv") else Op.GEMM, tensor, work.m, trans)
+
+
+async def measure_all(dev, now, cfg, works, copies, memory_bytes, progress=None):
+    rng = np.random.default_rng(12)
+    out = []
+    for work in works:
+        out.append(await measure(dev, now, cfg, work, copies, memory_bytes, rng))
+        if progress:
+            progress(out[-1])
+    return out
+
+
+def model_results(cfg, works, copies, progress=None):
+    from driver.model_transport import ModelTransport
 
     async def go():
-        transport = ModelTransport(cfg)
+        transport = ModelTransport(cfg, backdoor_memory=True)
         dev = await NdpDevice.open(transport)
-        await dev.configure_queue(0, sq_base=0, cq_base=2 << 20, data_base=4 << 20, data_limit=cfg.dram_bytes,
-                                  log2_depth=1, log2_slot=20, irq=True)
-        rng = np.random.default_rng(11)
-        out = []
-        for m, k, n in all_shapes:
-            w = (rng.standard_normal((k, n)) / np.sqrt(k)).astype(np.float16)
-            x = rng.standard_normal((m, k)).astype(np.float16)
-            tensor = await dev.upload(w)
-            _, completion = await dev.gemm(x, tensor, return_completion=True)
-            out.append(completion.cycles)
-            dev.queue().free_all()
-        return out
+        return await measure_all(dev, lambda: transport.now, cfg, works, copies,
+                                 min(cfg.dram_bytes, 1 << 40), progress)
     return asyncio.run(go())
 
 
-def rtl_cycles(config, all_shapes):
+def memory_for(cfg, works, copies):
+    """Fast-path DRAM bytes the workloads need: their rings and operands (rounded up)."""
+    need = 0
+    for work in works:
+        desc = _shape_descriptor(work)
+        log2_depth, log2_slot = slot_geometry(desc, copies)
+        need = max(need, 2 * (1 << log2_depth << log2_slot) + 2 * desc.dev_size * LINE_BYTES)
+    return max(1 << 28, 1 << (need - 1).bit_length())
+
+
+def rtl_results(config, works, copies):
     from runner import BUILD, run_fast
+    cfg = isa.load_config(config)
     result = BUILD / f"run-fast-{config}" / "roofline.json"
     result.parent.mkdir(parents=True, exist_ok=True)
     result.unlink(missing_ok=True)
-    run_fast("cocotb_fast", testcase="roofline", config=config, env={
-        "NDP_ROOFLINE_SHAPES": json.dumps(all_shapes), "NDP_FAST_RESULT": str(result),
-        "COCOTB_LOG_LEVEL": "WARNING", "PYTHONWARNINGS": "ignore::DeprecationWarning"})
+    memory = memory_for(cfg, works, copies)
+    run_fast("cocotb_fast", testcase="roofline", config=config, plusargs=[f"+dram_bytes={memory}"], env={
+        "NDP_ROOFLINE": json.dumps({"works": [dataclasses.astuple(w) for w in works], "copies": copies,
+                                    "memory": memory}),
+        "NDP_FAST_RESULT": str(result), "COCOTB_LOG_LEVEL": "WARNING",
+        "PYTHONWARNINGS": "ignore::DeprecationWarning"})
     return json.loads(result.read_text())
 
 
-def report(cfg, gemv, gemm, rtl, model):
-    print(f"\nconfig {cfg.name!r}: LANES={cfg.lanes} ROWS={cfg.rows}, DRAM port {cfg.beat_bytes} B/cycle, "
-          f"{cfg.macs} MACs/cycle")
-    print(f"{'shape':>16} {'figure':>10} {'rtl cycles':>11} {'rtl util':>9} {'model cycles':>13} {'model util':>11}")
-    figures = {}
-    for i, (m, k, n) in enumerate(gemv + gemm):
-        kind = "port B/cyc" if m == 1 else "MACs/cyc"
-        r = f"{rtl[i]:>11} {utilization(cfg, m, k, n, rtl[i]):>8.1%}" if rtl else f"{'-':>11} {'-':>9}"
-        u = utilization(cfg, m, k, n, model[i])
-        figures[(m, k, n)] = utilization(cfg, m, k, n, rtl[i]) if rtl else u
-        print(f"{m:>4}x{k:>5}x{n:>5} {kind:>10} {r} {model[i]:>13} {u:>10.1%}")
-    big = [figures[s] for s in gemv if s[1] * s[2] >= 1 << 16]
-    # K >= 512: the readout (about 16 cycles per LANES outputs, after the weights) is
-    # short beside the weights
-    deep = [figures[s] for s in gemv if s[1] * s[2] >= 1 << 16 and s[1] >= 512]
-    # a weight beat feeds LANES x ROWS MACs, so a GEMM is never slower than its weights; it
-    # is compute-bound when the input rows add little to the port (N >= 16 ROWS)
-    compute = [figures[s] for s in gemm if s[0] >= cfg.rows and s[2] >= 16 * cfg.rows]
-    source = "rtl" if rtl else "model"
-    print(f"roofline config={cfg.name} source={source} gemv_port_util_min={min(big):.1%} "
-          f"gemv_port_util_min_k512={min(deep):.1%} gemm_mac_util_min_compute_bound={min(compute):.1%}")
+def summary(cfg, source, works, results):
+    lora = [(w, r) for w, r in zip(works, results) if w.kind in LORA_KINDS]
+    mins = {}
+    for label, floor in (("64k", 1 << 16), ("1m", 1 << 20)):
+        values = [r["port"] for w, r in lora if w.elements >= floor]
+        mins[label] = f"{min(values):.1%}" if values else "-"
+    return (f"roofline config={cfg.name} source={source} lora_port_util_min_64k={mins['64k']} "
+            f"lora_port_util_min_1m={mins['1m']}")
+
+
+def _cells(result, width):
+    if result is None:
+        return f"{'-':>{width}} {'-':>7} {'-':>7}"
+    return f"{result['period']:>{width}.1f} {result['port']:>7.1%} {result['mac']:>7.1%}"
+
+
+def report(cfg, works, model, rtl):
+    """The table (model and RTL side by side, '-' where one did not run) and the summary
+    lines, the RTL's last."""
+    print(f"\nconfig {cfg.name!r}: LANES={cfg.lanes} ROWS={cfg.rows} ({cfg.macs} MACs), "
+          f"{cfg.dram_channels} channel(s), port {cfg.beat_bytes} B/cycle")
+    sources = {"model": {r["name"]: r for r in model or []}, "rtl": {r["name"]: r for r in rtl or []}}
+    print(f"{'workload':>24} {'K*N':>8} | {'model period':>12} {'port':>7} {'MAC':>7} | "
+          f"{'rtl period':>10} {'port':>7} {'MAC':>7} {'rtl/model':>9}")
+    for w in works:
+        m, r = sources["model"].get(w.name), sources["rtl"].get(w.name)
+        if m is None and r is None:
+            continue
+        left = _cells(m, 12)
+        right = _cells(r, 10)
+        ratio = f"{r['period'] / m['period']:>9.3f}" if m and r else f"{'-':>9}"
+        print(f"{w.name:>24} {w.elements:>8} | {left} | {right} {ratio}")
+    for source, by_name in sources.items():
+        ran = [w for w in works if w.name in by_name]
+        if ran:
+            print(summary(cfg, source, ran, [by_name[w.name] for w in ran]))
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--config", default="default")
-    parser.add_argument("--model-only", action="store_true")
+    parser.add_argument("--config", default="paper")
+    parser.add_argument("--source", choices=("both", "model", "rtl"), default="both")
+    parser.add_argument("--copies", type=int, default=8, help="back-to-back descriptors per workload (>= 4)")
+    parser.add_argument("--kinds", default=None, help="comma-separated workload kinds (default: all)")
     args = parser.parse_args(argv)
+    if args.copies < WARMUP + 2:
+        parser.error(f"--copies must be at least {WARMUP + 2} (the steady state needs two intervals)")
     cfg = isa.load_config(args.config)
-    gemv, gemm = shapes(cfg)
-    rtl = None if args.model_only else rtl_cycles(args.config, gemv + gemm)
-    report(cfg, gemv, gemm, rtl, model_cycles(cfg, gemv + gemm))
-    if not args.model_only:
-        paper = isa.load_config("paper")
-        gemv, gemm = shapes(paper)
-        report(paper, gemv, gemm, None, model_cycles(paper, gemv + gemm))
+    works = workloads(cfg)
+    if args.kinds:
+        kinds = args.kinds.split(",")
+        unknown = set(kinds) - {w.kind for w in works}
+        if unknown:
+            parser.error(f"unknown workload kind(s) {sorted(unknown)!r}")
+        works = [w for w in works if w.kind in kinds]
+    model = None
+    if args.source != "rtl":
+        model = model_results(cfg, works, args.copies)
+    rtl = None
+    if args.source != "model":
+        rtl = rtl_results(args.config, [w for w in works if w.rtl], args.copies)
+    report(cfg, works, model, rtl)
 
 
 if __name__ == "__main__":

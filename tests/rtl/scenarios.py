@@ -140,6 +140,28 @@ async def gemm_random_shapes(env):
 
 
 @scenario
+async def transposed_weights(env):
+    """GEMV and GEMM with the weight stored N x K (TRANS_W, the driver's transposed=True):
+    K a power of two below LANES (rows packed into a PE row), other K below it, K over
+    LANES (a row in several chunks), bit for bit against the transposed golden order."""
+    dev = env.dev
+    await env.setup_queue(0)
+    rng = np.random.default_rng(COMPUTE_SEED + 7)
+    lanes = dev.caps.lanes
+    for m, k, n in [(1, 16, 40), (1, lanes // 2, 9), (1, 5, 33), (1, lanes, 3), (1, lanes + 7, 20),
+                    (3, 24, 17), (env.cfg.rows + 1, 2 * lanes + 1, 12), (2, 1, 8)]:
+        w = random_fp16(rng, (k, n))
+        x = random_fp16(rng, (m, k))
+        tensor = await dev.upload(np.ascontiguousarray(w.T))        # stored N x K
+        if m == 1:
+            got = (await dev.gemv(x[0], tensor, transposed=True))[None, :]
+        else:
+            got = await dev.gemm(x, tensor, transposed=True)
+        assert_bits_equal(got, golden.gemm_trans(x, w.T, lanes), f"gemm^T {m}x{k}x{n}")
+        dev.queue().free_all()
+
+
+@scenario
 async def gemm_under_backpressure(env):
     """Random stalls on every DRAM channel and on the host's read data and write responses."""
     dev = env.dev

@@ -630,6 +630,10 @@ def bad_call(name):
         "2-D x for gemv": (lambda dev: dev.gemv(x.reshape(4, 8), ok_tensor), ShapeError, r"\(4, 8\)"),
         "K mismatch": (lambda dev: dev.gemv(x[:31], ok_tensor), ShapeError, "K=31"),
         "gemm K mismatch": (lambda dev: dev.gemm(np.zeros((2, 33), np.float16), ok_tensor), ShapeError, "K=33"),
+        "transposed K mismatch": (lambda dev: dev.gemv(x, ok_tensor, transposed=True), ShapeError,
+                                  r"K=32 columns but the tensor has 8 columns \(transposed\)"),
+        "transposed N > n_max": (lambda dev: dev.gemv(x, DeviceTensor(DATA_BASE, 5000, 32), transposed=True),
+                                 ShapeError, "N=5000 exceeds"),
         "K > k_max": (lambda dev: dev.gemv(np.zeros(5000, np.float16), DeviceTensor(DATA_BASE, 5000, 8)),
                       ShapeError, "k_max=4096"),
         "N > n_max": (lambda dev: dev.gemv(x, DeviceTensor(DATA_BASE, 32, 5000)), ShapeError, "n_max=4096"),
@@ -670,6 +674,7 @@ def bad_call(name):
 
 
 @pytest.mark.parametrize("name", ["float32 x", "list x", "2-D x for gemv", "K mismatch", "gemm K mismatch",
+                                  "transposed K mismatch", "transposed N > n_max",
                                   "K > k_max", "N > n_max", "input over slot", "result over slot",
                                   "tensor outside range", "bf16 tensor", "store shape", "upload 1-D",
                                   "upload empty", "upload float64", "upload too big", "lora B shape",
