@@ -43,9 +43,12 @@ validate: $(STAMP)
 figures: $(STAMP)
 	$(RUN) -m sim.figures --config paper
 
-# PE-array and DRAM-port utilization: RTL (fast path) and model, default and paper configs
+# PE-array and DRAM-port utilization of back-to-back descriptors, RTL (fast path) and model:
+# make roofline [ROOFLINE_CONFIG=paper] [SOURCE=both|model|rtl]
+ROOFLINE_CONFIG ?= paper
+SOURCE ?= both
 roofline: $(STAMP)
-	$(RUN) tests/rtl/roofline.py
+	$(RUN) tests/rtl/roofline.py --config $(ROOFLINE_CONFIG) --source $(SOURCE)
 
 # simulation speed of the model, the fast RTL path and the BFM path on one stream
 bench: $(STAMP)

@@ -41,7 +41,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from isa.microarch import ADD_CYCLES, PRODUCT_CYCLES
-from isa.pe_array import ACC_INTERLEAVE
+from isa.pe_array import ACC_INTERLEAVE, trans_line_cycles
 from .fp import ADD_STAGES, MUL_STAGES
 from .fold_unit import FoldUnit
 from .fp_cells import add_cell
@@ -72,11 +72,14 @@ class ComputeUnit(wiring.Component):
             "in_data": In(16 * lanes),
             # the descriptor's N (for the packed-row of each lane), and one input row
             "n_cols": In(DIM_BITS), "split": In(1),
-            # the accumulator bank the PE array writes; the bank the fold unit (and the
-            # acc_* / rd_* ports) use: two banks, so one is read out while the other fills
+            # the accumulator bank the PE array's chunks write (each carries it through the
+            # pipeline); the bank the fold unit (and the acc_* / rd_* ports) use: two banks,
+            # so one is read out while the other fills
             "bank": In(1), "fold_bank": In(1),
             # a transposed stage (TRANS_W, isa/pe_array.py trans_plan): the tree level of a
-            # row's value, whether a row takes several chunks and the adds of its sets
+            # row's value, whether a row takes several chunks and the adds of its sets. These
+            # and `trans` must hold while a chunk is in the pipeline (the control unit
+            # changes them only when it is empty)
             "trans": In(1), "t_level": In(range(lane_bits + 1)), "t_scalar": In(1), "t_fold_adds": In(range(3)),
             # with each chunk of it: the output it holds (its first), the chunk's set in its
             # row, whether it is its set's first, and the row's last
@@ -139,28 +142,31 @@ class ComputeUnit(wiring.Component):
         def pipeline(chunk, suffix):
             """A chunk's control through the pipeline: at the fetch, the adder, the write-back."""
             p = {"k_base": chunk["k_base"]}
-            for name in ("mac", "first", "acc_addr", "active", "w"):
+            for name in ("mac", "first", "acc_addr", "active", "w", "bank"):
                 p[name + "_f"] = delayed(chunk[name], 1, name + suffix)
-            for name in ("mac", "first", "acc_addr", "active"):
+            for name in ("mac", "first", "acc_addr", "active", "bank"):
                 p[name + "_r"] = delayed(p[name + "_f"], MUL_STAGES, name + suffix)
-            for name in ("mac", "acc_addr"):
+            for name in ("mac", "acc_addr", "bank"):
                 p[name + "_w"] = delayed(p[name + "_r"], ADD_STAGES - 1, name + suffix)
             return p
 
+        # each chunk carries its accumulator bank: the next stage (the other bank) may enter
+        # while this one's last sums are still in the pipeline
         chunk0 = {"mac": self.mac, "first": self.first, "acc_addr": self.acc_addr, "k_base": self.k_base,
-                  "active": self.active, "w": self.w_data}
+                  "active": self.active, "w": self.w_data, "bank": self.bank}
         chunk1 = {"mac": self.mac1, "first": self.first1, "acc_addr": self.acc_addr1, "k_base": self.k_base1,
-                  "active": self.active1, "w": self.w_data1}
+                  "active": self.active1, "w": self.w_data1, "bank": self.bank}
         # PE row 1 takes chunk 1 with the split (rows >= 2: isa/config.py)
         pipes = [pipeline(chunk0, ""),
                  pipeline({name: Mux(self.split, chunk1[name], chunk0[name]) for name in chunk0}, "_row1")]
 
         # a transposed stage's chunk control, cycle by cycle after it entered (all PE rows
         # take the same chunk: no split)
-        ctl_layout = (1, DIM_BITS, 2, 1, 1)            # valid, output, set, first of set, row's last
-        write_last = PRODUCT_CYCLES + ADD_CYCLES * (lane_bits + 3)
+        ctl_layout = (1, DIM_BITS, 2, 1, 1, 1)         # valid, output, set, first of set, row's last, bank
+        write_last = trans_line_cycles(lanes)
         ctl = [Signal(sum(ctl_layout), name="t_ctl_d0")]
-        m.d.comb += ctl[0].eq(Cat(self.mac & self.trans, self.t_out, self.t_set, self.t_first, self.t_row_end))
+        m.d.comb += ctl[0].eq(Cat(self.mac & self.trans, self.t_out, self.t_set, self.t_first, self.t_row_end,
+                                  self.bank))
         for t in range(1, write_last + 1):
             ctl.append(Signal.like(ctl[0], name=f"t_ctl_d{t}"))
             m.d.sync += ctl[t].eq(ctl[t - 1])
@@ -180,13 +186,14 @@ class ComputeUnit(wiring.Component):
         scalar_ctl = Signal.like(ctl[0], name="t_scalar_ctl")   # a row's last chunk at its value's write
         m.d.comb += scalar_ctl.eq(Mux(self.t_fold_adds == 2, ctl[root_at + 3 * ADD_CYCLES],
                                       ctl[root_at + 2 * ADD_CYCLES]))
-        d_valid, d_out, _, _, _ = fields(direct[0])
-        s_valid, s_out, _, _, s_end = fields(scalar_ctl)
-        a_valid, _, a_set, a_first, _ = fields(ctl[root_at])             # at the set's add
-        c_valid, _, c_set, _, _ = fields(ctl[root_at + ADD_CYCLES])      # its sum out
+        d_valid, d_out, _, _, _, d_bank = fields(direct[0])
+        s_valid, s_out, _, _, s_end, s_bank = fields(scalar_ctl)
+        a_valid, _, a_set, a_first, _, _ = fields(ctl[root_at])             # at the set's add
+        c_valid, _, c_set, _, _, _ = fields(ctl[root_at + ADD_CYCLES])      # its sum out
         write_direct = d_valid & ~self.t_scalar
         write_scalar = s_valid & s_end & self.t_scalar
         t_word = Mux(self.t_scalar, s_out, d_out)[lane_bits:]
+        t_bank = Mux(self.t_scalar, s_bank, d_bank)
         t_lane = Mux(self.t_scalar, s_out, d_out)[:lane_bits]
 
         fold_reads, in_reads, acc_reads = [], [], []
@@ -208,7 +215,7 @@ class ComputeUnit(wiring.Component):
                          acc_s.addr.eq(in_bank(self.rd_addr[:len(self.acc_word)], self.fold_bank))]
             in_reads.append(bank_s.data)
             acc_reads.append(acc_s.data)
-            m.d.comb += acc_r.addr.eq(in_bank(pipe["acc_addr_r"], self.bank))
+            m.d.comb += acc_r.addr.eq(in_bank(pipe["acc_addr_r"], pipe["bank_r"]))
             word_sel = pipe["k_base"][:lane_bits]
             products, sums, registered = [], [], []
             for j in range(lanes):
@@ -290,10 +297,10 @@ class ComputeUnit(wiring.Component):
             # (never two in the same cycle)
             normal_w = pipe["mac_w"] & ~self.trans
             with m.If(write_direct | write_scalar):
-                m.d.comb += [acc_w.addr.eq(in_bank(t_word, self.bank)), acc_w.data.eq(Cat(*t_data)),
+                m.d.comb += [acc_w.addr.eq(in_bank(t_word, t_bank)), acc_w.data.eq(Cat(*t_data)),
                              acc_w.en.eq(Cat(*t_en))]
             with m.Else():
-                m.d.comb += [acc_w.addr.eq(Mux(normal_w, in_bank(pipe["acc_addr_w"], self.bank),
+                m.d.comb += [acc_w.addr.eq(Mux(normal_w, in_bank(pipe["acc_addr_w"], pipe["bank_w"]),
                                                in_bank(self.acc_word, self.fold_bank))),
                              acc_w.data.eq(Mux(normal_w, Cat(*sums), self.acc_data)),
                              acc_w.en.eq(Mux(normal_w | (self.acc_we & (self.acc_row == r)), (1 << lanes) - 1, 0))]

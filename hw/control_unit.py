@@ -32,12 +32,12 @@ Nothing is carried from one descriptor to the next: a chain lives inside one des
 so a failed descriptor leaves nothing a later one could compute on.
 """
 from amaranth import Module, Signal, Mux, Cat, Const, Array
-from amaranth.lib import fifo, wiring
+from amaranth.lib import data, fifo, wiring
 from amaranth.lib.wiring import In, Out
 
 from isa import Status, Op
 from isa.microarch import ADD_CYCLES, PRODUCT_CYCLES, REPORTS_IN_FLIGHT
-from isa.pe_array import ACC_INTERLEAVE, SPLIT_ROWS
+from isa.pe_array import ACC_INTERLEAVE, SPLIT_ROWS, trans_line_cycles
 from isa.slots import CQ_SEQ, CQ_STATUS, CQ_CYCLES, HEADER_BYTES
 from .axi import device_bus, AXI4Signature
 from .command_engine import ibuf_entry
@@ -126,7 +126,10 @@ class ControlUnit(wiring.Component):
         pending, pending_entry, pending_status = Signal(), Signal(ibuf_entry(cfg)), Signal(8)
         pending_slot, pending_store = Signal(64), Signal()
         writer_free = Signal()
-        m.d.comb += writer_free.eq(writer.idle & ~pending)
+        # a stage's readout (and its results' write run) deferred until its last sums are
+        # written, while the control unit goes on to the next group or descriptor
+        deferred = Signal()
+        m.d.comb += writer_free.eq(writer.idle & ~pending & ~deferred)
         m_rows = d.in_rows
         is_softmax, is_attention, is_xab = (d.op == Op.SOFTMAX), (d.op == Op.ATTENTION), (d.op == Op.LORA_XAB)
         partial = d.flags[1]
@@ -135,7 +138,10 @@ class ControlUnit(wiring.Component):
         stage = Signal()
         st_addr, st_k, st_n, st_trans = stage_operand(d, dec.operand_lines, stage)
         dest = Signal(range(4))
-        m.d.comb += [cu.n_cols.eq(st_n), cu.trans.eq(st_trans),
+        # the compute unit's transposed mode, set at PLAN (with its tree's t_level, t_scalar,
+        # t_fold_adds): it holds while the previous stage's last chunks are in the pipeline
+        cu_trans = Signal()
+        m.d.comb += [cu.n_cols.eq(st_n), cu.trans.eq(cu_trans),
                      dest.eq(Mux(stage, Mux(is_attention, TO_RESULT32, TO_RESULT16),
                                  Mux(is_attention, TO_SCORES, Mux(is_xab, TO_INPUT, TO_RESULT16))))]
         pack_log2, n_words, sets = Signal(range(lane_bits + 1)), Signal(DIM_BITS), Signal(range(ACC_INTERLEAVE + 1))
@@ -189,7 +195,21 @@ class ControlUnit(wiring.Component):
         groups_seen = [Signal(range(ACC_INTERLEAVE + 1), name=f"groups_seen{q}") for q in range(SPLIT_ROWS)]
         set_index = [Signal(range(ACC_INTERLEAVE), name=f"set_index{q}") for q in range(SPLIT_ROWS)]
         set_base = [Signal(DIM_BITS, name=f"set_base{q}") for q in range(SPLIT_ROWS)]
-        drain = Signal(range(PRODUCT_CYCLES + ADD_CYCLES * (lane_bits + 3) + 1))
+        # cycles until the last chunk's sums are written (set by each chunk, counting down
+        # after the stage's last): the pipeline is empty at 0
+        drain = Signal(range(trans_line_cycles(lanes) + 1))
+        with m.If(drain != 0):
+            m.d.sync += drain.eq(drain - 1)
+        # cycles until no chunk's control is left in the compute unit (a transposed one's
+        # runs on past its write: isa/pe_array.py trans_line_cycles): 0 when it may change mode
+        pipe_busy = Signal.like(drain)
+        with m.If(pipe_busy != 0):
+            m.d.sync += pipe_busy.eq(pipe_busy - 1)
+        # the next stage keeps the pipeline's mode, or waits for it to empty
+        mode_changes = Signal()
+        m.d.comb += mode_changes.eq((st_trans != cu_trans) | (st_trans & ((plan_level != t_level) |
+                                                                        (plan_scalar != t_scalar) |
+                                                                        (plan_fold_adds != t_fold_adds))))
 
         # the readout: its fold requests and sums, its words to the packer or the buffers
         m.d.comb += [cu.fold_valid.eq(readout.fold_valid), readout.fold_ready.eq(cu.fold_ready),
@@ -200,34 +220,63 @@ class ControlUnit(wiring.Component):
                      readout.sum_valid.eq(cu.sum_valid), cu.sum_ready.eq(readout.sum_ready),
                      readout.sum_fp32.eq(cu.sum_fp32), readout.sum_fp16.eq(cu.sum_fp16),
                      readout.rd_in_data.eq(cu.rd_in_data)]
-        readout_free = ~readout.busy
+        readout_free = ~readout.busy & ~deferred
         m.d.comb += [packer.w_valid.eq(readout.w_valid), readout.w_ready.eq(packer.w_ready),
                      packer.w_data.eq(readout.w_data), packer.w_bytes.eq(readout.w_bytes),
                      packer.w_last.eq(readout.w_last)]
 
-        def start_results():
-            """Start the group's write run: its rows are bytes out_byte .. out_byte +
-            group_rows * row_bytes - 1 of the completion slot's data, lines from the one
-            holding the first; the group's results go after it."""
-            first = Signal(64, name="result_first")            # the byte address of its first byte
-            m.d.comb += first.eq(cq_slot + HEADER_BYTES + out_byte)
-            lines_ = (first[:line_log2] + group_rows * row_bytes + cfg.port_bytes - 1) >> line_log2
-            m.d.comb += [writer.start.eq(1), writer.from_stream.eq(1),
-                         writer.addr.eq(Cat(Const(0, line_log2), first[line_log2:])),
-                         writer.lines.eq(lines_), packer.start.eq(1),
-                         packer.offset.eq(first[:(cfg.beat_bytes - 1).bit_length()])]
-            m.d.sync += out_byte.eq(out_byte + group_rows * row_bytes)
+        # a readout job and, for results, the group's write run: started at once (`fire`
+        # with `job_now`), or deferred (`job_later`) until the stage's last sums are written
+        job_layout = data.StructLayout({
+            "source": 1, "dest": range(4), "rows": range(cfg.rows + 1), "n": DIM_BITS,
+            "n_words": len(readout.n_words), "sets": len(readout.sets), "sets1": len(readout.sets1),
+            "pack_log2": len(readout.pack_log2), "bank": 1, "results": 1, "first": 64, "lines": 32})
+        job_now, job_later, job = Signal(job_layout), Signal(job_layout), Signal(job_layout)
+        fire, defer_wait = Signal(), Signal.like(drain)
+        m.d.comb += job.eq(Mux(deferred, job_later, job_now))
+        with m.If(deferred):
+            with m.If(defer_wait == 1):
+                m.d.comb += fire.eq(1)
+                m.d.sync += deferred.eq(0)
+            with m.Else():
+                m.d.sync += defer_wait.eq(defer_wait - 1)
+        with m.If(fire):
+            # the write run: the group's rows are bytes out_byte .. out_byte + group_rows *
+            # row_bytes - 1 of the completion slot's data, lines from the one holding the first
+            m.d.comb += [readout.start.eq(1), readout.source.eq(job.source), readout.dest.eq(job.dest),
+                         readout.rows.eq(job.rows), readout.n.eq(job.n), readout.n_words.eq(job.n_words),
+                         readout.sets.eq(job.sets), readout.sets1.eq(job.sets1),
+                         readout.pack_log2.eq(job.pack_log2), readout.bank.eq(job.bank)]
+            with m.If(job.results):
+                m.d.comb += [writer.start.eq(1), writer.from_stream.eq(1),
+                             writer.addr.eq(Cat(Const(0, line_log2), job.first[line_log2:])),
+                             writer.lines.eq(job.lines), packer.start.eq(1),
+                             packer.offset.eq(job.first[:(cfg.beat_bytes - 1).bit_length()])]
 
-        def start_readout(source, job_dest):
-            """Start the readout of the stage just drained (or of SOFTMAX's rows); the next
-            stage writes the other accumulator bank."""
-            m.d.comb += [readout.start.eq(1), readout.source.eq(source), readout.dest.eq(job_dest),
-                         readout.rows.eq(group_rows), readout.n.eq(Mux(source == FROM_FOLD, st_n, out_n)),
-                         readout.n_words.eq(n_words), readout.sets.eq(sets_used[0]),
-                         readout.sets1.eq(sets_used[1]), readout.pack_log2.eq(pack_log2),
-                         readout.bank.eq(acc_bank)]
+        def start_readout(source, job_dest, results, defer_by=None):
+            """Start the readout of the stage just ended (or of SOFTMAX's rows) and, with
+            `results`, the group's write run (the group's results go after it), now or
+            `defer_by` cycles later; the next stage writes the other accumulator bank."""
+            first = Signal(64, name=f"result_first_{source}")   # the byte address of its first byte
+            m.d.comb += first.eq(cq_slot + HEADER_BYTES + out_byte)
+            m.d.comb += [job_now.source.eq(source), job_now.dest.eq(job_dest), job_now.rows.eq(group_rows),
+                         job_now.n.eq(Mux(source == FROM_FOLD, st_n, out_n)), job_now.n_words.eq(n_words),
+                         job_now.sets.eq(sets_used[0]), job_now.sets1.eq(sets_used[1]),
+                         job_now.pack_log2.eq(pack_log2), job_now.bank.eq(acc_bank), job_now.results.eq(results),
+                         job_now.first.eq(first),
+                         job_now.lines.eq((first[:line_log2] + group_rows * row_bytes + cfg.port_bytes - 1)
+                                          >> line_log2)]
+            with m.If(results):
+                m.d.sync += out_byte.eq(out_byte + group_rows * row_bytes)
             if source == FROM_FOLD:
                 m.d.sync += acc_bank.eq(~acc_bank)
+            if defer_by is None:
+                m.d.comb += fire.eq(1)
+            else:
+                with m.If(defer_by == 0):
+                    m.d.comb += fire.eq(1)
+                with m.Else():
+                    m.d.sync += [job_later.eq(job_now), deferred.eq(1), defer_wait.eq(defer_by)]
 
         # the softmax unit reads one row of the input buffer (widened to FP32: times 1.0 is
         # exact) or of the output buffer, and writes FP16 words into the input buffer
@@ -312,22 +361,25 @@ class ControlUnit(wiring.Component):
                 m.next = "PLAN"
             with m.State("PLAN"):
                 # the readout's plan: packed sets, or, transposed, the rows' values as they are
-                m.d.sync += [pack_log2.eq(Mux(st_trans, 0, plan_pack_log2)), n_words.eq(plan_n_words),
-                             sets.eq(plan_sets), run_log2.eq(plan_run_log2),
-                             rows_dim.eq(plan_rows_dim), cols_dim.eq(plan_cols_dim),
-                             full_groups.eq(plan_rows_dim >> plan_run_log2),
-                             rest_rows.eq(plan_rows_dim & ((1 << plan_run_log2) - 1)),
-                             main_elems.eq(weight_elems(plan_rows_dim, plan_cols_dim, plan_run_log2)[0]),
-                             t_level.eq(plan_level), t_scalar.eq(plan_scalar), t_fold_adds.eq(plan_fold_adds),
-                             k_base.eq(0)]
-                for q in range(SPLIT_ROWS):
-                    used = Mux(row_groups[q] < plan_sets, row_groups[q], plan_sets)
-                    m.d.sync += [sets_used[q].eq(Mux(st_trans, int(q == 0), used)),
-                                 groups_seen[q].eq(0), set_index[q].eq(0), set_base[q].eq(0)]
-                with m.If((plan_rows_dim >> plan_run_log2) != 0):
-                    m.next = "WEIGHTS_START"
-                with m.Else():
-                    m.next = "REST_START"
+                # a stage in another mode waits for the pipeline to empty (the compute
+                # unit's mode holds while a chunk is in it)
+                with m.If(~((pipe_busy != 0) & mode_changes)):
+                    m.d.sync += [pack_log2.eq(Mux(st_trans, 0, plan_pack_log2)), n_words.eq(plan_n_words),
+                                 sets.eq(plan_sets), run_log2.eq(plan_run_log2),
+                                 rows_dim.eq(plan_rows_dim), cols_dim.eq(plan_cols_dim),
+                                 full_groups.eq(plan_rows_dim >> plan_run_log2),
+                                 rest_rows.eq(plan_rows_dim & ((1 << plan_run_log2) - 1)),
+                                 main_elems.eq(weight_elems(plan_rows_dim, plan_cols_dim, plan_run_log2)[0]),
+                                 t_level.eq(plan_level), t_scalar.eq(plan_scalar), t_fold_adds.eq(plan_fold_adds),
+                                 cu_trans.eq(st_trans), k_base.eq(0)]
+                    for q in range(SPLIT_ROWS):
+                        used = Mux(row_groups[q] < plan_sets, row_groups[q], plan_sets)
+                        m.d.sync += [sets_used[q].eq(Mux(st_trans, int(q == 0), used)),
+                                     groups_seen[q].eq(0), set_index[q].eq(0), set_base[q].eq(0)]
+                    with m.If((plan_rows_dim >> plan_run_log2) != 0):
+                        m.next = "WEIGHTS_START"
+                    with m.Else():
+                        m.next = "REST_START"
             with m.State("WEIGHTS_START"):
                 # the groups of whole packs: (K // pack) rows of pack * N elements (transposed:
                 # N // pack rows of S, pack * K elements)
@@ -381,6 +433,7 @@ class ControlUnit(wiring.Component):
                 m.d.comb += ended.eq(first_ends + pair_ends)
                 m.d.sync += k_base.eq(k_base + (ended << pack_log2))
                 m.d.sync += drain.eq(Mux(st_trans, t_write, PIPE_DEPTH - 1))
+                m.d.sync += pipe_busy.eq(Mux(st_trans, trans_line_cycles(lanes), PIPE_DEPTH - 1))
                 # transposed: the chunk's first output, its set in the row, the row's end
                 chunk = unpack.col[lane_bits:]
                 m.d.comb += [cu.t_out.eq(t_out_base + (unpack.row << run_log2)), cu.t_set.eq(chunk % 3),
@@ -397,16 +450,15 @@ class ControlUnit(wiring.Component):
                 with m.If(k_group_chunks()):
                     m.next = "DRAIN"
             with m.State("DRAIN"):
-                # the last chunk's sums are written PIPE_DEPTH cycles after it; then the
-                # readout: results go out beside the next stage (the other accumulator
-                # bank), a chain's words are waited for
+                # the readout, deferred until the last chunk's sums are written (PIPE_DEPTH
+                # cycles after it, or a transposed row's value): results go out beside the
+                # next stage (the other accumulator bank, which may start meanwhile), a
+                # chain's words are waited for
                 to_result = (dest == TO_RESULT16) | (dest == TO_RESULT32)
-                with m.If(drain != 1):
-                    m.d.sync += drain.eq(drain - 1)
-                with m.Elif(readout_free & (~to_result | writer_free)):
-                    start_readout(FROM_FOLD, dest)
+                with m.If(readout_free & (~to_result | writer_free)):
+                    # its first fold read in the cycle drain is 1 (now, once it is 0)
+                    start_readout(FROM_FOLD, dest, to_result, Mux(drain > 1, drain - 1, 0))
                     with m.If(to_result):
-                        start_results()
                         with m.If(is_attention):
                             m.next = "ANCHORS"
                         with m.Else():
@@ -455,8 +507,7 @@ class ControlUnit(wiring.Component):
             # ---- SOFTMAX's rows, read back from the input buffer a word at a time
             with m.State("BANK_START"):
                 with m.If(readout_free & writer_free):
-                    start_results()
-                    start_readout(FROM_INPUT, TO_RESULT16)
+                    start_readout(FROM_INPUT, TO_RESULT16, 1)
                     m.next = "BANK_OUT"
             with m.State("BANK_OUT"):
                 # the next group's input goes into these banks: wait for the last word
@@ -504,7 +555,9 @@ class ControlUnit(wiring.Component):
         m.submodules.reports = reports = fifo.SyncFIFO(width=len(Cat(pending_entry.queue, pending_entry.seq[:32],
                                                                      pending_status, pending_store)),
                                                        depth=REPORTS_IN_FLIGHT)
-        with m.If(pending & writer.quiet & reports.w_rdy):
+        # a deferred job with results is the pending descriptor's own (a later one starts no
+        # write run while a completion is pending): its line waits for that run
+        with m.If(pending & writer.quiet & ~(deferred & job_later.results) & reports.w_rdy):
             cycles = (self.cycle - pending_entry.taken)[:64]
             # completion line: sequence number, status, zero, cycles, zeros
             assert (CQ_SEQ, CQ_STATUS, CQ_CYCLES) == (0, 8, 16)

@@ -110,6 +110,15 @@ class TransPlan:
         return PRODUCT_CYCLES + ADD_CYCLES * (self.level + 1 + self.fold_adds())
 
 
+def trans_line_cycles(lanes):
+    """Cycles a transposed chunk's control stays in the compute unit's delay line (its
+    latest use: a row of several chunks, its tree, the set's add and two fold adds). A
+    stage that changes the compute unit's mode waits this long after a transposed chunk,
+    so no control of it meets the new mode's taps (hw/compute_unit.py)."""
+    from .microarch import ADD_CYCLES, PRODUCT_CYCLES
+    return PRODUCT_CYCLES + ADD_CYCLES * ((lanes - 1).bit_length() + 3)
+
+
 def trans_plan(k, lanes):
     """The plan of a transposed stage with K = k columns per stored row."""
     if k < 1:

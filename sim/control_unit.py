@@ -31,7 +31,7 @@ from isa import DescType, Status, Op
 from isa.descriptor import Flag
 from isa.microarch import REPORTS_IN_FLIGHT
 from isa import validate
-from isa.pe_array import TransPlan, plan as pe_plan, trans_plan
+from isa.pe_array import TransPlan, plan as pe_plan, trans_line_cycles, trans_plan
 from isa.slots import CQ_CYCLES, CQ_SEQ, CQ_STATUS, HEADER_BYTES, LINE_BYTES
 from isa.validate import lines, stats_offset
 from . import dram_reader, dram_writer, fold_unit, line_packer, softmax_unit, unpacker
@@ -55,6 +55,8 @@ class State:
     fsm_free: int = 0                   # first cycle the control unit is in IDLE
     pending_free: int = 0               # first cycle no completion waits for its line
     readout_free: int = 0               # first cycle the readout (hw/readout.py) is free
+    pipe_mode: tuple = ("normal",)      # the compute unit's mode (plain, or a transposed tree's)
+    pipe_empty: int = 0                 # the cycle its pipeline holds no chunk's control (pipe_busy 0)
     last_report: int = -1               # the newest report (completion line answered)
     last_store_report: int = -1         # ... of a STORE that ran
     reports: tuple = ()                 # the last REPORTS_IN_FLIGHT report cycles
@@ -266,14 +268,18 @@ class ControlUnit:
             run = out_addr + m0 * out_n * esize
             for addr, sk, sn, trans, to_result in stages:
                 p = trans_plan(sk, lanes) if trans else pe_plan(sn, lanes, m)
-                # DRAIN's last cycle starts the readout once the readout (and, for
-                # results, the writer) is free; results go out beside what follows, a
-                # chain's words are waited for
-                drained = self._stage(t + STAGE_CYCLES, addr, sk, sn, p, busy) - 1
-                start_at = max(drained, self._readout_free(), self._writer_free() if to_result else 0)
+                # DRAIN, from the cycle after the last chunk, hands the readout over once
+                # the readout (and, for results, the writer) is free; the readout starts
+                # in the cycle its last sums are written (`drained`) at the earliest.
+                # Results go out beside what follows (from the next cycle on), a chain's
+                # words are waited for
+                after, latency = self._stage(t + STAGE_CYCLES, addr, sk, sn, p, busy)
+                drained = after + latency - 1
+                handed = max(after, self._readout_free(), self._writer_free() if to_result else 0)
+                start_at = max(drained, handed)
                 done = self._readout(start_at + 1, self._word_bytes(rows, sn, esize),
                                      0 if trans else p.fold_steps(sk), run if to_result else None)
-                t = start_at + 1 if to_result else done + 1
+                t = handed + 1 if to_result else done + 1
                 if op == Op.ATTENTION and not to_result:
                     t += rows * (SFU_START_CYCLES + softmax_unit.cycles(sfu_length, True, cfg))
             if op == Op.SOFTMAX:
@@ -313,12 +319,18 @@ class ControlUnit:
             writes.append((out_addr + stats_offset(desc), bytes(stats)))
 
     def _stage(self, t, addr, k, n, p, busy):
-        """WEIGHTS_START (at t) .. DRAIN: the groups of whole packs (paired chunks with the
-        split), then the last group; returns the cycle after DRAIN. The rows are K rows of
-        N, or, transposed (a TransPlan), N rows of K (isa/pe_array.py). The fetcher spends a
-        cycle on each of the two runs that is empty. DRAIN lasts until the last chunk's
-        sums are written: PIPE_DEPTH - 1 cycles after it, or a transposed row's value."""
+        """WEIGHTS_START (at t, or, when the stage changes the compute unit's mode, once PLAN
+        has seen its pipeline empty) .. the last chunk: the groups of whole packs (paired
+        chunks with the split), then the last group. The rows are K rows of N, or,
+        transposed (a TransPlan), N rows of K (isa/pe_array.py). The fetcher spends a cycle
+        on each of the two runs that is empty. Returns (the cycle after the last chunk, the
+        cycles from it until the chunk's sums are written, less one: PIPE_DEPTH - 1, or a
+        transposed row's value's)."""
         trans = isinstance(p, TransPlan)
+        state = self._state
+        mode = ("trans", p.level, p.chunks > 1, p.fold_adds()) if trans else ("normal",)
+        if mode != state.pipe_mode:
+            t = max(t, state.pipe_empty + 1)
         rows_dim, cols_dim = (n, k) if trans else (k, n)
         full_groups, rest_rows = divmod(rows_dim, p.pack)
         main_elems = full_groups * p.pack * cols_dim
@@ -330,7 +342,10 @@ class ControlUnit:
             t = self._phase(t, addr, main_elems, 1, rest_rows * cols_dim, busy)
         else:
             self._fetch_from += 1
-        return t + (p.write_cycle(self.cfg.lanes) if trans else PIPE_DEPTH - 1)
+        latency = p.write_cycle(self.cfg.lanes) if trans else PIPE_DEPTH - 1
+        state.pipe_mode = mode
+        state.pipe_empty = t + (trans_line_cycles(self.cfg.lanes) if trans else PIPE_DEPTH - 1)
+        return t, latency
 
     def _readout(self, start, word_bytes, steps, run):
         """READOUT (BANK_OUT for steps None) from its first cycle `start`: the words of

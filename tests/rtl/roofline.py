@@ -7,8 +7,9 @@ Workloads (D = 4096 clipped to the config's buffers, R in 8 .. 128):
   (D x R), B's product (R x D), and square and wide layers;
 - e4: LoRA E4 x A as one GEMM at batch b = 2 .. 256 (the weights read once per ROWS rows);
 - e3: LoRA E3 (x A) B in one descriptor at batch 1, 16, 256;
-- attention: one KV head's 512 tokens at d = 128, keys token-major (TRANS_W) and K^T, for
-  1 and 8 query rows (MHA, and a GQA group).
+- attention, attention^T: one KV head's 512 tokens at d = 128, keys stored K^T (d x T) or
+  token-major with TRANS_W (T x d, as the driver stores them), for 1 and 8 query rows (MHA,
+  and a GQA group).
 
 Each workload runs `copies` identical descriptors submitted at once (one doorbell) on a
 queue of as many slots, each slot the power of two that holds the payload or the result
@@ -56,7 +57,7 @@ WARMUP = 2                                 # completions before the steady state
 
 @dataclasses.dataclass(frozen=True)
 class Workload:
-    kind: str           # gemv, gemv^T, e4, e3, attention, attention^T (keys stored K^T)
+    kind: str           # gemv, gemv^T, e4, e3, attention, attention^T (^T: TRANS_W)
     m: int              # input rows (attention: query rows)
     k: int              # K (e3: D; attention: d)
     n: int              # N (e3: R; attention: tokens)
@@ -97,8 +98,9 @@ class Prepared:
         if work.kind.startswith("attention"):
             keys = rng.standard_normal((n, k)).astype(np.float16)
             values = rng.standard_normal((n, k)).astype(np.float16)
-            self.operand = ("kv", keys, values, work.kind == "attention")
-            self.expected = (golden.attention_partial_trans(x, keys, values, lanes) if work.kind == "attention"
+            token_major = work.kind == "attention^T"
+            self.operand = ("kv", keys, values, token_major)
+            self.expected = (golden.attention_partial_trans(x, keys, values, lanes) if token_major
                              else golden.attention_partial(x, keys.T.copy(), values, lanes))
         elif work.kind == "e3":
             a = (rng.standard_normal((k, n)) / np.sqrt(k)).astype(np.float16)
@@ -207,7 +209,7 @@ def _shape_descriptor(work):
     """The workload's descriptor with a zero address: its payload and result sizes."""
     from driver.device import DeviceTensor, KvBlock, LoraAdapter
     if work.kind.startswith("attention"):
-        return attention_descriptor(KvBlock(0, work.k, work.n, work.kind == "attention"), work.m)
+        return attention_descriptor(KvBlock(0, work.k, work.n, work.kind == "attention^T"), work.m)
     if work.kind == "e3":
         return lora_xab_descriptor(LoraAdapter(0, work.k, work.n), work.m)
     trans = work.kind == "gemv^T"

