@@ -30,8 +30,9 @@ rtl: $(STAMP)
 demo: $(STAMP) rtl
 	$(RUN) tests/rtl/demo.py
 
+# the lint of the default, quad and paper configs and the stale-RTL check (make test lints quad)
 lint: $(STAMP)
-	$(RUN) -m pytest -q tests/rtl/test_lint.py
+	NDP_LINT_CONFIGS="quad paper" $(RUN) -m pytest -q tests/rtl/test_lint.py
 
 # the cycle model against the RTL on a random descriptor stream: make validate [CONFIG=paper] [COUNT=n]
 CONFIG ?= default

