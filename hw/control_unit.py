@@ -196,7 +196,7 @@ class ControlUnit(wiring.Component):
         set_index = [Signal(range(ACC_INTERLEAVE), name=f"set_index{q}") for q in range(SPLIT_ROWS)]
         set_base = [Signal(DIM_BITS, name=f"set_base{q}") for q in range(SPLIT_ROWS)]
         # cycles until the last chunk's sums are written (set by each chunk, counting down
-        # after the stage's last): the pipeline is empty at 0
+        # after the stage's last): they are written in the cycle it is 1
         drain = Signal(range(trans_line_cycles(lanes) + 1))
         with m.If(drain != 0):
             m.d.sync += drain.eq(drain - 1)
