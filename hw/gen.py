@@ -13,6 +13,23 @@ from .device import NdpDevice
 from .fp_cells import cell_verilog
 
 TOP = "ndp_device"
+REPO = pathlib.Path(__file__).resolve().parents[1]
+
+
+def source_digest(salt, folders=("hw", "isa")):
+    """A hash of what a product of the RTL depends on: the .py and .json files of `folders`
+    (hw/ and isa/, configs included), Amaranth's version and `salt` (what else it depends
+    on). The generated Verilog (tests/rtl/runner.py) and the synthesis results (area/) are
+    cached by it."""
+    import hashlib
+    from importlib.metadata import version
+    digest = hashlib.sha256(f"{salt} amaranth {version('amaranth')}".encode())
+    for folder in folders:
+        for file in sorted((REPO / folder).rglob("*")):
+            if file.suffix in (".py", ".json"):
+                digest.update(str(file.relative_to(REPO)).encode())
+                digest.update(file.read_bytes())
+    return digest.hexdigest()
 
 
 def generate(cfg):

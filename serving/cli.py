@@ -6,6 +6,7 @@
     plora serve-bench                                          the simulator's speed (make serve-bench)
     plora systems                                              the systems and what each models
     plora crossovers | steps | timing-check                    the scheduler's (scheduler/cli.py)
+    plora area [--config paper]                                the core's area, power, timing (make area)
 """
 import json
 import pathlib
@@ -125,6 +126,25 @@ def systems():
     """The systems a run can name, and what each models."""
     for name in system_names():
         click.echo(f"{name:18s} {load_system_config(name).description}")
+
+
+@main.command()
+@click.option("--config", "config_name", default="default", show_default=True,
+              help="device config: a name in isa/configs or a JSON path")
+@click.option("--out", type=click.Path(file_okay=False, path_type=pathlib.Path), default=None,
+              help="where report-<config>.json and .md go (default build/area)")
+@click.option("--scaling", is_flag=True,
+              help="each block's growth over the 1, 2 and 4 channel variants a scaled config is fitted to")
+def area(config_name, out, scaling):
+    """Area, power and timing of the NDP core at 45 nm beside the paper's (area/report.py)."""
+    from area import blocks, report
+    try:
+        if scaling:
+            blocks.main(["--config", config_name, "--scaling"])
+        else:
+            report.run(config_name, **({"out_dir": out} if out else {}), echo=click.echo)
+    except (ValueError, FileNotFoundError, RuntimeError) as exc:
+        raise click.ClickException(str(exc)) from None
 
 
 if __name__ == "__main__":

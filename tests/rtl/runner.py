@@ -40,15 +40,8 @@ def verilator_env():
 
 def source_key(config):
     """A hash of what the generated Verilog depends on: hw/, isa/ (configs included), Amaranth."""
-    import hashlib
-    from importlib.metadata import version
-    digest = hashlib.sha256(f"{config} amaranth {version('amaranth')}".encode())
-    for folder in ("hw", "isa"):
-        for file in sorted((REPO / folder).rglob("*")):
-            if file.suffix in (".py", ".json"):
-                digest.update(str(file.relative_to(REPO)).encode())
-                digest.update(file.read_bytes())
-    return digest.hexdigest()
+    from hw.gen import source_digest
+    return source_digest(config)
 
 
 def rtl_source(config="default"):

@@ -1,11 +1,17 @@
-"""area/: the cell library's areas and the per-block synthesis (issue 13, first part)."""
+"""area/: the cell library, the hierarchical synthesis, the scaling fit, the SRAM model,
+the activity counts and the report's arithmetic (issue 13)."""
+import dataclasses
+import math
+
+import pytest
 from amaranth import Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from area import cells
-from area.synth import synthesize
+import isa
+from area import blocks, cells, power, report, sram
+from area.synth import synthesize, totals
 from hw import depth
 from hw.fp import FP32AddPipe
 
@@ -20,14 +26,17 @@ def test_cell_areas_are_the_quoted_lef_sizes():
 
 def test_adder_maps_onto_the_library_with_its_pipeline_registers(tmp_path):
     result = synthesize(FP32AddPipe(), "fp32_add_pipe", out_dir=tmp_path)
+    row = result["modules"]["fp32_add_pipe"]
     # the area is the cells' sum (synthesize checks it against yosys' stat)
-    assert abs(result["area_um2"] - sum(n * cells.area(k) for k, n in result["cells"].items())) < 1e-6
-    # the same registers as the generic-gate synthesis of hw/depth.py (another flow)
+    assert abs(row["area_um2"] - sum(n * cells.area(k) for k, n in row["cells"].items())) < 1e-6
+    # the same registers as the generic-gate synthesis of hw/depth.py (another flow), and
+    # its deepest stage within a few levels of that flow's (choices, dch, map a little shallower)
     generic = depth.measure("FP32AddPipe", FP32AddPipe, 3, out_dir=tmp_path / "depth")
-    assert result["flops"] == generic["flops"]
-    assert result["flops"] * cells.area("DFF_X1") < result["area_um2"]
-    assert result["transistors"] > 4 * sum(n for k, n in result["cells"].items() if k != "DFF_X1")
-    assert result["memories"] == []
+    assert row["flops"] == generic["flops"]
+    assert abs(row["path"]["levels"] - max(generic["per_stage"])) <= 6
+    assert row["flops"] * cells.area("DFF_X1") < row["area_um2"]
+    assert row["transistors"] > 4 * sum(n for k, n in row["cells"].items() if k != "DFF_X1")
+    assert row["memories"] == []
 
 
 class Buffer(wiring.Component):
@@ -46,11 +55,14 @@ class Buffer(wiring.Component):
         return m
 
 
-def test_memories_stay_out_of_the_logic(tmp_path):
+def test_memories_stay_out_of_the_logic_and_match_the_elaborated_list(tmp_path):
     result = synthesize(Buffer(), "buffer", out_dir=tmp_path)
-    assert result["memories"] == [{"name": result["memories"][0]["name"], "width": 32, "depth": 256,
-                                   "bits": 8192, "read_ports": 1, "write_ports": 1}]
-    assert result["flops"] < 64         # not 8192 flip-flops
+    row = result["modules"]["buffer"]
+    expected = {"width": 32, "depth": 256, "bits": 8192, "read_ports": 1, "write_ports": 1}
+    assert [{k: m[k] for k in expected} for m in row["memories"]] == [expected]
+    assert row["flops"] < 64         # not 8192 flip-flops
+    # the SRAM model reads the same memory from the design itself
+    assert [{k: m[k] for k in expected} for m in sram.memories_of(Buffer())] == [expected]
 
 
 class TwoAdders(wiring.Component):
@@ -71,5 +83,176 @@ class TwoAdders(wiring.Component):
 
 def test_shared_fp_cells_are_counted_not_synthesized(tmp_path):
     result = synthesize(TwoAdders(), "two_adders", out_dir=tmp_path)
-    assert result["instances"] == {"ndp_fp32_add_pipe": 2}
-    assert result["flops"] == 32
+    row = result["modules"]["two_adders"]
+    assert row["instances"] == {"ndp_fp32_add_pipe": 2}
+    assert row["flops"] == 32
+
+
+class Adds(wiring.Component):
+    """A registered sum of `n` 32-bit inputs."""
+    def __init__(self, n):
+        self.n = n
+        super().__init__({f"x{i}": In(32) for i in range(n)} | {"s": Out(32)})
+
+    def elaborate(self, platform):
+        m = Module()
+        m.d.sync += self.s.eq(sum(getattr(self, f"x{i}") for i in range(self.n))[:32])
+        return m
+
+
+class TwoSums(wiring.Component):
+    """A sum of four and a sum of two as submodules, their outputs XORed into a register."""
+    a: In(32)
+    b: In(32)
+    s: Out(32)
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.four = four = Adds(4)
+        m.submodules.two = two = Adds(2)
+        for i in range(4):
+            m.d.comb += getattr(four, f"x{i}").eq(self.a + i if i % 2 else self.b - i)
+        m.d.comb += [two.x0.eq(self.a), two.x1.eq(self.b)]
+        m.d.sync += self.s.eq(four.s ^ two.s)
+        return m
+
+
+def test_hierarchy_totals_and_paths(tmp_path):
+    result = synthesize(TwoSums(), "two_sums", out_dir=tmp_path)
+    mods = result["modules"]
+    assert set(mods) == {"two_sums", "two_sums.four", "two_sums.two"}
+    assert mods["two_sums"]["children"] == {"two_sums.four": 1, "two_sums.two": 1}
+    top = totals(result)
+    assert math.isclose(top["area_um2"], sum(m["area_um2"] for m in mods.values()))
+    assert top["flops"] == sum(m["flops"] for m in mods.values())
+    assert mods["two_sums.two"]["flops"] == 32 and mods["two_sums"]["flops"] == 32
+    # three adds deep are deeper than one; the top's own paths (its adders before the
+    # submodules, the XOR after them) stop at the submodules' ports
+    assert mods["two_sums.four"]["path"]["levels"] > mods["two_sums.two"]["path"]["levels"] > 4
+    assert mods["two_sums"]["path"]["levels"] < mods["two_sums.four"]["path"]["levels"]
+
+
+def _row(area, flops, levels, fp=None):
+    return {"area_um2": area, "own_um2": area / 2, "flops": flops, "transistors": 4 * flops,
+            "fp_cells": fp or {}, "levels": levels, "path": {"levels": levels, "start": "", "end": ""},
+            "memory_bits": 0}
+
+
+def test_fit_is_linear_where_growth_is_and_quadratic_where_not():
+    points = {1: {"device": _row(100.0, 10, 20, {"ndp_fp16_mul_pipe": 64}),
+                  "device.pe": _row(10.0, 1, 10)},
+              2: {"device": _row(160.0, 16, 24, {"ndp_fp16_mul_pipe": 128}),
+                  "device.pe": _row(30.0, 2, 12), "device.interleaver": _row(30.0, 6, 10)},
+              4: {"device": _row(283.0, 28, 28, {"ndp_fp16_mul_pipe": 256}),
+                  "device.pe": _row(90.0, 4, 14), "device.interleaver": _row(60.0, 12, 11)}}
+    row = blocks.fit(points, 16)
+    # 60 then 123 (within 10 % of 2 x 60): the line through 2 and 4 channels
+    assert row["device"]["scaling"] == "linear"
+    assert math.isclose(row["device"]["area_um2"], 160 + (283 - 160) / 2 * 14)
+    assert row["device"]["levels"] == 20 + 4 * 4          # 4 doublings from 1 channel, 2 levels each
+    assert row["device"]["fp_cells"] == {"ndp_fp16_mul_pipe": 1024}
+    # 20 then 60: 10/3 c^2 + 10 c - 10/3 through the three points
+    assert row["device.pe"]["scaling"] == "quadratic"
+    assert math.isclose(row["device.pe"]["area_um2"], 10 / 3 * 256 + 160 - 10 / 3)
+    # only in the larger variants: the line through them
+    assert math.isclose(row["device.interleaver"]["area_um2"], 30 * 8)
+    assert blocks.is_linear([1.0, 2.0, 4.15]) and not blocks.is_linear([1.0, 2.0, 4.25])
+
+
+def test_variant_keeps_lanes_per_channel_and_everything_else():
+    cfg = isa.load_config("paper")
+    v = blocks.variant(cfg, 2)
+    assert (v.dram_channels, v.lanes) == (2, 2 * cfg.lanes // cfg.dram_channels)
+    assert dataclasses.replace(v, dram_channels=cfg.dram_channels, lanes=cfg.lanes) == cfg
+
+
+def test_small_memories_are_flops_and_wide_ones_macros():
+    small = {"name": "q.storage", "width": 66, "depth": 20, "bits": 1320, "read_ports": 1, "write_ports": 1}
+    row = sram.cost(small)
+    assert row["kind"] == "flops"
+    assert math.isclose(row["area_mm2"], 1320 * (4.522 + 1.862) / 1e6)
+    wide = {"name": "x.compute.in_bank0", "width": 4 * sram.MACRO_WIDTH, "depth": 128,
+            "bits": 4 * sram.MACRO_WIDTH * 128, "read_ports": 1, "write_ports": 1}
+    one = sram.cacti(128 * sram.MACRO_WIDTH // 8, sram.MACRO_WIDTH, 1, 1)
+    row = sram.cost(wide)
+    assert (row["kind"], row["macros"], row["buffer"]) == ("sram", 4, "input")
+    assert math.isclose(row["area_mm2"], 4 * one["area_mm2"])
+    assert math.isclose(row["read_pj"], 4e3 * one["read_nj"])
+    # periphery: more than the bitcells alone; more ports, more area
+    assert row["area_mm2"] > row["bitcell_mm2"]
+    assert sram.cost({**wide, "read_ports": 2})["area_mm2"] > row["area_mm2"]
+
+
+def test_cacti_grows_with_capacity():
+    small, large = sram.cacti(8 << 10, 512), sram.cacti(64 << 10, 512)
+    assert large["area_mm2"] > 4 * small["area_mm2"] and large["read_nj"] > small["read_nj"]
+    assert large["leakage_mw"] > small["leakage_mw"]
+
+
+def test_activity_of_a_gemv_counts_each_chunk():
+    from driver.device import DeviceTensor, matmul_descriptor
+    from isa import Op
+    cfg = isa.load_config("default")                 # 32 lanes
+    desc = matmul_descriptor(Op.GEMV, DeviceTensor(0, 256, 64), 1)     # K = 256, N = 64
+    count = power.activity(cfg, [desc])
+    assert count["macs"] == 256 * 64
+    assert count["chunks"] == 256 * 2                 # a chunk per k and 32-lane word
+    assert count["readout_words"] == 2
+    packed = power.activity(cfg, [matmul_descriptor(Op.GEMV, DeviceTensor(0, 256, 8), 1)])
+    assert packed["chunks"] == 256 // 4               # 4 rows of 8 per 32-lane chunk
+
+
+def _estimate(levels):
+    fp = {"ndp_fp16_mul_pipe": {"area_um2": 1000.0, "flops": 30, "transistors": 8000, "path": {"levels": 30}},
+          "ndp_fp32_add_pipe": {"area_um2": 2000.0, "flops": 100, "transistors": 12000, "path": {"levels": 33}}}
+    cells_pe = {"ndp_fp16_mul_pipe": 128, "ndp_fp32_add_pipe": 128}
+    rows = {"device": _row(500_000.0, 1000, 40, cells_pe), report.PE_MODULE: _row(200_000.0, 500, 30, cells_pe),
+            "device.control_unit": _row(450_000.0, 900, levels, cells_pe)}
+    return {"rows": rows, "fp": fp, "source": "synthesized"}
+
+
+def test_report_arithmetic():
+    cfg = isa.load_config("default")                 # 128 MACs
+    memories = [{"name": "a.in_bank0", "buffer": "input", "kind": "sram", "bits": 1000, "area_mm2": 1.5,
+                 "area_1r1w_mm2": 1.0, "bitcell_mm2": 0.2, "leakage_mw": 10.0, "leakage_lop_mw": 1.0,
+                 "cycle_ns": 0.5, "read_pj": 1.0, "write_pj": 1.0, "memories": 1},
+                {"name": "q", "buffer": "other", "kind": "flops", "bits": 24, "area_mm2": 0.25,
+                 "area_1r1w_mm2": 0.25, "bitcell_mm2": 0.001, "leakage_mw": 0.0, "leakage_lop_mw": 0.0,
+                 "cycle_ns": 0.0, "read_pj": 0.0, "write_pj": 0.0, "memories": 1}]
+    peak = {"pe_w": 1.0, "buffers_dynamic_w": 0.5, "buffers_leakage_w": 0.01, "core_w": 1.51}
+    r = report.assemble("default", cfg, _estimate(60), memories, {}, peak)
+    pe = (200_000 + 128 * 3000) / 1e6
+    core = (500_000 + 128 * 3000) / 1e6
+    assert math.isclose(r["area"]["pe_mm2"], pe)
+    assert math.isclose(r["area"]["other_logic_mm2"], core - pe)
+    assert math.isclose(r["area"]["sram_mm2"], 1.75)
+    assert math.isclose(r["area"]["total_mm2"], core + 1.75)
+    assert math.isclose(r["area"]["pe_per_mac_um2"], pe * 1e6 / 128)
+    assert math.isclose(r["references"]["horowitz_pe_mm2"], 128 * (1640 + 4184) / 1e6)
+    assert math.isclose(r["references"]["paper_per_mac_um2"], 0.80e6 / 1024)
+    assert math.isclose(r["references"]["paper_per_bit_um2"], 44.22e6 / (3 * 2 ** 23))
+    # the deepest block limits the clock: 60 levels x 20 ps + 100 ps
+    assert r["timing"]["limiting"] == "device.control_unit"
+    assert math.isclose(r["timing"]["fmax_ghz"], 1e3 / (60 * 20 + 100))
+    assert not r["timing"]["holds_1ghz"]
+    # shallower, the device's own 40 levels limit it (the SRAM's 0.5 ns cycle would allow 2 GHz)
+    shallow = report.assemble("default", cfg, _estimate(20), memories, {}, peak)
+    assert shallow["timing"]["limiting"] == "device"
+    assert math.isclose(shallow["timing"]["fmax_ghz"], 1e3 / (40 * 20 + 100)) and shallow["timing"]["holds_1ghz"]
+    slow_sram = [{**memories[0], "cycle_ns": 1.25}, memories[1]]
+    assert math.isclose(report.assemble("default", cfg, _estimate(20), slow_sram, {}, peak)["timing"]["fmax_ghz"], 0.8)
+    ratios = {row[0]: row[3] for row in report.summary_table(r)}
+    assert ratios["PEs, mm^2"] == f"{pe / (0.80 * 128 / 1024):.2f}x"      # the paper per MAC, 128 MACs
+    line = report.last_line(r)
+    assert line.startswith("area config=default total_mm2=") and "fmax_ghz=0.77" in line
+
+
+@pytest.mark.parametrize("config", ["default", "paper"])
+def test_memories_of_the_device_hold_the_configs_buffers(config):
+    cfg = isa.load_config(config)
+    by = sram.by_buffer([{**m, "buffer": sram.buffer_of(m["name"]), "area_mm2": 0, "area_1r1w_mm2": 0,
+                          "bitcell_mm2": 0, "leakage_mw": 0, "leakage_lop_mw": 0, "cycle_ns": 0}
+                         for m in sram.memories(cfg)])
+    assert by["input"]["bits"] == 8 * cfg.in_buf_bytes
+    assert by["output"]["bits"] == 2 * 8 * cfg.out_buf_bytes       # two banks of the output buffer
+    assert 8 * cfg.dram_buf_bytes - 512 * cfg.dram_channels <= by["dram"]["bits"] <= 8 * cfg.dram_buf_bytes

@@ -1,0 +1,210 @@
+"""Power of the NDP core: energy per operation times the activity of a named workload that
+runs on the cycle-approximate model, plus the buffers' leakage.
+
+Energies (45 nm, 0.9 V): M. Horowitz, "Computing's energy problem (and what we can do about
+it)", ISSCC 2014, the table of energy per operation (HOROWITZ_PJ): FP16 multiply 1.1 pJ,
+FP32 add 0.9 pJ (a MAC of this core: FP16 product, FP32 sum, hw/fp.py), SRAM read of 64 bits
+from an 8 KB / 32 KB / 1 MB array 10 / 20 / 100 pJ, DRAM 1.3-2.6 nJ per 64 bits. The
+buffers' energies and leakage are CACTI 7's for the macros each buffer is built of
+(area/sram.py); Horowitz's SRAM figures are shown beside them as a reference.
+
+Activity of one descriptor (counted from its shape, as the RTL moves data; the cycles and so
+the time are the model's):
+- MACs: m K N per product (two products for E3 x A B and attention);
+- PE-array chunks (isa/pe_array.py's plans): a chunk is a line of LANES weights entering a
+  PE row; each reads one input-buffer line (hw/compute_unit.py `bank_r`) and, plain,
+  reads and writes one accumulator line (`acc_r`, `acc_w`: the partial sums live in the
+  output buffer); transposed, a row's value is written once at its tree's root;
+- the readout reads each result word once from the accumulators;
+- DRAM: the device operand once per group of ROWS input rows, the payload and the slot's
+  header line (reads), the result and the completion line (writes); every line read passes
+  through the DRAM reader's buffer (a write and a read of it) and every input line is
+  written into the input buffer once per group.
+
+Logic outside the FP cells (control, the unpacker, the line packer, the interleaver, flops
+and clock) has no energy here: the open cell data used for its area has no power
+characterization. Its share of the area is in the report.
+"""
+import asyncio
+import dataclasses
+
+import numpy as np
+
+from isa import Status
+from isa.slots import HEADER_BYTES, LINE_BYTES
+from isa.validate import payload_bytes, result_bytes, stages
+
+# pJ, 45 nm (Horowitz, ISSCC 2014, "Energy per operation" table)
+HOROWITZ_PJ = {"fp16_mul": 1.1, "fp16_add": 0.4, "fp32_mul": 3.7, "fp32_add": 0.9,
+               "sram_64b_8kb": 10.0, "sram_64b_32kb": 20.0, "sram_64b_1mb": 100.0,
+               "dram_64b_low": 1300.0, "dram_64b_high": 2600.0}
+# um^2, 45 nm (the same paper's area table)
+HOROWITZ_UM2 = {"fp16_mul": 1640.0, "fp16_add": 1360.0, "fp32_mul": 7700.0, "fp32_add": 4184.0}
+MAC_PJ = HOROWITZ_PJ["fp16_mul"] + HOROWITZ_PJ["fp32_add"]
+DRAM_PJ_PER_BYTE = (HOROWITZ_PJ["dram_64b_low"] + HOROWITZ_PJ["dram_64b_high"]) / 2 / 8
+
+
+@dataclasses.dataclass(frozen=True)
+class Workload:
+    """One transformer layer's work on the device in a decode step: LoRA E3 (x A B, rank
+    `rank`) for the square projections (q, k, v, o) of `batch` tokens of one adapter, and
+    integral attention of each KV head's query rows over `context` tokens (token-major)."""
+    model: str = "llama2-7b"
+    batch: int = 16
+    rank: int = 16
+    context: int = 512
+
+    def fitted(self, cfg):
+        """This workload with its batch cut to what the config's input buffer holds."""
+        from isa.system import load_model
+        hidden = load_model(self.model).hidden
+        return dataclasses.replace(self, batch=max(1, min(self.batch, cfg.in_buf_bytes // (2 * hidden))))
+
+    @property
+    def name(self):
+        return f"{self.model} decode layer, batch {self.batch}, rank {self.rank}, context {self.context}"
+
+
+def descriptors(workload):
+    """(kind, m, d, n) of each descriptor of one layer: ("e3", batch, hidden, rank) per
+    square projection, ("attention", group, head_dim, context) per KV head."""
+    from isa.system import load_model
+    model = load_model(workload.model)
+    out = [("e3", workload.batch, p.d_in, workload.rank) for p in model.projections if p.d_in == p.d_out]
+    out += [("attention", model.group, model.head_dim, workload.context)] * model.kv_heads
+    return out, model
+
+
+def _descriptor(kind, m, d, n, operand):
+    from driver.device import attention_descriptor, lora_xab_descriptor
+    return lora_xab_descriptor(operand, m) if kind == "e3" else attention_descriptor(operand, m)
+
+
+async def _run(cfg, shapes):
+    """Submit the descriptors back to back on the model; returns (descriptors, cycles)."""
+    from driver import NdpDevice
+    from driver.device import KvBlock, LoraAdapter
+    from driver.model_transport import ModelTransport
+    rng = np.random.default_rng(13)
+    transport = ModelTransport(cfg, backdoor_memory=True)
+    dev = await NdpDevice.open(transport)
+    # a slot per descriptor, each the power of two that holds the largest payload or result
+    need = max(HEADER_BYTES + max(payload_bytes(d), result_bytes(d), LINE_BYTES) for d in
+               (_descriptor(k, m, d, n, LoraAdapter(0, d, n) if k == "e3" else KvBlock(0, d, n, True))
+                for k, m, d, n in shapes))
+    depth, log2_slot = max(1, (len(shapes) - 1).bit_length()), (need - 1).bit_length()
+    ring = (1 << depth) << log2_slot
+    if 3 * ring > cfg.dram_bytes:
+        raise ValueError(f"power workload: its queue rings ({2 * ring} bytes) do not fit the device's "
+                         f"{cfg.dram_bytes} bytes of DRAM")
+    queue = await dev.configure_queue(0, sq_base=0, cq_base=ring, data_base=2 * ring,
+                                      data_limit=min(cfg.dram_bytes, 1 << 40), log2_depth=depth,
+                                      log2_slot=log2_slot, irq=True)
+    items = []
+    for kind, m, d, n in shapes:
+        x = rng.standard_normal((m, d)).astype(np.float16)
+        if kind == "e3":
+            a = (rng.standard_normal((d, n)) / np.sqrt(d)).astype(np.float16)
+            b = (rng.standard_normal((n, d)) / np.sqrt(n)).astype(np.float16)
+            operand = await dev.upload_lora(a, b)
+        else:
+            keys, values = (rng.standard_normal((n, d)).astype(np.float16) for _ in range(2))
+            operand = await dev.upload_kv(keys, values, token_major=True)
+        desc = _descriptor(kind, m, d, n, operand)
+        data = x.tobytes()
+        items.append((desc, data + bytes(payload_bytes(desc) - len(data))))
+    start = transport.now
+    seqs = await queue.submit_many(items)
+    completions = [await queue.wait(s) for s in seqs]
+    bad = [c for c in completions if c.status != Status.OK]
+    if bad:
+        raise RuntimeError(f"power workload: seq {bad[0].seq} answered {bad[0].status.name}")
+    return [d for d, _ in items], transport.now - start
+
+
+def activity(cfg, descs):
+    """The counts the energies multiply (see the module's docstring)."""
+    from isa.pe_array import plan, trans_plan
+    count = dict.fromkeys(("macs", "chunks", "trans_chunks", "acc_line_writes", "readout_words",
+                           "dram_read_bytes", "dram_write_bytes", "in_buf_line_writes"), 0)
+    for desc in descs:
+        m, groups = desc.in_rows, -(-desc.in_rows // cfg.rows)
+        for k, n, transposed in stages(desc):
+            count["macs"] += m * k * n
+            words = -(-n // cfg.lanes)
+            if transposed:          # N rows of K, `pack` rows a chunk; a value per row at its tree's root
+                p = trans_plan(k, cfg.lanes)
+                count["trans_chunks"] += m * -(-n // p.pack) * p.chunks
+                count["acc_line_writes"] += m * words
+            else:                   # K rows of N, `pack` rows a chunk, n_words chunks per k-group
+                p = plan(n, cfg.lanes, m)
+                count["chunks"] += m * -(-k // p.pack) * p.n_words
+            count["readout_words"] += m * words
+        count["dram_read_bytes"] += groups * desc.dev_size * LINE_BYTES + payload_bytes(desc) + LINE_BYTES
+        count["dram_write_bytes"] += result_bytes(desc) + LINE_BYTES
+        count["in_buf_line_writes"] += -(-m * desc.in_cols * 2 // (cfg.lanes * 2))
+    count["dram_buf_lines"] = count["dram_read_bytes"] // (cfg.dram_channels * LINE_BYTES)
+    return count
+
+
+def estimate(cfg, buffers, workload=Workload()):
+    """Energy and power of `workload` at `cfg`. `buffers`: area/sram.py's rows of this config
+    (their energies per line access and leakage). Returns a dict of the counts, cycles,
+    energies (pJ) by part, watts and energy per token."""
+    workload = workload.fitted(cfg)
+    shapes, model = descriptors(workload)
+    descs, cycles = asyncio.run(_run(cfg, shapes))
+    count = activity(cfg, descs)
+
+    def line(buffer, what):            # energy of one line access of a buffer (all its macros)
+        rows = [r for r in buffers if r["buffer"] == buffer and r["kind"] == "sram"]
+        return rows[0][what] if rows else 0.0
+    energy = {"pe": count["macs"] * MAC_PJ,
+              "input_buffer": (count["chunks"] + count["trans_chunks"]) * line("input", "read_pj")
+              + count["in_buf_line_writes"] * line("input", "write_pj"),
+              "output_buffer": count["chunks"] * (line("output", "read_pj") + line("output", "write_pj"))
+              + count["acc_line_writes"] * line("output", "write_pj")
+              + count["readout_words"] * line("output", "read_pj"),
+              "dram_buffer": count["dram_buf_lines"] * (line("dram", "read_pj") + line("dram", "write_pj")),
+              "dram": (count["dram_read_bytes"] + count["dram_write_bytes"]) * DRAM_PJ_PER_BYTE}
+    seconds = cycles / cfg.clock_hz
+    leakage_w = sum(r["leakage_mw"] for r in buffers) / 1e3
+    core_dynamic = sum(v for k, v in energy.items() if k != "dram")
+    tokens = workload.batch
+    return {"workload": workload.name, "descriptors": len(descs), "cycles": int(cycles), "count": count,
+            "energy_pj": energy, "seconds": seconds,
+            "pe_w": energy["pe"] * 1e-12 / seconds,
+            "buffers_dynamic_w": (core_dynamic - energy["pe"]) * 1e-12 / seconds,
+            "buffers_leakage_w": leakage_w,
+            "core_w": core_dynamic * 1e-12 / seconds + leakage_w,
+            "dram_w": energy["dram"] * 1e-12 / seconds,
+            "mac_utilization": count["macs"] / (cycles * cfg.macs),
+            # the layer's energy (the core's, leakage over its time included) per token, all layers
+            "core_uj_per_token": (core_dynamic * 1e-12 + leakage_w * seconds) * model.layers / tokens * 1e6,
+            "dram_uj_per_token": energy["dram"] * 1e-12 * model.layers / tokens * 1e6}
+
+
+def peak(cfg, buffers):
+    """Power with every MAC busy every cycle at the clock: the PE array's, its buffers'
+    (a chunk per PE row per cycle: an input-buffer read, an accumulator read and write) and
+    the leakage: the figure a datasheet (and the paper's 1.17 W for the PEs) quotes."""
+    def line(buffer, what):
+        rows = [r for r in buffers if r["buffer"] == buffer and r["kind"] == "sram"]
+        return rows[0][what] if rows else 0.0
+    chunks_per_s = cfg.rows * cfg.clock_hz
+    pe = cfg.macs * cfg.clock_hz * MAC_PJ * 1e-12
+    buffers_w = chunks_per_s * (line("input", "read_pj") + line("output", "read_pj")
+                                + line("output", "write_pj")) * 1e-12
+    leakage = sum(r["leakage_mw"] for r in buffers) / 1e3
+    return {"pe_w": pe, "buffers_dynamic_w": buffers_w, "buffers_leakage_w": leakage,
+            "core_w": pe + buffers_w + leakage}
+
+
+def horowitz_line_pj(bits, array_bytes):
+    """Horowitz's SRAM read energy for `bits` from an array of `array_bytes` (the 8 KB, 32 KB
+    and 1 MB points, the nearest at or above): the reference beside CACTI's."""
+    for size, key in ((8 << 10, "sram_64b_8kb"), (32 << 10, "sram_64b_32kb"), (1 << 20, "sram_64b_1mb")):
+        if array_bytes <= size:
+            return bits / 64 * HOROWITZ_PJ[key]
+    return bits / 64 * HOROWITZ_PJ["sram_64b_1mb"]
+
