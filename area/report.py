@@ -79,6 +79,7 @@ def assemble(name, cfg, est, memories, workload_power, peak):
     datapath = [p for p in paths if p["block"].startswith(PE_MODULE)
                 or p["block"].removeprefix("FP cell ") in pe["fp_cells"]]
     fmax = min(paths[0]["fmax_ghz"], 1 / sram_cycle if sram_cycle else float("inf"))
+    limiting = paths[0]["block"] if fmax == paths[0]["fmax_ghz"] else "an SRAM macro's cycle"
 
     fp_um2 = {c: fp[c]["area_um2"] for c in used}
     mac_um2 = fp["ndp_fp16_mul_pipe"]["area_um2"] + fp["ndp_fp32_add_pipe"]["area_um2"]
@@ -108,11 +109,12 @@ def assemble(name, cfg, est, memories, workload_power, peak):
                        "llmcompass_logic_mm2": llmcompass_logic_mm2, "llmcompass_sram_mm2": llmcompass_sram_mm2,
                        "paper_per_mac_um2": PAPER["pe_mm2"] * 1e6 / PAPER["macs"],
                        "paper_per_bit_um2": PAPER["sram_mm2"] * 1e6 / (PAPER["sram_bytes"] * 8),
-                       "bitcell_um2": sram.BITCELL_UM2},
+                       "bitcell_um2": sram.BITCELL_UM2,
+                       "cacti_64kib_per_bit_um2": sram.per_bit_um2()},
         "power": {"peak": peak, "workload": workload_power,
                   "sram_leakage_lop_w": sum(m["leakage_lop_mw"] for m in memories) / 1e3},
         "timing": {"t_level_ps": T_LEVEL_PS, "t_seq_ps": T_SEQ_PS, "paths": paths, "sram_cycle_ns": sram_cycle,
-                   "fmax_ghz": fmax, "limiting": paths[0]["block"],
+                   "fmax_ghz": fmax, "limiting": limiting,
                    "datapath_fmax_ghz": min(p["fmax_ghz"] for p in datapath) if datapath else fmax,
                    "holds_1ghz": fmax >= cfg.clock_hz / 1e9},
         "blocks": [{"block": m, "own_um2": r["own_um2"], "area_um2": r["area_um2"],
@@ -123,6 +125,9 @@ def assemble(name, cfg, est, memories, workload_power, peak):
         "fp_cells": {c: {"area_um2": fp[c]["area_um2"], "flops": fp[c]["flops"], "levels": fp[c]["path"]["levels"],
                          "transistors": fp[c]["transistors"]} for c in sorted(fp)},
         "buffers": buffers, "memories": memories, "fp_um2": fp_um2,
+        "scaling": ({m: {"areas_um2": areas, "growth_ratio": ratio, "model": rows[m]["scaling"]}
+                     for m, (areas, ratio) in blocks.growth(est["points"]).items()}
+                    if "points" in est else None),
     }
 
 
@@ -165,6 +170,23 @@ def markdown(r):
            "| part | this estimate | paper" + (" (scaled to this size)" if r["paper_share"]["macs"] != 1 else "")
            + " | ratio | references |", "|---|---:|---:|---:|---|"]
     out += [f"| {a} | {b} | {c} | {d} | {e} |" for a, b, c, d, e in summary_table(r)]
+    a = r["area"]
+    out += ["", f"One MAC lane (FP16 multiplier and FP32 adder cells, pipelined): {a['mac_lane_um2']:.0f} um^2; "
+            f"a PE row of {r['device']['lanes']} lanes (the PE array over its rows): "
+            f"{a['pe_mm2'] / r['device']['rows']:.3f} mm^2; the FP cells are {a['fp_cells_in_pe_mm2']:.3f} mm^2 "
+            f"of the PE array's {a['pe_mm2']:.3f}."]
+    if r["scaling"]:
+        out += ["", "Scaling (synthesized at 1 and 2 channels; logic with FP cells, mm^2):", "",
+                "| block | 1 ch | 2 ch | ratio | model |", "|---|---:|---:|---:|---|"]
+        top = r["scaling"][blocks.TOP]["areas_um2"][-1]
+        out += [f"| {m} | {v['areas_um2'][0] / 1e6:.4f} | {v['areas_um2'][1] / 1e6:.4f} | {v['growth_ratio']:.2f} | "
+                f"{v['model']} |" for m, v in r["scaling"].items() if m.count(".") <= 3 and v["areas_um2"][-1] >= 0.002 * top]
+    per_bit = r["references"]["cacti_64kib_per_bit_um2"]
+    out += ["", f"Per bit: the paper's buffers {r['references']['paper_per_bit_um2']:.3f} um^2; CACTI's 64 KiB "
+            "macro at 45 nm, periphery included (the cell alone): "
+            + ", ".join(f"{k} {v[0]:.3f} ({v[1]:.3f})" for k, v in per_bit.items())
+            + f"; this estimate {1e6 * r['area']['sram_mm2'] / r['device']['sram_bits']:.3f} "
+            f"({1e6 * r['area']['sram_1r1w_mm2'] / r['device']['sram_bits']:.3f} at 1R1W)."]
     out += ["", f"Workload ({w['workload']}, {w['descriptors']} descriptors on the cycle model): "
             f"{w['cycles']} cycles, MAC utilization {100 * w['mac_utilization']:.1f} %, "
             f"core {w['core_w']:.2f} W (PEs {w['pe_w']:.3f}, buffers {w['buffers_dynamic_w']:.3f} dynamic "
@@ -174,7 +196,10 @@ def markdown(r):
             f"{t['fmax_ghz']:.2f} GHz, limited by {t['limiting']}; datapath (PE array, FP cells) "
             f"{t['datapath_fmax_ghz']:.2f} GHz; SRAM macro cycle {t['sram_cycle_ns']:.3f} ns; "
             f"1 GHz {'holds' if t['holds_1ghz'] else 'does not hold'}.", "",
-            "| block | own um^2 | with submodules um^2 | FP cells | FP um^2 | flops | levels | from |",
+            "| deepest paths | gate levels | fmax GHz | starts at |", "|---|---:|---:|---|"]
+    out += [f"| {p['block']} | {p['levels']:.0f} | {p['fmax_ghz']:.2f} | {p['start'].lstrip(chr(92))} |"
+            for p in t["paths"][:12]]
+    out += ["", "| block | own um^2 | with submodules um^2 | FP cells | FP um^2 | flops | levels | from |",
             "|---|---:|---:|---:|---:|---:|---:|---|"]
     core = next(b for b in r["blocks"] if b["block"] == blocks.TOP)
     shown = [b for b in r["blocks"] if b["block"].count(".") <= 3

@@ -163,6 +163,17 @@ def cacti(size_bytes, width_bits, read_ports=1, write_ports=1, rw_ports=0, cell_
     return result
 
 
+def per_bit_um2(size_bytes=64 << 10, width_bits=MACRO_WIDTH):
+    """um^2 per bit of one CACTI macro by its ports, periphery included and the cell alone:
+    {ports: (total, cell)} for 1RW, 2RW, 1R1W (what the paper's per-bit figure compares to)."""
+    out = {}
+    for name, (rw, rd, wr) in {"1RW": (1, 0, 0), "2RW": (2, 0, 0), "1R1W": (0, 1, 1)}.items():
+        one = cacti(size_bytes, width_bits, rd, wr, rw_ports=rw)
+        total = one["area_mm2"] * 1e6 / (8 * size_bytes)
+        out[name] = (total, total * one["efficiency_pct"] / 100)
+    return out
+
+
 def memories(cfg):
     """Every memory of the device at `cfg`: {name, width, depth, bits, read_ports, write_ports}."""
     from hw.device import NdpDevice

