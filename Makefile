@@ -60,9 +60,10 @@ bench: $(STAMP)
 
 # area, power and timing of the core at 45 nm beside the paper's: make area [CONFIG=paper]
 # (synthesis cached by a hash of hw/, isa/ and the flow, in build/area and the committed
-# area/results); make area-scaling CONFIG=paper: each block's growth over the sizes it is
-# scaled from; make area-results: synthesize the default and paper configs and commit-ready
-# copy their results into area/results (after an RTL change: about an hour on two cores)
+# area/results); make area-scaling CONFIG=paper: each block's growth over the two sizes it
+# is scaled from, and the lane-wide blocks alone at 1, 2 and 4 channels (minutes); make
+# area-results: synthesize the default and paper configs and copy their results into
+# area/results, to commit (after an RTL change: about 11 minutes on two cores)
 area: $(STAMP)
 	$(RUN) -m serving.cli area --config $(CONFIG)
 

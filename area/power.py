@@ -95,8 +95,8 @@ async def _run(cfg, shapes):
     depth, log2_slot = max(1, (len(shapes) - 1).bit_length()), (need - 1).bit_length()
     ring = (1 << depth) << log2_slot
     if 3 * ring > cfg.dram_bytes:
-        raise ValueError(f"power workload: its queue rings ({2 * ring} bytes) do not fit the device's "
-                         f"{cfg.dram_bytes} bytes of DRAM")
+        raise ValueError(f"power workload: its two queue rings of {ring} bytes and their operands do not "
+                         f"fit the device's {cfg.dram_bytes} bytes of DRAM")
     queue = await dev.configure_queue(0, sq_base=0, cq_base=ring, data_base=2 * ring,
                                       data_limit=min(cfg.dram_bytes, 1 << 40), log2_depth=depth,
                                       log2_slot=log2_slot, irq=True)

@@ -143,7 +143,7 @@ def area(config_name, out, scaling):
             blocks.main(["--config", config_name, "--scaling"])
         else:
             report.run(config_name, **({"out_dir": out} if out else {}), echo=click.echo)
-    except (ValueError, FileNotFoundError, RuntimeError) as exc:
+    except (ValueError, TypeError, FileNotFoundError, RuntimeError) as exc:
         raise click.ClickException(str(exc)) from None
 
 
