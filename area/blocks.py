@@ -116,12 +116,13 @@ def block_rows(result):
 
 
 def line(values, channels):
-    """The line through {c: value} (two points), or in proportion to c from one."""
+    """The line through {c: value} (two points), or in proportion to c from one; a block
+    that shrinks with lanes (narrower addresses) is kept at its smallest synthesized size."""
     cs = sorted(values)
     if len(cs) == 1:
         return values[cs[0]] * channels / cs[0]
     (c1, v1), (c2, v2) = [(c, values[c]) for c in cs[-2:]]
-    return v1 + (v2 - v1) * (channels - c1) / (c2 - c1)
+    return max(v1 + (v2 - v1) * (channels - c1) / (c2 - c1), min(v1, v2))
 
 
 def crossbar(values, channels):

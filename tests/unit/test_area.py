@@ -247,7 +247,7 @@ def test_report_arithmetic():
     assert line.startswith("area config=default total_mm2=") and "fmax_ghz=0.77" in line
 
 
-@pytest.mark.parametrize("config", ["default", "paper"])
+@pytest.mark.parametrize("config", ["default", "quad"])
 def test_memories_of_the_device_hold_the_configs_buffers(config):
     cfg = isa.load_config(config)
     by = sram.by_buffer([{**m, "buffer": sram.buffer_of(m["name"]), "area_mm2": 0, "area_1r1w_mm2": 0,
