@@ -101,11 +101,9 @@ def synthesize_cfg(cfg):
     return _cached(f"{tag}/{TOP}", repr(cfg), lambda: synthesize(NdpDevice(cfg), TOP, out_dir=OUT_DIR / tag))
 
 
-QUANTITIES = ("area_um2", "flops", "transistors", "fp_cells", "own_um2", "levels")
-
-
 def block_rows(result):
-    """{module: the figures QUANTITIES of it with its submodules (own_um2, levels: its own)}."""
+    """{module: area, flops, transistors, FP cells, memory bits with its submodules; own_um2,
+    levels and path of its own logic}."""
     out = {}
     for module, row in result["modules"].items():
         t = totals(result, module)

