@@ -137,7 +137,7 @@ def fit(points, channels):
     out = {}
     for module, last in points[cs[-1]].items():
         have = [c for c in cs if module in points[c]]
-        row = {"path": last["path"], "memory_bits": None}
+        row = {"path": last["path"]}
         holds = len(have) == 2 and (module == CROSSBAR or CROSSBAR.startswith(module + "."))
         bar = {c: points[c][CROSSBAR]["own_um2"] for c in have} if holds else {c: 0.0 for c in have}
         bar_fit = crossbar(bar, channels) if holds else 0.0

@@ -124,11 +124,12 @@ async def _run(cfg, shapes):
 
 def activity(cfg, descs):
     """The counts the energies multiply (see the module's docstring)."""
+    from driver.device import dram_traffic
     from isa.pe_array import plan, trans_plan
     count = dict.fromkeys(("macs", "chunks", "trans_chunks", "acc_line_writes", "readout_words",
                            "dram_read_bytes", "dram_write_bytes", "in_buf_line_writes"), 0)
     for desc in descs:
-        m, groups = desc.in_rows, -(-desc.in_rows // cfg.rows)
+        m = desc.in_rows
         for k, n, transposed in stages(desc):
             count["macs"] += m * k * n
             words = -(-n // cfg.lanes)
@@ -140,11 +141,19 @@ def activity(cfg, descs):
                 p = plan(n, cfg.lanes, m)
                 count["chunks"] += m * -(-k // p.pack) * p.n_words
             count["readout_words"] += m * words
-        count["dram_read_bytes"] += groups * desc.dev_size * LINE_BYTES + payload_bytes(desc) + LINE_BYTES
-        count["dram_write_bytes"] += result_bytes(desc) + LINE_BYTES
+        reads, writes = dram_traffic(cfg, desc)
+        count["dram_read_bytes"] += reads
+        count["dram_write_bytes"] += writes
         count["in_buf_line_writes"] += -(-m * desc.in_cols * 2 // (cfg.lanes * 2))
     count["dram_buf_lines"] = count["dram_read_bytes"] // (cfg.dram_channels * LINE_BYTES)
     return count
+
+
+def line_pj(buffers, buffer, what):
+    """Energy (`what`: read_pj or write_pj) of one line access of a buffer, all its macros
+    at once (area/sram.py's rows; 0 for a buffer of flip-flops)."""
+    rows = [r for r in buffers if r["buffer"] == buffer and r["kind"] == "sram"]
+    return rows[0][what] if rows else 0.0
 
 
 def estimate(cfg, buffers, workload=Workload()):
@@ -156,9 +165,8 @@ def estimate(cfg, buffers, workload=Workload()):
     descs, cycles = asyncio.run(_run(cfg, shapes))
     count = activity(cfg, descs)
 
-    def line(buffer, what):            # energy of one line access of a buffer (all its macros)
-        rows = [r for r in buffers if r["buffer"] == buffer and r["kind"] == "sram"]
-        return rows[0][what] if rows else 0.0
+    def line(buffer, what):
+        return line_pj(buffers, buffer, what)
     energy = {"pe": count["macs"] * MAC_PJ,
               "input_buffer": (count["chunks"] + count["trans_chunks"]) * line("input", "read_pj")
               + count["in_buf_line_writes"] * line("input", "write_pj"),
@@ -189,8 +197,7 @@ def peak(cfg, buffers):
     (a chunk per PE row per cycle: an input-buffer read, an accumulator read and write) and
     the leakage: the figure a datasheet (and the paper's 1.17 W for the PEs) quotes."""
     def line(buffer, what):
-        rows = [r for r in buffers if r["buffer"] == buffer and r["kind"] == "sram"]
-        return rows[0][what] if rows else 0.0
+        return line_pj(buffers, buffer, what)
     chunks_per_s = cfg.rows * cfg.clock_hz
     pe = cfg.macs * cfg.clock_hz * MAC_PJ * 1e-12
     buffers_w = chunks_per_s * (line("input", "read_pj") + line("output", "read_pj")

@@ -102,11 +102,10 @@ def assemble(name, cfg, est, memories, workload_power, peak):
     llmcompass_logic_mm2 = (device["transistors"] + fp_transistors) / DENSITY_45NM_MTR_MM2 / 1e6
     llmcompass_sram_mm2 = bits * SRAM_TRANSISTORS_PER_BIT / DENSITY_45NM_MTR_MM2 / 1e6
     total_mm2 = core_um2 / 1e6 + sram_mm2
-    # the paper's figures per MAC and per bit of its three buffers, at this config's size
+    # the paper's figures per MAC and per byte of its three buffers, at this config's size
     mac_share = cfg.macs / PAPER["macs"]
-    bit_share = sum(b["bits"] for k, b in buffers.items() if k != "other") / (PAPER["sram_bytes"] * 8)
-    if abs(bit_share - 1) < 0.01:         # the paper's 3 MB (the DRAM buffer here is a line short)
-        bit_share = 1.0
+    # (the output buffer is two banks of out_buf_bytes, one read out while the other fills)
+    bit_share = (cfg.in_buf_bytes + 2 * cfg.out_buf_bytes + cfg.dram_buf_bytes) / PAPER["sram_bytes"]
     paper = {"pe_mm2": PAPER["pe_mm2"] * mac_share, "sram_mm2": PAPER["sram_mm2"] * bit_share,
              "pe_w": PAPER["pe_w"] * mac_share, "sram_w": PAPER["sram_w"] * bit_share}
     paper["total_mm2"], paper["total_w"] = paper["pe_mm2"] + paper["sram_mm2"], paper["pe_w"] + paper["sram_w"]
@@ -115,7 +114,7 @@ def assemble(name, cfg, est, memories, workload_power, peak):
         "device": {"lanes": cfg.lanes, "rows": cfg.rows, "macs": cfg.macs, "channels": cfg.dram_channels,
                    "clock_hz": cfg.clock_hz, "sram_bits": bits},
         "logic_source": est["source"],
-        "paper": paper, "paper_share": {"macs": mac_share, "buffer_bits": bit_share},
+        "paper": paper, "paper_share": {"macs": mac_share, "buffer_bytes": bit_share},
         "area": {"pe_mm2": pe_um2 / 1e6, "other_logic_mm2": (core_um2 - pe_um2) / 1e6,
                  "logic_mm2": core_um2 / 1e6, "sram_mm2": sram_mm2, "total_mm2": total_mm2,
                  "sram_1r1w_mm2": sram_1r1w, "sram_bitcell_mm2": bitcell_mm2,
@@ -153,7 +152,7 @@ def _ratio(a, b):
 
 def summary_table(r):
     """(part, estimate, paper, ratio, references) rows; the paper's figures scaled to the
-    config's MACs and buffer bits (r["paper_share"], 1 at the paper config)."""
+    config's MACs and buffer bytes (r["paper_share"], 1 at the paper config)."""
     a, p, ref, PAPER = r["area"], r["power"], r["references"], r["paper"]
     pk = p["peak"]
     sram_w = pk["buffers_dynamic_w"] + pk["buffers_leakage_w"]

@@ -170,13 +170,11 @@ def totals(result, module=None):
     rows = result["modules"]
     row = rows[module or result["top"]]
     out = {"area_um2": row["area_um2"], "flops": row["flops"], "transistors": row["transistors"] or 0,
-           "memory_bits": sum(m["bits"] for m in row["memories"]), "instances": dict(row["instances"]),
-           "memories": list(row["memories"])}
+           "memory_bits": sum(m["bits"] for m in row["memories"]), "instances": dict(row["instances"])}
     for child, n in row["children"].items():
         sub = totals(result, child)
         for key in ("area_um2", "flops", "transistors", "memory_bits"):
             out[key] += n * sub[key]
         for cell, k in sub["instances"].items():
             out["instances"][cell] = out["instances"].get(cell, 0) + n * k
-        out["memories"] += sub["memories"] * n
     return out

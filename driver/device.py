@@ -123,6 +123,15 @@ def lora_xab_descriptor(adapter, m):
                       dev_cols=adapter.r, in_size=lines(m * adapter.d * 2), in_rows=m, in_cols=adapter.d)
 
 
+def dram_traffic(cfg, desc):
+    """(read, written) bytes of DRAM a read-compute descriptor moves: its device operand once
+    per group of ROWS input rows, the payload and the slot's header line; the result and the
+    completion line."""
+    groups = -(-desc.in_rows // cfg.rows)
+    reads = groups * desc.dev_size * slots.LINE_BYTES + payload_bytes(desc) + slots.LINE_BYTES
+    return reads, result_bytes(desc) + slots.LINE_BYTES
+
+
 def load_descriptor(tensor):
     return Descriptor(type=DescType.LOAD, op=0, dtype=tensor.dtype, dev_addr=tensor.addr,
                       dev_size=tensor.size_lines, dev_rows=tensor.rows, dev_cols=tensor.cols)

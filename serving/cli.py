@@ -134,7 +134,8 @@ def systems():
 @click.option("--out", type=click.Path(file_okay=False, path_type=pathlib.Path), default=None,
               help="where report-<config>.json and .md go (default build/area)")
 @click.option("--scaling", is_flag=True,
-              help="each block's growth over the 1, 2 and 4 channel variants a scaled config is fitted to")
+              help="each block's growth over the 1 and 2 channel variants a scaled config is fitted to, "
+                   "and the lane-wide blocks alone at 1, 2 and 4 channels")
 def area(config_name, out, scaling):
     """Area, power and timing of the NDP core at 45 nm beside the paper's (area/report.py)."""
     from area import blocks, report

@@ -45,8 +45,8 @@ from isa import Op, Status  # noqa: E402
 from isa.slots import HEADER_BYTES, LINE_BYTES  # noqa: E402
 from isa.validate import payload_bytes, result_bytes  # noqa: E402
 from driver import NdpDevice  # noqa: E402
-from driver.device import (attention_descriptor, attention_result, lora_xab_descriptor,  # noqa: E402
-                           matmul_descriptor)
+from driver.device import (attention_descriptor, attention_result, dram_traffic,  # noqa: E402
+                           lora_xab_descriptor, matmul_descriptor)
 from sim import golden  # noqa: E402
 
 RANKS = (8, 16, 32, 64, 128)
@@ -160,10 +160,7 @@ def moved_bytes(cfg, desc):
     writes have channels of their own, and the DRAM serves both each cycle): reads of the
     device operand once per group of ROWS input rows, the payload and the slot header;
     writes of the result and the completion line."""
-    groups = -(-desc.in_rows // cfg.rows)
-    reads = groups * desc.dev_size * LINE_BYTES + payload_bytes(desc) + LINE_BYTES
-    writes = result_bytes(desc) + LINE_BYTES
-    return max(reads, writes)
+    return max(dram_traffic(cfg, desc))
 
 
 def macs(work):
