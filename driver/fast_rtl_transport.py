@@ -88,13 +88,44 @@ class FastRtlTransport(Transport):
                 getattr(self.dut, f"dram_{name}").value = value
 
     def _map_dram(self):
-        lib = ctypes.CDLL(None)         # the simulator executable, linked with -rdynamic
+        self._lib = lib = ctypes.CDLL(None)     # the simulator executable, linked with -rdynamic
         lib.ndp_fast_dram_base.restype = ctypes.c_void_p
         lib.ndp_fast_dram_bytes.restype = ctypes.c_ulonglong
         base, size = lib.ndp_fast_dram_base(), lib.ndp_fast_dram_bytes()
         if not base:
             raise RuntimeError("ndp_fast_top's DRAM is not allocated (ndp_dram_init did not run)")
         self.dram = np.ctypeslib.as_array(ctypes.cast(base, ctypes.POINTER(ctypes.c_uint8)), shape=(size,))
+
+    # ---- faults and stalls inside the DRAM model (ndp_axi_dram.sv) ---------------------
+
+    async def add_dram_fault(self, lo, hi, read=2, write=2):
+        """Lines overlapping [lo, hi) answer `read` (RRESP) to the device's reads and `write`
+        (BRESP) to its writes: 0 OKAY, 2 SLVERR, 3 DECERR (sim/memory.py DramFaults)."""
+        for name, resp in (("read", read), ("write", write)):
+            if resp not in RESP_NAMES or resp == 1:
+                raise ValueError(f"{name} response must be 0, 2 or 3, got {resp!r}")
+        if not 0 <= lo < hi:
+            raise ValueError(f"fault range [{lo!r}, {hi!r}) is empty or negative")
+        await self._wait_ready()
+        self._lib.ndp_fast_dram_add_fault(ctypes.c_ulonglong(lo), ctypes.c_ulonglong(hi), read, write)
+
+    async def clear_dram_faults(self):
+        await self._wait_ready()
+        self._lib.ndp_fast_dram_clear_faults()
+
+    async def set_dram_stalls(self, permille, seed=1):
+        """From the next edge on, every DRAM channel (AR, R, AW, W, B of each port) and the
+        register port's handshakes stall with probability permille / 1000 per edge, from a
+        generator seeded with `seed`; 0 turns the stalls off."""
+        if not 0 <= permille <= 1000:
+            raise ValueError(f"permille must be in [0, 1000], got {permille!r}")
+        await self._wait_ready()
+        self._lib.ndp_fast_dram_set_stalls(ctypes.c_ulonglong(seed), permille)
+
+    def stall_counts(self):
+        """Stalls inserted so far per channel kind, every port together: {"ar": n, ...}."""
+        self._lib.ndp_fast_dram_stall_count.restype = ctypes.c_ulonglong
+        return {kind: int(self._lib.ndp_fast_dram_stall_count(k)) for k, kind in enumerate(("ar", "r", "aw", "w", "b"))}
 
     def _range(self, addr, length, pasid, write):
         if addr < 0 or addr + length > len(self.dram):

@@ -12,6 +12,7 @@ import contextlib
 from isa.slots import LINE_BYTES
 from sim import mem_frontend
 from sim.device import NdpModel
+from sim.memory import RESP_NAMES
 from sim.regfile import RefusedAccess
 
 from .errors import MemAccessError, RegisterAccessError
@@ -87,7 +88,12 @@ class ModelTransport(Transport):
             await self._run_to(self.now)
             if mem_frontend.refused(self.model.regfile.queues, addr, len(data), pasid):
                 raise MemAccessError(addr, len(data), pasid, "SLVERR", write=True)
-            self.model.memory.write(addr, data)
+            memory = self.model.memory
+            if memory.faults.write_resp(addr, len(data)):   # the DRAM's answer, passed through
+                memory.device_write(addr, data)
+                raise MemAccessError(addr, len(data), pasid, RESP_NAMES[memory.faults.write_resp(addr, len(data))],
+                                     write=True)
+            memory.write(addr, data)
             self._wake()
             write, _, per_line = self._mem_cycles
             await self._run_to(self.now + write + per_line * _lines(addr, len(data)))
@@ -97,6 +103,9 @@ class ModelTransport(Transport):
             await self._run_to(self.now)
             if mem_frontend.refused(self.model.regfile.queues, addr, length, pasid):
                 raise MemAccessError(addr, length, pasid, "SLVERR", write=False)
+            resp = self.model.memory.faults.read_resp(addr, length)
+            if resp:
+                raise MemAccessError(addr, length, pasid, RESP_NAMES[resp], write=False)
             data = self.model.memory.read(addr, length)
             _, read, per_line = self._mem_cycles
             await self._run_to(self.now + read + per_line * _lines(addr, length))

@@ -28,6 +28,12 @@ unpacker, the compute unit, the softmax unit and the DRAM writer, and sequences 
   finds the beats waiting in the DRAM buffer.
 - then, after every result write has been answered, status, cycles and completion
   word go out in one line-sized write, and the queue's HEAD, STATUS and irq follow.
+DRAM errors: a beat the unpacker takes with an error response (the reader keeps it beside
+the beat) marks the descriptor being executed, and an error response to a write before
+its completion line marks the descriptor whose line it is (the writer takes no later
+job's writes before that line): the completion says DRAM_ERROR instead of OK. An error
+response to the completion line itself reaches STATUS (last error DRAM_ERROR, sticky);
+HEAD moves on.
 Nothing is carried from one descriptor to the next: a chain lives inside one descriptor,
 so a failed descriptor leaves nothing a later one could compute on.
 """
@@ -125,6 +131,14 @@ class ControlUnit(wiring.Component):
         # meanwhile, so the line follows every result write and precedes the next ones
         pending, pending_entry, pending_status = Signal(), Signal(ibuf_entry(cfg)), Signal(8)
         pending_slot, pending_store = Signal(64), Signal()
+        # DRAM errors: of the beats the current descriptor took, of the pending one's, and
+        # of the writes since the last completion line
+        read_error, pending_read_error, write_error = Signal(), Signal(), Signal()
+        took_error = reader.out.valid & reader.out.ready & reader.out_err
+        with m.If(took_error):
+            m.d.sync += read_error.eq(1)
+        with m.If(writer.write_error):
+            m.d.sync += write_error.eq(1)
         writer_free = Signal()
         # a stage's readout (and its results' write run) deferred until its last sums are
         # written, while the control unit goes on to the next group or descriptor
@@ -296,7 +310,8 @@ class ControlUnit(wiring.Component):
                     m.d.sync += entry.eq(front.task)
                     m.next = "DECODE"
             with m.State("DECODE"):
-                m.d.sync += [status.eq(dec.status), sq_slot.eq(slot_addr(regs.sq_base, entry.seq, regs)),
+                m.d.sync += [status.eq(dec.status), read_error.eq(0),
+                             sq_slot.eq(slot_addr(regs.sq_base, entry.seq, regs)),
                              cq_slot.eq(slot_addr(regs.cq_base, entry.seq, regs)),
                              m0.eq(0), in_elem.eq(0), out_byte.eq(0)]
                 # result rows: FP32 O for attention, else FP16; their values: the last
@@ -546,7 +561,7 @@ class ControlUnit(wiring.Component):
                 # writer is busy with the results' run until the readout's last line)
                 with m.If(~pending):
                     m.d.sync += [pending.eq(1), pending_entry.eq(entry), pending_status.eq(status),
-                                 pending_slot.eq(cq_slot),
+                                 pending_read_error.eq(read_error | took_error), pending_slot.eq(cq_slot),
                                  pending_store.eq((status == Status.OK) & dec.is_store)]
                     m.next = "IDLE"
 
@@ -562,16 +577,21 @@ class ControlUnit(wiring.Component):
             # completion line: sequence number, status, zero, cycles, zeros
             assert (CQ_SEQ, CQ_STATUS, CQ_CYCLES) == (0, 8, 16)
             header, status_word = Signal(cfg.data_bits), Signal(32)
-            m.d.comb += [status_word.eq(pending_status),
+            # every write before the line is answered: the descriptor's DRAM errors are known
+            dram_error = pending_read_error | write_error
+            m.d.comb += [status_word.eq(Mux((pending_status == Status.OK) & dram_error, Status.DRAM_ERROR,
+                                            pending_status)),
                          header.eq(Cat(pending_entry.seq, status_word, Const(0, 32), cycles))]
+            m.d.sync += write_error.eq(0)
             m.d.comb += [writer.start.eq(1), writer.addr.eq(pending_slot), writer.line.eq(header),
                          writer.strb.eq((1 << cfg.port_bytes) - 1), writer.report.eq(1),
                          reports.w_en.eq(1),
-                         reports.w_data.eq(Cat(pending_entry.queue, pending_entry.seq[:32], pending_status,
+                         reports.w_data.eq(Cat(pending_entry.queue, pending_entry.seq[:32], status_word[:8],
                                                pending_store))]
             m.d.sync += pending.eq(0)
         done_queue, done_seq = reports.r_data[:len(self.done_queue)], reports.r_data[len(self.done_queue):][:32]
-        done_status = reports.r_data[len(self.done_queue) + 32:][:8]
+        # a completion line the DRAM refused: its queue's STATUS says so
+        done_status = Mux(writer.reported_error, Status.DRAM_ERROR, reports.r_data[len(self.done_queue) + 32:][:8])
         done_store = reports.r_data[-1]
         irq_en = Signal()
         with m.Switch(done_queue):

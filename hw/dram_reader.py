@@ -10,11 +10,16 @@ channel; the first and last beats of a run that starts or ends inside a beat hol
 of the run only where it has them (the unpacker's `offset` and its count of beats say
 which).
 
+Each beat keeps its response beside it in the buffer: `out_err` says the beat at the
+output was answered SLVERR or DECERR (on several channels, the worst of its lines': the
+interleaver joins them), so the consumer of the beat, not the reader, decides whose
+error it is.
+
 A new run may start as soon as the current one has issued its last burst (`issued_all`):
 its bursts follow the current run's in flight, and its beats queue behind theirs in the
 buffer.
 """
-from amaranth import Module, Signal
+from amaranth import Cat, Module, Signal
 from amaranth.lib import wiring, fifo
 from amaranth.lib.wiring import In, Out
 
@@ -29,16 +34,17 @@ class DramReader(wiring.Component):
             "bus": Out(device_bus(cfg)),
             "start": In(1), "addr": In(64), "lines": In(RUN_LINES_BITS),
             "busy": Out(1), "issued_all": Out(1),
-            "out": Out(BeatStream(cfg.beat_bits)),
+            "out": Out(BeatStream(cfg.beat_bits)), "out_err": Out(1),
         })
 
     def elaborate(self, platform):
         m = Module()
         cfg, bus = self._cfg, self.bus
         line_log2 = (cfg.port_bytes - 1).bit_length()
-        m.submodules.buffer = buffer = fifo.SyncFIFOBuffered(width=cfg.beat_bits, depth=cfg.dram_buf_beats)
-        m.d.comb += [self.out.data.eq(buffer.r_data), self.out.valid.eq(buffer.r_rdy),
-                     buffer.r_en.eq(self.out.ready)]
+        # a beat and its error bit (RRESP SLVERR or DECERR)
+        m.submodules.buffer = buffer = fifo.SyncFIFOBuffered(width=cfg.beat_bits + 1, depth=cfg.dram_buf_beats)
+        m.d.comb += [self.out.data.eq(buffer.r_data[:cfg.beat_bits]), self.out_err.eq(buffer.r_data[-1]),
+                     self.out.valid.eq(buffer.r_rdy), buffer.r_en.eq(self.out.ready)]
 
         addr, left = Signal(64, name="addr"), Signal(RUN_LINES_BITS, name="left")
         # beats asked for and not yet arrived, and bursts in flight
@@ -51,7 +57,7 @@ class DramReader(wiring.Component):
         if cfg.dram_channels > 1:
             m.d.comb += bus.arlines.eq(lines)
         beat_in = bus.rvalid & bus.rready
-        m.d.comb += [buffer.w_data.eq(bus.rdata), buffer.w_en.eq(beat_in)]
+        m.d.comb += [buffer.w_data.eq(Cat(bus.rdata, bus.rresp[1])), buffer.w_en.eq(beat_in)]
 
         room = (cfg.dram_buf_beats - buffer.level - pending)
         m.d.comb += bus.arvalid.eq((left != 0) & (in_flight < cfg.dram_max_reads) & (room >= beats))

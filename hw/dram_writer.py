@@ -11,7 +11,8 @@ cycle while the source has them. The writer is `idle` (ready for its next job) o
 job's last beat is out. `quiet` says every write issued so far has been answered: what
 a completion waits for. A job started with `report` marks its last burst; `reported`
 pulses when that burst's response comes back (the completion line's answer, after which
-HEAD may move).
+HEAD may move). `write_error` pulses for an error response (SLVERR or DECERR) to any other
+burst, `reported_error` for one to the marked burst.
 """
 from amaranth import Cat, Module, Signal, Mux
 from amaranth.lib import fifo, wiring
@@ -33,6 +34,7 @@ class DramWriter(wiring.Component):
             "line": In(cfg.data_bits), "strb": In(cfg.port_bytes),   # 0: this one line
             "report": In(1),
             "idle": Out(1), "quiet": Out(1), "reported": Out(1),
+            "write_error": Out(1), "reported_error": Out(1),
             "src": In(LineStream(cfg.beat_bits)),
         })
 
@@ -64,6 +66,8 @@ class DramWriter(wiring.Component):
         answered = bus.bvalid & bus.bready
         m.d.comb += [bus.bready.eq(tags.r_rdy), tags.r_en.eq(answered),
                      self.reported.eq(answered & tags.r_data),
+                     self.write_error.eq(answered & bus.bresp[1] & ~tags.r_data),
+                     self.reported_error.eq(answered & bus.bresp[1] & tags.r_data),
                      tags.w_en.eq(issued), tags.w_data.eq(report & (left == burst)),
                      counts.w_en.eq(issued), counts.w_data.eq(beats)]
 

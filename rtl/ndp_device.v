@@ -10,7 +10,7 @@ module ndp_device(mem__awaddr, mem__awlen, mem__awsize, mem__awburst, mem__awloc
   reg \$auto$verilog_backend.cc:2355:dump_module$65  = 0;
   wire [64:0] \$1 ;
   reg [63:0] \$2 ;
-  wire [41:0] \$3 ;
+  wire [33:0] \$3 ;
   wire [63:0] bus__araddr;
   wire [63:0] \bus__araddr$331 ;
   wire [1:0] bus__arburst;
@@ -827,11 +827,12 @@ module ndp_device(mem__awaddr, mem__awlen, mem__awsize, mem__awburst, mem__awloc
     .bus__wvalid(ports__2__wvalid),
     .clk(clk),
     .cycle(cycle),
+    .done_status(done_status),
     .irq(irq),
     .pop(pop),
     .pop_ready(pop_ready),
     .pop_valid(pop_valid),
-    .\port$10327$0 (\$3 ),
+    .\port$10348$0 (\$3 ),
     .queues__0(queues__0),
     .queues__1(queues__1),
     .queues__2(queues__2),
@@ -1024,6 +1025,7 @@ module ndp_device(mem__awaddr, mem__awlen, mem__awsize, mem__awburst, mem__awloc
   \ndp_device.regfile  regfile (
     .b_resp(io__bresp),
     .clk(clk),
+    .done_status(done_status),
     .done_valid(done_valid),
     .io__araddr(io__araddr),
     .io__arready(io__arready),
@@ -1040,7 +1042,7 @@ module ndp_device(mem__awaddr, mem__awlen, mem__awsize, mem__awburst, mem__awloc
     .io__wready(io__wready),
     .io__wstrb(io__wstrb),
     .io__wvalid(io__wvalid),
-    .\port$10327$0 (\$3 ),
+    .\port$10348$0 (\$3 ),
     .queues__0(queues__0),
     .queues__1(queues__1),
     .queues__2(queues__2),
@@ -1338,8 +1340,7 @@ module ndp_device(mem__awaddr, mem__awlen, mem__awsize, mem__awburst, mem__awloc
   assign \done_queue$441  = \$3 [1:0];
   assign done_seq = \$3 [33:2];
   assign \done_seq$443  = \$3 [33:2];
-  assign done_status = \$3 [41:34];
-  assign \done_status$445  = \$3 [41:34];
+  assign \done_status$445  = done_status;
   assign \irq$446  = irq;
   assign io__rresp = 2'h0;
   assign \queues__0.sq_base  = queues__0[63:0];
@@ -2632,8 +2633,8 @@ module \ndp_device.command_engine (bus__rresp, clk, rst, push_ready, cycle, rese
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, bus__rlast, clk, rst, pop, irq, bus__arlen, bus__arvalid, bus__awlen, bus__wdata, bus__wstrb, r_en, bus__wvalid, bus__wlast, bus__bready, \port$10327$0 , cycle, queues__0
-, queues__1, queues__2, queues__3, pop_valid, pop_ready, bus__araddr, bus__awvalid, bus__awaddr, bus__arready, bus__rvalid, bus__awready, bus__wready, bus__bvalid, bus__bid);
+module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, bus__rlast, clk, rst, pop, done_status, irq, bus__arlen, bus__arvalid, bus__awlen, bus__wdata, bus__wstrb, r_en, bus__wvalid, bus__wlast, bus__bready, \port$10348$0 , cycle
+, queues__0, queues__1, queues__2, queues__3, pop_valid, pop_ready, bus__araddr, bus__awvalid, bus__awaddr, bus__arready, bus__rvalid, bus__awready, bus__wready, bus__bvalid, bus__bid);
   reg \$auto$verilog_backend.cc:2355:dump_module$67  = 0;
   wire \$1 ;
   wire [1:0] \$10 ;
@@ -2654,20 +2655,20 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$113 ;
   wire [19:0] \$114 ;
   wire [19:0] \$115 ;
-  wire [26:0] \$1156 ;
-  wire \$1158 ;
   wire [19:0] \$116 ;
+  wire [26:0] \$1169 ;
   wire \$117 ;
+  wire \$1171 ;
   wire [19:0] \$118 ;
   wire [19:0] \$119 ;
   wire \$12 ;
   wire [19:0] \$120 ;
   wire [20:0] \$121 ;
   wire \$122 ;
-  wire [26:0] \$1227 ;
-  wire \$1229 ;
   wire [19:0] \$123 ;
   wire [19:0] \$124 ;
+  wire [26:0] \$1240 ;
+  wire \$1242 ;
   wire [19:0] \$125 ;
   wire [20:0] \$126 ;
   wire \$127 ;
@@ -3034,14 +3035,14 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$452 ;
   wire \$453 ;
   wire \$454 ;
-  wire [64:0] \$455 ;
+  wire \$455 ;
   wire \$456 ;
-  wire [3:0] \$457 ;
-  wire \$458 ;
-  wire \$459 ;
+  wire \$457 ;
+  wire [7:0] \$458 ;
+  wire [64:0] \$459 ;
   wire [19:0] \$46 ;
   wire \$460 ;
-  wire \$461 ;
+  wire [3:0] \$461 ;
   wire \$462 ;
   wire \$463 ;
   wire \$464 ;
@@ -3063,37 +3064,37 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$479 ;
   wire [19:0] \$48 ;
   wire \$480 ;
-  wire [5:0] \$481 ;
+  wire \$481 ;
   wire \$482 ;
-  wire [5:0] \$483 ;
+  wire \$483 ;
   wire \$484 ;
-  wire [5:0] \$485 ;
-  wire [64:0] \$486 ;
-  wire [15:0] \$487 ;
-  wire [16:0] \$488 ;
-  wire [16:0] \$489 ;
+  wire \$485 ;
+  wire \$486 ;
+  wire [5:0] \$487 ;
+  wire \$488 ;
+  wire [5:0] \$489 ;
   wire [19:0] \$49 ;
-  wire [79:0] \$490 ;
-  wire [80:0] \$491 ;
+  wire \$490 ;
+  wire [5:0] \$491 ;
   wire [64:0] \$492 ;
   wire [15:0] \$493 ;
   wire [16:0] \$494 ;
   wire [16:0] \$495 ;
   wire [79:0] \$496 ;
   wire [80:0] \$497 ;
-  wire \$498 ;
-  wire \$499 ;
+  wire [64:0] \$498 ;
+  wire [15:0] \$499 ;
   wire [19:0] \$5 ;
   wire [19:0] \$50 ;
-  wire \$500 ;
-  wire [19:0] \$501 ;
-  wire [19:0] \$502 ;
-  wire \$503 ;
+  wire [16:0] \$500 ;
+  wire [16:0] \$501 ;
+  wire [79:0] \$502 ;
+  wire [80:0] \$503 ;
   wire \$504 ;
   wire \$505 ;
   wire \$506 ;
-  wire \$507 ;
-  wire \$508 ;
+  wire [19:0] \$507 ;
+  wire [19:0] \$508 ;
   wire \$509 ;
   wire [19:0] \$51 ;
   wire \$510 ;
@@ -3101,230 +3102,230 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$512 ;
   wire \$513 ;
   wire \$514 ;
-  wire [2:0] \$515 ;
+  wire \$515 ;
   wire \$516 ;
   wire \$517 ;
-  wire [2:0] \$518 ;
+  wire \$518 ;
   wire \$519 ;
   wire \$52 ;
   wire \$520 ;
-  wire [19:0] \$521 ;
-  wire [19:0] \$522 ;
-  wire [19:0] \$523 ;
-  wire [19:0] \$524 ;
-  wire [19:0] \$525 ;
-  wire [19:0] \$526 ;
+  wire [2:0] \$521 ;
+  wire \$522 ;
+  wire \$523 ;
+  wire [2:0] \$524 ;
+  wire \$525 ;
+  wire \$526 ;
   wire [19:0] \$527 ;
-  wire \$528 ;
-  wire \$529 ;
+  wire [19:0] \$528 ;
+  wire [19:0] \$529 ;
   wire [19:0] \$53 ;
   wire [19:0] \$530 ;
   wire [19:0] \$531 ;
   wire [19:0] \$532 ;
   wire [19:0] \$533 ;
-  wire [19:0] \$534 ;
-  wire [19:0] \$535 ;
+  wire \$534 ;
+  wire \$535 ;
   wire [19:0] \$536 ;
-  wire \$537 ;
-  wire \$538 ;
+  wire [19:0] \$537 ;
+  wire [19:0] \$538 ;
   wire [19:0] \$539 ;
   wire [19:0] \$54 ;
   wire [19:0] \$540 ;
   wire [19:0] \$541 ;
   wire [19:0] \$542 ;
-  wire [19:0] \$543 ;
-  wire [19:0] \$544 ;
+  wire \$543 ;
+  wire \$544 ;
   wire [19:0] \$545 ;
-  wire \$546 ;
-  wire \$547 ;
-  wire [2:0] \$548 ;
+  wire [19:0] \$546 ;
+  wire [19:0] \$547 ;
+  wire [19:0] \$548 ;
   wire [19:0] \$549 ;
   wire [19:0] \$55 ;
-  wire \$550 ;
-  wire \$551 ;
-  wire [19:0] \$552 ;
-  wire [19:0] \$553 ;
-  wire [19:0] \$554 ;
+  wire [19:0] \$550 ;
+  wire [19:0] \$551 ;
+  wire \$552 ;
+  wire \$553 ;
+  wire [2:0] \$554 ;
   wire [19:0] \$555 ;
-  wire [19:0] \$556 ;
-  wire [19:0] \$557 ;
+  wire \$556 ;
+  wire \$557 ;
   wire [19:0] \$558 ;
-  wire \$559 ;
+  wire [19:0] \$559 ;
   wire \$56 ;
-  wire \$560 ;
-  wire [2:0] \$561 ;
-  wire [7:0] \$562 ;
-  wire [8:0] \$563 ;
-  wire [20:0] \$564 ;
+  wire [19:0] \$560 ;
+  wire [19:0] \$561 ;
+  wire [19:0] \$562 ;
+  wire [19:0] \$563 ;
+  wire [19:0] \$564 ;
   wire \$565 ;
   wire \$566 ;
-  wire [19:0] \$567 ;
-  wire [19:0] \$568 ;
-  wire [19:0] \$569 ;
+  wire [2:0] \$567 ;
+  wire [7:0] \$568 ;
+  wire [8:0] \$569 ;
   wire \$57 ;
-  wire [19:0] \$570 ;
-  wire [19:0] \$571 ;
-  wire [19:0] \$572 ;
+  wire [20:0] \$570 ;
+  wire \$571 ;
+  wire \$572 ;
   wire [19:0] \$573 ;
-  wire \$574 ;
-  wire \$575 ;
-  wire [2:0] \$576 ;
+  wire [19:0] \$574 ;
+  wire [19:0] \$575 ;
+  wire [19:0] \$576 ;
   wire [19:0] \$577 ;
-  wire \$578 ;
-  wire \$579 ;
+  wire [19:0] \$578 ;
+  wire [19:0] \$579 ;
   wire [19:0] \$58 ;
-  wire [2:0] \$580 ;
-  wire [26:0] \$581 ;
-  wire \$582 ;
-  wire \$583 ;
-  wire [19:0] \$584 ;
-  wire [19:0] \$585 ;
-  wire [19:0] \$586 ;
-  wire [19:0] \$587 ;
-  wire [19:0] \$588 ;
-  wire [19:0] \$589 ;
+  wire \$580 ;
+  wire \$581 ;
+  wire [2:0] \$582 ;
+  wire [19:0] \$583 ;
+  wire \$584 ;
+  wire \$585 ;
+  wire [2:0] \$586 ;
+  wire [26:0] \$587 ;
+  wire \$588 ;
+  wire \$589 ;
   wire [19:0] \$59 ;
   wire [19:0] \$590 ;
-  wire [46:0] \$591 ;
-  wire \$592 ;
-  wire \$593 ;
-  wire \$594 ;
-  wire \$595 ;
-  wire \$596 ;
-  wire [19:0] \$597 ;
-  wire [19:0] \$598 ;
+  wire [19:0] \$591 ;
+  wire [19:0] \$592 ;
+  wire [19:0] \$593 ;
+  wire [19:0] \$594 ;
+  wire [19:0] \$595 ;
+  wire [19:0] \$596 ;
+  wire [46:0] \$597 ;
+  wire \$598 ;
   wire \$599 ;
   wire \$6 ;
   wire [19:0] \$60 ;
   wire \$600 ;
   wire \$601 ;
-  wire [19:0] \$602 ;
+  wire \$602 ;
   wire [19:0] \$603 ;
-  wire \$604 ;
+  wire [19:0] \$604 ;
   wire \$605 ;
-  wire [19:0] \$606 ;
-  wire [19:0] \$607 ;
+  wire \$606 ;
+  wire \$607 ;
   wire [19:0] \$608 ;
   wire [19:0] \$609 ;
   wire \$61 ;
-  wire [19:0] \$610 ;
-  wire [19:0] \$611 ;
+  wire \$610 ;
+  wire \$611 ;
   wire [19:0] \$612 ;
-  wire \$613 ;
-  wire \$614 ;
-  wire [2:0] \$615 ;
+  wire [19:0] \$613 ;
+  wire [19:0] \$614 ;
+  wire [19:0] \$615 ;
   wire [19:0] \$616 ;
-  wire \$617 ;
-  wire [26:0] \$618 ;
-  wire [26:0] \$619 ;
+  wire [19:0] \$617 ;
+  wire [19:0] \$618 ;
+  wire \$619 ;
   wire [19:0] \$62 ;
-  wire [24:0] \$620 ;
-  wire [19:0] \$621 ;
-  wire \$622 ;
+  wire \$620 ;
+  wire [2:0] \$621 ;
+  wire [19:0] \$622 ;
   wire \$623 ;
-  wire [32:0] \$624 ;
-  wire \$625 ;
-  wire \$626 ;
-  wire \$627 ;
+  wire [26:0] \$624 ;
+  wire [26:0] \$625 ;
+  wire [24:0] \$626 ;
+  wire [19:0] \$627 ;
   wire \$628 ;
   wire \$629 ;
   wire [19:0] \$63 ;
-  wire \$630 ;
-  wire [2:0] \$631 ;
-  wire [2:0] \$632 ;
+  wire [32:0] \$630 ;
+  wire \$631 ;
+  wire \$632 ;
   wire \$633 ;
-  wire [2:0] \$634 ;
-  wire [20:0] \$635 ;
-  wire [19:0] \$636 ;
-  wire \$637 ;
-  wire \$638 ;
-  wire [32:0] \$639 ;
+  wire \$634 ;
+  wire \$635 ;
+  wire \$636 ;
+  wire [2:0] \$637 ;
+  wire [2:0] \$638 ;
+  wire \$639 ;
   wire [19:0] \$64 ;
-  wire \$640 ;
-  wire \$641 ;
-  wire \$642 ;
+  wire [2:0] \$640 ;
+  wire [20:0] \$641 ;
+  wire [19:0] \$642 ;
   wire \$643 ;
   wire \$644 ;
-  wire \$645 ;
-  wire [2:0] \$646 ;
-  wire [2:0] \$647 ;
+  wire [32:0] \$645 ;
+  wire \$646 ;
+  wire \$647 ;
   wire \$648 ;
-  wire [2:0] \$649 ;
+  wire \$649 ;
   wire \$65 ;
-  wire [20:0] \$650 ;
-  wire [8:0] \$651 ;
-  wire [20:0] \$652 ;
-  wire \$653 ;
+  wire \$650 ;
+  wire \$651 ;
+  wire [2:0] \$652 ;
+  wire [2:0] \$653 ;
   wire \$654 ;
-  wire [3:0] \$655 ;
-  wire [5:0] \$656 ;
-  wire [6:0] \$657 ;
-  wire [4:0] \$658 ;
-  wire [5:0] \$659 ;
+  wire [2:0] \$655 ;
+  wire [20:0] \$656 ;
+  wire [8:0] \$657 ;
+  wire [20:0] \$658 ;
+  wire \$659 ;
   wire [19:0] \$66 ;
-  wire [6:0] \$660 ;
-  wire [6:0] \$661 ;
-  wire \$662 ;
-  wire \$663 ;
+  wire \$660 ;
+  wire [3:0] \$661 ;
+  wire [5:0] \$662 ;
+  wire [6:0] \$663 ;
   wire [4:0] \$664 ;
-  wire \$665 ;
-  wire \$666 ;
-  wire [19:0] \$667 ;
+  wire [5:0] \$665 ;
+  wire [6:0] \$666 ;
+  wire [6:0] \$667 ;
   wire \$668 ;
   wire \$669 ;
   wire [19:0] \$67 ;
-  wire [32:0] \$670 ;
+  wire [4:0] \$670 ;
   wire \$671 ;
   wire \$672 ;
-  wire \$673 ;
+  wire [19:0] \$673 ;
   wire \$674 ;
   wire \$675 ;
-  wire \$676 ;
-  wire [2:0] \$677 ;
-  wire [2:0] \$678 ;
+  wire [32:0] \$676 ;
+  wire \$677 ;
+  wire \$678 ;
   wire \$679 ;
   wire [19:0] \$68 ;
-  wire [2:0] \$680 ;
-  wire [20:0] \$681 ;
-  wire [19:0] \$682 ;
-  wire \$683 ;
-  wire \$684 ;
-  wire [32:0] \$685 ;
-  wire \$686 ;
-  wire \$687 ;
-  wire \$688 ;
+  wire \$680 ;
+  wire \$681 ;
+  wire \$682 ;
+  wire [2:0] \$683 ;
+  wire [2:0] \$684 ;
+  wire \$685 ;
+  wire [2:0] \$686 ;
+  wire [20:0] \$687 ;
+  wire [19:0] \$688 ;
   wire \$689 ;
   wire \$69 ;
   wire \$690 ;
-  wire \$691 ;
-  wire [2:0] \$692 ;
-  wire [2:0] \$693 ;
+  wire [32:0] \$691 ;
+  wire \$692 ;
+  wire \$693 ;
   wire \$694 ;
-  wire [2:0] \$695 ;
-  wire [20:0] \$696 ;
-  wire [8:0] \$697 ;
-  wire [20:0] \$698 ;
-  wire \$699 ;
+  wire \$695 ;
+  wire \$696 ;
+  wire \$697 ;
+  wire [2:0] \$698 ;
+  wire [2:0] \$699 ;
   wire \$7 ;
   wire [19:0] \$70 ;
   wire \$700 ;
-  wire [3:0] \$701 ;
-  wire [5:0] \$702 ;
-  wire [6:0] \$703 ;
-  wire [4:0] \$704 ;
-  wire [5:0] \$705 ;
-  wire [6:0] \$706 ;
-  wire [6:0] \$707 ;
-  wire \$708 ;
-  wire \$709 ;
+  wire [2:0] \$701 ;
+  wire [20:0] \$702 ;
+  wire [8:0] \$703 ;
+  wire [20:0] \$704 ;
+  wire \$705 ;
+  wire \$706 ;
+  wire [3:0] \$707 ;
+  wire [5:0] \$708 ;
+  wire [6:0] \$709 ;
   wire [19:0] \$71 ;
   wire [4:0] \$710 ;
-  wire \$711 ;
-  wire \$712 ;
-  wire \$713 ;
+  wire [5:0] \$711 ;
+  wire [6:0] \$712 ;
+  wire [6:0] \$713 ;
   wire \$714 ;
   wire \$715 ;
-  wire \$716 ;
+  wire [4:0] \$716 ;
   wire \$717 ;
   wire \$718 ;
   wire \$719 ;
@@ -3333,121 +3334,134 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$721 ;
   wire \$722 ;
   wire \$723 ;
-  wire [22:0] \$724 ;
-  wire [25:0] \$725 ;
-  wire [48:0] \$726 ;
+  wire \$724 ;
+  wire \$725 ;
+  wire \$726 ;
   wire \$727 ;
   wire \$728 ;
-  wire [5:0] \$729 ;
+  wire \$729 ;
   wire \$73 ;
-  wire [5:0] \$730 ;
-  wire \$731 ;
-  wire \$732 ;
-  wire [5:0] \$733 ;
-  wire [5:0] \$734 ;
-  wire \$735 ;
-  wire \$736 ;
+  wire [22:0] \$730 ;
+  wire [25:0] \$731 ;
+  wire [48:0] \$732 ;
+  wire \$733 ;
+  wire \$734 ;
+  wire [5:0] \$735 ;
+  wire [5:0] \$736 ;
   wire \$737 ;
   wire \$738 ;
-  wire \$739 ;
+  wire [5:0] \$739 ;
   wire [19:0] \$74 ;
-  wire [2:0] \$740 ;
+  wire [5:0] \$740 ;
   wire \$741 ;
-  wire [2:0] \$742 ;
+  wire \$742 ;
   wire \$743 ;
   wire \$744 ;
   wire \$745 ;
-  wire \$746 ;
+  wire [2:0] \$746 ;
   wire \$747 ;
-  wire [22:0] \$748 ;
-  wire [25:0] \$749 ;
+  wire [2:0] \$748 ;
+  wire \$749 ;
   wire [19:0] \$75 ;
-  wire [48:0] \$750 ;
+  wire \$750 ;
   wire \$751 ;
   wire \$752 ;
   wire \$753 ;
-  wire \$754 ;
-  wire [2:0] \$755 ;
-  wire \$756 ;
-  wire [2:0] \$757 ;
-  wire [20:0] \$758 ;
-  wire [22:0] \$759 ;
+  wire [22:0] \$754 ;
+  wire [25:0] \$755 ;
+  wire [48:0] \$756 ;
+  wire \$757 ;
+  wire \$758 ;
+  wire \$759 ;
   wire [19:0] \$76 ;
-  wire [44:0] \$760 ;
-  wire [20:0] \$761 ;
+  wire \$760 ;
+  wire [2:0] \$761 ;
   wire \$762 ;
-  wire \$763 ;
-  wire \$764 ;
-  wire \$765 ;
-  wire \$766 ;
-  wire \$767 ;
+  wire [2:0] \$763 ;
+  wire [20:0] \$764 ;
+  wire [22:0] \$765 ;
+  wire [44:0] \$766 ;
+  wire [20:0] \$767 ;
   wire \$768 ;
   wire \$769 ;
   wire \$77 ;
   wire \$770 ;
-  reg [4:0] \$771 ;
-  reg [4:0] \$772 ;
-  reg \$773 ;
-  reg [4:0] \$774 ;
-  reg [333:0] \$775 ;
-  reg [4:0] \$776 ;
-  reg [7:0] \$777 ;
-  reg [63:0] \$778 ;
-  reg [63:0] \$779 ;
+  wire \$771 ;
+  wire \$772 ;
+  wire \$773 ;
+  wire \$774 ;
+  wire \$775 ;
+  wire \$776 ;
+  wire \$777 ;
+  wire \$778 ;
+  wire \$779 ;
   wire [19:0] \$78 ;
-  reg [19:0] \$780 ;
-  reg [43:0] \$781 ;
-  reg [47:0] \$782 ;
-  reg [1:0] \$783 ;
-  reg [19:0] \$784 ;
-  reg [2:0] \$785 ;
-  reg \$786 ;
-  reg [1:0] \$787 ;
-  reg [2:0] \$788 ;
-  reg [19:0] \$789 ;
+  reg \$780 ;
+  reg \$781 ;
+  reg [4:0] \$782 ;
+  reg [4:0] \$783 ;
+  reg \$784 ;
+  reg [4:0] \$785 ;
+  reg [333:0] \$786 ;
+  reg [4:0] \$787 ;
+  reg [7:0] \$788 ;
+  reg [63:0] \$789 ;
   wire [19:0] \$79 ;
-  reg [1:0] \$790 ;
-  reg [2:0] \$791 ;
-  reg [19:0] \$792 ;
-  reg [19:0] \$793 ;
-  reg [19:0] \$794 ;
-  reg [4:0] \$795 ;
-  reg [43:0] \$796 ;
-  reg [2:0] \$797 ;
-  reg \$798 ;
-  reg [1:0] \$799 ;
+  reg [63:0] \$790 ;
+  reg [19:0] \$791 ;
+  reg [43:0] \$792 ;
+  reg [47:0] \$793 ;
+  reg [1:0] \$794 ;
+  reg [19:0] \$795 ;
+  reg [2:0] \$796 ;
+  reg \$797 ;
+  reg [1:0] \$798 ;
+  reg [2:0] \$799 ;
   wire \$8 ;
   wire [19:0] \$80 ;
-  reg \$800 ;
-  reg [19:0] \$801 ;
-  reg [1:0] \$802 ;
-  reg [1:0] \$803 ;
-  reg [1:0] \$804 ;
+  reg [19:0] \$800 ;
+  reg [1:0] \$801 ;
+  reg [2:0] \$802 ;
+  reg [19:0] \$803 ;
+  reg [19:0] \$804 ;
   reg [19:0] \$805 ;
-  reg [1:0] \$806 ;
-  reg [1:0] \$807 ;
-  reg [1:0] \$808 ;
-  reg [19:0] \$809 ;
+  reg [4:0] \$806 ;
+  reg [43:0] \$807 ;
+  reg [2:0] \$808 ;
+  reg \$809 ;
   wire \$81 ;
-  reg [19:0] \$810 ;
-  reg [19:0] \$811 ;
-  reg \$812 ;
-  reg [138:0] \$813 ;
-  reg [31:0] \$814 ;
-  reg [31:0] \$815 ;
-  reg [31:0] \$816 ;
-  reg [31:0] \$817 ;
-  reg [31:0] \$818 ;
-  reg [31:0] \$819 ;
+  reg [1:0] \$810 ;
+  reg \$811 ;
+  reg [19:0] \$812 ;
+  reg [1:0] \$813 ;
+  reg [1:0] \$814 ;
+  reg [1:0] \$815 ;
+  reg [19:0] \$816 ;
+  reg [1:0] \$817 ;
+  reg [1:0] \$818 ;
+  reg [1:0] \$819 ;
   wire [19:0] \$82 ;
-  reg [31:0] \$820 ;
-  reg [31:0] \$821 ;
-  reg \$822 ;
-  reg [333:0] \$823 ;
-  reg [7:0] \$824 ;
-  reg [63:0] \$825 ;
-  reg \$826 ;
+  reg [19:0] \$820 ;
+  reg [19:0] \$821 ;
+  reg [19:0] \$822 ;
+  reg \$823 ;
+  reg [138:0] \$824 ;
+  reg [31:0] \$825 ;
+  reg [31:0] \$826 ;
+  reg [31:0] \$827 ;
+  reg [31:0] \$828 ;
+  reg [31:0] \$829 ;
   wire [19:0] \$83 ;
+  reg [31:0] \$830 ;
+  reg [31:0] \$831 ;
+  reg [31:0] \$832 ;
+  reg \$833 ;
+  reg [333:0] \$834 ;
+  reg [7:0] \$835 ;
+  reg \$836 ;
+  reg [63:0] \$837 ;
+  reg \$838 ;
+  wire [512:0] \$839 ;
   wire [19:0] \$84 ;
   wire [19:0] \$85 ;
   wire [19:0] \$86 ;
@@ -3528,25 +3542,27 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   reg [19:0] \$signal$328  = 20'h00000;
   reg [19:0] \$signal$329  = 20'h00000;
   reg [1:0] \$signal$332  = 2'h0;
-  reg [511:0] \$signal$373 ;
-  reg [333:0] \$signal$374  = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-  wire [203:0] \$signal$374.desc ;
-  wire [63:0] \$signal$374.desc.dev_addr ;
-  wire [19:0] \$signal$374.desc.dev_cols ;
-  wire [19:0] \$signal$374.desc.dev_rows ;
-  wire [19:0] \$signal$374.desc.dev_size ;
-  wire [3:0] \$signal$374.desc.dtype ;
-  wire [9:0] \$signal$374.desc.flags ;
-  wire [19:0] \$signal$374.desc.in_cols ;
-  wire [19:0] \$signal$374.desc.in_rows ;
-  wire [19:0] \$signal$374.desc.in_size ;
-  wire [3:0] \$signal$374.desc.op ;
-  wire [1:0] \$signal$374.desc.type ;
-  wire [1:0] \$signal$374.queue ;
-  wire [63:0] \$signal$374.seq ;
-  wire [63:0] \$signal$374.taken ;
-  reg [63:0] \$signal$376  = 64'h0000000000000000;
-  reg [19:0] \$signal$399  = 20'h00000;
+  reg \$signal$373  = 1'h0;
+  reg [511:0] \$signal$375 ;
+  reg [333:0] \$signal$376  = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  wire [203:0] \$signal$376.desc ;
+  wire [63:0] \$signal$376.desc.dev_addr ;
+  wire [19:0] \$signal$376.desc.dev_cols ;
+  wire [19:0] \$signal$376.desc.dev_rows ;
+  wire [19:0] \$signal$376.desc.dev_size ;
+  wire [3:0] \$signal$376.desc.dtype ;
+  wire [9:0] \$signal$376.desc.flags ;
+  wire [19:0] \$signal$376.desc.in_cols ;
+  wire [19:0] \$signal$376.desc.in_rows ;
+  wire [19:0] \$signal$376.desc.in_size ;
+  wire [3:0] \$signal$376.desc.op ;
+  wire [1:0] \$signal$376.desc.type ;
+  wire [1:0] \$signal$376.queue ;
+  wire [63:0] \$signal$376.seq ;
+  wire [63:0] \$signal$376.taken ;
+  reg [63:0] \$signal$378  = 64'h0000000000000000;
+  reg \$signal$398  = 1'h0;
+  reg [19:0] \$signal$405  = 20'h00000;
   reg [6:0] acc_addr;
   reg [6:0] acc_addr1;
   (* init = 1'h0 *)
@@ -3704,9 +3720,10 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire [1:0] dest;
   reg [1:0] \dest$194 ;
   wire done;
-  wire \done$403 ;
+  wire \done$409 ;
   wire [1:0] done_queue;
   wire [31:0] done_seq;
+  output [7:0] done_status;
   wire [7:0] done_status;
   wire done_valid;
   reg [4:0] drain = 5'h00;
@@ -3807,6 +3824,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire [63:0] out__strb;
   wire out__valid;
   wire \out__valid$83 ;
+  wire out_err;
   reg [2:0] pack_log2;
   reg pair;
   wire [5:0] pair_count;
@@ -3867,8 +3885,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   input pop_valid;
   wire pop_valid;
   wire \pop_valid$93 ;
-  output [41:0] \port$10327$0 ;
-  wire [41:0] \port$10327$0 ;
+  output [33:0] \port$10348$0 ;
+  wire [33:0] \port$10348$0 ;
   input [321:0] queues__0;
   wire [321:0] queues__0;
   wire [321:0] \queues__0$85 ;
@@ -3984,9 +4002,10 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire [63:0] \regs.sq_base ;
   wire [31:0] \regs.tail ;
   reg report;
-  wire \report$390 ;
+  wire \report$393 ;
   wire report_store;
   wire reported;
+  wire reported_error;
   reg [4:0] rest_rows = 5'h00;
   reg [63:0] rest_span_first;
   reg [63:0] rest_span_line;
@@ -4036,7 +4055,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   reg \start$351 ;
   wire [47:0] stats_offset;
   reg [7:0] status = 8'h00;
-  wire [7:0] \status$397 ;
+  wire [7:0] \status$403 ;
   reg [31:0] status_word;
   reg [63:0] strb;
   wire [511:0] sum_fp16;
@@ -4082,7 +4101,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   reg [1023:0] w_data;
   wire [1023:0] \w_data$182 ;
   reg [511:0] \w_data$304 ;
-  reg [42:0] \w_data$379 ;
+  reg [42:0] \w_data$381 ;
   reg [511:0] w_data1;
   reg w_en;
   reg w_last;
@@ -4124,7 +4143,21 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire [31:0] widened_7;
   wire [31:0] widened_8;
   wire [31:0] widened_9;
+  reg write_error = 1'h0;
+  wire \write_error$399 ;
   wire writer_free;
+  assign \$154  = \$153 [19:0] * 2'h2;
+  assign \$155  = \$154  >= 2'h3;
+  assign \$156  = \$153 [19:0] * 1'h1;
+  assign \$157  = \$156  >= 2'h3;
+  assign \$158  = entry[10] ? entry[123:104] : entry[143:124];
+  assign \$159  = entry[10] ? entry[143:124] : entry[123:104];
+  assign \$160  = stage ? \$158  : \$159 ;
+  assign \$161  = 1'h1 << plan_pack_log2;
+  assign \$162  = \$160  + \$161 ;
+  assign \$163  = \$162  - 1'h1;
+  assign \$164  = $signed(\$163 ) >>> plan_pack_log2;
+  assign \$165  = \$164 [19:0] + 1'h1;
   assign \$167  = split ? \$166  : { 1'h0, \$164 [19:0] };
   assign row_groups1 = split ? \$168  : 20'h00000;
   assign \$169  = ~ stage;
@@ -4254,7 +4287,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \$315  = \$312  + \$314 ;
   assign \$316  = row << \$signal$287 ;
   assign \$317  = t_out_base + \$316 ;
-  assign \$1156  = col[31:5] % 2'h3;
+  assign \$1169  = col[31:5] % 2'h3;
   assign \$319  = col[31:5] < 2'h3;
   assign \$320  = col + count;
   assign \$321  = \$320  == \$signal$318 ;
@@ -4316,7 +4349,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \$382  = \$379  + \$381 ;
   assign \$383  = row << \$signal$287 ;
   assign \$384  = t_out_base + \$383 ;
-  assign \$1227  = col[31:5] % 2'h3;
+  assign \$1240  = col[31:5] % 2'h3;
   assign \$386  = col[31:5] < 2'h3;
   assign \$387  = col + count;
   assign \$388  = \$387  == \$signal$318 ;
@@ -4379,433 +4412,449 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \$452  = ~ \$451 ;
   assign \$453  = \$450  & \$452 ;
   assign \$454  = \$453  & w_rdy;
-  assign \$455  = cycle - \$signal$374 [333:270];
-  assign \$456  = r_en & irq_en;
-  assign \$457  = 1'h1 << r_data[1:0];
-  assign irq = \$456  ? \$457  : 4'h0;
-  assign \$458  = ! fsm_state;
-  assign \$459  = fsm_state == 1'h1;
-  assign \$460  = fsm_state == 2'h2;
-  assign \$461  = fsm_state == 2'h3;
-  assign \$462  = fsm_state == 3'h4;
-  assign \$463  = fsm_state == 3'h5;
-  assign \$464  = fsm_state == 3'h6;
-  assign \$465  = fsm_state == 3'h7;
-  assign \$466  = fsm_state == 4'h8;
-  assign \$467  = fsm_state == 4'h9;
-  assign \$468  = fsm_state == 4'ha;
-  assign \$469  = fsm_state == 4'hb;
-  assign \$470  = fsm_state == 4'hc;
-  assign \$471  = fsm_state == 4'hd;
-  assign \$472  = fsm_state == 4'he;
-  assign \$473  = fsm_state == 4'hf;
-  assign \$474  = fsm_state == 5'h10;
-  assign \$475  = fsm_state == 5'h11;
-  assign \$476  = fsm_state == 5'h12;
-  assign \$477  = fsm_state == 5'h13;
-  assign \$478  = fsm_state == 5'h14;
-  assign \$479  = fsm_state == 5'h15;
-  assign \$480  = | drain;
-  assign \$481  = drain - 1'h1;
-  assign \$482  = | pipe_busy;
-  assign \$483  = pipe_busy - 1'h1;
-  assign \$484  = \$like$190  == 1'h1;
-  assign \$485  = \$like$190  - 1'h1;
-  assign \$486  = entry[269:206] - 1'h1;
-  assign \$487  = 1'h1 << regs[259:256];
-  assign \$488  = \$487  - 1'h1;
-  assign \$489  = { 1'h0, \$486 [15:0] } & \$488 ;
-  assign \$490  = $signed(\$489 ) << regs[265:260];
-  assign \$491  = $signed({ 1'h0, regs[63:0] }) + $signed(\$490 );
+  assign \$455  = ! pending_status;
+  assign \$456  = \$signal$373  | write_error;
+  assign \$457  = \$455  & \$456 ;
+  assign \$458  = \$457  ? 8'h80 : pending_status;
+  assign \$459  = cycle - \$signal$376 [333:270];
+  assign done_status = reported_error ? 8'h80 : r_data[41:34];
+  assign \$460  = r_en & irq_en;
+  assign \$461  = 1'h1 << r_data[1:0];
+  assign irq = \$460  ? \$461  : 4'h0;
+  assign \$462  = ! fsm_state;
+  assign \$463  = fsm_state == 1'h1;
+  assign \$464  = fsm_state == 2'h2;
+  assign \$465  = fsm_state == 2'h3;
+  assign \$466  = fsm_state == 3'h4;
+  assign \$467  = fsm_state == 3'h5;
+  assign \$468  = fsm_state == 3'h6;
+  assign \$469  = fsm_state == 3'h7;
+  assign \$470  = fsm_state == 4'h8;
+  assign \$471  = fsm_state == 4'h9;
+  assign \$472  = fsm_state == 4'ha;
+  assign \$473  = fsm_state == 4'hb;
+  assign \$474  = fsm_state == 4'hc;
+  assign \$475  = fsm_state == 4'hd;
+  assign \$476  = fsm_state == 4'he;
+  assign \$477  = fsm_state == 4'hf;
+  assign \$478  = fsm_state == 5'h10;
+  assign \$479  = fsm_state == 5'h11;
+  assign \$480  = fsm_state == 5'h12;
+  assign \$481  = fsm_state == 5'h13;
+  assign \$482  = fsm_state == 5'h14;
+  assign \$483  = fsm_state == 5'h15;
+  assign \$484  = src__valid & out__ready;
+  assign \$485  = \$484  & \$839 [512];
+  assign \$486  = | drain;
+  assign \$487  = drain - 1'h1;
+  assign \$488  = | pipe_busy;
+  assign \$489  = pipe_busy - 1'h1;
+  assign \$490  = \$like$190  == 1'h1;
+  assign \$491  = \$like$190  - 1'h1;
   assign \$492  = entry[269:206] - 1'h1;
   assign \$493  = 1'h1 << regs[259:256];
   assign \$494  = \$493  - 1'h1;
   assign \$495  = { 1'h0, \$492 [15:0] } & \$494 ;
   assign \$496  = $signed(\$495 ) << regs[265:260];
-  assign \$497  = $signed({ 1'h0, regs[127:64] }) + $signed(\$496 );
-  assign \$498  = entry[5:2] == 2'h3;
-  assign \$499  = entry[5:2] == 2'h2;
-  assign \$500  = entry[5:2] == 3'h4;
-  assign \$501  = entry[10] ? entry[143:124] : entry[123:104];
-  assign \$502  = entry[10] ? entry[123:104] : entry[143:124];
-  assign \$503  = | \status$397 ;
-  assign \$504  = ~ busy;
-  assign \$505  = ~ deferred;
-  assign \$506  = \$504  & \$505 ;
-  assign \$507  = \$506  & writer_free;
-  assign \$508  = valid & last;
-  assign \$509  = entry[5:2] == 2'h2;
-  assign \$510  = | pipe_busy;
-  assign \$511  = \$510  & mode_changes;
-  assign \$512  = ~ \$511 ;
-  assign \$513  = ~ stage;
-  assign \$514  = entry[10] & \$513 ;
-  assign \$515  = \$514  ? 3'h0 : plan_pack_log2;
-  assign \$516  = ~ stage;
-  assign \$517  = entry[10] & \$516 ;
-  assign \$518  = \$517  ? plan_trans_pack_log2 : plan_pack;
+  assign \$497  = $signed({ 1'h0, regs[63:0] }) + $signed(\$496 );
+  assign \$498  = entry[269:206] - 1'h1;
+  assign \$499  = 1'h1 << regs[259:256];
+  assign \$500  = \$499  - 1'h1;
+  assign \$501  = { 1'h0, \$498 [15:0] } & \$500 ;
+  assign \$502  = $signed(\$501 ) << regs[265:260];
+  assign \$503  = $signed({ 1'h0, regs[127:64] }) + $signed(\$502 );
+  assign \$504  = entry[5:2] == 2'h3;
+  assign \$505  = entry[5:2] == 2'h2;
+  assign \$506  = entry[5:2] == 3'h4;
+  assign \$507  = entry[10] ? entry[143:124] : entry[123:104];
+  assign \$508  = entry[10] ? entry[123:104] : entry[143:124];
+  assign \$509  = | \status$403 ;
+  assign \$510  = ~ busy;
+  assign \$511  = ~ deferred;
+  assign \$512  = \$510  & \$511 ;
+  assign \$513  = \$512  & writer_free;
+  assign \$514  = valid & last;
+  assign \$515  = entry[5:2] == 2'h2;
+  assign \$516  = | pipe_busy;
+  assign \$517  = \$516  & mode_changes;
+  assign \$518  = ~ \$517 ;
   assign \$519  = ~ stage;
   assign \$520  = entry[10] & \$519 ;
-  assign \$521  = entry[10] ? entry[143:124] : entry[123:104];
-  assign \$522  = entry[10] ? entry[123:104] : entry[143:124];
-  assign \$523  = stage ? \$521  : \$522 ;
-  assign \$524  = entry[10] ? entry[123:104] : entry[143:124];
-  assign \$525  = entry[10] ? entry[143:124] : entry[123:104];
-  assign \$526  = stage ? \$524  : \$525 ;
-  assign \$527  = \$520  ? \$523  : \$526 ;
-  assign \$528  = ~ stage;
-  assign \$529  = entry[10] & \$528 ;
+  assign \$521  = \$520  ? 3'h0 : plan_pack_log2;
+  assign \$522  = ~ stage;
+  assign \$523  = entry[10] & \$522 ;
+  assign \$524  = \$523  ? plan_trans_pack_log2 : plan_pack;
+  assign \$525  = ~ stage;
+  assign \$526  = entry[10] & \$525 ;
+  assign \$527  = entry[10] ? entry[143:124] : entry[123:104];
+  assign \$528  = entry[10] ? entry[123:104] : entry[143:124];
+  assign \$529  = stage ? \$527  : \$528 ;
   assign \$530  = entry[10] ? entry[123:104] : entry[143:124];
   assign \$531  = entry[10] ? entry[143:124] : entry[123:104];
   assign \$532  = stage ? \$530  : \$531 ;
-  assign \$533  = entry[10] ? entry[143:124] : entry[123:104];
-  assign \$534  = entry[10] ? entry[123:104] : entry[143:124];
-  assign \$535  = stage ? \$533  : \$534 ;
-  assign \$536  = \$529  ? \$532  : \$535 ;
-  assign \$537  = ~ stage;
-  assign \$538  = entry[10] & \$537 ;
+  assign \$533  = \$526  ? \$529  : \$532 ;
+  assign \$534  = ~ stage;
+  assign \$535  = entry[10] & \$534 ;
+  assign \$536  = entry[10] ? entry[123:104] : entry[143:124];
+  assign \$537  = entry[10] ? entry[143:124] : entry[123:104];
+  assign \$538  = stage ? \$536  : \$537 ;
   assign \$539  = entry[10] ? entry[143:124] : entry[123:104];
   assign \$540  = entry[10] ? entry[123:104] : entry[143:124];
   assign \$541  = stage ? \$539  : \$540 ;
-  assign \$542  = entry[10] ? entry[123:104] : entry[143:124];
-  assign \$543  = entry[10] ? entry[143:124] : entry[123:104];
-  assign \$544  = stage ? \$542  : \$543 ;
-  assign \$545  = \$538  ? \$541  : \$544 ;
-  assign \$546  = ~ stage;
-  assign \$547  = entry[10] & \$546 ;
-  assign \$548  = \$547  ? plan_trans_pack_log2 : plan_pack;
-  assign \$549  = \$545  >> \$548 ;
-  assign \$550  = ~ stage;
-  assign \$551  = entry[10] & \$550 ;
-  assign \$552  = entry[10] ? entry[143:124] : entry[123:104];
-  assign \$553  = entry[10] ? entry[123:104] : entry[143:124];
-  assign \$554  = stage ? \$552  : \$553 ;
-  assign \$555  = entry[10] ? entry[123:104] : entry[143:124];
-  assign \$556  = entry[10] ? entry[143:124] : entry[123:104];
-  assign \$557  = stage ? \$555  : \$556 ;
-  assign \$558  = \$551  ? \$554  : \$557 ;
-  assign \$559  = ~ stage;
-  assign \$560  = entry[10] & \$559 ;
-  assign \$561  = \$560  ? plan_trans_pack_log2 : plan_pack;
-  assign \$562  = 1'h1 << \$561 ;
-  assign \$563  = \$562  - 1'h1;
-  assign \$564  = { 1'h0, \$558  } & { \$563 [8], \$563 [8], \$563 [8], \$563 [8], \$563 [8], \$563 [8], \$563 [8], \$563 [8], \$563 [8], \$563 [8], \$563 [8], \$563 [8], \$563  };
+  assign \$542  = \$535  ? \$538  : \$541 ;
+  assign \$543  = ~ stage;
+  assign \$544  = entry[10] & \$543 ;
+  assign \$545  = entry[10] ? entry[143:124] : entry[123:104];
+  assign \$546  = entry[10] ? entry[123:104] : entry[143:124];
+  assign \$547  = stage ? \$545  : \$546 ;
+  assign \$548  = entry[10] ? entry[123:104] : entry[143:124];
+  assign \$549  = entry[10] ? entry[143:124] : entry[123:104];
+  assign \$550  = stage ? \$548  : \$549 ;
+  assign \$551  = \$544  ? \$547  : \$550 ;
+  assign \$552  = ~ stage;
+  assign \$553  = entry[10] & \$552 ;
+  assign \$554  = \$553  ? plan_trans_pack_log2 : plan_pack;
+  assign \$555  = \$551  >> \$554 ;
+  assign \$556  = ~ stage;
+  assign \$557  = entry[10] & \$556 ;
+  assign \$558  = entry[10] ? entry[143:124] : entry[123:104];
+  assign \$559  = entry[10] ? entry[123:104] : entry[143:124];
+  assign \$560  = stage ? \$558  : \$559 ;
+  assign \$561  = entry[10] ? entry[123:104] : entry[143:124];
+  assign \$562  = entry[10] ? entry[143:124] : entry[123:104];
+  assign \$563  = stage ? \$561  : \$562 ;
+  assign \$564  = \$557  ? \$560  : \$563 ;
   assign \$565  = ~ stage;
   assign \$566  = entry[10] & \$565 ;
-  assign \$567  = entry[10] ? entry[143:124] : entry[123:104];
-  assign \$568  = entry[10] ? entry[123:104] : entry[143:124];
-  assign \$569  = stage ? \$567  : \$568 ;
-  assign \$570  = entry[10] ? entry[123:104] : entry[143:124];
-  assign \$571  = entry[10] ? entry[143:124] : entry[123:104];
-  assign \$572  = stage ? \$570  : \$571 ;
-  assign \$573  = \$566  ? \$569  : \$572 ;
-  assign \$574  = ~ stage;
-  assign \$575  = entry[10] & \$574 ;
-  assign \$576  = \$575  ? plan_trans_pack_log2 : plan_pack;
-  assign \$577  = \$573  >> \$576 ;
-  assign \$578  = ~ stage;
-  assign \$579  = entry[10] & \$578 ;
-  assign \$580  = \$579  ? plan_trans_pack_log2 : plan_pack;
-  assign \$581  = \$577  << \$580 ;
-  assign \$582  = ~ stage;
-  assign \$583  = entry[10] & \$582 ;
-  assign \$584  = entry[10] ? entry[123:104] : entry[143:124];
-  assign \$585  = entry[10] ? entry[143:124] : entry[123:104];
-  assign \$586  = stage ? \$584  : \$585 ;
-  assign \$587  = entry[10] ? entry[143:124] : entry[123:104];
-  assign \$588  = entry[10] ? entry[123:104] : entry[143:124];
-  assign \$589  = stage ? \$587  : \$588 ;
-  assign \$590  = \$583  ? \$586  : \$589 ;
-  assign \$591  = \$581  * \$590 ;
-  assign \$592  = ~ stage;
-  assign \$593  = entry[10] & \$592 ;
-  assign \$594  = ~ stage;
-  assign \$595  = entry[10] & \$594 ;
-  assign \$596  = \$167 [19:0] < plan_sets;
-  assign \$597  = \$596  ? \$167 [19:0] : { 18'h00000, plan_sets };
-  assign \$598  = \$595  ? 20'h00001 : \$597 ;
-  assign \$599  = ~ stage;
-  assign \$600  = entry[10] & \$599 ;
-  assign \$601  = row_groups1 < plan_sets;
-  assign \$602  = \$601  ? row_groups1 : { 18'h00000, plan_sets };
-  assign \$603  = \$600  ? 20'h00000 : \$602 ;
-  assign \$604  = ~ stage;
-  assign \$605  = entry[10] & \$604 ;
-  assign \$606  = entry[10] ? entry[143:124] : entry[123:104];
-  assign \$607  = entry[10] ? entry[123:104] : entry[143:124];
-  assign \$608  = stage ? \$606  : \$607 ;
-  assign \$609  = entry[10] ? entry[123:104] : entry[143:124];
-  assign \$610  = entry[10] ? entry[143:124] : entry[123:104];
-  assign \$611  = stage ? \$609  : \$610 ;
-  assign \$612  = \$605  ? \$608  : \$611 ;
-  assign \$613  = ~ stage;
-  assign \$614  = entry[10] & \$613 ;
-  assign \$615  = \$614  ? plan_trans_pack_log2 : plan_pack;
-  assign \$616  = \$612  >> \$615 ;
-  assign \$617  = | \$616 ;
-  assign \$618  = \$signal$286  << \$signal$287 ;
-  assign \$619  = \$signal$285  << \$signal$287 ;
-  assign \$620  = rest_rows * \$signal$286 ;
-  assign \$621  = \$signal$296  >> \$signal$297 ;
-  assign \$622  = split & \$621 [0];
-  assign \$623  = ! \$622 ;
-  assign \$624  = col + count;
-  assign \$625  = \$624  == \$signal$318 ;
-  assign \$626  = valid & \$625 ;
-  assign \$627  = pair_count == \$signal$318 ;
-  assign \$628  = pair_valid & \$627 ;
-  assign \$629  = \$622  ? \$628  : \$626 ;
-  assign \$630  = groups_seen0 < \$signal$308 ;
-  assign \$631  = groups_seen0 + 1'h1;
-  assign \$632  = set_index0 + 1'h1;
-  assign \$633  = \$632  == \$signal$308 ;
-  assign \$634  = set_index0 + 1'h1;
-  assign \$635  = set_base0 + \$signal$329 ;
-  assign \$636  = \$signal$296  >> \$signal$297 ;
-  assign \$637  = split & \$636 [0];
-  assign \$639  = col + count;
-  assign \$640  = \$639  == \$signal$318 ;
-  assign \$641  = valid & \$640 ;
-  assign \$642  = pair_count == \$signal$318 ;
-  assign \$643  = pair_valid & \$642 ;
-  assign \$644  = \$638  ? \$641  : \$643 ;
-  assign \$645  = groups_seen1 < \$signal$308 ;
-  assign \$646  = groups_seen1 + 1'h1;
-  assign \$647  = set_index1 + 1'h1;
-  assign \$648  = \$647  == \$signal$308 ;
-  assign \$649  = set_index1 + 1'h1;
-  assign \$650  = set_base1 + \$signal$329 ;
-  assign \$651  = ended << \$signal$297 ;
-  assign \$652  = \$signal$296  + \$651 ;
-  assign \$653  = ~ stage;
-  assign \$654  = entry[10] & \$653 ;
-  assign \$655  = 3'h6 + t_fold_adds;
-  assign \$656  = 2'h3 * \$655 ;
-  assign \$657  = 2'h3 + \$656 ;
-  assign \$658  = 2'h3 * t_level;
-  assign \$659  = 2'h3 + \$658 ;
-  assign \$660  = t_scalar ? \$657  : { 1'h0, \$659  };
-  assign \$661  = \$654  ? \$660  : 7'h05;
-  assign \$662  = ~ stage;
-  assign \$663  = entry[10] & \$662 ;
-  assign \$664  = \$663  ? 5'h1b : 5'h05;
-  assign \$665  = valid & last;
-  assign \$666  = | rest_rows;
-  assign \$667  = \$signal$296  >> \$signal$297 ;
-  assign \$668  = split & \$667 [0];
-  assign \$669  = ! \$668 ;
-  assign \$670  = col + count;
-  assign \$671  = \$670  == \$signal$318 ;
-  assign \$672  = valid & \$671 ;
-  assign \$673  = pair_count == \$signal$318 ;
-  assign \$674  = pair_valid & \$673 ;
-  assign \$675  = \$668  ? \$674  : \$672 ;
-  assign \$676  = groups_seen0 < \$signal$308 ;
-  assign \$677  = groups_seen0 + 1'h1;
-  assign \$678  = set_index0 + 1'h1;
-  assign \$679  = \$678  == \$signal$308 ;
-  assign \$680  = set_index0 + 1'h1;
-  assign \$681  = set_base0 + \$signal$329 ;
-  assign \$682  = \$signal$296  >> \$signal$297 ;
-  assign \$683  = split & \$682 [0];
-  assign \$685  = col + count;
-  assign \$686  = \$685  == \$signal$318 ;
-  assign \$687  = valid & \$686 ;
-  assign \$688  = pair_count == \$signal$318 ;
-  assign \$689  = pair_valid & \$688 ;
-  assign \$690  = \$684  ? \$687  : \$689 ;
-  assign \$691  = groups_seen1 < \$signal$308 ;
-  assign \$692  = groups_seen1 + 1'h1;
-  assign \$693  = set_index1 + 1'h1;
-  assign \$694  = \$693  == \$signal$308 ;
-  assign \$695  = set_index1 + 1'h1;
-  assign \$696  = set_base1 + \$signal$329 ;
-  assign \$697  = \ended$324  << \$signal$297 ;
-  assign \$698  = \$signal$296  + \$697 ;
-  assign \$699  = ~ stage;
-  assign \$700  = entry[10] & \$699 ;
-  assign \$701  = 3'h6 + t_fold_adds;
-  assign \$702  = 2'h3 * \$701 ;
-  assign \$703  = 2'h3 + \$702 ;
-  assign \$704  = 2'h3 * t_level;
-  assign \$705  = 2'h3 + \$704 ;
-  assign \$706  = t_scalar ? \$703  : { 1'h0, \$705  };
-  assign \$707  = \$700  ? \$706  : 7'h05;
-  assign \$708  = ~ stage;
-  assign \$709  = entry[10] & \$708 ;
-  assign \$710  = \$709  ? 5'h1b : 5'h05;
-  assign \$711  = valid & last;
-  assign \$712  = ~ busy;
-  assign \$713  = ~ deferred;
-  assign \$714  = \$712  & \$713 ;
-  assign \$715  = ! dest;
-  assign \$716  = dest == 1'h1;
-  assign \$717  = \$715  | \$716 ;
-  assign \$718  = ~ \$717 ;
-  assign \$719  = \$718  | writer_free;
-  assign \$720  = \$714  & \$719 ;
+  assign \$567  = \$566  ? plan_trans_pack_log2 : plan_pack;
+  assign \$568  = 1'h1 << \$567 ;
+  assign \$569  = \$568  - 1'h1;
+  assign \$570  = { 1'h0, \$564  } & { \$569 [8], \$569 [8], \$569 [8], \$569 [8], \$569 [8], \$569 [8], \$569 [8], \$569 [8], \$569 [8], \$569 [8], \$569 [8], \$569 [8], \$569  };
+  assign \$571  = ~ stage;
+  assign \$572  = entry[10] & \$571 ;
+  assign \$573  = entry[10] ? entry[143:124] : entry[123:104];
+  assign \$574  = entry[10] ? entry[123:104] : entry[143:124];
+  assign \$575  = stage ? \$573  : \$574 ;
+  assign \$576  = entry[10] ? entry[123:104] : entry[143:124];
+  assign \$577  = entry[10] ? entry[143:124] : entry[123:104];
+  assign \$578  = stage ? \$576  : \$577 ;
+  assign \$579  = \$572  ? \$575  : \$578 ;
+  assign \$580  = ~ stage;
+  assign \$581  = entry[10] & \$580 ;
+  assign \$582  = \$581  ? plan_trans_pack_log2 : plan_pack;
+  assign \$583  = \$579  >> \$582 ;
+  assign \$584  = ~ stage;
+  assign \$585  = entry[10] & \$584 ;
+  assign \$586  = \$585  ? plan_trans_pack_log2 : plan_pack;
+  assign \$587  = \$583  << \$586 ;
+  assign \$588  = ~ stage;
+  assign \$589  = entry[10] & \$588 ;
+  assign \$590  = entry[10] ? entry[123:104] : entry[143:124];
+  assign \$591  = entry[10] ? entry[143:124] : entry[123:104];
+  assign \$592  = stage ? \$590  : \$591 ;
+  assign \$593  = entry[10] ? entry[143:124] : entry[123:104];
+  assign \$594  = entry[10] ? entry[123:104] : entry[143:124];
+  assign \$595  = stage ? \$593  : \$594 ;
+  assign \$596  = \$589  ? \$592  : \$595 ;
+  assign \$597  = \$587  * \$596 ;
+  assign \$598  = ~ stage;
+  assign \$599  = entry[10] & \$598 ;
+  assign \$600  = ~ stage;
+  assign \$601  = entry[10] & \$600 ;
+  assign \$602  = \$167 [19:0] < plan_sets;
+  assign \$603  = \$602  ? \$167 [19:0] : { 18'h00000, plan_sets };
+  assign \$604  = \$601  ? 20'h00001 : \$603 ;
+  assign \$605  = ~ stage;
+  assign \$606  = entry[10] & \$605 ;
+  assign \$607  = row_groups1 < plan_sets;
+  assign \$608  = \$607  ? row_groups1 : { 18'h00000, plan_sets };
+  assign \$609  = \$606  ? 20'h00000 : \$608 ;
+  assign \$610  = ~ stage;
+  assign \$611  = entry[10] & \$610 ;
+  assign \$612  = entry[10] ? entry[143:124] : entry[123:104];
+  assign \$613  = entry[10] ? entry[123:104] : entry[143:124];
+  assign \$614  = stage ? \$612  : \$613 ;
+  assign \$615  = entry[10] ? entry[123:104] : entry[143:124];
+  assign \$616  = entry[10] ? entry[143:124] : entry[123:104];
+  assign \$617  = stage ? \$615  : \$616 ;
+  assign \$618  = \$611  ? \$614  : \$617 ;
+  assign \$619  = ~ stage;
+  assign \$620  = entry[10] & \$619 ;
+  assign \$621  = \$620  ? plan_trans_pack_log2 : plan_pack;
+  assign \$622  = \$618  >> \$621 ;
+  assign \$623  = | \$622 ;
+  assign \$624  = \$signal$286  << \$signal$287 ;
+  assign \$625  = \$signal$285  << \$signal$287 ;
+  assign \$626  = rest_rows * \$signal$286 ;
+  assign \$627  = \$signal$296  >> \$signal$297 ;
+  assign \$628  = split & \$627 [0];
+  assign \$629  = ! \$628 ;
+  assign \$630  = col + count;
+  assign \$631  = \$630  == \$signal$318 ;
+  assign \$632  = valid & \$631 ;
+  assign \$633  = pair_count == \$signal$318 ;
+  assign \$634  = pair_valid & \$633 ;
+  assign \$635  = \$628  ? \$634  : \$632 ;
+  assign \$636  = groups_seen0 < \$signal$308 ;
+  assign \$637  = groups_seen0 + 1'h1;
+  assign \$638  = set_index0 + 1'h1;
+  assign \$639  = \$638  == \$signal$308 ;
+  assign \$640  = set_index0 + 1'h1;
+  assign \$641  = set_base0 + \$signal$329 ;
+  assign \$642  = \$signal$296  >> \$signal$297 ;
+  assign \$643  = split & \$642 [0];
+  assign \$645  = col + count;
+  assign \$646  = \$645  == \$signal$318 ;
+  assign \$647  = valid & \$646 ;
+  assign \$648  = pair_count == \$signal$318 ;
+  assign \$649  = pair_valid & \$648 ;
+  assign \$650  = \$644  ? \$647  : \$649 ;
+  assign \$651  = groups_seen1 < \$signal$308 ;
+  assign \$652  = groups_seen1 + 1'h1;
+  assign \$653  = set_index1 + 1'h1;
+  assign \$654  = \$653  == \$signal$308 ;
+  assign \$655  = set_index1 + 1'h1;
+  assign \$656  = set_base1 + \$signal$329 ;
+  assign \$657  = ended << \$signal$297 ;
+  assign \$658  = \$signal$296  + \$657 ;
+  assign \$659  = ~ stage;
+  assign \$660  = entry[10] & \$659 ;
+  assign \$661  = 3'h6 + t_fold_adds;
+  assign \$662  = 2'h3 * \$661 ;
+  assign \$663  = 2'h3 + \$662 ;
+  assign \$664  = 2'h3 * t_level;
+  assign \$665  = 2'h3 + \$664 ;
+  assign \$666  = t_scalar ? \$663  : { 1'h0, \$665  };
+  assign \$667  = \$660  ? \$666  : 7'h05;
+  assign \$668  = ~ stage;
+  assign \$669  = entry[10] & \$668 ;
+  assign \$670  = \$669  ? 5'h1b : 5'h05;
+  assign \$671  = valid & last;
+  assign \$672  = | rest_rows;
+  assign \$673  = \$signal$296  >> \$signal$297 ;
+  assign \$674  = split & \$673 [0];
+  assign \$675  = ! \$674 ;
+  assign \$676  = col + count;
+  assign \$677  = \$676  == \$signal$318 ;
+  assign \$678  = valid & \$677 ;
+  assign \$679  = pair_count == \$signal$318 ;
+  assign \$680  = pair_valid & \$679 ;
+  assign \$681  = \$674  ? \$680  : \$678 ;
+  assign \$682  = groups_seen0 < \$signal$308 ;
+  assign \$683  = groups_seen0 + 1'h1;
+  assign \$684  = set_index0 + 1'h1;
+  assign \$685  = \$684  == \$signal$308 ;
+  assign \$686  = set_index0 + 1'h1;
+  assign \$687  = set_base0 + \$signal$329 ;
+  assign \$688  = \$signal$296  >> \$signal$297 ;
+  assign \$689  = split & \$688 [0];
+  assign \$691  = col + count;
+  assign \$692  = \$691  == \$signal$318 ;
+  assign \$693  = valid & \$692 ;
+  assign \$694  = pair_count == \$signal$318 ;
+  assign \$695  = pair_valid & \$694 ;
+  assign \$696  = \$690  ? \$693  : \$695 ;
+  assign \$697  = groups_seen1 < \$signal$308 ;
+  assign \$698  = groups_seen1 + 1'h1;
+  assign \$699  = set_index1 + 1'h1;
+  assign \$700  = \$699  == \$signal$308 ;
+  assign \$701  = set_index1 + 1'h1;
+  assign \$702  = set_base1 + \$signal$329 ;
+  assign \$703  = \ended$324  << \$signal$297 ;
+  assign \$704  = \$signal$296  + \$703 ;
+  assign \$705  = ~ stage;
+  assign \$706  = entry[10] & \$705 ;
+  assign \$707  = 3'h6 + t_fold_adds;
+  assign \$708  = 2'h3 * \$707 ;
+  assign \$709  = 2'h3 + \$708 ;
+  assign \$710  = 2'h3 * t_level;
+  assign \$711  = 2'h3 + \$710 ;
+  assign \$712  = t_scalar ? \$709  : { 1'h0, \$711  };
+  assign \$713  = \$706  ? \$712  : 7'h05;
+  assign \$714  = ~ stage;
+  assign \$715  = entry[10] & \$714 ;
+  assign \$716  = \$715  ? 5'h1b : 5'h05;
+  assign \$717  = valid & last;
+  assign \$718  = ~ busy;
+  assign \$719  = ~ deferred;
+  assign \$720  = \$718  & \$719 ;
   assign \$721  = ! dest;
   assign \$722  = dest == 1'h1;
   assign \$723  = \$721  | \$722 ;
-  assign \$724  = \$signal$328  << \$signal$332 ;
-  assign \$725  = \$signal$327  * \$724 ;
-  assign \$726  = \$signal$326  + \$725 ;
-  assign \$727  = ~ bank;
-  assign \$728  = drain > 1'h1;
-  assign \$729  = drain - 1'h1;
-  assign \$730  = \$728  ? \$729  : 6'h00;
-  assign \$731  = ! \$730 ;
-  assign \$732  = drain > 1'h1;
-  assign \$733  = drain - 1'h1;
-  assign \$734  = \$732  ? \$733  : 6'h00;
-  assign \$735  = ! dest;
-  assign \$736  = dest == 1'h1;
-  assign \$737  = \$735  | \$736 ;
-  assign \$738  = entry[5:2] == 2'h3;
-  assign \$739  = dest == 2'h3;
-  assign \$740  = \row$345  + 1'h1;
-  assign \$741  = \$740  < \$signal$327 ;
-  assign \$742  = \row$345  + 1'h1;
-  assign \$743  = entry[5:2] == 2'h3;
-  assign \$744  = ~ busy;
-  assign \$745  = ~ deferred;
-  assign \$746  = \$744  & \$745 ;
-  assign \$747  = \$746  & writer_free;
-  assign \$748  = \$signal$328  << \$signal$332 ;
-  assign \$749  = \$signal$327  * \$748 ;
-  assign \$750  = \$signal$326  + \$749 ;
-  assign \$751  = ~ busy;
-  assign \$752  = ~ deferred;
-  assign \$753  = \$751  & \$752 ;
-  assign \$754  = \$753  & writer_free;
-  assign \$755  = \row$345  + 1'h1;
-  assign \$756  = \$755  < \$signal$327 ;
-  assign \$757  = \row$345  + 1'h1;
-  assign \$758  = \$signal$265  + 3'h4;
-  assign \$759  = 3'h4 * entry[203:184];
-  assign \$760  = \$signal$267  + \$759 ;
-  assign \$761  = \$signal$265  + 3'h4;
-  assign \$762  = \$761  < entry[183:164];
-  assign \$763  = ~ \$signal ;
-  assign \$764  = ! status;
-  assign \$765  = \$764  & is_store;
-  assign \$766  = \$signal  & quiet;
-  assign \$767  = deferred & \$signal$189 [42];
-  assign \$768  = ~ \$767 ;
-  assign \$769  = \$766  & \$768 ;
-  assign \$770  = \$769  & w_rdy;
+  assign \$724  = ~ \$723 ;
+  assign \$725  = \$724  | writer_free;
+  assign \$726  = \$720  & \$725 ;
+  assign \$727  = ! dest;
+  assign \$728  = dest == 1'h1;
+  assign \$729  = \$727  | \$728 ;
+  assign \$730  = \$signal$328  << \$signal$332 ;
+  assign \$731  = \$signal$327  * \$730 ;
+  assign \$732  = \$signal$326  + \$731 ;
+  assign \$733  = ~ bank;
+  assign \$734  = drain > 1'h1;
+  assign \$735  = drain - 1'h1;
+  assign \$736  = \$734  ? \$735  : 6'h00;
+  assign \$737  = ! \$736 ;
+  assign \$738  = drain > 1'h1;
+  assign \$739  = drain - 1'h1;
+  assign \$740  = \$738  ? \$739  : 6'h00;
+  assign \$741  = ! dest;
+  assign \$742  = dest == 1'h1;
+  assign \$743  = \$741  | \$742 ;
+  assign \$744  = entry[5:2] == 2'h3;
+  assign \$745  = dest == 2'h3;
+  assign \$746  = \row$345  + 1'h1;
+  assign \$747  = \$746  < \$signal$327 ;
+  assign \$748  = \row$345  + 1'h1;
+  assign \$749  = entry[5:2] == 2'h3;
+  assign \$750  = ~ busy;
+  assign \$751  = ~ deferred;
+  assign \$752  = \$750  & \$751 ;
+  assign \$753  = \$752  & writer_free;
+  assign \$754  = \$signal$328  << \$signal$332 ;
+  assign \$755  = \$signal$327  * \$754 ;
+  assign \$756  = \$signal$326  + \$755 ;
+  assign \$757  = ~ busy;
+  assign \$758  = ~ deferred;
+  assign \$759  = \$757  & \$758 ;
+  assign \$760  = \$759  & writer_free;
+  assign \$761  = \row$345  + 1'h1;
+  assign \$762  = \$761  < \$signal$327 ;
+  assign \$763  = \row$345  + 1'h1;
+  assign \$764  = \$signal$265  + 3'h4;
+  assign \$765  = 3'h4 * entry[203:184];
+  assign \$766  = \$signal$267  + \$765 ;
+  assign \$767  = \$signal$265  + 3'h4;
+  assign \$768  = \$767  < entry[183:164];
+  assign \$769  = ~ \$signal ;
+  assign \$770  = src__valid & out__ready;
+  assign \$771  = \$770  & \$839 [512];
+  assign \$772  = \$signal$398  | \$771 ;
+  assign \$773  = ! status;
+  assign \$774  = \$773  & is_store;
+  assign \$775  = \$signal  & quiet;
+  assign \$776  = deferred & \$signal$189 [42];
+  assign \$777  = ~ \$776 ;
+  assign \$778  = \$775  & \$777 ;
+  assign \$779  = \$778  & w_rdy;
   always @(posedge clk)
-    drain <= \$771 ;
+    \$signal$398  <= \$780 ;
   always @(posedge clk)
-    pipe_busy <= \$772 ;
+    write_error <= \$781 ;
   always @(posedge clk)
-    deferred <= \$773 ;
+    drain <= \$782 ;
   always @(posedge clk)
-    \$like$190  <= \$774 ;
+    pipe_busy <= \$783 ;
   always @(posedge clk)
-    entry <= \$775 ;
+    deferred <= \$784 ;
   always @(posedge clk)
-    fsm_state <= \$776 ;
+    \$like$190  <= \$785 ;
   always @(posedge clk)
-    status <= \$777 ;
+    entry <= \$786 ;
   always @(posedge clk)
-    \$signal$248  <= \$778 ;
+    fsm_state <= \$787 ;
   always @(posedge clk)
-    \$signal$253  <= \$779 ;
+    status <= \$788 ;
   always @(posedge clk)
-    \$signal$265  <= \$780 ;
+    \$signal$248  <= \$789 ;
   always @(posedge clk)
-    \$signal$267  <= \$781 ;
+    \$signal$253  <= \$790 ;
   always @(posedge clk)
-    \$signal$326  <= \$782 ;
+    \$signal$265  <= \$791 ;
   always @(posedge clk)
-    \$signal$332  <= \$783 ;
+    \$signal$267  <= \$792 ;
   always @(posedge clk)
-    \$signal$328  <= \$784 ;
+    \$signal$326  <= \$793 ;
   always @(posedge clk)
-    \$signal$327  <= \$785 ;
+    \$signal$332  <= \$794 ;
   always @(posedge clk)
-    stage <= \$786 ;
+    \$signal$328  <= \$795 ;
   always @(posedge clk)
-    \row$345  <= \$787 ;
+    \$signal$327  <= \$796 ;
   always @(posedge clk)
-    \$signal$297  <= \$788 ;
+    stage <= \$797 ;
   always @(posedge clk)
-    \$signal$329  <= \$789 ;
+    \row$345  <= \$798 ;
   always @(posedge clk)
-    \$signal$308  <= \$790 ;
+    \$signal$297  <= \$799 ;
   always @(posedge clk)
-    \$signal$287  <= \$791 ;
+    \$signal$329  <= \$800 ;
   always @(posedge clk)
-    \$signal$399  <= \$792 ;
+    \$signal$308  <= \$801 ;
   always @(posedge clk)
-    \$signal$286  <= \$793 ;
+    \$signal$287  <= \$802 ;
   always @(posedge clk)
-    \$signal$285  <= \$794 ;
+    \$signal$405  <= \$803 ;
   always @(posedge clk)
-    rest_rows <= \$795 ;
+    \$signal$286  <= \$804 ;
   always @(posedge clk)
-    main_elems <= \$796 ;
+    \$signal$285  <= \$805 ;
   always @(posedge clk)
-    t_level <= \$797 ;
+    rest_rows <= \$806 ;
   always @(posedge clk)
-    t_scalar <= \$798 ;
+    main_elems <= \$807 ;
   always @(posedge clk)
-    t_fold_adds <= \$799 ;
+    t_level <= \$808 ;
   always @(posedge clk)
-    trans <= \$800 ;
+    t_scalar <= \$809 ;
   always @(posedge clk)
-    \$signal$296  <= \$801 ;
+    t_fold_adds <= \$810 ;
   always @(posedge clk)
-    sets_used0 <= \$802 ;
+    trans <= \$811 ;
   always @(posedge clk)
-    groups_seen0 <= \$803 ;
+    \$signal$296  <= \$812 ;
   always @(posedge clk)
-    set_index0 <= \$804 ;
+    sets_used0 <= \$813 ;
   always @(posedge clk)
-    set_base0 <= \$805 ;
+    groups_seen0 <= \$814 ;
   always @(posedge clk)
-    sets_used1 <= \$806 ;
+    set_index0 <= \$815 ;
   always @(posedge clk)
-    groups_seen1 <= \$807 ;
+    set_base0 <= \$816 ;
   always @(posedge clk)
-    set_index1 <= \$808 ;
+    sets_used1 <= \$817 ;
   always @(posedge clk)
-    set_base1 <= \$809 ;
+    groups_seen1 <= \$818 ;
   always @(posedge clk)
-    t_out_base <= \$810 ;
+    set_index1 <= \$819 ;
   always @(posedge clk)
-    \$signal$318  <= \$811 ;
+    set_base1 <= \$820 ;
   always @(posedge clk)
-    bank <= \$812 ;
+    t_out_base <= \$821 ;
   always @(posedge clk)
-    \$signal$189  <= \$813 ;
+    \$signal$318  <= \$822 ;
   always @(posedge clk)
-    anchor_m0 <= \$814 ;
+    bank <= \$823 ;
   always @(posedge clk)
-    anchor_m1 <= \$815 ;
+    \$signal$189  <= \$824 ;
   always @(posedge clk)
-    anchor_m2 <= \$816 ;
+    anchor_m0 <= \$825 ;
   always @(posedge clk)
-    anchor_m3 <= \$817 ;
+    anchor_m1 <= \$826 ;
   always @(posedge clk)
-    anchor_l0 <= \$818 ;
+    anchor_m2 <= \$827 ;
   always @(posedge clk)
-    anchor_l1 <= \$819 ;
+    anchor_m3 <= \$828 ;
   always @(posedge clk)
-    anchor_l2 <= \$820 ;
+    anchor_l0 <= \$829 ;
   always @(posedge clk)
-    anchor_l3 <= \$821 ;
+    anchor_l1 <= \$830 ;
   always @(posedge clk)
-    \$signal  <= \$822 ;
+    anchor_l2 <= \$831 ;
   always @(posedge clk)
-    \$signal$374  <= \$823 ;
+    anchor_l3 <= \$832 ;
   always @(posedge clk)
-    pending_status <= \$824 ;
+    \$signal  <= \$833 ;
   always @(posedge clk)
-    \$signal$376  <= \$825 ;
+    \$signal$376  <= \$834 ;
   always @(posedge clk)
-    pending_store <= \$826 ;
+    pending_status <= \$835 ;
+  always @(posedge clk)
+    \$signal$373  <= \$836 ;
+  always @(posedge clk)
+    \$signal$378  <= \$837 ;
+  always @(posedge clk)
+    pending_store <= \$838 ;
   assign \$1  = ~ \$signal ;
   assign \$2  = idle & \$1 ;
   assign \$3  = ~ deferred;
@@ -4954,18 +5003,6 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \$150  = stage ? \$148  : \$149 ;
   assign \$151  = \$150  + 6'h20;
   assign \$152  = \$151  - 1'h1;
-  assign \$154  = \$153 [19:0] * 2'h2;
-  assign \$155  = \$154  >= 2'h3;
-  assign \$156  = \$153 [19:0] * 1'h1;
-  assign \$157  = \$156  >= 2'h3;
-  assign \$158  = entry[10] ? entry[123:104] : entry[143:124];
-  assign \$159  = entry[10] ? entry[143:124] : entry[123:104];
-  assign \$160  = stage ? \$158  : \$159 ;
-  assign \$161  = 1'h1 << plan_pack_log2;
-  assign \$162  = \$160  + \$161 ;
-  assign \$163  = \$162  - 1'h1;
-  assign \$164  = $signed(\$163 ) >>> plan_pack_log2;
-  assign \$165  = \$164 [19:0] + 1'h1;
   \ndp_device.control_unit.compute  compute (
     .acc_addr(acc_addr),
     .acc_addr1(acc_addr1),
@@ -5026,9 +5063,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .is_store(is_store),
     .log2_slot(regs[267:260]),
     .operand_lines(operand_lines),
-    .\port$10696$128 (regs[255:128]),
+    .\port$10717$128 (regs[255:128]),
     .stats_offset(stats_offset),
-    .status(\status$397 )
+    .status(\status$403 )
   );
   \ndp_device.control_unit.front  front (
     .clk(clk),
@@ -5067,21 +5104,22 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   );
   \ndp_device.control_unit.reader  reader (
     .addr(bus__araddr),
-    .\addr$33 (addr),
+    .\addr$35 (addr),
     .bus__arlen(bus__arlen),
     .bus__arready(bus__arready),
     .bus__arvalid(bus__arvalid),
+    .bus__rdata(bus__rdata),
     .bus__rlast(bus__rlast),
+    .bus__rresp(bus__rresp),
     .bus__rvalid(bus__rvalid),
     .clk(clk),
     .issued_all(run_issued),
     .lines(lines),
-    .out__data(src__data),
     .out__valid(src__valid),
+    .r_data(\$839 ),
     .r_en(out__ready),
     .rst(rst),
-    .start(start),
-    .w_data(bus__rdata)
+    .start(start)
   );
   \ndp_device.control_unit.readout  readout (
     .acc_we(\acc_we$339 ),
@@ -5129,12 +5167,12 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .r_en(r_en),
     .rst(rst),
     .w_en(w_en),
-    .w_port__data(\w_data$379 ),
+    .w_port__data(\w_data$381 ),
     .w_rdy(w_rdy)
   );
   \ndp_device.control_unit.softmax  softmax (
     .clk(clk),
-    .done(\done$403 ),
+    .done(\done$409 ),
     .dst_addr(dst_addr),
     .\dst_data$425 (dst_data),
     .dst_en(dst_en),
@@ -5165,7 +5203,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .row(row),
     .rows(\rows$256 ),
     .rst(rst),
-    .src__data(src__data),
+    .src__data(\$839 [511:0]),
     .src__valid(src__valid),
     .start(\start$254 ),
     .valid(valid)
@@ -5332,11 +5370,12 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   );
   \ndp_device.control_unit.writer  writer (
     .addr(bus__awaddr),
-    .\addr$52 (\addr$204 ),
+    .\addr$55 (\addr$204 ),
     .bus__awlen(bus__awlen),
     .bus__awready(bus__awready),
     .bus__awvalid(bus__awvalid),
     .bus__bready(bus__bready),
+    .bus__bresp(bus__bresp),
     .bus__bvalid(bus__bvalid),
     .bus__wdata(bus__wdata),
     .bus__wlast(bus__wlast),
@@ -5351,13 +5390,15 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .quiet(quiet),
     .report(report),
     .reported(r_en),
+    .reported_error(reported_error),
     .rst(rst),
     .src__data(\src__data$76 ),
     .src__ready(\out__ready$78 ),
     .src__strb(src__strb),
     .src__valid(\src__valid$82 ),
     .start(\start$202 ),
-    .strb(strb)
+    .strb(strb),
+    .write_error(\write_error$399 )
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
@@ -5848,7 +5889,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           end
     endcase
     if (\$454 ) begin
-      \addr$204  = \$signal$376 ;
+      \addr$204  = \$signal$378 ;
     end
   end
   always @* begin
@@ -7760,7 +7801,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           end
     endcase
     if (\$454 ) begin
-      \line$367  = \$signal$373 ;
+      \line$367  = \$signal$375 ;
     end
   end
   always @* begin
@@ -7816,14 +7857,14 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     status_word = 32'd0;
     if (\$454 ) begin
-      status_word = { 24'h000000, pending_status };
+      status_word = { 24'h000000, \$458  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$signal$373  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    \$signal$375  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     if (\$454 ) begin
-      \$signal$373  = { 320'h00000000000000000000000000000000000000000000000000000000000000000000000000000000, \$455 [63:0], 32'h00000000, status_word, \$signal$374 [269:206] };
+      \$signal$375  = { 320'h00000000000000000000000000000000000000000000000000000000000000000000000000000000, \$459 [63:0], 32'h00000000, status_word, \$signal$376 [269:206] };
     end
   end
   always @* begin
@@ -7842,9 +7883,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \w_data$379  = 43'h00000000000;
+    \w_data$381  = 43'h00000000000;
     if (\$454 ) begin
-      \w_data$379  = { pending_store, pending_status, \$signal$374 [237:204] };
+      \w_data$381  = { pending_store, status_word[7:0], \$signal$376 [237:204] };
     end
   end
   always @* begin
@@ -7863,9 +7904,38 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$771  = drain;
-    if (\$480 ) begin
-      \$771  = \$481 [4:0];
+    \$780  = \$signal$398 ;
+    if (\$485 ) begin
+      \$780  = 1'h1;
+    end
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          \$780  = 1'h0;
+    endcase
+    if (rst) begin
+      \$780  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$781  = write_error;
+    if (\write_error$399 ) begin
+      \$781  = 1'h1;
+    end
+    if (\$779 ) begin
+      \$781  = 1'h0;
+    end
+    if (rst) begin
+      \$781  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$782  = drain;
+    if (\$486 ) begin
+      \$782  = \$487 [4:0];
     end
     casez (fsm_state)
       5'h00:
@@ -7889,19 +7959,19 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0b:
           /* empty */;
       5'h0c:
-          \$771  = \$661 [4:0];
+          \$782  = \$667 [4:0];
       5'h0d:
-          \$771  = \$707 [4:0];
+          \$782  = \$713 [4:0];
     endcase
     if (rst) begin
-      \$771  = 5'h00;
+      \$782  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$772  = pipe_busy;
-    if (\$482 ) begin
-      \$772  = \$483 [4:0];
+    \$783  = pipe_busy;
+    if (\$488 ) begin
+      \$783  = \$489 [4:0];
     end
     casez (fsm_state)
       5'h00:
@@ -7925,20 +7995,20 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0b:
           /* empty */;
       5'h0c:
-          \$772  = \$664 ;
+          \$783  = \$670 ;
       5'h0d:
-          \$772  = \$710 ;
+          \$783  = \$716 ;
     endcase
     if (rst) begin
-      \$772  = 5'h00;
+      \$783  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$773  = deferred;
+    \$784  = deferred;
     if (deferred) begin
-      if (\$484 ) begin
-        \$773  = 1'h0;
+      if (\$490 ) begin
+        \$784  = 1'h0;
       end
     end
     casez (fsm_state)
@@ -7967,26 +8037,26 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0d:
           /* empty */;
       5'h0e:
-          if (\$720 ) begin
+          if (\$726 ) begin
             (* full_case = 32'd1 *)
-            if (\$731 ) begin
+            if (\$737 ) begin
             end else begin
-              \$773  = 1'h1;
+              \$784  = 1'h1;
             end
           end
     endcase
     if (rst) begin
-      \$773  = 1'h0;
+      \$784  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$774  = \$like$190 ;
+    \$785  = \$like$190 ;
     if (deferred) begin
       (* full_case = 32'd1 *)
-      if (\$484 ) begin
+      if (\$490 ) begin
       end else begin
-        \$774  = \$485 [4:0];
+        \$785  = \$491 [4:0];
       end
     end
     casez (fsm_state)
@@ -8015,223 +8085,223 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0d:
           /* empty */;
       5'h0e:
-          if (\$720 ) begin
+          if (\$726 ) begin
             (* full_case = 32'd1 *)
-            if (\$731 ) begin
+            if (\$737 ) begin
             end else begin
-              \$774  = \$734 [4:0];
+              \$785  = \$740 [4:0];
             end
           end
     endcase
     if (rst) begin
-      \$774  = 5'h00;
+      \$785  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$775  = entry;
+    \$786  = entry;
     casez (fsm_state)
       5'h00:
           if (task_valid) begin
-            \$775  = \task ;
+            \$786  = \task ;
           end
     endcase
     if (rst) begin
-      \$775  = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$786  = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$776  = fsm_state;
+    \$787  = fsm_state;
     casez (fsm_state)
       5'h00:
           if (task_valid) begin
-            \$776  = 5'h01;
+            \$787  = 5'h01;
           end
       5'h01:
           (* full_case = 32'd1 *)
-          if (\$503 ) begin
-            \$776  = 5'h02;
+          if (\$509 ) begin
+            \$787  = 5'h02;
           end else if (is_compute) begin
-            \$776  = 5'h03;
+            \$787  = 5'h03;
           end else begin
-            \$776  = 5'h04;
+            \$787  = 5'h04;
           end
       5'h04:
-          if (\$507 ) begin
-            \$776  = 5'h05;
+          if (\$513 ) begin
+            \$787  = 5'h05;
           end
       5'h05:
           if (idle) begin
-            \$776  = 5'h02;
+            \$787  = 5'h02;
           end
       5'h03:
-          \$776  = 5'h06;
+          \$787  = 5'h06;
       5'h06:
-          if (\$508 ) begin
+          if (\$514 ) begin
             (* full_case = 32'd1 *)
-            if (\$509 ) begin
-              \$776  = 5'h07;
+            if (\$515 ) begin
+              \$787  = 5'h07;
             end else begin
-              \$776  = 5'h08;
+              \$787  = 5'h08;
             end
           end
       5'h08:
-          \$776  = 5'h09;
+          \$787  = 5'h09;
       5'h09:
-          if (\$512 ) begin
+          if (\$518 ) begin
             (* full_case = 32'd1 *)
-            if (\$617 ) begin
-              \$776  = 5'h0a;
+            if (\$623 ) begin
+              \$787  = 5'h0a;
             end else begin
-              \$776  = 5'h0b;
+              \$787  = 5'h0b;
             end
           end
       5'h0a:
-          \$776  = 5'h0c;
+          \$787  = 5'h0c;
       5'h0b:
-          \$776  = 5'h0d;
+          \$787  = 5'h0d;
       5'h0c:
-          if (\$665 ) begin
+          if (\$671 ) begin
             (* full_case = 32'd1 *)
-            if (\$666 ) begin
-              \$776  = 5'h0b;
+            if (\$672 ) begin
+              \$787  = 5'h0b;
             end else begin
-              \$776  = 5'h0e;
+              \$787  = 5'h0e;
             end
           end
       5'h0d:
-          if (\$711 ) begin
-            \$776  = 5'h0e;
+          if (\$717 ) begin
+            \$787  = 5'h0e;
           end
       5'h0e:
-          if (\$720 ) begin
+          if (\$726 ) begin
             (* full_case = 32'd1 *)
-            if (\$737 ) begin
+            if (\$743 ) begin
               (* full_case = 32'd1 *)
-              if (\$738 ) begin
-                \$776  = 5'h0f;
+              if (\$744 ) begin
+                \$787  = 5'h0f;
               end else begin
-                \$776  = 5'h10;
+                \$787  = 5'h10;
               end
             end else begin
-              \$776  = 5'h11;
+              \$787  = 5'h11;
             end
           end
       5'h11:
           if (done) begin
             (* full_case = 32'd1 *)
-            if (\$739 ) begin
-              \$776  = 5'h07;
+            if (\$745 ) begin
+              \$787  = 5'h07;
             end else begin
-              \$776  = 5'h08;
+              \$787  = 5'h08;
             end
           end
       5'h07:
-          \$776  = 5'h12;
+          \$787  = 5'h12;
       5'h12:
-          if (\done$403 ) begin
+          if (\done$409 ) begin
             (* full_case = 32'd1 *)
-            if (\$741 ) begin
-              \$776  = 5'h07;
+            if (\$747 ) begin
+              \$787  = 5'h07;
             end else begin
               (* full_case = 32'd1 *)
-              if (\$743 ) begin
-                \$776  = 5'h08;
+              if (\$749 ) begin
+                \$787  = 5'h08;
               end else begin
-                \$776  = 5'h13;
+                \$787  = 5'h13;
               end
             end
           end
       5'h13:
-          if (\$747 ) begin
-            \$776  = 5'h14;
+          if (\$753 ) begin
+            \$787  = 5'h14;
           end
       5'h14:
           if (done) begin
             (* full_case = 32'd1 *)
             if (entry[11]) begin
-              \$776  = 5'h0f;
+              \$787  = 5'h0f;
             end else begin
-              \$776  = 5'h10;
+              \$787  = 5'h10;
             end
           end
       5'h0f:
-          if (\$754 ) begin
-            \$776  = 5'h15;
+          if (\$760 ) begin
+            \$787  = 5'h15;
           end
       5'h15:
           if (idle) begin
             (* full_case = 32'd1 *)
-            if (\$756 ) begin
-              \$776  = 5'h0f;
+            if (\$762 ) begin
+              \$787  = 5'h0f;
             end else begin
-              \$776  = 5'h10;
+              \$787  = 5'h10;
             end
           end
       5'h10:
           (* full_case = 32'd1 *)
-          if (\$762 ) begin
-            \$776  = 5'h03;
+          if (\$768 ) begin
+            \$787  = 5'h03;
           end else begin
-            \$776  = 5'h02;
+            \$787  = 5'h02;
           end
       5'h02:
-          if (\$763 ) begin
-            \$776  = 5'h00;
+          if (\$769 ) begin
+            \$787  = 5'h00;
           end
     endcase
     if (rst) begin
-      \$776  = 5'h00;
+      \$787  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$777  = status;
+    \$788  = status;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          \$777  = \status$397 ;
+          \$788  = \status$403 ;
     endcase
     if (rst) begin
-      \$777  = 8'h00;
+      \$788  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$778  = \$signal$248 ;
+    \$789  = \$signal$248 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          \$778  = \$491 [63:0];
+          \$789  = \$497 [63:0];
     endcase
     if (rst) begin
-      \$778  = 64'h0000000000000000;
+      \$789  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$779  = \$signal$253 ;
+    \$790  = \$signal$253 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          \$779  = \$497 [63:0];
+          \$790  = \$503 [63:0];
     endcase
     if (rst) begin
-      \$779  = 64'h0000000000000000;
+      \$790  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$780  = \$signal$265 ;
+    \$791  = \$signal$265 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          \$780  = 20'h00000;
+          \$791  = 20'h00000;
       5'h04:
           /* empty */;
       5'h05:
@@ -8269,20 +8339,20 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h15:
           /* empty */;
       5'h10:
-          \$780  = \$758 [19:0];
+          \$791  = \$764 [19:0];
     endcase
     if (rst) begin
-      \$780  = 20'h00000;
+      \$791  = 20'h00000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$781  = \$signal$267 ;
+    \$792  = \$signal$267 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          \$781  = 44'h00000000000;
+          \$792  = 44'h00000000000;
       5'h04:
           /* empty */;
       5'h05:
@@ -8320,20 +8390,20 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h15:
           /* empty */;
       5'h10:
-          \$781  = \$760 [43:0];
+          \$792  = \$766 [43:0];
     endcase
     if (rst) begin
-      \$781  = 44'h00000000000;
+      \$792  = 44'h00000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$782  = \$signal$326 ;
+    \$793  = \$signal$326 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          \$782  = 48'h000000000000;
+          \$793  = 48'h000000000000;
       5'h04:
           /* empty */;
       5'h05:
@@ -8355,9 +8425,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0d:
           /* empty */;
       5'h0e:
-          if (\$720 ) begin
-            if (\$723 ) begin
-              \$782  = \$726 [47:0];
+          if (\$726 ) begin
+            if (\$729 ) begin
+              \$793  = \$732 [47:0];
             end
           end
       5'h11:
@@ -8367,61 +8437,61 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h12:
           /* empty */;
       5'h13:
-          if (\$747 ) begin
-            \$782  = \$750 [47:0];
+          if (\$753 ) begin
+            \$793  = \$756 [47:0];
           end
     endcase
     if (rst) begin
-      \$782  = 48'h000000000000;
+      \$793  = 48'h000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$783  = \$signal$332 ;
+    \$794  = \$signal$332 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
           (* full_case = 32'd1 *)
-          if (\$498 ) begin
-            \$783  = 2'h2;
-          end else if (\$499 ) begin
-            \$783  = 2'h1;
-          end else if (\$500 ) begin
-            \$783  = 2'h1;
+          if (\$504 ) begin
+            \$794  = 2'h2;
+          end else if (\$505 ) begin
+            \$794  = 2'h1;
+          end else if (\$506 ) begin
+            \$794  = 2'h1;
           end else begin
-            \$783  = 2'h1;
+            \$794  = 2'h1;
           end
     endcase
     if (rst) begin
-      \$783  = 2'h0;
+      \$794  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$784  = \$signal$328 ;
+    \$795  = \$signal$328 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
           (* full_case = 32'd1 *)
-          if (\$498 ) begin
-            \$784  = \$501 ;
-          end else if (\$499 ) begin
-            \$784  = entry[203:184];
-          end else if (\$500 ) begin
-            \$784  = entry[123:104];
+          if (\$504 ) begin
+            \$795  = \$507 ;
+          end else if (\$505 ) begin
+            \$795  = entry[203:184];
+          end else if (\$506 ) begin
+            \$795  = entry[123:104];
           end else begin
-            \$784  = \$502 ;
+            \$795  = \$508 ;
           end
     endcase
     if (rst) begin
-      \$784  = 20'h00000;
+      \$795  = 20'h00000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$785  = \$signal$327 ;
+    \$796  = \$signal$327 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8432,15 +8502,15 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h05:
           /* empty */;
       5'h03:
-          \$785  = rows_now;
+          \$796  = rows_now;
     endcase
     if (rst) begin
-      \$785  = 3'h0;
+      \$796  = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$786  = stage;
+    \$797  = stage;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8451,7 +8521,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h05:
           /* empty */;
       5'h03:
-          \$786  = 1'h0;
+          \$797  = 1'h0;
       5'h06:
           /* empty */;
       5'h08:
@@ -8470,16 +8540,16 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h11:
           if (done) begin
-            \$786  = 1'h1;
+            \$797  = 1'h1;
           end
     endcase
     if (rst) begin
-      \$786  = 1'h0;
+      \$797  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$787  = \row$345 ;
+    \$798  = \row$345 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8492,8 +8562,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h03:
           /* empty */;
       5'h06:
-          if (\$508 ) begin
-            \$787  = 2'h0;
+          if (\$514 ) begin
+            \$798  = 2'h0;
           end
       5'h08:
           /* empty */;
@@ -8514,12 +8584,12 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h07:
           /* empty */;
       5'h12:
-          if (\done$403 ) begin
+          if (\done$409 ) begin
             (* full_case = 32'd1 *)
-            if (\$741 ) begin
-              \$787  = \$742 [1:0];
+            if (\$747 ) begin
+              \$798  = \$748 [1:0];
             end else begin
-              \$787  = 2'h0;
+              \$798  = 2'h0;
             end
           end
       5'h13:
@@ -8530,18 +8600,18 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h15:
           if (idle) begin
-            if (\$756 ) begin
-              \$787  = \$757 [1:0];
+            if (\$762 ) begin
+              \$798  = \$763 [1:0];
             end
           end
     endcase
     if (rst) begin
-      \$787  = 2'h0;
+      \$798  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$788  = \$signal$297 ;
+    \$799  = \$signal$297 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8558,17 +8628,17 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h08:
           /* empty */;
       5'h09:
-          if (\$512 ) begin
-            \$788  = \$515 ;
+          if (\$518 ) begin
+            \$799  = \$521 ;
           end
     endcase
     if (rst) begin
-      \$788  = 3'h0;
+      \$799  = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$789  = \$signal$329 ;
+    \$800  = \$signal$329 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8585,17 +8655,17 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h08:
           /* empty */;
       5'h09:
-          if (\$512 ) begin
-            \$789  = \$153 [19:0];
+          if (\$518 ) begin
+            \$800  = \$153 [19:0];
           end
     endcase
     if (rst) begin
-      \$789  = 20'h00000;
+      \$800  = 20'h00000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$790  = \$signal$308 ;
+    \$801  = \$signal$308 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8612,17 +8682,17 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h08:
           /* empty */;
       5'h09:
-          if (\$512 ) begin
-            \$790  = plan_sets;
+          if (\$518 ) begin
+            \$801  = plan_sets;
           end
     endcase
     if (rst) begin
-      \$790  = 2'h0;
+      \$801  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$791  = \$signal$287 ;
+    \$802  = \$signal$287 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8639,17 +8709,17 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h08:
           /* empty */;
       5'h09:
-          if (\$512 ) begin
-            \$791  = \$518 ;
+          if (\$518 ) begin
+            \$802  = \$524 ;
           end
     endcase
     if (rst) begin
-      \$791  = 3'h0;
+      \$802  = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$792  = \$signal$399 ;
+    \$803  = \$signal$405 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8666,17 +8736,17 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h08:
           /* empty */;
       5'h09:
-          if (\$512 ) begin
-            \$792  = \$527 ;
+          if (\$518 ) begin
+            \$803  = \$533 ;
           end
     endcase
     if (rst) begin
-      \$792  = 20'h00000;
+      \$803  = 20'h00000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$793  = \$signal$286 ;
+    \$804  = \$signal$286 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8693,17 +8763,17 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h08:
           /* empty */;
       5'h09:
-          if (\$512 ) begin
-            \$793  = \$536 ;
+          if (\$518 ) begin
+            \$804  = \$542 ;
           end
     endcase
     if (rst) begin
-      \$793  = 20'h00000;
+      \$804  = 20'h00000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$794  = \$signal$285 ;
+    \$805  = \$signal$285 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8720,373 +8790,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h08:
           /* empty */;
       5'h09:
-          if (\$512 ) begin
-            \$794  = \$549 ;
-          end
-    endcase
-    if (rst) begin
-      \$794  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$795  = rest_rows;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          if (\$512 ) begin
-            \$795  = \$564 [4:0];
-          end
-    endcase
-    if (rst) begin
-      \$795  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$796  = main_elems;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          if (\$512 ) begin
-            \$796  = \$591 [43:0];
-          end
-    endcase
-    if (rst) begin
-      \$796  = 44'h00000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$797  = t_level;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          if (\$512 ) begin
-            \$797  = plan_tree_level;
-          end
-    endcase
-    if (rst) begin
-      \$797  = 3'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$798  = t_scalar;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          if (\$512 ) begin
-            \$798  = plan_tree_scalar;
-          end
-    endcase
-    if (rst) begin
-      \$798  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$799  = t_fold_adds;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          if (\$512 ) begin
-            \$799  = plan_tree_fold_adds;
-          end
-    endcase
-    if (rst) begin
-      \$799  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$800  = trans;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          if (\$512 ) begin
-            \$800  = \$593 ;
-          end
-    endcase
-    if (rst) begin
-      \$800  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$801  = \$signal$296 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          if (\$512 ) begin
-            \$801  = 20'h00000;
-          end
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          \$801  = \$652 [19:0];
-      5'h0d:
-          \$801  = \$698 [19:0];
-    endcase
-    if (rst) begin
-      \$801  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$802  = sets_used0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          if (\$512 ) begin
-            \$802  = \$598 [1:0];
-          end
-    endcase
-    if (rst) begin
-      \$802  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$803  = groups_seen0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          if (\$512 ) begin
-            \$803  = 2'h0;
-          end
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          if (\$629 ) begin
-            if (\$630 ) begin
-              \$803  = \$631 [1:0];
-            end
-          end
-      5'h0d:
-          if (\$675 ) begin
-            if (\$676 ) begin
-              \$803  = \$677 [1:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$803  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$804  = set_index0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          if (\$512 ) begin
-            \$804  = 2'h0;
-          end
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          if (\$629 ) begin
-            (* full_case = 32'd1 *)
-            if (\$633 ) begin
-              \$804  = 2'h0;
-            end else begin
-              \$804  = \$634 [1:0];
-            end
-          end
-      5'h0d:
-          if (\$675 ) begin
-            (* full_case = 32'd1 *)
-            if (\$679 ) begin
-              \$804  = 2'h0;
-            end else begin
-              \$804  = \$680 [1:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$804  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$805  = set_base0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          if (\$512 ) begin
-            \$805  = 20'h00000;
-          end
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          if (\$629 ) begin
-            (* full_case = 32'd1 *)
-            if (\$633 ) begin
-              \$805  = 20'h00000;
-            end else begin
-              \$805  = \$635 [19:0];
-            end
-          end
-      5'h0d:
-          if (\$675 ) begin
-            (* full_case = 32'd1 *)
-            if (\$679 ) begin
-              \$805  = 20'h00000;
-            end else begin
-              \$805  = \$681 [19:0];
-            end
+          if (\$518 ) begin
+            \$805  = \$555 ;
           end
     endcase
     if (rst) begin
@@ -9095,7 +8800,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$806  = sets_used1;
+    \$806  = rest_rows;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -9112,17 +8817,17 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h08:
           /* empty */;
       5'h09:
-          if (\$512 ) begin
-            \$806  = \$603 [1:0];
+          if (\$518 ) begin
+            \$806  = \$570 [4:0];
           end
     endcase
     if (rst) begin
-      \$806  = 2'h0;
+      \$806  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$807  = groups_seen1;
+    \$807  = main_elems;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -9139,33 +8844,160 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h08:
           /* empty */;
       5'h09:
-          if (\$512 ) begin
-            \$807  = 2'h0;
+          if (\$518 ) begin
+            \$807  = \$597 [43:0];
+          end
+    endcase
+    if (rst) begin
+      \$807  = 44'h00000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$808  = t_level;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          if (\$518 ) begin
+            \$808  = plan_tree_level;
+          end
+    endcase
+    if (rst) begin
+      \$808  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$809  = t_scalar;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          if (\$518 ) begin
+            \$809  = plan_tree_scalar;
+          end
+    endcase
+    if (rst) begin
+      \$809  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$810  = t_fold_adds;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          if (\$518 ) begin
+            \$810  = plan_tree_fold_adds;
+          end
+    endcase
+    if (rst) begin
+      \$810  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$811  = trans;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          if (\$518 ) begin
+            \$811  = \$599 ;
+          end
+    endcase
+    if (rst) begin
+      \$811  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$812  = \$signal$296 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          if (\$518 ) begin
+            \$812  = 20'h00000;
           end
       5'h0a:
           /* empty */;
       5'h0b:
           /* empty */;
       5'h0c:
-          if (\$644 ) begin
-            if (\$645 ) begin
-              \$807  = \$646 [1:0];
-            end
-          end
+          \$812  = \$658 [19:0];
       5'h0d:
-          if (\$690 ) begin
-            if (\$691 ) begin
-              \$807  = \$692 [1:0];
-            end
-          end
+          \$812  = \$704 [19:0];
     endcase
     if (rst) begin
-      \$807  = 2'h0;
+      \$812  = 20'h00000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$808  = set_index1;
+    \$813  = sets_used0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -9182,39 +9014,60 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h08:
           /* empty */;
       5'h09:
-          if (\$512 ) begin
-            \$808  = 2'h0;
+          if (\$518 ) begin
+            \$813  = \$604 [1:0];
+          end
+    endcase
+    if (rst) begin
+      \$813  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$814  = groups_seen0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          if (\$518 ) begin
+            \$814  = 2'h0;
           end
       5'h0a:
           /* empty */;
       5'h0b:
           /* empty */;
       5'h0c:
-          if (\$644 ) begin
-            (* full_case = 32'd1 *)
-            if (\$648 ) begin
-              \$808  = 2'h0;
-            end else begin
-              \$808  = \$649 [1:0];
+          if (\$635 ) begin
+            if (\$636 ) begin
+              \$814  = \$637 [1:0];
             end
           end
       5'h0d:
-          if (\$690 ) begin
-            (* full_case = 32'd1 *)
-            if (\$694 ) begin
-              \$808  = 2'h0;
-            end else begin
-              \$808  = \$695 [1:0];
+          if (\$681 ) begin
+            if (\$682 ) begin
+              \$814  = \$683 [1:0];
             end
           end
     endcase
     if (rst) begin
-      \$808  = 2'h0;
+      \$814  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$809  = set_base1;
+    \$815  = set_index0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -9231,39 +9084,256 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h08:
           /* empty */;
       5'h09:
-          if (\$512 ) begin
-            \$809  = 20'h00000;
+          if (\$518 ) begin
+            \$815  = 2'h0;
           end
       5'h0a:
           /* empty */;
       5'h0b:
           /* empty */;
       5'h0c:
-          if (\$644 ) begin
+          if (\$635 ) begin
             (* full_case = 32'd1 *)
-            if (\$648 ) begin
-              \$809  = 20'h00000;
+            if (\$639 ) begin
+              \$815  = 2'h0;
             end else begin
-              \$809  = \$650 [19:0];
+              \$815  = \$640 [1:0];
             end
           end
       5'h0d:
-          if (\$690 ) begin
+          if (\$681 ) begin
             (* full_case = 32'd1 *)
-            if (\$694 ) begin
-              \$809  = 20'h00000;
+            if (\$685 ) begin
+              \$815  = 2'h0;
             end else begin
-              \$809  = \$696 [19:0];
+              \$815  = \$686 [1:0];
             end
           end
     endcase
     if (rst) begin
-      \$809  = 20'h00000;
+      \$815  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$810  = t_out_base;
+    \$816  = set_base0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          if (\$518 ) begin
+            \$816  = 20'h00000;
+          end
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          if (\$635 ) begin
+            (* full_case = 32'd1 *)
+            if (\$639 ) begin
+              \$816  = 20'h00000;
+            end else begin
+              \$816  = \$641 [19:0];
+            end
+          end
+      5'h0d:
+          if (\$681 ) begin
+            (* full_case = 32'd1 *)
+            if (\$685 ) begin
+              \$816  = 20'h00000;
+            end else begin
+              \$816  = \$687 [19:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \$816  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$817  = sets_used1;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          if (\$518 ) begin
+            \$817  = \$609 [1:0];
+          end
+    endcase
+    if (rst) begin
+      \$817  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$818  = groups_seen1;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          if (\$518 ) begin
+            \$818  = 2'h0;
+          end
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          if (\$650 ) begin
+            if (\$651 ) begin
+              \$818  = \$652 [1:0];
+            end
+          end
+      5'h0d:
+          if (\$696 ) begin
+            if (\$697 ) begin
+              \$818  = \$698 [1:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \$818  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$819  = set_index1;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          if (\$518 ) begin
+            \$819  = 2'h0;
+          end
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          if (\$650 ) begin
+            (* full_case = 32'd1 *)
+            if (\$654 ) begin
+              \$819  = 2'h0;
+            end else begin
+              \$819  = \$655 [1:0];
+            end
+          end
+      5'h0d:
+          if (\$696 ) begin
+            (* full_case = 32'd1 *)
+            if (\$700 ) begin
+              \$819  = 2'h0;
+            end else begin
+              \$819  = \$701 [1:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \$819  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$820  = set_base1;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          if (\$518 ) begin
+            \$820  = 20'h00000;
+          end
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          if (\$650 ) begin
+            (* full_case = 32'd1 *)
+            if (\$654 ) begin
+              \$820  = 20'h00000;
+            end else begin
+              \$820  = \$656 [19:0];
+            end
+          end
+      5'h0d:
+          if (\$696 ) begin
+            (* full_case = 32'd1 *)
+            if (\$700 ) begin
+              \$820  = 20'h00000;
+            end else begin
+              \$820  = \$702 [19:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \$820  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$821  = t_out_base;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -9282,17 +9352,17 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h09:
           /* empty */;
       5'h0a:
-          \$810  = 20'h00000;
+          \$821  = 20'h00000;
       5'h0b:
-          \$810  = \$619 [19:0];
+          \$821  = \$625 [19:0];
     endcase
     if (rst) begin
-      \$810  = 20'h00000;
+      \$821  = 20'h00000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$811  = \$signal$318 ;
+    \$822  = \$signal$318 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -9311,17 +9381,17 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h09:
           /* empty */;
       5'h0a:
-          \$811  = \$618 [19:0];
+          \$822  = \$624 [19:0];
       5'h0b:
-          \$811  = \$620 [19:0];
+          \$822  = \$626 [19:0];
     endcase
     if (rst) begin
-      \$811  = 20'h00000;
+      \$822  = 20'h00000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$812  = bank;
+    \$823  = bank;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -9348,17 +9418,17 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0d:
           /* empty */;
       5'h0e:
-          if (\$720 ) begin
-            \$812  = \$727 ;
+          if (\$726 ) begin
+            \$823  = \$733 ;
           end
     endcase
     if (rst) begin
-      \$812  = 1'h0;
+      \$823  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$813  = \$signal$189 ;
+    \$824  = \$signal$189 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -9385,21 +9455,21 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0d:
           /* empty */;
       5'h0e:
-          if (\$720 ) begin
+          if (\$726 ) begin
             (* full_case = 32'd1 *)
-            if (\$731 ) begin
+            if (\$737 ) begin
             end else begin
-              \$813  = \$signal$188 ;
+              \$824  = \$signal$188 ;
             end
           end
     endcase
     if (rst) begin
-      \$813  = 139'h00000000000000000000000000000000000;
+      \$824  = 139'h00000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$814  = anchor_m0;
+    \$825  = anchor_m0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -9432,20 +9502,20 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h07:
           /* empty */;
       5'h12:
-          if (\done$403 ) begin
+          if (\done$409 ) begin
             casez (\row$345 )
               2'h0:
-                  \$814  = m;
+                  \$825  = m;
             endcase
           end
     endcase
     if (rst) begin
-      \$814  = 32'd0;
+      \$825  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$815  = anchor_m1;
+    \$826  = anchor_m1;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -9478,22 +9548,22 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h07:
           /* empty */;
       5'h12:
-          if (\done$403 ) begin
+          if (\done$409 ) begin
             casez (\row$345 )
               2'h0:
                   /* empty */;
               2'h1:
-                  \$815  = m;
+                  \$826  = m;
             endcase
           end
     endcase
     if (rst) begin
-      \$815  = 32'd0;
+      \$826  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$816  = anchor_m2;
+    \$827  = anchor_m2;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -9526,24 +9596,24 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h07:
           /* empty */;
       5'h12:
-          if (\done$403 ) begin
+          if (\done$409 ) begin
             casez (\row$345 )
               2'h0:
                   /* empty */;
               2'h1:
                   /* empty */;
               2'h2:
-                  \$816  = m;
+                  \$827  = m;
             endcase
           end
     endcase
     if (rst) begin
-      \$816  = 32'd0;
+      \$827  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$817  = anchor_m3;
+    \$828  = anchor_m3;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -9576,7 +9646,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h07:
           /* empty */;
       5'h12:
-          if (\done$403 ) begin
+          if (\done$409 ) begin
             (* full_case = 32'd1 *)
             casez (\row$345 )
               2'h0:
@@ -9586,17 +9656,17 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
               2'h2:
                   /* empty */;
               2'h3:
-                  \$817  = m;
+                  \$828  = m;
             endcase
           end
     endcase
     if (rst) begin
-      \$817  = 32'd0;
+      \$828  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$818  = anchor_l0;
+    \$829  = anchor_l0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -9629,20 +9699,20 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h07:
           /* empty */;
       5'h12:
-          if (\done$403 ) begin
+          if (\done$409 ) begin
             casez (\row$345 )
               2'h0:
-                  \$818  = l;
+                  \$829  = l;
             endcase
           end
     endcase
     if (rst) begin
-      \$818  = 32'd0;
+      \$829  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$819  = anchor_l1;
+    \$830  = anchor_l1;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -9675,22 +9745,22 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h07:
           /* empty */;
       5'h12:
-          if (\done$403 ) begin
+          if (\done$409 ) begin
             casez (\row$345 )
               2'h0:
                   /* empty */;
               2'h1:
-                  \$819  = l;
+                  \$830  = l;
             endcase
           end
     endcase
     if (rst) begin
-      \$819  = 32'd0;
+      \$830  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$820  = anchor_l2;
+    \$831  = anchor_l2;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -9723,24 +9793,24 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h07:
           /* empty */;
       5'h12:
-          if (\done$403 ) begin
+          if (\done$409 ) begin
             casez (\row$345 )
               2'h0:
                   /* empty */;
               2'h1:
                   /* empty */;
               2'h2:
-                  \$820  = l;
+                  \$831  = l;
             endcase
           end
     endcase
     if (rst) begin
-      \$820  = 32'd0;
+      \$831  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$821  = anchor_l3;
+    \$832  = anchor_l3;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -9773,7 +9843,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h07:
           /* empty */;
       5'h12:
-          if (\done$403 ) begin
+          if (\done$409 ) begin
             (* full_case = 32'd1 *)
             casez (\row$345 )
               2'h0:
@@ -9783,17 +9853,17 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
               2'h2:
                   /* empty */;
               2'h3:
-                  \$821  = l;
+                  \$832  = l;
             endcase
           end
     endcase
     if (rst) begin
-      \$821  = 32'd0;
+      \$832  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$822  = \$signal ;
+    \$833  = \$signal ;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -9838,20 +9908,20 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h10:
           /* empty */;
       5'h02:
-          if (\$763 ) begin
-            \$822  = 1'h1;
+          if (\$769 ) begin
+            \$833  = 1'h1;
           end
     endcase
-    if (\$770 ) begin
-      \$822  = 1'h0;
+    if (\$779 ) begin
+      \$833  = 1'h0;
     end
     if (rst) begin
-      \$822  = 1'h0;
+      \$833  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$823  = \$signal$374 ;
+    \$834  = \$signal$376 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -9896,17 +9966,17 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h10:
           /* empty */;
       5'h02:
-          if (\$763 ) begin
-            \$823  = entry;
+          if (\$769 ) begin
+            \$834  = entry;
           end
     endcase
     if (rst) begin
-      \$823  = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$834  = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$824  = pending_status;
+    \$835  = pending_status;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -9951,17 +10021,17 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h10:
           /* empty */;
       5'h02:
-          if (\$763 ) begin
-            \$824  = status;
+          if (\$769 ) begin
+            \$835  = status;
           end
     endcase
     if (rst) begin
-      \$824  = 8'h00;
+      \$835  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$825  = \$signal$376 ;
+    \$836  = \$signal$373 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -10006,17 +10076,17 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h10:
           /* empty */;
       5'h02:
-          if (\$763 ) begin
-            \$825  = \$signal$253 ;
+          if (\$769 ) begin
+            \$836  = \$772 ;
           end
     endcase
     if (rst) begin
-      \$825  = 64'h0000000000000000;
+      \$836  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$826  = pending_store;
+    \$837  = \$signal$378 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -10061,12 +10131,67 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h10:
           /* empty */;
       5'h02:
-          if (\$763 ) begin
-            \$826  = \$765 ;
+          if (\$769 ) begin
+            \$837  = \$signal$253 ;
           end
     endcase
     if (rst) begin
-      \$826  = 1'h0;
+      \$837  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$838  = pending_store;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h11:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h15:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h02:
+          if (\$769 ) begin
+            \$838  = \$774 ;
+          end
+    endcase
+    if (rst) begin
+      \$838  = 1'h0;
     end
   end
   assign bus__arid = 8'h00;
@@ -10117,7 +10242,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \bus__awready$65  = bus__awready;
   assign \bus__wready$67  = bus__wready;
   assign \bus__bvalid$69  = bus__bvalid;
-  assign out__data = src__data;
+  assign src__data = \$839 [511:0];
+  assign out__data = \$839 [511:0];
   assign src__ready = out__ready;
   assign out__valid = src__valid;
   assign \out__data$77  = \src__data$76 ;
@@ -10172,10 +10298,10 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign done_valid = r_en;
   assign done_queue = r_data[1:0];
   assign done_seq = r_data[33:2];
-  assign done_status = r_data[41:34];
-  assign \report$390  = r_en;
+  assign \report$393  = r_en;
   assign report_store = r_data[42];
-  assign \port$10327$0  = r_data[41:0];
+  assign out_err = \$839 [512];
+  assign \port$10348$0  = r_data[33:0];
   assign \queues__0.sq_base  = queues__0[63:0];
   assign \queues__0.cq_base  = queues__0[127:64];
   assign \queues__0.data_base  = queues__0[191:128];
@@ -10358,21 +10484,21 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \$signal$189.results  = \$signal$189 [42];
   assign \$signal$189.first  = \$signal$189 [106:43];
   assign \$signal$189.lines  = \$signal$189 [138:107];
-  assign \$signal$374.desc  = \$signal$374 [203:0];
-  assign \$signal$374.desc.type  = \$signal$374 [1:0];
-  assign \$signal$374.desc.op  = \$signal$374 [5:2];
-  assign \$signal$374.desc.dtype  = \$signal$374 [9:6];
-  assign \$signal$374.desc.flags  = \$signal$374 [19:10];
-  assign \$signal$374.desc.dev_addr  = \$signal$374 [83:20];
-  assign \$signal$374.desc.dev_size  = \$signal$374 [103:84];
-  assign \$signal$374.desc.dev_rows  = \$signal$374 [123:104];
-  assign \$signal$374.desc.dev_cols  = \$signal$374 [143:124];
-  assign \$signal$374.desc.in_size  = \$signal$374 [163:144];
-  assign \$signal$374.desc.in_rows  = \$signal$374 [183:164];
-  assign \$signal$374.desc.in_cols  = \$signal$374 [203:184];
-  assign \$signal$374.queue  = \$signal$374 [205:204];
-  assign \$signal$374.seq  = \$signal$374 [269:206];
-  assign \$signal$374.taken  = \$signal$374 [333:270];
+  assign \$signal$376.desc  = \$signal$376 [203:0];
+  assign \$signal$376.desc.type  = \$signal$376 [1:0];
+  assign \$signal$376.desc.op  = \$signal$376 [5:2];
+  assign \$signal$376.desc.dtype  = \$signal$376 [9:6];
+  assign \$signal$376.desc.flags  = \$signal$376 [19:10];
+  assign \$signal$376.desc.dev_addr  = \$signal$376 [83:20];
+  assign \$signal$376.desc.dev_size  = \$signal$376 [103:84];
+  assign \$signal$376.desc.dev_rows  = \$signal$376 [123:104];
+  assign \$signal$376.desc.dev_cols  = \$signal$376 [143:124];
+  assign \$signal$376.desc.in_size  = \$signal$376 [163:144];
+  assign \$signal$376.desc.in_rows  = \$signal$376 [183:164];
+  assign \$signal$376.desc.in_cols  = \$signal$376 [203:184];
+  assign \$signal$376.queue  = \$signal$376 [205:204];
+  assign \$signal$376.seq  = \$signal$376 [269:206];
+  assign \$signal$376.taken  = \$signal$376 [333:270];
   assign \task.desc  = \task [203:0];
   assign \task.desc.type  = \task [1:0];
   assign \task.desc.op  = \task [5:2];
@@ -10428,22 +10554,22 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \$298  = \$297 ;
   assign \$303  = \$302 ;
   assign \$307  = \$306 ;
-  assign \$1158  = 1'h1;
-  assign \$318  = \$1156 ;
+  assign \$1171  = 1'h1;
+  assign \$318  = \$1169 ;
   assign \$352  = \$351 ;
   assign \$358  = \$357 ;
   assign \$365  = \$364 ;
   assign \$370  = \$369 ;
   assign \$374  = \$373 ;
-  assign \$1229  = 1'h1;
-  assign \$385  = \$1227 ;
+  assign \$1242  = 1'h1;
+  assign \$385  = \$1240 ;
   assign \$404  = \$403 ;
   assign \$413  = { \$412 [28], \$412 [28], \$412 [28], \$412 [28], \$412 [28], \$412 [28], \$412 [28:6] };
   assign \$432  = \$signal$328 ;
   assign \$438  = { \$437 [28], \$437 [28], \$437 [28], \$437 [28], \$437 [28], \$437 [28], \$437 [28:6] };
   assign \$448  = { 1'h0, \$447 , 6'h00 };
-  assign \$638  = \$637 ;
-  assign \$684  = \$683 ;
+  assign \$644  = \$643 ;
+  assign \$690  = \$689 ;
 endmodule
 
 (* generator = "Amaranth" *)
@@ -35170,7 +35296,7 @@ module \ndp_device.control_unit.compute.fold (rst, req_ready, b_row, b_addr, out
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.decoder (is_store, is_compute, operand_lines, stats_offset, \port$10696$128 , log2_slot, desc, status, is_load);
+module \ndp_device.control_unit.decoder (is_store, is_compute, operand_lines, stats_offset, \port$10717$128 , log2_slot, desc, status, is_load);
   reg \$auto$verilog_backend.cc:2355:dump_module$70  = 0;
   wire [26:0] \$1 ;
   wire [19:0] \$10 ;
@@ -35381,8 +35507,8 @@ module \ndp_device.control_unit.decoder (is_store, is_compute, operand_lines, st
   output [39:0] operand_lines;
   wire [39:0] operand_lines;
   wire [39:0] out_elems;
-  input [127:0] \port$10696$128 ;
-  wire [127:0] \port$10696$128 ;
+  input [127:0] \port$10717$128 ;
+  wire [127:0] \port$10717$128 ;
   reg [49:0] result;
   wire [49:0] room;
   output [47:0] stats_offset;
@@ -35468,8 +35594,8 @@ module \ndp_device.control_unit.decoder (is_store, is_compute, operand_lines, st
   assign \$83  = ~ \$82 ;
   assign \$84  = ! desc[25:20];
   assign \$85  = ! desc[103:84];
-  assign \$86  = desc[83:20] >= \port$10696$128 [63:0];
-  assign \$87  = \$2  <= \port$10696$128 [127:64];
+  assign \$86  = desc[83:20] >= \port$10717$128 [63:0];
+  assign \$87  = \$2  <= \port$10717$128 [127:64];
   assign \$88  = \$86  & \$87 ;
   assign \$89  = \$85  | \$88 ;
   assign \$90  = \$84  & \$89 ;
@@ -35586,8 +35712,8 @@ module \ndp_device.control_unit.decoder (is_store, is_compute, operand_lines, st
   assign \$signal$9  = \$22 [39:0];
   assign o_lines = \$26 [43:0];
   assign room = \$42 [49:0];
-  assign data_base = \port$10696$128 [63:0];
-  assign data_limit = \port$10696$128 [127:64];
+  assign data_base = \port$10717$128 [63:0];
+  assign data_limit = \port$10717$128 [127:64];
   assign operand_lines = \$22 [39:0];
   assign stats_offset = \$29 [47:0];
   assign \desc.type  = desc[1:0];
@@ -36556,7 +36682,7 @@ module \ndp_device.control_unit.front (rst, pop, task_valid, \task , run_issued,
     .is_store(is_store),
     .log2_slot(regs[267:260]),
     .operand_lines(operand_lines),
-    .\port$10911$128 (regs[255:128]),
+    .\port$10938$128 (regs[255:128]),
     .status(status)
   );
   always @* begin
@@ -37156,7 +37282,7 @@ module \ndp_device.control_unit.front (rst, pop, task_valid, \task , run_issued,
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.front.decoder (is_store, is_compute, operand_lines, \port$10911$128 , log2_slot, desc, status, is_load);
+module \ndp_device.control_unit.front.decoder (is_store, is_compute, operand_lines, \port$10938$128 , log2_slot, desc, status, is_load);
   reg \$auto$verilog_backend.cc:2355:dump_module$72  = 0;
   wire [26:0] \$1 ;
   wire [19:0] \$10 ;
@@ -37367,8 +37493,8 @@ module \ndp_device.control_unit.front.decoder (is_store, is_compute, operand_lin
   output [39:0] operand_lines;
   wire [39:0] operand_lines;
   wire [39:0] out_elems;
-  input [127:0] \port$10911$128 ;
-  wire [127:0] \port$10911$128 ;
+  input [127:0] \port$10938$128 ;
+  wire [127:0] \port$10938$128 ;
   reg [49:0] result;
   wire [49:0] room;
   wire [47:0] stats_offset;
@@ -37453,8 +37579,8 @@ module \ndp_device.control_unit.front.decoder (is_store, is_compute, operand_lin
   assign \$83  = ~ \$82 ;
   assign \$84  = ! desc[25:20];
   assign \$85  = ! desc[103:84];
-  assign \$86  = desc[83:20] >= \port$10911$128 [63:0];
-  assign \$87  = \$2  <= \port$10911$128 [127:64];
+  assign \$86  = desc[83:20] >= \port$10938$128 [63:0];
+  assign \$87  = \$2  <= \port$10938$128 [127:64];
   assign \$88  = \$86  & \$87 ;
   assign \$89  = \$85  | \$88 ;
   assign \$90  = \$84  & \$89 ;
@@ -37572,8 +37698,8 @@ module \ndp_device.control_unit.front.decoder (is_store, is_compute, operand_lin
   assign o_lines = \$26 [43:0];
   assign stats_offset = \$29 [47:0];
   assign room = \$42 [49:0];
-  assign data_base = \port$10911$128 [63:0];
-  assign data_limit = \port$10911$128 [127:64];
+  assign data_base = \port$10938$128 [63:0];
+  assign data_limit = \port$10938$128 [127:64];
   assign operand_lines = \$22 [39:0];
   assign \desc.type  = desc[1:0];
   assign \desc.op  = desc[5:2];
@@ -38416,7 +38542,7 @@ module \ndp_device.control_unit.packer (rst, out__ready, out__valid, w_ready, w_
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.reader (bus__rlast, clk, rst, bus__arlen, bus__arvalid, issued_all, out__data, r_en, start, \addr$33 , lines, addr, out__valid, bus__arready, bus__rvalid, w_data);
+module \ndp_device.control_unit.reader (bus__rresp, bus__rlast, clk, rst, bus__arlen, bus__arvalid, issued_all, r_data, r_en, start, \addr$35 , lines, addr, out__valid, bus__arready, bus__rvalid, bus__rdata);
   reg \$auto$verilog_backend.cc:2355:dump_module$74  = 0;
   wire [7:0] \$1 ;
   wire \$10 ;
@@ -38455,8 +38581,8 @@ module \ndp_device.control_unit.reader (bus__rlast, clk, rst, bus__arlen, bus__a
   wire \$9 ;
   output [63:0] addr;
   reg [63:0] addr = 64'h0000000000000000;
-  input [63:0] \addr$33 ;
-  wire [63:0] \addr$33 ;
+  input [63:0] \addr$35 ;
+  wire [63:0] \addr$35 ;
   wire [6:0] burst_beats;
   wire [6:0] burst_lines;
   (* init = 64'h0000000000000000 *)
@@ -38470,10 +38596,13 @@ module \ndp_device.control_unit.reader (bus__rlast, clk, rst, bus__arlen, bus__a
   wire [2:0] bus__arsize;
   output bus__arvalid;
   wire bus__arvalid;
+  input [511:0] bus__rdata;
   wire [511:0] bus__rdata;
   input bus__rlast;
   wire bus__rlast;
   wire bus__rready;
+  input [1:0] bus__rresp;
+  wire [1:0] bus__rresp;
   input bus__rvalid;
   wire bus__rvalid;
   wire busy;
@@ -38487,13 +38616,14 @@ module \ndp_device.control_unit.reader (bus__rlast, clk, rst, bus__arlen, bus__a
   wire [6:0] limit;
   input [31:0] lines;
   wire [31:0] lines;
-  output [511:0] out__data;
   wire [511:0] out__data;
   wire out__ready;
   output out__valid;
   wire out__valid;
+  wire out_err;
   reg [7:0] pending = 8'h00;
-  wire [511:0] r_data;
+  output [512:0] r_data;
+  wire [512:0] r_data;
   input r_en;
   wire r_en;
   wire r_rdy;
@@ -38502,8 +38632,7 @@ module \ndp_device.control_unit.reader (bus__rlast, clk, rst, bus__arlen, bus__a
   input start;
   wire start;
   wire [6:0] to_boundary;
-  input [511:0] w_data;
-  wire [511:0] w_data;
+  wire [512:0] w_data;
   wire w_en;
   assign \$1  = 7'h40 - addr[11:6];
   assign \$2  = \$1 [6:0] < 7'h40;
@@ -38547,13 +38676,14 @@ module \ndp_device.control_unit.reader (bus__rlast, clk, rst, bus__arlen, bus__a
     in_flight <= \$35 ;
   \ndp_device.control_unit.reader.buffer  buffer (
     .clk(clk),
-    .r_data(out__data),
+    .\port$0$1464 (bus__rresp[1]),
+    .\port$0$951 (bus__rdata),
+    .r_data(r_data),
     .r_en(r_en),
     .r_rdy(out__valid),
     .rst(rst),
     .w_en(w_en),
-    .w_level(level),
-    .w_port__data(w_data)
+    .w_level(level)
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
@@ -38562,7 +38692,7 @@ module \ndp_device.control_unit.reader (bus__rlast, clk, rst, bus__arlen, bus__a
       \$32  = \$20 [63:0];
     end
     if (start) begin
-      \$32  = \addr$33 ;
+      \$32  = \addr$35 ;
     end
     if (rst) begin
       \$32  = 64'h0000000000000000;
@@ -38595,7 +38725,8 @@ module \ndp_device.control_unit.reader (bus__rlast, clk, rst, bus__arlen, bus__a
       \$35  = 2'h0;
     end
   end
-  assign r_data = out__data;
+  assign out__data = r_data[511:0];
+  assign out_err = r_data[512];
   assign r_rdy = out__valid;
   assign out__ready = r_en;
   assign to_boundary = \$1 [6:0];
@@ -38606,7 +38737,7 @@ module \ndp_device.control_unit.reader (bus__rlast, clk, rst, bus__arlen, bus__a
   assign bus__arcache = 4'h3;
   assign bus__araddr = addr;
   assign bus__rready = 1'h1;
-  assign bus__rdata = w_data;
+  assign w_data = { bus__rresp[1], bus__rdata };
   assign \$8  = \$7 ;
   assign w_en = bus__rvalid;
   assign \$19  = { 1'h0, \$4 [6:0], 6'h00 };
@@ -38615,7 +38746,7 @@ module \ndp_device.control_unit.reader (bus__rlast, clk, rst, bus__arlen, bus__a
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.reader.buffer (clk, rst, w_en, w_level, r_data, r_en, r_rdy, w_port__data);
+module \ndp_device.control_unit.reader.buffer (\port$0$1464 , clk, rst, w_en, w_level, r_data, r_en, r_rdy, \port$0$951 );
   reg \$auto$verilog_backend.cc:2355:dump_module$75  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -38657,165 +38788,168 @@ module \ndp_device.control_unit.reader.buffer (clk, rst, w_en, w_level, r_data, 
   reg [6:0] inner_level = 7'h00;
   wire inner_r_rdy;
   wire [7:0] level;
+  input \port$0$1464 ;
+  wire \port$0$1464 ;
+  input [511:0] \port$0$951 ;
+  wire [511:0] \port$0$951 ;
   (* init = 7'h00 *)
   wire [6:0] produce;
-  output [511:0] r_data;
-  wire [511:0] r_data;
+  output [512:0] r_data;
+  wire [512:0] r_data;
   input r_en;
   wire r_en;
   wire [7:0] r_level;
   reg [6:0] r_port__addr = 7'h00;
-  wire [511:0] r_port__data;
+  wire [512:0] r_port__data;
   wire r_port__en;
   output r_rdy;
   reg r_rdy = 1'h0;
   input rst;
   wire rst;
-  wire [511:0] w_data;
+  wire [512:0] w_data;
   input w_en;
   wire w_en;
   output [7:0] w_level;
   wire [7:0] w_level;
   reg [6:0] w_port__addr = 7'h00;
-  input [511:0] w_port__data;
-  wire [511:0] w_port__data;
+  wire [512:0] w_port__data;
   wire w_port__en;
   wire w_rdy;
-  reg [511:0] storage [126:0];
+  reg [512:0] storage [126:0];
   initial begin
-    storage[0] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[1] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[2] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[3] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[4] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[5] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[6] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[7] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[8] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[9] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[10] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[11] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[12] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[13] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[14] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[15] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[16] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[17] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[18] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[19] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[20] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[21] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[22] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[23] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[24] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[25] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[26] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[27] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[28] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[29] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[30] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[31] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[32] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[33] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[34] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[35] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[36] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[37] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[38] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[39] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[40] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[41] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[42] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[43] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[44] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[45] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[46] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[47] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[48] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[49] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[50] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[51] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[52] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[53] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[54] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[55] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[56] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[57] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[58] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[59] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[60] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[61] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[62] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[63] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[64] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[65] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[66] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[67] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[68] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[69] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[70] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[71] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[72] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[73] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[74] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[75] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[76] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[77] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[78] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[79] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[80] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[81] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[82] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[83] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[84] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[85] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[86] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[87] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[88] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[89] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[90] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[91] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[92] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[93] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[94] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[95] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[96] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[97] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[98] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[99] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[100] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[101] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[102] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[103] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[104] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[105] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[106] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[107] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[108] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[109] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[110] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[111] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[112] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[113] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[114] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[115] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[116] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[117] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[118] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[119] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[120] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[121] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[122] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[123] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[124] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[125] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    storage[126] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[0] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[1] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[2] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[3] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[4] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[5] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[6] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[7] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[8] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[9] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[10] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[11] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[12] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[13] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[14] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[15] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[16] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[17] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[18] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[19] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[20] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[21] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[22] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[23] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[24] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[25] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[26] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[27] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[28] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[29] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[30] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[31] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[32] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[33] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[34] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[35] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[36] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[37] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[38] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[39] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[40] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[41] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[42] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[43] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[44] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[45] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[46] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[47] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[48] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[49] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[50] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[51] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[52] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[53] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[54] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[55] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[56] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[57] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[58] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[59] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[60] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[61] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[62] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[63] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[64] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[65] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[66] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[67] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[68] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[69] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[70] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[71] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[72] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[73] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[74] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[75] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[76] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[77] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[78] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[79] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[80] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[81] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[82] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[83] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[84] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[85] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[86] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[87] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[88] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[89] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[90] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[91] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[92] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[93] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[94] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[95] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[96] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[97] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[98] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[99] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[100] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[101] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[102] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[103] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[104] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[105] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[106] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[107] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[108] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[109] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[110] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[111] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[112] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[113] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[114] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[115] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[116] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[117] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[118] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[119] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[120] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[121] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[122] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[123] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[124] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[125] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[126] = 513'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   end
   always @(posedge clk) begin
     if (w_port__en)
-      storage[w_port__addr] <= w_port__data;
+      storage[w_port__addr] <= { \port$0$1464 , \port$0$951  };
   end
-  reg [511:0] _0_;
+  reg [512:0] _0_;
   always @(posedge clk) begin
     if (r_port__en) begin
       _0_ <= storage[r_port__addr];
@@ -38912,7 +39046,8 @@ module \ndp_device.control_unit.reader.buffer (clk, rst, w_en, w_level, r_data, 
   assign level = w_level;
   assign r_level = w_level;
   assign produce = w_port__addr;
-  assign w_data = w_port__data;
+  assign w_port__data = { \port$0$1464 , \port$0$951  };
+  assign w_data = { \port$0$1464 , \port$0$951  };
   assign consume = r_port__addr;
   assign r_port__data = r_data;
 endmodule
@@ -50606,8 +50741,8 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, pair_count, val
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.writer (rst, bus__awlen, bus__wdata, bus__wstrb, reported, bus__wvalid, bus__wlast, src__ready, bus__bready, src__valid, start, from_stream, \addr$52 , lines, line, strb, report, idle, quiet, bus__awvalid, addr
-, src__data, src__strb, bus__awready, bus__wready, bus__bvalid, clk);
+module \ndp_device.control_unit.writer (clk, rst, bus__awlen, bus__wdata, bus__wstrb, reported, write_error, reported_error, bus__wvalid, bus__wlast, src__ready, bus__bready, src__valid, start, from_stream, \addr$55 , lines, line, strb, report, idle
+, quiet, bus__awvalid, addr, src__data, src__strb, bus__awready, bus__wready, bus__bvalid, bus__bresp);
   reg \$auto$verilog_backend.cc:2355:dump_module$81  = 0;
   wire [7:0] \$1 ;
   wire \$10 ;
@@ -50640,42 +50775,47 @@ module \ndp_device.control_unit.writer (rst, bus__awlen, bus__wdata, bus__wstrb,
   wire \$35 ;
   wire \$36 ;
   wire \$37 ;
-  wire [13:0] \$38 ;
-  wire [64:0] \$39 ;
+  wire \$38 ;
+  wire \$39 ;
   wire [31:0] \$4 ;
-  wire [32:0] \$40 ;
+  wire \$40 ;
   wire \$41 ;
   wire \$42 ;
-  wire \$43 ;
-  wire \$44 ;
-  wire [7:0] \$45 ;
+  wire [13:0] \$43 ;
+  wire [64:0] \$44 ;
+  wire [32:0] \$45 ;
   wire \$46 ;
-  wire [31:0] \$47 ;
+  wire \$47 ;
   wire \$48 ;
   wire \$49 ;
   wire [7:0] \$5 ;
-  wire \$50 ;
-  reg [63:0] \$51 ;
-  reg [31:0] \$52 ;
-  reg [6:0] \$53 ;
-  reg \$54 ;
-  reg \$55 ;
-  reg [511:0] \$56 ;
-  reg [63:0] \$57 ;
-  reg \$58 ;
+  wire [7:0] \$50 ;
+  wire \$51 ;
+  wire [31:0] \$52 ;
+  wire \$53 ;
+  wire \$54 ;
+  wire \$55 ;
+  reg [63:0] \$56 ;
+  reg [31:0] \$57 ;
+  reg [6:0] \$58 ;
   reg \$59 ;
   wire [8:0] \$6 ;
+  reg \$60 ;
+  reg [511:0] \$61 ;
+  reg [63:0] \$62 ;
+  reg \$63 ;
+  reg \$64 ;
   wire [9:0] \$7 ;
   wire [9:0] \$8 ;
   wire \$9 ;
   reg \$signal  = 1'h0;
   reg [511:0] \$signal$13  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   reg [63:0] \$signal$16  = 64'h0000000000000000;
-  reg \$signal$28  = 1'h0;
+  reg \$signal$31  = 1'h0;
   output [63:0] addr;
   reg [63:0] addr = 64'h0000000000000000;
-  input [63:0] \addr$52 ;
-  wire [63:0] \addr$52 ;
+  input [63:0] \addr$55 ;
+  wire [63:0] \addr$55 ;
   wire [6:0] beats_left;
   wire [6:0] burst_beats;
   wire [6:0] burst_lines;
@@ -50692,6 +50832,8 @@ module \ndp_device.control_unit.writer (rst, bus__awlen, bus__wdata, bus__wstrb,
   reg bus__awvalid;
   output bus__bready;
   wire bus__bready;
+  input [1:0] bus__bresp;
+  wire [1:0] bus__bresp;
   input bus__bvalid;
   wire bus__bvalid;
   output [511:0] bus__wdata;
@@ -50723,15 +50865,17 @@ module \ndp_device.control_unit.writer (rst, bus__awlen, bus__wdata, bus__wstrb,
   output quiet;
   reg quiet;
   wire r_data;
-  wire [6:0] \r_data$33 ;
+  wire [6:0] \r_data$36 ;
   wire r_en;
-  wire \r_en$41 ;
+  wire \r_en$44 ;
   wire r_rdy;
-  wire \r_rdy$36 ;
+  wire \r_rdy$39 ;
   input report;
   wire report;
   output reported;
   wire reported;
+  output reported_error;
+  wire reported_error;
   input rst;
   wire rst;
   reg sending = 1'h0;
@@ -50749,52 +50893,66 @@ module \ndp_device.control_unit.writer (rst, bus__awlen, bus__wdata, bus__wstrb,
   wire [63:0] strb;
   wire [6:0] to_boundary;
   wire w_data;
-  wire [6:0] \w_data$30 ;
+  wire [6:0] \w_data$33 ;
   wire w_en;
-  wire \w_en$29 ;
+  wire \w_en$32 ;
   wire w_rdy;
-  wire \w_rdy$48 ;
-  assign \$27  = \$25  & \$26 ;
-  assign \$28  = ~ \r_rdy$36 ;
-  assign \$29  = level == 1'h1;
-  assign \$30  = sending ? \$28  : \$29 ;
-  assign last_beat = \$27  & \$30 ;
-  assign \$31  = ~ bus__bready;
-  assign \$32  = | left;
-  assign \$33  = \$32  & w_rdy;
-  assign \$34  = \$33  & \w_rdy$48 ;
-  assign \$35  = ! fsm_state;
-  assign \$37  = bus__awvalid & bus__awready;
-  assign \$39  = addr + \$38 ;
-  assign \$40  = left - \$4 [6:0];
-  assign \$41  = sending | \r_rdy$36 ;
-  assign \$42  = \$signal  ? src__valid : 1'h1;
-  assign \$43  = \$41  & \$42 ;
-  assign \$44  = \$43  & bus__wready;
-  assign \$45  = beats_left - 1'h1;
-  assign \$46  = beats_left != 1'h1;
-  assign \$47  = from_stream ? lines : 32'd1;
-  assign \$48  = ~ from_stream;
-  assign \$49  = | lines;
-  assign \$50  = \$48  | \$49 ;
+  wire \w_rdy$51 ;
+  output write_error;
+  wire write_error;
+  assign \$21  = sending | \r_rdy$39 ;
+  assign \$22  = \$signal  ? src__valid : 1'h1;
+  assign \$23  = \$21  & \$22 ;
+  assign \$24  = \$23  & bus__wready;
+  assign \r_en$44  = \$20  & \$24 ;
+  assign \$25  = ! left;
+  assign \$26  = sending | \r_rdy$39 ;
+  assign \$27  = \$signal  ? src__valid : 1'h1;
+  assign \$28  = \$26  & \$27 ;
+  assign \$29  = \$28  & bus__wready;
+  assign \$30  = \$25  & \$29 ;
+  assign \$31  = beats_left == 1'h1;
+  assign \$32  = \$30  & \$31 ;
+  assign \$33  = ~ \r_rdy$39 ;
+  assign \$34  = level == 1'h1;
+  assign \$35  = sending ? \$33  : \$34 ;
+  assign last_beat = \$32  & \$35 ;
+  assign \$36  = ~ bus__bready;
+  assign \$37  = | left;
+  assign \$38  = \$37  & w_rdy;
+  assign \$39  = \$38  & \w_rdy$51 ;
+  assign \$40  = ! fsm_state;
+  assign \$42  = bus__awvalid & bus__awready;
+  assign \$44  = addr + \$43 ;
+  assign \$45  = left - \$4 [6:0];
+  assign \$46  = sending | \r_rdy$39 ;
+  assign \$47  = \$signal  ? src__valid : 1'h1;
+  assign \$48  = \$46  & \$47 ;
+  assign \$49  = \$48  & bus__wready;
+  assign \$50  = beats_left - 1'h1;
+  assign \$51  = beats_left != 1'h1;
+  assign \$52  = from_stream ? lines : 32'd1;
+  assign \$53  = ~ from_stream;
+  assign \$54  = | lines;
+  assign \$55  = \$53  | \$54 ;
   always @(posedge clk)
-    addr <= \$51 ;
+    addr <= \$56 ;
   always @(posedge clk)
-    left <= \$52 ;
+    left <= \$57 ;
   always @(posedge clk)
-    in_burst <= \$53 ;
+    in_burst <= \$58 ;
   always @(posedge clk)
-    sending <= \$54 ;
+    sending <= \$59 ;
   always @(posedge clk)
-    \$signal  <= \$55 ;
+    \$signal  <= \$60 ;
   always @(posedge clk)
-    \$signal$13  <= \$56 ;
+    \$signal$13  <= \$61 ;
   always @(posedge clk)
-    \$signal$16  <= \$57 ;
+    \$signal$16  <= \$62 ;
   always @(posedge clk)
-    \$signal$28  <= \$58 ;
+    \$signal$31  <= \$63 ;
   always @(posedge clk)
-    fsm_state <= \$59 ;
+    fsm_state <= \$64 ;
   assign \$1  = 7'h40 - addr[11:6];
   assign \$2  = \$1 [6:0] < 7'h40;
   assign limit = \$2  ? \$1 [6:0] : 7'h40;
@@ -50809,41 +50967,36 @@ module \ndp_device.control_unit.writer (rst, bus__awlen, bus__wdata, bus__wstrb,
   assign r_en = bus__bvalid & bus__bready;
   assign \$9  = bus__bvalid & bus__bready;
   assign reported = \$9  & r_data;
+  assign \$10  = bus__bvalid & bus__bready;
+  assign \$11  = \$10  & bus__bresp[1];
+  assign \$12  = ~ r_data;
+  assign write_error = \$11  & \$12 ;
+  assign \$13  = bus__bvalid & bus__bready;
+  assign \$14  = \$13  & bus__bresp[1];
+  assign reported_error = \$14  & r_data;
   assign w_en = bus__awvalid & bus__awready;
-  assign \$10  = left == \$4 [6:0];
-  assign w_data = \$signal$28  & \$10 ;
-  assign \w_en$29  = bus__awvalid & bus__awready;
-  assign beats_left = sending ? in_burst : \r_data$33 ;
-  assign \$11  = sending | \r_rdy$36 ;
-  assign \$12  = \$signal  ? src__valid : 1'h1;
-  assign bus__wvalid = \$11  & \$12 ;
-  assign bus__wlast = beats_left == 1'h1;
-  assign \$13  = sending | \r_rdy$36 ;
-  assign \$14  = \$13  & \$signal ;
-  assign src__ready = \$14  & bus__wready;
-  assign \$15  = ~ sending;
-  assign \$16  = sending | \r_rdy$36 ;
+  assign \$15  = left == \$4 [6:0];
+  assign w_data = \$signal$31  & \$15 ;
+  assign \w_en$32  = bus__awvalid & bus__awready;
+  assign beats_left = sending ? in_burst : \r_data$36 ;
+  assign \$16  = sending | \r_rdy$39 ;
   assign \$17  = \$signal  ? src__valid : 1'h1;
-  assign \$18  = \$16  & \$17 ;
-  assign \$19  = \$18  & bus__wready;
-  assign \r_en$41  = \$15  & \$19 ;
-  assign \$20  = ! left;
-  assign \$21  = sending | \r_rdy$36 ;
-  assign \$22  = \$signal  ? src__valid : 1'h1;
-  assign \$23  = \$21  & \$22 ;
-  assign \$24  = \$23  & bus__wready;
-  assign \$25  = \$20  & \$24 ;
-  assign \$26  = beats_left == 1'h1;
+  assign bus__wvalid = \$16  & \$17 ;
+  assign bus__wlast = beats_left == 1'h1;
+  assign \$18  = sending | \r_rdy$39 ;
+  assign \$19  = \$18  & \$signal ;
+  assign src__ready = \$19  & bus__wready;
+  assign \$20  = ~ sending;
   \ndp_device.control_unit.writer.counts  counts (
     .clk(clk),
     .level(level),
-    .r_data(\r_data$33 ),
-    .r_en(\r_en$41 ),
-    .r_rdy(\r_rdy$36 ),
+    .r_data(\r_data$36 ),
+    .r_en(\r_en$44 ),
+    .r_rdy(\r_rdy$39 ),
     .rst(rst),
-    .w_en(\w_en$29 ),
+    .w_en(\w_en$32 ),
     .w_port__data(\$8 [6:0]),
-    .w_rdy(\w_rdy$48 )
+    .w_rdy(\w_rdy$51 )
   );
   \ndp_device.control_unit.writer.tags  tags (
     .clk(clk),
@@ -50868,7 +51021,7 @@ module \ndp_device.control_unit.writer (rst, bus__awlen, bus__wdata, bus__wstrb,
     quiet = 1'h0;
     casez (fsm_state)
       1'h0:
-          quiet = \$31 ;
+          quiet = \$36 ;
     endcase
   end
   always @* begin
@@ -50879,131 +51032,131 @@ module \ndp_device.control_unit.writer (rst, bus__awlen, bus__wdata, bus__wstrb,
       1'h0:
           /* empty */;
       1'h1:
-          bus__awvalid = \$34 ;
+          bus__awvalid = \$39 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
-    \$51  = addr;
-    if (\$37 ) begin
-      \$51  = \$39 [63:0];
+    \$56  = addr;
+    if (\$42 ) begin
+      \$56  = \$44 [63:0];
     end
     casez (fsm_state)
       1'h0:
           if (start) begin
-            \$51  = \addr$52 ;
+            \$56  = \addr$55 ;
           end
     endcase
     if (rst) begin
-      \$51  = 64'h0000000000000000;
+      \$56  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
-    \$52  = left;
-    if (\$37 ) begin
-      \$52  = \$40 [31:0];
+    \$57  = left;
+    if (\$42 ) begin
+      \$57  = \$45 [31:0];
     end
     casez (fsm_state)
       1'h0:
           if (start) begin
-            \$52  = \$47 ;
+            \$57  = \$52 ;
           end
     endcase
     if (rst) begin
-      \$52  = 32'd0;
+      \$57  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
-    \$53  = in_burst;
-    if (\$44 ) begin
-      \$53  = \$45 [6:0];
+    \$58  = in_burst;
+    if (\$49 ) begin
+      \$58  = \$50 [6:0];
     end
     if (rst) begin
-      \$53  = 7'h00;
+      \$58  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
-    \$54  = sending;
-    if (\$44 ) begin
-      \$54  = \$46 ;
+    \$59  = sending;
+    if (\$49 ) begin
+      \$59  = \$51 ;
     end
     if (rst) begin
-      \$54  = 1'h0;
+      \$59  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
-    \$55  = \$signal ;
+    \$60  = \$signal ;
     casez (fsm_state)
       1'h0:
           if (start) begin
-            \$55  = from_stream;
+            \$60  = from_stream;
           end
     endcase
     if (rst) begin
-      \$55  = 1'h0;
+      \$60  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
-    \$56  = \$signal$13 ;
+    \$61  = \$signal$13 ;
     casez (fsm_state)
       1'h0:
           if (start) begin
-            \$56  = line;
+            \$61  = line;
           end
     endcase
     if (rst) begin
-      \$56  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$61  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
-    \$57  = \$signal$16 ;
+    \$62  = \$signal$16 ;
     casez (fsm_state)
       1'h0:
           if (start) begin
-            \$57  = strb;
+            \$62  = strb;
           end
     endcase
     if (rst) begin
-      \$57  = 64'h0000000000000000;
+      \$62  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
-    \$58  = \$signal$28 ;
+    \$63  = \$signal$31 ;
     casez (fsm_state)
       1'h0:
           if (start) begin
-            \$58  = report;
+            \$63  = report;
           end
     endcase
     if (rst) begin
-      \$58  = 1'h0;
+      \$63  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
-    \$59  = fsm_state;
+    \$64  = fsm_state;
     (* full_case = 32'd1 *)
     casez (fsm_state)
       1'h0:
           if (start) begin
-            if (\$50 ) begin
-              \$59  = 1'h1;
+            if (\$55 ) begin
+              \$64  = 1'h1;
             end
           end
       1'h1:
           if (last_beat) begin
-            \$59  = 1'h0;
+            \$64  = 1'h0;
           end
     endcase
     if (rst) begin
-      \$59  = 1'h0;
+      \$64  = 1'h0;
     end
   end
   assign to_boundary = \$1 [6:0];
@@ -51014,10 +51167,10 @@ module \ndp_device.control_unit.writer (rst, bus__awlen, bus__wdata, bus__wstrb,
   assign bus__awcache = 4'h3;
   assign bus__awaddr = addr;
   assign r_rdy = bus__bready;
-  assign \w_data$30  = \$8 [6:0];
+  assign \w_data$33  = \$8 [6:0];
   assign \$8  = \$7 ;
-  assign \$36  = fsm_state;
-  assign \$38  = { 1'h0, \$4 [6:0], 6'h00 };
+  assign \$41  = fsm_state;
+  assign \$43  = { 1'h0, \$4 [6:0], 6'h00 };
 endmodule
 
 (* generator = "Amaranth" *)
@@ -54817,8 +54970,8 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__bready, io__araddr, io__arvalid, io__rready, io__awuser, clk, rst, io__awready, io__wready, io__arready, done_valid, \port$10327$0 , reset__0, reset__1, reset__2, reset__3, io__bvalid
-, b_resp, queues__0, queues__1, queues__2, queues__3, io__rvalid, r_data, io__awaddr);
+module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__bready, io__araddr, io__arvalid, io__rready, io__awuser, clk, rst, io__awready, io__wready, io__arready, done_status, done_valid, \port$10348$0 , reset__0, reset__1, reset__2, reset__3
+, io__bvalid, b_resp, queues__0, queues__1, queues__2, queues__3, io__rvalid, r_data, io__awaddr);
   reg \$auto$verilog_backend.cc:2355:dump_module$90  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -55153,6 +55306,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
   wire clk;
   wire [1:0] done_queue;
   wire [31:0] done_seq;
+  input [7:0] done_status;
   wire [7:0] done_status;
   input done_valid;
   wire done_valid;
@@ -55198,8 +55352,8 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
   input io__wvalid;
   wire io__wvalid;
   wire [31:0] mask;
-  input [41:0] \port$10327$0 ;
-  wire [41:0] \port$10327$0 ;
+  input [33:0] \port$10348$0 ;
+  wire [33:0] \port$10348$0 ;
   output [321:0] queues__0;
   reg [321:0] queues__0 = 322'h000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   wire [63:0] \queues__0.cq_base ;
@@ -55265,10 +55419,10 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
   reg [31:0] status1 = 32'd0;
   reg [31:0] status2 = 32'd0;
   reg [31:0] status3 = 32'd0;
-  assign \$1  = | \port$10327$0 [41:34];
-  assign \$2  = | \port$10327$0 [41:34];
-  assign \$3  = | \port$10327$0 [41:34];
-  assign \$4  = | \port$10327$0 [41:34];
+  assign \$1  = | done_status;
+  assign \$2  = | done_status;
+  assign \$3  = | done_status;
+  assign \$4  = | done_status;
   assign \$5  = io__awvalid & io__awready;
   assign \$6  = io__wvalid & io__wready;
   assign \$7  = \$signal$32  & io__bready;
@@ -55901,9 +56055,9 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
     \$298  = head0;
     if (done_valid) begin
-      casez (\port$10327$0 [1:0])
+      casez (\port$10348$0 [1:0])
         2'h0:
-            \$298  = \port$10327$0 [33:2];
+            \$298  = \port$10348$0 [33:2];
       endcase
     end
     if (\$10 ) begin
@@ -55942,10 +56096,10 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
     \$299  = status0;
     if (done_valid) begin
-      casez (\port$10327$0 [1:0])
+      casez (\port$10348$0 [1:0])
         2'h0:
             if (\$1 ) begin
-              \$299  = { 24'h800000, \port$10327$0 [41:34] };
+              \$299  = { 24'h800000, done_status };
             end
       endcase
     end
@@ -55987,11 +56141,11 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
     \$300  = head1;
     if (done_valid) begin
-      casez (\port$10327$0 [1:0])
+      casez (\port$10348$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
-            \$300  = \port$10327$0 [33:2];
+            \$300  = \port$10348$0 [33:2];
       endcase
     end
     if (\$10 ) begin
@@ -56054,12 +56208,12 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
     \$301  = status1;
     if (done_valid) begin
-      casez (\port$10327$0 [1:0])
+      casez (\port$10348$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
             if (\$2 ) begin
-              \$301  = { 24'h800000, \port$10327$0 [41:34] };
+              \$301  = { 24'h800000, done_status };
             end
       endcase
     end
@@ -56125,13 +56279,13 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
     \$302  = head2;
     if (done_valid) begin
-      casez (\port$10327$0 [1:0])
+      casez (\port$10348$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
             /* empty */;
         2'h2:
-            \$302  = \port$10327$0 [33:2];
+            \$302  = \port$10348$0 [33:2];
       endcase
     end
     if (\$10 ) begin
@@ -56218,14 +56372,14 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
     \$303  = status2;
     if (done_valid) begin
-      casez (\port$10327$0 [1:0])
+      casez (\port$10348$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
             /* empty */;
         2'h2:
             if (\$3 ) begin
-              \$303  = { 24'h800000, \port$10327$0 [41:34] };
+              \$303  = { 24'h800000, done_status };
             end
       endcase
     end
@@ -56316,7 +56470,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     \$304  = head3;
     if (done_valid) begin
       (* full_case = 32'd1 *)
-      casez (\port$10327$0 [1:0])
+      casez (\port$10348$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
@@ -56324,7 +56478,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
         2'h2:
             /* empty */;
         2'h3:
-            \$304  = \port$10327$0 [33:2];
+            \$304  = \port$10348$0 [33:2];
       endcase
     end
     if (\$10 ) begin
@@ -56436,7 +56590,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     \$305  = status3;
     if (done_valid) begin
       (* full_case = 32'd1 *)
-      casez (\port$10327$0 [1:0])
+      casez (\port$10348$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
@@ -56445,7 +56599,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
             /* empty */;
         2'h3:
             if (\$4 ) begin
-              \$305  = { 24'h800000, \port$10327$0 [41:34] };
+              \$305  = { 24'h800000, done_status };
             end
       endcase
     end
@@ -57277,9 +57431,8 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
       endcase
     end
   end
-  assign done_queue = \port$10327$0 [1:0];
-  assign done_seq = \port$10327$0 [33:2];
-  assign done_status = \port$10327$0 [41:34];
+  assign done_queue = \port$10348$0 [1:0];
+  assign done_seq = \port$10348$0 [33:2];
   assign mask = { \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3:2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2:1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1:0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0] };
   assign io__bresp = b_resp;
   assign io__rdata = r_data;

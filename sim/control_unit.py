@@ -116,6 +116,8 @@ class ControlUnit:
         state = state.copy()
         self._steals, self._state, self._results = steals, state, compute_results
         status, kind = decode(desc, regs, cfg)
+        self._runs = []                 # (address, bytes) of the descriptor's reader runs
+        state.writer.jobs = []          # and of its write jobs
         sq_slot, cq_slot = regs.slot_addr(regs.sq_base, entry.seq), regs.slot_addr(regs.cq_base, entry.seq)
         # the front end: DECODE, then (hazard permitting) the fetcher from the cycle after
         fetch = pop + 1
@@ -145,6 +147,8 @@ class ControlUnit:
         state.fsm_free = complete + 1
         front_end_done = (last_run if last_run is not None else pop) + FRONT_POP_DELAY
         state.front_free = max(front_end_done, take + 1)
+        if status == Status.OK and self._dram_error(state.writer.jobs):
+            status = Status.DRAM_ERROR
         # the completion line: every write before it answered, a report slot free
         line_start = max(complete + 1, state.writer.quiet_at())
         if len(state.reports) >= REPORTS_IN_FLIGHT:
@@ -193,6 +197,13 @@ class ControlUnit:
         self._state.writer = final[0]
         return max(start + 1, self._state.writer.idle_at) + 1
 
+    def _dram_error(self, write_jobs):
+        """Whether the DRAM answers an error to one of the descriptor's reads or writes
+        (sim/memory.py DramFaults): its completion then says DRAM_ERROR."""
+        faults = self.memory.faults
+        return bool(faults) and (any(faults.read_resp(addr, n) for addr, n in self._runs)
+                                 or any(faults.write_resp(addr, n) for addr, n in write_jobs))
+
     def _readout_free(self):
         """First cycle the readout may take a job."""
         return self._state.readout_free
@@ -206,6 +217,7 @@ class ControlUnit:
         `consumer` (see sim/dram_reader.run), started as the fetcher does: once the reader
         has issued the previous run's last burst, and a cycle after the previous start (or
         skipped run) at the earliest. Records its bursts."""
+        self._runs.append((addr, lines_ * LINE_BYTES))
         if self._results:
             self.reads.append((addr, lines_ * LINE_BYTES))
         reader = self._state.reader

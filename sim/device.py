@@ -16,6 +16,7 @@ state the one before it left.
 """
 import heapq
 
+from isa import Status
 from . import command_engine, dram_arbiter, dram_interleaver
 from .command_engine import CommandEngine
 from .control_unit import ControlUnit, State
@@ -193,9 +194,12 @@ class NdpModel:
 
     def _write(self, writes):
         for addr, data in writes:
-            self.memory.write(addr, data)
+            self.memory.device_write(addr, data)
 
     def _complete(self, entry, schedule):
-        self.regfile.complete(entry.queue, entry.seq, int(schedule.status))
+        # a completion line the DRAM refused: STATUS says so (hw/control_unit.py)
+        slot, line = schedule.header
+        refused = self.memory.faults.write_resp(slot, len(line)) != 0
+        self.regfile.complete(entry.queue, entry.seq, int(Status.DRAM_ERROR if refused else schedule.status))
         if self.regfile.queues[entry.queue].irq_en:
             self.irq_count[entry.queue] += 1

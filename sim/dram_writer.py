@@ -34,6 +34,7 @@ class Writer:
         self.idle_at = 0                 # first cycle it can take a job
         self.responses = []              # the response cycle of each burst, in order
         self.channels = WriteChannels(cfg) if cfg.dram_channels > 1 else None
+        self.jobs = []                   # (address, bytes) of the jobs since the owner cleared it
         self._job = None
 
     def copy(self):
@@ -64,6 +65,7 @@ class Writer:
         """A one-line job at `addr` started at `start`; returns (the cycle its beat is
         written, the cycle of its response)."""
         assert start >= self.idle_at, (start, self.idle_at)
+        self.jobs.append((addr, self.cfg.port_bytes))
         handshake = self._handshake(start + 1)
         beat = handshake + DATA_DELAY
         self._written(handshake, addr // self.cfg.port_bytes, 1, [beat])
@@ -73,6 +75,7 @@ class Writer:
     def stream(self, start, addr, lines):
         """Start a job of `lines` lines from a stream at `start`; then `take` each beat."""
         assert start >= self.idle_at, (start, self.idle_at)
+        self.jobs.append((addr, lines * self.cfg.port_bytes))
         firsts, sizes, beats = bursts(addr, lines, self.cfg)
         self._bursts = list(zip(firsts.tolist(), sizes.tolist(), beats.tolist()))[::-1]
         self._start, self._handshake_at, self._next_beat = start, None, start + 1

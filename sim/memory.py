@@ -1,8 +1,66 @@
 """Device DRAM for the model: sparse, in 1 MiB pages, so a 512 GB device costs only
-what is written."""
+what is written; and the faults it may answer with."""
 import numpy as np
 
 PAGE = 1 << 20
+LINE = 64                       # the granule of a fault: a DRAM line (spec section 5's data width)
+OKAY, SLVERR, DECERR = 0, 2, 3  # AXI responses
+RESP_NAMES = {OKAY: "OKAY", SLVERR: "SLVERR", DECERR: "DECERR"}
+
+
+class DramFaults:
+    """Lines of DRAM that answer an error response: the memory-side faults a test injects
+    (an uncorrectable ECC error answers SLVERR, an address no controller decodes DECERR).
+    A read of a faulty line returns zeros with its response, a write to one is dropped,
+    as cocotbext-axi's RAM model does when its memory raises; the RTL benches inject the
+    same ranges into their DRAM models (tests/rtl/env.py, tests/rtl/fast)."""
+
+    def __init__(self):
+        self.ranges = []            # (lo, hi, read response, write response)
+
+    def __bool__(self):
+        return bool(self.ranges)
+
+    def add(self, lo, hi, read=SLVERR, write=SLVERR):
+        """Lines overlapping [lo, hi) answer `read` to reads and `write` to writes."""
+        for name, resp in (("read", read), ("write", write)):
+            if resp not in RESP_NAMES:
+                raise ValueError(f"{name} response must be one of {sorted(RESP_NAMES)}, got {resp!r}")
+        if not 0 <= lo < hi:
+            raise ValueError(f"fault range [{lo!r}, {hi!r}) is empty or negative")
+        self.ranges.append((lo - lo % LINE, -(-hi // LINE) * LINE, read, write))
+
+    def clear(self):
+        self.ranges = []
+
+    def _resp(self, addr, length, which):
+        worst = OKAY
+        for lo, hi, *resps in self.ranges:
+            if addr < hi and lo < addr + max(length, 1):
+                worst = max(worst, resps[which])
+        return worst
+
+    def read_resp(self, addr, length):
+        """The worst response of the lines a read of [addr, addr + length) touches."""
+        return self._resp(addr, length, 0)
+
+    def write_resp(self, addr, length):
+        return self._resp(addr, length, 1)
+
+    def writable(self, addr, data):
+        """The parts of a write of `data` at `addr` outside the write-faulty lines."""
+        data = bytes(data)
+        if not self.ranges:
+            return [(addr, data)]
+        parts, first = [], addr - addr % LINE
+        for line in range(first, addr + len(data), LINE):
+            lo, hi = max(addr, line), min(addr + len(data), line + LINE)
+            if self.write_resp(line, LINE) == OKAY:
+                if parts and parts[-1][0] + len(parts[-1][1]) == lo:
+                    parts[-1] = (parts[-1][0], parts[-1][1] + data[lo - addr:hi - addr])
+                else:
+                    parts.append((lo, data[lo - addr:hi - addr]))
+        return parts
 
 
 class SparseMemory:
@@ -10,6 +68,7 @@ class SparseMemory:
         self.size = size
         self._pages = {}
         self._versions = {}             # page -> number of writes to it
+        self.faults = DramFaults()
 
     def versions(self, addr, length):
         """A token that changes whenever [addr, addr + length) may have been written."""
@@ -35,6 +94,11 @@ class SparseMemory:
 
     def read(self, addr, length):
         return self.array(addr, length).tobytes()
+
+    def device_write(self, addr, data):
+        """A write by the device: the lines that answer an error keep their bytes."""
+        for part_addr, part in self.faults.writable(addr, data):
+            self.write(part_addr, part)
 
     def array(self, addr, length):
         """The bytes at [addr, addr + length) as a numpy uint8 array: a read-only view when

@@ -8,6 +8,7 @@ into device DRAM and view of the device's own DRAM reads.
 import isa
 from driver import NdpDevice
 from driver.model_transport import ModelTransport
+from sim.memory import SLVERR
 
 QUEUE_SPAN = 1 << 24          # queue q owns [q * QUEUE_SPAN, (q + 1) * QUEUE_SPAN) of DRAM:
 SQ_OFFSET, CQ_OFFSET, DATA_OFFSET = 0, 1 << 22, 1 << 23   # rings of up to 4 MiB, then data
@@ -49,6 +50,15 @@ class Backend:
         """(address, bytes) of every DRAM read since the last call."""
         raise NotImplementedError
 
+    async def add_dram_fault(self, lo, hi, read=SLVERR, write=SLVERR):
+        """From now on the DRAM answers `read` to the device's reads and `write` to its
+        writes of the lines overlapping [lo, hi) (sim/memory.py DramFaults: zeros read,
+        writes dropped); host accesses through CXL.mem get the same answers."""
+        raise NotImplementedError
+
+    async def clear_dram_faults(self):
+        raise NotImplementedError
+
     def device_read(self, start, end, besides=()):
         """Whether any DRAM read since the last device_reads() touched [start, end), other
         than reads inside one of the `besides` ranges (start, end)."""
@@ -80,3 +90,9 @@ class ModelBackend(Backend):
     def device_reads(self):
         reads, self.model.control.reads = self.model.control.reads, []
         return reads
+
+    async def add_dram_fault(self, lo, hi, read=SLVERR, write=SLVERR):
+        self.model.memory.faults.add(lo, hi, read, write)
+
+    async def clear_dram_faults(self):
+        self.model.memory.faults.clear()

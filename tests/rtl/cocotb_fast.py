@@ -19,6 +19,7 @@ from driver import NdpDevice
 from driver.fast_rtl_transport import FastRtlTransport
 from sim import golden
 from backend import Backend
+from sim.memory import SLVERR
 
 RING = 1 << 20                      # per queue: SQ ring, CQ ring (depth 2 x 512 KiB slots)
 LOG2_DEPTH, LOG2_SLOT = 1, 19       # a slot holds a 32 x 4096 input or a 32 x 4096 result
@@ -37,7 +38,6 @@ class FastBackend(Backend):
     unsupported = {
         "pasid_bound_queues_interleaved": "host data bypasses the CXL.mem port and its PASID filter",
         "every_status_code": "no per-cycle monitor of the device's DRAM reads",
-        "gemm_under_backpressure": "the DRAM model has no stalls to inject",
     }
 
     @classmethod
@@ -56,6 +56,16 @@ class FastBackend(Backend):
 
     def backdoor_write(self, addr, data):
         self.fast.dram[addr:addr + len(data)] = np.frombuffer(bytes(data), np.uint8)
+
+    async def add_dram_fault(self, lo, hi, read=SLVERR, write=SLVERR):
+        await self.fast.add_dram_fault(lo, hi, read, write)
+
+    async def clear_dram_faults(self):
+        await self.fast.clear_dram_faults()
+
+    async def add_backpressure(self, seed=1, permille=300):
+        """Random stalls on every channel of every DRAM port and on the register port."""
+        await self.fast.set_dram_stalls(permille, seed)
 
 
 async def setup_queue(dev, q, irq=True, span=QUEUE_SPAN, pasid=0):

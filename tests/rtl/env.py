@@ -15,6 +15,7 @@ import isa
 from driver import NdpDevice
 from driver.rtl_transport import CocotbAxiTransport
 from backend import Backend, DRAM_BYTES
+from sim.memory import DramFaults, OKAY, SLVERR
 
 
 CLOCK_NS = 10
@@ -41,9 +42,12 @@ class DeviceEnv(Backend):
         for prefix in dram_prefixes(self.cfg):
             ram = AxiRam(AxiBus.from_prefix(dut, prefix), dut.clk, dut.rst, size=DRAM_BYTES,
                          mem=self.drams[0].mem if self.drams else None)
-            ram.write_if.log.setLevel(logging.WARNING)
-            ram.read_if.log.setLevel(logging.WARNING)
+            ram.write_if.log.setLevel(logging.ERROR)     # a fault injected logs a warning per beat
+            ram.read_if.log.setLevel(logging.ERROR)
             self.drams.append(ram)
+        self.faults = DramFaults()
+        for ram in self.drams:
+            answer_faults(ram, self.faults)
         self.dram = self.drams[0]
         self._reads = None
 
@@ -83,7 +87,13 @@ class DeviceEnv(Backend):
         reads, self._reads.bursts = self._reads.bursts, []
         return reads
 
-    def add_backpressure(self, seed=1):
+    async def add_dram_fault(self, lo, hi, read=SLVERR, write=SLVERR):
+        self.faults.add(lo, hi, read, write)
+
+    async def clear_dram_faults(self):
+        self.faults.clear()
+
+    async def add_backpressure(self, seed=1):
         """Random stalls on every channel of the DRAM and of the host's CXL.mem master."""
         rng = random.Random(seed)
 
@@ -98,6 +108,48 @@ class DeviceEnv(Backend):
         for channel in channels:
             channel.set_pause_generator(stalls(0.3))
 
+
+
+class DramFault(Exception):
+    """Raised by a faulty line's access inside the RAM model, which answers it with an error."""
+
+
+def answer_faults(ram, faults):
+    """Make cocotbext-axi's `ram` answer the lines of `faults` (sim/memory.py DramFaults) as
+    the model does. AxiRam answers SLVERR when its memory access raises (zeros read, the
+    beat's write dropped); the response sent is then rewritten to the fault's (DECERR, or
+    the worst of a write burst's beats)."""
+    read_if, write_if = ram.read_if, ram.write_if
+    read, write = read_if._read, write_if._write
+    worst = {"r": OKAY, "b": OKAY}
+
+    async def faulty_read(address, length):
+        resp = faults.read_resp(address, length)
+        if resp:
+            worst["r"] = resp
+            raise DramFault(f"read at {address:#x}")
+        return await read(address, length)
+
+    async def faulty_write(address, data):
+        resp = faults.write_resp(address, len(data))
+        if resp:
+            worst["b"] = max(worst["b"], resp)
+            raise DramFault(f"write at {address:#x}")
+        await write(address, data)
+
+    def answer(channel, field, kind):
+        send = channel.send
+
+        async def send_with_fault(transaction):
+            if int(getattr(transaction, field)) == SLVERR:   # the RAM's answer to a DramFault
+                setattr(transaction, field, worst[kind])
+            worst[kind] = OKAY
+            await send(transaction)
+        channel.send = send_with_fault
+
+    read_if._read, write_if._write = faulty_read, faulty_write
+    answer(read_if.r_channel, "rresp", "r")
+    answer(write_if.b_channel, "bresp", "b")
 
 
 def dram_prefixes(cfg):

@@ -10,7 +10,8 @@ import isa
 from isa import Descriptor, DescType, Dtype, Op, Status, regs, slots
 from isa import regs as R
 from isa.validate import QueueView, lines
-from driver.errors import MemAccessError, RegisterAccessError
+from driver.errors import CompletionError, DeviceTimeout, MemAccessError, RegisterAccessError
+from sim.memory import DECERR, OKAY, SLVERR
 from sim import golden
 
 U64 = struct.Struct("<Q")
@@ -165,7 +166,7 @@ async def transposed_weights(env):
 async def gemm_under_backpressure(env):
     """Random stalls on every DRAM channel and on the host's read data and write responses."""
     dev = env.dev
-    env.add_backpressure()
+    await env.add_backpressure()
     await env.setup_queue(0)
     rng = np.random.default_rng(COMPUTE_SEED + 4)
     for m, k, n in [(1, 300, 70), (6, 65, 33), (2, 8, 200)]:
@@ -666,3 +667,80 @@ async def scheduler_step_replay(env):
     assert kinds == {"lora_xab", "lora_xa", "attention"}, kinds
     error = np.abs(out - ref).max() / np.abs(ref).max()
     assert error < 2e-3, f"replayed step differs from float64 by {error:.2e} of its largest value"
+
+
+@scenario
+async def dram_errors_complete_with_dram_error(env):
+    """The device's DRAM answers SLVERR or DECERR to one of a descriptor's reads (weights,
+    input rows, a LOAD's source) or writes (results, a STORE's destination): the
+    descriptor completes DRAM_ERROR with no result reported, the sticky bit is set, the
+    other queue is served meanwhile and, the fault gone, the same descriptor runs exactly.
+    A refused completion line: no completion, but HEAD moves and STATUS says DRAM_ERROR."""
+    dev, line = env.dev, 64
+    q0 = await env.setup_queue(0, log2_depth=3, log2_slot=14)
+    q1 = await env.setup_queue(1, log2_depth=2, log2_slot=14)
+    rng = np.random.default_rng(PROTOCOL_SEED + 9)
+    w, w1 = random_fp16(rng, (40, 24)), random_fp16(rng, (24, 40))
+    tensor, tensor1 = await dev.upload(w, queue=0), await dev.upload(w1, queue=1)
+    target = await dev.upload(np.zeros((4, 32), np.float16), queue=0)
+    x, x1 = random_fp16(rng, (3, 40)), random_fp16(rng, (2, 24))
+    expected, expected1 = golden.gemm(x, w, dev.caps.lanes), golden.gemm(x1, w1, dev.caps.lanes)
+
+    async def gemm_ok(queue, tensor_, x_, want, what):
+        completion = await queue.run(gemm_desc(tensor_, len(x_)), x_.tobytes())
+        assert completion.status == Status.OK, (what, completion)
+        got = np.frombuffer(completion.result, np.float16).reshape(want.shape)
+        assert_bits_equal(got, want, what)
+
+    async def fails(what, lo, hi, read, write, run):
+        await env.add_dram_fault(lo, hi, read, write)
+        await run()
+        assert await q0.read_status() == (Status.DRAM_ERROR, True), what
+        await gemm_ok(q1, tensor1, x1, expected1, f"queue 1 during the {what} fault")
+        await env.clear_dram_faults()
+        await q0.clear_error()
+        await gemm_ok(q0, tensor, x, expected, f"after the {what} fault")
+
+    async def gemm_fails(what):
+        completion = await q0.run(gemm_desc(tensor, 3), x.tobytes())
+        assert completion.status == Status.DRAM_ERROR and completion.result == b"", (what, completion)
+
+    async def raises_dram_error(access, what):
+        try:
+            await access
+        except CompletionError as error:
+            assert error.status == Status.DRAM_ERROR, (what, error)
+            return
+        raise AssertionError(f"{what}: completed OK over a DRAM error")
+
+    next_sq = lambda: q0.sq_slot(q0.next_seq) + slots.SQ_PAYLOAD
+    next_cq = lambda: q0.cq_slot(q0.next_seq) + slots.CQ_PAYLOAD
+    cases = [
+        ("weight read SLVERR", tensor.addr + line, tensor.addr + 2 * line, SLVERR, OKAY, gemm_fails),
+        ("weight read DECERR", tensor.addr + (tensor.size_lines - 1) * line, tensor.addr + tensor.size_lines * line, DECERR, OKAY, gemm_fails),
+        ("input read", next_sq, lambda: next_sq() + line, SLVERR, OKAY, gemm_fails),
+        ("result write SLVERR", next_cq, lambda: next_cq() + line, OKAY, SLVERR, gemm_fails),
+        ("result write DECERR", lambda: next_cq() + line, lambda: next_cq() + 2 * line, OKAY, DECERR, gemm_fails),
+        ("LOAD read", tensor.addr, tensor.addr + line, SLVERR, OKAY,
+         lambda what: raises_dram_error(dev.load(tensor), what)),
+        ("STORE write", target.addr + line, target.addr + 2 * line, OKAY, DECERR,
+         lambda what: raises_dram_error(dev.store(target, random_fp16(rng, (4, 32))), what)),
+    ]
+    for what, lo, hi, read, write, run in cases:
+        lo, hi = (lo() if callable(lo) else lo), (hi() if callable(hi) else hi)
+        await fails(what, lo, hi, read, write, lambda: run(what))
+
+    # the completion line itself refused: the driver's wait times out, HEAD and STATUS tell
+    seq = q0.next_seq
+    await env.add_dram_fault(q0.cq_slot(seq), q0.cq_slot(seq) + line, OKAY, DECERR)
+    try:
+        await q0.run(gemm_desc(tensor, 3), x.tobytes(), timeout_cycles=4_000)
+    except DeviceTimeout:
+        pass
+    else:
+        raise AssertionError("a completion arrived through a refused completion line")
+    assert await q0.read_head() == seq
+    assert await q0.read_status() == (Status.DRAM_ERROR, True)
+    await env.clear_dram_faults()
+    await q0.clear_error()
+    await gemm_ok(q0, tensor, x, expected, "after the refused completion line")

@@ -20,6 +20,12 @@
 // - The size is BYTES, or the plusarg +dram_bytes=<n> (no rebuild).
 // - The bytes live in C++ (ndp_fast_dram.cpp), reached through DPI-C per beat, and are
 //   shared with Python through ctypes for the backdoor (FastRtlTransport).
+// - Faults: lines Python marks (FastRtlTransport.add_dram_fault) answer SLVERR or DECERR;
+//   a read of one returns zeros with that RRESP, a write to one is dropped and its
+//   burst's BRESP is the worst of its beats', as cocotbext-axi's AxiRam does.
+// - Stalls: with a stall probability set (FastRtlTransport.set_dram_stalls), each edge a
+//   seeded generator in C++ may hold ARREADY, AWREADY or WREADY low or keep the next R
+//   beat or B response back (never dropping a VALID already shown: AXI A3.2.1).
 module ndp_axi_dram #(
     parameter int DATA_BITS = 512,
     parameter longint BYTES = 64'd1 << 28       // allocated lazily by the OS: untouched pages cost nothing
@@ -59,9 +65,12 @@ module ndp_axi_dram #(
     input  logic         rready
 );
     import "DPI-C" function void ndp_dram_init(input longint bytes, input int line_bytes);
-    import "DPI-C" function void ndp_dram_read(input longint addr, output bit [DATA_BITS-1:0] data);
-    import "DPI-C" function void ndp_dram_write(input longint addr, input bit [DATA_BITS-1:0] data,
-                                                input bit [DATA_BITS/8-1:0] strb);
+    // each returns the access's AXI response (0 OKAY, 2 SLVERR, 3 DECERR)
+    import "DPI-C" function int ndp_dram_read(input longint addr, output bit [DATA_BITS-1:0] data);
+    import "DPI-C" function int ndp_dram_write(input longint addr, input bit [DATA_BITS-1:0] data,
+                                               input bit [DATA_BITS/8-1:0] strb);
+    // this edge's stalls: bit 0 AR, 1 R, 2 AW, 3 W, 4 B
+    import "DPI-C" function int ndp_dram_stalls();
 
     initial begin
         longint bytes;
@@ -69,7 +78,11 @@ module ndp_axi_dram #(
         ndp_dram_init(bytes, DATA_BITS / 8);
     end
 
-    localparam logic [1:0] FIXED = 2'd0, OKAY = 2'd0;
+    localparam logic [1:0] FIXED = 2'd0;
+
+    localparam int ST_AR = 0, ST_R = 1, ST_AW = 2, ST_W = 3, ST_B = 4;
+    logic [4:0] stall = '0;
+    always_ff @(posedge clk) stall <= rst ? '0 : 5'(ndp_dram_stalls());
 
     // The address of the beat after `addr` in a burst of beat size 2^size. AXI's 3-bit size
     // ends at 128-byte beats: on a wider bus (the paper config's 8192 bits) the device's
@@ -91,18 +104,17 @@ module ndp_axi_dram #(
     int unsigned q_head = 0, q_count = 0;
     longint unsigned now = 0;               // edges since reset
     logic [63:0] raddr;
-    logic [7:0]  rleft;         // beats after the one on the bus
+    logic [7:0]  rleft = 0;     // beats of the current burst after the one on the bus
     logic [2:0]  rsize;
     logic [1:0]  rburst;
     bit   [DATA_BITS-1:0] line;
 
-    assign arready = q_count < AR_DEPTH && !rst;
-    assign rresp = OKAY;
+    assign arready = q_count < AR_DEPTH && !rst && !stall[ST_AR];
 
     always_ff @(posedge clk) begin
         int unsigned count, slot;
         if (rst) begin
-            rvalid <= 1'b0;
+            rvalid <= 1'b0; rleft <= 0;
             q_head <= 0; q_count <= 0; now <= 0;
         end else begin
             count = q_count;
@@ -114,13 +126,15 @@ module ndp_axi_dram #(
                 count = count + 1;
             end
             if (!rvalid || rready) begin
-                if (rvalid && !rlast) begin                 // the burst's next beat
-                    ndp_dram_read(raddr, line);
-                    rdata <= line; rlast <= rleft == 1;
+                if (stall[ST_R])                            // a gap (inside a burst too)
+                    rvalid <= 1'b0;
+                else if (rleft != 0) begin                  // the burst's next beat
+                    rresp <= 2'(ndp_dram_read(raddr, line));
+                    rdata <= line; rvalid <= 1'b1; rlast <= rleft == 1;
                     raddr <= next_addr(raddr, rsize, rburst);
                     rleft <= rleft - 1;
                 end else if (q_count != 0 && q_due[q_head] <= now) begin   // the next burst
-                    ndp_dram_read(q_addr[q_head], line);
+                    rresp <= 2'(ndp_dram_read(q_addr[q_head], line));
                     rdata <= line; rvalid <= 1'b1; rlast <= q_len[q_head] == 0; rid <= q_id[q_head];
                     raddr <= next_addr(q_addr[q_head], q_size[q_head], q_burst[q_head]);
                     rleft <= q_len[q_head]; rsize <= q_size[q_head]; rburst <= q_burst[q_head];
@@ -149,21 +163,26 @@ module ndp_axi_dram #(
     // the responses of the bursts written: due edge and ID, in order
     longint unsigned b_due [B_SLOTS];
     logic [7:0]      b_id [B_SLOTS];
+    logic [1:0]      b_resp [B_SLOTS];
     int unsigned     b_head = 0, b_count = 0;
+    logic [1:0]      w_resp = '0;           // the worst response of the head burst's beats so far
+    logic            b_shown = 1'b0;        // B was valid and not taken at the last edge: it stays
 
-    assign awready = a_count < AW_DEPTH && !rst;
-    assign wready = a_count != 0 && b_count < B_SLOTS && !rst;
-    assign bresp = OKAY;
-    assign bvalid = b_count != 0 && b_due[b_head] <= now;
+    assign awready = a_count < AW_DEPTH && !rst && !stall[ST_AW];
+    assign wready = a_count != 0 && b_count < B_SLOTS && !rst && !stall[ST_W];
+    assign bresp = b_resp[b_head];
+    assign bvalid = b_count != 0 && b_due[b_head] <= now && (b_shown || !stall[ST_B]);
     assign bid = b_id[b_head];
 
     always_ff @(posedge clk) begin
         if (rst) begin
             a_head <= 0; a_count <= 0; w_started <= 1'b0;
-            b_head <= 0; b_count <= 0;
+            b_head <= 0; b_count <= 0; w_resp <= '0; b_shown <= 1'b0;
         end else begin
             int unsigned count = b_count, queued = a_count;
             logic [63:0] here;
+            logic [1:0] resp;
+            b_shown <= bvalid && !bready;
             if (bvalid && bready) begin
                 b_head <= (b_head + 1) % B_SLOTS;
                 count = count - 1;
@@ -175,11 +194,14 @@ module ndp_axi_dram #(
             end
             if (wvalid && wready) begin
                 here = w_started ? waddr : a_addr[a_head];
-                ndp_dram_write(here, wdata, wstrb);
+                resp = 2'(ndp_dram_write(here, wdata, wstrb));
+                if (w_started && w_resp > resp) resp = w_resp;
+                w_resp <= resp;
                 waddr <= next_addr(here, a_size[a_head], a_burst[a_head]);
                 w_started <= !wlast;
                 if (wlast) begin
                     b_due[(b_head + b_count) % B_SLOTS] <= now + write_latency;
+                    b_resp[(b_head + b_count) % B_SLOTS] <= resp;
                     b_id[(b_head + b_count) % B_SLOTS] <= a_id[a_head];
                     count = count + 1;
                     a_head <= (a_head + 1) % AW_DEPTH;

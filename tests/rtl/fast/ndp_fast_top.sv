@@ -117,15 +117,21 @@ module ndp_fast_top #(
     typedef enum logic [1:0] {S_IDLE, S_WRITE, S_READ} sstate_t;
     sstate_t sstate = S_IDLE;
 
-    assign io_bready = sstate == S_WRITE;
-    assign io_rready = sstate == S_READ;
+    // host-port stalls (FastRtlTransport.set_dram_stalls): an access starts late, its
+    // response is taken late (bits of the DRAM model's generator: AR, R, B)
+    import "DPI-C" function int ndp_dram_stalls();
+    logic [4:0] io_stall = '0;
+    always_ff @(posedge clk) io_stall <= rst ? '0 : 5'(ndp_dram_stalls());
+
+    assign io_bready = sstate == S_WRITE && !io_stall[4];
+    assign io_rready = sstate == S_READ && !io_stall[1];
 
     always_ff @(posedge clk) begin
         if (rst) begin
             sstate <= S_IDLE;
             io_awvalid <= 1'b0; io_wvalid <= 1'b0; io_arvalid <= 1'b0;
         end else case (sstate)
-            S_IDLE: if (reg_req != reg_ack) begin
+            S_IDLE: if (reg_req != reg_ack && !io_stall[0]) begin
                 io_awaddr <= reg_addr; io_araddr <= reg_addr;
                 io_awuser <= reg_pasid; io_aruser <= reg_pasid;
                 io_wdata <= reg_wdata;
@@ -140,7 +146,7 @@ module ndp_fast_top #(
             S_WRITE: begin
                 if (io_awready) io_awvalid <= 1'b0;
                 if (io_wready) io_wvalid <= 1'b0;
-                if (io_bvalid) begin
+                if (io_bvalid && io_bready) begin
                     reg_resp <= io_bresp;
                     reg_ack <= reg_req;
                     sstate <= S_IDLE;
@@ -148,7 +154,7 @@ module ndp_fast_top #(
             end
             S_READ: begin
                 if (io_arready) io_arvalid <= 1'b0;
-                if (io_rvalid) begin
+                if (io_rvalid && io_rready) begin
                     reg_rdata <= io_rdata; reg_resp <= io_rresp;
                     reg_ack <= reg_req;
                     sstate <= S_IDLE;
