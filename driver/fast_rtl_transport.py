@@ -44,7 +44,7 @@ class FastRtlTransport(Transport):
         self._lock = Lock()             # one register access at a time on the sequencer
         self._req = int(dut.reg_req.value)
         # pulses already counted belong to an earlier user of the simulation (an earlier test)
-        self._irq_taken = [self._irq_seen(q) for q in range(self.num_queues)]
+        self._irq_taken = [self.irq_seen(q) for q in range(self.num_queues)]
 
     # ---- time ----------------------------------------------------------------------------
 
@@ -95,6 +95,20 @@ class FastRtlTransport(Transport):
         if not base:
             raise RuntimeError("ndp_fast_top's DRAM is not allocated (ndp_dram_init did not run)")
         self.dram = np.ctypeslib.as_array(ctypes.cast(base, ctypes.POINTER(ctypes.c_uint8)), shape=(size,))
+
+    async def reset(self, cycles=4):
+        """Hold `rst` high for `cycles` clock edges, the device and the DRAM models with it
+        (their bursts in flight are dropped), then release it. Not during a register access
+        of this transport: the register sequencer is reset too."""
+        if cycles < 1:
+            raise ValueError(f"cycles must be >= 1, got {cycles!r}")
+        await self._wait_ready()
+        if self._lock.locked():
+            raise RuntimeError("reset during a register access")
+        self.dut.rst_force.value = 1
+        await Timer(cycles * self.period_ps, "ps")
+        self.dut.rst_force.value = 0
+        await Timer(self.period_ps, "ps")
 
     # ---- faults and stalls inside the DRAM model (ndp_axi_dram.sv) ---------------------
 
@@ -172,13 +186,13 @@ class FastRtlTransport(Transport):
 
     # ---- interrupts -----------------------------------------------------------------------
 
-    def _irq_seen(self, queue):
+    def irq_seen(self, queue):
         """The pulses of `queue` ndp_fast_top has counted (mod 2^32)."""
         return (int(self.dut.irq_count.value) >> (COUNT_BITS * queue)) & ((1 << COUNT_BITS) - 1)
 
     def _take_irq(self, queue):
         """Consume one counted pulse of `queue` if the hardware counted more than we took."""
-        if (self._irq_seen(queue) - self._irq_taken[queue]) % (1 << COUNT_BITS):
+        if (self.irq_seen(queue) - self._irq_taken[queue]) % (1 << COUNT_BITS):
             self._irq_taken[queue] = (self._irq_taken[queue] + 1) % (1 << COUNT_BITS)
             return True
         return False

@@ -34,6 +34,7 @@ class CocotbAxiTransport(Transport):
         if self.supports_irq:
             width = len(dut.irq)
             self._irq_pending = [0] * width
+            self.irq_total = [0] * width        # every pulse seen, waited for or not
             self._irq_events = [Event() for _ in range(width)]
             self._irq_watcher = cocotb.start_soon(self._watch_irq())
 
@@ -93,6 +94,7 @@ class CocotbAxiTransport(Transport):
             while bits:
                 if bits & 1:
                     self._irq_pending[queue] += 1
+                    self.irq_total[queue] += 1
                     self._irq_events[queue].set()
                 bits >>= 1
                 queue += 1

@@ -154,6 +154,20 @@ def result_bytes(desc):
     return desc.in_rows * result_cols(desc) * 2
 
 
+def written_ranges(desc):
+    """The byte ranges of the result payload (within result_bytes) the device writes: all of
+    it, but for the results with anchor lines (SOFTMAX with PARTIAL, ATTENTION), whose
+    values' last line is written only up to the values' end: [values end, stats_offset)
+    keeps what the slot held."""
+    end = result_bytes(desc)
+    anchored = desc.type == DescType.READ_COMPUTE and (
+        desc.op == Op.ATTENTION or (desc.op == Op.SOFTMAX and desc.flags & Flag.PARTIAL))
+    if not anchored:
+        return [(0, end)]
+    values = desc.in_rows * result_cols(desc) * (4 if desc.op == Op.ATTENTION else 2)
+    return [(0, values), (stats_offset(desc), end)]
+
+
 def stats_offset(desc):
     """Where the per-row anchors start in the result payload (SOFTMAX with PARTIAL, and
     ATTENTION): the line after the values. Row r's line holds m (FP32) at byte 0 and l

@@ -148,5 +148,14 @@ def area(config_name, out, scaling):
         raise click.ClickException(str(exc)) from None
 
 
+@main.command()
+@click.option("--config", "config_name", default="default", show_default=True, help="device config")
+def verify(config_name):
+    """The verification environment at full size: coverage goals, faults, fuzzing, resets,
+    the soak (verify/cli.py); the last line sums it up."""
+    from verify.cli import main as verify_main
+    verify_main(config_name, echo=click.echo)
+
+
 if __name__ == "__main__":
     main()

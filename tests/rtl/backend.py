@@ -59,6 +59,25 @@ class Backend:
     async def clear_dram_faults(self):
         raise NotImplementedError
 
+    async def reset(self, cycles=4):
+        """Assert `rst` for `cycles` clock edges (RTL backends)."""
+        raise NotImplementedError
+
+    def irq_pulses(self):
+        """Interrupt pulses seen so far, per queue."""
+        raise NotImplementedError
+
+    async def add_backpressure(self, seed=1):
+        """Random stalls on every channel of the DRAM ports (and the host's), from `seed`."""
+        raise NotImplementedError
+
+    async def remove_backpressure(self):
+        raise NotImplementedError
+
+    def stall_counts(self):
+        """Stalls inserted so far by add_backpressure, per channel kind."""
+        raise NotImplementedError
+
     def device_read(self, start, end, besides=()):
         """Whether any DRAM read since the last device_reads() touched [start, end), other
         than reads inside one of the `besides` ranges (start, end)."""

@@ -67,6 +67,18 @@ class FastBackend(Backend):
         """Random stalls on every channel of every DRAM port and on the register port."""
         await self.fast.set_dram_stalls(permille, seed)
 
+    async def remove_backpressure(self):
+        await self.fast.set_dram_stalls(0)
+
+    def stall_counts(self):
+        return self.fast.stall_counts()
+
+    async def reset(self, cycles=4):
+        await self.fast.reset(cycles)
+
+    def irq_pulses(self):
+        return [self.fast.irq_seen(q) for q in range(self.cfg.num_queues)]
+
 
 async def setup_queue(dev, q, irq=True, span=QUEUE_SPAN, pasid=0):
     base = q * span

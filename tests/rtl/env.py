@@ -59,7 +59,7 @@ class DeviceEnv(Backend):
         return env
 
     async def start(self):
-        """Clock, reset, then open the device through the driver."""
+        """Clock, reset, then open the device through the driver. From reset on, an AXI
         cocotb.start_soon(Clock(self.dut.clk, CLOCK_NS, unit="ns").start())
         self.dut.rst.value = 1
         await ClockCycles(self.dut.clk, 4)
@@ -94,19 +94,45 @@ class DeviceEnv(Backend):
         self.faults.clear()
 
     async def add_backpressure(self, seed=1):
-        """Random stalls on every channel of the DRAM and of the host's CXL.mem master."""
+        """Random stalls on every channel of the DRAM and of the host's CXL.mem master
+        (cocotbext-axi's pause generators), counted per kind (stall_counts)."""
         rng = random.Random(seed)
 
-        def stalls(p):
+        def stalls(kind, p):
             while True:
-                yield int(rng.random() < p)
+                stall = rng.random() < p
+                self._stalls[kind] += stall
+                yield int(stall)
         host = self.transport.mem
-        channels = [host.write_if.b_channel, host.read_if.r_channel]
+        channels = [("host_b", host.write_if.b_channel), ("host_r", host.read_if.r_channel)]
         for ram in self.drams:
-            channels += [ram.write_if.aw_channel, ram.write_if.w_channel, ram.write_if.b_channel,
-                         ram.read_if.ar_channel, ram.read_if.r_channel]
-        for channel in channels:
-            channel.set_pause_generator(stalls(0.3))
+            channels += [("aw", ram.write_if.aw_channel), ("w", ram.write_if.w_channel),
+                         ("b", ram.write_if.b_channel), ("ar", ram.read_if.ar_channel), ("r", ram.read_if.r_channel)]
+        self._stalls = {kind: 0 for kind, _ in channels}
+        self._paused = [channel for _, channel in channels]
+        for kind, channel in channels:
+            channel.set_pause_generator(stalls(kind, 0.3))
+
+    async def remove_backpressure(self):
+        for channel in getattr(self, "_paused", []):
+            channel.clear_pause_generator()
+            channel.pause = False           # the generator's last value would stay
+
+    async def reset(self, cycles=4):
+        """Hold `rst` for `cycles` clock edges: the device, the RAM models and the host's
+        masters (cocotbext-axi drops what they have in flight)."""
+        self.dut.rst.value = 1
+        await ClockCycles(self.dut.clk, cycles)
+        self.dut.rst.value = 0
+        await ClockCycles(self.dut.clk, 1)
+
+    def stall_counts(self):
+        """Stalls inserted so far per channel kind (every DRAM port together)."""
+        return dict(getattr(self, "_stalls", {}))
+
+    def irq_pulses(self):
+        """Interrupt pulses seen so far per queue."""
+        return list(self.transport.irq_total)
 
 
 

@@ -134,7 +134,7 @@ def _fp16(rng, shape):
     return (rng.standard_normal(shape) * np.exp2(rng.integers(-3, 3, shape))).astype(np.float16)
 
 
-async def _prepare(dev, queue, item, data):
+async def prepare(dev, queue, item, data):
     """Upload what the item needs; returns (descriptor, payload)."""
     m, k, n = item.m, item.k, item.n
     if item.kind in ("load", "store"):
@@ -210,7 +210,7 @@ async def run(dev, queues, batches, seed=0, poll_cycles=32, data=None):
     records = []
     data = data or draw(batches)
     for batch, batch_data in zip(batches, data):
-        prepared = [await _prepare(dev, queues[item.queue], item, d) for item, d in zip(batch, batch_data)]
+        prepared = [await prepare(dev, queues[item.queue], item, d) for item, d in zip(batch, batch_data)]
         by_queue = {}
         for i, item in enumerate(batch):
             by_queue.setdefault(item.queue, []).append(i)

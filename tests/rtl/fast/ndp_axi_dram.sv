@@ -179,9 +179,14 @@ module ndp_axi_dram #(
             a_head <= 0; a_count <= 0; w_started <= 1'b0;
             b_head <= 0; b_count <= 0; w_resp <= '0; b_shown <= 1'b0;
         end else begin
-            int unsigned count = b_count, queued = a_count;
+            // assigned, not initialized: a variable declared with an initializer in an
+            // always block is static (IEEE 1800 6.21), initialized once, and would keep its
+            // value across a reset instead of taking the counts'
+            int unsigned count, queued;
             logic [63:0] here;
             logic [1:0] resp;
+            count = b_count;
+            queued = a_count;
             b_shown <= bvalid && !bready;
             if (bvalid && bready) begin
                 b_head <= (b_head + 1) % B_SLOTS;

@@ -6,7 +6,8 @@
 // Python-facing variables are marked public; the rest of the design is not, because
 // --public-flat-rw on ndp_device makes the Verilator model about 16x slower.
 //
-//   clk, rst         clock of period CLK_PERIOD_PS, reset for RESET_CYCLES after time 0
+//   clk, rst         clock of period CLK_PERIOD_PS, reset for RESET_CYCLES after time 0,
+//                    and while Python holds rst_force high (FastRtlTransport.reset)
 //   cycle            clock edges since reset was released
 //   clk_period_ps    the period, for Python to turn cycles into Timer time
 //   irq_count        per queue q, bits [32q +: 32]: irq pulses seen (wraps at 2^32)
@@ -34,7 +35,10 @@ module ndp_fast_top #(
     parameter int WRITE_LATENCY = 2
 ) ();
     logic clk = 1'b0;
-    logic rst /*verilator public_flat_rd*/ = 1'b1;
+    logic rst_init = 1'b1;
+    logic rst_force /*verilator public_flat_rw*/ = 1'b0;
+    logic rst /*verilator public_flat_rd*/;
+    assign rst = rst_init || rst_force;
     int   clk_period_ps /*verilator public_flat_rd*/ = CLK_PERIOD_PS;
     logic [63:0] cycle /*verilator public_flat_rd*/ = 0;
 
@@ -43,7 +47,7 @@ module ndp_fast_top #(
     /* verilator lint_off INITIALDLY */
     initial begin
         repeat (RESET_CYCLES) @(posedge clk);
-        rst <= 1'b0;                        // non-blocking: no race with the flops at this edge
+        rst_init <= 1'b0;                   // non-blocking: no race with the flops at this edge
     end
     /* verilator lint_on INITIALDLY */
 

@@ -1,0 +1,46 @@
+"""Runs of the verification benches (tests/rtl/cocotb_verify.py) on the RTL, through the
+project's Verilator runner (tests/rtl/runner.py), and the model's runs of the same streams."""
+import asyncio
+import json
+import pathlib
+import sys
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+BENCH = REPO / "tests" / "rtl"
+OUT = REPO / "build" / "verify"
+
+
+def bench_modules():
+    """The runner and the stream generator, which live beside the cocotb benches."""
+    if str(BENCH) not in sys.path:
+        sys.path.insert(0, str(BENCH))
+    import runner
+    import stream
+    return runner, stream
+
+
+def run_rtl(testcase, config="default", count=100, seed=1, backend="fast", env=None):
+    """Run cocotb_verify.<testcase> on the RTL; returns the record it wrote."""
+    runner, _ = bench_modules()
+    OUT.mkdir(parents=True, exist_ok=True)
+    out = OUT / f"{testcase}-{config}-{backend}-{seed}-{count}.json"
+    out.unlink(missing_ok=True)
+    run = runner.run_fast if backend == "fast" else runner.run
+    run("cocotb_verify", testcase=testcase, config=config,
+        env={"NDP_VERIFY_COUNT": str(count), "NDP_VERIFY_SEED": str(seed), "NDP_VERIFY_OUT": str(out),
+             "COCOTB_LOG_LEVEL": "WARNING", **(env or {})})
+    return json.loads(out.read_text())
+
+
+def model_stream_records(cfg, seed, count):
+    """tests/rtl/stream.py's stream of (seed, count) on the model, host data through its
+    backdoor as on the fast path: one record per descriptor."""
+    _, stream = bench_modules()
+    from driver import NdpDevice
+    from driver.model_transport import ModelTransport
+
+    async def main():
+        dev = await NdpDevice.open(ModelTransport(cfg, backdoor_memory=True))
+        queues = await stream.configure(dev, cfg)
+        return await stream.run(dev, queues, stream.generate(seed, count, cfg), seed)
+    return asyncio.run(main())

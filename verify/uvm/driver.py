@@ -1,0 +1,198 @@
+"""The driver: turns each DescriptorItem into host actions through the project's driver
+(driver/) on the env's backend, records what the device answered on the item, and
+publishes it (its analysis port feeds the scoreboard and the coverage)."""
+import struct
+import zlib
+
+from pyuvm import ConfigDB, uvm_analysis_port, uvm_driver
+
+import isa
+from driver.errors import MemAccessError, RegisterAccessError
+from isa import DescType, Status, slots
+from isa import regs as R
+from isa.validate import result_bytes
+from verify import fuzz
+from verify.rtl import bench_modules
+
+from . import items as I
+
+_, stream = bench_modules()
+U64 = struct.Struct("<Q")
+QUIET_CYCLES = 300            # how long a refused or premature doorbell must leave the queue idle
+
+
+def layout(cfg):
+    """The queues as every part of the environment configures them: verify/fuzz.py's
+    window, each queue bound to its own PASID."""
+    return [dict(sq_base=q * fuzz.SPAN + fuzz.SQ, cq_base=q * fuzz.SPAN + fuzz.CQ,
+                 data_base=q * fuzz.SPAN + fuzz.DATA, data_limit=q * fuzz.SPAN + fuzz.DATA_END,
+                 log2_depth=fuzz.LOG2_DEPTH, log2_slot=fuzz.LOG2_SLOT, pasid=stream.pasid_of(q))
+            for q in range(fuzz.n_queues(cfg))]
+
+
+async def configure(dev, cfg):
+    return [await dev.configure_queue(q, **kw) for q, kw in enumerate(layout(cfg))]
+
+
+class NdpDriver(uvm_driver):
+    def build_phase(self):
+        self.ap = uvm_analysis_port("ap", self)
+
+    def start_of_simulation_phase(self):
+        self.env = ConfigDB().get(self, "", "BACKEND")
+        self.cfg = self.env.cfg
+        self.backpressure = False
+
+    async def run_phase(self):
+        self.dev = self.env.dev
+        self.queues = await configure(self.dev, self.cfg)
+        while True:
+            item = await self.seq_item_port.get_next_item()
+            before = self.env.stall_counts()
+            item.backpressure = self.backpressure
+            await getattr(self, item.action)(item)
+            after = self.env.stall_counts()
+            item.stalls = {k: after[k] - before.get(k, 0) for k in after}
+            for queue in self.queues:
+                queue.free_all()
+            self.publish(item)
+            self.seq_item_port.item_done()
+
+    def publish(self, item):
+        """What the device answered, to the scoreboard and the coverage."""
+        self.ap.write(item)
+
+    # ---- helpers ------------------------------------------------------------------------
+
+    async def _prepare(self, item):
+        """The item's descriptor and payload, its data uploaded; and the decode rules' status."""
+        queue = self.queues[item.queue]
+        if isinstance(item.recipe, fuzz.Case):
+            desc, payload = item.recipe.desc, item.recipe.payload
+        else:
+            desc, payload = await stream.prepare(self.dev, queue, item.recipe, item.recipe.arrays())
+        view = fuzz.queue_view(self.cfg, item.queue)
+        item.desc, item.payload = desc, payload
+        item.expected = isa.check_descriptor(desc, view, self.cfg)
+        return queue, desc, payload
+
+    async def _quiet(self, queue, head, what, item):
+        await self.env.cycles(QUIET_CYCLES)
+        item.checks.append((what, await queue.read_head() == head))
+
+    # ---- actions --------------------------------------------------------------------------
+
+    async def descriptor(self, item):
+        queue, desc, payload = await self._prepare(item)
+        fault = self._fault_range(item, queue, desc)
+        if fault is not None:
+            await self.env.add_dram_fault(*fault)
+            item.expected = Status.DRAM_ERROR
+        try:
+            completion = await queue.run(desc, payload, timeout_cycles=fuzz.TIMEOUT_CYCLES)
+        finally:
+            if item.fault is not None:
+                await self.env.clear_dram_faults()
+        item.completions.append(completion)
+        if completion.status != Status.OK:
+            item.checks.append(("STATUS holds the error, sticky", await queue.read_status() == (completion.status, True)))
+            await queue.clear_error()
+
+    def _fault_range(self, item, queue, desc):
+        """(lo, hi, read, write) of the item's fault, if the descriptor reaches the line:
+        reads it (a read fault) or writes it (a write fault)."""
+        if item.fault is None or item.expected != Status.OK:
+            return None
+        which, read, write = item.fault
+        seq, store = queue.next_seq, desc.type == DescType.STORE
+        lo, reads, writes = {
+            "operand": (desc.dev_addr, desc.dev_size and not store, desc.dev_size and store),
+            "input": (queue.sq_slot(seq) + slots.SQ_PAYLOAD, desc.in_size, False),
+            "result": (queue.cq_slot(seq) + slots.CQ_PAYLOAD, False, result_bytes(desc))}[which]
+        reached = ("read", read) if read and reads else ("write", write) if write and writes else None
+        item.fault_reached = reached          # (what the device does to the line, the answer)
+        return None if reached is None else (lo, lo + slots.LINE_BYTES, read, write)
+
+    async def early_doorbell(self, item):
+        """The doorbell overtakes the valid word: nothing may run until it is written."""
+        queue, desc, payload = await self._prepare(item)
+        [(seq, _, _)] = queue.take([(desc, payload)])
+        slot, t = queue.sq_slot(seq), self.env.transport
+        if payload:
+            await t.mem_write(slot + slots.SQ_PAYLOAD, payload, queue.pasid)
+        await t.mem_write(slot + slots.SQ_DESC, desc.pack(), queue.pasid)
+        await t.reg_write(R.queue_reg(queue.index, R.DOORBELL), seq, queue.pasid)
+        await self._quiet(queue, seq - 1, "no completion before the valid word", item)
+        await t.mem_write(slot + slots.SQ_VALID, U64.pack(seq), queue.pasid)
+        item.completions.append(await queue.wait(seq, fuzz.TIMEOUT_CYCLES))
+
+    async def repeated_doorbell(self, item):
+        """The same tail rung again, then an older one: no descriptor runs twice."""
+        queue, desc, payload = await self._prepare(item)
+        seq = await queue.submit(desc, payload)
+        item.completions.append(await queue.wait(seq, fuzz.TIMEOUT_CYCLES))
+        await queue.ring()                                      # the same tail
+        doorbell = R.queue_reg(queue.index, R.DOORBELL)
+        await self.env.transport.reg_write(doorbell, seq - 1, queue.pasid)      # a stale one
+        await self._quiet(queue, seq, "no completion for a repeated or stale doorbell", item)
+
+    async def fill_queue(self, item):
+        """Every slot of the ring submitted at once, rung once; the completions in order."""
+        queue = self.queues[item.queue]
+        recipes = [stream.Item(item.queue, "gemv", m=1, k=item.recipe.k, n=item.recipe.n, seed=item.recipe.seed + i)
+                   for i in range(queue.depth)]
+        prepared = [await stream.prepare(self.dev, queue, r, r.arrays()) for r in recipes]
+        item.desc, item.payload = prepared[0]
+        view = fuzz.queue_view(self.cfg, item.queue)
+        item.expected = isa.check_descriptor(item.desc, view, self.cfg)
+        item.fill = list(zip(recipes, prepared))
+        seqs = await queue.submit_many(prepared)
+        for seq in seqs:
+            item.completions.append(await queue.wait(seq, fuzz.TIMEOUT_CYCLES))
+
+    async def foreign_doorbell(self, item):
+        queue, desc, payload = await self._prepare(item)
+        [taken] = queue.take([(desc, payload)])
+        await queue.write([taken])
+        foreign = queue.pasid + 0x1000
+        try:
+            await self.env.transport.reg_write(R.queue_reg(queue.index, R.DOORBELL), taken[0], foreign)
+            item.checks.append(("foreign doorbell refused", False))
+        except RegisterAccessError:
+            item.checks.append(("foreign doorbell refused", True))
+        await self._quiet(queue, taken[0] - 1, "no completion for a refused doorbell", item)
+        await queue.ring()                                      # the bound PASID's: it runs
+        item.completions.append(await queue.wait(taken[0], fuzz.TIMEOUT_CYCLES))
+
+    async def foreign_config(self, item):
+        queue, t = self.queues[item.queue], self.env.transport
+        reg = R.queue_reg(queue.index, R.DATA_LIMIT_LO)
+        value = await t.reg_read(reg)
+        try:
+            await t.reg_write(reg, 0xFFFFFFC0, queue.pasid)       # only the host may configure
+            item.checks.append(("foreign configuration write refused", False))
+        except RegisterAccessError:
+            item.checks.append(("foreign configuration write refused", True))
+        item.checks.append(("configuration unchanged", await t.reg_read(reg) == value))
+        await self.descriptor(item)                             # and the queue still runs
+
+    async def foreign_mem(self, item):
+        """CXL.mem: another queue's SQ slot read and written with this queue's PASID."""
+        queue, t = self.queues[item.queue], self.env.transport
+        other = self.queues[(item.queue + 1) % len(self.queues)]
+        slot = other.sq_slot(other.next_seq)
+        for access in (t.mem_read(slot, 64, queue.pasid), t.mem_write(slot, bytes(64), queue.pasid)):
+            try:
+                await access
+                item.checks.append(("foreign CXL.mem access refused", False))
+            except MemAccessError:
+                item.checks.append(("foreign CXL.mem access refused", True))
+        await self.descriptor(item)
+
+    async def backpressure_on(self, item):
+        await self.env.add_backpressure(seed=zlib.crc32(item.get_name().encode()))
+        self.backpressure = True
+
+    async def backpressure_off(self, item):
+        await self.env.remove_backpressure()
+        self.backpressure = False
