@@ -11,13 +11,12 @@ from amaranth import Module, Signal
 from amaranth.lib import wiring, data
 from amaranth.lib.wiring import In, Out
 
+from isa.microarch import VALID_WORD_BACKOFF as BACKOFF
 from isa.slots import SQ_VALID
 from .axi import device_bus, BURST_INCR
 from .decoder import DescriptorLayout
 from .queue_geometry import config_ok, slot_addr
 from .regfile import QueueRegs
-
-BACKOFF = 32          # cycles between two reads of a valid word that did not match
 
 
 def ibuf_entry(cfg):

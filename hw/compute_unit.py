@@ -40,7 +40,7 @@ from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from isa.microarch import ADD_CYCLES, PRODUCT_CYCLES
+from isa.microarch import ADD_CYCLES, PIPE_DEPTH, PRODUCT_CYCLES
 from isa.pe_array import ACC_INTERLEAVE, trans_line_cycles
 from .fp import ADD_STAGES, MUL_STAGES
 from .fold_unit import FoldUnit
@@ -49,9 +49,9 @@ from .unpacker import DIM_BITS
 
 FETCH_STAGES = 1                                 # operand fetch, before the multiplier
 READ_STAGE = FETCH_STAGES + MUL_STAGES           # cycles from a chunk to its accumulator read
-PIPE_DEPTH = READ_STAGE + ADD_STAGES             # cycles from a chunk to its accumulator visible
 assert ADD_STAGES == ACC_INTERLEAVE, "the interleave of isa/pe_array.py is the adder's depth"
 assert (READ_STAGE, ADD_STAGES) == (PRODUCT_CYCLES, ADD_CYCLES), "isa/microarch.py's cycles are the pipeline's"
+assert PIPE_DEPTH == READ_STAGE + ADD_STAGES      # cycles from a chunk to its accumulator visible
 
 
 def tree_node(level, i, lanes):

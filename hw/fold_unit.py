@@ -25,6 +25,7 @@ from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
+from isa.microarch import FOLD_FIFO_DEPTH as FIFO_DEPTH
 from isa.pe_array import ACC_INTERLEAVE
 from .fp import ADD_STAGES
 from .fp_cells import add_cell
@@ -32,7 +33,6 @@ from .shift import shift_right
 from .unpacker import DIM_BITS
 
 STEP_CYCLES = ADD_STAGES          # a word's add -> its next add (operands registered, then the adder)
-FIFO_DEPTH = 8                    # words between the adder and the consumer
 assert FIFO_DEPTH & (FIFO_DEPTH - 1) == 0, "the FIFO's pointers wrap around"
 
 

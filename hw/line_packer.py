@@ -14,10 +14,10 @@ from amaranth import Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
+from isa.microarch import PACKER_BUFFER_LINES as BUFFER_LINES
 from .shift import mask_below, shift_left
 from .stream import LineStream
 
-BUFFER_LINES = 3         # two lines of a word at any offset, and the line going out
 
 
 class LinePacker(wiring.Component):

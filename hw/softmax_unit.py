@@ -43,14 +43,13 @@ from amaranth import Array, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
+from isa.microarch import SOFTMAX_EXP_DRAIN as EXP_DRAIN, SOFTMAX_OUT_DRAIN as OUT_DRAIN
 from .fp_cells import add_cell
 from .fp_sfu import FP32Recip
 
 LENGTH_BITS = 20
 F32_QNAN = 0x7FC00000
 F32_NEG_INF = 0xFF800000
-EXP_DRAIN = 4           # d, exp stage 1, exp stage 2, accumulate
-OUT_DRAIN = 5           # d, exp stage 1, exp stage 2, product stage 1, product stage 2
 
 
 def _key(x):

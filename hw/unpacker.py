@@ -14,13 +14,13 @@ from amaranth import Module, Signal, Cat, Mux
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
+from isa.microarch import UNPACKER_WINDOW_BEATS as WINDOW_BEATS
 from .axi import RUN_LINES_BITS as RUN_BEATS_BITS
 from .shift import shift_right
 from .stream import BeatStream
 
 DIM_BITS = 20                # a descriptor's dims
 COLS_BITS = 32               # a row's elements: a dim, or a copy's 32 elements per line
-WINDOW_BEATS = 3            # a pair spans up to 2 LANES elements from any position in a beat
 
 
 class Unpacker(wiring.Component):

@@ -8,11 +8,11 @@ pushed the next (waiting while the instruction buffer is full); otherwise the qu
 backs off BACKOFF cycles.
 """
 from isa.descriptor import Descriptor, DESC_WORD_BYTES
+from isa.microarch import VALID_WORD_BACKOFF as BACKOFF
 from isa.slots import SQ_VALID
 from .instruction_buffer import Entry
 
 ADDR_DELAY = 3           # IDLE -> address handshake: LATCH, ADDR (the request), the grant
-BACKOFF = 32             # as hw/command_engine.py
 
 
 class CommandEngine:

@@ -29,7 +29,7 @@ import numpy as np
 
 from isa import DescType, Status, Op
 from isa.descriptor import Flag
-from isa.microarch import REPORTS_IN_FLIGHT
+from isa.microarch import PIPE_DEPTH, REPORTS_IN_FLIGHT
 from isa import validate
 from isa.pe_array import TransPlan, plan as pe_plan, trans_line_cycles, trans_plan
 from isa.slots import CQ_CYCLES, CQ_SEQ, CQ_STATUS, HEADER_BYTES, LINE_BYTES
@@ -40,7 +40,6 @@ from .decoder import decode
 
 DECODE_CYCLES = 2        # take -> first cycle of the next state (DECODE in between)
 STAGE_CYCLES = 2         # STAGE, PLAN: before a stage's WEIGHTS_START
-PIPE_DEPTH = 6           # a chunk -> its sums visible to the fold unit (hw/compute_unit.py)
 BANK_START_CYCLES = 1    # BANK_START: SOFTMAX's write run starts, then BANK_OUT
 SFU_START_CYCLES = 1     # SFU_START, before the unit's own cycles (sim/softmax_unit.py)
 FRONT_POP_DELAY = 3      # the front end's last run start -> its next pop (FETCH, DONE, IDLE)

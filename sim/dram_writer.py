@@ -32,7 +32,8 @@ class Writer:
         self.latency = cfg.dram_write_latency
         self.cfg = cfg
         self.idle_at = 0                 # first cycle it can take a job
-        self.responses = []              # the response cycle of each burst, in order
+        self.responses = []              # the response cycle of the last WRITES_IN_FLIGHT bursts, in order
+        self.log = None                  # a list to record every burst's response cycle in (tests)
         self.channels = WriteChannels(cfg) if cfg.dram_channels > 1 else None
         self.jobs = []                   # (address, bytes) of the jobs since the owner cleared it
         self._job = None
@@ -60,6 +61,11 @@ class Writer:
         if self.responses:
             response = max(response, self.responses[-1] + 1)
         self.responses.append(response)
+        if self.log is not None:
+            self.log.append(response)
+        # only these matter (_handshake, quiet_at); a longer list would make every State
+        # copy, one a descriptor, grow with the run
+        del self.responses[:-WRITES_IN_FLIGHT]
 
     def line(self, start, addr):
         """A one-line job at `addr` started at `start`; returns (the cycle its beat is

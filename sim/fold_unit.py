@@ -6,8 +6,8 @@ be read, the cycle after), and not in a cycle where an earlier word re-enters th
 (word j re-enters STEP_CYCLES, 2 * STEP_CYCLES, .. (steps - 1) * STEP_CYCLES cycles after
 it was taken). Word i is at the FIFO's head `out_delay(steps)` cycles after it was taken.
 """
-STEP_CYCLES = 3          # a word's add -> its next add (hw/fold_unit.py)
-FIFO_DEPTH = 8
+from isa.microarch import ADD_CYCLES as STEP_CYCLES     # a word's add -> its next add (hw/fold_unit.py)
+from isa.microarch import FOLD_FIFO_DEPTH as FIFO_DEPTH
 
 
 def out_delay(steps):

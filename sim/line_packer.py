@@ -8,7 +8,7 @@ after the last word), and after line l - 1 was taken.
 """
 import numpy as np
 
-BUFFER_LINES = 3
+from isa.microarch import PACKER_BUFFER_LINES as BUFFER_LINES
 
 
 class Run:

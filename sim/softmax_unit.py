@@ -9,14 +9,14 @@ Cycle 0 is the `start` cycle; W = ceil(length / LANES), lg = log2(LANES):
 """
 import numpy as np
 
+from isa.microarch import SOFTMAX_EXP_DRAIN as EXP_DRAIN, SOFTMAX_OUT_DRAIN as OUT_DRAIN
+
 from . import golden
 
 MAX_DRAIN = 1          # the last word folds into the lane maxima
 MAX_REDUCE = 1         # m over the lanes
-EXP_DRAIN = 4          # d, exp stage 1, exp stage 2, accumulate
 COMBINE = 2            # (p0 + p1) + p2 per lane
 RECIP = 1 + 26         # the divider's start cycle, then hw/fp_sfu.py RECIP_CYCLES
-OUT_DRAIN = 5          # d, exp stage 1, exp stage 2, product stage 1, product stage 2
 
 
 def cycles(length, partial, cfg):

@@ -12,7 +12,8 @@ max-plus scans, computed with cumulative maxima instead of a loop.
 """
 import numpy as np
 
-WINDOW_BEATS = 3         # hw/unpacker.py's window
+from isa.microarch import UNPACKER_WINDOW_BEATS as WINDOW_BEATS
+
 
 
 def run_beats(offset, rows, cols, lanes):

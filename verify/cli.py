@@ -20,7 +20,7 @@ from . import fuzz, soak
 from .rtl import OUT, bench_modules, run_rtl
 
 FULL = {"fuzz_model": 100_000, "fuzz_rtl": 10_000, "resets_fast": 200, "resets_bfm": 6, "soak": 10_000,
-        "soak_bfm": 200}
+        "soak_bfm": 60}
 
 
 def fuzz_model(config, count, seed=1):

@@ -2,8 +2,11 @@
 
 Prints, for each: the shape, whether the result is bit-exact against the golden model,
 the largest difference from a float64 numpy reference, the device cycles from the
-completion, and the DRAM-port utilization those cycles imply.
+completion, and the DRAM-port utilization those cycles imply. The lines also go to the file
+$NDP_DEMO_RESULTS when set (demo.py prints them; the simulator's own output is in its log).
 """
+import os
+
 import cocotb
 import numpy as np
 
@@ -11,6 +14,14 @@ from sim import golden
 from env import DeviceEnv
 
 SHAPES = [("GEMV", 1, 4096, 16), ("GEMM", 32, 4096, 16)]
+
+
+def report(line):
+    print(line, flush=True)
+    path = os.environ.get("NDP_DEMO_RESULTS")
+    if path:
+        with open(path, "a") as f:
+            f.write(line + "\n")
 
 
 def moved_bytes(cfg, m, k, n):
@@ -27,8 +38,8 @@ async def demo(dut):
     await env.setup_queue(0, log2_depth=1, log2_slot=19)
     cfg = env.cfg
     rng = np.random.default_rng(1)
-    print(f"\nndp_device config {cfg.name!r}: LANES={cfg.lanes} ROWS={cfg.rows}, "
-          f"DRAM port {cfg.beat_bytes} bytes/cycle", flush=True)
+    report(f"ndp_device config {cfg.name!r}: LANES={cfg.lanes} ROWS={cfg.rows}, "
+           f"DRAM port {cfg.beat_bytes} bytes/cycle")
     for name, m, k, n in SHAPES:
         w = (rng.standard_normal((k, n)) / np.sqrt(k)).astype(np.float16)
         x = rng.standard_normal((m, k)).astype(np.float16)
@@ -42,9 +53,9 @@ async def demo(dut):
         reference = x.astype(np.float64) @ w.astype(np.float64)
         err = np.max(np.abs(out.astype(np.float64) - reference))
         util = moved_bytes(cfg, m, k, n) / completion.cycles / cfg.beat_bytes
-        print(f"{name} {m}x{k}x{n}: bit-exact vs golden model: {'yes' if exact else 'NO'}; "
-              f"max |device - numpy float64| = {err:.3g}; device cycles = {completion.cycles}; "
-              f"DRAM-port utilization = {util:.1%}", flush=True)
+        report(f"{name} {m}x{k}x{n}: bit-exact vs golden model: {'yes' if exact else 'NO'}; "
+               f"max |device - numpy float64| = {err:.3g}; device cycles = {completion.cycles}; "
+               f"DRAM-port utilization = {util:.1%}")
         assert exact, f"{name} differs from the golden model"
         assert err < 0.05, f"{name} is far from numpy: {err}"
         dev.queue().free_all()

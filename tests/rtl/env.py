@@ -59,7 +59,7 @@ class DeviceEnv(Backend):
         return env
 
     async def start(self):
-        """Clock, reset, then open the device through the driver. From reset on, an AXI
+        """Clock, reset, then open the device through the driver."""
         cocotb.start_soon(Clock(self.dut.clk, CLOCK_NS, unit="ns").start())
         self.dut.rst.value = 1
         await ClockCycles(self.dut.clk, 4)

@@ -1,14 +1,20 @@
 """pytest entry of the fast co-simulation path (ndp_fast_top + FastRtlTransport): its own
-correctness bench and every scenario it supports, on both configs. The speed bench is
+correctness bench and, one item each, every scenario it supports (scenarios.ALL less
+FastBackend.unsupported), on both configs; `-k <scenario>` selects one. The speed bench is
 separate: tests/rtl/bench_fast.py and `make bench`."""
 import pytest
 
+import scenarios
+from cocotb_fast import FastBackend
 from runner import run_fast
 
+CASES = [("cocotb_fast", "correctness")] + [
+    ("cocotb_scenarios", name) for name in scenarios.ALL if name not in FastBackend.unsupported]
 
+
+@pytest.mark.parametrize("module,testcase", CASES, ids=[testcase for _, testcase in CASES])
 @pytest.mark.parametrize("config", ["default", "small"])
-@pytest.mark.parametrize("module,testcase", [("cocotb_fast", "correctness"), ("cocotb_scenarios", None)])
-def test_fast(module, testcase, config):
+def test_fast(config, module, testcase):
     run_fast(module, testcase=testcase, config=config)
 
 

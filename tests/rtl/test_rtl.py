@@ -1,13 +1,23 @@
-"""pytest entry points of the Verilator benches, one per cocotb module and config.
+"""pytest entry points of the Verilator bench on ndp_device (cocotbext-axi): one item per
+scenario of scenarios.py (those the backend supports) and config, each running only that
+cocotb test, so `-k <scenario>` selects one. New scenarios are picked up from scenarios.ALL.
 
-The default config runs every scenario; a second, smaller config (2 rows, 2 queues,
-smaller buffers) runs them too, so that nothing hard-codes the default.
+The default config runs every scenario; a second, smaller config (2 rows, 2 queues, smaller
+buffers) runs them too, so that nothing hard-codes the default. The small config is a second
+ndp_device build (about 3 minutes on two cores): tests/conftest.py keeps it out of `make
+test` unless NDP_RTL_CONFIGS names it, and `make test-rtl-configs` runs it; its fast-path
+runs (test_fast.py) stay in `make test`.
 """
 import pytest
 
+import scenarios
+from env import DeviceEnv
 from runner import run
 
+SCENARIOS = [name for name in scenarios.ALL if name not in DeviceEnv.unsupported]
 
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
 @pytest.mark.parametrize("config", ["default", "small"])
-def test_scenarios_on_rtl(config):
-    run("cocotb_scenarios", config=config)
+def test_scenarios_on_rtl(config, scenario):
+    run("cocotb_scenarios", testcase=scenario, config=config)

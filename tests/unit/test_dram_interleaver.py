@@ -2,7 +2,7 @@
 timing in sim/dram_reader.py's loop) and against memory, on Amaranth's simulator.
 
 The DRAM reader and writer sit behind the three-port arbiter of hw/device.py and the
-interleaver, one DRAM agent per channel port (tests/unit/test_model_ties.py's `Dram`:
+interleaver, one DRAM agent per channel port (tests/unit/ties.py's `Dram`:
 every address taken at once, a burst's lines one per cycle from `dram_read_latency`
 after its address and after the channel's earlier lines; each burst's response
 `dram_write_latency` after its last line). The cycles must be the model's exactly and
@@ -25,7 +25,7 @@ from sim import dram_reader as model_reader
 from sim import dram_writer as model_writer
 from sim.dram_interleaver import channel_of
 from sim.memory import SparseMemory
-from test_model_ties import CONTROL_PORT, Clock, Dram, Source, simulate
+from ties import CONTROL_PORT, Clock, Dram, Source, simulate
 
 QUAD = isa.load_config("quad")
 QUAD_SLOW = dataclasses.replace(QUAD, name="quad-slow", dram_read_latency=9, dram_write_latency=7)
@@ -191,10 +191,11 @@ def test_writes_through_the_interleaver(run):
 
     simulate(top, bench)
     model = model_writer.Writer(cfg)
+    model.log = []
     model.run(0, addr, lines, np.asarray(available, np.int64))
     assert idle == [model.idle_at]
     model.line(model.idle_at + 1, line_addr)              # the bench starts it the cycle after
-    assert responses == model.responses
+    assert responses == model.log
     for line in range(max(0, first - 4), first + lines + 4):
         got = memory.read(64 * line, 64)
         if first <= line < first + lines:

@@ -1,6 +1,7 @@
 """hw/unpacker.py on Amaranth's simulator: every chunk is the right row segment, whatever
 the matrix's offset in the first beat and however irregularly the beats arrive; with
-`pair`, the slots pair the chunks as isa/pe_array.py says."""
+`pair`, the slots pair the chunks as isa/pe_array.py says. And the model (sim/unpacker.py)
+against it, cycle for cycle, through the harness of ties.py."""
 import numpy as np
 import pytest
 from amaranth.sim import Simulator
@@ -8,6 +9,10 @@ from amaranth.sim import Simulator
 import isa
 from hw.unpacker import Unpacker
 from isa.pe_array import plan
+from sim import dram_reader as model_reader
+from sim import unpacker as model_unpacker
+
+from ties import Clock, SMALL, Source, simulate
 
 CFG = isa.load_config("default")
 LANES = CFG.lanes
@@ -122,3 +127,69 @@ def test_full_rate_when_rows_are_whole_beats():
     chunks, _, _, cycles = unpack(matrix, 0, gaps=False)
     assert len(chunks) == 8
     assert cycles <= 8 + 2, f"{cycles} cycles for 8 chunks"     # 2: filling the window
+
+
+# ---- the model against the RTL ----------------------------------------------------------
+
+def availability(kind, beats, rng):
+    """Cycles at which a run's beats become available (non-decreasing, from cycle 1: the
+    unpacker pulls from the cycle after `start`)."""
+    if kind == "every":
+        return [1 + i for i in range(beats)]
+    if kind == "backlog":                         # the whole run waiting: the window binds
+        return [1] * beats
+    if kind == "gaps":                            # bunches and holes
+        return (1 + np.cumsum(rng.choice([0, 0, 1, 1, 1, 2, 6], beats))).tolist()
+    if kind == "dram":                            # as the DRAM reader delivers a run from 0xF80
+        return model_reader.beat_available(0, 0xF80, beats, SMALL).tolist()
+    raise ValueError(kind)
+
+
+def unpacker_slot_cycles(offset, rows, cols, available, pair):
+    """Cycles at which hw/unpacker.py emits its slots (valid high), started at cycle 0,
+    and the cycles it pulls its beats."""
+    dut = Unpacker(CFG)
+    beats = model_unpacker.run_beats(offset, rows, cols, LANES)
+    src = Source(dut.src, available)
+    emitted = []
+
+    async def bench(ctx):
+        clock = Clock(ctx, src)
+        ctx.set(dut.start, 1)
+        for name, value in (("offset", offset), ("rows", rows), ("cols", cols), ("beats", beats),
+                            ("pair", pair)):
+            ctx.set(getattr(dut, name), value)
+        for _ in range(max(available) + 4 * rows * (cols // LANES + 2) + 20):
+            if ctx.get(dut.valid):
+                emitted.append(clock.t)
+                if ctx.get(dut.last):
+                    break
+            await clock.tick()
+            ctx.set(dut.start, 0)
+
+    simulate(dut, bench)
+    assert len(src.taken) == beats
+    return emitted, src.taken
+
+
+@pytest.mark.parametrize("rows,cols,offset,pair", [
+    (1, 1, 0, False), (3, 5, 7, False), (6, 20, 30, False),     # rows shorter than LANES, straddling beats
+    (1, 32, 0, False), (8, 32, 0, False), (4, 64, 16, False),   # whole beats, aligned and not
+    (4, 33, 31, False), (5, 100, 3, False), (7, 31, 30, False), (2, 97, 12, False), (3, 200, 1, False),
+    # pairs (one input row): one-chunk rows pair once, longer rows at every boundary
+    (9, 24, 0, True), (6, 17, 30, True), (5, 100, 3, True), (4, 64, 16, True), (7, 32, 31, True),
+    (1, 24, 5, True), (5, 33, 31, True)])
+@pytest.mark.parametrize("kind", ["every", "backlog", "gaps", "dram"])
+def test_unpacker_slot_times(rows, cols, offset, pair, kind):
+    """Offset 0: a beat available at cycle t is pulled at t at the earliest (src.ready is
+    combinational once the unpacker is active, the cycle after `start`), and the slot
+    that needs it is valid from t + 1; the model's `available` is exactly that cycle.
+    The pulls, which the window holds back, are the model's too."""
+    rng = np.random.default_rng(rows * 1000 + cols * 10 + offset)
+    beats = model_unpacker.run_beats(offset, rows, cols, LANES)
+    available = np.asarray(availability(kind, beats, rng), np.int64)
+    got, pulls = unpacker_slot_cycles(offset, rows, cols, available.tolist(), pair)
+    ends = model_unpacker.slot_ends(offset, rows, cols, LANES, pair)
+    expected = model_unpacker.slot_times(available, model_unpacker.last_beats(ends, LANES))
+    assert got == expected.tolist()
+    assert pulls == model_unpacker.pull_times(available, expected, ends, LANES).tolist()
