@@ -8,14 +8,17 @@ import scenarios
 from cocotb_fast import FastBackend
 from runner import run_fast
 
-CASES = [("cocotb_fast", "correctness")] + [
-    ("cocotb_scenarios", name) for name in scenarios.ALL if name not in FastBackend.unsupported]
+# every scenario idle and under random stalls on every channel (cocotb_scenarios.py)
+CASES = [("cocotb_fast", "correctness", False)] + [
+    ("cocotb_scenarios", name, stalled) for name in scenarios.ALL if name not in FastBackend.unsupported
+    for stalled in (False, True)]
 
 
-@pytest.mark.parametrize("module,testcase", CASES, ids=[testcase for _, testcase in CASES])
+@pytest.mark.parametrize("module,testcase,stalled", CASES,
+                         ids=[testcase + ("-backpressure" if stalled else "") for _, testcase, stalled in CASES])
 @pytest.mark.parametrize("config", ["default", "small"])
-def test_fast(config, module, testcase):
-    run_fast(module, testcase=testcase, config=config)
+def test_fast(config, module, testcase, stalled):
+    run_fast(module, testcase=testcase, config=config, env={"NDP_BACKPRESSURE": "1"} if stalled else None)
 
 
 def test_roofline_periods_match_the_model():
