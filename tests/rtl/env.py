@@ -15,6 +15,7 @@ import isa
 from driver import NdpDevice
 from driver.rtl_transport import CocotbAxiTransport
 from backend import Backend, DRAM_BYTES
+from axi_checker import device_checkers
 from sim.memory import DramFaults, OKAY, SLVERR
 
 
@@ -59,9 +60,13 @@ class DeviceEnv(Backend):
         return env
 
     async def start(self):
-        """Clock, reset, then open the device through the driver."""
+        """Clock, reset, then open the device through the driver. From reset on, an AXI
+        protocol checker watches every bus port (axi_checker.py; NDP_AXI_CHECK=0 leaves
+        them out): its first violation fails the running test."""
         cocotb.start_soon(Clock(self.dut.clk, CLOCK_NS, unit="ns").start())
         self.dut.rst.value = 1
+        checked = os.environ.get("NDP_AXI_CHECK", "1") != "0"
+        self.axi_checkers = device_checkers(self.dut, self.cfg) if checked else []
         await ClockCycles(self.dut.clk, 4)
         self.dut.rst.value = 0
         await ClockCycles(self.dut.clk, 2)
