@@ -16,9 +16,12 @@ Per channel (AW, W, B, AR, R):
   lock, cache, prot, qos, region, user, data, strobes, last, response) is stable while
   VALID is asserted and READY is not (A3.2.1). WDATA bytes whose WSTRB bit is low and
   RDATA bytes outside the beat's active lanes carry no data (A3.4.3) and are not compared.
-- `valid_reset`: VALID low while reset is asserted and at the first rising edge after it
-  is released: the earliest a manager or subordinate may drive VALID high is after a
-  rising edge that sees reset deasserted (A3.1.2 Reset).
+- `valid_reset`: VALID low while reset is asserted, from its second rising edge on, and at
+  the first rising edge after it is released: the earliest a manager or subordinate may
+  drive VALID high is after a rising edge that sees reset deasserted (A3.1.2 Reset). The
+  first edge of a reset is exempt: a synchronously reset interface (the device's, and the
+  cocotbext-axi models') clears the registers that drive VALID at that edge, so VALID may
+  still be high while the edge sees reset.
 - `x`: VALID and READY resolvable (0 or 1) outside reset, and the payload while VALID
   (what AXI4's X-propagation rules ask; never fires on a two-state simulator).
 
@@ -388,7 +391,8 @@ class AxiChecker:
             except ValueError:
                 level = self.reset_level        # an unresolved reset counts as asserted
             if level == self.reset_level:
-                self._check_idle("while reset is asserted")
+                if self._in_reset:              # the first edge clears a synchronous reset's registers
+                    self._check_idle("while reset is asserted")
                 self._in_reset = True
                 self._clear()
                 return

@@ -106,6 +106,8 @@ LEGAL = [
     Case("write, data a beat before and a beat with its address",
          [w(last=0), cyc(aw(len=2), w(last=0)), w(), b()]),
     Case("write, address and data in one cycle", [cyc(aw(), w()), b()]),
+    Case("VALID at the first edge of a reset only (a synchronous reset clears it there)",
+         [cyc(RESET, ar()), RESET, IDLE]),
     Case("two writes, data of both before the addresses",
          [w(), w(last=0), w(), aw(id=1), aw(id=2, len=1), b(id=2), b(id=1)]),
     Case("stalls with the payload held",
@@ -166,7 +168,7 @@ ILLEGAL = [
     Case("RDATA changed while stalled", [ar(), r(data=7, ready=0), r(data=8)], [("payload_stable", 2)]),
     Case("RID changed while stalled", [ar(id=1), ar(id=2), r(id=1, ready=0), r(id=2)], [("payload_stable", 3)]),
     # reset (A3.1.2)
-    Case("AWVALID during reset", [cyc(RESET, aw())], [("valid_reset", 0)]),
+    Case("AWVALID during reset", [RESET, cyc(RESET, aw())], [("valid_reset", 1)]),
     Case("RVALID during reset", [RESET, cyc(RESET, r())], [("valid_reset", 1)]),
     Case("ARVALID at the first edge out of reset", [RESET, ar()], [("valid_reset", 1)]),
     Case("WVALID at the first edge out of reset", [RESET, w()], [("valid_reset", 1)]),
@@ -228,7 +230,7 @@ ILLEGAL = [
     Case("Lite: B before the address", [w(), b()], [("b_no_request", 1)], port="hl"),
     Case("Lite: R without a read", [r()], [("r_no_request", 0)], port="hl"),
     Case("Lite: EXOKAY", [ar(), r(resp=EXOKAY)], [("r_exokay", 1)], port="hl"),
-    Case("Lite: VALID during reset", [cyc(RESET, ar())], [("valid_reset", 0)], port="hl"),
+    Case("Lite: VALID during reset", [RESET, cyc(RESET, ar())], [("valid_reset", 1)], port="hl"),
 ]
 
 
