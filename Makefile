@@ -31,7 +31,7 @@ rtl: $(STAMP)
 	$(RUN) -m hw.gen -o $(RTL)
 
 demo: $(STAMP) rtl
-	$(RUN) tests/rtl/demo.py
+	$(RUN) -m serving.cli demo
 
 # the lint of the default, quad and paper configs and the stale-RTL check (make test lints quad)
 lint: $(STAMP)
@@ -41,7 +41,7 @@ lint: $(STAMP)
 CONFIG ?= default
 COUNT ?= 240
 validate: $(STAMP)
-	$(RUN) tests/rtl/validate.py --config $(CONFIG) --count $(COUNT)
+	$(RUN) -m serving.cli validate --config $(CONFIG) --count $(COUNT)
 
 # the paper config's figures from the cycle model
 figures: $(STAMP)
@@ -52,11 +52,11 @@ figures: $(STAMP)
 ROOFLINE_CONFIG ?= paper
 SOURCE ?= both
 roofline: $(STAMP)
-	$(RUN) tests/rtl/roofline.py --config $(ROOFLINE_CONFIG) --source $(SOURCE)
+	$(RUN) -m serving.cli roofline --config $(ROOFLINE_CONFIG) --source $(SOURCE)
 
 # simulation speed of the model, the fast RTL path and the BFM path on one stream
 bench: $(STAMP)
-	$(RUN) tests/rtl/bench.py
+	$(RUN) -m serving.cli bench
 
 # area, power and timing of the core at 45 nm beside the paper's: make area [CONFIG=paper]
 # (synthesis cached by a hash of hw/, isa/ and the flow, in build/area and the committed

@@ -1,4 +1,4 @@
-"""Transport over `ndp_fast_top` (tests/rtl/fast): the RTL with everything but the host inside
+"""Transport over `ndp_fast_top` (rtlbench/fast): the RTL with everything but the host inside
 the Verilator build, for long runs.
 
 Why: CocotbAxiTransport drives every bus beat and samples irq every clock from Python,

@@ -157,5 +157,43 @@ def verify(config_name):
     verify_main(config_name, echo=click.echo)
 
 
+
+# ---- the RTL tools (rtlbench/): Verilator builds and cocotb runs -----------------------
+
+PASS_THROUGH = {"ignore_unknown_options": True, "help_option_names": []}
+
+
+@main.command()
+def demo():
+    """A GEMV and a GEMM through the driver on the RTL (Verilator), against numpy."""
+    from rtlbench import demo as rtl_demo
+    rtl_demo.main()
+
+
+@main.command(context_settings=PASS_THROUGH)
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def validate(args):
+    """The cycle model against the RTL on a random descriptor stream (rtlbench/validate.py;
+    --help there)."""
+    from rtlbench import validate as rtl_validate
+    rtl_validate.main(list(args))
+
+
+@main.command(context_settings=PASS_THROUGH)
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def roofline(args):
+    """PE-array and DRAM-port utilization of back-to-back descriptors, RTL and model
+    (rtlbench/roofline.py; --help there)."""
+    from rtlbench import roofline as rtl_roofline
+    rtl_roofline.main(list(args))
+
+
+@main.command()
+@click.option("--config", "config_name", default="default", show_default=True, help="device config")
+def bench(config_name):
+    """Simulation speed of the model, the fast RTL path and the cocotbext-axi bench on one stream."""
+    from rtlbench import bench as rtl_bench
+    rtl_bench.main(config_name)
+
 if __name__ == "__main__":
     main()

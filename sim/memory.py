@@ -13,7 +13,7 @@ class DramFaults:
     (an uncorrectable ECC error answers SLVERR, an address no controller decodes DECERR).
     A read of a faulty line returns zeros with its response, a write to one is dropped,
     as cocotbext-axi's RAM model does when its memory raises; the RTL benches inject the
-    same ranges into their DRAM models (tests/rtl/env.py, tests/rtl/fast)."""
+    same ranges into their DRAM models (rtlbench/env.py, rtlbench/fast)."""
 
     def __init__(self):
         self.ranges = []            # (lo, hi, read response, write response)

@@ -15,18 +15,17 @@ import json
 import time
 
 import isa
+from rtlbench import runner
+from rtlbench.backend import ModelBackend
 
 from . import fuzz, soak
-from .rtl import OUT, bench_modules, run_rtl
+from .rtl import OUT, run_rtl
 
 FULL = {"fuzz_model": 100_000, "fuzz_rtl": 10_000, "resets_fast": 200, "resets_bfm": 6, "soak": 10_000,
         "soak_bfm": 60}
 
 
 def fuzz_model(config, count, seed=1):
-    bench_modules()
-    from backend import ModelBackend
-
     async def main():
         env = await ModelBackend.start(config)
         return await fuzz.run(env, count, seed)
@@ -34,7 +33,6 @@ def fuzz_model(config, count, seed=1):
 
 
 def run_uvm(config, size, backend):
-    runner, _ = bench_modules()
     OUT.mkdir(parents=True, exist_ok=True)
     out = OUT / f"uvm-{config}-{backend}-{size}.json"
     run = runner.run_fast if backend == "fast" else runner.run

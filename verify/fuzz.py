@@ -158,7 +158,7 @@ def n_queues(cfg):
 
 
 async def run(env, count, seed=1, on_case=None):
-    """Fuzz `count` descriptors through `env` (a backend of tests/rtl/backend.py, started);
+    """Fuzz `count` descriptors through `env` (a backend of rtlbench/backend.py, started);
     raises AssertionError at the first mismatch. `on_case(case, completion)` sees each."""
     cfg, dev = env.cfg, env.dev
     nq = n_queues(cfg)

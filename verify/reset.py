@@ -6,7 +6,7 @@ on CXL.mem. After each reset:
 - for `QUIET_CYCLES` nothing is written anywhere in the queues' window (no completion, no
   result, for work the reset dropped) and no interrupt pulses;
 - a freshly configured queue runs a GEMM exactly (sim/golden.py).
-Works on every RTL backend of tests/rtl (the model has no reset)."""
+Works on every RTL backend of rtlbench (the model has no reset)."""
 import dataclasses
 
 import cocotb
@@ -19,7 +19,7 @@ from isa import slots
 from sim import golden
 
 QUIET_CYCLES = 3000
-WINDOW = 2 << 24                  # the two queues' spans (tests/rtl/backend.py QUEUE_SPAN)
+WINDOW = 2 << 24                  # the two queues' spans (rtlbench/backend.py QUEUE_SPAN)
 QUEUE_REGS = (R.SQ_BASE_LO, R.SQ_BASE_HI, R.CQ_BASE_LO, R.CQ_BASE_HI, R.DATA_BASE_LO, R.DATA_BASE_HI,
               R.DATA_LIMIT_LO, R.DATA_LIMIT_HI, R.CFG, R.CTRL, R.HEAD, R.STATUS)
 

@@ -1,27 +1,15 @@
-"""Runs of the verification benches (tests/rtl/cocotb_verify.py) on the RTL, through the
-project's Verilator runner (tests/rtl/runner.py), and the model's runs of the same streams."""
+"""Runs of the verification benches (rtlbench/cocotb_verify.py) on the RTL, through the
+project's Verilator runner (rtlbench/runner.py), and the model's runs of the same streams."""
 import asyncio
 import json
-import pathlib
-import sys
 
-REPO = pathlib.Path(__file__).resolve().parents[1]
-BENCH = REPO / "tests" / "rtl"
-OUT = REPO / "build" / "verify"
+from rtlbench import runner, stream
 
-
-def bench_modules():
-    """The runner and the stream generator, which live beside the cocotb benches."""
-    if str(BENCH) not in sys.path:
-        sys.path.insert(0, str(BENCH))
-    import runner
-    import stream
-    return runner, stream
+OUT = runner.BUILD / "verify"
 
 
 def run_rtl(testcase, config="default", count=100, seed=1, backend="fast", env=None):
     """Run cocotb_verify.<testcase> on the RTL; returns the record it wrote."""
-    runner, _ = bench_modules()
     OUT.mkdir(parents=True, exist_ok=True)
     out = OUT / f"{testcase}-{config}-{backend}-{seed}-{count}.json"
     out.unlink(missing_ok=True)
@@ -33,9 +21,8 @@ def run_rtl(testcase, config="default", count=100, seed=1, backend="fast", env=N
 
 
 def model_stream_records(cfg, seed, count):
-    """tests/rtl/stream.py's stream of (seed, count) on the model, host data through its
+    """rtlbench/stream.py's stream of (seed, count) on the model, host data through its
     backdoor as on the fast path: one record per descriptor."""
-    _, stream = bench_modules()
     from driver import NdpDevice
     from driver.model_transport import ModelTransport
 

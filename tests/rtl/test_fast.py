@@ -1,12 +1,12 @@
 """pytest entry of the fast co-simulation path (ndp_fast_top + FastRtlTransport): its own
 correctness bench and, one item each, every scenario it supports (scenarios.ALL less
 FastBackend.unsupported), on both configs; `-k <scenario>` selects one. The speed bench is
-separate: tests/rtl/bench_fast.py and `make bench`."""
+separate: rtlbench/bench_fast.py and `make bench`."""
 import pytest
 
-import scenarios
-from cocotb_fast import FastBackend
-from runner import run_fast
+from rtlbench import scenarios
+from rtlbench.cocotb_fast import FastBackend
+from rtlbench.runner import run_fast
 
 # every scenario idle and under random stalls on every channel (cocotb_scenarios.py)
 CASES = [("cocotb_fast", "correctness", False)] + [
@@ -27,7 +27,7 @@ def test_roofline_periods_match_the_model():
     posted writes) is modelled, not only each descriptor alone. Each run also checks every
     copy's status and the first result against the golden model."""
     import isa
-    import roofline
+    from rtlbench import roofline
     cfg = isa.load_config("default")
     works = [roofline.Workload("gemv", 1, 512, 16), roofline.Workload("gemv^T", 1, 512, 16),
              roofline.Workload("gemv", 1, 64, 1024), roofline.Workload("e4", 8, 512, 16),

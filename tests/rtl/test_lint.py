@@ -8,7 +8,7 @@ import pytest
 
 import isa
 from hw.gen import generate
-from runner import RTL, TOP, rtl_source, verilator_env
+from rtlbench.runner import RTL, TOP, rtl_source, verilator_env
 
 # (warning code, message pattern): why it is not a bug in Amaranth-generated Verilog
 ALLOWED = [

@@ -10,9 +10,9 @@ runs (test_fast.py) stay in `make test`.
 """
 import pytest
 
-import scenarios
-from env import DeviceEnv
-from runner import run
+from rtlbench import scenarios
+from rtlbench.env import DeviceEnv
+from rtlbench.runner import run
 
 SCENARIOS = [name for name in scenarios.ALL if name not in DeviceEnv.unsupported]
 

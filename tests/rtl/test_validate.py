@@ -3,7 +3,7 @@ results and statuses must match exactly, cycles within the targets: the default 
 small config on the cocotbext-axi bench, the four-channel config on the fast path."""
 import pytest
 
-import validate
+from rtlbench import validate
 
 
 @pytest.mark.parametrize("config,seed,count", [("default", 1, 240), ("small", 5, 200), ("quad", 3, 200)])

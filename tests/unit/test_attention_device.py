@@ -1,6 +1,6 @@
 """Split-KV attention through the driver on the device model: each device's share of the
 tokens goes through one ATTENTION descriptor (the model computes what the RTL does, bit for
-bit: tests/rtl/scenarios.py attention_split_over_devices ties the two), and the host
+bit: rtlbench/scenarios.py attention_split_over_devices ties the two), and the host
 merges the partial results. The merged output must be within 2e-3 of float64
 softmax(q K^T / sqrt(d)) V for d in {64, 128}, over 1..8 devices with uneven token
 counts, some devices holding zero or one token."""

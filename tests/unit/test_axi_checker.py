@@ -1,7 +1,7 @@
-"""The AXI protocol checker (tests/rtl/axi_checker.py) on its own bench.
+"""The AXI protocol checker (rtlbench/axi_checker.py) on its own bench.
 
-Builds tests/rtl/axi_checker_tb.sv (ports only, every one an input) with Verilator and
-runs tests/rtl/cocotb_axi_checker.py on it: legal sequences and cocotbext-axi traffic
+Builds rtlbench/axi_checker_tb.sv (ports only, every one an input) with Verilator and
+runs rtlbench/cocotb_axi_checker.py on it: legal sequences and cocotbext-axi traffic
 that must pass, one illegal sequence per rule that must raise exactly that rule, and two
 tests that must fail by themselves (a violation fails the running test, even one marked
 expect_fail). The pure helpers (byte lanes, burst spans) are checked here against the
@@ -12,11 +12,9 @@ import sys
 import xml.etree.ElementTree as ET
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
-BENCH = REPO / "tests" / "rtl"
-if str(BENCH) not in sys.path:
-    sys.path.insert(0, str(BENCH))
+BENCH = REPO / "rtlbench"
 
-from axi_checker import FIXED, INCR, WRAP, beat_lanes, burst_span  # noqa: E402
+from rtlbench.axi_checker import FIXED, INCR, WRAP, beat_lanes, burst_span
 
 MUST_FAIL = {"must_fail_on_a_violation", "must_fail_even_marked_expect_fail"}
 
@@ -40,19 +38,18 @@ def test_burst_spans():
 
 
 def test_checker_on_verilator(tmp_path):
-    from runner import verilator_env
+    from rtlbench.runner import verilator_env
     verilator_env()
     from cocotb_tools.runner import get_runner
     build = REPO / "build" / "verilator-axi-checker"
     runner = get_runner("verilator")
     runner.build(sources=[BENCH / "axi_checker_tb.sv"], hdl_toplevel="axi_checker_tb", build_dir=build,
                  build_args=["-Wno-fatal", "-Wno-lint", "-Wno-style"], always=False)
-    for path in (str(REPO), str(BENCH)):
-        if path not in sys.path:
-            sys.path.insert(0, path)
+    if str(REPO) not in sys.path:           # the simulator's PYTHONPATH
+        sys.path.insert(0, str(REPO))
     results = tmp_path / "results.xml"
     try:
-        runner.test(hdl_toplevel="axi_checker_tb", test_module="cocotb_axi_checker", build_dir=build,
+        runner.test(hdl_toplevel="axi_checker_tb", test_module="rtlbench.cocotb_axi_checker", build_dir=build,
                     test_dir=tmp_path, results_xml=str(results))
     except SystemExit:      # under pytest the runner exits when any test failed: two must
         pass

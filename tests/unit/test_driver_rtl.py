@@ -42,8 +42,7 @@ FORBIDDEN_REG = 0x3FC
 
 
 def test_rtl_transport_on_verilator(tmp_path):
-    sys.path.insert(0, str(REPO / "tests" / "rtl"))
-    from runner import verilator_env
+    from rtlbench.runner import verilator_env
     verilator_env()
     from cocotb_tools.runner import get_runner
 

@@ -1,14 +1,11 @@
-"""Every scenario of tests/rtl/scenarios.py on the cycle model: the driver runs unchanged
+"""Every scenario of rtlbench/scenarios.py on the cycle model: the driver runs unchanged
 on the model as on the RTL (tests/rtl/test_rtl.py runs the same scenarios there)."""
 import asyncio
-import pathlib
-import sys
 
 import pytest
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "rtl"))
-import scenarios  # noqa: E402
-from backend import ModelBackend  # noqa: E402
+from rtlbench import scenarios
+from rtlbench.backend import ModelBackend
 
 MODEL_SCENARIOS = [name for name in scenarios.ALL if name not in ModelBackend.unsupported]
 

@@ -1,16 +1,12 @@
-"""tests/rtl/roofline.py's measurement on the cycle model: back-to-back descriptors of each
+"""rtlbench/roofline.py's measurement on the cycle model: back-to-back descriptors of each
 workload kind come back bit-exact, and the period it derives from the completion
 interrupts respects the device's limits (no more bytes per cycle than the port carries,
 no more MACs than the array has), and is the spacing of the descriptors' own cycles in
 steady state."""
-import os
-import sys
-
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "rtl"))
-import isa  # noqa: E402
-import roofline  # noqa: E402
+import isa
+from rtlbench import roofline
 
 
 @pytest.mark.parametrize("config", ["default", "quad"])

@@ -7,11 +7,8 @@ import pytest
 
 import isa
 from isa import Status, slots
+from rtlbench.backend import ModelBackend
 from verify import fuzz, soak
-from verify.rtl import bench_modules
-
-bench_modules()
-from backend import ModelBackend  # noqa: E402
 
 
 def fuzz_model(count, seed=1, patch=None):

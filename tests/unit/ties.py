@@ -1,7 +1,7 @@
 """The harness that ties each block of the cycle model (sim/) to its RTL block (hw/), on
 Amaranth's simulator; the test_<block>.py files use it.
 
-tests/rtl/validate.py ties the whole model to the whole RTL; these tie each model block to
+rtlbench/validate.py ties the whole model to the whole RTL; these tie each model block to
 the RTL block it mirrors, so that a change to one hw block that is not carried into sim/
 fails a test that names the block.
 

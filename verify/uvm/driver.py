@@ -12,11 +12,10 @@ from isa import DescType, Status, slots
 from isa import regs as R
 from isa.validate import result_bytes
 from verify import fuzz
-from verify.rtl import bench_modules
+from rtlbench import stream
 
 from . import items as I
 
-_, stream = bench_modules()
 U64 = struct.Struct("<Q")
 QUIET_CYCLES = 300            # how long a refused or premature doorbell must leave the queue idle
 

@@ -18,7 +18,7 @@ ACTIONS = (DESCRIPTOR, EARLY_DOORBELL, REPEATED_DOORBELL, FILL_QUEUE, FOREIGN_DO
 class DescriptorItem(uvm_sequence_item):
     """A descriptor from a `recipe` on `queue`, or a protocol action.
 
-    recipe: a tests/rtl/stream.py Item (its data drawn from its seed, its result checked
+    recipe: a rtlbench/stream.py Item (its data drawn from its seed, its result checked
     against the model) or a verify/fuzz.py Case (a raw word, its status checked against
     the decode rules). fault: (which, read_resp, write_resp) to inject for this descriptor:
     which is "operand" (its device operand's first line), "input" (its input's first line)

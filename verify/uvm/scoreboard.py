@@ -1,6 +1,6 @@
 """The scoreboard: every completion's status against the decode rules (isa/validate.py) or,
 for an injected fault the descriptor reaches, DRAM_ERROR; every check the driver observed;
-and, after the run, every descriptor with data (tests/rtl/stream.py recipes) replayed on
+and, after the run, every descriptor with data (rtlbench/stream.py recipes) replayed on
 the cycle-approximate model with the same host program: the result bytes must be equal and
 the cycles within `make validate`'s targets (median within 2 %, every one within 5 %) where
 no stall was injected (the model has none)."""
@@ -14,12 +14,11 @@ from driver.model_transport import ModelTransport
 from isa import Status
 from isa.validate import written_ranges
 from verify import fuzz
-from verify.rtl import bench_modules
+from rtlbench import stream
 
 from . import items as I
 from .driver import configure
 
-_, stream = bench_modules()
 MEDIAN_PERCENT, WORST_PERCENT = 2.0, 5.0
 
 

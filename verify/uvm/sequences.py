@@ -10,12 +10,11 @@ from pyuvm import uvm_sequence
 import isa
 
 from verify import fuzz
-from verify.rtl import bench_modules
+from rtlbench import stream
 
 from . import items as I
 from .items import DescriptorItem
 
-_, stream = bench_modules()
 
 
 class _Seq(uvm_sequence):
@@ -30,7 +29,7 @@ class _Seq(uvm_sequence):
 
 
 class ComputeSeq(_Seq):
-    """tests/rtl/stream.py's mix (GEMV, GEMM, transposed, LOAD, STORE, SOFTMAX and its
+    """rtlbench/stream.py's mix (GEMV, GEMM, transposed, LOAD, STORE, SOFTMAX and its
     partial form, ATTENTION, LORA_XAB, and 15 kinds of bad descriptor), one at a time over
     every queue: results checked against the model."""
 

@@ -24,7 +24,7 @@ from cocotb.triggers import ClockCycles, RisingEdge
 from cocotbext.axi import (AxiBurstType, AxiBus, AxiLiteBus, AxiLiteMaster, AxiLiteRam, AxiLockType,
                            AxiMaster, AxiRam)
 
-from axi_checker import EXOKAY, FIXED, INCR, SLVERR, WRAP, AxiChecker
+from rtlbench.axi_checker import EXOKAY, FIXED, INCR, SLVERR, WRAP, AxiChecker
 
 CLOCK_NS = 10
 AXI4_MEMBERS = {

@@ -1,6 +1,6 @@
 // The HDL of the AXI protocol checker's own tests (tests/unit/test_axi_checker.py,
-// tests/rtl/cocotb_axi_checker.py): ports only, every one an input, so that cocotb
-// drives both sides of each bus and the checker (tests/rtl/axi_checker.py) watches them.
+// rtlbench/cocotb_axi_checker.py): ports only, every one an input, so that cocotb
+// drives both sides of each bus and the checker (rtlbench/axi_checker.py) watches them.
 // Names as in rtl/ndp_device.v: <prefix>__<member>.
 //   h  AXI4, driven cycle by cycle by the test (legal and illegal sequences)
 //   m  AXI4, cocotbext-axi AxiMaster and AxiRam (legal traffic under random stalls)

@@ -11,7 +11,7 @@ import cocotb
 import numpy as np
 
 from sim import golden
-from env import DeviceEnv
+from rtlbench.env import DeviceEnv
 
 SHAPES = [("GEMV", 1, 4096, 16), ("GEMM", 32, 4096, 16)]
 

@@ -7,9 +7,9 @@ import time
 
 import cocotb
 
-import stream
-from bench import POLL_CYCLES
-from env import backend_class
+from rtlbench import stream
+from rtlbench.bench import POLL_CYCLES
+from rtlbench.env import backend_class
 
 
 @cocotb.test()

@@ -11,7 +11,7 @@ on the fast co-simulation path (one behavioural DRAM per channel at the config's
 latencies, host data through the DRAM backdoor, so the model's host memory accesses take
 no time there either); `--backend` chooses.
 
-    python tests/rtl/validate.py [--seed S] [--count N] [--config NAME] [--backend bfm|fast]
+    python rtlbench/validate.py [--seed S] [--count N] [--config NAME] [--backend bfm|fast]
 """
 import argparse
 import asyncio
@@ -21,13 +21,12 @@ import pathlib
 import statistics
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import runner  # noqa: E402  (puts the repo on sys.path)
-import stream  # noqa: E402
+from rtlbench import runner
+from rtlbench import stream
 
-import isa  # noqa: E402
-from driver import NdpDevice  # noqa: E402
-from driver.model_transport import ModelTransport  # noqa: E402
+import isa
+from driver import NdpDevice
+from driver.model_transport import ModelTransport
 
 
 def default_backend(cfg):
@@ -96,7 +95,7 @@ def main(argv=None):
     parser.add_argument("--config", default="default")
     parser.add_argument("--backend", choices=("bfm", "fast"), help="the RTL's bench (default: see above)")
     parser.add_argument("--stream", type=pathlib.Path,
-                        help="replay this stream (JSON batches of tests/rtl/stream.py Items) instead")
+                        help="replay this stream (JSON batches of rtlbench/stream.py Items) instead")
     args = parser.parse_args(argv)
     cfg = isa.load_config(args.config)
     backend = args.backend or default_backend(cfg)

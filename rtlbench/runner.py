@@ -1,6 +1,7 @@
 """Build the device RTL with Verilator once per config and run cocotb test modules on it.
 
-Used by the pytest wrappers (tests/rtl/test_*.py) and by `make demo`. A build folder per
+Used by the pytest wrappers (tests/rtl/test_*.py), the tools (`plora demo`, `validate`,
+`roofline`, `bench`) and verify/. A build folder per
 config under build/, reused while the Verilog is unchanged. A build prints one progress line
 (`building ndp_device (default) with Verilator ... done in 2m31s, log ...`) and keeps the
 compiler's output in <build folder>/build.log; a failed build prints where that log is and
@@ -25,7 +26,7 @@ import sys
 import time
 from xml.etree import ElementTree
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
+REPO = pathlib.Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:       # the project's packages, also when run as a script
     sys.path.insert(0, str(REPO))
 BUILD = REPO / "build"
@@ -36,9 +37,10 @@ TAIL_LINES = 40
 # cocotb installs pytest's assertion rewriting for every module imported after it starts
 # (COCOTB_REWRITE_ASSERTION_FILES, default *.py): numpy, numba, cocotbext and the driver
 # included, 3.6 s of each simulator launch on the development machine (1.1 s without). The
-# bench's own files (tests/) keep their rewritten assert messages; the environment's value wins.
-REWRITE_ASSERTIONS = (f"{REPO / 'tests'}{os.sep}*.py" if " " not in str(REPO)
-                      else "cocotb_*.py scenarios.py env.py backend.py stream.py")
+# bench's own files (rtlbench/, verify/, tests/) keep their rewritten assert messages; the
+# environment's value wins.
+REWRITE_ASSERTIONS = (" ".join(f"{REPO / d}{os.sep}*.py" for d in ("rtlbench", "verify", "tests"))
+                      if " " not in str(REPO) else "cocotb_*.py scenarios.py env.py backend.py stream.py")
 
 
 class BuildError(RuntimeError):
@@ -128,7 +130,7 @@ def fst_args(build_dir):
     shim.mkdir(parents=True, exist_ok=True)
     header = (
         "/* the LZ4 calls of Verilator's FST writer (lz4.h, stable API), for a machine\n"
-        "   with liblz4.so.1 but without liblz4-dev; written by tests/rtl/runner.py */\n"
+        "   with liblz4.so.1 but without liblz4-dev; written by rtlbench/runner.py */\n"
         "#pragma once\n#ifdef __cplusplus\nextern \"C\" {\n#endif\n"
         "int LZ4_compressBound(int inputSize);\n"
         "int LZ4_compress_default(const char* src, char* dst, int srcSize, int dstCapacity);\n"
@@ -208,7 +210,7 @@ def get_runner(config="default", traced=None):
 
 
 def run(module, testcase=None, config="default", env=None, log=None, progress=None):
-    """Run cocotb `module` (a file in tests/rtl) on the config's build; raise unless all pass.
+    """Run cocotb `module` (a module of rtlbench) on the config's build; raise unless all pass.
     `testcase`: one test's name (or several, comma-separated), all of the module's if None.
     `log`: the simulator's output to a log file (default: under pytest) or the terminal.
     `progress`: print `running <progress> ... done in <time>` around the run."""
@@ -248,19 +250,19 @@ def _results(xml):
 def _simulate(runner, top, build_dir, run_dir, module, names, config, env, plusargs, log, traced,
               seed=None):
     """One simulator launch; returns (results of _results, log path or None, trace or None)."""
-    # cocotb hands the simulator this process's sys.path as PYTHONPATH
-    for path in (str(REPO), str(BENCH_DIR)):
-        if path not in sys.path:
-            sys.path.insert(0, path)
+    # cocotb hands the simulator this process's sys.path as PYTHONPATH: the repo, for rtlbench
+    if str(REPO) not in sys.path:
+        sys.path.insert(0, str(REPO))
     name = module + (f"-{'-'.join(names)}" if names else "")
     run_dir.mkdir(parents=True, exist_ok=True)
     xml = run_dir / f"{name}.xml"
     log_file = run_dir / f"{name}.log" if log else None
     trace = run_dir / f"{name}.fst" if traced else None
     # exact names: cocotb's own `testcase` filter also takes any test whose name ends in one
-    test_filter = rf"^{re.escape(module)}\.({'|'.join(map(re.escape, names))})$" if names else None
+    qualified = f"{__package__}.{module}"      # the cocotb modules of this package
+    test_filter = rf"^{re.escape(qualified)}\.({'|'.join(map(re.escape, names))})$" if names else None
     try:
-        runner.test(test_module=module, hdl_toplevel=top, test_filter=test_filter,
+        runner.test(test_module=qualified, hdl_toplevel=top, test_filter=test_filter,
                     build_dir=build_dir, test_dir=run_dir, plusargs=list(plusargs), waves=traced,
                     test_args=["--trace-file", str(trace)] if traced else [],
                     results_xml=str(xml), log_file=log_file, seed=seed,
@@ -327,7 +329,7 @@ def _run_tests(get, top, build_name, run_name, module, testcase, config, env, pl
     raise SimulationFailed("\n".join(lines), log_file)
 
 
-# ---- the fast co-simulation top (tests/rtl/fast, driver/fast_rtl_transport.py) ----------
+# ---- the fast co-simulation top (rtlbench/fast, driver/fast_rtl_transport.py) ----------
 
 FAST_DIR = BENCH_DIR / "fast"
 FAST_TOP = "ndp_fast_top"
@@ -392,7 +394,7 @@ def get_fast_runner(config="default", traced=None):
 
 
 def run_fast(module, testcase=None, config="default", env=None, plusargs=(), log=None, progress=None):
-    """Run cocotb `module` (a file in tests/rtl) on ndp_fast_top; raise unless all pass.
+    """Run cocotb `module` (a module of rtlbench) on ndp_fast_top; raise unless all pass.
     `plusargs` reach the simulation, e.g. "+dram_bytes=<n>" (default 256 MiB); `testcase`,
     `log` and `progress` as for run()."""
     __tracebackhide__ = True

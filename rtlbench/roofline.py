@@ -1,5 +1,5 @@
 """DRAM-port and PE-array utilization on the shapes the system sends, back to back:
-`python tests/rtl/roofline.py [--config paper] [--source both|model|rtl] [--copies 8]`
+`python rtlbench/roofline.py [--config paper] [--source both|model|rtl] [--copies 8]`
 (`make roofline`).
 
 Workloads (D = 4096 clipped to the config's buffers, R in 8 .. 128):
@@ -21,7 +21,7 @@ DRAM port (reads: its device operand once per group of ROWS input rows, the payl
 slot header; writes: the result, the completion line) per period over the aggregate port,
 and MACs per period over the array.
 
-The RTL runs on the fast co-simulation path (tests/rtl/cocotb_fast.py `roofline`, the same
+The RTL runs on the fast co-simulation path (rtlbench/cocotb_fast.py `roofline`, the same
 code through FastRtlTransport), the model through ModelTransport. The last line (the RTL's
 when it ran, else the model's) is
 
@@ -39,15 +39,14 @@ import sys
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import isa  # noqa: E402
-from isa import Op, Status  # noqa: E402
-from isa.slots import HEADER_BYTES, LINE_BYTES  # noqa: E402
-from isa.validate import payload_bytes, result_bytes  # noqa: E402
-from driver import NdpDevice  # noqa: E402
-from driver.device import (attention_descriptor, attention_result, dram_traffic,  # noqa: E402
+import isa
+from isa import Op, Status
+from isa.slots import HEADER_BYTES, LINE_BYTES
+from isa.validate import payload_bytes, result_bytes
+from driver import NdpDevice
+from driver.device import (attention_descriptor, attention_result, dram_traffic,
                            lora_xab_descriptor, matmul_descriptor)
-from sim import golden  # noqa: E402
+from sim import golden
 
 RANKS = (8, 16, 32, 64, 128)
 BATCHES = (2, 4, 8, 16, 32, 64, 128, 256)
@@ -248,7 +247,7 @@ def memory_for(cfg, works, copies):
 
 
 def rtl_results(config, works, copies):
-    from runner import BUILD, run_fast
+    from rtlbench.runner import BUILD, run_fast
     cfg = isa.load_config(config)
     result = BUILD / f"run-fast-{config}" / "roofline.json"
     result.parent.mkdir(parents=True, exist_ok=True)

@@ -8,8 +8,8 @@ import time
 
 import cocotb
 
-import stream
-from env import backend_class
+from rtlbench import stream
+from rtlbench.env import backend_class
 from verify import fuzz as fuzzing
 from verify import reset as resets
 
@@ -39,7 +39,7 @@ async def fuzz(dut):
 
 @cocotb.test()
 async def soak(dut):
-    """tests/rtl/stream.py's random stream over every queue with random stalls on every
+    """rtlbench/stream.py's random stream over every queue with random stalls on every
     DRAM channel and the register port (seeded): the records (status, result bytes) are
     compared with the model's by verify/soak.py; here, each descriptor's completion is
     counted by the interrupt: exactly one pulse per descriptor per queue."""

@@ -650,7 +650,7 @@ async def scheduler_step_replay(env):
     GQA model with every strategy on some site, replayed on this one device through the
     pool API: the step's output matches a dense float64 computation within the tolerance
     of tests/unit/test_replay.py (the device's FP16 roundings only)."""
-    from backend import DRAM_BYTES
+    from rtlbench.backend import DRAM_BYTES
     from driver import DevicePool
     from isa.system import load_model
     from scheduler.replay import DenseBackend, PoolBackend, Step, forced_strategies

@@ -14,8 +14,8 @@ from cocotbext.axi import AxiBus, AxiRam
 import isa
 from driver import NdpDevice
 from driver.rtl_transport import CocotbAxiTransport
-from backend import Backend, DRAM_BYTES
-from axi_checker import device_checkers
+from rtlbench.backend import Backend, DRAM_BYTES
+from rtlbench.axi_checker import device_checkers
 from sim.memory import DramFaults, OKAY, SLVERR
 
 
@@ -26,7 +26,7 @@ def backend_class():
     """The RTL backend of the top this simulation was built with: the cocotbext-axi bench
     on `ndp_device`, FastBackend (cocotb_fast.py) on `ndp_fast_top`."""
     if os.environ.get("COCOTB_TOPLEVEL") == "ndp_fast_top":
-        from cocotb_fast import FastBackend
+        from rtlbench.cocotb_fast import FastBackend
         return FastBackend
     return DeviceEnv
 

@@ -2,7 +2,7 @@
 // master all inside the Verilator build, so that Python (FastRtlTransport) only sets a few
 // variables and waits on a Timer or one value change, instead of waking every clock.
 //
-// Built by tests/rtl/runner.py:get_fast_runner with --timing (the clock below).
+// Built by rtlbench/runner.py:get_fast_runner with --timing (the clock below).
 // Python-facing variables are marked public; the rest of the design is not, because
 // --public-flat-rw on ndp_device makes the Verilator model about 16x slower.
 //
@@ -78,7 +78,7 @@ module ndp_fast_top #(
 
     // the device: CXL.mem tied idle, CXL.io from the register sequencer below, its DRAM
     // ports (dram__*, or dram0__* .. per channel) on the arrays above; the instance is
-    // written for the config by tests/rtl/runner.py
+    // written for the config by rtlbench/runner.py
     `include "ndp_device_instance.svh"
 
     // the DRAM model's latencies (edges), for every channel; a test may change them

@@ -5,8 +5,7 @@ error, where the log is and its last lines; exit status 1."""
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import runner  # noqa: E402
+from rtlbench import runner
 
 
 def main():

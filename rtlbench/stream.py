@@ -16,7 +16,7 @@ import random
 
 import numpy as np
 
-from backend import setup_queue
+from rtlbench.backend import setup_queue
 
 from driver.device import attention_descriptor, lora_xab_descriptor, softmax_descriptor
 from isa import Descriptor, DescType, Dtype, Flag, Op

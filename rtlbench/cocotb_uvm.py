@@ -3,7 +3,7 @@ with: the backend is opened (clock, reset, driver) first and handed to the compo
 import cocotb
 from pyuvm import uvm_root
 
-from env import backend_class
+from rtlbench.env import backend_class
 from verify.uvm.env import NdpTest, ScoreboardCatchesCorruptionTest, register
 
 

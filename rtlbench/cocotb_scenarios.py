@@ -9,8 +9,8 @@ import zlib
 
 import cocotb
 
-import scenarios
-from env import backend_class
+from rtlbench import scenarios
+from rtlbench.env import backend_class
 
 Backend = backend_class()
 

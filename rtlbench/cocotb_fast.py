@@ -1,11 +1,11 @@
-"""Benches on ndp_fast_top (tests/rtl/fast) through the unchanged driver on FastRtlTransport.
+"""Benches on ndp_fast_top (rtlbench/fast) through the unchanged driver on FastRtlTransport.
 
 - `correctness`: what the scenarios (run here by cocotb_scenarios.py through FastBackend)
   do not cover: GEMV 4096x16 and GEMM 32x4096x16 bit-exact against sim.golden (K capped at
   the config's k_max), a slower DRAM (same bits, more cycles), a polled (no-irq) queue.
 - `speed`: a stream of long GEMVs; reports simulated device cycles per wall-clock second
   and writes them as JSON to $NDP_FAST_RESULT (bench_fast.py reads it).
-- `roofline`: tests/rtl/roofline.py's back-to-back workloads, by the code the model runs.
+- `roofline`: rtlbench/roofline.py's back-to-back workloads, by the code the model runs.
 """
 import json
 import os
@@ -18,7 +18,7 @@ import isa
 from driver import NdpDevice
 from driver.fast_rtl_transport import FastRtlTransport
 from sim import golden
-from backend import Backend
+from rtlbench.backend import Backend
 from sim.memory import SLVERR
 
 RING = 1 << 20                      # per queue: SQ ring, CQ ring (depth 2 x 512 KiB slots)
@@ -170,9 +170,9 @@ async def speed(dut):
 
 @cocotb.test()
 async def roofline(dut):
-    """tests/rtl/roofline.py's workloads from $NDP_ROOFLINE (JSON: works, copies, memory),
+    """rtlbench/roofline.py's workloads from $NDP_ROOFLINE (JSON: works, copies, memory),
     measured by the same code as on the model; results as JSON to $NDP_FAST_RESULT."""
-    import roofline as rl
+    from rtlbench import roofline as rl
     spec = json.loads(os.environ["NDP_ROOFLINE"])
     cfg = isa.load_config(os.environ.get("NDP_CONFIG", "default"))
     transport, dev = await open_device(dut)

@@ -16,13 +16,12 @@ import os
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import runner  # noqa: E402  (puts the repo on sys.path)
-import stream  # noqa: E402
+from rtlbench import runner
+from rtlbench import stream
 
-import isa  # noqa: E402
-from driver import NdpDevice  # noqa: E402
-from driver.model_transport import ModelTransport  # noqa: E402
+import isa
+from driver import NdpDevice
+from driver.model_transport import ModelTransport
 
 POLL_CYCLES = 1024          # the host watches HEAD this often while the device works
 QUIET = {"COCOTB_LOG_LEVEL": "WARNING", "PYTHONWARNINGS": "ignore::DeprecationWarning",

@@ -5,8 +5,8 @@ import os
 
 import cocotb
 
-import stream
-from env import backend_class
+from rtlbench import stream
+from rtlbench.env import backend_class
 
 
 @cocotb.test()

@@ -1,4 +1,4 @@
-"""Speed of the fast co-simulation path: `python tests/rtl/bench_fast.py [reps] [dim] [config]`.
+"""Speed of the fast co-simulation path: `python rtlbench/bench_fast.py [reps] [dim] [config]`.
 
 Runs the `speed` bench of cocotb_fast.py (a stream of `reps` GEMVs dim x dim through the
 driver on FastRtlTransport) and prints simulated device cycles per wall-clock second as
@@ -8,8 +8,7 @@ import json
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from runner import BUILD, run_fast  # noqa: E402
+from rtlbench.runner import BUILD, run_fast
 
 
 def measure_fast_speed(reps=4, dim=4096, config="default"):
