@@ -98,7 +98,7 @@ serve-bench: $(STAMP)
 # the verification environment at full size (verify/, docs/verification.md): the pyuvm env's
 # coverage goals and faults, fuzzing on the model and the RTL, resets, the soak; its last line
 # is `verify coverage_goals=<n> met=<k> fuzz_model=<n> ...`. make test runs each at a reduced
-# size (tests/rtl/test_verify.py, tests/unit/test_verify.py)
+# size (tests/rtl/test_verify.py, tests/unit/test_verify_model.py)
 verify: $(STAMP)
 	$(RUN) -m serving.cli verify
 
