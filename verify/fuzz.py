@@ -23,8 +23,8 @@ import numpy as np
 
 import isa
 from isa import Descriptor, DescType, Dtype, Flag, Op, Status
-from isa.descriptor import DESC_BITS, FIELD
-from isa.validate import QueueView, lines, operand_lines
+from isa.descriptor import DESC_BITS
+from isa.validate import QueueView, lines
 
 SPAN = 1 << 22                    # queue q's part of the window: [q * SPAN, (q + 1) * SPAN)
 SQ, CQ, DATA, DATA_END = 0, 1 << 20, 2 << 20, 3 << 20       # offsets in it; a guard after

@@ -4,7 +4,6 @@ the cycle convention)."""
 import numpy as np
 import pytest
 
-from isa import regs as R
 from isa.slots import SQ_VALID
 from hw.command_engine import CommandEngine
 from sim import command_engine as model_engine

@@ -5,7 +5,6 @@ import pytest
 from amaranth import Elaboratable, Module
 from amaranth.lib.wiring import connect
 
-from isa import regs as R
 from hw.dram_arbiter import DramArbiter
 from hw.dram_reader import DramReader
 from sim import dram_arbiter as model_arbiter

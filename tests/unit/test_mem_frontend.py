@@ -3,7 +3,6 @@ cycle for cycle, through the harness of ties.py (its docstring gives the cycle c
 import numpy as np
 import pytest
 
-from isa import regs as R
 from hw.axi import RESP_OKAY, RESP_SLVERR, BURST_INCR
 from hw.mem_frontend import MemFrontend
 from sim import mem_frontend as model_frontend

@@ -31,7 +31,6 @@ from amaranth import Elaboratable, Module
 from amaranth.lib.wiring import connect
 from amaranth.sim import Simulator
 
-from isa import regs as R
 from hw.axi import RESP_OKAY
 from hw.dram_arbiter import DramArbiter
 

@@ -14,7 +14,6 @@ from isa.validate import result_bytes
 from verify import fuzz
 from rtlbench import stream
 
-from . import items as I
 
 U64 = struct.Struct("<Q")
 QUIET_CYCLES = 300            # how long a refused or premature doorbell must leave the queue idle
