@@ -110,16 +110,17 @@ soak: $(STAMP)
 test: $(STAMP)
 	$(RUN) -m pytest -q tests
 
-# the configs other than the default on ndp_device with the cocotbext-axi bench (test_rtl.py's
-# scenarios, test_validate.py's stream; tests/conftest.py selects them by NDP_RTL_CONFIGS): each
-# is one more Verilator build of ndp_device plus its runs (small: a 2.6 min CPU build, 4 min on
-# the shared two cores, and 1 min 40 s of runs), so they are out of `make test`, which must stay
-# within its 15-minute budget; the small config's fast-path runs (test_fast.py) stay in make
-# test. make test-rtl-configs [RTL_CONFIGS=<one config>]
-RTL_CONFIGS ?= small
+# the configs other than the default on both RTL tops (test_rtl.py's and test_fast.py's
+# scenarios, test_validate.py's streams; tests/conftest.py selects them by NDP_RTL_CONFIGS):
+# each is one more Verilator build per top plus its runs (small on ndp_device: a 2.6 min CPU
+# build and 1 min 40 s of runs), so they are out of `make test`, which must stay within its
+# 15-minute budget (with small's fast path and quad's validation in it, it measured 21.6 min).
+# make test-rtl-configs [RTL_CONFIGS="small quad"]
+RTL_CONFIGS ?= small quad
 .PHONY: test-rtl-configs
 test-rtl-configs: $(STAMP)
-	NDP_RTL_CONFIGS="$(RTL_CONFIGS)" $(RUN) -m pytest -q tests/rtl/test_rtl.py tests/rtl/test_validate.py -k "$(RTL_CONFIGS)"
+	NDP_RTL_CONFIGS="$(RTL_CONFIGS)" $(RUN) -m pytest -q tests/rtl/test_rtl.py tests/rtl/test_fast.py tests/rtl/test_validate.py \
+		-k "$(shell echo '$(RTL_CONFIGS)' | sed 's/ / or /g')"
 
 clean:
 	rm -rf build
