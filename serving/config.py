@@ -79,6 +79,8 @@ class ServingConfig:
     requests: int = None                    # overrides the workload's request count
     seed: int = None                        # overrides the workload's seed
     trace: str = None                       # a trace CSV instead of the workload's generator
+    tiering: str = None                     # 'module:callable': base weights and KV duplicates across HBM
+                                            # and the pool (serving/tiering.py; BOOST: boost.pool:tiering)
 
     def __post_init__(self):
         need = lambda c, w: _need(c, "serving", self.name, w)   # noqa: E731

@@ -12,6 +12,10 @@ E (1 - (1 - k/E)^tokens).
 
 Attention over the KV cache is not here: where the KV lives decides it (serving.systems).
 Prefill attention (the prompt attending to itself) is, since it never leaves the GPU.
+
+With a `tiering` (serving/tiering.py) a share of every weight matrix lives in the device
+pool and the GEMM reads it over the link while it reads the rest from HBM; its memory time
+is the tiering's, and `second_bytes` counts what crossed the link.
 """
 import dataclasses
 import functools
@@ -24,6 +28,7 @@ class GemmCost:
     seconds: float
     flops: float
     hbm_bytes: float
+    second_bytes: float = 0.0       # weights read from the pool over the link (tiering)
 
 
 def experts_touched(model, tokens):
@@ -37,8 +42,8 @@ def experts_touched(model, tokens):
 class GpuModel:
     """Times of the base model's operators on one GPU config for one model config."""
 
-    def __init__(self, gpu, model):
-        self.gpu, self.model = gpu, model
+    def __init__(self, gpu, model, tiering=None):
+        self.gpu, self.model, self.tiering = gpu, model, tiering
         m = model
         q, kv = m.q_heads * m.head_dim, m.kv_heads * m.head_dim
         # (name, d_in, d_out, per-expert?) of the weight GEMMs of one layer
@@ -51,19 +56,25 @@ class GpuModel:
         each token through `active` of them."""
         flops = 2 * tokens * d_in * d_out * active
         nbytes = (copies * d_in * d_out + tokens * active * (d_in + d_out)) * FP16_BYTES
-        return GemmCost(self.gpu.roofline_s(flops, nbytes), flops, nbytes)
+        if self.tiering is None or not self.tiering.weight_share:
+            return GemmCost(self.gpu.roofline_s(flops, nbytes), flops, nbytes)
+        second = self.tiering.weight_share * copies * d_in * d_out * FP16_BYTES
+        memory = self.tiering.memory_s(nbytes - second, second)
+        return GemmCost(max(flops / self.gpu.fp16_flops, memory), flops, nbytes - second, second)
 
     def _layer_s(self, tokens):
         """One layer's weight GEMMs for `tokens` tokens (decode rows plus prefill tokens)."""
+        return sum(c.seconds for c in self.layer_costs(tokens))
+
+    def layer_costs(self, tokens):
         m = self.model
         touched = experts_touched(m, tokens)
-        total = 0.0
-        for _, d_in, d_out, per_expert in self.gemms:
-            if per_expert:
-                total += self.gemm(tokens, d_in, d_out, touched, m.active_experts).seconds
-            else:
-                total += self.gemm(tokens, d_in, d_out).seconds
-        return total
+        return [self.gemm(tokens, d_in, d_out, touched, m.active_experts) if per_expert
+                else self.gemm(tokens, d_in, d_out) for _, d_in, d_out, per_expert in self.gemms]
+
+    def layer_second_bytes(self, tokens):
+        """Bytes one layer's GEMMs read from the pool over the link (0 without a tiering)."""
+        return sum(c.second_bytes for c in self.layer_costs(tokens)) if self.tiering else 0.0
 
     def head_s(self, sequences):
         """The LM head over one token per sequence (the embedding lookup reads only rows)."""

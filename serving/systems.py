@@ -36,6 +36,7 @@ from scheduler.scheduler import Scheduler
 
 from .config import KV_PRECISIONS
 from .gpu_model import GpuModel
+from .tiering import load_tiering
 
 STRATEGY_COLUMNS = tuple(s.name for s in Strategy)
 
@@ -85,7 +86,10 @@ class System:
         self.model = load_model(run.model)
         self.gpu = load_gpu(run.gpu)
         self.link = self._link(system.link or run.link)
-        self.gpu_model = GpuModel(self.gpu, self.model)
+        self.tiering = load_tiering(run.tiering, self.gpu, self.link, self.model)
+        if self.tiering is not None and system.kind != "pool":
+            raise ValueError(f"system {system.name!r}: a tiering needs a pool behind the link (kind 'pool')")
+        self.gpu_model = GpuModel(self.gpu, self.model, self.tiering)
         self.kv_scale = KV_PRECISIONS[run.kv_precision]
         m = self.model
         self.kv_token_layer = 2 * m.kv_heads * m.head_dim * FP16_BYTES * self.kv_scale
@@ -121,19 +125,25 @@ class PoolSystem(System):
         device = load_device_config(run.device)
         self.timing = timing or DeviceTiming(device)
         policy_link = load_link(system.policy_link) if system.policy_link else self.link
+        # a tiering moves a share of the base weights into the pool: HBM gains it, the pool loses it
+        w_share = self.tiering.weight_share if self.tiering else 0.0
+        self.weights_in_pool = w_share * self.model.weight_bytes
+        budget = (load_scheduler_config(run.scheduler, gpu=run.gpu, model=run.model).gpu_budget()
+                  + self.weights_in_pool) if self.tiering else None
         sched_cfg = load_scheduler_config(
             run.scheduler, gpu=run.gpu, model=run.model, device=run.device, num_devices=run.num_devices,
             link=policy_link.name, link_bytes_per_s=policy_link.bytes_per_s, link_latency_s=policy_link.latency_s,
             strategies=list(system.strategies), forced_strategy=system.forced_strategy,
             distributed_attention=system.distributed_attention, kv_precision=run.kv_precision,
-            max_cpu_loras=max(len(ranks), load_scheduler_config(run.scheduler).max_cpu_loras))
+            max_cpu_loras=max(len(ranks), load_scheduler_config(run.scheduler).max_cpu_loras),
+            **({"gpu_budget_bytes": budget} if budget is not None else {}))
         self.scheduler = Scheduler(sched_cfg, self.timing)
         for a, r in enumerate(self.ranks):
             self.scheduler.register(a, r)
         # the run's link prices what the policy decided
         self.cost = CostModel(self.gpu, self.link, self.timing, run.num_devices,
                               distributed_attention=system.distributed_attention, kv_scale=self.kv_scale)
-        self.pool_bytes = system.pool_bytes or run.num_devices * device.dram_bytes
+        self.pool_bytes = (system.pool_bytes or run.num_devices * device.dram_bytes) - self.weights_in_pool
         self._lora_wave = functools.lru_cache(maxsize=1 << 12)(self._lora_wave_uncached)
 
     def kv_capacity_bytes(self):
@@ -148,11 +158,16 @@ class PoolSystem(System):
         choices = tuple(sorted((site.adapter, site.projection, d.batch, d.chosen.strategy.name)
                                for site, d in plan.decisions.items()))
         gpu_lora, launches, device_side, to_dev, to_gpu = self._lora_wave(choices)
-        lora_wave = max(gemm + gpu_lora + launches, device_side)
+        weights_link = self.gpu_model.layer_second_bytes(len(running))
+        # the weights read from the pool share the link's pool -> GPU direction with the results
+        lora_wave = max(gemm + gpu_lora + launches, device_side,
+                        self.link.transfer_s(weights_link + to_gpu) if weights_link else 0.0)
         contexts = [r.context for r in running]
         shares = [plan.kv_tokens[r.rid] for r in running]
         att = self.cost.attention_cost(contexts, shares, m.q_heads, m.kv_heads, m.head_dim,
                                        self.scheduler.config.kv_page_tokens)
+        if self.tiering is not None and self.tiering.kv_share:
+            att = self._tiered_attention(att, sum(shares))
         att_launch = self.run.num_devices * self.gpu.kernel_launch_s if self.system.per_adapter_launch else 0.0
         head = self.head(len(running))
         if self.run.overlap == "wave":
@@ -168,9 +183,22 @@ class PoolSystem(System):
                         lora_s=m.layers * lora_s,
                         attention_s=m.layers * att_s, launch_s=m.layers * (launches + att_launch),
                         link_to_device=m.layers * (to_dev + att.link_to_device),
-                        link_to_gpu=m.layers * (to_gpu + att.link_to_gpu),
+                        link_to_gpu=m.layers * (to_gpu + att.link_to_gpu + weights_link),
                         kv_bytes=sum(contexts) * self.kv_token, kv_gpu_bytes=sum(shares) * self.kv_token,
                         mix=plan.strategy_mix())
+
+    def _tiered_attention(self, att, gpu_tokens):
+        """The GPU's attention share with `kv_share` of its KV left in the pool (DSR's heads):
+        HBM and the link read it together, the link also carrying the devices' partials."""
+        m = self.model
+        nbytes = gpu_tokens * self.kv_token_layer
+        second = self.tiering.kv_share * nbytes
+        flops_s = 4 * m.q_heads * m.head_dim * gpu_tokens / self.gpu.fp16_flops
+        gpu_s = max(flops_s, self.tiering.memory_s(nbytes - second, second),
+                    self.link.transfer_s(second + att.link_to_gpu) if second else 0.0)
+        merge = att.total_s - max(att.gpu_s, att.device_s)
+        return dataclasses.replace(att, gpu_s=gpu_s, total_s=max(gpu_s, att.device_s) + merge,
+                                   link_to_gpu=att.link_to_gpu + second)
 
     def _lora_wave_uncached(self, choices):
         """One layer's LoRA wave for the decided (adapter, projection, batch, strategy):
