@@ -38,16 +38,15 @@ Nothing is carried from one descriptor to the next: a chain lives inside one des
 so a failed descriptor leaves nothing a later one could compute on.
 """
 from amaranth import Module, Signal, Mux, Cat, Const, Array
-from amaranth.lib import data, fifo, wiring
+from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from isa import Status, Op
-from isa.microarch import ADD_CYCLES, PRODUCT_CYCLES, REPORTS_IN_FLIGHT
-from isa.pe_array import ACC_INTERLEAVE, SPLIT_ROWS, trans_line_cycles
-from isa.slots import CQ_SEQ, CQ_STATUS, CQ_CYCLES, HEADER_BYTES
+from isa.slots import HEADER_BYTES
 from .axi import device_bus, AXI4Signature
 from .command_engine import ibuf_entry
-from .compute_unit import ComputeUnit, PIPE_DEPTH
+from .completion import Completion
+from .compute_unit import ComputeUnit
 from .decoder import Decoder
 from .dram_reader import DramReader
 from .dram_writer import DramWriter
@@ -58,7 +57,9 @@ from .queue_geometry import slot_addr
 from .readout import FROM_FOLD, FROM_INPUT, TO_INPUT, TO_RESULT16, TO_RESULT32, TO_SCORES, Readout
 from .regfile import QueueRegs
 from .softmax_unit import SoftmaxUnit
-from .stage_plan import packing, run_span, stage_operand, stage_runs, trans_packing, weight_elems
+from .chunk_dispatch import ChunkDispatch, chunk_ports
+from .stage_plan import run_span, stage_operand
+from .stage_planner import StagePlanner, plan_ports
 from .unpacker import Unpacker, DIM_BITS
 
 FP16_ONE = 0x3C00
@@ -92,6 +93,9 @@ class ControlUnit(wiring.Component):
         m.submodules.softmax = sfu = SoftmaxUnit(cfg, self._shared)
         m.submodules.packer = packer = LinePacker(cfg)
         m.submodules.readout = readout = Readout(cfg, cu.acc_depth, cu.k_words)
+        m.submodules.planner = planner = StagePlanner(cfg)
+        m.submodules.chunks = chunks = ChunkDispatch(cfg, cu.acc_depth)
+        m.submodules.completion = completion = Completion(cfg)
 
         # the reader owns the read channels of the bus, the writer the write channels
         read_names = device_bus(cfg).ar_names + ("arvalid", "rready")
@@ -127,69 +131,52 @@ class ControlUnit(wiring.Component):
 
         status = Signal(8)
         sq_slot, cq_slot = Signal(64), Signal(64)
-        # the completion waiting for its line to be written: the writer takes no other job
-        # meanwhile, so the line follows every result write and precedes the next ones
-        pending, pending_entry, pending_status = Signal(), Signal(ibuf_entry(cfg)), Signal(8)
-        pending_slot, pending_store = Signal(64), Signal()
-        # DRAM errors: of the beats the current descriptor took, of the pending one's, and
-        # of the writes since the last completion line
-        read_error, pending_read_error, write_error = Signal(), Signal(), Signal()
+        # DRAM errors of the beats the current descriptor took (the completion adds its writes')
+        read_error = Signal()
         took_error = reader.out.valid & reader.out.ready & reader.out_err
         with m.If(took_error):
             m.d.sync += read_error.eq(1)
-        with m.If(writer.write_error):
-            m.d.sync += write_error.eq(1)
+        # the writer takes a job of the control unit's: it is idle, and no completion waits
+        # for its line (the line follows every result write and precedes the next ones)
         writer_free = Signal()
         # a stage's readout (and its results' write run) deferred until its last sums are
         # written, while the control unit goes on to the next group or descriptor
         deferred = Signal()
-        m.d.comb += writer_free.eq(writer.idle & ~pending & ~deferred)
+        m.d.comb += writer_free.eq(writer.idle & ~completion.pending & ~deferred)
         m_rows = d.in_rows
         is_softmax, is_attention, is_xab = (d.op == Op.SOFTMAX), (d.op == Op.ATTENTION), (d.op == Op.LORA_XAB)
         partial = d.flags[1]
 
-        # ---- the current stage: K, N, where its words go, and its plan
+        # ---- the current stage: K, N, where its words go; its plan (the planner, registered
+        # at PLAN) and its chunks (the dispatch)
         stage = Signal()
         st_addr, st_k, st_n, st_trans = stage_operand(d, dec.operand_lines, stage)
         dest = Signal(range(4))
-        # the compute unit's transposed mode, set at PLAN (with its tree's t_level, t_scalar,
-        # t_fold_adds): it holds while the previous stage's last chunks are in the pipeline
-        cu_trans = Signal()
-        m.d.comb += [cu.n_cols.eq(st_n), cu.trans.eq(cu_trans),
-                     dest.eq(Mux(stage, Mux(is_attention, TO_RESULT32, TO_RESULT16),
-                                 Mux(is_attention, TO_SCORES, Mux(is_xab, TO_INPUT, TO_RESULT16))))]
-        pack_log2, n_words, sets = Signal(range(lane_bits + 1)), Signal(DIM_BITS), Signal(range(ACC_INTERLEAVE + 1))
-        full_groups, rest_rows = Signal(DIM_BITS), Signal(range(lanes))
+        m.d.comb += dest.eq(Mux(stage, Mux(is_attention, TO_RESULT32, TO_RESULT16),
+                                Mux(is_attention, TO_SCORES, Mux(is_xab, TO_INPUT, TO_RESULT16))))
         # a stage of one input row spreads its k-groups over PE rows 0 and 1 (isa/pe_array.py);
         # a transposed stage does not (its chunks fill the lanes)
         split = Signal()
-        m.d.comb += [split.eq((m_rows == 1) & ~st_trans), cu.split.eq(split)]
-        # the weights as runs of the unpacker: rows of columns, packed 2^log2 rows a chunk;
-        # transposed, the plan of the tree (registered at PLAN)
-        plan_rows_dim, plan_cols_dim, plan_run_log2 = stage_runs(m, st_k, st_n, st_trans, lanes, "plan")
-        _, plan_level, plan_scalar, plan_fold_adds = trans_packing(m, st_k, lanes, "plan_tree")
-        run_log2, rows_dim, cols_dim = Signal(range(lane_bits + 1)), Signal(DIM_BITS), Signal(DIM_BITS)
-        t_level, t_scalar, t_fold_adds = Signal.like(plan_level), Signal(), Signal(range(3))
-        t_out_base = Signal(DIM_BITS)
-        m.d.comb += [cu.t_level.eq(t_level), cu.t_scalar.eq(t_scalar), cu.t_fold_adds.eq(t_fold_adds)]
-        # transposed: the cycle a chunk's row value is written (isa/pe_array.py write_cycle)
-        t_write = Mux(t_scalar, PRODUCT_CYCLES + ADD_CYCLES * (lane_bits + 1 + t_fold_adds),
-                      PRODUCT_CYCLES + ADD_CYCLES * t_level)
-        sets_used = [Signal(range(ACC_INTERLEAVE + 1), name=f"sets_used{q}") for q in range(SPLIT_ROWS)]
-        main_elems = Signal(44)
-
-        plan_n_words, plan_sets = Signal.like(n_words), Signal.like(sets)
-        plan_pack_log2 = packing(m, st_n, lanes, "plan_pack_log2")
-        m.d.comb += [plan_n_words.eq((st_n + lanes - 1) >> lane_bits), plan_sets.eq(ACC_INTERLEAVE)]
-        for s_ in reversed(range(1, ACC_INTERLEAVE)):
-            with m.If(plan_n_words * s_ >= ACC_INTERLEAVE):
-                m.d.comb += plan_sets.eq(s_)
-        plan_groups = Signal(DIM_BITS)
-        m.d.comb += plan_groups.eq((st_k + (1 << plan_pack_log2) - 1) >> plan_pack_log2)
-        # the k-groups each PE row receives: all on row 0, or with the split g mod 2 = q
-        row_groups = [Signal(DIM_BITS, name=f"row_groups{q}") for q in range(SPLIT_ROWS)]
-        m.d.comb += [row_groups[0].eq(Mux(split, (plan_groups + 1) >> 1, plan_groups)),
-                     row_groups[1].eq(Mux(split, plan_groups >> 1, 0))]
+        m.d.comb += split.eq((m_rows == 1) & ~st_trans)
+        m.d.comb += [planner.k.eq(st_k), planner.n.eq(st_n), planner.trans_in.eq(st_trans),
+                     planner.split.eq(split), planner.pipe_busy.eq(chunks.pipe_busy),
+                     chunks.addr.eq(st_addr), chunks.split.eq(split)]
+        m.d.comb += [getattr(chunks, name).eq(getattr(planner, name)) for name in plan_ports(lanes)]
+        # the compute unit's mode (transposed, its tree) is the plan's: it changes at PLAN
+        # only when the pipeline holds no chunk of another mode
+        m.d.comb += [cu.n_cols.eq(st_n), cu.split.eq(split), cu.trans.eq(planner.trans),
+                     cu.t_level.eq(planner.t_level), cu.t_scalar.eq(planner.t_scalar),
+                     cu.t_fold_adds.eq(planner.t_fold_adds),
+                     cu.t_out.eq(chunks.t_out), cu.t_set.eq(chunks.t_set), cu.t_first.eq(chunks.t_first),
+                     cu.t_row_end.eq(chunks.t_row_end)]
+        for q, suffix in enumerate(("", "1")):
+            m.d.comb += [getattr(cu, f"{name}{suffix}").eq(getattr(chunks, f"{name}{q}"))
+                         for name in chunk_ports(lanes, cu.acc_depth)]
+        m.d.comb += [chunks.valid.eq(unpack.valid), chunks.last.eq(unpack.last), chunks.row.eq(unpack.row),
+                     chunks.col.eq(unpack.col), chunks.count.eq(unpack.count), chunks.data.eq(unpack.data),
+                     chunks.pair_valid.eq(unpack.pair_valid), chunks.pair_count.eq(unpack.pair_count),
+                     chunks.pair_data.eq(unpack.pair_data)]
+        drain = chunks.drain
 
         # ---- progress: group (first row, rows, input offset), the row (softmax, anchors), results
         m0, group_rows, in_elem = Signal(DIM_BITS), Signal(range(cfg.rows + 1)), Signal(44)
@@ -202,28 +189,6 @@ class ControlUnit(wiring.Component):
         m.d.comb += cu.bank.eq(acc_bank)
         anchors_m = Array(Signal(32, name=f"anchor_m{r}") for r in range(cfg.rows))
         anchors_l = Array(Signal(32, name=f"anchor_l{r}") for r in range(cfg.rows))
-        # weight stream progress: columns of the run's k-groups, first element of the
-        # slot's k-group; per PE row, the k-groups seen (up to the sets) and the set's
-        # first accumulator word
-        run_cols, k_base = Signal(DIM_BITS), Signal(DIM_BITS)
-        groups_seen = [Signal(range(ACC_INTERLEAVE + 1), name=f"groups_seen{q}") for q in range(SPLIT_ROWS)]
-        set_index = [Signal(range(ACC_INTERLEAVE), name=f"set_index{q}") for q in range(SPLIT_ROWS)]
-        set_base = [Signal(DIM_BITS, name=f"set_base{q}") for q in range(SPLIT_ROWS)]
-        # cycles until the last chunk's sums are written (set by each chunk, counting down
-        # after the stage's last): they are written in the cycle it is 1
-        drain = Signal(range(trans_line_cycles(lanes) + 1))
-        with m.If(drain != 0):
-            m.d.sync += drain.eq(drain - 1)
-        # cycles until no chunk's control is left in the compute unit (a transposed one's
-        # runs on past its write: isa/pe_array.py trans_line_cycles): 0 when it may change mode
-        pipe_busy = Signal.like(drain)
-        with m.If(pipe_busy != 0):
-            m.d.sync += pipe_busy.eq(pipe_busy - 1)
-        # the next stage keeps the pipeline's mode, or waits for it to empty
-        mode_changes = Signal()
-        m.d.comb += mode_changes.eq((st_trans != cu_trans) | (st_trans & ((plan_level != t_level) |
-                                                                        (plan_scalar != t_scalar) |
-                                                                        (plan_fold_adds != t_fold_adds))))
 
         # the readout: its fold requests and sums, its words to the packer or the buffers
         m.d.comb += [cu.fold_valid.eq(readout.fold_valid), readout.fold_ready.eq(cu.fold_ready),
@@ -274,9 +239,9 @@ class ControlUnit(wiring.Component):
             first = Signal(64, name=f"result_first_{source}")   # the byte address of its first byte
             m.d.comb += first.eq(cq_slot + HEADER_BYTES + out_byte)
             m.d.comb += [job_now.source.eq(source), job_now.dest.eq(job_dest), job_now.rows.eq(group_rows),
-                         job_now.n.eq(Mux(source == FROM_FOLD, st_n, out_n)), job_now.n_words.eq(n_words),
-                         job_now.sets.eq(sets_used[0]), job_now.sets1.eq(sets_used[1]),
-                         job_now.pack_log2.eq(pack_log2), job_now.bank.eq(acc_bank), job_now.results.eq(results),
+                         job_now.n.eq(Mux(source == FROM_FOLD, st_n, out_n)), job_now.n_words.eq(planner.n_words),
+                         job_now.sets.eq(planner.sets_used[0]), job_now.sets1.eq(planner.sets_used[1]),
+                         job_now.pack_log2.eq(planner.pack_log2), job_now.bank.eq(acc_bank), job_now.results.eq(results),
                          job_now.first.eq(first),
                          job_now.lines.eq((first[:line_log2] + group_rows * row_bytes + cfg.port_bytes - 1)
                                           >> line_log2)]
@@ -375,94 +340,40 @@ class ControlUnit(wiring.Component):
             with m.State("STAGE"):
                 m.next = "PLAN"
             with m.State("PLAN"):
-                # the readout's plan: packed sets, or, transposed, the rows' values as they are
-                # a stage in another mode waits for the pipeline to empty (the compute
-                # unit's mode holds while a chunk is in it)
-                with m.If(~((pipe_busy != 0) & mode_changes)):
-                    m.d.sync += [pack_log2.eq(Mux(st_trans, 0, plan_pack_log2)), n_words.eq(plan_n_words),
-                                 sets.eq(plan_sets), run_log2.eq(plan_run_log2),
-                                 rows_dim.eq(plan_rows_dim), cols_dim.eq(plan_cols_dim),
-                                 full_groups.eq(plan_rows_dim >> plan_run_log2),
-                                 rest_rows.eq(plan_rows_dim & ((1 << plan_run_log2) - 1)),
-                                 main_elems.eq(weight_elems(plan_rows_dim, plan_cols_dim, plan_run_log2)[0]),
-                                 t_level.eq(plan_level), t_scalar.eq(plan_scalar), t_fold_adds.eq(plan_fold_adds),
-                                 cu_trans.eq(st_trans), k_base.eq(0)]
-                    for q in range(SPLIT_ROWS):
-                        used = Mux(row_groups[q] < plan_sets, row_groups[q], plan_sets)
-                        m.d.sync += [sets_used[q].eq(Mux(st_trans, int(q == 0), used)),
-                                     groups_seen[q].eq(0), set_index[q].eq(0), set_base[q].eq(0)]
-                    with m.If((plan_rows_dim >> plan_run_log2) != 0):
+                # the planner takes the stage once the compute unit may take its mode
+                m.d.comb += planner.load.eq(1)
+                with m.If(planner.ready):
+                    m.d.comb += chunks.restart.eq(1)
+                    with m.If(planner.has_full):
                         m.next = "WEIGHTS_START"
                     with m.Else():
                         m.next = "REST_START"
+
+            # ---- the weights as one or two runs of the unpacker: the groups of whole packs
+            # (K // pack rows of pack * N elements; transposed N // pack rows of S, pack * K),
+            # then the last group (K % pack rows, N % pack rows of S) where they end
+            def start_run(rest):
+                m.d.comb += [chunks.start.eq(1), chunks.rest.eq(rest), unpack.start.eq(1),
+                             unpack.offset.eq(chunks.u_offset), unpack.rows.eq(chunks.u_rows),
+                             unpack.cols.eq(chunks.u_cols), unpack.beats.eq(chunks.u_beats),
+                             unpack.pair.eq(chunks.u_pair)]
+
             with m.State("WEIGHTS_START"):
-                # the groups of whole packs: (K // pack) rows of pack * N elements (transposed:
-                # N // pack rows of S, pack * K elements)
-                cols = (cols_dim << run_log2)[:DIM_BITS]
-                m.d.sync += t_out_base.eq(0)
-                _, _, offset, beats = run_span(m, st_addr, 0, main_elems, cfg, "main_span")
-                m.d.sync += run_cols.eq(cols)
-                m.d.comb += [unpack.start.eq(1), unpack.offset.eq(offset), unpack.rows.eq(full_groups),
-                             unpack.cols.eq(cols), unpack.beats.eq(beats), unpack.pair.eq(split)]
+                start_run(rest=0)
                 m.next = "WEIGHTS"
             with m.State("REST_START"):
-                # the last group, K % pack rows (N % pack rows of S), where the whole packs end
-                cols = (rest_rows * cols_dim)[:DIM_BITS]
-                m.d.sync += t_out_base.eq(full_groups << run_log2)
-                _, _, offset, beats = run_span(m, st_addr, main_elems, cols, cfg, "rest_span")
-                m.d.sync += run_cols.eq(cols)
-                m.d.comb += [unpack.start.eq(1), unpack.offset.eq(offset), unpack.rows.eq(1),
-                             unpack.cols.eq(cols), unpack.beats.eq(beats)]
+                start_run(rest=1)
                 m.next = "REST"
-
-            def k_group_chunks():
-                """Send the unpacker's slot to the PE array: its first chunk (k-group g, on PE
-                row `parity`) and, paired, the first chunk of group g + 1 (the other row)."""
-                # the PE row of the slot's k-group g = k_base / pack: g mod 2 with the split
-                parity = split & (k_base >> pack_log2)[0]
-                first_ends = unpack.valid & (unpack.col + unpack.count == run_cols)
-                pair_ends = unpack.pair_valid & (unpack.pair_count == run_cols)
-                first_chunk = (unpack.valid, k_base, unpack.col[lane_bits:], unpack.count, unpack.data, first_ends)
-                pair_chunk = (unpack.pair_valid, k_base + (1 << pack_log2), 0, unpack.pair_count, unpack.pair_data,
-                              pair_ends)
-                ports = [(cu.mac, cu.k_base, cu.acc_addr, cu.active, cu.w_data, cu.first),
-                         (cu.mac1, cu.k_base1, cu.acc_addr1, cu.active1, cu.w_data1, cu.first1)]
-                for q, (mac, kb, addr, active, data, first) in enumerate(ports):
-                    # PE row q takes the chunk of its parity
-                    valid_q, base_q, word_q, count_q, data_q, ends_q = (
-                        Mux(parity == q, a, b) for a, b in zip(first_chunk, pair_chunk))
-                    # transposed: lane j multiplies x[col + j] (col a multiple of LANES; 0 with packing)
-                    m.d.comb += [mac.eq(valid_q), kb.eq(Mux(st_trans, unpack.col, base_q)),
-                                 addr.eq(set_base[q] + word_q),
-                                 active.eq(count_q), data.eq(data_q), first.eq(groups_seen[q] < sets)]
-                    # a group that ends moves its PE row to the next set
-                    with m.If(ends_q):
-                        with m.If(groups_seen[q] < sets):
-                            m.d.sync += groups_seen[q].eq(groups_seen[q] + 1)
-                        with m.If(set_index[q] + 1 == sets):
-                            m.d.sync += [set_index[q].eq(0), set_base[q].eq(0)]
-                        with m.Else():
-                            m.d.sync += [set_index[q].eq(set_index[q] + 1), set_base[q].eq(set_base[q] + n_words)]
-                # k-groups that end move k_base on (and so the PE row, with the split)
-                ended = Signal(range(3))
-                m.d.comb += ended.eq(first_ends + pair_ends)
-                m.d.sync += k_base.eq(k_base + (ended << pack_log2))
-                m.d.sync += drain.eq(Mux(st_trans, t_write, PIPE_DEPTH - 1))
-                m.d.sync += pipe_busy.eq(Mux(st_trans, trans_line_cycles(lanes), PIPE_DEPTH - 1))
-                # transposed: the chunk's first output, its set in the row, the row's end
-                chunk = unpack.col[lane_bits:]
-                m.d.comb += [cu.t_out.eq(t_out_base + (unpack.row << run_log2)), cu.t_set.eq(chunk % 3),
-                             cu.t_first.eq(chunk < ACC_INTERLEAVE), cu.t_row_end.eq(first_ends)]
-                return unpack.valid & unpack.last
-
             with m.State("WEIGHTS"):
-                with m.If(k_group_chunks()):
-                    with m.If(rest_rows.any()):
+                m.d.comb += chunks.dispatch.eq(1)
+                with m.If(chunks.run_done):
+                    with m.If(planner.rest_rows.any()):
                         m.next = "REST_START"
                     with m.Else():
                         m.next = "DRAIN"
             with m.State("REST"):
-                with m.If(k_group_chunks()):
+                m.d.comb += chunks.dispatch.eq(1)
+                with m.If(chunks.run_done):
                     m.next = "DRAIN"
             with m.State("DRAIN"):
                 # the readout, deferred until the last chunk's sums are written (PIPE_DEPTH
@@ -559,49 +470,27 @@ class ControlUnit(wiring.Component):
             with m.State("COMPLETE"):
                 # the completion waits, in order, for every result write to be answered (the
                 # writer is busy with the results' run until the readout's last line)
-                with m.If(~pending):
-                    m.d.sync += [pending.eq(1), pending_entry.eq(entry), pending_status.eq(status),
-                                 pending_read_error.eq(read_error | took_error), pending_slot.eq(cq_slot),
-                                 pending_store.eq((status == Status.OK) & dec.is_store)]
+                with m.If(~completion.pending):
+                    m.d.comb += [completion.complete.eq(1), completion.queue.eq(entry.queue),
+                                 completion.seq.eq(entry.seq), completion.taken.eq(entry.taken),
+                                 completion.status.eq(status), completion.read_error.eq(read_error | took_error),
+                                 completion.slot.eq(cq_slot), completion.store.eq((status == Status.OK) & dec.is_store)]
                     m.next = "IDLE"
 
         # ---- completions: the line once every write before it is answered, then, once the
-        # line is answered, HEAD, STATUS and the interrupt
-        m.submodules.reports = reports = fifo.SyncFIFO(width=len(Cat(pending_entry.queue, pending_entry.seq[:32],
-                                                                     pending_status, pending_store)),
-                                                       depth=REPORTS_IN_FLIGHT)
-        # a deferred job with results is the pending descriptor's own (a later one starts no
-        # write run while a completion is pending): its line waits for that run
-        with m.If(pending & writer.quiet & ~(deferred & job_later.results) & reports.w_rdy):
-            cycles = (self.cycle - pending_entry.taken)[:64]
-            # completion line: sequence number, status, zero, cycles, zeros
-            assert (CQ_SEQ, CQ_STATUS, CQ_CYCLES) == (0, 8, 16)
-            header, status_word = Signal(cfg.data_bits), Signal(32)
-            # every write before the line is answered: the descriptor's DRAM errors are known
-            dram_error = pending_read_error | write_error
-            m.d.comb += [status_word.eq(Mux((pending_status == Status.OK) & dram_error, Status.DRAM_ERROR,
-                                            pending_status)),
-                         header.eq(Cat(pending_entry.seq, status_word, Const(0, 32), cycles))]
-            m.d.sync += write_error.eq(0)
-            m.d.comb += [writer.start.eq(1), writer.addr.eq(pending_slot), writer.line.eq(header),
-                         writer.strb.eq((1 << cfg.port_bytes) - 1), writer.report.eq(1),
-                         reports.w_en.eq(1),
-                         reports.w_data.eq(Cat(pending_entry.queue, pending_entry.seq[:32], status_word[:8],
-                                               pending_store))]
-            m.d.sync += pending.eq(0)
-        done_queue, done_seq = reports.r_data[:len(self.done_queue)], reports.r_data[len(self.done_queue):][:32]
-        # a completion line the DRAM refused: its queue's STATUS says so
-        done_status = Mux(writer.reported_error, Status.DRAM_ERROR, reports.r_data[len(self.done_queue) + 32:][:8])
-        done_store = reports.r_data[-1]
-        irq_en = Signal()
-        with m.Switch(done_queue):
-            for q, queue_regs in enumerate(self.queues):
-                with m.Case(q):
-                    m.d.comb += irq_en.eq(queue_regs.irq_en)
-        m.d.comb += [reports.r_en.eq(writer.reported),
-                     self.done_valid.eq(writer.reported), self.done_queue.eq(done_queue),
-                     self.done_seq.eq(done_seq), self.done_status.eq(done_status),
-                     self.irq.eq(Mux(writer.reported & irq_en, 1 << done_queue, 0)),
-                     front.report.eq(writer.reported), front.report_store.eq(done_store)]
+        # line is answered, HEAD, STATUS and the interrupt. A deferred job with results is the
+        # pending descriptor's own (a later one starts no write run while a completion is
+        # pending): its line waits for that run
+        m.d.comb += [completion.cycle.eq(self.cycle), completion.hold.eq(deferred & job_later.results),
+                     completion.quiet.eq(writer.quiet), completion.write_error.eq(writer.write_error),
+                     completion.reported.eq(writer.reported), completion.reported_error.eq(writer.reported_error),
+                     completion.irq_en.eq(Cat(q.irq_en for q in self.queues))]
+        with m.If(completion.line_start):
+            m.d.comb += [writer.start.eq(1), writer.addr.eq(completion.line_addr), writer.line.eq(completion.line),
+                         writer.strb.eq((1 << cfg.port_bytes) - 1), writer.report.eq(1)]
+        m.d.comb += [self.done_valid.eq(completion.done_valid), self.done_queue.eq(completion.done_queue),
+                     self.done_seq.eq(completion.done_seq), self.done_status.eq(completion.done_status),
+                     self.irq.eq(completion.irq),
+                     front.report.eq(completion.done_valid), front.report_store.eq(completion.done_store)]
         return m
 

@@ -832,12 +832,12 @@ module ndp_device(mem__awaddr, mem__awlen, mem__awsize, mem__awburst, mem__awloc
     .pop(pop),
     .pop_ready(pop_ready),
     .pop_valid(pop_valid),
-    .\port$10348$0 (\$3 ),
+    .\port$10031$0 (\$3 ),
     .queues__0(queues__0),
     .queues__1(queues__1),
     .queues__2(queues__2),
     .queues__3(queues__3),
-    .r_en(done_valid),
+    .reported(done_valid),
     .rst(rst)
   );
   \ndp_device.dram_arbiter  dram_arbiter (
@@ -1042,7 +1042,7 @@ module ndp_device(mem__awaddr, mem__awlen, mem__awsize, mem__awburst, mem__awloc
     .io__wready(io__wready),
     .io__wstrb(io__wstrb),
     .io__wvalid(io__wvalid),
-    .\port$10348$0 (\$3 ),
+    .\port$10031$0 (\$3 ),
     .queues__0(queues__0),
     .queues__1(queues__1),
     .queues__2(queues__2),
@@ -2633,949 +2633,341 @@ module \ndp_device.command_engine (bus__rresp, clk, rst, push_ready, cycle, rese
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, bus__rlast, clk, rst, pop, done_status, irq, bus__arlen, bus__arvalid, bus__awlen, bus__wdata, bus__wstrb, r_en, bus__wvalid, bus__wlast, bus__bready, \port$10348$0 , cycle
+module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, bus__rlast, clk, rst, pop, bus__arlen, bus__arvalid, bus__awlen, bus__wdata, bus__wstrb, reported, bus__wvalid, bus__wlast, bus__bready, done_status, irq, \port$10031$0 , cycle
 , queues__0, queues__1, queues__2, queues__3, pop_valid, pop_ready, bus__araddr, bus__awvalid, bus__awaddr, bus__arready, bus__rvalid, bus__awready, bus__wready, bus__bvalid, bus__bid);
   reg \$auto$verilog_backend.cc:2355:dump_module$67  = 0;
   wire \$1 ;
-  wire [1:0] \$10 ;
-  wire [19:0] \$100 ;
+  wire \$10 ;
+  wire \$100 ;
   wire \$101 ;
-  wire [19:0] \$102 ;
-  wire [19:0] \$103 ;
-  wire [19:0] \$104 ;
+  wire \$102 ;
+  wire \$103 ;
+  wire \$104 ;
   wire \$105 ;
-  wire [19:0] \$106 ;
-  wire [19:0] \$107 ;
+  wire [64:0] \$106 ;
+  wire [65:0] \$107 ;
   wire [19:0] \$108 ;
-  wire \$109 ;
-  wire [1:0] \$11 ;
+  wire [19:0] \$109 ;
+  wire \$11 ;
   wire [19:0] \$110 ;
   wire [19:0] \$111 ;
-  wire [19:0] \$112 ;
-  wire \$113 ;
-  wire [19:0] \$114 ;
-  wire [19:0] \$115 ;
-  wire [19:0] \$116 ;
-  wire [26:0] \$1169 ;
-  wire \$117 ;
-  wire \$1171 ;
-  wire [19:0] \$118 ;
-  wire [19:0] \$119 ;
+  wire [22:0] \$112 ;
+  wire [25:0] \$113 ;
+  wire [26:0] \$114 ;
+  wire [27:0] \$115 ;
+  wire [28:0] \$116 ;
+  wire [28:0] \$117 ;
+  reg [31:0] \$118 ;
+  reg [31:0] \$119 ;
   wire \$12 ;
-  wire [19:0] \$120 ;
-  wire [20:0] \$121 ;
+  wire \$120 ;
+  wire \$121 ;
   wire \$122 ;
-  wire [19:0] \$123 ;
-  wire [19:0] \$124 ;
-  wire [26:0] \$1240 ;
-  wire \$1242 ;
-  wire [19:0] \$125 ;
+  wire \$123 ;
+  wire [64:0] \$124 ;
+  wire [65:0] \$125 ;
   wire [20:0] \$126 ;
-  wire \$127 ;
-  wire [19:0] \$128 ;
-  wire [19:0] \$129 ;
+  wire [27:0] \$127 ;
+  wire [66:0] \$128 ;
+  wire \$129 ;
   wire \$13 ;
-  wire [19:0] \$130 ;
-  wire [22:0] \$131 ;
+  wire \$130 ;
+  wire \$131 ;
   wire \$132 ;
-  wire [19:0] \$133 ;
-  wire [19:0] \$134 ;
-  wire [19:0] \$135 ;
-  wire [22:0] \$136 ;
+  wire \$133 ;
+  wire \$134 ;
+  wire \$135 ;
+  wire \$136 ;
   wire \$137 ;
-  wire [19:0] \$138 ;
-  wire [19:0] \$139 ;
-  wire \$14 ;
-  wire [19:0] \$140 ;
-  wire [26:0] \$141 ;
+  wire \$138 ;
+  wire \$139 ;
+  wire [19:0] \$14 ;
+  wire \$140 ;
+  wire \$141 ;
   wire \$142 ;
-  wire [19:0] \$143 ;
-  wire [19:0] \$144 ;
-  wire [19:0] \$145 ;
-  wire [26:0] \$146 ;
+  wire \$143 ;
+  wire \$144 ;
+  wire \$145 ;
+  wire \$146 ;
   wire \$147 ;
-  wire [19:0] \$148 ;
-  wire [19:0] \$149 ;
-  wire \$15 ;
-  wire [19:0] \$150 ;
-  wire [20:0] \$151 ;
-  wire [21:0] \$152 ;
-  wire [21:0] \$153 ;
-  wire [21:0] \$154 ;
+  wire \$148 ;
+  wire \$149 ;
+  wire [19:0] \$15 ;
+  wire \$150 ;
+  wire \$151 ;
+  wire \$152 ;
+  wire \$153 ;
+  wire \$154 ;
   wire \$155 ;
-  wire [20:0] \$156 ;
+  wire \$156 ;
   wire \$157 ;
-  wire [19:0] \$158 ;
-  wire [19:0] \$159 ;
+  wire \$158 ;
+  wire \$159 ;
   wire [19:0] \$16 ;
-  wire [19:0] \$160 ;
-  wire [7:0] \$161 ;
-  wire [20:0] \$162 ;
-  wire [21:0] \$163 ;
-  wire [21:0] \$164 ;
-  wire [20:0] \$165 ;
-  wire [20:0] \$166 ;
-  wire [20:0] \$167 ;
-  wire [19:0] \$168 ;
-  wire \$169 ;
+  wire [5:0] \$160 ;
+  wire [64:0] \$161 ;
+  wire [15:0] \$162 ;
+  wire [16:0] \$163 ;
+  wire [16:0] \$164 ;
+  wire [79:0] \$165 ;
+  wire [80:0] \$166 ;
+  wire [64:0] \$167 ;
+  wire [15:0] \$168 ;
+  wire [16:0] \$169 ;
   wire [19:0] \$17 ;
-  wire \$170 ;
-  wire \$171 ;
-  wire \$172 ;
+  wire [16:0] \$170 ;
+  wire [79:0] \$171 ;
+  wire [80:0] \$172 ;
   wire \$173 ;
   wire \$174 ;
   wire \$175 ;
-  wire \$176 ;
-  wire \$177 ;
+  wire [19:0] \$176 ;
+  wire [19:0] \$177 ;
   wire \$178 ;
   wire \$179 ;
-  wire [19:0] \$18 ;
+  wire \$18 ;
   wire \$180 ;
   wire \$181 ;
   wire \$182 ;
   wire \$183 ;
   wire \$184 ;
   wire \$185 ;
-  wire [64:0] \$186 ;
-  wire [64:0] \$187 ;
-  wire [65:0] \$188 ;
-  wire [26:0] \$189 ;
-  wire [20:0] \$19 ;
-  wire [27:0] \$190 ;
-  wire [28:0] \$191 ;
-  wire [29:0] \$192 ;
-  wire [30:0] \$193 ;
-  wire [30:0] \$194 ;
-  wire [26:0] \$195 ;
-  wire [27:0] \$196 ;
-  wire [28:0] \$197 ;
-  wire [29:0] \$198 ;
-  wire [29:0] \$199 ;
+  wire \$186 ;
+  wire \$187 ;
+  wire \$188 ;
+  wire \$189 ;
+  wire [46:0] \$19 ;
+  wire \$190 ;
+  wire \$191 ;
+  wire \$192 ;
+  wire \$193 ;
+  wire \$194 ;
+  wire \$195 ;
+  wire \$196 ;
+  wire \$197 ;
+  wire [22:0] \$198 ;
+  wire [25:0] \$199 ;
   wire \$2 ;
-  wire \$20 ;
-  wire [64:0] \$200 ;
-  wire [64:0] \$201 ;
-  wire [64:0] \$202 ;
-  wire [64:0] \$203 ;
-  wire [26:0] \$204 ;
-  wire [6:0] \$205 ;
+  wire [64:0] \$20 ;
+  wire [48:0] \$200 ;
+  wire \$201 ;
+  wire \$202 ;
+  wire [5:0] \$203 ;
+  wire [5:0] \$204 ;
+  wire \$205 ;
   wire \$206 ;
-  wire [20:0] \$207 ;
-  wire \$208 ;
-  wire [20:0] \$209 ;
-  wire [19:0] \$21 ;
-  wire [20:0] \$210 ;
-  wire [64:0] \$211 ;
-  wire [44:0] \$212 ;
-  wire [65:0] \$213 ;
-  wire [22:0] \$214 ;
-  wire [23:0] \$215 ;
-  wire [24:0] \$216 ;
-  wire [25:0] \$217 ;
-  wire [26:0] \$218 ;
-  wire [26:0] \$219 ;
+  wire [5:0] \$207 ;
+  wire [5:0] \$208 ;
+  wire \$209 ;
+  wire [64:0] \$21 ;
+  wire \$210 ;
+  wire \$211 ;
+  wire \$212 ;
+  wire \$213 ;
+  wire [2:0] \$214 ;
+  wire \$215 ;
+  wire [2:0] \$216 ;
+  wire \$217 ;
+  wire \$218 ;
+  wire \$219 ;
   wire [19:0] \$22 ;
-  wire [22:0] \$220 ;
-  wire [23:0] \$221 ;
-  wire [24:0] \$222 ;
+  wire \$220 ;
+  wire \$221 ;
+  wire [22:0] \$222 ;
   wire [25:0] \$223 ;
-  wire [25:0] \$224 ;
-  wire [46:0] \$225 ;
-  wire [64:0] \$226 ;
-  wire [64:0] \$227 ;
-  wire [65:0] \$228 ;
-  wire [44:0] \$229 ;
+  wire [48:0] \$224 ;
+  wire \$225 ;
+  wire \$226 ;
+  wire \$227 ;
+  wire \$228 ;
+  wire [2:0] \$229 ;
   wire [19:0] \$23 ;
-  wire [45:0] \$230 ;
-  wire [46:0] \$231 ;
-  wire [47:0] \$232 ;
-  wire [47:0] \$233 ;
+  wire \$230 ;
+  wire [2:0] \$231 ;
+  wire [20:0] \$232 ;
+  wire [22:0] \$233 ;
   wire [44:0] \$234 ;
-  wire [45:0] \$235 ;
-  wire [46:0] \$236 ;
-  wire [46:0] \$237 ;
-  wire [26:0] \$238 ;
-  wire [46:0] \$239 ;
-  wire [20:0] \$24 ;
-  wire [64:0] \$240 ;
-  wire [64:0] \$241 ;
-  wire [44:0] \$242 ;
-  wire [65:0] \$243 ;
-  wire [24:0] \$244 ;
-  wire [20:0] \$245 ;
-  wire [21:0] \$246 ;
-  wire [22:0] \$247 ;
-  wire [23:0] \$248 ;
-  wire [23:0] \$249 ;
+  wire [20:0] \$235 ;
+  wire \$236 ;
+  wire \$237 ;
+  reg \$238 ;
+  reg \$239 ;
+  wire \$24 ;
+  reg [4:0] \$240 ;
+  reg [333:0] \$241 ;
+  reg [4:0] \$242 ;
+  reg [7:0] \$243 ;
+  reg [63:0] \$244 ;
+  reg [63:0] \$245 ;
+  reg [19:0] \$246 ;
+  reg [43:0] \$247 ;
+  reg [47:0] \$248 ;
+  reg [1:0] \$249 ;
   wire \$25 ;
-  wire [24:0] \$250 ;
-  wire [20:0] \$251 ;
-  wire [21:0] \$252 ;
-  wire [22:0] \$253 ;
-  wire [22:0] \$254 ;
-  wire [24:0] \$255 ;
-  wire [19:0] \$256 ;
-  wire \$257 ;
-  wire \$258 ;
-  wire \$259 ;
-  wire [19:0] \$26 ;
-  wire \$260 ;
-  wire \$261 ;
-  wire [19:0] \$262 ;
-  wire \$263 ;
-  wire \$264 ;
-  wire [7:0] \$265 ;
-  wire [20:0] \$266 ;
-  wire [20:0] \$267 ;
-  wire [31:0] \$268 ;
-  wire [19:0] \$269 ;
-  wire [19:0] \$27 ;
-  wire \$270 ;
-  wire \$271 ;
-  wire [26:0] \$272 ;
-  wire [27:0] \$273 ;
-  wire [19:0] \$274 ;
-  wire \$275 ;
-  wire \$276 ;
-  wire [5:0] \$277 ;
-  wire [19:0] \$278 ;
-  wire \$279 ;
-  wire [19:0] \$28 ;
-  wire \$280 ;
-  wire [511:0] \$281 ;
-  wire \$282 ;
-  wire [19:0] \$283 ;
-  wire \$284 ;
-  wire \$285 ;
-  wire \$286 ;
-  wire \$287 ;
-  wire \$288 ;
-  wire [19:0] \$289 ;
-  wire [22:0] \$29 ;
-  wire \$290 ;
-  wire \$291 ;
-  wire [7:0] \$292 ;
-  wire [20:0] \$293 ;
-  wire [20:0] \$294 ;
-  wire [31:0] \$295 ;
-  wire [19:0] \$296 ;
-  wire \$297 ;
-  wire \$298 ;
-  wire [26:0] \$299 ;
+  reg [19:0] \$250 ;
+  reg [2:0] \$251 ;
+  reg \$252 ;
+  reg [1:0] \$253 ;
+  reg \$254 ;
+  reg [138:0] \$255 ;
+  reg [31:0] \$256 ;
+  reg [31:0] \$257 ;
+  reg [31:0] \$258 ;
+  reg [31:0] \$259 ;
+  wire \$26 ;
+  reg [31:0] \$260 ;
+  reg [31:0] \$261 ;
+  reg [31:0] \$262 ;
+  reg [31:0] \$263 ;
+  wire [512:0] \$264 ;
+  wire [33:0] \$265 ;
+  wire \$27 ;
+  wire \$28 ;
+  wire \$29 ;
   wire \$3 ;
-  wire \$30 ;
-  wire [27:0] \$300 ;
-  wire [19:0] \$301 ;
-  wire \$302 ;
-  wire \$303 ;
-  wire [5:0] \$304 ;
-  wire [19:0] \$305 ;
-  wire \$306 ;
-  wire \$307 ;
-  wire [511:0] \$308 ;
-  wire \$309 ;
-  wire [19:0] \$31 ;
-  wire [32:0] \$310 ;
-  wire \$311 ;
-  wire \$312 ;
-  wire \$313 ;
-  wire \$314 ;
-  wire [1:0] \$315 ;
-  wire [26:0] \$316 ;
-  wire [27:0] \$317 ;
-  wire [26:0] \$318 ;
-  wire \$319 ;
-  wire [19:0] \$32 ;
-  wire [32:0] \$320 ;
-  wire \$321 ;
-  wire \$322 ;
-  wire [19:0] \$323 ;
-  wire \$324 ;
-  wire \$325 ;
-  wire \$326 ;
-  wire \$327 ;
-  wire \$328 ;
-  wire [19:0] \$329 ;
-  wire [19:0] \$33 ;
-  wire \$330 ;
-  wire \$331 ;
-  wire [7:0] \$332 ;
-  wire [20:0] \$333 ;
-  wire [20:0] \$334 ;
-  wire [31:0] \$335 ;
-  wire [19:0] \$336 ;
-  wire \$337 ;
-  wire \$338 ;
-  wire [26:0] \$339 ;
-  wire [22:0] \$34 ;
-  wire [27:0] \$340 ;
-  wire [19:0] \$341 ;
-  wire \$342 ;
-  wire \$343 ;
-  wire [5:0] \$344 ;
-  wire [19:0] \$345 ;
-  wire \$346 ;
-  wire \$347 ;
-  wire [511:0] \$348 ;
-  wire \$349 ;
-  wire \$35 ;
-  wire [19:0] \$350 ;
-  wire \$351 ;
-  wire \$352 ;
-  wire \$353 ;
-  wire \$354 ;
-  wire \$355 ;
-  wire [19:0] \$356 ;
-  wire \$357 ;
-  wire \$358 ;
-  wire [7:0] \$359 ;
-  wire [19:0] \$36 ;
-  wire [20:0] \$360 ;
-  wire [20:0] \$361 ;
-  wire [31:0] \$362 ;
-  wire [19:0] \$363 ;
-  wire \$364 ;
-  wire \$365 ;
-  wire [26:0] \$366 ;
-  wire [27:0] \$367 ;
-  wire [19:0] \$368 ;
-  wire \$369 ;
-  wire [19:0] \$37 ;
-  wire \$370 ;
-  wire [5:0] \$371 ;
-  wire [19:0] \$372 ;
-  wire \$373 ;
-  wire \$374 ;
-  wire [511:0] \$375 ;
-  wire \$376 ;
-  wire [32:0] \$377 ;
-  wire \$378 ;
-  wire \$379 ;
-  wire [19:0] \$38 ;
-  wire \$380 ;
-  wire \$381 ;
-  wire [1:0] \$382 ;
-  wire [26:0] \$383 ;
-  wire [27:0] \$384 ;
-  wire [26:0] \$385 ;
-  wire \$386 ;
-  wire [32:0] \$387 ;
-  wire \$388 ;
-  wire \$389 ;
+  wire [64:0] \$30 ;
+  wire [64:0] \$31 ;
+  wire [65:0] \$32 ;
+  wire [26:0] \$33 ;
+  wire [27:0] \$34 ;
+  wire [28:0] \$35 ;
+  wire [29:0] \$36 ;
+  wire [30:0] \$37 ;
+  wire [30:0] \$38 ;
   wire [26:0] \$39 ;
-  wire \$390 ;
-  wire \$391 ;
-  wire \$392 ;
-  wire \$393 ;
-  wire \$394 ;
-  wire \$395 ;
-  wire \$396 ;
-  wire \$397 ;
-  wire \$398 ;
-  wire [64:0] \$399 ;
-  wire [19:0] \$4 ;
-  wire \$40 ;
-  wire [65:0] \$400 ;
-  wire [19:0] \$401 ;
-  wire [19:0] \$402 ;
-  wire [19:0] \$403 ;
-  wire [19:0] \$404 ;
-  wire \$405 ;
-  wire \$406 ;
-  wire \$407 ;
-  wire [22:0] \$408 ;
-  wire [25:0] \$409 ;
-  wire [19:0] \$41 ;
-  wire [26:0] \$410 ;
-  wire [27:0] \$411 ;
-  wire [28:0] \$412 ;
-  wire [28:0] \$413 ;
-  wire \$414 ;
-  wire [5:0] \$415 ;
-  wire [5:0] \$416 ;
-  wire \$417 ;
-  wire \$418 ;
-  wire [19:0] \$419 ;
-  wire [19:0] \$42 ;
-  wire [19:0] \$420 ;
-  wire \$421 ;
-  wire \$422 ;
-  wire \$423 ;
-  wire \$424 ;
-  wire \$425 ;
-  wire \$426 ;
-  wire [64:0] \$427 ;
-  wire [65:0] \$428 ;
-  wire [19:0] \$429 ;
-  wire [19:0] \$43 ;
-  wire [19:0] \$430 ;
-  wire [19:0] \$431 ;
-  wire [19:0] \$432 ;
-  wire [22:0] \$433 ;
-  wire [25:0] \$434 ;
-  wire [26:0] \$435 ;
-  wire [27:0] \$436 ;
-  wire [28:0] \$437 ;
-  wire [28:0] \$438 ;
-  reg [31:0] \$439 ;
-  wire [26:0] \$44 ;
-  reg [31:0] \$440 ;
-  wire \$441 ;
-  wire \$442 ;
-  wire \$443 ;
-  wire \$444 ;
-  wire [64:0] \$445 ;
-  wire [65:0] \$446 ;
-  wire [20:0] \$447 ;
-  wire [27:0] \$448 ;
-  wire [66:0] \$449 ;
-  wire \$45 ;
-  wire \$450 ;
-  wire \$451 ;
-  wire \$452 ;
-  wire \$453 ;
-  wire \$454 ;
-  wire \$455 ;
-  wire \$456 ;
-  wire \$457 ;
-  wire [7:0] \$458 ;
-  wire [64:0] \$459 ;
-  wire [19:0] \$46 ;
-  wire \$460 ;
-  wire [3:0] \$461 ;
-  wire \$462 ;
-  wire \$463 ;
-  wire \$464 ;
-  wire \$465 ;
-  wire \$466 ;
-  wire \$467 ;
-  wire \$468 ;
-  wire \$469 ;
-  wire [19:0] \$47 ;
-  wire \$470 ;
-  wire \$471 ;
-  wire \$472 ;
-  wire \$473 ;
-  wire \$474 ;
-  wire \$475 ;
-  wire \$476 ;
-  wire \$477 ;
-  wire \$478 ;
-  wire \$479 ;
-  wire [19:0] \$48 ;
-  wire \$480 ;
-  wire \$481 ;
-  wire \$482 ;
-  wire \$483 ;
-  wire \$484 ;
-  wire \$485 ;
-  wire \$486 ;
-  wire [5:0] \$487 ;
-  wire \$488 ;
-  wire [5:0] \$489 ;
-  wire [19:0] \$49 ;
-  wire \$490 ;
-  wire [5:0] \$491 ;
-  wire [64:0] \$492 ;
-  wire [15:0] \$493 ;
-  wire [16:0] \$494 ;
-  wire [16:0] \$495 ;
-  wire [79:0] \$496 ;
-  wire [80:0] \$497 ;
-  wire [64:0] \$498 ;
-  wire [15:0] \$499 ;
-  wire [19:0] \$5 ;
-  wire [19:0] \$50 ;
-  wire [16:0] \$500 ;
-  wire [16:0] \$501 ;
-  wire [79:0] \$502 ;
-  wire [80:0] \$503 ;
-  wire \$504 ;
-  wire \$505 ;
-  wire \$506 ;
-  wire [19:0] \$507 ;
-  wire [19:0] \$508 ;
-  wire \$509 ;
-  wire [19:0] \$51 ;
-  wire \$510 ;
-  wire \$511 ;
-  wire \$512 ;
-  wire \$513 ;
-  wire \$514 ;
-  wire \$515 ;
-  wire \$516 ;
-  wire \$517 ;
-  wire \$518 ;
-  wire \$519 ;
+  wire \$4 ;
+  wire [27:0] \$40 ;
+  wire [28:0] \$41 ;
+  wire [29:0] \$42 ;
+  wire [29:0] \$43 ;
+  wire [64:0] \$44 ;
+  wire [64:0] \$45 ;
+  wire [64:0] \$46 ;
+  wire [64:0] \$47 ;
+  wire [26:0] \$48 ;
+  wire [6:0] \$49 ;
+  wire \$5 ;
+  wire \$50 ;
+  wire [20:0] \$51 ;
   wire \$52 ;
-  wire \$520 ;
-  wire [2:0] \$521 ;
-  wire \$522 ;
-  wire \$523 ;
-  wire [2:0] \$524 ;
-  wire \$525 ;
-  wire \$526 ;
-  wire [19:0] \$527 ;
-  wire [19:0] \$528 ;
-  wire [19:0] \$529 ;
-  wire [19:0] \$53 ;
-  wire [19:0] \$530 ;
-  wire [19:0] \$531 ;
-  wire [19:0] \$532 ;
-  wire [19:0] \$533 ;
-  wire \$534 ;
-  wire \$535 ;
-  wire [19:0] \$536 ;
-  wire [19:0] \$537 ;
-  wire [19:0] \$538 ;
-  wire [19:0] \$539 ;
-  wire [19:0] \$54 ;
-  wire [19:0] \$540 ;
-  wire [19:0] \$541 ;
-  wire [19:0] \$542 ;
-  wire \$543 ;
-  wire \$544 ;
-  wire [19:0] \$545 ;
-  wire [19:0] \$546 ;
-  wire [19:0] \$547 ;
-  wire [19:0] \$548 ;
-  wire [19:0] \$549 ;
-  wire [19:0] \$55 ;
-  wire [19:0] \$550 ;
-  wire [19:0] \$551 ;
-  wire \$552 ;
-  wire \$553 ;
-  wire [2:0] \$554 ;
-  wire [19:0] \$555 ;
-  wire \$556 ;
-  wire \$557 ;
-  wire [19:0] \$558 ;
-  wire [19:0] \$559 ;
-  wire \$56 ;
-  wire [19:0] \$560 ;
-  wire [19:0] \$561 ;
-  wire [19:0] \$562 ;
-  wire [19:0] \$563 ;
-  wire [19:0] \$564 ;
-  wire \$565 ;
-  wire \$566 ;
-  wire [2:0] \$567 ;
-  wire [7:0] \$568 ;
-  wire [8:0] \$569 ;
-  wire \$57 ;
-  wire [20:0] \$570 ;
-  wire \$571 ;
-  wire \$572 ;
-  wire [19:0] \$573 ;
-  wire [19:0] \$574 ;
-  wire [19:0] \$575 ;
-  wire [19:0] \$576 ;
-  wire [19:0] \$577 ;
-  wire [19:0] \$578 ;
-  wire [19:0] \$579 ;
-  wire [19:0] \$58 ;
-  wire \$580 ;
-  wire \$581 ;
-  wire [2:0] \$582 ;
-  wire [19:0] \$583 ;
-  wire \$584 ;
-  wire \$585 ;
-  wire [2:0] \$586 ;
-  wire [26:0] \$587 ;
-  wire \$588 ;
-  wire \$589 ;
-  wire [19:0] \$59 ;
-  wire [19:0] \$590 ;
-  wire [19:0] \$591 ;
-  wire [19:0] \$592 ;
-  wire [19:0] \$593 ;
-  wire [19:0] \$594 ;
-  wire [19:0] \$595 ;
-  wire [19:0] \$596 ;
-  wire [46:0] \$597 ;
-  wire \$598 ;
-  wire \$599 ;
+  wire [20:0] \$53 ;
+  wire [20:0] \$54 ;
+  wire [64:0] \$55 ;
+  wire [44:0] \$56 ;
+  wire [65:0] \$57 ;
+  wire [22:0] \$58 ;
+  wire [23:0] \$59 ;
   wire \$6 ;
-  wire [19:0] \$60 ;
-  wire \$600 ;
-  wire \$601 ;
-  wire \$602 ;
-  wire [19:0] \$603 ;
-  wire [19:0] \$604 ;
-  wire \$605 ;
-  wire \$606 ;
-  wire \$607 ;
-  wire [19:0] \$608 ;
-  wire [19:0] \$609 ;
-  wire \$61 ;
-  wire \$610 ;
-  wire \$611 ;
-  wire [19:0] \$612 ;
-  wire [19:0] \$613 ;
-  wire [19:0] \$614 ;
-  wire [19:0] \$615 ;
-  wire [19:0] \$616 ;
-  wire [19:0] \$617 ;
-  wire [19:0] \$618 ;
-  wire \$619 ;
-  wire [19:0] \$62 ;
-  wire \$620 ;
-  wire [2:0] \$621 ;
-  wire [19:0] \$622 ;
-  wire \$623 ;
-  wire [26:0] \$624 ;
-  wire [26:0] \$625 ;
-  wire [24:0] \$626 ;
-  wire [19:0] \$627 ;
-  wire \$628 ;
-  wire \$629 ;
-  wire [19:0] \$63 ;
-  wire [32:0] \$630 ;
-  wire \$631 ;
-  wire \$632 ;
-  wire \$633 ;
-  wire \$634 ;
-  wire \$635 ;
-  wire \$636 ;
-  wire [2:0] \$637 ;
-  wire [2:0] \$638 ;
-  wire \$639 ;
-  wire [19:0] \$64 ;
-  wire [2:0] \$640 ;
-  wire [20:0] \$641 ;
-  wire [19:0] \$642 ;
-  wire \$643 ;
-  wire \$644 ;
-  wire [32:0] \$645 ;
-  wire \$646 ;
-  wire \$647 ;
-  wire \$648 ;
-  wire \$649 ;
-  wire \$65 ;
-  wire \$650 ;
-  wire \$651 ;
-  wire [2:0] \$652 ;
-  wire [2:0] \$653 ;
-  wire \$654 ;
-  wire [2:0] \$655 ;
-  wire [20:0] \$656 ;
-  wire [8:0] \$657 ;
-  wire [20:0] \$658 ;
-  wire \$659 ;
-  wire [19:0] \$66 ;
-  wire \$660 ;
-  wire [3:0] \$661 ;
-  wire [5:0] \$662 ;
-  wire [6:0] \$663 ;
-  wire [4:0] \$664 ;
-  wire [5:0] \$665 ;
-  wire [6:0] \$666 ;
-  wire [6:0] \$667 ;
-  wire \$668 ;
-  wire \$669 ;
-  wire [19:0] \$67 ;
-  wire [4:0] \$670 ;
-  wire \$671 ;
-  wire \$672 ;
-  wire [19:0] \$673 ;
-  wire \$674 ;
-  wire \$675 ;
-  wire [32:0] \$676 ;
-  wire \$677 ;
-  wire \$678 ;
-  wire \$679 ;
-  wire [19:0] \$68 ;
-  wire \$680 ;
-  wire \$681 ;
-  wire \$682 ;
-  wire [2:0] \$683 ;
-  wire [2:0] \$684 ;
-  wire \$685 ;
-  wire [2:0] \$686 ;
-  wire [20:0] \$687 ;
-  wire [19:0] \$688 ;
-  wire \$689 ;
+  wire [24:0] \$60 ;
+  wire [25:0] \$61 ;
+  wire [26:0] \$62 ;
+  wire [26:0] \$63 ;
+  wire [22:0] \$64 ;
+  wire [23:0] \$65 ;
+  wire [24:0] \$66 ;
+  wire [25:0] \$67 ;
+  wire [25:0] \$68 ;
   wire \$69 ;
-  wire \$690 ;
-  wire [32:0] \$691 ;
-  wire \$692 ;
-  wire \$693 ;
-  wire \$694 ;
-  wire \$695 ;
-  wire \$696 ;
-  wire \$697 ;
-  wire [2:0] \$698 ;
-  wire [2:0] \$699 ;
   wire \$7 ;
-  wire [19:0] \$70 ;
-  wire \$700 ;
-  wire [2:0] \$701 ;
-  wire [20:0] \$702 ;
-  wire [8:0] \$703 ;
-  wire [20:0] \$704 ;
-  wire \$705 ;
-  wire \$706 ;
-  wire [3:0] \$707 ;
-  wire [5:0] \$708 ;
-  wire [6:0] \$709 ;
-  wire [19:0] \$71 ;
-  wire [4:0] \$710 ;
-  wire [5:0] \$711 ;
-  wire [6:0] \$712 ;
-  wire [6:0] \$713 ;
-  wire \$714 ;
-  wire \$715 ;
-  wire [4:0] \$716 ;
-  wire \$717 ;
-  wire \$718 ;
-  wire \$719 ;
-  wire [19:0] \$72 ;
-  wire \$720 ;
-  wire \$721 ;
-  wire \$722 ;
-  wire \$723 ;
-  wire \$724 ;
-  wire \$725 ;
-  wire \$726 ;
-  wire \$727 ;
-  wire \$728 ;
-  wire \$729 ;
+  wire \$70 ;
+  wire \$71 ;
+  wire \$72 ;
   wire \$73 ;
-  wire [22:0] \$730 ;
-  wire [25:0] \$731 ;
-  wire [48:0] \$732 ;
-  wire \$733 ;
-  wire \$734 ;
-  wire [5:0] \$735 ;
-  wire [5:0] \$736 ;
-  wire \$737 ;
-  wire \$738 ;
-  wire [5:0] \$739 ;
-  wire [19:0] \$74 ;
-  wire [5:0] \$740 ;
-  wire \$741 ;
-  wire \$742 ;
-  wire \$743 ;
-  wire \$744 ;
-  wire \$745 ;
-  wire [2:0] \$746 ;
-  wire \$747 ;
-  wire [2:0] \$748 ;
-  wire \$749 ;
-  wire [19:0] \$75 ;
-  wire \$750 ;
-  wire \$751 ;
-  wire \$752 ;
-  wire \$753 ;
-  wire [22:0] \$754 ;
-  wire [25:0] \$755 ;
-  wire [48:0] \$756 ;
-  wire \$757 ;
-  wire \$758 ;
-  wire \$759 ;
-  wire [19:0] \$76 ;
-  wire \$760 ;
-  wire [2:0] \$761 ;
-  wire \$762 ;
-  wire [2:0] \$763 ;
-  wire [20:0] \$764 ;
-  wire [22:0] \$765 ;
-  wire [44:0] \$766 ;
-  wire [20:0] \$767 ;
-  wire \$768 ;
-  wire \$769 ;
+  wire \$74 ;
+  wire \$75 ;
+  wire \$76 ;
   wire \$77 ;
-  wire \$770 ;
-  wire \$771 ;
-  wire \$772 ;
-  wire \$773 ;
-  wire \$774 ;
-  wire \$775 ;
-  wire \$776 ;
-  wire \$777 ;
-  wire \$778 ;
-  wire \$779 ;
-  wire [19:0] \$78 ;
-  reg \$780 ;
-  reg \$781 ;
-  reg [4:0] \$782 ;
-  reg [4:0] \$783 ;
-  reg \$784 ;
-  reg [4:0] \$785 ;
-  reg [333:0] \$786 ;
-  reg [4:0] \$787 ;
-  reg [7:0] \$788 ;
-  reg [63:0] \$789 ;
-  wire [19:0] \$79 ;
-  reg [63:0] \$790 ;
-  reg [19:0] \$791 ;
-  reg [43:0] \$792 ;
-  reg [47:0] \$793 ;
-  reg [1:0] \$794 ;
-  reg [19:0] \$795 ;
-  reg [2:0] \$796 ;
-  reg \$797 ;
-  reg [1:0] \$798 ;
-  reg [2:0] \$799 ;
-  wire \$8 ;
+  wire [64:0] \$78 ;
+  wire [65:0] \$79 ;
+  wire [1:0] \$8 ;
   wire [19:0] \$80 ;
-  reg [19:0] \$800 ;
-  reg [1:0] \$801 ;
-  reg [2:0] \$802 ;
-  reg [19:0] \$803 ;
-  reg [19:0] \$804 ;
-  reg [19:0] \$805 ;
-  reg [4:0] \$806 ;
-  reg [43:0] \$807 ;
-  reg [2:0] \$808 ;
-  reg \$809 ;
-  wire \$81 ;
-  reg [1:0] \$810 ;
-  reg \$811 ;
-  reg [19:0] \$812 ;
-  reg [1:0] \$813 ;
-  reg [1:0] \$814 ;
-  reg [1:0] \$815 ;
-  reg [19:0] \$816 ;
-  reg [1:0] \$817 ;
-  reg [1:0] \$818 ;
-  reg [1:0] \$819 ;
+  wire [19:0] \$81 ;
   wire [19:0] \$82 ;
-  reg [19:0] \$820 ;
-  reg [19:0] \$821 ;
-  reg [19:0] \$822 ;
-  reg \$823 ;
-  reg [138:0] \$824 ;
-  reg [31:0] \$825 ;
-  reg [31:0] \$826 ;
-  reg [31:0] \$827 ;
-  reg [31:0] \$828 ;
-  reg [31:0] \$829 ;
   wire [19:0] \$83 ;
-  reg [31:0] \$830 ;
-  reg [31:0] \$831 ;
-  reg [31:0] \$832 ;
-  reg \$833 ;
-  reg [333:0] \$834 ;
-  reg [7:0] \$835 ;
-  reg \$836 ;
-  reg [63:0] \$837 ;
-  reg \$838 ;
-  wire [512:0] \$839 ;
-  wire [19:0] \$84 ;
-  wire [19:0] \$85 ;
-  wire [19:0] \$86 ;
-  wire [19:0] \$87 ;
-  wire \$88 ;
-  wire [19:0] \$89 ;
-  wire \$9 ;
-  wire [19:0] \$90 ;
-  wire [19:0] \$91 ;
-  wire \$92 ;
+  wire \$84 ;
+  wire \$85 ;
+  wire \$86 ;
+  wire [22:0] \$87 ;
+  wire [25:0] \$88 ;
+  wire [26:0] \$89 ;
+  wire [1:0] \$9 ;
+  wire [27:0] \$90 ;
+  wire [28:0] \$91 ;
+  wire [28:0] \$92 ;
   wire \$93 ;
-  wire [19:0] \$94 ;
-  wire [19:0] \$95 ;
-  wire [19:0] \$96 ;
+  wire [5:0] \$94 ;
+  wire [5:0] \$95 ;
+  wire \$96 ;
   wire \$97 ;
   wire [19:0] \$98 ;
   wire [19:0] \$99 ;
-  (* init = 3'h0 *)
-  wire [2:0] \$like ;
-  wire [19:0] \$like$139 ;
-  reg [4:0] \$like$190  = 5'h00;
-  reg \$signal  = 1'h0;
-  (* init = 1'h0 *)
-  wire \$signal$135 ;
-  wire [138:0] \$signal$187 ;
-  wire \$signal$187.bank ;
-  wire [1:0] \$signal$187.dest ;
-  wire [63:0] \$signal$187.first ;
-  wire [31:0] \$signal$187.lines ;
-  wire [19:0] \$signal$187.n ;
-  wire [7:0] \$signal$187.n_words ;
-  wire [2:0] \$signal$187.pack_log2 ;
-  wire \$signal$187.results ;
-  wire [2:0] \$signal$187.rows ;
-  wire [1:0] \$signal$187.sets ;
-  wire [1:0] \$signal$187.sets1 ;
-  wire \$signal$187.source ;
-  reg [138:0] \$signal$188 ;
-  wire \$signal$188.bank ;
-  wire [1:0] \$signal$188.dest ;
-  wire [63:0] \$signal$188.first ;
-  wire [31:0] \$signal$188.lines ;
-  wire [19:0] \$signal$188.n ;
-  wire [7:0] \$signal$188.n_words ;
-  wire [2:0] \$signal$188.pack_log2 ;
-  wire \$signal$188.results ;
-  wire [2:0] \$signal$188.rows ;
-  wire [1:0] \$signal$188.sets ;
-  wire [1:0] \$signal$188.sets1 ;
-  wire \$signal$188.source ;
-  reg [138:0] \$signal$189  = 139'h00000000000000000000000000000000000;
-  wire \$signal$189.bank ;
-  wire [1:0] \$signal$189.dest ;
-  wire [63:0] \$signal$189.first ;
-  wire [31:0] \$signal$189.lines ;
-  wire [19:0] \$signal$189.n ;
-  wire [7:0] \$signal$189.n_words ;
-  wire [2:0] \$signal$189.pack_log2 ;
-  wire \$signal$189.results ;
-  wire [2:0] \$signal$189.rows ;
-  wire [1:0] \$signal$189.sets ;
-  wire [1:0] \$signal$189.sets1 ;
-  wire \$signal$189.source ;
-  reg \$signal$191 ;
-  reg [63:0] \$signal$248  = 64'h0000000000000000;
-  reg [63:0] \$signal$253  = 64'h0000000000000000;
-  reg [19:0] \$signal$265  = 20'h00000;
-  reg [43:0] \$signal$267  = 44'h00000000000;
-  reg [19:0] \$signal$285  = 20'h00000;
-  reg [19:0] \$signal$286  = 20'h00000;
-  reg [2:0] \$signal$287  = 3'h0;
-  reg [19:0] \$signal$296  = 20'h00000;
-  reg [2:0] \$signal$297  = 3'h0;
-  reg [1:0] \$signal$308  = 2'h0;
-  reg [19:0] \$signal$318  = 20'h00000;
-  reg [47:0] \$signal$326  = 48'h000000000000;
-  reg [2:0] \$signal$327  = 3'h0;
-  reg [19:0] \$signal$328  = 20'h00000;
-  reg [19:0] \$signal$329  = 20'h00000;
-  reg [1:0] \$signal$332  = 2'h0;
-  reg \$signal$373  = 1'h0;
-  reg [511:0] \$signal$375 ;
-  reg [333:0] \$signal$376  = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-  wire [203:0] \$signal$376.desc ;
-  wire [63:0] \$signal$376.desc.dev_addr ;
-  wire [19:0] \$signal$376.desc.dev_cols ;
-  wire [19:0] \$signal$376.desc.dev_rows ;
-  wire [19:0] \$signal$376.desc.dev_size ;
-  wire [3:0] \$signal$376.desc.dtype ;
-  wire [9:0] \$signal$376.desc.flags ;
-  wire [19:0] \$signal$376.desc.in_cols ;
-  wire [19:0] \$signal$376.desc.in_rows ;
-  wire [19:0] \$signal$376.desc.in_size ;
-  wire [3:0] \$signal$376.desc.op ;
-  wire [1:0] \$signal$376.desc.type ;
-  wire [1:0] \$signal$376.queue ;
-  wire [63:0] \$signal$376.seq ;
-  wire [63:0] \$signal$376.taken ;
-  reg [63:0] \$signal$378  = 64'h0000000000000000;
-  reg \$signal$398  = 1'h0;
-  reg [19:0] \$signal$405  = 20'h00000;
-  reg [6:0] acc_addr;
-  reg [6:0] acc_addr1;
+  reg [4:0] \$like  = 5'h00;
+  wire [138:0] \$signal ;
+  reg [138:0] \$signal$251 ;
+  wire \$signal$251.bank ;
+  wire [1:0] \$signal$251.dest ;
+  wire [63:0] \$signal$251.first ;
+  wire [31:0] \$signal$251.lines ;
+  wire [19:0] \$signal$251.n ;
+  wire [7:0] \$signal$251.n_words ;
+  wire [2:0] \$signal$251.pack_log2 ;
+  wire \$signal$251.results ;
+  wire [2:0] \$signal$251.rows ;
+  wire [1:0] \$signal$251.sets ;
+  wire [1:0] \$signal$251.sets1 ;
+  wire \$signal$251.source ;
+  reg [138:0] \$signal$252  = 139'h00000000000000000000000000000000000;
+  wire \$signal$252.bank ;
+  wire [1:0] \$signal$252.dest ;
+  wire [63:0] \$signal$252.first ;
+  wire [31:0] \$signal$252.lines ;
+  wire [19:0] \$signal$252.n ;
+  wire [7:0] \$signal$252.n_words ;
+  wire [2:0] \$signal$252.pack_log2 ;
+  wire \$signal$252.results ;
+  wire [2:0] \$signal$252.rows ;
+  wire [1:0] \$signal$252.sets ;
+  wire [1:0] \$signal$252.sets1 ;
+  wire \$signal$252.source ;
+  reg \$signal$254 ;
+  reg [63:0] \$signal$311  = 64'h0000000000000000;
+  reg [63:0] \$signal$316  = 64'h0000000000000000;
+  reg [19:0] \$signal$324  = 20'h00000;
+  reg [43:0] \$signal$326  = 44'h00000000000;
+  reg [47:0] \$signal$348  = 48'h000000000000;
+  reg [2:0] \$signal$349  = 3'h0;
+  reg [19:0] \$signal$350  = 20'h00000;
+  reg [1:0] \$signal$353  = 2'h0;
+  wire \$signal.bank ;
+  wire [1:0] \$signal.dest ;
+  wire [63:0] \$signal.first ;
+  wire [31:0] \$signal.lines ;
+  wire [19:0] \$signal.n ;
+  wire [7:0] \$signal.n_words ;
+  wire [2:0] \$signal.pack_log2 ;
+  wire \$signal.results ;
+  wire [2:0] \$signal.rows ;
+  wire [1:0] \$signal.sets ;
+  wire [1:0] \$signal.sets1 ;
+  wire \$signal.source ;
+  wire [6:0] acc_addr;
+  wire [6:0] acc_addr0;
+  wire [6:0] acc_addr1;
+  wire [6:0] \acc_addr1$183 ;
   (* init = 1'h0 *)
   wire acc_bank;
   reg [1023:0] acc_data;
   reg [1:0] acc_row;
   reg acc_we;
-  wire \acc_we$339 ;
+  wire \acc_we$360 ;
   reg [6:0] acc_word;
-  reg [5:0] active;
-  reg [5:0] active1;
+  wire [5:0] active;
+  wire [5:0] active0;
+  wire [5:0] active1;
+  wire [5:0] \active1$185 ;
   wire [63:0] addr;
-  reg [63:0] \addr$204 ;
+  wire [63:0] \addr$125 ;
+  reg [63:0] \addr$267 ;
   reg [31:0] anchor_l0 = 32'd0;
   reg [31:0] anchor_l1 = 32'd0;
   reg [31:0] anchor_l2 = 32'd0;
@@ -3585,12 +2977,10 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   reg [31:0] anchor_m2 = 32'd0;
   reg [31:0] anchor_m3 = 32'd0;
   reg bank = 1'h0;
-  reg \bank$201 ;
+  reg \bank$264 ;
   reg [43:0] beats;
-  reg [31:0] \beats$258 ;
-  reg [43:0] \beats$271 ;
-  reg [43:0] \beats$284 ;
-  reg [43:0] \beats$294 ;
+  reg [31:0] \beats$321 ;
+  reg [43:0] \beats$330 ;
   wire [511:0] buf_data16;
   wire [1023:0] buf_data32;
   wire [1:0] buf_row;
@@ -3691,17 +3081,22 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   input clk;
   wire clk;
   wire [31:0] col;
+  wire [31:0] \col$197 ;
   reg [31:0] cols;
+  wire [19:0] cols_dim;
+  wire [19:0] \cols_dim$137 ;
+  reg complete;
   reg [63:0] copy_span_first;
   reg [63:0] copy_span_line;
   reg [43:0] copy_span_lines;
   reg [5:0] copy_span_offset;
   wire [5:0] count;
-  (* init = 1'h0 *)
-  wire cu_trans;
+  wire [5:0] \count$199 ;
   input [63:0] cycle;
   wire [63:0] cycle;
+  wire [63:0] \cycle$403 ;
   wire [511:0] data;
+  wire [511:0] \data$201 ;
   wire [63:0] data_base;
   wire [63:0] data_limit;
   reg deferred = 1'h0;
@@ -3718,20 +3113,24 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire [3:0] \desc.op ;
   wire [1:0] \desc.type ;
   wire [1:0] dest;
-  reg [1:0] \dest$194 ;
+  reg [1:0] \dest$257 ;
+  reg dispatch;
   wire done;
-  wire \done$409 ;
+  wire \done$439 ;
   wire [1:0] done_queue;
+  wire [1:0] \done_queue$421 ;
   wire [31:0] done_seq;
+  wire [31:0] \done_seq$423 ;
   output [7:0] done_status;
   wire [7:0] done_status;
+  wire [7:0] \done_status$425 ;
+  wire done_store;
   wire done_valid;
-  reg [4:0] drain = 5'h00;
+  wire \done_valid$419 ;
+  wire [4:0] drain;
   wire [14:0] dst_addr;
   wire [511:0] dst_data;
   wire dst_en;
-  reg [1:0] ended;
-  reg [1:0] \ended$324 ;
   reg [333:0] entry = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   wire [203:0] \entry.desc ;
   wire [63:0] \entry.desc.dev_addr ;
@@ -3748,38 +3147,42 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire [1:0] \entry.queue ;
   wire [63:0] \entry.seq ;
   wire [63:0] \entry.taken ;
-  reg first;
-  reg first1;
+  wire first;
+  wire first0;
+  wire first1;
+  wire \first1$189 ;
   wire fold_bank;
-  wire \fold_bank$166 ;
+  wire \fold_bank$229 ;
   wire [19:0] fold_n_cols;
-  wire [19:0] \fold_n_cols$156 ;
+  wire [19:0] \fold_n_cols$219 ;
   wire [7:0] fold_n_words;
-  wire [7:0] \fold_n_words$158 ;
+  wire [7:0] \fold_n_words$221 ;
   wire [2:0] fold_pack_log2;
-  wire [2:0] \fold_pack_log2$164 ;
+  wire [2:0] \fold_pack_log2$227 ;
   wire fold_ready;
-  wire \fold_ready$150 ;
+  wire \fold_ready$213 ;
   wire [1:0] fold_row;
-  wire [1:0] \fold_row$152 ;
+  wire [1:0] \fold_row$215 ;
   wire [1:0] fold_sets;
-  wire [1:0] \fold_sets$160 ;
+  wire [1:0] \fold_sets$223 ;
   wire [1:0] fold_sets1;
-  wire [1:0] \fold_sets1$162 ;
+  wire [1:0] \fold_sets1$225 ;
   wire fold_valid;
-  wire \fold_valid$148 ;
+  wire \fold_valid$211 ;
   wire [6:0] fold_word;
-  wire [6:0] \fold_word$154 ;
+  wire [6:0] \fold_word$217 ;
   reg from_stream;
   reg [4:0] fsm_state = 5'h00;
-  reg [1:0] groups_seen0 = 2'h0;
-  reg [1:0] groups_seen1 = 2'h0;
+  wire [19:0] full_groups;
+  wire [19:0] \full_groups$139 ;
+  wire has_full;
   reg hold;
+  wire \hold$404 ;
   wire idle;
   reg [511:0] in_data;
   reg [1:0] in_row;
   reg in_we;
-  wire \in_we$334 ;
+  wire \in_we$355 ;
   reg [6:0] in_word;
   reg [63:0] input_span_first;
   reg [63:0] input_span_line;
@@ -3787,35 +3190,45 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   reg [5:0] input_span_offset;
   output [3:0] irq;
   wire [3:0] irq;
-  reg irq_en;
+  wire [3:0] \irq$427 ;
+  wire [3:0] irq_en;
   wire is_compute;
   wire is_load;
   wire is_store;
   wire issued_all;
-  reg [19:0] k_base;
-  reg [19:0] k_base1;
+  wire [19:0] k;
+  wire [19:0] k_base;
+  wire [19:0] k_base0;
+  wire [19:0] k_base1;
+  wire [19:0] \k_base1$181 ;
   wire [31:0] l;
   wire last;
+  wire \last$193 ;
   reg [19:0] length;
   reg [511:0] line;
-  reg [511:0] \line$367 ;
+  reg [511:0] \line$388 ;
+  wire [511:0] \line$416 ;
+  wire [63:0] line_addr;
+  wire line_start;
   wire [31:0] lines;
-  reg [31:0] \lines$205 ;
+  reg [31:0] \lines$268 ;
+  reg load;
   wire [7:0] log2_slot;
   wire [31:0] m;
-  reg mac;
-  reg mac1;
-  reg [43:0] main_elems = 44'h00000000000;
-  reg [63:0] main_span_first;
-  reg [63:0] main_span_line;
-  reg [43:0] main_span_lines;
-  reg [5:0] main_span_offset;
-  wire mode_changes;
-  reg [19:0] n;
+  wire mac;
+  wire mac0;
+  wire mac1;
+  wire \mac1$179 ;
+  wire [43:0] main_elems;
+  wire [43:0] \main_elems$143 ;
+  wire [19:0] n;
+  reg [19:0] \n$259 ;
   wire [19:0] n_cols;
-  reg [7:0] n_words;
+  wire [19:0] n_words;
+  wire [19:0] \n_words$131 ;
+  reg [7:0] \n_words$260 ;
   reg [5:0] offset;
-  reg [4:0] \offset$255 ;
+  reg [4:0] \offset$318 ;
   wire [39:0] operand_lines;
   wire [511:0] out__data;
   wire [511:0] \out__data$77 ;
@@ -3825,27 +3238,20 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire out__valid;
   wire \out__valid$83 ;
   wire out_err;
-  reg [2:0] pack_log2;
+  wire [2:0] pack_log2;
+  wire [2:0] \pack_log2$129 ;
+  reg [2:0] \pack_log2$263 ;
   reg pair;
   wire [5:0] pair_count;
+  wire [5:0] \pair_count$205 ;
   wire [511:0] pair_data;
+  wire [511:0] \pair_data$207 ;
   wire pair_valid;
+  wire \pair_valid$203 ;
   reg partial;
-  reg [7:0] pending_status = 8'h00;
-  reg pending_store = 1'h0;
-  reg [4:0] pipe_busy = 5'h00;
-  wire [19:0] plan_groups;
-  reg [2:0] plan_pack;
-  reg [2:0] plan_pack_log2;
-  reg [1:0] plan_sets;
-  wire [1:0] plan_trans_fold_adds;
-  reg [2:0] plan_trans_level;
-  reg [2:0] plan_trans_pack_log2;
-  wire plan_trans_scalar;
-  wire [1:0] plan_tree_fold_adds;
-  reg [2:0] plan_tree_level;
-  reg [2:0] plan_tree_pack_log2;
-  wire plan_tree_scalar;
+  wire pending;
+  wire pipe_busy;
+  wire \pipe_busy$124 ;
   input [333:0] pop;
   wire [333:0] pop;
   wire [333:0] \pop$97 ;
@@ -3885,8 +3291,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   input pop_valid;
   wire pop_valid;
   wire \pop_valid$93 ;
-  output [33:0] \port$10348$0 ;
-  wire [33:0] \port$10348$0 ;
+  output [33:0] \port$10031$0 ;
+  wire [33:0] \port$10031$0 ;
+  reg [1:0] queue;
   input [321:0] queues__0;
   wire [321:0] queues__0;
   wire [321:0] \queues__0$85 ;
@@ -3980,16 +3387,17 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire [63:0] \queues__3.sq_base ;
   wire [31:0] \queues__3.tail ;
   wire quiet;
-  wire [42:0] r_data;
-  output r_en;
-  wire r_en;
+  wire \quiet$406 ;
   wire [1023:0] rd_acc_data;
   reg [6:0] rd_addr;
-  wire [6:0] \rd_addr$356 ;
+  wire [6:0] \rd_addr$377 ;
   wire [511:0] rd_in_data;
-  wire [511:0] \rd_in_data$176 ;
+  wire [511:0] \rd_in_data$239 ;
   reg [1:0] rd_row;
-  wire [1:0] \rd_row$355 ;
+  wire [1:0] \rd_row$376 ;
+  reg read_error;
+  reg \read_error$397  = 1'h0;
+  wire ready;
   reg [321:0] regs;
   wire [63:0] \regs.cq_base ;
   wire [63:0] \regs.data_base ;
@@ -4002,41 +3410,47 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire [63:0] \regs.sq_base ;
   wire [31:0] \regs.tail ;
   reg report;
-  wire \report$393 ;
+  wire \report$428 ;
   wire report_store;
+  output reported;
   wire reported;
+  wire \reported$410 ;
   wire reported_error;
-  reg [4:0] rest_rows = 5'h00;
-  reg [63:0] rest_span_first;
-  reg [63:0] rest_span_line;
-  reg [43:0] rest_span_lines;
-  reg [5:0] rest_span_offset;
+  wire \reported_error$412 ;
+  reg rest;
+  wire [4:0] rest_rows;
+  wire [4:0] \rest_rows$141 ;
+  reg restart;
   reg [63:0] result_first_0;
   reg [63:0] result_first_1;
   wire [19:0] row;
-  reg [1:0] \row$345  = 2'h0;
-  wire [19:0] row_groups0;
-  wire [19:0] row_groups1;
+  wire [19:0] \row$195 ;
+  reg [1:0] \row$366  = 2'h0;
   reg [2:0] rows;
-  reg [19:0] \rows$256 ;
+  reg [19:0] \rows$319 ;
   reg [2:0] rows_now;
   input rst;
   wire rst;
   wire [63:0] run_addr;
+  wire run_done;
   wire run_issued;
   wire [31:0] run_lines;
+  wire [2:0] run_log2;
+  wire [2:0] \run_log2$135 ;
   wire run_start;
-  reg [19:0] set_base0 = 20'h00000;
-  reg [19:0] set_base1 = 20'h00000;
-  reg [1:0] set_index0 = 2'h0;
-  reg [1:0] set_index1 = 2'h0;
-  reg [1:0] sets;
+  reg [63:0] seq;
+  wire [1:0] sets;
+  wire [1:0] \sets$133 ;
+  reg [1:0] \sets$261 ;
   reg [1:0] sets1;
-  reg [1:0] sets_used0 = 2'h0;
-  reg [1:0] sets_used1 = 2'h0;
+  wire [1:0] sets_used__0;
+  wire [1:0] sets_used__1;
+  reg [63:0] slot;
   reg source;
   wire split;
   wire \split$122 ;
+  wire \split$127 ;
+  wire \split$153 ;
   wire [511:0] src__data;
   wire [511:0] \src__data$76 ;
   wire src__ready;
@@ -4048,35 +3462,45 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire [1023:0] src_data;
   reg stage = 1'h0;
   wire start;
-  reg \start$192 ;
-  reg \start$202 ;
-  reg \start$206 ;
-  reg \start$254 ;
-  reg \start$351 ;
+  reg \start$255 ;
+  reg \start$265 ;
+  reg \start$269 ;
+  reg \start$317 ;
+  reg \start$338 ;
+  reg \start$372 ;
   wire [47:0] stats_offset;
-  reg [7:0] status = 8'h00;
-  wire [7:0] \status$403 ;
-  reg [31:0] status_word;
+  reg [7:0] status;
+  reg [7:0] \status$395  = 8'h00;
+  wire [7:0] \status$434 ;
+  reg store;
   reg [63:0] strb;
   wire [511:0] sum_fp16;
-  wire [511:0] \sum_fp16$174 ;
+  wire [511:0] \sum_fp16$237 ;
   wire [1023:0] sum_fp32;
-  wire [1023:0] \sum_fp32$172 ;
+  wire [1023:0] \sum_fp32$235 ;
   wire sum_ready;
-  wire \sum_ready$170 ;
+  wire \sum_ready$233 ;
   wire sum_valid;
-  wire \sum_valid$168 ;
-  reg t_first;
-  reg [1:0] t_fold_adds = 2'h0;
-  (* init = 2'h0 *)
-  wire [1:0] \t_fold_adds$137 ;
-  reg [2:0] t_level = 3'h0;
-  reg [19:0] t_out;
-  reg [19:0] t_out_base = 20'h00000;
-  reg t_row_end;
-  reg t_scalar = 1'h0;
-  reg [1:0] t_set;
+  wire \sum_valid$231 ;
+  wire t_first;
+  wire \t_first$163 ;
+  wire [1:0] t_fold_adds;
+  wire [1:0] \t_fold_adds$151 ;
+  wire [1:0] \t_fold_adds$157 ;
+  wire [2:0] t_level;
+  wire [2:0] \t_level$147 ;
+  wire [2:0] \t_level$155 ;
+  wire [19:0] t_out;
+  wire [19:0] \t_out$159 ;
+  wire t_row_end;
+  wire \t_row_end$165 ;
+  wire t_scalar;
+  wire \t_scalar$149 ;
+  wire \t_scalar$156 ;
+  wire [1:0] t_set;
+  wire [1:0] \t_set$161 ;
   reg take;
+  reg [63:0] taken;
   wire [333:0] \task ;
   wire [203:0] \task.desc ;
   wire [63:0] \task.desc.dev_addr ;
@@ -4094,23 +3518,31 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire [63:0] \task.seq ;
   wire [63:0] \task.taken ;
   wire task_valid;
-  reg trans = 1'h0;
+  wire trans;
+  wire \trans$145 ;
+  wire \trans$154 ;
+  wire trans_in;
+  wire [31:0] u_beats;
+  wire [31:0] u_cols;
+  wire [4:0] u_offset;
+  wire u_pair;
+  wire [19:0] u_rows;
   wire valid;
+  wire \valid$191 ;
   reg [7:0] w_bytes;
-  wire [7:0] \w_bytes$184 ;
-  reg [1023:0] w_data;
-  wire [1023:0] \w_data$182 ;
-  reg [511:0] \w_data$304 ;
-  reg [42:0] \w_data$381 ;
-  reg [511:0] w_data1;
-  reg w_en;
+  wire [7:0] \w_bytes$247 ;
+  wire [511:0] w_data;
+  reg [1023:0] \w_data$244 ;
+  wire [1023:0] \w_data$245 ;
+  wire [511:0] w_data0;
+  wire [511:0] w_data1;
+  wire [511:0] \w_data1$187 ;
   reg w_last;
-  wire \w_last$186 ;
-  wire w_rdy;
+  wire \w_last$249 ;
   wire w_ready;
-  wire \w_ready$180 ;
+  wire \w_ready$243 ;
   reg w_valid;
-  wire \w_valid$178 ;
+  wire \w_valid$241 ;
   wire [31:0] widened_0;
   wire [31:0] widened_1;
   wire [31:0] widened_10;
@@ -4143,866 +3575,374 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire [31:0] widened_7;
   wire [31:0] widened_8;
   wire [31:0] widened_9;
-  reg write_error = 1'h0;
-  wire \write_error$399 ;
+  wire write_error;
+  wire \write_error$408 ;
   wire writer_free;
-  assign \$154  = \$153 [19:0] * 2'h2;
-  assign \$155  = \$154  >= 2'h3;
-  assign \$156  = \$153 [19:0] * 1'h1;
-  assign \$157  = \$156  >= 2'h3;
-  assign \$158  = entry[10] ? entry[123:104] : entry[143:124];
-  assign \$159  = entry[10] ? entry[143:124] : entry[123:104];
-  assign \$160  = stage ? \$158  : \$159 ;
-  assign \$161  = 1'h1 << plan_pack_log2;
-  assign \$162  = \$160  + \$161 ;
-  assign \$163  = \$162  - 1'h1;
-  assign \$164  = $signed(\$163 ) >>> plan_pack_log2;
-  assign \$165  = \$164 [19:0] + 1'h1;
-  assign \$167  = split ? \$166  : { 1'h0, \$164 [19:0] };
-  assign row_groups1 = split ? \$168  : 20'h00000;
-  assign \$169  = ~ stage;
-  assign \$170  = entry[10] & \$169 ;
-  assign \$171  = \$170  != trans;
-  assign \$172  = ~ stage;
-  assign \$173  = entry[10] & \$172 ;
-  assign \$174  = plan_tree_level != t_level;
-  assign \$175  = plan_tree_scalar != t_scalar;
-  assign \$176  = \$174  | \$175 ;
-  assign \$177  = plan_tree_fold_adds != t_fold_adds;
-  assign \$178  = \$176  | \$177 ;
-  assign \$179  = \$173  & \$178 ;
-  assign mode_changes = \$171  | \$179 ;
-  assign \$signal$187  = deferred ? \$signal$189  : \$signal$188 ;
-  assign \$180  = \$like$190  == 1'h1;
-  assign \$181  = entry[5:2] == 2'h3;
-  assign src_data = \$181  ? rd_acc_data : { widened_31, widened_30, widened_29, widened_28, widened_27, widened_26, widened_25, widened_24, widened_23, widened_22, widened_21, widened_20, widened_19, widened_18, widened_17, widened_16, widened_15, widened_14, widened_13, widened_12, widened_11, widened_10, widened_9, widened_8, widened_7, widened_6, widened_5, widened_4, widened_3, widened_2, widened_1, widened_0 };
-  assign \$182  = ~ busy;
-  assign \$183  = ~ deferred;
-  assign \$184  = \$182  & \$183 ;
-  assign \$185  = \$184  & writer_free;
-  assign \$186  = \$signal$248  + 7'h40;
-  assign \$187  = is_load ? { 1'h0, entry[83:20] } : \$186 ;
-  assign \$188  = \$187  + 1'h0;
-  assign \$191  = copy_span_first[5:0] + \$190 ;
-  assign \$192  = \$191  + 7'h40;
-  assign \$193  = \$192  - 1'h1;
-  assign \$196  = copy_span_offset + \$195 ;
-  assign \$197  = \$196  + 6'h20;
-  assign \$198  = \$197  - 1'h1;
-  assign \$200  = \$signal$253  + 7'h40;
-  assign \$201  = is_load ? \$200  : { 1'h0, entry[83:20] };
-  assign \$202  = \$signal$253  + 7'h40;
-  assign \$203  = is_load ? \$202  : { 1'h0, entry[83:20] };
-  assign \$206  = ~ w_ready;
-  assign \$207  = entry[183:164] - \$signal$265 ;
-  assign \$208  = $signed(\$207 ) < $signed(4'h4);
-  assign \$209  = entry[183:164] - \$signal$265 ;
-  assign \$210  = \$208  ? \$209  : 21'h000004;
-  assign \$211  = \$signal$248  + 7'h40;
-  assign \$213  = \$211  + \$212 ;
-  assign \$214  = rows_now * entry[203:184];
-  assign \$216  = input_span_first[5:0] + \$215 ;
-  assign \$217  = \$216  + 7'h40;
-  assign \$218  = \$217  - 1'h1;
-  assign \$220  = rows_now * entry[203:184];
-  assign \$221  = input_span_offset + \$220 ;
-  assign \$222  = \$221  + 6'h20;
-  assign \$223  = \$222  - 1'h1;
-  assign \$226  = entry[83:20] + \$225 ;
-  assign \$227  = stage ? \$226  : { 1'h0, entry[83:20] };
-  assign \$228  = \$227  + 1'h0;
-  assign \$230  = main_span_first[5:0] + \$229 ;
-  assign \$231  = \$230  + 7'h40;
-  assign \$232  = \$231  - 1'h1;
-  assign \$234  = main_span_offset + main_elems;
-  assign \$235  = \$234  + 6'h20;
-  assign \$236  = \$235  - 1'h1;
-  assign \$238  = \$signal$286  << \$signal$287 ;
-  assign \$240  = entry[83:20] + \$239 ;
-  assign \$241  = stage ? \$240  : { 1'h0, entry[83:20] };
-  assign \$243  = \$241  + \$242 ;
-  assign \$244  = rest_rows * \$signal$286 ;
-  assign \$246  = rest_span_first[5:0] + \$245 ;
-  assign \$247  = \$246  + 7'h40;
-  assign \$248  = \$247  - 1'h1;
-  assign \$250  = rest_rows * \$signal$286 ;
-  assign \$251  = rest_span_offset + \$250 [19:0];
-  assign \$252  = \$251  + 6'h20;
-  assign \$253  = \$252  - 1'h1;
-  assign \$255  = rest_rows * \$signal$286 ;
-  assign \$256  = \$signal$296  >> \$signal$297 ;
-  assign \$257  = split & \$256 [0];
-  assign \$258  = ! \$257 ;
-  assign \$259  = \$257  ? pair_valid : valid;
-  assign \$260  = ~ stage;
-  assign \$261  = entry[10] & \$260 ;
-  assign \$262  = \$signal$296  >> \$signal$297 ;
-  assign \$263  = split & \$262 [0];
-  assign \$264  = ! \$263 ;
-  assign \$265  = 1'h1 << \$signal$297 ;
-  assign \$266  = \$signal$296  + \$265 ;
-  assign \$267  = \$263  ? \$266  : { 1'h0, \$signal$296  };
-  assign \$268  = \$261  ? col : { 11'h000, \$267  };
-  assign \$269  = \$signal$296  >> \$signal$297 ;
-  assign \$270  = split & \$269 [0];
-  assign \$271  = ! \$270 ;
-  assign \$272  = \$270  ? 27'h0000000 : col[31:5];
-  assign \$273  = set_base0 + \$272 ;
-  assign \$274  = \$signal$296  >> \$signal$297 ;
-  assign \$275  = split & \$274 [0];
-  assign \$276  = ! \$275 ;
-  assign \$277  = \$275  ? pair_count : count;
-  assign \$278  = \$signal$296  >> \$signal$297 ;
-  assign \$279  = split & \$278 [0];
-  assign \$280  = ! \$279 ;
-  assign \$281  = \$279  ? pair_data : data;
-  assign \$282  = groups_seen0 < \$signal$308 ;
-  assign \$283  = \$signal$296  >> \$signal$297 ;
-  assign \$284  = split & \$283 [0];
-  assign \$286  = \$285  ? valid : pair_valid;
-  assign \$287  = ~ stage;
-  assign \$288  = entry[10] & \$287 ;
-  assign \$289  = \$signal$296  >> \$signal$297 ;
-  assign \$290  = split & \$289 [0];
-  assign \$292  = 1'h1 << \$signal$297 ;
-  assign \$293  = \$signal$296  + \$292 ;
-  assign \$294  = \$291  ? { 1'h0, \$signal$296  } : \$293 ;
-  assign \$295  = \$288  ? col : { 11'h000, \$294  };
-  assign \$296  = \$signal$296  >> \$signal$297 ;
-  assign \$297  = split & \$296 [0];
-  assign \$299  = \$298  ? col[31:5] : 27'h0000000;
-  assign \$300  = set_base1 + \$299 ;
-  assign \$301  = \$signal$296  >> \$signal$297 ;
-  assign \$302  = split & \$301 [0];
-  assign \$304  = \$303  ? count : pair_count;
-  assign \$305  = \$signal$296  >> \$signal$297 ;
-  assign \$306  = split & \$305 [0];
-  assign \$308  = \$307  ? data : pair_data;
-  assign \$309  = groups_seen1 < \$signal$308 ;
-  assign \$310  = col + count;
-  assign \$311  = \$310  == \$signal$318 ;
-  assign \$312  = valid & \$311 ;
-  assign \$313  = pair_count == \$signal$318 ;
-  assign \$314  = pair_valid & \$313 ;
-  assign \$315  = \$312  + \$314 ;
-  assign \$316  = row << \$signal$287 ;
-  assign \$317  = t_out_base + \$316 ;
-  assign \$1169  = col[31:5] % 2'h3;
-  assign \$319  = col[31:5] < 2'h3;
-  assign \$320  = col + count;
-  assign \$321  = \$320  == \$signal$318 ;
-  assign \$322  = valid & \$321 ;
-  assign \$323  = \$signal$296  >> \$signal$297 ;
-  assign \$324  = split & \$323 [0];
-  assign \$325  = ! \$324 ;
-  assign \$326  = \$324  ? pair_valid : valid;
-  assign \$327  = ~ stage;
-  assign \$328  = entry[10] & \$327 ;
-  assign \$329  = \$signal$296  >> \$signal$297 ;
-  assign \$330  = split & \$329 [0];
-  assign \$331  = ! \$330 ;
-  assign \$332  = 1'h1 << \$signal$297 ;
-  assign \$333  = \$signal$296  + \$332 ;
-  assign \$334  = \$330  ? \$333  : { 1'h0, \$signal$296  };
-  assign \$335  = \$328  ? col : { 11'h000, \$334  };
-  assign \$336  = \$signal$296  >> \$signal$297 ;
-  assign \$337  = split & \$336 [0];
-  assign \$338  = ! \$337 ;
-  assign \$339  = \$337  ? 27'h0000000 : col[31:5];
-  assign \$340  = set_base0 + \$339 ;
-  assign \$341  = \$signal$296  >> \$signal$297 ;
-  assign \$342  = split & \$341 [0];
-  assign \$343  = ! \$342 ;
-  assign \$344  = \$342  ? pair_count : count;
-  assign \$345  = \$signal$296  >> \$signal$297 ;
-  assign \$346  = split & \$345 [0];
-  assign \$347  = ! \$346 ;
-  assign \$348  = \$346  ? pair_data : data;
-  assign \$349  = groups_seen0 < \$signal$308 ;
-  assign \$350  = \$signal$296  >> \$signal$297 ;
-  assign \$351  = split & \$350 [0];
-  assign \$353  = \$352  ? valid : pair_valid;
-  assign \$354  = ~ stage;
-  assign \$355  = entry[10] & \$354 ;
-  assign \$356  = \$signal$296  >> \$signal$297 ;
-  assign \$357  = split & \$356 [0];
-  assign \$359  = 1'h1 << \$signal$297 ;
-  assign \$360  = \$signal$296  + \$359 ;
-  assign \$361  = \$358  ? { 1'h0, \$signal$296  } : \$360 ;
-  assign \$362  = \$355  ? col : { 11'h000, \$361  };
-  assign \$363  = \$signal$296  >> \$signal$297 ;
-  assign \$364  = split & \$363 [0];
-  assign \$366  = \$365  ? col[31:5] : 27'h0000000;
-  assign \$367  = set_base1 + \$366 ;
-  assign \$368  = \$signal$296  >> \$signal$297 ;
-  assign \$369  = split & \$368 [0];
-  assign \$371  = \$370  ? count : pair_count;
-  assign \$372  = \$signal$296  >> \$signal$297 ;
-  assign \$373  = split & \$372 [0];
-  assign \$375  = \$374  ? data : pair_data;
-  assign \$376  = groups_seen1 < \$signal$308 ;
-  assign \$377  = col + count;
-  assign \$378  = \$377  == \$signal$318 ;
-  assign \$379  = valid & \$378 ;
-  assign \$380  = pair_count == \$signal$318 ;
-  assign \$381  = pair_valid & \$380 ;
-  assign \$382  = \$379  + \$381 ;
-  assign \$383  = row << \$signal$287 ;
-  assign \$384  = t_out_base + \$383 ;
-  assign \$1240  = col[31:5] % 2'h3;
-  assign \$386  = col[31:5] < 2'h3;
-  assign \$387  = col + count;
-  assign \$388  = \$387  == \$signal$318 ;
-  assign \$389  = valid & \$388 ;
-  assign \$390  = ~ busy;
-  assign \$391  = ~ deferred;
-  assign \$392  = \$390  & \$391 ;
-  assign \$393  = ! dest;
-  assign \$394  = dest == 1'h1;
-  assign \$395  = \$393  | \$394 ;
-  assign \$396  = ~ \$395 ;
-  assign \$397  = \$396  | writer_free;
-  assign \$398  = \$392  & \$397 ;
-  assign \$399  = \$signal$253  + 7'h40;
-  assign \$400  = \$399  + \$signal$326 ;
-  assign \$401  = entry[10] ? entry[143:124] : entry[123:104];
-  assign \$402  = entry[10] ? entry[123:104] : entry[143:124];
-  assign \$403  = stage ? \$401  : \$402 ;
-  assign \$405  = ! dest;
-  assign \$406  = dest == 1'h1;
-  assign \$407  = \$405  | \$406 ;
-  assign \$408  = \$signal$328  << \$signal$332 ;
-  assign \$409  = \$signal$327  * \$408 ;
-  assign \$410  = result_first_0[5:0] + \$409 ;
-  assign \$411  = \$410  + 7'h40;
-  assign \$412  = \$411  - 1'h1;
-  assign \$414  = drain > 1'h1;
-  assign \$415  = drain - 1'h1;
-  assign \$416  = \$414  ? \$415  : 6'h00;
-  assign \$417  = ! \$416 ;
-  assign \$418  = entry[5:2] == 2'h3;
-  assign \$419  = entry[10] ? entry[123:104] : entry[143:124];
-  assign \$420  = \$418  ? \$419  : entry[203:184];
-  assign \$421  = entry[5:2] == 2'h3;
-  assign \$422  = \$421  | entry[11];
-  assign \$423  = ~ busy;
-  assign \$424  = ~ deferred;
-  assign \$425  = \$423  & \$424 ;
-  assign \$426  = \$425  & writer_free;
-  assign \$427  = \$signal$253  + 7'h40;
-  assign \$428  = \$427  + \$signal$326 ;
-  assign \$429  = entry[10] ? entry[143:124] : entry[123:104];
-  assign \$430  = entry[10] ? entry[123:104] : entry[143:124];
-  assign \$431  = stage ? \$429  : \$430 ;
-  assign \$433  = \$signal$328  << \$signal$332 ;
-  assign \$434  = \$signal$327  * \$433 ;
-  assign \$435  = result_first_1[5:0] + \$434 ;
-  assign \$436  = \$435  + 7'h40;
-  assign \$437  = \$436  - 1'h1;
-  assign \$441  = ~ busy;
-  assign \$442  = ~ deferred;
-  assign \$443  = \$441  & \$442 ;
-  assign \$444  = \$443  & writer_free;
-  assign \$445  = \$signal$253  + 7'h40;
-  assign \$446  = \$445  + stats_offset;
-  assign \$447  = \$signal$265  + \row$345 ;
-  assign \$449  = \$446  + \$448 ;
-  assign \$450  = \$signal  & quiet;
-  assign \$451  = deferred & \$signal$189 [42];
-  assign \$452  = ~ \$451 ;
-  assign \$453  = \$450  & \$452 ;
-  assign \$454  = \$453  & w_rdy;
-  assign \$455  = ! pending_status;
-  assign \$456  = \$signal$373  | write_error;
-  assign \$457  = \$455  & \$456 ;
-  assign \$458  = \$457  ? 8'h80 : pending_status;
-  assign \$459  = cycle - \$signal$376 [333:270];
-  assign done_status = reported_error ? 8'h80 : r_data[41:34];
-  assign \$460  = r_en & irq_en;
-  assign \$461  = 1'h1 << r_data[1:0];
-  assign irq = \$460  ? \$461  : 4'h0;
-  assign \$462  = ! fsm_state;
-  assign \$463  = fsm_state == 1'h1;
-  assign \$464  = fsm_state == 2'h2;
-  assign \$465  = fsm_state == 2'h3;
-  assign \$466  = fsm_state == 3'h4;
-  assign \$467  = fsm_state == 3'h5;
-  assign \$468  = fsm_state == 3'h6;
-  assign \$469  = fsm_state == 3'h7;
-  assign \$470  = fsm_state == 4'h8;
-  assign \$471  = fsm_state == 4'h9;
-  assign \$472  = fsm_state == 4'ha;
-  assign \$473  = fsm_state == 4'hb;
-  assign \$474  = fsm_state == 4'hc;
-  assign \$475  = fsm_state == 4'hd;
-  assign \$476  = fsm_state == 4'he;
-  assign \$477  = fsm_state == 4'hf;
-  assign \$478  = fsm_state == 5'h10;
-  assign \$479  = fsm_state == 5'h11;
-  assign \$480  = fsm_state == 5'h12;
-  assign \$481  = fsm_state == 5'h13;
-  assign \$482  = fsm_state == 5'h14;
-  assign \$483  = fsm_state == 5'h15;
-  assign \$484  = src__valid & out__ready;
-  assign \$485  = \$484  & \$839 [512];
-  assign \$486  = | drain;
-  assign \$487  = drain - 1'h1;
-  assign \$488  = | pipe_busy;
-  assign \$489  = pipe_busy - 1'h1;
-  assign \$490  = \$like$190  == 1'h1;
-  assign \$491  = \$like$190  - 1'h1;
-  assign \$492  = entry[269:206] - 1'h1;
-  assign \$493  = 1'h1 << regs[259:256];
-  assign \$494  = \$493  - 1'h1;
-  assign \$495  = { 1'h0, \$492 [15:0] } & \$494 ;
-  assign \$496  = $signed(\$495 ) << regs[265:260];
-  assign \$497  = $signed({ 1'h0, regs[63:0] }) + $signed(\$496 );
-  assign \$498  = entry[269:206] - 1'h1;
-  assign \$499  = 1'h1 << regs[259:256];
-  assign \$500  = \$499  - 1'h1;
-  assign \$501  = { 1'h0, \$498 [15:0] } & \$500 ;
-  assign \$502  = $signed(\$501 ) << regs[265:260];
-  assign \$503  = $signed({ 1'h0, regs[127:64] }) + $signed(\$502 );
-  assign \$504  = entry[5:2] == 2'h3;
-  assign \$505  = entry[5:2] == 2'h2;
-  assign \$506  = entry[5:2] == 3'h4;
-  assign \$507  = entry[10] ? entry[143:124] : entry[123:104];
-  assign \$508  = entry[10] ? entry[123:104] : entry[143:124];
-  assign \$509  = | \status$403 ;
-  assign \$510  = ~ busy;
-  assign \$511  = ~ deferred;
-  assign \$512  = \$510  & \$511 ;
-  assign \$513  = \$512  & writer_free;
-  assign \$514  = valid & last;
-  assign \$515  = entry[5:2] == 2'h2;
-  assign \$516  = | pipe_busy;
-  assign \$517  = \$516  & mode_changes;
-  assign \$518  = ~ \$517 ;
-  assign \$519  = ~ stage;
-  assign \$520  = entry[10] & \$519 ;
-  assign \$521  = \$520  ? 3'h0 : plan_pack_log2;
-  assign \$522  = ~ stage;
-  assign \$523  = entry[10] & \$522 ;
-  assign \$524  = \$523  ? plan_trans_pack_log2 : plan_pack;
-  assign \$525  = ~ stage;
-  assign \$526  = entry[10] & \$525 ;
-  assign \$527  = entry[10] ? entry[143:124] : entry[123:104];
-  assign \$528  = entry[10] ? entry[123:104] : entry[143:124];
-  assign \$529  = stage ? \$527  : \$528 ;
-  assign \$530  = entry[10] ? entry[123:104] : entry[143:124];
-  assign \$531  = entry[10] ? entry[143:124] : entry[123:104];
-  assign \$532  = stage ? \$530  : \$531 ;
-  assign \$533  = \$526  ? \$529  : \$532 ;
-  assign \$534  = ~ stage;
-  assign \$535  = entry[10] & \$534 ;
-  assign \$536  = entry[10] ? entry[123:104] : entry[143:124];
-  assign \$537  = entry[10] ? entry[143:124] : entry[123:104];
-  assign \$538  = stage ? \$536  : \$537 ;
-  assign \$539  = entry[10] ? entry[143:124] : entry[123:104];
-  assign \$540  = entry[10] ? entry[123:104] : entry[143:124];
-  assign \$541  = stage ? \$539  : \$540 ;
-  assign \$542  = \$535  ? \$538  : \$541 ;
-  assign \$543  = ~ stage;
-  assign \$544  = entry[10] & \$543 ;
-  assign \$545  = entry[10] ? entry[143:124] : entry[123:104];
-  assign \$546  = entry[10] ? entry[123:104] : entry[143:124];
-  assign \$547  = stage ? \$545  : \$546 ;
-  assign \$548  = entry[10] ? entry[123:104] : entry[143:124];
-  assign \$549  = entry[10] ? entry[143:124] : entry[123:104];
-  assign \$550  = stage ? \$548  : \$549 ;
-  assign \$551  = \$544  ? \$547  : \$550 ;
-  assign \$552  = ~ stage;
-  assign \$553  = entry[10] & \$552 ;
-  assign \$554  = \$553  ? plan_trans_pack_log2 : plan_pack;
-  assign \$555  = \$551  >> \$554 ;
-  assign \$556  = ~ stage;
-  assign \$557  = entry[10] & \$556 ;
-  assign \$558  = entry[10] ? entry[143:124] : entry[123:104];
-  assign \$559  = entry[10] ? entry[123:104] : entry[143:124];
-  assign \$560  = stage ? \$558  : \$559 ;
-  assign \$561  = entry[10] ? entry[123:104] : entry[143:124];
-  assign \$562  = entry[10] ? entry[143:124] : entry[123:104];
-  assign \$563  = stage ? \$561  : \$562 ;
-  assign \$564  = \$557  ? \$560  : \$563 ;
-  assign \$565  = ~ stage;
-  assign \$566  = entry[10] & \$565 ;
-  assign \$567  = \$566  ? plan_trans_pack_log2 : plan_pack;
-  assign \$568  = 1'h1 << \$567 ;
-  assign \$569  = \$568  - 1'h1;
-  assign \$570  = { 1'h0, \$564  } & { \$569 [8], \$569 [8], \$569 [8], \$569 [8], \$569 [8], \$569 [8], \$569 [8], \$569 [8], \$569 [8], \$569 [8], \$569 [8], \$569 [8], \$569  };
-  assign \$571  = ~ stage;
-  assign \$572  = entry[10] & \$571 ;
-  assign \$573  = entry[10] ? entry[143:124] : entry[123:104];
-  assign \$574  = entry[10] ? entry[123:104] : entry[143:124];
-  assign \$575  = stage ? \$573  : \$574 ;
-  assign \$576  = entry[10] ? entry[123:104] : entry[143:124];
-  assign \$577  = entry[10] ? entry[143:124] : entry[123:104];
-  assign \$578  = stage ? \$576  : \$577 ;
-  assign \$579  = \$572  ? \$575  : \$578 ;
-  assign \$580  = ~ stage;
-  assign \$581  = entry[10] & \$580 ;
-  assign \$582  = \$581  ? plan_trans_pack_log2 : plan_pack;
-  assign \$583  = \$579  >> \$582 ;
-  assign \$584  = ~ stage;
-  assign \$585  = entry[10] & \$584 ;
-  assign \$586  = \$585  ? plan_trans_pack_log2 : plan_pack;
-  assign \$587  = \$583  << \$586 ;
-  assign \$588  = ~ stage;
-  assign \$589  = entry[10] & \$588 ;
-  assign \$590  = entry[10] ? entry[123:104] : entry[143:124];
-  assign \$591  = entry[10] ? entry[143:124] : entry[123:104];
-  assign \$592  = stage ? \$590  : \$591 ;
-  assign \$593  = entry[10] ? entry[143:124] : entry[123:104];
-  assign \$594  = entry[10] ? entry[123:104] : entry[143:124];
-  assign \$595  = stage ? \$593  : \$594 ;
-  assign \$596  = \$589  ? \$592  : \$595 ;
-  assign \$597  = \$587  * \$596 ;
-  assign \$598  = ~ stage;
-  assign \$599  = entry[10] & \$598 ;
-  assign \$600  = ~ stage;
-  assign \$601  = entry[10] & \$600 ;
-  assign \$602  = \$167 [19:0] < plan_sets;
-  assign \$603  = \$602  ? \$167 [19:0] : { 18'h00000, plan_sets };
-  assign \$604  = \$601  ? 20'h00001 : \$603 ;
-  assign \$605  = ~ stage;
-  assign \$606  = entry[10] & \$605 ;
-  assign \$607  = row_groups1 < plan_sets;
-  assign \$608  = \$607  ? row_groups1 : { 18'h00000, plan_sets };
-  assign \$609  = \$606  ? 20'h00000 : \$608 ;
-  assign \$610  = ~ stage;
-  assign \$611  = entry[10] & \$610 ;
-  assign \$612  = entry[10] ? entry[143:124] : entry[123:104];
-  assign \$613  = entry[10] ? entry[123:104] : entry[143:124];
-  assign \$614  = stage ? \$612  : \$613 ;
-  assign \$615  = entry[10] ? entry[123:104] : entry[143:124];
-  assign \$616  = entry[10] ? entry[143:124] : entry[123:104];
-  assign \$617  = stage ? \$615  : \$616 ;
-  assign \$618  = \$611  ? \$614  : \$617 ;
-  assign \$619  = ~ stage;
-  assign \$620  = entry[10] & \$619 ;
-  assign \$621  = \$620  ? plan_trans_pack_log2 : plan_pack;
-  assign \$622  = \$618  >> \$621 ;
-  assign \$623  = | \$622 ;
-  assign \$624  = \$signal$286  << \$signal$287 ;
-  assign \$625  = \$signal$285  << \$signal$287 ;
-  assign \$626  = rest_rows * \$signal$286 ;
-  assign \$627  = \$signal$296  >> \$signal$297 ;
-  assign \$628  = split & \$627 [0];
-  assign \$629  = ! \$628 ;
-  assign \$630  = col + count;
-  assign \$631  = \$630  == \$signal$318 ;
-  assign \$632  = valid & \$631 ;
-  assign \$633  = pair_count == \$signal$318 ;
-  assign \$634  = pair_valid & \$633 ;
-  assign \$635  = \$628  ? \$634  : \$632 ;
-  assign \$636  = groups_seen0 < \$signal$308 ;
-  assign \$637  = groups_seen0 + 1'h1;
-  assign \$638  = set_index0 + 1'h1;
-  assign \$639  = \$638  == \$signal$308 ;
-  assign \$640  = set_index0 + 1'h1;
-  assign \$641  = set_base0 + \$signal$329 ;
-  assign \$642  = \$signal$296  >> \$signal$297 ;
-  assign \$643  = split & \$642 [0];
-  assign \$645  = col + count;
-  assign \$646  = \$645  == \$signal$318 ;
-  assign \$647  = valid & \$646 ;
-  assign \$648  = pair_count == \$signal$318 ;
-  assign \$649  = pair_valid & \$648 ;
-  assign \$650  = \$644  ? \$647  : \$649 ;
-  assign \$651  = groups_seen1 < \$signal$308 ;
-  assign \$652  = groups_seen1 + 1'h1;
-  assign \$653  = set_index1 + 1'h1;
-  assign \$654  = \$653  == \$signal$308 ;
-  assign \$655  = set_index1 + 1'h1;
-  assign \$656  = set_base1 + \$signal$329 ;
-  assign \$657  = ended << \$signal$297 ;
-  assign \$658  = \$signal$296  + \$657 ;
-  assign \$659  = ~ stage;
-  assign \$660  = entry[10] & \$659 ;
-  assign \$661  = 3'h6 + t_fold_adds;
-  assign \$662  = 2'h3 * \$661 ;
-  assign \$663  = 2'h3 + \$662 ;
-  assign \$664  = 2'h3 * t_level;
-  assign \$665  = 2'h3 + \$664 ;
-  assign \$666  = t_scalar ? \$663  : { 1'h0, \$665  };
-  assign \$667  = \$660  ? \$666  : 7'h05;
-  assign \$668  = ~ stage;
-  assign \$669  = entry[10] & \$668 ;
-  assign \$670  = \$669  ? 5'h1b : 5'h05;
-  assign \$671  = valid & last;
-  assign \$672  = | rest_rows;
-  assign \$673  = \$signal$296  >> \$signal$297 ;
-  assign \$674  = split & \$673 [0];
-  assign \$675  = ! \$674 ;
-  assign \$676  = col + count;
-  assign \$677  = \$676  == \$signal$318 ;
-  assign \$678  = valid & \$677 ;
-  assign \$679  = pair_count == \$signal$318 ;
-  assign \$680  = pair_valid & \$679 ;
-  assign \$681  = \$674  ? \$680  : \$678 ;
-  assign \$682  = groups_seen0 < \$signal$308 ;
-  assign \$683  = groups_seen0 + 1'h1;
-  assign \$684  = set_index0 + 1'h1;
-  assign \$685  = \$684  == \$signal$308 ;
-  assign \$686  = set_index0 + 1'h1;
-  assign \$687  = set_base0 + \$signal$329 ;
-  assign \$688  = \$signal$296  >> \$signal$297 ;
-  assign \$689  = split & \$688 [0];
-  assign \$691  = col + count;
-  assign \$692  = \$691  == \$signal$318 ;
-  assign \$693  = valid & \$692 ;
-  assign \$694  = pair_count == \$signal$318 ;
-  assign \$695  = pair_valid & \$694 ;
-  assign \$696  = \$690  ? \$693  : \$695 ;
-  assign \$697  = groups_seen1 < \$signal$308 ;
-  assign \$698  = groups_seen1 + 1'h1;
-  assign \$699  = set_index1 + 1'h1;
-  assign \$700  = \$699  == \$signal$308 ;
-  assign \$701  = set_index1 + 1'h1;
-  assign \$702  = set_base1 + \$signal$329 ;
-  assign \$703  = \ended$324  << \$signal$297 ;
-  assign \$704  = \$signal$296  + \$703 ;
-  assign \$705  = ~ stage;
-  assign \$706  = entry[10] & \$705 ;
-  assign \$707  = 3'h6 + t_fold_adds;
-  assign \$708  = 2'h3 * \$707 ;
-  assign \$709  = 2'h3 + \$708 ;
-  assign \$710  = 2'h3 * t_level;
-  assign \$711  = 2'h3 + \$710 ;
-  assign \$712  = t_scalar ? \$709  : { 1'h0, \$711  };
-  assign \$713  = \$706  ? \$712  : 7'h05;
-  assign \$714  = ~ stage;
-  assign \$715  = entry[10] & \$714 ;
-  assign \$716  = \$715  ? 5'h1b : 5'h05;
-  assign \$717  = valid & last;
-  assign \$718  = ~ busy;
-  assign \$719  = ~ deferred;
-  assign \$720  = \$718  & \$719 ;
-  assign \$721  = ! dest;
-  assign \$722  = dest == 1'h1;
-  assign \$723  = \$721  | \$722 ;
-  assign \$724  = ~ \$723 ;
-  assign \$725  = \$724  | writer_free;
-  assign \$726  = \$720  & \$725 ;
-  assign \$727  = ! dest;
-  assign \$728  = dest == 1'h1;
-  assign \$729  = \$727  | \$728 ;
-  assign \$730  = \$signal$328  << \$signal$332 ;
-  assign \$731  = \$signal$327  * \$730 ;
-  assign \$732  = \$signal$326  + \$731 ;
-  assign \$733  = ~ bank;
-  assign \$734  = drain > 1'h1;
-  assign \$735  = drain - 1'h1;
-  assign \$736  = \$734  ? \$735  : 6'h00;
-  assign \$737  = ! \$736 ;
-  assign \$738  = drain > 1'h1;
-  assign \$739  = drain - 1'h1;
-  assign \$740  = \$738  ? \$739  : 6'h00;
-  assign \$741  = ! dest;
-  assign \$742  = dest == 1'h1;
-  assign \$743  = \$741  | \$742 ;
-  assign \$744  = entry[5:2] == 2'h3;
-  assign \$745  = dest == 2'h3;
-  assign \$746  = \row$345  + 1'h1;
-  assign \$747  = \$746  < \$signal$327 ;
-  assign \$748  = \row$345  + 1'h1;
-  assign \$749  = entry[5:2] == 2'h3;
-  assign \$750  = ~ busy;
-  assign \$751  = ~ deferred;
-  assign \$752  = \$750  & \$751 ;
-  assign \$753  = \$752  & writer_free;
-  assign \$754  = \$signal$328  << \$signal$332 ;
-  assign \$755  = \$signal$327  * \$754 ;
-  assign \$756  = \$signal$326  + \$755 ;
-  assign \$757  = ~ busy;
-  assign \$758  = ~ deferred;
-  assign \$759  = \$757  & \$758 ;
-  assign \$760  = \$759  & writer_free;
-  assign \$761  = \row$345  + 1'h1;
-  assign \$762  = \$761  < \$signal$327 ;
-  assign \$763  = \row$345  + 1'h1;
-  assign \$764  = \$signal$265  + 3'h4;
-  assign \$765  = 3'h4 * entry[203:184];
-  assign \$766  = \$signal$267  + \$765 ;
-  assign \$767  = \$signal$265  + 3'h4;
-  assign \$768  = \$767  < entry[183:164];
-  assign \$769  = ~ \$signal ;
-  assign \$770  = src__valid & out__ready;
-  assign \$771  = \$770  & \$839 [512];
-  assign \$772  = \$signal$398  | \$771 ;
-  assign \$773  = ! status;
-  assign \$774  = \$773  & is_store;
-  assign \$775  = \$signal  & quiet;
-  assign \$776  = deferred & \$signal$189 [42];
-  assign \$777  = ~ \$776 ;
-  assign \$778  = \$775  & \$777 ;
-  assign \$779  = \$778  & w_rdy;
-  always @(posedge clk)
-    \$signal$398  <= \$780 ;
-  always @(posedge clk)
-    write_error <= \$781 ;
-  always @(posedge clk)
-    drain <= \$782 ;
-  always @(posedge clk)
-    pipe_busy <= \$783 ;
-  always @(posedge clk)
-    deferred <= \$784 ;
-  always @(posedge clk)
-    \$like$190  <= \$785 ;
-  always @(posedge clk)
-    entry <= \$786 ;
-  always @(posedge clk)
-    fsm_state <= \$787 ;
-  always @(posedge clk)
-    status <= \$788 ;
-  always @(posedge clk)
-    \$signal$248  <= \$789 ;
-  always @(posedge clk)
-    \$signal$253  <= \$790 ;
-  always @(posedge clk)
-    \$signal$265  <= \$791 ;
-  always @(posedge clk)
-    \$signal$267  <= \$792 ;
-  always @(posedge clk)
-    \$signal$326  <= \$793 ;
-  always @(posedge clk)
-    \$signal$332  <= \$794 ;
-  always @(posedge clk)
-    \$signal$328  <= \$795 ;
-  always @(posedge clk)
-    \$signal$327  <= \$796 ;
-  always @(posedge clk)
-    stage <= \$797 ;
-  always @(posedge clk)
-    \row$345  <= \$798 ;
-  always @(posedge clk)
-    \$signal$297  <= \$799 ;
-  always @(posedge clk)
-    \$signal$329  <= \$800 ;
-  always @(posedge clk)
-    \$signal$308  <= \$801 ;
-  always @(posedge clk)
-    \$signal$287  <= \$802 ;
-  always @(posedge clk)
-    \$signal$405  <= \$803 ;
-  always @(posedge clk)
-    \$signal$286  <= \$804 ;
-  always @(posedge clk)
-    \$signal$285  <= \$805 ;
-  always @(posedge clk)
-    rest_rows <= \$806 ;
-  always @(posedge clk)
-    main_elems <= \$807 ;
-  always @(posedge clk)
-    t_level <= \$808 ;
-  always @(posedge clk)
-    t_scalar <= \$809 ;
-  always @(posedge clk)
-    t_fold_adds <= \$810 ;
-  always @(posedge clk)
-    trans <= \$811 ;
-  always @(posedge clk)
-    \$signal$296  <= \$812 ;
-  always @(posedge clk)
-    sets_used0 <= \$813 ;
-  always @(posedge clk)
-    groups_seen0 <= \$814 ;
-  always @(posedge clk)
-    set_index0 <= \$815 ;
-  always @(posedge clk)
-    set_base0 <= \$816 ;
-  always @(posedge clk)
-    sets_used1 <= \$817 ;
-  always @(posedge clk)
-    groups_seen1 <= \$818 ;
-  always @(posedge clk)
-    set_index1 <= \$819 ;
-  always @(posedge clk)
-    set_base1 <= \$820 ;
-  always @(posedge clk)
-    t_out_base <= \$821 ;
-  always @(posedge clk)
-    \$signal$318  <= \$822 ;
-  always @(posedge clk)
-    bank <= \$823 ;
-  always @(posedge clk)
-    \$signal$189  <= \$824 ;
-  always @(posedge clk)
-    anchor_m0 <= \$825 ;
-  always @(posedge clk)
-    anchor_m1 <= \$826 ;
-  always @(posedge clk)
-    anchor_m2 <= \$827 ;
-  always @(posedge clk)
-    anchor_m3 <= \$828 ;
-  always @(posedge clk)
-    anchor_l0 <= \$829 ;
-  always @(posedge clk)
-    anchor_l1 <= \$830 ;
-  always @(posedge clk)
-    anchor_l2 <= \$831 ;
-  always @(posedge clk)
-    anchor_l3 <= \$832 ;
-  always @(posedge clk)
-    \$signal  <= \$833 ;
-  always @(posedge clk)
-    \$signal$376  <= \$834 ;
-  always @(posedge clk)
-    pending_status <= \$835 ;
-  always @(posedge clk)
-    \$signal$373  <= \$836 ;
-  always @(posedge clk)
-    \$signal$378  <= \$837 ;
-  always @(posedge clk)
-    pending_store <= \$838 ;
-  assign \$1  = ~ \$signal ;
+  assign \$1  = ~ pending;
   assign \$2  = idle & \$1 ;
   assign \$3  = ~ deferred;
   assign writer_free = \$2  & \$3 ;
-  assign \$4  = entry[10] ? entry[143:124] : entry[123:104];
-  assign \$5  = entry[10] ? entry[123:104] : entry[143:124];
-  assign n_cols = stage ? \$4  : \$5 ;
+  assign \$4  = entry[5:2] == 2'h3;
+  assign \$5  = \$4  ? 1'h1 : 1'h0;
   assign \$6  = entry[5:2] == 2'h3;
-  assign \$7  = \$6  ? 1'h1 : 1'h0;
-  assign \$8  = entry[5:2] == 2'h3;
-  assign \$9  = entry[5:2] == 3'h4;
-  assign \$10  = \$9  ? 2'h2 : 2'h0;
-  assign \$11  = \$8  ? 2'h3 : \$10 ;
-  assign dest = stage ? { 1'h0, \$7  } : \$11 ;
-  assign \$12  = entry[183:164] == 1'h1;
-  assign \$13  = ~ stage;
-  assign \$14  = entry[10] & \$13 ;
-  assign \$15  = ~ \$14 ;
-  assign split = \$12  & \$15 ;
+  assign \$7  = entry[5:2] == 3'h4;
+  assign \$8  = \$7  ? 2'h2 : 2'h0;
+  assign \$9  = \$6  ? 2'h3 : \$8 ;
+  assign dest = stage ? { 1'h0, \$5  } : \$9 ;
+  assign \$10  = entry[183:164] == 1'h1;
+  assign \$11  = ~ stage;
+  assign \$12  = entry[10] & \$11 ;
+  assign \$13  = ~ \$12 ;
+  assign split = \$10  & \$13 ;
+  assign \$14  = entry[10] ? entry[123:104] : entry[143:124];
+  assign \$15  = entry[10] ? entry[143:124] : entry[123:104];
+  assign k = stage ? \$14  : \$15 ;
   assign \$16  = entry[10] ? entry[143:124] : entry[123:104];
   assign \$17  = entry[10] ? entry[123:104] : entry[143:124];
-  assign \$18  = stage ? \$16  : \$17 ;
-  assign \$20  = \$19  <= 6'h20;
-  assign \$21  = entry[10] ? entry[143:124] : entry[123:104];
-  assign \$22  = entry[10] ? entry[123:104] : entry[143:124];
-  assign \$23  = stage ? \$21  : \$22 ;
-  assign \$25  = \$24  <= 6'h20;
-  assign \$26  = entry[10] ? entry[143:124] : entry[123:104];
-  assign \$27  = entry[10] ? entry[123:104] : entry[143:124];
-  assign \$28  = stage ? \$26  : \$27 ;
-  assign \$30  = \$29  <= 6'h20;
-  assign \$31  = entry[10] ? entry[143:124] : entry[123:104];
-  assign \$32  = entry[10] ? entry[123:104] : entry[143:124];
-  assign \$33  = stage ? \$31  : \$32 ;
-  assign \$35  = \$34  <= 6'h20;
-  assign \$36  = entry[10] ? entry[143:124] : entry[123:104];
-  assign \$37  = entry[10] ? entry[123:104] : entry[143:124];
-  assign \$38  = stage ? \$36  : \$37 ;
-  assign \$40  = \$39  <= 6'h20;
-  assign \$41  = entry[10] ? entry[143:124] : entry[123:104];
-  assign \$42  = entry[10] ? entry[123:104] : entry[143:124];
-  assign \$43  = stage ? \$41  : \$42 ;
-  assign \$45  = \$44  <= 6'h20;
-  assign \$46  = entry[10] ? entry[123:104] : entry[143:124];
-  assign \$47  = entry[10] ? entry[143:124] : entry[123:104];
-  assign \$48  = stage ? \$46  : \$47 ;
-  assign plan_trans_scalar = \$48  > 6'h20;
-  assign \$49  = entry[10] ? entry[123:104] : entry[143:124];
-  assign \$50  = entry[10] ? entry[143:124] : entry[123:104];
-  assign \$51  = stage ? \$49  : \$50 ;
-  assign \$52  = \$51  > 7'h40;
-  assign \$53  = entry[10] ? entry[123:104] : entry[143:124];
-  assign \$54  = entry[10] ? entry[143:124] : entry[123:104];
-  assign \$55  = stage ? \$53  : \$54 ;
-  assign \$56  = \$55  > 6'h20;
-  assign \$57  = \$56  ? 1'h1 : 1'h0;
-  assign plan_trans_fold_adds = \$52  ? 2'h2 : { 1'h0, \$57  };
-  assign \$58  = entry[10] ? entry[123:104] : entry[143:124];
-  assign \$59  = entry[10] ? entry[143:124] : entry[123:104];
-  assign \$60  = stage ? \$58  : \$59 ;
-  assign \$61  = \$60  == 1'h1;
-  assign \$62  = entry[10] ? entry[123:104] : entry[143:124];
-  assign \$63  = entry[10] ? entry[143:124] : entry[123:104];
-  assign \$64  = stage ? \$62  : \$63 ;
-  assign \$65  = \$64  == 2'h2;
-  assign \$66  = entry[10] ? entry[123:104] : entry[143:124];
-  assign \$67  = entry[10] ? entry[143:124] : entry[123:104];
-  assign \$68  = stage ? \$66  : \$67 ;
-  assign \$69  = \$68  == 3'h4;
-  assign \$70  = entry[10] ? entry[123:104] : entry[143:124];
-  assign \$71  = entry[10] ? entry[143:124] : entry[123:104];
-  assign \$72  = stage ? \$70  : \$71 ;
-  assign \$73  = \$72  == 4'h8;
-  assign \$74  = entry[10] ? entry[123:104] : entry[143:124];
-  assign \$75  = entry[10] ? entry[143:124] : entry[123:104];
-  assign \$76  = stage ? \$74  : \$75 ;
-  assign \$77  = \$76  == 5'h10;
-  assign \$78  = entry[10] ? entry[123:104] : entry[143:124];
-  assign \$79  = entry[10] ? entry[143:124] : entry[123:104];
-  assign \$80  = stage ? \$78  : \$79 ;
-  assign \$81  = \$80  == 6'h20;
-  assign \$82  = entry[10] ? entry[123:104] : entry[143:124];
-  assign \$83  = entry[10] ? entry[143:124] : entry[123:104];
-  assign \$84  = stage ? \$82  : \$83 ;
-  assign plan_tree_scalar = \$84  > 6'h20;
-  assign \$85  = entry[10] ? entry[123:104] : entry[143:124];
-  assign \$86  = entry[10] ? entry[143:124] : entry[123:104];
-  assign \$87  = stage ? \$85  : \$86 ;
-  assign \$88  = \$87  > 7'h40;
-  assign \$89  = entry[10] ? entry[123:104] : entry[143:124];
-  assign \$90  = entry[10] ? entry[143:124] : entry[123:104];
-  assign \$91  = stage ? \$89  : \$90 ;
-  assign \$92  = \$91  > 6'h20;
-  assign \$93  = \$92  ? 1'h1 : 1'h0;
-  assign plan_tree_fold_adds = \$88  ? 2'h2 : { 1'h0, \$93  };
-  assign \$94  = entry[10] ? entry[123:104] : entry[143:124];
-  assign \$95  = entry[10] ? entry[143:124] : entry[123:104];
-  assign \$96  = stage ? \$94  : \$95 ;
-  assign \$97  = \$96  == 1'h1;
+  assign n = stage ? \$16  : \$17 ;
+  assign \$18  = ~ stage;
+  assign trans_in = entry[10] & \$18 ;
+  assign \$20  = entry[83:20] + \$19 ;
+  assign \$21  = stage ? \$20  : { 1'h0, entry[83:20] };
+  assign \$22  = entry[10] ? entry[143:124] : entry[123:104];
+  assign \$23  = entry[10] ? entry[123:104] : entry[143:124];
+  assign n_cols = stage ? \$22  : \$23 ;
+  assign \$signal  = deferred ? \$signal$252  : \$signal$251 ;
+  assign \$24  = \$like  == 1'h1;
+  assign \$25  = entry[5:2] == 2'h3;
+  assign src_data = \$25  ? rd_acc_data : { widened_31, widened_30, widened_29, widened_28, widened_27, widened_26, widened_25, widened_24, widened_23, widened_22, widened_21, widened_20, widened_19, widened_18, widened_17, widened_16, widened_15, widened_14, widened_13, widened_12, widened_11, widened_10, widened_9, widened_8, widened_7, widened_6, widened_5, widened_4, widened_3, widened_2, widened_1, widened_0 };
+  assign \$26  = ~ busy;
+  assign \$27  = ~ deferred;
+  assign \$28  = \$26  & \$27 ;
+  assign \$29  = \$28  & writer_free;
+  assign \$30  = \$signal$311  + 7'h40;
+  assign \$31  = is_load ? { 1'h0, entry[83:20] } : \$30 ;
+  assign \$32  = \$31  + 1'h0;
+  assign \$35  = copy_span_first[5:0] + \$34 ;
+  assign \$36  = \$35  + 7'h40;
+  assign \$37  = \$36  - 1'h1;
+  assign \$40  = copy_span_offset + \$39 ;
+  assign \$41  = \$40  + 6'h20;
+  assign \$42  = \$41  - 1'h1;
+  assign \$44  = \$signal$316  + 7'h40;
+  assign \$45  = is_load ? \$44  : { 1'h0, entry[83:20] };
+  assign \$46  = \$signal$316  + 7'h40;
+  assign \$47  = is_load ? \$46  : { 1'h0, entry[83:20] };
+  assign \$50  = ~ w_ready;
+  assign \$51  = entry[183:164] - \$signal$324 ;
+  assign \$52  = $signed(\$51 ) < $signed(4'h4);
+  assign \$53  = entry[183:164] - \$signal$324 ;
+  assign \$54  = \$52  ? \$53  : 21'h000004;
+  assign \$55  = \$signal$311  + 7'h40;
+  assign \$57  = \$55  + \$56 ;
+  assign \$58  = rows_now * entry[203:184];
+  assign \$60  = input_span_first[5:0] + \$59 ;
+  assign \$61  = \$60  + 7'h40;
+  assign \$62  = \$61  - 1'h1;
+  assign \$64  = rows_now * entry[203:184];
+  assign \$65  = input_span_offset + \$64 ;
+  assign \$66  = \$65  + 6'h20;
+  assign \$67  = \$66  - 1'h1;
+  assign \$69  = ~ busy;
+  assign \$70  = ~ deferred;
+  assign \$71  = \$69  & \$70 ;
+  assign \$72  = ! dest;
+  assign \$73  = dest == 1'h1;
+  assign \$74  = \$72  | \$73 ;
+  assign \$75  = ~ \$74 ;
+  assign \$76  = \$75  | writer_free;
+  assign \$77  = \$71  & \$76 ;
+  assign \$78  = \$signal$316  + 7'h40;
+  assign \$79  = \$78  + \$signal$348 ;
+  assign \$80  = entry[10] ? entry[143:124] : entry[123:104];
+  assign \$81  = entry[10] ? entry[123:104] : entry[143:124];
+  assign \$82  = stage ? \$80  : \$81 ;
+  assign \$84  = ! dest;
+  assign \$85  = dest == 1'h1;
+  assign \$86  = \$84  | \$85 ;
+  assign \$87  = \$signal$350  << \$signal$353 ;
+  assign \$88  = \$signal$349  * \$87 ;
+  assign \$89  = result_first_0[5:0] + \$88 ;
+  assign \$90  = \$89  + 7'h40;
+  assign \$91  = \$90  - 1'h1;
+  assign \$93  = drain > 1'h1;
+  assign \$94  = drain - 1'h1;
+  assign \$95  = \$93  ? \$94  : 6'h00;
+  assign \$96  = ! \$95 ;
+  assign \$97  = entry[5:2] == 2'h3;
   assign \$98  = entry[10] ? entry[123:104] : entry[143:124];
-  assign \$99  = entry[10] ? entry[143:124] : entry[123:104];
-  assign \$100  = stage ? \$98  : \$99 ;
-  assign \$101  = \$100  == 2'h2;
-  assign \$102  = entry[10] ? entry[123:104] : entry[143:124];
-  assign \$103  = entry[10] ? entry[143:124] : entry[123:104];
-  assign \$104  = stage ? \$102  : \$103 ;
-  assign \$105  = \$104  == 3'h4;
-  assign \$106  = entry[10] ? entry[123:104] : entry[143:124];
-  assign \$107  = entry[10] ? entry[143:124] : entry[123:104];
-  assign \$108  = stage ? \$106  : \$107 ;
-  assign \$109  = \$108  == 4'h8;
-  assign \$110  = entry[10] ? entry[123:104] : entry[143:124];
-  assign \$111  = entry[10] ? entry[143:124] : entry[123:104];
-  assign \$112  = stage ? \$110  : \$111 ;
-  assign \$113  = \$112  == 5'h10;
-  assign \$114  = entry[10] ? entry[123:104] : entry[143:124];
-  assign \$115  = entry[10] ? entry[143:124] : entry[123:104];
-  assign \$116  = stage ? \$114  : \$115 ;
-  assign \$117  = \$116  == 6'h20;
-  assign \$118  = entry[10] ? entry[143:124] : entry[123:104];
-  assign \$119  = entry[10] ? entry[123:104] : entry[143:124];
-  assign \$120  = stage ? \$118  : \$119 ;
-  assign \$122  = \$121  <= 6'h20;
-  assign \$123  = entry[10] ? entry[143:124] : entry[123:104];
-  assign \$124  = entry[10] ? entry[123:104] : entry[143:124];
-  assign \$125  = stage ? \$123  : \$124 ;
-  assign \$127  = \$126  <= 6'h20;
-  assign \$128  = entry[10] ? entry[143:124] : entry[123:104];
-  assign \$129  = entry[10] ? entry[123:104] : entry[143:124];
-  assign \$130  = stage ? \$128  : \$129 ;
-  assign \$132  = \$131  <= 6'h20;
-  assign \$133  = entry[10] ? entry[143:124] : entry[123:104];
-  assign \$134  = entry[10] ? entry[123:104] : entry[143:124];
-  assign \$135  = stage ? \$133  : \$134 ;
-  assign \$137  = \$136  <= 6'h20;
-  assign \$138  = entry[10] ? entry[143:124] : entry[123:104];
-  assign \$139  = entry[10] ? entry[123:104] : entry[143:124];
-  assign \$140  = stage ? \$138  : \$139 ;
-  assign \$142  = \$141  <= 6'h20;
-  assign \$143  = entry[10] ? entry[143:124] : entry[123:104];
-  assign \$144  = entry[10] ? entry[123:104] : entry[143:124];
-  assign \$145  = stage ? \$143  : \$144 ;
-  assign \$147  = \$146  <= 6'h20;
-  assign \$148  = entry[10] ? entry[143:124] : entry[123:104];
-  assign \$149  = entry[10] ? entry[123:104] : entry[143:124];
-  assign \$150  = stage ? \$148  : \$149 ;
-  assign \$151  = \$150  + 6'h20;
-  assign \$152  = \$151  - 1'h1;
+  assign \$99  = \$97  ? \$98  : entry[203:184];
+  assign \$100  = entry[5:2] == 2'h3;
+  assign \$101  = \$100  | entry[11];
+  assign \$102  = ~ busy;
+  assign \$103  = ~ deferred;
+  assign \$104  = \$102  & \$103 ;
+  assign \$105  = \$104  & writer_free;
+  assign \$106  = \$signal$316  + 7'h40;
+  assign \$107  = \$106  + \$signal$348 ;
+  assign \$108  = entry[10] ? entry[143:124] : entry[123:104];
+  assign \$109  = entry[10] ? entry[123:104] : entry[143:124];
+  assign \$110  = stage ? \$108  : \$109 ;
+  assign \$112  = \$signal$350  << \$signal$353 ;
+  assign \$113  = \$signal$349  * \$112 ;
+  assign \$114  = result_first_1[5:0] + \$113 ;
+  assign \$115  = \$114  + 7'h40;
+  assign \$116  = \$115  - 1'h1;
+  assign \$120  = ~ busy;
+  assign \$121  = ~ deferred;
+  assign \$122  = \$120  & \$121 ;
+  assign \$123  = \$122  & writer_free;
+  assign \$124  = \$signal$316  + 7'h40;
+  assign \$125  = \$124  + stats_offset;
+  assign \$126  = \$signal$324  + \row$366 ;
+  assign \$128  = \$125  + \$127 ;
+  assign \$129  = ~ pending;
+  assign \$130  = src__valid & out__ready;
+  assign \$131  = \$130  & \$264 [512];
+  assign \$132  = \read_error$397  | \$131 ;
+  assign \$133  = ! \status$395 ;
+  assign \$134  = \$133  & is_store;
+  assign \hold$404  = deferred & \$signal$252 [42];
+  assign \$135  = ! fsm_state;
+  assign \$136  = fsm_state == 1'h1;
+  assign \$137  = fsm_state == 2'h2;
+  assign \$138  = fsm_state == 2'h3;
+  assign \$139  = fsm_state == 3'h4;
+  assign \$140  = fsm_state == 3'h5;
+  assign \$141  = fsm_state == 3'h6;
+  assign \$142  = fsm_state == 3'h7;
+  assign \$143  = fsm_state == 4'h8;
+  assign \$144  = fsm_state == 4'h9;
+  assign \$145  = fsm_state == 4'ha;
+  assign \$146  = fsm_state == 4'hb;
+  assign \$147  = fsm_state == 4'hc;
+  assign \$148  = fsm_state == 4'hd;
+  assign \$149  = fsm_state == 4'he;
+  assign \$150  = fsm_state == 4'hf;
+  assign \$151  = fsm_state == 5'h10;
+  assign \$152  = fsm_state == 5'h11;
+  assign \$153  = fsm_state == 5'h12;
+  assign \$154  = fsm_state == 5'h13;
+  assign \$155  = fsm_state == 5'h14;
+  assign \$156  = fsm_state == 5'h15;
+  assign \$157  = src__valid & out__ready;
+  assign \$158  = \$157  & \$264 [512];
+  assign \$159  = \$like  == 1'h1;
+  assign \$160  = \$like  - 1'h1;
+  assign \$161  = entry[269:206] - 1'h1;
+  assign \$162  = 1'h1 << regs[259:256];
+  assign \$163  = \$162  - 1'h1;
+  assign \$164  = { 1'h0, \$161 [15:0] } & \$163 ;
+  assign \$165  = $signed(\$164 ) << regs[265:260];
+  assign \$166  = $signed({ 1'h0, regs[63:0] }) + $signed(\$165 );
+  assign \$167  = entry[269:206] - 1'h1;
+  assign \$168  = 1'h1 << regs[259:256];
+  assign \$169  = \$168  - 1'h1;
+  assign \$170  = { 1'h0, \$167 [15:0] } & \$169 ;
+  assign \$171  = $signed(\$170 ) << regs[265:260];
+  assign \$172  = $signed({ 1'h0, regs[127:64] }) + $signed(\$171 );
+  assign \$173  = entry[5:2] == 2'h3;
+  assign \$174  = entry[5:2] == 2'h2;
+  assign \$175  = entry[5:2] == 3'h4;
+  assign \$176  = entry[10] ? entry[143:124] : entry[123:104];
+  assign \$177  = entry[10] ? entry[123:104] : entry[143:124];
+  assign \$178  = | \status$434 ;
+  assign \$179  = ~ busy;
+  assign \$180  = ~ deferred;
+  assign \$181  = \$179  & \$180 ;
+  assign \$182  = \$181  & writer_free;
+  assign \$183  = valid & last;
+  assign \$184  = entry[5:2] == 2'h2;
+  assign \$185  = | rest_rows;
+  assign \$186  = ~ busy;
+  assign \$187  = ~ deferred;
+  assign \$188  = \$186  & \$187 ;
+  assign \$189  = ! dest;
+  assign \$190  = dest == 1'h1;
+  assign \$191  = \$189  | \$190 ;
+  assign \$192  = ~ \$191 ;
+  assign \$193  = \$192  | writer_free;
+  assign \$194  = \$188  & \$193 ;
+  assign \$195  = ! dest;
+  assign \$196  = dest == 1'h1;
+  assign \$197  = \$195  | \$196 ;
+  assign \$198  = \$signal$350  << \$signal$353 ;
+  assign \$199  = \$signal$349  * \$198 ;
+  assign \$200  = \$signal$348  + \$199 ;
+  assign \$201  = ~ bank;
+  assign \$202  = drain > 1'h1;
+  assign \$203  = drain - 1'h1;
+  assign \$204  = \$202  ? \$203  : 6'h00;
+  assign \$205  = ! \$204 ;
+  assign \$206  = drain > 1'h1;
+  assign \$207  = drain - 1'h1;
+  assign \$208  = \$206  ? \$207  : 6'h00;
+  assign \$209  = ! dest;
+  assign \$210  = dest == 1'h1;
+  assign \$211  = \$209  | \$210 ;
+  assign \$212  = entry[5:2] == 2'h3;
+  assign \$213  = dest == 2'h3;
+  assign \$214  = \row$366  + 1'h1;
+  assign \$215  = \$214  < \$signal$349 ;
+  assign \$216  = \row$366  + 1'h1;
+  assign \$217  = entry[5:2] == 2'h3;
+  assign \$218  = ~ busy;
+  assign \$219  = ~ deferred;
+  assign \$220  = \$218  & \$219 ;
+  assign \$221  = \$220  & writer_free;
+  assign \$222  = \$signal$350  << \$signal$353 ;
+  assign \$223  = \$signal$349  * \$222 ;
+  assign \$224  = \$signal$348  + \$223 ;
+  assign \$225  = ~ busy;
+  assign \$226  = ~ deferred;
+  assign \$227  = \$225  & \$226 ;
+  assign \$228  = \$227  & writer_free;
+  assign \$229  = \row$366  + 1'h1;
+  assign \$230  = \$229  < \$signal$349 ;
+  assign \$231  = \row$366  + 1'h1;
+  assign \$232  = \$signal$324  + 3'h4;
+  assign \$233  = 3'h4 * entry[203:184];
+  assign \$234  = \$signal$326  + \$233 ;
+  assign \$235  = \$signal$324  + 3'h4;
+  assign \$236  = \$235  < entry[183:164];
+  assign \$237  = ~ pending;
+  always @(posedge clk)
+    \read_error$397  <= \$238 ;
+  always @(posedge clk)
+    deferred <= \$239 ;
+  always @(posedge clk)
+    \$like  <= \$240 ;
+  always @(posedge clk)
+    entry <= \$241 ;
+  always @(posedge clk)
+    fsm_state <= \$242 ;
+  always @(posedge clk)
+    \status$395  <= \$243 ;
+  always @(posedge clk)
+    \$signal$311  <= \$244 ;
+  always @(posedge clk)
+    \$signal$316  <= \$245 ;
+  always @(posedge clk)
+    \$signal$324  <= \$246 ;
+  always @(posedge clk)
+    \$signal$326  <= \$247 ;
+  always @(posedge clk)
+    \$signal$348  <= \$248 ;
+  always @(posedge clk)
+    \$signal$353  <= \$249 ;
+  always @(posedge clk)
+    \$signal$350  <= \$250 ;
+  always @(posedge clk)
+    \$signal$349  <= \$251 ;
+  always @(posedge clk)
+    stage <= \$252 ;
+  always @(posedge clk)
+    \row$366  <= \$253 ;
+  always @(posedge clk)
+    bank <= \$254 ;
+  always @(posedge clk)
+    \$signal$252  <= \$255 ;
+  always @(posedge clk)
+    anchor_m0 <= \$256 ;
+  always @(posedge clk)
+    anchor_m1 <= \$257 ;
+  always @(posedge clk)
+    anchor_m2 <= \$258 ;
+  always @(posedge clk)
+    anchor_m3 <= \$259 ;
+  always @(posedge clk)
+    anchor_l0 <= \$260 ;
+  always @(posedge clk)
+    anchor_l1 <= \$261 ;
+  always @(posedge clk)
+    anchor_l2 <= \$262 ;
+  always @(posedge clk)
+    anchor_l3 <= \$263 ;
+  \ndp_device.control_unit.chunks  chunks (
+    .acc_addr0(acc_addr),
+    .acc_addr1(acc_addr1),
+    .active0(active),
+    .active1(active1),
+    .addr(\$21 [63:0]),
+    .clk(clk),
+    .col(col),
+    .cols_dim(cols_dim),
+    .count(count),
+    .data(data),
+    .dispatch(dispatch),
+    .drain(drain),
+    .first0(first),
+    .first1(first1),
+    .full_groups(full_groups),
+    .k_base0(k_base),
+    .k_base1(k_base1),
+    .last(last),
+    .mac0(mac),
+    .mac1(mac1),
+    .main_elems(main_elems),
+    .n_words(n_words),
+    .pack_log2(pack_log2),
+    .pair_count(pair_count),
+    .pair_data(pair_data),
+    .pair_valid(pair_valid),
+    .pipe_busy(pipe_busy),
+    .rest(rest),
+    .rest_rows(rest_rows),
+    .restart(restart),
+    .row(row),
+    .rst(rst),
+    .run_done(run_done),
+    .run_log2(run_log2),
+    .sets(sets),
+    .split(split),
+    .start(\start$338 ),
+    .t_first(t_first),
+    .t_fold_adds(t_fold_adds),
+    .t_level(t_level),
+    .t_out(t_out),
+    .t_row_end(t_row_end),
+    .t_scalar(t_scalar),
+    .t_set(t_set),
+    .trans(trans),
+    .u_beats(u_beats),
+    .u_cols(u_cols),
+    .u_offset(u_offset),
+    .u_pair(u_pair),
+    .u_rows(u_rows),
+    .valid(valid),
+    .w_data0(w_data),
+    .w_data1(w_data1)
+  );
+  \ndp_device.control_unit.completion  completion (
+    .clk(clk),
+    .complete(complete),
+    .cycle(cycle),
+    .done_status(done_status),
+    .done_store(report_store),
+    .hold(\hold$404 ),
+    .irq(irq),
+    .line(\line$416 ),
+    .line_addr(line_addr),
+    .line_start(line_start),
+    .pending(pending),
+    .\port$10031$0 (\$265 ),
+    .\port$10292$289 (queues__0[289]),
+    .\port$10294$289 (queues__1[289]),
+    .\port$10296$289 (queues__2[289]),
+    .\port$10298$289 (queues__3[289]),
+    .queue(queue),
+    .quiet(quiet),
+    .r_en(reported),
+    .read_error(read_error),
+    .reported_error(reported_error),
+    .rst(rst),
+    .seq(seq),
+    .slot(slot),
+    .status(status),
+    .store(store),
+    .taken(taken),
+    .write_error(write_error)
+  );
   \ndp_device.control_unit.compute  compute (
     .acc_addr(acc_addr),
     .acc_addr1(acc_addr1),
@@ -5053,7 +3993,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .t_scalar(t_scalar),
     .t_set(t_set),
     .trans(trans),
-    .w_data(\w_data$304 ),
+    .w_data(w_data),
     .w_data1(w_data1)
   );
   \ndp_device.control_unit.decoder  decoder (
@@ -5063,9 +4003,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .is_store(is_store),
     .log2_slot(regs[267:260]),
     .operand_lines(operand_lines),
-    .\port$10717$128 (regs[255:128]),
+    .\port$10432$128 (regs[255:128]),
     .stats_offset(stats_offset),
-    .status(\status$403 )
+    .status(\status$434 )
   );
   \ndp_device.control_unit.front  front (
     .clk(clk),
@@ -5076,8 +4016,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .queues__1(queues__1),
     .queues__2(queues__2),
     .queues__3(queues__3),
-    .report(r_en),
-    .report_store(r_data[42]),
+    .report(reported),
+    .report_store(report_store),
     .rst(rst),
     .run_addr(addr),
     .run_issued(run_issued),
@@ -5095,12 +4035,38 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .out__strb(src__strb),
     .out__valid(\src__valid$82 ),
     .rst(rst),
-    .start(\start$206 ),
+    .start(\start$269 ),
     .w_bytes(w_bytes),
-    .w_data(w_data),
+    .w_data(\w_data$244 ),
     .w_last(w_last),
     .w_ready(w_ready),
     .w_valid(w_valid)
+  );
+  \ndp_device.control_unit.planner  planner (
+    .clk(clk),
+    .cols_dim(cols_dim),
+    .full_groups(full_groups),
+    .has_full(has_full),
+    .k(k),
+    .load(load),
+    .main_elems(main_elems),
+    .n(n),
+    .n_words(n_words),
+    .pack_log2(pack_log2),
+    .pipe_busy(pipe_busy),
+    .ready(ready),
+    .rest_rows(rest_rows),
+    .rst(rst),
+    .run_log2(run_log2),
+    .\sets$32 (sets),
+    .sets_used__0(sets_used__0),
+    .sets_used__1(sets_used__1),
+    .split(split),
+    .t_fold_adds(t_fold_adds),
+    .t_level(t_level),
+    .t_scalar(t_scalar),
+    .trans(trans),
+    .trans_in(trans_in)
   );
   \ndp_device.control_unit.reader  reader (
     .addr(bus__araddr),
@@ -5116,17 +4082,17 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .issued_all(run_issued),
     .lines(lines),
     .out__valid(src__valid),
-    .r_data(\$839 ),
+    .r_data(\$264 ),
     .r_en(out__ready),
     .rst(rst),
     .start(start)
   );
   \ndp_device.control_unit.readout  readout (
-    .acc_we(\acc_we$339 ),
-    .bank(\bank$201 ),
+    .acc_we(\acc_we$360 ),
+    .bank(\bank$264 ),
     .busy(busy),
     .clk(clk),
-    .dest(\dest$194 ),
+    .dest(\dest$257 ),
     .done(done),
     .fold_bank(fold_bank),
     .fold_n_cols(fold_n_cols),
@@ -5138,41 +4104,32 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .fold_sets1(fold_sets1),
     .fold_valid(fold_valid),
     .fold_word(fold_word),
-    .in_we(\in_we$334 ),
-    .n(n),
-    .n_words(n_words),
-    .pack_log2(pack_log2),
+    .in_we(\in_we$355 ),
+    .n(\n$259 ),
+    .n_words(\n_words$260 ),
+    .pack_log2(\pack_log2$263 ),
     .rd_in_data(rd_in_data),
     .rd_row(buf_row),
     .rows(rows),
     .rst(rst),
-    .sets(sets),
+    .sets(\sets$261 ),
     .sets1(sets1),
     .source(source),
-    .start(\start$192 ),
+    .start(\start$255 ),
     .sum_fp16(sum_fp16),
     .sum_fp32(sum_fp32),
     .sum_ready(sum_ready),
     .sum_valid(sum_valid),
-    .w_bytes(\w_bytes$184 ),
-    .w_data(\w_data$182 ),
-    .w_last(\w_last$186 ),
+    .w_bytes(\w_bytes$247 ),
+    .w_data(\w_data$245 ),
+    .w_last(\w_last$249 ),
     .w_ready(w_ready),
-    .w_valid(\w_valid$178 ),
+    .w_valid(\w_valid$241 ),
     .word(buf_word)
-  );
-  \ndp_device.control_unit.reports  reports (
-    .clk(clk),
-    .r_data(r_data),
-    .r_en(r_en),
-    .rst(rst),
-    .w_en(w_en),
-    .w_port__data(\w_data$381 ),
-    .w_rdy(w_rdy)
   );
   \ndp_device.control_unit.softmax  softmax (
     .clk(clk),
-    .done(\done$409 ),
+    .done(\done$439 ),
     .dst_addr(dst_addr),
     .\dst_data$425 (dst_data),
     .dst_en(dst_en),
@@ -5183,10 +4140,10 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .rst(rst),
     .src_addr(src_addr),
     .src_data(src_data),
-    .start(\start$351 )
+    .start(\start$372 )
   );
   \ndp_device.control_unit.unpacker  unpacker (
-    .beats(\beats$258 ),
+    .beats(\beats$321 ),
     .chunk_d0(data),
     .clk(clk),
     .col(col),
@@ -5194,18 +4151,18 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .count(count),
     .hold(hold),
     .last(last),
-    .offset(\offset$255 ),
+    .offset(\offset$318 ),
     .pair(pair),
     .pair_chunk_d0(pair_data),
     .pair_count(pair_count),
     .pair_valid(pair_valid),
     .pull(out__ready),
     .row(row),
-    .rows(\rows$256 ),
+    .rows(\rows$319 ),
     .rst(rst),
-    .src__data(\$839 [511:0]),
+    .src__data(\$264 [511:0]),
     .src__valid(src__valid),
-    .start(\start$254 ),
+    .start(\start$317 ),
     .valid(valid)
   );
   ndp_fp16_mul widen_0 (
@@ -5370,7 +4327,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   );
   \ndp_device.control_unit.writer  writer (
     .addr(bus__awaddr),
-    .\addr$55 (\addr$204 ),
+    .\addr$55 (\addr$267 ),
     .bus__awlen(bus__awlen),
     .bus__awready(bus__awready),
     .bus__awvalid(bus__awvalid),
@@ -5385,47 +4342,47 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .clk(clk),
     .from_stream(from_stream),
     .idle(idle),
-    .line(\line$367 ),
-    .lines(\lines$205 ),
+    .line(\line$388 ),
+    .lines(\lines$268 ),
     .quiet(quiet),
     .report(report),
-    .reported(r_en),
+    .reported(reported),
     .reported_error(reported_error),
     .rst(rst),
     .src__data(\src__data$76 ),
     .src__ready(\out__ready$78 ),
     .src__strb(src__strb),
     .src__valid(\src__valid$82 ),
-    .start(\start$202 ),
+    .start(\start$265 ),
     .strb(strb),
-    .write_error(\write_error$399 )
+    .write_error(write_error)
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     (* full_case = 32'd1 *)
-    casez (\row$345 )
+    casez (\row$366 )
       2'h0:
-          \$439  = anchor_m0;
+          \$118  = anchor_m0;
       2'h1:
-          \$439  = anchor_m1;
+          \$118  = anchor_m1;
       2'h2:
-          \$439  = anchor_m2;
+          \$118  = anchor_m2;
       2'h3:
-          \$439  = anchor_m3;
+          \$118  = anchor_m3;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     (* full_case = 32'd1 *)
-    casez (\row$345 )
+    casez (\row$366 )
       2'h0:
-          \$440  = anchor_l0;
+          \$119  = anchor_l0;
       2'h1:
-          \$440  = anchor_l1;
+          \$119  = anchor_l1;
       2'h2:
-          \$440  = anchor_l2;
+          \$119  = anchor_l2;
       2'h3:
-          \$440  = anchor_l3;
+          \$119  = anchor_l3;
     endcase
   end
   always @* begin
@@ -5444,149 +4401,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    plan_pack = 3'h0;
-    if (\$20 ) begin
-      plan_pack = 3'h0;
-    end
-    if (\$25 ) begin
-      plan_pack = 3'h1;
-    end
-    if (\$30 ) begin
-      plan_pack = 3'h2;
-    end
-    if (\$35 ) begin
-      plan_pack = 3'h3;
-    end
-    if (\$40 ) begin
-      plan_pack = 3'h4;
-    end
-    if (\$45 ) begin
-      plan_pack = 3'h5;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    plan_trans_level = 3'h5;
-    if (\$61 ) begin
-      plan_trans_level = 3'h0;
-    end
-    if (\$65 ) begin
-      plan_trans_level = 3'h1;
-    end
-    if (\$69 ) begin
-      plan_trans_level = 3'h2;
-    end
-    if (\$73 ) begin
-      plan_trans_level = 3'h3;
-    end
-    if (\$77 ) begin
-      plan_trans_level = 3'h4;
-    end
-    if (\$81 ) begin
-      plan_trans_level = 3'h5;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    plan_trans_pack_log2 = 3'h0;
-    if (\$61 ) begin
-      plan_trans_pack_log2 = 3'h5;
-    end
-    if (\$65 ) begin
-      plan_trans_pack_log2 = 3'h4;
-    end
-    if (\$69 ) begin
-      plan_trans_pack_log2 = 3'h3;
-    end
-    if (\$73 ) begin
-      plan_trans_pack_log2 = 3'h2;
-    end
-    if (\$77 ) begin
-      plan_trans_pack_log2 = 3'h1;
-    end
-    if (\$81 ) begin
-      plan_trans_pack_log2 = 3'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    plan_tree_level = 3'h5;
-    if (\$97 ) begin
-      plan_tree_level = 3'h0;
-    end
-    if (\$101 ) begin
-      plan_tree_level = 3'h1;
-    end
-    if (\$105 ) begin
-      plan_tree_level = 3'h2;
-    end
-    if (\$109 ) begin
-      plan_tree_level = 3'h3;
-    end
-    if (\$113 ) begin
-      plan_tree_level = 3'h4;
-    end
-    if (\$117 ) begin
-      plan_tree_level = 3'h5;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    plan_tree_pack_log2 = 3'h0;
-    if (\$97 ) begin
-      plan_tree_pack_log2 = 3'h5;
-    end
-    if (\$101 ) begin
-      plan_tree_pack_log2 = 3'h4;
-    end
-    if (\$105 ) begin
-      plan_tree_pack_log2 = 3'h3;
-    end
-    if (\$109 ) begin
-      plan_tree_pack_log2 = 3'h2;
-    end
-    if (\$113 ) begin
-      plan_tree_pack_log2 = 3'h1;
-    end
-    if (\$117 ) begin
-      plan_tree_pack_log2 = 3'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    plan_pack_log2 = 3'h0;
-    if (\$122 ) begin
-      plan_pack_log2 = 3'h0;
-    end
-    if (\$127 ) begin
-      plan_pack_log2 = 3'h1;
-    end
-    if (\$132 ) begin
-      plan_pack_log2 = 3'h2;
-    end
-    if (\$137 ) begin
-      plan_pack_log2 = 3'h3;
-    end
-    if (\$142 ) begin
-      plan_pack_log2 = 3'h4;
-    end
-    if (\$147 ) begin
-      plan_pack_log2 = 3'h5;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    plan_sets = 2'h3;
-    if (\$155 ) begin
-      plan_sets = 2'h2;
-    end
-    if (\$157 ) begin
-      plan_sets = 2'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    w_valid = \w_valid$178 ;
+    w_valid = \w_valid$241 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -5600,7 +4415,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    w_data = \w_data$182 ;
+    \w_data$244  = \w_data$245 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -5609,12 +4424,12 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h04:
           /* empty */;
       5'h05:
-          w_data = { 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, data };
+          \w_data$244  = { 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, data };
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    w_bytes = \w_bytes$184 ;
+    w_bytes = \w_bytes$247 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -5623,12 +4438,12 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h04:
           /* empty */;
       5'h05:
-          w_bytes = { 1'h0, \$205  };
+          w_bytes = { 1'h0, \$49  };
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    w_last = \w_last$186 ;
+    w_last = \w_last$249 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -5642,10 +4457,10 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$signal$191  = 1'h0;
+    \$signal$254  = 1'h0;
     if (deferred) begin
-      if (\$180 ) begin
-        \$signal$191  = 1'h1;
+      if (\$24 ) begin
+        \$signal$254  = 1'h1;
       end
     end
     casez (fsm_state)
@@ -5674,9 +4489,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0d:
           /* empty */;
       5'h0e:
-          if (\$398 ) begin
-            if (\$417 ) begin
-              \$signal$191  = 1'h1;
+          if (\$77 ) begin
+            if (\$96 ) begin
+              \$signal$254  = 1'h1;
             end
           end
       5'h11:
@@ -5686,87 +4501,87 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h12:
           /* empty */;
       5'h13:
-          if (\$426 ) begin
-            \$signal$191  = 1'h1;
+          if (\$105 ) begin
+            \$signal$254  = 1'h1;
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \start$192  = 1'h0;
-    if (\$signal$191 ) begin
-      \start$192  = 1'h1;
+    \start$255  = 1'h0;
+    if (\$signal$254 ) begin
+      \start$255  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     source = 1'h0;
-    if (\$signal$191 ) begin
-      source = \$signal$187 [0];
+    if (\$signal$254 ) begin
+      source = \$signal [0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \dest$194  = 2'h0;
-    if (\$signal$191 ) begin
-      \dest$194  = \$signal$187 [2:1];
+    \dest$257  = 2'h0;
+    if (\$signal$254 ) begin
+      \dest$257  = \$signal [2:1];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     rows = 3'h0;
-    if (\$signal$191 ) begin
-      rows = \$signal$187 [5:3];
+    if (\$signal$254 ) begin
+      rows = \$signal [5:3];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    n = 20'h00000;
-    if (\$signal$191 ) begin
-      n = \$signal$187 [25:6];
+    \n$259  = 20'h00000;
+    if (\$signal$254 ) begin
+      \n$259  = \$signal [25:6];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    n_words = 8'h00;
-    if (\$signal$191 ) begin
-      n_words = \$signal$187 [33:26];
+    \n_words$260  = 8'h00;
+    if (\$signal$254 ) begin
+      \n_words$260  = \$signal [33:26];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    sets = 2'h0;
-    if (\$signal$191 ) begin
-      sets = \$signal$187 [35:34];
+    \sets$261  = 2'h0;
+    if (\$signal$254 ) begin
+      \sets$261  = \$signal [35:34];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     sets1 = 2'h0;
-    if (\$signal$191 ) begin
-      sets1 = \$signal$187 [37:36];
+    if (\$signal$254 ) begin
+      sets1 = \$signal [37:36];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    pack_log2 = 3'h0;
-    if (\$signal$191 ) begin
-      pack_log2 = \$signal$187 [40:38];
+    \pack_log2$263  = 3'h0;
+    if (\$signal$254 ) begin
+      \pack_log2$263  = \$signal [40:38];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \bank$201  = 1'h0;
-    if (\$signal$191 ) begin
-      \bank$201  = \$signal$187 [41];
+    \bank$264  = 1'h0;
+    if (\$signal$254 ) begin
+      \bank$264  = \$signal [41];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \start$202  = 1'h0;
-    if (\$signal$191 ) begin
-      if (\$signal$187 [42]) begin
-        \start$202  = 1'h1;
+    \start$265  = 1'h0;
+    if (\$signal$254 ) begin
+      if (\$signal [42]) begin
+        \start$265  = 1'h1;
       end
     end
     casez (fsm_state)
@@ -5775,8 +4590,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h01:
           /* empty */;
       5'h04:
-          if (\$185 ) begin
-            \start$202  = 1'h1;
+          if (\$29 ) begin
+            \start$265  = 1'h1;
           end
       5'h05:
           /* empty */;
@@ -5809,19 +4624,19 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h14:
           /* empty */;
       5'h0f:
-          if (\$444 ) begin
-            \start$202  = 1'h1;
+          if (\$123 ) begin
+            \start$265  = 1'h1;
           end
     endcase
-    if (\$454 ) begin
-      \start$202  = 1'h1;
+    if (line_start) begin
+      \start$265  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     from_stream = 1'h0;
-    if (\$signal$191 ) begin
-      if (\$signal$187 [42]) begin
+    if (\$signal$254 ) begin
+      if (\$signal [42]) begin
         from_stream = 1'h1;
       end
     end
@@ -5831,17 +4646,17 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h01:
           /* empty */;
       5'h04:
-          if (\$185 ) begin
+          if (\$29 ) begin
             from_stream = 1'h1;
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \addr$204  = 64'h0000000000000000;
-    if (\$signal$191 ) begin
-      if (\$signal$187 [42]) begin
-        \addr$204  = { \$signal$187 [106:49], 6'h00 };
+    \addr$267  = 64'h0000000000000000;
+    if (\$signal$254 ) begin
+      if (\$signal [42]) begin
+        \addr$267  = { \$signal [106:49], 6'h00 };
       end
     end
     casez (fsm_state)
@@ -5850,8 +4665,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h01:
           /* empty */;
       5'h04:
-          if (\$185 ) begin
-            \addr$204  = \$201 [63:0];
+          if (\$29 ) begin
+            \addr$267  = \$45 [63:0];
           end
       5'h05:
           /* empty */;
@@ -5884,20 +4699,20 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h14:
           /* empty */;
       5'h0f:
-          if (\$444 ) begin
-            \addr$204  = \$449 [63:0];
+          if (\$123 ) begin
+            \addr$267  = \$128 [63:0];
           end
     endcase
-    if (\$454 ) begin
-      \addr$204  = \$signal$378 ;
+    if (line_start) begin
+      \addr$267  = line_addr;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \lines$205  = 32'd0;
-    if (\$signal$191 ) begin
-      if (\$signal$187 [42]) begin
-        \lines$205  = \$signal$187 [138:107];
+    \lines$268  = 32'd0;
+    if (\$signal$254 ) begin
+      if (\$signal [42]) begin
+        \lines$268  = \$signal [138:107];
       end
     end
     casez (fsm_state)
@@ -5906,17 +4721,17 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h01:
           /* empty */;
       5'h04:
-          if (\$185 ) begin
-            \lines$205  = { 12'h000, entry[103:84] };
+          if (\$29 ) begin
+            \lines$268  = { 12'h000, entry[103:84] };
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \start$206  = 1'h0;
-    if (\$signal$191 ) begin
-      if (\$signal$187 [42]) begin
-        \start$206  = 1'h1;
+    \start$269  = 1'h0;
+    if (\$signal$254 ) begin
+      if (\$signal [42]) begin
+        \start$269  = 1'h1;
       end
     end
     casez (fsm_state)
@@ -5925,17 +4740,17 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h01:
           /* empty */;
       5'h04:
-          if (\$185 ) begin
-            \start$206  = 1'h1;
+          if (\$29 ) begin
+            \start$269  = 1'h1;
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     offset = 6'h00;
-    if (\$signal$191 ) begin
-      if (\$signal$187 [42]) begin
-        offset = \$signal$187 [48:43];
+    if (\$signal$254 ) begin
+      if (\$signal [42]) begin
+        offset = \$signal [48:43];
       end
     end
     casez (fsm_state)
@@ -5944,8 +4759,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h01:
           /* empty */;
       5'h04:
-          if (\$185 ) begin
-            offset = \$203 [5:0];
+          if (\$29 ) begin
+            offset = \$47 [5:0];
           end
     endcase
   end
@@ -5966,8 +4781,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h01:
           /* empty */;
       5'h04:
-          if (\$185 ) begin
-            copy_span_first = \$188 [63:0];
+          if (\$29 ) begin
+            copy_span_first = \$32 [63:0];
           end
     endcase
   end
@@ -5980,7 +4795,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h01:
           /* empty */;
       5'h04:
-          if (\$185 ) begin
+          if (\$29 ) begin
             copy_span_line = { copy_span_first[63:6], 6'h00 };
           end
     endcase
@@ -5994,8 +4809,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h01:
           /* empty */;
       5'h04:
-          if (\$185 ) begin
-            copy_span_lines = { \$194 [30], \$194 [30], \$194 [30], \$194 [30], \$194 [30], \$194 [30], \$194 [30], \$194 [30], \$194 [30], \$194 [30], \$194 [30], \$194 [30], \$194 [30], \$194  };
+          if (\$29 ) begin
+            copy_span_lines = { \$38 [30], \$38 [30], \$38 [30], \$38 [30], \$38 [30], \$38 [30], \$38 [30], \$38 [30], \$38 [30], \$38 [30], \$38 [30], \$38 [30], \$38 [30], \$38  };
           end
     endcase
   end
@@ -6008,7 +4823,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h01:
           /* empty */;
       5'h04:
-          if (\$185 ) begin
+          if (\$29 ) begin
             copy_span_offset = { 1'h0, copy_span_first[5:1] };
           end
     endcase
@@ -6022,27 +4837,27 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h01:
           /* empty */;
       5'h04:
-          if (\$185 ) begin
-            beats = { \$199 [29], \$199 [29], \$199 [29], \$199 [29], \$199 [29], \$199 [29], \$199 [29], \$199 [29], \$199 [29], \$199 [29], \$199 [29], \$199 [29], \$199 [29], \$199 [29], \$199  };
+          if (\$29 ) begin
+            beats = { \$43 [29], \$43 [29], \$43 [29], \$43 [29], \$43 [29], \$43 [29], \$43 [29], \$43 [29], \$43 [29], \$43 [29], \$43 [29], \$43 [29], \$43 [29], \$43 [29], \$43  };
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \start$254  = 1'h0;
+    \start$317  = 1'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
           /* empty */;
       5'h04:
-          if (\$185 ) begin
-            \start$254  = 1'h1;
+          if (\$29 ) begin
+            \start$317  = 1'h1;
           end
       5'h05:
           /* empty */;
       5'h03:
-          \start$254  = 1'h1;
+          \start$317  = 1'h1;
       5'h06:
           /* empty */;
       5'h08:
@@ -6050,27 +4865,27 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h09:
           /* empty */;
       5'h0a:
-          \start$254  = 1'h1;
+          \start$317  = 1'h1;
       5'h0b:
-          \start$254  = 1'h1;
+          \start$317  = 1'h1;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \offset$255  = 5'h00;
+    \offset$318  = 5'h00;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
           /* empty */;
       5'h04:
-          if (\$185 ) begin
-            \offset$255  = copy_span_offset[4:0];
+          if (\$29 ) begin
+            \offset$318  = copy_span_offset[4:0];
           end
       5'h05:
           /* empty */;
       5'h03:
-          \offset$255  = input_span_offset[4:0];
+          \offset$318  = input_span_offset[4:0];
       5'h06:
           /* empty */;
       5'h08:
@@ -6078,27 +4893,27 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h09:
           /* empty */;
       5'h0a:
-          \offset$255  = main_span_offset[4:0];
+          \offset$318  = u_offset;
       5'h0b:
-          \offset$255  = rest_span_offset[4:0];
+          \offset$318  = u_offset;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \rows$256  = 20'h00000;
+    \rows$319  = 20'h00000;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
           /* empty */;
       5'h04:
-          if (\$185 ) begin
-            \rows$256  = 20'h00001;
+          if (\$29 ) begin
+            \rows$319  = 20'h00001;
           end
       5'h05:
           /* empty */;
       5'h03:
-          \rows$256  = { 17'h00000, rows_now };
+          \rows$319  = { 17'h00000, rows_now };
       5'h06:
           /* empty */;
       5'h08:
@@ -6106,9 +4921,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h09:
           /* empty */;
       5'h0a:
-          \rows$256  = \$signal$285 ;
+          \rows$319  = u_rows;
       5'h0b:
-          \rows$256  = 20'h00001;
+          \rows$319  = u_rows;
     endcase
   end
   always @* begin
@@ -6120,8 +4935,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h01:
           /* empty */;
       5'h04:
-          if (\$185 ) begin
-            cols = { 5'h00, \$204  };
+          if (\$29 ) begin
+            cols = { 5'h00, \$48  };
           end
       5'h05:
           /* empty */;
@@ -6134,27 +4949,27 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h09:
           /* empty */;
       5'h0a:
-          cols = { 12'h000, \$238 [19:0] };
+          cols = u_cols;
       5'h0b:
-          cols = { 12'h000, \$255 [19:0] };
+          cols = u_cols;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \beats$258  = 32'd0;
+    \beats$321  = 32'd0;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
           /* empty */;
       5'h04:
-          if (\$185 ) begin
-            \beats$258  = beats[31:0];
+          if (\$29 ) begin
+            \beats$321  = beats[31:0];
           end
       5'h05:
           /* empty */;
       5'h03:
-          \beats$258  = \beats$271 [31:0];
+          \beats$321  = \beats$330 [31:0];
       5'h06:
           /* empty */;
       5'h08:
@@ -6162,9 +4977,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h09:
           /* empty */;
       5'h0a:
-          \beats$258  = \beats$284 [31:0];
+          \beats$321  = u_beats;
       5'h0b:
-          \beats$258  = \beats$294 [31:0];
+          \beats$321  = u_beats;
     endcase
   end
   always @* begin
@@ -6178,7 +4993,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h04:
           /* empty */;
       5'h05:
-          hold = \$206 ;
+          hold = \$50 ;
     endcase
   end
   always @* begin
@@ -6194,7 +5009,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h05:
           /* empty */;
       5'h03:
-          rows_now = \$210 [2:0];
+          rows_now = \$54 [2:0];
     endcase
   end
   always @* begin
@@ -6210,7 +5025,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h05:
           /* empty */;
       5'h03:
-          input_span_first = \$213 [63:0];
+          input_span_first = \$57 [63:0];
     endcase
   end
   always @* begin
@@ -6242,7 +5057,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h05:
           /* empty */;
       5'h03:
-          input_span_lines = { \$219 [26], \$219 [26], \$219 [26], \$219 [26], \$219 [26], \$219 [26], \$219 [26], \$219 [26], \$219 [26], \$219 [26], \$219 [26], \$219 [26], \$219 [26], \$219 [26], \$219 [26], \$219 [26], \$219 [26], \$219  };
+          input_span_lines = { \$63 [26], \$63 [26], \$63 [26], \$63 [26], \$63 [26], \$63 [26], \$63 [26], \$63 [26], \$63 [26], \$63 [26], \$63 [26], \$63 [26], \$63 [26], \$63 [26], \$63 [26], \$63 [26], \$63 [26], \$63  };
     endcase
   end
   always @* begin
@@ -6263,7 +5078,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \beats$271  = 44'h00000000000;
+    \beats$330  = 44'h00000000000;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -6274,7 +5089,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h05:
           /* empty */;
       5'h03:
-          \beats$271  = { \$224 [25], \$224 [25], \$224 [25], \$224 [25], \$224 [25], \$224 [25], \$224 [25], \$224 [25], \$224 [25], \$224 [25], \$224 [25], \$224 [25], \$224 [25], \$224 [25], \$224 [25], \$224 [25], \$224 [25], \$224 [25], \$224  };
+          \beats$330  = { \$68 [25], \$68 [25], \$68 [25], \$68 [25], \$68 [25], \$68 [25], \$68 [25], \$68 [25], \$68 [25], \$68 [25], \$68 [25], \$68 [25], \$68 [25], \$68 [25], \$68 [25], \$68 [25], \$68 [25], \$68 [25], \$68  };
     endcase
   end
   always @* begin
@@ -6308,7 +5123,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0e:
           /* empty */;
       5'h11:
-          in_we = \in_we$334 ;
+          in_we = \in_we$355 ;
       5'h07:
           in_we = dst_en;
       5'h12:
@@ -6348,9 +5163,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h11:
           in_row = buf_row;
       5'h07:
-          in_row = \row$345 ;
+          in_row = \row$366 ;
       5'h12:
-          in_row = \row$345 ;
+          in_row = \row$366 ;
     endcase
   end
   always @* begin
@@ -6431,7 +5246,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    main_span_first = 64'h0000000000000000;
+    load = 1'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -6448,14 +5263,12 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h08:
           /* empty */;
       5'h09:
-          /* empty */;
-      5'h0a:
-          main_span_first = \$228 [63:0];
+          load = 1'h1;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    main_span_line = 64'h0000000000000000;
+    restart = 1'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -6472,14 +5285,14 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h08:
           /* empty */;
       5'h09:
-          /* empty */;
-      5'h0a:
-          main_span_line = { main_span_first[63:6], 6'h00 };
+          if (ready) begin
+            restart = 1'h1;
+          end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    main_span_lines = 44'h00000000000;
+    \start$338  = 1'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -6498,12 +5311,14 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h09:
           /* empty */;
       5'h0a:
-          main_span_lines = \$233 [43:0];
+          \start$338  = 1'h1;
+      5'h0b:
+          \start$338  = 1'h1;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    main_span_offset = 6'h00;
+    rest = 1'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -6522,31 +5337,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h09:
           /* empty */;
       5'h0a:
-          main_span_offset = { 1'h0, main_span_first[5:1] };
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \beats$284  = 44'h00000000000;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          \beats$284  = \$237 [43:0];
+          rest = 1'h0;
+      5'h0b:
+          rest = 1'h1;
     endcase
   end
   always @* begin
@@ -6570,142 +5363,14 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h09:
           /* empty */;
       5'h0a:
-          pair = split;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    rest_span_first = 64'h0000000000000000;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
+          pair = u_pair;
       5'h0b:
-          rest_span_first = \$243 [63:0];
+          pair = u_pair;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    rest_span_line = 64'h0000000000000000;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          rest_span_line = { rest_span_first[63:6], 6'h00 };
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    rest_span_lines = 44'h00000000000;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          rest_span_lines = { \$249 [23], \$249 [23], \$249 [23], \$249 [23], \$249 [23], \$249 [23], \$249 [23], \$249 [23], \$249 [23], \$249 [23], \$249 [23], \$249 [23], \$249 [23], \$249 [23], \$249 [23], \$249 [23], \$249 [23], \$249 [23], \$249 [23], \$249 [23], \$249  };
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    rest_span_offset = 6'h00;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          rest_span_offset = { 1'h0, rest_span_first[5:1] };
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \beats$294  = 44'h00000000000;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          \beats$294  = { \$254 [22], \$254 [22], \$254 [22], \$254 [22], \$254 [22], \$254 [22], \$254 [22], \$254 [22], \$254 [22], \$254 [22], \$254 [22], \$254 [22], \$254 [22], \$254 [22], \$254 [22], \$254 [22], \$254 [22], \$254 [22], \$254 [22], \$254 [22], \$254 [22], \$254  };
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    mac = 1'h0;
+    dispatch = 1'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -6728,517 +5393,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0b:
           /* empty */;
       5'h0c:
-          mac = \$259 ;
+          dispatch = 1'h1;
       5'h0d:
-          mac = \$326 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    k_base = 20'h00000;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          k_base = \$268 [19:0];
-      5'h0d:
-          k_base = \$335 [19:0];
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    acc_addr = 7'h00;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          acc_addr = \$273 [6:0];
-      5'h0d:
-          acc_addr = \$340 [6:0];
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    active = 6'h00;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          active = \$277 ;
-      5'h0d:
-          active = \$344 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \w_data$304  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          \w_data$304  = \$281 ;
-      5'h0d:
-          \w_data$304  = \$348 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    first = 1'h0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          first = \$282 ;
-      5'h0d:
-          first = \$349 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    mac1 = 1'h0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          mac1 = \$286 ;
-      5'h0d:
-          mac1 = \$353 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    k_base1 = 20'h00000;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          k_base1 = \$295 [19:0];
-      5'h0d:
-          k_base1 = \$362 [19:0];
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    acc_addr1 = 7'h00;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          acc_addr1 = \$300 [6:0];
-      5'h0d:
-          acc_addr1 = \$367 [6:0];
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    active1 = 6'h00;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          active1 = \$304 ;
-      5'h0d:
-          active1 = \$371 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    w_data1 = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          w_data1 = \$308 ;
-      5'h0d:
-          w_data1 = \$375 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    first1 = 1'h0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          first1 = \$309 ;
-      5'h0d:
-          first1 = \$376 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    ended = 2'h0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          ended = \$315 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    t_out = 20'h00000;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          t_out = \$317 [19:0];
-      5'h0d:
-          t_out = \$384 [19:0];
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    t_set = 2'h0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          t_set = \$318 [1:0];
-      5'h0d:
-          t_set = \$385 [1:0];
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    t_first = 1'h0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          t_first = \$319 ;
-      5'h0d:
-          t_first = \$386 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    t_row_end = 1'h0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          t_row_end = \$322 ;
-      5'h0d:
-          t_row_end = \$389 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \ended$324  = 2'h0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          \ended$324  = \$382 ;
+          dispatch = 1'h1;
     endcase
   end
   always @* begin
@@ -7270,14 +5427,14 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0d:
           /* empty */;
       5'h0e:
-          if (\$398 ) begin
-            result_first_0 = \$400 [63:0];
+          if (\$77 ) begin
+            result_first_0 = \$79 [63:0];
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$signal$188  = 139'h00000000000000000000000000000000000;
+    \$signal$251  = 139'h00000000000000000000000000000000000;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -7304,19 +5461,19 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0d:
           /* empty */;
       5'h0e:
-          if (\$398 ) begin
-            \$signal$188 [0] = 1'h0;
-            \$signal$188 [2:1] = dest;
-            \$signal$188 [5:3] = \$signal$327 ;
-            \$signal$188 [25:6] = \$404 ;
-            \$signal$188 [33:26] = \$signal$329 [7:0];
-            \$signal$188 [35:34] = sets_used0;
-            \$signal$188 [37:36] = sets_used1;
-            \$signal$188 [40:38] = \$signal$297 ;
-            \$signal$188 [41] = bank;
-            \$signal$188 [42] = \$407 ;
-            \$signal$188 [106:43] = result_first_0;
-            \$signal$188 [138:107] = { \$413 [28], \$413 [28], \$413 [28], \$413  };
+          if (\$77 ) begin
+            \$signal$251 [0] = 1'h0;
+            \$signal$251 [2:1] = dest;
+            \$signal$251 [5:3] = \$signal$349 ;
+            \$signal$251 [25:6] = \$83 ;
+            \$signal$251 [33:26] = n_words[7:0];
+            \$signal$251 [35:34] = sets_used__0;
+            \$signal$251 [37:36] = sets_used__1;
+            \$signal$251 [40:38] = pack_log2;
+            \$signal$251 [41] = bank;
+            \$signal$251 [42] = \$86 ;
+            \$signal$251 [106:43] = result_first_0;
+            \$signal$251 [138:107] = { \$92 [28], \$92 [28], \$92 [28], \$92  };
           end
       5'h11:
           /* empty */;
@@ -7325,19 +5482,19 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h12:
           /* empty */;
       5'h13:
-          if (\$426 ) begin
-            \$signal$188 [0] = 1'h1;
-            \$signal$188 [2:1] = 2'h0;
-            \$signal$188 [5:3] = \$signal$327 ;
-            \$signal$188 [25:6] = \$432 ;
-            \$signal$188 [33:26] = \$signal$329 [7:0];
-            \$signal$188 [35:34] = sets_used0;
-            \$signal$188 [37:36] = sets_used1;
-            \$signal$188 [40:38] = \$signal$297 ;
-            \$signal$188 [41] = bank;
-            \$signal$188 [42] = 1'h1;
-            \$signal$188 [106:43] = result_first_1;
-            \$signal$188 [138:107] = { \$438 [28], \$438 [28], \$438 [28], \$438  };
+          if (\$105 ) begin
+            \$signal$251 [0] = 1'h1;
+            \$signal$251 [2:1] = 2'h0;
+            \$signal$251 [5:3] = \$signal$349 ;
+            \$signal$251 [25:6] = \$111 ;
+            \$signal$251 [33:26] = n_words[7:0];
+            \$signal$251 [35:34] = sets_used__0;
+            \$signal$251 [37:36] = sets_used__1;
+            \$signal$251 [40:38] = pack_log2;
+            \$signal$251 [41] = bank;
+            \$signal$251 [42] = 1'h1;
+            \$signal$251 [106:43] = result_first_1;
+            \$signal$251 [138:107] = { \$117 [28], \$117 [28], \$117 [28], \$117  };
           end
     endcase
   end
@@ -7372,7 +5529,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0e:
           /* empty */;
       5'h11:
-          acc_we = \acc_we$339 ;
+          acc_we = \acc_we$360 ;
     endcase
   end
   always @* begin
@@ -7510,9 +5667,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h11:
           /* empty */;
       5'h07:
-          rd_row = \row$345 ;
+          rd_row = \row$366 ;
       5'h12:
-          rd_row = \row$345 ;
+          rd_row = \row$366 ;
       5'h13:
           /* empty */;
       5'h14:
@@ -7563,7 +5720,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \start$351  = 1'h0;
+    \start$372  = 1'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -7594,7 +5751,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h11:
           /* empty */;
       5'h07:
-          \start$351  = 1'h1;
+          \start$372  = 1'h1;
     endcase
   end
   always @* begin
@@ -7630,7 +5787,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h11:
           /* empty */;
       5'h07:
-          length = \$420 ;
+          length = \$99 ;
     endcase
   end
   always @* begin
@@ -7666,7 +5823,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h11:
           /* empty */;
       5'h07:
-          partial = \$422 ;
+          partial = \$101 ;
     endcase
   end
   always @* begin
@@ -7706,8 +5863,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h12:
           /* empty */;
       5'h13:
-          if (\$426 ) begin
-            result_first_1 = \$428 [63:0];
+          if (\$105 ) begin
+            result_first_1 = \$107 [63:0];
           end
     endcase
   end
@@ -7752,12 +5909,12 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h14:
           /* empty */;
       5'h0f:
-          line = { 448'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, \$440 , \$439  };
+          line = { 448'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, \$119 , \$118  };
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \line$367  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    \line$388  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -7796,12 +5953,12 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h14:
           /* empty */;
       5'h0f:
-          if (\$444 ) begin
-            \line$367  = line;
+          if (\$123 ) begin
+            \line$388  = line;
           end
     endcase
-    if (\$454 ) begin
-      \line$367  = \$signal$375 ;
+    if (line_start) begin
+      \line$388  = \line$416 ;
     end
   end
   always @* begin
@@ -7845,170 +6002,459 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h14:
           /* empty */;
       5'h0f:
-          if (\$444 ) begin
+          if (\$123 ) begin
             strb = 64'hffffffffffffffff;
           end
     endcase
-    if (\$454 ) begin
+    if (line_start) begin
       strb = 64'hffffffffffffffff;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    status_word = 32'd0;
-    if (\$454 ) begin
-      status_word = { 24'h000000, \$458  };
-    end
+    complete = 1'h0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h11:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h15:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h02:
+          if (\$129 ) begin
+            complete = 1'h1;
+          end
+    endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$signal$375  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    if (\$454 ) begin
-      \$signal$375  = { 320'h00000000000000000000000000000000000000000000000000000000000000000000000000000000, \$459 [63:0], 32'h00000000, status_word, \$signal$376 [269:206] };
-    end
+    queue = 2'h0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h11:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h15:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h02:
+          if (\$129 ) begin
+            queue = entry[205:204];
+          end
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    seq = 64'h0000000000000000;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h11:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h15:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h02:
+          if (\$129 ) begin
+            seq = entry[269:206];
+          end
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    taken = 64'h0000000000000000;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h11:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h15:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h02:
+          if (\$129 ) begin
+            taken = entry[333:270];
+          end
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    status = 8'h00;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h11:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h15:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h02:
+          if (\$129 ) begin
+            status = \status$395 ;
+          end
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    read_error = 1'h0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h11:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h15:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h02:
+          if (\$129 ) begin
+            read_error = \$132 ;
+          end
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    slot = 64'h0000000000000000;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h11:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h15:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h02:
+          if (\$129 ) begin
+            slot = \$signal$316 ;
+          end
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    store = 1'h0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h11:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h15:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h02:
+          if (\$129 ) begin
+            store = \$134 ;
+          end
+    endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     report = 1'h0;
-    if (\$454 ) begin
+    if (line_start) begin
       report = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    w_en = 1'h0;
-    if (\$454 ) begin
-      w_en = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \w_data$381  = 43'h00000000000;
-    if (\$454 ) begin
-      \w_data$381  = { pending_store, status_word[7:0], \$signal$376 [237:204] };
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    (* full_case = 32'd1 *)
-    casez (r_data[1:0])
-      2'h0:
-          irq_en = queues__0[289];
-      2'h1:
-          irq_en = queues__1[289];
-      2'h2:
-          irq_en = queues__2[289];
-      2'h3:
-          irq_en = queues__3[289];
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$780  = \$signal$398 ;
-    if (\$485 ) begin
-      \$780  = 1'h1;
+    \$238  = \read_error$397 ;
+    if (\$158 ) begin
+      \$238  = 1'h1;
     end
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          \$780  = 1'h0;
+          \$238  = 1'h0;
     endcase
     if (rst) begin
-      \$780  = 1'h0;
+      \$238  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$781  = write_error;
-    if (\write_error$399 ) begin
-      \$781  = 1'h1;
-    end
-    if (\$779 ) begin
-      \$781  = 1'h0;
-    end
-    if (rst) begin
-      \$781  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$782  = drain;
-    if (\$486 ) begin
-      \$782  = \$487 [4:0];
-    end
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          \$782  = \$667 [4:0];
-      5'h0d:
-          \$782  = \$713 [4:0];
-    endcase
-    if (rst) begin
-      \$782  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$783  = pipe_busy;
-    if (\$488 ) begin
-      \$783  = \$489 [4:0];
-    end
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          \$783  = \$670 ;
-      5'h0d:
-          \$783  = \$716 ;
-    endcase
-    if (rst) begin
-      \$783  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$784  = deferred;
+    \$239  = deferred;
     if (deferred) begin
-      if (\$490 ) begin
-        \$784  = 1'h0;
+      if (\$159 ) begin
+        \$239  = 1'h0;
       end
     end
     casez (fsm_state)
@@ -8037,26 +6483,26 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0d:
           /* empty */;
       5'h0e:
-          if (\$726 ) begin
+          if (\$194 ) begin
             (* full_case = 32'd1 *)
-            if (\$737 ) begin
+            if (\$205 ) begin
             end else begin
-              \$784  = 1'h1;
+              \$239  = 1'h1;
             end
           end
     endcase
     if (rst) begin
-      \$784  = 1'h0;
+      \$239  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$785  = \$like$190 ;
+    \$240  = \$like ;
     if (deferred) begin
       (* full_case = 32'd1 *)
-      if (\$490 ) begin
+      if (\$159 ) begin
       end else begin
-        \$785  = \$491 [4:0];
+        \$240  = \$160 [4:0];
       end
     end
     casez (fsm_state)
@@ -8085,223 +6531,223 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0d:
           /* empty */;
       5'h0e:
-          if (\$726 ) begin
+          if (\$194 ) begin
             (* full_case = 32'd1 *)
-            if (\$737 ) begin
+            if (\$205 ) begin
             end else begin
-              \$785  = \$740 [4:0];
+              \$240  = \$208 [4:0];
             end
           end
     endcase
     if (rst) begin
-      \$785  = 5'h00;
+      \$240  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$786  = entry;
+    \$241  = entry;
     casez (fsm_state)
       5'h00:
           if (task_valid) begin
-            \$786  = \task ;
+            \$241  = \task ;
           end
     endcase
     if (rst) begin
-      \$786  = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$241  = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$787  = fsm_state;
+    \$242  = fsm_state;
     casez (fsm_state)
       5'h00:
           if (task_valid) begin
-            \$787  = 5'h01;
+            \$242  = 5'h01;
           end
       5'h01:
           (* full_case = 32'd1 *)
-          if (\$509 ) begin
-            \$787  = 5'h02;
+          if (\$178 ) begin
+            \$242  = 5'h02;
           end else if (is_compute) begin
-            \$787  = 5'h03;
+            \$242  = 5'h03;
           end else begin
-            \$787  = 5'h04;
+            \$242  = 5'h04;
           end
       5'h04:
-          if (\$513 ) begin
-            \$787  = 5'h05;
+          if (\$182 ) begin
+            \$242  = 5'h05;
           end
       5'h05:
           if (idle) begin
-            \$787  = 5'h02;
+            \$242  = 5'h02;
           end
       5'h03:
-          \$787  = 5'h06;
+          \$242  = 5'h06;
       5'h06:
-          if (\$514 ) begin
+          if (\$183 ) begin
             (* full_case = 32'd1 *)
-            if (\$515 ) begin
-              \$787  = 5'h07;
+            if (\$184 ) begin
+              \$242  = 5'h07;
             end else begin
-              \$787  = 5'h08;
+              \$242  = 5'h08;
             end
           end
       5'h08:
-          \$787  = 5'h09;
+          \$242  = 5'h09;
       5'h09:
-          if (\$518 ) begin
+          if (ready) begin
             (* full_case = 32'd1 *)
-            if (\$623 ) begin
-              \$787  = 5'h0a;
+            if (has_full) begin
+              \$242  = 5'h0a;
             end else begin
-              \$787  = 5'h0b;
+              \$242  = 5'h0b;
             end
           end
       5'h0a:
-          \$787  = 5'h0c;
+          \$242  = 5'h0c;
       5'h0b:
-          \$787  = 5'h0d;
+          \$242  = 5'h0d;
       5'h0c:
-          if (\$671 ) begin
+          if (run_done) begin
             (* full_case = 32'd1 *)
-            if (\$672 ) begin
-              \$787  = 5'h0b;
+            if (\$185 ) begin
+              \$242  = 5'h0b;
             end else begin
-              \$787  = 5'h0e;
+              \$242  = 5'h0e;
             end
           end
       5'h0d:
-          if (\$717 ) begin
-            \$787  = 5'h0e;
+          if (run_done) begin
+            \$242  = 5'h0e;
           end
       5'h0e:
-          if (\$726 ) begin
+          if (\$194 ) begin
             (* full_case = 32'd1 *)
-            if (\$743 ) begin
+            if (\$211 ) begin
               (* full_case = 32'd1 *)
-              if (\$744 ) begin
-                \$787  = 5'h0f;
+              if (\$212 ) begin
+                \$242  = 5'h0f;
               end else begin
-                \$787  = 5'h10;
+                \$242  = 5'h10;
               end
             end else begin
-              \$787  = 5'h11;
+              \$242  = 5'h11;
             end
           end
       5'h11:
           if (done) begin
             (* full_case = 32'd1 *)
-            if (\$745 ) begin
-              \$787  = 5'h07;
+            if (\$213 ) begin
+              \$242  = 5'h07;
             end else begin
-              \$787  = 5'h08;
+              \$242  = 5'h08;
             end
           end
       5'h07:
-          \$787  = 5'h12;
+          \$242  = 5'h12;
       5'h12:
-          if (\done$409 ) begin
+          if (\done$439 ) begin
             (* full_case = 32'd1 *)
-            if (\$747 ) begin
-              \$787  = 5'h07;
+            if (\$215 ) begin
+              \$242  = 5'h07;
             end else begin
               (* full_case = 32'd1 *)
-              if (\$749 ) begin
-                \$787  = 5'h08;
+              if (\$217 ) begin
+                \$242  = 5'h08;
               end else begin
-                \$787  = 5'h13;
+                \$242  = 5'h13;
               end
             end
           end
       5'h13:
-          if (\$753 ) begin
-            \$787  = 5'h14;
+          if (\$221 ) begin
+            \$242  = 5'h14;
           end
       5'h14:
           if (done) begin
             (* full_case = 32'd1 *)
             if (entry[11]) begin
-              \$787  = 5'h0f;
+              \$242  = 5'h0f;
             end else begin
-              \$787  = 5'h10;
+              \$242  = 5'h10;
             end
           end
       5'h0f:
-          if (\$760 ) begin
-            \$787  = 5'h15;
+          if (\$228 ) begin
+            \$242  = 5'h15;
           end
       5'h15:
           if (idle) begin
             (* full_case = 32'd1 *)
-            if (\$762 ) begin
-              \$787  = 5'h0f;
+            if (\$230 ) begin
+              \$242  = 5'h0f;
             end else begin
-              \$787  = 5'h10;
+              \$242  = 5'h10;
             end
           end
       5'h10:
           (* full_case = 32'd1 *)
-          if (\$768 ) begin
-            \$787  = 5'h03;
+          if (\$236 ) begin
+            \$242  = 5'h03;
           end else begin
-            \$787  = 5'h02;
+            \$242  = 5'h02;
           end
       5'h02:
-          if (\$769 ) begin
-            \$787  = 5'h00;
+          if (\$237 ) begin
+            \$242  = 5'h00;
           end
     endcase
     if (rst) begin
-      \$787  = 5'h00;
+      \$242  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$788  = status;
+    \$243  = \status$395 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          \$788  = \status$403 ;
+          \$243  = \status$434 ;
     endcase
     if (rst) begin
-      \$788  = 8'h00;
+      \$243  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$789  = \$signal$248 ;
+    \$244  = \$signal$311 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          \$789  = \$497 [63:0];
+          \$244  = \$166 [63:0];
     endcase
     if (rst) begin
-      \$789  = 64'h0000000000000000;
+      \$244  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$790  = \$signal$253 ;
+    \$245  = \$signal$316 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          \$790  = \$503 [63:0];
+          \$245  = \$172 [63:0];
     endcase
     if (rst) begin
-      \$790  = 64'h0000000000000000;
+      \$245  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$791  = \$signal$265 ;
+    \$246  = \$signal$324 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          \$791  = 20'h00000;
+          \$246  = 20'h00000;
       5'h04:
           /* empty */;
       5'h05:
@@ -8339,20 +6785,20 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h15:
           /* empty */;
       5'h10:
-          \$791  = \$764 [19:0];
+          \$246  = \$232 [19:0];
     endcase
     if (rst) begin
-      \$791  = 20'h00000;
+      \$246  = 20'h00000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$792  = \$signal$267 ;
+    \$247  = \$signal$326 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          \$792  = 44'h00000000000;
+          \$247  = 44'h00000000000;
       5'h04:
           /* empty */;
       5'h05:
@@ -8390,20 +6836,20 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h15:
           /* empty */;
       5'h10:
-          \$792  = \$766 [43:0];
+          \$247  = \$234 [43:0];
     endcase
     if (rst) begin
-      \$792  = 44'h00000000000;
+      \$247  = 44'h00000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$793  = \$signal$326 ;
+    \$248  = \$signal$348 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          \$793  = 48'h000000000000;
+          \$248  = 48'h000000000000;
       5'h04:
           /* empty */;
       5'h05:
@@ -8425,9 +6871,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0d:
           /* empty */;
       5'h0e:
-          if (\$726 ) begin
-            if (\$729 ) begin
-              \$793  = \$732 [47:0];
+          if (\$194 ) begin
+            if (\$197 ) begin
+              \$248  = \$200 [47:0];
             end
           end
       5'h11:
@@ -8437,61 +6883,61 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h12:
           /* empty */;
       5'h13:
-          if (\$753 ) begin
-            \$793  = \$756 [47:0];
+          if (\$221 ) begin
+            \$248  = \$224 [47:0];
           end
     endcase
     if (rst) begin
-      \$793  = 48'h000000000000;
+      \$248  = 48'h000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$794  = \$signal$332 ;
+    \$249  = \$signal$353 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
           (* full_case = 32'd1 *)
-          if (\$504 ) begin
-            \$794  = 2'h2;
-          end else if (\$505 ) begin
-            \$794  = 2'h1;
-          end else if (\$506 ) begin
-            \$794  = 2'h1;
+          if (\$173 ) begin
+            \$249  = 2'h2;
+          end else if (\$174 ) begin
+            \$249  = 2'h1;
+          end else if (\$175 ) begin
+            \$249  = 2'h1;
           end else begin
-            \$794  = 2'h1;
+            \$249  = 2'h1;
           end
     endcase
     if (rst) begin
-      \$794  = 2'h0;
+      \$249  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$795  = \$signal$328 ;
+    \$250  = \$signal$350 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
           (* full_case = 32'd1 *)
-          if (\$504 ) begin
-            \$795  = \$507 ;
-          end else if (\$505 ) begin
-            \$795  = entry[203:184];
-          end else if (\$506 ) begin
-            \$795  = entry[123:104];
+          if (\$173 ) begin
+            \$250  = \$176 ;
+          end else if (\$174 ) begin
+            \$250  = entry[203:184];
+          end else if (\$175 ) begin
+            \$250  = entry[123:104];
           end else begin
-            \$795  = \$508 ;
+            \$250  = \$177 ;
           end
     endcase
     if (rst) begin
-      \$795  = 20'h00000;
+      \$250  = 20'h00000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$796  = \$signal$327 ;
+    \$251  = \$signal$349 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8502,15 +6948,15 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h05:
           /* empty */;
       5'h03:
-          \$796  = rows_now;
+          \$251  = rows_now;
     endcase
     if (rst) begin
-      \$796  = 3'h0;
+      \$251  = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$797  = stage;
+    \$252  = stage;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8521,7 +6967,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h05:
           /* empty */;
       5'h03:
-          \$797  = 1'h0;
+          \$252  = 1'h0;
       5'h06:
           /* empty */;
       5'h08:
@@ -8540,16 +6986,16 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h11:
           if (done) begin
-            \$797  = 1'h1;
+            \$252  = 1'h1;
           end
     endcase
     if (rst) begin
-      \$797  = 1'h0;
+      \$252  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$798  = \row$345 ;
+    \$253  = \row$366 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8562,8 +7008,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h03:
           /* empty */;
       5'h06:
-          if (\$514 ) begin
-            \$798  = 2'h0;
+          if (\$183 ) begin
+            \$253  = 2'h0;
           end
       5'h08:
           /* empty */;
@@ -8584,12 +7030,12 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h07:
           /* empty */;
       5'h12:
-          if (\done$409 ) begin
+          if (\done$439 ) begin
             (* full_case = 32'd1 *)
-            if (\$747 ) begin
-              \$798  = \$748 [1:0];
+            if (\$215 ) begin
+              \$253  = \$216 [1:0];
             end else begin
-              \$798  = 2'h0;
+              \$253  = 2'h0;
             end
           end
       5'h13:
@@ -8600,798 +7046,18 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h15:
           if (idle) begin
-            if (\$762 ) begin
-              \$798  = \$763 [1:0];
+            if (\$230 ) begin
+              \$253  = \$231 [1:0];
             end
           end
     endcase
     if (rst) begin
-      \$798  = 2'h0;
+      \$253  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$799  = \$signal$297 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          if (\$518 ) begin
-            \$799  = \$521 ;
-          end
-    endcase
-    if (rst) begin
-      \$799  = 3'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$800  = \$signal$329 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          if (\$518 ) begin
-            \$800  = \$153 [19:0];
-          end
-    endcase
-    if (rst) begin
-      \$800  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$801  = \$signal$308 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          if (\$518 ) begin
-            \$801  = plan_sets;
-          end
-    endcase
-    if (rst) begin
-      \$801  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$802  = \$signal$287 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          if (\$518 ) begin
-            \$802  = \$524 ;
-          end
-    endcase
-    if (rst) begin
-      \$802  = 3'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$803  = \$signal$405 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          if (\$518 ) begin
-            \$803  = \$533 ;
-          end
-    endcase
-    if (rst) begin
-      \$803  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$804  = \$signal$286 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          if (\$518 ) begin
-            \$804  = \$542 ;
-          end
-    endcase
-    if (rst) begin
-      \$804  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$805  = \$signal$285 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          if (\$518 ) begin
-            \$805  = \$555 ;
-          end
-    endcase
-    if (rst) begin
-      \$805  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$806  = rest_rows;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          if (\$518 ) begin
-            \$806  = \$570 [4:0];
-          end
-    endcase
-    if (rst) begin
-      \$806  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$807  = main_elems;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          if (\$518 ) begin
-            \$807  = \$597 [43:0];
-          end
-    endcase
-    if (rst) begin
-      \$807  = 44'h00000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$808  = t_level;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          if (\$518 ) begin
-            \$808  = plan_tree_level;
-          end
-    endcase
-    if (rst) begin
-      \$808  = 3'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$809  = t_scalar;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          if (\$518 ) begin
-            \$809  = plan_tree_scalar;
-          end
-    endcase
-    if (rst) begin
-      \$809  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$810  = t_fold_adds;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          if (\$518 ) begin
-            \$810  = plan_tree_fold_adds;
-          end
-    endcase
-    if (rst) begin
-      \$810  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$811  = trans;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          if (\$518 ) begin
-            \$811  = \$599 ;
-          end
-    endcase
-    if (rst) begin
-      \$811  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$812  = \$signal$296 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          if (\$518 ) begin
-            \$812  = 20'h00000;
-          end
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          \$812  = \$658 [19:0];
-      5'h0d:
-          \$812  = \$704 [19:0];
-    endcase
-    if (rst) begin
-      \$812  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$813  = sets_used0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          if (\$518 ) begin
-            \$813  = \$604 [1:0];
-          end
-    endcase
-    if (rst) begin
-      \$813  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$814  = groups_seen0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          if (\$518 ) begin
-            \$814  = 2'h0;
-          end
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          if (\$635 ) begin
-            if (\$636 ) begin
-              \$814  = \$637 [1:0];
-            end
-          end
-      5'h0d:
-          if (\$681 ) begin
-            if (\$682 ) begin
-              \$814  = \$683 [1:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$814  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$815  = set_index0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          if (\$518 ) begin
-            \$815  = 2'h0;
-          end
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          if (\$635 ) begin
-            (* full_case = 32'd1 *)
-            if (\$639 ) begin
-              \$815  = 2'h0;
-            end else begin
-              \$815  = \$640 [1:0];
-            end
-          end
-      5'h0d:
-          if (\$681 ) begin
-            (* full_case = 32'd1 *)
-            if (\$685 ) begin
-              \$815  = 2'h0;
-            end else begin
-              \$815  = \$686 [1:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$815  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$816  = set_base0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          if (\$518 ) begin
-            \$816  = 20'h00000;
-          end
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          if (\$635 ) begin
-            (* full_case = 32'd1 *)
-            if (\$639 ) begin
-              \$816  = 20'h00000;
-            end else begin
-              \$816  = \$641 [19:0];
-            end
-          end
-      5'h0d:
-          if (\$681 ) begin
-            (* full_case = 32'd1 *)
-            if (\$685 ) begin
-              \$816  = 20'h00000;
-            end else begin
-              \$816  = \$687 [19:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$816  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$817  = sets_used1;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          if (\$518 ) begin
-            \$817  = \$609 [1:0];
-          end
-    endcase
-    if (rst) begin
-      \$817  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$818  = groups_seen1;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          if (\$518 ) begin
-            \$818  = 2'h0;
-          end
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          if (\$650 ) begin
-            if (\$651 ) begin
-              \$818  = \$652 [1:0];
-            end
-          end
-      5'h0d:
-          if (\$696 ) begin
-            if (\$697 ) begin
-              \$818  = \$698 [1:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$818  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$819  = set_index1;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          if (\$518 ) begin
-            \$819  = 2'h0;
-          end
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          if (\$650 ) begin
-            (* full_case = 32'd1 *)
-            if (\$654 ) begin
-              \$819  = 2'h0;
-            end else begin
-              \$819  = \$655 [1:0];
-            end
-          end
-      5'h0d:
-          if (\$696 ) begin
-            (* full_case = 32'd1 *)
-            if (\$700 ) begin
-              \$819  = 2'h0;
-            end else begin
-              \$819  = \$701 [1:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$819  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$820  = set_base1;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          if (\$518 ) begin
-            \$820  = 20'h00000;
-          end
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          if (\$650 ) begin
-            (* full_case = 32'd1 *)
-            if (\$654 ) begin
-              \$820  = 20'h00000;
-            end else begin
-              \$820  = \$656 [19:0];
-            end
-          end
-      5'h0d:
-          if (\$696 ) begin
-            (* full_case = 32'd1 *)
-            if (\$700 ) begin
-              \$820  = 20'h00000;
-            end else begin
-              \$820  = \$702 [19:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$820  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$821  = t_out_base;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          \$821  = 20'h00000;
-      5'h0b:
-          \$821  = \$625 [19:0];
-    endcase
-    if (rst) begin
-      \$821  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$822  = \$signal$318 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          \$822  = \$624 [19:0];
-      5'h0b:
-          \$822  = \$626 [19:0];
-    endcase
-    if (rst) begin
-      \$822  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$823  = bank;
+    \$254  = bank;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -9418,17 +7084,17 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0d:
           /* empty */;
       5'h0e:
-          if (\$726 ) begin
-            \$823  = \$733 ;
+          if (\$194 ) begin
+            \$254  = \$201 ;
           end
     endcase
     if (rst) begin
-      \$823  = 1'h0;
+      \$254  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$824  = \$signal$189 ;
+    \$255  = \$signal$252 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -9455,21 +7121,21 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0d:
           /* empty */;
       5'h0e:
-          if (\$726 ) begin
+          if (\$194 ) begin
             (* full_case = 32'd1 *)
-            if (\$737 ) begin
+            if (\$205 ) begin
             end else begin
-              \$824  = \$signal$188 ;
+              \$255  = \$signal$251 ;
             end
           end
     endcase
     if (rst) begin
-      \$824  = 139'h00000000000000000000000000000000000;
+      \$255  = 139'h00000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$825  = anchor_m0;
+    \$256  = anchor_m0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -9502,20 +7168,20 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h07:
           /* empty */;
       5'h12:
-          if (\done$409 ) begin
-            casez (\row$345 )
+          if (\done$439 ) begin
+            casez (\row$366 )
               2'h0:
-                  \$825  = m;
+                  \$256  = m;
             endcase
           end
     endcase
     if (rst) begin
-      \$825  = 32'd0;
+      \$256  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$826  = anchor_m1;
+    \$257  = anchor_m1;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -9548,22 +7214,22 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h07:
           /* empty */;
       5'h12:
-          if (\done$409 ) begin
-            casez (\row$345 )
+          if (\done$439 ) begin
+            casez (\row$366 )
               2'h0:
                   /* empty */;
               2'h1:
-                  \$826  = m;
+                  \$257  = m;
             endcase
           end
     endcase
     if (rst) begin
-      \$826  = 32'd0;
+      \$257  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$827  = anchor_m2;
+    \$258  = anchor_m2;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -9596,24 +7262,24 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h07:
           /* empty */;
       5'h12:
-          if (\done$409 ) begin
-            casez (\row$345 )
+          if (\done$439 ) begin
+            casez (\row$366 )
               2'h0:
                   /* empty */;
               2'h1:
                   /* empty */;
               2'h2:
-                  \$827  = m;
+                  \$258  = m;
             endcase
           end
     endcase
     if (rst) begin
-      \$827  = 32'd0;
+      \$258  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$828  = anchor_m3;
+    \$259  = anchor_m3;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -9646,9 +7312,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h07:
           /* empty */;
       5'h12:
-          if (\done$409 ) begin
+          if (\done$439 ) begin
             (* full_case = 32'd1 *)
-            casez (\row$345 )
+            casez (\row$366 )
               2'h0:
                   /* empty */;
               2'h1:
@@ -9656,17 +7322,17 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
               2'h2:
                   /* empty */;
               2'h3:
-                  \$828  = m;
+                  \$259  = m;
             endcase
           end
     endcase
     if (rst) begin
-      \$828  = 32'd0;
+      \$259  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$829  = anchor_l0;
+    \$260  = anchor_l0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -9699,20 +7365,20 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h07:
           /* empty */;
       5'h12:
-          if (\done$409 ) begin
-            casez (\row$345 )
+          if (\done$439 ) begin
+            casez (\row$366 )
               2'h0:
-                  \$829  = l;
+                  \$260  = l;
             endcase
           end
     endcase
     if (rst) begin
-      \$829  = 32'd0;
+      \$260  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$830  = anchor_l1;
+    \$261  = anchor_l1;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -9745,22 +7411,22 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h07:
           /* empty */;
       5'h12:
-          if (\done$409 ) begin
-            casez (\row$345 )
+          if (\done$439 ) begin
+            casez (\row$366 )
               2'h0:
                   /* empty */;
               2'h1:
-                  \$830  = l;
+                  \$261  = l;
             endcase
           end
     endcase
     if (rst) begin
-      \$830  = 32'd0;
+      \$261  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$831  = anchor_l2;
+    \$262  = anchor_l2;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -9793,24 +7459,24 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h07:
           /* empty */;
       5'h12:
-          if (\done$409 ) begin
-            casez (\row$345 )
+          if (\done$439 ) begin
+            casez (\row$366 )
               2'h0:
                   /* empty */;
               2'h1:
                   /* empty */;
               2'h2:
-                  \$831  = l;
+                  \$262  = l;
             endcase
           end
     endcase
     if (rst) begin
-      \$831  = 32'd0;
+      \$262  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$832  = anchor_l3;
+    \$263  = anchor_l3;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -9843,9 +7509,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h07:
           /* empty */;
       5'h12:
-          if (\done$409 ) begin
+          if (\done$439 ) begin
             (* full_case = 32'd1 *)
-            casez (\row$345 )
+            casez (\row$366 )
               2'h0:
                   /* empty */;
               2'h1:
@@ -9853,345 +7519,12 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
               2'h2:
                   /* empty */;
               2'h3:
-                  \$832  = l;
+                  \$263  = l;
             endcase
           end
     endcase
     if (rst) begin
-      \$832  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$833  = \$signal ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h11:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h15:
-          /* empty */;
-      5'h10:
-          /* empty */;
-      5'h02:
-          if (\$769 ) begin
-            \$833  = 1'h1;
-          end
-    endcase
-    if (\$779 ) begin
-      \$833  = 1'h0;
-    end
-    if (rst) begin
-      \$833  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$834  = \$signal$376 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h11:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h15:
-          /* empty */;
-      5'h10:
-          /* empty */;
-      5'h02:
-          if (\$769 ) begin
-            \$834  = entry;
-          end
-    endcase
-    if (rst) begin
-      \$834  = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$835  = pending_status;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h11:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h15:
-          /* empty */;
-      5'h10:
-          /* empty */;
-      5'h02:
-          if (\$769 ) begin
-            \$835  = status;
-          end
-    endcase
-    if (rst) begin
-      \$835  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$836  = \$signal$373 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h11:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h15:
-          /* empty */;
-      5'h10:
-          /* empty */;
-      5'h02:
-          if (\$769 ) begin
-            \$836  = \$772 ;
-          end
-    endcase
-    if (rst) begin
-      \$836  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$837  = \$signal$378 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h11:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h15:
-          /* empty */;
-      5'h10:
-          /* empty */;
-      5'h02:
-          if (\$769 ) begin
-            \$837  = \$signal$253 ;
-          end
-    endcase
-    if (rst) begin
-      \$837  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$838  = pending_store;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h11:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h15:
-          /* empty */;
-      5'h10:
-          /* empty */;
-      5'h02:
-          if (\$769 ) begin
-            \$838  = \$774 ;
-          end
-    endcase
-    if (rst) begin
-      \$838  = 1'h0;
+      \$263  = 32'd0;
     end
   end
   assign bus__arid = 8'h00;
@@ -10242,8 +7575,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \bus__awready$65  = bus__awready;
   assign \bus__wready$67  = bus__wready;
   assign \bus__bvalid$69  = bus__bvalid;
-  assign src__data = \$839 [511:0];
-  assign out__data = \$839 [511:0];
+  assign src__data = \$264 [511:0];
+  assign out__data = \$264 [511:0];
   assign src__ready = out__ready;
   assign out__valid = src__valid;
   assign \out__data$77  = \src__data$76 ;
@@ -10265,43 +7598,91 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign log2_slot = regs[267:260];
   assign data_base = regs[191:128];
   assign data_limit = regs[255:192];
-  assign cu_trans = trans;
   assign \split$122  = split;
-  assign \$like  = t_level;
-  assign \$signal$135  = t_scalar;
-  assign \t_fold_adds$137  = t_fold_adds;
-  assign \$like$139  = \$153 [19:0];
-  assign plan_groups = \$164 [19:0];
-  assign row_groups0 = \$167 [19:0];
+  assign \pipe_busy$124  = pipe_busy;
+  assign \addr$125  = \$21 [63:0];
+  assign \split$127  = split;
+  assign \pack_log2$129  = pack_log2;
+  assign \n_words$131  = n_words;
+  assign \sets$133  = sets;
+  assign \run_log2$135  = run_log2;
+  assign \cols_dim$137  = cols_dim;
+  assign \full_groups$139  = full_groups;
+  assign \rest_rows$141  = rest_rows;
+  assign \main_elems$143  = main_elems;
+  assign \trans$145  = trans;
+  assign \t_level$147  = t_level;
+  assign \t_scalar$149  = t_scalar;
+  assign \t_fold_adds$151  = t_fold_adds;
+  assign \split$153  = split;
+  assign \trans$154  = trans;
+  assign \t_level$155  = t_level;
+  assign \t_scalar$156  = t_scalar;
+  assign \t_fold_adds$157  = t_fold_adds;
+  assign \t_out$159  = t_out;
+  assign \t_set$161  = t_set;
+  assign \t_first$163  = t_first;
+  assign \t_row_end$165  = t_row_end;
+  assign mac0 = mac;
+  assign k_base0 = k_base;
+  assign acc_addr0 = acc_addr;
+  assign active0 = active;
+  assign w_data0 = w_data;
+  assign first0 = first;
+  assign \mac1$179  = mac1;
+  assign \k_base1$181  = k_base1;
+  assign \acc_addr1$183  = acc_addr1;
+  assign \active1$185  = active1;
+  assign \w_data1$187  = w_data1;
+  assign \first1$189  = first1;
+  assign \valid$191  = valid;
+  assign \last$193  = last;
+  assign \row$195  = row;
+  assign \col$197  = col;
+  assign \count$199  = count;
+  assign \data$201  = data;
+  assign \pair_valid$203  = pair_valid;
+  assign \pair_count$205  = pair_count;
+  assign \pair_data$207  = pair_data;
   assign acc_bank = bank;
-  assign \fold_valid$148  = fold_valid;
-  assign \fold_ready$150  = fold_ready;
-  assign \fold_row$152  = fold_row;
-  assign \fold_word$154  = fold_word;
-  assign \fold_n_cols$156  = fold_n_cols;
-  assign \fold_n_words$158  = fold_n_words;
-  assign \fold_sets$160  = fold_sets;
-  assign \fold_sets1$162  = fold_sets1;
-  assign \fold_pack_log2$164  = fold_pack_log2;
-  assign \fold_bank$166  = fold_bank;
-  assign \sum_valid$168  = sum_valid;
-  assign \sum_ready$170  = sum_ready;
-  assign \sum_fp32$172  = sum_fp32;
-  assign \sum_fp16$174  = sum_fp16;
-  assign \rd_in_data$176  = rd_in_data;
-  assign \w_ready$180  = w_ready;
+  assign \fold_valid$211  = fold_valid;
+  assign \fold_ready$213  = fold_ready;
+  assign \fold_row$215  = fold_row;
+  assign \fold_word$217  = fold_word;
+  assign \fold_n_cols$219  = fold_n_cols;
+  assign \fold_n_words$221  = fold_n_words;
+  assign \fold_sets$223  = fold_sets;
+  assign \fold_sets1$225  = fold_sets1;
+  assign \fold_pack_log2$227  = fold_pack_log2;
+  assign \fold_bank$229  = fold_bank;
+  assign \sum_valid$231  = sum_valid;
+  assign \sum_ready$233  = sum_ready;
+  assign \sum_fp32$235  = sum_fp32;
+  assign \sum_fp16$237  = sum_fp16;
+  assign \rd_in_data$239  = rd_in_data;
+  assign \w_ready$243  = w_ready;
   assign buf_data16 = sum_fp16;
   assign buf_data32 = sum_fp32;
-  assign \rd_row$355  = buf_row;
-  assign \rd_addr$356  = buf_word[6:0];
-  assign reported = r_en;
-  assign done_valid = r_en;
-  assign done_queue = r_data[1:0];
-  assign done_seq = r_data[33:2];
-  assign \report$393  = r_en;
-  assign report_store = r_data[42];
-  assign out_err = \$839 [512];
-  assign \port$10348$0  = r_data[33:0];
+  assign \rd_row$376  = buf_row;
+  assign \rd_addr$377  = buf_word[6:0];
+  assign out_err = \$264 [512];
+  assign \cycle$403  = cycle;
+  assign \quiet$406  = quiet;
+  assign \write_error$408  = write_error;
+  assign \reported$410  = reported;
+  assign \reported_error$412  = reported_error;
+  assign irq_en = { queues__3[289], queues__2[289], queues__1[289], queues__0[289] };
+  assign done_valid = reported;
+  assign \done_valid$419  = reported;
+  assign done_queue = \$265 [1:0];
+  assign \done_queue$421  = \$265 [1:0];
+  assign done_seq = \$265 [33:2];
+  assign \done_seq$423  = \$265 [33:2];
+  assign \done_status$425  = done_status;
+  assign \irq$427  = irq;
+  assign \report$428  = reported;
+  assign done_store = report_store;
+  assign \port$10031$0  = \$265 ;
   assign \queues__0.sq_base  = queues__0[63:0];
   assign \queues__0.cq_base  = queues__0[127:64];
   assign \queues__0.data_base  = queues__0[191:128];
@@ -10448,57 +7829,42 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \desc.in_size  = entry[163:144];
   assign \desc.in_rows  = entry[183:164];
   assign \desc.in_cols  = entry[203:184];
-  assign \$signal$187.source  = \$signal$187 [0];
-  assign \$signal$187.dest  = \$signal$187 [2:1];
-  assign \$signal$187.rows  = \$signal$187 [5:3];
-  assign \$signal$187.n  = \$signal$187 [25:6];
-  assign \$signal$187.n_words  = \$signal$187 [33:26];
-  assign \$signal$187.sets  = \$signal$187 [35:34];
-  assign \$signal$187.sets1  = \$signal$187 [37:36];
-  assign \$signal$187.pack_log2  = \$signal$187 [40:38];
-  assign \$signal$187.bank  = \$signal$187 [41];
-  assign \$signal$187.results  = \$signal$187 [42];
-  assign \$signal$187.first  = \$signal$187 [106:43];
-  assign \$signal$187.lines  = \$signal$187 [138:107];
-  assign \$signal$188.source  = \$signal$188 [0];
-  assign \$signal$188.dest  = \$signal$188 [2:1];
-  assign \$signal$188.rows  = \$signal$188 [5:3];
-  assign \$signal$188.n  = \$signal$188 [25:6];
-  assign \$signal$188.n_words  = \$signal$188 [33:26];
-  assign \$signal$188.sets  = \$signal$188 [35:34];
-  assign \$signal$188.sets1  = \$signal$188 [37:36];
-  assign \$signal$188.pack_log2  = \$signal$188 [40:38];
-  assign \$signal$188.bank  = \$signal$188 [41];
-  assign \$signal$188.results  = \$signal$188 [42];
-  assign \$signal$188.first  = \$signal$188 [106:43];
-  assign \$signal$188.lines  = \$signal$188 [138:107];
-  assign \$signal$189.source  = \$signal$189 [0];
-  assign \$signal$189.dest  = \$signal$189 [2:1];
-  assign \$signal$189.rows  = \$signal$189 [5:3];
-  assign \$signal$189.n  = \$signal$189 [25:6];
-  assign \$signal$189.n_words  = \$signal$189 [33:26];
-  assign \$signal$189.sets  = \$signal$189 [35:34];
-  assign \$signal$189.sets1  = \$signal$189 [37:36];
-  assign \$signal$189.pack_log2  = \$signal$189 [40:38];
-  assign \$signal$189.bank  = \$signal$189 [41];
-  assign \$signal$189.results  = \$signal$189 [42];
-  assign \$signal$189.first  = \$signal$189 [106:43];
-  assign \$signal$189.lines  = \$signal$189 [138:107];
-  assign \$signal$376.desc  = \$signal$376 [203:0];
-  assign \$signal$376.desc.type  = \$signal$376 [1:0];
-  assign \$signal$376.desc.op  = \$signal$376 [5:2];
-  assign \$signal$376.desc.dtype  = \$signal$376 [9:6];
-  assign \$signal$376.desc.flags  = \$signal$376 [19:10];
-  assign \$signal$376.desc.dev_addr  = \$signal$376 [83:20];
-  assign \$signal$376.desc.dev_size  = \$signal$376 [103:84];
-  assign \$signal$376.desc.dev_rows  = \$signal$376 [123:104];
-  assign \$signal$376.desc.dev_cols  = \$signal$376 [143:124];
-  assign \$signal$376.desc.in_size  = \$signal$376 [163:144];
-  assign \$signal$376.desc.in_rows  = \$signal$376 [183:164];
-  assign \$signal$376.desc.in_cols  = \$signal$376 [203:184];
-  assign \$signal$376.queue  = \$signal$376 [205:204];
-  assign \$signal$376.seq  = \$signal$376 [269:206];
-  assign \$signal$376.taken  = \$signal$376 [333:270];
+  assign \$signal.source  = \$signal [0];
+  assign \$signal.dest  = \$signal [2:1];
+  assign \$signal.rows  = \$signal [5:3];
+  assign \$signal.n  = \$signal [25:6];
+  assign \$signal.n_words  = \$signal [33:26];
+  assign \$signal.sets  = \$signal [35:34];
+  assign \$signal.sets1  = \$signal [37:36];
+  assign \$signal.pack_log2  = \$signal [40:38];
+  assign \$signal.bank  = \$signal [41];
+  assign \$signal.results  = \$signal [42];
+  assign \$signal.first  = \$signal [106:43];
+  assign \$signal.lines  = \$signal [138:107];
+  assign \$signal$251.source  = \$signal$251 [0];
+  assign \$signal$251.dest  = \$signal$251 [2:1];
+  assign \$signal$251.rows  = \$signal$251 [5:3];
+  assign \$signal$251.n  = \$signal$251 [25:6];
+  assign \$signal$251.n_words  = \$signal$251 [33:26];
+  assign \$signal$251.sets  = \$signal$251 [35:34];
+  assign \$signal$251.sets1  = \$signal$251 [37:36];
+  assign \$signal$251.pack_log2  = \$signal$251 [40:38];
+  assign \$signal$251.bank  = \$signal$251 [41];
+  assign \$signal$251.results  = \$signal$251 [42];
+  assign \$signal$251.first  = \$signal$251 [106:43];
+  assign \$signal$251.lines  = \$signal$251 [138:107];
+  assign \$signal$252.source  = \$signal$252 [0];
+  assign \$signal$252.dest  = \$signal$252 [2:1];
+  assign \$signal$252.rows  = \$signal$252 [5:3];
+  assign \$signal$252.n  = \$signal$252 [25:6];
+  assign \$signal$252.n_words  = \$signal$252 [33:26];
+  assign \$signal$252.sets  = \$signal$252 [35:34];
+  assign \$signal$252.sets1  = \$signal$252 [37:36];
+  assign \$signal$252.pack_log2  = \$signal$252 [40:38];
+  assign \$signal$252.bank  = \$signal$252 [41];
+  assign \$signal$252.results  = \$signal$252 [42];
+  assign \$signal$252.first  = \$signal$252 [106:43];
+  assign \$signal$252.lines  = \$signal$252 [138:107];
   assign \task.desc  = \task [203:0];
   assign \task.desc.type  = \task [1:0];
   assign \task.desc.op  = \task [5:2];
@@ -10514,69 +7880,1257 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \task.queue  = \task [205:204];
   assign \task.seq  = \task [269:206];
   assign \task.taken  = \task [333:270];
-  assign \$19  = { 1'h0, \$18  };
-  assign \$24  = { \$23 , 1'h0 };
-  assign \$29  = { 1'h0, \$28 , 2'h0 };
-  assign \$34  = { \$33 , 3'h0 };
-  assign \$39  = { 3'h0, \$38 , 4'h0 };
-  assign \$44  = { 2'h0, \$43 , 5'h00 };
-  assign \$121  = { 1'h0, \$120  };
-  assign \$126  = { \$125 , 1'h0 };
-  assign \$131  = { 1'h0, \$130 , 2'h0 };
-  assign \$136  = { \$135 , 3'h0 };
-  assign \$141  = { 3'h0, \$140 , 4'h0 };
-  assign \$146  = { 2'h0, \$145 , 5'h00 };
-  assign \$153  = { \$152 [21], \$152 [21], \$152 [21], \$152 [21], \$152 [21], \$152 [21:5] };
-  assign \$166  = { 1'h0, \$165 [20:1] };
-  assign \$168  = { 1'h0, \$164 [19:1] };
-  assign \$189  = { 2'h0, entry[103:84], 5'h00 };
-  assign \$190  = { \$189 , 1'h0 };
-  assign \$194  = { \$193 [30], \$193 [30], \$193 [30], \$193 [30], \$193 [30], \$193 [30], \$193 [30:6] };
-  assign \$195  = { 2'h0, entry[103:84], 5'h00 };
-  assign \$199  = { \$198 [29], \$198 [29], \$198 [29], \$198 [29], \$198 [29], \$198 [29:5] };
-  assign \$204  = { 2'h0, entry[103:84], 5'h00 };
-  assign \$205  = { count, 1'h0 };
-  assign \$212  = { \$signal$267 , 1'h0 };
-  assign \$215  = { \$214 , 1'h0 };
-  assign \$219  = { \$218 [26], \$218 [26], \$218 [26], \$218 [26], \$218 [26], \$218 [26], \$218 [26:6] };
-  assign \$224  = { \$223 [25], \$223 [25], \$223 [25], \$223 [25], \$223 [25], \$223 [25:5] };
-  assign \$225  = { 1'h0, operand_lines, 6'h00 };
-  assign \$229  = { main_elems, 1'h0 };
-  assign \$233  = { \$232 [47], \$232 [47], \$232 [47], \$232 [47], \$232 [47], \$232 [47], \$232 [47:6] };
-  assign \$237  = { \$236 [46], \$236 [46], \$236 [46], \$236 [46], \$236 [46], \$236 [46:5] };
-  assign \$239  = { 1'h0, operand_lines, 6'h00 };
-  assign \$242  = { main_elems, 1'h0 };
-  assign \$245  = { \$244 [19:0], 1'h0 };
-  assign \$249  = { \$248 [23], \$248 [23], \$248 [23], \$248 [23], \$248 [23], \$248 [23], \$248 [23:6] };
-  assign \$254  = { \$253 [22], \$253 [22], \$253 [22], \$253 [22], \$253 [22], \$253 [22:5] };
-  assign \$285  = \$284 ;
-  assign \$291  = \$290 ;
-  assign \$298  = \$297 ;
-  assign \$303  = \$302 ;
-  assign \$307  = \$306 ;
-  assign \$1171  = 1'h1;
-  assign \$318  = \$1169 ;
-  assign \$352  = \$351 ;
-  assign \$358  = \$357 ;
-  assign \$365  = \$364 ;
-  assign \$370  = \$369 ;
-  assign \$374  = \$373 ;
-  assign \$1242  = 1'h1;
-  assign \$385  = \$1240 ;
-  assign \$404  = \$403 ;
-  assign \$413  = { \$412 [28], \$412 [28], \$412 [28], \$412 [28], \$412 [28], \$412 [28], \$412 [28:6] };
-  assign \$432  = \$signal$328 ;
-  assign \$438  = { \$437 [28], \$437 [28], \$437 [28], \$437 [28], \$437 [28], \$437 [28], \$437 [28:6] };
-  assign \$448  = { 1'h0, \$447 , 6'h00 };
-  assign \$644  = \$643 ;
-  assign \$690  = \$689 ;
+  assign \$19  = { 1'h0, operand_lines, 6'h00 };
+  assign \$33  = { 2'h0, entry[103:84], 5'h00 };
+  assign \$34  = { \$33 , 1'h0 };
+  assign \$38  = { \$37 [30], \$37 [30], \$37 [30], \$37 [30], \$37 [30], \$37 [30], \$37 [30:6] };
+  assign \$39  = { 2'h0, entry[103:84], 5'h00 };
+  assign \$43  = { \$42 [29], \$42 [29], \$42 [29], \$42 [29], \$42 [29], \$42 [29:5] };
+  assign \$48  = { 2'h0, entry[103:84], 5'h00 };
+  assign \$49  = { count, 1'h0 };
+  assign \$56  = { \$signal$326 , 1'h0 };
+  assign \$59  = { \$58 , 1'h0 };
+  assign \$63  = { \$62 [26], \$62 [26], \$62 [26], \$62 [26], \$62 [26], \$62 [26], \$62 [26:6] };
+  assign \$68  = { \$67 [25], \$67 [25], \$67 [25], \$67 [25], \$67 [25], \$67 [25:5] };
+  assign \$83  = \$82 ;
+  assign \$92  = { \$91 [28], \$91 [28], \$91 [28], \$91 [28], \$91 [28], \$91 [28], \$91 [28:6] };
+  assign \$111  = \$signal$350 ;
+  assign \$117  = { \$116 [28], \$116 [28], \$116 [28], \$116 [28], \$116 [28], \$116 [28], \$116 [28:6] };
+  assign \$127  = { 1'h0, \$126 , 6'h00 };
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, sum_valid, sum_fp32, req_valid, out_ready, in_we, in_row, in_word, in_data, mac, k_base, acc_addr, active, w_data, first, mac1, k_base1, acc_addr1
-, active1, w_data1, first1, t_out, t_set, t_first, t_row_end, acc_we, acc_row, acc_word, acc_data, \rd_row$1321 , rd_addr, t_level, t_scalar, t_fold_adds, trans, bank, rd_in_data, rd_acc_data, sum_fp16
-, n_cols, n_words, sets, sets1, pack_log2, fold_bank, req_row, req_word, clk);
+module \ndp_device.control_unit.chunks (rst, split, addr, count, pair_count, valid, pair_valid, last, pipe_busy, restart, start, rest, dispatch, data, pair_data, row, col, pack_log2, n_words, sets, run_log2
+, cols_dim, full_groups, rest_rows, main_elems, t_level, t_scalar, t_fold_adds, trans, u_offset, u_rows, u_cols, u_beats, u_pair, mac0, k_base0, acc_addr0, active0, w_data0, first0, mac1, k_base1
+, acc_addr1, active1, w_data1, first1, t_out, t_set, t_first, t_row_end, run_done, drain, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$68  = 0;
+  wire [64:0] \$1 ;
+  wire [46:0] \$10 ;
+  wire [26:0] \$100 ;
+  wire \$101 ;
+  wire [5:0] \$102 ;
+  wire \$103 ;
+  wire [5:0] \$104 ;
+  wire [19:0] \$105 ;
+  wire \$106 ;
+  wire \$107 ;
+  wire [32:0] \$108 ;
+  wire \$109 ;
+  wire [44:0] \$11 ;
+  wire \$110 ;
+  wire \$111 ;
+  wire \$112 ;
+  wire \$113 ;
+  wire \$114 ;
+  wire [2:0] \$115 ;
+  wire [2:0] \$116 ;
+  wire \$117 ;
+  wire [2:0] \$118 ;
+  wire [20:0] \$119 ;
+  wire [64:0] \$12 ;
+  wire [19:0] \$120 ;
+  wire \$121 ;
+  wire \$122 ;
+  wire [32:0] \$123 ;
+  wire \$124 ;
+  wire \$125 ;
+  wire \$126 ;
+  wire \$127 ;
+  wire \$128 ;
+  wire \$129 ;
+  wire [24:0] \$13 ;
+  wire [2:0] \$130 ;
+  wire [2:0] \$131 ;
+  wire \$132 ;
+  wire [2:0] \$133 ;
+  wire [20:0] \$134 ;
+  wire [8:0] \$135 ;
+  wire [20:0] \$136 ;
+  wire [3:0] \$137 ;
+  wire [5:0] \$138 ;
+  wire [6:0] \$139 ;
+  wire [20:0] \$14 ;
+  wire [4:0] \$140 ;
+  wire [5:0] \$141 ;
+  wire [6:0] \$142 ;
+  wire [6:0] \$143 ;
+  wire [4:0] \$144 ;
+  reg [19:0] \$145 ;
+  reg [19:0] \$146 ;
+  reg [19:0] \$147 ;
+  reg [1:0] \$148 ;
+  reg [1:0] \$149 ;
+  wire [21:0] \$15 ;
+  reg [1:0] \$150 ;
+  reg [1:0] \$151 ;
+  reg [19:0] \$152 ;
+  reg [19:0] \$153 ;
+  reg [4:0] \$154 ;
+  reg [4:0] \$155 ;
+  wire [22:0] \$16 ;
+  wire [23:0] \$17 ;
+  wire [23:0] \$18 ;
+  wire [24:0] \$19 ;
+  wire [44:0] \$2 ;
+  wire [20:0] \$20 ;
+  wire [21:0] \$21 ;
+  wire [22:0] \$22 ;
+  wire [22:0] \$23 ;
+  wire [5:0] \$24 ;
+  wire [26:0] \$246 ;
+  wire \$248 ;
+  wire [19:0] \$25 ;
+  wire [24:0] \$26 ;
+  wire [26:0] \$27 ;
+  wire [19:0] \$28 ;
+  wire [43:0] \$29 ;
+  wire [45:0] \$3 ;
+  wire \$30 ;
+  wire \$31 ;
+  wire [19:0] \$32 ;
+  wire \$33 ;
+  wire \$34 ;
+  wire \$35 ;
+  wire [19:0] \$36 ;
+  wire \$37 ;
+  wire \$38 ;
+  wire [7:0] \$39 ;
+  wire [46:0] \$4 ;
+  wire [20:0] \$40 ;
+  wire [20:0] \$41 ;
+  wire [31:0] \$42 ;
+  wire [19:0] \$43 ;
+  wire \$44 ;
+  wire \$45 ;
+  wire [26:0] \$46 ;
+  wire [27:0] \$47 ;
+  wire [19:0] \$48 ;
+  wire \$49 ;
+  wire [47:0] \$5 ;
+  wire \$50 ;
+  wire [5:0] \$51 ;
+  wire [19:0] \$52 ;
+  wire \$53 ;
+  wire \$54 ;
+  wire [511:0] \$55 ;
+  wire \$56 ;
+  wire [19:0] \$57 ;
+  wire \$58 ;
+  wire \$59 ;
+  wire [47:0] \$6 ;
+  wire \$60 ;
+  wire [19:0] \$61 ;
+  wire \$62 ;
+  wire \$63 ;
+  wire [7:0] \$64 ;
+  wire [20:0] \$65 ;
+  wire [20:0] \$66 ;
+  wire [31:0] \$67 ;
+  wire [19:0] \$68 ;
+  wire \$69 ;
+  wire [44:0] \$7 ;
+  wire \$70 ;
+  wire [26:0] \$71 ;
+  wire [27:0] \$72 ;
+  wire [19:0] \$73 ;
+  wire \$74 ;
+  wire \$75 ;
+  wire [5:0] \$76 ;
+  wire [19:0] \$77 ;
+  wire \$78 ;
+  wire \$79 ;
+  wire [45:0] \$8 ;
+  wire [511:0] \$80 ;
+  wire \$81 ;
+  wire [32:0] \$82 ;
+  wire \$83 ;
+  wire \$84 ;
+  wire \$85 ;
+  wire \$86 ;
+  wire [1:0] \$87 ;
+  wire [26:0] \$88 ;
+  wire [27:0] \$89 ;
+  wire [46:0] \$9 ;
+  wire [26:0] \$90 ;
+  wire \$91 ;
+  wire [32:0] \$92 ;
+  wire \$93 ;
+  wire \$94 ;
+  wire \$95 ;
+  wire [24:0] \$96 ;
+  wire [26:0] \$97 ;
+  wire [19:0] \$98 ;
+  wire [26:0] \$99 ;
+  reg [19:0] \$signal  = 20'h00000;
+  output [6:0] acc_addr0;
+  reg [6:0] acc_addr0;
+  output [6:0] acc_addr1;
+  reg [6:0] acc_addr1;
+  output [5:0] active0;
+  reg [5:0] active0;
+  output [5:0] active1;
+  reg [5:0] active1;
+  input [63:0] addr;
+  wire [63:0] addr;
+  wire [43:0] beats;
+  wire [43:0] \beats$13 ;
+  input clk;
+  wire clk;
+  input [31:0] col;
+  wire [31:0] col;
+  input [19:0] cols_dim;
+  wire [19:0] cols_dim;
+  input [5:0] count;
+  wire [5:0] count;
+  input [511:0] data;
+  wire [511:0] data;
+  input dispatch;
+  wire dispatch;
+  output [4:0] drain;
+  reg [4:0] drain = 5'h00;
+  (* init = 5'h00 *)
+  wire [4:0] \drain$25 ;
+  reg [1:0] ended;
+  output first0;
+  reg first0;
+  output first1;
+  reg first1;
+  input [19:0] full_groups;
+  wire [19:0] full_groups;
+  reg [1:0] groups_seen0 = 2'h0;
+  reg [1:0] groups_seen1 = 2'h0;
+  reg [19:0] k_base = 20'h00000;
+  output [19:0] k_base0;
+  reg [19:0] k_base0;
+  output [19:0] k_base1;
+  reg [19:0] k_base1;
+  input last;
+  wire last;
+  output mac0;
+  reg mac0;
+  output mac1;
+  reg mac1;
+  input [43:0] main_elems;
+  wire [43:0] main_elems;
+  wire [63:0] main_span_first;
+  wire [63:0] main_span_line;
+  wire [43:0] main_span_lines;
+  wire [5:0] main_span_offset;
+  input [19:0] n_words;
+  wire [19:0] n_words;
+  input [2:0] pack_log2;
+  wire [2:0] pack_log2;
+  input [5:0] pair_count;
+  wire [5:0] pair_count;
+  input [511:0] pair_data;
+  wire [511:0] pair_data;
+  input pair_valid;
+  wire pair_valid;
+  output pipe_busy;
+  wire pipe_busy;
+  reg [4:0] \pipe_busy$27  = 5'h00;
+  input rest;
+  wire rest;
+  input [4:0] rest_rows;
+  wire [4:0] rest_rows;
+  wire [63:0] rest_span_first;
+  wire [63:0] rest_span_line;
+  wire [43:0] rest_span_lines;
+  wire [5:0] rest_span_offset;
+  input restart;
+  wire restart;
+  input [19:0] row;
+  wire [19:0] row;
+  input rst;
+  wire rst;
+  output run_done;
+  reg run_done;
+  input [2:0] run_log2;
+  wire [2:0] run_log2;
+  reg [19:0] set_base0 = 20'h00000;
+  reg [19:0] set_base1 = 20'h00000;
+  reg [1:0] set_index0 = 2'h0;
+  reg [1:0] set_index1 = 2'h0;
+  input [1:0] sets;
+  wire [1:0] sets;
+  input split;
+  wire split;
+  input start;
+  wire start;
+  output t_first;
+  reg t_first;
+  input [1:0] t_fold_adds;
+  wire [1:0] t_fold_adds;
+  input [2:0] t_level;
+  wire [2:0] t_level;
+  output [19:0] t_out;
+  reg [19:0] t_out;
+  reg [19:0] t_out_base = 20'h00000;
+  output t_row_end;
+  reg t_row_end;
+  input t_scalar;
+  wire t_scalar;
+  output [1:0] t_set;
+  reg [1:0] t_set;
+  input trans;
+  wire trans;
+  output [31:0] u_beats;
+  reg [31:0] u_beats;
+  output [31:0] u_cols;
+  reg [31:0] u_cols;
+  output [4:0] u_offset;
+  reg [4:0] u_offset;
+  output u_pair;
+  reg u_pair;
+  output [19:0] u_rows;
+  reg [19:0] u_rows;
+  input valid;
+  wire valid;
+  output [511:0] w_data0;
+  reg [511:0] w_data0;
+  output [511:0] w_data1;
+  reg [511:0] w_data1;
+  assign \$1  = addr + 1'h0;
+  assign \$3  = \$1 [5:0] + \$2 ;
+  assign \$4  = \$3  + 7'h40;
+  assign \$5  = \$4  - 1'h1;
+  assign \$7  = \$1 [5:1] + main_elems;
+  assign \$8  = \$7  + 6'h20;
+  assign \$9  = \$8  - 1'h1;
+  assign \$12  = addr + \$11 ;
+  assign \$13  = rest_rows * cols_dim;
+  assign \$15  = \$12 [5:0] + \$14 ;
+  assign \$16  = \$15  + 7'h40;
+  assign \$17  = \$16  - 1'h1;
+  assign \$19  = rest_rows * cols_dim;
+  assign \$20  = \$12 [5:1] + \$19 [19:0];
+  assign \$21  = \$20  + 6'h20;
+  assign \$22  = \$21  - 1'h1;
+  assign \$24  = rest ? { 1'h0, \$12 [5:1] } : { 1'h0, \$1 [5:1] };
+  assign \$25  = rest ? 20'h00001 : full_groups;
+  assign \$26  = rest_rows * cols_dim;
+  assign \$27  = cols_dim << run_log2;
+  assign \$28  = rest ? \$26 [19:0] : \$27 [19:0];
+  assign \$29  = rest ? { \$23 [22], \$23 [22], \$23 [22], \$23 [22], \$23 [22], \$23 [22], \$23 [22], \$23 [22], \$23 [22], \$23 [22], \$23 [22], \$23 [22], \$23 [22], \$23 [22], \$23 [22], \$23 [22], \$23 [22], \$23 [22], \$23 [22], \$23 [22], \$23 [22], \$23  } : \$10 [43:0];
+  assign \$30  = ~ rest;
+  assign \$31  = \$30  & split;
+  assign pipe_busy = | \pipe_busy$27 ;
+  assign \$32  = k_base >> pack_log2;
+  assign \$33  = split & \$32 [0];
+  assign \$34  = ! \$33 ;
+  assign \$35  = \$33  ? pair_valid : valid;
+  assign \$36  = k_base >> pack_log2;
+  assign \$37  = split & \$36 [0];
+  assign \$38  = ! \$37 ;
+  assign \$39  = 1'h1 << pack_log2;
+  assign \$40  = k_base + \$39 ;
+  assign \$41  = \$37  ? \$40  : { 1'h0, k_base };
+  assign \$42  = trans ? col : { 11'h000, \$41  };
+  assign \$43  = k_base >> pack_log2;
+  assign \$44  = split & \$43 [0];
+  assign \$45  = ! \$44 ;
+  assign \$46  = \$44  ? 27'h0000000 : col[31:5];
+  assign \$47  = set_base0 + \$46 ;
+  assign \$48  = k_base >> pack_log2;
+  assign \$49  = split & \$48 [0];
+  assign \$50  = ! \$49 ;
+  assign \$51  = \$49  ? pair_count : count;
+  assign \$52  = k_base >> pack_log2;
+  assign \$53  = split & \$52 [0];
+  assign \$54  = ! \$53 ;
+  assign \$55  = \$53  ? pair_data : data;
+  assign \$56  = groups_seen0 < sets;
+  assign \$57  = k_base >> pack_log2;
+  assign \$58  = split & \$57 [0];
+  assign \$60  = \$59  ? valid : pair_valid;
+  assign \$61  = k_base >> pack_log2;
+  assign \$62  = split & \$61 [0];
+  assign \$64  = 1'h1 << pack_log2;
+  assign \$65  = k_base + \$64 ;
+  assign \$66  = \$63  ? { 1'h0, k_base } : \$65 ;
+  assign \$67  = trans ? col : { 11'h000, \$66  };
+  assign \$68  = k_base >> pack_log2;
+  assign \$69  = split & \$68 [0];
+  assign \$71  = \$70  ? col[31:5] : 27'h0000000;
+  assign \$72  = set_base1 + \$71 ;
+  assign \$73  = k_base >> pack_log2;
+  assign \$74  = split & \$73 [0];
+  assign \$76  = \$75  ? count : pair_count;
+  assign \$77  = k_base >> pack_log2;
+  assign \$78  = split & \$77 [0];
+  assign \$80  = \$79  ? data : pair_data;
+  assign \$81  = groups_seen1 < sets;
+  assign \$82  = col + count;
+  assign \$83  = \$82  == \$signal ;
+  assign \$84  = valid & \$83 ;
+  assign \$85  = pair_count == \$signal ;
+  assign \$86  = pair_valid & \$85 ;
+  assign \$87  = \$84  + \$86 ;
+  assign \$88  = row << run_log2;
+  assign \$89  = t_out_base + \$88 ;
+  assign \$246  = col[31:5] % 2'h3;
+  assign \$91  = col[31:5] < 2'h3;
+  assign \$92  = col + count;
+  assign \$93  = \$92  == \$signal ;
+  assign \$94  = valid & \$93 ;
+  assign \$95  = valid & last;
+  assign \$96  = rest_rows * cols_dim;
+  assign \$97  = cols_dim << run_log2;
+  assign \$98  = rest ? \$96 [19:0] : \$97 [19:0];
+  assign \$99  = full_groups << run_log2;
+  assign \$100  = rest ? \$99  : 27'h0000000;
+  assign \$101  = | drain;
+  assign \$102  = drain - 1'h1;
+  assign \$103  = | \pipe_busy$27 ;
+  assign \$104  = \pipe_busy$27  - 1'h1;
+  assign \$105  = k_base >> pack_log2;
+  assign \$106  = split & \$105 [0];
+  assign \$107  = ! \$106 ;
+  assign \$108  = col + count;
+  assign \$109  = \$108  == \$signal ;
+  assign \$110  = valid & \$109 ;
+  assign \$111  = pair_count == \$signal ;
+  assign \$112  = pair_valid & \$111 ;
+  assign \$113  = \$106  ? \$112  : \$110 ;
+  assign \$114  = groups_seen0 < sets;
+  assign \$115  = groups_seen0 + 1'h1;
+  assign \$116  = set_index0 + 1'h1;
+  assign \$117  = \$116  == sets;
+  assign \$118  = set_index0 + 1'h1;
+  assign \$119  = set_base0 + n_words;
+  assign \$120  = k_base >> pack_log2;
+  assign \$121  = split & \$120 [0];
+  assign \$123  = col + count;
+  assign \$124  = \$123  == \$signal ;
+  assign \$125  = valid & \$124 ;
+  assign \$126  = pair_count == \$signal ;
+  assign \$127  = pair_valid & \$126 ;
+  assign \$128  = \$122  ? \$125  : \$127 ;
+  assign \$129  = groups_seen1 < sets;
+  assign \$130  = groups_seen1 + 1'h1;
+  assign \$131  = set_index1 + 1'h1;
+  assign \$132  = \$131  == sets;
+  assign \$133  = set_index1 + 1'h1;
+  assign \$134  = set_base1 + n_words;
+  assign \$135  = ended << pack_log2;
+  assign \$136  = k_base + \$135 ;
+  assign \$137  = 3'h6 + t_fold_adds;
+  assign \$138  = 2'h3 * \$137 ;
+  assign \$139  = 2'h3 + \$138 ;
+  assign \$140  = 2'h3 * t_level;
+  assign \$141  = 2'h3 + \$140 ;
+  assign \$142  = t_scalar ? \$139  : { 1'h0, \$141  };
+  assign \$143  = trans ? \$142  : 7'h05;
+  assign \$144  = trans ? 5'h1b : 5'h05;
+  always @(posedge clk)
+    \$signal  <= \$145 ;
+  always @(posedge clk)
+    t_out_base <= \$146 ;
+  always @(posedge clk)
+    k_base <= \$147 ;
+  always @(posedge clk)
+    groups_seen0 <= \$148 ;
+  always @(posedge clk)
+    groups_seen1 <= \$149 ;
+  always @(posedge clk)
+    set_index0 <= \$150 ;
+  always @(posedge clk)
+    set_index1 <= \$151 ;
+  always @(posedge clk)
+    set_base0 <= \$152 ;
+  always @(posedge clk)
+    set_base1 <= \$153 ;
+  always @(posedge clk)
+    drain <= \$154 ;
+  always @(posedge clk)
+    \pipe_busy$27  <= \$155 ;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    u_offset = 5'h00;
+    if (start) begin
+      u_offset = \$24 [4:0];
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    u_rows = 20'h00000;
+    if (start) begin
+      u_rows = \$25 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    u_cols = 32'd0;
+    if (start) begin
+      u_cols = { 12'h000, \$28  };
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    u_beats = 32'd0;
+    if (start) begin
+      u_beats = \$29 [31:0];
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    u_pair = 1'h0;
+    if (start) begin
+      u_pair = \$31 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    mac0 = 1'h0;
+    if (dispatch) begin
+      mac0 = \$35 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    k_base0 = 20'h00000;
+    if (dispatch) begin
+      k_base0 = \$42 [19:0];
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    acc_addr0 = 7'h00;
+    if (dispatch) begin
+      acc_addr0 = \$47 [6:0];
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    active0 = 6'h00;
+    if (dispatch) begin
+      active0 = \$51 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    w_data0 = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    if (dispatch) begin
+      w_data0 = \$55 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    first0 = 1'h0;
+    if (dispatch) begin
+      first0 = \$56 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    mac1 = 1'h0;
+    if (dispatch) begin
+      mac1 = \$60 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    k_base1 = 20'h00000;
+    if (dispatch) begin
+      k_base1 = \$67 [19:0];
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    acc_addr1 = 7'h00;
+    if (dispatch) begin
+      acc_addr1 = \$72 [6:0];
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    active1 = 6'h00;
+    if (dispatch) begin
+      active1 = \$76 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    w_data1 = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    if (dispatch) begin
+      w_data1 = \$80 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    first1 = 1'h0;
+    if (dispatch) begin
+      first1 = \$81 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    ended = 2'h0;
+    if (dispatch) begin
+      ended = \$87 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    t_out = 20'h00000;
+    if (dispatch) begin
+      t_out = \$89 [19:0];
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    t_set = 2'h0;
+    if (dispatch) begin
+      t_set = \$90 [1:0];
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    t_first = 1'h0;
+    if (dispatch) begin
+      t_first = \$91 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    t_row_end = 1'h0;
+    if (dispatch) begin
+      t_row_end = \$94 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    run_done = 1'h0;
+    if (dispatch) begin
+      run_done = \$95 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$145  = \$signal ;
+    if (start) begin
+      \$145  = \$98 ;
+    end
+    if (rst) begin
+      \$145  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$146  = t_out_base;
+    if (start) begin
+      \$146  = \$100 [19:0];
+    end
+    if (rst) begin
+      \$146  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$147  = k_base;
+    if (restart) begin
+      \$147  = 20'h00000;
+    end
+    if (dispatch) begin
+      \$147  = \$136 [19:0];
+    end
+    if (rst) begin
+      \$147  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$148  = groups_seen0;
+    if (restart) begin
+      \$148  = 2'h0;
+    end
+    if (dispatch) begin
+      if (\$113 ) begin
+        if (\$114 ) begin
+          \$148  = \$115 [1:0];
+        end
+      end
+    end
+    if (rst) begin
+      \$148  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$149  = groups_seen1;
+    if (restart) begin
+      \$149  = 2'h0;
+    end
+    if (dispatch) begin
+      if (\$128 ) begin
+        if (\$129 ) begin
+          \$149  = \$130 [1:0];
+        end
+      end
+    end
+    if (rst) begin
+      \$149  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$150  = set_index0;
+    if (restart) begin
+      \$150  = 2'h0;
+    end
+    if (dispatch) begin
+      if (\$113 ) begin
+        (* full_case = 32'd1 *)
+        if (\$117 ) begin
+          \$150  = 2'h0;
+        end else begin
+          \$150  = \$118 [1:0];
+        end
+      end
+    end
+    if (rst) begin
+      \$150  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$151  = set_index1;
+    if (restart) begin
+      \$151  = 2'h0;
+    end
+    if (dispatch) begin
+      if (\$128 ) begin
+        (* full_case = 32'd1 *)
+        if (\$132 ) begin
+          \$151  = 2'h0;
+        end else begin
+          \$151  = \$133 [1:0];
+        end
+      end
+    end
+    if (rst) begin
+      \$151  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$152  = set_base0;
+    if (restart) begin
+      \$152  = 20'h00000;
+    end
+    if (dispatch) begin
+      if (\$113 ) begin
+        (* full_case = 32'd1 *)
+        if (\$117 ) begin
+          \$152  = 20'h00000;
+        end else begin
+          \$152  = \$119 [19:0];
+        end
+      end
+    end
+    if (rst) begin
+      \$152  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$153  = set_base1;
+    if (restart) begin
+      \$153  = 20'h00000;
+    end
+    if (dispatch) begin
+      if (\$128 ) begin
+        (* full_case = 32'd1 *)
+        if (\$132 ) begin
+          \$153  = 20'h00000;
+        end else begin
+          \$153  = \$134 [19:0];
+        end
+      end
+    end
+    if (rst) begin
+      \$153  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$154  = drain;
+    if (\$101 ) begin
+      \$154  = \$102 [4:0];
+    end
+    if (dispatch) begin
+      \$154  = \$143 [4:0];
+    end
+    if (rst) begin
+      \$154  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$155  = \pipe_busy$27 ;
+    if (\$103 ) begin
+      \$155  = \$104 [4:0];
+    end
+    if (dispatch) begin
+      \$155  = \$144 ;
+    end
+    if (rst) begin
+      \$155  = 5'h00;
+    end
+  end
+  assign main_span_first = \$1 [63:0];
+  assign main_span_line = { \$1 [63:6], 6'h00 };
+  assign main_span_lines = \$6 [43:0];
+  assign main_span_offset = { 1'h0, \$1 [5:1] };
+  assign beats = \$10 [43:0];
+  assign rest_span_first = \$12 [63:0];
+  assign rest_span_line = { \$12 [63:6], 6'h00 };
+  assign rest_span_lines = { \$18 [23], \$18 [23], \$18 [23], \$18 [23], \$18 [23], \$18 [23], \$18 [23], \$18 [23], \$18 [23], \$18 [23], \$18 [23], \$18 [23], \$18 [23], \$18 [23], \$18 [23], \$18 [23], \$18 [23], \$18 [23], \$18 [23], \$18 [23], \$18  };
+  assign rest_span_offset = { 1'h0, \$12 [5:1] };
+  assign \beats$13  = { \$23 [22], \$23 [22], \$23 [22], \$23 [22], \$23 [22], \$23 [22], \$23 [22], \$23 [22], \$23 [22], \$23 [22], \$23 [22], \$23 [22], \$23 [22], \$23 [22], \$23 [22], \$23 [22], \$23 [22], \$23 [22], \$23 [22], \$23 [22], \$23 [22], \$23  };
+  assign \drain$25  = drain;
+  assign \$2  = { main_elems, 1'h0 };
+  assign \$6  = { \$5 [47], \$5 [47], \$5 [47], \$5 [47], \$5 [47], \$5 [47], \$5 [47:6] };
+  assign \$10  = { \$9 [46], \$9 [46], \$9 [46], \$9 [46], \$9 [46], \$9 [46:5] };
+  assign \$11  = { main_elems, 1'h0 };
+  assign \$14  = { \$13 [19:0], 1'h0 };
+  assign \$18  = { \$17 [23], \$17 [23], \$17 [23], \$17 [23], \$17 [23], \$17 [23], \$17 [23:6] };
+  assign \$23  = { \$22 [22], \$22 [22], \$22 [22], \$22 [22], \$22 [22], \$22 [22:5] };
+  assign \$59  = \$58 ;
+  assign \$63  = \$62 ;
+  assign \$70  = \$69 ;
+  assign \$75  = \$74 ;
+  assign \$79  = \$78 ;
+  assign \$248  = 1'h1;
+  assign \$90  = \$246 ;
+  assign \$122  = \$121 ;
+endmodule
+
+(* generator = "Amaranth" *)
+module \ndp_device.control_unit.completion (rst, hold, r_en, write_error, reported_error, done_status, irq, \port$10031$0 , done_store, cycle, \port$10292$289 , \port$10294$289 , \port$10296$289 , \port$10298$289 , complete, queue, seq, taken, status, read_error, slot
+, store, quiet, pending, line_start, line_addr, line, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$69  = 0;
+  wire \$1 ;
+  wire \$10 ;
+  wire \$11 ;
+  wire [7:0] \$12 ;
+  wire [64:0] \$13 ;
+  wire \$14 ;
+  wire [3:0] \$15 ;
+  reg \$16 ;
+  reg [1:0] \$17 ;
+  reg [63:0] \$18 ;
+  reg [63:0] \$19 ;
+  wire \$2 ;
+  reg [7:0] \$20 ;
+  reg \$21 ;
+  reg [63:0] \$22 ;
+  reg \$23 ;
+  reg \$24 ;
+  wire \$3 ;
+  wire \$4 ;
+  wire \$5 ;
+  wire \$6 ;
+  wire \$7 ;
+  wire \$8 ;
+  wire \$9 ;
+  reg [1:0] \$like  = 2'h0;
+  reg [63:0] \$signal  = 64'h0000000000000000;
+  reg [7:0] \$signal$10  = 8'h00;
+  reg \$signal$12  = 1'h0;
+  reg [63:0] \$signal$14  = 64'h0000000000000000;
+  reg \$signal$16  = 1'h0;
+  reg [63:0] \$signal$8  = 64'h0000000000000000;
+  input clk;
+  wire clk;
+  input complete;
+  wire complete;
+  input [63:0] cycle;
+  wire [63:0] cycle;
+  wire [1:0] done_queue;
+  wire [31:0] done_seq;
+  output [7:0] done_status;
+  wire [7:0] done_status;
+  output done_store;
+  wire done_store;
+  wire done_valid;
+  input hold;
+  wire hold;
+  output [3:0] irq;
+  wire [3:0] irq;
+  wire irq_en;
+  wire [3:0] \irq_en$31 ;
+  output [511:0] line;
+  reg [511:0] line;
+  output [63:0] line_addr;
+  reg [63:0] line_addr;
+  output line_start;
+  reg line_start;
+  output pending;
+  reg pending = 1'h0;
+  output [33:0] \port$10031$0 ;
+  wire [33:0] \port$10031$0 ;
+  input \port$10292$289 ;
+  wire \port$10292$289 ;
+  input \port$10294$289 ;
+  wire \port$10294$289 ;
+  input \port$10296$289 ;
+  wire \port$10296$289 ;
+  input \port$10298$289 ;
+  wire \port$10298$289 ;
+  input [1:0] queue;
+  wire [1:0] queue;
+  input quiet;
+  wire quiet;
+  wire [42:0] r_data;
+  input r_en;
+  wire r_en;
+  input read_error;
+  wire read_error;
+  wire reported;
+  input reported_error;
+  wire reported_error;
+  input rst;
+  wire rst;
+  input [63:0] seq;
+  wire [63:0] seq;
+  input [63:0] slot;
+  wire [63:0] slot;
+  input [7:0] status;
+  wire [7:0] status;
+  reg [31:0] status_word;
+  input store;
+  wire store;
+  input [63:0] taken;
+  wire [63:0] taken;
+  reg [42:0] w_data;
+  reg w_en;
+  wire w_rdy;
+  input write_error;
+  wire write_error;
+  reg \write_error$19  = 1'h0;
+  assign \$1  = pending & quiet;
+  assign \$2  = ~ hold;
+  assign \$3  = \$1  & \$2 ;
+  assign \$4  = \$3  & w_rdy;
+  assign \$5  = pending & quiet;
+  assign \$6  = ~ hold;
+  assign \$7  = \$5  & \$6 ;
+  assign \$8  = \$7  & w_rdy;
+  assign \$9  = ! \$signal$10 ;
+  assign \$10  = \$signal$12  | \write_error$19 ;
+  assign \$11  = \$9  & \$10 ;
+  assign \$12  = \$11  ? 8'h80 : \$signal$10 ;
+  assign \$13  = cycle - \$signal$8 ;
+  assign irq_en = { \port$10298$289 , \port$10296$289 , \port$10294$289 , \port$10292$289  } >> r_data[1:0];
+  assign done_status = reported_error ? 8'h80 : r_data[41:34];
+  assign \$14  = r_en & irq_en;
+  assign \$15  = 1'h1 << r_data[1:0];
+  assign irq = \$14  ? \$15  : 4'h0;
+  always @(posedge clk)
+    pending <= \$16 ;
+  always @(posedge clk)
+    \$like  <= \$17 ;
+  always @(posedge clk)
+    \$signal  <= \$18 ;
+  always @(posedge clk)
+    \$signal$8  <= \$19 ;
+  always @(posedge clk)
+    \$signal$10  <= \$20 ;
+  always @(posedge clk)
+    \$signal$12  <= \$21 ;
+  always @(posedge clk)
+    \$signal$14  <= \$22 ;
+  always @(posedge clk)
+    \$signal$16  <= \$23 ;
+  always @(posedge clk)
+    \write_error$19  <= \$24 ;
+  \ndp_device.control_unit.completion.reports  reports (
+    .clk(clk),
+    .r_data(r_data),
+    .r_en(r_en),
+    .rst(rst),
+    .w_en(w_en),
+    .w_port__data(w_data),
+    .w_rdy(w_rdy)
+  );
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
+    \$16  = pending;
+    if (complete) begin
+      \$16  = 1'h1;
+    end
+    if (\$4 ) begin
+      \$16  = 1'h0;
+    end
+    if (rst) begin
+      \$16  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
+    \$17  = \$like ;
+    if (complete) begin
+      \$17  = queue;
+    end
+    if (rst) begin
+      \$17  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
+    \$18  = \$signal ;
+    if (complete) begin
+      \$18  = seq;
+    end
+    if (rst) begin
+      \$18  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
+    \$19  = \$signal$8 ;
+    if (complete) begin
+      \$19  = taken;
+    end
+    if (rst) begin
+      \$19  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
+    \$20  = \$signal$10 ;
+    if (complete) begin
+      \$20  = status;
+    end
+    if (rst) begin
+      \$20  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
+    \$21  = \$signal$12 ;
+    if (complete) begin
+      \$21  = read_error;
+    end
+    if (rst) begin
+      \$21  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
+    \$22  = \$signal$14 ;
+    if (complete) begin
+      \$22  = slot;
+    end
+    if (rst) begin
+      \$22  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
+    \$23  = \$signal$16 ;
+    if (complete) begin
+      \$23  = store;
+    end
+    if (rst) begin
+      \$23  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
+    \$24  = \write_error$19 ;
+    if (write_error) begin
+      \$24  = 1'h1;
+    end
+    if (\$4 ) begin
+      \$24  = 1'h0;
+    end
+    if (rst) begin
+      \$24  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
+    status_word = 32'd0;
+    if (\$8 ) begin
+      status_word = { 24'h000000, \$12  };
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
+    line_start = 1'h0;
+    if (\$8 ) begin
+      line_start = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
+    line_addr = 64'h0000000000000000;
+    if (\$8 ) begin
+      line_addr = \$signal$14 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
+    line = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    if (\$8 ) begin
+      line = { 320'h00000000000000000000000000000000000000000000000000000000000000000000000000000000, \$13 [63:0], 32'h00000000, status_word, \$signal  };
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
+    w_en = 1'h0;
+    if (\$8 ) begin
+      w_en = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
+    w_data = 43'h00000000000;
+    if (\$8 ) begin
+      w_data = { \$signal$16 , status_word[7:0], \$signal [31:0], \$like  };
+    end
+  end
+  assign \irq_en$31  = { \port$10298$289 , \port$10296$289 , \port$10294$289 , \port$10292$289  };
+  assign reported = r_en;
+  assign done_valid = r_en;
+  assign done_queue = r_data[1:0];
+  assign done_seq = r_data[33:2];
+  assign \port$10031$0  = r_data[33:0];
+  assign done_store = r_data[42];
+endmodule
+
+(* generator = "Amaranth" *)
+module \ndp_device.control_unit.completion.reports (rst, r_en, w_rdy, r_data, w_en, w_port__data, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$70  = 0;
+  wire \$1 ;
+  wire \$10 ;
+  wire \$11 ;
+  wire \$12 ;
+  wire \$13 ;
+  wire [3:0] \$14 ;
+  reg [1:0] \$15 ;
+  reg [1:0] \$16 ;
+  reg [2:0] \$17 ;
+  wire [2:0] \$2 ;
+  wire \$3 ;
+  wire [2:0] \$4 ;
+  wire \$5 ;
+  wire \$6 ;
+  wire \$7 ;
+  wire \$8 ;
+  wire [3:0] \$9 ;
+  input clk;
+  wire clk;
+  (* init = 2'h0 *)
+  wire [1:0] consume;
+  reg [2:0] level = 3'h0;
+  (* init = 2'h0 *)
+  wire [1:0] produce;
+  output [42:0] r_data;
+  wire [42:0] r_data;
+  input r_en;
+  wire r_en;
+  (* init = 3'h0 *)
+  wire [2:0] r_level;
+  reg [1:0] r_port__addr = 2'h0;
+  wire [42:0] r_port__data;
+  wire r_rdy;
+  input rst;
+  wire rst;
+  wire [42:0] w_data;
+  input w_en;
+  wire w_en;
+  (* init = 3'h0 *)
+  wire [2:0] w_level;
+  reg [1:0] w_port__addr = 2'h0;
+  input [42:0] w_port__data;
+  wire [42:0] w_port__data;
+  wire w_port__en;
+  output w_rdy;
+  wire w_rdy;
+  reg [42:0] storage [3:0];
+  initial begin
+    storage[0] = 43'h00000000000;
+    storage[1] = 43'h00000000000;
+    storage[2] = 43'h00000000000;
+    storage[3] = 43'h00000000000;
+  end
+  always @(posedge clk) begin
+    if (w_port__en)
+      storage[w_port__addr] <= w_port__data;
+  end
+  assign r_data = storage[r_port__addr];
+  assign w_rdy = level != 3'h4;
+  assign r_rdy = | level;
+  assign w_port__en = w_en & w_rdy;
+  assign \$1  = w_rdy & w_en;
+  assign \$2  = w_port__addr + 1'h1;
+  assign \$3  = r_rdy & r_en;
+  assign \$4  = r_port__addr + 1'h1;
+  assign \$5  = w_rdy & w_en;
+  assign \$6  = r_rdy & r_en;
+  assign \$7  = ~ \$6 ;
+  assign \$8  = \$5  & \$7 ;
+  assign \$9  = level + 1'h1;
+  assign \$10  = r_rdy & r_en;
+  assign \$11  = w_rdy & w_en;
+  assign \$12  = ~ \$11 ;
+  assign \$13  = \$10  & \$12 ;
+  assign \$14  = level - 1'h1;
+  always @(posedge clk)
+    w_port__addr <= \$15 ;
+  always @(posedge clk)
+    r_port__addr <= \$16 ;
+  always @(posedge clk)
+    level <= \$17 ;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$70 ) begin end
+    \$15  = w_port__addr;
+    if (\$1 ) begin
+      \$15  = \$2 [1:0];
+    end
+    if (rst) begin
+      \$15  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$70 ) begin end
+    \$16  = r_port__addr;
+    if (\$3 ) begin
+      \$16  = \$4 [1:0];
+    end
+    if (rst) begin
+      \$16  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$70 ) begin end
+    \$17  = level;
+    if (\$8 ) begin
+      \$17  = \$9 [2:0];
+    end
+    if (\$13 ) begin
+      \$17  = \$14 [2:0];
+    end
+    if (rst) begin
+      \$17  = 3'h0;
+    end
+  end
+  assign w_level = level;
+  assign r_level = level;
+  assign produce = w_port__addr;
+  assign w_data = w_port__data;
+  assign consume = r_port__addr;
+  assign r_port__data = r_data;
+endmodule
+
+(* generator = "Amaranth" *)
+module \ndp_device.control_unit.compute (rst, split, \n_cols$937 , fold_ready, sum_valid, sum_fp32, req_valid, out_ready, in_we, in_row, in_word, in_data, acc_we, acc_row, acc_word, acc_data, \rd_row$1321 , rd_addr, bank, rd_in_data, rd_acc_data
+, sum_fp16, n_cols, n_words, sets, sets1, pack_log2, fold_bank, req_row, req_word, t_level, t_scalar, t_fold_adds, trans, mac, k_base, acc_addr, active, w_data, first, mac1, k_base1
+, acc_addr1, active1, w_data1, first1, t_out, t_set, t_first, t_row_end, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$71  = 0;
   wire [12:0] \$1 ;
   wire \$10 ;
   wire [19:0] \$100 ;
@@ -25688,448 +24242,448 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     .s(set_sum_3)
   );
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4322  = product_2_11;
     if (rst) begin
       \$4322  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4323  = sum_2_11;
     if (rst) begin
       \$4323  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4324  = \$3450 ;
     if (rst) begin
       \$4324  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4325  = product_2_12;
     if (rst) begin
       \$4325  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4326  = sum_2_12;
     if (rst) begin
       \$4326  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4327  = \$3452 ;
     if (rst) begin
       \$4327  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4328  = product_2_13;
     if (rst) begin
       \$4328  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4329  = sum_2_13;
     if (rst) begin
       \$4329  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4330  = \$3454 ;
     if (rst) begin
       \$4330  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4331  = product_2_14;
     if (rst) begin
       \$4331  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4332  = sum_2_14;
     if (rst) begin
       \$4332  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4333  = \$3456 ;
     if (rst) begin
       \$4333  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4334  = product_2_15;
     if (rst) begin
       \$4334  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4335  = sum_2_15;
     if (rst) begin
       \$4335  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4336  = \$3458 ;
     if (rst) begin
       \$4336  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4337  = product_2_16;
     if (rst) begin
       \$4337  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4338  = sum_2_16;
     if (rst) begin
       \$4338  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4339  = \$3460 ;
     if (rst) begin
       \$4339  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4340  = product_2_17;
     if (rst) begin
       \$4340  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4341  = sum_2_17;
     if (rst) begin
       \$4341  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4342  = \$3462 ;
     if (rst) begin
       \$4342  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4343  = product_2_18;
     if (rst) begin
       \$4343  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4344  = sum_2_18;
     if (rst) begin
       \$4344  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4345  = \$3464 ;
     if (rst) begin
       \$4345  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4346  = product_2_19;
     if (rst) begin
       \$4346  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4347  = sum_2_19;
     if (rst) begin
       \$4347  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4348  = \$3466 ;
     if (rst) begin
       \$4348  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4349  = product_2_20;
     if (rst) begin
       \$4349  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4350  = sum_2_20;
     if (rst) begin
       \$4350  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4351  = \$3468 ;
     if (rst) begin
       \$4351  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4352  = product_2_21;
     if (rst) begin
       \$4352  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4353  = sum_2_21;
     if (rst) begin
       \$4353  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4354  = \$3470 ;
     if (rst) begin
       \$4354  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4355  = product_2_22;
     if (rst) begin
       \$4355  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4356  = sum_2_22;
     if (rst) begin
       \$4356  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4357  = \$3472 ;
     if (rst) begin
       \$4357  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4358  = product_2_23;
     if (rst) begin
       \$4358  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4359  = sum_2_23;
     if (rst) begin
       \$4359  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4360  = \$3474 ;
     if (rst) begin
       \$4360  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4361  = product_2_24;
     if (rst) begin
       \$4361  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4362  = sum_2_24;
     if (rst) begin
       \$4362  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4363  = \$3476 ;
     if (rst) begin
       \$4363  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4364  = product_2_25;
     if (rst) begin
       \$4364  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4365  = sum_2_25;
     if (rst) begin
       \$4365  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4366  = \$3478 ;
     if (rst) begin
       \$4366  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4367  = product_2_26;
     if (rst) begin
       \$4367  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4368  = sum_2_26;
     if (rst) begin
       \$4368  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4369  = \$3480 ;
     if (rst) begin
       \$4369  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4370  = product_2_27;
     if (rst) begin
       \$4370  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4371  = sum_2_27;
     if (rst) begin
       \$4371  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4372  = \$3482 ;
     if (rst) begin
       \$4372  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4373  = product_2_28;
     if (rst) begin
       \$4373  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4374  = sum_2_28;
     if (rst) begin
       \$4374  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4375  = \$3484 ;
     if (rst) begin
       \$4375  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4376  = product_2_29;
     if (rst) begin
       \$4376  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4377  = sum_2_29;
     if (rst) begin
       \$4377  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4378  = \$3486 ;
     if (rst) begin
       \$4378  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4379  = product_2_30;
     if (rst) begin
       \$4379  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4380  = sum_2_30;
     if (rst) begin
       \$4380  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4381  = \$3488 ;
     if (rst) begin
       \$4381  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4382  = product_2_31;
     if (rst) begin
       \$4382  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4383  = sum_2_31;
     if (rst) begin
       \$4383  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4384  = set_sum_2;
     if (rst) begin
       \$4384  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4385  = set_2_0;
     if (t_ctl_d21[0]) begin
       casez (t_ctl_d21[22:21])
@@ -26142,7 +24696,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4386  = set_2_1;
     if (t_ctl_d21[0]) begin
       casez (t_ctl_d21[22:21])
@@ -26157,7 +24711,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4387  = set_2_2;
     if (t_ctl_d21[0]) begin
       casez (t_ctl_d21[22:21])
@@ -26174,721 +24728,721 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4388  = \$3491 ;
     if (rst) begin
       \$4388  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4389  = set2_2_d1;
     if (rst) begin
       \$4389  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4390  = set2_2_d2;
     if (rst) begin
       \$4390  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4391  = fold1_2;
     if (rst) begin
       \$4391  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4392  = fold2_2;
     if (rst) begin
       \$4392  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4393  = \$3493 ;
     if (rst) begin
       \$4393  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4394  = product_3_0;
     if (rst) begin
       \$4394  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4395  = sum_3_0;
     if (rst) begin
       \$4395  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4396  = \$3495 ;
     if (rst) begin
       \$4396  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4397  = product_3_1;
     if (rst) begin
       \$4397  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4398  = sum_3_1;
     if (rst) begin
       \$4398  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4399  = \$3497 ;
     if (rst) begin
       \$4399  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4400  = product_3_2;
     if (rst) begin
       \$4400  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4401  = sum_3_2;
     if (rst) begin
       \$4401  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4402  = \$3499 ;
     if (rst) begin
       \$4402  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4403  = product_3_3;
     if (rst) begin
       \$4403  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4404  = sum_3_3;
     if (rst) begin
       \$4404  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4405  = \$3501 ;
     if (rst) begin
       \$4405  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4406  = product_3_4;
     if (rst) begin
       \$4406  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4407  = sum_3_4;
     if (rst) begin
       \$4407  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4408  = \$3503 ;
     if (rst) begin
       \$4408  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4409  = product_3_5;
     if (rst) begin
       \$4409  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4410  = sum_3_5;
     if (rst) begin
       \$4410  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4411  = \$3505 ;
     if (rst) begin
       \$4411  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4412  = product_3_6;
     if (rst) begin
       \$4412  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4413  = sum_3_6;
     if (rst) begin
       \$4413  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4414  = \$3507 ;
     if (rst) begin
       \$4414  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4415  = product_3_7;
     if (rst) begin
       \$4415  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4416  = sum_3_7;
     if (rst) begin
       \$4416  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4417  = \$3509 ;
     if (rst) begin
       \$4417  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4418  = product_3_8;
     if (rst) begin
       \$4418  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4419  = sum_3_8;
     if (rst) begin
       \$4419  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4420  = \$3511 ;
     if (rst) begin
       \$4420  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4421  = product_3_9;
     if (rst) begin
       \$4421  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4422  = sum_3_9;
     if (rst) begin
       \$4422  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4423  = \$3513 ;
     if (rst) begin
       \$4423  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4424  = product_3_10;
     if (rst) begin
       \$4424  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4425  = sum_3_10;
     if (rst) begin
       \$4425  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4426  = \$3515 ;
     if (rst) begin
       \$4426  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4427  = product_3_11;
     if (rst) begin
       \$4427  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4428  = sum_3_11;
     if (rst) begin
       \$4428  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4429  = \$3517 ;
     if (rst) begin
       \$4429  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4430  = product_3_12;
     if (rst) begin
       \$4430  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4431  = sum_3_12;
     if (rst) begin
       \$4431  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4432  = \$3519 ;
     if (rst) begin
       \$4432  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4433  = product_3_13;
     if (rst) begin
       \$4433  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4434  = sum_3_13;
     if (rst) begin
       \$4434  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4435  = \$3521 ;
     if (rst) begin
       \$4435  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4436  = product_3_14;
     if (rst) begin
       \$4436  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4437  = sum_3_14;
     if (rst) begin
       \$4437  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4438  = \$3523 ;
     if (rst) begin
       \$4438  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4439  = product_3_15;
     if (rst) begin
       \$4439  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4440  = sum_3_15;
     if (rst) begin
       \$4440  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4441  = \$3525 ;
     if (rst) begin
       \$4441  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4442  = product_3_16;
     if (rst) begin
       \$4442  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4443  = sum_3_16;
     if (rst) begin
       \$4443  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4444  = \$3527 ;
     if (rst) begin
       \$4444  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4445  = product_3_17;
     if (rst) begin
       \$4445  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4446  = sum_3_17;
     if (rst) begin
       \$4446  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4447  = \$3529 ;
     if (rst) begin
       \$4447  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4448  = product_3_18;
     if (rst) begin
       \$4448  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4449  = sum_3_18;
     if (rst) begin
       \$4449  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4450  = \$3531 ;
     if (rst) begin
       \$4450  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4451  = product_3_19;
     if (rst) begin
       \$4451  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4452  = sum_3_19;
     if (rst) begin
       \$4452  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4453  = \$3533 ;
     if (rst) begin
       \$4453  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4454  = product_3_20;
     if (rst) begin
       \$4454  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4455  = sum_3_20;
     if (rst) begin
       \$4455  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4456  = \$3535 ;
     if (rst) begin
       \$4456  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4457  = product_3_21;
     if (rst) begin
       \$4457  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4458  = sum_3_21;
     if (rst) begin
       \$4458  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4459  = \$3537 ;
     if (rst) begin
       \$4459  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4460  = product_3_22;
     if (rst) begin
       \$4460  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4461  = sum_3_22;
     if (rst) begin
       \$4461  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4462  = \$3539 ;
     if (rst) begin
       \$4462  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4463  = product_3_23;
     if (rst) begin
       \$4463  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4464  = sum_3_23;
     if (rst) begin
       \$4464  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4465  = \$3541 ;
     if (rst) begin
       \$4465  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4466  = product_3_24;
     if (rst) begin
       \$4466  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4467  = sum_3_24;
     if (rst) begin
       \$4467  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4468  = \$3543 ;
     if (rst) begin
       \$4468  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4469  = product_3_25;
     if (rst) begin
       \$4469  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4470  = sum_3_25;
     if (rst) begin
       \$4470  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4471  = \$3545 ;
     if (rst) begin
       \$4471  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4472  = product_3_26;
     if (rst) begin
       \$4472  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4473  = sum_3_26;
     if (rst) begin
       \$4473  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4474  = \$3547 ;
     if (rst) begin
       \$4474  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4475  = product_3_27;
     if (rst) begin
       \$4475  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4476  = sum_3_27;
     if (rst) begin
       \$4476  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4477  = \$3549 ;
     if (rst) begin
       \$4477  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4478  = product_3_28;
     if (rst) begin
       \$4478  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4479  = sum_3_28;
     if (rst) begin
       \$4479  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4480  = \$3551 ;
     if (rst) begin
       \$4480  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4481  = product_3_29;
     if (rst) begin
       \$4481  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4482  = sum_3_29;
     if (rst) begin
       \$4482  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4483  = \$3553 ;
     if (rst) begin
       \$4483  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4484  = product_3_30;
     if (rst) begin
       \$4484  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4485  = sum_3_30;
     if (rst) begin
       \$4485  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4486  = \$3555 ;
     if (rst) begin
       \$4486  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4487  = product_3_31;
     if (rst) begin
       \$4487  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4488  = sum_3_31;
     if (rst) begin
       \$4488  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4489  = set_sum_3;
     if (rst) begin
       \$4489  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4490  = set_3_0;
     if (t_ctl_d21[0]) begin
       casez (t_ctl_d21[22:21])
@@ -26901,7 +25455,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4491  = set_3_1;
     if (t_ctl_d21[0]) begin
       casez (t_ctl_d21[22:21])
@@ -26916,7 +25470,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4492  = set_3_2;
     if (t_ctl_d21[0]) begin
       casez (t_ctl_d21[22:21])
@@ -26933,49 +25487,49 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4493  = \$3558 ;
     if (rst) begin
       \$4493  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4494  = set2_3_d1;
     if (rst) begin
       \$4494  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4495  = set2_3_d2;
     if (rst) begin
       \$4495  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4496  = fold1_3;
     if (rst) begin
       \$4496  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4497  = fold2_3;
     if (rst) begin
       \$4497  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4498  = \rd_row$1321 ;
     if (rst) begin
       \$4498  = 2'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_direct = 26'h0000000;
     casez (t_level)
       3'h0:
@@ -26993,7 +25547,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     set_kept_0 = 32'd0;
     casez (t_ctl_d18[22:21])
       2'h0:
@@ -27005,7 +25559,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_0_0 = 32'd0;
     casez (t_level)
       3'h0:
@@ -27023,7 +25577,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_0_0 = 1'h0;
     casez (t_level)
       3'h0:
@@ -27041,7 +25595,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_0_1 = 32'd0;
     casez (t_level)
       3'h0:
@@ -27059,7 +25613,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_0_1 = 1'h0;
     casez (t_level)
       3'h0:
@@ -27077,7 +25631,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_0_2 = 32'd0;
     casez (t_level)
       3'h0:
@@ -27095,7 +25649,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_0_2 = 1'h0;
     casez (t_level)
       3'h0:
@@ -27113,7 +25667,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_0_3 = 32'd0;
     casez (t_level)
       3'h0:
@@ -27131,7 +25685,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_0_3 = 1'h0;
     casez (t_level)
       3'h0:
@@ -27149,7 +25703,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_0_4 = 32'd0;
     casez (t_level)
       3'h0:
@@ -27167,7 +25721,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_0_4 = 1'h0;
     casez (t_level)
       3'h0:
@@ -27185,7 +25739,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_0_5 = 32'd0;
     casez (t_level)
       3'h0:
@@ -27203,7 +25757,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_0_5 = 1'h0;
     casez (t_level)
       3'h0:
@@ -27221,7 +25775,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_0_6 = 32'd0;
     casez (t_level)
       3'h0:
@@ -27239,7 +25793,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_0_6 = 1'h0;
     casez (t_level)
       3'h0:
@@ -27257,7 +25811,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_0_7 = 32'd0;
     casez (t_level)
       3'h0:
@@ -27275,7 +25829,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_0_7 = 1'h0;
     casez (t_level)
       3'h0:
@@ -27293,7 +25847,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_0_8 = 32'd0;
     casez (t_level)
       3'h0:
@@ -27311,7 +25865,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_0_8 = 1'h0;
     casez (t_level)
       3'h0:
@@ -27329,7 +25883,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_0_9 = 32'd0;
     casez (t_level)
       3'h0:
@@ -27347,7 +25901,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_0_9 = 1'h0;
     casez (t_level)
       3'h0:
@@ -27365,7 +25919,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_0_10 = 32'd0;
     casez (t_level)
       3'h0:
@@ -27383,7 +25937,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_0_10 = 1'h0;
     casez (t_level)
       3'h0:
@@ -27401,7 +25955,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_0_11 = 32'd0;
     casez (t_level)
       3'h0:
@@ -27419,7 +25973,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_0_11 = 1'h0;
     casez (t_level)
       3'h0:
@@ -27437,7 +25991,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_0_12 = 32'd0;
     casez (t_level)
       3'h0:
@@ -27455,7 +26009,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_0_12 = 1'h0;
     casez (t_level)
       3'h0:
@@ -27473,7 +26027,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_0_13 = 32'd0;
     casez (t_level)
       3'h0:
@@ -27491,7 +26045,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_0_13 = 1'h0;
     casez (t_level)
       3'h0:
@@ -27509,7 +26063,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_0_14 = 32'd0;
     casez (t_level)
       3'h0:
@@ -27527,7 +26081,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_0_14 = 1'h0;
     casez (t_level)
       3'h0:
@@ -27545,7 +26099,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_0_15 = 32'd0;
     casez (t_level)
       3'h0:
@@ -27563,7 +26117,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_0_15 = 1'h0;
     casez (t_level)
       3'h0:
@@ -27581,7 +26135,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_0_16 = 32'd0;
     casez (t_level)
       3'h0:
@@ -27599,7 +26153,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_0_16 = 1'h0;
     casez (t_level)
       3'h0:
@@ -27617,7 +26171,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_0_17 = 32'd0;
     casez (t_level)
       3'h0:
@@ -27635,7 +26189,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_0_17 = 1'h0;
     casez (t_level)
       3'h0:
@@ -27653,7 +26207,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_0_18 = 32'd0;
     casez (t_level)
       3'h0:
@@ -27671,7 +26225,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_0_18 = 1'h0;
     casez (t_level)
       3'h0:
@@ -27689,7 +26243,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_0_19 = 32'd0;
     casez (t_level)
       3'h0:
@@ -27707,7 +26261,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_0_19 = 1'h0;
     casez (t_level)
       3'h0:
@@ -27725,7 +26279,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_0_20 = 32'd0;
     casez (t_level)
       3'h0:
@@ -27743,7 +26297,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_0_20 = 1'h0;
     casez (t_level)
       3'h0:
@@ -27761,7 +26315,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_0_21 = 32'd0;
     casez (t_level)
       3'h0:
@@ -27779,7 +26333,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_0_21 = 1'h0;
     casez (t_level)
       3'h0:
@@ -27797,7 +26351,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_0_22 = 32'd0;
     casez (t_level)
       3'h0:
@@ -27815,7 +26369,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_0_22 = 1'h0;
     casez (t_level)
       3'h0:
@@ -27833,7 +26387,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_0_23 = 32'd0;
     casez (t_level)
       3'h0:
@@ -27851,7 +26405,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_0_23 = 1'h0;
     casez (t_level)
       3'h0:
@@ -27869,7 +26423,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_0_24 = 32'd0;
     casez (t_level)
       3'h0:
@@ -27887,7 +26441,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_0_24 = 1'h0;
     casez (t_level)
       3'h0:
@@ -27905,7 +26459,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_0_25 = 32'd0;
     casez (t_level)
       3'h0:
@@ -27923,7 +26477,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_0_25 = 1'h0;
     casez (t_level)
       3'h0:
@@ -27941,7 +26495,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_0_26 = 32'd0;
     casez (t_level)
       3'h0:
@@ -27959,7 +26513,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_0_26 = 1'h0;
     casez (t_level)
       3'h0:
@@ -27977,7 +26531,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_0_27 = 32'd0;
     casez (t_level)
       3'h0:
@@ -27995,7 +26549,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_0_27 = 1'h0;
     casez (t_level)
       3'h0:
@@ -28013,7 +26567,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_0_28 = 32'd0;
     casez (t_level)
       3'h0:
@@ -28031,7 +26585,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_0_28 = 1'h0;
     casez (t_level)
       3'h0:
@@ -28049,7 +26603,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_0_29 = 32'd0;
     casez (t_level)
       3'h0:
@@ -28067,7 +26621,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_0_29 = 1'h0;
     casez (t_level)
       3'h0:
@@ -28085,7 +26639,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_0_30 = 32'd0;
     casez (t_level)
       3'h0:
@@ -28103,7 +26657,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_0_30 = 1'h0;
     casez (t_level)
       3'h0:
@@ -28121,7 +26675,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_0_31 = 32'd0;
     casez (t_level)
       3'h0:
@@ -28139,7 +26693,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_0_31 = 1'h0;
     casez (t_level)
       3'h0:
@@ -28157,7 +26711,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     (* full_case = 32'd1 *)
     if (\$366 ) begin
       \$signature__addr$202  = \$371 [7:0];
@@ -28166,7 +26720,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     (* full_case = 32'd1 *)
     if (\$366 ) begin
       \$signature__data$203  = { \$467 , \$464 , \$461 , \$458 , \$455 , \$452 , \$449 , \$446 , \$443 , \$440 , \$437 , \$434 , \$431 , \$428 , \$425 , \$422 , \$419 , \$416 , \$413 , \$410 , \$407 , \$404 , \$401 , \$398 , \$395 , \$392 , \$389 , \$386 , \$383 , \$380 , \$377 , \$374  };
@@ -28175,7 +26729,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     (* full_case = 32'd1 *)
     if (\$366 ) begin
       \$signature__en$206  = { \$755 , \$746 , \$737 , \$728 , \$719 , \$710 , \$701 , \$692 , \$683 , \$674 , \$665 , \$656 , \$647 , \$638 , \$629 , \$620 , \$611 , \$602 , \$593 , \$584 , \$575 , \$566 , \$557 , \$548 , \$539 , \$530 , \$521 , \$512 , \$503 , \$494 , \$485 , \$476  };
@@ -28184,7 +26738,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     set_kept_1 = 32'd0;
     casez (t_ctl_d18[22:21])
       2'h0:
@@ -28196,7 +26750,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_1_0 = 32'd0;
     casez (t_level)
       3'h0:
@@ -28214,7 +26768,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_1_0 = 1'h0;
     casez (t_level)
       3'h0:
@@ -28232,7 +26786,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_1_1 = 32'd0;
     casez (t_level)
       3'h0:
@@ -28250,7 +26804,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_1_1 = 1'h0;
     casez (t_level)
       3'h0:
@@ -28268,7 +26822,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_1_2 = 32'd0;
     casez (t_level)
       3'h0:
@@ -28286,7 +26840,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_1_2 = 1'h0;
     casez (t_level)
       3'h0:
@@ -28304,7 +26858,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_1_3 = 32'd0;
     casez (t_level)
       3'h0:
@@ -28322,7 +26876,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_1_3 = 1'h0;
     casez (t_level)
       3'h0:
@@ -28340,7 +26894,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_1_4 = 32'd0;
     casez (t_level)
       3'h0:
@@ -28358,7 +26912,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_1_4 = 1'h0;
     casez (t_level)
       3'h0:
@@ -28376,7 +26930,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_1_5 = 32'd0;
     casez (t_level)
       3'h0:
@@ -28394,7 +26948,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_1_5 = 1'h0;
     casez (t_level)
       3'h0:
@@ -28412,7 +26966,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_1_6 = 32'd0;
     casez (t_level)
       3'h0:
@@ -28430,7 +26984,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_1_6 = 1'h0;
     casez (t_level)
       3'h0:
@@ -28448,7 +27002,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_1_7 = 32'd0;
     casez (t_level)
       3'h0:
@@ -28466,7 +27020,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_1_7 = 1'h0;
     casez (t_level)
       3'h0:
@@ -28484,7 +27038,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_1_8 = 32'd0;
     casez (t_level)
       3'h0:
@@ -28502,7 +27056,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_1_8 = 1'h0;
     casez (t_level)
       3'h0:
@@ -28520,7 +27074,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_1_9 = 32'd0;
     casez (t_level)
       3'h0:
@@ -28538,7 +27092,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_1_9 = 1'h0;
     casez (t_level)
       3'h0:
@@ -28556,7 +27110,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_1_10 = 32'd0;
     casez (t_level)
       3'h0:
@@ -28574,7 +27128,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_1_10 = 1'h0;
     casez (t_level)
       3'h0:
@@ -28592,7 +27146,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_1_11 = 32'd0;
     casez (t_level)
       3'h0:
@@ -28610,7 +27164,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_1_11 = 1'h0;
     casez (t_level)
       3'h0:
@@ -28628,7 +27182,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_1_12 = 32'd0;
     casez (t_level)
       3'h0:
@@ -28646,7 +27200,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_1_12 = 1'h0;
     casez (t_level)
       3'h0:
@@ -28664,7 +27218,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_1_13 = 32'd0;
     casez (t_level)
       3'h0:
@@ -28682,7 +27236,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_1_13 = 1'h0;
     casez (t_level)
       3'h0:
@@ -28700,7 +27254,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_1_14 = 32'd0;
     casez (t_level)
       3'h0:
@@ -28718,7 +27272,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_1_14 = 1'h0;
     casez (t_level)
       3'h0:
@@ -28736,7 +27290,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_1_15 = 32'd0;
     casez (t_level)
       3'h0:
@@ -28754,7 +27308,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_1_15 = 1'h0;
     casez (t_level)
       3'h0:
@@ -28772,7 +27326,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_1_16 = 32'd0;
     casez (t_level)
       3'h0:
@@ -28790,7 +27344,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_1_16 = 1'h0;
     casez (t_level)
       3'h0:
@@ -28808,7 +27362,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_1_17 = 32'd0;
     casez (t_level)
       3'h0:
@@ -28826,7 +27380,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_1_17 = 1'h0;
     casez (t_level)
       3'h0:
@@ -28844,7 +27398,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_1_18 = 32'd0;
     casez (t_level)
       3'h0:
@@ -28862,7 +27416,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_1_18 = 1'h0;
     casez (t_level)
       3'h0:
@@ -28880,7 +27434,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_1_19 = 32'd0;
     casez (t_level)
       3'h0:
@@ -28898,7 +27452,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_1_19 = 1'h0;
     casez (t_level)
       3'h0:
@@ -28916,7 +27470,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_1_20 = 32'd0;
     casez (t_level)
       3'h0:
@@ -28934,7 +27488,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_1_20 = 1'h0;
     casez (t_level)
       3'h0:
@@ -28952,7 +27506,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_1_21 = 32'd0;
     casez (t_level)
       3'h0:
@@ -28970,7 +27524,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_1_21 = 1'h0;
     casez (t_level)
       3'h0:
@@ -28988,7 +27542,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_1_22 = 32'd0;
     casez (t_level)
       3'h0:
@@ -29006,7 +27560,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_1_22 = 1'h0;
     casez (t_level)
       3'h0:
@@ -29024,7 +27578,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_1_23 = 32'd0;
     casez (t_level)
       3'h0:
@@ -29042,7 +27596,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_1_23 = 1'h0;
     casez (t_level)
       3'h0:
@@ -29060,7 +27614,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_1_24 = 32'd0;
     casez (t_level)
       3'h0:
@@ -29078,7 +27632,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_1_24 = 1'h0;
     casez (t_level)
       3'h0:
@@ -29096,7 +27650,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_1_25 = 32'd0;
     casez (t_level)
       3'h0:
@@ -29114,7 +27668,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_1_25 = 1'h0;
     casez (t_level)
       3'h0:
@@ -29132,7 +27686,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_1_26 = 32'd0;
     casez (t_level)
       3'h0:
@@ -29150,7 +27704,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_1_26 = 1'h0;
     casez (t_level)
       3'h0:
@@ -29168,7 +27722,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_1_27 = 32'd0;
     casez (t_level)
       3'h0:
@@ -29186,7 +27740,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_1_27 = 1'h0;
     casez (t_level)
       3'h0:
@@ -29204,7 +27758,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_1_28 = 32'd0;
     casez (t_level)
       3'h0:
@@ -29222,7 +27776,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_1_28 = 1'h0;
     casez (t_level)
       3'h0:
@@ -29240,7 +27794,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_1_29 = 32'd0;
     casez (t_level)
       3'h0:
@@ -29258,7 +27812,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_1_29 = 1'h0;
     casez (t_level)
       3'h0:
@@ -29276,7 +27830,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_1_30 = 32'd0;
     casez (t_level)
       3'h0:
@@ -29294,7 +27848,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_1_30 = 1'h0;
     casez (t_level)
       3'h0:
@@ -29312,7 +27866,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_1_31 = 32'd0;
     casez (t_level)
       3'h0:
@@ -29330,7 +27884,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_1_31 = 1'h0;
     casez (t_level)
       3'h0:
@@ -29348,7 +27902,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     (* full_case = 32'd1 *)
     if (\$1137 ) begin
       \$signature__addr$421  = \$1142 [7:0];
@@ -29357,7 +27911,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     (* full_case = 32'd1 *)
     if (\$1137 ) begin
       \$signature__data$422  = { \$1238 , \$1235 , \$1232 , \$1229 , \$1226 , \$1223 , \$1220 , \$1217 , \$1214 , \$1211 , \$1208 , \$1205 , \$1202 , \$1199 , \$1196 , \$1193 , \$1190 , \$1187 , \$1184 , \$1181 , \$1178 , \$1175 , \$1172 , \$1169 , \$1166 , \$1163 , \$1160 , \$1157 , \$1154 , \$1151 , \$1148 , \$1145  };
@@ -29366,7 +27920,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     (* full_case = 32'd1 *)
     if (\$1137 ) begin
       \$signature__en$425  = { \$1526 , \$1517 , \$1508 , \$1499 , \$1490 , \$1481 , \$1472 , \$1463 , \$1454 , \$1445 , \$1436 , \$1427 , \$1418 , \$1409 , \$1400 , \$1391 , \$1382 , \$1373 , \$1364 , \$1355 , \$1346 , \$1337 , \$1328 , \$1319 , \$1310 , \$1301 , \$1292 , \$1283 , \$1274 , \$1265 , \$1256 , \$1247  };
@@ -29375,7 +27929,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     set_kept_2 = 32'd0;
     casez (t_ctl_d18[22:21])
       2'h0:
@@ -29387,7 +27941,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_2_0 = 32'd0;
     casez (t_level)
       3'h0:
@@ -29405,7 +27959,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_2_0 = 1'h0;
     casez (t_level)
       3'h0:
@@ -29423,7 +27977,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_2_1 = 32'd0;
     casez (t_level)
       3'h0:
@@ -29441,7 +27995,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_2_1 = 1'h0;
     casez (t_level)
       3'h0:
@@ -29459,7 +28013,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_2_2 = 32'd0;
     casez (t_level)
       3'h0:
@@ -29477,7 +28031,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_2_2 = 1'h0;
     casez (t_level)
       3'h0:
@@ -29495,7 +28049,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_2_3 = 32'd0;
     casez (t_level)
       3'h0:
@@ -29513,7 +28067,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_2_3 = 1'h0;
     casez (t_level)
       3'h0:
@@ -29531,7 +28085,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_2_4 = 32'd0;
     casez (t_level)
       3'h0:
@@ -29549,7 +28103,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_2_4 = 1'h0;
     casez (t_level)
       3'h0:
@@ -29567,7 +28121,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_2_5 = 32'd0;
     casez (t_level)
       3'h0:
@@ -29585,7 +28139,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_2_5 = 1'h0;
     casez (t_level)
       3'h0:
@@ -29603,7 +28157,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_2_6 = 32'd0;
     casez (t_level)
       3'h0:
@@ -29621,7 +28175,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_2_6 = 1'h0;
     casez (t_level)
       3'h0:
@@ -29639,7 +28193,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_2_7 = 32'd0;
     casez (t_level)
       3'h0:
@@ -29657,7 +28211,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_2_7 = 1'h0;
     casez (t_level)
       3'h0:
@@ -29675,7 +28229,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_2_8 = 32'd0;
     casez (t_level)
       3'h0:
@@ -29693,7 +28247,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_2_8 = 1'h0;
     casez (t_level)
       3'h0:
@@ -29711,7 +28265,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_2_9 = 32'd0;
     casez (t_level)
       3'h0:
@@ -29729,7 +28283,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_2_9 = 1'h0;
     casez (t_level)
       3'h0:
@@ -29747,7 +28301,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_2_10 = 32'd0;
     casez (t_level)
       3'h0:
@@ -29765,7 +28319,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_2_10 = 1'h0;
     casez (t_level)
       3'h0:
@@ -29783,7 +28337,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_2_11 = 32'd0;
     casez (t_level)
       3'h0:
@@ -29801,7 +28355,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_2_11 = 1'h0;
     casez (t_level)
       3'h0:
@@ -29819,7 +28373,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_2_12 = 32'd0;
     casez (t_level)
       3'h0:
@@ -29837,7 +28391,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_2_12 = 1'h0;
     casez (t_level)
       3'h0:
@@ -29855,7 +28409,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_2_13 = 32'd0;
     casez (t_level)
       3'h0:
@@ -29873,7 +28427,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_2_13 = 1'h0;
     casez (t_level)
       3'h0:
@@ -29891,7 +28445,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_2_14 = 32'd0;
     casez (t_level)
       3'h0:
@@ -29909,7 +28463,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_2_14 = 1'h0;
     casez (t_level)
       3'h0:
@@ -29927,7 +28481,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_2_15 = 32'd0;
     casez (t_level)
       3'h0:
@@ -29945,7 +28499,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_2_15 = 1'h0;
     casez (t_level)
       3'h0:
@@ -29963,7 +28517,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_2_16 = 32'd0;
     casez (t_level)
       3'h0:
@@ -29981,7 +28535,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_2_16 = 1'h0;
     casez (t_level)
       3'h0:
@@ -29999,7 +28553,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_2_17 = 32'd0;
     casez (t_level)
       3'h0:
@@ -30017,7 +28571,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_2_17 = 1'h0;
     casez (t_level)
       3'h0:
@@ -30035,7 +28589,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_2_18 = 32'd0;
     casez (t_level)
       3'h0:
@@ -30053,7 +28607,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_2_18 = 1'h0;
     casez (t_level)
       3'h0:
@@ -30071,7 +28625,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_2_19 = 32'd0;
     casez (t_level)
       3'h0:
@@ -30089,7 +28643,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_2_19 = 1'h0;
     casez (t_level)
       3'h0:
@@ -30107,7 +28661,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_2_20 = 32'd0;
     casez (t_level)
       3'h0:
@@ -30125,7 +28679,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_2_20 = 1'h0;
     casez (t_level)
       3'h0:
@@ -30143,7 +28697,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_2_21 = 32'd0;
     casez (t_level)
       3'h0:
@@ -30161,7 +28715,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_2_21 = 1'h0;
     casez (t_level)
       3'h0:
@@ -30179,7 +28733,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_2_22 = 32'd0;
     casez (t_level)
       3'h0:
@@ -30197,7 +28751,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_2_22 = 1'h0;
     casez (t_level)
       3'h0:
@@ -30215,7 +28769,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_2_23 = 32'd0;
     casez (t_level)
       3'h0:
@@ -30233,7 +28787,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_2_23 = 1'h0;
     casez (t_level)
       3'h0:
@@ -30251,7 +28805,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_2_24 = 32'd0;
     casez (t_level)
       3'h0:
@@ -30269,7 +28823,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_2_24 = 1'h0;
     casez (t_level)
       3'h0:
@@ -30287,7 +28841,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_2_25 = 32'd0;
     casez (t_level)
       3'h0:
@@ -30305,7 +28859,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_2_25 = 1'h0;
     casez (t_level)
       3'h0:
@@ -30323,7 +28877,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_2_26 = 32'd0;
     casez (t_level)
       3'h0:
@@ -30341,7 +28895,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_2_26 = 1'h0;
     casez (t_level)
       3'h0:
@@ -30359,7 +28913,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_2_27 = 32'd0;
     casez (t_level)
       3'h0:
@@ -30377,7 +28931,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_2_27 = 1'h0;
     casez (t_level)
       3'h0:
@@ -30395,7 +28949,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_2_28 = 32'd0;
     casez (t_level)
       3'h0:
@@ -30413,7 +28967,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_2_28 = 1'h0;
     casez (t_level)
       3'h0:
@@ -30431,7 +28985,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_2_29 = 32'd0;
     casez (t_level)
       3'h0:
@@ -30449,7 +29003,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_2_29 = 1'h0;
     casez (t_level)
       3'h0:
@@ -30467,7 +29021,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_2_30 = 32'd0;
     casez (t_level)
       3'h0:
@@ -30485,7 +29039,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_2_30 = 1'h0;
     casez (t_level)
       3'h0:
@@ -30503,7 +29057,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_2_31 = 32'd0;
     casez (t_level)
       3'h0:
@@ -30521,7 +29075,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_2_31 = 1'h0;
     casez (t_level)
       3'h0:
@@ -30539,7 +29093,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     (* full_case = 32'd1 *)
     if (\$1904 ) begin
       \$signature__addr$631  = \$1909 [7:0];
@@ -30548,7 +29102,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     (* full_case = 32'd1 *)
     if (\$1904 ) begin
       \$signature__data$632  = { \$2005 , \$2002 , \$1999 , \$1996 , \$1993 , \$1990 , \$1987 , \$1984 , \$1981 , \$1978 , \$1975 , \$1972 , \$1969 , \$1966 , \$1963 , \$1960 , \$1957 , \$1954 , \$1951 , \$1948 , \$1945 , \$1942 , \$1939 , \$1936 , \$1933 , \$1930 , \$1927 , \$1924 , \$1921 , \$1918 , \$1915 , \$1912  };
@@ -30557,7 +29111,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     (* full_case = 32'd1 *)
     if (\$1904 ) begin
       \$signature__en$635  = { \$2293 , \$2284 , \$2275 , \$2266 , \$2257 , \$2248 , \$2239 , \$2230 , \$2221 , \$2212 , \$2203 , \$2194 , \$2185 , \$2176 , \$2167 , \$2158 , \$2149 , \$2140 , \$2131 , \$2122 , \$2113 , \$2104 , \$2095 , \$2086 , \$2077 , \$2068 , \$2059 , \$2050 , \$2041 , \$2032 , \$2023 , \$2014  };
@@ -30566,7 +29120,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     set_kept_3 = 32'd0;
     casez (t_ctl_d18[22:21])
       2'h0:
@@ -30578,7 +29132,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_3_0 = 32'd0;
     casez (t_level)
       3'h0:
@@ -30596,7 +29150,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_3_0 = 1'h0;
     casez (t_level)
       3'h0:
@@ -30614,7 +29168,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_3_1 = 32'd0;
     casez (t_level)
       3'h0:
@@ -30632,7 +29186,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_3_1 = 1'h0;
     casez (t_level)
       3'h0:
@@ -30650,7 +29204,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_3_2 = 32'd0;
     casez (t_level)
       3'h0:
@@ -30668,7 +29222,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_3_2 = 1'h0;
     casez (t_level)
       3'h0:
@@ -30686,7 +29240,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_3_3 = 32'd0;
     casez (t_level)
       3'h0:
@@ -30704,7 +29258,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_3_3 = 1'h0;
     casez (t_level)
       3'h0:
@@ -30722,7 +29276,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_3_4 = 32'd0;
     casez (t_level)
       3'h0:
@@ -30740,7 +29294,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_3_4 = 1'h0;
     casez (t_level)
       3'h0:
@@ -30758,7 +29312,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_3_5 = 32'd0;
     casez (t_level)
       3'h0:
@@ -30776,7 +29330,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_3_5 = 1'h0;
     casez (t_level)
       3'h0:
@@ -30794,7 +29348,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_3_6 = 32'd0;
     casez (t_level)
       3'h0:
@@ -30812,7 +29366,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_3_6 = 1'h0;
     casez (t_level)
       3'h0:
@@ -30830,7 +29384,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_3_7 = 32'd0;
     casez (t_level)
       3'h0:
@@ -30848,7 +29402,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_3_7 = 1'h0;
     casez (t_level)
       3'h0:
@@ -30866,7 +29420,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_3_8 = 32'd0;
     casez (t_level)
       3'h0:
@@ -30884,7 +29438,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_3_8 = 1'h0;
     casez (t_level)
       3'h0:
@@ -30902,7 +29456,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_3_9 = 32'd0;
     casez (t_level)
       3'h0:
@@ -30920,7 +29474,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_3_9 = 1'h0;
     casez (t_level)
       3'h0:
@@ -30938,7 +29492,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_3_10 = 32'd0;
     casez (t_level)
       3'h0:
@@ -30956,7 +29510,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_3_10 = 1'h0;
     casez (t_level)
       3'h0:
@@ -30974,7 +29528,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_3_11 = 32'd0;
     casez (t_level)
       3'h0:
@@ -30992,7 +29546,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_3_11 = 1'h0;
     casez (t_level)
       3'h0:
@@ -31010,7 +29564,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_3_12 = 32'd0;
     casez (t_level)
       3'h0:
@@ -31028,7 +29582,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_3_12 = 1'h0;
     casez (t_level)
       3'h0:
@@ -31046,7 +29600,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_3_13 = 32'd0;
     casez (t_level)
       3'h0:
@@ -31064,7 +29618,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_3_13 = 1'h0;
     casez (t_level)
       3'h0:
@@ -31082,7 +29636,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_3_14 = 32'd0;
     casez (t_level)
       3'h0:
@@ -31100,7 +29654,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_3_14 = 1'h0;
     casez (t_level)
       3'h0:
@@ -31118,7 +29672,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_3_15 = 32'd0;
     casez (t_level)
       3'h0:
@@ -31136,7 +29690,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_3_15 = 1'h0;
     casez (t_level)
       3'h0:
@@ -31154,7 +29708,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_3_16 = 32'd0;
     casez (t_level)
       3'h0:
@@ -31172,7 +29726,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_3_16 = 1'h0;
     casez (t_level)
       3'h0:
@@ -31190,7 +29744,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_3_17 = 32'd0;
     casez (t_level)
       3'h0:
@@ -31208,7 +29762,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_3_17 = 1'h0;
     casez (t_level)
       3'h0:
@@ -31226,7 +29780,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_3_18 = 32'd0;
     casez (t_level)
       3'h0:
@@ -31244,7 +29798,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_3_18 = 1'h0;
     casez (t_level)
       3'h0:
@@ -31262,7 +29816,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_3_19 = 32'd0;
     casez (t_level)
       3'h0:
@@ -31280,7 +29834,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_3_19 = 1'h0;
     casez (t_level)
       3'h0:
@@ -31298,7 +29852,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_3_20 = 32'd0;
     casez (t_level)
       3'h0:
@@ -31316,7 +29870,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_3_20 = 1'h0;
     casez (t_level)
       3'h0:
@@ -31334,7 +29888,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_3_21 = 32'd0;
     casez (t_level)
       3'h0:
@@ -31352,7 +29906,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_3_21 = 1'h0;
     casez (t_level)
       3'h0:
@@ -31370,7 +29924,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_3_22 = 32'd0;
     casez (t_level)
       3'h0:
@@ -31388,7 +29942,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_3_22 = 1'h0;
     casez (t_level)
       3'h0:
@@ -31406,7 +29960,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_3_23 = 32'd0;
     casez (t_level)
       3'h0:
@@ -31424,7 +29978,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_3_23 = 1'h0;
     casez (t_level)
       3'h0:
@@ -31442,7 +29996,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_3_24 = 32'd0;
     casez (t_level)
       3'h0:
@@ -31460,7 +30014,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_3_24 = 1'h0;
     casez (t_level)
       3'h0:
@@ -31478,7 +30032,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_3_25 = 32'd0;
     casez (t_level)
       3'h0:
@@ -31496,7 +30050,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_3_25 = 1'h0;
     casez (t_level)
       3'h0:
@@ -31514,7 +30068,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_3_26 = 32'd0;
     casez (t_level)
       3'h0:
@@ -31532,7 +30086,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_3_26 = 1'h0;
     casez (t_level)
       3'h0:
@@ -31550,7 +30104,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_3_27 = 32'd0;
     casez (t_level)
       3'h0:
@@ -31568,7 +30122,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_3_27 = 1'h0;
     casez (t_level)
       3'h0:
@@ -31586,7 +30140,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_3_28 = 32'd0;
     casez (t_level)
       3'h0:
@@ -31604,7 +30158,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_3_28 = 1'h0;
     casez (t_level)
       3'h0:
@@ -31622,7 +30176,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_3_29 = 32'd0;
     casez (t_level)
       3'h0:
@@ -31640,7 +30194,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_3_29 = 1'h0;
     casez (t_level)
       3'h0:
@@ -31658,7 +30212,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_3_30 = 32'd0;
     casez (t_level)
       3'h0:
@@ -31676,7 +30230,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_3_30 = 1'h0;
     casez (t_level)
       3'h0:
@@ -31694,7 +30248,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_node_3_31 = 32'd0;
     casez (t_level)
       3'h0:
@@ -31712,7 +30266,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     t_en_3_31 = 1'h0;
     casez (t_level)
       3'h0:
@@ -31730,7 +30284,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     (* full_case = 32'd1 *)
     if (\$2671 ) begin
       \$signature__addr$838  = \$2676 [7:0];
@@ -31739,7 +30293,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     (* full_case = 32'd1 *)
     if (\$2671 ) begin
       \$signature__data$839  = { \$2772 , \$2769 , \$2766 , \$2763 , \$2760 , \$2757 , \$2754 , \$2751 , \$2748 , \$2745 , \$2742 , \$2739 , \$2736 , \$2733 , \$2730 , \$2727 , \$2724 , \$2721 , \$2718 , \$2715 , \$2712 , \$2709 , \$2706 , \$2703 , \$2700 , \$2697 , \$2694 , \$2691 , \$2688 , \$2685 , \$2682 , \$2679  };
@@ -31748,7 +30302,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     (* full_case = 32'd1 *)
     if (\$2671 ) begin
       \$signature__en$842  = { \$3060 , \$3051 , \$3042 , \$3033 , \$3024 , \$3015 , \$3006 , \$2997 , \$2988 , \$2979 , \$2970 , \$2961 , \$2952 , \$2943 , \$2934 , \$2925 , \$2916 , \$2907 , \$2898 , \$2889 , \$2880 , \$2871 , \$2862 , \$2853 , \$2844 , \$2835 , \$2826 , \$2817 , \$2808 , \$2799 , \$2790 , \$2781  };
@@ -31757,7 +30311,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     (* full_case = 32'd1 *)
     casez (rd_row)
       2'h0:
@@ -31771,7 +30325,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     (* full_case = 32'd1 *)
     casez (rd_row)
       2'h0:
@@ -31785,7 +30339,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     (* full_case = 32'd1 *)
     casez (req_row)
       2'h0:
@@ -31799,7 +30353,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     (* full_case = 32'd1 *)
     casez (b_row)
       2'h0:
@@ -31813,1407 +30367,1407 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$3975  = \$3097 ;
     if (rst) begin
       \$3975  = 5'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$3976  = \$3102 ;
     if (rst) begin
       \$3976  = 5'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$3977  = \$3107 ;
     if (rst) begin
       \$3977  = 5'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$3978  = \$3112 ;
     if (rst) begin
       \$3978  = 5'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$3979  = \$3117 ;
     if (rst) begin
       \$3979  = 5'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$3980  = \$3122 ;
     if (rst) begin
       \$3980  = 5'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$3981  = \$3127 ;
     if (rst) begin
       \$3981  = 5'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$3982  = \$3132 ;
     if (rst) begin
       \$3982  = 5'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$3983  = \$3137 ;
     if (rst) begin
       \$3983  = 5'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$3984  = \$3142 ;
     if (rst) begin
       \$3984  = 5'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$3985  = \$3147 ;
     if (rst) begin
       \$3985  = 5'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$3986  = \$3152 ;
     if (rst) begin
       \$3986  = 5'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$3987  = \$3157 ;
     if (rst) begin
       \$3987  = 5'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$3988  = \$3162 ;
     if (rst) begin
       \$3988  = 5'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$3989  = \$3167 ;
     if (rst) begin
       \$3989  = 5'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$3990  = \$3172 ;
     if (rst) begin
       \$3990  = 5'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$3991  = \$3177 ;
     if (rst) begin
       \$3991  = 5'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$3992  = \$3182 ;
     if (rst) begin
       \$3992  = 5'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$3993  = \$3187 ;
     if (rst) begin
       \$3993  = 5'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$3994  = \$3192 ;
     if (rst) begin
       \$3994  = 5'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$3995  = \$3197 ;
     if (rst) begin
       \$3995  = 5'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$3996  = \$3202 ;
     if (rst) begin
       \$3996  = 5'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$3997  = \$3207 ;
     if (rst) begin
       \$3997  = 5'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$3998  = \$3212 ;
     if (rst) begin
       \$3998  = 5'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$3999  = \$3217 ;
     if (rst) begin
       \$3999  = 5'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4000  = \$3222 ;
     if (rst) begin
       \$4000  = 5'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4001  = \$3227 ;
     if (rst) begin
       \$4001  = 5'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4002  = \$3232 ;
     if (rst) begin
       \$4002  = 5'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4003  = \$3237 ;
     if (rst) begin
       \$4003  = 5'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4004  = \$3242 ;
     if (rst) begin
       \$4004  = 5'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4005  = \$3247 ;
     if (rst) begin
       \$4005  = 5'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4006  = \$3252 ;
     if (rst) begin
       \$4006  = 5'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4007  = mac;
     if (rst) begin
       \$4007  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4008  = first;
     if (rst) begin
       \$4008  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4009  = acc_addr;
     if (rst) begin
       \$4009  = 7'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4010  = active;
     if (rst) begin
       \$4010  = 6'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4011  = w_data;
     if (rst) begin
       \$4011  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4012  = bank;
     if (rst) begin
       \$4012  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4013  = mac_d1;
     if (rst) begin
       \$4013  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4014  = \mac_d1$979 ;
     if (rst) begin
       \$4014  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4015  = first_d1;
     if (rst) begin
       \$4015  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4016  = \first_d1$981 ;
     if (rst) begin
       \$4016  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4017  = acc_addr_d1;
     if (rst) begin
       \$4017  = 7'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4018  = \acc_addr_d1$983 ;
     if (rst) begin
       \$4018  = 7'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4019  = active_d1;
     if (rst) begin
       \$4019  = 6'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4020  = \active_d1$984 ;
     if (rst) begin
       \$4020  = 6'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4021  = bank_d1;
     if (rst) begin
       \$4021  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4022  = \bank_d1$985 ;
     if (rst) begin
       \$4022  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4023  = \mac_d2$980 ;
     if (rst) begin
       \$4023  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4024  = \mac_d1$986 ;
     if (rst) begin
       \$4024  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4025  = acc_addr_d2;
     if (rst) begin
       \$4025  = 7'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4026  = \acc_addr_d1$987 ;
     if (rst) begin
       \$4026  = 7'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4027  = bank_d2;
     if (rst) begin
       \$4027  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4028  = \bank_d1$988 ;
     if (rst) begin
       \$4028  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4029  = \$3253 ;
     if (rst) begin
       \$4029  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4030  = \$3254 ;
     if (rst) begin
       \$4030  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4031  = \$3255 ;
     if (rst) begin
       \$4031  = 7'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4032  = \$3256 ;
     if (rst) begin
       \$4032  = 6'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4033  = \$3257 ;
     if (rst) begin
       \$4033  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4034  = \$3258 ;
     if (rst) begin
       \$4034  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4035  = mac_row1_d1;
     if (rst) begin
       \$4035  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4036  = \mac_row1_d1$1000 ;
     if (rst) begin
       \$4036  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4037  = first_row1_d1;
     if (rst) begin
       \$4037  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4038  = \first_row1_d1$1002 ;
     if (rst) begin
       \$4038  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4039  = acc_addr_row1_d1;
     if (rst) begin
       \$4039  = 7'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4040  = \acc_addr_row1_d1$1004 ;
     if (rst) begin
       \$4040  = 7'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4041  = active_row1_d1;
     if (rst) begin
       \$4041  = 6'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4042  = \active_row1_d1$1005 ;
     if (rst) begin
       \$4042  = 6'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4043  = bank_row1_d1;
     if (rst) begin
       \$4043  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4044  = \bank_row1_d1$1006 ;
     if (rst) begin
       \$4044  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4045  = \mac_row1_d2$1001 ;
     if (rst) begin
       \$4045  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4046  = \mac_row1_d1$1007 ;
     if (rst) begin
       \$4046  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4047  = acc_addr_row1_d2;
     if (rst) begin
       \$4047  = 7'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4048  = \acc_addr_row1_d1$1008 ;
     if (rst) begin
       \$4048  = 7'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4049  = bank_row1_d2;
     if (rst) begin
       \$4049  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4050  = \bank_row1_d1$1009 ;
     if (rst) begin
       \$4050  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4051  = { bank, t_row_end, t_first, t_set, t_out, \$3  };
     if (rst) begin
       \$4051  = 26'h0000000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4052  = t_ctl_d1;
     if (rst) begin
       \$4052  = 26'h0000000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4053  = t_ctl_d2;
     if (rst) begin
       \$4053  = 26'h0000000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4054  = t_ctl_d3;
     if (rst) begin
       \$4054  = 26'h0000000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4055  = t_ctl_d4;
     if (rst) begin
       \$4055  = 26'h0000000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4056  = t_ctl_d5;
     if (rst) begin
       \$4056  = 26'h0000000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4057  = t_ctl_d6;
     if (rst) begin
       \$4057  = 26'h0000000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4058  = t_ctl_d7;
     if (rst) begin
       \$4058  = 26'h0000000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4059  = t_ctl_d8;
     if (rst) begin
       \$4059  = 26'h0000000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4060  = t_ctl_d9;
     if (rst) begin
       \$4060  = 26'h0000000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4061  = t_ctl_d10;
     if (rst) begin
       \$4061  = 26'h0000000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4062  = t_ctl_d11;
     if (rst) begin
       \$4062  = 26'h0000000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4063  = t_ctl_d12;
     if (rst) begin
       \$4063  = 26'h0000000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4064  = t_ctl_d13;
     if (rst) begin
       \$4064  = 26'h0000000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4065  = t_ctl_d14;
     if (rst) begin
       \$4065  = 26'h0000000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4066  = t_ctl_d15;
     if (rst) begin
       \$4066  = 26'h0000000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4067  = t_ctl_d16;
     if (rst) begin
       \$4067  = 26'h0000000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4068  = t_ctl_d17;
     if (rst) begin
       \$4068  = 26'h0000000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4069  = t_ctl_d18;
     if (rst) begin
       \$4069  = 26'h0000000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4070  = t_ctl_d19;
     if (rst) begin
       \$4070  = 26'h0000000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4071  = t_ctl_d20;
     if (rst) begin
       \$4071  = 26'h0000000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4072  = t_ctl_d21;
     if (rst) begin
       \$4072  = 26'h0000000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4073  = t_ctl_d22;
     if (rst) begin
       \$4073  = 26'h0000000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4074  = t_ctl_d23;
     if (rst) begin
       \$4074  = 26'h0000000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4075  = t_ctl_d24;
     if (rst) begin
       \$4075  = 26'h0000000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4076  = t_ctl_d25;
     if (rst) begin
       \$4076  = 26'h0000000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4077  = t_ctl_d26;
     if (rst) begin
       \$4077  = 26'h0000000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4078  = \$3260 ;
     if (rst) begin
       \$4078  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4079  = product_0_0;
     if (rst) begin
       \$4079  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4080  = sum_0_0;
     if (rst) begin
       \$4080  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4081  = \$3262 ;
     if (rst) begin
       \$4081  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4082  = product_0_1;
     if (rst) begin
       \$4082  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4083  = sum_0_1;
     if (rst) begin
       \$4083  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4084  = \$3264 ;
     if (rst) begin
       \$4084  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4085  = product_0_2;
     if (rst) begin
       \$4085  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4086  = sum_0_2;
     if (rst) begin
       \$4086  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4087  = \$3266 ;
     if (rst) begin
       \$4087  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4088  = product_0_3;
     if (rst) begin
       \$4088  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4089  = sum_0_3;
     if (rst) begin
       \$4089  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4090  = \$3268 ;
     if (rst) begin
       \$4090  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4091  = product_0_4;
     if (rst) begin
       \$4091  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4092  = sum_0_4;
     if (rst) begin
       \$4092  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4093  = \$3270 ;
     if (rst) begin
       \$4093  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4094  = product_0_5;
     if (rst) begin
       \$4094  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4095  = sum_0_5;
     if (rst) begin
       \$4095  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4096  = \$3272 ;
     if (rst) begin
       \$4096  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4097  = product_0_6;
     if (rst) begin
       \$4097  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4098  = sum_0_6;
     if (rst) begin
       \$4098  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4099  = \$3274 ;
     if (rst) begin
       \$4099  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4100  = product_0_7;
     if (rst) begin
       \$4100  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4101  = sum_0_7;
     if (rst) begin
       \$4101  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4102  = \$3276 ;
     if (rst) begin
       \$4102  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4103  = product_0_8;
     if (rst) begin
       \$4103  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4104  = sum_0_8;
     if (rst) begin
       \$4104  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4105  = \$3278 ;
     if (rst) begin
       \$4105  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4106  = product_0_9;
     if (rst) begin
       \$4106  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4107  = sum_0_9;
     if (rst) begin
       \$4107  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4108  = \$3280 ;
     if (rst) begin
       \$4108  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4109  = product_0_10;
     if (rst) begin
       \$4109  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4110  = sum_0_10;
     if (rst) begin
       \$4110  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4111  = \$3282 ;
     if (rst) begin
       \$4111  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4112  = product_0_11;
     if (rst) begin
       \$4112  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4113  = sum_0_11;
     if (rst) begin
       \$4113  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4114  = \$3284 ;
     if (rst) begin
       \$4114  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4115  = product_0_12;
     if (rst) begin
       \$4115  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4116  = sum_0_12;
     if (rst) begin
       \$4116  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4117  = \$3286 ;
     if (rst) begin
       \$4117  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4118  = product_0_13;
     if (rst) begin
       \$4118  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4119  = sum_0_13;
     if (rst) begin
       \$4119  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4120  = \$3288 ;
     if (rst) begin
       \$4120  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4121  = product_0_14;
     if (rst) begin
       \$4121  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4122  = sum_0_14;
     if (rst) begin
       \$4122  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4123  = \$3290 ;
     if (rst) begin
       \$4123  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4124  = product_0_15;
     if (rst) begin
       \$4124  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4125  = sum_0_15;
     if (rst) begin
       \$4125  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4126  = \$3292 ;
     if (rst) begin
       \$4126  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4127  = product_0_16;
     if (rst) begin
       \$4127  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4128  = sum_0_16;
     if (rst) begin
       \$4128  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4129  = \$3294 ;
     if (rst) begin
       \$4129  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4130  = product_0_17;
     if (rst) begin
       \$4130  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4131  = sum_0_17;
     if (rst) begin
       \$4131  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4132  = \$3296 ;
     if (rst) begin
       \$4132  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4133  = product_0_18;
     if (rst) begin
       \$4133  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4134  = sum_0_18;
     if (rst) begin
       \$4134  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4135  = \$3298 ;
     if (rst) begin
       \$4135  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4136  = product_0_19;
     if (rst) begin
       \$4136  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4137  = sum_0_19;
     if (rst) begin
       \$4137  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4138  = \$3300 ;
     if (rst) begin
       \$4138  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4139  = product_0_20;
     if (rst) begin
       \$4139  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4140  = sum_0_20;
     if (rst) begin
       \$4140  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4141  = \$3302 ;
     if (rst) begin
       \$4141  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4142  = product_0_21;
     if (rst) begin
       \$4142  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4143  = sum_0_21;
     if (rst) begin
       \$4143  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4144  = \$3304 ;
     if (rst) begin
       \$4144  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4145  = product_0_22;
     if (rst) begin
       \$4145  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4146  = sum_0_22;
     if (rst) begin
       \$4146  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4147  = \$3306 ;
     if (rst) begin
       \$4147  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4148  = product_0_23;
     if (rst) begin
       \$4148  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4149  = sum_0_23;
     if (rst) begin
       \$4149  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4150  = \$3308 ;
     if (rst) begin
       \$4150  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4151  = product_0_24;
     if (rst) begin
       \$4151  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4152  = sum_0_24;
     if (rst) begin
       \$4152  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4153  = \$3310 ;
     if (rst) begin
       \$4153  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4154  = product_0_25;
     if (rst) begin
       \$4154  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4155  = sum_0_25;
     if (rst) begin
       \$4155  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4156  = \$3312 ;
     if (rst) begin
       \$4156  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4157  = product_0_26;
     if (rst) begin
       \$4157  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4158  = sum_0_26;
     if (rst) begin
       \$4158  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4159  = \$3314 ;
     if (rst) begin
       \$4159  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4160  = product_0_27;
     if (rst) begin
       \$4160  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4161  = sum_0_27;
     if (rst) begin
       \$4161  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4162  = \$3316 ;
     if (rst) begin
       \$4162  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4163  = product_0_28;
     if (rst) begin
       \$4163  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4164  = sum_0_28;
     if (rst) begin
       \$4164  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4165  = \$3318 ;
     if (rst) begin
       \$4165  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4166  = product_0_29;
     if (rst) begin
       \$4166  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4167  = sum_0_29;
     if (rst) begin
       \$4167  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4168  = \$3320 ;
     if (rst) begin
       \$4168  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4169  = product_0_30;
     if (rst) begin
       \$4169  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4170  = sum_0_30;
     if (rst) begin
       \$4170  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4171  = \$3322 ;
     if (rst) begin
       \$4171  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4172  = product_0_31;
     if (rst) begin
       \$4172  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4173  = sum_0_31;
     if (rst) begin
       \$4173  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4174  = set_sum_0;
     if (rst) begin
       \$4174  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4175  = set_0_0;
     if (t_ctl_d21[0]) begin
       casez (t_ctl_d21[22:21])
@@ -33226,7 +31780,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4176  = set_0_1;
     if (t_ctl_d21[0]) begin
       casez (t_ctl_d21[22:21])
@@ -33241,7 +31795,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4177  = set_0_2;
     if (t_ctl_d21[0]) begin
       casez (t_ctl_d21[22:21])
@@ -33258,721 +31812,721 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4178  = \$3325 ;
     if (rst) begin
       \$4178  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4179  = set2_0_d1;
     if (rst) begin
       \$4179  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4180  = set2_0_d2;
     if (rst) begin
       \$4180  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4181  = fold1_0;
     if (rst) begin
       \$4181  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4182  = fold2_0;
     if (rst) begin
       \$4182  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4183  = \$3328 ;
     if (rst) begin
       \$4183  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4184  = product_1_0;
     if (rst) begin
       \$4184  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4185  = sum_1_0;
     if (rst) begin
       \$4185  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4186  = \$3331 ;
     if (rst) begin
       \$4186  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4187  = product_1_1;
     if (rst) begin
       \$4187  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4188  = sum_1_1;
     if (rst) begin
       \$4188  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4189  = \$3334 ;
     if (rst) begin
       \$4189  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4190  = product_1_2;
     if (rst) begin
       \$4190  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4191  = sum_1_2;
     if (rst) begin
       \$4191  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4192  = \$3337 ;
     if (rst) begin
       \$4192  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4193  = product_1_3;
     if (rst) begin
       \$4193  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4194  = sum_1_3;
     if (rst) begin
       \$4194  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4195  = \$3340 ;
     if (rst) begin
       \$4195  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4196  = product_1_4;
     if (rst) begin
       \$4196  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4197  = sum_1_4;
     if (rst) begin
       \$4197  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4198  = \$3343 ;
     if (rst) begin
       \$4198  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4199  = product_1_5;
     if (rst) begin
       \$4199  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4200  = sum_1_5;
     if (rst) begin
       \$4200  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4201  = \$3346 ;
     if (rst) begin
       \$4201  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4202  = product_1_6;
     if (rst) begin
       \$4202  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4203  = sum_1_6;
     if (rst) begin
       \$4203  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4204  = \$3349 ;
     if (rst) begin
       \$4204  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4205  = product_1_7;
     if (rst) begin
       \$4205  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4206  = sum_1_7;
     if (rst) begin
       \$4206  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4207  = \$3352 ;
     if (rst) begin
       \$4207  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4208  = product_1_8;
     if (rst) begin
       \$4208  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4209  = sum_1_8;
     if (rst) begin
       \$4209  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4210  = \$3355 ;
     if (rst) begin
       \$4210  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4211  = product_1_9;
     if (rst) begin
       \$4211  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4212  = sum_1_9;
     if (rst) begin
       \$4212  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4213  = \$3358 ;
     if (rst) begin
       \$4213  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4214  = product_1_10;
     if (rst) begin
       \$4214  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4215  = sum_1_10;
     if (rst) begin
       \$4215  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4216  = \$3361 ;
     if (rst) begin
       \$4216  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4217  = product_1_11;
     if (rst) begin
       \$4217  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4218  = sum_1_11;
     if (rst) begin
       \$4218  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4219  = \$3364 ;
     if (rst) begin
       \$4219  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4220  = product_1_12;
     if (rst) begin
       \$4220  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4221  = sum_1_12;
     if (rst) begin
       \$4221  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4222  = \$3367 ;
     if (rst) begin
       \$4222  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4223  = product_1_13;
     if (rst) begin
       \$4223  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4224  = sum_1_13;
     if (rst) begin
       \$4224  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4225  = \$3370 ;
     if (rst) begin
       \$4225  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4226  = product_1_14;
     if (rst) begin
       \$4226  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4227  = sum_1_14;
     if (rst) begin
       \$4227  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4228  = \$3373 ;
     if (rst) begin
       \$4228  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4229  = product_1_15;
     if (rst) begin
       \$4229  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4230  = sum_1_15;
     if (rst) begin
       \$4230  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4231  = \$3376 ;
     if (rst) begin
       \$4231  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4232  = product_1_16;
     if (rst) begin
       \$4232  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4233  = sum_1_16;
     if (rst) begin
       \$4233  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4234  = \$3379 ;
     if (rst) begin
       \$4234  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4235  = product_1_17;
     if (rst) begin
       \$4235  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4236  = sum_1_17;
     if (rst) begin
       \$4236  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4237  = \$3382 ;
     if (rst) begin
       \$4237  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4238  = product_1_18;
     if (rst) begin
       \$4238  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4239  = sum_1_18;
     if (rst) begin
       \$4239  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4240  = \$3385 ;
     if (rst) begin
       \$4240  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4241  = product_1_19;
     if (rst) begin
       \$4241  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4242  = sum_1_19;
     if (rst) begin
       \$4242  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4243  = \$3388 ;
     if (rst) begin
       \$4243  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4244  = product_1_20;
     if (rst) begin
       \$4244  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4245  = sum_1_20;
     if (rst) begin
       \$4245  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4246  = \$3391 ;
     if (rst) begin
       \$4246  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4247  = product_1_21;
     if (rst) begin
       \$4247  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4248  = sum_1_21;
     if (rst) begin
       \$4248  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4249  = \$3394 ;
     if (rst) begin
       \$4249  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4250  = product_1_22;
     if (rst) begin
       \$4250  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4251  = sum_1_22;
     if (rst) begin
       \$4251  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4252  = \$3397 ;
     if (rst) begin
       \$4252  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4253  = product_1_23;
     if (rst) begin
       \$4253  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4254  = sum_1_23;
     if (rst) begin
       \$4254  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4255  = \$3400 ;
     if (rst) begin
       \$4255  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4256  = product_1_24;
     if (rst) begin
       \$4256  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4257  = sum_1_24;
     if (rst) begin
       \$4257  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4258  = \$3403 ;
     if (rst) begin
       \$4258  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4259  = product_1_25;
     if (rst) begin
       \$4259  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4260  = sum_1_25;
     if (rst) begin
       \$4260  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4261  = \$3406 ;
     if (rst) begin
       \$4261  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4262  = product_1_26;
     if (rst) begin
       \$4262  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4263  = sum_1_26;
     if (rst) begin
       \$4263  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4264  = \$3409 ;
     if (rst) begin
       \$4264  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4265  = product_1_27;
     if (rst) begin
       \$4265  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4266  = sum_1_27;
     if (rst) begin
       \$4266  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4267  = \$3412 ;
     if (rst) begin
       \$4267  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4268  = product_1_28;
     if (rst) begin
       \$4268  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4269  = sum_1_28;
     if (rst) begin
       \$4269  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4270  = \$3415 ;
     if (rst) begin
       \$4270  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4271  = product_1_29;
     if (rst) begin
       \$4271  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4272  = sum_1_29;
     if (rst) begin
       \$4272  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4273  = \$3418 ;
     if (rst) begin
       \$4273  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4274  = product_1_30;
     if (rst) begin
       \$4274  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4275  = sum_1_30;
     if (rst) begin
       \$4275  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4276  = \$3421 ;
     if (rst) begin
       \$4276  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4277  = product_1_31;
     if (rst) begin
       \$4277  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4278  = sum_1_31;
     if (rst) begin
       \$4278  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4279  = set_sum_1;
     if (rst) begin
       \$4279  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4280  = set_1_0;
     if (t_ctl_d21[0]) begin
       casez (t_ctl_d21[22:21])
@@ -33985,7 +32539,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4281  = set_1_1;
     if (t_ctl_d21[0]) begin
       casez (t_ctl_d21[22:21])
@@ -34000,7 +32554,7 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4282  = set_1_2;
     if (t_ctl_d21[0]) begin
       casez (t_ctl_d21[22:21])
@@ -34017,273 +32571,273 @@ module \ndp_device.control_unit.compute (rst, \n_cols$937 , split, fold_ready, s
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4283  = \$3424 ;
     if (rst) begin
       \$4283  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4284  = set2_1_d1;
     if (rst) begin
       \$4284  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4285  = set2_1_d2;
     if (rst) begin
       \$4285  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4286  = fold1_1;
     if (rst) begin
       \$4286  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4287  = fold2_1;
     if (rst) begin
       \$4287  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4288  = \$3426 ;
     if (rst) begin
       \$4288  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4289  = product_2_0;
     if (rst) begin
       \$4289  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4290  = sum_2_0;
     if (rst) begin
       \$4290  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4291  = \$3428 ;
     if (rst) begin
       \$4291  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4292  = product_2_1;
     if (rst) begin
       \$4292  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4293  = sum_2_1;
     if (rst) begin
       \$4293  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4294  = \$3430 ;
     if (rst) begin
       \$4294  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4295  = product_2_2;
     if (rst) begin
       \$4295  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4296  = sum_2_2;
     if (rst) begin
       \$4296  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4297  = \$3432 ;
     if (rst) begin
       \$4297  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4298  = product_2_3;
     if (rst) begin
       \$4298  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4299  = sum_2_3;
     if (rst) begin
       \$4299  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4300  = \$3434 ;
     if (rst) begin
       \$4300  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4301  = product_2_4;
     if (rst) begin
       \$4301  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4302  = sum_2_4;
     if (rst) begin
       \$4302  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4303  = \$3436 ;
     if (rst) begin
       \$4303  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4304  = product_2_5;
     if (rst) begin
       \$4304  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4305  = sum_2_5;
     if (rst) begin
       \$4305  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4306  = \$3438 ;
     if (rst) begin
       \$4306  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4307  = product_2_6;
     if (rst) begin
       \$4307  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4308  = sum_2_6;
     if (rst) begin
       \$4308  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4309  = \$3440 ;
     if (rst) begin
       \$4309  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4310  = product_2_7;
     if (rst) begin
       \$4310  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4311  = sum_2_7;
     if (rst) begin
       \$4311  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4312  = \$3442 ;
     if (rst) begin
       \$4312  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4313  = product_2_8;
     if (rst) begin
       \$4313  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4314  = sum_2_8;
     if (rst) begin
       \$4314  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4315  = \$3444 ;
     if (rst) begin
       \$4315  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4316  = product_2_9;
     if (rst) begin
       \$4316  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4317  = sum_2_9;
     if (rst) begin
       \$4317  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4318  = \$3446 ;
     if (rst) begin
       \$4318  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4319  = product_2_10;
     if (rst) begin
       \$4319  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4320  = sum_2_10;
     if (rst) begin
       \$4320  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$4321  = \$3448 ;
     if (rst) begin
       \$4321  = 16'h0000;
@@ -34469,7 +33023,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \ndp_device.control_unit.compute.fold (rst, req_ready, b_row, b_addr, out_valid, out_fp32, req_valid, out_ready, a_data, b_data, out_fp16, n_cols, n_words, sets, sets1, pack_log2, a_row, a_addr, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$69  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$72  = 0;
   wire \$1 ;
   wire \$10 ;
   wire [8:0] \$11 ;
@@ -35133,7 +33687,7 @@ module \ndp_device.control_unit.compute.fold (rst, req_ready, b_row, b_addr, out
     .s(fold_sum_9)
   );
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
     (* full_case = 32'd1 *)
     casez (\$40 [5:4])
       2'h0:
@@ -35147,7 +33701,7 @@ module \ndp_device.control_unit.compute.fold (rst, req_ready, b_row, b_addr, out
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
     (* full_case = 32'd1 *)
     casez (\$40 [3:0])
       4'h0:
@@ -35185,63 +33739,63 @@ module \ndp_device.control_unit.compute.fold (rst, req_ready, b_row, b_addr, out
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
     \$63  = entered;
     if (rst) begin
       \$63  = 18'h00000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
     \$64  = fold_tag_s1;
     if (rst) begin
       \$64  = 18'h00000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
     \$65  = source;
     if (rst) begin
       \$65  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
     \$66  = \$50 ;
     if (rst) begin
       \$66  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
     \$67  = { \$21 [7:0], \$signal$15 , \$signal$14 , \$56  };
     if (rst) begin
       \$67  = 18'h00000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
     \$68  = \$57 [2:0];
     if (rst) begin
       \$68  = 3'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
     \$69  = \$58 [2:0];
     if (rst) begin
       \$69  = 3'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
     \$70  = \$60 [3:0];
     if (rst) begin
       \$70  = 4'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
     \$71  = \$62 [3:0];
     if (rst) begin
       \$71  = 4'h0;
@@ -35296,8 +33850,8 @@ module \ndp_device.control_unit.compute.fold (rst, req_ready, b_row, b_addr, out
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.decoder (is_store, is_compute, operand_lines, stats_offset, \port$10717$128 , log2_slot, desc, status, is_load);
-  reg \$auto$verilog_backend.cc:2355:dump_module$70  = 0;
+module \ndp_device.control_unit.decoder (is_store, is_compute, operand_lines, stats_offset, \port$10432$128 , log2_slot, desc, status, is_load);
+  reg \$auto$verilog_backend.cc:2355:dump_module$73  = 0;
   wire [26:0] \$1 ;
   wire [19:0] \$10 ;
   wire \$100 ;
@@ -35507,8 +34061,8 @@ module \ndp_device.control_unit.decoder (is_store, is_compute, operand_lines, st
   output [39:0] operand_lines;
   wire [39:0] operand_lines;
   wire [39:0] out_elems;
-  input [127:0] \port$10717$128 ;
-  wire [127:0] \port$10717$128 ;
+  input [127:0] \port$10432$128 ;
+  wire [127:0] \port$10432$128 ;
   reg [49:0] result;
   wire [49:0] room;
   output [47:0] stats_offset;
@@ -35594,8 +34148,8 @@ module \ndp_device.control_unit.decoder (is_store, is_compute, operand_lines, st
   assign \$83  = ~ \$82 ;
   assign \$84  = ! desc[25:20];
   assign \$85  = ! desc[103:84];
-  assign \$86  = desc[83:20] >= \port$10717$128 [63:0];
-  assign \$87  = \$2  <= \port$10717$128 [127:64];
+  assign \$86  = desc[83:20] >= \port$10432$128 [63:0];
+  assign \$87  = \$2  <= \port$10432$128 [127:64];
   assign \$88  = \$86  & \$87 ;
   assign \$89  = \$85  | \$88 ;
   assign \$90  = \$84  & \$89 ;
@@ -35682,7 +34236,7 @@ module \ndp_device.control_unit.decoder (is_store, is_compute, operand_lines, st
   assign \$176  = \$94  ? \$114  : \$175 ;
   assign \$177  = ~ \$176 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$70 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
     (* full_case = 32'd1 *)
     if (\$32 ) begin
       result = { 2'h0, \$37  };
@@ -35693,7 +34247,7 @@ module \ndp_device.control_unit.decoder (is_store, is_compute, operand_lines, st
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$70 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
     (* full_case = 32'd1 *)
     if (\$74 ) begin
       status = 8'h01;
@@ -35712,8 +34266,8 @@ module \ndp_device.control_unit.decoder (is_store, is_compute, operand_lines, st
   assign \$signal$9  = \$22 [39:0];
   assign o_lines = \$26 [43:0];
   assign room = \$42 [49:0];
-  assign data_base = \port$10717$128 [63:0];
-  assign data_limit = \port$10717$128 [127:64];
+  assign data_base = \port$10432$128 [63:0];
+  assign data_limit = \port$10432$128 [127:64];
   assign operand_lines = \$22 [39:0];
   assign stats_offset = \$29 [47:0];
   assign \desc.type  = desc[1:0];
@@ -35750,7 +34304,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \ndp_device.control_unit.front (rst, pop, task_valid, \task , run_issued, report, report_store, queues__0, queues__1, queues__2, queues__3, pop_valid, take, run_start, run_addr, run_lines, pop_ready, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$71  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$74  = 0;
   wire [64:0] \$1 ;
   wire \$10 ;
   wire \$100 ;
@@ -36682,11 +35236,11 @@ module \ndp_device.control_unit.front (rst, pop, task_valid, \task , run_issued,
     .is_store(is_store),
     .log2_slot(regs[267:260]),
     .operand_lines(operand_lines),
-    .\port$10938$128 (regs[255:128]),
+    .\port$10560$128 (regs[255:128]),
     .status(status)
   );
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     (* full_case = 32'd1 *)
     casez (\$signal [205:204])
       2'h0:
@@ -36700,7 +35254,7 @@ module \ndp_device.control_unit.front (rst, pop, task_valid, \task , run_issued,
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     fetch_pack = 3'h0;
     if (\$119 ) begin
       fetch_pack = 3'h0;
@@ -36722,7 +35276,7 @@ module \ndp_device.control_unit.front (rst, pop, task_valid, \task , run_issued,
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     fetch_trans_level = 3'h5;
     if (\$160 ) begin
       fetch_trans_level = 3'h0;
@@ -36744,7 +35298,7 @@ module \ndp_device.control_unit.front (rst, pop, task_valid, \task , run_issued,
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     fetch_trans_pack_log2 = 3'h0;
     if (\$160 ) begin
       fetch_trans_pack_log2 = 3'h5;
@@ -36766,7 +35320,7 @@ module \ndp_device.control_unit.front (rst, pop, task_valid, \task , run_issued,
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     (* full_case = 32'd1 *)
     casez (\$signal$42 )
       2'h0:
@@ -36780,7 +35334,7 @@ module \ndp_device.control_unit.front (rst, pop, task_valid, \task , run_issued,
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     (* full_case = 32'd1 *)
     casez (\$signal$42 )
       2'h0:
@@ -36794,7 +35348,7 @@ module \ndp_device.control_unit.front (rst, pop, task_valid, \task , run_issued,
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     (* full_case = 32'd1 *)
     casez (\$signal$42 )
       2'h0:
@@ -36808,28 +35362,28 @@ module \ndp_device.control_unit.front (rst, pop, task_valid, \task , run_issued,
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     run_start = 1'h0;
     if (\$288 ) begin
       run_start = run_any;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     run_addr = 64'h0000000000000000;
     if (\$288 ) begin
       run_addr = \$signal$43 ;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     run_lines = 32'd0;
     if (\$288 ) begin
       run_lines = \$signal$44 ;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     pop_ready = 1'h0;
     casez (fsm_state)
       3'h0:
@@ -36837,7 +35391,7 @@ module \ndp_device.control_unit.front (rst, pop, task_valid, \task , run_issued,
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     popping = 1'h0;
     casez (fsm_state)
       3'h0:
@@ -36845,7 +35399,7 @@ module \ndp_device.control_unit.front (rst, pop, task_valid, \task , run_issued,
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$signal$12  = 1'h0;
     casez (fsm_state)
       3'h0:
@@ -36865,21 +35419,21 @@ module \ndp_device.control_unit.front (rst, pop, task_valid, \task , run_issued,
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$358  = \$310 [7:0];
     if (rst) begin
       \$358  = 8'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$359  = \$313 [7:0];
     if (rst) begin
       \$359  = 8'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$360  = \$signal$47 ;
     if (\$316 ) begin
       (* full_case = 32'd1 *)
@@ -36914,7 +35468,7 @@ module \ndp_device.control_unit.front (rst, pop, task_valid, \task , run_issued,
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$361  = \$signal$42 ;
     if (\$316 ) begin
       (* full_case = 32'd1 *)
@@ -36949,7 +35503,7 @@ module \ndp_device.control_unit.front (rst, pop, task_valid, \task , run_issued,
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$362  = \$signal$16 ;
     if (\$316 ) begin
       if (\$317 ) begin
@@ -36980,7 +35534,7 @@ module \ndp_device.control_unit.front (rst, pop, task_valid, \task , run_issued,
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$363  = \$signal$28 ;
     if (\$316 ) begin
       (* full_case = 32'd1 *)
@@ -37012,7 +35566,7 @@ module \ndp_device.control_unit.front (rst, pop, task_valid, \task , run_issued,
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$364  = \$signal$25 ;
     if (\$316 ) begin
       (* full_case = 32'd1 *)
@@ -37044,7 +35598,7 @@ module \ndp_device.control_unit.front (rst, pop, task_valid, \task , run_issued,
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$365  = handed;
     if (take) begin
       \$365  = 1'h1;
@@ -37060,7 +35614,7 @@ module \ndp_device.control_unit.front (rst, pop, task_valid, \task , run_issued,
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$366  = \$signal ;
     casez (fsm_state)
       3'h0:
@@ -37073,7 +35627,7 @@ module \ndp_device.control_unit.front (rst, pop, task_valid, \task , run_issued,
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$367  = \$signal$53 ;
     casez (fsm_state)
       3'h0:
@@ -37096,7 +35650,7 @@ module \ndp_device.control_unit.front (rst, pop, task_valid, \task , run_issued,
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$368  = fsm_state;
     casez (fsm_state)
       3'h0:
@@ -37282,8 +35836,8 @@ module \ndp_device.control_unit.front (rst, pop, task_valid, \task , run_issued,
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.front.decoder (is_store, is_compute, operand_lines, \port$10938$128 , log2_slot, desc, status, is_load);
-  reg \$auto$verilog_backend.cc:2355:dump_module$72  = 0;
+module \ndp_device.control_unit.front.decoder (is_store, is_compute, operand_lines, \port$10560$128 , log2_slot, desc, status, is_load);
+  reg \$auto$verilog_backend.cc:2355:dump_module$75  = 0;
   wire [26:0] \$1 ;
   wire [19:0] \$10 ;
   wire \$100 ;
@@ -37493,8 +36047,8 @@ module \ndp_device.control_unit.front.decoder (is_store, is_compute, operand_lin
   output [39:0] operand_lines;
   wire [39:0] operand_lines;
   wire [39:0] out_elems;
-  input [127:0] \port$10938$128 ;
-  wire [127:0] \port$10938$128 ;
+  input [127:0] \port$10560$128 ;
+  wire [127:0] \port$10560$128 ;
   reg [49:0] result;
   wire [49:0] room;
   wire [47:0] stats_offset;
@@ -37579,8 +36133,8 @@ module \ndp_device.control_unit.front.decoder (is_store, is_compute, operand_lin
   assign \$83  = ~ \$82 ;
   assign \$84  = ! desc[25:20];
   assign \$85  = ! desc[103:84];
-  assign \$86  = desc[83:20] >= \port$10938$128 [63:0];
-  assign \$87  = \$2  <= \port$10938$128 [127:64];
+  assign \$86  = desc[83:20] >= \port$10560$128 [63:0];
+  assign \$87  = \$2  <= \port$10560$128 [127:64];
   assign \$88  = \$86  & \$87 ;
   assign \$89  = \$85  | \$88 ;
   assign \$90  = \$84  & \$89 ;
@@ -37667,7 +36221,7 @@ module \ndp_device.control_unit.front.decoder (is_store, is_compute, operand_lin
   assign \$176  = \$94  ? \$114  : \$175 ;
   assign \$177  = ~ \$176 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$75 ) begin end
     (* full_case = 32'd1 *)
     if (\$32 ) begin
       result = { 2'h0, \$37  };
@@ -37678,7 +36232,7 @@ module \ndp_device.control_unit.front.decoder (is_store, is_compute, operand_lin
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$75 ) begin end
     (* full_case = 32'd1 *)
     if (\$74 ) begin
       status = 8'h01;
@@ -37698,8 +36252,8 @@ module \ndp_device.control_unit.front.decoder (is_store, is_compute, operand_lin
   assign o_lines = \$26 [43:0];
   assign stats_offset = \$29 [47:0];
   assign room = \$42 [49:0];
-  assign data_base = \port$10938$128 [63:0];
-  assign data_limit = \port$10938$128 [127:64];
+  assign data_base = \port$10560$128 [63:0];
+  assign data_limit = \port$10560$128 [127:64];
   assign operand_lines = \$22 [39:0];
   assign \desc.type  = desc[1:0];
   assign \desc.op  = desc[5:2];
@@ -37735,7 +36289,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \ndp_device.control_unit.packer (rst, out__ready, out__valid, w_ready, w_valid, w_data, w_bytes, w_last, start, offset, out__data, out__strb, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$73  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$76  = 0;
   wire \$1 ;
   wire [8:0] \$10 ;
   wire \$100 ;
@@ -38250,7 +36804,7 @@ module \ndp_device.control_unit.packer (rst, out__ready, out__valid, w_ready, w_
   always @(posedge clk)
     closing <= \$234 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     (* full_case = 32'd1 *)
     casez (w_bytes[1:0])
       2'h0:
@@ -38264,7 +36818,7 @@ module \ndp_device.control_unit.packer (rst, out__ready, out__valid, w_ready, w_
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     (* full_case = 32'd1 *)
     casez (\$8 [3:0])
       4'h0:
@@ -38302,7 +36856,7 @@ module \ndp_device.control_unit.packer (rst, out__ready, out__valid, w_ready, w_
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     (* full_case = 32'd1 *)
     casez (\$8 [7:4])
       4'h0:
@@ -38340,7 +36894,7 @@ module \ndp_device.control_unit.packer (rst, out__ready, out__valid, w_ready, w_
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     (* full_case = 32'd1 *)
     casez (\$156 [4:0])
       5'h00:
@@ -38410,7 +36964,7 @@ module \ndp_device.control_unit.packer (rst, out__ready, out__valid, w_ready, w_
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     (* full_case = 32'd1 *)
     casez (\$8 [4:0])
       5'h00:
@@ -38480,7 +37034,7 @@ module \ndp_device.control_unit.packer (rst, out__ready, out__valid, w_ready, w_
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     (* full_case = 32'd1 *)
     if (start) begin
       \$231  = 1536'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
@@ -38494,7 +37048,7 @@ module \ndp_device.control_unit.packer (rst, out__ready, out__valid, w_ready, w_
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     (* full_case = 32'd1 *)
     if (start) begin
       \$232  = 192'h000000000000000000000000000000000000000000000000;
@@ -38508,7 +37062,7 @@ module \ndp_device.control_unit.packer (rst, out__ready, out__valid, w_ready, w_
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     (* full_case = 32'd1 *)
     if (start) begin
       \$233  = { 2'h0, offset };
@@ -38522,7 +37076,7 @@ module \ndp_device.control_unit.packer (rst, out__ready, out__valid, w_ready, w_
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     \$234  = closing;
     if (start) begin
       \$234  = 1'h0;
@@ -38542,8 +37096,599 @@ module \ndp_device.control_unit.packer (rst, out__ready, out__valid, w_ready, w_
 endmodule
 
 (* generator = "Amaranth" *)
+module \ndp_device.control_unit.planner (rst, split, k, n, trans_in, ready, has_full, pipe_busy, load, pack_log2, n_words, \sets$32 , run_log2, cols_dim, full_groups, rest_rows, main_elems, t_level, t_scalar, t_fold_adds, trans
+, sets_used__0, sets_used__1, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$77  = 0;
+  wire [20:0] \$1 ;
+  wire \$10 ;
+  reg [4:0] \$100 ;
+  reg [43:0] \$101 ;
+  reg [2:0] \$102 ;
+  reg \$103 ;
+  reg [1:0] \$104 ;
+  reg \$105 ;
+  reg [1:0] \$106 ;
+  reg [1:0] \$107 ;
+  wire [26:0] \$11 ;
+  wire \$12 ;
+  wire \$13 ;
+  wire \$14 ;
+  wire \$15 ;
+  wire \$16 ;
+  wire \$17 ;
+  wire \$18 ;
+  wire \$19 ;
+  wire \$2 ;
+  wire \$20 ;
+  wire \$21 ;
+  wire \$22 ;
+  wire \$23 ;
+  wire \$24 ;
+  wire \$25 ;
+  wire \$26 ;
+  wire \$27 ;
+  wire \$28 ;
+  wire \$29 ;
+  wire [20:0] \$3 ;
+  wire \$30 ;
+  wire [20:0] \$31 ;
+  wire \$32 ;
+  wire [20:0] \$33 ;
+  wire \$34 ;
+  wire [22:0] \$35 ;
+  wire \$36 ;
+  wire [22:0] \$37 ;
+  wire \$38 ;
+  wire [26:0] \$39 ;
+  wire \$4 ;
+  wire \$40 ;
+  wire [26:0] \$41 ;
+  wire \$42 ;
+  wire [20:0] \$43 ;
+  wire [21:0] \$44 ;
+  wire [21:0] \$45 ;
+  wire [21:0] \$46 ;
+  wire \$47 ;
+  wire [20:0] \$48 ;
+  wire \$49 ;
+  wire [22:0] \$5 ;
+  wire [7:0] \$50 ;
+  wire [20:0] \$51 ;
+  wire [21:0] \$52 ;
+  wire [21:0] \$53 ;
+  wire [20:0] \$54 ;
+  wire [20:0] \$55 ;
+  wire [20:0] \$56 ;
+  wire [19:0] \$57 ;
+  wire \$58 ;
+  wire \$59 ;
+  wire \$6 ;
+  wire \$60 ;
+  wire \$61 ;
+  wire \$62 ;
+  wire \$63 ;
+  wire \$64 ;
+  wire \$65 ;
+  wire [19:0] \$66 ;
+  wire [2:0] \$67 ;
+  wire [19:0] \$68 ;
+  wire \$69 ;
+  wire [22:0] \$7 ;
+  wire [2:0] \$70 ;
+  wire [2:0] \$71 ;
+  wire [19:0] \$72 ;
+  wire [19:0] \$73 ;
+  wire [2:0] \$74 ;
+  wire [19:0] \$75 ;
+  wire [19:0] \$76 ;
+  wire [2:0] \$77 ;
+  wire [7:0] \$78 ;
+  wire [8:0] \$79 ;
+  wire \$8 ;
+  wire [20:0] \$80 ;
+  wire [19:0] \$81 ;
+  wire [2:0] \$82 ;
+  wire [19:0] \$83 ;
+  wire [2:0] \$84 ;
+  wire [26:0] \$85 ;
+  wire [19:0] \$86 ;
+  wire [46:0] \$87 ;
+  wire \$88 ;
+  wire [19:0] \$89 ;
+  wire [26:0] \$9 ;
+  wire [19:0] \$90 ;
+  wire \$91 ;
+  wire [19:0] \$92 ;
+  wire [19:0] \$93 ;
+  reg [2:0] \$94 ;
+  reg [19:0] \$95 ;
+  reg [1:0] \$96 ;
+  reg [2:0] \$97 ;
+  reg [19:0] \$98 ;
+  reg [19:0] \$99 ;
+  wire [19:0] \$like ;
+  input clk;
+  wire clk;
+  output [19:0] cols_dim;
+  reg [19:0] cols_dim = 20'h00000;
+  output [19:0] full_groups;
+  reg [19:0] full_groups = 20'h00000;
+  wire [19:0] groups;
+  output has_full;
+  wire has_full;
+  input [19:0] k;
+  wire [19:0] k;
+  input load;
+  wire load;
+  output [43:0] main_elems;
+  reg [43:0] main_elems = 44'h00000000000;
+  wire mode_changes;
+  input [19:0] n;
+  wire [19:0] n;
+  output [19:0] n_words;
+  reg [19:0] n_words = 20'h00000;
+  output [2:0] pack_log2;
+  reg [2:0] pack_log2 = 3'h0;
+  input pipe_busy;
+  wire pipe_busy;
+  reg [2:0] plan_pack;
+  reg [2:0] plan_pack_log2;
+  wire [1:0] plan_trans_fold_adds;
+  reg [2:0] plan_trans_level;
+  reg [2:0] plan_trans_pack_log2;
+  wire plan_trans_scalar;
+  wire [1:0] plan_tree_fold_adds;
+  reg [2:0] plan_tree_level;
+  reg [2:0] plan_tree_pack_log2;
+  wire plan_tree_scalar;
+  output ready;
+  wire ready;
+  output [4:0] rest_rows;
+  reg [4:0] rest_rows = 5'h00;
+  wire [19:0] row_groups0;
+  wire [19:0] row_groups1;
+  input rst;
+  wire rst;
+  output [2:0] run_log2;
+  reg [2:0] run_log2 = 3'h0;
+  reg [1:0] sets;
+  output [1:0] \sets$32 ;
+  reg [1:0] \sets$32  = 2'h0;
+  output [1:0] sets_used__0;
+  reg [1:0] sets_used__0 = 2'h0;
+  output [1:0] sets_used__1;
+  reg [1:0] sets_used__1 = 2'h0;
+  input split;
+  wire split;
+  output [1:0] t_fold_adds;
+  reg [1:0] t_fold_adds = 2'h0;
+  output [2:0] t_level;
+  reg [2:0] t_level = 3'h0;
+  output t_scalar;
+  reg t_scalar = 1'h0;
+  output trans;
+  reg trans = 1'h0;
+  input trans_in;
+  wire trans_in;
+  assign \$2  = \$1  <= 6'h20;
+  assign \$4  = \$3  <= 6'h20;
+  assign \$6  = \$5  <= 6'h20;
+  assign \$8  = \$7  <= 6'h20;
+  assign \$10  = \$9  <= 6'h20;
+  assign \$12  = \$11  <= 6'h20;
+  assign plan_trans_scalar = k > 6'h20;
+  assign \$13  = k > 7'h40;
+  assign \$14  = k > 6'h20;
+  assign \$15  = \$14  ? 1'h1 : 1'h0;
+  assign plan_trans_fold_adds = \$13  ? 2'h2 : { 1'h0, \$15  };
+  assign \$16  = k == 1'h1;
+  assign \$17  = k == 2'h2;
+  assign \$18  = k == 3'h4;
+  assign \$19  = k == 4'h8;
+  assign \$20  = k == 5'h10;
+  assign \$21  = k == 6'h20;
+  assign plan_tree_scalar = k > 6'h20;
+  assign \$22  = k > 7'h40;
+  assign \$23  = k > 6'h20;
+  assign \$24  = \$23  ? 1'h1 : 1'h0;
+  assign plan_tree_fold_adds = \$22  ? 2'h2 : { 1'h0, \$24  };
+  assign \$25  = k == 1'h1;
+  assign \$26  = k == 2'h2;
+  assign \$27  = k == 3'h4;
+  assign \$28  = k == 4'h8;
+  assign \$29  = k == 5'h10;
+  assign \$30  = k == 6'h20;
+  assign \$32  = \$31  <= 6'h20;
+  assign \$34  = \$33  <= 6'h20;
+  assign \$36  = \$35  <= 6'h20;
+  assign \$38  = \$37  <= 6'h20;
+  assign \$40  = \$39  <= 6'h20;
+  assign \$42  = \$41  <= 6'h20;
+  assign \$43  = n + 6'h20;
+  assign \$44  = \$43  - 1'h1;
+  assign \$46  = \$45 [19:0] * 2'h2;
+  assign \$47  = \$46  >= 2'h3;
+  assign \$48  = \$45 [19:0] * 1'h1;
+  assign \$49  = \$48  >= 2'h3;
+  assign \$50  = 1'h1 << plan_pack_log2;
+  assign \$51  = k + \$50 ;
+  assign \$52  = \$51  - 1'h1;
+  assign \$53  = $signed(\$52 ) >>> plan_pack_log2;
+  assign \$54  = \$53 [19:0] + 1'h1;
+  assign \$56  = split ? \$55  : { 1'h0, \$53 [19:0] };
+  assign row_groups1 = split ? \$57  : 20'h00000;
+  assign \$58  = trans_in != trans;
+  assign \$59  = plan_tree_level != t_level;
+  assign \$60  = plan_tree_scalar != t_scalar;
+  assign \$61  = \$59  | \$60 ;
+  assign \$62  = plan_tree_fold_adds != t_fold_adds;
+  assign \$63  = \$61  | \$62 ;
+  assign \$64  = trans_in & \$63 ;
+  assign mode_changes = \$58  | \$64 ;
+  assign \$65  = pipe_busy & mode_changes;
+  assign ready = ~ \$65 ;
+  assign \$66  = trans_in ? n : k;
+  assign \$67  = trans_in ? plan_trans_pack_log2 : plan_pack;
+  assign \$68  = \$66  >> \$67 ;
+  assign has_full = | \$68 ;
+  assign \$69  = load & ready;
+  assign \$70  = trans_in ? 3'h0 : plan_pack_log2;
+  assign \$71  = trans_in ? plan_trans_pack_log2 : plan_pack;
+  assign \$72  = trans_in ? k : n;
+  assign \$73  = trans_in ? n : k;
+  assign \$74  = trans_in ? plan_trans_pack_log2 : plan_pack;
+  assign \$75  = \$73  >> \$74 ;
+  assign \$76  = trans_in ? n : k;
+  assign \$77  = trans_in ? plan_trans_pack_log2 : plan_pack;
+  assign \$78  = 1'h1 << \$77 ;
+  assign \$79  = \$78  - 1'h1;
+  assign \$80  = { 1'h0, \$76  } & { \$79 [8], \$79 [8], \$79 [8], \$79 [8], \$79 [8], \$79 [8], \$79 [8], \$79 [8], \$79 [8], \$79 [8], \$79 [8], \$79 [8], \$79  };
+  assign \$81  = trans_in ? n : k;
+  assign \$82  = trans_in ? plan_trans_pack_log2 : plan_pack;
+  assign \$83  = \$81  >> \$82 ;
+  assign \$84  = trans_in ? plan_trans_pack_log2 : plan_pack;
+  assign \$85  = \$83  << \$84 ;
+  assign \$86  = trans_in ? k : n;
+  assign \$87  = \$85  * \$86 ;
+  assign \$88  = \$56 [19:0] < sets;
+  assign \$89  = \$88  ? \$56 [19:0] : { 18'h00000, sets };
+  assign \$90  = trans_in ? 20'h00001 : \$89 ;
+  assign \$91  = row_groups1 < sets;
+  assign \$92  = \$91  ? row_groups1 : { 18'h00000, sets };
+  assign \$93  = trans_in ? 20'h00000 : \$92 ;
+  always @(posedge clk)
+    pack_log2 <= \$94 ;
+  always @(posedge clk)
+    n_words <= \$95 ;
+  always @(posedge clk)
+    \sets$32  <= \$96 ;
+  always @(posedge clk)
+    run_log2 <= \$97 ;
+  always @(posedge clk)
+    cols_dim <= \$98 ;
+  always @(posedge clk)
+    full_groups <= \$99 ;
+  always @(posedge clk)
+    rest_rows <= \$100 ;
+  always @(posedge clk)
+    main_elems <= \$101 ;
+  always @(posedge clk)
+    t_level <= \$102 ;
+  always @(posedge clk)
+    t_scalar <= \$103 ;
+  always @(posedge clk)
+    t_fold_adds <= \$104 ;
+  always @(posedge clk)
+    trans <= \$105 ;
+  always @(posedge clk)
+    sets_used__0 <= \$106 ;
+  always @(posedge clk)
+    sets_used__1 <= \$107 ;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    plan_pack = 3'h0;
+    if (\$2 ) begin
+      plan_pack = 3'h0;
+    end
+    if (\$4 ) begin
+      plan_pack = 3'h1;
+    end
+    if (\$6 ) begin
+      plan_pack = 3'h2;
+    end
+    if (\$8 ) begin
+      plan_pack = 3'h3;
+    end
+    if (\$10 ) begin
+      plan_pack = 3'h4;
+    end
+    if (\$12 ) begin
+      plan_pack = 3'h5;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    plan_trans_level = 3'h5;
+    if (\$16 ) begin
+      plan_trans_level = 3'h0;
+    end
+    if (\$17 ) begin
+      plan_trans_level = 3'h1;
+    end
+    if (\$18 ) begin
+      plan_trans_level = 3'h2;
+    end
+    if (\$19 ) begin
+      plan_trans_level = 3'h3;
+    end
+    if (\$20 ) begin
+      plan_trans_level = 3'h4;
+    end
+    if (\$21 ) begin
+      plan_trans_level = 3'h5;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    plan_trans_pack_log2 = 3'h0;
+    if (\$16 ) begin
+      plan_trans_pack_log2 = 3'h5;
+    end
+    if (\$17 ) begin
+      plan_trans_pack_log2 = 3'h4;
+    end
+    if (\$18 ) begin
+      plan_trans_pack_log2 = 3'h3;
+    end
+    if (\$19 ) begin
+      plan_trans_pack_log2 = 3'h2;
+    end
+    if (\$20 ) begin
+      plan_trans_pack_log2 = 3'h1;
+    end
+    if (\$21 ) begin
+      plan_trans_pack_log2 = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    plan_tree_level = 3'h5;
+    if (\$25 ) begin
+      plan_tree_level = 3'h0;
+    end
+    if (\$26 ) begin
+      plan_tree_level = 3'h1;
+    end
+    if (\$27 ) begin
+      plan_tree_level = 3'h2;
+    end
+    if (\$28 ) begin
+      plan_tree_level = 3'h3;
+    end
+    if (\$29 ) begin
+      plan_tree_level = 3'h4;
+    end
+    if (\$30 ) begin
+      plan_tree_level = 3'h5;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    plan_tree_pack_log2 = 3'h0;
+    if (\$25 ) begin
+      plan_tree_pack_log2 = 3'h5;
+    end
+    if (\$26 ) begin
+      plan_tree_pack_log2 = 3'h4;
+    end
+    if (\$27 ) begin
+      plan_tree_pack_log2 = 3'h3;
+    end
+    if (\$28 ) begin
+      plan_tree_pack_log2 = 3'h2;
+    end
+    if (\$29 ) begin
+      plan_tree_pack_log2 = 3'h1;
+    end
+    if (\$30 ) begin
+      plan_tree_pack_log2 = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    plan_pack_log2 = 3'h0;
+    if (\$32 ) begin
+      plan_pack_log2 = 3'h0;
+    end
+    if (\$34 ) begin
+      plan_pack_log2 = 3'h1;
+    end
+    if (\$36 ) begin
+      plan_pack_log2 = 3'h2;
+    end
+    if (\$38 ) begin
+      plan_pack_log2 = 3'h3;
+    end
+    if (\$40 ) begin
+      plan_pack_log2 = 3'h4;
+    end
+    if (\$42 ) begin
+      plan_pack_log2 = 3'h5;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    sets = 2'h3;
+    if (\$47 ) begin
+      sets = 2'h2;
+    end
+    if (\$49 ) begin
+      sets = 2'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$94  = pack_log2;
+    if (\$69 ) begin
+      \$94  = \$70 ;
+    end
+    if (rst) begin
+      \$94  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$95  = n_words;
+    if (\$69 ) begin
+      \$95  = \$45 [19:0];
+    end
+    if (rst) begin
+      \$95  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$96  = \sets$32 ;
+    if (\$69 ) begin
+      \$96  = sets;
+    end
+    if (rst) begin
+      \$96  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$97  = run_log2;
+    if (\$69 ) begin
+      \$97  = \$71 ;
+    end
+    if (rst) begin
+      \$97  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$98  = cols_dim;
+    if (\$69 ) begin
+      \$98  = \$72 ;
+    end
+    if (rst) begin
+      \$98  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$99  = full_groups;
+    if (\$69 ) begin
+      \$99  = \$75 ;
+    end
+    if (rst) begin
+      \$99  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$100  = rest_rows;
+    if (\$69 ) begin
+      \$100  = \$80 [4:0];
+    end
+    if (rst) begin
+      \$100  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$101  = main_elems;
+    if (\$69 ) begin
+      \$101  = \$87 [43:0];
+    end
+    if (rst) begin
+      \$101  = 44'h00000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$102  = t_level;
+    if (\$69 ) begin
+      \$102  = plan_tree_level;
+    end
+    if (rst) begin
+      \$102  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$103  = t_scalar;
+    if (\$69 ) begin
+      \$103  = plan_tree_scalar;
+    end
+    if (rst) begin
+      \$103  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$104  = t_fold_adds;
+    if (\$69 ) begin
+      \$104  = plan_tree_fold_adds;
+    end
+    if (rst) begin
+      \$104  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$105  = trans;
+    if (\$69 ) begin
+      \$105  = trans_in;
+    end
+    if (rst) begin
+      \$105  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$106  = sets_used__0;
+    if (\$69 ) begin
+      \$106  = \$90 [1:0];
+    end
+    if (rst) begin
+      \$106  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$107  = sets_used__1;
+    if (\$69 ) begin
+      \$107  = \$93 [1:0];
+    end
+    if (rst) begin
+      \$107  = 2'h0;
+    end
+  end
+  assign \$like  = \$45 [19:0];
+  assign groups = \$53 [19:0];
+  assign row_groups0 = \$56 [19:0];
+  assign \$1  = { 1'h0, n };
+  assign \$3  = { n, 1'h0 };
+  assign \$5  = { 1'h0, n, 2'h0 };
+  assign \$7  = { n, 3'h0 };
+  assign \$9  = { 3'h0, n, 4'h0 };
+  assign \$11  = { 2'h0, n, 5'h00 };
+  assign \$31  = { 1'h0, n };
+  assign \$33  = { n, 1'h0 };
+  assign \$35  = { 1'h0, n, 2'h0 };
+  assign \$37  = { n, 3'h0 };
+  assign \$39  = { 3'h0, n, 4'h0 };
+  assign \$41  = { 2'h0, n, 5'h00 };
+  assign \$45  = { \$44 [21], \$44 [21], \$44 [21], \$44 [21], \$44 [21], \$44 [21:5] };
+  assign \$55  = { 1'h0, \$54 [20:1] };
+  assign \$57  = { 1'h0, \$53 [19:1] };
+endmodule
+
+(* generator = "Amaranth" *)
 module \ndp_device.control_unit.reader (bus__rresp, bus__rlast, clk, rst, bus__arlen, bus__arvalid, issued_all, r_data, r_en, start, \addr$35 , lines, addr, out__valid, bus__arready, bus__rvalid, bus__rdata);
-  reg \$auto$verilog_backend.cc:2355:dump_module$74  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$78  = 0;
   wire [7:0] \$1 ;
   wire \$10 ;
   wire \$11 ;
@@ -38686,7 +37831,7 @@ module \ndp_device.control_unit.reader (bus__rresp, bus__rlast, clk, rst, bus__a
     .w_level(level)
   );
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$32  = addr;
     if (\$18 ) begin
       \$32  = \$20 [63:0];
@@ -38699,7 +37844,7 @@ module \ndp_device.control_unit.reader (bus__rresp, bus__rlast, clk, rst, bus__a
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$33  = left;
     if (\$18 ) begin
       \$33  = \$21 [31:0];
@@ -38712,14 +37857,14 @@ module \ndp_device.control_unit.reader (bus__rresp, bus__rlast, clk, rst, bus__a
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$34  = \$26 [7:0];
     if (rst) begin
       \$34  = 8'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$35  = \$31 [1:0];
     if (rst) begin
       \$35  = 2'h0;
@@ -38747,7 +37892,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \ndp_device.control_unit.reader.buffer (\port$0$1464 , clk, rst, w_en, w_level, r_data, r_en, r_rdy, \port$0$951 );
-  reg \$auto$verilog_backend.cc:2355:dump_module$75  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$79  = 0;
   wire \$1 ;
   wire \$10 ;
   wire [7:0] \$11 ;
@@ -38999,7 +38144,7 @@ module \ndp_device.control_unit.reader.buffer (\port$0$1464 , clk, rst, w_en, w_
   always @(posedge clk)
     r_rdy <= \$33 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$75 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
     \$30  = w_port__addr;
     if (\$3 ) begin
       \$30  = \$6 [6:0];
@@ -39009,7 +38154,7 @@ module \ndp_device.control_unit.reader.buffer (\port$0$1464 , clk, rst, w_en, w_
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$75 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
     \$31  = r_port__addr;
     if (\$9 ) begin
       \$31  = \$12 [6:0];
@@ -39019,7 +38164,7 @@ module \ndp_device.control_unit.reader.buffer (\port$0$1464 , clk, rst, w_en, w_
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$75 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
     \$32  = inner_level;
     if (\$18 ) begin
       \$32  = \$19 [6:0];
@@ -39032,7 +38177,7 @@ module \ndp_device.control_unit.reader.buffer (\port$0$1464 , clk, rst, w_en, w_
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$75 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
     \$33  = r_rdy;
     if (\$29 ) begin
       \$33  = 1'h1;
@@ -39055,7 +38200,7 @@ endmodule
 (* generator = "Amaranth" *)
 module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w_ready, fold_valid, w_valid, w_data, w_bytes, w_last, in_we, acc_we, sum_ready, start, source, dest, rows, n, n_words, sets, sets1
 , pack_log2, bank, rd_in_data, sum_fp16, done, fold_n_cols, busy, fold_n_words, fold_sets, fold_sets1, fold_pack_log2, fold_bank, fold_row, fold_word, rd_row, word, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$76  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$80  = 0;
   wire \$1 ;
   wire [20:0] \$10 ;
   reg [1:0] \$100 ;
@@ -39390,7 +38535,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
   always @(posedge clk)
     bank_valid <= \$109 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     done = 1'h0;
     if (\$50 ) begin
       (* full_case = 32'd1 *)
@@ -39402,7 +38547,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     \$94  = \$signal$9 ;
     if (start) begin
       \$94  = source;
@@ -39412,7 +38557,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     \$95  = \$signal$20 ;
     if (start) begin
       \$95  = dest;
@@ -39422,7 +38567,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     \$96  = \$like$27 ;
     if (start) begin
       \$96  = rows;
@@ -39432,7 +38577,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     \$97  = fold_n_cols;
     if (start) begin
       \$97  = n;
@@ -39442,7 +38587,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     \$98  = busy;
     if (start) begin
       \$98  = 1'h1;
@@ -39460,7 +38605,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     \$99  = fold_n_words;
     if (start) begin
       \$99  = n_words;
@@ -39470,7 +38615,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     \$100  = fold_sets;
     if (start) begin
       \$100  = sets;
@@ -39480,7 +38625,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     \$101  = fold_sets1;
     if (start) begin
       \$101  = sets1;
@@ -39490,7 +38635,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     \$102  = fold_pack_log2;
     if (start) begin
       \$102  = pack_log2;
@@ -39500,7 +38645,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     \$103  = fold_bank;
     if (start) begin
       \$103  = bank;
@@ -39510,7 +38655,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     \$104  = fold_row;
     if (start) begin
       \$104  = 2'h0;
@@ -39526,7 +38671,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     \$105  = \$signal$7 ;
     if (start) begin
       \$105  = 20'h00000;
@@ -39543,7 +38688,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     \$106  = asked_all;
     if (start) begin
       \$106  = 1'h0;
@@ -39561,7 +38706,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     \$107  = rd_row;
     if (start) begin
       \$107  = 2'h0;
@@ -39577,7 +38722,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     \$108  = word;
     if (start) begin
       \$108  = 20'h00000;
@@ -39594,7 +38739,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     \$109  = bank_valid;
     if (start) begin
       \$109  = 1'h0;
@@ -39629,133 +38774,8 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.reports (rst, r_en, w_rdy, r_data, w_en, w_port__data, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$77  = 0;
-  wire \$1 ;
-  wire \$10 ;
-  wire \$11 ;
-  wire \$12 ;
-  wire \$13 ;
-  wire [3:0] \$14 ;
-  reg [1:0] \$15 ;
-  reg [1:0] \$16 ;
-  reg [2:0] \$17 ;
-  wire [2:0] \$2 ;
-  wire \$3 ;
-  wire [2:0] \$4 ;
-  wire \$5 ;
-  wire \$6 ;
-  wire \$7 ;
-  wire \$8 ;
-  wire [3:0] \$9 ;
-  input clk;
-  wire clk;
-  (* init = 2'h0 *)
-  wire [1:0] consume;
-  reg [2:0] level = 3'h0;
-  (* init = 2'h0 *)
-  wire [1:0] produce;
-  output [42:0] r_data;
-  wire [42:0] r_data;
-  input r_en;
-  wire r_en;
-  (* init = 3'h0 *)
-  wire [2:0] r_level;
-  reg [1:0] r_port__addr = 2'h0;
-  wire [42:0] r_port__data;
-  wire r_rdy;
-  input rst;
-  wire rst;
-  wire [42:0] w_data;
-  input w_en;
-  wire w_en;
-  (* init = 3'h0 *)
-  wire [2:0] w_level;
-  reg [1:0] w_port__addr = 2'h0;
-  input [42:0] w_port__data;
-  wire [42:0] w_port__data;
-  wire w_port__en;
-  output w_rdy;
-  wire w_rdy;
-  reg [42:0] storage [3:0];
-  initial begin
-    storage[0] = 43'h00000000000;
-    storage[1] = 43'h00000000000;
-    storage[2] = 43'h00000000000;
-    storage[3] = 43'h00000000000;
-  end
-  always @(posedge clk) begin
-    if (w_port__en)
-      storage[w_port__addr] <= w_port__data;
-  end
-  assign r_data = storage[r_port__addr];
-  assign w_rdy = level != 3'h4;
-  assign r_rdy = | level;
-  assign w_port__en = w_en & w_rdy;
-  assign \$1  = w_rdy & w_en;
-  assign \$2  = w_port__addr + 1'h1;
-  assign \$3  = r_rdy & r_en;
-  assign \$4  = r_port__addr + 1'h1;
-  assign \$5  = w_rdy & w_en;
-  assign \$6  = r_rdy & r_en;
-  assign \$7  = ~ \$6 ;
-  assign \$8  = \$5  & \$7 ;
-  assign \$9  = level + 1'h1;
-  assign \$10  = r_rdy & r_en;
-  assign \$11  = w_rdy & w_en;
-  assign \$12  = ~ \$11 ;
-  assign \$13  = \$10  & \$12 ;
-  assign \$14  = level - 1'h1;
-  always @(posedge clk)
-    w_port__addr <= \$15 ;
-  always @(posedge clk)
-    r_port__addr <= \$16 ;
-  always @(posedge clk)
-    level <= \$17 ;
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$15  = w_port__addr;
-    if (\$1 ) begin
-      \$15  = \$2 [1:0];
-    end
-    if (rst) begin
-      \$15  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$16  = r_port__addr;
-    if (\$3 ) begin
-      \$16  = \$4 [1:0];
-    end
-    if (rst) begin
-      \$16  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$17  = level;
-    if (\$8 ) begin
-      \$17  = \$9 [2:0];
-    end
-    if (\$13 ) begin
-      \$17  = \$14 [2:0];
-    end
-    if (rst) begin
-      \$17  = 3'h0;
-    end
-  end
-  assign w_level = level;
-  assign r_level = level;
-  assign produce = w_port__addr;
-  assign w_data = w_port__data;
-  assign consume = r_port__addr;
-  assign r_port__data = r_data;
-endmodule
-
-(* generator = "Amaranth" *)
 module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \partial$388 , src_addr, l, m, dst_en, dst_addr, \dst_data$425 , clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$78  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$81  = 0;
   wire [20:0] \$1 ;
   wire [31:0] \$10 ;
   wire \$100 ;
@@ -43984,7 +43004,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     .s(d9)
   );
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$106  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -43996,7 +43016,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$116  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -44008,7 +43028,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$126  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -44020,7 +43040,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$136  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -44032,7 +43052,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$146  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -44044,7 +43064,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$156  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -44056,7 +43076,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$166  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -44068,7 +43088,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$176  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -44080,7 +43100,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$186  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -44092,7 +43112,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$196  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -44104,7 +43124,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$206  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -44116,7 +43136,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$216  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -44128,7 +43148,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$226  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -44140,7 +43160,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$236  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -44152,7 +43172,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$246  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -44164,7 +43184,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$256  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -44176,7 +43196,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$266  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -44188,7 +43208,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$276  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -44200,7 +43220,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$286  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -44212,7 +43232,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$296  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -44224,7 +43244,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$306  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -44236,7 +43256,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$316  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -44248,7 +43268,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$326  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -44260,7 +43280,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$336  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -44272,7 +43292,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$346  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -44284,7 +43304,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$356  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -44296,7 +43316,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$366  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -44308,7 +43328,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$376  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -44320,7 +43340,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$386  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -44332,7 +43352,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$396  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -44344,7 +43364,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$406  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -44356,7 +43376,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$416  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -44368,7 +43388,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     count = 21'h000000;
     casez (fsm_state)
       4'h0:
@@ -44378,7 +43398,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$signal  = 1'h0;
     casez (fsm_state)
       4'h0:
@@ -44388,7 +43408,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$signal$12  = 1'h0;
     casez (fsm_state)
       4'h0:
@@ -44418,7 +43438,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \start$13  = 1'h0;
     casez (fsm_state)
       4'h0:
@@ -44444,7 +43464,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_a0 = 32'd0;
     if (\$105 ) begin
       acc_a0 = \$106 ;
@@ -44457,7 +43477,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_b0 = 32'd0;
     if (\$105 ) begin
       acc_b0 = e_reg0;
@@ -44481,7 +43501,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_a1 = 32'd0;
     if (\$115 ) begin
       acc_a1 = \$116 ;
@@ -44494,7 +43514,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_b1 = 32'd0;
     if (\$115 ) begin
       acc_b1 = e_reg1;
@@ -44516,7 +43536,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_a2 = 32'd0;
     if (\$125 ) begin
       acc_a2 = \$126 ;
@@ -44529,7 +43549,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_b2 = 32'd0;
     if (\$125 ) begin
       acc_b2 = e_reg2;
@@ -44549,7 +43569,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_a3 = 32'd0;
     if (\$135 ) begin
       acc_a3 = \$136 ;
@@ -44562,7 +43582,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_b3 = 32'd0;
     if (\$135 ) begin
       acc_b3 = e_reg3;
@@ -44582,7 +43602,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_a4 = 32'd0;
     if (\$145 ) begin
       acc_a4 = \$146 ;
@@ -44595,7 +43615,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_b4 = 32'd0;
     if (\$145 ) begin
       acc_b4 = e_reg4;
@@ -44613,7 +43633,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_a5 = 32'd0;
     if (\$155 ) begin
       acc_a5 = \$156 ;
@@ -44626,7 +43646,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_b5 = 32'd0;
     if (\$155 ) begin
       acc_b5 = e_reg5;
@@ -44644,7 +43664,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_a6 = 32'd0;
     if (\$165 ) begin
       acc_a6 = \$166 ;
@@ -44657,7 +43677,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_b6 = 32'd0;
     if (\$165 ) begin
       acc_b6 = e_reg6;
@@ -44675,7 +43695,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_a7 = 32'd0;
     if (\$175 ) begin
       acc_a7 = \$176 ;
@@ -44688,7 +43708,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_b7 = 32'd0;
     if (\$175 ) begin
       acc_b7 = e_reg7;
@@ -44706,7 +43726,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_a8 = 32'd0;
     if (\$185 ) begin
       acc_a8 = \$186 ;
@@ -44719,7 +43739,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_b8 = 32'd0;
     if (\$185 ) begin
       acc_b8 = e_reg8;
@@ -44735,7 +43755,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_a9 = 32'd0;
     if (\$195 ) begin
       acc_a9 = \$196 ;
@@ -44748,7 +43768,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_b9 = 32'd0;
     if (\$195 ) begin
       acc_b9 = e_reg9;
@@ -44764,7 +43784,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_a10 = 32'd0;
     if (\$205 ) begin
       acc_a10 = \$206 ;
@@ -44777,7 +43797,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_b10 = 32'd0;
     if (\$205 ) begin
       acc_b10 = e_reg10;
@@ -44793,7 +43813,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_a11 = 32'd0;
     if (\$215 ) begin
       acc_a11 = \$216 ;
@@ -44806,7 +43826,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_b11 = 32'd0;
     if (\$215 ) begin
       acc_b11 = e_reg11;
@@ -44822,7 +43842,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_a12 = 32'd0;
     if (\$225 ) begin
       acc_a12 = \$226 ;
@@ -44835,7 +43855,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_b12 = 32'd0;
     if (\$225 ) begin
       acc_b12 = e_reg12;
@@ -44851,7 +43871,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_a13 = 32'd0;
     if (\$235 ) begin
       acc_a13 = \$236 ;
@@ -44864,7 +43884,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_b13 = 32'd0;
     if (\$235 ) begin
       acc_b13 = e_reg13;
@@ -44880,7 +43900,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_a14 = 32'd0;
     if (\$245 ) begin
       acc_a14 = \$246 ;
@@ -44893,7 +43913,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_b14 = 32'd0;
     if (\$245 ) begin
       acc_b14 = e_reg14;
@@ -44909,7 +43929,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_a15 = 32'd0;
     if (\$255 ) begin
       acc_a15 = \$256 ;
@@ -44922,7 +43942,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_b15 = 32'd0;
     if (\$255 ) begin
       acc_b15 = e_reg15;
@@ -44938,7 +43958,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_a16 = 32'd0;
     if (\$265 ) begin
       acc_a16 = \$266 ;
@@ -44951,7 +43971,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_b16 = 32'd0;
     if (\$265 ) begin
       acc_b16 = e_reg16;
@@ -44962,7 +43982,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_a17 = 32'd0;
     if (\$275 ) begin
       acc_a17 = \$276 ;
@@ -44975,7 +43995,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_b17 = 32'd0;
     if (\$275 ) begin
       acc_b17 = e_reg17;
@@ -44986,7 +44006,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_a18 = 32'd0;
     if (\$285 ) begin
       acc_a18 = \$286 ;
@@ -44999,7 +44019,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_b18 = 32'd0;
     if (\$285 ) begin
       acc_b18 = e_reg18;
@@ -45010,7 +44030,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_a19 = 32'd0;
     if (\$295 ) begin
       acc_a19 = \$296 ;
@@ -45023,7 +44043,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_b19 = 32'd0;
     if (\$295 ) begin
       acc_b19 = e_reg19;
@@ -45034,7 +44054,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_a20 = 32'd0;
     if (\$305 ) begin
       acc_a20 = \$306 ;
@@ -45047,7 +44067,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_b20 = 32'd0;
     if (\$305 ) begin
       acc_b20 = e_reg20;
@@ -45058,7 +44078,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_a21 = 32'd0;
     if (\$315 ) begin
       acc_a21 = \$316 ;
@@ -45071,7 +44091,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_b21 = 32'd0;
     if (\$315 ) begin
       acc_b21 = e_reg21;
@@ -45082,7 +44102,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_a22 = 32'd0;
     if (\$325 ) begin
       acc_a22 = \$326 ;
@@ -45095,7 +44115,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_b22 = 32'd0;
     if (\$325 ) begin
       acc_b22 = e_reg22;
@@ -45106,7 +44126,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_a23 = 32'd0;
     if (\$335 ) begin
       acc_a23 = \$336 ;
@@ -45119,7 +44139,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_b23 = 32'd0;
     if (\$335 ) begin
       acc_b23 = e_reg23;
@@ -45130,7 +44150,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_a24 = 32'd0;
     if (\$345 ) begin
       acc_a24 = \$346 ;
@@ -45143,7 +44163,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_b24 = 32'd0;
     if (\$345 ) begin
       acc_b24 = e_reg24;
@@ -45154,7 +44174,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_a25 = 32'd0;
     if (\$355 ) begin
       acc_a25 = \$356 ;
@@ -45167,7 +44187,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_b25 = 32'd0;
     if (\$355 ) begin
       acc_b25 = e_reg25;
@@ -45178,7 +44198,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_a26 = 32'd0;
     if (\$365 ) begin
       acc_a26 = \$366 ;
@@ -45191,7 +44211,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_b26 = 32'd0;
     if (\$365 ) begin
       acc_b26 = e_reg26;
@@ -45202,7 +44222,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_a27 = 32'd0;
     if (\$375 ) begin
       acc_a27 = \$376 ;
@@ -45215,7 +44235,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_b27 = 32'd0;
     if (\$375 ) begin
       acc_b27 = e_reg27;
@@ -45226,7 +44246,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_a28 = 32'd0;
     if (\$385 ) begin
       acc_a28 = \$386 ;
@@ -45239,7 +44259,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_b28 = 32'd0;
     if (\$385 ) begin
       acc_b28 = e_reg28;
@@ -45250,7 +44270,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_a29 = 32'd0;
     if (\$395 ) begin
       acc_a29 = \$396 ;
@@ -45263,7 +44283,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_b29 = 32'd0;
     if (\$395 ) begin
       acc_b29 = e_reg29;
@@ -45274,7 +44294,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_a30 = 32'd0;
     if (\$405 ) begin
       acc_a30 = \$406 ;
@@ -45287,7 +44307,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_b30 = 32'd0;
     if (\$405 ) begin
       acc_b30 = e_reg30;
@@ -45298,7 +44318,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_a31 = 32'd0;
     if (\$415 ) begin
       acc_a31 = \$416 ;
@@ -45311,7 +44331,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_b31 = 32'd0;
     if (\$415 ) begin
       acc_b31 = e_reg31;
@@ -45322,91 +44342,91 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1003  = \$signal ;
     if (rst) begin
       \$1003  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1004  = src_addr;
     if (rst) begin
       \$1004  = 15'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1005  = \$signal$12 ;
     if (rst) begin
       \$1005  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1006  = src_addr;
     if (rst) begin
       \$1006  = 15'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1007  = v1;
     if (rst) begin
       \$1007  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1008  = w1;
     if (rst) begin
       \$1008  = 15'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1009  = v2;
     if (rst) begin
       \$1009  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1010  = w2;
     if (rst) begin
       \$1010  = 15'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1011  = v3;
     if (rst) begin
       \$1011  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1012  = w3;
     if (rst) begin
       \$1012  = 15'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1013  = v4;
     if (rst) begin
       \$1013  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1014  = w4;
     if (rst) begin
       \$1014  = 15'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1015  = n_words;
     casez (fsm_state)
       4'h0:
@@ -45419,7 +44439,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1016  = last_count;
     casez (fsm_state)
       4'h0:
@@ -45432,7 +44452,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1017  = partial;
     casez (fsm_state)
       4'h0:
@@ -45445,7 +44465,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1018  = src_addr;
     casez (fsm_state)
       4'h0:
@@ -45482,7 +44502,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1019  = out_pass;
     casez (fsm_state)
       4'h0:
@@ -45517,7 +44537,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1020  = key0;
     casez (fsm_state)
       4'h0:
@@ -45536,7 +44556,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1021  = key1;
     casez (fsm_state)
       4'h0:
@@ -45555,7 +44575,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1022  = key2;
     casez (fsm_state)
       4'h0:
@@ -45574,7 +44594,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1023  = key3;
     casez (fsm_state)
       4'h0:
@@ -45593,7 +44613,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1024  = key4;
     casez (fsm_state)
       4'h0:
@@ -45612,7 +44632,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1025  = key5;
     casez (fsm_state)
       4'h0:
@@ -45631,7 +44651,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1026  = key6;
     casez (fsm_state)
       4'h0:
@@ -45650,7 +44670,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1027  = key7;
     casez (fsm_state)
       4'h0:
@@ -45669,7 +44689,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1028  = key8;
     casez (fsm_state)
       4'h0:
@@ -45688,7 +44708,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1029  = key9;
     casez (fsm_state)
       4'h0:
@@ -45707,7 +44727,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1030  = key10;
     casez (fsm_state)
       4'h0:
@@ -45726,7 +44746,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1031  = key11;
     casez (fsm_state)
       4'h0:
@@ -45745,7 +44765,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1032  = key12;
     casez (fsm_state)
       4'h0:
@@ -45764,7 +44784,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1033  = key13;
     casez (fsm_state)
       4'h0:
@@ -45783,7 +44803,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1034  = key14;
     casez (fsm_state)
       4'h0:
@@ -45802,7 +44822,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1035  = key15;
     casez (fsm_state)
       4'h0:
@@ -45821,7 +44841,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1036  = key16;
     casez (fsm_state)
       4'h0:
@@ -45840,7 +44860,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1037  = key17;
     casez (fsm_state)
       4'h0:
@@ -45859,7 +44879,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1038  = key18;
     casez (fsm_state)
       4'h0:
@@ -45878,7 +44898,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1039  = key19;
     casez (fsm_state)
       4'h0:
@@ -45897,7 +44917,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1040  = key20;
     casez (fsm_state)
       4'h0:
@@ -45916,7 +44936,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1041  = key21;
     casez (fsm_state)
       4'h0:
@@ -45935,7 +44955,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1042  = key22;
     casez (fsm_state)
       4'h0:
@@ -45954,7 +44974,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1043  = key23;
     casez (fsm_state)
       4'h0:
@@ -45973,7 +44993,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1044  = key24;
     casez (fsm_state)
       4'h0:
@@ -45992,7 +45012,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1045  = key25;
     casez (fsm_state)
       4'h0:
@@ -46011,7 +45031,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1046  = key26;
     casez (fsm_state)
       4'h0:
@@ -46030,7 +45050,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1047  = key27;
     casez (fsm_state)
       4'h0:
@@ -46049,7 +45069,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1048  = key28;
     casez (fsm_state)
       4'h0:
@@ -46068,7 +45088,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1049  = key29;
     casez (fsm_state)
       4'h0:
@@ -46087,7 +45107,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1050  = key30;
     casez (fsm_state)
       4'h0:
@@ -46106,7 +45126,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1051  = key31;
     casez (fsm_state)
       4'h0:
@@ -46125,7 +45145,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1052  = nan0;
     casez (fsm_state)
       4'h0:
@@ -46143,7 +45163,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1053  = nan1;
     casez (fsm_state)
       4'h0:
@@ -46161,7 +45181,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1054  = nan2;
     casez (fsm_state)
       4'h0:
@@ -46179,7 +45199,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1055  = nan3;
     casez (fsm_state)
       4'h0:
@@ -46197,7 +45217,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1056  = nan4;
     casez (fsm_state)
       4'h0:
@@ -46215,7 +45235,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1057  = nan5;
     casez (fsm_state)
       4'h0:
@@ -46233,7 +45253,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1058  = nan6;
     casez (fsm_state)
       4'h0:
@@ -46251,7 +45271,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1059  = nan7;
     casez (fsm_state)
       4'h0:
@@ -46269,7 +45289,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1060  = nan8;
     casez (fsm_state)
       4'h0:
@@ -46287,7 +45307,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1061  = nan9;
     casez (fsm_state)
       4'h0:
@@ -46305,7 +45325,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1062  = nan10;
     casez (fsm_state)
       4'h0:
@@ -46323,7 +45343,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1063  = nan11;
     casez (fsm_state)
       4'h0:
@@ -46341,7 +45361,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1064  = nan12;
     casez (fsm_state)
       4'h0:
@@ -46359,7 +45379,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1065  = nan13;
     casez (fsm_state)
       4'h0:
@@ -46377,7 +45397,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1066  = nan14;
     casez (fsm_state)
       4'h0:
@@ -46395,7 +45415,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1067  = nan15;
     casez (fsm_state)
       4'h0:
@@ -46413,7 +45433,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1068  = nan16;
     casez (fsm_state)
       4'h0:
@@ -46431,7 +45451,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1069  = nan17;
     casez (fsm_state)
       4'h0:
@@ -46449,7 +45469,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1070  = nan18;
     casez (fsm_state)
       4'h0:
@@ -46467,7 +45487,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1071  = nan19;
     casez (fsm_state)
       4'h0:
@@ -46485,7 +45505,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1072  = nan20;
     casez (fsm_state)
       4'h0:
@@ -46503,7 +45523,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1073  = nan21;
     casez (fsm_state)
       4'h0:
@@ -46521,7 +45541,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1074  = nan22;
     casez (fsm_state)
       4'h0:
@@ -46539,7 +45559,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1075  = nan23;
     casez (fsm_state)
       4'h0:
@@ -46557,7 +45577,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1076  = nan24;
     casez (fsm_state)
       4'h0:
@@ -46575,7 +45595,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1077  = nan25;
     casez (fsm_state)
       4'h0:
@@ -46593,7 +45613,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1078  = nan26;
     casez (fsm_state)
       4'h0:
@@ -46611,7 +45631,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1079  = nan27;
     casez (fsm_state)
       4'h0:
@@ -46629,7 +45649,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1080  = nan28;
     casez (fsm_state)
       4'h0:
@@ -46647,7 +45667,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1081  = nan29;
     casez (fsm_state)
       4'h0:
@@ -46665,7 +45685,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1082  = nan30;
     casez (fsm_state)
       4'h0:
@@ -46683,7 +45703,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1083  = nan31;
     casez (fsm_state)
       4'h0:
@@ -46701,7 +45721,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1084  = l;
     casez (fsm_state)
       4'h0:
@@ -46739,7 +45759,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1085  = p0_1;
     casez (fsm_state)
       4'h0:
@@ -46762,7 +45782,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1086  = p0_2;
     casez (fsm_state)
       4'h0:
@@ -46787,7 +45807,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1087  = p1_0;
     casez (fsm_state)
       4'h0:
@@ -46823,7 +45843,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1088  = p1_1;
     casez (fsm_state)
       4'h0:
@@ -46846,7 +45866,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1089  = p1_2;
     casez (fsm_state)
       4'h0:
@@ -46871,7 +45891,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1090  = p2_0;
     casez (fsm_state)
       4'h0:
@@ -46905,7 +45925,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1091  = p2_1;
     casez (fsm_state)
       4'h0:
@@ -46928,7 +45948,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1092  = p2_2;
     casez (fsm_state)
       4'h0:
@@ -46953,7 +45973,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1093  = p3_0;
     casez (fsm_state)
       4'h0:
@@ -46987,7 +46007,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1094  = p3_1;
     casez (fsm_state)
       4'h0:
@@ -47010,7 +46030,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1095  = p3_2;
     casez (fsm_state)
       4'h0:
@@ -47035,7 +46055,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1096  = p4_0;
     casez (fsm_state)
       4'h0:
@@ -47067,7 +46087,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1097  = p4_1;
     casez (fsm_state)
       4'h0:
@@ -47090,7 +46110,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1098  = p4_2;
     casez (fsm_state)
       4'h0:
@@ -47115,7 +46135,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1099  = p5_0;
     casez (fsm_state)
       4'h0:
@@ -47147,7 +46167,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1100  = p5_1;
     casez (fsm_state)
       4'h0:
@@ -47170,7 +46190,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1101  = p5_2;
     casez (fsm_state)
       4'h0:
@@ -47195,7 +46215,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1102  = p6_0;
     casez (fsm_state)
       4'h0:
@@ -47227,7 +46247,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1103  = p6_1;
     casez (fsm_state)
       4'h0:
@@ -47250,7 +46270,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1104  = p6_2;
     casez (fsm_state)
       4'h0:
@@ -47275,7 +46295,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1105  = p7_0;
     casez (fsm_state)
       4'h0:
@@ -47307,7 +46327,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1106  = p7_1;
     casez (fsm_state)
       4'h0:
@@ -47330,7 +46350,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1107  = p7_2;
     casez (fsm_state)
       4'h0:
@@ -47355,7 +46375,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1108  = p8_0;
     casez (fsm_state)
       4'h0:
@@ -47385,7 +46405,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1109  = p8_1;
     casez (fsm_state)
       4'h0:
@@ -47408,7 +46428,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1110  = p8_2;
     casez (fsm_state)
       4'h0:
@@ -47433,7 +46453,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1111  = p9_0;
     casez (fsm_state)
       4'h0:
@@ -47463,7 +46483,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1112  = p9_1;
     casez (fsm_state)
       4'h0:
@@ -47486,7 +46506,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1113  = p9_2;
     casez (fsm_state)
       4'h0:
@@ -47511,7 +46531,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1114  = p10_0;
     casez (fsm_state)
       4'h0:
@@ -47541,7 +46561,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1115  = p10_1;
     casez (fsm_state)
       4'h0:
@@ -47564,7 +46584,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1116  = p10_2;
     casez (fsm_state)
       4'h0:
@@ -47589,7 +46609,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1117  = p11_0;
     casez (fsm_state)
       4'h0:
@@ -47619,7 +46639,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1118  = p11_1;
     casez (fsm_state)
       4'h0:
@@ -47642,7 +46662,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1119  = p11_2;
     casez (fsm_state)
       4'h0:
@@ -47667,7 +46687,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1120  = p12_0;
     casez (fsm_state)
       4'h0:
@@ -47697,7 +46717,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1121  = p12_1;
     casez (fsm_state)
       4'h0:
@@ -47720,7 +46740,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1122  = p12_2;
     casez (fsm_state)
       4'h0:
@@ -47745,7 +46765,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1123  = p13_0;
     casez (fsm_state)
       4'h0:
@@ -47775,7 +46795,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1124  = p13_1;
     casez (fsm_state)
       4'h0:
@@ -47798,7 +46818,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1125  = p13_2;
     casez (fsm_state)
       4'h0:
@@ -47823,7 +46843,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1126  = p14_0;
     casez (fsm_state)
       4'h0:
@@ -47853,7 +46873,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1127  = p14_1;
     casez (fsm_state)
       4'h0:
@@ -47876,7 +46896,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1128  = p14_2;
     casez (fsm_state)
       4'h0:
@@ -47901,7 +46921,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1129  = p15_0;
     casez (fsm_state)
       4'h0:
@@ -47931,7 +46951,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1130  = p15_1;
     casez (fsm_state)
       4'h0:
@@ -47954,7 +46974,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1131  = p15_2;
     casez (fsm_state)
       4'h0:
@@ -47979,7 +46999,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1132  = p16_0;
     casez (fsm_state)
       4'h0:
@@ -48004,7 +47024,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1133  = p16_1;
     casez (fsm_state)
       4'h0:
@@ -48027,7 +47047,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1134  = p16_2;
     casez (fsm_state)
       4'h0:
@@ -48052,7 +47072,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1135  = p17_0;
     casez (fsm_state)
       4'h0:
@@ -48077,7 +47097,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1136  = p17_1;
     casez (fsm_state)
       4'h0:
@@ -48100,7 +47120,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1137  = p17_2;
     casez (fsm_state)
       4'h0:
@@ -48125,7 +47145,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1138  = p18_0;
     casez (fsm_state)
       4'h0:
@@ -48150,7 +47170,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1139  = p18_1;
     casez (fsm_state)
       4'h0:
@@ -48173,7 +47193,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1140  = p18_2;
     casez (fsm_state)
       4'h0:
@@ -48198,7 +47218,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1141  = p19_0;
     casez (fsm_state)
       4'h0:
@@ -48223,7 +47243,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1142  = p19_1;
     casez (fsm_state)
       4'h0:
@@ -48246,7 +47266,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1143  = p19_2;
     casez (fsm_state)
       4'h0:
@@ -48271,7 +47291,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1144  = p20_0;
     casez (fsm_state)
       4'h0:
@@ -48296,7 +47316,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1145  = p20_1;
     casez (fsm_state)
       4'h0:
@@ -48319,7 +47339,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1146  = p20_2;
     casez (fsm_state)
       4'h0:
@@ -48344,7 +47364,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1147  = p21_0;
     casez (fsm_state)
       4'h0:
@@ -48369,7 +47389,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1148  = p21_1;
     casez (fsm_state)
       4'h0:
@@ -48392,7 +47412,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1149  = p21_2;
     casez (fsm_state)
       4'h0:
@@ -48417,7 +47437,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1150  = p22_0;
     casez (fsm_state)
       4'h0:
@@ -48442,7 +47462,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1151  = p22_1;
     casez (fsm_state)
       4'h0:
@@ -48465,7 +47485,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1152  = p22_2;
     casez (fsm_state)
       4'h0:
@@ -48490,7 +47510,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1153  = p23_0;
     casez (fsm_state)
       4'h0:
@@ -48515,7 +47535,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1154  = p23_1;
     casez (fsm_state)
       4'h0:
@@ -48538,7 +47558,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1155  = p23_2;
     casez (fsm_state)
       4'h0:
@@ -48563,7 +47583,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1156  = p24_0;
     casez (fsm_state)
       4'h0:
@@ -48588,7 +47608,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1157  = p24_1;
     casez (fsm_state)
       4'h0:
@@ -48611,7 +47631,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1158  = p24_2;
     casez (fsm_state)
       4'h0:
@@ -48636,7 +47656,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1159  = p25_0;
     casez (fsm_state)
       4'h0:
@@ -48661,7 +47681,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1160  = p25_1;
     casez (fsm_state)
       4'h0:
@@ -48684,7 +47704,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1161  = p25_2;
     casez (fsm_state)
       4'h0:
@@ -48709,7 +47729,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1162  = p26_0;
     casez (fsm_state)
       4'h0:
@@ -48734,7 +47754,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1163  = p26_1;
     casez (fsm_state)
       4'h0:
@@ -48757,7 +47777,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1164  = p26_2;
     casez (fsm_state)
       4'h0:
@@ -48782,7 +47802,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1165  = p27_0;
     casez (fsm_state)
       4'h0:
@@ -48807,7 +47827,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1166  = p27_1;
     casez (fsm_state)
       4'h0:
@@ -48830,7 +47850,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1167  = p27_2;
     casez (fsm_state)
       4'h0:
@@ -48855,7 +47875,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1168  = p28_0;
     casez (fsm_state)
       4'h0:
@@ -48880,7 +47900,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1169  = p28_1;
     casez (fsm_state)
       4'h0:
@@ -48903,7 +47923,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1170  = p28_2;
     casez (fsm_state)
       4'h0:
@@ -48928,7 +47948,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1171  = p29_0;
     casez (fsm_state)
       4'h0:
@@ -48953,7 +47973,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1172  = p29_1;
     casez (fsm_state)
       4'h0:
@@ -48976,7 +47996,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1173  = p29_2;
     casez (fsm_state)
       4'h0:
@@ -49001,7 +48021,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1174  = p30_0;
     casez (fsm_state)
       4'h0:
@@ -49026,7 +48046,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1175  = p30_1;
     casez (fsm_state)
       4'h0:
@@ -49049,7 +48069,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1176  = p30_2;
     casez (fsm_state)
       4'h0:
@@ -49074,7 +48094,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1177  = p31_0;
     casez (fsm_state)
       4'h0:
@@ -49099,7 +48119,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1178  = p31_1;
     casez (fsm_state)
       4'h0:
@@ -49122,7 +48142,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1179  = p31_2;
     casez (fsm_state)
       4'h0:
@@ -49147,7 +48167,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1180  = m;
     casez (fsm_state)
       4'h0:
@@ -49165,7 +48185,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1181  = fsm_state;
     casez (fsm_state)
       4'h0:
@@ -49225,7 +48245,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1182  = acc_set;
     casez (fsm_state)
       4'h0:
@@ -49245,7 +48265,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1183  = \wait ;
     casez (fsm_state)
       4'h0:
@@ -49280,7 +48300,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1184  = level;
     casez (fsm_state)
       4'h0:
@@ -49307,7 +48327,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1185  = 1'h0;
     if (\$774 ) begin
       if (partial) begin
@@ -49322,7 +48342,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1186  = w4;
     if (\$778 ) begin
       \$1186  = w5;
@@ -49332,455 +48352,455 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1187  = dst_data;
     if (rst) begin
       \$1187  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1188  = d0;
     if (rst) begin
       \$1188  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1189  = e0;
     if (rst) begin
       \$1189  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1190  = d1;
     if (rst) begin
       \$1190  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1191  = e1;
     if (rst) begin
       \$1191  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1192  = d2;
     if (rst) begin
       \$1192  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1193  = e2;
     if (rst) begin
       \$1193  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1194  = d3;
     if (rst) begin
       \$1194  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1195  = e3;
     if (rst) begin
       \$1195  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1196  = d4;
     if (rst) begin
       \$1196  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1197  = e4;
     if (rst) begin
       \$1197  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1198  = d5;
     if (rst) begin
       \$1198  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1199  = e5;
     if (rst) begin
       \$1199  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1200  = d6;
     if (rst) begin
       \$1200  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1201  = e6;
     if (rst) begin
       \$1201  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1202  = d7;
     if (rst) begin
       \$1202  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1203  = e7;
     if (rst) begin
       \$1203  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1204  = d8;
     if (rst) begin
       \$1204  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1205  = e8;
     if (rst) begin
       \$1205  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1206  = d9;
     if (rst) begin
       \$1206  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1207  = e9;
     if (rst) begin
       \$1207  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1208  = d10;
     if (rst) begin
       \$1208  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1209  = e10;
     if (rst) begin
       \$1209  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1210  = d11;
     if (rst) begin
       \$1210  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1211  = e11;
     if (rst) begin
       \$1211  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1212  = d12;
     if (rst) begin
       \$1212  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1213  = e12;
     if (rst) begin
       \$1213  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1214  = d13;
     if (rst) begin
       \$1214  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1215  = e13;
     if (rst) begin
       \$1215  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1216  = d14;
     if (rst) begin
       \$1216  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1217  = e14;
     if (rst) begin
       \$1217  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1218  = d15;
     if (rst) begin
       \$1218  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1219  = e15;
     if (rst) begin
       \$1219  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1220  = d16;
     if (rst) begin
       \$1220  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1221  = e16;
     if (rst) begin
       \$1221  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1222  = d17;
     if (rst) begin
       \$1222  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1223  = e17;
     if (rst) begin
       \$1223  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1224  = d18;
     if (rst) begin
       \$1224  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1225  = e18;
     if (rst) begin
       \$1225  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1226  = d19;
     if (rst) begin
       \$1226  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1227  = e19;
     if (rst) begin
       \$1227  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1228  = d20;
     if (rst) begin
       \$1228  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1229  = e20;
     if (rst) begin
       \$1229  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1230  = d21;
     if (rst) begin
       \$1230  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1231  = e21;
     if (rst) begin
       \$1231  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1232  = d22;
     if (rst) begin
       \$1232  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1233  = e22;
     if (rst) begin
       \$1233  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1234  = d23;
     if (rst) begin
       \$1234  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1235  = e23;
     if (rst) begin
       \$1235  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1236  = d24;
     if (rst) begin
       \$1236  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1237  = e24;
     if (rst) begin
       \$1237  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1238  = d25;
     if (rst) begin
       \$1238  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1239  = e25;
     if (rst) begin
       \$1239  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1240  = d26;
     if (rst) begin
       \$1240  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1241  = e26;
     if (rst) begin
       \$1241  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1242  = d27;
     if (rst) begin
       \$1242  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1243  = e27;
     if (rst) begin
       \$1243  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1244  = d28;
     if (rst) begin
       \$1244  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1245  = e28;
     if (rst) begin
       \$1245  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1246  = d29;
     if (rst) begin
       \$1246  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1247  = e29;
     if (rst) begin
       \$1247  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1248  = d30;
     if (rst) begin
       \$1248  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1249  = e30;
     if (rst) begin
       \$1249  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1250  = d31;
     if (rst) begin
       \$1250  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1251  = e31;
     if (rst) begin
       \$1251  = 32'd0;
@@ -49956,7 +48976,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$79  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$82  = 0;
   wire \$1 ;
   wire \$10 ;
   wire \$11 ;
@@ -50063,7 +49083,7 @@ module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
   always @(posedge clk)
     \$signal$15  <= \$35 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
     \$24  = 1'h0;
     if (start) begin
     end else if (running) begin
@@ -50076,7 +49096,7 @@ module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
     \$25  = rem;
     if (start) begin
       \$25  = { 1'h0, \$2  };
@@ -50088,7 +49108,7 @@ module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
     \$26  = den;
     if (start) begin
       \$26  = { 1'h1, x[22:0] };
@@ -50098,7 +49118,7 @@ module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
     \$27  = q;
     if (start) begin
       \$27  = 25'h0000000;
@@ -50110,7 +49130,7 @@ module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
     \$28  = count;
     if (start) begin
       \$28  = 5'h19;
@@ -50122,7 +49142,7 @@ module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
     \$29  = running;
     if (start) begin
       \$29  = 1'h1;
@@ -50136,7 +49156,7 @@ module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
     \$30  = exp;
     if (start) begin
       \$30  = \$5 [7:0];
@@ -50146,7 +49166,7 @@ module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
     \$31  = \$signal ;
     if (start) begin
       \$31  = x[31];
@@ -50156,7 +49176,7 @@ module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
     \$32  = \$signal$12 ;
     if (start) begin
       \$32  = \$8 ;
@@ -50166,7 +49186,7 @@ module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
     \$33  = \$signal$13 ;
     if (start) begin
       \$33  = \$9 ;
@@ -50176,7 +49196,7 @@ module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
     \$34  = \$signal$14 ;
     if (start) begin
       \$34  = \$10 ;
@@ -50186,7 +49206,7 @@ module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
     \$35  = \$signal$15 ;
     if (start) begin
       \$35  = \$11 ;
@@ -50196,7 +49216,7 @@ module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
     (* full_case = 32'd1 *)
     if (\$signal$12 ) begin
       r = 32'd2143289344;
@@ -50215,7 +49235,7 @@ endmodule
 (* generator = "Amaranth" *)
 module \ndp_device.control_unit.unpacker (rst, src__data, count, pair_count, valid, pair_valid, last, pull, start, offset, rows, cols, beats, hold, pair, src__valid, chunk_d0, pair_chunk_d0, row, col, clk
 );
-  reg \$auto$verilog_backend.cc:2355:dump_module$80  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$83  = 0;
   wire [32:0] \$1 ;
   wire [20:0] \$10 ;
   wire \$11 ;
@@ -50435,7 +49455,7 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, pair_count, val
   assign \$29  = paired & \$28 ;
   assign \$30  = \$27  + \$29 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     (* full_case = 32'd1 *)
     casez (pos[4])
       1'h0:
@@ -50445,7 +49465,7 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, pair_count, val
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     (* full_case = 32'd1 *)
     casez (pos[3:0])
       4'h0:
@@ -50483,7 +49503,7 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, pair_count, val
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     (* full_case = 32'd1 *)
     casez (\$19 [6:4])
       3'h0:
@@ -50505,7 +49525,7 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, pair_count, val
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     (* full_case = 32'd1 *)
     casez (\$20 [3:0])
       4'h0:
@@ -50543,14 +49563,14 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, pair_count, val
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     retire = 2'h0;
     if (valid) begin
       retire = \$32 [1:0];
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$54  = busy;
     if (start) begin
       \$54  = 1'h1;
@@ -50563,7 +49583,7 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, pair_count, val
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$55  = pos;
     if (start) begin
       \$55  = offset;
@@ -50576,7 +49596,7 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, pair_count, val
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$56  = \$signal$11 ;
     if (start) begin
       \$56  = rows;
@@ -50586,7 +49606,7 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, pair_count, val
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$57  = \$signal$7 ;
     if (start) begin
       \$57  = cols;
@@ -50596,7 +49616,7 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, pair_count, val
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$58  = \$signal$33 ;
     if (start) begin
       \$58  = beats;
@@ -50606,7 +49626,7 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, pair_count, val
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$59  = \$signal$10 ;
     if (start) begin
       \$59  = pair;
@@ -50616,7 +49636,7 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, pair_count, val
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$60  = row;
     if (start) begin
       \$60  = 20'h00000;
@@ -50631,7 +49651,7 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, pair_count, val
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$61  = col;
     if (start) begin
       \$61  = 32'd0;
@@ -50649,7 +49669,7 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, pair_count, val
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$62  = taken;
     if (start) begin
       \$62  = 32'd0;
@@ -50662,7 +49682,7 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, pair_count, val
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$63  = \$52 [1:0];
     if (\$53 ) begin
       \$63  = 2'h0;
@@ -50672,7 +49692,7 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, pair_count, val
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$64  = win0;
     casez (retire)
       2'h1:
@@ -50691,7 +49711,7 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, pair_count, val
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$65  = win1;
     casez (retire)
       2'h1:
@@ -50710,7 +49730,7 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, pair_count, val
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$66  = win2;
     if (pull) begin
       casez (\$50 )
@@ -50743,7 +49763,7 @@ endmodule
 (* generator = "Amaranth" *)
 module \ndp_device.control_unit.writer (clk, rst, bus__awlen, bus__wdata, bus__wstrb, reported, write_error, reported_error, bus__wvalid, bus__wlast, src__ready, bus__bready, src__valid, start, from_stream, \addr$55 , lines, line, strb, report, idle
 , quiet, bus__awvalid, addr, src__data, src__strb, bus__awready, bus__wready, bus__bvalid, bus__bresp);
-  reg \$auto$verilog_backend.cc:2355:dump_module$81  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$84  = 0;
   wire [7:0] \$1 ;
   wire \$10 ;
   wire \$11 ;
@@ -51009,7 +50029,7 @@ module \ndp_device.control_unit.writer (clk, rst, bus__awlen, bus__wdata, bus__w
     .w_rdy(w_rdy)
   );
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
     idle = 1'h0;
     casez (fsm_state)
       1'h0:
@@ -51017,7 +50037,7 @@ module \ndp_device.control_unit.writer (clk, rst, bus__awlen, bus__wdata, bus__w
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
     quiet = 1'h0;
     casez (fsm_state)
       1'h0:
@@ -51025,7 +50045,7 @@ module \ndp_device.control_unit.writer (clk, rst, bus__awlen, bus__wdata, bus__w
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
     bus__awvalid = 1'h0;
     (* full_case = 32'd1 *)
     casez (fsm_state)
@@ -51036,7 +50056,7 @@ module \ndp_device.control_unit.writer (clk, rst, bus__awlen, bus__wdata, bus__w
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
     \$56  = addr;
     if (\$42 ) begin
       \$56  = \$44 [63:0];
@@ -51052,7 +50072,7 @@ module \ndp_device.control_unit.writer (clk, rst, bus__awlen, bus__wdata, bus__w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
     \$57  = left;
     if (\$42 ) begin
       \$57  = \$45 [31:0];
@@ -51068,7 +50088,7 @@ module \ndp_device.control_unit.writer (clk, rst, bus__awlen, bus__wdata, bus__w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
     \$58  = in_burst;
     if (\$49 ) begin
       \$58  = \$50 [6:0];
@@ -51078,7 +50098,7 @@ module \ndp_device.control_unit.writer (clk, rst, bus__awlen, bus__wdata, bus__w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
     \$59  = sending;
     if (\$49 ) begin
       \$59  = \$51 ;
@@ -51088,7 +50108,7 @@ module \ndp_device.control_unit.writer (clk, rst, bus__awlen, bus__wdata, bus__w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
     \$60  = \$signal ;
     casez (fsm_state)
       1'h0:
@@ -51101,7 +50121,7 @@ module \ndp_device.control_unit.writer (clk, rst, bus__awlen, bus__wdata, bus__w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
     \$61  = \$signal$13 ;
     casez (fsm_state)
       1'h0:
@@ -51114,7 +50134,7 @@ module \ndp_device.control_unit.writer (clk, rst, bus__awlen, bus__wdata, bus__w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
     \$62  = \$signal$16 ;
     casez (fsm_state)
       1'h0:
@@ -51127,7 +50147,7 @@ module \ndp_device.control_unit.writer (clk, rst, bus__awlen, bus__wdata, bus__w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
     \$63  = \$signal$31 ;
     casez (fsm_state)
       1'h0:
@@ -51140,7 +50160,7 @@ module \ndp_device.control_unit.writer (clk, rst, bus__awlen, bus__wdata, bus__w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
     \$64  = fsm_state;
     (* full_case = 32'd1 *)
     casez (fsm_state)
@@ -51175,7 +50195,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \ndp_device.control_unit.writer.counts (rst, w_port__data, w_en, r_en, w_rdy, r_rdy, r_data, level, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$82  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$85  = 0;
   wire \$1 ;
   wire \$10 ;
   wire \$11 ;
@@ -51272,7 +50292,7 @@ module \ndp_device.control_unit.writer.counts (rst, w_port__data, w_en, r_en, w_
   always @(posedge clk)
     level <= \$17 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
     \$15  = w_port__addr;
     if (\$1 ) begin
       \$15  = \$2 [3:0];
@@ -51282,7 +50302,7 @@ module \ndp_device.control_unit.writer.counts (rst, w_port__data, w_en, r_en, w_
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
     \$16  = r_port__addr;
     if (\$3 ) begin
       \$16  = \$4 [3:0];
@@ -51292,7 +50312,7 @@ module \ndp_device.control_unit.writer.counts (rst, w_port__data, w_en, r_en, w_
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
     \$17  = level;
     if (\$8 ) begin
       \$17  = \$9 [4:0];
@@ -51314,7 +50334,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \ndp_device.control_unit.writer.tags (rst, r_en, w_en, w_port__data, w_rdy, r_rdy, r_data, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$83  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$86  = 0;
   wire \$1 ;
   wire \$10 ;
   wire \$11 ;
@@ -51410,7 +50430,7 @@ module \ndp_device.control_unit.writer.tags (rst, r_en, w_en, w_port__data, w_rd
   always @(posedge clk)
     level <= \$17 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
     \$15  = w_port__addr;
     if (\$1 ) begin
       \$15  = \$2 [3:0];
@@ -51420,7 +50440,7 @@ module \ndp_device.control_unit.writer.tags (rst, r_en, w_en, w_port__data, w_rd
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
     \$16  = r_port__addr;
     if (\$3 ) begin
       \$16  = \$4 [3:0];
@@ -51430,7 +50450,7 @@ module \ndp_device.control_unit.writer.tags (rst, r_en, w_en, w_port__data, w_rd
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
     \$17  = level;
     if (\$8 ) begin
       \$17  = \$9 [4:0];
@@ -51456,7 +50476,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
 , ports__0__wvalid, ports__0__bready, ports__1__araddr, ports__1__arvalid, ports__1__rready, ports__2__araddr, ports__2__awvalid, ports__2__awaddr, dram__arid, dram__araddr, dram__arlen, dram__arsize, dram__arburst, dram__arlock, dram__arcache, dram__arprot, dram__arvalid, ports__0__arready, ports__1__arready, ports__2__arready, ports__0__rvalid
 , dram__rready, ports__1__rvalid, ports__2__rvalid, dram__awid, dram__awaddr, dram__awlen, dram__awsize, dram__awburst, dram__awlock, dram__awcache, dram__awprot, dram__awvalid, ports__0__awready, ports__1__awready, ports__2__awready, dram__wdata, dram__wstrb, dram__wlast, dram__wvalid, ports__0__wready, ports__1__wready
 , ports__2__wready, ports__0__bvalid, dram__bready, ports__1__bvalid, ports__2__bvalid, dram__awready);
-  reg \$auto$verilog_backend.cc:2355:dump_module$84  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$87  = 0;
   wire \$1 ;
   reg [1:0] \$10 ;
   reg \$11 ;
@@ -51781,7 +50801,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     .w_rdy(\w_rdy$164 )
   );
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     ar_pick = 2'h0;
     casez (\$signal )
       2'h0:
@@ -51823,7 +50843,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     ar_any = 1'h0;
     casez (\$signal )
       2'h0:
@@ -51865,7 +50885,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     dram__arid = 8'h00;
     (* full_case = 32'd1 *)
     if (\$1 ) begin
@@ -51881,7 +50901,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     dram__araddr = 64'h0000000000000000;
     (* full_case = 32'd1 *)
     if (\$1 ) begin
@@ -51897,7 +50917,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     dram__arlen = 8'h00;
     (* full_case = 32'd1 *)
     if (\$1 ) begin
@@ -51913,7 +50933,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     dram__arsize = 3'h0;
     (* full_case = 32'd1 *)
     if (\$1 ) begin
@@ -51929,7 +50949,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     dram__arburst = 2'h0;
     (* full_case = 32'd1 *)
     if (\$1 ) begin
@@ -51945,7 +50965,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     dram__arlock = 1'h0;
     (* full_case = 32'd1 *)
     if (\$1 ) begin
@@ -51961,7 +50981,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     dram__arcache = 4'h0;
     (* full_case = 32'd1 *)
     if (\$1 ) begin
@@ -51977,7 +50997,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     dram__arprot = 3'h0;
     (* full_case = 32'd1 *)
     if (\$1 ) begin
@@ -51993,7 +51013,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     dram__arvalid = 1'h0;
     (* full_case = 32'd1 *)
     if (\$1 ) begin
@@ -52009,7 +51029,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     ports__0__arready = 1'h0;
     (* full_case = 32'd1 *)
     if (\$1 ) begin
@@ -52021,7 +51041,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     ports__1__arready = 1'h0;
     (* full_case = 32'd1 *)
     if (\$1 ) begin
@@ -52035,7 +51055,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     ports__2__arready = 1'h0;
     (* full_case = 32'd1 *)
     if (\$1 ) begin
@@ -52051,7 +51071,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     ports__0__rvalid = 1'h0;
     casez (r_data)
       2'h0:
@@ -52059,7 +51079,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     dram__rready = 1'h0;
     casez (r_data)
       2'h0:
@@ -52071,7 +51091,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     ports__1__rvalid = 1'h0;
     casez (r_data)
       2'h0:
@@ -52081,7 +51101,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     ports__2__rvalid = 1'h0;
     casez (r_data)
       2'h0:
@@ -52093,7 +51113,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     aw_pick = 2'h0;
     casez (\$signal$72 )
       2'h0:
@@ -52126,7 +51146,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     aw_any = 1'h0;
     casez (\$signal$72 )
       2'h0:
@@ -52159,7 +51179,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     dram__awid = 8'h00;
     (* full_case = 32'd1 *)
     if (\$3 ) begin
@@ -52175,7 +51195,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     dram__awaddr = 64'h0000000000000000;
     (* full_case = 32'd1 *)
     if (\$3 ) begin
@@ -52191,7 +51211,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     dram__awlen = 8'h00;
     (* full_case = 32'd1 *)
     if (\$3 ) begin
@@ -52207,7 +51227,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     dram__awsize = 3'h0;
     (* full_case = 32'd1 *)
     if (\$3 ) begin
@@ -52223,7 +51243,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     dram__awburst = 2'h0;
     (* full_case = 32'd1 *)
     if (\$3 ) begin
@@ -52239,7 +51259,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     dram__awlock = 1'h0;
     (* full_case = 32'd1 *)
     if (\$3 ) begin
@@ -52255,7 +51275,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     dram__awcache = 4'h0;
     (* full_case = 32'd1 *)
     if (\$3 ) begin
@@ -52271,7 +51291,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     dram__awprot = 3'h0;
     (* full_case = 32'd1 *)
     if (\$3 ) begin
@@ -52287,7 +51307,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     dram__awvalid = 1'h0;
     (* full_case = 32'd1 *)
     if (\$3 ) begin
@@ -52303,7 +51323,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     ports__0__awready = 1'h0;
     (* full_case = 32'd1 *)
     if (\$3 ) begin
@@ -52315,7 +51335,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     ports__1__awready = 1'h0;
     (* full_case = 32'd1 *)
     if (\$3 ) begin
@@ -52329,7 +51349,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     ports__2__awready = 1'h0;
     (* full_case = 32'd1 *)
     if (\$3 ) begin
@@ -52345,7 +51365,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     dram__wdata = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     if (r_rdy) begin
       casez (\r_data$128 )
@@ -52359,7 +51379,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     dram__wstrb = 64'h0000000000000000;
     if (r_rdy) begin
       casez (\r_data$128 )
@@ -52373,7 +51393,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     dram__wlast = 1'h0;
     if (r_rdy) begin
       casez (\r_data$128 )
@@ -52387,7 +51407,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     dram__wvalid = 1'h0;
     if (r_rdy) begin
       casez (\r_data$128 )
@@ -52401,7 +51421,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     ports__0__wready = 1'h0;
     if (r_rdy) begin
       casez (\r_data$128 )
@@ -52411,7 +51431,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     ports__1__wready = 1'h0;
     if (r_rdy) begin
       casez (\r_data$128 )
@@ -52423,7 +51443,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     ports__2__wready = 1'h0;
     if (r_rdy) begin
       casez (\r_data$128 )
@@ -52437,7 +51457,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     ports__0__bvalid = 1'h0;
     casez (\r_data$154 )
       2'h0:
@@ -52445,7 +51465,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     dram__bready = 1'h0;
     casez (\r_data$154 )
       2'h0:
@@ -52457,7 +51477,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     ports__1__bvalid = 1'h0;
     casez (\r_data$154 )
       2'h0:
@@ -52467,7 +51487,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     ports__2__bvalid = 1'h0;
     casez (\r_data$154 )
       2'h0:
@@ -52479,7 +51499,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     \$10  = \$signal ;
     if (\$5 ) begin
       if (\$6 ) begin
@@ -52491,7 +51511,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     \$11  = addr_phase;
     (* full_case = 32'd1 *)
     if (\$5 ) begin
@@ -52508,7 +51528,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     \$12  = \$signal$72 ;
     if (\$7 ) begin
       if (\$9 ) begin
@@ -52520,7 +51540,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     \$13  = aw_phase;
     (* full_case = 32'd1 *)
     if (\$7 ) begin
@@ -52595,7 +51615,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \ndp_device.dram_arbiter.read_tags (rst, w_en, r_en, w_rdy, r_data, w_port__data, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$85  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$88  = 0;
   wire \$1 ;
   wire \$10 ;
   wire \$11 ;
@@ -52689,7 +51709,7 @@ module \ndp_device.dram_arbiter.read_tags (rst, w_en, r_en, w_rdy, r_data, w_por
   always @(posedge clk)
     level <= \$21 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$19  = w_port__addr;
     if (\$1 ) begin
       \$19  = \$4 [2:0];
@@ -52699,7 +51719,7 @@ module \ndp_device.dram_arbiter.read_tags (rst, w_en, r_en, w_rdy, r_data, w_por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$20  = r_port__addr;
     if (\$5 ) begin
       \$20  = \$8 [2:0];
@@ -52709,7 +51729,7 @@ module \ndp_device.dram_arbiter.read_tags (rst, w_en, r_en, w_rdy, r_data, w_por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$21  = level;
     if (\$12 ) begin
       \$21  = \$13 [2:0];
@@ -52731,7 +51751,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \ndp_device.dram_arbiter.write_order (rst, w_en, r_en, w_rdy, r_rdy, r_data, w_port__data, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$86  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$89  = 0;
   wire \$1 ;
   wire \$10 ;
   wire \$11 ;
@@ -52839,7 +51859,7 @@ module \ndp_device.dram_arbiter.write_order (rst, w_en, r_en, w_rdy, r_rdy, r_da
   always @(posedge clk)
     level <= \$21 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     \$19  = w_port__addr;
     if (\$1 ) begin
       \$19  = \$4 [4:0];
@@ -52849,7 +51869,7 @@ module \ndp_device.dram_arbiter.write_order (rst, w_en, r_en, w_rdy, r_rdy, r_da
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     \$20  = r_port__addr;
     if (\$5 ) begin
       \$20  = \$8 [4:0];
@@ -52859,7 +51879,7 @@ module \ndp_device.dram_arbiter.write_order (rst, w_en, r_en, w_rdy, r_rdy, r_da
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     \$21  = level;
     if (\$12 ) begin
       \$21  = \$13 [4:0];
@@ -52881,7 +51901,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \ndp_device.dram_arbiter.write_tags (rst, w_en, r_en, w_rdy, r_data, w_port__data, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$87  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$90  = 0;
   wire \$1 ;
   wire \$10 ;
   wire \$11 ;
@@ -52988,7 +52008,7 @@ module \ndp_device.dram_arbiter.write_tags (rst, w_en, r_en, w_rdy, r_data, w_po
   always @(posedge clk)
     level <= \$21 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
     \$19  = w_port__addr;
     if (\$1 ) begin
       \$19  = \$4 [4:0];
@@ -52998,7 +52018,7 @@ module \ndp_device.dram_arbiter.write_tags (rst, w_en, r_en, w_rdy, r_data, w_po
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
     \$20  = r_port__addr;
     if (\$5 ) begin
       \$20  = \$8 [4:0];
@@ -53008,7 +52028,7 @@ module \ndp_device.dram_arbiter.write_tags (rst, w_en, r_en, w_rdy, r_data, w_po
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
     \$21  = level;
     if (\$12 ) begin
       \$21  = \$13 [4:0];
@@ -53136,7 +52156,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \ndp_device.instruction_buffer.fifo (rst, w_rdy, w_level, r_data, w_en, w_port__data, r_rdy, r_en, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$88  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$91  = 0;
   wire \$1 ;
   wire \$10 ;
   wire [2:0] \$11 ;
@@ -53262,7 +52282,7 @@ module \ndp_device.instruction_buffer.fifo (rst, w_rdy, w_level, r_data, w_en, w
   always @(posedge clk)
     r_rdy <= \$33 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$91 ) begin end
     \$30  = w_port__addr;
     if (\$3 ) begin
       \$30  = \$6 [1:0];
@@ -53272,7 +52292,7 @@ module \ndp_device.instruction_buffer.fifo (rst, w_rdy, w_level, r_data, w_en, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$91 ) begin end
     \$31  = r_port__addr;
     if (\$9 ) begin
       \$31  = \$12 [1:0];
@@ -53282,7 +52302,7 @@ module \ndp_device.instruction_buffer.fifo (rst, w_rdy, w_level, r_data, w_en, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$91 ) begin end
     \$32  = inner_level;
     if (\$18 ) begin
       \$32  = \$19 [1:0];
@@ -53295,7 +52315,7 @@ module \ndp_device.instruction_buffer.fifo (rst, w_rdy, w_level, r_data, w_en, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$91 ) begin end
     \$33  = r_rdy;
     if (\$29 ) begin
       \$33  = 1'h1;
@@ -53319,7 +52339,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
 , mem__arvalid, mem__rready, mem__awuser, mem__aruser, down__bid, down__bresp, down__rid, down__rdata, down__rresp, down__rlast, clk, rst, queues__0, queues__1, queues__2, queues__3, mem__arready, down__arid, down__araddr, down__arlen, down__arsize
 , down__arburst, down__arlock, down__arcache, down__arprot, down__arvalid, mem__rid, mem__rdata, mem__rresp, mem__rlast, mem__rvalid, down__rready, mem__awready, down__awid, down__awaddr, down__awlen, down__awsize, down__awburst, down__awlock, down__awcache, down__awprot, down__awvalid
 , down__wdata, down__wstrb, down__wlast, down__wvalid, mem__wready, mem__bid, mem__bresp, mem__bvalid, down__bready, down__arready, down__rvalid, down__awready, down__wready, down__bvalid, mem__awid);
-  reg \$auto$verilog_backend.cc:2355:dump_module$89  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$92  = 0;
   wire [8:0] \$1 ;
   wire [8:0] \$10 ;
   wire \$100 ;
@@ -54119,7 +53139,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
   always @(posedge clk)
     write_state <= \$276 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     mem__arready = 1'h0;
     casez (read_state)
       3'h0:
@@ -54127,7 +53147,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     down__arid = 8'h00;
     casez (read_state)
       3'h0:
@@ -54139,7 +53159,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     down__araddr = 64'h0000000000000000;
     casez (read_state)
       3'h0:
@@ -54151,7 +53171,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     down__arlen = 8'h00;
     casez (read_state)
       3'h0:
@@ -54163,7 +53183,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     down__arsize = 3'h0;
     casez (read_state)
       3'h0:
@@ -54175,7 +53195,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     down__arburst = 2'h0;
     casez (read_state)
       3'h0:
@@ -54187,7 +53207,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     down__arlock = 1'h0;
     casez (read_state)
       3'h0:
@@ -54199,7 +53219,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     down__arcache = 4'h0;
     casez (read_state)
       3'h0:
@@ -54211,7 +53231,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     down__arprot = 3'h0;
     casez (read_state)
       3'h0:
@@ -54223,7 +53243,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     down__arvalid = 1'h0;
     casez (read_state)
       3'h0:
@@ -54235,7 +53255,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     mem__rid = 8'h00;
     casez (read_state)
       3'h0:
@@ -54251,7 +53271,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     mem__rdata = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     casez (read_state)
       3'h0:
@@ -54267,7 +53287,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     mem__rresp = 2'h0;
     casez (read_state)
       3'h0:
@@ -54283,7 +53303,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     mem__rlast = 1'h0;
     casez (read_state)
       3'h0:
@@ -54299,7 +53319,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     mem__rvalid = 1'h0;
     casez (read_state)
       3'h0:
@@ -54315,7 +53335,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     down__rready = 1'h0;
     casez (read_state)
       3'h0:
@@ -54329,7 +53349,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     mem__awready = 1'h0;
     casez (write_state)
       3'h0:
@@ -54337,7 +53357,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     down__awid = 8'h00;
     casez (write_state)
       3'h0:
@@ -54349,7 +53369,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     down__awaddr = 64'h0000000000000000;
     casez (write_state)
       3'h0:
@@ -54361,7 +53381,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     down__awlen = 8'h00;
     casez (write_state)
       3'h0:
@@ -54373,7 +53393,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     down__awsize = 3'h0;
     casez (write_state)
       3'h0:
@@ -54385,7 +53405,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     down__awburst = 2'h0;
     casez (write_state)
       3'h0:
@@ -54397,7 +53417,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     down__awlock = 1'h0;
     casez (write_state)
       3'h0:
@@ -54409,7 +53429,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     down__awcache = 4'h0;
     casez (write_state)
       3'h0:
@@ -54421,7 +53441,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     down__awprot = 3'h0;
     casez (write_state)
       3'h0:
@@ -54433,7 +53453,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     down__awvalid = 1'h0;
     casez (write_state)
       3'h0:
@@ -54445,7 +53465,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     down__wdata = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     casez (write_state)
       3'h0:
@@ -54459,7 +53479,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     down__wstrb = 64'h0000000000000000;
     casez (write_state)
       3'h0:
@@ -54473,7 +53493,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     down__wlast = 1'h0;
     casez (write_state)
       3'h0:
@@ -54487,7 +53507,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     down__wvalid = 1'h0;
     casez (write_state)
       3'h0:
@@ -54501,7 +53521,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     mem__wready = 1'h0;
     casez (write_state)
       3'h0:
@@ -54519,7 +53539,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     mem__bid = 8'h00;
     casez (write_state)
       3'h0:
@@ -54539,7 +53559,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     mem__bresp = 2'h0;
     casez (write_state)
       3'h0:
@@ -54559,7 +53579,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     mem__bvalid = 1'h0;
     casez (write_state)
       3'h0:
@@ -54579,7 +53599,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     down__bready = 1'h0;
     casez (write_state)
       3'h0:
@@ -54595,7 +53615,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     \$256  = hold_arid;
     casez (read_state)
       3'h0:
@@ -54608,7 +53628,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     \$257  = hold_araddr;
     casez (read_state)
       3'h0:
@@ -54621,7 +53641,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     \$258  = hold_arlen;
     casez (read_state)
       3'h0:
@@ -54634,7 +53654,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     \$259  = hold_arsize;
     casez (read_state)
       3'h0:
@@ -54647,7 +53667,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     \$260  = hold_arburst;
     casez (read_state)
       3'h0:
@@ -54660,7 +53680,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     \$261  = hold_arlock;
     casez (read_state)
       3'h0:
@@ -54673,7 +53693,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     \$262  = hold_arcache;
     casez (read_state)
       3'h0:
@@ -54686,7 +53706,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     \$263  = hold_arprot;
     casez (read_state)
       3'h0:
@@ -54699,7 +53719,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     \$264  = ar_user;
     casez (read_state)
       3'h0:
@@ -54712,7 +53732,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     \$265  = read_state;
     casez (read_state)
       3'h0:
@@ -54746,7 +53766,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     \$266  = r_left;
     casez (read_state)
       3'h0:
@@ -54767,7 +53787,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     \$267  = hold_awid;
     casez (write_state)
       3'h0:
@@ -54780,7 +53800,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     \$268  = hold_awaddr;
     casez (write_state)
       3'h0:
@@ -54793,7 +53813,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     \$269  = hold_awlen;
     casez (write_state)
       3'h0:
@@ -54806,7 +53826,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     \$270  = hold_awsize;
     casez (write_state)
       3'h0:
@@ -54819,7 +53839,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     \$271  = hold_awburst;
     casez (write_state)
       3'h0:
@@ -54832,7 +53852,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     \$272  = hold_awlock;
     casez (write_state)
       3'h0:
@@ -54845,7 +53865,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     \$273  = hold_awcache;
     casez (write_state)
       3'h0:
@@ -54858,7 +53878,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     \$274  = hold_awprot;
     casez (write_state)
       3'h0:
@@ -54871,7 +53891,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     \$275  = aw_user;
     casez (write_state)
       3'h0:
@@ -54884,7 +53904,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     \$276  = write_state;
     casez (write_state)
       3'h0:
@@ -54970,9 +53990,9 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__bready, io__araddr, io__arvalid, io__rready, io__awuser, clk, rst, io__awready, io__wready, io__arready, done_status, done_valid, \port$10348$0 , reset__0, reset__1, reset__2, reset__3
+module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__bready, io__araddr, io__arvalid, io__rready, io__awuser, clk, rst, io__awready, io__wready, io__arready, done_valid, done_status, \port$10031$0 , reset__0, reset__1, reset__2, reset__3
 , io__bvalid, b_resp, queues__0, queues__1, queues__2, queues__3, io__rvalid, r_data, io__awaddr);
-  reg \$auto$verilog_backend.cc:2355:dump_module$90  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$93  = 0;
   wire \$1 ;
   wire \$10 ;
   wire [31:0] \$100 ;
@@ -55352,8 +54372,8 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
   input io__wvalid;
   wire io__wvalid;
   wire [31:0] mask;
-  input [33:0] \port$10348$0 ;
-  wire [33:0] \port$10348$0 ;
+  input [33:0] \port$10031$0 ;
+  wire [33:0] \port$10031$0 ;
   output [321:0] queues__0;
   reg [321:0] queues__0 = 322'h000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   wire [63:0] \queues__0.cq_base ;
@@ -55768,7 +54788,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
   always @(posedge clk)
     r_data <= \$319 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
     \$294  = 1'h0;
     if (\$10 ) begin
       casez (\$signal [15:2])
@@ -55803,7 +54823,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
     \$295  = 1'h0;
     if (\$10 ) begin
       casez (\$signal [15:2])
@@ -55862,7 +54882,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
     \$296  = 1'h0;
     if (\$10 ) begin
       casez (\$signal [15:2])
@@ -55945,7 +54965,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
     \$297  = 1'h0;
     if (\$10 ) begin
       casez (\$signal [15:2])
@@ -56052,12 +55072,12 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
     \$298  = head0;
     if (done_valid) begin
-      casez (\port$10348$0 [1:0])
+      casez (\port$10031$0 [1:0])
         2'h0:
-            \$298  = \port$10348$0 [33:2];
+            \$298  = \port$10031$0 [33:2];
       endcase
     end
     if (\$10 ) begin
@@ -56093,10 +55113,10 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
     \$299  = status0;
     if (done_valid) begin
-      casez (\port$10348$0 [1:0])
+      casez (\port$10031$0 [1:0])
         2'h0:
             if (\$1 ) begin
               \$299  = { 24'h800000, done_status };
@@ -56138,14 +55158,14 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
     \$300  = head1;
     if (done_valid) begin
-      casez (\port$10348$0 [1:0])
+      casez (\port$10031$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
-            \$300  = \port$10348$0 [33:2];
+            \$300  = \port$10031$0 [33:2];
       endcase
     end
     if (\$10 ) begin
@@ -56205,10 +55225,10 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
     \$301  = status1;
     if (done_valid) begin
-      casez (\port$10348$0 [1:0])
+      casez (\port$10031$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
@@ -56276,16 +55296,16 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
     \$302  = head2;
     if (done_valid) begin
-      casez (\port$10348$0 [1:0])
+      casez (\port$10031$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
             /* empty */;
         2'h2:
-            \$302  = \port$10348$0 [33:2];
+            \$302  = \port$10031$0 [33:2];
       endcase
     end
     if (\$10 ) begin
@@ -56369,10 +55389,10 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
     \$303  = status2;
     if (done_valid) begin
-      casez (\port$10348$0 [1:0])
+      casez (\port$10031$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
@@ -56466,11 +55486,11 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
     \$304  = head3;
     if (done_valid) begin
       (* full_case = 32'd1 *)
-      casez (\port$10348$0 [1:0])
+      casez (\port$10031$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
@@ -56478,7 +55498,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
         2'h2:
             /* empty */;
         2'h3:
-            \$304  = \port$10348$0 [33:2];
+            \$304  = \port$10031$0 [33:2];
       endcase
     end
     if (\$10 ) begin
@@ -56586,11 +55606,11 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
     \$305  = status3;
     if (done_valid) begin
       (* full_case = 32'd1 *)
-      casez (\port$10348$0 [1:0])
+      casez (\port$10031$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
@@ -56710,7 +55730,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
     \$306  = \$signal ;
     if (\$5 ) begin
       \$306  = io__awaddr;
@@ -56720,7 +55740,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
     \$307  = \$signal$22 ;
     if (\$5 ) begin
       \$307  = io__awuser;
@@ -56730,7 +55750,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
     \$308  = aw_full;
     if (\$5 ) begin
       \$308  = 1'h1;
@@ -56743,7 +55763,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
     \$309  = \$signal$27 ;
     if (\$6 ) begin
       \$309  = io__wdata;
@@ -56753,7 +55773,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
     \$310  = \$signal$29 ;
     if (\$6 ) begin
       \$310  = io__wstrb;
@@ -56763,7 +55783,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
     \$311  = \$signal$31 ;
     if (\$6 ) begin
       \$311  = 1'h1;
@@ -56776,7 +55796,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
     \$312  = \$signal$32 ;
     if (\$7 ) begin
       \$312  = 1'h0;
@@ -56789,7 +55809,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
     \$313  = b_resp;
     if (\$10 ) begin
       \$313  = 2'h0;
@@ -56802,7 +55822,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
     \$314  = queues__0;
     if (\$10 ) begin
       casez (\$signal [15:2])
@@ -56863,7 +55883,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
     \$315  = queues__1;
     if (\$10 ) begin
       casez (\$signal [15:2])
@@ -56948,7 +55968,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
     \$316  = queues__2;
     if (\$10 ) begin
       casez (\$signal [15:2])
@@ -57057,7 +56077,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
     \$317  = queues__3;
     if (\$10 ) begin
       casez (\$signal [15:2])
@@ -57190,7 +56210,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
     \$318  = \$signal$41 ;
     if (\$283 ) begin
       \$318  = 1'h0;
@@ -57203,7 +56223,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
     \$319  = r_data;
     if (\$284 ) begin
       \$319  = 32'd0;
@@ -57329,7 +56349,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
     refuse = 1'h0;
     if (\$287 ) begin
       refuse = \$289 ;
@@ -57431,8 +56451,8 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
       endcase
     end
   end
-  assign done_queue = \port$10348$0 [1:0];
-  assign done_seq = \port$10348$0 [33:2];
+  assign done_queue = \port$10031$0 [1:0];
+  assign done_seq = \port$10031$0 [33:2];
   assign mask = { \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3:2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2:1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1:0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0] };
   assign io__bresp = b_resp;
   assign io__rdata = r_data;

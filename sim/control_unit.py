@@ -27,14 +27,14 @@ import dataclasses
 
 import numpy as np
 
-from isa import DescType, Status, Op
+from isa import Status, Op
 from isa.descriptor import Flag
-from isa.microarch import PIPE_DEPTH, REPORTS_IN_FLIGHT
+from isa.microarch import REPORTS_IN_FLIGHT
 from isa import validate
-from isa.pe_array import TransPlan, plan as pe_plan, trans_line_cycles, trans_plan
-from isa.slots import CQ_CYCLES, CQ_SEQ, CQ_STATUS, HEADER_BYTES, LINE_BYTES
+from isa.slots import HEADER_BYTES, LINE_BYTES
 from isa.validate import lines, stats_offset
-from . import dram_reader, dram_writer, fold_unit, line_packer, softmax_unit, unpacker
+from . import (chunk_dispatch, completion, dram_reader, dram_writer, line_packer, readout,
+               softmax_unit, stage_planner, unpacker)
 from .compute_unit import ComputeUnit
 from .decoder import decode
 
@@ -146,23 +146,17 @@ class ControlUnit:
         state.fsm_free = complete + 1
         front_end_done = (last_run if last_run is not None else pop) + FRONT_POP_DELAY
         state.front_free = max(front_end_done, take + 1)
-        if status == Status.OK and self._dram_error(state.writer.jobs):
-            status = Status.DRAM_ERROR
+        status = completion.status(status, status == Status.OK and self._dram_error(state.writer.jobs))
         # the completion line: every write before it answered, a report slot free
-        line_start = max(complete + 1, state.writer.quiet_at())
-        if len(state.reports) >= REPORTS_IN_FLIGHT:
-            line_start = max(line_start, state.reports[-REPORTS_IN_FLIGHT] + 1)
+        line_start = completion.line_start(complete, state.writer.quiet_at(), state.reports)
         lands, report = state.writer.line(line_start, cq_slot)
         state.pending_free = line_start + 1
-        header = bytearray(HEADER_BYTES)       # the whole first line, zeros but for these
-        header[CQ_SEQ:CQ_SEQ + 8] = entry.seq.to_bytes(8, "little")
-        header[CQ_STATUS:CQ_STATUS + 4] = int(status).to_bytes(4, "little")
-        header[CQ_CYCLES:CQ_CYCLES + 8] = (line_start - entry.taken).to_bytes(8, "little")
+        header = completion.line(entry.seq, status, line_start - entry.taken)
         state.last_report = report
         if status == Status.OK and kind == "store":
             state.last_store_report = report
         state.reports = (state.reports + (report,))[-REPORTS_IN_FLIGHT:]
-        schedule = Schedule(take, line_start, status, writes, (cq_slot, bytes(header)), lands, report, busy)
+        schedule = Schedule(take, line_start, status, writes, (cq_slot, header), lands, report, busy)
         return schedule, state
 
     def _copy(self, start, src, dst, lines_, busy):
@@ -278,18 +272,18 @@ class ControlUnit:
             # the group's results: bytes m0 * out_n * esize on
             run = out_addr + m0 * out_n * esize
             for addr, sk, sn, trans, to_result in stages:
-                p = trans_plan(sk, lanes) if trans else pe_plan(sn, lanes, m)
+                plan = stage_planner.plan_stage(sk, sn, trans, m, lanes)
                 # DRAIN, from the cycle after the last chunk, hands the readout over once
                 # the readout (and, for results, the writer) is free; the readout starts
                 # in the cycle its last sums are written (`drained`) at the earliest.
                 # Results go out beside what follows (from the next cycle on), a chain's
                 # words are waited for
-                after, latency = self._stage(t + STAGE_CYCLES, addr, sk, sn, p, busy)
+                after, latency = self._stage(t + STAGE_CYCLES, addr, plan, m == 1 and not trans, busy)
                 drained = after + latency - 1
                 handed = max(after, self._readout_free(), self._writer_free() if to_result else 0)
                 start_at = max(drained, handed)
                 done = self._readout(start_at + 1, self._word_bytes(rows, sn, esize),
-                                     0 if trans else p.fold_steps(sk), run if to_result else None)
+                                     plan.fold_steps, run if to_result else None)
                 t = handed + 1 if to_result else done + 1
                 if op == Op.ATTENTION and not to_result:
                     t += rows * (SFU_START_CYCLES + softmax_unit.cycles(sfu_length, True, cfg))
@@ -329,34 +323,26 @@ class ControlUnit:
                                                             + np.float32(anchors_l[r]).tobytes())
             writes.append((out_addr + stats_offset(desc), bytes(stats)))
 
-    def _stage(self, t, addr, k, n, p, busy):
+    def _stage(self, t, addr, plan, split, busy):
         """WEIGHTS_START (at t, or, when the stage changes the compute unit's mode, once PLAN
-        has seen its pipeline empty) .. the last chunk: the groups of whole packs (paired
-        chunks with the split), then the last group. The rows are K rows of N, or,
-        transposed (a TransPlan), N rows of K (isa/pe_array.py). The fetcher spends a cycle
-        on each of the two runs that is empty. Returns (the cycle after the last chunk, the
-        cycles from it until the chunk's sums are written, less one: PIPE_DEPTH - 1, or a
-        transposed row's value's)."""
-        trans = isinstance(p, TransPlan)
-        state = self._state
-        mode = ("trans", p.level, p.chunks > 1, p.fold_adds()) if trans else ("normal",)
-        if mode != state.pipe_mode:
+        has seen its pipeline empty: sim/stage_planner.py) .. the last chunk: the groups of
+        whole packs (paired chunks with the split), then the last group (sim/chunk_dispatch.py).
+        The fetcher spends a cycle on each of the two runs that is empty. Returns (the cycle
+        after the last chunk, the cycles from it until the chunk's sums are written, less one)."""
+        state, lanes = self._state, self.cfg.lanes
+        if plan.mode != state.pipe_mode:
             t = max(t, state.pipe_empty + 1)
-        rows_dim, cols_dim = (n, k) if trans else (k, n)
-        full_groups, rest_rows = divmod(rows_dim, p.pack)
-        main_elems = full_groups * p.pack * cols_dim
-        if full_groups:
-            t = self._phase(t, addr, 0, full_groups, p.pack * cols_dim, busy, pair=not trans and p.split > 1)
+        if plan.full_groups:
+            t = self._phase(t, addr, 0, plan.full_groups, plan.pack * plan.cols_dim, busy, pair=split)
         else:
             self._fetch_from += 1
-        if rest_rows:
-            t = self._phase(t, addr, main_elems, 1, rest_rows * cols_dim, busy)
+        if plan.rest_rows:
+            t = self._phase(t, addr, plan.main_elems, 1, plan.rest_rows * plan.cols_dim, busy)
         else:
             self._fetch_from += 1
-        latency = p.write_cycle(self.cfg.lanes) if trans else PIPE_DEPTH - 1
-        state.pipe_mode = mode
-        state.pipe_empty = t + (trans_line_cycles(self.cfg.lanes) if trans else PIPE_DEPTH - 1)
-        return t, latency
+        state.pipe_mode = plan.mode
+        state.pipe_empty = t + chunk_dispatch.busy_cycles(plan, lanes)
+        return t, chunk_dispatch.drain_cycles(plan, lanes)
 
     def _readout(self, start, word_bytes, steps, run):
         """READOUT (BANK_OUT for steps None) from its first cycle `start`: the words of
@@ -366,23 +352,17 @@ class ControlUnit:
         byte `run` that the writer starts at start - 1 (hw/readout.py). Returns the cycle its
         last word is taken (`done`); the readout is free from the next."""
         cfg = self.cfg
-        taken, popped = [], []
         if run is not None:
             run_lines = -(-(run % LINE_BYTES + int(np.sum(word_bytes))) // LINE_BYTES)
             writer = self._state.writer
             writer.stream(start - 1, run - run % LINE_BYTES, run_lines)
             packer = line_packer.Run(run % cfg.beat_bytes, word_bytes, cfg.beat_bytes,
                                      lambda index, shown: writer.take(shown))
-        delay = fold_unit.out_delay(steps or 0)
-        for i in range(len(word_bytes)):
-            if steps is None:
-                ready = start + 1 if i == 0 else popped[-1] + 2
-            else:
-                taken.append(fold_unit.next_take(start, taken, popped, steps))
-                ready = taken[-1] + delay
-            if i:
-                ready = max(ready, popped[-1] + 1)
-            popped.append(packer.take_word(i, ready) if run is not None else ready)
+            take_word = packer.take_word
+        else:
+            def take_word(i, ready):
+                return ready
+        popped = readout.run(start, len(word_bytes), steps, take_word)
         self._state.readout_free = popped[-1] + 1
         return popped[-1]
 

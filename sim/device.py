@@ -16,8 +16,7 @@ state the one before it left.
 """
 import heapq
 
-from isa import Status
-from . import command_engine, dram_arbiter, dram_interleaver
+from . import command_engine, completion, dram_arbiter, dram_interleaver
 from .command_engine import CommandEngine
 from .control_unit import ControlUnit, State
 from .instruction_buffer import InstructionBuffer
@@ -197,9 +196,9 @@ class NdpModel:
             self.memory.device_write(addr, data)
 
     def _complete(self, entry, schedule):
-        # a completion line the DRAM refused: STATUS says so (hw/control_unit.py)
+        # a completion line the DRAM refused: STATUS says so (hw/completion.py)
         slot, line = schedule.header
         refused = self.memory.faults.write_resp(slot, len(line)) != 0
-        self.regfile.complete(entry.queue, entry.seq, int(Status.DRAM_ERROR if refused else schedule.status))
+        self.regfile.complete(entry.queue, entry.seq, int(completion.report_status(schedule.status, refused)))
         if self.regfile.queues[entry.queue].irq_en:
             self.irq_count[entry.queue] += 1

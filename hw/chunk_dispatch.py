@@ -1,0 +1,156 @@
+"""The chunk dispatch: a stage's weight runs through the unpacker, and each slot the
+unpacker shows into the PE array (isa/pe_array.py).
+
+`start` (with `rest` low: the k-groups of whole packs, `full_groups` rows of 2^run_log2 x
+`cols_dim` elements; with `rest`: the last group, `rest_rows` x `cols_dim` elements where
+the whole packs end) gives the unpacker's run on `u_*`, for the control unit to start it.
+While `dispatch` is high each slot goes to the PE rows: its chunk of k-group g to PE row
+g mod 2 with the split (one input row), else row 0, and a paired chunk (group g + 1) to the
+other row. A chunk adds into its PE row's current set of partial sums (`first` while the
+row has seen fewer groups than there are sets: the set starts from +0); a group that ends
+moves its row to the next set, round the stage's `sets`. Transposed, lane j multiplies
+x[col + j] and the chunk carries its output (`t_out`), its set in the row (chunk mod 3) and
+the row's end.
+
+Two counters follow the pipeline: `drain`, the cycles until the last chunk's sums are
+written (they are written in the cycle it is 1: the readout starts its fold then), and
+`pipe_busy`, high while a chunk's control is in the compute unit (a transposed one's runs
+past its write: isa/pe_array.py trans_line_cycles), so the planner holds a stage in
+another mode back.
+"""
+from amaranth import Module, Mux, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from isa.microarch import ADD_CYCLES, PIPE_DEPTH, PRODUCT_CYCLES
+from isa.pe_array import ACC_INTERLEAVE, SPLIT_ROWS, trans_line_cycles
+from .axi import RUN_LINES_BITS as RUN_BEATS_BITS
+from .stage_planner import plan_ports
+from .stage_plan import run_span
+from .unpacker import COLS_BITS, DIM_BITS
+
+
+def chunk_ports(lanes, acc_depth):
+    """One chunk into a PE row (hw/compute_unit.py's mac, k_base, acc_addr, active, w_data, first)."""
+    return {"mac": 1, "k_base": DIM_BITS, "acc_addr": range(acc_depth), "active": range(lanes + 1),
+            "w_data": 16 * lanes, "first": 1}
+
+
+class ChunkDispatch(wiring.Component):
+    def __init__(self, cfg, acc_depth):
+        self._cfg = cfg
+        lanes = cfg.lanes
+        ports = {
+            # the stage's weights (a line's address) and whether it splits over two PE rows
+            "addr": In(64), "split": In(1),
+            # a new plan: every PE row back to set 0, k-group 0
+            "restart": In(1),
+            # a run: its unpacker job, shown while `start` is high
+            "start": In(1), "rest": In(1),
+            "u_offset": Out(range(lanes)), "u_rows": Out(DIM_BITS), "u_cols": Out(COLS_BITS),
+            "u_beats": Out(RUN_BEATS_BITS), "u_pair": Out(1),
+            # the unpacker's slot (hw/unpacker.py), sent on while `dispatch` is high
+            "dispatch": In(1),
+            "valid": In(1), "last": In(1), "row": In(DIM_BITS), "col": In(COLS_BITS), "count": In(range(lanes + 1)),
+            "data": In(16 * lanes),
+            "pair_valid": In(1), "pair_count": In(range(lanes + 1)), "pair_data": In(16 * lanes),
+            # the run's last slot taken
+            "run_done": Out(1),
+            # transposed: the chunk's first output, its set in the row, its set's first, the row's end
+            "t_out": Out(DIM_BITS), "t_set": Out(2), "t_first": Out(1), "t_row_end": Out(1),
+            "drain": Out(range(trans_line_cycles(lanes) + 1)), "pipe_busy": Out(1),
+        }
+        # the plan (hw/stage_planner.py), and the two PE rows' chunks
+        ports.update({name: In(shape) for name, shape in plan_ports(lanes).items()})
+        for q in range(SPLIT_ROWS):
+            ports.update({f"{name}{q}": Out(shape) for name, shape in chunk_ports(lanes, acc_depth).items()})
+        super().__init__(ports)
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self._cfg
+        lanes, lane_bits = cfg.lanes, (cfg.lanes - 1).bit_length()
+
+        # ---- the runs: the whole packs from the weights' first element, then the last group
+        main_cols = (self.cols_dim << self.run_log2)[:DIM_BITS]
+        rest_cols = (self.rest_rows * self.cols_dim)[:DIM_BITS]
+        _, _, main_offset, main_beats = run_span(m, self.addr, 0, self.main_elems, cfg, "main_span")
+        _, _, rest_offset, rest_beats = run_span(m, self.addr, self.main_elems, rest_cols, cfg, "rest_span")
+        # the run's elements per row of k-groups, the output its rows start at (transposed)
+        run_cols, t_out_base = Signal(DIM_BITS), Signal(DIM_BITS)
+        with m.If(self.start):
+            m.d.comb += [self.u_offset.eq(Mux(self.rest, rest_offset, main_offset)),
+                         self.u_rows.eq(Mux(self.rest, 1, self.full_groups)),
+                         self.u_cols.eq(Mux(self.rest, rest_cols, main_cols)),
+                         self.u_beats.eq(Mux(self.rest, rest_beats, main_beats)),
+                         self.u_pair.eq(~self.rest & self.split)]
+            m.d.sync += [run_cols.eq(Mux(self.rest, rest_cols, main_cols)),
+                         t_out_base.eq(Mux(self.rest, self.full_groups << self.run_log2, 0))]
+
+        # ---- progress: the first element of the slot's k-group; per PE row, the k-groups
+        # seen (up to the sets) and its set's first accumulator word
+        k_base = Signal(DIM_BITS)
+        groups_seen = [Signal(range(ACC_INTERLEAVE + 1), name=f"groups_seen{q}") for q in range(SPLIT_ROWS)]
+        set_index = [Signal(range(ACC_INTERLEAVE), name=f"set_index{q}") for q in range(SPLIT_ROWS)]
+        set_base = [Signal(DIM_BITS, name=f"set_base{q}") for q in range(SPLIT_ROWS)]
+        with m.If(self.restart):
+            m.d.sync += k_base.eq(0)
+            m.d.sync += [s.eq(0) for s in groups_seen + set_index + set_base]
+
+        # cycles until the last chunk's sums are written (set by each chunk, counting down
+        # after the stage's last), and until no chunk's control is left in the compute unit
+        drain = Signal.like(self.drain)
+        pipe_busy = Signal.like(self.drain)
+        with m.If(drain != 0):
+            m.d.sync += drain.eq(drain - 1)
+        with m.If(pipe_busy != 0):
+            m.d.sync += pipe_busy.eq(pipe_busy - 1)
+        m.d.comb += [self.drain.eq(drain), self.pipe_busy.eq(pipe_busy != 0)]
+
+        with m.If(self.dispatch):
+            self._dispatch(m, lanes, lane_bits, run_cols, t_out_base, k_base, groups_seen, set_index, set_base,
+                           drain, pipe_busy)
+        return m
+
+    def _dispatch(self, m, lanes, lane_bits, run_cols, t_out_base, k_base, groups_seen, set_index, set_base,
+                  drain, pipe_busy):
+        """The slot to the PE rows: its first chunk (k-group g, on PE row `parity`) and,
+        paired, the first chunk of group g + 1 (the other row)."""
+        trans, pack_log2, sets = self.trans, self.pack_log2, self.sets
+        # the PE row of the slot's k-group g = k_base / pack: g mod 2 with the split
+        parity = self.split & (k_base >> pack_log2)[0]
+        first_ends = self.valid & (self.col + self.count == run_cols)
+        pair_ends = self.pair_valid & (self.pair_count == run_cols)
+        first_chunk = (self.valid, k_base, self.col[lane_bits:], self.count, self.data, first_ends)
+        pair_chunk = (self.pair_valid, k_base + (1 << pack_log2), 0, self.pair_count, self.pair_data, pair_ends)
+        for q in range(SPLIT_ROWS):
+            # PE row q takes the chunk of its parity
+            valid_q, base_q, word_q, count_q, data_q, ends_q = (
+                Mux(parity == q, a, b) for a, b in zip(first_chunk, pair_chunk))
+            # transposed: lane j multiplies x[col + j] (col a multiple of LANES; 0 with packing)
+            m.d.comb += [getattr(self, f"mac{q}").eq(valid_q),
+                         getattr(self, f"k_base{q}").eq(Mux(trans, self.col, base_q)),
+                         getattr(self, f"acc_addr{q}").eq(set_base[q] + word_q),
+                         getattr(self, f"active{q}").eq(count_q), getattr(self, f"w_data{q}").eq(data_q),
+                         getattr(self, f"first{q}").eq(groups_seen[q] < sets)]
+            # a group that ends moves its PE row to the next set
+            with m.If(ends_q):
+                with m.If(groups_seen[q] < sets):
+                    m.d.sync += groups_seen[q].eq(groups_seen[q] + 1)
+                with m.If(set_index[q] + 1 == sets):
+                    m.d.sync += [set_index[q].eq(0), set_base[q].eq(0)]
+                with m.Else():
+                    m.d.sync += [set_index[q].eq(set_index[q] + 1), set_base[q].eq(set_base[q] + self.n_words)]
+        # k-groups that end move k_base on (and so the PE row, with the split)
+        ended = Signal(range(3))
+        m.d.comb += ended.eq(first_ends + pair_ends)
+        m.d.sync += k_base.eq(k_base + (ended << pack_log2))
+        # transposed: the cycle a chunk's row value is written (isa/pe_array.py write_cycle)
+        t_write = Mux(self.t_scalar, PRODUCT_CYCLES + ADD_CYCLES * (lane_bits + 1 + self.t_fold_adds),
+                      PRODUCT_CYCLES + ADD_CYCLES * self.t_level)
+        m.d.sync += [drain.eq(Mux(trans, t_write, PIPE_DEPTH - 1)),
+                     pipe_busy.eq(Mux(trans, trans_line_cycles(lanes), PIPE_DEPTH - 1))]
+        chunk = self.col[lane_bits:]
+        m.d.comb += [self.t_out.eq(t_out_base + (self.row << self.run_log2)), self.t_set.eq(chunk % 3),
+                     self.t_first.eq(chunk < ACC_INTERLEAVE), self.t_row_end.eq(first_ends),
+                     self.run_done.eq(self.valid & self.last)]

@@ -1,0 +1,79 @@
+"""The completion: a descriptor's completion line, then its report (HEAD, STATUS, irq).
+
+The control unit hands a finished descriptor over with `complete` (while `pending` is
+low: one waits at a time). Its line goes to the writer once every write before it has
+been answered (`quiet`) and no deferred result run of its own is still to start (`hold`):
+sequence number, status, zero, cycles since the descriptor was taken, zeros
+(isa/slots.py). Every write before the line is answered then, so the descriptor's DRAM
+errors are known: an error response to one of its reads (`read_error`, which the control
+unit collects from the beats it took) or to a write since the last line (`write_error`
+pulses from the writer) turns an OK into DRAM_ERROR. The line's answer (`reported`) is the
+report: a FIFO of REPORTS_IN_FLIGHT keeps what it needs (queue, sequence, status, whether
+a STORE ran, which the front end's hazard rule waits for); a completion line the DRAM
+refused (`reported_error`) reports DRAM_ERROR, so STATUS says so, and HEAD still moves.
+"""
+from amaranth import Cat, Const, Module, Mux, Signal
+from amaranth.lib import fifo, wiring
+from amaranth.lib.wiring import In, Out
+
+from isa import Status
+from isa.microarch import REPORTS_IN_FLIGHT
+from isa.slots import CQ_CYCLES, CQ_SEQ, CQ_STATUS
+
+
+class Completion(wiring.Component):
+    def __init__(self, cfg):
+        self._cfg = cfg
+        nq = cfg.num_queues
+        super().__init__({
+            # the descriptor handed over: its queue, sequence number, the cycle it was taken,
+            # its status, the error of a beat it read, its completion slot, a STORE that ran
+            "complete": In(1), "queue": In(range(nq)), "seq": In(64), "taken": In(64), "status": In(8),
+            "read_error": In(1), "slot": In(64), "store": In(1),
+            "pending": Out(1), "cycle": In(64), "hold": In(1),
+            # the writer: its state, and the completion line's write (with `report`)
+            "quiet": In(1), "write_error": In(1), "reported": In(1), "reported_error": In(1),
+            "line_start": Out(1), "line_addr": Out(64), "line": Out(cfg.data_bits),
+            # the report, and each queue's interrupt enable
+            "irq_en": In(nq),
+            "done_valid": Out(1), "done_queue": Out(range(nq)), "done_seq": Out(32), "done_status": Out(8),
+            "done_store": Out(1), "irq": Out(nq),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        nq_bits = len(self.done_queue)
+        pending, queue, seq, taken = self.pending, Signal.like(self.queue), Signal(64), Signal(64)
+        status, read_error, slot, store = Signal(8), Signal(), Signal(64), Signal()
+        with m.If(self.complete):
+            m.d.sync += [pending.eq(1), queue.eq(self.queue), seq.eq(self.seq), taken.eq(self.taken),
+                         status.eq(self.status), read_error.eq(self.read_error), slot.eq(self.slot),
+                         store.eq(self.store)]
+        # DRAM errors of the writes since the last completion line
+        write_error = Signal()
+        with m.If(self.write_error):
+            m.d.sync += write_error.eq(1)
+
+        m.submodules.reports = reports = fifo.SyncFIFO(width=nq_bits + 32 + 8 + 1, depth=REPORTS_IN_FLIGHT)
+        with m.If(pending & self.quiet & ~self.hold & reports.w_rdy):
+            cycles = (self.cycle - taken)[:64]
+            assert (CQ_SEQ, CQ_STATUS, CQ_CYCLES) == (0, 8, 16)
+            status_word = Signal(32)
+            m.d.comb += [status_word.eq(Mux((status == Status.OK) & (read_error | write_error), Status.DRAM_ERROR,
+                                            status)),
+                         self.line_start.eq(1), self.line_addr.eq(slot),
+                         self.line.eq(Cat(seq, status_word, Const(0, 32), cycles)),
+                         reports.w_en.eq(1), reports.w_data.eq(Cat(queue, seq[:32], status_word[:8], store))]
+            m.d.sync += [write_error.eq(0), pending.eq(0)]
+
+        done_queue = reports.r_data[:nq_bits]
+        irq_en = Signal()
+        m.d.comb += irq_en.eq(self.irq_en.bit_select(done_queue, 1))
+        m.d.comb += [reports.r_en.eq(self.reported),
+                     self.done_valid.eq(self.reported), self.done_queue.eq(done_queue),
+                     self.done_seq.eq(reports.r_data[nq_bits:][:32]),
+                     self.done_status.eq(Mux(self.reported_error, Status.DRAM_ERROR,
+                                             reports.r_data[nq_bits + 32:][:8])),
+                     self.done_store.eq(reports.r_data[-1]),
+                     self.irq.eq(Mux(self.reported & irq_en, 1 << done_queue, 0))]
+        return m

@@ -1,0 +1,67 @@
+"""Model of hw/stage_planner.py: the plan of one stage, as the planner registers it.
+
+The arithmetic is isa/pe_array.py's (`plan`, `trans_plan`); this adds how the planner
+holds it: the weights as runs of the unpacker (`full_groups` groups of 2^run_log2 rows of
+`cols_dim` elements, then `rest_rows` rows), the fold's packing, the sets per PE row, and
+the compute unit's mode. The RTL registers every field for every stage (a plain stage's
+tree fields too), so the model does, and tests/unit/test_stage_planner.py ties them field
+for field.
+"""
+import dataclasses
+
+from isa.pe_array import SPLIT_ROWS, plan as pe_plan, trans_plan
+
+
+@dataclasses.dataclass(frozen=True)
+class StagePlan:
+    trans: bool             # the compute unit's mode: transposed
+    pack_log2: int          # the fold unit's packing (0 transposed)
+    n_words: int            # accumulator words per output row
+    sets: int               # partial sums per word
+    run_log2: int           # rows of the weights' stream per chunk
+    cols_dim: int           # elements of one such row
+    full_groups: int        # groups of whole packs: the first run's rows
+    rest_rows: int          # rows of the last group: the second run's
+    main_elems: int         # elements of the first run
+    t_level: int            # a transposed stage's tree level of a row's value
+    t_scalar: bool          # ... a row takes several chunks
+    t_fold_adds: int        # ... adds of its sets after its last chunk
+    sets_used: tuple        # per PE row, the sets that receive a k-group
+
+    @property
+    def mode(self):
+        """What the compute unit's pipeline must hold while a chunk is in it."""
+        return ("trans", self.t_level, self.t_scalar, self.t_fold_adds) if self.trans else ("normal",)
+
+    @property
+    def fold_steps(self):
+        """Adds per output at readout (the readout's sets, sets1 and pack_log2): the sets
+        that received a k-group, then the lane tree; 0 transposed."""
+        return sum(self.sets_used) - 1 + self.pack_log2
+
+    @property
+    def pack(self):
+        return 1 << self.run_log2
+
+
+def plan_stage(k, n, trans, in_rows, lanes):
+    """The planner's registers for a stage of K = k, N = n (transposed: S stored N x K) with
+    `in_rows` input rows on `lanes` lanes."""
+    if k < 1 or n < 1:
+        raise ValueError(f"a stage needs K, N >= 1, got K={k!r}, N={n!r}")
+    tree = trans_plan(k, lanes)
+    normal = pe_plan(n, lanes, in_rows if not trans else 2)
+    if trans:
+        rows_dim, cols_dim, pack = n, k, tree.pack
+        sets_used = (1, 0)
+    else:
+        rows_dim, cols_dim, pack = k, n, normal.pack
+        used = normal.sets_used(k)
+        sets_used = tuple(used + [0] * (SPLIT_ROWS - len(used)))
+    run_log2 = pack.bit_length() - 1
+    full_groups, rest_rows = divmod(rows_dim, pack)
+    return StagePlan(trans=bool(trans), pack_log2=0 if trans else normal.pack.bit_length() - 1,
+                     n_words=normal.n_words, sets=normal.sets, run_log2=run_log2, cols_dim=cols_dim,
+                     full_groups=full_groups, rest_rows=rest_rows, main_elems=full_groups * pack * cols_dim,
+                     t_level=tree.level, t_scalar=tree.chunks > 1, t_fold_adds=tree.fold_adds(),
+                     sets_used=sets_used)

@@ -1,0 +1,146 @@
+"""The chunk dispatch: the RTL (hw/chunk_dispatch.py) against its model (sim/chunk_dispatch.py),
+chunk for chunk, over a stage's unpacker slots written out here from the unpacker's
+contract (hw/unpacker.py: chunks of LANES elements of each row, a row's last paired with
+the next row's first under isa/pe_array.py Plan.pairs_with_next), and the two pipeline
+counters after the last chunk."""
+import dataclasses
+
+import pytest
+from amaranth.sim import Simulator
+
+import isa
+from isa.pe_array import plan as pe_plan
+from isa.slots import LINE_BYTES
+from sim import chunk_dispatch
+from sim.stage_planner import plan_stage
+
+CFG = isa.load_config("default")
+LANES = CFG.lanes
+# (K, N, transposed, input rows): packed, one word, several words (one, two, three sets),
+# the split with one- and several-chunk groups, a last group of its own, transposed packed
+# with a short last group, transposed with several chunks a row
+CASES = [(64, 8, False, 4), (37, 8, False, 1), (9, 5, False, 1), (20, 32, False, 2), (7, 64, False, 1),
+         (6, 100, False, 3), (5, 100, False, 1), (1, 1, False, 1), (8, 20, True, 2), (16, 3, True, 1),
+         (70, 4, True, 2), (100, 2, True, 1)]
+ADDR = 0x10_0000 + 3 * LINE_BYTES + 10       # a run need not start at a beat (hw/stage_plan.py run_span)
+
+
+def slots(rows, cols, pair_rule):
+    """The unpacker's slots for `rows` rows of `cols` elements: (row, col, count, pair_count
+    or None). With `pair_rule(r)`, row r's last chunk goes with row r + 1's first."""
+    out, r, c = [], 0, 0
+    n_chunks = -(-cols // LANES)
+    while r < rows:
+        count = min(LANES, cols - c)
+        if c + count == cols and r + 1 < rows and pair_rule(r):
+            out.append((r, c, count, min(LANES, cols)))
+            r, c = r + 1, (LANES if n_chunks > 1 else cols)
+            if c >= cols:
+                r, c = r + 1, 0
+            continue
+        out.append((r, c, count, None))
+        r, c = (r + 1, 0) if c + count == cols else (r, c + count)
+    return out
+
+
+def run_dispatch(plan, split, runs):
+    from hw.chunk_dispatch import ChunkDispatch
+    from hw.stage_planner import plan_ports
+    dut = ChunkDispatch(CFG, CFG.n_max // LANES)
+    seen = {"chunks": [], "jobs": [], "drain": [], "busy": []}
+
+    async def bench(ctx):
+        for name in plan_ports(LANES):
+            ctx.set(getattr(dut, name), int(getattr(plan, name)))
+        ctx.set(dut.addr, ADDR)
+        ctx.set(dut.split, split)
+        ctx.set(dut.restart, 1)
+        await ctx.tick()
+        ctx.set(dut.restart, 0)
+        for rest, run_slots in runs:
+            ctx.set(dut.start, 1)
+            ctx.set(dut.rest, rest)
+            seen["jobs"].append(tuple(ctx.get(getattr(dut, f"u_{f}")) for f in ("offset", "rows", "cols", "beats",
+                                                                                   "pair")))
+            await ctx.tick()
+            ctx.set(dut.start, 0)
+            ctx.set(dut.dispatch, 1)
+            for i, (row, col, count, pair_count) in enumerate(run_slots):
+                ctx.set(dut.valid, 1)
+                ctx.set(dut.last, i == len(run_slots) - 1)
+                ctx.set(dut.row, row)
+                ctx.set(dut.col, col)
+                ctx.set(dut.count, count)
+                ctx.set(dut.pair_valid, pair_count is not None)
+                ctx.set(dut.pair_count, pair_count or 0)
+                assert ctx.get(dut.run_done) == (i == len(run_slots) - 1)
+                cycle = []
+                for q in range(2):
+                    if ctx.get(getattr(dut, f"mac{q}")):
+                        fields = {"pe_row": q, "k_base": ctx.get(getattr(dut, f"k_base{q}")),
+                                  "active": ctx.get(getattr(dut, f"active{q}"))}
+                        if plan.trans:
+                            fields.update(t_out=ctx.get(dut.t_out), t_set=ctx.get(dut.t_set),
+                                          t_first=bool(ctx.get(dut.t_first)),
+                                          t_row_end=bool(ctx.get(dut.t_row_end)))
+                        else:
+                            fields.update(acc_addr=ctx.get(getattr(dut, f"acc_addr{q}")),
+                                          first=bool(ctx.get(getattr(dut, f"first{q}"))))
+                        cycle.append(chunk_dispatch.Chunk(**fields))
+                # in one cycle, group g's chunk before group g + 1's
+                seen["chunks"].extend(sorted(cycle, key=lambda chunk: chunk.k_base))
+                await ctx.tick()
+            ctx.set(dut.valid, 0)
+            ctx.set(dut.pair_valid, 0)
+            ctx.set(dut.dispatch, 0)
+        for _ in range(40):
+            seen["drain"].append(ctx.get(dut.drain))
+            seen["busy"].append(ctx.get(dut.pipe_busy))
+            await ctx.tick()
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    return seen
+
+
+def expected_job(plan, rest, split):
+    """The unpacker's job of a run, from the run's first element (hw/stage_plan.py run_span)."""
+    elem, rows, cols = ((plan.main_elems, 1, plan.rest_rows * plan.cols_dim) if rest
+                        else (0, plan.full_groups, plan.pack * plan.cols_dim))
+    offset = ((ADDR + 2 * elem) % CFG.beat_bytes) // 2
+    return offset, rows, cols, -(-(offset + rows * cols) // LANES), int(split and not rest)
+
+
+@pytest.mark.parametrize("k,n,trans,in_rows", CASES)
+def test_chunks_equal_the_model(k, n, trans, in_rows):
+    plan = plan_stage(k, n, trans, in_rows, LANES)
+    split = in_rows == 1 and not trans
+    pairs = pe_plan(n, LANES, in_rows)
+    runs = []
+    if plan.full_groups:
+        rule = pairs.pairs_with_next if split else (lambda r: False)
+        runs.append((0, slots(plan.full_groups, plan.pack * plan.cols_dim, rule)))
+    if plan.rest_rows:
+        runs.append((1, slots(1, plan.rest_rows * plan.cols_dim, lambda r: False)))
+    seen = run_dispatch(plan, split, runs)
+    assert seen["chunks"] == chunk_dispatch.chunks(plan, k, LANES, split)
+    assert seen["jobs"] == [expected_job(plan, rest, split) for rest, _ in runs]
+    # after the last chunk: its sums are written when drain is 1; no control of it is left
+    # in the compute unit once pipe_busy is low
+    drain = chunk_dispatch.drain_cycles(plan, LANES)
+    assert seen["drain"][:drain + 1] == list(range(drain, -1, -1))
+    busy = chunk_dispatch.busy_cycles(plan, LANES)
+    assert seen["busy"][:busy + 1] == [1] * busy + [0]
+
+
+def test_split_alternates_pe_rows_and_sets():
+    # one input row, N = 8 (pack 4): k-groups 0, 1, 2, .. on PE rows 0, 1, 0, ..; each row's
+    # groups go round its own 3 sets (isa/pe_array.py): group g in set (g div 2) mod 3
+    plan = plan_stage(40, 8, False, 1, LANES)
+    got = chunk_dispatch.chunks(plan, 40, LANES, True)
+    assert [c.pe_row for c in got] == [g % 2 for g in range(10)]
+    assert [c.acc_addr for c in got] == [(g // 2) % 3 for g in range(10)]
+    assert [c.first for c in got] == [g < 6 for g in range(10)]
+    assert dataclasses.replace(got[0]).k_base == 0 and got[9].k_base == 36

@@ -1,0 +1,122 @@
+"""The readout (hw/readout.py): a job's words, in order, to where it sends them, with each
+word's value, size and the run's last; against its model (sim/readout.py) for the cycles
+of SOFTMAX's rows out of the input buffer. The fold unit here is a stand-in answering each
+request in order after a few cycles (the fold unit itself: tests/unit/test_fold_unit.py),
+so the values tie each output word to the request it answers."""
+import numpy as np
+import pytest
+from amaranth.sim import Simulator
+
+import isa
+from hw.readout import FROM_FOLD, FROM_INPUT, TO_INPUT, TO_RESULT16, TO_RESULT32, TO_SCORES
+from sim import readout as model
+
+CFG = isa.load_config("default")
+LANES = CFG.lanes
+FOLD_LATENCY = 3
+
+
+def word_value(row, word, bits):
+    """The value a stand-in source gives word (row, word): distinct per word and lane."""
+    return sum(((row * 1000 + word * 40 + j + 1) & ((1 << min(bits, 16)) - 1)) << (bits * j) for j in range(LANES))
+
+
+def run(source, dest, rows, n, seed, stall):
+    from hw.readout import Readout
+    acc_depth = CFG.n_max // LANES
+    dut = Readout(CFG, acc_depth, CFG.k_max // LANES)
+    rng = np.random.default_rng(seed)
+    seen = {"words": [], "done": [], "asked": []}
+
+    async def bench(ctx):
+        for name, value in (("source", source), ("dest", dest), ("rows", rows), ("n", n),
+                            ("n_words", -(-n // LANES)), ("sets", 1), ("sets1", 0), ("pack_log2", 0), ("bank", 0)):
+            ctx.set(getattr(dut, name), value)
+        ctx.set(dut.start, 1)
+        await ctx.tick()
+        ctx.set(dut.start, 0)
+        answers, read = [], None            # the stand-in fold's sums in flight; the buffer's read
+        for cycle in range(1, 3000):
+            if seen["done"] and cycle > seen["done"][0] + 5:
+                break
+            w_ready = int(rng.random() >= stall)
+            fold_ready = int(rng.random() >= stall)
+            ctx.set(dut.w_ready, w_ready)
+            ctx.set(dut.fold_ready, fold_ready)
+            # the fold stand-in: a request's sum shows FOLD_LATENCY cycles after it, in order
+            head = answers[0] if answers and answers[0][0] <= cycle else None
+            ctx.set(dut.sum_valid, int(head is not None))
+            if head is not None:
+                ctx.set(dut.sum_fp32, word_value(*head[1], 32))
+                ctx.set(dut.sum_fp16, word_value(*head[1], 16))
+            # the input buffer: a synchronous read (data of the address of the cycle before)
+            ctx.set(dut.rd_in_data, word_value(*read, 16) if read else 0)
+            if ctx.get(dut.fold_valid) and fold_ready:
+                request = (ctx.get(dut.fold_row), ctx.get(dut.fold_word))
+                seen["asked"].append(request)
+                answers.append((cycle + FOLD_LATENCY, request))
+            if head is not None and ctx.get(dut.sum_ready):
+                answers.pop(0)
+            if ctx.get(dut.w_valid) and w_ready:
+                seen["words"].append(("result", cycle, ctx.get(dut.w_data), ctx.get(dut.w_bytes),
+                                      ctx.get(dut.w_last)))
+            for we, data in ((dut.in_we, dut.buf_data16), (dut.acc_we, dut.buf_data32)):
+                if ctx.get(we):
+                    seen["words"].append(("buffer", cycle, ctx.get(dut.buf_row), ctx.get(dut.buf_word),
+                                          ctx.get(data)))
+            if ctx.get(dut.done):
+                seen["done"].append(cycle)
+            read = (ctx.get(dut.rd_row), ctx.get(dut.rd_addr)) if ctx.get(dut.rd_en) else None
+            await ctx.tick()
+        assert not ctx.get(dut.busy)
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    return seen
+
+
+def expected_words(rows, n):
+    return [(r, w) for r in range(rows) for w in range(-(-n // LANES))]
+
+
+@pytest.mark.parametrize("dest", [TO_RESULT16, TO_RESULT32, TO_INPUT, TO_SCORES])
+@pytest.mark.parametrize("stall", [0.0, 0.4])
+def test_fold_words_reach_their_destination_in_order(dest, stall):
+    rows, n = 3, 70
+    seen = run(FROM_FOLD, dest, rows, n, seed=dest * 7 + int(stall * 10), stall=stall)
+    words = expected_words(rows, n)
+    assert seen["asked"] == words                 # every word asked once, in order
+    got = seen["words"]
+    assert len(got) == len(words) and len(seen["done"]) == 1 and seen["done"][0] == got[-1][1]
+    esize = 4 if dest in (TO_RESULT32, TO_SCORES) else 2
+    for i, ((row, word), out) in enumerate(zip(words, got)):
+        value = word_value(row, word, 8 * esize)
+        if dest in (TO_RESULT16, TO_RESULT32):
+            assert out[0] == "result" and out[2] == value
+            assert out[3] == min(LANES, n - word * LANES) * esize and out[4] == (i == len(words) - 1)
+        else:
+            assert out[0] == "buffer" and out[2:] == (row, word, value)
+
+
+@pytest.mark.parametrize("stall", [0.0, 0.5])
+def test_input_rows_cycles_equal_the_model(stall):
+    rows, n = 4, 100
+    seen = run(FROM_INPUT, TO_RESULT16, rows, n, seed=5, stall=stall)
+    words = expected_words(rows, n)
+    got = seen["words"]
+    assert [out[2] for out in got] == [word_value(r, w, 16) for r, w in words]
+    # the model's cycles behind the same consumer: the bench drew w_ready, then fold_ready,
+    # each cycle from 1 on
+    rng = np.random.default_rng(5)
+    w_ready = [None]
+    for _ in range(2999):
+        w_ready.append(rng.random() >= stall)
+        rng.random()
+
+    def take_word(i, at):
+        while not w_ready[at]:
+            at += 1
+        return at
+    assert [out[1] for out in got] == model.run(1, len(words), None, take_word)
