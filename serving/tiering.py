@@ -2,12 +2,12 @@
 
 PLoRA keeps the base weights and the KV duplicates in HBM. A tiering places a share of them
 in the device pool instead, read by the GPU's own kernels over the link concurrently with
-HBM (BOOST, seed 002: `boost.pool`). The serving simulator needs four things of it:
+HBM (BOOST, seed 002: `boost.pool`). The serving simulator needs three things of it:
 
 - `weight_share`: the share of the base weights' bytes read from the pool;
 - `kv_share`: the share of the GPU's KV duplicates' bytes left in the pool and read from there;
 - `memory_s(hbm_bytes, pool_bytes)`: how long a kernel takes to read both;
-- `describe()`: one line for the summary.
+- optionally `describe()`: one line saying what it places (for a reader; the simulator does not call it).
 
 The run names it as 'module:callable' (`tiering="boost.pool:tiering"`); the callable gets
 (gpu, link, model) and returns the object. This file is the one place the serving simulator
