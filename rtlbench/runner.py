@@ -18,6 +18,7 @@ Waveforms, NDP_WAVES:
   fail  build and run as usual; when a cocotb test fails, build the traced variant and rerun
         that test alone (same random seed) with tracing; the error names its .fst
 """
+import hashlib
 import os
 import pathlib
 import re
@@ -247,13 +248,22 @@ def _results(xml):
     return tests, failed
 
 
+def _launch_name(module, names):
+    """The name of a launch's results, log and trace files: the module and its tests (a
+    batch of many tests: a hash of their names)."""
+    name = module + (f"-{'-'.join(names)}" if names else "")
+    if len(name) > 120:
+        name = f"{module}-batch-{hashlib.sha256(','.join(names).encode()).hexdigest()[:12]}"
+    return name
+
+
 def _simulate(runner, top, build_dir, run_dir, module, names, config, env, plusargs, log, traced,
               seed=None):
     """One simulator launch; returns (results of _results, log path or None, trace or None)."""
     # cocotb hands the simulator this process's sys.path as PYTHONPATH: the repo, for rtlbench
     if str(REPO) not in sys.path:
         sys.path.insert(0, str(REPO))
-    name = module + (f"-{'-'.join(names)}" if names else "")
+    name = _launch_name(module, names)
     run_dir.mkdir(parents=True, exist_ok=True)
     xml = run_dir / f"{name}.xml"
     log_file = run_dir / f"{name}.log" if log else None
@@ -401,6 +411,32 @@ def run_fast(module, testcase=None, config="default", env=None, plusargs=(), log
     return _run_tests(lambda traced: get_fast_runner(config, traced), FAST_TOP,
                       f"verilator-fast-{config}", f"run-fast-{config}", module, testcase, config,
                       env, plusargs, log=log, progress=progress)
+
+
+def run_each(fast, module, names, config="default", env=None):
+    """One simulator launch for the cocotb tests `names` of `module` (on ndp_fast_top when
+    `fast`, else on ndp_device), where one launch each would spend most of its time
+    starting: {name: whether it passed}. A test the launch left no result for (the
+    simulation ended early) did not pass. Callers rerun a failed test alone with run() or
+    run_fast(), which gives its message, seed and waveform."""
+    traced = waves_mode() == "all"
+    if fast:
+        runner, top, build, run_dir = get_fast_runner(config, traced), FAST_TOP, f"verilator-fast-{config}", \
+            f"run-fast-{config}"
+    else:
+        runner, top, build, run_dir = get_runner(config, traced), TOP, f"verilator-{config}", f"run-{config}"
+    _simulate(runner, top, build_folder(build, traced), build_folder(run_dir, traced), module, list(names),
+              config, env, (), True, traced)
+    xml = build_folder(run_dir, traced) / f"{_launch_name(module, names)}.xml"
+    passed = dict.fromkeys(names, False)
+    try:
+        root = ElementTree.parse(xml).getroot()
+    except (OSError, ElementTree.ParseError):
+        return passed
+    for case in root.iter("testcase"):
+        if case.get("name") in passed:
+            passed[case.get("name")] = case.find("failure") is None and case.find("error") is None
+    return passed
 
 
 if __name__ == "__main__":

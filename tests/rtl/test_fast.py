@@ -6,7 +6,6 @@ import pytest
 
 from rtlbench import scenarios
 from rtlbench.cocotb_fast import FastBackend
-from rtlbench.runner import run_fast
 
 # every scenario idle and under random stalls on every channel (cocotb_scenarios.py)
 CASES = [("cocotb_fast", "correctness", False)] + [
@@ -14,11 +13,16 @@ CASES = [("cocotb_fast", "correctness", False)] + [
     for stalled in (False, True)]
 
 
+def launch_of(config, module, testcase, stalled):
+    """How an item runs (tests/rtl/conftest.py: the items of one launch)."""
+    return True, module, testcase, config, {"NDP_BACKPRESSURE": "1"} if stalled else None
+
+
 @pytest.mark.parametrize("module,testcase,stalled", CASES,
                          ids=[testcase + ("-backpressure" if stalled else "") for _, testcase, stalled in CASES])
 @pytest.mark.parametrize("config", ["default", "small"])
-def test_fast(config, module, testcase, stalled):
-    run_fast(module, testcase=testcase, config=config, env={"NDP_BACKPRESSURE": "1"} if stalled else None)
+def test_fast(config, module, testcase, stalled, launches):
+    launches.run(*launch_of(config, module, testcase, stalled))
 
 
 def test_roofline_periods_match_the_model():

@@ -12,12 +12,16 @@ import pytest
 
 from rtlbench import scenarios
 from rtlbench.env import DeviceEnv
-from rtlbench.runner import run
 
 SCENARIOS = [name for name in scenarios.ALL if name not in DeviceEnv.unsupported]
 
 
+def launch_of(config, scenario):
+    """How an item runs (tests/rtl/conftest.py: the items of one launch)."""
+    return False, "cocotb_scenarios", scenario, config, None
+
+
 @pytest.mark.parametrize("scenario", SCENARIOS)
 @pytest.mark.parametrize("config", ["default", "small"])
-def test_scenarios_on_rtl(config, scenario):
-    run("cocotb_scenarios", testcase=scenario, config=config)
+def test_scenarios_on_rtl(config, scenario, launches):
+    launches.run(*launch_of(config, scenario))
