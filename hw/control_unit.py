@@ -38,7 +38,7 @@ Nothing is carried from one descriptor to the next: a chain lives inside one des
 so a failed descriptor leaves nothing a later one could compute on.
 """
 from amaranth import Module, Signal, Mux, Cat, Const, Array
-from amaranth.lib import data, wiring
+from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from isa import Status, Op
@@ -139,10 +139,8 @@ class ControlUnit(wiring.Component):
         # the writer takes a job of the control unit's: it is idle, and no completion waits
         # for its line (the line follows every result write and precedes the next ones)
         writer_free = Signal()
-        # a stage's readout (and its results' write run) deferred until its last sums are
-        # written, while the control unit goes on to the next group or descriptor
-        deferred = Signal()
-        m.d.comb += writer_free.eq(writer.idle & ~completion.pending & ~deferred)
+        # (nor while a stage's readout, and its results' write run, waits for its last sums)
+        m.d.comb += writer_free.eq(writer.idle & ~completion.pending & ~readout.waiting)
         m_rows = d.in_rows
         is_softmax, is_attention, is_xab = (d.op == Op.SOFTMAX), (d.op == Op.ATTENTION), (d.op == Op.LORA_XAB)
         partial = d.flags[1]
@@ -199,63 +197,33 @@ class ControlUnit(wiring.Component):
                      readout.sum_valid.eq(cu.sum_valid), cu.sum_ready.eq(readout.sum_ready),
                      readout.sum_fp32.eq(cu.sum_fp32), readout.sum_fp16.eq(cu.sum_fp16),
                      readout.rd_in_data.eq(cu.rd_in_data)]
-        readout_free = ~readout.busy & ~deferred
+        readout_free = ~readout.busy & ~readout.waiting
         m.d.comb += [packer.w_valid.eq(readout.w_valid), readout.w_ready.eq(packer.w_ready),
                      packer.w_data.eq(readout.w_data), packer.w_bytes.eq(readout.w_bytes),
                      packer.w_last.eq(readout.w_last)]
+        # a results job's write run, as the job begins
+        with m.If(readout.run_start):
+            m.d.comb += [writer.start.eq(1), writer.from_stream.eq(1), writer.addr.eq(readout.run_addr),
+                         writer.lines.eq(readout.run_lines), packer.start.eq(1), packer.offset.eq(readout.run_offset)]
 
-        # a readout job and, for results, the group's write run: started at once (`fire`
-        # with `job_now`), or deferred (`job_later`) until the stage's last sums are written
-        job_layout = data.StructLayout({
-            "source": 1, "dest": range(4), "rows": range(cfg.rows + 1), "n": DIM_BITS,
-            "n_words": len(readout.n_words), "sets": len(readout.sets), "sets1": len(readout.sets1),
-            "pack_log2": len(readout.pack_log2), "bank": 1, "results": 1, "first": 64, "lines": 32})
-        job_now, job_later, job = Signal(job_layout), Signal(job_layout), Signal(job_layout)
-        fire, defer_wait = Signal(), Signal.like(drain)
-        m.d.comb += job.eq(Mux(deferred, job_later, job_now))
-        with m.If(deferred):
-            with m.If(defer_wait == 1):
-                m.d.comb += fire.eq(1)
-                m.d.sync += deferred.eq(0)
-            with m.Else():
-                m.d.sync += defer_wait.eq(defer_wait - 1)
-        with m.If(fire):
-            # the write run: the group's rows are bytes out_byte .. out_byte + group_rows *
-            # row_bytes - 1 of the completion slot's data, lines from the one holding the first
-            m.d.comb += [readout.start.eq(1), readout.source.eq(job.source), readout.dest.eq(job.dest),
-                         readout.rows.eq(job.rows), readout.n.eq(job.n), readout.n_words.eq(job.n_words),
-                         readout.sets.eq(job.sets), readout.sets1.eq(job.sets1),
-                         readout.pack_log2.eq(job.pack_log2), readout.bank.eq(job.bank)]
-            with m.If(job.results):
-                m.d.comb += [writer.start.eq(1), writer.from_stream.eq(1),
-                             writer.addr.eq(Cat(Const(0, line_log2), job.first[line_log2:])),
-                             writer.lines.eq(job.lines), packer.start.eq(1),
-                             packer.offset.eq(job.first[:(cfg.beat_bytes - 1).bit_length()])]
-
-        def start_readout(source, job_dest, results, defer_by=None):
-            """Start the readout of the stage just ended (or of SOFTMAX's rows) and, with
-            `results`, the group's write run (the group's results go after it), now or
-            `defer_by` cycles later; the next stage writes the other accumulator bank."""
+        def start_readout(source, job_dest, results, delay=0):
+            """Give the readout the stage just ended (or SOFTMAX's rows) and, with `results`,
+            the group's write run (the group's results go after it), to begin `delay` cycles
+            later; the next stage writes the other accumulator bank."""
             first = Signal(64, name=f"result_first_{source}")   # the byte address of its first byte
             m.d.comb += first.eq(cq_slot + HEADER_BYTES + out_byte)
-            m.d.comb += [job_now.source.eq(source), job_now.dest.eq(job_dest), job_now.rows.eq(group_rows),
-                         job_now.n.eq(Mux(source == FROM_FOLD, st_n, out_n)), job_now.n_words.eq(planner.n_words),
-                         job_now.sets.eq(planner.sets_used[0]), job_now.sets1.eq(planner.sets_used[1]),
-                         job_now.pack_log2.eq(planner.pack_log2), job_now.bank.eq(acc_bank), job_now.results.eq(results),
-                         job_now.first.eq(first),
-                         job_now.lines.eq((first[:line_log2] + group_rows * row_bytes + cfg.port_bytes - 1)
+            m.d.comb += [readout.start.eq(1), readout.delay.eq(delay), readout.source.eq(source),
+                         readout.dest.eq(job_dest), readout.rows.eq(group_rows),
+                         readout.n.eq(Mux(source == FROM_FOLD, st_n, out_n)), readout.n_words.eq(planner.n_words),
+                         readout.sets.eq(planner.sets_used[0]), readout.sets1.eq(planner.sets_used[1]),
+                         readout.pack_log2.eq(planner.pack_log2), readout.bank.eq(acc_bank),
+                         readout.results.eq(results), readout.first.eq(first),
+                         readout.lines.eq((first[:line_log2] + group_rows * row_bytes + cfg.port_bytes - 1)
                                           >> line_log2)]
             with m.If(results):
                 m.d.sync += out_byte.eq(out_byte + group_rows * row_bytes)
             if source == FROM_FOLD:
                 m.d.sync += acc_bank.eq(~acc_bank)
-            if defer_by is None:
-                m.d.comb += fire.eq(1)
-            else:
-                with m.If(defer_by == 0):
-                    m.d.comb += fire.eq(1)
-                with m.Else():
-                    m.d.sync += [job_later.eq(job_now), deferred.eq(1), defer_wait.eq(defer_by)]
 
         # the softmax unit reads one row of the input buffer (widened to FP32: times 1.0 is
         # exact) or of the output buffer, and writes FP16 words into the input buffer
@@ -376,7 +344,7 @@ class ControlUnit(wiring.Component):
                 with m.If(chunks.run_done):
                     m.next = "DRAIN"
             with m.State("DRAIN"):
-                # the readout, deferred until the last chunk's sums are written (PIPE_DEPTH
+                # the readout, begun when the last chunk's sums are written (PIPE_DEPTH
                 # cycles after it, or a transposed row's value): results go out beside the
                 # next stage (the other accumulator bank, which may start meanwhile), a
                 # chain's words are waited for
@@ -478,10 +446,10 @@ class ControlUnit(wiring.Component):
                     m.next = "IDLE"
 
         # ---- completions: the line once every write before it is answered, then, once the
-        # line is answered, HEAD, STATUS and the interrupt. A deferred job with results is the
-        # pending descriptor's own (a later one starts no write run while a completion is
+        # line is answered, HEAD, STATUS and the interrupt. A waiting readout job with results is
+        # the pending descriptor's own (a later one starts no write run while a completion is
         # pending): its line waits for that run
-        m.d.comb += [completion.cycle.eq(self.cycle), completion.hold.eq(deferred & job_later.results),
+        m.d.comb += [completion.cycle.eq(self.cycle), completion.hold.eq(readout.waiting_results),
                      completion.quiet.eq(writer.quiet), completion.write_error.eq(writer.write_error),
                      completion.reported.eq(writer.reported), completion.reported_error.eq(writer.reported_error),
                      completion.irq_en.eq(Cat(q.irq_en for q in self.queues))]

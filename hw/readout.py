@@ -4,10 +4,14 @@ A job reads `rows` rows of N values, a word of LANES values at a time, in order:
 - from the output buffer through the fold unit (hw/fold_unit.py; the stage's plan, its
   accumulator bank), or from the input buffer (SOFTMAX's rows, one word every second
   cycle: its address one cycle, its data the next);
-- into the line packer, as FP16 or FP32 results (the control unit started the group's
-  write run with the job), or into the compute unit's buffers: the input buffer (a
-  chain's next input, FP16) or the output buffer (attention's FP32 scores, in the bank
-  read).
+- into the line packer, as FP16 or FP32 results (the job's write run starts, `run_*` to
+  the writer and the packer, as the job begins), or into the compute unit's buffers: the
+  input buffer (a chain's next input, FP16) or the output buffer (attention's FP32
+  scores, in the bank read).
+
+A stage's job is taken as the stage's last chunk enters the PE array and begins `delay`
+cycles later, in the cycle its last sums are written (`waiting` meanwhile: the writer
+takes no other job then, and a completion line waits for a waiting job's results).
 
 It holds its own copy of the plan, so the control unit can plan and run the next stage
 in the other accumulator bank while results are read out: the readout of one group's
@@ -15,11 +19,11 @@ results overlaps the next group's (or the next descriptor's) input and weights. 
 next stage needs the words (a chain, SOFTMAX's rows in the input buffer) the control unit
 waits for `done`, which pulses with the job's last word.
 """
-from amaranth import Module, Mux, Signal
+from amaranth import Cat, Const, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from isa.pe_array import ACC_INTERLEAVE
+from isa.pe_array import ACC_INTERLEAVE, trans_line_cycles
 from .unpacker import DIM_BITS
 
 # where a job's words go
@@ -34,11 +38,18 @@ class Readout(wiring.Component):
         lanes, rows = cfg.lanes, cfg.rows
         lane_bits = (lanes - 1).bit_length()
         super().__init__({
-            # the job, taken with `start`
-            "start": In(1), "source": In(1), "dest": In(range(4)), "rows": In(range(rows + 1)), "n": In(DIM_BITS),
+            # the job, taken with `start`, begun `delay` cycles later (0: at once); with
+            # `results`, its write run: `lines` lines from the one holding byte `first`
+            "start": In(1), "delay": In(range(trans_line_cycles(lanes) + 1)),
+            "source": In(1), "dest": In(range(4)), "rows": In(range(rows + 1)), "n": In(DIM_BITS),
             "n_words": In(range(acc_depth + 1)), "sets": In(range(ACC_INTERLEAVE + 1)),
             "sets1": In(range(ACC_INTERLEAVE + 1)), "pack_log2": In(range(lane_bits + 1)), "bank": In(1),
-            "busy": Out(1), "done": Out(1),
+            "results": In(1), "first": In(64), "lines": In(32),
+            # a job taken and not begun (and whether it has results), one begun and not done
+            "waiting": Out(1), "waiting_results": Out(1), "busy": Out(1), "done": Out(1),
+            # the write run, started as the job begins (the writer and the line packer)
+            "run_start": Out(1), "run_addr": Out(64), "run_lines": Out(32),
+            "run_offset": Out(range(cfg.beat_bytes)),
             # the fold unit and its sums (hw/compute_unit.py)
             "fold_valid": Out(1), "fold_ready": In(1), "fold_row": Out(range(rows)), "fold_word": Out(range(acc_depth)),
             "fold_n_cols": Out(DIM_BITS), "fold_n_words": Out(range(acc_depth + 1)),
@@ -60,20 +71,50 @@ class Readout(wiring.Component):
         m = Module()
         cfg = self._cfg
         lanes, lane_bits = cfg.lanes, (cfg.lanes - 1).bit_length()
+        line_log2 = (cfg.port_bytes - 1).bit_length()
+
+        # ---- the job: begun at once, or kept until its delay has passed (a stage's readout
+        # waits for its last sums to be written while the control unit goes on)
+        fields = ("source", "dest", "rows", "n", "n_words", "sets", "sets1", "pack_log2", "bank", "results",
+                  "first", "lines")
+        later = {name: Signal.like(getattr(self, name), name=f"later_{name}") for name in fields}
+        waiting, wait = self.waiting, Signal.like(self.delay)
+        job = {name: Mux(waiting, later[name], getattr(self, name)) for name in fields}
+        begin = Signal()
+        with m.If(waiting):
+            with m.If(wait == 1):
+                m.d.comb += begin.eq(1)
+                m.d.sync += waiting.eq(0)
+            with m.Else():
+                m.d.sync += wait.eq(wait - 1)
+        with m.If(self.start):
+            with m.If(self.delay == 0):
+                m.d.comb += begin.eq(1)
+            with m.Else():
+                m.d.sync += [waiting.eq(1), wait.eq(self.delay)]
+                m.d.sync += [later[name].eq(getattr(self, name)) for name in fields]
+        m.d.comb += self.waiting_results.eq(waiting & later["results"])
+        # the group's rows are bytes first .. first + rows * row bytes - 1 of the completion
+        # slot's data: the write run from the line holding the first
+        with m.If(begin & job["results"]):
+            m.d.comb += [self.run_start.eq(1), self.run_addr.eq(Cat(Const(0, line_log2), job["first"][line_log2:])),
+                         self.run_lines.eq(job["lines"]),
+                         self.run_offset.eq(job["first"][:(cfg.beat_bytes - 1).bit_length()])]
+
         source, dest, rows, n = Signal(1), Signal(range(4)), Signal.like(self.rows), Signal(DIM_BITS)
         busy = Signal()
         m.d.comb += self.busy.eq(busy)
-        with m.If(self.start):
-            m.d.sync += [source.eq(self.source), dest.eq(self.dest), rows.eq(self.rows), n.eq(self.n), busy.eq(1),
-                         self.fold_n_words.eq(self.n_words), self.fold_sets.eq(self.sets),
-                         self.fold_sets1.eq(self.sets1), self.fold_pack_log2.eq(self.pack_log2),
-                         self.fold_bank.eq(self.bank)]
+        with m.If(begin):
+            m.d.sync += [source.eq(job["source"]), dest.eq(job["dest"]), rows.eq(job["rows"]), n.eq(job["n"]),
+                         busy.eq(1), self.fold_n_words.eq(job["n_words"]), self.fold_sets.eq(job["sets"]),
+                         self.fold_sets1.eq(job["sets1"]), self.fold_pack_log2.eq(job["pack_log2"]),
+                         self.fold_bank.eq(job["bank"])]
         m.d.comb += self.fold_n_cols.eq(n)
 
         # the words asked of the fold unit, and the words taken out (row, word)
         ask_row, ask_word, asked_all = Signal.like(self.fold_row), Signal(DIM_BITS), Signal()
         row, word = Signal.like(self.fold_row), Signal(DIM_BITS)
-        with m.If(self.start):
+        with m.If(begin):
             m.d.sync += [ask_row.eq(0), ask_word.eq(0), asked_all.eq(0), row.eq(0), word.eq(0)]
         m.d.comb += [self.fold_row.eq(ask_row), self.fold_word.eq(ask_word),
                      self.fold_valid.eq(busy & (source == FROM_FOLD) & ~asked_all)]
@@ -87,7 +128,7 @@ class Readout(wiring.Component):
 
         # the word (row, word) out: a sum, or the input buffer's word read the cycle before
         bank_valid = Signal()
-        with m.If(self.start):
+        with m.If(begin):
             m.d.sync += bank_valid.eq(0)
         m.d.comb += [self.rd_row.eq(row), self.rd_addr.eq(word), self.rd_en.eq(busy & (source == FROM_INPUT))]
         valid = Mux(source == FROM_FOLD, self.sum_valid, bank_valid) & busy

@@ -832,7 +832,7 @@ module ndp_device(mem__awaddr, mem__awlen, mem__awsize, mem__awburst, mem__awloc
     .pop(pop),
     .pop_ready(pop_ready),
     .pop_valid(pop_valid),
-    .\port$10031$0 (\$3 ),
+    .\port$10040$0 (\$3 ),
     .queues__0(queues__0),
     .queues__1(queues__1),
     .queues__2(queues__2),
@@ -1042,7 +1042,7 @@ module ndp_device(mem__awaddr, mem__awlen, mem__awsize, mem__awburst, mem__awloc
     .io__wready(io__wready),
     .io__wstrb(io__wstrb),
     .io__wvalid(io__wvalid),
-    .\port$10031$0 (\$3 ),
+    .\port$10040$0 (\$3 ),
     .queues__0(queues__0),
     .queues__1(queues__1),
     .queues__2(queues__2),
@@ -2633,7 +2633,7 @@ module \ndp_device.command_engine (bus__rresp, clk, rst, push_ready, cycle, rese
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, bus__rlast, clk, rst, pop, bus__arlen, bus__arvalid, bus__awlen, bus__wdata, bus__wstrb, reported, bus__wvalid, bus__wlast, bus__bready, done_status, irq, \port$10031$0 , cycle
+module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, bus__rlast, clk, rst, pop, bus__arlen, bus__arvalid, bus__awlen, bus__wdata, bus__wstrb, reported, bus__wvalid, bus__wlast, bus__bready, done_status, irq, \port$10040$0 , cycle
 , queues__0, queues__1, queues__2, queues__3, pop_valid, pop_ready, bus__araddr, bus__awvalid, bus__awaddr, bus__arready, bus__rvalid, bus__awready, bus__wready, bus__bvalid, bus__bid);
   reg \$auto$verilog_backend.cc:2355:dump_module$67  = 0;
   wire \$1 ;
@@ -2642,33 +2642,33 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$101 ;
   wire \$102 ;
   wire \$103 ;
-  wire \$104 ;
-  wire \$105 ;
-  wire [64:0] \$106 ;
-  wire [65:0] \$107 ;
+  wire [64:0] \$104 ;
+  wire [65:0] \$105 ;
+  wire [19:0] \$106 ;
+  wire [19:0] \$107 ;
   wire [19:0] \$108 ;
   wire [19:0] \$109 ;
   wire \$11 ;
-  wire [19:0] \$110 ;
-  wire [19:0] \$111 ;
-  wire [22:0] \$112 ;
-  wire [25:0] \$113 ;
-  wire [26:0] \$114 ;
-  wire [27:0] \$115 ;
-  wire [28:0] \$116 ;
-  wire [28:0] \$117 ;
-  reg [31:0] \$118 ;
-  reg [31:0] \$119 ;
+  wire [22:0] \$110 ;
+  wire [25:0] \$111 ;
+  wire [26:0] \$112 ;
+  wire [27:0] \$113 ;
+  wire [28:0] \$114 ;
+  wire [28:0] \$115 ;
+  reg [31:0] \$116 ;
+  reg [31:0] \$117 ;
+  wire \$118 ;
+  wire \$119 ;
   wire \$12 ;
   wire \$120 ;
   wire \$121 ;
-  wire \$122 ;
-  wire \$123 ;
-  wire [64:0] \$124 ;
-  wire [65:0] \$125 ;
-  wire [20:0] \$126 ;
-  wire [27:0] \$127 ;
-  wire [66:0] \$128 ;
+  wire [64:0] \$122 ;
+  wire [65:0] \$123 ;
+  wire [20:0] \$124 ;
+  wire [27:0] \$125 ;
+  wire [66:0] \$126 ;
+  wire \$127 ;
+  wire \$128 ;
   wire \$129 ;
   wire \$13 ;
   wire \$130 ;
@@ -2700,29 +2700,29 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$154 ;
   wire \$155 ;
   wire \$156 ;
-  wire \$157 ;
-  wire \$158 ;
-  wire \$159 ;
+  wire [64:0] \$157 ;
+  wire [15:0] \$158 ;
+  wire [16:0] \$159 ;
   wire [19:0] \$16 ;
-  wire [5:0] \$160 ;
-  wire [64:0] \$161 ;
-  wire [15:0] \$162 ;
-  wire [16:0] \$163 ;
-  wire [16:0] \$164 ;
-  wire [79:0] \$165 ;
-  wire [80:0] \$166 ;
-  wire [64:0] \$167 ;
-  wire [15:0] \$168 ;
-  wire [16:0] \$169 ;
+  wire [16:0] \$160 ;
+  wire [79:0] \$161 ;
+  wire [80:0] \$162 ;
+  wire [64:0] \$163 ;
+  wire [15:0] \$164 ;
+  wire [16:0] \$165 ;
+  wire [16:0] \$166 ;
+  wire [79:0] \$167 ;
+  wire [80:0] \$168 ;
+  wire \$169 ;
   wire [19:0] \$17 ;
-  wire [16:0] \$170 ;
-  wire [79:0] \$171 ;
-  wire [80:0] \$172 ;
-  wire \$173 ;
+  wire \$170 ;
+  wire \$171 ;
+  wire [19:0] \$172 ;
+  wire [19:0] \$173 ;
   wire \$174 ;
   wire \$175 ;
-  wire [19:0] \$176 ;
-  wire [19:0] \$177 ;
+  wire \$176 ;
+  wire \$177 ;
   wire \$178 ;
   wire \$179 ;
   wire \$18 ;
@@ -2741,132 +2741,118 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$191 ;
   wire \$192 ;
   wire \$193 ;
-  wire \$194 ;
-  wire \$195 ;
-  wire \$196 ;
+  wire [22:0] \$194 ;
+  wire [25:0] \$195 ;
+  wire [48:0] \$196 ;
   wire \$197 ;
-  wire [22:0] \$198 ;
-  wire [25:0] \$199 ;
+  wire \$198 ;
+  wire \$199 ;
   wire \$2 ;
   wire [64:0] \$20 ;
-  wire [48:0] \$200 ;
+  wire \$200 ;
   wire \$201 ;
   wire \$202 ;
-  wire [5:0] \$203 ;
-  wire [5:0] \$204 ;
-  wire \$205 ;
+  wire [2:0] \$203 ;
+  wire \$204 ;
+  wire [2:0] \$205 ;
   wire \$206 ;
-  wire [5:0] \$207 ;
-  wire [5:0] \$208 ;
+  wire \$207 ;
+  wire \$208 ;
   wire \$209 ;
   wire [64:0] \$21 ;
   wire \$210 ;
-  wire \$211 ;
-  wire \$212 ;
-  wire \$213 ;
-  wire [2:0] \$214 ;
+  wire [22:0] \$211 ;
+  wire [25:0] \$212 ;
+  wire [48:0] \$213 ;
+  wire \$214 ;
   wire \$215 ;
-  wire [2:0] \$216 ;
+  wire \$216 ;
   wire \$217 ;
-  wire \$218 ;
+  wire [2:0] \$218 ;
   wire \$219 ;
   wire [19:0] \$22 ;
-  wire \$220 ;
-  wire \$221 ;
+  wire [2:0] \$220 ;
+  wire [20:0] \$221 ;
   wire [22:0] \$222 ;
-  wire [25:0] \$223 ;
-  wire [48:0] \$224 ;
+  wire [44:0] \$223 ;
+  wire [20:0] \$224 ;
   wire \$225 ;
   wire \$226 ;
-  wire \$227 ;
-  wire \$228 ;
-  wire [2:0] \$229 ;
+  reg \$227 ;
+  reg [333:0] \$228 ;
+  reg [4:0] \$229 ;
   wire [19:0] \$23 ;
-  wire \$230 ;
-  wire [2:0] \$231 ;
-  wire [20:0] \$232 ;
-  wire [22:0] \$233 ;
-  wire [44:0] \$234 ;
-  wire [20:0] \$235 ;
-  wire \$236 ;
-  wire \$237 ;
-  reg \$238 ;
+  reg [7:0] \$230 ;
+  reg [63:0] \$231 ;
+  reg [63:0] \$232 ;
+  reg [19:0] \$233 ;
+  reg [43:0] \$234 ;
+  reg [47:0] \$235 ;
+  reg [1:0] \$236 ;
+  reg [19:0] \$237 ;
+  reg [2:0] \$238 ;
   reg \$239 ;
   wire \$24 ;
-  reg [4:0] \$240 ;
-  reg [333:0] \$241 ;
-  reg [4:0] \$242 ;
-  reg [7:0] \$243 ;
-  reg [63:0] \$244 ;
-  reg [63:0] \$245 ;
-  reg [19:0] \$246 ;
-  reg [43:0] \$247 ;
-  reg [47:0] \$248 ;
-  reg [1:0] \$249 ;
+  reg [1:0] \$240 ;
+  reg \$241 ;
+  reg [31:0] \$242 ;
+  reg [31:0] \$243 ;
+  reg [31:0] \$244 ;
+  reg [31:0] \$245 ;
+  reg [31:0] \$246 ;
+  reg [31:0] \$247 ;
+  reg [31:0] \$248 ;
+  reg [31:0] \$249 ;
   wire \$25 ;
-  reg [19:0] \$250 ;
-  reg [2:0] \$251 ;
-  reg \$252 ;
-  reg [1:0] \$253 ;
-  reg \$254 ;
-  reg [138:0] \$255 ;
-  reg [31:0] \$256 ;
-  reg [31:0] \$257 ;
-  reg [31:0] \$258 ;
-  reg [31:0] \$259 ;
+  wire [512:0] \$250 ;
+  wire [33:0] \$251 ;
   wire \$26 ;
-  reg [31:0] \$260 ;
-  reg [31:0] \$261 ;
-  reg [31:0] \$262 ;
-  reg [31:0] \$263 ;
-  wire [512:0] \$264 ;
-  wire [33:0] \$265 ;
   wire \$27 ;
   wire \$28 ;
-  wire \$29 ;
+  wire [64:0] \$29 ;
   wire \$3 ;
   wire [64:0] \$30 ;
-  wire [64:0] \$31 ;
-  wire [65:0] \$32 ;
-  wire [26:0] \$33 ;
-  wire [27:0] \$34 ;
-  wire [28:0] \$35 ;
-  wire [29:0] \$36 ;
+  wire [65:0] \$31 ;
+  wire [26:0] \$32 ;
+  wire [27:0] \$33 ;
+  wire [28:0] \$34 ;
+  wire [29:0] \$35 ;
+  wire [30:0] \$36 ;
   wire [30:0] \$37 ;
-  wire [30:0] \$38 ;
-  wire [26:0] \$39 ;
+  wire [26:0] \$38 ;
+  wire [27:0] \$39 ;
   wire \$4 ;
-  wire [27:0] \$40 ;
-  wire [28:0] \$41 ;
+  wire [28:0] \$40 ;
+  wire [29:0] \$41 ;
   wire [29:0] \$42 ;
-  wire [29:0] \$43 ;
+  wire [64:0] \$43 ;
   wire [64:0] \$44 ;
   wire [64:0] \$45 ;
   wire [64:0] \$46 ;
-  wire [64:0] \$47 ;
-  wire [26:0] \$48 ;
-  wire [6:0] \$49 ;
+  wire [26:0] \$47 ;
+  wire [6:0] \$48 ;
+  wire \$49 ;
   wire \$5 ;
-  wire \$50 ;
-  wire [20:0] \$51 ;
-  wire \$52 ;
+  wire [20:0] \$50 ;
+  wire \$51 ;
+  wire [20:0] \$52 ;
   wire [20:0] \$53 ;
-  wire [20:0] \$54 ;
-  wire [64:0] \$55 ;
-  wire [44:0] \$56 ;
-  wire [65:0] \$57 ;
-  wire [22:0] \$58 ;
-  wire [23:0] \$59 ;
+  wire [64:0] \$54 ;
+  wire [44:0] \$55 ;
+  wire [65:0] \$56 ;
+  wire [22:0] \$57 ;
+  wire [23:0] \$58 ;
+  wire [24:0] \$59 ;
   wire \$6 ;
-  wire [24:0] \$60 ;
-  wire [25:0] \$61 ;
+  wire [25:0] \$60 ;
+  wire [26:0] \$61 ;
   wire [26:0] \$62 ;
-  wire [26:0] \$63 ;
-  wire [22:0] \$64 ;
-  wire [23:0] \$65 ;
-  wire [24:0] \$66 ;
+  wire [22:0] \$63 ;
+  wire [23:0] \$64 ;
+  wire [24:0] \$65 ;
+  wire [25:0] \$66 ;
   wire [25:0] \$67 ;
-  wire [25:0] \$68 ;
+  wire \$68 ;
   wire \$69 ;
   wire \$7 ;
   wire \$70 ;
@@ -2876,80 +2862,39 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$74 ;
   wire \$75 ;
   wire \$76 ;
-  wire \$77 ;
-  wire [64:0] \$78 ;
-  wire [65:0] \$79 ;
+  wire [64:0] \$77 ;
+  wire [65:0] \$78 ;
+  wire \$79 ;
   wire [1:0] \$8 ;
-  wire [19:0] \$80 ;
-  wire [19:0] \$81 ;
+  wire [5:0] \$80 ;
+  wire [5:0] \$81 ;
   wire [19:0] \$82 ;
   wire [19:0] \$83 ;
-  wire \$84 ;
-  wire \$85 ;
+  wire [19:0] \$84 ;
+  wire [19:0] \$85 ;
   wire \$86 ;
-  wire [22:0] \$87 ;
-  wire [25:0] \$88 ;
-  wire [26:0] \$89 ;
+  wire \$87 ;
+  wire \$88 ;
+  wire [22:0] \$89 ;
   wire [1:0] \$9 ;
-  wire [27:0] \$90 ;
-  wire [28:0] \$91 ;
-  wire [28:0] \$92 ;
-  wire \$93 ;
-  wire [5:0] \$94 ;
-  wire [5:0] \$95 ;
-  wire \$96 ;
-  wire \$97 ;
-  wire [19:0] \$98 ;
-  wire [19:0] \$99 ;
-  reg [4:0] \$like  = 5'h00;
-  wire [138:0] \$signal ;
-  reg [138:0] \$signal$251 ;
-  wire \$signal$251.bank ;
-  wire [1:0] \$signal$251.dest ;
-  wire [63:0] \$signal$251.first ;
-  wire [31:0] \$signal$251.lines ;
-  wire [19:0] \$signal$251.n ;
-  wire [7:0] \$signal$251.n_words ;
-  wire [2:0] \$signal$251.pack_log2 ;
-  wire \$signal$251.results ;
-  wire [2:0] \$signal$251.rows ;
-  wire [1:0] \$signal$251.sets ;
-  wire [1:0] \$signal$251.sets1 ;
-  wire \$signal$251.source ;
-  reg [138:0] \$signal$252  = 139'h00000000000000000000000000000000000;
-  wire \$signal$252.bank ;
-  wire [1:0] \$signal$252.dest ;
-  wire [63:0] \$signal$252.first ;
-  wire [31:0] \$signal$252.lines ;
-  wire [19:0] \$signal$252.n ;
-  wire [7:0] \$signal$252.n_words ;
-  wire [2:0] \$signal$252.pack_log2 ;
-  wire \$signal$252.results ;
-  wire [2:0] \$signal$252.rows ;
-  wire [1:0] \$signal$252.sets ;
-  wire [1:0] \$signal$252.sets1 ;
-  wire \$signal$252.source ;
-  reg \$signal$254 ;
-  reg [63:0] \$signal$311  = 64'h0000000000000000;
-  reg [63:0] \$signal$316  = 64'h0000000000000000;
-  reg [19:0] \$signal$324  = 20'h00000;
-  reg [43:0] \$signal$326  = 44'h00000000000;
-  reg [47:0] \$signal$348  = 48'h000000000000;
-  reg [2:0] \$signal$349  = 3'h0;
-  reg [19:0] \$signal$350  = 20'h00000;
-  reg [1:0] \$signal$353  = 2'h0;
-  wire \$signal.bank ;
-  wire [1:0] \$signal.dest ;
-  wire [63:0] \$signal.first ;
-  wire [31:0] \$signal.lines ;
-  wire [19:0] \$signal.n ;
-  wire [7:0] \$signal.n_words ;
-  wire [2:0] \$signal.pack_log2 ;
-  wire \$signal.results ;
-  wire [2:0] \$signal.rows ;
-  wire [1:0] \$signal.sets ;
-  wire [1:0] \$signal.sets1 ;
-  wire \$signal.source ;
+  wire [25:0] \$90 ;
+  wire [26:0] \$91 ;
+  wire [27:0] \$92 ;
+  wire [28:0] \$93 ;
+  wire [28:0] \$94 ;
+  wire \$95 ;
+  wire [19:0] \$96 ;
+  wire [19:0] \$97 ;
+  wire \$98 ;
+  wire \$99 ;
+  reg [63:0] \$signal  = 64'h0000000000000000;
+  reg [63:0] \$signal$305  = 64'h0000000000000000;
+  reg [19:0] \$signal$313  = 20'h00000;
+  reg [43:0] \$signal$315  = 44'h00000000000;
+  reg [47:0] \$signal$337  = 48'h000000000000;
+  reg [2:0] \$signal$344  = 3'h0;
+  reg [19:0] \$signal$346  = 20'h00000;
+  reg [1:0] \$signal$357  = 2'h0;
   wire [6:0] acc_addr;
   wire [6:0] acc_addr0;
   wire [6:0] acc_addr1;
@@ -2959,7 +2904,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   reg [1023:0] acc_data;
   reg [1:0] acc_row;
   reg acc_we;
-  wire \acc_we$360 ;
+  wire \acc_we$363 ;
   reg [6:0] acc_word;
   wire [5:0] active;
   wire [5:0] active0;
@@ -2967,7 +2912,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire [5:0] \active1$185 ;
   wire [63:0] addr;
   wire [63:0] \addr$125 ;
-  reg [63:0] \addr$267 ;
+  reg [63:0] \addr$253 ;
   reg [31:0] anchor_l0 = 32'd0;
   reg [31:0] anchor_l1 = 32'd0;
   reg [31:0] anchor_l2 = 32'd0;
@@ -2977,10 +2922,10 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   reg [31:0] anchor_m2 = 32'd0;
   reg [31:0] anchor_m3 = 32'd0;
   reg bank = 1'h0;
-  reg \bank$264 ;
+  reg \bank$353 ;
   reg [43:0] beats;
-  reg [31:0] \beats$321 ;
-  reg [43:0] \beats$330 ;
+  reg [31:0] \beats$310 ;
+  reg [43:0] \beats$319 ;
   wire [511:0] buf_data16;
   wire [1023:0] buf_data32;
   wire [1:0] buf_row;
@@ -3094,12 +3039,12 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire [5:0] \count$199 ;
   input [63:0] cycle;
   wire [63:0] cycle;
-  wire [63:0] \cycle$403 ;
+  wire [63:0] \cycle$406 ;
   wire [511:0] data;
   wire [511:0] \data$201 ;
   wire [63:0] data_base;
   wire [63:0] data_limit;
-  reg deferred = 1'h0;
+  reg [4:0] delay;
   wire [203:0] desc;
   wire [63:0] \desc.dev_addr ;
   wire [19:0] \desc.dev_cols ;
@@ -3113,20 +3058,20 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire [3:0] \desc.op ;
   wire [1:0] \desc.type ;
   wire [1:0] dest;
-  reg [1:0] \dest$257 ;
+  reg [1:0] \dest$342 ;
   reg dispatch;
   wire done;
-  wire \done$439 ;
+  wire \done$443 ;
   wire [1:0] done_queue;
-  wire [1:0] \done_queue$421 ;
+  wire [1:0] \done_queue$425 ;
   wire [31:0] done_seq;
-  wire [31:0] \done_seq$423 ;
+  wire [31:0] \done_seq$427 ;
   output [7:0] done_status;
   wire [7:0] done_status;
-  wire [7:0] \done_status$425 ;
+  wire [7:0] \done_status$429 ;
   wire done_store;
   wire done_valid;
-  wire \done_valid$419 ;
+  wire \done_valid$423 ;
   wire [4:0] drain;
   wire [14:0] dst_addr;
   wire [511:0] dst_data;
@@ -3148,6 +3093,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire [63:0] \entry.seq ;
   wire [63:0] \entry.taken ;
   wire first;
+  reg [63:0] \first$355 ;
   wire first0;
   wire first1;
   wire \first1$189 ;
@@ -3177,12 +3123,12 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire [19:0] \full_groups$139 ;
   wire has_full;
   reg hold;
-  wire \hold$404 ;
+  wire \hold$407 ;
   wire idle;
   reg [511:0] in_data;
   reg [1:0] in_row;
   reg in_we;
-  wire \in_we$355 ;
+  wire \in_we$358 ;
   reg [6:0] in_word;
   reg [63:0] input_span_first;
   reg [63:0] input_span_line;
@@ -3190,7 +3136,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   reg [5:0] input_span_offset;
   output [3:0] irq;
   wire [3:0] irq;
-  wire [3:0] \irq$427 ;
+  wire [3:0] \irq$431 ;
   wire [3:0] irq_en;
   wire is_compute;
   wire is_load;
@@ -3206,12 +3152,13 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \last$193 ;
   reg [19:0] length;
   reg [511:0] line;
-  reg [511:0] \line$388 ;
-  wire [511:0] \line$416 ;
+  reg [511:0] \line$391 ;
+  wire [511:0] \line$420 ;
   wire [63:0] line_addr;
   wire line_start;
   wire [31:0] lines;
-  reg [31:0] \lines$268 ;
+  reg [31:0] \lines$255 ;
+  reg [31:0] \lines$356 ;
   reg load;
   wire [7:0] log2_slot;
   wire [31:0] m;
@@ -3222,13 +3169,13 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire [43:0] main_elems;
   wire [43:0] \main_elems$143 ;
   wire [19:0] n;
-  reg [19:0] \n$259 ;
+  reg [19:0] \n$345 ;
   wire [19:0] n_cols;
   wire [19:0] n_words;
   wire [19:0] \n_words$131 ;
-  reg [7:0] \n_words$260 ;
+  reg [7:0] \n_words$347 ;
   reg [5:0] offset;
-  reg [4:0] \offset$318 ;
+  reg [4:0] \offset$307 ;
   wire [39:0] operand_lines;
   wire [511:0] out__data;
   wire [511:0] \out__data$77 ;
@@ -3240,7 +3187,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire out_err;
   wire [2:0] pack_log2;
   wire [2:0] \pack_log2$129 ;
-  reg [2:0] \pack_log2$263 ;
+  reg [2:0] \pack_log2$352 ;
   reg pair;
   wire [5:0] pair_count;
   wire [5:0] \pair_count$205 ;
@@ -3291,8 +3238,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   input pop_valid;
   wire pop_valid;
   wire \pop_valid$93 ;
-  output [33:0] \port$10031$0 ;
-  wire [33:0] \port$10031$0 ;
+  output [33:0] \port$10040$0 ;
+  wire [33:0] \port$10040$0 ;
   reg [1:0] queue;
   input [321:0] queues__0;
   wire [321:0] queues__0;
@@ -3387,16 +3334,16 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire [63:0] \queues__3.sq_base ;
   wire [31:0] \queues__3.tail ;
   wire quiet;
-  wire \quiet$406 ;
+  wire \quiet$410 ;
   wire [1023:0] rd_acc_data;
   reg [6:0] rd_addr;
-  wire [6:0] \rd_addr$377 ;
+  wire [6:0] \rd_addr$380 ;
   wire [511:0] rd_in_data;
   wire [511:0] \rd_in_data$239 ;
   reg [1:0] rd_row;
-  wire [1:0] \rd_row$376 ;
+  wire [1:0] \rd_row$379 ;
   reg read_error;
-  reg \read_error$397  = 1'h0;
+  reg \read_error$400  = 1'h0;
   wire ready;
   reg [321:0] regs;
   wire [63:0] \regs.cq_base ;
@@ -3410,38 +3357,43 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire [63:0] \regs.sq_base ;
   wire [31:0] \regs.tail ;
   reg report;
-  wire \report$428 ;
+  wire \report$432 ;
   wire report_store;
   output reported;
   wire reported;
-  wire \reported$410 ;
+  wire \reported$414 ;
   wire reported_error;
-  wire \reported_error$412 ;
+  wire \reported_error$416 ;
   reg rest;
   wire [4:0] rest_rows;
   wire [4:0] \rest_rows$141 ;
   reg restart;
   reg [63:0] result_first_0;
   reg [63:0] result_first_1;
+  reg results;
   wire [19:0] row;
   wire [19:0] \row$195 ;
-  reg [1:0] \row$366  = 2'h0;
-  reg [2:0] rows;
-  reg [19:0] \rows$319 ;
+  reg [1:0] \row$369  = 2'h0;
+  reg [19:0] rows;
+  reg [2:0] \rows$343 ;
   reg [2:0] rows_now;
   input rst;
   wire rst;
   wire [63:0] run_addr;
+  wire [63:0] \run_addr$254 ;
   wire run_done;
   wire run_issued;
   wire [31:0] run_lines;
+  wire [31:0] \run_lines$256 ;
   wire [2:0] run_log2;
   wire [2:0] \run_log2$135 ;
+  wire [5:0] run_offset;
   wire run_start;
+  wire \run_start$250 ;
   reg [63:0] seq;
   wire [1:0] sets;
   wire [1:0] \sets$133 ;
-  reg [1:0] \sets$261 ;
+  reg [1:0] \sets$348 ;
   reg [1:0] sets1;
   wire [1:0] sets_used__0;
   wire [1:0] sets_used__1;
@@ -3462,16 +3414,16 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire [1023:0] src_data;
   reg stage = 1'h0;
   wire start;
-  reg \start$255 ;
-  reg \start$265 ;
-  reg \start$269 ;
-  reg \start$317 ;
+  reg \start$251 ;
+  reg \start$257 ;
+  reg \start$306 ;
+  reg \start$327 ;
   reg \start$338 ;
-  reg \start$372 ;
+  reg \start$375 ;
   wire [47:0] stats_offset;
   reg [7:0] status;
-  reg [7:0] \status$395  = 8'h00;
-  wire [7:0] \status$434 ;
+  reg [7:0] \status$398  = 8'h00;
+  wire [7:0] \status$438 ;
   reg store;
   reg [63:0] strb;
   wire [511:0] sum_fp16;
@@ -3543,6 +3495,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \w_ready$243 ;
   reg w_valid;
   wire \w_valid$241 ;
+  wire waiting;
+  wire waiting_results;
   wire [31:0] widened_0;
   wire [31:0] widened_1;
   wire [31:0] widened_10;
@@ -3576,11 +3530,11 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire [31:0] widened_8;
   wire [31:0] widened_9;
   wire write_error;
-  wire \write_error$408 ;
+  wire \write_error$412 ;
   wire writer_free;
   assign \$1  = ~ pending;
   assign \$2  = idle & \$1 ;
-  assign \$3  = ~ deferred;
+  assign \$3  = ~ waiting;
   assign writer_free = \$2  & \$3 ;
   assign \$4  = entry[5:2] == 2'h3;
   assign \$5  = \$4  ? 1'h1 : 1'h0;
@@ -3607,257 +3561,238 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \$22  = entry[10] ? entry[143:124] : entry[123:104];
   assign \$23  = entry[10] ? entry[123:104] : entry[143:124];
   assign n_cols = stage ? \$22  : \$23 ;
-  assign \$signal  = deferred ? \$signal$252  : \$signal$251 ;
-  assign \$24  = \$like  == 1'h1;
-  assign \$25  = entry[5:2] == 2'h3;
-  assign src_data = \$25  ? rd_acc_data : { widened_31, widened_30, widened_29, widened_28, widened_27, widened_26, widened_25, widened_24, widened_23, widened_22, widened_21, widened_20, widened_19, widened_18, widened_17, widened_16, widened_15, widened_14, widened_13, widened_12, widened_11, widened_10, widened_9, widened_8, widened_7, widened_6, widened_5, widened_4, widened_3, widened_2, widened_1, widened_0 };
-  assign \$26  = ~ busy;
-  assign \$27  = ~ deferred;
-  assign \$28  = \$26  & \$27 ;
-  assign \$29  = \$28  & writer_free;
-  assign \$30  = \$signal$311  + 7'h40;
-  assign \$31  = is_load ? { 1'h0, entry[83:20] } : \$30 ;
-  assign \$32  = \$31  + 1'h0;
-  assign \$35  = copy_span_first[5:0] + \$34 ;
-  assign \$36  = \$35  + 7'h40;
-  assign \$37  = \$36  - 1'h1;
-  assign \$40  = copy_span_offset + \$39 ;
-  assign \$41  = \$40  + 6'h20;
-  assign \$42  = \$41  - 1'h1;
-  assign \$44  = \$signal$316  + 7'h40;
-  assign \$45  = is_load ? \$44  : { 1'h0, entry[83:20] };
-  assign \$46  = \$signal$316  + 7'h40;
-  assign \$47  = is_load ? \$46  : { 1'h0, entry[83:20] };
-  assign \$50  = ~ w_ready;
-  assign \$51  = entry[183:164] - \$signal$324 ;
-  assign \$52  = $signed(\$51 ) < $signed(4'h4);
-  assign \$53  = entry[183:164] - \$signal$324 ;
-  assign \$54  = \$52  ? \$53  : 21'h000004;
-  assign \$55  = \$signal$311  + 7'h40;
-  assign \$57  = \$55  + \$56 ;
-  assign \$58  = rows_now * entry[203:184];
-  assign \$60  = input_span_first[5:0] + \$59 ;
-  assign \$61  = \$60  + 7'h40;
-  assign \$62  = \$61  - 1'h1;
-  assign \$64  = rows_now * entry[203:184];
-  assign \$65  = input_span_offset + \$64 ;
-  assign \$66  = \$65  + 6'h20;
-  assign \$67  = \$66  - 1'h1;
-  assign \$69  = ~ busy;
-  assign \$70  = ~ deferred;
-  assign \$71  = \$69  & \$70 ;
-  assign \$72  = ! dest;
-  assign \$73  = dest == 1'h1;
-  assign \$74  = \$72  | \$73 ;
-  assign \$75  = ~ \$74 ;
-  assign \$76  = \$75  | writer_free;
-  assign \$77  = \$71  & \$76 ;
-  assign \$78  = \$signal$316  + 7'h40;
-  assign \$79  = \$78  + \$signal$348 ;
-  assign \$80  = entry[10] ? entry[143:124] : entry[123:104];
-  assign \$81  = entry[10] ? entry[123:104] : entry[143:124];
-  assign \$82  = stage ? \$80  : \$81 ;
-  assign \$84  = ! dest;
-  assign \$85  = dest == 1'h1;
-  assign \$86  = \$84  | \$85 ;
-  assign \$87  = \$signal$350  << \$signal$353 ;
-  assign \$88  = \$signal$349  * \$87 ;
-  assign \$89  = result_first_0[5:0] + \$88 ;
-  assign \$90  = \$89  + 7'h40;
-  assign \$91  = \$90  - 1'h1;
-  assign \$93  = drain > 1'h1;
-  assign \$94  = drain - 1'h1;
-  assign \$95  = \$93  ? \$94  : 6'h00;
-  assign \$96  = ! \$95 ;
-  assign \$97  = entry[5:2] == 2'h3;
-  assign \$98  = entry[10] ? entry[123:104] : entry[143:124];
-  assign \$99  = \$97  ? \$98  : entry[203:184];
-  assign \$100  = entry[5:2] == 2'h3;
-  assign \$101  = \$100  | entry[11];
-  assign \$102  = ~ busy;
-  assign \$103  = ~ deferred;
-  assign \$104  = \$102  & \$103 ;
-  assign \$105  = \$104  & writer_free;
-  assign \$106  = \$signal$316  + 7'h40;
-  assign \$107  = \$106  + \$signal$348 ;
-  assign \$108  = entry[10] ? entry[143:124] : entry[123:104];
-  assign \$109  = entry[10] ? entry[123:104] : entry[143:124];
-  assign \$110  = stage ? \$108  : \$109 ;
-  assign \$112  = \$signal$350  << \$signal$353 ;
-  assign \$113  = \$signal$349  * \$112 ;
-  assign \$114  = result_first_1[5:0] + \$113 ;
-  assign \$115  = \$114  + 7'h40;
-  assign \$116  = \$115  - 1'h1;
-  assign \$120  = ~ busy;
-  assign \$121  = ~ deferred;
-  assign \$122  = \$120  & \$121 ;
-  assign \$123  = \$122  & writer_free;
-  assign \$124  = \$signal$316  + 7'h40;
-  assign \$125  = \$124  + stats_offset;
-  assign \$126  = \$signal$324  + \row$366 ;
-  assign \$128  = \$125  + \$127 ;
-  assign \$129  = ~ pending;
-  assign \$130  = src__valid & out__ready;
-  assign \$131  = \$130  & \$264 [512];
-  assign \$132  = \read_error$397  | \$131 ;
-  assign \$133  = ! \status$395 ;
-  assign \$134  = \$133  & is_store;
-  assign \hold$404  = deferred & \$signal$252 [42];
-  assign \$135  = ! fsm_state;
-  assign \$136  = fsm_state == 1'h1;
-  assign \$137  = fsm_state == 2'h2;
-  assign \$138  = fsm_state == 2'h3;
-  assign \$139  = fsm_state == 3'h4;
-  assign \$140  = fsm_state == 3'h5;
-  assign \$141  = fsm_state == 3'h6;
-  assign \$142  = fsm_state == 3'h7;
-  assign \$143  = fsm_state == 4'h8;
-  assign \$144  = fsm_state == 4'h9;
-  assign \$145  = fsm_state == 4'ha;
-  assign \$146  = fsm_state == 4'hb;
-  assign \$147  = fsm_state == 4'hc;
-  assign \$148  = fsm_state == 4'hd;
-  assign \$149  = fsm_state == 4'he;
-  assign \$150  = fsm_state == 4'hf;
-  assign \$151  = fsm_state == 5'h10;
-  assign \$152  = fsm_state == 5'h11;
-  assign \$153  = fsm_state == 5'h12;
-  assign \$154  = fsm_state == 5'h13;
-  assign \$155  = fsm_state == 5'h14;
-  assign \$156  = fsm_state == 5'h15;
-  assign \$157  = src__valid & out__ready;
-  assign \$158  = \$157  & \$264 [512];
-  assign \$159  = \$like  == 1'h1;
-  assign \$160  = \$like  - 1'h1;
-  assign \$161  = entry[269:206] - 1'h1;
-  assign \$162  = 1'h1 << regs[259:256];
-  assign \$163  = \$162  - 1'h1;
-  assign \$164  = { 1'h0, \$161 [15:0] } & \$163 ;
-  assign \$165  = $signed(\$164 ) << regs[265:260];
-  assign \$166  = $signed({ 1'h0, regs[63:0] }) + $signed(\$165 );
-  assign \$167  = entry[269:206] - 1'h1;
-  assign \$168  = 1'h1 << regs[259:256];
-  assign \$169  = \$168  - 1'h1;
-  assign \$170  = { 1'h0, \$167 [15:0] } & \$169 ;
-  assign \$171  = $signed(\$170 ) << regs[265:260];
-  assign \$172  = $signed({ 1'h0, regs[127:64] }) + $signed(\$171 );
-  assign \$173  = entry[5:2] == 2'h3;
-  assign \$174  = entry[5:2] == 2'h2;
-  assign \$175  = entry[5:2] == 3'h4;
-  assign \$176  = entry[10] ? entry[143:124] : entry[123:104];
-  assign \$177  = entry[10] ? entry[123:104] : entry[143:124];
-  assign \$178  = | \status$434 ;
-  assign \$179  = ~ busy;
-  assign \$180  = ~ deferred;
-  assign \$181  = \$179  & \$180 ;
-  assign \$182  = \$181  & writer_free;
-  assign \$183  = valid & last;
-  assign \$184  = entry[5:2] == 2'h2;
-  assign \$185  = | rest_rows;
-  assign \$186  = ~ busy;
-  assign \$187  = ~ deferred;
-  assign \$188  = \$186  & \$187 ;
-  assign \$189  = ! dest;
-  assign \$190  = dest == 1'h1;
-  assign \$191  = \$189  | \$190 ;
-  assign \$192  = ~ \$191 ;
-  assign \$193  = \$192  | writer_free;
-  assign \$194  = \$188  & \$193 ;
-  assign \$195  = ! dest;
-  assign \$196  = dest == 1'h1;
-  assign \$197  = \$195  | \$196 ;
-  assign \$198  = \$signal$350  << \$signal$353 ;
-  assign \$199  = \$signal$349  * \$198 ;
-  assign \$200  = \$signal$348  + \$199 ;
-  assign \$201  = ~ bank;
-  assign \$202  = drain > 1'h1;
-  assign \$203  = drain - 1'h1;
-  assign \$204  = \$202  ? \$203  : 6'h00;
-  assign \$205  = ! \$204 ;
-  assign \$206  = drain > 1'h1;
-  assign \$207  = drain - 1'h1;
-  assign \$208  = \$206  ? \$207  : 6'h00;
-  assign \$209  = ! dest;
-  assign \$210  = dest == 1'h1;
-  assign \$211  = \$209  | \$210 ;
-  assign \$212  = entry[5:2] == 2'h3;
-  assign \$213  = dest == 2'h3;
-  assign \$214  = \row$366  + 1'h1;
-  assign \$215  = \$214  < \$signal$349 ;
-  assign \$216  = \row$366  + 1'h1;
-  assign \$217  = entry[5:2] == 2'h3;
-  assign \$218  = ~ busy;
-  assign \$219  = ~ deferred;
-  assign \$220  = \$218  & \$219 ;
-  assign \$221  = \$220  & writer_free;
-  assign \$222  = \$signal$350  << \$signal$353 ;
-  assign \$223  = \$signal$349  * \$222 ;
-  assign \$224  = \$signal$348  + \$223 ;
-  assign \$225  = ~ busy;
-  assign \$226  = ~ deferred;
-  assign \$227  = \$225  & \$226 ;
-  assign \$228  = \$227  & writer_free;
-  assign \$229  = \row$366  + 1'h1;
-  assign \$230  = \$229  < \$signal$349 ;
-  assign \$231  = \row$366  + 1'h1;
-  assign \$232  = \$signal$324  + 3'h4;
-  assign \$233  = 3'h4 * entry[203:184];
-  assign \$234  = \$signal$326  + \$233 ;
-  assign \$235  = \$signal$324  + 3'h4;
-  assign \$236  = \$235  < entry[183:164];
-  assign \$237  = ~ pending;
+  assign \$24  = entry[5:2] == 2'h3;
+  assign src_data = \$24  ? rd_acc_data : { widened_31, widened_30, widened_29, widened_28, widened_27, widened_26, widened_25, widened_24, widened_23, widened_22, widened_21, widened_20, widened_19, widened_18, widened_17, widened_16, widened_15, widened_14, widened_13, widened_12, widened_11, widened_10, widened_9, widened_8, widened_7, widened_6, widened_5, widened_4, widened_3, widened_2, widened_1, widened_0 };
+  assign \$25  = ~ busy;
+  assign \$26  = ~ waiting;
+  assign \$27  = \$25  & \$26 ;
+  assign \$28  = \$27  & writer_free;
+  assign \$29  = \$signal  + 7'h40;
+  assign \$30  = is_load ? { 1'h0, entry[83:20] } : \$29 ;
+  assign \$31  = \$30  + 1'h0;
+  assign \$34  = copy_span_first[5:0] + \$33 ;
+  assign \$35  = \$34  + 7'h40;
+  assign \$36  = \$35  - 1'h1;
+  assign \$39  = copy_span_offset + \$38 ;
+  assign \$40  = \$39  + 6'h20;
+  assign \$41  = \$40  - 1'h1;
+  assign \$43  = \$signal$305  + 7'h40;
+  assign \$44  = is_load ? \$43  : { 1'h0, entry[83:20] };
+  assign \$45  = \$signal$305  + 7'h40;
+  assign \$46  = is_load ? \$45  : { 1'h0, entry[83:20] };
+  assign \$49  = ~ w_ready;
+  assign \$50  = entry[183:164] - \$signal$313 ;
+  assign \$51  = $signed(\$50 ) < $signed(4'h4);
+  assign \$52  = entry[183:164] - \$signal$313 ;
+  assign \$53  = \$51  ? \$52  : 21'h000004;
+  assign \$54  = \$signal  + 7'h40;
+  assign \$56  = \$54  + \$55 ;
+  assign \$57  = rows_now * entry[203:184];
+  assign \$59  = input_span_first[5:0] + \$58 ;
+  assign \$60  = \$59  + 7'h40;
+  assign \$61  = \$60  - 1'h1;
+  assign \$63  = rows_now * entry[203:184];
+  assign \$64  = input_span_offset + \$63 ;
+  assign \$65  = \$64  + 6'h20;
+  assign \$66  = \$65  - 1'h1;
+  assign \$68  = ~ busy;
+  assign \$69  = ~ waiting;
+  assign \$70  = \$68  & \$69 ;
+  assign \$71  = ! dest;
+  assign \$72  = dest == 1'h1;
+  assign \$73  = \$71  | \$72 ;
+  assign \$74  = ~ \$73 ;
+  assign \$75  = \$74  | writer_free;
+  assign \$76  = \$70  & \$75 ;
+  assign \$77  = \$signal$305  + 7'h40;
+  assign \$78  = \$77  + \$signal$337 ;
+  assign \$79  = drain > 1'h1;
+  assign \$80  = drain - 1'h1;
+  assign \$81  = \$79  ? \$80  : 6'h00;
+  assign \$82  = entry[10] ? entry[143:124] : entry[123:104];
+  assign \$83  = entry[10] ? entry[123:104] : entry[143:124];
+  assign \$84  = stage ? \$82  : \$83 ;
+  assign \$86  = ! dest;
+  assign \$87  = dest == 1'h1;
+  assign \$88  = \$86  | \$87 ;
+  assign \$89  = \$signal$346  << \$signal$357 ;
+  assign \$90  = \$signal$344  * \$89 ;
+  assign \$91  = result_first_0[5:0] + \$90 ;
+  assign \$92  = \$91  + 7'h40;
+  assign \$93  = \$92  - 1'h1;
+  assign \$95  = entry[5:2] == 2'h3;
+  assign \$96  = entry[10] ? entry[123:104] : entry[143:124];
+  assign \$97  = \$95  ? \$96  : entry[203:184];
+  assign \$98  = entry[5:2] == 2'h3;
+  assign \$99  = \$98  | entry[11];
+  assign \$100  = ~ busy;
+  assign \$101  = ~ waiting;
+  assign \$102  = \$100  & \$101 ;
+  assign \$103  = \$102  & writer_free;
+  assign \$104  = \$signal$305  + 7'h40;
+  assign \$105  = \$104  + \$signal$337 ;
+  assign \$106  = entry[10] ? entry[143:124] : entry[123:104];
+  assign \$107  = entry[10] ? entry[123:104] : entry[143:124];
+  assign \$108  = stage ? \$106  : \$107 ;
+  assign \$110  = \$signal$346  << \$signal$357 ;
+  assign \$111  = \$signal$344  * \$110 ;
+  assign \$112  = result_first_1[5:0] + \$111 ;
+  assign \$113  = \$112  + 7'h40;
+  assign \$114  = \$113  - 1'h1;
+  assign \$118  = ~ busy;
+  assign \$119  = ~ waiting;
+  assign \$120  = \$118  & \$119 ;
+  assign \$121  = \$120  & writer_free;
+  assign \$122  = \$signal$305  + 7'h40;
+  assign \$123  = \$122  + stats_offset;
+  assign \$124  = \$signal$313  + \row$369 ;
+  assign \$126  = \$123  + \$125 ;
+  assign \$127  = ~ pending;
+  assign \$128  = src__valid & out__ready;
+  assign \$129  = \$128  & \$250 [512];
+  assign \$130  = \read_error$400  | \$129 ;
+  assign \$131  = ! \status$398 ;
+  assign \$132  = \$131  & is_store;
+  assign \$133  = ! fsm_state;
+  assign \$134  = fsm_state == 1'h1;
+  assign \$135  = fsm_state == 2'h2;
+  assign \$136  = fsm_state == 2'h3;
+  assign \$137  = fsm_state == 3'h4;
+  assign \$138  = fsm_state == 3'h5;
+  assign \$139  = fsm_state == 3'h6;
+  assign \$140  = fsm_state == 3'h7;
+  assign \$141  = fsm_state == 4'h8;
+  assign \$142  = fsm_state == 4'h9;
+  assign \$143  = fsm_state == 4'ha;
+  assign \$144  = fsm_state == 4'hb;
+  assign \$145  = fsm_state == 4'hc;
+  assign \$146  = fsm_state == 4'hd;
+  assign \$147  = fsm_state == 4'he;
+  assign \$148  = fsm_state == 4'hf;
+  assign \$149  = fsm_state == 5'h10;
+  assign \$150  = fsm_state == 5'h11;
+  assign \$151  = fsm_state == 5'h12;
+  assign \$152  = fsm_state == 5'h13;
+  assign \$153  = fsm_state == 5'h14;
+  assign \$154  = fsm_state == 5'h15;
+  assign \$155  = src__valid & out__ready;
+  assign \$156  = \$155  & \$250 [512];
+  assign \$157  = entry[269:206] - 1'h1;
+  assign \$158  = 1'h1 << regs[259:256];
+  assign \$159  = \$158  - 1'h1;
+  assign \$160  = { 1'h0, \$157 [15:0] } & \$159 ;
+  assign \$161  = $signed(\$160 ) << regs[265:260];
+  assign \$162  = $signed({ 1'h0, regs[63:0] }) + $signed(\$161 );
+  assign \$163  = entry[269:206] - 1'h1;
+  assign \$164  = 1'h1 << regs[259:256];
+  assign \$165  = \$164  - 1'h1;
+  assign \$166  = { 1'h0, \$163 [15:0] } & \$165 ;
+  assign \$167  = $signed(\$166 ) << regs[265:260];
+  assign \$168  = $signed({ 1'h0, regs[127:64] }) + $signed(\$167 );
+  assign \$169  = entry[5:2] == 2'h3;
+  assign \$170  = entry[5:2] == 2'h2;
+  assign \$171  = entry[5:2] == 3'h4;
+  assign \$172  = entry[10] ? entry[143:124] : entry[123:104];
+  assign \$173  = entry[10] ? entry[123:104] : entry[143:124];
+  assign \$174  = | \status$438 ;
+  assign \$175  = ~ busy;
+  assign \$176  = ~ waiting;
+  assign \$177  = \$175  & \$176 ;
+  assign \$178  = \$177  & writer_free;
+  assign \$179  = valid & last;
+  assign \$180  = entry[5:2] == 2'h2;
+  assign \$181  = | rest_rows;
+  assign \$182  = ~ busy;
+  assign \$183  = ~ waiting;
+  assign \$184  = \$182  & \$183 ;
+  assign \$185  = ! dest;
+  assign \$186  = dest == 1'h1;
+  assign \$187  = \$185  | \$186 ;
+  assign \$188  = ~ \$187 ;
+  assign \$189  = \$188  | writer_free;
+  assign \$190  = \$184  & \$189 ;
+  assign \$191  = ! dest;
+  assign \$192  = dest == 1'h1;
+  assign \$193  = \$191  | \$192 ;
+  assign \$194  = \$signal$346  << \$signal$357 ;
+  assign \$195  = \$signal$344  * \$194 ;
+  assign \$196  = \$signal$337  + \$195 ;
+  assign \$197  = ~ bank;
+  assign \$198  = ! dest;
+  assign \$199  = dest == 1'h1;
+  assign \$200  = \$198  | \$199 ;
+  assign \$201  = entry[5:2] == 2'h3;
+  assign \$202  = dest == 2'h3;
+  assign \$203  = \row$369  + 1'h1;
+  assign \$204  = \$203  < \$signal$344 ;
+  assign \$205  = \row$369  + 1'h1;
+  assign \$206  = entry[5:2] == 2'h3;
+  assign \$207  = ~ busy;
+  assign \$208  = ~ waiting;
+  assign \$209  = \$207  & \$208 ;
+  assign \$210  = \$209  & writer_free;
+  assign \$211  = \$signal$346  << \$signal$357 ;
+  assign \$212  = \$signal$344  * \$211 ;
+  assign \$213  = \$signal$337  + \$212 ;
+  assign \$214  = ~ busy;
+  assign \$215  = ~ waiting;
+  assign \$216  = \$214  & \$215 ;
+  assign \$217  = \$216  & writer_free;
+  assign \$218  = \row$369  + 1'h1;
+  assign \$219  = \$218  < \$signal$344 ;
+  assign \$220  = \row$369  + 1'h1;
+  assign \$221  = \$signal$313  + 3'h4;
+  assign \$222  = 3'h4 * entry[203:184];
+  assign \$223  = \$signal$315  + \$222 ;
+  assign \$224  = \$signal$313  + 3'h4;
+  assign \$225  = \$224  < entry[183:164];
+  assign \$226  = ~ pending;
   always @(posedge clk)
-    \read_error$397  <= \$238 ;
+    \read_error$400  <= \$227 ;
   always @(posedge clk)
-    deferred <= \$239 ;
+    entry <= \$228 ;
   always @(posedge clk)
-    \$like  <= \$240 ;
+    fsm_state <= \$229 ;
   always @(posedge clk)
-    entry <= \$241 ;
+    \status$398  <= \$230 ;
   always @(posedge clk)
-    fsm_state <= \$242 ;
+    \$signal  <= \$231 ;
   always @(posedge clk)
-    \status$395  <= \$243 ;
+    \$signal$305  <= \$232 ;
   always @(posedge clk)
-    \$signal$311  <= \$244 ;
+    \$signal$313  <= \$233 ;
   always @(posedge clk)
-    \$signal$316  <= \$245 ;
+    \$signal$315  <= \$234 ;
   always @(posedge clk)
-    \$signal$324  <= \$246 ;
+    \$signal$337  <= \$235 ;
   always @(posedge clk)
-    \$signal$326  <= \$247 ;
+    \$signal$357  <= \$236 ;
   always @(posedge clk)
-    \$signal$348  <= \$248 ;
+    \$signal$346  <= \$237 ;
   always @(posedge clk)
-    \$signal$353  <= \$249 ;
+    \$signal$344  <= \$238 ;
   always @(posedge clk)
-    \$signal$350  <= \$250 ;
+    stage <= \$239 ;
   always @(posedge clk)
-    \$signal$349  <= \$251 ;
+    \row$369  <= \$240 ;
   always @(posedge clk)
-    stage <= \$252 ;
+    bank <= \$241 ;
   always @(posedge clk)
-    \row$366  <= \$253 ;
+    anchor_m0 <= \$242 ;
   always @(posedge clk)
-    bank <= \$254 ;
+    anchor_m1 <= \$243 ;
   always @(posedge clk)
-    \$signal$252  <= \$255 ;
+    anchor_m2 <= \$244 ;
   always @(posedge clk)
-    anchor_m0 <= \$256 ;
+    anchor_m3 <= \$245 ;
   always @(posedge clk)
-    anchor_m1 <= \$257 ;
+    anchor_l0 <= \$246 ;
   always @(posedge clk)
-    anchor_m2 <= \$258 ;
+    anchor_l1 <= \$247 ;
   always @(posedge clk)
-    anchor_m3 <= \$259 ;
+    anchor_l2 <= \$248 ;
   always @(posedge clk)
-    anchor_l0 <= \$260 ;
-  always @(posedge clk)
-    anchor_l1 <= \$261 ;
-  always @(posedge clk)
-    anchor_l2 <= \$262 ;
-  always @(posedge clk)
-    anchor_l3 <= \$263 ;
+    anchor_l3 <= \$249 ;
   \ndp_device.control_unit.chunks  chunks (
     .acc_addr0(acc_addr),
     .acc_addr1(acc_addr1),
@@ -3895,7 +3830,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .run_log2(run_log2),
     .sets(sets),
     .split(split),
-    .start(\start$338 ),
+    .start(\start$327 ),
     .t_first(t_first),
     .t_fold_adds(t_fold_adds),
     .t_level(t_level),
@@ -3919,17 +3854,17 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .cycle(cycle),
     .done_status(done_status),
     .done_store(report_store),
-    .hold(\hold$404 ),
+    .hold(\hold$407 ),
     .irq(irq),
-    .line(\line$416 ),
+    .line(\line$420 ),
     .line_addr(line_addr),
     .line_start(line_start),
     .pending(pending),
-    .\port$10031$0 (\$265 ),
-    .\port$10292$289 (queues__0[289]),
-    .\port$10294$289 (queues__1[289]),
-    .\port$10296$289 (queues__2[289]),
-    .\port$10298$289 (queues__3[289]),
+    .\port$10040$0 (\$251 ),
+    .\port$10301$289 (queues__0[289]),
+    .\port$10303$289 (queues__1[289]),
+    .\port$10305$289 (queues__2[289]),
+    .\port$10307$289 (queues__3[289]),
     .queue(queue),
     .quiet(quiet),
     .r_en(reported),
@@ -4003,9 +3938,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .is_store(is_store),
     .log2_slot(regs[267:260]),
     .operand_lines(operand_lines),
-    .\port$10432$128 (regs[255:128]),
+    .\port$10441$128 (regs[255:128]),
     .stats_offset(stats_offset),
-    .status(\status$434 )
+    .status(\status$438 )
   );
   \ndp_device.control_unit.front  front (
     .clk(clk),
@@ -4035,7 +3970,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .out__strb(src__strb),
     .out__valid(\src__valid$82 ),
     .rst(rst),
-    .start(\start$269 ),
+    .start(\start$257 ),
     .w_bytes(w_bytes),
     .w_data(\w_data$244 ),
     .w_last(w_last),
@@ -4082,18 +4017,20 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .issued_all(run_issued),
     .lines(lines),
     .out__valid(src__valid),
-    .r_data(\$264 ),
+    .r_data(\$250 ),
     .r_en(out__ready),
     .rst(rst),
     .start(start)
   );
   \ndp_device.control_unit.readout  readout (
-    .acc_we(\acc_we$360 ),
-    .bank(\bank$264 ),
+    .acc_we(\acc_we$363 ),
+    .bank(\bank$353 ),
     .busy(busy),
     .clk(clk),
-    .dest(\dest$257 ),
+    .delay(delay),
+    .dest(\dest$342 ),
     .done(done),
+    .first(\first$355 ),
     .fold_bank(fold_bank),
     .fold_n_cols(fold_n_cols),
     .fold_n_words(fold_n_words),
@@ -4104,18 +4041,24 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .fold_sets1(fold_sets1),
     .fold_valid(fold_valid),
     .fold_word(fold_word),
-    .in_we(\in_we$355 ),
-    .n(\n$259 ),
-    .n_words(\n_words$260 ),
-    .pack_log2(\pack_log2$263 ),
+    .in_we(\in_we$358 ),
+    .lines(\lines$356 ),
+    .n(\n$345 ),
+    .n_words(\n_words$347 ),
+    .pack_log2(\pack_log2$352 ),
     .rd_in_data(rd_in_data),
     .rd_row(buf_row),
-    .rows(rows),
+    .results(results),
+    .rows(\rows$343 ),
     .rst(rst),
-    .sets(\sets$261 ),
+    .run_addr(\run_addr$254 ),
+    .run_lines(\run_lines$256 ),
+    .run_offset(run_offset),
+    .run_start(\run_start$250 ),
+    .sets(\sets$348 ),
     .sets1(sets1),
     .source(source),
-    .start(\start$255 ),
+    .start(\start$338 ),
     .sum_fp16(sum_fp16),
     .sum_fp32(sum_fp32),
     .sum_ready(sum_ready),
@@ -4125,11 +4068,13 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .w_last(\w_last$249 ),
     .w_ready(w_ready),
     .w_valid(\w_valid$241 ),
+    .waiting(waiting),
+    .waiting_results(\hold$407 ),
     .word(buf_word)
   );
   \ndp_device.control_unit.softmax  softmax (
     .clk(clk),
-    .done(\done$439 ),
+    .done(\done$443 ),
     .dst_addr(dst_addr),
     .\dst_data$425 (dst_data),
     .dst_en(dst_en),
@@ -4140,10 +4085,10 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .rst(rst),
     .src_addr(src_addr),
     .src_data(src_data),
-    .start(\start$372 )
+    .start(\start$375 )
   );
   \ndp_device.control_unit.unpacker  unpacker (
-    .beats(\beats$321 ),
+    .beats(\beats$310 ),
     .chunk_d0(data),
     .clk(clk),
     .col(col),
@@ -4151,18 +4096,18 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .count(count),
     .hold(hold),
     .last(last),
-    .offset(\offset$318 ),
+    .offset(\offset$307 ),
     .pair(pair),
     .pair_chunk_d0(pair_data),
     .pair_count(pair_count),
     .pair_valid(pair_valid),
     .pull(out__ready),
     .row(row),
-    .rows(\rows$319 ),
+    .rows(rows),
     .rst(rst),
-    .src__data(\$264 [511:0]),
+    .src__data(\$250 [511:0]),
     .src__valid(src__valid),
-    .start(\start$317 ),
+    .start(\start$306 ),
     .valid(valid)
   );
   ndp_fp16_mul widen_0 (
@@ -4327,7 +4272,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   );
   \ndp_device.control_unit.writer  writer (
     .addr(bus__awaddr),
-    .\addr$55 (\addr$267 ),
+    .\addr$55 (\addr$253 ),
     .bus__awlen(bus__awlen),
     .bus__awready(bus__awready),
     .bus__awvalid(bus__awvalid),
@@ -4342,8 +4287,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .clk(clk),
     .from_stream(from_stream),
     .idle(idle),
-    .line(\line$388 ),
-    .lines(\lines$268 ),
+    .line(\line$391 ),
+    .lines(\lines$255 ),
     .quiet(quiet),
     .report(report),
     .reported(reported),
@@ -4353,36 +4298,36 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .src__ready(\out__ready$78 ),
     .src__strb(src__strb),
     .src__valid(\src__valid$82 ),
-    .start(\start$265 ),
+    .start(\start$251 ),
     .strb(strb),
     .write_error(write_error)
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     (* full_case = 32'd1 *)
-    casez (\row$366 )
+    casez (\row$369 )
       2'h0:
-          \$118  = anchor_m0;
+          \$116  = anchor_m0;
       2'h1:
-          \$118  = anchor_m1;
+          \$116  = anchor_m1;
       2'h2:
-          \$118  = anchor_m2;
+          \$116  = anchor_m2;
       2'h3:
-          \$118  = anchor_m3;
+          \$116  = anchor_m3;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     (* full_case = 32'd1 *)
-    casez (\row$366 )
+    casez (\row$369 )
       2'h0:
-          \$119  = anchor_l0;
+          \$117  = anchor_l0;
       2'h1:
-          \$119  = anchor_l1;
+          \$117  = anchor_l1;
       2'h2:
-          \$119  = anchor_l2;
+          \$117  = anchor_l2;
       2'h3:
-          \$119  = anchor_l3;
+          \$117  = anchor_l3;
     endcase
   end
   always @* begin
@@ -4438,7 +4383,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h04:
           /* empty */;
       5'h05:
-          w_bytes = { 1'h0, \$49  };
+          w_bytes = { 1'h0, \$48  };
     endcase
   end
   always @* begin
@@ -4457,11 +4402,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$signal$254  = 1'h0;
-    if (deferred) begin
-      if (\$24 ) begin
-        \$signal$254  = 1'h1;
-      end
+    \start$251  = 1'h0;
+    if (\run_start$250 ) begin
+      \start$251  = 1'h1;
     end
     casez (fsm_state)
       5'h00:
@@ -4469,129 +4412,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h01:
           /* empty */;
       5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          if (\$77 ) begin
-            if (\$96 ) begin
-              \$signal$254  = 1'h1;
-            end
-          end
-      5'h11:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h13:
-          if (\$105 ) begin
-            \$signal$254  = 1'h1;
-          end
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \start$255  = 1'h0;
-    if (\$signal$254 ) begin
-      \start$255  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    source = 1'h0;
-    if (\$signal$254 ) begin
-      source = \$signal [0];
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \dest$257  = 2'h0;
-    if (\$signal$254 ) begin
-      \dest$257  = \$signal [2:1];
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    rows = 3'h0;
-    if (\$signal$254 ) begin
-      rows = \$signal [5:3];
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \n$259  = 20'h00000;
-    if (\$signal$254 ) begin
-      \n$259  = \$signal [25:6];
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \n_words$260  = 8'h00;
-    if (\$signal$254 ) begin
-      \n_words$260  = \$signal [33:26];
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \sets$261  = 2'h0;
-    if (\$signal$254 ) begin
-      \sets$261  = \$signal [35:34];
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    sets1 = 2'h0;
-    if (\$signal$254 ) begin
-      sets1 = \$signal [37:36];
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \pack_log2$263  = 3'h0;
-    if (\$signal$254 ) begin
-      \pack_log2$263  = \$signal [40:38];
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \bank$264  = 1'h0;
-    if (\$signal$254 ) begin
-      \bank$264  = \$signal [41];
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \start$265  = 1'h0;
-    if (\$signal$254 ) begin
-      if (\$signal [42]) begin
-        \start$265  = 1'h1;
-      end
-    end
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          if (\$29 ) begin
-            \start$265  = 1'h1;
+          if (\$28 ) begin
+            \start$251  = 1'h1;
           end
       5'h05:
           /* empty */;
@@ -4624,21 +4446,19 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h14:
           /* empty */;
       5'h0f:
-          if (\$123 ) begin
-            \start$265  = 1'h1;
+          if (\$121 ) begin
+            \start$251  = 1'h1;
           end
     endcase
     if (line_start) begin
-      \start$265  = 1'h1;
+      \start$251  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     from_stream = 1'h0;
-    if (\$signal$254 ) begin
-      if (\$signal [42]) begin
-        from_stream = 1'h1;
-      end
+    if (\run_start$250 ) begin
+      from_stream = 1'h1;
     end
     casez (fsm_state)
       5'h00:
@@ -4646,18 +4466,16 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h01:
           /* empty */;
       5'h04:
-          if (\$29 ) begin
+          if (\$28 ) begin
             from_stream = 1'h1;
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \addr$267  = 64'h0000000000000000;
-    if (\$signal$254 ) begin
-      if (\$signal [42]) begin
-        \addr$267  = { \$signal [106:49], 6'h00 };
-      end
+    \addr$253  = 64'h0000000000000000;
+    if (\run_start$250 ) begin
+      \addr$253  = \run_addr$254 ;
     end
     casez (fsm_state)
       5'h00:
@@ -4665,8 +4483,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h01:
           /* empty */;
       5'h04:
-          if (\$29 ) begin
-            \addr$267  = \$45 [63:0];
+          if (\$28 ) begin
+            \addr$253  = \$44 [63:0];
           end
       5'h05:
           /* empty */;
@@ -4699,21 +4517,19 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h14:
           /* empty */;
       5'h0f:
-          if (\$123 ) begin
-            \addr$267  = \$128 [63:0];
+          if (\$121 ) begin
+            \addr$253  = \$126 [63:0];
           end
     endcase
     if (line_start) begin
-      \addr$267  = line_addr;
+      \addr$253  = line_addr;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \lines$268  = 32'd0;
-    if (\$signal$254 ) begin
-      if (\$signal [42]) begin
-        \lines$268  = \$signal [138:107];
-      end
+    \lines$255  = 32'd0;
+    if (\run_start$250 ) begin
+      \lines$255  = \run_lines$256 ;
     end
     casez (fsm_state)
       5'h00:
@@ -4721,18 +4537,16 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h01:
           /* empty */;
       5'h04:
-          if (\$29 ) begin
-            \lines$268  = { 12'h000, entry[103:84] };
+          if (\$28 ) begin
+            \lines$255  = { 12'h000, entry[103:84] };
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \start$269  = 1'h0;
-    if (\$signal$254 ) begin
-      if (\$signal [42]) begin
-        \start$269  = 1'h1;
-      end
+    \start$257  = 1'h0;
+    if (\run_start$250 ) begin
+      \start$257  = 1'h1;
     end
     casez (fsm_state)
       5'h00:
@@ -4740,18 +4554,16 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h01:
           /* empty */;
       5'h04:
-          if (\$29 ) begin
-            \start$269  = 1'h1;
+          if (\$28 ) begin
+            \start$257  = 1'h1;
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     offset = 6'h00;
-    if (\$signal$254 ) begin
-      if (\$signal [42]) begin
-        offset = \$signal [48:43];
-      end
+    if (\run_start$250 ) begin
+      offset = run_offset;
     end
     casez (fsm_state)
       5'h00:
@@ -4759,8 +4571,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h01:
           /* empty */;
       5'h04:
-          if (\$29 ) begin
-            offset = \$47 [5:0];
+          if (\$28 ) begin
+            offset = \$46 [5:0];
           end
     endcase
   end
@@ -4781,8 +4593,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h01:
           /* empty */;
       5'h04:
-          if (\$29 ) begin
-            copy_span_first = \$32 [63:0];
+          if (\$28 ) begin
+            copy_span_first = \$31 [63:0];
           end
     endcase
   end
@@ -4795,7 +4607,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h01:
           /* empty */;
       5'h04:
-          if (\$29 ) begin
+          if (\$28 ) begin
             copy_span_line = { copy_span_first[63:6], 6'h00 };
           end
     endcase
@@ -4809,8 +4621,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h01:
           /* empty */;
       5'h04:
-          if (\$29 ) begin
-            copy_span_lines = { \$38 [30], \$38 [30], \$38 [30], \$38 [30], \$38 [30], \$38 [30], \$38 [30], \$38 [30], \$38 [30], \$38 [30], \$38 [30], \$38 [30], \$38 [30], \$38  };
+          if (\$28 ) begin
+            copy_span_lines = { \$37 [30], \$37 [30], \$37 [30], \$37 [30], \$37 [30], \$37 [30], \$37 [30], \$37 [30], \$37 [30], \$37 [30], \$37 [30], \$37 [30], \$37 [30], \$37  };
           end
     endcase
   end
@@ -4823,7 +4635,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h01:
           /* empty */;
       5'h04:
-          if (\$29 ) begin
+          if (\$28 ) begin
             copy_span_offset = { 1'h0, copy_span_first[5:1] };
           end
     endcase
@@ -4837,27 +4649,27 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h01:
           /* empty */;
       5'h04:
-          if (\$29 ) begin
-            beats = { \$43 [29], \$43 [29], \$43 [29], \$43 [29], \$43 [29], \$43 [29], \$43 [29], \$43 [29], \$43 [29], \$43 [29], \$43 [29], \$43 [29], \$43 [29], \$43 [29], \$43  };
+          if (\$28 ) begin
+            beats = { \$42 [29], \$42 [29], \$42 [29], \$42 [29], \$42 [29], \$42 [29], \$42 [29], \$42 [29], \$42 [29], \$42 [29], \$42 [29], \$42 [29], \$42 [29], \$42 [29], \$42  };
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \start$317  = 1'h0;
+    \start$306  = 1'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
           /* empty */;
       5'h04:
-          if (\$29 ) begin
-            \start$317  = 1'h1;
+          if (\$28 ) begin
+            \start$306  = 1'h1;
           end
       5'h05:
           /* empty */;
       5'h03:
-          \start$317  = 1'h1;
+          \start$306  = 1'h1;
       5'h06:
           /* empty */;
       5'h08:
@@ -4865,27 +4677,27 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h09:
           /* empty */;
       5'h0a:
-          \start$317  = 1'h1;
+          \start$306  = 1'h1;
       5'h0b:
-          \start$317  = 1'h1;
+          \start$306  = 1'h1;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \offset$318  = 5'h00;
+    \offset$307  = 5'h00;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
           /* empty */;
       5'h04:
-          if (\$29 ) begin
-            \offset$318  = copy_span_offset[4:0];
+          if (\$28 ) begin
+            \offset$307  = copy_span_offset[4:0];
           end
       5'h05:
           /* empty */;
       5'h03:
-          \offset$318  = input_span_offset[4:0];
+          \offset$307  = input_span_offset[4:0];
       5'h06:
           /* empty */;
       5'h08:
@@ -4893,27 +4705,27 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h09:
           /* empty */;
       5'h0a:
-          \offset$318  = u_offset;
+          \offset$307  = u_offset;
       5'h0b:
-          \offset$318  = u_offset;
+          \offset$307  = u_offset;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \rows$319  = 20'h00000;
+    rows = 20'h00000;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
           /* empty */;
       5'h04:
-          if (\$29 ) begin
-            \rows$319  = 20'h00001;
+          if (\$28 ) begin
+            rows = 20'h00001;
           end
       5'h05:
           /* empty */;
       5'h03:
-          \rows$319  = { 17'h00000, rows_now };
+          rows = { 17'h00000, rows_now };
       5'h06:
           /* empty */;
       5'h08:
@@ -4921,9 +4733,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h09:
           /* empty */;
       5'h0a:
-          \rows$319  = u_rows;
+          rows = u_rows;
       5'h0b:
-          \rows$319  = u_rows;
+          rows = u_rows;
     endcase
   end
   always @* begin
@@ -4935,8 +4747,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h01:
           /* empty */;
       5'h04:
-          if (\$29 ) begin
-            cols = { 5'h00, \$48  };
+          if (\$28 ) begin
+            cols = { 5'h00, \$47  };
           end
       5'h05:
           /* empty */;
@@ -4956,20 +4768,20 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \beats$321  = 32'd0;
+    \beats$310  = 32'd0;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
           /* empty */;
       5'h04:
-          if (\$29 ) begin
-            \beats$321  = beats[31:0];
+          if (\$28 ) begin
+            \beats$310  = beats[31:0];
           end
       5'h05:
           /* empty */;
       5'h03:
-          \beats$321  = \beats$330 [31:0];
+          \beats$310  = \beats$319 [31:0];
       5'h06:
           /* empty */;
       5'h08:
@@ -4977,9 +4789,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h09:
           /* empty */;
       5'h0a:
-          \beats$321  = u_beats;
+          \beats$310  = u_beats;
       5'h0b:
-          \beats$321  = u_beats;
+          \beats$310  = u_beats;
     endcase
   end
   always @* begin
@@ -4993,7 +4805,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h04:
           /* empty */;
       5'h05:
-          hold = \$50 ;
+          hold = \$49 ;
     endcase
   end
   always @* begin
@@ -5009,7 +4821,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h05:
           /* empty */;
       5'h03:
-          rows_now = \$54 [2:0];
+          rows_now = \$53 [2:0];
     endcase
   end
   always @* begin
@@ -5025,7 +4837,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h05:
           /* empty */;
       5'h03:
-          input_span_first = \$57 [63:0];
+          input_span_first = \$56 [63:0];
     endcase
   end
   always @* begin
@@ -5057,7 +4869,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h05:
           /* empty */;
       5'h03:
-          input_span_lines = { \$63 [26], \$63 [26], \$63 [26], \$63 [26], \$63 [26], \$63 [26], \$63 [26], \$63 [26], \$63 [26], \$63 [26], \$63 [26], \$63 [26], \$63 [26], \$63 [26], \$63 [26], \$63 [26], \$63 [26], \$63  };
+          input_span_lines = { \$62 [26], \$62 [26], \$62 [26], \$62 [26], \$62 [26], \$62 [26], \$62 [26], \$62 [26], \$62 [26], \$62 [26], \$62 [26], \$62 [26], \$62 [26], \$62 [26], \$62 [26], \$62 [26], \$62 [26], \$62  };
     endcase
   end
   always @* begin
@@ -5078,7 +4890,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \beats$330  = 44'h00000000000;
+    \beats$319  = 44'h00000000000;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -5089,7 +4901,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h05:
           /* empty */;
       5'h03:
-          \beats$330  = { \$68 [25], \$68 [25], \$68 [25], \$68 [25], \$68 [25], \$68 [25], \$68 [25], \$68 [25], \$68 [25], \$68 [25], \$68 [25], \$68 [25], \$68 [25], \$68 [25], \$68 [25], \$68 [25], \$68 [25], \$68 [25], \$68  };
+          \beats$319  = { \$67 [25], \$67 [25], \$67 [25], \$67 [25], \$67 [25], \$67 [25], \$67 [25], \$67 [25], \$67 [25], \$67 [25], \$67 [25], \$67 [25], \$67 [25], \$67 [25], \$67 [25], \$67 [25], \$67 [25], \$67 [25], \$67  };
     endcase
   end
   always @* begin
@@ -5123,7 +4935,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0e:
           /* empty */;
       5'h11:
-          in_we = \in_we$355 ;
+          in_we = \in_we$358 ;
       5'h07:
           in_we = dst_en;
       5'h12:
@@ -5163,9 +4975,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h11:
           in_row = buf_row;
       5'h07:
-          in_row = \row$366 ;
+          in_row = \row$369 ;
       5'h12:
-          in_row = \row$366 ;
+          in_row = \row$369 ;
     endcase
   end
   always @* begin
@@ -5292,7 +5104,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \start$338  = 1'h0;
+    \start$327  = 1'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -5311,9 +5123,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h09:
           /* empty */;
       5'h0a:
-          \start$338  = 1'h1;
+          \start$327  = 1'h1;
       5'h0b:
-          \start$338  = 1'h1;
+          \start$327  = 1'h1;
     endcase
   end
   always @* begin
@@ -5427,14 +5239,14 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0d:
           /* empty */;
       5'h0e:
-          if (\$77 ) begin
-            result_first_0 = \$79 [63:0];
+          if (\$76 ) begin
+            result_first_0 = \$78 [63:0];
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$signal$251  = 139'h00000000000000000000000000000000000;
+    \start$338  = 1'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -5461,19 +5273,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0d:
           /* empty */;
       5'h0e:
-          if (\$77 ) begin
-            \$signal$251 [0] = 1'h0;
-            \$signal$251 [2:1] = dest;
-            \$signal$251 [5:3] = \$signal$349 ;
-            \$signal$251 [25:6] = \$83 ;
-            \$signal$251 [33:26] = n_words[7:0];
-            \$signal$251 [35:34] = sets_used__0;
-            \$signal$251 [37:36] = sets_used__1;
-            \$signal$251 [40:38] = pack_log2;
-            \$signal$251 [41] = bank;
-            \$signal$251 [42] = \$86 ;
-            \$signal$251 [106:43] = result_first_0;
-            \$signal$251 [138:107] = { \$92 [28], \$92 [28], \$92 [28], \$92  };
+          if (\$76 ) begin
+            \start$338  = 1'h1;
           end
       5'h11:
           /* empty */;
@@ -5482,19 +5283,580 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h12:
           /* empty */;
       5'h13:
-          if (\$105 ) begin
-            \$signal$251 [0] = 1'h1;
-            \$signal$251 [2:1] = 2'h0;
-            \$signal$251 [5:3] = \$signal$349 ;
-            \$signal$251 [25:6] = \$111 ;
-            \$signal$251 [33:26] = n_words[7:0];
-            \$signal$251 [35:34] = sets_used__0;
-            \$signal$251 [37:36] = sets_used__1;
-            \$signal$251 [40:38] = pack_log2;
-            \$signal$251 [41] = bank;
-            \$signal$251 [42] = 1'h1;
-            \$signal$251 [106:43] = result_first_1;
-            \$signal$251 [138:107] = { \$117 [28], \$117 [28], \$117 [28], \$117  };
+          if (\$103 ) begin
+            \start$338  = 1'h1;
+          end
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    delay = 5'h00;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          if (\$76 ) begin
+            delay = \$81 [4:0];
+          end
+      5'h11:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h13:
+          if (\$103 ) begin
+            delay = 5'h00;
+          end
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    source = 1'h0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          if (\$76 ) begin
+            source = 1'h0;
+          end
+      5'h11:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h13:
+          if (\$103 ) begin
+            source = 1'h1;
+          end
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \dest$342  = 2'h0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          if (\$76 ) begin
+            \dest$342  = dest;
+          end
+      5'h11:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h13:
+          if (\$103 ) begin
+            \dest$342  = 2'h0;
+          end
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \rows$343  = 3'h0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          if (\$76 ) begin
+            \rows$343  = \$signal$344 ;
+          end
+      5'h11:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h13:
+          if (\$103 ) begin
+            \rows$343  = \$signal$344 ;
+          end
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \n$345  = 20'h00000;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          if (\$76 ) begin
+            \n$345  = \$85 ;
+          end
+      5'h11:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h13:
+          if (\$103 ) begin
+            \n$345  = \$109 ;
+          end
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \n_words$347  = 8'h00;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          if (\$76 ) begin
+            \n_words$347  = n_words[7:0];
+          end
+      5'h11:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h13:
+          if (\$103 ) begin
+            \n_words$347  = n_words[7:0];
+          end
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \sets$348  = 2'h0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          if (\$76 ) begin
+            \sets$348  = sets_used__0;
+          end
+      5'h11:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h13:
+          if (\$103 ) begin
+            \sets$348  = sets_used__0;
+          end
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    sets1 = 2'h0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          if (\$76 ) begin
+            sets1 = sets_used__1;
+          end
+      5'h11:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h13:
+          if (\$103 ) begin
+            sets1 = sets_used__1;
+          end
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \pack_log2$352  = 3'h0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          if (\$76 ) begin
+            \pack_log2$352  = pack_log2;
+          end
+      5'h11:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h13:
+          if (\$103 ) begin
+            \pack_log2$352  = pack_log2;
+          end
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \bank$353  = 1'h0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          if (\$76 ) begin
+            \bank$353  = bank;
+          end
+      5'h11:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h13:
+          if (\$103 ) begin
+            \bank$353  = bank;
+          end
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    results = 1'h0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          if (\$76 ) begin
+            results = \$88 ;
+          end
+      5'h11:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h13:
+          if (\$103 ) begin
+            results = 1'h1;
+          end
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \first$355  = 64'h0000000000000000;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          if (\$76 ) begin
+            \first$355  = result_first_0;
+          end
+      5'h11:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h13:
+          if (\$103 ) begin
+            \first$355  = result_first_1;
+          end
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \lines$356  = 32'd0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          if (\$76 ) begin
+            \lines$356  = { \$94 [28], \$94 [28], \$94 [28], \$94  };
+          end
+      5'h11:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h13:
+          if (\$103 ) begin
+            \lines$356  = { \$115 [28], \$115 [28], \$115 [28], \$115  };
           end
     endcase
   end
@@ -5529,7 +5891,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0e:
           /* empty */;
       5'h11:
-          acc_we = \acc_we$360 ;
+          acc_we = \acc_we$363 ;
     endcase
   end
   always @* begin
@@ -5667,9 +6029,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h11:
           /* empty */;
       5'h07:
-          rd_row = \row$366 ;
+          rd_row = \row$369 ;
       5'h12:
-          rd_row = \row$366 ;
+          rd_row = \row$369 ;
       5'h13:
           /* empty */;
       5'h14:
@@ -5720,7 +6082,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \start$372  = 1'h0;
+    \start$375  = 1'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -5751,7 +6113,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h11:
           /* empty */;
       5'h07:
-          \start$372  = 1'h1;
+          \start$375  = 1'h1;
     endcase
   end
   always @* begin
@@ -5787,7 +6149,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h11:
           /* empty */;
       5'h07:
-          length = \$99 ;
+          length = \$97 ;
     endcase
   end
   always @* begin
@@ -5823,7 +6185,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h11:
           /* empty */;
       5'h07:
-          partial = \$101 ;
+          partial = \$99 ;
     endcase
   end
   always @* begin
@@ -5863,8 +6225,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h12:
           /* empty */;
       5'h13:
-          if (\$105 ) begin
-            result_first_1 = \$107 [63:0];
+          if (\$103 ) begin
+            result_first_1 = \$105 [63:0];
           end
     endcase
   end
@@ -5909,12 +6271,12 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h14:
           /* empty */;
       5'h0f:
-          line = { 448'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, \$119 , \$118  };
+          line = { 448'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, \$117 , \$116  };
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \line$388  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    \line$391  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -5953,12 +6315,12 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h14:
           /* empty */;
       5'h0f:
-          if (\$123 ) begin
-            \line$388  = line;
+          if (\$121 ) begin
+            \line$391  = line;
           end
     endcase
     if (line_start) begin
-      \line$388  = \line$416 ;
+      \line$391  = \line$420 ;
     end
   end
   always @* begin
@@ -6002,7 +6364,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h14:
           /* empty */;
       5'h0f:
-          if (\$123 ) begin
+          if (\$121 ) begin
             strb = 64'hffffffffffffffff;
           end
     endcase
@@ -6057,7 +6419,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h10:
           /* empty */;
       5'h02:
-          if (\$129 ) begin
+          if (\$127 ) begin
             complete = 1'h1;
           end
     endcase
@@ -6109,7 +6471,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h10:
           /* empty */;
       5'h02:
-          if (\$129 ) begin
+          if (\$127 ) begin
             queue = entry[205:204];
           end
     endcase
@@ -6161,7 +6523,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h10:
           /* empty */;
       5'h02:
-          if (\$129 ) begin
+          if (\$127 ) begin
             seq = entry[269:206];
           end
     endcase
@@ -6213,7 +6575,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h10:
           /* empty */;
       5'h02:
-          if (\$129 ) begin
+          if (\$127 ) begin
             taken = entry[333:270];
           end
     endcase
@@ -6265,8 +6627,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h10:
           /* empty */;
       5'h02:
-          if (\$129 ) begin
-            status = \status$395 ;
+          if (\$127 ) begin
+            status = \status$398 ;
           end
     endcase
   end
@@ -6317,8 +6679,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h10:
           /* empty */;
       5'h02:
-          if (\$129 ) begin
-            read_error = \$132 ;
+          if (\$127 ) begin
+            read_error = \$130 ;
           end
     endcase
   end
@@ -6369,8 +6731,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h10:
           /* empty */;
       5'h02:
-          if (\$129 ) begin
-            slot = \$signal$316 ;
+          if (\$127 ) begin
+            slot = \$signal$305 ;
           end
     endcase
   end
@@ -6421,8 +6783,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h10:
           /* empty */;
       5'h02:
-          if (\$129 ) begin
-            store = \$134 ;
+          if (\$127 ) begin
+            store = \$132 ;
           end
     endcase
   end
@@ -6435,33 +6797,225 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$238  = \read_error$397 ;
-    if (\$158 ) begin
-      \$238  = 1'h1;
+    \$227  = \read_error$400 ;
+    if (\$156 ) begin
+      \$227  = 1'h1;
     end
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          \$238  = 1'h0;
+          \$227  = 1'h0;
     endcase
     if (rst) begin
-      \$238  = 1'h0;
+      \$227  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$239  = deferred;
-    if (deferred) begin
-      if (\$159 ) begin
-        \$239  = 1'h0;
-      end
+    \$228  = entry;
+    casez (fsm_state)
+      5'h00:
+          if (task_valid) begin
+            \$228  = \task ;
+          end
+    endcase
+    if (rst) begin
+      \$228  = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$229  = fsm_state;
+    casez (fsm_state)
+      5'h00:
+          if (task_valid) begin
+            \$229  = 5'h01;
+          end
+      5'h01:
+          (* full_case = 32'd1 *)
+          if (\$174 ) begin
+            \$229  = 5'h02;
+          end else if (is_compute) begin
+            \$229  = 5'h03;
+          end else begin
+            \$229  = 5'h04;
+          end
+      5'h04:
+          if (\$178 ) begin
+            \$229  = 5'h05;
+          end
+      5'h05:
+          if (idle) begin
+            \$229  = 5'h02;
+          end
+      5'h03:
+          \$229  = 5'h06;
+      5'h06:
+          if (\$179 ) begin
+            (* full_case = 32'd1 *)
+            if (\$180 ) begin
+              \$229  = 5'h07;
+            end else begin
+              \$229  = 5'h08;
+            end
+          end
+      5'h08:
+          \$229  = 5'h09;
+      5'h09:
+          if (ready) begin
+            (* full_case = 32'd1 *)
+            if (has_full) begin
+              \$229  = 5'h0a;
+            end else begin
+              \$229  = 5'h0b;
+            end
+          end
+      5'h0a:
+          \$229  = 5'h0c;
+      5'h0b:
+          \$229  = 5'h0d;
+      5'h0c:
+          if (run_done) begin
+            (* full_case = 32'd1 *)
+            if (\$181 ) begin
+              \$229  = 5'h0b;
+            end else begin
+              \$229  = 5'h0e;
+            end
+          end
+      5'h0d:
+          if (run_done) begin
+            \$229  = 5'h0e;
+          end
+      5'h0e:
+          if (\$190 ) begin
+            (* full_case = 32'd1 *)
+            if (\$200 ) begin
+              (* full_case = 32'd1 *)
+              if (\$201 ) begin
+                \$229  = 5'h0f;
+              end else begin
+                \$229  = 5'h10;
+              end
+            end else begin
+              \$229  = 5'h11;
+            end
+          end
+      5'h11:
+          if (done) begin
+            (* full_case = 32'd1 *)
+            if (\$202 ) begin
+              \$229  = 5'h07;
+            end else begin
+              \$229  = 5'h08;
+            end
+          end
+      5'h07:
+          \$229  = 5'h12;
+      5'h12:
+          if (\done$443 ) begin
+            (* full_case = 32'd1 *)
+            if (\$204 ) begin
+              \$229  = 5'h07;
+            end else begin
+              (* full_case = 32'd1 *)
+              if (\$206 ) begin
+                \$229  = 5'h08;
+              end else begin
+                \$229  = 5'h13;
+              end
+            end
+          end
+      5'h13:
+          if (\$210 ) begin
+            \$229  = 5'h14;
+          end
+      5'h14:
+          if (done) begin
+            (* full_case = 32'd1 *)
+            if (entry[11]) begin
+              \$229  = 5'h0f;
+            end else begin
+              \$229  = 5'h10;
+            end
+          end
+      5'h0f:
+          if (\$217 ) begin
+            \$229  = 5'h15;
+          end
+      5'h15:
+          if (idle) begin
+            (* full_case = 32'd1 *)
+            if (\$219 ) begin
+              \$229  = 5'h0f;
+            end else begin
+              \$229  = 5'h10;
+            end
+          end
+      5'h10:
+          (* full_case = 32'd1 *)
+          if (\$225 ) begin
+            \$229  = 5'h03;
+          end else begin
+            \$229  = 5'h02;
+          end
+      5'h02:
+          if (\$226 ) begin
+            \$229  = 5'h00;
+          end
+    endcase
+    if (rst) begin
+      \$229  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$230  = \status$398 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
+          \$230  = \status$438 ;
+    endcase
+    if (rst) begin
+      \$230  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$231  = \$signal ;
+    casez (fsm_state)
+      5'h00:
           /* empty */;
+      5'h01:
+          \$231  = \$162 [63:0];
+    endcase
+    if (rst) begin
+      \$231  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$232  = \$signal$305 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          \$232  = \$168 [63:0];
+    endcase
+    if (rst) begin
+      \$232  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$233  = \$signal$313 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          \$233  = 20'h00000;
       5'h04:
           /* empty */;
       5'h05:
@@ -6483,12 +7037,224 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0d:
           /* empty */;
       5'h0e:
-          if (\$194 ) begin
-            (* full_case = 32'd1 *)
-            if (\$205 ) begin
-            end else begin
-              \$239  = 1'h1;
+          /* empty */;
+      5'h11:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h15:
+          /* empty */;
+      5'h10:
+          \$233  = \$221 [19:0];
+    endcase
+    if (rst) begin
+      \$233  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$234  = \$signal$315 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          \$234  = 44'h00000000000;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h11:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h15:
+          /* empty */;
+      5'h10:
+          \$234  = \$223 [43:0];
+    endcase
+    if (rst) begin
+      \$234  = 44'h00000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$235  = \$signal$337 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          \$235  = 48'h000000000000;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          if (\$190 ) begin
+            if (\$193 ) begin
+              \$235  = \$196 [47:0];
             end
+          end
+      5'h11:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h13:
+          if (\$210 ) begin
+            \$235  = \$213 [47:0];
+          end
+    endcase
+    if (rst) begin
+      \$235  = 48'h000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$236  = \$signal$357 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          (* full_case = 32'd1 *)
+          if (\$169 ) begin
+            \$236  = 2'h2;
+          end else if (\$170 ) begin
+            \$236  = 2'h1;
+          end else if (\$171 ) begin
+            \$236  = 2'h1;
+          end else begin
+            \$236  = 2'h1;
+          end
+    endcase
+    if (rst) begin
+      \$236  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$237  = \$signal$346 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          (* full_case = 32'd1 *)
+          if (\$169 ) begin
+            \$237  = \$172 ;
+          end else if (\$170 ) begin
+            \$237  = entry[203:184];
+          end else if (\$171 ) begin
+            \$237  = entry[123:104];
+          end else begin
+            \$237  = \$173 ;
+          end
+    endcase
+    if (rst) begin
+      \$237  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$238  = \$signal$344 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          \$238  = rows_now;
+    endcase
+    if (rst) begin
+      \$238  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$239  = stage;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h03:
+          \$239  = 1'h0;
+      5'h06:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h11:
+          if (done) begin
+            \$239  = 1'h1;
           end
     endcase
     if (rst) begin
@@ -6497,14 +7263,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$240  = \$like ;
-    if (deferred) begin
-      (* full_case = 32'd1 *)
-      if (\$159 ) begin
-      end else begin
-        \$240  = \$160 [4:0];
-      end
-    end
+    \$240  = \row$369 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -6517,499 +7276,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h03:
           /* empty */;
       5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          if (\$194 ) begin
-            (* full_case = 32'd1 *)
-            if (\$205 ) begin
-            end else begin
-              \$240  = \$208 [4:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$240  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$241  = entry;
-    casez (fsm_state)
-      5'h00:
-          if (task_valid) begin
-            \$241  = \task ;
-          end
-    endcase
-    if (rst) begin
-      \$241  = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$242  = fsm_state;
-    casez (fsm_state)
-      5'h00:
-          if (task_valid) begin
-            \$242  = 5'h01;
-          end
-      5'h01:
-          (* full_case = 32'd1 *)
-          if (\$178 ) begin
-            \$242  = 5'h02;
-          end else if (is_compute) begin
-            \$242  = 5'h03;
-          end else begin
-            \$242  = 5'h04;
-          end
-      5'h04:
-          if (\$182 ) begin
-            \$242  = 5'h05;
-          end
-      5'h05:
-          if (idle) begin
-            \$242  = 5'h02;
-          end
-      5'h03:
-          \$242  = 5'h06;
-      5'h06:
-          if (\$183 ) begin
-            (* full_case = 32'd1 *)
-            if (\$184 ) begin
-              \$242  = 5'h07;
-            end else begin
-              \$242  = 5'h08;
-            end
-          end
-      5'h08:
-          \$242  = 5'h09;
-      5'h09:
-          if (ready) begin
-            (* full_case = 32'd1 *)
-            if (has_full) begin
-              \$242  = 5'h0a;
-            end else begin
-              \$242  = 5'h0b;
-            end
-          end
-      5'h0a:
-          \$242  = 5'h0c;
-      5'h0b:
-          \$242  = 5'h0d;
-      5'h0c:
-          if (run_done) begin
-            (* full_case = 32'd1 *)
-            if (\$185 ) begin
-              \$242  = 5'h0b;
-            end else begin
-              \$242  = 5'h0e;
-            end
-          end
-      5'h0d:
-          if (run_done) begin
-            \$242  = 5'h0e;
-          end
-      5'h0e:
-          if (\$194 ) begin
-            (* full_case = 32'd1 *)
-            if (\$211 ) begin
-              (* full_case = 32'd1 *)
-              if (\$212 ) begin
-                \$242  = 5'h0f;
-              end else begin
-                \$242  = 5'h10;
-              end
-            end else begin
-              \$242  = 5'h11;
-            end
-          end
-      5'h11:
-          if (done) begin
-            (* full_case = 32'd1 *)
-            if (\$213 ) begin
-              \$242  = 5'h07;
-            end else begin
-              \$242  = 5'h08;
-            end
-          end
-      5'h07:
-          \$242  = 5'h12;
-      5'h12:
-          if (\done$439 ) begin
-            (* full_case = 32'd1 *)
-            if (\$215 ) begin
-              \$242  = 5'h07;
-            end else begin
-              (* full_case = 32'd1 *)
-              if (\$217 ) begin
-                \$242  = 5'h08;
-              end else begin
-                \$242  = 5'h13;
-              end
-            end
-          end
-      5'h13:
-          if (\$221 ) begin
-            \$242  = 5'h14;
-          end
-      5'h14:
-          if (done) begin
-            (* full_case = 32'd1 *)
-            if (entry[11]) begin
-              \$242  = 5'h0f;
-            end else begin
-              \$242  = 5'h10;
-            end
-          end
-      5'h0f:
-          if (\$228 ) begin
-            \$242  = 5'h15;
-          end
-      5'h15:
-          if (idle) begin
-            (* full_case = 32'd1 *)
-            if (\$230 ) begin
-              \$242  = 5'h0f;
-            end else begin
-              \$242  = 5'h10;
-            end
-          end
-      5'h10:
-          (* full_case = 32'd1 *)
-          if (\$236 ) begin
-            \$242  = 5'h03;
-          end else begin
-            \$242  = 5'h02;
-          end
-      5'h02:
-          if (\$237 ) begin
-            \$242  = 5'h00;
-          end
-    endcase
-    if (rst) begin
-      \$242  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$243  = \status$395 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          \$243  = \status$434 ;
-    endcase
-    if (rst) begin
-      \$243  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$244  = \$signal$311 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          \$244  = \$166 [63:0];
-    endcase
-    if (rst) begin
-      \$244  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$245  = \$signal$316 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          \$245  = \$172 [63:0];
-    endcase
-    if (rst) begin
-      \$245  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$246  = \$signal$324 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          \$246  = 20'h00000;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h11:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h15:
-          /* empty */;
-      5'h10:
-          \$246  = \$232 [19:0];
-    endcase
-    if (rst) begin
-      \$246  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$247  = \$signal$326 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          \$247  = 44'h00000000000;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h11:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h15:
-          /* empty */;
-      5'h10:
-          \$247  = \$234 [43:0];
-    endcase
-    if (rst) begin
-      \$247  = 44'h00000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$248  = \$signal$348 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          \$248  = 48'h000000000000;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          if (\$194 ) begin
-            if (\$197 ) begin
-              \$248  = \$200 [47:0];
-            end
-          end
-      5'h11:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h13:
-          if (\$221 ) begin
-            \$248  = \$224 [47:0];
-          end
-    endcase
-    if (rst) begin
-      \$248  = 48'h000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$249  = \$signal$353 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          (* full_case = 32'd1 *)
-          if (\$173 ) begin
-            \$249  = 2'h2;
-          end else if (\$174 ) begin
-            \$249  = 2'h1;
-          end else if (\$175 ) begin
-            \$249  = 2'h1;
-          end else begin
-            \$249  = 2'h1;
-          end
-    endcase
-    if (rst) begin
-      \$249  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$250  = \$signal$350 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          (* full_case = 32'd1 *)
-          if (\$173 ) begin
-            \$250  = \$176 ;
-          end else if (\$174 ) begin
-            \$250  = entry[203:184];
-          end else if (\$175 ) begin
-            \$250  = entry[123:104];
-          end else begin
-            \$250  = \$177 ;
-          end
-    endcase
-    if (rst) begin
-      \$250  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$251  = \$signal$349 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          \$251  = rows_now;
-    endcase
-    if (rst) begin
-      \$251  = 3'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$252  = stage;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          \$252  = 1'h0;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h11:
-          if (done) begin
-            \$252  = 1'h1;
-          end
-    endcase
-    if (rst) begin
-      \$252  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$253  = \row$366 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          if (\$183 ) begin
-            \$253  = 2'h0;
+          if (\$179 ) begin
+            \$240  = 2'h0;
           end
       5'h08:
           /* empty */;
@@ -7030,12 +7298,12 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h07:
           /* empty */;
       5'h12:
-          if (\done$439 ) begin
+          if (\done$443 ) begin
             (* full_case = 32'd1 *)
-            if (\$215 ) begin
-              \$253  = \$216 [1:0];
+            if (\$204 ) begin
+              \$240  = \$205 [1:0];
             end else begin
-              \$253  = 2'h0;
+              \$240  = 2'h0;
             end
           end
       5'h13:
@@ -7046,18 +7314,18 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h15:
           if (idle) begin
-            if (\$230 ) begin
-              \$253  = \$231 [1:0];
+            if (\$219 ) begin
+              \$240  = \$220 [1:0];
             end
           end
     endcase
     if (rst) begin
-      \$253  = 2'h0;
+      \$240  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$254  = bank;
+    \$241  = bank;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -7084,58 +7352,17 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0d:
           /* empty */;
       5'h0e:
-          if (\$194 ) begin
-            \$254  = \$201 ;
+          if (\$190 ) begin
+            \$241  = \$197 ;
           end
     endcase
     if (rst) begin
-      \$254  = 1'h0;
+      \$241  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$255  = \$signal$252 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          if (\$194 ) begin
-            (* full_case = 32'd1 *)
-            if (\$205 ) begin
-            end else begin
-              \$255  = \$signal$251 ;
-            end
-          end
-    endcase
-    if (rst) begin
-      \$255  = 139'h00000000000000000000000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$256  = anchor_m0;
+    \$242  = anchor_m0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -7168,20 +7395,20 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h07:
           /* empty */;
       5'h12:
-          if (\done$439 ) begin
-            casez (\row$366 )
+          if (\done$443 ) begin
+            casez (\row$369 )
               2'h0:
-                  \$256  = m;
+                  \$242  = m;
             endcase
           end
     endcase
     if (rst) begin
-      \$256  = 32'd0;
+      \$242  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$257  = anchor_m1;
+    \$243  = anchor_m1;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -7214,22 +7441,22 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h07:
           /* empty */;
       5'h12:
-          if (\done$439 ) begin
-            casez (\row$366 )
+          if (\done$443 ) begin
+            casez (\row$369 )
               2'h0:
                   /* empty */;
               2'h1:
-                  \$257  = m;
+                  \$243  = m;
             endcase
           end
     endcase
     if (rst) begin
-      \$257  = 32'd0;
+      \$243  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$258  = anchor_m2;
+    \$244  = anchor_m2;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -7262,24 +7489,24 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h07:
           /* empty */;
       5'h12:
-          if (\done$439 ) begin
-            casez (\row$366 )
+          if (\done$443 ) begin
+            casez (\row$369 )
               2'h0:
                   /* empty */;
               2'h1:
                   /* empty */;
               2'h2:
-                  \$258  = m;
+                  \$244  = m;
             endcase
           end
     endcase
     if (rst) begin
-      \$258  = 32'd0;
+      \$244  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$259  = anchor_m3;
+    \$245  = anchor_m3;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -7312,9 +7539,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h07:
           /* empty */;
       5'h12:
-          if (\done$439 ) begin
+          if (\done$443 ) begin
             (* full_case = 32'd1 *)
-            casez (\row$366 )
+            casez (\row$369 )
               2'h0:
                   /* empty */;
               2'h1:
@@ -7322,17 +7549,17 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
               2'h2:
                   /* empty */;
               2'h3:
-                  \$259  = m;
+                  \$245  = m;
             endcase
           end
     endcase
     if (rst) begin
-      \$259  = 32'd0;
+      \$245  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$260  = anchor_l0;
+    \$246  = anchor_l0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -7365,20 +7592,20 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h07:
           /* empty */;
       5'h12:
-          if (\done$439 ) begin
-            casez (\row$366 )
+          if (\done$443 ) begin
+            casez (\row$369 )
               2'h0:
-                  \$260  = l;
+                  \$246  = l;
             endcase
           end
     endcase
     if (rst) begin
-      \$260  = 32'd0;
+      \$246  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$261  = anchor_l1;
+    \$247  = anchor_l1;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -7411,22 +7638,22 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h07:
           /* empty */;
       5'h12:
-          if (\done$439 ) begin
-            casez (\row$366 )
+          if (\done$443 ) begin
+            casez (\row$369 )
               2'h0:
                   /* empty */;
               2'h1:
-                  \$261  = l;
+                  \$247  = l;
             endcase
           end
     endcase
     if (rst) begin
-      \$261  = 32'd0;
+      \$247  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$262  = anchor_l2;
+    \$248  = anchor_l2;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -7459,24 +7686,24 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h07:
           /* empty */;
       5'h12:
-          if (\done$439 ) begin
-            casez (\row$366 )
+          if (\done$443 ) begin
+            casez (\row$369 )
               2'h0:
                   /* empty */;
               2'h1:
                   /* empty */;
               2'h2:
-                  \$262  = l;
+                  \$248  = l;
             endcase
           end
     endcase
     if (rst) begin
-      \$262  = 32'd0;
+      \$248  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$263  = anchor_l3;
+    \$249  = anchor_l3;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -7509,9 +7736,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h07:
           /* empty */;
       5'h12:
-          if (\done$439 ) begin
+          if (\done$443 ) begin
             (* full_case = 32'd1 *)
-            casez (\row$366 )
+            casez (\row$369 )
               2'h0:
                   /* empty */;
               2'h1:
@@ -7519,12 +7746,12 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
               2'h2:
                   /* empty */;
               2'h3:
-                  \$263  = l;
+                  \$249  = l;
             endcase
           end
     endcase
     if (rst) begin
-      \$263  = 32'd0;
+      \$249  = 32'd0;
     end
   end
   assign bus__arid = 8'h00;
@@ -7575,8 +7802,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \bus__awready$65  = bus__awready;
   assign \bus__wready$67  = bus__wready;
   assign \bus__bvalid$69  = bus__bvalid;
-  assign src__data = \$264 [511:0];
-  assign out__data = \$264 [511:0];
+  assign src__data = \$250 [511:0];
+  assign out__data = \$250 [511:0];
   assign src__ready = out__ready;
   assign out__valid = src__valid;
   assign \out__data$77  = \src__data$76 ;
@@ -7663,26 +7890,27 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \w_ready$243  = w_ready;
   assign buf_data16 = sum_fp16;
   assign buf_data32 = sum_fp32;
-  assign \rd_row$376  = buf_row;
-  assign \rd_addr$377  = buf_word[6:0];
-  assign out_err = \$264 [512];
-  assign \cycle$403  = cycle;
-  assign \quiet$406  = quiet;
-  assign \write_error$408  = write_error;
-  assign \reported$410  = reported;
-  assign \reported_error$412  = reported_error;
+  assign \rd_row$379  = buf_row;
+  assign \rd_addr$380  = buf_word[6:0];
+  assign out_err = \$250 [512];
+  assign \cycle$406  = cycle;
+  assign waiting_results = \hold$407 ;
+  assign \quiet$410  = quiet;
+  assign \write_error$412  = write_error;
+  assign \reported$414  = reported;
+  assign \reported_error$416  = reported_error;
   assign irq_en = { queues__3[289], queues__2[289], queues__1[289], queues__0[289] };
   assign done_valid = reported;
-  assign \done_valid$419  = reported;
-  assign done_queue = \$265 [1:0];
-  assign \done_queue$421  = \$265 [1:0];
-  assign done_seq = \$265 [33:2];
-  assign \done_seq$423  = \$265 [33:2];
-  assign \done_status$425  = done_status;
-  assign \irq$427  = irq;
-  assign \report$428  = reported;
+  assign \done_valid$423  = reported;
+  assign done_queue = \$251 [1:0];
+  assign \done_queue$425  = \$251 [1:0];
+  assign done_seq = \$251 [33:2];
+  assign \done_seq$427  = \$251 [33:2];
+  assign \done_status$429  = done_status;
+  assign \irq$431  = irq;
+  assign \report$432  = reported;
   assign done_store = report_store;
-  assign \port$10031$0  = \$265 ;
+  assign \port$10040$0  = \$251 ;
   assign \queues__0.sq_base  = queues__0[63:0];
   assign \queues__0.cq_base  = queues__0[127:64];
   assign \queues__0.data_base  = queues__0[191:128];
@@ -7829,42 +8057,6 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \desc.in_size  = entry[163:144];
   assign \desc.in_rows  = entry[183:164];
   assign \desc.in_cols  = entry[203:184];
-  assign \$signal.source  = \$signal [0];
-  assign \$signal.dest  = \$signal [2:1];
-  assign \$signal.rows  = \$signal [5:3];
-  assign \$signal.n  = \$signal [25:6];
-  assign \$signal.n_words  = \$signal [33:26];
-  assign \$signal.sets  = \$signal [35:34];
-  assign \$signal.sets1  = \$signal [37:36];
-  assign \$signal.pack_log2  = \$signal [40:38];
-  assign \$signal.bank  = \$signal [41];
-  assign \$signal.results  = \$signal [42];
-  assign \$signal.first  = \$signal [106:43];
-  assign \$signal.lines  = \$signal [138:107];
-  assign \$signal$251.source  = \$signal$251 [0];
-  assign \$signal$251.dest  = \$signal$251 [2:1];
-  assign \$signal$251.rows  = \$signal$251 [5:3];
-  assign \$signal$251.n  = \$signal$251 [25:6];
-  assign \$signal$251.n_words  = \$signal$251 [33:26];
-  assign \$signal$251.sets  = \$signal$251 [35:34];
-  assign \$signal$251.sets1  = \$signal$251 [37:36];
-  assign \$signal$251.pack_log2  = \$signal$251 [40:38];
-  assign \$signal$251.bank  = \$signal$251 [41];
-  assign \$signal$251.results  = \$signal$251 [42];
-  assign \$signal$251.first  = \$signal$251 [106:43];
-  assign \$signal$251.lines  = \$signal$251 [138:107];
-  assign \$signal$252.source  = \$signal$252 [0];
-  assign \$signal$252.dest  = \$signal$252 [2:1];
-  assign \$signal$252.rows  = \$signal$252 [5:3];
-  assign \$signal$252.n  = \$signal$252 [25:6];
-  assign \$signal$252.n_words  = \$signal$252 [33:26];
-  assign \$signal$252.sets  = \$signal$252 [35:34];
-  assign \$signal$252.sets1  = \$signal$252 [37:36];
-  assign \$signal$252.pack_log2  = \$signal$252 [40:38];
-  assign \$signal$252.bank  = \$signal$252 [41];
-  assign \$signal$252.results  = \$signal$252 [42];
-  assign \$signal$252.first  = \$signal$252 [106:43];
-  assign \$signal$252.lines  = \$signal$252 [138:107];
   assign \task.desc  = \task [203:0];
   assign \task.desc.type  = \task [1:0];
   assign \task.desc.op  = \task [5:2];
@@ -7880,23 +8072,23 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \task.queue  = \task [205:204];
   assign \task.seq  = \task [269:206];
   assign \task.taken  = \task [333:270];
+  assign \$58  = { \$57 , 1'h0 };
   assign \$19  = { 1'h0, operand_lines, 6'h00 };
-  assign \$33  = { 2'h0, entry[103:84], 5'h00 };
-  assign \$34  = { \$33 , 1'h0 };
-  assign \$38  = { \$37 [30], \$37 [30], \$37 [30], \$37 [30], \$37 [30], \$37 [30], \$37 [30:6] };
-  assign \$39  = { 2'h0, entry[103:84], 5'h00 };
-  assign \$43  = { \$42 [29], \$42 [29], \$42 [29], \$42 [29], \$42 [29], \$42 [29:5] };
-  assign \$48  = { 2'h0, entry[103:84], 5'h00 };
-  assign \$49  = { count, 1'h0 };
-  assign \$56  = { \$signal$326 , 1'h0 };
-  assign \$59  = { \$58 , 1'h0 };
-  assign \$63  = { \$62 [26], \$62 [26], \$62 [26], \$62 [26], \$62 [26], \$62 [26], \$62 [26:6] };
-  assign \$68  = { \$67 [25], \$67 [25], \$67 [25], \$67 [25], \$67 [25], \$67 [25:5] };
-  assign \$83  = \$82 ;
-  assign \$92  = { \$91 [28], \$91 [28], \$91 [28], \$91 [28], \$91 [28], \$91 [28], \$91 [28:6] };
-  assign \$111  = \$signal$350 ;
-  assign \$117  = { \$116 [28], \$116 [28], \$116 [28], \$116 [28], \$116 [28], \$116 [28], \$116 [28:6] };
-  assign \$127  = { 1'h0, \$126 , 6'h00 };
+  assign \$32  = { 2'h0, entry[103:84], 5'h00 };
+  assign \$33  = { \$32 , 1'h0 };
+  assign \$37  = { \$36 [30], \$36 [30], \$36 [30], \$36 [30], \$36 [30], \$36 [30], \$36 [30:6] };
+  assign \$38  = { 2'h0, entry[103:84], 5'h00 };
+  assign \$42  = { \$41 [29], \$41 [29], \$41 [29], \$41 [29], \$41 [29], \$41 [29:5] };
+  assign \$47  = { 2'h0, entry[103:84], 5'h00 };
+  assign \$48  = { count, 1'h0 };
+  assign \$55  = { \$signal$315 , 1'h0 };
+  assign \$62  = { \$61 [26], \$61 [26], \$61 [26], \$61 [26], \$61 [26], \$61 [26], \$61 [26:6] };
+  assign \$67  = { \$66 [25], \$66 [25], \$66 [25], \$66 [25], \$66 [25], \$66 [25:5] };
+  assign \$85  = \$84 ;
+  assign \$94  = { \$93 [28], \$93 [28], \$93 [28], \$93 [28], \$93 [28], \$93 [28], \$93 [28:6] };
+  assign \$109  = \$signal$346 ;
+  assign \$115  = { \$114 [28], \$114 [28], \$114 [28], \$114 [28], \$114 [28], \$114 [28], \$114 [28:6] };
+  assign \$125  = { 1'h0, \$124 , 6'h00 };
 endmodule
 
 (* generator = "Amaranth" *)
@@ -8707,7 +8899,7 @@ module \ndp_device.control_unit.chunks (rst, split, addr, count, pair_count, val
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.completion (rst, hold, r_en, write_error, reported_error, done_status, irq, \port$10031$0 , done_store, cycle, \port$10292$289 , \port$10294$289 , \port$10296$289 , \port$10298$289 , complete, queue, seq, taken, status, read_error, slot
+module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_error, hold, done_status, irq, \port$10040$0 , done_store, cycle, \port$10301$289 , \port$10303$289 , \port$10305$289 , \port$10307$289 , complete, queue, seq, taken, status, read_error, slot
 , store, quiet, pending, line_start, line_addr, line, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$69  = 0;
   wire \$1 ;
@@ -8768,16 +8960,16 @@ module \ndp_device.control_unit.completion (rst, hold, r_en, write_error, report
   reg line_start;
   output pending;
   reg pending = 1'h0;
-  output [33:0] \port$10031$0 ;
-  wire [33:0] \port$10031$0 ;
-  input \port$10292$289 ;
-  wire \port$10292$289 ;
-  input \port$10294$289 ;
-  wire \port$10294$289 ;
-  input \port$10296$289 ;
-  wire \port$10296$289 ;
-  input \port$10298$289 ;
-  wire \port$10298$289 ;
+  output [33:0] \port$10040$0 ;
+  wire [33:0] \port$10040$0 ;
+  input \port$10301$289 ;
+  wire \port$10301$289 ;
+  input \port$10303$289 ;
+  wire \port$10303$289 ;
+  input \port$10305$289 ;
+  wire \port$10305$289 ;
+  input \port$10307$289 ;
+  wire \port$10307$289 ;
   input [1:0] queue;
   wire [1:0] queue;
   input quiet;
@@ -8822,7 +9014,7 @@ module \ndp_device.control_unit.completion (rst, hold, r_en, write_error, report
   assign \$11  = \$9  & \$10 ;
   assign \$12  = \$11  ? 8'h80 : \$signal$10 ;
   assign \$13  = cycle - \$signal$8 ;
-  assign irq_en = { \port$10298$289 , \port$10296$289 , \port$10294$289 , \port$10292$289  } >> r_data[1:0];
+  assign irq_en = { \port$10307$289 , \port$10305$289 , \port$10303$289 , \port$10301$289  } >> r_data[1:0];
   assign done_status = reported_error ? 8'h80 : r_data[41:34];
   assign \$14  = r_en & irq_en;
   assign \$15  = 1'h1 << r_data[1:0];
@@ -8992,12 +9184,12 @@ module \ndp_device.control_unit.completion (rst, hold, r_en, write_error, report
       w_data = { \$signal$16 , status_word[7:0], \$signal [31:0], \$like  };
     end
   end
-  assign \irq_en$31  = { \port$10298$289 , \port$10296$289 , \port$10294$289 , \port$10292$289  };
+  assign \irq_en$31  = { \port$10307$289 , \port$10305$289 , \port$10303$289 , \port$10301$289  };
   assign reported = r_en;
   assign done_valid = r_en;
   assign done_queue = r_data[1:0];
   assign done_seq = r_data[33:2];
-  assign \port$10031$0  = r_data[33:0];
+  assign \port$10040$0  = r_data[33:0];
   assign done_store = r_data[42];
 endmodule
 
@@ -33850,7 +34042,7 @@ module \ndp_device.control_unit.compute.fold (rst, req_ready, b_row, b_addr, out
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.decoder (is_store, is_compute, operand_lines, stats_offset, \port$10432$128 , log2_slot, desc, status, is_load);
+module \ndp_device.control_unit.decoder (is_store, is_compute, operand_lines, stats_offset, \port$10441$128 , log2_slot, desc, status, is_load);
   reg \$auto$verilog_backend.cc:2355:dump_module$73  = 0;
   wire [26:0] \$1 ;
   wire [19:0] \$10 ;
@@ -34061,8 +34253,8 @@ module \ndp_device.control_unit.decoder (is_store, is_compute, operand_lines, st
   output [39:0] operand_lines;
   wire [39:0] operand_lines;
   wire [39:0] out_elems;
-  input [127:0] \port$10432$128 ;
-  wire [127:0] \port$10432$128 ;
+  input [127:0] \port$10441$128 ;
+  wire [127:0] \port$10441$128 ;
   reg [49:0] result;
   wire [49:0] room;
   output [47:0] stats_offset;
@@ -34148,8 +34340,8 @@ module \ndp_device.control_unit.decoder (is_store, is_compute, operand_lines, st
   assign \$83  = ~ \$82 ;
   assign \$84  = ! desc[25:20];
   assign \$85  = ! desc[103:84];
-  assign \$86  = desc[83:20] >= \port$10432$128 [63:0];
-  assign \$87  = \$2  <= \port$10432$128 [127:64];
+  assign \$86  = desc[83:20] >= \port$10441$128 [63:0];
+  assign \$87  = \$2  <= \port$10441$128 [127:64];
   assign \$88  = \$86  & \$87 ;
   assign \$89  = \$85  | \$88 ;
   assign \$90  = \$84  & \$89 ;
@@ -34266,8 +34458,8 @@ module \ndp_device.control_unit.decoder (is_store, is_compute, operand_lines, st
   assign \$signal$9  = \$22 [39:0];
   assign o_lines = \$26 [43:0];
   assign room = \$42 [49:0];
-  assign data_base = \port$10432$128 [63:0];
-  assign data_limit = \port$10432$128 [127:64];
+  assign data_base = \port$10441$128 [63:0];
+  assign data_limit = \port$10441$128 [127:64];
   assign operand_lines = \$22 [39:0];
   assign stats_offset = \$29 [47:0];
   assign \desc.type  = desc[1:0];
@@ -35236,7 +35428,7 @@ module \ndp_device.control_unit.front (rst, pop, task_valid, \task , run_issued,
     .is_store(is_store),
     .log2_slot(regs[267:260]),
     .operand_lines(operand_lines),
-    .\port$10560$128 (regs[255:128]),
+    .\port$10565$128 (regs[255:128]),
     .status(status)
   );
   always @* begin
@@ -35836,7 +36028,7 @@ module \ndp_device.control_unit.front (rst, pop, task_valid, \task , run_issued,
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.front.decoder (is_store, is_compute, operand_lines, \port$10560$128 , log2_slot, desc, status, is_load);
+module \ndp_device.control_unit.front.decoder (is_store, is_compute, operand_lines, \port$10565$128 , log2_slot, desc, status, is_load);
   reg \$auto$verilog_backend.cc:2355:dump_module$75  = 0;
   wire [26:0] \$1 ;
   wire [19:0] \$10 ;
@@ -36047,8 +36239,8 @@ module \ndp_device.control_unit.front.decoder (is_store, is_compute, operand_lin
   output [39:0] operand_lines;
   wire [39:0] operand_lines;
   wire [39:0] out_elems;
-  input [127:0] \port$10560$128 ;
-  wire [127:0] \port$10560$128 ;
+  input [127:0] \port$10565$128 ;
+  wire [127:0] \port$10565$128 ;
   reg [49:0] result;
   wire [49:0] room;
   wire [47:0] stats_offset;
@@ -36133,8 +36325,8 @@ module \ndp_device.control_unit.front.decoder (is_store, is_compute, operand_lin
   assign \$83  = ~ \$82 ;
   assign \$84  = ! desc[25:20];
   assign \$85  = ! desc[103:84];
-  assign \$86  = desc[83:20] >= \port$10560$128 [63:0];
-  assign \$87  = \$2  <= \port$10560$128 [127:64];
+  assign \$86  = desc[83:20] >= \port$10565$128 [63:0];
+  assign \$87  = \$2  <= \port$10565$128 [127:64];
   assign \$88  = \$86  & \$87 ;
   assign \$89  = \$85  | \$88 ;
   assign \$90  = \$84  & \$89 ;
@@ -36252,8 +36444,8 @@ module \ndp_device.control_unit.front.decoder (is_store, is_compute, operand_lin
   assign o_lines = \$26 [43:0];
   assign stats_offset = \$29 [47:0];
   assign room = \$42 [49:0];
-  assign data_base = \port$10560$128 [63:0];
-  assign data_limit = \port$10560$128 [127:64];
+  assign data_base = \port$10565$128 [63:0];
+  assign data_limit = \port$10565$128 [127:64];
   assign operand_lines = \$22 [39:0];
   assign \desc.type  = desc[1:0];
   assign \desc.op  = desc[5:2];
@@ -38198,48 +38390,82 @@ module \ndp_device.control_unit.reader.buffer (\port$0$1464 , clk, rst, w_en, w_
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w_ready, fold_valid, w_valid, w_data, w_bytes, w_last, in_we, acc_we, sum_ready, start, source, dest, rows, n, n_words, sets, sets1
-, pack_log2, bank, rd_in_data, sum_fp16, done, fold_n_cols, busy, fold_n_words, fold_sets, fold_sets1, fold_pack_log2, fold_bank, fold_row, fold_word, rd_row, word, clk);
+module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w_ready, waiting_results, fold_valid, w_valid, w_data, w_bytes, w_last, in_we, acc_we, sum_ready, start, delay, source, dest, rows, n, n_words
+, sets, sets1, pack_log2, bank, results, first, lines, rd_in_data, sum_fp16, run_start, run_addr, run_lines, run_offset, done, waiting, fold_n_cols, busy, fold_n_words, fold_sets, fold_sets1, fold_pack_log2
+, fold_bank, fold_row, fold_word, rd_row, word, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$80  = 0;
   wire \$1 ;
-  wire [20:0] \$10 ;
-  reg [1:0] \$100 ;
-  reg [1:0] \$101 ;
-  reg [2:0] \$102 ;
-  reg \$103 ;
-  reg [1:0] \$104 ;
-  reg [19:0] \$105 ;
-  reg \$106 ;
-  reg [1:0] \$107 ;
-  reg [19:0] \$108 ;
-  reg \$109 ;
+  wire \$10 ;
+  wire \$100 ;
+  wire \$101 ;
+  wire \$102 ;
+  wire \$103 ;
+  wire [20:0] \$104 ;
+  wire [27:0] \$105 ;
+  wire \$106 ;
+  wire \$107 ;
+  wire [2:0] \$108 ;
+  wire \$109 ;
   wire \$11 ;
-  wire \$12 ;
-  wire \$13 ;
+  wire \$110 ;
+  wire [20:0] \$111 ;
+  wire [2:0] \$112 ;
+  reg \$113 ;
+  reg [4:0] \$114 ;
+  reg \$115 ;
+  reg [1:0] \$116 ;
+  reg [2:0] \$117 ;
+  reg [19:0] \$118 ;
+  reg [7:0] \$119 ;
+  wire [26:0] \$12 ;
+  reg [1:0] \$120 ;
+  reg [1:0] \$121 ;
+  reg [2:0] \$122 ;
+  reg \$123 ;
+  reg \$124 ;
+  reg [63:0] \$125 ;
+  reg [31:0] \$126 ;
+  reg \$127 ;
+  reg [1:0] \$128 ;
+  reg [2:0] \$129 ;
+  wire [20:0] \$13 ;
+  reg [19:0] \$130 ;
+  reg \$131 ;
+  reg [7:0] \$132 ;
+  reg [1:0] \$133 ;
+  reg [1:0] \$134 ;
+  reg [2:0] \$135 ;
+  reg \$136 ;
+  reg [1:0] \$137 ;
+  reg [19:0] \$138 ;
+  reg \$139 ;
   wire \$14 ;
-  wire \$15 ;
-  wire \$16 ;
-  wire \$17 ;
+  reg [1:0] \$140 ;
+  reg [19:0] \$141 ;
+  reg \$142 ;
+  wire [26:0] \$15 ;
+  wire [20:0] \$16 ;
+  wire [20:0] \$17 ;
   wire \$18 ;
-  wire [1023:0] \$19 ;
+  wire \$19 ;
   wire \$2 ;
   wire \$20 ;
-  wire [511:0] \$21 ;
+  wire \$21 ;
   wire \$22 ;
-  wire [1:0] \$23 ;
-  wire [8:0] \$24 ;
-  wire [20:0] \$25 ;
-  wire [27:0] \$26 ;
+  wire \$23 ;
+  wire \$24 ;
+  wire \$25 ;
+  wire [1023:0] \$26 ;
   wire \$27 ;
-  wire [2:0] \$28 ;
+  wire [511:0] \$28 ;
   wire \$29 ;
   wire \$3 ;
-  wire \$30 ;
-  wire \$31 ;
-  wire \$32 ;
-  wire \$33 ;
+  wire [1:0] \$30 ;
+  wire [8:0] \$31 ;
+  wire [20:0] \$32 ;
+  wire [27:0] \$33 ;
   wire \$34 ;
-  wire \$35 ;
+  wire [2:0] \$35 ;
   wire \$36 ;
   wire \$37 ;
   wire \$38 ;
@@ -38255,77 +38481,79 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
   wire \$47 ;
   wire \$48 ;
   wire \$49 ;
-  wire [26:0] \$5 ;
+  wire [63:0] \$5 ;
   wire \$50 ;
-  wire [20:0] \$51 ;
-  wire [27:0] \$52 ;
+  wire \$51 ;
+  wire \$52 ;
   wire \$53 ;
   wire \$54 ;
-  wire [2:0] \$55 ;
+  wire \$55 ;
   wire \$56 ;
   wire \$57 ;
-  wire \$58 ;
-  wire [20:0] \$59 ;
-  wire [20:0] \$6 ;
-  wire [27:0] \$60 ;
+  wire [20:0] \$58 ;
+  wire [27:0] \$59 ;
+  wire [31:0] \$6 ;
+  wire \$60 ;
   wire \$61 ;
   wire [2:0] \$62 ;
   wire \$63 ;
-  wire [20:0] \$64 ;
-  wire [2:0] \$65 ;
-  wire \$66 ;
+  wire \$64 ;
+  wire \$65 ;
+  wire [5:0] \$66 ;
   wire \$67 ;
   wire \$68 ;
-  wire \$69 ;
-  wire \$7 ;
-  wire \$70 ;
-  wire \$71 ;
-  wire \$72 ;
-  wire \$73 ;
-  wire \$74 ;
-  wire \$75 ;
+  wire [1:0] \$69 ;
+  wire [63:0] \$7 ;
+  wire [2:0] \$70 ;
+  wire [19:0] \$71 ;
+  wire [7:0] \$72 ;
+  wire [1:0] \$73 ;
+  wire [1:0] \$74 ;
+  wire [2:0] \$75 ;
   wire \$76 ;
   wire \$77 ;
-  wire \$78 ;
-  wire \$79 ;
-  wire [26:0] \$8 ;
+  wire [20:0] \$78 ;
+  wire [27:0] \$79 ;
+  wire \$8 ;
   wire \$80 ;
-  wire \$81 ;
+  wire [2:0] \$81 ;
   wire \$82 ;
-  wire \$83 ;
-  wire \$84 ;
-  wire [20:0] \$85 ;
-  wire [27:0] \$86 ;
+  wire [20:0] \$83 ;
+  wire [2:0] \$84 ;
+  wire \$85 ;
+  wire \$86 ;
   wire \$87 ;
   wire \$88 ;
-  wire [2:0] \$89 ;
-  wire [20:0] \$9 ;
+  wire \$89 ;
+  wire \$9 ;
   wire \$90 ;
   wire \$91 ;
-  wire [20:0] \$92 ;
-  wire [2:0] \$93 ;
-  reg \$94 ;
-  reg [1:0] \$95 ;
-  reg [2:0] \$96 ;
-  reg [19:0] \$97 ;
-  reg \$98 ;
-  reg [7:0] \$99 ;
+  wire \$92 ;
+  wire \$93 ;
+  wire \$94 ;
+  wire \$95 ;
+  wire \$96 ;
+  wire \$97 ;
+  wire \$98 ;
+  wire \$99 ;
+  reg [4:0] \$like  = 5'h00;
   (* init = 2'h0 *)
-  wire [1:0] \$like ;
+  wire [1:0] \$like$21 ;
   (* init = 2'h0 *)
-  wire [1:0] \$like$12 ;
-  reg [2:0] \$like$27  = 3'h0;
+  wire [1:0] \$like$28 ;
+  reg [2:0] \$like$43  = 3'h0;
   (* init = 20'h00000 *)
   wire [19:0] \$signal ;
-  reg [1:0] \$signal$20  = 2'h0;
-  reg [19:0] \$signal$7  = 20'h00000;
-  reg \$signal$9  = 1'h0;
+  reg [19:0] \$signal$23  = 20'h00000;
+  reg \$signal$25  = 1'h0;
+  reg [1:0] \$signal$36  = 2'h0;
   output acc_we;
   wire acc_we;
   reg asked_all = 1'h0;
   input bank;
   wire bank;
   reg bank_valid = 1'h0;
+  reg \begin ;
   wire [511:0] buf_data16;
   wire [1023:0] buf_data32;
   (* init = 2'h0 *)
@@ -38335,14 +38563,18 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
   output busy;
   reg busy = 1'h0;
   (* init = 1'h0 *)
-  wire \busy$1 ;
+  wire \busy$17 ;
   input clk;
   wire clk;
   wire [5:0] count;
+  input [4:0] delay;
+  wire [4:0] delay;
   input [1:0] dest;
   wire [1:0] dest;
   output done;
   reg done;
+  input [63:0] first;
+  wire [63:0] first;
   output fold_bank;
   reg fold_bank = 1'h0;
   output [19:0] fold_n_cols;
@@ -38365,6 +38597,20 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
   wire [6:0] fold_word;
   output in_we;
   wire in_we;
+  reg later_bank = 1'h0;
+  reg [1:0] later_dest = 2'h0;
+  reg [63:0] later_first = 64'h0000000000000000;
+  reg [31:0] later_lines = 32'd0;
+  reg [19:0] later_n = 20'h00000;
+  reg [7:0] later_n_words = 8'h00;
+  reg [2:0] later_pack_log2 = 3'h0;
+  reg later_results = 1'h0;
+  reg [2:0] later_rows = 3'h0;
+  reg [1:0] later_sets = 2'h0;
+  reg [1:0] later_sets1 = 2'h0;
+  reg later_source = 1'h0;
+  input [31:0] lines;
+  wire [31:0] lines;
   input [19:0] n;
   wire [19:0] n;
   input [7:0] n_words;
@@ -38377,10 +38623,20 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
   wire [511:0] rd_in_data;
   output [1:0] rd_row;
   reg [1:0] rd_row = 2'h0;
+  input results;
+  wire results;
   input [2:0] rows;
   wire [2:0] rows;
   input rst;
   wire rst;
+  output [63:0] run_addr;
+  reg [63:0] run_addr;
+  output [31:0] run_lines;
+  reg [31:0] run_lines;
+  output [5:0] run_offset;
+  reg [5:0] run_offset;
+  output run_start;
+  reg run_start;
   input [1:0] sets;
   wire [1:0] sets;
   input [1:0] sets1;
@@ -38407,140 +38663,234 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
   wire w_ready;
   output w_valid;
   wire w_valid;
+  output waiting;
+  reg waiting = 1'h0;
+  output waiting_results;
+  wire waiting_results;
   output [19:0] word;
   reg [19:0] word = 20'h00000;
-  assign \$1  = ! \$signal$9 ;
-  assign \$2  = busy & \$1 ;
-  assign \$3  = ~ asked_all;
-  assign fold_valid = \$2  & \$3 ;
-  assign rd_en = busy & \$4 ;
-  assign \$6  = fold_n_cols - \$5 [19:0];
-  assign \$7  = $signed(\$6 ) < $signed(7'h20);
-  assign \$9  = fold_n_cols - \$8 [19:0];
-  assign \$10  = \$7  ? \$9  : 21'h000020;
-  assign \$11  = ! \$signal$9 ;
-  assign \$12  = \$signal$9  ? bank_valid : sum_valid;
-  assign \$13  = \$12  & busy;
-  assign \$14  = ! \$signal$20 ;
-  assign \$15  = \$signal$20  == 1'h1;
-  assign \$16  = \$14  | \$15 ;
-  assign w_valid = \$13  & \$16 ;
-  assign \$17  = \$signal$20  == 1'h1;
-  assign \$18  = ! \$signal$9 ;
-  assign \$19  = \$signal$9  ? 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000 : sum_fp32;
-  assign \$20  = ! \$signal$9 ;
-  assign \$21  = \$signal$9  ? rd_in_data : sum_fp16;
-  assign w_data = \$17  ? \$19  : { 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, \$21  };
-  assign \$22  = \$signal$20  == 1'h1;
-  assign \$23  = \$22  ? 2'h2 : 2'h1;
-  assign \$24  = \$10 [5:0] << \$23 ;
-  assign \$25  = word + 1'h1;
-  assign \$27  = \$26  >= fold_n_cols;
-  assign \$28  = rd_row + 1'h1;
-  assign \$29  = \$28  == \$like$27 ;
-  assign w_last = \$27  & \$29 ;
-  assign \$30  = ! \$signal$9 ;
-  assign \$31  = \$signal$9  ? bank_valid : sum_valid;
-  assign \$32  = \$31  & busy;
-  assign \$33  = \$signal$20  == 2'h2;
-  assign in_we = \$32  & \$33 ;
-  assign \$34  = ! \$signal$9 ;
-  assign \$35  = \$signal$9  ? bank_valid : sum_valid;
-  assign \$36  = \$35  & busy;
-  assign \$37  = \$signal$20  == 2'h3;
-  assign acc_we = \$36  & \$37 ;
-  assign \$38  = ! \$signal$9 ;
-  assign \$39  = ! \$signal$20 ;
-  assign \$40  = \$signal$20  == 1'h1;
-  assign \$41  = \$39  | \$40 ;
-  assign \$42  = \$41  ? w_ready : 1'h1;
-  assign sum_ready = \$38  & \$42 ;
-  assign \$43  = ! \$signal$9 ;
-  assign \$44  = \$signal$9  ? bank_valid : sum_valid;
-  assign \$45  = \$44  & busy;
-  assign \$46  = ! \$signal$20 ;
-  assign \$47  = \$signal$20  == 1'h1;
+  assign \$1  = \$like  == 1'h1;
+  assign \$2  = ! delay;
+  assign waiting_results = waiting & later_results;
+  assign \$3  = waiting ? later_results : results;
+  assign \$4  = \begin  & \$3 ;
+  assign \$5  = waiting ? later_first : first;
+  assign \$6  = waiting ? later_lines : lines;
+  assign \$7  = waiting ? later_first : first;
+  assign \$8  = ! \$signal$25 ;
+  assign \$9  = busy & \$8 ;
+  assign \$10  = ~ asked_all;
+  assign fold_valid = \$9  & \$10 ;
+  assign rd_en = busy & \$11 ;
+  assign \$13  = fold_n_cols - \$12 [19:0];
+  assign \$14  = $signed(\$13 ) < $signed(7'h20);
+  assign \$16  = fold_n_cols - \$15 [19:0];
+  assign \$17  = \$14  ? \$16  : 21'h000020;
+  assign \$18  = ! \$signal$25 ;
+  assign \$19  = \$signal$25  ? bank_valid : sum_valid;
+  assign \$20  = \$19  & busy;
+  assign \$21  = ! \$signal$36 ;
+  assign \$22  = \$signal$36  == 1'h1;
+  assign \$23  = \$21  | \$22 ;
+  assign w_valid = \$20  & \$23 ;
+  assign \$24  = \$signal$36  == 1'h1;
+  assign \$25  = ! \$signal$25 ;
+  assign \$26  = \$signal$25  ? 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000 : sum_fp32;
+  assign \$27  = ! \$signal$25 ;
+  assign \$28  = \$signal$25  ? rd_in_data : sum_fp16;
+  assign w_data = \$24  ? \$26  : { 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, \$28  };
+  assign \$29  = \$signal$36  == 1'h1;
+  assign \$30  = \$29  ? 2'h2 : 2'h1;
+  assign \$31  = \$17 [5:0] << \$30 ;
+  assign \$32  = word + 1'h1;
+  assign \$34  = \$33  >= fold_n_cols;
+  assign \$35  = rd_row + 1'h1;
+  assign \$36  = \$35  == \$like$43 ;
+  assign w_last = \$34  & \$36 ;
+  assign \$37  = ! \$signal$25 ;
+  assign \$38  = \$signal$25  ? bank_valid : sum_valid;
+  assign \$39  = \$38  & busy;
+  assign \$40  = \$signal$36  == 2'h2;
+  assign in_we = \$39  & \$40 ;
+  assign \$41  = ! \$signal$25 ;
+  assign \$42  = \$signal$25  ? bank_valid : sum_valid;
+  assign \$43  = \$42  & busy;
+  assign \$44  = \$signal$36  == 2'h3;
+  assign acc_we = \$43  & \$44 ;
+  assign \$45  = ! \$signal$25 ;
+  assign \$46  = ! \$signal$36 ;
+  assign \$47  = \$signal$36  == 1'h1;
   assign \$48  = \$46  | \$47 ;
   assign \$49  = \$48  ? w_ready : 1'h1;
-  assign \$50  = \$45  & \$49 ;
-  assign \$51  = word + 1'h1;
-  assign \$53  = \$52  >= fold_n_cols;
-  assign \$54  = ~ \$53 ;
-  assign \$55  = rd_row + 1'h1;
-  assign \$56  = \$55  == \$like$27 ;
-  assign \$57  = ~ \$56 ;
-  assign \$58  = fold_valid & fold_ready;
-  assign \$59  = \$signal$7  + 1'h1;
-  assign \$61  = \$60  < fold_n_cols;
-  assign \$62  = fold_row + 1'h1;
-  assign \$63  = \$62  < \$like$27 ;
-  assign \$64  = \$signal$7  + 1'h1;
-  assign \$65  = fold_row + 1'h1;
-  assign \$67  = ! \$signal$9 ;
-  assign \$68  = \$signal$9  ? bank_valid : sum_valid;
-  assign \$69  = \$68  & busy;
-  assign \$70  = ! \$signal$20 ;
-  assign \$71  = \$signal$20  == 1'h1;
-  assign \$72  = \$70  | \$71 ;
-  assign \$73  = \$72  ? w_ready : 1'h1;
-  assign \$74  = \$69  & \$73 ;
-  assign \$75  = ~ \$74 ;
-  assign \$76  = busy & \$75 ;
-  assign \$77  = ! \$signal$9 ;
-  assign \$78  = \$signal$9  ? bank_valid : sum_valid;
-  assign \$79  = \$78  & busy;
-  assign \$80  = ! \$signal$20 ;
-  assign \$81  = \$signal$20  == 1'h1;
-  assign \$82  = \$80  | \$81 ;
-  assign \$83  = \$82  ? w_ready : 1'h1;
-  assign \$84  = \$79  & \$83 ;
-  assign \$85  = word + 1'h1;
-  assign \$87  = \$86  >= fold_n_cols;
-  assign \$88  = ~ \$87 ;
-  assign \$89  = rd_row + 1'h1;
-  assign \$90  = \$89  == \$like$27 ;
-  assign \$91  = ~ \$90 ;
-  assign \$92  = word + 1'h1;
-  assign \$93  = rd_row + 1'h1;
+  assign sum_ready = \$45  & \$49 ;
+  assign \$50  = ! \$signal$25 ;
+  assign \$51  = \$signal$25  ? bank_valid : sum_valid;
+  assign \$52  = \$51  & busy;
+  assign \$53  = ! \$signal$36 ;
+  assign \$54  = \$signal$36  == 1'h1;
+  assign \$55  = \$53  | \$54 ;
+  assign \$56  = \$55  ? w_ready : 1'h1;
+  assign \$57  = \$52  & \$56 ;
+  assign \$58  = word + 1'h1;
+  assign \$60  = \$59  >= fold_n_cols;
+  assign \$61  = ~ \$60 ;
+  assign \$62  = rd_row + 1'h1;
+  assign \$63  = \$62  == \$like$43 ;
+  assign \$64  = ~ \$63 ;
+  assign \$65  = \$like  == 1'h1;
+  assign \$66  = \$like  - 1'h1;
+  assign \$67  = ! delay;
+  assign \$68  = waiting ? later_source : source;
+  assign \$69  = waiting ? later_dest : dest;
+  assign \$70  = waiting ? later_rows : rows;
+  assign \$71  = waiting ? later_n : n;
+  assign \$72  = waiting ? later_n_words : n_words;
+  assign \$73  = waiting ? later_sets : sets;
+  assign \$74  = waiting ? later_sets1 : sets1;
+  assign \$75  = waiting ? later_pack_log2 : pack_log2;
+  assign \$76  = waiting ? later_bank : bank;
+  assign \$77  = fold_valid & fold_ready;
+  assign \$78  = \$signal$23  + 1'h1;
+  assign \$80  = \$79  < fold_n_cols;
+  assign \$81  = fold_row + 1'h1;
+  assign \$82  = \$81  < \$like$43 ;
+  assign \$83  = \$signal$23  + 1'h1;
+  assign \$84  = fold_row + 1'h1;
+  assign \$86  = ! \$signal$25 ;
+  assign \$87  = \$signal$25  ? bank_valid : sum_valid;
+  assign \$88  = \$87  & busy;
+  assign \$89  = ! \$signal$36 ;
+  assign \$90  = \$signal$36  == 1'h1;
+  assign \$91  = \$89  | \$90 ;
+  assign \$92  = \$91  ? w_ready : 1'h1;
+  assign \$93  = \$88  & \$92 ;
+  assign \$94  = ~ \$93 ;
+  assign \$95  = busy & \$94 ;
+  assign \$96  = ! \$signal$25 ;
+  assign \$97  = \$signal$25  ? bank_valid : sum_valid;
+  assign \$98  = \$97  & busy;
+  assign \$99  = ! \$signal$36 ;
+  assign \$100  = \$signal$36  == 1'h1;
+  assign \$101  = \$99  | \$100 ;
+  assign \$102  = \$101  ? w_ready : 1'h1;
+  assign \$103  = \$98  & \$102 ;
+  assign \$104  = word + 1'h1;
+  assign \$106  = \$105  >= fold_n_cols;
+  assign \$107  = ~ \$106 ;
+  assign \$108  = rd_row + 1'h1;
+  assign \$109  = \$108  == \$like$43 ;
+  assign \$110  = ~ \$109 ;
+  assign \$111  = word + 1'h1;
+  assign \$112  = rd_row + 1'h1;
   always @(posedge clk)
-    \$signal$9  <= \$94 ;
+    waiting <= \$113 ;
   always @(posedge clk)
-    \$signal$20  <= \$95 ;
+    \$like  <= \$114 ;
   always @(posedge clk)
-    \$like$27  <= \$96 ;
+    later_source <= \$115 ;
   always @(posedge clk)
-    fold_n_cols <= \$97 ;
+    later_dest <= \$116 ;
   always @(posedge clk)
-    busy <= \$98 ;
+    later_rows <= \$117 ;
   always @(posedge clk)
-    fold_n_words <= \$99 ;
+    later_n <= \$118 ;
   always @(posedge clk)
-    fold_sets <= \$100 ;
+    later_n_words <= \$119 ;
   always @(posedge clk)
-    fold_sets1 <= \$101 ;
+    later_sets <= \$120 ;
   always @(posedge clk)
-    fold_pack_log2 <= \$102 ;
+    later_sets1 <= \$121 ;
   always @(posedge clk)
-    fold_bank <= \$103 ;
+    later_pack_log2 <= \$122 ;
   always @(posedge clk)
-    fold_row <= \$104 ;
+    later_bank <= \$123 ;
   always @(posedge clk)
-    \$signal$7  <= \$105 ;
+    later_results <= \$124 ;
   always @(posedge clk)
-    asked_all <= \$106 ;
+    later_first <= \$125 ;
   always @(posedge clk)
-    rd_row <= \$107 ;
+    later_lines <= \$126 ;
   always @(posedge clk)
-    word <= \$108 ;
+    \$signal$25  <= \$127 ;
   always @(posedge clk)
-    bank_valid <= \$109 ;
+    \$signal$36  <= \$128 ;
+  always @(posedge clk)
+    \$like$43  <= \$129 ;
+  always @(posedge clk)
+    fold_n_cols <= \$130 ;
+  always @(posedge clk)
+    busy <= \$131 ;
+  always @(posedge clk)
+    fold_n_words <= \$132 ;
+  always @(posedge clk)
+    fold_sets <= \$133 ;
+  always @(posedge clk)
+    fold_sets1 <= \$134 ;
+  always @(posedge clk)
+    fold_pack_log2 <= \$135 ;
+  always @(posedge clk)
+    fold_bank <= \$136 ;
+  always @(posedge clk)
+    fold_row <= \$137 ;
+  always @(posedge clk)
+    \$signal$23  <= \$138 ;
+  always @(posedge clk)
+    asked_all <= \$139 ;
+  always @(posedge clk)
+    rd_row <= \$140 ;
+  always @(posedge clk)
+    word <= \$141 ;
+  always @(posedge clk)
+    bank_valid <= \$142 ;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    \begin  = 1'h0;
+    if (waiting) begin
+      if (\$1 ) begin
+        \begin  = 1'h1;
+      end
+    end
+    if (start) begin
+      if (\$2 ) begin
+        \begin  = 1'h1;
+      end
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    run_start = 1'h0;
+    if (\$4 ) begin
+      run_start = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    run_addr = 64'h0000000000000000;
+    if (\$4 ) begin
+      run_addr = { \$5 [63:6], 6'h00 };
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    run_lines = 32'd0;
+    if (\$4 ) begin
+      run_lines = \$6 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    run_offset = 6'h00;
+    if (\$4 ) begin
+      run_offset = \$7 [5:0];
+    end
+  end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     done = 1'h0;
-    if (\$50 ) begin
+    if (\$57 ) begin
       (* full_case = 32'd1 *)
-      if (\$54 ) begin
-      end else if (\$57 ) begin
+      if (\$61 ) begin
+      end else if (\$64 ) begin
       end else begin
         done = 1'h1;
       end
@@ -38548,229 +38898,437 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
-    \$94  = \$signal$9 ;
+    \$113  = waiting;
+    if (waiting) begin
+      if (\$65 ) begin
+        \$113  = 1'h0;
+      end
+    end
     if (start) begin
-      \$94  = source;
-    end
-    if (rst) begin
-      \$94  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
-    \$95  = \$signal$20 ;
-    if (start) begin
-      \$95  = dest;
-    end
-    if (rst) begin
-      \$95  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
-    \$96  = \$like$27 ;
-    if (start) begin
-      \$96  = rows;
-    end
-    if (rst) begin
-      \$96  = 3'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
-    \$97  = fold_n_cols;
-    if (start) begin
-      \$97  = n;
-    end
-    if (rst) begin
-      \$97  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
-    \$98  = busy;
-    if (start) begin
-      \$98  = 1'h1;
-    end
-    if (\$84 ) begin
       (* full_case = 32'd1 *)
-      if (\$88 ) begin
-      end else if (\$91 ) begin
+      if (\$67 ) begin
       end else begin
-        \$98  = 1'h0;
+        \$113  = 1'h1;
       end
     end
     if (rst) begin
-      \$98  = 1'h0;
+      \$113  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
-    \$99  = fold_n_words;
-    if (start) begin
-      \$99  = n_words;
-    end
-    if (rst) begin
-      \$99  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
-    \$100  = fold_sets;
-    if (start) begin
-      \$100  = sets;
-    end
-    if (rst) begin
-      \$100  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
-    \$101  = fold_sets1;
-    if (start) begin
-      \$101  = sets1;
-    end
-    if (rst) begin
-      \$101  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
-    \$102  = fold_pack_log2;
-    if (start) begin
-      \$102  = pack_log2;
-    end
-    if (rst) begin
-      \$102  = 3'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
-    \$103  = fold_bank;
-    if (start) begin
-      \$103  = bank;
-    end
-    if (rst) begin
-      \$103  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
-    \$104  = fold_row;
-    if (start) begin
-      \$104  = 2'h0;
-    end
-    if (\$58 ) begin
-      if (\$61 ) begin
-      end else if (\$63 ) begin
-        \$104  = \$65 [1:0];
-      end
-    end
-    if (rst) begin
-      \$104  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
-    \$105  = \$signal$7 ;
-    if (start) begin
-      \$105  = 20'h00000;
-    end
-    if (\$58 ) begin
-      if (\$61 ) begin
-        \$105  = \$64 [19:0];
-      end else if (\$63 ) begin
-        \$105  = 20'h00000;
-      end
-    end
-    if (rst) begin
-      \$105  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
-    \$106  = asked_all;
-    if (start) begin
-      \$106  = 1'h0;
-    end
-    if (\$58 ) begin
+    \$114  = \$like ;
+    if (waiting) begin
       (* full_case = 32'd1 *)
-      if (\$61 ) begin
-      end else if (\$63 ) begin
+      if (\$65 ) begin
       end else begin
-        \$106  = 1'h1;
+        \$114  = \$66 [4:0];
+      end
+    end
+    if (start) begin
+      (* full_case = 32'd1 *)
+      if (\$67 ) begin
+      end else begin
+        \$114  = delay;
       end
     end
     if (rst) begin
-      \$106  = 1'h0;
+      \$114  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
-    \$107  = rd_row;
+    \$115  = later_source;
     if (start) begin
-      \$107  = 2'h0;
-    end
-    if (\$84 ) begin
-      if (\$88 ) begin
-      end else if (\$91 ) begin
-        \$107  = \$93 [1:0];
+      (* full_case = 32'd1 *)
+      if (\$67 ) begin
+      end else begin
+        \$115  = source;
       end
     end
     if (rst) begin
-      \$107  = 2'h0;
+      \$115  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
-    \$108  = word;
+    \$116  = later_dest;
     if (start) begin
-      \$108  = 20'h00000;
-    end
-    if (\$84 ) begin
-      if (\$88 ) begin
-        \$108  = \$92 [19:0];
-      end else if (\$91 ) begin
-        \$108  = 20'h00000;
+      (* full_case = 32'd1 *)
+      if (\$67 ) begin
+      end else begin
+        \$116  = dest;
       end
     end
     if (rst) begin
-      \$108  = 20'h00000;
+      \$116  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
-    \$109  = bank_valid;
+    \$117  = later_rows;
     if (start) begin
-      \$109  = 1'h0;
-    end
-    if (\$66 ) begin
-      \$109  = \$76 ;
+      (* full_case = 32'd1 *)
+      if (\$67 ) begin
+      end else begin
+        \$117  = rows;
+      end
     end
     if (rst) begin
-      \$109  = 1'h0;
+      \$117  = 3'h0;
     end
   end
-  assign \busy$1  = busy;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    \$118  = later_n;
+    if (start) begin
+      (* full_case = 32'd1 *)
+      if (\$67 ) begin
+      end else begin
+        \$118  = n;
+      end
+    end
+    if (rst) begin
+      \$118  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    \$119  = later_n_words;
+    if (start) begin
+      (* full_case = 32'd1 *)
+      if (\$67 ) begin
+      end else begin
+        \$119  = n_words;
+      end
+    end
+    if (rst) begin
+      \$119  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    \$120  = later_sets;
+    if (start) begin
+      (* full_case = 32'd1 *)
+      if (\$67 ) begin
+      end else begin
+        \$120  = sets;
+      end
+    end
+    if (rst) begin
+      \$120  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    \$121  = later_sets1;
+    if (start) begin
+      (* full_case = 32'd1 *)
+      if (\$67 ) begin
+      end else begin
+        \$121  = sets1;
+      end
+    end
+    if (rst) begin
+      \$121  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    \$122  = later_pack_log2;
+    if (start) begin
+      (* full_case = 32'd1 *)
+      if (\$67 ) begin
+      end else begin
+        \$122  = pack_log2;
+      end
+    end
+    if (rst) begin
+      \$122  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    \$123  = later_bank;
+    if (start) begin
+      (* full_case = 32'd1 *)
+      if (\$67 ) begin
+      end else begin
+        \$123  = bank;
+      end
+    end
+    if (rst) begin
+      \$123  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    \$124  = later_results;
+    if (start) begin
+      (* full_case = 32'd1 *)
+      if (\$67 ) begin
+      end else begin
+        \$124  = results;
+      end
+    end
+    if (rst) begin
+      \$124  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    \$125  = later_first;
+    if (start) begin
+      (* full_case = 32'd1 *)
+      if (\$67 ) begin
+      end else begin
+        \$125  = first;
+      end
+    end
+    if (rst) begin
+      \$125  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    \$126  = later_lines;
+    if (start) begin
+      (* full_case = 32'd1 *)
+      if (\$67 ) begin
+      end else begin
+        \$126  = lines;
+      end
+    end
+    if (rst) begin
+      \$126  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    \$127  = \$signal$25 ;
+    if (\begin ) begin
+      \$127  = \$68 ;
+    end
+    if (rst) begin
+      \$127  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    \$128  = \$signal$36 ;
+    if (\begin ) begin
+      \$128  = \$69 ;
+    end
+    if (rst) begin
+      \$128  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    \$129  = \$like$43 ;
+    if (\begin ) begin
+      \$129  = \$70 ;
+    end
+    if (rst) begin
+      \$129  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    \$130  = fold_n_cols;
+    if (\begin ) begin
+      \$130  = \$71 ;
+    end
+    if (rst) begin
+      \$130  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    \$131  = busy;
+    if (\begin ) begin
+      \$131  = 1'h1;
+    end
+    if (\$103 ) begin
+      (* full_case = 32'd1 *)
+      if (\$107 ) begin
+      end else if (\$110 ) begin
+      end else begin
+        \$131  = 1'h0;
+      end
+    end
+    if (rst) begin
+      \$131  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    \$132  = fold_n_words;
+    if (\begin ) begin
+      \$132  = \$72 ;
+    end
+    if (rst) begin
+      \$132  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    \$133  = fold_sets;
+    if (\begin ) begin
+      \$133  = \$73 ;
+    end
+    if (rst) begin
+      \$133  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    \$134  = fold_sets1;
+    if (\begin ) begin
+      \$134  = \$74 ;
+    end
+    if (rst) begin
+      \$134  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    \$135  = fold_pack_log2;
+    if (\begin ) begin
+      \$135  = \$75 ;
+    end
+    if (rst) begin
+      \$135  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    \$136  = fold_bank;
+    if (\begin ) begin
+      \$136  = \$76 ;
+    end
+    if (rst) begin
+      \$136  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    \$137  = fold_row;
+    if (\begin ) begin
+      \$137  = 2'h0;
+    end
+    if (\$77 ) begin
+      if (\$80 ) begin
+      end else if (\$82 ) begin
+        \$137  = \$84 [1:0];
+      end
+    end
+    if (rst) begin
+      \$137  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    \$138  = \$signal$23 ;
+    if (\begin ) begin
+      \$138  = 20'h00000;
+    end
+    if (\$77 ) begin
+      if (\$80 ) begin
+        \$138  = \$83 [19:0];
+      end else if (\$82 ) begin
+        \$138  = 20'h00000;
+      end
+    end
+    if (rst) begin
+      \$138  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    \$139  = asked_all;
+    if (\begin ) begin
+      \$139  = 1'h0;
+    end
+    if (\$77 ) begin
+      (* full_case = 32'd1 *)
+      if (\$80 ) begin
+      end else if (\$82 ) begin
+      end else begin
+        \$139  = 1'h1;
+      end
+    end
+    if (rst) begin
+      \$139  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    \$140  = rd_row;
+    if (\begin ) begin
+      \$140  = 2'h0;
+    end
+    if (\$103 ) begin
+      if (\$107 ) begin
+      end else if (\$110 ) begin
+        \$140  = \$112 [1:0];
+      end
+    end
+    if (rst) begin
+      \$140  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    \$141  = word;
+    if (\begin ) begin
+      \$141  = 20'h00000;
+    end
+    if (\$103 ) begin
+      if (\$107 ) begin
+        \$141  = \$111 [19:0];
+      end else if (\$110 ) begin
+        \$141  = 20'h00000;
+      end
+    end
+    if (rst) begin
+      \$141  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    \$142  = bank_valid;
+    if (\begin ) begin
+      \$142  = 1'h0;
+    end
+    if (\$85 ) begin
+      \$142  = \$95 ;
+    end
+    if (rst) begin
+      \$142  = 1'h0;
+    end
+  end
+  assign \busy$17  = busy;
   assign \$signal  = fold_n_cols;
-  assign \$like  = fold_row;
-  assign \$like$12  = rd_row;
+  assign \$like$21  = fold_row;
+  assign \$like$28  = rd_row;
   assign rd_addr = word[6:0];
-  assign count = \$10 [5:0];
+  assign count = \$17 [5:0];
   assign buf_row = rd_row;
   assign buf_word = word;
   assign buf_data32 = sum_fp32;
   assign buf_data16 = sum_fp16;
-  assign w_bytes = \$24 [7:0];
-  assign fold_word = \$signal$7 [6:0];
-  assign \$4  = \$signal$9 ;
-  assign \$5  = { 2'h0, word, 5'h00 };
-  assign \$8  = { 2'h0, word, 5'h00 };
-  assign \$26  = { 2'h0, \$25 , 5'h00 };
-  assign \$52  = { 2'h0, \$51 , 5'h00 };
-  assign \$60  = { 2'h0, \$59 , 5'h00 };
-  assign \$66  = \$signal$9 ;
-  assign \$86  = { 2'h0, \$85 , 5'h00 };
+  assign w_bytes = \$31 [7:0];
+  assign fold_word = \$signal$23 [6:0];
+  assign \$11  = \$signal$25 ;
+  assign \$12  = { 2'h0, word, 5'h00 };
+  assign \$15  = { 2'h0, word, 5'h00 };
+  assign \$33  = { 2'h0, \$32 , 5'h00 };
+  assign \$59  = { 2'h0, \$58 , 5'h00 };
+  assign \$79  = { 2'h0, \$78 , 5'h00 };
+  assign \$85  = \$signal$25 ;
+  assign \$105  = { 2'h0, \$104 , 5'h00 };
 endmodule
 
 (* generator = "Amaranth" *)
@@ -53990,7 +54548,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__bready, io__araddr, io__arvalid, io__rready, io__awuser, clk, rst, io__awready, io__wready, io__arready, done_valid, done_status, \port$10031$0 , reset__0, reset__1, reset__2, reset__3
+module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__bready, io__araddr, io__arvalid, io__rready, io__awuser, clk, rst, io__awready, io__wready, io__arready, done_valid, done_status, \port$10040$0 , reset__0, reset__1, reset__2, reset__3
 , io__bvalid, b_resp, queues__0, queues__1, queues__2, queues__3, io__rvalid, r_data, io__awaddr);
   reg \$auto$verilog_backend.cc:2355:dump_module$93  = 0;
   wire \$1 ;
@@ -54372,8 +54930,8 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
   input io__wvalid;
   wire io__wvalid;
   wire [31:0] mask;
-  input [33:0] \port$10031$0 ;
-  wire [33:0] \port$10031$0 ;
+  input [33:0] \port$10040$0 ;
+  wire [33:0] \port$10040$0 ;
   output [321:0] queues__0;
   reg [321:0] queues__0 = 322'h000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   wire [63:0] \queues__0.cq_base ;
@@ -55075,9 +55633,9 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
     \$298  = head0;
     if (done_valid) begin
-      casez (\port$10031$0 [1:0])
+      casez (\port$10040$0 [1:0])
         2'h0:
-            \$298  = \port$10031$0 [33:2];
+            \$298  = \port$10040$0 [33:2];
       endcase
     end
     if (\$10 ) begin
@@ -55116,7 +55674,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
     \$299  = status0;
     if (done_valid) begin
-      casez (\port$10031$0 [1:0])
+      casez (\port$10040$0 [1:0])
         2'h0:
             if (\$1 ) begin
               \$299  = { 24'h800000, done_status };
@@ -55161,11 +55719,11 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
     \$300  = head1;
     if (done_valid) begin
-      casez (\port$10031$0 [1:0])
+      casez (\port$10040$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
-            \$300  = \port$10031$0 [33:2];
+            \$300  = \port$10040$0 [33:2];
       endcase
     end
     if (\$10 ) begin
@@ -55228,7 +55786,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
     \$301  = status1;
     if (done_valid) begin
-      casez (\port$10031$0 [1:0])
+      casez (\port$10040$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
@@ -55299,13 +55857,13 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
     \$302  = head2;
     if (done_valid) begin
-      casez (\port$10031$0 [1:0])
+      casez (\port$10040$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
             /* empty */;
         2'h2:
-            \$302  = \port$10031$0 [33:2];
+            \$302  = \port$10040$0 [33:2];
       endcase
     end
     if (\$10 ) begin
@@ -55392,7 +55950,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
     \$303  = status2;
     if (done_valid) begin
-      casez (\port$10031$0 [1:0])
+      casez (\port$10040$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
@@ -55490,7 +56048,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     \$304  = head3;
     if (done_valid) begin
       (* full_case = 32'd1 *)
-      casez (\port$10031$0 [1:0])
+      casez (\port$10040$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
@@ -55498,7 +56056,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
         2'h2:
             /* empty */;
         2'h3:
-            \$304  = \port$10031$0 [33:2];
+            \$304  = \port$10040$0 [33:2];
       endcase
     end
     if (\$10 ) begin
@@ -55610,7 +56168,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     \$305  = status3;
     if (done_valid) begin
       (* full_case = 32'd1 *)
-      casez (\port$10031$0 [1:0])
+      casez (\port$10040$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
@@ -56451,8 +57009,8 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
       endcase
     end
   end
-  assign done_queue = \port$10031$0 [1:0];
-  assign done_seq = \port$10031$0 [33:2];
+  assign done_queue = \port$10040$0 [1:0];
+  assign done_seq = \port$10040$0 [33:2];
   assign mask = { \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3:2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2:1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1:0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0] };
   assign io__bresp = b_resp;
   assign io__rdata = r_data;

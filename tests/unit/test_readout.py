@@ -120,3 +120,42 @@ def test_input_rows_cycles_equal_the_model(stall):
             at += 1
         return at
     assert [out[1] for out in got] == model.run(1, len(words), None, take_word)
+
+
+@pytest.mark.parametrize("delay", [0, 1, 6])
+def test_a_job_begins_after_its_delay_with_its_write_run(delay):
+    """Taken at cycle 0, the job waits `delay` cycles (waiting, with its results), then begins:
+    its write run starts at the line holding byte `first` (the offset within the beat, the
+    lines), and the fold is asked for the first word from the next cycle."""
+    from hw.readout import Readout
+    dut = Readout(CFG, CFG.n_max // LANES, CFG.k_max // LANES)
+    first, lines = 0x2000_0000 + 64 * 3 + 40, 7
+    seen = []
+
+    async def bench(ctx):
+        for name, value in (("source", FROM_FOLD), ("dest", TO_RESULT16), ("rows", 2), ("n", 40), ("n_words", 2),
+                            ("sets", 1), ("pack_log2", 0), ("results", 1), ("first", first), ("lines", lines),
+                            ("delay", delay)):
+            ctx.set(getattr(dut, name), value)
+        ctx.set(dut.start, 1)
+        for cycle in range(12):
+            seen.append({name: ctx.get(getattr(dut, name)) for name in
+                         ("waiting", "waiting_results", "busy", "run_start", "run_addr", "run_lines", "run_offset",
+                          "fold_valid")})
+            await ctx.tick()
+            ctx.set(dut.start, 0)
+            # the inputs change once taken: a waiting job keeps its own copy
+            ctx.set(dut.first, 0)
+            ctx.set(dut.lines, 0)
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    begins = [c for c, s in enumerate(seen) if s["run_start"]]
+    assert begins == [delay]
+    s = seen[delay]
+    assert (s["run_addr"], s["run_lines"], s["run_offset"]) == (first - first % 64, lines, first % CFG.beat_bytes)
+    assert all(seen[c]["waiting"] and seen[c]["waiting_results"] for c in range(1, delay))
+    assert not any(seen[c]["waiting"] for c in range(delay + 1, 12))
+    assert [c for c, s in enumerate(seen) if s["fold_valid"]][0] == delay + 1
