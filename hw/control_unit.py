@@ -36,6 +36,16 @@ response to the completion line itself reaches STATUS (last error DRAM_ERROR, st
 HEAD moves on.
 Nothing is carried from one descriptor to the next: a chain lives inside one descriptor,
 so a failed descriptor leaves nothing a later one could compute on.
+
+This module is the FSM and the wiring; its parts are components of their own, each with
+a block test (tests/unit/test_<block>.py) and a model in sim/:
+    front_end.py        pops, decodes and starts the DRAM runs (the run fetcher)
+    stage_planner.py    a stage's plan, registered at PLAN (and the compute unit's mode)
+    chunk_dispatch.py   the weight runs' unpacker jobs, each slot into the PE rows, the
+                        pipeline's counters
+    readout.py          a stage's words out (begun when its last sums are written) and
+                        the results' write run
+    completion.py       the completion line, DRAM_ERROR, the report and the interrupt
 """
 from amaranth import Module, Signal, Mux, Cat, Const, Array
 from amaranth.lib import wiring

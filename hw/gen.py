@@ -19,7 +19,7 @@ REPO = pathlib.Path(__file__).resolve().parents[1]
 def source_digest(salt, folders=("hw", "isa")):
     """A hash of what a product of the RTL depends on: the .py and .json files of `folders`
     (hw/ and isa/, configs included), Amaranth's version and `salt` (what else it depends
-    on). The generated Verilog (tests/rtl/runner.py) and the synthesis results (area/) are
+    on). The generated Verilog (rtlbench/runner.py) and the synthesis results (area/) are
     cached by it."""
     import hashlib
     from importlib.metadata import version
