@@ -6,9 +6,9 @@ counters after the last chunk."""
 import dataclasses
 
 import pytest
-from amaranth.sim import Simulator
 
 import isa
+from ties import simulate
 from isa.pe_array import plan as pe_plan
 from isa.slots import LINE_BYTES
 from sim import chunk_dispatch
@@ -98,10 +98,7 @@ def run_dispatch(plan, split, runs):
             seen["busy"].append(ctx.get(dut.pipe_busy))
             await ctx.tick()
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(bench)
-    sim.run()
+    simulate(dut, bench)
     return seen
 
 

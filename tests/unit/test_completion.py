@@ -4,9 +4,9 @@ and a report slot is free, holds the sequence number, the status (DRAM_ERROR for
 descriptor with a read or write error) and the cycles; each answer reports, in order,
 with DRAM_ERROR for a refused line, and interrupts only a queue that enabled it."""
 import pytest
-from amaranth.sim import Simulator
 
 import isa
+from ties import simulate
 from isa import Status
 from isa.microarch import REPORTS_IN_FLIGHT
 from sim import completion as model
@@ -71,10 +71,7 @@ def run(descriptors, answer_after):
             cycle += 1
             assert cycle < 2000, "the completion hangs"
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(bench)
-    sim.run()
+    simulate(dut, bench)
     return seen
 
 

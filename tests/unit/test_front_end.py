@@ -4,9 +4,9 @@ with their addresses and lines; the first one two cycles after the pop (DECODE, 
 FETCH); none for a descriptor that failed; and the hazard rule: after a STORE, nothing is
 fetched until the STORE's report."""
 import pytest
-from amaranth.sim import Simulator
 
 import isa
+from ties import simulate
 from isa import Descriptor, DescType, Dtype, Op, Status
 from isa.descriptor import Flag
 from isa.slots import LINE_BYTES
@@ -95,10 +95,7 @@ def run_front_end(descs, report_at=None):
                 seen["runs"].append((cycle, ctx.get(dut.run_addr), ctx.get(dut.run_lines)))
             await ctx.tick()
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(bench)
-    sim.run()
+    simulate(dut, bench)
     return seen
 
 

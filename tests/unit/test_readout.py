@@ -5,9 +5,9 @@ request in order after a few cycles (the fold unit itself: tests/unit/test_fold_
 so the values tie each output word to the request it answers."""
 import numpy as np
 import pytest
-from amaranth.sim import Simulator
 
 import isa
+from ties import simulate
 from hw.readout import FROM_FOLD, FROM_INPUT, TO_INPUT, TO_RESULT16, TO_RESULT32, TO_SCORES
 from sim import readout as model
 
@@ -70,10 +70,7 @@ def run(source, dest, rows, n, seed, stall):
             await ctx.tick()
         assert not ctx.get(dut.busy)
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(bench)
-    sim.run()
+    simulate(dut, bench)
     return seen
 
 
@@ -148,10 +145,7 @@ def test_a_job_begins_after_its_delay_with_its_write_run(delay):
             ctx.set(dut.first, 0)
             ctx.set(dut.lines, 0)
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(bench)
-    sim.run()
+    simulate(dut, bench)
     begins = [c for c, s in enumerate(seen) if s["run_start"]]
     assert begins == [delay]
     s = seen[delay]

@@ -4,9 +4,9 @@ field for field, and the model against isa/pe_array.py's plan arithmetic written
 import dataclasses
 
 import pytest
-from amaranth.sim import Simulator
 
 import isa
+from ties import simulate
 from sim.stage_planner import plan_stage
 
 CFG = isa.load_config("default")
@@ -43,10 +43,7 @@ def run_planner(stages, pipe_busy=0):
             regs["sets_used"] = tuple(ctx.get(dut.sets_used[q]) for q in range(2))
             seen.append((ready, has_full, regs))
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(bench)
-    sim.run()
+    simulate(dut, bench)
     return seen
 
 
