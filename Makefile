@@ -97,7 +97,7 @@ serve-bench: $(STAMP)
 
 # BOOST (seed 002, docs/boost.md): the placements, DSR and the wave-level bandwidth model on
 # GH200's numbers beside the paper's claims, then BOOST inside PLoRA's pool next to PLoRA alone;
-# the last line is `boost claims=<n> within_10pct=<k> mpp_wave_ratio_max_err=<x>% ...` (about 40 s)
+# the last line is `boost claims=<n> within_10pct=<k> mpp_wave_ratio_max_err=<x>% ...` (17 s)
 boost: $(STAMP)
 	$(RUN) -m boost.cli
 
