@@ -266,6 +266,7 @@ def _simulate(runner, top, build_dir, run_dir, module, names, config, env, plusa
     name = _launch_name(module, names)
     run_dir.mkdir(parents=True, exist_ok=True)
     xml = run_dir / f"{name}.xml"
+    xml.unlink(missing_ok=True)     # a launch that ends early must not leave an older run's results
     log_file = run_dir / f"{name}.log" if log else None
     trace = run_dir / f"{name}.fst" if traced else None
     # exact names: cocotb's own `testcase` filter also takes any test whose name ends in one
