@@ -8,11 +8,9 @@ beside it (a figure the simulator computes, not a guess).
 
 How each claim is measured, and the sentence it rests on, is in docs/serving.md.
 """
-import dataclasses
-import math
-
 from scheduler.config import load_scheduler_config
 
+from .claims import Claim
 from .config import load_serving_config
 from .figures import fig8_tpot, fig9_ablation, fig11_breakdown, fig12_saturation, fig13_link
 from .gpu_model import GpuModel
@@ -22,23 +20,6 @@ SHORT, LONG = "uniform", "uniform-long"
 MODELS = ("llama2-7b", "llama2-13b")
 ABLATION_WORKLOADS = ("lmsys", "uniform", "skewed", "uniform-long", "skewed-long")
 FIG8_SYSTEMS = ("plora", "plora-nocxl", "grace-hopper", "pure-cxl", "s-lora", "cpu-lora-offload")
-
-
-@dataclasses.dataclass
-class Claim:
-    what: str
-    paper: float
-    sim: float
-    unit: str = ""
-    why: str = ""                # the measured cause of a miss
-
-    @property
-    def ratio(self):
-        return self.sim / self.paper if self.paper else math.nan
-
-    @property
-    def within(self):
-        return abs(self.ratio - 1) <= 0.10
 
 
 def plateau(rows):

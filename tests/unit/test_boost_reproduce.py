@@ -4,7 +4,8 @@ import math
 import pytest
 
 from boost.config import load_machine
-from boost.reproduce import Claim, add_kernel_study
+from boost.reproduce import add_kernel_study
+from serving.claims import Claim
 
 
 def test_add_kernel_study_small():
