@@ -422,6 +422,15 @@ class AxiChecker:
                 self._violate(name, "valid_reset", "A3.1.2 Reset",
                               f"{name.upper()}VALID high {when}")
 
+    def _value(self, name, ch, member, handle, read):
+        """A payload member's value while VALID: X or Z bits are a violation, read as 0."""
+        try:
+            return read()
+        except ValueError:
+            shown = f"is {handle.value}" if handle is not None else "has X/Z bits"
+            self._violate(name, "x", "X-propagation", f"{ch.signal(member)} {shown} while VALID")
+            return 0
+
     def _handshake(self, name, valid):
         """Sample channel `name`: (ready, payload, new) when VALID is high, else None;
         `new`: the beat was not already waiting at the previous edge. Checks VALID and the
@@ -441,27 +450,13 @@ class AxiChecker:
             return None
         ready = self._bit(ch.ready, ch.read_ready, name, f"{name.upper()}READY",
                           MANAGER if DRIVER[name] == SUBORDINATE else SUBORDINATE)
-        payload = {}
-        for member, handle, read in ch.readers:
-            try:
-                payload[member] = read()
-            except ValueError:
-                self._violate(name, "x", "X-propagation", f"{ch.signal(member)} is {handle.value} while VALID")
-                payload[member] = 0
+        payload = {member: self._value(name, ch, member, handle, read) for member, handle, read in ch.readers}
         data = None
         if stalled is not None or not ready:
-            for member, handle, read in ch.extra_readers:
-                try:
-                    payload[member] = read()
-                except ValueError:
-                    self._violate(name, "x", "X-propagation", f"{ch.signal(member)} is {handle.value} while VALID")
-                    payload[member] = 0
+            payload.update({member: self._value(name, ch, member, handle, read)
+                            for member, handle, read in ch.extra_readers})
             if ch.data is not None:
-                try:
-                    data = ch.read_data()
-                except ValueError:
-                    self._violate(name, "x", "X-propagation", f"{ch.signal('data')} has X/Z bits while VALID")
-                    data = 0
+                data = self._value(name, ch, "data", None, ch.read_data)
         if stalled is not None:
             old, old_data = stalled
             changed = [m for m in payload if payload[m] != old[m]]
