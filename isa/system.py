@@ -100,12 +100,16 @@ class ModelConfig:
     params: float               # total parameters, for the resident base weights
     experts: int = 1
     active_experts: int = 1
+    max_context: int = None     # prompt + output tokens one request may hold; None: not stated
 
     def __post_init__(self):
         for field in ("hidden", "layers", "q_heads", "kv_heads", "head_dim", "ffn", "vocab",
                       "experts", "active_experts"):
             value = getattr(self, field)
             _need(isinstance(value, int) and value >= 1, "model", self.name, f"{field} must be an integer >= 1, got {value!r}")
+        _need(self.max_context is None or (isinstance(self.max_context, int) and self.max_context >= 2), "model",
+              self.name, f"max_context must be an integer >= 2 (a prompt and an output token) or null, "
+                         f"got {self.max_context!r}")
         _need(self.q_heads % self.kv_heads == 0, "model", self.name,
               f"q_heads={self.q_heads!r} must be a multiple of kv_heads={self.kv_heads!r}")
         _need(self.active_experts <= self.experts, "model", self.name,

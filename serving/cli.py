@@ -30,8 +30,9 @@ set_option = click.option("--set", "overrides", multiple=True, metavar="FIELD=VA
 
 
 def _echo_summary(summary):
-    for key, value in summary.items():
-        click.echo(f"{key:20s} {value:.6g}" if isinstance(value, float) else f"{key:20s} {value}")
+    from .results import summary_lines
+    for line in summary_lines(summary):
+        click.echo(line)
 
 
 @main.command()
@@ -42,6 +43,7 @@ def _echo_summary(summary):
 def simulate(config_name, overrides, out):
     """Serve one workload on one system and print the summary."""
     from .engine import ServingError, run
+    from .results import json_summary
     cfg = _serving_config(config_name, overrides)
     try:
         result = run(cfg)
@@ -53,7 +55,7 @@ def simulate(config_name, overrides, out):
         out.mkdir(parents=True, exist_ok=True)
         result.write_steps_csv(out / "steps.csv")
         result.write_requests_csv(out / "requests.csv")
-        (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+        (out / "summary.json").write_text(json.dumps(json_summary(summary), indent=1) + "\n")
         click.echo(f"wrote {out}/steps.csv, requests.csv, summary.json")
 
 

@@ -13,8 +13,12 @@ import pathlib
 from isa.config import read_config
 from scheduler.config import KV_SCALE as KV_PRECISIONS
 
+from .workload import CONTEXT_OVERFLOW
+
 CONFIG_DIR = pathlib.Path(__file__).parent / "configs"
 STRATEGY_NAMES = ("E1", "E2", "E3", "E4")
+# the run fields that override the workload config's (None: the workload's own)
+WORKLOAD_FIELDS = ("requests", "seed", "trace", "popularity", "adapters", "hot_adapters", "hot_share", "zipf_alpha")
 
 
 def _need(cond, kind, name, what):
@@ -76,9 +80,15 @@ class ServingConfig:
     max_prefill_tokens: int = 8192          # prompt tokens one prefill iteration takes
     kv_precision: str = "fp16"
     overlap: str = "wave"                   # "wave": device work hides within its wave; "step": the paper's
-    requests: int = None                    # overrides the workload's request count
-    seed: int = None                        # overrides the workload's seed
+    requests: int = None                    # overrides the workload's request count; a trace's first N
+    seed: int = None                        # overrides the workload's seed (a trace: its ranks, its adapters)
     trace: str = None                       # a trace CSV instead of the workload's generator
+    popularity: str = None                  # overrides the workload's popularity: uniform, skewed, zipf
+    adapters: int = None                    # ... its adapter count
+    hot_adapters: int = None                # ... skewed: its hot set
+    hot_share: float = None                 # ... skewed: the hot set's share of the requests
+    zipf_alpha: float = None                # ... zipf: its exponent
+    context_overflow: str = "refuse"        # requests over the model's context: refuse the run, clip or drop them
     tiering: str = None                     # 'module:callable': base weights and KV duplicates across HBM
                                             # and the pool (serving/tiering.py; BOOST: boost.pool:tiering)
 
@@ -97,6 +107,9 @@ class ServingConfig:
              f"link_latency_s must be >= 0, got {self.link_latency_s!r}")
         need(self.requests is None or (isinstance(self.requests, int) and self.requests >= 1),
              f"requests must be an integer >= 1, got {self.requests!r}")
+        need(self.trace is None or isinstance(self.trace, str), f"trace must be a path, got {self.trace!r}")
+        need(self.context_overflow in CONTEXT_OVERFLOW,
+             f"context_overflow must be one of {CONTEXT_OVERFLOW}, got {self.context_overflow!r}")
 
     def with_(self, **changes):
         return dataclasses.replace(self, **changes)

@@ -7,6 +7,11 @@ budget (`max_prefill_tokens`) has room, and the system can hold its whole contex
 (prompt + output reserved at admission, so no request is ever preempted). Its first token
 comes with its prefill (TTFT); every decode step adds one token to every running request,
 whose KV cache grows by one token. The system prices each iteration (serving.systems).
+
+Before the first iteration a run refuses what it cannot serve rather than serve it wrongly:
+requests over the model's context (or with an empty prompt or output, which a trace may
+hold) unless `context_overflow` says to clip or drop them, and a pool whose adapters leave
+no room for any KV.
 """
 import collections
 import functools
@@ -15,22 +20,52 @@ import time
 from tqdm import tqdm
 
 from isa import load_config as load_device_config
+from isa.system import load_model
 from scheduler.device_timing import DeviceTiming
 
-from .config import load_system_config
+from .config import WORKLOAD_FIELDS, load_system_config
 from .results import RunResult, StepLog
 from .systems import Live, build_system
-from .workload import generate, load_workload_config, read_trace
+from .workload import fit_context, generate, load_workload_config
 
 
 class ServingError(ValueError):
-    """A workload the system cannot serve (a request larger than its memory)."""
+    """A workload the system cannot serve (a request larger than its memory or the model's
+    context, more adapters than its pool holds)."""
+
+
+def fit_to_model(run, workload):
+    """`workload` as `run.context_overflow` makes it fit the model's context, and how many
+    requests were clipped and dropped; ServingError when it refuses them, or drops them all."""
+    model = load_model(run.model)
+    try:
+        fitted, changed = fit_context(workload, model.max_context, run.context_overflow, run.model)
+    except ValueError as exc:
+        raise ServingError(str(exc)) from None
+    if not fitted.requests:
+        raise ServingError(f"context_overflow=drop left none of the {len(workload.requests)} requests of "
+                           f"{workload.name!r}: none fits {run.model}'s {model.max_context}-token context")
+    clipped = changed if run.context_overflow == "clip" else 0
+    return fitted, clipped, changed - clipped
+
+
+def check_pool(system_cfg, system, workload):
+    """A pool holds every registered adapter and then the KV cache: refuse one the adapters
+    alone fill (S-LoRA's host systems keep adapters in host DRAM, so only pools are checked)."""
+    if system_cfg.kind == "pool" and system.kv_capacity_bytes() <= 0:
+        need, pool = sum(system.adapter_bytes), system.pool_bytes
+        raise ServingError(f"{len(workload.ranks)} adapters of {workload.name!r} need {need / 1e9:.1f} GB "
+                           f"({need:.0f} bytes) but the pool of system {system_cfg.name!r} holds {pool / 1e9:.1f} GB "
+                           f"({pool:.0f} bytes), leaving no room for the KV cache; use fewer adapters or a "
+                           f"larger pool (num_devices)")
 
 
 def simulate(run, system_cfg, workload, timing=None, progress=None):
     """Serve `workload` on `system_cfg` as `run` configures; returns a RunResult."""
     start = time.perf_counter()
+    workload, clipped, dropped = fit_to_model(run, workload)
     system = build_system(run, system_cfg, workload.ranks, timing)
+    check_pool(system_cfg, system, workload)
     pending = collections.deque(workload.requests)
     running, done = [], []
     log = StepLog()
@@ -79,15 +114,16 @@ def simulate(run, system_cfg, workload, timing=None, progress=None):
                 running.append(live)
         bar.update(len(batch) - len(running))
     bar.close()
-    return RunResult(run, system_cfg, workload, system, log, done, time.perf_counter() - start)
+    return RunResult(run, system_cfg, workload, system, log, done, time.perf_counter() - start,
+                     requests_clipped=clipped, requests_dropped=dropped)
 
 
 @functools.lru_cache(maxsize=32)
-def load_workload(name, requests=None, seed=None, trace=None):
-    """A run's workload: its trace, or its config drawn with the run's overrides."""
-    if trace:
-        return read_trace(trace)
-    overrides = {k: v for k, v in (("requests", requests), ("seed", seed)) if v is not None}
+def load_workload(name, requests=None, seed=None, trace=None, **popularity):
+    """A run's workload: its config drawn, or its trace replayed, with the run's overrides
+    (`requests`: a trace's first N; `seed` and `popularity`: what the trace does not give)."""
+    overrides = {k: v for k, v in dict(popularity, requests=requests, seed=seed, trace=trace).items()
+                 if v is not None}
     return generate(load_workload_config(name, **overrides))
 
 
@@ -99,5 +135,5 @@ def device_timing(device):
 
 def run(cfg, progress=None):
     """Simulate a ServingConfig: its system, its workload, the shared timing table."""
-    workload = load_workload(cfg.workload, cfg.requests, cfg.seed, cfg.trace)
+    workload = load_workload(cfg.workload, **{f: getattr(cfg, f) for f in WORKLOAD_FIELDS})
     return simulate(cfg, load_system_config(cfg.system), workload, device_timing(cfg.device), progress)

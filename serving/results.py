@@ -9,6 +9,10 @@ The summary's metrics, as serving papers define them:
 - link utilization: the busier direction's bytes / (bandwidth x time), over decode steps;
 - KV duplicated: the share of the batch's KV cache the GPU holds, over decode steps;
 - the strategy mix: each strategy's share of the sites decided over the decode steps.
+
+A metric a run cannot define (no decode step at a full batch, no request with a second
+token) is NaN, and the summary's `absent` names each such field with the reason; the
+printed summary and summary.json carry it (`summary_lines`, `json_summary`).
 """
 import csv
 import dataclasses
@@ -64,6 +68,8 @@ class RunResult:
     log: StepLog
     done: list                  # (Live, finish time)
     wall_s: float
+    requests_clipped: int = 0   # shortened to the model's context (context_overflow "clip")
+    requests_dropped: int = 0   # left out, over the model's context (context_overflow "drop")
 
     def summary(self):
         run, log, link = self.run, self.log, self.system.link
@@ -83,7 +89,9 @@ class RunResult:
             system=self.system_cfg.name, workload=self.workload.name, workload_source=self.workload.source,
             model=run.model, device=run.device,
             num_devices=run.num_devices, link_gb_s=round(link.bytes_per_s / 1e9, 6), link_latency_ns=round(link.latency_s * 1e9, 6),
-            kv_precision=run.kv_precision, max_batch=run.max_batch, requests=len(self.done), steps=len(log),
+            kv_precision=run.kv_precision, max_batch=run.max_batch, adapters=len(self.workload.ranks),
+            requests=len(self.done), requests_clipped=self.requests_clipped,
+            requests_dropped=self.requests_dropped, steps=len(log),
             decode_steps=len(sec), sim_s=float(log.array("t_s")[-1]) if len(log) else 0.0,
             throughput_tok_s=outputs / makespan if makespan > 0 else math.nan,
             decode_tok_s=batch.sum() / sec.sum() if sec.sum() > 0 else math.nan,
@@ -101,7 +109,27 @@ class RunResult:
             wall_s=self.wall_s)
         for s in STRATEGY_COLUMNS:
             out[f"share_{s}"] = sites[s] / total_sites if total_sites else 0.0
+        out["absent"] = self._absent(out, batch, tpot)
         return out
+
+    def _absent(self, out, batch, tpot):
+        """{field: why it is NaN} for each NaN field of the summary `out`."""
+        why = {}
+        if not len(batch):
+            why.update(dict.fromkeys(
+                ("decode_tok_s", "full_batch_tok_s", "full_batch_step_ms", "link_util", "kv_dup_frac",
+                 "layer_gemm_us", "layer_lora_us", "layer_attention_us", "layer_launch_us"),
+                "no decode step ran: every request has 1 output token, which its prefill gives"))
+        else:
+            full = f"no decode step ran at max_batch={self.run.max_batch}: the largest batch was {int(batch.max())}"
+            why.update(full_batch_tok_s=full, full_batch_step_ms=full)
+        if not tpot:
+            why.update(dict.fromkeys(("tpot_ms", "tpot_p50_ms", "tpot_p99_ms"),
+                                     "no request has a second output token to time"))
+        if not self.done:
+            why.update(dict.fromkeys(("throughput_tok_s", "ttft_s", "ttft_p99_s"), "no request finished"))
+        return {k: why.get(k, "not defined for this run") for k, v in out.items()
+                if isinstance(v, float) and math.isnan(v)}
 
     def write_steps_csv(self, path):
         path = pathlib.Path(path)
@@ -117,8 +145,29 @@ class RunResult:
             w = csv.writer(f)
             w.writerow(("rid", "adapter", "rank", "arrival_s", "prompt_tokens", "output_tokens", "first_token_s",
                         "finish_s", "ttft_s", "tpot_s"))
+            labels = self.workload.labels       # the adapter as the trace names it
             for live, t in sorted(self.done, key=lambda d: d[0].rid):
                 tpot = (t - live.first_token_s) / (live.output - 1) if live.output > 1 else ""
-                w.writerow((live.rid, live.adapter, self.workload.ranks[live.adapter], live.arrival_s, live.prompt,
-                            live.output, live.first_token_s, t, live.first_token_s - live.arrival_s, tpot))
+                w.writerow((live.rid, labels[live.adapter], self.workload.ranks[live.adapter], live.arrival_s,
+                            live.prompt, live.output, live.first_token_s, t, live.first_token_s - live.arrival_s, tpot))
         return path
+
+
+def summary_lines(summary):
+    """The summary as `plora simulate` prints it, a field a line: an absent value as NaN with
+    its reason, `absent` as the list of those fields."""
+    absent = summary.get("absent", {})
+    for key, value in summary.items():
+        if key == "absent":
+            value = ", ".join(absent) or "none"
+        elif key in absent:
+            value = f"NaN ({absent[key]})"
+        elif isinstance(value, float):
+            value = f"{value:.6g}"
+        yield f"{key:20s} {value}"
+
+
+def json_summary(summary):
+    """The summary for summary.json: an absent value as null (JSON has no NaN), its reason in
+    `absent`."""
+    return {k: None if isinstance(v, float) and math.isnan(v) else v for k, v in summary.items()}

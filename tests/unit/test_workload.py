@@ -162,7 +162,7 @@ def test_trace_round_trip(tmp_path):
     cfg = load_workload_config("poisson", requests=500, seed=3)
     w = generate(cfg)
     write_trace(w, tmp_path / "t.csv")
-    back = read_trace(tmp_path / "t.csv", ranks_seed=cfg.seed, rank_choices=cfg.ranks, adapters=cfg.adapters)
+    back = read_trace(tmp_path / "t.csv", seed=cfg.seed, rank_choices=cfg.ranks, adapters=cfg.adapters)
     assert back.requests == w.requests and back.ranks == w.ranks
     assert back.name == "t"
 
@@ -171,9 +171,11 @@ def test_trace_sorted_on_read_and_ranks_drawn_when_absent(tmp_path):
     path = tmp_path / "x.csv"
     path.write_text("adapter,arrival_s,prompt_tokens,output_tokens\n"
                     "4,2.5,10,20\n1,0.5,11,21\n2,2.5,12,22\n\n")
-    w = read_trace(path, ranks_seed=9)
-    assert w.requests == (Request(0, 0.5, 1, 11, 21), Request(1, 2.5, 4, 10, 20), Request(2, 2.5, 2, 12, 22))
-    assert w.ranks == adapter_ranks(9, 5)
+    w = read_trace(path, seed=9)
+    # the ids 1, 2, 4 are labels: adapters 0, 1, 2 in id order, each with the rank of its id
+    assert w.labels == (1, 2, 4)
+    assert w.requests == (Request(0, 0.5, 0, 11, 21), Request(1, 2.5, 2, 10, 20), Request(2, 2.5, 1, 12, 22))
+    assert w.ranks == tuple(adapter_ranks(9, 5)[i] for i in (1, 2, 4))
 
 
 def test_config_trace_replays_the_file(tmp_path):
