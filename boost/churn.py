@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from serving.gpu_model import experts_touched
+from scheduler.gpu_model import experts_touched
 from serving.workload import generate, load_workload_config
 
 from .config import CONFIG_DIR

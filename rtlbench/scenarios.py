@@ -646,7 +646,7 @@ async def decode_step_burst(env):
 @scenario
 async def scheduler_step_replay(env):
     """A decode step as the scheduler emits it (scheduler.emit: E3 LORA_XAB, E4 GEMMs, one
-    ATTENTION per request, KV head and page past the GPU's share), for the tiny two-layer
+    ATTENTION per request, KV head and page the GPU does not hold), for the tiny two-layer
     GQA model with every strategy on some site, replayed on this one device through the
     pool API: the step's output matches a dense float64 computation within the tolerance
     of tests/unit/test_replay.py (the device's FP16 roundings only)."""
@@ -659,7 +659,7 @@ async def scheduler_step_replay(env):
     requests = [(1, 0, 20), (2, 1, 37), (3, 0, 9)]
     step = Step(model, ranks, requests, np.random.default_rng(COMPUTE_SEED))
     pool = await DevicePool.open([env.transport], log2_depth=3, log2_slot=13, data_limit=DRAM_BYTES)
-    backend = PoolBackend(pool, forced_strategies(model, ranks), {1: 16, 2: 16, 3: 0}, 8)
+    backend = PoolBackend(pool, forced_strategies(model, ranks), {1: 2, 2: 2, 3: 0}, 8)
     await backend.place(step)
     out, _ = await step.forward(backend)
     ref, _ = await step.forward(DenseBackend())

@@ -11,7 +11,21 @@ few points of the varying dim, interpolated between them and cached on disk.
     timing.attention(rows, d, t)   # one ATTENTION descriptor: rows query heads, one KV head
     timing.gemm(m, k, n)           # any GEMM descriptor
 All return seconds of device time (completion cycles / clock_hz) of one descriptor, from
-the cycle the device sees the descriptor to the cycle it issues its completion. A shape
+the cycle the device sees the descriptor to the cycle it issues its completion: the
+isolated latency, what one descriptor on an idle device takes (Fig. 3a, Table IV).
+
+A device runs a queue of descriptors back to back: it decodes and reads the next while the
+current one computes, one pipeline, completions in order. `timing.stream(op, *dims)` gives
+(period, drain) in seconds: the spacing of that shape's completions in a back-to-back run
+of copies, and what the last of a stream takes after its own period (from the doorbell of an
+idle device, a stream of one is period + drain). A stream of any shapes s_1..s_n then takes
+
+    stream_s = sum_i period(s_i) + drain(s_n)
+
+(`stream_seconds`): measured on mixed streams of attention pages, GQA groups, GEMMs and
+LORA_XAB chains within 0.1 % (`check`; `make timing-check`). Periods come from a run of
+STREAM_COPIES copies on one queue, one doorbell: (t_last - t_2) / (copies - 2), the first
+paying the pipeline's fill; the drain makes the formula exact for the run. A shape
 the device cannot run raises driver.ShapeError naming the limit; without exceptions,
 `timing.feasible(op, *dims)` says whether it runs and `why_infeasible(cfg, op, *dims)`
 returns that message (or None). `timing.cycles(op, *dims)` is the table in cycles,
@@ -33,8 +47,9 @@ softmax words) step up past each multiple of `lanes`. Between two such knots the
 linear in t up to a few cycles (the last k-group of the second product), so t is
 interpolated linearly between lo + 1 and hi, the first and last t of its segment (lo, hi].
 
-`python -m scheduler.device_timing --config paper --samples 40 --seed 1` checks the table
-against direct model runs on random shapes of the scheduler's domain.
+`python -m scheduler.device_timing --config paper --samples 40 --seed 1` checks the tables
+against direct model runs on random shapes of the scheduler's domain, and the stream
+formula against random mixed streams.
 """
 import argparse
 import dataclasses
@@ -52,6 +67,7 @@ from driver.device import DeviceTensor, KvBlock, LoraAdapter
 from driver.device import attention_descriptor, lora_xab_descriptor, matmul_descriptor
 from driver.model_transport import ModelTransport
 from isa import Status, slots
+from isa.slots import HEADER_BYTES, LINE_BYTES
 from isa.validate import QueueView, check_descriptor, payload_bytes, result_bytes
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -62,6 +78,7 @@ CACHE_ENV = "NDP_TIMING_CACHE"
 MODEL_SOURCES = ("sim/*.py", "isa/*.py", "driver/*.py", "scheduler/device_timing.py")
 
 OPS = ("gemm", "lora_xa", "lora_xab", "attention")
+STREAM_COPIES = 6           # a stream table point's run: the first pays the fill, then 4 periods
 # the scheduler's domain (seed 000: Llama2-7B/13B, Llama3-8B, Qwen3-30B; LoRA on every weight
 # matrix, ranks 8..128; MHA and GQA with head dims 64 and 128), for the check
 D_MODEL = (2048, 4096, 5120, 8192)                       # hidden sizes: square adapters (E3)
@@ -186,55 +203,81 @@ class DeviceTiming:
         """Seconds of one direct model run (no table)."""
         return self.measure_cycles(op, *dims) / self.cfg.clock_hz
 
-    # ---- the table ------------------------------------------------------------------------
+    def stream(self, op, *dims):
+        """(period, drain) in seconds of `op` on `dims` in a back-to-back stream (the
+        module docstring: a stream takes the sum of its periods plus its last one's drain)."""
+        period, drain = self.stream_cycles(op, *dims)
+        return period / self.cfg.clock_hz, drain / self.cfg.clock_hz
+
+    def stream_seconds(self, shapes):
+        """Seconds a back-to-back stream of `shapes` ((op, *dims) each, in queue order) takes
+        on one device, from its doorbell on an idle device to its last completion."""
+        total = 0.0
+        drain = 0.0
+        for op, *dims in shapes:
+            period, drain = self.stream(op, *dims)
+            total += period
+        return total + drain
+
+    # ---- the tables -----------------------------------------------------------------------
 
     def cycles(self, op, *dims):
-        """Device cycles of `op` on `dims` from the table (a float: interpolated), measuring
-        on the model the points it lacks and saving them."""
+        """Device cycles of `op` on `dims` from the latency table (a float: interpolated),
+        measuring on the model the points it lacks and saving them."""
+        return float(self._lookup("", op, dims))
+
+    def stream_cycles(self, op, *dims):
+        """(period, drain) in cycles from the stream table, as `cycles` does for latency."""
+        period, drain = self._lookup("stream ", op, dims).tolist()
+        return period, drain
+
+    def _lookup(self, table, op, dims):
         self._check(op, dims)
         dims, op = tuple(int(x) for x in dims), "gemm" if op == "lora_xa" else op
         before = self.model_runs
         if op == "attention":
-            value = self._tokens(op, dims)
+            value = self._tokens(table, op, dims)
         else:
-            value = self._batch(op, dims)
+            value = self._batch(table, op, dims)
         if self.model_runs != before:
             self._save()
         return value
 
-    def _point(self, op, fixed, x):
-        """The table's point at varying dim x (b, or attention's t), measured now if missing."""
-        table = self.tables.setdefault(f"{op} {fixed[0]} {fixed[1]}", {})
-        if x not in table:
-            table[x] = self.measure_cycles(op, *((*fixed, x) if op == "attention" else (x, *fixed)))
-        return table[x]
+    def _point(self, table, op, fixed, x):
+        """The table's point at varying dim x (b, or attention's t), measured now if missing:
+        a number of cycles in the latency table (""), [period, drain] in the stream table."""
+        points = self.tables.setdefault(f"{table}{op} {fixed[0]} {fixed[1]}", {})
+        if x not in points:
+            dims = (*fixed, x) if op == "attention" else (x, *fixed)
+            points[x] = self.measure_cycles(op, *dims) if not table else list(self.measure_stream(op, *dims))
+        return np.asarray(points[x], dtype=np.float64)
 
-    def _batch(self, op, dims):
+    def _batch(self, table, op, dims):
         b, fixed, rows = dims[0], dims[1:], self.cfg.rows
         if b == 1:
-            return float(self._point(op, fixed, 1))     # the split plan: a point of its own
+            return self._point(table, op, fixed, 1)     # the split plan: a point of its own
         groups = -(-b // rows)
         last = b - rows * (groups - 1)                  # rows in the last group
         lo = 1 << (groups.bit_length() - 1)             # the powers of two bracketing G
-        value = self._lerp(op, fixed, groups, lo, groups if lo == groups else 2 * lo, scale=rows)
+        value = self._lerp(table, op, fixed, groups, lo, groups if lo == groups else 2 * lo, scale=rows)
         if last < rows:
-            value += self._point(op, fixed, rows + last) - self._point(op, fixed, 2 * rows)
+            value = value + self._point(table, op, fixed, rows + last) - self._point(table, op, fixed, 2 * rows)
         return value
 
-    def _tokens(self, op, dims):
+    def _tokens(self, table, op, dims):
         t, fixed, lanes = dims[2], dims[:2], self.cfg.lanes
         # t's segment (lo, hi] between knots: the powers of two up to lanes, then the
         # multiples of lanes; interpolated between its first and last t
         hi = 1 << (t - 1).bit_length() if t <= lanes else -(-t // lanes) * lanes
         lo = hi // 2 if t <= lanes else hi - lanes
-        return self._lerp(op, fixed, t, min(lo + 1, hi), hi)
+        return self._lerp(table, op, fixed, t, min(lo + 1, hi), hi)
 
-    def _lerp(self, op, fixed, x, lo, hi, scale=1):
+    def _lerp(self, table, op, fixed, x, lo, hi, scale=1):
         """Linear in x between the points at scale * lo and scale * hi (exact at both)."""
-        y_lo = self._point(op, fixed, scale * lo)
+        y_lo = self._point(table, op, fixed, scale * lo)
         if x == lo:
-            return float(y_lo)
-        y_hi = self._point(op, fixed, scale * hi)
+            return y_lo
+        y_hi = self._point(table, op, fixed, scale * hi)
         return y_lo + (y_hi - y_lo) * (x - lo) / (hi - lo)
 
     def _save(self):
@@ -318,6 +361,60 @@ class DeviceTiming:
         return completion.cycles
 
 
+    def measure_stream(self, op, *dims):
+        """(period, drain) cycles of `op` on `dims` from one direct model run of
+        STREAM_COPIES copies back to back (module docstring)."""
+        self._check(op, dims)
+        times = self.measure_stream_times([(op, *dims)] * STREAM_COPIES)
+        period = (times[-1] - times[1]) / (STREAM_COPIES - 2)
+        return period, times[-1] - STREAM_COPIES * period
+
+    def measure_stream_times(self, shapes):
+        """Cycles from the doorbell to each completion of a stream of `shapes` ((op, *dims)
+        each) on an idle model device: every descriptor in one queue before the doorbell
+        rings (host writes through the memory backdoor, taking no device time), operands
+        placed apart (their values do not change cycles), completions taken by interrupt."""
+        shapes = [(op, *(int(x) for x in dims)) for op, *dims in shapes]
+        for op, *dims in shapes:
+            self._check(op, tuple(dims))
+        return _drive(self._measure_stream(shapes))
+
+    async def _measure_stream(self, shapes):
+        cfg = self.cfg
+        sized = [_descriptor(op, tuple(dims), 0) for op, *dims in shapes]
+        need = HEADER_BYTES + max(max(payload_bytes(d), result_bytes(d), LINE_BYTES) for d in sized)
+        log2_slot, log2_depth = (need - 1).bit_length(), max(1, (len(shapes) - 1).bit_length())
+        ring = 1 << (log2_depth + log2_slot)
+        if 2 * ring >= cfg.dram_bytes:
+            raise ShapeError(f"a stream of {len(shapes)} descriptors: its slots do not fit the "
+                             f"{cfg.dram_bytes}-byte DRAM")
+        transport = ModelTransport(cfg, backdoor_memory=True)
+        dev = await NdpDevice.open(transport)
+        queue = await dev.configure_queue(0, sq_base=0, cq_base=ring, data_base=2 * ring,
+                                          data_limit=cfg.dram_bytes, log2_depth=log2_depth,
+                                          log2_slot=log2_slot, irq=True)
+        descs, addr = [], 2 * ring
+        for (op, *dims), d in zip(shapes, sized):
+            descs.append(_descriptor(op, tuple(dims), addr))
+            addr += -(-d.dev_size * LINE_BYTES // 4096) * 4096        # 4 KiB aligned, as _measure's
+            if addr > cfg.dram_bytes:
+                raise ShapeError(f"a stream of {len(shapes)} descriptors: its operands do not fit "
+                                 f"the {cfg.dram_bytes}-byte DRAM")
+        start = transport.now
+        seqs = await queue.submit_many([(d, b"") for d in descs])
+        times = []
+        for _ in seqs:
+            if not await transport.wait_irq(0, 1 << 40):
+                raise RuntimeError("the model device stopped answering a stream")
+            times.append(transport.now - start)
+        for seq in seqs:
+            completion = await queue.wait(seq)
+            if completion.status != Status.OK:
+                raise RuntimeError(f"seq {seq} of a timing stream answered {completion.status.name}")
+        self.model_runs += 1
+        return times
+
+
 # ---- the check: table against direct model runs -----------------------------------------
 
 def random_shape(cfg, op, rng):
@@ -338,24 +435,38 @@ def random_shape(cfg, op, rng):
 
 
 def check(cfg, samples, seed, cache_dir=None, out=print):
-    """Compare the table with direct model runs on `samples` random shapes per op; returns
-    the relative errors."""
+    """Compare the tables with direct model runs: the latency of `samples` random shapes per
+    op, and the stream formula (the stream table's periods and drains) on `samples` random
+    mixed streams of 2..24 descriptors against the model running each stream back to back.
+    Returns the relative errors."""
     timing, rng, errors = DeviceTiming(cfg, cache_dir), np.random.default_rng(seed), []
+
+    def report(name, rows):
+        if not rows:
+            out(f"{name:<10} no shape of the domain fits config {cfg.name!r}")
+            return
+        worst = max(rows)
+        out(f"{name:<10} n={len(rows)} median_error={np.median([r[0] for r in rows]):.3%} "
+            f"max_error={worst[0]:.3%} (worst {worst[1]}: table {worst[2]:.1f}, model {worst[3]} cycles)")
+        errors.extend(r[0] for r in rows)
+
+    shapes = []
     for op in ("lora_xa", "lora_xab", "attention"):
         rows = []
         for _ in range(samples):
             dims = random_shape(cfg, op, rng)
             if dims is None:
                 break
+            shapes.append((op, *dims))
             table, model = timing.cycles(op, *dims), timing.measure_cycles(op, *dims)
             rows.append((abs(table - model) / model, dims, table, model))
-        if not rows:
-            out(f"{op:<10} no shape of the domain fits config {cfg.name!r}")
-            continue
-        worst = max(rows)
-        out(f"{op:<10} n={len(rows)} median_error={np.median([r[0] for r in rows]):.3%} "
-            f"max_error={worst[0]:.3%} (worst {worst[1]}: table {worst[2]:.1f}, model {worst[3]} cycles)")
-        errors += [r[0] for r in rows]
+        report(op, rows)
+    rows = []
+    for _ in range(samples if shapes else 0):
+        stream = [shapes[i] for i in rng.integers(len(shapes), size=int(rng.integers(2, 25)))]
+        table, model = timing.stream_seconds(stream) * cfg.clock_hz, timing.measure_stream_times(stream)[-1]
+        rows.append((abs(table - model) / model, f"{len(stream)} descriptors", table, model))
+    report("stream", rows)
     out(f"device_timing config={cfg.name} n={len(errors)} median_error={np.median(errors or [0]):.3%} "
         f"max_error={max(errors or [0]):.3%}")
     return errors

@@ -7,10 +7,12 @@ Per layer the work comes in rounds, each depending on the previous one's results
   chain, E4 a GEMM on A (m = x A, then m B on the GPU); E1 and E2 are GPU work;
 - the attention round: per request, KV head and device page not duplicated on the GPU,
   one ATTENTION descriptor (the head's group of query heads as its rows); the GPU computes
-  its own share (the duplicated prefix and the step's new token) and merges.
+  its own share (the pages it duplicates, scheduler.kv_pages, and the step's new token)
+  and merges.
 The descriptors are the driver's builders over the placed tensors; nothing here touches
 a device.
 """
+import collections
 import dataclasses
 
 from driver.device import attention_descriptor, lora_xab_descriptor, matmul_descriptor
@@ -70,20 +72,22 @@ def lora_round(name, projections, rows_by_adapter, strategy_of, handles, device_
     return Round(name, device_ops, gpu_ops)
 
 
-def attention_round(kv_cache, layer, requests, gpu_tokens, groups):
-    """One ATTENTION descriptor per request, KV head and page on a device whose tokens
-    are not duplicated on the GPU; `gpu_tokens[rid]` is the duplicated prefix (whole pages
-    on every device, Scheduler.kv_share); `groups[h]` the query heads of KV head h."""
+def attention_round(kv_cache, layer, requests, held, groups):
+    """One ATTENTION descriptor per request, KV head and device page the GPU does not hold;
+    `held[rid]` is, per device, how many of the request's first pages there the GPU holds
+    (KvPages.held_pages); `groups[h]` the query heads of KV head h. The GPU's op for a
+    request and head lists the tokens of its pages."""
     device_ops, gpu_ops = [], []
     for rid in requests:
         for head, q_heads in enumerate(groups):
+            seen = collections.Counter()            # pages passed so far, per device
+            gpu_tokens = []
             for device, block, tokens in kv_cache.pages(rid, layer, head):
-                if tokens[0] < gpu_tokens[rid]:
-                    if tokens[-1] >= gpu_tokens[rid]:
-                        raise ValueError(f"request {rid!r}: the GPU share {gpu_tokens[rid]!r} cuts a page "
-                                         f"({tokens[0]}..{tokens[-1]}) on device {device}")
+                index, seen[device] = seen[device], seen[device] + 1
+                if index < held[rid][device]:
+                    gpu_tokens.extend(tokens)
                     continue
                 desc = attention_descriptor(block, len(q_heads))
                 device_ops.append(DeviceOp(device, desc, "attention", (rid, head, tokens[0]), tuple(q_heads)))
-            gpu_ops.append(GpuOp("attention_share", (rid, head, gpu_tokens[rid]), tuple(q_heads)))
+            gpu_ops.append(GpuOp("attention_share", (rid, head, tuple(sorted(gpu_tokens))), tuple(q_heads)))
     return Round("attention", device_ops, gpu_ops)

@@ -19,8 +19,7 @@ from driver.kv_cache import PagedKvCache
 
 from .cost import Strategy
 from .emit import attention_round, lora_round
-
-ROUNDS = (("qkv", ("q", "k", "v")), ("o", ("o",)), ("gate_up", ("gate", "up")), ("down", ("down",)))
+from .kv_pages import KvPages
 
 
 def _silu(x):
@@ -108,12 +107,13 @@ class PoolBackend:
     """The scheduler's descriptor stream on a DevicePool; the GPU's share in float64.
 
     `strategy_of(adapter, projection)` gives each site's strategy (from a StepPlan, or
-    forced); `gpu_tokens[rid]` the KV prefix duplicated on the GPU. `rounds` collects every
-    emitted Round, so a caller can inspect the exact stream."""
+    forced); `kv_units[rid]` the KV units (scheduler.kv_pages) the GPU holds. `rounds`
+    collects every emitted Round, so a caller can inspect the exact stream."""
 
-    def __init__(self, pool, strategy_of, gpu_tokens, page_tokens):
-        self.pool, self.strategy_of, self.gpu_tokens = pool, strategy_of, gpu_tokens
+    def __init__(self, pool, strategy_of, kv_units, page_tokens):
+        self.pool, self.strategy_of, self.kv_units = pool, strategy_of, kv_units
         self.page_tokens = page_tokens
+        self.pages = KvPages(len(pool), page_tokens)
         self.handles, self.rounds = {}, []
         self.kv_cache = None
 
@@ -172,7 +172,8 @@ class PoolBackend:
 
     async def attention(self, step, layer, q, k_new, v_new):
         index = {rid: i for i, (rid, _, _) in enumerate(step.requests)}
-        rnd = attention_round(self.kv_cache, layer, list(index), self.gpu_tokens, step.groups)
+        held = {rid: self.pages.held_pages(self.kv_cache.tokens(rid), rid, self.kv_units[rid]) for rid in index}
+        rnd = attention_round(self.kv_cache, layer, list(index), held, step.groups)
         q16 = q.astype(np.float16)
         payloads = {}
         for op in rnd.device_ops:
@@ -184,12 +185,12 @@ class PoolBackend:
             rid, head, _ = op.key
             partials.setdefault((rid, head), []).append(attention_result(results[id(op)].result, op.descriptor))
         out = np.zeros(q.shape)
-        for op in rnd.gpu_ops:              # the GPU's share: the duplicated prefix and the new token
-            rid, head, prefix = op.key
+        for op in rnd.gpu_ops:              # the GPU's share: the pages it holds and the new token
+            rid, head, tokens = op.key
             i = index[rid]
             k_all, v_all = step.kv[rid]
-            k = np.concatenate([k_all[layer, head][:prefix], k_new[i, head][None]])
-            v = np.concatenate([v_all[layer, head][:prefix], v_new[i, head][None]])
+            k = np.concatenate([k_all[layer, head][list(tokens)], k_new[i, head][None]])
+            v = np.concatenate([v_all[layer, head][list(tokens)], v_new[i, head][None]])
             mine = partial_attention_reference(scale_query(q16[i, list(op.rows)]), k, v)
             out[i, list(op.rows)] = merge_attention([mine] + partials.get((rid, head), []))
         return out

@@ -13,7 +13,7 @@ from scheduler.config import load_scheduler_config
 from .claims import Claim
 from .config import load_serving_config
 from .figures import fig8_tpot, fig9_ablation, fig11_breakdown, fig12_saturation, fig13_link
-from .gpu_model import GpuModel
+from scheduler.gpu_model import GpuModel
 from .sweep import DEVICES, LADDER_GB_S, LATENCY_NS, points, read_csv, sweep, write_csv
 
 SHORT, LONG = "uniform", "uniform-long"

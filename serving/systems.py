@@ -1,18 +1,18 @@
 """The systems a serving run compares, as cost models of one iteration (prefill or decode).
 
-Decode is layer-sequential, and each layer is two waves (the run's `overlap` "wave") (seed 000, section VIII, Finding 4:
-'two round trips per layer, one LoRA wave and one attention return'):
-- the LoRA wave: the GPU runs the layer's weight GEMMs and its share of the LoRA products
-  while the devices run theirs (E3, E4) and the link carries x out and results back (and E2's
-  factors); the wave takes the longer of the GPU's stream and the device side,
-  L_link + W(to devices) + the busiest device + W(to the GPU);
-- the attention wave: T_ATT of Table V (the cost model's `attention_cost`), GPU share and
-  device (or link) share in parallel, then the merge.
-A step is `layers` of both waves plus the LM head. With `overlap` "step", the paper's
-accounting ('the charge hides under the base-model step', Finding 4), a layer is the longer
-of the GPU's stream (GEMMs, its LoRA share, its attention share, the merge) and the device
-side (both waves' device and link time): what a pipeline of two sub-batches would approach. The devices' time is the cycle model's,
-through the scheduler's timing table; the GPU's the roofline of `serving.gpu_model`.
+Decode is layer-sequential, and each layer runs in the five dependent rounds of
+scheduler.rounds (the run's `overlap` "wave"): the LoRA products of Q/K/V, attention, the
+output projection's, gate/up's and down's, each round the longer of the GPU's stream (its
+base GEMM, its share of the LoRA products and of attention) and the pool's side (the link
+out, each device's queue back to back, the link back), then the GPU's work on the pool's
+results (E4's m B, the attention merge). The scheduler decides the rounds' contents; the
+system prices them with the run's link and adds what the system itself costs (PLoRA-NoCXL's
+kernel launches, a tiering's weights over the link). A step is `layers` of its rounds plus
+the LM head. With `overlap` "step", the paper's accounting ('the charge hides under the
+base-model step', section VIII, Finding 4), a layer is the longer of the GPU's stream and
+the pool's side summed over its rounds: what a pipeline of two sub-batches would approach.
+The devices' time is the cycle model's, through the scheduler's timing tables (the periods
+of a back-to-back stream); the GPU's the roofline of `scheduler.gpu_model`.
 
 `PoolSystem` serves PLoRA, its ablations, Pure CXL, Grace-Hopper and PLoRA-NoCXL: the host
 scheduler runs every decode step and decides each adapter's strategy and the KV duplicates;
@@ -23,19 +23,18 @@ cache in HBM only.
 """
 import collections
 import dataclasses
-import functools
 
 from isa import load_config as load_device_config
 from isa.system import FP16_BYTES, load_cpu, load_gpu, load_link, load_model
 from scheduler.config import load_scheduler_config
 from scheduler.cost import CostModel, Strategy, factor_bytes
 from scheduler.device_timing import DeviceTiming
-from scheduler.replay import ROUNDS
+from scheduler.gpu_model import GpuModel
+from scheduler.rounds import LORA_ROUNDS, ROUND_OF, ROUNDS
 from scheduler.scheduler import Request as SchedRequest
 from scheduler.scheduler import Scheduler
 
 from .config import KV_PRECISIONS
-from .gpu_model import GpuModel
 from .tiering import load_tiering
 
 STRATEGY_COLUMNS = tuple(s.name for s in Strategy)
@@ -49,6 +48,7 @@ class StepCost:
     lora_s: float = 0.0             # what the LoRA products add to the LoRA waves
     attention_s: float = 0.0        # the attention waves (prefill: the prompts' self-attention)
     launch_s: float = 0.0           # kernel launches and host exchanges on the GPU's stream
+    pool_s: float = 0.0             # the pool's side of every round (link and devices), summed
     link_to_device: float = 0.0     # bytes GPU -> pool over the GPU's link
     link_to_gpu: float = 0.0        # bytes pool -> GPU
     kv_bytes: float = 0.0           # KV cache of the batch
@@ -142,9 +142,9 @@ class PoolSystem(System):
             self.scheduler.register(a, r)
         # the run's link prices what the policy decided
         self.cost = CostModel(self.gpu, self.link, self.timing, run.num_devices,
-                              distributed_attention=system.distributed_attention, kv_scale=self.kv_scale)
+                              distributed_attention=system.distributed_attention, kv_scale=self.kv_scale,
+                              page_tokens=sched_cfg.kv_page_tokens)
         self.pool_bytes = (system.pool_bytes or run.num_devices * device.dram_bytes) - self.weights_in_pool
-        self._lora_wave = functools.lru_cache(maxsize=1 << 12)(self._lora_wave_uncached)
 
     def kv_capacity_bytes(self):
         return self.pool_bytes - sum(self.adapter_bytes)
@@ -153,76 +153,66 @@ class PoolSystem(System):
 
     def decode(self, running):
         plan = self.scheduler.step([SchedRequest(r.rid, r.adapter, r.context, r.new) for r in running])
-        m = self.model
-        gemm = self.gpu_model.layer_s(len(running))
-        choices = tuple(sorted((site.adapter, site.projection, d.batch, d.chosen.strategy.name)
-                               for site, d in plan.decisions.items()))
-        gpu_lora, launches, device_side, to_dev, to_gpu = self._lora_wave(choices)
-        weights_link = self.gpu_model.layer_second_bytes(len(running))
-        # the weights read from the pool share the link's pool -> GPU direction with the results
-        lora_wave = max(gemm + gpu_lora + launches, device_side,
-                        self.link.transfer_s(weights_link + to_gpu) if weights_link else 0.0)
-        contexts = [r.context for r in running]
-        shares = [plan.kv_tokens[r.rid] for r in running]
-        att = self.cost.attention_cost(contexts, shares, m.q_heads, m.kv_heads, m.head_dim,
-                                       self.scheduler.config.kv_page_tokens)
-        if self.tiering is not None and self.tiering.kv_share:
-            att = self._tiered_attention(att, sum(shares))
-        att_launch = self.run.num_devices * self.gpu.kernel_launch_s if self.system.per_adapter_launch else 0.0
-        head = self.head(len(running))
+        m, batch = self.model, len(running)
+        gemms = dict(zip((g[0] for g in self.gpu_model.gemms), self.gpu_model.layer_costs(batch)))
+        launch = self.gpu.kernel_launch_s if self.system.per_adapter_launch else 0.0
+        products = collections.Counter()        # round -> products per layer (NoCXL's launches)
+        for site, d in plan.decisions.items():
+            products[ROUND_OF[site.projection]] += m.copies(self.scheduler._projections[site.projection])
+        rounds, launches = [], []
+        for name, _ in ROUNDS:
+            load = plan.rounds[name].copy()
+            if name == "attention":
+                if self.tiering is not None and self.tiering.kv_share:
+                    self._tier_attention(load, sum(plan.kv_tokens.values()))
+                extra = self.run.num_devices * launch if load.descriptors else 0.0
+            else:
+                # the system's GEMM (a tiering reads part of the weights over the link, beside the results)
+                load.gemm_s = gemms[name].seconds
+                load.to_gpu += gemms[name].second_bytes
+                extra = products[name] * launch
+            load.gpu_s += extra
+            rounds.append(load)
+            launches.append(extra)
+        link = self.link
+        times = [r.seconds(link) for r in rounds]
         if self.run.overlap == "wave":
-            layer = lora_wave + att.total_s + att_launch
-            lora_s, att_s = lora_wave - gemm - launches, att.total_s
+            layer = sum(times)
         else:
-            # the paper's accounting: the device side hides under the GPU's whole layer
-            merge = att.total_s - max(att.gpu_s, att.device_s)
-            gpu_stream = gemm + gpu_lora + launches + att_launch + att.gpu_s + merge
-            layer = max(gpu_stream, device_side + att.device_s + merge)
-            lora_s, att_s = gpu_lora, layer - gemm - gpu_lora - launches - att_launch
-        return StepCost(m.layers * layer + head, gemm_s=m.layers * gemm + head,
-                        lora_s=m.layers * lora_s,
-                        attention_s=m.layers * att_s, launch_s=m.layers * (launches + att_launch),
-                        link_to_device=m.layers * (to_dev + att.link_to_device),
-                        link_to_gpu=m.layers * (to_gpu + att.link_to_gpu + weights_link),
-                        kv_bytes=sum(contexts) * self.kv_token, kv_gpu_bytes=sum(shares) * self.kv_token,
+            # the paper's accounting: the pool's side hides under the GPU's whole layer
+            layer = (max(sum(r.gemm_s + r.gpu_s for r in rounds), sum(r.pool_s(link) for r in rounds))
+                     + sum(r.gpu_after_s for r in rounds))
+            times = [t * layer / sum(times) for t in times]      # the layer shared in proportion
+        # each round's time split in order: its GEMM, its launches, then what the LoRA
+        # products (or attention) add
+        gemm = launch_s = lora = attention = 0.0
+        for (name, _), r, t, extra in zip(ROUNDS, rounds, times, launches):
+            g = min(r.gemm_s, t)
+            k = min(extra, t - g)
+            gemm, launch_s = gemm + g, launch_s + k
+            if name == "attention":
+                attention += t - g - k
+            else:
+                lora += t - g - k
+        head = self.head(batch)
+        contexts = sum(r.context for r in running)
+        return StepCost(m.layers * layer + head, gemm_s=m.layers * gemm + head, lora_s=m.layers * lora,
+                        attention_s=m.layers * attention, launch_s=m.layers * launch_s,
+                        pool_s=m.layers * sum(r.pool_s(link) for r in rounds),
+                        link_to_device=m.layers * sum(r.to_device for r in rounds),
+                        link_to_gpu=m.layers * sum(r.to_gpu for r in rounds),
+                        kv_bytes=contexts * self.kv_token, kv_gpu_bytes=sum(plan.kv_tokens.values()) * self.kv_token,
                         mix=plan.strategy_mix())
 
-    def _tiered_attention(self, att, gpu_tokens):
+    def _tier_attention(self, load, gpu_tokens):
         """The GPU's attention share with `kv_share` of its KV left in the pool (DSR's heads):
         HBM and the link read it together, the link also carrying the devices' partials."""
         m = self.model
         nbytes = gpu_tokens * self.kv_token_layer
         second = self.tiering.kv_share * nbytes
         flops_s = 4 * m.q_heads * m.head_dim * gpu_tokens / self.gpu.fp16_flops
-        gpu_s = max(flops_s, self.tiering.memory_s(nbytes - second, second),
-                    self.link.transfer_s(second + att.link_to_gpu) if second else 0.0)
-        merge = att.total_s - max(att.gpu_s, att.device_s)
-        return dataclasses.replace(att, gpu_s=gpu_s, total_s=max(gpu_s, att.device_s) + merge,
-                                   link_to_gpu=att.link_to_gpu + second)
-
-    def _lora_wave_uncached(self, choices):
-        """One layer's LoRA wave for the decided (adapter, projection, batch, strategy):
-        (GPU seconds, launch seconds, device side seconds, bytes to the devices, bytes back)."""
-        m = self.model
-        projections = {p.name: p for p in m.projections}
-        gpu_s = to_dev = to_gpu = 0.0
-        busy = [0.0] * self.run.num_devices
-        launches = 0
-        for adapter, projection, batch, name in choices:
-            p = projections[projection]
-            c = self.cost.lora_cost(Strategy[name], batch, p.d_in, p.d_out, self.ranks[adapter])
-            k = m.copies(p)
-            gpu_s += k * c.gpu_s
-            to_dev += k * c.link_to_device
-            to_gpu += k * c.link_to_gpu
-            busy[self.scheduler.device_of(adapter)] += k * c.device_s
-            launches += k
-        launch_s = launches * self.gpu.kernel_launch_s if self.system.per_adapter_launch else 0.0
-        device_side = 0.0
-        if to_dev or to_gpu:
-            device_side = (self.link.round_trip_s + self.link.transfer_s(to_dev) + max(busy)
-                           + self.link.transfer_s(to_gpu))
-        return gpu_s, launch_s, device_side, to_dev, to_gpu
+        load.gpu_s = max(flops_s, self.tiering.memory_s(nbytes - second, second))
+        load.to_gpu += second
 
     # ---- prefill --------------------------------------------------------------------------
 
@@ -327,7 +317,7 @@ class HostSystem(System):
         projections = {p.name: p for p in m.projections}
         tokens = sum(rows.values())
         total = to_host = back = 0.0
-        for _, names in ROUNDS:
+        for _, names in LORA_ROUNDS:
             flops = nbytes = 0.0
             x_bytes = tokens * projections[names[0]].d_in * FP16_BYTES
             y_bytes = sum(tokens * projections[n].d_out * FP16_BYTES for n in names)

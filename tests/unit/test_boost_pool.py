@@ -5,7 +5,7 @@ from boost.pool import PAM_ONLY, TIERING, tiering
 from isa.system import load_gpu, load_link
 from serving.config import load_serving_config
 from serving.engine import run
-from serving.gpu_model import GpuModel
+from scheduler.gpu_model import GpuModel
 from serving.tiering import load_tiering
 
 H100 = load_gpu("h100")

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from isa.system import load_gpu, load_model
-from serving.gpu_model import GpuModel, experts_touched
+from scheduler.gpu_model import GpuModel, experts_touched
 
 GPU = load_gpu("h100")
 MODELS = ("tiny", "llama2-7b", "llama2-13b", "llama3-8b", "qwen3-30b-a3b")

@@ -26,13 +26,13 @@ RANKS = {0: 8, 1: 16, 2: 8, 3: 32}
 REQUESTS = [(10, 0, 40), (11, 1, 70), (12, 0, 33), (13, 2, 100), (14, 3, 65), (15, 0, 7)]
 
 
-def replay(strategy_of, gpu_tokens, seed=0):
+def replay(strategy_of, kv_units, seed=0):
     model = load_model("tiny")
     step = Step(model, RANKS, REQUESTS, np.random.default_rng(seed))
 
     async def on_pool():
         pool = await DevicePool.model(isa.load_config("default"), 2, log2_depth=3, log2_slot=14)
-        backend = PoolBackend(pool, strategy_of, gpu_tokens, PAGE)
+        backend = PoolBackend(pool, strategy_of, kv_units, PAGE)
         await backend.place(step)
         out, _ = await step.forward(backend)
         return out, backend
@@ -46,19 +46,28 @@ def error(out, ref):
 
 
 def test_forced_mix_matches_dense():
-    """Every strategy on some site, a GPU share on the long requests (one page per device)."""
+    """Every strategy on some site, a GPU share of pages on most requests: one page of one
+    device, three pages (every page of a short request, or one device's second page of a
+    long one)."""
     model = load_model("tiny")
-    gpu_tokens = {rid: (2 * PAGE if t >= 2 * PAGE else 0) for rid, _, t in REQUESTS}
-    out, ref, backend = replay(forced_strategies(model, RANKS), gpu_tokens)
+    kv_units = {10: 1, 11: 3, 12: 3, 13: 3, 14: 0, 15: 1}
+    out, ref, backend = replay(forced_strategies(model, RANKS), kv_units)
     assert error(out, ref) < TOLERANCE, f"worst relative error {error(out, ref):.2e}"
     kinds = collections.Counter(op.kind for r in backend.rounds for op in r.device_ops)
     gpu = collections.Counter(op.kind for r in backend.rounds for op in r.gpu_ops)
     assert kinds["lora_xab"] and kinds["lora_xa"] and kinds["attention"], kinds
     assert gpu["lora_e1"] and gpu["lora_e2"] and gpu["lora_mb"] == kinds["lora_xa"], gpu
-    # one ATTENTION per request, KV head and device page past the GPU's prefix
-    per_layer = sum(len([p for p in backend.kv_cache.pages(rid, 0, h) if p[2][0] >= gpu_tokens[rid]])
-                    for rid, _, _ in REQUESTS for h in range(model.kv_heads))
+    # one ATTENTION per request, KV head and device page the GPU does not hold: written out
+    # for these contexts (token i on device i mod 2, pages of 16 per device) and units taken
+    # page 0 on each device (from device rid mod 2), then page 1, ...
+    pages = {rid: -(-(t // 2 + t % 2) // PAGE) + -(-(t // 2) // PAGE) for rid, _, t in REQUESTS}
+    assert pages == {10: 4, 11: 6, 12: 3, 13: 8, 14: 5, 15: 2}
+    per_layer = sum(pages[rid] - kv_units[rid] for rid in pages) * model.kv_heads
     assert kinds["attention"] == model.layers * per_layer
+    # what the GPU computes: its held pages' tokens; request 11 (70 tokens: 35 per device)
+    # holds page 0 on devices 1 and 0, then page 1 of device 1 (its rotation starts there)
+    share = next(op for r in backend.rounds for op in r.gpu_ops if op.key[:2] == (11, 0))
+    assert share.key[2] == tuple(sorted(list(range(0, 32, 2)) + list(range(1, 64, 2))))
     assert {op.device for r in backend.rounds for op in r.device_ops} == {0, 1}
 
 
@@ -83,5 +92,5 @@ def test_scheduler_plan_replays():
         sched.register(a, r)
     plan = sched.step([Request(rid, a, t, True) for rid, a, t in REQUESTS])
     assert len(plan.strategy_mix()) >= 2 and plan.p_kv > 0, plan.explain()
-    out, ref, backend = replay(plan_strategies(plan), plan.kv_tokens)
+    out, ref, backend = replay(plan_strategies(plan), plan.kv_units)
     assert error(out, ref) < TOLERANCE, f"worst relative error {error(out, ref):.2e}"
