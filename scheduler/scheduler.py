@@ -69,13 +69,15 @@ class Eviction:
     parts: frozenset            # for serving sites: the factors dropped
     nbytes: float
     penalty_s: float            # added step time this eviction costs (amortized for reloads)
+    for_kv: bool = False        # made room for the KV duplicates (not for a site)
 
     def describe(self):
         if self.kind == "kv":
             return f"KV duplicates ({self.nbytes / 1e6:.1f} MB, +{self.penalty_s * 1e6:.2f} us)"
         what = f"adapter {self.target}" if self.kind in ("cold", "hot") else \
             f"{self.target.adapter}/{self.target.projection}:{''.join(sorted(self.parts))}"
-        return f"{self.kind} {what} ({self.nbytes / 1e6:.1f} MB, +{self.penalty_s * 1e6:.2f} us)"
+        why = " for KV duplicates" if self.for_kv else ""
+        return f"{self.kind} {what} ({self.nbytes / 1e6:.1f} MB, +{self.penalty_s * 1e6:.2f} us){why}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -143,6 +145,9 @@ class StepPlan:
         lines = [f"step {self.step}: {len(self.decisions)} sites ({mix}); GPU {self.used_bytes / 1e9:.3f} of "
                  f"{self.budget_bytes / 1e9:.3f} GB; KV duplicated {self.p_kv:.3f} ({self.kv_bytes / 1e9:.3f} GB)"]
         lines += [d.explain() for d in self.decisions.values()]
+        room = [e.describe() for e in self.evictions if e.for_kv]
+        if room:
+            lines.append(f"evicted for KV duplicates: {', '.join(room)}")
         if self.precached:
             lines.append(f"pre-cached: {self.precached}")
         return "\n".join(lines)
@@ -403,7 +408,7 @@ class Scheduler:
                         - self.attention_s(self.kv.share_fitting(room + held, best)))
                 if gain <= penalty:
                     continue
-            e = Eviction("hot" if a in hot else "cold", a, frozenset(PARTS), held, penalty)
+            e = Eviction("hot" if a in hot else "cold", a, frozenset(PARTS), held, penalty, for_kv=True)
             self._apply_eviction(e)
             evictions.append(e)
 

@@ -215,10 +215,14 @@ def test_cold_adapters_are_evicted_first():
             sched._hold(s, frozenset("AB"))
     sched.temps.arrive(3)           # adapter 3 is hot, 1 and 2 are cold; 1 the coldest by id
     plan = sched.step([Request(0, 0, 64, True)] * 64)
-    kinds = [(e.kind, e.target) for e in plan.evictions]
+    kinds = [(e.kind, e.target) for e in plan.evictions if not e.for_kv]     # Algorithm 1's
     assert kinds and kinds[0] == ("cold", 1), plan.explain()
     assert all(k == "cold" for k, _ in kinds)
-    assert any(s.adapter == 3 for s in sched.cached)
+    # the hot adapter outlives Algorithm 1; the KV duplicates may take its room afterwards
+    # only where the attention time they buy exceeds its reload
+    later = [e for e in plan.evictions if e.for_kv]
+    assert any(s.adapter == 3 for s in sched.cached) or ("hot", 3) in [(e.kind, e.target) for e in later]
+    assert all(e.kind == "cold" or e.penalty_s == sched.load_s(e.nbytes) for e in later)
 
 
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
