@@ -38,13 +38,18 @@ class ModelTransport(Transport):
     device's cycles, every passage of time is a sleep on the clock, and host accesses take
     the device's one CXL port in turn: devices sharing the clock run in parallel in
     simulated time (use it inside driver.clock.run).
+
+    With `compute_results` false the model made here is timing-only (sim/device.py
+    NdpModel): the same cycles, no result computed or written (completion lines are).
     """
     supports_irq = True
 
-    def __init__(self, cfg, model=None, clock=None, backdoor_memory=False):
+    def __init__(self, cfg, model=None, clock=None, backdoor_memory=False, compute_results=True):
         self.cfg = cfg
         self._mem_cycles = (0, 0, 0) if backdoor_memory else (MEM_WRITE_CYCLES, MEM_READ_CYCLES, 1)
-        self.model = model or NdpModel(cfg)
+        if model is not None and not compute_results:
+            raise ValueError("compute_results is for the model the transport makes: give it to NdpModel")
+        self.model = model or NdpModel(cfg, compute_results=compute_results)
         self.clock = clock
         self._own_now = 0
         self._irq_taken = [0] * cfg.num_queues
@@ -76,6 +81,22 @@ class ModelTransport(Transport):
                 self._sleepers.discard(interrupt)
         self.model.advance(self.now)
 
+    async def _catch_up(self):
+        """Run the model's events up to now before a host access. Waiting until now on the
+        clock would not move time (the access's own cycles follow, as a sleep), so the
+        model is advanced without a pass through the event loop, which costs more than
+        a short descriptor's schedule; when the clock stands between two of this device's
+        cycles, time moves to the cycle as before."""
+        if self.clock is None:
+            self.model.advance(self._own_now)
+            return
+        seconds = self.clock.now
+        cycle = round(seconds * self.cfg.clock_hz)          # self.now, read once
+        if cycle / self.cfg.clock_hz > seconds:
+            await self._run_to(cycle)
+        else:
+            self.model.advance(cycle)
+
     def _wake(self):
         """A host access changed the model, so its next event may be sooner than a sleeping
         wait_irq computed."""
@@ -85,7 +106,7 @@ class ModelTransport(Transport):
 
     async def mem_write(self, addr, data, pasid):
         async with self._port:
-            await self._run_to(self.now)
+            await self._catch_up()
             if mem_frontend.refused(self.model.regfile.queues, addr, len(data), pasid):
                 raise MemAccessError(addr, len(data), pasid, "SLVERR", write=True)
             memory = self.model.memory
@@ -100,7 +121,7 @@ class ModelTransport(Transport):
 
     async def mem_read(self, addr, length, pasid):
         async with self._port:
-            await self._run_to(self.now)
+            await self._catch_up()
             if mem_frontend.refused(self.model.regfile.queues, addr, length, pasid):
                 raise MemAccessError(addr, length, pasid, "SLVERR", write=False)
             resp = self.model.memory.faults.read_resp(addr, length)
@@ -125,7 +146,7 @@ class ModelTransport(Transport):
 
     async def reg_read(self, offset, pasid=0):
         async with self._port:
-            await self._run_to(self.now)
+            await self._catch_up()
             value = self.model.reg_read(offset, pasid)
             await self._run_to(self.now + REG_READ_CYCLES)
             return value

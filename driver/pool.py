@@ -111,16 +111,18 @@ class DevicePool:
         return model.cfg.dram_bytes
 
     @classmethod
-    async def model(cls, cfg, n, **kwargs):
+    async def model(cls, cfg, n, compute_results=True, **kwargs):
         """A pool of `n` model devices of config `cfg` on one SimClock; call it inside
-        driver.clock.run. Keyword arguments go to `open`."""
+        driver.clock.run. `compute_results` false makes them timing-only (sim/device.py
+        NdpModel). Other keyword arguments go to `open`."""
         from .clock import SimClock
         from .model_transport import ModelTransport     # `import driver` stays free of sim/
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
             raise ArgumentError(f"a pool needs an integer number of devices >= 1, got n={n!r}")
         clock = SimClock()
         clock.now           # refuses at once outside driver.clock.run
-        return await cls.open([ModelTransport(cfg, clock=clock) for _ in range(n)], clock=clock, **kwargs)
+        return await cls.open([ModelTransport(cfg, clock=clock, compute_results=compute_results) for _ in range(n)],
+                              clock=clock, **kwargs)
 
     # ---- submitting ------------------------------------------------------------------------
 

@@ -13,6 +13,7 @@ from isa.slots import SQ_VALID
 from .instruction_buffer import Entry
 
 ADDR_DELAY = 3           # IDLE -> address handshake: LATCH, ADDR (the request), the grant
+WORDS_KEPT = 1 << 12     # descriptor words unpacked and kept
 
 
 class CommandEngine:
@@ -23,15 +24,27 @@ class CommandEngine:
         self.backoff_until = [0] * n
         self.last = n - 1
         self.idle_at = 0                 # next cycle the engine is in IDLE
+        self._words = {}                 # descriptor word -> Descriptor (see _unpack)
+
+    def _unpack(self, word):
+        """Descriptor.unpack, once per word: a Descriptor is immutable, and a stream's
+        descriptors repeat (unpacking checks every field, which costs more than a dict)."""
+        desc = self._words.get(word)
+        if desc is None:
+            if len(self._words) >= WORDS_KEPT:
+                self._words.clear()
+            desc = self._words[word] = Descriptor.unpack(word)
+        return desc
 
     def reset_queue(self, q):
         self.next_seq[q] = 1
         self.backoff_until[q] = 0
 
     def eligible(self, regs, q, cycle):
+        if not regs.enable:             # most queues of a poll, at no cost
+            return False
         ahead = (regs.tail - (self.next_seq[q] - 1)) & 0xFFFFFFFF
-        return (regs.enable and 0 < ahead < (1 << 31) and cycle >= self.backoff_until[q]
-                and regs.config_ok())
+        return 0 < ahead < (1 << 31) and cycle >= self.backoff_until[q] and regs.config_ok()
 
     def pick(self, queues, cycle):
         """The queue IDLE picks at `cycle`, or None."""
@@ -57,5 +70,5 @@ class CommandEngine:
             self.idle_at = arrival + 1
             return None, handshake, arrival
         self.next_seq[q] = seq + 1
-        desc = Descriptor.unpack(line[:DESC_WORD_BYTES])
+        desc = self._unpack(line[:DESC_WORD_BYTES])
         return Entry(desc, q, seq, taken=arrival), handshake, arrival

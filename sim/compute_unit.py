@@ -63,13 +63,10 @@ class ComputeUnit:
     def attention(self, q_addr, k_addr, v_addr, m, d, t, token_major=False):
         """(O, m, l) of golden.attention_partial: q [m x d], K^T [d x t] (token_major: K
         [t x d], golden.attention_partial_trans), V [t x d]."""
-        q = np.frombuffer(self.memory.array(q_addr, m * d * 2), np.float16).reshape(m, d)
-        v = np.frombuffer(self.memory.array(v_addr, t * d * 2), np.float16).reshape(t, d)
-        if token_major:
-            k = np.frombuffer(self.memory.array(k_addr, t * d * 2), np.float16).reshape(t, d)
-            return golden.attention_partial_trans(q, k, v, self.lanes)
-        k_t = np.frombuffer(self.memory.array(k_addr, d * t * 2), np.float16).reshape(d, t)
-        return golden.attention_partial(q, k_t, v, self.lanes)
+        # K and V are device operands, kept widened as the weights are
+        k32 = self._operand(k_addr, t, d) if token_major else self._operand(k_addr, d, t)
+        return golden.attention_fp32(self._input(q_addr, m, d), k32, self._operand(v_addr, t, d), self.lanes,
+                                     token_major)
 
     def softmax(self, x_addr, m, n, partial):
         """(out float16 [m x n], m, l) of the SOFTMAX op on the FP16 rows at x_addr."""

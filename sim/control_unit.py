@@ -22,7 +22,6 @@ completion waiting (once the previous one's line is out); its line is written on
 write before it has been answered (the writer quiet), and HEAD moves when that line is
 answered.
 """
-import copy
 import dataclasses
 
 import numpy as np
@@ -43,6 +42,7 @@ STAGE_CYCLES = 2         # STAGE, PLAN: before a stage's WEIGHTS_START
 BANK_START_CYCLES = 1    # BANK_START: SOFTMAX's write run starts, then BANK_OUT
 SFU_START_CYCLES = 1     # SFU_START, before the unit's own cycles (sim/softmax_unit.py)
 FRONT_POP_DELAY = 3      # the front end's last run start -> its next pop (FETCH, DONE, IDLE)
+CACHE_ENTRIES = 1 << 12  # entries of each of the control unit's caches (cleared when full)
 
 
 @dataclasses.dataclass
@@ -65,7 +65,13 @@ class State:
         return cls(dram_reader.Reader(cfg), dram_writer.Writer(cfg))
 
     def copy(self):
-        return copy.deepcopy(self)
+        # every field but the reader and the writer is immutable; those two copy what
+        # a schedule changes in place (a deepcopy would also copy the config, and cost
+        # more than the schedule)
+        new = State.__new__(State)
+        new.__dict__.update(self.__dict__)
+        new.reader, new.writer = self.reader.copy(), self.writer.copy()
+        return new
 
 
 @dataclasses.dataclass
@@ -104,17 +110,24 @@ class ControlUnit:
         self.reads = []                 # (address, bytes) of every run the reader made
         self.compute = ComputeUnit(memory, cfg.lanes)
         dram_reader.load_kernels(cfg)
+        self._decoded, self._shapes, self._words = {}, {}, {}   # caches: see _decode, _shape, _word_bytes
+        self._steals_of = self._steals_array = None             # ... and _steal_array
 
-    def execute(self, entry, regs, queues, pop, state, steals=(), compute_results=True):
+    def execute(self, entry, regs, queues, pop, state, steals=(), compute_results=True, first=None):
         """The schedule of `entry` popped by the front end at cycle `pop` on a queue with
         registers `regs` (`queues`: every queue's), after the descriptors that left `state`
         (not changed); `steals` are the command engine's reads among the reader's bursts.
         Returns (schedule, the state it leaves). With `compute_results` false the result
-        bytes are not computed (a re-schedule: only the times change)."""
+        bytes of a read-compute descriptor are not computed (no cycle depends on them).
+        `first` (default: compute_results) is the descriptor's first schedule, whose reads
+        are recorded (`reads`) and whose LOAD or STORE copy goes into the writes; a
+        re-schedule only changes the times."""
         cfg, desc = self.cfg, entry.desc
         state = state.copy()
-        self._steals, self._state, self._results = steals, state, compute_results
-        status, kind = decode(desc, regs, cfg)
+        # the steals as every run of the descriptor takes them, converted once
+        self._steals, self._state, self._results = self._steal_array(steals), state, compute_results
+        self._first = compute_results if first is None else first
+        status, kind = self._decode(desc, regs)
         self._runs = []                 # (address, bytes) of the descriptor's reader runs
         state.writer.jobs = []          # and of its write jobs
         sq_slot, cq_slot = regs.slot_addr(regs.sq_base, entry.seq), regs.slot_addr(regs.cq_base, entry.seq)
@@ -134,7 +147,7 @@ class ControlUnit:
                         else (sq_slot + HEADER_BYTES, desc.dev_addr))
             complete = self._copy(max(start, self._writer_free(), self._readout_free()), src, dst, desc.dev_size,
                                   busy)
-            if compute_results:
+            if self._first:
                 writes.append((dst, self.memory.read(src, desc.dev_size * LINE_BYTES)))
         else:
             complete = self._compute(start, desc, sq_slot, cq_slot + HEADER_BYTES, busy, writes)
@@ -158,6 +171,38 @@ class ControlUnit:
         state.reports = (state.reports + (report,))[-REPORTS_IN_FLIGHT:]
         schedule = Schedule(take, line_start, status, writes, (cq_slot, header), lands, report, busy)
         return schedule, state
+
+    def _steal_array(self, steals):
+        """dram_reader.steal_array, once per tuple of steals (the device's tuple changes
+        only when the command engine reads)."""
+        if type(steals) is not tuple:
+            return dram_reader.steal_array(steals)
+        if steals is not self._steals_of:
+            self._steals_of, self._steals_array = steals, dram_reader.steal_array(steals)
+        return self._steals_array
+
+    def _decode(self, desc, regs):
+        """sim/decoder.decode, once per descriptor and queue layout: a re-schedule, or a
+        stream of like descriptors, decodes the same."""
+        key = (desc, regs.log2_slot, regs.data_base, regs.data_limit)
+        decoded = self._decoded.get(key)
+        if decoded is None:
+            if len(self._decoded) >= CACHE_ENTRIES:
+                self._decoded.clear()
+            decoded = self._decoded[key] = decode(desc, regs, self.cfg)
+        return decoded
+
+    def _shape(self, desc):
+        """What a read-compute descriptor's schedule takes of its shape alone, not of its
+        addresses: its products (K, N, transposed), values per result row and the anchors'
+        offset; once per shape (a stream of small descriptors repeats a few)."""
+        key = (desc.op, desc.dtype, desc.flags, desc.dev_rows, desc.dev_cols, desc.in_rows, desc.in_cols)
+        shape = self._shapes.get(key)
+        if shape is None:
+            if len(self._shapes) >= CACHE_ENTRIES:
+                self._shapes.clear()
+            shape = self._shapes[key] = (validate.stages(desc), validate.result_cols(desc), stats_offset(desc))
+        return shape
 
     def _copy(self, start, src, dst, lines_, busy):
         """COPY_START (at `start`, the writer free) .. COPY: the source's lines through the
@@ -211,7 +256,7 @@ class ControlUnit:
         has issued the previous run's last burst, and a cycle after the previous start (or
         skipped run) at the earliest. Records its bursts."""
         self._runs.append((addr, lines_ * LINE_BYTES))
-        if self._results:
+        if self._first:
             self.reads.append((addr, lines_ * LINE_BYTES))
         reader = self._state.reader
         start = self._fetch_from
@@ -232,17 +277,10 @@ class ControlUnit:
         first = base + 2 * elem                      # its first element's byte (hw/stage_plan.py run_span)
         addr, lines_ = first - first % LINE_BYTES, -(-(first % LINE_BYTES + 2 * rows * cols) // LINE_BYTES)
         offset = (first % cfg.beat_bytes) // 2
-        ends = unpacker.slot_ends(offset, rows, cols, lanes, pair)
-        last_beats = unpacker.last_beats(ends, lanes)
-        times = []
-
-        def unpack(shown):
-            # beats fetched ahead wait in the buffer until the unpacker is active
-            available = np.maximum(shown, start + 1)
-            times[:] = [unpacker.slot_times(available, last_beats)]
-            return unpacker.pull_times(available, times[0], ends, lanes)
+        # beats fetched ahead wait in the buffer until the unpacker is active
+        unpack = unpacker.Consumer(*unpacker.slots(offset, rows, cols, lanes, pair), lanes, start + 1)
         self._read(addr, lines_, busy, unpack, start + 1)
-        return int(times[0][-1]) + 1
+        return int(unpack.times[-1]) + 1
 
     def _compute(self, start, desc, sq_slot, out_addr, busy, writes):
         """A read-compute descriptor from GROUP on: per group of ROWS input rows, the input,
@@ -253,11 +291,10 @@ class ControlUnit:
         in_addr, cols = sq_slot + HEADER_BYTES, desc.in_cols
         partial = bool(desc.flags & Flag.PARTIAL)
         second = desc.dev_addr + lines(desc.dev_rows * desc.dev_cols * 2) * LINE_BYTES
-        products = validate.stages(desc)          # (K, N, transposed) of each product
+        products, out_n, stats = self._shape(desc)    # (K, N, transposed) of each product
         # (address, K, N, transposed, whether its words are the results)
         stages = [(addr, sk, sn, trans, i == len(products) - 1)
                   for i, (addr, (sk, sn, trans)) in enumerate(zip((desc.dev_addr, second), products))]
-        out_n = validate.result_cols(desc)
         esize = 4 if op == Op.ATTENTION else 2
         anchors = op == Op.ATTENTION or (op == Op.SOFTMAX and partial)
         sfu_length = cols if op == Op.SOFTMAX else (products[0][1] if op == Op.ATTENTION else 0)
@@ -296,7 +333,7 @@ class ControlUnit:
                 writer = self._state.writer
                 for r in range(rows):
                     writer.line(max(t, self._writer_free(), self._readout_free()),
-                                out_addr + stats_offset(desc) + (m0 + r) * LINE_BYTES)
+                                out_addr + stats + (m0 + r) * LINE_BYTES)
                     t = writer.idle_at + 1
             t += 1                                                        # GROUP_END
         return t
@@ -367,7 +404,14 @@ class ControlUnit:
         return popped[-1]
 
     def _word_bytes(self, rows, n, esize):
-        """Bytes of each word of LANES values, rows of N in order."""
-        lanes = self.cfg.lanes
-        counts = np.minimum(n - np.arange(0, n, lanes, dtype=np.int64), lanes) * esize
-        return np.tile(counts, rows)
+        """Bytes of each word of LANES values, rows of N in order (shared, read-only)."""
+        key = (rows, n, esize)
+        words = self._words.get(key)
+        if words is None:
+            if len(self._words) >= CACHE_ENTRIES:
+                self._words.clear()
+            lanes = self.cfg.lanes
+            counts = np.minimum(n - np.arange(0, n, lanes, dtype=np.int64), lanes) * esize
+            words = self._words[key] = np.tile(counts, rows)
+            words.flags.writeable = False
+        return words

@@ -6,8 +6,8 @@ command engine fetching a slot, the front end popping a descriptor (its whole sc
 computed then, from sim/control_unit.py, after the schedules of the descriptors before
 it), or an effect taking place (a completion line landing, HEAD, STATUS and the interrupt
 when it is answered). A descriptor's result bytes are in the model's memory from its
-schedule on (the host reads them only after the completion); its completion line lands
-when the RTL writes it.
+schedule on (the host reads them only after the completion; a timing-only model writes
+none, see NdpModel); its completion line lands when the RTL writes it.
 
 The front end runs ahead of the control unit, so several descriptors' reads can be in
 flight; a command-engine read that the arbiter takes among their bursts delays the later
@@ -34,11 +34,28 @@ class _Scheduled:
         self.entry, self.regs, self.queues, self.pop, self.before = entry, regs, queues, pop, before
         self.schedule = None
         self.generation = 0
+        self.newest = None              # its bursts' newest handshake (None: no burst)
+        self.latest = None              # ... and latest last beat
+
+    def set(self, schedule):
+        self.schedule = schedule
+        self.generation += 1
+        busy = schedule.read_busy
+        self.newest = max(h for h, _ in busy) if busy else None
+        self.latest = max(last for _, last in busy) if busy else None
 
 
 class NdpModel:
-    def __init__(self, cfg):
+    """The device. With `compute_results` false it is a timing-only model: every schedule
+    and cycle is the same, but the compute unit computes no result and writes none to
+    memory; completion lines are written as ever (the host polls them), and LOAD and STORE
+    still copy their lines (no arithmetic, and a STORE may write what the command engine
+    reads). It exists for replays whose operands are placed but not filled (a whole
+    model's KV cache does not fit in host RAM): no cycle depends on an operand's values."""
+
+    def __init__(self, cfg, compute_results=True):
         self.cfg = cfg
+        self.compute_results = compute_results
         self.now = 0
         self.memory = SparseMemory(cfg.dram_bytes)
         self.regfile = RegisterFile(cfg)
@@ -49,7 +66,7 @@ class NdpModel:
         self.open = []                   # scheduled descriptors a command-engine read may still delay
         self._pending = []               # (cycle, order, action) effects taking place
         self._order = 0
-        self._fetch_reads = []           # (request, handshake, beat, control_first) of the command engine's reads
+        self._fetch_reads = ()           # (request, handshake, beat, control_first, channel) of the command engine's reads
         self.pop_cycle = 0
         self.irq_count = [0] * cfg.num_queues
 
@@ -71,7 +88,7 @@ class NdpModel:
             step = self._next_event()
             if step is None or step[0] > until:
                 break
-            step[1]()
+            step[1](*step[2])
         self.now = max(self.now, until)
 
     def next_event_cycle(self):
@@ -79,24 +96,26 @@ class NdpModel:
         return NEVER if step is None else step[0]
 
     def _next_event(self):
-        candidates = []
-        if self._pending:
-            cycle, _, action = self._pending[0]
-            candidates.append((cycle, self._apply_pending))
+        """(cycle, action, its arguments) of the earliest step, or None; on a tie, an effect
+        goes first, then the command engine, then the pop. The command engine's step is
+        at fetch_at or later, so it is not looked for when an effect comes no later."""
+        step = (self._pending[0][0], self._apply_pending, ()) if self._pending else None
         fetch_at = max(self.engine.idle_at, self.now)
-        if self.engine.pick(self.regfile.queues, fetch_at) is not None:
-            candidates.append((fetch_at, lambda: self._fetch(fetch_at)))
-        else:
-            # a queue in back-off becomes eligible again later
-            waits = [b for q, b in enumerate(self.engine.backoff_until) if b > fetch_at
-                     and self._pending_work(q)]
-            if waits:
-                candidates.append((min(waits), lambda: self._wake(min(waits))))
+        if step is None or fetch_at < step[0]:
+            if self.engine.pick(self.regfile.queues, fetch_at) is not None:
+                step = (fetch_at, self._fetch, (fetch_at,))
+            else:
+                # a queue in back-off becomes eligible again later
+                waits = [b for q, b in enumerate(self.engine.backoff_until) if b > fetch_at
+                         and self._pending_work(q)]
+                if waits and (step is None or min(waits) < step[0]):
+                    step = (min(waits), self._wake, (min(waits),))
         head = self.ibuf.head()
         if head is not None:
             pop_at = max(self.state.front_free, head.ready)
-            candidates.append((pop_at, lambda: self._pop(pop_at)))
-        return min(candidates, key=lambda c: c[0]) if candidates else None
+            if step is None or pop_at < step[0]:
+                step = (pop_at, self._pop, (pop_at,))
+        return step
 
     def _pending_work(self, q):
         regs = self.regfile.queues[q]
@@ -106,18 +125,38 @@ class NdpModel:
     def _wake(self, cycle):
         self.engine.idle_at = max(self.engine.idle_at, cycle)
 
-    def _bursts(self):
-        """(handshake, last beat) of every burst of the descriptors scheduled and open."""
-        return sorted(b for s in self.open for b in s.schedule.read_busy)
+    def _bursts(self, request):
+        """The bursts of the descriptors scheduled and open: (handshake, last beat) of each
+        from cycle `request` on, and (the newest handshake, the latest last beat) of those
+        before it, or None. Only those two of the earlier bursts matter to a read asking
+        from `request` on, and whole descriptors before it are summed up in them."""
+        later, newest, latest = [], None, None
+        for scheduled in self.open:
+            if scheduled.newest is None:
+                continue
+            if scheduled.newest < request:
+                earlier = [(scheduled.newest, scheduled.latest)]
+            else:
+                earlier = []
+                for burst in scheduled.schedule.read_busy:
+                    (later if burst[0] >= request else earlier).append(burst)
+            for handshake, last in earlier:
+                newest = handshake if newest is None else max(newest, handshake)
+                latest = last if latest is None else max(latest, last)
+        return later, None if newest is None else (newest, latest)
 
     def _fetch_handshake(self, request):
         """(handshake, beat) of a command-engine read asking from cycle `request`."""
-        self._control_first = self._last_grant_was_fetch(request)
-        return dram_arbiter.engine_grant(request, self._bursts(), self._control_first, self.cfg)
+        later, earlier = self._bursts(request)
+        self._control_first = self._last_grant_was_fetch(request, later, earlier)
+        # the earlier bursts as one: the arbiter's pick looks at handshakes from `request`
+        # on, the read's beat at the latest last beat before its handshake
+        bursts = later + [earlier] if earlier is not None else later
+        return dram_arbiter.engine_grant(request, bursts, self._control_first, self.cfg)
 
-    def _last_grant_was_fetch(self, request):
+    def _last_grant_was_fetch(self, request, later, earlier):
         fetches = [read[1] for read in self._fetch_reads if read[1] <= request]
-        bursts = [handshake for handshake, _ in self._bursts() if handshake <= request]
+        bursts = [handshake for handshake, _ in later if handshake <= request] + ([earlier[0]] if earlier else [])
         return bool(fetches) and (not bursts or max(fetches) > max(bursts))
 
     def _fetch(self, cycle):
@@ -141,9 +180,9 @@ class NdpModel:
     def _steal(self, read):
         """A command-engine read among the reader's bursts: the descriptors with a burst
         from its request on are scheduled again, in order."""
-        self._fetch_reads = [r for r in self._fetch_reads if r[2] >= read[0] - STEAL_HORIZON] + [read]
+        self._fetch_reads = tuple(r for r in self._fetch_reads if r[2] >= read[0] - STEAL_HORIZON) + (read,)
         for index, scheduled in enumerate(self.open):
-            if any(handshake >= read[0] for handshake, _ in scheduled.schedule.read_busy):
+            if scheduled.newest is not None and scheduled.newest >= read[0]:
                 self._reschedule(index)
                 return
 
@@ -154,21 +193,22 @@ class NdpModel:
         self.pop_cycle = cycle
         # the oldest descriptors whose bursts were all issued before now: no command-engine
         # read to come can delay them any more
-        while self.open and all(handshake < self.now for handshake, _ in self.open[0].schedule.read_busy):
+        while self.open and (self.open[0].newest is None or self.open[0].newest < self.now):
             self.open.pop(0)
         queues = [q.copy() for q in self.regfile.queues]
         scheduled = _Scheduled(entry, queues[entry.queue], queues, cycle, self.state)
         self.open.append(scheduled)
-        self._schedule(scheduled, compute_results=True)
+        self._schedule(scheduled, first=True)
 
-    def _schedule(self, scheduled, compute_results):
-        """(Re)compute a descriptor's schedule from the state it was scheduled from, and its effects."""
+    def _schedule(self, scheduled, first):
+        """(Re)compute a descriptor's schedule from the state it was scheduled from, and its
+        effects; its results (`first`: its first schedule) are computed and written once."""
         schedule, self.state = self.control.execute(scheduled.entry, scheduled.regs, scheduled.queues, scheduled.pop,
-                                                    scheduled.before, self._fetch_reads, compute_results)
-        scheduled.schedule = schedule
-        scheduled.generation += 1
+                                                    scheduled.before, self._fetch_reads,
+                                                    compute_results=first and self.compute_results, first=first)
+        scheduled.set(schedule)
         generation = scheduled.generation
-        if compute_results:
+        if first:
             self._write(schedule.writes)
 
         def current(action):
@@ -180,7 +220,7 @@ class NdpModel:
         state = self.open[index].before
         for scheduled in self.open[index:]:
             scheduled.before = state
-            self._schedule(scheduled, compute_results=False)
+            self._schedule(scheduled, first=False)
             state = self.state
 
     def _push(self, cycle, action):

@@ -31,6 +31,12 @@ class WriteChannels:
         self.w = [NEVER] * self.channels
         self.b = [NEVER] * self.channels
 
+    def copy(self):
+        new = WriteChannels.__new__(WriteChannels)
+        new.channels, new.latency = self.channels, self.latency
+        new.aw, new.w, new.b = list(self.aw), list(self.w), list(self.b)
+        return new
+
     def burst(self, handshake, first_line, lines, beat_times):
         """The cycle the last of the channels' answers to a burst comes (the join answers
         the next cycle): its address handshake, its first line (index) and lines, and the

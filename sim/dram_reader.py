@@ -24,8 +24,12 @@ fetches ahead): a run may start once the previous one has issued its last burst,
 bursts count against the previous runs' in flight and in the buffer, and its beats
 arrive after theirs.
 """
+import math
+
 import numba
 import numpy as np
+
+from . import unpacker
 
 ISSUE_DELAY = 2          # start -> first address handshake
 GRANT_DELAY = 2          # a handshake, or the cycle an obstacle clears -> the next handshake
@@ -37,7 +41,35 @@ def bursts(addr, lines, cfg):
     cuts it (hw/axi.py burst_length): at every burst boundary (4 KiB, or a stripe with
     several channels), and between boundaries into pieces of at most `max_burst_beats`
     beats counted from the beat holding the piece's first line. Returns (first line of
-    each burst, its lines, its beats of the data path)."""
+    each burst, its lines, its beats of the data path); the last two are shared, read-only."""
+    if lines <= 0:
+        empty = np.zeros(0, np.int64)
+        return empty, empty, empty
+    # the cut depends on the first line only through its place in the boundary and the
+    # channel stripe (both periodic in `period` lines), so a run's bursts relative to
+    # its first line are cut once per (place, lines) and config
+    page = cfg.burst_boundary // cfg.port_bytes
+    period = math.lcm(page, cfg.dram_channels)
+    first = addr // cfg.port_bytes
+    key = (id(cfg), first % period, lines)
+    cut = _CUTS.get(key)
+    if cut is None or cut[0] is not cfg:
+        if len(_CUTS) >= MAX_CUTS:
+            _CUTS.clear()
+        firsts, sizes, beats = _cut(first % period * cfg.port_bytes, lines, cfg)
+        firsts -= first % period
+        for array in (firsts, sizes, beats):
+            array.flags.writeable = False
+        cut = _CUTS[key] = (cfg, firsts, sizes, beats)
+    return cut[1] + first, cut[2], cut[3]
+
+
+_CUTS = {}              # (config, first line's place, lines) -> the bursts relative to the first line
+MAX_CUTS = 1 << 14
+
+
+def _cut(addr, lines, cfg):
+    """`bursts`, computed."""
     if lines <= 0:
         empty = np.zeros(0, np.int64)
         return empty, empty, empty
@@ -84,30 +116,46 @@ def _schedule(start, addr, lines, cfg, steals, pulls, before, floor):
     """burst_schedule, and each channel's last line after the run."""
     firsts, sizes, lengths = bursts(addr, lines, cfg)
     count = len(lengths)
-    channel_last = (before.channel_last.copy() if before is not None
-                    else np.full(cfg.dram_channels, -(1 << 40), np.int64))
-    stolen = before.stolen_through if before is not None else -(1 << 40)
+    ahead, bursts_ahead, earlier_pulls, last, channel_last, stolen = _earlier(before, cfg)
+    channel_last = channel_last.copy()
     if not count:
         return np.empty(0, np.int64), lengths, np.empty(0, np.int64), channel_last, stolen
-    steals = np.array([tuple(s) + (0,) * (5 - len(s)) for s in sorted(steals, key=lambda s: s[1])],
-                      np.int64).reshape(-1, 5)
-    # the earlier runs: their beats and bursts, the pulls of their last beats and the last
-    # beats of their last bursts (the only ones the room and the in-flight count look at),
-    # and each channel's last line
-    ahead, bursts_ahead = (before.beats, before.bursts) if before is not None else (0, 0)
-    earlier_pulls = np.array(before.pulls if before is not None else [], np.int64)
-    last = np.array(before.last_beats if before is not None else [], np.int64)
     handshakes, arrivals, stolen = _handshakes(start, lengths, firsts, sizes, ahead, bursts_ahead, earlier_pulls,
                                                last, np.zeros(0, np.int64) if pulls is None else pulls.astype(np.int64),
-                                               pulls is not None, steals, stolen, cfg.dram_read_latency,
+                                               pulls is not None, steal_array(steals), stolen, cfg.dram_read_latency,
                                                cfg.dram_buf_beats, cfg.dram_max_reads, floor, cfg.dram_channels,
                                                channel_last)
     return handshakes, lengths, arrivals, channel_last, stolen
 
 
+def steal_array(steals):
+    """The command-engine reads as _handshakes takes them: rows (request, handshake, beat,
+    control_first, channel), by handshake (an array of them is returned as it is)."""
+    if isinstance(steals, np.ndarray):
+        return steals
+    return np.array([tuple(s) + (0,) * (5 - len(s)) for s in sorted(steals, key=lambda s: s[1])],
+                    np.int64).reshape(-1, 5)
+
+
+NEVER = -(1 << 40)
+_NO_CYCLES = np.zeros(0, np.int64)
+
+
+def _earlier(before, cfg):
+    """The earlier runs: their beats and bursts, the pulls of their last beats and the last
+    beats of their last bursts (the only ones the room and the in-flight count look at),
+    each channel's last line (not to be changed in place), and the last steal counted."""
+    if before is None:
+        return 0, 0, _NO_CYCLES, _NO_CYCLES, np.full(cfg.dram_channels, NEVER, np.int64), NEVER
+    return (before.beats, before.bursts, before.pulls, before.last_beats, before.channel_last,
+            before.stolen_through)
+
+
 def load_kernels(cfg):
-    """Compile (or load from numba's cache) the compiled loop, before the first run."""
+    """Compile (or load from numba's cache) the compiled loops, before the first run."""
     burst_schedule(0, 0, 1, cfg, steals=[(0, 0, 0, 0, 0)], pulls=np.zeros(1, np.int64))
+    run(0, 0, 1, cfg, unpacker.Consumer(*unpacker.slots(0, 1, 1, cfg.lanes), cfg.lanes, 0),
+        steals=[(0, 0, 0, 0, 0)], before=Reader(cfg))
 
 
 @numba.njit(cache=True)
@@ -201,17 +249,28 @@ class Reader:
     def __init__(self, cfg):
         self.cfg = cfg
         self.beats = self.bursts = 0  # beats and bursts of the earlier runs
-        self.pulls = []               # the cycle the last dram_buf_beats of them were taken
-        self.last_beats = []          # the cycle of the last beat of the last dram_max_reads bursts
+        self.pulls = _NO_CYCLES       # the cycle the last dram_buf_beats of them were taken
+        self.last_beats = _NO_CYCLES  # the cycle of the last beat of the last dram_max_reads bursts
         self.issued_all = None        # first cycle the last run's bursts were all issued
-        self.channel_last = np.full(cfg.dram_channels, -(1 << 40), np.int64)   # each channel's last line
-        self.stolen_through = -(1 << 40)      # the handshake of the last command-engine read counted in it
+        self.channel_last = np.full(cfg.dram_channels, NEVER, np.int64)   # each channel's last line
+        self.stolen_through = NEVER   # the handshake of the last command-engine read counted in it
 
-    def add(self, handshakes, lengths, beat_times, pulls):
+    def copy(self):
+        # `add` and `run` replace the arrays, never change them in place, so a copy may
+        # share them
+        new = Reader.__new__(Reader)
+        new.__dict__.update(self.__dict__)
+        return new
+
+    def add(self, handshakes, lengths, beat_times, pulls, windows=None):
+        """Add a run; `windows`: the new `pulls` and `last_beats`, when the compiled run
+        (_unpacked_run) made them already."""
         room, reads = self.cfg.dram_buf_beats, self.cfg.dram_max_reads
         self.beats, self.bursts = self.beats + len(pulls), self.bursts + len(lengths)
-        self.pulls = (self.pulls + pulls[-room:].tolist())[-room:]
-        self.last_beats = (self.last_beats + beat_times[np.cumsum(lengths)[-reads:] - 1].tolist())[-reads:]
+        if windows is None:
+            windows = (np.concatenate((self.pulls, pulls[-room:]))[-room:],
+                       np.concatenate((self.last_beats, beat_times[np.cumsum(lengths)[-reads:] - 1]))[-reads:])
+        self.pulls, self.last_beats = windows
         self.issued_all = int(handshakes[-1]) + 1
 
 
@@ -219,26 +278,92 @@ def run(start, addr, lines, cfg, consumer, steals=(), before=None, floor=0):
     """A run read for `consumer`, a function from the cycles each beat shows at the
     buffer's output to the cycles it takes them (from cycle `floor` on), after the earlier
     runs of `before` (a Reader, which the run is added to). Returns (handshakes, lengths,
-    arrivals, pulls): the schedule, and when each beat arrives and is taken."""
-    pulls = None
-    for _ in range(MAX_ROUNDS):
-        handshakes, lengths, beat_times, channel_last, stolen = _schedule(start, addr, lines, cfg, steals, pulls,
-                                                                          before, floor)
-        shown = beat_times + BUFFER_LATENCY
-        taken = consumer(shown)
-        if pulls is None:
-            # the first round assumed each beat taken as it shows, one per cycle, from
-            # `floor` on (a max-plus scan); later ones the last pulls
-            index = np.arange(len(shown), dtype=np.int64)
-            pulls = index + np.maximum.accumulate(np.maximum(shown, floor) - index)
-        converged = np.array_equal(taken, pulls)
+    arrivals, pulls): the schedule, and when each beat arrives and is taken.
+
+    The fixed point: the first round assumes each beat taken as it shows, one per cycle,
+    from `floor` on (a max-plus scan); each later one the pulls of the round before, until
+    the consumer takes the beats as assumed (or MAX_ROUNDS). For the unpacker
+    (sim/unpacker.Consumer) it runs compiled (`_unpacked_run`), round for round the same."""
+    firsts, sizes, lengths = bursts(addr, lines, cfg)
+    windows = None
+    if isinstance(consumer, unpacker.Consumer) and len(lengths):
+        ahead, bursts_ahead, earlier_pulls, last, channel_last, stolen = _earlier(before, cfg)
+        handshakes, beat_times, pulls, consumer.times, channel_last, stolen, *windows = _unpacked_run(
+            start, lengths, firsts, sizes, ahead, bursts_ahead, earlier_pulls, last, steal_array(steals), stolen,
+            cfg.dram_read_latency, cfg.dram_buf_beats, cfg.dram_max_reads, floor, cfg.dram_channels, channel_last,
+            MAX_ROUNDS, consumer.ends, consumer.last_beat, consumer.lanes, consumer.floor)
+    else:
+        pulls = None
+        for _ in range(MAX_ROUNDS):
+            handshakes, lengths, beat_times, channel_last, stolen = _schedule(start, addr, lines, cfg, steals, pulls,
+                                                                              before, floor)
+            shown = beat_times + BUFFER_LATENCY
+            taken = consumer(shown)
+            if pulls is None:
+                index = np.arange(len(shown), dtype=np.int64)
+                pulls = index + np.maximum.accumulate(np.maximum(shown, floor) - index)
+            converged = np.array_equal(taken, pulls)
+            pulls = taken
+            if converged:
+                break
+    if before is not None:
+        before.add(handshakes, lengths, beat_times, pulls, windows)
+        before.channel_last, before.stolen_through = channel_last, stolen
+    return handshakes, lengths, beat_times, pulls
+
+
+@numba.njit(cache=True)
+def _unpacked_run(start, lens, firsts, sizes, ahead, bursts_ahead, earlier_pulls, earlier_last, steals, stolen,
+                  latency, room, max_reads, floor, channels, channel_last, max_rounds, ends, last_beat, lanes,
+                  unpack_floor):
+    """run's fixed point with the unpacker's consumer (sim/unpacker.consume), compiled:
+    (handshakes, arrivals, pulls, slot times, each channel's last line, the last steal
+    counted, and the reader's windows after the run as Reader.add makes them: the last
+    `room` pulls and the last beats of the last `max_reads` bursts)."""
+    pulls = np.zeros(0, np.int64)
+    for round_ in range(max_rounds):
+        channels_now = channel_last.copy()
+        handshakes, arrivals, stolen_now = _handshakes(start, lens, firsts, sizes, ahead, bursts_ahead,
+                                                       earlier_pulls, earlier_last, pulls, round_ > 0, steals,
+                                                       stolen, latency, room, max_reads, floor, channels,
+                                                       channels_now)
+        shown = arrivals + BUFFER_LATENCY
+        times, taken = unpacker.consume(shown, unpack_floor, ends, last_beat, lanes)
+        if round_ == 0:
+            assumed = np.empty(len(shown), np.int64)
+            best = -(1 << 62)
+            for i in range(len(shown)):
+                best = max(best, max(shown[i], floor) - i)
+                assumed[i] = i + best
+        else:
+            assumed = pulls
+        converged = True
+        for i in range(len(taken)):
+            if taken[i] != assumed[i]:
+                converged = False
+                break
         pulls = taken
         if converged:
             break
-    if before is not None:
-        before.add(handshakes, lengths, beat_times, pulls)
-        before.channel_last, before.stolen_through = channel_last, stolen
-    return handshakes, lengths, beat_times, pulls
+    lasts = np.empty(len(lens), np.int64)
+    end = 0
+    for i in range(len(lens)):
+        end += lens[i]
+        lasts[i] = arrivals[end - 1]
+    return (handshakes, arrivals, pulls, times, channels_now, stolen_now, _window(earlier_pulls, pulls, room),
+            _window(earlier_last, lasts, max_reads))
+
+
+@numba.njit(cache=True)
+def _window(earlier, new, keep):
+    """The last `keep` (>= 1) of earlier then new."""
+    total = len(earlier) + len(new)
+    keep = min(keep, total)
+    out = np.empty(keep, np.int64)
+    for j in range(keep):
+        i = total - keep + j
+        out[j] = earlier[i] if i < len(earlier) else new[i - len(earlier)]
+    return out
 
 
 def beat_arrivals(start, addr, lines, cfg, steals=()):

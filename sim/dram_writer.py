@@ -13,8 +13,6 @@ its bursts, across jobs too:
   (every write answered: what a completion waits for) from the cycle after the last
   response.
 """
-import copy
-
 import numpy as np
 
 from isa.microarch import WRITES_IN_FLIGHT
@@ -39,7 +37,17 @@ class Writer:
         self._job = None
 
     def copy(self):
-        return copy.deepcopy(self)
+        # what the writer changes in place is copied; the config is shared (a deepcopy
+        # would copy it too, at more cost than a schedule)
+        new = Writer.__new__(Writer)
+        new.__dict__.update(self.__dict__)
+        for name in ("responses", "jobs", "log", "_bursts", "_beats"):
+            value = getattr(self, name, None)
+            if value is not None:
+                setattr(new, name, list(value))
+        if self.channels is not None:
+            new.channels = self.channels.copy()
+        return new
 
     def quiet_at(self):
         """First cycle every write issued so far has been answered and the writer is idle."""

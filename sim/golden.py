@@ -322,9 +322,15 @@ def attention_partial_trans(q, k, v, lanes):
     q, k, v = (np.asarray(a) for a in (q, k, v))
     if q.shape[1] != k.shape[1] or k.shape != v.shape:
         raise ValueError(f"attention shapes do not chain: q {q.shape!r}, K {k.shape!r}, V {v.shape!r}")
-    scores = gemm_trans_fp32(widen(q), widen(k), lanes)
+    return attention_fp32(widen(q), widen(k), widen(v), lanes, token_major=True)
+
+
+def attention_fp32(q32, k32, v32, lanes, token_major):
+    """attention_partial (k32 = K^T, d x T) or, `token_major`, attention_partial_trans
+    (k32 = K, T x d), from the FP16 operands already widened to float32 (exactly)."""
+    scores = (gemm_trans_fp32 if token_major else gemm_fp32)(q32, k32, lanes)
     s, m, l = softmax_rows(_fp32_canonical(scores), partial=True, lanes=lanes)
-    out = gemm_fp32(widen(s), widen(v), lanes)
+    out = gemm_fp32(widen(s), v32, lanes)
     return _fp32_canonical(out), m, l
 
 
@@ -344,7 +350,4 @@ def attention_partial(q, k_t, v, lanes):
     q, k_t, v = (np.asarray(a) for a in (q, k_t, v))
     if q.shape[1] != k_t.shape[0] or k_t.shape[1] != v.shape[0] or v.shape[1] != k_t.shape[0]:
         raise ValueError(f"attention shapes do not chain: q {q.shape!r}, K^T {k_t.shape!r}, V {v.shape!r}")
-    scores = gemm_fp32(widen(q), widen(k_t), lanes)
-    s, m, l = softmax_rows(_fp32_canonical(scores), partial=True, lanes=lanes)
-    out = gemm_fp32(widen(s), widen(v), lanes)
-    return _fp32_canonical(out), m, l
+    return attention_fp32(widen(q), widen(k_t), widen(v), lanes, token_major=False)

@@ -1,4 +1,5 @@
 """Model of hw/regfile.py: the CXL.io registers and their PASID rules."""
+import copy
 import dataclasses
 
 from isa import regs as R
@@ -37,7 +38,7 @@ class QueueRegs:
         return base + (1 << (self.log2_depth + self.log2_slot))
 
     def copy(self):
-        return dataclasses.replace(self)
+        return copy.copy(self)          # every field is an int or a bool
 
 
 _PAIRS = {R.SQ_BASE_LO: "sq_base", R.CQ_BASE_LO: "cq_base", R.DATA_BASE_LO: "data_base",

@@ -8,6 +8,7 @@ tree fields too), so the model does, and tests/unit/test_stage_planner.py ties t
 for field.
 """
 import dataclasses
+import functools
 
 from isa.pe_array import SPLIT_ROWS, plan as pe_plan, trans_plan
 
@@ -44,6 +45,7 @@ class StagePlan:
         return 1 << self.run_log2
 
 
+@functools.lru_cache(maxsize=4096)      # a pure function of a few ints, asked once a stage
 def plan_stage(k, n, trans, in_rows, lanes):
     """The planner's registers for a stage of K = k, N = n (transposed: S stored N x K) with
     `in_rows` input rows on `lanes` lanes."""

@@ -10,10 +10,10 @@ spans at most WINDOW_BEATS beats, so the pull it holds back is for a beat the ne
 cannot need yet, and slot times follow from the unlimited pulls. The recurrences are
 max-plus scans, computed with cumulative maxima instead of a loop.
 """
+import numba
 import numpy as np
 
 from isa.microarch import UNPACKER_WINDOW_BEATS as WINDOW_BEATS
-
 
 
 def run_beats(offset, rows, cols, lanes):
@@ -58,3 +58,78 @@ def slot_times(available, last_beat):
     ready = pulled[last_beat] + 1
     order = np.arange(len(last_beat), dtype=np.int64)
     return order + np.maximum.accumulate(ready - order)          # one slot per cycle
+
+
+_SLOTS = {}             # (offset, rows, cols, lanes, pair) -> (slot_ends, last_beats), read-only
+MAX_SLOTS = 1 << 14
+
+
+def slots(offset, rows, cols, lanes, pair=False):
+    """(slot_ends, last_beats) of a run, computed once per shape (a stream of small
+    descriptors has few shapes); the arrays are shared, read-only."""
+    key = (offset, rows, cols, lanes, pair)
+    hit = _SLOTS.get(key)
+    if hit is None:
+        if len(_SLOTS) >= MAX_SLOTS:
+            _SLOTS.clear()
+        ends = slot_ends(offset, rows, cols, lanes, pair)
+        beats = last_beats(ends, lanes)
+        ends.flags.writeable = beats.flags.writeable = False
+        hit = _SLOTS[key] = (ends, beats)
+    return hit
+
+
+class Consumer:
+    """The unpacker as a reader run's consumer (sim/dram_reader.run): the slots ending at
+    `ends` (slot_ends) of a run whose beats wait in the buffer until cycle `floor`, when
+    the unpacker becomes active. Called with the cycles the beats show, it returns the
+    cycles they are pulled and keeps each slot's cycle in `times`. dram_reader.run runs
+    its fixed point compiled with `consume`, which computes the same."""
+
+    def __init__(self, ends, last_beat, lanes, floor):
+        self.ends, self.last_beat, self.lanes, self.floor = ends, last_beat, lanes, floor
+        self.times = None
+
+    def __call__(self, shown):
+        available = np.maximum(shown, self.floor)
+        self.times = slot_times(available, self.last_beat)
+        return pull_times(available, self.times, self.ends, self.lanes)
+
+
+@numba.njit(cache=True)
+def consume(shown, floor, ends, last_beat, lanes):
+    """Consumer's call, compiled: (each slot's cycle, each beat's pull) as slot_times and
+    pull_times compute them (the same max-plus scans, as loops). Compiled into
+    sim/dram_reader.py's fixed point, whose numba cache does not see edits here:
+    tests/unit/test_model_speed.py compares the two paths."""
+    beats, count = len(shown), len(last_beat)
+    if count and last_beat[count - 1] >= beats:
+        raise IndexError("a slot past the run's beats")
+    available = np.empty(beats, np.int64)
+    pulled = np.empty(beats, np.int64)
+    best = -(1 << 62)
+    for i in range(beats):
+        available[i] = max(shown[i], floor)
+        best = max(best, available[i] - i)
+        pulled[i] = i + best
+    times = np.empty(count, np.int64)
+    best = -(1 << 62)
+    for s in range(count):
+        best = max(best, pulled[last_beat[s]] + 1 - s)
+        times[s] = s + best
+    pulls = np.empty(beats, np.int64)
+    best = -(1 << 62)
+    retiring = 0
+    for q in range(beats):
+        gate = 0
+        if q >= WINDOW_BEATS:
+            # the first slot that reaches the end of beat q - WINDOW_BEATS retires it
+            end = (q - WINDOW_BEATS + 1) * lanes
+            while retiring < count and ends[retiring] < end:
+                retiring += 1
+            if retiring == count:
+                raise IndexError("a beat no slot retires")
+            gate = times[retiring]
+        best = max(best, max(available[q], gate) - q)
+        pulls[q] = q + best
+    return times, pulls
