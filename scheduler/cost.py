@@ -157,7 +157,7 @@ class CostModel:
             load.gpu_s += copies * cost.gpu_s
         elif s is Strategy.E2:
             load.gpu_s += copies * cost.gpu_s
-            load.to_gpu += copies * cost.link_to_gpu
+            load.add_reads(copies * cost.link_to_gpu)
         else:
             load.add_descriptors(device, copies, cost.period_s, cost.drain_s,
                                  HEADER_BYTES + cost.link_to_device, HEADER_BYTES + cost.link_to_gpu)
@@ -246,7 +246,7 @@ class AttentionTable:
         gpu_bytes = on_gpu * self.kv_token
         if not cost.distributed_attention:
             load.gpu_s = cost.gpu.roofline_s(self.flops_per_token * self.total_tokens, gpu_bytes)
-            load.to_gpu = (self.total_tokens - on_gpu) * self.kv_token
+            load.add_reads((self.total_tokens - on_gpu) * self.kv_token)
             return load, gpu_bytes
         load.gpu_s = cost.gpu.roofline_s(self.flops_per_token * on_gpu, gpu_bytes)
         count = self.count[units, self.requests]                                  # [request, device]
@@ -257,12 +257,12 @@ class AttentionTable:
         # each device's last descriptor: its last request with a page left there
         last = working.shape[0] - 1 - np.argmax(working[::-1], axis=0)
         drains = self.drain[units[last], last, np.arange(cost.num_devices)]
+        out_bytes, in_bytes = HEADER_BYTES + payload_bytes(self.desc), HEADER_BYTES + result_bytes(self.desc)
         for j in np.flatnonzero(working.any(axis=0)).tolist():
             load.busy[j], load.drain[j] = float(busy[j]), float(drains[j])
+            load.first_out[j], load.last_in[j] = out_bytes, in_bytes
         load.descriptors = int(count.sum())
-        out_bytes, in_bytes = HEADER_BYTES + payload_bytes(self.desc), HEADER_BYTES + result_bytes(self.desc)
         load.to_device, load.to_gpu = load.descriptors * out_bytes, load.descriptors * in_bytes
-        load.first_out, load.last_in = out_bytes, in_bytes
         load.run_s = float(self.run[units, self.requests][working].min())
         # the merge: the GPU reads every partial once
         load.gpu_after_s = cost.gpu.roofline_s(0, load.descriptors * result_bytes(self.desc))

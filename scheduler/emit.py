@@ -50,25 +50,30 @@ class Round:
         return out
 
 
-def lora_round(name, projections, rows_by_adapter, strategy_of, handles, device_of):
+def lora_round(name, projections, rows_by_adapter, strategy_of, handles, device_of, copies=None):
     """Rounds of LoRA products. `rows_by_adapter`: adapter -> the requests (rows of x) it
     serves; `strategy_of(adapter, projection)` -> Strategy; `handles[(adapter, projection)]`
-    -> the placed operand (a LoraAdapter for a square weight, else a DeviceTensor of A)."""
+    -> the placed operand (a LoraAdapter for a square weight, else a DeviceTensor of A), or
+    a list of them when `copies[projection]` > 1 (a mixture of experts: the FFN's adapter on
+    each active expert, each its own product with the adapter's rows)."""
     device_ops, gpu_ops = [], []
     for adapter, rows in sorted(rows_by_adapter.items()):
         rows = tuple(rows)
         for projection in projections:
             key, s = (adapter, projection), strategy_of(adapter, projection)
-            if s is Strategy.E3:
-                desc = lora_xab_descriptor(handles[key], len(rows))
-                device_ops.append(DeviceOp(device_of(adapter), desc, "lora_xab", key, rows))
-            elif s is Strategy.E4:
-                a = getattr(handles[key], "a", handles[key])
-                desc = matmul_descriptor(Op.GEMM, a, len(rows))
-                device_ops.append(DeviceOp(device_of(adapter), desc, "lora_xa", key, rows))
-                gpu_ops.append(GpuOp("lora_mb", key, rows))
-            else:
-                gpu_ops.append(GpuOp("lora_e1" if s is Strategy.E1 else "lora_e2", key, rows))
+            placed = handles.get(key)
+            operands = placed if isinstance(placed, list) else [placed] * (copies or {}).get(projection, 1)
+            for operand in operands:
+                if s is Strategy.E3:
+                    desc = lora_xab_descriptor(operand, len(rows))
+                    device_ops.append(DeviceOp(device_of(adapter), desc, "lora_xab", key, rows))
+                elif s is Strategy.E4:
+                    a = getattr(operand, "a", operand)
+                    desc = matmul_descriptor(Op.GEMM, a, len(rows))
+                    device_ops.append(DeviceOp(device_of(adapter), desc, "lora_xa", key, rows))
+                    gpu_ops.append(GpuOp("lora_mb", key, rows))
+                else:
+                    gpu_ops.append(GpuOp("lora_e1" if s is Strategy.E1 else "lora_e2", key, rows))
     return Round(name, device_ops, gpu_ops)
 
 

@@ -13,13 +13,14 @@ In a round the GPU and the pool work in parallel:
 - the pool's side: the GPU stores each descriptor and its payload into a device's queue over
   the link, each device runs its queue back to back (scheduler.device_timing: the sum of
   its descriptors' periods, then its last one's drain), and the results come back over the
-  link; E2's factors come back over it too;
+  link; what the GPU reads from pool memory itself (E2's factors: `reads`) comes back over
+  it too, from the start of the round;
 - then the GPU's work on the pool's results (`gpu_after_s`): E4's m B, the attention merge.
 
     round = max(gemm_s + gpu_s, pool side) + gpu_after_s
-    pool side = L + max(W(first out) + max_j (busy_j + drain_j) + W(last in),   a device
-                        W(to devices) + run + W(last in),                        the link out
-                        W(first out) + run + W(to GPU))                          the link back
+    pool side = L + max(max_j (W(first out_j) + busy_j + drain_j + W(last in_j)),   a device
+                        W(to devices) + run + W(last in),                          the link out
+                        max(W(reads), W(first out) + run) + W(results))            the link back
 
 with L the link's round trip and W its transfer time: the three paths of a three-stage
 pipeline (link out, the devices, link back), each a lower bound of the round and the
@@ -48,35 +49,42 @@ class RoundLoad:
     gpu_s: float = 0.0              # the GPU's other work that does not wait for the pool
     gpu_after_s: float = 0.0        # GPU work on the pool's results
     to_device: float = 0.0          # bytes GPU -> pool (descriptor lines, payloads)
-    to_gpu: float = 0.0             # bytes pool -> GPU (completion lines, results, E2's factors)
-    first_out: float = 0.0          # the largest bytes one descriptor carries out
-    last_in: float = 0.0            # the largest bytes one completion carries back
+    to_gpu: float = 0.0             # bytes pool -> GPU: completion lines and results, and `reads`
+    reads: float = 0.0              # of which the GPU reads from pool memory (E2's factors)
     run_s: float = math.inf         # the shortest period + drain of a descriptor
     descriptors: int = 0
     busy: list = None               # per device: the sum of its descriptors' periods
     drain: list = None              # per device: the drain of its last descriptor
+    first_out: list = None          # per device: the bytes its first descriptor carries out
+    last_in: list = None            # per device: the bytes its last completion carries back
 
     def __post_init__(self):
-        if self.busy is None:
-            self.busy = [0.0] * self.num_devices
-        if self.drain is None:
-            self.drain = [0.0] * self.num_devices
+        for name in ("busy", "drain", "first_out", "last_in"):
+            if getattr(self, name) is None:
+                setattr(self, name, [0.0] * self.num_devices)
 
     def copy(self):
-        return dataclasses.replace(self, busy=list(self.busy), drain=list(self.drain))
+        return dataclasses.replace(self, busy=list(self.busy), drain=list(self.drain),
+                                   first_out=list(self.first_out), last_in=list(self.last_in))
 
     def add_descriptors(self, device, count, period_s, drain_s, out_bytes, in_bytes):
         """`count` descriptors of one shape at the end of `device`'s queue."""
         if count <= 0:
             return
+        if not self.busy[device]:
+            self.first_out[device] = out_bytes
         self.busy[device] += count * period_s
         self.drain[device] = drain_s
+        self.last_in[device] = in_bytes
         self.descriptors += count
         self.to_device += count * out_bytes
         self.to_gpu += count * in_bytes
-        self.first_out = max(self.first_out, out_bytes)
-        self.last_in = max(self.last_in, in_bytes)
         self.run_s = min(self.run_s, period_s + drain_s)
+
+    def add_reads(self, nbytes):
+        """Bytes the GPU reads from pool memory over the link in this round."""
+        self.reads += nbytes
+        self.to_gpu += nbytes
 
     def device_s(self):
         """The busiest device's queue: its periods and its last drain."""
@@ -84,13 +92,16 @@ class RoundLoad:
 
     def pool_s(self, link):
         """The pool's side: the link out, the devices, the link back (module docstring)."""
-        if not (self.descriptors or self.to_device or self.to_gpu):
+        if not (self.descriptors or self.reads):
             return 0.0
         w = link.transfer_s
-        run = self.run_s if self.descriptors else 0.0
-        return link.round_trip_s + max(w(self.first_out) + self.device_s() + w(self.last_in),
-                                       w(self.to_device) + run + w(self.last_in),
-                                       w(self.first_out) + run + w(self.to_gpu))
+        if not self.descriptors:
+            return link.round_trip_s + w(self.reads)
+        devices = max(w(f) + b + d + w(i) for f, b, d, i in zip(self.first_out, self.busy, self.drain, self.last_in)
+                      if b)
+        first, last = max(self.first_out), max(self.last_in)
+        return link.round_trip_s + max(devices, w(self.to_device) + self.run_s + w(last),
+                                       max(w(self.reads), w(first) + self.run_s) + w(self.to_gpu - self.reads))
 
     def seconds(self, link):
         return max(self.gemm_s + self.gpu_s, self.pool_s(link)) + self.gpu_after_s

@@ -154,7 +154,10 @@ class StepPlan:
 
 
 class Scheduler:
-    def __init__(self, config, timing=None):
+    def __init__(self, config, timing=None, strategy_of=None):
+        """`strategy_of(site)`, if given, fixes every site's strategy instead of Algorithm 1
+        (the whole-step replay's mixed step), its factors held idealized as a forced
+        strategy's are; `config.forced_strategy` is the same for one strategy on every site."""
         self.config = config
         self.model = config.model_config()
         self.link = config.link_config()
@@ -166,7 +169,9 @@ class Scheduler:
         self.gpu_model = GpuModel(config.gpu_config(), self.model)
         # Algorithm 1's candidates; a forced strategy replaces it (the serving ablations)
         self._strategies = tuple(s for s in STRATEGIES if s.name in config.strategies)
-        self._forced = Strategy[config.forced_strategy] if config.forced_strategy else None
+        self._forced = strategy_of
+        if strategy_of is None and config.forced_strategy:
+            self._forced = lambda site, forced=Strategy[config.forced_strategy]: forced
         self.budget = config.gpu_budget()
         self.temps = Temperatures(config.temperature_increment, config.temperature_relaxation)
         self.ranks = {}             # adapter -> rank
@@ -481,10 +486,11 @@ class Scheduler:
         paper's ND(E4) is (VII-D: 'E4 there caches one LoRA matrix per layer and per
         injected weight, 91 GB at their mean rank, which no H100 holds'): held without
         taking GPU memory or a cache slot."""
-        step_s, why = self.site_cost(site, self._forced, b)
-        strategy, reason = self._forced, f"forced {self._forced.name}"
+        forced = self._forced(site)
+        step_s, why = self.site_cost(site, forced, b)
+        strategy, reason = forced, f"forced {forced.name}"
         if why:
-            strategy, reason = Strategy.E4, f"forced {self._forced.name}, which the device cannot run here: E4"
+            strategy, reason = Strategy.E4, f"forced {forced.name}, which the device cannot run here: E4"
             step_s, why = self.site_cost(site, strategy, b)
         chosen = Candidate(strategy, step_s, infeasible=why)
         return Decision(site, b, rank, parts, (chosen,), chosen, reason)

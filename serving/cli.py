@@ -4,6 +4,7 @@
     plora sweep --axis link_gb_s=8,16,... [--address tcp://...]  a grid of runs on Dask
     plora reproduce [--out build/reproduce]                    the paper's claims (make reproduce)
     plora serve-bench                                          the simulator's speed (make serve-bench)
+    plora replay-step [--case llama2-7b-short ...]             whole steps on model devices vs the charge (make replay-step)
     plora systems                                              the systems and what each models
     plora crossovers | steps | timing-check                    the scheduler's (scheduler/cli.py)
     plora area [--config paper]                                the core's area, power, timing (make area)
@@ -121,6 +122,20 @@ def serve_bench(config_name, overrides):
                f"TTFT {s['ttft_s']:.3f} s")
     click.echo(f"serving requests={s['requests']} steps={s['steps']} wall_s={result.wall_s:.1f} "
                f"steps_per_s={s['steps'] / result.wall_s:.0f}")
+
+
+@main.command("replay-step")
+@click.option("--case", "cases", multiple=True, metavar="NAME",
+              help="a case to replay (repeatable; default all): " + ", ".join(
+                  ("llama2-7b-short", "llama2-7b-long", "llama3-8b", "qwen3-30b-a3b", "mixed-e1-e4")))
+def replay_step(cases):
+    """Replay whole decode steps descriptor by descriptor on model devices and the link, and
+    compare their pool side with what the serving simulator charged."""
+    from .replay_step import CASES, main as run_replay
+    unknown = [c for c in cases if c not in CASES]
+    if unknown:
+        raise click.BadParameter(f"unknown case {unknown[0]!r}; the cases: {', '.join(CASES)}", param_hint="--case")
+    run_replay(list(cases) or None, out=click.echo)
 
 
 @main.command()

@@ -169,7 +169,7 @@ class PoolSystem(System):
             else:
                 # the system's GEMM (a tiering reads part of the weights over the link, beside the results)
                 load.gemm_s = gemms[name].seconds
-                load.to_gpu += gemms[name].second_bytes
+                load.add_reads(gemms[name].second_bytes)
                 extra = products[name] * launch
             load.gpu_s += extra
             rounds.append(load)
@@ -212,7 +212,7 @@ class PoolSystem(System):
         second = self.tiering.kv_share * nbytes
         flops_s = 4 * m.q_heads * m.head_dim * gpu_tokens / self.gpu.fp16_flops
         load.gpu_s = max(flops_s, self.tiering.memory_s(nbytes - second, second))
-        load.to_gpu += second
+        load.add_reads(second)
 
     # ---- prefill --------------------------------------------------------------------------
 

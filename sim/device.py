@@ -14,6 +14,7 @@ flight; a command-engine read that the arbiter takes among their bursts delays t
 ones, so every descriptor with a burst after it is scheduled again, in order, from the
 state the one before it left.
 """
+import collections
 import heapq
 
 from . import command_engine, completion, dram_arbiter, dram_interleaver
@@ -65,6 +66,7 @@ class NdpModel:
         self.state = State.initial(cfg)  # what the newest scheduled descriptor leaves
         self.open = []                   # scheduled descriptors a command-engine read may still delay
         self._pending = []               # (cycle, order, action) effects taking place
+        self._awaiting = collections.deque()    # scheduled descriptors not yet completed, in pop order
         self._order = 0
         self._fetch_reads = ()           # (request, handshake, beat, control_first, channel) of the command engine's reads
         self.pop_cycle = 0
@@ -198,6 +200,7 @@ class NdpModel:
         queues = [q.copy() for q in self.regfile.queues]
         scheduled = _Scheduled(entry, queues[entry.queue], queues, cycle, self.state)
         self.open.append(scheduled)
+        self._awaiting.append(scheduled)
         self._schedule(scheduled, first=True)
 
     def _schedule(self, scheduled, first):
@@ -235,7 +238,20 @@ class NdpModel:
         for addr, data in writes:
             self.memory.device_write(addr, data)
 
+    def next_completion_cycle(self, queue):
+        """The cycle the queue's next completion takes effect as scheduled now (None if none
+        of its descriptors is scheduled): no interrupt of the queue comes earlier, since a
+        device completes in order and a re-schedule only delays (sim/control_unit.py)."""
+        for scheduled in self._awaiting:
+            if scheduled.entry.queue == queue:
+                return scheduled.schedule.report + 1
+        return None
+
     def _complete(self, entry, schedule):
+        if self._awaiting and self._awaiting[0].entry is entry:
+            self._awaiting.popleft()
+        else:
+            self._awaiting = collections.deque(s for s in self._awaiting if s.entry is not entry)
         # a completion line the DRAM refused: STATUS says so (hw/completion.py)
         slot, line = schedule.header
         refused = self.memory.faults.write_resp(slot, len(line)) != 0
