@@ -36,7 +36,7 @@ class SchedulerConfig:
     temperature_relaxation: float = 0.1  # fraction of the gap to the mean closed per step
     hot_set_size: int = 50              # hottest non-serving adapters pre-cached
     expected_steps: float = 214         # decode steps a batch is expected to last (load amortization)
-    kv_page_tokens: int = 128           # tokens per KV page on a device (one ATTENTION operand)
+    kv_page_tokens: int = 512           # tokens per KV page on a device (one ATTENTION operand)
     # the link's two numbers, if not the link config's (a sweep's point)
     link_bytes_per_s: float = None
     link_latency_s: float = None

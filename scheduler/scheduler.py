@@ -251,6 +251,20 @@ class Scheduler:
                 else:
                     del counter[a]
 
+    def keep(self, site, parts):
+        """Keep `parts` of a site's factors that the GPU has just read over the link (a
+        prefill's E2) in GPU memory if they fit what is free and a cache slot, evicting
+        nothing: GPU memory is "a software-managed cache for the devices" (section V-A), and
+        a read is a cache fill. Returns whether they are held now."""
+        missing = frozenset(parts) - self.cached.get(site, _NOTHING)
+        if not missing:
+            return True
+        slot = site.adapter in self._holding or len(self._holding) < self.config.max_loras
+        if self._forced or not slot or self.site_bytes(site, missing) > self.free_bytes():
+            return False
+        self._hold(site, self.cached.get(site, _NOTHING) | missing)
+        return True
+
     # ---- costs --------------------------------------------------------------------------
 
     def product(self, site, strategy, batch):

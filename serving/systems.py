@@ -32,7 +32,7 @@ from scheduler.device_timing import DeviceTiming
 from scheduler.gpu_model import GpuModel
 from scheduler.rounds import LORA_ROUNDS, ROUND_OF, ROUNDS
 from scheduler.scheduler import Request as SchedRequest
-from scheduler.scheduler import Scheduler
+from scheduler.scheduler import Scheduler, Site
 
 from .config import KV_PRECISIONS
 from .tiering import load_tiering
@@ -219,8 +219,9 @@ class PoolSystem(System):
     def prefill(self, new, running=()):
         """The prompts of `new` in one iteration (`running` waits). Every adapter's product runs on the GPU: at a
         prompt's hundreds of tokens per adapter the GPU strategies win (Fig. 3a's crossovers),
-        E1 where the GPU holds the factors, else E2 reading them over the link; the prompts'
-        K and V go to the pool over the link."""
+        E1 where the GPU holds the factors, else E2 reading them over the link, and keeping
+        them where GPU memory is free (Scheduler.keep: the read fills the cache, as S-LoRA's
+        staging does); the prompts' K and V go to the pool over the link."""
         m = self.model
         tokens = sum(r.prompt for r in new)
         gemm = self.gpu_model.layer_s(tokens)
@@ -233,9 +234,12 @@ class PoolSystem(System):
         mix = collections.Counter()
         for adapter, b in per_adapter.items():
             for p in m.projections:
-                held = self.scheduler.cached.get((adapter, p.name), frozenset())
+                site = Site(adapter, p.name)
+                held = self.scheduler.cached.get(site, frozenset())
                 s = Strategy.E1 if {"A", "B"} <= held else Strategy.E2
                 c = self.cost.lora_cost(s, b, p.d_in, p.d_out, self.ranks[adapter])
+                if s is Strategy.E2:
+                    self.scheduler.keep(site, "AB")
                 k = m.copies(p)
                 gpu_lora += k * c.gpu_s
                 to_gpu += k * c.link_to_gpu

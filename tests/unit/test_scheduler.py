@@ -205,7 +205,7 @@ def test_new_request_flips_e4_to_e1_and_evicts_kv():
     e1_a = sum(sched.site_bytes(site, frozenset("A")) for site, d in plan.decisions.items()
                if d.chosen.strategy is Strategy.E1)
     kv = [e for e in plan.evictions if e.kind == "kv"]
-    unit = 128 * sched.model.kv_bytes_per_token()       # one page of one device
+    unit = sched.config.kv_page_tokens * sched.model.kv_bytes_per_token()     # one page of one device
     assert kv and sum(e.nbytes for e in kv) == math.ceil(e1_a / unit) * unit   # no more KV than needed
     assert plan.p_kv < 1.0 and plan.used_bytes <= plan.budget_bytes
     assert sum(n for _, parts, n in plan.loads) == e1_a and all(parts == {"A"} for _, parts, _ in plan.loads)
