@@ -88,8 +88,8 @@ def factor_bytes(d_in, d_out, r):
 class CostModel:
     def __init__(self, gpu, link, timing, num_devices, distributed_attention=True, kv_scale=1.0,
                  page_tokens=128):
-        """`distributed_attention`: the devices compute attention partials over the KV the GPU
-        does not hold (D); without it the GPU reads that KV over the link. `kv_scale`: KV bytes
+        """`distributed_attention`: the devices may compute attention partials over the KV the
+        GPU does not hold (D); without it the GPU reads that KV over the link. `kv_scale`: KV bytes
         per element over FP16's (0.5 INT8, 0.25 INT4): every KV byte count scales with it, and a
         device's page time scales in the bytes it reads, not in its fixed cost (`_page`).
         `page_tokens`: tokens of a KV page on one device (one ATTENTION operand)."""
@@ -165,11 +165,11 @@ class CostModel:
 
     # ---- Table V: attention -----------------------------------------------------------
 
-    def attention_load(self, contexts, rids, units, q_heads, kv_heads, head_dim):
+    def attention_load(self, contexts, rids, units, q_heads, kv_heads, head_dim, on_devices=None):
         """One layer's attention round for a batch whose request i (id rids[i], contexts[i]
         tokens) holds its first units[i] KV units on the GPU (scheduler.kv_pages): see
         AttentionTable. Returns (RoundLoad, the GPU's KV bytes read per layer)."""
-        return AttentionTable(self, contexts, rids, q_heads, kv_heads, head_dim).load(units)
+        return AttentionTable(self, contexts, rids, q_heads, kv_heads, head_dim).load(units, on_devices)
 
     def _page(self, rows, head_dim, sizes):
         """(period, drain) arrays by a page's token count 0..P (0 at 0 tokens), the sizes
@@ -201,9 +201,9 @@ class AttentionTable:
     computes over the pages it holds; each device, with D, over the rest of its pages, one
     ATTENTION descriptor per request, KV head and page, in that order, the head's group of
     query heads as its rows, a queue back to back (scheduler.rounds); the partials (O, m, l)
-    come back per descriptor over the link and the GPU merges them. Without D the GPU
-    computes over every token, reading the pages it does not hold over the link, the two
-    streams in parallel.
+    come back per descriptor over the link and the GPU merges them. Or (without D, or where
+    that is faster) the GPU computes over every token, reading the pages it does not hold
+    over the link, the two streams in parallel.
 
     What a request leaves the GPU and each device depends only on how many units it holds,
     so it is tabled for every count at once (arrays indexed [units, request, device]), and
@@ -232,8 +232,10 @@ class AttentionTable:
         run = period + drain
         self.run = np.where(tail, run[layout.tail], run[page])
 
-    def load(self, units):
-        """(RoundLoad, the GPU's KV bytes read per layer) when request i holds units[i]."""
+    def load(self, units, on_devices=None):
+        """(RoundLoad, the GPU's KV bytes read per layer) when request i holds units[i]; the
+        devices compute the rest if `on_devices` (default: the cost model's D), else the GPU
+        reads it over the link."""
         cost, link_bytes = self.cost, 0.0
         units = np.asarray(units, dtype=np.int64)
         caps = self.layout.units
@@ -244,7 +246,11 @@ class AttentionTable:
         load = RoundLoad("attention", cost.num_devices)
         on_gpu = int(self.gpu_tokens[units, self.requests].sum())
         gpu_bytes = on_gpu * self.kv_token
-        if not cost.distributed_attention:
+        if on_devices is None:
+            on_devices = cost.distributed_attention
+        if on_devices and not cost.distributed_attention:
+            raise ValueError("this cost model has no distributed attention (D): the devices compute no partials")
+        if not on_devices:
             load.gpu_s = cost.gpu.roofline_s(self.flops_per_token * self.total_tokens, gpu_bytes)
             load.add_reads((self.total_tokens - on_gpu) * self.kv_token)
             return load, gpu_bytes

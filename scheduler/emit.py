@@ -77,11 +77,12 @@ def lora_round(name, projections, rows_by_adapter, strategy_of, handles, device_
     return Round(name, device_ops, gpu_ops)
 
 
-def attention_round(kv_cache, layer, requests, held, groups):
+def attention_round(kv_cache, layer, requests, held, groups, on_devices=True):
     """One ATTENTION descriptor per request, KV head and device page the GPU does not hold;
     `held[rid]` is, per device, how many of the request's first pages there the GPU holds
     (KvPages.held_pages); `groups[h]` the query heads of KV head h. The GPU's op for a
-    request and head lists the tokens of its pages."""
+    request and head lists the tokens of its pages, or, if not `on_devices`, every token
+    (the GPU reads the pages it does not hold over the link)."""
     device_ops, gpu_ops = [], []
     for rid in requests:
         for head, q_heads in enumerate(groups):
@@ -89,7 +90,7 @@ def attention_round(kv_cache, layer, requests, held, groups):
             gpu_tokens = []
             for device, block, tokens in kv_cache.pages(rid, layer, head):
                 index, seen[device] = seen[device], seen[device] + 1
-                if index < held[rid][device]:
+                if index < held[rid][device] or not on_devices:
                     gpu_tokens.extend(tokens)
                     continue
                 desc = attention_descriptor(block, len(q_heads))

@@ -136,14 +136,16 @@ class StepPlan:
     used_bytes: float
     budget_bytes: float
     rounds: dict                # round name -> RoundLoad of one layer (scheduler.rounds)
+    attention_on_devices: bool = True   # the devices compute the pages the GPU does not hold (else the GPU reads them)
 
     def strategy_mix(self):
         return collections.Counter(d.chosen.strategy.name for d in self.decisions.values())
 
     def explain(self):
         mix = ", ".join(f"{k} {v}" for k, v in sorted(self.strategy_mix().items()))
+        rest = "the devices compute the rest" if self.attention_on_devices else "the GPU reads the rest over the link"
         lines = [f"step {self.step}: {len(self.decisions)} sites ({mix}); GPU {self.used_bytes / 1e9:.3f} of "
-                 f"{self.budget_bytes / 1e9:.3f} GB; KV duplicated {self.p_kv:.3f} ({self.kv_bytes / 1e9:.3f} GB)"]
+                 f"{self.budget_bytes / 1e9:.3f} GB; KV duplicated {self.p_kv:.3f} ({self.kv_bytes / 1e9:.3f} GB), {rest}"]
         lines += [d.explain() for d in self.decisions.values()]
         room = [e.describe() for e in self.evictions if e.for_kv]
         if room:
@@ -367,7 +369,7 @@ class Scheduler:
             self._repeat = (key, dict(decisions), {n: l.copy() for n, l in self.rounds.items()}) if repeatable else None
 
         if self.kv is not None:
-            best = self.kv.best_share()
+            _, best = self.kv.choose(self.budget - self.adapter_bytes())
             self._make_room_for_kv(best, serving, evictions)
             self.p_kv = self.kv.share_fitting(self.budget - self.adapter_bytes(), best)
         self._check_budget("duplicating KV")
@@ -377,11 +379,12 @@ class Scheduler:
         rounds = dict(self.rounds)
         if self.kv is not None:
             rounds["attention"] = self.kv.load(units)[0]
+        on_devices = self.kv.on_devices if self.kv is not None else self.cost.distributed_attention
         total = sum(r.context for r in requests)
         return StepPlan(self.step_count, decisions, float(tokens.sum()) / total if total else 0.0,
                         {r.rid: int(u) for r, u in zip(requests, units)},
                         {r.rid: int(t) for r, t in zip(requests, tokens)}, self.kv_bytes(), loads,
-                        evictions, precached, self.used_bytes(), self.budget, rounds)
+                        evictions, precached, self.used_bytes(), self.budget, rounds, on_devices)
 
     def _decide_all(self, order, batch, serving, evictions, loads):
         """Algorithm 1 over every site of every serving adapter, largest batch first."""
@@ -629,7 +632,8 @@ def _penalty_per_byte(e):
 class _KvShare:
     """A batch's KV pages and its attention round under every share (scheduler.kv_pages):
     a share p of the batch's units is spread over the requests as evenly as their pages
-    allow (water-filling), and prices as cost.AttentionTable does, every layer."""
+    allow (water-filling), and prices as cost.AttentionTable does, every layer, the pages
+    the GPU does not hold computed by the devices (`on_devices`) or read over the link."""
 
     def __init__(self, sched, requests):
         m = sched.model
@@ -638,6 +642,8 @@ class _KvShare:
                                     m.q_heads, m.kv_heads, m.head_dim)
         self.caps = self.table.layout.units
         self.total = int(self.caps.sum())
+        self.on_devices = sched.cost.distributed_attention
+        self.modes = (True, False) if self.on_devices else (False,)
         self._units, self._seconds = {}, {}
 
     def units_of(self, p_kv):
@@ -654,15 +660,17 @@ class _KvShare:
     def bytes(self, units):
         return float(self.tokens_of(units).sum()) * self.sched._kv_token_bytes
 
-    def load(self, units):
-        return self.table.load(units)
+    def load(self, units, on_devices=None):
+        return self.table.load(units, self.on_devices if on_devices is None else on_devices)
 
-    def seconds(self, units):
+    def seconds(self, units, on_devices=None):
         """The attention round over every layer with the GPU holding `units`."""
-        key = units.tobytes()
+        on_devices = self.on_devices if on_devices is None else on_devices
+        key = (units.tobytes(), on_devices)
         t = self._seconds.get(key)
         if t is None:
-            t = self._seconds[key] = self.table.load(units)[0].seconds(self.sched.link) * self.sched.model.layers
+            t = self._seconds[key] = (self.table.load(units, on_devices)[0].seconds(self.sched.link)
+                                      * self.sched.model.layers)
         return t
 
     def share_fitting(self, nbytes, upper):
@@ -678,7 +686,7 @@ class _KvShare:
                 hi = mid - 1
         return lo / self.total if self.total else 0.0
 
-    def best_share(self):
+    def best_share(self, on_devices=None):
         """The share of least attention time. The GPU's side grows with the share and the
         pool's shrinks, so the least is where they cross: the first share whose GPU side
         is no shorter than the pool's, or the one before it (a bisection), or an end."""
@@ -687,7 +695,7 @@ class _KvShare:
         link = self.sched.link
 
         def gpu_ahead(u):
-            load = self.table.load(self.units_of(u / self.total))[0]
+            load = self.load(self.units_of(u / self.total), on_devices)[0]
             return load.gpu_s >= load.pool_s(link)
         lo, hi = 0, self.total
         while lo < hi:
@@ -697,5 +705,20 @@ class _KvShare:
             else:
                 lo = mid + 1
         candidates = sorted({0, self.total, max(lo - 1, 0), lo})
-        best = min(candidates, key=lambda u: (self.seconds(self.units_of(u / self.total)), u))
+        best = min(candidates, key=lambda u: (self.seconds(self.units_of(u / self.total), on_devices), u))
         return best / self.total
+
+    def choose(self, room):
+        """(on_devices, the share of least attention time): the devices compute what the GPU
+        does not hold, or the GPU reads it over the link, whichever is faster at the share
+        each would get in `room` bytes of GPU memory (the devices first on a tie). A device
+        is slower than the link where its MACs bind: a GQA group of 8 query heads per KV
+        head does 8 FLOPs per KV byte against the core's 2 (docs/scheduler.md)."""
+        options = []
+        for mode in self.modes:
+            best = self.best_share(mode)
+            fitted = self.share_fitting(room, best)
+            options.append((self.seconds(self.units_of(fitted), mode), not mode, mode, best))
+        _, _, mode, best = min(options)
+        self.on_devices = mode
+        return mode, best

@@ -248,8 +248,10 @@ async def _replay(system, running, plan):
                 mine = {(a, p): handles[(a, layer, p)] for a in rows for p in projections}
                 rnd = lora_round(name, projections, rows, lambda a, p: chosen[(a, p)], mine, sched.device_of)
             else:
-                rnd = attention_round(kv, layer, [r.rid for r in running], held, groups)
+                rnd = attention_round(kv, layer, [r.rid for r in running], held, groups, plan.attention_on_devices)
             reads = [e2_bytes[op.key] for op in rnd.gpu_ops if op.kind == "lora_e2"]
+            if name == "attention" and not plan.attention_on_devices:
+                reads.append(plan.rounds[name].reads)       # the pages the GPU does not hold, over the link
             pool_s = await host.round(rnd.device_ops, reads)
             descriptors += len(rnd.device_ops)
             replayed[name] += pool_s
