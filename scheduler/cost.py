@@ -221,7 +221,10 @@ class AttentionTable:
         self.flops_per_token = 4 * q_heads * head_dim
         self.total_tokens = int(layout.tokens.sum())
         group = q_heads // kv_heads
-        self.desc = attention_descriptor(KvBlock(0, head_dim, 1), group)
+        desc = attention_descriptor(KvBlock(0, head_dim, 1), group)
+        # a descriptor's line and payload out, its completion line and result back
+        self.out_bytes, self.in_bytes = HEADER_BYTES + payload_bytes(desc), HEADER_BYTES + result_bytes(desc)
+        self.partial_bytes = result_bytes(desc)
         full, tail = pages.device_pages(layout, held)
         period, drain = cost._page(group, head_dim, np.unique(layout.tail[layout.tail > 0]))
         page = pages.page
@@ -263,7 +266,7 @@ class AttentionTable:
         # each device's last descriptor: its last request with a page left there
         last = working.shape[0] - 1 - np.argmax(working[::-1], axis=0)
         drains = self.drain[units[last], last, np.arange(cost.num_devices)]
-        out_bytes, in_bytes = HEADER_BYTES + payload_bytes(self.desc), HEADER_BYTES + result_bytes(self.desc)
+        out_bytes, in_bytes = self.out_bytes, self.in_bytes
         for j in np.flatnonzero(working.any(axis=0)).tolist():
             load.busy[j], load.drain[j] = float(busy[j]), float(drains[j])
             load.first_out[j], load.last_in[j] = out_bytes, in_bytes
@@ -271,7 +274,7 @@ class AttentionTable:
         load.to_device, load.to_gpu = load.descriptors * out_bytes, load.descriptors * in_bytes
         load.run_s = float(self.run[units, self.requests][working].min())
         # the merge: the GPU reads every partial once
-        load.gpu_after_s = cost.gpu.roofline_s(0, load.descriptors * result_bytes(self.desc))
+        load.gpu_after_s = cost.gpu.roofline_s(0, load.descriptors * self.partial_bytes)
         return load, gpu_bytes
 
 

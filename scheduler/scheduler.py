@@ -190,6 +190,7 @@ class Scheduler:
         self._projections = {p.name: p for p in self.model.projections}
         self._kv_token_bytes = self.model.kv_bytes_per_token() * config.kv_scale
         self._repeat = None         # (key, decisions, rounds): the last step, if it can repeat
+        self._kv_hints = {}         # on_devices -> the last step's best KV share (where a search starts)
 
     # ---- adapters -----------------------------------------------------------------------
 
@@ -311,6 +312,7 @@ class Scheduler:
         self.rounds = {name: RoundLoad(name, self.config.num_devices, gemm_s=gemms[name].seconds)
                        for name, _ in LORA_ROUNDS}
         self._products = {name: {} for name, _ in LORA_ROUNDS}
+        self._loading = {name: 0.0 for name, _ in LORA_ROUNDS}    # factors read over the link this step
 
     def _place(self, site, strategy, batch):
         """Put the site's product under `strategy` into its round (replacing its earlier one)."""
@@ -324,7 +326,18 @@ class Scheduler:
         load = RoundLoad(name, self.config.num_devices, gemm_s=self.rounds[name].gemm_s)
         for c, device, copies in products.values():
             self.cost.add_lora(load, c, device, copies)
+        load.add_reads(self._loading[name])
         self.rounds[name] = load
+
+    def _load(self, site, missing, loads):
+        """Load a site's missing factors for this step: held from now on, and read over the
+        link in the site's round, where its product needs them (a layer's share each layer)."""
+        nbytes = self.site_bytes(site, missing)
+        self._hold(site, self.cached.get(site, _NOTHING) | missing)
+        loads.append((site, missing, nbytes))
+        name = ROUND_OF[site.projection]
+        self._loading[name] += nbytes / self.model.layers
+        self.rounds[name].add_reads(nbytes / self.model.layers)
 
     # ---- one step -----------------------------------------------------------------------
 
@@ -369,16 +382,21 @@ class Scheduler:
             self._repeat = (key, dict(decisions), {n: l.copy() for n, l in self.rounds.items()}) if repeatable else None
 
         if self.kv is not None:
-            _, best = self.kv.choose(self.budget - self.adapter_bytes())
+            _, best = self.kv.choose(self.budget - self.adapter_bytes(), self._kv_hints)
             self._make_room_for_kv(best, serving, evictions)
             self.p_kv = self.kv.share_fitting(self.budget - self.adapter_bytes(), best)
         self._check_budget("duplicating KV")
         precached = self._precache(serving, loads) if not self._forced else []
         units = self.kv.units_of(self.p_kv) if self.kv else np.zeros(0, np.int64)
         tokens = self.kv.tokens_of(units) if self.kv else np.zeros(0, np.int64)
-        rounds = dict(self.rounds)
+        rounds = {name: load.copy() for name, load in self.rounds.items()}
         if self.kv is not None:
             rounds["attention"] = self.kv.load(units)[0]
+        # pre-cached factors come over the link beside the step's own traffic, a layer's
+        # share each layer, spread over its rounds
+        background = sum(n for site, _, n in loads if site.adapter in precached) / self.model.layers
+        for load in rounds.values():
+            load.add_reads(background / len(rounds))
         on_devices = self.kv.on_devices if self.kv is not None else self.cost.distributed_attention
         total = sum(r.context for r in requests)
         return StepPlan(self.step_count, decisions, float(tokens.sum()) / total if total else 0.0,
@@ -401,8 +419,7 @@ class Scheduler:
                         decisions[e.target] = self._downgrade(decisions[e.target], site)
                 missing = _GPU_PARTS[decision.chosen.strategy] - self.cached.get(site, _NOTHING)
                 if missing and not self._forced:
-                    self._hold(site, self.cached.get(site, _NOTHING) | missing)
-                    loads.append((site, missing, self.site_bytes(site, missing)))
+                    self._load(site, missing, loads)
                 decisions[site] = decision
                 self._place(site, decision.chosen.strategy, b)
                 self._check_budget("deciding", site)
@@ -686,10 +703,11 @@ class _KvShare:
                 hi = mid - 1
         return lo / self.total if self.total else 0.0
 
-    def best_share(self, on_devices=None):
+    def best_share(self, on_devices=None, hint=None):
         """The share of least attention time. The GPU's side grows with the share and the
         pool's shrinks, so the least is where they cross: the first share whose GPU side
-        is no shorter than the pool's, or the one before it (a bisection), or an end."""
+        is no shorter than the pool's, or the one before it (a bisection; `hint`, the last
+        step's share, is tried first, since contexts grow a token a step), or an end."""
         if not self.total:
             return 0.0
         link = self.sched.link
@@ -698,6 +716,14 @@ class _KvShare:
             load = self.load(self.units_of(u / self.total), on_devices)[0]
             return load.gpu_s >= load.pool_s(link)
         lo, hi = 0, self.total
+        if hint is not None:
+            guess = min(int(hint * self.total), self.total)
+            if gpu_ahead(guess):
+                hi = guess
+                if guess == 0 or not gpu_ahead(guess - 1):
+                    lo = guess
+            else:
+                lo = guess + 1
         while lo < hi:
             mid = (lo + hi) // 2
             if gpu_ahead(mid):
@@ -708,7 +734,7 @@ class _KvShare:
         best = min(candidates, key=lambda u: (self.seconds(self.units_of(u / self.total), on_devices), u))
         return best / self.total
 
-    def choose(self, room):
+    def choose(self, room, hints):
         """(on_devices, the share of least attention time): the devices compute what the GPU
         does not hold, or the GPU reads it over the link, whichever is faster at the share
         each would get in `room` bytes of GPU memory (the devices first on a tie). A device
@@ -716,7 +742,7 @@ class _KvShare:
         head does 8 FLOPs per KV byte against the core's 2 (docs/scheduler.md)."""
         options = []
         for mode in self.modes:
-            best = self.best_share(mode)
+            best = hints[mode] = self.best_share(mode, hints.get(mode))
             fitted = self.share_fitting(room, best)
             options.append((self.seconds(self.units_of(fitted), mode), not mode, mode, best))
         _, _, mode, best = min(options)

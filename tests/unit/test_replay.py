@@ -84,13 +84,15 @@ def test_a_wrong_stream_is_caught():
 
 
 def test_scheduler_plan_replays():
-    """The scheduler's own decisions (tiny model, two default-config devices) replayed."""
+    """The scheduler's own decisions (tiny model, two default-config devices) replayed. On an
+    8 GB/s link, so that its devices compute the pages the GPU does not hold (the tiny
+    model's KV crosses a 128 GB/s link faster than the devices run its pages)."""
     config = load_scheduler_config(model="tiny", device="default", num_devices=2, kv_page_tokens=PAGE,
-                                   gpu_budget_bytes=230e3)
+                                   gpu_budget_bytes=230e3, link_bytes_per_s=8e9)
     sched = Scheduler(config)
     for a, r in RANKS.items():
         sched.register(a, r)
     plan = sched.step([Request(rid, a, t, True) for rid, a, t in REQUESTS])
-    assert len(plan.strategy_mix()) >= 2 and plan.p_kv > 0, plan.explain()
+    assert len(plan.strategy_mix()) >= 2 and plan.p_kv > 0 and plan.attention_on_devices, plan.explain()
     out, ref, backend = replay(plan_strategies(plan), plan.kv_units)
     assert error(out, ref) < TOLERANCE, f"worst relative error {error(out, ref):.2e}"

@@ -114,10 +114,10 @@ def small_scheduler(budget, **knobs):
     return Scheduler(config)
 
 
-def round_seconds(link, gemm_s, products, devices):
+def round_seconds(link, gemm_s, products, devices, loading=0.0):
     """One round's time written out from scheduler/rounds.py's docstring: products are
-    (LoraCost, device, copies) in queue order."""
-    gpu, after, reads = gemm_s, 0.0, 0.0
+    (LoraCost, device, copies) in queue order; `loading` bytes of factors read over the link."""
+    gpu, after, reads = gemm_s, 0.0, loading
     busy, drain, first, last = ([0.0] * devices for _ in range(4))
     out = results = descriptors = 0
     run = math.inf
@@ -145,9 +145,9 @@ def round_seconds(link, gemm_s, products, devices):
 @pytest.mark.parametrize("budget", [0.0, 3e6, 40e6, 1e12])
 def test_choice_is_the_fastest_that_fits(budget):
     """With nothing to evict, each site takes the candidate that adds the least to its
-    round (the round's time with it minus without it, given the sites decided before it,
-    over every layer) plus its amortized load, among those whose missing factors fit what
-    is free."""
+    round (the round's time with it minus without it, given the sites decided before it and
+    the factors they loaded, read over the link in the round, over every layer) plus its
+    amortized load, among those whose missing factors fit what is free."""
     from scheduler.gpu_model import GpuModel
     from scheduler.rounds import ROUND_OF
     for b in (1, 3, 8, 20, 64, 256):
@@ -160,25 +160,29 @@ def test_choice_is_the_fastest_that_fits(budget):
                          GpuModel(sched.config.gpu_config(), m).layer_costs(3 * b)))
         plan = sched.step([Request(i, i % 3, 100, True) for i in range(3 * b)])
         decided = collections.defaultdict(list)          # round -> products so far
+        loading = collections.Counter()                 # round -> factor bytes loaded so far, a layer's
         for site, decision in plan.decisions.items():
             p = next(p for p in m.projections if p.name == site.projection)
             name = ROUND_OF[p.name]
-            before = round_seconds(link, gemms[name].seconds, decided[name], 4)
+            before = round_seconds(link, gemms[name].seconds, decided[name], 4, loading[name])
             fits = []
             for s in Strategy:
                 c = sched.cost.lora_cost(s, b, p.d_in, p.d_out, sched.ranks[site.adapter])
                 need = sched.site_bytes(site, s.gpu_parts)
                 if c.feasible and need <= free:
                     product = (c, site.adapter % 4, m.copies(p))
-                    added = round_seconds(link, gemms[name].seconds, decided[name] + [product], 4) - before
+                    # its own load is ranked amortized (load_s), not by the round it lengthens now
+                    added = round_seconds(link, gemms[name].seconds, decided[name] + [product], 4,
+                                          loading[name]) - before
                     fits.append((added * m.layers + sched.load_s(need), s.name, s, product))
             best = min(fits)
             assert decision.chosen.strategy == best[2], decision.explain()
             assert decision.chosen.total_s == pytest.approx(best[0], rel=1e-9, abs=1e-15)
             decided[name].append(best[3])
+            loading[name] += sched.site_bytes(site, decision.chosen.strategy.gpu_parts) / m.layers
             free -= sched.site_bytes(site, decision.chosen.strategy.gpu_parts)
         assert plan.rounds[name].seconds(link) == pytest.approx(round_seconds(link, gemms[name].seconds,
-                                                                              decided[name], 4), rel=1e-12)
+                                                                              decided[name], 4, loading[name]), rel=1e-12)
 
 
 def test_new_request_flips_e4_to_e1_and_evicts_kv():
