@@ -11,6 +11,8 @@ class Claim:
     sim: float
     unit: str = ""
     why: str = ""                # the measured cause of a miss
+    note: str = ""               # printed whatever the verdict: what an idealized baseline omits
+    tolerance: float = 0.10      # the verdict's band; 0 for a count the paper states exactly ("every")
 
     @property
     def ratio(self):
@@ -18,4 +20,10 @@ class Claim:
 
     @property
     def within(self):
-        return abs(self.ratio - 1) <= 0.10
+        return abs(self.ratio - 1) <= self.tolerance + 1e-12
+
+    @property
+    def verdict(self):
+        if not self.within:
+            return f"miss: {self.why}"
+        return "exact" if self.tolerance == 0 else f"within {self.tolerance:.0%}"

@@ -8,6 +8,8 @@ import pathlib
 import matplotlib
 
 matplotlib.use("Agg")
+import matplotlib.patches  # noqa: E402
+import matplotlib.ticker  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 
 LABELS = {"plora": "PLoRA (NSD)", "plora-nocxl": "PLoRA-NoCXL", "grace-hopper": "Grace-Hopper",
@@ -24,29 +26,49 @@ def _save(fig, path):
     return path
 
 
-def _grouped_bars(ax, rows, group, series, value, log=False):
+def _grouped_bars(ax, rows, group, series, value, log=False, names=None, colors=None):
+    """Bars of `value` per `group` (x) and `series` (a bar each); `names` fixes the series and
+    their order (a series with no row leaves its slot empty), `colors` their colors."""
     groups = list(dict.fromkeys(r[group] for r in rows))
-    names = list(dict.fromkeys(r[series] for r in rows))
+    names = list(names or dict.fromkeys(r[series] for r in rows))
     table = {(r[group], r[series]): r[value] for r in rows}
     width = 0.8 / max(1, len(names))
     for i, name in enumerate(names):
         xs = [g + (i - (len(names) - 1) / 2) * width for g in range(len(groups))]
-        ax.bar(xs, [table.get((g, name), float("nan")) for g in groups], width, label=LABELS.get(name, name))
+        ax.bar(xs, [table.get((g, name), float("nan")) for g in groups], width, label=LABELS.get(name, name),
+               **({"color": colors[name]} if colors else {}))
     ax.set_xticks(range(len(groups)), groups, rotation=20)
     if log:
         ax.set_yscale("log")
 
 
 def fig8_tpot(rows, path):
-    """Fig. 8: TPOT of every system per workload, a panel per model."""
+    """Fig. 8: TPOT of every system per workload, a panel per model, one legend for all above
+    the panels (a system a panel lacks, S-LoRA beyond the Llama2 models as in the paper, leaves
+    its slot empty and is named in the panel's title)."""
     models = list(dict.fromkeys(r["model"] for r in rows))
-    fig, axes = plt.subplots(1, len(models), figsize=(5 * len(models), 3.6), squeeze=False)
+    names = list(dict.fromkeys(r["system"] for r in rows))
+    cycle = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    colors = {n: cycle[i % len(cycle)] for i, n in enumerate(names)}
+    fig, axes = plt.subplots(1, len(models), figsize=(4.2 * len(models), 4.2), squeeze=False)
     for ax, model in zip(axes[0], models):
-        _grouped_bars(ax, [r for r in rows if r["model"] == model], "workload", "system", "tpot_ms", log=True)
-        ax.set_title(model)
-        ax.set_ylabel("TPOT (ms)")
-    axes[0][-1].legend(fontsize=7)
-    return _save(fig, path)
+        mine = [r for r in rows if r["model"] == model]
+        _grouped_bars(ax, mine, "workload", "system", "tpot_ms", log=True, names=names, colors=colors)
+        ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.yaxis.set_minor_formatter(matplotlib.ticker.FuncFormatter(
+            lambda v, _: f"{v:g}" if f"{v:g}"[0] in "235" else ""))
+        ax.tick_params(axis="y", which="minor", labelsize=7)
+        missing = [LABELS.get(n, n) for n in names if not any(r["system"] == n for r in mine)]
+        ax.set_title(model + (f"\n(no {', '.join(missing)}, as in the paper)" if missing else ""), fontsize=10)
+    axes[0][0].set_ylabel("TPOT (ms, log scale; lower is better)")
+    handles = [matplotlib.patches.Patch(color=colors[n], label=LABELS.get(n, n)) for n in names]
+    fig.legend(handles=handles, loc="upper center", ncol=len(names), fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, 0, 1, 0.92))
+    path = pathlib.Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
 
 
 def fig9_ablation(rows, path):
