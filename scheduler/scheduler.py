@@ -386,17 +386,12 @@ class Scheduler:
             self._make_room_for_kv(best, serving, evictions)
             self.p_kv = self.kv.share_fitting(self.budget - self.adapter_bytes(), best)
         self._check_budget("duplicating KV")
-        precached = self._precache(serving, loads) if not self._forced else []
         units = self.kv.units_of(self.p_kv) if self.kv else np.zeros(0, np.int64)
         tokens = self.kv.tokens_of(units) if self.kv else np.zeros(0, np.int64)
         rounds = {name: load.copy() for name, load in self.rounds.items()}
         if self.kv is not None:
             rounds["attention"] = self.kv.load(units)[0]
-        # pre-cached factors come over the link beside the step's own traffic, a layer's
-        # share each layer, spread over its rounds
-        background = sum(n for site, _, n in loads if site.adapter in precached) / self.model.layers
-        for load in rounds.values():
-            load.add_reads(background / len(rounds))
+        precached = self._precache(serving, loads, self._link_slack(rounds)) if not self._forced else []
         on_devices = self.kv.on_devices if self.kv is not None else self.cost.distributed_attention
         total = sum(r.context for r in requests)
         return StepPlan(self.step_count, decisions, float(tokens.sum()) / total if total else 0.0,
@@ -616,9 +611,18 @@ class Scheduler:
 
     # ---- pre-caching --------------------------------------------------------------------
 
-    def _precache(self, serving, loads):
+    def _link_slack(self, rounds):
+        """Bytes the link's pool -> GPU direction can carry this step without lengthening it:
+        in each round of each layer, its time less a round trip and what it carries already."""
+        w = self.link.bytes_per_s
+        return self.model.layers * sum(
+            max(0.0, load.seconds(self.link) - self.link.round_trip_s - self.link.transfer_s(load.to_gpu)) * w
+            for load in rounds.values())
+
+    def _precache(self, serving, loads, slack):
         """Pre-cache the hottest non-serving adapters (A and B of every site) with the memory
-        and cache slots left; never evicts anything."""
+        and cache slots left, in the background: as many as the link's idle time this step
+        carries (`slack` bytes), so that no step waits for them; never evicts anything."""
         done = []
         every = len(self._projections)
         for a in self.temps.hottest(self.config.hot_set_size, exclude=serving):
@@ -630,8 +634,9 @@ class Scheduler:
                 continue
             if a not in self._holding and len(self._holding) >= self.config.max_loras:
                 break
-            if need > self.free_bytes():
+            if need > self.free_bytes() or need > slack:
                 continue
+            slack -= need
             for s, m in missing.items():
                 if m:
                     self._hold(s, self.cached.get(s, _NOTHING) | m)
