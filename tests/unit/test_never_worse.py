@@ -4,8 +4,21 @@ factors at once), PLoRA's scheduler can keep all KV in HBM and compute every pro
 HBM, so its TPOT, TTFT and throughput are at least S-LoRA's, within 2 %; and the same
 against NS and Pure CXL, whose strategies and KV placements are a subset of PLoRA's
 (Algorithm 1 over fewer strategies, the GPU reading over the link what PLoRA's devices
-compute). Random workloads (lengths, adapters, ranks, popularity, arrivals) and system
-configs (model, devices, batch, KV precision) by hypothesis, on the CXL 3.1 link."""
+compute). Random workloads (lengths, adapters, ranks, popularity) and system configs
+(model, devices, batch, KV precision) by hypothesis, on the CXL 3.1 link.
+
+The requests arrive together (a closed batch, as the paper's offline runs): then the engine
+takes the same iterations in the same order whatever the system (admission counts tokens
+and slots, not time), and a system no slower on each iteration is no slower on any metric.
+With arrivals spread in time that no longer holds, for any pair of systems: the faster one
+may admit a late request alone where the slower one, still busy, admits it with the next, so
+its other requests wait for two prefills (measured: Llama2-7B, 1 device, batch 2, four
+requests at 47/s, seed 175: PLoRA's decode steps are 3.95 ms to S-LoRA's 4.0-4.1, its TPOT
+5.29 ms to S-LoRA's 4.05). Graham's scheduling anomaly; the per-iteration costs are what a
+placement decides.
+
+`make test` draws 12 examples per system; `make never-worse` 200 (NEVER_WORSE_EXAMPLES):
+600 passed in 172 s on 2026-12-02."""
 import math
 
 import pytest
@@ -29,13 +42,11 @@ def runs(draw):
                         max_batch=draw(st.integers(2, 48)), kv_precision=draw(st.sampled_from(["fp16", "int8"])))
     prompt = draw(st.integers(8, 1500))
     output = draw(st.integers(2, 160))
-    arrival = draw(st.sampled_from(["offline", "poisson"]))
     workload = WorkloadConfig(
         "drawn", prompt=Lengths("uniform", low=max(1, prompt // 4), high=prompt),
         output=Lengths("uniform", low=max(1, output // 4), high=output),
         popularity=draw(st.sampled_from(["uniform", "skewed", "zipf"])), adapters=draw(st.integers(51, 400)),
-        requests=draw(st.integers(4, 40)), arrival=arrival,
-        rate_per_s=draw(st.floats(5, 200)) if arrival == "poisson" else None, seed=draw(st.integers(0, 1000)))
+        requests=draw(st.integers(4, 40)), seed=draw(st.integers(0, 1000)))
     return run, workload
 
 
