@@ -589,15 +589,19 @@ class Scheduler:
 
     def _serving_options(self, taker, serving, batch):
         """The serving sites' options: the A factor (else what is held) of every site of
-        another serving adapter, priced by its site's slowdown."""
+        another serving adapter, priced by its site's slowdown and, as a hot adapter's
+        eviction is, by its reload, amortized: a serving adapter will want its factors
+        back while its batch lasts, and without that term two sites short of memory take
+        each other's factors step after step, each load crossing the link."""
         out = []
         for s, parts in self.cached.items():
             if s.adapter not in serving or s.adapter == taker.adapter or not parts:
                 continue
             b = batch[s.adapter]
             drop = frozenset("A") if "A" in parts else parts
+            nbytes = self.site_bytes(s, drop)
             penalty = self.best_with(s, parts - drop, b)[0] - self.best_with(s, parts, b)[0]
-            out.append(Eviction("serving", s, drop, self.site_bytes(s, drop), max(0.0, penalty)))
+            out.append(Eviction("serving", s, drop, nbytes, max(0.0, penalty) + self.load_s(nbytes)))
         return out
 
     def _apply_eviction(self, e):

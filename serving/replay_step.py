@@ -44,7 +44,7 @@ from isa.slots import HEADER_BYTES
 from scheduler.cost import Strategy, factor_bytes
 from scheduler.emit import attention_round, lora_round
 from scheduler.kv_pages import KvPages
-from scheduler.rounds import ROUNDS
+from scheduler.rounds import ROUND_OF, ROUNDS
 from scheduler.scheduler import Scheduler
 
 from .config import load_serving_config, load_system_config
@@ -237,9 +237,14 @@ async def _replay(system, running, plan):
     held = {r.rid: pages.held_pages(r.context, r.rid, plan.kv_units[r.rid]) for r in running}
     chosen = {(site.adapter, site.projection): d.chosen.strategy for site, d in plan.decisions.items()}
     groups = query_groups(m.q_heads, m.kv_heads)
-    # E2: the GPU reads the site's factors (every copy) over the link
-    e2_bytes = {(a, p.name): copies[p.name] * sum(factor_bytes(p.d_in, p.d_out, sched.ranks[a]))
-                for a in rows for p in m.projections}
+    # E2: the GPU reads a copy's factors over the link (emission gives an op per copy)
+    e2_bytes = {(a, p.name): sum(factor_bytes(p.d_in, p.d_out, sched.ranks[a])) for a in rows for p in m.projections}
+    # factors the step loads into GPU memory: read in the round of the site that needs them,
+    # a layer's share each layer (pre-cached ones ride the link's idle time)
+    loading = collections.Counter()
+    for site, _, nbytes in plan.loads:
+        if site.adapter not in plan.precached:
+            loading[ROUND_OF[site.projection]] += nbytes / m.layers
     host = _Host(pool, clock, system.link)
     replayed, descriptors = collections.Counter(), 0
     for layer in range(m.layers):
@@ -250,6 +255,8 @@ async def _replay(system, running, plan):
             else:
                 rnd = attention_round(kv, layer, [r.rid for r in running], held, groups, plan.attention_on_devices)
             reads = [e2_bytes[op.key] for op in rnd.gpu_ops if op.kind == "lora_e2"]
+            if loading[name]:
+                reads.append(loading[name])
             if name == "attention" and not plan.attention_on_devices:
                 reads.append(plan.rounds[name].reads)       # the pages the GPU does not hold, over the link
             pool_s = await host.round(rnd.device_ops, reads)
