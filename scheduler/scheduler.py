@@ -9,9 +9,11 @@ Every decode step, `Scheduler.step(requests)`:
    that fits the GPU budget (line 6); else evict cold adapters first (line 8), then consider
    the other residents, KV duplicates, hot adapters and serving adapters (lines 15-18),
    re-rank every candidate with its eviction penalty and take the fastest (lines 19-20);
-4. duplicates KV pages on the GPU with what is left, up to the share of least attention
-   time (Table V);
-5. pre-caches the hottest non-serving adapters with what is still left.
+4. duplicates KV pages on the GPU up to the share of least attention time (Table V), the
+   devices computing the rest or, where that is faster, the GPU reading it over the link,
+   evicting idle adapters for it where the time it buys exceeds their reload;
+5. pre-caches the hottest non-serving adapters with what is still left, as far as the
+   link's idle time in the step carries them.
 
 The time a candidate is ranked by is the time it adds to its layer (issue 24): a layer
 runs in rounds (scheduler.rounds), each the longer of the GPU's stream and the pool's side,
@@ -21,7 +23,9 @@ and a product is charged only what it makes its round longer, given the products
 before it. A strategy that needs factors the GPU does not hold also pays their one-time load
 over the link, amortized over `expected_steps` (the steps its batch is expected to last):
 the rule that moves an adapter from P3 to P1 (E4 to E1). Every decision keeps its ranked
-candidates, so `StepPlan.explain()` says why.
+candidates, so `StepPlan.explain()` says why. Factors loaded for a site cross the link in
+its round of this step (StepPlan.rounds holds what the step costs; the ranking holds the
+load amortized).
 
 Speed: a step whose serving adapters, batches, ranks and cached factors are those of the
 step before, which took every site's fastest candidate with nothing to load or evict, takes
