@@ -45,8 +45,8 @@ class StepCost:
     """One iteration's time and what it moved (times are the whole step, over all layers)."""
     seconds: float
     gemm_s: float = 0.0             # the base model's weight GEMMs and LM head
-    lora_s: float = 0.0             # what the LoRA products add to the LoRA waves
-    attention_s: float = 0.0        # the attention waves (prefill: the prompts' self-attention)
+    lora_s: float = 0.0             # what the LoRA products add to their rounds
+    attention_s: float = 0.0        # the attention rounds (prefill: the prompts' self-attention)
     launch_s: float = 0.0           # kernel launches and host exchanges on the GPU's stream
     pool_s: float = 0.0             # the pool's side of every round (link and devices), summed
     link_to_device: float = 0.0     # bytes GPU -> pool over the GPU's link
@@ -156,9 +156,10 @@ class PoolSystem(System):
         m, batch = self.model, len(running)
         gemms = dict(zip((g[0] for g in self.gpu_model.gemms), self.gpu_model.layer_costs(batch)))
         launch = self.gpu.kernel_launch_s if self.system.per_adapter_launch else 0.0
+        projections = {p.name: p for p in m.projections}
         products = collections.Counter()        # round -> products per layer (NoCXL's launches)
-        for site, d in plan.decisions.items():
-            products[ROUND_OF[site.projection]] += m.copies(self.scheduler._projections[site.projection])
+        for site in plan.decisions:
+            products[ROUND_OF[site.projection]] += m.copies(projections[site.projection])
         rounds, launches = [], []
         for name, _ in ROUNDS:
             load = plan.rounds[name].copy()
