@@ -87,19 +87,20 @@ def factor_bytes(d_in, d_out, r):
 
 class CostModel:
     def __init__(self, gpu, link, timing, num_devices, distributed_attention=True, kv_scale=1.0,
-                 page_tokens=128):
+                 page_tokens=None):
         """`distributed_attention`: the devices may compute attention partials over the KV the
         GPU does not hold (D); without it the GPU reads that KV over the link. `kv_scale`: KV bytes
         per element over FP16's (0.5 INT8, 0.25 INT4): every KV byte count scales with it, and a
         device's page time scales in the bytes it reads, not in its fixed cost (`_page`).
-        `page_tokens`: tokens of a KV page on one device (one ATTENTION operand)."""
+        `page_tokens`: tokens of a KV page on one device (one ATTENTION operand); needed for
+        attention only (a LoRA-only user, the crossover table, may leave it out)."""
         if num_devices < 1:
             raise ValueError(f"num_devices must be >= 1, got {num_devices!r}")
         if not 0 < kv_scale <= 1:
             raise ValueError(f"kv_scale must be in (0, 1], got {kv_scale!r}")
         self.gpu, self.link, self.timing, self.num_devices = gpu, link, timing, num_devices
         self.distributed_attention, self.kv_scale = distributed_attention, kv_scale
-        self.pages = KvPages(num_devices, page_tokens)
+        self.pages = KvPages(num_devices, page_tokens) if page_tokens else None
         self.lora_cost = functools.lru_cache(maxsize=1 << 16)(self.lora_cost)
         self._page_tables = {}      # (rows, head_dim) -> [periods by tokens 0..P, drains, filled]
 
@@ -211,6 +212,8 @@ class AttentionTable:
 
     def __init__(self, cost, contexts, rids, q_heads, kv_heads, head_dim):
         pages = cost.pages
+        if pages is None:
+            raise ValueError("this cost model was made without page_tokens: it prices no attention")
         self.cost, self.kv_heads, self.head_dim = cost, kv_heads, head_dim
         self.layout = layout = pages.layout(contexts, rids)
         self.requests = np.arange(layout.requests)

@@ -27,7 +27,7 @@ def timing(config):
 
 @pytest.fixture(scope="module")
 def cost(config, timing):
-    return CostModel(config.gpu_config(), config.link_config(), timing, config.num_devices)
+    return CostModel(config.gpu_config(), config.link_config(), timing, config.num_devices, page_tokens=128)
 
 
 # ---- Table IV ---------------------------------------------------------------------------
