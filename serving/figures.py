@@ -45,7 +45,7 @@ def _grouped_bars(ax, rows, group, series, value, log=False, names=None, colors=
 def fig8_tpot(rows, path):
     """Fig. 8: TPOT of every system per workload, a panel per model, one legend for all above
     the panels (a system a panel lacks, S-LoRA beyond the Llama2 models as in the paper, leaves
-    its slot empty and is named in the panel's title)."""
+    its slot empty and is named in the panel's title, "not run")."""
     models = list(dict.fromkeys(r["model"] for r in rows))
     names = list(dict.fromkeys(r["system"] for r in rows))
     cycle = plt.rcParams["axes.prop_cycle"].by_key()["color"]
@@ -59,7 +59,7 @@ def fig8_tpot(rows, path):
             lambda v, _: f"{v:g}" if f"{v:g}"[0] in "235" else ""))
         ax.tick_params(axis="y", which="minor", labelsize=7)
         missing = [LABELS.get(n, n) for n in names if not any(r["system"] == n for r in mine)]
-        ax.set_title(model + (f"\n(no {', '.join(missing)}, as in the paper)" if missing else ""), fontsize=10)
+        ax.set_title(model + (f"\n(not run: {', '.join(missing)})" if missing else ""), fontsize=10)
     axes[0][0].set_ylabel("TPOT (ms, log scale; lower is better)")
     handles = [matplotlib.patches.Patch(color=colors[n], label=LABELS.get(n, n)) for n in names]
     fig.legend(handles=handles, loc="upper center", ncol=len(names), fontsize=8, frameon=False)
