@@ -28,6 +28,7 @@ largest close to it when one stage dominates (`make replay-step` runs whole step
 model devices and the link to check it). `run` is the shortest period + drain of the
 round's descriptors: the last descriptor to arrive, or the first to leave, still runs.
 """
+import copy
 import dataclasses
 import math
 
@@ -64,8 +65,10 @@ class RoundLoad:
                 setattr(self, name, [0.0] * self.num_devices)
 
     def copy(self):
-        return dataclasses.replace(self, busy=list(self.busy), drain=list(self.drain),
-                                   first_out=list(self.first_out), last_in=list(self.last_in))
+        new = copy.copy(self)           # fields as they are, the per-device lists their own
+        new.busy, new.drain, new.first_out, new.last_in = (list(self.busy), list(self.drain),
+                                                           list(self.first_out), list(self.last_in))
+        return new
 
     def add_descriptors(self, device, count, period_s, drain_s, out_bytes, in_bytes):
         """`count` descriptors of one shape at the end of `device`'s queue."""

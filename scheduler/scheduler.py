@@ -195,6 +195,7 @@ class Scheduler:
         self._kv_token_bytes = self.model.kv_bytes_per_token() * config.kv_scale
         self._repeat = None         # (key, decisions, rounds): the last step, if it can repeat
         self._kv_hints = {}         # on_devices -> the last step's best KV share (where a search starts)
+        self._serving_memo = None   # (step, {(site, parts, batch): its eviction option})
 
     # ---- adapters -----------------------------------------------------------------------
 
@@ -295,7 +296,7 @@ class Scheduler:
     def best_with(self, site, parts, batch):
         """The fastest feasible strategy needing only `parts` on the GPU: (time, strategy)."""
         options = [(self.site_cost(site, s, batch)[0], s.name, s) for s in self._strategies
-                   if s.gpu_parts <= parts]
+                   if _GPU_PARTS[s] <= parts]
         t, _, s = min(options)
         return t, s
 
@@ -597,15 +598,25 @@ class Scheduler:
         eviction is, by its reload, amortized: a serving adapter will want its factors
         back while its batch lasts, and without that term two sites short of memory take
         each other's factors step after step, each load crossing the link."""
+        # a site's option is priced once a step, against the rounds as they stand when it is
+        # first asked for (an eviction plan under memory pressure asks for every one, for
+        # every site decided: pricing them all again each time took most of a run's time)
+        if self._serving_memo is None or self._serving_memo[0] != self.step_count:
+            self._serving_memo = (self.step_count, {})
+        priced = self._serving_memo[1]
         out = []
         for s, parts in self.cached.items():
             if s.adapter not in serving or s.adapter == taker.adapter or not parts:
                 continue
             b = batch[s.adapter]
-            drop = frozenset("A") if "A" in parts else parts
-            nbytes = self.site_bytes(s, drop)
-            penalty = self.best_with(s, parts - drop, b)[0] - self.best_with(s, parts, b)[0]
-            out.append(Eviction("serving", s, drop, nbytes, max(0.0, penalty) + self.load_s(nbytes)))
+            e = priced.get((s, parts, b))
+            if e is None:
+                drop = frozenset("A") if "A" in parts else parts
+                nbytes = self.site_bytes(s, drop)
+                penalty = self.best_with(s, parts - drop, b)[0] - self.best_with(s, parts, b)[0]
+                e = priced[(s, parts, b)] = Eviction("serving", s, drop, nbytes,
+                                                     max(0.0, penalty) + self.load_s(nbytes))
+            out.append(e)
         return out
 
     def _apply_eviction(self, e):
