@@ -35,11 +35,8 @@ LLAMA_MODELS = ("llama2-7b", "llama2-13b", "llama3-8b")    # 'the Llama models',
 MOE_MODELS = ("qwen3-30b-a3b",)
 # 'S-LoRA is measured on a real H100, so we report it only for the two models we could run'
 SLORA_MODELS = MODELS
-# (model, system) pairs the systems sweep leaves out: S-LoRA where the paper did not run it, and Pure CXL
-# on Qwen3-30B-A3B, where its runs took 270-390 s each (as long as the rest of the table together) and no
-# claim reads it: it is Grace-Hopper's mechanism on a slower link and a smaller pool, and its TPOT was
-# above Grace-Hopper's in every cell where both ran (docs/serving.md)
-FIG8_SKIP = {(m, "s-lora") for m in FIG8_MODELS if m not in SLORA_MODELS} | {(m, "pure-cxl") for m in MOE_MODELS}
+# (model, system) pairs the systems sweep leaves out: S-LoRA where the paper did not run it
+FIG8_SKIP = {(m, "s-lora") for m in FIG8_MODELS if m not in SLORA_MODELS}
 DP_GPUS = 4                       # VII-G: '4-GPU S-LoRA' (Llama2-7B)
 DP_MODEL = "llama2-7b"
 
@@ -73,8 +70,7 @@ def sweep_grids():
                                                                      "n-e3", "n-e4", "pure-cxl"])],
         "devices": [dict(workload=[SHORT, LONG], link_gb_s=[128, 450], devices=list(DEVICES))],
         "latency": [dict(workload=[SHORT, LONG], latency_ns=[0, *LATENCY_NS])],
-        # Fig. 8: S-LoRA on the two models the paper ran it on, the other systems on all four, but Pure CXL
-        # not on the MoE model (FIG8_SKIP)
+        # Fig. 8: S-LoRA on the two models the paper ran it on (FIG8_SKIP), the other systems on all four
         "systems": [dict(model=[m], workload=list(FIG8_WORKLOADS),
                          system=[s for s in FIG8_SYSTEMS if (m, s) not in FIG8_SKIP]) for m in FIG8_MODELS],
         "kv": [dict(model=["llama2-13b"], workload=[LONG], system=["plora", "plora-nocxl"],
@@ -92,8 +88,8 @@ def run_sweeps(base, requests, address, workers, out, reuse=False):
     grids = sweep_grids()
     labelled = [(name, labels, cfg) for name, gs in grids.items() for grid in gs
                 for labels, cfg in points(base, grid)]
-    # the longest points (Qwen3-30B-A3B's: up to minutes each, 48 layers of many expert sites) go to the
-    # workers first, so that the short ones fill in beside them rather than wait behind them at the end
+    # the longest points (Qwen3-30B-A3B's Uniform and Uniform-long: 20-120 s each, 48 layers of many expert
+    # sites) go to the workers first, so that the short ones fill in beside them rather than wait at the end
     order = sorted(range(len(labelled)), key=lambda i: (labelled[i][2].model not in MOE_MODELS, i))
     done = sweep([labelled[i][2] for i in order], address=address, workers=workers, desc="reproduce")
     summaries = [None] * len(labelled)
@@ -247,16 +243,6 @@ def nocxl_launches(cell, base):
             f"{nocxl:.0f} us would be {nocxl / p['layer_gemm_us']:.1f}x it")
 
 
-def pure_cxl_note(cells):
-    """Why leaving Pure CXL out of a cell (FIG8_SKIP) cannot hide a system faster than PLoRA: the
-    cells where both ran in which Pure CXL's TPOT is above Grace-Hopper's."""
-    both = [row for row in cells.values() if "pure-cxl" in row and "grace-hopper" in row]
-    above = sum(row["pure-cxl"]["tpot_ms"] > row["grace-hopper"]["tpot_ms"] for row in both)
-    skipped = sorted({m for m, s in FIG8_SKIP if s == "pure-cxl"})
-    return (f"Pure CXL is not run on {', '.join(skipped)} (its runs the longest of the table); its TPOT is above "
-            f"Grace-Hopper's in {above} of the {len(both)} cells where both ran")
-
-
 def fig8_claims(systems, dp, base):
     """The claims of VII-B (Fig. 8) and VII-G (4-GPU S-LoRA) from the systems sweep's rows and
     the 4-GPU S-LoRA's replica rows."""
@@ -275,6 +261,12 @@ def fig8_claims(systems, dp, base):
     # CPU-LoRA-Offload, every model and workload
     ratios = tpot_over_plora(cells, "cpu-lora-offload", FIG8_MODELS)
     lo, hi = min(ratios, key=ratios.get), max(ratios, key=ratios.get)
+    # section VIII, Finding 1: 'CPU-LoRA-Offload is CPU-bound below 188 tokens/s' (batch 32)
+    full = {c: cells[c]["cpu-lora-offload"]["full_batch_tok_s"] for c in cells
+            if c[0] in MODELS and c[1] != "lmsys" and "cpu-lora-offload" in cells[c]}
+    bound = (f"its decode throughput at a full batch here is {min(full.values()):.0f}-{max(full.values()):.0f} tok/s "
+             f"on Llama2-7B/13B Uniform and Uniform-long, against the paper's 'CPU-bound below 188 tokens/s' "
+             f"(Finding 1), a step of at least 32/188 = {32 / 188 * 1e3:.0f} ms")
     for label, paper, c in (("least", 3.7, lo), ("most", 177.0, hi)):
         row = cells[c]["cpu-lora-offload"]
         fixed, transfers, cpu = cpu_offload_parts(row, base)
@@ -284,7 +276,7 @@ def fig8_claims(systems, dp, base):
                 f"a layer's 4 host rounds take {row['layer_launch_us']:.0f} us of its {step:.0f} us: {fixed:.0f} us "
                 f"the assumed exchange cost and PCIe round trips, {transfers:.0f} us x and the results over PCIe, "
                 f"{cpu:.0f} us the CPU's roofline (every served adapter's factors read from host DRAM); PLoRA's "
-                f"layer {_layer(cells[c]['plora'])}")
+                f"layer {_layer(cells[c]['plora'])}; {bound}")
         out.append(Claim(f"PLoRA TPOT below CPU-LoRA-Offload, {label} ({_cell(c)})", paper, ratios[c], "x",
                          f"per cell {_ratios(ratios)}", note))
     # Grace-Hopper: the Llama models under LMSYS, and Llama2-13B Uniform-long
@@ -325,7 +317,7 @@ def fig8_claims(systems, dp, base):
                          f"{m} {w}: {s}, PLoRA's TPOT {r:.3f}x its (one layer {s} "
                          f"{_layer(cells[(m, w)][s])}, {cells[(m, w)][s]['throughput_tok_s']:.0f} tok/s; PLoRA "
                          f"{_layer(cells[(m, w)]['plora'])}, {cells[(m, w)]['plora']['throughput_tok_s']:.0f} tok/s)"
-                         for m, w, s, r in beaten), tolerance=0.0, note=pure_cxl_note(cells)))
+                         for m, w, s, r in beaten), tolerance=0.0))
     # VII-G: 4-GPU S-LoRA, Llama2-7B, throughput
     each, scale, spans = {}, {}, {}
     for w in FIG8_WORKLOADS:
@@ -385,7 +377,8 @@ def claims(results, base):
                f"3350 GB/s; the paper streams {step_ms * 3.35:.0f} GB); the step at the plateau is "
                f"{best['layer_gemm_us'] * layers / 1e3:.2f} ms of GEMMs and LM head + "
                f"{best['layer_lora_us'] * layers / 1e3:.2f} ms LoRA + {best['layer_attention_us'] * layers / 1e3:.2f} ms "
-               f"attention rounds (KV on the GPU {best['kv_dup_frac']:.0%}), which the wave accounting adds to the GEMMs")
+               f"attention rounds: the GPU's own work beside its GEMMs (it reads the {best['kv_dup_frac']:.0%} of the KV "
+               f"it duplicates from HBM, and the LoRA products it keeps)")
         out.append(Claim(f"{model} short decode step at batch 32 (plateau)", step_ms, step, "ms", why))
         out.append(Claim(f"{model} short plateau", tok_s, top, "tok/s", why))
         out.append(Claim(f"{model} short plateau / HBM floor", 1.0, step / floor_ms, "x",
