@@ -196,6 +196,7 @@ class Scheduler:
         self._repeat = None         # (key, decisions, rounds): the last step, if it can repeat
         self._kv_hints = {}         # on_devices -> the last step's best KV share (where a search starts)
         self._serving_memo = None   # (step, {(site, parts, batch): its eviction option})
+        self._precache_need = {}    # adapter -> ((version, rank), missing parts by site, their bytes)
 
     # ---- adapters -----------------------------------------------------------------------
 
@@ -395,7 +396,7 @@ class Scheduler:
         tokens = self.kv.tokens_of(units) if self.kv else np.zeros(0, np.int64)
         rounds = {name: load.copy() for name, load in self.rounds.items()}
         if self.kv is not None:
-            rounds["attention"] = self.kv.load(units)[0]
+            rounds["attention"] = self.kv.load(units)[0].copy()
         precached = self._precache(serving, loads, self._link_slack(rounds)) if not self._forced else []
         on_devices = self.kv.on_devices if self.kv is not None else self.cost.distributed_attention
         total = sum(r.context for r in requests)
@@ -647,8 +648,12 @@ class Scheduler:
         for a in self.temps.hottest(self.config.hot_set_size, exclude=serving):
             if self._whole.get(a, 0) == every:
                 continue                                # holds everything: needs nothing
-            missing = {s: frozenset(PARTS) - self.cached.get(s, _NOTHING) for s in self.sites(a)}
-            need = sum(self.site_bytes(s, m) for s, m in missing.items())
+            known = self._precache_need.get(a)
+            if known is None or known[0] != (self._version.get(a, 0), self.ranks[a]):
+                missing = {s: frozenset(PARTS) - self.cached.get(s, _NOTHING) for s in self.sites(a)}
+                known = self._precache_need[a] = ((self._version.get(a, 0), self.ranks[a]), missing,
+                                                  sum(self.site_bytes(s, m) for s, m in missing.items()))
+            _, missing, need = known
             if not need:
                 continue
             if a not in self._holding and len(self._holding) >= self.config.max_loras:
@@ -685,7 +690,7 @@ class _KvShare:
         self.total = int(self.caps.sum())
         self.on_devices = sched.cost.distributed_attention
         self.modes = (True, False) if self.on_devices else (False,)
-        self._units, self._seconds = {}, {}
+        self._units, self._loads = {}, {}
 
     def units_of(self, p_kv):
         """Units per request of a share p_kv of all units."""
@@ -702,17 +707,18 @@ class _KvShare:
         return float(self.tokens_of(units).sum()) * self.sched._kv_token_bytes
 
     def load(self, units, on_devices=None):
-        return self.table.load(units, self.on_devices if on_devices is None else on_devices)
+        """(RoundLoad of one layer, GPU KV bytes) with the GPU holding `units` (kept: the
+        search asks for the same shares again)."""
+        on_devices = self.on_devices if on_devices is None else on_devices
+        key = (int(units.sum()), on_devices)        # units come from units_of: one per total
+        found = self._loads.get(key)
+        if found is None:
+            found = self._loads[key] = self.table.load(units, on_devices)
+        return found
 
     def seconds(self, units, on_devices=None):
         """The attention round over every layer with the GPU holding `units`."""
-        on_devices = self.on_devices if on_devices is None else on_devices
-        key = (units.tobytes(), on_devices)
-        t = self._seconds.get(key)
-        if t is None:
-            t = self._seconds[key] = (self.table.load(units, on_devices)[0].seconds(self.sched.link)
-                                      * self.sched.model.layers)
-        return t
+        return self.load(units, on_devices)[0].seconds(self.sched.link) * self.sched.model.layers
 
     def share_fitting(self, nbytes, upper):
         """The largest share <= upper whose duplicates take at most `nbytes`."""
