@@ -260,18 +260,37 @@ class Scheduler:
                 else:
                     del counter[a]
 
-    def keep(self, site, parts):
+    def keep(self, site, parts, serving=frozenset()):
         """Keep `parts` of a site's factors that the GPU has just read over the link (a
-        prefill's E2) in GPU memory if they fit what is free and a cache slot, evicting
-        nothing: GPU memory is "a software-managed cache for the devices" (section V-A), and
-        a read is a cache fill. Returns whether they are held now."""
+        prefill's E2) in GPU memory: GPU memory is "a software-managed cache for the devices"
+        (section V-A), and a read is a cache fill. To make room it evicts idle adapters (not
+        in `serving`, the adapters of the running and admitted requests), coldest first, as
+        S-LoRA's unified paging evicts its least recently used: the request that read them
+        decodes next, and without them every decode step reads them again (or loads them,
+        which the prefill's read already paid for). It evicts nothing when the idle adapters
+        together cannot make the room. Returns whether they are held now."""
         missing = frozenset(parts) - self.cached.get(site, _NOTHING)
         if not missing:
             return True
-        slot = site.adapter in self._holding or len(self._holding) < self.config.max_loras
-        if self._forced or not slot or self.site_bytes(site, missing) > self.free_bytes():
+        if self._forced:
             return False
+        need = self.site_bytes(site, missing)
+        need_slot = site.adapter not in self._holding and len(self._holding) >= self.config.max_loras
+        idle = sorted(set(self._holding) - set(serving) - {site.adapter}, key=lambda a: (self.temps[a], a))
+        victims, free = [], self.free_bytes()
+        for a in idle:
+            if need <= free and not need_slot:
+                break
+            victims.append(a)
+            free += sum(self.site_bytes(s, self.cached.get(s, _NOTHING)) for s in self.sites(a))
+            need_slot = False
+        if need > free or need_slot:
+            return False
+        for a in victims:
+            for s in self.sites(a):
+                self._hold(s, _NOTHING)
         self._hold(site, self.cached.get(site, _NOTHING) | missing)
+        self._check_budget("keep")
         return True
 
     # ---- costs --------------------------------------------------------------------------

@@ -221,8 +221,8 @@ class PoolSystem(System):
         """The prompts of `new` in one iteration (`running` waits). Every adapter's product runs on the GPU: at a
         prompt's hundreds of tokens per adapter the GPU strategies win (Fig. 3a's crossovers),
         E1 where the GPU holds the factors, else E2 reading them over the link, and keeping
-        them where GPU memory is free (Scheduler.keep: the read fills the cache, as S-LoRA's
-        staging does); the prompts' K and V go to the pool over the link."""
+        them, evicting idle adapters for the room (Scheduler.keep: the read fills the cache,
+        as S-LoRA's staging does); the prompts' K and V go to the pool over the link."""
         m = self.model
         tokens = sum(r.prompt for r in new)
         gemm = self.gpu_model.layer_s(tokens)
@@ -233,6 +233,7 @@ class PoolSystem(System):
         gpu_lora = to_gpu = 0.0
         launches = 0
         mix = collections.Counter()
+        serving = {r.adapter for r in running} | set(per_adapter)
         for adapter, b in per_adapter.items():
             for p in m.projections:
                 site = Site(adapter, p.name)
@@ -240,7 +241,7 @@ class PoolSystem(System):
                 s = Strategy.E1 if {"A", "B"} <= held else Strategy.E2
                 c = self.cost.lora_cost(s, b, p.d_in, p.d_out, self.ranks[adapter])
                 if s is Strategy.E2:
-                    self.scheduler.keep(site, "AB")
+                    self.scheduler.keep(site, "AB", serving)
                 k = m.copies(p)
                 gpu_lora += k * c.gpu_s
                 to_gpu += k * c.link_to_gpu
