@@ -28,7 +28,11 @@ when it ran, else the model's) is
     roofline config=<name> source=<rtl|model> lora_port_util_min_64k=<x>% lora_port_util_min_1m=<x>%
 
 the minimum port utilization over the gemv, gemv^T and e4 workloads with K x N >= 64K and
->= 1M elements (issue 12's targets: 80 % and 90 %).
+>= 1M elements (issue 12's targets: 80 % and 90 %). Before it, per source, the attention line
+
+    attention config=<name> source=<rtl|model> page128=<x>% share256=<x>% layer_llama2_7b=<x>% gqa8_mac=<x>%
+
+(`attention_workloads`, issue 25's targets: 85 % each; '-' where a shape did not run).
 """
 import argparse
 import asyncio
@@ -61,10 +65,12 @@ class Workload:
     k: int              # K (e3: D; attention: d)
     n: int              # N (e3: R; attention: tokens)
     rtl: bool = True    # in the RTL's share (the model runs every workload)
+    copies: int = 0     # back-to-back descriptors (0: the run's --copies)
 
     @property
     def name(self):
-        return f"{self.kind} {self.m}x{self.k}x{self.n}"
+        base = f"{self.kind} {self.m}x{self.k}x{self.n}"
+        return f"{base} x{self.copies}" if self.copies else base
 
     @property
     def elements(self):
@@ -85,7 +91,24 @@ def workloads(cfg, rtl_batches=(4, 8)):
     out += [Workload("e3", b, d, r, rtl=b <= 16) for r in (16, 64) for b in (1, 16, 256)]
     tokens = min(512, cfg.k_max, cfg.n_max)
     out += [Workload(kind, m, 128, tokens) for kind in ("attention", "attention^T") for m in (1, 8)]
+    out += attention_workloads(cfg)
     return out
+
+
+def attention_workloads(cfg):
+    """The attention line's shapes (issue 25), keys token-major as the driver stores them,
+    d = 128: a 128-token page and a 256-token request-head share, one query row, one
+    descriptor each; a Llama2-7B layer's attention on one of 4 devices at batch 32 and
+    context 1,024 (32 requests x 32 heads x 2 pages of 128 tokens: 2,048 descriptors,
+    model only: the fast RTL path runs about 1 k cycles/s at the paper's size); a GQA group
+    of 8 query rows on 512 tokens."""
+    if min(cfg.k_max, cfg.n_max) < 512:
+        return []
+    return [Workload("attention^T", 1, 128, 128), Workload("attention^T", 1, 128, 256),
+            Workload("attention^T", 1, 128, 128, rtl=False, copies=LAYER_DESCRIPTORS)]
+
+
+LAYER_DESCRIPTORS = 32 * 32 * 2     # requests x heads x 128-token pages of a 256-token share
 
 
 class Prepared:
@@ -172,6 +195,7 @@ async def measure(dev, now, cfg, work, copies, memory_bytes, rng):
     """Run `copies` back-to-back descriptors of `work` on queue 0; returns a dict of the
     period (cycles), the first completion's cycles and the utilizations."""
     prepared = Prepared(cfg, work, rng)
+    copies = work.copies or copies
     log2_depth, log2_slot = slot_geometry(_shape_descriptor(work), copies)
     ring = (1 << log2_depth) << log2_slot
     queue = await dev.configure_queue(0, sq_base=0, cq_base=ring, data_base=2 * ring,
@@ -271,6 +295,21 @@ def summary(cfg, source, works, results):
             f"lora_port_util_min_1m={mins['1m']}")
 
 
+def attention_summary(cfg, source, results):
+    """The attention line (issue 25's four targets), or None when its shapes did not run:
+    port utilization of a 128-token page, of a 256-token share in one descriptor and of the
+    Llama2-7B layer, back to back, and the MAC utilization of a GQA group of 8 rows."""
+    by_name = {r["name"]: r for r in results}
+    picks = {"page128": ("attention^T 1x128x128", "port"), "share256": ("attention^T 1x128x256", "port"),
+             "layer_llama2_7b": (f"attention^T 1x128x128 x{LAYER_DESCRIPTORS}", "port"),
+             "gqa8_mac": ("attention^T 8x128x512", "mac")}
+    if not any(name in by_name for name, _ in picks.values()):
+        return None
+    cells = " ".join(f"{key}={by_name[name][field]:.1%}" if name in by_name else f"{key}=-"
+                     for key, (name, field) in picks.items())
+    return f"attention config={cfg.name} source={source} {cells}"
+
+
 def _cells(result, width):
     if result is None:
         return f"{'-':>{width}} {'-':>7} {'-':>7}"
@@ -296,6 +335,9 @@ def report(cfg, works, model, rtl):
     for source, by_name in sources.items():
         ran = [w for w in works if w.name in by_name]
         if ran:
+            line = attention_summary(cfg, source, list(by_name.values()))
+            if line:
+                print(line)
             print(summary(cfg, source, ran, [by_name[w.name] for w in ran]))
 
 

@@ -41,3 +41,31 @@ def test_too_few_copies_is_refused(capsys):
     with pytest.raises(SystemExit):
         roofline.main(["--config", "default", "--copies", "3", "--source", "model"])
     assert "--copies must be at least 4" in capsys.readouterr().err
+
+
+def test_attention_line_on_the_paper_config():
+    """The attention line (issue 25's targets) from the model: every cell a utilization in
+    (0, 100 %]; the 2,048-descriptor layer runs at the 128-token page's steady state (the
+    same descriptor back to back), and a 256-token share in one descriptor uses the port
+    better than a 128-token page (the chain's fixed cost spread over twice the bytes)."""
+    import re
+    cfg = isa.load_config("paper")
+    works = roofline.attention_workloads(cfg) + [roofline.Workload("attention^T", 8, 128, 512)]
+    results = roofline.model_results(cfg, works, copies=6)
+    line = roofline.attention_summary(cfg, "model", results)
+    match = re.fullmatch(r"attention config=paper source=model page128=([\d.]+)% share256=([\d.]+)% "
+                         r"layer_llama2_7b=([\d.]+)% gqa8_mac=([\d.]+)%", line)
+    assert match, line
+    page, share, layer, gqa = (float(v) for v in match.groups())
+    assert all(0 < v <= 100 for v in (page, share, layer, gqa))
+    assert layer == pytest.approx(page, rel=0.02)
+    assert share > page
+    by_name = {r["name"]: r for r in results}
+    one = by_name["attention^T 1x128x128"]
+    desc = roofline._shape_descriptor(roofline.Workload("attention^T", 1, 128, 128))
+    assert one["port"] == pytest.approx(roofline.moved_bytes(cfg, desc) / one["period"] / cfg.beat_bytes)
+
+
+def test_attention_line_absent_without_its_shapes():
+    cfg = isa.load_config("default")
+    assert roofline.attention_summary(cfg, "model", [{"name": "gemv 1x64x64", "port": 0.5, "mac": 0.5}]) is None
