@@ -366,8 +366,8 @@ def device_share_note(base, devices, rows):
     from isa import load_config
     from isa.system import load_model
     from .engine import device_timing
-    m, cfg = load_model(base.model), load_config(base.device)
     from .workload import generate, load_workload_config
+    m, cfg = load_model(base.model), load_config(base.device)
     requests = generate(load_workload_config(rows[0]["workload"])).requests
     context = sum(r.prompt_tokens + r.output_tokens / 2 for r in requests) / len(requests)   # mean over decode
     timing = device_timing(base.device)
