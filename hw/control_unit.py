@@ -16,8 +16,8 @@ unpacker, the compute unit, the softmax unit and the DRAM writer, and sequences 
                          stage 1 (. B) -> FP16 results
       ATTENTION          stage 0 (q K^T) -> FP32 scores into the output buffer; the softmax
                          unit turns each row into FP16 exp(P - m) in the input buffer and
-                         keeps m, l; stage 1 (S V) -> FP32 results (O); then one
-                         line of anchors (m, l) per row
+                         keeps m, l, written at once as one line of anchors per row (while
+                         stage 1 runs); stage 1 (S V) -> FP32 results (O)
       SOFTMAX            no stage: the softmax unit runs on each input row in place, the
                          rows go out as FP16 results (and, PARTIAL, the anchor lines)
   The readout streams: the fold unit takes a word per cycle (hw/fold_unit.py); results
@@ -363,10 +363,7 @@ class ControlUnit(wiring.Component):
                     # its first fold read in the cycle drain is 1 (now, once it is 0)
                     start_readout(FROM_FOLD, dest, to_result, Mux(drain > 1, drain - 1, 0))
                     with m.If(to_result):
-                        with m.If(is_attention):
-                            m.next = "ANCHORS"
-                        with m.Else():
-                            m.next = "GROUP_END"
+                        m.next = "GROUP_END"
                     with m.Else():
                         m.next = "READOUT_WAIT"
             with m.State("READOUT_WAIT"):
@@ -404,7 +401,10 @@ class ControlUnit(wiring.Component):
                     with m.Else():
                         m.d.sync += row.eq(0)
                         with m.If(is_attention):
-                            m.next = "STAGE"
+                            # the anchors are known now: their lines go out while the PE
+                            # array runs S V, so the descriptor ends with O's readout and
+                            # the next one starts beside it
+                            m.next = "ANCHORS"
                         with m.Else():
                             m.next = "BANK_START"
 
@@ -436,6 +436,9 @@ class ControlUnit(wiring.Component):
                     with m.If(row + 1 < group_rows):
                         m.d.sync += row.eq(row + 1)
                         m.next = "ANCHORS"
+                    with m.Elif(is_attention):
+                        m.d.sync += row.eq(0)
+                        m.next = "STAGE"
                     with m.Else():
                         m.next = "GROUP_END"
             with m.State("GROUP_END"):

@@ -832,7 +832,7 @@ module ndp_device(mem__awaddr, mem__awlen, mem__awsize, mem__awburst, mem__awloc
     .pop(pop),
     .pop_ready(pop_ready),
     .pop_valid(pop_valid),
-    .\port$10040$0 (\$3 ),
+    .\port$10039$0 (\$3 ),
     .queues__0(queues__0),
     .queues__1(queues__1),
     .queues__2(queues__2),
@@ -1042,7 +1042,7 @@ module ndp_device(mem__awaddr, mem__awlen, mem__awsize, mem__awburst, mem__awloc
     .io__wready(io__wready),
     .io__wstrb(io__wstrb),
     .io__wvalid(io__wvalid),
-    .\port$10040$0 (\$3 ),
+    .\port$10039$0 (\$3 ),
     .queues__0(queues__0),
     .queues__1(queues__1),
     .queues__2(queues__2),
@@ -2633,7 +2633,7 @@ module \ndp_device.command_engine (bus__rresp, clk, rst, push_ready, cycle, rese
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, bus__rlast, clk, rst, pop, bus__arlen, bus__arvalid, bus__awlen, bus__wdata, bus__wstrb, reported, bus__wvalid, bus__wlast, bus__bready, done_status, irq, \port$10040$0 , cycle
+module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, bus__rlast, clk, rst, pop, bus__arlen, bus__arvalid, bus__awlen, bus__wdata, bus__wstrb, reported, bus__wvalid, bus__wlast, bus__bready, done_status, irq, \port$10039$0 , cycle
 , queues__0, queues__1, queues__2, queues__3, pop_valid, pop_ready, bus__araddr, bus__awvalid, bus__awaddr, bus__arready, bus__rvalid, bus__awready, bus__wready, bus__bvalid, bus__bid);
   reg \$auto$verilog_backend.cc:2355:dump_module$67  = 0;
   wire \$1 ;
@@ -2751,24 +2751,24 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire [64:0] \$20 ;
   wire \$200 ;
   wire \$201 ;
-  wire \$202 ;
-  wire [2:0] \$203 ;
-  wire \$204 ;
-  wire [2:0] \$205 ;
+  wire [2:0] \$202 ;
+  wire \$203 ;
+  wire [2:0] \$204 ;
+  wire \$205 ;
   wire \$206 ;
   wire \$207 ;
   wire \$208 ;
   wire \$209 ;
   wire [64:0] \$21 ;
-  wire \$210 ;
-  wire [22:0] \$211 ;
-  wire [25:0] \$212 ;
-  wire [48:0] \$213 ;
+  wire [22:0] \$210 ;
+  wire [25:0] \$211 ;
+  wire [48:0] \$212 ;
+  wire \$213 ;
   wire \$214 ;
   wire \$215 ;
   wire \$216 ;
-  wire \$217 ;
-  wire [2:0] \$218 ;
+  wire [2:0] \$217 ;
+  wire \$218 ;
   wire \$219 ;
   wire [19:0] \$22 ;
   wire [2:0] \$220 ;
@@ -3238,8 +3238,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   input pop_valid;
   wire pop_valid;
   wire \pop_valid$93 ;
-  output [33:0] \port$10040$0 ;
-  wire [33:0] \port$10040$0 ;
+  output [33:0] \port$10039$0 ;
+  wire [33:0] \port$10039$0 ;
   reg [1:0] queue;
   input [321:0] queues__0;
   wire [321:0] queues__0;
@@ -3721,25 +3721,25 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \$198  = ! dest;
   assign \$199  = dest == 1'h1;
   assign \$200  = \$198  | \$199 ;
-  assign \$201  = entry[5:2] == 2'h3;
-  assign \$202  = dest == 2'h3;
-  assign \$203  = \row$369  + 1'h1;
-  assign \$204  = \$203  < \$signal$344 ;
-  assign \$205  = \row$369  + 1'h1;
-  assign \$206  = entry[5:2] == 2'h3;
-  assign \$207  = ~ busy;
-  assign \$208  = ~ waiting;
-  assign \$209  = \$207  & \$208 ;
-  assign \$210  = \$209  & writer_free;
-  assign \$211  = \$signal$346  << \$signal$357 ;
-  assign \$212  = \$signal$344  * \$211 ;
-  assign \$213  = \$signal$337  + \$212 ;
-  assign \$214  = ~ busy;
-  assign \$215  = ~ waiting;
-  assign \$216  = \$214  & \$215 ;
-  assign \$217  = \$216  & writer_free;
-  assign \$218  = \row$369  + 1'h1;
-  assign \$219  = \$218  < \$signal$344 ;
+  assign \$201  = dest == 2'h3;
+  assign \$202  = \row$369  + 1'h1;
+  assign \$203  = \$202  < \$signal$344 ;
+  assign \$204  = \row$369  + 1'h1;
+  assign \$205  = entry[5:2] == 2'h3;
+  assign \$206  = ~ busy;
+  assign \$207  = ~ waiting;
+  assign \$208  = \$206  & \$207 ;
+  assign \$209  = \$208  & writer_free;
+  assign \$210  = \$signal$346  << \$signal$357 ;
+  assign \$211  = \$signal$344  * \$210 ;
+  assign \$212  = \$signal$337  + \$211 ;
+  assign \$213  = ~ busy;
+  assign \$214  = ~ waiting;
+  assign \$215  = \$213  & \$214 ;
+  assign \$216  = \$215  & writer_free;
+  assign \$217  = \row$369  + 1'h1;
+  assign \$218  = \$217  < \$signal$344 ;
+  assign \$219  = entry[5:2] == 2'h3;
   assign \$220  = \row$369  + 1'h1;
   assign \$221  = \$signal$313  + 3'h4;
   assign \$222  = 3'h4 * entry[203:184];
@@ -3860,11 +3860,11 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .line_addr(line_addr),
     .line_start(line_start),
     .pending(pending),
-    .\port$10040$0 (\$251 ),
-    .\port$10301$289 (queues__0[289]),
-    .\port$10303$289 (queues__1[289]),
-    .\port$10305$289 (queues__2[289]),
-    .\port$10307$289 (queues__3[289]),
+    .\port$10039$0 (\$251 ),
+    .\port$10300$289 (queues__0[289]),
+    .\port$10302$289 (queues__1[289]),
+    .\port$10304$289 (queues__2[289]),
+    .\port$10306$289 (queues__3[289]),
     .queue(queue),
     .quiet(quiet),
     .r_en(reported),
@@ -3938,7 +3938,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .is_store(is_store),
     .log2_slot(regs[267:260]),
     .operand_lines(operand_lines),
-    .\port$10441$128 (regs[255:128]),
+    .\port$10440$128 (regs[255:128]),
     .stats_offset(stats_offset),
     .status(\status$438 )
   );
@@ -4435,17 +4435,17 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0e:
           /* empty */;
-      5'h11:
+      5'h10:
           /* empty */;
       5'h07:
           /* empty */;
-      5'h12:
+      5'h11:
           /* empty */;
       5'h13:
           /* empty */;
       5'h14:
           /* empty */;
-      5'h0f:
+      5'h12:
           if (\$121 ) begin
             \start$251  = 1'h1;
           end
@@ -4506,17 +4506,17 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0e:
           /* empty */;
-      5'h11:
+      5'h10:
           /* empty */;
       5'h07:
           /* empty */;
-      5'h12:
+      5'h11:
           /* empty */;
       5'h13:
           /* empty */;
       5'h14:
           /* empty */;
-      5'h0f:
+      5'h12:
           if (\$121 ) begin
             \addr$253  = \$126 [63:0];
           end
@@ -4934,11 +4934,11 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0e:
           /* empty */;
-      5'h11:
+      5'h10:
           in_we = \in_we$358 ;
       5'h07:
           in_we = dst_en;
-      5'h12:
+      5'h11:
           in_we = dst_en;
     endcase
   end
@@ -4972,11 +4972,11 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0e:
           /* empty */;
-      5'h11:
+      5'h10:
           in_row = buf_row;
       5'h07:
           in_row = \row$369 ;
-      5'h12:
+      5'h11:
           in_row = \row$369 ;
     endcase
   end
@@ -5010,11 +5010,11 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0e:
           /* empty */;
-      5'h11:
+      5'h10:
           in_word = buf_word[6:0];
       5'h07:
           in_word = dst_addr[6:0];
-      5'h12:
+      5'h11:
           in_word = dst_addr[6:0];
     endcase
   end
@@ -5048,11 +5048,11 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0e:
           /* empty */;
-      5'h11:
+      5'h10:
           in_data = sum_fp16;
       5'h07:
           in_data = dst_data;
-      5'h12:
+      5'h11:
           in_data = dst_data;
     endcase
   end
@@ -5276,11 +5276,11 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           if (\$76 ) begin
             \start$338  = 1'h1;
           end
-      5'h11:
+      5'h10:
           /* empty */;
       5'h07:
           /* empty */;
-      5'h12:
+      5'h11:
           /* empty */;
       5'h13:
           if (\$103 ) begin
@@ -5320,11 +5320,11 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           if (\$76 ) begin
             delay = \$81 [4:0];
           end
-      5'h11:
+      5'h10:
           /* empty */;
       5'h07:
           /* empty */;
-      5'h12:
+      5'h11:
           /* empty */;
       5'h13:
           if (\$103 ) begin
@@ -5364,11 +5364,11 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           if (\$76 ) begin
             source = 1'h0;
           end
-      5'h11:
+      5'h10:
           /* empty */;
       5'h07:
           /* empty */;
-      5'h12:
+      5'h11:
           /* empty */;
       5'h13:
           if (\$103 ) begin
@@ -5408,11 +5408,11 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           if (\$76 ) begin
             \dest$342  = dest;
           end
-      5'h11:
+      5'h10:
           /* empty */;
       5'h07:
           /* empty */;
-      5'h12:
+      5'h11:
           /* empty */;
       5'h13:
           if (\$103 ) begin
@@ -5452,11 +5452,11 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           if (\$76 ) begin
             \rows$343  = \$signal$344 ;
           end
-      5'h11:
+      5'h10:
           /* empty */;
       5'h07:
           /* empty */;
-      5'h12:
+      5'h11:
           /* empty */;
       5'h13:
           if (\$103 ) begin
@@ -5496,11 +5496,11 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           if (\$76 ) begin
             \n$345  = \$85 ;
           end
-      5'h11:
+      5'h10:
           /* empty */;
       5'h07:
           /* empty */;
-      5'h12:
+      5'h11:
           /* empty */;
       5'h13:
           if (\$103 ) begin
@@ -5540,11 +5540,11 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           if (\$76 ) begin
             \n_words$347  = n_words[7:0];
           end
-      5'h11:
+      5'h10:
           /* empty */;
       5'h07:
           /* empty */;
-      5'h12:
+      5'h11:
           /* empty */;
       5'h13:
           if (\$103 ) begin
@@ -5584,11 +5584,11 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           if (\$76 ) begin
             \sets$348  = sets_used__0;
           end
-      5'h11:
+      5'h10:
           /* empty */;
       5'h07:
           /* empty */;
-      5'h12:
+      5'h11:
           /* empty */;
       5'h13:
           if (\$103 ) begin
@@ -5628,11 +5628,11 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           if (\$76 ) begin
             sets1 = sets_used__1;
           end
-      5'h11:
+      5'h10:
           /* empty */;
       5'h07:
           /* empty */;
-      5'h12:
+      5'h11:
           /* empty */;
       5'h13:
           if (\$103 ) begin
@@ -5672,11 +5672,11 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           if (\$76 ) begin
             \pack_log2$352  = pack_log2;
           end
-      5'h11:
+      5'h10:
           /* empty */;
       5'h07:
           /* empty */;
-      5'h12:
+      5'h11:
           /* empty */;
       5'h13:
           if (\$103 ) begin
@@ -5716,11 +5716,11 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           if (\$76 ) begin
             \bank$353  = bank;
           end
-      5'h11:
+      5'h10:
           /* empty */;
       5'h07:
           /* empty */;
-      5'h12:
+      5'h11:
           /* empty */;
       5'h13:
           if (\$103 ) begin
@@ -5760,11 +5760,11 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           if (\$76 ) begin
             results = \$88 ;
           end
-      5'h11:
+      5'h10:
           /* empty */;
       5'h07:
           /* empty */;
-      5'h12:
+      5'h11:
           /* empty */;
       5'h13:
           if (\$103 ) begin
@@ -5804,11 +5804,11 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           if (\$76 ) begin
             \first$355  = result_first_0;
           end
-      5'h11:
+      5'h10:
           /* empty */;
       5'h07:
           /* empty */;
-      5'h12:
+      5'h11:
           /* empty */;
       5'h13:
           if (\$103 ) begin
@@ -5848,11 +5848,11 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           if (\$76 ) begin
             \lines$356  = { \$94 [28], \$94 [28], \$94 [28], \$94  };
           end
-      5'h11:
+      5'h10:
           /* empty */;
       5'h07:
           /* empty */;
-      5'h12:
+      5'h11:
           /* empty */;
       5'h13:
           if (\$103 ) begin
@@ -5890,7 +5890,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0e:
           /* empty */;
-      5'h11:
+      5'h10:
           acc_we = \acc_we$363 ;
     endcase
   end
@@ -5924,7 +5924,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0e:
           /* empty */;
-      5'h11:
+      5'h10:
           acc_row = buf_row;
     endcase
   end
@@ -5958,7 +5958,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0e:
           /* empty */;
-      5'h11:
+      5'h10:
           acc_word = buf_word[6:0];
     endcase
   end
@@ -5992,7 +5992,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0e:
           /* empty */;
-      5'h11:
+      5'h10:
           acc_data = sum_fp32;
     endcase
   end
@@ -6026,11 +6026,11 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0e:
           /* empty */;
-      5'h11:
+      5'h10:
           /* empty */;
       5'h07:
           rd_row = \row$369 ;
-      5'h12:
+      5'h11:
           rd_row = \row$369 ;
       5'h13:
           /* empty */;
@@ -6068,11 +6068,11 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0e:
           /* empty */;
-      5'h11:
+      5'h10:
           /* empty */;
       5'h07:
           rd_addr = src_addr[6:0];
-      5'h12:
+      5'h11:
           rd_addr = src_addr[6:0];
       5'h13:
           /* empty */;
@@ -6110,7 +6110,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0e:
           /* empty */;
-      5'h11:
+      5'h10:
           /* empty */;
       5'h07:
           \start$375  = 1'h1;
@@ -6146,7 +6146,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0e:
           /* empty */;
-      5'h11:
+      5'h10:
           /* empty */;
       5'h07:
           length = \$97 ;
@@ -6182,7 +6182,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0e:
           /* empty */;
-      5'h11:
+      5'h10:
           /* empty */;
       5'h07:
           partial = \$99 ;
@@ -6218,11 +6218,11 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0e:
           /* empty */;
-      5'h11:
+      5'h10:
           /* empty */;
       5'h07:
           /* empty */;
-      5'h12:
+      5'h11:
           /* empty */;
       5'h13:
           if (\$103 ) begin
@@ -6260,17 +6260,17 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0e:
           /* empty */;
-      5'h11:
+      5'h10:
           /* empty */;
       5'h07:
           /* empty */;
-      5'h12:
+      5'h11:
           /* empty */;
       5'h13:
           /* empty */;
       5'h14:
           /* empty */;
-      5'h0f:
+      5'h12:
           line = { 448'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, \$117 , \$116  };
     endcase
   end
@@ -6304,17 +6304,17 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0e:
           /* empty */;
-      5'h11:
+      5'h10:
           /* empty */;
       5'h07:
           /* empty */;
-      5'h12:
+      5'h11:
           /* empty */;
       5'h13:
           /* empty */;
       5'h14:
           /* empty */;
-      5'h0f:
+      5'h12:
           if (\$121 ) begin
             \line$391  = line;
           end
@@ -6353,17 +6353,17 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0e:
           /* empty */;
-      5'h11:
+      5'h10:
           /* empty */;
       5'h07:
           /* empty */;
-      5'h12:
+      5'h11:
           /* empty */;
       5'h13:
           /* empty */;
       5'h14:
           /* empty */;
-      5'h0f:
+      5'h12:
           if (\$121 ) begin
             strb = 64'hffffffffffffffff;
           end
@@ -6402,21 +6402,21 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0e:
           /* empty */;
-      5'h11:
+      5'h10:
           /* empty */;
       5'h07:
           /* empty */;
-      5'h12:
+      5'h11:
           /* empty */;
       5'h13:
           /* empty */;
       5'h14:
           /* empty */;
-      5'h0f:
+      5'h12:
           /* empty */;
       5'h15:
           /* empty */;
-      5'h10:
+      5'h0f:
           /* empty */;
       5'h02:
           if (\$127 ) begin
@@ -6454,21 +6454,21 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0e:
           /* empty */;
-      5'h11:
+      5'h10:
           /* empty */;
       5'h07:
           /* empty */;
-      5'h12:
+      5'h11:
           /* empty */;
       5'h13:
           /* empty */;
       5'h14:
           /* empty */;
-      5'h0f:
+      5'h12:
           /* empty */;
       5'h15:
           /* empty */;
-      5'h10:
+      5'h0f:
           /* empty */;
       5'h02:
           if (\$127 ) begin
@@ -6506,21 +6506,21 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0e:
           /* empty */;
-      5'h11:
+      5'h10:
           /* empty */;
       5'h07:
           /* empty */;
-      5'h12:
+      5'h11:
           /* empty */;
       5'h13:
           /* empty */;
       5'h14:
           /* empty */;
-      5'h0f:
+      5'h12:
           /* empty */;
       5'h15:
           /* empty */;
-      5'h10:
+      5'h0f:
           /* empty */;
       5'h02:
           if (\$127 ) begin
@@ -6558,21 +6558,21 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0e:
           /* empty */;
-      5'h11:
+      5'h10:
           /* empty */;
       5'h07:
           /* empty */;
-      5'h12:
+      5'h11:
           /* empty */;
       5'h13:
           /* empty */;
       5'h14:
           /* empty */;
-      5'h0f:
+      5'h12:
           /* empty */;
       5'h15:
           /* empty */;
-      5'h10:
+      5'h0f:
           /* empty */;
       5'h02:
           if (\$127 ) begin
@@ -6610,21 +6610,21 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0e:
           /* empty */;
-      5'h11:
+      5'h10:
           /* empty */;
       5'h07:
           /* empty */;
-      5'h12:
+      5'h11:
           /* empty */;
       5'h13:
           /* empty */;
       5'h14:
           /* empty */;
-      5'h0f:
+      5'h12:
           /* empty */;
       5'h15:
           /* empty */;
-      5'h10:
+      5'h0f:
           /* empty */;
       5'h02:
           if (\$127 ) begin
@@ -6662,21 +6662,21 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0e:
           /* empty */;
-      5'h11:
+      5'h10:
           /* empty */;
       5'h07:
           /* empty */;
-      5'h12:
+      5'h11:
           /* empty */;
       5'h13:
           /* empty */;
       5'h14:
           /* empty */;
-      5'h0f:
+      5'h12:
           /* empty */;
       5'h15:
           /* empty */;
-      5'h10:
+      5'h0f:
           /* empty */;
       5'h02:
           if (\$127 ) begin
@@ -6714,21 +6714,21 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0e:
           /* empty */;
-      5'h11:
+      5'h10:
           /* empty */;
       5'h07:
           /* empty */;
-      5'h12:
+      5'h11:
           /* empty */;
       5'h13:
           /* empty */;
       5'h14:
           /* empty */;
-      5'h0f:
+      5'h12:
           /* empty */;
       5'h15:
           /* empty */;
-      5'h10:
+      5'h0f:
           /* empty */;
       5'h02:
           if (\$127 ) begin
@@ -6766,21 +6766,21 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0e:
           /* empty */;
-      5'h11:
+      5'h10:
           /* empty */;
       5'h07:
           /* empty */;
-      5'h12:
+      5'h11:
           /* empty */;
       5'h13:
           /* empty */;
       5'h14:
           /* empty */;
-      5'h0f:
+      5'h12:
           /* empty */;
       5'h15:
           /* empty */;
-      5'h10:
+      5'h0f:
           /* empty */;
       5'h02:
           if (\$127 ) begin
@@ -6892,68 +6892,65 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           if (\$190 ) begin
             (* full_case = 32'd1 *)
             if (\$200 ) begin
-              (* full_case = 32'd1 *)
-              if (\$201 ) begin
-                \$229  = 5'h0f;
-              end else begin
-                \$229  = 5'h10;
-              end
-            end else begin
-              \$229  = 5'h11;
-            end
-          end
-      5'h11:
-          if (done) begin
-            (* full_case = 32'd1 *)
-            if (\$202 ) begin
-              \$229  = 5'h07;
-            end else begin
-              \$229  = 5'h08;
-            end
-          end
-      5'h07:
-          \$229  = 5'h12;
-      5'h12:
-          if (\done$443 ) begin
-            (* full_case = 32'd1 *)
-            if (\$204 ) begin
-              \$229  = 5'h07;
-            end else begin
-              (* full_case = 32'd1 *)
-              if (\$206 ) begin
-                \$229  = 5'h08;
-              end else begin
-                \$229  = 5'h13;
-              end
-            end
-          end
-      5'h13:
-          if (\$210 ) begin
-            \$229  = 5'h14;
-          end
-      5'h14:
-          if (done) begin
-            (* full_case = 32'd1 *)
-            if (entry[11]) begin
-              \$229  = 5'h0f;
-            end else begin
-              \$229  = 5'h10;
-            end
-          end
-      5'h0f:
-          if (\$217 ) begin
-            \$229  = 5'h15;
-          end
-      5'h15:
-          if (idle) begin
-            (* full_case = 32'd1 *)
-            if (\$219 ) begin
               \$229  = 5'h0f;
             end else begin
               \$229  = 5'h10;
             end
           end
       5'h10:
+          if (done) begin
+            (* full_case = 32'd1 *)
+            if (\$201 ) begin
+              \$229  = 5'h07;
+            end else begin
+              \$229  = 5'h08;
+            end
+          end
+      5'h07:
+          \$229  = 5'h11;
+      5'h11:
+          if (\done$443 ) begin
+            (* full_case = 32'd1 *)
+            if (\$203 ) begin
+              \$229  = 5'h07;
+            end else begin
+              (* full_case = 32'd1 *)
+              if (\$205 ) begin
+                \$229  = 5'h12;
+              end else begin
+                \$229  = 5'h13;
+              end
+            end
+          end
+      5'h13:
+          if (\$209 ) begin
+            \$229  = 5'h14;
+          end
+      5'h14:
+          if (done) begin
+            (* full_case = 32'd1 *)
+            if (entry[11]) begin
+              \$229  = 5'h12;
+            end else begin
+              \$229  = 5'h0f;
+            end
+          end
+      5'h12:
+          if (\$216 ) begin
+            \$229  = 5'h15;
+          end
+      5'h15:
+          if (idle) begin
+            (* full_case = 32'd1 *)
+            if (\$218 ) begin
+              \$229  = 5'h12;
+            end else if (\$219 ) begin
+              \$229  = 5'h08;
+            end else begin
+              \$229  = 5'h0f;
+            end
+          end
+      5'h0f:
           (* full_case = 32'd1 *)
           if (\$225 ) begin
             \$229  = 5'h03;
@@ -7038,21 +7035,21 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0e:
           /* empty */;
-      5'h11:
+      5'h10:
           /* empty */;
       5'h07:
           /* empty */;
-      5'h12:
+      5'h11:
           /* empty */;
       5'h13:
           /* empty */;
       5'h14:
           /* empty */;
-      5'h0f:
+      5'h12:
           /* empty */;
       5'h15:
           /* empty */;
-      5'h10:
+      5'h0f:
           \$233  = \$221 [19:0];
     endcase
     if (rst) begin
@@ -7089,21 +7086,21 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0e:
           /* empty */;
-      5'h11:
+      5'h10:
           /* empty */;
       5'h07:
           /* empty */;
-      5'h12:
+      5'h11:
           /* empty */;
       5'h13:
           /* empty */;
       5'h14:
           /* empty */;
-      5'h0f:
+      5'h12:
           /* empty */;
       5'h15:
           /* empty */;
-      5'h10:
+      5'h0f:
           \$234  = \$223 [43:0];
     endcase
     if (rst) begin
@@ -7144,15 +7141,15 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
               \$235  = \$196 [47:0];
             end
           end
-      5'h11:
+      5'h10:
           /* empty */;
       5'h07:
           /* empty */;
-      5'h12:
+      5'h11:
           /* empty */;
       5'h13:
-          if (\$210 ) begin
-            \$235  = \$213 [47:0];
+          if (\$209 ) begin
+            \$235  = \$212 [47:0];
           end
     endcase
     if (rst) begin
@@ -7252,7 +7249,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0e:
           /* empty */;
-      5'h11:
+      5'h10:
           if (done) begin
             \$239  = 1'h1;
           end
@@ -7293,15 +7290,15 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0e:
           /* empty */;
-      5'h11:
+      5'h10:
           /* empty */;
       5'h07:
           /* empty */;
-      5'h12:
+      5'h11:
           if (\done$443 ) begin
             (* full_case = 32'd1 *)
-            if (\$204 ) begin
-              \$240  = \$205 [1:0];
+            if (\$203 ) begin
+              \$240  = \$204 [1:0];
             end else begin
               \$240  = 2'h0;
             end
@@ -7310,12 +7307,14 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h14:
           /* empty */;
-      5'h0f:
+      5'h12:
           /* empty */;
       5'h15:
           if (idle) begin
-            if (\$219 ) begin
+            if (\$218 ) begin
               \$240  = \$220 [1:0];
+            end else if (\$219 ) begin
+              \$240  = 2'h0;
             end
           end
     endcase
@@ -7390,11 +7389,11 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0e:
           /* empty */;
-      5'h11:
+      5'h10:
           /* empty */;
       5'h07:
           /* empty */;
-      5'h12:
+      5'h11:
           if (\done$443 ) begin
             casez (\row$369 )
               2'h0:
@@ -7436,11 +7435,11 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0e:
           /* empty */;
-      5'h11:
+      5'h10:
           /* empty */;
       5'h07:
           /* empty */;
-      5'h12:
+      5'h11:
           if (\done$443 ) begin
             casez (\row$369 )
               2'h0:
@@ -7484,11 +7483,11 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0e:
           /* empty */;
-      5'h11:
+      5'h10:
           /* empty */;
       5'h07:
           /* empty */;
-      5'h12:
+      5'h11:
           if (\done$443 ) begin
             casez (\row$369 )
               2'h0:
@@ -7534,11 +7533,11 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0e:
           /* empty */;
-      5'h11:
+      5'h10:
           /* empty */;
       5'h07:
           /* empty */;
-      5'h12:
+      5'h11:
           if (\done$443 ) begin
             (* full_case = 32'd1 *)
             casez (\row$369 )
@@ -7587,11 +7586,11 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0e:
           /* empty */;
-      5'h11:
+      5'h10:
           /* empty */;
       5'h07:
           /* empty */;
-      5'h12:
+      5'h11:
           if (\done$443 ) begin
             casez (\row$369 )
               2'h0:
@@ -7633,11 +7632,11 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0e:
           /* empty */;
-      5'h11:
+      5'h10:
           /* empty */;
       5'h07:
           /* empty */;
-      5'h12:
+      5'h11:
           if (\done$443 ) begin
             casez (\row$369 )
               2'h0:
@@ -7681,11 +7680,11 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0e:
           /* empty */;
-      5'h11:
+      5'h10:
           /* empty */;
       5'h07:
           /* empty */;
-      5'h12:
+      5'h11:
           if (\done$443 ) begin
             casez (\row$369 )
               2'h0:
@@ -7731,11 +7730,11 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0e:
           /* empty */;
-      5'h11:
+      5'h10:
           /* empty */;
       5'h07:
           /* empty */;
-      5'h12:
+      5'h11:
           if (\done$443 ) begin
             (* full_case = 32'd1 *)
             casez (\row$369 )
@@ -7910,7 +7909,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \irq$431  = irq;
   assign \report$432  = reported;
   assign done_store = report_store;
-  assign \port$10040$0  = \$251 ;
+  assign \port$10039$0  = \$251 ;
   assign \queues__0.sq_base  = queues__0[63:0];
   assign \queues__0.cq_base  = queues__0[127:64];
   assign \queues__0.data_base  = queues__0[191:128];
@@ -8899,7 +8898,7 @@ module \ndp_device.control_unit.chunks (rst, split, addr, count, pair_count, val
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_error, hold, done_status, irq, \port$10040$0 , done_store, cycle, \port$10301$289 , \port$10303$289 , \port$10305$289 , \port$10307$289 , complete, queue, seq, taken, status, read_error, slot
+module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_error, hold, done_status, irq, \port$10039$0 , done_store, cycle, \port$10300$289 , \port$10302$289 , \port$10304$289 , \port$10306$289 , complete, queue, seq, taken, status, read_error, slot
 , store, quiet, pending, line_start, line_addr, line, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$69  = 0;
   wire \$1 ;
@@ -8960,16 +8959,16 @@ module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_err
   reg line_start;
   output pending;
   reg pending = 1'h0;
-  output [33:0] \port$10040$0 ;
-  wire [33:0] \port$10040$0 ;
-  input \port$10301$289 ;
-  wire \port$10301$289 ;
-  input \port$10303$289 ;
-  wire \port$10303$289 ;
-  input \port$10305$289 ;
-  wire \port$10305$289 ;
-  input \port$10307$289 ;
-  wire \port$10307$289 ;
+  output [33:0] \port$10039$0 ;
+  wire [33:0] \port$10039$0 ;
+  input \port$10300$289 ;
+  wire \port$10300$289 ;
+  input \port$10302$289 ;
+  wire \port$10302$289 ;
+  input \port$10304$289 ;
+  wire \port$10304$289 ;
+  input \port$10306$289 ;
+  wire \port$10306$289 ;
   input [1:0] queue;
   wire [1:0] queue;
   input quiet;
@@ -9014,7 +9013,7 @@ module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_err
   assign \$11  = \$9  & \$10 ;
   assign \$12  = \$11  ? 8'h80 : \$signal$10 ;
   assign \$13  = cycle - \$signal$8 ;
-  assign irq_en = { \port$10307$289 , \port$10305$289 , \port$10303$289 , \port$10301$289  } >> r_data[1:0];
+  assign irq_en = { \port$10306$289 , \port$10304$289 , \port$10302$289 , \port$10300$289  } >> r_data[1:0];
   assign done_status = reported_error ? 8'h80 : r_data[41:34];
   assign \$14  = r_en & irq_en;
   assign \$15  = 1'h1 << r_data[1:0];
@@ -9184,12 +9183,12 @@ module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_err
       w_data = { \$signal$16 , status_word[7:0], \$signal [31:0], \$like  };
     end
   end
-  assign \irq_en$31  = { \port$10307$289 , \port$10305$289 , \port$10303$289 , \port$10301$289  };
+  assign \irq_en$31  = { \port$10306$289 , \port$10304$289 , \port$10302$289 , \port$10300$289  };
   assign reported = r_en;
   assign done_valid = r_en;
   assign done_queue = r_data[1:0];
   assign done_seq = r_data[33:2];
-  assign \port$10040$0  = r_data[33:0];
+  assign \port$10039$0  = r_data[33:0];
   assign done_store = r_data[42];
 endmodule
 
@@ -34042,7 +34041,7 @@ module \ndp_device.control_unit.compute.fold (rst, req_ready, b_row, b_addr, out
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.decoder (is_store, is_compute, operand_lines, stats_offset, \port$10441$128 , log2_slot, desc, status, is_load);
+module \ndp_device.control_unit.decoder (is_store, is_compute, operand_lines, stats_offset, \port$10440$128 , log2_slot, desc, status, is_load);
   reg \$auto$verilog_backend.cc:2355:dump_module$73  = 0;
   wire [26:0] \$1 ;
   wire [19:0] \$10 ;
@@ -34253,8 +34252,8 @@ module \ndp_device.control_unit.decoder (is_store, is_compute, operand_lines, st
   output [39:0] operand_lines;
   wire [39:0] operand_lines;
   wire [39:0] out_elems;
-  input [127:0] \port$10441$128 ;
-  wire [127:0] \port$10441$128 ;
+  input [127:0] \port$10440$128 ;
+  wire [127:0] \port$10440$128 ;
   reg [49:0] result;
   wire [49:0] room;
   output [47:0] stats_offset;
@@ -34340,8 +34339,8 @@ module \ndp_device.control_unit.decoder (is_store, is_compute, operand_lines, st
   assign \$83  = ~ \$82 ;
   assign \$84  = ! desc[25:20];
   assign \$85  = ! desc[103:84];
-  assign \$86  = desc[83:20] >= \port$10441$128 [63:0];
-  assign \$87  = \$2  <= \port$10441$128 [127:64];
+  assign \$86  = desc[83:20] >= \port$10440$128 [63:0];
+  assign \$87  = \$2  <= \port$10440$128 [127:64];
   assign \$88  = \$86  & \$87 ;
   assign \$89  = \$85  | \$88 ;
   assign \$90  = \$84  & \$89 ;
@@ -34458,8 +34457,8 @@ module \ndp_device.control_unit.decoder (is_store, is_compute, operand_lines, st
   assign \$signal$9  = \$22 [39:0];
   assign o_lines = \$26 [43:0];
   assign room = \$42 [49:0];
-  assign data_base = \port$10441$128 [63:0];
-  assign data_limit = \port$10441$128 [127:64];
+  assign data_base = \port$10440$128 [63:0];
+  assign data_limit = \port$10440$128 [127:64];
   assign operand_lines = \$22 [39:0];
   assign stats_offset = \$29 [47:0];
   assign \desc.type  = desc[1:0];
@@ -35428,7 +35427,7 @@ module \ndp_device.control_unit.front (rst, pop, task_valid, \task , run_issued,
     .is_store(is_store),
     .log2_slot(regs[267:260]),
     .operand_lines(operand_lines),
-    .\port$10565$128 (regs[255:128]),
+    .\port$10564$128 (regs[255:128]),
     .status(status)
   );
   always @* begin
@@ -36028,7 +36027,7 @@ module \ndp_device.control_unit.front (rst, pop, task_valid, \task , run_issued,
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.front.decoder (is_store, is_compute, operand_lines, \port$10565$128 , log2_slot, desc, status, is_load);
+module \ndp_device.control_unit.front.decoder (is_store, is_compute, operand_lines, \port$10564$128 , log2_slot, desc, status, is_load);
   reg \$auto$verilog_backend.cc:2355:dump_module$75  = 0;
   wire [26:0] \$1 ;
   wire [19:0] \$10 ;
@@ -36239,8 +36238,8 @@ module \ndp_device.control_unit.front.decoder (is_store, is_compute, operand_lin
   output [39:0] operand_lines;
   wire [39:0] operand_lines;
   wire [39:0] out_elems;
-  input [127:0] \port$10565$128 ;
-  wire [127:0] \port$10565$128 ;
+  input [127:0] \port$10564$128 ;
+  wire [127:0] \port$10564$128 ;
   reg [49:0] result;
   wire [49:0] room;
   wire [47:0] stats_offset;
@@ -36325,8 +36324,8 @@ module \ndp_device.control_unit.front.decoder (is_store, is_compute, operand_lin
   assign \$83  = ~ \$82 ;
   assign \$84  = ! desc[25:20];
   assign \$85  = ! desc[103:84];
-  assign \$86  = desc[83:20] >= \port$10565$128 [63:0];
-  assign \$87  = \$2  <= \port$10565$128 [127:64];
+  assign \$86  = desc[83:20] >= \port$10564$128 [63:0];
+  assign \$87  = \$2  <= \port$10564$128 [127:64];
   assign \$88  = \$86  & \$87 ;
   assign \$89  = \$85  | \$88 ;
   assign \$90  = \$84  & \$89 ;
@@ -36444,8 +36443,8 @@ module \ndp_device.control_unit.front.decoder (is_store, is_compute, operand_lin
   assign o_lines = \$26 [43:0];
   assign stats_offset = \$29 [47:0];
   assign room = \$42 [49:0];
-  assign data_base = \port$10565$128 [63:0];
-  assign data_limit = \port$10565$128 [127:64];
+  assign data_base = \port$10564$128 [63:0];
+  assign data_limit = \port$10564$128 [127:64];
   assign operand_lines = \$22 [39:0];
   assign \desc.type  = desc[1:0];
   assign \desc.op  = desc[5:2];
@@ -54548,7 +54547,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__bready, io__araddr, io__arvalid, io__rready, io__awuser, clk, rst, io__awready, io__wready, io__arready, done_valid, done_status, \port$10040$0 , reset__0, reset__1, reset__2, reset__3
+module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__bready, io__araddr, io__arvalid, io__rready, io__awuser, clk, rst, io__awready, io__wready, io__arready, done_valid, done_status, \port$10039$0 , reset__0, reset__1, reset__2, reset__3
 , io__bvalid, b_resp, queues__0, queues__1, queues__2, queues__3, io__rvalid, r_data, io__awaddr);
   reg \$auto$verilog_backend.cc:2355:dump_module$93  = 0;
   wire \$1 ;
@@ -54930,8 +54929,8 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
   input io__wvalid;
   wire io__wvalid;
   wire [31:0] mask;
-  input [33:0] \port$10040$0 ;
-  wire [33:0] \port$10040$0 ;
+  input [33:0] \port$10039$0 ;
+  wire [33:0] \port$10039$0 ;
   output [321:0] queues__0;
   reg [321:0] queues__0 = 322'h000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   wire [63:0] \queues__0.cq_base ;
@@ -55633,9 +55632,9 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
     \$298  = head0;
     if (done_valid) begin
-      casez (\port$10040$0 [1:0])
+      casez (\port$10039$0 [1:0])
         2'h0:
-            \$298  = \port$10040$0 [33:2];
+            \$298  = \port$10039$0 [33:2];
       endcase
     end
     if (\$10 ) begin
@@ -55674,7 +55673,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
     \$299  = status0;
     if (done_valid) begin
-      casez (\port$10040$0 [1:0])
+      casez (\port$10039$0 [1:0])
         2'h0:
             if (\$1 ) begin
               \$299  = { 24'h800000, done_status };
@@ -55719,11 +55718,11 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
     \$300  = head1;
     if (done_valid) begin
-      casez (\port$10040$0 [1:0])
+      casez (\port$10039$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
-            \$300  = \port$10040$0 [33:2];
+            \$300  = \port$10039$0 [33:2];
       endcase
     end
     if (\$10 ) begin
@@ -55786,7 +55785,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
     \$301  = status1;
     if (done_valid) begin
-      casez (\port$10040$0 [1:0])
+      casez (\port$10039$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
@@ -55857,13 +55856,13 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
     \$302  = head2;
     if (done_valid) begin
-      casez (\port$10040$0 [1:0])
+      casez (\port$10039$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
             /* empty */;
         2'h2:
-            \$302  = \port$10040$0 [33:2];
+            \$302  = \port$10039$0 [33:2];
       endcase
     end
     if (\$10 ) begin
@@ -55950,7 +55949,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
     \$303  = status2;
     if (done_valid) begin
-      casez (\port$10040$0 [1:0])
+      casez (\port$10039$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
@@ -56048,7 +56047,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     \$304  = head3;
     if (done_valid) begin
       (* full_case = 32'd1 *)
-      casez (\port$10040$0 [1:0])
+      casez (\port$10039$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
@@ -56056,7 +56055,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
         2'h2:
             /* empty */;
         2'h3:
-            \$304  = \port$10040$0 [33:2];
+            \$304  = \port$10039$0 [33:2];
       endcase
     end
     if (\$10 ) begin
@@ -56168,7 +56167,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     \$305  = status3;
     if (done_valid) begin
       (* full_case = 32'd1 *)
-      casez (\port$10040$0 [1:0])
+      casez (\port$10039$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
@@ -57009,8 +57008,8 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
       endcase
     end
   end
-  assign done_queue = \port$10040$0 [1:0];
-  assign done_seq = \port$10040$0 [33:2];
+  assign done_queue = \port$10039$0 [1:0];
+  assign done_seq = \port$10039$0 [33:2];
   assign mask = { \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3:2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2:1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1:0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0] };
   assign io__bresp = b_resp;
   assign io__rdata = r_data;

@@ -323,19 +323,25 @@ class ControlUnit:
                                      plan.fold_steps, run if to_result else None)
                 t = handed + 1 if to_result else done + 1
                 if op == Op.ATTENTION and not to_result:
+                    # the softmax rows, then their anchor lines, written while S V runs
                     t += rows * (SFU_START_CYCLES + softmax_unit.cycles(sfu_length, True, cfg))
+                    t = self._anchors(t, out_addr + stats + m0 * LINE_BYTES, rows)
             if op == Op.SOFTMAX:
                 t += rows * (SFU_START_CYCLES + softmax_unit.cycles(sfu_length, partial, cfg))
                 t = max(t, self._writer_free(), self._readout_free()) + BANK_START_CYCLES
                 t = self._readout(t, self._word_bytes(rows, cols, 2), None, run) + 1
-            if anchors:
-                # ANCHORS (once the writer is free) starts a line, ANCHORS_WAIT until it is out
-                writer = self._state.writer
-                for r in range(rows):
-                    writer.line(max(t, self._writer_free(), self._readout_free()),
-                                out_addr + stats + (m0 + r) * LINE_BYTES)
-                    t = writer.idle_at + 1
+            if op == Op.SOFTMAX and partial:
+                t = self._anchors(t, out_addr + stats + m0 * LINE_BYTES, rows)
             t += 1                                                        # GROUP_END
+        return t
+
+    def _anchors(self, t, addr, rows):
+        """ANCHORS (from cycle t, once the writer and the readout are free) starts a row's
+        line of (m, l) at `addr` on, ANCHORS_WAIT until it is out; returns the cycle after."""
+        writer = self._state.writer
+        for r in range(rows):
+            writer.line(max(t, self._writer_free(), self._readout_free()), addr + r * LINE_BYTES)
+            t = writer.idle_at + 1
         return t
 
     def _results_of(self, desc, in_addr, out_addr, second, partial, anchors, writes):

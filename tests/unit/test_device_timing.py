@@ -125,12 +125,19 @@ def test_check_prints_the_summary_line(tmp_path):
                         lines[-1])
 
 
+NEIGHBOUR_CYCLES = 20     # an attention page's time moved by the page before it, at most (measured 18)
+
+
 @pytest.mark.parametrize("cfg", _configs(), ids=lambda c: c.name)
 def test_streams_are_their_periods_and_last_drain(cfg, tmp_path):
     """A queue run back to back on the model takes the sum of its descriptors' periods plus
     the last one's drain (each from a run of copies of its shape alone), as a round's queue
     holds them: attention pages of one group, full and tails, within 0.5 % (tails are
-    interpolated between token counts, as the latency table is); E4 GEMMs and E3
+    interpolated between token counts, as the latency table is) plus NEIGHBOUR_CYCLES
+    (neighbours share the readout and the writer, and a page's time moves with the one
+    before it: a 37-token page after a 128-token one ends 18 cycles later than the formula
+    says, measured, docs/read-compute-project.md; over the streams here the gap does not
+    add up: 8 cycles with 5 changes of shape); E4 GEMMs and E3
     chains mixed, within 1 % (a change between a GEMM and a chain moves the next one by up
     to about 35 cycles either way, measured, and is not in the formula); on the paper config
     a stream of copies of one shape to the cycle (on the default config's small device the
@@ -140,11 +147,12 @@ def test_streams_are_their_periods_and_last_drain(cfg, tmp_path):
     d = min(4096, cfg.k_max)
     rounds = ([("attention", 1, 128, 128), ("attention", 1, 128, 37), ("attention", 1, 128, 100)],
               [("lora_xa", 3, d, 16), ("lora_xa", 1, d, 64), ("lora_xab", 5, d, 8), ("lora_xab", 1, d, 32)])
-    for shapes, tolerance in zip(rounds, (0.005, 0.01)):
+    for shapes, tolerance, neighbours in zip(rounds, (0.005, 0.01), (NEIGHBOUR_CYCLES, 0)):
         for _ in range(3):
             stream = [shapes[i] for i in rng.integers(len(shapes), size=int(rng.integers(2, 12)))]
-            model = timing.measure_stream_times(stream)
-            assert timing.stream_seconds(stream) * cfg.clock_hz == pytest.approx(model[-1], rel=tolerance), stream
+            model = timing.measure_stream_times(stream)[-1]
+            formula = timing.stream_seconds(stream) * cfg.clock_hz
+            assert abs(formula - model) <= tolerance * model + neighbours, (stream, formula, model)
     for shape in (("attention", 1, 128, 128), ("lora_xa", 2 * cfg.rows, 1024, 16)) if cfg.name == "paper" else ():
         period, drain = timing.stream_cycles(*shape)
         times = timing.measure_stream_times([shape] * 9)
