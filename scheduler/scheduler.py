@@ -260,6 +260,14 @@ class Scheduler:
                 else:
                     del counter[a]
 
+    def _idle_coldest(self, serving):
+        """The adapters holding factors that no request in `serving` uses, coldest first."""
+        return sorted(set(self._holding) - set(serving), key=lambda a: (self.temps[a], a))
+
+    def _held_bytes(self, a):
+        """GPU memory adapter `a`'s cached factors take."""
+        return sum(self.site_bytes(s, self.cached.get(s, _NOTHING)) for s in self.sites(a))
+
     def keep(self, site, parts, serving=frozenset()):
         """Keep `parts` of a site's factors that the GPU has just read over the link (a
         prefill's E2) in GPU memory: GPU memory is "a software-managed cache for the devices"
@@ -276,19 +284,17 @@ class Scheduler:
             return False
         need = self.site_bytes(site, missing)
         need_slot = site.adapter not in self._holding and len(self._holding) >= self.config.max_loras
-        idle = sorted(set(self._holding) - set(serving) - {site.adapter}, key=lambda a: (self.temps[a], a))
         victims, free = [], self.free_bytes()
-        for a in idle:
+        for a in self._idle_coldest(set(serving) | {site.adapter}):
             if need <= free and not need_slot:
                 break
-            victims.append(a)
-            free += sum(self.site_bytes(s, self.cached.get(s, _NOTHING)) for s in self.sites(a))
+            victims.append(Eviction("cold", a, frozenset(PARTS), self._held_bytes(a), 0.0))
+            free += victims[-1].nbytes
             need_slot = False
         if need > free or need_slot:
             return False
-        for a in victims:
-            for s in self.sites(a):
-                self._hold(s, _NOTHING)
+        for e in victims:
+            self._apply_eviction(e)
         self._hold(site, self.cached.get(site, _NOTHING) | missing)
         self._check_budget("keep")
         return True
@@ -455,11 +461,11 @@ class Scheduler:
         if want <= self.budget - self.adapter_bytes():
             return
         hot = set(self.temps.hottest(self.config.hot_set_size, exclude=serving))
-        for a in sorted(set(self._holding) - serving, key=lambda a: (self.temps[a], a)):
+        for a in self._idle_coldest(serving):
             room = self.budget - self.adapter_bytes()
             if want <= room:
                 break
-            held = sum(self.site_bytes(s, self.cached.get(s, _NOTHING)) for s in self.sites(a))
+            held = self._held_bytes(a)
             penalty = 0.0
             if a in hot:
                 penalty = self.load_s(held)
@@ -565,8 +571,8 @@ class Scheduler:
         byte first, KV duplicates, hot adapters and other serving adapters' factors
         (lines 15-18). Returns (evictions, None) or (None, why)."""
         hot = set(self.temps.hottest(self.config.hot_set_size, exclude=serving))
-        idle = sorted(set(self._holding) - serving, key=lambda a: (self.temps[a], a))
-        held = {a: sum(self.site_bytes(s, self.cached.get(s, _NOTHING)) for s in self.sites(a)) for a in idle}
+        idle = self._idle_coldest(serving)
+        held = {a: self._held_bytes(a) for a in idle}
         plan, freed, slot = [], 0.0, not need_slot
         for a in idle:                                              # line 8
             if a in hot:
