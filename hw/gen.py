@@ -1,7 +1,9 @@
 """Generate the Verilog of a device config: `python -m hw.gen [--config NAME] [-o FILE]`.
 
 `emit_src=False` keeps local paths out of the output, so the committed `rtl/` file is
-byte-identical wherever the checkout lives.
+byte-identical wherever the checkout lives. With `-o`, the file is written only when its
+content changes: an unchanged file keeps its time, so the Verilator builds that depend on
+it (cocotb's runner rebuilds when a source is newer than its binary) are not redone.
 """
 import argparse
 import pathlib
@@ -37,6 +39,24 @@ def generate(cfg):
     return verilog.convert(NdpDevice(cfg), name=TOP, emit_src=False) + cell_verilog()
 
 
+def write_if_changed(path, text):
+    """Write `text` to `path` unless the file already holds exactly it (then its time is
+    kept); True when it was written. The new content goes to a temporary file beside it
+    first, so an interrupted run never leaves a half-written file."""
+    path = pathlib.Path(path)
+    data = text.encode()
+    try:
+        if path.read_bytes() == data:
+            return False
+    except FileNotFoundError:
+        pass
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_bytes(data)
+    tmp.replace(path)
+    return True
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--config", default="default", help="config name in isa/configs or a JSON path")
@@ -44,8 +64,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
     text = generate(isa.load_config(args.config))
     if args.output:
-        args.output.parent.mkdir(parents=True, exist_ok=True)
-        args.output.write_text(text)
+        written = write_if_changed(args.output, text)
+        print(f"{args.output}: {'written' if written else 'unchanged'}")
     else:
         print(text, end="")
 

@@ -184,7 +184,8 @@ PASS_THROUGH = {"ignore_unknown_options": True, "help_option_names": []}
 def demo():
     """A GEMV and a GEMM through the driver on the RTL (Verilator), against numpy."""
     from rtlbench import demo as rtl_demo
-    rtl_demo.main()
+    if rtl_demo.main():
+        raise SystemExit(1)         # a failed build or run: make demo fails with it
 
 
 @main.command(context_settings=PASS_THROUGH)

@@ -1,0 +1,39 @@
+"""hw.gen writes its output only when the content changes, so the Verilator builds keyed on
+the file's time (make rtl, then make demo) are not redone when nothing changed."""
+import os
+
+from hw import gen
+
+OLD = 1_000_000_000          # an mtime far in the past: a rewrite shows whatever the clock's resolution
+
+
+def test_write_if_changed(tmp_path):
+    path = tmp_path / "sub" / "out.v"
+    assert gen.write_if_changed(path, "module a;\nendmodule\n")        # new file, folder made
+    assert path.read_text() == "module a;\nendmodule\n"
+    os.utime(path, (OLD, OLD))
+    assert not gen.write_if_changed(path, "module a;\nendmodule\n")    # same bytes: untouched
+    assert path.stat().st_mtime == OLD
+    assert gen.write_if_changed(path, "module b;\nendmodule\n")        # changed: written
+    assert path.read_text() == "module b;\nendmodule\n"
+    assert path.stat().st_mtime != OLD
+    assert sorted(p.name for p in path.parent.iterdir()) == ["out.v"]  # no temporary left
+
+
+def test_main_keeps_an_unchanged_file(tmp_path, capsys, monkeypatch):
+    """Two real runs on the smallest config: the Verilog is deterministic and the second run
+    leaves the file (and its time) alone; a changed generator output is written."""
+    out = tmp_path / "ndp_device.v"
+    gen.main(["--config", "small", "-o", str(out)])
+    first = out.read_bytes()
+    assert b"module ndp_device" in first
+    os.utime(out, (OLD, OLD))
+    gen.main(["--config", "small", "-o", str(out)])
+    assert out.read_bytes() == first
+    assert out.stat().st_mtime == OLD
+    assert capsys.readouterr().out.splitlines() == [f"{out}: written", f"{out}: unchanged"]
+
+    monkeypatch.setattr(gen, "generate", lambda cfg: "// changed\n")
+    gen.main(["--config", "small", "-o", str(out)])
+    assert out.read_text() == "// changed\n"
+    assert out.stat().st_mtime != OLD
