@@ -6,7 +6,7 @@ import numpy as np
 from isa import (DescType, Descriptor, DeviceConfig, Dtype, Op, QueueView, Status,
                  check_descriptor, dtype_bytes, payload_bytes, regs, result_bytes, slots)
 from isa.descriptor import Flag
-from isa.validate import lines, stats_offset
+from isa.validate import lines, operand_read_lines, paged, stats_offset
 
 from .errors import ArgumentError, DeviceNotFound, NdpError, ShapeError
 from .queue import Queue
@@ -128,7 +128,9 @@ def dram_traffic(cfg, desc):
     per group of ROWS input rows, the payload and the slot's header line; the result and the
     completion line."""
     groups = -(-desc.in_rows // cfg.rows)
-    reads = groups * desc.dev_size * slots.LINE_BYTES + payload_bytes(desc) + slots.LINE_BYTES
+    list_lines = desc.dev_size if paged(desc) else 0          # a paged ATTENTION reads its list once
+    reads = ((groups * operand_read_lines(desc) + list_lines) * slots.LINE_BYTES + payload_bytes(desc)
+             + slots.LINE_BYTES)
     return reads, result_bytes(desc) + slots.LINE_BYTES
 
 

@@ -20,6 +20,10 @@ unpacker, the compute unit, the softmax unit and the DRAM writer, and sequences 
                          stage 1 runs); stage 1 (S V) -> FP32 results (O)
       SOFTMAX            no stage: the softmax unit runs on each input row in place, the
                          rows go out as FP16 results (and, PARTIAL, the anchor lines)
+  A paged ATTENTION first waits (PAGES) for the front end's verdict on its page list; with
+  OK it runs as ATTENTION with TRANS_W, its stages' beats (read from the pages by the
+  front end) unpacked as one operand's at virtual address 0; else it completes with the
+  verdict (BAD_PAGE, DRAM_ERROR), nothing else read.
   The readout streams: the fold unit takes a word per cycle (hw/fold_unit.py); results
   go through the line packer (hw/line_packer.py) into one write run per group, the
   group's rows being one run of bytes in the completion slot. The DRAM runs (the group's
@@ -127,7 +131,10 @@ class ControlUnit(wiring.Component):
             m.d.comb += front.queues[q].eq(self.queues[q])
         m.d.comb += [front.pop_valid.eq(self.pop_valid), self.pop_ready.eq(front.pop_ready), front.pop.eq(self.pop),
                      reader.start.eq(front.run_start), reader.addr.eq(front.run_addr),
-                     reader.lines.eq(front.run_lines), front.run_issued.eq(reader.issued_all)]
+                     reader.lines.eq(front.run_lines), reader.side.eq(front.run_side),
+                     front.run_issued.eq(reader.issued_all),
+                     front.side_valid.eq(reader.side_valid), front.side_data.eq(reader.side_data),
+                     front.side_err.eq(reader.side_err)]
 
         entry = Signal(ibuf_entry(cfg))
         regs = Signal(QueueRegs)
@@ -159,6 +166,9 @@ class ControlUnit(wiring.Component):
         # at PLAN) and its chunks (the dispatch)
         stage = Signal()
         st_addr, st_k, st_n, st_trans = stage_operand(d, dec.operand_lines, stage)
+        # a paged ATTENTION's stages stream from virtual address 0: its pages are whole 4 KiB,
+        # so the unpacker's offsets are those of one operand there (the front end reads the pages)
+        st_addr = Mux(dec.paged, 0, st_addr)
         dest = Signal(range(4))
         m.d.comb += dest.eq(Mux(stage, Mux(is_attention, TO_RESULT32, TO_RESULT16),
                                 Mux(is_attention, TO_SCORES, Mux(is_xab, TO_INPUT, TO_RESULT16))))
@@ -270,10 +280,21 @@ class ControlUnit(wiring.Component):
                     m.d.sync += [esize_log2.eq(1), out_n.eq(Mux(trans, d.dev_rows, d.dev_cols))]
                 with m.If(dec.status != Status.OK):
                     m.next = "COMPLETE"
+                with m.Elif(dec.paged):
+                    m.next = "PAGES"
                 with m.Elif(dec.is_compute):
                     m.next = "GROUP"
                 with m.Else():
                     m.next = "COPY_START"
+            with m.State("PAGES"):
+                # a paged ATTENTION waits for the front end's verdict on its list
+                with m.If(front.verdict_valid):
+                    m.d.comb += front.verdict_take.eq(1)
+                    m.d.sync += status.eq(front.verdict_status)
+                    with m.If(front.verdict_status == Status.OK):
+                        m.next = "GROUP"
+                    with m.Else():
+                        m.next = "COMPLETE"
             with m.State("COPY_START"):
                 # load: device operand -> completion slot; store: submission slot -> device
                 # operand (the front end started the read): one row of 32 elements a line

@@ -8,8 +8,10 @@ from amaranth.lib import wiring, data
 from amaranth.lib.wiring import In, Out
 
 from isa import Status, DescType, Op, Dtype, FIELDS
-from isa.descriptor import Flag
+from isa.descriptor import Flag, PAGE_ALIGN, PAGE_SHIFT_BITS, PAGE_SHIFT_LSB, PAGE_SHIFT_MASK
+from isa.microarch import PAGE_LIST_MAX
 from isa.slots import HEADER_BYTES, LINE_BYTES
+from isa.validate import PAGE_LIST_BYTES
 
 DescriptorLayout = data.StructLayout({name: width for name, _, width in FIELDS})
 
@@ -25,6 +27,10 @@ class Decoder(wiring.Component):
             # for the control unit: lines of one device operand (ATTENTION's and LORA_XAB's
             # second starts after them), and where the anchor lines start in the result
             "operand_lines": Out(40), "stats_offset": Out(48),
+            # a paged ATTENTION (isa/validate.py paged): its pages, log2 of a page's tokens
+            # and the bytes of a page's keys (its values follow them)
+            "paged": Out(1), "pages": Out(range(PAGE_LIST_MAX + 1)), "page_shift": Out(PAGE_SHIFT_BITS),
+            "page_half": Out(40),
         })
 
     def elaborate(self, platform):
@@ -44,15 +50,20 @@ class Decoder(wiring.Component):
         chained = is_compute & ((d.op == Op.ATTENTION) | (d.op == Op.LORA_XAB))
         trans = d.flags[0]                     # TRANS_W (isa/validate.py stages)
         plain = is_compute & ((d.op == Op.GEMV) | (d.op == Op.GEMM) | (d.op == Op.ATTENTION))
+        paged = is_compute & (d.op == Op.ATTENTION) & d.flags[2]
+        paged_bits = int(Flag.TRANS_W | Flag.PAGED) | PAGE_SHIFT_MASK
         implemented = (((d.flags == 0) & ((is_rw & (d.op == 0)) | chained))
                        | (plain & ((d.flags & ~int(Flag.TRANS_W)) == 0))
+                       | (paged & trans & ((d.flags & ~paged_bits) == 0))
                        | (is_softmax & ((d.flags & ~int(Flag.PARTIAL)) == 0)))
         dtype_ok = Mux(is_compute, d.dtype == Dtype.FP16,
                        (d.dtype == Dtype.FP16) | (d.dtype == Dtype.BF16) | (d.dtype == Dtype.INT8))
 
         dev_end = Signal(66)
         m.d.comb += dev_end.eq(d.dev_addr + (d.dev_size << line_log2))
-        in_bounds = (d.dev_addr[:line_log2] == 0) & (
+        # a paged ATTENTION's list starts at a multiple of PAGE_LIST_BYTES
+        list_log2 = (PAGE_LIST_BYTES - 1).bit_length()
+        in_bounds = Mux(paged, d.dev_addr[:list_log2] == 0, d.dev_addr[:line_log2] == 0) & (
             (d.dev_size == 0) | ((d.dev_addr >= self.data_base) & (dev_end <= self.data_limit)))
 
         # element size 1 (INT8) or 2 bytes: a left shift by el_log2
@@ -81,8 +92,16 @@ class Decoder(wiring.Component):
         room = Signal(50)
         m.d.comb += room.eq((1 << self.log2_slot[:6]) - HEADER_BYTES)
 
-        sizes_ok = ((d.in_size == in_lines) & (d.dev_size == Mux(chained, dev_lines << 1, dev_lines))
-                    & (d.dev_rows != 0) & (d.dev_cols != 0))
+        # a paged ATTENTION's pages (T over 2^shift tokens a page) and its list's lines
+        shift = d.flags[PAGE_SHIFT_LSB:PAGE_SHIFT_LSB + PAGE_SHIFT_BITS]
+        pages, half = Signal(21), Signal(40)
+        m.d.comb += [pages.eq((d.dev_rows + (1 << shift) - 1) >> shift), half.eq(d.dev_cols << (shift + 1)),
+                     self.paged.eq(paged), self.pages.eq(pages), self.page_shift.eq(shift), self.page_half.eq(half)]
+        list_lines = (pages + (LINE_BYTES // 8 - 1)) >> (LINE_BYTES // 8 - 1).bit_length()
+        paged_ok = (pages <= PAGE_LIST_MAX) & (half[:(PAGE_ALIGN - 1).bit_length()] == 0)
+        sizes_ok = ((d.in_size == in_lines)
+                    & (d.dev_size == Mux(paged, list_lines, Mux(chained, dev_lines << 1, dev_lines)))
+                    & (d.dev_rows != 0) & (d.dev_cols != 0) & (~paged | paged_ok))
         load_ok = (d.dev_size << line_log2) <= room
         store_ok = ((d.in_rows != 0) & (d.in_cols != 0) & (d.in_size == d.dev_size)
                     & ((d.in_size << line_log2) <= room))

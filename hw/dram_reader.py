@@ -18,6 +18,12 @@ error it is.
 A new run may start as soon as the current one has issued its last burst (`issued_all`):
 its bursts follow the current run's in flight, and its beats queue behind theirs in the
 buffer.
+
+A *side* run (`side` with `start`: a paged ATTENTION's list, for the front end) is the
+last one started until its beats are all in: they arrive after every earlier run's, so a
+beat is the side run's when no more beats are asked for than the side run's. Its beats
+leave on `side_*` as they arrive and never enter the buffer (they still count against its
+room while in flight).
 """
 from amaranth import Cat, Module, Signal
 from amaranth.lib import wiring, fifo
@@ -32,9 +38,11 @@ class DramReader(wiring.Component):
         self._cfg = cfg
         super().__init__({
             "bus": Out(device_bus(cfg)),
-            "start": In(1), "addr": In(64), "lines": In(RUN_LINES_BITS),
+            "start": In(1), "addr": In(64), "lines": In(RUN_LINES_BITS), "side": In(1),
             "busy": Out(1), "issued_all": Out(1),
             "out": Out(BeatStream(cfg.beat_bits)), "out_err": Out(1),
+            # a side run's beats, as they arrive, and their error bit
+            "side_valid": Out(1), "side_data": Out(cfg.beat_bits), "side_err": Out(1),
         })
 
     def elaborate(self, platform):
@@ -57,7 +65,11 @@ class DramReader(wiring.Component):
         if cfg.dram_channels > 1:
             m.d.comb += bus.arlines.eq(lines)
         beat_in = bus.rvalid & bus.rready
-        m.d.comb += [buffer.w_data.eq(Cat(bus.rdata, bus.rresp[1])), buffer.w_en.eq(beat_in)]
+        # the side run's beats asked for and not yet arrived: the last of `pending`
+        side_run, side_pending = Signal(), Signal(range(cfg.dram_buf_beats + 1))
+        is_side = beat_in & (side_pending != 0) & (pending <= side_pending)
+        m.d.comb += [buffer.w_data.eq(Cat(bus.rdata, bus.rresp[1])), buffer.w_en.eq(beat_in & ~is_side),
+                     self.side_valid.eq(is_side), self.side_data.eq(bus.rdata), self.side_err.eq(bus.rresp[1])]
 
         room = (cfg.dram_buf_beats - buffer.level - pending)
         m.d.comb += bus.arvalid.eq((left != 0) & (in_flight < cfg.dram_max_reads) & (room >= beats))
@@ -65,8 +77,9 @@ class DramReader(wiring.Component):
         with m.If(issued):
             m.d.sync += [addr.eq(addr + (lines << line_log2)), left.eq(left - lines)]
         m.d.sync += [pending.eq(pending + (issued * beats)[:len(pending)] - beat_in),
-                     in_flight.eq(in_flight + issued - (beat_in & bus.rlast))]
+                     in_flight.eq(in_flight + issued - (beat_in & bus.rlast)),
+                     side_pending.eq(side_pending + (issued & side_run) * beats - is_side)]
         with m.If(self.start):
-            m.d.sync += [addr.eq(self.addr), left.eq(self.lines)]
+            m.d.sync += [addr.eq(self.addr), left.eq(self.lines), side_run.eq(self.side)]
         m.d.comb += [self.busy.eq(self.start | (left != 0) | (in_flight != 0)), self.issued_all.eq(left == 0)]
         return m

@@ -15,16 +15,25 @@ them and starts their DRAM runs ahead of the execution, one descriptor ahead.
             the runs before it, the previous descriptor's included
     DONE    wait to hand the descriptor over
 
+A paged ATTENTION's fetch begins with its list: a side run of the reader, whose beats
+come here as they arrive (LIST_RUN, LIST_WAIT); the entries are checked one a cycle
+(LIST_CHECK, isa/validate.py check_pages) and the verdict (OK, BAD_PAGE, or DRAM_ERROR
+for a list beat answered with an error) waits in a register for the control unit. Only
+an OK list goes on to the input rows and, per stage, the whole packs as a run a page (the
+pages' keys, then their values, half a page further) and the last k-group from its page.
+
 The control unit takes the held descriptor (`task`) when it is idle, or the one being
 popped in the same cycle. A descriptor counts as in flight from DECODE until the control
 unit reports its completion (`report`).
 """
-from amaranth import Module, Mux, Signal
+from amaranth import Array, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from isa import DescType, Op, Status
-from isa.slots import HEADER_BYTES
+from isa.descriptor import PAGE_ALIGN, PAGE_ENTRY_BYTES
+from isa.microarch import PAGE_LIST_MAX
+from isa.slots import HEADER_BYTES, LINE_BYTES
 from .command_engine import ibuf_entry
 from .decoder import Decoder
 from .axi import RUN_LINES_BITS
@@ -45,6 +54,11 @@ class FrontEnd(wiring.Component):
             "pop_valid": In(1), "pop_ready": Out(1), "pop": In(ibuf_entry(cfg)),
             # the reader's run starts
             "run_start": Out(1), "run_addr": Out(64), "run_lines": Out(RUN_LINES_BITS), "run_issued": In(1),
+            "run_side": Out(1),
+            # the side run's beats (a paged ATTENTION's list), and the list's verdict for the
+            # control unit (valid until taken)
+            "side_valid": In(1), "side_data": In(cfg.beat_bits), "side_err": In(1),
+            "verdict_valid": Out(1), "verdict_status": Out(8), "verdict_take": In(1),
             # the descriptor for the control unit
             "task_valid": Out(1), "task": Out(ibuf_entry(cfg)), "take": In(1),
             # a descriptor's completion reported; whether it was a STORE that ran
@@ -91,8 +105,8 @@ class FrontEnd(wiring.Component):
         hazard = ((stores != 0) | (reads_cq & (in_flight != 0)))
 
         # ---- the fetcher's progress through the runs
-        INPUT_RUN, MAIN_RUN, REST_RUN, COPY_RUN = range(4)
-        f_on, f_kind, f_stage = Signal(), Signal(range(4)), Signal()
+        INPUT_RUN, MAIN_RUN, REST_RUN, COPY_RUN, LIST_RUN, LIST_WAIT, LIST_CHECK = range(7)
+        f_on, f_kind, f_stage = Signal(), Signal(range(7)), Signal()
         f_m0, f_in_elem = Signal(DIM_BITS), Signal(44)
         m_rows = d.in_rows
         stages = stage_count(d)
@@ -106,23 +120,105 @@ class FrontEnd(wiring.Component):
         main_run = run_span(m, f_addr, 0, f_main, cfg, "main_run")
         rest_run = run_span(m, f_addr, f_main, f_rest_elems, cfg, "rest_run")
         run_addr, run_lines, run_any = Signal(64), Signal(RUN_LINES_BITS), Signal()
+
+        # ---- a paged ATTENTION: its list (the page table), checked an entry a cycle
+        paged = dec.paged
+        entries = Array(Signal(64, name=f"page{i}") for i in range(PAGE_LIST_MAX))
+        list_beat, list_err = Signal(range(PAGE_LIST_MAX + 1)), Signal()
+        # the list is at most PAGE_LIST_MAX entries from a multiple of their size: the
+        # entries' places in the side beats depend only on where that is in a beat
+        list_bytes = PAGE_LIST_MAX * PAGE_ENTRY_BYTES
+        places = max(1, cfg.beat_bytes // list_bytes)
+        place = Signal(range(places))
+        if places > 1:
+            m.d.comb += place.eq(d.dev_addr[(list_bytes - 1).bit_length():(cfg.beat_bytes - 1).bit_length()])
+        with m.If(self.side_valid):
+            m.d.sync += [list_beat.eq(list_beat + 1), list_err.eq(list_err | self.side_err)]
+            for i in range(PAGE_LIST_MAX):
+                for where in range(places):
+                    at = where * list_bytes + i * PAGE_ENTRY_BYTES
+                    with m.If((place == where) & (list_beat == at // cfg.beat_bytes)):
+                        m.d.sync += entries[i].eq(self.side_data.word_select((at % cfg.beat_bytes) // 8, 64))
+        line_log2 = (LINE_BYTES - 1).bit_length()
+        chan_log2 = (cfg.dram_channels - 1).bit_length()
+        list_first = d.dev_addr[line_log2:line_log2 + chan_log2] if chan_log2 else 0
+        list_in = list_beat == ((list_first + d.dev_size + cfg.dram_channels - 1) >> chan_log2)
+        # the page in hand: checked (LIST_CHECK), read (MAIN_RUN), or the last k-group's (REST_RUN)
+        f_page = Signal(range(PAGE_LIST_MAX))
+        shift, half = dec.page_shift, dec.page_half
+        main_rows = (f_rows_dim >> f_pack_log2) << f_pack_log2
+        rest_page = (main_rows >> shift)[:len(f_page)]
+        page = Signal(64)
+        m.d.comb += page.eq(entries[Mux(f_kind == REST_RUN, rest_page, f_page)])
+        span = Signal(66)
+        m.d.comb += span.eq(page + (half << 1))
+        page_bad = ((page[:(PAGE_ALIGN - 1).bit_length()] != 0) | (page < regs.data_base)
+                    | (span > regs.data_limit))
+        bad, verdict_valid, verdict_status = Signal(), Signal(), Signal(8)
+        bad_now = bad | page_bad
+        last_check = f_page + 1 >= dec.pages
+        m.d.comb += [self.verdict_valid.eq(verdict_valid), self.verdict_status.eq(verdict_status)]
+        with m.If(self.verdict_take):
+            m.d.sync += verdict_valid.eq(0)
+        # a stage's pages: the whole packs' (main_rows of its rows), a run each, from the
+        # page's keys (stage 0) or values (stage 1)
+        page_base = page + Mux(f_stage, half, 0)
+        main_pages = (main_rows + (1 << shift) - 1) >> shift
+        page_rows = Signal(DIM_BITS)
+        left_rows = main_rows - (f_page << shift)
+        m.d.comb += page_rows.eq(Mux(left_rows > (1 << shift), 1 << shift, left_rows))
+        page_run = run_span(m, page_base, 0, page_rows * f_cols_dim, cfg, "page_run")
+        page_rest = run_span(m, page_base, (main_rows & ((1 << shift) - 1)) * f_cols_dim, f_rest_elems, cfg,
+                             "page_rest")
         with m.Switch(f_kind):
             with m.Case(INPUT_RUN):
                 m.d.comb += [run_addr.eq(input_run[0]), run_lines.eq(input_run[1]), run_any.eq(1)]
             with m.Case(MAIN_RUN):
-                m.d.comb += [run_addr.eq(main_run[0]), run_lines.eq(main_run[1]), run_any.eq(f_main != 0)]
+                m.d.comb += [run_addr.eq(Mux(paged, page_run[0], main_run[0])),
+                             run_lines.eq(Mux(paged, page_run[1], main_run[1])), run_any.eq(f_main != 0)]
             with m.Case(REST_RUN):
-                m.d.comb += [run_addr.eq(rest_run[0]), run_lines.eq(rest_run[1]), run_any.eq(f_rest_elems != 0)]
+                m.d.comb += [run_addr.eq(Mux(paged, page_rest[0], rest_run[0])),
+                             run_lines.eq(Mux(paged, page_rest[1], rest_run[1])), run_any.eq(f_rest_elems != 0)]
             with m.Case(COPY_RUN):
                 m.d.comb += [run_addr.eq(Mux(dec.is_load, d.dev_addr, sq_slot + HEADER_BYTES)),
                              run_lines.eq(d.dev_size), run_any.eq(d.dev_size != 0)]
-        with m.If(f_on & (~run_any | self.run_issued)):
-            m.d.comb += [self.run_start.eq(run_any), self.run_addr.eq(run_addr), self.run_lines.eq(run_lines)]
+            with m.Case(LIST_RUN):
+                m.d.comb += [run_addr.eq(d.dev_addr), run_lines.eq(d.dev_size), run_any.eq(1)]
+        # a step: a run started (or skipped, when empty), the list in, an entry checked
+        step = Signal()
+        with m.Switch(f_kind):
+            with m.Case(LIST_WAIT):
+                m.d.comb += step.eq(f_on & list_in)
+            with m.Case(LIST_CHECK):
+                m.d.comb += step.eq(f_on & (~last_check | ~verdict_valid))
+            with m.Default():
+                m.d.comb += step.eq(f_on & (~run_any | self.run_issued))
+        with m.If(step):
+            m.d.comb += [self.run_start.eq(run_any), self.run_addr.eq(run_addr), self.run_lines.eq(run_lines),
+                         self.run_side.eq(f_kind == LIST_RUN)]
             # the next run: the stage's last k-group, the next stage, or the next group's rows
             with m.If(f_kind == COPY_RUN):
                 m.d.sync += f_on.eq(0)
+            with m.Elif(f_kind == LIST_RUN):
+                m.d.sync += f_kind.eq(LIST_WAIT)
+            with m.Elif(f_kind == LIST_WAIT):
+                m.d.sync += [f_kind.eq(LIST_CHECK), f_page.eq(0), bad.eq(0)]
+            with m.Elif(f_kind == LIST_CHECK):
+                with m.If(~last_check):
+                    m.d.sync += [f_page.eq(f_page + 1), bad.eq(bad_now)]
+                with m.Else():
+                    ok_list = ~list_err & ~bad_now
+                    m.d.sync += [verdict_valid.eq(1), f_page.eq(0),
+                                 verdict_status.eq(Mux(list_err, Status.DRAM_ERROR,
+                                                       Mux(bad_now, Status.BAD_PAGE, Status.OK)))]
+                    with m.If(ok_list):
+                        m.d.sync += f_kind.eq(INPUT_RUN)
+                    with m.Else():
+                        m.d.sync += f_on.eq(0)
+            with m.Elif((f_kind == MAIN_RUN) & paged & (f_page + 1 < main_pages)):
+                m.d.sync += f_page.eq(f_page + 1)
             with m.Elif(f_kind == MAIN_RUN):
-                m.d.sync += f_kind.eq(REST_RUN)
+                m.d.sync += [f_kind.eq(REST_RUN), f_page.eq(0)]
             with m.Elif((f_kind == INPUT_RUN) & (stages != 0)):
                 m.d.sync += [f_kind.eq(MAIN_RUN), f_stage.eq(0)]
             with m.Elif((f_kind == REST_RUN) & (f_stage + 1 < stages)):
@@ -142,8 +238,8 @@ class FrontEnd(wiring.Component):
 
         def fetch_start():
             m.d.comb += issue.eq(1)
-            m.d.sync += [f_on.eq(1), f_kind.eq(Mux(dec.is_compute, INPUT_RUN, COPY_RUN)), f_stage.eq(0),
-                         f_m0.eq(0), f_in_elem.eq(0)]
+            m.d.sync += [f_on.eq(1), f_kind.eq(Mux(dec.is_compute, Mux(paged, LIST_RUN, INPUT_RUN), COPY_RUN)),
+                         f_stage.eq(0), f_m0.eq(0), f_in_elem.eq(0), f_page.eq(0), list_beat.eq(0), list_err.eq(0)]
 
         with m.FSM():
             with m.State("IDLE"):

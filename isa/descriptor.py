@@ -67,11 +67,34 @@ class Flag(enum.IntFlag):
     TRANS_W (the spec's, bit 10): the device matrix is stored N x K and used transposed;
     GEMV, GEMM, and ATTENTION, whose keys are then stored token-major (T x d, like V).
     Bits 11..19 are the project's own: PARTIAL (bit 11) asks SOFTMAX for FlashAttention's
-    partial form. Any other bit, TRANS_W on another op, or PARTIAL on another op than
-    SOFTMAX completes with BAD_OP (docs/read-compute-project.md).
+    partial form. PAGED (bit 12) asks ATTENTION, with TRANS_W, to take its keys and values
+    from a page list (dev_addr points at the list); PAGE_SHIFT (bits 13..16, a 4-bit
+    field, only with PAGED) is log2 of a page's tokens. Any other bit, TRANS_W on another
+    op, PARTIAL on another op than SOFTMAX, PAGED without ATTENTION and TRANS_W, or a
+    PAGE_SHIFT without PAGED completes with BAD_OP (docs/read-compute-project.md).
     """
     TRANS_W = 1 << 0
     PARTIAL = 1 << 1
+    PAGED = 1 << 2
+
+
+PAGE_SHIFT_LSB = 3          # flags bits 3..6 (word bits 13..16): log2 of a page's tokens
+PAGE_SHIFT_BITS = 4
+PAGE_SHIFT_MASK = ((1 << PAGE_SHIFT_BITS) - 1) << PAGE_SHIFT_LSB
+PAGE_ENTRY_BYTES = 8        # a page list entry: the page's byte address, u64 little-endian
+PAGE_ALIGN = 4096           # a page's address and its keys' bytes are multiples of it (NVMe's page)
+
+
+def page_flags(page_shift):
+    """The flags of a paged ATTENTION whose pages hold 2^page_shift tokens."""
+    if not 0 <= page_shift < (1 << PAGE_SHIFT_BITS):
+        raise ValueError(f"page_shift={page_shift} does not fit in {PAGE_SHIFT_BITS} bits")
+    return int(Flag.TRANS_W | Flag.PAGED) | (page_shift << PAGE_SHIFT_LSB)
+
+
+def page_shift_of(flags):
+    """log2 of a page's tokens, from a descriptor's flags."""
+    return (int(flags) & PAGE_SHIFT_MASK) >> PAGE_SHIFT_LSB
 
 
 @dataclasses.dataclass(frozen=True)

@@ -6,7 +6,11 @@ BAD_OP, then BAD_DTYPE, then BOUNDS, then BAD_SHAPE.
 """
 import dataclasses
 
-from .descriptor import DescType, Op, Dtype, Flag, dtype_bytes
+from .descriptor import (DescType, Op, Dtype, Flag, PAGE_ALIGN, PAGE_ENTRY_BYTES, PAGE_SHIFT_MASK, dtype_bytes,
+                         page_shift_of)
+from .microarch import PAGE_LIST_MAX
+
+PAGE_LIST_BYTES = PAGE_LIST_MAX * PAGE_ENTRY_BYTES   # a paged ATTENTION's list starts at a multiple of it
 from .slots import HEADER_BYTES, LINE_BYTES
 from .status import Status
 
@@ -35,6 +39,9 @@ def implemented(desc):
     if desc.type == DescType.READ_COMPUTE:
         if desc.op == Op.SOFTMAX:
             return (int(desc.flags) & ~int(Flag.PARTIAL)) == 0
+        if desc.op == Op.ATTENTION and desc.flags & Flag.PAGED:
+            paged_bits = int(Flag.TRANS_W | Flag.PAGED) | PAGE_SHIFT_MASK
+            return bool(desc.flags & Flag.TRANS_W) and (int(desc.flags) & ~paged_bits) == 0
         if desc.op in (Op.GEMV, Op.GEMM, Op.ATTENTION):
             return (int(desc.flags) & ~int(Flag.TRANS_W)) == 0
         return desc.op == Op.LORA_XAB and desc.flags == 0
@@ -48,7 +55,7 @@ def dtype_ok(desc):
 
 
 def in_bounds(desc, queue):
-    if desc.dev_addr % LINE_BYTES:
+    if desc.dev_addr % (PAGE_LIST_BYTES if paged(desc) else LINE_BYTES):
         return False
     if desc.dev_size == 0:
         return True         # an empty operand has no byte outside the range
@@ -83,9 +90,60 @@ def result_cols(desc):
     return stages(desc)[-1][1]
 
 
+def paged(desc):
+    """Whether the descriptor is a paged ATTENTION (its operand a page list)."""
+    return desc.type == DescType.READ_COMPUTE and desc.op == Op.ATTENTION and bool(desc.flags & Flag.PAGED)
+
+
+def page_tokens(desc):
+    """Tokens a page of a paged ATTENTION holds (the last page may hold fewer)."""
+    return 1 << page_shift_of(desc.flags)
+
+
+def page_count(desc):
+    """Entries of a paged ATTENTION's list: its T tokens in pages."""
+    return -(-desc.dev_rows // page_tokens(desc))
+
+
+def page_half_bytes(desc):
+    """Bytes of a page's keys (page_tokens x d FP16, token-major); its values follow them."""
+    return page_tokens(desc) * desc.dev_cols * 2
+
+
+def page_extents(desc, entries):
+    """(address, tokens) of each page the descriptor reads, in token order: K at the
+    address, V `page_half_bytes` after it."""
+    tokens = page_tokens(desc)
+    return [(entries[p], min(tokens, desc.dev_rows - p * tokens)) for p in range(page_count(desc))]
+
+
+def check_pages(desc, entries, queue, cfg):
+    """The status a paged ATTENTION earns from its list's entries (after the decode rules
+    passed): BAD_PAGE when an entry is not a multiple of PAGE_ALIGN or its page
+    (keys and values, whole) has a byte outside [DATA_BASE, DATA_LIMIT)."""
+    span = 2 * page_half_bytes(desc)
+    for addr in entries[:page_count(desc)]:
+        if addr % PAGE_ALIGN or not (queue.data_base <= addr and addr + span <= queue.data_limit):
+            return Status.BAD_PAGE
+    return Status.OK
+
+
+def operand_read_lines(desc):
+    """64-byte lines of device operand a read-compute descriptor reads per group of ROWS
+    input rows (a paged ATTENTION: each page's keys and values; its list is read once, not
+    per group)."""
+    if not paged(desc):
+        return desc.dev_size
+    per_page = [2 * lines(t * desc.dev_cols * 2) for _, t in page_extents(desc, [0] * page_count(desc))]
+    return sum(per_page)
+
+
 def operand_lines(desc):
     """64-byte lines of the device operand its dims imply: attention's K^T (d x T) and V
-    (T x d), and E3's A (D x R) and B (R x D), each from a line boundary."""
+    (T x d), and E3's A (D x R) and B (R x D), each from a line boundary; a paged
+    ATTENTION's list (an 8-byte entry a page)."""
+    if paged(desc):
+        return lines(page_count(desc) * PAGE_ENTRY_BYTES)
     el = dtype_bytes(desc.dtype)
     one = lines(desc.dev_rows * desc.dev_cols * el)
     if desc.type == DescType.READ_COMPUTE and desc.op in (Op.ATTENTION, Op.LORA_XAB):
@@ -116,6 +174,10 @@ def shape_ok(desc, queue, cfg):
     products = stages(desc)
     # every product's K in the input buffer (the second's: S, or x A), its N in the output buffer
     fits = all(k <= cfg.k_max and n <= cfg.n_max for k, n, _ in products)
+    if paged(desc):
+        # the front end holds the list; a page's keys are whole 4 KiB (so whole beats, and
+        # whole pairs of chunks), so the pages stream as one operand's beats
+        fits = fits and page_count(desc) <= PAGE_LIST_MAX and page_half_bytes(desc) % PAGE_ALIGN == 0
     return (m != 0 and desc.in_cols == products[0][0] and (desc.op != Op.GEMV or m == 1) and fits
             and desc.in_size * LINE_BYTES <= payload_room
             and result_bytes(desc) <= payload_room)

@@ -832,7 +832,7 @@ module ndp_device(mem__awaddr, mem__awlen, mem__awsize, mem__awburst, mem__awloc
     .pop(pop),
     .pop_ready(pop_ready),
     .pop_valid(pop_valid),
-    .\port$10039$0 (\$3 ),
+    .\port$10768$0 (\$3 ),
     .queues__0(queues__0),
     .queues__1(queues__1),
     .queues__2(queues__2),
@@ -1042,7 +1042,7 @@ module ndp_device(mem__awaddr, mem__awlen, mem__awsize, mem__awburst, mem__awloc
     .io__wready(io__wready),
     .io__wstrb(io__wstrb),
     .io__wvalid(io__wvalid),
-    .\port$10039$0 (\$3 ),
+    .\port$10768$0 (\$3 ),
     .queues__0(queues__0),
     .queues__1(queues__1),
     .queues__2(queues__2),
@@ -2633,7 +2633,7 @@ module \ndp_device.command_engine (bus__rresp, clk, rst, push_ready, cycle, rese
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, bus__rlast, clk, rst, pop, bus__arlen, bus__arvalid, bus__awlen, bus__wdata, bus__wstrb, reported, bus__wvalid, bus__wlast, bus__bready, done_status, irq, \port$10039$0 , cycle
+module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, bus__rlast, clk, rst, pop, bus__arlen, bus__arvalid, bus__awlen, bus__wdata, bus__wstrb, reported, bus__wvalid, bus__wlast, bus__bready, done_status, irq, \port$10768$0 , cycle
 , queues__0, queues__1, queues__2, queues__3, pop_valid, pop_ready, bus__araddr, bus__awvalid, bus__awaddr, bus__arready, bus__rvalid, bus__awready, bus__wready, bus__bvalid, bus__bid);
   reg \$auto$verilog_backend.cc:2355:dump_module$67  = 0;
   wire \$1 ;
@@ -2642,32 +2642,32 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$101 ;
   wire \$102 ;
   wire \$103 ;
-  wire [64:0] \$104 ;
-  wire [65:0] \$105 ;
-  wire [19:0] \$106 ;
+  wire \$104 ;
+  wire [64:0] \$105 ;
+  wire [65:0] \$106 ;
   wire [19:0] \$107 ;
   wire [19:0] \$108 ;
   wire [19:0] \$109 ;
   wire \$11 ;
-  wire [22:0] \$110 ;
-  wire [25:0] \$111 ;
-  wire [26:0] \$112 ;
-  wire [27:0] \$113 ;
-  wire [28:0] \$114 ;
+  wire [19:0] \$110 ;
+  wire [22:0] \$111 ;
+  wire [25:0] \$112 ;
+  wire [26:0] \$113 ;
+  wire [27:0] \$114 ;
   wire [28:0] \$115 ;
-  reg [31:0] \$116 ;
+  wire [28:0] \$116 ;
   reg [31:0] \$117 ;
-  wire \$118 ;
+  reg [31:0] \$118 ;
   wire \$119 ;
   wire \$12 ;
   wire \$120 ;
   wire \$121 ;
-  wire [64:0] \$122 ;
-  wire [65:0] \$123 ;
-  wire [20:0] \$124 ;
-  wire [27:0] \$125 ;
-  wire [66:0] \$126 ;
-  wire \$127 ;
+  wire \$122 ;
+  wire [64:0] \$123 ;
+  wire [65:0] \$124 ;
+  wire [20:0] \$125 ;
+  wire [27:0] \$126 ;
+  wire [66:0] \$127 ;
   wire \$128 ;
   wire \$129 ;
   wire \$13 ;
@@ -2700,27 +2700,27 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$154 ;
   wire \$155 ;
   wire \$156 ;
-  wire [64:0] \$157 ;
-  wire [15:0] \$158 ;
-  wire [16:0] \$159 ;
+  wire \$157 ;
+  wire \$158 ;
+  wire [64:0] \$159 ;
   wire [19:0] \$16 ;
-  wire [16:0] \$160 ;
-  wire [79:0] \$161 ;
-  wire [80:0] \$162 ;
-  wire [64:0] \$163 ;
-  wire [15:0] \$164 ;
-  wire [16:0] \$165 ;
-  wire [16:0] \$166 ;
-  wire [79:0] \$167 ;
-  wire [80:0] \$168 ;
-  wire \$169 ;
+  wire [15:0] \$160 ;
+  wire [16:0] \$161 ;
+  wire [16:0] \$162 ;
+  wire [79:0] \$163 ;
+  wire [80:0] \$164 ;
+  wire [64:0] \$165 ;
+  wire [15:0] \$166 ;
+  wire [16:0] \$167 ;
+  wire [16:0] \$168 ;
+  wire [79:0] \$169 ;
   wire [19:0] \$17 ;
-  wire \$170 ;
+  wire [80:0] \$170 ;
   wire \$171 ;
-  wire [19:0] \$172 ;
-  wire [19:0] \$173 ;
-  wire \$174 ;
-  wire \$175 ;
+  wire \$172 ;
+  wire \$173 ;
+  wire [19:0] \$174 ;
+  wire [19:0] \$175 ;
   wire \$176 ;
   wire \$177 ;
   wire \$178 ;
@@ -2741,118 +2741,121 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$191 ;
   wire \$192 ;
   wire \$193 ;
-  wire [22:0] \$194 ;
-  wire [25:0] \$195 ;
-  wire [48:0] \$196 ;
-  wire \$197 ;
-  wire \$198 ;
-  wire \$199 ;
+  wire \$194 ;
+  wire \$195 ;
+  wire \$196 ;
+  wire [22:0] \$197 ;
+  wire [25:0] \$198 ;
+  wire [48:0] \$199 ;
   wire \$2 ;
   wire [64:0] \$20 ;
   wire \$200 ;
   wire \$201 ;
-  wire [2:0] \$202 ;
+  wire \$202 ;
   wire \$203 ;
-  wire [2:0] \$204 ;
-  wire \$205 ;
+  wire \$204 ;
+  wire [2:0] \$205 ;
   wire \$206 ;
-  wire \$207 ;
+  wire [2:0] \$207 ;
   wire \$208 ;
   wire \$209 ;
   wire [64:0] \$21 ;
-  wire [22:0] \$210 ;
-  wire [25:0] \$211 ;
-  wire [48:0] \$212 ;
-  wire \$213 ;
-  wire \$214 ;
-  wire \$215 ;
+  wire \$210 ;
+  wire \$211 ;
+  wire \$212 ;
+  wire [22:0] \$213 ;
+  wire [25:0] \$214 ;
+  wire [48:0] \$215 ;
   wire \$216 ;
-  wire [2:0] \$217 ;
+  wire \$217 ;
   wire \$218 ;
   wire \$219 ;
-  wire [19:0] \$22 ;
+  wire [64:0] \$22 ;
   wire [2:0] \$220 ;
-  wire [20:0] \$221 ;
-  wire [22:0] \$222 ;
-  wire [44:0] \$223 ;
+  wire \$221 ;
+  wire \$222 ;
+  wire [2:0] \$223 ;
   wire [20:0] \$224 ;
-  wire \$225 ;
-  wire \$226 ;
-  reg \$227 ;
-  reg [333:0] \$228 ;
-  reg [4:0] \$229 ;
+  wire [22:0] \$225 ;
+  wire [44:0] \$226 ;
+  wire [20:0] \$227 ;
+  wire \$228 ;
+  wire \$229 ;
   wire [19:0] \$23 ;
-  reg [7:0] \$230 ;
-  reg [63:0] \$231 ;
-  reg [63:0] \$232 ;
-  reg [19:0] \$233 ;
-  reg [43:0] \$234 ;
-  reg [47:0] \$235 ;
-  reg [1:0] \$236 ;
-  reg [19:0] \$237 ;
-  reg [2:0] \$238 ;
-  reg \$239 ;
-  wire \$24 ;
-  reg [1:0] \$240 ;
-  reg \$241 ;
-  reg [31:0] \$242 ;
-  reg [31:0] \$243 ;
-  reg [31:0] \$244 ;
+  reg \$230 ;
+  reg [333:0] \$231 ;
+  reg [4:0] \$232 ;
+  reg [7:0] \$233 ;
+  reg [63:0] \$234 ;
+  reg [63:0] \$235 ;
+  reg [19:0] \$236 ;
+  reg [43:0] \$237 ;
+  reg [47:0] \$238 ;
+  reg [1:0] \$239 ;
+  wire [19:0] \$24 ;
+  reg [19:0] \$240 ;
+  reg [2:0] \$241 ;
+  reg \$242 ;
+  reg [1:0] \$243 ;
+  reg \$244 ;
   reg [31:0] \$245 ;
   reg [31:0] \$246 ;
   reg [31:0] \$247 ;
   reg [31:0] \$248 ;
   reg [31:0] \$249 ;
   wire \$25 ;
-  wire [512:0] \$250 ;
-  wire [33:0] \$251 ;
+  reg [31:0] \$250 ;
+  reg [31:0] \$251 ;
+  reg [31:0] \$252 ;
+  wire [512:0] \$253 ;
+  wire [33:0] \$254 ;
   wire \$26 ;
   wire \$27 ;
   wire \$28 ;
-  wire [64:0] \$29 ;
+  wire \$29 ;
   wire \$3 ;
   wire [64:0] \$30 ;
-  wire [65:0] \$31 ;
-  wire [26:0] \$32 ;
-  wire [27:0] \$33 ;
-  wire [28:0] \$34 ;
-  wire [29:0] \$35 ;
-  wire [30:0] \$36 ;
+  wire [64:0] \$31 ;
+  wire [65:0] \$32 ;
+  wire [26:0] \$33 ;
+  wire [27:0] \$34 ;
+  wire [28:0] \$35 ;
+  wire [29:0] \$36 ;
   wire [30:0] \$37 ;
-  wire [26:0] \$38 ;
-  wire [27:0] \$39 ;
+  wire [30:0] \$38 ;
+  wire [26:0] \$39 ;
   wire \$4 ;
-  wire [28:0] \$40 ;
-  wire [29:0] \$41 ;
+  wire [27:0] \$40 ;
+  wire [28:0] \$41 ;
   wire [29:0] \$42 ;
-  wire [64:0] \$43 ;
+  wire [29:0] \$43 ;
   wire [64:0] \$44 ;
   wire [64:0] \$45 ;
   wire [64:0] \$46 ;
-  wire [26:0] \$47 ;
-  wire [6:0] \$48 ;
-  wire \$49 ;
+  wire [64:0] \$47 ;
+  wire [26:0] \$48 ;
+  wire [6:0] \$49 ;
   wire \$5 ;
-  wire [20:0] \$50 ;
-  wire \$51 ;
-  wire [20:0] \$52 ;
+  wire \$50 ;
+  wire [20:0] \$51 ;
+  wire \$52 ;
   wire [20:0] \$53 ;
-  wire [64:0] \$54 ;
-  wire [44:0] \$55 ;
-  wire [65:0] \$56 ;
-  wire [22:0] \$57 ;
-  wire [23:0] \$58 ;
-  wire [24:0] \$59 ;
+  wire [20:0] \$54 ;
+  wire [64:0] \$55 ;
+  wire [44:0] \$56 ;
+  wire [65:0] \$57 ;
+  wire [22:0] \$58 ;
+  wire [23:0] \$59 ;
   wire \$6 ;
-  wire [25:0] \$60 ;
-  wire [26:0] \$61 ;
+  wire [24:0] \$60 ;
+  wire [25:0] \$61 ;
   wire [26:0] \$62 ;
-  wire [22:0] \$63 ;
-  wire [23:0] \$64 ;
-  wire [24:0] \$65 ;
-  wire [25:0] \$66 ;
+  wire [26:0] \$63 ;
+  wire [22:0] \$64 ;
+  wire [23:0] \$65 ;
+  wire [24:0] \$66 ;
   wire [25:0] \$67 ;
-  wire \$68 ;
+  wire [25:0] \$68 ;
   wire \$69 ;
   wire \$7 ;
   wire \$70 ;
@@ -2862,57 +2865,57 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$74 ;
   wire \$75 ;
   wire \$76 ;
-  wire [64:0] \$77 ;
-  wire [65:0] \$78 ;
-  wire \$79 ;
+  wire \$77 ;
+  wire [64:0] \$78 ;
+  wire [65:0] \$79 ;
   wire [1:0] \$8 ;
-  wire [5:0] \$80 ;
+  wire \$80 ;
   wire [5:0] \$81 ;
-  wire [19:0] \$82 ;
+  wire [5:0] \$82 ;
   wire [19:0] \$83 ;
   wire [19:0] \$84 ;
   wire [19:0] \$85 ;
-  wire \$86 ;
+  wire [19:0] \$86 ;
   wire \$87 ;
   wire \$88 ;
-  wire [22:0] \$89 ;
+  wire \$89 ;
   wire [1:0] \$9 ;
-  wire [25:0] \$90 ;
-  wire [26:0] \$91 ;
-  wire [27:0] \$92 ;
-  wire [28:0] \$93 ;
+  wire [22:0] \$90 ;
+  wire [25:0] \$91 ;
+  wire [26:0] \$92 ;
+  wire [27:0] \$93 ;
   wire [28:0] \$94 ;
-  wire \$95 ;
-  wire [19:0] \$96 ;
+  wire [28:0] \$95 ;
+  wire \$96 ;
   wire [19:0] \$97 ;
-  wire \$98 ;
+  wire [19:0] \$98 ;
   wire \$99 ;
   reg [63:0] \$signal  = 64'h0000000000000000;
-  reg [63:0] \$signal$305  = 64'h0000000000000000;
-  reg [19:0] \$signal$313  = 20'h00000;
-  reg [43:0] \$signal$315  = 44'h00000000000;
-  reg [47:0] \$signal$337  = 48'h000000000000;
-  reg [2:0] \$signal$344  = 3'h0;
-  reg [19:0] \$signal$346  = 20'h00000;
-  reg [1:0] \$signal$357  = 2'h0;
+  reg [63:0] \$signal$316  = 64'h0000000000000000;
+  reg [19:0] \$signal$324  = 20'h00000;
+  reg [43:0] \$signal$326  = 44'h00000000000;
+  reg [47:0] \$signal$348  = 48'h000000000000;
+  reg [2:0] \$signal$355  = 3'h0;
+  reg [19:0] \$signal$357  = 20'h00000;
+  reg [1:0] \$signal$368  = 2'h0;
   wire [6:0] acc_addr;
   wire [6:0] acc_addr0;
   wire [6:0] acc_addr1;
-  wire [6:0] \acc_addr1$183 ;
+  wire [6:0] \acc_addr1$192 ;
   (* init = 1'h0 *)
   wire acc_bank;
   reg [1023:0] acc_data;
   reg [1:0] acc_row;
   reg acc_we;
-  wire \acc_we$363 ;
+  wire \acc_we$374 ;
   reg [6:0] acc_word;
   wire [5:0] active;
   wire [5:0] active0;
   wire [5:0] active1;
-  wire [5:0] \active1$185 ;
+  wire [5:0] \active1$194 ;
   wire [63:0] addr;
-  wire [63:0] \addr$125 ;
-  reg [63:0] \addr$253 ;
+  wire [63:0] \addr$133 ;
+  reg [63:0] \addr$262 ;
   reg [31:0] anchor_l0 = 32'd0;
   reg [31:0] anchor_l1 = 32'd0;
   reg [31:0] anchor_l2 = 32'd0;
@@ -2922,10 +2925,10 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   reg [31:0] anchor_m2 = 32'd0;
   reg [31:0] anchor_m3 = 32'd0;
   reg bank = 1'h0;
-  reg \bank$353 ;
+  reg \bank$364 ;
   reg [43:0] beats;
-  reg [31:0] \beats$310 ;
-  reg [43:0] \beats$319 ;
+  reg [31:0] \beats$321 ;
+  reg [43:0] \beats$330 ;
   wire [511:0] buf_data16;
   wire [1023:0] buf_data32;
   wire [1:0] buf_row;
@@ -3026,22 +3029,22 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   input clk;
   wire clk;
   wire [31:0] col;
-  wire [31:0] \col$197 ;
+  wire [31:0] \col$206 ;
   reg [31:0] cols;
   wire [19:0] cols_dim;
-  wire [19:0] \cols_dim$137 ;
+  wire [19:0] \cols_dim$146 ;
   reg complete;
   reg [63:0] copy_span_first;
   reg [63:0] copy_span_line;
   reg [43:0] copy_span_lines;
   reg [5:0] copy_span_offset;
   wire [5:0] count;
-  wire [5:0] \count$199 ;
+  wire [5:0] \count$208 ;
   input [63:0] cycle;
   wire [63:0] cycle;
-  wire [63:0] \cycle$406 ;
+  wire [63:0] \cycle$417 ;
   wire [511:0] data;
-  wire [511:0] \data$201 ;
+  wire [511:0] \data$210 ;
   wire [63:0] data_base;
   wire [63:0] data_limit;
   reg [4:0] delay;
@@ -3058,20 +3061,20 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire [3:0] \desc.op ;
   wire [1:0] \desc.type ;
   wire [1:0] dest;
-  reg [1:0] \dest$342 ;
+  reg [1:0] \dest$353 ;
   reg dispatch;
   wire done;
-  wire \done$443 ;
+  wire \done$455 ;
   wire [1:0] done_queue;
-  wire [1:0] \done_queue$425 ;
+  wire [1:0] \done_queue$436 ;
   wire [31:0] done_seq;
-  wire [31:0] \done_seq$427 ;
+  wire [31:0] \done_seq$438 ;
   output [7:0] done_status;
   wire [7:0] done_status;
-  wire [7:0] \done_status$429 ;
+  wire [7:0] \done_status$440 ;
   wire done_store;
   wire done_valid;
-  wire \done_valid$423 ;
+  wire \done_valid$434 ;
   wire [4:0] drain;
   wire [14:0] dst_addr;
   wire [511:0] dst_data;
@@ -3093,42 +3096,42 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire [63:0] \entry.seq ;
   wire [63:0] \entry.taken ;
   wire first;
-  reg [63:0] \first$355 ;
+  reg [63:0] \first$366 ;
   wire first0;
   wire first1;
-  wire \first1$189 ;
+  wire \first1$198 ;
   wire fold_bank;
-  wire \fold_bank$229 ;
+  wire \fold_bank$238 ;
   wire [19:0] fold_n_cols;
-  wire [19:0] \fold_n_cols$219 ;
+  wire [19:0] \fold_n_cols$228 ;
   wire [7:0] fold_n_words;
-  wire [7:0] \fold_n_words$221 ;
+  wire [7:0] \fold_n_words$230 ;
   wire [2:0] fold_pack_log2;
-  wire [2:0] \fold_pack_log2$227 ;
+  wire [2:0] \fold_pack_log2$236 ;
   wire fold_ready;
-  wire \fold_ready$213 ;
+  wire \fold_ready$222 ;
   wire [1:0] fold_row;
-  wire [1:0] \fold_row$215 ;
+  wire [1:0] \fold_row$224 ;
   wire [1:0] fold_sets;
-  wire [1:0] \fold_sets$223 ;
+  wire [1:0] \fold_sets$232 ;
   wire [1:0] fold_sets1;
-  wire [1:0] \fold_sets1$225 ;
+  wire [1:0] \fold_sets1$234 ;
   wire fold_valid;
-  wire \fold_valid$211 ;
+  wire \fold_valid$220 ;
   wire [6:0] fold_word;
-  wire [6:0] \fold_word$217 ;
+  wire [6:0] \fold_word$226 ;
   reg from_stream;
   reg [4:0] fsm_state = 5'h00;
   wire [19:0] full_groups;
-  wire [19:0] \full_groups$139 ;
+  wire [19:0] \full_groups$148 ;
   wire has_full;
   reg hold;
-  wire \hold$407 ;
+  wire \hold$418 ;
   wire idle;
   reg [511:0] in_data;
   reg [1:0] in_row;
   reg in_we;
-  wire \in_we$358 ;
+  wire \in_we$369 ;
   reg [6:0] in_word;
   reg [63:0] input_span_first;
   reg [63:0] input_span_line;
@@ -3136,7 +3139,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   reg [5:0] input_span_offset;
   output [3:0] irq;
   wire [3:0] irq;
-  wire [3:0] \irq$431 ;
+  wire [3:0] \irq$442 ;
   wire [3:0] irq_en;
   wire is_compute;
   wire is_load;
@@ -3146,36 +3149,36 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire [19:0] k_base;
   wire [19:0] k_base0;
   wire [19:0] k_base1;
-  wire [19:0] \k_base1$181 ;
+  wire [19:0] \k_base1$190 ;
   wire [31:0] l;
   wire last;
-  wire \last$193 ;
+  wire \last$202 ;
   reg [19:0] length;
   reg [511:0] line;
-  reg [511:0] \line$391 ;
-  wire [511:0] \line$420 ;
+  reg [511:0] \line$402 ;
+  wire [511:0] \line$431 ;
   wire [63:0] line_addr;
   wire line_start;
   wire [31:0] lines;
-  reg [31:0] \lines$255 ;
-  reg [31:0] \lines$356 ;
+  reg [31:0] \lines$264 ;
+  reg [31:0] \lines$367 ;
   reg load;
   wire [7:0] log2_slot;
   wire [31:0] m;
   wire mac;
   wire mac0;
   wire mac1;
-  wire \mac1$179 ;
+  wire \mac1$188 ;
   wire [43:0] main_elems;
-  wire [43:0] \main_elems$143 ;
+  wire [43:0] \main_elems$152 ;
   wire [19:0] n;
-  reg [19:0] \n$345 ;
+  reg [19:0] \n$356 ;
   wire [19:0] n_cols;
   wire [19:0] n_words;
-  wire [19:0] \n_words$131 ;
-  reg [7:0] \n_words$347 ;
+  wire [19:0] \n_words$140 ;
+  reg [7:0] \n_words$358 ;
   reg [5:0] offset;
-  reg [4:0] \offset$307 ;
+  reg [4:0] \offset$318 ;
   wire [39:0] operand_lines;
   wire [511:0] out__data;
   wire [511:0] \out__data$77 ;
@@ -3186,19 +3189,20 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \out__valid$83 ;
   wire out_err;
   wire [2:0] pack_log2;
-  wire [2:0] \pack_log2$129 ;
-  reg [2:0] \pack_log2$352 ;
+  wire [2:0] \pack_log2$138 ;
+  reg [2:0] \pack_log2$363 ;
+  wire paged;
   reg pair;
   wire [5:0] pair_count;
-  wire [5:0] \pair_count$205 ;
+  wire [5:0] \pair_count$214 ;
   wire [511:0] pair_data;
-  wire [511:0] \pair_data$207 ;
+  wire [511:0] \pair_data$216 ;
   wire pair_valid;
-  wire \pair_valid$203 ;
+  wire \pair_valid$212 ;
   reg partial;
   wire pending;
   wire pipe_busy;
-  wire \pipe_busy$124 ;
+  wire \pipe_busy$132 ;
   input [333:0] pop;
   wire [333:0] pop;
   wire [333:0] \pop$97 ;
@@ -3238,8 +3242,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   input pop_valid;
   wire pop_valid;
   wire \pop_valid$93 ;
-  output [33:0] \port$10039$0 ;
-  wire [33:0] \port$10039$0 ;
+  output [33:0] \port$10768$0 ;
+  wire [33:0] \port$10768$0 ;
   reg [1:0] queue;
   input [321:0] queues__0;
   wire [321:0] queues__0;
@@ -3334,16 +3338,16 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire [63:0] \queues__3.sq_base ;
   wire [31:0] \queues__3.tail ;
   wire quiet;
-  wire \quiet$410 ;
+  wire \quiet$421 ;
   wire [1023:0] rd_acc_data;
   reg [6:0] rd_addr;
-  wire [6:0] \rd_addr$380 ;
+  wire [6:0] \rd_addr$391 ;
   wire [511:0] rd_in_data;
-  wire [511:0] \rd_in_data$239 ;
+  wire [511:0] \rd_in_data$248 ;
   reg [1:0] rd_row;
-  wire [1:0] \rd_row$379 ;
+  wire [1:0] \rd_row$390 ;
   reg read_error;
-  reg \read_error$400  = 1'h0;
+  reg \read_error$411  = 1'h0;
   wire ready;
   reg [321:0] regs;
   wire [63:0] \regs.cq_base ;
@@ -3357,52 +3361,60 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire [63:0] \regs.sq_base ;
   wire [31:0] \regs.tail ;
   reg report;
-  wire \report$432 ;
+  wire \report$443 ;
   wire report_store;
   output reported;
   wire reported;
-  wire \reported$414 ;
+  wire \reported$425 ;
   wire reported_error;
-  wire \reported_error$416 ;
+  wire \reported_error$427 ;
   reg rest;
   wire [4:0] rest_rows;
-  wire [4:0] \rest_rows$141 ;
+  wire [4:0] \rest_rows$150 ;
   reg restart;
   reg [63:0] result_first_0;
   reg [63:0] result_first_1;
   reg results;
   wire [19:0] row;
-  wire [19:0] \row$195 ;
-  reg [1:0] \row$369  = 2'h0;
+  wire [19:0] \row$204 ;
+  reg [1:0] \row$380  = 2'h0;
   reg [19:0] rows;
-  reg [2:0] \rows$343 ;
+  reg [2:0] \rows$354 ;
   reg [2:0] rows_now;
   input rst;
   wire rst;
   wire [63:0] run_addr;
-  wire [63:0] \run_addr$254 ;
+  wire [63:0] \run_addr$263 ;
   wire run_done;
   wire run_issued;
   wire [31:0] run_lines;
-  wire [31:0] \run_lines$256 ;
+  wire [31:0] \run_lines$265 ;
   wire [2:0] run_log2;
-  wire [2:0] \run_log2$135 ;
+  wire [2:0] \run_log2$144 ;
   wire [5:0] run_offset;
+  wire run_side;
   wire run_start;
-  wire \run_start$250 ;
+  wire \run_start$259 ;
   reg [63:0] seq;
   wire [1:0] sets;
-  wire [1:0] \sets$133 ;
-  reg [1:0] \sets$348 ;
+  wire [1:0] \sets$142 ;
+  reg [1:0] \sets$359 ;
   reg [1:0] sets1;
   wire [1:0] sets_used__0;
   wire [1:0] sets_used__1;
+  wire side;
+  wire [511:0] side_data;
+  wire [511:0] \side_data$111 ;
+  wire side_err;
+  wire \side_err$113 ;
+  wire side_valid;
+  wire \side_valid$109 ;
   reg [63:0] slot;
   reg source;
   wire split;
-  wire \split$122 ;
-  wire \split$127 ;
-  wire \split$153 ;
+  wire \split$130 ;
+  wire \split$136 ;
+  wire \split$162 ;
   wire [511:0] src__data;
   wire [511:0] \src__data$76 ;
   wire src__ready;
@@ -3414,43 +3426,43 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire [1023:0] src_data;
   reg stage = 1'h0;
   wire start;
-  reg \start$251 ;
-  reg \start$257 ;
-  reg \start$306 ;
-  reg \start$327 ;
+  reg \start$260 ;
+  reg \start$266 ;
+  reg \start$317 ;
   reg \start$338 ;
-  reg \start$375 ;
+  reg \start$349 ;
+  reg \start$386 ;
   wire [47:0] stats_offset;
   reg [7:0] status;
-  reg [7:0] \status$398  = 8'h00;
-  wire [7:0] \status$438 ;
+  reg [7:0] \status$409  = 8'h00;
+  wire [7:0] \status$449 ;
   reg store;
   reg [63:0] strb;
   wire [511:0] sum_fp16;
-  wire [511:0] \sum_fp16$237 ;
+  wire [511:0] \sum_fp16$246 ;
   wire [1023:0] sum_fp32;
-  wire [1023:0] \sum_fp32$235 ;
+  wire [1023:0] \sum_fp32$244 ;
   wire sum_ready;
-  wire \sum_ready$233 ;
+  wire \sum_ready$242 ;
   wire sum_valid;
-  wire \sum_valid$231 ;
+  wire \sum_valid$240 ;
   wire t_first;
-  wire \t_first$163 ;
+  wire \t_first$172 ;
   wire [1:0] t_fold_adds;
-  wire [1:0] \t_fold_adds$151 ;
-  wire [1:0] \t_fold_adds$157 ;
+  wire [1:0] \t_fold_adds$160 ;
+  wire [1:0] \t_fold_adds$166 ;
   wire [2:0] t_level;
-  wire [2:0] \t_level$147 ;
-  wire [2:0] \t_level$155 ;
+  wire [2:0] \t_level$156 ;
+  wire [2:0] \t_level$164 ;
   wire [19:0] t_out;
-  wire [19:0] \t_out$159 ;
+  wire [19:0] \t_out$168 ;
   wire t_row_end;
-  wire \t_row_end$165 ;
+  wire \t_row_end$174 ;
   wire t_scalar;
-  wire \t_scalar$149 ;
-  wire \t_scalar$156 ;
+  wire \t_scalar$158 ;
+  wire \t_scalar$165 ;
   wire [1:0] t_set;
-  wire [1:0] \t_set$161 ;
+  wire [1:0] \t_set$170 ;
   reg take;
   reg [63:0] taken;
   wire [333:0] \task ;
@@ -3471,8 +3483,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire [63:0] \task.taken ;
   wire task_valid;
   wire trans;
-  wire \trans$145 ;
   wire \trans$154 ;
+  wire \trans$163 ;
   wire trans_in;
   wire [31:0] u_beats;
   wire [31:0] u_cols;
@@ -3480,21 +3492,24 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire u_pair;
   wire [19:0] u_rows;
   wire valid;
-  wire \valid$191 ;
+  wire \valid$200 ;
+  wire [7:0] verdict_status;
+  reg verdict_take;
+  wire verdict_valid;
   reg [7:0] w_bytes;
-  wire [7:0] \w_bytes$247 ;
+  wire [7:0] \w_bytes$256 ;
   wire [511:0] w_data;
-  reg [1023:0] \w_data$244 ;
-  wire [1023:0] \w_data$245 ;
+  reg [1023:0] \w_data$253 ;
+  wire [1023:0] \w_data$254 ;
   wire [511:0] w_data0;
   wire [511:0] w_data1;
-  wire [511:0] \w_data1$187 ;
+  wire [511:0] \w_data1$196 ;
   reg w_last;
-  wire \w_last$249 ;
+  wire \w_last$258 ;
   wire w_ready;
-  wire \w_ready$243 ;
+  wire \w_ready$252 ;
   reg w_valid;
-  wire \w_valid$241 ;
+  wire \w_valid$250 ;
   wire waiting;
   wire waiting_results;
   wire [31:0] widened_0;
@@ -3530,7 +3545,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire [31:0] widened_8;
   wire [31:0] widened_9;
   wire write_error;
-  wire \write_error$412 ;
+  wire \write_error$423 ;
   wire writer_free;
   assign \$1  = ~ pending;
   assign \$2  = idle & \$1 ;
@@ -3558,247 +3573,250 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign trans_in = entry[10] & \$18 ;
   assign \$20  = entry[83:20] + \$19 ;
   assign \$21  = stage ? \$20  : { 1'h0, entry[83:20] };
-  assign \$22  = entry[10] ? entry[143:124] : entry[123:104];
-  assign \$23  = entry[10] ? entry[123:104] : entry[143:124];
-  assign n_cols = stage ? \$22  : \$23 ;
-  assign \$24  = entry[5:2] == 2'h3;
-  assign src_data = \$24  ? rd_acc_data : { widened_31, widened_30, widened_29, widened_28, widened_27, widened_26, widened_25, widened_24, widened_23, widened_22, widened_21, widened_20, widened_19, widened_18, widened_17, widened_16, widened_15, widened_14, widened_13, widened_12, widened_11, widened_10, widened_9, widened_8, widened_7, widened_6, widened_5, widened_4, widened_3, widened_2, widened_1, widened_0 };
-  assign \$25  = ~ busy;
-  assign \$26  = ~ waiting;
-  assign \$27  = \$25  & \$26 ;
-  assign \$28  = \$27  & writer_free;
-  assign \$29  = \$signal  + 7'h40;
-  assign \$30  = is_load ? { 1'h0, entry[83:20] } : \$29 ;
-  assign \$31  = \$30  + 1'h0;
-  assign \$34  = copy_span_first[5:0] + \$33 ;
-  assign \$35  = \$34  + 7'h40;
-  assign \$36  = \$35  - 1'h1;
-  assign \$39  = copy_span_offset + \$38 ;
-  assign \$40  = \$39  + 6'h20;
-  assign \$41  = \$40  - 1'h1;
-  assign \$43  = \$signal$305  + 7'h40;
-  assign \$44  = is_load ? \$43  : { 1'h0, entry[83:20] };
-  assign \$45  = \$signal$305  + 7'h40;
-  assign \$46  = is_load ? \$45  : { 1'h0, entry[83:20] };
-  assign \$49  = ~ w_ready;
-  assign \$50  = entry[183:164] - \$signal$313 ;
-  assign \$51  = $signed(\$50 ) < $signed(4'h4);
-  assign \$52  = entry[183:164] - \$signal$313 ;
-  assign \$53  = \$51  ? \$52  : 21'h000004;
-  assign \$54  = \$signal  + 7'h40;
-  assign \$56  = \$54  + \$55 ;
-  assign \$57  = rows_now * entry[203:184];
-  assign \$59  = input_span_first[5:0] + \$58 ;
-  assign \$60  = \$59  + 7'h40;
-  assign \$61  = \$60  - 1'h1;
-  assign \$63  = rows_now * entry[203:184];
-  assign \$64  = input_span_offset + \$63 ;
-  assign \$65  = \$64  + 6'h20;
-  assign \$66  = \$65  - 1'h1;
-  assign \$68  = ~ busy;
-  assign \$69  = ~ waiting;
-  assign \$70  = \$68  & \$69 ;
-  assign \$71  = ! dest;
-  assign \$72  = dest == 1'h1;
-  assign \$73  = \$71  | \$72 ;
-  assign \$74  = ~ \$73 ;
-  assign \$75  = \$74  | writer_free;
-  assign \$76  = \$70  & \$75 ;
-  assign \$77  = \$signal$305  + 7'h40;
-  assign \$78  = \$77  + \$signal$337 ;
-  assign \$79  = drain > 1'h1;
-  assign \$80  = drain - 1'h1;
-  assign \$81  = \$79  ? \$80  : 6'h00;
-  assign \$82  = entry[10] ? entry[143:124] : entry[123:104];
-  assign \$83  = entry[10] ? entry[123:104] : entry[143:124];
-  assign \$84  = stage ? \$82  : \$83 ;
-  assign \$86  = ! dest;
-  assign \$87  = dest == 1'h1;
-  assign \$88  = \$86  | \$87 ;
-  assign \$89  = \$signal$346  << \$signal$357 ;
-  assign \$90  = \$signal$344  * \$89 ;
-  assign \$91  = result_first_0[5:0] + \$90 ;
-  assign \$92  = \$91  + 7'h40;
-  assign \$93  = \$92  - 1'h1;
-  assign \$95  = entry[5:2] == 2'h3;
-  assign \$96  = entry[10] ? entry[123:104] : entry[143:124];
-  assign \$97  = \$95  ? \$96  : entry[203:184];
-  assign \$98  = entry[5:2] == 2'h3;
-  assign \$99  = \$98  | entry[11];
-  assign \$100  = ~ busy;
-  assign \$101  = ~ waiting;
-  assign \$102  = \$100  & \$101 ;
-  assign \$103  = \$102  & writer_free;
-  assign \$104  = \$signal$305  + 7'h40;
-  assign \$105  = \$104  + \$signal$337 ;
-  assign \$106  = entry[10] ? entry[143:124] : entry[123:104];
-  assign \$107  = entry[10] ? entry[123:104] : entry[143:124];
-  assign \$108  = stage ? \$106  : \$107 ;
-  assign \$110  = \$signal$346  << \$signal$357 ;
-  assign \$111  = \$signal$344  * \$110 ;
-  assign \$112  = result_first_1[5:0] + \$111 ;
-  assign \$113  = \$112  + 7'h40;
-  assign \$114  = \$113  - 1'h1;
-  assign \$118  = ~ busy;
-  assign \$119  = ~ waiting;
-  assign \$120  = \$118  & \$119 ;
-  assign \$121  = \$120  & writer_free;
-  assign \$122  = \$signal$305  + 7'h40;
-  assign \$123  = \$122  + stats_offset;
-  assign \$124  = \$signal$313  + \row$369 ;
-  assign \$126  = \$123  + \$125 ;
-  assign \$127  = ~ pending;
-  assign \$128  = src__valid & out__ready;
-  assign \$129  = \$128  & \$250 [512];
-  assign \$130  = \read_error$400  | \$129 ;
-  assign \$131  = ! \status$398 ;
-  assign \$132  = \$131  & is_store;
-  assign \$133  = ! fsm_state;
-  assign \$134  = fsm_state == 1'h1;
-  assign \$135  = fsm_state == 2'h2;
-  assign \$136  = fsm_state == 2'h3;
-  assign \$137  = fsm_state == 3'h4;
-  assign \$138  = fsm_state == 3'h5;
-  assign \$139  = fsm_state == 3'h6;
-  assign \$140  = fsm_state == 3'h7;
-  assign \$141  = fsm_state == 4'h8;
-  assign \$142  = fsm_state == 4'h9;
-  assign \$143  = fsm_state == 4'ha;
-  assign \$144  = fsm_state == 4'hb;
-  assign \$145  = fsm_state == 4'hc;
-  assign \$146  = fsm_state == 4'hd;
-  assign \$147  = fsm_state == 4'he;
-  assign \$148  = fsm_state == 4'hf;
-  assign \$149  = fsm_state == 5'h10;
-  assign \$150  = fsm_state == 5'h11;
-  assign \$151  = fsm_state == 5'h12;
-  assign \$152  = fsm_state == 5'h13;
-  assign \$153  = fsm_state == 5'h14;
-  assign \$154  = fsm_state == 5'h15;
-  assign \$155  = src__valid & out__ready;
-  assign \$156  = \$155  & \$250 [512];
-  assign \$157  = entry[269:206] - 1'h1;
-  assign \$158  = 1'h1 << regs[259:256];
-  assign \$159  = \$158  - 1'h1;
-  assign \$160  = { 1'h0, \$157 [15:0] } & \$159 ;
-  assign \$161  = $signed(\$160 ) << regs[265:260];
-  assign \$162  = $signed({ 1'h0, regs[63:0] }) + $signed(\$161 );
-  assign \$163  = entry[269:206] - 1'h1;
-  assign \$164  = 1'h1 << regs[259:256];
-  assign \$165  = \$164  - 1'h1;
-  assign \$166  = { 1'h0, \$163 [15:0] } & \$165 ;
-  assign \$167  = $signed(\$166 ) << regs[265:260];
-  assign \$168  = $signed({ 1'h0, regs[127:64] }) + $signed(\$167 );
-  assign \$169  = entry[5:2] == 2'h3;
-  assign \$170  = entry[5:2] == 2'h2;
-  assign \$171  = entry[5:2] == 3'h4;
-  assign \$172  = entry[10] ? entry[143:124] : entry[123:104];
-  assign \$173  = entry[10] ? entry[123:104] : entry[143:124];
-  assign \$174  = | \status$438 ;
-  assign \$175  = ~ busy;
-  assign \$176  = ~ waiting;
-  assign \$177  = \$175  & \$176 ;
-  assign \$178  = \$177  & writer_free;
-  assign \$179  = valid & last;
-  assign \$180  = entry[5:2] == 2'h2;
-  assign \$181  = | rest_rows;
-  assign \$182  = ~ busy;
-  assign \$183  = ~ waiting;
-  assign \$184  = \$182  & \$183 ;
-  assign \$185  = ! dest;
-  assign \$186  = dest == 1'h1;
-  assign \$187  = \$185  | \$186 ;
-  assign \$188  = ~ \$187 ;
-  assign \$189  = \$188  | writer_free;
-  assign \$190  = \$184  & \$189 ;
-  assign \$191  = ! dest;
-  assign \$192  = dest == 1'h1;
-  assign \$193  = \$191  | \$192 ;
-  assign \$194  = \$signal$346  << \$signal$357 ;
-  assign \$195  = \$signal$344  * \$194 ;
-  assign \$196  = \$signal$337  + \$195 ;
-  assign \$197  = ~ bank;
-  assign \$198  = ! dest;
-  assign \$199  = dest == 1'h1;
-  assign \$200  = \$198  | \$199 ;
-  assign \$201  = dest == 2'h3;
-  assign \$202  = \row$369  + 1'h1;
-  assign \$203  = \$202  < \$signal$344 ;
-  assign \$204  = \row$369  + 1'h1;
-  assign \$205  = entry[5:2] == 2'h3;
-  assign \$206  = ~ busy;
-  assign \$207  = ~ waiting;
-  assign \$208  = \$206  & \$207 ;
-  assign \$209  = \$208  & writer_free;
-  assign \$210  = \$signal$346  << \$signal$357 ;
-  assign \$211  = \$signal$344  * \$210 ;
-  assign \$212  = \$signal$337  + \$211 ;
-  assign \$213  = ~ busy;
-  assign \$214  = ~ waiting;
-  assign \$215  = \$213  & \$214 ;
-  assign \$216  = \$215  & writer_free;
-  assign \$217  = \row$369  + 1'h1;
-  assign \$218  = \$217  < \$signal$344 ;
-  assign \$219  = entry[5:2] == 2'h3;
-  assign \$220  = \row$369  + 1'h1;
-  assign \$221  = \$signal$313  + 3'h4;
-  assign \$222  = 3'h4 * entry[203:184];
-  assign \$223  = \$signal$315  + \$222 ;
-  assign \$224  = \$signal$313  + 3'h4;
-  assign \$225  = \$224  < entry[183:164];
-  assign \$226  = ~ pending;
+  assign \$22  = paged ? 65'h00000000000000000 : \$21 ;
+  assign \$23  = entry[10] ? entry[143:124] : entry[123:104];
+  assign \$24  = entry[10] ? entry[123:104] : entry[143:124];
+  assign n_cols = stage ? \$23  : \$24 ;
+  assign \$25  = entry[5:2] == 2'h3;
+  assign src_data = \$25  ? rd_acc_data : { widened_31, widened_30, widened_29, widened_28, widened_27, widened_26, widened_25, widened_24, widened_23, widened_22, widened_21, widened_20, widened_19, widened_18, widened_17, widened_16, widened_15, widened_14, widened_13, widened_12, widened_11, widened_10, widened_9, widened_8, widened_7, widened_6, widened_5, widened_4, widened_3, widened_2, widened_1, widened_0 };
+  assign \$26  = ~ busy;
+  assign \$27  = ~ waiting;
+  assign \$28  = \$26  & \$27 ;
+  assign \$29  = \$28  & writer_free;
+  assign \$30  = \$signal  + 7'h40;
+  assign \$31  = is_load ? { 1'h0, entry[83:20] } : \$30 ;
+  assign \$32  = \$31  + 1'h0;
+  assign \$35  = copy_span_first[5:0] + \$34 ;
+  assign \$36  = \$35  + 7'h40;
+  assign \$37  = \$36  - 1'h1;
+  assign \$40  = copy_span_offset + \$39 ;
+  assign \$41  = \$40  + 6'h20;
+  assign \$42  = \$41  - 1'h1;
+  assign \$44  = \$signal$316  + 7'h40;
+  assign \$45  = is_load ? \$44  : { 1'h0, entry[83:20] };
+  assign \$46  = \$signal$316  + 7'h40;
+  assign \$47  = is_load ? \$46  : { 1'h0, entry[83:20] };
+  assign \$50  = ~ w_ready;
+  assign \$51  = entry[183:164] - \$signal$324 ;
+  assign \$52  = $signed(\$51 ) < $signed(4'h4);
+  assign \$53  = entry[183:164] - \$signal$324 ;
+  assign \$54  = \$52  ? \$53  : 21'h000004;
+  assign \$55  = \$signal  + 7'h40;
+  assign \$57  = \$55  + \$56 ;
+  assign \$58  = rows_now * entry[203:184];
+  assign \$60  = input_span_first[5:0] + \$59 ;
+  assign \$61  = \$60  + 7'h40;
+  assign \$62  = \$61  - 1'h1;
+  assign \$64  = rows_now * entry[203:184];
+  assign \$65  = input_span_offset + \$64 ;
+  assign \$66  = \$65  + 6'h20;
+  assign \$67  = \$66  - 1'h1;
+  assign \$69  = ~ busy;
+  assign \$70  = ~ waiting;
+  assign \$71  = \$69  & \$70 ;
+  assign \$72  = ! dest;
+  assign \$73  = dest == 1'h1;
+  assign \$74  = \$72  | \$73 ;
+  assign \$75  = ~ \$74 ;
+  assign \$76  = \$75  | writer_free;
+  assign \$77  = \$71  & \$76 ;
+  assign \$78  = \$signal$316  + 7'h40;
+  assign \$79  = \$78  + \$signal$348 ;
+  assign \$80  = drain > 1'h1;
+  assign \$81  = drain - 1'h1;
+  assign \$82  = \$80  ? \$81  : 6'h00;
+  assign \$83  = entry[10] ? entry[143:124] : entry[123:104];
+  assign \$84  = entry[10] ? entry[123:104] : entry[143:124];
+  assign \$85  = stage ? \$83  : \$84 ;
+  assign \$87  = ! dest;
+  assign \$88  = dest == 1'h1;
+  assign \$89  = \$87  | \$88 ;
+  assign \$90  = \$signal$357  << \$signal$368 ;
+  assign \$91  = \$signal$355  * \$90 ;
+  assign \$92  = result_first_0[5:0] + \$91 ;
+  assign \$93  = \$92  + 7'h40;
+  assign \$94  = \$93  - 1'h1;
+  assign \$96  = entry[5:2] == 2'h3;
+  assign \$97  = entry[10] ? entry[123:104] : entry[143:124];
+  assign \$98  = \$96  ? \$97  : entry[203:184];
+  assign \$99  = entry[5:2] == 2'h3;
+  assign \$100  = \$99  | entry[11];
+  assign \$101  = ~ busy;
+  assign \$102  = ~ waiting;
+  assign \$103  = \$101  & \$102 ;
+  assign \$104  = \$103  & writer_free;
+  assign \$105  = \$signal$316  + 7'h40;
+  assign \$106  = \$105  + \$signal$348 ;
+  assign \$107  = entry[10] ? entry[143:124] : entry[123:104];
+  assign \$108  = entry[10] ? entry[123:104] : entry[143:124];
+  assign \$109  = stage ? \$107  : \$108 ;
+  assign \$111  = \$signal$357  << \$signal$368 ;
+  assign \$112  = \$signal$355  * \$111 ;
+  assign \$113  = result_first_1[5:0] + \$112 ;
+  assign \$114  = \$113  + 7'h40;
+  assign \$115  = \$114  - 1'h1;
+  assign \$119  = ~ busy;
+  assign \$120  = ~ waiting;
+  assign \$121  = \$119  & \$120 ;
+  assign \$122  = \$121  & writer_free;
+  assign \$123  = \$signal$316  + 7'h40;
+  assign \$124  = \$123  + stats_offset;
+  assign \$125  = \$signal$324  + \row$380 ;
+  assign \$127  = \$124  + \$126 ;
+  assign \$128  = ~ pending;
+  assign \$129  = src__valid & out__ready;
+  assign \$130  = \$129  & \$253 [512];
+  assign \$131  = \read_error$411  | \$130 ;
+  assign \$132  = ! \status$409 ;
+  assign \$133  = \$132  & is_store;
+  assign \$134  = ! fsm_state;
+  assign \$135  = fsm_state == 1'h1;
+  assign \$136  = fsm_state == 2'h2;
+  assign \$137  = fsm_state == 2'h3;
+  assign \$138  = fsm_state == 3'h4;
+  assign \$139  = fsm_state == 3'h5;
+  assign \$140  = fsm_state == 3'h6;
+  assign \$141  = fsm_state == 3'h7;
+  assign \$142  = fsm_state == 4'h8;
+  assign \$143  = fsm_state == 4'h9;
+  assign \$144  = fsm_state == 4'ha;
+  assign \$145  = fsm_state == 4'hb;
+  assign \$146  = fsm_state == 4'hc;
+  assign \$147  = fsm_state == 4'hd;
+  assign \$148  = fsm_state == 4'he;
+  assign \$149  = fsm_state == 4'hf;
+  assign \$150  = fsm_state == 5'h10;
+  assign \$151  = fsm_state == 5'h11;
+  assign \$152  = fsm_state == 5'h12;
+  assign \$153  = fsm_state == 5'h13;
+  assign \$154  = fsm_state == 5'h14;
+  assign \$155  = fsm_state == 5'h15;
+  assign \$156  = fsm_state == 5'h16;
+  assign \$157  = src__valid & out__ready;
+  assign \$158  = \$157  & \$253 [512];
+  assign \$159  = entry[269:206] - 1'h1;
+  assign \$160  = 1'h1 << regs[259:256];
+  assign \$161  = \$160  - 1'h1;
+  assign \$162  = { 1'h0, \$159 [15:0] } & \$161 ;
+  assign \$163  = $signed(\$162 ) << regs[265:260];
+  assign \$164  = $signed({ 1'h0, regs[63:0] }) + $signed(\$163 );
+  assign \$165  = entry[269:206] - 1'h1;
+  assign \$166  = 1'h1 << regs[259:256];
+  assign \$167  = \$166  - 1'h1;
+  assign \$168  = { 1'h0, \$165 [15:0] } & \$167 ;
+  assign \$169  = $signed(\$168 ) << regs[265:260];
+  assign \$170  = $signed({ 1'h0, regs[127:64] }) + $signed(\$169 );
+  assign \$171  = entry[5:2] == 2'h3;
+  assign \$172  = entry[5:2] == 2'h2;
+  assign \$173  = entry[5:2] == 3'h4;
+  assign \$174  = entry[10] ? entry[143:124] : entry[123:104];
+  assign \$175  = entry[10] ? entry[123:104] : entry[143:124];
+  assign \$176  = | \status$449 ;
+  assign \$177  = ! verdict_status;
+  assign \$178  = ~ busy;
+  assign \$179  = ~ waiting;
+  assign \$180  = \$178  & \$179 ;
+  assign \$181  = \$180  & writer_free;
+  assign \$182  = valid & last;
+  assign \$183  = entry[5:2] == 2'h2;
+  assign \$184  = | rest_rows;
+  assign \$185  = ~ busy;
+  assign \$186  = ~ waiting;
+  assign \$187  = \$185  & \$186 ;
+  assign \$188  = ! dest;
+  assign \$189  = dest == 1'h1;
+  assign \$190  = \$188  | \$189 ;
+  assign \$191  = ~ \$190 ;
+  assign \$192  = \$191  | writer_free;
+  assign \$193  = \$187  & \$192 ;
+  assign \$194  = ! dest;
+  assign \$195  = dest == 1'h1;
+  assign \$196  = \$194  | \$195 ;
+  assign \$197  = \$signal$357  << \$signal$368 ;
+  assign \$198  = \$signal$355  * \$197 ;
+  assign \$199  = \$signal$348  + \$198 ;
+  assign \$200  = ~ bank;
+  assign \$201  = ! dest;
+  assign \$202  = dest == 1'h1;
+  assign \$203  = \$201  | \$202 ;
+  assign \$204  = dest == 2'h3;
+  assign \$205  = \row$380  + 1'h1;
+  assign \$206  = \$205  < \$signal$355 ;
+  assign \$207  = \row$380  + 1'h1;
+  assign \$208  = entry[5:2] == 2'h3;
+  assign \$209  = ~ busy;
+  assign \$210  = ~ waiting;
+  assign \$211  = \$209  & \$210 ;
+  assign \$212  = \$211  & writer_free;
+  assign \$213  = \$signal$357  << \$signal$368 ;
+  assign \$214  = \$signal$355  * \$213 ;
+  assign \$215  = \$signal$348  + \$214 ;
+  assign \$216  = ~ busy;
+  assign \$217  = ~ waiting;
+  assign \$218  = \$216  & \$217 ;
+  assign \$219  = \$218  & writer_free;
+  assign \$220  = \row$380  + 1'h1;
+  assign \$221  = \$220  < \$signal$355 ;
+  assign \$222  = entry[5:2] == 2'h3;
+  assign \$223  = \row$380  + 1'h1;
+  assign \$224  = \$signal$324  + 3'h4;
+  assign \$225  = 3'h4 * entry[203:184];
+  assign \$226  = \$signal$326  + \$225 ;
+  assign \$227  = \$signal$324  + 3'h4;
+  assign \$228  = \$227  < entry[183:164];
+  assign \$229  = ~ pending;
   always @(posedge clk)
-    \read_error$400  <= \$227 ;
+    \read_error$411  <= \$230 ;
   always @(posedge clk)
-    entry <= \$228 ;
+    entry <= \$231 ;
   always @(posedge clk)
-    fsm_state <= \$229 ;
+    fsm_state <= \$232 ;
   always @(posedge clk)
-    \status$398  <= \$230 ;
+    \status$409  <= \$233 ;
   always @(posedge clk)
-    \$signal  <= \$231 ;
+    \$signal  <= \$234 ;
   always @(posedge clk)
-    \$signal$305  <= \$232 ;
+    \$signal$316  <= \$235 ;
   always @(posedge clk)
-    \$signal$313  <= \$233 ;
+    \$signal$324  <= \$236 ;
   always @(posedge clk)
-    \$signal$315  <= \$234 ;
+    \$signal$326  <= \$237 ;
   always @(posedge clk)
-    \$signal$337  <= \$235 ;
+    \$signal$348  <= \$238 ;
   always @(posedge clk)
-    \$signal$357  <= \$236 ;
+    \$signal$368  <= \$239 ;
   always @(posedge clk)
-    \$signal$346  <= \$237 ;
+    \$signal$357  <= \$240 ;
   always @(posedge clk)
-    \$signal$344  <= \$238 ;
+    \$signal$355  <= \$241 ;
   always @(posedge clk)
-    stage <= \$239 ;
+    stage <= \$242 ;
   always @(posedge clk)
-    \row$369  <= \$240 ;
+    \row$380  <= \$243 ;
   always @(posedge clk)
-    bank <= \$241 ;
+    bank <= \$244 ;
   always @(posedge clk)
-    anchor_m0 <= \$242 ;
+    anchor_m0 <= \$245 ;
   always @(posedge clk)
-    anchor_m1 <= \$243 ;
+    anchor_m1 <= \$246 ;
   always @(posedge clk)
-    anchor_m2 <= \$244 ;
+    anchor_m2 <= \$247 ;
   always @(posedge clk)
-    anchor_m3 <= \$245 ;
+    anchor_m3 <= \$248 ;
   always @(posedge clk)
-    anchor_l0 <= \$246 ;
+    anchor_l0 <= \$249 ;
   always @(posedge clk)
-    anchor_l1 <= \$247 ;
+    anchor_l1 <= \$250 ;
   always @(posedge clk)
-    anchor_l2 <= \$248 ;
+    anchor_l2 <= \$251 ;
   always @(posedge clk)
-    anchor_l3 <= \$249 ;
+    anchor_l3 <= \$252 ;
   \ndp_device.control_unit.chunks  chunks (
     .acc_addr0(acc_addr),
     .acc_addr1(acc_addr1),
     .active0(active),
     .active1(active1),
-    .addr(\$21 [63:0]),
+    .addr(\$22 [63:0]),
     .clk(clk),
     .col(col),
     .cols_dim(cols_dim),
@@ -3830,7 +3848,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .run_log2(run_log2),
     .sets(sets),
     .split(split),
-    .start(\start$327 ),
+    .start(\start$338 ),
     .t_first(t_first),
     .t_fold_adds(t_fold_adds),
     .t_level(t_level),
@@ -3854,17 +3872,17 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .cycle(cycle),
     .done_status(done_status),
     .done_store(report_store),
-    .hold(\hold$407 ),
+    .hold(\hold$418 ),
     .irq(irq),
-    .line(\line$420 ),
+    .line(\line$431 ),
     .line_addr(line_addr),
     .line_start(line_start),
     .pending(pending),
-    .\port$10039$0 (\$251 ),
-    .\port$10300$289 (queues__0[289]),
-    .\port$10302$289 (queues__1[289]),
-    .\port$10304$289 (queues__2[289]),
-    .\port$10306$289 (queues__3[289]),
+    .\port$10768$0 (\$254 ),
+    .\port$11029$289 (queues__0[289]),
+    .\port$11031$289 (queues__1[289]),
+    .\port$11033$289 (queues__2[289]),
+    .\port$11035$289 (queues__3[289]),
     .queue(queue),
     .quiet(quiet),
     .r_en(reported),
@@ -3938,9 +3956,10 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .is_store(is_store),
     .log2_slot(regs[267:260]),
     .operand_lines(operand_lines),
-    .\port$10440$128 (regs[255:128]),
+    .paged(paged),
+    .\port$11169$128 (regs[255:128]),
     .stats_offset(stats_offset),
-    .status(\status$438 )
+    .status(\status$449 )
   );
   \ndp_device.control_unit.front  front (
     .clk(clk),
@@ -3957,10 +3976,17 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .run_addr(addr),
     .run_issued(run_issued),
     .run_lines(lines),
+    .run_side(side),
     .run_start(start),
+    .side_data(bus__rdata),
+    .side_err(bus__rresp[1]),
+    .side_valid(side_valid),
     .take(take),
     .\task (\task ),
-    .task_valid(task_valid)
+    .task_valid(task_valid),
+    .verdict_status(verdict_status),
+    .verdict_take(verdict_take),
+    .verdict_valid(verdict_valid)
   );
   \ndp_device.control_unit.packer  packer (
     .clk(clk),
@@ -3970,9 +3996,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .out__strb(src__strb),
     .out__valid(\src__valid$82 ),
     .rst(rst),
-    .start(\start$257 ),
+    .start(\start$266 ),
     .w_bytes(w_bytes),
-    .w_data(\w_data$244 ),
+    .w_data(\w_data$253 ),
     .w_last(w_last),
     .w_ready(w_ready),
     .w_valid(w_valid)
@@ -4005,7 +4031,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   );
   \ndp_device.control_unit.reader  reader (
     .addr(bus__araddr),
-    .\addr$35 (addr),
+    .\addr$40 (addr),
     .bus__arlen(bus__arlen),
     .bus__arready(bus__arready),
     .bus__arvalid(bus__arvalid),
@@ -4017,20 +4043,22 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .issued_all(run_issued),
     .lines(lines),
     .out__valid(src__valid),
-    .r_data(\$250 ),
+    .r_data(\$253 ),
     .r_en(out__ready),
     .rst(rst),
+    .side(side),
+    .side_valid(side_valid),
     .start(start)
   );
   \ndp_device.control_unit.readout  readout (
-    .acc_we(\acc_we$363 ),
-    .bank(\bank$353 ),
+    .acc_we(\acc_we$374 ),
+    .bank(\bank$364 ),
     .busy(busy),
     .clk(clk),
     .delay(delay),
-    .dest(\dest$342 ),
+    .dest(\dest$353 ),
     .done(done),
-    .first(\first$355 ),
+    .first(\first$366 ),
     .fold_bank(fold_bank),
     .fold_n_cols(fold_n_cols),
     .fold_n_words(fold_n_words),
@@ -4041,40 +4069,40 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .fold_sets1(fold_sets1),
     .fold_valid(fold_valid),
     .fold_word(fold_word),
-    .in_we(\in_we$358 ),
-    .lines(\lines$356 ),
-    .n(\n$345 ),
-    .n_words(\n_words$347 ),
-    .pack_log2(\pack_log2$352 ),
+    .in_we(\in_we$369 ),
+    .lines(\lines$367 ),
+    .n(\n$356 ),
+    .n_words(\n_words$358 ),
+    .pack_log2(\pack_log2$363 ),
     .rd_in_data(rd_in_data),
     .rd_row(buf_row),
     .results(results),
-    .rows(\rows$343 ),
+    .rows(\rows$354 ),
     .rst(rst),
-    .run_addr(\run_addr$254 ),
-    .run_lines(\run_lines$256 ),
+    .run_addr(\run_addr$263 ),
+    .run_lines(\run_lines$265 ),
     .run_offset(run_offset),
-    .run_start(\run_start$250 ),
-    .sets(\sets$348 ),
+    .run_start(\run_start$259 ),
+    .sets(\sets$359 ),
     .sets1(sets1),
     .source(source),
-    .start(\start$338 ),
+    .start(\start$349 ),
     .sum_fp16(sum_fp16),
     .sum_fp32(sum_fp32),
     .sum_ready(sum_ready),
     .sum_valid(sum_valid),
-    .w_bytes(\w_bytes$247 ),
-    .w_data(\w_data$245 ),
-    .w_last(\w_last$249 ),
+    .w_bytes(\w_bytes$256 ),
+    .w_data(\w_data$254 ),
+    .w_last(\w_last$258 ),
     .w_ready(w_ready),
-    .w_valid(\w_valid$241 ),
+    .w_valid(\w_valid$250 ),
     .waiting(waiting),
-    .waiting_results(\hold$407 ),
+    .waiting_results(\hold$418 ),
     .word(buf_word)
   );
   \ndp_device.control_unit.softmax  softmax (
     .clk(clk),
-    .done(\done$443 ),
+    .done(\done$455 ),
     .dst_addr(dst_addr),
     .\dst_data$425 (dst_data),
     .dst_en(dst_en),
@@ -4085,10 +4113,10 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .rst(rst),
     .src_addr(src_addr),
     .src_data(src_data),
-    .start(\start$375 )
+    .start(\start$386 )
   );
   \ndp_device.control_unit.unpacker  unpacker (
-    .beats(\beats$310 ),
+    .beats(\beats$321 ),
     .chunk_d0(data),
     .clk(clk),
     .col(col),
@@ -4096,7 +4124,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .count(count),
     .hold(hold),
     .last(last),
-    .offset(\offset$307 ),
+    .offset(\offset$318 ),
     .pair(pair),
     .pair_chunk_d0(pair_data),
     .pair_count(pair_count),
@@ -4105,9 +4133,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .row(row),
     .rows(rows),
     .rst(rst),
-    .src__data(\$250 [511:0]),
+    .src__data(\$253 [511:0]),
     .src__valid(src__valid),
-    .start(\start$306 ),
+    .start(\start$317 ),
     .valid(valid)
   );
   ndp_fp16_mul widen_0 (
@@ -4272,7 +4300,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   );
   \ndp_device.control_unit.writer  writer (
     .addr(bus__awaddr),
-    .\addr$55 (\addr$253 ),
+    .\addr$55 (\addr$262 ),
     .bus__awlen(bus__awlen),
     .bus__awready(bus__awready),
     .bus__awvalid(bus__awvalid),
@@ -4287,8 +4315,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .clk(clk),
     .from_stream(from_stream),
     .idle(idle),
-    .line(\line$391 ),
-    .lines(\lines$255 ),
+    .line(\line$402 ),
+    .lines(\lines$264 ),
     .quiet(quiet),
     .report(report),
     .reported(reported),
@@ -4298,36 +4326,36 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .src__ready(\out__ready$78 ),
     .src__strb(src__strb),
     .src__valid(\src__valid$82 ),
-    .start(\start$251 ),
+    .start(\start$260 ),
     .strb(strb),
     .write_error(write_error)
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     (* full_case = 32'd1 *)
-    casez (\row$369 )
+    casez (\row$380 )
       2'h0:
-          \$116  = anchor_m0;
+          \$117  = anchor_m0;
       2'h1:
-          \$116  = anchor_m1;
+          \$117  = anchor_m1;
       2'h2:
-          \$116  = anchor_m2;
+          \$117  = anchor_m2;
       2'h3:
-          \$116  = anchor_m3;
+          \$117  = anchor_m3;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     (* full_case = 32'd1 *)
-    casez (\row$369 )
+    casez (\row$380 )
       2'h0:
-          \$117  = anchor_l0;
+          \$118  = anchor_l0;
       2'h1:
-          \$117  = anchor_l1;
+          \$118  = anchor_l1;
       2'h2:
-          \$117  = anchor_l2;
+          \$118  = anchor_l2;
       2'h3:
-          \$117  = anchor_l3;
+          \$118  = anchor_l3;
     endcase
   end
   always @* begin
@@ -4346,82 +4374,90 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    w_valid = \w_valid$241 ;
+    w_valid = \w_valid$250 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
           /* empty */;
-      5'h04:
+      5'h03:
           /* empty */;
       5'h05:
+          /* empty */;
+      5'h06:
           w_valid = valid;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \w_data$244  = \w_data$245 ;
+    \w_data$253  = \w_data$254 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
           /* empty */;
-      5'h04:
+      5'h03:
           /* empty */;
       5'h05:
-          \w_data$244  = { 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, data };
+          /* empty */;
+      5'h06:
+          \w_data$253  = { 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, data };
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    w_bytes = \w_bytes$247 ;
+    w_bytes = \w_bytes$256 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
           /* empty */;
-      5'h04:
+      5'h03:
           /* empty */;
       5'h05:
-          w_bytes = { 1'h0, \$48  };
+          /* empty */;
+      5'h06:
+          w_bytes = { 1'h0, \$49  };
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    w_last = \w_last$249 ;
+    w_last = \w_last$258 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
           /* empty */;
-      5'h04:
+      5'h03:
           /* empty */;
       5'h05:
+          /* empty */;
+      5'h06:
           w_last = last;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \start$251  = 1'h0;
-    if (\run_start$250 ) begin
-      \start$251  = 1'h1;
+    \start$260  = 1'h0;
+    if (\run_start$259 ) begin
+      \start$260  = 1'h1;
     end
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
           /* empty */;
-      5'h04:
-          if (\$28 ) begin
-            \start$251  = 1'h1;
-          end
-      5'h05:
-          /* empty */;
       5'h03:
           /* empty */;
+      5'h05:
+          if (\$29 ) begin
+            \start$260  = 1'h1;
+          end
       5'h06:
           /* empty */;
-      5'h08:
+      5'h04:
+          /* empty */;
+      5'h07:
           /* empty */;
       5'h09:
           /* empty */;
@@ -4435,29 +4471,31 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0e:
           /* empty */;
-      5'h10:
-          /* empty */;
-      5'h07:
+      5'h0f:
           /* empty */;
       5'h11:
           /* empty */;
-      5'h13:
+      5'h08:
+          /* empty */;
+      5'h12:
           /* empty */;
       5'h14:
           /* empty */;
-      5'h12:
-          if (\$121 ) begin
-            \start$251  = 1'h1;
+      5'h15:
+          /* empty */;
+      5'h13:
+          if (\$122 ) begin
+            \start$260  = 1'h1;
           end
     endcase
     if (line_start) begin
-      \start$251  = 1'h1;
+      \start$260  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     from_stream = 1'h0;
-    if (\run_start$250 ) begin
+    if (\run_start$259 ) begin
       from_stream = 1'h1;
     end
     casez (fsm_state)
@@ -4465,34 +4503,36 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h01:
           /* empty */;
-      5'h04:
-          if (\$28 ) begin
+      5'h03:
+          /* empty */;
+      5'h05:
+          if (\$29 ) begin
             from_stream = 1'h1;
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \addr$253  = 64'h0000000000000000;
-    if (\run_start$250 ) begin
-      \addr$253  = \run_addr$254 ;
+    \addr$262  = 64'h0000000000000000;
+    if (\run_start$259 ) begin
+      \addr$262  = \run_addr$263 ;
     end
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
           /* empty */;
-      5'h04:
-          if (\$28 ) begin
-            \addr$253  = \$44 [63:0];
-          end
-      5'h05:
-          /* empty */;
       5'h03:
           /* empty */;
+      5'h05:
+          if (\$29 ) begin
+            \addr$262  = \$45 [63:0];
+          end
       5'h06:
           /* empty */;
-      5'h08:
+      5'h04:
+          /* empty */;
+      5'h07:
           /* empty */;
       5'h09:
           /* empty */;
@@ -4506,63 +4546,69 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0e:
           /* empty */;
-      5'h10:
-          /* empty */;
-      5'h07:
+      5'h0f:
           /* empty */;
       5'h11:
           /* empty */;
-      5'h13:
+      5'h08:
+          /* empty */;
+      5'h12:
           /* empty */;
       5'h14:
           /* empty */;
-      5'h12:
-          if (\$121 ) begin
-            \addr$253  = \$126 [63:0];
+      5'h15:
+          /* empty */;
+      5'h13:
+          if (\$122 ) begin
+            \addr$262  = \$127 [63:0];
           end
     endcase
     if (line_start) begin
-      \addr$253  = line_addr;
+      \addr$262  = line_addr;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \lines$255  = 32'd0;
-    if (\run_start$250 ) begin
-      \lines$255  = \run_lines$256 ;
+    \lines$264  = 32'd0;
+    if (\run_start$259 ) begin
+      \lines$264  = \run_lines$265 ;
     end
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
           /* empty */;
-      5'h04:
-          if (\$28 ) begin
-            \lines$255  = { 12'h000, entry[103:84] };
+      5'h03:
+          /* empty */;
+      5'h05:
+          if (\$29 ) begin
+            \lines$264  = { 12'h000, entry[103:84] };
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \start$257  = 1'h0;
-    if (\run_start$250 ) begin
-      \start$257  = 1'h1;
+    \start$266  = 1'h0;
+    if (\run_start$259 ) begin
+      \start$266  = 1'h1;
     end
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
           /* empty */;
-      5'h04:
-          if (\$28 ) begin
-            \start$257  = 1'h1;
+      5'h03:
+          /* empty */;
+      5'h05:
+          if (\$29 ) begin
+            \start$266  = 1'h1;
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     offset = 6'h00;
-    if (\run_start$250 ) begin
+    if (\run_start$259 ) begin
       offset = run_offset;
     end
     casez (fsm_state)
@@ -4570,9 +4616,11 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h01:
           /* empty */;
-      5'h04:
-          if (\$28 ) begin
-            offset = \$46 [5:0];
+      5'h03:
+          /* empty */;
+      5'h05:
+          if (\$29 ) begin
+            offset = \$47 [5:0];
           end
     endcase
   end
@@ -4586,15 +4634,31 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    verdict_take = 1'h0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h03:
+          if (verdict_valid) begin
+            verdict_take = 1'h1;
+          end
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     copy_span_first = 64'h0000000000000000;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
           /* empty */;
-      5'h04:
-          if (\$28 ) begin
-            copy_span_first = \$31 [63:0];
+      5'h03:
+          /* empty */;
+      5'h05:
+          if (\$29 ) begin
+            copy_span_first = \$32 [63:0];
           end
     endcase
   end
@@ -4606,8 +4670,10 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h01:
           /* empty */;
-      5'h04:
-          if (\$28 ) begin
+      5'h03:
+          /* empty */;
+      5'h05:
+          if (\$29 ) begin
             copy_span_line = { copy_span_first[63:6], 6'h00 };
           end
     endcase
@@ -4620,9 +4686,11 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h01:
           /* empty */;
-      5'h04:
-          if (\$28 ) begin
-            copy_span_lines = { \$37 [30], \$37 [30], \$37 [30], \$37 [30], \$37 [30], \$37 [30], \$37 [30], \$37 [30], \$37 [30], \$37 [30], \$37 [30], \$37 [30], \$37 [30], \$37  };
+      5'h03:
+          /* empty */;
+      5'h05:
+          if (\$29 ) begin
+            copy_span_lines = { \$38 [30], \$38 [30], \$38 [30], \$38 [30], \$38 [30], \$38 [30], \$38 [30], \$38 [30], \$38 [30], \$38 [30], \$38 [30], \$38 [30], \$38 [30], \$38  };
           end
     endcase
   end
@@ -4634,8 +4702,10 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h01:
           /* empty */;
-      5'h04:
-          if (\$28 ) begin
+      5'h03:
+          /* empty */;
+      5'h05:
+          if (\$29 ) begin
             copy_span_offset = { 1'h0, copy_span_first[5:1] };
           end
     endcase
@@ -4648,66 +4718,72 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h01:
           /* empty */;
-      5'h04:
-          if (\$28 ) begin
-            beats = { \$42 [29], \$42 [29], \$42 [29], \$42 [29], \$42 [29], \$42 [29], \$42 [29], \$42 [29], \$42 [29], \$42 [29], \$42 [29], \$42 [29], \$42 [29], \$42 [29], \$42  };
+      5'h03:
+          /* empty */;
+      5'h05:
+          if (\$29 ) begin
+            beats = { \$43 [29], \$43 [29], \$43 [29], \$43 [29], \$43 [29], \$43 [29], \$43 [29], \$43 [29], \$43 [29], \$43 [29], \$43 [29], \$43 [29], \$43 [29], \$43 [29], \$43  };
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \start$306  = 1'h0;
+    \start$317  = 1'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
           /* empty */;
-      5'h04:
-          if (\$28 ) begin
-            \start$306  = 1'h1;
-          end
-      5'h05:
-          /* empty */;
       5'h03:
-          \start$306  = 1'h1;
+          /* empty */;
+      5'h05:
+          if (\$29 ) begin
+            \start$317  = 1'h1;
+          end
       5'h06:
           /* empty */;
-      5'h08:
+      5'h04:
+          \start$317  = 1'h1;
+      5'h07:
           /* empty */;
       5'h09:
           /* empty */;
       5'h0a:
-          \start$306  = 1'h1;
+          /* empty */;
       5'h0b:
-          \start$306  = 1'h1;
+          \start$317  = 1'h1;
+      5'h0c:
+          \start$317  = 1'h1;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \offset$307  = 5'h00;
+    \offset$318  = 5'h00;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
           /* empty */;
-      5'h04:
-          if (\$28 ) begin
-            \offset$307  = copy_span_offset[4:0];
-          end
-      5'h05:
-          /* empty */;
       5'h03:
-          \offset$307  = input_span_offset[4:0];
+          /* empty */;
+      5'h05:
+          if (\$29 ) begin
+            \offset$318  = copy_span_offset[4:0];
+          end
       5'h06:
           /* empty */;
-      5'h08:
+      5'h04:
+          \offset$318  = input_span_offset[4:0];
+      5'h07:
           /* empty */;
       5'h09:
           /* empty */;
       5'h0a:
-          \offset$307  = u_offset;
+          /* empty */;
       5'h0b:
-          \offset$307  = u_offset;
+          \offset$318  = u_offset;
+      5'h0c:
+          \offset$318  = u_offset;
     endcase
   end
   always @* begin
@@ -4718,23 +4794,25 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h01:
           /* empty */;
-      5'h04:
-          if (\$28 ) begin
+      5'h03:
+          /* empty */;
+      5'h05:
+          if (\$29 ) begin
             rows = 20'h00001;
           end
-      5'h05:
-          /* empty */;
-      5'h03:
-          rows = { 17'h00000, rows_now };
       5'h06:
           /* empty */;
-      5'h08:
+      5'h04:
+          rows = { 17'h00000, rows_now };
+      5'h07:
           /* empty */;
       5'h09:
           /* empty */;
       5'h0a:
-          rows = u_rows;
+          /* empty */;
       5'h0b:
+          rows = u_rows;
+      5'h0c:
           rows = u_rows;
     endcase
   end
@@ -4746,52 +4824,56 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h01:
           /* empty */;
-      5'h04:
-          if (\$28 ) begin
-            cols = { 5'h00, \$47  };
-          end
-      5'h05:
-          /* empty */;
       5'h03:
-          cols = { 12'h000, entry[203:184] };
+          /* empty */;
+      5'h05:
+          if (\$29 ) begin
+            cols = { 5'h00, \$48  };
+          end
       5'h06:
           /* empty */;
-      5'h08:
+      5'h04:
+          cols = { 12'h000, entry[203:184] };
+      5'h07:
           /* empty */;
       5'h09:
           /* empty */;
       5'h0a:
-          cols = u_cols;
+          /* empty */;
       5'h0b:
+          cols = u_cols;
+      5'h0c:
           cols = u_cols;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \beats$310  = 32'd0;
+    \beats$321  = 32'd0;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
           /* empty */;
-      5'h04:
-          if (\$28 ) begin
-            \beats$310  = beats[31:0];
-          end
-      5'h05:
-          /* empty */;
       5'h03:
-          \beats$310  = \beats$319 [31:0];
+          /* empty */;
+      5'h05:
+          if (\$29 ) begin
+            \beats$321  = beats[31:0];
+          end
       5'h06:
           /* empty */;
-      5'h08:
+      5'h04:
+          \beats$321  = \beats$330 [31:0];
+      5'h07:
           /* empty */;
       5'h09:
           /* empty */;
       5'h0a:
-          \beats$310  = u_beats;
+          /* empty */;
       5'h0b:
-          \beats$310  = u_beats;
+          \beats$321  = u_beats;
+      5'h0c:
+          \beats$321  = u_beats;
     endcase
   end
   always @* begin
@@ -4802,10 +4884,12 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h01:
           /* empty */;
-      5'h04:
+      5'h03:
           /* empty */;
       5'h05:
-          hold = \$49 ;
+          /* empty */;
+      5'h06:
+          hold = \$50 ;
     endcase
   end
   always @* begin
@@ -4816,12 +4900,14 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h01:
           /* empty */;
-      5'h04:
+      5'h03:
           /* empty */;
       5'h05:
           /* empty */;
-      5'h03:
-          rows_now = \$53 [2:0];
+      5'h06:
+          /* empty */;
+      5'h04:
+          rows_now = \$54 [2:0];
     endcase
   end
   always @* begin
@@ -4832,12 +4918,14 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h01:
           /* empty */;
-      5'h04:
+      5'h03:
           /* empty */;
       5'h05:
           /* empty */;
-      5'h03:
-          input_span_first = \$56 [63:0];
+      5'h06:
+          /* empty */;
+      5'h04:
+          input_span_first = \$57 [63:0];
     endcase
   end
   always @* begin
@@ -4848,11 +4936,13 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h01:
           /* empty */;
-      5'h04:
+      5'h03:
           /* empty */;
       5'h05:
           /* empty */;
-      5'h03:
+      5'h06:
+          /* empty */;
+      5'h04:
           input_span_line = { input_span_first[63:6], 6'h00 };
     endcase
   end
@@ -4864,12 +4954,14 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h01:
           /* empty */;
-      5'h04:
+      5'h03:
           /* empty */;
       5'h05:
           /* empty */;
-      5'h03:
-          input_span_lines = { \$62 [26], \$62 [26], \$62 [26], \$62 [26], \$62 [26], \$62 [26], \$62 [26], \$62 [26], \$62 [26], \$62 [26], \$62 [26], \$62 [26], \$62 [26], \$62 [26], \$62 [26], \$62 [26], \$62 [26], \$62  };
+      5'h06:
+          /* empty */;
+      5'h04:
+          input_span_lines = { \$63 [26], \$63 [26], \$63 [26], \$63 [26], \$63 [26], \$63 [26], \$63 [26], \$63 [26], \$63 [26], \$63 [26], \$63 [26], \$63 [26], \$63 [26], \$63 [26], \$63 [26], \$63 [26], \$63 [26], \$63  };
     endcase
   end
   always @* begin
@@ -4880,28 +4972,32 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h01:
           /* empty */;
-      5'h04:
+      5'h03:
           /* empty */;
       5'h05:
           /* empty */;
-      5'h03:
+      5'h06:
+          /* empty */;
+      5'h04:
           input_span_offset = { 1'h0, input_span_first[5:1] };
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \beats$319  = 44'h00000000000;
+    \beats$330  = 44'h00000000000;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
           /* empty */;
-      5'h04:
+      5'h03:
           /* empty */;
       5'h05:
           /* empty */;
-      5'h03:
-          \beats$319  = { \$67 [25], \$67 [25], \$67 [25], \$67 [25], \$67 [25], \$67 [25], \$67 [25], \$67 [25], \$67 [25], \$67 [25], \$67 [25], \$67 [25], \$67 [25], \$67 [25], \$67 [25], \$67 [25], \$67 [25], \$67 [25], \$67  };
+      5'h06:
+          /* empty */;
+      5'h04:
+          \beats$330  = { \$68 [25], \$68 [25], \$68 [25], \$68 [25], \$68 [25], \$68 [25], \$68 [25], \$68 [25], \$68 [25], \$68 [25], \$68 [25], \$68 [25], \$68 [25], \$68 [25], \$68 [25], \$68 [25], \$68 [25], \$68 [25], \$68  };
     endcase
   end
   always @* begin
@@ -4912,16 +5008,16 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h01:
           /* empty */;
-      5'h04:
+      5'h03:
           /* empty */;
       5'h05:
           /* empty */;
-      5'h03:
-          /* empty */;
       5'h06:
-          in_we = valid;
-      5'h08:
           /* empty */;
+      5'h04:
+          /* empty */;
+      5'h07:
+          in_we = valid;
       5'h09:
           /* empty */;
       5'h0a:
@@ -4934,11 +5030,13 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0e:
           /* empty */;
-      5'h10:
-          in_we = \in_we$358 ;
-      5'h07:
-          in_we = dst_en;
+      5'h0f:
+          /* empty */;
       5'h11:
+          in_we = \in_we$369 ;
+      5'h08:
+          in_we = dst_en;
+      5'h12:
           in_we = dst_en;
     endcase
   end
@@ -4950,16 +5048,16 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h01:
           /* empty */;
-      5'h04:
+      5'h03:
           /* empty */;
       5'h05:
           /* empty */;
-      5'h03:
-          /* empty */;
       5'h06:
-          in_row = row[1:0];
-      5'h08:
           /* empty */;
+      5'h04:
+          /* empty */;
+      5'h07:
+          in_row = row[1:0];
       5'h09:
           /* empty */;
       5'h0a:
@@ -4972,12 +5070,14 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0e:
           /* empty */;
-      5'h10:
-          in_row = buf_row;
-      5'h07:
-          in_row = \row$369 ;
+      5'h0f:
+          /* empty */;
       5'h11:
-          in_row = \row$369 ;
+          in_row = buf_row;
+      5'h08:
+          in_row = \row$380 ;
+      5'h12:
+          in_row = \row$380 ;
     endcase
   end
   always @* begin
@@ -4988,16 +5088,16 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h01:
           /* empty */;
-      5'h04:
+      5'h03:
           /* empty */;
       5'h05:
           /* empty */;
-      5'h03:
-          /* empty */;
       5'h06:
-          in_word = col[11:5];
-      5'h08:
           /* empty */;
+      5'h04:
+          /* empty */;
+      5'h07:
+          in_word = col[11:5];
       5'h09:
           /* empty */;
       5'h0a:
@@ -5010,11 +5110,13 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0e:
           /* empty */;
-      5'h10:
-          in_word = buf_word[6:0];
-      5'h07:
-          in_word = dst_addr[6:0];
+      5'h0f:
+          /* empty */;
       5'h11:
+          in_word = buf_word[6:0];
+      5'h08:
+          in_word = dst_addr[6:0];
+      5'h12:
           in_word = dst_addr[6:0];
     endcase
   end
@@ -5026,16 +5128,16 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h01:
           /* empty */;
-      5'h04:
+      5'h03:
           /* empty */;
       5'h05:
           /* empty */;
-      5'h03:
-          /* empty */;
       5'h06:
-          in_data = data;
-      5'h08:
           /* empty */;
+      5'h04:
+          /* empty */;
+      5'h07:
+          in_data = data;
       5'h09:
           /* empty */;
       5'h0a:
@@ -5048,11 +5150,13 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0e:
           /* empty */;
-      5'h10:
-          in_data = sum_fp16;
-      5'h07:
-          in_data = dst_data;
+      5'h0f:
+          /* empty */;
       5'h11:
+          in_data = sum_fp16;
+      5'h08:
+          in_data = dst_data;
+      5'h12:
           in_data = dst_data;
     endcase
   end
@@ -5064,17 +5168,19 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h01:
           /* empty */;
-      5'h04:
+      5'h03:
           /* empty */;
       5'h05:
           /* empty */;
-      5'h03:
-          /* empty */;
       5'h06:
           /* empty */;
-      5'h08:
+      5'h04:
+          /* empty */;
+      5'h07:
           /* empty */;
       5'h09:
+          /* empty */;
+      5'h0a:
           load = 1'h1;
     endcase
   end
@@ -5086,161 +5192,21 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h01:
           /* empty */;
-      5'h04:
+      5'h03:
           /* empty */;
       5'h05:
           /* empty */;
-      5'h03:
-          /* empty */;
       5'h06:
           /* empty */;
-      5'h08:
+      5'h04:
+          /* empty */;
+      5'h07:
           /* empty */;
       5'h09:
+          /* empty */;
+      5'h0a:
           if (ready) begin
             restart = 1'h1;
-          end
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \start$327  = 1'h0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          \start$327  = 1'h1;
-      5'h0b:
-          \start$327  = 1'h1;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    rest = 1'h0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          rest = 1'h0;
-      5'h0b:
-          rest = 1'h1;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    pair = 1'h0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          pair = u_pair;
-      5'h0b:
-          pair = u_pair;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    dispatch = 1'h0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          dispatch = 1'h1;
-      5'h0d:
-          dispatch = 1'h1;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    result_first_0 = 64'h0000000000000000;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          if (\$76 ) begin
-            result_first_0 = \$78 [63:0];
           end
     endcase
   end
@@ -5252,15 +5218,131 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h01:
           /* empty */;
-      5'h04:
+      5'h03:
           /* empty */;
       5'h05:
           /* empty */;
+      5'h06:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          \start$338  = 1'h1;
+      5'h0c:
+          \start$338  = 1'h1;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    rest = 1'h0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
       5'h03:
+          /* empty */;
+      5'h05:
           /* empty */;
       5'h06:
           /* empty */;
-      5'h08:
+      5'h04:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          rest = 1'h0;
+      5'h0c:
+          rest = 1'h1;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    pair = 1'h0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          pair = u_pair;
+      5'h0c:
+          pair = u_pair;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    dispatch = 1'h0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          dispatch = 1'h1;
+      5'h0e:
+          dispatch = 1'h1;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    result_first_0 = 64'h0000000000000000;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h07:
           /* empty */;
       5'h09:
           /* empty */;
@@ -5273,18 +5355,56 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0d:
           /* empty */;
       5'h0e:
-          if (\$76 ) begin
-            \start$338  = 1'h1;
+          /* empty */;
+      5'h0f:
+          if (\$77 ) begin
+            result_first_0 = \$79 [63:0];
           end
-      5'h10:
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \start$349  = 1'h0;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h04:
           /* empty */;
       5'h07:
           /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          if (\$77 ) begin
+            \start$349  = 1'h1;
+          end
       5'h11:
           /* empty */;
-      5'h13:
-          if (\$103 ) begin
-            \start$338  = 1'h1;
+      5'h08:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h14:
+          if (\$104 ) begin
+            \start$349  = 1'h1;
           end
     endcase
   end
@@ -5296,15 +5416,15 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h01:
           /* empty */;
-      5'h04:
+      5'h03:
           /* empty */;
       5'h05:
           /* empty */;
-      5'h03:
-          /* empty */;
       5'h06:
           /* empty */;
-      5'h08:
+      5'h04:
+          /* empty */;
+      5'h07:
           /* empty */;
       5'h09:
           /* empty */;
@@ -5317,17 +5437,19 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0d:
           /* empty */;
       5'h0e:
-          if (\$76 ) begin
-            delay = \$81 [4:0];
+          /* empty */;
+      5'h0f:
+          if (\$77 ) begin
+            delay = \$82 [4:0];
           end
-      5'h10:
-          /* empty */;
-      5'h07:
-          /* empty */;
       5'h11:
           /* empty */;
-      5'h13:
-          if (\$103 ) begin
+      5'h08:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h14:
+          if (\$104 ) begin
             delay = 5'h00;
           end
     endcase
@@ -5340,15 +5462,15 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h01:
           /* empty */;
-      5'h04:
+      5'h03:
           /* empty */;
       5'h05:
           /* empty */;
-      5'h03:
-          /* empty */;
       5'h06:
           /* empty */;
-      5'h08:
+      5'h04:
+          /* empty */;
+      5'h07:
           /* empty */;
       5'h09:
           /* empty */;
@@ -5361,38 +5483,40 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0d:
           /* empty */;
       5'h0e:
-          if (\$76 ) begin
+          /* empty */;
+      5'h0f:
+          if (\$77 ) begin
             source = 1'h0;
           end
-      5'h10:
-          /* empty */;
-      5'h07:
-          /* empty */;
       5'h11:
           /* empty */;
-      5'h13:
-          if (\$103 ) begin
+      5'h08:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h14:
+          if (\$104 ) begin
             source = 1'h1;
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \dest$342  = 2'h0;
+    \dest$353  = 2'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
           /* empty */;
-      5'h04:
+      5'h03:
           /* empty */;
       5'h05:
           /* empty */;
-      5'h03:
-          /* empty */;
       5'h06:
           /* empty */;
-      5'h08:
+      5'h04:
+          /* empty */;
+      5'h07:
           /* empty */;
       5'h09:
           /* empty */;
@@ -5405,38 +5529,40 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0d:
           /* empty */;
       5'h0e:
-          if (\$76 ) begin
-            \dest$342  = dest;
+          /* empty */;
+      5'h0f:
+          if (\$77 ) begin
+            \dest$353  = dest;
           end
-      5'h10:
-          /* empty */;
-      5'h07:
-          /* empty */;
       5'h11:
           /* empty */;
-      5'h13:
-          if (\$103 ) begin
-            \dest$342  = 2'h0;
+      5'h08:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h14:
+          if (\$104 ) begin
+            \dest$353  = 2'h0;
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \rows$343  = 3'h0;
+    \rows$354  = 3'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
           /* empty */;
-      5'h04:
+      5'h03:
           /* empty */;
       5'h05:
           /* empty */;
-      5'h03:
-          /* empty */;
       5'h06:
           /* empty */;
-      5'h08:
+      5'h04:
+          /* empty */;
+      5'h07:
           /* empty */;
       5'h09:
           /* empty */;
@@ -5449,38 +5575,40 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0d:
           /* empty */;
       5'h0e:
-          if (\$76 ) begin
-            \rows$343  = \$signal$344 ;
+          /* empty */;
+      5'h0f:
+          if (\$77 ) begin
+            \rows$354  = \$signal$355 ;
           end
-      5'h10:
-          /* empty */;
-      5'h07:
-          /* empty */;
       5'h11:
           /* empty */;
-      5'h13:
-          if (\$103 ) begin
-            \rows$343  = \$signal$344 ;
+      5'h08:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h14:
+          if (\$104 ) begin
+            \rows$354  = \$signal$355 ;
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \n$345  = 20'h00000;
+    \n$356  = 20'h00000;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
           /* empty */;
-      5'h04:
+      5'h03:
           /* empty */;
       5'h05:
           /* empty */;
-      5'h03:
-          /* empty */;
       5'h06:
           /* empty */;
-      5'h08:
+      5'h04:
+          /* empty */;
+      5'h07:
           /* empty */;
       5'h09:
           /* empty */;
@@ -5493,38 +5621,40 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0d:
           /* empty */;
       5'h0e:
-          if (\$76 ) begin
-            \n$345  = \$85 ;
+          /* empty */;
+      5'h0f:
+          if (\$77 ) begin
+            \n$356  = \$86 ;
           end
-      5'h10:
-          /* empty */;
-      5'h07:
-          /* empty */;
       5'h11:
           /* empty */;
-      5'h13:
-          if (\$103 ) begin
-            \n$345  = \$109 ;
+      5'h08:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h14:
+          if (\$104 ) begin
+            \n$356  = \$110 ;
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \n_words$347  = 8'h00;
+    \n_words$358  = 8'h00;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
           /* empty */;
-      5'h04:
+      5'h03:
           /* empty */;
       5'h05:
           /* empty */;
-      5'h03:
-          /* empty */;
       5'h06:
           /* empty */;
-      5'h08:
+      5'h04:
+          /* empty */;
+      5'h07:
           /* empty */;
       5'h09:
           /* empty */;
@@ -5537,38 +5667,40 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0d:
           /* empty */;
       5'h0e:
-          if (\$76 ) begin
-            \n_words$347  = n_words[7:0];
+          /* empty */;
+      5'h0f:
+          if (\$77 ) begin
+            \n_words$358  = n_words[7:0];
           end
-      5'h10:
-          /* empty */;
-      5'h07:
-          /* empty */;
       5'h11:
           /* empty */;
-      5'h13:
-          if (\$103 ) begin
-            \n_words$347  = n_words[7:0];
+      5'h08:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h14:
+          if (\$104 ) begin
+            \n_words$358  = n_words[7:0];
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \sets$348  = 2'h0;
+    \sets$359  = 2'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
           /* empty */;
-      5'h04:
+      5'h03:
           /* empty */;
       5'h05:
           /* empty */;
-      5'h03:
-          /* empty */;
       5'h06:
           /* empty */;
-      5'h08:
+      5'h04:
+          /* empty */;
+      5'h07:
           /* empty */;
       5'h09:
           /* empty */;
@@ -5581,18 +5713,20 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0d:
           /* empty */;
       5'h0e:
-          if (\$76 ) begin
-            \sets$348  = sets_used__0;
+          /* empty */;
+      5'h0f:
+          if (\$77 ) begin
+            \sets$359  = sets_used__0;
           end
-      5'h10:
-          /* empty */;
-      5'h07:
-          /* empty */;
       5'h11:
           /* empty */;
-      5'h13:
-          if (\$103 ) begin
-            \sets$348  = sets_used__0;
+      5'h08:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h14:
+          if (\$104 ) begin
+            \sets$359  = sets_used__0;
           end
     endcase
   end
@@ -5604,15 +5738,15 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h01:
           /* empty */;
-      5'h04:
+      5'h03:
           /* empty */;
       5'h05:
           /* empty */;
-      5'h03:
-          /* empty */;
       5'h06:
           /* empty */;
-      5'h08:
+      5'h04:
+          /* empty */;
+      5'h07:
           /* empty */;
       5'h09:
           /* empty */;
@@ -5625,38 +5759,40 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0d:
           /* empty */;
       5'h0e:
-          if (\$76 ) begin
+          /* empty */;
+      5'h0f:
+          if (\$77 ) begin
             sets1 = sets_used__1;
           end
-      5'h10:
-          /* empty */;
-      5'h07:
-          /* empty */;
       5'h11:
           /* empty */;
-      5'h13:
-          if (\$103 ) begin
+      5'h08:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h14:
+          if (\$104 ) begin
             sets1 = sets_used__1;
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \pack_log2$352  = 3'h0;
+    \pack_log2$363  = 3'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
           /* empty */;
-      5'h04:
+      5'h03:
           /* empty */;
       5'h05:
           /* empty */;
-      5'h03:
-          /* empty */;
       5'h06:
           /* empty */;
-      5'h08:
+      5'h04:
+          /* empty */;
+      5'h07:
           /* empty */;
       5'h09:
           /* empty */;
@@ -5669,38 +5805,40 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0d:
           /* empty */;
       5'h0e:
-          if (\$76 ) begin
-            \pack_log2$352  = pack_log2;
+          /* empty */;
+      5'h0f:
+          if (\$77 ) begin
+            \pack_log2$363  = pack_log2;
           end
-      5'h10:
-          /* empty */;
-      5'h07:
-          /* empty */;
       5'h11:
           /* empty */;
-      5'h13:
-          if (\$103 ) begin
-            \pack_log2$352  = pack_log2;
+      5'h08:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h14:
+          if (\$104 ) begin
+            \pack_log2$363  = pack_log2;
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \bank$353  = 1'h0;
+    \bank$364  = 1'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
           /* empty */;
-      5'h04:
+      5'h03:
           /* empty */;
       5'h05:
           /* empty */;
-      5'h03:
-          /* empty */;
       5'h06:
           /* empty */;
-      5'h08:
+      5'h04:
+          /* empty */;
+      5'h07:
           /* empty */;
       5'h09:
           /* empty */;
@@ -5713,18 +5851,20 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0d:
           /* empty */;
       5'h0e:
-          if (\$76 ) begin
-            \bank$353  = bank;
+          /* empty */;
+      5'h0f:
+          if (\$77 ) begin
+            \bank$364  = bank;
           end
-      5'h10:
-          /* empty */;
-      5'h07:
-          /* empty */;
       5'h11:
           /* empty */;
-      5'h13:
-          if (\$103 ) begin
-            \bank$353  = bank;
+      5'h08:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h14:
+          if (\$104 ) begin
+            \bank$364  = bank;
           end
     endcase
   end
@@ -5736,15 +5876,15 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h01:
           /* empty */;
-      5'h04:
+      5'h03:
           /* empty */;
       5'h05:
           /* empty */;
-      5'h03:
-          /* empty */;
       5'h06:
           /* empty */;
-      5'h08:
+      5'h04:
+          /* empty */;
+      5'h07:
           /* empty */;
       5'h09:
           /* empty */;
@@ -5757,38 +5897,40 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0d:
           /* empty */;
       5'h0e:
-          if (\$76 ) begin
-            results = \$88 ;
+          /* empty */;
+      5'h0f:
+          if (\$77 ) begin
+            results = \$89 ;
           end
-      5'h10:
-          /* empty */;
-      5'h07:
-          /* empty */;
       5'h11:
           /* empty */;
-      5'h13:
-          if (\$103 ) begin
+      5'h08:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h14:
+          if (\$104 ) begin
             results = 1'h1;
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \first$355  = 64'h0000000000000000;
+    \first$366  = 64'h0000000000000000;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
           /* empty */;
-      5'h04:
+      5'h03:
           /* empty */;
       5'h05:
           /* empty */;
-      5'h03:
-          /* empty */;
       5'h06:
           /* empty */;
-      5'h08:
+      5'h04:
+          /* empty */;
+      5'h07:
           /* empty */;
       5'h09:
           /* empty */;
@@ -5801,38 +5943,40 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0d:
           /* empty */;
       5'h0e:
-          if (\$76 ) begin
-            \first$355  = result_first_0;
+          /* empty */;
+      5'h0f:
+          if (\$77 ) begin
+            \first$366  = result_first_0;
           end
-      5'h10:
-          /* empty */;
-      5'h07:
-          /* empty */;
       5'h11:
           /* empty */;
-      5'h13:
-          if (\$103 ) begin
-            \first$355  = result_first_1;
+      5'h08:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h14:
+          if (\$104 ) begin
+            \first$366  = result_first_1;
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \lines$356  = 32'd0;
+    \lines$367  = 32'd0;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
           /* empty */;
-      5'h04:
+      5'h03:
           /* empty */;
       5'h05:
           /* empty */;
-      5'h03:
-          /* empty */;
       5'h06:
           /* empty */;
-      5'h08:
+      5'h04:
+          /* empty */;
+      5'h07:
           /* empty */;
       5'h09:
           /* empty */;
@@ -5845,18 +5989,20 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0d:
           /* empty */;
       5'h0e:
-          if (\$76 ) begin
-            \lines$356  = { \$94 [28], \$94 [28], \$94 [28], \$94  };
+          /* empty */;
+      5'h0f:
+          if (\$77 ) begin
+            \lines$367  = { \$95 [28], \$95 [28], \$95 [28], \$95  };
           end
-      5'h10:
-          /* empty */;
-      5'h07:
-          /* empty */;
       5'h11:
           /* empty */;
-      5'h13:
-          if (\$103 ) begin
-            \lines$356  = { \$115 [28], \$115 [28], \$115 [28], \$115  };
+      5'h08:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h14:
+          if (\$104 ) begin
+            \lines$367  = { \$116 [28], \$116 [28], \$116 [28], \$116  };
           end
     endcase
   end
@@ -5868,15 +6014,15 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h01:
           /* empty */;
-      5'h04:
+      5'h03:
           /* empty */;
       5'h05:
           /* empty */;
-      5'h03:
-          /* empty */;
       5'h06:
           /* empty */;
-      5'h08:
+      5'h04:
+          /* empty */;
+      5'h07:
           /* empty */;
       5'h09:
           /* empty */;
@@ -5890,8 +6036,10 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0e:
           /* empty */;
-      5'h10:
-          acc_we = \acc_we$363 ;
+      5'h0f:
+          /* empty */;
+      5'h11:
+          acc_we = \acc_we$374 ;
     endcase
   end
   always @* begin
@@ -5902,15 +6050,15 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h01:
           /* empty */;
-      5'h04:
+      5'h03:
           /* empty */;
       5'h05:
           /* empty */;
-      5'h03:
-          /* empty */;
       5'h06:
           /* empty */;
-      5'h08:
+      5'h04:
+          /* empty */;
+      5'h07:
           /* empty */;
       5'h09:
           /* empty */;
@@ -5924,7 +6072,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0e:
           /* empty */;
-      5'h10:
+      5'h0f:
+          /* empty */;
+      5'h11:
           acc_row = buf_row;
     endcase
   end
@@ -5936,15 +6086,15 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h01:
           /* empty */;
-      5'h04:
+      5'h03:
           /* empty */;
       5'h05:
           /* empty */;
-      5'h03:
-          /* empty */;
       5'h06:
           /* empty */;
-      5'h08:
+      5'h04:
+          /* empty */;
+      5'h07:
           /* empty */;
       5'h09:
           /* empty */;
@@ -5958,7 +6108,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0e:
           /* empty */;
-      5'h10:
+      5'h0f:
+          /* empty */;
+      5'h11:
           acc_word = buf_word[6:0];
     endcase
   end
@@ -5970,15 +6122,15 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h01:
           /* empty */;
-      5'h04:
+      5'h03:
           /* empty */;
       5'h05:
           /* empty */;
-      5'h03:
-          /* empty */;
       5'h06:
           /* empty */;
-      5'h08:
+      5'h04:
+          /* empty */;
+      5'h07:
           /* empty */;
       5'h09:
           /* empty */;
@@ -5992,7 +6144,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0e:
           /* empty */;
-      5'h10:
+      5'h0f:
+          /* empty */;
+      5'h11:
           acc_data = sum_fp32;
     endcase
   end
@@ -6004,15 +6158,15 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h01:
           /* empty */;
-      5'h04:
+      5'h03:
           /* empty */;
       5'h05:
           /* empty */;
-      5'h03:
-          /* empty */;
       5'h06:
           /* empty */;
-      5'h08:
+      5'h04:
+          /* empty */;
+      5'h07:
           /* empty */;
       5'h09:
           /* empty */;
@@ -6026,15 +6180,17 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0e:
           /* empty */;
-      5'h10:
+      5'h0f:
           /* empty */;
-      5'h07:
-          rd_row = \row$369 ;
       5'h11:
-          rd_row = \row$369 ;
-      5'h13:
           /* empty */;
+      5'h08:
+          rd_row = \row$380 ;
+      5'h12:
+          rd_row = \row$380 ;
       5'h14:
+          /* empty */;
+      5'h15:
           rd_row = buf_row;
     endcase
   end
@@ -6046,15 +6202,15 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h01:
           /* empty */;
-      5'h04:
+      5'h03:
           /* empty */;
       5'h05:
           /* empty */;
-      5'h03:
-          /* empty */;
       5'h06:
           /* empty */;
-      5'h08:
+      5'h04:
+          /* empty */;
+      5'h07:
           /* empty */;
       5'h09:
           /* empty */;
@@ -6068,35 +6224,37 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0e:
           /* empty */;
-      5'h10:
+      5'h0f:
           /* empty */;
-      5'h07:
-          rd_addr = src_addr[6:0];
       5'h11:
-          rd_addr = src_addr[6:0];
-      5'h13:
           /* empty */;
+      5'h08:
+          rd_addr = src_addr[6:0];
+      5'h12:
+          rd_addr = src_addr[6:0];
       5'h14:
+          /* empty */;
+      5'h15:
           rd_addr = buf_word[6:0];
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \start$375  = 1'h0;
+    \start$386  = 1'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
           /* empty */;
-      5'h04:
+      5'h03:
           /* empty */;
       5'h05:
           /* empty */;
-      5'h03:
-          /* empty */;
       5'h06:
           /* empty */;
-      5'h08:
+      5'h04:
+          /* empty */;
+      5'h07:
           /* empty */;
       5'h09:
           /* empty */;
@@ -6110,10 +6268,12 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0e:
           /* empty */;
-      5'h10:
+      5'h0f:
           /* empty */;
-      5'h07:
-          \start$375  = 1'h1;
+      5'h11:
+          /* empty */;
+      5'h08:
+          \start$386  = 1'h1;
     endcase
   end
   always @* begin
@@ -6124,15 +6284,15 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h01:
           /* empty */;
-      5'h04:
+      5'h03:
           /* empty */;
       5'h05:
           /* empty */;
-      5'h03:
-          /* empty */;
       5'h06:
           /* empty */;
-      5'h08:
+      5'h04:
+          /* empty */;
+      5'h07:
           /* empty */;
       5'h09:
           /* empty */;
@@ -6146,10 +6306,12 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0e:
           /* empty */;
-      5'h10:
+      5'h0f:
           /* empty */;
-      5'h07:
-          length = \$97 ;
+      5'h11:
+          /* empty */;
+      5'h08:
+          length = \$98 ;
     endcase
   end
   always @* begin
@@ -6160,15 +6322,15 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h01:
           /* empty */;
-      5'h04:
+      5'h03:
           /* empty */;
       5'h05:
           /* empty */;
-      5'h03:
-          /* empty */;
       5'h06:
           /* empty */;
-      5'h08:
+      5'h04:
+          /* empty */;
+      5'h07:
           /* empty */;
       5'h09:
           /* empty */;
@@ -6182,10 +6344,12 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0e:
           /* empty */;
-      5'h10:
+      5'h0f:
           /* empty */;
-      5'h07:
-          partial = \$99 ;
+      5'h11:
+          /* empty */;
+      5'h08:
+          partial = \$100 ;
     endcase
   end
   always @* begin
@@ -6196,15 +6360,15 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h01:
           /* empty */;
-      5'h04:
+      5'h03:
           /* empty */;
       5'h05:
           /* empty */;
-      5'h03:
-          /* empty */;
       5'h06:
           /* empty */;
-      5'h08:
+      5'h04:
+          /* empty */;
+      5'h07:
           /* empty */;
       5'h09:
           /* empty */;
@@ -6218,15 +6382,17 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0e:
           /* empty */;
-      5'h10:
-          /* empty */;
-      5'h07:
+      5'h0f:
           /* empty */;
       5'h11:
           /* empty */;
-      5'h13:
-          if (\$103 ) begin
-            result_first_1 = \$105 [63:0];
+      5'h08:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h14:
+          if (\$104 ) begin
+            result_first_1 = \$106 [63:0];
           end
     endcase
   end
@@ -6238,15 +6404,15 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h01:
           /* empty */;
-      5'h04:
+      5'h03:
           /* empty */;
       5'h05:
           /* empty */;
-      5'h03:
-          /* empty */;
       5'h06:
           /* empty */;
-      5'h08:
+      5'h04:
+          /* empty */;
+      5'h07:
           /* empty */;
       5'h09:
           /* empty */;
@@ -6260,37 +6426,39 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0e:
           /* empty */;
-      5'h10:
-          /* empty */;
-      5'h07:
+      5'h0f:
           /* empty */;
       5'h11:
           /* empty */;
-      5'h13:
+      5'h08:
+          /* empty */;
+      5'h12:
           /* empty */;
       5'h14:
           /* empty */;
-      5'h12:
-          line = { 448'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, \$117 , \$116  };
+      5'h15:
+          /* empty */;
+      5'h13:
+          line = { 448'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, \$118 , \$117  };
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \line$391  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    \line$402  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
           /* empty */;
-      5'h04:
+      5'h03:
           /* empty */;
       5'h05:
           /* empty */;
-      5'h03:
-          /* empty */;
       5'h06:
           /* empty */;
-      5'h08:
+      5'h04:
+          /* empty */;
+      5'h07:
           /* empty */;
       5'h09:
           /* empty */;
@@ -6304,23 +6472,25 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0e:
           /* empty */;
-      5'h10:
-          /* empty */;
-      5'h07:
+      5'h0f:
           /* empty */;
       5'h11:
           /* empty */;
-      5'h13:
+      5'h08:
+          /* empty */;
+      5'h12:
           /* empty */;
       5'h14:
           /* empty */;
-      5'h12:
-          if (\$121 ) begin
-            \line$391  = line;
+      5'h15:
+          /* empty */;
+      5'h13:
+          if (\$122 ) begin
+            \line$402  = line;
           end
     endcase
     if (line_start) begin
-      \line$391  = \line$420 ;
+      \line$402  = \line$431 ;
     end
   end
   always @* begin
@@ -6331,15 +6501,15 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h01:
           /* empty */;
-      5'h04:
+      5'h03:
           /* empty */;
       5'h05:
           /* empty */;
-      5'h03:
-          /* empty */;
       5'h06:
           /* empty */;
-      5'h08:
+      5'h04:
+          /* empty */;
+      5'h07:
           /* empty */;
       5'h09:
           /* empty */;
@@ -6353,18 +6523,20 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0e:
           /* empty */;
-      5'h10:
-          /* empty */;
-      5'h07:
+      5'h0f:
           /* empty */;
       5'h11:
           /* empty */;
-      5'h13:
+      5'h08:
+          /* empty */;
+      5'h12:
           /* empty */;
       5'h14:
           /* empty */;
-      5'h12:
-          if (\$121 ) begin
+      5'h15:
+          /* empty */;
+      5'h13:
+          if (\$122 ) begin
             strb = 64'hffffffffffffffff;
           end
     endcase
@@ -6380,15 +6552,15 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h01:
           /* empty */;
-      5'h04:
+      5'h03:
           /* empty */;
       5'h05:
           /* empty */;
-      5'h03:
-          /* empty */;
       5'h06:
           /* empty */;
-      5'h08:
+      5'h04:
+          /* empty */;
+      5'h07:
           /* empty */;
       5'h09:
           /* empty */;
@@ -6402,24 +6574,26 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0e:
           /* empty */;
-      5'h10:
-          /* empty */;
-      5'h07:
+      5'h0f:
           /* empty */;
       5'h11:
           /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
+      5'h08:
           /* empty */;
       5'h12:
           /* empty */;
+      5'h14:
+          /* empty */;
       5'h15:
           /* empty */;
-      5'h0f:
+      5'h13:
+          /* empty */;
+      5'h16:
+          /* empty */;
+      5'h10:
           /* empty */;
       5'h02:
-          if (\$127 ) begin
+          if (\$128 ) begin
             complete = 1'h1;
           end
     endcase
@@ -6432,15 +6606,15 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h01:
           /* empty */;
-      5'h04:
+      5'h03:
           /* empty */;
       5'h05:
           /* empty */;
-      5'h03:
-          /* empty */;
       5'h06:
           /* empty */;
-      5'h08:
+      5'h04:
+          /* empty */;
+      5'h07:
           /* empty */;
       5'h09:
           /* empty */;
@@ -6454,24 +6628,26 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0e:
           /* empty */;
-      5'h10:
-          /* empty */;
-      5'h07:
+      5'h0f:
           /* empty */;
       5'h11:
           /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
+      5'h08:
           /* empty */;
       5'h12:
           /* empty */;
+      5'h14:
+          /* empty */;
       5'h15:
           /* empty */;
-      5'h0f:
+      5'h13:
+          /* empty */;
+      5'h16:
+          /* empty */;
+      5'h10:
           /* empty */;
       5'h02:
-          if (\$127 ) begin
+          if (\$128 ) begin
             queue = entry[205:204];
           end
     endcase
@@ -6484,15 +6660,15 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h01:
           /* empty */;
-      5'h04:
+      5'h03:
           /* empty */;
       5'h05:
           /* empty */;
-      5'h03:
-          /* empty */;
       5'h06:
           /* empty */;
-      5'h08:
+      5'h04:
+          /* empty */;
+      5'h07:
           /* empty */;
       5'h09:
           /* empty */;
@@ -6506,24 +6682,26 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0e:
           /* empty */;
-      5'h10:
-          /* empty */;
-      5'h07:
+      5'h0f:
           /* empty */;
       5'h11:
           /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
+      5'h08:
           /* empty */;
       5'h12:
           /* empty */;
+      5'h14:
+          /* empty */;
       5'h15:
           /* empty */;
-      5'h0f:
+      5'h13:
+          /* empty */;
+      5'h16:
+          /* empty */;
+      5'h10:
           /* empty */;
       5'h02:
-          if (\$127 ) begin
+          if (\$128 ) begin
             seq = entry[269:206];
           end
     endcase
@@ -6536,15 +6714,15 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h01:
           /* empty */;
-      5'h04:
+      5'h03:
           /* empty */;
       5'h05:
           /* empty */;
-      5'h03:
-          /* empty */;
       5'h06:
           /* empty */;
-      5'h08:
+      5'h04:
+          /* empty */;
+      5'h07:
           /* empty */;
       5'h09:
           /* empty */;
@@ -6558,24 +6736,26 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0e:
           /* empty */;
-      5'h10:
-          /* empty */;
-      5'h07:
+      5'h0f:
           /* empty */;
       5'h11:
           /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
+      5'h08:
           /* empty */;
       5'h12:
           /* empty */;
+      5'h14:
+          /* empty */;
       5'h15:
           /* empty */;
-      5'h0f:
+      5'h13:
+          /* empty */;
+      5'h16:
+          /* empty */;
+      5'h10:
           /* empty */;
       5'h02:
-          if (\$127 ) begin
+          if (\$128 ) begin
             taken = entry[333:270];
           end
     endcase
@@ -6588,15 +6768,15 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h01:
           /* empty */;
-      5'h04:
+      5'h03:
           /* empty */;
       5'h05:
           /* empty */;
-      5'h03:
-          /* empty */;
       5'h06:
           /* empty */;
-      5'h08:
+      5'h04:
+          /* empty */;
+      5'h07:
           /* empty */;
       5'h09:
           /* empty */;
@@ -6610,25 +6790,27 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0e:
           /* empty */;
-      5'h10:
-          /* empty */;
-      5'h07:
+      5'h0f:
           /* empty */;
       5'h11:
           /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
+      5'h08:
           /* empty */;
       5'h12:
           /* empty */;
+      5'h14:
+          /* empty */;
       5'h15:
           /* empty */;
-      5'h0f:
+      5'h13:
+          /* empty */;
+      5'h16:
+          /* empty */;
+      5'h10:
           /* empty */;
       5'h02:
-          if (\$127 ) begin
-            status = \status$398 ;
+          if (\$128 ) begin
+            status = \status$409 ;
           end
     endcase
   end
@@ -6640,15 +6822,15 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h01:
           /* empty */;
-      5'h04:
+      5'h03:
           /* empty */;
       5'h05:
           /* empty */;
-      5'h03:
-          /* empty */;
       5'h06:
           /* empty */;
-      5'h08:
+      5'h04:
+          /* empty */;
+      5'h07:
           /* empty */;
       5'h09:
           /* empty */;
@@ -6662,25 +6844,27 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0e:
           /* empty */;
-      5'h10:
-          /* empty */;
-      5'h07:
+      5'h0f:
           /* empty */;
       5'h11:
           /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
+      5'h08:
           /* empty */;
       5'h12:
           /* empty */;
+      5'h14:
+          /* empty */;
       5'h15:
           /* empty */;
-      5'h0f:
+      5'h13:
+          /* empty */;
+      5'h16:
+          /* empty */;
+      5'h10:
           /* empty */;
       5'h02:
-          if (\$127 ) begin
-            read_error = \$130 ;
+          if (\$128 ) begin
+            read_error = \$131 ;
           end
     endcase
   end
@@ -6692,15 +6876,15 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h01:
           /* empty */;
-      5'h04:
+      5'h03:
           /* empty */;
       5'h05:
           /* empty */;
-      5'h03:
-          /* empty */;
       5'h06:
           /* empty */;
-      5'h08:
+      5'h04:
+          /* empty */;
+      5'h07:
           /* empty */;
       5'h09:
           /* empty */;
@@ -6714,25 +6898,27 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0e:
           /* empty */;
-      5'h10:
-          /* empty */;
-      5'h07:
+      5'h0f:
           /* empty */;
       5'h11:
           /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
+      5'h08:
           /* empty */;
       5'h12:
           /* empty */;
+      5'h14:
+          /* empty */;
       5'h15:
           /* empty */;
-      5'h0f:
+      5'h13:
+          /* empty */;
+      5'h16:
+          /* empty */;
+      5'h10:
           /* empty */;
       5'h02:
-          if (\$127 ) begin
-            slot = \$signal$305 ;
+          if (\$128 ) begin
+            slot = \$signal$316 ;
           end
     endcase
   end
@@ -6744,15 +6930,15 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h01:
           /* empty */;
-      5'h04:
+      5'h03:
           /* empty */;
       5'h05:
           /* empty */;
-      5'h03:
-          /* empty */;
       5'h06:
           /* empty */;
-      5'h08:
+      5'h04:
+          /* empty */;
+      5'h07:
           /* empty */;
       5'h09:
           /* empty */;
@@ -6766,25 +6952,27 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0e:
           /* empty */;
-      5'h10:
-          /* empty */;
-      5'h07:
+      5'h0f:
           /* empty */;
       5'h11:
           /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
+      5'h08:
           /* empty */;
       5'h12:
           /* empty */;
+      5'h14:
+          /* empty */;
       5'h15:
           /* empty */;
-      5'h0f:
+      5'h13:
+          /* empty */;
+      5'h16:
+          /* empty */;
+      5'h10:
           /* empty */;
       5'h02:
-          if (\$127 ) begin
-            store = \$132 ;
+          if (\$128 ) begin
+            store = \$133 ;
           end
     endcase
   end
@@ -6797,283 +6985,247 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$227  = \read_error$400 ;
-    if (\$156 ) begin
-      \$227  = 1'h1;
+    \$230  = \read_error$411 ;
+    if (\$158 ) begin
+      \$230  = 1'h1;
     end
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          \$227  = 1'h0;
+          \$230  = 1'h0;
     endcase
     if (rst) begin
-      \$227  = 1'h0;
+      \$230  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$228  = entry;
+    \$231  = entry;
     casez (fsm_state)
       5'h00:
           if (task_valid) begin
-            \$228  = \task ;
+            \$231  = \task ;
           end
     endcase
     if (rst) begin
-      \$228  = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$231  = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$229  = fsm_state;
+    \$232  = fsm_state;
     casez (fsm_state)
       5'h00:
           if (task_valid) begin
-            \$229  = 5'h01;
+            \$232  = 5'h01;
           end
       5'h01:
           (* full_case = 32'd1 *)
-          if (\$174 ) begin
-            \$229  = 5'h02;
+          if (\$176 ) begin
+            \$232  = 5'h02;
+          end else if (paged) begin
+            \$232  = 5'h03;
           end else if (is_compute) begin
-            \$229  = 5'h03;
+            \$232  = 5'h04;
           end else begin
-            \$229  = 5'h04;
-          end
-      5'h04:
-          if (\$178 ) begin
-            \$229  = 5'h05;
-          end
-      5'h05:
-          if (idle) begin
-            \$229  = 5'h02;
+            \$232  = 5'h05;
           end
       5'h03:
-          \$229  = 5'h06;
-      5'h06:
-          if (\$179 ) begin
+          if (verdict_valid) begin
             (* full_case = 32'd1 *)
-            if (\$180 ) begin
-              \$229  = 5'h07;
+            if (\$177 ) begin
+              \$232  = 5'h04;
             end else begin
-              \$229  = 5'h08;
+              \$232  = 5'h02;
             end
           end
-      5'h08:
-          \$229  = 5'h09;
+      5'h05:
+          if (\$181 ) begin
+            \$232  = 5'h06;
+          end
+      5'h06:
+          if (idle) begin
+            \$232  = 5'h02;
+          end
+      5'h04:
+          \$232  = 5'h07;
+      5'h07:
+          if (\$182 ) begin
+            (* full_case = 32'd1 *)
+            if (\$183 ) begin
+              \$232  = 5'h08;
+            end else begin
+              \$232  = 5'h09;
+            end
+          end
       5'h09:
+          \$232  = 5'h0a;
+      5'h0a:
           if (ready) begin
             (* full_case = 32'd1 *)
             if (has_full) begin
-              \$229  = 5'h0a;
+              \$232  = 5'h0b;
             end else begin
-              \$229  = 5'h0b;
+              \$232  = 5'h0c;
             end
           end
-      5'h0a:
-          \$229  = 5'h0c;
       5'h0b:
-          \$229  = 5'h0d;
+          \$232  = 5'h0d;
       5'h0c:
-          if (run_done) begin
-            (* full_case = 32'd1 *)
-            if (\$181 ) begin
-              \$229  = 5'h0b;
-            end else begin
-              \$229  = 5'h0e;
-            end
-          end
+          \$232  = 5'h0e;
       5'h0d:
           if (run_done) begin
-            \$229  = 5'h0e;
+            (* full_case = 32'd1 *)
+            if (\$184 ) begin
+              \$232  = 5'h0c;
+            end else begin
+              \$232  = 5'h0f;
+            end
           end
       5'h0e:
-          if (\$190 ) begin
-            (* full_case = 32'd1 *)
-            if (\$200 ) begin
-              \$229  = 5'h0f;
-            end else begin
-              \$229  = 5'h10;
-            end
+          if (run_done) begin
+            \$232  = 5'h0f;
           end
-      5'h10:
-          if (done) begin
-            (* full_case = 32'd1 *)
-            if (\$201 ) begin
-              \$229  = 5'h07;
-            end else begin
-              \$229  = 5'h08;
-            end
-          end
-      5'h07:
-          \$229  = 5'h11;
-      5'h11:
-          if (\done$443 ) begin
+      5'h0f:
+          if (\$193 ) begin
             (* full_case = 32'd1 *)
             if (\$203 ) begin
-              \$229  = 5'h07;
+              \$232  = 5'h10;
+            end else begin
+              \$232  = 5'h11;
+            end
+          end
+      5'h11:
+          if (done) begin
+            (* full_case = 32'd1 *)
+            if (\$204 ) begin
+              \$232  = 5'h08;
+            end else begin
+              \$232  = 5'h09;
+            end
+          end
+      5'h08:
+          \$232  = 5'h12;
+      5'h12:
+          if (\done$455 ) begin
+            (* full_case = 32'd1 *)
+            if (\$206 ) begin
+              \$232  = 5'h08;
             end else begin
               (* full_case = 32'd1 *)
-              if (\$205 ) begin
-                \$229  = 5'h12;
+              if (\$208 ) begin
+                \$232  = 5'h13;
               end else begin
-                \$229  = 5'h13;
+                \$232  = 5'h14;
               end
             end
           end
-      5'h13:
-          if (\$209 ) begin
-            \$229  = 5'h14;
-          end
       5'h14:
+          if (\$212 ) begin
+            \$232  = 5'h15;
+          end
+      5'h15:
           if (done) begin
             (* full_case = 32'd1 *)
             if (entry[11]) begin
-              \$229  = 5'h12;
+              \$232  = 5'h13;
             end else begin
-              \$229  = 5'h0f;
+              \$232  = 5'h10;
             end
           end
-      5'h12:
-          if (\$216 ) begin
-            \$229  = 5'h15;
+      5'h13:
+          if (\$219 ) begin
+            \$232  = 5'h16;
           end
-      5'h15:
+      5'h16:
           if (idle) begin
             (* full_case = 32'd1 *)
-            if (\$218 ) begin
-              \$229  = 5'h12;
-            end else if (\$219 ) begin
-              \$229  = 5'h08;
+            if (\$221 ) begin
+              \$232  = 5'h13;
+            end else if (\$222 ) begin
+              \$232  = 5'h09;
             end else begin
-              \$229  = 5'h0f;
+              \$232  = 5'h10;
             end
           end
-      5'h0f:
+      5'h10:
           (* full_case = 32'd1 *)
-          if (\$225 ) begin
-            \$229  = 5'h03;
+          if (\$228 ) begin
+            \$232  = 5'h04;
           end else begin
-            \$229  = 5'h02;
+            \$232  = 5'h02;
           end
       5'h02:
-          if (\$226 ) begin
-            \$229  = 5'h00;
+          if (\$229 ) begin
+            \$232  = 5'h00;
           end
     endcase
     if (rst) begin
-      \$229  = 5'h00;
+      \$232  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$230  = \status$398 ;
+    \$233  = \status$409 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          \$230  = \status$438 ;
+          \$233  = \status$449 ;
+      5'h03:
+          if (verdict_valid) begin
+            \$233  = verdict_status;
+          end
     endcase
     if (rst) begin
-      \$230  = 8'h00;
+      \$233  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$231  = \$signal ;
+    \$234  = \$signal ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          \$231  = \$162 [63:0];
+          \$234  = \$164 [63:0];
     endcase
     if (rst) begin
-      \$231  = 64'h0000000000000000;
+      \$234  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$232  = \$signal$305 ;
+    \$235  = \$signal$316 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          \$232  = \$168 [63:0];
+          \$235  = \$170 [63:0];
     endcase
     if (rst) begin
-      \$232  = 64'h0000000000000000;
+      \$235  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$233  = \$signal$313 ;
+    \$236  = \$signal$324 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          \$233  = 20'h00000;
-      5'h04:
+          \$236  = 20'h00000;
+      5'h03:
           /* empty */;
       5'h05:
           /* empty */;
-      5'h03:
-          /* empty */;
       5'h06:
           /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h10:
+      5'h04:
           /* empty */;
       5'h07:
           /* empty */;
-      5'h11:
-          /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h15:
-          /* empty */;
-      5'h0f:
-          \$233  = \$221 [19:0];
-    endcase
-    if (rst) begin
-      \$233  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$234  = \$signal$315 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          \$234  = 44'h00000000000;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
       5'h09:
           /* empty */;
       5'h0a:
@@ -7086,44 +7238,99 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0e:
           /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h11:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h14:
+          /* empty */;
+      5'h15:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h16:
+          /* empty */;
       5'h10:
+          \$236  = \$224 [19:0];
+    endcase
+    if (rst) begin
+      \$236  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$237  = \$signal$326 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          \$237  = 44'h00000000000;
+      5'h03:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h04:
           /* empty */;
       5'h07:
           /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
       5'h11:
           /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
+      5'h08:
           /* empty */;
       5'h12:
           /* empty */;
+      5'h14:
+          /* empty */;
       5'h15:
           /* empty */;
-      5'h0f:
-          \$234  = \$223 [43:0];
+      5'h13:
+          /* empty */;
+      5'h16:
+          /* empty */;
+      5'h10:
+          \$237  = \$226 [43:0];
     endcase
     if (rst) begin
-      \$234  = 44'h00000000000;
+      \$237  = 44'h00000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$235  = \$signal$337 ;
+    \$238  = \$signal$348 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          \$235  = 48'h000000000000;
-      5'h04:
+          \$238  = 48'h000000000000;
+      5'h03:
           /* empty */;
       5'h05:
           /* empty */;
-      5'h03:
-          /* empty */;
       5'h06:
           /* empty */;
-      5'h08:
+      5'h04:
+          /* empty */;
+      5'h07:
           /* empty */;
       5'h09:
           /* empty */;
@@ -7136,106 +7343,110 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0d:
           /* empty */;
       5'h0e:
-          if (\$190 ) begin
-            if (\$193 ) begin
-              \$235  = \$196 [47:0];
+          /* empty */;
+      5'h0f:
+          if (\$193 ) begin
+            if (\$196 ) begin
+              \$238  = \$199 [47:0];
             end
           end
-      5'h10:
-          /* empty */;
-      5'h07:
-          /* empty */;
       5'h11:
           /* empty */;
-      5'h13:
-          if (\$209 ) begin
-            \$235  = \$212 [47:0];
+      5'h08:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h14:
+          if (\$212 ) begin
+            \$238  = \$215 [47:0];
           end
     endcase
     if (rst) begin
-      \$235  = 48'h000000000000;
+      \$238  = 48'h000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$236  = \$signal$357 ;
+    \$239  = \$signal$368 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
           (* full_case = 32'd1 *)
-          if (\$169 ) begin
-            \$236  = 2'h2;
-          end else if (\$170 ) begin
-            \$236  = 2'h1;
-          end else if (\$171 ) begin
-            \$236  = 2'h1;
+          if (\$171 ) begin
+            \$239  = 2'h2;
+          end else if (\$172 ) begin
+            \$239  = 2'h1;
+          end else if (\$173 ) begin
+            \$239  = 2'h1;
           end else begin
-            \$236  = 2'h1;
+            \$239  = 2'h1;
           end
     endcase
     if (rst) begin
-      \$236  = 2'h0;
+      \$239  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$237  = \$signal$346 ;
+    \$240  = \$signal$357 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
           (* full_case = 32'd1 *)
-          if (\$169 ) begin
-            \$237  = \$172 ;
-          end else if (\$170 ) begin
-            \$237  = entry[203:184];
-          end else if (\$171 ) begin
-            \$237  = entry[123:104];
+          if (\$171 ) begin
+            \$240  = \$174 ;
+          end else if (\$172 ) begin
+            \$240  = entry[203:184];
+          end else if (\$173 ) begin
+            \$240  = entry[123:104];
           end else begin
-            \$237  = \$173 ;
+            \$240  = \$175 ;
           end
     endcase
     if (rst) begin
-      \$237  = 20'h00000;
+      \$240  = 20'h00000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$238  = \$signal$344 ;
+    \$241  = \$signal$355 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
           /* empty */;
-      5'h04:
+      5'h03:
           /* empty */;
       5'h05:
           /* empty */;
-      5'h03:
-          \$238  = rows_now;
-    endcase
-    if (rst) begin
-      \$238  = 3'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$239  = stage;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          \$239  = 1'h0;
       5'h06:
           /* empty */;
-      5'h08:
+      5'h04:
+          \$241  = rows_now;
+    endcase
+    if (rst) begin
+      \$241  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$242  = stage;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h04:
+          \$242  = 1'h0;
+      5'h07:
           /* empty */;
       5'h09:
           /* empty */;
@@ -7249,35 +7460,37 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0e:
           /* empty */;
-      5'h10:
+      5'h0f:
+          /* empty */;
+      5'h11:
           if (done) begin
-            \$239  = 1'h1;
+            \$242  = 1'h1;
           end
     endcase
     if (rst) begin
-      \$239  = 1'h0;
+      \$242  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$240  = \row$369 ;
+    \$243  = \row$380 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
           /* empty */;
-      5'h04:
+      5'h03:
           /* empty */;
       5'h05:
           /* empty */;
-      5'h03:
-          /* empty */;
       5'h06:
-          if (\$179 ) begin
-            \$240  = 2'h0;
-          end
-      5'h08:
           /* empty */;
+      5'h04:
+          /* empty */;
+      5'h07:
+          if (\$182 ) begin
+            \$243  = 2'h0;
+          end
       5'h09:
           /* empty */;
       5'h0a:
@@ -7290,138 +7503,96 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0e:
           /* empty */;
-      5'h10:
-          /* empty */;
-      5'h07:
+      5'h0f:
           /* empty */;
       5'h11:
-          if (\done$443 ) begin
-            (* full_case = 32'd1 *)
-            if (\$203 ) begin
-              \$240  = \$204 [1:0];
-            end else begin
-              \$240  = 2'h0;
-            end
-          end
-      5'h13:
           /* empty */;
-      5'h14:
+      5'h08:
           /* empty */;
       5'h12:
+          if (\done$455 ) begin
+            (* full_case = 32'd1 *)
+            if (\$206 ) begin
+              \$243  = \$207 [1:0];
+            end else begin
+              \$243  = 2'h0;
+            end
+          end
+      5'h14:
           /* empty */;
       5'h15:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h16:
           if (idle) begin
-            if (\$218 ) begin
-              \$240  = \$220 [1:0];
-            end else if (\$219 ) begin
-              \$240  = 2'h0;
+            if (\$221 ) begin
+              \$243  = \$223 [1:0];
+            end else if (\$222 ) begin
+              \$243  = 2'h0;
             end
           end
     endcase
     if (rst) begin
-      \$240  = 2'h0;
+      \$243  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$241  = bank;
+    \$244  = bank;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
           /* empty */;
-      5'h04:
+      5'h03:
           /* empty */;
       5'h05:
           /* empty */;
-      5'h03:
-          /* empty */;
       5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          if (\$190 ) begin
-            \$241  = \$197 ;
-          end
-    endcase
-    if (rst) begin
-      \$241  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$242  = anchor_m0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
           /* empty */;
       5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h10:
           /* empty */;
       5'h07:
           /* empty */;
-      5'h11:
-          if (\done$443 ) begin
-            casez (\row$369 )
-              2'h0:
-                  \$242  = m;
-            endcase
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          if (\$193 ) begin
+            \$244  = \$200 ;
           end
     endcase
     if (rst) begin
-      \$242  = 32'd0;
+      \$244  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$243  = anchor_m1;
+    \$245  = anchor_m0;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
           /* empty */;
-      5'h04:
+      5'h03:
           /* empty */;
       5'h05:
           /* empty */;
-      5'h03:
-          /* empty */;
       5'h06:
           /* empty */;
-      5'h08:
+      5'h04:
+          /* empty */;
+      5'h07:
           /* empty */;
       5'h09:
           /* empty */;
@@ -7435,119 +7606,16 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0e:
           /* empty */;
-      5'h10:
-          /* empty */;
-      5'h07:
+      5'h0f:
           /* empty */;
       5'h11:
-          if (\done$443 ) begin
-            casez (\row$369 )
-              2'h0:
-                  /* empty */;
-              2'h1:
-                  \$243  = m;
-            endcase
-          end
-    endcase
-    if (rst) begin
-      \$243  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$244  = anchor_m2;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
           /* empty */;
       5'h08:
           /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h10:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h11:
-          if (\done$443 ) begin
-            casez (\row$369 )
+      5'h12:
+          if (\done$455 ) begin
+            casez (\row$380 )
               2'h0:
-                  /* empty */;
-              2'h1:
-                  /* empty */;
-              2'h2:
-                  \$244  = m;
-            endcase
-          end
-    endcase
-    if (rst) begin
-      \$244  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$245  = anchor_m3;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h10:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h11:
-          if (\done$443 ) begin
-            (* full_case = 32'd1 *)
-            casez (\row$369 )
-              2'h0:
-                  /* empty */;
-              2'h1:
-                  /* empty */;
-              2'h2:
-                  /* empty */;
-              2'h3:
                   \$245  = m;
             endcase
           end
@@ -7558,21 +7626,21 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$246  = anchor_l0;
+    \$246  = anchor_m1;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
           /* empty */;
-      5'h04:
+      5'h03:
           /* empty */;
       5'h05:
           /* empty */;
-      5'h03:
-          /* empty */;
       5'h06:
           /* empty */;
-      5'h08:
+      5'h04:
+          /* empty */;
+      5'h07:
           /* empty */;
       5'h09:
           /* empty */;
@@ -7586,15 +7654,19 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0e:
           /* empty */;
-      5'h10:
-          /* empty */;
-      5'h07:
+      5'h0f:
           /* empty */;
       5'h11:
-          if (\done$443 ) begin
-            casez (\row$369 )
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h12:
+          if (\done$455 ) begin
+            casez (\row$380 )
               2'h0:
-                  \$246  = l;
+                  /* empty */;
+              2'h1:
+                  \$246  = m;
             endcase
           end
     endcase
@@ -7604,21 +7676,21 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$247  = anchor_l1;
+    \$247  = anchor_m2;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
           /* empty */;
-      5'h04:
+      5'h03:
           /* empty */;
       5'h05:
           /* empty */;
-      5'h03:
-          /* empty */;
       5'h06:
           /* empty */;
-      5'h08:
+      5'h04:
+          /* empty */;
+      5'h07:
           /* empty */;
       5'h09:
           /* empty */;
@@ -7632,17 +7704,21 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0e:
           /* empty */;
-      5'h10:
-          /* empty */;
-      5'h07:
+      5'h0f:
           /* empty */;
       5'h11:
-          if (\done$443 ) begin
-            casez (\row$369 )
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h12:
+          if (\done$455 ) begin
+            casez (\row$380 )
               2'h0:
                   /* empty */;
               2'h1:
-                  \$247  = l;
+                  /* empty */;
+              2'h2:
+                  \$247  = m;
             endcase
           end
     endcase
@@ -7652,21 +7728,21 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$248  = anchor_l2;
+    \$248  = anchor_m3;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
           /* empty */;
-      5'h04:
+      5'h03:
           /* empty */;
       5'h05:
           /* empty */;
-      5'h03:
-          /* empty */;
       5'h06:
           /* empty */;
-      5'h08:
+      5'h04:
+          /* empty */;
+      5'h07:
           /* empty */;
       5'h09:
           /* empty */;
@@ -7680,19 +7756,24 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0e:
           /* empty */;
-      5'h10:
-          /* empty */;
-      5'h07:
+      5'h0f:
           /* empty */;
       5'h11:
-          if (\done$443 ) begin
-            casez (\row$369 )
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h12:
+          if (\done$455 ) begin
+            (* full_case = 32'd1 *)
+            casez (\row$380 )
               2'h0:
                   /* empty */;
               2'h1:
                   /* empty */;
               2'h2:
-                  \$248  = l;
+                  /* empty */;
+              2'h3:
+                  \$248  = m;
             endcase
           end
     endcase
@@ -7702,21 +7783,21 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$249  = anchor_l3;
+    \$249  = anchor_l0;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
           /* empty */;
-      5'h04:
+      5'h03:
           /* empty */;
       5'h05:
           /* empty */;
-      5'h03:
-          /* empty */;
       5'h06:
           /* empty */;
-      5'h08:
+      5'h04:
+          /* empty */;
+      5'h07:
           /* empty */;
       5'h09:
           /* empty */;
@@ -7730,14 +7811,166 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0e:
           /* empty */;
-      5'h10:
+      5'h0f:
+          /* empty */;
+      5'h11:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h12:
+          if (\done$455 ) begin
+            casez (\row$380 )
+              2'h0:
+                  \$249  = l;
+            endcase
+          end
+    endcase
+    if (rst) begin
+      \$249  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$250  = anchor_l1;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h04:
           /* empty */;
       5'h07:
           /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
       5'h11:
-          if (\done$443 ) begin
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h12:
+          if (\done$455 ) begin
+            casez (\row$380 )
+              2'h0:
+                  /* empty */;
+              2'h1:
+                  \$250  = l;
+            endcase
+          end
+    endcase
+    if (rst) begin
+      \$250  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$251  = anchor_l2;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h11:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h12:
+          if (\done$455 ) begin
+            casez (\row$380 )
+              2'h0:
+                  /* empty */;
+              2'h1:
+                  /* empty */;
+              2'h2:
+                  \$251  = l;
+            endcase
+          end
+    endcase
+    if (rst) begin
+      \$251  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$252  = anchor_l3;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h11:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h12:
+          if (\done$455 ) begin
             (* full_case = 32'd1 *)
-            casez (\row$369 )
+            casez (\row$380 )
               2'h0:
                   /* empty */;
               2'h1:
@@ -7745,12 +7978,12 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
               2'h2:
                   /* empty */;
               2'h3:
-                  \$249  = l;
+                  \$252  = l;
             endcase
           end
     endcase
     if (rst) begin
-      \$249  = 32'd0;
+      \$252  = 32'd0;
     end
   end
   assign bus__arid = 8'h00;
@@ -7801,8 +8034,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \bus__awready$65  = bus__awready;
   assign \bus__wready$67  = bus__wready;
   assign \bus__bvalid$69  = bus__bvalid;
-  assign src__data = \$250 [511:0];
-  assign out__data = \$250 [511:0];
+  assign src__data = \$253 [511:0];
+  assign out__data = \$253 [511:0];
   assign src__ready = out__ready;
   assign out__valid = src__valid;
   assign \out__data$77  = \src__data$76 ;
@@ -7819,97 +8052,103 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign run_start = start;
   assign run_addr = addr;
   assign run_lines = lines;
+  assign run_side = side;
   assign issued_all = run_issued;
+  assign \side_valid$109  = side_valid;
+  assign side_data = bus__rdata;
+  assign \side_data$111  = bus__rdata;
+  assign side_err = bus__rresp[1];
+  assign \side_err$113  = bus__rresp[1];
   assign desc = entry[203:0];
   assign log2_slot = regs[267:260];
   assign data_base = regs[191:128];
   assign data_limit = regs[255:192];
-  assign \split$122  = split;
-  assign \pipe_busy$124  = pipe_busy;
-  assign \addr$125  = \$21 [63:0];
-  assign \split$127  = split;
-  assign \pack_log2$129  = pack_log2;
-  assign \n_words$131  = n_words;
-  assign \sets$133  = sets;
-  assign \run_log2$135  = run_log2;
-  assign \cols_dim$137  = cols_dim;
-  assign \full_groups$139  = full_groups;
-  assign \rest_rows$141  = rest_rows;
-  assign \main_elems$143  = main_elems;
-  assign \trans$145  = trans;
-  assign \t_level$147  = t_level;
-  assign \t_scalar$149  = t_scalar;
-  assign \t_fold_adds$151  = t_fold_adds;
-  assign \split$153  = split;
+  assign \split$130  = split;
+  assign \pipe_busy$132  = pipe_busy;
+  assign \addr$133  = \$22 [63:0];
+  assign \split$136  = split;
+  assign \pack_log2$138  = pack_log2;
+  assign \n_words$140  = n_words;
+  assign \sets$142  = sets;
+  assign \run_log2$144  = run_log2;
+  assign \cols_dim$146  = cols_dim;
+  assign \full_groups$148  = full_groups;
+  assign \rest_rows$150  = rest_rows;
+  assign \main_elems$152  = main_elems;
   assign \trans$154  = trans;
-  assign \t_level$155  = t_level;
-  assign \t_scalar$156  = t_scalar;
-  assign \t_fold_adds$157  = t_fold_adds;
-  assign \t_out$159  = t_out;
-  assign \t_set$161  = t_set;
-  assign \t_first$163  = t_first;
-  assign \t_row_end$165  = t_row_end;
+  assign \t_level$156  = t_level;
+  assign \t_scalar$158  = t_scalar;
+  assign \t_fold_adds$160  = t_fold_adds;
+  assign \split$162  = split;
+  assign \trans$163  = trans;
+  assign \t_level$164  = t_level;
+  assign \t_scalar$165  = t_scalar;
+  assign \t_fold_adds$166  = t_fold_adds;
+  assign \t_out$168  = t_out;
+  assign \t_set$170  = t_set;
+  assign \t_first$172  = t_first;
+  assign \t_row_end$174  = t_row_end;
   assign mac0 = mac;
   assign k_base0 = k_base;
   assign acc_addr0 = acc_addr;
   assign active0 = active;
   assign w_data0 = w_data;
   assign first0 = first;
-  assign \mac1$179  = mac1;
-  assign \k_base1$181  = k_base1;
-  assign \acc_addr1$183  = acc_addr1;
-  assign \active1$185  = active1;
-  assign \w_data1$187  = w_data1;
-  assign \first1$189  = first1;
-  assign \valid$191  = valid;
-  assign \last$193  = last;
-  assign \row$195  = row;
-  assign \col$197  = col;
-  assign \count$199  = count;
-  assign \data$201  = data;
-  assign \pair_valid$203  = pair_valid;
-  assign \pair_count$205  = pair_count;
-  assign \pair_data$207  = pair_data;
+  assign \mac1$188  = mac1;
+  assign \k_base1$190  = k_base1;
+  assign \acc_addr1$192  = acc_addr1;
+  assign \active1$194  = active1;
+  assign \w_data1$196  = w_data1;
+  assign \first1$198  = first1;
+  assign \valid$200  = valid;
+  assign \last$202  = last;
+  assign \row$204  = row;
+  assign \col$206  = col;
+  assign \count$208  = count;
+  assign \data$210  = data;
+  assign \pair_valid$212  = pair_valid;
+  assign \pair_count$214  = pair_count;
+  assign \pair_data$216  = pair_data;
   assign acc_bank = bank;
-  assign \fold_valid$211  = fold_valid;
-  assign \fold_ready$213  = fold_ready;
-  assign \fold_row$215  = fold_row;
-  assign \fold_word$217  = fold_word;
-  assign \fold_n_cols$219  = fold_n_cols;
-  assign \fold_n_words$221  = fold_n_words;
-  assign \fold_sets$223  = fold_sets;
-  assign \fold_sets1$225  = fold_sets1;
-  assign \fold_pack_log2$227  = fold_pack_log2;
-  assign \fold_bank$229  = fold_bank;
-  assign \sum_valid$231  = sum_valid;
-  assign \sum_ready$233  = sum_ready;
-  assign \sum_fp32$235  = sum_fp32;
-  assign \sum_fp16$237  = sum_fp16;
-  assign \rd_in_data$239  = rd_in_data;
-  assign \w_ready$243  = w_ready;
+  assign \fold_valid$220  = fold_valid;
+  assign \fold_ready$222  = fold_ready;
+  assign \fold_row$224  = fold_row;
+  assign \fold_word$226  = fold_word;
+  assign \fold_n_cols$228  = fold_n_cols;
+  assign \fold_n_words$230  = fold_n_words;
+  assign \fold_sets$232  = fold_sets;
+  assign \fold_sets1$234  = fold_sets1;
+  assign \fold_pack_log2$236  = fold_pack_log2;
+  assign \fold_bank$238  = fold_bank;
+  assign \sum_valid$240  = sum_valid;
+  assign \sum_ready$242  = sum_ready;
+  assign \sum_fp32$244  = sum_fp32;
+  assign \sum_fp16$246  = sum_fp16;
+  assign \rd_in_data$248  = rd_in_data;
+  assign \w_ready$252  = w_ready;
   assign buf_data16 = sum_fp16;
   assign buf_data32 = sum_fp32;
-  assign \rd_row$379  = buf_row;
-  assign \rd_addr$380  = buf_word[6:0];
-  assign out_err = \$250 [512];
-  assign \cycle$406  = cycle;
-  assign waiting_results = \hold$407 ;
-  assign \quiet$410  = quiet;
-  assign \write_error$412  = write_error;
-  assign \reported$414  = reported;
-  assign \reported_error$416  = reported_error;
+  assign \rd_row$390  = buf_row;
+  assign \rd_addr$391  = buf_word[6:0];
+  assign out_err = \$253 [512];
+  assign \cycle$417  = cycle;
+  assign waiting_results = \hold$418 ;
+  assign \quiet$421  = quiet;
+  assign \write_error$423  = write_error;
+  assign \reported$425  = reported;
+  assign \reported_error$427  = reported_error;
   assign irq_en = { queues__3[289], queues__2[289], queues__1[289], queues__0[289] };
   assign done_valid = reported;
-  assign \done_valid$423  = reported;
-  assign done_queue = \$251 [1:0];
-  assign \done_queue$425  = \$251 [1:0];
-  assign done_seq = \$251 [33:2];
-  assign \done_seq$427  = \$251 [33:2];
-  assign \done_status$429  = done_status;
-  assign \irq$431  = irq;
-  assign \report$432  = reported;
+  assign \done_valid$434  = reported;
+  assign done_queue = \$254 [1:0];
+  assign \done_queue$436  = \$254 [1:0];
+  assign done_seq = \$254 [33:2];
+  assign \done_seq$438  = \$254 [33:2];
+  assign \done_status$440  = done_status;
+  assign \irq$442  = irq;
+  assign \report$443  = reported;
   assign done_store = report_store;
-  assign \port$10039$0  = \$251 ;
+  assign \port$10768$0  = \$254 ;
   assign \queues__0.sq_base  = queues__0[63:0];
   assign \queues__0.cq_base  = queues__0[127:64];
   assign \queues__0.data_base  = queues__0[191:128];
@@ -8071,23 +8310,23 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \task.queue  = \task [205:204];
   assign \task.seq  = \task [269:206];
   assign \task.taken  = \task [333:270];
-  assign \$58  = { \$57 , 1'h0 };
   assign \$19  = { 1'h0, operand_lines, 6'h00 };
-  assign \$32  = { 2'h0, entry[103:84], 5'h00 };
-  assign \$33  = { \$32 , 1'h0 };
-  assign \$37  = { \$36 [30], \$36 [30], \$36 [30], \$36 [30], \$36 [30], \$36 [30], \$36 [30:6] };
-  assign \$38  = { 2'h0, entry[103:84], 5'h00 };
-  assign \$42  = { \$41 [29], \$41 [29], \$41 [29], \$41 [29], \$41 [29], \$41 [29:5] };
-  assign \$47  = { 2'h0, entry[103:84], 5'h00 };
-  assign \$48  = { count, 1'h0 };
-  assign \$55  = { \$signal$315 , 1'h0 };
-  assign \$62  = { \$61 [26], \$61 [26], \$61 [26], \$61 [26], \$61 [26], \$61 [26], \$61 [26:6] };
-  assign \$67  = { \$66 [25], \$66 [25], \$66 [25], \$66 [25], \$66 [25], \$66 [25:5] };
-  assign \$85  = \$84 ;
-  assign \$94  = { \$93 [28], \$93 [28], \$93 [28], \$93 [28], \$93 [28], \$93 [28], \$93 [28:6] };
-  assign \$109  = \$signal$346 ;
-  assign \$115  = { \$114 [28], \$114 [28], \$114 [28], \$114 [28], \$114 [28], \$114 [28], \$114 [28:6] };
-  assign \$125  = { 1'h0, \$124 , 6'h00 };
+  assign \$33  = { 2'h0, entry[103:84], 5'h00 };
+  assign \$34  = { \$33 , 1'h0 };
+  assign \$38  = { \$37 [30], \$37 [30], \$37 [30], \$37 [30], \$37 [30], \$37 [30], \$37 [30:6] };
+  assign \$39  = { 2'h0, entry[103:84], 5'h00 };
+  assign \$43  = { \$42 [29], \$42 [29], \$42 [29], \$42 [29], \$42 [29], \$42 [29:5] };
+  assign \$48  = { 2'h0, entry[103:84], 5'h00 };
+  assign \$49  = { count, 1'h0 };
+  assign \$56  = { \$signal$326 , 1'h0 };
+  assign \$59  = { \$58 , 1'h0 };
+  assign \$63  = { \$62 [26], \$62 [26], \$62 [26], \$62 [26], \$62 [26], \$62 [26], \$62 [26:6] };
+  assign \$68  = { \$67 [25], \$67 [25], \$67 [25], \$67 [25], \$67 [25], \$67 [25:5] };
+  assign \$86  = \$85 ;
+  assign \$95  = { \$94 [28], \$94 [28], \$94 [28], \$94 [28], \$94 [28], \$94 [28], \$94 [28:6] };
+  assign \$110  = \$signal$357 ;
+  assign \$116  = { \$115 [28], \$115 [28], \$115 [28], \$115 [28], \$115 [28], \$115 [28], \$115 [28:6] };
+  assign \$126  = { 1'h0, \$125 , 6'h00 };
 endmodule
 
 (* generator = "Amaranth" *)
@@ -8898,7 +9137,7 @@ module \ndp_device.control_unit.chunks (rst, split, addr, count, pair_count, val
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_error, hold, done_status, irq, \port$10039$0 , done_store, cycle, \port$10300$289 , \port$10302$289 , \port$10304$289 , \port$10306$289 , complete, queue, seq, taken, status, read_error, slot
+module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_error, hold, done_status, irq, \port$10768$0 , done_store, cycle, \port$11029$289 , \port$11031$289 , \port$11033$289 , \port$11035$289 , complete, queue, seq, taken, status, read_error, slot
 , store, quiet, pending, line_start, line_addr, line, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$69  = 0;
   wire \$1 ;
@@ -8959,16 +9198,16 @@ module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_err
   reg line_start;
   output pending;
   reg pending = 1'h0;
-  output [33:0] \port$10039$0 ;
-  wire [33:0] \port$10039$0 ;
-  input \port$10300$289 ;
-  wire \port$10300$289 ;
-  input \port$10302$289 ;
-  wire \port$10302$289 ;
-  input \port$10304$289 ;
-  wire \port$10304$289 ;
-  input \port$10306$289 ;
-  wire \port$10306$289 ;
+  output [33:0] \port$10768$0 ;
+  wire [33:0] \port$10768$0 ;
+  input \port$11029$289 ;
+  wire \port$11029$289 ;
+  input \port$11031$289 ;
+  wire \port$11031$289 ;
+  input \port$11033$289 ;
+  wire \port$11033$289 ;
+  input \port$11035$289 ;
+  wire \port$11035$289 ;
   input [1:0] queue;
   wire [1:0] queue;
   input quiet;
@@ -9013,7 +9252,7 @@ module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_err
   assign \$11  = \$9  & \$10 ;
   assign \$12  = \$11  ? 8'h80 : \$signal$10 ;
   assign \$13  = cycle - \$signal$8 ;
-  assign irq_en = { \port$10306$289 , \port$10304$289 , \port$10302$289 , \port$10300$289  } >> r_data[1:0];
+  assign irq_en = { \port$11035$289 , \port$11033$289 , \port$11031$289 , \port$11029$289  } >> r_data[1:0];
   assign done_status = reported_error ? 8'h80 : r_data[41:34];
   assign \$14  = r_en & irq_en;
   assign \$15  = 1'h1 << r_data[1:0];
@@ -9183,12 +9422,12 @@ module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_err
       w_data = { \$signal$16 , status_word[7:0], \$signal [31:0], \$like  };
     end
   end
-  assign \irq_en$31  = { \port$10306$289 , \port$10304$289 , \port$10302$289 , \port$10300$289  };
+  assign \irq_en$31  = { \port$11035$289 , \port$11033$289 , \port$11031$289 , \port$11029$289  };
   assign reported = r_en;
   assign done_valid = r_en;
   assign done_queue = r_data[1:0];
   assign done_seq = r_data[33:2];
-  assign \port$10039$0  = r_data[33:0];
+  assign \port$10768$0  = r_data[33:0];
   assign done_store = r_data[42];
 endmodule
 
@@ -34041,7 +34280,7 @@ module \ndp_device.control_unit.compute.fold (rst, req_ready, b_row, b_addr, out
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.decoder (is_store, is_compute, operand_lines, stats_offset, \port$10440$128 , log2_slot, desc, status, is_load);
+module \ndp_device.control_unit.decoder (is_store, is_compute, operand_lines, stats_offset, paged, \port$11169$128 , log2_slot, desc, status, is_load);
   reg \$auto$verilog_backend.cc:2355:dump_module$73  = 0;
   wire [26:0] \$1 ;
   wire [19:0] \$10 ;
@@ -34056,7 +34295,7 @@ module \ndp_device.control_unit.decoder (is_store, is_compute, operand_lines, st
   wire \$108 ;
   wire \$109 ;
   wire \$11 ;
-  wire [26:0] \$110 ;
+  wire \$110 ;
   wire \$111 ;
   wire \$112 ;
   wire \$113 ;
@@ -34068,8 +34307,8 @@ module \ndp_device.control_unit.decoder (is_store, is_compute, operand_lines, st
   wire \$119 ;
   wire \$12 ;
   wire \$120 ;
-  wire [40:0] \$121 ;
-  wire [40:0] \$122 ;
+  wire \$121 ;
+  wire \$122 ;
   wire \$123 ;
   wire \$124 ;
   wire \$125 ;
@@ -34078,32 +34317,32 @@ module \ndp_device.control_unit.decoder (is_store, is_compute, operand_lines, st
   wire \$128 ;
   wire \$129 ;
   wire [40:0] \$13 ;
-  wire [26:0] \$130 ;
+  wire \$130 ;
   wire \$131 ;
   wire \$132 ;
   wire \$133 ;
-  wire \$134 ;
+  wire [26:0] \$134 ;
   wire \$135 ;
   wire \$136 ;
   wire \$137 ;
-  wire [26:0] \$138 ;
+  wire \$138 ;
   wire \$139 ;
   wire [41:0] \$14 ;
   wire \$140 ;
   wire \$141 ;
-  wire [19:0] \$142 ;
+  wire \$142 ;
   wire \$143 ;
-  wire \$144 ;
-  wire \$145 ;
+  wire [21:0] \$144 ;
+  wire [21:0] \$145 ;
   wire \$146 ;
   wire \$147 ;
   wire \$148 ;
-  wire [19:0] \$149 ;
+  wire \$149 ;
   wire [42:0] \$15 ;
   wire \$150 ;
-  wire \$151 ;
-  wire [19:0] \$152 ;
-  wire \$153 ;
+  wire [40:0] \$151 ;
+  wire [40:0] \$152 ;
+  wire [40:0] \$153 ;
   wire \$154 ;
   wire \$155 ;
   wire \$156 ;
@@ -34112,29 +34351,70 @@ module \ndp_device.control_unit.decoder (is_store, is_compute, operand_lines, st
   wire \$159 ;
   wire [42:0] \$16 ;
   wire \$160 ;
-  wire [19:0] \$161 ;
+  wire \$161 ;
   wire \$162 ;
-  wire [19:0] \$163 ;
+  wire \$163 ;
   wire \$164 ;
   wire \$165 ;
   wire \$166 ;
   wire \$167 ;
-  wire [26:0] \$168 ;
+  wire \$168 ;
   wire \$169 ;
   wire \$17 ;
   wire \$170 ;
-  wire \$171 ;
+  wire [26:0] \$171 ;
   wire \$172 ;
   wire \$173 ;
   wire \$174 ;
   wire \$175 ;
   wire \$176 ;
   wire \$177 ;
+  wire \$178 ;
+  wire [26:0] \$179 ;
   wire \$18 ;
+  wire \$180 ;
+  wire \$181 ;
+  wire \$182 ;
+  wire [19:0] \$183 ;
+  wire \$184 ;
+  wire \$185 ;
+  wire \$186 ;
+  wire \$187 ;
+  wire \$188 ;
+  wire \$189 ;
   wire [40:0] \$19 ;
+  wire [19:0] \$190 ;
+  wire \$191 ;
+  wire \$192 ;
+  wire [19:0] \$193 ;
+  wire \$194 ;
+  wire \$195 ;
+  wire \$196 ;
+  wire \$197 ;
+  wire \$198 ;
+  wire \$199 ;
   wire [64:0] \$2 ;
   wire [41:0] \$20 ;
+  wire \$200 ;
+  wire \$201 ;
+  wire [19:0] \$202 ;
+  wire \$203 ;
+  wire [19:0] \$204 ;
+  wire \$205 ;
+  wire \$206 ;
+  wire \$207 ;
+  wire \$208 ;
+  wire [26:0] \$209 ;
   wire [42:0] \$21 ;
+  wire \$210 ;
+  wire \$211 ;
+  wire \$212 ;
+  wire \$213 ;
+  wire \$214 ;
+  wire \$215 ;
+  wire \$216 ;
+  wire \$217 ;
+  wire \$218 ;
   wire [42:0] \$22 ;
   wire [42:0] \$23 ;
   wire [43:0] \$24 ;
@@ -34158,12 +34438,12 @@ module \ndp_device.control_unit.decoder (is_store, is_compute, operand_lines, st
   wire [40:0] \$40 ;
   wire [63:0] \$41 ;
   wire [64:0] \$42 ;
-  wire \$43 ;
-  wire \$44 ;
-  wire \$45 ;
-  wire \$46 ;
-  wire \$47 ;
-  wire \$48 ;
+  wire [15:0] \$43 ;
+  wire [20:0] \$44 ;
+  wire [21:0] \$45 ;
+  wire [21:0] \$46 ;
+  wire [4:0] \$47 ;
+  wire [50:0] \$48 ;
   wire \$49 ;
   wire \$5 ;
   wire \$50 ;
@@ -34180,7 +34460,7 @@ module \ndp_device.control_unit.decoder (is_store, is_compute, operand_lines, st
   wire \$60 ;
   wire \$61 ;
   wire \$62 ;
-  wire [10:0] \$63 ;
+  wire \$63 ;
   wire \$64 ;
   wire \$65 ;
   wire \$66 ;
@@ -34188,9 +34468,9 @@ module \ndp_device.control_unit.decoder (is_store, is_compute, operand_lines, st
   wire \$68 ;
   wire \$69 ;
   wire \$7 ;
-  wire [10:0] \$70 ;
+  wire \$70 ;
   wire \$71 ;
-  wire \$72 ;
+  wire [10:0] \$72 ;
   wire \$73 ;
   wire \$74 ;
   wire \$75 ;
@@ -34200,14 +34480,14 @@ module \ndp_device.control_unit.decoder (is_store, is_compute, operand_lines, st
   wire \$79 ;
   wire [19:0] \$8 ;
   wire \$80 ;
-  wire \$81 ;
+  wire [10:0] \$81 ;
   wire \$82 ;
   wire \$83 ;
   wire \$84 ;
   wire \$85 ;
   wire \$86 ;
   wire \$87 ;
-  wire \$88 ;
+  wire [10:0] \$88 ;
   wire \$89 ;
   wire [19:0] \$9 ;
   wire \$90 ;
@@ -34221,6 +34501,7 @@ module \ndp_device.control_unit.decoder (is_store, is_compute, operand_lines, st
   wire \$98 ;
   wire \$99 ;
   wire [39:0] \$signal ;
+  wire [20:0] \$signal$16 ;
   wire [39:0] \$signal$6 ;
   wire [39:0] \$signal$8 ;
   wire [39:0] \$signal$9 ;
@@ -34240,6 +34521,7 @@ module \ndp_device.control_unit.decoder (is_store, is_compute, operand_lines, st
   wire [3:0] \desc.op ;
   wire [1:0] \desc.type ;
   wire [65:0] dev_end;
+  wire [39:0] half;
   output is_compute;
   wire is_compute;
   output is_load;
@@ -34252,8 +34534,13 @@ module \ndp_device.control_unit.decoder (is_store, is_compute, operand_lines, st
   output [39:0] operand_lines;
   wire [39:0] operand_lines;
   wire [39:0] out_elems;
-  input [127:0] \port$10440$128 ;
-  wire [127:0] \port$10440$128 ;
+  wire [39:0] page_half;
+  wire [3:0] page_shift;
+  output paged;
+  wire paged;
+  wire [6:0] pages;
+  input [127:0] \port$11169$128 ;
+  wire [127:0] \port$11169$128 ;
   reg [49:0] result;
   wire [49:0] room;
   output [47:0] stats_offset;
@@ -34298,134 +34585,174 @@ module \ndp_device.control_unit.decoder (is_store, is_compute, operand_lines, st
   assign \$38  = \$26 [43:0] + desc[183:164];
   assign \$41  = 1'h1 << log2_slot[5:0];
   assign \$42  = \$41  - 7'h40;
-  assign \$43  = ! desc[19:10];
-  assign \$44  = ! desc[1:0];
-  assign \$45  = desc[1:0] == 1'h1;
-  assign \$46  = \$44  | \$45 ;
-  assign \$47  = ! desc[5:2];
-  assign \$48  = \$46  & \$47 ;
+  assign \$43  = 1'h1 << desc[16:13];
+  assign \$44  = desc[123:104] + \$43 ;
+  assign \$45  = \$44  - 1'h1;
+  assign \$46  = $signed(\$45 ) >>> desc[16:13];
+  assign \$47  = desc[16:13] + 1'h1;
+  assign \$48  = desc[143:124] << \$47 ;
   assign \$49  = desc[1:0] == 2'h2;
   assign \$50  = desc[5:2] == 2'h3;
-  assign \$51  = desc[5:2] == 3'h4;
-  assign \$52  = \$50  | \$51 ;
-  assign \$53  = \$49  & \$52 ;
-  assign \$54  = \$48  | \$53 ;
-  assign \$55  = \$43  & \$54 ;
-  assign \$56  = desc[1:0] == 2'h2;
-  assign \$57  = ! desc[5:2];
-  assign \$58  = desc[5:2] == 1'h1;
-  assign \$59  = \$57  | \$58 ;
-  assign \$60  = desc[5:2] == 2'h3;
+  assign \$51  = \$49  & \$50 ;
+  assign paged = \$51  & desc[12];
+  assign \$52  = ! desc[19:10];
+  assign \$53  = ! desc[1:0];
+  assign \$54  = desc[1:0] == 1'h1;
+  assign \$55  = \$53  | \$54 ;
+  assign \$56  = ! desc[5:2];
+  assign \$57  = \$55  & \$56 ;
+  assign \$58  = desc[1:0] == 2'h2;
+  assign \$59  = desc[5:2] == 2'h3;
+  assign \$60  = desc[5:2] == 3'h4;
   assign \$61  = \$59  | \$60 ;
-  assign \$62  = \$56  & \$61 ;
-  assign \$64  = ! \$63 ;
-  assign \$65  = \$62  & \$64 ;
-  assign \$66  = \$55  | \$65 ;
-  assign \$67  = desc[1:0] == 2'h2;
-  assign \$68  = desc[5:2] == 2'h2;
-  assign \$69  = \$67  & \$68 ;
-  assign \$71  = ! \$70 ;
-  assign \$72  = \$69  & \$71 ;
-  assign \$73  = \$66  | \$72 ;
-  assign \$74  = ~ \$73 ;
-  assign \$75  = desc[1:0] == 2'h2;
-  assign \$76  = ! desc[9:6];
-  assign \$77  = ! desc[9:6];
-  assign \$78  = desc[9:6] == 1'h1;
-  assign \$79  = \$77  | \$78 ;
-  assign \$80  = desc[9:6] == 2'h2;
-  assign \$81  = \$79  | \$80 ;
-  assign \$82  = \$75  ? \$76  : \$81 ;
-  assign \$83  = ~ \$82 ;
-  assign \$84  = ! desc[25:20];
-  assign \$85  = ! desc[103:84];
-  assign \$86  = desc[83:20] >= \port$10440$128 [63:0];
-  assign \$87  = \$2  <= \port$10440$128 [127:64];
-  assign \$88  = \$86  & \$87 ;
-  assign \$89  = \$85  | \$88 ;
-  assign \$90  = \$84  & \$89 ;
-  assign \$91  = ~ \$90 ;
-  assign \$92  = desc[1:0] == 2'h2;
-  assign \$93  = desc[5:2] == 2'h2;
-  assign \$94  = \$92  & \$93 ;
-  assign \$95  = ! desc[83:20];
-  assign \$96  = ! desc[103:84];
-  assign \$97  = \$95  & \$96 ;
-  assign \$98  = ! desc[123:104];
-  assign \$99  = \$97  & \$98 ;
-  assign \$100  = ! desc[143:124];
-  assign \$101  = \$99  & \$100 ;
-  assign \$102  = | desc[183:164];
-  assign \$103  = \$101  & \$102 ;
-  assign \$104  = | desc[203:184];
-  assign \$105  = \$103  & \$104 ;
-  assign \$106  = desc[203:184] <= 13'h1000;
-  assign \$107  = \$105  & \$106 ;
-  assign \$108  = desc[163:144] == \$16 [39:0];
-  assign \$109  = \$107  & \$108 ;
-  assign \$111  = \$110  <= \$42 [49:0];
-  assign \$112  = \$109  & \$111 ;
-  assign \$113  = result <= \$42 [49:0];
-  assign \$114  = \$112  & \$113 ;
-  assign \$115  = desc[163:144] == \$16 [39:0];
+  assign \$62  = \$58  & \$61 ;
+  assign \$63  = \$57  | \$62 ;
+  assign \$64  = \$52  & \$63 ;
+  assign \$65  = desc[1:0] == 2'h2;
+  assign \$66  = ! desc[5:2];
+  assign \$67  = desc[5:2] == 1'h1;
+  assign \$68  = \$66  | \$67 ;
+  assign \$69  = desc[5:2] == 2'h3;
+  assign \$70  = \$68  | \$69 ;
+  assign \$71  = \$65  & \$70 ;
+  assign \$73  = ! \$72 ;
+  assign \$74  = \$71  & \$73 ;
+  assign \$75  = \$64  | \$74 ;
+  assign \$76  = desc[1:0] == 2'h2;
+  assign \$77  = desc[5:2] == 2'h3;
+  assign \$78  = \$76  & \$77 ;
+  assign \$79  = \$78  & desc[12];
+  assign \$80  = \$79  & desc[10];
+  assign \$82  = ! \$81 ;
+  assign \$83  = \$80  & \$82 ;
+  assign \$84  = \$75  | \$83 ;
+  assign \$85  = desc[1:0] == 2'h2;
+  assign \$86  = desc[5:2] == 2'h2;
+  assign \$87  = \$85  & \$86 ;
+  assign \$89  = ! \$88 ;
+  assign \$90  = \$87  & \$89 ;
+  assign \$91  = \$84  | \$90 ;
+  assign \$92  = ~ \$91 ;
+  assign \$93  = desc[1:0] == 2'h2;
+  assign \$94  = ! desc[9:6];
+  assign \$95  = ! desc[9:6];
+  assign \$96  = desc[9:6] == 1'h1;
+  assign \$97  = \$95  | \$96 ;
+  assign \$98  = desc[9:6] == 2'h2;
+  assign \$99  = \$97  | \$98 ;
+  assign \$100  = \$93  ? \$94  : \$99 ;
+  assign \$101  = ~ \$100 ;
+  assign \$102  = desc[1:0] == 2'h2;
+  assign \$103  = desc[5:2] == 2'h3;
+  assign \$104  = \$102  & \$103 ;
+  assign \$105  = \$104  & desc[12];
+  assign \$106  = ! desc[28:20];
+  assign \$107  = ! desc[25:20];
+  assign \$108  = \$105  ? \$106  : \$107 ;
+  assign \$109  = ! desc[103:84];
+  assign \$110  = desc[83:20] >= \port$11169$128 [63:0];
+  assign \$111  = \$2  <= \port$11169$128 [127:64];
+  assign \$112  = \$110  & \$111 ;
+  assign \$113  = \$109  | \$112 ;
+  assign \$114  = \$108  & \$113 ;
+  assign \$115  = ~ \$114 ;
   assign \$116  = desc[1:0] == 2'h2;
-  assign \$117  = desc[5:2] == 2'h3;
-  assign \$118  = desc[5:2] == 3'h4;
-  assign \$119  = \$117  | \$118 ;
-  assign \$120  = \$116  & \$119 ;
-  assign \$122  = \$120  ? \$121  : { 1'h0, \$22 [39:0] };
-  assign \$123  = desc[103:84] == \$122 ;
-  assign \$124  = \$115  & \$123 ;
-  assign \$125  = | desc[123:104];
-  assign \$126  = \$124  & \$125 ;
-  assign \$127  = | desc[143:124];
-  assign \$128  = \$126  & \$127 ;
-  assign \$129  = ! desc[1:0];
-  assign \$131  = \$130  <= \$42 [49:0];
-  assign \$132  = desc[1:0] == 1'h1;
-  assign \$133  = | desc[183:164];
-  assign \$134  = | desc[203:184];
-  assign \$135  = \$133  & \$134 ;
-  assign \$136  = desc[163:144] == desc[103:84];
-  assign \$137  = \$135  & \$136 ;
-  assign \$139  = \$138  <= \$42 [49:0];
-  assign \$140  = \$137  & \$139 ;
-  assign \$141  = | desc[183:164];
-  assign \$142  = desc[10] ? desc[143:124] : desc[123:104];
-  assign \$143  = desc[203:184] == \$142 ;
-  assign \$144  = \$141  & \$143 ;
-  assign \$145  = | desc[5:2];
-  assign \$146  = desc[183:164] == 1'h1;
-  assign \$147  = \$145  | \$146 ;
-  assign \$148  = \$144  & \$147 ;
-  assign \$149  = desc[10] ? desc[143:124] : desc[123:104];
-  assign \$150  = \$149  <= 13'h1000;
-  assign \$151  = \$148  & \$150 ;
-  assign \$152  = desc[10] ? desc[123:104] : desc[143:124];
-  assign \$153  = \$152  <= 13'h1000;
-  assign \$154  = \$151  & \$153 ;
-  assign \$155  = desc[1:0] == 2'h2;
-  assign \$156  = desc[5:2] == 2'h3;
-  assign \$157  = desc[5:2] == 3'h4;
-  assign \$158  = \$156  | \$157 ;
-  assign \$159  = \$155  & \$158 ;
-  assign \$160  = ~ \$159 ;
-  assign \$161  = desc[10] ? desc[123:104] : desc[143:124];
-  assign \$162  = \$161  <= 13'h1000;
-  assign \$163  = desc[10] ? desc[143:124] : desc[123:104];
-  assign \$164  = \$163  <= 13'h1000;
-  assign \$165  = \$162  & \$164 ;
-  assign \$166  = \$160  | \$165 ;
-  assign \$167  = \$154  & \$166 ;
-  assign \$169  = \$168  <= \$42 [49:0];
-  assign \$170  = \$167  & \$169 ;
-  assign \$171  = result <= \$42 [49:0];
-  assign \$172  = \$170  & \$171 ;
-  assign \$173  = \$132  ? \$140  : \$172 ;
-  assign \$174  = \$129  ? \$131  : \$173 ;
-  assign \$175  = \$128  & \$174 ;
-  assign \$176  = \$94  ? \$114  : \$175 ;
-  assign \$177  = ~ \$176 ;
+  assign \$117  = desc[5:2] == 2'h2;
+  assign \$118  = \$116  & \$117 ;
+  assign \$119  = ! desc[83:20];
+  assign \$120  = ! desc[103:84];
+  assign \$121  = \$119  & \$120 ;
+  assign \$122  = ! desc[123:104];
+  assign \$123  = \$121  & \$122 ;
+  assign \$124  = ! desc[143:124];
+  assign \$125  = \$123  & \$124 ;
+  assign \$126  = | desc[183:164];
+  assign \$127  = \$125  & \$126 ;
+  assign \$128  = | desc[203:184];
+  assign \$129  = \$127  & \$128 ;
+  assign \$130  = desc[203:184] <= 13'h1000;
+  assign \$131  = \$129  & \$130 ;
+  assign \$132  = desc[163:144] == \$16 [39:0];
+  assign \$133  = \$131  & \$132 ;
+  assign \$135  = \$134  <= \$42 [49:0];
+  assign \$136  = \$133  & \$135 ;
+  assign \$137  = result <= \$42 [49:0];
+  assign \$138  = \$136  & \$137 ;
+  assign \$139  = desc[163:144] == \$16 [39:0];
+  assign \$140  = desc[1:0] == 2'h2;
+  assign \$141  = desc[5:2] == 2'h3;
+  assign \$142  = \$140  & \$141 ;
+  assign \$143  = \$142  & desc[12];
+  assign \$144  = \$46 [20:0] + 3'h7;
+  assign \$146  = desc[1:0] == 2'h2;
+  assign \$147  = desc[5:2] == 2'h3;
+  assign \$148  = desc[5:2] == 3'h4;
+  assign \$149  = \$147  | \$148 ;
+  assign \$150  = \$146  & \$149 ;
+  assign \$152  = \$150  ? \$151  : { 1'h0, \$22 [39:0] };
+  assign \$153  = \$143  ? { 19'h00000, \$145  } : \$152 ;
+  assign \$154  = desc[103:84] == \$153 ;
+  assign \$155  = \$139  & \$154 ;
+  assign \$156  = | desc[123:104];
+  assign \$157  = \$155  & \$156 ;
+  assign \$158  = | desc[143:124];
+  assign \$159  = \$157  & \$158 ;
+  assign \$160  = desc[1:0] == 2'h2;
+  assign \$161  = desc[5:2] == 2'h3;
+  assign \$162  = \$160  & \$161 ;
+  assign \$163  = \$162  & desc[12];
+  assign \$164  = ~ \$163 ;
+  assign \$165  = \$46 [20:0] <= 7'h40;
+  assign \$166  = ! \$48 [11:0];
+  assign \$167  = \$165  & \$166 ;
+  assign \$168  = \$164  | \$167 ;
+  assign \$169  = \$159  & \$168 ;
+  assign \$170  = ! desc[1:0];
+  assign \$172  = \$171  <= \$42 [49:0];
+  assign \$173  = desc[1:0] == 1'h1;
+  assign \$174  = | desc[183:164];
+  assign \$175  = | desc[203:184];
+  assign \$176  = \$174  & \$175 ;
+  assign \$177  = desc[163:144] == desc[103:84];
+  assign \$178  = \$176  & \$177 ;
+  assign \$180  = \$179  <= \$42 [49:0];
+  assign \$181  = \$178  & \$180 ;
+  assign \$182  = | desc[183:164];
+  assign \$183  = desc[10] ? desc[143:124] : desc[123:104];
+  assign \$184  = desc[203:184] == \$183 ;
+  assign \$185  = \$182  & \$184 ;
+  assign \$186  = | desc[5:2];
+  assign \$187  = desc[183:164] == 1'h1;
+  assign \$188  = \$186  | \$187 ;
+  assign \$189  = \$185  & \$188 ;
+  assign \$190  = desc[10] ? desc[143:124] : desc[123:104];
+  assign \$191  = \$190  <= 13'h1000;
+  assign \$192  = \$189  & \$191 ;
+  assign \$193  = desc[10] ? desc[123:104] : desc[143:124];
+  assign \$194  = \$193  <= 13'h1000;
+  assign \$195  = \$192  & \$194 ;
+  assign \$196  = desc[1:0] == 2'h2;
+  assign \$197  = desc[5:2] == 2'h3;
+  assign \$198  = desc[5:2] == 3'h4;
+  assign \$199  = \$197  | \$198 ;
+  assign \$200  = \$196  & \$199 ;
+  assign \$201  = ~ \$200 ;
+  assign \$202  = desc[10] ? desc[123:104] : desc[143:124];
+  assign \$203  = \$202  <= 13'h1000;
+  assign \$204  = desc[10] ? desc[143:124] : desc[123:104];
+  assign \$205  = \$204  <= 13'h1000;
+  assign \$206  = \$203  & \$205 ;
+  assign \$207  = \$201  | \$206 ;
+  assign \$208  = \$195  & \$207 ;
+  assign \$210  = \$209  <= \$42 [49:0];
+  assign \$211  = \$208  & \$210 ;
+  assign \$212  = result <= \$42 [49:0];
+  assign \$213  = \$211  & \$212 ;
+  assign \$214  = \$173  ? \$181  : \$213 ;
+  assign \$215  = \$170  ? \$172  : \$214 ;
+  assign \$216  = \$169  & \$215 ;
+  assign \$217  = \$118  ? \$138  : \$216 ;
+  assign \$218  = ~ \$217 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
     (* full_case = 32'd1 *)
@@ -34440,13 +34767,13 @@ module \ndp_device.control_unit.decoder (is_store, is_compute, operand_lines, st
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
     (* full_case = 32'd1 *)
-    if (\$74 ) begin
+    if (\$92 ) begin
       status = 8'h01;
-    end else if (\$83 ) begin
+    end else if (\$101 ) begin
       status = 8'h02;
-    end else if (\$91 ) begin
+    end else if (\$115 ) begin
       status = 8'h03;
-    end else if (\$177 ) begin
+    end else if (\$218 ) begin
       status = 8'h04;
     end else begin
       status = 8'h00;
@@ -34457,8 +34784,13 @@ module \ndp_device.control_unit.decoder (is_store, is_compute, operand_lines, st
   assign \$signal$9  = \$22 [39:0];
   assign o_lines = \$26 [43:0];
   assign room = \$42 [49:0];
-  assign data_base = \port$10440$128 [63:0];
-  assign data_limit = \port$10440$128 [127:64];
+  assign \$signal$16  = \$46 [20:0];
+  assign half = \$48 [39:0];
+  assign pages = \$46 [6:0];
+  assign page_shift = desc[16:13];
+  assign page_half = \$48 [39:0];
+  assign data_base = \port$11169$128 [63:0];
+  assign data_limit = \port$11169$128 [127:64];
   assign operand_lines = \$22 [39:0];
   assign stats_offset = \$29 [47:0];
   assign \desc.type  = desc[1:0];
@@ -34482,19 +34814,23 @@ module \ndp_device.control_unit.decoder (is_store, is_compute, operand_lines, st
   assign \$36  = { \$signal , 1'h0 };
   assign \$39  = { 1'h0, \$38 , 6'h00 };
   assign \$40  = { out_elems, 1'h0 };
-  assign \$63 [0] = 1'h0;
-  assign \$63 [10:1] = { 1'h0, desc[19:11] };
-  assign \$70 [1] = 1'h0;
-  assign { \$70 [10:2], \$70 [0] } = { 1'h0, desc[19:12], desc[10] };
-  assign \$110  = { 1'h0, desc[163:144], 6'h00 };
-  assign \$121  = { \$22 [39:0], 1'h0 };
-  assign \$130  = { 1'h0, desc[103:84], 6'h00 };
-  assign \$138  = { 1'h0, desc[163:144], 6'h00 };
-  assign \$168  = { 1'h0, desc[163:144], 6'h00 };
+  assign \$72 [0] = 1'h0;
+  assign \$72 [10:1] = { 1'h0, desc[19:11] };
+  assign { \$81 [6:2], \$81 [0] } = 6'h00;
+  assign { \$81 [10:7], \$81 [1] } = { 1'h0, desc[19:17], desc[11] };
+  assign \$88 [1] = 1'h0;
+  assign { \$88 [10:2], \$88 [0] } = { 1'h0, desc[19:12], desc[10] };
+  assign \$134  = { 1'h0, desc[163:144], 6'h00 };
+  assign \$145  = { 3'h0, \$144 [21:3] };
+  assign \$151  = { \$22 [39:0], 1'h0 };
+  assign \$171  = { 1'h0, desc[103:84], 6'h00 };
+  assign \$179  = { 1'h0, desc[163:144], 6'h00 };
+  assign \$209  = { 1'h0, desc[163:144], 6'h00 };
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.front (rst, pop, task_valid, \task , run_issued, report, report_store, queues__0, queues__1, queues__2, queues__3, pop_valid, take, run_start, run_addr, run_lines, pop_ready, clk);
+module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, \task , side_valid, run_issued, report, report_store, queues__0, queues__1, queues__2, queues__3, pop_valid, take, verdict_take, run_start, run_addr, run_lines, run_side
+, pop_ready, verdict_valid, verdict_status, side_data);
   reg \$auto$verilog_backend.cc:2355:dump_module$74  = 0;
   wire [64:0] \$1 ;
   wire \$10 ;
@@ -34700,154 +35036,629 @@ module \ndp_device.control_unit.front (rst, pop, task_valid, \task , run_issued,
   wire [46:0] \$280 ;
   wire \$281 ;
   wire \$282 ;
-  wire [64:0] \$283 ;
-  wire [64:0] \$284 ;
-  wire \$285 ;
-  wire \$286 ;
-  wire \$287 ;
-  wire \$288 ;
-  wire \$289 ;
+  wire \$283 ;
+  wire [19:0] \$284 ;
+  wire [19:0] \$285 ;
+  wire [19:0] \$286 ;
+  wire [19:0] \$287 ;
+  wire [19:0] \$288 ;
+  wire [19:0] \$289 ;
   wire [26:0] \$29 ;
-  wire \$290 ;
+  wire [19:0] \$290 ;
   wire \$291 ;
   wire \$292 ;
-  wire \$293 ;
-  wire \$294 ;
+  wire [2:0] \$293 ;
+  wire [19:0] \$294 ;
   wire \$295 ;
   wire \$296 ;
-  wire \$297 ;
-  wire \$298 ;
-  wire \$299 ;
+  wire [2:0] \$297 ;
+  wire [26:0] \$298 ;
+  wire [26:0] \$299 ;
   wire [16:0] \$3 ;
   wire [64:0] \$30 ;
-  wire \$300 ;
-  wire \$301 ;
-  wire \$302 ;
+  wire [5:0] \$300 ;
+  wire [40:0] \$301 ;
+  wire [64:0] \$302 ;
   wire \$303 ;
   wire \$304 ;
-  wire \$305 ;
-  wire \$306 ;
-  wire \$307 ;
-  wire \$308 ;
-  wire [8:0] \$309 ;
+  wire [19:0] \$305 ;
+  wire [19:0] \$306 ;
+  wire [19:0] \$307 ;
+  wire [19:0] \$308 ;
+  wire [19:0] \$309 ;
   wire \$31 ;
-  wire [9:0] \$310 ;
-  wire [8:0] \$311 ;
+  wire [19:0] \$310 ;
+  wire [19:0] \$311 ;
   wire \$312 ;
-  wire [9:0] \$313 ;
-  wire \$314 ;
-  wire \$315 ;
+  wire \$313 ;
+  wire [2:0] \$314 ;
+  wire [19:0] \$315 ;
   wire \$316 ;
   wire \$317 ;
-  wire \$318 ;
-  wire \$319 ;
+  wire [2:0] \$318 ;
+  wire [26:0] \$319 ;
   wire \$32 ;
-  wire \$320 ;
-  wire \$321 ;
-  wire \$322 ;
+  wire [20:0] \$320 ;
+  wire [27:0] \$321 ;
+  wire [15:0] \$322 ;
   wire \$323 ;
-  wire [1:0] \$324 ;
-  wire [1:0] \$325 ;
+  wire [15:0] \$324 ;
+  wire \$325 ;
   wire \$326 ;
-  wire \$327 ;
-  wire \$328 ;
-  wire [1:0] \$329 ;
+  wire [19:0] \$327 ;
+  wire [19:0] \$328 ;
+  wire [19:0] \$329 ;
   wire \$33 ;
-  wire \$330 ;
-  wire \$331 ;
-  wire \$332 ;
-  wire \$333 ;
-  wire [1:0] \$334 ;
-  wire [1:0] \$335 ;
-  wire \$336 ;
-  wire \$337 ;
-  wire [20:0] \$338 ;
-  wire [22:0] \$339 ;
+  wire [19:0] \$330 ;
+  wire [19:0] \$331 ;
+  wire [19:0] \$332 ;
+  wire [19:0] \$333 ;
+  wire \$334 ;
+  wire \$335 ;
+  wire [2:0] \$336 ;
+  wire [19:0] \$337 ;
+  wire \$338 ;
+  wire \$339 ;
   wire \$34 ;
-  wire [44:0] \$340 ;
-  wire [20:0] \$341 ;
-  wire \$342 ;
-  wire \$343 ;
-  wire \$344 ;
-  wire \$345 ;
-  wire \$346 ;
-  wire \$347 ;
+  wire [2:0] \$340 ;
+  wire [26:0] \$341 ;
+  wire [20:0] \$342 ;
+  wire [27:0] \$343 ;
+  wire [27:0] \$344 ;
+  wire [39:0] \$345 ;
+  wire [64:0] \$346 ;
+  wire [65:0] \$347 ;
   wire \$348 ;
-  wire [1:0] \$349 ;
+  wire \$349 ;
   wire [8:0] \$35 ;
-  wire \$350 ;
-  wire \$351 ;
-  wire \$352 ;
-  wire \$353 ;
-  wire \$354 ;
-  wire [1:0] \$355 ;
-  wire \$356 ;
-  wire \$357 ;
-  reg [7:0] \$358 ;
-  reg [7:0] \$359 ;
+  wire [19:0] \$350 ;
+  wire [19:0] \$351 ;
+  wire [19:0] \$352 ;
+  wire [19:0] \$353 ;
+  wire [19:0] \$354 ;
+  wire [19:0] \$355 ;
+  wire [19:0] \$356 ;
+  wire [39:0] \$357 ;
+  wire [40:0] \$358 ;
+  wire [41:0] \$359 ;
   wire \$36 ;
-  reg \$360 ;
-  reg [1:0] \$361 ;
-  reg \$362 ;
-  reg [19:0] \$363 ;
-  reg [43:0] \$364 ;
-  reg \$365 ;
-  reg [333:0] \$366 ;
-  reg \$367 ;
-  reg [2:0] \$368 ;
+  wire [42:0] \$360 ;
+  wire [43:0] \$361 ;
+  wire \$362 ;
+  wire \$363 ;
+  wire [19:0] \$364 ;
+  wire [19:0] \$365 ;
+  wire [19:0] \$366 ;
+  wire [19:0] \$367 ;
+  wire [19:0] \$368 ;
+  wire [19:0] \$369 ;
   wire [8:0] \$37 ;
+  wire [19:0] \$370 ;
+  wire [39:0] \$371 ;
+  wire [40:0] \$372 ;
+  wire [41:0] \$373 ;
+  wire [42:0] \$374 ;
+  wire [42:0] \$375 ;
+  wire [39:0] \$376 ;
+  wire [64:0] \$377 ;
+  wire \$378 ;
+  wire \$379 ;
   wire [63:0] \$38 ;
+  wire [19:0] \$380 ;
+  wire [19:0] \$381 ;
+  wire [19:0] \$382 ;
+  wire [19:0] \$383 ;
+  wire [19:0] \$384 ;
+  wire [19:0] \$385 ;
+  wire [19:0] \$386 ;
+  wire \$387 ;
+  wire \$388 ;
+  wire [2:0] \$389 ;
   wire [64:0] \$39 ;
+  wire [19:0] \$390 ;
+  wire \$391 ;
+  wire \$392 ;
+  wire [2:0] \$393 ;
+  wire [26:0] \$394 ;
+  wire [15:0] \$395 ;
+  wire [16:0] \$396 ;
+  wire [27:0] \$397 ;
+  wire \$398 ;
+  wire \$399 ;
   wire [16:0] \$4 ;
   wire [64:0] \$40 ;
+  wire [19:0] \$400 ;
+  wire [19:0] \$401 ;
+  wire [19:0] \$402 ;
+  wire [19:0] \$403 ;
+  wire [19:0] \$404 ;
+  wire [19:0] \$405 ;
+  wire [19:0] \$406 ;
+  wire [47:0] \$407 ;
+  wire [48:0] \$408 ;
+  wire [66:0] \$409 ;
   wire \$41 ;
+  wire [44:0] \$410 ;
+  wire [45:0] \$411 ;
+  wire [46:0] \$412 ;
+  wire [47:0] \$413 ;
+  wire [47:0] \$414 ;
+  wire [44:0] \$415 ;
+  wire [45:0] \$416 ;
+  wire [46:0] \$417 ;
+  wire [46:0] \$418 ;
+  wire [63:0] \$419 ;
   wire [63:0] \$42 ;
+  wire [43:0] \$420 ;
+  wire \$421 ;
+  wire [63:0] \$422 ;
+  wire [43:0] \$423 ;
+  wire \$424 ;
+  wire [64:0] \$425 ;
+  wire [64:0] \$426 ;
+  wire \$427 ;
+  wire [20:0] \$428 ;
+  wire [21:0] \$429 ;
   wire [64:0] \$43 ;
+  wire [22:0] \$430 ;
+  wire [22:0] \$431 ;
+  wire \$432 ;
+  wire \$433 ;
+  wire [6:0] \$434 ;
+  wire \$435 ;
+  wire \$436 ;
+  wire \$437 ;
+  wire \$438 ;
+  wire \$439 ;
   wire \$44 ;
+  wire \$440 ;
+  wire \$441 ;
+  wire \$442 ;
+  wire \$443 ;
+  wire \$444 ;
+  wire \$445 ;
+  wire \$446 ;
+  wire \$447 ;
+  wire \$448 ;
+  wire \$449 ;
   wire \$45 ;
+  wire \$450 ;
+  wire \$451 ;
+  wire \$452 ;
+  wire \$453 ;
+  wire \$454 ;
+  wire \$455 ;
+  wire \$456 ;
+  wire \$457 ;
+  wire \$458 ;
+  wire \$459 ;
   wire \$46 ;
+  wire \$460 ;
+  wire \$461 ;
+  wire \$462 ;
+  wire \$463 ;
+  wire [8:0] \$464 ;
+  wire [9:0] \$465 ;
+  wire [8:0] \$466 ;
+  wire \$467 ;
+  wire [9:0] \$468 ;
+  wire [7:0] \$469 ;
   wire [8:0] \$47 ;
+  wire \$470 ;
+  wire \$471 ;
+  wire \$472 ;
+  wire \$473 ;
+  wire \$474 ;
+  wire \$475 ;
+  wire \$476 ;
+  wire \$477 ;
+  wire \$478 ;
+  wire \$479 ;
   wire \$48 ;
+  wire \$480 ;
+  wire \$481 ;
+  wire \$482 ;
+  wire \$483 ;
+  wire \$484 ;
+  wire \$485 ;
+  wire \$486 ;
+  wire \$487 ;
+  wire \$488 ;
+  wire \$489 ;
   wire [8:0] \$49 ;
+  wire \$490 ;
+  wire \$491 ;
+  wire \$492 ;
+  wire \$493 ;
+  wire \$494 ;
+  wire \$495 ;
+  wire \$496 ;
+  wire \$497 ;
+  wire \$498 ;
+  wire \$499 ;
   wire [79:0] \$5 ;
   wire [63:0] \$50 ;
+  wire \$500 ;
+  wire \$501 ;
+  wire \$502 ;
+  wire \$503 ;
+  wire \$504 ;
+  wire \$505 ;
+  wire \$506 ;
+  wire \$507 ;
+  wire \$508 ;
+  wire \$509 ;
   wire [64:0] \$51 ;
+  wire \$510 ;
+  wire \$511 ;
+  wire \$512 ;
+  wire \$513 ;
+  wire \$514 ;
+  wire \$515 ;
+  wire \$516 ;
+  wire \$517 ;
+  wire \$518 ;
+  wire \$519 ;
   wire [64:0] \$52 ;
+  wire \$520 ;
+  wire \$521 ;
+  wire \$522 ;
+  wire \$523 ;
+  wire \$524 ;
+  wire \$525 ;
+  wire \$526 ;
+  wire \$527 ;
+  wire \$528 ;
+  wire \$529 ;
   wire \$53 ;
+  wire \$530 ;
+  wire \$531 ;
+  wire \$532 ;
+  wire \$533 ;
+  wire \$534 ;
+  wire \$535 ;
+  wire \$536 ;
+  wire \$537 ;
+  wire \$538 ;
+  wire \$539 ;
   wire \$54 ;
+  wire \$540 ;
+  wire \$541 ;
+  wire \$542 ;
+  wire \$543 ;
+  wire \$544 ;
+  wire \$545 ;
+  wire \$546 ;
+  wire \$547 ;
+  wire \$548 ;
+  wire \$549 ;
   wire [26:0] \$55 ;
+  wire \$550 ;
+  wire \$551 ;
+  wire \$552 ;
+  wire \$553 ;
+  wire \$554 ;
+  wire \$555 ;
+  wire \$556 ;
+  wire \$557 ;
+  wire \$558 ;
+  wire \$559 ;
   wire [64:0] \$56 ;
+  wire \$560 ;
+  wire \$561 ;
+  wire \$562 ;
+  wire \$563 ;
+  wire \$564 ;
+  wire \$565 ;
+  wire \$566 ;
+  wire \$567 ;
+  wire \$568 ;
+  wire \$569 ;
   wire \$57 ;
+  wire \$570 ;
+  wire \$571 ;
+  wire \$572 ;
+  wire \$573 ;
+  wire \$574 ;
+  wire \$575 ;
+  wire \$576 ;
+  wire \$577 ;
+  wire \$578 ;
+  wire \$579 ;
   wire \$58 ;
+  wire \$580 ;
+  wire \$581 ;
+  wire \$582 ;
+  wire \$583 ;
+  wire \$584 ;
+  wire \$585 ;
+  wire \$586 ;
+  wire \$587 ;
+  wire \$588 ;
+  wire \$589 ;
   wire \$59 ;
+  wire \$590 ;
+  wire \$591 ;
+  wire \$592 ;
+  wire \$593 ;
+  wire \$594 ;
+  wire \$595 ;
+  wire \$596 ;
+  wire \$597 ;
+  wire \$598 ;
+  wire \$599 ;
   wire [80:0] \$6 ;
   wire \$60 ;
+  wire \$600 ;
+  wire \$601 ;
+  wire \$602 ;
+  wire \$603 ;
+  wire \$604 ;
+  wire \$605 ;
+  wire \$606 ;
+  wire \$607 ;
+  wire \$608 ;
+  wire \$609 ;
   wire \$61 ;
+  wire \$610 ;
+  wire \$611 ;
+  wire \$612 ;
+  wire \$613 ;
+  wire \$614 ;
+  wire \$615 ;
+  wire \$616 ;
+  wire \$617 ;
+  wire \$618 ;
+  wire \$619 ;
   wire [8:0] \$62 ;
+  wire \$620 ;
+  wire \$621 ;
+  wire \$622 ;
+  wire \$623 ;
+  wire \$624 ;
+  wire \$625 ;
+  wire \$626 ;
+  wire \$627 ;
+  wire \$628 ;
+  wire \$629 ;
   wire \$63 ;
+  wire \$630 ;
+  wire \$631 ;
+  wire \$632 ;
+  wire \$633 ;
+  wire \$634 ;
+  wire \$635 ;
+  wire \$636 ;
+  wire \$637 ;
+  wire \$638 ;
+  wire \$639 ;
   wire [8:0] \$64 ;
+  wire \$640 ;
+  wire \$641 ;
+  wire \$642 ;
+  wire \$643 ;
+  wire \$644 ;
+  wire \$645 ;
+  wire \$646 ;
+  wire \$647 ;
+  wire \$648 ;
+  wire \$649 ;
   wire [63:0] \$65 ;
+  wire \$650 ;
+  wire \$651 ;
+  wire \$652 ;
+  wire \$653 ;
+  wire \$654 ;
+  wire \$655 ;
+  wire \$656 ;
+  wire \$657 ;
+  wire \$658 ;
+  wire \$659 ;
   wire [64:0] \$66 ;
+  wire \$660 ;
+  wire \$661 ;
+  wire \$662 ;
+  wire \$663 ;
+  wire \$664 ;
+  wire \$665 ;
+  wire \$666 ;
+  wire \$667 ;
+  wire \$668 ;
+  wire [6:0] \$669 ;
   wire [64:0] \$67 ;
+  wire \$670 ;
+  wire \$671 ;
+  wire [19:0] \$672 ;
+  wire [19:0] \$673 ;
+  wire [19:0] \$674 ;
+  wire [19:0] \$675 ;
+  wire [19:0] \$676 ;
+  wire [19:0] \$677 ;
+  wire [19:0] \$678 ;
+  wire \$679 ;
   wire \$68 ;
+  wire \$680 ;
+  wire [2:0] \$681 ;
+  wire [19:0] \$682 ;
+  wire \$683 ;
+  wire \$684 ;
+  wire [2:0] \$685 ;
+  wire [26:0] \$686 ;
+  wire [15:0] \$687 ;
+  wire [27:0] \$688 ;
+  wire [28:0] \$689 ;
   wire [63:0] \$69 ;
+  wire [28:0] \$690 ;
+  wire \$691 ;
+  wire \$692 ;
+  wire \$693 ;
+  wire \$694 ;
+  wire \$695 ;
+  wire \$696 ;
+  wire \$697 ;
+  wire \$698 ;
+  wire [1:0] \$699 ;
   wire \$7 ;
   wire [64:0] \$70 ;
+  wire [1:0] \$700 ;
+  wire \$701 ;
+  wire \$702 ;
+  wire \$703 ;
+  wire [1:0] \$704 ;
+  wire \$705 ;
+  wire \$706 ;
+  wire \$707 ;
+  wire \$708 ;
+  wire [1:0] \$709 ;
   wire \$71 ;
+  wire [1:0] \$710 ;
+  wire \$711 ;
+  wire \$712 ;
+  wire [6:0] \$713 ;
+  wire \$714 ;
+  wire \$715 ;
+  wire [6:0] \$716 ;
+  wire \$717 ;
+  wire \$718 ;
+  wire \$719 ;
   wire \$72 ;
+  wire \$720 ;
+  wire \$721 ;
+  wire \$722 ;
+  wire \$723 ;
+  wire \$724 ;
+  wire \$725 ;
+  wire \$726 ;
+  wire \$727 ;
+  wire \$728 ;
+  wire [7:0] \$729 ;
   wire \$73 ;
+  wire [7:0] \$730 ;
+  wire \$731 ;
+  wire \$732 ;
+  wire \$733 ;
+  wire \$734 ;
+  wire \$735 ;
+  wire \$736 ;
+  wire \$737 ;
+  wire \$738 ;
+  wire \$739 ;
   wire [8:0] \$74 ;
+  wire [6:0] \$740 ;
+  wire [20:0] \$741 ;
+  wire [22:0] \$742 ;
+  wire [44:0] \$743 ;
+  wire [20:0] \$744 ;
+  wire \$745 ;
+  wire \$746 ;
+  wire \$747 ;
+  wire \$748 ;
+  wire \$749 ;
   wire \$75 ;
+  wire \$750 ;
+  wire \$751 ;
+  wire [2:0] \$752 ;
+  wire [2:0] \$753 ;
+  wire \$754 ;
+  wire \$755 ;
+  wire \$756 ;
+  wire \$757 ;
+  wire \$758 ;
+  wire [2:0] \$759 ;
   wire [8:0] \$76 ;
+  wire [2:0] \$760 ;
+  wire \$761 ;
+  wire \$762 ;
+  reg [7:0] \$763 ;
+  reg [7:0] \$764 ;
+  reg [6:0] \$765 ;
+  reg \$766 ;
+  reg [63:0] \$767 ;
+  reg [63:0] \$768 ;
+  reg [63:0] \$769 ;
   wire [63:0] \$77 ;
+  reg [63:0] \$770 ;
+  reg [63:0] \$771 ;
+  reg [63:0] \$772 ;
+  reg [63:0] \$773 ;
+  reg [63:0] \$774 ;
+  reg [63:0] \$775 ;
+  reg [63:0] \$776 ;
+  reg [63:0] \$777 ;
+  reg [63:0] \$778 ;
+  reg [63:0] \$779 ;
   wire [64:0] \$78 ;
+  reg [63:0] \$780 ;
+  reg [63:0] \$781 ;
+  reg [63:0] \$782 ;
+  reg [63:0] \$783 ;
+  reg [63:0] \$784 ;
+  reg [63:0] \$785 ;
+  reg [63:0] \$786 ;
+  reg [63:0] \$787 ;
+  reg [63:0] \$788 ;
+  reg [63:0] \$789 ;
   wire [64:0] \$79 ;
+  reg [63:0] \$790 ;
+  reg [63:0] \$791 ;
+  reg [63:0] \$792 ;
+  reg [63:0] \$793 ;
+  reg [63:0] \$794 ;
+  reg [63:0] \$795 ;
+  reg [63:0] \$796 ;
+  reg [63:0] \$797 ;
+  reg [63:0] \$798 ;
+  reg [63:0] \$799 ;
   wire \$8 ;
   wire \$80 ;
+  reg [63:0] \$800 ;
+  reg [63:0] \$801 ;
+  reg [63:0] \$802 ;
+  reg [63:0] \$803 ;
+  reg [63:0] \$804 ;
+  reg [63:0] \$805 ;
+  reg [63:0] \$806 ;
+  reg [63:0] \$807 ;
+  reg [63:0] \$808 ;
+  reg [63:0] \$809 ;
   wire \$81 ;
+  reg [63:0] \$810 ;
+  reg [63:0] \$811 ;
+  reg [63:0] \$812 ;
+  reg [63:0] \$813 ;
+  reg [63:0] \$814 ;
+  reg [63:0] \$815 ;
+  reg [63:0] \$816 ;
+  reg [63:0] \$817 ;
+  reg [63:0] \$818 ;
+  reg [63:0] \$819 ;
   wire [26:0] \$82 ;
+  reg [63:0] \$820 ;
+  reg [63:0] \$821 ;
+  reg [63:0] \$822 ;
+  reg [63:0] \$823 ;
+  reg [63:0] \$824 ;
+  reg [63:0] \$825 ;
+  reg [63:0] \$826 ;
+  reg [63:0] \$827 ;
+  reg [63:0] \$828 ;
+  reg [63:0] \$829 ;
   wire [64:0] \$83 ;
+  reg [63:0] \$830 ;
+  reg \$831 ;
+  reg \$832 ;
+  reg [2:0] \$833 ;
+  reg [5:0] \$834 ;
+  reg \$835 ;
+  reg [7:0] \$836 ;
+  reg \$837 ;
+  reg [19:0] \$838 ;
+  reg [43:0] \$839 ;
   wire \$84 ;
+  reg \$840 ;
+  reg [333:0] \$841 ;
+  reg \$842 ;
+  reg [2:0] \$843 ;
   wire \$85 ;
   wire \$86 ;
   wire \$87 ;
@@ -34866,17 +35677,22 @@ module \ndp_device.control_unit.front (rst, pop, task_valid, \task , run_issued,
   wire \$99 ;
   reg [333:0] \$signal  = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   wire \$signal$11 ;
+  (* init = 1'h0 *)
+  wire \$signal$113 ;
   reg \$signal$12 ;
+  reg [63:0] \$signal$127 ;
+  reg [31:0] \$signal$128 ;
+  reg \$signal$133  = 1'h0;
+  reg [6:0] \$signal$134  = 7'h00;
+  reg \$signal$142  = 1'h0;
+  reg [7:0] \$signal$151  = 8'h00;
+  reg \$signal$157  = 1'h0;
   reg \$signal$16  = 1'h0;
+  reg \$signal$162  = 1'h0;
   wire [43:0] \$signal$22 ;
   reg [43:0] \$signal$25  = 44'h00000000000;
   reg [19:0] \$signal$28  = 20'h00000;
-  reg [1:0] \$signal$42  = 2'h0;
-  reg [63:0] \$signal$43 ;
-  reg [31:0] \$signal$44 ;
-  reg \$signal$47  = 1'h0;
-  reg \$signal$53  = 1'h0;
-  reg [7:0] \$signal$62  = 8'h00;
+  reg [2:0] \$signal$43  = 3'h0;
   wire [203:0] \$signal.desc ;
   wire [63:0] \$signal.desc.dev_addr ;
   wire [19:0] \$signal.desc.dev_cols ;
@@ -34893,6 +35709,8 @@ module \ndp_device.control_unit.front (rst, pop, task_valid, \task , run_issued,
   wire [63:0] \$signal.seq ;
   wire [63:0] \$signal.taken ;
   wire [43:0] beats;
+  wire [43:0] \beats$121 ;
+  wire [43:0] \beats$126 ;
   wire [43:0] \beats$36 ;
   wire [43:0] \beats$41 ;
   input clk;
@@ -34911,6 +35729,7 @@ module \ndp_device.control_unit.front (rst, pop, task_valid, \task , run_issued,
   wire [19:0] \desc.in_size ;
   wire [3:0] \desc.op ;
   wire [1:0] \desc.type ;
+  reg [5:0] f_page = 6'h00;
   wire [43:0] f_rest_elems;
   reg [2:0] fetch_pack;
   wire [1:0] fetch_trans_fold_adds;
@@ -34932,6 +35751,85 @@ module \ndp_device.control_unit.front (rst, pop, task_valid, \task , run_issued,
   wire [43:0] main_run_lines;
   wire [5:0] main_run_offset;
   wire [39:0] operand_lines;
+  reg [63:0] page;
+  reg [63:0] page0 = 64'h0000000000000000;
+  reg [63:0] page1 = 64'h0000000000000000;
+  reg [63:0] page10 = 64'h0000000000000000;
+  reg [63:0] page11 = 64'h0000000000000000;
+  reg [63:0] page12 = 64'h0000000000000000;
+  reg [63:0] page13 = 64'h0000000000000000;
+  reg [63:0] page14 = 64'h0000000000000000;
+  reg [63:0] page15 = 64'h0000000000000000;
+  reg [63:0] page16 = 64'h0000000000000000;
+  reg [63:0] page17 = 64'h0000000000000000;
+  reg [63:0] page18 = 64'h0000000000000000;
+  reg [63:0] page19 = 64'h0000000000000000;
+  reg [63:0] page2 = 64'h0000000000000000;
+  reg [63:0] page20 = 64'h0000000000000000;
+  reg [63:0] page21 = 64'h0000000000000000;
+  reg [63:0] page22 = 64'h0000000000000000;
+  reg [63:0] page23 = 64'h0000000000000000;
+  reg [63:0] page24 = 64'h0000000000000000;
+  reg [63:0] page25 = 64'h0000000000000000;
+  reg [63:0] page26 = 64'h0000000000000000;
+  reg [63:0] page27 = 64'h0000000000000000;
+  reg [63:0] page28 = 64'h0000000000000000;
+  reg [63:0] page29 = 64'h0000000000000000;
+  reg [63:0] page3 = 64'h0000000000000000;
+  reg [63:0] page30 = 64'h0000000000000000;
+  reg [63:0] page31 = 64'h0000000000000000;
+  reg [63:0] page32 = 64'h0000000000000000;
+  reg [63:0] page33 = 64'h0000000000000000;
+  reg [63:0] page34 = 64'h0000000000000000;
+  reg [63:0] page35 = 64'h0000000000000000;
+  reg [63:0] page36 = 64'h0000000000000000;
+  reg [63:0] page37 = 64'h0000000000000000;
+  reg [63:0] page38 = 64'h0000000000000000;
+  reg [63:0] page39 = 64'h0000000000000000;
+  reg [63:0] page4 = 64'h0000000000000000;
+  reg [63:0] page40 = 64'h0000000000000000;
+  reg [63:0] page41 = 64'h0000000000000000;
+  reg [63:0] page42 = 64'h0000000000000000;
+  reg [63:0] page43 = 64'h0000000000000000;
+  reg [63:0] page44 = 64'h0000000000000000;
+  reg [63:0] page45 = 64'h0000000000000000;
+  reg [63:0] page46 = 64'h0000000000000000;
+  reg [63:0] page47 = 64'h0000000000000000;
+  reg [63:0] page48 = 64'h0000000000000000;
+  reg [63:0] page49 = 64'h0000000000000000;
+  reg [63:0] page5 = 64'h0000000000000000;
+  reg [63:0] page50 = 64'h0000000000000000;
+  reg [63:0] page51 = 64'h0000000000000000;
+  reg [63:0] page52 = 64'h0000000000000000;
+  reg [63:0] page53 = 64'h0000000000000000;
+  reg [63:0] page54 = 64'h0000000000000000;
+  reg [63:0] page55 = 64'h0000000000000000;
+  reg [63:0] page56 = 64'h0000000000000000;
+  reg [63:0] page57 = 64'h0000000000000000;
+  reg [63:0] page58 = 64'h0000000000000000;
+  reg [63:0] page59 = 64'h0000000000000000;
+  reg [63:0] page6 = 64'h0000000000000000;
+  reg [63:0] page60 = 64'h0000000000000000;
+  reg [63:0] page61 = 64'h0000000000000000;
+  reg [63:0] page62 = 64'h0000000000000000;
+  reg [63:0] page63 = 64'h0000000000000000;
+  reg [63:0] page7 = 64'h0000000000000000;
+  reg [63:0] page8 = 64'h0000000000000000;
+  reg [63:0] page9 = 64'h0000000000000000;
+  wire [39:0] page_half;
+  wire [63:0] page_rest_first;
+  wire [63:0] page_rest_line;
+  wire [43:0] page_rest_lines;
+  wire [5:0] page_rest_offset;
+  wire [19:0] page_rows;
+  wire [63:0] page_run_first;
+  wire [63:0] page_run_line;
+  wire [43:0] page_run_lines;
+  wire [5:0] page_run_offset;
+  wire [3:0] page_shift;
+  wire paged;
+  wire [6:0] pages;
+  wire [-1:0] place;
   input [333:0] pop;
   wire [333:0] pop;
   wire [203:0] \pop.desc ;
@@ -35031,10 +35929,20 @@ module \ndp_device.control_unit.front (rst, pop, task_valid, \task , run_issued,
   wire run_issued;
   output [31:0] run_lines;
   reg [31:0] run_lines;
+  output run_side;
+  reg run_side;
   output run_start;
   reg run_start;
+  input [511:0] side_data;
+  wire [511:0] side_data;
+  input side_err;
+  wire side_err;
+  input side_valid;
+  wire side_valid;
+  wire [65:0] span;
   wire [63:0] sq_slot;
   wire [7:0] status;
+  reg step;
   reg [7:0] stores = 8'h00;
   input take;
   wire take;
@@ -35057,6 +35965,640 @@ module \ndp_device.control_unit.front (rst, pop, task_valid, \task , run_issued,
   wire [63:0] \task.taken ;
   output task_valid;
   wire task_valid;
+  output [7:0] verdict_status;
+  reg [7:0] verdict_status = 8'h00;
+  (* init = 8'h00 *)
+  wire [7:0] \verdict_status$115 ;
+  input verdict_take;
+  wire verdict_take;
+  output verdict_valid;
+  reg verdict_valid = 1'h0;
+  assign \$154  = \$signal$16  ? \$152  : \$153 ;
+  assign \$155  = \$154  > 6'h20;
+  assign \$156  = \$155  ? 1'h1 : 1'h0;
+  assign fetch_trans_fold_adds = \$151  ? 2'h2 : { 1'h0, \$156  };
+  assign \$157  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
+  assign \$158  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
+  assign \$159  = \$signal$16  ? \$157  : \$158 ;
+  assign \$160  = \$159  == 1'h1;
+  assign \$161  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
+  assign \$162  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
+  assign \$163  = \$signal$16  ? \$161  : \$162 ;
+  assign \$164  = \$163  == 2'h2;
+  assign \$165  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
+  assign \$166  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
+  assign \$167  = \$signal$16  ? \$165  : \$166 ;
+  assign \$168  = \$167  == 3'h4;
+  assign \$169  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
+  assign \$170  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
+  assign \$171  = \$signal$16  ? \$169  : \$170 ;
+  assign \$172  = \$171  == 4'h8;
+  assign \$173  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
+  assign \$174  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
+  assign \$175  = \$signal$16  ? \$173  : \$174 ;
+  assign \$176  = \$175  == 5'h10;
+  assign \$177  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
+  assign \$178  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
+  assign \$179  = \$signal$16  ? \$177  : \$178 ;
+  assign \$180  = \$179  == 6'h20;
+  assign \$181  = ~ \$signal$16 ;
+  assign \$182  = \$signal [10] & \$181 ;
+  assign \$183  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
+  assign \$184  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
+  assign \$185  = \$signal$16  ? \$183  : \$184 ;
+  assign \$186  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
+  assign \$187  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
+  assign \$188  = \$signal$16  ? \$186  : \$187 ;
+  assign \$189  = \$182  ? \$185  : \$188 ;
+  assign \$190  = ~ \$signal$16 ;
+  assign \$191  = \$signal [10] & \$190 ;
+  assign \$192  = \$191  ? fetch_trans_pack_log2 : fetch_pack;
+  assign \$193  = \$189  >> \$192 ;
+  assign \$194  = ~ \$signal$16 ;
+  assign \$195  = \$signal [10] & \$194 ;
+  assign \$196  = \$195  ? fetch_trans_pack_log2 : fetch_pack;
+  assign \$197  = \$193  << \$196 ;
+  assign \$198  = ~ \$signal$16 ;
+  assign \$199  = \$signal [10] & \$198 ;
+  assign \$200  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
+  assign \$201  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
+  assign \$202  = \$signal$16  ? \$200  : \$201 ;
+  assign \$203  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
+  assign \$204  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
+  assign \$205  = \$signal$16  ? \$203  : \$204 ;
+  assign \$206  = \$199  ? \$202  : \$205 ;
+  assign \$207  = \$197  * \$206 ;
+  assign \$208  = ~ \$signal$16 ;
+  assign \$209  = \$signal [10] & \$208 ;
+  assign \$210  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
+  assign \$211  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
+  assign \$212  = \$signal$16  ? \$210  : \$211 ;
+  assign \$213  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
+  assign \$214  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
+  assign \$215  = \$signal$16  ? \$213  : \$214 ;
+  assign \$216  = \$209  ? \$212  : \$215 ;
+  assign \$217  = ~ \$signal$16 ;
+  assign \$218  = \$signal [10] & \$217 ;
+  assign \$219  = \$218  ? fetch_trans_pack_log2 : fetch_pack;
+  assign \$220  = 1'h1 << \$219 ;
+  assign \$221  = \$220  - 1'h1;
+  assign \$222  = { 1'h0, \$216  } & { \$221 [8], \$221 [8], \$221 [8], \$221 [8], \$221 [8], \$221 [8], \$221 [8], \$221 [8], \$221 [8], \$221 [8], \$221 [8], \$221 [8], \$221  };
+  assign \$223  = ~ \$signal$16 ;
+  assign \$224  = \$signal [10] & \$223 ;
+  assign \$225  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
+  assign \$226  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
+  assign \$227  = \$signal$16  ? \$225  : \$226 ;
+  assign \$228  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
+  assign \$229  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
+  assign \$230  = \$signal$16  ? \$228  : \$229 ;
+  assign \$231  = \$224  ? \$227  : \$230 ;
+  assign \$232  = $signed(\$222 ) * $signed({ 1'h0, \$231  });
+  assign \$233  = \$6 [63:0] + 7'h40;
+  assign \$235  = \$233  + \$234 ;
+  assign \$236  = \$signal [183:164] - \$signal$28 ;
+  assign \$237  = $signed(\$236 ) < $signed(4'h4);
+  assign \$238  = \$signal [183:164] - \$signal$28 ;
+  assign \$239  = \$237  ? \$238  : 21'h000004;
+  assign \$240  = $signed(\$239 ) * $signed({ 1'h0, \$signal [203:184] });
+  assign \$242  = $signed({ 1'h0, \$235 [5:0] }) + $signed(\$241 );
+  assign \$243  = $signed(\$242 ) + $signed(8'h40);
+  assign \$244  = $signed(\$243 ) - $signed(2'h1);
+  assign \$246  = \$signal [183:164] - \$signal$28 ;
+  assign \$247  = $signed(\$246 ) < $signed(4'h4);
+  assign \$248  = \$signal [183:164] - \$signal$28 ;
+  assign \$249  = \$247  ? \$248  : 21'h000004;
+  assign \$250  = $signed(\$249 ) * $signed({ 1'h0, \$signal [203:184] });
+  assign \$251  = $signed({ 1'h0, \$235 [5:1] }) + $signed(\$250 );
+  assign \$252  = $signed(\$251 ) + $signed(7'h20);
+  assign \$253  = $signed(\$252 ) - $signed(2'h1);
+  assign \$255  = \$signal [83:20] + \$254 ;
+  assign \$256  = \$signal$16  ? \$255  : { 1'h0, \$signal [83:20] };
+  assign \$257  = \$256  + 1'h0;
+  assign \$259  = \$257 [5:0] + \$258 ;
+  assign \$260  = \$259  + 7'h40;
+  assign \$261  = \$260  - 1'h1;
+  assign \$263  = \$257 [5:1] + \$207 [43:0];
+  assign \$264  = \$263  + 6'h20;
+  assign \$265  = \$264  - 1'h1;
+  assign \$268  = \$signal [83:20] + \$267 ;
+  assign \$269  = \$signal$16  ? \$268  : { 1'h0, \$signal [83:20] };
+  assign \$271  = \$269  + \$270 ;
+  assign \$273  = \$271 [5:0] + \$272 ;
+  assign \$274  = \$273  + 7'h40;
+  assign \$275  = \$274  - 1'h1;
+  assign \$277  = \$271 [5:1] + { \$232 [40], \$232 [40], \$232 [40], \$232  };
+  assign \$278  = \$277  + 6'h20;
+  assign \$279  = \$278  - 1'h1;
+  assign \$281  = \$signal$43  == 2'h2;
+  assign \$282  = ~ \$signal$16 ;
+  assign \$283  = \$signal [10] & \$282 ;
+  assign \$284  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
+  assign \$285  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
+  assign \$286  = \$signal$16  ? \$284  : \$285 ;
+  assign \$287  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
+  assign \$288  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
+  assign \$289  = \$signal$16  ? \$287  : \$288 ;
+  assign \$290  = \$283  ? \$286  : \$289 ;
+  assign \$291  = ~ \$signal$16 ;
+  assign \$292  = \$signal [10] & \$291 ;
+  assign \$293  = \$292  ? fetch_trans_pack_log2 : fetch_pack;
+  assign \$294  = \$290  >> \$293 ;
+  assign \$295  = ~ \$signal$16 ;
+  assign \$296  = \$signal [10] & \$295 ;
+  assign \$297  = \$296  ? fetch_trans_pack_log2 : fetch_pack;
+  assign \$298  = \$294  << \$297 ;
+  assign \$299  = \$298  >> \$signal [16:13];
+  assign \$300  = \$281  ? \$299 [5:0] : f_page;
+  assign \$302  = page + \$301 ;
+  assign \$303  = ~ \$signal$16 ;
+  assign \$304  = \$signal [10] & \$303 ;
+  assign \$305  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
+  assign \$306  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
+  assign \$307  = \$signal$16  ? \$305  : \$306 ;
+  assign \$308  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
+  assign \$309  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
+  assign \$310  = \$signal$16  ? \$308  : \$309 ;
+  assign \$311  = \$304  ? \$307  : \$310 ;
+  assign \$312  = ~ \$signal$16 ;
+  assign \$313  = \$signal [10] & \$312 ;
+  assign \$314  = \$313  ? fetch_trans_pack_log2 : fetch_pack;
+  assign \$315  = \$311  >> \$314 ;
+  assign \$316  = ~ \$signal$16 ;
+  assign \$317  = \$signal [10] & \$316 ;
+  assign \$318  = \$317  ? fetch_trans_pack_log2 : fetch_pack;
+  assign \$319  = \$315  << \$318 ;
+  assign \$320  = f_page << \$signal [16:13];
+  assign \$321  = \$319  - \$320 ;
+  assign \$322  = 1'h1 << \$signal [16:13];
+  assign \$323  = $signed(\$321 ) > $signed({ 1'h0, \$322  });
+  assign \$324  = 1'h1 << \$signal [16:13];
+  assign \$325  = ~ \$signal$16 ;
+  assign \$326  = \$signal [10] & \$325 ;
+  assign \$327  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
+  assign \$328  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
+  assign \$329  = \$signal$16  ? \$327  : \$328 ;
+  assign \$330  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
+  assign \$331  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
+  assign \$332  = \$signal$16  ? \$330  : \$331 ;
+  assign \$333  = \$326  ? \$329  : \$332 ;
+  assign \$334  = ~ \$signal$16 ;
+  assign \$335  = \$signal [10] & \$334 ;
+  assign \$336  = \$335  ? fetch_trans_pack_log2 : fetch_pack;
+  assign \$337  = \$333  >> \$336 ;
+  assign \$338  = ~ \$signal$16 ;
+  assign \$339  = \$signal [10] & \$338 ;
+  assign \$340  = \$339  ? fetch_trans_pack_log2 : fetch_pack;
+  assign \$341  = \$337  << \$340 ;
+  assign \$342  = f_page << \$signal [16:13];
+  assign \$343  = \$341  - \$342 ;
+  assign \$344  = \$323  ? { 12'h000, \$324  } : \$343 ;
+  assign \$345  = \$signal$16  ? page_half : 40'h0000000000;
+  assign \$346  = page + \$345 ;
+  assign \$347  = \$346  + 1'h0;
+  assign \$348  = ~ \$signal$16 ;
+  assign \$349  = \$signal [10] & \$348 ;
+  assign \$350  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
+  assign \$351  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
+  assign \$352  = \$signal$16  ? \$350  : \$351 ;
+  assign \$353  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
+  assign \$354  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
+  assign \$355  = \$signal$16  ? \$353  : \$354 ;
+  assign \$356  = \$349  ? \$352  : \$355 ;
+  assign \$357  = \$344 [19:0] * \$356 ;
+  assign \$359  = \$347 [5:0] + \$358 ;
+  assign \$360  = \$359  + 7'h40;
+  assign \$361  = \$360  - 1'h1;
+  assign \$362  = ~ \$signal$16 ;
+  assign \$363  = \$signal [10] & \$362 ;
+  assign \$364  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
+  assign \$365  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
+  assign \$366  = \$signal$16  ? \$364  : \$365 ;
+  assign \$367  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
+  assign \$368  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
+  assign \$369  = \$signal$16  ? \$367  : \$368 ;
+  assign \$370  = \$363  ? \$366  : \$369 ;
+  assign \$371  = \$344 [19:0] * \$370 ;
+  assign \$372  = \$347 [5:1] + \$371 ;
+  assign \$373  = \$372  + 6'h20;
+  assign \$374  = \$373  - 1'h1;
+  assign \$376  = \$signal$16  ? page_half : 40'h0000000000;
+  assign \$377  = page + \$376 ;
+  assign \$378  = ~ \$signal$16 ;
+  assign \$379  = \$signal [10] & \$378 ;
+  assign \$380  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
+  assign \$381  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
+  assign \$382  = \$signal$16  ? \$380  : \$381 ;
+  assign \$383  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
+  assign \$384  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
+  assign \$385  = \$signal$16  ? \$383  : \$384 ;
+  assign \$386  = \$379  ? \$382  : \$385 ;
+  assign \$387  = ~ \$signal$16 ;
+  assign \$388  = \$signal [10] & \$387 ;
+  assign \$389  = \$388  ? fetch_trans_pack_log2 : fetch_pack;
+  assign \$390  = \$386  >> \$389 ;
+  assign \$391  = ~ \$signal$16 ;
+  assign \$392  = \$signal [10] & \$391 ;
+  assign \$393  = \$392  ? fetch_trans_pack_log2 : fetch_pack;
+  assign \$394  = \$390  << \$393 ;
+  assign \$395  = 1'h1 << \$signal [16:13];
+  assign \$396  = \$395  - 1'h1;
+  assign \$397  = { 1'h0, \$394  } & { \$396 [16], \$396 [16], \$396 [16], \$396 [16], \$396 [16], \$396 [16], \$396 [16], \$396 [16], \$396 [16], \$396 [16], \$396 [16], \$396  };
+  assign \$398  = ~ \$signal$16 ;
+  assign \$399  = \$signal [10] & \$398 ;
+  assign \$400  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
+  assign \$401  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
+  assign \$402  = \$signal$16  ? \$400  : \$401 ;
+  assign \$403  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
+  assign \$404  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
+  assign \$405  = \$signal$16  ? \$403  : \$404 ;
+  assign \$406  = \$399  ? \$402  : \$405 ;
+  assign \$407  = $signed(\$397 ) * $signed({ 1'h0, \$406  });
+  assign \$409  = $signed({ 1'h0, \$377  }) + $signed(\$408 );
+  assign \$411  = \$409 [5:0] + \$410 ;
+  assign \$412  = \$411  + 7'h40;
+  assign \$413  = \$412  - 1'h1;
+  assign \$415  = \$409 [5:1] + { \$232 [40], \$232 [40], \$232 [40], \$232  };
+  assign \$416  = \$415  + 6'h20;
+  assign \$417  = \$416  - 1'h1;
+  assign \$419  = paged ? { \$347 [63:6], 6'h00 } : { \$257 [63:6], 6'h00 };
+  assign \$420  = paged ? page_run_lines : \$262 [43:0];
+  assign \$421  = | \$207 [43:0];
+  assign \$422  = paged ? { \$409 [63:6], 6'h00 } : { \$271 [63:6], 6'h00 };
+  assign \$423  = paged ? \$414 [43:0] : \$276 [43:0];
+  assign \$424  = | $signed(\$232 );
+  assign \$425  = \$6 [63:0] + 7'h40;
+  assign \$426  = is_load ? { 1'h0, \$signal [83:20] } : \$425 ;
+  assign \$427  = | \$signal [103:84];
+  assign \$428  = 1'h0 + \$signal [103:84];
+  assign \$429  = \$428  + 1'h1;
+  assign \$430  = \$429  - 1'h1;
+  assign \$432  = \$signal$134  == \$431 ;
+  assign \$433  = \$signal$133  & \$432 ;
+  assign \$434  = f_page + 1'h1;
+  assign \$435  = \$434  >= pages;
+  assign \$436  = ~ \$435 ;
+  assign \$437  = ~ verdict_valid;
+  assign \$438  = \$436  | \$437 ;
+  assign \$439  = \$signal$133  & \$438 ;
+  assign \$440  = ~ run_any;
+  assign \$441  = \$440  | run_issued;
+  assign \$442  = \$signal$133  & \$441 ;
+  assign \$443  = \$signal$43  == 3'h4;
+  assign \$444  = ~ handed;
+  assign \$445  = \$signal$142  & \$444 ;
+  assign task_valid = \$445  | popping;
+  assign \$446  = ~ handed;
+  assign \$447  = \$signal$142  & \$446 ;
+  assign \task  = \$447  ? \$signal  : pop;
+  assign \$448  = ! status;
+  assign \$449  = ~ \$448 ;
+  assign \$450  = | stores;
+  assign \$451  = | \$signal$151 ;
+  assign \$452  = reads_cq & \$451 ;
+  assign \$453  = \$450  | \$452 ;
+  assign \$454  = | stores;
+  assign \$455  = | \$signal$151 ;
+  assign \$456  = reads_cq & \$455 ;
+  assign \$457  = \$454  | \$456 ;
+  assign \$458  = ~ \$457 ;
+  assign \$459  = ! fsm_state;
+  assign \$460  = fsm_state == 1'h1;
+  assign \$461  = fsm_state == 2'h2;
+  assign \$462  = fsm_state == 2'h3;
+  assign \$463  = fsm_state == 3'h4;
+  assign \$464  = \$signal$151  + \$signal$12 ;
+  assign \$465  = \$464  - report;
+  assign \$466  = stores + \$signal$11 ;
+  assign \$467  = report & report_store;
+  assign \$468  = \$466  - \$467 ;
+  assign \$469  = \$signal$134  + 1'h1;
+  assign \$470  = \$signal$157  | side_err;
+  assign \$472  = ! \$signal$134 ;
+  assign \$475  = ! \$signal$134 ;
+  assign \$478  = ! \$signal$134 ;
+  assign \$481  = ! \$signal$134 ;
+  assign \$484  = ! \$signal$134 ;
+  assign \$487  = ! \$signal$134 ;
+  assign \$490  = ! \$signal$134 ;
+  assign \$493  = ! \$signal$134 ;
+  assign \$496  = \$signal$134  == 1'h1;
+  assign \$499  = \$signal$134  == 1'h1;
+  assign \$502  = \$signal$134  == 1'h1;
+  assign \$505  = \$signal$134  == 1'h1;
+  assign \$508  = \$signal$134  == 1'h1;
+  assign \$511  = \$signal$134  == 1'h1;
+  assign \$514  = \$signal$134  == 1'h1;
+  assign \$517  = \$signal$134  == 1'h1;
+  assign \$520  = \$signal$134  == 2'h2;
+  assign \$523  = \$signal$134  == 2'h2;
+  assign \$526  = \$signal$134  == 2'h2;
+  assign \$529  = \$signal$134  == 2'h2;
+  assign \$532  = \$signal$134  == 2'h2;
+  assign \$535  = \$signal$134  == 2'h2;
+  assign \$538  = \$signal$134  == 2'h2;
+  assign \$541  = \$signal$134  == 2'h2;
+  assign \$544  = \$signal$134  == 2'h3;
+  assign \$547  = \$signal$134  == 2'h3;
+  assign \$550  = \$signal$134  == 2'h3;
+  assign \$553  = \$signal$134  == 2'h3;
+  assign \$556  = \$signal$134  == 2'h3;
+  assign \$559  = \$signal$134  == 2'h3;
+  assign \$562  = \$signal$134  == 2'h3;
+  assign \$565  = \$signal$134  == 2'h3;
+  assign \$568  = \$signal$134  == 3'h4;
+  assign \$571  = \$signal$134  == 3'h4;
+  assign \$574  = \$signal$134  == 3'h4;
+  assign \$577  = \$signal$134  == 3'h4;
+  assign \$580  = \$signal$134  == 3'h4;
+  assign \$583  = \$signal$134  == 3'h4;
+  assign \$586  = \$signal$134  == 3'h4;
+  assign \$589  = \$signal$134  == 3'h4;
+  assign \$592  = \$signal$134  == 3'h5;
+  assign \$595  = \$signal$134  == 3'h5;
+  assign \$598  = \$signal$134  == 3'h5;
+  assign \$601  = \$signal$134  == 3'h5;
+  assign \$604  = \$signal$134  == 3'h5;
+  assign \$607  = \$signal$134  == 3'h5;
+  assign \$610  = \$signal$134  == 3'h5;
+  assign \$613  = \$signal$134  == 3'h5;
+  assign \$616  = \$signal$134  == 3'h6;
+  assign \$619  = \$signal$134  == 3'h6;
+  assign \$622  = \$signal$134  == 3'h6;
+  assign \$625  = \$signal$134  == 3'h6;
+  assign \$628  = \$signal$134  == 3'h6;
+  assign \$631  = \$signal$134  == 3'h6;
+  assign \$634  = \$signal$134  == 3'h6;
+  assign \$637  = \$signal$134  == 3'h6;
+  assign \$640  = \$signal$134  == 3'h7;
+  assign \$643  = \$signal$134  == 3'h7;
+  assign \$646  = \$signal$134  == 3'h7;
+  assign \$649  = \$signal$134  == 3'h7;
+  assign \$652  = \$signal$134  == 3'h7;
+  assign \$655  = \$signal$134  == 3'h7;
+  assign \$658  = \$signal$134  == 3'h7;
+  assign \$661  = \$signal$134  == 3'h7;
+  assign \$663  = \$signal$43  == 2'h3;
+  assign \$664  = \$signal$43  == 3'h4;
+  assign \$665  = \$signal$43  == 3'h5;
+  assign \$666  = \$signal$43  == 3'h6;
+  assign \$667  = \$signal$43  == 1'h1;
+  assign \$668  = \$667  & paged;
+  assign \$669  = f_page + 1'h1;
+  assign \$670  = ~ \$signal$16 ;
+  assign \$671  = \$signal [10] & \$670 ;
+  assign \$672  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
+  assign \$673  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
+  assign \$674  = \$signal$16  ? \$672  : \$673 ;
+  assign \$675  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
+  assign \$676  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
+  assign \$677  = \$signal$16  ? \$675  : \$676 ;
+  assign \$678  = \$671  ? \$674  : \$677 ;
+  assign \$679  = ~ \$signal$16 ;
+  assign \$680  = \$signal [10] & \$679 ;
+  assign \$681  = \$680  ? fetch_trans_pack_log2 : fetch_pack;
+  assign \$682  = \$678  >> \$681 ;
+  assign \$683  = ~ \$signal$16 ;
+  assign \$684  = \$signal [10] & \$683 ;
+  assign \$685  = \$684  ? fetch_trans_pack_log2 : fetch_pack;
+  assign \$686  = \$682  << \$685 ;
+  assign \$687  = 1'h1 << \$signal [16:13];
+  assign \$688  = \$686  + \$687 ;
+  assign \$689  = \$688  - 1'h1;
+  assign \$690  = $signed(\$689 ) >>> \$signal [16:13];
+  assign \$691  = $signed({ 1'h0, \$669  }) < $signed(\$690 );
+  assign \$692  = \$668  & \$691 ;
+  assign \$693  = \$signal$43  == 1'h1;
+  assign \$694  = ! \$signal$43 ;
+  assign \$695  = \$signal [5:2] == 2'h2;
+  assign \$696  = \$signal [5:2] == 2'h3;
+  assign \$697  = \$signal [5:2] == 3'h4;
+  assign \$698  = \$696  | \$697 ;
+  assign \$699  = \$698  ? 2'h2 : 2'h1;
+  assign \$700  = \$695  ? 2'h0 : \$699 ;
+  assign \$701  = | \$700 ;
+  assign \$702  = \$694  & \$701 ;
+  assign \$703  = \$signal$43  == 2'h2;
+  assign \$704  = \$signal$16  + 1'h1;
+  assign \$705  = \$signal [5:2] == 2'h2;
+  assign \$706  = \$signal [5:2] == 2'h3;
+  assign \$707  = \$signal [5:2] == 3'h4;
+  assign \$708  = \$706  | \$707 ;
+  assign \$709  = \$708  ? 2'h2 : 2'h1;
+  assign \$710  = \$705  ? 2'h0 : \$709 ;
+  assign \$711  = \$704  < \$710 ;
+  assign \$712  = \$703  & \$711 ;
+  assign \$713  = f_page + 1'h1;
+  assign \$714  = \$713  >= pages;
+  assign \$715  = ~ \$714 ;
+  assign \$716  = f_page + 1'h1;
+  assign \$717  = | page[11:0];
+  assign \$718  = page < regs[191:128];
+  assign \$719  = \$717  | \$718 ;
+  assign \$720  = \$302  > regs[255:192];
+  assign \$721  = \$719  | \$720 ;
+  assign \$722  = \$signal$162  | \$721 ;
+  assign \$723  = | page[11:0];
+  assign \$724  = page < regs[191:128];
+  assign \$725  = \$723  | \$724 ;
+  assign \$726  = \$302  > regs[255:192];
+  assign \$727  = \$725  | \$726 ;
+  assign \$728  = \$signal$162  | \$727 ;
+  assign \$729  = \$728  ? 8'h81 : 8'h00;
+  assign \$730  = \$signal$157  ? 8'h80 : \$729 ;
+  assign \$731  = ~ \$signal$157 ;
+  assign \$732  = | page[11:0];
+  assign \$733  = page < regs[191:128];
+  assign \$734  = \$732  | \$733 ;
+  assign \$735  = \$302  > regs[255:192];
+  assign \$736  = \$734  | \$735 ;
+  assign \$737  = \$signal$162  | \$736 ;
+  assign \$738  = ~ \$737 ;
+  assign \$739  = \$731  & \$738 ;
+  assign \$740  = f_page + 1'h1;
+  assign \$741  = \$signal$28  + 3'h4;
+  assign \$742  = 3'h4 * \$signal [203:184];
+  assign \$743  = \$signal$25  + \$742 ;
+  assign \$744  = \$signal$28  + 3'h4;
+  assign \$745  = \$744  >= \$signal [183:164];
+  assign \$746  = ! status;
+  assign \$747  = ~ \$746 ;
+  assign \$748  = | stores;
+  assign \$749  = | \$signal$151 ;
+  assign \$750  = reads_cq & \$749 ;
+  assign \$751  = \$748  | \$750 ;
+  assign \$752  = paged ? 3'h4 : 3'h0;
+  assign \$753  = is_compute ? \$752  : 3'h3;
+  assign \$754  = | stores;
+  assign \$755  = | \$signal$151 ;
+  assign \$756  = reads_cq & \$755 ;
+  assign \$757  = \$754  | \$756 ;
+  assign \$758  = ~ \$757 ;
+  assign \$759  = paged ? 3'h4 : 3'h0;
+  assign \$760  = is_compute ? \$759  : 3'h3;
+  assign \$761  = ~ \$signal$133 ;
+  assign \$762  = handed | take;
+  always @(posedge clk)
+    \$signal$151  <= \$763 ;
+  always @(posedge clk)
+    stores <= \$764 ;
+  always @(posedge clk)
+    \$signal$134  <= \$765 ;
+  always @(posedge clk)
+    \$signal$157  <= \$766 ;
+  always @(posedge clk)
+    page0 <= \$767 ;
+  always @(posedge clk)
+    page1 <= \$768 ;
+  always @(posedge clk)
+    page2 <= \$769 ;
+  always @(posedge clk)
+    page3 <= \$770 ;
+  always @(posedge clk)
+    page4 <= \$771 ;
+  always @(posedge clk)
+    page5 <= \$772 ;
+  always @(posedge clk)
+    page6 <= \$773 ;
+  always @(posedge clk)
+    page7 <= \$774 ;
+  always @(posedge clk)
+    page8 <= \$775 ;
+  always @(posedge clk)
+    page9 <= \$776 ;
+  always @(posedge clk)
+    page10 <= \$777 ;
+  always @(posedge clk)
+    page11 <= \$778 ;
+  always @(posedge clk)
+    page12 <= \$779 ;
+  always @(posedge clk)
+    page13 <= \$780 ;
+  always @(posedge clk)
+    page14 <= \$781 ;
+  always @(posedge clk)
+    page15 <= \$782 ;
+  always @(posedge clk)
+    page16 <= \$783 ;
+  always @(posedge clk)
+    page17 <= \$784 ;
+  always @(posedge clk)
+    page18 <= \$785 ;
+  always @(posedge clk)
+    page19 <= \$786 ;
+  always @(posedge clk)
+    page20 <= \$787 ;
+  always @(posedge clk)
+    page21 <= \$788 ;
+  always @(posedge clk)
+    page22 <= \$789 ;
+  always @(posedge clk)
+    page23 <= \$790 ;
+  always @(posedge clk)
+    page24 <= \$791 ;
+  always @(posedge clk)
+    page25 <= \$792 ;
+  always @(posedge clk)
+    page26 <= \$793 ;
+  always @(posedge clk)
+    page27 <= \$794 ;
+  always @(posedge clk)
+    page28 <= \$795 ;
+  always @(posedge clk)
+    page29 <= \$796 ;
+  always @(posedge clk)
+    page30 <= \$797 ;
+  always @(posedge clk)
+    page31 <= \$798 ;
+  always @(posedge clk)
+    page32 <= \$799 ;
+  always @(posedge clk)
+    page33 <= \$800 ;
+  always @(posedge clk)
+    page34 <= \$801 ;
+  always @(posedge clk)
+    page35 <= \$802 ;
+  always @(posedge clk)
+    page36 <= \$803 ;
+  always @(posedge clk)
+    page37 <= \$804 ;
+  always @(posedge clk)
+    page38 <= \$805 ;
+  always @(posedge clk)
+    page39 <= \$806 ;
+  always @(posedge clk)
+    page40 <= \$807 ;
+  always @(posedge clk)
+    page41 <= \$808 ;
+  always @(posedge clk)
+    page42 <= \$809 ;
+  always @(posedge clk)
+    page43 <= \$810 ;
+  always @(posedge clk)
+    page44 <= \$811 ;
+  always @(posedge clk)
+    page45 <= \$812 ;
+  always @(posedge clk)
+    page46 <= \$813 ;
+  always @(posedge clk)
+    page47 <= \$814 ;
+  always @(posedge clk)
+    page48 <= \$815 ;
+  always @(posedge clk)
+    page49 <= \$816 ;
+  always @(posedge clk)
+    page50 <= \$817 ;
+  always @(posedge clk)
+    page51 <= \$818 ;
+  always @(posedge clk)
+    page52 <= \$819 ;
+  always @(posedge clk)
+    page53 <= \$820 ;
+  always @(posedge clk)
+    page54 <= \$821 ;
+  always @(posedge clk)
+    page55 <= \$822 ;
+  always @(posedge clk)
+    page56 <= \$823 ;
+  always @(posedge clk)
+    page57 <= \$824 ;
+  always @(posedge clk)
+    page58 <= \$825 ;
+  always @(posedge clk)
+    page59 <= \$826 ;
+  always @(posedge clk)
+    page60 <= \$827 ;
+  always @(posedge clk)
+    page61 <= \$828 ;
+  always @(posedge clk)
+    page62 <= \$829 ;
+  always @(posedge clk)
+    page63 <= \$830 ;
+  always @(posedge clk)
+    verdict_valid <= \$831 ;
+  always @(posedge clk)
+    \$signal$133  <= \$832 ;
+  always @(posedge clk)
+    \$signal$43  <= \$833 ;
+  always @(posedge clk)
+    f_page <= \$834 ;
+  always @(posedge clk)
+    \$signal$162  <= \$835 ;
+  always @(posedge clk)
+    verdict_status <= \$836 ;
+  always @(posedge clk)
+    \$signal$16  <= \$837 ;
+  always @(posedge clk)
+    \$signal$28  <= \$838 ;
+  always @(posedge clk)
+    \$signal$25  <= \$839 ;
+  always @(posedge clk)
+    handed <= \$840 ;
+  always @(posedge clk)
+    \$signal  <= \$841 ;
+  always @(posedge clk)
+    \$signal$142  <= \$842 ;
+  always @(posedge clk)
+    fsm_state <= \$843 ;
   assign \$1  = \$signal [269:206] - 1'h1;
   assign \$2  = 1'h1 << regs[259:256];
   assign \$3  = \$2  - 1'h1;
@@ -35203,233 +36745,153 @@ module \ndp_device.control_unit.front (rst, pop, task_valid, \task , run_issued,
   assign \$151  = \$150  > 7'h40;
   assign \$152  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
   assign \$153  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$154  = \$signal$16  ? \$152  : \$153 ;
-  assign \$155  = \$154  > 6'h20;
-  assign \$156  = \$155  ? 1'h1 : 1'h0;
-  assign fetch_trans_fold_adds = \$151  ? 2'h2 : { 1'h0, \$156  };
-  assign \$157  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
-  assign \$158  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$159  = \$signal$16  ? \$157  : \$158 ;
-  assign \$160  = \$159  == 1'h1;
-  assign \$161  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
-  assign \$162  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$163  = \$signal$16  ? \$161  : \$162 ;
-  assign \$164  = \$163  == 2'h2;
-  assign \$165  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
-  assign \$166  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$167  = \$signal$16  ? \$165  : \$166 ;
-  assign \$168  = \$167  == 3'h4;
-  assign \$169  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
-  assign \$170  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$171  = \$signal$16  ? \$169  : \$170 ;
-  assign \$172  = \$171  == 4'h8;
-  assign \$173  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
-  assign \$174  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$175  = \$signal$16  ? \$173  : \$174 ;
-  assign \$176  = \$175  == 5'h10;
-  assign \$177  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
-  assign \$178  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$179  = \$signal$16  ? \$177  : \$178 ;
-  assign \$180  = \$179  == 6'h20;
-  assign \$181  = ~ \$signal$16 ;
-  assign \$182  = \$signal [10] & \$181 ;
-  assign \$183  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$184  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
-  assign \$185  = \$signal$16  ? \$183  : \$184 ;
-  assign \$186  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
-  assign \$187  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$188  = \$signal$16  ? \$186  : \$187 ;
-  assign \$189  = \$182  ? \$185  : \$188 ;
-  assign \$190  = ~ \$signal$16 ;
-  assign \$191  = \$signal [10] & \$190 ;
-  assign \$192  = \$191  ? fetch_trans_pack_log2 : fetch_pack;
-  assign \$193  = \$189  >> \$192 ;
-  assign \$194  = ~ \$signal$16 ;
-  assign \$195  = \$signal [10] & \$194 ;
-  assign \$196  = \$195  ? fetch_trans_pack_log2 : fetch_pack;
-  assign \$197  = \$193  << \$196 ;
-  assign \$198  = ~ \$signal$16 ;
-  assign \$199  = \$signal [10] & \$198 ;
-  assign \$200  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
-  assign \$201  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$202  = \$signal$16  ? \$200  : \$201 ;
-  assign \$203  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$204  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
-  assign \$205  = \$signal$16  ? \$203  : \$204 ;
-  assign \$206  = \$199  ? \$202  : \$205 ;
-  assign \$207  = \$197  * \$206 ;
-  assign \$208  = ~ \$signal$16 ;
-  assign \$209  = \$signal [10] & \$208 ;
-  assign \$210  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$211  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
-  assign \$212  = \$signal$16  ? \$210  : \$211 ;
-  assign \$213  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
-  assign \$214  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$215  = \$signal$16  ? \$213  : \$214 ;
-  assign \$216  = \$209  ? \$212  : \$215 ;
-  assign \$217  = ~ \$signal$16 ;
-  assign \$218  = \$signal [10] & \$217 ;
-  assign \$219  = \$218  ? fetch_trans_pack_log2 : fetch_pack;
-  assign \$220  = 1'h1 << \$219 ;
-  assign \$221  = \$220  - 1'h1;
-  assign \$222  = { 1'h0, \$216  } & { \$221 [8], \$221 [8], \$221 [8], \$221 [8], \$221 [8], \$221 [8], \$221 [8], \$221 [8], \$221 [8], \$221 [8], \$221 [8], \$221 [8], \$221  };
-  assign \$223  = ~ \$signal$16 ;
-  assign \$224  = \$signal [10] & \$223 ;
-  assign \$225  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
-  assign \$226  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$227  = \$signal$16  ? \$225  : \$226 ;
-  assign \$228  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$229  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
-  assign \$230  = \$signal$16  ? \$228  : \$229 ;
-  assign \$231  = \$224  ? \$227  : \$230 ;
-  assign \$232  = $signed(\$222 ) * $signed({ 1'h0, \$231  });
-  assign \$233  = \$6 [63:0] + 7'h40;
-  assign \$235  = \$233  + \$234 ;
-  assign \$236  = \$signal [183:164] - \$signal$28 ;
-  assign \$237  = $signed(\$236 ) < $signed(4'h4);
-  assign \$238  = \$signal [183:164] - \$signal$28 ;
-  assign \$239  = \$237  ? \$238  : 21'h000004;
-  assign \$240  = $signed(\$239 ) * $signed({ 1'h0, \$signal [203:184] });
-  assign \$242  = $signed({ 1'h0, \$235 [5:0] }) + $signed(\$241 );
-  assign \$243  = $signed(\$242 ) + $signed(8'h40);
-  assign \$244  = $signed(\$243 ) - $signed(2'h1);
-  assign \$246  = \$signal [183:164] - \$signal$28 ;
-  assign \$247  = $signed(\$246 ) < $signed(4'h4);
-  assign \$248  = \$signal [183:164] - \$signal$28 ;
-  assign \$249  = \$247  ? \$248  : 21'h000004;
-  assign \$250  = $signed(\$249 ) * $signed({ 1'h0, \$signal [203:184] });
-  assign \$251  = $signed({ 1'h0, \$235 [5:1] }) + $signed(\$250 );
-  assign \$252  = $signed(\$251 ) + $signed(7'h20);
-  assign \$253  = $signed(\$252 ) - $signed(2'h1);
-  assign \$255  = \$signal [83:20] + \$254 ;
-  assign \$256  = \$signal$16  ? \$255  : { 1'h0, \$signal [83:20] };
-  assign \$257  = \$256  + 1'h0;
-  assign \$259  = \$257 [5:0] + \$258 ;
-  assign \$260  = \$259  + 7'h40;
-  assign \$261  = \$260  - 1'h1;
-  assign \$263  = \$257 [5:1] + \$207 [43:0];
-  assign \$264  = \$263  + 6'h20;
-  assign \$265  = \$264  - 1'h1;
-  assign \$268  = \$signal [83:20] + \$267 ;
-  assign \$269  = \$signal$16  ? \$268  : { 1'h0, \$signal [83:20] };
-  assign \$271  = \$269  + \$270 ;
-  assign \$273  = \$271 [5:0] + \$272 ;
-  assign \$274  = \$273  + 7'h40;
-  assign \$275  = \$274  - 1'h1;
-  assign \$277  = \$271 [5:1] + { \$232 [40], \$232 [40], \$232 [40], \$232  };
-  assign \$278  = \$277  + 6'h20;
-  assign \$279  = \$278  - 1'h1;
-  assign \$281  = | \$207 [43:0];
-  assign \$282  = | $signed(\$232 );
-  assign \$283  = \$6 [63:0] + 7'h40;
-  assign \$284  = is_load ? { 1'h0, \$signal [83:20] } : \$283 ;
-  assign \$285  = | \$signal [103:84];
-  assign \$286  = ~ run_any;
-  assign \$287  = \$286  | run_issued;
-  assign \$288  = \$signal$47  & \$287 ;
-  assign \$289  = ~ handed;
-  assign \$290  = \$signal$53  & \$289 ;
-  assign task_valid = \$290  | popping;
-  assign \$291  = ~ handed;
-  assign \$292  = \$signal$53  & \$291 ;
-  assign \task  = \$292  ? \$signal  : pop;
-  assign \$293  = ! status;
-  assign \$294  = ~ \$293 ;
-  assign \$295  = | stores;
-  assign \$296  = | \$signal$62 ;
-  assign \$297  = reads_cq & \$296 ;
-  assign \$298  = \$295  | \$297 ;
-  assign \$299  = | stores;
-  assign \$300  = | \$signal$62 ;
-  assign \$301  = reads_cq & \$300 ;
-  assign \$302  = \$299  | \$301 ;
-  assign \$303  = ~ \$302 ;
-  assign \$304  = ! fsm_state;
-  assign \$305  = fsm_state == 1'h1;
-  assign \$306  = fsm_state == 2'h2;
-  assign \$307  = fsm_state == 2'h3;
-  assign \$308  = fsm_state == 3'h4;
-  assign \$309  = \$signal$62  + \$signal$12 ;
-  assign \$310  = \$309  - report;
-  assign \$311  = stores + \$signal$11 ;
-  assign \$312  = report & report_store;
-  assign \$313  = \$311  - \$312 ;
-  assign \$314  = ~ run_any;
-  assign \$315  = \$314  | run_issued;
-  assign \$316  = \$signal$47  & \$315 ;
-  assign \$317  = \$signal$42  == 2'h3;
-  assign \$318  = \$signal$42  == 1'h1;
-  assign \$319  = ! \$signal$42 ;
-  assign \$320  = \$signal [5:2] == 2'h2;
-  assign \$321  = \$signal [5:2] == 2'h3;
-  assign \$322  = \$signal [5:2] == 3'h4;
-  assign \$323  = \$321  | \$322 ;
-  assign \$324  = \$323  ? 2'h2 : 2'h1;
-  assign \$325  = \$320  ? 2'h0 : \$324 ;
-  assign \$326  = | \$325 ;
-  assign \$327  = \$319  & \$326 ;
-  assign \$328  = \$signal$42  == 2'h2;
-  assign \$329  = \$signal$16  + 1'h1;
-  assign \$330  = \$signal [5:2] == 2'h2;
-  assign \$331  = \$signal [5:2] == 2'h3;
-  assign \$332  = \$signal [5:2] == 3'h4;
-  assign \$333  = \$331  | \$332 ;
-  assign \$334  = \$333  ? 2'h2 : 2'h1;
-  assign \$335  = \$330  ? 2'h0 : \$334 ;
-  assign \$336  = \$329  < \$335 ;
-  assign \$337  = \$328  & \$336 ;
-  assign \$338  = \$signal$28  + 3'h4;
-  assign \$339  = 3'h4 * \$signal [203:184];
-  assign \$340  = \$signal$25  + \$339 ;
-  assign \$341  = \$signal$28  + 3'h4;
-  assign \$342  = \$341  >= \$signal [183:164];
-  assign \$343  = ! status;
-  assign \$344  = ~ \$343 ;
-  assign \$345  = | stores;
-  assign \$346  = | \$signal$62 ;
-  assign \$347  = reads_cq & \$346 ;
-  assign \$348  = \$345  | \$347 ;
-  assign \$349  = is_compute ? 2'h0 : 2'h3;
-  assign \$350  = | stores;
-  assign \$351  = | \$signal$62 ;
-  assign \$352  = reads_cq & \$351 ;
-  assign \$353  = \$350  | \$352 ;
-  assign \$354  = ~ \$353 ;
-  assign \$355  = is_compute ? 2'h0 : 2'h3;
-  assign \$356  = ~ \$signal$47 ;
-  assign \$357  = handed | take;
-  always @(posedge clk)
-    \$signal$62  <= \$358 ;
-  always @(posedge clk)
-    stores <= \$359 ;
-  always @(posedge clk)
-    \$signal$47  <= \$360 ;
-  always @(posedge clk)
-    \$signal$42  <= \$361 ;
-  always @(posedge clk)
-    \$signal$16  <= \$362 ;
-  always @(posedge clk)
-    \$signal$28  <= \$363 ;
-  always @(posedge clk)
-    \$signal$25  <= \$364 ;
-  always @(posedge clk)
-    handed <= \$365 ;
-  always @(posedge clk)
-    \$signal  <= \$366 ;
-  always @(posedge clk)
-    \$signal$53  <= \$367 ;
-  always @(posedge clk)
-    fsm_state <= \$368 ;
   \ndp_device.control_unit.front.decoder  decoder (
     .desc(\$signal [203:0]),
+    .half(page_half),
     .is_compute(is_compute),
     .is_load(is_load),
     .is_store(is_store),
     .log2_slot(regs[267:260]),
     .operand_lines(operand_lines),
-    .\port$10564$128 (regs[255:128]),
+    .paged(paged),
+    .pages(pages),
+    .\port$11294$128 (regs[255:128]),
     .status(status)
   );
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    (* full_case = 32'd1 *)
+    casez (\$300 )
+      6'h00:
+          page = page0;
+      6'h01:
+          page = page1;
+      6'h02:
+          page = page2;
+      6'h03:
+          page = page3;
+      6'h04:
+          page = page4;
+      6'h05:
+          page = page5;
+      6'h06:
+          page = page6;
+      6'h07:
+          page = page7;
+      6'h08:
+          page = page8;
+      6'h09:
+          page = page9;
+      6'h0a:
+          page = page10;
+      6'h0b:
+          page = page11;
+      6'h0c:
+          page = page12;
+      6'h0d:
+          page = page13;
+      6'h0e:
+          page = page14;
+      6'h0f:
+          page = page15;
+      6'h10:
+          page = page16;
+      6'h11:
+          page = page17;
+      6'h12:
+          page = page18;
+      6'h13:
+          page = page19;
+      6'h14:
+          page = page20;
+      6'h15:
+          page = page21;
+      6'h16:
+          page = page22;
+      6'h17:
+          page = page23;
+      6'h18:
+          page = page24;
+      6'h19:
+          page = page25;
+      6'h1a:
+          page = page26;
+      6'h1b:
+          page = page27;
+      6'h1c:
+          page = page28;
+      6'h1d:
+          page = page29;
+      6'h1e:
+          page = page30;
+      6'h1f:
+          page = page31;
+      6'h20:
+          page = page32;
+      6'h21:
+          page = page33;
+      6'h22:
+          page = page34;
+      6'h23:
+          page = page35;
+      6'h24:
+          page = page36;
+      6'h25:
+          page = page37;
+      6'h26:
+          page = page38;
+      6'h27:
+          page = page39;
+      6'h28:
+          page = page40;
+      6'h29:
+          page = page41;
+      6'h2a:
+          page = page42;
+      6'h2b:
+          page = page43;
+      6'h2c:
+          page = page44;
+      6'h2d:
+          page = page45;
+      6'h2e:
+          page = page46;
+      6'h2f:
+          page = page47;
+      6'h30:
+          page = page48;
+      6'h31:
+          page = page49;
+      6'h32:
+          page = page50;
+      6'h33:
+          page = page51;
+      6'h34:
+          page = page52;
+      6'h35:
+          page = page53;
+      6'h36:
+          page = page54;
+      6'h37:
+          page = page55;
+      6'h38:
+          page = page56;
+      6'h39:
+          page = page57;
+      6'h3a:
+          page = page58;
+      6'h3b:
+          page = page59;
+      6'h3c:
+          page = page60;
+      6'h3d:
+          page = page61;
+      6'h3e:
+          page = page62;
+      6'h3f:
+          page = page63;
+    endcase
+  end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     (* full_case = 32'd1 *)
@@ -35512,65 +36974,90 @@ module \ndp_device.control_unit.front (rst, pop, task_valid, \task , run_issued,
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    (* full_case = 32'd1 *)
-    casez (\$signal$42 )
-      2'h0:
-          \$signal$43  = { \$235 [63:6], 6'h00 };
-      2'h1:
-          \$signal$43  = { \$257 [63:6], 6'h00 };
-      2'h2:
-          \$signal$43  = { \$271 [63:6], 6'h00 };
-      2'h3:
-          \$signal$43  = \$284 [63:0];
+    \$signal$127  = 64'h0000000000000000;
+    casez (\$signal$43 )
+      3'h0:
+          \$signal$127  = { \$235 [63:6], 6'h00 };
+      3'h1:
+          \$signal$127  = \$419 ;
+      3'h2:
+          \$signal$127  = \$422 ;
+      3'h3:
+          \$signal$127  = \$426 [63:0];
+      3'h4:
+          \$signal$127  = \$signal [83:20];
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    (* full_case = 32'd1 *)
-    casez (\$signal$42 )
-      2'h0:
-          \$signal$44  = \$245 [31:0];
-      2'h1:
-          \$signal$44  = \$262 [31:0];
-      2'h2:
-          \$signal$44  = \$276 [31:0];
-      2'h3:
-          \$signal$44  = { 12'h000, \$signal [103:84] };
+    \$signal$128  = 32'd0;
+    casez (\$signal$43 )
+      3'h0:
+          \$signal$128  = \$245 [31:0];
+      3'h1:
+          \$signal$128  = \$420 [31:0];
+      3'h2:
+          \$signal$128  = \$423 [31:0];
+      3'h3:
+          \$signal$128  = { 12'h000, \$signal [103:84] };
+      3'h4:
+          \$signal$128  = { 12'h000, \$signal [103:84] };
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    (* full_case = 32'd1 *)
-    casez (\$signal$42 )
-      2'h0:
+    run_any = 1'h0;
+    casez (\$signal$43 )
+      3'h0:
           run_any = 1'h1;
-      2'h1:
-          run_any = \$281 ;
-      2'h2:
-          run_any = \$282 ;
-      2'h3:
-          run_any = \$285 ;
+      3'h1:
+          run_any = \$421 ;
+      3'h2:
+          run_any = \$424 ;
+      3'h3:
+          run_any = \$427 ;
+      3'h4:
+          run_any = 1'h1;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    (* full_case = 32'd1 *)
+    casez (\$signal$43 )
+      3'h5:
+          step = \$433 ;
+      3'h6:
+          step = \$439 ;
+      default:
+          step = \$442 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     run_start = 1'h0;
-    if (\$288 ) begin
+    if (step) begin
       run_start = run_any;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     run_addr = 64'h0000000000000000;
-    if (\$288 ) begin
-      run_addr = \$signal$43 ;
+    if (step) begin
+      run_addr = \$signal$127 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     run_lines = 32'd0;
-    if (\$288 ) begin
-      run_lines = \$signal$44 ;
+    if (step) begin
+      run_lines = \$signal$128 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    run_side = 1'h0;
+    if (step) begin
+      run_side = \$443 ;
     end
   end
   always @* begin
@@ -35597,45 +37084,898 @@ module \ndp_device.control_unit.front (rst, pop, task_valid, \task , run_issued,
           /* empty */;
       3'h1:
           (* full_case = 32'd1 *)
-          if (\$294 ) begin
+          if (\$449 ) begin
             \$signal$12  = 1'h1;
-          end else if (\$298 ) begin
+          end else if (\$453 ) begin
           end else begin
             \$signal$12  = 1'h1;
           end
       3'h3:
-          if (\$303 ) begin
+          if (\$458 ) begin
             \$signal$12  = 1'h1;
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$358  = \$310 [7:0];
+    \$763  = \$465 [7:0];
     if (rst) begin
-      \$358  = 8'h00;
+      \$763  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$359  = \$313 [7:0];
+    \$764  = \$468 [7:0];
     if (rst) begin
-      \$359  = 8'h00;
+      \$764  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$360  = \$signal$47 ;
-    if (\$316 ) begin
+    \$765  = \$signal$134 ;
+    if (side_valid) begin
+      \$765  = \$469 [6:0];
+    end
+    casez (fsm_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          (* full_case = 32'd1 *)
+          if (\$747 ) begin
+          end else if (\$751 ) begin
+          end else begin
+            \$765  = 7'h00;
+          end
+      3'h3:
+          if (\$758 ) begin
+            \$765  = 7'h00;
+          end
+    endcase
+    if (rst) begin
+      \$765  = 7'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$766  = \$signal$157 ;
+    if (side_valid) begin
+      \$766  = \$470 ;
+    end
+    casez (fsm_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          (* full_case = 32'd1 *)
+          if (\$747 ) begin
+          end else if (\$751 ) begin
+          end else begin
+            \$766  = 1'h0;
+          end
+      3'h3:
+          if (\$758 ) begin
+            \$766  = 1'h0;
+          end
+    endcase
+    if (rst) begin
+      \$766  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$767  = page0;
+    if (side_valid) begin
+      if (\$473 ) begin
+        \$767  = side_data[63:0];
+      end
+    end
+    if (rst) begin
+      \$767  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$768  = page1;
+    if (side_valid) begin
+      if (\$476 ) begin
+        \$768  = side_data[127:64];
+      end
+    end
+    if (rst) begin
+      \$768  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$769  = page2;
+    if (side_valid) begin
+      if (\$479 ) begin
+        \$769  = side_data[191:128];
+      end
+    end
+    if (rst) begin
+      \$769  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$770  = page3;
+    if (side_valid) begin
+      if (\$482 ) begin
+        \$770  = side_data[255:192];
+      end
+    end
+    if (rst) begin
+      \$770  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$771  = page4;
+    if (side_valid) begin
+      if (\$485 ) begin
+        \$771  = side_data[319:256];
+      end
+    end
+    if (rst) begin
+      \$771  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$772  = page5;
+    if (side_valid) begin
+      if (\$488 ) begin
+        \$772  = side_data[383:320];
+      end
+    end
+    if (rst) begin
+      \$772  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$773  = page6;
+    if (side_valid) begin
+      if (\$491 ) begin
+        \$773  = side_data[447:384];
+      end
+    end
+    if (rst) begin
+      \$773  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$774  = page7;
+    if (side_valid) begin
+      if (\$494 ) begin
+        \$774  = side_data[511:448];
+      end
+    end
+    if (rst) begin
+      \$774  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$775  = page8;
+    if (side_valid) begin
+      if (\$497 ) begin
+        \$775  = side_data[63:0];
+      end
+    end
+    if (rst) begin
+      \$775  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$776  = page9;
+    if (side_valid) begin
+      if (\$500 ) begin
+        \$776  = side_data[127:64];
+      end
+    end
+    if (rst) begin
+      \$776  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$777  = page10;
+    if (side_valid) begin
+      if (\$503 ) begin
+        \$777  = side_data[191:128];
+      end
+    end
+    if (rst) begin
+      \$777  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$778  = page11;
+    if (side_valid) begin
+      if (\$506 ) begin
+        \$778  = side_data[255:192];
+      end
+    end
+    if (rst) begin
+      \$778  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$779  = page12;
+    if (side_valid) begin
+      if (\$509 ) begin
+        \$779  = side_data[319:256];
+      end
+    end
+    if (rst) begin
+      \$779  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$780  = page13;
+    if (side_valid) begin
+      if (\$512 ) begin
+        \$780  = side_data[383:320];
+      end
+    end
+    if (rst) begin
+      \$780  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$781  = page14;
+    if (side_valid) begin
+      if (\$515 ) begin
+        \$781  = side_data[447:384];
+      end
+    end
+    if (rst) begin
+      \$781  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$782  = page15;
+    if (side_valid) begin
+      if (\$518 ) begin
+        \$782  = side_data[511:448];
+      end
+    end
+    if (rst) begin
+      \$782  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$783  = page16;
+    if (side_valid) begin
+      if (\$521 ) begin
+        \$783  = side_data[63:0];
+      end
+    end
+    if (rst) begin
+      \$783  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$784  = page17;
+    if (side_valid) begin
+      if (\$524 ) begin
+        \$784  = side_data[127:64];
+      end
+    end
+    if (rst) begin
+      \$784  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$785  = page18;
+    if (side_valid) begin
+      if (\$527 ) begin
+        \$785  = side_data[191:128];
+      end
+    end
+    if (rst) begin
+      \$785  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$786  = page19;
+    if (side_valid) begin
+      if (\$530 ) begin
+        \$786  = side_data[255:192];
+      end
+    end
+    if (rst) begin
+      \$786  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$787  = page20;
+    if (side_valid) begin
+      if (\$533 ) begin
+        \$787  = side_data[319:256];
+      end
+    end
+    if (rst) begin
+      \$787  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$788  = page21;
+    if (side_valid) begin
+      if (\$536 ) begin
+        \$788  = side_data[383:320];
+      end
+    end
+    if (rst) begin
+      \$788  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$789  = page22;
+    if (side_valid) begin
+      if (\$539 ) begin
+        \$789  = side_data[447:384];
+      end
+    end
+    if (rst) begin
+      \$789  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$790  = page23;
+    if (side_valid) begin
+      if (\$542 ) begin
+        \$790  = side_data[511:448];
+      end
+    end
+    if (rst) begin
+      \$790  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$791  = page24;
+    if (side_valid) begin
+      if (\$545 ) begin
+        \$791  = side_data[63:0];
+      end
+    end
+    if (rst) begin
+      \$791  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$792  = page25;
+    if (side_valid) begin
+      if (\$548 ) begin
+        \$792  = side_data[127:64];
+      end
+    end
+    if (rst) begin
+      \$792  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$793  = page26;
+    if (side_valid) begin
+      if (\$551 ) begin
+        \$793  = side_data[191:128];
+      end
+    end
+    if (rst) begin
+      \$793  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$794  = page27;
+    if (side_valid) begin
+      if (\$554 ) begin
+        \$794  = side_data[255:192];
+      end
+    end
+    if (rst) begin
+      \$794  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$795  = page28;
+    if (side_valid) begin
+      if (\$557 ) begin
+        \$795  = side_data[319:256];
+      end
+    end
+    if (rst) begin
+      \$795  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$796  = page29;
+    if (side_valid) begin
+      if (\$560 ) begin
+        \$796  = side_data[383:320];
+      end
+    end
+    if (rst) begin
+      \$796  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$797  = page30;
+    if (side_valid) begin
+      if (\$563 ) begin
+        \$797  = side_data[447:384];
+      end
+    end
+    if (rst) begin
+      \$797  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$798  = page31;
+    if (side_valid) begin
+      if (\$566 ) begin
+        \$798  = side_data[511:448];
+      end
+    end
+    if (rst) begin
+      \$798  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$799  = page32;
+    if (side_valid) begin
+      if (\$569 ) begin
+        \$799  = side_data[63:0];
+      end
+    end
+    if (rst) begin
+      \$799  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$800  = page33;
+    if (side_valid) begin
+      if (\$572 ) begin
+        \$800  = side_data[127:64];
+      end
+    end
+    if (rst) begin
+      \$800  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$801  = page34;
+    if (side_valid) begin
+      if (\$575 ) begin
+        \$801  = side_data[191:128];
+      end
+    end
+    if (rst) begin
+      \$801  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$802  = page35;
+    if (side_valid) begin
+      if (\$578 ) begin
+        \$802  = side_data[255:192];
+      end
+    end
+    if (rst) begin
+      \$802  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$803  = page36;
+    if (side_valid) begin
+      if (\$581 ) begin
+        \$803  = side_data[319:256];
+      end
+    end
+    if (rst) begin
+      \$803  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$804  = page37;
+    if (side_valid) begin
+      if (\$584 ) begin
+        \$804  = side_data[383:320];
+      end
+    end
+    if (rst) begin
+      \$804  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$805  = page38;
+    if (side_valid) begin
+      if (\$587 ) begin
+        \$805  = side_data[447:384];
+      end
+    end
+    if (rst) begin
+      \$805  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$806  = page39;
+    if (side_valid) begin
+      if (\$590 ) begin
+        \$806  = side_data[511:448];
+      end
+    end
+    if (rst) begin
+      \$806  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$807  = page40;
+    if (side_valid) begin
+      if (\$593 ) begin
+        \$807  = side_data[63:0];
+      end
+    end
+    if (rst) begin
+      \$807  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$808  = page41;
+    if (side_valid) begin
+      if (\$596 ) begin
+        \$808  = side_data[127:64];
+      end
+    end
+    if (rst) begin
+      \$808  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$809  = page42;
+    if (side_valid) begin
+      if (\$599 ) begin
+        \$809  = side_data[191:128];
+      end
+    end
+    if (rst) begin
+      \$809  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$810  = page43;
+    if (side_valid) begin
+      if (\$602 ) begin
+        \$810  = side_data[255:192];
+      end
+    end
+    if (rst) begin
+      \$810  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$811  = page44;
+    if (side_valid) begin
+      if (\$605 ) begin
+        \$811  = side_data[319:256];
+      end
+    end
+    if (rst) begin
+      \$811  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$812  = page45;
+    if (side_valid) begin
+      if (\$608 ) begin
+        \$812  = side_data[383:320];
+      end
+    end
+    if (rst) begin
+      \$812  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$813  = page46;
+    if (side_valid) begin
+      if (\$611 ) begin
+        \$813  = side_data[447:384];
+      end
+    end
+    if (rst) begin
+      \$813  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$814  = page47;
+    if (side_valid) begin
+      if (\$614 ) begin
+        \$814  = side_data[511:448];
+      end
+    end
+    if (rst) begin
+      \$814  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$815  = page48;
+    if (side_valid) begin
+      if (\$617 ) begin
+        \$815  = side_data[63:0];
+      end
+    end
+    if (rst) begin
+      \$815  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$816  = page49;
+    if (side_valid) begin
+      if (\$620 ) begin
+        \$816  = side_data[127:64];
+      end
+    end
+    if (rst) begin
+      \$816  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$817  = page50;
+    if (side_valid) begin
+      if (\$623 ) begin
+        \$817  = side_data[191:128];
+      end
+    end
+    if (rst) begin
+      \$817  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$818  = page51;
+    if (side_valid) begin
+      if (\$626 ) begin
+        \$818  = side_data[255:192];
+      end
+    end
+    if (rst) begin
+      \$818  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$819  = page52;
+    if (side_valid) begin
+      if (\$629 ) begin
+        \$819  = side_data[319:256];
+      end
+    end
+    if (rst) begin
+      \$819  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$820  = page53;
+    if (side_valid) begin
+      if (\$632 ) begin
+        \$820  = side_data[383:320];
+      end
+    end
+    if (rst) begin
+      \$820  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$821  = page54;
+    if (side_valid) begin
+      if (\$635 ) begin
+        \$821  = side_data[447:384];
+      end
+    end
+    if (rst) begin
+      \$821  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$822  = page55;
+    if (side_valid) begin
+      if (\$638 ) begin
+        \$822  = side_data[511:448];
+      end
+    end
+    if (rst) begin
+      \$822  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$823  = page56;
+    if (side_valid) begin
+      if (\$641 ) begin
+        \$823  = side_data[63:0];
+      end
+    end
+    if (rst) begin
+      \$823  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$824  = page57;
+    if (side_valid) begin
+      if (\$644 ) begin
+        \$824  = side_data[127:64];
+      end
+    end
+    if (rst) begin
+      \$824  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$825  = page58;
+    if (side_valid) begin
+      if (\$647 ) begin
+        \$825  = side_data[191:128];
+      end
+    end
+    if (rst) begin
+      \$825  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$826  = page59;
+    if (side_valid) begin
+      if (\$650 ) begin
+        \$826  = side_data[255:192];
+      end
+    end
+    if (rst) begin
+      \$826  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$827  = page60;
+    if (side_valid) begin
+      if (\$653 ) begin
+        \$827  = side_data[319:256];
+      end
+    end
+    if (rst) begin
+      \$827  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$828  = page61;
+    if (side_valid) begin
+      if (\$656 ) begin
+        \$828  = side_data[383:320];
+      end
+    end
+    if (rst) begin
+      \$828  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$829  = page62;
+    if (side_valid) begin
+      if (\$659 ) begin
+        \$829  = side_data[447:384];
+      end
+    end
+    if (rst) begin
+      \$829  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$830  = page63;
+    if (side_valid) begin
+      if (\$662 ) begin
+        \$830  = side_data[511:448];
+      end
+    end
+    if (rst) begin
+      \$830  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$831  = verdict_valid;
+    if (verdict_take) begin
+      \$831  = 1'h0;
+    end
+    if (step) begin
+      if (\$663 ) begin
+      end else if (\$664 ) begin
+      end else if (\$665 ) begin
+      end else if (\$666 ) begin
+        (* full_case = 32'd1 *)
+        if (\$715 ) begin
+        end else begin
+          \$831  = 1'h1;
+        end
+      end
+    end
+    if (rst) begin
+      \$831  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$832  = \$signal$133 ;
+    if (step) begin
       (* full_case = 32'd1 *)
-      if (\$317 ) begin
-        \$360  = 1'h0;
-      end else if (\$318 ) begin
-      end else if (\$327 ) begin
-      end else if (\$337 ) begin
+      if (\$663 ) begin
+        \$832  = 1'h0;
+      end else if (\$664 ) begin
+      end else if (\$665 ) begin
+      end else if (\$666 ) begin
+        (* full_case = 32'd1 *)
+        if (\$715 ) begin
+        end else begin
+          (* full_case = 32'd1 *)
+          if (\$739 ) begin
+          end else begin
+            \$832  = 1'h0;
+          end
+        end
+      end else if (\$692 ) begin
+      end else if (\$693 ) begin
+      end else if (\$702 ) begin
+      end else if (\$712 ) begin
       end else begin
-        if (\$342 ) begin
-          \$360  = 1'h0;
+        if (\$745 ) begin
+          \$832  = 1'h0;
         end
       end
     end
@@ -35644,34 +37984,47 @@ module \ndp_device.control_unit.front (rst, pop, task_valid, \task , run_issued,
           /* empty */;
       3'h1:
           (* full_case = 32'd1 *)
-          if (\$344 ) begin
-          end else if (\$348 ) begin
+          if (\$747 ) begin
+          end else if (\$751 ) begin
           end else begin
-            \$360  = 1'h1;
+            \$832  = 1'h1;
           end
       3'h3:
-          if (\$354 ) begin
-            \$360  = 1'h1;
+          if (\$758 ) begin
+            \$832  = 1'h1;
           end
     endcase
     if (rst) begin
-      \$360  = 1'h0;
+      \$832  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$361  = \$signal$42 ;
-    if (\$316 ) begin
+    \$833  = \$signal$43 ;
+    if (step) begin
       (* full_case = 32'd1 *)
-      if (\$317 ) begin
-      end else if (\$318 ) begin
-        \$361  = 2'h2;
-      end else if (\$327 ) begin
-        \$361  = 2'h1;
-      end else if (\$337 ) begin
-        \$361  = 2'h1;
+      if (\$663 ) begin
+      end else if (\$664 ) begin
+        \$833  = 3'h5;
+      end else if (\$665 ) begin
+        \$833  = 3'h6;
+      end else if (\$666 ) begin
+        (* full_case = 32'd1 *)
+        if (\$715 ) begin
+        end else begin
+          if (\$739 ) begin
+            \$833  = 3'h0;
+          end
+        end
+      end else if (\$692 ) begin
+      end else if (\$693 ) begin
+        \$833  = 3'h2;
+      end else if (\$702 ) begin
+        \$833  = 3'h1;
+      end else if (\$712 ) begin
+        \$833  = 3'h1;
       end else begin
-        \$361  = 2'h0;
+        \$833  = 3'h0;
       end
     end
     casez (fsm_state)
@@ -35679,30 +38032,39 @@ module \ndp_device.control_unit.front (rst, pop, task_valid, \task , run_issued,
           /* empty */;
       3'h1:
           (* full_case = 32'd1 *)
-          if (\$344 ) begin
-          end else if (\$348 ) begin
+          if (\$747 ) begin
+          end else if (\$751 ) begin
           end else begin
-            \$361  = \$349 ;
+            \$833  = \$753 ;
           end
       3'h3:
-          if (\$354 ) begin
-            \$361  = \$355 ;
+          if (\$758 ) begin
+            \$833  = \$760 ;
           end
     endcase
     if (rst) begin
-      \$361  = 2'h0;
+      \$833  = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$362  = \$signal$16 ;
-    if (\$316 ) begin
-      if (\$317 ) begin
-      end else if (\$318 ) begin
-      end else if (\$327 ) begin
-        \$362  = 1'h0;
-      end else if (\$337 ) begin
-        \$362  = 1'h1;
+    \$834  = f_page;
+    if (step) begin
+      if (\$663 ) begin
+      end else if (\$664 ) begin
+      end else if (\$665 ) begin
+        \$834  = 6'h00;
+      end else if (\$666 ) begin
+        (* full_case = 32'd1 *)
+        if (\$715 ) begin
+          \$834  = \$716 [5:0];
+        end else begin
+          \$834  = 6'h00;
+        end
+      end else if (\$692 ) begin
+        \$834  = \$740 [5:0];
+      end else if (\$693 ) begin
+        \$834  = 6'h00;
       end
     end
     casez (fsm_state)
@@ -35710,31 +38072,107 @@ module \ndp_device.control_unit.front (rst, pop, task_valid, \task , run_issued,
           /* empty */;
       3'h1:
           (* full_case = 32'd1 *)
-          if (\$344 ) begin
-          end else if (\$348 ) begin
+          if (\$747 ) begin
+          end else if (\$751 ) begin
           end else begin
-            \$362  = 1'h0;
+            \$834  = 6'h00;
           end
       3'h3:
-          if (\$354 ) begin
-            \$362  = 1'h0;
+          if (\$758 ) begin
+            \$834  = 6'h00;
           end
     endcase
     if (rst) begin
-      \$362  = 1'h0;
+      \$834  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$363  = \$signal$28 ;
-    if (\$316 ) begin
+    \$835  = \$signal$162 ;
+    if (step) begin
+      if (\$663 ) begin
+      end else if (\$664 ) begin
+      end else if (\$665 ) begin
+        \$835  = 1'h0;
+      end else if (\$666 ) begin
+        if (\$715 ) begin
+          \$835  = \$722 ;
+        end
+      end
+    end
+    if (rst) begin
+      \$835  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$836  = verdict_status;
+    if (step) begin
+      if (\$663 ) begin
+      end else if (\$664 ) begin
+      end else if (\$665 ) begin
+      end else if (\$666 ) begin
+        (* full_case = 32'd1 *)
+        if (\$715 ) begin
+        end else begin
+          \$836  = \$730 ;
+        end
+      end
+    end
+    if (rst) begin
+      \$836  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$837  = \$signal$16 ;
+    if (step) begin
+      if (\$663 ) begin
+      end else if (\$664 ) begin
+      end else if (\$665 ) begin
+      end else if (\$666 ) begin
+      end else if (\$692 ) begin
+      end else if (\$693 ) begin
+      end else if (\$702 ) begin
+        \$837  = 1'h0;
+      end else if (\$712 ) begin
+        \$837  = 1'h1;
+      end
+    end
+    casez (fsm_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          (* full_case = 32'd1 *)
+          if (\$747 ) begin
+          end else if (\$751 ) begin
+          end else begin
+            \$837  = 1'h0;
+          end
+      3'h3:
+          if (\$758 ) begin
+            \$837  = 1'h0;
+          end
+    endcase
+    if (rst) begin
+      \$837  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$838  = \$signal$28 ;
+    if (step) begin
       (* full_case = 32'd1 *)
-      if (\$317 ) begin
-      end else if (\$318 ) begin
-      end else if (\$327 ) begin
-      end else if (\$337 ) begin
+      if (\$663 ) begin
+      end else if (\$664 ) begin
+      end else if (\$665 ) begin
+      end else if (\$666 ) begin
+      end else if (\$692 ) begin
+      end else if (\$693 ) begin
+      end else if (\$702 ) begin
+      end else if (\$712 ) begin
       end else begin
-        \$363  = \$338 [19:0];
+        \$838  = \$741 [19:0];
       end
     end
     casez (fsm_state)
@@ -35742,31 +38180,35 @@ module \ndp_device.control_unit.front (rst, pop, task_valid, \task , run_issued,
           /* empty */;
       3'h1:
           (* full_case = 32'd1 *)
-          if (\$344 ) begin
-          end else if (\$348 ) begin
+          if (\$747 ) begin
+          end else if (\$751 ) begin
           end else begin
-            \$363  = 20'h00000;
+            \$838  = 20'h00000;
           end
       3'h3:
-          if (\$354 ) begin
-            \$363  = 20'h00000;
+          if (\$758 ) begin
+            \$838  = 20'h00000;
           end
     endcase
     if (rst) begin
-      \$363  = 20'h00000;
+      \$838  = 20'h00000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$364  = \$signal$25 ;
-    if (\$316 ) begin
+    \$839  = \$signal$25 ;
+    if (step) begin
       (* full_case = 32'd1 *)
-      if (\$317 ) begin
-      end else if (\$318 ) begin
-      end else if (\$327 ) begin
-      end else if (\$337 ) begin
+      if (\$663 ) begin
+      end else if (\$664 ) begin
+      end else if (\$665 ) begin
+      end else if (\$666 ) begin
+      end else if (\$692 ) begin
+      end else if (\$693 ) begin
+      end else if (\$702 ) begin
+      end else if (\$712 ) begin
       end else begin
-        \$364  = \$340 [43:0];
+        \$839  = \$743 [43:0];
       end
     end
     casez (fsm_state)
@@ -35774,56 +38216,56 @@ module \ndp_device.control_unit.front (rst, pop, task_valid, \task , run_issued,
           /* empty */;
       3'h1:
           (* full_case = 32'd1 *)
-          if (\$344 ) begin
-          end else if (\$348 ) begin
+          if (\$747 ) begin
+          end else if (\$751 ) begin
           end else begin
-            \$364  = 44'h00000000000;
+            \$839  = 44'h00000000000;
           end
       3'h3:
-          if (\$354 ) begin
-            \$364  = 44'h00000000000;
+          if (\$758 ) begin
+            \$839  = 44'h00000000000;
           end
     endcase
     if (rst) begin
-      \$364  = 44'h00000000000;
+      \$839  = 44'h00000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$365  = handed;
+    \$840  = handed;
     if (take) begin
-      \$365  = 1'h1;
+      \$840  = 1'h1;
     end
     casez (fsm_state)
       3'h0:
           if (pop_valid) begin
-            \$365  = take;
+            \$840  = take;
           end
     endcase
     if (rst) begin
-      \$365  = 1'h0;
+      \$840  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$366  = \$signal ;
+    \$841  = \$signal ;
     casez (fsm_state)
       3'h0:
           if (pop_valid) begin
-            \$366  = pop;
+            \$841  = pop;
           end
     endcase
     if (rst) begin
-      \$366  = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$841  = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$367  = \$signal$53 ;
+    \$842  = \$signal$142 ;
     casez (fsm_state)
       3'h0:
           if (pop_valid) begin
-            \$367  = 1'h1;
+            \$842  = 1'h1;
           end
       3'h1:
           /* empty */;
@@ -35832,46 +38274,46 @@ module \ndp_device.control_unit.front (rst, pop, task_valid, \task , run_issued,
       3'h4:
           /* empty */;
       3'h2:
-          if (\$357 ) begin
-            \$367  = 1'h0;
+          if (\$762 ) begin
+            \$842  = 1'h0;
           end
     endcase
     if (rst) begin
-      \$367  = 1'h0;
+      \$842  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$368  = fsm_state;
+    \$843  = fsm_state;
     casez (fsm_state)
       3'h0:
           if (pop_valid) begin
-            \$368  = 3'h1;
+            \$843  = 3'h1;
           end
       3'h1:
           (* full_case = 32'd1 *)
-          if (\$344 ) begin
-            \$368  = 3'h2;
-          end else if (\$348 ) begin
-            \$368  = 3'h3;
+          if (\$747 ) begin
+            \$843  = 3'h2;
+          end else if (\$751 ) begin
+            \$843  = 3'h3;
           end else begin
-            \$368  = 3'h4;
+            \$843  = 3'h4;
           end
       3'h3:
-          if (\$354 ) begin
-            \$368  = 3'h4;
+          if (\$758 ) begin
+            \$843  = 3'h4;
           end
       3'h4:
-          if (\$356 ) begin
-            \$368  = 3'h2;
+          if (\$761 ) begin
+            \$843  = 3'h2;
           end
       3'h2:
-          if (\$357 ) begin
-            \$368  = 3'h0;
+          if (\$762 ) begin
+            \$843  = 3'h0;
           end
     endcase
     if (rst) begin
-      \$368  = 3'h0;
+      \$843  = 3'h0;
     end
   end
   assign desc = \$signal [203:0];
@@ -35895,6 +38337,20 @@ module \ndp_device.control_unit.front (rst, pop, task_valid, \task , run_issued,
   assign rest_run_lines = \$276 [43:0];
   assign rest_run_offset = { 1'h0, \$271 [5:1] };
   assign \beats$41  = \$280 [43:0];
+  assign page_shift = \$signal [16:13];
+  assign span = { 1'h0, \$302  };
+  assign \$signal$113  = verdict_valid;
+  assign \verdict_status$115  = verdict_status;
+  assign page_rows = \$344 [19:0];
+  assign page_run_first = \$347 [63:0];
+  assign page_run_line = { \$347 [63:6], 6'h00 };
+  assign page_run_offset = { 1'h0, \$347 [5:1] };
+  assign \beats$121  = { \$375 [42], \$375  };
+  assign page_rest_first = \$409 [63:0];
+  assign page_rest_line = { \$409 [63:6], 6'h00 };
+  assign page_rest_lines = \$414 [43:0];
+  assign page_rest_offset = { 1'h0, \$409 [5:1] };
+  assign \beats$126  = \$418 [43:0];
   assign \$signal.desc  = \$signal [203:0];
   assign \$signal.desc.type  = \$signal [1:0];
   assign \$signal.desc.op  = \$signal [5:2];
@@ -36024,10 +38480,147 @@ module \ndp_device.control_unit.front (rst, pop, task_valid, \task , run_issued,
   assign \$272  = { \$232 [40], \$232 [40], \$232 [40], \$232 , 1'h0 };
   assign \$276  = { \$275 [47], \$275 [47], \$275 [47], \$275 [47], \$275 [47], \$275 [47], \$275 [47:6] };
   assign \$280  = { \$279 [46], \$279 [46], \$279 [46], \$279 [46], \$279 [46], \$279 [46:5] };
+  assign \$301  = { page_half, 1'h0 };
+  assign \$358  = { \$357 , 1'h0 };
+  assign page_run_lines = { \$361 [43], \$361 [43], \$361 [43], \$361 [43], \$361 [43], \$361 [43], \$361 [43:6] };
+  assign \$375  = { \$374 [42], \$374 [42], \$374 [42], \$374 [42], \$374 [42], \$374 [42:5] };
+  assign \$408  = { \$407 , 1'h0 };
+  assign \$410  = { \$232 [40], \$232 [40], \$232 [40], \$232 , 1'h0 };
+  assign \$414  = { \$413 [47], \$413 [47], \$413 [47], \$413 [47], \$413 [47], \$413 [47], \$413 [47:6] };
+  assign \$418  = { \$417 [46], \$417 [46], \$417 [46], \$417 [46], \$417 [46], \$417 [46:5] };
+  assign \$431  = \$430 ;
+  assign \$471  = 1'h1;
+  assign \$473  = \$472 ;
+  assign \$474  = 1'h1;
+  assign \$476  = \$475 ;
+  assign \$477  = 1'h1;
+  assign \$479  = \$478 ;
+  assign \$480  = 1'h1;
+  assign \$482  = \$481 ;
+  assign \$483  = 1'h1;
+  assign \$485  = \$484 ;
+  assign \$486  = 1'h1;
+  assign \$488  = \$487 ;
+  assign \$489  = 1'h1;
+  assign \$491  = \$490 ;
+  assign \$492  = 1'h1;
+  assign \$494  = \$493 ;
+  assign \$495  = 1'h1;
+  assign \$497  = \$496 ;
+  assign \$498  = 1'h1;
+  assign \$500  = \$499 ;
+  assign \$501  = 1'h1;
+  assign \$503  = \$502 ;
+  assign \$504  = 1'h1;
+  assign \$506  = \$505 ;
+  assign \$507  = 1'h1;
+  assign \$509  = \$508 ;
+  assign \$510  = 1'h1;
+  assign \$512  = \$511 ;
+  assign \$513  = 1'h1;
+  assign \$515  = \$514 ;
+  assign \$516  = 1'h1;
+  assign \$518  = \$517 ;
+  assign \$519  = 1'h1;
+  assign \$521  = \$520 ;
+  assign \$522  = 1'h1;
+  assign \$524  = \$523 ;
+  assign \$525  = 1'h1;
+  assign \$527  = \$526 ;
+  assign \$528  = 1'h1;
+  assign \$530  = \$529 ;
+  assign \$531  = 1'h1;
+  assign \$533  = \$532 ;
+  assign \$534  = 1'h1;
+  assign \$536  = \$535 ;
+  assign \$537  = 1'h1;
+  assign \$539  = \$538 ;
+  assign \$540  = 1'h1;
+  assign \$542  = \$541 ;
+  assign \$543  = 1'h1;
+  assign \$545  = \$544 ;
+  assign \$546  = 1'h1;
+  assign \$548  = \$547 ;
+  assign \$549  = 1'h1;
+  assign \$551  = \$550 ;
+  assign \$552  = 1'h1;
+  assign \$554  = \$553 ;
+  assign \$555  = 1'h1;
+  assign \$557  = \$556 ;
+  assign \$558  = 1'h1;
+  assign \$560  = \$559 ;
+  assign \$561  = 1'h1;
+  assign \$563  = \$562 ;
+  assign \$564  = 1'h1;
+  assign \$566  = \$565 ;
+  assign \$567  = 1'h1;
+  assign \$569  = \$568 ;
+  assign \$570  = 1'h1;
+  assign \$572  = \$571 ;
+  assign \$573  = 1'h1;
+  assign \$575  = \$574 ;
+  assign \$576  = 1'h1;
+  assign \$578  = \$577 ;
+  assign \$579  = 1'h1;
+  assign \$581  = \$580 ;
+  assign \$582  = 1'h1;
+  assign \$584  = \$583 ;
+  assign \$585  = 1'h1;
+  assign \$587  = \$586 ;
+  assign \$588  = 1'h1;
+  assign \$590  = \$589 ;
+  assign \$591  = 1'h1;
+  assign \$593  = \$592 ;
+  assign \$594  = 1'h1;
+  assign \$596  = \$595 ;
+  assign \$597  = 1'h1;
+  assign \$599  = \$598 ;
+  assign \$600  = 1'h1;
+  assign \$602  = \$601 ;
+  assign \$603  = 1'h1;
+  assign \$605  = \$604 ;
+  assign \$606  = 1'h1;
+  assign \$608  = \$607 ;
+  assign \$609  = 1'h1;
+  assign \$611  = \$610 ;
+  assign \$612  = 1'h1;
+  assign \$614  = \$613 ;
+  assign \$615  = 1'h1;
+  assign \$617  = \$616 ;
+  assign \$618  = 1'h1;
+  assign \$620  = \$619 ;
+  assign \$621  = 1'h1;
+  assign \$623  = \$622 ;
+  assign \$624  = 1'h1;
+  assign \$626  = \$625 ;
+  assign \$627  = 1'h1;
+  assign \$629  = \$628 ;
+  assign \$630  = 1'h1;
+  assign \$632  = \$631 ;
+  assign \$633  = 1'h1;
+  assign \$635  = \$634 ;
+  assign \$636  = 1'h1;
+  assign \$638  = \$637 ;
+  assign \$639  = 1'h1;
+  assign \$641  = \$640 ;
+  assign \$642  = 1'h1;
+  assign \$644  = \$643 ;
+  assign \$645  = 1'h1;
+  assign \$647  = \$646 ;
+  assign \$648  = 1'h1;
+  assign \$650  = \$649 ;
+  assign \$651  = 1'h1;
+  assign \$653  = \$652 ;
+  assign \$654  = 1'h1;
+  assign \$656  = \$655 ;
+  assign \$657  = 1'h1;
+  assign \$659  = \$658 ;
+  assign \$660  = 1'h1;
+  assign \$662  = \$661 ;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.front.decoder (is_store, is_compute, operand_lines, \port$10564$128 , log2_slot, desc, status, is_load);
+module \ndp_device.control_unit.front.decoder (is_store, is_compute, operand_lines, pages, half, paged, \port$11294$128 , log2_slot, desc, status, is_load);
   reg \$auto$verilog_backend.cc:2355:dump_module$75  = 0;
   wire [26:0] \$1 ;
   wire [19:0] \$10 ;
@@ -36042,7 +38635,7 @@ module \ndp_device.control_unit.front.decoder (is_store, is_compute, operand_lin
   wire \$108 ;
   wire \$109 ;
   wire \$11 ;
-  wire [26:0] \$110 ;
+  wire \$110 ;
   wire \$111 ;
   wire \$112 ;
   wire \$113 ;
@@ -36054,8 +38647,8 @@ module \ndp_device.control_unit.front.decoder (is_store, is_compute, operand_lin
   wire \$119 ;
   wire \$12 ;
   wire \$120 ;
-  wire [40:0] \$121 ;
-  wire [40:0] \$122 ;
+  wire \$121 ;
+  wire \$122 ;
   wire \$123 ;
   wire \$124 ;
   wire \$125 ;
@@ -36064,32 +38657,32 @@ module \ndp_device.control_unit.front.decoder (is_store, is_compute, operand_lin
   wire \$128 ;
   wire \$129 ;
   wire [40:0] \$13 ;
-  wire [26:0] \$130 ;
+  wire \$130 ;
   wire \$131 ;
   wire \$132 ;
   wire \$133 ;
-  wire \$134 ;
+  wire [26:0] \$134 ;
   wire \$135 ;
   wire \$136 ;
   wire \$137 ;
-  wire [26:0] \$138 ;
+  wire \$138 ;
   wire \$139 ;
   wire [41:0] \$14 ;
   wire \$140 ;
   wire \$141 ;
-  wire [19:0] \$142 ;
+  wire \$142 ;
   wire \$143 ;
-  wire \$144 ;
-  wire \$145 ;
+  wire [21:0] \$144 ;
+  wire [21:0] \$145 ;
   wire \$146 ;
   wire \$147 ;
   wire \$148 ;
-  wire [19:0] \$149 ;
+  wire \$149 ;
   wire [42:0] \$15 ;
   wire \$150 ;
-  wire \$151 ;
-  wire [19:0] \$152 ;
-  wire \$153 ;
+  wire [40:0] \$151 ;
+  wire [40:0] \$152 ;
+  wire [40:0] \$153 ;
   wire \$154 ;
   wire \$155 ;
   wire \$156 ;
@@ -36098,29 +38691,70 @@ module \ndp_device.control_unit.front.decoder (is_store, is_compute, operand_lin
   wire \$159 ;
   wire [42:0] \$16 ;
   wire \$160 ;
-  wire [19:0] \$161 ;
+  wire \$161 ;
   wire \$162 ;
-  wire [19:0] \$163 ;
+  wire \$163 ;
   wire \$164 ;
   wire \$165 ;
   wire \$166 ;
   wire \$167 ;
-  wire [26:0] \$168 ;
+  wire \$168 ;
   wire \$169 ;
   wire \$17 ;
   wire \$170 ;
-  wire \$171 ;
+  wire [26:0] \$171 ;
   wire \$172 ;
   wire \$173 ;
   wire \$174 ;
   wire \$175 ;
   wire \$176 ;
   wire \$177 ;
+  wire \$178 ;
+  wire [26:0] \$179 ;
   wire \$18 ;
+  wire \$180 ;
+  wire \$181 ;
+  wire \$182 ;
+  wire [19:0] \$183 ;
+  wire \$184 ;
+  wire \$185 ;
+  wire \$186 ;
+  wire \$187 ;
+  wire \$188 ;
+  wire \$189 ;
   wire [40:0] \$19 ;
+  wire [19:0] \$190 ;
+  wire \$191 ;
+  wire \$192 ;
+  wire [19:0] \$193 ;
+  wire \$194 ;
+  wire \$195 ;
+  wire \$196 ;
+  wire \$197 ;
+  wire \$198 ;
+  wire \$199 ;
   wire [64:0] \$2 ;
   wire [41:0] \$20 ;
+  wire \$200 ;
+  wire \$201 ;
+  wire [19:0] \$202 ;
+  wire \$203 ;
+  wire [19:0] \$204 ;
+  wire \$205 ;
+  wire \$206 ;
+  wire \$207 ;
+  wire \$208 ;
+  wire [26:0] \$209 ;
   wire [42:0] \$21 ;
+  wire \$210 ;
+  wire \$211 ;
+  wire \$212 ;
+  wire \$213 ;
+  wire \$214 ;
+  wire \$215 ;
+  wire \$216 ;
+  wire \$217 ;
+  wire \$218 ;
   wire [42:0] \$22 ;
   wire [42:0] \$23 ;
   wire [43:0] \$24 ;
@@ -36144,12 +38778,12 @@ module \ndp_device.control_unit.front.decoder (is_store, is_compute, operand_lin
   wire [40:0] \$40 ;
   wire [63:0] \$41 ;
   wire [64:0] \$42 ;
-  wire \$43 ;
-  wire \$44 ;
-  wire \$45 ;
-  wire \$46 ;
-  wire \$47 ;
-  wire \$48 ;
+  wire [15:0] \$43 ;
+  wire [20:0] \$44 ;
+  wire [21:0] \$45 ;
+  wire [21:0] \$46 ;
+  wire [4:0] \$47 ;
+  wire [50:0] \$48 ;
   wire \$49 ;
   wire \$5 ;
   wire \$50 ;
@@ -36166,7 +38800,7 @@ module \ndp_device.control_unit.front.decoder (is_store, is_compute, operand_lin
   wire \$60 ;
   wire \$61 ;
   wire \$62 ;
-  wire [10:0] \$63 ;
+  wire \$63 ;
   wire \$64 ;
   wire \$65 ;
   wire \$66 ;
@@ -36174,9 +38808,9 @@ module \ndp_device.control_unit.front.decoder (is_store, is_compute, operand_lin
   wire \$68 ;
   wire \$69 ;
   wire \$7 ;
-  wire [10:0] \$70 ;
+  wire \$70 ;
   wire \$71 ;
-  wire \$72 ;
+  wire [10:0] \$72 ;
   wire \$73 ;
   wire \$74 ;
   wire \$75 ;
@@ -36186,14 +38820,14 @@ module \ndp_device.control_unit.front.decoder (is_store, is_compute, operand_lin
   wire \$79 ;
   wire [19:0] \$8 ;
   wire \$80 ;
-  wire \$81 ;
+  wire [10:0] \$81 ;
   wire \$82 ;
   wire \$83 ;
   wire \$84 ;
   wire \$85 ;
   wire \$86 ;
   wire \$87 ;
-  wire \$88 ;
+  wire [10:0] \$88 ;
   wire \$89 ;
   wire [19:0] \$9 ;
   wire \$90 ;
@@ -36207,6 +38841,7 @@ module \ndp_device.control_unit.front.decoder (is_store, is_compute, operand_lin
   wire \$98 ;
   wire \$99 ;
   wire [39:0] \$signal ;
+  wire [20:0] \$signal$16 ;
   wire [39:0] \$signal$6 ;
   wire [39:0] \$signal$8 ;
   wire [39:0] \$signal$9 ;
@@ -36226,6 +38861,8 @@ module \ndp_device.control_unit.front.decoder (is_store, is_compute, operand_lin
   wire [3:0] \desc.op ;
   wire [1:0] \desc.type ;
   wire [65:0] dev_end;
+  output [39:0] half;
+  wire [39:0] half;
   output is_compute;
   wire is_compute;
   output is_load;
@@ -36238,8 +38875,14 @@ module \ndp_device.control_unit.front.decoder (is_store, is_compute, operand_lin
   output [39:0] operand_lines;
   wire [39:0] operand_lines;
   wire [39:0] out_elems;
-  input [127:0] \port$10564$128 ;
-  wire [127:0] \port$10564$128 ;
+  wire [39:0] page_half;
+  wire [3:0] page_shift;
+  output paged;
+  wire paged;
+  output [6:0] pages;
+  wire [6:0] pages;
+  input [127:0] \port$11294$128 ;
+  wire [127:0] \port$11294$128 ;
   reg [49:0] result;
   wire [49:0] room;
   wire [47:0] stats_offset;
@@ -36283,134 +38926,174 @@ module \ndp_device.control_unit.front.decoder (is_store, is_compute, operand_lin
   assign \$38  = \$26 [43:0] + desc[183:164];
   assign \$41  = 1'h1 << log2_slot[5:0];
   assign \$42  = \$41  - 7'h40;
-  assign \$43  = ! desc[19:10];
-  assign \$44  = ! desc[1:0];
-  assign \$45  = desc[1:0] == 1'h1;
-  assign \$46  = \$44  | \$45 ;
-  assign \$47  = ! desc[5:2];
-  assign \$48  = \$46  & \$47 ;
+  assign \$43  = 1'h1 << desc[16:13];
+  assign \$44  = desc[123:104] + \$43 ;
+  assign \$45  = \$44  - 1'h1;
+  assign \$46  = $signed(\$45 ) >>> desc[16:13];
+  assign \$47  = desc[16:13] + 1'h1;
+  assign \$48  = desc[143:124] << \$47 ;
   assign \$49  = desc[1:0] == 2'h2;
   assign \$50  = desc[5:2] == 2'h3;
-  assign \$51  = desc[5:2] == 3'h4;
-  assign \$52  = \$50  | \$51 ;
-  assign \$53  = \$49  & \$52 ;
-  assign \$54  = \$48  | \$53 ;
-  assign \$55  = \$43  & \$54 ;
-  assign \$56  = desc[1:0] == 2'h2;
-  assign \$57  = ! desc[5:2];
-  assign \$58  = desc[5:2] == 1'h1;
-  assign \$59  = \$57  | \$58 ;
-  assign \$60  = desc[5:2] == 2'h3;
+  assign \$51  = \$49  & \$50 ;
+  assign paged = \$51  & desc[12];
+  assign \$52  = ! desc[19:10];
+  assign \$53  = ! desc[1:0];
+  assign \$54  = desc[1:0] == 1'h1;
+  assign \$55  = \$53  | \$54 ;
+  assign \$56  = ! desc[5:2];
+  assign \$57  = \$55  & \$56 ;
+  assign \$58  = desc[1:0] == 2'h2;
+  assign \$59  = desc[5:2] == 2'h3;
+  assign \$60  = desc[5:2] == 3'h4;
   assign \$61  = \$59  | \$60 ;
-  assign \$62  = \$56  & \$61 ;
-  assign \$64  = ! \$63 ;
-  assign \$65  = \$62  & \$64 ;
-  assign \$66  = \$55  | \$65 ;
-  assign \$67  = desc[1:0] == 2'h2;
-  assign \$68  = desc[5:2] == 2'h2;
-  assign \$69  = \$67  & \$68 ;
-  assign \$71  = ! \$70 ;
-  assign \$72  = \$69  & \$71 ;
-  assign \$73  = \$66  | \$72 ;
-  assign \$74  = ~ \$73 ;
-  assign \$75  = desc[1:0] == 2'h2;
-  assign \$76  = ! desc[9:6];
-  assign \$77  = ! desc[9:6];
-  assign \$78  = desc[9:6] == 1'h1;
-  assign \$79  = \$77  | \$78 ;
-  assign \$80  = desc[9:6] == 2'h2;
-  assign \$81  = \$79  | \$80 ;
-  assign \$82  = \$75  ? \$76  : \$81 ;
-  assign \$83  = ~ \$82 ;
-  assign \$84  = ! desc[25:20];
-  assign \$85  = ! desc[103:84];
-  assign \$86  = desc[83:20] >= \port$10564$128 [63:0];
-  assign \$87  = \$2  <= \port$10564$128 [127:64];
-  assign \$88  = \$86  & \$87 ;
-  assign \$89  = \$85  | \$88 ;
-  assign \$90  = \$84  & \$89 ;
-  assign \$91  = ~ \$90 ;
-  assign \$92  = desc[1:0] == 2'h2;
-  assign \$93  = desc[5:2] == 2'h2;
-  assign \$94  = \$92  & \$93 ;
-  assign \$95  = ! desc[83:20];
-  assign \$96  = ! desc[103:84];
-  assign \$97  = \$95  & \$96 ;
-  assign \$98  = ! desc[123:104];
-  assign \$99  = \$97  & \$98 ;
-  assign \$100  = ! desc[143:124];
-  assign \$101  = \$99  & \$100 ;
-  assign \$102  = | desc[183:164];
-  assign \$103  = \$101  & \$102 ;
-  assign \$104  = | desc[203:184];
-  assign \$105  = \$103  & \$104 ;
-  assign \$106  = desc[203:184] <= 13'h1000;
-  assign \$107  = \$105  & \$106 ;
-  assign \$108  = desc[163:144] == \$16 [39:0];
-  assign \$109  = \$107  & \$108 ;
-  assign \$111  = \$110  <= \$42 [49:0];
-  assign \$112  = \$109  & \$111 ;
-  assign \$113  = result <= \$42 [49:0];
-  assign \$114  = \$112  & \$113 ;
-  assign \$115  = desc[163:144] == \$16 [39:0];
+  assign \$62  = \$58  & \$61 ;
+  assign \$63  = \$57  | \$62 ;
+  assign \$64  = \$52  & \$63 ;
+  assign \$65  = desc[1:0] == 2'h2;
+  assign \$66  = ! desc[5:2];
+  assign \$67  = desc[5:2] == 1'h1;
+  assign \$68  = \$66  | \$67 ;
+  assign \$69  = desc[5:2] == 2'h3;
+  assign \$70  = \$68  | \$69 ;
+  assign \$71  = \$65  & \$70 ;
+  assign \$73  = ! \$72 ;
+  assign \$74  = \$71  & \$73 ;
+  assign \$75  = \$64  | \$74 ;
+  assign \$76  = desc[1:0] == 2'h2;
+  assign \$77  = desc[5:2] == 2'h3;
+  assign \$78  = \$76  & \$77 ;
+  assign \$79  = \$78  & desc[12];
+  assign \$80  = \$79  & desc[10];
+  assign \$82  = ! \$81 ;
+  assign \$83  = \$80  & \$82 ;
+  assign \$84  = \$75  | \$83 ;
+  assign \$85  = desc[1:0] == 2'h2;
+  assign \$86  = desc[5:2] == 2'h2;
+  assign \$87  = \$85  & \$86 ;
+  assign \$89  = ! \$88 ;
+  assign \$90  = \$87  & \$89 ;
+  assign \$91  = \$84  | \$90 ;
+  assign \$92  = ~ \$91 ;
+  assign \$93  = desc[1:0] == 2'h2;
+  assign \$94  = ! desc[9:6];
+  assign \$95  = ! desc[9:6];
+  assign \$96  = desc[9:6] == 1'h1;
+  assign \$97  = \$95  | \$96 ;
+  assign \$98  = desc[9:6] == 2'h2;
+  assign \$99  = \$97  | \$98 ;
+  assign \$100  = \$93  ? \$94  : \$99 ;
+  assign \$101  = ~ \$100 ;
+  assign \$102  = desc[1:0] == 2'h2;
+  assign \$103  = desc[5:2] == 2'h3;
+  assign \$104  = \$102  & \$103 ;
+  assign \$105  = \$104  & desc[12];
+  assign \$106  = ! desc[28:20];
+  assign \$107  = ! desc[25:20];
+  assign \$108  = \$105  ? \$106  : \$107 ;
+  assign \$109  = ! desc[103:84];
+  assign \$110  = desc[83:20] >= \port$11294$128 [63:0];
+  assign \$111  = \$2  <= \port$11294$128 [127:64];
+  assign \$112  = \$110  & \$111 ;
+  assign \$113  = \$109  | \$112 ;
+  assign \$114  = \$108  & \$113 ;
+  assign \$115  = ~ \$114 ;
   assign \$116  = desc[1:0] == 2'h2;
-  assign \$117  = desc[5:2] == 2'h3;
-  assign \$118  = desc[5:2] == 3'h4;
-  assign \$119  = \$117  | \$118 ;
-  assign \$120  = \$116  & \$119 ;
-  assign \$122  = \$120  ? \$121  : { 1'h0, \$22 [39:0] };
-  assign \$123  = desc[103:84] == \$122 ;
-  assign \$124  = \$115  & \$123 ;
-  assign \$125  = | desc[123:104];
-  assign \$126  = \$124  & \$125 ;
-  assign \$127  = | desc[143:124];
-  assign \$128  = \$126  & \$127 ;
-  assign \$129  = ! desc[1:0];
-  assign \$131  = \$130  <= \$42 [49:0];
-  assign \$132  = desc[1:0] == 1'h1;
-  assign \$133  = | desc[183:164];
-  assign \$134  = | desc[203:184];
-  assign \$135  = \$133  & \$134 ;
-  assign \$136  = desc[163:144] == desc[103:84];
-  assign \$137  = \$135  & \$136 ;
-  assign \$139  = \$138  <= \$42 [49:0];
-  assign \$140  = \$137  & \$139 ;
-  assign \$141  = | desc[183:164];
-  assign \$142  = desc[10] ? desc[143:124] : desc[123:104];
-  assign \$143  = desc[203:184] == \$142 ;
-  assign \$144  = \$141  & \$143 ;
-  assign \$145  = | desc[5:2];
-  assign \$146  = desc[183:164] == 1'h1;
-  assign \$147  = \$145  | \$146 ;
-  assign \$148  = \$144  & \$147 ;
-  assign \$149  = desc[10] ? desc[143:124] : desc[123:104];
-  assign \$150  = \$149  <= 13'h1000;
-  assign \$151  = \$148  & \$150 ;
-  assign \$152  = desc[10] ? desc[123:104] : desc[143:124];
-  assign \$153  = \$152  <= 13'h1000;
-  assign \$154  = \$151  & \$153 ;
-  assign \$155  = desc[1:0] == 2'h2;
-  assign \$156  = desc[5:2] == 2'h3;
-  assign \$157  = desc[5:2] == 3'h4;
-  assign \$158  = \$156  | \$157 ;
-  assign \$159  = \$155  & \$158 ;
-  assign \$160  = ~ \$159 ;
-  assign \$161  = desc[10] ? desc[123:104] : desc[143:124];
-  assign \$162  = \$161  <= 13'h1000;
-  assign \$163  = desc[10] ? desc[143:124] : desc[123:104];
-  assign \$164  = \$163  <= 13'h1000;
-  assign \$165  = \$162  & \$164 ;
-  assign \$166  = \$160  | \$165 ;
-  assign \$167  = \$154  & \$166 ;
-  assign \$169  = \$168  <= \$42 [49:0];
-  assign \$170  = \$167  & \$169 ;
-  assign \$171  = result <= \$42 [49:0];
-  assign \$172  = \$170  & \$171 ;
-  assign \$173  = \$132  ? \$140  : \$172 ;
-  assign \$174  = \$129  ? \$131  : \$173 ;
-  assign \$175  = \$128  & \$174 ;
-  assign \$176  = \$94  ? \$114  : \$175 ;
-  assign \$177  = ~ \$176 ;
+  assign \$117  = desc[5:2] == 2'h2;
+  assign \$118  = \$116  & \$117 ;
+  assign \$119  = ! desc[83:20];
+  assign \$120  = ! desc[103:84];
+  assign \$121  = \$119  & \$120 ;
+  assign \$122  = ! desc[123:104];
+  assign \$123  = \$121  & \$122 ;
+  assign \$124  = ! desc[143:124];
+  assign \$125  = \$123  & \$124 ;
+  assign \$126  = | desc[183:164];
+  assign \$127  = \$125  & \$126 ;
+  assign \$128  = | desc[203:184];
+  assign \$129  = \$127  & \$128 ;
+  assign \$130  = desc[203:184] <= 13'h1000;
+  assign \$131  = \$129  & \$130 ;
+  assign \$132  = desc[163:144] == \$16 [39:0];
+  assign \$133  = \$131  & \$132 ;
+  assign \$135  = \$134  <= \$42 [49:0];
+  assign \$136  = \$133  & \$135 ;
+  assign \$137  = result <= \$42 [49:0];
+  assign \$138  = \$136  & \$137 ;
+  assign \$139  = desc[163:144] == \$16 [39:0];
+  assign \$140  = desc[1:0] == 2'h2;
+  assign \$141  = desc[5:2] == 2'h3;
+  assign \$142  = \$140  & \$141 ;
+  assign \$143  = \$142  & desc[12];
+  assign \$144  = \$46 [20:0] + 3'h7;
+  assign \$146  = desc[1:0] == 2'h2;
+  assign \$147  = desc[5:2] == 2'h3;
+  assign \$148  = desc[5:2] == 3'h4;
+  assign \$149  = \$147  | \$148 ;
+  assign \$150  = \$146  & \$149 ;
+  assign \$152  = \$150  ? \$151  : { 1'h0, \$22 [39:0] };
+  assign \$153  = \$143  ? { 19'h00000, \$145  } : \$152 ;
+  assign \$154  = desc[103:84] == \$153 ;
+  assign \$155  = \$139  & \$154 ;
+  assign \$156  = | desc[123:104];
+  assign \$157  = \$155  & \$156 ;
+  assign \$158  = | desc[143:124];
+  assign \$159  = \$157  & \$158 ;
+  assign \$160  = desc[1:0] == 2'h2;
+  assign \$161  = desc[5:2] == 2'h3;
+  assign \$162  = \$160  & \$161 ;
+  assign \$163  = \$162  & desc[12];
+  assign \$164  = ~ \$163 ;
+  assign \$165  = \$46 [20:0] <= 7'h40;
+  assign \$166  = ! \$48 [11:0];
+  assign \$167  = \$165  & \$166 ;
+  assign \$168  = \$164  | \$167 ;
+  assign \$169  = \$159  & \$168 ;
+  assign \$170  = ! desc[1:0];
+  assign \$172  = \$171  <= \$42 [49:0];
+  assign \$173  = desc[1:0] == 1'h1;
+  assign \$174  = | desc[183:164];
+  assign \$175  = | desc[203:184];
+  assign \$176  = \$174  & \$175 ;
+  assign \$177  = desc[163:144] == desc[103:84];
+  assign \$178  = \$176  & \$177 ;
+  assign \$180  = \$179  <= \$42 [49:0];
+  assign \$181  = \$178  & \$180 ;
+  assign \$182  = | desc[183:164];
+  assign \$183  = desc[10] ? desc[143:124] : desc[123:104];
+  assign \$184  = desc[203:184] == \$183 ;
+  assign \$185  = \$182  & \$184 ;
+  assign \$186  = | desc[5:2];
+  assign \$187  = desc[183:164] == 1'h1;
+  assign \$188  = \$186  | \$187 ;
+  assign \$189  = \$185  & \$188 ;
+  assign \$190  = desc[10] ? desc[143:124] : desc[123:104];
+  assign \$191  = \$190  <= 13'h1000;
+  assign \$192  = \$189  & \$191 ;
+  assign \$193  = desc[10] ? desc[123:104] : desc[143:124];
+  assign \$194  = \$193  <= 13'h1000;
+  assign \$195  = \$192  & \$194 ;
+  assign \$196  = desc[1:0] == 2'h2;
+  assign \$197  = desc[5:2] == 2'h3;
+  assign \$198  = desc[5:2] == 3'h4;
+  assign \$199  = \$197  | \$198 ;
+  assign \$200  = \$196  & \$199 ;
+  assign \$201  = ~ \$200 ;
+  assign \$202  = desc[10] ? desc[123:104] : desc[143:124];
+  assign \$203  = \$202  <= 13'h1000;
+  assign \$204  = desc[10] ? desc[143:124] : desc[123:104];
+  assign \$205  = \$204  <= 13'h1000;
+  assign \$206  = \$203  & \$205 ;
+  assign \$207  = \$201  | \$206 ;
+  assign \$208  = \$195  & \$207 ;
+  assign \$210  = \$209  <= \$42 [49:0];
+  assign \$211  = \$208  & \$210 ;
+  assign \$212  = result <= \$42 [49:0];
+  assign \$213  = \$211  & \$212 ;
+  assign \$214  = \$173  ? \$181  : \$213 ;
+  assign \$215  = \$170  ? \$172  : \$214 ;
+  assign \$216  = \$169  & \$215 ;
+  assign \$217  = \$118  ? \$138  : \$216 ;
+  assign \$218  = ~ \$217 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$75 ) begin end
     (* full_case = 32'd1 *)
@@ -36425,13 +39108,13 @@ module \ndp_device.control_unit.front.decoder (is_store, is_compute, operand_lin
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$75 ) begin end
     (* full_case = 32'd1 *)
-    if (\$74 ) begin
+    if (\$92 ) begin
       status = 8'h01;
-    end else if (\$83 ) begin
+    end else if (\$101 ) begin
       status = 8'h02;
-    end else if (\$91 ) begin
+    end else if (\$115 ) begin
       status = 8'h03;
-    end else if (\$177 ) begin
+    end else if (\$218 ) begin
       status = 8'h04;
     end else begin
       status = 8'h00;
@@ -36443,9 +39126,14 @@ module \ndp_device.control_unit.front.decoder (is_store, is_compute, operand_lin
   assign o_lines = \$26 [43:0];
   assign stats_offset = \$29 [47:0];
   assign room = \$42 [49:0];
-  assign data_base = \port$10564$128 [63:0];
-  assign data_limit = \port$10564$128 [127:64];
+  assign \$signal$16  = \$46 [20:0];
+  assign page_shift = desc[16:13];
+  assign page_half = \$48 [39:0];
+  assign data_base = \port$11294$128 [63:0];
+  assign data_limit = \port$11294$128 [127:64];
   assign operand_lines = \$22 [39:0];
+  assign pages = \$46 [6:0];
+  assign half = \$48 [39:0];
   assign \desc.type  = desc[1:0];
   assign \desc.op  = desc[5:2];
   assign \desc.dtype  = desc[9:6];
@@ -36467,15 +39155,18 @@ module \ndp_device.control_unit.front.decoder (is_store, is_compute, operand_lin
   assign \$36  = { \$signal , 1'h0 };
   assign \$39  = { 1'h0, \$38 , 6'h00 };
   assign \$40  = { out_elems, 1'h0 };
-  assign \$63 [0] = 1'h0;
-  assign \$63 [10:1] = { 1'h0, desc[19:11] };
-  assign \$70 [1] = 1'h0;
-  assign { \$70 [10:2], \$70 [0] } = { 1'h0, desc[19:12], desc[10] };
-  assign \$110  = { 1'h0, desc[163:144], 6'h00 };
-  assign \$121  = { \$22 [39:0], 1'h0 };
-  assign \$130  = { 1'h0, desc[103:84], 6'h00 };
-  assign \$138  = { 1'h0, desc[163:144], 6'h00 };
-  assign \$168  = { 1'h0, desc[163:144], 6'h00 };
+  assign \$72 [0] = 1'h0;
+  assign \$72 [10:1] = { 1'h0, desc[19:11] };
+  assign { \$81 [6:2], \$81 [0] } = 6'h00;
+  assign { \$81 [10:7], \$81 [1] } = { 1'h0, desc[19:17], desc[11] };
+  assign \$88 [1] = 1'h0;
+  assign { \$88 [10:2], \$88 [0] } = { 1'h0, desc[19:12], desc[10] };
+  assign \$134  = { 1'h0, desc[163:144], 6'h00 };
+  assign \$145  = { 3'h0, \$144 [21:3] };
+  assign \$151  = { \$22 [39:0], 1'h0 };
+  assign \$171  = { 1'h0, desc[103:84], 6'h00 };
+  assign \$179  = { 1'h0, desc[163:144], 6'h00 };
+  assign \$209  = { 1'h0, desc[163:144], 6'h00 };
 endmodule
 
 (* generator = "Amaranth" *)
@@ -37878,47 +40569,71 @@ module \ndp_device.control_unit.planner (rst, split, k, n, trans_in, ready, has_
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.reader (bus__rresp, bus__rlast, clk, rst, bus__arlen, bus__arvalid, issued_all, r_data, r_en, start, \addr$35 , lines, addr, out__valid, bus__arready, bus__rvalid, bus__rdata);
+module \ndp_device.control_unit.reader (bus__rresp, bus__rlast, clk, rst, bus__arlen, side_valid, bus__arvalid, issued_all, r_data, r_en, start, \addr$40 , lines, side, addr, out__valid, bus__arready, bus__rvalid, bus__rdata);
   reg \$auto$verilog_backend.cc:2355:dump_module$78  = 0;
   wire [7:0] \$1 ;
   wire \$10 ;
   wire \$11 ;
-  wire [8:0] \$12 ;
-  wire [9:0] \$13 ;
+  wire \$12 ;
+  wire \$13 ;
   wire \$14 ;
   wire \$15 ;
   wire \$16 ;
   wire \$17 ;
   wire \$18 ;
-  wire [13:0] \$19 ;
+  wire \$19 ;
   wire \$2 ;
-  wire [64:0] \$20 ;
-  wire [32:0] \$21 ;
+  wire \$20 ;
+  wire \$21 ;
   wire \$22 ;
-  wire [7:0] \$23 ;
-  wire [8:0] \$24 ;
+  wire [8:0] \$23 ;
+  wire [9:0] \$24 ;
   wire \$25 ;
-  wire [9:0] \$26 ;
+  wire \$26 ;
   wire \$27 ;
-  wire [2:0] \$28 ;
+  wire \$28 ;
   wire \$29 ;
   wire \$3 ;
-  wire \$30 ;
-  wire [3:0] \$31 ;
-  reg [63:0] \$32 ;
-  reg [31:0] \$33 ;
-  reg [7:0] \$34 ;
-  reg [1:0] \$35 ;
+  wire [13:0] \$30 ;
+  wire [64:0] \$31 ;
+  wire [32:0] \$32 ;
+  wire \$33 ;
+  wire [7:0] \$34 ;
+  wire [8:0] \$35 ;
+  wire \$36 ;
+  wire [9:0] \$37 ;
+  wire \$38 ;
+  wire [2:0] \$39 ;
   wire [31:0] \$4 ;
+  wire \$40 ;
+  wire \$41 ;
+  wire [3:0] \$42 ;
+  wire \$43 ;
+  wire \$44 ;
+  wire [7:0] \$45 ;
+  wire [8:0] \$46 ;
+  wire \$47 ;
+  wire \$48 ;
+  wire \$49 ;
   wire [7:0] \$5 ;
+  wire \$50 ;
+  wire \$51 ;
+  wire [9:0] \$52 ;
+  reg [63:0] \$53 ;
+  reg [31:0] \$54 ;
+  reg [7:0] \$55 ;
+  reg [1:0] \$56 ;
+  reg [7:0] \$57 ;
+  reg \$58 ;
   wire [8:0] \$6 ;
   wire [9:0] \$7 ;
   wire [9:0] \$8 ;
   wire \$9 ;
+  reg \$signal  = 1'h0;
   output [63:0] addr;
   reg [63:0] addr = 64'h0000000000000000;
-  input [63:0] \addr$35 ;
-  wire [63:0] \addr$35 ;
+  input [63:0] \addr$40 ;
+  wire [63:0] \addr$40 ;
   wire [6:0] burst_beats;
   wire [6:0] burst_lines;
   (* init = 64'h0000000000000000 *)
@@ -37965,11 +40680,45 @@ module \ndp_device.control_unit.reader (bus__rresp, bus__rlast, clk, rst, bus__a
   wire r_rdy;
   input rst;
   wire rst;
+  input side;
+  wire side;
+  wire [511:0] side_data;
+  wire side_err;
+  reg [7:0] side_pending = 8'h00;
+  output side_valid;
+  wire side_valid;
   input start;
   wire start;
   wire [6:0] to_boundary;
   wire [512:0] w_data;
   wire w_en;
+  assign \$35  = pending + \$34 ;
+  assign \$37  = \$35  - \$36 ;
+  assign \$38  = bus__arvalid & bus__arready;
+  assign \$39  = in_flight + \$38 ;
+  assign \$41  = \$40  & bus__rlast;
+  assign \$42  = \$39  - \$41 ;
+  assign \$43  = bus__arvalid & bus__arready;
+  assign \$44  = \$43  & \$signal ;
+  assign \$45  = \$44  * \$8 [6:0];
+  assign \$46  = side_pending + \$45 ;
+  assign \$48  = | side_pending;
+  assign \$49  = \$47  & \$48 ;
+  assign \$50  = pending <= side_pending;
+  assign \$51  = \$49  & \$50 ;
+  assign \$52  = \$46  - \$51 ;
+  always @(posedge clk)
+    addr <= \$53 ;
+  always @(posedge clk)
+    left <= \$54 ;
+  always @(posedge clk)
+    pending <= \$55 ;
+  always @(posedge clk)
+    in_flight <= \$56 ;
+  always @(posedge clk)
+    side_pending <= \$57 ;
+  always @(posedge clk)
+    \$signal  <= \$58 ;
   assign \$1  = 7'h40 - addr[11:6];
   assign \$2  = \$1 [6:0] < 7'h40;
   assign limit = \$2  ? \$1 [6:0] : 7'h40;
@@ -37979,37 +40728,33 @@ module \ndp_device.control_unit.reader (bus__rresp, bus__rlast, clk, rst, bus__a
   assign \$6  = \$5  + 1'h1;
   assign \$7  = \$6  - 1'h1;
   assign bus__arlen = \$8 [6:0] - 1'h1;
-  assign \$9  = | left;
-  assign \$10  = in_flight < 2'h2;
-  assign \$11  = \$9  & \$10 ;
-  assign \$12  = 8'h80 - level;
-  assign \$13  = $signed(\$12 ) - $signed({ 1'h0, pending });
-  assign \$14  = $signed(\$13 ) >= $signed({ 1'h0, \$8 [6:0] });
-  assign bus__arvalid = \$11  & \$14 ;
-  assign \$15  = | left;
-  assign \$16  = start | \$15 ;
-  assign \$17  = | in_flight;
-  assign busy = \$16  | \$17 ;
+  assign \$11  = | side_pending;
+  assign \$12  = \$10  & \$11 ;
+  assign \$13  = pending <= side_pending;
+  assign \$14  = \$12  & \$13 ;
+  assign \$15  = ~ \$14 ;
+  assign w_en = \$9  & \$15 ;
+  assign \$17  = | side_pending;
+  assign \$18  = \$16  & \$17 ;
+  assign \$19  = pending <= side_pending;
+  assign side_valid = \$18  & \$19 ;
+  assign \$20  = | left;
+  assign \$21  = in_flight < 2'h2;
+  assign \$22  = \$20  & \$21 ;
+  assign \$23  = 8'h80 - level;
+  assign \$24  = $signed(\$23 ) - $signed({ 1'h0, pending });
+  assign \$25  = $signed(\$24 ) >= $signed({ 1'h0, \$8 [6:0] });
+  assign bus__arvalid = \$22  & \$25 ;
+  assign \$26  = | left;
+  assign \$27  = start | \$26 ;
+  assign \$28  = | in_flight;
+  assign busy = \$27  | \$28 ;
   assign issued_all = ! left;
-  assign \$18  = bus__arvalid & bus__arready;
-  assign \$20  = addr + \$19 ;
-  assign \$21  = left - \$4 [6:0];
-  assign \$22  = bus__arvalid & bus__arready;
-  assign \$23  = \$22  * \$8 [6:0];
-  assign \$24  = pending + \$23 ;
-  assign \$26  = \$24  - \$25 ;
-  assign \$27  = bus__arvalid & bus__arready;
-  assign \$28  = in_flight + \$27 ;
-  assign \$30  = \$29  & bus__rlast;
-  assign \$31  = \$28  - \$30 ;
-  always @(posedge clk)
-    addr <= \$32 ;
-  always @(posedge clk)
-    left <= \$33 ;
-  always @(posedge clk)
-    pending <= \$34 ;
-  always @(posedge clk)
-    in_flight <= \$35 ;
+  assign \$29  = bus__arvalid & bus__arready;
+  assign \$31  = addr + \$30 ;
+  assign \$32  = left - \$4 [6:0];
+  assign \$33  = bus__arvalid & bus__arready;
+  assign \$34  = \$33  * \$8 [6:0];
   \ndp_device.control_unit.reader.buffer  buffer (
     .clk(clk),
     .\port$0$1464 (bus__rresp[1]),
@@ -38023,42 +40768,59 @@ module \ndp_device.control_unit.reader (bus__rresp, bus__rlast, clk, rst, bus__a
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
-    \$32  = addr;
-    if (\$18 ) begin
-      \$32  = \$20 [63:0];
+    \$53  = addr;
+    if (\$29 ) begin
+      \$53  = \$31 [63:0];
     end
     if (start) begin
-      \$32  = \addr$35 ;
+      \$53  = \addr$40 ;
     end
     if (rst) begin
-      \$32  = 64'h0000000000000000;
+      \$53  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
-    \$33  = left;
-    if (\$18 ) begin
-      \$33  = \$21 [31:0];
+    \$54  = left;
+    if (\$29 ) begin
+      \$54  = \$32 [31:0];
     end
     if (start) begin
-      \$33  = lines;
+      \$54  = lines;
     end
     if (rst) begin
-      \$33  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
-    \$34  = \$26 [7:0];
-    if (rst) begin
-      \$34  = 8'h00;
+      \$54  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
-    \$35  = \$31 [1:0];
+    \$55  = \$37 [7:0];
     if (rst) begin
-      \$35  = 2'h0;
+      \$55  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    \$56  = \$42 [1:0];
+    if (rst) begin
+      \$56  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    \$57  = \$52 [7:0];
+    if (rst) begin
+      \$57  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    \$58  = \$signal ;
+    if (start) begin
+      \$58  = side;
+    end
+    if (rst) begin
+      \$58  = 1'h0;
     end
   end
   assign out__data = r_data[511:0];
@@ -38074,11 +40836,16 @@ module \ndp_device.control_unit.reader (bus__rresp, bus__rlast, clk, rst, bus__a
   assign bus__araddr = addr;
   assign bus__rready = 1'h1;
   assign w_data = { bus__rresp[1], bus__rdata };
+  assign side_data = bus__rdata;
+  assign side_err = bus__rresp[1];
   assign \$8  = \$7 ;
-  assign w_en = bus__rvalid;
-  assign \$19  = { 1'h0, \$4 [6:0], 6'h00 };
-  assign \$25  = bus__rvalid;
-  assign \$29  = bus__rvalid;
+  assign \$9  = bus__rvalid;
+  assign \$10  = bus__rvalid;
+  assign \$16  = bus__rvalid;
+  assign \$30  = { 1'h0, \$4 [6:0], 6'h00 };
+  assign \$36  = bus__rvalid;
+  assign \$40  = bus__rvalid;
+  assign \$47  = bus__rvalid;
 endmodule
 
 (* generator = "Amaranth" *)
@@ -54547,7 +57314,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__bready, io__araddr, io__arvalid, io__rready, io__awuser, clk, rst, io__awready, io__wready, io__arready, done_valid, done_status, \port$10039$0 , reset__0, reset__1, reset__2, reset__3
+module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__bready, io__araddr, io__arvalid, io__rready, io__awuser, clk, rst, io__awready, io__wready, io__arready, done_valid, done_status, \port$10768$0 , reset__0, reset__1, reset__2, reset__3
 , io__bvalid, b_resp, queues__0, queues__1, queues__2, queues__3, io__rvalid, r_data, io__awaddr);
   reg \$auto$verilog_backend.cc:2355:dump_module$93  = 0;
   wire \$1 ;
@@ -54929,8 +57696,8 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
   input io__wvalid;
   wire io__wvalid;
   wire [31:0] mask;
-  input [33:0] \port$10039$0 ;
-  wire [33:0] \port$10039$0 ;
+  input [33:0] \port$10768$0 ;
+  wire [33:0] \port$10768$0 ;
   output [321:0] queues__0;
   reg [321:0] queues__0 = 322'h000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   wire [63:0] \queues__0.cq_base ;
@@ -55632,9 +58399,9 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
     \$298  = head0;
     if (done_valid) begin
-      casez (\port$10039$0 [1:0])
+      casez (\port$10768$0 [1:0])
         2'h0:
-            \$298  = \port$10039$0 [33:2];
+            \$298  = \port$10768$0 [33:2];
       endcase
     end
     if (\$10 ) begin
@@ -55673,7 +58440,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
     \$299  = status0;
     if (done_valid) begin
-      casez (\port$10039$0 [1:0])
+      casez (\port$10768$0 [1:0])
         2'h0:
             if (\$1 ) begin
               \$299  = { 24'h800000, done_status };
@@ -55718,11 +58485,11 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
     \$300  = head1;
     if (done_valid) begin
-      casez (\port$10039$0 [1:0])
+      casez (\port$10768$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
-            \$300  = \port$10039$0 [33:2];
+            \$300  = \port$10768$0 [33:2];
       endcase
     end
     if (\$10 ) begin
@@ -55785,7 +58552,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
     \$301  = status1;
     if (done_valid) begin
-      casez (\port$10039$0 [1:0])
+      casez (\port$10768$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
@@ -55856,13 +58623,13 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
     \$302  = head2;
     if (done_valid) begin
-      casez (\port$10039$0 [1:0])
+      casez (\port$10768$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
             /* empty */;
         2'h2:
-            \$302  = \port$10039$0 [33:2];
+            \$302  = \port$10768$0 [33:2];
       endcase
     end
     if (\$10 ) begin
@@ -55949,7 +58716,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
     \$303  = status2;
     if (done_valid) begin
-      casez (\port$10039$0 [1:0])
+      casez (\port$10768$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
@@ -56047,7 +58814,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     \$304  = head3;
     if (done_valid) begin
       (* full_case = 32'd1 *)
-      casez (\port$10039$0 [1:0])
+      casez (\port$10768$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
@@ -56055,7 +58822,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
         2'h2:
             /* empty */;
         2'h3:
-            \$304  = \port$10039$0 [33:2];
+            \$304  = \port$10768$0 [33:2];
       endcase
     end
     if (\$10 ) begin
@@ -56167,7 +58934,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     \$305  = status3;
     if (done_valid) begin
       (* full_case = 32'd1 *)
-      casez (\port$10039$0 [1:0])
+      casez (\port$10768$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
@@ -57008,8 +59775,8 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
       endcase
     end
   end
-  assign done_queue = \port$10039$0 [1:0];
-  assign done_seq = \port$10039$0 [33:2];
+  assign done_queue = \port$10768$0 [1:0];
+  assign done_seq = \port$10768$0 [33:2];
   assign mask = { \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3:2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2:1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1:0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0] };
   assign io__bresp = b_resp;
   assign io__rdata = r_data;

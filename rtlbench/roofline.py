@@ -51,6 +51,7 @@ from driver import NdpDevice
 from driver.device import (attention_descriptor, attention_result, dram_traffic,
                            lora_xab_descriptor, matmul_descriptor)
 from sim import golden
+from rtlbench.paged import paged_descriptor, place_pages
 
 RANKS = (8, 16, 32, 64, 128)
 BATCHES = (2, 4, 8, 16, 32, 64, 128, 256)
@@ -66,10 +67,12 @@ class Workload:
     n: int              # N (e3: R; attention: tokens)
     rtl: bool = True    # in the RTL's share (the model runs every workload)
     copies: int = 0     # back-to-back descriptors (0: the run's --copies)
+    page: int = 0       # paged: tokens a page (a paged ATTENTION, keys token-major)
 
     @property
     def name(self):
-        base = f"{self.kind} {self.m}x{self.k}x{self.n}"
+        kind = f"paged/{self.page}" if self.kind == "paged" else self.kind
+        base = f"{kind} {self.m}x{self.k}x{self.n}"
         return f"{base} x{self.copies}" if self.copies else base
 
     @property
@@ -97,18 +100,20 @@ def workloads(cfg, rtl_batches=(4, 8)):
 
 def attention_workloads(cfg):
     """The attention line's shapes (issue 25), keys token-major as the driver stores them,
-    d = 128: a 128-token page and a 256-token request-head share, one query row, one
-    descriptor each; a Llama2-7B layer's attention on one of 4 devices at batch 32 and
-    context 1,024 (32 requests x 32 heads x 2 pages of 128 tokens: 2,048 descriptors,
-    model only: the fast RTL path runs about 1 k cycles/s at the paper's size); a GQA group
-    of 8 query rows on 512 tokens."""
+    d = 128: a 128-token page, one query row, one descriptor each; a 256-token request-head
+    share in 128-token pages as one paged descriptor (and, to compare, as one unpaged
+    operand); a Llama2-7B layer's attention on one of 4 devices at batch 32 and context
+    1,024 (32 requests x 32 heads: 1,024 shares of 2 pages, a paged descriptor each; model
+    only: the fast RTL path runs about 1 k cycles/s at the paper's size); a GQA group of 8
+    query rows on 512 tokens."""
     if min(cfg.k_max, cfg.n_max) < 512:
         return []
-    return [Workload("attention^T", 1, 128, 128), Workload("attention^T", 1, 128, 256),
-            Workload("attention^T", 1, 128, 128, rtl=False, copies=LAYER_DESCRIPTORS)]
+    return [Workload("attention^T", 1, 128, 128), Workload("paged", 1, 128, 256, page=128),
+            Workload("attention^T", 1, 128, 256),
+            Workload("paged", 1, 128, 256, rtl=False, copies=LAYER_SHARES, page=128)]
 
 
-LAYER_DESCRIPTORS = 32 * 32 * 2     # requests x heads x 128-token pages of a 256-token share
+LAYER_SHARES = 32 * 32              # requests x heads of a layer: one 256-token share each
 
 
 class Prepared:
@@ -119,7 +124,12 @@ class Prepared:
         m, k, n = work.m, work.k, work.n
         lanes = cfg.lanes
         x = (rng.standard_normal((m, k))).astype(np.float16)
-        if work.kind.startswith("attention"):
+        if work.kind == "paged":
+            keys = rng.standard_normal((n, k)).astype(np.float16)
+            values = rng.standard_normal((n, k)).astype(np.float16)
+            self.operand = ("pages", keys, values, work.page.bit_length() - 1)
+            self.expected = golden.attention_partial_trans(x, keys, values, lanes)
+        elif work.kind.startswith("attention"):
             keys = rng.standard_normal((n, k)).astype(np.float16)
             values = rng.standard_normal((n, k)).astype(np.float16)
             token_major = work.kind == "attention^T"
@@ -144,7 +154,10 @@ class Prepared:
     async def place(self, dev):
         kind, *arrays = self.operand
         work = self.work
-        if kind == "kv":
+        if kind == "pages":
+            list_addr, _ = await place_pages(dev, dev.queue(), arrays[0], arrays[1], arrays[2])
+            self.desc = paged_descriptor(list_addr, work.n, work.k, arrays[2], work.m)
+        elif kind == "kv":
             block = await dev.upload_kv(arrays[0], arrays[1], token_major=arrays[2])
             self.desc = attention_descriptor(block, work.m)
         elif kind == "lora":
@@ -158,7 +171,7 @@ class Prepared:
 
     def check(self, result):
         """Raise unless `result` (a completion's bytes) is the golden model's, bit for bit."""
-        if self.work.kind.startswith("attention"):
+        if self.work.kind.startswith("attention") or self.work.kind == "paged":
             got = attention_result(result, self.desc)
             same = all(np.array_equal(np.asarray(g, np.float32).view(np.uint32),
                                       np.asarray(e, np.float32).view(np.uint32))
@@ -186,7 +199,7 @@ def moved_bytes(cfg, desc):
 
 
 def macs(work):
-    if work.kind in ("e3",) or work.kind.startswith("attention"):
+    if work.kind in ("e3", "paged") or work.kind.startswith("attention"):
         return 2 * work.m * work.k * work.n
     return work.m * work.k * work.n
 
@@ -230,6 +243,8 @@ async def measure(dev, now, cfg, work, copies, memory_bytes, rng):
 def _shape_descriptor(work):
     """The workload's descriptor with a zero address: its payload and result sizes."""
     from driver.device import DeviceTensor, KvBlock, LoraAdapter
+    if work.kind == "paged":
+        return paged_descriptor(0, work.n, work.k, work.page.bit_length() - 1, work.m)
     if work.kind.startswith("attention"):
         return attention_descriptor(KvBlock(0, work.k, work.n, work.kind == "attention^T"), work.m)
     if work.kind == "e3":
@@ -300,8 +315,8 @@ def attention_summary(cfg, source, results):
     port utilization of a 128-token page, of a 256-token share in one descriptor and of the
     Llama2-7B layer, back to back, and the MAC utilization of a GQA group of 8 rows."""
     by_name = {r["name"]: r for r in results}
-    picks = {"page128": ("attention^T 1x128x128", "port"), "share256": ("attention^T 1x128x256", "port"),
-             "layer_llama2_7b": (f"attention^T 1x128x128 x{LAYER_DESCRIPTORS}", "port"),
+    picks = {"page128": ("attention^T 1x128x128", "port"), "share256": ("paged/128 1x128x256", "port"),
+             "layer_llama2_7b": (f"paged/128 1x128x256 x{LAYER_SHARES}", "port"),
              "gqa8_mac": ("attention^T 8x128x512", "mac")}
     if not any(name in by_name for name, _ in picks.values()):
         return None

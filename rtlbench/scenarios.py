@@ -12,6 +12,7 @@ from isa import regs as R
 from isa.validate import QueueView, lines
 from driver.errors import CompletionError, DeviceTimeout, MemAccessError, RegisterAccessError
 from sim.memory import DECERR, OKAY, SLVERR
+from rtlbench.paged import paged_descriptor, place_pages
 from sim import golden
 
 U64 = struct.Struct("<Q")
@@ -667,6 +668,82 @@ async def scheduler_step_replay(env):
     assert kinds == {"lora_xab", "lora_xa", "attention"}, kinds
     error = np.abs(out - ref).max() / np.abs(ref).max()
     assert error < 2e-3, f"replayed step differs from float64 by {error:.2e} of its largest value"
+
+
+@scenario
+async def paged_attention_shares(env):
+    """A paged ATTENTION (one descriptor per request-head share, its KV from a page list):
+    O, m and l bit-exact against the golden model over the pages' tokens, for pages of
+    16 .. 128 tokens, a partial last page, one page, GQA rows. Bad lists: an entry off a
+    4 KiB boundary, a page below the range, a page past its end (BAD_PAGE: only the list
+    read, nothing written but the completion); the list off 512 bytes or past the range
+    (BOUNDS), 65 pages (BAD_SHAPE); the list or a page answered SLVERR (DRAM_ERROR)."""
+    dev = env.dev
+    queue = await env.setup_queue(0, log2_depth=3, log2_slot=16)
+    rng = np.random.default_rng(COMPUTE_SEED + 25)
+    lanes = dev.caps.lanes
+
+    def share(tokens, d):
+        return (random_fp16(rng, (tokens, d)), random_fp16(rng, (tokens, d)),
+                (rng.standard_normal((4, d)) / 8).astype(np.float16))
+
+    for tokens, d, shift, m in [(300, 64, 6, 1), (256, 128, 7, 1), (37, 128, 4, 3), (1, 64, 5, 2),
+                                (200, 32, 7, 4), (129, 128, 5, 1)]:
+        k, v, q = share(tokens, d)
+        list_addr, _ = await place_pages(dev, queue, k, v, shift)
+        desc = paged_descriptor(list_addr, tokens, d, shift, m)
+        completion = await queue.run(desc, q[:m].tobytes())
+        assert completion.status == Status.OK, (tokens, d, shift, completion)
+        from driver.device import attention_result
+        o, mm, ll = attention_result(completion.result, desc)
+        tok = 1 << shift
+        eo, em, el = golden.attention_partial_paged(q[:m], [k[i:i + tok] for i in range(0, tokens, tok)],
+                                                    [v[i:i + tok] for i in range(0, tokens, tok)], lanes)
+        what = f"paged T={tokens} d={d} page={tok} m={m}"
+        assert_fp32_equal(o, eo, f"O, {what}")
+        assert_fp32_equal(mm, em, f"m, {what}")
+        assert_fp32_equal(ll, el, f"l, {what}")
+        queue.free_all()
+
+    k, v, q = share(300, 64)
+    for spoil, why in [((1, None), "entry off 4 KiB"), ((2, queue.data_base - 4096), "page below the range"),
+                       ((0, queue.data_limit - 4096), "page past the range")]:
+        list_addr, entries = await place_pages(dev, queue, k, v, 6)
+        if spoil[1] is None:
+            spoil = (spoil[0], entries[spoil[0]] + 64)
+        await dev.transport.mem_write(list_addr + 8 * spoil[0], U64.pack(spoil[1]), queue.pasid)
+        env.device_reads()
+        completion = await queue.run(paged_descriptor(list_addr, 300, 64, 6, 1), q[:1].tobytes())
+        assert completion.status == Status.BAD_PAGE, (why, completion)
+        pages = [(a, a + 2 * 64 * 64 * 2) for a in entries]
+        read = [r for r in env.device_reads() if any(a < r[0] + r[1] and r[0] < b for a, b in pages)]
+        assert not read, f"{why}: a page was read: {read}"
+        queue.free_all()
+
+    list_addr, _ = await place_pages(dev, queue, k, v, 6)
+    for desc, want, why in [
+            (with_fields(paged_descriptor(list_addr, 300, 64, 6, 1), dev_addr=list_addr + 64), Status.BOUNDS,
+             "list off 512 bytes"),
+            (with_fields(paged_descriptor(list_addr, 300, 64, 6, 1), dev_addr=queue.data_limit), Status.BOUNDS,
+             "list past the range"),
+            (paged_descriptor(list_addr, 65 * 64, 64, 6, 1), Status.BAD_SHAPE, "65 pages"),
+            (with_fields(paged_descriptor(list_addr, 300, 64, 6, 1), flags=isa.Flag.PAGED | (6 << 3)), Status.BAD_OP,
+             "PAGED without TRANS_W")]:
+        completion = await queue.run(desc, q[:1].tobytes())
+        assert completion.status == want, (why, completion)
+
+    # a DRAM error on the list, then on a page: DRAM_ERROR; the fault gone, the share runs
+    list_addr, entries = await place_pages(dev, queue, k, v, 6)
+    desc = paged_descriptor(list_addr, 300, 64, 6, 1)
+    for lo, what in [(list_addr, "list"), (entries[3] + 64 * 64 * 2, "page 3's values")]:
+        await env.add_dram_fault(lo, lo + 64, SLVERR, OKAY)
+        completion = await queue.run(desc, q[:1].tobytes())
+        assert completion.status == Status.DRAM_ERROR, (what, completion)
+        await env.clear_dram_faults()
+        await queue.clear_error()
+    completion = await queue.run(desc, q[:1].tobytes())
+    assert completion.status == Status.OK, completion
+    queue.free_all()
 
 
 @scenario

@@ -20,11 +20,14 @@ from rtlbench.backend import setup_queue
 
 from driver.device import attention_descriptor, lora_xab_descriptor, softmax_descriptor
 from isa import Descriptor, DescType, Dtype, Flag, Op
+from isa.descriptor import PAGE_ALIGN, PAGE_ENTRY_BYTES
 from isa.validate import lines
+from rtlbench.paged import paged_descriptor, place_pages
 
 LOG2_DEPTH, LOG2_SLOT = 2, 18
-KINDS = ["gemv", "gemm", "load", "store", "softmax", "attention", "xab", "bad"]
-WEIGHTS = [3, 3, 1, 1, 1, 1, 1, 1]
+KINDS = ["gemv", "gemm", "load", "store", "softmax", "attention", "xab", "bad", "paged"]
+WEIGHTS = [3, 3, 1, 1, 1, 1, 1, 1, 1]
+BAD_PAGES = ["entry_unaligned", "entry_outside", "entry_straddles_limit"]
 BAD = ["reserved_type", "reserved_op", "softmax_operand", "trans_w", "partial_gemm", "bf16", "unaligned",
        "below_range", "past_range", "size_mismatch", "gemv_rows", "k_mismatch", "zero_dim",
        "attention_half", "xab_d_mismatch"]
@@ -41,6 +44,7 @@ class Item:
     seed: int = 0
     partial: bool = False
     trans: bool = False         # TRANS_W: the matrix stored N x K; attention's keys token-major
+    page_shift: int = 0         # paged attention: log2 of a page's tokens (its `bad`: a bad list entry)
 
     def arrays(self):
         """The item's data: (device operands, input), drawn from its seed."""
@@ -49,7 +53,7 @@ class Item:
             return _fp16(rng, (self.k, self.n)), None
         if self.kind == "softmax":
             return None, rng.uniform(-16, 16, (self.m, self.n)).astype(np.float16)
-        if self.kind == "attention":          # K and V (T x d, a token per row), q
+        if self.kind in ("attention", "paged"):   # K and V (T x d, a token per row), q
             return ((_fp16(rng, (self.n, self.k)), _fp16(rng, (self.n, self.k))),
                     (rng.standard_normal((self.m, self.k)) / 8).astype(np.float16))
         if self.kind == "xab":                # A (D x R), B (R x D), x
@@ -61,6 +65,8 @@ class Item:
             return f"{self.kind} {self.k}x{self.n}"
         if self.kind == "bad":
             return f"bad:{self.bad}"
+        if self.kind == "paged":
+            return f"paged/{1 << self.page_shift}{':' + self.bad if self.bad else ''} {self.m}x{self.k}x{self.n}"
         if self.kind == "softmax":
             return f"softmax{'/p' if self.partial else ''} {self.m}x{self.n}"
         return f"{self.kind}{'^T' if self.trans else ''} {self.m}x{self.k}x{self.n}"
@@ -92,6 +98,10 @@ def generate(seed, count, cfg):
             elif kind == "attention":         # m query heads of a group, d, T tokens
                 item.m, item.k, item.n = rng.randint(1, cfg.rows + 2), rng.choice([16, 32, 64, 128]), _dim(rng, 200)
                 item.trans = rng.random() < 0.5
+            elif kind == "paged":             # m query heads, d, T tokens in pages of whole 4 KiB of keys
+                item.m, item.k, item.n = rng.randint(1, cfg.rows + 2), rng.choice([32, 64, 128]), _dim(rng, 300)
+                item.page_shift = (2048 // item.k).bit_length() - 1 + rng.choice([0, 0, 1, 2])
+                item.bad = rng.choice(BAD_PAGES) if rng.random() < 0.2 else ""
             elif kind == "xab":               # batch, D, R
                 item.m, item.k, item.n = rng.randint(1, 2 * cfg.rows), _dim(rng, 256), rng.choice([1, 4, 8, 16, 40])
             elif kind == "gemv":
@@ -151,6 +161,8 @@ async def prepare(dev, queue, item, data):
     if item.kind == "attention":
         block = await dev.upload_kv(*data[0], queue=queue, token_major=item.trans)
         return attention_descriptor(block, m), data[1].tobytes()
+    if item.kind == "paged":
+        return await _prepare_paged(dev, queue, item, data)
     if item.kind == "xab":
         adapter = await dev.upload_lora(*data[0], queue=queue)
         return lora_xab_descriptor(adapter, m), data[1].tobytes()
@@ -164,6 +176,23 @@ async def prepare(dev, queue, item, data):
     if item.kind == "bad":
         desc = _break(desc, item.bad, queue)
     return desc, x.tobytes()
+
+
+async def _prepare_paged(dev, queue, item, data):
+    """A paged ATTENTION (rtlbench/paged.py); `item.bad` spoils one entry of its list."""
+    (k, v), q = data
+    spoil = None
+    if item.bad:
+        count = -(-item.n // (1 << item.page_shift))
+        index = item.seed % count
+        spoil = (index, {"entry_unaligned": None, "entry_outside": queue.data_base - PAGE_ALIGN * (1 + item.seed % 4),
+                         "entry_straddles_limit": queue.data_limit - PAGE_ALIGN}[item.bad])
+    list_addr, placed = await place_pages(dev, queue, k, v, item.page_shift)
+    if spoil is not None:
+        address = placed[spoil[0]] + 64 * (1 + item.seed % 63) if spoil[1] is None else spoil[1]
+        await dev.transport.mem_write(list_addr + PAGE_ENTRY_BYTES * spoil[0], address.to_bytes(8, "little"),
+                                      queue.pasid)
+    return paged_descriptor(list_addr, item.n, item.k, item.page_shift, item.m), q.tobytes()
 
 
 def _break(desc, how, queue):

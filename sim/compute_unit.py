@@ -68,6 +68,14 @@ class ComputeUnit:
         return golden.attention_fp32(self._input(q_addr, m, d), k32, self._operand(v_addr, t, d), self.lanes,
                                      token_major)
 
+    def attention_paged(self, q_addr, pages, m, d, v_offset):
+        """attention() over a paged ATTENTION's pages [(addr, tokens)], token-major: the
+        keys of every page, then their values (`v_offset` bytes after each page's keys),
+        as one operand's (golden.attention_partial_trans of the concatenation)."""
+        k32 = np.concatenate([self._operand(addr, t, d) for addr, t in pages])
+        v32 = np.concatenate([self._operand(addr + v_offset, t, d) for addr, t in pages])
+        return golden.attention_fp32(self._input(q_addr, m, d), k32, v32, self.lanes, True)
+
     def softmax(self, x_addr, m, n, partial):
         """(out float16 [m x n], m, l) of the SOFTMAX op on the FP16 rows at x_addr."""
         return golden.softmax_rows(self._input(x_addr, m, n), partial, self.lanes)

@@ -27,7 +27,7 @@ import dataclasses
 import numpy as np
 
 from isa import Status, Op
-from isa.descriptor import Flag
+from isa.descriptor import Flag, PAGE_ENTRY_BYTES
 from isa.microarch import REPORTS_IN_FLIGHT
 from isa import validate
 from isa.slots import HEADER_BYTES, LINE_BYTES
@@ -140,6 +140,13 @@ class ControlUnit:
         take = max(pop, state.fsm_free)
         start = take + DECODE_CYCLES
         busy, writes = [], []
+        self._pages = None
+        if status == Status.OK and validate.paged(desc):
+            # PAGES: the control unit waits for the front end's verdict on the list
+            verdict, status = self._page_list(desc, regs, busy)
+            start = max(start, verdict) + 1
+            if status != Status.OK:
+                last_run = verdict - 1
         if status != Status.OK:
             complete = start
         elif kind in ("load", "store"):
@@ -171,6 +178,37 @@ class ControlUnit:
         state.reports = (state.reports + (report,))[-REPORTS_IN_FLIGHT:]
         schedule = Schedule(take, line_start, status, writes, (cq_slot, header), lands, report, busy)
         return schedule, state
+
+    def _page_list(self, desc, regs, busy):
+        """A paged ATTENTION's list (hw/front_end.py LIST_RUN .. LIST_CHECK): the fetcher's
+        first run, its beats to the front end as they arrive (the cycle after the last
+        one the front end has them all), then an entry checked a cycle; the verdict is
+        visible in the cycle after the last entry's check, and the input run may start in
+        it. Returns (that cycle, the status: DRAM_ERROR when a beat of the list was
+        answered with an error, BAD_PAGE for a bad entry, else OK); keeps the pages."""
+        count = validate.page_count(desc)
+        raw = self.memory.read(desc.dev_addr, count * PAGE_ENTRY_BYTES)
+        entries = [int.from_bytes(raw[8 * i:8 * i + 8], "little") for i in range(count)]
+        self._runs.append((desc.dev_addr, desc.dev_size * LINE_BYTES))
+        if self._first:
+            self.reads.append((desc.dev_addr, desc.dev_size * LINE_BYTES))
+        reader = self._state.reader
+        start = self._fetch_from
+        if reader.issued_all is not None:
+            start = max(start, reader.issued_all)
+        handshakes, lengths, arrivals, _ = dram_reader.side_run(start, desc.dev_addr, desc.dev_size, self.cfg,
+                                                                self._steals, reader)
+        busy.extend(zip(handshakes.tolist(), arrivals[np.cumsum(lengths) - 1].tolist()))
+        verdict = int(arrivals[-1]) + 2 + count
+        self._fetch_from = verdict
+        faults = self.memory.faults
+        if faults and faults.read_resp(desc.dev_addr, desc.dev_size * LINE_BYTES):
+            return verdict, Status.DRAM_ERROR
+        view = validate.QueueView(regs.log2_slot, regs.data_base, regs.data_limit)
+        status = validate.check_pages(desc, entries, view, self.cfg)
+        if status == Status.OK:
+            self._pages = entries
+        return verdict, status
 
     def _steal_array(self, steals):
         """dram_reader.steal_array, once per tuple of steals (the device's tuple changes
@@ -269,18 +307,40 @@ class ControlUnit:
         busy.extend(zip(handshakes.tolist(), arrivals[np.cumsum(lengths) - 1].tolist()))
         return run
 
-    def _phase(self, start, base, elem, rows, cols, busy, pair=False):
+    def _phase(self, start, base, elem, rows, cols, busy, pair=False, runs=None):
         """A reader run (fetched ahead) through the unpacker started at `start`: `rows` x
         `cols` FP16 elements from element `elem` of the array at `base`; returns the cycle
-        after its last slot."""
+        after its last slot. `runs` [(address, lines)]: the DRAM runs its beats come from
+        instead (a paged stage; `base` is then virtual, for the unpacker's offsets)."""
         cfg, lanes = self.cfg, self.cfg.lanes
         first = base + 2 * elem                      # its first element's byte (hw/stage_plan.py run_span)
         addr, lines_ = first - first % LINE_BYTES, -(-(first % LINE_BYTES + 2 * rows * cols) // LINE_BYTES)
         offset = (first % cfg.beat_bytes) // 2
         # beats fetched ahead wait in the buffer until the unpacker is active
         unpack = unpacker.Consumer(*unpacker.slots(offset, rows, cols, lanes, pair), lanes, start + 1)
-        self._read(addr, lines_, busy, unpack, start + 1)
+        if runs is None:
+            self._read(addr, lines_, busy, unpack, start + 1)
+        else:
+            self._gather(runs, busy, unpack, start + 1)
         return int(unpack.times[-1]) + 1
+
+    def _gather(self, runs, busy, consumer, floor):
+        """_read for one unpacker job over several runs, the fetcher starting each once the
+        reader has issued the previous one's bursts (sim/dram_reader.py gather_run)."""
+        for addr, lines_ in runs:
+            self._runs.append((addr, lines_ * LINE_BYTES))
+            if self._first:
+                self.reads.append((addr, lines_ * LINE_BYTES))
+        reader = self._state.reader
+        start = self._fetch_from
+        if reader.issued_all is not None:
+            start = max(start, reader.issued_all)
+        handshakes, lengths, arrivals, _ = dram_reader.gather_run(start, runs, self.cfg, consumer, self._steals,
+                                                                  reader, floor)
+        busy.extend(zip(handshakes.tolist(), arrivals[np.cumsum(lengths) - 1].tolist()))
+        # the last run started the cycle after the run before it issued its last burst
+        bursts_before = sum(len(dram_reader.burst_lengths(a, n, self.cfg)) for a, n in runs[:-1])
+        self._fetch_from = (int(handshakes[bursts_before - 1]) + 2) if len(runs) > 1 else start + 1
 
     def _compute(self, start, desc, sq_slot, out_addr, busy, writes):
         """A read-compute descriptor from GROUP on: per group of ROWS input rows, the input,
@@ -293,8 +353,11 @@ class ControlUnit:
         second = desc.dev_addr + lines(desc.dev_rows * desc.dev_cols * 2) * LINE_BYTES
         products, out_n, stats = self._shape(desc)    # (K, N, transposed) of each product
         # (address, K, N, transposed, whether its words are the results)
+        # a paged ATTENTION's stages stream as one operand's from virtual address 0 (each
+        # page whole 4 KiB: the unpacker's offsets are the same), read from the pages
+        bases = (0, 0) if self._pages else (desc.dev_addr, second)
         stages = [(addr, sk, sn, trans, i == len(products) - 1)
-                  for i, (addr, (sk, sn, trans)) in enumerate(zip((desc.dev_addr, second), products))]
+                  for i, (addr, (sk, sn, trans)) in enumerate(zip(bases, products))]
         esize = 4 if op == Op.ATTENTION else 2
         anchors = op == Op.ATTENTION or (op == Op.SOFTMAX and partial)
         sfu_length = cols if op == Op.SOFTMAX else (products[0][1] if op == Op.ATTENTION else 0)
@@ -308,14 +371,15 @@ class ControlUnit:
             t = self._phase(t, in_addr, in_elem, rows, cols, busy)
             # the group's results: bytes m0 * out_n * esize on
             run = out_addr + m0 * out_n * esize
-            for addr, sk, sn, trans, to_result in stages:
+            for index, (addr, sk, sn, trans, to_result) in enumerate(stages):
                 plan = stage_planner.plan_stage(sk, sn, trans, m, lanes)
                 # DRAIN, from the cycle after the last chunk, hands the readout over once
                 # the readout (and, for results, the writer) is free; the readout starts
                 # in the cycle its last sums are written (`drained`) at the earliest.
                 # Results go out beside what follows (from the next cycle on), a chain's
                 # words are waited for
-                after, latency = self._stage(t + STAGE_CYCLES, addr, plan, m == 1 and not trans, busy)
+                after, latency = self._stage(t + STAGE_CYCLES, addr, plan, m == 1 and not trans, busy,
+                                             self._page_runs(desc, index, plan))
                 drained = after + latency - 1
                 handed = max(after, self._readout_free(), self._writer_free() if to_result else 0)
                 start_at = max(drained, handed)
@@ -352,6 +416,10 @@ class ControlUnit:
         if op == Op.SOFTMAX:
             out, anchors_m, anchors_l = self.compute.softmax(in_addr, m, cols, partial)
             writes.append((out_addr, out.tobytes()))
+        elif op == Op.ATTENTION and self._pages:
+            o, anchors_m, anchors_l = self.compute.attention_paged(
+                in_addr, validate.page_extents(desc, self._pages), m, desc.dev_cols, validate.page_half_bytes(desc))
+            writes.append((out_addr, o.tobytes()))
         elif op == Op.ATTENTION:
             o, anchors_m, anchors_l = self.compute.attention(in_addr, desc.dev_addr, second, m, k, n, trans)
             writes.append((out_addr, o.tobytes()))
@@ -366,21 +434,42 @@ class ControlUnit:
                                                             + np.float32(anchors_l[r]).tobytes())
             writes.append((out_addr + stats_offset(desc), bytes(stats)))
 
-    def _stage(self, t, addr, plan, split, busy):
+    def _page_runs(self, desc, stage, plan):
+        """A paged ATTENTION stage's DRAM runs (hw/front_end.py MAIN_RUN, REST_RUN over the
+        pages): ([(address, lines)] of the whole packs, a run a page, and the last k-group's
+        (address, lines)); None unpaged. Stage 0 reads the pages' keys, stage 1 their values."""
+        if not self._pages:
+            return None
+        tokens, half, d = validate.page_tokens(desc), validate.page_half_bytes(desc), desc.dev_cols
+        main_tokens = plan.full_groups * plan.pack
+        main = []
+        for p in range(-(-main_tokens // tokens)):
+            count = min(tokens, main_tokens - p * tokens)
+            main.append((self._pages[p] + stage * half, lines(2 * count * d)))
+        first = self._pages[main_tokens // tokens] + stage * half + 2 * (main_tokens % tokens) * d \
+            if plan.rest_rows else 0
+        rest = (first - first % LINE_BYTES, lines(first % LINE_BYTES + 2 * plan.rest_rows * d))
+        return main, rest
+
+    def _stage(self, t, addr, plan, split, busy, page_runs=None):
         """WEIGHTS_START (at t, or, when the stage changes the compute unit's mode, once PLAN
         has seen its pipeline empty: sim/stage_planner.py) .. the last chunk: the groups of
         whole packs (paired chunks with the split), then the last group (sim/chunk_dispatch.py).
-        The fetcher spends a cycle on each of the two runs that is empty. Returns (the cycle
-        after the last chunk, the cycles from it until the chunk's sums are written, less one)."""
+        The fetcher spends a cycle on each of the two runs that is empty. `page_runs`: a
+        paged stage's runs (`_page_runs`). Returns (the cycle after the last chunk, the
+        cycles from it until the chunk's sums are written, less one)."""
         state, lanes = self._state, self.cfg.lanes
+        main_runs, rest_run = page_runs if page_runs else (None, None)
         if plan.mode != state.pipe_mode:
             t = max(t, state.pipe_empty + 1)
         if plan.full_groups:
-            t = self._phase(t, addr, 0, plan.full_groups, plan.pack * plan.cols_dim, busy, pair=split)
+            t = self._phase(t, addr, 0, plan.full_groups, plan.pack * plan.cols_dim, busy, pair=split,
+                            runs=main_runs)
         else:
             self._fetch_from += 1
         if plan.rest_rows:
-            t = self._phase(t, addr, plan.main_elems, 1, plan.rest_rows * plan.cols_dim, busy)
+            t = self._phase(t, addr, plan.main_elems, 1, plan.rest_rows * plan.cols_dim, busy,
+                            runs=[rest_run] if rest_run else None)
         else:
             self._fetch_from += 1
         state.pipe_mode = plan.mode

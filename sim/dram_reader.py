@@ -124,7 +124,7 @@ def _schedule(start, addr, lines, cfg, steals, pulls, before, floor):
                                                last, np.zeros(0, np.int64) if pulls is None else pulls.astype(np.int64),
                                                pulls is not None, steal_array(steals), stolen, cfg.dram_read_latency,
                                                cfg.dram_buf_beats, cfg.dram_max_reads, floor, cfg.dram_channels,
-                                               channel_last)
+                                               channel_last, _NO_CYCLES)
     return handshakes, lengths, arrivals, channel_last, stolen
 
 
@@ -160,11 +160,13 @@ def load_kernels(cfg):
 
 @numba.njit(cache=True)
 def _handshakes(start, lens, firsts, sizes, ahead, bursts_ahead, earlier_pulls, earlier_last, pulls, has_pulls,
-                steals, stolen, latency, room, max_reads, floor, channels, channel_last):
+                steals, stolen, latency, room, max_reads, floor, channels, channel_last, run_starts):
     """burst_schedule's loop over the bursts (compiled: one burst depends on the last):
     each burst's handshake, the cycle each beat is on the R channel, and the handshake of
     the last steal now counted. `channel_last` (each channel's last line) is updated in
-    place; a steal whose handshake is at or before `stolen` is in it already."""
+    place; a steal whose handshake is at or before `stolen` is in it already. `run_starts`
+    (empty for one run) marks the bursts that begin a run of a gathered job: the fetcher
+    starts that run once the previous one has issued its last burst (`gather_run`)."""
     count = len(lens)
     pulls_base, last_base = ahead - len(earlier_pulls), bursts_ahead - len(earlier_last)
     last = np.empty(len(earlier_last) + count, np.int64)     # cycle of each burst's last beat
@@ -180,7 +182,12 @@ def _handshakes(start, lens, firsts, sizes, ahead, bursts_ahead, earlier_pulls, 
     line_times = np.empty(4 * channels, np.int64)
     for i in range(count):
         requested += lens[i]
-        h = start + ISSUE_DELAY if i == 0 else handshakes[i - 1] + GRANT_DELAY
+        if i == 0:
+            h = start + ISSUE_DELAY
+        elif len(run_starts) and run_starts[i]:
+            h = handshakes[i - 1] + 1 + ISSUE_DELAY
+        else:
+            h = handshakes[i - 1] + GRANT_DELAY
         if bursts_ahead + i >= max_reads:
             h = max(h, last[bursts_ahead + i - max_reads - last_base] + GRANT_DELAY)
         freeing = requested - room - 1                       # the pull that makes room for burst i
@@ -291,7 +298,7 @@ def run(start, addr, lines, cfg, consumer, steals=(), before=None, floor=0):
         handshakes, beat_times, pulls, consumer.times, channel_last, stolen, *windows = _unpacked_run(
             start, lengths, firsts, sizes, ahead, bursts_ahead, earlier_pulls, last, steal_array(steals), stolen,
             cfg.dram_read_latency, cfg.dram_buf_beats, cfg.dram_max_reads, floor, cfg.dram_channels, channel_last,
-            MAX_ROUNDS, consumer.ends, consumer.last_beat, consumer.lanes, consumer.floor)
+            MAX_ROUNDS, consumer.ends, consumer.last_beat, consumer.lanes, consumer.floor, _NO_CYCLES)
     else:
         pulls = None
         for _ in range(MAX_ROUNDS):
@@ -312,10 +319,37 @@ def run(start, addr, lines, cfg, consumer, steals=(), before=None, floor=0):
     return handshakes, lengths, beat_times, pulls
 
 
+def gather_run(start, runs, cfg, consumer, steals=(), before=None, floor=0):
+    """`run` for one unpacker job whose beats come from several runs, `runs` [(addr,
+    lines)] in order (a paged ATTENTION's pages, each whole beats): the fetcher starts each
+    run in the cycle after the previous one issued its last burst, and the unpacker takes
+    the beats as one job's. Returns what `run` does."""
+    parts = [bursts(addr, lines, cfg) for addr, lines in runs if lines > 0]
+    firsts, sizes, lengths = (np.concatenate([p[i] for p in parts]) for i in range(3))
+    run_starts = np.zeros(len(lengths), np.int64)
+    run_starts[np.cumsum([len(p[2]) for p in parts])[:-1]] = 1
+    ahead, bursts_ahead, earlier_pulls, last, channel_last, stolen = _earlier(before, cfg)
+    handshakes, beat_times, pulls, consumer.times, channel_last, stolen, *windows = _unpacked_run(
+        start, lengths, firsts, sizes, ahead, bursts_ahead, earlier_pulls, last, steal_array(steals), stolen,
+        cfg.dram_read_latency, cfg.dram_buf_beats, cfg.dram_max_reads, floor, cfg.dram_channels, channel_last,
+        MAX_ROUNDS, consumer.ends, consumer.last_beat, consumer.lanes, consumer.floor, run_starts)
+    if before is not None:
+        before.add(handshakes, lengths, beat_times, pulls, windows)
+        before.channel_last, before.stolen_through = channel_last, stolen
+    return handshakes, lengths, beat_times, pulls
+
+
+def side_run(start, addr, lines, cfg, steals=(), before=None):
+    """`run` for a run whose beats leave the reader as they arrive, never entering the
+    DRAM buffer (a paged ATTENTION's list, for the front end): each beat frees its room in
+    the cycle it arrives, as a beat taken at once would."""
+    return run(start, addr, lines, cfg, lambda shown: shown - BUFFER_LATENCY, steals, before, 0)
+
+
 @numba.njit(cache=True)
 def _unpacked_run(start, lens, firsts, sizes, ahead, bursts_ahead, earlier_pulls, earlier_last, steals, stolen,
                   latency, room, max_reads, floor, channels, channel_last, max_rounds, ends, last_beat, lanes,
-                  unpack_floor):
+                  unpack_floor, run_starts):
     """run's fixed point with the unpacker's consumer (sim/unpacker.consume), compiled:
     (handshakes, arrivals, pulls, slot times, each channel's last line, the last steal
     counted, and the reader's windows after the run as Reader.add makes them: the last
@@ -326,7 +360,7 @@ def _unpacked_run(start, lens, firsts, sizes, ahead, bursts_ahead, earlier_pulls
         handshakes, arrivals, stolen_now = _handshakes(start, lens, firsts, sizes, ahead, bursts_ahead,
                                                        earlier_pulls, earlier_last, pulls, round_ > 0, steals,
                                                        stolen, latency, room, max_reads, floor, channels,
-                                                       channels_now)
+                                                       channels_now, run_starts)
         shown = arrivals + BUFFER_LATENCY
         times, taken = unpacker.consume(shown, unpack_floor, ends, last_beat, lanes)
         if round_ == 0:

@@ -325,6 +325,16 @@ def attention_partial_trans(q, k, v, lanes):
     return attention_fp32(widen(q), widen(k), widen(v), lanes, token_major=True)
 
 
+def attention_partial_paged(q, k_pages, v_pages, lanes):
+    """A paged ATTENTION (docs/read-compute-project.md): its pages' tokens, K and V token-major
+    ([t_p x d] each, in list order), are one operand's, so the result is
+    attention_partial_trans of their concatenation: one (O, m, l) for the whole share."""
+    if len(k_pages) != len(v_pages) or not k_pages:
+        raise ValueError(f"a paged attention needs as many key pages as value pages, at least one: "
+                         f"{len(k_pages)} and {len(v_pages)}")
+    return attention_partial_trans(q, np.concatenate(k_pages), np.concatenate(v_pages), lanes)
+
+
 def attention_fp32(q32, k32, v32, lanes, token_major):
     """attention_partial (k32 = K^T, d x T) or, `token_major`, attention_partial_trans
     (k32 = K, T x d), from the FP16 operands already widened to float32 (exactly)."""

@@ -11,6 +11,13 @@ The words are of three kinds, so that every rule is reached, not only BAD_OP (a 
   somewhere in the queue's data range or just outside it;
 - mutated: a well-formed word with one to three of its bits flipped.
 
+Paged ATTENTION lists: the first 4 KiB of each data range hold LIST_POOL lists of
+PAGE_LIST_MAX entries, 4 KiB-aligned pages inside the range (the last list with one entry
+off 4 KiB); a well-formed paged word points at one of them mostly, else anywhere (random
+bytes: BAD_PAGE, almost surely). Its expected status is the decode rules' and then, read
+from the shadow of the data range as the queue's earlier STOREs left it, the list's
+(`isa.validate.check_pages`).
+
 Memory: the queues' rings and data ranges live in a window of DRAM whose every byte is set
 to a random pattern first. Afterwards the window must be as before except the rings (the
 host writes the submissions, the device the completions) and, in each data range, exactly
@@ -23,8 +30,9 @@ import numpy as np
 
 import isa
 from isa import Descriptor, DescType, Dtype, Flag, Op, Status
-from isa.descriptor import DESC_BITS
-from isa.validate import QueueView, lines
+from isa.descriptor import DESC_BITS, PAGE_ALIGN, page_flags
+from isa.microarch import PAGE_LIST_MAX
+from isa.validate import PAGE_LIST_BYTES, QueueView, check_pages, lines, page_count, paged
 
 SPAN = 1 << 22                    # queue q's part of the window: [q * SPAN, (q + 1) * SPAN)
 SQ, CQ, DATA, DATA_END = 0, 1 << 20, 2 << 20, 3 << 20       # offsets in it; a guard after
@@ -33,6 +41,8 @@ TIMEOUT_CYCLES = 2_000_000
 KINDS = ("uniform", "well_formed", "mutated")
 KIND_P = (0.2, 0.4, 0.4)
 MAX_WORK = 1 << 16                # K x N of a well-formed product, but for the corner shapes
+LIST_POOL = 8                     # paged lists at the start of each data range
+PAGE_SPAN_MAX = 64 << 10          # the pages' bytes (keys and values) of a well-formed paged word
 
 
 @dataclasses.dataclass
@@ -75,7 +85,9 @@ def well_formed(rng, cfg, view):
     classes = shape_classes(cfg)
     names = list(classes)
     op_kind = rng.choice(["load", "store", "gemv", "gemm", "gemv_t", "gemm_t", "softmax", "softmax_p",
-                          "attention", "attention_t", "lora_xab"])
+                          "attention", "attention_t", "lora_xab", "attention_paged"])
+    if op_kind == "attention_paged":
+        return paged_word(rng, cfg, view)
     shape_class = str(rng.choice(names))
     dim = classes[shape_class](rng)
     other = int(rng.integers(1, 2 * cfg.lanes + 2))
@@ -110,6 +122,40 @@ def well_formed(rng, cfg, view):
     if desc.dev_size:
         desc = dataclasses.replace(desc, dev_addr=operand_addr(rng, desc, view))
     return desc, shape_class
+
+
+def paged_word(rng, cfg, view):
+    """A paged ATTENTION: d of 32, 64 or 128, pages of whole 4 KiB of keys (PAGE_SPAN_MAX
+    a page at most), up to 8 pages (or, a corner, PAGE_LIST_MAX + 1), its list one of the
+    pool's mostly."""
+    d = int(rng.choice([32, 64, 128]))
+    shift = (2048 // d).bit_length() - 1 + int(rng.integers(0, 3))
+    while (1 << shift) * d * 4 > PAGE_SPAN_MAX:
+        shift -= 1
+    pages = PAGE_LIST_MAX + 1 if rng.random() < 0.05 else int(rng.integers(1, 9))
+    tokens = int(rng.integers((pages - 1) << shift, pages << shift)) + 1
+    m = int(rng.choice([1, 2, cfg.rows, cfg.rows + 1]))
+    where = rng.random()
+    if where < 0.8:
+        list_addr = view.data_base + PAGE_LIST_BYTES * int(rng.integers(0, LIST_POOL))
+    elif where < 0.95:
+        list_addr = view.data_base + PAGE_LIST_BYTES * int(rng.integers(0, (view.data_limit - view.data_base)
+                                                                         // PAGE_LIST_BYTES))
+    else:
+        list_addr = view.data_base + 64                  # a line, not 512 bytes: BOUNDS
+    desc = Descriptor(type=DescType.READ_COMPUTE, op=Op.ATTENTION, dtype=Dtype.FP16, flags=page_flags(shift),
+                      dev_addr=list_addr, dev_size=lines(pages * 8), dev_rows=tokens, dev_cols=d,
+                      in_rows=m, in_cols=d, in_size=lines(m * d * 2))
+    return desc, f"paged/{1 << shift}"
+
+
+def list_pool(rng, view):
+    """The pool's lists (bytes, at the data range's start): entries at 4 KiB in the range,
+    room for PAGE_SPAN_MAX after each; the last list's entry 3 off 4 KiB."""
+    first, last = (view.data_base + (4 << 10)) // PAGE_ALIGN, (view.data_limit - PAGE_SPAN_MAX) // PAGE_ALIGN
+    entries = rng.integers(first, last + 1, size=(LIST_POOL, PAGE_LIST_MAX)) * PAGE_ALIGN
+    entries[-1, 3] += 64
+    return entries.astype("<u8").tobytes()
 
 
 def operand_addr(rng, desc, view):
@@ -148,6 +194,8 @@ def cases(cfg, seed, count):
             if kind == "mutated":
                 desc = mutate(rng, desc)
         expected = isa.check_descriptor(desc, view, cfg)
+        if expected == Status.OK and paged(desc):
+            expected = None             # the list's verdict: from the memory when it runs (`run`)
         nbytes = desc.in_size * 64
         payload = rng.bytes(nbytes) if nbytes <= view.slot_bytes - 64 else b""
         yield Case(desc, kind, shape_class, expected, payload)
@@ -165,6 +213,9 @@ async def run(env, count, seed=1, on_case=None):
     window = nq * SPAN
     rng = np.random.default_rng(seed + 1)
     before = np.frombuffer(rng.bytes(window), np.uint8).copy()
+    for q in range(nq):
+        pool = np.frombuffer(list_pool(rng, queue_view(cfg, q)), np.uint8)
+        before[q * SPAN + DATA:q * SPAN + DATA + len(pool)] = pool
     env.backdoor_write(0, before.tobytes())
     queues = []
     for q in range(nq):
@@ -177,8 +228,18 @@ async def run(env, count, seed=1, on_case=None):
     pending = [[] for _ in range(nq)]
     depth = 1 << LOG2_DEPTH
 
+    def list_status(q, case):
+        """A paged word's list verdict, from the data range as the queue's STOREs left it."""
+        view = queue_view(cfg, q)
+        at = case.desc.dev_addr - view.data_base
+        raw = shadow[q][at:at + 8 * page_count(case.desc)].tobytes()
+        entries = [int.from_bytes(raw[i:i + 8], "little") for i in range(0, len(raw), 8)]
+        return check_pages(case.desc, entries, view, cfg)
+
     async def drain(q):
         for seq, case in pending[q]:
+            if case.expected is None:
+                case.expected = list_status(q, case)
             completion = await queues[q].wait(seq, TIMEOUT_CYCLES)
             if completion.status != case.expected:
                 raise AssertionError(f"queue {q} seq {seq}: {completion.status.name}, the decode rules say "

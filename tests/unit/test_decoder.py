@@ -3,7 +3,7 @@ from amaranth.sim import Simulator
 from hypothesis import given, settings, strategies as st, HealthCheck
 
 import isa
-from isa.descriptor import Flag
+from isa.descriptor import Flag, page_flags
 from isa import Descriptor, Status, DescType, Op, Dtype, FIELDS
 from isa.validate import QueueView, lines
 from hw.decoder import Decoder
@@ -51,13 +51,22 @@ def good_softmax(m=3, n=40, partial=False):
                       flags=Flag.PARTIAL if partial else 0, in_size=lines(m * n * 2), in_rows=m, in_cols=n)
 
 
+def good_paged(m=2, d=64, t=100, shift=6, addr=0x10200):
+    """A paged ATTENTION: T tokens in pages of 2^shift, the list at `addr` (a line a
+    8 pages), keys of a page 2^shift x d x 2 bytes (a multiple of 4 KiB)."""
+    pages = -(-t // (1 << shift))
+    return Descriptor(type=DescType.READ_COMPUTE, op=Op.ATTENTION, dtype=Dtype.FP16, flags=page_flags(shift),
+                      dev_addr=addr, dev_size=lines(pages * 8), dev_rows=t, dev_cols=d,
+                      in_size=lines(m * d * 2), in_rows=m, in_cols=d)
+
+
 def field_boundaries():
     """Every field at 0, 1, its maximum and maximum - 1, on otherwise good descriptors of
     each read-compute op."""
     trans_attention = Descriptor(**{**good_pair(Op.ATTENTION, d=24, t=40).__dict__, "flags": Flag.TRANS_W,
                                     "in_cols": 40, "in_size": lines(3 * 40 * 2)})
     for base in (good_gemm(), good_pair(Op.ATTENTION), good_pair(Op.LORA_XAB), good_softmax(partial=True),
-                 trans_attention):
+                 trans_attention, good_paged()):
         for name, _, width in FIELDS:
             for value in {0, 1, 2, (1 << width) - 1, (1 << width) - 2}:
                 yield Descriptor(**{**base.__dict__, name: value})
@@ -103,6 +112,25 @@ def status_cases():
         yield Descriptor(**{**good_pair(op).__dict__, "dev_size": lines(40 * 24 * 2)}), Status.BAD_SHAPE
         yield good_pair(op, d=1, t=CFG.n_max + 1), Status.BAD_SHAPE
         yield Descriptor(**{**good_pair(op).__dict__, "in_cols": 24, "in_size": lines(3 * 24 * 2)}), Status.BAD_SHAPE
+    # paged ATTENTION (docs/read-compute-project.md): TRANS_W required, the list at 512 bytes,
+    # at most 64 pages, a page's keys whole 4 KiB
+    yield good_paged(), Status.OK
+    yield good_paged(t=1), Status.OK
+    yield good_paged(t=64 * 64, d=32), Status.OK                          # 64 pages
+    yield good_paged(t=64 * 64 + 1, d=32), Status.BAD_SHAPE               # 65 pages
+    yield good_paged(shift=5), Status.OK                                  # 32 x 64 x 2 = 4 KiB
+    yield good_paged(shift=4), Status.BAD_SHAPE                           # 2 KiB
+    yield good_paged(d=48, shift=6), Status.BAD_SHAPE                     # 6 KiB
+    yield good_paged(d=128, shift=4), Status.OK
+    yield Descriptor(**{**good_paged().__dict__, "flags": Flag.PAGED | (6 << 3)}), Status.BAD_OP
+    yield Descriptor(**{**good_paged().__dict__, "flags": Flag.TRANS_W | (6 << 3)}), Status.BAD_OP
+    yield Descriptor(**{**good_paged().__dict__, "flags": page_flags(6) | Flag.PARTIAL}), Status.BAD_OP
+    yield Descriptor(**{**good_paged().__dict__, "op": Op.GEMM}), Status.BAD_OP
+    yield Descriptor(**{**good_paged().__dict__, "op": Op.LORA_XAB}), Status.BAD_OP
+    yield good_paged(addr=0x10040), Status.BOUNDS                         # a line, not 512 bytes
+    yield good_paged(addr=q.data_limit), Status.BOUNDS
+    yield Descriptor(**{**good_paged().__dict__, "dev_size": 2}), Status.BAD_SHAPE
+    yield Descriptor(**{**good_paged().__dict__, "in_cols": 32, "in_size": lines(2 * 32 * 2)}), Status.BAD_SHAPE
     yield good_softmax(), Status.OK
     yield good_softmax(partial=True), Status.OK
     yield good_softmax(n=CFG.k_max), Status.OK
@@ -134,7 +162,8 @@ def test_decoder_field_boundaries():
 small = st.integers(0, 70)
 descriptors = st.builds(
     Descriptor, type=st.integers(0, 3), op=st.sampled_from([0, 0, 1, 1, 2, 3, 9]),
-    dtype=st.sampled_from([0, 0, 0, 1, 2, 5]), flags=st.sampled_from([0, 0, 0, 1, 0x200]),
+    dtype=st.sampled_from([0, 0, 0, 1, 2, 5]),
+    flags=st.sampled_from([0, 0, 0, 1, 0x200, page_flags(0), page_flags(1), page_flags(6), 0x4]),
     dev_addr=st.integers(0, 0xA0000).map(lambda a: a & ~0x3F if a % 3 else a),
     dev_size=small, dev_rows=small, dev_cols=small, in_size=small, in_rows=small, in_cols=small)
 queues = st.builds(QueueView, log2_slot=st.integers(6, 14), data_base=st.integers(0, 0x20000),
@@ -144,8 +173,11 @@ queues = st.builds(QueueView, log2_slot=st.integers(6, 14), data_base=st.integer
 def consistent(d):
     """Make the sizes agree with the dims, so the random cases reach the later checks too."""
     el = isa.dtype_bytes(d.dtype) or 2
-    return Descriptor(**{**d.__dict__, "dev_size": lines(d.dev_rows * d.dev_cols * el),
-                         "in_size": lines(d.in_rows * d.in_cols * el)})
+    d = Descriptor(**{**d.__dict__, "dev_size": lines(d.dev_rows * d.dev_cols * el),
+                      "in_size": lines(d.in_rows * d.in_cols * el)})
+    if isa.validate.paged(d):
+        d = Descriptor(**{**d.__dict__, "dev_size": isa.validate.operand_lines(d), "dev_addr": d.dev_addr & ~0x1FF})
+    return d
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])

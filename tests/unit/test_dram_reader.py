@@ -121,6 +121,53 @@ def test_dram_reader_back_to_back(cfg, first, second, period):
     assert pulls == [p for run in runs for p in run[3].tolist()]
 
 
+@pytest.mark.parametrize("cfg,first,side,period", [
+    (CFG, (0x0, 200), (0x8000, 1), 2), (CFG, (0x0FC0, 3), (0x4000, 8), 1), (SMALL, (0x0, 100), (0x200, 2), 3),
+    (SLOW, (0x40, 70), (0x1000, 8), 2)], ids=lambda v: getattr(v, "name", str(v)))
+def test_side_run_after_a_run(cfg, first, side, period):
+    """A run, then a side run (a paged list) once it is issued, a slow consumer: the side
+    run's beats leave on side_* as they arrive (sim/dram_reader.py side_run) and never show
+    at `out`; the first run's beats are taken as the model says."""
+    reader = DramReader(cfg)
+    top, bus = placed(cfg, reader, CONTROL_PORT, via_arbiter=True)
+    dram = Dram(cfg, bus)
+    beats = first[1]
+    side_beats = -(-side[1] // cfg.dram_channels)
+    ready = [t % period == 0 for t in range(period * 8 * beats + 2000)]
+    pulls, sides = [], []
+
+    async def bench(ctx):
+        clock = Clock(ctx, dram)
+        ctx.set(reader.start, 1)
+        ctx.set(reader.addr, first[0])
+        ctx.set(reader.lines, first[1])
+        started = 1
+        while len(pulls) < beats or len(sides) < side_beats:
+            ctx.set(reader.out.ready, ready[clock.t])
+            if ctx.get(reader.out.valid) and ready[clock.t]:
+                pulls.append(clock.t)
+            if ctx.get(reader.side_valid):
+                sides.append(clock.t)
+            await clock.tick()
+            ctx.set(reader.start, 0)
+            ctx.set(reader.side, 0)
+            if started == 1 and ctx.get(reader.issued_all):
+                ctx.set(reader.start, 1)
+                ctx.set(reader.side, 1)
+                ctx.set(reader.addr, side[0])
+                ctx.set(reader.lines, side[1])
+                started = 2
+            assert clock.t < 20_000
+
+    simulate(top, bench)
+    model = model_reader.Reader(cfg)
+    runs = [model_reader.run(0, first[0], first[1], cfg, paced(ready, 0), before=model)]
+    runs.append(model_reader.side_run(model.issued_all, side[0], side[1], cfg, before=model))
+    assert [t for t, _, _ in dram.ar] == [h for run in runs for h in run[0].tolist()]
+    assert pulls == runs[0][3].tolist()
+    assert sides == runs[1][2].tolist()
+
+
 class EngineRead:
     """A one-line read on the command engine's arbiter port, asked from cycle `request`
     and held until its handshake, as hw/command_engine.py's ADDR state does. Logs its

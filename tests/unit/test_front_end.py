@@ -8,7 +8,7 @@ import pytest
 import isa
 from ties import simulate
 from isa import Descriptor, DescType, Dtype, Op, Status
-from isa.descriptor import Flag
+from isa.descriptor import Flag, page_flags
 from isa.slots import LINE_BYTES
 from isa.validate import lines
 from sim.control_unit import ControlUnit, State
@@ -54,21 +54,25 @@ CASES = {
 }
 
 
-def model_runs(desc, seq=1, queue_index=HAZARD_FREE_QUEUE):
+def model_runs(desc, seq=1, queue_index=HAZARD_FREE_QUEUE, memory=None):
     queues = [QueueRegs(), QUEUE.copy()]
-    control = ControlUnit(CFG, SparseMemory(1 << 32))
+    control = ControlUnit(CFG, memory or SparseMemory(1 << 32))
     control.execute(Entry(desc, queue_index, seq, 0), queues[queue_index], queues, 0, State.initial(CFG),
                     compute_results=False)
     return [(addr, n // LINE_BYTES) for addr, n in control._runs]
 
 
-def run_front_end(descs, report_at=None):
+def run_front_end(descs, report_at=None, memory=None, side_latency=6):
     """Pop each descriptor (seq 1, 2, ..) on queue 1 as soon as the front end takes it; the
     control unit takes each at once; the reader has always issued. Returns the pop cycles and
-    the run starts (cycle, address, lines); `report_at`: the cycle a STORE's report comes."""
+    the run starts (cycle, address, lines); `report_at`: the cycle a STORE's report comes.
+    A side run's beats (a paged list, from `memory`) come one a cycle, the first
+    `side_latency` cycles after its start; the verdicts are taken as they come (cycle,
+    status), the side beats' cycles recorded."""
     from hw.front_end import FrontEnd
     dut = FrontEnd(CFG)
-    seen = {"pops": [], "runs": []}
+    seen = {"pops": [], "runs": [], "verdicts": [], "side": []}
+    side = []                                   # (cycle, beat data) still to come
 
     async def bench(ctx):
         q = dut.queues[HAZARD_FREE_QUEUE]
@@ -92,7 +96,21 @@ def run_front_end(descs, report_at=None):
                 pending.pop(0)
                 seen["pops"].append(cycle)
             if ctx.get(dut.run_start):
-                seen["runs"].append((cycle, ctx.get(dut.run_addr), ctx.get(dut.run_lines)))
+                addr, count = ctx.get(dut.run_addr), ctx.get(dut.run_lines)
+                seen["runs"].append((cycle, addr, count))
+                if ctx.get(dut.run_side):
+                    beat = CFG.beat_bytes
+                    first = addr - addr % beat
+                    for i in range(-(-(addr + count * LINE_BYTES - first) // beat)):
+                        side.append((cycle + side_latency + i, memory.read(first + i * beat, beat)))
+            valid = bool(side) and side[0][0] == cycle
+            ctx.set(dut.side_valid, int(valid))
+            if valid:
+                ctx.set(dut.side_data, int.from_bytes(side.pop(0)[1], "little"))
+                seen["side"].append(cycle)
+            ctx.set(dut.verdict_take, ctx.get(dut.verdict_valid))
+            if ctx.get(dut.verdict_valid):
+                seen["verdicts"].append((cycle, Status(ctx.get(dut.verdict_status))))
             await ctx.tick()
 
     simulate(dut, bench)
@@ -131,3 +149,44 @@ def test_a_store_holds_the_next_descriptors_reads_until_its_report():
     assert runs[store_runs][0] == report + 2                     # the cycle after the report, then FETCH
     without = run_front_end([store, gemm], report_at=None)["runs"]
     assert len(without) == store_runs                            # never reported: never fetched
+
+
+def paged_case(tokens, shift, d, bad_entry=None, m=2):
+    """A paged ATTENTION on queue 1 and the memory holding its list (pages 4 KiB apart in
+    reverse order); `bad_entry`: (index, address) to spoil."""
+    count = -(-tokens // (1 << shift))
+    half = (1 << shift) * d * 2
+    pages = [DEV + 0x10_0000 + (count - 1 - p) * 2 * half for p in range(count)]
+    if bad_entry:
+        pages[bad_entry[0]] = bad_entry[1]
+    memory = SparseMemory(1 << 32)
+    list_addr = DEV + 0x200
+    memory.write(list_addr, b"".join(a.to_bytes(8, "little") for a in pages))
+    desc = Descriptor(type=DescType.READ_COMPUTE, op=Op.ATTENTION, dtype=Dtype.FP16, flags=page_flags(shift),
+                      dev_addr=list_addr, dev_size=lines(count * 8), dev_rows=tokens, dev_cols=d,
+                      in_size=lines(m * d * 2), in_rows=m, in_cols=d)
+    return desc, memory
+
+
+@pytest.mark.parametrize("tokens,shift,d,m", [(300, 6, 64, 2), (64, 6, 64, 1), (37, 4, 128, 5), (1, 5, 64, 1),
+                                              (130, 6, 32, 3)])
+def test_paged_runs_and_verdict_equal_the_model(tokens, shift, d, m):
+    """The list as a side run, checked an entry a cycle, the verdict the cycle after the
+    last check; then the input and, per stage, a run a page and the last k-group's."""
+    desc, memory = paged_case(tokens, shift, d, m=m)
+    assert decode(desc, QUEUE, CFG)[0] == Status.OK
+    seen = run_front_end([desc], memory=memory)
+    want = model_runs(desc, memory=memory)
+    assert [(addr, n) for _, addr, n in seen["runs"]] == want
+    count = -(-tokens // (1 << shift))
+    assert [s for _, s in seen["verdicts"]] == [Status.OK]
+    assert seen["verdicts"][0][0] == seen["side"][-1] + 2 + count
+    assert seen["runs"][1][0] == seen["verdicts"][0][0]        # the input run in the verdict's cycle
+
+
+@pytest.mark.parametrize("bad", [(0, DEV + 0x40_0040), (2, QUEUE.data_base - 4096), (4, QUEUE.data_limit - 4096)])
+def test_a_bad_page_entry_fails_the_list_and_nothing_else_is_read(bad):
+    desc, memory = paged_case(300, 6, 64, bad_entry=bad)
+    seen = run_front_end([desc], memory=memory)
+    assert [s for _, s in seen["verdicts"]] == [Status.BAD_PAGE]
+    assert [(addr, n) for _, addr, n in seen["runs"]] == [(desc.dev_addr, desc.dev_size)]

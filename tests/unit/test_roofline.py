@@ -45,9 +45,10 @@ def test_too_few_copies_is_refused(capsys):
 
 def test_attention_line_on_the_paper_config():
     """The attention line (issue 25's targets) from the model: every cell a utilization in
-    (0, 100 %]; the 2,048-descriptor layer runs at the 128-token page's steady state (the
-    same descriptor back to back), and a 256-token share in one descriptor uses the port
-    better than a 128-token page (the chain's fixed cost spread over twice the bytes)."""
+    (0, 100 %]; the layer's 1,024 shares run at one share's steady state (the same paged
+    descriptor back to back), and a 256-token share in one paged descriptor uses the port
+    better than a 128-token page (the chain's fixed cost spread over twice the bytes); a
+    share's bytes are its two pages' keys and values, its list, q and the header."""
     import re
     cfg = isa.load_config("paper")
     works = roofline.attention_workloads(cfg) + [roofline.Workload("attention^T", 8, 128, 512)]
@@ -58,8 +59,10 @@ def test_attention_line_on_the_paper_config():
     assert match, line
     page, share, layer, gqa = (float(v) for v in match.groups())
     assert all(0 < v <= 100 for v in (page, share, layer, gqa))
-    assert layer == pytest.approx(page, rel=0.02)
+    assert layer == pytest.approx(share, rel=0.02)
     assert share > page
+    share_desc = roofline._shape_descriptor(roofline.Workload("paged", 1, 128, 256, page=128))
+    assert roofline.moved_bytes(cfg, share_desc) == 2 * 2 * 128 * 128 * 2 + 64 + 128 * 2 + 64
     by_name = {r["name"]: r for r in results}
     one = by_name["attention^T 1x128x128"]
     desc = roofline._shape_descriptor(roofline.Workload("attention^T", 1, 128, 128))
