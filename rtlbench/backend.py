@@ -46,6 +46,9 @@ class Backend:
     def backdoor_write(self, addr, data):
         raise NotImplementedError
 
+    # whether device_reads() sees the device's DRAM reads (a monitor on the bus, the model's log)
+    monitors_reads = True
+
     def device_reads(self):
         """(address, bytes) of every DRAM read since the last call."""
         raise NotImplementedError

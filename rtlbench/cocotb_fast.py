@@ -39,6 +39,7 @@ class FastBackend(Backend):
         "pasid_bound_queues_interleaved": "host data bypasses the CXL.mem port and its PASID filter",
         "every_status_code": "no per-cycle monitor of the device's DRAM reads",
     }
+    monitors_reads = False
 
     @classmethod
     async def open(cls, dut):
