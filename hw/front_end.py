@@ -129,9 +129,7 @@ class FrontEnd(wiring.Component):
         # entries' places in the side beats depend only on where that is in a beat
         list_bytes = PAGE_LIST_MAX * PAGE_ENTRY_BYTES
         places = max(1, cfg.beat_bytes // list_bytes)
-        place = Signal(range(places))
-        if places > 1:
-            m.d.comb += place.eq(d.dev_addr[(list_bytes - 1).bit_length():(cfg.beat_bytes - 1).bit_length()])
+        place = d.dev_addr[(list_bytes - 1).bit_length():(cfg.beat_bytes - 1).bit_length()] if places > 1 else 0
         with m.If(self.side_valid):
             m.d.sync += [list_beat.eq(list_beat + 1), list_err.eq(list_err | self.side_err)]
             for i in range(PAGE_LIST_MAX):

@@ -832,7 +832,7 @@ module ndp_device(mem__awaddr, mem__awlen, mem__awsize, mem__awburst, mem__awloc
     .pop(pop),
     .pop_ready(pop_ready),
     .pop_valid(pop_valid),
-    .\port$10768$0 (\$3 ),
+    .\port$10704$0 (\$3 ),
     .queues__0(queues__0),
     .queues__1(queues__1),
     .queues__2(queues__2),
@@ -1042,7 +1042,7 @@ module ndp_device(mem__awaddr, mem__awlen, mem__awsize, mem__awburst, mem__awloc
     .io__wready(io__wready),
     .io__wstrb(io__wstrb),
     .io__wvalid(io__wvalid),
-    .\port$10768$0 (\$3 ),
+    .\port$10704$0 (\$3 ),
     .queues__0(queues__0),
     .queues__1(queues__1),
     .queues__2(queues__2),
@@ -2633,7 +2633,7 @@ module \ndp_device.command_engine (bus__rresp, clk, rst, push_ready, cycle, rese
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, bus__rlast, clk, rst, pop, bus__arlen, bus__arvalid, bus__awlen, bus__wdata, bus__wstrb, reported, bus__wvalid, bus__wlast, bus__bready, done_status, irq, \port$10768$0 , cycle
+module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, bus__rlast, clk, rst, pop, bus__arlen, bus__arvalid, bus__awlen, bus__wdata, bus__wstrb, reported, bus__wvalid, bus__wlast, bus__bready, done_status, irq, \port$10704$0 , cycle
 , queues__0, queues__1, queues__2, queues__3, pop_valid, pop_ready, bus__araddr, bus__awvalid, bus__awaddr, bus__arready, bus__rvalid, bus__awready, bus__wready, bus__bvalid, bus__bid);
   reg \$auto$verilog_backend.cc:2355:dump_module$67  = 0;
   wire \$1 ;
@@ -3242,8 +3242,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   input pop_valid;
   wire pop_valid;
   wire \pop_valid$93 ;
-  output [33:0] \port$10768$0 ;
-  wire [33:0] \port$10768$0 ;
+  output [33:0] \port$10704$0 ;
+  wire [33:0] \port$10704$0 ;
   reg [1:0] queue;
   input [321:0] queues__0;
   wire [321:0] queues__0;
@@ -3878,11 +3878,11 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .line_addr(line_addr),
     .line_start(line_start),
     .pending(pending),
-    .\port$10768$0 (\$254 ),
-    .\port$11029$289 (queues__0[289]),
-    .\port$11031$289 (queues__1[289]),
-    .\port$11033$289 (queues__2[289]),
-    .\port$11035$289 (queues__3[289]),
+    .\port$10704$0 (\$254 ),
+    .\port$10965$289 (queues__0[289]),
+    .\port$10967$289 (queues__1[289]),
+    .\port$10969$289 (queues__2[289]),
+    .\port$10971$289 (queues__3[289]),
     .queue(queue),
     .quiet(quiet),
     .r_en(reported),
@@ -3957,7 +3957,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .log2_slot(regs[267:260]),
     .operand_lines(operand_lines),
     .paged(paged),
-    .\port$11169$128 (regs[255:128]),
+    .\port$11105$128 (regs[255:128]),
     .stats_offset(stats_offset),
     .status(\status$449 )
   );
@@ -8148,7 +8148,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \irq$442  = irq;
   assign \report$443  = reported;
   assign done_store = report_store;
-  assign \port$10768$0  = \$254 ;
+  assign \port$10704$0  = \$254 ;
   assign \queues__0.sq_base  = queues__0[63:0];
   assign \queues__0.cq_base  = queues__0[127:64];
   assign \queues__0.data_base  = queues__0[191:128];
@@ -9137,7 +9137,7 @@ module \ndp_device.control_unit.chunks (rst, split, addr, count, pair_count, val
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_error, hold, done_status, irq, \port$10768$0 , done_store, cycle, \port$11029$289 , \port$11031$289 , \port$11033$289 , \port$11035$289 , complete, queue, seq, taken, status, read_error, slot
+module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_error, hold, done_status, irq, \port$10704$0 , done_store, cycle, \port$10965$289 , \port$10967$289 , \port$10969$289 , \port$10971$289 , complete, queue, seq, taken, status, read_error, slot
 , store, quiet, pending, line_start, line_addr, line, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$69  = 0;
   wire \$1 ;
@@ -9198,16 +9198,16 @@ module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_err
   reg line_start;
   output pending;
   reg pending = 1'h0;
-  output [33:0] \port$10768$0 ;
-  wire [33:0] \port$10768$0 ;
-  input \port$11029$289 ;
-  wire \port$11029$289 ;
-  input \port$11031$289 ;
-  wire \port$11031$289 ;
-  input \port$11033$289 ;
-  wire \port$11033$289 ;
-  input \port$11035$289 ;
-  wire \port$11035$289 ;
+  output [33:0] \port$10704$0 ;
+  wire [33:0] \port$10704$0 ;
+  input \port$10965$289 ;
+  wire \port$10965$289 ;
+  input \port$10967$289 ;
+  wire \port$10967$289 ;
+  input \port$10969$289 ;
+  wire \port$10969$289 ;
+  input \port$10971$289 ;
+  wire \port$10971$289 ;
   input [1:0] queue;
   wire [1:0] queue;
   input quiet;
@@ -9252,7 +9252,7 @@ module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_err
   assign \$11  = \$9  & \$10 ;
   assign \$12  = \$11  ? 8'h80 : \$signal$10 ;
   assign \$13  = cycle - \$signal$8 ;
-  assign irq_en = { \port$11035$289 , \port$11033$289 , \port$11031$289 , \port$11029$289  } >> r_data[1:0];
+  assign irq_en = { \port$10971$289 , \port$10969$289 , \port$10967$289 , \port$10965$289  } >> r_data[1:0];
   assign done_status = reported_error ? 8'h80 : r_data[41:34];
   assign \$14  = r_en & irq_en;
   assign \$15  = 1'h1 << r_data[1:0];
@@ -9422,12 +9422,12 @@ module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_err
       w_data = { \$signal$16 , status_word[7:0], \$signal [31:0], \$like  };
     end
   end
-  assign \irq_en$31  = { \port$11035$289 , \port$11033$289 , \port$11031$289 , \port$11029$289  };
+  assign \irq_en$31  = { \port$10971$289 , \port$10969$289 , \port$10967$289 , \port$10965$289  };
   assign reported = r_en;
   assign done_valid = r_en;
   assign done_queue = r_data[1:0];
   assign done_seq = r_data[33:2];
-  assign \port$10768$0  = r_data[33:0];
+  assign \port$10704$0  = r_data[33:0];
   assign done_store = r_data[42];
 endmodule
 
@@ -34280,7 +34280,7 @@ module \ndp_device.control_unit.compute.fold (rst, req_ready, b_row, b_addr, out
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.decoder (is_store, is_compute, operand_lines, stats_offset, paged, \port$11169$128 , log2_slot, desc, status, is_load);
+module \ndp_device.control_unit.decoder (is_store, is_compute, operand_lines, stats_offset, paged, \port$11105$128 , log2_slot, desc, status, is_load);
   reg \$auto$verilog_backend.cc:2355:dump_module$73  = 0;
   wire [26:0] \$1 ;
   wire [19:0] \$10 ;
@@ -34539,8 +34539,8 @@ module \ndp_device.control_unit.decoder (is_store, is_compute, operand_lines, st
   output paged;
   wire paged;
   wire [6:0] pages;
-  input [127:0] \port$11169$128 ;
-  wire [127:0] \port$11169$128 ;
+  input [127:0] \port$11105$128 ;
+  wire [127:0] \port$11105$128 ;
   reg [49:0] result;
   wire [49:0] room;
   output [47:0] stats_offset;
@@ -34650,8 +34650,8 @@ module \ndp_device.control_unit.decoder (is_store, is_compute, operand_lines, st
   assign \$107  = ! desc[25:20];
   assign \$108  = \$105  ? \$106  : \$107 ;
   assign \$109  = ! desc[103:84];
-  assign \$110  = desc[83:20] >= \port$11169$128 [63:0];
-  assign \$111  = \$2  <= \port$11169$128 [127:64];
+  assign \$110  = desc[83:20] >= \port$11105$128 [63:0];
+  assign \$111  = \$2  <= \port$11105$128 [127:64];
   assign \$112  = \$110  & \$111 ;
   assign \$113  = \$109  | \$112 ;
   assign \$114  = \$108  & \$113 ;
@@ -34789,8 +34789,8 @@ module \ndp_device.control_unit.decoder (is_store, is_compute, operand_lines, st
   assign pages = \$46 [6:0];
   assign page_shift = desc[16:13];
   assign page_half = \$48 [39:0];
-  assign data_base = \port$11169$128 [63:0];
-  assign data_limit = \port$11169$128 [127:64];
+  assign data_base = \port$11105$128 [63:0];
+  assign data_limit = \port$11105$128 [127:64];
   assign operand_lines = \$22 [39:0];
   assign stats_offset = \$29 [47:0];
   assign \desc.type  = desc[1:0];
@@ -35394,30 +35394,30 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, \tas
   wire \$602 ;
   wire \$603 ;
   wire \$604 ;
-  wire \$605 ;
+  wire [6:0] \$605 ;
   wire \$606 ;
   wire \$607 ;
-  wire \$608 ;
-  wire \$609 ;
+  wire [19:0] \$608 ;
+  wire [19:0] \$609 ;
   wire \$61 ;
-  wire \$610 ;
-  wire \$611 ;
-  wire \$612 ;
-  wire \$613 ;
-  wire \$614 ;
+  wire [19:0] \$610 ;
+  wire [19:0] \$611 ;
+  wire [19:0] \$612 ;
+  wire [19:0] \$613 ;
+  wire [19:0] \$614 ;
   wire \$615 ;
   wire \$616 ;
-  wire \$617 ;
-  wire \$618 ;
+  wire [2:0] \$617 ;
+  wire [19:0] \$618 ;
   wire \$619 ;
   wire [8:0] \$62 ;
   wire \$620 ;
-  wire \$621 ;
-  wire \$622 ;
-  wire \$623 ;
-  wire \$624 ;
-  wire \$625 ;
-  wire \$626 ;
+  wire [2:0] \$621 ;
+  wire [26:0] \$622 ;
+  wire [15:0] \$623 ;
+  wire [27:0] \$624 ;
+  wire [28:0] \$625 ;
+  wire [28:0] \$626 ;
   wire \$627 ;
   wire \$628 ;
   wire \$629 ;
@@ -35427,26 +35427,26 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, \tas
   wire \$632 ;
   wire \$633 ;
   wire \$634 ;
-  wire \$635 ;
-  wire \$636 ;
+  wire [1:0] \$635 ;
+  wire [1:0] \$636 ;
   wire \$637 ;
   wire \$638 ;
   wire \$639 ;
   wire [8:0] \$64 ;
-  wire \$640 ;
+  wire [1:0] \$640 ;
   wire \$641 ;
   wire \$642 ;
   wire \$643 ;
   wire \$644 ;
-  wire \$645 ;
-  wire \$646 ;
+  wire [1:0] \$645 ;
+  wire [1:0] \$646 ;
   wire \$647 ;
   wire \$648 ;
-  wire \$649 ;
+  wire [6:0] \$649 ;
   wire [63:0] \$65 ;
   wire \$650 ;
   wire \$651 ;
-  wire \$652 ;
+  wire [6:0] \$652 ;
   wire \$653 ;
   wire \$654 ;
   wire \$655 ;
@@ -35460,205 +35460,141 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, \tas
   wire \$662 ;
   wire \$663 ;
   wire \$664 ;
-  wire \$665 ;
-  wire \$666 ;
+  wire [7:0] \$665 ;
+  wire [7:0] \$666 ;
   wire \$667 ;
   wire \$668 ;
-  wire [6:0] \$669 ;
+  wire \$669 ;
   wire [64:0] \$67 ;
   wire \$670 ;
   wire \$671 ;
-  wire [19:0] \$672 ;
-  wire [19:0] \$673 ;
-  wire [19:0] \$674 ;
-  wire [19:0] \$675 ;
-  wire [19:0] \$676 ;
-  wire [19:0] \$677 ;
-  wire [19:0] \$678 ;
-  wire \$679 ;
+  wire \$672 ;
+  wire \$673 ;
+  wire \$674 ;
+  wire \$675 ;
+  wire [6:0] \$676 ;
+  wire [20:0] \$677 ;
+  wire [22:0] \$678 ;
+  wire [44:0] \$679 ;
   wire \$68 ;
-  wire \$680 ;
-  wire [2:0] \$681 ;
-  wire [19:0] \$682 ;
+  wire [20:0] \$680 ;
+  wire \$681 ;
+  wire \$682 ;
   wire \$683 ;
   wire \$684 ;
-  wire [2:0] \$685 ;
-  wire [26:0] \$686 ;
-  wire [15:0] \$687 ;
-  wire [27:0] \$688 ;
-  wire [28:0] \$689 ;
+  wire \$685 ;
+  wire \$686 ;
+  wire \$687 ;
+  wire [2:0] \$688 ;
+  wire [2:0] \$689 ;
   wire [63:0] \$69 ;
-  wire [28:0] \$690 ;
+  wire \$690 ;
   wire \$691 ;
   wire \$692 ;
   wire \$693 ;
   wire \$694 ;
-  wire \$695 ;
-  wire \$696 ;
+  wire [2:0] \$695 ;
+  wire [2:0] \$696 ;
   wire \$697 ;
   wire \$698 ;
-  wire [1:0] \$699 ;
+  reg [7:0] \$699 ;
   wire \$7 ;
   wire [64:0] \$70 ;
-  wire [1:0] \$700 ;
-  wire \$701 ;
-  wire \$702 ;
-  wire \$703 ;
-  wire [1:0] \$704 ;
-  wire \$705 ;
-  wire \$706 ;
-  wire \$707 ;
-  wire \$708 ;
-  wire [1:0] \$709 ;
+  reg [7:0] \$700 ;
+  reg [6:0] \$701 ;
+  reg \$702 ;
+  reg [63:0] \$703 ;
+  reg [63:0] \$704 ;
+  reg [63:0] \$705 ;
+  reg [63:0] \$706 ;
+  reg [63:0] \$707 ;
+  reg [63:0] \$708 ;
+  reg [63:0] \$709 ;
   wire \$71 ;
-  wire [1:0] \$710 ;
-  wire \$711 ;
-  wire \$712 ;
-  wire [6:0] \$713 ;
-  wire \$714 ;
-  wire \$715 ;
-  wire [6:0] \$716 ;
-  wire \$717 ;
-  wire \$718 ;
-  wire \$719 ;
+  reg [63:0] \$710 ;
+  reg [63:0] \$711 ;
+  reg [63:0] \$712 ;
+  reg [63:0] \$713 ;
+  reg [63:0] \$714 ;
+  reg [63:0] \$715 ;
+  reg [63:0] \$716 ;
+  reg [63:0] \$717 ;
+  reg [63:0] \$718 ;
+  reg [63:0] \$719 ;
   wire \$72 ;
-  wire \$720 ;
-  wire \$721 ;
-  wire \$722 ;
-  wire \$723 ;
-  wire \$724 ;
-  wire \$725 ;
-  wire \$726 ;
-  wire \$727 ;
-  wire \$728 ;
-  wire [7:0] \$729 ;
+  reg [63:0] \$720 ;
+  reg [63:0] \$721 ;
+  reg [63:0] \$722 ;
+  reg [63:0] \$723 ;
+  reg [63:0] \$724 ;
+  reg [63:0] \$725 ;
+  reg [63:0] \$726 ;
+  reg [63:0] \$727 ;
+  reg [63:0] \$728 ;
+  reg [63:0] \$729 ;
   wire \$73 ;
-  wire [7:0] \$730 ;
-  wire \$731 ;
-  wire \$732 ;
-  wire \$733 ;
-  wire \$734 ;
-  wire \$735 ;
-  wire \$736 ;
-  wire \$737 ;
-  wire \$738 ;
-  wire \$739 ;
+  reg [63:0] \$730 ;
+  reg [63:0] \$731 ;
+  reg [63:0] \$732 ;
+  reg [63:0] \$733 ;
+  reg [63:0] \$734 ;
+  reg [63:0] \$735 ;
+  reg [63:0] \$736 ;
+  reg [63:0] \$737 ;
+  reg [63:0] \$738 ;
+  reg [63:0] \$739 ;
   wire [8:0] \$74 ;
-  wire [6:0] \$740 ;
-  wire [20:0] \$741 ;
-  wire [22:0] \$742 ;
-  wire [44:0] \$743 ;
-  wire [20:0] \$744 ;
-  wire \$745 ;
-  wire \$746 ;
-  wire \$747 ;
-  wire \$748 ;
-  wire \$749 ;
+  reg [63:0] \$740 ;
+  reg [63:0] \$741 ;
+  reg [63:0] \$742 ;
+  reg [63:0] \$743 ;
+  reg [63:0] \$744 ;
+  reg [63:0] \$745 ;
+  reg [63:0] \$746 ;
+  reg [63:0] \$747 ;
+  reg [63:0] \$748 ;
+  reg [63:0] \$749 ;
   wire \$75 ;
-  wire \$750 ;
-  wire \$751 ;
-  wire [2:0] \$752 ;
-  wire [2:0] \$753 ;
-  wire \$754 ;
-  wire \$755 ;
-  wire \$756 ;
-  wire \$757 ;
-  wire \$758 ;
-  wire [2:0] \$759 ;
+  reg [63:0] \$750 ;
+  reg [63:0] \$751 ;
+  reg [63:0] \$752 ;
+  reg [63:0] \$753 ;
+  reg [63:0] \$754 ;
+  reg [63:0] \$755 ;
+  reg [63:0] \$756 ;
+  reg [63:0] \$757 ;
+  reg [63:0] \$758 ;
+  reg [63:0] \$759 ;
   wire [8:0] \$76 ;
-  wire [2:0] \$760 ;
-  wire \$761 ;
-  wire \$762 ;
-  reg [7:0] \$763 ;
-  reg [7:0] \$764 ;
-  reg [6:0] \$765 ;
-  reg \$766 ;
-  reg [63:0] \$767 ;
-  reg [63:0] \$768 ;
-  reg [63:0] \$769 ;
+  reg [63:0] \$760 ;
+  reg [63:0] \$761 ;
+  reg [63:0] \$762 ;
+  reg [63:0] \$763 ;
+  reg [63:0] \$764 ;
+  reg [63:0] \$765 ;
+  reg [63:0] \$766 ;
+  reg \$767 ;
+  reg \$768 ;
+  reg [2:0] \$769 ;
   wire [63:0] \$77 ;
-  reg [63:0] \$770 ;
-  reg [63:0] \$771 ;
-  reg [63:0] \$772 ;
-  reg [63:0] \$773 ;
-  reg [63:0] \$774 ;
-  reg [63:0] \$775 ;
-  reg [63:0] \$776 ;
-  reg [63:0] \$777 ;
-  reg [63:0] \$778 ;
-  reg [63:0] \$779 ;
+  reg [5:0] \$770 ;
+  reg \$771 ;
+  reg [7:0] \$772 ;
+  reg \$773 ;
+  reg [19:0] \$774 ;
+  reg [43:0] \$775 ;
+  reg \$776 ;
+  reg [333:0] \$777 ;
+  reg \$778 ;
+  reg [2:0] \$779 ;
   wire [64:0] \$78 ;
-  reg [63:0] \$780 ;
-  reg [63:0] \$781 ;
-  reg [63:0] \$782 ;
-  reg [63:0] \$783 ;
-  reg [63:0] \$784 ;
-  reg [63:0] \$785 ;
-  reg [63:0] \$786 ;
-  reg [63:0] \$787 ;
-  reg [63:0] \$788 ;
-  reg [63:0] \$789 ;
   wire [64:0] \$79 ;
-  reg [63:0] \$790 ;
-  reg [63:0] \$791 ;
-  reg [63:0] \$792 ;
-  reg [63:0] \$793 ;
-  reg [63:0] \$794 ;
-  reg [63:0] \$795 ;
-  reg [63:0] \$796 ;
-  reg [63:0] \$797 ;
-  reg [63:0] \$798 ;
-  reg [63:0] \$799 ;
   wire \$8 ;
   wire \$80 ;
-  reg [63:0] \$800 ;
-  reg [63:0] \$801 ;
-  reg [63:0] \$802 ;
-  reg [63:0] \$803 ;
-  reg [63:0] \$804 ;
-  reg [63:0] \$805 ;
-  reg [63:0] \$806 ;
-  reg [63:0] \$807 ;
-  reg [63:0] \$808 ;
-  reg [63:0] \$809 ;
   wire \$81 ;
-  reg [63:0] \$810 ;
-  reg [63:0] \$811 ;
-  reg [63:0] \$812 ;
-  reg [63:0] \$813 ;
-  reg [63:0] \$814 ;
-  reg [63:0] \$815 ;
-  reg [63:0] \$816 ;
-  reg [63:0] \$817 ;
-  reg [63:0] \$818 ;
-  reg [63:0] \$819 ;
   wire [26:0] \$82 ;
-  reg [63:0] \$820 ;
-  reg [63:0] \$821 ;
-  reg [63:0] \$822 ;
-  reg [63:0] \$823 ;
-  reg [63:0] \$824 ;
-  reg [63:0] \$825 ;
-  reg [63:0] \$826 ;
-  reg [63:0] \$827 ;
-  reg [63:0] \$828 ;
-  reg [63:0] \$829 ;
   wire [64:0] \$83 ;
-  reg [63:0] \$830 ;
-  reg \$831 ;
-  reg \$832 ;
-  reg [2:0] \$833 ;
-  reg [5:0] \$834 ;
-  reg \$835 ;
-  reg [7:0] \$836 ;
-  reg \$837 ;
-  reg [19:0] \$838 ;
-  reg [43:0] \$839 ;
   wire \$84 ;
-  reg \$840 ;
-  reg [333:0] \$841 ;
-  reg \$842 ;
-  reg [2:0] \$843 ;
   wire \$85 ;
   wire \$86 ;
   wire \$87 ;
@@ -35688,7 +35624,7 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, \tas
   reg [7:0] \$signal$151  = 8'h00;
   reg \$signal$157  = 1'h0;
   reg \$signal$16  = 1'h0;
-  reg \$signal$162  = 1'h0;
+  reg \$signal$161  = 1'h0;
   wire [43:0] \$signal$22 ;
   reg [43:0] \$signal$25  = 44'h00000000000;
   reg [19:0] \$signal$28  = 20'h00000;
@@ -35829,7 +35765,6 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, \tas
   wire [3:0] page_shift;
   wire paged;
   wire [6:0] pages;
-  wire [-1:0] place;
   input [333:0] pop;
   wire [333:0] pop;
   wire [203:0] \pop.desc ;
@@ -35973,70 +35908,6 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, \tas
   wire verdict_take;
   output verdict_valid;
   reg verdict_valid = 1'h0;
-  assign \$154  = \$signal$16  ? \$152  : \$153 ;
-  assign \$155  = \$154  > 6'h20;
-  assign \$156  = \$155  ? 1'h1 : 1'h0;
-  assign fetch_trans_fold_adds = \$151  ? 2'h2 : { 1'h0, \$156  };
-  assign \$157  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
-  assign \$158  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$159  = \$signal$16  ? \$157  : \$158 ;
-  assign \$160  = \$159  == 1'h1;
-  assign \$161  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
-  assign \$162  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$163  = \$signal$16  ? \$161  : \$162 ;
-  assign \$164  = \$163  == 2'h2;
-  assign \$165  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
-  assign \$166  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$167  = \$signal$16  ? \$165  : \$166 ;
-  assign \$168  = \$167  == 3'h4;
-  assign \$169  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
-  assign \$170  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$171  = \$signal$16  ? \$169  : \$170 ;
-  assign \$172  = \$171  == 4'h8;
-  assign \$173  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
-  assign \$174  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$175  = \$signal$16  ? \$173  : \$174 ;
-  assign \$176  = \$175  == 5'h10;
-  assign \$177  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
-  assign \$178  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$179  = \$signal$16  ? \$177  : \$178 ;
-  assign \$180  = \$179  == 6'h20;
-  assign \$181  = ~ \$signal$16 ;
-  assign \$182  = \$signal [10] & \$181 ;
-  assign \$183  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$184  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
-  assign \$185  = \$signal$16  ? \$183  : \$184 ;
-  assign \$186  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
-  assign \$187  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$188  = \$signal$16  ? \$186  : \$187 ;
-  assign \$189  = \$182  ? \$185  : \$188 ;
-  assign \$190  = ~ \$signal$16 ;
-  assign \$191  = \$signal [10] & \$190 ;
-  assign \$192  = \$191  ? fetch_trans_pack_log2 : fetch_pack;
-  assign \$193  = \$189  >> \$192 ;
-  assign \$194  = ~ \$signal$16 ;
-  assign \$195  = \$signal [10] & \$194 ;
-  assign \$196  = \$195  ? fetch_trans_pack_log2 : fetch_pack;
-  assign \$197  = \$193  << \$196 ;
-  assign \$198  = ~ \$signal$16 ;
-  assign \$199  = \$signal [10] & \$198 ;
-  assign \$200  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
-  assign \$201  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$202  = \$signal$16  ? \$200  : \$201 ;
-  assign \$203  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$204  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
-  assign \$205  = \$signal$16  ? \$203  : \$204 ;
-  assign \$206  = \$199  ? \$202  : \$205 ;
-  assign \$207  = \$197  * \$206 ;
-  assign \$208  = ~ \$signal$16 ;
-  assign \$209  = \$signal [10] & \$208 ;
-  assign \$210  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$211  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
-  assign \$212  = \$signal$16  ? \$210  : \$211 ;
-  assign \$213  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
-  assign \$214  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$215  = \$signal$16  ? \$213  : \$214 ;
-  assign \$216  = \$209  ? \$212  : \$215 ;
   assign \$217  = ~ \$signal$16 ;
   assign \$218  = \$signal [10] & \$217 ;
   assign \$219  = \$218  ? fetch_trans_pack_log2 : fetch_pack;
@@ -36273,332 +36144,332 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, \tas
   assign \$468  = \$466  - \$467 ;
   assign \$469  = \$signal$134  + 1'h1;
   assign \$470  = \$signal$157  | side_err;
-  assign \$472  = ! \$signal$134 ;
+  assign \$471  = ! \$signal$134 ;
+  assign \$473  = ! \$signal$134 ;
   assign \$475  = ! \$signal$134 ;
-  assign \$478  = ! \$signal$134 ;
+  assign \$477  = ! \$signal$134 ;
+  assign \$479  = ! \$signal$134 ;
   assign \$481  = ! \$signal$134 ;
-  assign \$484  = ! \$signal$134 ;
-  assign \$487  = ! \$signal$134 ;
-  assign \$490  = ! \$signal$134 ;
-  assign \$493  = ! \$signal$134 ;
-  assign \$496  = \$signal$134  == 1'h1;
+  assign \$483  = ! \$signal$134 ;
+  assign \$485  = ! \$signal$134 ;
+  assign \$487  = \$signal$134  == 1'h1;
+  assign \$489  = \$signal$134  == 1'h1;
+  assign \$491  = \$signal$134  == 1'h1;
+  assign \$493  = \$signal$134  == 1'h1;
+  assign \$495  = \$signal$134  == 1'h1;
+  assign \$497  = \$signal$134  == 1'h1;
   assign \$499  = \$signal$134  == 1'h1;
-  assign \$502  = \$signal$134  == 1'h1;
-  assign \$505  = \$signal$134  == 1'h1;
-  assign \$508  = \$signal$134  == 1'h1;
-  assign \$511  = \$signal$134  == 1'h1;
-  assign \$514  = \$signal$134  == 1'h1;
-  assign \$517  = \$signal$134  == 1'h1;
-  assign \$520  = \$signal$134  == 2'h2;
-  assign \$523  = \$signal$134  == 2'h2;
-  assign \$526  = \$signal$134  == 2'h2;
-  assign \$529  = \$signal$134  == 2'h2;
-  assign \$532  = \$signal$134  == 2'h2;
-  assign \$535  = \$signal$134  == 2'h2;
-  assign \$538  = \$signal$134  == 2'h2;
-  assign \$541  = \$signal$134  == 2'h2;
-  assign \$544  = \$signal$134  == 2'h3;
-  assign \$547  = \$signal$134  == 2'h3;
-  assign \$550  = \$signal$134  == 2'h3;
-  assign \$553  = \$signal$134  == 2'h3;
-  assign \$556  = \$signal$134  == 2'h3;
-  assign \$559  = \$signal$134  == 2'h3;
-  assign \$562  = \$signal$134  == 2'h3;
-  assign \$565  = \$signal$134  == 2'h3;
-  assign \$568  = \$signal$134  == 3'h4;
-  assign \$571  = \$signal$134  == 3'h4;
-  assign \$574  = \$signal$134  == 3'h4;
-  assign \$577  = \$signal$134  == 3'h4;
-  assign \$580  = \$signal$134  == 3'h4;
-  assign \$583  = \$signal$134  == 3'h4;
-  assign \$586  = \$signal$134  == 3'h4;
-  assign \$589  = \$signal$134  == 3'h4;
-  assign \$592  = \$signal$134  == 3'h5;
-  assign \$595  = \$signal$134  == 3'h5;
-  assign \$598  = \$signal$134  == 3'h5;
-  assign \$601  = \$signal$134  == 3'h5;
-  assign \$604  = \$signal$134  == 3'h5;
-  assign \$607  = \$signal$134  == 3'h5;
-  assign \$610  = \$signal$134  == 3'h5;
-  assign \$613  = \$signal$134  == 3'h5;
-  assign \$616  = \$signal$134  == 3'h6;
-  assign \$619  = \$signal$134  == 3'h6;
-  assign \$622  = \$signal$134  == 3'h6;
-  assign \$625  = \$signal$134  == 3'h6;
-  assign \$628  = \$signal$134  == 3'h6;
-  assign \$631  = \$signal$134  == 3'h6;
-  assign \$634  = \$signal$134  == 3'h6;
-  assign \$637  = \$signal$134  == 3'h6;
-  assign \$640  = \$signal$134  == 3'h7;
-  assign \$643  = \$signal$134  == 3'h7;
-  assign \$646  = \$signal$134  == 3'h7;
-  assign \$649  = \$signal$134  == 3'h7;
-  assign \$652  = \$signal$134  == 3'h7;
-  assign \$655  = \$signal$134  == 3'h7;
-  assign \$658  = \$signal$134  == 3'h7;
-  assign \$661  = \$signal$134  == 3'h7;
-  assign \$663  = \$signal$43  == 2'h3;
-  assign \$664  = \$signal$43  == 3'h4;
-  assign \$665  = \$signal$43  == 3'h5;
-  assign \$666  = \$signal$43  == 3'h6;
-  assign \$667  = \$signal$43  == 1'h1;
-  assign \$668  = \$667  & paged;
-  assign \$669  = f_page + 1'h1;
-  assign \$670  = ~ \$signal$16 ;
-  assign \$671  = \$signal [10] & \$670 ;
-  assign \$672  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$673  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
-  assign \$674  = \$signal$16  ? \$672  : \$673 ;
-  assign \$675  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
-  assign \$676  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$677  = \$signal$16  ? \$675  : \$676 ;
-  assign \$678  = \$671  ? \$674  : \$677 ;
-  assign \$679  = ~ \$signal$16 ;
-  assign \$680  = \$signal [10] & \$679 ;
-  assign \$681  = \$680  ? fetch_trans_pack_log2 : fetch_pack;
-  assign \$682  = \$678  >> \$681 ;
-  assign \$683  = ~ \$signal$16 ;
-  assign \$684  = \$signal [10] & \$683 ;
-  assign \$685  = \$684  ? fetch_trans_pack_log2 : fetch_pack;
-  assign \$686  = \$682  << \$685 ;
-  assign \$687  = 1'h1 << \$signal [16:13];
-  assign \$688  = \$686  + \$687 ;
-  assign \$689  = \$688  - 1'h1;
-  assign \$690  = $signed(\$689 ) >>> \$signal [16:13];
-  assign \$691  = $signed({ 1'h0, \$669  }) < $signed(\$690 );
-  assign \$692  = \$668  & \$691 ;
-  assign \$693  = \$signal$43  == 1'h1;
-  assign \$694  = ! \$signal$43 ;
-  assign \$695  = \$signal [5:2] == 2'h2;
-  assign \$696  = \$signal [5:2] == 2'h3;
-  assign \$697  = \$signal [5:2] == 3'h4;
-  assign \$698  = \$696  | \$697 ;
-  assign \$699  = \$698  ? 2'h2 : 2'h1;
-  assign \$700  = \$695  ? 2'h0 : \$699 ;
-  assign \$701  = | \$700 ;
-  assign \$702  = \$694  & \$701 ;
-  assign \$703  = \$signal$43  == 2'h2;
-  assign \$704  = \$signal$16  + 1'h1;
-  assign \$705  = \$signal [5:2] == 2'h2;
-  assign \$706  = \$signal [5:2] == 2'h3;
-  assign \$707  = \$signal [5:2] == 3'h4;
-  assign \$708  = \$706  | \$707 ;
-  assign \$709  = \$708  ? 2'h2 : 2'h1;
-  assign \$710  = \$705  ? 2'h0 : \$709 ;
-  assign \$711  = \$704  < \$710 ;
-  assign \$712  = \$703  & \$711 ;
-  assign \$713  = f_page + 1'h1;
-  assign \$714  = \$713  >= pages;
-  assign \$715  = ~ \$714 ;
-  assign \$716  = f_page + 1'h1;
-  assign \$717  = | page[11:0];
-  assign \$718  = page < regs[191:128];
-  assign \$719  = \$717  | \$718 ;
-  assign \$720  = \$302  > regs[255:192];
-  assign \$721  = \$719  | \$720 ;
-  assign \$722  = \$signal$162  | \$721 ;
-  assign \$723  = | page[11:0];
-  assign \$724  = page < regs[191:128];
-  assign \$725  = \$723  | \$724 ;
-  assign \$726  = \$302  > regs[255:192];
-  assign \$727  = \$725  | \$726 ;
-  assign \$728  = \$signal$162  | \$727 ;
-  assign \$729  = \$728  ? 8'h81 : 8'h00;
-  assign \$730  = \$signal$157  ? 8'h80 : \$729 ;
-  assign \$731  = ~ \$signal$157 ;
-  assign \$732  = | page[11:0];
-  assign \$733  = page < regs[191:128];
-  assign \$734  = \$732  | \$733 ;
-  assign \$735  = \$302  > regs[255:192];
-  assign \$736  = \$734  | \$735 ;
-  assign \$737  = \$signal$162  | \$736 ;
-  assign \$738  = ~ \$737 ;
-  assign \$739  = \$731  & \$738 ;
-  assign \$740  = f_page + 1'h1;
-  assign \$741  = \$signal$28  + 3'h4;
-  assign \$742  = 3'h4 * \$signal [203:184];
-  assign \$743  = \$signal$25  + \$742 ;
-  assign \$744  = \$signal$28  + 3'h4;
-  assign \$745  = \$744  >= \$signal [183:164];
-  assign \$746  = ! status;
-  assign \$747  = ~ \$746 ;
-  assign \$748  = | stores;
-  assign \$749  = | \$signal$151 ;
-  assign \$750  = reads_cq & \$749 ;
-  assign \$751  = \$748  | \$750 ;
-  assign \$752  = paged ? 3'h4 : 3'h0;
-  assign \$753  = is_compute ? \$752  : 3'h3;
-  assign \$754  = | stores;
-  assign \$755  = | \$signal$151 ;
-  assign \$756  = reads_cq & \$755 ;
-  assign \$757  = \$754  | \$756 ;
-  assign \$758  = ~ \$757 ;
-  assign \$759  = paged ? 3'h4 : 3'h0;
-  assign \$760  = is_compute ? \$759  : 3'h3;
-  assign \$761  = ~ \$signal$133 ;
-  assign \$762  = handed | take;
+  assign \$501  = \$signal$134  == 1'h1;
+  assign \$503  = \$signal$134  == 2'h2;
+  assign \$505  = \$signal$134  == 2'h2;
+  assign \$507  = \$signal$134  == 2'h2;
+  assign \$509  = \$signal$134  == 2'h2;
+  assign \$511  = \$signal$134  == 2'h2;
+  assign \$513  = \$signal$134  == 2'h2;
+  assign \$515  = \$signal$134  == 2'h2;
+  assign \$517  = \$signal$134  == 2'h2;
+  assign \$519  = \$signal$134  == 2'h3;
+  assign \$521  = \$signal$134  == 2'h3;
+  assign \$523  = \$signal$134  == 2'h3;
+  assign \$525  = \$signal$134  == 2'h3;
+  assign \$527  = \$signal$134  == 2'h3;
+  assign \$529  = \$signal$134  == 2'h3;
+  assign \$531  = \$signal$134  == 2'h3;
+  assign \$533  = \$signal$134  == 2'h3;
+  assign \$535  = \$signal$134  == 3'h4;
+  assign \$537  = \$signal$134  == 3'h4;
+  assign \$539  = \$signal$134  == 3'h4;
+  assign \$541  = \$signal$134  == 3'h4;
+  assign \$543  = \$signal$134  == 3'h4;
+  assign \$545  = \$signal$134  == 3'h4;
+  assign \$547  = \$signal$134  == 3'h4;
+  assign \$549  = \$signal$134  == 3'h4;
+  assign \$551  = \$signal$134  == 3'h5;
+  assign \$553  = \$signal$134  == 3'h5;
+  assign \$555  = \$signal$134  == 3'h5;
+  assign \$557  = \$signal$134  == 3'h5;
+  assign \$559  = \$signal$134  == 3'h5;
+  assign \$561  = \$signal$134  == 3'h5;
+  assign \$563  = \$signal$134  == 3'h5;
+  assign \$565  = \$signal$134  == 3'h5;
+  assign \$567  = \$signal$134  == 3'h6;
+  assign \$569  = \$signal$134  == 3'h6;
+  assign \$571  = \$signal$134  == 3'h6;
+  assign \$573  = \$signal$134  == 3'h6;
+  assign \$575  = \$signal$134  == 3'h6;
+  assign \$577  = \$signal$134  == 3'h6;
+  assign \$579  = \$signal$134  == 3'h6;
+  assign \$581  = \$signal$134  == 3'h6;
+  assign \$583  = \$signal$134  == 3'h7;
+  assign \$585  = \$signal$134  == 3'h7;
+  assign \$587  = \$signal$134  == 3'h7;
+  assign \$589  = \$signal$134  == 3'h7;
+  assign \$591  = \$signal$134  == 3'h7;
+  assign \$593  = \$signal$134  == 3'h7;
+  assign \$595  = \$signal$134  == 3'h7;
+  assign \$597  = \$signal$134  == 3'h7;
+  assign \$599  = \$signal$43  == 2'h3;
+  assign \$600  = \$signal$43  == 3'h4;
+  assign \$601  = \$signal$43  == 3'h5;
+  assign \$602  = \$signal$43  == 3'h6;
+  assign \$603  = \$signal$43  == 1'h1;
+  assign \$604  = \$603  & paged;
+  assign \$605  = f_page + 1'h1;
+  assign \$606  = ~ \$signal$16 ;
+  assign \$607  = \$signal [10] & \$606 ;
+  assign \$608  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
+  assign \$609  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
+  assign \$610  = \$signal$16  ? \$608  : \$609 ;
+  assign \$611  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
+  assign \$612  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
+  assign \$613  = \$signal$16  ? \$611  : \$612 ;
+  assign \$614  = \$607  ? \$610  : \$613 ;
+  assign \$615  = ~ \$signal$16 ;
+  assign \$616  = \$signal [10] & \$615 ;
+  assign \$617  = \$616  ? fetch_trans_pack_log2 : fetch_pack;
+  assign \$618  = \$614  >> \$617 ;
+  assign \$619  = ~ \$signal$16 ;
+  assign \$620  = \$signal [10] & \$619 ;
+  assign \$621  = \$620  ? fetch_trans_pack_log2 : fetch_pack;
+  assign \$622  = \$618  << \$621 ;
+  assign \$623  = 1'h1 << \$signal [16:13];
+  assign \$624  = \$622  + \$623 ;
+  assign \$625  = \$624  - 1'h1;
+  assign \$626  = $signed(\$625 ) >>> \$signal [16:13];
+  assign \$627  = $signed({ 1'h0, \$605  }) < $signed(\$626 );
+  assign \$628  = \$604  & \$627 ;
+  assign \$629  = \$signal$43  == 1'h1;
+  assign \$630  = ! \$signal$43 ;
+  assign \$631  = \$signal [5:2] == 2'h2;
+  assign \$632  = \$signal [5:2] == 2'h3;
+  assign \$633  = \$signal [5:2] == 3'h4;
+  assign \$634  = \$632  | \$633 ;
+  assign \$635  = \$634  ? 2'h2 : 2'h1;
+  assign \$636  = \$631  ? 2'h0 : \$635 ;
+  assign \$637  = | \$636 ;
+  assign \$638  = \$630  & \$637 ;
+  assign \$639  = \$signal$43  == 2'h2;
+  assign \$640  = \$signal$16  + 1'h1;
+  assign \$641  = \$signal [5:2] == 2'h2;
+  assign \$642  = \$signal [5:2] == 2'h3;
+  assign \$643  = \$signal [5:2] == 3'h4;
+  assign \$644  = \$642  | \$643 ;
+  assign \$645  = \$644  ? 2'h2 : 2'h1;
+  assign \$646  = \$641  ? 2'h0 : \$645 ;
+  assign \$647  = \$640  < \$646 ;
+  assign \$648  = \$639  & \$647 ;
+  assign \$649  = f_page + 1'h1;
+  assign \$650  = \$649  >= pages;
+  assign \$651  = ~ \$650 ;
+  assign \$652  = f_page + 1'h1;
+  assign \$653  = | page[11:0];
+  assign \$654  = page < regs[191:128];
+  assign \$655  = \$653  | \$654 ;
+  assign \$656  = \$302  > regs[255:192];
+  assign \$657  = \$655  | \$656 ;
+  assign \$658  = \$signal$161  | \$657 ;
+  assign \$659  = | page[11:0];
+  assign \$660  = page < regs[191:128];
+  assign \$661  = \$659  | \$660 ;
+  assign \$662  = \$302  > regs[255:192];
+  assign \$663  = \$661  | \$662 ;
+  assign \$664  = \$signal$161  | \$663 ;
+  assign \$665  = \$664  ? 8'h81 : 8'h00;
+  assign \$666  = \$signal$157  ? 8'h80 : \$665 ;
+  assign \$667  = ~ \$signal$157 ;
+  assign \$668  = | page[11:0];
+  assign \$669  = page < regs[191:128];
+  assign \$670  = \$668  | \$669 ;
+  assign \$671  = \$302  > regs[255:192];
+  assign \$672  = \$670  | \$671 ;
+  assign \$673  = \$signal$161  | \$672 ;
+  assign \$674  = ~ \$673 ;
+  assign \$675  = \$667  & \$674 ;
+  assign \$676  = f_page + 1'h1;
+  assign \$677  = \$signal$28  + 3'h4;
+  assign \$678  = 3'h4 * \$signal [203:184];
+  assign \$679  = \$signal$25  + \$678 ;
+  assign \$680  = \$signal$28  + 3'h4;
+  assign \$681  = \$680  >= \$signal [183:164];
+  assign \$682  = ! status;
+  assign \$683  = ~ \$682 ;
+  assign \$684  = | stores;
+  assign \$685  = | \$signal$151 ;
+  assign \$686  = reads_cq & \$685 ;
+  assign \$687  = \$684  | \$686 ;
+  assign \$688  = paged ? 3'h4 : 3'h0;
+  assign \$689  = is_compute ? \$688  : 3'h3;
+  assign \$690  = | stores;
+  assign \$691  = | \$signal$151 ;
+  assign \$692  = reads_cq & \$691 ;
+  assign \$693  = \$690  | \$692 ;
+  assign \$694  = ~ \$693 ;
+  assign \$695  = paged ? 3'h4 : 3'h0;
+  assign \$696  = is_compute ? \$695  : 3'h3;
+  assign \$697  = ~ \$signal$133 ;
+  assign \$698  = handed | take;
   always @(posedge clk)
-    \$signal$151  <= \$763 ;
+    \$signal$151  <= \$699 ;
   always @(posedge clk)
-    stores <= \$764 ;
+    stores <= \$700 ;
   always @(posedge clk)
-    \$signal$134  <= \$765 ;
+    \$signal$134  <= \$701 ;
   always @(posedge clk)
-    \$signal$157  <= \$766 ;
+    \$signal$157  <= \$702 ;
   always @(posedge clk)
-    page0 <= \$767 ;
+    page0 <= \$703 ;
   always @(posedge clk)
-    page1 <= \$768 ;
+    page1 <= \$704 ;
   always @(posedge clk)
-    page2 <= \$769 ;
+    page2 <= \$705 ;
   always @(posedge clk)
-    page3 <= \$770 ;
+    page3 <= \$706 ;
   always @(posedge clk)
-    page4 <= \$771 ;
+    page4 <= \$707 ;
   always @(posedge clk)
-    page5 <= \$772 ;
+    page5 <= \$708 ;
   always @(posedge clk)
-    page6 <= \$773 ;
+    page6 <= \$709 ;
   always @(posedge clk)
-    page7 <= \$774 ;
+    page7 <= \$710 ;
   always @(posedge clk)
-    page8 <= \$775 ;
+    page8 <= \$711 ;
   always @(posedge clk)
-    page9 <= \$776 ;
+    page9 <= \$712 ;
   always @(posedge clk)
-    page10 <= \$777 ;
+    page10 <= \$713 ;
   always @(posedge clk)
-    page11 <= \$778 ;
+    page11 <= \$714 ;
   always @(posedge clk)
-    page12 <= \$779 ;
+    page12 <= \$715 ;
   always @(posedge clk)
-    page13 <= \$780 ;
+    page13 <= \$716 ;
   always @(posedge clk)
-    page14 <= \$781 ;
+    page14 <= \$717 ;
   always @(posedge clk)
-    page15 <= \$782 ;
+    page15 <= \$718 ;
   always @(posedge clk)
-    page16 <= \$783 ;
+    page16 <= \$719 ;
   always @(posedge clk)
-    page17 <= \$784 ;
+    page17 <= \$720 ;
   always @(posedge clk)
-    page18 <= \$785 ;
+    page18 <= \$721 ;
   always @(posedge clk)
-    page19 <= \$786 ;
+    page19 <= \$722 ;
   always @(posedge clk)
-    page20 <= \$787 ;
+    page20 <= \$723 ;
   always @(posedge clk)
-    page21 <= \$788 ;
+    page21 <= \$724 ;
   always @(posedge clk)
-    page22 <= \$789 ;
+    page22 <= \$725 ;
   always @(posedge clk)
-    page23 <= \$790 ;
+    page23 <= \$726 ;
   always @(posedge clk)
-    page24 <= \$791 ;
+    page24 <= \$727 ;
   always @(posedge clk)
-    page25 <= \$792 ;
+    page25 <= \$728 ;
   always @(posedge clk)
-    page26 <= \$793 ;
+    page26 <= \$729 ;
   always @(posedge clk)
-    page27 <= \$794 ;
+    page27 <= \$730 ;
   always @(posedge clk)
-    page28 <= \$795 ;
+    page28 <= \$731 ;
   always @(posedge clk)
-    page29 <= \$796 ;
+    page29 <= \$732 ;
   always @(posedge clk)
-    page30 <= \$797 ;
+    page30 <= \$733 ;
   always @(posedge clk)
-    page31 <= \$798 ;
+    page31 <= \$734 ;
   always @(posedge clk)
-    page32 <= \$799 ;
+    page32 <= \$735 ;
   always @(posedge clk)
-    page33 <= \$800 ;
+    page33 <= \$736 ;
   always @(posedge clk)
-    page34 <= \$801 ;
+    page34 <= \$737 ;
   always @(posedge clk)
-    page35 <= \$802 ;
+    page35 <= \$738 ;
   always @(posedge clk)
-    page36 <= \$803 ;
+    page36 <= \$739 ;
   always @(posedge clk)
-    page37 <= \$804 ;
+    page37 <= \$740 ;
   always @(posedge clk)
-    page38 <= \$805 ;
+    page38 <= \$741 ;
   always @(posedge clk)
-    page39 <= \$806 ;
+    page39 <= \$742 ;
   always @(posedge clk)
-    page40 <= \$807 ;
+    page40 <= \$743 ;
   always @(posedge clk)
-    page41 <= \$808 ;
+    page41 <= \$744 ;
   always @(posedge clk)
-    page42 <= \$809 ;
+    page42 <= \$745 ;
   always @(posedge clk)
-    page43 <= \$810 ;
+    page43 <= \$746 ;
   always @(posedge clk)
-    page44 <= \$811 ;
+    page44 <= \$747 ;
   always @(posedge clk)
-    page45 <= \$812 ;
+    page45 <= \$748 ;
   always @(posedge clk)
-    page46 <= \$813 ;
+    page46 <= \$749 ;
   always @(posedge clk)
-    page47 <= \$814 ;
+    page47 <= \$750 ;
   always @(posedge clk)
-    page48 <= \$815 ;
+    page48 <= \$751 ;
   always @(posedge clk)
-    page49 <= \$816 ;
+    page49 <= \$752 ;
   always @(posedge clk)
-    page50 <= \$817 ;
+    page50 <= \$753 ;
   always @(posedge clk)
-    page51 <= \$818 ;
+    page51 <= \$754 ;
   always @(posedge clk)
-    page52 <= \$819 ;
+    page52 <= \$755 ;
   always @(posedge clk)
-    page53 <= \$820 ;
+    page53 <= \$756 ;
   always @(posedge clk)
-    page54 <= \$821 ;
+    page54 <= \$757 ;
   always @(posedge clk)
-    page55 <= \$822 ;
+    page55 <= \$758 ;
   always @(posedge clk)
-    page56 <= \$823 ;
+    page56 <= \$759 ;
   always @(posedge clk)
-    page57 <= \$824 ;
+    page57 <= \$760 ;
   always @(posedge clk)
-    page58 <= \$825 ;
+    page58 <= \$761 ;
   always @(posedge clk)
-    page59 <= \$826 ;
+    page59 <= \$762 ;
   always @(posedge clk)
-    page60 <= \$827 ;
+    page60 <= \$763 ;
   always @(posedge clk)
-    page61 <= \$828 ;
+    page61 <= \$764 ;
   always @(posedge clk)
-    page62 <= \$829 ;
+    page62 <= \$765 ;
   always @(posedge clk)
-    page63 <= \$830 ;
+    page63 <= \$766 ;
   always @(posedge clk)
-    verdict_valid <= \$831 ;
+    verdict_valid <= \$767 ;
   always @(posedge clk)
-    \$signal$133  <= \$832 ;
+    \$signal$133  <= \$768 ;
   always @(posedge clk)
-    \$signal$43  <= \$833 ;
+    \$signal$43  <= \$769 ;
   always @(posedge clk)
-    f_page <= \$834 ;
+    f_page <= \$770 ;
   always @(posedge clk)
-    \$signal$162  <= \$835 ;
+    \$signal$161  <= \$771 ;
   always @(posedge clk)
-    verdict_status <= \$836 ;
+    verdict_status <= \$772 ;
   always @(posedge clk)
-    \$signal$16  <= \$837 ;
+    \$signal$16  <= \$773 ;
   always @(posedge clk)
-    \$signal$28  <= \$838 ;
+    \$signal$28  <= \$774 ;
   always @(posedge clk)
-    \$signal$25  <= \$839 ;
+    \$signal$25  <= \$775 ;
   always @(posedge clk)
-    handed <= \$840 ;
+    handed <= \$776 ;
   always @(posedge clk)
-    \$signal  <= \$841 ;
+    \$signal  <= \$777 ;
   always @(posedge clk)
-    \$signal$142  <= \$842 ;
+    \$signal$142  <= \$778 ;
   always @(posedge clk)
-    fsm_state <= \$843 ;
+    fsm_state <= \$779 ;
   assign \$1  = \$signal [269:206] - 1'h1;
   assign \$2  = 1'h1 << regs[259:256];
   assign \$3  = \$2  - 1'h1;
@@ -36745,6 +36616,70 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, \tas
   assign \$151  = \$150  > 7'h40;
   assign \$152  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
   assign \$153  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
+  assign \$154  = \$signal$16  ? \$152  : \$153 ;
+  assign \$155  = \$154  > 6'h20;
+  assign \$156  = \$155  ? 1'h1 : 1'h0;
+  assign fetch_trans_fold_adds = \$151  ? 2'h2 : { 1'h0, \$156  };
+  assign \$157  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
+  assign \$158  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
+  assign \$159  = \$signal$16  ? \$157  : \$158 ;
+  assign \$160  = \$159  == 1'h1;
+  assign \$161  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
+  assign \$162  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
+  assign \$163  = \$signal$16  ? \$161  : \$162 ;
+  assign \$164  = \$163  == 2'h2;
+  assign \$165  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
+  assign \$166  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
+  assign \$167  = \$signal$16  ? \$165  : \$166 ;
+  assign \$168  = \$167  == 3'h4;
+  assign \$169  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
+  assign \$170  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
+  assign \$171  = \$signal$16  ? \$169  : \$170 ;
+  assign \$172  = \$171  == 4'h8;
+  assign \$173  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
+  assign \$174  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
+  assign \$175  = \$signal$16  ? \$173  : \$174 ;
+  assign \$176  = \$175  == 5'h10;
+  assign \$177  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
+  assign \$178  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
+  assign \$179  = \$signal$16  ? \$177  : \$178 ;
+  assign \$180  = \$179  == 6'h20;
+  assign \$181  = ~ \$signal$16 ;
+  assign \$182  = \$signal [10] & \$181 ;
+  assign \$183  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
+  assign \$184  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
+  assign \$185  = \$signal$16  ? \$183  : \$184 ;
+  assign \$186  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
+  assign \$187  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
+  assign \$188  = \$signal$16  ? \$186  : \$187 ;
+  assign \$189  = \$182  ? \$185  : \$188 ;
+  assign \$190  = ~ \$signal$16 ;
+  assign \$191  = \$signal [10] & \$190 ;
+  assign \$192  = \$191  ? fetch_trans_pack_log2 : fetch_pack;
+  assign \$193  = \$189  >> \$192 ;
+  assign \$194  = ~ \$signal$16 ;
+  assign \$195  = \$signal [10] & \$194 ;
+  assign \$196  = \$195  ? fetch_trans_pack_log2 : fetch_pack;
+  assign \$197  = \$193  << \$196 ;
+  assign \$198  = ~ \$signal$16 ;
+  assign \$199  = \$signal [10] & \$198 ;
+  assign \$200  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
+  assign \$201  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
+  assign \$202  = \$signal$16  ? \$200  : \$201 ;
+  assign \$203  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
+  assign \$204  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
+  assign \$205  = \$signal$16  ? \$203  : \$204 ;
+  assign \$206  = \$199  ? \$202  : \$205 ;
+  assign \$207  = \$197  * \$206 ;
+  assign \$208  = ~ \$signal$16 ;
+  assign \$209  = \$signal [10] & \$208 ;
+  assign \$210  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
+  assign \$211  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
+  assign \$212  = \$signal$16  ? \$210  : \$211 ;
+  assign \$213  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
+  assign \$214  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
+  assign \$215  = \$signal$16  ? \$213  : \$214 ;
+  assign \$216  = \$209  ? \$212  : \$215 ;
   \ndp_device.control_unit.front.decoder  decoder (
     .desc(\$signal [203:0]),
     .half(page_half),
@@ -36755,7 +36690,7 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, \tas
     .operand_lines(operand_lines),
     .paged(paged),
     .pages(pages),
-    .\port$11294$128 (regs[255:128]),
+    .\port$11230$128 (regs[255:128]),
     .status(status)
   );
   always @* begin
@@ -37098,884 +37033,884 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, \tas
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$763  = \$465 [7:0];
+    \$699  = \$465 [7:0];
     if (rst) begin
-      \$763  = 8'h00;
+      \$699  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$764  = \$468 [7:0];
+    \$700  = \$468 [7:0];
     if (rst) begin
-      \$764  = 8'h00;
+      \$700  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$765  = \$signal$134 ;
+    \$701  = \$signal$134 ;
     if (side_valid) begin
-      \$765  = \$469 [6:0];
+      \$701  = \$469 [6:0];
     end
     casez (fsm_state)
       3'h0:
           /* empty */;
       3'h1:
           (* full_case = 32'd1 *)
-          if (\$747 ) begin
-          end else if (\$751 ) begin
+          if (\$683 ) begin
+          end else if (\$687 ) begin
           end else begin
-            \$765  = 7'h00;
+            \$701  = 7'h00;
           end
       3'h3:
-          if (\$758 ) begin
-            \$765  = 7'h00;
+          if (\$694 ) begin
+            \$701  = 7'h00;
           end
     endcase
     if (rst) begin
-      \$765  = 7'h00;
+      \$701  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$766  = \$signal$157 ;
+    \$702  = \$signal$157 ;
     if (side_valid) begin
-      \$766  = \$470 ;
+      \$702  = \$470 ;
     end
     casez (fsm_state)
       3'h0:
           /* empty */;
       3'h1:
           (* full_case = 32'd1 *)
-          if (\$747 ) begin
-          end else if (\$751 ) begin
+          if (\$683 ) begin
+          end else if (\$687 ) begin
           end else begin
-            \$766  = 1'h0;
+            \$702  = 1'h0;
           end
       3'h3:
-          if (\$758 ) begin
-            \$766  = 1'h0;
+          if (\$694 ) begin
+            \$702  = 1'h0;
           end
     endcase
     if (rst) begin
-      \$766  = 1'h0;
+      \$702  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$767  = page0;
+    \$703  = page0;
     if (side_valid) begin
-      if (\$473 ) begin
-        \$767  = side_data[63:0];
+      if (\$472 ) begin
+        \$703  = side_data[63:0];
       end
     end
     if (rst) begin
-      \$767  = 64'h0000000000000000;
+      \$703  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$768  = page1;
+    \$704  = page1;
+    if (side_valid) begin
+      if (\$474 ) begin
+        \$704  = side_data[127:64];
+      end
+    end
+    if (rst) begin
+      \$704  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$705  = page2;
     if (side_valid) begin
       if (\$476 ) begin
-        \$768  = side_data[127:64];
+        \$705  = side_data[191:128];
       end
     end
     if (rst) begin
-      \$768  = 64'h0000000000000000;
+      \$705  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$769  = page2;
+    \$706  = page3;
     if (side_valid) begin
-      if (\$479 ) begin
-        \$769  = side_data[191:128];
+      if (\$478 ) begin
+        \$706  = side_data[255:192];
       end
     end
     if (rst) begin
-      \$769  = 64'h0000000000000000;
+      \$706  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$770  = page3;
+    \$707  = page4;
+    if (side_valid) begin
+      if (\$480 ) begin
+        \$707  = side_data[319:256];
+      end
+    end
+    if (rst) begin
+      \$707  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$708  = page5;
     if (side_valid) begin
       if (\$482 ) begin
-        \$770  = side_data[255:192];
+        \$708  = side_data[383:320];
       end
     end
     if (rst) begin
-      \$770  = 64'h0000000000000000;
+      \$708  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$771  = page4;
+    \$709  = page6;
     if (side_valid) begin
-      if (\$485 ) begin
-        \$771  = side_data[319:256];
+      if (\$484 ) begin
+        \$709  = side_data[447:384];
       end
     end
     if (rst) begin
-      \$771  = 64'h0000000000000000;
+      \$709  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$772  = page5;
+    \$710  = page7;
+    if (side_valid) begin
+      if (\$486 ) begin
+        \$710  = side_data[511:448];
+      end
+    end
+    if (rst) begin
+      \$710  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$711  = page8;
     if (side_valid) begin
       if (\$488 ) begin
-        \$772  = side_data[383:320];
+        \$711  = side_data[63:0];
       end
     end
     if (rst) begin
-      \$772  = 64'h0000000000000000;
+      \$711  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$773  = page6;
+    \$712  = page9;
     if (side_valid) begin
-      if (\$491 ) begin
-        \$773  = side_data[447:384];
+      if (\$490 ) begin
+        \$712  = side_data[127:64];
       end
     end
     if (rst) begin
-      \$773  = 64'h0000000000000000;
+      \$712  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$774  = page7;
+    \$713  = page10;
+    if (side_valid) begin
+      if (\$492 ) begin
+        \$713  = side_data[191:128];
+      end
+    end
+    if (rst) begin
+      \$713  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$714  = page11;
     if (side_valid) begin
       if (\$494 ) begin
-        \$774  = side_data[511:448];
+        \$714  = side_data[255:192];
       end
     end
     if (rst) begin
-      \$774  = 64'h0000000000000000;
+      \$714  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$775  = page8;
+    \$715  = page12;
     if (side_valid) begin
-      if (\$497 ) begin
-        \$775  = side_data[63:0];
+      if (\$496 ) begin
+        \$715  = side_data[319:256];
       end
     end
     if (rst) begin
-      \$775  = 64'h0000000000000000;
+      \$715  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$776  = page9;
+    \$716  = page13;
+    if (side_valid) begin
+      if (\$498 ) begin
+        \$716  = side_data[383:320];
+      end
+    end
+    if (rst) begin
+      \$716  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$717  = page14;
     if (side_valid) begin
       if (\$500 ) begin
-        \$776  = side_data[127:64];
+        \$717  = side_data[447:384];
       end
     end
     if (rst) begin
-      \$776  = 64'h0000000000000000;
+      \$717  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$777  = page10;
+    \$718  = page15;
     if (side_valid) begin
-      if (\$503 ) begin
-        \$777  = side_data[191:128];
+      if (\$502 ) begin
+        \$718  = side_data[511:448];
       end
     end
     if (rst) begin
-      \$777  = 64'h0000000000000000;
+      \$718  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$778  = page11;
+    \$719  = page16;
+    if (side_valid) begin
+      if (\$504 ) begin
+        \$719  = side_data[63:0];
+      end
+    end
+    if (rst) begin
+      \$719  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$720  = page17;
     if (side_valid) begin
       if (\$506 ) begin
-        \$778  = side_data[255:192];
+        \$720  = side_data[127:64];
       end
     end
     if (rst) begin
-      \$778  = 64'h0000000000000000;
+      \$720  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$779  = page12;
+    \$721  = page18;
     if (side_valid) begin
-      if (\$509 ) begin
-        \$779  = side_data[319:256];
+      if (\$508 ) begin
+        \$721  = side_data[191:128];
       end
     end
     if (rst) begin
-      \$779  = 64'h0000000000000000;
+      \$721  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$780  = page13;
+    \$722  = page19;
+    if (side_valid) begin
+      if (\$510 ) begin
+        \$722  = side_data[255:192];
+      end
+    end
+    if (rst) begin
+      \$722  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$723  = page20;
     if (side_valid) begin
       if (\$512 ) begin
-        \$780  = side_data[383:320];
+        \$723  = side_data[319:256];
       end
     end
     if (rst) begin
-      \$780  = 64'h0000000000000000;
+      \$723  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$781  = page14;
+    \$724  = page21;
     if (side_valid) begin
-      if (\$515 ) begin
-        \$781  = side_data[447:384];
+      if (\$514 ) begin
+        \$724  = side_data[383:320];
       end
     end
     if (rst) begin
-      \$781  = 64'h0000000000000000;
+      \$724  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$782  = page15;
+    \$725  = page22;
+    if (side_valid) begin
+      if (\$516 ) begin
+        \$725  = side_data[447:384];
+      end
+    end
+    if (rst) begin
+      \$725  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$726  = page23;
     if (side_valid) begin
       if (\$518 ) begin
-        \$782  = side_data[511:448];
+        \$726  = side_data[511:448];
       end
     end
     if (rst) begin
-      \$782  = 64'h0000000000000000;
+      \$726  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$783  = page16;
+    \$727  = page24;
     if (side_valid) begin
-      if (\$521 ) begin
-        \$783  = side_data[63:0];
+      if (\$520 ) begin
+        \$727  = side_data[63:0];
       end
     end
     if (rst) begin
-      \$783  = 64'h0000000000000000;
+      \$727  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$784  = page17;
+    \$728  = page25;
+    if (side_valid) begin
+      if (\$522 ) begin
+        \$728  = side_data[127:64];
+      end
+    end
+    if (rst) begin
+      \$728  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$729  = page26;
     if (side_valid) begin
       if (\$524 ) begin
-        \$784  = side_data[127:64];
+        \$729  = side_data[191:128];
       end
     end
     if (rst) begin
-      \$784  = 64'h0000000000000000;
+      \$729  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$785  = page18;
+    \$730  = page27;
     if (side_valid) begin
-      if (\$527 ) begin
-        \$785  = side_data[191:128];
+      if (\$526 ) begin
+        \$730  = side_data[255:192];
       end
     end
     if (rst) begin
-      \$785  = 64'h0000000000000000;
+      \$730  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$786  = page19;
+    \$731  = page28;
+    if (side_valid) begin
+      if (\$528 ) begin
+        \$731  = side_data[319:256];
+      end
+    end
+    if (rst) begin
+      \$731  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$732  = page29;
     if (side_valid) begin
       if (\$530 ) begin
-        \$786  = side_data[255:192];
+        \$732  = side_data[383:320];
       end
     end
     if (rst) begin
-      \$786  = 64'h0000000000000000;
+      \$732  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$787  = page20;
+    \$733  = page30;
     if (side_valid) begin
-      if (\$533 ) begin
-        \$787  = side_data[319:256];
+      if (\$532 ) begin
+        \$733  = side_data[447:384];
       end
     end
     if (rst) begin
-      \$787  = 64'h0000000000000000;
+      \$733  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$788  = page21;
+    \$734  = page31;
+    if (side_valid) begin
+      if (\$534 ) begin
+        \$734  = side_data[511:448];
+      end
+    end
+    if (rst) begin
+      \$734  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$735  = page32;
     if (side_valid) begin
       if (\$536 ) begin
-        \$788  = side_data[383:320];
+        \$735  = side_data[63:0];
       end
     end
     if (rst) begin
-      \$788  = 64'h0000000000000000;
+      \$735  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$789  = page22;
+    \$736  = page33;
     if (side_valid) begin
-      if (\$539 ) begin
-        \$789  = side_data[447:384];
+      if (\$538 ) begin
+        \$736  = side_data[127:64];
       end
     end
     if (rst) begin
-      \$789  = 64'h0000000000000000;
+      \$736  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$790  = page23;
+    \$737  = page34;
+    if (side_valid) begin
+      if (\$540 ) begin
+        \$737  = side_data[191:128];
+      end
+    end
+    if (rst) begin
+      \$737  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$738  = page35;
     if (side_valid) begin
       if (\$542 ) begin
-        \$790  = side_data[511:448];
+        \$738  = side_data[255:192];
       end
     end
     if (rst) begin
-      \$790  = 64'h0000000000000000;
+      \$738  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$791  = page24;
+    \$739  = page36;
     if (side_valid) begin
-      if (\$545 ) begin
-        \$791  = side_data[63:0];
+      if (\$544 ) begin
+        \$739  = side_data[319:256];
       end
     end
     if (rst) begin
-      \$791  = 64'h0000000000000000;
+      \$739  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$792  = page25;
+    \$740  = page37;
+    if (side_valid) begin
+      if (\$546 ) begin
+        \$740  = side_data[383:320];
+      end
+    end
+    if (rst) begin
+      \$740  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$741  = page38;
     if (side_valid) begin
       if (\$548 ) begin
-        \$792  = side_data[127:64];
+        \$741  = side_data[447:384];
       end
     end
     if (rst) begin
-      \$792  = 64'h0000000000000000;
+      \$741  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$793  = page26;
+    \$742  = page39;
     if (side_valid) begin
-      if (\$551 ) begin
-        \$793  = side_data[191:128];
+      if (\$550 ) begin
+        \$742  = side_data[511:448];
       end
     end
     if (rst) begin
-      \$793  = 64'h0000000000000000;
+      \$742  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$794  = page27;
+    \$743  = page40;
+    if (side_valid) begin
+      if (\$552 ) begin
+        \$743  = side_data[63:0];
+      end
+    end
+    if (rst) begin
+      \$743  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$744  = page41;
     if (side_valid) begin
       if (\$554 ) begin
-        \$794  = side_data[255:192];
+        \$744  = side_data[127:64];
       end
     end
     if (rst) begin
-      \$794  = 64'h0000000000000000;
+      \$744  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$795  = page28;
+    \$745  = page42;
     if (side_valid) begin
-      if (\$557 ) begin
-        \$795  = side_data[319:256];
+      if (\$556 ) begin
+        \$745  = side_data[191:128];
       end
     end
     if (rst) begin
-      \$795  = 64'h0000000000000000;
+      \$745  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$796  = page29;
+    \$746  = page43;
+    if (side_valid) begin
+      if (\$558 ) begin
+        \$746  = side_data[255:192];
+      end
+    end
+    if (rst) begin
+      \$746  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$747  = page44;
     if (side_valid) begin
       if (\$560 ) begin
-        \$796  = side_data[383:320];
+        \$747  = side_data[319:256];
       end
     end
     if (rst) begin
-      \$796  = 64'h0000000000000000;
+      \$747  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$797  = page30;
+    \$748  = page45;
     if (side_valid) begin
-      if (\$563 ) begin
-        \$797  = side_data[447:384];
+      if (\$562 ) begin
+        \$748  = side_data[383:320];
       end
     end
     if (rst) begin
-      \$797  = 64'h0000000000000000;
+      \$748  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$798  = page31;
+    \$749  = page46;
+    if (side_valid) begin
+      if (\$564 ) begin
+        \$749  = side_data[447:384];
+      end
+    end
+    if (rst) begin
+      \$749  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$750  = page47;
     if (side_valid) begin
       if (\$566 ) begin
-        \$798  = side_data[511:448];
+        \$750  = side_data[511:448];
       end
     end
     if (rst) begin
-      \$798  = 64'h0000000000000000;
+      \$750  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$799  = page32;
+    \$751  = page48;
     if (side_valid) begin
-      if (\$569 ) begin
-        \$799  = side_data[63:0];
+      if (\$568 ) begin
+        \$751  = side_data[63:0];
       end
     end
     if (rst) begin
-      \$799  = 64'h0000000000000000;
+      \$751  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$800  = page33;
+    \$752  = page49;
+    if (side_valid) begin
+      if (\$570 ) begin
+        \$752  = side_data[127:64];
+      end
+    end
+    if (rst) begin
+      \$752  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$753  = page50;
     if (side_valid) begin
       if (\$572 ) begin
-        \$800  = side_data[127:64];
+        \$753  = side_data[191:128];
       end
     end
     if (rst) begin
-      \$800  = 64'h0000000000000000;
+      \$753  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$801  = page34;
+    \$754  = page51;
     if (side_valid) begin
-      if (\$575 ) begin
-        \$801  = side_data[191:128];
+      if (\$574 ) begin
+        \$754  = side_data[255:192];
       end
     end
     if (rst) begin
-      \$801  = 64'h0000000000000000;
+      \$754  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$802  = page35;
+    \$755  = page52;
+    if (side_valid) begin
+      if (\$576 ) begin
+        \$755  = side_data[319:256];
+      end
+    end
+    if (rst) begin
+      \$755  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$756  = page53;
     if (side_valid) begin
       if (\$578 ) begin
-        \$802  = side_data[255:192];
+        \$756  = side_data[383:320];
       end
     end
     if (rst) begin
-      \$802  = 64'h0000000000000000;
+      \$756  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$803  = page36;
+    \$757  = page54;
     if (side_valid) begin
-      if (\$581 ) begin
-        \$803  = side_data[319:256];
+      if (\$580 ) begin
+        \$757  = side_data[447:384];
       end
     end
     if (rst) begin
-      \$803  = 64'h0000000000000000;
+      \$757  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$804  = page37;
+    \$758  = page55;
+    if (side_valid) begin
+      if (\$582 ) begin
+        \$758  = side_data[511:448];
+      end
+    end
+    if (rst) begin
+      \$758  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$759  = page56;
     if (side_valid) begin
       if (\$584 ) begin
-        \$804  = side_data[383:320];
+        \$759  = side_data[63:0];
       end
     end
     if (rst) begin
-      \$804  = 64'h0000000000000000;
+      \$759  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$805  = page38;
+    \$760  = page57;
     if (side_valid) begin
-      if (\$587 ) begin
-        \$805  = side_data[447:384];
+      if (\$586 ) begin
+        \$760  = side_data[127:64];
       end
     end
     if (rst) begin
-      \$805  = 64'h0000000000000000;
+      \$760  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$806  = page39;
+    \$761  = page58;
+    if (side_valid) begin
+      if (\$588 ) begin
+        \$761  = side_data[191:128];
+      end
+    end
+    if (rst) begin
+      \$761  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$762  = page59;
     if (side_valid) begin
       if (\$590 ) begin
-        \$806  = side_data[511:448];
+        \$762  = side_data[255:192];
       end
     end
     if (rst) begin
-      \$806  = 64'h0000000000000000;
+      \$762  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$807  = page40;
+    \$763  = page60;
     if (side_valid) begin
-      if (\$593 ) begin
-        \$807  = side_data[63:0];
+      if (\$592 ) begin
+        \$763  = side_data[319:256];
       end
     end
     if (rst) begin
-      \$807  = 64'h0000000000000000;
+      \$763  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$808  = page41;
+    \$764  = page61;
+    if (side_valid) begin
+      if (\$594 ) begin
+        \$764  = side_data[383:320];
+      end
+    end
+    if (rst) begin
+      \$764  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$765  = page62;
     if (side_valid) begin
       if (\$596 ) begin
-        \$808  = side_data[127:64];
+        \$765  = side_data[447:384];
       end
     end
     if (rst) begin
-      \$808  = 64'h0000000000000000;
+      \$765  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$809  = page42;
+    \$766  = page63;
     if (side_valid) begin
-      if (\$599 ) begin
-        \$809  = side_data[191:128];
+      if (\$598 ) begin
+        \$766  = side_data[511:448];
       end
     end
     if (rst) begin
-      \$809  = 64'h0000000000000000;
+      \$766  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$810  = page43;
-    if (side_valid) begin
-      if (\$602 ) begin
-        \$810  = side_data[255:192];
-      end
-    end
-    if (rst) begin
-      \$810  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$811  = page44;
-    if (side_valid) begin
-      if (\$605 ) begin
-        \$811  = side_data[319:256];
-      end
-    end
-    if (rst) begin
-      \$811  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$812  = page45;
-    if (side_valid) begin
-      if (\$608 ) begin
-        \$812  = side_data[383:320];
-      end
-    end
-    if (rst) begin
-      \$812  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$813  = page46;
-    if (side_valid) begin
-      if (\$611 ) begin
-        \$813  = side_data[447:384];
-      end
-    end
-    if (rst) begin
-      \$813  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$814  = page47;
-    if (side_valid) begin
-      if (\$614 ) begin
-        \$814  = side_data[511:448];
-      end
-    end
-    if (rst) begin
-      \$814  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$815  = page48;
-    if (side_valid) begin
-      if (\$617 ) begin
-        \$815  = side_data[63:0];
-      end
-    end
-    if (rst) begin
-      \$815  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$816  = page49;
-    if (side_valid) begin
-      if (\$620 ) begin
-        \$816  = side_data[127:64];
-      end
-    end
-    if (rst) begin
-      \$816  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$817  = page50;
-    if (side_valid) begin
-      if (\$623 ) begin
-        \$817  = side_data[191:128];
-      end
-    end
-    if (rst) begin
-      \$817  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$818  = page51;
-    if (side_valid) begin
-      if (\$626 ) begin
-        \$818  = side_data[255:192];
-      end
-    end
-    if (rst) begin
-      \$818  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$819  = page52;
-    if (side_valid) begin
-      if (\$629 ) begin
-        \$819  = side_data[319:256];
-      end
-    end
-    if (rst) begin
-      \$819  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$820  = page53;
-    if (side_valid) begin
-      if (\$632 ) begin
-        \$820  = side_data[383:320];
-      end
-    end
-    if (rst) begin
-      \$820  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$821  = page54;
-    if (side_valid) begin
-      if (\$635 ) begin
-        \$821  = side_data[447:384];
-      end
-    end
-    if (rst) begin
-      \$821  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$822  = page55;
-    if (side_valid) begin
-      if (\$638 ) begin
-        \$822  = side_data[511:448];
-      end
-    end
-    if (rst) begin
-      \$822  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$823  = page56;
-    if (side_valid) begin
-      if (\$641 ) begin
-        \$823  = side_data[63:0];
-      end
-    end
-    if (rst) begin
-      \$823  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$824  = page57;
-    if (side_valid) begin
-      if (\$644 ) begin
-        \$824  = side_data[127:64];
-      end
-    end
-    if (rst) begin
-      \$824  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$825  = page58;
-    if (side_valid) begin
-      if (\$647 ) begin
-        \$825  = side_data[191:128];
-      end
-    end
-    if (rst) begin
-      \$825  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$826  = page59;
-    if (side_valid) begin
-      if (\$650 ) begin
-        \$826  = side_data[255:192];
-      end
-    end
-    if (rst) begin
-      \$826  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$827  = page60;
-    if (side_valid) begin
-      if (\$653 ) begin
-        \$827  = side_data[319:256];
-      end
-    end
-    if (rst) begin
-      \$827  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$828  = page61;
-    if (side_valid) begin
-      if (\$656 ) begin
-        \$828  = side_data[383:320];
-      end
-    end
-    if (rst) begin
-      \$828  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$829  = page62;
-    if (side_valid) begin
-      if (\$659 ) begin
-        \$829  = side_data[447:384];
-      end
-    end
-    if (rst) begin
-      \$829  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$830  = page63;
-    if (side_valid) begin
-      if (\$662 ) begin
-        \$830  = side_data[511:448];
-      end
-    end
-    if (rst) begin
-      \$830  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$831  = verdict_valid;
+    \$767  = verdict_valid;
     if (verdict_take) begin
-      \$831  = 1'h0;
+      \$767  = 1'h0;
     end
     if (step) begin
-      if (\$663 ) begin
-      end else if (\$664 ) begin
-      end else if (\$665 ) begin
-      end else if (\$666 ) begin
+      if (\$599 ) begin
+      end else if (\$600 ) begin
+      end else if (\$601 ) begin
+      end else if (\$602 ) begin
         (* full_case = 32'd1 *)
-        if (\$715 ) begin
+        if (\$651 ) begin
         end else begin
-          \$831  = 1'h1;
+          \$767  = 1'h1;
         end
       end
     end
     if (rst) begin
-      \$831  = 1'h0;
+      \$767  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$832  = \$signal$133 ;
+    \$768  = \$signal$133 ;
     if (step) begin
       (* full_case = 32'd1 *)
-      if (\$663 ) begin
-        \$832  = 1'h0;
-      end else if (\$664 ) begin
-      end else if (\$665 ) begin
-      end else if (\$666 ) begin
+      if (\$599 ) begin
+        \$768  = 1'h0;
+      end else if (\$600 ) begin
+      end else if (\$601 ) begin
+      end else if (\$602 ) begin
         (* full_case = 32'd1 *)
-        if (\$715 ) begin
+        if (\$651 ) begin
         end else begin
           (* full_case = 32'd1 *)
-          if (\$739 ) begin
+          if (\$675 ) begin
           end else begin
-            \$832  = 1'h0;
+            \$768  = 1'h0;
           end
         end
-      end else if (\$692 ) begin
-      end else if (\$693 ) begin
-      end else if (\$702 ) begin
-      end else if (\$712 ) begin
+      end else if (\$628 ) begin
+      end else if (\$629 ) begin
+      end else if (\$638 ) begin
+      end else if (\$648 ) begin
       end else begin
-        if (\$745 ) begin
-          \$832  = 1'h0;
+        if (\$681 ) begin
+          \$768  = 1'h0;
         end
       end
     end
@@ -37984,47 +37919,47 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, \tas
           /* empty */;
       3'h1:
           (* full_case = 32'd1 *)
-          if (\$747 ) begin
-          end else if (\$751 ) begin
+          if (\$683 ) begin
+          end else if (\$687 ) begin
           end else begin
-            \$832  = 1'h1;
+            \$768  = 1'h1;
           end
       3'h3:
-          if (\$758 ) begin
-            \$832  = 1'h1;
+          if (\$694 ) begin
+            \$768  = 1'h1;
           end
     endcase
     if (rst) begin
-      \$832  = 1'h0;
+      \$768  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$833  = \$signal$43 ;
+    \$769  = \$signal$43 ;
     if (step) begin
       (* full_case = 32'd1 *)
-      if (\$663 ) begin
-      end else if (\$664 ) begin
-        \$833  = 3'h5;
-      end else if (\$665 ) begin
-        \$833  = 3'h6;
-      end else if (\$666 ) begin
+      if (\$599 ) begin
+      end else if (\$600 ) begin
+        \$769  = 3'h5;
+      end else if (\$601 ) begin
+        \$769  = 3'h6;
+      end else if (\$602 ) begin
         (* full_case = 32'd1 *)
-        if (\$715 ) begin
+        if (\$651 ) begin
         end else begin
-          if (\$739 ) begin
-            \$833  = 3'h0;
+          if (\$675 ) begin
+            \$769  = 3'h0;
           end
         end
-      end else if (\$692 ) begin
-      end else if (\$693 ) begin
-        \$833  = 3'h2;
-      end else if (\$702 ) begin
-        \$833  = 3'h1;
-      end else if (\$712 ) begin
-        \$833  = 3'h1;
+      end else if (\$628 ) begin
+      end else if (\$629 ) begin
+        \$769  = 3'h2;
+      end else if (\$638 ) begin
+        \$769  = 3'h1;
+      end else if (\$648 ) begin
+        \$769  = 3'h1;
       end else begin
-        \$833  = 3'h0;
+        \$769  = 3'h0;
       end
     end
     casez (fsm_state)
@@ -38032,39 +37967,39 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, \tas
           /* empty */;
       3'h1:
           (* full_case = 32'd1 *)
-          if (\$747 ) begin
-          end else if (\$751 ) begin
+          if (\$683 ) begin
+          end else if (\$687 ) begin
           end else begin
-            \$833  = \$753 ;
+            \$769  = \$689 ;
           end
       3'h3:
-          if (\$758 ) begin
-            \$833  = \$760 ;
+          if (\$694 ) begin
+            \$769  = \$696 ;
           end
     endcase
     if (rst) begin
-      \$833  = 3'h0;
+      \$769  = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$834  = f_page;
+    \$770  = f_page;
     if (step) begin
-      if (\$663 ) begin
-      end else if (\$664 ) begin
-      end else if (\$665 ) begin
-        \$834  = 6'h00;
-      end else if (\$666 ) begin
+      if (\$599 ) begin
+      end else if (\$600 ) begin
+      end else if (\$601 ) begin
+        \$770  = 6'h00;
+      end else if (\$602 ) begin
         (* full_case = 32'd1 *)
-        if (\$715 ) begin
-          \$834  = \$716 [5:0];
+        if (\$651 ) begin
+          \$770  = \$652 [5:0];
         end else begin
-          \$834  = 6'h00;
+          \$770  = 6'h00;
         end
-      end else if (\$692 ) begin
-        \$834  = \$740 [5:0];
-      end else if (\$693 ) begin
-        \$834  = 6'h00;
+      end else if (\$628 ) begin
+        \$770  = \$676 [5:0];
+      end else if (\$629 ) begin
+        \$770  = 6'h00;
       end
     end
     casez (fsm_state)
@@ -38072,71 +38007,71 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, \tas
           /* empty */;
       3'h1:
           (* full_case = 32'd1 *)
-          if (\$747 ) begin
-          end else if (\$751 ) begin
+          if (\$683 ) begin
+          end else if (\$687 ) begin
           end else begin
-            \$834  = 6'h00;
+            \$770  = 6'h00;
           end
       3'h3:
-          if (\$758 ) begin
-            \$834  = 6'h00;
+          if (\$694 ) begin
+            \$770  = 6'h00;
           end
     endcase
     if (rst) begin
-      \$834  = 6'h00;
+      \$770  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$835  = \$signal$162 ;
+    \$771  = \$signal$161 ;
     if (step) begin
-      if (\$663 ) begin
-      end else if (\$664 ) begin
-      end else if (\$665 ) begin
-        \$835  = 1'h0;
-      end else if (\$666 ) begin
-        if (\$715 ) begin
-          \$835  = \$722 ;
+      if (\$599 ) begin
+      end else if (\$600 ) begin
+      end else if (\$601 ) begin
+        \$771  = 1'h0;
+      end else if (\$602 ) begin
+        if (\$651 ) begin
+          \$771  = \$658 ;
         end
       end
     end
     if (rst) begin
-      \$835  = 1'h0;
+      \$771  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$836  = verdict_status;
+    \$772  = verdict_status;
     if (step) begin
-      if (\$663 ) begin
-      end else if (\$664 ) begin
-      end else if (\$665 ) begin
-      end else if (\$666 ) begin
+      if (\$599 ) begin
+      end else if (\$600 ) begin
+      end else if (\$601 ) begin
+      end else if (\$602 ) begin
         (* full_case = 32'd1 *)
-        if (\$715 ) begin
+        if (\$651 ) begin
         end else begin
-          \$836  = \$730 ;
+          \$772  = \$666 ;
         end
       end
     end
     if (rst) begin
-      \$836  = 8'h00;
+      \$772  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$837  = \$signal$16 ;
+    \$773  = \$signal$16 ;
     if (step) begin
-      if (\$663 ) begin
-      end else if (\$664 ) begin
-      end else if (\$665 ) begin
-      end else if (\$666 ) begin
-      end else if (\$692 ) begin
-      end else if (\$693 ) begin
-      end else if (\$702 ) begin
-        \$837  = 1'h0;
-      end else if (\$712 ) begin
-        \$837  = 1'h1;
+      if (\$599 ) begin
+      end else if (\$600 ) begin
+      end else if (\$601 ) begin
+      end else if (\$602 ) begin
+      end else if (\$628 ) begin
+      end else if (\$629 ) begin
+      end else if (\$638 ) begin
+        \$773  = 1'h0;
+      end else if (\$648 ) begin
+        \$773  = 1'h1;
       end
     end
     casez (fsm_state)
@@ -38144,35 +38079,35 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, \tas
           /* empty */;
       3'h1:
           (* full_case = 32'd1 *)
-          if (\$747 ) begin
-          end else if (\$751 ) begin
+          if (\$683 ) begin
+          end else if (\$687 ) begin
           end else begin
-            \$837  = 1'h0;
+            \$773  = 1'h0;
           end
       3'h3:
-          if (\$758 ) begin
-            \$837  = 1'h0;
+          if (\$694 ) begin
+            \$773  = 1'h0;
           end
     endcase
     if (rst) begin
-      \$837  = 1'h0;
+      \$773  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$838  = \$signal$28 ;
+    \$774  = \$signal$28 ;
     if (step) begin
       (* full_case = 32'd1 *)
-      if (\$663 ) begin
-      end else if (\$664 ) begin
-      end else if (\$665 ) begin
-      end else if (\$666 ) begin
-      end else if (\$692 ) begin
-      end else if (\$693 ) begin
-      end else if (\$702 ) begin
-      end else if (\$712 ) begin
+      if (\$599 ) begin
+      end else if (\$600 ) begin
+      end else if (\$601 ) begin
+      end else if (\$602 ) begin
+      end else if (\$628 ) begin
+      end else if (\$629 ) begin
+      end else if (\$638 ) begin
+      end else if (\$648 ) begin
       end else begin
-        \$838  = \$741 [19:0];
+        \$774  = \$677 [19:0];
       end
     end
     casez (fsm_state)
@@ -38180,35 +38115,35 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, \tas
           /* empty */;
       3'h1:
           (* full_case = 32'd1 *)
-          if (\$747 ) begin
-          end else if (\$751 ) begin
+          if (\$683 ) begin
+          end else if (\$687 ) begin
           end else begin
-            \$838  = 20'h00000;
+            \$774  = 20'h00000;
           end
       3'h3:
-          if (\$758 ) begin
-            \$838  = 20'h00000;
+          if (\$694 ) begin
+            \$774  = 20'h00000;
           end
     endcase
     if (rst) begin
-      \$838  = 20'h00000;
+      \$774  = 20'h00000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$839  = \$signal$25 ;
+    \$775  = \$signal$25 ;
     if (step) begin
       (* full_case = 32'd1 *)
-      if (\$663 ) begin
-      end else if (\$664 ) begin
-      end else if (\$665 ) begin
-      end else if (\$666 ) begin
-      end else if (\$692 ) begin
-      end else if (\$693 ) begin
-      end else if (\$702 ) begin
-      end else if (\$712 ) begin
+      if (\$599 ) begin
+      end else if (\$600 ) begin
+      end else if (\$601 ) begin
+      end else if (\$602 ) begin
+      end else if (\$628 ) begin
+      end else if (\$629 ) begin
+      end else if (\$638 ) begin
+      end else if (\$648 ) begin
       end else begin
-        \$839  = \$743 [43:0];
+        \$775  = \$679 [43:0];
       end
     end
     casez (fsm_state)
@@ -38216,56 +38151,56 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, \tas
           /* empty */;
       3'h1:
           (* full_case = 32'd1 *)
-          if (\$747 ) begin
-          end else if (\$751 ) begin
+          if (\$683 ) begin
+          end else if (\$687 ) begin
           end else begin
-            \$839  = 44'h00000000000;
+            \$775  = 44'h00000000000;
           end
       3'h3:
-          if (\$758 ) begin
-            \$839  = 44'h00000000000;
+          if (\$694 ) begin
+            \$775  = 44'h00000000000;
           end
     endcase
     if (rst) begin
-      \$839  = 44'h00000000000;
+      \$775  = 44'h00000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$840  = handed;
+    \$776  = handed;
     if (take) begin
-      \$840  = 1'h1;
+      \$776  = 1'h1;
     end
     casez (fsm_state)
       3'h0:
           if (pop_valid) begin
-            \$840  = take;
+            \$776  = take;
           end
     endcase
     if (rst) begin
-      \$840  = 1'h0;
+      \$776  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$841  = \$signal ;
+    \$777  = \$signal ;
     casez (fsm_state)
       3'h0:
           if (pop_valid) begin
-            \$841  = pop;
+            \$777  = pop;
           end
     endcase
     if (rst) begin
-      \$841  = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$777  = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$842  = \$signal$142 ;
+    \$778  = \$signal$142 ;
     casez (fsm_state)
       3'h0:
           if (pop_valid) begin
-            \$842  = 1'h1;
+            \$778  = 1'h1;
           end
       3'h1:
           /* empty */;
@@ -38274,46 +38209,46 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, \tas
       3'h4:
           /* empty */;
       3'h2:
-          if (\$762 ) begin
-            \$842  = 1'h0;
+          if (\$698 ) begin
+            \$778  = 1'h0;
           end
     endcase
     if (rst) begin
-      \$842  = 1'h0;
+      \$778  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$843  = fsm_state;
+    \$779  = fsm_state;
     casez (fsm_state)
       3'h0:
           if (pop_valid) begin
-            \$843  = 3'h1;
+            \$779  = 3'h1;
           end
       3'h1:
           (* full_case = 32'd1 *)
-          if (\$747 ) begin
-            \$843  = 3'h2;
-          end else if (\$751 ) begin
-            \$843  = 3'h3;
+          if (\$683 ) begin
+            \$779  = 3'h2;
+          end else if (\$687 ) begin
+            \$779  = 3'h3;
           end else begin
-            \$843  = 3'h4;
+            \$779  = 3'h4;
           end
       3'h3:
-          if (\$758 ) begin
-            \$843  = 3'h4;
+          if (\$694 ) begin
+            \$779  = 3'h4;
           end
       3'h4:
-          if (\$761 ) begin
-            \$843  = 3'h2;
+          if (\$697 ) begin
+            \$779  = 3'h2;
           end
       3'h2:
-          if (\$762 ) begin
-            \$843  = 3'h0;
+          if (\$698 ) begin
+            \$779  = 3'h0;
           end
     endcase
     if (rst) begin
-      \$843  = 3'h0;
+      \$779  = 3'h0;
     end
   end
   assign desc = \$signal [203:0];
@@ -38489,138 +38424,74 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, \tas
   assign \$414  = { \$413 [47], \$413 [47], \$413 [47], \$413 [47], \$413 [47], \$413 [47], \$413 [47:6] };
   assign \$418  = { \$417 [46], \$417 [46], \$417 [46], \$417 [46], \$417 [46], \$417 [46:5] };
   assign \$431  = \$430 ;
-  assign \$471  = 1'h1;
-  assign \$473  = \$472 ;
-  assign \$474  = 1'h1;
+  assign \$472  = \$471 ;
+  assign \$474  = \$473 ;
   assign \$476  = \$475 ;
-  assign \$477  = 1'h1;
-  assign \$479  = \$478 ;
-  assign \$480  = 1'h1;
+  assign \$478  = \$477 ;
+  assign \$480  = \$479 ;
   assign \$482  = \$481 ;
-  assign \$483  = 1'h1;
-  assign \$485  = \$484 ;
-  assign \$486  = 1'h1;
+  assign \$484  = \$483 ;
+  assign \$486  = \$485 ;
   assign \$488  = \$487 ;
-  assign \$489  = 1'h1;
-  assign \$491  = \$490 ;
-  assign \$492  = 1'h1;
+  assign \$490  = \$489 ;
+  assign \$492  = \$491 ;
   assign \$494  = \$493 ;
-  assign \$495  = 1'h1;
-  assign \$497  = \$496 ;
-  assign \$498  = 1'h1;
+  assign \$496  = \$495 ;
+  assign \$498  = \$497 ;
   assign \$500  = \$499 ;
-  assign \$501  = 1'h1;
-  assign \$503  = \$502 ;
-  assign \$504  = 1'h1;
+  assign \$502  = \$501 ;
+  assign \$504  = \$503 ;
   assign \$506  = \$505 ;
-  assign \$507  = 1'h1;
-  assign \$509  = \$508 ;
-  assign \$510  = 1'h1;
+  assign \$508  = \$507 ;
+  assign \$510  = \$509 ;
   assign \$512  = \$511 ;
-  assign \$513  = 1'h1;
-  assign \$515  = \$514 ;
-  assign \$516  = 1'h1;
+  assign \$514  = \$513 ;
+  assign \$516  = \$515 ;
   assign \$518  = \$517 ;
-  assign \$519  = 1'h1;
-  assign \$521  = \$520 ;
-  assign \$522  = 1'h1;
+  assign \$520  = \$519 ;
+  assign \$522  = \$521 ;
   assign \$524  = \$523 ;
-  assign \$525  = 1'h1;
-  assign \$527  = \$526 ;
-  assign \$528  = 1'h1;
+  assign \$526  = \$525 ;
+  assign \$528  = \$527 ;
   assign \$530  = \$529 ;
-  assign \$531  = 1'h1;
-  assign \$533  = \$532 ;
-  assign \$534  = 1'h1;
+  assign \$532  = \$531 ;
+  assign \$534  = \$533 ;
   assign \$536  = \$535 ;
-  assign \$537  = 1'h1;
-  assign \$539  = \$538 ;
-  assign \$540  = 1'h1;
+  assign \$538  = \$537 ;
+  assign \$540  = \$539 ;
   assign \$542  = \$541 ;
-  assign \$543  = 1'h1;
-  assign \$545  = \$544 ;
-  assign \$546  = 1'h1;
+  assign \$544  = \$543 ;
+  assign \$546  = \$545 ;
   assign \$548  = \$547 ;
-  assign \$549  = 1'h1;
-  assign \$551  = \$550 ;
-  assign \$552  = 1'h1;
+  assign \$550  = \$549 ;
+  assign \$552  = \$551 ;
   assign \$554  = \$553 ;
-  assign \$555  = 1'h1;
-  assign \$557  = \$556 ;
-  assign \$558  = 1'h1;
+  assign \$556  = \$555 ;
+  assign \$558  = \$557 ;
   assign \$560  = \$559 ;
-  assign \$561  = 1'h1;
-  assign \$563  = \$562 ;
-  assign \$564  = 1'h1;
+  assign \$562  = \$561 ;
+  assign \$564  = \$563 ;
   assign \$566  = \$565 ;
-  assign \$567  = 1'h1;
-  assign \$569  = \$568 ;
-  assign \$570  = 1'h1;
+  assign \$568  = \$567 ;
+  assign \$570  = \$569 ;
   assign \$572  = \$571 ;
-  assign \$573  = 1'h1;
-  assign \$575  = \$574 ;
-  assign \$576  = 1'h1;
+  assign \$574  = \$573 ;
+  assign \$576  = \$575 ;
   assign \$578  = \$577 ;
-  assign \$579  = 1'h1;
-  assign \$581  = \$580 ;
-  assign \$582  = 1'h1;
+  assign \$580  = \$579 ;
+  assign \$582  = \$581 ;
   assign \$584  = \$583 ;
-  assign \$585  = 1'h1;
-  assign \$587  = \$586 ;
-  assign \$588  = 1'h1;
+  assign \$586  = \$585 ;
+  assign \$588  = \$587 ;
   assign \$590  = \$589 ;
-  assign \$591  = 1'h1;
-  assign \$593  = \$592 ;
-  assign \$594  = 1'h1;
+  assign \$592  = \$591 ;
+  assign \$594  = \$593 ;
   assign \$596  = \$595 ;
-  assign \$597  = 1'h1;
-  assign \$599  = \$598 ;
-  assign \$600  = 1'h1;
-  assign \$602  = \$601 ;
-  assign \$603  = 1'h1;
-  assign \$605  = \$604 ;
-  assign \$606  = 1'h1;
-  assign \$608  = \$607 ;
-  assign \$609  = 1'h1;
-  assign \$611  = \$610 ;
-  assign \$612  = 1'h1;
-  assign \$614  = \$613 ;
-  assign \$615  = 1'h1;
-  assign \$617  = \$616 ;
-  assign \$618  = 1'h1;
-  assign \$620  = \$619 ;
-  assign \$621  = 1'h1;
-  assign \$623  = \$622 ;
-  assign \$624  = 1'h1;
-  assign \$626  = \$625 ;
-  assign \$627  = 1'h1;
-  assign \$629  = \$628 ;
-  assign \$630  = 1'h1;
-  assign \$632  = \$631 ;
-  assign \$633  = 1'h1;
-  assign \$635  = \$634 ;
-  assign \$636  = 1'h1;
-  assign \$638  = \$637 ;
-  assign \$639  = 1'h1;
-  assign \$641  = \$640 ;
-  assign \$642  = 1'h1;
-  assign \$644  = \$643 ;
-  assign \$645  = 1'h1;
-  assign \$647  = \$646 ;
-  assign \$648  = 1'h1;
-  assign \$650  = \$649 ;
-  assign \$651  = 1'h1;
-  assign \$653  = \$652 ;
-  assign \$654  = 1'h1;
-  assign \$656  = \$655 ;
-  assign \$657  = 1'h1;
-  assign \$659  = \$658 ;
-  assign \$660  = 1'h1;
-  assign \$662  = \$661 ;
+  assign \$598  = \$597 ;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.front.decoder (is_store, is_compute, operand_lines, pages, half, paged, \port$11294$128 , log2_slot, desc, status, is_load);
+module \ndp_device.control_unit.front.decoder (is_store, is_compute, operand_lines, pages, half, paged, \port$11230$128 , log2_slot, desc, status, is_load);
   reg \$auto$verilog_backend.cc:2355:dump_module$75  = 0;
   wire [26:0] \$1 ;
   wire [19:0] \$10 ;
@@ -38881,8 +38752,8 @@ module \ndp_device.control_unit.front.decoder (is_store, is_compute, operand_lin
   wire paged;
   output [6:0] pages;
   wire [6:0] pages;
-  input [127:0] \port$11294$128 ;
-  wire [127:0] \port$11294$128 ;
+  input [127:0] \port$11230$128 ;
+  wire [127:0] \port$11230$128 ;
   reg [49:0] result;
   wire [49:0] room;
   wire [47:0] stats_offset;
@@ -38991,8 +38862,8 @@ module \ndp_device.control_unit.front.decoder (is_store, is_compute, operand_lin
   assign \$107  = ! desc[25:20];
   assign \$108  = \$105  ? \$106  : \$107 ;
   assign \$109  = ! desc[103:84];
-  assign \$110  = desc[83:20] >= \port$11294$128 [63:0];
-  assign \$111  = \$2  <= \port$11294$128 [127:64];
+  assign \$110  = desc[83:20] >= \port$11230$128 [63:0];
+  assign \$111  = \$2  <= \port$11230$128 [127:64];
   assign \$112  = \$110  & \$111 ;
   assign \$113  = \$109  | \$112 ;
   assign \$114  = \$108  & \$113 ;
@@ -39129,8 +39000,8 @@ module \ndp_device.control_unit.front.decoder (is_store, is_compute, operand_lin
   assign \$signal$16  = \$46 [20:0];
   assign page_shift = desc[16:13];
   assign page_half = \$48 [39:0];
-  assign data_base = \port$11294$128 [63:0];
-  assign data_limit = \port$11294$128 [127:64];
+  assign data_base = \port$11230$128 [63:0];
+  assign data_limit = \port$11230$128 [127:64];
   assign operand_lines = \$22 [39:0];
   assign pages = \$46 [6:0];
   assign half = \$48 [39:0];
@@ -57314,7 +57185,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__bready, io__araddr, io__arvalid, io__rready, io__awuser, clk, rst, io__awready, io__wready, io__arready, done_valid, done_status, \port$10768$0 , reset__0, reset__1, reset__2, reset__3
+module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__bready, io__araddr, io__arvalid, io__rready, io__awuser, clk, rst, io__awready, io__wready, io__arready, done_valid, done_status, \port$10704$0 , reset__0, reset__1, reset__2, reset__3
 , io__bvalid, b_resp, queues__0, queues__1, queues__2, queues__3, io__rvalid, r_data, io__awaddr);
   reg \$auto$verilog_backend.cc:2355:dump_module$93  = 0;
   wire \$1 ;
@@ -57696,8 +57567,8 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
   input io__wvalid;
   wire io__wvalid;
   wire [31:0] mask;
-  input [33:0] \port$10768$0 ;
-  wire [33:0] \port$10768$0 ;
+  input [33:0] \port$10704$0 ;
+  wire [33:0] \port$10704$0 ;
   output [321:0] queues__0;
   reg [321:0] queues__0 = 322'h000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   wire [63:0] \queues__0.cq_base ;
@@ -58399,9 +58270,9 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
     \$298  = head0;
     if (done_valid) begin
-      casez (\port$10768$0 [1:0])
+      casez (\port$10704$0 [1:0])
         2'h0:
-            \$298  = \port$10768$0 [33:2];
+            \$298  = \port$10704$0 [33:2];
       endcase
     end
     if (\$10 ) begin
@@ -58440,7 +58311,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
     \$299  = status0;
     if (done_valid) begin
-      casez (\port$10768$0 [1:0])
+      casez (\port$10704$0 [1:0])
         2'h0:
             if (\$1 ) begin
               \$299  = { 24'h800000, done_status };
@@ -58485,11 +58356,11 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
     \$300  = head1;
     if (done_valid) begin
-      casez (\port$10768$0 [1:0])
+      casez (\port$10704$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
-            \$300  = \port$10768$0 [33:2];
+            \$300  = \port$10704$0 [33:2];
       endcase
     end
     if (\$10 ) begin
@@ -58552,7 +58423,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
     \$301  = status1;
     if (done_valid) begin
-      casez (\port$10768$0 [1:0])
+      casez (\port$10704$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
@@ -58623,13 +58494,13 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
     \$302  = head2;
     if (done_valid) begin
-      casez (\port$10768$0 [1:0])
+      casez (\port$10704$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
             /* empty */;
         2'h2:
-            \$302  = \port$10768$0 [33:2];
+            \$302  = \port$10704$0 [33:2];
       endcase
     end
     if (\$10 ) begin
@@ -58716,7 +58587,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
     \$303  = status2;
     if (done_valid) begin
-      casez (\port$10768$0 [1:0])
+      casez (\port$10704$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
@@ -58814,7 +58685,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     \$304  = head3;
     if (done_valid) begin
       (* full_case = 32'd1 *)
-      casez (\port$10768$0 [1:0])
+      casez (\port$10704$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
@@ -58822,7 +58693,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
         2'h2:
             /* empty */;
         2'h3:
-            \$304  = \port$10768$0 [33:2];
+            \$304  = \port$10704$0 [33:2];
       endcase
     end
     if (\$10 ) begin
@@ -58934,7 +58805,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     \$305  = status3;
     if (done_valid) begin
       (* full_case = 32'd1 *)
-      casez (\port$10768$0 [1:0])
+      casez (\port$10704$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
@@ -59775,8 +59646,8 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
       endcase
     end
   end
-  assign done_queue = \port$10768$0 [1:0];
-  assign done_seq = \port$10768$0 [33:2];
+  assign done_queue = \port$10704$0 [1:0];
+  assign done_seq = \port$10704$0 [33:2];
   assign mask = { \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3:2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2:1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1:0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0] };
   assign io__bresp = b_resp;
   assign io__rdata = r_data;
