@@ -9,6 +9,7 @@ few points of the varying dim, interpolated between them and cached on disk.
     timing.lora_xa(b, d_in, r)     # E4: m = x A, one GEMM (b x d_in times d_in x r)
     timing.lora_xab(b, d, r)       # E3: y = (x A) B, one LORA_XAB descriptor (square D)
     timing.attention(rows, d, t)   # one ATTENTION descriptor: rows query heads, one KV head
+    timing.attention_share(rows, d, page, t)   # one paged ATTENTION: t tokens in pages of `page`
     timing.gemm(m, k, n)           # any GEMM descriptor
 All return seconds of device time (completion cycles / clock_hz) of one descriptor, from
 the cycle the device sees the descriptor to the cycle it issues its completion: the
@@ -40,12 +41,15 @@ on G. One input row in all (b == 1) is a different plan (k-groups split over two
 isa/pe_array.py) and gets its own point. So for batch ops:
     t(b) = lerp over G between the full-group points b = rows * 2^i bracketing G
            + (t(rows + j) - t(2 rows))  when the last group has j < rows rows.
-Attention varies with the token count t instead: t is the second product's K and the first
+Attention (and a paged share, whose pages stream as one operand's) varies with the token
+count t instead: t is the second product's K and the first
 product's N, whose packing (pack = lanes / t rounded down to a power of two) changes at the
 powers of two below `lanes`, and whose words (ceil(t / lanes): PE words, readout words,
 softmax words) step up past each multiple of `lanes`. Between two such knots the time is
 linear in t up to a few cycles (the last k-group of the second product), so t is
 interpolated linearly between lo + 1 and hi, the first and last t of its segment (lo, hi].
+A paged share also steps at each page (a run and a list entry more), so its knots are
+those and the multiples of the page.
 
 `python -m scheduler.device_timing --config paper --samples 40 --seed 1` checks the tables
 against direct model runs on random shapes of the scheduler's domain, and the stream
@@ -63,11 +67,13 @@ import numpy as np
 
 import isa
 from driver import NdpDevice, ShapeError
+from driver.errors import OutOfDeviceMemory
 from driver.device import DeviceTensor, KvBlock, LoraAdapter
-from driver.device import attention_descriptor, lora_xab_descriptor, matmul_descriptor
+from driver.device import attention_descriptor, lora_xab_descriptor, matmul_descriptor, paged_attention_descriptor
 from driver.model_transport import ModelTransport
 from isa import Status, slots
 from isa.slots import HEADER_BYTES, LINE_BYTES
+from isa.microarch import PAGE_LIST_MAX
 from isa.validate import QueueView, check_descriptor, payload_bytes, result_bytes
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -77,7 +83,9 @@ CACHE_ENV = "NDP_TIMING_CACHE"
 # way this module lays out and runs a measurement
 MODEL_SOURCES = ("sim/*.py", "isa/*.py", "driver/*.py", "scheduler/device_timing.py")
 
-OPS = ("gemm", "lora_xa", "lora_xab", "attention")
+OPS = ("gemm", "lora_xa", "lora_xab", "attention", "attention_share")
+TOKEN_OPS = ("attention", "attention_share")      # tabled over their last dim, the tokens
+ARITY = {"attention_share": 4}                    # rows, d, page, t; the others three dims
 STREAM_COPIES = 6           # a stream table point's run: the first pays the fill, then 4 periods
 # the scheduler's domain (seed 000: Llama2-7B/13B, Llama3-8B, Qwen3-30B; LoRA on every weight
 # matrix, ranks 8..128; MHA and GQA with head dims 64 and 128), for the check
@@ -85,6 +93,7 @@ D_MODEL = (2048, 4096, 5120, 8192)                       # hidden sizes: square 
 D_IN = (1024, 2048, 4096, 5120, 8192, 11008, 13824, 14336)   # any A's input dim (E4): + KV, FFN
 RANKS = (8, 16, 32, 64, 128)
 HEAD_ROWS, HEAD_DIMS, MAX_TOKENS, MAX_BATCH = (1, 4, 8), (64, 128), 8192, 256
+PAGES = (16, 32, 64, 128)                                # KV page sizes (tokens)
 
 
 def why_infeasible(cfg, op, *dims):
@@ -92,9 +101,12 @@ def why_infeasible(cfg, op, *dims):
     the limit it breaks, as a message."""
     if op not in OPS:
         raise ValueError(f"unknown op {op!r}; known: {OPS}")
-    if len(dims) != 3 or any(not isinstance(x, (int, np.integer)) or x < 1 for x in dims):
-        return f"{op} needs three dims >= 1, got {dims!r}"
-    try:        # the descriptor's field widths (in_rows, in_size, dev_size: 20 bits)
+    arity = ARITY.get(op, 3)
+    if len(dims) != arity or any(not isinstance(x, (int, np.integer)) or x < 1 for x in dims):
+        return f"{op} needs {arity} dims >= 1, got {dims!r}"
+    if op == "attention_share" and dims[2] & (dims[2] - 1):
+        return f"{op} {dims}: the page, {dims[2]} tokens, is not a power of two"
+    try:        # the descriptor's field widths (in_rows, in_size, dev_size: 20 bits), a share's pages
         desc = _descriptor(op, dims, 0)
     except ValueError as exc:
         return f"{op} {dims}: does not fit a descriptor: {exc}"
@@ -102,10 +114,10 @@ def why_infeasible(cfg, op, *dims):
     status = check_descriptor(desc, QueueView(slots.MAX_LOG2_RING, 0, 1 << 64), cfg)
     if status == Status.OK:
         return None
-    m, k, n = dims              # say which limit: each product's K and N (shape_ok)
+    m, k, n = dims[0], dims[1], dims[-1]     # say which limit: each product's K and N (shape_ok)
     if op == "lora_xab":        # b, D, R: X A (K = D, N = R), then H B (K = R, N = D)
         products = [(k, n, " (x A)"), (n, k, " (second product, (x A) B)")]
-    elif op == "attention":     # rows, d, t: q K^T (K = d, N = t), then S V (K = t, N = d)
+    elif op in TOKEN_OPS:       # rows, d, (page,) t: q K^T (K = d, N = t), then S V (K = t, N = d)
         products = [(k, n, " (q K^T)"), (n, k, " (second product, S V)")]
     else:
         products = [(k, n, "")]
@@ -118,6 +130,9 @@ def why_infeasible(cfg, op, *dims):
 
 
 def _descriptor(op, dims, addr):
+    if op == "attention_share":
+        rows, d, page, t = dims
+        return paged_attention_descriptor(addr, t, d, page.bit_length() - 1, rows)
     m, k, n = dims
     if op == "lora_xab":
         return lora_xab_descriptor(LoraAdapter(addr, k, n), m)
@@ -189,6 +204,12 @@ class DeviceTiming:
         t tokens of it on this device."""
         return self.seconds("attention", rows, d, t)
 
+    def attention_share(self, rows, d, page, t):
+        """One paged ATTENTION descriptor: `rows` query heads over t tokens of one KV head
+        of head dim d on this device, in pages of `page` tokens (one list, at most
+        PAGE_LIST_MAX pages)."""
+        return self.seconds("attention_share", rows, d, page, t)
+
     def gemm(self, m, k, n):
         return self.seconds("gemm", m, k, n)
 
@@ -235,7 +256,7 @@ class DeviceTiming:
         self._check(op, dims)
         dims, op = tuple(int(x) for x in dims), "gemm" if op == "lora_xa" else op
         before = self.model_runs
-        if op == "attention":
+        if op in TOKEN_OPS:
             value = self._tokens(table, op, dims)
         else:
             value = self._batch(table, op, dims)
@@ -246,9 +267,9 @@ class DeviceTiming:
     def _point(self, table, op, fixed, x):
         """The table's point at varying dim x (b, or attention's t), measured now if missing:
         a number of cycles in the latency table (""), [period, drain] in the stream table."""
-        points = self.tables.setdefault(f"{table}{op} {fixed[0]} {fixed[1]}", {})
+        points = self.tables.setdefault(f"{table}{op} " + " ".join(str(f) for f in fixed), {})
         if x not in points:
-            dims = (*fixed, x) if op == "attention" else (x, *fixed)
+            dims = (*fixed, x) if op in TOKEN_OPS else (x, *fixed)
             points[x] = self.measure_cycles(op, *dims) if not table else list(self.measure_stream(op, *dims))
         return np.asarray(points[x], dtype=np.float64)
 
@@ -265,11 +286,15 @@ class DeviceTiming:
         return value
 
     def _tokens(self, table, op, dims):
-        t, fixed, lanes = dims[2], dims[:2], self.cfg.lanes
+        t, fixed, lanes = dims[-1], dims[:-1], self.cfg.lanes
         # t's segment (lo, hi] between knots: the powers of two up to lanes, then the
-        # multiples of lanes; interpolated between its first and last t
+        # multiples of lanes (and a share's page multiples); interpolated between its first
+        # and last t
         hi = 1 << (t - 1).bit_length() if t <= lanes else -(-t // lanes) * lanes
         lo = hi // 2 if t <= lanes else hi - lanes
+        if op == "attention_share":
+            page = fixed[2]
+            hi, lo = min(hi, -(-t // page) * page), max(lo, (t - 1) // page * page)
         return self._lerp(table, op, fixed, t, min(lo + 1, hi), hi)
 
     def _lerp(self, table, op, fixed, x, lo, hi, scale=1):
@@ -343,7 +368,7 @@ class DeviceTiming:
             self._log2_slot = log2_slot
         queue = self._queue
         queue.free_all()
-        m, k, n = dims
+        m, k, n = dims[0], dims[1], dims[-1]
         zeros = lambda *shape: np.zeros(shape, np.float16)      # noqa: E731  (values do not change cycles)
         if op == "lora_xab":
             adapter = await dev.upload_lora(zeros(k, n), zeros(n, k))
@@ -353,6 +378,11 @@ class DeviceTiming:
             block = await dev.upload_kv(zeros(n, k), zeros(n, k))
             _, completion = await dev.attention_partial(zeros(m, k), block, scaled=True,
                                                         return_completion=True, timeout_cycles=1 << 40)
+        elif op == "attention_share":
+            rows, d, page, t = dims
+            share = await dev.upload_kv_paged(zeros(t, d), zeros(t, d), page.bit_length() - 1)
+            _, completion = await dev.attention_paged(zeros(rows, d), share, scaled=True,
+                                                      return_completion=True, timeout_cycles=1 << 40)
         else:
             tensor = await dev.upload(zeros(k, n))
             _, completion = await dev.gemm(zeros(m, k), tensor, return_completion=True,
@@ -393,13 +423,19 @@ class DeviceTiming:
         queue = await dev.configure_queue(0, sq_base=0, cq_base=ring, data_base=2 * ring,
                                           data_limit=cfg.dram_bytes, log2_depth=log2_depth,
                                           log2_slot=log2_slot, irq=True)
-        descs, addr = [], 2 * ring
-        for (op, *dims), d in zip(shapes, sized):
-            descs.append(_descriptor(op, tuple(dims), addr))
-            addr += -(-d.dev_size * LINE_BYTES // 4096) * 4096        # 4 KiB aligned, as _measure's
-            if addr > cfg.dram_bytes:
-                raise ShapeError(f"a stream of {len(shapes)} descriptors: its operands do not fit "
-                                 f"the {cfg.dram_bytes}-byte DRAM")
+        descs = []
+        zeros = lambda *shape: np.zeros(shape, np.float16)      # noqa: E731  (values do not change cycles)
+        try:
+            for (op, *dims), d in zip(shapes, sized):
+                if op == "attention_share":         # its pages and list (their addresses are read)
+                    rows, head_dim, page, t = dims
+                    share = await dev.upload_kv_paged(zeros(t, head_dim), zeros(t, head_dim), page.bit_length() - 1)
+                    descs.append(attention_descriptor(share, rows))
+                else:                               # 4 KiB aligned, as _measure's
+                    descs.append(_descriptor(op, tuple(dims), queue.allocate(d.dev_size * LINE_BYTES, 4096)))
+        except OutOfDeviceMemory:
+            raise ShapeError(f"a stream of {len(shapes)} descriptors: its operands do not fit "
+                             f"the {cfg.dram_bytes}-byte DRAM") from None
         start = transport.now
         seqs = await queue.submit_many([(d, b"") for d in descs])
         times = []
@@ -419,6 +455,14 @@ class DeviceTiming:
 
 def random_shape(cfg, op, rng):
     """Random dims of `op` from the scheduler's domain that the device runs (None if none)."""
+    if op == "attention_share":
+        choices = [(rows, d, page) for rows in HEAD_ROWS for d in HEAD_DIMS for page in PAGES
+                   if why_infeasible(cfg, op, rows, d, page, 1) is None]
+        if not choices:
+            return None
+        rows, d, page = choices[rng.integers(len(choices))]
+        t_max = min(cfg.k_max, cfg.n_max, MAX_TOKENS, PAGE_LIST_MAX * page)
+        return rows, d, page, int(rng.integers(1, t_max + 1))
     if op == "attention":
         t_max = min(cfg.k_max, cfg.n_max, MAX_TOKENS)
         choices = [(rows, d) for rows in HEAD_ROWS for d in HEAD_DIMS if d <= min(cfg.k_max, cfg.n_max)]
@@ -451,7 +495,7 @@ def check(cfg, samples, seed, cache_dir=None, out=print):
         errors.extend(r[0] for r in rows)
 
     shapes = []
-    for op in ("lora_xa", "lora_xab", "attention"):
+    for op in ("lora_xa", "lora_xab", "attention", "attention_share"):
         rows = []
         for _ in range(samples):
             dims = random_shape(cfg, op, rng)

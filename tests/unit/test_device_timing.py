@@ -21,7 +21,7 @@ def _configs():
 def test_random_shapes_within_2_percent(cfg, tmp_path):
     timing, rng = DeviceTiming(cfg, tmp_path), np.random.default_rng(7)
     shapes = [(op, random_shape(cfg, op, rng))
-              for op in ("lora_xa", "lora_xab", "attention") for _ in range(5)]
+              for op in ("lora_xa", "lora_xab", "attention", "attention_share") for _ in range(5)]
     # and a few generic GEMMs of any K, N (not multiples of anything)
     shapes += [("gemm", (int(rng.integers(2, 257)), int(rng.integers(1, 1025)), int(rng.integers(1, 1025))))
                for _ in range(3)]
@@ -39,6 +39,7 @@ def test_exact_at_grid_points(cfg, tmp_path):
     points = [("lora_xa", (b, 1024, 16)) for b in (1, rows, 2 * rows, 8 * rows, rows + 1)]
     points += [("lora_xab", (b, 2048, 8)) for b in (1, 4 * rows)]
     points += [("attention", (4, 128, t)) for t in (1, 2, lanes // 2 + 1, lanes, 2 * lanes + 1, 3 * lanes)]
+    points += [("attention_share", (1, 128, 32, t)) for t in (1, 32, 33, 64, lanes + 1)]
     for op, dims in points:
         assert timing.cycles(op, *dims) == direct.measure_cycles(op, *dims), (op, dims)
 
@@ -106,6 +107,13 @@ def test_infeasible_shapes_name_the_limit(tmp_path):
         assert not timing.feasible(method.__name__, *dims)
     with pytest.raises(ShapeError, match="square"):
         timing.lora_xab(4, 4096, 16, d_out=11008)
+    # a paged share: its page a power of two, whole 4 KiB of keys, at most 64 pages
+    with pytest.raises(ShapeError, match="not a power of two"):
+        timing.attention_share(1, 128, 24, 100)
+    with pytest.raises(ShapeError, match="PAGE_ALIGN|BAD_SHAPE|4096"):
+        timing.attention_share(1, 64, 16, 100)
+    with pytest.raises(ShapeError, match="PAGE_LIST_MAX|BAD_SHAPE"):
+        timing.attention_share(1, 128, 16, 16 * 64 + 1)
     # the second product's limits: on 'small' (k_max 2048, n_max 1024) x A fits, (x A) B not
     small_timing = DeviceTiming(small, tmp_path)
     with pytest.raises(ShapeError, match=r"second product.*n_max=1024"):
@@ -119,9 +127,9 @@ def test_infeasible_shapes_name_the_limit(tmp_path):
 def test_check_prints_the_summary_line(tmp_path):
     lines = []
     errors = device_timing.check(isa.load_config("paper"), 1, 3, tmp_path, out=lines.append)
-    assert len(errors) == 4 and max(errors) <= 0.02         # a shape per op, and one mixed stream
+    assert len(errors) == 5 and max(errors) <= 0.02         # a shape per op, and one mixed stream
     assert lines[-2].startswith("stream     n=1 ")
-    assert re.fullmatch(r"device_timing config=paper n=4 median_error=\d+\.\d+% max_error=\d+\.\d+%",
+    assert re.fullmatch(r"device_timing config=paper n=5 median_error=\d+\.\d+% max_error=\d+\.\d+%",
                         lines[-1])
 
 
