@@ -21,9 +21,9 @@ from .errors import (ArgumentError, CompletionError, DeviceNotFound, DeviceTimeo
                      RegisterAccessError, ShapeError, SimulationDeadlock)
 from .transport import Transport
 from .queue import Completion, Queue
-from .device import (Capabilities, DeviceTensor, KvBlock, LoraAdapter, NdpDevice, attention_descriptor,
-                     load_descriptor, lora_xab_descriptor, matmul_descriptor, softmax_descriptor,
-                     store_descriptor)
+from .device import (Capabilities, DeviceTensor, KvBlock, LoraAdapter, NdpDevice, PagedKvShare,
+                     attention_descriptor, load_descriptor, lora_xab_descriptor, matmul_descriptor,
+                     page_list_bytes, paged_attention_descriptor, softmax_descriptor, store_descriptor)
 from .attention import (attention_reference, kv_operand_bytes, kv_operand_lines, kv_v_offset,
                         merge_attention, partial_attention_reference, query_groups,
                         scale_query, split_tokens)
@@ -35,8 +35,8 @@ from .kv_cache import PagedKvCache
 __all__ = ["ArgumentError", "CompletionError", "DeviceNotFound", "DeviceTimeout",
            "MemAccessError", "NdpError", "OutOfDeviceMemory", "QueueFull",
            "RegisterAccessError", "ShapeError", "SimulationDeadlock", "Transport", "Completion", "Queue",
-           "Capabilities", "DeviceTensor", "KvBlock", "LoraAdapter", "NdpDevice",
-           "attention_descriptor", "load_descriptor", "lora_xab_descriptor", "matmul_descriptor",
+           "Capabilities", "DeviceTensor", "KvBlock", "LoraAdapter", "NdpDevice", "PagedKvShare",
+           "attention_descriptor", "page_list_bytes", "paged_attention_descriptor", "load_descriptor", "lora_xab_descriptor", "matmul_descriptor",
            "softmax_descriptor", "store_descriptor",
            "attention_reference", "kv_operand_bytes", "kv_operand_lines", "kv_v_offset",
            "merge_attention", "partial_attention_reference", "query_groups", "scale_query",

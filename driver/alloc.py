@@ -62,22 +62,35 @@ class RangeAllocator:
 
     # ---- changes ---------------------------------------------------------------------------
 
-    def allocate(self, nbytes):
-        """The lowest aligned address of a free range of `nbytes`; OutOfDeviceMemory if none."""
+    def allocate(self, nbytes, align=None):
+        """The lowest address, a multiple of `align` (default and at least the allocator's
+        own), of a free range of `nbytes`; OutOfDeviceMemory if none. A larger alignment
+        leaves the free bytes below the range free."""
         nbytes = count_arg(nbytes, "nbytes", 1)
         size = -(-nbytes // self.align) * self.align
+        boundary = self.align if align is None else count_arg(align, "align", 1)
+        if boundary & (boundary - 1):
+            raise ArgumentError(f"align must be a power of two, got {align!r}")
+        boundary = max(boundary, self.align)
         for i in range(len(self._starts)):
-            if self._usable(i) >= size:
-                addr = self._starts[i]
-                if self._ends[i] - addr == size:
-                    del self._starts[i], self._ends[i]
-                else:
-                    self._starts[i] = addr + size
-                self._sizes[addr] = size
-                return addr
+            start = -(-self._starts[i] // boundary) * boundary
+            if start + size > self._ends[i]:
+                continue
+            end = self._ends[i]
+            if start == self._starts[i]:
+                del self._starts[i], self._ends[i]
+            else:
+                self._ends[i] = start                   # the bytes below stay free
+                i += 1
+            if end > start + size:
+                self._starts.insert(i, start + size)
+                self._ends.insert(i, end)
+            self._sizes[start] = size
+            return start
         where = f"{self.name}: " if self.name else ""
+        aligned = "" if align is None else f" at a multiple of {boundary!r}"
         raise OutOfDeviceMemory(
-            f"{where}{nbytes!r} bytes do not fit: {self.free_bytes!r} bytes are free, the largest "
+            f"{where}{nbytes!r} bytes do not fit{aligned}: {self.free_bytes!r} bytes are free, the largest "
             f"free extent is {self.largest_free!r} bytes, in the range [{self.base:#x}, {self.limit:#x})")
 
     def free(self, addr):

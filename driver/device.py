@@ -5,10 +5,12 @@ import numpy as np
 
 from isa import (DescType, Descriptor, DeviceConfig, Dtype, Op, QueueView, Status,
                  check_descriptor, dtype_bytes, payload_bytes, regs, result_bytes, slots)
-from isa.descriptor import Flag
+from isa.descriptor import PAGE_ALIGN, PAGE_ENTRY_BYTES, PAGE_SHIFT_BITS, Flag, page_flags
+from isa.microarch import PAGE_LIST_MAX
 from isa.validate import lines, operand_read_lines, paged, stats_offset
+from isa.validate import PAGE_LIST_BYTES, check_pages
 
-from .errors import ArgumentError, DeviceNotFound, NdpError, ShapeError
+from .errors import ArgumentError, DeviceNotFound, NdpError, ShapeError, count_arg
 from .queue import Queue
 from .transport import REG_BITS
 
@@ -101,6 +103,90 @@ class KvBlock:
         return 2 * lines(self.d * self.t * 2)
 
 
+@dataclasses.dataclass(frozen=True)
+class PagedKvShare:
+    """One KV head's keys and values for a device's share of T tokens, in pages of
+    2^page_shift tokens: the operand of a paged ATTENTION (docs/read-compute-project.md).
+    Page p holds tokens p * page_tokens on (the last page may hold fewer): its keys
+    token-major at pages[p], its values `page_half_bytes` after them. The page list, one
+    u64 little-endian address per page in token order, is at `list_addr` (a multiple of
+    isa.validate.PAGE_LIST_BYTES)."""
+    list_addr: int
+    tokens: int
+    d: int
+    page_shift: int
+    pages: tuple
+
+    def __post_init__(self):
+        object.__setattr__(self, "pages", tuple(self.pages))
+
+    @property
+    def t(self):
+        return self.tokens
+
+    @property
+    def page_tokens(self):
+        return 1 << self.page_shift
+
+    @property
+    def page_half_bytes(self):
+        """Bytes of a page's keys (page_tokens x d FP16); its values start there."""
+        return self.page_tokens * self.d * 2
+
+    @property
+    def size_lines(self):
+        """dev_size: the list's 64-byte lines."""
+        return lines(len(self.pages) * PAGE_ENTRY_BYTES)
+
+    def extents(self):
+        """(address, tokens) of each page, in token order (isa.validate.page_extents)."""
+        return [(addr, min(self.page_tokens, self.tokens - p * self.page_tokens))
+                for p, addr in enumerate(self.pages)]
+
+    def ranges(self):
+        """The byte ranges [start, end) the descriptor reads: the list, then every page whole."""
+        return ([(self.list_addr, self.list_addr + self.size_lines * slots.LINE_BYTES)]
+                + [(addr, addr + 2 * self.page_half_bytes) for addr in self.pages])
+
+
+def page_list_bytes(pages):
+    """A page list's bytes: each page's address as a u64 little-endian, zeros up to the
+    next 64-byte line."""
+    data = b"".join(count_arg(addr, "page address").to_bytes(PAGE_ENTRY_BYTES, "little") for addr in pages)
+    return data + bytes(lines(len(data)) * slots.LINE_BYTES - len(data))
+
+
+def paged_attention_descriptor(list_addr, tokens, d, page_shift, m):
+    """A paged ATTENTION of m query rows over `tokens` tokens of one KV head (head
+    dimension d) in pages of 2^page_shift tokens listed at `list_addr`
+    (docs/read-compute-project.md): one partial (O, m, l) for the whole share."""
+    list_addr = count_arg(list_addr, "list_addr")
+    tokens = count_arg(tokens, "tokens", 1)
+    d = count_arg(d, "d", 1)
+    page_shift = count_arg(page_shift, "page_shift")
+    m = count_arg(m, "m", 1)
+    if list_addr % PAGE_LIST_BYTES:
+        raise ArgumentError(f"list_addr={list_addr:#x} is not a multiple of PAGE_LIST_BYTES={PAGE_LIST_BYTES!r}")
+    if page_shift >= 1 << PAGE_SHIFT_BITS:
+        raise ArgumentError(f"page_shift={page_shift!r} does not fit in {PAGE_SHIFT_BITS!r} bits")
+    page_tokens = 1 << page_shift
+    pages = -(-tokens // page_tokens)
+    if pages > PAGE_LIST_MAX:
+        raise ShapeError(f"tokens={tokens!r} in pages of 2^page_shift={page_tokens!r} tokens take "
+                         f"{pages!r} pages, more than PAGE_LIST_MAX={PAGE_LIST_MAX!r}")
+    if page_tokens * d * 2 % PAGE_ALIGN:
+        raise ShapeError(f"a page's keys, 2^page_shift={page_tokens!r} tokens x d={d!r} x 2 bytes, are "
+                         f"not a multiple of PAGE_ALIGN={PAGE_ALIGN!r} bytes")
+    try:
+        return Descriptor(type=DescType.READ_COMPUTE, op=Op.ATTENTION, dtype=Dtype.FP16,
+                          flags=page_flags(page_shift), dev_addr=list_addr,
+                          dev_size=lines(pages * PAGE_ENTRY_BYTES), dev_rows=tokens, dev_cols=d,
+                          in_size=lines(m * d * 2), in_rows=m, in_cols=d)
+    except ValueError as exc:
+        raise ShapeError(f"a paged attention of {m!r} rows over {tokens!r} tokens of d={d!r} does not "
+                         f"fit a descriptor: {exc}") from None
+
+
 def softmax_descriptor(m, n, partial=False):
     return Descriptor(type=DescType.READ_COMPUTE, op=Op.SOFTMAX, dtype=Dtype.FP16,
                       flags=Flag.PARTIAL if partial else 0,
@@ -108,8 +194,11 @@ def softmax_descriptor(m, n, partial=False):
 
 
 def attention_descriptor(kv, m):
-    """Integral attention of m query rows (one KV head's group) over `kv`: its keys as
-    stored, T x d with TRANS_W (dev_rows = T, dev_cols = d), or d x T."""
+    """Integral attention of m query rows (one KV head's group) over `kv`: a KvBlock's keys
+    as stored, T x d with TRANS_W (dev_rows = T, dev_cols = d), or d x T; a PagedKvShare's
+    pages through its list (paged_attention_descriptor)."""
+    if isinstance(kv, PagedKvShare):
+        return paged_attention_descriptor(kv.list_addr, kv.tokens, kv.d, kv.page_shift, m)
     rows, cols = (kv.t, kv.d) if kv.token_major else (kv.d, kv.t)
     return Descriptor(type=DescType.READ_COMPUTE, op=Op.ATTENTION, dtype=Dtype.FP16,
                       flags=Flag.TRANS_W if kv.token_major else 0,
@@ -178,6 +267,17 @@ def attention_result(result, desc):
 
 def _overlaps(a_start, a_end, b_start, b_end):
     return a_start < b_end and b_start < a_end
+
+
+def _kv_ranges(kv):
+    """The byte ranges an ATTENTION over `kv` (a KvBlock or PagedKvShare) reads."""
+    if isinstance(kv, PagedKvShare):
+        return kv.ranges()
+    return [(kv.addr, kv.addr + kv.size_lines * slots.LINE_BYTES)]
+
+
+def _holds(queue, ranges):
+    return all(queue.data_base <= start and end <= queue.data_limit for start, end in ranges)
 
 
 class NdpDevice:
@@ -325,9 +425,14 @@ class NdpDevice:
 
     def free(self, placed):
         """Give back the range of a DeviceTensor, LoraAdapter or KvBlock that upload,
-        upload_lora or upload_kv placed, to the allocator of the queue that placed it."""
+        upload_lora or upload_kv placed, to the allocator of the queue that placed it; a
+        PagedKvShare's (upload_kv_paged) list and pages."""
+        if isinstance(placed, PagedKvShare):
+            for addr in (placed.list_addr, *placed.pages):
+                self.free(DeviceTensor(addr, 1, 1))
+            return
         if not isinstance(placed, (DeviceTensor, LoraAdapter, KvBlock)):
-            raise ArgumentError(f"expected a DeviceTensor, LoraAdapter or KvBlock, got {placed!r}")
+            raise ArgumentError(f"expected a DeviceTensor, LoraAdapter, KvBlock or PagedKvShare, got {placed!r}")
         allocators = {id(q.allocator): q.allocator for q in self.queues.values()}.values()
         owners = [a for a in allocators if a.size_of(placed.addr) is not None]
         if not owners:
@@ -412,6 +517,36 @@ class NdpDevice:
         await self.transport.mem_write(addr, data, queue.pasid)
         return KvBlock(addr, k.shape[1], k.shape[0], token_major)
 
+    async def upload_kv_paged(self, k, v, page_shift, queue=None):
+        """Place one KV head's keys and values, each T x d float16, as a paged ATTENTION's
+        operand (PagedKvShare): pages of 2^page_shift tokens, each allocated whole at a
+        PAGE_ALIGN boundary (its keys token-major, its values page_half_bytes after them),
+        and their list at a PAGE_LIST_BYTES boundary."""
+        queue = self.queue(queue)
+        _fp16_array(k, "K", 2)
+        _fp16_array(v, "V", 2)
+        if k.shape != v.shape:
+            raise ShapeError(f"K and V must have the same shape (T, d), got {k.shape!r} and {v.shape!r}")
+        t, d = k.shape
+        paged_attention_descriptor(0, t, d, page_shift, 1)          # the arguments' checks
+        page_tokens = 1 << page_shift
+        half = page_tokens * d * 2
+        placed = []
+        try:
+            for first in range(0, t, page_tokens):
+                addr = queue.allocate(2 * half, PAGE_ALIGN)
+                placed.append(addr)
+                await self.transport.mem_write(addr, _padded_bytes(k[first:first + page_tokens], half)
+                                               + _padded_bytes(v[first:first + page_tokens], half), queue.pasid)
+            list_addr = queue.allocate(PAGE_LIST_BYTES, PAGE_LIST_BYTES)
+            placed.append(list_addr)
+            await self.transport.mem_write(list_addr, page_list_bytes(placed[:-1]), queue.pasid)
+        except BaseException:
+            for addr in placed:
+                queue.free(addr)
+            raise
+        return PagedKvShare(list_addr, t, d, page_shift, tuple(placed[:-1]))
+
     async def lora_xa(self, x, adapter, queue=None, timeout_cycles=None, return_completion=False):
         """LoRA E4: m = X A (M x R) float16, one GEMM on the device."""
         self._check_adapter(adapter)
@@ -449,28 +584,55 @@ class NdpDevice:
         this device: (O float32 (M x d) = sum_t exp(P_t - m) V_t, m, l), P = q K^T / sqrt(d);
         merge devices' results with driver.attention.merge_attention. q is scaled by
         1/sqrt(d) here (float16, one rounding) unless `scaled`."""
-        from .attention import scale_query
-        queue = self.queue(queue)
         if not isinstance(kv, KvBlock):
             raise ArgumentError(f"expected a KvBlock, got {kv!r}")
+        return await self._attention(q, kv, queue, scaled, timeout_cycles, return_completion)
+
+    async def attention_paged(self, q, share, queue=None, scaled=False, timeout_cycles=None,
+                              return_completion=False):
+        """attention_partial over a PagedKvShare: one paged ATTENTION descriptor reads the
+        share's pages through its list and returns one (O, m, l) for all of its tokens."""
+        if not isinstance(share, PagedKvShare):
+            raise ArgumentError(f"expected a PagedKvShare, got {share!r}")
+        return await self._attention(q, share, queue, scaled, timeout_cycles, return_completion)
+
+    async def _attention(self, q, kv, queue, scaled, timeout_cycles, return_completion):
+        from .attention import scale_query
+        queue = self.queue(queue)
         _fp16_array(q, "q", 2)
         m, d = q.shape
         if d != kv.d:
-            raise ShapeError(f"q has d={d!r}, the KV block's d is {kv.d!r}")
+            raise ShapeError(f"q has d={d!r}, the KV operand's d is {kv.d!r}")
         desc = attention_descriptor(kv, m)
+        self.check_fits(queue, desc)
+        self._check_pages(queue, kv, desc)
         payload = _padded_bytes(q if scaled else scale_query(q), payload_bytes(desc))
         completion = await self._run(queue, desc, payload, timeout_cycles)
         out = attention_result(completion.result, desc)
         return (out, completion) if return_completion else out
 
+    def _check_pages(self, queue, kv, desc, where=""):
+        """A PagedKvShare's entries, as the device checks them (BAD_PAGE), and its count."""
+        if not isinstance(kv, PagedKvShare):
+            return
+        if len(kv.pages) != -(-kv.tokens // kv.page_tokens):
+            raise ArgumentError(f"{where}{kv!r} lists {len(kv.pages)!r} pages for {kv.tokens!r} tokens "
+                                f"in pages of {kv.page_tokens!r}")
+        view = QueueView(queue.log2_slot, queue.data_base, queue.data_limit)
+        status = check_pages(desc, list(kv.pages), view, self.caps)
+        if status != Status.OK:
+            raise ArgumentError(f"{where}queue {queue.index!r} would answer {status.name} for the pages "
+                                f"{[hex(a) for a in kv.pages]!r} of {desc!r}")
+
     async def attention_decode(self, requests, queues=None, scaled=False, timeout_cycles=None):
         """One decode step of attention for a batch as one burst.
 
         `requests`: a list of (q, kv_blocks): q (H_q x d) float16, the request's query
-        heads; kv_blocks, this device's KvBlock per KV head (GQA: H_q / len(kv_blocks)
-        consecutive query heads share one; MHA: one each). One ATTENTION descriptor per
-        request and KV head goes to the least loaded of the `queues` (indices; default all
-        configured) whose data range holds its KV block (upload_kv placed it there); every
+        heads; kv_blocks, this device's KvBlock or PagedKvShare per KV head (GQA: H_q /
+        len(kv_blocks) consecutive query heads share one; MHA: one each). One ATTENTION
+        descriptor (a paged one for a share) per request and KV head goes to the least
+        loaded of the `queues` (indices; default all configured) whose data range holds its
+        KV block, or a share's list and every page (upload_kv placed it there); every
         queue's slots are written before any doorbell rings, and the
         completions are read as they come, in any order across queues. Returns, per
         request, the list of (O, m, l) per KV head (merge devices' results with
@@ -485,20 +647,24 @@ class NdpDevice:
             _fp16_array(q, f"q of request {r}", 2)
             groups = query_groups(q.shape[0], len(blocks))
             for h, (heads, block) in enumerate(zip(groups, blocks)):
-                if not isinstance(block, KvBlock):
-                    raise ArgumentError(f"request {r} head {h}: expected a KvBlock, got {block!r}")
+                if not isinstance(block, (KvBlock, PagedKvShare)):
+                    raise ArgumentError(f"request {r} head {h}: expected a KvBlock or PagedKvShare, got {block!r}")
                 if block.d != q.shape[1]:
                     raise ShapeError(f"request {r} head {h}: q has d={q.shape[1]!r}, the KV block {block.d!r}")
-                # a queue whose data range holds the block, the least loaded first
-                end = block.addr + block.size_lines * slots.LINE_BYTES
-                owners = [q for q in queue_list if q.data_base <= block.addr and end <= q.data_limit]
+                # a queue whose data range holds the block (a share: its list and every
+                # page), the least loaded first
+                ranges = _kv_ranges(block)
+                owners = [q for q in queue_list if _holds(q, ranges)]
                 if not owners:
+                    what = (f"the page list at {block.list_addr:#x} and its {len(block.pages)!r} pages"
+                            if isinstance(block, PagedKvShare) else f"the KV block at {block.addr:#x}")
                     raise ArgumentError(f"request {r} head {h}: no queue of {[q.index for q in queue_list]!r} "
-                                        f"has the KV block at {block.addr:#x} in its data range")
+                                        f"has {what} in its data range")
                 queue = min(owners, key=lambda q: len(work[q.index]))
                 rows = q[heads] if scaled else scale_query(q[heads])
                 desc = attention_descriptor(block, len(heads))
                 self.check_fits(queue, desc)
+                self._check_pages(queue, block, desc, f"request {r} head {h}: ")
                 work[queue.index].append((r, h, desc, _padded_bytes(rows, payload_bytes(desc))))
         pending = []
         for queue in queue_list:

@@ -1,18 +1,25 @@
 """The KV cache of PLoRA section V-B on a DevicePool: token i of every request lives on
 device i mod N, and each decode step appends one token to one device.
 
-Each device then computes integral attention on its share (NdpDevice.attention_partial
-per page) and the host merges the partials (driver.attention.merge_attention).
+Each device computes integral attention on its share and the host merges the partials
+(driver.attention.merge_attention): with a paged layout (`PagedKvCache.paged`), one paged
+ATTENTION per device, request and KV head over the share's page list
+(`PagedKvCache.shares`, docs/read-compute-project.md); else one ATTENTION per page
+(`PagedKvCache.pages`).
 """
 import dataclasses
 import itertools
 
 import numpy as np
 
+from isa.descriptor import PAGE_ALIGN, PAGE_ENTRY_BYTES, PAGE_SHIFT_BITS
+from isa.microarch import PAGE_LIST_MAX
 from isa.slots import LINE_BYTES
+from isa.validate import PAGE_LIST_BYTES
 
 from .attention import kv_operand_bytes, kv_operand_lines, kv_v_offset
-from .device import KvBlock, _fp16_array, attention_descriptor
+from .device import (KvBlock, PagedKvShare, _fp16_array, _padded_bytes, attention_descriptor,
+                     page_list_bytes, paged_attention_descriptor)
 from .errors import ArgumentError, OutOfDeviceMemory, ShapeError, count_arg, index_arg
 
 
@@ -21,8 +28,17 @@ class _Page:
     device: int
     addr: int
     first: int              # device-local index of its first token (token first * N + device)
-    v: np.ndarray = None    # its tokens' values (t x d), kept while it may grow (V moves with K's end)
     t: int = 0
+
+
+@dataclasses.dataclass
+class _Share:
+    """One (layer, KV head, device) of a request: its pages in token order; with a paged
+    layout, its page lists (one per `lists_pages` pages) and its tail list (one entry: the
+    last page, for `pages`' per-page path)."""
+    pages: list = dataclasses.field(default_factory=list)
+    lists: list = dataclasses.field(default_factory=list)
+    tail: int = None
 
 
 @dataclasses.dataclass
@@ -30,20 +46,27 @@ class _Request:
     layers: int
     heads: int
     tokens: int
-    pages: dict             # (layer, head, device) -> [_Page], in token order
+    shares: dict            # (layer, head, device) -> _Share
     reserved: bool = False  # placed by reserve_request: pages without values
 
 
 class PagedKvCache:
     """Per (request, layer, KV head), device j of the pool's N holds tokens j, j + N,
-    j + 2N, ... in pages of up to `page_tokens` tokens, each page one ATTENTION operand
-    (a KvBlock: K token-major, then V; driver.attention.kv_operand_bytes) in a range
-    allocated for a full page.
+    j + 2N, ... in pages of up to `page_tokens` tokens, each in a range allocated for a
+    full page: its keys token-major (page_tokens x d FP16, a token per row: the
+    descriptor's TRANS_W), then its values.
 
-    A page only grows at its end. Its keys are token-major (the descriptor's TRANS_W), so
-    a token's key is one contiguous row written in place; V starts at the line after K's
-    last, so it moves down by the new row and is written again, from the host's copy of
-    the page's values (kept until the page is full).
+    The paged layout (`paged`: page_tokens a power of two whose keys, page_tokens x d x 2
+    bytes, are a multiple of PAGE_ALIGN): a page starts at a PAGE_ALIGN boundary and its
+    values at `page_half_bytes`, so a token's key row and value row are each written in
+    place and never move; each (request, layer, head, device) has a page list (u64 page
+    addresses in token order) at a PAGE_LIST_BYTES boundary, one per `lists_pages` pages,
+    whose entry's line is written when a page is added. `shares` gives the operands of one
+    paged ATTENTION per device (per list).
+
+    Other geometries keep the unpaged layout of one ATTENTION operand per page (V from the
+    line after K's last, driver.attention.kv_operand_bytes): appending a token whose key
+    reaches V's first line moves V down by a line, read back from the device.
     """
 
     def __init__(self, pool, head_dim, page_tokens):
@@ -51,19 +74,30 @@ class PagedKvCache:
         self.head_dim = count_arg(head_dim, "head_dim", 1)
         self.page_tokens = count_arg(page_tokens, "page_tokens", 1)
         full = KvBlock(0, self.head_dim, self.page_tokens)
+        # ATTENTION's two products: q K^T (K = d, N = T), then S V (K = T, N = d)
+        limit = min(min(dev.caps.k_max, dev.caps.n_max) for dev in pool.devices)
         for i, dev in enumerate(pool.devices):
-            # ATTENTION's two products: q K^T (K = d, N = T), then S V (K = T, N = d)
-            limit = min(dev.caps.k_max, dev.caps.n_max)
+            mine = min(dev.caps.k_max, dev.caps.n_max)
             for name, value in (("page_tokens", self.page_tokens), ("head_dim", self.head_dim)):
-                if value > limit:
+                if value > mine:
                     raise ShapeError(f"{name}={value!r} exceeds device {i}'s min(k_max, n_max)="
-                                     f"{limit!r}: an ATTENTION descriptor cannot hold it")
+                                     f"{mine!r}: an ATTENTION descriptor cannot hold it")
         try:
             attention_descriptor(full, 1)
         except ValueError as exc:
             raise ShapeError(f"a page of {self.page_tokens!r} tokens of d={self.head_dim!r} does "
                              f"not fit a descriptor: {exc}") from None
-        self._page_bytes = kv_operand_lines(self.head_dim, self.page_tokens) * LINE_BYTES
+        shift = self.page_tokens.bit_length() - 1
+        keys = self.page_tokens * self.head_dim * 2
+        self.paged = (self.page_tokens == 1 << shift and shift < 1 << PAGE_SHIFT_BITS
+                      and keys % PAGE_ALIGN == 0)
+        self.page_shift = shift if self.paged else None
+        # pages one list (so one descriptor) covers: the list's entries, and T within the products' limits
+        self.lists_pages = min(PAGE_LIST_MAX, limit // self.page_tokens) if self.paged else None
+        if self.paged:
+            paged_attention_descriptor(0, self.lists_pages * self.page_tokens, self.head_dim, shift, 1)
+        self.page_half_bytes = keys if self.paged else None
+        self._page_bytes = 2 * keys if self.paged else kv_operand_lines(self.head_dim, self.page_tokens) * LINE_BYTES
         self._requests = {}
 
     def __contains__(self, rid):
@@ -76,15 +110,49 @@ class PagedKvCache:
         return self._request(rid).tokens
 
     def pages(self, rid, layer, head):
-        """[(device, KvBlock, global token indices it holds)] of one layer's KV head, by
-        device, then in token order: one attention_partial each, merged, covers the request."""
+        """[(device, operand, global token indices it holds)] of one layer's KV head, one
+        per page, by device, then in token order: one ATTENTION each (attention_descriptor;
+        NdpDevice.attention_partial, or attention_paged for a share), merged, covers the
+        request. The operand is the page's KvBlock; with the paged layout a partial last
+        page is a one-page PagedKvShare (its values are not where a KvBlock of its tokens
+        has them), except on a reserved request, which holds no values (its pages are
+        described as KvBlocks of their tokens, for timing)."""
+        request, layer, head = self._where(rid, layer, head)
+        n, out = len(self.pool), []
+        for device in range(n):
+            share = request.shares[(layer, head, device)]
+            for page in share.pages:
+                if self.paged and page.t < self.page_tokens and not request.reserved:
+                    operand = PagedKvShare(share.tail, page.t, self.head_dim, self.page_shift, (page.addr,))
+                else:
+                    operand = KvBlock(page.addr, self.head_dim, page.t)
+                out.append((device, operand, range(page.first * n + device, (page.first + page.t) * n + device, n)))
+        return out
+
+    def shares(self, rid, layer, head):
+        """[(device, PagedKvShare, global token indices it covers)] of one layer's KV head,
+        by device (a device without tokens has none; one with more than `lists_pages`
+        pages, one per list): one paged ATTENTION each (NdpDevice.attention_paged, or
+        attention_decode), merged, covers the request. Needs the paged layout."""
+        if not self.paged:
+            raise ShapeError(f"pages of page_tokens={self.page_tokens!r} tokens of head_dim={self.head_dim!r} "
+                             f"are not a paged ATTENTION's (a power of two whose keys are a multiple of "
+                             f"{PAGE_ALIGN!r} bytes): use pages()")
+        request, layer, head = self._where(rid, layer, head)
+        n, out = len(self.pool), []
+        for device in range(n):
+            share = request.shares[(layer, head, device)]
+            for c, list_addr in enumerate(share.lists):
+                pages = share.pages[c * self.lists_pages:(c + 1) * self.lists_pages]
+                first, tokens = pages[0].first, sum(page.t for page in pages)
+                out.append((device, PagedKvShare(list_addr, tokens, self.head_dim, self.page_shift,
+                                                 tuple(page.addr for page in pages)),
+                            range(first * n + device, (first + tokens) * n + device, n)))
+        return out
+
+    def _where(self, rid, layer, head):
         request = self._request(rid)
-        layer = index_arg(layer, "layer", request.layers)
-        head = index_arg(head, "head", request.heads)
-        n = len(self.pool)
-        return [(device, KvBlock(page.addr, self.head_dim, page.t),
-                 range(page.first * n + device, (page.first + page.t) * n + device, n))
-                for device in range(n) for page in request.pages[(layer, head, device)]]
+        return (request, index_arg(layer, "layer", request.layers), index_arg(head, "head", request.heads))
 
     def _request(self, rid):
         try:
@@ -100,46 +168,41 @@ class PagedKvCache:
             raise ArgumentError(f"request {rid!r} is in the KV cache already")
         k, v = self._kv(k, v, 4, "(layers, kv_heads, T, head_dim)")
         layers, heads, total, _ = k.shape
+        request = self._place(layers, heads, total, reserved=False)
         n = len(self.pool)
-        request = _Request(layers, heads, total, {})
-        wanted = []
-        for layer, head, device in itertools.product(range(layers), range(heads), range(n)):
-            local = len(range(device, total, n))
-            wanted += [(layer, head, device, first) for first in range(0, local, self.page_tokens)]
-        pages = self._new_pages(wanted)
-        for (layer, head, device, _), page in zip(wanted, pages):
-            request.pages.setdefault((layer, head, device), []).append(page)
         try:
-            for layer, head, device in itertools.product(range(layers), range(heads), range(n)):
-                request.pages.setdefault((layer, head, device), [])
+            for (layer, head, device), share in request.shares.items():
                 local_k, local_v = k[layer, head, device::n], v[layer, head, device::n]
-                for page in request.pages[(layer, head, device)]:
+                for page in share.pages:
                     end = page.first + self.page_tokens
                     await self._write(page, local_k[page.first:end], local_v[page.first:end])
+                await self._write_lists(share)
         except BaseException:
-            self._free_pages(pages)
+            self._free(request)
             raise
         self._requests[rid] = request
 
     def reserve_request(self, rid, tokens, layers, heads):
-        """Place a request of `tokens` tokens as add_request would, pages allocated and
-        nothing written: for timing runs on a model whose cycles do not depend on values
-        (a whole model's KV cache does not fit in host memory). Such a request cannot grow."""
+        """Place a request of `tokens` tokens as add_request would, pages (and lists)
+        allocated and nothing written: for timing runs on a model whose cycles do not depend
+        on values (a whole model's KV cache does not fit in host memory). Such a request
+        cannot grow; `write_lists` writes its page lists, for `shares`."""
         if rid in self._requests:
             raise ArgumentError(f"request {rid!r} is in the KV cache already")
         tokens, layers, heads = (count_arg(tokens, "tokens", 1), count_arg(layers, "layers", 1),
                                  count_arg(heads, "heads", 1))
+        request = self._place(layers, heads, tokens, reserved=True)
         n = len(self.pool)
-        request = _Request(layers, heads, tokens, {}, reserved=True)
-        wanted = []
-        for layer, head, device in itertools.product(range(layers), range(heads), range(n)):
+        for (_, _, device), share in request.shares.items():
             local = len(range(device, tokens, n))
-            wanted += [(layer, head, device, first) for first in range(0, local, self.page_tokens)]
-            request.pages[(layer, head, device)] = []
-        for (layer, head, device, first), page in zip(wanted, self._new_pages(wanted)):
-            page.t, page.v = min(self.page_tokens, len(range(device, tokens, n)) - first), None
-            request.pages[(layer, head, device)].append(page)
+            for page in share.pages:
+                page.t = min(self.page_tokens, local - page.first)
         self._requests[rid] = request
+
+    async def write_lists(self, rid):
+        """Write every page list of the request (reserve_request writes nothing)."""
+        for share in self._request(rid).shares.values():
+            await self._write_lists(share)
 
     async def append(self, rid, k_tok, v_tok):
         """Append one decode token, k_tok and v_tok float16 (layers, kv_heads, head_dim), to
@@ -153,63 +216,134 @@ class PagedKvCache:
                              f"kv_heads), the token {k_tok.shape[:2]!r}")
         n = len(self.pool)
         device, local = request.tokens % n, request.tokens // n
-        heads = list(itertools.product(range(request.layers), range(request.heads)))
-        if local % self.page_tokens == 0:       # every tail page on that device is full
-            pages = self._new_pages([(layer, head, device, local) for layer, head in heads])
-            for (layer, head), page in zip(heads, pages):
-                request.pages[(layer, head, device)].append(page)
-        for layer, head in heads:
-            page = request.pages[(layer, head, device)][-1]
-            await self._append(page, k_tok[layer, head], v_tok[layer, head])
+        shares = [(layer, head, request.shares[(layer, head, device)])
+                  for layer, head in itertools.product(range(request.layers), range(request.heads))]
+        new_page = local % self.page_tokens == 0        # every tail page on that device is full
+        if new_page:
+            self._grow([share for _, _, share in shares], device, local)
+        for layer, head, share in shares:
+            await self._append(share.pages[-1], k_tok[layer, head], v_tok[layer, head])
+            if new_page:                        # the page written, then listed
+                await self._write_list_entry(share, len(share.pages) - 1)
         request.tokens += 1
 
     async def free_request(self, rid):
-        """Give back every page of the request."""
-        request = self._request(rid)
-        self._free_pages([page for pages in request.pages.values() for page in pages])
+        """Give back every page and list of the request."""
+        self._free(self._request(rid))
         del self._requests[rid]
 
-    def _free_pages(self, pages):
-        for page in pages:
-            self.pool.free(page.device, page.addr)
+    # ---- placing -----------------------------------------------------------------------------
 
-    def _new_pages(self, wanted):
-        """Allocate a page for each (layer, head, device, first): all, or none and
+    def _place(self, layers, heads, total, reserved):
+        """A request's shares with their pages (and lists) allocated: all, or none and
         OutOfDeviceMemory."""
-        pages = []
+        n = len(self.pool)
+        request = _Request(layers, heads, total, {}, reserved)
         try:
-            for _, _, device, first in wanted:
-                addr = self.pool.allocate(device, self._page_bytes)
-                pages.append(_Page(device, addr, first, self._empty()))
+            for layer, head, device in itertools.product(range(layers), range(heads), range(n)):
+                share = request.shares[(layer, head, device)] = _Share()
+                for first in range(0, len(range(device, total, n)), self.page_tokens):
+                    self._grow([share], device, first)
         except OutOfDeviceMemory:
-            self._free_pages(pages)
+            self._free(request)
             raise
-        return pages
+        return request
 
-    def _empty(self):
-        return np.zeros((0, self.head_dim), np.float16)
+    def _grow(self, shares, device, first):
+        """A new page on `device` for each share, its first token `first` (and a new list
+        where one is full, a tail list for the first page): all, or none and
+        OutOfDeviceMemory."""
+        taken, added = [], []           # addresses allocated here; (share, new list, new tail)
+        try:
+            for share in shares:
+                addr = self._allocate(device, self._page_bytes, PAGE_ALIGN if self.paged else None)
+                taken.append(addr)
+                new_list = new_tail = None
+                if self.paged and len(share.pages) % self.lists_pages == 0:
+                    new_list = self._allocate(device, PAGE_LIST_BYTES, PAGE_LIST_BYTES)
+                    taken.append(new_list)
+                    if share.tail is None:
+                        new_tail = self._allocate(device, PAGE_LIST_BYTES, PAGE_LIST_BYTES)
+                        taken.append(new_tail)
+                share.pages.append(_Page(device, addr, first))
+                if new_list is not None:
+                    share.lists.append(new_list)
+                if new_tail is not None:
+                    share.tail = new_tail
+                added.append((share, new_list is not None, new_tail is not None))
+        except OutOfDeviceMemory:
+            for share, new_list, new_tail in added:
+                share.pages.pop()
+                if new_list:
+                    share.lists.pop()
+                if new_tail:
+                    share.tail = None
+            for addr in taken:
+                self.pool.free(device, addr)
+            raise
+
+    def _allocate(self, device, nbytes, align):
+        return self.pool.allocate(device, nbytes, align)
+
+    def _free(self, request):
+        for (_, _, device), share in request.shares.items():
+            for addr in [page.addr for page in share.pages] + share.lists + ([share.tail] if share.tail is not None else []):
+                self.pool.free(device, addr)
+            share.pages, share.lists, share.tail = [], [], None
+
+    # ---- writing -----------------------------------------------------------------------------
+
+    async def _write_lists(self, share):
+        """A share's lists whole and its tail list (the paged layout)."""
+        if not self.paged or not share.pages:
+            return
+        device = share.pages[0].device
+        for c, list_addr in enumerate(share.lists):
+            pages = share.pages[c * self.lists_pages:(c + 1) * self.lists_pages]
+            await self.pool.mem_write(device, list_addr, page_list_bytes([page.addr for page in pages]))
+        await self.pool.mem_write(device, share.tail, page_list_bytes([share.pages[-1].addr]))
+
+    async def _write_list_entry(self, share, p):
+        """Page p was added: the line of its list that holds its entry, and the tail list."""
+        if not self.paged:
+            return
+        device = share.pages[p].device
+        c, entry = divmod(p, self.lists_pages)
+        per_line = LINE_BYTES // PAGE_ENTRY_BYTES
+        start = c * self.lists_pages + entry // per_line * per_line
+        line = share.pages[start:min(start + per_line, (c + 1) * self.lists_pages)]
+        await self.pool.mem_write(device, share.lists[c] + entry // per_line * LINE_BYTES,
+                                  page_list_bytes([page.addr for page in line]))
+        await self.pool.mem_write(device, share.tail, page_list_bytes([share.pages[p].addr]))
 
     async def _write(self, page, k, v):
-        """Lay out the page's tokens k, v (t x d) and write them; a full page's copy is dropped."""
-        await self.pool.mem_write(page.device, page.addr, kv_operand_bytes(k, v))
-        self._hold(page, v)
+        """Lay out the page's tokens k, v (t x d) and write them."""
+        if self.paged:
+            data = _padded_bytes(k, self.page_half_bytes) + _padded_bytes(v, self.page_half_bytes)
+        else:
+            data = kv_operand_bytes(k, v)
+        await self.pool.mem_write(page.device, page.addr, data)
+        page.t = len(k)
 
     async def _append(self, page, k_row, v_row):
-        """One more token at the page's end: its key row in place after the others, then V
-        again from the line after the keys (kv_v_offset of the new count)."""
+        """One more token at the page's end: its key row after the others; its value row
+        after the others' (the paged layout: at page_half_bytes; else from the line after
+        the keys, which moves V down a line when the new key reaches it)."""
         t, d = page.t, self.head_dim
         if t == 0:
             return await self._write(page, k_row[None], v_row[None])
-        v = np.concatenate([page.v, v_row[None]])
-        key = np.ascontiguousarray(k_row).tobytes()
-        gap = kv_v_offset(d, t + 1) - (t + 1) * d * 2          # zeros up to the line V starts on
-        await self.pool.mem_write(page.device, page.addr + t * d * 2,
-                                  key + bytes(gap) + np.ascontiguousarray(v).tobytes())
-        self._hold(page, v)
-
-    def _hold(self, page, v):
-        page.t = len(v)
-        page.v = None if page.t == self.page_tokens else v.copy()
+        row = d * 2
+        key, value = np.ascontiguousarray(k_row).tobytes(), np.ascontiguousarray(v_row).tobytes()
+        v_at = self.page_half_bytes if self.paged else kv_v_offset(d, t)
+        v_next = self.page_half_bytes if self.paged else kv_v_offset(d, t + 1)
+        if v_next == v_at:
+            await self.pool.mem_write(page.device, page.addr + t * row, key)
+            await self.pool.mem_write(page.device, page.addr + v_at + t * row, value)
+        else:
+            old = await self.pool.mem_read(page.device, page.addr + v_at, t * row)
+            gap = v_next - (t + 1) * row                     # zeros up to the line V starts on
+            await self.pool.mem_write(page.device, page.addr + t * row, key + bytes(gap) + old + value)
+        page.t = t + 1
 
     def _kv(self, k, v, ndim, shape):
         _fp16_array(k, "k", ndim)

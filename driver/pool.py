@@ -253,10 +253,10 @@ class DevicePool:
 
     # ---- device memory ---------------------------------------------------------------------
 
-    def allocate(self, device, nbytes):
-        """A 64-byte aligned range of `nbytes` in the device's data range (first fit);
-        OutOfDeviceMemory, naming the device, when none is free."""
-        return self.allocators[index_arg(device, "device", len(self))].allocate(nbytes)
+    def allocate(self, device, nbytes, align=None):
+        """A 64-byte aligned range of `nbytes` in the device's data range (first fit; with
+        `align`, at a multiple of it); OutOfDeviceMemory, naming the device, when none is free."""
+        return self.allocators[index_arg(device, "device", len(self))].allocate(nbytes, align)
 
     def free(self, device, addr):
         self.allocators[index_arg(device, "device", len(self))].free(addr)

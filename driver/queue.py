@@ -247,9 +247,10 @@ class Queue:
 
     # ---- data range --------------------------------------------------------------------
 
-    def allocate(self, nbytes):
-        """A 64-byte aligned range of `nbytes` in the queue's data range (first fit)."""
-        return self.allocator.allocate(nbytes)
+    def allocate(self, nbytes, align=None):
+        """A 64-byte aligned range of `nbytes` in the queue's data range (first fit); with
+        `align`, at a multiple of it."""
+        return self.allocator.allocate(nbytes, align)
 
     def free(self, addr):
         """Give back the range `allocate` returned at `addr`."""

@@ -172,3 +172,22 @@ def test_queue_free_and_full_queue_message():
         queue.free(addr)
         assert queue.allocate(1) == addr
     asyncio.run(body())
+
+
+def test_a_larger_alignment_leaves_the_bytes_below_free():
+    """allocate(n, align): the lowest free multiple of align; the bytes it skips stay free
+    (a later small allocation takes them), and freeing merges everything back whole."""
+    alloc = RangeAllocator(0x1040, 0x9000)
+    page = alloc.allocate(0x2000, 0x1000)
+    assert page == 0x2000 and alloc.used_bytes == 0x2000
+    listed = alloc.allocate(512, 512)
+    assert listed == 0x1200                               # below the page, at 512 bytes
+    assert alloc.allocate(64) == 0x1040                   # the skipped bytes
+    assert alloc.allocate(0x3000, 0x4000) == 0x4000
+    with pytest.raises(OutOfDeviceMemory, match="at a multiple of 16384"):
+        alloc.allocate(0x1001, 0x4000)              # 0x8000 is free, but only 0x1000 bytes on
+    with pytest.raises(ArgumentError, match="power of two"):
+        alloc.allocate(64, 48)
+    for addr in (0x1040, listed, page, 0x4000):
+        alloc.free(addr)
+    assert alloc.used_bytes == 0 and alloc.largest_free == 0x9000 - 0x1040

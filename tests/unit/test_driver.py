@@ -16,9 +16,14 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from isa import DescType, Descriptor, Dtype, Op, QueueView, Status, check_descriptor, load_config, regs, slots
+from isa import validate
+from isa.descriptor import Flag, page_flags
 from driver import (ArgumentError, CompletionError, DeviceNotFound, DeviceTensor, DeviceTimeout, KvBlock, LoraAdapter,
-                    MemAccessError, NdpDevice, NdpError, OutOfDeviceMemory, QueueFull, RegisterAccessError,
-                    ShapeError, Transport)
+                    MemAccessError, NdpDevice, NdpError, OutOfDeviceMemory, PagedKvShare, QueueFull,
+                    RegisterAccessError, ShapeError, Transport, attention_descriptor, merge_attention,
+                    page_list_bytes, paged_attention_descriptor)
+from driver.attention import attention_reference, partial_attention_reference, scale_query
+from sim import golden
 
 U64 = struct.Struct("<Q")
 Call = collections.namedtuple("Call", "kind phase addr data pasid")
@@ -142,6 +147,8 @@ class FakeDevice(Transport):
                 desc = Descriptor.unpack(bytes(self.mem[s_slot:s_slot + 32]))
                 payload = bytes(self.mem[s_slot + slots.SQ_PAYLOAD:s_slot + (1 << log2_slot)])
                 status = self.force_status or check_descriptor(desc, view, self.cfg)
+                if status == Status.OK and validate.paged(desc):
+                    status = validate.check_pages(desc, self._page_entries(desc), view, self.cfg)
                 c_slot = slots.slot_addr(cq, seq, log2_depth, log2_slot)
                 if status == Status.OK:
                     result = self._execute(desc, payload)
@@ -153,7 +160,12 @@ class FakeDevice(Transport):
                     self.irq_pending[q] += 1
                 self.expected[q] = seq + 1
 
+    def _page_entries(self, desc):
+        return [U64.unpack_from(self.mem, desc.dev_addr + 8 * p)[0] for p in range(validate.page_count(desc))]
+
     def _execute(self, desc, payload):
+        if desc.type == DescType.READ_COMPUTE and desc.op == Op.ATTENTION and validate.paged(desc):
+            return self._paged_attention(desc, payload)
         dev = self.mem[desc.dev_addr:desc.dev_addr + desc.dev_size * 64]
         if desc.type == DescType.LOAD:
             return bytes(dev)
@@ -164,6 +176,22 @@ class FakeDevice(Transport):
         x = np.frombuffer(payload, "<f2", m * k).reshape(m, k).astype(np.float32)
         w = np.frombuffer(bytes(dev), "<f2", k * n).reshape(k, n).astype(np.float32)
         return (x @ w).astype("<f2").tobytes()
+
+    def _paged_attention(self, desc, payload):
+        """A paged ATTENTION as docs/read-compute-project.md defines it: the golden model over
+        the listed pages' tokens (K at a page's address, V page_half_bytes after it)."""
+        m, d, half = desc.in_rows, desc.dev_cols, validate.page_half_bytes(desc)
+        q = np.frombuffer(payload, "<f2", m * d).reshape(m, d)
+        ks, vs = [], []
+        for addr, t in validate.page_extents(desc, self._page_entries(desc)):
+            ks.append(np.frombuffer(bytes(self.mem[addr:addr + t * d * 2]), "<f2").reshape(t, d))
+            vs.append(np.frombuffer(bytes(self.mem[addr + half:addr + half + t * d * 2]), "<f2").reshape(t, d))
+        o, m_, l_ = golden.attention_partial_paged(q, ks, vs, self.cfg.lanes)
+        result = bytearray(validate.result_bytes(desc))
+        result[:m * d * 4] = np.asarray(o, "<f4").tobytes()
+        for r in range(m):
+            struct.pack_into("<ff", result, validate.stats_offset(desc) + 64 * r, m_[r], l_[r])
+        return bytes(result)
 
     # ---- what the tests look at ----
     def calls(self, kind, phase=None):
@@ -620,6 +648,13 @@ def test_gemm_matches_reference(m, k, n, seed):
     run(body())
 
 
+def share(list_addr=DATA_BASE, tokens=40, pages=(DATA_BASE + 0x1000, DATA_BASE + 0x3000)):
+    """A PagedKvShare of d = 64 in pages of 32 tokens (8 KiB each: 4 KiB of keys, 4 of values)."""
+    if tokens > 64 * 32:
+        pages = tuple(DATA_BASE + 0x1000 + 0x2000 * p for p in range(-(-tokens // 32)))
+    return PagedKvShare(list_addr, tokens, 64, 5, pages)
+
+
 def bad_call(name):
     """A numpy call with a bad argument, as (coroutine function of dev, expected error, match)."""
     ok_tensor = DeviceTensor(DATA_BASE, 32, 8)
@@ -667,6 +702,35 @@ def bad_call(name):
         "decode block of no queue": (lambda dev: dev.attention_decode([(np.zeros((2, 32), np.float16),
                                                                         [KvBlock(0x40, 32, 8)])]),
                                      ArgumentError, "no queue"),
+        # paged attention: d = 64, pages of 32 tokens (4 KiB of keys)
+        "paged not a share": (lambda dev: dev.attention_paged(np.zeros((1, 64), np.float16), KvBlock(DATA_BASE, 64, 8)),
+                              ArgumentError, "PagedKvShare"),
+        "paged d": (lambda dev: dev.attention_paged(np.zeros((1, 32), np.float16), share()), ShapeError, "d=32"),
+        "paged list outside range": (lambda dev: dev.attention_paged(np.zeros((1, 64), np.float16),
+                                                                     share(list_addr=0x200)), ArgumentError, "BOUNDS"),
+        "paged list unaligned": (lambda dev: dev.attention_paged(np.zeros((1, 64), np.float16),
+                                                                 share(list_addr=DATA_BASE + 64)), ArgumentError,
+                                 "list_addr=0x10040 is not a multiple of PAGE_LIST_BYTES=512"),
+        "paged page outside range": (lambda dev: dev.attention_paged(np.zeros((1, 64), np.float16),
+                                                                     share(pages=(DATA_BASE + 0x1000, DATA_LIMIT - 0x1000))),
+                                     ArgumentError, "BAD_PAGE"),
+        "paged page unaligned": (lambda dev: dev.attention_paged(np.zeros((1, 64), np.float16),
+                                                                 share(pages=(DATA_BASE + 0x1000, DATA_BASE + 0x4040))),
+                                 ArgumentError, "BAD_PAGE"),
+        "paged page count": (lambda dev: dev.attention_paged(np.zeros((1, 64), np.float16),
+                                                             share(pages=(DATA_BASE + 0x1000,))), ArgumentError,
+                             "lists 1 pages for 40 tokens"),
+        "paged pages over 64": (lambda dev: dev.attention_paged(np.zeros((1, 64), np.float16),
+                                                                share(tokens=65 * 32)), ShapeError, "PAGE_LIST_MAX=64"),
+        "paged keys not 4 KiB": (lambda dev: dev.attention_paged(np.zeros((1, 32), np.float16),
+                                                                 dataclasses.replace(share(), d=32)),
+                                 ShapeError, "not a multiple of PAGE_ALIGN=4096"),
+        "decode share of no queue": (lambda dev: dev.attention_decode([(np.zeros((2, 64), np.float16),
+                                                                        [share(pages=(0x1000, 0x3000))])]),
+                                     ArgumentError, "no queue .* the page list at 0x10000 and its 2 pages"),
+        "upload paged shift": (lambda dev: dev.upload_kv_paged(np.zeros((8, 64), np.float16),
+                                                               np.zeros((8, 64), np.float16), 16),
+                               ArgumentError, "page_shift=16"),
         "softmax K > k_max": (lambda dev: dev.softmax(np.zeros((1, 5000), np.float16)), ShapeError, "input of"),
         "softmax partial result": (lambda dev: dev.softmax(np.zeros((7, 64), np.float16), partial=True),
                                    ShapeError, "result of 1344 bytes"),
@@ -680,7 +744,11 @@ def bad_call(name):
                                   "upload empty", "upload float64", "upload too big", "lora B shape",
                                   "lora x cols", "lora not an adapter", "attention not a block", "attention d",
                                   "attention outside range", "attention result over slot",
-                                  "decode block of no queue", "softmax K > k_max", "softmax partial result"])
+                                  "decode block of no queue", "softmax K > k_max", "softmax partial result",
+                                  "paged not a share", "paged d", "paged list outside range", "paged list unaligned",
+                                  "paged page outside range", "paged page unaligned", "paged page count",
+                                  "paged pages over 64", "paged keys not 4 KiB", "decode share of no queue",
+                                  "upload paged shift"])
 def test_bad_arguments_raise_before_touching_the_device(name):
     call, error, match = bad_call(name)
 
@@ -690,4 +758,110 @@ def test_bad_arguments_raise_before_touching_the_device(name):
         with pytest.raises(error, match=match):
             await call(dev)
         assert len(fake.log) == before and queue.next_seq == 1
+    run(body())
+
+
+# ---- paged attention: one descriptor per request-head share ------------------------------
+
+def test_paged_attention_descriptor_fields_follow_isa_validate():
+    view = QueueView(LOG2_SLOT, DATA_BASE, DATA_LIMIT)
+    for tokens, d, shift, m in [(1, 64, 5, 1), (40, 64, 5, 2), (64 * 32, 64, 5, 1), (300, 128, 4, 3),
+                                (2048, 128, 6, 1), (5, 2048, 0, 1)]:
+        desc = paged_attention_descriptor(DATA_BASE + 512, tokens, d, shift, m)
+        assert (desc.type, desc.op, desc.dtype) == (DescType.READ_COMPUTE, Op.ATTENTION, Dtype.FP16)
+        assert desc.flags == page_flags(shift) and desc.flags & Flag.PAGED and desc.flags & Flag.TRANS_W
+        assert (desc.dev_addr, desc.dev_rows, desc.dev_cols, desc.in_rows, desc.in_cols) == \
+            (DATA_BASE + 512, tokens, d, m, d)
+        assert validate.paged(desc) and validate.page_tokens(desc) == 1 << shift
+        pages = -(-tokens // (1 << shift))
+        assert validate.page_count(desc) == pages and validate.page_half_bytes(desc) == (1 << shift) * d * 2
+        assert desc.dev_size == validate.operand_lines(desc) == -(-pages * 8 // 64)
+        assert desc.in_size == -(-m * d * 2 // 64)
+        big = QueueView(20, DATA_BASE, DATA_LIMIT)          # room for any result
+        assert check_descriptor(desc, big if m * d * 4 + m * 64 > 960 else view, load_config("default")) == Status.OK
+        share_ = PagedKvShare(DATA_BASE + 512, tokens, d, shift, [0] * pages)
+        assert attention_descriptor(share_, m) == desc
+
+
+@pytest.mark.parametrize("args, error, match", [
+    ((DATA_BASE + 64, 40, 64, 5, 1), ArgumentError, "list_addr=0x10040 is not a multiple of PAGE_LIST_BYTES=512"),
+    ((-512, 40, 64, 5, 1), ArgumentError, "list_addr must be >= 0"),
+    ((DATA_BASE, 0, 64, 5, 1), ArgumentError, "tokens must be >= 1"),
+    ((DATA_BASE, 65 * 32, 64, 5, 1), ShapeError, "tokens=2080 .* 65 pages, more than PAGE_LIST_MAX=64"),
+    ((DATA_BASE, 40, 0, 5, 1), ArgumentError, "d must be >= 1"),
+    ((DATA_BASE, 40, 64, 16, 1), ArgumentError, "page_shift=16 does not fit in 4 bits"),
+    ((DATA_BASE, 40, 64, True, 1), ArgumentError, "page_shift must be an integer"),
+    ((DATA_BASE, 40, 64, 4, 1), ShapeError, "2\\^page_shift=16 tokens x d=64 .* not a multiple of PAGE_ALIGN=4096"),
+    ((DATA_BASE, 40, 64, 5, 0), ArgumentError, "m must be >= 1"),
+    ((DATA_BASE, 40, 64, 5, 1 << 20), ShapeError, "does not fit a descriptor"),
+])
+def test_paged_attention_descriptor_refuses_bad_arguments(args, error, match):
+    with pytest.raises(error, match=match):
+        paged_attention_descriptor(*args)
+
+
+def test_page_list_bytes_are_u64_little_endian_in_whole_lines():
+    data = page_list_bytes([0x1000, 0x123456789000, 0x2000])
+    assert len(data) == 64
+    assert [U64.unpack_from(data, 8 * i)[0] for i in range(3)] == [0x1000, 0x123456789000, 0x2000]
+    assert data[24:] == bytes(40)
+    assert len(page_list_bytes(range(0x1000, 0x1000 * 10, 0x1000))) == 128
+
+
+def test_upload_kv_paged_lays_out_pages_and_list_and_attends():
+    """Pages whole at 4 KiB boundaries, keys token-major at the page, values page_half_bytes
+    after them (where isa.validate.page_extents says), the list at a 512-byte boundary; one
+    descriptor's result is the golden model's over the concatenated tokens, and merged with
+    another share's it matches float64 attention."""
+    async def body():
+        fake, dev, queue = await open_with_queue()
+        rng = np.random.default_rng(5)
+        d, t, shift = 64, 70, 5
+        k, v, q = fp16(rng, 2 * t, d), fp16(rng, 2 * t, d), fp16(rng, 2, d)
+        first = await dev.upload_kv_paged(k[:t], v[:t], shift)
+        second = await dev.upload_kv_paged(k[t:], v[t:], shift)
+        desc = paged_attention_descriptor(first.list_addr, t, d, shift, 2)
+        assert first.list_addr % 512 == 0 and len(first.pages) == 3
+        assert fake.mem[first.list_addr:first.list_addr + 64] == page_list_bytes(first.pages)
+        half = first.page_half_bytes
+        start = 0
+        for addr, tokens in validate.page_extents(desc, list(first.pages)):
+            assert addr % 4096 == 0 and queue.allocator.size_of(addr) == 2 * half
+            assert bytes(fake.mem[addr:addr + tokens * d * 2]) == k[start:start + tokens].tobytes()
+            assert bytes(fake.mem[addr + half:addr + half + tokens * d * 2]) == v[start:start + tokens].tobytes()
+            start += tokens
+        assert start == t
+        o, m, l = await dev.attention_paged(q, first)
+        go, gm, gl = golden.attention_partial_trans(scale_query(q), k[:t], v[:t], fake.cfg.lanes)
+        assert np.array_equal(o, go) and np.array_equal(m, gm) and np.array_equal(l, gl)
+        ro, rm, rl = partial_attention_reference(scale_query(q), k[:t], v[:t])
+        assert np.abs(o - ro).max() <= 2e-3 * np.abs(ro).max() and np.abs(m - rm).max() <= 1e-6
+        [[a], [b]] = await dev.attention_decode([(q, [first]), (q, [second])])
+        assert all(np.array_equal(x, y) for x, y in zip(a, (o, m, l)))
+        merged = merge_attention([a, b])
+        assert np.abs(merged - attention_reference(q, k, v)).max() <= 2e-3
+        used = queue.allocator.used_bytes
+        dev.free(first)
+        assert queue.allocator.used_bytes == used - 3 * 2 * half - 512
+    run(body())
+
+
+def test_attention_decode_sends_one_descriptor_per_request_and_kv_head_share():
+    """GQA: 4 query heads over 2 KV heads, each a share of pages; every descriptor is a paged
+    ATTENTION of the head's 2 query rows."""
+    async def body():
+        fake, dev, queue = await open_with_queue(log2_depth=3)
+        rng = np.random.default_rng(6)
+        d = 64
+        kv = [(fp16(rng, t, d), fp16(rng, t, d)) for t in (33, 9)]
+        shares = [await dev.upload_kv_paged(k, v, 5) for k, v in kv]
+        q = fp16(rng, 4, d)
+        before = len(fake.calls("mem_write", "end"))
+        [out] = await dev.attention_decode([(q, shares)])
+        slots_written = [c for c in fake.calls("mem_write", "end")[before:] if len(c.data) == 32]
+        descs = [Descriptor.unpack(c.data) for c in slots_written]
+        assert [(x.dev_addr, x.in_rows, x.dev_rows) for x in descs] == [(s.list_addr, 2, s.tokens) for s in shares]
+        for h, (k, v) in enumerate(kv):
+            ref = golden.attention_partial_trans(scale_query(q[2 * h:2 * h + 2]), k, v, fake.cfg.lanes)
+            assert all(np.array_equal(x, y) for x, y in zip(out[h], ref))
     run(body())
