@@ -2,8 +2,9 @@
 
 The pool holds token i of a request on device i mod N, in pages of P tokens per (layer, KV
 head, device) (seed 000, section V-B; driver/kv_cache.py). A device computes a page whole:
-a page is one ATTENTION operand, its V starting at the line after its last key
-(docs/read-compute-project.md), so no descriptor can start or end inside a page. The GPU's
+a page is one ATTENTION operand (its V after its keys, at the line after the last one, or,
+in a paged cache, half a page on: docs/read-compute-project.md), so no descriptor can start
+or end inside a page. The GPU's
 duplicates are therefore whole pages, and the finest unit is one page on one device: for a
 context under N x P tokens that is the device's whole share, so any context can be
 duplicated in part (the unit was N x P tokens before, issue 24).

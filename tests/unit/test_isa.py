@@ -65,7 +65,8 @@ def test_slot_layout_matches_spec():
 def test_status_codes_match_spec():
     # the spec's codes (section 4), then the project's own from 0x80 (docs/read-compute-project.md)
     assert [(s.name, int(s)) for s in isa.Status] == [
-        ("OK", 0), ("BAD_OP", 1), ("BAD_DTYPE", 2), ("BOUNDS", 3), ("BAD_SHAPE", 4), ("DRAM_ERROR", 0x80)]
+        ("OK", 0), ("BAD_OP", 1), ("BAD_DTYPE", 2), ("BOUNDS", 3), ("BAD_SHAPE", 4), ("DRAM_ERROR", 0x80),
+        ("BAD_PAGE", 0x81)]
     assert all(int(s) < 0x100 for s in isa.Status)        # STATUS keeps the last error in 8 bits
 
 

@@ -28,9 +28,10 @@ RESERVED = {"reserved_type", "reserved_op"}
 
 
 def unreachable_op_status(bin_):
-    """A reserved type or op is refused first, with BAD_OP: no other status for it."""
+    """A reserved type or op is refused first, with BAD_OP: no other status for it; a page
+    list, and so BAD_PAGE, belongs to a paged ATTENTION only."""
     op, status = bin_
-    return op in RESERVED and status != "BAD_OP"
+    return (op in RESERVED and status != "BAD_OP") or (status == "BAD_PAGE" and op != "ATTENTION")
 
 
 def unreachable_op_k(bin_):

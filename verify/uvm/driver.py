@@ -10,7 +10,7 @@ import isa
 from driver.errors import MemAccessError, RegisterAccessError
 from isa import DescType, Status, slots
 from isa import regs as R
-from isa.validate import result_bytes
+from isa.validate import check_pages, page_count, paged, result_bytes
 from verify import fuzz
 from rtlbench import stream
 
@@ -72,6 +72,11 @@ class NdpDriver(uvm_driver):
         view = fuzz.queue_view(self.cfg, item.queue)
         item.desc, item.payload = desc, payload
         item.expected = isa.check_descriptor(desc, view, self.cfg)
+        if item.expected == Status.OK and paged(desc):
+            # a paged ATTENTION's list decides the rest (isa/validate.py check_pages)
+            raw = await self.dev.transport.mem_read(desc.dev_addr, 8 * page_count(desc), queue.pasid)
+            entries = [int.from_bytes(raw[i:i + 8], "little") for i in range(0, len(raw), 8)]
+            item.expected = check_pages(desc, entries, view, self.cfg)
         return queue, desc, payload
 
     async def _quiet(self, queue, head, what, item):
