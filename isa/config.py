@@ -7,6 +7,7 @@ import dataclasses
 import functools
 import json
 import pathlib
+import re
 
 from .microarch import HOST_BURSTS_IN_FLIGHT, WRITES_IN_FLIGHT
 from .pe_array import SPLIT_ROWS
@@ -140,18 +141,165 @@ class DeviceConfig:
         return min(self.burst_boundary // self.beat_bytes, self.dram_buf_beats // 2)
 
 
-def read_config(folder, kind, name_or_path):
-    """The fields of config `<folder>/<name>.json`, or of a .json path: keys starting with
-    '_' (comments) dropped, `name` the file's stem unless the file sets it."""
+class ConfigError(ValueError):
+    """A config that cannot be used: a file missing or malformed, a field unknown or of a bad
+    value. The message names the file (or the config) and the field; `path` and `field` hold
+    them where known. A ValueError, so callers that caught ValueError still do; the CLI turns
+    it into one `Error:` line."""
+
+    def __init__(self, message, path=None, field=None):
+        super().__init__(message)
+        self.path = path
+        self.field = field
+
+
+class ConfigNotFound(ConfigError, FileNotFoundError):
+    """No such config: neither a name in the configs folder nor a .json path that exists
+    (a FileNotFoundError as well, as before)."""
+
+
+def shown_path(path):
+    """A path as a message shows it: relative to the working directory when under it."""
+    path = pathlib.Path(path)
+    try:
+        return str(path.resolve().relative_to(pathlib.Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
+def config_path(folder, kind, name_or_path):
+    """The file of config `name_or_path`: `<folder>/<name>.json`, or a .json path;
+    ConfigNotFound listing the configs in `folder` when there is none."""
     path = pathlib.Path(name_or_path)
     if path.suffix != ".json":
         path = pathlib.Path(folder) / f"{name_or_path}.json"
-    if not path.exists():
+        if not path.is_file():
+            known = sorted(p.stem for p in pathlib.Path(folder).glob("*.json"))
+            raise ConfigNotFound(f"no {kind} config {str(name_or_path)!r}; known: {', '.join(known) or 'none'} "
+                                 f"(in {shown_path(folder)}), or a path to a .json file", path=path)
+    elif not path.is_file():
         known = sorted(p.stem for p in pathlib.Path(folder).glob("*.json"))
-        raise FileNotFoundError(f"no {kind} config {str(name_or_path)!r}; known: {known}")
-    data = {k: v for k, v in json.loads(path.read_text()).items() if not k.startswith("_")}
+        raise ConfigNotFound(f"no {kind} config file {str(name_or_path)!r}; known by name: "
+                             f"{', '.join(known) or 'none'} (in {shown_path(folder)})", path=path)
+    return path
+
+
+_JSON_TYPES = {dict: "object", list: "array", str: "string", bool: "true/false", int: "number",
+               float: "number", type(None): "null"}
+
+
+def read_config(folder, kind, name_or_path):
+    """The fields of config `<folder>/<name>.json`, or of a .json path: keys starting with
+    '_' (comments) dropped, `name` the file's stem unless the file sets it. ConfigError
+    (ConfigNotFound) naming the file for a missing file, malformed JSON or a JSON value that
+    is not an object."""
+    path = config_path(folder, kind, name_or_path)
+    where = f"{kind} config {shown_path(path)}"
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{where}: cannot read it: {exc}", path=path) from None
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{where}: malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}",
+                          path=path) from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where}: expected a JSON object of fields ({{\"field\": value, ...}}), "
+                          f"got a JSON {_JSON_TYPES.get(type(raw), type(raw).__name__)}", path=path)
+    data = {k: v for k, v in raw.items() if not k.startswith("_")}
     data.setdefault("name", path.stem)
     return data
+
+
+def field_names(cls):
+    return [f.name for f in dataclasses.fields(cls)]
+
+
+def check_fields(cls, data, where, what="field"):
+    """ConfigError naming the first key of `data` that `cls` (a dataclass) has no field for,
+    with the valid ones."""
+    valid = field_names(cls)
+    unknown = [k for k in data if k not in valid]
+    if unknown:
+        raise ConfigError(f"{where}: unknown {what}s {unknown!r}; the valid {what}s: {', '.join(valid)}",
+                          field=unknown[0])
+
+
+def _type_ok(value, kind):
+    if kind is bool:
+        return isinstance(value, bool)
+    if kind is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if kind is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if kind is str:
+        return isinstance(value, str)
+    if kind is tuple:
+        return isinstance(value, (list, tuple))
+    return True
+
+
+def _type_error(field, value):
+    """What is wrong with `value` for dataclass field `field` if it is not of the field's plain
+    type (int, float, str, bool, tuple; null where the default is None), else None."""
+    if field.type not in (bool, int, float, str, tuple) or (value is None and field.default is None):
+        return None
+    if _type_ok(value, field.type):
+        return None
+    wanted = {bool: "true or false", int: "an integer", float: "a number", str: "a string", tuple: "a list"}
+    return (f"{field.name} must be {wanted[field.type]}{' or null' if field.default is None else ''}, "
+            f"got {value!r}")
+
+
+def check_types(cls, data, where):
+    """ConfigError naming the first field of `data` whose value is not of its field's plain type."""
+    for f in dataclasses.fields(cls):
+        problem = _type_error(f, data[f.name]) if f.name in data else None
+        if problem:
+            raise ConfigError(f"{where}: {problem}", field=f.name)
+
+
+def build_config(cls, folder, kind, name_or_path, overrides=None, what="field"):
+    """`cls(**fields)` from config `name_or_path` (see read_config) with `overrides` applied:
+    ConfigError naming the file and the field for an unknown field (the valid ones listed),
+    a missing one, a value of the wrong type, or one the class refuses. A problem in the file
+    reads '<kind> config <path>: ...'; one in an override '<kind> config '<name>': ... (overridden)'."""
+    data = read_config(folder, kind, name_or_path)
+    path = config_path(folder, kind, name_or_path)
+    in_file = f"{kind} config {shown_path(path)}"
+    check_fields(cls, data, in_file, what)
+    overrides = overrides or {}
+    if overrides:
+        check_fields(cls, overrides, f"{kind} config {str(name_or_path)!r} (overrides)", what)
+        data.update(overrides)
+
+    def error(field, text):
+        if field in overrides:
+            return ConfigError(f"{kind} config {data.get('name')!r}: {text} (overridden)", path=path, field=field)
+        return ConfigError(f"{in_file}: {text}", path=path, field=field)
+
+    for f in dataclasses.fields(cls):
+        problem = _type_error(f, data[f.name]) if f.name in data else None
+        if problem:
+            raise error(f.name, problem)
+    try:
+        return cls(**data)
+    except TypeError as exc:       # a required field missing
+        missing = [f.name for f in dataclasses.fields(cls) if f.name not in data
+                   and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+        raise error(missing[0] if missing else None,
+                    f"missing {what}s {missing!r}" if missing else str(exc)) from None
+    except ConfigError:
+        raise
+    except ValueError as exc:      # the class's own checks: '<kind> config 'name': <field> must ...'
+        text = str(exc)
+        for prefix in (f"{kind} config {data.get('name')!r}: ", f"config {data.get('name')!r}: "):
+            if text.startswith(prefix):
+                text = text[len(prefix):]
+                break
+        field = next((f.name for f in dataclasses.fields(cls) if re.match(rf"{f.name}\b", text)), None)
+        raise error(field, text) from None
 
 
 def parse_value(text):
@@ -170,11 +318,11 @@ def parse_overrides(items, what="KNOB"):
     changes = {}
     for item in items:
         key, sep, value = item.partition("=")
-        if not sep:
-            raise ValueError(f"expected {what}=VALUE, got {item!r}")
+        if not sep or not key:
+            raise ConfigError(f"expected {what}=VALUE, got {item!r}", field=key or None)
         changes[key] = parse_value(value)
     return changes
 
 
 def load_config(name_or_path="default"):
-    return DeviceConfig(**read_config(CONFIG_DIR, "device", name_or_path))
+    return build_config(DeviceConfig, CONFIG_DIR, "device", name_or_path)

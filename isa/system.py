@@ -7,7 +7,7 @@ rest is derived here once, for the scheduler and the serving simulator alike.
 import dataclasses
 import functools
 
-from .config import CONFIG_DIR, read_config
+from .config import CONFIG_DIR, build_config
 
 FP16_BYTES = 2
 
@@ -146,11 +146,9 @@ class ModelConfig:
 
 
 def _load(kind, cls, name_or_path):
-    data = read_config(CONFIG_DIR / kind, kind[:-1], name_or_path)
-    try:
-        return cls(**data)
-    except TypeError as exc:
-        raise ValueError(f"{kind[:-1]} config {str(name_or_path)!r}: {exc}") from None
+    """`cls` from `configs/<kind>/<name>.json` or a .json path; ConfigError naming the file and
+    the field (unknown keys with the valid ones, wrong types, values out of range)."""
+    return build_config(cls, CONFIG_DIR / kind, kind[:-1], name_or_path)
 
 
 def load_gpu(name_or_path="h100"):

@@ -98,10 +98,17 @@ def main(argv=None):
                         help="replay this stream (JSON batches of rtlbench/stream.py Items) instead")
     args = parser.parse_args(argv)
     cfg = isa.load_config(args.config)
-    backend = args.backend or default_backend(cfg)
     batches = stream.from_json(args.stream.read_text()) if args.stream else None
-    model = run_model(cfg, args.seed, args.count, backend, batches)
-    rtl = run_rtl(args.config, args.seed, args.count, backend, batches)
+    return validate(cfg, args.config, args.seed, args.count, args.backend, batches)
+
+
+def validate(cfg, config, seed=1, count=240, backend=None, batches=None):
+    """Run the stream (`batches`, or `count` random descriptors from `seed`) on the model and
+    on the RTL of device config `cfg` (named `config`, a name or path), print the comparison
+    and return its summary; the entry point of `plora validate` and of main() above."""
+    backend = backend or default_backend(cfg)
+    model = run_model(cfg, seed, count, backend, batches)
+    rtl = run_rtl(config, seed, count, backend, batches)
     rows, summary = compare(model, rtl)
     report(rows, summary, cfg.name)
     return summary

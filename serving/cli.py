@@ -1,4 +1,4 @@
-"""`plora`: the project's command line, the scheduler's commands and the serving simulator's.
+"""`plora`: the project's one command line (click throughout).
 
     plora simulate [--config default] [--set system=ns ...]   one run: summary, CSVs
     plora sweep --axis link_gb_s=8,16,... [--address tcp://...]  a grid of runs on Dask
@@ -8,20 +8,178 @@
     plora systems                                              the systems and what each models
     plora crossovers | steps | timing-check                    the scheduler's (scheduler/cli.py)
     plora area [--config paper]                                the core's area, power, timing (make area)
+    plora demo | validate | roofline | bench | verify          the RTL's (rtlbench/, verify/)
+
+Bad input (a config that does not exist, malformed JSON, a JSON value that is not an
+object, an unknown field or `--set` field, a value of the wrong type or out of range) is one
+line, `Error: <what>` naming the file and the field, and exit status 2, click's status for
+a usage error, checked before any work starts. The loaders raise `isa.config.ConfigError`
+(a ValueError) for these; `PloraGroup` turns any that escapes into the same line, and a
+subcommand's click usage error (an unknown option, `--count abc`) too: one `Error:` line
+naming the command's --help, exit status 2. A run that fails once started (a trace over
+the model's context, a failed synthesis) is `Error:` with exit status 1.
 """
+import copy
+import functools
+import importlib.metadata
 import json
 import pathlib
 
 import click
 
-from isa.config import parse_value
-from scheduler.cli import config_from, main
+import scheduler.cli as scheduler_cli
+from isa.config import ConfigError, field_names, parse_overrides, parse_value
 
-from .config import load_serving_config, load_system_config, system_names
+from .config import ServingConfig, load_serving_config, load_system_config, system_names
+
+PACKAGE = "ndp-plora"           # pyproject.toml's [project] name
+
+
+class BadInput(click.ClickException):
+    """A bad input: one `Error: <what>` line and exit status 2 (click's usage-error status),
+    no usage text."""
+    exit_code = 2
+
+
+_NO_ARGS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())     # click >= 8.2: help, not an error
+
+
+class PloraGroup(click.Group):
+    """click.Group that turns a ConfigError escaping a command (or a scheduler command's
+    ClickException made from one) into BadInput: one line, exit status 2; and a command's
+    usage error (a bad option value, an unknown option) into one line as well, the
+    command's --help named in it instead of the usage text."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except ConfigError as exc:
+            raise BadInput(str(exc)) from None
+        except _NO_ARGS_HELP:
+            raise
+        except click.UsageError as exc:
+            where = exc.ctx.command_path if exc.ctx is not None else ctx.command_path
+            raise BadInput(f"{exc.format_message()} (see '{where} --help')") from None
+        except click.ClickException as exc:
+            if type(exc) is click.ClickException and isinstance(exc.__context__, ConfigError):
+                raise BadInput(exc.message) from None
+            raise
+
+
+def package_version():
+    try:
+        return importlib.metadata.version(PACKAGE)
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown (not installed; pip install -e .)"
+
+
+@click.group(cls=PloraGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_version(), "--version", "-V", prog_name="plora",
+                      message="%(prog)s %(version)s")
+def main():
+    """PLoRA on a pool of near-data-processing (NDP) memory devices: serve LoRA requests on a
+    simulated GPU + CXL device pool, drive the host-side scheduler, and build, verify and
+    measure the device's RTL.
+
+    \b
+    Serving:    simulate, sweep, reproduce, serve-bench, replay-step, systems
+    Scheduler:  crossovers, steps, timing-check
+    Device:     demo, validate, roofline, bench, verify, area
+
+    `plora COMMAND --help` for a command's options. Configs are names (isa/configs,
+    serving/configs, scheduler/configs) or paths to .json files; a bad one is one
+    `Error:` line naming the file and the field (exit status 2).
+    """
+
+
+# ---- checking inputs before any work: every failure a BadInput --------------------------
+
+def _overrides(items, cls, kind, what="field"):
+    """`--set KEY=VALUE` items as a dict; BadInput for a malformed item or an unknown key
+    (the valid ones listed)."""
+    try:
+        changes = parse_overrides(items, what.upper())
+    except ConfigError as exc:
+        raise BadInput(f"--set: {exc}") from None
+    valid = field_names(cls)
+    unknown = [k for k in changes if k not in valid]
+    if unknown:
+        raise BadInput(f"--set {unknown[0]}: a {kind} config has no {what} {unknown[0]!r}; "
+                       f"the {what}s: {', '.join(valid)}")
+    return changes
+
+
+def _checked(load, *args, **kwargs):
+    """`load(*args, **kwargs)`, a ConfigError or ValueError (a config class's own check) as BadInput."""
+    try:
+        return load(*args, **kwargs)
+    except (ConfigError, ValueError, TypeError) as exc:
+        raise BadInput(str(exc)) from None
+
+
+def _device_config(name):
+    import isa
+    return _checked(isa.load_config, name)
+
+
+def _run_files(cfg):
+    """Load every config a run names (system, GPU, link, model, CPU, device, scheduler,
+    workload), so that a bad one fails here, before the run."""
+    from isa.system import load_cpu, load_gpu, load_link, load_model
+    from scheduler.config import load_scheduler_config
+    from .workload import load_workload_config
+    system = _checked(load_system_config, cfg.system)
+    _checked(load_gpu, cfg.gpu)
+    for link in dict.fromkeys((cfg.link, system.link or cfg.link, system.policy_link or cfg.link)):
+        _checked(load_link, link)
+    _checked(load_model, cfg.model)
+    if system.cpu:
+        _checked(load_cpu, system.cpu)
+    _device_config(cfg.device)
+    _checked(load_scheduler_config, cfg.scheduler)
+    _checked(load_workload_config, cfg.workload)
 
 
 def _serving_config(name, overrides):
-    return config_from(load_serving_config, name, overrides, "FIELD")
+    """The run config `name` with `--set` overrides, every file it names checked."""
+    changes = _overrides(overrides, ServingConfig, "run")
+    cfg = _checked(load_serving_config, name, **changes)
+    _run_files(cfg)
+    return cfg
+
+
+def _scheduler_config(config_name, overrides):
+    """The scheduler config with `--set` knobs, and the GPU, link, device and model it names."""
+    from scheduler.config import SchedulerConfig, load_scheduler_config
+    changes = _overrides(overrides, SchedulerConfig, "scheduler", "knob")
+    cfg = _checked(load_scheduler_config, config_name, **changes)
+    for load in (cfg.gpu_config, cfg.link_config, cfg.device_config, cfg.model_config):
+        _checked(load)
+    return cfg
+
+
+def _preflight(command, check):
+    """A copy of click `command` whose callback runs `check(**params)` first."""
+    callback = command.callback
+
+    @functools.wraps(callback)
+    def checked(**params):
+        check(**params)
+        return callback(**params)
+    command = copy.copy(command)
+    command.callback = checked
+    return command
+
+
+# the scheduler's commands (scheduler/cli.py), their configs checked here first
+_SCHEDULER_CHECKS = {
+    "crossovers": lambda config_name, overrides, **_: _scheduler_config(config_name, overrides),
+    "steps": lambda config_name, overrides, **_: _scheduler_config(config_name, overrides),
+    "timing-check": lambda device, **_: _device_config(device),
+}
+for _name, _command in scheduler_cli.main.commands.items():
+    main.add_command(_preflight(_command, _SCHEDULER_CHECKS[_name]) if _name in _SCHEDULER_CHECKS else _command,
+                     _name)
 
 
 config_option = click.option("--config", "config_name", default="default", show_default=True,
@@ -76,13 +234,15 @@ def sweep(config_name, overrides, axes, address, workers, out):
     grid = {}
     for item in axes:
         name, sep, values = item.partition("=")
-        if not sep or not values:
-            raise click.BadParameter(f"expected NAME=V1,V2,..., got {item!r}", param_hint="--axis")
+        if not sep or not name or not values:
+            raise BadInput(f"--axis: expected NAME=V1,V2,..., got {item!r}")
         grid[name] = [parse_value(v) for v in values.split(",")]
     try:
         labelled = points(base, grid)
     except ValueError as exc:
-        raise click.ClickException(str(exc)) from None
+        raise BadInput(f"--axis: {exc}") from None
+    for _, cfg in labelled:
+        _run_files(cfg)             # a point naming a config that does not load fails here, not in a worker
     rows = run_sweep([cfg for _, cfg in labelled], address=address, workers=workers)
     rows = [dict(summary, **{f"axis_{k}": v for k, v in labels.items()}) for (labels, _), summary in zip(labelled, rows)]
     write_csv(rows, out)
@@ -104,9 +264,10 @@ def sweep(config_name, overrides, axes, address, workers, out):
 def reproduce(out, requests, address, workers, reuse, overrides):
     """The paper's claims (sections VII-D, VIII) beside the simulator's, CSVs and figures in --out."""
     from .reproduce import reproduce as run_reproduce
+    base = _serving_config("default", overrides)
     out.mkdir(parents=True, exist_ok=True)
     run_reproduce(out, requests=requests, address=address, workers=workers, echo=click.echo, reuse=reuse,
-                  base=_serving_config("default", overrides))
+                  base=base)
 
 
 @main.command("serve-bench")
@@ -134,7 +295,7 @@ def replay_step(cases):
     from .replay_step import CASES, main as run_replay
     unknown = [c for c in cases if c not in CASES]
     if unknown:
-        raise click.BadParameter(f"unknown case {unknown[0]!r}; the cases: {', '.join(CASES)}", param_hint="--case")
+        raise BadInput(f"--case: unknown case {unknown[0]!r}; the cases: {', '.join(CASES)}")
     run_replay(list(cases) or None, out=click.echo)
 
 
@@ -156,6 +317,7 @@ def systems():
 def area(config_name, out, scaling):
     """Area, power and timing of the NDP core at 45 nm beside the paper's (area/report.py)."""
     from area import blocks, report
+    _device_config(config_name)
     try:
         if scaling:
             blocks.main(["--config", config_name, "--scaling"])
@@ -171,14 +333,11 @@ def verify(config_name):
     """The verification environment at full size: coverage goals, faults, fuzzing, resets,
     the soak (verify/cli.py); the last line sums it up."""
     from verify.cli import main as verify_main
+    _device_config(config_name)
     verify_main(config_name, echo=click.echo)
 
 
-
 # ---- the RTL tools (rtlbench/): Verilator builds and cocotb runs -----------------------
-
-PASS_THROUGH = {"ignore_unknown_options": True, "help_option_names": []}
-
 
 @main.command()
 def demo():
@@ -188,22 +347,55 @@ def demo():
         raise SystemExit(1)         # a failed build or run: make demo fails with it
 
 
-@main.command(context_settings=PASS_THROUGH)
-@click.argument("args", nargs=-1, type=click.UNPROCESSED)
-def validate(args):
-    """The cycle model against the RTL on a random descriptor stream (rtlbench/validate.py;
-    --help there)."""
+@main.command()
+@click.option("--seed", default=1, show_default=True, help="the random stream's seed")
+@click.option("--count", default=240, show_default=True, type=click.IntRange(min=1), help="descriptors")
+@click.option("--config", "config_name", default="default", show_default=True,
+              help="device config: a name in isa/configs or a JSON path")
+@click.option("--backend", type=click.Choice(("bfm", "fast")), default=None,
+              help="the RTL's bench (default: bfm where the config's DRAM is the bench's RAM model, else fast)")
+@click.option("--stream", "stream_path", type=click.Path(exists=True, dir_okay=False, path_type=pathlib.Path),
+              default=None, help="replay this stream (JSON batches of rtlbench/stream.py Items) instead")
+def validate(seed, count, config_name, backend, stream_path):
+    """The cycle model against the RTL on a random descriptor stream (rtlbench/validate.py):
+    per descriptor, result bytes and status must match, cycles are compared."""
     from rtlbench import validate as rtl_validate
-    rtl_validate.main(list(args))
+    cfg = _device_config(config_name)
+    batches = None
+    if stream_path:
+        from rtlbench import stream
+        try:
+            batches = stream.from_json(stream_path.read_text())
+        except (ValueError, TypeError, KeyError) as exc:
+            raise BadInput(f"stream {stream_path}: {exc}") from None
+    rtl_validate.validate(cfg, config_name, seed=seed, count=count, backend=backend, batches=batches)
 
 
-@main.command(context_settings=PASS_THROUGH)
-@click.argument("args", nargs=-1, type=click.UNPROCESSED)
-def roofline(args):
+@main.command()
+@click.option("--config", "config_name", default="paper", show_default=True,
+              help="device config: a name in isa/configs or a JSON path")
+@click.option("--source", type=click.Choice(("both", "model", "rtl")), default="both", show_default=True)
+@click.option("--copies", default=8, show_default=True, help="back-to-back descriptors per workload (>= 4)")
+@click.option("--kinds", default=None, help="comma-separated workload kinds (default: all)")
+def roofline(config_name, source, copies, kinds):
     """PE-array and DRAM-port utilization of back-to-back descriptors, RTL and model
-    (rtlbench/roofline.py; --help there)."""
+    (rtlbench/roofline.py)."""
     from rtlbench import roofline as rtl_roofline
-    rtl_roofline.main(list(args))
+    if copies < rtl_roofline.WARMUP + 2:
+        raise BadInput(f"--copies must be at least {rtl_roofline.WARMUP + 2} "
+                       f"(the steady state needs two intervals), got {copies}")
+    cfg = _device_config(config_name)
+    works = rtl_roofline.workloads(cfg)
+    if kinds:
+        wanted = kinds.split(",")
+        known = list(dict.fromkeys(w.kind for w in works))
+        unknown = [k for k in wanted if k not in known]
+        if unknown:
+            raise BadInput(f"--kinds: unknown workload kind(s) {unknown!r}; the kinds: {', '.join(known)}")
+        works = [w for w in works if w.kind in wanted]
+    model = rtl_roofline.model_results(cfg, works, copies) if source != "rtl" else None
+    rtl = rtl_roofline.rtl_results(config_name, [w for w in works if w.rtl], copies) if source != "model" else None
+    rtl_roofline.report(cfg, works, model, rtl)
 
 
 @main.command()
@@ -211,7 +403,9 @@ def roofline(args):
 def bench(config_name):
     """Simulation speed of the model, the fast RTL path and the cocotbext-axi bench on one stream."""
     from rtlbench import bench as rtl_bench
+    _device_config(config_name)
     rtl_bench.main(config_name)
+
 
 if __name__ == "__main__":
     main()

@@ -10,7 +10,7 @@ Two kinds of file (beside this module, `configs/`):
 import dataclasses
 import pathlib
 
-from isa.config import read_config
+from isa.config import build_config
 from scheduler.config import KV_SCALE as KV_PRECISIONS
 
 from .workload import CONTEXT_OVERFLOW
@@ -116,12 +116,9 @@ class ServingConfig:
 
 
 def _load(cls, folder, kind, name_or_path, overrides):
-    data = read_config(CONFIG_DIR / folder, kind, name_or_path)
-    data.update(overrides)
-    unknown = set(data) - {f.name for f in dataclasses.fields(cls)}
-    if unknown:
-        raise ValueError(f"{kind} config {str(name_or_path)!r}: unknown fields {sorted(unknown)!r}")
-    return cls(**data)
+    """ConfigError (a ValueError) naming the file and the field for a missing or malformed
+    file, an unknown field (the valid ones listed), a wrong type or a refused value."""
+    return build_config(cls, CONFIG_DIR / folder, kind, name_or_path, overrides)
 
 
 def load_system_config(name_or_path, **overrides):
