@@ -64,7 +64,7 @@ def simulate(machine, model, workload="longwriter", requests=None, max_batch=256
     weights = model.params * elem_bytes
     hbm_kv = machine.hbm_utilization * machine.hbm_bytes - weights
     if hbm_kv <= 0:
-        raise ValueError(f"{model.name!r}'s weights do not fit {machine.name!r}'s HBM")
+        raise ValueError(f"the weights of {model.name!r} do not fit the HBM of {machine.name!r}")
     n_blocks = int(hbm_kv / (shape.block_bytes * (1 - 1 / M)))    # the second tier holds 1/M of the pool
     pool = DsrPool(n_blocks, shape, M, machine.page_bytes)
     watermark = max(1, n_blocks // 100)

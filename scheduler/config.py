@@ -115,10 +115,10 @@ class SchedulerConfig:
         gpu, model = self.gpu_config(), self.model_config()
         budget = self.gpu_memory_utilization * gpu.hbm_bytes - model.weight_bytes - self.activation_reserve_bytes
         if budget < 0:
-            raise ValueError(f"scheduler config {self.name!r}: {model.name!r}'s weights "
+            raise ValueError(f"scheduler config {self.name!r}: the weights of {model.name!r} "
                              f"({model.weight_bytes / 1e9:.1f} GB) and the activation reserve "
                              f"({self.activation_reserve_bytes / 1e9:.1f} GB) exceed "
-                             f"{self.gpu_memory_utilization!r} of {gpu.name!r}'s {gpu.hbm_bytes / 1e9:.0f} GB")
+                             f"{self.gpu_memory_utilization!r} of the {gpu.hbm_bytes / 1e9:.0f} GB of {gpu.name!r}")
         return budget
 
 

@@ -83,7 +83,7 @@ def simulate(run, system_cfg, workload, timing=None, progress=None):
                 if not running and not admit:
                     raise ServingError(f"request {r.rid}: a {live.reserved_tokens}-token context "
                                        f"({live.reserved_tokens * system.kv_token / 1e9:.1f} GB of KV) does not fit "
-                                       f"{system_cfg.name!r}'s {system.kv_capacity_bytes() / 1e9:.1f} GB for KV")
+                                       f"the {system.kv_capacity_bytes() / 1e9:.1f} GB for KV of {system_cfg.name!r}")
                 break
             admit.append(live)
             pending.popleft()
