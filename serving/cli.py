@@ -279,8 +279,11 @@ def serve_bench(config_name, overrides):
     cfg = _serving_config(config_name, overrides)
     result = run(cfg)
     s = result.summary()
-    click.echo(f"simulated {s['sim_s']:.1f} s of serving: {s['throughput_tok_s']:.0f} tok/s, TPOT {s['tpot_ms']:.2f} ms, "
-               f"TTFT {s['ttft_s']:.3f} s")
+    click.echo(f"simulated {s['sim_s']:.1f} s of serving: {s['system']}, {s['model']} on {s['gpu']}, "
+               f"{s['link']} to {s['num_devices']} x {s['device']}")
+    click.echo(f"{s['throughput_tok_s']:.0f} tok/s, {s['throughput_req_s']:.2f} req/s, "
+               f"TPOT {s['tpot_ms']:.2f} ms (p99 {s['tpot_p99_ms']:.2f}), TTFT {s['ttft_s']:.3f} s "
+               f"(p99 {s['ttft_p99_s']:.3f}), end-to-end {s['e2e_latency_s']:.3f} s (p99 {s['e2e_latency_p99_s']:.3f})")
     click.echo(f"serving requests={s['requests']} steps={s['steps']} wall_s={result.wall_s:.1f} "
                f"steps_per_s={s['steps'] / result.wall_s:.0f}")
 

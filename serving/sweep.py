@@ -21,6 +21,7 @@ from tqdm import tqdm
 from isa.config import parse_value
 
 from .engine import run
+from .results import csv_column, summary_key
 
 # section VIII: 'nine points from 8 to 1800 GB/s, spanning the PCIe 5.0, CXL 3.1,
 # NVLink-C2C, NVLink 5 and NVLink 6 classes'
@@ -92,15 +93,17 @@ def sweep(configs, address=None, workers=None, progress=True, desc="sweep"):
 
 
 def write_csv(rows, path):
-    """Rows (dicts) to CSV, columns in first-seen order."""
+    """Rows (dicts: summaries, with a sweep's `axis_<name>` labels) to CSV, columns in
+    first-seen order, each headed with its unit (serving.results.csv_column: `requests` as
+    `requests_count`, `link_util` as `link_util_frac`); NaN as an empty cell."""
     path = pathlib.Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     columns = list(dict.fromkeys(k for row in rows for k in row))
     with path.open("w", newline="") as f:
-        w = csv.DictWriter(f, columns)
+        w = csv.DictWriter(f, [csv_column(k) for k in columns])
         w.writeheader()
         for row in rows:
-            w.writerow({k: ("" if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()})
+            w.writerow({csv_column(k): ("" if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()})
     return path
 
 
@@ -108,7 +111,9 @@ CSV_BOOLS = {"True": True, "False": False}     # how csv writes Python's boolean
 
 
 def read_csv(path):
-    """Rows written by write_csv, numbers parsed back (an empty cell is NaN)."""
+    """Rows written by write_csv under the summary's keys (serving.results.summary_key:
+    `requests_count` as `requests`; a CSV from before the units reads the same), numbers
+    parsed back (an empty cell is NaN)."""
     with pathlib.Path(path).open(newline="") as f:
-        return [{k: math.nan if v == "" else CSV_BOOLS.get(v, parse_value(v)) for k, v in row.items()}
+        return [{summary_key(k): math.nan if v == "" else CSV_BOOLS.get(v, parse_value(v)) for k, v in row.items()}
                 for row in csv.DictReader(f)]

@@ -51,7 +51,7 @@ def test_simulate_writes_three_files_and_prints_the_summary(tmp_path):
         steps = list(csv.DictReader(f))
     assert len(requests) == 8 and len(steps) == summary["steps"]
     # every output token is in some step's row
-    assert sum(int(r["requests"]) for r in steps) == sum(int(r["output_tokens"]) for r in requests)
+    assert sum(int(r["requests_count"]) for r in steps) == sum(int(r["output_tokens"]) for r in requests)
     assert f"wrote {out}/steps.csv" in result.output
 
 
@@ -89,6 +89,6 @@ def test_sweep_writes_a_row_per_point(tmp_path):
     assert len(rows) == 2
     assert [r["axis_link_gb_s"] for r in rows] == ["64", "128"]
     assert [float(r["link_gb_s"]) for r in rows] == [64.0, 128.0]
-    assert all(r["requests"] == "8" and r["system"] == "plora" for r in rows)
+    assert all(r["requests_count"] == "8" and r["system"] == "plora" for r in rows)
     assert float(rows[0]["decode_tok_s"]) <= float(rows[1]["decode_tok_s"])
     assert "link_gb_s=64" in result.output and "link_gb_s=128" in result.output

@@ -70,7 +70,7 @@ def test_every_request_finishes_exactly_once_with_all_its_tokens(case):
         assert r.arrival_s < live.first_token_s <= finish
         assert (finish == live.first_token_s) == (r.output_tokens == 1)
     # tokens: one per request a prefill admits, one per running request a decode step
-    assert sum(row["requests"] for row in rows(result)) == sum(r.output_tokens for r in workload.requests)
+    assert sum(row["requests_count"] for row in rows(result)) == sum(r.output_tokens for r in workload.requests)
     s = result.summary()
     assert s["requests"] == len(workload.requests) and s["steps"] == len(rows(result))
 
@@ -87,24 +87,24 @@ def test_each_step_row_is_the_batch_rebuilt_from_request_times(case):
         t = row["t_s"]
         if row["kind"] == "decode":
             batch = [rid for rid, (live, f) in done.items() if live.first_token_s < t <= f]
-            assert row["requests"] == row["tokens"] == len(batch)
-            assert 1 <= row["requests"] <= run.max_batch
+            assert row["requests_count"] == row["tokens_count"] == len(batch)
+            assert 1 <= row["requests_count"] <= run.max_batch
             for rid in batch:
                 decode_steps[rid] += 1
         else:
             assert row["kind"] == "prefill"
             new = [live for live, _ in done.values() if live.first_token_s == t]
             running = [rid for rid, (live, f) in done.items() if live.first_token_s < t < f]
-            assert row["requests"] == len(new) >= 1
-            assert row["tokens"] == sum(live.prompt for live in new)
+            assert row["requests_count"] == len(new) >= 1
+            assert row["tokens_count"] == sum(live.prompt for live in new)
             assert len(running) + len(new) <= run.max_batch
-            assert row["tokens"] <= run.max_prefill_tokens or len(new) == 1
+            assert row["tokens_count"] <= run.max_prefill_tokens or len(new) == 1
     assert all(decode_steps[rid] == live.output - 1 for rid, (live, _) in done.items())
 
 
 def test_offline_clock_is_the_sum_of_the_steps(case):
     _, _, result = case
-    seconds = [row["seconds"] for row in rows(result)]
+    seconds = [row["step_s"] for row in rows(result)]
     assert all(s > 0 for s in seconds)
     assert result.summary()["sim_s"] == pytest.approx(math.fsum(seconds), rel=1e-12)
     t = [row["t_s"] for row in rows(result)]
@@ -126,7 +126,7 @@ def poisson():
 def test_poisson_requests_are_not_admitted_before_they_arrive(poisson, tmp_path):
     workload, result = poisson
     path = result.write_requests_csv(tmp_path / "requests.csv")
-    prefill = {row["t_s"]: row["seconds"] for row in rows(result) if row["kind"] == "prefill"}
+    prefill = {row["t_s"]: row["step_s"] for row in rows(result) if row["kind"] == "prefill"}
     import csv
     with path.open() as f:
         table = list(csv.DictReader(f))
@@ -149,7 +149,7 @@ def test_poisson_clock_idles_only_when_nothing_runs(poisson):
     prev = 0.0
     idle = 0.0
     for row in steps:
-        start = row["t_s"] - row["seconds"]
+        start = row["t_s"] - row["step_s"]
         gap = start - prev
         assert gap >= -1e-12 * max(1.0, prev)
         if gap > 1e-12 * max(1.0, prev):
@@ -160,8 +160,8 @@ def test_poisson_clock_idles_only_when_nothing_runs(poisson):
             idle += gap
         prev = row["t_s"]
     assert idle > 0      # 16 requests at 20 per second: the GPU waits for some of them
-    assert steps[0]["t_s"] - steps[0]["seconds"] == pytest.approx(arrivals[0], rel=1e-12)
-    assert result.summary()["sim_s"] == pytest.approx(math.fsum(r["seconds"] for r in steps) + idle, rel=1e-9)
+    assert steps[0]["t_s"] - steps[0]["step_s"] == pytest.approx(arrivals[0], rel=1e-12)
+    assert result.summary()["sim_s"] == pytest.approx(math.fsum(r["step_s"] for r in steps) + idle, rel=1e-9)
 
 
 def test_same_inputs_same_run():
@@ -260,8 +260,8 @@ def test_summary_recomputed_from_the_csvs(written):
     s = result.summary()
     run = result.run
     decode = [r for r in steps if r["kind"] == "decode"]
-    sec = [float(r["seconds"]) for r in decode]
-    n = [int(r["requests"]) for r in decode]
+    sec = [float(r["step_s"]) for r in decode]
+    n = [int(r["requests_count"]) for r in decode]
     assert (s["steps"], s["decode_steps"], s["requests"]) == (len(steps), len(decode), len(requests))
     assert s["sim_s"] == float(steps[-1]["t_s"])
     assert s["decode_tok_s"] == pytest.approx(sum(n) / math.fsum(sec), rel=1e-12)
@@ -293,12 +293,12 @@ def test_summary_recomputed_from_the_csvs(written):
     assert s["throughput_tok_s"] == pytest.approx(sum(output.values()) / makespan, rel=1e-12)
 
     bw = s["link_gb_s"] * 1e9
-    busier = math.fsum(max(float(r["link_to_device"]), float(r["link_to_gpu"])) for r in decode)
+    busier = math.fsum(max(float(r["link_to_device_bytes"]), float(r["link_to_gpu_bytes"])) for r in decode)
     assert s["link_util"] == pytest.approx(busier / (bw * math.fsum(sec)), rel=1e-12)
     assert 0 < s["link_util"] < 1
     kv = math.fsum(float(r["kv_bytes"]) for r in decode)
     assert s["kv_dup_frac"] == pytest.approx(math.fsum(float(r["kv_gpu_bytes"]) for r in decode) / kv, rel=1e-12)
-    sites = {k: sum(int(r[k]) for r in decode) for k in ("E1", "E2", "E3", "E4")}
+    sites = {k: sum(int(r[f"{k}_count"]) for r in decode) for k in ("E1", "E2", "E3", "E4")}
     for k, v in sites.items():
         assert s[f"share_{k}"] == pytest.approx(v / sum(sites.values()), rel=1e-12)
     assert sum(s[f"share_{k}"] for k in sites) == pytest.approx(1.0, rel=1e-12)

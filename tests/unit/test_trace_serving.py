@@ -184,7 +184,7 @@ def test_a_batch_never_full_is_explained():
                       hand([(0.0, 0, 50, 6), (0.0, 1, 60, 4), (0.0, 2, 70, 1)]), device_timing(RUN.device),
                       progress=False)
     s = result.summary()
-    largest = max(n for kind, n in zip(result.log.columns["kind"], result.log.columns["requests"]) if kind == "decode")
+    largest = max(n for kind, n in zip(result.log.columns["kind"], result.log.columns["requests_count"]) if kind == "decode")
     why = f"no decode step ran at max_batch=8: the largest batch was {largest}"
     assert largest == 2
     assert s["absent"] == {"full_batch_tok_s": why, "full_batch_step_ms": why}
