@@ -14,7 +14,8 @@ Parts (the paper's split, seed 000 section VII-H):
   times are CACTI's.
 
 Writes build/area/report-<config>.json and .md; the last line printed is
-`area config=<name> total_mm2=<x> pe_mm2=<x> sram_mm2=<x> power_w=<x> fmax_ghz=<x>`.
+`area config=<name> total_mm2=<x> pe_mm2=<x> sram_mm2=<x> power_w=<x> fmax_ghz=<x> worst_levels=<n>
+worst_path=<block>` (the deepest path's gate levels and its block, an FP cell as `FP_cell_<name>`).
 """
 import json
 from pathlib import Path
@@ -240,9 +241,11 @@ def markdown(r):
 
 
 def last_line(r):
+    worst = r["timing"]["paths"][0]
     return (f"area config={r['config']} total_mm2={r['area']['total_mm2']:.2f} pe_mm2={r['area']['pe_mm2']:.3f} "
             f"sram_mm2={r['area']['sram_mm2']:.2f} power_w={r['power']['peak']['core_w']:.2f} "
-            f"fmax_ghz={r['timing']['fmax_ghz']:.2f}")
+            f"fmax_ghz={r['timing']['fmax_ghz']:.2f} worst_levels={worst['levels']:.0f} "
+            f"worst_path={worst['block'].replace(' ', '_')}")
 
 
 def run(config, out_dir=OUT, echo=print):

@@ -9,8 +9,9 @@ g mod 2 with the split (one input row), else row 0, and a paired chunk (group g 
 other row. A chunk adds into its PE row's current set of partial sums (`first` while the
 row has seen fewer groups than there are sets: the set starts from +0); a group that ends
 moves its row to the next set, round the stage's `sets`. Transposed, lane j multiplies
-x[col + j] and the chunk carries its output (`t_out`), its set in the row (chunk mod 3) and
-the row's end.
+x[col + j] and the chunk carries its output (`t_out`), its set in the row (chunk mod 3, from a
+counter that restarts at each row's first chunk: a row's chunks come in order) and the
+row's end.
 
 Two counters follow the pipeline: `drain`, the cycles until the last chunk's sums are
 written (they are written in the cycle it is 1: the readout starts its fold then), and
@@ -93,9 +94,13 @@ class ChunkDispatch(wiring.Component):
         groups_seen = [Signal(range(ACC_INTERLEAVE + 1), name=f"groups_seen{q}") for q in range(SPLIT_ROWS)]
         set_index = [Signal(range(ACC_INTERLEAVE), name=f"set_index{q}") for q in range(SPLIT_ROWS)]
         set_base = [Signal(DIM_BITS, name=f"set_base{q}") for q in range(SPLIT_ROWS)]
+        # transposed: the set (chunk mod ACC_INTERLEAVE) of the slot's chunk in its row
+        t_set = Signal(range(ACC_INTERLEAVE))
         with m.If(self.restart):
             m.d.sync += k_base.eq(0)
             m.d.sync += [s.eq(0) for s in groups_seen + set_index + set_base]
+        with m.If(self.restart | self.start):
+            m.d.sync += t_set.eq(0)
 
         # cycles until the last chunk's sums are written (set by each chunk, counting down
         # after the stage's last), and until no chunk's control is left in the compute unit
@@ -109,11 +114,11 @@ class ChunkDispatch(wiring.Component):
 
         with m.If(self.dispatch):
             self._dispatch(m, lanes, lane_bits, run_cols, t_out_base, k_base, groups_seen, set_index, set_base,
-                           drain, pipe_busy)
+                           drain, pipe_busy, t_set)
         return m
 
     def _dispatch(self, m, lanes, lane_bits, run_cols, t_out_base, k_base, groups_seen, set_index, set_base,
-                  drain, pipe_busy):
+                  drain, pipe_busy, t_set):
         """The slot to the PE rows: its first chunk (k-group g, on PE row `parity`) and,
         paired, the first chunk of group g + 1 (the other row)."""
         trans, pack_log2, sets = self.trans, self.pack_log2, self.sets
@@ -150,7 +155,10 @@ class ChunkDispatch(wiring.Component):
                       PRODUCT_CYCLES + ADD_CYCLES * self.t_level)
         m.d.sync += [drain.eq(Mux(trans, t_write, PIPE_DEPTH - 1)),
                      pipe_busy.eq(Mux(trans, trans_line_cycles(lanes), PIPE_DEPTH - 1))]
+        # (a counter rather than the word index mod 3, which would synthesize as a divider)
+        with m.If(self.valid):
+            m.d.sync += t_set.eq(Mux(first_ends | (t_set == ACC_INTERLEAVE - 1), 0, t_set + 1))
         chunk = self.col[lane_bits:]
-        m.d.comb += [self.t_out.eq(t_out_base + (self.row << self.run_log2)), self.t_set.eq(chunk % 3),
+        m.d.comb += [self.t_out.eq(t_out_base + (self.row << self.run_log2)), self.t_set.eq(t_set),
                      self.t_first.eq(chunk < ACC_INTERLEAVE), self.t_row_end.eq(first_ends),
                      self.run_done.eq(self.valid & self.last)]

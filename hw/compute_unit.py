@@ -48,6 +48,7 @@ from .fp_cells import add_cell
 from .unpacker import DIM_BITS
 
 FETCH_STAGES = 1                                 # operand fetch, before the multiplier
+LANE_ROW_STAGES = 3                              # registers of the lanes' j // N after N changes
 READ_STAGE = FETCH_STAGES + MUL_STAGES           # cycles from a chunk to its accumulator read
 assert ADD_STAGES == ACC_INTERLEAVE, "the interleave of isa/pe_array.py is the adder's depth"
 assert (READ_STAGE, ADD_STAGES) == (PRODUCT_CYCLES, ADD_CYCLES), "isa/microarch.py's cycles are the pipeline's"
@@ -106,7 +107,43 @@ class ComputeUnit(wiring.Component):
             # rows read back from the input buffer): data the cycle after the address
             "rd_row": In(range(rows)), "rd_addr": In(range(max(self.k_words, self.acc_depth))),
             "rd_in_data": Out(16 * lanes), "rd_acc_data": Out(32 * lanes),
+            # the lanes' packed rows follow `n_cols` (_lane_rows): a stage starts once they do
+            "lanes_ready": Out(1),
         })
+
+    def _lane_rows(self, m, lanes, lane_bits, lane_row):
+        """Each lane's packed row, registered: j // N by restoring division of the lane's
+        constant j, LANE_ROW_STAGES registered steps of a few quotient bits each (a divider
+        a lane in one cycle was the unit's deepest path); `lanes_ready` once N has held for
+        that many cycles (a stage's N changes at least that long before its first chunk, so
+        the control unit's PLAN never waits for it today; it would, rather than fetch with
+        stale rows, if it did). Transposed: lane j takes x[k_base + (j mod K)] with packed
+        rows (K = 2^t_level), x[k_base + j] else (t_level = log2 LANES), one register."""
+        n = self.n_cols[:lane_bits + 1]
+        held, n_last = Signal(range(LANE_ROW_STAGES + 1)), Signal.like(self.n_cols)
+        m.d.sync += n_last.eq(self.n_cols)
+        m.d.sync += held.eq(Mux(self.n_cols != n_last, 0, Mux(held == LANE_ROW_STAGES, held, held + 1)))
+        m.d.comb += self.lanes_ready.eq((held == LANE_ROW_STAGES) & (self.n_cols == n_last))
+        level_mask = Signal(lane_bits, name="level_mask")
+        m.d.comb += level_mask.eq((Const(1, lane_bits + 1) << self.t_level) - 1)
+        steps = -(-lane_bits // LANE_ROW_STAGES)            # quotient bits per stage
+        for j in range(lanes):
+            rem, quo = Const(0, lane_bits + 1), Const(0, lane_bits)
+            for stage in range(LANE_ROW_STAGES):
+                for bit in reversed(range(lane_bits - (stage + 1) * steps, lane_bits - stage * steps)):
+                    if bit < 0:
+                        continue
+                    shifted = Cat(Const((j >> bit) & 1, 1), rem)[:lane_bits + 1]
+                    fits = shifted >= n
+                    rem = Mux(fits, shifted - n, shifted)[:lane_bits + 1]
+                    quo = quo | (fits << bit)
+                if stage + 1 < LANE_ROW_STAGES:
+                    rem_r = Signal(lane_bits + 1, name=f"lane_rem{j}_s{stage}")
+                    quo_r = Signal(lane_bits, name=f"lane_quo{j}_s{stage}")
+                    m.d.sync += [rem_r.eq(rem), quo_r.eq(quo)]
+                    rem, quo = rem_r, quo_r
+            m.d.sync += lane_row[j].eq(Mux(self.trans, Const(j, lane_bits) & level_mask,
+                                           Mux((self.n_cols > lanes) | (n == 0), 0, quo)))
 
     def elaborate(self, platform):
         m = Module()
@@ -118,18 +155,9 @@ class ComputeUnit(wiring.Component):
             return Mux(bank, addr + self.acc_depth, addr)
         lane_bits = (lanes - 1).bit_length()
 
-        # the packed row of each lane, j // N (0 when N > j, and for N = 0: Amaranth's x // 0
-        # is 0), registered: N is constant through a descriptor. One divider per lane by the
-        # constant j, so the netlist grows linearly in LANES (a table per lane grew as LANES^2)
+        # the packed row of each lane, j // N (0 when N > j, and for N = 0, as Amaranth's x // 0)
         lane_row = [Signal(range(lanes), name=f"lane_row{j}") for j in range(lanes)]
-        # transposed: lane j takes x[k_base + (j mod K)] with packed rows (K = 2^t_level),
-        # x[k_base + j] else (t_level = log2 LANES)
-        level_mask = Signal(lane_bits, name="level_mask")
-        m.d.comb += level_mask.eq((Const(1, lane_bits + 1) << self.t_level) - 1)
-        for j in range(lanes):
-            row_j = Const(j, lane_bits) // self.n_cols[:lane_bits + 1]
-            m.d.sync += lane_row[j].eq(Mux(self.trans, Const(j, lane_bits) & level_mask,
-                                           Mux(self.n_cols > lanes, 0, row_j)))
+        self._lane_rows(m, lanes, lane_bits, lane_row)
 
         # ---- cycle 0: operand fetch
         def delayed(value, cycles, name):

@@ -51,7 +51,7 @@ a block test (tests/unit/test_<block>.py) and a model in sim/:
                         the results' write run
     completion.py       the completion line, DRAM_ERROR, the report and the interrupt
 """
-from amaranth import Module, Signal, Mux, Cat, Const, Array
+from amaranth import Module, Signal, Mux, Cat, Array
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -64,7 +64,7 @@ from .compute_unit import ComputeUnit
 from .decoder import Decoder
 from .dram_reader import DramReader
 from .dram_writer import DramWriter
-from .fp_cells import add_cell
+from .fp import fp16_to_fp32
 from .front_end import FrontEnd
 from .line_packer import LinePacker
 from .queue_geometry import slot_addr
@@ -75,8 +75,6 @@ from .chunk_dispatch import ChunkDispatch, chunk_ports
 from .stage_plan import run_span, stage_operand
 from .stage_planner import StagePlanner, plan_ports
 from .unpacker import Unpacker, DIM_BITS
-
-FP16_ONE = 0x3C00
 
 
 class ControlUnit(wiring.Component):
@@ -245,14 +243,9 @@ class ControlUnit(wiring.Component):
             if source == FROM_FOLD:
                 m.d.sync += acc_bank.eq(~acc_bank)
 
-        # the softmax unit reads one row of the input buffer (widened to FP32: times 1.0 is
-        # exact) or of the output buffer, and writes FP16 words into the input buffer
-        widened = []
-        for j in range(lanes):
-            w = Signal(32, name=f"widened_{j}")
-            add_cell(m, f"widen_{j}", "ndp_fp16_mul", self._shared, a=cu.rd_in_data.word_select(j, 16),
-                     b=Const(FP16_ONE, 16), p=w)
-            widened.append(w)
+        # the softmax unit reads one row of the input buffer (widened to FP32 by a format
+        # converter a lane) or of the output buffer, and writes FP16 words into the input buffer
+        widened = [fp16_to_fp32(m, cu.rd_in_data.word_select(j, 16), f"widened_{j}") for j in range(lanes)]
         m.d.comb += sfu.src_data.eq(Mux(is_attention, cu.rd_acc_data, Cat(*widened)))
 
 
@@ -340,8 +333,8 @@ class ControlUnit(wiring.Component):
                 m.next = "PLAN"
             with m.State("PLAN"):
                 # the planner takes the stage once the compute unit may take its mode
-                m.d.comb += planner.load.eq(1)
-                with m.If(planner.ready):
+                m.d.comb += planner.load.eq(cu.lanes_ready)
+                with m.If(planner.ready & cu.lanes_ready):
                     m.d.comb += chunks.restart.eq(1)
                     with m.If(planner.has_full):
                         m.next = "WEIGHTS_START"

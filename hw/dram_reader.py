@@ -10,7 +10,9 @@ channel; the first and last beats of a run that starts or ends inside a beat hol
 of the run only where it has them (the unpacker's `offset` and its count of beats say
 which).
 
-Each beat keeps its response beside it in the buffer: `out_err` says the beat at the
+Each beat keeps its response beside it, in a FIFO of its own beside the buffer's (one bit a
+beat, flip-flops, so the buffer's SRAM stays a power of two of bits wide) that moves with
+it: `out_err` says the beat at the
 output was answered SLVERR or DECERR (on several channels, the worst of its lines': the
 interleaver joins them), so the consumer of the beat, not the reader, decides whose
 error it is.
@@ -25,7 +27,7 @@ beat is the side run's when no more beats are asked for than the side run's. Its
 leave on `side_*` as they arrive and never enter the buffer (they still count against its
 room while in flight).
 """
-from amaranth import Cat, Module, Signal
+from amaranth import Module, Signal
 from amaranth.lib import wiring, fifo
 from amaranth.lib.wiring import In, Out
 
@@ -49,10 +51,11 @@ class DramReader(wiring.Component):
         m = Module()
         cfg, bus = self._cfg, self.bus
         line_log2 = (cfg.port_bytes - 1).bit_length()
-        # a beat and its error bit (RRESP SLVERR or DECERR)
-        m.submodules.buffer = buffer = fifo.SyncFIFOBuffered(width=cfg.beat_bits + 1, depth=cfg.dram_buf_beats)
-        m.d.comb += [self.out.data.eq(buffer.r_data[:cfg.beat_bits]), self.out_err.eq(buffer.r_data[-1]),
-                     self.out.valid.eq(buffer.r_rdy), buffer.r_en.eq(self.out.ready)]
+        # the beats, and their error bits (RRESP SLVERR or DECERR) in step with them
+        m.submodules.buffer = buffer = fifo.SyncFIFOBuffered(width=cfg.beat_bits, depth=cfg.dram_buf_beats)
+        m.submodules.errors = errors = fifo.SyncFIFOBuffered(width=1, depth=cfg.dram_buf_beats)
+        m.d.comb += [self.out.data.eq(buffer.r_data), self.out_err.eq(errors.r_data),
+                     self.out.valid.eq(buffer.r_rdy), buffer.r_en.eq(self.out.ready), errors.r_en.eq(self.out.ready)]
 
         addr, left = Signal(64, name="addr"), Signal(RUN_LINES_BITS, name="left")
         # beats asked for and not yet arrived, and bursts in flight
@@ -68,7 +71,8 @@ class DramReader(wiring.Component):
         # the side run's beats asked for and not yet arrived: the last of `pending`
         side_run, side_pending = Signal(), Signal(range(cfg.dram_buf_beats + 1))
         is_side = beat_in & (side_pending != 0) & (pending <= side_pending)
-        m.d.comb += [buffer.w_data.eq(Cat(bus.rdata, bus.rresp[1])), buffer.w_en.eq(beat_in & ~is_side),
+        m.d.comb += [buffer.w_data.eq(bus.rdata), buffer.w_en.eq(beat_in & ~is_side),
+                     errors.w_data.eq(bus.rresp[1]), errors.w_en.eq(beat_in & ~is_side),
                      self.side_valid.eq(is_side), self.side_data.eq(bus.rdata), self.side_err.eq(bus.rresp[1])]
 
         room = (cfg.dram_buf_beats - buffer.level - pending)

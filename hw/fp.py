@@ -3,7 +3,7 @@
 All rounding is round-to-nearest, ties-to-even; every NaN output is the
 canonical quiet NaN (0x7FC00000 for binary32, 0x7E00 for binary16).
 
-`FP16MulToFP32`, `FP32Add` and `FP32ToFP16` are purely combinational.
+`FP16MulToFP32`, `FP32Add`, `FP32ToFP16` and `FP16ToFP32` are purely combinational.
 `FP16MulToFP32Pipe` and `FP32AddPipe` compute the same functions in
 `MUL_STAGES` and `ADD_STAGES` logic stages, with a register in the `sync`
 domain between neighbouring stages and a combinational output from the last
@@ -20,7 +20,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 __all__ = ["FP16MulToFP32", "FP16MulToFP32Pipe", "FP32Add", "FP32AddPipe", "FP32ToFP16",
-           "MUL_STAGES", "ADD_STAGES"]
+           "FP16ToFP32", "MUL_STAGES", "ADD_STAGES"]
 
 # Logic stages of the pipelined units; the latency is STAGES - 1 cycles.
 MUL_STAGES = 2
@@ -389,4 +389,38 @@ class FP32ToFP16(wiring.Component):
             m.d.comb += self.h.eq(Cat(Const(0x7C00, 15), sign))
         with m.Else():
             m.d.comb += self.h.eq(Cat(packed, sign))
+        return m
+
+
+def fp16_to_fp32(m, h, name):
+    """The binary32 word of binary16 ``h``, exactly (a binary16 subnormal is a binary32
+    normal): the same word as `FP16MulToFP32` of ``h`` and 1.0 (NaN canonical, zero's sign
+    kept), from a 10-bit leading-zero count and a shift rather than a multiplier."""
+    sign, e, f = h[15], h[10:15], h[:10]
+    lz, sub_frac, a = Signal(4, name=f"{name}_lz"), Signal(10, name=f"{name}_sub"), Signal(32, name=name)
+    # a subnormal f * 2^-24 with its leading one at bit 9 - lz: that one becomes the hidden
+    # bit, the biased exponent 127 - 15 - lz
+    m.d.comb += [lz.eq(_lzc(m, f, f"{name}_lzc")), sub_frac.eq(f << (lz + 1))]
+    with m.If((e == 0x1F) & f.any()):
+        m.d.comb += a.eq(F32_QNAN)
+    with m.Elif(e == 0x1F):
+        m.d.comb += a.eq(Cat(Const(0, 23), Const(0xFF, 8), sign))
+    with m.Elif((e == 0) & ~f.any()):
+        m.d.comb += a.eq(Cat(Const(0, 31), sign))
+    with m.Elif(e == 0):
+        m.d.comb += a.eq(Cat(Const(0, 13), sub_frac, (112 - lz)[:8], sign))
+    with m.Else():
+        m.d.comb += a.eq(Cat(Const(0, 13), f, (e + 112)[:8], sign))
+    return a
+
+
+class FP16ToFP32(wiring.Component):
+    """binary16 -> binary32 widening (`fp16_to_fp32`), exact."""
+
+    h: In(16)
+    a: Out(32)
+
+    def elaborate(self, platform):
+        m = Module()
+        m.d.comb += self.a.eq(fp16_to_fp32(m, self.h, "widen"))
         return m

@@ -49,7 +49,7 @@ def chunks(plan, k, lanes, split):
             elems = min(plan.pack, rows_of_s - first_out) * plan.cols_dim
             row_chunks = -(-elems // lanes)
             for c in range(row_chunks):
-                out.append(Chunk(0, c * lanes, min(lanes, elems - c * lanes), t_out=first_out, t_set=c % 3,
+                out.append(Chunk(0, c * lanes, min(lanes, elems - c * lanes), t_out=first_out, t_set=c % ACC_INTERLEAVE,
                                  t_first=c < ACC_INTERLEAVE, t_row_end=c == row_chunks - 1))
         return out
     split_rows = SPLIT_ROWS if split else 1

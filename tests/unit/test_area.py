@@ -245,6 +245,8 @@ def test_report_arithmetic():
     assert ratios["PEs, mm^2"] == f"{pe / (0.80 * 128 / 1024):.2f}x"      # the paper per MAC, 128 MACs
     line = report.last_line(r)
     assert line.startswith("area config=default total_mm2=") and "fmax_ghz=0.77" in line
+    # the deepest path named: the control unit's 60 levels
+    assert line.endswith(" worst_levels=60 worst_path=device.control_unit")
 
 
 @pytest.mark.parametrize("config", ["default", "quad"])

@@ -69,6 +69,9 @@ def run_unit(x, wt, stall=0.0):
                 ctx.set(dut.in_data, pack16(row[word * lanes:(word + 1) * lanes]))
                 await ctx.tick()
         ctx.set(dut.in_we, 0)
+        # the lanes' packed rows follow n_cols a few cycles later: a stage starts once they do
+        while not ctx.get(dut.lanes_ready):
+            await ctx.tick()
         bits = wt.view(np.uint16)
         ports = [("mac", "first", "acc_addr", "k_base", "active", "w_data"),
                  ("mac1", "first1", "acc_addr1", "k_base1", "active1", "w_data1")]

@@ -24,7 +24,7 @@ from amaranth.sim import Simulator
 # hw/ is a plain folder at the repo root; make it importable however pytest is invoked.
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from hw.fp import (ADD_STAGES, MUL_STAGES, FP16MulToFP32, FP16MulToFP32Pipe,  # noqa: E402
-                   FP32Add, FP32AddPipe, FP32ToFP16)
+                   FP16ToFP32, FP32Add, FP32AddPipe, FP32ToFP16)
 from hw.fp_cells import CELLS, CLOCKED, add_cell, cell_verilog  # noqa: E402
 
 F32_QNAN = 0x7FC00000
@@ -430,12 +430,26 @@ def test_cvt_hypothesis(xs):
     run_cvt(xs)
 
 
+# ---------------------------------------------------------------- FP16ToFP32
+
+def test_widen_every_fp16_word():
+    """All 65,536 binary16 words widened: numpy's exact conversion (NaN canonical), which is
+    also what the multiplier gives for the word times 1.0 (the softmax unit's widening
+    before the converter)."""
+    h = np.arange(1 << 16, dtype=np.uint64)
+    got = simulate(FP16ToFP32(), {"h": h}, "a")
+    want = _canon(h.astype(np.uint16).view(np.float16).astype(np.float32), np.uint32, F32_QNAN)
+    check(got, want, h)
+    check(got, ref_mul(h, np.full_like(h, 0x3C00)), h)
+
+
 # ---------------------------------------------------------------- Verilog
 
 @pytest.mark.parametrize("cls, name", [
     (FP16MulToFP32, "fp16_mul_to_fp32"),
     (FP32Add, "fp32_add"),
     (FP32ToFP16, "fp32_to_fp16"),
+    (FP16ToFP32, "fp16_to_fp32"),
 ])
 def test_verilog(cls, name):
     text = verilog.convert(cls(), name=name, emit_src=False)
