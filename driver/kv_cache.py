@@ -320,23 +320,12 @@ class PagedKvCache:
 
     def _place(self, layers, heads, total, reserved):
         """A request's shares with their pages (and lists) allocated: all, or none and
-        OutOfDeviceMemory. Every list first, then the pages: a request's lists lie together
-        (a host that writes them touches few DRAM rows; a model device's sparse memory
-        holds them in few of its 1 MiB pages, where a reserved request's pages stay
-        unwritten)."""
+        OutOfDeviceMemory."""
         n = len(self.pool)
         request = _Request(layers, heads, total, {}, reserved)
-        shares = list(itertools.product(range(layers), range(heads), range(n)))
         try:
-            for layer, head, device in shares:
+            for layer, head, device in itertools.product(range(layers), range(heads), range(n)):
                 share = request.shares[(layer, head, device)] = _Share()
-                pages = -(-len(range(device, total, n)) // self.page_tokens)
-                if self.paged and pages:
-                    share.tail = self._allocate(device, PAGE_LIST_BYTES, PAGE_LIST_BYTES)
-                    for _ in range(-(-pages // self.lists_pages)):
-                        share.lists.append(self._allocate(device, PAGE_LIST_BYTES, PAGE_LIST_BYTES))
-            for layer, head, device in shares:
-                share = request.shares[(layer, head, device)]
                 for first in range(0, len(range(device, total, n)), self.page_tokens):
                     self._grow([share], device, first)
         except OutOfDeviceMemory:
@@ -346,7 +335,7 @@ class PagedKvCache:
 
     def _grow(self, shares, device, first):
         """A new page on `device` for each share, its first token `first` (and a new list
-        where the share has none for it, a tail list where it has none): all, or none and
+        where one is full, a tail list for the first page): all, or none and
         OutOfDeviceMemory."""
         taken, added = [], []           # addresses allocated here; (share, new list, new tail)
         try:
@@ -354,12 +343,12 @@ class PagedKvCache:
                 addr = self._allocate(device, self._page_bytes, PAGE_ALIGN if self.paged else None)
                 taken.append(addr)
                 new_list = new_tail = None
-                if self.paged and len(share.lists) * self.lists_pages <= len(share.pages):
+                if self.paged and len(share.pages) % self.lists_pages == 0:
                     new_list = self._allocate(device, PAGE_LIST_BYTES, PAGE_LIST_BYTES)
                     taken.append(new_list)
-                if self.paged and share.tail is None:
-                    new_tail = self._allocate(device, PAGE_LIST_BYTES, PAGE_LIST_BYTES)
-                    taken.append(new_tail)
+                    if share.tail is None:
+                        new_tail = self._allocate(device, PAGE_LIST_BYTES, PAGE_LIST_BYTES)
+                        taken.append(new_tail)
                 share.pages.append(_Page(device, addr, first))
                 if new_list is not None:
                     share.lists.append(new_list)

@@ -467,25 +467,3 @@ def test_skip_lists_and_the_list_cuts():
         await cache.free_request("long")
         assert pool.allocators[0].used_bytes == 0
     run(body())
-
-
-def test_a_requests_lists_lie_together_before_its_pages():
-    """A request's lists and tail lists are allocated first, side by side, then its pages:
-    writing them touches a few DRAM rows (and a few of a model's 1 MiB sparse pages, which
-    a whole model's reserved KV cache needs to fit in host memory: make replay-step)."""
-    async def body():
-        pool = await DevicePool.model(CFG, 2, **GEOMETRY)
-        cache = PagedKvCache(pool, head_dim=D, page_tokens=PAGED)
-        cache.reserve_request("r", 2 * 3 * PAGED, 2, 3)           # 3 pages a share, 2 x 3 x 2 shares
-        per_device = {0: [], 1: []}
-        pages = {0: [], 1: []}
-        for layer in range(2):
-            for head in range(3):
-                for device, share, _ in cache.shares("r", layer, head):
-                    per_device[device].append(share.list_addr)
-                    pages[device] += share.pages
-        for device in (0, 1):
-            lists = sorted(per_device[device])
-            assert max(lists) < min(pages[device])
-            assert lists[-1] - lists[0] < 2 * len(lists) * 512         # each beside its tail list
-    run(body())
