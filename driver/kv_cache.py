@@ -5,9 +5,7 @@ Each device computes integral attention on its share and the host merges the par
 (driver.attention.merge_attention): with a paged layout (`PagedKvCache.paged`), one paged
 ATTENTION per device, request and KV head over the share's page list
 (`PagedKvCache.shares`, docs/read-compute-project.md); else one ATTENTION per page
-(`PagedKvCache.pages`). Where the GPU holds a request's first pages on a device (PLoRA's
-KV duplicates, scheduler.kv_pages), `shares(..., skip=)` starts each device's share after
-them, through a list of its own (`write_skip_lists`).
+(`PagedKvCache.pages`).
 """
 import dataclasses
 import itertools
@@ -25,32 +23,6 @@ from .device import (KvBlock, PagedKvShare, _fp16_array, _padded_bytes, attentio
 from .errors import ArgumentError, OutOfDeviceMemory, ShapeError, count_arg, index_arg
 
 
-def paged_lists_pages(page_tokens, head_dim, limit):
-    """Pages one list (so one paged ATTENTION) covers in a PagedKvCache of `page_tokens`
-    tokens a page and `head_dim` on devices whose products take at most `limit` =
-    min(k_max, n_max) tokens, or None where the cache keeps the unpaged layout (the page not
-    a power of two, or its keys not a multiple of PAGE_ALIGN bytes): the scheduler's cost
-    model prices what the cache will emit from the same rule."""
-    shift = page_tokens.bit_length() - 1
-    if (page_tokens < 1 or page_tokens != 1 << shift or shift >= 1 << PAGE_SHIFT_BITS
-            or page_tokens * head_dim * 2 % PAGE_ALIGN or limit < page_tokens):
-        return None
-    return min(PAGE_LIST_MAX, limit // page_tokens)
-
-
-def share_spans(skip, pages, lists_pages):
-    """[(first page, end page)] of the paged ATTENTIONs of a share of `pages` pages whose
-    first `skip` pages are left out (the GPU holds them): from page `skip` on, cut where the
-    cache's lists are cut (every `lists_pages` pages), so every span but the first starts
-    a list and the first starts one or is a list's tail (`PagedKvCache.write_skip_lists`)."""
-    out, start = [], skip
-    while start < pages:
-        end = min(pages, (start // lists_pages + 1) * lists_pages)
-        out.append((start, end))
-        start = end
-    return out
-
-
 @dataclasses.dataclass
 class _Page:
     device: int
@@ -62,15 +34,11 @@ class _Page:
 @dataclasses.dataclass
 class _Share:
     """One (layer, KV head, device) of a request: its pages in token order; with a paged
-    layout, its page lists (one per `lists_pages` pages), its tail list (one entry: the
-    last page, for `pages`' per-page path) and, once a step has skipped pages inside a
-    list, its skip list (`skip_list`, allocated on first use): the entries of pages
-    `skip_from` to the end of that list's span."""
+    layout, its page lists (one per `lists_pages` pages) and its tail list (one entry: the
+    last page, for `pages`' per-page path)."""
     pages: list = dataclasses.field(default_factory=list)
     lists: list = dataclasses.field(default_factory=list)
     tail: int = None
-    skip_list: int = None
-    skip_from: int = None
 
 
 @dataclasses.dataclass
@@ -94,9 +62,7 @@ class PagedKvCache:
     place and never move; each (request, layer, head, device) has a page list (u64 page
     addresses in token order) at a PAGE_LIST_BYTES boundary, one per `lists_pages` pages,
     whose entry's line is written when a page is added. `shares` gives the operands of one
-    paged ATTENTION per device (per list); `shares(..., skip=)` those that leave out the
-    pages the GPU holds, through a share's skip list where it starts inside a list
-    (`write_skip_lists`).
+    paged ATTENTION per device (per list).
 
     Other geometries keep the unpaged layout of one ATTENTION operand per page (V from the
     line after K's last, driver.attention.kv_operand_bytes): appending a token whose key
@@ -123,10 +89,11 @@ class PagedKvCache:
                              f"not fit a descriptor: {exc}") from None
         shift = self.page_tokens.bit_length() - 1
         keys = self.page_tokens * self.head_dim * 2
-        # pages one list (so one descriptor) covers: the list's entries, and T within the products' limits
-        self.lists_pages = paged_lists_pages(self.page_tokens, self.head_dim, limit)
-        self.paged = self.lists_pages is not None
+        self.paged = (self.page_tokens == 1 << shift and shift < 1 << PAGE_SHIFT_BITS
+                      and keys % PAGE_ALIGN == 0)
         self.page_shift = shift if self.paged else None
+        # pages one list (so one descriptor) covers: the list's entries, and T within the products' limits
+        self.lists_pages = min(PAGE_LIST_MAX, limit // self.page_tokens) if self.paged else None
         if self.paged:
             paged_attention_descriptor(0, self.lists_pages * self.page_tokens, self.head_dim, shift, 1)
         self.page_half_bytes = keys if self.paged else None
@@ -162,77 +129,26 @@ class PagedKvCache:
                 out.append((device, operand, range(page.first * n + device, (page.first + page.t) * n + device, n)))
         return out
 
-    def shares(self, rid, layer, head, skip=None):
+    def shares(self, rid, layer, head):
         """[(device, PagedKvShare, global token indices it covers)] of one layer's KV head,
         by device (a device without tokens has none; one with more than `lists_pages`
         pages, one per list): one paged ATTENTION each (NdpDevice.attention_paged, or
-        attention_decode), merged, covers the request. Needs the paged layout.
-
-        `skip`: per device, how many of the request's first pages there to leave out (the
-        GPU holds them: scheduler.kv_pages' held pages); the device's share then starts at
-        page skip[device], cut as the lists are (`share_spans`). A share starting inside a
-        list reads the share's skip list, which `write_skip_lists(rid, skip)` must have
-        written from that page (the list's address must be a PAGE_LIST_BYTES multiple, so
-        it cannot point into the middle of the whole list)."""
+        attention_decode), merged, covers the request. Needs the paged layout."""
         if not self.paged:
             raise ShapeError(f"pages of page_tokens={self.page_tokens!r} tokens of head_dim={self.head_dim!r} "
                              f"are not a paged ATTENTION's (a power of two whose keys are a multiple of "
                              f"{PAGE_ALIGN!r} bytes): use pages()")
         request, layer, head = self._where(rid, layer, head)
         n, out = len(self.pool), []
-        skip = self._skip(skip)
         for device in range(n):
             share = request.shares[(layer, head, device)]
-            for start, end in share_spans(skip[device], len(share.pages), self.lists_pages):
-                c, entry = divmod(start, self.lists_pages)
-                if not entry:
-                    list_addr = share.lists[c]
-                elif share.skip_from == start:
-                    list_addr = share.skip_list
-                else:
-                    raise ArgumentError(f"request {rid!r} layer {layer} head {head} device {device}: its share "
-                                        f"from page {start} starts inside a list; write_skip_lists({rid!r}, "
-                                        f"{list(skip)!r}) first")
-                pages = share.pages[start:end]
+            for c, list_addr in enumerate(share.lists):
+                pages = share.pages[c * self.lists_pages:(c + 1) * self.lists_pages]
                 first, tokens = pages[0].first, sum(page.t for page in pages)
                 out.append((device, PagedKvShare(list_addr, tokens, self.head_dim, self.page_shift,
                                                  tuple(page.addr for page in pages)),
                             range(first * n + device, (first + tokens) * n + device, n)))
         return out
-
-    def _skip(self, skip):
-        n = len(self.pool)
-        if skip is None:
-            return [0] * n
-        skip = list(skip)
-        if len(skip) != n:
-            raise ArgumentError(f"skip must give one page count per device ({n}), got {skip!r}")
-        return [count_arg(x, "skip") for x in skip]
-
-    async def write_skip_lists(self, rid, skip):
-        """Make `shares(rid, ..., skip)` runnable: for every (layer, KV head, device) whose
-        share starts inside a list (skip[device] not a multiple of `lists_pages`, below its
-        pages), the share's skip list (PAGE_LIST_BYTES at a PAGE_LIST_BYTES boundary,
-        allocated on first use, freed with the request) holds the pages from skip[device]
-        to the end of that list's span. Written whole only where it held another start, so
-        a step that skips what the last one did writes nothing; `append` keeps it current
-        (the new entry's line). Every share is done or OutOfDeviceMemory is raised (the
-        lists allocated so far stay with their shares)."""
-        if not self.paged:
-            raise ShapeError(f"a cache of page_tokens={self.page_tokens!r}, head_dim={self.head_dim!r} is not "
-                             f"paged: it has no page lists to skip pages in")
-        request, skip = self._request(rid), self._skip(skip)
-        for (_, _, device), share in request.shares.items():
-            start = skip[device]
-            if start % self.lists_pages == 0 or start >= len(share.pages) or share.skip_from == start:
-                continue
-            if share.skip_list is None:
-                share.skip_list = self._allocate(device, PAGE_LIST_BYTES, PAGE_LIST_BYTES)
-            end = min(len(share.pages), (start // self.lists_pages + 1) * self.lists_pages)
-            share.skip_from = None          # until written
-            await self.pool.mem_write(device, share.skip_list,
-                                      page_list_bytes([page.addr for page in share.pages[start:end]]))
-            share.skip_from = start
 
     def _where(self, rid, layer, head):
         request = self._request(rid)
@@ -371,10 +287,9 @@ class PagedKvCache:
 
     def _free(self, request):
         for (_, _, device), share in request.shares.items():
-            for addr in ([page.addr for page in share.pages] + share.lists
-                         + [a for a in (share.tail, share.skip_list) if a is not None]):
+            for addr in [page.addr for page in share.pages] + share.lists + ([share.tail] if share.tail is not None else []):
                 self.pool.free(device, addr)
-            share.pages, share.lists, share.tail, share.skip_list, share.skip_from = [], [], None, None, None
+            share.pages, share.lists, share.tail = [], [], None
 
     # ---- writing -----------------------------------------------------------------------------
 
@@ -400,12 +315,6 @@ class PagedKvCache:
         await self.pool.mem_write(device, share.lists[c] + entry // per_line * LINE_BYTES,
                                   page_list_bytes([page.addr for page in line]))
         await self.pool.mem_write(device, share.tail, page_list_bytes([share.pages[p].addr]))
-        s = share.skip_from
-        if s is not None and s // self.lists_pages == c:     # the skip list spans page p too
-            start = s + (p - s) // per_line * per_line
-            line = share.pages[start:min(start + per_line, (c + 1) * self.lists_pages)]
-            await self.pool.mem_write(device, share.skip_list + (p - s) // per_line * LINE_BYTES,
-                                      page_list_bytes([page.addr for page in line]))
 
     async def _write(self, page, k, v):
         """Lay out the page's tokens k, v (t x d) and write them."""

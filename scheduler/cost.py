@@ -11,9 +11,8 @@ Three sources of time, and no other:
 3a); `add_lora` puts it into its round's load, where it shares the devices' queues, the
 link and the GPU's stream with the round's other work (scheduler.rounds). `attention_load`
 is one layer's attention round for a batch under a KV share (Table V): the GPU over the
-pages it holds, each device over the rest of its pages as a queue of paged ATTENTION
-descriptors, one per request and KV head (per request-head share), the partials back over
-the link, one per share, the GPU's merge. Everything is per layer.
+pages it holds, each device over the rest of its pages as a queue of ATTENTION descriptors,
+the partials back over the link, the GPU's merge. Everything is per layer.
 """
 import dataclasses
 import enum
@@ -24,7 +23,6 @@ import numpy as np
 
 from driver.device import KvBlock, attention_descriptor
 from driver.errors import ShapeError
-from driver.kv_cache import paged_lists_pages
 from isa import payload_bytes, result_bytes
 from isa.slots import HEADER_BYTES
 from isa.system import FP16_BYTES
@@ -104,8 +102,7 @@ class CostModel:
         self.distributed_attention, self.kv_scale = distributed_attention, kv_scale
         self.pages = KvPages(num_devices, page_tokens) if page_tokens else None
         self.lora_cost = functools.lru_cache(maxsize=1 << 16)(self.lora_cost)
-        self._page_tables = {}      # (rows, head_dim) -> [periods by tokens 0..P, drains]
-        self._share_tables = {}     # (rows, head_dim) -> [periods by tokens 0..lists_pages x P, drains]
+        self._page_tables = {}      # (rows, head_dim) -> [periods by tokens 0..P, drains, filled]
 
     # ---- Table IV: LoRA ---------------------------------------------------------------
 
@@ -199,54 +196,15 @@ class CostModel:
                 period[s], drain[s] = p, d
         return period, drain
 
-    def lists_pages(self, head_dim):
-        """Pages one paged ATTENTION covers on the devices (one list: driver.kv_cache's
-        rule for the cache's page lists), or None where the KV cache keeps the unpaged
-        layout for this page and head_dim, and a device runs one ATTENTION per page."""
-        cfg = self.timing.cfg
-        return paged_lists_pages(self.pages.page, head_dim, min(cfg.k_max, cfg.n_max))
-
-    def _share(self, rows, head_dim, sizes):
-        """(period, drain) arrays by a paged share's token count 0..lists_pages x P (0 at 0
-        tokens; `timing.stream("attention_share", rows, head_dim, P, t)`), the sizes asked
-        for filled in, as `_page` does for a page. At a KV precision below FP16 a share of t
-        tokens reads the bytes of ceil(t x kv_scale) FP16 tokens: its period is a one-row
-        share of that many tokens in pages of P plus what the group's other rows add at t
-        tokens; its drain does not change."""
-        page, key = self.pages.page, (rows, head_dim)
-        entry = self._share_tables.get(key)
-        if entry is None:
-            size = self.lists_pages(head_dim) * page + 1
-            entry = self._share_tables[key] = [np.full(size, np.nan), np.full(size, np.nan)]
-            entry[0][0] = entry[1][0] = 0.0
-        period, drain = entry
-        stream = self.timing.stream
-        for t in np.asarray(sizes).tolist():
-            if math.isnan(period[t]):
-                p, d = stream("attention_share", rows, head_dim, page, t)
-                if self.kv_scale != 1.0:
-                    scaled = max(1, math.ceil(t * self.kv_scale))
-                    p = stream("attention_share", 1, head_dim, page, scaled)[0] + \
-                        p - stream("attention_share", 1, head_dim, page, t)[0]
-                period[t], drain[t] = p, d
-        return period, drain
-
 
 class AttentionTable:
     """One layer's attention round for a batch (Table V), under any KV share: the GPU
     computes over the pages it holds; each device, with D, over the rest of its pages, one
-    paged ATTENTION descriptor per request and KV head (a request-head share: the pages
-    there from the first the GPU does not hold on, through a list; one per list where the
-    share spans more than one, every `lists_pages` pages, driver.kv_cache.share_spans), in
-    that order, the head's group of query heads as its rows, a queue back to back
-    (scheduler.rounds: a share's period and drain from `timing.stream("attention_share",
-    ...)`); the partials (O, m, l) come back one per descriptor, so one per share, over the
-    link and the GPU merges them. Where the KV cache keeps the unpaged layout (the page not
-    a power of two, or its keys not a multiple of 4 KiB: CostModel.lists_pages is None),
-    one ATTENTION per request, KV head and page instead, priced per page (`_page`), as
-    scheduler.emit emits it. Or (without D, or where that is faster) the GPU computes over
-    every token, reading the pages it does not hold over the link, the two streams in
-    parallel.
+    ATTENTION descriptor per request, KV head and page, in that order, the head's group of
+    query heads as its rows, a queue back to back (scheduler.rounds); the partials (O, m, l)
+    come back per descriptor over the link and the GPU merges them. Or (without D, or where
+    that is faster) the GPU computes over every token, reading the pages it does not hold
+    over the link, the two streams in parallel.
 
     What a request leaves the GPU and each device depends only on how many units it holds,
     so it is tabled for every count at once (arrays indexed [units, request, device]), and
@@ -267,45 +225,14 @@ class AttentionTable:
         self.total_tokens = int(layout.tokens.sum())
         group = q_heads // kv_heads
         desc = attention_descriptor(KvBlock(0, head_dim, 1), group)
-        # a descriptor's line and payload out, its completion line and result back (a paged
-        # one's are the same: they depend on its rows and d only)
+        # a descriptor's line and payload out, its completion line and result back
         self.out_bytes, self.in_bytes = HEADER_BYTES + payload_bytes(desc), HEADER_BYTES + result_bytes(desc)
         self.partial_bytes = result_bytes(desc)
-        self.lists_pages = cost.lists_pages(head_dim)
-        if self.lists_pages is None:
-            self._per_page(held, group)
-        else:
-            self._per_share(held, group)
-
-    def _per_share(self, held, group):
-        """busy, count, drain and run [units, request, device] of one paged ATTENTION per
-        request, KV head and device (per list the share spans)."""
-        cost, layout, page, lists = self.cost, self.layout, self.cost.pages.page, self.lists_pages
-        pages, tail = layout.pages, layout.tail
-        spans = []              # per list c: the tokens of the share's descriptor over it (0: none)
-        for c in range(-(-int(pages.max(initial=0)) // lists)):
-            start, end = np.maximum(held, c * lists), np.minimum(pages, (c + 1) * lists)
-            n = np.maximum(end - start, 0)
-            partial = (n > 0) & (end == pages) & (tail > 0)          # it ends with the partial last page
-            spans.append(n * page - partial * (page - tail))
-        tokens = np.stack(spans) if spans else np.zeros((1, *held.shape), dtype=np.int64)
-        period, drain = cost._share(group, self.head_dim, np.unique(tokens[tokens > 0]))
-        self.busy = self.kv_heads * period[tokens].sum(axis=0)
-        self.count = self.kv_heads * (tokens > 0).sum(axis=0)
-        # the request's last descriptor on a device: the one over its last list (the GPU holds first pages)
-        last = np.maximum(pages - 1, 0) // lists
-        self.drain = drain[np.take_along_axis(tokens, np.broadcast_to(last, held.shape)[None], axis=0)[0]]
-        self.run = np.where(tokens > 0, period[tokens] + drain[tokens], INF).min(axis=0)
-
-    def _per_page(self, held, group):
-        """busy, count, drain and run [units, request, device] of one ATTENTION per request,
-        KV head and page (the unpaged layout)."""
-        cost, layout, pages = self.cost, self.layout, self.cost.pages
         full, tail = pages.device_pages(layout, held)
-        period, drain = cost._page(group, self.head_dim, np.unique(layout.tail[layout.tail > 0]))
+        period, drain = cost._page(group, head_dim, np.unique(layout.tail[layout.tail > 0]))
         page = pages.page
-        self.busy = self.kv_heads * (full * period[page] + np.where(tail, period[layout.tail], 0.0))
-        self.count = self.kv_heads * (full + tail)
+        self.busy = kv_heads * (full * period[page] + np.where(tail, period[layout.tail], 0.0))
+        self.count = kv_heads * (full + tail)
         # the drain of the request's last descriptor on a device: its tail page if computed
         self.drain = np.where(tail, drain[layout.tail], drain[page])
         run = period + drain

@@ -5,12 +5,10 @@ Per layer the work comes in rounds, each depending on the previous one's results
 - a LoRA round for a set of projections (q, k, v; then o; then gate, up; then down): per
   adapter and projection, one descriptor with all of the adapter's rows: E3 a LORA_XAB
   chain, E4 a GEMM on A (m = x A, then m B on the GPU); E1 and E2 are GPU work;
-- the attention round: per request, KV head and device, one paged ATTENTION descriptor
-  over the pages there the GPU does not duplicate (one per page list the share spans: a
-  list holds up to PAGE_LIST_MAX pages), the head's group of query heads as its rows; or,
-  where the KV cache keeps the unpaged layout, one ATTENTION per such page. The GPU
-  computes its own share (the pages it duplicates, scheduler.kv_pages, and the step's new
-  token) and merges.
+- the attention round: per request, KV head and device page not duplicated on the GPU,
+  one ATTENTION descriptor (the head's group of query heads as its rows); the GPU computes
+  its own share (the pages it duplicates, scheduler.kv_pages, and the step's new token)
+  and merges.
 The descriptors are the driver's builders over the placed tensors; nothing here touches
 a device.
 """
@@ -28,7 +26,7 @@ class DeviceOp:
     device: int
     descriptor: object
     kind: str                   # "lora_xab" (E3), "lora_xa" (E4), "attention"
-    key: tuple                  # (adapter, projection) or (request, kv head, first token of its pages)
+    key: tuple                  # (adapter, projection) or (request, kv head, first token)
     rows: tuple                 # requests whose rows form the input (LoRA), or the query heads
 
 
@@ -80,22 +78,12 @@ def lora_round(name, projections, rows_by_adapter, strategy_of, handles, device_
 
 
 def attention_round(kv_cache, layer, requests, held, groups, on_devices=True):
-    """The attention round of one layer: `held[rid]` is, per device, how many of the
-    request's first pages there the GPU holds (KvPages.held_pages); `groups[h]` the query
-    heads of KV head h. The GPU's op for a request and head lists the tokens of its pages,
-    or, if not `on_devices`, every token (the GPU reads the pages it does not hold over the
-    link).
-
-    On a paged cache (`kv_cache.paged`) each device runs one paged ATTENTION per request and
-    KV head over the pages the GPU does not hold (`kv_cache.shares(..., skip=held[rid])`;
-    one per list where a share spans more than one, every `lists_pages` = PAGE_LIST_MAX
-    pages or fewer), which needs the share lists that start after the held pages written
-    first (`await kv_cache.write_skip_lists(rid, held[rid])`). Where the cache keeps the
-    unpaged layout (a page that is not a power of two, or whose keys are not a multiple of
-    PAGE_ALIGN bytes: driver.kv_cache.paged_lists_pages) it is one ATTENTION per page, as
-    the cost model prices it (scheduler.cost.AttentionTable)."""
+    """One ATTENTION descriptor per request, KV head and device page the GPU does not hold;
+    `held[rid]` is, per device, how many of the request's first pages there the GPU holds
+    (KvPages.held_pages); `groups[h]` the query heads of KV head h. The GPU's op for a
+    request and head lists the tokens of its pages, or, if not `on_devices`, every token
+    (the GPU reads the pages it does not hold over the link)."""
     device_ops, gpu_ops = [], []
-    paged = getattr(kv_cache, "paged", False)
     for rid in requests:
         for head, q_heads in enumerate(groups):
             seen = collections.Counter()            # pages passed so far, per device
@@ -104,12 +92,8 @@ def attention_round(kv_cache, layer, requests, held, groups, on_devices=True):
                 index, seen[device] = seen[device], seen[device] + 1
                 if index < held[rid][device] or not on_devices:
                     gpu_tokens.extend(tokens)
-                elif not paged:
-                    desc = attention_descriptor(block, len(q_heads))
-                    device_ops.append(DeviceOp(device, desc, "attention", (rid, head, tokens[0]), tuple(q_heads)))
-            if paged and on_devices:
-                for device, share, tokens in kv_cache.shares(rid, layer, head, skip=held[rid]):
-                    desc = attention_descriptor(share, len(q_heads))
-                    device_ops.append(DeviceOp(device, desc, "attention", (rid, head, tokens[0]), tuple(q_heads)))
+                    continue
+                desc = attention_descriptor(block, len(q_heads))
+                device_ops.append(DeviceOp(device, desc, "attention", (rid, head, tokens[0]), tuple(q_heads)))
             gpu_ops.append(GpuOp("attention_share", (rid, head, tuple(sorted(gpu_tokens))), tuple(q_heads)))
     return Round("attention", device_ops, gpu_ops)

@@ -173,9 +173,6 @@ class PoolBackend:
     async def attention(self, step, layer, q, k_new, v_new):
         index = {rid: i for i, (rid, _, _) in enumerate(step.requests)}
         held = {rid: self.pages.held_pages(self.kv_cache.tokens(rid), rid, self.kv_units[rid]) for rid in index}
-        if self.kv_cache.paged:         # the share lists past the GPU's pages (written when they change)
-            for rid in index:
-                await self.kv_cache.write_skip_lists(rid, held[rid])
         rnd = attention_round(self.kv_cache, layer, list(index), held, step.groups)
         q16 = q.astype(np.float16)
         payloads = {}

@@ -3,8 +3,7 @@
 
 For each case the serving simulator decodes a batch (a few warm-up steps, then the measured
 one) and records what its scheduler decided and what the step was charged. The step's whole
-descriptor stream (every layer, every device product, every attention share, scheduler.emit:
-one paged ATTENTION per request, KV head and device over the pages the GPU does not hold)
+descriptor stream (every layer, every device product, every attention page, scheduler.emit)
 then runs descriptor by descriptor on N model devices of a DevicePool sharing one simulated
 clock, with the link between the GPU and the pool modelled on that clock:
 - each round starts when the round before it has ended (its pool side, and the GPU's side as
@@ -41,7 +40,6 @@ from driver.kv_cache import PagedKvCache
 from driver.model_transport import ModelTransport
 from isa import load_config as load_device_config, payload_bytes, result_bytes
 from isa.slots import HEADER_BYTES
-from isa.validate import paged as is_paged
 
 from scheduler.cost import Strategy, factor_bytes
 from scheduler.emit import attention_round, lora_round
@@ -67,7 +65,6 @@ class Case:
     mixed: bool = False     # every strategy on some site (adapter a, projection p: E1..E4 in turn)
     seed: int = 0
     gpu_budget_bytes: float = None      # the scheduler's GPU budget, if not the config's
-    link_bytes_per_s: float = None      # the link's bandwidth, if not its config's (the tests' slow link)
 
 
 CASES = {c.name: c for c in (
@@ -88,7 +85,6 @@ class Replayed:
     rounds: dict                # round name -> (charged, replayed) seconds summed over layers
     wall_s: float
     mix: dict
-    paged: int = 0              # of the descriptors, the paged ATTENTIONs (one per request-head share)
 
     @property
     def error(self):
@@ -116,7 +112,7 @@ def mixed_strategies(model):
 def decode_step(case):
     """(system, the running batch, the measured step's plan, its StepCost)."""
     run = load_serving_config("default", model=case.model, num_devices=case.devices, max_batch=case.batch,
-                              workload=case.workload, seed=case.seed, link_bytes_per_s=case.link_bytes_per_s)
+                              workload=case.workload, seed=case.seed)
     workload = load_workload(case.workload, seed=case.seed)
     system = build_system(run, load_system_config("plora"), workload.ranks, device_timing(run.device))
     if case.mixed:
@@ -208,7 +204,7 @@ class _Host:
 
 async def _replay(system, running, plan):
     """The plan's whole step on a model pool: {round name: replayed pool side summed over
-    layers}, descriptors run, of which paged ATTENTIONs."""
+    layers}, descriptors run."""
     m, sched = system.model, system.scheduler
     cfg = load_device_config(system.run.device)
     n = system.run.num_devices
@@ -235,14 +231,10 @@ async def _replay(system, running, plan):
                     placed.append(dataclasses.replace(operand, addr=addr))
                 handles[(adapter, layer, p.name)] = placed
     kv = PagedKvCache(pool, m.head_dim, sched.config.kv_page_tokens)
-    pages = KvPages(n, sched.config.kv_page_tokens)
-    held = {r.rid: pages.held_pages(r.context, r.rid, plan.kv_units[r.rid]) for r in running}
     for r in running:
         kv.reserve_request(r.rid, r.context, m.layers, m.kv_heads)
-        if kv.paged:        # the lists the paged descriptors read (host writes: no device time)
-            await kv.write_lists(r.rid)
-            if plan.attention_on_devices:
-                await kv.write_skip_lists(r.rid, held[r.rid])
+    pages = KvPages(n, sched.config.kv_page_tokens)
+    held = {r.rid: pages.held_pages(r.context, r.rid, plan.kv_units[r.rid]) for r in running}
     chosen = {(site.adapter, site.projection): d.chosen.strategy for site, d in plan.decisions.items()}
     groups = query_groups(m.q_heads, m.kv_heads)
     # E2: the GPU reads a copy's factors over the link (emission gives an op per copy)
@@ -254,7 +246,7 @@ async def _replay(system, running, plan):
         if site.adapter not in plan.precached:
             loading[ROUND_OF[site.projection]] += nbytes / m.layers
     host = _Host(pool, clock, system.link)
-    replayed, descriptors, paged = collections.Counter(), 0, 0
+    replayed, descriptors = collections.Counter(), 0
     for layer in range(m.layers):
         for name, projections in ROUNDS:
             if projections:
@@ -269,22 +261,21 @@ async def _replay(system, running, plan):
                 reads.append(plan.rounds[name].reads)       # the pages the GPU does not hold, over the link
             pool_s = await host.round(rnd.device_ops, reads)
             descriptors += len(rnd.device_ops)
-            paged += sum(is_paged(op.descriptor) for op in rnd.device_ops)
             replayed[name] += pool_s
             # the GPU's side of the round as charged, and its work on the pool's results
             load = plan.rounds[name]
             await clock.sleep(max(0.0, load.gemm_s + load.gpu_s - pool_s) + load.gpu_after_s)
-    return replayed, descriptors, paged
+    return replayed, descriptors
 
 
 def replay(case):
     start = time.perf_counter()
     system, running, plan, cost = decode_step(case)
-    replayed, descriptors, paged = run_on_clock(_replay(system, running, plan))
+    replayed, descriptors = run_on_clock(_replay(system, running, plan))
     link, layers = system.link, system.model.layers
     rounds = {name: (layers * plan.rounds[name].pool_s(link), replayed[name]) for name, _ in ROUNDS}
     return Replayed(case, descriptors, cost.pool_s, sum(replayed.values()), rounds,
-                    time.perf_counter() - start, dict(plan.strategy_mix()), paged)
+                    time.perf_counter() - start, dict(plan.strategy_mix()))
 
 
 def main(names=None, out=print):

@@ -1,8 +1,7 @@
 """driver.kv_cache.PagedKvCache on a pool of device models: token i on device i mod N, each
 page's bytes in device memory, and split attention over the pages against float64; with the
 paged layout (pages of 4 KiB of keys), the page lists and one paged ATTENTION per device and
-request-head share, against the golden model and float64; shares that skip the pages the
-GPU holds, through their skip lists."""
+request-head share, against the golden model and float64."""
 import asyncio
 
 import numpy as np
@@ -357,113 +356,4 @@ def test_shares_need_the_paged_layout():
             with pytest.raises(ShapeError, match="use pages"):
                 cache.shares("r", 0, 0)
             await cache.free_request("r")
-    run(body())
-
-
-# ---- shares that skip the pages the GPU holds (the scheduler's KV duplicates) -------------
-
-def test_skip_lists_start_a_share_after_the_held_pages():
-    """shares(skip=) leaves out each device's first skip[d] pages: a share starting inside
-    a list reads the share's own skip list (at a 512-byte boundary, the pages from there to
-    the list's end), one starting a list reads that list; each passes isa.validate and runs
-    on the model device to the golden model's partial over exactly the tokens left. The
-    skip list is written once, nothing when the same skip comes again, one line when a
-    page is appended inside its span, whole when the skip moves."""
-    async def body():
-        pool = await DevicePool.model(CFG, 2, **GEOMETRY)
-        cache = PagedKvCache(pool, head_dim=D, page_tokens=PAGED)
-        rng = np.random.default_rng(14)
-        k, v = kv(rng, 1, 2, 6 * PAGED + 6, D), kv(rng, 1, 2, 6 * PAGED + 6, D)   # 99 tokens a device: 4 pages
-        await cache.add_request("s", k, v)
-        with pytest.raises(ArgumentError, match="write_skip_lists"):
-            cache.shares("s", 0, 0, skip=[1, 0])
-        assert pool.allocators[0].used_bytes == 4 * 2 * 8192 + 2 * 2 * 512          # no skip list yet
-        await cache.write_skip_lists("s", [1, 4])           # device 0 from page 1; device 1: the GPU holds all
-        assert pool.allocators[0].used_bytes == 4 * 2 * 8192 + 2 * 2 * 512 + 2 * 512 and \
-            pool.allocators[1].used_bytes == 4 * 2 * 8192 + 2 * 2 * 512          # one per (head) on device 0 only
-        for head in range(2):
-            whole = {device: share for device, share, _ in cache.shares("s", 0, head)}
-            [(device, share, indices)] = cache.shares("s", 0, head, skip=[1, 4])
-            assert device == 0 and share.pages == whole[0].pages[1:] and share.tokens == 99 - PAGED
-            assert list(indices) == list(range(2 * PAGED, 198, 2))
-            assert share.list_addr % 512 == 0 and share.list_addr not in (whole[0].list_addr,)
-            desc = paged_attention_descriptor(share.list_addr, share.tokens, D, share.page_shift, 2)
-            listed = await pool.mem_read(0, share.list_addr, desc.dev_size * 64)
-            assert listed == page_list_bytes(share.pages)
-            entries = [int(e) for e in np.frombuffer(listed, "<u8")[:page_count(desc)]]
-            assert check_descriptor(desc, view_of(pool, 0), CFG) == Status.OK
-            assert check_pages(desc, entries, view_of(pool, 0), CFG) == Status.OK
-            q = kv(rng, 2, D)
-            partial = await pool.devices[0].attention_paged(q, share)
-            ref = golden.attention_partial_trans(scale_query(q), k[0, head, list(indices)], v[0, head, list(indices)],
-                                                 CFG.lanes)
-            assert all(np.array_equal(a, b) for a, b in zip(partial, ref))
-        # skipping a whole list's start needs no skip list; nothing to skip is the whole share
-        assert [s.list_addr for _, s, _ in cache.shares("s", 0, 1, skip=[0, 0])] == \
-            [s.list_addr for _, s, _ in cache.shares("s", 0, 1)]
-
-        writes = []
-        write = pool.mem_write
-
-        async def recording_write(device, addr, data):
-            writes.append((device, addr, len(data)))
-            await write(device, addr, data)
-        pool.mem_write = recording_write
-        await cache.write_skip_lists("s", [1, 4])           # the same skip: nothing written
-        assert writes == []
-        for _ in range(2 * PAGED - 6):                      # fills both devices' last pages: no new page
-            await cache.append("s", kv(rng, 1, 2, D), kv(rng, 1, 2, D))
-        writes.clear()
-        await cache.append("s", kv(rng, 1, 2, D), kv(rng, 1, 2, D))      # device 0's page 4
-        skips = {s.list_addr for head in range(2) for _, s, _ in cache.shares("s", 0, head, skip=[1, 4])}
-        assert sorted((a, n) for d, a, n in writes if d == 0 and a in skips) == sorted((a, 64) for a in skips)
-        for head in range(2):
-            [(_, share, _)] = cache.shares("s", 0, head, skip=[1, 4])
-            assert len(share.pages) == 4
-            assert await pool.mem_read(0, share.list_addr, 64) == page_list_bytes(share.pages)
-        writes.clear()
-        await cache.write_skip_lists("s", [2, 4])           # the skip moves: the list rewritten whole
-        assert sorted((d, a) for d, a, _ in writes) == sorted((0, a) for a in skips)
-        for head in range(2):
-            [(_, share, _)] = cache.shares("s", 0, head, skip=[2, 4])
-            assert share.list_addr in skips and len(share.pages) == 3
-            assert await pool.mem_read(0, share.list_addr, 64) == page_list_bytes(share.pages)
-        with pytest.raises(ArgumentError, match="write_skip_lists"):
-            cache.shares("s", 0, 0, skip=[1, 4])            # the list now starts at page 2
-        with pytest.raises(ArgumentError, match="one page count per device"):
-            cache.shares("s", 0, 0, skip=[1])
-        pool.mem_write = write
-        await cache.free_request("s")
-        assert [a.used_bytes for a in pool.allocators] == [0, 0]
-    run(body())
-
-
-def test_skip_lists_and_the_list_cuts():
-    """A share over more than one list (4 pages of 1024 a list here) skipping pages: the
-    first span from the skip to its list's end through the skip list, the next lists as
-    they are (share_spans); a skip at a list's start needs no skip list."""
-    from driver.kv_cache import share_spans
-    assert share_spans(0, 5, 4) == [(0, 4), (4, 5)] and share_spans(2, 5, 4) == [(2, 4), (4, 5)]
-    assert share_spans(4, 5, 4) == [(4, 5)] and share_spans(5, 5, 4) == []
-    assert share_spans(3, 9, 4) == [(3, 4), (4, 8), (8, 9)]
-
-    async def body():
-        pool = await DevicePool.model(CFG, 1, **GEOMETRY)
-        cache = PagedKvCache(pool, head_dim=D, page_tokens=1024)
-        cache.reserve_request("long", 5 * 1024 - 24, 1, 1)
-        await cache.write_lists("long")
-        await cache.write_skip_lists("long", [2])
-        whole = cache.shares("long", 0, 0)
-        shares = cache.shares("long", 0, 0, skip=[2])
-        assert [(s.tokens, s.pages) for _, s, _ in shares] == [(2048, whole[0][1].pages[2:]), (1000, whole[1][1].pages)]
-        assert shares[1][1].list_addr == whole[1][1].list_addr and shares[0][1].list_addr != whole[0][1].list_addr
-        assert [(ix.start, ix.stop) for _, _, ix in shares] == [(2048, 4096), (4096, 5096)]
-        for _, s, _ in shares:
-            assert await pool.mem_read(0, s.list_addr, 64) == page_list_bytes(s.pages)
-        used = pool.allocators[0].used_bytes
-        await cache.write_skip_lists("long", [4])           # a list's start: the lists as they are
-        assert pool.allocators[0].used_bytes == used
-        assert [s.list_addr for _, s, _ in cache.shares("long", 0, 0, skip=[4])] == [whole[1][1].list_addr]
-        await cache.free_request("long")
-        assert pool.allocators[0].used_bytes == 0
     run(body())
