@@ -13,6 +13,13 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 # make test.
 RTL_CONFIGS = os.environ.get("NDP_RTL_CONFIGS", "default").split()
 
+# The full size of the tests that `make test` runs smaller to stay within CI's 15 minutes on
+# two cores: NDP_TEST_FULL=1 (`make test-full`) runs the items marked `slow` (cases of a
+# parametrization beyond the ones make test keeps, the paper-size and many-iteration runs)
+# and makes the tests that read FULL below draw their full counts (hypothesis examples,
+# stream lengths); without it the slow items are deselected.
+FULL = os.environ.get("NDP_TEST_FULL", "") not in ("", "0")
+
 
 def bench_config(item):
     """The config an item builds an RTL top for (ndp_device with the cocotbext-axi bench, or
@@ -30,6 +37,12 @@ def pytest_collection_modifyitems(config, items):
         config.hook.pytest_deselected(items=dropped)
         items[:] = [item for item in items if item not in dropped]
         config._ndp_bench_deselected = len(dropped)
+    slow = [] if FULL else [item for item in items if item.get_closest_marker("slow")]
+    if slow:
+        config.hook.pytest_deselected(items=slow)
+        drop = set(slow)
+        items[:] = [item for item in items if item not in drop]
+        config._ndp_slow_deselected = len(slow)
 
 
 def pytest_terminal_summary(terminalreporter, config):
@@ -38,3 +51,8 @@ def pytest_terminal_summary(terminalreporter, config):
         terminalreporter.write_line(
             f"{dropped} RTL items with configs outside NDP_RTL_CONFIGS={' '.join(RTL_CONFIGS)!r} "
             f"deselected: make test-rtl-configs runs them")
+    slow = getattr(config, "_ndp_slow_deselected", 0)
+    if slow:
+        terminalreporter.write_line(
+            f"{slow} slow items deselected, smaller counts drawn: make test-full (NDP_TEST_FULL=1) runs the "
+            f"suite at full size")

@@ -17,6 +17,7 @@ from sim import golden
 
 # a small unit keeps the simulation quick: 32 lanes (the port's width), 2 rows
 CFG = dataclasses.replace(isa.load_config("small"), name="unit")
+SLOW = pytest.mark.slow
 
 
 def slots(m, k, n, lanes):
@@ -127,9 +128,15 @@ def run_unit(x, wt, stall=0.0):
 
 # packed rows (N = 16, 5: pack 2 and 4, three sets, a last k-group shorter), one word and
 # three sets (N = 24), two words and two sets (N = 40), and a K below the sets; one input
-# row: pairs of one-chunk groups (N = 24, 5), pairs at every boundary (N = 40, 100), K = 1
-@pytest.mark.parametrize("m,k,n", [(2, 7, 16), (1, 9, 5), (2, 6, 24), (1, 5, 40), (2, 2, 3),
-                                   (1, 11, 24), (1, 8, 100), (1, 1, 24), (1, 3, 17), (1, 14, 12)])
+# row: pairs of one-chunk groups (N = 24, 5), pairs at every boundary (N = 40, 100), K = 1.
+# Each case is a simulation of its own (about 6 s on two cores): `make test` runs one of
+# each kind (packed rows, one word and three sets, a K below the sets, one input row with
+# pairs at every boundary), `make test-full` (slow) the others as well.
+@pytest.mark.parametrize("m,k,n", [(2, 7, 16), pytest.param(1, 9, 5, marks=SLOW), (2, 6, 24),
+                                   pytest.param(1, 5, 40, marks=SLOW), (2, 2, 3),
+                                   pytest.param(1, 11, 24, marks=SLOW), (1, 8, 100),
+                                   pytest.param(1, 1, 24, marks=SLOW), pytest.param(1, 3, 17, marks=SLOW),
+                                   pytest.param(1, 14, 12, marks=SLOW)])
 def test_compute_unit_matches_golden(m, k, n):
     rng = np.random.default_rng(m * 100 + k * 10 + n)
     x = (rng.standard_normal((m, k)) * np.exp2(rng.integers(-6, 6, (m, k)))).astype(np.float16)

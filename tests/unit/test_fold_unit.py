@@ -8,10 +8,15 @@ import isa
 
 
 # (sets, sets1, pack_log2, N): 0 adds; 1 (a second set; PE row 1's set); 2 (set + tree);
-# 4 (three sets, PE row 1, tree); 5 (three sets, three of PE row 1)
-@pytest.mark.parametrize("sets,sets1,pack_log2,n", [(1, 0, 0, 100), (2, 0, 0, 40), (1, 1, 0, 100),
-                                                    (1, 1, 1, 8), (3, 1, 1, 8), (3, 3, 0, 40)])
-@pytest.mark.parametrize("stall", [0.0, 0.5])
+# 4 (three sets, PE row 1, tree); 5 (three sets, three of PE row 1). Each shape with the
+# consumer never stalling and stalling half the time: `make test` runs each shape once,
+# the stalls alternating, `make test-full` (slow) the other half too.
+SHAPES = [(1, 0, 0, 100), (2, 0, 0, 40), (1, 1, 0, 100), (1, 1, 1, 8), (3, 1, 1, 8), (3, 3, 0, 40)]
+
+
+@pytest.mark.parametrize("sets,sets1,pack_log2,n,stall", [
+    pytest.param(*shape, stall, marks=[pytest.mark.slow] if (i + j) % 2 else [])
+    for j, stall in enumerate([0.0, 0.5]) for i, shape in enumerate(SHAPES)])
 def test_fold_unit_cycles(sets, sets1, pack_log2, n, stall):
     """hw/fold_unit.py's request takes and sums out, against sim/fold_unit.py, with a
     consumer that stalls at random (the sums' values: tests/unit/test_compute_unit.py)."""
