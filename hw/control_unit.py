@@ -1,7 +1,8 @@
 """The control unit: executes one decoded descriptor at a time.
 
-It owns the datapath: the decoder, the DRAM reader (with the DRAM buffer), the
-unpacker, the compute unit, the softmax unit and the DRAM writer, and sequences them:
+It owns the datapath: the front end (which decodes each descriptor once and hands it over
+with what it found), the DRAM reader (with the DRAM buffer), the unpacker, the compute
+unit, the softmax unit and the DRAM writer, and sequences them:
 
 - LOAD / STORE: the reader streams the source lines through the DRAM buffer into
   the writer.
@@ -61,11 +62,10 @@ from .axi import device_bus, AXI4Signature
 from .command_engine import ibuf_entry
 from .completion import Completion
 from .compute_unit import ComputeUnit
-from .decoder import Decoder
 from .dram_reader import DramReader
 from .dram_writer import DramWriter
 from .fp import fp16_to_fp32
-from .front_end import FrontEnd
+from .front_end import FrontEnd, task_layout
 from .line_packer import LinePacker
 from .queue_geometry import slot_addr
 from .readout import FROM_FOLD, FROM_INPUT, TO_INPUT, TO_RESULT16, TO_RESULT32, TO_SCORES, Readout
@@ -97,7 +97,6 @@ class ControlUnit(wiring.Component):
         lanes, lane_bits = cfg.lanes, (cfg.lanes - 1).bit_length()
         line_log2 = (cfg.port_bytes - 1).bit_length()
         m.submodules.front = front = FrontEnd(cfg)
-        m.submodules.decoder = dec = Decoder(cfg)
         m.submodules.reader = reader = DramReader(cfg)
         m.submodules.writer = writer = DramWriter(cfg)
         m.submodules.unpacker = unpack = Unpacker(cfg)
@@ -134,15 +133,15 @@ class ControlUnit(wiring.Component):
                      front.side_valid.eq(reader.side_valid), front.side_data.eq(reader.side_data),
                      front.side_err.eq(reader.side_err)]
 
-        entry = Signal(ibuf_entry(cfg))
+        # the descriptor taken from the front end, with what its decoder found
+        task = Signal(task_layout(cfg))
+        entry, dec = task.entry, task.decoded
         regs = Signal(QueueRegs)
         with m.Switch(entry.queue):
             for q, queue_regs in enumerate(self.queues):
                 with m.Case(q):
                     m.d.comb += regs.eq(queue_regs)
         d = entry.desc
-        m.d.comb += [dec.desc.eq(d), dec.log2_slot.eq(regs.log2_slot),
-                     dec.data_base.eq(regs.data_base), dec.data_limit.eq(regs.data_limit)]
 
         status = Signal(8)
         sq_slot, cq_slot = Signal(64), Signal(64)
@@ -253,7 +252,7 @@ class ControlUnit(wiring.Component):
             with m.State("IDLE"):
                 m.d.comb += front.take.eq(front.task_valid)
                 with m.If(front.task_valid):
-                    m.d.sync += entry.eq(front.task)
+                    m.d.sync += task.eq(front.task)
                     m.next = "DECODE"
             with m.State("DECODE"):
                 m.d.sync += [status.eq(dec.status), read_error.eq(0),

@@ -1,7 +1,13 @@
 """The decoder: the status a descriptor earns and the sizes the control unit needs.
 
-Combinational. The rules and their order are `isa/validate.py`'s, which the unit test
-checks this block against: BAD_OP, then BAD_DTYPE, then BOUNDS, then BAD_SHAPE.
+Three stages (isa/microarch.py DECODE_STAGES), its inputs held for all three: the first
+registers the products (the elements of each operand and of the result: 20 x 20-bit
+multiplies), the operand's end, a slot's room and a paged list's pages and page size; the
+second the lines they take and the result's bytes; the third compares them against the
+fields and the queue's registers, and `decoded` is valid in it (combinational from the
+registers: the front end registers it). The rules and their order are
+`isa/validate.py`'s, which the unit test checks this block against: BAD_OP, then
+BAD_DTYPE, then BOUNDS, then BAD_SHAPE.
 """
 from amaranth import Module, Signal, Mux
 from amaranth.lib import wiring, data
@@ -15,6 +21,18 @@ from isa.validate import PAGE_LIST_BYTES
 
 DescriptorLayout = data.StructLayout({name: width for name, _, width in FIELDS})
 
+# what the front end hands the control unit with a descriptor: decoded once
+DecodedLayout = data.StructLayout({
+    "status": 8,
+    "is_load": 1, "is_store": 1, "is_compute": 1,
+    # lines of one device operand (ATTENTION's and LORA_XAB's second starts after them), and
+    # where the anchor lines start in the result
+    "operand_lines": 40, "stats_offset": 48,
+    # a paged ATTENTION (isa/validate.py paged): its pages, log2 of a page's tokens and the
+    # bytes of a page's keys (its values follow them)
+    "paged": 1, "pages": range(PAGE_LIST_MAX + 1), "page_shift": PAGE_SHIFT_BITS, "page_half": 40,
+})
+
 
 class Decoder(wiring.Component):
     def __init__(self, cfg):
@@ -22,20 +40,12 @@ class Decoder(wiring.Component):
         super().__init__({
             "desc": In(DescriptorLayout),
             "log2_slot": In(8), "data_base": In(64), "data_limit": In(64),
-            "status": Out(8),
-            "is_load": Out(1), "is_store": Out(1), "is_compute": Out(1),
-            # for the control unit: lines of one device operand (ATTENTION's and LORA_XAB's
-            # second starts after them), and where the anchor lines start in the result
-            "operand_lines": Out(40), "stats_offset": Out(48),
-            # a paged ATTENTION (isa/validate.py paged): its pages, log2 of a page's tokens
-            # and the bytes of a page's keys (its values follow them)
-            "paged": Out(1), "pages": Out(range(PAGE_LIST_MAX + 1)), "page_shift": Out(PAGE_SHIFT_BITS),
-            "page_half": Out(40),
+            "decoded": Out(DecodedLayout),
         })
 
     def elaborate(self, platform):
         m = Module()
-        d, cfg = self.desc, self._cfg
+        d, cfg, out = self.desc, self._cfg, self.decoded
         line_log2 = (LINE_BYTES - 1).bit_length()
 
         def lines(nbytes):
@@ -43,8 +53,8 @@ class Decoder(wiring.Component):
 
         is_rw = (d.type == DescType.LOAD) | (d.type == DescType.STORE)
         is_compute = d.type == DescType.READ_COMPUTE
-        m.d.comb += [self.is_load.eq(d.type == DescType.LOAD), self.is_store.eq(d.type == DescType.STORE),
-                     self.is_compute.eq(is_compute)]
+        m.d.comb += [out.is_load.eq(d.type == DescType.LOAD), out.is_store.eq(d.type == DescType.STORE),
+                     out.is_compute.eq(is_compute)]
 
         is_softmax = is_compute & (d.op == Op.SOFTMAX)
         chained = is_compute & ((d.op == Op.ATTENTION) | (d.op == Op.LORA_XAB))
@@ -59,8 +69,10 @@ class Decoder(wiring.Component):
         dtype_ok = Mux(is_compute, d.dtype == Dtype.FP16,
                        (d.dtype == Dtype.FP16) | (d.dtype == Dtype.BF16) | (d.dtype == Dtype.INT8))
 
+        # registered in stage 1: the operand's end, the products, a slot's room, a list's pages
+        # and page size; in stage 2: their lines, the result's bytes
         dev_end = Signal(66)
-        m.d.comb += dev_end.eq(d.dev_addr + (d.dev_size << line_log2))
+        m.d.sync += dev_end.eq(d.dev_addr + (d.dev_size << line_log2))
         # a paged ATTENTION's list starts at a multiple of PAGE_LIST_BYTES
         list_log2 = (PAGE_LIST_BYTES - 1).bit_length()
         in_bounds = Mux(paged, d.dev_addr[:list_log2] == 0, d.dev_addr[:line_log2] == 0) & (
@@ -69,34 +81,40 @@ class Decoder(wiring.Component):
         # element size 1 (INT8) or 2 bytes: a left shift by el_log2
         el_log2 = Mux(d.dtype == Dtype.INT8, 0, 1)
         # the products (isa/validate.py stages): the first's K and N as stored, the
-        # second's swapped; the result rows hold the last product's N values
+        # second's swapped; the result rows hold the last product's N values (stage 1)
         k0, n0 = Mux(trans, d.dev_cols, d.dev_rows), Mux(trans, d.dev_rows, d.dev_cols)
         out_cols = Mux(chained, k0, n0)
         in_elems, dev_elems, out_elems = Signal(40), Signal(40), Signal(40)
-        m.d.comb += [in_elems.eq(d.in_rows * d.in_cols), dev_elems.eq(d.dev_rows * d.dev_cols),
+        m.d.sync += [in_elems.eq(d.in_rows * d.in_cols), dev_elems.eq(d.dev_rows * d.dev_cols),
                      out_elems.eq(d.in_rows * out_cols)]
         # result bytes (isa/validate.py result_bytes): values, then one line of anchors per row
         in_lines, dev_lines, o_lines = Signal(40), Signal(40), Signal(44)
-        m.d.comb += [in_lines.eq(lines(in_elems << el_log2)), dev_lines.eq(lines(dev_elems << el_log2)),
+        m.d.sync += [in_lines.eq(lines(in_elems << el_log2)), dev_lines.eq(lines(dev_elems << el_log2)),
                      o_lines.eq(lines(out_elems << 2))]
-        m.d.comb += [self.operand_lines.eq(dev_lines),
-                     self.stats_offset.eq(Mux(d.op == Op.ATTENTION, o_lines, in_lines) << line_log2)]
+        m.d.comb += [out.operand_lines.eq(dev_lines),
+                     out.stats_offset.eq(Mux(d.op == Op.ATTENTION, o_lines, in_lines) << line_log2)]
+        # the result's bytes from the stage-1 products directly: lines() is a ceiling
+        # division by a line, ceil(x / L) + r = floor((x + L - 1 + r L) / L)
         result = Signal(50)
+        line_elems16, line_elems32 = LINE_BYTES // 2, LINE_BYTES // 4
         with m.If(is_softmax):
-            m.d.comb += result.eq(Mux(d.flags[1], (in_lines + d.in_rows) << line_log2, in_elems << 1))
+            m.d.sync += result.eq(Mux(
+                d.flags[1], ((in_elems + line_elems16 - 1 + d.in_rows * line_elems16) >> (line_log2 - 1)) << line_log2,
+                in_elems << 1))
         with m.Elif(d.op == Op.ATTENTION):
-            m.d.comb += result.eq((o_lines + d.in_rows) << line_log2)
+            m.d.sync += result.eq(((out_elems + line_elems32 - 1 + d.in_rows * line_elems32) >> (line_log2 - 2))
+                                  << line_log2)
         with m.Else():
-            m.d.comb += result.eq(out_elems << 1)
+            m.d.sync += result.eq(out_elems << 1)
         # payload room of a slot; served queues have log2_slot <= 48 (hw/queue_geometry.py)
         room = Signal(50)
-        m.d.comb += room.eq((1 << self.log2_slot[:6]) - HEADER_BYTES)
+        m.d.sync += room.eq((1 << self.log2_slot[:6]) - HEADER_BYTES)
 
         # a paged ATTENTION's pages (T over 2^shift tokens a page) and its list's lines
         shift = d.flags[PAGE_SHIFT_LSB:PAGE_SHIFT_LSB + PAGE_SHIFT_BITS]
         pages, half = Signal(21), Signal(40)
-        m.d.comb += [pages.eq((d.dev_rows + (1 << shift) - 1) >> shift), half.eq(d.dev_cols << (shift + 1)),
-                     self.paged.eq(paged), self.pages.eq(pages), self.page_shift.eq(shift), self.page_half.eq(half)]
+        m.d.sync += [pages.eq((d.dev_rows + (1 << shift) - 1) >> shift), half.eq(d.dev_cols << (shift + 1))]
+        m.d.comb += [out.paged.eq(paged), out.pages.eq(pages), out.page_shift.eq(shift), out.page_half.eq(half)]
         list_lines = (pages + (LINE_BYTES // 8 - 1)) >> (LINE_BYTES // 8 - 1).bit_length()
         paged_ok = (pages <= PAGE_LIST_MAX) & (half[:(PAGE_ALIGN - 1).bit_length()] == 0)
         sizes_ok = ((d.in_size == in_lines)
@@ -118,13 +136,13 @@ class Decoder(wiring.Component):
                                       Mux(d.type == DescType.STORE, store_ok, compute_ok)))
 
         with m.If(~implemented):
-            m.d.comb += self.status.eq(Status.BAD_OP)
+            m.d.comb += out.status.eq(Status.BAD_OP)
         with m.Elif(~dtype_ok):
-            m.d.comb += self.status.eq(Status.BAD_DTYPE)
+            m.d.comb += out.status.eq(Status.BAD_DTYPE)
         with m.Elif(~in_bounds):
-            m.d.comb += self.status.eq(Status.BOUNDS)
+            m.d.comb += out.status.eq(Status.BOUNDS)
         with m.Elif(~shape_ok):
-            m.d.comb += self.status.eq(Status.BAD_SHAPE)
+            m.d.comb += out.status.eq(Status.BAD_SHAPE)
         with m.Else():
-            m.d.comb += self.status.eq(Status.OK)
+            m.d.comb += out.status.eq(Status.OK)
         return m

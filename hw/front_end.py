@@ -3,7 +3,9 @@ them and starts their DRAM runs ahead of the execution, one descriptor ahead.
 
     IDLE    pop the next descriptor (while none is held, or the one held is handed to the
             control unit and its runs are all started)
-    DECODE  its status; one that failed reads nothing: DONE
+    DECODE  the decoder's first stages (hw/decoder.py), DECODE_STAGES - 1 cycles
+    CHECK   its status, and what the decoder found registered for the fetcher and the
+            control unit; one that failed reads nothing: DONE
     HAZARD  wait, when the descriptor could read bytes an earlier one still writes:
             - after a STORE (it writes device memory) until every earlier STORE is reported;
             - when it reads inside an enabled queue's CQ ring (where results and
@@ -22,20 +24,20 @@ for a list beat answered with an error) waits in a register for the control unit
 an OK list goes on to the input rows and, per stage, the whole packs as a run a page (the
 pages' keys, then their values, half a page further) and the last k-group from its page.
 
-The control unit takes the held descriptor (`task`) when it is idle, or the one being
-popped in the same cycle. A descriptor counts as in flight from DECODE until the control
-unit reports its completion (`report`).
+The control unit takes the held descriptor with what it decoded (`task`: decoded once,
+here) when it is idle, from the cycle after CHECK. A descriptor counts as in flight from
+CHECK until the control unit reports its completion (`report`).
 """
 from amaranth import Array, Module, Mux, Signal
-from amaranth.lib import wiring
+from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from isa import DescType, Op, Status
 from isa.descriptor import PAGE_ALIGN, PAGE_ENTRY_BYTES
-from isa.microarch import PAGE_LIST_MAX
+from isa.microarch import DECODE_STAGES, PAGE_LIST_MAX
 from isa.slots import HEADER_BYTES, LINE_BYTES
 from .command_engine import ibuf_entry
-from .decoder import Decoder
+from .decoder import Decoder, DecodedLayout
 from .axi import RUN_LINES_BITS
 from .queue_geometry import ring_end, slot_addr
 from .regfile import QueueRegs
@@ -43,6 +45,12 @@ from .stage_plan import run_span, stage_count, stage_operand, stage_runs, weight
 from .unpacker import DIM_BITS
 
 IN_FLIGHT_BITS = 8          # descriptors popped and not yet reported (ibuf, front end, control unit, reports)
+
+
+def task_layout(cfg):
+    """A descriptor as the front end hands it to the control unit: the instruction buffer's
+    entry and what the decoder found."""
+    return data.StructLayout({"entry": ibuf_entry(cfg), "decoded": DecodedLayout})
 
 
 class FrontEnd(wiring.Component):
@@ -60,7 +68,7 @@ class FrontEnd(wiring.Component):
             "side_valid": In(1), "side_data": In(cfg.beat_bits), "side_err": In(1),
             "verdict_valid": Out(1), "verdict_status": Out(8), "verdict_take": In(1),
             # the descriptor for the control unit
-            "task_valid": Out(1), "task": Out(ibuf_entry(cfg)), "take": In(1),
+            "task_valid": Out(1), "task": Out(task_layout(cfg)), "take": In(1),
             # a descriptor's completion reported; whether it was a STORE that ran
             "report": In(1), "report_store": In(1),
         })
@@ -71,7 +79,10 @@ class FrontEnd(wiring.Component):
         lanes = cfg.lanes
         m.submodules.decoder = dec = Decoder(cfg)
 
+        # the descriptor held, whether it is handed over, and what the decoder found (from CHECK)
         entry, held, handed = Signal(ibuf_entry(cfg)), Signal(), Signal()
+        decoded, decoded_valid = Signal(DecodedLayout), Signal()
+        decoding = Signal(range(DECODE_STAGES))         # DECODE's cycles left after this one
         regs = Signal(QueueRegs)
         with m.Switch(entry.queue):
             for q, queue_regs in enumerate(self.queues):
@@ -80,16 +91,18 @@ class FrontEnd(wiring.Component):
         d = entry.desc
         m.d.comb += [dec.desc.eq(d), dec.log2_slot.eq(regs.log2_slot),
                      dec.data_base.eq(regs.data_base), dec.data_limit.eq(regs.data_limit)]
+        # its submission slot, and (below) whether it reads a CQ ring, registered while the
+        # decoder works (the entry and the queues' registers hold still from the pop on): the
+        # slot two cycles after the pop, the ring check in the third, CHECK's cycle
+        assert DECODE_STAGES >= 3, "CHECK reads the registered ring check"
         sq_slot = Signal(64)
-        m.d.comb += sq_slot.eq(slot_addr(regs.sq_base, entry.seq, regs))
+        m.d.sync += sq_slot.eq(slot_addr(regs.sq_base, entry.seq, regs))
 
         # ---- descriptors in flight, and the STOREs among them
         in_flight, stores = Signal(IN_FLIGHT_BITS), Signal(IN_FLIGHT_BITS)
         issue, issue_store = Signal(), Signal()
         m.d.sync += [in_flight.eq(in_flight + issue - self.report),
                      stores.eq(stores + issue_store - (self.report & self.report_store))]
-        ok = dec.status == Status.OK
-        m.d.comb += issue_store.eq(issue & ok & dec.is_store)
 
         # the ranges it reads: its submission slot, its device operand
         slot_end = sq_slot + (1 << regs.log2_slot[:6])
@@ -101,7 +114,7 @@ class FrontEnd(wiring.Component):
                 ((sq_slot < end) & (q_regs.cq_base < slot_end))
                 | ((d.dev_size != 0) & (d.dev_addr < end) & (q_regs.cq_base < dev_end))))
         reads_cq = Signal()
-        m.d.comb += reads_cq.eq(_any(in_cq))
+        m.d.sync += reads_cq.eq(_any(in_cq))
         hazard = ((stores != 0) | (reads_cq & (in_flight != 0)))
 
         # ---- the fetcher's progress through the runs
@@ -111,7 +124,7 @@ class FrontEnd(wiring.Component):
         m_rows = d.in_rows
         stages = stage_count(d)
         f_rows = Mux(m_rows - f_m0 < cfg.rows, m_rows - f_m0, cfg.rows)
-        f_addr, f_k, f_n, f_trans = stage_operand(d, dec.operand_lines, f_stage)
+        f_addr, f_k, f_n, f_trans = stage_operand(d, decoded.operand_lines, f_stage)
         f_rows_dim, f_cols_dim, f_pack_log2 = stage_runs(m, f_k, f_n, f_trans, lanes, "fetch")
         f_main, f_rest_elems = Signal(44), Signal(44)
         main_, rest_ = weight_elems(f_rows_dim, f_cols_dim, f_pack_log2)
@@ -122,7 +135,7 @@ class FrontEnd(wiring.Component):
         run_addr, run_lines, run_any = Signal(64), Signal(RUN_LINES_BITS), Signal()
 
         # ---- a paged ATTENTION: its list (the page table), checked an entry a cycle
-        paged = dec.paged
+        paged = decoded.paged
         entries = Array(Signal(64, name=f"page{i}") for i in range(PAGE_LIST_MAX))
         list_beat, list_err = Signal(range(PAGE_LIST_MAX + 1)), Signal()
         # the list is at most PAGE_LIST_MAX entries from a multiple of their size: the
@@ -143,7 +156,7 @@ class FrontEnd(wiring.Component):
         list_in = list_beat == ((list_first + d.dev_size + cfg.dram_channels - 1) >> chan_log2)
         # the page in hand: checked (LIST_CHECK), read (MAIN_RUN), or the last k-group's (REST_RUN)
         f_page = Signal(range(PAGE_LIST_MAX))
-        shift, half = dec.page_shift, dec.page_half
+        shift, half = decoded.page_shift, decoded.page_half
         main_rows = (f_rows_dim >> f_pack_log2) << f_pack_log2
         rest_page = (main_rows >> shift)[:len(f_page)]
         page = Signal(64)
@@ -154,7 +167,7 @@ class FrontEnd(wiring.Component):
                     | (span > regs.data_limit))
         bad, verdict_valid, verdict_status = Signal(), Signal(), Signal(8)
         bad_now = bad | page_bad
-        last_check = f_page + 1 >= dec.pages
+        last_check = f_page + 1 >= decoded.pages
         m.d.comb += [self.verdict_valid.eq(verdict_valid), self.verdict_status.eq(verdict_status)]
         with m.If(self.verdict_take):
             m.d.sync += verdict_valid.eq(0)
@@ -178,7 +191,7 @@ class FrontEnd(wiring.Component):
                 m.d.comb += [run_addr.eq(Mux(paged, page_rest[0], rest_run[0])),
                              run_lines.eq(Mux(paged, page_rest[1], rest_run[1])), run_any.eq(f_rest_elems != 0)]
             with m.Case(COPY_RUN):
-                m.d.comb += [run_addr.eq(Mux(dec.is_load, d.dev_addr, sq_slot + HEADER_BYTES)),
+                m.d.comb += [run_addr.eq(Mux(decoded.is_load, d.dev_addr, sq_slot + HEADER_BYTES)),
                              run_lines.eq(d.dev_size), run_any.eq(d.dev_size != 0)]
             with m.Case(LIST_RUN):
                 m.d.comb += [run_addr.eq(d.dev_addr), run_lines.eq(d.dev_size), run_any.eq(1)]
@@ -227,36 +240,44 @@ class FrontEnd(wiring.Component):
                 with m.If(f_m0 + cfg.rows >= m_rows):
                     m.d.sync += f_on.eq(0)
 
-        # ---- the hand-over: the held descriptor, or the one popped this cycle
-        popping = Signal()
-        m.d.comb += [self.task_valid.eq((held & ~handed) | popping),
-                     self.task.eq(Mux(held & ~handed, entry, self.pop))]
+        # ---- the hand-over: the held descriptor, once decoded
+        m.d.comb += [self.task_valid.eq(held & ~handed & decoded_valid),
+                     self.task.entry.eq(entry), self.task.decoded.eq(decoded)]
         with m.If(self.take):
             m.d.sync += handed.eq(1)
 
-        def fetch_start():
-            m.d.comb += issue.eq(1)
-            m.d.sync += [f_on.eq(1), f_kind.eq(Mux(dec.is_compute, Mux(paged, LIST_RUN, INPUT_RUN), COPY_RUN)),
+        def fetch_start(found):
+            """Issue the descriptor `found` decoded OK: its fetch starts the next cycle."""
+            m.d.comb += [issue.eq(1), issue_store.eq(found.is_store)]
+            m.d.sync += [f_on.eq(1),
+                         f_kind.eq(Mux(found.is_compute, Mux(found.paged, LIST_RUN, INPUT_RUN), COPY_RUN)),
                          f_stage.eq(0), f_m0.eq(0), f_in_elem.eq(0), f_page.eq(0), list_beat.eq(0), list_err.eq(0)]
 
         with m.FSM():
             with m.State("IDLE"):
-                m.d.comb += [self.pop_ready.eq(1), popping.eq(self.pop_valid)]
+                m.d.comb += self.pop_ready.eq(1)
                 with m.If(self.pop_valid):
-                    m.d.sync += [entry.eq(self.pop), held.eq(1), handed.eq(self.take)]
+                    m.d.sync += [entry.eq(self.pop), held.eq(1), handed.eq(0), decoded_valid.eq(0),
+                                 decoding.eq(DECODE_STAGES - 2)]
                     m.next = "DECODE"
             with m.State("DECODE"):
-                with m.If(~ok):
+                m.d.sync += decoding.eq(decoding - 1)
+                with m.If(decoding == 0):
+                    m.next = "CHECK"
+            with m.State("CHECK"):
+                found = dec.decoded
+                m.d.sync += [decoded.eq(found), decoded_valid.eq(1)]
+                with m.If(found.status != Status.OK):
                     m.d.comb += issue.eq(1)
                     m.next = "DONE"
                 with m.Elif(hazard):
                     m.next = "HAZARD"
                 with m.Else():
-                    fetch_start()
+                    fetch_start(found)
                     m.next = "FETCH"
             with m.State("HAZARD"):
                 with m.If(~hazard):
-                    fetch_start()
+                    fetch_start(decoded)
                     m.next = "FETCH"
             with m.State("FETCH"):
                 with m.If(~f_on):

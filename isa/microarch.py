@@ -16,4 +16,5 @@ PACKER_BUFFER_LINES = 3      # the line packer: two lines of a word at any offse
 UNPACKER_WINDOW_BEATS = 3    # the unpacker: a pair spans up to 2 LANES elements from any position in a beat
 SOFTMAX_EXP_DRAIN = 4        # the softmax unit's exp pass drains: d, exp stage 1, exp stage 2, accumulate
 SOFTMAX_OUT_DRAIN = 5        # ... its output pass: d, exp stage 1, exp stage 2, product stage 1, product stage 2
+DECODE_STAGES = 3            # the front end's decode (hw/decoder.py): products, their lines, the verdict
 PAGE_LIST_MAX = 64           # entries of a paged ATTENTION's list the front end holds (its page table)

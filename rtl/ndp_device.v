@@ -832,7 +832,7 @@ module ndp_device(mem__awaddr, mem__awlen, mem__awsize, mem__awburst, mem__awloc
     .pop(pop),
     .pop_ready(pop_ready),
     .pop_valid(pop_valid),
-    .\port$13919$0 (\$3 ),
+    .\port$13692$0 (\$3 ),
     .queues__0(queues__0),
     .queues__1(queues__1),
     .queues__2(queues__2),
@@ -1042,7 +1042,7 @@ module ndp_device(mem__awaddr, mem__awlen, mem__awsize, mem__awburst, mem__awloc
     .io__wready(io__wready),
     .io__wstrb(io__wstrb),
     .io__wvalid(io__wvalid),
-    .\port$13919$0 (\$3 ),
+    .\port$13692$0 (\$3 ),
     .queues__0(queues__0),
     .queues__1(queues__1),
     .queues__2(queues__2),
@@ -2633,7 +2633,7 @@ module \ndp_device.command_engine (bus__rresp, clk, rst, push_ready, cycle, rese
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, bus__rlast, clk, rst, pop, bus__arlen, bus__arvalid, bus__awlen, bus__wdata, bus__wstrb, reported, bus__wvalid, bus__wlast, bus__bready, done_status, irq, \port$13919$0 , cycle
+module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, bus__rlast, clk, rst, pop, bus__arlen, bus__arvalid, bus__awlen, bus__wdata, bus__wstrb, reported, bus__wvalid, bus__wlast, bus__bready, done_status, irq, \port$13692$0 , cycle
 , queues__0, queues__1, queues__2, queues__3, pop_valid, pop_ready, bus__araddr, bus__awvalid, bus__awaddr, bus__arready, bus__rvalid, bus__awready, bus__wready, bus__bvalid, bus__bid);
   reg \$auto$verilog_backend.cc:2355:dump_module$67  = 0;
   wire \$1 ;
@@ -2958,7 +2958,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$1286 ;
   wire \$1287 ;
   reg \$1288 ;
-  reg [333:0] \$1289 ;
+  reg [484:0] \$1289 ;
   wire \$129 ;
   reg [4:0] \$1290 ;
   reg [7:0] \$1291 ;
@@ -3948,31 +3948,31 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$998 ;
   wire \$999 ;
   reg [63:0] \$signal  = 64'h0000000000000000;
-  reg [63:0] \$signal$860  = 64'h0000000000000000;
-  reg [19:0] \$signal$868  = 20'h00000;
-  reg [43:0] \$signal$870  = 44'h00000000000;
-  reg [47:0] \$signal$893  = 48'h000000000000;
-  reg [2:0] \$signal$900  = 3'h0;
-  reg [19:0] \$signal$902  = 20'h00000;
-  reg [1:0] \$signal$913  = 2'h0;
+  reg [63:0] \$signal$853  = 64'h0000000000000000;
+  reg [19:0] \$signal$861  = 20'h00000;
+  reg [43:0] \$signal$863  = 44'h00000000000;
+  reg [47:0] \$signal$886  = 48'h000000000000;
+  reg [2:0] \$signal$893  = 3'h0;
+  reg [19:0] \$signal$895  = 20'h00000;
+  reg [1:0] \$signal$906  = 2'h0;
   wire [6:0] acc_addr;
   wire [6:0] acc_addr0;
   wire [6:0] acc_addr1;
-  wire [6:0] \acc_addr1$192 ;
+  wire [6:0] \acc_addr1$186 ;
   (* init = 1'h0 *)
   wire acc_bank;
   reg [1023:0] acc_data;
   reg [1:0] acc_row;
   reg acc_we;
-  wire \acc_we$919 ;
+  wire \acc_we$912 ;
   reg [6:0] acc_word;
   wire [5:0] active;
   wire [5:0] active0;
   wire [5:0] active1;
-  wire [5:0] \active1$194 ;
+  wire [5:0] \active1$188 ;
   wire [63:0] addr;
-  wire [63:0] \addr$133 ;
-  reg [63:0] \addr$262 ;
+  wire [63:0] \addr$129 ;
+  reg [63:0] \addr$256 ;
   reg [31:0] anchor_l0 = 32'd0;
   reg [31:0] anchor_l1 = 32'd0;
   reg [31:0] anchor_l2 = 32'd0;
@@ -3982,10 +3982,10 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   reg [31:0] anchor_m2 = 32'd0;
   reg [31:0] anchor_m3 = 32'd0;
   reg bank = 1'h0;
-  reg \bank$909 ;
+  reg \bank$902 ;
   reg [43:0] beats;
-  reg [31:0] \beats$865 ;
-  reg [43:0] \beats$874 ;
+  reg [31:0] \beats$858 ;
+  reg [43:0] \beats$867 ;
   wire [511:0] buf_data16;
   wire [1023:0] buf_data32;
   wire [1:0] buf_row;
@@ -4086,109 +4086,79 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   input clk;
   wire clk;
   wire [31:0] col;
-  wire [31:0] \col$206 ;
+  wire [31:0] \col$200 ;
   reg [31:0] cols;
   wire [19:0] cols_dim;
-  wire [19:0] \cols_dim$146 ;
+  wire [19:0] \cols_dim$140 ;
   reg complete;
   reg [63:0] copy_span_first;
   reg [63:0] copy_span_line;
   reg [43:0] copy_span_lines;
   reg [5:0] copy_span_offset;
   wire [5:0] count;
-  wire [5:0] \count$208 ;
+  wire [5:0] \count$202 ;
   input [63:0] cycle;
   wire [63:0] cycle;
-  wire [63:0] \cycle$962 ;
+  wire [63:0] \cycle$953 ;
   wire [511:0] data;
-  wire [511:0] \data$210 ;
-  wire [63:0] data_base;
-  wire [63:0] data_limit;
+  wire [511:0] \data$204 ;
   reg [4:0] delay;
-  wire [203:0] desc;
-  wire [63:0] \desc.dev_addr ;
-  wire [19:0] \desc.dev_cols ;
-  wire [19:0] \desc.dev_rows ;
-  wire [19:0] \desc.dev_size ;
-  wire [3:0] \desc.dtype ;
-  wire [9:0] \desc.flags ;
-  wire [19:0] \desc.in_cols ;
-  wire [19:0] \desc.in_rows ;
-  wire [19:0] \desc.in_size ;
-  wire [3:0] \desc.op ;
-  wire [1:0] \desc.type ;
   wire [1:0] dest;
-  reg [1:0] \dest$898 ;
+  reg [1:0] \dest$891 ;
   reg dispatch;
   wire done;
-  wire \done$1000 ;
+  wire \done$989 ;
   wire [1:0] done_queue;
-  wire [1:0] \done_queue$981 ;
+  wire [1:0] \done_queue$972 ;
   wire [31:0] done_seq;
-  wire [31:0] \done_seq$983 ;
+  wire [31:0] \done_seq$974 ;
   output [7:0] done_status;
   wire [7:0] done_status;
-  wire [7:0] \done_status$985 ;
+  wire [7:0] \done_status$976 ;
   wire done_store;
   wire done_valid;
-  wire \done_valid$979 ;
+  wire \done_valid$970 ;
   wire [4:0] drain;
   wire [14:0] dst_addr;
   wire [511:0] dst_data;
   wire dst_en;
-  reg [333:0] entry = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-  wire [203:0] \entry.desc ;
-  wire [63:0] \entry.desc.dev_addr ;
-  wire [19:0] \entry.desc.dev_cols ;
-  wire [19:0] \entry.desc.dev_rows ;
-  wire [19:0] \entry.desc.dev_size ;
-  wire [3:0] \entry.desc.dtype ;
-  wire [9:0] \entry.desc.flags ;
-  wire [19:0] \entry.desc.in_cols ;
-  wire [19:0] \entry.desc.in_rows ;
-  wire [19:0] \entry.desc.in_size ;
-  wire [3:0] \entry.desc.op ;
-  wire [1:0] \entry.desc.type ;
-  wire [1:0] \entry.queue ;
-  wire [63:0] \entry.seq ;
-  wire [63:0] \entry.taken ;
   wire first;
-  reg [63:0] \first$911 ;
+  reg [63:0] \first$904 ;
   wire first0;
   wire first1;
-  wire \first1$198 ;
+  wire \first1$192 ;
   wire fold_bank;
-  wire \fold_bank$238 ;
+  wire \fold_bank$232 ;
   wire [19:0] fold_n_cols;
-  wire [19:0] \fold_n_cols$228 ;
+  wire [19:0] \fold_n_cols$222 ;
   wire [7:0] fold_n_words;
-  wire [7:0] \fold_n_words$230 ;
+  wire [7:0] \fold_n_words$224 ;
   wire [2:0] fold_pack_log2;
-  wire [2:0] \fold_pack_log2$236 ;
+  wire [2:0] \fold_pack_log2$230 ;
   wire fold_ready;
-  wire \fold_ready$222 ;
+  wire \fold_ready$216 ;
   wire [1:0] fold_row;
-  wire [1:0] \fold_row$224 ;
+  wire [1:0] \fold_row$218 ;
   wire [1:0] fold_sets;
-  wire [1:0] \fold_sets$232 ;
+  wire [1:0] \fold_sets$226 ;
   wire [1:0] fold_sets1;
-  wire [1:0] \fold_sets1$234 ;
+  wire [1:0] \fold_sets1$228 ;
   wire fold_valid;
-  wire \fold_valid$220 ;
+  wire \fold_valid$214 ;
   wire [6:0] fold_word;
-  wire [6:0] \fold_word$226 ;
+  wire [6:0] \fold_word$220 ;
   reg from_stream;
   reg [4:0] fsm_state = 5'h00;
   wire [19:0] full_groups;
-  wire [19:0] \full_groups$148 ;
+  wire [19:0] \full_groups$142 ;
   wire has_full;
   reg hold;
-  wire \hold$963 ;
+  wire \hold$954 ;
   wire idle;
   reg [511:0] in_data;
   reg [1:0] in_row;
   reg in_we;
-  wire \in_we$914 ;
+  wire \in_we$907 ;
   reg [6:0] in_word;
   reg [63:0] input_span_first;
   reg [63:0] input_span_line;
@@ -4196,48 +4166,43 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   reg [5:0] input_span_offset;
   output [3:0] irq;
   wire [3:0] irq;
-  wire [3:0] \irq$987 ;
+  wire [3:0] \irq$978 ;
   wire [3:0] irq_en;
-  wire is_compute;
-  wire is_load;
-  wire is_store;
   wire issued_all;
   wire [19:0] k;
   wire [19:0] k_base;
   wire [19:0] k_base0;
   wire [19:0] k_base1;
-  wire [19:0] \k_base1$190 ;
+  wire [19:0] \k_base1$184 ;
   wire [31:0] l;
   wire lanes_ready;
   wire last;
-  wire \last$202 ;
+  wire \last$196 ;
   reg [19:0] length;
   reg [511:0] line;
-  reg [511:0] \line$947 ;
-  wire [511:0] \line$976 ;
+  reg [511:0] \line$939 ;
+  wire [511:0] \line$967 ;
   wire [63:0] line_addr;
   wire line_start;
   wire [31:0] lines;
-  reg [31:0] \lines$264 ;
-  reg [31:0] \lines$912 ;
+  reg [31:0] \lines$258 ;
+  reg [31:0] \lines$905 ;
   reg load;
-  wire [7:0] log2_slot;
   wire [31:0] m;
   wire mac;
   wire mac0;
   wire mac1;
-  wire \mac1$188 ;
+  wire \mac1$182 ;
   wire [43:0] main_elems;
-  wire [43:0] \main_elems$152 ;
+  wire [43:0] \main_elems$146 ;
   wire [19:0] n;
-  reg [19:0] \n$901 ;
+  reg [19:0] \n$894 ;
   wire [19:0] n_cols;
   wire [19:0] n_words;
-  wire [19:0] \n_words$140 ;
-  reg [7:0] \n_words$903 ;
+  wire [19:0] \n_words$134 ;
+  reg [7:0] \n_words$896 ;
   reg [5:0] offset;
-  reg [4:0] \offset$862 ;
-  wire [39:0] operand_lines;
+  reg [4:0] \offset$855 ;
   wire [511:0] out__data;
   wire [511:0] \out__data$77 ;
   wire out__ready;
@@ -4247,20 +4212,19 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \out__valid$83 ;
   wire out_err;
   wire [2:0] pack_log2;
-  wire [2:0] \pack_log2$138 ;
-  reg [2:0] \pack_log2$908 ;
-  wire paged;
+  wire [2:0] \pack_log2$132 ;
+  reg [2:0] \pack_log2$901 ;
   reg pair;
   wire [5:0] pair_count;
-  wire [5:0] \pair_count$214 ;
+  wire [5:0] \pair_count$208 ;
   wire [511:0] pair_data;
-  wire [511:0] \pair_data$216 ;
+  wire [511:0] \pair_data$210 ;
   wire pair_valid;
-  wire \pair_valid$212 ;
+  wire \pair_valid$206 ;
   reg partial;
   wire pending;
   wire pipe_busy;
-  wire \pipe_busy$132 ;
+  wire \pipe_busy$128 ;
   input [333:0] pop;
   wire [333:0] pop;
   wire [333:0] \pop$97 ;
@@ -4300,8 +4264,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   input pop_valid;
   wire pop_valid;
   wire \pop_valid$93 ;
-  output [33:0] \port$13919$0 ;
-  wire [33:0] \port$13919$0 ;
+  output [33:0] \port$13692$0 ;
+  wire [33:0] \port$13692$0 ;
   reg [1:0] queue;
   input [321:0] queues__0;
   wire [321:0] queues__0;
@@ -4396,16 +4360,16 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire [63:0] \queues__3.sq_base ;
   wire [31:0] \queues__3.tail ;
   wire quiet;
-  wire \quiet$966 ;
+  wire \quiet$957 ;
   wire [1023:0] rd_acc_data;
   reg [6:0] rd_addr;
-  wire [6:0] \rd_addr$936 ;
+  wire [6:0] \rd_addr$929 ;
   wire [511:0] rd_in_data;
-  wire [511:0] \rd_in_data$248 ;
+  wire [511:0] \rd_in_data$242 ;
   reg [1:0] rd_row;
-  wire [1:0] \rd_row$935 ;
+  wire [1:0] \rd_row$928 ;
   reg read_error;
-  reg \read_error$956  = 1'h0;
+  reg \read_error$948  = 1'h0;
   wire ready;
   reg [321:0] regs;
   wire [63:0] \regs.cq_base ;
@@ -4419,44 +4383,44 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire [63:0] \regs.sq_base ;
   wire [31:0] \regs.tail ;
   reg report;
-  wire \report$988 ;
+  wire \report$979 ;
   wire report_store;
   output reported;
   wire reported;
-  wire \reported$970 ;
+  wire \reported$961 ;
   wire reported_error;
-  wire \reported_error$972 ;
+  wire \reported_error$963 ;
   reg rest;
   wire [4:0] rest_rows;
-  wire [4:0] \rest_rows$150 ;
+  wire [4:0] \rest_rows$144 ;
   reg restart;
   reg [63:0] result_first_0;
   reg [63:0] result_first_1;
   reg results;
   wire [19:0] row;
-  wire [19:0] \row$204 ;
-  reg [1:0] \row$925  = 2'h0;
+  wire [19:0] \row$198 ;
+  reg [1:0] \row$918  = 2'h0;
   reg [19:0] rows;
-  reg [2:0] \rows$899 ;
+  reg [2:0] \rows$892 ;
   reg [2:0] rows_now;
   input rst;
   wire rst;
   wire [63:0] run_addr;
-  wire [63:0] \run_addr$263 ;
+  wire [63:0] \run_addr$257 ;
   wire run_done;
   wire run_issued;
   wire [31:0] run_lines;
-  wire [31:0] \run_lines$265 ;
+  wire [31:0] \run_lines$259 ;
   wire [2:0] run_log2;
-  wire [2:0] \run_log2$144 ;
+  wire [2:0] \run_log2$138 ;
   wire [5:0] run_offset;
   wire run_side;
   wire run_start;
-  wire \run_start$259 ;
+  wire \run_start$253 ;
   reg [63:0] seq;
   wire [1:0] sets;
-  wire [1:0] \sets$142 ;
-  reg [1:0] \sets$904 ;
+  wire [1:0] \sets$136 ;
+  reg [1:0] \sets$897 ;
   reg [1:0] sets1;
   wire [1:0] sets_used__0;
   wire [1:0] sets_used__1;
@@ -4470,9 +4434,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   reg [63:0] slot;
   reg source;
   wire split;
+  wire \split$126 ;
   wire \split$130 ;
-  wire \split$136 ;
-  wire \split$162 ;
+  wire \split$156 ;
   wire [511:0] src__data;
   wire [511:0] \src__data$76 ;
   wire src__ready;
@@ -4484,65 +4448,103 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire [1023:0] src_data;
   reg stage = 1'h0;
   wire start;
+  reg \start$254 ;
   reg \start$260 ;
-  reg \start$266 ;
-  reg \start$861 ;
-  reg \start$883 ;
-  reg \start$894 ;
-  reg \start$931 ;
-  wire [47:0] stats_offset;
+  reg \start$854 ;
+  reg \start$876 ;
+  reg \start$887 ;
+  reg \start$924 ;
   reg [7:0] status;
-  reg [7:0] \status$954  = 8'h00;
-  wire [7:0] \status$994 ;
+  reg [7:0] \status$946  = 8'h00;
   reg store;
   reg [63:0] strb;
   wire [511:0] sum_fp16;
-  wire [511:0] \sum_fp16$246 ;
+  wire [511:0] \sum_fp16$240 ;
   wire [1023:0] sum_fp32;
-  wire [1023:0] \sum_fp32$244 ;
+  wire [1023:0] \sum_fp32$238 ;
   wire sum_ready;
-  wire \sum_ready$242 ;
+  wire \sum_ready$236 ;
   wire sum_valid;
-  wire \sum_valid$240 ;
+  wire \sum_valid$234 ;
   wire t_first;
-  wire \t_first$172 ;
+  wire \t_first$166 ;
   wire [1:0] t_fold_adds;
+  wire [1:0] \t_fold_adds$154 ;
   wire [1:0] \t_fold_adds$160 ;
-  wire [1:0] \t_fold_adds$166 ;
   wire [2:0] t_level;
-  wire [2:0] \t_level$156 ;
-  wire [2:0] \t_level$164 ;
+  wire [2:0] \t_level$150 ;
+  wire [2:0] \t_level$158 ;
   wire [19:0] t_out;
-  wire [19:0] \t_out$168 ;
+  wire [19:0] \t_out$162 ;
   wire t_row_end;
-  wire \t_row_end$174 ;
+  wire \t_row_end$168 ;
   wire t_scalar;
-  wire \t_scalar$158 ;
-  wire \t_scalar$165 ;
+  wire \t_scalar$152 ;
+  wire \t_scalar$159 ;
   wire [1:0] t_set;
-  wire [1:0] \t_set$170 ;
+  wire [1:0] \t_set$164 ;
   reg take;
   reg [63:0] taken;
-  wire [333:0] \task ;
-  wire [203:0] \task.desc ;
-  wire [63:0] \task.desc.dev_addr ;
-  wire [19:0] \task.desc.dev_cols ;
-  wire [19:0] \task.desc.dev_rows ;
-  wire [19:0] \task.desc.dev_size ;
-  wire [3:0] \task.desc.dtype ;
-  wire [9:0] \task.desc.flags ;
-  wire [19:0] \task.desc.in_cols ;
-  wire [19:0] \task.desc.in_rows ;
-  wire [19:0] \task.desc.in_size ;
-  wire [3:0] \task.desc.op ;
-  wire [1:0] \task.desc.type ;
-  wire [1:0] \task.queue ;
-  wire [63:0] \task.seq ;
-  wire [63:0] \task.taken ;
+  reg [484:0] \task  = 485'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  wire [484:0] \task$984 ;
+  wire [150:0] \task$984.decoded ;
+  wire \task$984.decoded.is_compute ;
+  wire \task$984.decoded.is_load ;
+  wire \task$984.decoded.is_store ;
+  wire [39:0] \task$984.decoded.operand_lines ;
+  wire [39:0] \task$984.decoded.page_half ;
+  wire [3:0] \task$984.decoded.page_shift ;
+  wire \task$984.decoded.paged ;
+  wire [6:0] \task$984.decoded.pages ;
+  wire [47:0] \task$984.decoded.stats_offset ;
+  wire [7:0] \task$984.decoded.status ;
+  wire [333:0] \task$984.entry ;
+  wire [203:0] \task$984.entry.desc ;
+  wire [63:0] \task$984.entry.desc.dev_addr ;
+  wire [19:0] \task$984.entry.desc.dev_cols ;
+  wire [19:0] \task$984.entry.desc.dev_rows ;
+  wire [19:0] \task$984.entry.desc.dev_size ;
+  wire [3:0] \task$984.entry.desc.dtype ;
+  wire [9:0] \task$984.entry.desc.flags ;
+  wire [19:0] \task$984.entry.desc.in_cols ;
+  wire [19:0] \task$984.entry.desc.in_rows ;
+  wire [19:0] \task$984.entry.desc.in_size ;
+  wire [3:0] \task$984.entry.desc.op ;
+  wire [1:0] \task$984.entry.desc.type ;
+  wire [1:0] \task$984.entry.queue ;
+  wire [63:0] \task$984.entry.seq ;
+  wire [63:0] \task$984.entry.taken ;
+  wire [150:0] \task.decoded ;
+  wire \task.decoded.is_compute ;
+  wire \task.decoded.is_load ;
+  wire \task.decoded.is_store ;
+  wire [39:0] \task.decoded.operand_lines ;
+  wire [39:0] \task.decoded.page_half ;
+  wire [3:0] \task.decoded.page_shift ;
+  wire \task.decoded.paged ;
+  wire [6:0] \task.decoded.pages ;
+  wire [47:0] \task.decoded.stats_offset ;
+  wire [7:0] \task.decoded.status ;
+  wire [333:0] \task.entry ;
+  wire [203:0] \task.entry.desc ;
+  wire [63:0] \task.entry.desc.dev_addr ;
+  wire [19:0] \task.entry.desc.dev_cols ;
+  wire [19:0] \task.entry.desc.dev_rows ;
+  wire [19:0] \task.entry.desc.dev_size ;
+  wire [3:0] \task.entry.desc.dtype ;
+  wire [9:0] \task.entry.desc.flags ;
+  wire [19:0] \task.entry.desc.in_cols ;
+  wire [19:0] \task.entry.desc.in_rows ;
+  wire [19:0] \task.entry.desc.in_size ;
+  wire [3:0] \task.entry.desc.op ;
+  wire [1:0] \task.entry.desc.type ;
+  wire [1:0] \task.entry.queue ;
+  wire [63:0] \task.entry.seq ;
+  wire [63:0] \task.entry.taken ;
   wire task_valid;
   wire trans;
-  wire \trans$154 ;
-  wire \trans$163 ;
+  wire \trans$148 ;
+  wire \trans$157 ;
   wire trans_in;
   wire [31:0] u_beats;
   wire [31:0] u_cols;
@@ -4550,24 +4552,24 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire u_pair;
   wire [19:0] u_rows;
   wire valid;
-  wire \valid$200 ;
+  wire \valid$194 ;
   wire [7:0] verdict_status;
   reg verdict_take;
   wire verdict_valid;
   reg [7:0] w_bytes;
-  wire [7:0] \w_bytes$256 ;
+  wire [7:0] \w_bytes$250 ;
   wire [511:0] w_data;
-  reg [1023:0] \w_data$253 ;
-  wire [1023:0] \w_data$254 ;
+  reg [1023:0] \w_data$247 ;
+  wire [1023:0] \w_data$248 ;
   wire [511:0] w_data0;
   wire [511:0] w_data1;
-  wire [511:0] \w_data1$196 ;
+  wire [511:0] \w_data1$190 ;
   reg w_last;
-  wire \w_last$258 ;
+  wire \w_last$252 ;
   wire w_ready;
-  wire \w_ready$252 ;
+  wire \w_ready$246 ;
   reg w_valid;
-  wire \w_valid$250 ;
+  wire \w_valid$244 ;
   wire waiting;
   wire waiting_results;
   reg [31:0] widened_0;
@@ -5147,37 +5149,37 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire widened_9_lzc_vll;
   wire [9:0] widened_9_sub;
   wire write_error;
-  wire \write_error$968 ;
+  wire \write_error$959 ;
   wire writer_free;
   assign \$1  = ~ pending;
   assign \$2  = idle & \$1 ;
   assign \$3  = ~ waiting;
   assign writer_free = \$2  & \$3 ;
-  assign \$4  = entry[5:2] == 2'h3;
+  assign \$4  = \task [5:2] == 2'h3;
   assign \$5  = \$4  ? 1'h1 : 1'h0;
-  assign \$6  = entry[5:2] == 2'h3;
-  assign \$7  = entry[5:2] == 3'h4;
+  assign \$6  = \task [5:2] == 2'h3;
+  assign \$7  = \task [5:2] == 3'h4;
   assign \$8  = \$7  ? 2'h2 : 2'h0;
   assign \$9  = \$6  ? 2'h3 : \$8 ;
   assign dest = stage ? { 1'h0, \$5  } : \$9 ;
-  assign \$10  = entry[183:164] == 1'h1;
+  assign \$10  = \task [183:164] == 1'h1;
   assign \$11  = ~ stage;
-  assign \$12  = entry[10] & \$11 ;
+  assign \$12  = \task [10] & \$11 ;
   assign \$13  = ~ \$12 ;
   assign split = \$10  & \$13 ;
-  assign \$14  = entry[10] ? entry[123:104] : entry[143:124];
-  assign \$15  = entry[10] ? entry[143:124] : entry[123:104];
+  assign \$14  = \task [10] ? \task [123:104] : \task [143:124];
+  assign \$15  = \task [10] ? \task [143:124] : \task [123:104];
   assign k = stage ? \$14  : \$15 ;
-  assign \$16  = entry[10] ? entry[143:124] : entry[123:104];
-  assign \$17  = entry[10] ? entry[123:104] : entry[143:124];
+  assign \$16  = \task [10] ? \task [143:124] : \task [123:104];
+  assign \$17  = \task [10] ? \task [123:104] : \task [143:124];
   assign n = stage ? \$16  : \$17 ;
   assign \$18  = ~ stage;
-  assign trans_in = entry[10] & \$18 ;
-  assign \$20  = entry[83:20] + \$19 ;
-  assign \$21  = stage ? \$20  : { 1'h0, entry[83:20] };
-  assign \$22  = paged ? 65'h00000000000000000 : \$21 ;
-  assign \$23  = entry[10] ? entry[143:124] : entry[123:104];
-  assign \$24  = entry[10] ? entry[123:104] : entry[143:124];
+  assign trans_in = \task [10] & \$18 ;
+  assign \$20  = \task [83:20] + \$19 ;
+  assign \$21  = stage ? \$20  : { 1'h0, \task [83:20] };
+  assign \$22  = \task [433] ? 65'h00000000000000000 : \$21 ;
+  assign \$23  = \task [10] ? \task [143:124] : \task [123:104];
+  assign \$24  = \task [10] ? \task [123:104] : \task [143:124];
   assign n_cols = stage ? \$23  : \$24 ;
   assign \$30  = | rd_in_data[1:0];
   assign \$32  = | rd_in_data[1:0];
@@ -6267,14 +6269,14 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \$1078  = ! rd_in_data[510:506];
   assign \$1079  = 7'h70 - widened_31_lzc_c;
   assign \$1080  = rd_in_data[510:506] + 7'h70;
-  assign \$1081  = entry[5:2] == 2'h3;
+  assign \$1081  = \task [5:2] == 2'h3;
   assign src_data = \$1081  ? rd_acc_data : { widened_31, widened_30, widened_29, widened_28, widened_27, widened_26, widened_25, widened_24, widened_23, widened_22, widened_21, widened_20, widened_19, widened_18, widened_17, widened_16, widened_15, widened_14, widened_13, widened_12, widened_11, widened_10, widened_9, widened_8, widened_7, widened_6, widened_5, widened_4, widened_3, widened_2, widened_1, widened_0 };
   assign \$1082  = ~ busy;
   assign \$1083  = ~ waiting;
   assign \$1084  = \$1082  & \$1083 ;
   assign \$1085  = \$1084  & writer_free;
   assign \$1086  = \$signal  + 7'h40;
-  assign \$1087  = is_load ? { 1'h0, entry[83:20] } : \$1086 ;
+  assign \$1087  = \task [342] ? { 1'h0, \task [83:20] } : \$1086 ;
   assign \$1088  = \$1087  + 1'h0;
   assign \$1091  = copy_span_first[5:0] + \$1090 ;
   assign \$1092  = \$1091  + 7'h40;
@@ -6282,22 +6284,22 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \$1096  = copy_span_offset + \$1095 ;
   assign \$1097  = \$1096  + 6'h20;
   assign \$1098  = \$1097  - 1'h1;
-  assign \$1100  = \$signal$860  + 7'h40;
-  assign \$1101  = is_load ? \$1100  : { 1'h0, entry[83:20] };
-  assign \$1102  = \$signal$860  + 7'h40;
-  assign \$1103  = is_load ? \$1102  : { 1'h0, entry[83:20] };
+  assign \$1100  = \$signal$853  + 7'h40;
+  assign \$1101  = \task [342] ? \$1100  : { 1'h0, \task [83:20] };
+  assign \$1102  = \$signal$853  + 7'h40;
+  assign \$1103  = \task [342] ? \$1102  : { 1'h0, \task [83:20] };
   assign \$1106  = ~ w_ready;
-  assign \$1107  = entry[183:164] - \$signal$868 ;
+  assign \$1107  = \task [183:164] - \$signal$861 ;
   assign \$1108  = $signed(\$1107 ) < $signed(4'h4);
-  assign \$1109  = entry[183:164] - \$signal$868 ;
+  assign \$1109  = \task [183:164] - \$signal$861 ;
   assign \$1110  = \$1108  ? \$1109  : 21'h000004;
   assign \$1111  = \$signal  + 7'h40;
   assign \$1113  = \$1111  + \$1112 ;
-  assign \$1114  = rows_now * entry[203:184];
+  assign \$1114  = rows_now * \task [203:184];
   assign \$1116  = input_span_first[5:0] + \$1115 ;
   assign \$1117  = \$1116  + 7'h40;
   assign \$1118  = \$1117  - 1'h1;
-  assign \$1120  = rows_now * entry[203:184];
+  assign \$1120  = rows_now * \task [203:184];
   assign \$1121  = input_span_offset + \$1120 ;
   assign \$1122  = \$1121  + 6'h20;
   assign \$1123  = \$1122  - 1'h1;
@@ -6311,38 +6313,38 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \$1132  = ~ \$1131 ;
   assign \$1133  = \$1132  | writer_free;
   assign \$1134  = \$1128  & \$1133 ;
-  assign \$1135  = \$signal$860  + 7'h40;
-  assign \$1136  = \$1135  + \$signal$893 ;
+  assign \$1135  = \$signal$853  + 7'h40;
+  assign \$1136  = \$1135  + \$signal$886 ;
   assign \$1137  = drain > 1'h1;
   assign \$1138  = drain - 1'h1;
   assign \$1139  = \$1137  ? \$1138  : 6'h00;
-  assign \$1140  = entry[10] ? entry[143:124] : entry[123:104];
-  assign \$1141  = entry[10] ? entry[123:104] : entry[143:124];
+  assign \$1140  = \task [10] ? \task [143:124] : \task [123:104];
+  assign \$1141  = \task [10] ? \task [123:104] : \task [143:124];
   assign \$1142  = stage ? \$1140  : \$1141 ;
   assign \$1144  = ! dest;
   assign \$1145  = dest == 1'h1;
   assign \$1146  = \$1144  | \$1145 ;
-  assign \$1147  = \$signal$902  << \$signal$913 ;
-  assign \$1148  = \$signal$900  * \$1147 ;
+  assign \$1147  = \$signal$895  << \$signal$906 ;
+  assign \$1148  = \$signal$893  * \$1147 ;
   assign \$1149  = result_first_0[5:0] + \$1148 ;
   assign \$1150  = \$1149  + 7'h40;
   assign \$1151  = \$1150  - 1'h1;
-  assign \$1153  = entry[5:2] == 2'h3;
-  assign \$1154  = entry[10] ? entry[123:104] : entry[143:124];
-  assign \$1155  = \$1153  ? \$1154  : entry[203:184];
-  assign \$1156  = entry[5:2] == 2'h3;
-  assign \$1157  = \$1156  | entry[11];
+  assign \$1153  = \task [5:2] == 2'h3;
+  assign \$1154  = \task [10] ? \task [123:104] : \task [143:124];
+  assign \$1155  = \$1153  ? \$1154  : \task [203:184];
+  assign \$1156  = \task [5:2] == 2'h3;
+  assign \$1157  = \$1156  | \task [11];
   assign \$1158  = ~ busy;
   assign \$1159  = ~ waiting;
   assign \$1160  = \$1158  & \$1159 ;
   assign \$1161  = \$1160  & writer_free;
-  assign \$1162  = \$signal$860  + 7'h40;
-  assign \$1163  = \$1162  + \$signal$893 ;
-  assign \$1164  = entry[10] ? entry[143:124] : entry[123:104];
-  assign \$1165  = entry[10] ? entry[123:104] : entry[143:124];
+  assign \$1162  = \$signal$853  + 7'h40;
+  assign \$1163  = \$1162  + \$signal$886 ;
+  assign \$1164  = \task [10] ? \task [143:124] : \task [123:104];
+  assign \$1165  = \task [10] ? \task [123:104] : \task [143:124];
   assign \$1166  = stage ? \$1164  : \$1165 ;
-  assign \$1168  = \$signal$902  << \$signal$913 ;
-  assign \$1169  = \$signal$900  * \$1168 ;
+  assign \$1168  = \$signal$895  << \$signal$906 ;
+  assign \$1169  = \$signal$893  * \$1168 ;
   assign \$1170  = result_first_1[5:0] + \$1169 ;
   assign \$1171  = \$1170  + 7'h40;
   assign \$1172  = \$1171  - 1'h1;
@@ -6350,16 +6352,16 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \$1177  = ~ waiting;
   assign \$1178  = \$1176  & \$1177 ;
   assign \$1179  = \$1178  & writer_free;
-  assign \$1180  = \$signal$860  + 7'h40;
-  assign \$1181  = \$1180  + stats_offset;
-  assign \$1182  = \$signal$868  + \row$925 ;
+  assign \$1180  = \$signal$853  + 7'h40;
+  assign \$1181  = \$1180  + \task [432:385];
+  assign \$1182  = \$signal$861  + \row$918 ;
   assign \$1184  = \$1181  + \$1183 ;
   assign \$1185  = ~ pending;
   assign \$1186  = src__valid & out__ready;
   assign \$1187  = \$1186  & out_err;
-  assign \$1188  = \read_error$956  | \$1187 ;
-  assign \$1189  = ! \status$954 ;
-  assign \$1190  = \$1189  & is_store;
+  assign \$1188  = \read_error$948  | \$1187 ;
+  assign \$1189  = ! \status$946 ;
+  assign \$1190  = \$1189  & \task [343];
   assign \$1191  = ! fsm_state;
   assign \$1192  = fsm_state == 1'h1;
   assign \$1193  = fsm_state == 2'h2;
@@ -6385,31 +6387,31 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \$1213  = fsm_state == 5'h16;
   assign \$1214  = src__valid & out__ready;
   assign \$1215  = \$1214  & out_err;
-  assign \$1216  = entry[269:206] - 1'h1;
+  assign \$1216  = \task [269:206] - 1'h1;
   assign \$1217  = 1'h1 << regs[259:256];
   assign \$1218  = \$1217  - 1'h1;
   assign \$1219  = { 1'h0, \$1216 [15:0] } & \$1218 ;
   assign \$1220  = $signed(\$1219 ) << regs[265:260];
   assign \$1221  = $signed({ 1'h0, regs[63:0] }) + $signed(\$1220 );
-  assign \$1222  = entry[269:206] - 1'h1;
+  assign \$1222  = \task [269:206] - 1'h1;
   assign \$1223  = 1'h1 << regs[259:256];
   assign \$1224  = \$1223  - 1'h1;
   assign \$1225  = { 1'h0, \$1222 [15:0] } & \$1224 ;
   assign \$1226  = $signed(\$1225 ) << regs[265:260];
   assign \$1227  = $signed({ 1'h0, regs[127:64] }) + $signed(\$1226 );
-  assign \$1228  = entry[5:2] == 2'h3;
-  assign \$1229  = entry[5:2] == 2'h2;
-  assign \$1230  = entry[5:2] == 3'h4;
-  assign \$1231  = entry[10] ? entry[143:124] : entry[123:104];
-  assign \$1232  = entry[10] ? entry[123:104] : entry[143:124];
-  assign \$1233  = | \status$994 ;
+  assign \$1228  = \task [5:2] == 2'h3;
+  assign \$1229  = \task [5:2] == 2'h2;
+  assign \$1230  = \task [5:2] == 3'h4;
+  assign \$1231  = \task [10] ? \task [143:124] : \task [123:104];
+  assign \$1232  = \task [10] ? \task [123:104] : \task [143:124];
+  assign \$1233  = | \task [341:334];
   assign \$1234  = ! verdict_status;
   assign \$1235  = ~ busy;
   assign \$1236  = ~ waiting;
   assign \$1237  = \$1235  & \$1236 ;
   assign \$1238  = \$1237  & writer_free;
   assign \$1239  = valid & last;
-  assign \$1240  = entry[5:2] == 2'h2;
+  assign \$1240  = \task [5:2] == 2'h2;
   assign \$1241  = ready & lanes_ready;
   assign \$1242  = | rest_rows;
   assign \$1243  = ~ busy;
@@ -6424,67 +6426,67 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \$1252  = ! dest;
   assign \$1253  = dest == 1'h1;
   assign \$1254  = \$1252  | \$1253 ;
-  assign \$1255  = \$signal$902  << \$signal$913 ;
-  assign \$1256  = \$signal$900  * \$1255 ;
-  assign \$1257  = \$signal$893  + \$1256 ;
+  assign \$1255  = \$signal$895  << \$signal$906 ;
+  assign \$1256  = \$signal$893  * \$1255 ;
+  assign \$1257  = \$signal$886  + \$1256 ;
   assign \$1258  = ~ bank;
   assign \$1259  = ! dest;
   assign \$1260  = dest == 1'h1;
   assign \$1261  = \$1259  | \$1260 ;
   assign \$1262  = dest == 2'h3;
-  assign \$1263  = \row$925  + 1'h1;
-  assign \$1264  = \$1263  < \$signal$900 ;
-  assign \$1265  = \row$925  + 1'h1;
-  assign \$1266  = entry[5:2] == 2'h3;
+  assign \$1263  = \row$918  + 1'h1;
+  assign \$1264  = \$1263  < \$signal$893 ;
+  assign \$1265  = \row$918  + 1'h1;
+  assign \$1266  = \task [5:2] == 2'h3;
   assign \$1267  = ~ busy;
   assign \$1268  = ~ waiting;
   assign \$1269  = \$1267  & \$1268 ;
   assign \$1270  = \$1269  & writer_free;
-  assign \$1271  = \$signal$902  << \$signal$913 ;
-  assign \$1272  = \$signal$900  * \$1271 ;
-  assign \$1273  = \$signal$893  + \$1272 ;
+  assign \$1271  = \$signal$895  << \$signal$906 ;
+  assign \$1272  = \$signal$893  * \$1271 ;
+  assign \$1273  = \$signal$886  + \$1272 ;
   assign \$1274  = ~ busy;
   assign \$1275  = ~ waiting;
   assign \$1276  = \$1274  & \$1275 ;
   assign \$1277  = \$1276  & writer_free;
-  assign \$1278  = \row$925  + 1'h1;
-  assign \$1279  = \$1278  < \$signal$900 ;
-  assign \$1280  = entry[5:2] == 2'h3;
-  assign \$1281  = \row$925  + 1'h1;
-  assign \$1282  = \$signal$868  + 3'h4;
-  assign \$1283  = 3'h4 * entry[203:184];
-  assign \$1284  = \$signal$870  + \$1283 ;
-  assign \$1285  = \$signal$868  + 3'h4;
-  assign \$1286  = \$1285  < entry[183:164];
+  assign \$1278  = \row$918  + 1'h1;
+  assign \$1279  = \$1278  < \$signal$893 ;
+  assign \$1280  = \task [5:2] == 2'h3;
+  assign \$1281  = \row$918  + 1'h1;
+  assign \$1282  = \$signal$861  + 3'h4;
+  assign \$1283  = 3'h4 * \task [203:184];
+  assign \$1284  = \$signal$863  + \$1283 ;
+  assign \$1285  = \$signal$861  + 3'h4;
+  assign \$1286  = \$1285  < \task [183:164];
   assign \$1287  = ~ pending;
   always @(posedge clk)
-    \read_error$956  <= \$1288 ;
+    \read_error$948  <= \$1288 ;
   always @(posedge clk)
-    entry <= \$1289 ;
+    \task  <= \$1289 ;
   always @(posedge clk)
     fsm_state <= \$1290 ;
   always @(posedge clk)
-    \status$954  <= \$1291 ;
+    \status$946  <= \$1291 ;
   always @(posedge clk)
     \$signal  <= \$1292 ;
   always @(posedge clk)
-    \$signal$860  <= \$1293 ;
+    \$signal$853  <= \$1293 ;
   always @(posedge clk)
-    \$signal$868  <= \$1294 ;
+    \$signal$861  <= \$1294 ;
   always @(posedge clk)
-    \$signal$870  <= \$1295 ;
+    \$signal$863  <= \$1295 ;
   always @(posedge clk)
-    \$signal$893  <= \$1296 ;
+    \$signal$886  <= \$1296 ;
   always @(posedge clk)
-    \$signal$913  <= \$1297 ;
+    \$signal$906  <= \$1297 ;
   always @(posedge clk)
-    \$signal$902  <= \$1298 ;
+    \$signal$895  <= \$1298 ;
   always @(posedge clk)
-    \$signal$900  <= \$1299 ;
+    \$signal$893  <= \$1299 ;
   always @(posedge clk)
     stage <= \$1300 ;
   always @(posedge clk)
-    \row$925  <= \$1301 ;
+    \row$918  <= \$1301 ;
   always @(posedge clk)
     bank <= \$1302 ;
   always @(posedge clk)
@@ -6540,7 +6542,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .run_log2(run_log2),
     .sets(sets),
     .split(split),
-    .start(\start$883 ),
+    .start(\start$876 ),
     .t_first(t_first),
     .t_fold_adds(t_fold_adds),
     .t_level(t_level),
@@ -6564,17 +6566,17 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .cycle(cycle),
     .done_status(done_status),
     .done_store(report_store),
-    .hold(\hold$963 ),
+    .hold(\hold$954 ),
     .irq(irq),
-    .line(\line$976 ),
+    .line(\line$967 ),
     .line_addr(line_addr),
     .line_start(line_start),
     .pending(pending),
-    .\port$13919$0 (\$1311 ),
-    .\port$14148$289 (queues__0[289]),
-    .\port$14150$289 (queues__1[289]),
-    .\port$14152$289 (queues__2[289]),
-    .\port$14154$289 (queues__3[289]),
+    .\port$13692$0 (\$1311 ),
+    .\port$13921$289 (queues__0[289]),
+    .\port$13923$289 (queues__1[289]),
+    .\port$13925$289 (queues__2[289]),
+    .\port$13927$289 (queues__3[289]),
     .queue(queue),
     .quiet(quiet),
     .r_en(reported),
@@ -6642,18 +6644,6 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .w_data(w_data),
     .w_data1(w_data1)
   );
-  \ndp_device.control_unit.decoder  decoder (
-    .desc(entry[203:0]),
-    .is_compute(is_compute),
-    .is_load(is_load),
-    .is_store(is_store),
-    .log2_slot(regs[267:260]),
-    .operand_lines(operand_lines),
-    .paged(paged),
-    .\port$14288$128 (regs[255:128]),
-    .stats_offset(stats_offset),
-    .status(\status$994 )
-  );
   \ndp_device.control_unit.front  front (
     .clk(clk),
     .pop(pop),
@@ -6675,7 +6665,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .side_err(bus__rresp[1]),
     .side_valid(side_valid),
     .take(take),
-    .\task (\task ),
+    .\task (\task$984 ),
     .task_valid(task_valid),
     .verdict_status(verdict_status),
     .verdict_take(verdict_take),
@@ -6689,9 +6679,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .out__strb(src__strb),
     .out__valid(\src__valid$82 ),
     .rst(rst),
-    .start(\start$266 ),
+    .start(\start$260 ),
     .w_bytes(w_bytes),
-    .w_data(\w_data$253 ),
+    .w_data(\w_data$247 ),
     .w_last(w_last),
     .w_ready(w_ready),
     .w_valid(w_valid)
@@ -6745,14 +6735,14 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .w_data(bus__rdata)
   );
   \ndp_device.control_unit.readout  readout (
-    .acc_we(\acc_we$919 ),
-    .bank(\bank$909 ),
+    .acc_we(\acc_we$912 ),
+    .bank(\bank$902 ),
     .busy(busy),
     .clk(clk),
     .delay(delay),
-    .dest(\dest$898 ),
+    .dest(\dest$891 ),
     .done(done),
-    .first(\first$911 ),
+    .first(\first$904 ),
     .fold_bank(fold_bank),
     .fold_n_cols(fold_n_cols),
     .fold_n_words(fold_n_words),
@@ -6763,40 +6753,40 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .fold_sets1(fold_sets1),
     .fold_valid(fold_valid),
     .fold_word(fold_word),
-    .in_we(\in_we$914 ),
-    .lines(\lines$912 ),
-    .n(\n$901 ),
-    .n_words(\n_words$903 ),
-    .pack_log2(\pack_log2$908 ),
+    .in_we(\in_we$907 ),
+    .lines(\lines$905 ),
+    .n(\n$894 ),
+    .n_words(\n_words$896 ),
+    .pack_log2(\pack_log2$901 ),
     .rd_in_data(rd_in_data),
     .rd_row(buf_row),
     .results(results),
-    .rows(\rows$899 ),
+    .rows(\rows$892 ),
     .rst(rst),
-    .run_addr(\run_addr$263 ),
-    .run_lines(\run_lines$265 ),
+    .run_addr(\run_addr$257 ),
+    .run_lines(\run_lines$259 ),
     .run_offset(run_offset),
-    .run_start(\run_start$259 ),
-    .sets(\sets$904 ),
+    .run_start(\run_start$253 ),
+    .sets(\sets$897 ),
     .sets1(sets1),
     .source(source),
-    .start(\start$894 ),
+    .start(\start$887 ),
     .sum_fp16(sum_fp16),
     .sum_fp32(sum_fp32),
     .sum_ready(sum_ready),
     .sum_valid(sum_valid),
-    .w_bytes(\w_bytes$256 ),
-    .w_data(\w_data$254 ),
-    .w_last(\w_last$258 ),
+    .w_bytes(\w_bytes$250 ),
+    .w_data(\w_data$248 ),
+    .w_last(\w_last$252 ),
     .w_ready(w_ready),
-    .w_valid(\w_valid$250 ),
+    .w_valid(\w_valid$244 ),
     .waiting(waiting),
-    .waiting_results(\hold$963 ),
+    .waiting_results(\hold$954 ),
     .word(buf_word)
   );
   \ndp_device.control_unit.softmax  softmax (
     .clk(clk),
-    .done(\done$1000 ),
+    .done(\done$989 ),
     .dst_addr(dst_addr),
     .\dst_data$425 (dst_data),
     .dst_en(dst_en),
@@ -6807,10 +6797,10 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .rst(rst),
     .src_addr(src_addr),
     .src_data(src_data),
-    .start(\start$931 )
+    .start(\start$924 )
   );
   \ndp_device.control_unit.unpacker  unpacker (
-    .beats(\beats$865 ),
+    .beats(\beats$858 ),
     .chunk_d0(data),
     .clk(clk),
     .col(col),
@@ -6818,7 +6808,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .count(count),
     .hold(hold),
     .last(last),
-    .offset(\offset$862 ),
+    .offset(\offset$855 ),
     .pair(pair),
     .pair_chunk_d0(pair_data),
     .pair_count(pair_count),
@@ -6829,12 +6819,12 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .rst(rst),
     .src__data(src__data),
     .src__valid(src__valid),
-    .start(\start$861 ),
+    .start(\start$854 ),
     .valid(valid)
   );
   \ndp_device.control_unit.writer  writer (
     .addr(bus__awaddr),
-    .\addr$55 (\addr$262 ),
+    .\addr$55 (\addr$256 ),
     .bus__awlen(bus__awlen),
     .bus__awready(bus__awready),
     .bus__awvalid(bus__awvalid),
@@ -6849,8 +6839,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .clk(clk),
     .from_stream(from_stream),
     .idle(idle),
-    .line(\line$947 ),
-    .lines(\lines$264 ),
+    .line(\line$939 ),
+    .lines(\lines$258 ),
     .quiet(quiet),
     .report(report),
     .reported(reported),
@@ -6860,14 +6850,14 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .src__ready(\out__ready$78 ),
     .src__strb(src__strb),
     .src__valid(\src__valid$82 ),
-    .start(\start$260 ),
+    .start(\start$254 ),
     .strb(strb),
     .write_error(write_error)
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     (* full_case = 32'd1 *)
-    casez (\row$925 )
+    casez (\row$918 )
       2'h0:
           \$1174  = anchor_m0;
       2'h1:
@@ -6881,7 +6871,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     (* full_case = 32'd1 *)
-    casez (\row$925 )
+    casez (\row$918 )
       2'h0:
           \$1175  = anchor_l0;
       2'h1:
@@ -6895,7 +6885,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     (* full_case = 32'd1 *)
-    casez (entry[205:204])
+    casez (\task [205:204])
       2'h0:
           regs = queues__0;
       2'h1:
@@ -6908,7 +6898,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    w_valid = \w_valid$250 ;
+    w_valid = \w_valid$244 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -6924,7 +6914,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \w_data$253  = \w_data$254 ;
+    \w_data$247  = \w_data$248 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -6935,12 +6925,12 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h05:
           /* empty */;
       5'h06:
-          \w_data$253  = { 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, data };
+          \w_data$247  = { 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, data };
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    w_bytes = \w_bytes$256 ;
+    w_bytes = \w_bytes$250 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -6956,7 +6946,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    w_last = \w_last$258 ;
+    w_last = \w_last$252 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -6972,9 +6962,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \start$260  = 1'h0;
-    if (\run_start$259 ) begin
-      \start$260  = 1'h1;
+    \start$254  = 1'h0;
+    if (\run_start$253 ) begin
+      \start$254  = 1'h1;
     end
     casez (fsm_state)
       5'h00:
@@ -6985,7 +6975,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h05:
           if (\$1085 ) begin
-            \start$260  = 1'h1;
+            \start$254  = 1'h1;
           end
       5'h06:
           /* empty */;
@@ -7019,17 +7009,17 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h13:
           if (\$1179 ) begin
-            \start$260  = 1'h1;
+            \start$254  = 1'h1;
           end
     endcase
     if (line_start) begin
-      \start$260  = 1'h1;
+      \start$254  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     from_stream = 1'h0;
-    if (\run_start$259 ) begin
+    if (\run_start$253 ) begin
       from_stream = 1'h1;
     end
     casez (fsm_state)
@@ -7047,9 +7037,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \addr$262  = 64'h0000000000000000;
-    if (\run_start$259 ) begin
-      \addr$262  = \run_addr$263 ;
+    \addr$256  = 64'h0000000000000000;
+    if (\run_start$253 ) begin
+      \addr$256  = \run_addr$257 ;
     end
     casez (fsm_state)
       5'h00:
@@ -7060,7 +7050,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h05:
           if (\$1085 ) begin
-            \addr$262  = \$1101 [63:0];
+            \addr$256  = \$1101 [63:0];
           end
       5'h06:
           /* empty */;
@@ -7094,18 +7084,18 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h13:
           if (\$1179 ) begin
-            \addr$262  = \$1184 [63:0];
+            \addr$256  = \$1184 [63:0];
           end
     endcase
     if (line_start) begin
-      \addr$262  = line_addr;
+      \addr$256  = line_addr;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \lines$264  = 32'd0;
-    if (\run_start$259 ) begin
-      \lines$264  = \run_lines$265 ;
+    \lines$258  = 32'd0;
+    if (\run_start$253 ) begin
+      \lines$258  = \run_lines$259 ;
     end
     casez (fsm_state)
       5'h00:
@@ -7116,15 +7106,15 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h05:
           if (\$1085 ) begin
-            \lines$264  = { 12'h000, entry[103:84] };
+            \lines$258  = { 12'h000, \task [103:84] };
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \start$266  = 1'h0;
-    if (\run_start$259 ) begin
-      \start$266  = 1'h1;
+    \start$260  = 1'h0;
+    if (\run_start$253 ) begin
+      \start$260  = 1'h1;
     end
     casez (fsm_state)
       5'h00:
@@ -7135,14 +7125,14 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h05:
           if (\$1085 ) begin
-            \start$266  = 1'h1;
+            \start$260  = 1'h1;
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     offset = 6'h00;
-    if (\run_start$259 ) begin
+    if (\run_start$253 ) begin
       offset = run_offset;
     end
     casez (fsm_state)
@@ -7742,7 +7732,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \start$861  = 1'h0;
+    \start$854  = 1'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -7752,12 +7742,12 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h05:
           if (\$1085 ) begin
-            \start$861  = 1'h1;
+            \start$854  = 1'h1;
           end
       5'h06:
           /* empty */;
       5'h04:
-          \start$861  = 1'h1;
+          \start$854  = 1'h1;
       5'h07:
           /* empty */;
       5'h09:
@@ -7765,14 +7755,14 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0a:
           /* empty */;
       5'h0b:
-          \start$861  = 1'h1;
+          \start$854  = 1'h1;
       5'h0c:
-          \start$861  = 1'h1;
+          \start$854  = 1'h1;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \offset$862  = 5'h00;
+    \offset$855  = 5'h00;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -7782,12 +7772,12 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h05:
           if (\$1085 ) begin
-            \offset$862  = copy_span_offset[4:0];
+            \offset$855  = copy_span_offset[4:0];
           end
       5'h06:
           /* empty */;
       5'h04:
-          \offset$862  = input_span_offset[4:0];
+          \offset$855  = input_span_offset[4:0];
       5'h07:
           /* empty */;
       5'h09:
@@ -7795,9 +7785,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0a:
           /* empty */;
       5'h0b:
-          \offset$862  = u_offset;
+          \offset$855  = u_offset;
       5'h0c:
-          \offset$862  = u_offset;
+          \offset$855  = u_offset;
     endcase
   end
   always @* begin
@@ -7847,7 +7837,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h06:
           /* empty */;
       5'h04:
-          cols = { 12'h000, entry[203:184] };
+          cols = { 12'h000, \task [203:184] };
       5'h07:
           /* empty */;
       5'h09:
@@ -7862,7 +7852,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \beats$865  = 32'd0;
+    \beats$858  = 32'd0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -7872,12 +7862,12 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h05:
           if (\$1085 ) begin
-            \beats$865  = beats[31:0];
+            \beats$858  = beats[31:0];
           end
       5'h06:
           /* empty */;
       5'h04:
-          \beats$865  = \beats$874 [31:0];
+          \beats$858  = \beats$867 [31:0];
       5'h07:
           /* empty */;
       5'h09:
@@ -7885,9 +7875,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0a:
           /* empty */;
       5'h0b:
-          \beats$865  = u_beats;
+          \beats$858  = u_beats;
       5'h0c:
-          \beats$865  = u_beats;
+          \beats$858  = u_beats;
     endcase
   end
   always @* begin
@@ -7998,7 +7988,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \beats$874  = 44'h00000000000;
+    \beats$867  = 44'h00000000000;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8011,7 +8001,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h06:
           /* empty */;
       5'h04:
-          \beats$874  = { \$1124 [25], \$1124 [25], \$1124 [25], \$1124 [25], \$1124 [25], \$1124 [25], \$1124 [25], \$1124 [25], \$1124 [25], \$1124 [25], \$1124 [25], \$1124 [25], \$1124 [25], \$1124 [25], \$1124 [25], \$1124 [25], \$1124 [25], \$1124 [25], \$1124  };
+          \beats$867  = { \$1124 [25], \$1124 [25], \$1124 [25], \$1124 [25], \$1124 [25], \$1124 [25], \$1124 [25], \$1124 [25], \$1124 [25], \$1124 [25], \$1124 [25], \$1124 [25], \$1124 [25], \$1124 [25], \$1124 [25], \$1124 [25], \$1124 [25], \$1124 [25], \$1124  };
     endcase
   end
   always @* begin
@@ -8047,7 +8037,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0f:
           /* empty */;
       5'h11:
-          in_we = \in_we$914 ;
+          in_we = \in_we$907 ;
       5'h08:
           in_we = dst_en;
       5'h12:
@@ -8089,9 +8079,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h11:
           in_row = buf_row;
       5'h08:
-          in_row = \row$925 ;
+          in_row = \row$918 ;
       5'h12:
-          in_row = \row$925 ;
+          in_row = \row$918 ;
     endcase
   end
   always @* begin
@@ -8226,7 +8216,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \start$883  = 1'h0;
+    \start$876  = 1'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8247,9 +8237,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0a:
           /* empty */;
       5'h0b:
-          \start$883  = 1'h1;
+          \start$876  = 1'h1;
       5'h0c:
-          \start$883  = 1'h1;
+          \start$876  = 1'h1;
     endcase
   end
   always @* begin
@@ -8378,7 +8368,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \start$894  = 1'h0;
+    \start$887  = 1'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8408,7 +8398,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0f:
           if (\$1134 ) begin
-            \start$894  = 1'h1;
+            \start$887  = 1'h1;
           end
       5'h11:
           /* empty */;
@@ -8418,7 +8408,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h14:
           if (\$1161 ) begin
-            \start$894  = 1'h1;
+            \start$887  = 1'h1;
           end
     endcase
   end
@@ -8516,7 +8506,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \dest$898  = 2'h0;
+    \dest$891  = 2'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8546,7 +8536,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0f:
           if (\$1134 ) begin
-            \dest$898  = dest;
+            \dest$891  = dest;
           end
       5'h11:
           /* empty */;
@@ -8556,13 +8546,13 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h14:
           if (\$1161 ) begin
-            \dest$898  = 2'h0;
+            \dest$891  = 2'h0;
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \rows$899  = 3'h0;
+    \rows$892  = 3'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8592,7 +8582,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0f:
           if (\$1134 ) begin
-            \rows$899  = \$signal$900 ;
+            \rows$892  = \$signal$893 ;
           end
       5'h11:
           /* empty */;
@@ -8602,13 +8592,13 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h14:
           if (\$1161 ) begin
-            \rows$899  = \$signal$900 ;
+            \rows$892  = \$signal$893 ;
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \n$901  = 20'h00000;
+    \n$894  = 20'h00000;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8638,7 +8628,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0f:
           if (\$1134 ) begin
-            \n$901  = \$1143 ;
+            \n$894  = \$1143 ;
           end
       5'h11:
           /* empty */;
@@ -8648,13 +8638,13 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h14:
           if (\$1161 ) begin
-            \n$901  = \$1167 ;
+            \n$894  = \$1167 ;
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \n_words$903  = 8'h00;
+    \n_words$896  = 8'h00;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8684,7 +8674,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0f:
           if (\$1134 ) begin
-            \n_words$903  = n_words[7:0];
+            \n_words$896  = n_words[7:0];
           end
       5'h11:
           /* empty */;
@@ -8694,13 +8684,13 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h14:
           if (\$1161 ) begin
-            \n_words$903  = n_words[7:0];
+            \n_words$896  = n_words[7:0];
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \sets$904  = 2'h0;
+    \sets$897  = 2'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8730,7 +8720,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0f:
           if (\$1134 ) begin
-            \sets$904  = sets_used__0;
+            \sets$897  = sets_used__0;
           end
       5'h11:
           /* empty */;
@@ -8740,7 +8730,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h14:
           if (\$1161 ) begin
-            \sets$904  = sets_used__0;
+            \sets$897  = sets_used__0;
           end
     endcase
   end
@@ -8792,7 +8782,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \pack_log2$908  = 3'h0;
+    \pack_log2$901  = 3'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8822,7 +8812,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0f:
           if (\$1134 ) begin
-            \pack_log2$908  = pack_log2;
+            \pack_log2$901  = pack_log2;
           end
       5'h11:
           /* empty */;
@@ -8832,13 +8822,13 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h14:
           if (\$1161 ) begin
-            \pack_log2$908  = pack_log2;
+            \pack_log2$901  = pack_log2;
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \bank$909  = 1'h0;
+    \bank$902  = 1'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8868,7 +8858,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0f:
           if (\$1134 ) begin
-            \bank$909  = bank;
+            \bank$902  = bank;
           end
       5'h11:
           /* empty */;
@@ -8878,7 +8868,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h14:
           if (\$1161 ) begin
-            \bank$909  = bank;
+            \bank$902  = bank;
           end
     endcase
   end
@@ -8930,7 +8920,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \first$911  = 64'h0000000000000000;
+    \first$904  = 64'h0000000000000000;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8960,7 +8950,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0f:
           if (\$1134 ) begin
-            \first$911  = result_first_0;
+            \first$904  = result_first_0;
           end
       5'h11:
           /* empty */;
@@ -8970,13 +8960,13 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h14:
           if (\$1161 ) begin
-            \first$911  = result_first_1;
+            \first$904  = result_first_1;
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \lines$912  = 32'd0;
+    \lines$905  = 32'd0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -9006,7 +8996,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0f:
           if (\$1134 ) begin
-            \lines$912  = { \$1152 [28], \$1152 [28], \$1152 [28], \$1152  };
+            \lines$905  = { \$1152 [28], \$1152 [28], \$1152 [28], \$1152  };
           end
       5'h11:
           /* empty */;
@@ -9016,7 +9006,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h14:
           if (\$1161 ) begin
-            \lines$912  = { \$1173 [28], \$1173 [28], \$1173 [28], \$1173  };
+            \lines$905  = { \$1173 [28], \$1173 [28], \$1173 [28], \$1173  };
           end
     endcase
   end
@@ -9053,7 +9043,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0f:
           /* empty */;
       5'h11:
-          acc_we = \acc_we$919 ;
+          acc_we = \acc_we$912 ;
     endcase
   end
   always @* begin
@@ -9199,9 +9189,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h11:
           /* empty */;
       5'h08:
-          rd_row = \row$925 ;
+          rd_row = \row$918 ;
       5'h12:
-          rd_row = \row$925 ;
+          rd_row = \row$918 ;
       5'h14:
           /* empty */;
       5'h15:
@@ -9254,7 +9244,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \start$931  = 1'h0;
+    \start$924  = 1'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -9287,7 +9277,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h11:
           /* empty */;
       5'h08:
-          \start$931  = 1'h1;
+          \start$924  = 1'h1;
     endcase
   end
   always @* begin
@@ -9458,7 +9448,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \line$947  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    \line$939  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -9500,11 +9490,11 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h13:
           if (\$1179 ) begin
-            \line$947  = line;
+            \line$939  = line;
           end
     endcase
     if (line_start) begin
-      \line$947  = \line$976 ;
+      \line$939  = \line$967 ;
     end
   end
   always @* begin
@@ -9662,7 +9652,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h02:
           if (\$1185 ) begin
-            queue = entry[205:204];
+            queue = \task [205:204];
           end
     endcase
   end
@@ -9716,7 +9706,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h02:
           if (\$1185 ) begin
-            seq = entry[269:206];
+            seq = \task [269:206];
           end
     endcase
   end
@@ -9770,7 +9760,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h02:
           if (\$1185 ) begin
-            taken = entry[333:270];
+            taken = \task [333:270];
           end
     endcase
   end
@@ -9824,7 +9814,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h02:
           if (\$1185 ) begin
-            status = \status$954 ;
+            status = \status$946 ;
           end
     endcase
   end
@@ -9932,7 +9922,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h02:
           if (\$1185 ) begin
-            slot = \$signal$860 ;
+            slot = \$signal$853 ;
           end
     endcase
   end
@@ -9999,7 +9989,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1288  = \read_error$956 ;
+    \$1288  = \read_error$948 ;
     if (\$1215 ) begin
       \$1288  = 1'h1;
     end
@@ -10015,15 +10005,15 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1289  = entry;
+    \$1289  = \task ;
     casez (fsm_state)
       5'h00:
           if (task_valid) begin
-            \$1289  = \task ;
+            \$1289  = \task$984 ;
           end
     endcase
     if (rst) begin
-      \$1289  = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$1289  = 485'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
@@ -10038,9 +10028,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           (* full_case = 32'd1 *)
           if (\$1233 ) begin
             \$1290  = 5'h02;
-          end else if (paged) begin
+          end else if (\task [433]) begin
             \$1290  = 5'h03;
-          end else if (is_compute) begin
+          end else if (\task [344]) begin
             \$1290  = 5'h04;
           end else begin
             \$1290  = 5'h05;
@@ -10122,7 +10112,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h08:
           \$1290  = 5'h12;
       5'h12:
-          if (\done$1000 ) begin
+          if (\done$989 ) begin
             (* full_case = 32'd1 *)
             if (\$1264 ) begin
               \$1290  = 5'h08;
@@ -10142,7 +10132,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h15:
           if (done) begin
             (* full_case = 32'd1 *)
-            if (entry[11]) begin
+            if (\task [11]) begin
               \$1290  = 5'h13;
             end else begin
               \$1290  = 5'h10;
@@ -10181,12 +10171,12 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1291  = \status$954 ;
+    \$1291  = \status$946 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          \$1291  = \status$994 ;
+          \$1291  = \task [341:334];
       5'h03:
           if (verdict_valid) begin
             \$1291  = verdict_status;
@@ -10211,7 +10201,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1293  = \$signal$860 ;
+    \$1293  = \$signal$853 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -10224,7 +10214,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1294  = \$signal$868 ;
+    \$1294  = \$signal$861 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -10277,7 +10267,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1295  = \$signal$870 ;
+    \$1295  = \$signal$863 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -10330,7 +10320,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1296  = \$signal$893 ;
+    \$1296  = \$signal$886 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -10381,7 +10371,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1297  = \$signal$913 ;
+    \$1297  = \$signal$906 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -10403,7 +10393,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1298  = \$signal$902 ;
+    \$1298  = \$signal$895 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -10412,9 +10402,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           if (\$1228 ) begin
             \$1298  = \$1231 ;
           end else if (\$1229 ) begin
-            \$1298  = entry[203:184];
+            \$1298  = \task [203:184];
           end else if (\$1230 ) begin
-            \$1298  = entry[123:104];
+            \$1298  = \task [123:104];
           end else begin
             \$1298  = \$1232 ;
           end
@@ -10425,7 +10415,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1299  = \$signal$900 ;
+    \$1299  = \$signal$893 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -10487,7 +10477,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1301  = \row$925 ;
+    \$1301  = \row$918 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -10524,7 +10514,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h08:
           /* empty */;
       5'h12:
-          if (\done$1000 ) begin
+          if (\done$989 ) begin
             (* full_case = 32'd1 *)
             if (\$1264 ) begin
               \$1301  = \$1265 [1:0];
@@ -10627,8 +10617,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h08:
           /* empty */;
       5'h12:
-          if (\done$1000 ) begin
-            casez (\row$925 )
+          if (\done$989 ) begin
+            casez (\row$918 )
               2'h0:
                   \$1303  = m;
             endcase
@@ -10675,8 +10665,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h08:
           /* empty */;
       5'h12:
-          if (\done$1000 ) begin
-            casez (\row$925 )
+          if (\done$989 ) begin
+            casez (\row$918 )
               2'h0:
                   /* empty */;
               2'h1:
@@ -10725,8 +10715,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h08:
           /* empty */;
       5'h12:
-          if (\done$1000 ) begin
-            casez (\row$925 )
+          if (\done$989 ) begin
+            casez (\row$918 )
               2'h0:
                   /* empty */;
               2'h1:
@@ -10777,9 +10767,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h08:
           /* empty */;
       5'h12:
-          if (\done$1000 ) begin
+          if (\done$989 ) begin
             (* full_case = 32'd1 *)
-            casez (\row$925 )
+            casez (\row$918 )
               2'h0:
                   /* empty */;
               2'h1:
@@ -10832,8 +10822,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h08:
           /* empty */;
       5'h12:
-          if (\done$1000 ) begin
-            casez (\row$925 )
+          if (\done$989 ) begin
+            casez (\row$918 )
               2'h0:
                   \$1307  = l;
             endcase
@@ -10880,8 +10870,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h08:
           /* empty */;
       5'h12:
-          if (\done$1000 ) begin
-            casez (\row$925 )
+          if (\done$989 ) begin
+            casez (\row$918 )
               2'h0:
                   /* empty */;
               2'h1:
@@ -10930,8 +10920,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h08:
           /* empty */;
       5'h12:
-          if (\done$1000 ) begin
-            casez (\row$925 )
+          if (\done$989 ) begin
+            casez (\row$918 )
               2'h0:
                   /* empty */;
               2'h1:
@@ -10982,9 +10972,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h08:
           /* empty */;
       5'h12:
-          if (\done$1000 ) begin
+          if (\done$989 ) begin
             (* full_case = 32'd1 *)
-            casez (\row$925 )
+            casez (\row$918 )
               2'h0:
                   /* empty */;
               2'h1:
@@ -11072,73 +11062,69 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \side_data$111  = bus__rdata;
   assign side_err = bus__rresp[1];
   assign \side_err$113  = bus__rresp[1];
-  assign desc = entry[203:0];
-  assign log2_slot = regs[267:260];
-  assign data_base = regs[191:128];
-  assign data_limit = regs[255:192];
+  assign \split$126  = split;
+  assign \pipe_busy$128  = pipe_busy;
+  assign \addr$129  = \$22 [63:0];
   assign \split$130  = split;
-  assign \pipe_busy$132  = pipe_busy;
-  assign \addr$133  = \$22 [63:0];
-  assign \split$136  = split;
-  assign \pack_log2$138  = pack_log2;
-  assign \n_words$140  = n_words;
-  assign \sets$142  = sets;
-  assign \run_log2$144  = run_log2;
-  assign \cols_dim$146  = cols_dim;
-  assign \full_groups$148  = full_groups;
-  assign \rest_rows$150  = rest_rows;
-  assign \main_elems$152  = main_elems;
-  assign \trans$154  = trans;
-  assign \t_level$156  = t_level;
-  assign \t_scalar$158  = t_scalar;
+  assign \pack_log2$132  = pack_log2;
+  assign \n_words$134  = n_words;
+  assign \sets$136  = sets;
+  assign \run_log2$138  = run_log2;
+  assign \cols_dim$140  = cols_dim;
+  assign \full_groups$142  = full_groups;
+  assign \rest_rows$144  = rest_rows;
+  assign \main_elems$146  = main_elems;
+  assign \trans$148  = trans;
+  assign \t_level$150  = t_level;
+  assign \t_scalar$152  = t_scalar;
+  assign \t_fold_adds$154  = t_fold_adds;
+  assign \split$156  = split;
+  assign \trans$157  = trans;
+  assign \t_level$158  = t_level;
+  assign \t_scalar$159  = t_scalar;
   assign \t_fold_adds$160  = t_fold_adds;
-  assign \split$162  = split;
-  assign \trans$163  = trans;
-  assign \t_level$164  = t_level;
-  assign \t_scalar$165  = t_scalar;
-  assign \t_fold_adds$166  = t_fold_adds;
-  assign \t_out$168  = t_out;
-  assign \t_set$170  = t_set;
-  assign \t_first$172  = t_first;
-  assign \t_row_end$174  = t_row_end;
+  assign \t_out$162  = t_out;
+  assign \t_set$164  = t_set;
+  assign \t_first$166  = t_first;
+  assign \t_row_end$168  = t_row_end;
   assign mac0 = mac;
   assign k_base0 = k_base;
   assign acc_addr0 = acc_addr;
   assign active0 = active;
   assign w_data0 = w_data;
   assign first0 = first;
-  assign \mac1$188  = mac1;
-  assign \k_base1$190  = k_base1;
-  assign \acc_addr1$192  = acc_addr1;
-  assign \active1$194  = active1;
-  assign \w_data1$196  = w_data1;
-  assign \first1$198  = first1;
-  assign \valid$200  = valid;
-  assign \last$202  = last;
-  assign \row$204  = row;
-  assign \col$206  = col;
-  assign \count$208  = count;
-  assign \data$210  = data;
-  assign \pair_valid$212  = pair_valid;
-  assign \pair_count$214  = pair_count;
-  assign \pair_data$216  = pair_data;
+  assign \mac1$182  = mac1;
+  assign \k_base1$184  = k_base1;
+  assign \acc_addr1$186  = acc_addr1;
+  assign \active1$188  = active1;
+  assign \w_data1$190  = w_data1;
+  assign \first1$192  = first1;
+  assign \valid$194  = valid;
+  assign \last$196  = last;
+  assign \row$198  = row;
+  assign \col$200  = col;
+  assign \count$202  = count;
+  assign \data$204  = data;
+  assign \pair_valid$206  = pair_valid;
+  assign \pair_count$208  = pair_count;
+  assign \pair_data$210  = pair_data;
   assign acc_bank = bank;
-  assign \fold_valid$220  = fold_valid;
-  assign \fold_ready$222  = fold_ready;
-  assign \fold_row$224  = fold_row;
-  assign \fold_word$226  = fold_word;
-  assign \fold_n_cols$228  = fold_n_cols;
-  assign \fold_n_words$230  = fold_n_words;
-  assign \fold_sets$232  = fold_sets;
-  assign \fold_sets1$234  = fold_sets1;
-  assign \fold_pack_log2$236  = fold_pack_log2;
-  assign \fold_bank$238  = fold_bank;
-  assign \sum_valid$240  = sum_valid;
-  assign \sum_ready$242  = sum_ready;
-  assign \sum_fp32$244  = sum_fp32;
-  assign \sum_fp16$246  = sum_fp16;
-  assign \rd_in_data$248  = rd_in_data;
-  assign \w_ready$252  = w_ready;
+  assign \fold_valid$214  = fold_valid;
+  assign \fold_ready$216  = fold_ready;
+  assign \fold_row$218  = fold_row;
+  assign \fold_word$220  = fold_word;
+  assign \fold_n_cols$222  = fold_n_cols;
+  assign \fold_n_words$224  = fold_n_words;
+  assign \fold_sets$226  = fold_sets;
+  assign \fold_sets1$228  = fold_sets1;
+  assign \fold_pack_log2$230  = fold_pack_log2;
+  assign \fold_bank$232  = fold_bank;
+  assign \sum_valid$234  = sum_valid;
+  assign \sum_ready$236  = sum_ready;
+  assign \sum_fp32$238  = sum_fp32;
+  assign \sum_fp16$240  = sum_fp16;
+  assign \rd_in_data$242  = rd_in_data;
+  assign \w_ready$246  = w_ready;
   assign widened_0_lzc_in = { rd_in_data[9:0], 6'h3f };
   assign widened_0_lz = widened_0_lzc_c;
   assign widened_0_sub = \$46 [9:0];
@@ -11237,26 +11223,26 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign widened_31_sub = \$1069 [9:0];
   assign buf_data16 = sum_fp16;
   assign buf_data32 = sum_fp32;
-  assign \rd_row$935  = buf_row;
-  assign \rd_addr$936  = buf_word[6:0];
-  assign \cycle$962  = cycle;
-  assign waiting_results = \hold$963 ;
-  assign \quiet$966  = quiet;
-  assign \write_error$968  = write_error;
-  assign \reported$970  = reported;
-  assign \reported_error$972  = reported_error;
+  assign \rd_row$928  = buf_row;
+  assign \rd_addr$929  = buf_word[6:0];
+  assign \cycle$953  = cycle;
+  assign waiting_results = \hold$954 ;
+  assign \quiet$957  = quiet;
+  assign \write_error$959  = write_error;
+  assign \reported$961  = reported;
+  assign \reported_error$963  = reported_error;
   assign irq_en = { queues__3[289], queues__2[289], queues__1[289], queues__0[289] };
   assign done_valid = reported;
-  assign \done_valid$979  = reported;
+  assign \done_valid$970  = reported;
   assign done_queue = \$1311 [1:0];
-  assign \done_queue$981  = \$1311 [1:0];
+  assign \done_queue$972  = \$1311 [1:0];
   assign done_seq = \$1311 [33:2];
-  assign \done_seq$983  = \$1311 [33:2];
-  assign \done_status$985  = done_status;
-  assign \irq$987  = irq;
-  assign \report$988  = reported;
+  assign \done_seq$974  = \$1311 [33:2];
+  assign \done_status$976  = done_status;
+  assign \irq$978  = irq;
+  assign \report$979  = reported;
   assign done_store = report_store;
-  assign \port$13919$0  = \$1311 ;
+  assign \port$13692$0  = \$1311 ;
   assign \queues__0.sq_base  = queues__0[63:0];
   assign \queues__0.cq_base  = queues__0[127:64];
   assign \queues__0.data_base  = queues__0[191:128];
@@ -11367,21 +11353,33 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \pop$97.queue  = pop[205:204];
   assign \pop$97.seq  = pop[269:206];
   assign \pop$97.taken  = pop[333:270];
-  assign \entry.desc  = entry[203:0];
-  assign \entry.desc.type  = entry[1:0];
-  assign \entry.desc.op  = entry[5:2];
-  assign \entry.desc.dtype  = entry[9:6];
-  assign \entry.desc.flags  = entry[19:10];
-  assign \entry.desc.dev_addr  = entry[83:20];
-  assign \entry.desc.dev_size  = entry[103:84];
-  assign \entry.desc.dev_rows  = entry[123:104];
-  assign \entry.desc.dev_cols  = entry[143:124];
-  assign \entry.desc.in_size  = entry[163:144];
-  assign \entry.desc.in_rows  = entry[183:164];
-  assign \entry.desc.in_cols  = entry[203:184];
-  assign \entry.queue  = entry[205:204];
-  assign \entry.seq  = entry[269:206];
-  assign \entry.taken  = entry[333:270];
+  assign \task.entry  = \task [333:0];
+  assign \task.entry.desc  = \task [203:0];
+  assign \task.entry.desc.type  = \task [1:0];
+  assign \task.entry.desc.op  = \task [5:2];
+  assign \task.entry.desc.dtype  = \task [9:6];
+  assign \task.entry.desc.flags  = \task [19:10];
+  assign \task.entry.desc.dev_addr  = \task [83:20];
+  assign \task.entry.desc.dev_size  = \task [103:84];
+  assign \task.entry.desc.dev_rows  = \task [123:104];
+  assign \task.entry.desc.dev_cols  = \task [143:124];
+  assign \task.entry.desc.in_size  = \task [163:144];
+  assign \task.entry.desc.in_rows  = \task [183:164];
+  assign \task.entry.desc.in_cols  = \task [203:184];
+  assign \task.entry.queue  = \task [205:204];
+  assign \task.entry.seq  = \task [269:206];
+  assign \task.entry.taken  = \task [333:270];
+  assign \task.decoded  = \task [484:334];
+  assign \task.decoded.status  = \task [341:334];
+  assign \task.decoded.is_load  = \task [342];
+  assign \task.decoded.is_store  = \task [343];
+  assign \task.decoded.is_compute  = \task [344];
+  assign \task.decoded.operand_lines  = \task [384:345];
+  assign \task.decoded.stats_offset  = \task [432:385];
+  assign \task.decoded.paged  = \task [433];
+  assign \task.decoded.pages  = \task [440:434];
+  assign \task.decoded.page_shift  = \task [444:441];
+  assign \task.decoded.page_half  = \task [484:445];
   assign \regs.sq_base  = regs[63:0];
   assign \regs.cq_base  = regs[127:64];
   assign \regs.data_base  = regs[191:128];
@@ -11392,33 +11390,34 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \regs.enable  = regs[288];
   assign \regs.irq_en  = regs[289];
   assign \regs.tail  = regs[321:290];
-  assign \desc.type  = entry[1:0];
-  assign \desc.op  = entry[5:2];
-  assign \desc.dtype  = entry[9:6];
-  assign \desc.flags  = entry[19:10];
-  assign \desc.dev_addr  = entry[83:20];
-  assign \desc.dev_size  = entry[103:84];
-  assign \desc.dev_rows  = entry[123:104];
-  assign \desc.dev_cols  = entry[143:124];
-  assign \desc.in_size  = entry[163:144];
-  assign \desc.in_rows  = entry[183:164];
-  assign \desc.in_cols  = entry[203:184];
-  assign \task.desc  = \task [203:0];
-  assign \task.desc.type  = \task [1:0];
-  assign \task.desc.op  = \task [5:2];
-  assign \task.desc.dtype  = \task [9:6];
-  assign \task.desc.flags  = \task [19:10];
-  assign \task.desc.dev_addr  = \task [83:20];
-  assign \task.desc.dev_size  = \task [103:84];
-  assign \task.desc.dev_rows  = \task [123:104];
-  assign \task.desc.dev_cols  = \task [143:124];
-  assign \task.desc.in_size  = \task [163:144];
-  assign \task.desc.in_rows  = \task [183:164];
-  assign \task.desc.in_cols  = \task [203:184];
-  assign \task.queue  = \task [205:204];
-  assign \task.seq  = \task [269:206];
-  assign \task.taken  = \task [333:270];
-  assign \$19  = { 1'h0, operand_lines, 6'h00 };
+  assign \task$984.entry  = \task$984 [333:0];
+  assign \task$984.entry.desc  = \task$984 [203:0];
+  assign \task$984.entry.desc.type  = \task$984 [1:0];
+  assign \task$984.entry.desc.op  = \task$984 [5:2];
+  assign \task$984.entry.desc.dtype  = \task$984 [9:6];
+  assign \task$984.entry.desc.flags  = \task$984 [19:10];
+  assign \task$984.entry.desc.dev_addr  = \task$984 [83:20];
+  assign \task$984.entry.desc.dev_size  = \task$984 [103:84];
+  assign \task$984.entry.desc.dev_rows  = \task$984 [123:104];
+  assign \task$984.entry.desc.dev_cols  = \task$984 [143:124];
+  assign \task$984.entry.desc.in_size  = \task$984 [163:144];
+  assign \task$984.entry.desc.in_rows  = \task$984 [183:164];
+  assign \task$984.entry.desc.in_cols  = \task$984 [203:184];
+  assign \task$984.entry.queue  = \task$984 [205:204];
+  assign \task$984.entry.seq  = \task$984 [269:206];
+  assign \task$984.entry.taken  = \task$984 [333:270];
+  assign \task$984.decoded  = \task$984 [484:334];
+  assign \task$984.decoded.status  = \task$984 [341:334];
+  assign \task$984.decoded.is_load  = \task$984 [342];
+  assign \task$984.decoded.is_store  = \task$984 [343];
+  assign \task$984.decoded.is_compute  = \task$984 [344];
+  assign \task$984.decoded.operand_lines  = \task$984 [384:345];
+  assign \task$984.decoded.stats_offset  = \task$984 [432:385];
+  assign \task$984.decoded.paged  = \task$984 [433];
+  assign \task$984.decoded.pages  = \task$984 [440:434];
+  assign \task$984.decoded.page_shift  = \task$984 [444:441];
+  assign \task$984.decoded.page_half  = \task$984 [484:445];
+  assign \$19  = { 1'h0, \task [384:345], 6'h00 };
   assign \$25  = 1'h1;
   assign \$26  = 1'h1;
   assign widened_0_lzc_vll = 1'h1;
@@ -11835,20 +11834,20 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign widened_31_lzc_vl = 1'h1;
   assign widened_31_lzc_cl = { 1'h0, widened_31_lzc_clh };
   assign widened_31_lzc_v = 1'h1;
-  assign \$1089  = { 2'h0, entry[103:84], 5'h00 };
+  assign \$1089  = { 2'h0, \task [103:84], 5'h00 };
   assign \$1090  = { \$1089 , 1'h0 };
   assign \$1094  = { \$1093 [30], \$1093 [30], \$1093 [30], \$1093 [30], \$1093 [30], \$1093 [30], \$1093 [30:6] };
-  assign \$1095  = { 2'h0, entry[103:84], 5'h00 };
+  assign \$1095  = { 2'h0, \task [103:84], 5'h00 };
   assign \$1099  = { \$1098 [29], \$1098 [29], \$1098 [29], \$1098 [29], \$1098 [29], \$1098 [29:5] };
-  assign \$1104  = { 2'h0, entry[103:84], 5'h00 };
+  assign \$1104  = { 2'h0, \task [103:84], 5'h00 };
   assign \$1105  = { count, 1'h0 };
-  assign \$1112  = { \$signal$870 , 1'h0 };
+  assign \$1112  = { \$signal$863 , 1'h0 };
   assign \$1115  = { \$1114 , 1'h0 };
   assign \$1119  = { \$1118 [26], \$1118 [26], \$1118 [26], \$1118 [26], \$1118 [26], \$1118 [26], \$1118 [26:6] };
   assign \$1124  = { \$1123 [25], \$1123 [25], \$1123 [25], \$1123 [25], \$1123 [25], \$1123 [25:5] };
   assign \$1143  = \$1142 ;
   assign \$1152  = { \$1151 [28], \$1151 [28], \$1151 [28], \$1151 [28], \$1151 [28], \$1151 [28], \$1151 [28:6] };
-  assign \$1167  = \$signal$902 ;
+  assign \$1167  = \$signal$895 ;
   assign \$1173  = { \$1172 [28], \$1172 [28], \$1172 [28], \$1172 [28], \$1172 [28], \$1172 [28], \$1172 [28:6] };
   assign \$1183  = { 1'h0, \$1182 , 6'h00 };
 endmodule
@@ -12690,7 +12689,7 @@ module \ndp_device.control_unit.chunks (rst, split, addr, count, pair_count, val
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_error, hold, done_status, irq, \port$13919$0 , done_store, cycle, \port$14148$289 , \port$14150$289 , \port$14152$289 , \port$14154$289 , complete, queue, seq, taken, status, read_error, slot
+module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_error, hold, done_status, irq, \port$13692$0 , done_store, cycle, \port$13921$289 , \port$13923$289 , \port$13925$289 , \port$13927$289 , complete, queue, seq, taken, status, read_error, slot
 , store, quiet, pending, line_start, line_addr, line, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$69  = 0;
   wire \$1 ;
@@ -12751,16 +12750,16 @@ module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_err
   reg line_start;
   output pending;
   reg pending = 1'h0;
-  output [33:0] \port$13919$0 ;
-  wire [33:0] \port$13919$0 ;
-  input \port$14148$289 ;
-  wire \port$14148$289 ;
-  input \port$14150$289 ;
-  wire \port$14150$289 ;
-  input \port$14152$289 ;
-  wire \port$14152$289 ;
-  input \port$14154$289 ;
-  wire \port$14154$289 ;
+  output [33:0] \port$13692$0 ;
+  wire [33:0] \port$13692$0 ;
+  input \port$13921$289 ;
+  wire \port$13921$289 ;
+  input \port$13923$289 ;
+  wire \port$13923$289 ;
+  input \port$13925$289 ;
+  wire \port$13925$289 ;
+  input \port$13927$289 ;
+  wire \port$13927$289 ;
   input [1:0] queue;
   wire [1:0] queue;
   input quiet;
@@ -12805,7 +12804,7 @@ module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_err
   assign \$11  = \$9  & \$10 ;
   assign \$12  = \$11  ? 8'h80 : \$signal$10 ;
   assign \$13  = cycle - \$signal$8 ;
-  assign irq_en = { \port$14154$289 , \port$14152$289 , \port$14150$289 , \port$14148$289  } >> r_data[1:0];
+  assign irq_en = { \port$13927$289 , \port$13925$289 , \port$13923$289 , \port$13921$289  } >> r_data[1:0];
   assign done_status = reported_error ? 8'h80 : r_data[41:34];
   assign \$14  = r_en & irq_en;
   assign \$15  = 1'h1 << r_data[1:0];
@@ -12975,12 +12974,12 @@ module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_err
       w_data = { \$signal$16 , status_word[7:0], \$signal [31:0], \$like  };
     end
   end
-  assign \irq_en$31  = { \port$14154$289 , \port$14152$289 , \port$14150$289 , \port$14148$289  };
+  assign \irq_en$31  = { \port$13927$289 , \port$13925$289 , \port$13923$289 , \port$13921$289  };
   assign reported = r_en;
   assign done_valid = r_en;
   assign done_queue = r_data[1:0];
   assign done_seq = r_data[33:2];
-  assign \port$13919$0  = r_data[33:0];
+  assign \port$13692$0  = r_data[33:0];
   assign done_store = r_data[42];
 endmodule
 
@@ -42096,970 +42095,421 @@ module \ndp_device.control_unit.compute.fold (rst, req_ready, b_row, b_addr, out
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.decoder (is_store, is_compute, operand_lines, stats_offset, paged, \port$14288$128 , log2_slot, desc, status, is_load);
+module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, side_valid, run_issued, report, report_store, queues__0, queues__1, queues__2, queues__3, pop_valid, take, verdict_take, run_start, run_addr, run_lines, run_side, \task 
+, pop_ready, verdict_valid, verdict_status, side_data);
   reg \$auto$verilog_backend.cc:2355:dump_module$73  = 0;
-  wire [26:0] \$1 ;
-  wire [19:0] \$10 ;
-  wire \$100 ;
-  wire \$101 ;
-  wire \$102 ;
+  wire [19:0] \$1 ;
+  wire \$10 ;
+  wire [19:0] \$100 ;
+  wire [19:0] \$101 ;
+  wire [19:0] \$102 ;
   wire \$103 ;
   wire \$104 ;
-  wire \$105 ;
-  wire \$106 ;
-  wire \$107 ;
-  wire \$108 ;
+  wire [2:0] \$105 ;
+  wire [7:0] \$106 ;
+  wire [8:0] \$107 ;
+  wire [20:0] \$108 ;
   wire \$109 ;
-  wire \$11 ;
+  wire [19:0] \$11 ;
   wire \$110 ;
-  wire \$111 ;
-  wire \$112 ;
-  wire \$113 ;
-  wire \$114 ;
-  wire \$115 ;
-  wire \$116 ;
-  wire \$117 ;
-  wire \$118 ;
-  wire \$119 ;
-  wire \$12 ;
-  wire \$120 ;
-  wire \$121 ;
-  wire \$122 ;
-  wire \$123 ;
-  wire \$124 ;
-  wire \$125 ;
-  wire \$126 ;
-  wire \$127 ;
-  wire \$128 ;
-  wire \$129 ;
-  wire [40:0] \$13 ;
-  wire \$130 ;
-  wire \$131 ;
-  wire \$132 ;
-  wire \$133 ;
-  wire [26:0] \$134 ;
-  wire \$135 ;
-  wire \$136 ;
-  wire \$137 ;
-  wire \$138 ;
-  wire \$139 ;
-  wire [41:0] \$14 ;
-  wire \$140 ;
-  wire \$141 ;
-  wire \$142 ;
-  wire \$143 ;
-  wire [21:0] \$144 ;
-  wire [21:0] \$145 ;
-  wire \$146 ;
-  wire \$147 ;
-  wire \$148 ;
-  wire \$149 ;
-  wire [42:0] \$15 ;
-  wire \$150 ;
-  wire [40:0] \$151 ;
-  wire [40:0] \$152 ;
-  wire [40:0] \$153 ;
-  wire \$154 ;
-  wire \$155 ;
-  wire \$156 ;
-  wire \$157 ;
-  wire \$158 ;
-  wire \$159 ;
-  wire [42:0] \$16 ;
-  wire \$160 ;
-  wire \$161 ;
-  wire \$162 ;
-  wire \$163 ;
-  wire \$164 ;
-  wire \$165 ;
-  wire \$166 ;
-  wire \$167 ;
-  wire \$168 ;
-  wire \$169 ;
-  wire \$17 ;
-  wire \$170 ;
-  wire [26:0] \$171 ;
-  wire \$172 ;
-  wire \$173 ;
-  wire \$174 ;
-  wire \$175 ;
-  wire \$176 ;
-  wire \$177 ;
-  wire \$178 ;
-  wire [26:0] \$179 ;
-  wire \$18 ;
-  wire \$180 ;
-  wire \$181 ;
-  wire \$182 ;
-  wire [19:0] \$183 ;
-  wire \$184 ;
-  wire \$185 ;
-  wire \$186 ;
-  wire \$187 ;
-  wire \$188 ;
-  wire \$189 ;
-  wire [40:0] \$19 ;
-  wire [19:0] \$190 ;
-  wire \$191 ;
-  wire \$192 ;
-  wire [19:0] \$193 ;
-  wire \$194 ;
-  wire \$195 ;
-  wire \$196 ;
-  wire \$197 ;
-  wire \$198 ;
-  wire \$199 ;
-  wire [64:0] \$2 ;
-  wire [41:0] \$20 ;
-  wire \$200 ;
-  wire \$201 ;
-  wire [19:0] \$202 ;
-  wire \$203 ;
-  wire [19:0] \$204 ;
-  wire \$205 ;
-  wire \$206 ;
-  wire \$207 ;
-  wire \$208 ;
-  wire [26:0] \$209 ;
-  wire [42:0] \$21 ;
-  wire \$210 ;
-  wire \$211 ;
-  wire \$212 ;
-  wire \$213 ;
-  wire \$214 ;
-  wire \$215 ;
-  wire \$216 ;
-  wire \$217 ;
-  wire \$218 ;
-  wire [42:0] \$22 ;
-  wire [42:0] \$23 ;
-  wire [43:0] \$24 ;
-  wire [44:0] \$25 ;
-  wire [44:0] \$26 ;
-  wire \$27 ;
-  wire [43:0] \$28 ;
-  wire [50:0] \$29 ;
-  wire \$3 ;
-  wire \$30 ;
-  wire \$31 ;
-  wire \$32 ;
-  wire \$33 ;
-  wire [40:0] \$34 ;
-  wire [47:0] \$35 ;
-  wire [40:0] \$36 ;
-  wire [47:0] \$37 ;
-  wire [44:0] \$38 ;
-  wire [51:0] \$39 ;
-  wire \$4 ;
-  wire [40:0] \$40 ;
-  wire [63:0] \$41 ;
-  wire [64:0] \$42 ;
-  wire [15:0] \$43 ;
-  wire [20:0] \$44 ;
-  wire [21:0] \$45 ;
-  wire [21:0] \$46 ;
-  wire [4:0] \$47 ;
-  wire [50:0] \$48 ;
-  wire \$49 ;
-  wire \$5 ;
-  wire \$50 ;
-  wire \$51 ;
-  wire \$52 ;
-  wire \$53 ;
-  wire \$54 ;
-  wire \$55 ;
-  wire \$56 ;
-  wire \$57 ;
-  wire \$58 ;
-  wire \$59 ;
-  wire \$6 ;
-  wire \$60 ;
-  wire \$61 ;
-  wire \$62 ;
-  wire \$63 ;
-  wire \$64 ;
-  wire \$65 ;
-  wire \$66 ;
-  wire \$67 ;
-  wire \$68 ;
-  wire \$69 ;
-  wire \$7 ;
-  wire \$70 ;
-  wire \$71 ;
-  wire [10:0] \$72 ;
-  wire \$73 ;
-  wire \$74 ;
-  wire \$75 ;
-  wire \$76 ;
-  wire \$77 ;
-  wire \$78 ;
-  wire \$79 ;
-  wire [19:0] \$8 ;
-  wire \$80 ;
-  wire [10:0] \$81 ;
-  wire \$82 ;
-  wire \$83 ;
-  wire \$84 ;
-  wire \$85 ;
-  wire \$86 ;
-  wire \$87 ;
-  wire [10:0] \$88 ;
-  wire \$89 ;
-  wire [19:0] \$9 ;
-  wire \$90 ;
-  wire \$91 ;
-  wire \$92 ;
-  wire \$93 ;
-  wire \$94 ;
-  wire \$95 ;
-  wire \$96 ;
-  wire \$97 ;
-  wire \$98 ;
-  wire \$99 ;
-  wire [39:0] \$signal ;
-  wire [20:0] \$signal$16 ;
-  wire [39:0] \$signal$6 ;
-  wire [39:0] \$signal$8 ;
-  wire [39:0] \$signal$9 ;
-  wire [63:0] data_base;
-  wire [63:0] data_limit;
-  input [203:0] desc;
-  wire [203:0] desc;
-  wire [63:0] \desc.dev_addr ;
-  wire [19:0] \desc.dev_cols ;
-  wire [19:0] \desc.dev_rows ;
-  wire [19:0] \desc.dev_size ;
-  wire [3:0] \desc.dtype ;
-  wire [9:0] \desc.flags ;
-  wire [19:0] \desc.in_cols ;
-  wire [19:0] \desc.in_rows ;
-  wire [19:0] \desc.in_size ;
-  wire [3:0] \desc.op ;
-  wire [1:0] \desc.type ;
-  wire [65:0] dev_end;
-  wire [39:0] half;
-  output is_compute;
-  wire is_compute;
-  output is_load;
-  wire is_load;
-  output is_store;
-  wire is_store;
-  input [7:0] log2_slot;
-  wire [7:0] log2_slot;
-  wire [43:0] o_lines;
-  output [39:0] operand_lines;
-  wire [39:0] operand_lines;
-  wire [39:0] out_elems;
-  wire [39:0] page_half;
-  wire [3:0] page_shift;
-  output paged;
-  wire paged;
-  wire [6:0] pages;
-  input [127:0] \port$14288$128 ;
-  wire [127:0] \port$14288$128 ;
-  reg [49:0] result;
-  wire [49:0] room;
-  output [47:0] stats_offset;
-  wire [47:0] stats_offset;
-  output [7:0] status;
-  reg [7:0] status;
-  assign is_load = ! desc[1:0];
-  assign is_store = desc[1:0] == 1'h1;
-  assign is_compute = desc[1:0] == 2'h2;
-  assign \$2  = desc[83:20] + \$1 ;
-  assign \$signal  = desc[183:164] * desc[203:184];
-  assign \$signal$6  = desc[123:104] * desc[143:124];
-  assign \$3  = desc[1:0] == 2'h2;
-  assign \$4  = desc[5:2] == 2'h3;
-  assign \$5  = desc[5:2] == 3'h4;
-  assign \$6  = \$4  | \$5 ;
-  assign \$7  = \$3  & \$6 ;
-  assign \$8  = desc[10] ? desc[143:124] : desc[123:104];
-  assign \$9  = desc[10] ? desc[123:104] : desc[143:124];
-  assign \$10  = \$7  ? \$8  : \$9 ;
-  assign out_elems = desc[183:164] * \$10 ;
-  assign \$11  = desc[9:6] == 2'h2;
-  assign \$12  = \$11  ? 1'h0 : 1'h1;
-  assign \$13  = \$signal  << \$12 ;
-  assign \$14  = \$13  + 7'h40;
-  assign \$15  = \$14  - 1'h1;
-  assign \$17  = desc[9:6] == 2'h2;
-  assign \$18  = \$17  ? 1'h0 : 1'h1;
-  assign \$19  = \$signal$6  << \$18 ;
-  assign \$20  = \$19  + 7'h40;
-  assign \$21  = \$20  - 1'h1;
-  assign \$24  = \$23  + 7'h40;
-  assign \$25  = \$24  - 1'h1;
-  assign \$27  = desc[5:2] == 2'h3;
-  assign \$28  = \$27  ? \$26 [43:0] : { 4'h0, \$16 [39:0] };
-  assign \$30  = desc[1:0] == 2'h2;
-  assign \$31  = desc[5:2] == 2'h2;
-  assign \$32  = \$30  & \$31 ;
-  assign \$33  = desc[5:2] == 2'h3;
-  assign \$34  = \$16 [39:0] + desc[183:164];
-  assign \$37  = desc[11] ? \$35  : { 7'h00, \$36  };
-  assign \$38  = \$26 [43:0] + desc[183:164];
-  assign \$41  = 1'h1 << log2_slot[5:0];
-  assign \$42  = \$41  - 7'h40;
-  assign \$43  = 1'h1 << desc[16:13];
-  assign \$44  = desc[123:104] + \$43 ;
-  assign \$45  = \$44  - 1'h1;
-  assign \$46  = $signed(\$45 ) >>> desc[16:13];
-  assign \$47  = desc[16:13] + 1'h1;
-  assign \$48  = desc[143:124] << \$47 ;
-  assign \$49  = desc[1:0] == 2'h2;
-  assign \$50  = desc[5:2] == 2'h3;
-  assign \$51  = \$49  & \$50 ;
-  assign paged = \$51  & desc[12];
-  assign \$52  = ! desc[19:10];
-  assign \$53  = ! desc[1:0];
-  assign \$54  = desc[1:0] == 1'h1;
-  assign \$55  = \$53  | \$54 ;
-  assign \$56  = ! desc[5:2];
-  assign \$57  = \$55  & \$56 ;
-  assign \$58  = desc[1:0] == 2'h2;
-  assign \$59  = desc[5:2] == 2'h3;
-  assign \$60  = desc[5:2] == 3'h4;
-  assign \$61  = \$59  | \$60 ;
-  assign \$62  = \$58  & \$61 ;
-  assign \$63  = \$57  | \$62 ;
-  assign \$64  = \$52  & \$63 ;
-  assign \$65  = desc[1:0] == 2'h2;
-  assign \$66  = ! desc[5:2];
-  assign \$67  = desc[5:2] == 1'h1;
-  assign \$68  = \$66  | \$67 ;
-  assign \$69  = desc[5:2] == 2'h3;
-  assign \$70  = \$68  | \$69 ;
-  assign \$71  = \$65  & \$70 ;
-  assign \$73  = ! \$72 ;
-  assign \$74  = \$71  & \$73 ;
-  assign \$75  = \$64  | \$74 ;
-  assign \$76  = desc[1:0] == 2'h2;
-  assign \$77  = desc[5:2] == 2'h3;
-  assign \$78  = \$76  & \$77 ;
-  assign \$79  = \$78  & desc[12];
-  assign \$80  = \$79  & desc[10];
-  assign \$82  = ! \$81 ;
-  assign \$83  = \$80  & \$82 ;
-  assign \$84  = \$75  | \$83 ;
-  assign \$85  = desc[1:0] == 2'h2;
-  assign \$86  = desc[5:2] == 2'h2;
-  assign \$87  = \$85  & \$86 ;
-  assign \$89  = ! \$88 ;
-  assign \$90  = \$87  & \$89 ;
-  assign \$91  = \$84  | \$90 ;
-  assign \$92  = ~ \$91 ;
-  assign \$93  = desc[1:0] == 2'h2;
-  assign \$94  = ! desc[9:6];
-  assign \$95  = ! desc[9:6];
-  assign \$96  = desc[9:6] == 1'h1;
-  assign \$97  = \$95  | \$96 ;
-  assign \$98  = desc[9:6] == 2'h2;
-  assign \$99  = \$97  | \$98 ;
-  assign \$100  = \$93  ? \$94  : \$99 ;
-  assign \$101  = ~ \$100 ;
-  assign \$102  = desc[1:0] == 2'h2;
-  assign \$103  = desc[5:2] == 2'h3;
-  assign \$104  = \$102  & \$103 ;
-  assign \$105  = \$104  & desc[12];
-  assign \$106  = ! desc[28:20];
-  assign \$107  = ! desc[25:20];
-  assign \$108  = \$105  ? \$106  : \$107 ;
-  assign \$109  = ! desc[103:84];
-  assign \$110  = desc[83:20] >= \port$14288$128 [63:0];
-  assign \$111  = \$2  <= \port$14288$128 [127:64];
-  assign \$112  = \$110  & \$111 ;
-  assign \$113  = \$109  | \$112 ;
-  assign \$114  = \$108  & \$113 ;
-  assign \$115  = ~ \$114 ;
-  assign \$116  = desc[1:0] == 2'h2;
-  assign \$117  = desc[5:2] == 2'h2;
-  assign \$118  = \$116  & \$117 ;
-  assign \$119  = ! desc[83:20];
-  assign \$120  = ! desc[103:84];
-  assign \$121  = \$119  & \$120 ;
-  assign \$122  = ! desc[123:104];
-  assign \$123  = \$121  & \$122 ;
-  assign \$124  = ! desc[143:124];
-  assign \$125  = \$123  & \$124 ;
-  assign \$126  = | desc[183:164];
-  assign \$127  = \$125  & \$126 ;
-  assign \$128  = | desc[203:184];
-  assign \$129  = \$127  & \$128 ;
-  assign \$130  = desc[203:184] <= 13'h1000;
-  assign \$131  = \$129  & \$130 ;
-  assign \$132  = desc[163:144] == \$16 [39:0];
-  assign \$133  = \$131  & \$132 ;
-  assign \$135  = \$134  <= \$42 [49:0];
-  assign \$136  = \$133  & \$135 ;
-  assign \$137  = result <= \$42 [49:0];
-  assign \$138  = \$136  & \$137 ;
-  assign \$139  = desc[163:144] == \$16 [39:0];
-  assign \$140  = desc[1:0] == 2'h2;
-  assign \$141  = desc[5:2] == 2'h3;
-  assign \$142  = \$140  & \$141 ;
-  assign \$143  = \$142  & desc[12];
-  assign \$144  = \$46 [20:0] + 3'h7;
-  assign \$146  = desc[1:0] == 2'h2;
-  assign \$147  = desc[5:2] == 2'h3;
-  assign \$148  = desc[5:2] == 3'h4;
-  assign \$149  = \$147  | \$148 ;
-  assign \$150  = \$146  & \$149 ;
-  assign \$152  = \$150  ? \$151  : { 1'h0, \$22 [39:0] };
-  assign \$153  = \$143  ? { 19'h00000, \$145  } : \$152 ;
-  assign \$154  = desc[103:84] == \$153 ;
-  assign \$155  = \$139  & \$154 ;
-  assign \$156  = | desc[123:104];
-  assign \$157  = \$155  & \$156 ;
-  assign \$158  = | desc[143:124];
-  assign \$159  = \$157  & \$158 ;
-  assign \$160  = desc[1:0] == 2'h2;
-  assign \$161  = desc[5:2] == 2'h3;
-  assign \$162  = \$160  & \$161 ;
-  assign \$163  = \$162  & desc[12];
-  assign \$164  = ~ \$163 ;
-  assign \$165  = \$46 [20:0] <= 7'h40;
-  assign \$166  = ! \$48 [11:0];
-  assign \$167  = \$165  & \$166 ;
-  assign \$168  = \$164  | \$167 ;
-  assign \$169  = \$159  & \$168 ;
-  assign \$170  = ! desc[1:0];
-  assign \$172  = \$171  <= \$42 [49:0];
-  assign \$173  = desc[1:0] == 1'h1;
-  assign \$174  = | desc[183:164];
-  assign \$175  = | desc[203:184];
-  assign \$176  = \$174  & \$175 ;
-  assign \$177  = desc[163:144] == desc[103:84];
-  assign \$178  = \$176  & \$177 ;
-  assign \$180  = \$179  <= \$42 [49:0];
-  assign \$181  = \$178  & \$180 ;
-  assign \$182  = | desc[183:164];
-  assign \$183  = desc[10] ? desc[143:124] : desc[123:104];
-  assign \$184  = desc[203:184] == \$183 ;
-  assign \$185  = \$182  & \$184 ;
-  assign \$186  = | desc[5:2];
-  assign \$187  = desc[183:164] == 1'h1;
-  assign \$188  = \$186  | \$187 ;
-  assign \$189  = \$185  & \$188 ;
-  assign \$190  = desc[10] ? desc[143:124] : desc[123:104];
-  assign \$191  = \$190  <= 13'h1000;
-  assign \$192  = \$189  & \$191 ;
-  assign \$193  = desc[10] ? desc[123:104] : desc[143:124];
-  assign \$194  = \$193  <= 13'h1000;
-  assign \$195  = \$192  & \$194 ;
-  assign \$196  = desc[1:0] == 2'h2;
-  assign \$197  = desc[5:2] == 2'h3;
-  assign \$198  = desc[5:2] == 3'h4;
-  assign \$199  = \$197  | \$198 ;
-  assign \$200  = \$196  & \$199 ;
-  assign \$201  = ~ \$200 ;
-  assign \$202  = desc[10] ? desc[123:104] : desc[143:124];
-  assign \$203  = \$202  <= 13'h1000;
-  assign \$204  = desc[10] ? desc[143:124] : desc[123:104];
-  assign \$205  = \$204  <= 13'h1000;
-  assign \$206  = \$203  & \$205 ;
-  assign \$207  = \$201  | \$206 ;
-  assign \$208  = \$195  & \$207 ;
-  assign \$210  = \$209  <= \$42 [49:0];
-  assign \$211  = \$208  & \$210 ;
-  assign \$212  = result <= \$42 [49:0];
-  assign \$213  = \$211  & \$212 ;
-  assign \$214  = \$173  ? \$181  : \$213 ;
-  assign \$215  = \$170  ? \$172  : \$214 ;
-  assign \$216  = \$169  & \$215 ;
-  assign \$217  = \$118  ? \$138  : \$216 ;
-  assign \$218  = ~ \$217 ;
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
-    (* full_case = 32'd1 *)
-    if (\$32 ) begin
-      result = { 2'h0, \$37  };
-    end else if (\$33 ) begin
-      result = \$39 [49:0];
-    end else begin
-      result = { 9'h000, \$40  };
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
-    (* full_case = 32'd1 *)
-    if (\$92 ) begin
-      status = 8'h01;
-    end else if (\$101 ) begin
-      status = 8'h02;
-    end else if (\$115 ) begin
-      status = 8'h03;
-    end else if (\$218 ) begin
-      status = 8'h04;
-    end else begin
-      status = 8'h00;
-    end
-  end
-  assign dev_end = { 1'h0, \$2  };
-  assign \$signal$8  = \$16 [39:0];
-  assign \$signal$9  = \$22 [39:0];
-  assign o_lines = \$26 [43:0];
-  assign room = \$42 [49:0];
-  assign \$signal$16  = \$46 [20:0];
-  assign half = \$48 [39:0];
-  assign pages = \$46 [6:0];
-  assign page_shift = desc[16:13];
-  assign page_half = \$48 [39:0];
-  assign data_base = \port$14288$128 [63:0];
-  assign data_limit = \port$14288$128 [127:64];
-  assign operand_lines = \$22 [39:0];
-  assign stats_offset = \$29 [47:0];
-  assign \desc.type  = desc[1:0];
-  assign \desc.op  = desc[5:2];
-  assign \desc.dtype  = desc[9:6];
-  assign \desc.flags  = desc[19:10];
-  assign \desc.dev_addr  = desc[83:20];
-  assign \desc.dev_size  = desc[103:84];
-  assign \desc.dev_rows  = desc[123:104];
-  assign \desc.dev_cols  = desc[143:124];
-  assign \desc.in_size  = desc[163:144];
-  assign \desc.in_rows  = desc[183:164];
-  assign \desc.in_cols  = desc[203:184];
-  assign \$1  = { 1'h0, desc[103:84], 6'h00 };
-  assign \$16  = { \$15 [42], \$15 [42], \$15 [42], \$15 [42], \$15 [42], \$15 [42], \$15 [42:6] };
-  assign \$22  = { \$21 [42], \$21 [42], \$21 [42], \$21 [42], \$21 [42], \$21 [42], \$21 [42:6] };
-  assign \$23  = { 1'h0, out_elems, 2'h0 };
-  assign \$26  = { \$25 [44], \$25 [44], \$25 [44], \$25 [44], \$25 [44], \$25 [44], \$25 [44:6] };
-  assign \$29  = { 1'h0, \$28 , 6'h00 };
-  assign \$35  = { 1'h0, \$34 , 6'h00 };
-  assign \$36  = { \$signal , 1'h0 };
-  assign \$39  = { 1'h0, \$38 , 6'h00 };
-  assign \$40  = { out_elems, 1'h0 };
-  assign \$72 [0] = 1'h0;
-  assign \$72 [10:1] = { 1'h0, desc[19:11] };
-  assign { \$81 [6:2], \$81 [0] } = 6'h00;
-  assign { \$81 [10:7], \$81 [1] } = { 1'h0, desc[19:17], desc[11] };
-  assign \$88 [1] = 1'h0;
-  assign { \$88 [10:2], \$88 [0] } = { 1'h0, desc[19:12], desc[10] };
-  assign \$134  = { 1'h0, desc[163:144], 6'h00 };
-  assign \$145  = { 3'h0, \$144 [21:3] };
-  assign \$151  = { \$22 [39:0], 1'h0 };
-  assign \$171  = { 1'h0, desc[103:84], 6'h00 };
-  assign \$179  = { 1'h0, desc[163:144], 6'h00 };
-  assign \$209  = { 1'h0, desc[163:144], 6'h00 };
-endmodule
-
-(* generator = "Amaranth" *)
-module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, \task , side_valid, run_issued, report, report_store, queues__0, queues__1, queues__2, queues__3, pop_valid, take, verdict_take, run_start, run_addr, run_lines, run_side
-, pop_ready, verdict_valid, verdict_status, side_data);
-  reg \$auto$verilog_backend.cc:2355:dump_module$74  = 0;
-  wire [64:0] \$1 ;
-  wire \$10 ;
-  wire \$100 ;
-  wire [8:0] \$101 ;
-  wire \$102 ;
-  wire [8:0] \$103 ;
-  wire [63:0] \$104 ;
-  wire [64:0] \$105 ;
-  wire [64:0] \$106 ;
-  wire \$107 ;
-  wire \$108 ;
-  wire [26:0] \$109 ;
-  wire [8:0] \$11 ;
-  wire [64:0] \$110 ;
-  wire \$111 ;
-  wire \$112 ;
-  wire \$113 ;
-  wire \$114 ;
+  wire [19:0] \$111 ;
+  wire [19:0] \$112 ;
+  wire [19:0] \$113 ;
+  wire [19:0] \$114 ;
   wire [19:0] \$115 ;
   wire [19:0] \$116 ;
   wire [19:0] \$117 ;
-  wire [20:0] \$118 ;
-  wire \$119 ;
-  wire [63:0] \$12 ;
-  wire [19:0] \$120 ;
-  wire [19:0] \$121 ;
-  wire [19:0] \$122 ;
-  wire [20:0] \$123 ;
-  wire \$124 ;
-  wire [19:0] \$125 ;
-  wire [19:0] \$126 ;
-  wire [19:0] \$127 ;
-  wire [22:0] \$128 ;
-  wire \$129 ;
-  wire [64:0] \$13 ;
-  wire [19:0] \$130 ;
-  wire [19:0] \$131 ;
-  wire [19:0] \$132 ;
-  wire [22:0] \$133 ;
-  wire \$134 ;
-  wire [19:0] \$135 ;
-  wire [19:0] \$136 ;
-  wire [19:0] \$137 ;
-  wire [26:0] \$138 ;
-  wire \$139 ;
-  wire [64:0] \$14 ;
-  wire [19:0] \$140 ;
-  wire [19:0] \$141 ;
-  wire [19:0] \$142 ;
-  wire [26:0] \$143 ;
-  wire \$144 ;
-  wire [19:0] \$145 ;
-  wire [19:0] \$146 ;
-  wire [19:0] \$147 ;
-  wire [19:0] \$148 ;
-  wire [19:0] \$149 ;
+  wire [40:0] \$118 ;
+  wire [64:0] \$119 ;
+  wire [19:0] \$12 ;
+  wire [44:0] \$120 ;
+  wire [65:0] \$121 ;
+  wire [20:0] \$122 ;
+  wire \$123 ;
+  wire [20:0] \$124 ;
+  wire [20:0] \$125 ;
+  wire [40:0] \$126 ;
+  wire [41:0] \$127 ;
+  wire [42:0] \$128 ;
+  wire [43:0] \$129 ;
+  wire [19:0] \$13 ;
+  wire [44:0] \$130 ;
+  wire [44:0] \$131 ;
+  wire [20:0] \$132 ;
+  wire \$133 ;
+  wire [20:0] \$134 ;
+  wire [20:0] \$135 ;
+  wire [40:0] \$136 ;
+  wire [41:0] \$137 ;
+  wire [42:0] \$138 ;
+  wire [43:0] \$139 ;
+  wire [22:0] \$14 ;
+  wire [46:0] \$140 ;
+  wire [64:0] \$141 ;
+  wire [64:0] \$142 ;
+  wire [65:0] \$143 ;
+  wire [44:0] \$144 ;
+  wire [45:0] \$145 ;
+  wire [46:0] \$146 ;
+  wire [47:0] \$147 ;
+  wire [47:0] \$148 ;
+  wire [44:0] \$149 ;
   wire \$15 ;
-  wire [19:0] \$150 ;
-  wire \$151 ;
-  wire [19:0] \$152 ;
-  wire [19:0] \$153 ;
-  wire [19:0] \$154 ;
-  wire \$155 ;
-  wire \$156 ;
-  wire [19:0] \$157 ;
-  wire [19:0] \$158 ;
-  wire [19:0] \$159 ;
-  wire [63:0] \$16 ;
-  wire \$160 ;
-  wire [19:0] \$161 ;
-  wire [19:0] \$162 ;
-  wire [19:0] \$163 ;
-  wire \$164 ;
-  wire [19:0] \$165 ;
-  wire [19:0] \$166 ;
-  wire [19:0] \$167 ;
+  wire [45:0] \$150 ;
+  wire [46:0] \$151 ;
+  wire [46:0] \$152 ;
+  wire [46:0] \$153 ;
+  wire [64:0] \$154 ;
+  wire [64:0] \$155 ;
+  wire [44:0] \$156 ;
+  wire [65:0] \$157 ;
+  wire [44:0] \$158 ;
+  wire [45:0] \$159 ;
+  wire [19:0] \$16 ;
+  wire [46:0] \$160 ;
+  wire [47:0] \$161 ;
+  wire [47:0] \$162 ;
+  wire [44:0] \$163 ;
+  wire [45:0] \$164 ;
+  wire [46:0] \$165 ;
+  wire [46:0] \$166 ;
+  wire \$167 ;
   wire \$168 ;
-  wire [19:0] \$169 ;
-  wire [64:0] \$17 ;
+  wire \$169 ;
+  wire [19:0] \$17 ;
   wire [19:0] \$170 ;
   wire [19:0] \$171 ;
-  wire \$172 ;
+  wire [19:0] \$172 ;
   wire [19:0] \$173 ;
   wire [19:0] \$174 ;
   wire [19:0] \$175 ;
-  wire \$176 ;
-  wire [19:0] \$177 ;
-  wire [19:0] \$178 ;
-  wire [19:0] \$179 ;
-  wire \$18 ;
-  wire \$180 ;
+  wire [19:0] \$176 ;
+  wire \$177 ;
+  wire \$178 ;
+  wire [2:0] \$179 ;
+  wire [19:0] \$18 ;
+  wire [19:0] \$180 ;
   wire \$181 ;
   wire \$182 ;
-  wire [19:0] \$183 ;
-  wire [19:0] \$184 ;
-  wire [19:0] \$185 ;
-  wire [19:0] \$186 ;
-  wire [19:0] \$187 ;
-  wire [19:0] \$188 ;
-  wire [19:0] \$189 ;
-  wire \$19 ;
+  wire [2:0] \$183 ;
+  wire [26:0] \$184 ;
+  wire [26:0] \$185 ;
+  wire [5:0] \$186 ;
+  wire [40:0] \$187 ;
+  wire [64:0] \$188 ;
+  wire \$189 ;
+  wire [22:0] \$19 ;
   wire \$190 ;
-  wire \$191 ;
-  wire [2:0] \$192 ;
+  wire [19:0] \$191 ;
+  wire [19:0] \$192 ;
   wire [19:0] \$193 ;
-  wire \$194 ;
-  wire \$195 ;
-  wire [2:0] \$196 ;
-  wire [26:0] \$197 ;
+  wire [19:0] \$194 ;
+  wire [19:0] \$195 ;
+  wire [19:0] \$196 ;
+  wire [19:0] \$197 ;
   wire \$198 ;
   wire \$199 ;
-  wire [15:0] \$2 ;
+  wire [19:0] \$2 ;
   wire \$20 ;
-  wire [19:0] \$200 ;
+  wire [2:0] \$200 ;
   wire [19:0] \$201 ;
-  wire [19:0] \$202 ;
-  wire [19:0] \$203 ;
-  wire [19:0] \$204 ;
-  wire [19:0] \$205 ;
-  wire [19:0] \$206 ;
-  wire [46:0] \$207 ;
-  wire \$208 ;
+  wire \$202 ;
+  wire \$203 ;
+  wire [2:0] \$204 ;
+  wire [26:0] \$205 ;
+  wire [20:0] \$206 ;
+  wire [27:0] \$207 ;
+  wire [15:0] \$208 ;
   wire \$209 ;
-  wire [8:0] \$21 ;
-  wire [19:0] \$210 ;
-  wire [19:0] \$211 ;
-  wire [19:0] \$212 ;
+  wire [19:0] \$21 ;
+  wire [15:0] \$210 ;
+  wire \$211 ;
+  wire \$212 ;
   wire [19:0] \$213 ;
   wire [19:0] \$214 ;
   wire [19:0] \$215 ;
   wire [19:0] \$216 ;
-  wire \$217 ;
-  wire \$218 ;
-  wire [2:0] \$219 ;
-  wire \$22 ;
-  wire [7:0] \$220 ;
-  wire [8:0] \$221 ;
-  wire [20:0] \$222 ;
-  wire \$223 ;
+  wire [19:0] \$217 ;
+  wire [19:0] \$218 ;
+  wire [19:0] \$219 ;
+  wire [19:0] \$22 ;
+  wire \$220 ;
+  wire \$221 ;
+  wire [2:0] \$222 ;
+  wire [19:0] \$223 ;
   wire \$224 ;
-  wire [19:0] \$225 ;
-  wire [19:0] \$226 ;
-  wire [19:0] \$227 ;
-  wire [19:0] \$228 ;
-  wire [19:0] \$229 ;
-  wire [8:0] \$23 ;
-  wire [19:0] \$230 ;
-  wire [19:0] \$231 ;
-  wire [40:0] \$232 ;
-  wire [64:0] \$233 ;
-  wire [44:0] \$234 ;
-  wire [65:0] \$235 ;
-  wire [20:0] \$236 ;
-  wire \$237 ;
-  wire [20:0] \$238 ;
-  wire [20:0] \$239 ;
-  wire [63:0] \$24 ;
-  wire [40:0] \$240 ;
-  wire [41:0] \$241 ;
-  wire [42:0] \$242 ;
-  wire [43:0] \$243 ;
-  wire [44:0] \$244 ;
-  wire [44:0] \$245 ;
-  wire [20:0] \$246 ;
-  wire \$247 ;
-  wire [20:0] \$248 ;
-  wire [20:0] \$249 ;
-  wire [64:0] \$25 ;
-  wire [40:0] \$250 ;
-  wire [41:0] \$251 ;
-  wire [42:0] \$252 ;
-  wire [43:0] \$253 ;
-  wire [46:0] \$254 ;
-  wire [64:0] \$255 ;
-  wire [64:0] \$256 ;
-  wire [65:0] \$257 ;
-  wire [44:0] \$258 ;
-  wire [45:0] \$259 ;
-  wire [64:0] \$26 ;
-  wire [46:0] \$260 ;
-  wire [47:0] \$261 ;
-  wire [47:0] \$262 ;
-  wire [44:0] \$263 ;
-  wire [45:0] \$264 ;
-  wire [46:0] \$265 ;
-  wire [46:0] \$266 ;
-  wire [46:0] \$267 ;
-  wire [64:0] \$268 ;
-  wire [64:0] \$269 ;
-  wire \$27 ;
-  wire [44:0] \$270 ;
-  wire [65:0] \$271 ;
-  wire [44:0] \$272 ;
-  wire [45:0] \$273 ;
-  wire [46:0] \$274 ;
-  wire [47:0] \$275 ;
-  wire [47:0] \$276 ;
-  wire [44:0] \$277 ;
-  wire [45:0] \$278 ;
-  wire [46:0] \$279 ;
-  wire \$28 ;
-  wire [46:0] \$280 ;
-  wire \$281 ;
-  wire \$282 ;
-  wire \$283 ;
-  wire [19:0] \$284 ;
-  wire [19:0] \$285 ;
+  wire \$225 ;
+  wire [2:0] \$226 ;
+  wire [26:0] \$227 ;
+  wire [20:0] \$228 ;
+  wire [27:0] \$229 ;
+  wire [19:0] \$23 ;
+  wire [27:0] \$230 ;
+  wire [39:0] \$231 ;
+  wire [64:0] \$232 ;
+  wire [65:0] \$233 ;
+  wire \$234 ;
+  wire \$235 ;
+  wire [19:0] \$236 ;
+  wire [19:0] \$237 ;
+  wire [19:0] \$238 ;
+  wire [19:0] \$239 ;
+  wire [26:0] \$24 ;
+  wire [19:0] \$240 ;
+  wire [19:0] \$241 ;
+  wire [19:0] \$242 ;
+  wire [39:0] \$243 ;
+  wire [40:0] \$244 ;
+  wire [41:0] \$245 ;
+  wire [42:0] \$246 ;
+  wire [43:0] \$247 ;
+  wire \$248 ;
+  wire \$249 ;
+  wire \$25 ;
+  wire [19:0] \$250 ;
+  wire [19:0] \$251 ;
+  wire [19:0] \$252 ;
+  wire [19:0] \$253 ;
+  wire [19:0] \$254 ;
+  wire [19:0] \$255 ;
+  wire [19:0] \$256 ;
+  wire [39:0] \$257 ;
+  wire [40:0] \$258 ;
+  wire [41:0] \$259 ;
+  wire [19:0] \$26 ;
+  wire [42:0] \$260 ;
+  wire [42:0] \$261 ;
+  wire [39:0] \$262 ;
+  wire [64:0] \$263 ;
+  wire \$264 ;
+  wire \$265 ;
+  wire [19:0] \$266 ;
+  wire [19:0] \$267 ;
+  wire [19:0] \$268 ;
+  wire [19:0] \$269 ;
+  wire [19:0] \$27 ;
+  wire [19:0] \$270 ;
+  wire [19:0] \$271 ;
+  wire [19:0] \$272 ;
+  wire \$273 ;
+  wire \$274 ;
+  wire [2:0] \$275 ;
+  wire [19:0] \$276 ;
+  wire \$277 ;
+  wire \$278 ;
+  wire [2:0] \$279 ;
+  wire [19:0] \$28 ;
+  wire [26:0] \$280 ;
+  wire [15:0] \$281 ;
+  wire [16:0] \$282 ;
+  wire [27:0] \$283 ;
+  wire \$284 ;
+  wire \$285 ;
   wire [19:0] \$286 ;
   wire [19:0] \$287 ;
   wire [19:0] \$288 ;
   wire [19:0] \$289 ;
   wire [26:0] \$29 ;
   wire [19:0] \$290 ;
-  wire \$291 ;
-  wire \$292 ;
-  wire [2:0] \$293 ;
-  wire [19:0] \$294 ;
-  wire \$295 ;
-  wire \$296 ;
-  wire [2:0] \$297 ;
-  wire [26:0] \$298 ;
-  wire [26:0] \$299 ;
-  wire [16:0] \$3 ;
-  wire [64:0] \$30 ;
-  wire [5:0] \$300 ;
-  wire [40:0] \$301 ;
-  wire [64:0] \$302 ;
-  wire \$303 ;
-  wire \$304 ;
-  wire [19:0] \$305 ;
-  wire [19:0] \$306 ;
-  wire [19:0] \$307 ;
-  wire [19:0] \$308 ;
-  wire [19:0] \$309 ;
-  wire \$31 ;
-  wire [19:0] \$310 ;
-  wire [19:0] \$311 ;
-  wire \$312 ;
+  wire [19:0] \$291 ;
+  wire [19:0] \$292 ;
+  wire [47:0] \$293 ;
+  wire [48:0] \$294 ;
+  wire [66:0] \$295 ;
+  wire [44:0] \$296 ;
+  wire [45:0] \$297 ;
+  wire [46:0] \$298 ;
+  wire [47:0] \$299 ;
+  wire [19:0] \$3 ;
+  wire \$30 ;
+  wire [47:0] \$300 ;
+  wire [44:0] \$301 ;
+  wire [45:0] \$302 ;
+  wire [46:0] \$303 ;
+  wire [46:0] \$304 ;
+  wire [63:0] \$305 ;
+  wire [43:0] \$306 ;
+  wire \$307 ;
+  wire [63:0] \$308 ;
+  wire [43:0] \$309 ;
+  wire [19:0] \$31 ;
+  wire \$310 ;
+  wire [64:0] \$311 ;
+  wire [64:0] \$312 ;
   wire \$313 ;
-  wire [2:0] \$314 ;
-  wire [19:0] \$315 ;
-  wire \$316 ;
-  wire \$317 ;
-  wire [2:0] \$318 ;
-  wire [26:0] \$319 ;
-  wire \$32 ;
-  wire [20:0] \$320 ;
-  wire [27:0] \$321 ;
-  wire [15:0] \$322 ;
+  wire [20:0] \$314 ;
+  wire [21:0] \$315 ;
+  wire [22:0] \$316 ;
+  wire [22:0] \$317 ;
+  wire \$318 ;
+  wire \$319 ;
+  wire [19:0] \$32 ;
+  wire [6:0] \$320 ;
+  wire \$321 ;
+  wire \$322 ;
   wire \$323 ;
-  wire [15:0] \$324 ;
+  wire \$324 ;
   wire \$325 ;
   wire \$326 ;
-  wire [19:0] \$327 ;
-  wire [19:0] \$328 ;
-  wire [19:0] \$329 ;
-  wire \$33 ;
-  wire [19:0] \$330 ;
-  wire [19:0] \$331 ;
-  wire [19:0] \$332 ;
-  wire [19:0] \$333 ;
+  wire \$327 ;
+  wire \$328 ;
+  wire \$329 ;
+  wire [19:0] \$33 ;
+  wire \$330 ;
+  wire \$331 ;
+  wire \$332 ;
+  wire \$333 ;
   wire \$334 ;
   wire \$335 ;
-  wire [2:0] \$336 ;
-  wire [19:0] \$337 ;
+  wire \$336 ;
+  wire \$337 ;
   wire \$338 ;
   wire \$339 ;
-  wire \$34 ;
-  wire [2:0] \$340 ;
-  wire [26:0] \$341 ;
-  wire [20:0] \$342 ;
-  wire [27:0] \$343 ;
-  wire [27:0] \$344 ;
-  wire [39:0] \$345 ;
-  wire [64:0] \$346 ;
-  wire [65:0] \$347 ;
-  wire \$348 ;
-  wire \$349 ;
-  wire [8:0] \$35 ;
-  wire [19:0] \$350 ;
-  wire [19:0] \$351 ;
-  wire [19:0] \$352 ;
-  wire [19:0] \$353 ;
-  wire [19:0] \$354 ;
-  wire [19:0] \$355 ;
-  wire [19:0] \$356 ;
-  wire [39:0] \$357 ;
-  wire [40:0] \$358 ;
-  wire [41:0] \$359 ;
-  wire \$36 ;
-  wire [42:0] \$360 ;
-  wire [43:0] \$361 ;
-  wire \$362 ;
-  wire \$363 ;
-  wire [19:0] \$364 ;
-  wire [19:0] \$365 ;
-  wire [19:0] \$366 ;
-  wire [19:0] \$367 ;
-  wire [19:0] \$368 ;
-  wire [19:0] \$369 ;
-  wire [8:0] \$37 ;
-  wire [19:0] \$370 ;
-  wire [39:0] \$371 ;
-  wire [40:0] \$372 ;
-  wire [41:0] \$373 ;
-  wire [42:0] \$374 ;
-  wire [42:0] \$375 ;
-  wire [39:0] \$376 ;
-  wire [64:0] \$377 ;
+  wire [19:0] \$34 ;
+  wire \$340 ;
+  wire \$341 ;
+  wire \$342 ;
+  wire \$343 ;
+  wire \$344 ;
+  wire \$345 ;
+  wire \$346 ;
+  wire \$347 ;
+  wire [64:0] \$348 ;
+  wire [15:0] \$349 ;
+  wire [19:0] \$35 ;
+  wire [16:0] \$350 ;
+  wire [16:0] \$351 ;
+  wire [79:0] \$352 ;
+  wire [80:0] \$353 ;
+  wire [8:0] \$354 ;
+  wire [9:0] \$355 ;
+  wire [8:0] \$356 ;
+  wire \$357 ;
+  wire [9:0] \$358 ;
+  wire [8:0] \$359 ;
+  wire [19:0] \$36 ;
+  wire \$360 ;
+  wire [8:0] \$361 ;
+  wire [63:0] \$362 ;
+  wire [64:0] \$363 ;
+  wire [64:0] \$364 ;
+  wire \$365 ;
+  wire [63:0] \$366 ;
+  wire [64:0] \$367 ;
+  wire \$368 ;
+  wire \$369 ;
+  wire \$37 ;
+  wire \$370 ;
+  wire [8:0] \$371 ;
+  wire \$372 ;
+  wire [8:0] \$373 ;
+  wire [63:0] \$374 ;
+  wire [64:0] \$375 ;
+  wire [64:0] \$376 ;
+  wire \$377 ;
   wire \$378 ;
-  wire \$379 ;
-  wire [63:0] \$38 ;
-  wire [19:0] \$380 ;
-  wire [19:0] \$381 ;
-  wire [19:0] \$382 ;
-  wire [19:0] \$383 ;
-  wire [19:0] \$384 ;
-  wire [19:0] \$385 ;
-  wire [19:0] \$386 ;
-  wire \$387 ;
-  wire \$388 ;
-  wire [2:0] \$389 ;
-  wire [64:0] \$39 ;
-  wire [19:0] \$390 ;
+  wire [26:0] \$379 ;
+  wire [19:0] \$38 ;
+  wire [64:0] \$380 ;
+  wire \$381 ;
+  wire \$382 ;
+  wire \$383 ;
+  wire \$384 ;
+  wire [8:0] \$385 ;
+  wire \$386 ;
+  wire [8:0] \$387 ;
+  wire [63:0] \$388 ;
+  wire [64:0] \$389 ;
+  wire [19:0] \$39 ;
+  wire [64:0] \$390 ;
   wire \$391 ;
-  wire \$392 ;
-  wire [2:0] \$393 ;
-  wire [26:0] \$394 ;
-  wire [15:0] \$395 ;
-  wire [16:0] \$396 ;
-  wire [27:0] \$397 ;
+  wire [63:0] \$392 ;
+  wire [64:0] \$393 ;
+  wire \$394 ;
+  wire \$395 ;
+  wire \$396 ;
+  wire [8:0] \$397 ;
   wire \$398 ;
-  wire \$399 ;
-  wire [16:0] \$4 ;
-  wire [64:0] \$40 ;
-  wire [19:0] \$400 ;
-  wire [19:0] \$401 ;
-  wire [19:0] \$402 ;
-  wire [19:0] \$403 ;
-  wire [19:0] \$404 ;
-  wire [19:0] \$405 ;
-  wire [19:0] \$406 ;
-  wire [47:0] \$407 ;
-  wire [48:0] \$408 ;
-  wire [66:0] \$409 ;
+  wire [8:0] \$399 ;
+  wire [20:0] \$4 ;
+  wire [19:0] \$40 ;
+  wire [63:0] \$400 ;
+  wire [64:0] \$401 ;
+  wire [64:0] \$402 ;
+  wire \$403 ;
+  wire \$404 ;
+  wire [26:0] \$405 ;
+  wire [64:0] \$406 ;
+  wire \$407 ;
+  wire \$408 ;
+  wire \$409 ;
   wire \$41 ;
-  wire [44:0] \$410 ;
-  wire [45:0] \$411 ;
-  wire [46:0] \$412 ;
-  wire [47:0] \$413 ;
-  wire [47:0] \$414 ;
-  wire [44:0] \$415 ;
-  wire [45:0] \$416 ;
-  wire [46:0] \$417 ;
-  wire [46:0] \$418 ;
+  wire \$410 ;
+  wire \$411 ;
+  wire [8:0] \$412 ;
+  wire \$413 ;
+  wire [8:0] \$414 ;
+  wire [63:0] \$415 ;
+  wire [64:0] \$416 ;
+  wire [64:0] \$417 ;
+  wire \$418 ;
   wire [63:0] \$419 ;
-  wire [63:0] \$42 ;
-  wire [43:0] \$420 ;
+  wire \$42 ;
+  wire [64:0] \$420 ;
   wire \$421 ;
-  wire [63:0] \$422 ;
-  wire [43:0] \$423 ;
-  wire \$424 ;
-  wire [64:0] \$425 ;
-  wire [64:0] \$426 ;
-  wire \$427 ;
-  wire [20:0] \$428 ;
-  wire [21:0] \$429 ;
-  wire [64:0] \$43 ;
-  wire [22:0] \$430 ;
-  wire [22:0] \$431 ;
-  wire \$432 ;
-  wire \$433 ;
-  wire [6:0] \$434 ;
+  wire \$422 ;
+  wire \$423 ;
+  wire [8:0] \$424 ;
+  wire \$425 ;
+  wire [8:0] \$426 ;
+  wire [63:0] \$427 ;
+  wire [64:0] \$428 ;
+  wire [64:0] \$429 ;
+  wire [19:0] \$43 ;
+  wire \$430 ;
+  wire \$431 ;
+  wire [26:0] \$432 ;
+  wire [64:0] \$433 ;
+  wire \$434 ;
   wire \$435 ;
   wire \$436 ;
   wire \$437 ;
   wire \$438 ;
-  wire \$439 ;
-  wire \$44 ;
+  wire [8:0] \$439 ;
+  wire [19:0] \$44 ;
   wire \$440 ;
-  wire \$441 ;
-  wire \$442 ;
-  wire \$443 ;
-  wire \$444 ;
+  wire [8:0] \$441 ;
+  wire [63:0] \$442 ;
+  wire [64:0] \$443 ;
+  wire [64:0] \$444 ;
   wire \$445 ;
-  wire \$446 ;
-  wire \$447 ;
+  wire [63:0] \$446 ;
+  wire [64:0] \$447 ;
   wire \$448 ;
   wire \$449 ;
-  wire \$45 ;
+  wire [19:0] \$45 ;
   wire \$450 ;
-  wire \$451 ;
+  wire [8:0] \$451 ;
   wire \$452 ;
-  wire \$453 ;
-  wire \$454 ;
-  wire \$455 ;
-  wire \$456 ;
+  wire [8:0] \$453 ;
+  wire [63:0] \$454 ;
+  wire [64:0] \$455 ;
+  wire [64:0] \$456 ;
   wire \$457 ;
   wire \$458 ;
-  wire \$459 ;
+  wire [26:0] \$459 ;
   wire \$46 ;
-  wire \$460 ;
+  wire [64:0] \$460 ;
   wire \$461 ;
   wire \$462 ;
   wire \$463 ;
-  wire [8:0] \$464 ;
-  wire [9:0] \$465 ;
-  wire [8:0] \$466 ;
+  wire \$464 ;
+  wire \$465 ;
+  wire [7:0] \$466 ;
   wire \$467 ;
-  wire [9:0] \$468 ;
-  wire [7:0] \$469 ;
-  wire [8:0] \$47 ;
+  wire \$468 ;
+  wire \$469 ;
+  wire [19:0] \$47 ;
   wire \$470 ;
   wire \$471 ;
   wire \$472 ;
@@ -43070,7 +42520,7 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, \tas
   wire \$477 ;
   wire \$478 ;
   wire \$479 ;
-  wire \$48 ;
+  wire [19:0] \$48 ;
   wire \$480 ;
   wire \$481 ;
   wire \$482 ;
@@ -43081,7 +42531,7 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, \tas
   wire \$487 ;
   wire \$488 ;
   wire \$489 ;
-  wire [8:0] \$49 ;
+  wire [19:0] \$49 ;
   wire \$490 ;
   wire \$491 ;
   wire \$492 ;
@@ -43092,8 +42542,8 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, \tas
   wire \$497 ;
   wire \$498 ;
   wire \$499 ;
-  wire [79:0] \$5 ;
-  wire [63:0] \$50 ;
+  wire \$5 ;
+  wire \$50 ;
   wire \$500 ;
   wire \$501 ;
   wire \$502 ;
@@ -43104,7 +42554,7 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, \tas
   wire \$507 ;
   wire \$508 ;
   wire \$509 ;
-  wire [64:0] \$51 ;
+  wire [19:0] \$51 ;
   wire \$510 ;
   wire \$511 ;
   wire \$512 ;
@@ -43115,7 +42565,7 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, \tas
   wire \$517 ;
   wire \$518 ;
   wire \$519 ;
-  wire [64:0] \$52 ;
+  wire [19:0] \$52 ;
   wire \$520 ;
   wire \$521 ;
   wire \$522 ;
@@ -43126,7 +42576,7 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, \tas
   wire \$527 ;
   wire \$528 ;
   wire \$529 ;
-  wire \$53 ;
+  wire [19:0] \$53 ;
   wire \$530 ;
   wire \$531 ;
   wire \$532 ;
@@ -43148,7 +42598,7 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, \tas
   wire \$547 ;
   wire \$548 ;
   wire \$549 ;
-  wire [26:0] \$55 ;
+  wire [19:0] \$55 ;
   wire \$550 ;
   wire \$551 ;
   wire \$552 ;
@@ -43159,7 +42609,7 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, \tas
   wire \$557 ;
   wire \$558 ;
   wire \$559 ;
-  wire [64:0] \$56 ;
+  wire [19:0] \$56 ;
   wire \$560 ;
   wire \$561 ;
   wire \$562 ;
@@ -43170,7 +42620,7 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, \tas
   wire \$567 ;
   wire \$568 ;
   wire \$569 ;
-  wire \$57 ;
+  wire [19:0] \$57 ;
   wire \$570 ;
   wire \$571 ;
   wire \$572 ;
@@ -43192,7 +42642,7 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, \tas
   wire \$587 ;
   wire \$588 ;
   wire \$589 ;
-  wire \$59 ;
+  wire [19:0] \$59 ;
   wire \$590 ;
   wire \$591 ;
   wire \$592 ;
@@ -43203,66 +42653,66 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, \tas
   wire \$597 ;
   wire \$598 ;
   wire \$599 ;
-  wire [80:0] \$6 ;
-  wire \$60 ;
+  wire [19:0] \$6 ;
+  wire [19:0] \$60 ;
   wire \$600 ;
   wire \$601 ;
-  wire \$602 ;
+  wire [6:0] \$602 ;
   wire \$603 ;
   wire \$604 ;
-  wire [6:0] \$605 ;
-  wire \$606 ;
-  wire \$607 ;
+  wire [19:0] \$605 ;
+  wire [19:0] \$606 ;
+  wire [19:0] \$607 ;
   wire [19:0] \$608 ;
   wire [19:0] \$609 ;
-  wire \$61 ;
+  wire [19:0] \$61 ;
   wire [19:0] \$610 ;
   wire [19:0] \$611 ;
-  wire [19:0] \$612 ;
-  wire [19:0] \$613 ;
-  wire [19:0] \$614 ;
-  wire \$615 ;
+  wire \$612 ;
+  wire \$613 ;
+  wire [2:0] \$614 ;
+  wire [19:0] \$615 ;
   wire \$616 ;
-  wire [2:0] \$617 ;
-  wire [19:0] \$618 ;
-  wire \$619 ;
-  wire [8:0] \$62 ;
-  wire \$620 ;
-  wire [2:0] \$621 ;
-  wire [26:0] \$622 ;
-  wire [15:0] \$623 ;
-  wire [27:0] \$624 ;
-  wire [28:0] \$625 ;
-  wire [28:0] \$626 ;
+  wire \$617 ;
+  wire [2:0] \$618 ;
+  wire [26:0] \$619 ;
+  wire \$62 ;
+  wire [15:0] \$620 ;
+  wire [27:0] \$621 ;
+  wire [28:0] \$622 ;
+  wire [28:0] \$623 ;
+  wire \$624 ;
+  wire \$625 ;
+  wire \$626 ;
   wire \$627 ;
   wire \$628 ;
   wire \$629 ;
-  wire \$63 ;
+  wire [19:0] \$63 ;
   wire \$630 ;
   wire \$631 ;
-  wire \$632 ;
-  wire \$633 ;
+  wire [1:0] \$632 ;
+  wire [1:0] \$633 ;
   wire \$634 ;
-  wire [1:0] \$635 ;
-  wire [1:0] \$636 ;
-  wire \$637 ;
+  wire \$635 ;
+  wire \$636 ;
+  wire [1:0] \$637 ;
   wire \$638 ;
   wire \$639 ;
-  wire [8:0] \$64 ;
-  wire [1:0] \$640 ;
+  wire [19:0] \$64 ;
+  wire \$640 ;
   wire \$641 ;
-  wire \$642 ;
-  wire \$643 ;
+  wire [1:0] \$642 ;
+  wire [1:0] \$643 ;
   wire \$644 ;
-  wire [1:0] \$645 ;
-  wire [1:0] \$646 ;
+  wire \$645 ;
+  wire [6:0] \$646 ;
   wire \$647 ;
   wire \$648 ;
   wire [6:0] \$649 ;
-  wire [63:0] \$65 ;
+  wire [19:0] \$65 ;
   wire \$650 ;
   wire \$651 ;
-  wire [6:0] \$652 ;
+  wire \$652 ;
   wire \$653 ;
   wire \$654 ;
   wire \$655 ;
@@ -43270,53 +42720,53 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, \tas
   wire \$657 ;
   wire \$658 ;
   wire \$659 ;
-  wire [64:0] \$66 ;
+  wire \$66 ;
   wire \$660 ;
   wire \$661 ;
-  wire \$662 ;
-  wire \$663 ;
+  wire [7:0] \$662 ;
+  wire [7:0] \$663 ;
   wire \$664 ;
-  wire [7:0] \$665 ;
-  wire [7:0] \$666 ;
+  wire \$665 ;
+  wire \$666 ;
   wire \$667 ;
   wire \$668 ;
   wire \$669 ;
-  wire [64:0] \$67 ;
+  wire \$67 ;
   wire \$670 ;
   wire \$671 ;
   wire \$672 ;
-  wire \$673 ;
-  wire \$674 ;
-  wire \$675 ;
-  wire [6:0] \$676 ;
+  wire [6:0] \$673 ;
+  wire [20:0] \$674 ;
+  wire [22:0] \$675 ;
+  wire [44:0] \$676 ;
   wire [20:0] \$677 ;
-  wire [22:0] \$678 ;
-  wire [44:0] \$679 ;
+  wire \$678 ;
+  wire [2:0] \$679 ;
   wire \$68 ;
-  wire [20:0] \$680 ;
+  wire \$680 ;
   wire \$681 ;
   wire \$682 ;
   wire \$683 ;
   wire \$684 ;
   wire \$685 ;
-  wire \$686 ;
-  wire \$687 ;
-  wire [2:0] \$688 ;
-  wire [2:0] \$689 ;
-  wire [63:0] \$69 ;
+  wire [2:0] \$686 ;
+  wire [2:0] \$687 ;
+  wire \$688 ;
+  wire \$689 ;
+  wire [19:0] \$69 ;
   wire \$690 ;
   wire \$691 ;
   wire \$692 ;
-  wire \$693 ;
-  wire \$694 ;
-  wire [2:0] \$695 ;
-  wire [2:0] \$696 ;
-  wire \$697 ;
-  wire \$698 ;
+  wire [2:0] \$693 ;
+  wire [2:0] \$694 ;
+  wire \$695 ;
+  wire \$696 ;
+  reg [63:0] \$697 ;
+  reg [7:0] \$698 ;
   reg [7:0] \$699 ;
-  wire \$7 ;
-  wire [64:0] \$70 ;
-  reg [7:0] \$700 ;
+  wire [19:0] \$7 ;
+  wire [19:0] \$70 ;
+  reg \$700 ;
   reg [6:0] \$701 ;
   reg \$702 ;
   reg [63:0] \$703 ;
@@ -43326,7 +42776,7 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, \tas
   reg [63:0] \$707 ;
   reg [63:0] \$708 ;
   reg [63:0] \$709 ;
-  wire \$71 ;
+  wire [19:0] \$71 ;
   reg [63:0] \$710 ;
   reg [63:0] \$711 ;
   reg [63:0] \$712 ;
@@ -43337,7 +42787,7 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, \tas
   reg [63:0] \$717 ;
   reg [63:0] \$718 ;
   reg [63:0] \$719 ;
-  wire \$72 ;
+  wire [19:0] \$72 ;
   reg [63:0] \$720 ;
   reg [63:0] \$721 ;
   reg [63:0] \$722 ;
@@ -43348,7 +42798,7 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, \tas
   reg [63:0] \$727 ;
   reg [63:0] \$728 ;
   reg [63:0] \$729 ;
-  wire \$73 ;
+  wire [19:0] \$73 ;
   reg [63:0] \$730 ;
   reg [63:0] \$731 ;
   reg [63:0] \$732 ;
@@ -43359,7 +42809,7 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, \tas
   reg [63:0] \$737 ;
   reg [63:0] \$738 ;
   reg [63:0] \$739 ;
-  wire [8:0] \$74 ;
+  wire [19:0] \$74 ;
   reg [63:0] \$740 ;
   reg [63:0] \$741 ;
   reg [63:0] \$742 ;
@@ -43370,7 +42820,7 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, \tas
   reg [63:0] \$747 ;
   reg [63:0] \$748 ;
   reg [63:0] \$749 ;
-  wire \$75 ;
+  wire [19:0] \$75 ;
   reg [63:0] \$750 ;
   reg [63:0] \$751 ;
   reg [63:0] \$752 ;
@@ -43381,7 +42831,7 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, \tas
   reg [63:0] \$757 ;
   reg [63:0] \$758 ;
   reg [63:0] \$759 ;
-  wire [8:0] \$76 ;
+  wire \$76 ;
   reg [63:0] \$760 ;
   reg [63:0] \$761 ;
   reg [63:0] \$762 ;
@@ -43392,7 +42842,7 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, \tas
   reg \$767 ;
   reg \$768 ;
   reg [2:0] \$769 ;
-  wire [63:0] \$77 ;
+  wire \$77 ;
   reg [5:0] \$770 ;
   reg \$771 ;
   reg [7:0] \$772 ;
@@ -43402,49 +42852,63 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, \tas
   reg \$776 ;
   reg [333:0] \$777 ;
   reg \$778 ;
-  reg [2:0] \$779 ;
-  wire [64:0] \$78 ;
-  wire [64:0] \$79 ;
-  wire \$8 ;
+  reg \$779 ;
+  wire [2:0] \$78 ;
+  reg [1:0] \$780 ;
+  reg [2:0] \$781 ;
+  reg [150:0] \$782 ;
+  wire [19:0] \$79 ;
+  wire [19:0] \$8 ;
   wire \$80 ;
   wire \$81 ;
-  wire [26:0] \$82 ;
-  wire [64:0] \$83 ;
+  wire [2:0] \$82 ;
+  wire [26:0] \$83 ;
   wire \$84 ;
   wire \$85 ;
-  wire \$86 ;
-  wire \$87 ;
-  wire \$88 ;
-  wire [8:0] \$89 ;
-  wire [8:0] \$9 ;
-  wire \$90 ;
-  wire [8:0] \$91 ;
-  wire [63:0] \$92 ;
-  wire [64:0] \$93 ;
-  wire [64:0] \$94 ;
+  wire [19:0] \$86 ;
+  wire [19:0] \$87 ;
+  wire [19:0] \$88 ;
+  wire [19:0] \$89 ;
+  wire [20:0] \$9 ;
+  wire [19:0] \$90 ;
+  wire [19:0] \$91 ;
+  wire [19:0] \$92 ;
+  wire [46:0] \$93 ;
+  wire \$94 ;
   wire \$95 ;
-  wire [63:0] \$96 ;
-  wire [64:0] \$97 ;
-  wire \$98 ;
-  wire \$99 ;
+  wire [19:0] \$96 ;
+  wire [19:0] \$97 ;
+  wire [19:0] \$98 ;
+  wire [19:0] \$99 ;
   reg [333:0] \$signal  = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-  wire \$signal$11 ;
+  reg \$signal$10  = 1'h0;
   (* init = 1'h0 *)
-  wire \$signal$113 ;
-  reg \$signal$12 ;
-  reg [63:0] \$signal$127 ;
-  reg [31:0] \$signal$128 ;
-  reg \$signal$133  = 1'h0;
-  reg [6:0] \$signal$134  = 7'h00;
-  reg \$signal$142  = 1'h0;
-  reg [7:0] \$signal$151  = 8'h00;
-  reg \$signal$157  = 1'h0;
-  reg \$signal$16  = 1'h0;
-  reg \$signal$161  = 1'h0;
-  wire [43:0] \$signal$22 ;
-  reg [43:0] \$signal$25  = 44'h00000000000;
-  reg [19:0] \$signal$28  = 20'h00000;
-  reg [2:0] \$signal$43  = 3'h0;
+  wire \$signal$106 ;
+  reg [63:0] \$signal$120 ;
+  reg [31:0] \$signal$121 ;
+  reg \$signal$124  = 1'h0;
+  reg [6:0] \$signal$125  = 7'h00;
+  reg \$signal$132  = 1'h0;
+  reg [7:0] \$signal$141  = 8'h00;
+  reg \$signal$142 ;
+  reg \$signal$143 ;
+  reg \$signal$149  = 1'h0;
+  reg \$signal$153  = 1'h0;
+  wire [43:0] \$signal$16 ;
+  reg [43:0] \$signal$20  = 44'h00000000000;
+  reg [19:0] \$signal$23  = 20'h00000;
+  reg [150:0] \$signal$27  = 151'h00000000000000000000000000000000000000;
+  wire \$signal$27.is_compute ;
+  wire \$signal$27.is_load ;
+  wire \$signal$27.is_store ;
+  wire [39:0] \$signal$27.operand_lines ;
+  wire [39:0] \$signal$27.page_half ;
+  wire [3:0] \$signal$27.page_shift ;
+  wire \$signal$27.paged ;
+  wire [6:0] \$signal$27.pages ;
+  wire [47:0] \$signal$27.stats_offset ;
+  wire [7:0] \$signal$27.status ;
+  reg [2:0] \$signal$38  = 3'h0;
   wire [203:0] \$signal.desc ;
   wire [63:0] \$signal.desc.dev_addr ;
   wire [19:0] \$signal.desc.dev_cols ;
@@ -43461,14 +42925,27 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, \tas
   wire [63:0] \$signal.seq ;
   wire [63:0] \$signal.taken ;
   wire [43:0] beats;
-  wire [43:0] \beats$121 ;
-  wire [43:0] \beats$126 ;
+  wire [43:0] \beats$114 ;
+  wire [43:0] \beats$119 ;
+  wire [43:0] \beats$31 ;
   wire [43:0] \beats$36 ;
-  wire [43:0] \beats$41 ;
   input clk;
   wire clk;
   wire [63:0] data_base;
   wire [63:0] data_limit;
+  wire [150:0] decoded;
+  wire \decoded.is_compute ;
+  wire \decoded.is_load ;
+  wire \decoded.is_store ;
+  wire [39:0] \decoded.operand_lines ;
+  wire [39:0] \decoded.page_half ;
+  wire [3:0] \decoded.page_shift ;
+  wire \decoded.paged ;
+  wire [6:0] \decoded.pages ;
+  wire [47:0] \decoded.stats_offset ;
+  wire [7:0] \decoded.status ;
+  reg decoded_valid = 1'h0;
+  reg [1:0] decoding = 2'h0;
   wire [203:0] desc;
   wire [63:0] \desc.dev_addr ;
   wire [19:0] \desc.dev_cols ;
@@ -43494,15 +42971,11 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, \tas
   wire [63:0] input_run_line;
   wire [43:0] input_run_lines;
   wire [5:0] input_run_offset;
-  wire is_compute;
-  wire is_load;
-  wire is_store;
   wire [7:0] log2_slot;
   wire [63:0] main_run_first;
   wire [63:0] main_run_line;
   wire [43:0] main_run_lines;
   wire [5:0] main_run_offset;
-  wire [39:0] operand_lines;
   reg [63:0] page;
   reg [63:0] page0 = 64'h0000000000000000;
   reg [63:0] page1 = 64'h0000000000000000;
@@ -43568,7 +43041,6 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, \tas
   reg [63:0] page7 = 64'h0000000000000000;
   reg [63:0] page8 = 64'h0000000000000000;
   reg [63:0] page9 = 64'h0000000000000000;
-  wire [39:0] page_half;
   wire [63:0] page_rest_first;
   wire [63:0] page_rest_line;
   wire [43:0] page_rest_lines;
@@ -43578,9 +43050,6 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, \tas
   wire [63:0] page_run_line;
   wire [43:0] page_run_lines;
   wire [5:0] page_run_offset;
-  wire [3:0] page_shift;
-  wire paged;
-  wire [6:0] pages;
   input [333:0] pop;
   wire [333:0] pop;
   wire [203:0] \pop.desc ;
@@ -43602,7 +43071,6 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, \tas
   reg pop_ready;
   input pop_valid;
   wire pop_valid;
-  reg popping;
   input [321:0] queues__0;
   wire [321:0] queues__0;
   wire [63:0] \queues__0.cq_base ;
@@ -43651,7 +43119,7 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, \tas
   wire [19:0] \queues__3.pasid ;
   wire [63:0] \queues__3.sq_base ;
   wire [31:0] \queues__3.tail ;
-  wire reads_cq;
+  reg reads_cq = 1'h0;
   reg [321:0] regs;
   wire [63:0] \regs.cq_base ;
   wire [63:0] \regs.data_base ;
@@ -43691,447 +43159,471 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, \tas
   input side_valid;
   wire side_valid;
   wire [65:0] span;
-  wire [63:0] sq_slot;
-  wire [7:0] status;
+  reg [63:0] sq_slot = 64'h0000000000000000;
   reg step;
   reg [7:0] stores = 8'h00;
   input take;
   wire take;
-  output [333:0] \task ;
-  wire [333:0] \task ;
-  wire [203:0] \task.desc ;
-  wire [63:0] \task.desc.dev_addr ;
-  wire [19:0] \task.desc.dev_cols ;
-  wire [19:0] \task.desc.dev_rows ;
-  wire [19:0] \task.desc.dev_size ;
-  wire [3:0] \task.desc.dtype ;
-  wire [9:0] \task.desc.flags ;
-  wire [19:0] \task.desc.in_cols ;
-  wire [19:0] \task.desc.in_rows ;
-  wire [19:0] \task.desc.in_size ;
-  wire [3:0] \task.desc.op ;
-  wire [1:0] \task.desc.type ;
-  wire [1:0] \task.queue ;
-  wire [63:0] \task.seq ;
-  wire [63:0] \task.taken ;
+  output [484:0] \task ;
+  wire [484:0] \task ;
+  wire [150:0] \task.decoded ;
+  wire \task.decoded.is_compute ;
+  wire \task.decoded.is_load ;
+  wire \task.decoded.is_store ;
+  wire [39:0] \task.decoded.operand_lines ;
+  wire [39:0] \task.decoded.page_half ;
+  wire [3:0] \task.decoded.page_shift ;
+  wire \task.decoded.paged ;
+  wire [6:0] \task.decoded.pages ;
+  wire [47:0] \task.decoded.stats_offset ;
+  wire [7:0] \task.decoded.status ;
+  wire [333:0] \task.entry ;
+  wire [203:0] \task.entry.desc ;
+  wire [63:0] \task.entry.desc.dev_addr ;
+  wire [19:0] \task.entry.desc.dev_cols ;
+  wire [19:0] \task.entry.desc.dev_rows ;
+  wire [19:0] \task.entry.desc.dev_size ;
+  wire [3:0] \task.entry.desc.dtype ;
+  wire [9:0] \task.entry.desc.flags ;
+  wire [19:0] \task.entry.desc.in_cols ;
+  wire [19:0] \task.entry.desc.in_rows ;
+  wire [19:0] \task.entry.desc.in_size ;
+  wire [3:0] \task.entry.desc.op ;
+  wire [1:0] \task.entry.desc.type ;
+  wire [1:0] \task.entry.queue ;
+  wire [63:0] \task.entry.seq ;
+  wire [63:0] \task.entry.taken ;
   output task_valid;
   wire task_valid;
   output [7:0] verdict_status;
   reg [7:0] verdict_status = 8'h00;
   (* init = 8'h00 *)
-  wire [7:0] \verdict_status$115 ;
+  wire [7:0] \verdict_status$108 ;
   input verdict_take;
   wire verdict_take;
   output verdict_valid;
   reg verdict_valid = 1'h0;
-  assign \$217  = ~ \$signal$16 ;
-  assign \$218  = \$signal [10] & \$217 ;
-  assign \$219  = \$218  ? fetch_trans_pack_log2 : fetch_pack;
-  assign \$220  = 1'h1 << \$219 ;
-  assign \$221  = \$220  - 1'h1;
-  assign \$222  = { 1'h0, \$216  } & { \$221 [8], \$221 [8], \$221 [8], \$221 [8], \$221 [8], \$221 [8], \$221 [8], \$221 [8], \$221 [8], \$221 [8], \$221 [8], \$221 [8], \$221  };
-  assign \$223  = ~ \$signal$16 ;
-  assign \$224  = \$signal [10] & \$223 ;
-  assign \$225  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
-  assign \$226  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$227  = \$signal$16  ? \$225  : \$226 ;
-  assign \$228  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$229  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
-  assign \$230  = \$signal$16  ? \$228  : \$229 ;
-  assign \$231  = \$224  ? \$227  : \$230 ;
-  assign \$232  = $signed(\$222 ) * $signed({ 1'h0, \$231  });
-  assign \$233  = \$6 [63:0] + 7'h40;
-  assign \$235  = \$233  + \$234 ;
-  assign \$236  = \$signal [183:164] - \$signal$28 ;
-  assign \$237  = $signed(\$236 ) < $signed(4'h4);
-  assign \$238  = \$signal [183:164] - \$signal$28 ;
-  assign \$239  = \$237  ? \$238  : 21'h000004;
-  assign \$240  = $signed(\$239 ) * $signed({ 1'h0, \$signal [203:184] });
-  assign \$242  = $signed({ 1'h0, \$235 [5:0] }) + $signed(\$241 );
-  assign \$243  = $signed(\$242 ) + $signed(8'h40);
-  assign \$244  = $signed(\$243 ) - $signed(2'h1);
-  assign \$246  = \$signal [183:164] - \$signal$28 ;
-  assign \$247  = $signed(\$246 ) < $signed(4'h4);
-  assign \$248  = \$signal [183:164] - \$signal$28 ;
-  assign \$249  = \$247  ? \$248  : 21'h000004;
-  assign \$250  = $signed(\$249 ) * $signed({ 1'h0, \$signal [203:184] });
-  assign \$251  = $signed({ 1'h0, \$235 [5:1] }) + $signed(\$250 );
-  assign \$252  = $signed(\$251 ) + $signed(7'h20);
-  assign \$253  = $signed(\$252 ) - $signed(2'h1);
-  assign \$255  = \$signal [83:20] + \$254 ;
-  assign \$256  = \$signal$16  ? \$255  : { 1'h0, \$signal [83:20] };
-  assign \$257  = \$256  + 1'h0;
-  assign \$259  = \$257 [5:0] + \$258 ;
-  assign \$260  = \$259  + 7'h40;
-  assign \$261  = \$260  - 1'h1;
-  assign \$263  = \$257 [5:1] + \$207 [43:0];
-  assign \$264  = \$263  + 6'h20;
-  assign \$265  = \$264  - 1'h1;
-  assign \$268  = \$signal [83:20] + \$267 ;
-  assign \$269  = \$signal$16  ? \$268  : { 1'h0, \$signal [83:20] };
-  assign \$271  = \$269  + \$270 ;
-  assign \$273  = \$271 [5:0] + \$272 ;
-  assign \$274  = \$273  + 7'h40;
-  assign \$275  = \$274  - 1'h1;
-  assign \$277  = \$271 [5:1] + { \$232 [40], \$232 [40], \$232 [40], \$232  };
-  assign \$278  = \$277  + 6'h20;
-  assign \$279  = \$278  - 1'h1;
-  assign \$281  = \$signal$43  == 2'h2;
-  assign \$282  = ~ \$signal$16 ;
-  assign \$283  = \$signal [10] & \$282 ;
-  assign \$284  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$285  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
-  assign \$286  = \$signal$16  ? \$284  : \$285 ;
-  assign \$287  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
-  assign \$288  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$289  = \$signal$16  ? \$287  : \$288 ;
-  assign \$290  = \$283  ? \$286  : \$289 ;
-  assign \$291  = ~ \$signal$16 ;
-  assign \$292  = \$signal [10] & \$291 ;
-  assign \$293  = \$292  ? fetch_trans_pack_log2 : fetch_pack;
-  assign \$294  = \$290  >> \$293 ;
-  assign \$295  = ~ \$signal$16 ;
-  assign \$296  = \$signal [10] & \$295 ;
-  assign \$297  = \$296  ? fetch_trans_pack_log2 : fetch_pack;
-  assign \$298  = \$294  << \$297 ;
-  assign \$299  = \$298  >> \$signal [16:13];
-  assign \$300  = \$281  ? \$299 [5:0] : f_page;
-  assign \$302  = page + \$301 ;
-  assign \$303  = ~ \$signal$16 ;
-  assign \$304  = \$signal [10] & \$303 ;
-  assign \$305  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$306  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
-  assign \$307  = \$signal$16  ? \$305  : \$306 ;
-  assign \$308  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
-  assign \$309  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$310  = \$signal$16  ? \$308  : \$309 ;
-  assign \$311  = \$304  ? \$307  : \$310 ;
-  assign \$312  = ~ \$signal$16 ;
-  assign \$313  = \$signal [10] & \$312 ;
-  assign \$314  = \$313  ? fetch_trans_pack_log2 : fetch_pack;
-  assign \$315  = \$311  >> \$314 ;
-  assign \$316  = ~ \$signal$16 ;
-  assign \$317  = \$signal [10] & \$316 ;
-  assign \$318  = \$317  ? fetch_trans_pack_log2 : fetch_pack;
-  assign \$319  = \$315  << \$318 ;
-  assign \$320  = f_page << \$signal [16:13];
-  assign \$321  = \$319  - \$320 ;
-  assign \$322  = 1'h1 << \$signal [16:13];
-  assign \$323  = $signed(\$321 ) > $signed({ 1'h0, \$322  });
-  assign \$324  = 1'h1 << \$signal [16:13];
-  assign \$325  = ~ \$signal$16 ;
-  assign \$326  = \$signal [10] & \$325 ;
-  assign \$327  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$328  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
-  assign \$329  = \$signal$16  ? \$327  : \$328 ;
-  assign \$330  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
-  assign \$331  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$332  = \$signal$16  ? \$330  : \$331 ;
-  assign \$333  = \$326  ? \$329  : \$332 ;
-  assign \$334  = ~ \$signal$16 ;
-  assign \$335  = \$signal [10] & \$334 ;
-  assign \$336  = \$335  ? fetch_trans_pack_log2 : fetch_pack;
-  assign \$337  = \$333  >> \$336 ;
-  assign \$338  = ~ \$signal$16 ;
-  assign \$339  = \$signal [10] & \$338 ;
-  assign \$340  = \$339  ? fetch_trans_pack_log2 : fetch_pack;
-  assign \$341  = \$337  << \$340 ;
-  assign \$342  = f_page << \$signal [16:13];
-  assign \$343  = \$341  - \$342 ;
-  assign \$344  = \$323  ? { 12'h000, \$324  } : \$343 ;
-  assign \$345  = \$signal$16  ? page_half : 40'h0000000000;
-  assign \$346  = page + \$345 ;
-  assign \$347  = \$346  + 1'h0;
-  assign \$348  = ~ \$signal$16 ;
-  assign \$349  = \$signal [10] & \$348 ;
-  assign \$350  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
-  assign \$351  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$352  = \$signal$16  ? \$350  : \$351 ;
-  assign \$353  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$354  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
-  assign \$355  = \$signal$16  ? \$353  : \$354 ;
-  assign \$356  = \$349  ? \$352  : \$355 ;
-  assign \$357  = \$344 [19:0] * \$356 ;
-  assign \$359  = \$347 [5:0] + \$358 ;
-  assign \$360  = \$359  + 7'h40;
-  assign \$361  = \$360  - 1'h1;
-  assign \$362  = ~ \$signal$16 ;
-  assign \$363  = \$signal [10] & \$362 ;
-  assign \$364  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
-  assign \$365  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$366  = \$signal$16  ? \$364  : \$365 ;
-  assign \$367  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$368  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
-  assign \$369  = \$signal$16  ? \$367  : \$368 ;
-  assign \$370  = \$363  ? \$366  : \$369 ;
-  assign \$371  = \$344 [19:0] * \$370 ;
-  assign \$372  = \$347 [5:1] + \$371 ;
-  assign \$373  = \$372  + 6'h20;
-  assign \$374  = \$373  - 1'h1;
-  assign \$376  = \$signal$16  ? page_half : 40'h0000000000;
-  assign \$377  = page + \$376 ;
-  assign \$378  = ~ \$signal$16 ;
-  assign \$379  = \$signal [10] & \$378 ;
-  assign \$380  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$381  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
-  assign \$382  = \$signal$16  ? \$380  : \$381 ;
-  assign \$383  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
-  assign \$384  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$385  = \$signal$16  ? \$383  : \$384 ;
-  assign \$386  = \$379  ? \$382  : \$385 ;
-  assign \$387  = ~ \$signal$16 ;
-  assign \$388  = \$signal [10] & \$387 ;
-  assign \$389  = \$388  ? fetch_trans_pack_log2 : fetch_pack;
-  assign \$390  = \$386  >> \$389 ;
-  assign \$391  = ~ \$signal$16 ;
-  assign \$392  = \$signal [10] & \$391 ;
-  assign \$393  = \$392  ? fetch_trans_pack_log2 : fetch_pack;
-  assign \$394  = \$390  << \$393 ;
-  assign \$395  = 1'h1 << \$signal [16:13];
-  assign \$396  = \$395  - 1'h1;
-  assign \$397  = { 1'h0, \$394  } & { \$396 [16], \$396 [16], \$396 [16], \$396 [16], \$396 [16], \$396 [16], \$396 [16], \$396 [16], \$396 [16], \$396 [16], \$396 [16], \$396  };
-  assign \$398  = ~ \$signal$16 ;
-  assign \$399  = \$signal [10] & \$398 ;
-  assign \$400  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
-  assign \$401  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$402  = \$signal$16  ? \$400  : \$401 ;
-  assign \$403  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$404  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
-  assign \$405  = \$signal$16  ? \$403  : \$404 ;
-  assign \$406  = \$399  ? \$402  : \$405 ;
-  assign \$407  = $signed(\$397 ) * $signed({ 1'h0, \$406  });
-  assign \$409  = $signed({ 1'h0, \$377  }) + $signed(\$408 );
-  assign \$411  = \$409 [5:0] + \$410 ;
-  assign \$412  = \$411  + 7'h40;
-  assign \$413  = \$412  - 1'h1;
-  assign \$415  = \$409 [5:1] + { \$232 [40], \$232 [40], \$232 [40], \$232  };
-  assign \$416  = \$415  + 6'h20;
-  assign \$417  = \$416  - 1'h1;
-  assign \$419  = paged ? { \$347 [63:6], 6'h00 } : { \$257 [63:6], 6'h00 };
-  assign \$420  = paged ? page_run_lines : \$262 [43:0];
-  assign \$421  = | \$207 [43:0];
-  assign \$422  = paged ? { \$409 [63:6], 6'h00 } : { \$271 [63:6], 6'h00 };
-  assign \$423  = paged ? \$414 [43:0] : \$276 [43:0];
-  assign \$424  = | $signed(\$232 );
-  assign \$425  = \$6 [63:0] + 7'h40;
-  assign \$426  = is_load ? { 1'h0, \$signal [83:20] } : \$425 ;
-  assign \$427  = | \$signal [103:84];
-  assign \$428  = 1'h0 + \$signal [103:84];
-  assign \$429  = \$428  + 1'h1;
-  assign \$430  = \$429  - 1'h1;
-  assign \$432  = \$signal$134  == \$431 ;
-  assign \$433  = \$signal$133  & \$432 ;
-  assign \$434  = f_page + 1'h1;
-  assign \$435  = \$434  >= pages;
-  assign \$436  = ~ \$435 ;
-  assign \$437  = ~ verdict_valid;
-  assign \$438  = \$436  | \$437 ;
-  assign \$439  = \$signal$133  & \$438 ;
-  assign \$440  = ~ run_any;
-  assign \$441  = \$440  | run_issued;
-  assign \$442  = \$signal$133  & \$441 ;
-  assign \$443  = \$signal$43  == 3'h4;
-  assign \$444  = ~ handed;
-  assign \$445  = \$signal$142  & \$444 ;
-  assign task_valid = \$445  | popping;
-  assign \$446  = ~ handed;
-  assign \$447  = \$signal$142  & \$446 ;
-  assign \task  = \$447  ? \$signal  : pop;
-  assign \$448  = ! status;
-  assign \$449  = ~ \$448 ;
-  assign \$450  = | stores;
-  assign \$451  = | \$signal$151 ;
-  assign \$452  = reads_cq & \$451 ;
-  assign \$453  = \$450  | \$452 ;
-  assign \$454  = | stores;
-  assign \$455  = | \$signal$151 ;
-  assign \$456  = reads_cq & \$455 ;
-  assign \$457  = \$454  | \$456 ;
-  assign \$458  = ~ \$457 ;
-  assign \$459  = ! fsm_state;
-  assign \$460  = fsm_state == 1'h1;
-  assign \$461  = fsm_state == 2'h2;
-  assign \$462  = fsm_state == 2'h3;
-  assign \$463  = fsm_state == 3'h4;
-  assign \$464  = \$signal$151  + \$signal$12 ;
-  assign \$465  = \$464  - report;
-  assign \$466  = stores + \$signal$11 ;
-  assign \$467  = report & report_store;
-  assign \$468  = \$466  - \$467 ;
-  assign \$469  = \$signal$134  + 1'h1;
-  assign \$470  = \$signal$157  | side_err;
-  assign \$471  = ! \$signal$134 ;
-  assign \$473  = ! \$signal$134 ;
-  assign \$475  = ! \$signal$134 ;
-  assign \$477  = ! \$signal$134 ;
-  assign \$479  = ! \$signal$134 ;
-  assign \$481  = ! \$signal$134 ;
-  assign \$483  = ! \$signal$134 ;
-  assign \$485  = ! \$signal$134 ;
-  assign \$487  = \$signal$134  == 1'h1;
-  assign \$489  = \$signal$134  == 1'h1;
-  assign \$491  = \$signal$134  == 1'h1;
-  assign \$493  = \$signal$134  == 1'h1;
-  assign \$495  = \$signal$134  == 1'h1;
-  assign \$497  = \$signal$134  == 1'h1;
-  assign \$499  = \$signal$134  == 1'h1;
-  assign \$501  = \$signal$134  == 1'h1;
-  assign \$503  = \$signal$134  == 2'h2;
-  assign \$505  = \$signal$134  == 2'h2;
-  assign \$507  = \$signal$134  == 2'h2;
-  assign \$509  = \$signal$134  == 2'h2;
-  assign \$511  = \$signal$134  == 2'h2;
-  assign \$513  = \$signal$134  == 2'h2;
-  assign \$515  = \$signal$134  == 2'h2;
-  assign \$517  = \$signal$134  == 2'h2;
-  assign \$519  = \$signal$134  == 2'h3;
-  assign \$521  = \$signal$134  == 2'h3;
-  assign \$523  = \$signal$134  == 2'h3;
-  assign \$525  = \$signal$134  == 2'h3;
-  assign \$527  = \$signal$134  == 2'h3;
-  assign \$529  = \$signal$134  == 2'h3;
-  assign \$531  = \$signal$134  == 2'h3;
-  assign \$533  = \$signal$134  == 2'h3;
-  assign \$535  = \$signal$134  == 3'h4;
-  assign \$537  = \$signal$134  == 3'h4;
-  assign \$539  = \$signal$134  == 3'h4;
-  assign \$541  = \$signal$134  == 3'h4;
-  assign \$543  = \$signal$134  == 3'h4;
-  assign \$545  = \$signal$134  == 3'h4;
-  assign \$547  = \$signal$134  == 3'h4;
-  assign \$549  = \$signal$134  == 3'h4;
-  assign \$551  = \$signal$134  == 3'h5;
-  assign \$553  = \$signal$134  == 3'h5;
-  assign \$555  = \$signal$134  == 3'h5;
-  assign \$557  = \$signal$134  == 3'h5;
-  assign \$559  = \$signal$134  == 3'h5;
-  assign \$561  = \$signal$134  == 3'h5;
-  assign \$563  = \$signal$134  == 3'h5;
-  assign \$565  = \$signal$134  == 3'h5;
-  assign \$567  = \$signal$134  == 3'h6;
-  assign \$569  = \$signal$134  == 3'h6;
-  assign \$571  = \$signal$134  == 3'h6;
-  assign \$573  = \$signal$134  == 3'h6;
-  assign \$575  = \$signal$134  == 3'h6;
-  assign \$577  = \$signal$134  == 3'h6;
-  assign \$579  = \$signal$134  == 3'h6;
-  assign \$581  = \$signal$134  == 3'h6;
-  assign \$583  = \$signal$134  == 3'h7;
-  assign \$585  = \$signal$134  == 3'h7;
-  assign \$587  = \$signal$134  == 3'h7;
-  assign \$589  = \$signal$134  == 3'h7;
-  assign \$591  = \$signal$134  == 3'h7;
-  assign \$593  = \$signal$134  == 3'h7;
-  assign \$595  = \$signal$134  == 3'h7;
-  assign \$597  = \$signal$134  == 3'h7;
-  assign \$599  = \$signal$43  == 2'h3;
-  assign \$600  = \$signal$43  == 3'h4;
-  assign \$601  = \$signal$43  == 3'h5;
-  assign \$602  = \$signal$43  == 3'h6;
-  assign \$603  = \$signal$43  == 1'h1;
-  assign \$604  = \$603  & paged;
-  assign \$605  = f_page + 1'h1;
-  assign \$606  = ~ \$signal$16 ;
-  assign \$607  = \$signal [10] & \$606 ;
-  assign \$608  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$609  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
-  assign \$610  = \$signal$16  ? \$608  : \$609 ;
-  assign \$611  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
-  assign \$612  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$613  = \$signal$16  ? \$611  : \$612 ;
-  assign \$614  = \$607  ? \$610  : \$613 ;
-  assign \$615  = ~ \$signal$16 ;
-  assign \$616  = \$signal [10] & \$615 ;
-  assign \$617  = \$616  ? fetch_trans_pack_log2 : fetch_pack;
-  assign \$618  = \$614  >> \$617 ;
-  assign \$619  = ~ \$signal$16 ;
-  assign \$620  = \$signal [10] & \$619 ;
-  assign \$621  = \$620  ? fetch_trans_pack_log2 : fetch_pack;
-  assign \$622  = \$618  << \$621 ;
-  assign \$623  = 1'h1 << \$signal [16:13];
-  assign \$624  = \$622  + \$623 ;
-  assign \$625  = \$624  - 1'h1;
-  assign \$626  = $signed(\$625 ) >>> \$signal [16:13];
-  assign \$627  = $signed({ 1'h0, \$605  }) < $signed(\$626 );
-  assign \$628  = \$604  & \$627 ;
-  assign \$629  = \$signal$43  == 1'h1;
-  assign \$630  = ! \$signal$43 ;
-  assign \$631  = \$signal [5:2] == 2'h2;
-  assign \$632  = \$signal [5:2] == 2'h3;
-  assign \$633  = \$signal [5:2] == 3'h4;
-  assign \$634  = \$632  | \$633 ;
-  assign \$635  = \$634  ? 2'h2 : 2'h1;
-  assign \$636  = \$631  ? 2'h0 : \$635 ;
-  assign \$637  = | \$636 ;
-  assign \$638  = \$630  & \$637 ;
-  assign \$639  = \$signal$43  == 2'h2;
-  assign \$640  = \$signal$16  + 1'h1;
-  assign \$641  = \$signal [5:2] == 2'h2;
-  assign \$642  = \$signal [5:2] == 2'h3;
-  assign \$643  = \$signal [5:2] == 3'h4;
-  assign \$644  = \$642  | \$643 ;
-  assign \$645  = \$644  ? 2'h2 : 2'h1;
-  assign \$646  = \$641  ? 2'h0 : \$645 ;
-  assign \$647  = \$640  < \$646 ;
-  assign \$648  = \$639  & \$647 ;
+  assign \$214  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
+  assign \$215  = \$signal$10  ? \$213  : \$214 ;
+  assign \$216  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
+  assign \$217  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
+  assign \$218  = \$signal$10  ? \$216  : \$217 ;
+  assign \$219  = \$212  ? \$215  : \$218 ;
+  assign \$220  = ~ \$signal$10 ;
+  assign \$221  = \$signal [10] & \$220 ;
+  assign \$222  = \$221  ? fetch_trans_pack_log2 : fetch_pack;
+  assign \$223  = \$219  >> \$222 ;
+  assign \$224  = ~ \$signal$10 ;
+  assign \$225  = \$signal [10] & \$224 ;
+  assign \$226  = \$225  ? fetch_trans_pack_log2 : fetch_pack;
+  assign \$227  = \$223  << \$226 ;
+  assign \$228  = f_page << \$signal$27 [110:107];
+  assign \$229  = \$227  - \$228 ;
+  assign \$230  = \$209  ? { 12'h000, \$210  } : \$229 ;
+  assign \$231  = \$signal$10  ? \$signal$27 [150:111] : 40'h0000000000;
+  assign \$232  = page + \$231 ;
+  assign \$233  = \$232  + 1'h0;
+  assign \$234  = ~ \$signal$10 ;
+  assign \$235  = \$signal [10] & \$234 ;
+  assign \$236  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
+  assign \$237  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
+  assign \$238  = \$signal$10  ? \$236  : \$237 ;
+  assign \$239  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
+  assign \$240  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
+  assign \$241  = \$signal$10  ? \$239  : \$240 ;
+  assign \$242  = \$235  ? \$238  : \$241 ;
+  assign \$243  = \$230 [19:0] * \$242 ;
+  assign \$245  = \$233 [5:0] + \$244 ;
+  assign \$246  = \$245  + 7'h40;
+  assign \$247  = \$246  - 1'h1;
+  assign \$248  = ~ \$signal$10 ;
+  assign \$249  = \$signal [10] & \$248 ;
+  assign \$250  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
+  assign \$251  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
+  assign \$252  = \$signal$10  ? \$250  : \$251 ;
+  assign \$253  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
+  assign \$254  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
+  assign \$255  = \$signal$10  ? \$253  : \$254 ;
+  assign \$256  = \$249  ? \$252  : \$255 ;
+  assign \$257  = \$230 [19:0] * \$256 ;
+  assign \$258  = \$233 [5:1] + \$257 ;
+  assign \$259  = \$258  + 6'h20;
+  assign \$260  = \$259  - 1'h1;
+  assign \$262  = \$signal$10  ? \$signal$27 [150:111] : 40'h0000000000;
+  assign \$263  = page + \$262 ;
+  assign \$264  = ~ \$signal$10 ;
+  assign \$265  = \$signal [10] & \$264 ;
+  assign \$266  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
+  assign \$267  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
+  assign \$268  = \$signal$10  ? \$266  : \$267 ;
+  assign \$269  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
+  assign \$270  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
+  assign \$271  = \$signal$10  ? \$269  : \$270 ;
+  assign \$272  = \$265  ? \$268  : \$271 ;
+  assign \$273  = ~ \$signal$10 ;
+  assign \$274  = \$signal [10] & \$273 ;
+  assign \$275  = \$274  ? fetch_trans_pack_log2 : fetch_pack;
+  assign \$276  = \$272  >> \$275 ;
+  assign \$277  = ~ \$signal$10 ;
+  assign \$278  = \$signal [10] & \$277 ;
+  assign \$279  = \$278  ? fetch_trans_pack_log2 : fetch_pack;
+  assign \$280  = \$276  << \$279 ;
+  assign \$281  = 1'h1 << \$signal$27 [110:107];
+  assign \$282  = \$281  - 1'h1;
+  assign \$283  = { 1'h0, \$280  } & { \$282 [16], \$282 [16], \$282 [16], \$282 [16], \$282 [16], \$282 [16], \$282 [16], \$282 [16], \$282 [16], \$282 [16], \$282 [16], \$282  };
+  assign \$284  = ~ \$signal$10 ;
+  assign \$285  = \$signal [10] & \$284 ;
+  assign \$286  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
+  assign \$287  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
+  assign \$288  = \$signal$10  ? \$286  : \$287 ;
+  assign \$289  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
+  assign \$290  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
+  assign \$291  = \$signal$10  ? \$289  : \$290 ;
+  assign \$292  = \$285  ? \$288  : \$291 ;
+  assign \$293  = $signed(\$283 ) * $signed({ 1'h0, \$292  });
+  assign \$295  = $signed({ 1'h0, \$263  }) + $signed(\$294 );
+  assign \$297  = \$295 [5:0] + \$296 ;
+  assign \$298  = \$297  + 7'h40;
+  assign \$299  = \$298  - 1'h1;
+  assign \$301  = \$295 [5:1] + { \$118 [40], \$118 [40], \$118 [40], \$118  };
+  assign \$302  = \$301  + 6'h20;
+  assign \$303  = \$302  - 1'h1;
+  assign \$305  = \$signal$27 [99] ? { \$233 [63:6], 6'h00 } : { \$143 [63:6], 6'h00 };
+  assign \$306  = \$signal$27 [99] ? page_run_lines : \$148 [43:0];
+  assign \$307  = | \$93 [43:0];
+  assign \$308  = \$signal$27 [99] ? { \$295 [63:6], 6'h00 } : { \$157 [63:6], 6'h00 };
+  assign \$309  = \$signal$27 [99] ? \$300 [43:0] : \$162 [43:0];
+  assign \$310  = | $signed(\$118 );
+  assign \$311  = sq_slot + 7'h40;
+  assign \$312  = \$signal$27 [8] ? { 1'h0, \$signal [83:20] } : \$311 ;
+  assign \$313  = | \$signal [103:84];
+  assign \$314  = 1'h0 + \$signal [103:84];
+  assign \$315  = \$314  + 1'h1;
+  assign \$316  = \$315  - 1'h1;
+  assign \$318  = \$signal$125  == \$317 ;
+  assign \$319  = \$signal$124  & \$318 ;
+  assign \$320  = f_page + 1'h1;
+  assign \$321  = \$320  >= \$signal$27 [106:100];
+  assign \$322  = ~ \$321 ;
+  assign \$323  = ~ verdict_valid;
+  assign \$324  = \$322  | \$323 ;
+  assign \$325  = \$signal$124  & \$324 ;
+  assign \$326  = ~ run_any;
+  assign \$327  = \$326  | run_issued;
+  assign \$328  = \$signal$124  & \$327 ;
+  assign \$329  = \$signal$38  == 3'h4;
+  assign \$330  = ~ handed;
+  assign \$331  = \$signal$132  & \$330 ;
+  assign task_valid = \$331  & decoded_valid;
+  assign \$332  = | decoded[7:0];
+  assign \$333  = | stores;
+  assign \$334  = | \$signal$141 ;
+  assign \$335  = reads_cq & \$334 ;
+  assign \$336  = \$333  | \$335 ;
+  assign \$337  = | stores;
+  assign \$338  = | \$signal$141 ;
+  assign \$339  = reads_cq & \$338 ;
+  assign \$340  = \$337  | \$339 ;
+  assign \$341  = ~ \$340 ;
+  assign \$342  = ! fsm_state;
+  assign \$343  = fsm_state == 1'h1;
+  assign \$344  = fsm_state == 2'h2;
+  assign \$345  = fsm_state == 2'h3;
+  assign \$346  = fsm_state == 3'h4;
+  assign \$347  = fsm_state == 3'h5;
+  assign \$348  = \$signal [269:206] - 1'h1;
+  assign \$349  = 1'h1 << regs[259:256];
+  assign \$350  = \$349  - 1'h1;
+  assign \$351  = { 1'h0, \$348 [15:0] } & \$350 ;
+  assign \$352  = $signed(\$351 ) << regs[265:260];
+  assign \$353  = $signed({ 1'h0, regs[63:0] }) + $signed(\$352 );
+  assign \$354  = \$signal$141  + \$signal$142 ;
+  assign \$355  = \$354  - report;
+  assign \$356  = stores + \$signal$143 ;
+  assign \$357  = report & report_store;
+  assign \$358  = \$356  - \$357 ;
+  assign \$359  = queues__0[259:256] + queues__0[267:260];
+  assign \$360  = \$359  >= 7'h40;
+  assign \$361  = queues__0[259:256] + queues__0[267:260];
+  assign \$362  = 1'h1 << \$361 [5:0];
+  assign \$363  = queues__0[127:64] + \$362 ;
+  assign \$364  = \$360  ? 65'h10000000000000000 : \$363 ;
+  assign \$365  = sq_slot < \$364 ;
+  assign \$366  = 1'h1 << regs[265:260];
+  assign \$367  = sq_slot + \$366 ;
+  assign \$368  = queues__0[127:64] < \$367 ;
+  assign \$369  = \$365  & \$368 ;
+  assign \$370  = | \$signal [103:84];
+  assign \$371  = queues__0[259:256] + queues__0[267:260];
+  assign \$372  = \$371  >= 7'h40;
+  assign \$373  = queues__0[259:256] + queues__0[267:260];
+  assign \$374  = 1'h1 << \$373 [5:0];
+  assign \$375  = queues__0[127:64] + \$374 ;
+  assign \$376  = \$372  ? 65'h10000000000000000 : \$375 ;
+  assign \$377  = \$signal [83:20] < \$376 ;
+  assign \$378  = \$370  & \$377 ;
+  assign \$380  = \$signal [83:20] + \$379 ;
+  assign \$381  = queues__0[127:64] < \$380 ;
+  assign \$382  = \$378  & \$381 ;
+  assign \$383  = \$369  | \$382 ;
+  assign \$384  = queues__0[288] & \$383 ;
+  assign \$385  = queues__1[259:256] + queues__1[267:260];
+  assign \$386  = \$385  >= 7'h40;
+  assign \$387  = queues__1[259:256] + queues__1[267:260];
+  assign \$388  = 1'h1 << \$387 [5:0];
+  assign \$389  = queues__1[127:64] + \$388 ;
+  assign \$390  = \$386  ? 65'h10000000000000000 : \$389 ;
+  assign \$391  = sq_slot < \$390 ;
+  assign \$392  = 1'h1 << regs[265:260];
+  assign \$393  = sq_slot + \$392 ;
+  assign \$394  = queues__1[127:64] < \$393 ;
+  assign \$395  = \$391  & \$394 ;
+  assign \$396  = | \$signal [103:84];
+  assign \$397  = queues__1[259:256] + queues__1[267:260];
+  assign \$398  = \$397  >= 7'h40;
+  assign \$399  = queues__1[259:256] + queues__1[267:260];
+  assign \$400  = 1'h1 << \$399 [5:0];
+  assign \$401  = queues__1[127:64] + \$400 ;
+  assign \$402  = \$398  ? 65'h10000000000000000 : \$401 ;
+  assign \$403  = \$signal [83:20] < \$402 ;
+  assign \$404  = \$396  & \$403 ;
+  assign \$406  = \$signal [83:20] + \$405 ;
+  assign \$407  = queues__1[127:64] < \$406 ;
+  assign \$408  = \$404  & \$407 ;
+  assign \$409  = \$395  | \$408 ;
+  assign \$410  = queues__1[288] & \$409 ;
+  assign \$411  = \$384  | \$410 ;
+  assign \$412  = queues__2[259:256] + queues__2[267:260];
+  assign \$413  = \$412  >= 7'h40;
+  assign \$414  = queues__2[259:256] + queues__2[267:260];
+  assign \$415  = 1'h1 << \$414 [5:0];
+  assign \$416  = queues__2[127:64] + \$415 ;
+  assign \$417  = \$413  ? 65'h10000000000000000 : \$416 ;
+  assign \$418  = sq_slot < \$417 ;
+  assign \$419  = 1'h1 << regs[265:260];
+  assign \$420  = sq_slot + \$419 ;
+  assign \$421  = queues__2[127:64] < \$420 ;
+  assign \$422  = \$418  & \$421 ;
+  assign \$423  = | \$signal [103:84];
+  assign \$424  = queues__2[259:256] + queues__2[267:260];
+  assign \$425  = \$424  >= 7'h40;
+  assign \$426  = queues__2[259:256] + queues__2[267:260];
+  assign \$427  = 1'h1 << \$426 [5:0];
+  assign \$428  = queues__2[127:64] + \$427 ;
+  assign \$429  = \$425  ? 65'h10000000000000000 : \$428 ;
+  assign \$430  = \$signal [83:20] < \$429 ;
+  assign \$431  = \$423  & \$430 ;
+  assign \$433  = \$signal [83:20] + \$432 ;
+  assign \$434  = queues__2[127:64] < \$433 ;
+  assign \$435  = \$431  & \$434 ;
+  assign \$436  = \$422  | \$435 ;
+  assign \$437  = queues__2[288] & \$436 ;
+  assign \$438  = \$411  | \$437 ;
+  assign \$439  = queues__3[259:256] + queues__3[267:260];
+  assign \$440  = \$439  >= 7'h40;
+  assign \$441  = queues__3[259:256] + queues__3[267:260];
+  assign \$442  = 1'h1 << \$441 [5:0];
+  assign \$443  = queues__3[127:64] + \$442 ;
+  assign \$444  = \$440  ? 65'h10000000000000000 : \$443 ;
+  assign \$445  = sq_slot < \$444 ;
+  assign \$446  = 1'h1 << regs[265:260];
+  assign \$447  = sq_slot + \$446 ;
+  assign \$448  = queues__3[127:64] < \$447 ;
+  assign \$449  = \$445  & \$448 ;
+  assign \$450  = | \$signal [103:84];
+  assign \$451  = queues__3[259:256] + queues__3[267:260];
+  assign \$452  = \$451  >= 7'h40;
+  assign \$453  = queues__3[259:256] + queues__3[267:260];
+  assign \$454  = 1'h1 << \$453 [5:0];
+  assign \$455  = queues__3[127:64] + \$454 ;
+  assign \$456  = \$452  ? 65'h10000000000000000 : \$455 ;
+  assign \$457  = \$signal [83:20] < \$456 ;
+  assign \$458  = \$450  & \$457 ;
+  assign \$460  = \$signal [83:20] + \$459 ;
+  assign \$461  = queues__3[127:64] < \$460 ;
+  assign \$462  = \$458  & \$461 ;
+  assign \$463  = \$449  | \$462 ;
+  assign \$464  = queues__3[288] & \$463 ;
+  assign \$465  = \$438  | \$464 ;
+  assign \$466  = \$signal$125  + 1'h1;
+  assign \$467  = \$signal$149  | side_err;
+  assign \$468  = ! \$signal$125 ;
+  assign \$470  = ! \$signal$125 ;
+  assign \$472  = ! \$signal$125 ;
+  assign \$474  = ! \$signal$125 ;
+  assign \$476  = ! \$signal$125 ;
+  assign \$478  = ! \$signal$125 ;
+  assign \$480  = ! \$signal$125 ;
+  assign \$482  = ! \$signal$125 ;
+  assign \$484  = \$signal$125  == 1'h1;
+  assign \$486  = \$signal$125  == 1'h1;
+  assign \$488  = \$signal$125  == 1'h1;
+  assign \$490  = \$signal$125  == 1'h1;
+  assign \$492  = \$signal$125  == 1'h1;
+  assign \$494  = \$signal$125  == 1'h1;
+  assign \$496  = \$signal$125  == 1'h1;
+  assign \$498  = \$signal$125  == 1'h1;
+  assign \$500  = \$signal$125  == 2'h2;
+  assign \$502  = \$signal$125  == 2'h2;
+  assign \$504  = \$signal$125  == 2'h2;
+  assign \$506  = \$signal$125  == 2'h2;
+  assign \$508  = \$signal$125  == 2'h2;
+  assign \$510  = \$signal$125  == 2'h2;
+  assign \$512  = \$signal$125  == 2'h2;
+  assign \$514  = \$signal$125  == 2'h2;
+  assign \$516  = \$signal$125  == 2'h3;
+  assign \$518  = \$signal$125  == 2'h3;
+  assign \$520  = \$signal$125  == 2'h3;
+  assign \$522  = \$signal$125  == 2'h3;
+  assign \$524  = \$signal$125  == 2'h3;
+  assign \$526  = \$signal$125  == 2'h3;
+  assign \$528  = \$signal$125  == 2'h3;
+  assign \$530  = \$signal$125  == 2'h3;
+  assign \$532  = \$signal$125  == 3'h4;
+  assign \$534  = \$signal$125  == 3'h4;
+  assign \$536  = \$signal$125  == 3'h4;
+  assign \$538  = \$signal$125  == 3'h4;
+  assign \$540  = \$signal$125  == 3'h4;
+  assign \$542  = \$signal$125  == 3'h4;
+  assign \$544  = \$signal$125  == 3'h4;
+  assign \$546  = \$signal$125  == 3'h4;
+  assign \$548  = \$signal$125  == 3'h5;
+  assign \$550  = \$signal$125  == 3'h5;
+  assign \$552  = \$signal$125  == 3'h5;
+  assign \$554  = \$signal$125  == 3'h5;
+  assign \$556  = \$signal$125  == 3'h5;
+  assign \$558  = \$signal$125  == 3'h5;
+  assign \$560  = \$signal$125  == 3'h5;
+  assign \$562  = \$signal$125  == 3'h5;
+  assign \$564  = \$signal$125  == 3'h6;
+  assign \$566  = \$signal$125  == 3'h6;
+  assign \$568  = \$signal$125  == 3'h6;
+  assign \$570  = \$signal$125  == 3'h6;
+  assign \$572  = \$signal$125  == 3'h6;
+  assign \$574  = \$signal$125  == 3'h6;
+  assign \$576  = \$signal$125  == 3'h6;
+  assign \$578  = \$signal$125  == 3'h6;
+  assign \$580  = \$signal$125  == 3'h7;
+  assign \$582  = \$signal$125  == 3'h7;
+  assign \$584  = \$signal$125  == 3'h7;
+  assign \$586  = \$signal$125  == 3'h7;
+  assign \$588  = \$signal$125  == 3'h7;
+  assign \$590  = \$signal$125  == 3'h7;
+  assign \$592  = \$signal$125  == 3'h7;
+  assign \$594  = \$signal$125  == 3'h7;
+  assign \$596  = \$signal$38  == 2'h3;
+  assign \$597  = \$signal$38  == 3'h4;
+  assign \$598  = \$signal$38  == 3'h5;
+  assign \$599  = \$signal$38  == 3'h6;
+  assign \$600  = \$signal$38  == 1'h1;
+  assign \$601  = \$600  & \$signal$27 [99];
+  assign \$602  = f_page + 1'h1;
+  assign \$603  = ~ \$signal$10 ;
+  assign \$604  = \$signal [10] & \$603 ;
+  assign \$605  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
+  assign \$606  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
+  assign \$607  = \$signal$10  ? \$605  : \$606 ;
+  assign \$608  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
+  assign \$609  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
+  assign \$610  = \$signal$10  ? \$608  : \$609 ;
+  assign \$611  = \$604  ? \$607  : \$610 ;
+  assign \$612  = ~ \$signal$10 ;
+  assign \$613  = \$signal [10] & \$612 ;
+  assign \$614  = \$613  ? fetch_trans_pack_log2 : fetch_pack;
+  assign \$615  = \$611  >> \$614 ;
+  assign \$616  = ~ \$signal$10 ;
+  assign \$617  = \$signal [10] & \$616 ;
+  assign \$618  = \$617  ? fetch_trans_pack_log2 : fetch_pack;
+  assign \$619  = \$615  << \$618 ;
+  assign \$620  = 1'h1 << \$signal$27 [110:107];
+  assign \$621  = \$619  + \$620 ;
+  assign \$622  = \$621  - 1'h1;
+  assign \$623  = $signed(\$622 ) >>> \$signal$27 [110:107];
+  assign \$624  = $signed({ 1'h0, \$602  }) < $signed(\$623 );
+  assign \$625  = \$601  & \$624 ;
+  assign \$626  = \$signal$38  == 1'h1;
+  assign \$627  = ! \$signal$38 ;
+  assign \$628  = \$signal [5:2] == 2'h2;
+  assign \$629  = \$signal [5:2] == 2'h3;
+  assign \$630  = \$signal [5:2] == 3'h4;
+  assign \$631  = \$629  | \$630 ;
+  assign \$632  = \$631  ? 2'h2 : 2'h1;
+  assign \$633  = \$628  ? 2'h0 : \$632 ;
+  assign \$634  = | \$633 ;
+  assign \$635  = \$627  & \$634 ;
+  assign \$636  = \$signal$38  == 2'h2;
+  assign \$637  = \$signal$10  + 1'h1;
+  assign \$638  = \$signal [5:2] == 2'h2;
+  assign \$639  = \$signal [5:2] == 2'h3;
+  assign \$640  = \$signal [5:2] == 3'h4;
+  assign \$641  = \$639  | \$640 ;
+  assign \$642  = \$641  ? 2'h2 : 2'h1;
+  assign \$643  = \$638  ? 2'h0 : \$642 ;
+  assign \$644  = \$637  < \$643 ;
+  assign \$645  = \$636  & \$644 ;
+  assign \$646  = f_page + 1'h1;
+  assign \$647  = \$646  >= \$signal$27 [106:100];
+  assign \$648  = ~ \$647 ;
   assign \$649  = f_page + 1'h1;
-  assign \$650  = \$649  >= pages;
-  assign \$651  = ~ \$650 ;
-  assign \$652  = f_page + 1'h1;
-  assign \$653  = | page[11:0];
-  assign \$654  = page < regs[191:128];
-  assign \$655  = \$653  | \$654 ;
-  assign \$656  = \$302  > regs[255:192];
-  assign \$657  = \$655  | \$656 ;
-  assign \$658  = \$signal$161  | \$657 ;
-  assign \$659  = | page[11:0];
-  assign \$660  = page < regs[191:128];
-  assign \$661  = \$659  | \$660 ;
-  assign \$662  = \$302  > regs[255:192];
-  assign \$663  = \$661  | \$662 ;
-  assign \$664  = \$signal$161  | \$663 ;
-  assign \$665  = \$664  ? 8'h81 : 8'h00;
-  assign \$666  = \$signal$157  ? 8'h80 : \$665 ;
-  assign \$667  = ~ \$signal$157 ;
-  assign \$668  = | page[11:0];
-  assign \$669  = page < regs[191:128];
-  assign \$670  = \$668  | \$669 ;
-  assign \$671  = \$302  > regs[255:192];
-  assign \$672  = \$670  | \$671 ;
-  assign \$673  = \$signal$161  | \$672 ;
-  assign \$674  = ~ \$673 ;
-  assign \$675  = \$667  & \$674 ;
-  assign \$676  = f_page + 1'h1;
-  assign \$677  = \$signal$28  + 3'h4;
-  assign \$678  = 3'h4 * \$signal [203:184];
-  assign \$679  = \$signal$25  + \$678 ;
-  assign \$680  = \$signal$28  + 3'h4;
-  assign \$681  = \$680  >= \$signal [183:164];
-  assign \$682  = ! status;
-  assign \$683  = ~ \$682 ;
-  assign \$684  = | stores;
-  assign \$685  = | \$signal$151 ;
-  assign \$686  = reads_cq & \$685 ;
-  assign \$687  = \$684  | \$686 ;
-  assign \$688  = paged ? 3'h4 : 3'h0;
-  assign \$689  = is_compute ? \$688  : 3'h3;
-  assign \$690  = | stores;
-  assign \$691  = | \$signal$151 ;
-  assign \$692  = reads_cq & \$691 ;
-  assign \$693  = \$690  | \$692 ;
-  assign \$694  = ~ \$693 ;
-  assign \$695  = paged ? 3'h4 : 3'h0;
-  assign \$696  = is_compute ? \$695  : 3'h3;
-  assign \$697  = ~ \$signal$133 ;
-  assign \$698  = handed | take;
+  assign \$650  = | page[11:0];
+  assign \$651  = page < regs[191:128];
+  assign \$652  = \$650  | \$651 ;
+  assign \$653  = \$188  > regs[255:192];
+  assign \$654  = \$652  | \$653 ;
+  assign \$655  = \$signal$153  | \$654 ;
+  assign \$656  = | page[11:0];
+  assign \$657  = page < regs[191:128];
+  assign \$658  = \$656  | \$657 ;
+  assign \$659  = \$188  > regs[255:192];
+  assign \$660  = \$658  | \$659 ;
+  assign \$661  = \$signal$153  | \$660 ;
+  assign \$662  = \$661  ? 8'h81 : 8'h00;
+  assign \$663  = \$signal$149  ? 8'h80 : \$662 ;
+  assign \$664  = ~ \$signal$149 ;
+  assign \$665  = | page[11:0];
+  assign \$666  = page < regs[191:128];
+  assign \$667  = \$665  | \$666 ;
+  assign \$668  = \$188  > regs[255:192];
+  assign \$669  = \$667  | \$668 ;
+  assign \$670  = \$signal$153  | \$669 ;
+  assign \$671  = ~ \$670 ;
+  assign \$672  = \$664  & \$671 ;
+  assign \$673  = f_page + 1'h1;
+  assign \$674  = \$signal$23  + 3'h4;
+  assign \$675  = 3'h4 * \$signal [203:184];
+  assign \$676  = \$signal$20  + \$675 ;
+  assign \$677  = \$signal$23  + 3'h4;
+  assign \$678  = \$677  >= \$signal [183:164];
+  assign \$679  = decoding - 1'h1;
+  assign \$680  = ! decoding;
+  assign \$681  = | decoded[7:0];
+  assign \$682  = | stores;
+  assign \$683  = | \$signal$141 ;
+  assign \$684  = reads_cq & \$683 ;
+  assign \$685  = \$682  | \$684 ;
+  assign \$686  = decoded[99] ? 3'h4 : 3'h0;
+  assign \$687  = decoded[10] ? \$686  : 3'h3;
+  assign \$688  = | stores;
+  assign \$689  = | \$signal$141 ;
+  assign \$690  = reads_cq & \$689 ;
+  assign \$691  = \$688  | \$690 ;
+  assign \$692  = ~ \$691 ;
+  assign \$693  = \$signal$27 [99] ? 3'h4 : 3'h0;
+  assign \$694  = \$signal$27 [10] ? \$693  : 3'h3;
+  assign \$695  = ~ \$signal$124 ;
+  assign \$696  = handed | take;
   always @(posedge clk)
-    \$signal$151  <= \$699 ;
+    sq_slot <= \$697 ;
   always @(posedge clk)
-    stores <= \$700 ;
+    \$signal$141  <= \$698 ;
   always @(posedge clk)
-    \$signal$134  <= \$701 ;
+    stores <= \$699 ;
   always @(posedge clk)
-    \$signal$157  <= \$702 ;
+    reads_cq <= \$700 ;
+  always @(posedge clk)
+    \$signal$125  <= \$701 ;
+  always @(posedge clk)
+    \$signal$149  <= \$702 ;
   always @(posedge clk)
     page0 <= \$703 ;
   always @(posedge clk)
@@ -44263,256 +43755,1765 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, \tas
   always @(posedge clk)
     verdict_valid <= \$767 ;
   always @(posedge clk)
-    \$signal$133  <= \$768 ;
+    \$signal$124  <= \$768 ;
   always @(posedge clk)
-    \$signal$43  <= \$769 ;
+    \$signal$38  <= \$769 ;
   always @(posedge clk)
     f_page <= \$770 ;
   always @(posedge clk)
-    \$signal$161  <= \$771 ;
+    \$signal$153  <= \$771 ;
   always @(posedge clk)
     verdict_status <= \$772 ;
   always @(posedge clk)
-    \$signal$16  <= \$773 ;
+    \$signal$10  <= \$773 ;
   always @(posedge clk)
-    \$signal$28  <= \$774 ;
+    \$signal$23  <= \$774 ;
   always @(posedge clk)
-    \$signal$25  <= \$775 ;
+    \$signal$20  <= \$775 ;
   always @(posedge clk)
     handed <= \$776 ;
   always @(posedge clk)
     \$signal  <= \$777 ;
   always @(posedge clk)
-    \$signal$142  <= \$778 ;
+    \$signal$132  <= \$778 ;
   always @(posedge clk)
-    fsm_state <= \$779 ;
-  assign \$1  = \$signal [269:206] - 1'h1;
-  assign \$2  = 1'h1 << regs[259:256];
-  assign \$3  = \$2  - 1'h1;
-  assign \$4  = { 1'h0, \$1 [15:0] } & \$3 ;
-  assign \$5  = $signed(\$4 ) << regs[265:260];
-  assign \$6  = $signed({ 1'h0, regs[63:0] }) + $signed(\$5 );
-  assign \$7  = ! status;
-  assign \$8  = \$signal$12  & \$7 ;
-  assign \$signal$11  = \$8  & is_store;
-  assign \$9  = queues__0[259:256] + queues__0[267:260];
-  assign \$10  = \$9  >= 7'h40;
-  assign \$11  = queues__0[259:256] + queues__0[267:260];
-  assign \$12  = 1'h1 << \$11 [5:0];
-  assign \$13  = queues__0[127:64] + \$12 ;
-  assign \$14  = \$10  ? 65'h10000000000000000 : \$13 ;
-  assign \$15  = \$6 [63:0] < \$14 ;
-  assign \$16  = 1'h1 << regs[265:260];
-  assign \$17  = \$6 [63:0] + \$16 ;
-  assign \$18  = queues__0[127:64] < \$17 ;
-  assign \$19  = \$15  & \$18 ;
-  assign \$20  = | \$signal [103:84];
-  assign \$21  = queues__0[259:256] + queues__0[267:260];
-  assign \$22  = \$21  >= 7'h40;
-  assign \$23  = queues__0[259:256] + queues__0[267:260];
-  assign \$24  = 1'h1 << \$23 [5:0];
-  assign \$25  = queues__0[127:64] + \$24 ;
-  assign \$26  = \$22  ? 65'h10000000000000000 : \$25 ;
-  assign \$27  = \$signal [83:20] < \$26 ;
-  assign \$28  = \$20  & \$27 ;
-  assign \$30  = \$signal [83:20] + \$29 ;
-  assign \$31  = queues__0[127:64] < \$30 ;
-  assign \$32  = \$28  & \$31 ;
-  assign \$33  = \$19  | \$32 ;
-  assign \$34  = queues__0[288] & \$33 ;
-  assign \$35  = queues__1[259:256] + queues__1[267:260];
-  assign \$36  = \$35  >= 7'h40;
-  assign \$37  = queues__1[259:256] + queues__1[267:260];
-  assign \$38  = 1'h1 << \$37 [5:0];
-  assign \$39  = queues__1[127:64] + \$38 ;
-  assign \$40  = \$36  ? 65'h10000000000000000 : \$39 ;
-  assign \$41  = \$6 [63:0] < \$40 ;
-  assign \$42  = 1'h1 << regs[265:260];
-  assign \$43  = \$6 [63:0] + \$42 ;
-  assign \$44  = queues__1[127:64] < \$43 ;
-  assign \$45  = \$41  & \$44 ;
-  assign \$46  = | \$signal [103:84];
-  assign \$47  = queues__1[259:256] + queues__1[267:260];
-  assign \$48  = \$47  >= 7'h40;
-  assign \$49  = queues__1[259:256] + queues__1[267:260];
-  assign \$50  = 1'h1 << \$49 [5:0];
-  assign \$51  = queues__1[127:64] + \$50 ;
-  assign \$52  = \$48  ? 65'h10000000000000000 : \$51 ;
-  assign \$53  = \$signal [83:20] < \$52 ;
-  assign \$54  = \$46  & \$53 ;
-  assign \$56  = \$signal [83:20] + \$55 ;
-  assign \$57  = queues__1[127:64] < \$56 ;
-  assign \$58  = \$54  & \$57 ;
-  assign \$59  = \$45  | \$58 ;
-  assign \$60  = queues__1[288] & \$59 ;
-  assign \$61  = \$34  | \$60 ;
-  assign \$62  = queues__2[259:256] + queues__2[267:260];
-  assign \$63  = \$62  >= 7'h40;
-  assign \$64  = queues__2[259:256] + queues__2[267:260];
-  assign \$65  = 1'h1 << \$64 [5:0];
-  assign \$66  = queues__2[127:64] + \$65 ;
-  assign \$67  = \$63  ? 65'h10000000000000000 : \$66 ;
-  assign \$68  = \$6 [63:0] < \$67 ;
-  assign \$69  = 1'h1 << regs[265:260];
-  assign \$70  = \$6 [63:0] + \$69 ;
-  assign \$71  = queues__2[127:64] < \$70 ;
-  assign \$72  = \$68  & \$71 ;
-  assign \$73  = | \$signal [103:84];
-  assign \$74  = queues__2[259:256] + queues__2[267:260];
-  assign \$75  = \$74  >= 7'h40;
-  assign \$76  = queues__2[259:256] + queues__2[267:260];
-  assign \$77  = 1'h1 << \$76 [5:0];
-  assign \$78  = queues__2[127:64] + \$77 ;
-  assign \$79  = \$75  ? 65'h10000000000000000 : \$78 ;
-  assign \$80  = \$signal [83:20] < \$79 ;
-  assign \$81  = \$73  & \$80 ;
-  assign \$83  = \$signal [83:20] + \$82 ;
-  assign \$84  = queues__2[127:64] < \$83 ;
-  assign \$85  = \$81  & \$84 ;
-  assign \$86  = \$72  | \$85 ;
-  assign \$87  = queues__2[288] & \$86 ;
-  assign \$88  = \$61  | \$87 ;
-  assign \$89  = queues__3[259:256] + queues__3[267:260];
-  assign \$90  = \$89  >= 7'h40;
-  assign \$91  = queues__3[259:256] + queues__3[267:260];
-  assign \$92  = 1'h1 << \$91 [5:0];
-  assign \$93  = queues__3[127:64] + \$92 ;
-  assign \$94  = \$90  ? 65'h10000000000000000 : \$93 ;
-  assign \$95  = \$6 [63:0] < \$94 ;
-  assign \$96  = 1'h1 << regs[265:260];
-  assign \$97  = \$6 [63:0] + \$96 ;
-  assign \$98  = queues__3[127:64] < \$97 ;
-  assign \$99  = \$95  & \$98 ;
-  assign \$100  = | \$signal [103:84];
-  assign \$101  = queues__3[259:256] + queues__3[267:260];
-  assign \$102  = \$101  >= 7'h40;
-  assign \$103  = queues__3[259:256] + queues__3[267:260];
-  assign \$104  = 1'h1 << \$103 [5:0];
-  assign \$105  = queues__3[127:64] + \$104 ;
-  assign \$106  = \$102  ? 65'h10000000000000000 : \$105 ;
-  assign \$107  = \$signal [83:20] < \$106 ;
-  assign \$108  = \$100  & \$107 ;
-  assign \$110  = \$signal [83:20] + \$109 ;
-  assign \$111  = queues__3[127:64] < \$110 ;
-  assign \$112  = \$108  & \$111 ;
-  assign \$113  = \$99  | \$112 ;
-  assign \$114  = queues__3[288] & \$113 ;
-  assign reads_cq = \$88  | \$114 ;
-  assign \$115  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$116  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
-  assign \$117  = \$signal$16  ? \$115  : \$116 ;
-  assign \$119  = \$118  <= 6'h20;
-  assign \$120  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$121  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
-  assign \$122  = \$signal$16  ? \$120  : \$121 ;
-  assign \$124  = \$123  <= 6'h20;
-  assign \$125  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$126  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
-  assign \$127  = \$signal$16  ? \$125  : \$126 ;
-  assign \$129  = \$128  <= 6'h20;
-  assign \$130  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$131  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
-  assign \$132  = \$signal$16  ? \$130  : \$131 ;
-  assign \$134  = \$133  <= 6'h20;
-  assign \$135  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$136  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
-  assign \$137  = \$signal$16  ? \$135  : \$136 ;
-  assign \$139  = \$138  <= 6'h20;
-  assign \$140  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$141  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
-  assign \$142  = \$signal$16  ? \$140  : \$141 ;
-  assign \$144  = \$143  <= 6'h20;
-  assign \$145  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
-  assign \$146  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$147  = \$signal$16  ? \$145  : \$146 ;
-  assign fetch_trans_scalar = \$147  > 6'h20;
-  assign \$148  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
-  assign \$149  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$150  = \$signal$16  ? \$148  : \$149 ;
-  assign \$151  = \$150  > 7'h40;
-  assign \$152  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
-  assign \$153  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$154  = \$signal$16  ? \$152  : \$153 ;
-  assign \$155  = \$154  > 6'h20;
-  assign \$156  = \$155  ? 1'h1 : 1'h0;
-  assign fetch_trans_fold_adds = \$151  ? 2'h2 : { 1'h0, \$156  };
-  assign \$157  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
-  assign \$158  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$159  = \$signal$16  ? \$157  : \$158 ;
-  assign \$160  = \$159  == 1'h1;
-  assign \$161  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
-  assign \$162  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$163  = \$signal$16  ? \$161  : \$162 ;
-  assign \$164  = \$163  == 2'h2;
-  assign \$165  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
-  assign \$166  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$167  = \$signal$16  ? \$165  : \$166 ;
-  assign \$168  = \$167  == 3'h4;
-  assign \$169  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
+    decoded_valid <= \$779 ;
+  always @(posedge clk)
+    decoding <= \$780 ;
+  always @(posedge clk)
+    fsm_state <= \$781 ;
+  always @(posedge clk)
+    \$signal$27  <= \$782 ;
+  assign \$1  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
+  assign \$2  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
+  assign \$3  = \$signal$10  ? \$1  : \$2 ;
+  assign \$5  = \$4  <= 6'h20;
+  assign \$6  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
+  assign \$7  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
+  assign \$8  = \$signal$10  ? \$6  : \$7 ;
+  assign \$10  = \$9  <= 6'h20;
+  assign \$11  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
+  assign \$12  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
+  assign \$13  = \$signal$10  ? \$11  : \$12 ;
+  assign \$15  = \$14  <= 6'h20;
+  assign \$16  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
+  assign \$17  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
+  assign \$18  = \$signal$10  ? \$16  : \$17 ;
+  assign \$20  = \$19  <= 6'h20;
+  assign \$21  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
+  assign \$22  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
+  assign \$23  = \$signal$10  ? \$21  : \$22 ;
+  assign \$25  = \$24  <= 6'h20;
+  assign \$26  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
+  assign \$27  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
+  assign \$28  = \$signal$10  ? \$26  : \$27 ;
+  assign \$30  = \$29  <= 6'h20;
+  assign \$31  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
+  assign \$32  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
+  assign \$33  = \$signal$10  ? \$31  : \$32 ;
+  assign fetch_trans_scalar = \$33  > 6'h20;
+  assign \$34  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
+  assign \$35  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
+  assign \$36  = \$signal$10  ? \$34  : \$35 ;
+  assign \$37  = \$36  > 7'h40;
+  assign \$38  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
+  assign \$39  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
+  assign \$40  = \$signal$10  ? \$38  : \$39 ;
+  assign \$41  = \$40  > 6'h20;
+  assign \$42  = \$41  ? 1'h1 : 1'h0;
+  assign fetch_trans_fold_adds = \$37  ? 2'h2 : { 1'h0, \$42  };
+  assign \$43  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
+  assign \$44  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
+  assign \$45  = \$signal$10  ? \$43  : \$44 ;
+  assign \$46  = \$45  == 1'h1;
+  assign \$47  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
+  assign \$48  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
+  assign \$49  = \$signal$10  ? \$47  : \$48 ;
+  assign \$50  = \$49  == 2'h2;
+  assign \$51  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
+  assign \$52  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
+  assign \$53  = \$signal$10  ? \$51  : \$52 ;
+  assign \$54  = \$53  == 3'h4;
+  assign \$55  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
+  assign \$56  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
+  assign \$57  = \$signal$10  ? \$55  : \$56 ;
+  assign \$58  = \$57  == 4'h8;
+  assign \$59  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
+  assign \$60  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
+  assign \$61  = \$signal$10  ? \$59  : \$60 ;
+  assign \$62  = \$61  == 5'h10;
+  assign \$63  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
+  assign \$64  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
+  assign \$65  = \$signal$10  ? \$63  : \$64 ;
+  assign \$66  = \$65  == 6'h20;
+  assign \$67  = ~ \$signal$10 ;
+  assign \$68  = \$signal [10] & \$67 ;
+  assign \$69  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
+  assign \$70  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
+  assign \$71  = \$signal$10  ? \$69  : \$70 ;
+  assign \$72  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
+  assign \$73  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
+  assign \$74  = \$signal$10  ? \$72  : \$73 ;
+  assign \$75  = \$68  ? \$71  : \$74 ;
+  assign \$76  = ~ \$signal$10 ;
+  assign \$77  = \$signal [10] & \$76 ;
+  assign \$78  = \$77  ? fetch_trans_pack_log2 : fetch_pack;
+  assign \$79  = \$75  >> \$78 ;
+  assign \$80  = ~ \$signal$10 ;
+  assign \$81  = \$signal [10] & \$80 ;
+  assign \$82  = \$81  ? fetch_trans_pack_log2 : fetch_pack;
+  assign \$83  = \$79  << \$82 ;
+  assign \$84  = ~ \$signal$10 ;
+  assign \$85  = \$signal [10] & \$84 ;
+  assign \$86  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
+  assign \$87  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
+  assign \$88  = \$signal$10  ? \$86  : \$87 ;
+  assign \$89  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
+  assign \$90  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
+  assign \$91  = \$signal$10  ? \$89  : \$90 ;
+  assign \$92  = \$85  ? \$88  : \$91 ;
+  assign \$93  = \$83  * \$92 ;
+  assign \$94  = ~ \$signal$10 ;
+  assign \$95  = \$signal [10] & \$94 ;
+  assign \$96  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
+  assign \$97  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
+  assign \$98  = \$signal$10  ? \$96  : \$97 ;
+  assign \$99  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
+  assign \$100  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
+  assign \$101  = \$signal$10  ? \$99  : \$100 ;
+  assign \$102  = \$95  ? \$98  : \$101 ;
+  assign \$103  = ~ \$signal$10 ;
+  assign \$104  = \$signal [10] & \$103 ;
+  assign \$105  = \$104  ? fetch_trans_pack_log2 : fetch_pack;
+  assign \$106  = 1'h1 << \$105 ;
+  assign \$107  = \$106  - 1'h1;
+  assign \$108  = { 1'h0, \$102  } & { \$107 [8], \$107 [8], \$107 [8], \$107 [8], \$107 [8], \$107 [8], \$107 [8], \$107 [8], \$107 [8], \$107 [8], \$107 [8], \$107 [8], \$107  };
+  assign \$109  = ~ \$signal$10 ;
+  assign \$110  = \$signal [10] & \$109 ;
+  assign \$111  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
+  assign \$112  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
+  assign \$113  = \$signal$10  ? \$111  : \$112 ;
+  assign \$114  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
+  assign \$115  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
+  assign \$116  = \$signal$10  ? \$114  : \$115 ;
+  assign \$117  = \$110  ? \$113  : \$116 ;
+  assign \$118  = $signed(\$108 ) * $signed({ 1'h0, \$117  });
+  assign \$119  = sq_slot + 7'h40;
+  assign \$121  = \$119  + \$120 ;
+  assign \$122  = \$signal [183:164] - \$signal$23 ;
+  assign \$123  = $signed(\$122 ) < $signed(4'h4);
+  assign \$124  = \$signal [183:164] - \$signal$23 ;
+  assign \$125  = \$123  ? \$124  : 21'h000004;
+  assign \$126  = $signed(\$125 ) * $signed({ 1'h0, \$signal [203:184] });
+  assign \$128  = $signed({ 1'h0, \$121 [5:0] }) + $signed(\$127 );
+  assign \$129  = $signed(\$128 ) + $signed(8'h40);
+  assign \$130  = $signed(\$129 ) - $signed(2'h1);
+  assign \$132  = \$signal [183:164] - \$signal$23 ;
+  assign \$133  = $signed(\$132 ) < $signed(4'h4);
+  assign \$134  = \$signal [183:164] - \$signal$23 ;
+  assign \$135  = \$133  ? \$134  : 21'h000004;
+  assign \$136  = $signed(\$135 ) * $signed({ 1'h0, \$signal [203:184] });
+  assign \$137  = $signed({ 1'h0, \$121 [5:1] }) + $signed(\$136 );
+  assign \$138  = $signed(\$137 ) + $signed(7'h20);
+  assign \$139  = $signed(\$138 ) - $signed(2'h1);
+  assign \$141  = \$signal [83:20] + \$140 ;
+  assign \$142  = \$signal$10  ? \$141  : { 1'h0, \$signal [83:20] };
+  assign \$143  = \$142  + 1'h0;
+  assign \$145  = \$143 [5:0] + \$144 ;
+  assign \$146  = \$145  + 7'h40;
+  assign \$147  = \$146  - 1'h1;
+  assign \$149  = \$143 [5:1] + \$93 [43:0];
+  assign \$150  = \$149  + 6'h20;
+  assign \$151  = \$150  - 1'h1;
+  assign \$154  = \$signal [83:20] + \$153 ;
+  assign \$155  = \$signal$10  ? \$154  : { 1'h0, \$signal [83:20] };
+  assign \$157  = \$155  + \$156 ;
+  assign \$159  = \$157 [5:0] + \$158 ;
+  assign \$160  = \$159  + 7'h40;
+  assign \$161  = \$160  - 1'h1;
+  assign \$163  = \$157 [5:1] + { \$118 [40], \$118 [40], \$118 [40], \$118  };
+  assign \$164  = \$163  + 6'h20;
+  assign \$165  = \$164  - 1'h1;
+  assign \$167  = \$signal$38  == 2'h2;
+  assign \$168  = ~ \$signal$10 ;
+  assign \$169  = \$signal [10] & \$168 ;
   assign \$170  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$171  = \$signal$16  ? \$169  : \$170 ;
-  assign \$172  = \$171  == 4'h8;
+  assign \$171  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
+  assign \$172  = \$signal$10  ? \$170  : \$171 ;
   assign \$173  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
   assign \$174  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$175  = \$signal$16  ? \$173  : \$174 ;
-  assign \$176  = \$175  == 5'h10;
-  assign \$177  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
-  assign \$178  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$179  = \$signal$16  ? \$177  : \$178 ;
-  assign \$180  = \$179  == 6'h20;
-  assign \$181  = ~ \$signal$16 ;
+  assign \$175  = \$signal$10  ? \$173  : \$174 ;
+  assign \$176  = \$169  ? \$172  : \$175 ;
+  assign \$177  = ~ \$signal$10 ;
+  assign \$178  = \$signal [10] & \$177 ;
+  assign \$179  = \$178  ? fetch_trans_pack_log2 : fetch_pack;
+  assign \$180  = \$176  >> \$179 ;
+  assign \$181  = ~ \$signal$10 ;
   assign \$182  = \$signal [10] & \$181 ;
-  assign \$183  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$184  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
-  assign \$185  = \$signal$16  ? \$183  : \$184 ;
-  assign \$186  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
-  assign \$187  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$188  = \$signal$16  ? \$186  : \$187 ;
-  assign \$189  = \$182  ? \$185  : \$188 ;
-  assign \$190  = ~ \$signal$16 ;
-  assign \$191  = \$signal [10] & \$190 ;
-  assign \$192  = \$191  ? fetch_trans_pack_log2 : fetch_pack;
-  assign \$193  = \$189  >> \$192 ;
-  assign \$194  = ~ \$signal$16 ;
-  assign \$195  = \$signal [10] & \$194 ;
-  assign \$196  = \$195  ? fetch_trans_pack_log2 : fetch_pack;
-  assign \$197  = \$193  << \$196 ;
-  assign \$198  = ~ \$signal$16 ;
+  assign \$183  = \$182  ? fetch_trans_pack_log2 : fetch_pack;
+  assign \$184  = \$180  << \$183 ;
+  assign \$185  = \$184  >> \$signal$27 [110:107];
+  assign \$186  = \$167  ? \$185 [5:0] : f_page;
+  assign \$188  = page + \$187 ;
+  assign \$189  = ~ \$signal$10 ;
+  assign \$190  = \$signal [10] & \$189 ;
+  assign \$191  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
+  assign \$192  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
+  assign \$193  = \$signal$10  ? \$191  : \$192 ;
+  assign \$194  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
+  assign \$195  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
+  assign \$196  = \$signal$10  ? \$194  : \$195 ;
+  assign \$197  = \$190  ? \$193  : \$196 ;
+  assign \$198  = ~ \$signal$10 ;
   assign \$199  = \$signal [10] & \$198 ;
-  assign \$200  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
-  assign \$201  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$202  = \$signal$16  ? \$200  : \$201 ;
-  assign \$203  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$204  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
-  assign \$205  = \$signal$16  ? \$203  : \$204 ;
-  assign \$206  = \$199  ? \$202  : \$205 ;
-  assign \$207  = \$197  * \$206 ;
-  assign \$208  = ~ \$signal$16 ;
-  assign \$209  = \$signal [10] & \$208 ;
-  assign \$210  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$211  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
-  assign \$212  = \$signal$16  ? \$210  : \$211 ;
-  assign \$213  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
-  assign \$214  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$215  = \$signal$16  ? \$213  : \$214 ;
-  assign \$216  = \$209  ? \$212  : \$215 ;
+  assign \$200  = \$199  ? fetch_trans_pack_log2 : fetch_pack;
+  assign \$201  = \$197  >> \$200 ;
+  assign \$202  = ~ \$signal$10 ;
+  assign \$203  = \$signal [10] & \$202 ;
+  assign \$204  = \$203  ? fetch_trans_pack_log2 : fetch_pack;
+  assign \$205  = \$201  << \$204 ;
+  assign \$206  = f_page << \$signal$27 [110:107];
+  assign \$207  = \$205  - \$206 ;
+  assign \$208  = 1'h1 << \$signal$27 [110:107];
+  assign \$209  = $signed(\$207 ) > $signed({ 1'h0, \$208  });
+  assign \$210  = 1'h1 << \$signal$27 [110:107];
+  assign \$211  = ~ \$signal$10 ;
+  assign \$212  = \$signal [10] & \$211 ;
+  assign \$213  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
   \ndp_device.control_unit.front.decoder  decoder (
+    .clk(clk),
+    .decoded(decoded),
     .desc(\$signal [203:0]),
-    .half(page_half),
-    .is_compute(is_compute),
-    .is_load(is_load),
-    .is_store(is_store),
     .log2_slot(regs[267:260]),
-    .operand_lines(operand_lines),
-    .paged(paged),
-    .pages(pages),
-    .\port$14445$128 (regs[255:128]),
-    .status(status)
+    .\port$14218$128 (regs[255:128]),
+    .rst(rst)
   );
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
     (* full_case = 32'd1 *)
-    casez (\$300 )
+    casez (\$signal [205:204])
+      2'h0:
+          regs = queues__0;
+      2'h1:
+          regs = queues__1;
+      2'h2:
+          regs = queues__2;
+      2'h3:
+          regs = queues__3;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    fetch_pack = 3'h0;
+    if (\$5 ) begin
+      fetch_pack = 3'h0;
+    end
+    if (\$10 ) begin
+      fetch_pack = 3'h1;
+    end
+    if (\$15 ) begin
+      fetch_pack = 3'h2;
+    end
+    if (\$20 ) begin
+      fetch_pack = 3'h3;
+    end
+    if (\$25 ) begin
+      fetch_pack = 3'h4;
+    end
+    if (\$30 ) begin
+      fetch_pack = 3'h5;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    fetch_trans_level = 3'h5;
+    if (\$46 ) begin
+      fetch_trans_level = 3'h0;
+    end
+    if (\$50 ) begin
+      fetch_trans_level = 3'h1;
+    end
+    if (\$54 ) begin
+      fetch_trans_level = 3'h2;
+    end
+    if (\$58 ) begin
+      fetch_trans_level = 3'h3;
+    end
+    if (\$62 ) begin
+      fetch_trans_level = 3'h4;
+    end
+    if (\$66 ) begin
+      fetch_trans_level = 3'h5;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    fetch_trans_pack_log2 = 3'h0;
+    if (\$46 ) begin
+      fetch_trans_pack_log2 = 3'h5;
+    end
+    if (\$50 ) begin
+      fetch_trans_pack_log2 = 3'h4;
+    end
+    if (\$54 ) begin
+      fetch_trans_pack_log2 = 3'h3;
+    end
+    if (\$58 ) begin
+      fetch_trans_pack_log2 = 3'h2;
+    end
+    if (\$62 ) begin
+      fetch_trans_pack_log2 = 3'h1;
+    end
+    if (\$66 ) begin
+      fetch_trans_pack_log2 = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$signal$120  = 64'h0000000000000000;
+    casez (\$signal$38 )
+      3'h0:
+          \$signal$120  = { \$121 [63:6], 6'h00 };
+      3'h1:
+          \$signal$120  = \$305 ;
+      3'h2:
+          \$signal$120  = \$308 ;
+      3'h3:
+          \$signal$120  = \$312 [63:0];
+      3'h4:
+          \$signal$120  = \$signal [83:20];
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$signal$121  = 32'd0;
+    casez (\$signal$38 )
+      3'h0:
+          \$signal$121  = \$131 [31:0];
+      3'h1:
+          \$signal$121  = \$306 [31:0];
+      3'h2:
+          \$signal$121  = \$309 [31:0];
+      3'h3:
+          \$signal$121  = { 12'h000, \$signal [103:84] };
+      3'h4:
+          \$signal$121  = { 12'h000, \$signal [103:84] };
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    run_any = 1'h0;
+    casez (\$signal$38 )
+      3'h0:
+          run_any = 1'h1;
+      3'h1:
+          run_any = \$307 ;
+      3'h2:
+          run_any = \$310 ;
+      3'h3:
+          run_any = \$313 ;
+      3'h4:
+          run_any = 1'h1;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    (* full_case = 32'd1 *)
+    casez (\$signal$38 )
+      3'h5:
+          step = \$319 ;
+      3'h6:
+          step = \$325 ;
+      default:
+          step = \$328 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    run_start = 1'h0;
+    if (step) begin
+      run_start = run_any;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    run_addr = 64'h0000000000000000;
+    if (step) begin
+      run_addr = \$signal$120 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    run_lines = 32'd0;
+    if (step) begin
+      run_lines = \$signal$121 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    run_side = 1'h0;
+    if (step) begin
+      run_side = \$329 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    pop_ready = 1'h0;
+    casez (fsm_state)
+      3'h0:
+          pop_ready = 1'h1;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$signal$142  = 1'h0;
+    casez (fsm_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          (* full_case = 32'd1 *)
+          if (\$332 ) begin
+            \$signal$142  = 1'h1;
+          end else if (\$336 ) begin
+          end else begin
+            \$signal$142  = 1'h1;
+          end
+      3'h4:
+          if (\$341 ) begin
+            \$signal$142  = 1'h1;
+          end
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$signal$143  = 1'h0;
+    casez (fsm_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          (* full_case = 32'd1 *)
+          if (\$332 ) begin
+          end else if (\$336 ) begin
+          end else begin
+            \$signal$143  = decoded[9];
+          end
+      3'h4:
+          if (\$341 ) begin
+            \$signal$143  = \$signal$27 [9];
+          end
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$697  = \$353 [63:0];
+    if (rst) begin
+      \$697  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$698  = \$355 [7:0];
+    if (rst) begin
+      \$698  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$699  = \$358 [7:0];
+    if (rst) begin
+      \$699  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$700  = \$465 ;
+    if (rst) begin
+      \$700  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$701  = \$signal$125 ;
+    if (side_valid) begin
+      \$701  = \$466 [6:0];
+    end
+    casez (fsm_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          (* full_case = 32'd1 *)
+          if (\$681 ) begin
+          end else if (\$685 ) begin
+          end else begin
+            \$701  = 7'h00;
+          end
+      3'h4:
+          if (\$692 ) begin
+            \$701  = 7'h00;
+          end
+    endcase
+    if (rst) begin
+      \$701  = 7'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$702  = \$signal$149 ;
+    if (side_valid) begin
+      \$702  = \$467 ;
+    end
+    casez (fsm_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          (* full_case = 32'd1 *)
+          if (\$681 ) begin
+          end else if (\$685 ) begin
+          end else begin
+            \$702  = 1'h0;
+          end
+      3'h4:
+          if (\$692 ) begin
+            \$702  = 1'h0;
+          end
+    endcase
+    if (rst) begin
+      \$702  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$703  = page0;
+    if (side_valid) begin
+      if (\$469 ) begin
+        \$703  = side_data[63:0];
+      end
+    end
+    if (rst) begin
+      \$703  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$704  = page1;
+    if (side_valid) begin
+      if (\$471 ) begin
+        \$704  = side_data[127:64];
+      end
+    end
+    if (rst) begin
+      \$704  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$705  = page2;
+    if (side_valid) begin
+      if (\$473 ) begin
+        \$705  = side_data[191:128];
+      end
+    end
+    if (rst) begin
+      \$705  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$706  = page3;
+    if (side_valid) begin
+      if (\$475 ) begin
+        \$706  = side_data[255:192];
+      end
+    end
+    if (rst) begin
+      \$706  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$707  = page4;
+    if (side_valid) begin
+      if (\$477 ) begin
+        \$707  = side_data[319:256];
+      end
+    end
+    if (rst) begin
+      \$707  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$708  = page5;
+    if (side_valid) begin
+      if (\$479 ) begin
+        \$708  = side_data[383:320];
+      end
+    end
+    if (rst) begin
+      \$708  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$709  = page6;
+    if (side_valid) begin
+      if (\$481 ) begin
+        \$709  = side_data[447:384];
+      end
+    end
+    if (rst) begin
+      \$709  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$710  = page7;
+    if (side_valid) begin
+      if (\$483 ) begin
+        \$710  = side_data[511:448];
+      end
+    end
+    if (rst) begin
+      \$710  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$711  = page8;
+    if (side_valid) begin
+      if (\$485 ) begin
+        \$711  = side_data[63:0];
+      end
+    end
+    if (rst) begin
+      \$711  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$712  = page9;
+    if (side_valid) begin
+      if (\$487 ) begin
+        \$712  = side_data[127:64];
+      end
+    end
+    if (rst) begin
+      \$712  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$713  = page10;
+    if (side_valid) begin
+      if (\$489 ) begin
+        \$713  = side_data[191:128];
+      end
+    end
+    if (rst) begin
+      \$713  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$714  = page11;
+    if (side_valid) begin
+      if (\$491 ) begin
+        \$714  = side_data[255:192];
+      end
+    end
+    if (rst) begin
+      \$714  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$715  = page12;
+    if (side_valid) begin
+      if (\$493 ) begin
+        \$715  = side_data[319:256];
+      end
+    end
+    if (rst) begin
+      \$715  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$716  = page13;
+    if (side_valid) begin
+      if (\$495 ) begin
+        \$716  = side_data[383:320];
+      end
+    end
+    if (rst) begin
+      \$716  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$717  = page14;
+    if (side_valid) begin
+      if (\$497 ) begin
+        \$717  = side_data[447:384];
+      end
+    end
+    if (rst) begin
+      \$717  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$718  = page15;
+    if (side_valid) begin
+      if (\$499 ) begin
+        \$718  = side_data[511:448];
+      end
+    end
+    if (rst) begin
+      \$718  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$719  = page16;
+    if (side_valid) begin
+      if (\$501 ) begin
+        \$719  = side_data[63:0];
+      end
+    end
+    if (rst) begin
+      \$719  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$720  = page17;
+    if (side_valid) begin
+      if (\$503 ) begin
+        \$720  = side_data[127:64];
+      end
+    end
+    if (rst) begin
+      \$720  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$721  = page18;
+    if (side_valid) begin
+      if (\$505 ) begin
+        \$721  = side_data[191:128];
+      end
+    end
+    if (rst) begin
+      \$721  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$722  = page19;
+    if (side_valid) begin
+      if (\$507 ) begin
+        \$722  = side_data[255:192];
+      end
+    end
+    if (rst) begin
+      \$722  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$723  = page20;
+    if (side_valid) begin
+      if (\$509 ) begin
+        \$723  = side_data[319:256];
+      end
+    end
+    if (rst) begin
+      \$723  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$724  = page21;
+    if (side_valid) begin
+      if (\$511 ) begin
+        \$724  = side_data[383:320];
+      end
+    end
+    if (rst) begin
+      \$724  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$725  = page22;
+    if (side_valid) begin
+      if (\$513 ) begin
+        \$725  = side_data[447:384];
+      end
+    end
+    if (rst) begin
+      \$725  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$726  = page23;
+    if (side_valid) begin
+      if (\$515 ) begin
+        \$726  = side_data[511:448];
+      end
+    end
+    if (rst) begin
+      \$726  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$727  = page24;
+    if (side_valid) begin
+      if (\$517 ) begin
+        \$727  = side_data[63:0];
+      end
+    end
+    if (rst) begin
+      \$727  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$728  = page25;
+    if (side_valid) begin
+      if (\$519 ) begin
+        \$728  = side_data[127:64];
+      end
+    end
+    if (rst) begin
+      \$728  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$729  = page26;
+    if (side_valid) begin
+      if (\$521 ) begin
+        \$729  = side_data[191:128];
+      end
+    end
+    if (rst) begin
+      \$729  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$730  = page27;
+    if (side_valid) begin
+      if (\$523 ) begin
+        \$730  = side_data[255:192];
+      end
+    end
+    if (rst) begin
+      \$730  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$731  = page28;
+    if (side_valid) begin
+      if (\$525 ) begin
+        \$731  = side_data[319:256];
+      end
+    end
+    if (rst) begin
+      \$731  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$732  = page29;
+    if (side_valid) begin
+      if (\$527 ) begin
+        \$732  = side_data[383:320];
+      end
+    end
+    if (rst) begin
+      \$732  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$733  = page30;
+    if (side_valid) begin
+      if (\$529 ) begin
+        \$733  = side_data[447:384];
+      end
+    end
+    if (rst) begin
+      \$733  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$734  = page31;
+    if (side_valid) begin
+      if (\$531 ) begin
+        \$734  = side_data[511:448];
+      end
+    end
+    if (rst) begin
+      \$734  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$735  = page32;
+    if (side_valid) begin
+      if (\$533 ) begin
+        \$735  = side_data[63:0];
+      end
+    end
+    if (rst) begin
+      \$735  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$736  = page33;
+    if (side_valid) begin
+      if (\$535 ) begin
+        \$736  = side_data[127:64];
+      end
+    end
+    if (rst) begin
+      \$736  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$737  = page34;
+    if (side_valid) begin
+      if (\$537 ) begin
+        \$737  = side_data[191:128];
+      end
+    end
+    if (rst) begin
+      \$737  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$738  = page35;
+    if (side_valid) begin
+      if (\$539 ) begin
+        \$738  = side_data[255:192];
+      end
+    end
+    if (rst) begin
+      \$738  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$739  = page36;
+    if (side_valid) begin
+      if (\$541 ) begin
+        \$739  = side_data[319:256];
+      end
+    end
+    if (rst) begin
+      \$739  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$740  = page37;
+    if (side_valid) begin
+      if (\$543 ) begin
+        \$740  = side_data[383:320];
+      end
+    end
+    if (rst) begin
+      \$740  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$741  = page38;
+    if (side_valid) begin
+      if (\$545 ) begin
+        \$741  = side_data[447:384];
+      end
+    end
+    if (rst) begin
+      \$741  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$742  = page39;
+    if (side_valid) begin
+      if (\$547 ) begin
+        \$742  = side_data[511:448];
+      end
+    end
+    if (rst) begin
+      \$742  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$743  = page40;
+    if (side_valid) begin
+      if (\$549 ) begin
+        \$743  = side_data[63:0];
+      end
+    end
+    if (rst) begin
+      \$743  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$744  = page41;
+    if (side_valid) begin
+      if (\$551 ) begin
+        \$744  = side_data[127:64];
+      end
+    end
+    if (rst) begin
+      \$744  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$745  = page42;
+    if (side_valid) begin
+      if (\$553 ) begin
+        \$745  = side_data[191:128];
+      end
+    end
+    if (rst) begin
+      \$745  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$746  = page43;
+    if (side_valid) begin
+      if (\$555 ) begin
+        \$746  = side_data[255:192];
+      end
+    end
+    if (rst) begin
+      \$746  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$747  = page44;
+    if (side_valid) begin
+      if (\$557 ) begin
+        \$747  = side_data[319:256];
+      end
+    end
+    if (rst) begin
+      \$747  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$748  = page45;
+    if (side_valid) begin
+      if (\$559 ) begin
+        \$748  = side_data[383:320];
+      end
+    end
+    if (rst) begin
+      \$748  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$749  = page46;
+    if (side_valid) begin
+      if (\$561 ) begin
+        \$749  = side_data[447:384];
+      end
+    end
+    if (rst) begin
+      \$749  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$750  = page47;
+    if (side_valid) begin
+      if (\$563 ) begin
+        \$750  = side_data[511:448];
+      end
+    end
+    if (rst) begin
+      \$750  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$751  = page48;
+    if (side_valid) begin
+      if (\$565 ) begin
+        \$751  = side_data[63:0];
+      end
+    end
+    if (rst) begin
+      \$751  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$752  = page49;
+    if (side_valid) begin
+      if (\$567 ) begin
+        \$752  = side_data[127:64];
+      end
+    end
+    if (rst) begin
+      \$752  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$753  = page50;
+    if (side_valid) begin
+      if (\$569 ) begin
+        \$753  = side_data[191:128];
+      end
+    end
+    if (rst) begin
+      \$753  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$754  = page51;
+    if (side_valid) begin
+      if (\$571 ) begin
+        \$754  = side_data[255:192];
+      end
+    end
+    if (rst) begin
+      \$754  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$755  = page52;
+    if (side_valid) begin
+      if (\$573 ) begin
+        \$755  = side_data[319:256];
+      end
+    end
+    if (rst) begin
+      \$755  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$756  = page53;
+    if (side_valid) begin
+      if (\$575 ) begin
+        \$756  = side_data[383:320];
+      end
+    end
+    if (rst) begin
+      \$756  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$757  = page54;
+    if (side_valid) begin
+      if (\$577 ) begin
+        \$757  = side_data[447:384];
+      end
+    end
+    if (rst) begin
+      \$757  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$758  = page55;
+    if (side_valid) begin
+      if (\$579 ) begin
+        \$758  = side_data[511:448];
+      end
+    end
+    if (rst) begin
+      \$758  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$759  = page56;
+    if (side_valid) begin
+      if (\$581 ) begin
+        \$759  = side_data[63:0];
+      end
+    end
+    if (rst) begin
+      \$759  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$760  = page57;
+    if (side_valid) begin
+      if (\$583 ) begin
+        \$760  = side_data[127:64];
+      end
+    end
+    if (rst) begin
+      \$760  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$761  = page58;
+    if (side_valid) begin
+      if (\$585 ) begin
+        \$761  = side_data[191:128];
+      end
+    end
+    if (rst) begin
+      \$761  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$762  = page59;
+    if (side_valid) begin
+      if (\$587 ) begin
+        \$762  = side_data[255:192];
+      end
+    end
+    if (rst) begin
+      \$762  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$763  = page60;
+    if (side_valid) begin
+      if (\$589 ) begin
+        \$763  = side_data[319:256];
+      end
+    end
+    if (rst) begin
+      \$763  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$764  = page61;
+    if (side_valid) begin
+      if (\$591 ) begin
+        \$764  = side_data[383:320];
+      end
+    end
+    if (rst) begin
+      \$764  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$765  = page62;
+    if (side_valid) begin
+      if (\$593 ) begin
+        \$765  = side_data[447:384];
+      end
+    end
+    if (rst) begin
+      \$765  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$766  = page63;
+    if (side_valid) begin
+      if (\$595 ) begin
+        \$766  = side_data[511:448];
+      end
+    end
+    if (rst) begin
+      \$766  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$767  = verdict_valid;
+    if (verdict_take) begin
+      \$767  = 1'h0;
+    end
+    if (step) begin
+      if (\$596 ) begin
+      end else if (\$597 ) begin
+      end else if (\$598 ) begin
+      end else if (\$599 ) begin
+        (* full_case = 32'd1 *)
+        if (\$648 ) begin
+        end else begin
+          \$767  = 1'h1;
+        end
+      end
+    end
+    if (rst) begin
+      \$767  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$768  = \$signal$124 ;
+    if (step) begin
+      (* full_case = 32'd1 *)
+      if (\$596 ) begin
+        \$768  = 1'h0;
+      end else if (\$597 ) begin
+      end else if (\$598 ) begin
+      end else if (\$599 ) begin
+        (* full_case = 32'd1 *)
+        if (\$648 ) begin
+        end else begin
+          (* full_case = 32'd1 *)
+          if (\$672 ) begin
+          end else begin
+            \$768  = 1'h0;
+          end
+        end
+      end else if (\$625 ) begin
+      end else if (\$626 ) begin
+      end else if (\$635 ) begin
+      end else if (\$645 ) begin
+      end else begin
+        if (\$678 ) begin
+          \$768  = 1'h0;
+        end
+      end
+    end
+    casez (fsm_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          (* full_case = 32'd1 *)
+          if (\$681 ) begin
+          end else if (\$685 ) begin
+          end else begin
+            \$768  = 1'h1;
+          end
+      3'h4:
+          if (\$692 ) begin
+            \$768  = 1'h1;
+          end
+    endcase
+    if (rst) begin
+      \$768  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$769  = \$signal$38 ;
+    if (step) begin
+      (* full_case = 32'd1 *)
+      if (\$596 ) begin
+      end else if (\$597 ) begin
+        \$769  = 3'h5;
+      end else if (\$598 ) begin
+        \$769  = 3'h6;
+      end else if (\$599 ) begin
+        (* full_case = 32'd1 *)
+        if (\$648 ) begin
+        end else begin
+          if (\$672 ) begin
+            \$769  = 3'h0;
+          end
+        end
+      end else if (\$625 ) begin
+      end else if (\$626 ) begin
+        \$769  = 3'h2;
+      end else if (\$635 ) begin
+        \$769  = 3'h1;
+      end else if (\$645 ) begin
+        \$769  = 3'h1;
+      end else begin
+        \$769  = 3'h0;
+      end
+    end
+    casez (fsm_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          (* full_case = 32'd1 *)
+          if (\$681 ) begin
+          end else if (\$685 ) begin
+          end else begin
+            \$769  = \$687 ;
+          end
+      3'h4:
+          if (\$692 ) begin
+            \$769  = \$694 ;
+          end
+    endcase
+    if (rst) begin
+      \$769  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$770  = f_page;
+    if (step) begin
+      if (\$596 ) begin
+      end else if (\$597 ) begin
+      end else if (\$598 ) begin
+        \$770  = 6'h00;
+      end else if (\$599 ) begin
+        (* full_case = 32'd1 *)
+        if (\$648 ) begin
+          \$770  = \$649 [5:0];
+        end else begin
+          \$770  = 6'h00;
+        end
+      end else if (\$625 ) begin
+        \$770  = \$673 [5:0];
+      end else if (\$626 ) begin
+        \$770  = 6'h00;
+      end
+    end
+    casez (fsm_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          (* full_case = 32'd1 *)
+          if (\$681 ) begin
+          end else if (\$685 ) begin
+          end else begin
+            \$770  = 6'h00;
+          end
+      3'h4:
+          if (\$692 ) begin
+            \$770  = 6'h00;
+          end
+    endcase
+    if (rst) begin
+      \$770  = 6'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$771  = \$signal$153 ;
+    if (step) begin
+      if (\$596 ) begin
+      end else if (\$597 ) begin
+      end else if (\$598 ) begin
+        \$771  = 1'h0;
+      end else if (\$599 ) begin
+        if (\$648 ) begin
+          \$771  = \$655 ;
+        end
+      end
+    end
+    if (rst) begin
+      \$771  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$772  = verdict_status;
+    if (step) begin
+      if (\$596 ) begin
+      end else if (\$597 ) begin
+      end else if (\$598 ) begin
+      end else if (\$599 ) begin
+        (* full_case = 32'd1 *)
+        if (\$648 ) begin
+        end else begin
+          \$772  = \$663 ;
+        end
+      end
+    end
+    if (rst) begin
+      \$772  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$773  = \$signal$10 ;
+    if (step) begin
+      if (\$596 ) begin
+      end else if (\$597 ) begin
+      end else if (\$598 ) begin
+      end else if (\$599 ) begin
+      end else if (\$625 ) begin
+      end else if (\$626 ) begin
+      end else if (\$635 ) begin
+        \$773  = 1'h0;
+      end else if (\$645 ) begin
+        \$773  = 1'h1;
+      end
+    end
+    casez (fsm_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          (* full_case = 32'd1 *)
+          if (\$681 ) begin
+          end else if (\$685 ) begin
+          end else begin
+            \$773  = 1'h0;
+          end
+      3'h4:
+          if (\$692 ) begin
+            \$773  = 1'h0;
+          end
+    endcase
+    if (rst) begin
+      \$773  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$774  = \$signal$23 ;
+    if (step) begin
+      (* full_case = 32'd1 *)
+      if (\$596 ) begin
+      end else if (\$597 ) begin
+      end else if (\$598 ) begin
+      end else if (\$599 ) begin
+      end else if (\$625 ) begin
+      end else if (\$626 ) begin
+      end else if (\$635 ) begin
+      end else if (\$645 ) begin
+      end else begin
+        \$774  = \$674 [19:0];
+      end
+    end
+    casez (fsm_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          (* full_case = 32'd1 *)
+          if (\$681 ) begin
+          end else if (\$685 ) begin
+          end else begin
+            \$774  = 20'h00000;
+          end
+      3'h4:
+          if (\$692 ) begin
+            \$774  = 20'h00000;
+          end
+    endcase
+    if (rst) begin
+      \$774  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$775  = \$signal$20 ;
+    if (step) begin
+      (* full_case = 32'd1 *)
+      if (\$596 ) begin
+      end else if (\$597 ) begin
+      end else if (\$598 ) begin
+      end else if (\$599 ) begin
+      end else if (\$625 ) begin
+      end else if (\$626 ) begin
+      end else if (\$635 ) begin
+      end else if (\$645 ) begin
+      end else begin
+        \$775  = \$676 [43:0];
+      end
+    end
+    casez (fsm_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          (* full_case = 32'd1 *)
+          if (\$681 ) begin
+          end else if (\$685 ) begin
+          end else begin
+            \$775  = 44'h00000000000;
+          end
+      3'h4:
+          if (\$692 ) begin
+            \$775  = 44'h00000000000;
+          end
+    endcase
+    if (rst) begin
+      \$775  = 44'h00000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$776  = handed;
+    if (take) begin
+      \$776  = 1'h1;
+    end
+    casez (fsm_state)
+      3'h0:
+          if (pop_valid) begin
+            \$776  = 1'h0;
+          end
+    endcase
+    if (rst) begin
+      \$776  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$777  = \$signal ;
+    casez (fsm_state)
+      3'h0:
+          if (pop_valid) begin
+            \$777  = pop;
+          end
+    endcase
+    if (rst) begin
+      \$777  = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$778  = \$signal$132 ;
+    casez (fsm_state)
+      3'h0:
+          if (pop_valid) begin
+            \$778  = 1'h1;
+          end
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h4:
+          /* empty */;
+      3'h5:
+          /* empty */;
+      3'h3:
+          if (\$696 ) begin
+            \$778  = 1'h0;
+          end
+    endcase
+    if (rst) begin
+      \$778  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$779  = decoded_valid;
+    casez (fsm_state)
+      3'h0:
+          if (pop_valid) begin
+            \$779  = 1'h0;
+          end
+      3'h1:
+          /* empty */;
+      3'h2:
+          \$779  = 1'h1;
+    endcase
+    if (rst) begin
+      \$779  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$780  = decoding;
+    casez (fsm_state)
+      3'h0:
+          if (pop_valid) begin
+            \$780  = 2'h1;
+          end
+      3'h1:
+          \$780  = \$679 [1:0];
+    endcase
+    if (rst) begin
+      \$780  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$781  = fsm_state;
+    casez (fsm_state)
+      3'h0:
+          if (pop_valid) begin
+            \$781  = 3'h1;
+          end
+      3'h1:
+          if (\$680 ) begin
+            \$781  = 3'h2;
+          end
+      3'h2:
+          (* full_case = 32'd1 *)
+          if (\$681 ) begin
+            \$781  = 3'h3;
+          end else if (\$685 ) begin
+            \$781  = 3'h4;
+          end else begin
+            \$781  = 3'h5;
+          end
+      3'h4:
+          if (\$692 ) begin
+            \$781  = 3'h5;
+          end
+      3'h5:
+          if (\$695 ) begin
+            \$781  = 3'h3;
+          end
+      3'h3:
+          if (\$696 ) begin
+            \$781  = 3'h0;
+          end
+    endcase
+    if (rst) begin
+      \$781  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$782  = \$signal$27 ;
+    casez (fsm_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          \$782  = decoded;
+    endcase
+    if (rst) begin
+      \$782  = 151'h00000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    (* full_case = 32'd1 *)
+    casez (\$186 )
       6'h00:
           page = page0;
       6'h01:
@@ -44643,1465 +45644,39 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, \tas
           page = page63;
     endcase
   end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    (* full_case = 32'd1 *)
-    casez (\$signal [205:204])
-      2'h0:
-          regs = queues__0;
-      2'h1:
-          regs = queues__1;
-      2'h2:
-          regs = queues__2;
-      2'h3:
-          regs = queues__3;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    fetch_pack = 3'h0;
-    if (\$119 ) begin
-      fetch_pack = 3'h0;
-    end
-    if (\$124 ) begin
-      fetch_pack = 3'h1;
-    end
-    if (\$129 ) begin
-      fetch_pack = 3'h2;
-    end
-    if (\$134 ) begin
-      fetch_pack = 3'h3;
-    end
-    if (\$139 ) begin
-      fetch_pack = 3'h4;
-    end
-    if (\$144 ) begin
-      fetch_pack = 3'h5;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    fetch_trans_level = 3'h5;
-    if (\$160 ) begin
-      fetch_trans_level = 3'h0;
-    end
-    if (\$164 ) begin
-      fetch_trans_level = 3'h1;
-    end
-    if (\$168 ) begin
-      fetch_trans_level = 3'h2;
-    end
-    if (\$172 ) begin
-      fetch_trans_level = 3'h3;
-    end
-    if (\$176 ) begin
-      fetch_trans_level = 3'h4;
-    end
-    if (\$180 ) begin
-      fetch_trans_level = 3'h5;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    fetch_trans_pack_log2 = 3'h0;
-    if (\$160 ) begin
-      fetch_trans_pack_log2 = 3'h5;
-    end
-    if (\$164 ) begin
-      fetch_trans_pack_log2 = 3'h4;
-    end
-    if (\$168 ) begin
-      fetch_trans_pack_log2 = 3'h3;
-    end
-    if (\$172 ) begin
-      fetch_trans_pack_log2 = 3'h2;
-    end
-    if (\$176 ) begin
-      fetch_trans_pack_log2 = 3'h1;
-    end
-    if (\$180 ) begin
-      fetch_trans_pack_log2 = 3'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$signal$127  = 64'h0000000000000000;
-    casez (\$signal$43 )
-      3'h0:
-          \$signal$127  = { \$235 [63:6], 6'h00 };
-      3'h1:
-          \$signal$127  = \$419 ;
-      3'h2:
-          \$signal$127  = \$422 ;
-      3'h3:
-          \$signal$127  = \$426 [63:0];
-      3'h4:
-          \$signal$127  = \$signal [83:20];
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$signal$128  = 32'd0;
-    casez (\$signal$43 )
-      3'h0:
-          \$signal$128  = \$245 [31:0];
-      3'h1:
-          \$signal$128  = \$420 [31:0];
-      3'h2:
-          \$signal$128  = \$423 [31:0];
-      3'h3:
-          \$signal$128  = { 12'h000, \$signal [103:84] };
-      3'h4:
-          \$signal$128  = { 12'h000, \$signal [103:84] };
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    run_any = 1'h0;
-    casez (\$signal$43 )
-      3'h0:
-          run_any = 1'h1;
-      3'h1:
-          run_any = \$421 ;
-      3'h2:
-          run_any = \$424 ;
-      3'h3:
-          run_any = \$427 ;
-      3'h4:
-          run_any = 1'h1;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    (* full_case = 32'd1 *)
-    casez (\$signal$43 )
-      3'h5:
-          step = \$433 ;
-      3'h6:
-          step = \$439 ;
-      default:
-          step = \$442 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    run_start = 1'h0;
-    if (step) begin
-      run_start = run_any;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    run_addr = 64'h0000000000000000;
-    if (step) begin
-      run_addr = \$signal$127 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    run_lines = 32'd0;
-    if (step) begin
-      run_lines = \$signal$128 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    run_side = 1'h0;
-    if (step) begin
-      run_side = \$443 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    pop_ready = 1'h0;
-    casez (fsm_state)
-      3'h0:
-          pop_ready = 1'h1;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    popping = 1'h0;
-    casez (fsm_state)
-      3'h0:
-          popping = pop_valid;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$signal$12  = 1'h0;
-    casez (fsm_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          (* full_case = 32'd1 *)
-          if (\$449 ) begin
-            \$signal$12  = 1'h1;
-          end else if (\$453 ) begin
-          end else begin
-            \$signal$12  = 1'h1;
-          end
-      3'h3:
-          if (\$458 ) begin
-            \$signal$12  = 1'h1;
-          end
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$699  = \$465 [7:0];
-    if (rst) begin
-      \$699  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$700  = \$468 [7:0];
-    if (rst) begin
-      \$700  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$701  = \$signal$134 ;
-    if (side_valid) begin
-      \$701  = \$469 [6:0];
-    end
-    casez (fsm_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          (* full_case = 32'd1 *)
-          if (\$683 ) begin
-          end else if (\$687 ) begin
-          end else begin
-            \$701  = 7'h00;
-          end
-      3'h3:
-          if (\$694 ) begin
-            \$701  = 7'h00;
-          end
-    endcase
-    if (rst) begin
-      \$701  = 7'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$702  = \$signal$157 ;
-    if (side_valid) begin
-      \$702  = \$470 ;
-    end
-    casez (fsm_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          (* full_case = 32'd1 *)
-          if (\$683 ) begin
-          end else if (\$687 ) begin
-          end else begin
-            \$702  = 1'h0;
-          end
-      3'h3:
-          if (\$694 ) begin
-            \$702  = 1'h0;
-          end
-    endcase
-    if (rst) begin
-      \$702  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$703  = page0;
-    if (side_valid) begin
-      if (\$472 ) begin
-        \$703  = side_data[63:0];
-      end
-    end
-    if (rst) begin
-      \$703  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$704  = page1;
-    if (side_valid) begin
-      if (\$474 ) begin
-        \$704  = side_data[127:64];
-      end
-    end
-    if (rst) begin
-      \$704  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$705  = page2;
-    if (side_valid) begin
-      if (\$476 ) begin
-        \$705  = side_data[191:128];
-      end
-    end
-    if (rst) begin
-      \$705  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$706  = page3;
-    if (side_valid) begin
-      if (\$478 ) begin
-        \$706  = side_data[255:192];
-      end
-    end
-    if (rst) begin
-      \$706  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$707  = page4;
-    if (side_valid) begin
-      if (\$480 ) begin
-        \$707  = side_data[319:256];
-      end
-    end
-    if (rst) begin
-      \$707  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$708  = page5;
-    if (side_valid) begin
-      if (\$482 ) begin
-        \$708  = side_data[383:320];
-      end
-    end
-    if (rst) begin
-      \$708  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$709  = page6;
-    if (side_valid) begin
-      if (\$484 ) begin
-        \$709  = side_data[447:384];
-      end
-    end
-    if (rst) begin
-      \$709  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$710  = page7;
-    if (side_valid) begin
-      if (\$486 ) begin
-        \$710  = side_data[511:448];
-      end
-    end
-    if (rst) begin
-      \$710  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$711  = page8;
-    if (side_valid) begin
-      if (\$488 ) begin
-        \$711  = side_data[63:0];
-      end
-    end
-    if (rst) begin
-      \$711  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$712  = page9;
-    if (side_valid) begin
-      if (\$490 ) begin
-        \$712  = side_data[127:64];
-      end
-    end
-    if (rst) begin
-      \$712  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$713  = page10;
-    if (side_valid) begin
-      if (\$492 ) begin
-        \$713  = side_data[191:128];
-      end
-    end
-    if (rst) begin
-      \$713  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$714  = page11;
-    if (side_valid) begin
-      if (\$494 ) begin
-        \$714  = side_data[255:192];
-      end
-    end
-    if (rst) begin
-      \$714  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$715  = page12;
-    if (side_valid) begin
-      if (\$496 ) begin
-        \$715  = side_data[319:256];
-      end
-    end
-    if (rst) begin
-      \$715  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$716  = page13;
-    if (side_valid) begin
-      if (\$498 ) begin
-        \$716  = side_data[383:320];
-      end
-    end
-    if (rst) begin
-      \$716  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$717  = page14;
-    if (side_valid) begin
-      if (\$500 ) begin
-        \$717  = side_data[447:384];
-      end
-    end
-    if (rst) begin
-      \$717  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$718  = page15;
-    if (side_valid) begin
-      if (\$502 ) begin
-        \$718  = side_data[511:448];
-      end
-    end
-    if (rst) begin
-      \$718  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$719  = page16;
-    if (side_valid) begin
-      if (\$504 ) begin
-        \$719  = side_data[63:0];
-      end
-    end
-    if (rst) begin
-      \$719  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$720  = page17;
-    if (side_valid) begin
-      if (\$506 ) begin
-        \$720  = side_data[127:64];
-      end
-    end
-    if (rst) begin
-      \$720  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$721  = page18;
-    if (side_valid) begin
-      if (\$508 ) begin
-        \$721  = side_data[191:128];
-      end
-    end
-    if (rst) begin
-      \$721  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$722  = page19;
-    if (side_valid) begin
-      if (\$510 ) begin
-        \$722  = side_data[255:192];
-      end
-    end
-    if (rst) begin
-      \$722  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$723  = page20;
-    if (side_valid) begin
-      if (\$512 ) begin
-        \$723  = side_data[319:256];
-      end
-    end
-    if (rst) begin
-      \$723  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$724  = page21;
-    if (side_valid) begin
-      if (\$514 ) begin
-        \$724  = side_data[383:320];
-      end
-    end
-    if (rst) begin
-      \$724  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$725  = page22;
-    if (side_valid) begin
-      if (\$516 ) begin
-        \$725  = side_data[447:384];
-      end
-    end
-    if (rst) begin
-      \$725  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$726  = page23;
-    if (side_valid) begin
-      if (\$518 ) begin
-        \$726  = side_data[511:448];
-      end
-    end
-    if (rst) begin
-      \$726  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$727  = page24;
-    if (side_valid) begin
-      if (\$520 ) begin
-        \$727  = side_data[63:0];
-      end
-    end
-    if (rst) begin
-      \$727  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$728  = page25;
-    if (side_valid) begin
-      if (\$522 ) begin
-        \$728  = side_data[127:64];
-      end
-    end
-    if (rst) begin
-      \$728  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$729  = page26;
-    if (side_valid) begin
-      if (\$524 ) begin
-        \$729  = side_data[191:128];
-      end
-    end
-    if (rst) begin
-      \$729  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$730  = page27;
-    if (side_valid) begin
-      if (\$526 ) begin
-        \$730  = side_data[255:192];
-      end
-    end
-    if (rst) begin
-      \$730  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$731  = page28;
-    if (side_valid) begin
-      if (\$528 ) begin
-        \$731  = side_data[319:256];
-      end
-    end
-    if (rst) begin
-      \$731  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$732  = page29;
-    if (side_valid) begin
-      if (\$530 ) begin
-        \$732  = side_data[383:320];
-      end
-    end
-    if (rst) begin
-      \$732  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$733  = page30;
-    if (side_valid) begin
-      if (\$532 ) begin
-        \$733  = side_data[447:384];
-      end
-    end
-    if (rst) begin
-      \$733  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$734  = page31;
-    if (side_valid) begin
-      if (\$534 ) begin
-        \$734  = side_data[511:448];
-      end
-    end
-    if (rst) begin
-      \$734  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$735  = page32;
-    if (side_valid) begin
-      if (\$536 ) begin
-        \$735  = side_data[63:0];
-      end
-    end
-    if (rst) begin
-      \$735  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$736  = page33;
-    if (side_valid) begin
-      if (\$538 ) begin
-        \$736  = side_data[127:64];
-      end
-    end
-    if (rst) begin
-      \$736  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$737  = page34;
-    if (side_valid) begin
-      if (\$540 ) begin
-        \$737  = side_data[191:128];
-      end
-    end
-    if (rst) begin
-      \$737  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$738  = page35;
-    if (side_valid) begin
-      if (\$542 ) begin
-        \$738  = side_data[255:192];
-      end
-    end
-    if (rst) begin
-      \$738  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$739  = page36;
-    if (side_valid) begin
-      if (\$544 ) begin
-        \$739  = side_data[319:256];
-      end
-    end
-    if (rst) begin
-      \$739  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$740  = page37;
-    if (side_valid) begin
-      if (\$546 ) begin
-        \$740  = side_data[383:320];
-      end
-    end
-    if (rst) begin
-      \$740  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$741  = page38;
-    if (side_valid) begin
-      if (\$548 ) begin
-        \$741  = side_data[447:384];
-      end
-    end
-    if (rst) begin
-      \$741  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$742  = page39;
-    if (side_valid) begin
-      if (\$550 ) begin
-        \$742  = side_data[511:448];
-      end
-    end
-    if (rst) begin
-      \$742  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$743  = page40;
-    if (side_valid) begin
-      if (\$552 ) begin
-        \$743  = side_data[63:0];
-      end
-    end
-    if (rst) begin
-      \$743  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$744  = page41;
-    if (side_valid) begin
-      if (\$554 ) begin
-        \$744  = side_data[127:64];
-      end
-    end
-    if (rst) begin
-      \$744  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$745  = page42;
-    if (side_valid) begin
-      if (\$556 ) begin
-        \$745  = side_data[191:128];
-      end
-    end
-    if (rst) begin
-      \$745  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$746  = page43;
-    if (side_valid) begin
-      if (\$558 ) begin
-        \$746  = side_data[255:192];
-      end
-    end
-    if (rst) begin
-      \$746  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$747  = page44;
-    if (side_valid) begin
-      if (\$560 ) begin
-        \$747  = side_data[319:256];
-      end
-    end
-    if (rst) begin
-      \$747  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$748  = page45;
-    if (side_valid) begin
-      if (\$562 ) begin
-        \$748  = side_data[383:320];
-      end
-    end
-    if (rst) begin
-      \$748  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$749  = page46;
-    if (side_valid) begin
-      if (\$564 ) begin
-        \$749  = side_data[447:384];
-      end
-    end
-    if (rst) begin
-      \$749  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$750  = page47;
-    if (side_valid) begin
-      if (\$566 ) begin
-        \$750  = side_data[511:448];
-      end
-    end
-    if (rst) begin
-      \$750  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$751  = page48;
-    if (side_valid) begin
-      if (\$568 ) begin
-        \$751  = side_data[63:0];
-      end
-    end
-    if (rst) begin
-      \$751  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$752  = page49;
-    if (side_valid) begin
-      if (\$570 ) begin
-        \$752  = side_data[127:64];
-      end
-    end
-    if (rst) begin
-      \$752  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$753  = page50;
-    if (side_valid) begin
-      if (\$572 ) begin
-        \$753  = side_data[191:128];
-      end
-    end
-    if (rst) begin
-      \$753  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$754  = page51;
-    if (side_valid) begin
-      if (\$574 ) begin
-        \$754  = side_data[255:192];
-      end
-    end
-    if (rst) begin
-      \$754  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$755  = page52;
-    if (side_valid) begin
-      if (\$576 ) begin
-        \$755  = side_data[319:256];
-      end
-    end
-    if (rst) begin
-      \$755  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$756  = page53;
-    if (side_valid) begin
-      if (\$578 ) begin
-        \$756  = side_data[383:320];
-      end
-    end
-    if (rst) begin
-      \$756  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$757  = page54;
-    if (side_valid) begin
-      if (\$580 ) begin
-        \$757  = side_data[447:384];
-      end
-    end
-    if (rst) begin
-      \$757  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$758  = page55;
-    if (side_valid) begin
-      if (\$582 ) begin
-        \$758  = side_data[511:448];
-      end
-    end
-    if (rst) begin
-      \$758  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$759  = page56;
-    if (side_valid) begin
-      if (\$584 ) begin
-        \$759  = side_data[63:0];
-      end
-    end
-    if (rst) begin
-      \$759  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$760  = page57;
-    if (side_valid) begin
-      if (\$586 ) begin
-        \$760  = side_data[127:64];
-      end
-    end
-    if (rst) begin
-      \$760  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$761  = page58;
-    if (side_valid) begin
-      if (\$588 ) begin
-        \$761  = side_data[191:128];
-      end
-    end
-    if (rst) begin
-      \$761  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$762  = page59;
-    if (side_valid) begin
-      if (\$590 ) begin
-        \$762  = side_data[255:192];
-      end
-    end
-    if (rst) begin
-      \$762  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$763  = page60;
-    if (side_valid) begin
-      if (\$592 ) begin
-        \$763  = side_data[319:256];
-      end
-    end
-    if (rst) begin
-      \$763  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$764  = page61;
-    if (side_valid) begin
-      if (\$594 ) begin
-        \$764  = side_data[383:320];
-      end
-    end
-    if (rst) begin
-      \$764  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$765  = page62;
-    if (side_valid) begin
-      if (\$596 ) begin
-        \$765  = side_data[447:384];
-      end
-    end
-    if (rst) begin
-      \$765  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$766  = page63;
-    if (side_valid) begin
-      if (\$598 ) begin
-        \$766  = side_data[511:448];
-      end
-    end
-    if (rst) begin
-      \$766  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$767  = verdict_valid;
-    if (verdict_take) begin
-      \$767  = 1'h0;
-    end
-    if (step) begin
-      if (\$599 ) begin
-      end else if (\$600 ) begin
-      end else if (\$601 ) begin
-      end else if (\$602 ) begin
-        (* full_case = 32'd1 *)
-        if (\$651 ) begin
-        end else begin
-          \$767  = 1'h1;
-        end
-      end
-    end
-    if (rst) begin
-      \$767  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$768  = \$signal$133 ;
-    if (step) begin
-      (* full_case = 32'd1 *)
-      if (\$599 ) begin
-        \$768  = 1'h0;
-      end else if (\$600 ) begin
-      end else if (\$601 ) begin
-      end else if (\$602 ) begin
-        (* full_case = 32'd1 *)
-        if (\$651 ) begin
-        end else begin
-          (* full_case = 32'd1 *)
-          if (\$675 ) begin
-          end else begin
-            \$768  = 1'h0;
-          end
-        end
-      end else if (\$628 ) begin
-      end else if (\$629 ) begin
-      end else if (\$638 ) begin
-      end else if (\$648 ) begin
-      end else begin
-        if (\$681 ) begin
-          \$768  = 1'h0;
-        end
-      end
-    end
-    casez (fsm_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          (* full_case = 32'd1 *)
-          if (\$683 ) begin
-          end else if (\$687 ) begin
-          end else begin
-            \$768  = 1'h1;
-          end
-      3'h3:
-          if (\$694 ) begin
-            \$768  = 1'h1;
-          end
-    endcase
-    if (rst) begin
-      \$768  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$769  = \$signal$43 ;
-    if (step) begin
-      (* full_case = 32'd1 *)
-      if (\$599 ) begin
-      end else if (\$600 ) begin
-        \$769  = 3'h5;
-      end else if (\$601 ) begin
-        \$769  = 3'h6;
-      end else if (\$602 ) begin
-        (* full_case = 32'd1 *)
-        if (\$651 ) begin
-        end else begin
-          if (\$675 ) begin
-            \$769  = 3'h0;
-          end
-        end
-      end else if (\$628 ) begin
-      end else if (\$629 ) begin
-        \$769  = 3'h2;
-      end else if (\$638 ) begin
-        \$769  = 3'h1;
-      end else if (\$648 ) begin
-        \$769  = 3'h1;
-      end else begin
-        \$769  = 3'h0;
-      end
-    end
-    casez (fsm_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          (* full_case = 32'd1 *)
-          if (\$683 ) begin
-          end else if (\$687 ) begin
-          end else begin
-            \$769  = \$689 ;
-          end
-      3'h3:
-          if (\$694 ) begin
-            \$769  = \$696 ;
-          end
-    endcase
-    if (rst) begin
-      \$769  = 3'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$770  = f_page;
-    if (step) begin
-      if (\$599 ) begin
-      end else if (\$600 ) begin
-      end else if (\$601 ) begin
-        \$770  = 6'h00;
-      end else if (\$602 ) begin
-        (* full_case = 32'd1 *)
-        if (\$651 ) begin
-          \$770  = \$652 [5:0];
-        end else begin
-          \$770  = 6'h00;
-        end
-      end else if (\$628 ) begin
-        \$770  = \$676 [5:0];
-      end else if (\$629 ) begin
-        \$770  = 6'h00;
-      end
-    end
-    casez (fsm_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          (* full_case = 32'd1 *)
-          if (\$683 ) begin
-          end else if (\$687 ) begin
-          end else begin
-            \$770  = 6'h00;
-          end
-      3'h3:
-          if (\$694 ) begin
-            \$770  = 6'h00;
-          end
-    endcase
-    if (rst) begin
-      \$770  = 6'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$771  = \$signal$161 ;
-    if (step) begin
-      if (\$599 ) begin
-      end else if (\$600 ) begin
-      end else if (\$601 ) begin
-        \$771  = 1'h0;
-      end else if (\$602 ) begin
-        if (\$651 ) begin
-          \$771  = \$658 ;
-        end
-      end
-    end
-    if (rst) begin
-      \$771  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$772  = verdict_status;
-    if (step) begin
-      if (\$599 ) begin
-      end else if (\$600 ) begin
-      end else if (\$601 ) begin
-      end else if (\$602 ) begin
-        (* full_case = 32'd1 *)
-        if (\$651 ) begin
-        end else begin
-          \$772  = \$666 ;
-        end
-      end
-    end
-    if (rst) begin
-      \$772  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$773  = \$signal$16 ;
-    if (step) begin
-      if (\$599 ) begin
-      end else if (\$600 ) begin
-      end else if (\$601 ) begin
-      end else if (\$602 ) begin
-      end else if (\$628 ) begin
-      end else if (\$629 ) begin
-      end else if (\$638 ) begin
-        \$773  = 1'h0;
-      end else if (\$648 ) begin
-        \$773  = 1'h1;
-      end
-    end
-    casez (fsm_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          (* full_case = 32'd1 *)
-          if (\$683 ) begin
-          end else if (\$687 ) begin
-          end else begin
-            \$773  = 1'h0;
-          end
-      3'h3:
-          if (\$694 ) begin
-            \$773  = 1'h0;
-          end
-    endcase
-    if (rst) begin
-      \$773  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$774  = \$signal$28 ;
-    if (step) begin
-      (* full_case = 32'd1 *)
-      if (\$599 ) begin
-      end else if (\$600 ) begin
-      end else if (\$601 ) begin
-      end else if (\$602 ) begin
-      end else if (\$628 ) begin
-      end else if (\$629 ) begin
-      end else if (\$638 ) begin
-      end else if (\$648 ) begin
-      end else begin
-        \$774  = \$677 [19:0];
-      end
-    end
-    casez (fsm_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          (* full_case = 32'd1 *)
-          if (\$683 ) begin
-          end else if (\$687 ) begin
-          end else begin
-            \$774  = 20'h00000;
-          end
-      3'h3:
-          if (\$694 ) begin
-            \$774  = 20'h00000;
-          end
-    endcase
-    if (rst) begin
-      \$774  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$775  = \$signal$25 ;
-    if (step) begin
-      (* full_case = 32'd1 *)
-      if (\$599 ) begin
-      end else if (\$600 ) begin
-      end else if (\$601 ) begin
-      end else if (\$602 ) begin
-      end else if (\$628 ) begin
-      end else if (\$629 ) begin
-      end else if (\$638 ) begin
-      end else if (\$648 ) begin
-      end else begin
-        \$775  = \$679 [43:0];
-      end
-    end
-    casez (fsm_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          (* full_case = 32'd1 *)
-          if (\$683 ) begin
-          end else if (\$687 ) begin
-          end else begin
-            \$775  = 44'h00000000000;
-          end
-      3'h3:
-          if (\$694 ) begin
-            \$775  = 44'h00000000000;
-          end
-    endcase
-    if (rst) begin
-      \$775  = 44'h00000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$776  = handed;
-    if (take) begin
-      \$776  = 1'h1;
-    end
-    casez (fsm_state)
-      3'h0:
-          if (pop_valid) begin
-            \$776  = take;
-          end
-    endcase
-    if (rst) begin
-      \$776  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$777  = \$signal ;
-    casez (fsm_state)
-      3'h0:
-          if (pop_valid) begin
-            \$777  = pop;
-          end
-    endcase
-    if (rst) begin
-      \$777  = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$778  = \$signal$142 ;
-    casez (fsm_state)
-      3'h0:
-          if (pop_valid) begin
-            \$778  = 1'h1;
-          end
-      3'h1:
-          /* empty */;
-      3'h3:
-          /* empty */;
-      3'h4:
-          /* empty */;
-      3'h2:
-          if (\$698 ) begin
-            \$778  = 1'h0;
-          end
-    endcase
-    if (rst) begin
-      \$778  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$779  = fsm_state;
-    casez (fsm_state)
-      3'h0:
-          if (pop_valid) begin
-            \$779  = 3'h1;
-          end
-      3'h1:
-          (* full_case = 32'd1 *)
-          if (\$683 ) begin
-            \$779  = 3'h2;
-          end else if (\$687 ) begin
-            \$779  = 3'h3;
-          end else begin
-            \$779  = 3'h4;
-          end
-      3'h3:
-          if (\$694 ) begin
-            \$779  = 3'h4;
-          end
-      3'h4:
-          if (\$697 ) begin
-            \$779  = 3'h2;
-          end
-      3'h2:
-          if (\$698 ) begin
-            \$779  = 3'h0;
-          end
-    endcase
-    if (rst) begin
-      \$779  = 3'h0;
-    end
-  end
   assign desc = \$signal [203:0];
   assign log2_slot = regs[267:260];
   assign data_base = regs[191:128];
   assign data_limit = regs[255:192];
-  assign sq_slot = \$6 [63:0];
-  assign \$signal$22  = \$207 [43:0];
-  assign f_rest_elems = { \$232 [40], \$232 [40], \$232 [40], \$232  };
-  assign input_run_first = \$235 [63:0];
-  assign input_run_line = { \$235 [63:6], 6'h00 };
-  assign input_run_lines = \$245 [43:0];
-  assign input_run_offset = { 1'h0, \$235 [5:1] };
-  assign main_run_first = \$257 [63:0];
-  assign main_run_line = { \$257 [63:6], 6'h00 };
-  assign main_run_lines = \$262 [43:0];
-  assign main_run_offset = { 1'h0, \$257 [5:1] };
-  assign \beats$36  = \$266 [43:0];
-  assign rest_run_first = \$271 [63:0];
-  assign rest_run_line = { \$271 [63:6], 6'h00 };
-  assign rest_run_lines = \$276 [43:0];
-  assign rest_run_offset = { 1'h0, \$271 [5:1] };
-  assign \beats$41  = \$280 [43:0];
-  assign page_shift = \$signal [16:13];
-  assign span = { 1'h0, \$302  };
-  assign \$signal$113  = verdict_valid;
-  assign \verdict_status$115  = verdict_status;
-  assign page_rows = \$344 [19:0];
-  assign page_run_first = \$347 [63:0];
-  assign page_run_line = { \$347 [63:6], 6'h00 };
-  assign page_run_offset = { 1'h0, \$347 [5:1] };
-  assign \beats$121  = { \$375 [42], \$375  };
-  assign page_rest_first = \$409 [63:0];
-  assign page_rest_line = { \$409 [63:6], 6'h00 };
-  assign page_rest_lines = \$414 [43:0];
-  assign page_rest_offset = { 1'h0, \$409 [5:1] };
-  assign \beats$126  = \$418 [43:0];
+  assign \$signal$16  = \$93 [43:0];
+  assign f_rest_elems = { \$118 [40], \$118 [40], \$118 [40], \$118  };
+  assign input_run_first = \$121 [63:0];
+  assign input_run_line = { \$121 [63:6], 6'h00 };
+  assign input_run_lines = \$131 [43:0];
+  assign input_run_offset = { 1'h0, \$121 [5:1] };
+  assign main_run_first = \$143 [63:0];
+  assign main_run_line = { \$143 [63:6], 6'h00 };
+  assign main_run_lines = \$148 [43:0];
+  assign main_run_offset = { 1'h0, \$143 [5:1] };
+  assign \beats$31  = \$152 [43:0];
+  assign rest_run_first = \$157 [63:0];
+  assign rest_run_line = { \$157 [63:6], 6'h00 };
+  assign rest_run_lines = \$162 [43:0];
+  assign rest_run_offset = { 1'h0, \$157 [5:1] };
+  assign \beats$36  = \$166 [43:0];
+  assign span = { 1'h0, \$188  };
+  assign \$signal$106  = verdict_valid;
+  assign \verdict_status$108  = verdict_status;
+  assign page_rows = \$230 [19:0];
+  assign page_run_first = \$233 [63:0];
+  assign page_run_line = { \$233 [63:6], 6'h00 };
+  assign page_run_offset = { 1'h0, \$233 [5:1] };
+  assign \beats$114  = { \$261 [42], \$261  };
+  assign page_rest_first = \$295 [63:0];
+  assign page_rest_line = { \$295 [63:6], 6'h00 };
+  assign page_rest_lines = \$300 [43:0];
+  assign page_rest_offset = { 1'h0, \$295 [5:1] };
+  assign \beats$119  = \$304 [43:0];
   assign \$signal.desc  = \$signal [203:0];
   assign \$signal.desc.type  = \$signal [1:0];
   assign \$signal.desc.op  = \$signal [5:2];
@@ -46178,21 +45753,53 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, \tas
   assign \desc.in_size  = \$signal [163:144];
   assign \desc.in_rows  = \$signal [183:164];
   assign \desc.in_cols  = \$signal [203:184];
-  assign \task.desc  = \task [203:0];
-  assign \task.desc.type  = \task [1:0];
-  assign \task.desc.op  = \task [5:2];
-  assign \task.desc.dtype  = \task [9:6];
-  assign \task.desc.flags  = \task [19:10];
-  assign \task.desc.dev_addr  = \task [83:20];
-  assign \task.desc.dev_size  = \task [103:84];
-  assign \task.desc.dev_rows  = \task [123:104];
-  assign \task.desc.dev_cols  = \task [143:124];
-  assign \task.desc.in_size  = \task [163:144];
-  assign \task.desc.in_rows  = \task [183:164];
-  assign \task.desc.in_cols  = \task [203:184];
-  assign \task.queue  = \task [205:204];
-  assign \task.seq  = \task [269:206];
-  assign \task.taken  = \task [333:270];
+  assign \$signal$27.status  = \$signal$27 [7:0];
+  assign \$signal$27.is_load  = \$signal$27 [8];
+  assign \$signal$27.is_store  = \$signal$27 [9];
+  assign \$signal$27.is_compute  = \$signal$27 [10];
+  assign \$signal$27.operand_lines  = \$signal$27 [50:11];
+  assign \$signal$27.stats_offset  = \$signal$27 [98:51];
+  assign \$signal$27.paged  = \$signal$27 [99];
+  assign \$signal$27.pages  = \$signal$27 [106:100];
+  assign \$signal$27.page_shift  = \$signal$27 [110:107];
+  assign \$signal$27.page_half  = \$signal$27 [150:111];
+  assign \task.entry  = \task [333:0];
+  assign \task.entry.desc  = \task [203:0];
+  assign \task.entry.desc.type  = \task [1:0];
+  assign \task.entry.desc.op  = \task [5:2];
+  assign \task.entry.desc.dtype  = \task [9:6];
+  assign \task.entry.desc.flags  = \task [19:10];
+  assign \task.entry.desc.dev_addr  = \task [83:20];
+  assign \task.entry.desc.dev_size  = \task [103:84];
+  assign \task.entry.desc.dev_rows  = \task [123:104];
+  assign \task.entry.desc.dev_cols  = \task [143:124];
+  assign \task.entry.desc.in_size  = \task [163:144];
+  assign \task.entry.desc.in_rows  = \task [183:164];
+  assign \task.entry.desc.in_cols  = \task [203:184];
+  assign \task.entry.queue  = \task [205:204];
+  assign \task.entry.seq  = \task [269:206];
+  assign \task.entry.taken  = \task [333:270];
+  assign \task.decoded  = \task [484:334];
+  assign \task.decoded.status  = \task [341:334];
+  assign \task.decoded.is_load  = \task [342];
+  assign \task.decoded.is_store  = \task [343];
+  assign \task.decoded.is_compute  = \task [344];
+  assign \task.decoded.operand_lines  = \task [384:345];
+  assign \task.decoded.stats_offset  = \task [432:385];
+  assign \task.decoded.paged  = \task [433];
+  assign \task.decoded.pages  = \task [440:434];
+  assign \task.decoded.page_shift  = \task [444:441];
+  assign \task.decoded.page_half  = \task [484:445];
+  assign \decoded.status  = decoded[7:0];
+  assign \decoded.is_load  = decoded[8];
+  assign \decoded.is_store  = decoded[9];
+  assign \decoded.is_compute  = decoded[10];
+  assign \decoded.operand_lines  = decoded[50:11];
+  assign \decoded.stats_offset  = decoded[98:51];
+  assign \decoded.paged  = decoded[99];
+  assign \decoded.pages  = decoded[106:100];
+  assign \decoded.page_shift  = decoded[110:107];
+  assign \decoded.page_half  = decoded[150:111];
   assign \pop.desc  = pop[203:0];
   assign \pop.desc.type  = pop[1:0];
   assign \pop.desc.op  = pop[5:2];
@@ -46208,123 +45815,125 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, \tas
   assign \pop.queue  = pop[205:204];
   assign \pop.seq  = pop[269:206];
   assign \pop.taken  = pop[333:270];
-  assign \$29  = { 1'h0, \$signal [103:84], 6'h00 };
-  assign \$55  = { 1'h0, \$signal [103:84], 6'h00 };
-  assign \$82  = { 1'h0, \$signal [103:84], 6'h00 };
-  assign \$109  = { 1'h0, \$signal [103:84], 6'h00 };
-  assign \$118  = { 1'h0, \$117  };
-  assign \$123  = { \$122 , 1'h0 };
-  assign \$128  = { 1'h0, \$127 , 2'h0 };
-  assign \$133  = { \$132 , 3'h0 };
-  assign \$138  = { 3'h0, \$137 , 4'h0 };
-  assign \$143  = { 2'h0, \$142 , 5'h00 };
-  assign \$234  = { \$signal$25 , 1'h0 };
-  assign \$241  = { \$240 , 1'h0 };
-  assign \$245  = { \$244 [44], \$244 [44], \$244 [44], \$244 [44], \$244 [44], \$244 [44], \$244 [44:6] };
-  assign beats = { \$253 [43], \$253 [43], \$253 [43], \$253 [43], \$253 [43], \$253 [43:5] };
-  assign \$254  = { 1'h0, operand_lines, 6'h00 };
-  assign \$258  = { \$207 [43:0], 1'h0 };
-  assign \$262  = { \$261 [47], \$261 [47], \$261 [47], \$261 [47], \$261 [47], \$261 [47], \$261 [47:6] };
-  assign \$266  = { \$265 [46], \$265 [46], \$265 [46], \$265 [46], \$265 [46], \$265 [46:5] };
-  assign \$267  = { 1'h0, operand_lines, 6'h00 };
-  assign \$270  = { \$207 [43:0], 1'h0 };
-  assign \$272  = { \$232 [40], \$232 [40], \$232 [40], \$232 , 1'h0 };
-  assign \$276  = { \$275 [47], \$275 [47], \$275 [47], \$275 [47], \$275 [47], \$275 [47], \$275 [47:6] };
-  assign \$280  = { \$279 [46], \$279 [46], \$279 [46], \$279 [46], \$279 [46], \$279 [46:5] };
-  assign \$301  = { page_half, 1'h0 };
-  assign \$358  = { \$357 , 1'h0 };
-  assign page_run_lines = { \$361 [43], \$361 [43], \$361 [43], \$361 [43], \$361 [43], \$361 [43], \$361 [43:6] };
-  assign \$375  = { \$374 [42], \$374 [42], \$374 [42], \$374 [42], \$374 [42], \$374 [42:5] };
-  assign \$408  = { \$407 , 1'h0 };
-  assign \$410  = { \$232 [40], \$232 [40], \$232 [40], \$232 , 1'h0 };
-  assign \$414  = { \$413 [47], \$413 [47], \$413 [47], \$413 [47], \$413 [47], \$413 [47], \$413 [47:6] };
-  assign \$418  = { \$417 [46], \$417 [46], \$417 [46], \$417 [46], \$417 [46], \$417 [46:5] };
-  assign \$431  = \$430 ;
-  assign \$472  = \$471 ;
-  assign \$474  = \$473 ;
-  assign \$476  = \$475 ;
-  assign \$478  = \$477 ;
-  assign \$480  = \$479 ;
-  assign \$482  = \$481 ;
-  assign \$484  = \$483 ;
-  assign \$486  = \$485 ;
-  assign \$488  = \$487 ;
-  assign \$490  = \$489 ;
-  assign \$492  = \$491 ;
-  assign \$494  = \$493 ;
-  assign \$496  = \$495 ;
-  assign \$498  = \$497 ;
-  assign \$500  = \$499 ;
-  assign \$502  = \$501 ;
-  assign \$504  = \$503 ;
-  assign \$506  = \$505 ;
-  assign \$508  = \$507 ;
-  assign \$510  = \$509 ;
-  assign \$512  = \$511 ;
-  assign \$514  = \$513 ;
-  assign \$516  = \$515 ;
-  assign \$518  = \$517 ;
-  assign \$520  = \$519 ;
-  assign \$522  = \$521 ;
-  assign \$524  = \$523 ;
-  assign \$526  = \$525 ;
-  assign \$528  = \$527 ;
-  assign \$530  = \$529 ;
-  assign \$532  = \$531 ;
-  assign \$534  = \$533 ;
-  assign \$536  = \$535 ;
-  assign \$538  = \$537 ;
-  assign \$540  = \$539 ;
-  assign \$542  = \$541 ;
-  assign \$544  = \$543 ;
-  assign \$546  = \$545 ;
-  assign \$548  = \$547 ;
-  assign \$550  = \$549 ;
-  assign \$552  = \$551 ;
-  assign \$554  = \$553 ;
-  assign \$556  = \$555 ;
-  assign \$558  = \$557 ;
-  assign \$560  = \$559 ;
-  assign \$562  = \$561 ;
-  assign \$564  = \$563 ;
-  assign \$566  = \$565 ;
-  assign \$568  = \$567 ;
-  assign \$570  = \$569 ;
-  assign \$572  = \$571 ;
-  assign \$574  = \$573 ;
-  assign \$576  = \$575 ;
-  assign \$578  = \$577 ;
-  assign \$580  = \$579 ;
-  assign \$582  = \$581 ;
-  assign \$584  = \$583 ;
-  assign \$586  = \$585 ;
-  assign \$588  = \$587 ;
-  assign \$590  = \$589 ;
-  assign \$592  = \$591 ;
-  assign \$594  = \$593 ;
-  assign \$596  = \$595 ;
-  assign \$598  = \$597 ;
+  assign \task [484:334] = \$signal$27 ;
+  assign \task [333:0] = \$signal ;
+  assign \$4  = { 1'h0, \$3  };
+  assign \$9  = { \$8 , 1'h0 };
+  assign \$14  = { 1'h0, \$13 , 2'h0 };
+  assign \$19  = { \$18 , 3'h0 };
+  assign \$24  = { 3'h0, \$23 , 4'h0 };
+  assign \$29  = { 2'h0, \$28 , 5'h00 };
+  assign \$120  = { \$signal$20 , 1'h0 };
+  assign \$127  = { \$126 , 1'h0 };
+  assign \$131  = { \$130 [44], \$130 [44], \$130 [44], \$130 [44], \$130 [44], \$130 [44], \$130 [44:6] };
+  assign beats = { \$139 [43], \$139 [43], \$139 [43], \$139 [43], \$139 [43], \$139 [43:5] };
+  assign \$140  = { 1'h0, \$signal$27 [50:11], 6'h00 };
+  assign \$144  = { \$93 [43:0], 1'h0 };
+  assign \$148  = { \$147 [47], \$147 [47], \$147 [47], \$147 [47], \$147 [47], \$147 [47], \$147 [47:6] };
+  assign \$152  = { \$151 [46], \$151 [46], \$151 [46], \$151 [46], \$151 [46], \$151 [46:5] };
+  assign \$153  = { 1'h0, \$signal$27 [50:11], 6'h00 };
+  assign \$156  = { \$93 [43:0], 1'h0 };
+  assign \$158  = { \$118 [40], \$118 [40], \$118 [40], \$118 , 1'h0 };
+  assign \$162  = { \$161 [47], \$161 [47], \$161 [47], \$161 [47], \$161 [47], \$161 [47], \$161 [47:6] };
+  assign \$166  = { \$165 [46], \$165 [46], \$165 [46], \$165 [46], \$165 [46], \$165 [46:5] };
+  assign \$187  = { \$signal$27 [150:111], 1'h0 };
+  assign \$244  = { \$243 , 1'h0 };
+  assign page_run_lines = { \$247 [43], \$247 [43], \$247 [43], \$247 [43], \$247 [43], \$247 [43], \$247 [43:6] };
+  assign \$261  = { \$260 [42], \$260 [42], \$260 [42], \$260 [42], \$260 [42], \$260 [42:5] };
+  assign \$294  = { \$293 , 1'h0 };
+  assign \$296  = { \$118 [40], \$118 [40], \$118 [40], \$118 , 1'h0 };
+  assign \$300  = { \$299 [47], \$299 [47], \$299 [47], \$299 [47], \$299 [47], \$299 [47], \$299 [47:6] };
+  assign \$304  = { \$303 [46], \$303 [46], \$303 [46], \$303 [46], \$303 [46], \$303 [46:5] };
+  assign \$317  = \$316 ;
+  assign \$379  = { 1'h0, \$signal [103:84], 6'h00 };
+  assign \$405  = { 1'h0, \$signal [103:84], 6'h00 };
+  assign \$432  = { 1'h0, \$signal [103:84], 6'h00 };
+  assign \$459  = { 1'h0, \$signal [103:84], 6'h00 };
+  assign \$469  = \$468 ;
+  assign \$471  = \$470 ;
+  assign \$473  = \$472 ;
+  assign \$475  = \$474 ;
+  assign \$477  = \$476 ;
+  assign \$479  = \$478 ;
+  assign \$481  = \$480 ;
+  assign \$483  = \$482 ;
+  assign \$485  = \$484 ;
+  assign \$487  = \$486 ;
+  assign \$489  = \$488 ;
+  assign \$491  = \$490 ;
+  assign \$493  = \$492 ;
+  assign \$495  = \$494 ;
+  assign \$497  = \$496 ;
+  assign \$499  = \$498 ;
+  assign \$501  = \$500 ;
+  assign \$503  = \$502 ;
+  assign \$505  = \$504 ;
+  assign \$507  = \$506 ;
+  assign \$509  = \$508 ;
+  assign \$511  = \$510 ;
+  assign \$513  = \$512 ;
+  assign \$515  = \$514 ;
+  assign \$517  = \$516 ;
+  assign \$519  = \$518 ;
+  assign \$521  = \$520 ;
+  assign \$523  = \$522 ;
+  assign \$525  = \$524 ;
+  assign \$527  = \$526 ;
+  assign \$529  = \$528 ;
+  assign \$531  = \$530 ;
+  assign \$533  = \$532 ;
+  assign \$535  = \$534 ;
+  assign \$537  = \$536 ;
+  assign \$539  = \$538 ;
+  assign \$541  = \$540 ;
+  assign \$543  = \$542 ;
+  assign \$545  = \$544 ;
+  assign \$547  = \$546 ;
+  assign \$549  = \$548 ;
+  assign \$551  = \$550 ;
+  assign \$553  = \$552 ;
+  assign \$555  = \$554 ;
+  assign \$557  = \$556 ;
+  assign \$559  = \$558 ;
+  assign \$561  = \$560 ;
+  assign \$563  = \$562 ;
+  assign \$565  = \$564 ;
+  assign \$567  = \$566 ;
+  assign \$569  = \$568 ;
+  assign \$571  = \$570 ;
+  assign \$573  = \$572 ;
+  assign \$575  = \$574 ;
+  assign \$577  = \$576 ;
+  assign \$579  = \$578 ;
+  assign \$581  = \$580 ;
+  assign \$583  = \$582 ;
+  assign \$585  = \$584 ;
+  assign \$587  = \$586 ;
+  assign \$589  = \$588 ;
+  assign \$591  = \$590 ;
+  assign \$593  = \$592 ;
+  assign \$595  = \$594 ;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.front.decoder (is_store, is_compute, operand_lines, pages, half, paged, \port$14445$128 , log2_slot, desc, status, is_load);
-  reg \$auto$verilog_backend.cc:2355:dump_module$75  = 0;
-  wire [26:0] \$1 ;
-  wire [19:0] \$10 ;
+module \ndp_device.control_unit.front.decoder (rst, \port$14218$128 , log2_slot, desc, decoded, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$74  = 0;
+  wire \$1 ;
+  wire \$10 ;
   wire \$100 ;
   wire \$101 ;
   wire \$102 ;
-  wire \$103 ;
-  wire \$104 ;
+  wire [21:0] \$103 ;
+  wire [21:0] \$104 ;
   wire \$105 ;
   wire \$106 ;
   wire \$107 ;
   wire \$108 ;
   wire \$109 ;
   wire \$11 ;
-  wire \$110 ;
-  wire \$111 ;
-  wire \$112 ;
+  wire [40:0] \$110 ;
+  wire [40:0] \$111 ;
+  wire [40:0] \$112 ;
   wire \$113 ;
   wire \$114 ;
   wire \$115 ;
@@ -46343,136 +45952,162 @@ module \ndp_device.control_unit.front.decoder (is_store, is_compute, operand_lin
   wire \$127 ;
   wire \$128 ;
   wire \$129 ;
-  wire [40:0] \$13 ;
-  wire \$130 ;
+  wire \$13 ;
+  wire [26:0] \$130 ;
   wire \$131 ;
   wire \$132 ;
   wire \$133 ;
-  wire [26:0] \$134 ;
+  wire \$134 ;
   wire \$135 ;
   wire \$136 ;
   wire \$137 ;
-  wire \$138 ;
+  wire [26:0] \$138 ;
   wire \$139 ;
-  wire [41:0] \$14 ;
+  wire \$14 ;
   wire \$140 ;
   wire \$141 ;
-  wire \$142 ;
+  wire [19:0] \$142 ;
   wire \$143 ;
-  wire [21:0] \$144 ;
-  wire [21:0] \$145 ;
+  wire \$144 ;
+  wire \$145 ;
   wire \$146 ;
   wire \$147 ;
   wire \$148 ;
-  wire \$149 ;
-  wire [42:0] \$15 ;
+  wire [19:0] \$149 ;
+  wire \$15 ;
   wire \$150 ;
-  wire [40:0] \$151 ;
-  wire [40:0] \$152 ;
-  wire [40:0] \$153 ;
+  wire \$151 ;
+  wire [19:0] \$152 ;
+  wire \$153 ;
   wire \$154 ;
   wire \$155 ;
   wire \$156 ;
   wire \$157 ;
   wire \$158 ;
   wire \$159 ;
-  wire [42:0] \$16 ;
+  wire \$16 ;
   wire \$160 ;
-  wire \$161 ;
+  wire [19:0] \$161 ;
   wire \$162 ;
-  wire \$163 ;
+  wire [19:0] \$163 ;
   wire \$164 ;
   wire \$165 ;
   wire \$166 ;
   wire \$167 ;
-  wire \$168 ;
+  wire [26:0] \$168 ;
   wire \$169 ;
   wire \$17 ;
   wire \$170 ;
-  wire [26:0] \$171 ;
+  wire \$171 ;
   wire \$172 ;
   wire \$173 ;
   wire \$174 ;
   wire \$175 ;
   wire \$176 ;
   wire \$177 ;
-  wire \$178 ;
-  wire [26:0] \$179 ;
+  wire [26:0] \$178 ;
+  wire [64:0] \$179 ;
   wire \$18 ;
-  wire \$180 ;
-  wire \$181 ;
+  wire [39:0] \$180 ;
+  wire [39:0] \$181 ;
   wire \$182 ;
-  wire [19:0] \$183 ;
+  wire \$183 ;
   wire \$184 ;
   wire \$185 ;
   wire \$186 ;
-  wire \$187 ;
-  wire \$188 ;
-  wire \$189 ;
-  wire [40:0] \$19 ;
-  wire [19:0] \$190 ;
+  wire [19:0] \$187 ;
+  wire [19:0] \$188 ;
+  wire [19:0] \$189 ;
+  wire \$19 ;
+  wire [39:0] \$190 ;
   wire \$191 ;
   wire \$192 ;
-  wire [19:0] \$193 ;
-  wire \$194 ;
-  wire \$195 ;
-  wire \$196 ;
+  wire [40:0] \$193 ;
+  wire [41:0] \$194 ;
+  wire [42:0] \$195 ;
+  wire [42:0] \$196 ;
   wire \$197 ;
   wire \$198 ;
-  wire \$199 ;
-  wire [64:0] \$2 ;
-  wire [41:0] \$20 ;
-  wire \$200 ;
-  wire \$201 ;
-  wire [19:0] \$202 ;
-  wire \$203 ;
-  wire [19:0] \$204 ;
-  wire \$205 ;
-  wire \$206 ;
+  wire [40:0] \$199 ;
+  wire \$2 ;
+  wire \$20 ;
+  wire [41:0] \$200 ;
+  wire [42:0] \$201 ;
+  wire [42:0] \$202 ;
+  wire [42:0] \$203 ;
+  wire [43:0] \$204 ;
+  wire [44:0] \$205 ;
+  wire [44:0] \$206 ;
   wire \$207 ;
   wire \$208 ;
-  wire [26:0] \$209 ;
-  wire [42:0] \$21 ;
+  wire \$209 ;
+  wire \$21 ;
   wire \$210 ;
-  wire \$211 ;
-  wire \$212 ;
-  wire \$213 ;
-  wire \$214 ;
-  wire \$215 ;
-  wire \$216 ;
-  wire \$217 ;
-  wire \$218 ;
-  wire [42:0] \$22 ;
-  wire [42:0] \$23 ;
-  wire [43:0] \$24 ;
-  wire [44:0] \$25 ;
-  wire [44:0] \$26 ;
+  wire [40:0] \$211 ;
+  wire [41:0] \$212 ;
+  wire [25:0] \$213 ;
+  wire [42:0] \$214 ;
+  wire [42:0] \$215 ;
+  wire [49:0] \$216 ;
+  wire [40:0] \$217 ;
+  wire [49:0] \$218 ;
+  wire [40:0] \$219 ;
+  wire \$22 ;
+  wire [41:0] \$220 ;
+  wire [24:0] \$221 ;
+  wire [42:0] \$222 ;
+  wire [42:0] \$223 ;
+  wire [49:0] \$224 ;
+  wire [40:0] \$225 ;
+  wire [63:0] \$226 ;
+  wire [64:0] \$227 ;
+  wire [15:0] \$228 ;
+  wire [20:0] \$229 ;
+  wire \$23 ;
+  wire [21:0] \$230 ;
+  wire [21:0] \$231 ;
+  wire [4:0] \$232 ;
+  wire [50:0] \$233 ;
+  reg [65:0] \$234 ;
+  reg [39:0] \$235 ;
+  reg [39:0] \$236 ;
+  reg [39:0] \$237 ;
+  reg [39:0] \$238 ;
+  reg [39:0] \$239 ;
+  wire \$24 ;
+  reg [43:0] \$240 ;
+  reg [49:0] \$241 ;
+  reg [49:0] \$242 ;
+  reg [20:0] \$243 ;
+  reg [39:0] \$244 ;
+  wire \$25 ;
+  wire \$26 ;
   wire \$27 ;
-  wire [43:0] \$28 ;
-  wire [50:0] \$29 ;
+  wire \$28 ;
+  wire \$29 ;
   wire \$3 ;
   wire \$30 ;
-  wire \$31 ;
+  wire [10:0] \$31 ;
   wire \$32 ;
   wire \$33 ;
-  wire [40:0] \$34 ;
-  wire [47:0] \$35 ;
-  wire [40:0] \$36 ;
-  wire [47:0] \$37 ;
-  wire [44:0] \$38 ;
-  wire [51:0] \$39 ;
+  wire \$34 ;
+  wire \$35 ;
+  wire \$36 ;
+  wire \$37 ;
+  wire \$38 ;
+  wire \$39 ;
   wire \$4 ;
-  wire [40:0] \$40 ;
-  wire [63:0] \$41 ;
-  wire [64:0] \$42 ;
-  wire [15:0] \$43 ;
-  wire [20:0] \$44 ;
-  wire [21:0] \$45 ;
-  wire [21:0] \$46 ;
-  wire [4:0] \$47 ;
-  wire [50:0] \$48 ;
+  wire [10:0] \$40 ;
+  wire \$41 ;
+  wire \$42 ;
+  wire \$43 ;
+  wire \$44 ;
+  wire \$45 ;
+  wire \$46 ;
+  wire [10:0] \$47 ;
+  wire \$48 ;
   wire \$49 ;
-  wire \$5 ;
+  wire [43:0] \$5 ;
   wire \$50 ;
   wire \$51 ;
   wire \$52 ;
@@ -46483,7 +46118,7 @@ module \ndp_device.control_unit.front.decoder (is_store, is_compute, operand_lin
   wire \$57 ;
   wire \$58 ;
   wire \$59 ;
-  wire \$6 ;
+  wire [50:0] \$6 ;
   wire \$60 ;
   wire \$61 ;
   wire \$62 ;
@@ -46497,7 +46132,7 @@ module \ndp_device.control_unit.front.decoder (is_store, is_compute, operand_lin
   wire \$7 ;
   wire \$70 ;
   wire \$71 ;
-  wire [10:0] \$72 ;
+  wire \$72 ;
   wire \$73 ;
   wire \$74 ;
   wire \$75 ;
@@ -46505,35 +46140,49 @@ module \ndp_device.control_unit.front.decoder (is_store, is_compute, operand_lin
   wire \$77 ;
   wire \$78 ;
   wire \$79 ;
-  wire [19:0] \$8 ;
+  wire \$8 ;
   wire \$80 ;
-  wire [10:0] \$81 ;
+  wire \$81 ;
   wire \$82 ;
   wire \$83 ;
   wire \$84 ;
   wire \$85 ;
   wire \$86 ;
   wire \$87 ;
-  wire [10:0] \$88 ;
+  wire \$88 ;
   wire \$89 ;
-  wire [19:0] \$9 ;
+  wire \$9 ;
   wire \$90 ;
   wire \$91 ;
   wire \$92 ;
-  wire \$93 ;
+  wire [26:0] \$93 ;
   wire \$94 ;
   wire \$95 ;
   wire \$96 ;
   wire \$97 ;
   wire \$98 ;
   wire \$99 ;
-  wire [39:0] \$signal ;
-  wire [20:0] \$signal$16 ;
-  wire [39:0] \$signal$6 ;
-  wire [39:0] \$signal$8 ;
-  wire [39:0] \$signal$9 ;
+  reg [39:0] \$signal  = 40'h0000000000;
+  reg [39:0] \$signal$14  = 40'h0000000000;
+  reg [39:0] \$signal$15  = 40'h0000000000;
+  reg [39:0] \$signal$3  = 40'h0000000000;
+  reg [20:0] \$signal$5  = 21'h000000;
+  input clk;
+  wire clk;
   wire [63:0] data_base;
   wire [63:0] data_limit;
+  output [150:0] decoded;
+  reg [150:0] decoded;
+  wire \decoded.is_compute ;
+  wire \decoded.is_load ;
+  wire \decoded.is_store ;
+  wire [39:0] \decoded.operand_lines ;
+  wire [39:0] \decoded.page_half ;
+  wire [3:0] \decoded.page_shift ;
+  wire \decoded.paged ;
+  wire [6:0] \decoded.pages ;
+  wire [47:0] \decoded.stats_offset ;
+  wire [7:0] \decoded.status ;
   input [203:0] desc;
   wire [203:0] desc;
   wire [63:0] \desc.dev_addr ;
@@ -46547,280 +46196,363 @@ module \ndp_device.control_unit.front.decoder (is_store, is_compute, operand_lin
   wire [19:0] \desc.in_size ;
   wire [3:0] \desc.op ;
   wire [1:0] \desc.type ;
-  wire [65:0] dev_end;
-  output [39:0] half;
-  wire [39:0] half;
-  output is_compute;
-  wire is_compute;
-  output is_load;
-  wire is_load;
-  output is_store;
-  wire is_store;
+  reg [65:0] dev_end = 66'h00000000000000000;
+  reg [39:0] half = 40'h0000000000;
   input [7:0] log2_slot;
   wire [7:0] log2_slot;
-  wire [43:0] o_lines;
-  output [39:0] operand_lines;
-  wire [39:0] operand_lines;
-  wire [39:0] out_elems;
-  wire [39:0] page_half;
-  wire [3:0] page_shift;
-  output paged;
-  wire paged;
-  output [6:0] pages;
-  wire [6:0] pages;
-  input [127:0] \port$14445$128 ;
-  wire [127:0] \port$14445$128 ;
-  reg [49:0] result;
-  wire [49:0] room;
-  wire [47:0] stats_offset;
-  output [7:0] status;
-  reg [7:0] status;
-  assign is_load = ! desc[1:0];
-  assign is_store = desc[1:0] == 1'h1;
-  assign is_compute = desc[1:0] == 2'h2;
-  assign \$2  = desc[83:20] + \$1 ;
-  assign \$signal  = desc[183:164] * desc[203:184];
-  assign \$signal$6  = desc[123:104] * desc[143:124];
+  reg [43:0] o_lines = 44'h00000000000;
+  reg [39:0] out_elems = 40'h0000000000;
+  input [127:0] \port$14218$128 ;
+  wire [127:0] \port$14218$128 ;
+  reg [49:0] result = 50'h0000000000000;
+  reg [49:0] room = 50'h0000000000000;
+  input rst;
+  wire rst;
+  assign \$1  = ! desc[1:0];
+  assign \$2  = desc[1:0] == 1'h1;
   assign \$3  = desc[1:0] == 2'h2;
   assign \$4  = desc[5:2] == 2'h3;
-  assign \$5  = desc[5:2] == 3'h4;
-  assign \$6  = \$4  | \$5 ;
-  assign \$7  = \$3  & \$6 ;
-  assign \$8  = desc[10] ? desc[143:124] : desc[123:104];
-  assign \$9  = desc[10] ? desc[123:104] : desc[143:124];
-  assign \$10  = \$7  ? \$8  : \$9 ;
-  assign out_elems = desc[183:164] * \$10 ;
-  assign \$11  = desc[9:6] == 2'h2;
-  assign \$12  = \$11  ? 1'h0 : 1'h1;
-  assign \$13  = \$signal  << \$12 ;
-  assign \$14  = \$13  + 7'h40;
-  assign \$15  = \$14  - 1'h1;
-  assign \$17  = desc[9:6] == 2'h2;
-  assign \$18  = \$17  ? 1'h0 : 1'h1;
-  assign \$19  = \$signal$6  << \$18 ;
-  assign \$20  = \$19  + 7'h40;
-  assign \$21  = \$20  - 1'h1;
-  assign \$24  = \$23  + 7'h40;
-  assign \$25  = \$24  - 1'h1;
-  assign \$27  = desc[5:2] == 2'h3;
-  assign \$28  = \$27  ? \$26 [43:0] : { 4'h0, \$16 [39:0] };
-  assign \$30  = desc[1:0] == 2'h2;
-  assign \$31  = desc[5:2] == 2'h2;
-  assign \$32  = \$30  & \$31 ;
-  assign \$33  = desc[5:2] == 2'h3;
-  assign \$34  = \$16 [39:0] + desc[183:164];
-  assign \$37  = desc[11] ? \$35  : { 7'h00, \$36  };
-  assign \$38  = \$26 [43:0] + desc[183:164];
-  assign \$41  = 1'h1 << log2_slot[5:0];
-  assign \$42  = \$41  - 7'h40;
-  assign \$43  = 1'h1 << desc[16:13];
-  assign \$44  = desc[123:104] + \$43 ;
-  assign \$45  = \$44  - 1'h1;
-  assign \$46  = $signed(\$45 ) >>> desc[16:13];
-  assign \$47  = desc[16:13] + 1'h1;
-  assign \$48  = desc[143:124] << \$47 ;
-  assign \$49  = desc[1:0] == 2'h2;
-  assign \$50  = desc[5:2] == 2'h3;
-  assign \$51  = \$49  & \$50 ;
-  assign paged = \$51  & desc[12];
-  assign \$52  = ! desc[19:10];
-  assign \$53  = ! desc[1:0];
-  assign \$54  = desc[1:0] == 1'h1;
-  assign \$55  = \$53  | \$54 ;
-  assign \$56  = ! desc[5:2];
-  assign \$57  = \$55  & \$56 ;
-  assign \$58  = desc[1:0] == 2'h2;
-  assign \$59  = desc[5:2] == 2'h3;
-  assign \$60  = desc[5:2] == 3'h4;
-  assign \$61  = \$59  | \$60 ;
-  assign \$62  = \$58  & \$61 ;
-  assign \$63  = \$57  | \$62 ;
-  assign \$64  = \$52  & \$63 ;
-  assign \$65  = desc[1:0] == 2'h2;
-  assign \$66  = ! desc[5:2];
-  assign \$67  = desc[5:2] == 1'h1;
-  assign \$68  = \$66  | \$67 ;
-  assign \$69  = desc[5:2] == 2'h3;
-  assign \$70  = \$68  | \$69 ;
-  assign \$71  = \$65  & \$70 ;
-  assign \$73  = ! \$72 ;
-  assign \$74  = \$71  & \$73 ;
-  assign \$75  = \$64  | \$74 ;
-  assign \$76  = desc[1:0] == 2'h2;
-  assign \$77  = desc[5:2] == 2'h3;
-  assign \$78  = \$76  & \$77 ;
-  assign \$79  = \$78  & desc[12];
-  assign \$80  = \$79  & desc[10];
-  assign \$82  = ! \$81 ;
-  assign \$83  = \$80  & \$82 ;
-  assign \$84  = \$75  | \$83 ;
-  assign \$85  = desc[1:0] == 2'h2;
-  assign \$86  = desc[5:2] == 2'h2;
-  assign \$87  = \$85  & \$86 ;
-  assign \$89  = ! \$88 ;
-  assign \$90  = \$87  & \$89 ;
-  assign \$91  = \$84  | \$90 ;
-  assign \$92  = ~ \$91 ;
-  assign \$93  = desc[1:0] == 2'h2;
-  assign \$94  = ! desc[9:6];
-  assign \$95  = ! desc[9:6];
-  assign \$96  = desc[9:6] == 1'h1;
-  assign \$97  = \$95  | \$96 ;
-  assign \$98  = desc[9:6] == 2'h2;
-  assign \$99  = \$97  | \$98 ;
-  assign \$100  = \$93  ? \$94  : \$99 ;
-  assign \$101  = ~ \$100 ;
-  assign \$102  = desc[1:0] == 2'h2;
-  assign \$103  = desc[5:2] == 2'h3;
-  assign \$104  = \$102  & \$103 ;
-  assign \$105  = \$104  & desc[12];
-  assign \$106  = ! desc[28:20];
-  assign \$107  = ! desc[25:20];
-  assign \$108  = \$105  ? \$106  : \$107 ;
-  assign \$109  = ! desc[103:84];
-  assign \$110  = desc[83:20] >= \port$14445$128 [63:0];
-  assign \$111  = \$2  <= \port$14445$128 [127:64];
-  assign \$112  = \$110  & \$111 ;
-  assign \$113  = \$109  | \$112 ;
-  assign \$114  = \$108  & \$113 ;
-  assign \$115  = ~ \$114 ;
-  assign \$116  = desc[1:0] == 2'h2;
-  assign \$117  = desc[5:2] == 2'h2;
+  assign \$5  = \$4  ? o_lines : { 4'h0, \$signal$3  };
+  assign \$7  = desc[1:0] == 2'h2;
+  assign \$8  = desc[5:2] == 2'h3;
+  assign \$9  = \$7  & \$8 ;
+  assign \$10  = \$9  & desc[12];
+  assign \$11  = ! desc[19:10];
+  assign \$12  = ! desc[1:0];
+  assign \$13  = desc[1:0] == 1'h1;
+  assign \$14  = \$12  | \$13 ;
+  assign \$15  = ! desc[5:2];
+  assign \$16  = \$14  & \$15 ;
+  assign \$17  = desc[1:0] == 2'h2;
+  assign \$18  = desc[5:2] == 2'h3;
+  assign \$19  = desc[5:2] == 3'h4;
+  assign \$20  = \$18  | \$19 ;
+  assign \$21  = \$17  & \$20 ;
+  assign \$22  = \$16  | \$21 ;
+  assign \$23  = \$11  & \$22 ;
+  assign \$24  = desc[1:0] == 2'h2;
+  assign \$25  = ! desc[5:2];
+  assign \$26  = desc[5:2] == 1'h1;
+  assign \$27  = \$25  | \$26 ;
+  assign \$28  = desc[5:2] == 2'h3;
+  assign \$29  = \$27  | \$28 ;
+  assign \$30  = \$24  & \$29 ;
+  assign \$32  = ! \$31 ;
+  assign \$33  = \$30  & \$32 ;
+  assign \$34  = \$23  | \$33 ;
+  assign \$35  = desc[1:0] == 2'h2;
+  assign \$36  = desc[5:2] == 2'h3;
+  assign \$37  = \$35  & \$36 ;
+  assign \$38  = \$37  & desc[12];
+  assign \$39  = \$38  & desc[10];
+  assign \$41  = ! \$40 ;
+  assign \$42  = \$39  & \$41 ;
+  assign \$43  = \$34  | \$42 ;
+  assign \$44  = desc[1:0] == 2'h2;
+  assign \$45  = desc[5:2] == 2'h2;
+  assign \$46  = \$44  & \$45 ;
+  assign \$48  = ! \$47 ;
+  assign \$49  = \$46  & \$48 ;
+  assign \$50  = \$43  | \$49 ;
+  assign \$51  = ~ \$50 ;
+  assign \$52  = desc[1:0] == 2'h2;
+  assign \$53  = ! desc[9:6];
+  assign \$54  = ! desc[9:6];
+  assign \$55  = desc[9:6] == 1'h1;
+  assign \$56  = \$54  | \$55 ;
+  assign \$57  = desc[9:6] == 2'h2;
+  assign \$58  = \$56  | \$57 ;
+  assign \$59  = \$52  ? \$53  : \$58 ;
+  assign \$60  = ~ \$59 ;
+  assign \$61  = desc[1:0] == 2'h2;
+  assign \$62  = desc[5:2] == 2'h3;
+  assign \$63  = \$61  & \$62 ;
+  assign \$64  = \$63  & desc[12];
+  assign \$65  = ! desc[28:20];
+  assign \$66  = ! desc[25:20];
+  assign \$67  = \$64  ? \$65  : \$66 ;
+  assign \$68  = ! desc[103:84];
+  assign \$69  = desc[83:20] >= \port$14218$128 [63:0];
+  assign \$70  = dev_end <= \port$14218$128 [127:64];
+  assign \$71  = \$69  & \$70 ;
+  assign \$72  = \$68  | \$71 ;
+  assign \$73  = \$67  & \$72 ;
+  assign \$74  = ~ \$73 ;
+  assign \$75  = desc[1:0] == 2'h2;
+  assign \$76  = desc[5:2] == 2'h2;
+  assign \$77  = \$75  & \$76 ;
+  assign \$78  = ! desc[83:20];
+  assign \$79  = ! desc[103:84];
+  assign \$80  = \$78  & \$79 ;
+  assign \$81  = ! desc[123:104];
+  assign \$82  = \$80  & \$81 ;
+  assign \$83  = ! desc[143:124];
+  assign \$84  = \$82  & \$83 ;
+  assign \$85  = | desc[183:164];
+  assign \$86  = \$84  & \$85 ;
+  assign \$87  = | desc[203:184];
+  assign \$88  = \$86  & \$87 ;
+  assign \$89  = desc[203:184] <= 13'h1000;
+  assign \$90  = \$88  & \$89 ;
+  assign \$91  = desc[163:144] == \$signal$3 ;
+  assign \$92  = \$90  & \$91 ;
+  assign \$94  = \$93  <= room;
+  assign \$95  = \$92  & \$94 ;
+  assign \$96  = result <= room;
+  assign \$97  = \$95  & \$96 ;
+  assign \$98  = desc[163:144] == \$signal$3 ;
+  assign \$99  = desc[1:0] == 2'h2;
+  assign \$100  = desc[5:2] == 2'h3;
+  assign \$101  = \$99  & \$100 ;
+  assign \$102  = \$101  & desc[12];
+  assign \$103  = \$signal$5  + 3'h7;
+  assign \$105  = desc[1:0] == 2'h2;
+  assign \$106  = desc[5:2] == 2'h3;
+  assign \$107  = desc[5:2] == 3'h4;
+  assign \$108  = \$106  | \$107 ;
+  assign \$109  = \$105  & \$108 ;
+  assign \$111  = \$109  ? \$110  : { 1'h0, \$signal  };
+  assign \$112  = \$102  ? { 19'h00000, \$104  } : \$111 ;
+  assign \$113  = desc[103:84] == \$112 ;
+  assign \$114  = \$98  & \$113 ;
+  assign \$115  = | desc[123:104];
+  assign \$116  = \$114  & \$115 ;
+  assign \$117  = | desc[143:124];
   assign \$118  = \$116  & \$117 ;
-  assign \$119  = ! desc[83:20];
-  assign \$120  = ! desc[103:84];
+  assign \$119  = desc[1:0] == 2'h2;
+  assign \$120  = desc[5:2] == 2'h3;
   assign \$121  = \$119  & \$120 ;
-  assign \$122  = ! desc[123:104];
-  assign \$123  = \$121  & \$122 ;
-  assign \$124  = ! desc[143:124];
-  assign \$125  = \$123  & \$124 ;
-  assign \$126  = | desc[183:164];
-  assign \$127  = \$125  & \$126 ;
-  assign \$128  = | desc[203:184];
-  assign \$129  = \$127  & \$128 ;
-  assign \$130  = desc[203:184] <= 13'h1000;
-  assign \$131  = \$129  & \$130 ;
-  assign \$132  = desc[163:144] == \$16 [39:0];
-  assign \$133  = \$131  & \$132 ;
-  assign \$135  = \$134  <= \$42 [49:0];
-  assign \$136  = \$133  & \$135 ;
-  assign \$137  = result <= \$42 [49:0];
-  assign \$138  = \$136  & \$137 ;
-  assign \$139  = desc[163:144] == \$16 [39:0];
-  assign \$140  = desc[1:0] == 2'h2;
-  assign \$141  = desc[5:2] == 2'h3;
-  assign \$142  = \$140  & \$141 ;
-  assign \$143  = \$142  & desc[12];
-  assign \$144  = \$46 [20:0] + 3'h7;
-  assign \$146  = desc[1:0] == 2'h2;
-  assign \$147  = desc[5:2] == 2'h3;
-  assign \$148  = desc[5:2] == 3'h4;
-  assign \$149  = \$147  | \$148 ;
-  assign \$150  = \$146  & \$149 ;
-  assign \$152  = \$150  ? \$151  : { 1'h0, \$22 [39:0] };
-  assign \$153  = \$143  ? { 19'h00000, \$145  } : \$152 ;
-  assign \$154  = desc[103:84] == \$153 ;
-  assign \$155  = \$139  & \$154 ;
-  assign \$156  = | desc[123:104];
-  assign \$157  = \$155  & \$156 ;
-  assign \$158  = | desc[143:124];
-  assign \$159  = \$157  & \$158 ;
-  assign \$160  = desc[1:0] == 2'h2;
-  assign \$161  = desc[5:2] == 2'h3;
-  assign \$162  = \$160  & \$161 ;
-  assign \$163  = \$162  & desc[12];
-  assign \$164  = ~ \$163 ;
-  assign \$165  = \$46 [20:0] <= 7'h40;
-  assign \$166  = ! \$48 [11:0];
-  assign \$167  = \$165  & \$166 ;
-  assign \$168  = \$164  | \$167 ;
-  assign \$169  = \$159  & \$168 ;
-  assign \$170  = ! desc[1:0];
-  assign \$172  = \$171  <= \$42 [49:0];
-  assign \$173  = desc[1:0] == 1'h1;
-  assign \$174  = | desc[183:164];
-  assign \$175  = | desc[203:184];
-  assign \$176  = \$174  & \$175 ;
-  assign \$177  = desc[163:144] == desc[103:84];
-  assign \$178  = \$176  & \$177 ;
-  assign \$180  = \$179  <= \$42 [49:0];
-  assign \$181  = \$178  & \$180 ;
-  assign \$182  = | desc[183:164];
-  assign \$183  = desc[10] ? desc[143:124] : desc[123:104];
-  assign \$184  = desc[203:184] == \$183 ;
-  assign \$185  = \$182  & \$184 ;
-  assign \$186  = | desc[5:2];
-  assign \$187  = desc[183:164] == 1'h1;
-  assign \$188  = \$186  | \$187 ;
-  assign \$189  = \$185  & \$188 ;
-  assign \$190  = desc[10] ? desc[143:124] : desc[123:104];
-  assign \$191  = \$190  <= 13'h1000;
-  assign \$192  = \$189  & \$191 ;
-  assign \$193  = desc[10] ? desc[123:104] : desc[143:124];
-  assign \$194  = \$193  <= 13'h1000;
-  assign \$195  = \$192  & \$194 ;
-  assign \$196  = desc[1:0] == 2'h2;
-  assign \$197  = desc[5:2] == 2'h3;
-  assign \$198  = desc[5:2] == 3'h4;
-  assign \$199  = \$197  | \$198 ;
-  assign \$200  = \$196  & \$199 ;
-  assign \$201  = ~ \$200 ;
-  assign \$202  = desc[10] ? desc[123:104] : desc[143:124];
-  assign \$203  = \$202  <= 13'h1000;
-  assign \$204  = desc[10] ? desc[143:124] : desc[123:104];
-  assign \$205  = \$204  <= 13'h1000;
-  assign \$206  = \$203  & \$205 ;
-  assign \$207  = \$201  | \$206 ;
-  assign \$208  = \$195  & \$207 ;
-  assign \$210  = \$209  <= \$42 [49:0];
-  assign \$211  = \$208  & \$210 ;
-  assign \$212  = result <= \$42 [49:0];
-  assign \$213  = \$211  & \$212 ;
-  assign \$214  = \$173  ? \$181  : \$213 ;
-  assign \$215  = \$170  ? \$172  : \$214 ;
-  assign \$216  = \$169  & \$215 ;
-  assign \$217  = \$118  ? \$138  : \$216 ;
-  assign \$218  = ~ \$217 ;
+  assign \$122  = \$121  & desc[12];
+  assign \$123  = ~ \$122 ;
+  assign \$124  = \$signal$5  <= 7'h40;
+  assign \$125  = ! half[11:0];
+  assign \$126  = \$124  & \$125 ;
+  assign \$127  = \$123  | \$126 ;
+  assign \$128  = \$118  & \$127 ;
+  assign \$129  = ! desc[1:0];
+  assign \$131  = \$130  <= room;
+  assign \$132  = desc[1:0] == 1'h1;
+  assign \$133  = | desc[183:164];
+  assign \$134  = | desc[203:184];
+  assign \$135  = \$133  & \$134 ;
+  assign \$136  = desc[163:144] == desc[103:84];
+  assign \$137  = \$135  & \$136 ;
+  assign \$139  = \$138  <= room;
+  assign \$140  = \$137  & \$139 ;
+  assign \$141  = | desc[183:164];
+  assign \$142  = desc[10] ? desc[143:124] : desc[123:104];
+  assign \$143  = desc[203:184] == \$142 ;
+  assign \$144  = \$141  & \$143 ;
+  assign \$145  = | desc[5:2];
+  assign \$146  = desc[183:164] == 1'h1;
+  assign \$147  = \$145  | \$146 ;
+  assign \$148  = \$144  & \$147 ;
+  assign \$149  = desc[10] ? desc[143:124] : desc[123:104];
+  assign \$150  = \$149  <= 13'h1000;
+  assign \$151  = \$148  & \$150 ;
+  assign \$152  = desc[10] ? desc[123:104] : desc[143:124];
+  assign \$153  = \$152  <= 13'h1000;
+  assign \$154  = \$151  & \$153 ;
+  assign \$155  = desc[1:0] == 2'h2;
+  assign \$156  = desc[5:2] == 2'h3;
+  assign \$157  = desc[5:2] == 3'h4;
+  assign \$158  = \$156  | \$157 ;
+  assign \$159  = \$155  & \$158 ;
+  assign \$160  = ~ \$159 ;
+  assign \$161  = desc[10] ? desc[123:104] : desc[143:124];
+  assign \$162  = \$161  <= 13'h1000;
+  assign \$163  = desc[10] ? desc[143:124] : desc[123:104];
+  assign \$164  = \$163  <= 13'h1000;
+  assign \$165  = \$162  & \$164 ;
+  assign \$166  = \$160  | \$165 ;
+  assign \$167  = \$154  & \$166 ;
+  assign \$169  = \$168  <= room;
+  assign \$170  = \$167  & \$169 ;
+  assign \$171  = result <= room;
+  assign \$172  = \$170  & \$171 ;
+  assign \$173  = \$132  ? \$140  : \$172 ;
+  assign \$174  = \$129  ? \$131  : \$173 ;
+  assign \$175  = \$128  & \$174 ;
+  assign \$176  = \$77  ? \$97  : \$175 ;
+  assign \$177  = ~ \$176 ;
+  assign \$179  = desc[83:20] + \$178 ;
+  assign \$180  = desc[183:164] * desc[203:184];
+  assign \$181  = desc[123:104] * desc[143:124];
+  assign \$182  = desc[1:0] == 2'h2;
+  assign \$183  = desc[5:2] == 2'h3;
+  assign \$184  = desc[5:2] == 3'h4;
+  assign \$185  = \$183  | \$184 ;
+  assign \$186  = \$182  & \$185 ;
+  assign \$187  = desc[10] ? desc[143:124] : desc[123:104];
+  assign \$188  = desc[10] ? desc[123:104] : desc[143:124];
+  assign \$189  = \$186  ? \$187  : \$188 ;
+  assign \$190  = desc[183:164] * \$189 ;
+  assign \$191  = desc[9:6] == 2'h2;
+  assign \$192  = \$191  ? 1'h0 : 1'h1;
+  assign \$193  = \$signal$14  << \$192 ;
+  assign \$194  = \$193  + 7'h40;
+  assign \$195  = \$194  - 1'h1;
+  assign \$197  = desc[9:6] == 2'h2;
+  assign \$198  = \$197  ? 1'h0 : 1'h1;
+  assign \$199  = \$signal$15  << \$198 ;
+  assign \$200  = \$199  + 7'h40;
+  assign \$201  = \$200  - 1'h1;
+  assign \$204  = \$203  + 7'h40;
+  assign \$205  = \$204  - 1'h1;
+  assign \$207  = desc[1:0] == 2'h2;
+  assign \$208  = desc[5:2] == 2'h2;
+  assign \$209  = \$207  & \$208 ;
+  assign \$210  = desc[5:2] == 2'h3;
+  assign \$211  = \$signal$14  + 6'h20;
+  assign \$212  = \$211  - 1'h1;
+  assign \$213  = desc[183:164] * 6'h20;
+  assign \$214  = $signed(\$212 ) + $signed({ 1'h0, \$213  });
+  assign \$218  = desc[11] ? \$216  : { 9'h000, \$217  };
+  assign \$219  = out_elems + 5'h10;
+  assign \$220  = \$219  - 1'h1;
+  assign \$221  = desc[183:164] * 5'h10;
+  assign \$222  = $signed(\$220 ) + $signed({ 1'h0, \$221  });
+  assign \$226  = 1'h1 << log2_slot[5:0];
+  assign \$227  = \$226  - 7'h40;
+  assign \$228  = 1'h1 << desc[16:13];
+  assign \$229  = desc[123:104] + \$228 ;
+  assign \$230  = \$229  - 1'h1;
+  assign \$231  = $signed(\$230 ) >>> desc[16:13];
+  assign \$232  = desc[16:13] + 1'h1;
+  assign \$233  = desc[143:124] << \$232 ;
+  always @(posedge clk)
+    dev_end <= \$234 ;
+  always @(posedge clk)
+    \$signal$14  <= \$235 ;
+  always @(posedge clk)
+    \$signal$15  <= \$236 ;
+  always @(posedge clk)
+    out_elems <= \$237 ;
+  always @(posedge clk)
+    \$signal$3  <= \$238 ;
+  always @(posedge clk)
+    \$signal  <= \$239 ;
+  always @(posedge clk)
+    o_lines <= \$240 ;
+  always @(posedge clk)
+    result <= \$241 ;
+  always @(posedge clk)
+    room <= \$242 ;
+  always @(posedge clk)
+    \$signal$5  <= \$243 ;
+  always @(posedge clk)
+    half <= \$244 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$75 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     (* full_case = 32'd1 *)
-    if (\$32 ) begin
-      result = { 2'h0, \$37  };
-    end else if (\$33 ) begin
-      result = \$39 [49:0];
+    if (\$51 ) begin
+      decoded[7:0] = 8'h01;
+    end else if (\$60 ) begin
+      decoded[7:0] = 8'h02;
+    end else if (\$74 ) begin
+      decoded[7:0] = 8'h03;
+    end else if (\$177 ) begin
+      decoded[7:0] = 8'h04;
     end else begin
-      result = { 9'h000, \$40  };
+      decoded[7:0] = 8'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$75 ) begin end
-    (* full_case = 32'd1 *)
-    if (\$92 ) begin
-      status = 8'h01;
-    end else if (\$101 ) begin
-      status = 8'h02;
-    end else if (\$115 ) begin
-      status = 8'h03;
-    end else if (\$218 ) begin
-      status = 8'h04;
-    end else begin
-      status = 8'h00;
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$234  = { 1'h0, \$179  };
+    if (rst) begin
+      \$234  = 66'h00000000000000000;
     end
   end
-  assign dev_end = { 1'h0, \$2  };
-  assign \$signal$8  = \$16 [39:0];
-  assign \$signal$9  = \$22 [39:0];
-  assign o_lines = \$26 [43:0];
-  assign stats_offset = \$29 [47:0];
-  assign room = \$42 [49:0];
-  assign \$signal$16  = \$46 [20:0];
-  assign page_shift = desc[16:13];
-  assign page_half = \$48 [39:0];
-  assign data_base = \port$14445$128 [63:0];
-  assign data_limit = \port$14445$128 [127:64];
-  assign operand_lines = \$22 [39:0];
-  assign pages = \$46 [6:0];
-  assign half = \$48 [39:0];
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$235  = \$180 ;
+    if (rst) begin
+      \$235  = 40'h0000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$236  = \$181 ;
+    if (rst) begin
+      \$236  = 40'h0000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$237  = \$190 ;
+    if (rst) begin
+      \$237  = 40'h0000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$238  = \$196 [39:0];
+    if (rst) begin
+      \$238  = 40'h0000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$239  = \$202 [39:0];
+    if (rst) begin
+      \$239  = 40'h0000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$240  = \$206 [43:0];
+    if (rst) begin
+      \$240  = 44'h00000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    (* full_case = 32'd1 *)
+    if (\$209 ) begin
+      \$241  = \$218 ;
+    end else if (\$210 ) begin
+      \$241  = \$224 ;
+    end else begin
+      \$241  = { 9'h000, \$225  };
+    end
+    if (rst) begin
+      \$241  = 50'h0000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$242  = \$227 [49:0];
+    if (rst) begin
+      \$242  = 50'h0000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$243  = \$231 [20:0];
+    if (rst) begin
+      \$243  = 21'h000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$244  = \$233 [39:0];
+    if (rst) begin
+      \$244  = 40'h0000000000;
+    end
+  end
+  assign data_base = \port$14218$128 [63:0];
+  assign data_limit = \port$14218$128 [127:64];
+  assign \decoded.status  = decoded[7:0];
+  assign \decoded.is_load  = decoded[8];
+  assign \decoded.is_store  = decoded[9];
+  assign \decoded.is_compute  = decoded[10];
+  assign \decoded.operand_lines  = decoded[50:11];
+  assign \decoded.stats_offset  = decoded[98:51];
+  assign \decoded.paged  = decoded[99];
+  assign \decoded.pages  = decoded[106:100];
+  assign \decoded.page_shift  = decoded[110:107];
+  assign \decoded.page_half  = decoded[150:111];
   assign \desc.type  = desc[1:0];
   assign \desc.op  = desc[5:2];
   assign \desc.dtype  = desc[9:6];
@@ -46832,33 +46564,53 @@ module \ndp_device.control_unit.front.decoder (is_store, is_compute, operand_lin
   assign \desc.in_size  = desc[163:144];
   assign \desc.in_rows  = desc[183:164];
   assign \desc.in_cols  = desc[203:184];
-  assign \$1  = { 1'h0, desc[103:84], 6'h00 };
-  assign \$16  = { \$15 [42], \$15 [42], \$15 [42], \$15 [42], \$15 [42], \$15 [42], \$15 [42:6] };
-  assign \$22  = { \$21 [42], \$21 [42], \$21 [42], \$21 [42], \$21 [42], \$21 [42], \$21 [42:6] };
-  assign \$23  = { 1'h0, out_elems, 2'h0 };
-  assign \$26  = { \$25 [44], \$25 [44], \$25 [44], \$25 [44], \$25 [44], \$25 [44], \$25 [44:6] };
-  assign \$29  = { 1'h0, \$28 , 6'h00 };
-  assign \$35  = { 1'h0, \$34 , 6'h00 };
-  assign \$36  = { \$signal , 1'h0 };
-  assign \$39  = { 1'h0, \$38 , 6'h00 };
-  assign \$40  = { out_elems, 1'h0 };
-  assign \$72 [0] = 1'h0;
-  assign \$72 [10:1] = { 1'h0, desc[19:11] };
-  assign { \$81 [6:2], \$81 [0] } = 6'h00;
-  assign { \$81 [10:7], \$81 [1] } = { 1'h0, desc[19:17], desc[11] };
-  assign \$88 [1] = 1'h0;
-  assign { \$88 [10:2], \$88 [0] } = { 1'h0, desc[19:12], desc[10] };
-  assign \$134  = { 1'h0, desc[163:144], 6'h00 };
-  assign \$145  = { 3'h0, \$144 [21:3] };
-  assign \$151  = { \$22 [39:0], 1'h0 };
-  assign \$171  = { 1'h0, desc[103:84], 6'h00 };
-  assign \$179  = { 1'h0, desc[163:144], 6'h00 };
-  assign \$209  = { 1'h0, desc[163:144], 6'h00 };
+  always @*
+    decoded[150:111] = half;
+  always @*
+    decoded[110:107] = desc[16:13];
+  always @*
+    decoded[106:100] = \$signal$5 [6:0];
+  always @*
+    decoded[99] = \$10 ;
+  always @*
+    decoded[98:51] = \$6 [47:0];
+  always @*
+    decoded[50:11] = \$signal ;
+  always @*
+    decoded[10] = \$3 ;
+  always @*
+    decoded[9] = \$2 ;
+  always @*
+    decoded[8] = \$1 ;
+  assign \$6  = { 1'h0, \$5 , 6'h00 };
+  assign \$31 [0] = 1'h0;
+  assign \$31 [10:1] = { 1'h0, desc[19:11] };
+  assign { \$40 [6:2], \$40 [0] } = 6'h00;
+  assign { \$40 [10:7], \$40 [1] } = { 1'h0, desc[19:17], desc[11] };
+  assign \$47 [1] = 1'h0;
+  assign { \$47 [10:2], \$47 [0] } = { 1'h0, desc[19:12], desc[10] };
+  assign \$93  = { 1'h0, desc[163:144], 6'h00 };
+  assign \$104  = { 3'h0, \$103 [21:3] };
+  assign \$110  = { \$signal , 1'h0 };
+  assign \$130  = { 1'h0, desc[103:84], 6'h00 };
+  assign \$138  = { 1'h0, desc[163:144], 6'h00 };
+  assign \$168  = { 1'h0, desc[163:144], 6'h00 };
+  assign \$178  = { 1'h0, desc[103:84], 6'h00 };
+  assign \$196  = { \$195 [42], \$195 [42], \$195 [42], \$195 [42], \$195 [42], \$195 [42], \$195 [42:6] };
+  assign \$202  = { \$201 [42], \$201 [42], \$201 [42], \$201 [42], \$201 [42], \$201 [42], \$201 [42:6] };
+  assign \$203  = { 1'h0, out_elems, 2'h0 };
+  assign \$206  = { \$205 [44], \$205 [44], \$205 [44], \$205 [44], \$205 [44], \$205 [44], \$205 [44:6] };
+  assign \$215  = { \$214 [42], \$214 [42], \$214 [42], \$214 [42], \$214 [42], \$214 [42:5] };
+  assign \$216  = { \$215 [42], \$215 , 6'h00 };
+  assign \$217  = { \$signal$14 , 1'h0 };
+  assign \$223  = { \$222 [42], \$222 [42], \$222 [42], \$222 [42], \$222 [42:4] };
+  assign \$224  = { \$223 [42], \$223 , 6'h00 };
+  assign \$225  = { out_elems, 1'h0 };
 endmodule
 
 (* generator = "Amaranth" *)
 module \ndp_device.control_unit.packer (rst, out__ready, out__valid, w_ready, w_valid, w_data, w_bytes, w_last, start, offset, out__data, out__strb, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$76  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$75  = 0;
   wire \$1 ;
   wire [8:0] \$10 ;
   wire \$100 ;
@@ -47373,7 +47125,7 @@ module \ndp_device.control_unit.packer (rst, out__ready, out__valid, w_ready, w_
   always @(posedge clk)
     closing <= \$234 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$75 ) begin end
     (* full_case = 32'd1 *)
     casez (w_bytes[1:0])
       2'h0:
@@ -47387,7 +47139,7 @@ module \ndp_device.control_unit.packer (rst, out__ready, out__valid, w_ready, w_
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$75 ) begin end
     (* full_case = 32'd1 *)
     casez (\$8 [3:0])
       4'h0:
@@ -47425,7 +47177,7 @@ module \ndp_device.control_unit.packer (rst, out__ready, out__valid, w_ready, w_
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$75 ) begin end
     (* full_case = 32'd1 *)
     casez (\$8 [7:4])
       4'h0:
@@ -47463,7 +47215,7 @@ module \ndp_device.control_unit.packer (rst, out__ready, out__valid, w_ready, w_
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$75 ) begin end
     (* full_case = 32'd1 *)
     casez (\$156 [4:0])
       5'h00:
@@ -47533,7 +47285,7 @@ module \ndp_device.control_unit.packer (rst, out__ready, out__valid, w_ready, w_
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$75 ) begin end
     (* full_case = 32'd1 *)
     casez (\$8 [4:0])
       5'h00:
@@ -47603,7 +47355,7 @@ module \ndp_device.control_unit.packer (rst, out__ready, out__valid, w_ready, w_
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$75 ) begin end
     (* full_case = 32'd1 *)
     if (start) begin
       \$231  = 1536'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
@@ -47617,7 +47369,7 @@ module \ndp_device.control_unit.packer (rst, out__ready, out__valid, w_ready, w_
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$75 ) begin end
     (* full_case = 32'd1 *)
     if (start) begin
       \$232  = 192'h000000000000000000000000000000000000000000000000;
@@ -47631,7 +47383,7 @@ module \ndp_device.control_unit.packer (rst, out__ready, out__valid, w_ready, w_
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$75 ) begin end
     (* full_case = 32'd1 *)
     if (start) begin
       \$233  = { 2'h0, offset };
@@ -47645,7 +47397,7 @@ module \ndp_device.control_unit.packer (rst, out__ready, out__valid, w_ready, w_
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$75 ) begin end
     \$234  = closing;
     if (start) begin
       \$234  = 1'h0;
@@ -47667,7 +47419,7 @@ endmodule
 (* generator = "Amaranth" *)
 module \ndp_device.control_unit.planner (rst, split, k, n, trans_in, ready, has_full, pipe_busy, load, pack_log2, n_words, \sets$32 , run_log2, cols_dim, full_groups, rest_rows, main_elems, t_level, t_scalar, t_fold_adds, trans
 , sets_used__0, sets_used__1, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$77  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$76  = 0;
   wire [20:0] \$1 ;
   wire \$10 ;
   reg [4:0] \$100 ;
@@ -47954,7 +47706,7 @@ module \ndp_device.control_unit.planner (rst, split, k, n, trans_in, ready, has_
   always @(posedge clk)
     sets_used__1 <= \$107 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     plan_pack = 3'h0;
     if (\$2 ) begin
       plan_pack = 3'h0;
@@ -47976,7 +47728,7 @@ module \ndp_device.control_unit.planner (rst, split, k, n, trans_in, ready, has_
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     plan_trans_level = 3'h5;
     if (\$16 ) begin
       plan_trans_level = 3'h0;
@@ -47998,7 +47750,7 @@ module \ndp_device.control_unit.planner (rst, split, k, n, trans_in, ready, has_
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     plan_trans_pack_log2 = 3'h0;
     if (\$16 ) begin
       plan_trans_pack_log2 = 3'h5;
@@ -48020,7 +47772,7 @@ module \ndp_device.control_unit.planner (rst, split, k, n, trans_in, ready, has_
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     plan_tree_level = 3'h5;
     if (\$25 ) begin
       plan_tree_level = 3'h0;
@@ -48042,7 +47794,7 @@ module \ndp_device.control_unit.planner (rst, split, k, n, trans_in, ready, has_
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     plan_tree_pack_log2 = 3'h0;
     if (\$25 ) begin
       plan_tree_pack_log2 = 3'h5;
@@ -48064,7 +47816,7 @@ module \ndp_device.control_unit.planner (rst, split, k, n, trans_in, ready, has_
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     plan_pack_log2 = 3'h0;
     if (\$32 ) begin
       plan_pack_log2 = 3'h0;
@@ -48086,7 +47838,7 @@ module \ndp_device.control_unit.planner (rst, split, k, n, trans_in, ready, has_
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     sets = 2'h3;
     if (\$47 ) begin
       sets = 2'h2;
@@ -48096,7 +47848,7 @@ module \ndp_device.control_unit.planner (rst, split, k, n, trans_in, ready, has_
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     \$94  = pack_log2;
     if (\$69 ) begin
       \$94  = \$70 ;
@@ -48106,7 +47858,7 @@ module \ndp_device.control_unit.planner (rst, split, k, n, trans_in, ready, has_
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     \$95  = n_words;
     if (\$69 ) begin
       \$95  = \$45 [19:0];
@@ -48116,7 +47868,7 @@ module \ndp_device.control_unit.planner (rst, split, k, n, trans_in, ready, has_
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     \$96  = \sets$32 ;
     if (\$69 ) begin
       \$96  = sets;
@@ -48126,7 +47878,7 @@ module \ndp_device.control_unit.planner (rst, split, k, n, trans_in, ready, has_
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     \$97  = run_log2;
     if (\$69 ) begin
       \$97  = \$71 ;
@@ -48136,7 +47888,7 @@ module \ndp_device.control_unit.planner (rst, split, k, n, trans_in, ready, has_
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     \$98  = cols_dim;
     if (\$69 ) begin
       \$98  = \$72 ;
@@ -48146,7 +47898,7 @@ module \ndp_device.control_unit.planner (rst, split, k, n, trans_in, ready, has_
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     \$99  = full_groups;
     if (\$69 ) begin
       \$99  = \$75 ;
@@ -48156,7 +47908,7 @@ module \ndp_device.control_unit.planner (rst, split, k, n, trans_in, ready, has_
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     \$100  = rest_rows;
     if (\$69 ) begin
       \$100  = \$80 [4:0];
@@ -48166,7 +47918,7 @@ module \ndp_device.control_unit.planner (rst, split, k, n, trans_in, ready, has_
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     \$101  = main_elems;
     if (\$69 ) begin
       \$101  = \$87 [43:0];
@@ -48176,7 +47928,7 @@ module \ndp_device.control_unit.planner (rst, split, k, n, trans_in, ready, has_
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     \$102  = t_level;
     if (\$69 ) begin
       \$102  = plan_tree_level;
@@ -48186,7 +47938,7 @@ module \ndp_device.control_unit.planner (rst, split, k, n, trans_in, ready, has_
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     \$103  = t_scalar;
     if (\$69 ) begin
       \$103  = plan_tree_scalar;
@@ -48196,7 +47948,7 @@ module \ndp_device.control_unit.planner (rst, split, k, n, trans_in, ready, has_
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     \$104  = t_fold_adds;
     if (\$69 ) begin
       \$104  = plan_tree_fold_adds;
@@ -48206,7 +47958,7 @@ module \ndp_device.control_unit.planner (rst, split, k, n, trans_in, ready, has_
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     \$105  = trans;
     if (\$69 ) begin
       \$105  = trans_in;
@@ -48216,7 +47968,7 @@ module \ndp_device.control_unit.planner (rst, split, k, n, trans_in, ready, has_
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     \$106  = sets_used__0;
     if (\$69 ) begin
       \$106  = \$90 [1:0];
@@ -48226,7 +47978,7 @@ module \ndp_device.control_unit.planner (rst, split, k, n, trans_in, ready, has_
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     \$107  = sets_used__1;
     if (\$69 ) begin
       \$107  = \$93 [1:0];
@@ -48257,7 +48009,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \ndp_device.control_unit.reader (bus__rresp, bus__rlast, clk, rst, bus__arlen, side_valid, bus__arvalid, issued_all, out__data, out_err, r_en, start, \addr$44 , lines, side, addr, out__valid, bus__arready, bus__rvalid, w_data);
-  reg \$auto$verilog_backend.cc:2355:dump_module$78  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$77  = 0;
   wire [7:0] \$1 ;
   wire \$10 ;
   wire \$11 ;
@@ -48479,7 +48231,7 @@ module \ndp_device.control_unit.reader (bus__rresp, bus__rlast, clk, rst, bus__a
     .w_port__data(bus__rresp[1])
   );
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$60  = addr;
     if (\$36 ) begin
       \$60  = \$38 [63:0];
@@ -48492,7 +48244,7 @@ module \ndp_device.control_unit.reader (bus__rresp, bus__rlast, clk, rst, bus__a
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$61  = left;
     if (\$36 ) begin
       \$61  = \$39 [31:0];
@@ -48505,28 +48257,28 @@ module \ndp_device.control_unit.reader (bus__rresp, bus__rlast, clk, rst, bus__a
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$62  = \$44 [7:0];
     if (rst) begin
       \$62  = 8'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$63  = \$49 [1:0];
     if (rst) begin
       \$63  = 2'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$64  = \$59 [7:0];
     if (rst) begin
       \$64  = 8'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$65  = \$signal ;
     if (start) begin
       \$65  = side;
@@ -48566,7 +48318,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \ndp_device.control_unit.reader.buffer (clk, rst, w_en, w_level, r_data, r_en, r_rdy, w_port__data);
-  reg \$auto$verilog_backend.cc:2355:dump_module$79  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$78  = 0;
   wire \$1 ;
   wire \$10 ;
   wire [7:0] \$11 ;
@@ -48815,7 +48567,7 @@ module \ndp_device.control_unit.reader.buffer (clk, rst, w_en, w_level, r_data, 
   always @(posedge clk)
     r_rdy <= \$33 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$30  = w_port__addr;
     if (\$3 ) begin
       \$30  = \$6 [6:0];
@@ -48825,7 +48577,7 @@ module \ndp_device.control_unit.reader.buffer (clk, rst, w_en, w_level, r_data, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$31  = r_port__addr;
     if (\$9 ) begin
       \$31  = \$12 [6:0];
@@ -48835,7 +48587,7 @@ module \ndp_device.control_unit.reader.buffer (clk, rst, w_en, w_level, r_data, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$32  = inner_level;
     if (\$18 ) begin
       \$32  = \$19 [6:0];
@@ -48848,7 +48600,7 @@ module \ndp_device.control_unit.reader.buffer (clk, rst, w_en, w_level, r_data, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     \$33  = r_rdy;
     if (\$29 ) begin
       \$33  = 1'h1;
@@ -48869,7 +48621,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \ndp_device.control_unit.reader.errors (clk, rst, w_en, r_data, r_en, w_port__data);
-  reg \$auto$verilog_backend.cc:2355:dump_module$80  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$79  = 0;
   wire \$1 ;
   wire \$10 ;
   wire [7:0] \$11 ;
@@ -49116,7 +48868,7 @@ module \ndp_device.control_unit.reader.errors (clk, rst, w_en, r_data, r_en, w_p
   always @(posedge clk)
     r_rdy <= \$33 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
     \$30  = w_port__addr;
     if (\$3 ) begin
       \$30  = \$6 [6:0];
@@ -49126,7 +48878,7 @@ module \ndp_device.control_unit.reader.errors (clk, rst, w_en, r_data, r_en, w_p
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
     \$31  = r_port__addr;
     if (\$9 ) begin
       \$31  = \$12 [6:0];
@@ -49136,7 +48888,7 @@ module \ndp_device.control_unit.reader.errors (clk, rst, w_en, r_data, r_en, w_p
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
     \$32  = inner_level;
     if (\$18 ) begin
       \$32  = \$19 [6:0];
@@ -49149,7 +48901,7 @@ module \ndp_device.control_unit.reader.errors (clk, rst, w_en, r_data, r_en, w_p
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
     \$33  = r_rdy;
     if (\$29 ) begin
       \$33  = 1'h1;
@@ -49172,7 +48924,7 @@ endmodule
 module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w_ready, waiting_results, fold_valid, w_valid, w_data, w_bytes, w_last, in_we, acc_we, sum_ready, start, delay, source, dest, rows, n, n_words
 , sets, sets1, pack_log2, bank, results, first, lines, rd_in_data, sum_fp16, run_start, run_addr, run_lines, run_offset, done, waiting, fold_n_cols, busy, fold_n_words, fold_sets, fold_sets1, fold_pack_log2
 , fold_bank, fold_row, fold_word, rd_row, word, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$81  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$80  = 0;
   wire \$1 ;
   wire \$10 ;
   wire \$100 ;
@@ -49622,7 +49374,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
   always @(posedge clk)
     bank_valid <= \$142 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     \begin  = 1'h0;
     if (waiting) begin
       if (\$1 ) begin
@@ -49636,35 +49388,35 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     run_start = 1'h0;
     if (\$4 ) begin
       run_start = 1'h1;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     run_addr = 64'h0000000000000000;
     if (\$4 ) begin
       run_addr = { \$5 [63:6], 6'h00 };
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     run_lines = 32'd0;
     if (\$4 ) begin
       run_lines = \$6 ;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     run_offset = 6'h00;
     if (\$4 ) begin
       run_offset = \$7 [5:0];
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     done = 1'h0;
     if (\$57 ) begin
       (* full_case = 32'd1 *)
@@ -49676,7 +49428,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     \$113  = waiting;
     if (waiting) begin
       if (\$65 ) begin
@@ -49695,7 +49447,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     \$114  = \$like ;
     if (waiting) begin
       (* full_case = 32'd1 *)
@@ -49716,7 +49468,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     \$115  = later_source;
     if (start) begin
       (* full_case = 32'd1 *)
@@ -49730,7 +49482,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     \$116  = later_dest;
     if (start) begin
       (* full_case = 32'd1 *)
@@ -49744,7 +49496,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     \$117  = later_rows;
     if (start) begin
       (* full_case = 32'd1 *)
@@ -49758,7 +49510,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     \$118  = later_n;
     if (start) begin
       (* full_case = 32'd1 *)
@@ -49772,7 +49524,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     \$119  = later_n_words;
     if (start) begin
       (* full_case = 32'd1 *)
@@ -49786,7 +49538,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     \$120  = later_sets;
     if (start) begin
       (* full_case = 32'd1 *)
@@ -49800,7 +49552,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     \$121  = later_sets1;
     if (start) begin
       (* full_case = 32'd1 *)
@@ -49814,7 +49566,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     \$122  = later_pack_log2;
     if (start) begin
       (* full_case = 32'd1 *)
@@ -49828,7 +49580,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     \$123  = later_bank;
     if (start) begin
       (* full_case = 32'd1 *)
@@ -49842,7 +49594,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     \$124  = later_results;
     if (start) begin
       (* full_case = 32'd1 *)
@@ -49856,7 +49608,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     \$125  = later_first;
     if (start) begin
       (* full_case = 32'd1 *)
@@ -49870,7 +49622,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     \$126  = later_lines;
     if (start) begin
       (* full_case = 32'd1 *)
@@ -49884,7 +49636,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     \$127  = \$signal$25 ;
     if (\begin ) begin
       \$127  = \$68 ;
@@ -49894,7 +49646,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     \$128  = \$signal$36 ;
     if (\begin ) begin
       \$128  = \$69 ;
@@ -49904,7 +49656,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     \$129  = \$like$43 ;
     if (\begin ) begin
       \$129  = \$70 ;
@@ -49914,7 +49666,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     \$130  = fold_n_cols;
     if (\begin ) begin
       \$130  = \$71 ;
@@ -49924,7 +49676,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     \$131  = busy;
     if (\begin ) begin
       \$131  = 1'h1;
@@ -49942,7 +49694,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     \$132  = fold_n_words;
     if (\begin ) begin
       \$132  = \$72 ;
@@ -49952,7 +49704,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     \$133  = fold_sets;
     if (\begin ) begin
       \$133  = \$73 ;
@@ -49962,7 +49714,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     \$134  = fold_sets1;
     if (\begin ) begin
       \$134  = \$74 ;
@@ -49972,7 +49724,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     \$135  = fold_pack_log2;
     if (\begin ) begin
       \$135  = \$75 ;
@@ -49982,7 +49734,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     \$136  = fold_bank;
     if (\begin ) begin
       \$136  = \$76 ;
@@ -49992,7 +49744,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     \$137  = fold_row;
     if (\begin ) begin
       \$137  = 2'h0;
@@ -50008,7 +49760,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     \$138  = \$signal$23 ;
     if (\begin ) begin
       \$138  = 20'h00000;
@@ -50025,7 +49777,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     \$139  = asked_all;
     if (\begin ) begin
       \$139  = 1'h0;
@@ -50043,7 +49795,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     \$140  = rd_row;
     if (\begin ) begin
       \$140  = 2'h0;
@@ -50059,7 +49811,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     \$141  = word;
     if (\begin ) begin
       \$141  = 20'h00000;
@@ -50076,7 +49828,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     \$142  = bank_valid;
     if (\begin ) begin
       \$142  = 1'h0;
@@ -50112,7 +49864,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \partial$388 , src_addr, l, m, dst_en, dst_addr, \dst_data$425 , clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$82  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$81  = 0;
   wire [20:0] \$1 ;
   wire [31:0] \$10 ;
   wire \$100 ;
@@ -54341,7 +54093,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     .s(d9)
   );
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$106  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -54353,7 +54105,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$116  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -54365,7 +54117,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$126  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -54377,7 +54129,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$136  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -54389,7 +54141,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$146  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -54401,7 +54153,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$156  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -54413,7 +54165,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$166  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -54425,7 +54177,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$176  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -54437,7 +54189,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$186  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -54449,7 +54201,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$196  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -54461,7 +54213,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$206  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -54473,7 +54225,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$216  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -54485,7 +54237,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$226  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -54497,7 +54249,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$236  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -54509,7 +54261,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$246  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -54521,7 +54273,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$256  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -54533,7 +54285,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$266  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -54545,7 +54297,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$276  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -54557,7 +54309,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$286  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -54569,7 +54321,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$296  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -54581,7 +54333,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$306  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -54593,7 +54345,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$316  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -54605,7 +54357,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$326  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -54617,7 +54369,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$336  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -54629,7 +54381,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$346  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -54641,7 +54393,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$356  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -54653,7 +54405,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$366  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -54665,7 +54417,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$376  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -54677,7 +54429,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$386  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -54689,7 +54441,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$396  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -54701,7 +54453,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$406  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -54713,7 +54465,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$416  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -54725,7 +54477,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     count = 21'h000000;
     casez (fsm_state)
       4'h0:
@@ -54735,7 +54487,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$signal  = 1'h0;
     casez (fsm_state)
       4'h0:
@@ -54745,7 +54497,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$signal$12  = 1'h0;
     casez (fsm_state)
       4'h0:
@@ -54775,7 +54527,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \start$13  = 1'h0;
     casez (fsm_state)
       4'h0:
@@ -54801,7 +54553,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_a0 = 32'd0;
     if (\$105 ) begin
       acc_a0 = \$106 ;
@@ -54814,7 +54566,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_b0 = 32'd0;
     if (\$105 ) begin
       acc_b0 = e_reg0;
@@ -54838,7 +54590,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_a1 = 32'd0;
     if (\$115 ) begin
       acc_a1 = \$116 ;
@@ -54851,7 +54603,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_b1 = 32'd0;
     if (\$115 ) begin
       acc_b1 = e_reg1;
@@ -54873,7 +54625,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_a2 = 32'd0;
     if (\$125 ) begin
       acc_a2 = \$126 ;
@@ -54886,7 +54638,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_b2 = 32'd0;
     if (\$125 ) begin
       acc_b2 = e_reg2;
@@ -54906,7 +54658,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_a3 = 32'd0;
     if (\$135 ) begin
       acc_a3 = \$136 ;
@@ -54919,7 +54671,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_b3 = 32'd0;
     if (\$135 ) begin
       acc_b3 = e_reg3;
@@ -54939,7 +54691,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_a4 = 32'd0;
     if (\$145 ) begin
       acc_a4 = \$146 ;
@@ -54952,7 +54704,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_b4 = 32'd0;
     if (\$145 ) begin
       acc_b4 = e_reg4;
@@ -54970,7 +54722,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_a5 = 32'd0;
     if (\$155 ) begin
       acc_a5 = \$156 ;
@@ -54983,7 +54735,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_b5 = 32'd0;
     if (\$155 ) begin
       acc_b5 = e_reg5;
@@ -55001,7 +54753,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_a6 = 32'd0;
     if (\$165 ) begin
       acc_a6 = \$166 ;
@@ -55014,7 +54766,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_b6 = 32'd0;
     if (\$165 ) begin
       acc_b6 = e_reg6;
@@ -55032,7 +54784,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_a7 = 32'd0;
     if (\$175 ) begin
       acc_a7 = \$176 ;
@@ -55045,7 +54797,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_b7 = 32'd0;
     if (\$175 ) begin
       acc_b7 = e_reg7;
@@ -55063,7 +54815,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_a8 = 32'd0;
     if (\$185 ) begin
       acc_a8 = \$186 ;
@@ -55076,7 +54828,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_b8 = 32'd0;
     if (\$185 ) begin
       acc_b8 = e_reg8;
@@ -55092,7 +54844,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_a9 = 32'd0;
     if (\$195 ) begin
       acc_a9 = \$196 ;
@@ -55105,7 +54857,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_b9 = 32'd0;
     if (\$195 ) begin
       acc_b9 = e_reg9;
@@ -55121,7 +54873,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_a10 = 32'd0;
     if (\$205 ) begin
       acc_a10 = \$206 ;
@@ -55134,7 +54886,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_b10 = 32'd0;
     if (\$205 ) begin
       acc_b10 = e_reg10;
@@ -55150,7 +54902,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_a11 = 32'd0;
     if (\$215 ) begin
       acc_a11 = \$216 ;
@@ -55163,7 +54915,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_b11 = 32'd0;
     if (\$215 ) begin
       acc_b11 = e_reg11;
@@ -55179,7 +54931,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_a12 = 32'd0;
     if (\$225 ) begin
       acc_a12 = \$226 ;
@@ -55192,7 +54944,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_b12 = 32'd0;
     if (\$225 ) begin
       acc_b12 = e_reg12;
@@ -55208,7 +54960,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_a13 = 32'd0;
     if (\$235 ) begin
       acc_a13 = \$236 ;
@@ -55221,7 +54973,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_b13 = 32'd0;
     if (\$235 ) begin
       acc_b13 = e_reg13;
@@ -55237,7 +54989,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_a14 = 32'd0;
     if (\$245 ) begin
       acc_a14 = \$246 ;
@@ -55250,7 +55002,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_b14 = 32'd0;
     if (\$245 ) begin
       acc_b14 = e_reg14;
@@ -55266,7 +55018,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_a15 = 32'd0;
     if (\$255 ) begin
       acc_a15 = \$256 ;
@@ -55279,7 +55031,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_b15 = 32'd0;
     if (\$255 ) begin
       acc_b15 = e_reg15;
@@ -55295,7 +55047,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_a16 = 32'd0;
     if (\$265 ) begin
       acc_a16 = \$266 ;
@@ -55308,7 +55060,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_b16 = 32'd0;
     if (\$265 ) begin
       acc_b16 = e_reg16;
@@ -55319,7 +55071,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_a17 = 32'd0;
     if (\$275 ) begin
       acc_a17 = \$276 ;
@@ -55332,7 +55084,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_b17 = 32'd0;
     if (\$275 ) begin
       acc_b17 = e_reg17;
@@ -55343,7 +55095,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_a18 = 32'd0;
     if (\$285 ) begin
       acc_a18 = \$286 ;
@@ -55356,7 +55108,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_b18 = 32'd0;
     if (\$285 ) begin
       acc_b18 = e_reg18;
@@ -55367,7 +55119,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_a19 = 32'd0;
     if (\$295 ) begin
       acc_a19 = \$296 ;
@@ -55380,7 +55132,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_b19 = 32'd0;
     if (\$295 ) begin
       acc_b19 = e_reg19;
@@ -55391,7 +55143,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_a20 = 32'd0;
     if (\$305 ) begin
       acc_a20 = \$306 ;
@@ -55404,7 +55156,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_b20 = 32'd0;
     if (\$305 ) begin
       acc_b20 = e_reg20;
@@ -55415,7 +55167,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_a21 = 32'd0;
     if (\$315 ) begin
       acc_a21 = \$316 ;
@@ -55428,7 +55180,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_b21 = 32'd0;
     if (\$315 ) begin
       acc_b21 = e_reg21;
@@ -55439,7 +55191,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_a22 = 32'd0;
     if (\$325 ) begin
       acc_a22 = \$326 ;
@@ -55452,7 +55204,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_b22 = 32'd0;
     if (\$325 ) begin
       acc_b22 = e_reg22;
@@ -55463,7 +55215,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_a23 = 32'd0;
     if (\$335 ) begin
       acc_a23 = \$336 ;
@@ -55476,7 +55228,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_b23 = 32'd0;
     if (\$335 ) begin
       acc_b23 = e_reg23;
@@ -55487,7 +55239,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_a24 = 32'd0;
     if (\$345 ) begin
       acc_a24 = \$346 ;
@@ -55500,7 +55252,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_b24 = 32'd0;
     if (\$345 ) begin
       acc_b24 = e_reg24;
@@ -55511,7 +55263,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_a25 = 32'd0;
     if (\$355 ) begin
       acc_a25 = \$356 ;
@@ -55524,7 +55276,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_b25 = 32'd0;
     if (\$355 ) begin
       acc_b25 = e_reg25;
@@ -55535,7 +55287,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_a26 = 32'd0;
     if (\$365 ) begin
       acc_a26 = \$366 ;
@@ -55548,7 +55300,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_b26 = 32'd0;
     if (\$365 ) begin
       acc_b26 = e_reg26;
@@ -55559,7 +55311,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_a27 = 32'd0;
     if (\$375 ) begin
       acc_a27 = \$376 ;
@@ -55572,7 +55324,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_b27 = 32'd0;
     if (\$375 ) begin
       acc_b27 = e_reg27;
@@ -55583,7 +55335,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_a28 = 32'd0;
     if (\$385 ) begin
       acc_a28 = \$386 ;
@@ -55596,7 +55348,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_b28 = 32'd0;
     if (\$385 ) begin
       acc_b28 = e_reg28;
@@ -55607,7 +55359,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_a29 = 32'd0;
     if (\$395 ) begin
       acc_a29 = \$396 ;
@@ -55620,7 +55372,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_b29 = 32'd0;
     if (\$395 ) begin
       acc_b29 = e_reg29;
@@ -55631,7 +55383,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_a30 = 32'd0;
     if (\$405 ) begin
       acc_a30 = \$406 ;
@@ -55644,7 +55396,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_b30 = 32'd0;
     if (\$405 ) begin
       acc_b30 = e_reg30;
@@ -55655,7 +55407,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_a31 = 32'd0;
     if (\$415 ) begin
       acc_a31 = \$416 ;
@@ -55668,7 +55420,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     acc_b31 = 32'd0;
     if (\$415 ) begin
       acc_b31 = e_reg31;
@@ -55679,91 +55431,91 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1003  = \$signal ;
     if (rst) begin
       \$1003  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1004  = src_addr;
     if (rst) begin
       \$1004  = 15'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1005  = \$signal$12 ;
     if (rst) begin
       \$1005  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1006  = src_addr;
     if (rst) begin
       \$1006  = 15'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1007  = v1;
     if (rst) begin
       \$1007  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1008  = w1;
     if (rst) begin
       \$1008  = 15'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1009  = v2;
     if (rst) begin
       \$1009  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1010  = w2;
     if (rst) begin
       \$1010  = 15'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1011  = v3;
     if (rst) begin
       \$1011  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1012  = w3;
     if (rst) begin
       \$1012  = 15'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1013  = v4;
     if (rst) begin
       \$1013  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1014  = w4;
     if (rst) begin
       \$1014  = 15'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1015  = n_words;
     casez (fsm_state)
       4'h0:
@@ -55776,7 +55528,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1016  = last_count;
     casez (fsm_state)
       4'h0:
@@ -55789,7 +55541,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1017  = partial;
     casez (fsm_state)
       4'h0:
@@ -55802,7 +55554,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1018  = src_addr;
     casez (fsm_state)
       4'h0:
@@ -55839,7 +55591,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1019  = out_pass;
     casez (fsm_state)
       4'h0:
@@ -55874,7 +55626,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1020  = key0;
     casez (fsm_state)
       4'h0:
@@ -55893,7 +55645,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1021  = key1;
     casez (fsm_state)
       4'h0:
@@ -55912,7 +55664,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1022  = key2;
     casez (fsm_state)
       4'h0:
@@ -55931,7 +55683,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1023  = key3;
     casez (fsm_state)
       4'h0:
@@ -55950,7 +55702,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1024  = key4;
     casez (fsm_state)
       4'h0:
@@ -55969,7 +55721,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1025  = key5;
     casez (fsm_state)
       4'h0:
@@ -55988,7 +55740,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1026  = key6;
     casez (fsm_state)
       4'h0:
@@ -56007,7 +55759,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1027  = key7;
     casez (fsm_state)
       4'h0:
@@ -56026,7 +55778,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1028  = key8;
     casez (fsm_state)
       4'h0:
@@ -56045,7 +55797,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1029  = key9;
     casez (fsm_state)
       4'h0:
@@ -56064,7 +55816,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1030  = key10;
     casez (fsm_state)
       4'h0:
@@ -56083,7 +55835,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1031  = key11;
     casez (fsm_state)
       4'h0:
@@ -56102,7 +55854,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1032  = key12;
     casez (fsm_state)
       4'h0:
@@ -56121,7 +55873,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1033  = key13;
     casez (fsm_state)
       4'h0:
@@ -56140,7 +55892,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1034  = key14;
     casez (fsm_state)
       4'h0:
@@ -56159,7 +55911,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1035  = key15;
     casez (fsm_state)
       4'h0:
@@ -56178,7 +55930,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1036  = key16;
     casez (fsm_state)
       4'h0:
@@ -56197,7 +55949,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1037  = key17;
     casez (fsm_state)
       4'h0:
@@ -56216,7 +55968,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1038  = key18;
     casez (fsm_state)
       4'h0:
@@ -56235,7 +55987,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1039  = key19;
     casez (fsm_state)
       4'h0:
@@ -56254,7 +56006,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1040  = key20;
     casez (fsm_state)
       4'h0:
@@ -56273,7 +56025,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1041  = key21;
     casez (fsm_state)
       4'h0:
@@ -56292,7 +56044,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1042  = key22;
     casez (fsm_state)
       4'h0:
@@ -56311,7 +56063,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1043  = key23;
     casez (fsm_state)
       4'h0:
@@ -56330,7 +56082,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1044  = key24;
     casez (fsm_state)
       4'h0:
@@ -56349,7 +56101,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1045  = key25;
     casez (fsm_state)
       4'h0:
@@ -56368,7 +56120,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1046  = key26;
     casez (fsm_state)
       4'h0:
@@ -56387,7 +56139,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1047  = key27;
     casez (fsm_state)
       4'h0:
@@ -56406,7 +56158,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1048  = key28;
     casez (fsm_state)
       4'h0:
@@ -56425,7 +56177,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1049  = key29;
     casez (fsm_state)
       4'h0:
@@ -56444,7 +56196,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1050  = key30;
     casez (fsm_state)
       4'h0:
@@ -56463,7 +56215,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1051  = key31;
     casez (fsm_state)
       4'h0:
@@ -56482,7 +56234,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1052  = nan0;
     casez (fsm_state)
       4'h0:
@@ -56500,7 +56252,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1053  = nan1;
     casez (fsm_state)
       4'h0:
@@ -56518,7 +56270,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1054  = nan2;
     casez (fsm_state)
       4'h0:
@@ -56536,7 +56288,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1055  = nan3;
     casez (fsm_state)
       4'h0:
@@ -56554,7 +56306,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1056  = nan4;
     casez (fsm_state)
       4'h0:
@@ -56572,7 +56324,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1057  = nan5;
     casez (fsm_state)
       4'h0:
@@ -56590,7 +56342,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1058  = nan6;
     casez (fsm_state)
       4'h0:
@@ -56608,7 +56360,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1059  = nan7;
     casez (fsm_state)
       4'h0:
@@ -56626,7 +56378,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1060  = nan8;
     casez (fsm_state)
       4'h0:
@@ -56644,7 +56396,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1061  = nan9;
     casez (fsm_state)
       4'h0:
@@ -56662,7 +56414,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1062  = nan10;
     casez (fsm_state)
       4'h0:
@@ -56680,7 +56432,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1063  = nan11;
     casez (fsm_state)
       4'h0:
@@ -56698,7 +56450,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1064  = nan12;
     casez (fsm_state)
       4'h0:
@@ -56716,7 +56468,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1065  = nan13;
     casez (fsm_state)
       4'h0:
@@ -56734,7 +56486,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1066  = nan14;
     casez (fsm_state)
       4'h0:
@@ -56752,7 +56504,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1067  = nan15;
     casez (fsm_state)
       4'h0:
@@ -56770,7 +56522,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1068  = nan16;
     casez (fsm_state)
       4'h0:
@@ -56788,7 +56540,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1069  = nan17;
     casez (fsm_state)
       4'h0:
@@ -56806,7 +56558,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1070  = nan18;
     casez (fsm_state)
       4'h0:
@@ -56824,7 +56576,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1071  = nan19;
     casez (fsm_state)
       4'h0:
@@ -56842,7 +56594,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1072  = nan20;
     casez (fsm_state)
       4'h0:
@@ -56860,7 +56612,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1073  = nan21;
     casez (fsm_state)
       4'h0:
@@ -56878,7 +56630,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1074  = nan22;
     casez (fsm_state)
       4'h0:
@@ -56896,7 +56648,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1075  = nan23;
     casez (fsm_state)
       4'h0:
@@ -56914,7 +56666,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1076  = nan24;
     casez (fsm_state)
       4'h0:
@@ -56932,7 +56684,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1077  = nan25;
     casez (fsm_state)
       4'h0:
@@ -56950,7 +56702,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1078  = nan26;
     casez (fsm_state)
       4'h0:
@@ -56968,7 +56720,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1079  = nan27;
     casez (fsm_state)
       4'h0:
@@ -56986,7 +56738,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1080  = nan28;
     casez (fsm_state)
       4'h0:
@@ -57004,7 +56756,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1081  = nan29;
     casez (fsm_state)
       4'h0:
@@ -57022,7 +56774,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1082  = nan30;
     casez (fsm_state)
       4'h0:
@@ -57040,7 +56792,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1083  = nan31;
     casez (fsm_state)
       4'h0:
@@ -57058,7 +56810,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1084  = l;
     casez (fsm_state)
       4'h0:
@@ -57096,7 +56848,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1085  = p0_1;
     casez (fsm_state)
       4'h0:
@@ -57119,7 +56871,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1086  = p0_2;
     casez (fsm_state)
       4'h0:
@@ -57144,7 +56896,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1087  = p1_0;
     casez (fsm_state)
       4'h0:
@@ -57180,7 +56932,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1088  = p1_1;
     casez (fsm_state)
       4'h0:
@@ -57203,7 +56955,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1089  = p1_2;
     casez (fsm_state)
       4'h0:
@@ -57228,7 +56980,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1090  = p2_0;
     casez (fsm_state)
       4'h0:
@@ -57262,7 +57014,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1091  = p2_1;
     casez (fsm_state)
       4'h0:
@@ -57285,7 +57037,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1092  = p2_2;
     casez (fsm_state)
       4'h0:
@@ -57310,7 +57062,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1093  = p3_0;
     casez (fsm_state)
       4'h0:
@@ -57344,7 +57096,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1094  = p3_1;
     casez (fsm_state)
       4'h0:
@@ -57367,7 +57119,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1095  = p3_2;
     casez (fsm_state)
       4'h0:
@@ -57392,7 +57144,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1096  = p4_0;
     casez (fsm_state)
       4'h0:
@@ -57424,7 +57176,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1097  = p4_1;
     casez (fsm_state)
       4'h0:
@@ -57447,7 +57199,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1098  = p4_2;
     casez (fsm_state)
       4'h0:
@@ -57472,7 +57224,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1099  = p5_0;
     casez (fsm_state)
       4'h0:
@@ -57504,7 +57256,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1100  = p5_1;
     casez (fsm_state)
       4'h0:
@@ -57527,7 +57279,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1101  = p5_2;
     casez (fsm_state)
       4'h0:
@@ -57552,7 +57304,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1102  = p6_0;
     casez (fsm_state)
       4'h0:
@@ -57584,7 +57336,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1103  = p6_1;
     casez (fsm_state)
       4'h0:
@@ -57607,7 +57359,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1104  = p6_2;
     casez (fsm_state)
       4'h0:
@@ -57632,7 +57384,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1105  = p7_0;
     casez (fsm_state)
       4'h0:
@@ -57664,7 +57416,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1106  = p7_1;
     casez (fsm_state)
       4'h0:
@@ -57687,7 +57439,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1107  = p7_2;
     casez (fsm_state)
       4'h0:
@@ -57712,7 +57464,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1108  = p8_0;
     casez (fsm_state)
       4'h0:
@@ -57742,7 +57494,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1109  = p8_1;
     casez (fsm_state)
       4'h0:
@@ -57765,7 +57517,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1110  = p8_2;
     casez (fsm_state)
       4'h0:
@@ -57790,7 +57542,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1111  = p9_0;
     casez (fsm_state)
       4'h0:
@@ -57820,7 +57572,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1112  = p9_1;
     casez (fsm_state)
       4'h0:
@@ -57843,7 +57595,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1113  = p9_2;
     casez (fsm_state)
       4'h0:
@@ -57868,7 +57620,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1114  = p10_0;
     casez (fsm_state)
       4'h0:
@@ -57898,7 +57650,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1115  = p10_1;
     casez (fsm_state)
       4'h0:
@@ -57921,7 +57673,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1116  = p10_2;
     casez (fsm_state)
       4'h0:
@@ -57946,7 +57698,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1117  = p11_0;
     casez (fsm_state)
       4'h0:
@@ -57976,7 +57728,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1118  = p11_1;
     casez (fsm_state)
       4'h0:
@@ -57999,7 +57751,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1119  = p11_2;
     casez (fsm_state)
       4'h0:
@@ -58024,7 +57776,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1120  = p12_0;
     casez (fsm_state)
       4'h0:
@@ -58054,7 +57806,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1121  = p12_1;
     casez (fsm_state)
       4'h0:
@@ -58077,7 +57829,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1122  = p12_2;
     casez (fsm_state)
       4'h0:
@@ -58102,7 +57854,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1123  = p13_0;
     casez (fsm_state)
       4'h0:
@@ -58132,7 +57884,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1124  = p13_1;
     casez (fsm_state)
       4'h0:
@@ -58155,7 +57907,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1125  = p13_2;
     casez (fsm_state)
       4'h0:
@@ -58180,7 +57932,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1126  = p14_0;
     casez (fsm_state)
       4'h0:
@@ -58210,7 +57962,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1127  = p14_1;
     casez (fsm_state)
       4'h0:
@@ -58233,7 +57985,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1128  = p14_2;
     casez (fsm_state)
       4'h0:
@@ -58258,7 +58010,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1129  = p15_0;
     casez (fsm_state)
       4'h0:
@@ -58288,7 +58040,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1130  = p15_1;
     casez (fsm_state)
       4'h0:
@@ -58311,7 +58063,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1131  = p15_2;
     casez (fsm_state)
       4'h0:
@@ -58336,7 +58088,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1132  = p16_0;
     casez (fsm_state)
       4'h0:
@@ -58361,7 +58113,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1133  = p16_1;
     casez (fsm_state)
       4'h0:
@@ -58384,7 +58136,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1134  = p16_2;
     casez (fsm_state)
       4'h0:
@@ -58409,7 +58161,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1135  = p17_0;
     casez (fsm_state)
       4'h0:
@@ -58434,7 +58186,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1136  = p17_1;
     casez (fsm_state)
       4'h0:
@@ -58457,7 +58209,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1137  = p17_2;
     casez (fsm_state)
       4'h0:
@@ -58482,7 +58234,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1138  = p18_0;
     casez (fsm_state)
       4'h0:
@@ -58507,7 +58259,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1139  = p18_1;
     casez (fsm_state)
       4'h0:
@@ -58530,7 +58282,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1140  = p18_2;
     casez (fsm_state)
       4'h0:
@@ -58555,7 +58307,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1141  = p19_0;
     casez (fsm_state)
       4'h0:
@@ -58580,7 +58332,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1142  = p19_1;
     casez (fsm_state)
       4'h0:
@@ -58603,7 +58355,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1143  = p19_2;
     casez (fsm_state)
       4'h0:
@@ -58628,7 +58380,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1144  = p20_0;
     casez (fsm_state)
       4'h0:
@@ -58653,7 +58405,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1145  = p20_1;
     casez (fsm_state)
       4'h0:
@@ -58676,7 +58428,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1146  = p20_2;
     casez (fsm_state)
       4'h0:
@@ -58701,7 +58453,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1147  = p21_0;
     casez (fsm_state)
       4'h0:
@@ -58726,7 +58478,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1148  = p21_1;
     casez (fsm_state)
       4'h0:
@@ -58749,7 +58501,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1149  = p21_2;
     casez (fsm_state)
       4'h0:
@@ -58774,7 +58526,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1150  = p22_0;
     casez (fsm_state)
       4'h0:
@@ -58799,7 +58551,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1151  = p22_1;
     casez (fsm_state)
       4'h0:
@@ -58822,7 +58574,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1152  = p22_2;
     casez (fsm_state)
       4'h0:
@@ -58847,7 +58599,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1153  = p23_0;
     casez (fsm_state)
       4'h0:
@@ -58872,7 +58624,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1154  = p23_1;
     casez (fsm_state)
       4'h0:
@@ -58895,7 +58647,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1155  = p23_2;
     casez (fsm_state)
       4'h0:
@@ -58920,7 +58672,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1156  = p24_0;
     casez (fsm_state)
       4'h0:
@@ -58945,7 +58697,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1157  = p24_1;
     casez (fsm_state)
       4'h0:
@@ -58968,7 +58720,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1158  = p24_2;
     casez (fsm_state)
       4'h0:
@@ -58993,7 +58745,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1159  = p25_0;
     casez (fsm_state)
       4'h0:
@@ -59018,7 +58770,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1160  = p25_1;
     casez (fsm_state)
       4'h0:
@@ -59041,7 +58793,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1161  = p25_2;
     casez (fsm_state)
       4'h0:
@@ -59066,7 +58818,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1162  = p26_0;
     casez (fsm_state)
       4'h0:
@@ -59091,7 +58843,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1163  = p26_1;
     casez (fsm_state)
       4'h0:
@@ -59114,7 +58866,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1164  = p26_2;
     casez (fsm_state)
       4'h0:
@@ -59139,7 +58891,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1165  = p27_0;
     casez (fsm_state)
       4'h0:
@@ -59164,7 +58916,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1166  = p27_1;
     casez (fsm_state)
       4'h0:
@@ -59187,7 +58939,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1167  = p27_2;
     casez (fsm_state)
       4'h0:
@@ -59212,7 +58964,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1168  = p28_0;
     casez (fsm_state)
       4'h0:
@@ -59237,7 +58989,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1169  = p28_1;
     casez (fsm_state)
       4'h0:
@@ -59260,7 +59012,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1170  = p28_2;
     casez (fsm_state)
       4'h0:
@@ -59285,7 +59037,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1171  = p29_0;
     casez (fsm_state)
       4'h0:
@@ -59310,7 +59062,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1172  = p29_1;
     casez (fsm_state)
       4'h0:
@@ -59333,7 +59085,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1173  = p29_2;
     casez (fsm_state)
       4'h0:
@@ -59358,7 +59110,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1174  = p30_0;
     casez (fsm_state)
       4'h0:
@@ -59383,7 +59135,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1175  = p30_1;
     casez (fsm_state)
       4'h0:
@@ -59406,7 +59158,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1176  = p30_2;
     casez (fsm_state)
       4'h0:
@@ -59431,7 +59183,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1177  = p31_0;
     casez (fsm_state)
       4'h0:
@@ -59456,7 +59208,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1178  = p31_1;
     casez (fsm_state)
       4'h0:
@@ -59479,7 +59231,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1179  = p31_2;
     casez (fsm_state)
       4'h0:
@@ -59504,7 +59256,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1180  = m;
     casez (fsm_state)
       4'h0:
@@ -59522,7 +59274,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1181  = fsm_state;
     casez (fsm_state)
       4'h0:
@@ -59582,7 +59334,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1182  = acc_set;
     casez (fsm_state)
       4'h0:
@@ -59602,7 +59354,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1183  = \wait ;
     casez (fsm_state)
       4'h0:
@@ -59637,7 +59389,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1184  = level;
     casez (fsm_state)
       4'h0:
@@ -59664,7 +59416,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1185  = 1'h0;
     if (\$774 ) begin
       if (partial) begin
@@ -59679,7 +59431,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1186  = w4;
     if (\$778 ) begin
       \$1186  = w5;
@@ -59689,455 +59441,455 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1187  = dst_data;
     if (rst) begin
       \$1187  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1188  = d0;
     if (rst) begin
       \$1188  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1189  = e0;
     if (rst) begin
       \$1189  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1190  = d1;
     if (rst) begin
       \$1190  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1191  = e1;
     if (rst) begin
       \$1191  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1192  = d2;
     if (rst) begin
       \$1192  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1193  = e2;
     if (rst) begin
       \$1193  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1194  = d3;
     if (rst) begin
       \$1194  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1195  = e3;
     if (rst) begin
       \$1195  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1196  = d4;
     if (rst) begin
       \$1196  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1197  = e4;
     if (rst) begin
       \$1197  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1198  = d5;
     if (rst) begin
       \$1198  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1199  = e5;
     if (rst) begin
       \$1199  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1200  = d6;
     if (rst) begin
       \$1200  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1201  = e6;
     if (rst) begin
       \$1201  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1202  = d7;
     if (rst) begin
       \$1202  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1203  = e7;
     if (rst) begin
       \$1203  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1204  = d8;
     if (rst) begin
       \$1204  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1205  = e8;
     if (rst) begin
       \$1205  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1206  = d9;
     if (rst) begin
       \$1206  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1207  = e9;
     if (rst) begin
       \$1207  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1208  = d10;
     if (rst) begin
       \$1208  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1209  = e10;
     if (rst) begin
       \$1209  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1210  = d11;
     if (rst) begin
       \$1210  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1211  = e11;
     if (rst) begin
       \$1211  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1212  = d12;
     if (rst) begin
       \$1212  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1213  = e12;
     if (rst) begin
       \$1213  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1214  = d13;
     if (rst) begin
       \$1214  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1215  = e13;
     if (rst) begin
       \$1215  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1216  = d14;
     if (rst) begin
       \$1216  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1217  = e14;
     if (rst) begin
       \$1217  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1218  = d15;
     if (rst) begin
       \$1218  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1219  = e15;
     if (rst) begin
       \$1219  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1220  = d16;
     if (rst) begin
       \$1220  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1221  = e16;
     if (rst) begin
       \$1221  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1222  = d17;
     if (rst) begin
       \$1222  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1223  = e17;
     if (rst) begin
       \$1223  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1224  = d18;
     if (rst) begin
       \$1224  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1225  = e18;
     if (rst) begin
       \$1225  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1226  = d19;
     if (rst) begin
       \$1226  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1227  = e19;
     if (rst) begin
       \$1227  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1228  = d20;
     if (rst) begin
       \$1228  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1229  = e20;
     if (rst) begin
       \$1229  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1230  = d21;
     if (rst) begin
       \$1230  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1231  = e21;
     if (rst) begin
       \$1231  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1232  = d22;
     if (rst) begin
       \$1232  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1233  = e22;
     if (rst) begin
       \$1233  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1234  = d23;
     if (rst) begin
       \$1234  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1235  = e23;
     if (rst) begin
       \$1235  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1236  = d24;
     if (rst) begin
       \$1236  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1237  = e24;
     if (rst) begin
       \$1237  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1238  = d25;
     if (rst) begin
       \$1238  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1239  = e25;
     if (rst) begin
       \$1239  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1240  = d26;
     if (rst) begin
       \$1240  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1241  = e26;
     if (rst) begin
       \$1241  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1242  = d27;
     if (rst) begin
       \$1242  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1243  = e27;
     if (rst) begin
       \$1243  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1244  = d28;
     if (rst) begin
       \$1244  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1245  = e28;
     if (rst) begin
       \$1245  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1246  = d29;
     if (rst) begin
       \$1246  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1247  = e29;
     if (rst) begin
       \$1247  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1248  = d30;
     if (rst) begin
       \$1248  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1249  = e30;
     if (rst) begin
       \$1249  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1250  = d31;
     if (rst) begin
       \$1250  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$1251  = e31;
     if (rst) begin
       \$1251  = 32'd0;
@@ -60313,7 +60065,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$83  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$82  = 0;
   wire \$1 ;
   wire \$10 ;
   wire \$11 ;
@@ -60420,7 +60172,7 @@ module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
   always @(posedge clk)
     \$signal$15  <= \$35 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
     \$24  = 1'h0;
     if (start) begin
     end else if (running) begin
@@ -60433,7 +60185,7 @@ module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
     \$25  = rem;
     if (start) begin
       \$25  = { 1'h0, \$2  };
@@ -60445,7 +60197,7 @@ module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
     \$26  = den;
     if (start) begin
       \$26  = { 1'h1, x[22:0] };
@@ -60455,7 +60207,7 @@ module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
     \$27  = q;
     if (start) begin
       \$27  = 25'h0000000;
@@ -60467,7 +60219,7 @@ module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
     \$28  = count;
     if (start) begin
       \$28  = 5'h19;
@@ -60479,7 +60231,7 @@ module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
     \$29  = running;
     if (start) begin
       \$29  = 1'h1;
@@ -60493,7 +60245,7 @@ module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
     \$30  = exp;
     if (start) begin
       \$30  = \$5 [7:0];
@@ -60503,7 +60255,7 @@ module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
     \$31  = \$signal ;
     if (start) begin
       \$31  = x[31];
@@ -60513,7 +60265,7 @@ module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
     \$32  = \$signal$12 ;
     if (start) begin
       \$32  = \$8 ;
@@ -60523,7 +60275,7 @@ module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
     \$33  = \$signal$13 ;
     if (start) begin
       \$33  = \$9 ;
@@ -60533,7 +60285,7 @@ module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
     \$34  = \$signal$14 ;
     if (start) begin
       \$34  = \$10 ;
@@ -60543,7 +60295,7 @@ module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
     \$35  = \$signal$15 ;
     if (start) begin
       \$35  = \$11 ;
@@ -60553,7 +60305,7 @@ module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
     (* full_case = 32'd1 *)
     if (\$signal$12 ) begin
       r = 32'd2143289344;
@@ -60572,7 +60324,7 @@ endmodule
 (* generator = "Amaranth" *)
 module \ndp_device.control_unit.unpacker (rst, src__data, count, pair_count, valid, pair_valid, last, pull, start, offset, rows, cols, beats, hold, pair, src__valid, chunk_d0, pair_chunk_d0, row, col, clk
 );
-  reg \$auto$verilog_backend.cc:2355:dump_module$84  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$83  = 0;
   wire [32:0] \$1 ;
   wire [20:0] \$10 ;
   wire \$11 ;
@@ -60792,7 +60544,7 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, pair_count, val
   assign \$29  = paired & \$28 ;
   assign \$30  = \$27  + \$29 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     (* full_case = 32'd1 *)
     casez (pos[4])
       1'h0:
@@ -60802,7 +60554,7 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, pair_count, val
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     (* full_case = 32'd1 *)
     casez (pos[3:0])
       4'h0:
@@ -60840,7 +60592,7 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, pair_count, val
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     (* full_case = 32'd1 *)
     casez (\$19 [6:4])
       3'h0:
@@ -60862,7 +60614,7 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, pair_count, val
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     (* full_case = 32'd1 *)
     casez (\$20 [3:0])
       4'h0:
@@ -60900,14 +60652,14 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, pair_count, val
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     retire = 2'h0;
     if (valid) begin
       retire = \$32 [1:0];
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$54  = busy;
     if (start) begin
       \$54  = 1'h1;
@@ -60920,7 +60672,7 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, pair_count, val
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$55  = pos;
     if (start) begin
       \$55  = offset;
@@ -60933,7 +60685,7 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, pair_count, val
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$56  = \$signal$11 ;
     if (start) begin
       \$56  = rows;
@@ -60943,7 +60695,7 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, pair_count, val
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$57  = \$signal$7 ;
     if (start) begin
       \$57  = cols;
@@ -60953,7 +60705,7 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, pair_count, val
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$58  = \$signal$33 ;
     if (start) begin
       \$58  = beats;
@@ -60963,7 +60715,7 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, pair_count, val
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$59  = \$signal$10 ;
     if (start) begin
       \$59  = pair;
@@ -60973,7 +60725,7 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, pair_count, val
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$60  = row;
     if (start) begin
       \$60  = 20'h00000;
@@ -60988,7 +60740,7 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, pair_count, val
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$61  = col;
     if (start) begin
       \$61  = 32'd0;
@@ -61006,7 +60758,7 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, pair_count, val
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$62  = taken;
     if (start) begin
       \$62  = 32'd0;
@@ -61019,7 +60771,7 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, pair_count, val
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$63  = \$52 [1:0];
     if (\$53 ) begin
       \$63  = 2'h0;
@@ -61029,7 +60781,7 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, pair_count, val
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$64  = win0;
     casez (retire)
       2'h1:
@@ -61048,7 +60800,7 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, pair_count, val
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$65  = win1;
     casez (retire)
       2'h1:
@@ -61067,7 +60819,7 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, pair_count, val
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$66  = win2;
     if (pull) begin
       casez (\$50 )
@@ -61100,7 +60852,7 @@ endmodule
 (* generator = "Amaranth" *)
 module \ndp_device.control_unit.writer (clk, rst, bus__awlen, bus__wdata, bus__wstrb, reported, write_error, reported_error, bus__wvalid, bus__wlast, src__ready, bus__bready, src__valid, start, from_stream, \addr$55 , lines, line, strb, report, idle
 , quiet, bus__awvalid, addr, src__data, src__strb, bus__awready, bus__wready, bus__bvalid, bus__bresp);
-  reg \$auto$verilog_backend.cc:2355:dump_module$85  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$84  = 0;
   wire [7:0] \$1 ;
   wire \$10 ;
   wire \$11 ;
@@ -61366,7 +61118,7 @@ module \ndp_device.control_unit.writer (clk, rst, bus__awlen, bus__wdata, bus__w
     .w_rdy(w_rdy)
   );
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
     idle = 1'h0;
     casez (fsm_state)
       1'h0:
@@ -61374,7 +61126,7 @@ module \ndp_device.control_unit.writer (clk, rst, bus__awlen, bus__wdata, bus__w
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
     quiet = 1'h0;
     casez (fsm_state)
       1'h0:
@@ -61382,7 +61134,7 @@ module \ndp_device.control_unit.writer (clk, rst, bus__awlen, bus__wdata, bus__w
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
     bus__awvalid = 1'h0;
     (* full_case = 32'd1 *)
     casez (fsm_state)
@@ -61393,7 +61145,7 @@ module \ndp_device.control_unit.writer (clk, rst, bus__awlen, bus__wdata, bus__w
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
     \$56  = addr;
     if (\$42 ) begin
       \$56  = \$44 [63:0];
@@ -61409,7 +61161,7 @@ module \ndp_device.control_unit.writer (clk, rst, bus__awlen, bus__wdata, bus__w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
     \$57  = left;
     if (\$42 ) begin
       \$57  = \$45 [31:0];
@@ -61425,7 +61177,7 @@ module \ndp_device.control_unit.writer (clk, rst, bus__awlen, bus__wdata, bus__w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
     \$58  = in_burst;
     if (\$49 ) begin
       \$58  = \$50 [6:0];
@@ -61435,7 +61187,7 @@ module \ndp_device.control_unit.writer (clk, rst, bus__awlen, bus__wdata, bus__w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
     \$59  = sending;
     if (\$49 ) begin
       \$59  = \$51 ;
@@ -61445,7 +61197,7 @@ module \ndp_device.control_unit.writer (clk, rst, bus__awlen, bus__wdata, bus__w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
     \$60  = \$signal ;
     casez (fsm_state)
       1'h0:
@@ -61458,7 +61210,7 @@ module \ndp_device.control_unit.writer (clk, rst, bus__awlen, bus__wdata, bus__w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
     \$61  = \$signal$13 ;
     casez (fsm_state)
       1'h0:
@@ -61471,7 +61223,7 @@ module \ndp_device.control_unit.writer (clk, rst, bus__awlen, bus__wdata, bus__w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
     \$62  = \$signal$16 ;
     casez (fsm_state)
       1'h0:
@@ -61484,7 +61236,7 @@ module \ndp_device.control_unit.writer (clk, rst, bus__awlen, bus__wdata, bus__w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
     \$63  = \$signal$31 ;
     casez (fsm_state)
       1'h0:
@@ -61497,7 +61249,7 @@ module \ndp_device.control_unit.writer (clk, rst, bus__awlen, bus__wdata, bus__w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
     \$64  = fsm_state;
     (* full_case = 32'd1 *)
     casez (fsm_state)
@@ -61532,7 +61284,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \ndp_device.control_unit.writer.counts (rst, w_port__data, w_en, r_en, w_rdy, r_rdy, r_data, level, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$86  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$85  = 0;
   wire \$1 ;
   wire \$10 ;
   wire \$11 ;
@@ -61629,7 +61381,7 @@ module \ndp_device.control_unit.writer.counts (rst, w_port__data, w_en, r_en, w_
   always @(posedge clk)
     level <= \$17 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
     \$15  = w_port__addr;
     if (\$1 ) begin
       \$15  = \$2 [3:0];
@@ -61639,7 +61391,7 @@ module \ndp_device.control_unit.writer.counts (rst, w_port__data, w_en, r_en, w_
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
     \$16  = r_port__addr;
     if (\$3 ) begin
       \$16  = \$4 [3:0];
@@ -61649,7 +61401,7 @@ module \ndp_device.control_unit.writer.counts (rst, w_port__data, w_en, r_en, w_
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
     \$17  = level;
     if (\$8 ) begin
       \$17  = \$9 [4:0];
@@ -61671,7 +61423,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \ndp_device.control_unit.writer.tags (rst, r_en, w_en, w_port__data, w_rdy, r_rdy, r_data, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$87  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$86  = 0;
   wire \$1 ;
   wire \$10 ;
   wire \$11 ;
@@ -61767,7 +61519,7 @@ module \ndp_device.control_unit.writer.tags (rst, r_en, w_en, w_port__data, w_rd
   always @(posedge clk)
     level <= \$17 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
     \$15  = w_port__addr;
     if (\$1 ) begin
       \$15  = \$2 [3:0];
@@ -61777,7 +61529,7 @@ module \ndp_device.control_unit.writer.tags (rst, r_en, w_en, w_port__data, w_rd
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
     \$16  = r_port__addr;
     if (\$3 ) begin
       \$16  = \$4 [3:0];
@@ -61787,7 +61539,7 @@ module \ndp_device.control_unit.writer.tags (rst, r_en, w_en, w_port__data, w_rd
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
     \$17  = level;
     if (\$8 ) begin
       \$17  = \$9 [4:0];
@@ -61813,7 +61565,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
 , ports__0__wvalid, ports__0__bready, ports__1__araddr, ports__1__arvalid, ports__1__rready, ports__2__araddr, ports__2__awvalid, ports__2__awaddr, dram__arid, dram__araddr, dram__arlen, dram__arsize, dram__arburst, dram__arlock, dram__arcache, dram__arprot, dram__arvalid, ports__0__arready, ports__1__arready, ports__2__arready, ports__0__rvalid
 , dram__rready, ports__1__rvalid, ports__2__rvalid, dram__awid, dram__awaddr, dram__awlen, dram__awsize, dram__awburst, dram__awlock, dram__awcache, dram__awprot, dram__awvalid, ports__0__awready, ports__1__awready, ports__2__awready, dram__wdata, dram__wstrb, dram__wlast, dram__wvalid, ports__0__wready, ports__1__wready
 , ports__2__wready, ports__0__bvalid, dram__bready, ports__1__bvalid, ports__2__bvalid, dram__awready);
-  reg \$auto$verilog_backend.cc:2355:dump_module$88  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$87  = 0;
   wire \$1 ;
   reg [1:0] \$10 ;
   reg \$11 ;
@@ -62138,7 +61890,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     .w_rdy(\w_rdy$164 )
   );
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     ar_pick = 2'h0;
     casez (\$signal )
       2'h0:
@@ -62180,7 +61932,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     ar_any = 1'h0;
     casez (\$signal )
       2'h0:
@@ -62222,7 +61974,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     dram__arid = 8'h00;
     (* full_case = 32'd1 *)
     if (\$1 ) begin
@@ -62238,7 +61990,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     dram__araddr = 64'h0000000000000000;
     (* full_case = 32'd1 *)
     if (\$1 ) begin
@@ -62254,7 +62006,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     dram__arlen = 8'h00;
     (* full_case = 32'd1 *)
     if (\$1 ) begin
@@ -62270,7 +62022,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     dram__arsize = 3'h0;
     (* full_case = 32'd1 *)
     if (\$1 ) begin
@@ -62286,7 +62038,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     dram__arburst = 2'h0;
     (* full_case = 32'd1 *)
     if (\$1 ) begin
@@ -62302,7 +62054,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     dram__arlock = 1'h0;
     (* full_case = 32'd1 *)
     if (\$1 ) begin
@@ -62318,7 +62070,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     dram__arcache = 4'h0;
     (* full_case = 32'd1 *)
     if (\$1 ) begin
@@ -62334,7 +62086,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     dram__arprot = 3'h0;
     (* full_case = 32'd1 *)
     if (\$1 ) begin
@@ -62350,7 +62102,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     dram__arvalid = 1'h0;
     (* full_case = 32'd1 *)
     if (\$1 ) begin
@@ -62366,7 +62118,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     ports__0__arready = 1'h0;
     (* full_case = 32'd1 *)
     if (\$1 ) begin
@@ -62378,7 +62130,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     ports__1__arready = 1'h0;
     (* full_case = 32'd1 *)
     if (\$1 ) begin
@@ -62392,7 +62144,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     ports__2__arready = 1'h0;
     (* full_case = 32'd1 *)
     if (\$1 ) begin
@@ -62408,7 +62160,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     ports__0__rvalid = 1'h0;
     casez (r_data)
       2'h0:
@@ -62416,7 +62168,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     dram__rready = 1'h0;
     casez (r_data)
       2'h0:
@@ -62428,7 +62180,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     ports__1__rvalid = 1'h0;
     casez (r_data)
       2'h0:
@@ -62438,7 +62190,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     ports__2__rvalid = 1'h0;
     casez (r_data)
       2'h0:
@@ -62450,7 +62202,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     aw_pick = 2'h0;
     casez (\$signal$72 )
       2'h0:
@@ -62483,7 +62235,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     aw_any = 1'h0;
     casez (\$signal$72 )
       2'h0:
@@ -62516,7 +62268,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     dram__awid = 8'h00;
     (* full_case = 32'd1 *)
     if (\$3 ) begin
@@ -62532,7 +62284,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     dram__awaddr = 64'h0000000000000000;
     (* full_case = 32'd1 *)
     if (\$3 ) begin
@@ -62548,7 +62300,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     dram__awlen = 8'h00;
     (* full_case = 32'd1 *)
     if (\$3 ) begin
@@ -62564,7 +62316,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     dram__awsize = 3'h0;
     (* full_case = 32'd1 *)
     if (\$3 ) begin
@@ -62580,7 +62332,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     dram__awburst = 2'h0;
     (* full_case = 32'd1 *)
     if (\$3 ) begin
@@ -62596,7 +62348,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     dram__awlock = 1'h0;
     (* full_case = 32'd1 *)
     if (\$3 ) begin
@@ -62612,7 +62364,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     dram__awcache = 4'h0;
     (* full_case = 32'd1 *)
     if (\$3 ) begin
@@ -62628,7 +62380,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     dram__awprot = 3'h0;
     (* full_case = 32'd1 *)
     if (\$3 ) begin
@@ -62644,7 +62396,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     dram__awvalid = 1'h0;
     (* full_case = 32'd1 *)
     if (\$3 ) begin
@@ -62660,7 +62412,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     ports__0__awready = 1'h0;
     (* full_case = 32'd1 *)
     if (\$3 ) begin
@@ -62672,7 +62424,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     ports__1__awready = 1'h0;
     (* full_case = 32'd1 *)
     if (\$3 ) begin
@@ -62686,7 +62438,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     ports__2__awready = 1'h0;
     (* full_case = 32'd1 *)
     if (\$3 ) begin
@@ -62702,7 +62454,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     dram__wdata = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     if (r_rdy) begin
       casez (\r_data$128 )
@@ -62716,7 +62468,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     dram__wstrb = 64'h0000000000000000;
     if (r_rdy) begin
       casez (\r_data$128 )
@@ -62730,7 +62482,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     dram__wlast = 1'h0;
     if (r_rdy) begin
       casez (\r_data$128 )
@@ -62744,7 +62496,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     dram__wvalid = 1'h0;
     if (r_rdy) begin
       casez (\r_data$128 )
@@ -62758,7 +62510,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     ports__0__wready = 1'h0;
     if (r_rdy) begin
       casez (\r_data$128 )
@@ -62768,7 +62520,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     ports__1__wready = 1'h0;
     if (r_rdy) begin
       casez (\r_data$128 )
@@ -62780,7 +62532,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     ports__2__wready = 1'h0;
     if (r_rdy) begin
       casez (\r_data$128 )
@@ -62794,7 +62546,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     ports__0__bvalid = 1'h0;
     casez (\r_data$154 )
       2'h0:
@@ -62802,7 +62554,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     dram__bready = 1'h0;
     casez (\r_data$154 )
       2'h0:
@@ -62814,7 +62566,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     ports__1__bvalid = 1'h0;
     casez (\r_data$154 )
       2'h0:
@@ -62824,7 +62576,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     ports__2__bvalid = 1'h0;
     casez (\r_data$154 )
       2'h0:
@@ -62836,7 +62588,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     \$10  = \$signal ;
     if (\$5 ) begin
       if (\$6 ) begin
@@ -62848,7 +62600,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     \$11  = addr_phase;
     (* full_case = 32'd1 *)
     if (\$5 ) begin
@@ -62865,7 +62617,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     \$12  = \$signal$72 ;
     if (\$7 ) begin
       if (\$9 ) begin
@@ -62877,7 +62629,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     \$13  = aw_phase;
     (* full_case = 32'd1 *)
     if (\$7 ) begin
@@ -62952,7 +62704,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \ndp_device.dram_arbiter.read_tags (rst, w_en, r_en, w_rdy, r_data, w_port__data, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$89  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$88  = 0;
   wire \$1 ;
   wire \$10 ;
   wire \$11 ;
@@ -63046,7 +62798,7 @@ module \ndp_device.dram_arbiter.read_tags (rst, w_en, r_en, w_rdy, r_data, w_por
   always @(posedge clk)
     level <= \$21 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$19  = w_port__addr;
     if (\$1 ) begin
       \$19  = \$4 [2:0];
@@ -63056,7 +62808,7 @@ module \ndp_device.dram_arbiter.read_tags (rst, w_en, r_en, w_rdy, r_data, w_por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$20  = r_port__addr;
     if (\$5 ) begin
       \$20  = \$8 [2:0];
@@ -63066,7 +62818,7 @@ module \ndp_device.dram_arbiter.read_tags (rst, w_en, r_en, w_rdy, r_data, w_por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$21  = level;
     if (\$12 ) begin
       \$21  = \$13 [2:0];
@@ -63088,7 +62840,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \ndp_device.dram_arbiter.write_order (rst, w_en, r_en, w_rdy, r_rdy, r_data, w_port__data, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$90  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$89  = 0;
   wire \$1 ;
   wire \$10 ;
   wire \$11 ;
@@ -63196,7 +62948,7 @@ module \ndp_device.dram_arbiter.write_order (rst, w_en, r_en, w_rdy, r_rdy, r_da
   always @(posedge clk)
     level <= \$21 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     \$19  = w_port__addr;
     if (\$1 ) begin
       \$19  = \$4 [4:0];
@@ -63206,7 +62958,7 @@ module \ndp_device.dram_arbiter.write_order (rst, w_en, r_en, w_rdy, r_rdy, r_da
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     \$20  = r_port__addr;
     if (\$5 ) begin
       \$20  = \$8 [4:0];
@@ -63216,7 +62968,7 @@ module \ndp_device.dram_arbiter.write_order (rst, w_en, r_en, w_rdy, r_rdy, r_da
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     \$21  = level;
     if (\$12 ) begin
       \$21  = \$13 [4:0];
@@ -63238,7 +62990,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \ndp_device.dram_arbiter.write_tags (rst, w_en, r_en, w_rdy, r_data, w_port__data, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$91  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$90  = 0;
   wire \$1 ;
   wire \$10 ;
   wire \$11 ;
@@ -63345,7 +63097,7 @@ module \ndp_device.dram_arbiter.write_tags (rst, w_en, r_en, w_rdy, r_data, w_po
   always @(posedge clk)
     level <= \$21 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$91 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
     \$19  = w_port__addr;
     if (\$1 ) begin
       \$19  = \$4 [4:0];
@@ -63355,7 +63107,7 @@ module \ndp_device.dram_arbiter.write_tags (rst, w_en, r_en, w_rdy, r_data, w_po
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$91 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
     \$20  = r_port__addr;
     if (\$5 ) begin
       \$20  = \$8 [4:0];
@@ -63365,7 +63117,7 @@ module \ndp_device.dram_arbiter.write_tags (rst, w_en, r_en, w_rdy, r_data, w_po
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$91 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
     \$21  = level;
     if (\$12 ) begin
       \$21  = \$13 [4:0];
@@ -63493,7 +63245,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \ndp_device.instruction_buffer.fifo (rst, w_rdy, w_level, r_data, w_en, w_port__data, r_rdy, r_en, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$92  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$91  = 0;
   wire \$1 ;
   wire \$10 ;
   wire [2:0] \$11 ;
@@ -63619,7 +63371,7 @@ module \ndp_device.instruction_buffer.fifo (rst, w_rdy, w_level, r_data, w_en, w
   always @(posedge clk)
     r_rdy <= \$33 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$91 ) begin end
     \$30  = w_port__addr;
     if (\$3 ) begin
       \$30  = \$6 [1:0];
@@ -63629,7 +63381,7 @@ module \ndp_device.instruction_buffer.fifo (rst, w_rdy, w_level, r_data, w_en, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$91 ) begin end
     \$31  = r_port__addr;
     if (\$9 ) begin
       \$31  = \$12 [1:0];
@@ -63639,7 +63391,7 @@ module \ndp_device.instruction_buffer.fifo (rst, w_rdy, w_level, r_data, w_en, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$91 ) begin end
     \$32  = inner_level;
     if (\$18 ) begin
       \$32  = \$19 [1:0];
@@ -63652,7 +63404,7 @@ module \ndp_device.instruction_buffer.fifo (rst, w_rdy, w_level, r_data, w_en, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$91 ) begin end
     \$33  = r_rdy;
     if (\$29 ) begin
       \$33  = 1'h1;
@@ -63676,7 +63428,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
 , mem__arvalid, mem__rready, mem__awuser, mem__aruser, down__bid, down__bresp, down__rid, down__rdata, down__rresp, down__rlast, clk, rst, queues__0, queues__1, queues__2, queues__3, mem__arready, down__arid, down__araddr, down__arlen, down__arsize
 , down__arburst, down__arlock, down__arcache, down__arprot, down__arvalid, mem__rid, mem__rdata, mem__rresp, mem__rlast, mem__rvalid, down__rready, mem__awready, down__awid, down__awaddr, down__awlen, down__awsize, down__awburst, down__awlock, down__awcache, down__awprot, down__awvalid
 , down__wdata, down__wstrb, down__wlast, down__wvalid, mem__wready, mem__bid, mem__bresp, mem__bvalid, down__bready, down__arready, down__rvalid, down__awready, down__wready, down__bvalid, mem__awid);
-  reg \$auto$verilog_backend.cc:2355:dump_module$93  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$92  = 0;
   wire [8:0] \$1 ;
   wire [8:0] \$10 ;
   wire \$100 ;
@@ -64476,7 +64228,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
   always @(posedge clk)
     write_state <= \$276 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     mem__arready = 1'h0;
     casez (read_state)
       3'h0:
@@ -64484,7 +64236,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     down__arid = 8'h00;
     casez (read_state)
       3'h0:
@@ -64496,7 +64248,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     down__araddr = 64'h0000000000000000;
     casez (read_state)
       3'h0:
@@ -64508,7 +64260,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     down__arlen = 8'h00;
     casez (read_state)
       3'h0:
@@ -64520,7 +64272,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     down__arsize = 3'h0;
     casez (read_state)
       3'h0:
@@ -64532,7 +64284,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     down__arburst = 2'h0;
     casez (read_state)
       3'h0:
@@ -64544,7 +64296,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     down__arlock = 1'h0;
     casez (read_state)
       3'h0:
@@ -64556,7 +64308,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     down__arcache = 4'h0;
     casez (read_state)
       3'h0:
@@ -64568,7 +64320,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     down__arprot = 3'h0;
     casez (read_state)
       3'h0:
@@ -64580,7 +64332,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     down__arvalid = 1'h0;
     casez (read_state)
       3'h0:
@@ -64592,7 +64344,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     mem__rid = 8'h00;
     casez (read_state)
       3'h0:
@@ -64608,7 +64360,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     mem__rdata = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     casez (read_state)
       3'h0:
@@ -64624,7 +64376,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     mem__rresp = 2'h0;
     casez (read_state)
       3'h0:
@@ -64640,7 +64392,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     mem__rlast = 1'h0;
     casez (read_state)
       3'h0:
@@ -64656,7 +64408,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     mem__rvalid = 1'h0;
     casez (read_state)
       3'h0:
@@ -64672,7 +64424,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     down__rready = 1'h0;
     casez (read_state)
       3'h0:
@@ -64686,7 +64438,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     mem__awready = 1'h0;
     casez (write_state)
       3'h0:
@@ -64694,7 +64446,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     down__awid = 8'h00;
     casez (write_state)
       3'h0:
@@ -64706,7 +64458,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     down__awaddr = 64'h0000000000000000;
     casez (write_state)
       3'h0:
@@ -64718,7 +64470,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     down__awlen = 8'h00;
     casez (write_state)
       3'h0:
@@ -64730,7 +64482,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     down__awsize = 3'h0;
     casez (write_state)
       3'h0:
@@ -64742,7 +64494,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     down__awburst = 2'h0;
     casez (write_state)
       3'h0:
@@ -64754,7 +64506,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     down__awlock = 1'h0;
     casez (write_state)
       3'h0:
@@ -64766,7 +64518,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     down__awcache = 4'h0;
     casez (write_state)
       3'h0:
@@ -64778,7 +64530,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     down__awprot = 3'h0;
     casez (write_state)
       3'h0:
@@ -64790,7 +64542,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     down__awvalid = 1'h0;
     casez (write_state)
       3'h0:
@@ -64802,7 +64554,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     down__wdata = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     casez (write_state)
       3'h0:
@@ -64816,7 +64568,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     down__wstrb = 64'h0000000000000000;
     casez (write_state)
       3'h0:
@@ -64830,7 +64582,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     down__wlast = 1'h0;
     casez (write_state)
       3'h0:
@@ -64844,7 +64596,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     down__wvalid = 1'h0;
     casez (write_state)
       3'h0:
@@ -64858,7 +64610,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     mem__wready = 1'h0;
     casez (write_state)
       3'h0:
@@ -64876,7 +64628,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     mem__bid = 8'h00;
     casez (write_state)
       3'h0:
@@ -64896,7 +64648,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     mem__bresp = 2'h0;
     casez (write_state)
       3'h0:
@@ -64916,7 +64668,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     mem__bvalid = 1'h0;
     casez (write_state)
       3'h0:
@@ -64936,7 +64688,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     down__bready = 1'h0;
     casez (write_state)
       3'h0:
@@ -64952,7 +64704,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     \$256  = hold_arid;
     casez (read_state)
       3'h0:
@@ -64965,7 +64717,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     \$257  = hold_araddr;
     casez (read_state)
       3'h0:
@@ -64978,7 +64730,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     \$258  = hold_arlen;
     casez (read_state)
       3'h0:
@@ -64991,7 +64743,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     \$259  = hold_arsize;
     casez (read_state)
       3'h0:
@@ -65004,7 +64756,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     \$260  = hold_arburst;
     casez (read_state)
       3'h0:
@@ -65017,7 +64769,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     \$261  = hold_arlock;
     casez (read_state)
       3'h0:
@@ -65030,7 +64782,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     \$262  = hold_arcache;
     casez (read_state)
       3'h0:
@@ -65043,7 +64795,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     \$263  = hold_arprot;
     casez (read_state)
       3'h0:
@@ -65056,7 +64808,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     \$264  = ar_user;
     casez (read_state)
       3'h0:
@@ -65069,7 +64821,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     \$265  = read_state;
     casez (read_state)
       3'h0:
@@ -65103,7 +64855,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     \$266  = r_left;
     casez (read_state)
       3'h0:
@@ -65124,7 +64876,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     \$267  = hold_awid;
     casez (write_state)
       3'h0:
@@ -65137,7 +64889,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     \$268  = hold_awaddr;
     casez (write_state)
       3'h0:
@@ -65150,7 +64902,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     \$269  = hold_awlen;
     casez (write_state)
       3'h0:
@@ -65163,7 +64915,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     \$270  = hold_awsize;
     casez (write_state)
       3'h0:
@@ -65176,7 +64928,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     \$271  = hold_awburst;
     casez (write_state)
       3'h0:
@@ -65189,7 +64941,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     \$272  = hold_awlock;
     casez (write_state)
       3'h0:
@@ -65202,7 +64954,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     \$273  = hold_awcache;
     casez (write_state)
       3'h0:
@@ -65215,7 +64967,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     \$274  = hold_awprot;
     casez (write_state)
       3'h0:
@@ -65228,7 +64980,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     \$275  = aw_user;
     casez (write_state)
       3'h0:
@@ -65241,7 +64993,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     \$276  = write_state;
     casez (write_state)
       3'h0:
@@ -65327,9 +65079,9 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__bready, io__araddr, io__arvalid, io__rready, io__awuser, clk, rst, io__awready, io__wready, io__arready, done_valid, done_status, \port$13919$0 , reset__0, reset__1, reset__2, reset__3
+module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__bready, io__araddr, io__arvalid, io__rready, io__awuser, clk, rst, io__awready, io__wready, io__arready, done_valid, done_status, \port$13692$0 , reset__0, reset__1, reset__2, reset__3
 , io__bvalid, b_resp, queues__0, queues__1, queues__2, queues__3, io__rvalid, r_data, io__awaddr);
-  reg \$auto$verilog_backend.cc:2355:dump_module$94  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$93  = 0;
   wire \$1 ;
   wire \$10 ;
   wire [31:0] \$100 ;
@@ -65709,8 +65461,8 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
   input io__wvalid;
   wire io__wvalid;
   wire [31:0] mask;
-  input [33:0] \port$13919$0 ;
-  wire [33:0] \port$13919$0 ;
+  input [33:0] \port$13692$0 ;
+  wire [33:0] \port$13692$0 ;
   output [321:0] queues__0;
   reg [321:0] queues__0 = 322'h000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   wire [63:0] \queues__0.cq_base ;
@@ -66125,7 +65877,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
   always @(posedge clk)
     r_data <= \$319 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
     \$294  = 1'h0;
     if (\$10 ) begin
       casez (\$signal [15:2])
@@ -66160,7 +65912,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
     \$295  = 1'h0;
     if (\$10 ) begin
       casez (\$signal [15:2])
@@ -66219,7 +65971,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
     \$296  = 1'h0;
     if (\$10 ) begin
       casez (\$signal [15:2])
@@ -66302,7 +66054,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
     \$297  = 1'h0;
     if (\$10 ) begin
       casez (\$signal [15:2])
@@ -66409,12 +66161,12 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
     \$298  = head0;
     if (done_valid) begin
-      casez (\port$13919$0 [1:0])
+      casez (\port$13692$0 [1:0])
         2'h0:
-            \$298  = \port$13919$0 [33:2];
+            \$298  = \port$13692$0 [33:2];
       endcase
     end
     if (\$10 ) begin
@@ -66450,10 +66202,10 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
     \$299  = status0;
     if (done_valid) begin
-      casez (\port$13919$0 [1:0])
+      casez (\port$13692$0 [1:0])
         2'h0:
             if (\$1 ) begin
               \$299  = { 24'h800000, done_status };
@@ -66495,14 +66247,14 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
     \$300  = head1;
     if (done_valid) begin
-      casez (\port$13919$0 [1:0])
+      casez (\port$13692$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
-            \$300  = \port$13919$0 [33:2];
+            \$300  = \port$13692$0 [33:2];
       endcase
     end
     if (\$10 ) begin
@@ -66562,10 +66314,10 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
     \$301  = status1;
     if (done_valid) begin
-      casez (\port$13919$0 [1:0])
+      casez (\port$13692$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
@@ -66633,16 +66385,16 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
     \$302  = head2;
     if (done_valid) begin
-      casez (\port$13919$0 [1:0])
+      casez (\port$13692$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
             /* empty */;
         2'h2:
-            \$302  = \port$13919$0 [33:2];
+            \$302  = \port$13692$0 [33:2];
       endcase
     end
     if (\$10 ) begin
@@ -66726,10 +66478,10 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
     \$303  = status2;
     if (done_valid) begin
-      casez (\port$13919$0 [1:0])
+      casez (\port$13692$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
@@ -66823,11 +66575,11 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
     \$304  = head3;
     if (done_valid) begin
       (* full_case = 32'd1 *)
-      casez (\port$13919$0 [1:0])
+      casez (\port$13692$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
@@ -66835,7 +66587,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
         2'h2:
             /* empty */;
         2'h3:
-            \$304  = \port$13919$0 [33:2];
+            \$304  = \port$13692$0 [33:2];
       endcase
     end
     if (\$10 ) begin
@@ -66943,11 +66695,11 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
     \$305  = status3;
     if (done_valid) begin
       (* full_case = 32'd1 *)
-      casez (\port$13919$0 [1:0])
+      casez (\port$13692$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
@@ -67067,7 +66819,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
     \$306  = \$signal ;
     if (\$5 ) begin
       \$306  = io__awaddr;
@@ -67077,7 +66829,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
     \$307  = \$signal$22 ;
     if (\$5 ) begin
       \$307  = io__awuser;
@@ -67087,7 +66839,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
     \$308  = aw_full;
     if (\$5 ) begin
       \$308  = 1'h1;
@@ -67100,7 +66852,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
     \$309  = \$signal$27 ;
     if (\$6 ) begin
       \$309  = io__wdata;
@@ -67110,7 +66862,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
     \$310  = \$signal$29 ;
     if (\$6 ) begin
       \$310  = io__wstrb;
@@ -67120,7 +66872,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
     \$311  = \$signal$31 ;
     if (\$6 ) begin
       \$311  = 1'h1;
@@ -67133,7 +66885,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
     \$312  = \$signal$32 ;
     if (\$7 ) begin
       \$312  = 1'h0;
@@ -67146,7 +66898,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
     \$313  = b_resp;
     if (\$10 ) begin
       \$313  = 2'h0;
@@ -67159,7 +66911,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
     \$314  = queues__0;
     if (\$10 ) begin
       casez (\$signal [15:2])
@@ -67220,7 +66972,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
     \$315  = queues__1;
     if (\$10 ) begin
       casez (\$signal [15:2])
@@ -67305,7 +67057,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
     \$316  = queues__2;
     if (\$10 ) begin
       casez (\$signal [15:2])
@@ -67414,7 +67166,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
     \$317  = queues__3;
     if (\$10 ) begin
       casez (\$signal [15:2])
@@ -67547,7 +67299,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
     \$318  = \$signal$41 ;
     if (\$283 ) begin
       \$318  = 1'h0;
@@ -67560,7 +67312,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
     \$319  = r_data;
     if (\$284 ) begin
       \$319  = 32'd0;
@@ -67686,7 +67438,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
     refuse = 1'h0;
     if (\$287 ) begin
       refuse = \$289 ;
@@ -67788,8 +67540,8 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
       endcase
     end
   end
-  assign done_queue = \port$13919$0 [1:0];
-  assign done_seq = \port$13919$0 [33:2];
+  assign done_queue = \port$13692$0 [1:0];
+  assign done_seq = \port$13692$0 [33:2];
   assign mask = { \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3:2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2:1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1:0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0] };
   assign io__bresp = b_resp;
   assign io__rdata = r_data;

@@ -1,15 +1,17 @@
 """Model of hw/control_unit.py and hw/front_end.py: one descriptor's schedule, results
 and completion, given what the descriptors before it left (`State`).
 
-The front end pops the descriptor (cycle `pop`), decodes it the next cycle and, unless it
-failed, starts its reader runs from the cycle after, or, on a hazard (sim's `hazard_until`
-as hw/front_end.py's rule), from the cycle after the report that clears it; each run once
-the reader has issued the previous run's bursts (the previous descriptor's included). It
-pops the next descriptor three cycles after its last run started, once the control unit
-has taken this one.
+The front end pops the descriptor (cycle `pop`), decodes it over the next DECODE_STAGES
+cycles (DECODE, then CHECK, in which the decoder's verdict is known) and, unless it
+failed, starts its reader runs from the cycle after, or, on a hazard (sim's
+`hazard_until` as hw/front_end.py's rule), from the cycle after the report that clears
+it; each run once the reader has issued the previous run's bursts (the previous
+descriptor's included). It pops the next descriptor three cycles after its last
+run started (two after CHECK for one that failed), once the control unit has taken this
+one.
 
-The control unit takes the descriptor in IDLE (from the pop on, once it is idle);
-DECODE takes one cycle; an error goes straight to COMPLETE. LOAD/STORE start the writer
+The control unit takes the descriptor, decoded, in IDLE (from the cycle after CHECK on,
+once it is idle); its DECODE takes one cycle; an error goes straight to COMPLETE. LOAD/STORE start the writer
 (once it is free) on the reader's lines and go to COMPLETE when it has written them.
 GEMM runs per group of ROWS input rows: the input phase (unpacker into the input buffer),
 the weight phase (unpacker through the PE array: the k-groups of whole packs, then the
@@ -28,7 +30,7 @@ import numpy as np
 
 from isa import Status, Op
 from isa.descriptor import Flag, PAGE_ENTRY_BYTES
-from isa.microarch import REPORTS_IN_FLIGHT
+from isa.microarch import DECODE_STAGES, REPORTS_IN_FLIGHT
 from isa import validate
 from isa.slots import HEADER_BYTES, LINE_BYTES
 from isa.validate import lines, stats_offset
@@ -37,7 +39,7 @@ from . import (chunk_dispatch, completion, dram_reader, dram_writer, line_packer
 from .compute_unit import ComputeUnit
 from .decoder import decode
 
-DECODE_CYCLES = 2        # take -> first cycle of the next state (DECODE in between)
+DECODE_CYCLES = 2        # the control unit's take -> first cycle of its next state (DECODE in between)
 STAGE_CYCLES = 2         # STAGE, PLAN: before a stage's WEIGHTS_START
 BANK_START_CYCLES = 1    # BANK_START: SOFTMAX's write run starts, then BANK_OUT
 SFU_START_CYCLES = 1     # SFU_START, before the unit's own cycles (sim/softmax_unit.py)
@@ -131,13 +133,13 @@ class ControlUnit:
         self._runs = []                 # (address, bytes) of the descriptor's reader runs
         state.writer.jobs = []          # and of its write jobs
         sq_slot, cq_slot = regs.slot_addr(regs.sq_base, entry.seq), regs.slot_addr(regs.cq_base, entry.seq)
-        # the front end: DECODE, then (hazard permitting) the fetcher from the cycle after
-        fetch = pop + 1
+        # the front end: DECODE, CHECK, then (hazard permitting) the fetcher from the cycle after
+        fetch = pop + DECODE_STAGES
         if status == Status.OK:
             fetch = max(fetch, hazard_until(desc, kind, status, sq_slot, regs, queues, state))
         self._fetch_from = fetch + 1
         last_run = None
-        take = max(pop, state.fsm_free)
+        take = max(pop + DECODE_STAGES + 1, state.fsm_free)
         start = take + DECODE_CYCLES
         busy, writes = [], []
         self._pages = None
@@ -164,7 +166,7 @@ class ControlUnit:
         # line waits for the writer, busy with the results' run until the readout is done
         complete = max(complete, state.pending_free)
         state.fsm_free = complete + 1
-        front_end_done = (last_run if last_run is not None else pop) + FRONT_POP_DELAY
+        front_end_done = (last_run if last_run is not None else pop + DECODE_STAGES - 1) + FRONT_POP_DELAY
         state.front_free = max(front_end_done, take + 1)
         status = completion.status(status, status == Status.OK and self._dram_error(state.writer.jobs))
         # the completion line: every write before it answered, a report slot free

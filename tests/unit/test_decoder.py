@@ -5,6 +5,7 @@ from hypothesis import given, settings, strategies as st, HealthCheck
 import isa
 from isa.descriptor import Flag, page_flags
 from isa import Descriptor, Status, DescType, Op, Dtype, FIELDS
+from isa.microarch import DECODE_STAGES
 from isa.validate import QueueView, lines
 from hw.decoder import Decoder
 
@@ -12,7 +13,8 @@ CFG = isa.load_config("default")
 
 
 def decode_all(cases):
-    """Run (descriptor, queue) pairs through one simulation of the decoder."""
+    """Run (descriptor, queue) pairs through one simulation of the decoder: each held for
+    its DECODE_STAGES stages (hw/decoder.py), the status read in the last."""
     dut = Decoder(CFG)
     out = []
 
@@ -22,9 +24,11 @@ def decode_all(cases):
             ctx.set(dut.log2_slot, queue.log2_slot)
             ctx.set(dut.data_base, queue.data_base)
             ctx.set(dut.data_limit, queue.data_limit)
-            out.append(Status(ctx.get(dut.status)))
+            await ctx.tick().repeat(DECODE_STAGES - 1)
+            out.append(Status(ctx.get(dut.decoded.status)))
 
     sim = Simulator(dut)
+    sim.add_clock(1e-6)
     sim.add_testbench(bench)
     sim.run()
     return out

@@ -1,7 +1,8 @@
 """The front end's run fetcher (hw/front_end.py) against the model (sim/control_unit.py,
 which fetches as hw/front_end.py does): the reader runs each descriptor makes, in order,
-with their addresses and lines; the first one two cycles after the pop (DECODE, then
-FETCH); none for a descriptor that failed; and the hazard rule: after a STORE, nothing is
+with their addresses and lines; the first one DECODE_STAGES + 1 cycles after the pop
+(DECODE, CHECK, then FETCH); none for a descriptor that failed; the hand-over the cycle
+after CHECK; and the hazard rule: after a STORE, nothing is
 fetched until the STORE's report."""
 import pytest
 
@@ -9,6 +10,7 @@ import isa
 from ties import simulate
 from isa import Descriptor, DescType, Dtype, Op, Status
 from isa.descriptor import Flag, page_flags
+from isa.microarch import DECODE_STAGES
 from isa.slots import LINE_BYTES
 from isa.validate import lines
 from sim.control_unit import ControlUnit, State
@@ -71,7 +73,7 @@ def run_front_end(descs, report_at=None, memory=None, side_latency=6):
     status), the side beats' cycles recorded."""
     from hw.front_end import FrontEnd
     dut = FrontEnd(CFG)
-    seen = {"pops": [], "runs": [], "verdicts": [], "side": []}
+    seen = {"pops": [], "runs": [], "verdicts": [], "side": [], "takes": [], "statuses": []}
     side = []                                   # (cycle, beat data) still to come
 
     async def bench(ctx):
@@ -90,6 +92,10 @@ def run_front_end(descs, report_at=None, memory=None, side_latency=6):
             else:
                 ctx.set(dut.pop_valid, 0)
             ctx.set(dut.take, ctx.get(dut.task_valid))
+            if ctx.get(dut.task_valid):
+                seen["takes"].append(cycle)
+                seen["statuses"].append(Status(ctx.get(dut.task.decoded.status)))
+                assert ctx.get(dut.task.entry.seq) == len(seen["takes"])
             ctx.set(dut.report, int(cycle == report_at))
             ctx.set(dut.report_store, int(cycle == report_at))
             if pending and ctx.get(dut.pop_ready):
@@ -126,7 +132,10 @@ def test_runs_equal_the_model(name):
     want = model_runs(desc)
     assert [(addr, n) for _, addr, n in seen["runs"]] == want
     if want:
-        assert seen["runs"][0][0] == seen["pops"][0] + 2          # DECODE, then FETCH
+        assert seen["runs"][0][0] == seen["pops"][0] + DECODE_STAGES + 1     # DECODE, CHECK, then FETCH
+    # handed over the cycle after CHECK, with the status the model decodes
+    assert seen["takes"][0] == seen["pops"][0] + DECODE_STAGES + 1
+    assert seen["statuses"] == [decode(desc, QUEUE, CFG)[0]]
     # runs start one a cycle with the reader always issued, a cycle skipped per empty run
     cycles = [c for c, _, _ in seen["runs"]]
     assert cycles == sorted(set(cycles))
